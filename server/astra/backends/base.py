@@ -1,0 +1,138 @@
+"""The one interface every execution backend implements (GPU via CuPy, CPU via fibers).
+
+The gate (testing agent) and the profiler drive kernels only through this interface, so
+they run unchanged on either backend. Backends live inside a worker process
+(`astra.worker`): user and candidate code never runs in the CLI or language-server process.
+
+Host data are NumPy arrays (bfloat16 through `ml_dtypes.bfloat16`). A backend owns its
+buffers; the gate moves data in and out explicitly, so poisoning, input-mutation checks and
+re-validation after timing work the same everywhere.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+
+class BackendUnavailable(Exception):
+    """This backend cannot run here (no GPU, no CuPy, no C++ compiler...)."""
+
+
+class CompileError(Exception):
+    """The kernel did not compile. `log` holds the compiler's messages (with #line mapping
+    to the user's file already applied by the compiler)."""
+
+    def __init__(self, message: str, log: str = ""):
+        super().__init__(message)
+        self.log = log
+
+
+class LaunchError(Exception):
+    """The launch failed or the kernel faulted (illegal address, trap, deadlock...)."""
+
+
+class Unsupported(Exception):
+    """The kernel uses something this backend cannot run faithfully (e.g. inline PTX on the
+    CPU). The caller reports 'static checks only — needs a GPU to verify', never a pass."""
+
+
+@dataclass(frozen=True)
+class Scalar:
+    """A by-value kernel argument. `ctype` is the C++ parameter type as written in the
+    signature after removing const (e.g. 'int', 'int64_t', 'float', 'const float' -> 'float')."""
+
+    ctype: str
+    value: Any
+    dtype: str  # numpy dtype name: 'int32', 'float32', 'float16', 'bfloat16', 'bool', ...
+
+
+@dataclass(frozen=True)
+class Launch:
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_mem: int = 0
+
+
+@dataclass(frozen=True)
+class ResourceUsage:
+    registers: int | None = None
+    spills_bytes: int | None = None  # spill stores + loads, bytes
+    shared_static_bytes: int | None = None
+    stack_bytes: int | None = None
+    max_threads_per_block: int | None = None
+
+
+class Buffer:
+    """Opaque device (or host-emulated device) buffer; `nbytes`, `dtype`, `shape` known."""
+
+    nbytes: int
+    dtype: np.dtype
+    shape: tuple[int, ...]
+
+
+class Module:
+    """A compiled translation unit. `kernel(expr)` gives a handle to launch."""
+
+
+@dataclass
+class Schedule:
+    """Thread interleaving for the CPU backend ('forward', 'reverse', 'random'). The GPU
+    ignores it: the hardware chooses."""
+
+    order: str = "forward"
+    seed: int = 0
+
+
+@dataclass
+class TimingResult:
+    times_us: list[float] = field(default_factory=list)  # one per timed launch
+
+    @property
+    def median_us(self) -> float:
+        return float(np.median(self.times_us)) if self.times_us else float("nan")
+
+
+class Backend(ABC):
+    name: str  # 'gpu' or 'cpu'
+    measures_time: bool  # False on the CPU: speed is never reported from it
+
+    @abstractmethod
+    def compile(self, source: str, name_expressions: Sequence[str], *, filename: str = "kernel.cu",
+                options: Sequence[str] = (), sanitize: bool = False) -> Module:
+        """Compile a stand-alone unit (from `astra.extract`). `name_expressions` are the kernel
+        names to look up, e.g. 'silu_and_mul' or 'act_and_mul<__half>'. Cached by content
+        hash. Raises CompileError or Unsupported."""
+
+    @abstractmethod
+    def resources(self, module: Module, name_expression: str) -> ResourceUsage:
+        """Registers/spills/shared memory (static data; None where unknown)."""
+
+    @abstractmethod
+    def upload(self, host: np.ndarray) -> Buffer: ...
+
+    @abstractmethod
+    def download(self, buf: Buffer) -> np.ndarray: ...
+
+    @abstractmethod
+    def fill_bytes(self, buf: Buffer, byte: int) -> None:
+        """Poison: set every byte of the buffer to `byte` (0xFF gives NaN for floats)."""
+
+    @abstractmethod
+    def launch(self, module: Module, name_expression: str, launch: Launch,
+               args: Sequence[Buffer | Scalar], *, schedule: Schedule | None = None,
+               timeout_s: float = 30.0) -> None:
+        """Run one launch to completion (synchronous). Raises LaunchError on a fault,
+        a deadlock/divergent barrier (CPU) or a timeout."""
+
+    def time(self, module: Module, name_expression: str, launch: Launch,
+             arg_sets: Sequence[Sequence[Buffer | Scalar]], *, warmup: int = 20,
+             reps: int = 100, flush_l2: bool = True) -> TimingResult:
+        """Time `reps` launches (rotating through `arg_sets`) after `warmup` launches,
+        with the L2 flushed between launches. Only backends with `measures_time`."""
+        raise NotImplementedError(f"the {self.name} backend does not measure time")
+
+    def close(self) -> None:
+        pass

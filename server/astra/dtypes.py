@@ -1,0 +1,63 @@
+"""Element types of the harness spec: names, NumPy dtypes, C++ spellings, default tolerances."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+
+
+@dataclass(frozen=True)
+class DType:
+    name: str            # spec name: 'half', 'bfloat16', 'float', ...
+    np: np.dtype
+    cpp: tuple[str, ...]  # C++ spellings that match this type in a signature
+    atol: float           # default absolute tolerance
+    rtol: float           # default relative tolerance
+
+    @property
+    def is_float(self) -> bool:
+        return self.name in ("half", "bfloat16", "float", "double")
+
+    @property
+    def itemsize(self) -> int:
+        return self.np.itemsize
+
+
+_TABLE = [
+    DType("half", np.dtype(np.float16), ("half", "__half", "at::Half", "c10::Half"), 1e-2, 1e-2),
+    DType("bfloat16", np.dtype(ml_dtypes.bfloat16),
+          ("__nv_bfloat16", "nv_bfloat16", "bfloat16", "at::BFloat16", "c10::BFloat16"), 2e-2, 2e-2),
+    DType("float", np.dtype(np.float32), ("float",), 1e-5, 1e-4),
+    DType("double", np.dtype(np.float64), ("double",), 1e-10, 1e-9),
+    DType("int8", np.dtype(np.int8), ("int8_t", "signed char", "char"), 0, 0),
+    DType("int16", np.dtype(np.int16), ("int16_t", "short"), 0, 0),
+    DType("int32", np.dtype(np.int32), ("int32_t", "int", "signed", "signed int"), 0, 0),
+    DType("int64", np.dtype(np.int64), ("int64_t", "long long", "long", "ptrdiff_t", "long long int"), 0, 0),
+    DType("uint8", np.dtype(np.uint8), ("uint8_t", "unsigned char"), 0, 0),
+    DType("uint16", np.dtype(np.uint16), ("uint16_t", "unsigned short"), 0, 0),
+    DType("uint32", np.dtype(np.uint32), ("uint32_t", "unsigned", "unsigned int"), 0, 0),
+    DType("uint64", np.dtype(np.uint64), ("uint64_t", "size_t", "unsigned long long", "unsigned long"), 0, 0),
+    DType("bool", np.dtype(np.bool_), ("bool",), 0, 0),
+]
+
+BY_NAME: dict[str, DType] = {d.name: d for d in _TABLE}
+# Aliases accepted in specs.
+BY_NAME.update({"fp16": BY_NAME["half"], "float16": BY_NAME["half"], "bf16": BY_NAME["bfloat16"],
+                "float32": BY_NAME["float"], "fp32": BY_NAME["float"], "float64": BY_NAME["double"],
+                "int": BY_NAME["int32"]})
+
+
+def lookup(name: str) -> DType | None:
+    return BY_NAME.get(name.strip())
+
+
+def from_cpp(cpp_type: str) -> DType | None:
+    """The spec type for a C++ element type ('const __half' -> half); None if unknown
+    (for example a template parameter `T`)."""
+    t = " ".join(cpp_type.replace("const", " ").replace("volatile", " ").replace("__restrict__", " ").split())
+    t = t.removeprefix("std::")
+    for d in _TABLE:
+        if t in d.cpp:
+            return d
+    return None

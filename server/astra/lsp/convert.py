@@ -1,0 +1,82 @@
+"""Conversions between the core's 0-based spans and LSP types, and text slicing by span.
+
+The core reports columns in characters; LSP counts UTF-16 code units. They agree for the
+ASCII that CUDA sources are in practice; non-BMP characters would shift columns on their line.
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from lsprotocol import types
+
+_SEVERITY = {
+    "error": types.DiagnosticSeverity.Error,
+    "warning": types.DiagnosticSeverity.Warning,
+    "info": types.DiagnosticSeverity.Information,
+    "hint": types.DiagnosticSeverity.Hint,
+}
+
+
+class Span(NamedTuple):
+    start_line: int
+    start_col: int
+    end_line: int
+    end_col: int
+
+    def contains_line(self, line: int) -> bool:
+        return self.start_line <= line <= self.end_line
+
+
+def span_of(r: Any) -> Span:
+    """A Span from whatever shape the core uses for a range (4-tuple, pair of pairs,
+    or an object with start/end fields)."""
+    if isinstance(r, Span):
+        return r
+    if isinstance(r, (tuple, list)):
+        if len(r) == 4:
+            return Span(*map(int, r))
+        if len(r) == 2:
+            (a, b), (c, d) = r
+            return Span(int(a), int(b), int(c), int(d))
+    for names in (("start_line", "start_col", "end_line", "end_col"),
+                  ("line", "col", "end_line", "end_col")):
+        if all(hasattr(r, n) for n in names):
+            return Span(*(int(getattr(r, n)) for n in names))
+    start, end = r.start, r.end
+    col = lambda p: getattr(p, "col", getattr(p, "character", getattr(p, "column", 0)))  # noqa: E731
+    return Span(int(start.line), int(col(start)), int(end.line), int(col(end)))
+
+
+def lsp_range(s: Span) -> types.Range:
+    return types.Range(start=types.Position(line=s.start_line, character=s.start_col),
+                       end=types.Position(line=s.end_line, character=s.end_col))
+
+
+def line_range(line: int, lines: list[str]) -> types.Range:
+    """The non-blank part of one line (a whole-line squiggle looks wrong on indentation)."""
+    text = lines[line] if 0 <= line < len(lines) else ""
+    start = len(text) - len(text.lstrip())
+    return types.Range(start=types.Position(line=line, character=start),
+                       end=types.Position(line=line, character=max(len(text.rstrip()), start + 1)))
+
+
+def offset(lines: list[str], line: int, col: int) -> int:
+    """Character offset of (line, col) in the text split with keepends=True."""
+    line = max(0, min(line, len(lines)))
+    return sum(len(x) for x in lines[:line]) + col
+
+
+def text_in(text: str, s: Span) -> str:
+    lines = text.splitlines(keepends=True)
+    return text[offset(lines, s.start_line, s.start_col):offset(lines, s.end_line, s.end_col)]
+
+
+def lsp_diagnostic(d: Any, lines: list[str] | None = None) -> types.Diagnostic:
+    """An `astra.diagnostics.Diagnostic` as an LSP diagnostic."""
+    rng = types.Range(start=types.Position(line=d.line, character=d.col),
+                      end=types.Position(line=d.end_line, character=d.end_col))
+    if (d.end_line, d.end_col) <= (d.line, d.col) and lines is not None:
+        rng = line_range(d.line, lines)  # a point diagnostic: underline its line
+    return types.Diagnostic(range=rng, message=d.message,
+                            severity=_SEVERITY.get(d.severity, types.DiagnosticSeverity.Error),
+                            code=d.code or None, source=d.source or "astra")

@@ -1,0 +1,63 @@
+"""User settings of the server: sent by the client at initialisation and on change."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+BACKENDS = ("auto", "gpu", "cpu")
+
+
+@dataclass(frozen=True)
+class Settings:
+    llm_base_url: str = ""
+    llm_model: str = ""
+    llm_api_key: str = field(default="", repr=False)  # never printed or logged
+    backend: str = "auto"
+    rounds: int = 5
+    check_on_save: bool = True
+    gpu_arch: str = "sm_90"
+
+    def updated(self, raw: Any) -> tuple["Settings", list[str]]:
+        """These settings with the client's `astra` section applied: nested
+        ({"llm": {"model": ..}}) or flat ({"llm.model": ..}) keys. Bad values are kept out
+        and reported, so one typo never stops the server."""
+        flat = _flatten(raw) if isinstance(raw, dict) else {}
+        out, problems = {}, []
+
+        def take(key: str, attr: str, kind: type, ok=lambda v: True):
+            if key not in flat or flat[key] is None:
+                return
+            v = flat[key]
+            if kind is int and isinstance(v, str) and v.strip().isdigit():
+                v = int(v)
+            if isinstance(v, kind) and not (kind is int and isinstance(v, bool)) and ok(v):
+                out[attr] = v.strip() if isinstance(v, str) else v
+            else:
+                problems.append(f"ignoring setting astra.{key}={v!r}")
+
+        take("llm.baseUrl", "llm_base_url", str)
+        take("llm.model", "llm_model", str)
+        take("backend", "backend", str, lambda v: v in BACKENDS)
+        take("rounds", "rounds", int, lambda v: 1 <= v <= 100)
+        take("checkOnSave", "check_on_save", bool)
+        take("gpuArch", "gpu_arch", str, lambda v: v.startswith(("sm_", "compute_")))
+        return replace(self, **out), problems
+
+
+def _flatten(d: dict, prefix: str = "") -> dict:
+    flat = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            flat.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            flat[f"{prefix}{k}"] = v
+    return flat
+
+
+def initial(init_options: Any) -> tuple[Settings, list[str]]:
+    """Settings from `initializationOptions` ({"settings": {...}}) and the API key from the
+    environment the client started us with."""
+    raw = init_options.get("settings") if isinstance(init_options, dict) else None
+    s, problems = Settings(llm_api_key=os.environ.get("ASTRA_LLM_API_KEY", "")).updated(raw)
+    return s, problems

@@ -1,0 +1,538 @@
+"""The source model: what is in a `.cu` file, read with tree-sitter-cuda.
+
+`parse(text)` finds every `__global__` kernel (name, template parameters, parameters,
+launch bounds, spec comment, exact ranges), every `<<<...>>>` launch site, and the top-level
+items (device functions, types, constants, macros, includes) with the identifiers each one
+uses — what `astra.extract` needs to cut a stand-alone compilation unit.
+
+Positions are 0-based lines and character columns (LSP's convention for ASCII text).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import tree_sitter_cuda
+from tree_sitter import Language, Node, Parser
+
+SPEC_MARK = "@astra"
+
+
+@lru_cache(maxsize=1)
+def language() -> Language:
+    return Language(tree_sitter_cuda.language())
+
+
+def parser() -> Parser:
+    return Parser(language())
+
+
+@dataclass(frozen=True)
+class Span:
+    start_line: int
+    start_col: int
+    end_line: int
+    end_col: int
+    start_byte: int
+    end_byte: int
+
+    def contains_line(self, line: int) -> bool:
+        return self.start_line <= line <= self.end_line
+
+    def to_json(self) -> dict:
+        return {"start": [self.start_line, self.start_col], "end": [self.end_line, self.end_col]}
+
+
+@dataclass(frozen=True)
+class Param:
+    index: int
+    name: str
+    type: str          # as written, without the name: 'const __half* __restrict__'
+    base_type: str     # element or value type: '__half', 'int64_t', 'T'
+    is_pointer: bool
+    is_const: bool     # the pointee is const (or the scalar is const)
+    restrict: bool
+    span: Span
+
+    def to_json(self) -> dict:
+        return {"index": self.index, "name": self.name, "type": self.type, "base_type": self.base_type,
+                "pointer": self.is_pointer, "const": self.is_const, "restrict": self.restrict}
+
+
+@dataclass(frozen=True)
+class SpecComment:
+    text: str   # the whole comment, '/* @astra ... */'
+    span: Span
+
+    @property
+    def body(self) -> str:
+        """The TOML between the marker line and the closing '*/'."""
+        inner = self.text[2:-2] if self.text.endswith("*/") else self.text[2:]
+        head, _, rest = inner.partition(SPEC_MARK)
+        return rest
+
+    @property
+    def body_first_line(self) -> int:
+        """0-based file line of the body's first line (the marker line itself)."""
+        return self.span.start_line + self.text[: self.text.index(SPEC_MARK)].count("\n")
+
+    @property
+    def body_first_col(self) -> int:
+        """Column where the body starts on its first line (just after the marker)."""
+        before = self.text[: self.text.index(SPEC_MARK)]
+        last_nl = before.rfind("\n")
+        col = len(before) - (last_nl + 1)
+        if last_nl < 0:
+            col += self.span.start_col
+        return col + len(SPEC_MARK)
+
+
+@dataclass(frozen=True)
+class LaunchSite:
+    kernel: str
+    template_args: str | None
+    grid: str
+    block: str
+    shared_mem: str | None
+    stream: str | None
+    args: tuple[str, ...]
+    span: Span
+    function: str | None  # the enclosing host function
+
+    def to_json(self) -> dict:
+        return {"kernel": self.kernel, "template_args": self.template_args, "grid": self.grid,
+                "block": self.block, "shared_mem": self.shared_mem, "stream": self.stream,
+                "args": list(self.args), "line": self.span.start_line + 1, "function": self.function}
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    qualified_name: str             # with enclosing namespaces: 'ns::kernel'
+    params: tuple[Param, ...]
+    template_params: tuple[str, ...]       # as written: 'typename T', 'int N = 4'
+    template_param_names: tuple[str, ...]  # 'T', 'N'
+    launch_bounds: str | None
+    extern_c: bool
+    span: Span              # the whole definition, from `template<` (or the first specifier) to `}`
+    name_span: Span
+    signature_span: Span    # from the start of the definition to the end of the parameter list
+    body_span: Span
+    spec: SpecComment | None
+    text: str               # source text of `span`
+    uses: frozenset[str]    # identifiers the kernel refers to
+
+    @property
+    def is_template(self) -> bool:
+        return bool(self.template_params)
+
+    def param(self, name: str) -> Param | None:
+        return next((p for p in self.params if p.name == name), None)
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "qualified_name": self.qualified_name,
+                "params": [p.to_json() for p in self.params],
+                "template_params": list(self.template_params), "launch_bounds": self.launch_bounds,
+                "extern_c": self.extern_c, "range": self.span.to_json(),
+                "name_range": self.name_span.to_json(), "has_spec": self.spec is not None}
+
+
+@dataclass(frozen=True)
+class Item:
+    """A top-level item of the file, with what it defines and what it uses."""
+
+    kind: str          # 'include' | 'macro' | 'kernel' | 'device_function' | 'host_function'
+                       # | 'type' | 'variable' | 'other'
+    defines: frozenset[str]
+    uses: frozenset[str]
+    span: Span
+    text: str
+    namespaces: tuple[str, ...] = ()  # enclosing namespaces, outermost first
+    extern_c: bool = False
+    header: str | None = None          # for includes: the header name
+    device: bool = False               # device-side code or data (or usable on both sides)
+
+
+@dataclass
+class SourceModel:
+    text: str
+    kernels: list[Kernel] = field(default_factory=list)
+    launches: list[LaunchSite] = field(default_factory=list)
+    items: list[Item] = field(default_factory=list)
+    syntax_errors: list[Span] = field(default_factory=list)
+
+    def kernel(self, name: str) -> Kernel | None:
+        return next((k for k in self.kernels if name in (k.name, k.qualified_name)), None)
+
+    def launches_of(self, name: str) -> list[LaunchSite]:
+        short = name.split("::")[-1]
+        return [site for site in self.launches if site.kernel.split("::")[-1] == short]
+
+    @property
+    def includes(self) -> list[Item]:
+        return [i for i in self.items if i.kind == "include"]
+
+    @property
+    def device_functions(self) -> list[Item]:
+        return [i for i in self.items if i.kind == "device_function"]
+
+
+class _Text:
+    """Byte <-> (line, char column) conversion for one source text."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.data = text.encode("utf-8")
+        self.line_starts = [0]
+        for m in re.finditer(b"\n", self.data):
+            self.line_starts.append(m.end())
+
+    def col(self, line: int, byte_col: int) -> int:
+        start = self.line_starts[line] if line < len(self.line_starts) else len(self.data)
+        return len(self.data[start:start + byte_col].decode("utf-8", errors="replace"))
+
+    def span(self, node: Node, start: Node | None = None) -> Span:
+        s = start or node
+        (sl, sc), (el, ec) = s.start_point, node.end_point
+        return Span(sl, self.col(sl, sc), el, self.col(el, ec), s.start_byte, node.end_byte)
+
+    def slice(self, start_byte: int, end_byte: int) -> str:
+        return self.data[start_byte:end_byte].decode("utf-8", errors="replace")
+
+
+_IDENT_TYPES = {"identifier", "type_identifier", "namespace_identifier"}
+_WORD = re.compile(r"[A-Za-z_]\w*")  # lexing an opaque macro body; C++ structure comes from the tree
+
+
+def _idents(node: Node) -> set[str]:
+    out: set[str] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n.type in _IDENT_TYPES:
+            out.add(n.text.decode("utf-8", errors="replace"))
+        elif n.type in ("preproc_arg",):
+            out.update(_WORD.findall(n.text.decode("utf-8", errors="replace")))
+        stack.extend(n.children)
+    return out
+
+
+def _specifiers(fn: Node) -> set[str]:
+    """CUDA execution-space and storage specifiers written on a definition/declaration."""
+    out = set()
+    for c in fn.children:
+        t = c.text.decode("utf-8", errors="replace")
+        if c.type in ("__global__", "__device__", "__host__", "__forceinline__", "__noinline__"):
+            out.add(c.type)
+        elif c.type in ("storage_class_specifier", "type_qualifier", "attribute_specifier",
+                        "attribute_declaration", "ms_declspec_modifier"):
+            out.update(t.split())
+        elif not c.is_named and t.startswith("__") and t.endswith("__"):
+            out.add(t)
+    return out
+
+
+def _declarator_name(decl: Node | None) -> tuple[str | None, Node | None]:
+    """The declared name (and its node) inside a possibly nested declarator."""
+    while decl is not None:
+        if decl.type in ("identifier", "field_identifier", "type_identifier", "operator_name",
+                         "destructor_name"):
+            return decl.text.decode("utf-8", errors="replace"), decl
+        if decl.type == "qualified_identifier":
+            name = decl.child_by_field_name("name")
+            return decl.text.decode("utf-8", errors="replace"), name
+        nxt = decl.child_by_field_name("declarator")
+        if nxt is None:
+            for c in decl.named_children:
+                if c.type in ("identifier", "qualified_identifier", "field_identifier",
+                              "function_declarator", "pointer_declarator", "reference_declarator",
+                              "array_declarator", "init_declarator"):
+                    nxt = c
+                    break
+        decl = nxt
+    return None, None
+
+
+def _function_declarator(decl: Node | None) -> Node | None:
+    while decl is not None and decl.type != "function_declarator":
+        decl = decl.child_by_field_name("declarator")
+    return decl
+
+
+def _param(index: int, node: Node, txt: _Text) -> Param | None:
+    decl = node.child_by_field_name("declarator")
+    name, _ = _declarator_name(decl)
+    if name is None:
+        return None
+    type_node = node.child_by_field_name("type")
+    base_type = type_node.text.decode("utf-8", errors="replace") if type_node else ""
+    # Qualifiers before the type (const) and inside the declarator (__restrict__, *).
+    pre_quals = [c.text.decode() for c in node.children if c.type == "type_qualifier"]
+    is_pointer = False
+    restrict = False
+    d = decl
+    while d is not None and d.type not in ("identifier",):
+        if d.type in ("pointer_declarator", "array_declarator", "abstract_pointer_declarator"):
+            is_pointer = True
+        for c in d.children:
+            if c.type == "type_qualifier" and "restrict" in c.text.decode():
+                restrict = True
+        d = d.child_by_field_name("declarator")
+    full = txt.slice(node.start_byte, node.end_byte)
+    name_start = full.rfind(name)
+    type_text = " ".join(full[:name_start].split()) if name_start >= 0 else base_type
+    if "__restrict__" in " ".join(pre_quals) or "__restrict__" in type_text:
+        restrict = True
+    is_const = "const" in pre_quals or type_text.split("*")[0].strip().startswith("const") or \
+        " const" in type_text.split("*")[0]
+    return Param(index=index, name=name, type=type_text, base_type=base_type, is_pointer=is_pointer,
+                 is_const=is_const, restrict=restrict, span=txt.span(node))
+
+
+def _is_spec_comment(node: Node | None) -> bool:
+    return (node is not None and node.type == "comment"
+            and node.text.decode("utf-8", errors="replace").lstrip("/*").lstrip().startswith(SPEC_MARK))
+
+
+class _Builder:
+    def __init__(self, text: str):
+        self.txt = _Text(text)
+        self.model = SourceModel(text=text)
+
+    def run(self, root: Node) -> SourceModel:
+        self._collect_errors(root)
+        self._items(root.children, namespaces=(), extern_c=False)
+        self._launches(root)
+        return self.model
+
+    def _collect_errors(self, root: Node) -> None:
+        stack = [root]
+        while stack:
+            n = stack.pop()
+            if n.type == "ERROR" or n.is_missing:
+                self.model.syntax_errors.append(self.txt.span(n))
+                continue
+            if n.has_error:
+                stack.extend(n.children)
+
+    def _items(self, nodes: list[Node], namespaces: tuple[str, ...], extern_c: bool) -> None:
+        prev: Node | None = None
+        for node in nodes:
+            self._item(node, prev, namespaces, extern_c)
+            if node.type != "comment" or _is_spec_comment(node):
+                prev = node
+            elif node.type == "comment":
+                prev = node
+
+    def _item(self, node: Node, prev: Node | None, namespaces: tuple[str, ...], extern_c: bool) -> None:
+        t = node.type
+        span = self.txt.span(node)
+        text = self.txt.slice(node.start_byte, node.end_byte)
+        add = self.model.items.append
+        if t == "preproc_include":
+            path = node.child_by_field_name("path")
+            header = path.text.decode().strip('<>"') if path is not None else ""
+            add(Item("include", frozenset(), frozenset(), span, text, namespaces, extern_c, header=header,
+                     device=True))
+        elif t in ("preproc_def", "preproc_function_def"):
+            name = node.child_by_field_name("name")
+            uses = _idents(node) - {name.text.decode()} if name is not None else _idents(node)
+            add(Item("macro", frozenset({name.text.decode()}) if name is not None else frozenset(),
+                     frozenset(uses), span, text, namespaces, extern_c, device=True))
+        elif t == "namespace_definition":
+            name = node.child_by_field_name("name")
+            body = node.child_by_field_name("body")
+            ns = name.text.decode() if name is not None else ""
+            if body is not None:
+                self._items(body.children, namespaces + (ns,), extern_c)
+        elif t == "linkage_specification":
+            body = node.child_by_field_name("body")
+            if body is not None and body.type == "declaration_list":
+                self._items(body.children, namespaces, True)
+            elif body is not None and body.type in ("function_definition", "template_declaration"):
+                self._function(body, prev, namespaces, True, wrapper=node)
+            elif body is not None:
+                self._item(body, prev, namespaces, True)
+        elif t in ("function_definition", "template_declaration"):
+            self._function(node, prev, namespaces, extern_c)
+        elif t in ("struct_specifier", "class_specifier", "union_specifier", "enum_specifier",
+                   "type_definition", "alias_declaration"):
+            names = self._defined_names(node)
+            add(Item("type", frozenset(names), frozenset(_idents(node) - names), span, text, namespaces,
+                     extern_c, device=True))
+        elif t == "declaration":
+            self._declaration(node, namespaces, extern_c)
+        elif t in ("preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif"):
+            # Conditional blocks: look inside; their guarded items are taken one by one.
+            self._items([c for c in node.children if c.is_named], namespaces, extern_c)
+        elif t in ("comment", ";", "{", "}", "#endif"):
+            return
+        elif t == "expression_statement" or t == "ERROR":
+            return
+        else:
+            add(Item("other", frozenset(), frozenset(_idents(node)), span, text, namespaces, extern_c))
+
+    def _defined_names(self, node: Node) -> set[str]:
+        names: set[str] = set()
+        n = node.child_by_field_name("name")
+        if n is not None:
+            names.add(n.text.decode())
+        if node.type == "type_definition":
+            for d in node.children_by_field_name("declarator"):
+                nm, _ = _declarator_name(d)
+                if nm:
+                    names.add(nm)
+        if node.type == "alias_declaration":
+            n = node.child_by_field_name("name")
+            if n is not None:
+                names.add(n.text.decode())
+        if node.type == "enum_specifier":
+            body = node.child_by_field_name("body")
+            if body is not None:
+                for e in body.named_children:
+                    en = e.child_by_field_name("name")
+                    if en is not None:
+                        names.add(en.text.decode())
+        # `struct Foo {...} foo;` is a declaration, handled elsewhere.
+        return names
+
+    def _declaration(self, node: Node, namespaces: tuple[str, ...], extern_c: bool) -> None:
+        span = self.txt.span(node)
+        text = self.txt.slice(node.start_byte, node.end_byte)
+        specs = _specifiers(node)
+        names: set[str] = set()
+        is_fn_decl = False
+        for d in node.children_by_field_name("declarator"):
+            nm, _ = _declarator_name(d)
+            if nm:
+                names.add(nm)
+            if _function_declarator(d) is not None and d.type == "function_declarator":
+                is_fn_decl = True
+        type_node = node.child_by_field_name("type")
+        if type_node is not None and type_node.type in ("struct_specifier", "class_specifier", "enum_specifier"):
+            names |= self._defined_names(type_node)
+        device = bool(specs & {"__device__", "__constant__", "__managed__", "__global__", "__host__",
+                               "constexpr", "const"}) or (type_node is not None and type_node.type in (
+                                   "struct_specifier", "class_specifier", "enum_specifier"))
+        kind = "variable"
+        if is_fn_decl:
+            kind = "device_function" if specs & {"__device__", "__global__"} else "host_function"
+            if "__global__" in specs:
+                kind = "kernel_decl"
+        self.model.items.append(Item(kind, frozenset(names), frozenset(_idents(node) - names), span, text,
+                                     namespaces, extern_c, device=device or kind == "device_function"))
+
+    def _function(self, node: Node, prev: Node | None, namespaces: tuple[str, ...], extern_c: bool,
+                  wrapper: Node | None = None) -> None:
+        outer = wrapper or node  # `extern "C" __global__ ...` starts at `extern`
+        template_params: list[str] = []
+        template_names: list[str] = []
+        fn = node
+        while fn.type == "template_declaration":
+            plist = fn.child_by_field_name("parameters")
+            if plist is not None:
+                for p in plist.named_children:
+                    template_params.append(" ".join(p.text.decode().split()))
+                    nm = next((c.text.decode() for c in p.named_children
+                               if c.type in ("type_identifier", "identifier")), None)
+                    if nm is None and p.named_children:
+                        nm, _ = _declarator_name(p.child_by_field_name("declarator"))
+                    if nm:
+                        template_names.append(nm)
+            inner = next((c for c in fn.named_children
+                          if c.type in ("function_definition", "template_declaration", "declaration",
+                                        "struct_specifier", "class_specifier", "alias_declaration")), None)
+            if inner is None:
+                break
+            fn = inner
+        span = self.txt.span(outer)
+        text = self.txt.slice(outer.start_byte, outer.end_byte)
+        if fn.type != "function_definition":
+            # A templated type, variable or declaration.
+            names = self._defined_names(fn) if fn.type != "declaration" else {
+                n for d in fn.children_by_field_name("declarator") for n in [_declarator_name(d)[0]] if n}
+            specs = _specifiers(fn)
+            kind = "type" if fn.type in ("struct_specifier", "class_specifier", "alias_declaration") else (
+                "kernel_decl" if "__global__" in specs else
+                "device_function" if "__device__" in specs else "variable")
+            self.model.items.append(Item(kind, frozenset(names), frozenset(_idents(outer) - set(names)), span,
+                                         text, namespaces, extern_c, device=True))
+            return
+        specs = _specifiers(fn)
+        declarator = fn.child_by_field_name("declarator")
+        fdecl = _function_declarator(declarator)
+        name, name_node = _declarator_name(fdecl.child_by_field_name("declarator") if fdecl else None)
+        if name is None:
+            return
+        uses = frozenset(_idents(outer) - {name} - set(template_names))
+        if "__global__" not in specs:
+            kind = "device_function" if "__device__" in specs else "host_function"
+            self.model.items.append(Item(kind, frozenset({name}), uses, span, text, namespaces, extern_c,
+                                         device=kind == "device_function"))
+            return
+        params = []
+        plist = fdecl.child_by_field_name("parameters") if fdecl else None
+        if plist is not None:
+            for p in plist.named_children:
+                if p.type in ("parameter_declaration", "optional_parameter_declaration"):
+                    param = _param(len(params), p, self.txt)
+                    if param is not None:
+                        params.append(param)
+        lb = next((c for c in fn.named_children if c.type == "launch_bounds"), None)
+        body = fn.child_by_field_name("body")
+        spec = None
+        if _is_spec_comment(prev) and self._only_space_between(prev, outer):
+            spec = SpecComment(self.txt.slice(prev.start_byte, prev.end_byte), self.txt.span(prev))
+        qualified = "::".join(namespaces + (name,)) if namespaces else name
+        kernel = Kernel(
+            name=name, qualified_name=qualified, params=tuple(params),
+            template_params=tuple(template_params), template_param_names=tuple(template_names),
+            launch_bounds=lb.text.decode() if lb is not None else None, extern_c=extern_c,
+            span=span, name_span=self.txt.span(name_node),
+            signature_span=self.txt.span(plist if plist is not None else name_node, start=outer),
+            body_span=self.txt.span(body) if body is not None else span, spec=spec, text=text, uses=uses)
+        self.model.kernels.append(kernel)
+        self.model.items.append(Item("kernel", frozenset({name}), uses, span, text, namespaces, extern_c,
+                                     device=True))
+
+    def _only_space_between(self, a: Node, b: Node) -> bool:
+        between = self.txt.slice(a.end_byte, b.start_byte)
+        return between.strip() == "" and between.count("\n") <= 1
+
+    def _launches(self, root: Node) -> None:
+        stack = [(root, None)]
+        while stack:
+            n, fn_name = stack.pop()
+            if n.type == "function_definition":
+                nm, _ = _declarator_name(_function_declarator(n.child_by_field_name("declarator")))
+                fn_name = nm
+            if n.type == "call_expression":
+                kcs = next((c for c in n.children if c.type == "kernel_call_syntax"), None)
+                if kcs is not None:
+                    self._launch(n, kcs, fn_name)
+            stack.extend((c, fn_name) for c in reversed(n.children))
+
+    def _launch(self, call: Node, kcs: Node, fn_name: str | None) -> None:
+        func = call.child_by_field_name("function")
+        targs = None
+        if func is not None and func.type == "template_function":
+            targs_node = func.child_by_field_name("arguments")
+            targs = targs_node.text.decode() if targs_node is not None else None
+            func = func.child_by_field_name("name")
+        name = func.text.decode() if func is not None else "?"
+        cfg = [c.text.decode() for c in kcs.named_children if c.type != "comment"]
+        cfg += [None] * (4 - len(cfg))
+        args_node = call.child_by_field_name("arguments")
+        args = tuple(a.text.decode() for a in args_node.named_children if a.type != "comment") \
+            if args_node is not None else ()
+        self.model.launches.append(LaunchSite(
+            kernel=name, template_args=targs, grid=cfg[0] or "", block=cfg[1] or "", shared_mem=cfg[2],
+            stream=cfg[3], args=args, span=self.txt.span(call), function=fn_name))
+
+
+def parse(text: str) -> SourceModel:
+    """Build the source model of a CUDA source text. Never raises on malformed code: syntax
+    problems are listed in `syntax_errors` and the rest of the file is still modelled."""
+    tree = parser().parse(text.encode("utf-8"))
+    return _Builder(text).run(tree.root_node)

@@ -1,0 +1,511 @@
+"""The harness spec: how to run a kernel, as a TOML block comment directly above it.
+
+    /* @astra
+    grid = ["num_tokens"]
+    block = ["min(d, 1024)"]
+    [sizes]
+    num_tokens = [1, 7, 333]
+    d = [128, 1001, 4096]
+    [args]
+    out   = { type = "half", shape = ["num_tokens", "d"], output = true }
+    input = { type = "half", shape = ["num_tokens", "2 * d"] }
+    d     = "d"
+    */
+
+This format is a user-facing contract (README.md documents every key). `load` turns the comment
+into a validated `Spec` or raises `SpecErrors` whose diagnostics point at the line and column
+inside the comment. `infer` proposes a spec for a kernel that has none.
+"""
+from __future__ import annotations
+
+import itertools
+import re
+import tomllib
+from dataclasses import dataclass, field
+
+from . import dtypes, exprs
+from .diagnostics import Diagnostic
+from .errors import AstraError
+from .source import Kernel, SourceModel
+
+TOP_KEYS = {"grid", "block", "shared_mem", "reference", "instantiate", "require", "sizes", "bench", "args",
+            "flops", "seeds", "max_cases"}
+ARRAY_KEYS = {"type", "shape", "output", "inout", "init", "atol", "rtol"}
+SCALAR_KEYS = {"value", "type"}
+INITS = ("normal", "uniform", "randint", "arange", "zeros", "ones")
+DEFAULT_MAX_CASES = 24
+
+
+class SpecErrors(AstraError):
+    def __init__(self, diagnostics: list[Diagnostic]):
+        self.diagnostics = diagnostics
+        first = diagnostics[0]
+        super().__init__(f"harness spec: {first.message}", line=first.line, col=first.col)
+
+
+@dataclass(frozen=True)
+class Init:
+    kind: str                   # one of INITS
+    params: tuple[float, ...] = ()
+
+    def __str__(self) -> str:
+        return f"{self.kind}({', '.join(f'{p:g}' for p in self.params)})" if self.params else self.kind
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    name: str
+    pointer: bool
+    dtype: dtypes.DType
+    shape: tuple[str, ...] = ()     # pointer args: size expressions
+    output: bool = False
+    inout: bool = False
+    init: Init = Init("normal")
+    atol: float | None = None
+    rtol: float | None = None
+    value: str | int | float | None = None  # scalar args: an expression over the sizes
+
+    @property
+    def is_input(self) -> bool:
+        return self.pointer and not self.output
+
+    @property
+    def written(self) -> bool:
+        return self.pointer and (self.output or self.inout)
+
+    @property
+    def tolerance(self) -> tuple[float, float]:
+        return (self.atol if self.atol is not None else self.dtype.atol,
+                self.rtol if self.rtol is not None else self.dtype.rtol)
+
+
+@dataclass
+class Spec:
+    kernel: str
+    grid: tuple[str, ...]
+    block: tuple[str, ...]
+    shared_mem: str = "0"
+    reference: str | None = None
+    instantiate: str | None = None
+    require: tuple[str, ...] = ()
+    sizes: dict[str, list[int]] = field(default_factory=dict)
+    bench: dict[str, list[int]] = field(default_factory=dict)
+    args: dict[str, ArgSpec] = field(default_factory=dict)  # in the kernel's parameter order
+    flops: str | None = None
+    seeds: int = 2
+    max_cases: int = DEFAULT_MAX_CASES
+    template_args: dict[str, str] = field(default_factory=dict)  # template parameter -> argument
+
+    # ---- cases -------------------------------------------------------------------------
+    def satisfies(self, sizes: dict[str, int]) -> bool:
+        return all(bool(exprs.evaluate(r, sizes)) for r in self.require)
+
+    def cases(self) -> list[dict[str, int]]:
+        """The spec's test sizes: the cartesian product of [sizes] that meets `require`,
+        capped at `max_cases` (keeping the smallest, the largest and an even spread)."""
+        names = list(self.sizes)
+        combos = [dict(zip(names, vals)) for vals in itertools.product(*(self.sizes[n] for n in names))]
+        combos = [c for c in combos if self.satisfies(c)]
+        if len(combos) > self.max_cases:
+            step = (len(combos) - 1) / (self.max_cases - 1)
+            combos = [combos[round(i * step)] for i in range(self.max_cases)]
+        return combos
+
+    def bench_cases(self) -> list[dict[str, int]]:
+        """The sizes that are timed: [bench] (names it omits take their largest test size),
+        or the largest test case."""
+        if not self.bench:
+            cases = self.cases()
+            if not cases:
+                return []
+            return [max(cases, key=lambda c: self.elements(c))]
+        table = {n: self.bench.get(n, [max(v)]) for n, v in self.sizes.items()}
+        table.update({n: v for n, v in self.bench.items() if n not in table})
+        names = list(table)
+        combos = [dict(zip(names, vals)) for vals in itertools.product(*(table[n] for n in names))]
+        return [c for c in combos if self.satisfies(c)]
+
+    # ---- evaluation --------------------------------------------------------------------
+    def launch_dims(self, sizes: dict[str, int]) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+        def dims(exprs_: tuple[str, ...]) -> tuple[int, int, int]:
+            vals = [exprs.evaluate_int(e, sizes) for e in exprs_]
+            return tuple((vals + [1, 1, 1])[:3])  # type: ignore[return-value]
+        return dims(self.grid), dims(self.block), exprs.evaluate_int(self.shared_mem, sizes)
+
+    def shape(self, arg: str, sizes: dict[str, int]) -> tuple[int, ...]:
+        return tuple(exprs.evaluate_int(e, sizes) for e in self.args[arg].shape)
+
+    def scalar(self, arg: str, sizes: dict[str, int]):
+        a = self.args[arg]
+        v = exprs.evaluate(a.value, sizes)
+        return float(v) if a.dtype.is_float else int(v)
+
+    def elements(self, sizes: dict[str, int]) -> int:
+        total = 0
+        for a in self.args.values():
+            if a.pointer:
+                n = 1
+                for d in self.shape(a.name, sizes):
+                    n *= d
+                total += n
+        return total
+
+    def bytes_moved(self, sizes: dict[str, int]) -> int:
+        """The fewest bytes the kernel must move: every input read once, every output written
+        once (in-place arguments both)."""
+        total = 0
+        for a in self.args.values():
+            if not a.pointer:
+                continue
+            n = a.dtype.itemsize
+            for d in self.shape(a.name, sizes):
+                n *= d
+            total += n * (2 if a.inout else 1)
+        return total
+
+    def flop_count(self, sizes: dict[str, int]) -> float | None:
+        return float(exprs.evaluate(self.flops, sizes)) if self.flops else None
+
+
+
+# ---- locating keys inside the comment, for precise diagnostics -------------------------------
+
+class _Locator:
+    def __init__(self, kernel: Kernel):
+        c = kernel.spec
+        assert c is not None
+        self.first_line = c.body_first_line
+        self.first_col = c.body_first_col
+        self.lines = c.body.split("\n")
+        self.comment_span = c.span
+
+    def _pos(self, i: int, col: int) -> tuple[int, int]:
+        return self.first_line + i, (self.first_col + col if i == 0 else col)
+
+    def key(self, key: str, section: str | None = None) -> tuple[int, int, int]:
+        """(line, col, end_col) of `key = ...` inside `[section]` (None = top level)."""
+        current = None
+        pat = re.compile(r"^\s*(" + re.escape(key) + r"|\"" + re.escape(key) + r"\")\s*=")
+        for i, line in enumerate(self.lines):
+            stripped = line.strip()
+            if stripped.startswith("[") and not stripped.startswith("[["):
+                current = stripped.strip("[] ").split("]")[0].strip()
+                continue
+            if current == section:
+                m = pat.match(line)
+                if m:
+                    ln, col = self._pos(i, m.start(1))
+                    return ln, col, col + len(m.group(1))
+        return self.comment_span.start_line, self.comment_span.start_col, self.comment_span.start_col + 2
+
+    def at(self, line_in_body: int, col: int) -> tuple[int, int]:
+        return self._pos(line_in_body, col)
+
+
+def _diag(line: int, col: int, end_col: int, message: str) -> Diagnostic:
+    return Diagnostic(line, col, line, max(end_col, col + 1), "error", message, code="spec")
+
+
+def _parse_init(text: str) -> Init:
+    text = text.strip()
+    m = re.fullmatch(r"([a-z_]+)\s*(?:\((.*)\))?", text)
+    if not m or m.group(1) not in INITS:
+        raise ValueError(f"unknown init {text!r}; expected one of: normal, uniform(a, b), randint(a, b), "
+                         f"arange, zeros, ones")
+    params = tuple(float(exprs.evaluate(p, {})) for p in m.group(2).split(",")) if m.group(2) else ()
+    if m.group(1) in ("uniform", "randint") and len(params) != 2:
+        raise ValueError(f"init {m.group(1)} needs two bounds, e.g. {m.group(1)}(-1, 1)")
+    if m.group(1) == "normal" and len(params) not in (0, 2):
+        raise ValueError("init normal takes no bounds or (mean, std)")
+    return Init(m.group(1), params)
+
+
+def split_template_args(instantiate: str) -> list[str]:
+    """'<__half, 4>' -> ['__half', '4'] (commas inside nested <> or () are kept)."""
+    s = instantiate.strip()
+    if s.startswith("<") and s.endswith(">"):
+        s = s[1:-1]
+    out, depth, cur = [], 0, ""
+    for ch in s:
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        out.append(cur.strip())
+    return out
+
+
+def load(kernel: Kernel, model: SourceModel | None = None) -> Spec:
+    """Parse and validate the kernel's spec comment. Raises SpecErrors (all problems found)."""
+    if kernel.spec is None:
+        raise AstraError(f"kernel {kernel.name!r} has no harness spec (a /* @astra ... */ comment above it); "
+                         f"run `astra spec FILE --kernel {kernel.name}` to get a proposed one")
+    loc = _Locator(kernel)
+    try:
+        data = tomllib.loads(kernel.spec.body)
+    except tomllib.TOMLDecodeError as e:
+        m = re.search(r"\(at line (\d+), column (\d+)\)", str(e))
+        msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(e))
+        if m:
+            line, col = loc.at(int(m.group(1)) - 1, int(m.group(2)) - 1)
+        else:
+            line, col = kernel.spec.span.start_line, kernel.spec.span.start_col
+        raise SpecErrors([_diag(line, col, col + 1, f"TOML syntax error: {msg}")]) from None
+
+    errors: list[Diagnostic] = []
+
+    def err(message: str, key: str, section: str | None = None) -> None:
+        line, col, end = loc.key(key, section)
+        errors.append(_diag(line, col, end, message))
+
+    for k in data:
+        if k not in TOP_KEYS:
+            err(f"unknown key {k!r} (known: {', '.join(sorted(TOP_KEYS))})", k)
+
+    def dim_list(key: str, required: bool) -> tuple[str, ...]:
+        v = data.get(key)
+        if v is None:
+            if required:
+                err(f"missing `{key}` (up to 3 integer expressions, e.g. {key} = [\"n\"])", key)
+            return ()
+        if isinstance(v, (str, int)) and not isinstance(v, bool):
+            v = [v]
+        if not isinstance(v, list) or not (1 <= len(v) <= 3):
+            err(f"`{key}` must be a list of 1 to 3 integer expressions", key)
+            return ()
+        return tuple(str(x) for x in v)
+
+    grid = dim_list("grid", True)
+    block = dim_list("block", True)
+    shared_mem = str(data.get("shared_mem", "0"))
+
+    def size_table(key: str) -> dict[str, list[int]]:
+        raw = data.get(key, {})
+        if not isinstance(raw, dict):
+            err(f"[{key}] must be a table of size name = list of integers", key)
+            return {}
+        table = {}
+        for name, vals in raw.items():
+            if isinstance(vals, int) and not isinstance(vals, bool):
+                vals = [vals]
+            if not isinstance(vals, list) or not vals or not all(
+                    isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in vals):
+                err(f"size {name!r} must be a non-empty list of non-negative integers", name, key)
+                continue
+            table[name] = list(vals)
+        return table
+
+    sizes = size_table("sizes")
+    if "sizes" not in data:
+        err("missing [sizes] table (the test sizes, e.g. n = [1, 1000, 4096])", "sizes")
+    bench = size_table("bench")
+    for name in bench:
+        if name not in sizes:
+            err(f"bench size {name!r} is not one of the [sizes] names ({', '.join(sizes) or 'none'})",
+                name, "bench")
+    known = set(sizes)
+
+    def check_expr(expr, key: str, section: str | None = None, what: str = "") -> bool:
+        try:
+            unknown = exprs.names(expr) - known
+        except exprs.ExprError as e:
+            err(f"{what}{e}", key, section)
+            return False
+        if unknown:
+            err(f"{what}expression {expr!r} uses unknown size(s) {', '.join(sorted(unknown))} "
+                f"(sizes: {', '.join(sorted(known)) or 'none'})", key, section)
+            return False
+        return True
+
+    for e in grid:
+        check_expr(e, "grid", what="grid: ")
+    for e in block:
+        check_expr(e, "block", what="block: ")
+    check_expr(shared_mem, "shared_mem", what="shared_mem: ")
+    require = data.get("require", [])
+    if isinstance(require, str):
+        require = [require]
+    if not isinstance(require, list) or not all(isinstance(r, str) for r in require):
+        err("`require` must be a list of condition strings, e.g. [\"d % 2 == 0\"]", "require")
+        require = []
+    for r in require:
+        check_expr(r, "require", what="require: ")
+    flops = data.get("flops")
+    if flops is not None:
+        check_expr(str(flops), "flops", what="flops: ")
+        flops = str(flops)
+    reference = data.get("reference")
+    if reference is not None:
+        if not isinstance(reference, str):
+            err("`reference` must be the name of another kernel in this file", "reference")
+            reference = None
+        elif model is not None:
+            ref = model.kernel(reference)
+            if ref is None:
+                err(f"reference kernel {reference!r} is not in this file "
+                    f"(kernels: {', '.join(k.name for k in model.kernels)})", "reference")
+            elif [p.name for p in ref.params] != [p.name for p in kernel.params] and \
+                    len(ref.params) != len(kernel.params):
+                err(f"reference kernel {reference!r} must take the same parameters as {kernel.name!r}",
+                    "reference")
+    instantiate = data.get("instantiate")
+    if kernel.is_template and not instantiate:
+        err(f"kernel {kernel.name!r} is a template: add instantiate = \"<...>\" with its template arguments",
+            "instantiate" if "instantiate" in data else "grid")
+    targs: dict[str, str] = {}
+    if instantiate:
+        if not isinstance(instantiate, str):
+            err("`instantiate` must be a string such as \"<__half>\"", "instantiate")
+        else:
+            vals = split_template_args(instantiate)
+            if kernel.is_template and len(vals) > len(kernel.template_params):
+                err(f"`instantiate` gives {len(vals)} template arguments; {kernel.name!r} has "
+                    f"{len(kernel.template_params)}", "instantiate")
+            targs = dict(zip(kernel.template_param_names, vals))
+
+    seeds = data.get("seeds", 2)
+    if not isinstance(seeds, int) or isinstance(seeds, bool) or seeds < 1:
+        err("`seeds` must be a positive integer", "seeds")
+        seeds = 2
+    max_cases = data.get("max_cases", DEFAULT_MAX_CASES)
+    if not isinstance(max_cases, int) or isinstance(max_cases, bool) or max_cases < 1:
+        err("`max_cases` must be a positive integer", "max_cases")
+        max_cases = DEFAULT_MAX_CASES
+
+    raw_args = data.get("args", {})
+    if not isinstance(raw_args, dict):
+        err("[args] must be a table with one entry per kernel parameter", "args")
+        raw_args = {}
+    if "args" not in data:
+        err(f"missing [args] table (one entry per parameter of {kernel.name!r})", "args")
+    args: dict[str, ArgSpec] = {}
+    params = {p.name: p for p in kernel.params}
+    for name in raw_args:
+        if name not in params:
+            err(f"unknown parameter {name!r}: {kernel.name!r} takes {', '.join(params) or 'no parameters'}",
+                name, "args")
+    for p in kernel.params:
+        if p.name not in raw_args:
+            if "args" in data:
+                sec_line = next((i for i, ln in enumerate(loc.lines) if ln.strip() == "[args]"), None)
+                if sec_line is not None:
+                    line, col = loc.at(sec_line, loc.lines[sec_line].index("["))
+                    errors.append(_diag(line, col, col + 6, f"missing parameter {p.name!r} ({p.type}) in [args]"))
+                else:
+                    err(f"missing parameter {p.name!r} ({p.type}) in [args]", "args")
+            continue
+        v = raw_args[p.name]
+        cpp_elem = targs.get(p.base_type, p.base_type)
+        cpp_dtype = dtypes.from_cpp(cpp_elem)
+        if p.is_pointer:
+            if not isinstance(v, dict):
+                err(f"parameter {p.name!r} is a pointer ({p.type}): describe it as "
+                    f"{{ type = \"...\", shape = [...] }}", p.name, "args")
+                continue
+            for k in v:
+                if k not in ARRAY_KEYS:
+                    err(f"unknown key {k!r} for pointer parameter {p.name!r} (known: {', '.join(sorted(ARRAY_KEYS))})",
+                        p.name, "args")
+            tname = v.get("type")
+            dt = dtypes.lookup(tname) if isinstance(tname, str) else None
+            if dt is None:
+                if tname is None and cpp_dtype is not None:
+                    dt = cpp_dtype
+                else:
+                    err(f"parameter {p.name!r}: unknown type {tname!r} (types: half, bfloat16, float, double, "
+                        f"int8..int64, uint8..uint64, bool)", p.name, "args")
+                    continue
+            if cpp_dtype is not None and cpp_dtype.np != dt.np:
+                err(f"parameter {p.name!r}: spec type {dt.name!r} does not match the C++ type {p.type!r}",
+                    p.name, "args")
+            shape = v.get("shape")
+            if not isinstance(shape, list) or not shape:
+                err(f"parameter {p.name!r}: `shape` must be a non-empty list of size expressions", p.name, "args")
+                continue
+            shape = tuple(str(s) for s in shape)
+            for s in shape:
+                check_expr(s, p.name, "args", what=f"parameter {p.name!r} shape: ")
+            output = bool(v.get("output", False))
+            inout = bool(v.get("inout", False))
+            if (output or inout) and p.is_const:
+                err(f"parameter {p.name!r} is const ({p.type}) but the spec says it is written", p.name, "args")
+            try:
+                init = _parse_init(str(v.get("init", "normal")))
+            except (ValueError, exprs.ExprError) as e:
+                err(f"parameter {p.name!r}: {e}", p.name, "args")
+                init = Init("normal")
+            tol = {}
+            for tk in ("atol", "rtol"):
+                if tk in v:
+                    if not isinstance(v[tk], (int, float)) or isinstance(v[tk], bool) or v[tk] < 0:
+                        err(f"parameter {p.name!r}: `{tk}` must be a non-negative number", p.name, "args")
+                    else:
+                        tol[tk] = float(v[tk])
+            args[p.name] = ArgSpec(p.name, True, dt, shape, output=output and not inout, inout=inout,
+                                   init=init, **tol)
+        else:
+            value, tname = v, None
+            if isinstance(v, dict):
+                value, tname = v.get("value"), v.get("type")
+                for k in v:
+                    if k not in SCALAR_KEYS:
+                        err(f"unknown key {k!r} for scalar parameter {p.name!r} (known: value, type)", p.name, "args")
+            if value is None or isinstance(value, (bool, list, dict)):
+                err(f"parameter {p.name!r} is a scalar ({p.type}): give an expression over the sizes, "
+                    f"e.g. {p.name} = \"n\"", p.name, "args")
+                continue
+            dt = dtypes.lookup(tname) if isinstance(tname, str) else cpp_dtype
+            if dt is None:
+                err(f"parameter {p.name!r}: cannot tell the scalar type of {p.type!r}; add type = \"...\"",
+                    p.name, "args")
+                continue
+            if isinstance(value, str):
+                check_expr(value, p.name, "args", what=f"parameter {p.name!r}: ")
+            args[p.name] = ArgSpec(p.name, False, dt, value=value)
+
+    if errors:
+        raise SpecErrors(sorted(errors, key=lambda d: (d.line, d.col)))
+    spec = Spec(kernel=kernel.name, grid=grid, block=block, shared_mem=shared_mem, reference=reference,
+                instantiate=instantiate, require=tuple(require), sizes=sizes, bench=bench, args=args,
+                flops=flops, seeds=seeds, max_cases=max_cases, template_args=targs)
+    # Semantic checks that need evaluation: every case must give positive launch dimensions.
+    problems = []
+    for case in spec.cases()[:64]:
+        try:
+            g, b, _ = spec.launch_dims(case)
+            for a in args.values():
+                if a.pointer:
+                    spec.shape(a.name, case)
+                else:
+                    spec.scalar(a.name, case)
+        except exprs.ExprError as e:
+            problems.append(str(e))
+            break
+        if min(b) < 1 or b[0] * b[1] * b[2] > 1024:
+            problems.append(f"block {b} at sizes {case} is not between 1 and 1024 threads")
+            break
+    if not spec.cases():
+        problems.append("no test case: [sizes] is empty or `require` rules out every combination")
+    if problems:
+        line, col = kernel.spec.span.start_line, kernel.spec.span.start_col
+        raise SpecErrors([_diag(line, col, col + 2, problems[0])])
+    return spec
+
+
+def validate(kernel: Kernel, model: SourceModel | None = None) -> list[Diagnostic]:
+    if kernel.spec is None:
+        return []
+    try:
+        load(kernel, model)
+    except SpecErrors as e:
+        return e.diagnostics
+    except AstraError as e:
+        return [_diag(kernel.spec.span.start_line, kernel.spec.span.start_col,
+                      kernel.spec.span.start_col + 2, e.message)]
+    return []
