@@ -516,11 +516,16 @@ class _Builder:
     def _launch(self, call: Node, kcs: Node, fn_name: str | None) -> None:
         func = call.child_by_field_name("function")
         targs = None
+        prefix = ""
+        while func is not None and func.type == "qualified_identifier":
+            scope = func.child_by_field_name("scope")
+            prefix += (scope.text.decode() + "::") if scope is not None else "::"
+            func = func.child_by_field_name("name")
         if func is not None and func.type == "template_function":
             targs_node = func.child_by_field_name("arguments")
             targs = targs_node.text.decode() if targs_node is not None else None
             func = func.child_by_field_name("name")
-        name = func.text.decode() if func is not None else "?"
+        name = prefix + func.text.decode() if func is not None else "?"
         cfg = [c.text.decode() for c in kcs.named_children if c.type != "comment"]
         cfg += [None] * (4 - len(cfg))
         args_node = call.child_by_field_name("arguments")

@@ -1,0 +1,217 @@
+"""The offline coder's building blocks: a Transform turns a whole file text into a rewritten
+whole file text (a Rewrite), or None when its pattern is not found in the kernel."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tree_sitter import Node
+
+from . import tree
+from .tree import Edit, txt, walk
+
+FLOAT_FUNCS = {"expf", "__expf", "exp2f", "exp10f", "logf", "__logf", "log2f", "sqrtf", "rsqrtf", "fmaxf",
+               "fminf", "fabsf", "tanhf", "sinf", "cosf", "__sinf", "__cosf", "powf", "__powf",
+               "__half2float", "__bfloat162float", "__fdividef", "__frcp_rn", "__fmul_rn", "__fadd_rn",
+               "fmaf", "__fmaf_rn", "erff", "floorf", "ceilf", "truncf", "roundf", "__saturatef",
+               "__shfl_xor_sync", "__shfl_down_sync", "__shfl_sync", "__shfl_up_sync", "__int2float_rn",
+               "__ldg"}
+INT_TYPES = {"int", "unsigned", "long", "short", "char", "int64_t", "int32_t", "uint32_t", "uint64_t", "size_t",
+             "unsigned int", "long long", "int16_t", "uint16_t", "int8_t", "uint8_t", "ptrdiff_t"}
+ELEM_SIZES = {"__half": 2, "half": 2, "__nv_bfloat16": 2, "nv_bfloat16": 2, "float": 4, "double": 8,
+              "int": 4, "int32_t": 4, "uint32_t": 4, "int64_t": 8}
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a transform may know besides the text: the kernel and, when the spec loads, the
+    launch block size and the bench sizes (to pick a vector width that keeps threads busy)."""
+
+    kernel: str
+    block_threads: int | None = None        # threads per block at the largest bench size
+    row_elements: dict[str, int] = field(default_factory=dict)  # loop bound name -> value there
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    transform: str
+    text: str
+    changes: tuple[str, ...]
+
+
+class Transform:
+    name = ""
+    title = ""
+    expected = ""      # the expected effect, for plans and reports
+
+    def apply(self, text: str, ctx: Context) -> Rewrite | None:
+        raise NotImplementedError
+
+
+@dataclass
+class Scope:
+    """A kernel and the device functions it calls (transitively) in the same file."""
+
+    root: Node
+    kernel: Node
+    helpers: list[Node]
+
+    @property
+    def functions(self) -> list[Node]:
+        return [self.kernel] + self.helpers
+
+
+def scope(text: str, kernel: str) -> Scope | None:
+    r = tree.root(text)
+    k = tree.find_function(r, kernel)
+    if k is None or not tree.is_kernel(k):
+        return None
+    by_name = {tree.function_name(f): f for f in tree.functions(r) if not tree.is_kernel(f)}
+    helpers: list[Node] = []
+    todo = [k]
+    seen = {tree.function_name(k)}
+    while todo:
+        fn = todo.pop()
+        for c in tree.calls(fn):
+            name = tree.callee(c)
+            if name in by_name and name not in seen:
+                seen.add(name)
+                helpers.append(by_name[name])
+                todo.append(by_name[name])
+    return Scope(r, k, helpers)
+
+
+def body(fn: Node) -> Node:
+    return fn.child_by_field_name("body")
+
+
+@dataclass(frozen=True)
+class PointerParam:
+    name: str
+    elem: str          # element type as written: '__half', 'float'
+    const: bool
+    restrict: bool
+    node: Node
+
+
+def pointer_params(fn: Node) -> dict[str, PointerParam]:
+    out = {}
+    for p in tree.params(fn):
+        name, is_ptr = tree.declared_name(p.child_by_field_name("declarator"))
+        if not (name and is_ptr):
+            continue
+        elem = txt(p.child_by_field_name("type"))
+        const = any(c.type == "type_qualifier" and txt(c) == "const" for c in p.children)
+        restrict = "__restrict__" in txt(p.child_by_field_name("declarator"))
+        out[name] = PointerParam(name, elem, const, restrict, p)
+    return out
+
+
+def variable_types(fn: Node) -> dict[str, str]:
+    """Name -> declared (base) type for scalar parameters and local variables of a function.
+    Names declared twice with different types map to '?' (unknown)."""
+    out: dict[str, str] = {}
+
+    def add(name, typ):
+        out[name] = typ if out.get(name, typ) == typ else "?"
+
+    for p in tree.params(fn):
+        name, is_ptr = tree.declared_name(p.child_by_field_name("declarator"))
+        if name:
+            add(name, txt(p.child_by_field_name("type")) + ("*" if is_ptr else ""))
+    for n in walk(body(fn)):
+        if n.type == "declaration":
+            t = txt(n.child_by_field_name("type"))
+            for d in n.children_by_field_name("declarator"):
+                name, is_ptr = tree.declared_name(d)
+                if name:
+                    add(name, t + ("*" if is_ptr else ""))
+    return out
+
+
+def expr_kind(node: Node | None, types: dict[str, str], pointers: dict[str, PointerParam],
+              returns: dict[str, str] | None = None) -> str:
+    """'float', 'int', 'double', 'half' or '?' for an expression (enough to tell a float division)."""
+    if node is None:
+        return "?"
+    t = node.type
+    if t == "number_literal":
+        s = txt(node).lower()
+        if s.startswith("0x"):
+            return "int"
+        if s.endswith("f") and ("." in s or "e" in s):
+            return "float"
+        if "." in s or "e" in s:
+            return "double"
+        return "int"
+    if t == "identifier":
+        typ = types.get(txt(node), "?")
+        if typ == "float":
+            return "float"
+        if typ == "double":
+            return "double"
+        if typ in INT_TYPES:
+            return "int"
+        if typ in ("__half", "half", "__nv_bfloat16"):
+            return "half"
+        return "?"
+    if t == "parenthesized_expression":
+        return expr_kind(node.named_children[0] if node.named_children else None, types, pointers, returns)
+    if t == "unary_expression":
+        return expr_kind(node.child_by_field_name("argument"), types, pointers, returns)
+    if t == "binary_expression":
+        op = txt(node.child_by_field_name("operator"))
+        if op in ("<", ">", "<=", ">=", "==", "!=", "&&", "||"):
+            return "int"
+        a = expr_kind(node.child_by_field_name("left"), types, pointers, returns)
+        b = expr_kind(node.child_by_field_name("right"), types, pointers, returns)
+        if "?" in (a, b) or "half" in (a, b):
+            return "?"
+        if "double" in (a, b):
+            return "double"
+        return "float" if "float" in (a, b) else "int"
+    if t == "call_expression":
+        name = tree.callee(node)
+        if name in FLOAT_FUNCS:
+            return "float"
+        if returns and returns.get(name) == "float":
+            return "float"
+        return "?"
+    if t == "cast_expression":
+        typ = txt(node.child_by_field_name("type"))
+        return "float" if typ == "float" else "int" if typ in INT_TYPES else "double" if typ == "double" else "?"
+    if t == "subscript_expression":
+        arr = node.child_by_field_name("argument")
+        p = pointers.get(txt(arr))
+        typ = p.elem if p else types.get(txt(arr), "?").rstrip("*")
+        return "float" if typ == "float" else "double" if typ == "double" else "int" if typ in INT_TYPES else "?"
+    if t == "conditional_expression":
+        a = expr_kind(node.child_by_field_name("consequence"), types, pointers, returns)
+        b = expr_kind(node.child_by_field_name("alternative"), types, pointers, returns)
+        return a if a == b else "?"
+    return "?"
+
+
+def return_types(root_node: Node) -> dict[str, str]:
+    out = {}
+    for f in tree.functions(root_node):
+        out[tree.function_name(f) or ""] = txt(f.child_by_field_name("type"))
+    return out
+
+
+def written_pointers(fn: Node, names: set[str]) -> set[str]:
+    """Pointer names that may be written or escape (passed, copied, address arithmetic)."""
+    out = set()
+    for n in walk(body(fn)):
+        if n.type != "identifier" or txt(n) not in names:
+            continue
+        p = n.parent
+        if p is not None and p.type == "subscript_expression" and p.child_by_field_name("argument") == n:
+            if tree.is_lvalue(p):
+                out.add(txt(n))
+            continue
+        out.add(txt(n))  # any other use: be conservative
+    return out
+
+
+__all__ = ["Context", "Rewrite", "Transform", "Scope", "scope", "body", "PointerParam", "pointer_params",
+           "variable_types", "expr_kind", "return_types", "written_pointers", "Edit", "ELEM_SIZES"]

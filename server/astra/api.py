@@ -1,0 +1,243 @@
+"""The core's one facade: what the CLI and the language server call.
+
+Pure orchestration: read and model the source, load specs, cut compilation units, and send the
+work that runs kernel code (compile, check, time) to a worker process (`astra.worker`) where
+`astra.jobs` drives the gate, the profiler and the backends. Nothing here holds a CUDA context
+or runs user code.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Callable
+
+from . import extract, files, infer, source, workspace
+from . import spec as spec_mod
+from .diagnostics import Diagnostic
+from .errors import AstraError, NoSuchKernel
+
+Progress = Callable[[dict], None]
+
+# Worker time limits (seconds). A kernel that runs longer than this is treated as hung.
+CHECK_TIMEOUT = 600.0
+PROFILE_TIMEOUT = 600.0
+STATIC_TIMEOUT = 60.0
+
+
+def read(path: str) -> str:
+    return files.read_source(path)
+
+
+# ---- kernels ------------------------------------------------------------------------------
+
+@dataclass
+class KernelInfo:
+    kernel: source.Kernel
+    spec: spec_mod.Spec | None
+    spec_errors: list[Diagnostic] = field(default_factory=list)
+    launches: list[source.LaunchSite] = field(default_factory=list)
+
+    # Conveniences for the editor.
+    @property
+    def name(self) -> str:
+        return self.kernel.name
+
+    @property
+    def range(self) -> source.Span:
+        return self.kernel.span
+
+    @property
+    def name_range(self) -> source.Span:
+        return self.kernel.name_span
+
+    @property
+    def params(self) -> tuple[source.Param, ...]:
+        return self.kernel.params
+
+    @property
+    def spec_status(self) -> str:
+        return "error" if self.spec_errors else ("ok" if self.spec is not None else "none")
+
+    def to_json(self) -> dict:
+        d = self.kernel.to_json()
+        d["spec"] = self.spec_status
+        d["spec_errors"] = [e.to_json() for e in self.spec_errors]
+        d["launches"] = [s.to_json() for s in self.launches]
+        if self.spec is not None:
+            d["sizes"] = self.spec.sizes
+            d["bench"] = self.spec.bench_cases()
+        return d
+
+
+def model(text: str) -> source.SourceModel:
+    return source.parse(text)
+
+
+def kernels(text: str, path: str, *, require_some: bool = True) -> list[KernelInfo]:
+    m = source.parse(text)
+    if not m.kernels and require_some:
+        raise AstraError(f"{path}: no __global__ kernels found" +
+                         (" (the file does not parse as CUDA C++)" if m.syntax_errors else ""))
+    out = []
+    for k in m.kernels:
+        spec, errors = None, []
+        if k.spec is not None:
+            try:
+                spec = spec_mod.load(k, m)
+            except spec_mod.SpecErrors as e:
+                errors = e.diagnostics
+            except AstraError as e:
+                errors = [Diagnostic(k.spec.span.start_line, k.spec.span.start_col, k.spec.span.start_line,
+                                     k.spec.span.start_col + 2, "error", e.message, code="spec")]
+        out.append(KernelInfo(k, spec, errors, m.launches_of(k.name)))
+    return out
+
+
+def _kernel_info(text: str, path: str, name: str) -> KernelInfo:
+    infos = kernels(text, path)
+    for k in infos:
+        if name in (k.kernel.name, k.kernel.qualified_name):
+            return k
+    raise NoSuchKernel(f"no __global__ kernel named {name!r} in {path} "
+                       f"(kernels: {', '.join(k.name for k in infos)})")
+
+
+def _selected(text: str, path: str, name: str | None, *, need_spec: bool = True) -> list[KernelInfo]:
+    infos = [_kernel_info(text, path, name)] if name else kernels(text, path)
+    for k in infos:
+        if k.spec_errors:
+            raise spec_mod.SpecErrors(k.spec_errors)
+    if need_spec:
+        if name and infos[0].spec is None:
+            raise AstraError(f"kernel {name!r} has no harness spec (a /* @astra ... */ comment above it); "
+                             f"`astra spec {path} --kernel {name}` proposes one")
+        with_spec = [k for k in infos if k.spec is not None]
+        if not with_spec:
+            raise AstraError(f"{path}: no kernel has a harness spec; `astra spec {path} --kernel "
+                             f"{infos[0].name}` proposes one")
+        infos = with_spec
+    return infos
+
+
+def infer_spec(text: str, path: str, kernel: str) -> infer.Proposal:
+    m = source.parse(text)
+    k = m.kernel(kernel)
+    if k is None:
+        raise NoSuchKernel(f"no __global__ kernel named {kernel!r} in {path} "
+                           f"(kernels: {', '.join(x.name for x in m.kernels) or 'none'})")
+    return infer.infer(k, m)
+
+
+def pin(text: str, path: str, kernel: str) -> workspace.Pin:
+    info = _kernel_info(text, path, kernel)
+    return workspace.pin(path, info.kernel.name, text)
+
+
+# ---- static diagnostics -------------------------------------------------------------------
+
+def diagnostics(text: str, path: str, *, arch: str = "sm_90", compile: bool = True) -> list[Diagnostic]:
+    """Everything that can be said without running code: parse problems, spec errors, and the
+    compiler's errors and warnings (NVRTC) for each kernel, at their lines."""
+    m = source.parse(text)
+    out: list[Diagnostic] = []
+    for span in m.syntax_errors[:20]:
+        out.append(Diagnostic(span.start_line, span.start_col, span.end_line, max(span.end_col, span.start_col + 1),
+                              "warning", "Astra's parser could not read this (check the syntax)", code="parse"))
+    units = []
+    for k in m.kernels:
+        instantiate = None
+        if k.spec is not None:
+            errs = spec_mod.validate(k, m)
+            out.extend(errs)
+            if not errs:
+                instantiate = spec_mod.load(k, m).instantiate
+        if k.is_template and not instantiate:
+            continue  # nothing to compile without template arguments
+        units.append(extract.unit_from_model(m, path, k.name, instantiate=instantiate))
+    if compile and units:
+        from . import worker
+        results = worker.run("astra.jobs:static_job", {"units": units, "arch": arch}, timeout=STATIC_TIMEOUT)
+        seen = set()
+        for r in results:
+            for d in r["diagnostics"]:
+                key = (d.line, d.col, d.message)
+                if key not in seen:  # helpers shared by several kernels report once
+                    seen.add(key)
+                    out.append(d)
+    return out
+
+
+# ---- running kernels ----------------------------------------------------------------------
+
+def resolve_backend(name: str) -> str:
+    """'auto' -> the best backend available here; an explicit unavailable one is an error."""
+    from . import worker
+    avail = worker.run("astra.jobs:backends_job", {}, timeout=60.0)
+    if name == "auto":
+        for b in ("gpu", "cpu"):
+            if avail.get(b, {}).get("available"):
+                return b
+        return "static"
+    if name in ("gpu", "cpu") and not avail.get(name, {}).get("available"):
+        why = avail.get(name, {}).get("reason", "not available")
+        raise AstraError(f"the {name} backend is not available here: {why}")
+    return name
+
+
+def _units(text: str, path: str, info: KernelInfo) -> tuple[extract.CompileUnit | None, extract.CompileUnit, str]:
+    """(reference unit or None, candidate unit, where the reference came from)."""
+    spec = info.spec
+    assert spec is not None
+    cand = extract.unit(text, path, info.kernel.name, instantiate=spec.instantiate)
+    if spec.reference:
+        return extract.unit(text, path, spec.reference, instantiate=spec.instantiate), cand, \
+            f"kernel {spec.reference}"
+    pinned = workspace.pinned(path, info.kernel.name)
+    if pinned is None:
+        return None, cand, "none pinned yet"
+    try:
+        ref = extract.unit(pinned.text, path, info.kernel.name, instantiate=spec.instantiate)
+    except AstraError:
+        return None, cand, "pinned baseline unreadable"
+    return ref, cand, f"baseline pinned {pinned.digest[:12]}"
+
+
+def check(text: str, path: str, kernel: str | None = None, *, backend: str = "auto", arch: str = "sm_90",
+          cancel: threading.Event | None = None, progress: Progress | None = None, pin_first: bool = True):
+    """Run the verification gate on each selected kernel that has a spec. Returns Verdicts.
+    The first passing check of a kernel with no reference pins its current source."""
+    from . import worker
+    infos = _selected(text, path, kernel)
+    chosen = resolve_backend(backend)
+    if chosen == "static":
+        raise AstraError("no backend can run kernels here (no GPU with CuPy, no C++ compiler): "
+                         "use --backend static for compile-only checks")
+    verdicts = []
+    for info in infos:
+        ref, cand, ref_from = _units(text, path, info)
+        if progress:
+            progress({"step": "check", "kernel": info.name,
+                      "message": f"checking {info.name} on the {chosen} backend (reference: {ref_from})"})
+        v = worker.run("astra.jobs:check_job", {"backend": chosen, "reference": ref, "candidate": cand,
+                                                "spec": info.spec, "arch": arch},
+                       timeout=CHECK_TIMEOUT, cancel=cancel)
+        v.reference = ref_from
+        if v.passed and ref is None and pin_first:
+            workspace.pin(path, info.kernel.name, text)
+            v.reference = "none: this version is now pinned as the baseline"
+        verdicts.append(v)
+    return verdicts
+
+
+def profile(text: str, path: str, kernel: str | None = None, *, backend: str = "auto", ncu: bool = False,
+            arch: str = "sm_90", cancel: threading.Event | None = None):
+    from . import worker
+    infos = _selected(text, path, kernel)
+    chosen = resolve_backend(backend)
+    out = []
+    for info in infos:
+        ref, cand, _ = _units(text, path, info)
+        out.append(worker.run("astra.jobs:profile_job", {"backend": chosen, "reference": ref, "candidate": cand,
+                                                         "spec": info.spec, "arch": arch, "ncu": ncu},
+                              timeout=PROFILE_TIMEOUT, cancel=cancel))
+    return out

@@ -1,0 +1,456 @@
+// Astra CPU backend: force-included (-include) before a CUDA compilation unit compiled as
+// host C++. Kernels run as fibers, one per CUDA thread, switching only at barriers and warp
+// collectives (astra_runtime.cpp), so block and warp semantics are exact.
+#ifndef ASTRA_CUDA_SHIM_H
+#define ASTRA_CUDA_SHIM_H
+
+// ---- CUDA qualifiers become plain C++ (defined before the CUDA headers, which keep them).
+#define __global__
+#define __device__
+#define __host__
+#define __constant__
+#define __managed__
+#define __grid_constant__
+#define __noinline__ __attribute__((noinline))
+#define __forceinline__ inline
+#define __align__(n) __attribute__((aligned(n)))
+#define __launch_bounds__(...)
+#define __maxnreg__(n)
+// Static __shared__ storage is per block: blocks of one worker thread run one after another,
+// so thread_local storage is exactly one block's shared memory. (The source screen inserts a
+// poisoning statement after each local declaration; `extern __shared__` is rewritten.)
+#define __shared__ static thread_local
+// The host runtime API has no business in a kernel unit; keep those headers out.
+#define __CUDA_RUNTIME_H__
+#define __CUDA_RUNTIME_API_H__
+#define __cuda_cuda_h__
+#define __DEVICE_LAUNCH_PARAMETERS_H__
+
+#include <stdint.h>
+#include <stddef.h>
+#include <math.h>
+#include <cmath>
+#include <cstring>
+#include <cstdio>
+#include <cstdlib>
+#include <cassert>
+#include <climits>
+#include <cfloat>
+#include <type_traits>
+#include <utility>
+#include <algorithm>
+#include <limits>
+#include <atomic>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <vector_types.h>
+#include <vector_functions.h>
+
+namespace astra {
+
+enum WarpOp : int {
+  OP_SYNCWARP = 0, OP_SHFL, OP_BALLOT, OP_ANY, OP_ALL, OP_UNI, OP_RED_ADD, OP_RED_MIN_U,
+  OP_RED_MAX_U, OP_RED_MIN_I, OP_RED_MAX_I, OP_RED_AND, OP_RED_OR, OP_RED_XOR, OP_MATCH_ANY,
+  OP_MATCH_ALL,
+};
+enum BarKind : int { BAR_SYNC = 0, BAR_COUNT, BAR_AND, BAR_OR };
+
+struct Block;
+struct Fiber {
+  uint3 tid;
+  Block* block;
+  int linear, lane, warp, state;
+  void* sp;
+  char* stack;
+  const char* file;  // where it waits (from __FILE__/__LINE__, i.e. the user's #line mapping)
+  int line;
+  int op;
+  unsigned mask;
+  unsigned long long value, result;
+  int src, pred;
+};
+struct BlockInfo {
+  uint3 bid;
+  dim3 bdim, gdim;
+  void* dyn_smem;
+  unsigned long long epoch;  // unique per block run: static shared memory is poisoned once per epoch
+};
+
+extern thread_local Fiber* cur;
+extern thread_local BlockInfo* cur_block;
+
+int bar_sync(int kind, int pred, const char* file, int line);
+unsigned long long warp_op(int op, unsigned mask, unsigned long long value, int src,
+                           const char* file, int line, int* pred_out);
+unsigned active_mask();
+[[noreturn]] void trap(const char* file, int line);
+void* dyn_smem();
+void poison_shared(void* p, size_t n, unsigned long long* epoch);
+
+template <class T> inline unsigned long long to_bits(T v) {
+  static_assert(sizeof(T) <= 8, "warp shuffles move at most 64 bits");
+  unsigned long long b = 0;
+  std::memcpy(&b, &v, sizeof(T));
+  return b;
+}
+template <class T> inline T from_bits(unsigned long long b) {
+  T v;
+  std::memcpy(&v, &b, sizeof(T));
+  return v;
+}
+
+// PTX shfl semantics (segment mask from `width`, clamp to own lane when out of range).
+inline int shfl_src(int mode, int lane, int b, int width) {
+  int segmask = (32 - width) & 0x1f;
+  int c = mode == 1 ? 0 : 0x1f;  // shfl.up uses c = 0, the others c = 0x1f
+  int maxLane = (lane & segmask) | (c & ~segmask);
+  int minLane = lane & segmask;
+  int j; bool ok;
+  switch (mode) {
+    case 1: j = lane - b; ok = j >= maxLane; break;            // up
+    case 2: j = lane + b; ok = j <= maxLane; break;            // down
+    case 3: j = lane ^ (b & 0x1f); ok = j <= maxLane; break;   // xor (bfly)
+    default: j = minLane | ((b & 0x1f) & ~segmask); ok = j <= maxLane; break;  // idx
+  }
+  return ok ? j : lane;
+}
+template <class T> inline T shfl(int mode, const char* f, int l, unsigned mask, T var, int b, int width) {
+  int src = shfl_src(mode, cur->lane, b, width);
+  return from_bits<T>(warp_op(OP_SHFL, mask, to_bits(var), src, f, l, nullptr));
+}
+}  // namespace astra
+
+// ---- Built-in variables.
+#define threadIdx (static_cast<const uint3&>(astra::cur->tid))
+#define blockIdx (static_cast<const uint3&>(astra::cur_block->bid))
+#define blockDim (static_cast<const dim3&>(astra::cur_block->bdim))
+#define gridDim (static_cast<const dim3&>(astra::cur_block->gdim))
+#define warpSize 32
+
+// ---- Barriers and warp collectives: switch points, recorded with the caller's source line.
+#define __syncthreads() ((void)astra::bar_sync(astra::BAR_SYNC, 1, __FILE__, __LINE__))
+#define __syncthreads_count(p) astra::bar_sync(astra::BAR_COUNT, (p) ? 1 : 0, __FILE__, __LINE__)
+#define __syncthreads_and(p) astra::bar_sync(astra::BAR_AND, (p) ? 1 : 0, __FILE__, __LINE__)
+#define __syncthreads_or(p) astra::bar_sync(astra::BAR_OR, (p) ? 1 : 0, __FILE__, __LINE__)
+#define __syncwarp(...) ((void)astra::warp_op(astra::OP_SYNCWARP, astra_mask_or_full(__VA_ARGS__), 0, 0, __FILE__, __LINE__, nullptr))
+inline unsigned astra_mask_or_full(unsigned m = 0xffffffffu) { return m; }
+#define __shfl_sync(m, v, ...) astra::shfl(0, __FILE__, __LINE__, (m), (v), __VA_ARGS__)
+#define __shfl_up_sync(m, v, ...) astra::shfl(1, __FILE__, __LINE__, (m), (v), __VA_ARGS__)
+#define __shfl_down_sync(m, v, ...) astra::shfl(2, __FILE__, __LINE__, (m), (v), __VA_ARGS__)
+#define __shfl_xor_sync(m, v, ...) astra::shfl(3, __FILE__, __LINE__, (m), (v), __VA_ARGS__)
+namespace astra {
+template <class T> inline T shfl(int mode, const char* f, int l, unsigned m, T v, int b) {
+  return shfl(mode, f, l, m, v, b, 32);
+}
+}
+#define __ballot_sync(m, p) ((unsigned)astra::warp_op(astra::OP_BALLOT, (m), (p) ? 1 : 0, 0, __FILE__, __LINE__, nullptr))
+#define __any_sync(m, p) ((int)astra::warp_op(astra::OP_ANY, (m), (p) ? 1 : 0, 0, __FILE__, __LINE__, nullptr))
+#define __all_sync(m, p) ((int)astra::warp_op(astra::OP_ALL, (m), (p) ? 1 : 0, 0, __FILE__, __LINE__, nullptr))
+#define __uni_sync(m, p) ((int)astra::warp_op(astra::OP_UNI, (m), (p) ? 1 : 0, 0, __FILE__, __LINE__, nullptr))
+#define __activemask() astra::active_mask()
+namespace astra {
+inline unsigned reduce(int op, const char* f, int l, unsigned m, unsigned v) {
+  return (unsigned)warp_op(op, m, v, 0, f, l, nullptr);
+}
+inline int reduce(int op, const char* f, int l, unsigned m, int v) {
+  int o = op == OP_RED_MIN_U ? OP_RED_MIN_I : op == OP_RED_MAX_U ? OP_RED_MAX_I : op;
+  return (int)(unsigned)warp_op(o, m, (unsigned)v, 0, f, l, nullptr);
+}
+template <class T> inline unsigned match_any(const char* f, int l, unsigned m, T v) {
+  return (unsigned)warp_op(OP_MATCH_ANY, m, to_bits(v), 0, f, l, nullptr);
+}
+template <class T> inline unsigned match_all(const char* f, int l, unsigned m, T v, int* pred) {
+  return (unsigned)warp_op(OP_MATCH_ALL, m, to_bits(v), 0, f, l, pred);
+}
+}  // namespace astra
+#define __reduce_add_sync(m, v) astra::reduce(astra::OP_RED_ADD, __FILE__, __LINE__, (m), (v))
+#define __reduce_min_sync(m, v) astra::reduce(astra::OP_RED_MIN_U, __FILE__, __LINE__, (m), (v))
+#define __reduce_max_sync(m, v) astra::reduce(astra::OP_RED_MAX_U, __FILE__, __LINE__, (m), (v))
+#define __reduce_and_sync(m, v) astra::reduce(astra::OP_RED_AND, __FILE__, __LINE__, (m), (unsigned)(v))
+#define __reduce_or_sync(m, v) astra::reduce(astra::OP_RED_OR, __FILE__, __LINE__, (m), (unsigned)(v))
+#define __reduce_xor_sync(m, v) astra::reduce(astra::OP_RED_XOR, __FILE__, __LINE__, (m), (unsigned)(v))
+#define __match_any_sync(m, v) astra::match_any(__FILE__, __LINE__, (m), (v))
+#define __match_all_sync(m, v, p) astra::match_all(__FILE__, __LINE__, (m), (v), (p))
+#define __trap() astra::trap(__FILE__, __LINE__)
+#define __brkpt() astra::trap(__FILE__, __LINE__)
+
+// ---- Memory ordering: blocks run on several host threads.
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline void __nanosleep(unsigned) {}
+inline long long clock64() { static std::atomic<long long> t{0}; return t.fetch_add(1) * 16; }
+inline unsigned long long __globaltimer() { return (unsigned long long)clock64(); }
+inline void __prof_trigger(int) {}
+
+// ---- Cache-hinted loads and stores are plain accesses here.
+template <class T> inline T __ldg(const T* p) { return *p; }
+template <class T> inline T __ldcg(const T* p) { return *p; }
+template <class T> inline T __ldca(const T* p) { return *p; }
+template <class T> inline T __ldcs(const T* p) { return *p; }
+template <class T> inline T __ldlu(const T* p) { return *p; }
+template <class T> inline T __ldcv(const T* p) { return *p; }
+template <class T> inline void __stcg(T* p, T v) { *p = v; }
+template <class T> inline void __stcs(T* p, T v) { *p = v; }
+template <class T> inline void __stwb(T* p, T v) { *p = v; }
+template <class T> inline void __stwt(T* p, T v) { *p = v; }
+
+// ---- Atomics: real host atomics (blocks of one launch run concurrently on several cores).
+namespace astra {
+template <class T> inline T atomic_rmw_cas(T* addr, T (*f)(T, T), T val) {
+  static_assert(sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8, "atomic size");
+  using U = std::conditional_t<sizeof(T) == 2, unsigned short,
+            std::conditional_t<sizeof(T) == 4, unsigned, unsigned long long>>;
+  U* p = reinterpret_cast<U*>(addr);
+  U old = __atomic_load_n(p, __ATOMIC_RELAXED);
+  for (;;) {
+    T o = from_bits<T>(old);
+    T n = f(o, val);
+    U nb = (U)to_bits(n);
+    if (__atomic_compare_exchange_n(p, &old, nb, false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) return o;
+  }
+}
+}  // namespace astra
+#define ASTRA_ATOMIC_INT(T)                                                                    \
+  inline T atomicAdd(T* a, T v) { return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST); }         \
+  inline T atomicSub(T* a, T v) { return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST); }         \
+  inline T atomicExch(T* a, T v) { return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST); }       \
+  inline T atomicAnd(T* a, T v) { return __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST); }         \
+  inline T atomicOr(T* a, T v) { return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST); }           \
+  inline T atomicXor(T* a, T v) { return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST); }         \
+  inline T atomicMin(T* a, T v) { return astra::atomic_rmw_cas<T>(a, [](T o, T x) { return x < o ? x : o; }, v); } \
+  inline T atomicMax(T* a, T v) { return astra::atomic_rmw_cas<T>(a, [](T o, T x) { return x > o ? x : o; }, v); } \
+  inline T atomicCAS(T* a, T cmp, T v) {                                                       \
+    __atomic_compare_exchange_n(a, &cmp, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);         \
+    return cmp;                                                                                \
+  }
+ASTRA_ATOMIC_INT(int)
+ASTRA_ATOMIC_INT(unsigned)
+ASTRA_ATOMIC_INT(unsigned long long)
+ASTRA_ATOMIC_INT(long long)
+#undef ASTRA_ATOMIC_INT
+inline unsigned short atomicCAS(unsigned short* a, unsigned short cmp, unsigned short v) {
+  __atomic_compare_exchange_n(a, &cmp, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  return cmp;
+}
+inline unsigned atomicInc(unsigned* a, unsigned m) {
+  return astra::atomic_rmw_cas<unsigned>(a, [](unsigned o, unsigned m) { return o >= m ? 0u : o + 1; }, m);
+}
+inline unsigned atomicDec(unsigned* a, unsigned m) {
+  return astra::atomic_rmw_cas<unsigned>(a, [](unsigned o, unsigned m) { return (o == 0 || o > m) ? m : o - 1; }, m);
+}
+inline float atomicExch(float* a, float v) { return astra::from_bits<float>(__atomic_exchange_n((unsigned*)a, (unsigned)astra::to_bits(v), __ATOMIC_SEQ_CST)); }
+inline float atomicAdd(float* a, float v) { return astra::atomic_rmw_cas<float>(a, [](float o, float x) { return o + x; }, v); }
+inline double atomicAdd(double* a, double v) { return astra::atomic_rmw_cas<double>(a, [](double o, double x) { return o + x; }, v); }
+inline float atomicMax(float* a, float v) { return astra::atomic_rmw_cas<float>(a, [](float o, float x) { return fmaxf(o, x); }, v); }
+inline float atomicMin(float* a, float v) { return astra::atomic_rmw_cas<float>(a, [](float o, float x) { return fminf(o, x); }, v); }
+inline __half atomicAdd(__half* a, __half v) { return astra::atomic_rmw_cas<__half>(a, [](__half o, __half x) { return __hadd(o, x); }, v); }
+inline __half2 atomicAdd(__half2* a, __half2 v) { return astra::atomic_rmw_cas<__half2>(a, [](__half2 o, __half2 x) { return __hadd2(o, x); }, v); }
+inline __nv_bfloat16 atomicAdd(__nv_bfloat16* a, __nv_bfloat16 v) { return astra::atomic_rmw_cas<__nv_bfloat16>(a, [](__nv_bfloat16 o, __nv_bfloat16 x) { return __hadd(o, x); }, v); }
+inline __nv_bfloat162 atomicAdd(__nv_bfloat162* a, __nv_bfloat162 v) { return astra::atomic_rmw_cas<__nv_bfloat162>(a, [](__nv_bfloat162 o, __nv_bfloat162 x) { return __hadd2(o, x); }, v); }
+#define ASTRA_ATOMIC_SCOPES(name)                                                              \
+  template <class... A> inline auto name##_block(A... a) -> decltype(name(a...)) { return name(a...); } \
+  template <class... A> inline auto name##_system(A... a) -> decltype(name(a...)) { return name(a...); }
+ASTRA_ATOMIC_SCOPES(atomicAdd) ASTRA_ATOMIC_SCOPES(atomicSub) ASTRA_ATOMIC_SCOPES(atomicExch)
+ASTRA_ATOMIC_SCOPES(atomicMin) ASTRA_ATOMIC_SCOPES(atomicMax) ASTRA_ATOMIC_SCOPES(atomicCAS)
+ASTRA_ATOMIC_SCOPES(atomicAnd) ASTRA_ATOMIC_SCOPES(atomicOr) ASTRA_ATOMIC_SCOPES(atomicXor)
+ASTRA_ATOMIC_SCOPES(atomicInc) ASTRA_ATOMIC_SCOPES(atomicDec)
+#undef ASTRA_ATOMIC_SCOPES
+
+// ---- Integer and bit intrinsics.
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
+inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }
+inline int __clzll(long long x) { return x == 0 ? 64 : __builtin_clzll((unsigned long long)x); }
+inline int __ffs(int x) { return __builtin_ffs(x); }
+inline int __ffsll(long long x) { return __builtin_ffsll(x); }
+inline unsigned __brev(unsigned x) {
+  x = ((x >> 1) & 0x55555555u) | ((x & 0x55555555u) << 1);
+  x = ((x >> 2) & 0x33333333u) | ((x & 0x33333333u) << 2);
+  x = ((x >> 4) & 0x0f0f0f0fu) | ((x & 0x0f0f0f0fu) << 4);
+  return __builtin_bswap32(x);
+}
+inline unsigned long long __brevll(unsigned long long x) {
+  return ((unsigned long long)__brev((unsigned)x) << 32) | __brev((unsigned)(x >> 32));
+}
+inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+  unsigned long long v = ((unsigned long long)y << 32) | x;
+  unsigned r = 0;
+  for (int i = 0; i < 4; ++i) r |= (unsigned)((v >> (8 * ((s >> (4 * i)) & 7))) & 0xff) << (8 * i);
+  return r;
+}
+inline int __mul24(int a, int b) { return (int)(((long long)(a << 8 >> 8)) * (b << 8 >> 8)); }
+inline unsigned __umul24(unsigned a, unsigned b) { return (a & 0xffffff) * (b & 0xffffff); }
+inline int __mulhi(int a, int b) { return (int)(((long long)a * b) >> 32); }
+inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
+inline long long __mul64hi(long long a, long long b) { return (long long)(((__int128)a * b) >> 64); }
+inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) { return (unsigned long long)(((unsigned __int128)a * b) >> 64); }
+inline int __sad(int a, int b, unsigned c) { return (int)(c + (unsigned)(a > b ? a - b : b - a)); }
+inline unsigned __usad(unsigned a, unsigned b, unsigned c) { return c + (a > b ? a - b : b - a); }
+inline int __hadd(int a, int b) { return (int)(((long long)a + b) >> 1); }
+inline int __rhadd(int a, int b) { return (int)(((long long)a + b + 1) >> 1); }
+inline unsigned __uhadd(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a + b) >> 1); }
+inline unsigned __urhadd(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a + b + 1) >> 1); }
+inline unsigned __funnelshift_l(unsigned lo, unsigned hi, unsigned s) {
+  unsigned long long v = ((unsigned long long)hi << 32) | lo; return (unsigned)((v << (s & 31)) >> 32);
+}
+inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned s) {
+  unsigned long long v = ((unsigned long long)hi << 32) | lo; return (unsigned)(v >> (s & 31));
+}
+inline unsigned __funnelshift_lc(unsigned lo, unsigned hi, unsigned s) { return __funnelshift_l(lo, hi, s > 32 ? 32 : s); }
+inline unsigned __funnelshift_rc(unsigned lo, unsigned hi, unsigned s) { return __funnelshift_r(lo, hi, s > 32 ? 32 : s); }
+
+// ---- Reinterpretation and float intrinsics (GPU approximations emulated where they differ).
+inline float __int_as_float(int x) { return astra::from_bits<float>((unsigned)x); }
+inline int __float_as_int(float x) { return (int)(unsigned)astra::to_bits(x); }
+inline float __uint_as_float(unsigned x) { return astra::from_bits<float>(x); }
+inline unsigned __float_as_uint(float x) { return (unsigned)astra::to_bits(x); }
+inline double __longlong_as_double(long long x) { return astra::from_bits<double>((unsigned long long)x); }
+inline long long __double_as_longlong(double x) { return (long long)astra::to_bits(x); }
+inline int __double2hiint(double x) { return (int)(astra::to_bits(x) >> 32); }
+inline int __double2loint(double x) { return (int)(unsigned)astra::to_bits(x); }
+inline double __hiloint2double(int hi, int lo) { return astra::from_bits<double>(((unsigned long long)(unsigned)hi << 32) | (unsigned)lo); }
+// Rounded-to-nearest operations must not be contracted into FMAs (volatile blocks contraction).
+inline float __fmul_rn(float a, float b) { volatile float r = a * b; return r; }
+inline float __fadd_rn(float a, float b) { volatile float r = a + b; return r; }
+inline float __fsub_rn(float a, float b) { volatile float r = a - b; return r; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
+inline float __fsqrt_rn(float a) { return sqrtf(a); }
+inline float __frcp_rn(float a) { return 1.0f / a; }
+inline double __dmul_rn(double a, double b) { volatile double r = a * b; return r; }
+inline double __dadd_rn(double a, double b) { volatile double r = a + b; return r; }
+inline double __fma_rn(double a, double b, double c) { return fma(a, b, c); }
+inline float __fmul_rz(float a, float b) { return __fmul_rn(a, b); }
+inline float __fadd_rz(float a, float b) { return __fadd_rn(a, b); }
+inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+inline float __frsqrt_rn(float x) { return 1.0f / sqrtf(x); }
+inline float rcbrtf(float x) { return 1.0f / cbrtf(x); }
+inline float __saturatef(float x) { return x >= 1.0f ? 1.0f : (x > 0.0f ? x : 0.0f); }
+inline float __fdividef(float a, float b) {
+  // div.approx: a * rcp(b); returns 0 for 2^126 < |b| < 2^128 on the GPU.
+  float ab = fabsf(b);
+  if (ab > 8.507059e37f && ab < INFINITY) return 0.0f;
+  return __fmul_rn(a, 1.0f / b);
+}
+inline float __expf(float x) { return exp2f(__fmul_rn(x, 1.4426950408889634f)); }
+inline float __exp10f(float x) { return exp2f(__fmul_rn(x, 3.3219280948873622f)); }
+inline float __logf(float x) { return __fmul_rn(log2f(x), 0.6931471805599453f); }
+inline float __log2f(float x) { return log2f(x); }
+inline float __log10f(float x) { return __fmul_rn(log2f(x), 0.3010299956639812f); }
+inline float __sinf(float x) { return sinf(x); }
+inline float __cosf(float x) { return cosf(x); }
+inline void __sincosf(float x, float* s, float* c) { *s = sinf(x); *c = cosf(x); }
+inline float __tanf(float x) { return __fdividef(sinf(x), cosf(x)); }
+inline float __powf(float x, float y) { return exp2f(__fmul_rn(y, log2f(x))); }
+inline float sinpif(float x) { return sinf(x * 3.14159265358979f); }
+inline float cospif(float x) { return cosf(x * 3.14159265358979f); }
+inline float normcdff(float x) { return 0.5f * erfcf(-x * 0.70710678118654752f); }
+inline float __float2float(float x) { return x; }
+inline int __float2int_rn(float x) { return (int)nearbyintf(x); }
+inline int __float2int_rz(float x) { return (int)x; }
+inline int __float2int_rd(float x) { return (int)floorf(x); }
+inline int __float2int_ru(float x) { return (int)ceilf(x); }
+inline unsigned __float2uint_rn(float x) { return (unsigned)nearbyintf(x); }
+inline unsigned __float2uint_rz(float x) { return (unsigned)x; }
+inline long long __float2ll_rn(float x) { return (long long)nearbyintf(x); }
+inline long long __float2ll_rz(float x) { return (long long)x; }
+inline float __int2float_rn(int x) { return (float)x; }
+inline float __uint2float_rn(unsigned x) { return (float)x; }
+inline float __ll2float_rn(long long x) { return (float)x; }
+inline int __double2int_rn(double x) { return (int)nearbyint(x); }
+inline int __double2int_rz(double x) { return (int)x; }
+inline float __double2float_rn(double x) { return (float)x; }
+inline double __int2double_rn(int x) { return (double)x; }
+
+// CUDA's overloaded min/max on device (mixed types promote as the usual arithmetic conversions).
+inline int min(int a, int b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a > b ? a : b; }
+inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
+inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
+inline long long min(long long a, long long b) { return a < b ? a : b; }
+inline long long max(long long a, long long b) { return a > b ? a : b; }
+inline unsigned long long min(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
+inline unsigned long long max(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
+inline long min(long a, long b) { return a < b ? a : b; }
+inline long max(long a, long b) { return a > b ? a : b; }
+inline unsigned long min(unsigned long a, unsigned long b) { return a < b ? a : b; }
+inline unsigned long max(unsigned long a, unsigned long b) { return a > b ? a : b; }
+inline float min(float a, float b) { return fminf(a, b); }
+inline float max(float a, float b) { return fmaxf(a, b); }
+inline double min(double a, double b) { return fmin(a, b); }
+inline double max(double a, double b) { return fmax(a, b); }
+template <class A, class B, class = std::enable_if_t<std::is_arithmetic_v<A> && std::is_arithmetic_v<B> && !std::is_same_v<A, B>>>
+inline std::common_type_t<A, B> min(A a, B b) { using C = std::common_type_t<A, B>; return min(C(a), C(b)); }
+template <class A, class B, class = std::enable_if_t<std::is_arithmetic_v<A> && std::is_arithmetic_v<B> && !std::is_same_v<A, B>>>
+inline std::common_type_t<A, B> max(A a, B b) { using C = std::common_type_t<A, B>; return max(C(a), C(b)); }
+inline int umin(unsigned a, unsigned b) { return a < b ? a : b; }
+
+// ---- Half / bfloat16 functions the host headers leave to device code. Templates, so that a
+// real host overload (newer headers) wins overload resolution instead of clashing.
+namespace astra {
+template <class H> constexpr bool is_h1 = std::is_same_v<H, __half> || std::is_same_v<H, __nv_bfloat16>;
+template <class H> constexpr bool is_h2 = std::is_same_v<H, __half2> || std::is_same_v<H, __nv_bfloat162>;
+template <class H> inline float f(H h) { return (float)h; }
+template <class H> inline H h(float x) { return H(x); }
+template <class H2> using lane_t = std::conditional_t<std::is_same_v<H2, __half2>, __half, __nv_bfloat16>;
+template <class H2, class Fn> inline H2 map2(H2 a, Fn fn) { H2 r; r.x = fn(a.x); r.y = fn(a.y); return r; }
+}  // namespace astra
+#define ASTRA_H1_UNARY(name, expr)                                                             \
+  template <class H, std::enable_if_t<astra::is_h1<H>, int> = 0> inline H name(H a) {          \
+    float x = astra::f(a); return astra::h<H>(expr); }
+#define ASTRA_H2_UNARY(name, one)                                                              \
+  template <class H, std::enable_if_t<astra::is_h2<H>, int> = 0> inline H name(H a) {          \
+    return astra::map2(a, [](astra::lane_t<H> v) { return one(v); }); }
+ASTRA_H1_UNARY(hexp, __expf(x))
+ASTRA_H1_UNARY(hexp2, exp2f(x))
+ASTRA_H1_UNARY(hexp10, __exp10f(x))
+ASTRA_H1_UNARY(hlog, logf(x))
+ASTRA_H1_UNARY(hlog2, log2f(x))
+ASTRA_H1_UNARY(hlog10, log10f(x))
+ASTRA_H1_UNARY(hsqrt, sqrtf(x))
+ASTRA_H1_UNARY(hrsqrt, 1.0f / sqrtf(x))
+ASTRA_H1_UNARY(hrcp, 1.0f / x)
+ASTRA_H1_UNARY(hsin, sinf(x))
+ASTRA_H1_UNARY(hcos, cosf(x))
+ASTRA_H1_UNARY(htanh, tanhf(x))
+ASTRA_H1_UNARY(htanh_approx, tanhf(x))
+ASTRA_H1_UNARY(hfloor, floorf(x))
+ASTRA_H1_UNARY(hceil, ceilf(x))
+ASTRA_H1_UNARY(htrunc, truncf(x))
+ASTRA_H1_UNARY(hrint, nearbyintf(x))
+ASTRA_H2_UNARY(h2exp, hexp) ASTRA_H2_UNARY(h2exp2, hexp2) ASTRA_H2_UNARY(h2exp10, hexp10)
+ASTRA_H2_UNARY(h2log, hlog) ASTRA_H2_UNARY(h2log2, hlog2) ASTRA_H2_UNARY(h2log10, hlog10)
+ASTRA_H2_UNARY(h2sqrt, hsqrt) ASTRA_H2_UNARY(h2rsqrt, hrsqrt) ASTRA_H2_UNARY(h2rcp, hrcp)
+ASTRA_H2_UNARY(h2sin, hsin) ASTRA_H2_UNARY(h2cos, hcos) ASTRA_H2_UNARY(h2tanh, htanh)
+ASTRA_H2_UNARY(h2floor, hfloor) ASTRA_H2_UNARY(h2ceil, hceil) ASTRA_H2_UNARY(h2trunc, htrunc)
+ASTRA_H2_UNARY(h2rint, hrint)
+#undef ASTRA_H1_UNARY
+#undef ASTRA_H2_UNARY
+// fma.rn.f16: one rounding of the exact a*b+c (exact in float for half inputs; for bf16 the
+// float fma rounds once to float then to bf16, a double rounding the GPU avoids only rarely).
+template <class H, std::enable_if_t<astra::is_h1<H>, int> = 0> inline H __hfma(H a, H b, H c) {
+  return astra::h<H>((float)fma((double)astra::f(a) * astra::f(b), 1.0, (double)astra::f(c)));
+}
+template <class H, std::enable_if_t<astra::is_h1<H>, int> = 0> inline H __hfma_sat(H a, H b, H c) {
+  float r = astra::f(__hfma(a, b, c)); return astra::h<H>(__saturatef(r));
+}
+template <class H, std::enable_if_t<astra::is_h1<H>, int> = 0> inline H __hfma_relu(H a, H b, H c) {
+  float r = astra::f(__hfma(a, b, c)); return astra::h<H>(r < 0.0f ? 0.0f : r);
+}
+template <class H, std::enable_if_t<astra::is_h2<H>, int> = 0> inline H __hfma2(H a, H b, H c) {
+  H r; r.x = __hfma(a.x, b.x, c.x); r.y = __hfma(a.y, b.y, c.y); return r;
+}
+template <class H, std::enable_if_t<astra::is_h2<H>, int> = 0> inline H __hfma2_relu(H a, H b, H c) {
+  H r; r.x = __hfma_relu(a.x, b.x, c.x); r.y = __hfma_relu(a.y, b.y, c.y); return r;
+}
+template <class H, std::enable_if_t<astra::is_h1<H>, int> = 0> inline int __half2int_rn(H a) { return (int)nearbyintf(astra::f(a)); }
+template <class H, std::enable_if_t<astra::is_h1<H>, int> = 0> inline int __half2int_rz(H a) { return (int)astra::f(a); }
+template <class H, std::enable_if_t<astra::is_h1<H>, int> = 0> inline int __half2int_rd(H a) { return (int)floorf(astra::f(a)); }
+template <class H, std::enable_if_t<astra::is_h1<H>, int> = 0> inline int __half2int_ru(H a) { return (int)ceilf(astra::f(a)); }
+template <class H, std::enable_if_t<astra::is_h1<H>, int> = 0> inline unsigned __half2uint_rn(H a) { return (unsigned)nearbyintf(astra::f(a)); }
+
+#define __CUDA_ARCH__ 900
+#define __CUDA_ARCH_LIST__ 900
+#endif  // ASTRA_CUDA_SHIM_H

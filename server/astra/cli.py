@@ -1,0 +1,226 @@
+"""`astra` — the command line. Thin: parse arguments, call `astra.api`, print.
+
+Exit codes: 0 ok, 1 a check failed, 2 bad input or usage.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+
+from . import api
+from .errors import AstraError
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # usage errors exit 2 with a one-line hint, as promised
+        self.print_usage(sys.stderr)
+        print(f"astra: error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_BAD_INPUT)
+
+
+def _console(stderr: bool = False):
+    from rich.console import Console
+    return Console(stderr=stderr, highlight=False, soft_wrap=True)
+
+
+def _emit_json(obj) -> None:
+    print(json.dumps(obj, indent=2, default=str))
+
+
+# ---- verbs --------------------------------------------------------------------------------
+
+def cmd_kernels(a) -> int:
+    text = api.read(a.file)
+    infos = api.kernels(text, a.file)
+    if a.json:
+        _emit_json({"file": a.file, "kernels": [k.to_json() for k in infos]})
+        return EXIT_OK
+    from rich.table import Table
+    t = Table(title=f"Kernels in {a.file}")
+    for col in ("kernel", "line", "parameters", "spec", "launch sites"):
+        t.add_column(col)
+    for k in infos:
+        params = ", ".join(f"{p['type']} {p['name']}" for p in k.to_json()["params"])
+        spec = "yes" if k.spec_status == "ok" else ("errors" if k.spec_status == "error" else "none")
+        t.add_row(k.kernel.qualified_name, str(k.kernel.span.start_line + 1), params, spec,
+                  ", ".join(str(s.span.start_line + 1) for s in k.launches) or "-")
+    _console().print(t)
+    return EXIT_OK
+
+
+def cmd_spec(a) -> int:
+    text = api.read(a.file)
+    proposal = api.infer_spec(text, a.file, a.kernel)
+    if a.json:
+        _emit_json({"kernel": a.kernel, "comment": proposal.comment, "notes": proposal.notes})
+        return EXIT_OK
+    sys.stdout.write(proposal.comment)
+    if proposal.notes:
+        con = _console(stderr=True)
+        con.print("[yellow]Could not infer everything — check these:[/]")
+        for n in proposal.notes:
+            con.print(f"  • {n}")
+    return EXIT_OK
+
+
+def cmd_pin(a) -> int:
+    text = api.read(a.file)
+    pin = api.pin(text, a.file, a.kernel)
+    if a.json:
+        _emit_json({"kernel": a.kernel, "file": pin.file, "digest": pin.digest})
+    else:
+        print(f"pinned {a.kernel} ({pin.file} @ {pin.digest[:12]}) as the reference")
+    return EXIT_OK
+
+
+def cmd_check(a) -> int:
+    text = api.read(a.file)
+    if a.backend == "static":
+        diags = api.diagnostics(text, a.file, arch=a.arch)
+        errors = [d for d in diags if d.severity == "error"]
+        if a.json:
+            _emit_json({"backend": "static", "passed": not errors, "diagnostics": [d.to_json() for d in diags]})
+        else:
+            for d in diags:
+                print(d.human(a.file))
+            print(f"static checks (NVRTC, {a.arch}): {'FAILED' if errors else 'ok'} — "
+                  f"{len(errors)} error(s), {len(diags) - len(errors)} other message(s). "
+                  f"Correctness not run (static backend).")
+        return EXIT_FAILED if errors else EXIT_OK
+    progress = None if a.json else _progress_printer()
+    verdicts = api.check(text, a.file, a.kernel, backend=a.backend, arch=a.arch, progress=progress)
+    ok = all(v.passed for v in verdicts)
+    if a.json:
+        _emit_json({"passed": ok, "verdicts": [v.to_json() for v in verdicts]})
+    else:
+        _print_verdicts(verdicts)
+    return EXIT_OK if ok else EXIT_FAILED
+
+
+def cmd_profile(a) -> int:
+    text = api.read(a.file)
+    profiles = api.profile(text, a.file, a.kernel, backend=a.backend, ncu=a.ncu, arch=a.arch)
+    if a.json:
+        _emit_json({"profiles": [p.to_json() for p in profiles]})
+    else:
+        for p in profiles:
+            _print_profile(p)
+    return EXIT_OK
+
+
+def cmd_optimize(a) -> int:
+    text = api.read(a.file)
+    llm = api.llm_config(mode=a.llm, model=a.model, base_url=a.base_url)
+    cancel = threading.Event()
+    progress = None if a.json else _progress_printer()
+    try:
+        result = api.optimize(text, a.file, a.kernel, rounds=a.rounds, llm=llm, backend=a.backend,
+                              arch=a.arch, progress=progress, cancel=cancel, write=a.write, report=a.report)
+    except KeyboardInterrupt:
+        cancel.set()
+        raise
+    if a.json:
+        _emit_json(result.to_json())
+    else:
+        _console().print(result.summary_markdown())
+    return EXIT_OK
+
+
+def cmd_serve(a) -> int:
+    from .lsp.server import main as serve_main
+    serve_main()
+    return EXIT_OK
+
+
+# ---- printing -----------------------------------------------------------------------------
+
+def _progress_printer():
+    con = _console(stderr=True)
+
+    def progress(event: dict) -> None:
+        msg = event.get("message") or event.get("step") or ""
+        rnd = event.get("round")
+        best = event.get("best_speedup")
+        head = f"[round {rnd}] " if rnd is not None else ""
+        tail = f"  (best {best:.2f}×)" if isinstance(best, (int, float)) else ""
+        con.print(f"[dim]{head}{msg}{tail}[/]")
+    return progress
+
+
+def _print_verdicts(verdicts) -> None:
+    con = _console()
+    for v in verdicts:
+        mark = "[green]PASS[/]" if v.passed else "[red]FAIL[/]"
+        con.print(f"{mark} {v.kernel}: {v.summary}")
+        for f in getattr(v, "failures", []) or []:
+            con.print(f"   [red]✗[/] {f.message}")
+        for w in getattr(v, "warnings", []) or []:
+            con.print(f"   [yellow]![/] {w}")
+
+
+def _print_profile(p) -> None:
+    con = _console()
+    con.print(p.summary_markdown() if hasattr(p, "summary_markdown") else p.summary_line())
+
+
+# ---- entry --------------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="astra", description="Astra: verified, faster CUDA kernels.")
+    sub = p.add_subparsers(dest="verb", required=True, parser_class=_Parser)
+
+    def verb(name, help_, fn, kernel_required=False):
+        s = sub.add_parser(name, help=help_)
+        s.add_argument("file")
+        s.add_argument("--kernel", "-k", required=kernel_required)
+        s.add_argument("--json", action="store_true", help="machine-readable output")
+        s.set_defaults(fn=fn)
+        return s
+
+    verb("kernels", "list the kernels in a file", cmd_kernels)
+    verb("spec", "print a proposed harness spec for a kernel", cmd_spec, kernel_required=True)
+    verb("pin", "pin the kernel's current source as its reference", cmd_pin, kernel_required=True)
+    for name, help_, fn in (("check", "check kernels against their reference", cmd_check),
+                            ("profile", "time kernels on their bench sizes", cmd_profile),
+                            ("optimize", "optimize a kernel with the agent team", cmd_optimize)):
+        s = verb(name, help_, fn)
+        s.add_argument("--backend", choices=["auto", "gpu", "cpu", "static"], default="auto")
+        s.add_argument("--arch", default="sm_90", help="target architecture for static checks (default sm_90)")
+    sub.choices["profile"].add_argument("--ncu", action="store_true", help="collect Nsight Compute metrics")
+    o = sub.choices["optimize"]
+    o.add_argument("--rounds", type=int, default=5)
+    o.add_argument("--llm", choices=["offline", "openai"], default=None,
+                   help="offline (default without an endpoint) or an OpenAI-compatible endpoint")
+    o.add_argument("--model")
+    o.add_argument("--base-url")
+    o.add_argument("--write", action="store_true", help="put the best kernel into the file")
+    o.add_argument("--report", metavar="DIR", help="write an HTML report to DIR")
+    s = sub.add_parser("serve", help="run the language server on stdio")
+    s.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
+    s.set_defaults(fn=cmd_serve)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code = args.fn(args)
+    except AstraError as e:
+        where = ""
+        if e.line is not None and getattr(args, "file", None):
+            where = f"{args.file}:{e.line + 1}:{(e.col or 0) + 1}: "
+        print(f"astra: {where}{e.message}", file=sys.stderr)
+        code = e.exit_code
+    except KeyboardInterrupt:
+        print("astra: interrupted", file=sys.stderr)
+        code = 130
+    sys.stdout.flush()
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,100 @@
+"""The `.astra/` folder at the workspace root: pinned baselines and run logs.
+
+The root is the nearest ancestor of the file that holds `.git`, else the file's folder. A pin
+stores the whole file text as it was (content-addressed), so the reference is later cut from it
+exactly as the kernel was cut then, helpers and all.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+def root_for(path: str | os.PathLike) -> Path:
+    p = Path(path).resolve()
+    start = p if p.is_dir() else p.parent
+    for d in (start, *start.parents):
+        if (d / ".git").exists():
+            return d
+    return start
+
+
+def astra_dir(path: str | os.PathLike) -> Path:
+    return root_for(path) / ".astra"
+
+
+@dataclass(frozen=True)
+class Pin:
+    kernel: str
+    file: str        # path relative to the workspace root
+    digest: str      # sha256 of the pinned file text
+    pinned_at: float
+    text: str
+
+
+def _key(path: str | os.PathLike, kernel: str) -> str:
+    rel = os.path.relpath(Path(path).resolve(), root_for(path))
+    return f"{rel}::{kernel}"
+
+
+def _index_path(path) -> Path:
+    return astra_dir(path) / "pins.json"
+
+
+def _read_index(path) -> dict:
+    f = _index_path(path)
+    if not f.exists():
+        return {}
+    try:
+        return json.loads(f.read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def pinned(path: str | os.PathLike, kernel: str) -> Pin | None:
+    entry = _read_index(path).get(_key(path, kernel))
+    if not entry:
+        return None
+    blob = astra_dir(path) / "baselines" / f"{entry['digest']}.cu"
+    try:
+        text = blob.read_text(encoding="utf-8")
+    except OSError:
+        return None
+    return Pin(kernel, entry["file"], entry["digest"], entry["pinned_at"], text)
+
+
+def pin(path: str | os.PathLike, kernel: str, text: str) -> Pin:
+    """Pin `text` (the whole file) as the reference for `kernel`. Atomic writes only."""
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    base = astra_dir(path)
+    (base / "baselines").mkdir(parents=True, exist_ok=True)
+    blob = base / "baselines" / f"{digest}.cu"
+    if not blob.exists():
+        _atomic_write(blob, text)
+    index = _read_index(path)
+    rel = os.path.relpath(Path(path).resolve(), root_for(path))
+    entry = {"file": rel, "kernel": kernel, "digest": digest, "pinned_at": time.time()}
+    index[_key(path, kernel)] = entry
+    _atomic_write(base / "pins.json", json.dumps(index, indent=2, sort_keys=True))
+    return Pin(kernel, rel, digest, entry["pinned_at"], text)
+
+
+def save_original(path: str | os.PathLike, text: str) -> Path:
+    """Keep a copy of a file before `--write` changes it."""
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    d = astra_dir(path) / "originals"
+    d.mkdir(parents=True, exist_ok=True)
+    f = d / f"{Path(path).name}.{digest[:12]}"
+    if not f.exists():
+        _atomic_write(f, text)
+    return f
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)

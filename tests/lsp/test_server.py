@@ -1,0 +1,176 @@
+"""End-to-end tests of the language server over stdio, offline (CPU backend, no LLM)."""
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from lsprotocol import types
+
+from conftest import Doc, apply_edit, until
+
+ERR = types.DiagnosticSeverity.Error
+WRONG = ("silu(x) * y", "silu(x) + y")  # a plausible bug: the gate must catch it
+
+
+def errors(diags):
+    return [d for d in diags if d.severity == ERR]
+
+
+async def test_compile_error_on_open_at_its_line(client, example):
+    path = example()
+    text = path.read_text().replace("const float y =", "BROKEN_undefined_name += 1;\n    const float y =", 1)
+    doc = Doc(client, path, text)
+    bad = doc.line_of("BROKEN_undefined_name")
+    diags = await doc.diagnostics_where(lambda ds: errors(ds), timeout=60)
+    assert any(d.range.start.line == bad for d in errors(diags)), diags
+    assert all(d.source == "astra" for d in diags)
+
+
+async def test_check_on_save_reports_wrong_kernel_and_clears_when_fixed(client, example):
+    path = example()
+    doc = Doc(client, path)
+    # The first check pins this version as the reference; a correct file has no errors.
+    lenses = []
+    async def verified():
+        nonlocal lenses
+        lenses = await doc.lenses()
+        return any("verified" in (l.command.title if l.command else "") for l in lenses)
+    end = time.monotonic() + 240
+    while not await verified():
+        assert time.monotonic() < end, [l.command.title for l in lenses]
+        await asyncio.sleep(0.2)
+    assert not errors(doc.diagnostics())
+
+    doc.save(doc.text.replace(*WRONG))
+    diags = await doc.diagnostics_where(lambda ds: any(d.code == "check" for d in errors(ds)), timeout=240)
+    msg = next(d for d in diags if d.code == "check").message
+    assert "silu_and_mul" in msg and "cpu" in msg  # which kernel, which backend judged
+
+    doc.save(doc.text.replace(WRONG[1], WRONG[0]))
+    await doc.diagnostics_where(lambda ds: not errors(ds), timeout=240)
+
+
+async def test_hover_and_code_lens_on_a_kernel(client, example):
+    doc = Doc(client, example())
+    line = doc.line_of("__global__ void silu_and_mul")
+    col = doc.text.splitlines()[line].index("silu_and_mul")
+    hover = await doc.hover(line, col + 2)
+    assert hover is not None and "silu_and_mul" in hover.contents.value
+    assert await doc.hover(line, 0) is None  # not on the name: no report
+    lenses = await doc.lenses()
+    titles = [l.command.title for l in lenses]
+    assert any(t.startswith("Optimize") for t in titles) and "Profile" in titles
+    spec_line = doc.line_of("/* @astra")
+    assert {l.range.start.line for l in lenses} == {spec_line}  # above the kernel and its spec
+
+
+async def test_optimize_then_apply_lazily_with_progress(client, example):
+    doc = Doc(client, example())
+    line = doc.line_of("__global__ void silu_and_mul")
+    titles = [a.title for a in await doc.actions(line)]
+    assert "Optimize kernel `silu_and_mul`" in titles
+    assert not any(t.startswith("Apply") for t in titles)
+
+    result = await doc.command("astra.lsp.optimize", "silu_and_mul")
+    assert result.status == "done", result
+    # Work-done progress: begin, reports, end.
+    kinds = [type(v).__name__ for reps in client.progress_reports.values() for v in reps]
+    assert kinds[0] == "WorkDoneProgressBegin" and kinds[-1] == "WorkDoneProgressEnd"
+
+    actions = await doc.actions(line)
+    apply = next(a for a in actions if a.title.startswith("Apply optimized kernel"))
+    assert apply.kind == types.CodeActionKind.RefactorRewrite
+    assert apply.edit is None and f"verified on {result.verifiedCases} cases" in apply.title
+    resolved = await client.code_action_resolve_async(apply)
+    assert resolved.edit is not None
+    assert resolved.edit.document_changes[0].text_document.version == doc.version
+    new = apply_edit(doc.text, resolved.edit)
+    assert new != doc.text and "__global__ void silu_and_mul" in new
+    assert new.startswith(doc.text[:doc.text.index("/* @astra")])  # the rest of the file kept
+    assert new.endswith(doc.text[doc.text.index("int main()"):])
+
+
+async def test_rewrite_is_reanchored_or_declined_after_concurrent_edits(client, example):
+    doc = Doc(client, example())
+    line = doc.line_of("__global__ void silu_and_mul")
+    result = await doc.command("astra.lsp.optimize", "silu_and_mul")
+    assert result.status == "done", result
+    apply = next(a for a in await doc.actions(line) if a.title.startswith("Apply"))
+
+    # The user adds lines above the kernel: the kernel is unchanged, so the edit moves with it.
+    doc.change("// a note typed meanwhile\n// another\n" + doc.text)
+    resolved = await client.code_action_resolve_async(apply)
+    assert resolved.edit is not None
+    assert resolved.edit.document_changes[0].text_document.version == doc.version
+    new = apply_edit(doc.text, resolved.edit)
+    assert new.startswith("// a note typed meanwhile\n// another\n")
+    assert new.endswith(doc.text[doc.text.index("int main()"):])
+
+    # The user edits the kernel itself: applying would lose their edit, so it is declined.
+    doc.change(doc.text.replace("const int64_t token", "const long long token"))
+    client.messages.clear()
+    resolved = await client.code_action_resolve_async(apply)
+    assert resolved.edit is None
+    await until(lambda: client.messages, 5)
+    assert "edited after the optimization" in client.messages[-1].message
+    disabled = next(a for a in await doc.actions(line + 2) if a.title.startswith("Apply"))
+    assert disabled.disabled is not None
+
+
+async def test_cancel_from_progress_and_stay_responsive(client, example):
+    doc = Doc(client, example())
+    line = doc.line_of("__global__ void silu_and_mul")
+    col = doc.text.splitlines()[line].index("silu_and_mul")
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"astra": {"backend": "cpu", "rounds": 50}}))
+    task = asyncio.ensure_future(doc.command("astra.lsp.optimize", "silu_and_mul"))
+    await until(lambda: client.progress_reports, 60)
+    token = next(iter(client.progress_reports))
+    # While it runs, hovers, lenses and code actions answer quickly.
+    worst = 0.0
+    for _ in range(10):
+        t0 = time.perf_counter()
+        await doc.hover(line, col)
+        await doc.lenses()
+        await doc.actions(line)
+        worst = max(worst, time.perf_counter() - t0)
+        await asyncio.sleep(0.05)
+    assert worst < 0.5, worst
+    assert any(l.command.title.startswith("Optimizing") for l in await doc.lenses())
+    client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token=token))
+    result = await asyncio.wait_for(task, 120)
+    assert result.status == "cancelled", result
+
+
+async def test_add_spec_to_a_kernel_without_one(client, tmp_path):
+    path = tmp_path / "scale.cu"
+    path.write_text("__global__ void scale(float* out, const float* in, int n) {\n"
+                    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                    "  if (i < n) out[i] = 2.0f * in[i];\n}\n")
+    doc = Doc(client, path)
+    actions = await doc.actions(1)
+    spec = next(a for a in actions if a.title.startswith("Add harness spec"))
+    assert spec.edit is None
+    resolved = await client.code_action_resolve_async(spec)
+    new = apply_edit(doc.text, resolved.edit)
+    assert new.startswith("/* @astra") and new.endswith(doc.text)
+
+
+@pytest.mark.parametrize("text", [
+    "",
+    "\x00\x01\x02 not C at all {{{{ ((((",
+    "__global__ void f(float* a) {\n  a[0] = 1.0f;\n",  # unterminated
+    "/* @astra\n[sizes\n*/\n__global__ void f(float* a, int n) { if (n) a[0] = 1.0f; }\n",  # bad spec
+])
+async def test_bad_files_get_diagnostics_not_a_dead_server(client, tmp_path, text):
+    path = tmp_path / "bad.cu"
+    path.write_text(text)
+    doc = Doc(client, path)
+    await doc.lenses()
+    await doc.hover(0, 0)
+    await doc.actions(0)
+    await until(lambda: doc.uri in client.diagnostics, 60)
+    # Still alive and answering.
+    assert isinstance(await doc.lenses(), list)
+
