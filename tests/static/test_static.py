@@ -97,9 +97,7 @@ def test_template_instantiation_and_spills():
 template <typename T, int N>
 __global__ void gather(T* out, const T* in, const int* idx) {
   T regs[N];
-  T acc = in[threadIdx.x];
-#pragma unroll
-  for (int k = 0; k < N; ++k) { regs[k] = acc; acc = acc * in[k * 977 + threadIdx.x] + T(1); }
+  for (int k = 0; k < N; ++k) regs[idx[k] % N] = in[k * 977 + threadIdx.x];
   out[threadIdx.x] = regs[idx[threadIdx.x] % N];
 }
 """
