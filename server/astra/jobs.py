@@ -1,0 +1,62 @@
+"""The work that runs inside a worker process (`astra.worker`): compile, check, profile.
+
+Each job takes a picklable payload and returns a picklable result. Backends are created once per
+worker process and reused, so compiled modules and the GPU context stay warm between jobs; a job
+that crashes the process takes only the worker with it.
+"""
+from __future__ import annotations
+
+import shutil
+
+_backends: dict[str, object] = {}
+
+
+def backend(name: str, arch: str = "sm_90"):
+    if name not in _backends:
+        if name == "gpu":
+            from .backends.gpu import GpuBackend
+            _backends[name] = GpuBackend()
+        elif name == "cpu":
+            from .backends.cpu import CpuBackend
+            _backends[name] = CpuBackend()
+        else:
+            raise ValueError(f"unknown backend {name!r}")
+    return _backends[name]
+
+
+def backends_job(payload: dict) -> dict:
+    """Which backends can run here, and why not."""
+    out = {}
+    try:
+        from .backends.gpu import GpuBackend
+        ok, why = GpuBackend.probe()
+        out["gpu"] = {"available": ok, "reason": why}
+    except Exception as e:  # noqa: BLE001 - any import/driver problem means "no GPU here"
+        out["gpu"] = {"available": False, "reason": f"CuPy/GPU unavailable ({e.__class__.__name__}: {e})"}
+    cxx = shutil.which("g++") or shutil.which("clang++")
+    out["cpu"] = {"available": bool(cxx), "reason": "" if cxx else "no C++ compiler (g++ or clang++) on PATH"}
+    return out
+
+
+def static_job(payload: dict) -> list[dict]:
+    from . import static
+    results = []
+    for unit in payload["units"]:
+        r = static.compile_unit(unit, arch=payload.get("arch", "sm_90"))
+        results.append({"kernel": unit.kernel, "ok": r.ok, "diagnostics": r.diagnostics,
+                        "resources": r.resources, "seconds": r.seconds})
+    return results
+
+
+def check_job(payload: dict):
+    from . import gate
+    b = backend(payload["backend"], payload.get("arch", "sm_90"))
+    return gate.check(payload["reference"], payload["candidate"], payload["spec"], b,
+                      quick=payload.get("quick", False))
+
+
+def profile_job(payload: dict):
+    from . import profiler
+    b = backend(payload["backend"], payload.get("arch", "sm_90"))
+    return profiler.profile(payload["reference"], payload["candidate"], payload["spec"], b,
+                            ncu=payload.get("ncu", False))
