@@ -1,0 +1,129 @@
+"""Isolation: hangs are killed, crashes survived, cancellation, threads."""
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from astra import worker
+from astra.backends.base import CompileError
+from astra.errors import AstraError
+
+
+@pytest.fixture
+def pool():
+    p = worker.Pool(1, name="test")
+    yield p
+    p.close()
+
+
+def test_job_result_and_warm_reuse(pool):
+    a = pool.run("jobs:echo", {"x": 1}, timeout=30)
+    b = pool.run("jobs:echo", [1, 2], timeout=30)
+    assert a["payload"] == {"x": 1} and b["payload"] == [1, 2]
+    assert a["pid"] == b["pid"]  # the same warm worker
+    assert pool.run("jobs:count", None, timeout=30) == 1
+    assert pool.run("jobs:count", None, timeout=30) == 2  # per-process state survives between jobs
+
+
+def test_hang_killed_and_next_job_works(pool):
+    before = pool.run("jobs:echo", None, timeout=30)["pid"]
+    t0 = time.monotonic()
+    with pytest.raises(worker.WorkerTimeout, match="timed out after 1 s"):
+        pool.run("jobs:spin", None, timeout=1.0)
+    assert time.monotonic() - t0 < 5
+    after = pool.run("jobs:echo", None, timeout=30)["pid"]
+    assert after != before and pool.replaced == 1
+
+
+@pytest.mark.parametrize("job, reason", [("jobs:segfault", "SIGSEGV"), ("jobs:abort", "SIGABRT"),
+                                         ("jobs:hard_exit", "status 7")])
+def test_crash_survived(pool, job, reason):
+    with pytest.raises(worker.WorkerCrashed, match=reason) as info:
+        pool.run(job, None, timeout=30)
+    if job == "jobs:abort":
+        assert "simulated CUDA context poisoned" in str(info.value)
+    assert pool.run("jobs:echo", 5, timeout=30)["payload"] == 5
+
+
+def test_errors_come_back_as_themselves(pool):
+    with pytest.raises(AstraError, match="no harness spec") as info:
+        pool.run("jobs:bad_input", None, timeout=30)
+    assert info.value.line == 3 and info.value.exit_code == 2
+    with pytest.raises(CompileError) as info:
+        pool.run("jobs:compile_error", None, timeout=30)
+    assert "identifier" in info.value.log
+    with pytest.raises(ValueError, match="plain bug") as info:
+        pool.run("jobs:value_error", None, timeout=30)
+    assert "value_error" in info.value.remote_traceback
+    with pytest.raises(worker.RemoteError, match="cannot be sent back"):
+        pool.run("jobs:unpicklable", None, timeout=30)
+    with pytest.raises(ModuleNotFoundError):
+        pool.run("no_such_module:f", None, timeout=30)
+    # None of these killed the worker.
+    assert pool.replaced == 0
+
+
+def test_stdout_noise_does_not_break_protocol(pool):
+    assert pool.run("jobs:noisy", None, timeout=30) == "still fine"
+    arr = pool.run("jobs:big", 3_000_000, timeout=60)
+    assert arr.shape == (3_000_000,) and arr[-1] == 2_999_999 and arr.dtype == np.float32
+
+
+def test_cancellation_kills_the_running_job(pool):
+    cancel = threading.Event()
+    threading.Timer(0.5, cancel.set).start()
+    t0 = time.monotonic()
+    with pytest.raises(worker.WorkerCancelled):
+        pool.run("jobs:hang", None, timeout=60, cancel=cancel)
+    assert time.monotonic() - t0 < 5
+    assert pool.run("jobs:echo", 1, timeout=30)["payload"] == 1
+
+
+def test_concurrency_from_threads():
+    p = worker.Pool(2, name="threads")
+    try:
+        results, errors = [], []
+
+        def call(i):
+            try:
+                results.append((i, p.run("jobs:sleep", 0.3, timeout=30)))
+            except Exception as e:  # pragma: no cover - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=call, args=(i,)) for i in range(6)]
+        t0 = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors and len(results) == 6
+        pids = {pid for _, pid in results}
+        assert len(pids) == 2  # never more than `size` workers
+        assert time.monotonic() - t0 < 0.3 * 6  # they really ran side by side
+    finally:
+        p.close()
+
+
+def test_a_hang_in_one_thread_does_not_block_others():
+    p = worker.Pool(2, name="mixed")
+    try:
+        out = {}
+        t = threading.Thread(target=lambda: out.setdefault("hang", pytest.raises(
+            worker.WorkerTimeout, p.run, "jobs:hang", None, timeout=3)))
+        t.start()
+        time.sleep(0.2)
+        t0 = time.monotonic()
+        assert p.run("jobs:echo", "ok", timeout=30)["payload"] == "ok"
+        assert time.monotonic() - t0 < 2.5
+        t.join()
+    finally:
+        p.close()
+
+
+def test_parent_never_imports_cupy(pool):
+    import sys
+    pool.run("jobs:echo", None, timeout=30)
+    assert "cupy" not in sys.modules
