@@ -135,9 +135,21 @@ def pin(text: str, path: str, kernel: str) -> workspace.Pin:
 
 # ---- static diagnostics -------------------------------------------------------------------
 
-def diagnostics(text: str, path: str, *, arch: str = "sm_90", compile: bool = True) -> list[Diagnostic]:
+@dataclass
+class StaticReport:
+    diagnostics: list[Diagnostic]
+    resources: dict[str, object]  # kernel name -> backends.base.ResourceUsage
+
+    def to_json(self) -> dict:
+        from dataclasses import asdict
+        return {"diagnostics": [d.to_json() for d in self.diagnostics],
+                "resources": {k: asdict(v) for k, v in self.resources.items()}}
+
+
+def static_check(text: str, path: str, *, arch: str = "sm_90", compile: bool = True) -> StaticReport:
     """Everything that can be said without running code: parse problems, spec errors, and the
-    compiler's errors and warnings (NVRTC) for each kernel, at their lines."""
+    compiler's errors and warnings (NVRTC) for each kernel at their lines, with each kernel's
+    registers, spills and shared memory."""
     m = source.parse(text)
     out: list[Diagnostic] = []
     for span in m.syntax_errors[:20]:
@@ -154,17 +166,25 @@ def diagnostics(text: str, path: str, *, arch: str = "sm_90", compile: bool = Tr
         if k.is_template and not instantiate:
             continue  # nothing to compile without template arguments
         units.append(extract.unit_from_model(m, path, k.name, instantiate=instantiate))
+    resources: dict[str, object] = {}
     if compile and units:
         from . import worker
         results = worker.run("astra.jobs:static_job", {"units": units, "arch": arch}, timeout=STATIC_TIMEOUT)
         seen = set()
-        for r in results:
+        for unit, r in zip(units, results):
             for d in r["diagnostics"]:
                 key = (d.line, d.col, d.message)
                 if key not in seen:  # helpers shared by several kernels report once
                     seen.add(key)
                     out.append(d)
-    return out
+            res = r["resources"].get(unit.name_expression) or next(iter(r["resources"].values()), None)
+            if res is not None:
+                resources[unit.kernel] = res
+    return StaticReport(out, resources)
+
+
+def diagnostics(text: str, path: str, *, arch: str = "sm_90", compile: bool = True) -> list[Diagnostic]:
+    return static_check(text, path, arch=arch, compile=compile).diagnostics
 
 
 # ---- running kernels ----------------------------------------------------------------------

@@ -80,15 +80,18 @@ def cmd_pin(a) -> int:
 def cmd_check(a) -> int:
     text = api.read(a.file)
     if a.backend == "static":
-        diags = api.diagnostics(text, a.file, arch=a.arch)
-        errors = [d for d in diags if d.severity == "error"]
+        report = api.static_check(text, a.file, arch=a.arch)
+        errors = [d for d in report.diagnostics if d.severity == "error"]
         if a.json:
-            _emit_json({"backend": "static", "passed": not errors, "diagnostics": [d.to_json() for d in diags]})
+            _emit_json({"backend": "static", "passed": not errors, **report.to_json()})
         else:
-            for d in diags:
+            for d in report.diagnostics:
                 print(d.human(a.file))
+            for name, r in report.resources.items():
+                print(f"{name}: {r.registers} registers, {r.spills_bytes} bytes spilled, "
+                      f"{r.shared_static_bytes} bytes static shared memory, {r.stack_bytes} bytes stack")
             print(f"static checks (NVRTC, {a.arch}): {'FAILED' if errors else 'ok'} — "
-                  f"{len(errors)} error(s), {len(diags) - len(errors)} other message(s). "
+                  f"{len(errors)} error(s), {len(report.diagnostics) - len(errors)} other message(s). "
                   f"Correctness not run (static backend).")
         return EXIT_FAILED if errors else EXIT_OK
     progress = None if a.json else _progress_printer()

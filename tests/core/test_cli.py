@@ -81,3 +81,16 @@ def test_spec_proposal_for_kernel_without_spec(tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("/* @astra") and 'grid = ["(n + 255) / 256"]' in r.stdout
     assert 'out = { type = "float", shape = ["n"], output = true }' in r.stdout
+
+
+def test_static_check_reports_planted_compile_error_at_its_line(tmp_path):
+    text = EXAMPLE.read_text().replace("const float y =", "const float y = undefined_thing +")
+    f = tmp_path / "bad.cu"
+    f.write_text(text)
+    line = next(i for i, l in enumerate(text.splitlines(), 1) if "undefined_thing" in l)
+    r = astra("check", f, "--backend", "static")
+    assert r.returncode == 1, r.stderr
+    assert f"bad.cu:{line}:" in r.stdout and "undefined_thing" in r.stdout
+    r = astra("check", EXAMPLE, "--backend", "static", "--json")
+    data = json.loads(r.stdout)
+    assert r.returncode == 0 and data["passed"] and data["resources"]["silu_and_mul"]["registers"] > 0
