@@ -196,13 +196,15 @@ class Pool:
             self._busy.add(w)
         return w
 
-    def _give(self, w: _Worker, healthy: bool) -> None:
+    def _give(self, w: _Worker, outcome: str) -> None:
+        """outcome: 'healthy' (reuse), 'retired' (the job asked for a fresh process next time)
+        or 'failed' (killed or lost: counted in `replaced`)."""
         with self._lock:
             self._busy.discard(w)
-            if healthy and w.alive() and not self._closed:
+            if outcome == "healthy" and w.alive() and not self._closed:
                 self._idle.append(w)
                 return
-            if not healthy:
+            if outcome == "failed":
                 self.replaced += 1
         w.kill()
 
@@ -219,11 +221,11 @@ class Pool:
                 raise WorkerTimeout(f"{func}: no worker became free within {timeout:g} s")
         try:
             w = self._take()
-            healthy = False
+            outcome = "failed"
             try:
                 w.send((func, payload))
-                status, value = w.recv(deadline, cancel)
-                healthy = True
+                status, value, retire = w.recv(deadline, cancel)
+                outcome = "retired" if retire else "healthy"
             except WorkerTimeout:
                 raise WorkerTimeout(f"{func}: timed out after {timeout:g} s (the worker was killed; "
                                     f"a kernel that never finishes?)") from None
@@ -233,7 +235,7 @@ class Pool:
                 raise WorkerCrashed(f"{func}: the worker process died ({w.death_reason()}); "
                                     f"it has been replaced") from None
             finally:
-                self._give(w, healthy)
+                self._give(w, outcome)
         finally:
             self._slots.release()
         if status == "ok":
@@ -303,6 +305,17 @@ atexit.register(shutdown)
 
 # ---- the child side ----------------------------------------------------------------------
 
+_retire = False
+
+
+def retire_after_reply() -> None:
+    """Called by a job (in the worker) whose process state is no longer trustworthy, e.g. a
+    CUDA context lost to an illegal address: the worker exits after sending this job's reply,
+    and the pool starts a fresh one for the next job."""
+    global _retire
+    _retire = True
+
+
 def ping(_payload: Any = None) -> dict:
     return {"pid": os.getpid(), "python": sys.version.split()[0]}
 
@@ -359,16 +372,23 @@ def _main() -> None:
         except EOFError:
             return
         try:
-            reply = ("ok", _resolve(func)(payload))
+            reply = ("ok", _resolve(func)(payload), False)
         except (Exception, SystemExit) as exc:  # everything goes back to the parent
-            reply = ("err", _error_reply(exc))
+            reply = ("err", _error_reply(exc), False)
+        reply = reply[:2] + (_retire,)
         try:
             data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as exc:  # an unpicklable result
             data = pickle.dumps(("err", {"type": "TypeError", "message": f"{func} returned something that "
-                                         f"cannot be sent back: {exc}", "traceback": "", "pickled": None}))
+                                         f"cannot be sent back: {exc}", "traceback": "", "pickled": None},
+                                 _retire))
         proto_out.write(_HEADER.pack(len(data)) + data)
+        if _retire:
+            proto_out.flush()
+            os._exit(0)
 
 
 if __name__ == "__main__":
-    _main()
+    # Run as the module `astra.worker` (not `__main__`), so jobs that import it share its state.
+    from astra import worker as _worker_module
+    _worker_module._main()

@@ -127,3 +127,9 @@ def test_parent_never_imports_cupy(pool):
     import sys
     pool.run("jobs:echo", None, timeout=30)
     assert "cupy" not in sys.modules
+
+
+def test_retire_after_reply_gives_a_fresh_worker(pool):
+    pid = pool.run("jobs:poisoned", None, timeout=30)
+    assert pool.run("jobs:echo", None, timeout=30)["pid"] != pid
+    assert pool.replaced == 0

@@ -1,0 +1,413 @@
+"""The GPU backend: CuPy (NVRTC) on an NVIDIA GPU.
+
+CuPy is imported only inside the worker process (`astra.worker`): the classmethods the parent
+may call (`available`) ask a worker. A fault that poisons the CUDA context (illegal address,
+trap) makes this backend refuse further work and asks the worker to retire after replying, so
+the next job gets a fresh process and context.
+
+Timing follows the method of ../shared/notes/gpu-machine.md: CUDA events around each launch,
+warm-up, >=100 timed launches, the L2 flushed (a memset of twice the L2 size) between launches,
+input sets rotated. The device copy ceiling (bytes read + written by a large device-to-device
+copy) is measured once per device and cached on disk.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from .base import (Backend, BackendUnavailable, Buffer, CompileError, Launch, LaunchError, Module,
+                   ResourceUsage, Scalar, Schedule, TimingResult)
+
+# Errors after which the CUDA context is unusable: the worker must be replaced.
+_STICKY = ("illegal address", "illegal memory", "misaligned", "illegal instruction", "hardware stack",
+           "unspecified launch failure", "device-side assert", "assert triggered", "trap", "launch failed",
+           "exception", "context is destroyed", "ECC", "not permitted when stream is capturing")
+
+
+def _cupy():
+    try:
+        import cupy
+        return cupy
+    except Exception as e:  # ImportError, or CuPy failing to find CUDA
+        raise BackendUnavailable(f"CuPy is not usable here ({e.__class__.__name__}: {e})") from None
+
+
+class GpuBuffer(Buffer):
+    """A device array. Types CuPy cannot hold (bfloat16) live as unsigned integers of the same
+    width; `dtype` and `shape` are the logical ones."""
+
+    def __init__(self, array, dtype: np.dtype, shape: tuple[int, ...]):
+        self.array = array
+        self.dtype = np.dtype(dtype)
+        self.shape = tuple(shape)
+        self.nbytes = int(array.nbytes)
+
+
+class GpuModule(Module):
+    def __init__(self, raw, names: Sequence[str], key: str):
+        self.raw = raw
+        self.names = tuple(names)
+        self.key = key
+        self.functions: dict[str, Any] = {}
+        self.dyn_smem: dict[str, int] = {}  # the dynamic shared-memory limit raised so far
+
+    def function(self, name: str):
+        f = self.functions.get(name)
+        if f is None:
+            try:
+                f = self.raw.get_function(name)
+            except Exception as e:
+                raise CompileError(f"kernel {name!r} not found in the compiled module ({e})") from None
+            self.functions[name] = f
+        return f
+
+
+def _storage_dtype(cp, dt: np.dtype) -> np.dtype:
+    try:
+        cp.dtype(dt)
+        if dt.kind in "biufc":
+            return dt
+    except TypeError:
+        pass
+    return np.dtype(f"u{dt.itemsize}")  # bfloat16 and friends: raw bits
+
+
+def _device_index() -> int:
+    return 0
+
+
+def _retire_worker() -> None:
+    try:
+        from .. import worker
+        worker.retire_after_reply()
+    except Exception:
+        pass
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "astra"
+
+
+class GpuBackend(Backend):
+    name = "gpu"
+    measures_time = True
+
+    def __init__(self, *, exact_alloc: bool = False):
+        cp = _cupy()
+        try:
+            n = cp.cuda.runtime.getDeviceCount()
+        except Exception as e:
+            raise BackendUnavailable(f"no usable CUDA device ({e})") from None
+        if n < 1:
+            raise BackendUnavailable("no CUDA device")
+        self.cp = cp
+        self.device = cp.cuda.Device(_device_index())
+        self.device.use()
+        self.props = _props(cp.cuda.runtime.getDeviceProperties(self.device.id))
+        self.arch = f"sm_{self.props['major']}{self.props['minor']}"
+        self.exact_alloc = False
+        if exact_alloc:
+            self.use_exact_allocations()
+        self._modules: dict[str, GpuModule] = {}
+        self._flush = None
+        self.poisoned: str | None = None
+
+    # ---- device facts ---------------------------------------------------------------------
+    @classmethod
+    def probe(cls) -> tuple[bool, str]:
+        """(usable, why) — call inside a worker: it creates a CUDA context."""
+        try:
+            cp = _cupy()
+            n = cp.cuda.runtime.getDeviceCount()
+            if n < 1:
+                return False, "no CUDA device"
+            p = _props(cp.cuda.runtime.getDeviceProperties(0))
+            cp.cuda.Device(0).use()
+            cp.zeros(1, dtype=cp.float32).sum().item()  # the context really works
+            return True, f"{p['name']} (sm_{p['major']}{p['minor']}, {p['sm_count']} SMs)"
+        except BackendUnavailable as e:
+            return False, str(e)
+        except Exception as e:  # driver missing, no device...
+            return False, f"no usable CUDA device ({e.__class__.__name__}: {e})"
+
+    @classmethod
+    def available(cls) -> bool:
+        """From the parent: asks a worker (never creates a context here)."""
+        from .. import worker
+        try:
+            ok, _ = worker.run("astra.backends.gpu:probe_job", None, timeout=120)
+            return bool(ok)
+        except Exception:
+            return False
+
+    def device_info(self) -> dict:
+        return dict(self.props)
+
+    def use_exact_allocations(self) -> None:
+        """CuPy's pool rounds sizes up (512 B and more): a sanitizer would miss small
+        out-of-bounds accesses. Without the pool every buffer is its own cudaMalloc."""
+        self.cp.get_default_memory_pool().free_all_blocks()
+        self.cp.cuda.set_allocator(None)
+        self.exact_alloc = True
+
+    def _check_usable(self) -> None:
+        if self.poisoned:
+            raise LaunchError(f"the CUDA context was lost after an earlier fault ({self.poisoned}); "
+                              f"the worker is being replaced — run again")
+
+    # ---- compiling ------------------------------------------------------------------------
+    def compile(self, source: str, name_expressions: Sequence[str], *, filename: str = "kernel.cu",
+                options: Sequence[str] = (), sanitize: bool = False) -> GpuModule:
+        self._check_usable()
+        if sanitize and not self.exact_alloc:
+            self.use_exact_allocations()
+        from .. import static
+        names = list(dict.fromkeys(name_expressions))
+        # CuPy adds the architecture of the current device itself.
+        opts = [o for o in options if not o.startswith(("--gpu-architecture", "-arch"))]
+        opts = list(dict.fromkeys(["-std=c++17", "-lineinfo", *opts, f"-I{static.nvrtc_shim_dir()}"]))
+        if filename and os.path.dirname(os.path.abspath(filename)):
+            opts.append(f"-I{os.path.dirname(os.path.abspath(filename))}")
+        code = static.NVRTC_PRELUDE + source
+        key = hashlib.sha256(repr((code, names, opts)).encode()).hexdigest()
+        mod = self._modules.get(key)
+        if mod is not None:
+            return mod
+        try:
+            raw = self._raw_module(code, opts, names)
+        except CompileError as e:
+            inc = static.cuda_include_dir()
+            if "cannot open source file" in e.log and inc and f"-I{inc}" not in opts:
+                raw = self._raw_module(code, opts + [f"-I{inc}"], names)
+            else:
+                raise
+        mod = GpuModule(raw, names, key)
+        for n in names:  # load now: a missing name is a compile problem, not a launch one
+            mod.function(n)
+        self._modules[key] = mod
+        return mod
+
+    def _raw_module(self, code: str, opts: list[str], names: list[str]):
+        cp = self.cp
+        try:
+            raw = cp.RawModule(code=code, options=tuple(opts), name_expressions=names or None)
+            raw.compile()
+            return raw
+        except cp.cuda.compiler.CompileException as e:
+            log = e.get_message() if hasattr(e, "get_message") else str(e)
+            first = next((ln for ln in log.splitlines() if "error" in ln), log.strip().splitlines()[0] if log.strip() else "")
+            raise CompileError(f"NVRTC: {first.strip()}", log=log) from None
+        except Exception as e:
+            raise CompileError(f"could not load the compiled module: {e}", log=str(e)) from None
+
+    def resources(self, module: GpuModule, name_expression: str) -> ResourceUsage:
+        f = module.function(name_expression)
+        return ResourceUsage(registers=int(f.num_regs), spills_bytes=None,
+                             shared_static_bytes=int(f.shared_size_bytes),
+                             stack_bytes=int(f.local_size_bytes),
+                             max_threads_per_block=int(f.max_threads_per_block))
+
+    # ---- memory ---------------------------------------------------------------------------
+    def upload(self, host: np.ndarray) -> GpuBuffer:
+        self._check_usable()
+        host = np.ascontiguousarray(host)
+        store = _storage_dtype(self.cp, host.dtype)
+        arr = self.cp.asarray(host.view(store) if store != host.dtype else host)
+        return GpuBuffer(arr, host.dtype, host.shape)
+
+    def download(self, buf: GpuBuffer) -> np.ndarray:
+        self._check_usable()
+        try:
+            out = self.cp.asnumpy(buf.array)
+        except Exception as e:
+            raise self._fault(e) from None
+        return out.view(buf.dtype).reshape(buf.shape)
+
+    def fill_bytes(self, buf: GpuBuffer, byte: int) -> None:
+        self._check_usable()
+        if buf.nbytes:
+            self.cp.cuda.runtime.memsetAsync(buf.array.data.ptr, int(byte) & 0xFF, buf.nbytes,
+                                             self.cp.cuda.get_current_stream().ptr)
+
+    # ---- running --------------------------------------------------------------------------
+    def _args(self, args: Sequence[GpuBuffer | Scalar]) -> tuple:
+        out = []
+        for a in args:
+            if isinstance(a, GpuBuffer):
+                out.append(a.array)
+            elif isinstance(a, Scalar):
+                dt = np.dtype(a.dtype) if a.dtype != "bfloat16" else None
+                if dt is None or dt.kind not in "biuf":
+                    import ml_dtypes
+                    bits = np.array(a.value, dtype=ml_dtypes.bfloat16 if a.dtype == "bfloat16" else a.dtype)
+                    out.append(bits.view(f"u{bits.itemsize}")[()])
+                else:
+                    out.append(dt.type(a.value))
+            else:
+                raise TypeError(f"unexpected kernel argument {a!r}")
+        return tuple(out)
+
+    def _enqueue(self, module: GpuModule, name_expression: str, launch: Launch, kargs: tuple) -> None:
+        f = module.function(name_expression)
+        if launch.shared_mem > 48 * 1024 and module.dyn_smem.get(name_expression, 0) < launch.shared_mem:
+            f.max_dynamic_shared_size_bytes = int(launch.shared_mem)  # opt in beyond 48 KiB
+            module.dyn_smem[name_expression] = int(launch.shared_mem)
+        f(tuple(launch.grid), tuple(launch.block), kargs, shared_mem=int(launch.shared_mem))
+
+    def launch(self, module: GpuModule, name_expression: str, launch: Launch,
+               args: Sequence[GpuBuffer | Scalar], *, schedule: Schedule | None = None,
+               timeout_s: float = 30.0) -> None:
+        self._check_usable()
+        cp = self.cp
+        try:
+            self._enqueue(module, name_expression, launch, self._args(args))
+            done = cp.cuda.Event(disable_timing=True)
+            done.record()
+        except Exception as e:
+            raise self._fault(e) from None
+        # Poll rather than block, so a kernel that never finishes becomes an error here.
+        deadline = time.monotonic() + timeout_s
+        spins = 0
+        try:
+            while not done.done:
+                if time.monotonic() > deadline:
+                    self.poisoned = f"a launch of {name_expression} did not finish within {timeout_s:g} s"
+                    _retire_worker()
+                    raise LaunchError(f"{name_expression}: the kernel did not finish within {timeout_s:g} s "
+                                      f"(infinite loop or deadlock?)")
+                spins += 1
+                if spins > 200:
+                    time.sleep(0.0005)
+            done.synchronize()
+        except LaunchError:
+            raise
+        except Exception as e:
+            raise self._fault(e) from None
+
+    def _fault(self, e: Exception) -> Exception:
+        if isinstance(e, (LaunchError, CompileError, BackendUnavailable)):
+            return e
+        text = f"{e.__class__.__name__}: {e}"
+        if any(s.lower() in text.lower() for s in _STICKY):
+            self.poisoned = text
+            _retire_worker()
+            return LaunchError(f"the kernel faulted: {e} (the CUDA context is lost; the worker is replaced)")
+        if "invalid argument" in text.lower() or "too many resources" in text.lower() or \
+                "invalid configuration" in text.lower():
+            return LaunchError(f"the launch was refused: {e}")
+        return LaunchError(f"CUDA error: {text}")
+
+    # ---- timing ---------------------------------------------------------------------------
+    def _flush_buffer(self):
+        if self._flush is None:
+            size = max(2 * int(self.props.get("l2_bytes") or 0), 64 << 20)
+            self._flush = self.cp.empty(size, dtype=self.cp.uint8)
+        return self._flush
+
+    def flush_l2(self) -> None:
+        buf = self._flush_buffer()
+        self.cp.cuda.runtime.memsetAsync(buf.data.ptr, 0, buf.nbytes, self.cp.cuda.get_current_stream().ptr)
+
+    def time(self, module: GpuModule, name_expression: str, launch: Launch,
+             arg_sets: Sequence[Sequence[GpuBuffer | Scalar]], *, warmup: int = 20,
+             reps: int = 100, flush_l2: bool = True) -> TimingResult:
+        self._check_usable()
+        cp = self.cp
+        sets = [self._args(a) for a in arg_sets]
+        try:
+            for i in range(warmup):
+                if flush_l2:
+                    self.flush_l2()
+                self._enqueue(module, name_expression, launch, sets[i % len(sets)])
+            cp.cuda.get_current_stream().synchronize()
+            events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(reps)]
+            for i, (start, end) in enumerate(events):
+                if flush_l2:
+                    self.flush_l2()
+                start.record()
+                self._enqueue(module, name_expression, launch, sets[i % len(sets)])
+                end.record()
+            events[-1][1].synchronize()
+            times = [cp.cuda.get_elapsed_time(s, e) * 1000.0 for s, e in events]
+        except Exception as e:
+            raise self._fault(e) from None
+        return TimingResult(times)
+
+    def copy_ceiling(self) -> float:
+        """Device copy bandwidth in bytes/s (read + written), measured once per device and cached."""
+        name = "".join(c if c.isalnum() else "-" for c in self.props["name"]).strip("-")
+        path = _cache_dir() / f"ceiling-{name}.json"
+        try:
+            data = json.loads(path.read_text())
+            if data.get("bytes_per_s", 0) > 0:
+                return float(data["bytes_per_s"])
+        except (OSError, ValueError):
+            pass
+        bps = self.measure_copy_ceiling()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(json.dumps({"device": self.props["name"], "bytes_per_s": bps,
+                                       "measured_at": time.time(), "method": "device-to-device copy, "
+                                       "bytes read + written, median of 20"}))
+            os.replace(tmp, path)
+        except OSError:
+            pass
+        return bps
+
+    def measure_copy_ceiling(self, nbytes: int = 1 << 30) -> float:
+        cp = self.cp
+        free, _ = cp.cuda.runtime.memGetInfo()
+        nbytes = int(min(nbytes, free // 4)) // 256 * 256
+        src = cp.empty(nbytes, dtype=cp.uint8)
+        dst = cp.empty(nbytes, dtype=cp.uint8)
+        cp.cuda.runtime.memsetAsync(src.data.ptr, 1, nbytes, cp.cuda.get_current_stream().ptr)
+        stream = cp.cuda.get_current_stream().ptr
+        kind = cp.cuda.runtime.memcpyDeviceToDevice
+        for _ in range(3):
+            cp.cuda.runtime.memcpyAsync(dst.data.ptr, src.data.ptr, nbytes, kind, stream)
+        times = []
+        for _ in range(20):
+            s, e = cp.cuda.Event(), cp.cuda.Event()
+            s.record()
+            cp.cuda.runtime.memcpyAsync(dst.data.ptr, src.data.ptr, nbytes, kind, stream)
+            e.record()
+            e.synchronize()
+            times.append(cp.cuda.get_elapsed_time(s, e) / 1000.0)
+        del src, dst
+        cp.get_default_memory_pool().free_all_blocks()
+        return 2.0 * nbytes / float(np.median(times))
+
+    def close(self) -> None:
+        self._modules.clear()
+        self._flush = None
+        try:
+            self.cp.get_default_memory_pool().free_all_blocks()
+        except Exception:
+            pass
+
+
+def _props(p: dict) -> dict:
+    """CuPy's device property dict, reduced to what Astra uses (keys may be str or bytes)."""
+    g = {(k.decode() if isinstance(k, bytes) else k): v for k, v in p.items()}
+    name = g.get("name", b"GPU")
+    name = name.decode(errors="replace").rstrip("\0") if isinstance(name, bytes) else str(name)
+    return {"name": name, "major": int(g.get("major", 0)), "minor": int(g.get("minor", 0)),
+            "sm_count": int(g.get("multiProcessorCount", 0)), "l2_bytes": int(g.get("l2CacheSize", 0)),
+            "regs_per_sm": int(g.get("regsPerMultiprocessor", 65536)),
+            "smem_per_sm": int(g.get("sharedMemPerMultiprocessor", 228 * 1024)),
+            "smem_per_block_optin": int(g.get("sharedMemPerBlockOptin", 227 * 1024)),
+            "threads_per_sm": int(g.get("maxThreadsPerMultiProcessor", 2048)),
+            "blocks_per_sm": int(g.get("maxBlocksPerMultiProcessor", 32)),
+            "total_mem": int(g.get("totalGlobalMem", 0))}
+
+
+def probe_job(_payload: Any = None) -> tuple[bool, str]:
+    """Worker job: can the GPU backend run here?"""
+    return GpuBackend.probe()
