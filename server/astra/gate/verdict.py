@@ -87,6 +87,7 @@ class Verdict:
     nonce: int = 0                 # input seed of this run: check(..., seed=nonce) reproduces it
     seconds: float = 0.0
     log: str = ""                  # compiler log for compile errors
+    reference: str = ""            # where the reference came from (set by astra.api)
 
     @property
     def passed(self) -> bool:

@@ -1,0 +1,450 @@
+"""The verification gate: decides whether a candidate kernel is correct, and cannot be fooled.
+
+`check(reference, candidate, spec, backend)` runs, through the Backend interface only:
+  screen       static screening (signature, launch contract, host code, clocks, device state)
+  compile      both units on the backend
+  compare      every case of the suite against the reference (dtype-aware tolerances)
+  poison       outputs poisoned before every launch (two patterns): every element must be written
+  not_constant a constant/all-zero output where the reference's varies fails whatever the tolerance
+  inputs       read-only inputs must be unchanged after every launch
+  statefulness many launches in one module; the same buffers refilled with new values must give
+               the new result (catches __device__ state, pointer caches, skip-after-first-launch)
+  schedules    CPU: forward, reverse (and random) thread orders must agree bitwise — else a race;
+  determinism  GPU: repeated runs must agree bitwise (within tolerance with atomics)
+  sanitize     CPU: an AddressSanitizer build on small cases (out-of-bounds accesses)
+With no reference (no pinned baseline yet) everything but the comparison runs, and the verdict
+says so.
+"""
+from __future__ import annotations
+
+import secrets
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from .. import source
+from ..backends.base import Backend, CompileError, LaunchError, Schedule, Unsupported
+from ..errors import AstraError
+from ..spec import Spec
+from . import compare, screen as screening, suite as suites
+from .checks import POISONS, Compiled, changed_inputs, execute, fill_host, prepare, run_case, scalar_ctypes, written
+from .verdict import CaseInfo, CheckResult, Coverage, Failure, Verdict
+
+FILLS = (0x3C, 0xBA, 0x3A, 0xB8)  # byte refills for the same-pointer test: modest values of either sign
+EXTRA_LAUNCHES = 6                # more fresh launches when the candidate keeps state or reads clocks
+
+
+class Cancelled(AstraError):
+    def __init__(self):
+        super().__init__("the check was cancelled")
+
+
+CHECK_ORDER = ("screen", "compile", "compare", "poison", "not_constant", "inputs_unchanged", "launch",
+               "statefulness", "schedules", "determinism", "sanitize")
+
+
+class _Gate:
+    def __init__(self, reference, candidate, spec: Spec, backend: Backend, quick: bool, cancel, seed: int | None,
+                 max_failures: int | None):
+        self.ref_unit, self.cand_unit, self.spec, self.backend = reference, candidate, spec, backend
+        self.quick = quick
+        self.cancel = cancel
+        self.nonce = seed if seed is not None else secrets.randbits(31)
+        self.max_failures = max_failures if max_failures is not None else (1 if quick else 8)
+        self.v = Verdict(kernel=spec.kernel, backend=backend.name, status="passed", nonce=self.nonce,
+                         compared=reference is not None)
+        self.ran: dict[str, list[int]] = {}   # check -> [runs, failures]
+        self.ref: Compiled | None = None
+        self.cand: Compiled | None = None
+        self.atomics = False
+        self.suspect = False
+        self.cpu = not backend.measures_time and backend.name == "cpu"
+
+    # ---- bookkeeping -------------------------------------------------------------------------
+    def cancelled(self) -> None:
+        c = self.cancel
+        if c is not None and (c.is_set() if hasattr(c, "is_set") else c()):
+            raise Cancelled()
+
+    def count(self, check: str, ok: bool = True) -> None:
+        r = self.ran.setdefault(check, [0, 0])
+        r[0] += 1
+        r[1] += 0 if ok else 1
+
+    def fail(self, check: str, message: str, case: CaseInfo | None = None, **kw) -> None:
+        self.count(check, False)
+        self.v.failures.append(Failure(check, message, case, **kw))
+
+    @property
+    def full(self) -> bool:
+        return len(self.v.failures) >= self.max_failures
+
+    def tol(self, name: str) -> tuple[float, float]:
+        return self.spec.args[name].tolerance
+
+    # ---- steps -------------------------------------------------------------------------------
+    def screen(self) -> bool:
+        res = screening.screen(self.ref_unit.source if self.ref_unit else None, self.cand_unit.source,
+                               self.cand_unit.kernel, self.spec)
+        self.atomics, self.suspect = res.uses_atomics, res.stateful_suspect
+        for f in res.errors:
+            self.fail("screen", f.message, line=f.line)
+        for f in res.warnings:
+            self.v.warnings.append(f"line {f.line}: {f.message}" if f.line else f.message)
+        if self.cpu and self.ref_unit is not None:
+            self.v.warnings.extend(_cpu_fast_math(self.ref_unit.source, self.cand_unit.source, res.fast_math))
+        if res.fast_math:
+            self.v.coverage.notes.append(f"fast-math intrinsics added: {', '.join(res.fast_math)}")
+        self.v.checks.append(CheckResult("screen", not res.errors,
+                                         f"{len(res.errors)} error(s), {len(res.warnings)} flag(s)"))
+        return not res.errors
+
+    def compile(self, unit, role: str, sanitize: bool = False) -> Compiled:
+        options = [f"-I{d}" for d in getattr(unit, "include_dirs", ())]
+        mod = self.backend.compile(unit.source, [unit.name_expression], filename=unit.path, options=options,
+                                   sanitize=sanitize)
+        return Compiled(mod, unit.name_expression, role)
+
+    def compile_all(self) -> bool:
+        if self.ref_unit is not None:
+            try:
+                self.ref = self.compile(self.ref_unit, "reference")
+            except CompileError as e:
+                self.v.status, self.v.log = "error", f"the reference does not compile: {e}\n{e.log}"
+                return False
+            except Unsupported as e:
+                self.v.status, self.v.log = "unsupported", f"the reference cannot run on the {self.backend.name}: {e}"
+                return False
+        try:
+            self.cand = self.compile(self.cand_unit, "candidate")
+        except CompileError as e:
+            self.v.log = e.log
+            self.fail("compile", f"the candidate does not compile: {e}")
+            self.v.checks.append(CheckResult("compile", False, str(e)))
+            return False
+        except Unsupported as e:
+            self.v.status, self.v.log = "unsupported", f"the candidate cannot run on the {self.backend.name}: {e}"
+            return False
+        self.v.checks.append(CheckResult("compile", True, "reference and candidate" if self.ref else "candidate"))
+        return True
+
+    def expected(self, sizes, host, poison: int, info: CaseInfo, schedule=None) -> dict[str, np.ndarray] | None:
+        """The reference's outputs (None when there is no reference). A failing reference is the
+        user's problem, reported as an error."""
+        if self.ref is None:
+            return None
+        try:
+            return run_case(self.spec, self.backend, self.ref, sizes, host, self.ctypes, poison, schedule).after
+        except LaunchError as e:
+            raise _ReferenceFailed(f"the reference kernel failed on {info.describe()}: {e}") from None
+
+    def judge(self, check_values: str, info: CaseInfo, host, after, expected, poison: int) -> bool:
+        """Compare one launch's results. `check_values` names the check a value mismatch counts
+        against ('compare', 'statefulness', 'schedules', ...). True when all is well."""
+        ok = True
+        for name, n, idx in changed_inputs(self.spec, host, after):
+            self.fail("inputs_unchanged", f"the read-only input `{name}` was modified: {n} element(s) changed, "
+                      f"first at {name}[{', '.join(map(str, idx))}]", info, output=name, index=list(idx), bad=n)
+            ok = False
+        if ok and any(a.pointer and not a.written for a in self.spec.args.values()):
+            self.count("inputs_unchanged")
+        if expected is None:
+            return ok
+        for name in written(self.spec):
+            atol, rtol = self.tol(name)
+            poison_byte = poison if self.spec.args[name].output else None
+            m = compare.compare(expected[name], after[name], atol, rtol, poison=poison_byte)
+            if m is None:
+                self.count(check_values)
+                if poison_byte is not None:
+                    self.count("poison")
+                continue
+            check = {"unwritten": "poison", "constant": "not_constant"}.get(m.kind, check_values)
+            self.fail(check, m.message(name, atol, rtol), info, output=name, index=list(m.index), bad=m.bad,
+                      total=m.total, max_abs_err=m.max_abs_err if m.kind == "values" else None,
+                      max_rel_err=m.max_rel_err if m.kind == "values" else None, expected=m.expected, got=m.got)
+            ok = False
+        return ok
+
+    def self_consistency(self, info: CaseInfo, host, first, second, poisons: tuple[int, int]) -> bool:
+        """No reference: two runs with different poisons must agree, and be written everywhere."""
+        ok = True
+        for name in written(self.spec):
+            a, b = first[name], second[name]
+            if self.spec.args[name].output:
+                unwritten = compare.poison_mask(a, poisons[0]) & compare.poison_mask(b, poisons[1])
+                if unwritten.any():
+                    idx = compare._first(unwritten)
+                    self.fail("poison", f"`{name}`: {int(unwritten.sum())} of {a.size} elements were never written "
+                              f"(still hold the poison bytes), first at {name}[{', '.join(map(str, idx))}]",
+                              info, output=name, index=list(idx), bad=int(unwritten.sum()), total=a.size)
+                    ok = False
+                    continue
+                self.count("poison")
+            atol, rtol = self.tol(name)
+            m = compare.compare(a, b, atol, rtol, exact=not self.atomics, check_constant=False)
+            if m is not None:
+                self.fail("determinism", f"two runs on the same inputs disagree: " + m.message(name, atol, rtol),
+                          info, output=name, index=list(m.index), bad=m.bad, total=m.total)
+                ok = False
+            else:
+                self.count("determinism")
+            if self.spec.args[name].output and a.size >= 16 and compare.is_constant(a) and \
+                    not any(arr.size > 1 and compare.is_constant(arr) for arr in host.values()):
+                self.fail("not_constant", f"`{name}` is constant ({float(compare.as_f64(a).flat[0]):.6g} everywhere) "
+                          f"although its inputs are random", info, output=name)
+                ok = False
+            else:
+                self.count("not_constant")
+        return ok
+
+    def main_suite(self, st: suites.Suite) -> None:
+        cov = self.v.coverage
+        for i, case in enumerate(st.cases):
+            self.cancelled()
+            if self.full:
+                cov.notes.append(f"stopped after {len(self.v.failures)} failures; "
+                                 f"{len(st.cases) - i} case(s) not run")
+                break
+            info = case.info()
+            host = suites.inputs(self.spec, case.sizes, case.distribution, case.seed)
+            poison = POISONS[i % 2]
+            expected = self.expected(case.sizes, host, poison, info)
+            try:
+                run = run_case(self.spec, self.backend, self.cand, case.sizes, host, self.ctypes, poison)
+                cov.launches += 1
+                if self.ref is None:
+                    other = POISONS[(i + 1) % 2]
+                    second = run_case(self.spec, self.backend, self.cand, case.sizes, host, self.ctypes, other)
+                    cov.launches += 1
+            except LaunchError as e:
+                self.fail("launch", f"the candidate failed: {e}", info)
+                continue
+            cov.cases += 1
+            self.judge("compare", info, host, run.after, expected, poison)
+            if self.ref is None:
+                self.self_consistency(info, host, run.after, second.after, (poison, POISONS[(i + 1) % 2]))
+
+    def statefulness(self, st: suites.Suite) -> None:
+        """Same buffers, new values: the candidate must compute the new result. Then (when the
+        screen flagged state or clocks) extra fresh launches, each checked."""
+        reads = [a for a in self.spec.args.values() if a.pointer and not a.output]
+        if any(not a.dtype.is_float for a in reads):
+            self.v.checks.append(CheckResult("statefulness", True, "same-buffer refill skipped: integer inputs "
+                                             "cannot be refilled with arbitrary bytes", skipped=True))
+            return
+        spec_cases = [c for c in st.cases if c.label == "spec"] or st.cases
+        by_size = sorted(spec_cases, key=lambda c: self.spec.elements(c.sizes))
+        case = by_size[len(by_size) // 2]
+        rounds = 4 if self.suspect else (1 if self.quick else 2)
+        info = CaseInfo(dict(case.sizes), "spec", case.seed + 7, False, "stateful")
+        host = suites.inputs(self.spec, case.sizes, "spec", info.seed)
+        expected = self.expected(case.sizes, host, POISONS[0], info)
+        try:
+            run = run_case(self.spec, self.backend, self.cand, case.sizes, host, self.ctypes, POISONS[0])
+        except LaunchError as e:
+            self.fail("launch", f"the candidate failed: {e}", info)
+            return
+        self.judge("statefulness", info, host, run.after, expected, POISONS[0])
+        for r in range(rounds):
+            self.cancelled()
+            patterns = {a.name: FILLS[(r + k) % len(FILLS)] for k, a in enumerate(reads)}
+            for name, byte in patterns.items():
+                self.backend.fill_bytes(run.buffers[name], byte)
+            poison = POISONS[(r + 1) % 2]
+            for a in self.spec.args.values():
+                if a.pointer and a.output:
+                    self.backend.fill_bytes(run.buffers[a.name], poison)
+            refill = fill_host(self.spec, case.sizes, patterns)
+            rinfo = CaseInfo(dict(case.sizes), f"refilled bytes {sorted(set(patterns.values()))}", 0, False, "stateful")
+            try:
+                execute(self.spec, self.backend, self.cand, case.sizes, run)
+                self.v.coverage.launches += 1
+                fresh = self.expected(case.sizes, refill, poison, rinfo)
+                if fresh is None:  # no reference: the same values in fresh buffers must give the same result
+                    fresh = run_case(self.spec, self.backend, self.cand, case.sizes, refill, self.ctypes, poison).after
+            except LaunchError as e:
+                self.fail("launch", f"the candidate failed on refilled buffers: {e}", rinfo)
+                return
+            before = len(self.v.failures)
+            self.judge("statefulness", rinfo, refill, run.after, fresh, poison)
+            for f in self.v.failures[before:]:
+                if f.check in ("compare", "not_constant", "poison"):
+                    f.check = "statefulness"
+                f.message = ("launched again on the same buffers refilled with new values, the result is not the "
+                             "new one (state kept between launches or results cached by pointer?): " + f.message)
+            if len(self.v.failures) > before:
+                return
+        if self.suspect and self.ref is not None:
+            small = by_size[0]
+            for k in range(EXTRA_LAUNCHES):
+                self.cancelled()
+                einfo = CaseInfo(dict(small.sizes), "spec", small.seed + 100 + k, False, "stateful")
+                h = suites.inputs(self.spec, small.sizes, "spec", einfo.seed)
+                exp = self.expected(small.sizes, h, POISONS[k % 2], einfo)
+                try:
+                    got = run_case(self.spec, self.backend, self.cand, small.sizes, h, self.ctypes, POISONS[k % 2])
+                except LaunchError as e:
+                    self.fail("launch", f"the candidate failed: {e}", einfo)
+                    return
+                self.v.coverage.launches += 1
+                before = len(self.v.failures)
+                self.judge("statefulness", einfo, h, got.after, exp, POISONS[k % 2])
+                if len(self.v.failures) > before:
+                    return
+
+    def orders(self, st: suites.Suite) -> None:
+        """CPU: thread schedules must not change the result (a race otherwise). GPU: repeated
+        runs must agree."""
+        check = "schedules" if self.cpu else "determinism"
+        if self.cpu:
+            schedules = [Schedule("forward"), Schedule("reverse")] + ([] if self.quick else
+                                                                       [Schedule("random", self.nonce)])
+        else:
+            schedules = [None, None]
+        spec_cases = sorted([c for c in st.cases if c.label == "spec"], key=lambda c: self.spec.elements(c.sizes))
+        edges = [c for c in st.cases if c.label == "edge"]
+        picks = [spec_cases[len(spec_cases) // 2]] if spec_cases else st.cases[:1]
+        if edges and not self.quick:
+            picks.append(max(edges, key=lambda c: self.spec.elements(c.sizes)))
+        for case in picks:
+            self.cancelled()
+            info = CaseInfo(dict(case.sizes), case.distribution, case.seed + 13, case.visible, "schedule")
+            host = suites.inputs(self.spec, case.sizes, case.distribution, info.seed)
+            expected = self.expected(case.sizes, host, POISONS[0], info)
+            runs = []
+            for k, sch in enumerate(schedules):
+                try:
+                    runs.append(run_case(self.spec, self.backend, self.cand, case.sizes, host, self.ctypes,
+                                         POISONS[k % 2], sch).after)
+                    self.v.coverage.launches += 1
+                except LaunchError as e:
+                    self.fail("launch", f"the candidate failed ({sch.order if sch else 'repeat'} schedule): {e}", info)
+                    return
+            names = [s.order if s else f"run {k + 1}" for k, s in enumerate(schedules)]
+            for k in range(1, len(runs)):
+                for name in written(self.spec):
+                    a, b = runs[0][name], runs[k][name]
+                    if self.atomics:
+                        atol, rtol = self.tol(name)
+                        m = compare.compare(a, b, atol, rtol, check_constant=False)
+                        diff = None if m is None else (m.bad, m.index)
+                    else:
+                        diff = compare.first_difference(a, b)
+                    if diff is None:
+                        self.count(check)
+                        continue
+                    n, idx = diff
+                    what = ("the result depends on the thread schedule — a data race (a missing __syncthreads()?)"
+                            if self.cpu else "two runs on the same inputs give different results")
+                    self.fail(check, f"{what}: `{name}` differs between the {names[0]} and {names[k]} runs in {n} "
+                              f"element(s), first at {name}[{', '.join(map(str, idx))}] "
+                              f"({float(compare.as_f64(a)[idx]):.6g} vs {float(compare.as_f64(b)[idx]):.6g})",
+                              info, output=name, index=list(idx), bad=n)
+                    return
+            if expected is not None:
+                for k, r in enumerate(runs):
+                    before = len(self.v.failures)
+                    self.judge(check, info, host, r, expected, POISONS[k % 2])
+                    if len(self.v.failures) > before:
+                        return
+
+    def sanitize(self, st: suites.Suite) -> None:
+        try:
+            mod = self.compile(self.cand_unit, "candidate", sanitize=True)
+        except (CompileError, Unsupported) as e:
+            self.v.checks.append(CheckResult("sanitize", True, f"skipped: no sanitizer build ({e})", skipped=True))
+            return
+        spec_cases = sorted([c for c in st.cases if c.label == "spec"], key=lambda c: self.spec.elements(c.sizes))
+        edges = sorted([c for c in st.cases if c.label == "edge"], key=lambda c: self.spec.elements(c.sizes))
+        picks = spec_cases[:1] + edges[-1:]
+        for case in picks:
+            self.cancelled()
+            info = CaseInfo(dict(case.sizes), case.distribution, case.seed + 29, case.visible, "sanitize")
+            host = suites.inputs(self.spec, case.sizes, case.distribution, info.seed)
+            expected = self.expected(case.sizes, host, POISONS[0], info)
+            try:
+                run = run_case(self.spec, self.backend, mod, case.sizes, host, self.ctypes, POISONS[0])
+                self.v.coverage.launches += 1
+            except LaunchError as e:
+                self.fail("sanitize", f"AddressSanitizer: {e}", info)
+                return
+            self.judge("sanitize", info, host, run.after, expected, POISONS[0])
+
+    # ---- the whole gate ----------------------------------------------------------------------
+    def run(self) -> Verdict:
+        t0 = time.perf_counter()
+        try:
+            self._run()
+        except _ReferenceFailed as e:
+            self.v.status, self.v.log = "error", str(e)
+        self.v.seconds = round(time.perf_counter() - t0, 3)
+        return self.v
+
+    def _run(self) -> None:
+        v = self.v
+        if not self.screen() or not self.compile_all():
+            self.finish()
+            return
+        kernel = source.parse(self.cand_unit.source).kernel(self.cand_unit.kernel)
+        self.ctypes = scalar_ctypes(self.spec, {p.name: p.type for p in kernel.params} if kernel else {})
+        st = suites.build(self.spec, measures_time=self.backend.measures_time, nonce=self.nonce, quick=self.quick)
+        cov = v.coverage
+        cov.sizes = len({tuple(sorted(c.sizes.items())) for c in st.cases})
+        cov.seeds = sorted({c.seed for c in st.cases})
+        cov.distributions = sorted({c.distribution for c in st.cases})
+        cov.held_out = st.held_out
+        cov.bench_sizes = st.bench_note
+        cov.notes.extend(st.notes)
+        if self.ref is None:
+            cov.notes.append("no reference (no pinned baseline yet): self-consistency checks only, no comparison")
+        self.main_suite(st)
+        for step in (self.statefulness, self.orders):
+            if v.failures:
+                break
+            step(st)
+        if self.cpu and not self.quick and not v.failures:
+            self.sanitize(st)
+        elif not self.cpu:
+            cov.notes.append("compute-sanitizer runs separately (gate.compute_sanitizer)")
+        self.finish()
+
+    def finish(self) -> None:
+        v = self.v
+        have = {c.name for c in v.checks}
+        for name in CHECK_ORDER:
+            if name in self.ran and name not in have:
+                runs, bad = self.ran[name]
+                v.checks.append(CheckResult(name, bad == 0, f"{runs - bad} of {runs} passed"))
+        if v.failures and v.status == "passed":
+            v.status = "failed"
+        failed = {f.check for f in v.failures}
+        for c in v.checks:
+            if c.name in failed:
+                c.passed = False
+
+
+def _cpu_fast_math(reference: str, candidate: str, added: list[str]) -> list[str]:
+    """Warnings for fast-math swaps whose GPU error the CPU does not reproduce (the CPU
+    backend's own list when it has one)."""
+    try:
+        from ..backends.cpu.screen import fast_math_swaps
+    except ImportError:
+        poor = [n for n in added if n in screening.POORLY_EMULATED]
+        return [f"uses {', '.join(poor)}: the CPU backend cannot reproduce their GPU error; verify on a GPU"] if poor else []
+    return fast_math_swaps(reference, candidate)
+
+
+class _ReferenceFailed(Exception):
+    pass
+
+
+def check(reference: Any | None, candidate: Any, spec: Spec, backend: Backend, *, quick: bool = False,
+          cancel: Any = None, seed: int | None = None, max_failures: int | None = None) -> Verdict:
+    """Run the gate. `reference` and `candidate` are `astra.extract.CompileUnit`s (reference None:
+    no pinned baseline yet — self-consistency only). `cancel`: a threading.Event or a callable
+    returning True to stop (raises Cancelled). `seed`: reproduce an earlier run (its verdict's
+    `nonce`); by default inputs are fresh every run. `quick`: one seed, fewer sizes, no sanitizer
+    build — for checks on save."""
+    return _Gate(reference, candidate, spec, backend, quick, cancel, seed, max_failures).run()

@@ -1,0 +1,255 @@
+"""Building the test suite from a spec: which sizes, which value distributions, which seeds,
+and which of them the agents may see.
+
+- the spec's own cases, each with every seed, inputs drawn as the spec's `init` says;
+- edge sizes made here, within `require`: 1 and values that are not multiples of 2/4/8/32
+  (33, 127, the largest test value +-1), one size name at a time from the smallest case;
+- the timed (bench) sizes: in full where the backend times kernels, and on backends that do not
+  (the CPU) reduced to fit, keeping each timed value of the inner dimensions;
+- other value distributions (normal, wide, tiny, large, negative) on a mid-size case, for the
+  arguments whose values the spec leaves free (default `normal` init);
+- a held-out part: only the spec's cases with the first seed and the spec's distribution, and
+  every other edge case, are visible to the agents; the gate checks all.
+
+Inputs are fresh on every gate run: case seeds derive from a per-run nonce recorded in the
+verdict. Host arrays are generated with NumPy's PCG64.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import exprs
+from ..spec import ArgSpec, Spec
+from .verdict import CaseInfo
+
+# Distributions for free floating-point inputs: name -> sampler(rng, shape).
+DISTRIBUTIONS = {
+    "normal": lambda rng, shape: rng.standard_normal(shape),
+    "wide": lambda rng, shape: rng.uniform(-20.0, 20.0, shape),
+    "tiny": lambda rng, shape: rng.standard_normal(shape) * 1e-3,
+    "large": lambda rng, shape: rng.choice([-1.0, 1.0], shape) * rng.uniform(10.0, 100.0, shape),
+    "negative": lambda rng, shape: -np.abs(rng.standard_normal(shape) * 2.0),
+}
+SPEC_DIST = "spec"
+EDGE_VALUES = (1, 33, 127)
+CPU_MAX_ELEMENTS = 1 << 22      # per case, all arguments together (the CPU runs ~10-20 M elements/s)
+GPU_MAX_ELEMENTS = 1 << 29
+
+
+@dataclass(frozen=True)
+class Case:
+    sizes: dict[str, int] = field(hash=False)
+    distribution: str
+    seed: int
+    visible: bool
+    label: str  # 'spec' | 'edge' | 'bench' | 'distribution'
+
+    def info(self) -> CaseInfo:
+        return CaseInfo(dict(self.sizes), self.distribution, self.seed, self.visible, self.label)
+
+
+@dataclass
+class Suite:
+    cases: list[Case]
+    notes: list[str]
+    bench_note: str
+
+    @property
+    def held_out(self) -> int:
+        return sum(not c.visible for c in self.cases)
+
+
+def _valid(spec: Spec, sizes: dict[str, int], max_elements: int) -> bool:
+    try:
+        if not spec.satisfies(sizes):
+            return False
+        grid, block, shared = spec.launch_dims(sizes)
+        if min(grid) < 1 or min(block) < 1 or block[0] * block[1] * block[2] > 1024 or shared < 0:
+            return False
+        for a in spec.args.values():
+            if a.pointer and min(spec.shape(a.name, sizes), default=1) < 1:
+                return False
+        return spec.elements(sizes) <= max_elements
+    except (exprs.ExprError, ZeroDivisionError, ValueError, OverflowError):
+        return False
+
+
+def edge_sizes(spec: Spec, max_elements: int, limit: int = 8) -> list[dict[str, int]]:
+    """Sizes the spec does not list: each size name set to 1, 33, 127 and its largest test value
+    +-1, the others taken from the smallest case, kept where `require` holds."""
+    cases = spec.cases()
+    if not cases:
+        return []
+    base = min(cases, key=spec.elements)
+    seen = {tuple(sorted(c.items())) for c in cases}
+    out: list[dict[str, int]] = []
+    all_ones = {n: 1 for n in spec.sizes}
+    candidates = [all_ones]
+    for name, values in spec.sizes.items():
+        top = max(values)
+        for v in (*EDGE_VALUES, top - 1, top + 1):
+            if v >= 1:
+                candidates.append({**base, name: v})
+    for c in candidates:
+        key = tuple(sorted(c.items()))
+        if key in seen or not _valid(spec, c, max_elements):
+            continue
+        seen.add(key)
+        out.append(c)
+    if len(out) > limit:  # keep an even spread
+        step = (len(out) - 1) / (limit - 1)
+        out = [out[round(i * step)] for i in range(limit)]
+    return out
+
+
+def fit_bench(spec: Spec, sizes: dict[str, int], max_elements: int) -> dict[str, int] | None:
+    """A timed size made small enough for a backend that does not time: shrink the size names
+    that multiply the volume the most (outer dimensions first) towards their smallest test value,
+    keeping the timed inner dimensions; None if it cannot be made to fit."""
+    cur = dict(sizes)
+    if _valid(spec, cur, max_elements):
+        return cur
+    for _ in range(4 * len(cur)):
+        best = None
+        for name in cur:
+            lo = min(spec.sizes.get(name, [1]))
+            if cur[name] <= lo:
+                continue
+            trial = {**cur, name: lo}
+            try:
+                gain = spec.elements(cur) / max(1, spec.elements(trial))
+            except exprs.ExprError:
+                continue
+            if best is None or gain > best[0]:
+                best = (gain, name, lo)
+        if best is None:
+            return None
+        _, name, lo = best
+        # Shrink as little as needed: the largest value that fits, else the smallest test value.
+        hi = cur[name]
+        cur[name] = lo
+        if _valid(spec, cur, max_elements):
+            a, b = lo, hi
+            while b - a > 1:
+                mid = (a + b) // 2
+                if _valid(spec, {**cur, name: mid}, max_elements):
+                    a = mid
+                else:
+                    b = mid
+            cur[name] = a
+            return cur
+    return None
+
+
+def free_args(spec: Spec) -> list[str]:
+    """Floating-point inputs whose values the spec leaves free (default `normal` init)."""
+    return [a.name for a in spec.args.values()
+            if a.pointer and (not a.output) and a.dtype.is_float and a.init.kind == "normal" and not a.init.params]
+
+
+def build(spec: Spec, *, measures_time: bool, nonce: int, quick: bool = False,
+          max_elements: int | None = None) -> Suite:
+    if max_elements is None:
+        max_elements = GPU_MAX_ELEMENTS if measures_time else CPU_MAX_ELEMENTS
+    rng = np.random.Generator(np.random.PCG64(nonce))
+    seeds = [int(s) for s in rng.integers(1, 2**31 - 1, size=max(2, spec.seeds))]
+    if quick:
+        seeds = seeds[:1]
+    notes: list[str] = []
+    cases: list[Case] = []
+    spec_cases = [c for c in spec.cases() if _valid(spec, c, max_elements)]
+    skipped = len(spec.cases()) - len(spec_cases)
+    if skipped:
+        notes.append(f"{skipped} spec case(s) exceed {max_elements} elements on this backend and were skipped")
+    if quick and len(spec_cases) > 4:
+        by_size = sorted(spec_cases, key=spec.elements)
+        spec_cases = [by_size[0], by_size[len(by_size) // 3], by_size[2 * len(by_size) // 3], by_size[-1]]
+    for i, seed in enumerate(seeds):
+        for c in spec_cases:
+            cases.append(Case(c, SPEC_DIST, seed, visible=(i == 0), label="spec"))
+    edges = edge_sizes(spec, max_elements, limit=3 if quick else 8)
+    for j, c in enumerate(edges):
+        cases.append(Case(c, SPEC_DIST, seeds[(j + 1) % len(seeds)], visible=(j % 2 == 0), label="edge"))
+    # Timed sizes.
+    bench = spec.bench_cases()
+    if measures_time:
+        bench_note = f"all {len(bench)} timed size(s) checked in full"
+        fitted = [b for b in bench if _valid(spec, b, max_elements)]
+    else:
+        fitted = []
+        for b in bench:
+            f = fit_bench(spec, b, max_elements)
+            if f is not None and f not in fitted:
+                fitted.append(f)
+        reduced = [f for f in fitted if f not in bench]
+        bench_note = (f"speed is not measured on this backend: the {len(bench)} timed size(s) were checked "
+                      f"reduced to fit ({len(reduced)} reduced in their outer dimensions)")
+    if quick:
+        fitted = fitted[-1:]
+    known = {tuple(sorted(c.sizes.items())) for c in cases}
+    for k, b in enumerate(fitted):
+        if tuple(sorted(b.items())) in known:
+            continue
+        cases.append(Case(b, SPEC_DIST, seeds[k % len(seeds)], visible=False, label="bench"))
+    # Other value distributions, for the free inputs.
+    free = free_args(spec)
+    if free and spec_cases:
+        by_size = sorted(spec_cases, key=spec.elements)
+        mid = by_size[len(by_size) // 2]
+        names = ["wide", "large"] if quick else list(DISTRIBUTIONS)
+        for k, d in enumerate(names):
+            cases.append(Case(mid, d, seeds[k % len(seeds)], visible=False, label="distribution"))
+    elif not free:
+        notes.append("every input has an explicit `init` in the spec, so only the spec's distributions were used")
+    return Suite(cases, notes, bench_note)
+
+
+# ---- inputs ------------------------------------------------------------------------------------
+
+def _sample(arg: ArgSpec, shape: tuple[int, ...], rng: np.random.Generator, distribution: str) -> np.ndarray:
+    dt = arg.dtype.np
+    init = arg.init
+    if distribution in DISTRIBUTIONS and arg.dtype.is_float and init.kind == "normal" and not init.params:
+        vals = DISTRIBUTIONS[distribution](rng, shape)
+    elif init.kind == "normal":
+        mean, std = init.params if init.params else (0.0, 1.0)
+        vals = rng.normal(mean, std, shape)
+        if not arg.dtype.is_float:  # integers with a 'normal' init: small signed values
+            vals = np.rint(vals * (8.0 if not init.params else 1.0))
+            if dt.kind == "u":
+                vals = np.abs(vals)
+    elif init.kind == "uniform":
+        lo, hi = init.params
+        vals = rng.uniform(lo, hi, shape)
+        if not arg.dtype.is_float:
+            vals = np.floor(vals)
+    elif init.kind == "randint":  # [lo, hi), like NumPy and PyTorch
+        lo, hi = (int(p) for p in init.params)
+        vals = rng.integers(lo, max(hi, lo + 1), shape)
+    elif init.kind == "arange":
+        vals = np.arange(int(np.prod(shape)), dtype=np.float64).reshape(shape)
+    elif init.kind == "ones":
+        vals = np.ones(shape)
+    elif init.kind == "zeros":  # only when the spec asks for it
+        vals = np.zeros(shape)
+    else:
+        raise ValueError(f"unknown init {init}")
+    if dt == np.bool_:
+        return (vals != 0) if init.kind in ("ones", "zeros", "arange") else rng.integers(0, 2, shape).astype(bool)
+    if arg.dtype.is_float:
+        return np.asarray(vals, dtype=np.float64).astype(np.float32).astype(dt)
+    info = np.iinfo(dt)
+    return np.clip(vals, info.min, info.max).astype(dt)
+
+
+def inputs(spec: Spec, sizes: dict[str, int], distribution: str, seed: int) -> dict[str, np.ndarray]:
+    """Fresh host arrays for every pointer argument that is read (inputs and in-place arguments).
+    Output-only arguments get no array: their buffers are poisoned instead."""
+    rng = np.random.Generator(np.random.PCG64(seed))
+    out = {}
+    for a in spec.args.values():
+        if a.pointer and not a.output:
+            out[a.name] = _sample(a, spec.shape(a.name, sizes), rng, distribution)
+    return out

@@ -1,0 +1,75 @@
+from astra import extract
+from astra.gate import screen
+
+from .conftest import example_path, example_spec
+
+REF = open(example_path("silu_and_mul")).read()
+SPEC = example_spec("silu_and_mul")
+BODY = """__global__ void silu_and_mul(__half* __restrict__ out, const __half* __restrict__ input, const int d) {
+  const int64_t token = blockIdx.x;
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+    const float x = __half2float(input[token * 2 * d + i]);
+    const float y = __half2float(input[token * 2 * d + d + i]);
+    out[token * d + i] = __float2half(silu(x) * y);
+  }
+}"""
+
+
+def unit(text):
+    return extract.unit(text, "examples/silu_and_mul.cu", "silu_and_mul").source
+
+
+def cand(body, extra=""):
+    text = extract.replace_kernel(REF, "silu_and_mul", body)
+    return unit(text.replace("/* @astra", extra + "\n/* @astra", 1) if extra else text)
+
+
+def run(body, extra=""):
+    return screen.screen(unit(REF), cand(body, extra), "silu_and_mul", SPEC)
+
+
+def test_unchanged_kernel_is_clean():
+    r = run(BODY)
+    assert not r.findings and not r.uses_atomics and not r.stateful_suspect
+
+
+def test_signature_change_is_an_error_with_the_users_line():
+    r = run(BODY.replace("const int d", "const int d, int n"))
+    assert [f.kind for f in r.errors] == ["signature"]
+    assert r.errors[0].line == REF.split("\n").index(
+        next(l for l in REF.split("\n") if l.startswith("__global__"))) + 1
+
+
+def test_renamed_kernel_and_launch_bounds():
+    renamed = extract.replace_kernel(REF, "silu_and_mul", BODY.replace("void silu_and_mul", "void silu2"))
+    r = screen.screen(unit(REF), renamed, "silu_and_mul", SPEC)
+    assert [f.kind for f in r.errors] == ["missing_kernel"] and "silu2" in r.errors[0].message
+    r = run(BODY.replace("__global__ void", "__global__ void __launch_bounds__(256)"))
+    assert [f.kind for f in r.errors] == ["launch_bounds"]
+    assert not run(BODY.replace("__global__ void", "__global__ void __launch_bounds__(1024)")).errors
+
+
+def test_clock_device_globals_static_locals_and_atomics_are_flagged():
+    r = run(BODY.replace("const int64_t token", "long long t0 = clock64(); const int64_t token"))
+    assert r.stateful_suspect and [f.kind for f in r.warnings] == ["timer"] and not r.errors
+    r = run(BODY.replace("{\n  const int64_t token", "{\n  if (done) return;\n  const int64_t token"),
+            extra="__device__ int done = 0;")
+    assert r.stateful_suspect and any(f.kind == "device_state" for f in r.warnings)
+    r = run(BODY.replace("const int64_t token", "static int calls; const int64_t token"))
+    assert r.stateful_suspect
+    r = run(BODY.replace("const int64_t token", "__shared__ float s[4]; const int64_t token"))
+    assert not r.stateful_suspect
+    r = run(BODY.replace("out[token * d + i] =", "atomicAdd(&dummy, 1); out[token * d + i] =").replace(
+        "const int64_t token", "__shared__ int dummy; const int64_t token"))
+    assert r.uses_atomics
+
+
+def test_host_api_call_is_an_error():
+    r = run(BODY.replace("const int64_t token", "void* p; cudaMalloc(&p, 4); const int64_t token"))
+    assert any(f.kind == "host_api" for f in r.errors)
+
+
+def test_fast_math_swaps():
+    fast = BODY.replace("silu(x)", "(x / (1.0f + __expf(-x)))")
+    assert screen.fast_math_swaps(unit(REF), cand(fast)) == ["__expf"]
+    assert screen.fast_math_swaps(unit(REF), cand(BODY)) == []
