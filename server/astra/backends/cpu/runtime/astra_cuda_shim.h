@@ -85,6 +85,8 @@ unsigned long long warp_op(int op, unsigned mask, unsigned long long value, int 
 unsigned active_mask();
 [[noreturn]] void trap(const char* file, int line);
 void* dyn_smem();
+// Namespace-scope `extern __shared__` arrays: pointer setters called at every block start.
+int register_dyn_shared(void (*set)(void*));
 void poison_shared(void* p, size_t n, unsigned long long* epoch);
 
 template <class T> inline unsigned long long to_bits(T v) {
@@ -450,6 +452,29 @@ template <class H, std::enable_if_t<astra::is_h1<H>, int> = 0> inline int __half
 template <class H, std::enable_if_t<astra::is_h1<H>, int> = 0> inline int __half2int_rd(H a) { return (int)floorf(astra::f(a)); }
 template <class H, std::enable_if_t<astra::is_h1<H>, int> = 0> inline int __half2int_ru(H a) { return (int)ceilf(astra::f(a)); }
 template <class H, std::enable_if_t<astra::is_h1<H>, int> = 0> inline unsigned __half2uint_rn(H a) { return (unsigned)nearbyintf(astra::f(a)); }
+
+
+// ---- Glue used by the generated launcher entries and the source rewrite.
+namespace astra {
+template <class... P, size_t... I>
+inline void invoke_impl(void (*f)(P...), void** a, std::index_sequence<I...>) {
+  f(*static_cast<std::remove_cv_t<P>*>(a[I])...);
+}
+template <class... P> inline void invoke(void (*f)(P...), void** a) {
+  invoke_impl(f, a, std::index_sequence_for<P...>{});
+}
+// Parameter sizes and kinds (1 = pointer) so the caller can check its arguments first.
+template <class... P> inline int signature(void (*)(P...), unsigned long long* sizes, int* kinds, int max) {
+  int i = 0;
+  ((i < max ? (sizes[i] = sizeof(P), kinds[i] = std::is_pointer_v<P> ? 1 : 0) : 0, ++i), ...);
+  return (int)sizeof...(P);
+}
+}  // namespace astra
+#define ASTRA_POISON_SHARED(v)                                              \
+  do {                                                                      \
+    static thread_local unsigned long long astra_epoch_;                    \
+    astra::poison_shared((void*)&(v), sizeof(v), &astra_epoch_);            \
+  } while (0)
 
 #define __CUDA_ARCH__ 900
 #define __CUDA_ARCH_LIST__ 900

@@ -1,0 +1,187 @@
+"""Parent side of the executor child process: start it restricted (resource limits, no network
+where the OS allows, private temp dir), send launches with a timeout, and turn a crash or a hang
+into a LaunchError with the child's own last words (fault location, ASan report, assert)."""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from astra.backends.base import LaunchError
+
+EXECUTOR = Path(__file__).parent / "executor.py"
+MEMORY_LIMIT = 16 << 30   # address space of a normal executor
+FILE_LIMIT = 64 << 20     # the child writes only its log
+CLONE_NEWUSER, CLONE_NEWNET = 0x10000000, 0x40000000
+
+
+def _restrict_child(address_space: bool) -> None:
+    """preexec_fn: runs in the forked child before exec."""
+    import resource
+
+    os.setsid()
+    if address_space:
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    try:  # no network: a fresh network namespace (needs privileges or user namespaces)
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.unshare(CLONE_NEWNET) != 0:
+            libc.unshare(CLONE_NEWUSER | CLONE_NEWNET)
+    except Exception:
+        pass
+
+
+def asan_runtime() -> str | None:
+    from .toolchain import compiler
+
+    r = subprocess.run([compiler(), "-print-file-name=libasan.so"], capture_output=True, text=True)
+    p = r.stdout.strip()
+    return p if p and os.path.isabs(p) and os.path.exists(p) else None
+
+
+class Executor:
+    """One persistent child; replaced after a crash or a timeout."""
+
+    def __init__(self, sanitize: bool = False):
+        self.sanitize = sanitize
+        self.proc: subprocess.Popen | None = None
+        self.sock: socket.socket | None = None
+        self.known: set[int] = set()
+        self.tmp = tempfile.TemporaryDirectory(prefix="astra-cpu-")
+        self.log_path = Path(self.tmp.name) / "child.log"
+
+    def _start(self) -> None:
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONDONTWRITEBYTECODE": "1"}
+        if self.sanitize:
+            lib = asan_runtime()
+            if lib is None:
+                raise LaunchError("AddressSanitizer runtime (libasan) not found for --sanitize")
+            env["LD_PRELOAD"] = lib
+            env["ASAN_OPTIONS"] = ("detect_leaks=0:abort_on_error=0:print_summary=1:"
+                                   "allocator_may_return_null=1:detect_stack_use_after_return=0")
+        log = open(self.log_path, "ab")
+        workdir = Path(self.tmp.name) / "work"
+        workdir.mkdir(exist_ok=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-S", "-I", str(EXECUTOR), str(child.fileno())],
+            pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+            cwd=workdir, env=env, preexec_fn=lambda: _restrict_child(not self.sanitize))
+        log.close()
+        child.close()
+        self.sock = parent
+        self.known = set()
+
+    def _log_size(self) -> int:
+        try:
+            return self.log_path.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def _log_since(self, offset: int) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(offset)
+                return f.read(200_000).decode(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self.proc.wait()
+            self.proc = None
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+    def request(self, msg: dict, fds: list[int], timeout_s: float) -> tuple[dict, str]:
+        """Send one request; returns (reply, child output during the request)."""
+        if self.proc is None or self.proc.poll() is not None:
+            self.kill()
+            self._start()
+        offset = self._log_size()
+        try:
+            socket.send_fds(self.sock, [json.dumps(msg).encode()], fds)
+        except OSError as e:
+            self.kill()
+            raise LaunchError(f"the CPU executor is gone ({e})")
+        ready, _, _ = select.select([self.sock], [], [], timeout_s)
+        if not ready:
+            self.kill()
+            raise LaunchError(f"timed out after {timeout_s:g} s (an infinite loop, or threads of a "
+                              "block spin-waiting on each other, which the CPU backend cannot run)")
+        data = self.sock.recv(1 << 20)
+        if not data:
+            rc = self.proc.wait()
+            out = self._log_since(offset)
+            self.kill()
+            raise LaunchError(crash_message(rc, out))
+        return json.loads(data.decode()), self._log_since(offset)
+
+    def close(self) -> None:
+        self.kill()
+        self.tmp.cleanup()
+
+
+def crash_message(rc: int, output: str) -> str:
+    if rc < 0:
+        try:
+            what = signal.Signals(-rc).name
+        except ValueError:
+            what = f"signal {-rc}"
+    else:
+        what = f"exit status {rc}"
+    if rc == -signal.SIGXCPU:
+        return "CPU time limit exceeded (an infinite loop?)"
+    asan = asan_summary(output)
+    if asan:
+        return asan
+    notes = [l.strip() for l in output.splitlines()
+             if l.startswith("astra:") or "Assertion" in l or "assert" in l.lower()]
+    detail = ("; ".join(notes[-4:])) if notes else output.strip()[-600:]
+    return f"the kernel crashed ({what})" + (f": {detail}" if detail else "")
+
+
+def asan_summary(output: str) -> str | None:
+    """'out-of-bounds read of 4 bytes at file.cu:12 in block (..) thread (..)' from an ASan report."""
+    lines = output.splitlines()
+    err = next((l for l in lines if "ERROR: AddressSanitizer:" in l), None)
+    if err is None:
+        return None
+    kind = err.split("AddressSanitizer:", 1)[1].strip().split(" on ")[0]
+    access = next((l.strip() for l in lines if l.startswith(("READ of size", "WRITE of size"))), "")
+    rw, size = "", ""
+    if access:
+        parts = access.split()
+        rw, size = parts[0].lower(), parts[3]
+    frame = None
+    for l in lines:
+        s = l.strip()
+        if s.startswith("#") and " in " in s:
+            loc = s.rsplit(" ", 1)[-1]
+            if any(x in loc for x in ("astra_runtime.cpp", "astra_cuda_shim.h", "libasan", "/usr/", "<null>")):
+                continue
+            if ":" in loc and not loc.startswith("("):
+                parts = loc.split(":")
+                frame = ":".join(parts[:2]) if len(parts) >= 2 else loc
+                break
+    where = next((l.strip()[len("astra: "):] for l in lines if l.startswith("astra: in block")), "")
+    what = "out-of-bounds" if "overflow" in kind else kind
+    msg = f"{what} {rw} of {size} bytes".replace("  ", " ") if rw else what
+    if frame:
+        msg += f" at {frame}"
+    if where:
+        msg += f" {where}"
+    return msg + f" (AddressSanitizer: {kind})"

@@ -1,0 +1,707 @@
+// Astra CPU backend runtime: runs a CUDA grid on host threads. Each block runs on one worker
+// thread; each CUDA thread of the block is a fiber that switches only at barriers and warp
+// collectives, in an order chosen by the schedule (forward / reverse / random), so the
+// semantics of __syncthreads and the *_sync warp intrinsics are exact and races show up as
+// schedule-dependent results. Compiled once per cache (with and without ASan) and linked into
+// every kernel module.
+#include "astra_cuda_shim.h"
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#define ASTRA_ASAN 1
+#endif
+
+#if defined(__x86_64__) && !defined(ASTRA_USE_UCONTEXT)
+#define ASTRA_ASM_SWITCH 1
+#else
+#include <ucontext.h>
+#endif
+
+namespace astra {
+thread_local Fiber* cur = nullptr;
+thread_local BlockInfo* cur_block = nullptr;
+
+namespace {
+
+enum State { NEW = 0, RUNNABLE, WAIT_BAR, WAIT_WARP, DONE };
+
+#ifdef ASTRA_ASM_SWITCH
+// Saves callee-saved registers, MXCSR and the x87 control word on the old stack, swaps stacks.
+extern "C" void astra_ctx_switch(void** save_sp, void* to_sp);
+extern "C" void astra_ctx_start();
+asm(R"(
+.text
+.globl astra_ctx_switch
+.hidden astra_ctx_switch
+.type astra_ctx_switch,@function
+astra_ctx_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  subq $8, %rsp
+  stmxcsr (%rsp)
+  fnstcw 4(%rsp)
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  ldmxcsr (%rsp)
+  fldcw 4(%rsp)
+  addq $8, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+.size astra_ctx_switch, .-astra_ctx_switch
+.globl astra_ctx_start
+.hidden astra_ctx_start
+.type astra_ctx_start,@function
+astra_ctx_start:
+  movq %rbx, %rdi
+  callq *%r12
+  ud2
+.size astra_ctx_start, .-astra_ctx_start
+)");
+using Ctx = void*;
+#else
+using Ctx = ucontext_t;
+#endif
+
+void fiber_main(Fiber* f);
+}  // namespace
+
+// One worker thread's state; it runs blocks one after another.
+struct Block {
+  BlockInfo info;
+  std::vector<Fiber> fibers;
+  std::vector<Ctx> ctx;
+  Ctx sched;
+  int n = 0, nlive = 0, ndone = 0;
+  int bar_arrived = 0, bar_count = 0;
+  unsigned warp_live[32], warp_arrived[32];
+  bool failed = false;
+  std::string error;
+  void (*entry)(void**) = nullptr;
+  void** args = nullptr;
+  char* arena = nullptr;
+  size_t arena_bytes = 0, stride = 0, stack_bytes = 0;
+#ifdef ASTRA_ASAN
+  void* fake_stack = nullptr;
+  const void* sched_bottom = nullptr;
+  size_t sched_size = 0;
+#endif
+};
+
+namespace {
+thread_local Block* cur_worker = nullptr;
+
+std::string where(const char* file, int line) {
+  return std::string(file ? file : "?") + ":" + std::to_string(line);
+}
+
+std::string dim_str(uint3 v) {
+  return "(" + std::to_string(v.x) + "," + std::to_string(v.y) + "," + std::to_string(v.z) + ")";
+}
+
+void to_sched(Block* b, Fiber* f) {
+  cur = nullptr;
+#ifdef ASTRA_ASAN
+  __sanitizer_start_switch_fiber(nullptr, b->sched_bottom, b->sched_size);
+#endif
+#ifdef ASTRA_ASM_SWITCH
+  astra_ctx_switch(&b->ctx[f->linear], b->sched);
+#else
+  swapcontext(&b->ctx[f->linear], &b->sched);
+#endif
+#ifdef ASTRA_ASAN
+  __sanitizer_finish_switch_fiber(nullptr, nullptr, nullptr);
+#endif
+}
+
+[[noreturn]] void fail(Block* b, const std::string& msg) {
+  if (!b->failed) {
+    b->failed = true;
+    b->error = msg;
+  }
+  Fiber* f = cur;
+  to_sched(b, f);  // the scheduler never resumes a failed block
+  __builtin_unreachable();
+}
+
+const char* op_name(int op) {
+  static const char* names[] = {"__syncwarp", "__shfl*_sync", "__ballot_sync", "__any_sync",
+                                "__all_sync", "__uni_sync", "__reduce_add_sync", "__reduce_min_sync",
+                                "__reduce_max_sync", "__reduce_min_sync", "__reduce_max_sync",
+                                "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync",
+                                "__match_any_sync", "__match_all_sync"};
+  return op >= 0 && op < (int)(sizeof(names) / sizeof(names[0])) ? names[op] : "warp collective";
+}
+const char* bar_name(int kind) {
+  static const char* names[] = {"__syncthreads", "__syncthreads_count", "__syncthreads_and",
+                                "__syncthreads_or"};
+  return kind >= 0 && kind < 4 ? names[kind] : "__syncthreads";
+}
+
+// "threads 0-31, 64" style summary of a sorted list of thread ids.
+std::string ranges(const std::vector<int>& ids) {
+  std::string s;
+  for (size_t i = 0; i < ids.size();) {
+    size_t j = i;
+    while (j + 1 < ids.size() && ids[j + 1] == ids[j] + 1) ++j;
+    if (!s.empty()) s += ", ";
+    s += std::to_string(ids[i]);
+    if (j > i) s += "-" + std::to_string(ids[j]);
+    i = j + 1;
+  }
+  return s;
+}
+
+// Groups waiting threads by what they wait at: "threads 0-31 at __syncthreads (k.cu:12)".
+std::string waiting_summary(Block* b, int only_state) {
+  std::vector<std::pair<std::string, std::vector<int>>> groups;
+  for (auto& f : b->fibers) {
+    if (f.state != WAIT_BAR && f.state != WAIT_WARP) continue;
+    if (only_state >= 0 && f.state != only_state) continue;
+    std::string key = std::string(f.state == WAIT_BAR ? bar_name(f.op) : op_name(f.op)) + " (" +
+                      where(f.file, f.line) + ")";
+    auto it = std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.first == key; });
+    if (it == groups.end()) groups.push_back({key, {f.linear}});
+    else it->second.push_back(f.linear);
+  }
+  std::string s;
+  for (auto& g : groups) {
+    if (!s.empty()) s += "; ";
+    s += "thread" + std::string(g.second.size() > 1 ? "s " : " ") + ranges(g.second) + " at " + g.first;
+  }
+  return s;
+}
+
+void try_release_barrier(Block* b) {
+  if (b->bar_arrived == 0 || b->bar_arrived < b->nlive) return;
+  Fiber* first = nullptr;
+  for (auto& f : b->fibers) {
+    if (f.state != WAIT_BAR) continue;
+    if (!first) first = &f;
+    else if (f.line != first->line || std::strcmp(f.file, first->file) != 0)
+      fail(b, "divergent barrier in block " + dim_str(b->info.bid) + ": " +
+                  waiting_summary(b, WAIT_BAR) +
+                  " — all threads of a block must reach the same __syncthreads");
+  }
+  int count = b->bar_count, n = b->bar_arrived;
+  for (auto& f : b->fibers) {
+    if (f.state != WAIT_BAR) continue;
+    f.result = f.op == BAR_COUNT ? count : f.op == BAR_AND ? (count == n) : f.op == BAR_OR ? (count > 0) : 0;
+    f.state = RUNNABLE;
+  }
+  b->bar_arrived = b->bar_count = 0;
+}
+
+void complete_group(Block* b, int w, unsigned req) {
+  Fiber* base = &b->fibers[w * 32];
+  int op = -1;
+  for (int m = 0; m < 32; ++m)
+    if (req >> m & 1) { op = base[m].op; break; }
+  unsigned ballot = 0;
+  unsigned long long acc = 0;
+  bool first = true, all_equal = true;
+  unsigned long long v0 = 0;
+  for (int m = 0; m < 32; ++m) {
+    if (!(req >> m & 1)) continue;
+    unsigned long long v = base[m].value;
+    if (v) ballot |= 1u << m;
+    unsigned u = (unsigned)v;
+    int i = (int)u;
+    if (first) {
+      v0 = v;
+      acc = op == OP_RED_MIN_I || op == OP_RED_MAX_I ? (unsigned)i : u;
+      first = false;
+    } else {
+      if (v != v0) all_equal = false;
+      switch (op) {
+        case OP_RED_ADD: acc = (unsigned)(acc + u); break;
+        case OP_RED_MIN_U: acc = std::min<unsigned>((unsigned)acc, u); break;
+        case OP_RED_MAX_U: acc = std::max<unsigned>((unsigned)acc, u); break;
+        case OP_RED_MIN_I: acc = (unsigned)std::min<int>((int)(unsigned)acc, i); break;
+        case OP_RED_MAX_I: acc = (unsigned)std::max<int>((int)(unsigned)acc, i); break;
+        case OP_RED_AND: acc &= u; break;
+        case OP_RED_OR: acc |= u; break;
+        case OP_RED_XOR: acc ^= u; break;
+      }
+    }
+  }
+  for (int m = 0; m < 32; ++m) {
+    if (!(req >> m & 1)) continue;
+    Fiber& f = base[m];
+    switch (op) {
+      case OP_SHFL: f.result = (req >> f.src & 1) ? base[f.src].value : f.value; break;
+      case OP_BALLOT: f.result = ballot; break;
+      case OP_ANY: f.result = ballot != 0; break;
+      case OP_ALL: f.result = ballot == req; break;
+      case OP_UNI: f.result = ballot == 0 || ballot == req; break;
+      case OP_MATCH_ANY: {
+        unsigned r = 0;
+        for (int k = 0; k < 32; ++k)
+          if ((req >> k & 1) && base[k].value == f.value) r |= 1u << k;
+        f.result = r;
+        break;
+      }
+      case OP_MATCH_ALL: f.result = all_equal ? req : 0; f.pred = all_equal; break;
+      case OP_SYNCWARP: f.result = 0; break;
+      default: f.result = acc; break;
+    }
+    f.state = RUNNABLE;
+  }
+  b->warp_arrived[w] &= ~req;
+}
+
+// Completes every group of a warp whose named (and still running) lanes have all arrived.
+void try_complete_warp(Block* b, int w) {
+  Fiber* base = &b->fibers[w * 32];
+  for (int lane = 0; lane < 32; ++lane) {
+    unsigned arrived = b->warp_arrived[w], live = b->warp_live[w];
+    if (!(arrived >> lane & 1)) continue;
+    Fiber& f = base[lane];
+    unsigned req = (f.mask & live) | (1u << lane);
+    if ((arrived & req) != req) continue;
+    bool same = true;
+    for (int m = 0; m < 32 && same; ++m) {
+      if (!(req >> m & 1)) continue;
+      if (((base[m].mask & live) | (1u << m)) != req) same = false;  // waits for others too
+      else if (base[m].op != f.op && !(base[m].op == OP_SYNCWARP && f.op == OP_SYNCWARP))
+        fail(b, "mismatched warp collectives in block " + dim_str(b->info.bid) + ", warp " +
+                    std::to_string(w) + ": " + waiting_summary(b, WAIT_WARP) +
+                    " — the threads named in a mask must execute the same intrinsic");
+    }
+    if (same) complete_group(b, w, req);
+  }
+}
+
+void thread_exit(Fiber* f) {
+  Block* b = cur_worker;
+  f->state = DONE;
+  b->nlive--;
+  b->ndone++;
+  b->warp_live[f->warp] &= ~(1u << f->lane);
+  try_release_barrier(b);  // exited threads count as arrived (sm_70+)
+  try_complete_warp(b, f->warp);
+}
+
+void fiber_main(Fiber* f) {
+#ifdef ASTRA_ASAN
+  __sanitizer_finish_switch_fiber(nullptr, nullptr, nullptr);
+#endif
+  Block* b = cur_worker;
+  b->entry(b->args);
+  thread_exit(f);
+  cur = f;
+#ifdef ASTRA_ASAN
+  __sanitizer_start_switch_fiber(nullptr, b->sched_bottom, b->sched_size);  // this stack dies
+#endif
+#ifdef ASTRA_ASM_SWITCH
+  astra_ctx_switch(&b->ctx[f->linear], b->sched);
+#else
+  swapcontext(&b->ctx[f->linear], &b->sched);
+#endif
+  __builtin_unreachable();
+}
+
+#ifndef ASTRA_ASM_SWITCH
+void fiber_tramp(unsigned hi, unsigned lo) {
+  fiber_main(reinterpret_cast<Fiber*>(((uintptr_t)hi << 32) | lo));
+}
+#endif
+
+char* stack_top(Block* b, int i) {
+  // Stagger stack tops so the fibers' hot frames do not alias into the same cache sets.
+  return b->arena + (size_t)i * b->stride + b->stride - 64 * (i % 32) - 64;
+}
+
+void start_fiber(Block* b, Fiber* f) {
+  char* top = stack_top(b, f->linear);
+#ifdef ASTRA_ASM_SWITCH
+  unsigned long long csr = 0;
+  asm volatile("stmxcsr %0" : "=m"(*(unsigned*)&csr));
+  asm volatile("fnstcw %0" : "=m"(*((unsigned short*)&csr + 2)));
+  void** sp = (void**)(((uintptr_t)top & ~(uintptr_t)15) - 16);
+  *--sp = (void*)astra_ctx_start;
+  *--sp = nullptr;                        // rbp
+  *--sp = (void*)f;                       // rbx: argument
+  *--sp = (void*)&fiber_main;             // r12: function
+  *--sp = nullptr;                        // r13
+  *--sp = nullptr;                        // r14
+  *--sp = nullptr;                        // r15
+  *--sp = (void*)csr;                     // mxcsr, x87 control word
+  b->ctx[f->linear] = (void*)sp;
+#else
+  ucontext_t& uc = b->ctx[f->linear];
+  getcontext(&uc);
+  uc.uc_stack.ss_sp = top - b->stack_bytes + 4096;
+  uc.uc_stack.ss_size = b->stack_bytes - 4096 - 64 * 33;
+  uc.uc_link = nullptr;
+  uintptr_t p = (uintptr_t)f;
+  makecontext(&uc, (void (*)())fiber_tramp, 2, (unsigned)(p >> 32), (unsigned)p);
+#endif
+  f->stack = top;
+}
+
+void switch_in(Block* b, Fiber* f) {
+  cur = f;
+#ifdef ASTRA_ASAN
+  b->fake_stack = nullptr;
+  __sanitizer_start_switch_fiber(nullptr, stack_top(b, f->linear) - b->stack_bytes + 4096,
+                                 b->stack_bytes - 4096 - 64 * 33);
+#endif
+#ifdef ASTRA_ASM_SWITCH
+  astra_ctx_switch(&b->sched, b->ctx[f->linear]);
+#else
+  swapcontext(&b->sched, &b->ctx[f->linear]);
+#endif
+#ifdef ASTRA_ASAN
+  __sanitizer_finish_switch_fiber(nullptr, &b->sched_bottom, &b->sched_size);
+#endif
+  cur = nullptr;
+}
+
+struct Launch {
+  void (*entry)(void**);
+  void** args;
+  uint3 grid;
+  dim3 block;
+  unsigned long long shmem;
+  int order;
+  unsigned long long seed;
+  size_t stack_bytes;
+  std::vector<unsigned> block_order;
+  std::atomic<size_t> next{0};
+  std::atomic<bool> stop{false};
+  std::mutex mu;
+  std::string error;
+};
+
+std::atomic<unsigned long long> g_epoch{1};
+std::vector<void (*)(void*)>& dyn_setters();
+
+// Runs one block to completion; false (with b->error set) on deadlock / divergence.
+bool run_block(Block* b, Launch& L, unsigned linear_block) {
+  BlockInfo& info = b->info;
+  info.bid = make_uint3(linear_block % L.grid.x, (linear_block / L.grid.x) % L.grid.y,
+                        linear_block / (L.grid.x * L.grid.y));
+  info.epoch = g_epoch.fetch_add(1);
+  if (L.shmem) std::memset(info.dyn_smem, 0xFF, L.shmem);  // poison: NaN for floats
+  cur_block = &info;
+  for (auto set : dyn_setters()) set(info.dyn_smem);
+  int n = b->n;
+  b->nlive = n;
+  b->ndone = 0;
+  b->bar_arrived = b->bar_count = 0;
+  b->failed = false;
+  b->error.clear();
+  for (int w = 0; w < 32; ++w) {
+    int lo = w * 32;
+    int cnt = std::max(0, std::min(32, n - lo));
+    b->warp_live[w] = cnt == 32 ? 0xffffffffu : ((1u << cnt) - 1);
+    b->warp_arrived[w] = 0;
+  }
+  for (int i = 0; i < n; ++i) {
+    Fiber& f = b->fibers[i];
+    f.state = NEW;
+    f.file = nullptr;
+    f.line = 0;
+  }
+  std::vector<int> perm(n);
+  for (int i = 0; i < n; ++i) perm[i] = L.order == 1 ? n - 1 - i : i;
+  std::mt19937_64 rng(L.seed * 0x9E3779B97F4A7C15ull + linear_block);
+  for (;;) {
+    if (L.order == 2) std::shuffle(perm.begin(), perm.end(), rng);
+    bool progressed = false;
+    for (int i : perm) {
+      Fiber* f = &b->fibers[i];
+      if (f->state == NEW) {
+        start_fiber(b, f);
+        f->state = RUNNABLE;
+      }
+      if (f->state != RUNNABLE) continue;
+      switch_in(b, f);
+      progressed = true;
+      if (b->failed) return false;
+    }
+    if (b->ndone == n) return true;
+    if (!progressed) {
+      b->error = "deadlock in block " + dim_str(info.bid) + ": no thread can proceed; " +
+                 waiting_summary(b, -1);
+      return false;
+    }
+  }
+}
+
+thread_local const char* t_phase = nullptr;
+
+void crash_handler(int sig) {
+  // Async-signal-safe report of where the fault happened; then the default action.
+  char buf[256];
+  int len = 0;
+  auto put = [&](const char* s) { while (*s && len < 250) buf[len++] = *s++; };
+  auto num = [&](unsigned v) {
+    char t[12]; int k = 0;
+    do { t[k++] = char('0' + v % 10); v /= 10; } while (v && k < 11);
+    while (k && len < 250) buf[len++] = t[--k];
+  };
+  put("astra: ");
+  put(sig == SIGSEGV ? "segmentation fault (invalid memory access or stack overflow)"
+      : sig == SIGBUS ? "bus error" : sig == SIGFPE ? "arithmetic exception (integer division by zero?)"
+      : sig == SIGILL ? "illegal instruction" : sig == SIGABRT ? "abort (assert failed?)" : "signal");
+  Fiber* f = cur;
+  if (f && cur_block) {
+    put(" in block ("); num(cur_block->bid.x); put(","); num(cur_block->bid.y); put(",");
+    num(cur_block->bid.z); put(") thread ("); num(f->tid.x); put(","); num(f->tid.y); put(",");
+    num(f->tid.z); put(")");
+  }
+  put("\n");
+  ssize_t r = write(2, buf, len);
+  (void)r;
+  signal(sig, SIG_DFL);
+  if (sig == SIGABRT) raise(sig);
+}
+
+#ifdef ASTRA_ASAN
+void asan_death() {
+  Fiber* f = cur;
+  if (f && cur_block)
+    fprintf(stderr, "astra: in block (%u,%u,%u) thread (%u,%u,%u)\n", cur_block->bid.x,
+            cur_block->bid.y, cur_block->bid.z, f->tid.x, f->tid.y, f->tid.z);
+}
+#endif
+
+void worker_main(Launch& L, bool handlers) {
+  Block b;
+  cur_worker = &b;
+  std::vector<char> altstack;
+  if (handlers) {
+    altstack.resize(64 * 1024);
+    stack_t ss{};
+    ss.ss_sp = altstack.data();
+    ss.ss_size = altstack.size();
+    sigaltstack(&ss, nullptr);
+  }
+  int n = (int)(L.block.x * L.block.y * L.block.z);
+  b.n = n;
+  b.entry = L.entry;
+  b.args = L.args;
+  b.info.bdim = L.block;
+  b.info.gdim = dim3(L.grid.x, L.grid.y, L.grid.z);
+  b.fibers.resize(n);
+  b.ctx.resize(n);
+  for (int i = 0; i < n; ++i) {
+    Fiber& f = b.fibers[i];
+    f = Fiber{};
+    f.linear = i;
+    f.tid = make_uint3(i % L.block.x, (i / L.block.x) % L.block.y, i / (L.block.x * L.block.y));
+    f.lane = i % 32;
+    f.warp = i / 32;
+    f.block = &b;
+  }
+  size_t page = 4096;
+  b.stack_bytes = L.stack_bytes;
+  b.stride = L.stack_bytes + page;  // one guard page below each stack
+  b.arena_bytes = b.stride * n;
+  void* arena = mmap(nullptr, b.arena_bytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (arena == MAP_FAILED) {
+    std::lock_guard<std::mutex> g(L.mu);
+    if (L.error.empty()) L.error = "cannot allocate fiber stacks";
+    L.stop = true;
+    return;
+  }
+  b.arena = (char*)arena;
+  for (int i = 0; i < n; ++i) mprotect(b.arena + (size_t)i * b.stride, page, PROT_NONE);
+  // malloc'd so that ASan puts red zones around the dynamic shared memory.
+  void* smem = L.shmem ? std::malloc(L.shmem) : nullptr;
+  b.info.dyn_smem = smem;
+  for (;;) {
+    if (L.stop.load()) break;
+    size_t k = L.next.fetch_add(1);
+    if (k >= L.block_order.size()) break;
+    if (!run_block(&b, L, L.block_order[k])) {
+      std::lock_guard<std::mutex> g(L.mu);
+      if (L.error.empty()) L.error = b.error;
+      L.stop = true;
+      break;
+    }
+  }
+  cur_block = nullptr;
+  std::free(smem);
+  munmap(arena, b.arena_bytes);
+  if (handlers) {
+    stack_t ss{};
+    ss.ss_flags = SS_DISABLE;
+    sigaltstack(&ss, nullptr);
+  }
+}
+
+}  // namespace
+
+int bar_sync(int kind, int pred, const char* file, int line) {
+  Fiber* f = cur;
+  Block* b = cur_worker;
+  f->state = WAIT_BAR;
+  f->op = kind;
+  f->file = file;
+  f->line = line;
+  b->bar_arrived++;
+  b->bar_count += pred ? 1 : 0;
+  try_release_barrier(b);
+  to_sched(b, f);  // always: the schedule decides who runs next
+  return (int)f->result;
+}
+
+unsigned long long warp_op(int op, unsigned mask, unsigned long long value, int src,
+                           const char* file, int line, int* pred_out) {
+  Fiber* f = cur;
+  Block* b = cur_worker;
+  f->state = WAIT_WARP;
+  f->op = op;
+  f->mask = mask;
+  f->value = value;
+  f->src = src;
+  f->file = file;
+  f->line = line;
+  b->warp_arrived[f->warp] |= 1u << f->lane;
+  try_complete_warp(b, f->warp);
+  to_sched(b, f);
+  if (pred_out) *pred_out = f->pred;
+  return f->result;
+}
+
+unsigned active_mask() { return cur_worker->warp_live[cur->warp]; }
+
+void trap(const char* file, int line) {
+  Fiber* f = cur;
+  fprintf(stderr, "astra: __trap() at %s:%d in block (%u,%u,%u) thread (%u,%u,%u)\n",
+          file, line, cur_block->bid.x, cur_block->bid.y, cur_block->bid.z, f->tid.x, f->tid.y,
+          f->tid.z);
+  fflush(stderr);
+  signal(SIGABRT, SIG_DFL);
+  abort();
+}
+
+void* dyn_smem() { return cur_block->dyn_smem; }
+
+namespace {
+std::vector<void (*)(void*)>& dyn_setters() {
+  static std::vector<void (*)(void*)> v;
+  return v;
+}
+}  // namespace
+int register_dyn_shared(void (*set)(void*)) {
+  dyn_setters().push_back(set);
+  return 0;
+}
+
+void poison_shared(void* p, size_t n, unsigned long long* epoch) {
+  if (*epoch != cur_block->epoch) {
+    std::memset(p, 0xFF, n);
+    *epoch = cur_block->epoch;
+  }
+}
+
+}  // namespace astra
+
+using namespace astra;
+
+// order: 0 forward, 1 reverse, 2 random. Returns 0, or 1 with a message in err.
+extern "C" int astra_launch(void (*entry)(void**), void** args, int nargs,
+                            const unsigned long long* buf_bytes, int copy_buffers,
+                            const unsigned* grid, const unsigned* block,
+                            unsigned long long shmem, int order, unsigned long long seed,
+                            int workers, int stack_kib, int handlers, char* err, int errlen) {
+  auto fail_msg = [&](const std::string& m) {
+    std::snprintf(err, errlen, "%s", m.c_str());
+    return 1;
+  };
+  unsigned long long nthreads = (unsigned long long)block[0] * block[1] * block[2];
+  if (nthreads == 0 || nthreads > 1024)
+    return fail_msg("invalid block size " + std::to_string(block[0]) + "x" + std::to_string(block[1]) +
+                    "x" + std::to_string(block[2]) + ": a block has 1 to 1024 threads");
+  if (block[2] > 64) return fail_msg("invalid block size: blockDim.z is at most 64");
+  if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0 || grid[1] > 65535 || grid[2] > 65535 ||
+      grid[0] > 2147483647u)
+    return fail_msg("invalid grid size");
+  unsigned long long nblocks = (unsigned long long)grid[0] * grid[1] * grid[2];
+  if (nblocks > (1ull << 32) - 1) return fail_msg("grid too large for the CPU backend");
+  if (shmem > 232448) return fail_msg("dynamic shared memory of " + std::to_string(shmem) +
+                                      " bytes exceeds the 227 KiB a block can have");
+  // With ASan, buffers are copied into malloc'd memory so that out-of-bounds accesses hit
+  // red zones instead of neighbouring data.
+  std::vector<void*> copies(nargs, nullptr);
+  std::vector<void*> ptr_vals(nargs, nullptr);
+  std::vector<void*> argv(args, args + nargs);
+  if (copy_buffers) {
+    for (int i = 0; i < nargs; ++i) {
+      if (!buf_bytes[i]) continue;
+      void* src = *(void**)args[i];
+      copies[i] = std::malloc(buf_bytes[i]);
+      std::memcpy(copies[i], src, buf_bytes[i]);
+      ptr_vals[i] = copies[i];
+      argv[i] = &ptr_vals[i];
+    }
+  }
+  Launch L;
+  L.entry = entry;
+  L.args = argv.data();
+  L.grid = make_uint3(grid[0], grid[1], grid[2]);
+  L.block = dim3(block[0], block[1], block[2]);
+  L.shmem = shmem;
+  L.order = order;
+  L.seed = seed;
+  L.stack_bytes = (size_t)(stack_kib > 0 ? stack_kib : 64) * 1024;
+  L.block_order.resize(nblocks);
+  for (unsigned long long k = 0; k < nblocks; ++k)
+    L.block_order[k] = (unsigned)(order == 1 ? nblocks - 1 - k : k);
+  if (order == 2) {
+    std::mt19937_64 rng(seed);
+    std::shuffle(L.block_order.begin(), L.block_order.end(), rng);
+  }
+#ifdef ASTRA_ASAN
+  __sanitizer_set_death_callback(asan_death);
+#endif
+  struct sigaction old[5];
+  int sigs[5] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+  if (handlers) {
+    struct sigaction sa {};
+    sa.sa_handler = crash_handler;
+    sa.sa_flags = SA_ONSTACK | SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < 5; ++i) sigaction(sigs[i], &sa, &old[i]);
+  }
+  int nw = (int)std::max(1ull, std::min<unsigned long long>(workers > 0 ? workers : 1, nblocks));
+  std::vector<std::thread> pool;
+  for (int i = 1; i < nw; ++i) pool.emplace_back([&] { worker_main(L, handlers != 0); });
+  worker_main(L, handlers != 0);
+  for (auto& t : pool) t.join();
+  if (handlers)
+    for (int i = 0; i < 5; ++i) sigaction(sigs[i], &old[i], nullptr);
+  fflush(stdout);
+  if (copy_buffers) {
+    for (int i = 0; i < nargs; ++i) {
+      if (!copies[i]) continue;
+      std::memcpy(*(void**)args[i], copies[i], buf_bytes[i]);
+      std::free(copies[i]);
+    }
+  }
+  if (!L.error.empty()) return fail_msg(L.error);
+  return 0;
+}
