@@ -1,0 +1,75 @@
+"""`#pragma unroll` for loops with a fixed trip count (literal or macro bounds, constant step)."""
+from __future__ import annotations
+
+from tree_sitter import Node
+
+from . import base
+from .base import Context, Edit, Rewrite, body
+from .tree import apply_edits, line_indent, txt, walk
+
+
+def _const(n: Node | None, macros: set[str]) -> bool:
+    if n is None:
+        return False
+    return all(c.type in ("number_literal", "binary_expression", "parenthesized_expression", "+", "-", "*", "/",
+                          "<<", ">>", "(", ")") or (c.type == "identifier" and txt(c) in macros)
+               for c in walk(n))
+
+
+def fixed_trip(loop: Node, macros: set[str]) -> bool:
+    init = loop.child_by_field_name("initializer")
+    cond = loop.child_by_field_name("condition")
+    upd = loop.child_by_field_name("update")
+    if init is None or cond is None or upd is None or init.type != "declaration":
+        return False
+    decls = init.children_by_field_name("declarator")
+    if len(decls) != 1 or decls[0].type != "init_declarator":
+        return False
+    var = txt(decls[0].child_by_field_name("declarator"))
+    if not _const(decls[0].child_by_field_name("value"), macros):
+        return False
+    if cond.type != "binary_expression" or txt(cond.child_by_field_name("left")) != var or \
+            not _const(cond.child_by_field_name("right"), macros):
+        return False
+    if upd.type == "update_expression":
+        return txt(upd.child_by_field_name("argument")) == var
+    if upd.type == "assignment_expression":
+        return txt(upd.child_by_field_name("left")) == var and \
+            txt(upd.child_by_field_name("operator")) in ("+=", "-=", ">>=", "<<=", "*=", "/=") and \
+            _const(upd.child_by_field_name("right"), macros)
+    return False
+
+
+def macro_constants(root: Node) -> set[str]:
+    out = set()
+    for n in walk(root):
+        if n.type == "preproc_def":
+            v = n.child_by_field_name("value")
+            if v is not None and txt(v).strip().replace("u", "").replace("U", "").isdigit():
+                out.add(txt(n.child_by_field_name("name")))
+    return out
+
+
+class Unroll(base.Transform):
+    name = "unroll"
+    title = "#pragma unroll on fixed-trip loops"
+    expected = "removes loop overhead and exposes independent work to the scheduler"
+
+    def apply(self, text: str, ctx: Context) -> Rewrite | None:
+        sc = base.scope(text, ctx.kernel)
+        if sc is None:
+            return None
+        macros = macro_constants(sc.root)
+        data = text.encode("utf-8")
+        edits = []
+        for fn in sc.functions:
+            for loop in (n for n in walk(body(fn)) if n.type == "for_statement"):
+                prev = loop.prev_sibling
+                if prev is not None and prev.type == "preproc_call" and "unroll" in txt(prev):
+                    continue
+                if fixed_trip(loop, macros):
+                    indent = line_indent(data, loop.start_byte)
+                    edits.append(Edit(loop.start_byte, loop.start_byte, f"#pragma unroll\n{indent}"))
+        if not edits:
+            return None
+        return Rewrite(self.name, apply_edits(text, edits), (f"`#pragma unroll` on {len(edits)} fixed-trip loop(s)",))

@@ -1,0 +1,199 @@
+"""The loop: baseline → profile → plan → code → gate → profile … for N rounds, keeping the BEST
+verified candidate and planning from it (a failed or slower round never becomes the base).
+
+Where speed is measured, a candidate is adopted only when it beats the best by `min_gain`;
+where it is not (the CPU backend), a verified candidate whose transformation is expected to help
+is adopted and the result says that speed was not measured.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+from .coder import Attempt, LLMCoder, OfflineCoder
+from .evaluation import CachedEvaluate, Evaluation, source_hash
+from .llm import LLMClient, LLMConfig
+from .offline import context_from_spec
+from .planner import LLMPlanner, OfflinePlanner
+from .records import Round, Usage
+from .result import OptimizeResult
+from .runlog import RunLog, new_run_id
+from .situation import Situation, describe_sizes
+
+Progress = Callable[[dict], None]
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_seconds: float | None = None      # wall time for the whole run
+    max_tokens: int | None = None         # LLM tokens (prompt + completion)
+    max_cost_usd: float | None = None     # estimated from the LLMConfig's prices
+    patience: int = 3                     # stop after this many rounds in a row without adoption
+    min_gain: float = 0.01                # measured: must beat the best by 1%
+
+
+def optimize(text: str, path: str, kernel: str, evaluate: Callable[[str], Evaluation], *,
+             rounds: int = 5, llm: LLMConfig | None = None, spec=None, gpu: str = "",
+             runs_dir: str | Path | None = None, limits: Limits = Limits(),
+             cancel: threading.Event | None = None, progress: Progress | None = None,
+             resume: str | None = None, repairs: int = 2) -> OptimizeResult:
+    """Optimize `kernel` in the file text `text`.
+
+    evaluate: file text -> Evaluation (gate + profiler; injected by astra.api).
+    llm: None for the offline team (deterministic transformations), else an endpoint.
+    spec: the kernel's loaded harness spec (hints: sizes for the prompts and vector widths).
+    gpu: the GPU's facts for the planner ('' on the CPU).
+    runs_dir: where run logs go (`<workspace>/.astra/runs`); None: no log.
+    resume: a run id under runs_dir to continue (its rounds, best and evaluations are reused).
+    """
+    t0 = time.monotonic()
+    cancel = cancel or threading.Event()
+    ev = CachedEvaluate(evaluate)
+    mode = "llm" if llm is not None else "offline"
+
+    def tell(round_: int, step: str, best: float | None, message: str) -> None:
+        if progress is not None:
+            try:
+                progress({"round": round_, "step": step, "best_speedup": best, "message": message})
+            except Exception:
+                pass  # a broken progress display must not stop the run
+
+    log: RunLog | None = None
+    run_id = resume or new_run_id(kernel)
+    if runs_dir is not None:
+        log = RunLog(Path(runs_dir) / run_id)
+    history: list[Round] = []
+    if resume and log is not None:
+        original = log.read_original() or text
+        history = log.rounds()
+        prior = log.read_baseline()
+        if prior is not None:
+            ev._cache[source_hash(original)] = prior
+        for r in history:
+            if r.candidate is not None and r.evaluation is not None:
+                ev._cache[source_hash(r.candidate)] = r.evaluation
+        text = original
+    elif log is not None:
+        log.start({"kernel": kernel, "path": str(path), "mode": mode, "rounds": rounds,
+                   "llm": llm.to_json() if llm else None, "limits": asdict(limits), "started": time.time(),
+                   "status": "running"}, text)
+
+    result = OptimizeResult(kernel, str(path), mode, text, text, baseline=None, best_eval=None,  # type: ignore[arg-type]
+                            run_dir=str(log.dir) if log else None, run_id=run_id if log else None)
+
+    def finish(stopped: str) -> OptimizeResult:
+        result.stopped = stopped
+        result.seconds = time.monotonic() - t0
+        result.cancelled = cancel.is_set()
+        if log is not None:
+            log.best(result.best)
+            log.update_meta(status="done", stopped=stopped, improved=result.improved, speedup=result.speedup,
+                            seconds=round(result.seconds, 2), usage=result.usage.to_json())
+        tell(len(result.rounds), "done", result.speedup, stopped)
+        return result
+
+    tell(0, "baseline", None, f"checking and timing the original {kernel}")
+    base = ev(text)
+    result.baseline = result.best_eval = base
+    if log is not None:
+        log.baseline(base)
+    if not base.passed:
+        result.error = f"the original kernel does not pass the gate: {base.check.summary}"
+        return finish("the original kernel does not pass the gate")
+
+    client = LLMClient(llm) if llm is not None else None
+    planner = LLMPlanner(client) if client else OfflinePlanner()
+    coder = LLMCoder(client, repairs=repairs) if client else OfflineCoder()
+    s = Situation(kernel, str(path), text, text, base, base, context_from_spec(kernel, spec),
+                  describe_sizes(spec), gpu, history)
+
+    # Replay a resumed run's rounds: the best adopted candidate becomes the base again.
+    for r in history:
+        result.rounds.append(r)
+        result.usage.add(r.usage)
+        if r.adopted and r.candidate is not None and r.evaluation is not None:
+            s.best, s.best_eval = r.candidate, r.evaluation
+    result.best, result.best_eval = s.best, s.best_eval
+
+    stale = 0
+    start_round = len(history) + 1
+    for i in range(start_round, rounds + 1):
+        if cancel.is_set():
+            return finish("cancelled; the best verified version so far is kept")
+        over = _over_limits(limits, t0, result.usage)
+        if over:
+            return finish(over)
+        best_sp = s.best_eval.speedup
+        tell(i, "plan", best_sp, f"round {i}: planning")
+        round_t0 = time.monotonic()
+        plan, usage = planner.plan(s)
+        r = Round(i, plan, s.best_hash, usage=usage)
+        if plan is None:
+            if usage.calls:
+                result.usage.add(usage)
+            return finish("nothing left to try" if mode == "offline" else "the planner had no idea to offer")
+        tell(i, "code", best_sp, f"round {i}: {plan.title}")
+        att: Attempt = coder.code(plan, s, ev, cancel)
+        r.usage.add(att.usage)
+        r.candidate, r.evaluation, r.changes, r.attempts = att.candidate, att.evaluation, att.changes, att.attempts
+        r.candidate_hash = source_hash(att.candidate) if att.candidate is not None else None
+        _judge(r, att, s, limits, cancel)
+        r.seconds = time.monotonic() - round_t0
+        history.append(r)
+        result.rounds.append(r)
+        result.usage.add(r.usage)
+        if r.adopted:
+            s.best, s.best_eval = r.candidate, r.evaluation  # type: ignore[assignment]
+            result.best, result.best_eval = s.best, s.best_eval
+            stale = 0
+        else:
+            stale += 1
+        if log is not None:
+            log.round(r)
+            log.best(s.best)
+        tell(i, r.outcome, s.best_eval.speedup, f"round {i}: {plan.title}: {r.outcome}"
+             + (f" ({r.reason})" if r.reason else ""))
+        if cancel.is_set():
+            return finish("cancelled; the best verified version so far is kept")
+        if stale >= limits.patience:
+            return finish(f"{stale} rounds in a row brought no improvement")
+    return finish(f"all {rounds} rounds done")
+
+
+def _judge(r: Round, att: Attempt, s: Situation, limits: Limits, cancel: threading.Event) -> None:
+    if att.candidate is None or att.evaluation is None:
+        r.outcome = "cancelled" if cancel.is_set() else "no candidate"
+        r.reason = att.problem or "no usable code"
+        return
+    e = att.evaluation
+    if not e.passed:
+        r.outcome = "failed"
+        r.reason = e.check.summary
+        return
+    if att.candidate == s.best:
+        r.outcome, r.reason = "not faster", "the rewrite is identical to the current best"
+        return
+    if e.measured and s.best_eval.measured:
+        gain = e.speedup / s.best_eval.speedup
+        if gain >= 1.0 + limits.min_gain:
+            r.outcome = "adopted"
+            r.reason = f"{e.speedup:.3f}× vs the original ({gain:.3f}× vs the previous best)"
+        else:
+            r.outcome = "not faster"
+            r.reason = f"{e.speedup:.3f}× vs the original, not better than the best ({s.best_eval.speedup:.3f}×)"
+        return
+    r.outcome = "adopted"
+    r.reason = f"verified on {e.check.cases} cases; {e.speed_note or 'speed not measured'}"
+
+
+def _over_limits(limits: Limits, t0: float, usage: Usage) -> str:
+    if limits.max_seconds is not None and time.monotonic() - t0 > limits.max_seconds:
+        return f"time limit ({limits.max_seconds:g} s) reached"
+    if limits.max_tokens is not None and usage.tokens >= limits.max_tokens:
+        return f"token limit ({limits.max_tokens}) reached"
+    if limits.max_cost_usd is not None and usage.cost_usd >= limits.max_cost_usd:
+        return f"cost limit (${limits.max_cost_usd:g}) reached"
+    return ""

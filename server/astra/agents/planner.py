@@ -1,0 +1,129 @@
+"""Planning agents: the offline planner (rules over the profile and the history) and the LLM
+planner (prompts/planner.*.md). Both answer with one concrete Plan, or None when nothing is left."""
+from __future__ import annotations
+
+from .llm import LLMClient, load_prompt
+from .offline import TRANSFORMS
+from .records import Plan, Usage
+from .situation import Situation
+
+# Orders of preference. Memory-bound (or unknown, e.g. on the CPU): wider accesses first, after
+# hoisting so the vectorized body is already lean. Latency/compute-bound: fewer barriers and
+# instructions first.
+MEMORY_ORDER = ["hoist", "vectorize", "vectorize64", "vectorize32", "warp_reduce", "fast_math", "restrict_ldg",
+                "unroll"]
+COMPUTE_ORDER = ["hoist", "warp_reduce", "fast_math", "vectorize", "vectorize64", "vectorize32", "restrict_ldg",
+                 "unroll"]
+
+
+def ranked_ideas(s: Situation) -> list[str]:
+    prof = s.best_eval.profile if s.best_eval.measured else None
+    order = COMPUTE_ORDER if prof is not None and prof.bottleneck in ("compute", "latency") else MEMORY_ORDER
+    return order
+
+
+class OfflinePlanner:
+    """Picks the first applicable transformation, in the order the profile suggests, that has not
+    been tried on the current best candidate."""
+
+    def plan(self, s: Situation) -> tuple[Plan | None, Usage]:
+        for idea in ranked_ideas(s):
+            if s.tried(idea):
+                continue
+            t = TRANSFORMS[idea]
+            rw = t.apply(s.best, s.context)
+            if rw is None:
+                continue
+            why = _why(idea, s)
+            return Plan(idea, t.title, "; ".join(rw.changes), expected=f"{t.expected}{why}"), Usage()
+        return None, Usage()
+
+
+def _why(idea: str, s: Situation) -> str:
+    prof = s.best_eval.profile if s.best_eval.measured else None
+    if prof is None:
+        return ""
+    share = prof.best_copy_share
+    bits = []
+    if prof.bottleneck:
+        bits.append(f"profile says {prof.bottleneck}-bound")
+    if share is not None:
+        bits.append(f"at {share:.0%} of the copy ceiling")
+    return f" ({', '.join(bits)})" if bits else ""
+
+
+def history_text(s: Situation) -> str:
+    if not s.history:
+        return "(no rounds yet)"
+    lines = []
+    for r in s.history:
+        title = r.plan.title if r.plan else "(no plan)"
+        sp = ""
+        if r.evaluation is not None and r.evaluation.measured:
+            sp = f", {r.evaluation.speedup:.3f}x vs baseline"
+        lines.append(f"- round {r.index}: {title} -> {r.outcome}{sp}. {r.reason}".strip())
+    return "\n".join(lines)
+
+
+def profile_text(s: Situation) -> str:
+    ev = s.best_eval
+    if not ev.measured:
+        out = ev.speed_note or "speed not measured (no GPU)"
+        if ev.registers is not None:
+            out += f"; {ev.registers} registers per thread"
+        return out
+    p = ev.profile
+    lines = [f"geomean speedup of the current best vs the original: {p.geomean_speedup:.3f}x"]
+    for t in p.sizes:
+        share = f", {t.copy_share:.0%} of copy ceiling" if t.copy_share is not None else ""
+        lines.append(f"- {t.sizes}: {t.candidate_us:.2f} us (original {t.baseline_us:.2f} us){share}")
+    for k, v in (("bottleneck", p.bottleneck), ("registers", p.registers), ("occupancy", p.occupancy)):
+        if v is not None:
+            lines.append(f"{k}: {v:.0%}" if k == "occupancy" else f"{k}: {v}")
+    if p.notes:
+        lines.append(p.notes)
+    return "\n".join(lines)
+
+
+class LLMPlanner:
+    """Asks the planning agent for one optimization; falls back to the offline planner's next
+    idea when the model gives nothing usable (so a round is never wasted on a bad reply)."""
+
+    def __init__(self, client: LLMClient, prompt_version: str = "v1"):
+        self.client = client
+        self.system = load_prompt(f"planner.system.{prompt_version}").template
+        self.template = load_prompt(f"planner.user.{prompt_version}")
+        self.fallback = OfflinePlanner()
+
+    def plan(self, s: Situation) -> tuple[Plan | None, Usage]:
+        from .coder import kernel_text
+        user = self.template.safe_substitute(
+            kernel_name=s.kernel, code=kernel_text(s.best, s.kernel), sizes=s.sizes or "(not given)",
+            profile=profile_text(s), gpu=s.gpu or "no GPU here: speed is not measured, only correctness",
+            history=history_text(s))
+        usage = Usage()
+        for attempt in range(2):
+            reply = self.client.chat(self.system, user if attempt == 0 else
+                                     user + "\n\nAnswer with ONE concrete optimization in at most 12 lines, "
+                                            "starting with a line `Plan: <title>`.")
+            usage.add(reply.usage)
+            text = reply.text.strip() if reply.ok else ""
+            if text and reply.finish_reason != "length" and len(text) > 10:
+                title = _title(text)
+                expected = next((ln.split(":", 1)[1].strip() for ln in text.splitlines()
+                                 if ln.lower().lstrip("-* ").startswith("expected")), "")
+                return Plan("llm", title, text[:4000], expected=expected, source="llm"), usage
+        plan, _ = self.fallback.plan(s)
+        if plan is not None:
+            plan.source = "offline-fallback"
+        return plan, usage
+
+
+def _title(text: str) -> str:
+    for ln in text.splitlines():
+        ln = ln.strip().lstrip("#*- ").strip()
+        if ln.lower().startswith("plan:"):
+            ln = ln[5:].strip()
+        if ln:
+            return ln[:120]
+    return "optimization"

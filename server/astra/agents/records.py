@@ -1,0 +1,80 @@
+"""Plain records of a run: plans, coding attempts, rounds and LLM usage (all JSON-serialisable)."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from .evaluation import Evaluation
+
+
+@dataclass
+class Usage:
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def add(self, other: "Usage") -> None:
+        self.calls += other.calls
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.cost_usd += other.cost_usd
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "tokens": self.tokens}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Usage":
+        return cls(d.get("calls", 0), d.get("prompt_tokens", 0), d.get("completion_tokens", 0), d.get("cost_usd", 0.0))
+
+
+@dataclass
+class Plan:
+    idea: str            # offline: the transform's name; LLM: 'llm'
+    title: str           # one line
+    details: str         # the plan as given to the coding agent
+    expected: str = ""   # expected effect
+    source: str = "offline"   # 'offline' | 'llm' | 'offline-fallback'
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Round:
+    index: int                         # 1-based
+    plan: Plan | None
+    base_hash: str                     # the best candidate this round started from
+    candidate: str | None = None       # whole file text
+    candidate_hash: str | None = None
+    evaluation: Evaluation | None = None
+    outcome: str = ""                  # 'adopted' | 'failed' | 'not faster' | 'no candidate' | 'cancelled'
+    reason: str = ""                   # human explanation of the outcome
+    changes: list[str] = field(default_factory=list)   # what the rewrite changed
+    attempts: int = 0                  # coding attempts (1 + repairs)
+    usage: Usage = field(default_factory=Usage)
+    seconds: float = 0.0
+
+    @property
+    def adopted(self) -> bool:
+        return self.outcome == "adopted"
+
+    def to_json(self, with_code: bool = False) -> dict:
+        d = {"index": self.index, "plan": self.plan.to_json() if self.plan else None, "base_hash": self.base_hash,
+             "candidate_hash": self.candidate_hash,
+             "evaluation": self.evaluation.to_json() if self.evaluation else None, "outcome": self.outcome,
+             "reason": self.reason, "changes": self.changes, "attempts": self.attempts,
+             "usage": self.usage.to_json(), "seconds": round(self.seconds, 3)}
+        if with_code:
+            d["candidate"] = self.candidate
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Round":
+        return cls(d["index"], Plan(**d["plan"]) if d.get("plan") else None, d["base_hash"], d.get("candidate"),
+                   d.get("candidate_hash"), Evaluation.from_json(d["evaluation"]) if d.get("evaluation") else None,
+                   d.get("outcome", ""), d.get("reason", ""), list(d.get("changes", [])), d.get("attempts", 0),
+                   Usage.from_json(d.get("usage", {})), d.get("seconds", 0.0))

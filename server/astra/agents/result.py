@@ -1,0 +1,111 @@
+"""The outcome of `optimize`: the best verified kernel, how it differs from the original, what
+worked and what did not, and how fast it is per size (where speed was measured)."""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+
+from .evaluation import NOT_MEASURED, Evaluation
+from .records import Round, Usage
+
+
+@dataclass
+class OptimizeResult:
+    kernel: str
+    path: str
+    mode: str                       # 'offline' | 'llm'
+    original: str                   # file text
+    best: str                       # best verified file text (== original when nothing helped)
+    baseline: Evaluation
+    best_eval: Evaluation
+    rounds: list[Round] = field(default_factory=list)
+    stopped: str = ""               # why the loop ended
+    run_dir: str | None = None
+    run_id: str | None = None
+    seconds: float = 0.0
+    usage: Usage = field(default_factory=Usage)
+    cancelled: bool = False
+    error: str | None = None        # the run could not start (e.g. the original fails the gate)
+
+    # ---- what changed -----------------------------------------------------------------------
+    @property
+    def improved(self) -> bool:
+        return self.best != self.original
+
+    @property
+    def measured(self) -> bool:
+        return self.best_eval.measured
+
+    @property
+    def speedup(self) -> float | None:
+        return self.best_eval.speedup if self.measured else None
+
+    @property
+    def best_kernel_source(self) -> str:
+        """The best kernel's text: what replaces the original kernel's span."""
+        from .coder import kernel_text
+        return kernel_text(self.best, self.kernel)
+
+    @property
+    def diff(self) -> str:
+        return "".join(difflib.unified_diff(self.original.splitlines(keepends=True),
+                                            self.best.splitlines(keepends=True),
+                                            fromfile=f"a/{self.path}", tofile=f"b/{self.path}"))
+
+    def worked(self) -> list[Round]:
+        return [r for r in self.rounds if r.adopted]
+
+    def failed(self) -> list[Round]:
+        return [r for r in self.rounds if not r.adopted and r.plan is not None]
+
+    def per_size(self) -> list[dict]:
+        if not self.measured:
+            return []
+        return [{"sizes": t.sizes, "baseline_us": t.baseline_us, "best_us": t.candidate_us,
+                 "speedup": t.speedup, "copy_share": t.copy_share,
+                 "verified_cases": self.best_eval.check.cases} for t in self.best_eval.profile.sizes]
+
+    @property
+    def speed_note(self) -> str:
+        return "" if self.measured else (self.best_eval.speed_note or NOT_MEASURED)
+
+    # ---- output -------------------------------------------------------------------------------
+    def to_json(self) -> dict:
+        return {"kernel": self.kernel, "path": self.path, "mode": self.mode, "improved": self.improved,
+                "measured": self.measured, "speedup": self.speedup, "speed_note": self.speed_note,
+                "per_size": self.per_size(), "stopped": self.stopped, "cancelled": self.cancelled,
+                "error": self.error, "run_dir": self.run_dir, "run_id": self.run_id,
+                "seconds": round(self.seconds, 2), "usage": self.usage.to_json(),
+                "baseline": self.baseline.to_json(), "best": self.best_eval.to_json(),
+                "rounds": [r.to_json() for r in self.rounds], "best_kernel_source": self.best_kernel_source,
+                "diff": self.diff}
+
+    def summary_markdown(self) -> str:
+        lines = [f"## Astra optimize: `{self.kernel}` ({self.mode})", ""]
+        if self.error:
+            return "\n".join(lines + [f"**Could not optimize:** {self.error}"])
+        if self.measured:
+            lines.append(f"**Best: {self.speedup:.3f}× geomean** over the original, verified on "
+                         f"{self.best_eval.check.cases} cases.")
+            lines += ["", "| sizes | original µs | best µs | speedup | copy ceiling |", "|---|---:|---:|---:|---:|"]
+            for t in self.per_size():
+                share = f"{t['copy_share']:.0%}" if t["copy_share"] is not None else "–"
+                size = ", ".join(f"{k}={v}" for k, v in t["sizes"].items())
+                lines.append(f"| {size} | {t['baseline_us']:.2f} | {t['best_us']:.2f} | {t['speedup']:.3f}× | {share} |")
+        elif self.improved:
+            lines.append(f"**A verified rewrite** (passed {self.best_eval.check.cases} cases); {self.speed_note}.")
+        else:
+            lines.append(f"No verified improvement; the original is kept. {self.speed_note}".strip())
+        if self.worked():
+            lines += ["", "### What changed and why"]
+            for r in self.worked():
+                lines.append(f"- round {r.index}: **{r.plan.title}** — {'; '.join(r.changes) or r.plan.details[:200]}"
+                             f"{' — ' + r.plan.expected if r.plan.expected else ''}")
+        if self.failed():
+            lines += ["", "### Tried and not kept"]
+            for r in self.failed():
+                lines.append(f"- round {r.index}: {r.plan.title} — {r.outcome}: {r.reason}")
+        lines += ["", f"Stopped: {self.stopped}. {len(self.rounds)} round(s), {self.seconds:.1f} s"
+                  + (f", {self.usage.calls} LLM calls, {self.usage.tokens} tokens" if self.usage.calls else "")
+                  + (f". Run log: `{self.run_dir}`" if self.run_dir else "") + "."]
+        return "\n".join(lines)

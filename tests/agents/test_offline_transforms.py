@@ -1,0 +1,237 @@
+"""Each offline transformation on code that matches and code that does not; every candidate
+produced from the examples must compile (NVRTC)."""
+import pytest
+
+from astra import extract, source, static
+from astra.agents.offline import TRANSFORMS, Context
+
+from agent_helpers import EXAMPLES, example
+
+HEADER = "#include <cuda_fp16.h>\n"
+
+
+def apply(name, text, kernel, ctx=None):
+    return TRANSFORMS[name].apply(text, ctx or Context(kernel))
+
+
+def body_of(text, kernel):
+    return source.parse(text).kernel(kernel).text
+
+
+# ---- fast math ----------------------------------------------------------------------------
+
+def test_fast_math_rewrites_float_math_only():
+    src = HEADER + """
+__global__ void k(float* out, const float* x, const int* n, double* dd, int a, int b) {
+  int i = threadIdx.x;
+  float v = x[i];
+  out[i] = expf(v) / (1.0f + v) + 1.0f / sqrtf(v);
+  n += a / b;            // integer division stays
+  dd[i] = dd[i] / 3.0;   // double division stays
+}
+"""
+    rw = apply("fast_math", src, "k")
+    assert rw is not None
+    k = body_of(rw.text, "k")
+    assert "__fdividef(__expf(v), (1.0f + v))" in k and "rsqrtf(v)" in k
+    assert "a / b" in k and "dd[i] / 3.0" in k
+
+
+def test_fast_math_no_match():
+    src = HEADER + "__global__ void k(int* o, int a, int b) { o[threadIdx.x] = a / b; }\n"
+    assert apply("fast_math", src, "k") is None
+
+
+def test_fast_math_reaches_called_device_function():
+    text, _, kernel = example("silu_and_mul")
+    rw = apply("fast_math", text, kernel)
+    assert "return __fdividef(x, (1.0f + __expf(-x)));" in rw.text
+
+
+# ---- restrict / const / ldg -------------------------------------------------------------
+
+def test_restrict_const_ldg():
+    src = HEADER + """
+__global__ void k(float* out, float* in, float* scratch, int n) {
+  int i = threadIdx.x;
+  scratch[i] = in[i];
+  out[i] = in[i] * 2.0f + scratch[i];
+}
+"""
+    rw = apply("restrict_ldg", src, "k")
+    assert rw is not None
+    m = source.parse(rw.text).kernel("k")
+    p = {q.name: q for q in m.params}
+    assert p["in"].is_const and p["in"].restrict and not p["out"].is_const and p["out"].restrict
+    assert not p["scratch"].is_const  # written
+    assert "__ldg(&in[i])" in m.text and "__ldg(&scratch" not in m.text
+
+
+def test_restrict_ldg_no_match():
+    src = HEADER + "__global__ void k(float* __restrict__ o, int n) { o[threadIdx.x] = n; }\n"
+    assert apply("restrict_ldg", src, "k") is None
+
+
+# ---- hoist ----------------------------------------------------------------------------------
+
+def test_hoist_moves_invariant_declarations():
+    text, _, kernel = example("merge_attn_states")
+    rw = apply("hoist", text, kernel)
+    k = body_of(rw.text, kernel)
+    loop_at = k.index("for (int i")
+    assert k.index("const float wa = expf(sa - m);") < loop_at
+    assert k.index("const float va") > loop_at  # depends on i: stays
+
+
+def test_hoist_no_match_when_variant():
+    src = HEADER + """
+__global__ void k(float* o, const float* x, int n) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const float v = x[i];
+    o[i] = v;
+  }
+}
+"""
+    assert apply("hoist", src, "k") is None
+
+
+def test_hoist_refuses_loads_from_written_arrays():
+    src = HEADER + """
+__global__ void k(float* o, int n) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const float first = o[0];
+    o[i] = first;
+  }
+}
+"""
+    assert apply("hoist", src, "k") is None
+
+
+# ---- unroll ----------------------------------------------------------------------------------
+
+def test_unroll_fixed_trip_only():
+    src = HEADER + """
+#define N 8
+__global__ void k(float* o, int n) {
+  float s = 0.0f;
+  for (int j = 0; j < N; ++j) s += o[j];
+  for (int j = 0; j < n; ++j) s += o[j];
+  o[0] = s;
+}
+"""
+    rw = apply("unroll", src, "k")
+    assert rw.text.count("#pragma unroll") == 1
+    assert rw.text.index("#pragma unroll") < rw.text.index("j < N")
+
+
+def test_unroll_no_match():
+    src = HEADER + "__global__ void k(float* o, int n) { for (int j = 0; j < n; ++j) o[j] = 0.5f; }\n"
+    assert apply("unroll", src, "k") is None
+
+
+# ---- vectorize ---------------------------------------------------------------------------------
+
+def test_vectorize_silu_16_byte():
+    text, _, kernel = example("silu_and_mul")
+    rw = apply("vectorize", text, kernel)
+    k = body_of(rw.text, kernel)
+    assert "constexpr int astra_vec = 8;" in k
+    assert k.count("reinterpret_cast<const uint4*>(input") == 2
+    assert "reinterpret_cast<uint4*>(out + (token * d) + astra_i0)" in k
+    assert "% 16 == 0" in k and "astra: scalar tail" in k
+    # the vectorized version is not vectorized again
+    assert apply("vectorize", rw.text, kernel) is None
+    assert apply("vectorize64", rw.text, kernel) is None
+
+
+def test_vectorize_widths():
+    src = HEADER + """
+__global__ void k(float* __restrict__ o, const float* __restrict__ x, int n) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    o[blockIdx.x * n + i] = 2.0f * x[blockIdx.x * n + i];
+  }
+}
+"""
+    assert "astra_vec = 4;" in apply("vectorize", src, "k").text
+    assert "astra_vec = 2;" in apply("vectorize64", src, "k").text
+    assert apply("vectorize32", src, "k") is not None and "astra_vec = 1;" in apply("vectorize32", src, "k").text
+
+
+def test_vectorize_respects_thread_budget():
+    text, _, kernel = example("merge_attn_states")
+    # head_dim 128 on 128 threads: 8 per step would idle 7/8 of the block
+    ctx = Context(kernel, block_threads=128, row_elements={"head_dim": 128})
+    assert TRANSFORMS["vectorize"].apply(text, ctx) is None
+    assert TRANSFORMS["vectorize64"].apply(text, ctx) is not None
+
+
+@pytest.mark.parametrize("body", [
+    "o[i] = x[i]; o[i + 1] = x[i];",          # two stores to one array
+    "if (x[i] > 0.0f) o[i] = x[i];",           # conditional store
+    "o[2 * i] = x[i];",                         # strided store
+    "o[i] = x[i]; __syncthreads();",            # barrier in the loop
+    "o[i] = x[i]; if (i > 3) break;",           # early exit
+])
+def test_vectorize_refuses(body):
+    src = HEADER + f"""
+__global__ void k(float* __restrict__ o, const float* __restrict__ x, int n) {{
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {{ {body} }}
+}}
+"""
+    assert apply("vectorize", src, "k") is None
+
+
+def test_vectorize_refuses_aliasing_stores():
+    src = HEADER + """
+__global__ void k(float* o, const float* x, int n) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) { o[i] = x[i]; }
+}
+"""
+    assert apply("vectorize", src, "k") is None
+
+
+# ---- warp-shuffle reduction --------------------------------------------------------------------
+
+def test_warp_reduce_replaces_tree():
+    text, _, kernel = example("fused_add_rmsnorm")
+    rw = apply("warp_reduce", text, kernel)
+    k = body_of(rw.text, kernel)
+    assert "__shfl_down_sync" in k and "block_reduce_sum(" not in k
+    assert "scratch[MAX_THREADS]" not in k   # the unused scratch went away
+
+
+def test_warp_reduce_no_match():
+    src = HEADER + """
+__device__ float not_a_tree(float v, float* s) { s[threadIdx.x] = v; return s[1]; }
+__global__ void k(float* o) {
+  __shared__ float s[32];
+  const float t = not_a_tree(o[threadIdx.x], s);
+  o[0] = t;
+}
+"""
+    assert apply("warp_reduce", src, "k") is None
+
+
+# ---- every candidate from the examples compiles ----------------------------------------------
+
+def _chain(name):
+    text, path, kernel = example(name)
+    out = []
+    for t in TRANSFORMS:
+        rw = apply(t, text, kernel)
+        if rw is not None:
+            out.append((t, rw.text))
+            text = rw.text
+    return path, kernel, out
+
+
+@pytest.mark.parametrize("name", list(EXAMPLES))
+def test_example_candidates_compile(name):
+    if static.available() is None:
+        pytest.skip("no CUDA compiler (NVRTC or nvcc) here")
+    path, kernel, cands = _chain(name)
+    assert cands, f"no transformation applied to {name}"
+    for t, text in cands:
+        r = static.compile_unit(extract.unit(text, path, kernel))
+        assert r.ok, f"{name}/{t}: {r.log[-2000:]}"
+        assert not [d for d in r.diagnostics if d.severity == "error"], t
