@@ -1,0 +1,198 @@
+"""The profiling agent's logic, without a GPU.
+
+A NumPy test double stands in for the GPU backend (the Backend interface, synthetic launch
+times), so the agent's own rules are tested here: interleaved reference timing, speedups, the
+roofline floor and 10x plausibility flags, re-validation of the timed launches' outputs,
+occupancy and bottleneck classes, JSON round trips. The real GPU path is in tests/gpu."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from astra import extract, profiler, source, spec as spec_mod
+from astra.backends.base import Backend, Buffer, Module, ResourceUsage, Scalar, TimingResult
+
+ROOT = Path(__file__).resolve().parents[2]
+TEXT = (ROOT / "examples" / "silu_and_mul.cu").read_text()
+SMALL = TEXT.replace("num_tokens = [4096]\nd = [11008, 13824, 28672]", "num_tokens = [64]\nd = [1024]")
+
+
+def _silu(args):
+    out, inp, d = args[0], args[1], args[2].value
+    x = inp.host.astype(np.float32)
+    out.host[...] = (x[:, :d] / (1 + np.exp(-x[:, :d])) * x[:, d:]).astype(np.float16)
+
+
+class FakeBuf(Buffer):
+    def __init__(self, host):
+        self.host, self.dtype, self.shape, self.nbytes = host, host.dtype, host.shape, host.nbytes
+
+
+class FakeModule(Module):
+    def __init__(self, behaviour):
+        self.behaviour, self.launches = behaviour, 0
+
+
+class FakeTimedBackend(Backend):
+    """Runs 'kernels' as NumPy functions; time() reports the behaviour's synthetic µs."""
+    name, measures_time = "fake-gpu", True
+
+    def __init__(self, behaviours):
+        self.behaviours = behaviours  # marker in the source -> (fn(args, launch_no), µs)
+
+    def compile(self, source, name_expressions, *, filename="kernel.cu", options=(), sanitize=False):
+        return FakeModule(next(b for m, b in self.behaviours.items() if m in source))
+
+    def resources(self, module, name_expression):
+        return ResourceUsage(registers=22, shared_static_bytes=0, stack_bytes=0, max_threads_per_block=1024)
+
+    def upload(self, host):
+        return FakeBuf(np.array(host, copy=True))
+
+    def download(self, buf):
+        return buf.host.copy()
+
+    def fill_bytes(self, buf, byte):
+        buf.host.view(np.uint8)[...] = byte
+
+    def launch(self, module, name_expression, launch, args, *, schedule=None, timeout_s=30.0):
+        module.behaviour[0](args, module.launches)
+        module.launches += 1
+
+    def time(self, module, name_expression, launch, arg_sets, *, warmup=20, reps=100, flush_l2=True):
+        for i in range(warmup):
+            self.launch(module, name_expression, launch, arg_sets[i % len(arg_sets)])
+        rng = np.random.default_rng(module.launches)
+        times = []
+        for i in range(reps):
+            self.launch(module, name_expression, launch, arg_sets[i % len(arg_sets)])
+            times.append(module.behaviour[1] * (1 + 0.01 * rng.standard_normal()))
+        return TimingResult(times)
+
+    def device_info(self):
+        return {"name": "Fake H100", "regs_per_sm": 65536, "smem_per_sm": 228 * 1024, "threads_per_sm": 2048,
+                "blocks_per_sm": 32}
+
+    def copy_ceiling(self):
+        return 3.0e12
+
+
+def units(candidate_marker: str):
+    def marked(marker):  # the marker must sit inside the kernel to survive extraction
+        text = SMALL.replace("= blockIdx.x;", f"= blockIdx.x;  // {marker}")
+        return extract.unit(text, "examples/silu_and_mul.cu", "silu_and_mul")
+    ref, cand = marked("reference"), marked(candidate_marker)
+    m = source.parse(SMALL)
+    return ref, cand, spec_mod.load(m.kernel("silu_and_mul"), m)
+
+
+def run(marker, behaviours):
+    ref, cand, spec = units(marker)
+    backend = FakeTimedBackend({"// reference": (lambda a, n: _silu(a), 25.0), **behaviours})
+    return profiler.profile(ref, cand, spec, backend, seed=1)
+
+
+def test_honest_candidate_profiled_side_by_side():
+    p = run("fast", {"// fast": (lambda a, n: _silu(a), 20.0)})
+    assert p.valid and p.measured and p.device == "Fake H100"
+    (s,) = p.sizes
+    assert s.label == "64×1024" and s.candidate.runs >= 100 and s.reference.runs >= 100
+    assert s.speedup == pytest.approx(1.25, rel=0.02)
+    assert s.bytes_moved == 64 * 1024 * 3 * 2
+    assert s.candidate.gbps == pytest.approx(s.bytes_moved / 20e-6 / 1e9, rel=0.02)
+    assert s.candidate.p10_us <= s.candidate.median_us <= s.candidate.p90_us
+    assert not s.output_failures and "compared with the reference" in s.outputs_checked
+    assert s.bottleneck == "latency-bound"  # 20 µs for 0.4 MB is far from the ceiling
+    line = p.summary_line()
+    assert line.startswith("20.0 µs @ 64×1024") and "1.25× vs reference" in line and "22 regs" in line
+
+
+def test_cheat_while_timed_is_caught_by_revalidation():
+    def lazy(args, n):  # right on the first launch, then stops writing and leaves garbage
+        if n == 0:
+            _silu(args)
+        else:
+            args[0].host[...] = 0
+    p = run("lazy", {"// lazy": (lazy, 20.0)})
+    (s,) = p.sizes
+    assert s.output_failures and "timed launches are wrong" in s.output_failures[0]
+    assert not p.valid and "WRONG" in p.summary_line()
+
+
+def test_faster_than_the_bytes_allow_is_flagged():
+    p = run("magic", {"// magic": (lambda a, n: _silu(a), 0.05)})
+    (s,) = p.sizes
+    assert len(s.implausible) == 2
+    assert "roofline floor" in s.implausible[0] and "10×" in s.implausible[1]
+    assert not p.valid and "IMPLAUSIBLE" in p.summary_line()
+
+
+def test_without_reference_timed_outputs_match_own_first_launch():
+    _, cand, spec = units("drift")
+
+    def drift(args, n):  # correct once, then a different answer on later launches
+        _silu(args)
+        if n > 0:
+            args[0].host[...] = args[0].host * np.float16(1.5)
+    backend = FakeTimedBackend({"// drift": (drift, 20.0)})
+    p = profiler.profile(None, cand, spec, backend, seed=2)
+    (s,) = p.sizes
+    assert s.reference is None and s.speedup is None
+    assert "own first launch" in s.outputs_checked and s.output_failures
+
+
+def test_json_round_trip():
+    p = run("fast", {"// fast": (lambda a, n: _silu(a), 20.0)})
+    q = profiler.Profile.from_json(p.to_json())
+    assert q.summary_line() == p.summary_line() and q.sizes[0].candidate == p.sizes[0].candidate
+    import json
+    json.dumps(p.to_json())
+
+
+def test_cpu_backend_says_speed_is_not_measured():
+    _, cand, spec = units("x")
+
+    class Cpu(FakeTimedBackend):
+        name, measures_time = "cpu", False
+    p = profiler.profile(None, cand, spec, Cpu({}))
+    assert not p.measured and not p.sizes and "not measured" in p.summary_line()
+    assert p.resources["registers"] > 0 and p.occupancy["theoretical"] > 0
+
+
+def test_occupancy_rules():
+    o = profiler.theoretical_occupancy(256, 32, 0)
+    assert o["theoretical"] == 1.0 and o["blocks_per_sm"] == 8
+    o = profiler.theoretical_occupancy(256, 128, 0)  # 128 regs x 256 threads = 32768 -> 2 blocks
+    assert o["blocks_per_sm"] == 2 and o["limited_by"] == "registers" and o["theoretical"] == 0.25
+    o = profiler.theoretical_occupancy(128, 32, 100 * 1024)
+    assert o["blocks_per_sm"] == 2 and o["limited_by"] == "shared memory"
+    o = profiler.theoretical_occupancy(32, 16, 0)
+    assert o["blocks_per_sm"] == 32 and o["limited_by"] in ("blocks", "threads") and o["theoretical"] == 0.5
+
+
+def test_bottleneck_classes():
+    t = profiler.Timing.of([100.0] * 10, int(2.7e8), None, 3e12)  # 2.7 TB/s: 90%
+    assert profiler.classify(t, int(2.7e8), None)[0] == "memory-bound"
+    t = profiler.Timing.of([100.0] * 10, int(1e6), 5e9, 3e12)  # 5000 FLOP/byte
+    assert profiler.classify(t, int(1e6), 5e9)[0] == "compute-bound"
+    t = profiler.Timing.of([100.0] * 10, int(3e7), None, 3e12)  # 10%
+    assert profiler.classify(t, int(3e7), None)[0] == "latency-bound"
+
+
+def test_ncu_parsers():
+    raw = ('"ID","Kernel Name","gpu__time_duration.sum","dram__throughput.avg.pct_of_peak_sustained_elapsed",'
+           '"smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio",'
+           '"smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio"\n'
+           '"","","nsecond","%","ratio","ratio"\n'
+           '"0","silu_and_mul","41,216","78.5","3.0","1.0"\n')
+    m = profiler.parse_ncu_raw(raw)
+    assert m["duration_us"] == pytest.approx(41.216) and m["dram_pct"] == 78.5
+    assert m["stalls"][0] == {"reason": "long_scoreboard", "share": 0.75}
+    src = ('"#","Source","Warp Stall Sampling (All Samples)","Instructions Executed"\n'
+           '"33","  const int64_t token = blockIdx.x;","10","5"\n'
+           '"35","    const float x = ...","70","9"\n'
+           '"37","    out[...] = ...","20","9"\n')
+    hot = profiler.parse_ncu_source(src, "examples/silu_and_mul.cu")
+    assert hot[0] == (34, 0.7, "70% of warp stall samples") and len(hot) == 3
