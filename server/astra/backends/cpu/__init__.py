@@ -179,7 +179,7 @@ class CpuBackend(Backend):
             "cpu_s": timeout_s * self.workers + 5, "kernel": name_expression,
         }
         self._flush_frees(ex)
-        reply, output = ex.request(msg, fds, timeout_s)
+        reply, output = ex.request(msg, fds, timeout_s, module.filename)
         ex.known.update(b for b, _ in new)
         if not reply.get("ok"):
             raise LaunchError(f"{name_expression}: {reply.get('error', 'launch failed')}")

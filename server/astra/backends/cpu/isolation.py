@@ -106,7 +106,7 @@ class Executor:
             self.sock.close()
             self.sock = None
 
-    def request(self, msg: dict, fds: list[int], timeout_s: float) -> tuple[dict, str]:
+    def request(self, msg: dict, fds: list[int], timeout_s: float, filename: str = "") -> tuple[dict, str]:
         """Send one request; returns (reply, child output during the request)."""
         if self.proc is None or self.proc.poll() is not None:
             self.kill()
@@ -127,7 +127,7 @@ class Executor:
             rc = self.proc.wait()
             out = self._log_since(offset)
             self.kill()
-            raise LaunchError(crash_message(rc, out))
+            raise LaunchError(crash_message(rc, out, filename))
         return json.loads(data.decode()), self._log_since(offset)
 
     def close(self) -> None:
@@ -135,7 +135,7 @@ class Executor:
         self.tmp.cleanup()
 
 
-def crash_message(rc: int, output: str) -> str:
+def crash_message(rc: int, output: str, filename: str = "") -> str:
     if rc < 0:
         try:
             what = signal.Signals(-rc).name
@@ -145,7 +145,7 @@ def crash_message(rc: int, output: str) -> str:
         what = f"exit status {rc}"
     if rc == -signal.SIGXCPU:
         return "CPU time limit exceeded (an infinite loop?)"
-    asan = asan_summary(output)
+    asan = asan_summary(output, filename)
     if asan:
         return asan
     notes = [l.strip() for l in output.splitlines()
@@ -154,7 +154,7 @@ def crash_message(rc: int, output: str) -> str:
     return f"the kernel crashed ({what})" + (f": {detail}" if detail else "")
 
 
-def asan_summary(output: str) -> str | None:
+def asan_summary(output: str, filename: str = "") -> str | None:
     """'out-of-bounds read of 4 bytes at file.cu:12 in block (..) thread (..)' from an ASan report."""
     lines = output.splitlines()
     err = next((l for l in lines if "ERROR: AddressSanitizer:" in l), None)
@@ -176,6 +176,8 @@ def asan_summary(output: str) -> str | None:
             if ":" in loc and not loc.startswith("("):
                 parts = loc.split(":")
                 frame = ":".join(parts[:2]) if len(parts) >= 2 else loc
+                if filename and frame.split(":")[0].endswith("/" + filename.lstrip("/")):
+                    frame = filename + ":" + parts[1]  # the symbolizer prefixes the build dir
                 break
     where = next((l.strip()[len("astra: "):] for l in lines if l.startswith("astra: in block")), "")
     what = "out-of-bounds" if "overflow" in kind else kind

@@ -1,0 +1,179 @@
+"""Block-level semantics: barriers with predicates, shared memory, atomics, vector types."""
+import ml_dtypes
+import numpy as np
+from conftest import f32, i32, run
+
+from astra.backends.base import Schedule
+
+
+def test_syncthreads_count_and_or(cpu):
+    src = r'''
+__global__ void k(const int* p, int* o) {
+  int t = threadIdx.x;
+  int c = __syncthreads_count(p[t]);
+  int a = __syncthreads_and(p[t]);
+  int r = __syncthreads_or(p[t]);
+  o[3 * t] = c; o[3 * t + 1] = a; o[3 * t + 2] = r;
+}
+'''
+    for p in [(np.arange(100) % 7 == 0), np.ones(100, bool), np.zeros(100, bool)]:
+        p = p.astype(np.int32)
+        o = run(cpu, src, "k", (1,), (100,), [p, np.zeros(300, np.int32)])[1].reshape(100, 3)
+        assert (o[:, 0] == p.sum()).all()
+        assert (o[:, 1] == int(p.all())).all()
+        assert (o[:, 2] == int(p.any())).all()
+
+
+def test_early_return_before_barrier_is_fine(cpu):
+    # Exited threads count as arrived (sm_70+): the usual bounds-check return is not a deadlock.
+    src = r'''
+__global__ void k(const float* x, float* y, int n) {
+  __shared__ float s[128];
+  int t = threadIdx.x;
+  if (t >= n) return;
+  s[t] = x[t];
+  __syncthreads();
+  y[t] = s[n - 1 - t];
+}
+'''
+    x = np.random.default_rng(0).standard_normal(128).astype(np.float32)
+    y = run(cpu, src, "k", (1,), (128,), [x, np.zeros(128, np.float32), i32(100)])[1]
+    np.testing.assert_array_equal(y[:100], x[:100][::-1])
+
+
+def test_dynamic_shared_memory_and_2d_blocks(cpu):
+    src = r'''
+__global__ void transpose(const float* in, float* out, int n) {
+  extern __shared__ float tile[];
+  int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+  tile[threadIdx.y * (blockDim.x + 1) + threadIdx.x] = in[y * n + x];
+  __syncthreads();
+  int ox = blockIdx.y * blockDim.y + threadIdx.x, oy = blockIdx.x * blockDim.x + threadIdx.y;
+  out[oy * n + ox] = tile[threadIdx.x * (blockDim.x + 1) + threadIdx.y];
+}
+'''
+    n = 64
+    a = np.random.default_rng(1).standard_normal((n, n)).astype(np.float32)
+    for sched in (Schedule("forward"), Schedule("reverse"), Schedule("random", 3)):
+        out = run(cpu, src, "transpose", (n // 16, n // 16), (16, 16), [a, np.zeros((n, n), np.float32), i32(n)],
+                  shmem=16 * 17 * 4, schedule=sched)[1]
+        np.testing.assert_array_equal(out, a.T)
+
+
+def test_shared_memory_is_poisoned(cpu):
+    src = r'''
+__global__ void k(unsigned* o, int* dyn_out) {
+  __shared__ unsigned s[64];
+  extern __shared__ int d[];
+  o[blockIdx.x * 64 + threadIdx.x] = s[threadIdx.x];   // never written: poison
+  dyn_out[blockIdx.x * 64 + threadIdx.x] = d[threadIdx.x];
+  s[threadIdx.x] = 7; d[threadIdx.x] = 7;                // must not leak into the next block
+}
+'''
+    o, d = run(cpu, src, "k", (4,), (64,), [np.zeros(256, np.uint32), np.zeros(256, np.int32)], shmem=256)
+    assert (o == 0xFFFFFFFF).all() and (d == -1).all()
+
+
+def test_atomics_int_float_half_bf16(cpu):
+    src = r'''
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+__global__ void k(const int* bins_in, int* hist, float* fsum, __half* hsum, __nv_bfloat16* bsum,
+                  int* imax, unsigned* mask, unsigned long long* cas, unsigned* inc, const float* v) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  atomicAdd(&hist[bins_in[i]], 1);
+  atomicAdd(fsum, v[i]);
+  atomicAdd(hsum, __float2half(1.0f));
+  atomicAdd(bsum, __float2bfloat16(1.0f));
+  atomicMax(imax, bins_in[i] * 3 - 7);
+  atomicOr(mask, 1u << (i % 32));
+  unsigned long long old = atomicCAS(cas, 0ull, (unsigned long long)i + 1);
+  (void)old;
+  atomicInc(inc, 9);
+}
+'''
+    rng = np.random.default_rng(2)
+    n = 1024
+    bins = rng.integers(0, 16, n).astype(np.int32)
+    v = rng.integers(-8, 8, n).astype(np.float32)  # exact in float: order cannot matter
+    out = run(cpu, src, "k", (8,), (128,), [bins, np.zeros(16, np.int32), np.zeros(1, np.float32),
+                                            np.zeros(1, np.float16), np.zeros(1, ml_dtypes.bfloat16),
+                                            np.array([-2**31], np.int32), np.zeros(1, np.uint32),
+                                            np.zeros(1, np.uint64), np.zeros(1, np.uint32), v])
+    np.testing.assert_array_equal(out[1], np.bincount(bins, minlength=16))
+    assert out[2][0] == v.sum()
+    assert out[3][0] == np.float16(1024)           # exact in half
+    assert float(out[4][0]) == 256.0                # bf16 saturates its 8-bit mantissa at 256
+    assert out[5][0] == bins.max() * 3 - 7
+    assert out[6][0] == 0xFFFFFFFF
+    assert 1 <= out[7][0] <= n
+    assert out[8][0] == n % 10
+
+
+def test_float4_and_half2_vector_loads(cpu):
+    src = r'''
+#include <cuda_fp16.h>
+__global__ void k(const float4* a, float* rowsum, const __half2* h, __half2* h2out, int n4) {
+  float4 v = a[blockIdx.x * n4 + threadIdx.x];
+  float s = v.x + v.y + v.z + v.w;
+  for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);
+  if (threadIdx.x == 0) rowsum[blockIdx.x] = s;
+  __half2 x = __ldg(&h[threadIdx.x]);
+  h2out[threadIdx.x] = __hmul2(x, __halves2half2(__float2half(2.0f), __float2half(0.5f)));
+}
+'''
+    rng = np.random.default_rng(3)
+    a = rng.integers(-4, 4, (5, 128)).astype(np.float32)
+    h = rng.standard_normal(64).astype(np.float16)
+    _, rs, _, h2, _ = run(cpu, src, "k", (5,), (32,), [a, np.zeros(5, np.float32), h, np.zeros(64, np.float16), i32(32)])
+    np.testing.assert_array_equal(rs, a.sum(1))
+    np.testing.assert_array_equal(h2[0::2], h[0::2] * np.float16(2))
+    np.testing.assert_array_equal(h2[1::2], h[1::2] * np.float16(0.5))
+
+
+def test_fast_math_intrinsics_emulate_gpu(cpu):
+    src = r'''
+__global__ void k(const float* x, float* e, float* d) {
+  int i = threadIdx.x;
+  e[i] = __expf(x[i]);
+  d[i] = __fdividef(x[i], 3.0f);
+}
+'''
+    x = np.linspace(-10, 10, 64).astype(np.float32)
+    _, e, d = run(cpu, src, "k", (1,), (64,), [x, np.zeros(64, np.float32), np.zeros(64, np.float32)])
+    # GPU: ex2.approx(x * log2(e)) with the product rounded to float
+    want = np.exp2((x * np.float32(1.4426950408889634)).astype(np.float32).astype(np.float64)).astype(np.float32)
+    np.testing.assert_allclose(e, want, rtol=2e-7)
+    np.testing.assert_array_equal(d, x * (np.float32(1) / np.float32(3)))
+
+
+def test_scalar_types_and_signature_check(cpu):
+    import pytest
+    from astra.backends.base import LaunchError, Scalar
+
+    src = r'''
+__global__ void k(float* o, float a, long long b, double c) { o[0] = a + (float)b + (float)c; }
+'''
+    o = run(cpu, src, "k", (1,), (1,), [np.zeros(1, np.float32), f32(1.5), Scalar("long long", 2, "int64"),
+                                        Scalar("double", 0.25, "float64")])[0]
+    assert o[0] == 3.75
+    with pytest.raises(LaunchError, match="bytes"):
+        run(cpu, src, "k", (1,), (1,), [np.zeros(1, np.float32), f32(1.5), i32(2), Scalar("double", 0.25, "float64")])
+    with pytest.raises(LaunchError, match="takes 4 argument"):
+        run(cpu, src, "k", (1,), (1,), [np.zeros(1, np.float32)])
+
+
+def test_templates_and_device_globals(cpu):
+    src = r'''
+template <typename T, int N>
+__global__ void scale(T* x, T f) { int i = blockIdx.x * N + threadIdx.x; x[i] = x[i] * f; }
+'''
+    from astra.backends.base import Launch, Scalar
+
+    m = cpu.compile('#line 1 "user.cu"\n' + src, ["scale<float, 32>", "scale<int, 32>"], filename="user.cu")
+    xf = cpu.upload(np.arange(64, dtype=np.float32))
+    xi = cpu.upload(np.arange(64, dtype=np.int32))
+    cpu.launch(m, "scale<float, 32>", Launch((2, 1, 1), (32, 1, 1)), [xf, Scalar("float", 2.0, "float32")])
+    cpu.launch(m, "scale<int, 32>", Launch((2, 1, 1), (32, 1, 1)), [xi, Scalar("int", 3, "int32")])
+    np.testing.assert_array_equal(cpu.download(xf), np.arange(64) * 2)
+    np.testing.assert_array_equal(cpu.download(xi), np.arange(64) * 3)

@@ -1,0 +1,195 @@
+"""Bug finding and safety: races, deadlocks, divergent barriers, out-of-bounds, crashes, hangs,
+forbidden host APIs, features the CPU cannot run."""
+import numpy as np
+import pytest
+from conftest import i32, run, unit
+
+from astra.backends.base import CompileError, Launch, LaunchError, Schedule, Unsupported
+from astra.backends.cpu import run_schedules
+from astra.backends.cpu.screen import fast_math_swaps
+
+RACY = r'''
+__global__ void shift(const float* x, float* y) {
+  __shared__ float s[256];
+  int t = threadIdx.x;
+  s[t] = x[t] * 2.0f;
+#ifdef WITH_BARRIER
+  __syncthreads();
+#endif
+  y[t] = s[(t + 1) % blockDim.x];   // reads a neighbour's value
+}
+'''
+
+
+def test_missing_barrier_race_shows_between_schedules(cpu):
+    x = np.random.default_rng(0).standard_normal(256).astype(np.float32)
+    m = cpu.compile(unit(RACY), ["shift"], filename="user.cu")
+    fwd, rev = run_schedules(cpu, m, "shift", Launch((1, 1, 1), (256, 1, 1), 0),
+                             [x, np.zeros(256, np.float32)], outputs=[1])
+    want = np.roll(x * 2, -1)
+    # forward: each thread reads its neighbour's slot before the neighbour wrote it (poison)
+    assert np.isnan(fwd[0][:-1]).all() and fwd[0][-1] == want[-1]
+    # reverse: the neighbour already ran, except for the wrap-around read of thread 0's slot
+    np.testing.assert_array_equal(rev[0][:-1], want[:-1])
+    assert np.isnan(rev[0][-1])
+
+    fixed = cpu.compile(unit("#define WITH_BARRIER\n" + RACY.lstrip()), ["shift"], filename="user.cu")
+    runs = run_schedules(cpu, fixed, "shift", Launch((1, 1, 1), (256, 1, 1), 0), [x, np.zeros(256, np.float32)],
+                         outputs=[1], schedules=[Schedule("forward"), Schedule("reverse"), Schedule("random", 7)])
+    for r in runs:
+        np.testing.assert_array_equal(r[0], want)
+
+
+def test_barrier_in_loop_others_left_is_reported(cpu):
+    src = r'''
+__global__ void k(float* x) {
+  for (int i = 0; i < (int)(threadIdx.x % 2) + 1; ++i) {
+    __syncthreads();
+  }
+  __syncthreads();
+  x[threadIdx.x] = 1.0f;
+}
+'''
+    with pytest.raises(LaunchError) as e:
+        run(cpu, src, "k", (1,), (64,), [np.zeros(64, np.float32)])
+    msg = str(e.value)
+    assert "divergent barrier" in msg and "user.cu:3" in msg and "user.cu:5" in msg
+
+
+def test_deadlock_between_barrier_and_shuffle(cpu):
+    src = r'''
+__global__ void k(float* x) {
+  float v = x[threadIdx.x];
+  if (threadIdx.x == 0) __syncthreads();
+  else v = __shfl_sync(0xffffffff, v, 0);
+  x[threadIdx.x] = v;
+}
+'''
+    with pytest.raises(LaunchError) as e:
+        run(cpu, src, "k", (1,), (32,), [np.zeros(32, np.float32)])
+    msg = str(e.value)
+    assert "deadlock" in msg and "thread 0 at __syncthreads (user.cu:3)" in msg
+    assert "threads 1-31 at __shfl*_sync (user.cu:4)" in msg
+
+
+def test_divergent_barriers(cpu):
+    src = r'''
+__global__ void k(float* x) {
+  if (threadIdx.x < 16) { x[threadIdx.x] = 1; __syncthreads(); }
+  else { __syncthreads(); x[threadIdx.x] = 2; }
+}
+'''
+    with pytest.raises(LaunchError, match=r"divergent barrier.*user.cu:2.*user.cu:3"):
+        run(cpu, src, "k", (1,), (64,), [np.zeros(64, np.float32)])
+
+
+def test_out_of_bounds_read_found_with_sanitize(cpu):
+    src = r'''
+__global__ void k(const float* x, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i + 1];   // off by one
+}
+'''
+    x = np.ones(64, np.float32)
+    run(cpu, src, "k", (1,), (64,), [x, np.zeros(64, np.float32), i32(64)])  # silently "works"
+    with pytest.raises(LaunchError) as e:
+        run(cpu, src, "k", (1,), (64,), [x, np.zeros(64, np.float32), i32(64)], sanitize=True)
+    msg = str(e.value)
+    assert "out-of-bounds read of 4 bytes at user.cu:3" in msg
+    assert "thread (63,0,0)" in msg
+
+
+def test_crash_is_a_launch_error_and_the_backend_recovers(cpu):
+    src = r'''
+__global__ void k(int* x) {
+  if (threadIdx.x == 5) *(int*)0 = 1;
+  x[threadIdx.x] = 1;
+}
+'''
+    with pytest.raises(LaunchError, match=r"crashed \(SIGSEGV\).*block \(0,0,0\) thread \(5,0,0\)"):
+        run(cpu, src, "k", (1,), (32,), [np.zeros(32, np.int32)])
+    # the executor is replaced: the next launch works
+    ok = r'''__global__ void k(int* x) { x[threadIdx.x] = threadIdx.x; }'''
+    np.testing.assert_array_equal(run(cpu, ok, "k", (1,), (32,), [np.zeros(32, np.int32)])[0], np.arange(32))
+
+
+def test_trap_and_assert(cpu):
+    src = r'''
+__global__ void k(int* x) {
+  if (x[threadIdx.x] < 0) __trap();
+  assert(x[threadIdx.x] != 7);
+}
+'''
+    a = np.zeros(32, np.int32)
+    a[3] = -1
+    with pytest.raises(LaunchError, match=r"__trap\(\) at user.cu:2 in block \(0,0,0\) thread \(3,0,0\)"):
+        run(cpu, src, "k", (1,), (32,), [a])
+    a[3], a[9] = 0, 7
+    with pytest.raises(LaunchError, match=r"user.cu:3.*Assertion"):
+        run(cpu, src, "k", (1,), (32,), [a])
+
+
+def test_infinite_loop_times_out(cpu):
+    src = r'''
+__global__ void k(volatile int* flag) {
+  if (threadIdx.x == 0) while (flag[0] == 0) {}   // waits for a thread that never runs
+  else flag[0] = 1;
+}
+'''
+    src_spin = src.replace("else flag[0] = 1;", "")
+    with pytest.raises(LaunchError, match="timed out after 1.5 s"):
+        run(cpu, src_spin, "k", (1,), (32,), [np.zeros(1, np.int32)], timeout=1.5)
+
+
+@pytest.mark.parametrize("body, what", [
+    ('system("rm -rf /tmp/x");', "system at user.cu:3"),
+    ('FILE* f = fopen("/etc/passwd", "r"); (void)f;', "fopen at user.cu:3"),
+    ('CALL(sys, tem)("id");', "system at user.cu:3"),          # hidden behind token pasting
+    ('void* h = dlopen("libc.so.6", 2); (void)h;', "dlopen at user.cu:3"),
+    ('syscall(59, 0, 0, 0);', "syscall at user.cu:3"),
+])
+def test_forbidden_host_apis_are_refused(cpu, body, what):
+    src = ('#include <cstdio>\n#define CALL(a, b) a##b\n'
+           f'__global__ void k(int* x) {{ {body} }}\n')
+    src = src.replace("#define CALL", "#include <dlfcn.h>\n#include <unistd.h>\n#define CALL")
+    src = '#line 1 "user.cu"\n' + src.replace("#include <cstdio>\n#include <dlfcn.h>\n#include <unistd.h>\n",
+                                               "#include <cstdio>\n#include <dlfcn.h>\n#include <unistd.h>\n#line 2\n")
+    with pytest.raises(CompileError, match="refused.*" + what.replace("(", r"\(")):
+        cpu.compile(src, ["k"], filename="user.cu")
+
+
+def test_local_names_like_read_are_not_refused(cpu):
+    src = r'''
+__device__ float write(float v) { return v * 2; }
+__global__ void k(float* x) { float read = x[threadIdx.x]; x[threadIdx.x] = write(read); }
+'''
+    out = run(cpu, src, "k", (1,), (4,), [np.ones(4, np.float32)])[0]
+    np.testing.assert_array_equal(out, 2)
+
+
+@pytest.mark.parametrize("src, what", [
+    ('__global__ void k(int* x) {\n  asm volatile("trap;");\n}\n', "inline PTX (asm) at user.cu:2"),
+    ('#include <mma.h>\n__global__ void k(int* x) {}\n', "WMMA"),
+    ('#include <cub/cub.cuh>\n__global__ void k(int* x) {}\n', "CUB"),
+    ('#include <cooperative_groups.h>\n__global__ void k(int* x) {}\n', "cooperative groups"),
+    ('namespace cg { struct G { void sync(); }; G this_grid(); }\n__global__ void k(int* x) {\n  cg::this_grid().sync();\n}\n',
+     "grid-wide cooperative sync (this_grid) at user.cu:3"),
+    ('__global__ void k(int* x) {\n  __pipeline_memcpy_async(x, x, 4);\n}\n', "cp.async"),
+])
+def test_unsupported_features_need_a_gpu(cpu, src, what):
+    with pytest.raises(Unsupported, match="needs a GPU to verify.*" + what.replace("(", r"\(").replace(")", r"\)")):
+        cpu.compile(unit(src), ["k"], filename="user.cu")
+
+
+def test_fast_math_swaps():
+    ref = "__global__ void k(float* x) { x[0] = sinf(x[0]) + logf(x[1]) + expf(x[2]); }"
+    cand = "__global__ void k(float* x) { x[0] = __sinf(x[0]) + logf(x[1]) + __expf(x[2]); }"
+    swaps = fast_math_swaps(ref, cand)
+    assert len(swaps) == 2 and swaps[0].startswith("sinf -> __sinf") and swaps[1].startswith("expf -> __expf")
+    assert fast_math_swaps(ref, ref) == []
+
+
+def test_compile_errors_point_at_the_users_file(cpu):
+    with pytest.raises(CompileError, match="user.cu:2"):
+        cpu.compile('#line 1 "user.cu"\n__global__ void k(float* x) {\n  x[0] = undefined_thing;\n}\n',
+                    ["k"], filename="user.cu")

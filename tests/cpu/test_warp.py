@@ -1,0 +1,143 @@
+"""Warp collectives against NumPy models written from the CUDA programming guide."""
+import numpy as np
+import pytest
+from conftest import i32, run
+
+SHFL = r'''
+__global__ void shfl(const int* in, int* out, int mode, int b, int width) {
+  int t = threadIdx.x;
+  int v = in[t], r;
+  if (mode == 0) r = __shfl_sync(0xffffffff, v, b, width);
+  else if (mode == 1) r = __shfl_up_sync(0xffffffff, v, b, width);
+  else if (mode == 2) r = __shfl_down_sync(0xffffffff, v, b, width);
+  else r = __shfl_xor_sync(0xffffffff, v, b, width);
+  out[t] = r;
+}
+'''
+
+
+def shfl_model(vals, mode, b, width):
+    """CUDA guide: lanes form segments of `width`; idx reads srcLane % width of the segment;
+    up/down return the own value when the source leaves the segment; xor may read earlier
+    segments but returns the own value for later ones."""
+    out = np.empty_like(vals)
+    for t in range(len(vals)):
+        lane, base = t % 32, t - t % 32
+        seg = lane - lane % width
+        if mode == 0:
+            src = seg + b % width
+        elif mode == 1:
+            src = lane - b if lane - seg >= b else lane
+        elif mode == 2:
+            src = lane + b if lane - seg + b < width else lane
+        else:
+            j = lane ^ b
+            src = j if j < seg + width else lane
+        out[t] = vals[base + src]
+    return out
+
+
+@pytest.mark.parametrize("mode", [0, 1, 2, 3])
+@pytest.mark.parametrize("width", [32, 16, 8, 4, 2])
+def test_shuffles_with_width(cpu, mode, width):
+    rng = np.random.default_rng(mode * 100 + width)
+    vals = rng.integers(-1000, 1000, 64).astype(np.int32)
+    for b in ([0, 1, 3, 5, 17, 33] if mode == 0 else [1, 2, 3, 7, 16]):
+        out = run(cpu, SHFL, "shfl", (1,), (64,), [vals, np.zeros(64, np.int32), i32(mode), i32(b), i32(width)])[1]
+        np.testing.assert_array_equal(out, shfl_model(vals, mode, b, width), err_msg=f"mode {mode} b {b} width {width}")
+
+
+def test_shuffle_types_half_double_float2(cpu):
+    src = r'''
+#include <cuda_fp16.h>
+__global__ void k(const double* d, const __half* h, double* od, __half* oh) {
+  int t = threadIdx.x;
+  od[t] = __shfl_xor_sync(0xffffffff, d[t], 1);
+  oh[t] = __shfl_down_sync(0xffffffff, h[t], 4);
+}
+'''
+    d = np.random.default_rng(1).standard_normal(32)
+    h = np.random.default_rng(2).standard_normal(32).astype(np.float16)
+    _, _, od, oh = run(cpu, src, "k", (1,), (32,), [d, h, np.zeros(32), np.zeros(32, np.float16)])
+    np.testing.assert_array_equal(od, d[np.arange(32) ^ 1])
+    np.testing.assert_array_equal(oh, h[[i + 4 if i + 4 < 32 else i for i in range(32)]])
+
+
+BALLOT = r'''
+__global__ void vote(const int* p, unsigned* ballot, int* any, int* all, unsigned* active) {
+  int t = threadIdx.x;
+  unsigned m = __activemask();
+  ballot[t] = __ballot_sync(m, p[t]);
+  any[t] = __any_sync(m, p[t]);
+  all[t] = __all_sync(m, p[t]);
+  active[t] = m;
+}
+'''
+
+
+def test_ballot_any_all_on_partial_warp(cpu):
+    n = 40  # the second warp has 8 lanes
+    p = (np.arange(n) % 3 == 0).astype(np.int32)
+    p[32:] = 1
+    _, ballot, any_, all_, active = run(cpu, BALLOT, "vote", (1,), (n,),
+                                        [p, np.zeros(n, np.uint32), np.zeros(n, np.int32),
+                                         np.zeros(n, np.int32), np.zeros(n, np.uint32)])
+    want0 = sum(1 << i for i in range(32) if p[i])
+    assert (ballot[:32] == want0).all()
+    assert (ballot[32:] == 0xFF).all()
+    assert (active[:32] == 0xFFFFFFFF).all() and (active[32:] == 0xFF).all()
+    assert (any_ == 1).all()
+    assert (all_[:32] == 0).all() and (all_[32:] == 1).all()
+
+
+def test_ballot_after_early_exit(cpu):
+    src = r'''
+__global__ void k(unsigned* out) {
+  if (threadIdx.x % 2) return;        // odd lanes exit: they no longer take part
+  out[threadIdx.x] = __ballot_sync(__activemask(), 1);
+}
+'''
+    out = run(cpu, src, "k", (1,), (32,), [np.zeros(32, np.uint32)])[0]
+    assert (out[::2] == 0x55555555).all()
+
+
+REDUCE = r'''
+__global__ void red(const unsigned* u, const int* s, unsigned* o) {
+  int t = threadIdx.x;
+  o[t * 6 + 0] = __reduce_add_sync(0xffffffff, u[t]);
+  o[t * 6 + 1] = __reduce_min_sync(0xffffffff, u[t]);
+  o[t * 6 + 2] = __reduce_max_sync(0xffffffff, u[t]);
+  o[t * 6 + 3] = (unsigned)__reduce_min_sync(0xffffffff, s[t]);
+  o[t * 6 + 4] = (unsigned)__reduce_max_sync(0xffffffff, s[t]);
+  o[t * 6 + 5] = __reduce_xor_sync(0xffffffff, u[t]);
+}
+'''
+
+
+def test_reduce_sync(cpu):
+    rng = np.random.default_rng(5)
+    u = rng.integers(0, 2**32, 64, dtype=np.uint64).astype(np.uint32)
+    s = rng.integers(-2**31, 2**31, 64).astype(np.int32)
+    o = run(cpu, REDUCE, "red", (1,), (64,), [u, s, np.zeros(64 * 6, np.uint32)])[2].reshape(64, 6)
+    for w in range(2):
+        uu, ss = u[w * 32:(w + 1) * 32], s[w * 32:(w + 1) * 32]
+        rows = o[w * 32:(w + 1) * 32]
+        assert (rows[:, 0] == np.uint32(uu.astype(np.uint64).sum() % 2**32)).all()
+        assert (rows[:, 1] == uu.min()).all() and (rows[:, 2] == uu.max()).all()
+        assert (rows[:, 3].view(np.int32) == ss.min()).all() and (rows[:, 4].view(np.int32) == ss.max()).all()
+        assert (rows[:, 5] == np.bitwise_xor.reduce(uu)).all()
+
+
+def test_match_any_and_syncwarp_with_submask(cpu):
+    src = r'''
+__global__ void k(const int* v, unsigned* o) {
+  int t = threadIdx.x;
+  o[t] = __match_any_sync(0xffffffff, v[t]);
+  if (t < 16) { __syncwarp(0x0000ffff); o[32 + t] = __shfl_sync(0x0000ffff, v[t], 15); }
+}
+'''
+    v = (np.arange(32) % 4).astype(np.int32)
+    o = run(cpu, src, "k", (1,), (32,), [v, np.zeros(48, np.uint32)])[1]
+    for t in range(32):
+        assert o[t] == sum(1 << j for j in range(32) if v[j] == v[t])
+    assert (o[32:48] == v[15]).all()
