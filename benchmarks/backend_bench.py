@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""Backend benchmark: run on the GPU machine (scripts/gpu-check runs it).
+
+Records, per example kernel and bench size: time (median, p10/p90), achieved bandwidth, share of
+the measured copy ceiling, registers, theoretical occupancy and bottleneck; the evaluation
+latency of one candidate (compile + gate check + timing); static-diagnostic latency in a warm
+process; and whether the same kernel timed twice agrees within 2%.
+
+    python benchmarks/backend_bench.py --json OUT.json [--markdown OUT.md] [--quick]
+
+Without a GPU it still measures the static-diagnostic latency and says the rest was not run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "server"))
+
+from astra import extract, source, static  # noqa: E402
+from astra import spec as spec_mod  # noqa: E402
+
+
+def examples():
+    for path in sorted((ROOT / "examples").glob("*.cu")):
+        text = path.read_text()
+        model = source.parse(text)
+        for k in model.kernels:
+            if k.spec is None:
+                continue
+            spec = spec_mod.load(k, model)
+            yield path, text, k.name, spec
+
+
+def variant(text: str, kernel: str, tag: str) -> str:
+    """The same kernel with a comment inside its body, so no compile cache can answer."""
+    k = source.parse(text).kernel(kernel)
+    body_open = text.index("{", text.index(kernel, k.span.start_byte))
+    return text[:body_open + 1] + f"  /* candidate {tag} */" + text[body_open + 1:]
+
+
+def bench_static(rows: list) -> None:
+    for path, text, name, spec in examples():
+        unit = extract.unit(text, str(path), name)
+        static.compile_unit(unit)  # warm
+        times = []
+        for i in range(5):
+            u = extract.unit(variant(text, name, f"static-{i}-{time.time_ns()}"), str(path), name)
+            t0 = time.perf_counter()
+            r = static.compile_unit(u)
+            times.append(time.perf_counter() - t0)
+            assert r.ok, r.log
+        res = r.resources.get(unit.name_expression)
+        rows.append({"kernel": name, "file": path.name, "static_s_median": statistics.median(times),
+                     "registers": res.registers if res else None, "compiler": r.compiler})
+
+
+def bench_gpu(report: dict, quick: bool) -> None:
+    from astra import gate, profiler
+    from astra.backends.gpu import GpuBackend
+    b = GpuBackend()
+    report["device"] = b.device_info()
+    t0 = time.perf_counter()
+    ceiling = b.measure_copy_ceiling()
+    report["copy_ceiling_gbps"] = ceiling / 1e9
+    report["copy_ceiling_seconds"] = time.perf_counter() - t0
+    b.copy_ceiling()  # make sure the on-disk cache exists for the profiler
+    kernels, evals, repeat = [], [], []
+    for path, text, name, spec in examples():
+        ref = extract.unit(text, str(path), name)
+        # Profile: the example against itself as reference (interleaved timing).
+        p = profiler.profile(ref, ref, spec, b, reps=100 if not quick else 50)
+        for s in p.sizes:
+            kernels.append({"kernel": name, "file": path.name, "sizes": s.label, "median_us": s.candidate.median_us,
+                            "p10_us": s.candidate.p10_us, "p90_us": s.candidate.p90_us, "runs": s.candidate.runs,
+                            "gbps": s.candidate.gbps, "ceiling_share": s.candidate.ceiling_share,
+                            "floor_us": s.floor_us, "bottleneck": s.bottleneck, "self_speedup": s.speedup,
+                            "registers": p.resources.get("registers"),
+                            "occupancy": p.occupancy.get("theoretical"),
+                            "outputs_ok": not s.output_failures, "implausible": s.implausible})
+        # Timing repeatability: the same kernel profiled again.
+        q = profiler.profile(None, ref, spec, b)
+        for s1, s2 in zip(p.sizes, q.sizes):
+            repeat.append({"kernel": name, "sizes": s1.label,
+                           "ratio": s2.candidate.median_us / s1.candidate.median_us})
+        # Evaluation latency of one candidate: compile + full gate check + timing.
+        for i in range(1 if quick else 3):
+            cand = extract.unit(variant(text, name, f"eval-{i}-{time.time_ns()}"), str(path), name)
+            t0 = time.perf_counter()
+            v = gate.check(ref, cand, spec, b)
+            t1 = time.perf_counter()
+            pc = profiler.profile(ref, cand, spec, b)
+            t2 = time.perf_counter()
+            evals.append({"kernel": name, "check_s": t1 - t0, "profile_s": t2 - t1, "total_s": t2 - t0,
+                          "passed": v.passed, "profile_valid": pc.valid,
+                          "speedup_vs_itself": pc.speedup})
+    report["kernels"] = kernels
+    report["timing_repeat"] = repeat
+    report["evaluation"] = evals
+    totals = [e["total_s"] for e in evals]
+    report["targets"] = {
+        "eval_median_s": statistics.median(totals) if totals else None,
+        "eval_target_s": 1.5,
+        "repeat_max_dev": max(abs(r["ratio"] - 1) for r in repeat) if repeat else None,
+        "repeat_target": 0.02,
+    }
+
+
+def markdown(report: dict) -> str:
+    lines = []
+    dev = report.get("device", {}).get("name", "no GPU")
+    if "kernels" in report:
+        lines += [f"GPU: {dev}; copy ceiling {report['copy_ceiling_gbps']:.0f} GB/s (device-to-device copy, "
+                  f"read + write)", "",
+                  "| kernel | sizes | median µs (p10–p90) | GB/s | % of ceiling | regs | occupancy | bottleneck |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for k in report["kernels"]:
+            lines.append(f"| {k['kernel']} | {k['sizes']} | {k['median_us']:.1f} ({k['p10_us']:.1f}–{k['p90_us']:.1f}) "
+                         f"| {k['gbps']:.0f} | {100 * k['ceiling_share']:.0f}% | {k['registers']} | "
+                         f"{100 * k['occupancy']:.0f}% | {k['bottleneck']} |")
+        t = report["targets"]
+        lines += ["", f"Evaluation latency of one candidate (compile + gate + timing), median: "
+                      f"{t['eval_median_s']:.2f} s (target ≤ {t['eval_target_s']} s).",
+                  f"Same kernel timed twice: largest deviation {100 * t['repeat_max_dev']:.2f}% (target ≤ 2%)."]
+    lines += ["", "| kernel | static diagnostics (warm, median) | registers (sm_90) |", "|---|---|---|"]
+    for s in report["static"]:
+        lines.append(f"| {s['kernel']} | {1000 * s['static_s_median']:.0f} ms | {s['registers']} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json", default="-")
+    ap.add_argument("--markdown")
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    report: dict = {"python": platform.python_version(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    report["static"] = []
+    bench_static(report["static"])
+    try:
+        from astra.backends.gpu import GpuBackend
+        ok, why = GpuBackend.probe()
+    except Exception as e:  # noqa: BLE001
+        ok, why = False, str(e)
+    report["gpu"] = why
+    if ok:
+        bench_gpu(report, args.quick)
+    else:
+        report["note"] = f"GPU part not run: {why}"
+    text = json.dumps(report, indent=1, default=str)
+    if args.json == "-":
+        print(text)
+    else:
+        Path(args.json).write_text(text)
+    md = markdown(report)
+    if args.markdown:
+        Path(args.markdown).write_text(md)
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,24 @@
+"""GPU tests: skipped unless CuPy sees a CUDA device. The probe runs in a worker process: the
+test process itself never creates a CUDA context, like the CLI and the language server."""
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+
+@functools.lru_cache(maxsize=1)
+def gpu_available() -> tuple[bool, str]:
+    from astra import worker
+    try:
+        return tuple(worker.run("astra.backends.gpu:probe_job", None, timeout=180))
+    except Exception as e:  # noqa: BLE001 - any failure means no GPU here
+        return False, f"{e.__class__.__name__}: {e}"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _require_gpu():
+    ok, why = gpu_available()
+    if not ok:
+        pytest.skip(f"no GPU: {why}")
+    print(f"\nGPU: {why}")

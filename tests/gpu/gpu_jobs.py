@@ -1,0 +1,125 @@
+"""Jobs the GPU tests run inside worker processes (never in the test process)."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from astra.backends.base import Launch, LaunchError, Scalar
+
+_backend = None
+
+
+def backend():
+    global _backend
+    if _backend is None:
+        from astra.backends.gpu import GpuBackend
+        _backend = GpuBackend()
+    return _backend
+
+
+def pid(_=None):
+    return os.getpid()
+
+
+HANG = """
+__global__ void hang(int* flag) {
+  while (atomicAdd(flag, 0) == 0) { }
+}
+"""
+
+ILLEGAL = """
+__global__ void wild_store(float* p, long long offset) {
+  p[offset + threadIdx.x] = 1.0f;
+}
+"""
+
+ROUNDTRIP = """
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+template <typename T>
+__global__ void axpy(T* y, const T* x, float a, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = T(a * float(x[i]) + float(y[i]));
+}
+"""
+
+
+def hang(payload):
+    b = backend()
+    mod = b.compile(HANG, ["hang"])
+    flag = b.upload(np.zeros(1, np.int32))
+    b.launch(mod, "hang", Launch((1, 1, 1), (32, 1, 1)), [flag], timeout_s=payload["launch_timeout"])
+    return "finished?!"
+
+
+def illegal(_):
+    b = backend()
+    mod = b.compile(ILLEGAL, ["wild_store"])
+    buf = b.upload(np.ones(4, np.float32))
+    try:
+        b.launch(mod, "wild_store", Launch((1, 1, 1), (32, 1, 1)), [buf, Scalar("long long", 1 << 38, "int64")])
+    except LaunchError as e:
+        return {"error": str(e), "poisoned": b.poisoned is not None, "pid": os.getpid()}
+    return {"error": None, "pid": os.getpid()}
+
+
+def roundtrip(_):
+    """Upload/poison/launch/download for each floating type, templates through name expressions."""
+    import ml_dtypes
+    b = backend()
+    names = ["axpy<__half>", "axpy<__nv_bfloat16>", "axpy<float>"]
+    mod = b.compile(ROUNDTRIP, names)
+    out = {}
+    for name, dt in zip(names, [np.float16, ml_dtypes.bfloat16, np.float32]):
+        n = 1000
+        rng = np.random.default_rng(0)
+        x = rng.standard_normal(n).astype(np.float32).astype(dt)
+        y = rng.standard_normal(n).astype(np.float32).astype(dt)
+        bx, by = b.upload(x), b.upload(y)
+        poisoned = b.upload(np.zeros(n, dt))
+        b.fill_bytes(poisoned, 0xFF)
+        p = b.download(poisoned)
+        b.launch(mod, name, Launch((4, 1, 1), (256, 1, 1)), [by, bx, Scalar("float", 2.0, "float32"),
+                                                             Scalar("int", n, "int32")])
+        got = b.download(by).astype(np.float64)
+        want = (2.0 * x.astype(np.float32) + y.astype(np.float32)).astype(dt).astype(np.float64)
+        out[name] = {"max_err": float(np.max(np.abs(got - want))), "dtype": str(b.download(by).dtype),
+                     "poison_nan": bool(np.all(np.isnan(p.astype(np.float32)))),
+                     "x_unchanged": bool(np.array_equal(b.download(bx).view(np.uint8), x.view(np.uint8))),
+                     "regs": b.resources(mod, name).registers}
+    return out
+
+
+def big_shared(_):
+    """Dynamic shared memory above 48 KiB needs the opt-in attribute."""
+    src = """
+    __global__ void smem_sum(float* out, const float* in) {
+      extern __shared__ float tile[];
+      const int n = 96 * 1024 / 4;
+      for (int i = threadIdx.x; i < n; i += blockDim.x) tile[i] = in[i];
+      __syncthreads();
+      if (threadIdx.x == 0) { float s = 0; for (int i = 0; i < n; ++i) s += tile[i]; out[0] = s; }
+    }
+    """
+    b = backend()
+    mod = b.compile(src, ["smem_sum"])
+    x = np.ones(96 * 1024 // 4, np.float32)
+    out = b.upload(np.zeros(1, np.float32))
+    b.launch(mod, "smem_sum", Launch((1, 1, 1), (256, 1, 1), 96 * 1024), [out, b.upload(x)])
+    return float(b.download(out)[0])
+
+
+def ceiling(_):
+    b = backend()
+    return {"cached": b.copy_ceiling(), "fresh": b.measure_copy_ceiling(), "device": b.props["name"],
+            "l2": b.props["l2_bytes"]}
+
+
+def profile_twice(payload):
+    """The same kernel profiled twice in one process."""
+    from astra import profiler
+    b = backend()
+    a = profiler.profile(None, payload["unit"], payload["spec"], b)
+    c = profiler.profile(None, payload["unit"], payload["spec"], b)
+    return a, c
