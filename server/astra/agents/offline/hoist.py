@@ -6,7 +6,7 @@ from __future__ import annotations
 from tree_sitter import Node
 
 from . import base
-from .base import Context, Edit, Rewrite, body, pointer_params, written_pointers
+from .base import Context, Edit, Rewrite, body, expr_kind, pointer_params, return_types, variable_types, written_pointers
 from .tree import apply_edits, assigned_names, callee, declared_name, declared_names, line_indent, txt, walk
 
 PURE = base.FLOAT_FUNCS - {"__shfl_xor_sync", "__shfl_down_sync", "__shfl_sync", "__shfl_up_sync"} | {
@@ -40,6 +40,7 @@ class Hoist(base.Transform):
         readonly = set(ptrs) - written_pointers(fn, set(ptrs))
         data = text.encode("utf-8")
         edits, moved = [], []
+        types, rets, rcp_count = variable_types(fn), return_types(sc.root), [0]
         for loop in (n for n in walk(body(fn)) if n.type in ("for_statement", "while_statement")):
             if any(a.type in ("for_statement", "while_statement", "do_statement")
                    for a in _ancestors(loop, body(fn))):
@@ -68,20 +69,43 @@ class Hoist(base.Transform):
                     break
                 hoisted.append(stmt)
                 hoisted_names.update(n for n in names if n)
-            if not hoisted:
+            # Divisions by a loop-invariant float: one reciprocal before the loop, a multiply inside.
+            blocked = variant | (declared_in_body - hoisted_names)
+            recips: list[str] = []
+            for n in walk(lbody):
+                if n.type != "binary_expression" or txt(n.child_by_field_name("operator")) != "/":
+                    continue
+                if any(h.start_byte <= n.start_byte < h.end_byte for h in hoisted):
+                    continue
+                left, right = n.child_by_field_name("left"), n.child_by_field_name("right")
+                if expr_kind(left, types, ptrs, rets) != "float" or expr_kind(right, types, ptrs, rets) != "float":
+                    continue
+                if not _invariant(right, blocked, readonly) or right.type == "number_literal":
+                    continue
+                name = f"astra_rcp{len(recips) + rcp_count[0]}"
+                recips.append(f"const float {name} = 1.0f / {_wrap(right)};")
+                edits.append(Edit(n.start_byte, n.end_byte, f"{_wrap(left)} * {name}"))
+                moved.append(f"1/{_wrap(right)}")
+            rcp_count[0] += len(recips)
+            if not hoisted and not recips:
                 continue
             indent = line_indent(data, loop.start_byte)
-            block = "".join(f"{txt(s)}\n{indent}" for s in hoisted)
+            block = "".join(f"{txt(s)}\n{indent}" for s in hoisted) + "".join(f"{r}\n{indent}" for r in recips)
             edits.append(Edit(loop.start_byte, loop.start_byte, f"// astra: hoisted out of the loop\n{indent}{block}"))
             for s in hoisted:
                 start = data.rfind(b"\n", 0, s.start_byte) + 1
                 end = s.end_byte + 1 if data[s.end_byte:s.end_byte + 1] == b"\n" else s.end_byte
                 edits.append(Edit(start, end, ""))
-            moved.extend(sorted(hoisted_names))
+            moved[:0] = sorted(hoisted_names)
         if not edits:
             return None
         return Rewrite(self.name, apply_edits(text, edits),
                        (f"hoisted loop-invariant {', '.join(f'`{m}`' for m in moved)} out of the loop",))
+
+
+def _wrap(n: Node) -> str:
+    simple = ("parenthesized_expression", "identifier", "number_literal", "call_expression", "subscript_expression")
+    return txt(n) if n.type in simple else f"({txt(n)})"
 
 
 def _ancestors(node: Node, stop: Node):

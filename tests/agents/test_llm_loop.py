@@ -1,0 +1,139 @@
+"""The whole loop in LLM mode on the CPU backend, through the real `openai` client against a
+scripted chat-completions server: adoption, repair, refusal, bad replies, timeouts, 429s and
+cancellation."""
+import os
+import threading
+
+import pytest
+
+from astra import source, spec as spec_mod
+from astra.agents import LLMConfig, optimize
+from astra.agents.evaluators import local_evaluator
+
+from agent_helpers import example
+from scripted_llm import ScriptedLLM, plan, reply
+
+SIG = "__global__ void silu_and_mul(__half* __restrict__ out, const __half* __restrict__ input, const int d) {"
+GOOD = SIG + """
+  const int64_t token = blockIdx.x;
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+    const float x = __half2float(input[token * 2 * d + i]);
+    const float y = __half2float(input[token * 2 * d + d + i]);
+    out[token * d + i] = __float2half(__fdividef(x, 1.0f + __expf(-x)) * y);
+  }
+}"""
+BROKEN = GOOD.replace("const float y", "flot y")
+CHEAT = GOOD.replace("i < d;", "i < (d & ~7);")   # drops the tail: wrong when d % 8 != 0
+
+
+@pytest.fixture(scope="module")
+def silu():
+    try:
+        from astra.backends.cpu import CpuBackend
+        backend = CpuBackend()
+    except Exception as e:  # noqa: BLE001
+        pytest.skip(f"CPU backend unavailable: {e}")
+    text, path, kernel = example("silu_and_mul")
+    m = source.parse(text)
+    sp = spec_mod.load(m.kernel(kernel), m)
+    return text, path, kernel, sp, local_evaluator(path, kernel, sp, backend, text, quick=True)
+
+
+@pytest.fixture
+def llm():
+    with ScriptedLLM() as srv:
+        yield srv
+
+
+def run(silu, srv, tmp_path, rounds=1, **kw):
+    text, path, kernel, sp, ev = silu
+    cfg = LLMConfig(model="scripted", base_url=srv.base_url, timeout_s=kw.pop("timeout_s", 20),
+                    max_retries=kw.pop("max_retries", 0))
+    return optimize(text, path, kernel, ev, rounds=rounds, llm=cfg, spec=sp, runs_dir=tmp_path, **kw)
+
+
+def test_correct_rewrite_adopted(silu, llm, tmp_path, monkeypatch):
+    monkeypatch.setenv("ASTRA_API_KEY", "sk-secret-test-key-123")
+    llm.script("planner", plan("fast-math SiLU"))
+    llm.script("coder", reply(GOOD))
+    r = run(silu, llm, tmp_path)
+    assert [x.outcome for x in r.rounds] == ["adopted"], r.summary_markdown()
+    assert r.improved and "__expf(-x)" in r.best_kernel_source
+    assert "int main()" in r.best and "/* @astra" in r.best      # the rest of the file is kept
+    assert not r.measured and "not measured" in r.speed_note
+    # portability: a local server gets the system role and max_tokens
+    body = llm.calls("coder")[0]["body"]
+    assert body["messages"][0]["role"] == "system" and "max_tokens" in body
+    assert llm.calls("coder")[0]["headers"]["authorization"] == "Bearer sk-secret-test-key-123"
+    # the key is never written to the run log
+    for f in tmp_path.rglob("*"):
+        if f.is_file():
+            assert "sk-secret" not in f.read_text(errors="replace"), f
+    assert (tmp_path / r.run_id / "round-01" / "candidate.cu").exists()
+
+
+def test_compile_error_then_repair(silu, llm, tmp_path):
+    llm.script("planner", plan("fast-math SiLU"))
+    llm.script("coder", reply(BROKEN), reply(GOOD))
+    r = run(silu, llm, tmp_path)
+    assert r.rounds[0].outcome == "adopted" and r.rounds[0].attempts == 2
+    repair_prompt = llm.calls("coder")[1]["body"]["messages"][-1]["content"]
+    assert "rejected" in repair_prompt and "flot" in repair_prompt   # the compiler's message went back
+
+
+def test_cheating_rewrite_refused(silu, llm, tmp_path):
+    llm.script("planner", plan("skip the remainder"))
+    llm.script("coder", reply(CHEAT), reply(CHEAT), reply(CHEAT))
+    r = run(silu, llm, tmp_path)
+    assert r.rounds[0].outcome == "failed" and r.rounds[0].attempts == 3
+    assert not r.improved and r.best == r.original
+
+
+def test_junk_empty_and_truncated_replies(silu, llm, tmp_path):
+    llm.script("planner", plan("fast-math SiLU"), plan("fast-math SiLU"))
+    llm.script("coder", {"content": "I like turtles."}, {"content": ""},            # round 1: gives up
+               {"content": "```cuda\n" + GOOD[:80], "finish_reason": "length"}, reply(GOOD))  # round 2
+    r = run(silu, llm, tmp_path, rounds=2)
+    assert r.rounds[0].outcome == "no candidate" and "empty" in r.rounds[0].reason
+    assert r.rounds[1].outcome == "adopted"
+    sharper = llm.calls("coder")[1]["body"]["messages"][-1]["content"]
+    assert "could not be used" in sharper and "no ```cuda code block" in sharper
+    assert "cut off" in llm.calls("coder")[3]["body"]["messages"][-1]["content"]
+
+
+def test_timeout_gives_up_the_round(silu, llm, tmp_path):
+    llm.script("planner", plan("fast-math SiLU"))
+    llm.script("coder", {"sleep": 3.0, "content": "late"})
+    r = run(silu, llm, tmp_path, timeout_s=1.0)
+    assert r.rounds[0].outcome == "no candidate" and "timeout" in r.rounds[0].reason
+    assert r.best == r.original
+
+
+def test_rate_limit_then_success(silu, llm, tmp_path):
+    llm.script("planner", plan("fast-math SiLU"))
+    llm.script("coder", {"status": 429}, reply(GOOD))
+    r = run(silu, llm, tmp_path, max_retries=2)   # the client retries a 429 by itself
+    assert r.rounds[0].outcome == "adopted"
+    assert len(llm.calls("coder")) == 2
+
+
+def test_planner_failure_falls_back_to_offline_idea(silu, llm, tmp_path):
+    llm.script("planner", {"status": 500}, {"content": ""})
+    llm.script("coder", reply(GOOD))
+    r = run(silu, llm, tmp_path)
+    assert r.rounds[0].plan.source == "offline-fallback" and r.rounds[0].outcome == "adopted"
+
+
+def test_cancel_mid_run_keeps_best(silu, llm, tmp_path):
+    cancel = threading.Event()
+    llm.script("planner", plan("fast-math SiLU"), plan("more"), plan("more"))
+    llm.script("coder", reply(GOOD), reply(GOOD.replace("__fdividef(x, 1.0f + __expf(-x))",
+                                                        "x / (1.0f + __expf(-x))")))
+
+    def progress(p):
+        if p["step"] == "adopted":
+            cancel.set()
+
+    r = run(silu, llm, tmp_path, rounds=3, cancel=cancel, progress=progress)
+    assert r.cancelled and len(r.rounds) == 1 and "cancelled" in r.stopped
+    assert r.best == r.rounds[0].candidate and r.improved
