@@ -39,6 +39,26 @@ def _api():
     return api
 
 
+def has_spec(k: Any) -> bool:
+    """The kernel has a spec comment (loaded or not: a broken one still counts)."""
+    return getattr(k, "spec", None) is not None or _spec_comment(k) is not None
+
+
+def _spec_comment(k: Any) -> Any:
+    return getattr(getattr(k, "kernel", None), "spec", None)
+
+
+def full_span(k: Any) -> Span:
+    """The kernel with its spec comment: where its lens sits and what 'in the kernel' means."""
+    s = span_of(k.range)
+    c = _spec_comment(k)
+    if c is not None:
+        cs = span_of(c.span)
+        if (cs.start_line, cs.start_col) < (s.start_line, s.start_col):
+            return Span(cs.start_line, cs.start_col, s.end_line, s.end_col)
+    return s
+
+
 def _user_message(e: BaseException) -> str:
     """AstraError carries a message fit to show; anything else is a bug worth its type name."""
     msg = getattr(e, "message", None)
@@ -135,7 +155,7 @@ class AstraServer(LanguageServer):
 
     async def kernel_at(self, uri: str, line: int) -> tuple[Any, Any]:
         doc, kernels = await self.index(uri)
-        k = next((k for k in kernels if span_of(k.range).contains_line(line)), None)
+        k = next((k for k in kernels if full_span(k).contains_line(line)), None)
         return doc, k
 
     # ---- diagnostics and the on-save check --------------------------------------------------
@@ -170,7 +190,7 @@ class AstraServer(LanguageServer):
         st.check_diags = {n: d for n, d in st.check_diags.items() if n in names}
         self.publish(uri, version)
         has_errors = any(d.severity == types.DiagnosticSeverity.Error for d in static)
-        todo = [k for k in kernels if getattr(k, "spec", None) is not None]
+        todo = [k for k in kernels if getattr(k, "spec", None) is not None]  # loaded without errors
         if not (check and self.settings.check_on_save) or has_errors or not todo:
             self.send_status(uri)
             return
@@ -196,7 +216,8 @@ class AstraServer(LanguageServer):
         where = lsp_range(span_of(k.name_range))
         try:
             verdicts = await self.call(self.slow, _api().check, text, path, k.name,
-                                       backend=self.settings.backend, cancel=cancel)
+                                       backend=self.settings.backend, arch=self.settings.gpu_arch,
+                                       cancel=cancel)
         except Exception as e:
             if not hasattr(e, "message"):
                 self.log_error(f"checking {k.name} failed", traceback.format_exc())
@@ -208,17 +229,22 @@ class AstraServer(LanguageServer):
             kst.verdict, kst.verdict_error = v, ""
             if v.passed:
                 continue
-            failures = list(getattr(v, "failures", None) or [])
+            status = getattr(v, "status", "failed")
+            failures = list(getattr(v, "failures", None) or []) if status == "failed" else []
             for f in failures:
-                line = getattr(f, "line", None)
-                rng = line_range(line, lines) if isinstance(line, int) and 0 <= line < len(lines) else where
+                line = getattr(f, "line", None)  # 1-based in the gate's failures
+                rng = line_range(line - 1, lines) if isinstance(line, int) and 1 <= line <= len(lines) else where
+                text_of = getattr(f, "text", None)
+                detail = text_of() if callable(text_of) else f.message
                 diags.append(types.Diagnostic(
                     range=rng, severity=types.DiagnosticSeverity.Error, source="astra", code="check",
-                    message=f"{v.kernel}: check failed ({v.backend} backend): {f.message}"))
+                    message=f"{v.kernel}: check failed ({v.backend} backend): {detail}"))
             if not failures:
+                severity = (types.DiagnosticSeverity.Warning if status == "unsupported"
+                            else types.DiagnosticSeverity.Error)
                 diags.append(types.Diagnostic(
-                    range=where, severity=types.DiagnosticSeverity.Warning, source="astra", code="check",
-                    message=f"{v.kernel}: not verified ({v.backend} backend): {v.summary}"))
+                    range=where, severity=severity, source="astra", code="check",
+                    message=f"{v.summary} ({v.backend} backend)"))
         return diags
 
     def _error_diag(self, e: BaseException, lines, prefix: str, where: types.Range | None = None):
@@ -366,7 +392,9 @@ class AstraServer(LanguageServer):
         self.refresh_views()
         try:
             p = await self.call(self.slow, _api().profile, doc.source, doc.path, name,
-                                backend=self.settings.backend)
+                                backend=self.settings.backend, arch=self.settings.gpu_arch)
+            if isinstance(p, list):  # one profile per selected kernel; we selected one
+                p = p[0]
         except Exception as e:
             if not hasattr(e, "message"):
                 self.log_error(f"profiling {name} failed", traceback.format_exc())
@@ -380,11 +408,13 @@ class AstraServer(LanguageServer):
     async def pin(self, uri: str, name: str) -> dict:
         doc = self.workspace.get_text_document(uri)
         try:
-            msg = await self.call(self.slow, _api().pin, doc.source, doc.path, name)
+            pinned = await self.call(self.slow, _api().pin, doc.source, doc.path, name)
         except Exception as e:
             return self._fail(f"pinning `{name}` failed: {_user_message(e)}")
+        digest = getattr(pinned, "digest", "")
+        msg = f"pinned the current `{name}` as the reference" + (f" ({digest[:12]})" if digest else "")
         self.show(f"Astra: {msg}")
-        return {"status": "done", "message": str(msg)}
+        return {"status": "done", "message": msg}
 
     async def rewrite_edit(self, uri: str, name: str) -> tuple[types.WorkspaceEdit | None, str]:
         """The edit that applies the optimized kernel to the document as it is now, or None
@@ -421,7 +451,8 @@ class AstraServer(LanguageServer):
         if k is None:
             return None, f"no kernel `{name}` in this file"
         try:
-            comment = await self.call(self.fast, _api().infer_spec, doc.source, doc.path, name)
+            proposal = await self.call(self.fast, _api().infer_spec, doc.source, doc.path, name)
+            comment = getattr(proposal, "comment", proposal)
         except Exception as e:
             return None, f"could not infer a spec for `{name}`: {_user_message(e)}"
         if (self.workspace.get_text_document(uri).version or 0) != (doc.version or 0):
@@ -438,12 +469,17 @@ class AstraServer(LanguageServer):
     def report_markdown(self, uri: str, k: Any) -> str:
         ks = self.state(uri).per_kernel.get(k.name)
         out = [f"### Astra · `{k.name}`"]
-        if getattr(k, "spec", None) is None:
+        if not has_spec(k):
             out.append("No harness spec yet: use the quick fix **Add harness spec**.")
+        elif getattr(k, "spec", None) is None:
+            out.append("The harness spec has errors (see the diagnostics in the comment).")
         if ks and ks.verdict is not None:
             v = ks.verdict
-            mark = "✅ verified" if v.passed else "❌ check failed"
+            mark = "✅ verified" if v.passed else "❌ not verified"
             out.append(f"**Check** ({v.backend} backend): {mark} — {v.summary}")
+            ref = getattr(v, "reference", "")
+            if ref:
+                out.append(f"Reference: {ref}")
         elif ks and ks.verdict_error:
             out.append(f"**Check**: could not run — {ks.verdict_error}")
         if ks and ks.profile is not None:
@@ -491,6 +527,18 @@ def on_initialized(ls: AstraServer, params: types.InitializedParams) -> None:
     ls.log_info(f"Astra server {_version()} ready (backend={s.backend}, rounds={s.rounds}, "
                 f"llm={'offline' if not s.llm_base_url else s.llm_model or 'default model'}, "
                 f"python={sys.executable})")
+
+
+@server.feature(types.SHUTDOWN)
+def on_shutdown(ls: AstraServer, *_) -> None:
+    # Stop background work so nothing is sent once the client stops listening.
+    for st in ls.docs.values():
+        st.check_cancel.set()
+        for ks in st.per_kernel.values():
+            if ks.optimization is not None:
+                ks.optimization.cancel.set()
+    for task in list(ls._tasks):
+        task.cancel()
 
 
 @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
@@ -577,7 +625,7 @@ async def code_actions(ls: AstraServer, params: types.CodeActionParams) -> list[
         actions.append(types.CodeAction(
             title=f"Optimize kernel `{k.name}`", kind=OPTIMIZE_KIND,
             command=types.Command(title="Optimize kernel", command="astra.lsp.optimize", arguments=[uri, k.name])))
-    if getattr(k, "spec", None) is None:
+    if not has_spec(k):
         actions.append(types.CodeAction(title=f"Add harness spec for `{k.name}`", kind=SPEC_KIND,
                                         data={"action": "spec", "uri": uri, "kernel": k.name}))
     else:
@@ -614,17 +662,24 @@ async def code_lens(ls: AstraServer, params: types.CodeLensParams) -> list[types
     st = ls.state(uri)
     lenses = []
     for k in kernels:
-        s = span_of(k.range)
-        at = types.Range(start=types.Position(s.start_line, 0), end=types.Position(s.start_line, 0))
+        s = full_span(k)
+        at = types.Range(start=types.Position(line=s.start_line, character=0),
+                         end=types.Position(line=s.start_line, character=0))
         ks = st.per_kernel.get(k.name)
         lens = lambda title, cmd, *args: lenses.append(  # noqa: E731
             types.CodeLens(range=at, command=types.Command(title=title, command=cmd, arguments=[uri, k.name, *args])))
         if ks and ks.verdict is not None:
             v = ks.verdict
-            lens(f"{'✓ verified' if v.passed else '✗ check failed'} ({v.backend})", "astra.showReport")
+            cases = getattr(getattr(v, "coverage", None), "cases", 0)
+            if v.passed:
+                title = f"✓ verified ({v.backend}, {cases} cases)"
+            else:
+                title = {"unsupported": "? needs a GPU to verify", "error": "✗ check could not run"}.get(
+                    getattr(v, "status", ""), f"✗ check failed ({v.backend})")
+            lens(title, "astra.showReport")
         elif ks and ks.verdict_error:
             lens("✗ check could not run", "astra.showReport")
-        elif st.checking and getattr(k, "spec", None) is not None:
+        elif st.checking and has_spec(k):
             lens("checking…", "astra.showReport")
         if ks and ks.profiling:
             lens("profiling…", "astra.showReport")
@@ -641,7 +696,7 @@ async def code_lens(ls: AstraServer, params: types.CodeLensParams) -> list[types
             lens(f"Optimizing… {opt.message}{best} (cancel)", "astra.lsp.cancelOptimize")
         else:
             lens(f"Apply optimized kernel ({opt.title()})", "astra.applyOptimized")
-        if getattr(k, "spec", None) is None:
+        if not has_spec(k):
             lens("Add harness spec", "astra.lsp.addSpec")
     return lenses
 
@@ -680,7 +735,7 @@ async def inlay_hints(ls: AstraServer, params: types.InlayHintParams) -> list[ty
             n = line + shift
             if params.range.start.line <= n <= params.range.end.line and 0 <= n < len(lines):
                 text = lines[n].rstrip("\r\n")
-                hints.append(types.InlayHint(position=types.Position(n, len(text)),
+                hints.append(types.InlayHint(position=types.Position(line=n, character=len(text)),
                                              label=f"{share:.0%} {label}".strip(), padding_left=True,
                                              kind=None))
     return hints
@@ -747,7 +802,7 @@ async def cmd_report(ls: AstraServer, uri: str, kernel: str, *_):
 async def cmd_kernels(ls: AstraServer, uri: str, *_):
     _, kernels = await ls.index(uri)
     return [{"name": k.name, "startLine": span_of(k.range).start_line, "endLine": span_of(k.range).end_line,
-             "hasSpec": getattr(k, "spec", None) is not None} for k in kernels]
+             "hasSpec": has_spec(k)} for k in kernels]
 
 
 @server.command("astra.lsp.check")
