@@ -427,6 +427,8 @@ def run_ncu(unit, spec, sizes: dict | None, timeout: float = 240.0) -> tuple[dic
     metrics = parse_ncu_raw(raw)
     hot = parse_ncu_source(src, unit.path)
     metrics["sizes"] = dict(sizes)
+    if not hot:  # keep the start of what ncu printed, to see why no line data came back
+        metrics["source_page_head"] = src[:600]
     return metrics, hot
 
 

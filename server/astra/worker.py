@@ -72,9 +72,9 @@ def _child_env(extra: dict[str, str] | None) -> dict[str, str]:
 
 
 class _Worker:
-    def __init__(self, env: dict[str, str] | None):
+    def __init__(self, env: dict[str, str] | None, prefix: tuple[str, ...] = ()):
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "astra.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            [*prefix, sys.executable, "-m", "astra.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, env=_child_env(env), start_new_session=True, close_fds=True)
         self.jobs = 0
         self._stderr_tail = b""
@@ -173,9 +173,11 @@ class Pool:
     """At most `size` worker processes, shared by threads. `env` is added to each child's
     environment (e.g. CUDA_VISIBLE_DEVICES)."""
 
-    def __init__(self, size: int = 1, env: dict[str, str] | None = None, name: str = "default"):
+    def __init__(self, size: int = 1, env: dict[str, str] | None = None, name: str = "default",
+                 prefix: tuple[str, ...] = ()):
         self.size = max(1, size)
         self.env = env
+        self.prefix = tuple(prefix)  # e.g. ('compute-sanitizer', '--tool', 'memcheck')
         self.name = name
         self._idle: list[_Worker] = []
         self._slots = threading.BoundedSemaphore(self.size)
@@ -191,7 +193,7 @@ class Pool:
                 if w.alive():
                     self._busy.add(w)
                     return w
-        w = _Worker(self.env)
+        w = _Worker(self.env, self.prefix)
         with self._lock:
             self._busy.add(w)
         return w
@@ -275,14 +277,15 @@ _pools: dict[str, Pool] = {}
 _pools_lock = threading.Lock()
 
 
-def pool(name: str = "default", size: int | None = None, env: dict[str, str] | None = None) -> Pool:
+def pool(name: str = "default", size: int | None = None, env: dict[str, str] | None = None,
+         prefix: tuple[str, ...] = ()) -> Pool:
     """The named process-wide pool (created on first use; `size` defaults to
-    $ASTRA_WORKERS or 1)."""
+    $ASTRA_WORKERS or 1; `prefix` wraps the worker command, e.g. in compute-sanitizer)."""
     with _pools_lock:
         p = _pools.get(name)
         if p is None or p._closed:
             n = size if size is not None else int(os.environ.get("ASTRA_WORKERS", "1") or 1)
-            p = _pools[name] = Pool(n, env=env, name=name)
+            p = _pools[name] = Pool(n, env=env, name=name, prefix=prefix)
         return p
 
 

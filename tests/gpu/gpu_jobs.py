@@ -123,3 +123,39 @@ def profile_twice(payload):
     a = profiler.profile(None, payload["unit"], payload["spec"], b)
     c = profiler.profile(None, payload["unit"], payload["spec"], b)
     return a, c
+
+
+def ncu_profile(payload):
+    from astra import profiler
+    return profiler.run_ncu(payload["unit"], payload["spec"], payload["sizes"])
+
+
+OFF_BY_ONE = """
+__global__ void shift(float* out, const float* in, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = in[i + 1];   // reads one element past the end
+}
+"""
+
+
+def off_by_one(payload):
+    """Under compute-sanitizer (sanitizer_pool): a one-element overread of an exact-size buffer."""
+    b = backend()
+    mod = b.compile(OFF_BY_ONE, ["shift"], sanitize=True)
+    n = payload["n"]
+    out, inp = b.upload(np.zeros(n, np.float32)), b.upload(np.arange(n, dtype=np.float32))
+    try:
+        b.launch(mod, "shift", Launch(((n + 127) // 128, 1, 1), (128, 1, 1)),
+                 [out, inp, Scalar("int", n, "int32")])
+    except LaunchError as e:
+        return {"error": str(e), "sanitizer": b.sanitizer, "exact": b.exact_alloc}
+    return {"error": None, "sanitizer": b.sanitizer, "exact": b.exact_alloc}
+
+
+def sanitize_refused(_):
+    from astra.backends.base import Unsupported
+    try:
+        backend().compile(OFF_BY_ONE, ["shift"], sanitize=True)
+    except Unsupported as e:
+        return str(e)
+    return None

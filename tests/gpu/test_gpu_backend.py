@@ -101,3 +101,33 @@ def test_same_kernel_timed_twice_agrees_within_2_percent(pool):
         ratio = sb.candidate.median_us / sa.candidate.median_us
         assert abs(ratio - 1) <= 0.02, (sa.label, sa.candidate, sb.candidate)
         assert not sa.implausible and not sa.output_failures
+
+
+@pytest.mark.skipif(shutil.which("ncu") is None, reason="Nsight Compute (ncu) not on the PATH")
+def test_ncu_metrics_and_hot_lines(pool):
+    path = ROOT / "examples" / "silu_and_mul.cu"
+    text = path.read_text()
+    m = source.parse(text)
+    spec = spec_mod.load(m.kernel("silu_and_mul"), m)
+    unit = extract.unit(text, str(path), "silu_and_mul")
+    metrics, hot = pool.run("gpu_jobs:ncu_profile", {"unit": unit, "spec": spec,
+                                                     "sizes": {"num_tokens": 4096, "d": 11008}}, timeout=300)
+    print(metrics, hot)
+    assert metrics.get("duration_us", 0) > 0 and metrics.get("dram_pct", 0) > 10
+    assert metrics.get("achieved_occupancy_pct", 0) > 0 and metrics["stalls"]
+    kernel_lines = range(m.kernel("silu_and_mul").span.start_line - 25, m.kernel("silu_and_mul").span.end_line + 1)
+    assert hot and all(line in kernel_lines for line, _, _ in hot), metrics.get("source_page_head")
+
+
+@pytest.mark.skipif(shutil.which("compute-sanitizer") is None, reason="compute-sanitizer not on the PATH")
+def test_sanitizer_pool_catches_a_one_element_overread(pool):
+    from astra.backends import gpu
+    assert "compute-sanitizer" in pool.run("gpu_jobs:sanitize_refused", None, timeout=120)
+    san = gpu.sanitizer_pool("memcheck")
+    try:
+        # 1000 floats: CuPy's pool would round this up to 4096 bytes and hide the overread.
+        r = san.run("gpu_jobs:off_by_one", {"n": 1000}, timeout=300)
+    finally:
+        san.close()
+    assert r["sanitizer"] == "memcheck" and r["exact"]
+    assert r["error"] and "Invalid __global__ read" in r["error"], r

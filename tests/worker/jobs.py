@@ -81,3 +81,7 @@ def poisoned(_):
     from astra import worker
     worker.retire_after_reply()
     return os.getpid()
+
+
+def getenv(name):
+    return os.environ.get(name)

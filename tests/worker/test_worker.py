@@ -133,3 +133,12 @@ def test_retire_after_reply_gives_a_fresh_worker(pool):
     pid = pool.run("jobs:poisoned", None, timeout=30)
     assert pool.run("jobs:echo", None, timeout=30)["pid"] != pid
     assert pool.replaced == 0
+
+
+def test_prefix_wraps_the_worker_command():
+    # How the GPU backend runs workers under compute-sanitizer; `env` stands in for it here.
+    p = worker.Pool(1, name="prefixed", prefix=("env", "ASTRA_WRAPPED=yes"))
+    try:
+        assert p.run("jobs:getenv", "ASTRA_WRAPPED", timeout=30) == "yes"
+    finally:
+        p.close()

@@ -22,7 +22,11 @@ from typing import Any, Sequence
 import numpy as np
 
 from .base import (Backend, BackendUnavailable, Buffer, CompileError, Launch, LaunchError, Module,
-                   ResourceUsage, Scalar, Schedule, TimingResult)
+                   ResourceUsage, Scalar, Schedule, TimingResult, Unsupported)
+
+# Set in workers started by `sanitizer_pool()`: the tool name and its log file.
+SANITIZER_ENV = "ASTRA_SANITIZER"
+SANITIZER_LOG_ENV = "ASTRA_SANITIZER_LOG"
 
 # Errors after which the CUDA context is unusable: the worker must be replaced.
 _STICKY = ("illegal address", "illegal memory", "misaligned", "illegal instruction", "hardware stack",
@@ -112,7 +116,10 @@ class GpuBackend(Backend):
         self.props = _props(cp.cuda.runtime.getDeviceProperties(self.device.id))
         self.arch = f"sm_{self.props['major']}{self.props['minor']}"
         self.exact_alloc = False
-        if exact_alloc:
+        self.sanitizer = os.environ.get(SANITIZER_ENV) or None
+        self._san_log = os.environ.get(SANITIZER_LOG_ENV) or None
+        self._san_offset = os.path.getsize(self._san_log) if self._san_log and os.path.exists(self._san_log) else 0
+        if exact_alloc or self.sanitizer:
             self.use_exact_allocations()
         self._modules: dict[str, GpuModule] = {}
         self._flush = None
@@ -165,8 +172,9 @@ class GpuBackend(Backend):
     def compile(self, source: str, name_expressions: Sequence[str], *, filename: str = "kernel.cu",
                 options: Sequence[str] = (), sanitize: bool = False) -> GpuModule:
         self._check_usable()
-        if sanitize and not self.exact_alloc:
-            self.use_exact_allocations()
+        if sanitize and not self.sanitizer:
+            raise Unsupported("a sanitizer build needs a worker running under compute-sanitizer "
+                              "(astra.backends.gpu.sanitizer_pool())")
         from .. import static
         names = list(dict.fromkeys(name_expressions))
         # CuPy adds the architecture of the current device itself.
@@ -288,16 +296,36 @@ class GpuBackend(Backend):
         except LaunchError:
             raise
         except Exception as e:
-            raise self._fault(e) from None
+            raise self._fault(e, self._sanitizer_report()) from None
+        report = self._sanitizer_report()
+        if report:
+            raise LaunchError(f"compute-sanitizer ({self.sanitizer}) found errors in {name_expression}:\n{report}")
 
-    def _fault(self, e: Exception) -> Exception:
+    def _sanitizer_report(self) -> str:
+        """New error reports in the sanitizer's log since the last look ('' if none)."""
+        if not self._san_log:
+            return ""
+        time.sleep(0.05)  # the tool writes its report as the kernel retires
+        try:
+            with open(self._san_log, "rb") as f:
+                f.seek(self._san_offset)
+                new = f.read().decode(errors="replace")
+                self._san_offset = f.tell()
+        except OSError:
+            return ""
+        lines = [ln.removeprefix("========= ").rstrip() for ln in new.splitlines()
+                 if ln.startswith("=========") and "COMPUTE-SANITIZER" not in ln]
+        errors = [ln for ln in lines if ln and not ln.startswith("ERROR SUMMARY: 0")]
+        return "\n".join(errors[:12])
+
+    def _fault(self, e: Exception, report: str = "") -> Exception:
         if isinstance(e, (LaunchError, CompileError, BackendUnavailable)):
             return e
-        text = f"{e.__class__.__name__}: {e}"
+        text = f"{e.__class__.__name__}: {e}" + (f"\ncompute-sanitizer: {report}" if report else "")
         if any(s.lower() in text.lower() for s in _STICKY):
             self.poisoned = text
             _retire_worker()
-            return LaunchError(f"the kernel faulted: {e} (the CUDA context is lost; the worker is replaced)")
+            return LaunchError(f"the kernel faulted: {text} (the CUDA context is lost; the worker is replaced)")
         if "invalid argument" in text.lower() or "too many resources" in text.lower() or \
                 "invalid configuration" in text.lower():
             return LaunchError(f"the launch was refused: {e}")
@@ -406,6 +434,24 @@ def _props(p: dict) -> dict:
             "threads_per_sm": int(g.get("maxThreadsPerMultiProcessor", 2048)),
             "blocks_per_sm": int(g.get("maxBlocksPerMultiProcessor", 32)),
             "total_mem": int(g.get("totalGlobalMem", 0))}
+
+
+def sanitizer_pool(tool: str = "memcheck"):
+    """A worker pool whose workers run under `compute-sanitizer --tool TOOL` (memcheck,
+    racecheck, initcheck, synccheck). Inside, GpuBackend uses exact-size allocations (CuPy's
+    pool rounds sizes up and would hide small out-of-bounds accesses) and turns each report into
+    a LaunchError. Raises BackendUnavailable when compute-sanitizer is not installed."""
+    import shutil
+    import tempfile
+    from .. import worker
+    exe = shutil.which("compute-sanitizer") or (
+        "/usr/local/cuda/bin/compute-sanitizer" if os.access("/usr/local/cuda/bin/compute-sanitizer", os.X_OK) else None)
+    if exe is None:
+        raise BackendUnavailable("compute-sanitizer is not installed")
+    log = os.path.join(tempfile.gettempdir(), f"astra-sanitizer-{tool}-{os.getpid()}.log")
+    return worker.pool(f"gpu-sanitizer-{tool}", size=1, env={SANITIZER_ENV: tool, SANITIZER_LOG_ENV: log},
+                       prefix=(exe, "--tool", tool, "--log-file", log, "--print-limit", "20",
+                               "--target-processes", "application-only"))
 
 
 def probe_job(_payload: Any = None) -> tuple[bool, str]:
