@@ -56,9 +56,11 @@ enum WarpOp : int {
 enum BarKind : int { BAR_SYNC = 0, BAR_COUNT, BAR_AND, BAR_OR };
 
 struct Block;
+struct BlockInfo;
 struct Fiber {
   uint3 tid;
   Block* block;
+  BlockInfo* info;
   int linear, lane, warp, state;
   void* sp;
   char* stack;
@@ -76,8 +78,21 @@ struct BlockInfo {
   unsigned long long epoch;  // unique per block run: static shared memory is poisoned once per epoch
 };
 
-extern thread_local Fiber* cur;
-extern thread_local BlockInfo* cur_block;
+// Fiber stacks are 2^ASTRA_STACK_SHIFT-byte aligned regions with a header at the top naming
+// their fiber, so the current CUDA thread is found from the stack pointer: no TLS lookup.
+#ifndef ASTRA_STACK_SHIFT
+#define ASTRA_STACK_SHIFT 16
+#endif
+constexpr uintptr_t kStackBytes = uintptr_t(1) << ASTRA_STACK_SHIFT;
+constexpr unsigned long long kStackMagic = 0xA57AF1BE12345678ull;
+struct StackHeader {
+  unsigned long long magic;
+  Fiber* fiber;
+};
+inline StackHeader* stack_header(uintptr_t sp) {
+  return reinterpret_cast<StackHeader*>((sp | (kStackBytes - 1)) + 1 - 64);
+}
+inline Fiber* self() { return stack_header((uintptr_t)__builtin_frame_address(0))->fiber; }
 
 int bar_sync(int kind, int pred, const char* file, int line);
 unsigned long long warp_op(int op, unsigned mask, unsigned long long value, int src,
@@ -117,16 +132,16 @@ inline int shfl_src(int mode, int lane, int b, int width) {
   return ok ? j : lane;
 }
 template <class T> inline T shfl(int mode, const char* f, int l, unsigned mask, T var, int b, int width) {
-  int src = shfl_src(mode, cur->lane, b, width);
+  int src = shfl_src(mode, self()->lane, b, width);
   return from_bits<T>(warp_op(OP_SHFL, mask, to_bits(var), src, f, l, nullptr));
 }
 }  // namespace astra
 
 // ---- Built-in variables.
-#define threadIdx (static_cast<const uint3&>(astra::cur->tid))
-#define blockIdx (static_cast<const uint3&>(astra::cur_block->bid))
-#define blockDim (static_cast<const dim3&>(astra::cur_block->bdim))
-#define gridDim (static_cast<const dim3&>(astra::cur_block->gdim))
+#define threadIdx (static_cast<const uint3&>(astra::self()->tid))
+#define blockIdx (static_cast<const uint3&>(astra::self()->info->bid))
+#define blockDim (static_cast<const dim3&>(astra::self()->info->bdim))
+#define gridDim (static_cast<const dim3&>(astra::self()->info->gdim))
 #define warpSize 32
 
 // ---- Barriers and warp collectives: switch points, recorded with the caller's source line.

@@ -21,22 +21,20 @@
 #define ASTRA_ASAN 1
 #endif
 
+#include <ucontext.h>
 #if defined(__x86_64__) && !defined(ASTRA_USE_UCONTEXT)
 #define ASTRA_ASM_SWITCH 1
-#else
-#include <ucontext.h>
 #endif
 
 namespace astra {
-thread_local Fiber* cur = nullptr;
-thread_local BlockInfo* cur_block = nullptr;
 
 namespace {
 
 enum State { NEW = 0, RUNNABLE, WAIT_BAR, WAIT_WARP, DONE };
 
 #ifdef ASTRA_ASM_SWITCH
-// Saves callee-saved registers, MXCSR and the x87 control word on the old stack, swaps stacks.
+// Saves the callee-saved registers on the old stack and swaps stacks (kernels do not change
+// the FP environment, so MXCSR and the x87 control word are left alone: they are costly).
 extern "C" void astra_ctx_switch(void** save_sp, void* to_sp);
 extern "C" void astra_ctx_start();
 asm(R"(
@@ -51,14 +49,8 @@ astra_ctx_switch:
   pushq %r13
   pushq %r14
   pushq %r15
-  subq $8, %rsp
-  stmxcsr (%rsp)
-  fnstcw 4(%rsp)
   movq %rsp, (%rdi)
   movq %rsi, %rsp
-  ldmxcsr (%rsp)
-  fldcw 4(%rsp)
-  addq $8, %rsp
   popq %r15
   popq %r14
   popq %r13
@@ -98,7 +90,12 @@ struct Block {
   void (*entry)(void**) = nullptr;
   void** args = nullptr;
   char* arena = nullptr;
-  size_t arena_bytes = 0, stride = 0, stack_bytes = 0;
+  size_t arena_bytes = 0;
+  // Stacks of exited fibers are reused first, so threads that run to completion without
+  // blocking all run on one cache-hot stack.
+  std::vector<int> free_stacks;
+  std::vector<int> perm;
+  std::vector<int> slot_of;
 #ifdef ASTRA_ASAN
   void* fake_stack = nullptr;
   const void* sched_bottom = nullptr;
@@ -107,7 +104,7 @@ struct Block {
 };
 
 namespace {
-thread_local Block* cur_worker = nullptr;
+thread_local Block* t_worker = nullptr;  // for the crash handler only
 
 std::string where(const char* file, int line) {
   return std::string(file ? file : "?") + ":" + std::to_string(line);
@@ -118,7 +115,6 @@ std::string dim_str(uint3 v) {
 }
 
 void to_sched(Block* b, Fiber* f) {
-  cur = nullptr;
 #ifdef ASTRA_ASAN
   __sanitizer_start_switch_fiber(nullptr, b->sched_bottom, b->sched_size);
 #endif
@@ -137,7 +133,7 @@ void to_sched(Block* b, Fiber* f) {
     b->failed = true;
     b->error = msg;
   }
-  Fiber* f = cur;
+  Fiber* f = self();
   to_sched(b, f);  // the scheduler never resumes a failed block
   __builtin_unreachable();
 }
@@ -291,23 +287,23 @@ void try_complete_warp(Block* b, int w) {
 }
 
 void thread_exit(Fiber* f) {
-  Block* b = cur_worker;
+  Block* b = f->block;
   f->state = DONE;
   b->nlive--;
   b->ndone++;
   b->warp_live[f->warp] &= ~(1u << f->lane);
   try_release_barrier(b);  // exited threads count as arrived (sm_70+)
-  try_complete_warp(b, f->warp);
+  if (b->warp_arrived[f->warp]) try_complete_warp(b, f->warp);
 }
 
 void fiber_main(Fiber* f) {
 #ifdef ASTRA_ASAN
   __sanitizer_finish_switch_fiber(nullptr, nullptr, nullptr);
 #endif
-  Block* b = cur_worker;
+  Block* b = f->block;
   b->entry(b->args);
   thread_exit(f);
-  cur = f;
+  b->free_stacks.push_back(b->slot_of[f->linear]);  // reused only after we switched away
 #ifdef ASTRA_ASAN
   __sanitizer_start_switch_fiber(nullptr, b->sched_bottom, b->sched_size);  // this stack dies
 #endif
@@ -325,17 +321,22 @@ void fiber_tramp(unsigned hi, unsigned lo) {
 }
 #endif
 
-char* stack_top(Block* b, int i) {
-  // Stagger stack tops so the fibers' hot frames do not alias into the same cache sets.
-  return b->arena + (size_t)i * b->stride + b->stride - 64 * (i % 32) - 64;
+char* region_bottom(Block* b, int slot) { return b->arena + (size_t)slot * kStackBytes; }
+
+char* stack_top(Block* b, int slot) {
+  // Below the header; staggered so the fibers' hot frames do not alias into the same cache sets.
+  return region_bottom(b, slot) + kStackBytes - 128 - 64 * (slot % 32);
 }
 
 void start_fiber(Block* b, Fiber* f) {
-  char* top = stack_top(b, f->linear);
+  int slot = b->free_stacks.back();
+  b->free_stacks.pop_back();
+  b->slot_of[f->linear] = slot;
+  char* top = stack_top(b, slot);
+  StackHeader* h = stack_header((uintptr_t)top);
+  h->magic = kStackMagic;
+  h->fiber = f;
 #ifdef ASTRA_ASM_SWITCH
-  unsigned long long csr = 0;
-  asm volatile("stmxcsr %0" : "=m"(*(unsigned*)&csr));
-  asm volatile("fnstcw %0" : "=m"(*((unsigned short*)&csr + 2)));
   void** sp = (void**)(((uintptr_t)top & ~(uintptr_t)15) - 16);
   *--sp = (void*)astra_ctx_start;
   *--sp = nullptr;                        // rbp
@@ -344,13 +345,12 @@ void start_fiber(Block* b, Fiber* f) {
   *--sp = nullptr;                        // r13
   *--sp = nullptr;                        // r14
   *--sp = nullptr;                        // r15
-  *--sp = (void*)csr;                     // mxcsr, x87 control word
   b->ctx[f->linear] = (void*)sp;
 #else
   ucontext_t& uc = b->ctx[f->linear];
   getcontext(&uc);
-  uc.uc_stack.ss_sp = top - b->stack_bytes + 4096;
-  uc.uc_stack.ss_size = b->stack_bytes - 4096 - 64 * 33;
+  uc.uc_stack.ss_sp = region_bottom(b, slot) + 4096;
+  uc.uc_stack.ss_size = (size_t)(top - region_bottom(b, slot)) - 4096;
   uc.uc_link = nullptr;
   uintptr_t p = (uintptr_t)f;
   makecontext(&uc, (void (*)())fiber_tramp, 2, (unsigned)(p >> 32), (unsigned)p);
@@ -359,11 +359,10 @@ void start_fiber(Block* b, Fiber* f) {
 }
 
 void switch_in(Block* b, Fiber* f) {
-  cur = f;
 #ifdef ASTRA_ASAN
-  b->fake_stack = nullptr;
-  __sanitizer_start_switch_fiber(nullptr, stack_top(b, f->linear) - b->stack_bytes + 4096,
-                                 b->stack_bytes - 4096 - 64 * 33);
+  int slot = b->slot_of[f->linear];
+  __sanitizer_start_switch_fiber(nullptr, region_bottom(b, slot) + 4096,
+                                 (size_t)(stack_top(b, slot) - region_bottom(b, slot)) - 4096);
 #endif
 #ifdef ASTRA_ASM_SWITCH
   astra_ctx_switch(&b->sched, b->ctx[f->linear]);
@@ -373,7 +372,6 @@ void switch_in(Block* b, Fiber* f) {
 #ifdef ASTRA_ASAN
   __sanitizer_finish_switch_fiber(nullptr, &b->sched_bottom, &b->sched_size);
 #endif
-  cur = nullptr;
 }
 
 struct Launch {
@@ -384,7 +382,6 @@ struct Launch {
   unsigned long long shmem;
   int order;
   unsigned long long seed;
-  size_t stack_bytes;
   std::vector<unsigned> block_order;
   std::atomic<size_t> next{0};
   std::atomic<bool> stop{false};
@@ -402,7 +399,6 @@ bool run_block(Block* b, Launch& L, unsigned linear_block) {
                         linear_block / (L.grid.x * L.grid.y));
   info.epoch = g_epoch.fetch_add(1);
   if (L.shmem) std::memset(info.dyn_smem, 0xFF, L.shmem);  // poison: NaN for floats
-  cur_block = &info;
   for (auto set : dyn_setters()) set(info.dyn_smem);
   int n = b->n;
   b->nlive = n;
@@ -422,9 +418,12 @@ bool run_block(Block* b, Launch& L, unsigned linear_block) {
     f.file = nullptr;
     f.line = 0;
   }
-  std::vector<int> perm(n);
+  b->free_stacks.clear();
+  for (int i = n - 1; i >= 0; --i) b->free_stacks.push_back(i);
+  std::vector<int>& perm = b->perm;
   for (int i = 0; i < n; ++i) perm[i] = L.order == 1 ? n - 1 - i : i;
-  std::mt19937_64 rng(L.seed * 0x9E3779B97F4A7C15ull + linear_block);
+  std::mt19937_64 rng;
+  if (L.order == 2) rng.seed(L.seed * 0x9E3779B97F4A7C15ull + linear_block);
   for (;;) {
     if (L.order == 2) std::shuffle(perm.begin(), perm.end(), rng);
     bool progressed = false;
@@ -450,7 +449,17 @@ bool run_block(Block* b, Launch& L, unsigned linear_block) {
 
 thread_local const char* t_phase = nullptr;
 
-void crash_handler(int sig) {
+// The fiber running on the faulting stack, if any (the handler runs on the alternate stack).
+Fiber* fiber_at(uintptr_t sp) {
+  Block* w = t_worker;
+  if (!w || !w->arena) return nullptr;
+  uintptr_t lo = (uintptr_t)w->arena, hi = lo + (uintptr_t)w->n * kStackBytes;
+  if (sp < lo || sp >= hi) return nullptr;
+  StackHeader* h = stack_header(sp);
+  return h->magic == kStackMagic ? h->fiber : nullptr;
+}
+
+void crash_handler(int sig, siginfo_t*, void* ctx) {
   // Async-signal-safe report of where the fault happened; then the default action.
   char buf[256];
   int len = 0;
@@ -464,10 +473,17 @@ void crash_handler(int sig) {
   put(sig == SIGSEGV ? "segmentation fault (invalid memory access or stack overflow)"
       : sig == SIGBUS ? "bus error" : sig == SIGFPE ? "arithmetic exception (integer division by zero?)"
       : sig == SIGILL ? "illegal instruction" : sig == SIGABRT ? "abort (assert failed?)" : "signal");
-  Fiber* f = cur;
-  if (f && cur_block) {
-    put(" in block ("); num(cur_block->bid.x); put(","); num(cur_block->bid.y); put(",");
-    num(cur_block->bid.z); put(") thread ("); num(f->tid.x); put(","); num(f->tid.y); put(",");
+  uintptr_t sp = 0;
+#if defined(__x86_64__)
+  sp = (uintptr_t)((ucontext_t*)ctx)->uc_mcontext.gregs[REG_RSP];
+#elif defined(__aarch64__)
+  sp = (uintptr_t)((ucontext_t*)ctx)->uc_mcontext.sp;
+#endif
+  Fiber* f = fiber_at(sp);
+  if (f) {
+    BlockInfo* bi = f->info;
+    put(" in block ("); num(bi->bid.x); put(","); num(bi->bid.y); put(",");
+    num(bi->bid.z); put(") thread ("); num(f->tid.x); put(","); num(f->tid.y); put(",");
     num(f->tid.z); put(")");
   }
   put("\n");
@@ -479,16 +495,16 @@ void crash_handler(int sig) {
 
 #ifdef ASTRA_ASAN
 void asan_death() {
-  Fiber* f = cur;
-  if (f && cur_block)
-    fprintf(stderr, "astra: in block (%u,%u,%u) thread (%u,%u,%u)\n", cur_block->bid.x,
-            cur_block->bid.y, cur_block->bid.z, f->tid.x, f->tid.y, f->tid.z);
+  Fiber* f = fiber_at((uintptr_t)__builtin_frame_address(0));
+  if (f)
+    fprintf(stderr, "astra: in block (%u,%u,%u) thread (%u,%u,%u)\n", f->info->bid.x,
+            f->info->bid.y, f->info->bid.z, f->tid.x, f->tid.y, f->tid.z);
 }
 #endif
 
 void worker_main(Launch& L, bool handlers) {
   Block b;
-  cur_worker = &b;
+  t_worker = &b;
   std::vector<char> altstack;
   if (handlers) {
     altstack.resize(64 * 1024);
@@ -505,6 +521,9 @@ void worker_main(Launch& L, bool handlers) {
   b.info.gdim = dim3(L.grid.x, L.grid.y, L.grid.z);
   b.fibers.resize(n);
   b.ctx.resize(n);
+  b.slot_of.resize(n);
+  b.perm.resize(n);
+  b.free_stacks.reserve(n);
   for (int i = 0; i < n; ++i) {
     Fiber& f = b.fibers[i];
     f = Fiber{};
@@ -513,11 +532,10 @@ void worker_main(Launch& L, bool handlers) {
     f.lane = i % 32;
     f.warp = i / 32;
     f.block = &b;
+    f.info = &b.info;
   }
   size_t page = 4096;
-  b.stack_bytes = L.stack_bytes;
-  b.stride = L.stack_bytes + page;  // one guard page below each stack
-  b.arena_bytes = b.stride * n;
+  b.arena_bytes = kStackBytes * (n + 1);  // + 1: room to align the regions
   void* arena = mmap(nullptr, b.arena_bytes, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (arena == MAP_FAILED) {
@@ -526,8 +544,8 @@ void worker_main(Launch& L, bool handlers) {
     L.stop = true;
     return;
   }
-  b.arena = (char*)arena;
-  for (int i = 0; i < n; ++i) mprotect(b.arena + (size_t)i * b.stride, page, PROT_NONE);
+  b.arena = (char*)(((uintptr_t)arena + kStackBytes - 1) & ~(kStackBytes - 1));
+  for (int i = 0; i < n; ++i) mprotect(region_bottom(&b, i), page, PROT_NONE);  // guard pages
   // malloc'd so that ASan puts red zones around the dynamic shared memory.
   void* smem = L.shmem ? std::malloc(L.shmem) : nullptr;
   b.info.dyn_smem = smem;
@@ -542,7 +560,7 @@ void worker_main(Launch& L, bool handlers) {
       break;
     }
   }
-  cur_block = nullptr;
+  t_worker = nullptr;
   std::free(smem);
   munmap(arena, b.arena_bytes);
   if (handlers) {
@@ -555,8 +573,8 @@ void worker_main(Launch& L, bool handlers) {
 }  // namespace
 
 int bar_sync(int kind, int pred, const char* file, int line) {
-  Fiber* f = cur;
-  Block* b = cur_worker;
+  Fiber* f = self();
+  Block* b = f->block;
   f->state = WAIT_BAR;
   f->op = kind;
   f->file = file;
@@ -570,8 +588,8 @@ int bar_sync(int kind, int pred, const char* file, int line) {
 
 unsigned long long warp_op(int op, unsigned mask, unsigned long long value, int src,
                            const char* file, int line, int* pred_out) {
-  Fiber* f = cur;
-  Block* b = cur_worker;
+  Fiber* f = self();
+  Block* b = f->block;
   f->state = WAIT_WARP;
   f->op = op;
   f->mask = mask;
@@ -586,19 +604,22 @@ unsigned long long warp_op(int op, unsigned mask, unsigned long long value, int 
   return f->result;
 }
 
-unsigned active_mask() { return cur_worker->warp_live[cur->warp]; }
+unsigned active_mask() {
+  Fiber* f = self();
+  return f->block->warp_live[f->warp];
+}
 
 void trap(const char* file, int line) {
-  Fiber* f = cur;
+  Fiber* f = self();
   fprintf(stderr, "astra: __trap() at %s:%d in block (%u,%u,%u) thread (%u,%u,%u)\n",
-          file, line, cur_block->bid.x, cur_block->bid.y, cur_block->bid.z, f->tid.x, f->tid.y,
+          file, line, f->info->bid.x, f->info->bid.y, f->info->bid.z, f->tid.x, f->tid.y,
           f->tid.z);
   fflush(stderr);
   signal(SIGABRT, SIG_DFL);
   abort();
 }
 
-void* dyn_smem() { return cur_block->dyn_smem; }
+void* dyn_smem() { return self()->info->dyn_smem; }
 
 namespace {
 std::vector<void (*)(void*)>& dyn_setters() {
@@ -612,9 +633,10 @@ int register_dyn_shared(void (*set)(void*)) {
 }
 
 void poison_shared(void* p, size_t n, unsigned long long* epoch) {
-  if (*epoch != cur_block->epoch) {
+  BlockInfo* bi = self()->info;
+  if (*epoch != bi->epoch) {
     std::memset(p, 0xFF, n);
-    *epoch = cur_block->epoch;
+    *epoch = bi->epoch;
   }
 }
 
@@ -667,7 +689,7 @@ extern "C" int astra_launch(void (*entry)(void**), void** args, int nargs,
   L.shmem = shmem;
   L.order = order;
   L.seed = seed;
-  L.stack_bytes = (size_t)(stack_kib > 0 ? stack_kib : 64) * 1024;
+  (void)stack_kib;  // the stack size is fixed at build time (ASTRA_STACK_SHIFT)
   L.block_order.resize(nblocks);
   for (unsigned long long k = 0; k < nblocks; ++k)
     L.block_order[k] = (unsigned)(order == 1 ? nblocks - 1 - k : k);
@@ -682,8 +704,8 @@ extern "C" int astra_launch(void (*entry)(void**), void** args, int nargs,
   int sigs[5] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
   if (handlers) {
     struct sigaction sa {};
-    sa.sa_handler = crash_handler;
-    sa.sa_flags = SA_ONSTACK | SA_RESETHAND;
+    sa.sa_sigaction = crash_handler;
+    sa.sa_flags = SA_ONSTACK | SA_RESETHAND | SA_SIGINFO;
     sigemptyset(&sa.sa_mask);
     for (int i = 0; i < 5; ++i) sigaction(sigs[i], &sa, &old[i]);
   }
