@@ -284,6 +284,7 @@ def _profile_gpu(prof: Profile, reference_unit, candidate_unit, spec, backend, c
                  warmup: int, sets: int, seed: int | None) -> Profile:
     from . import gate
     from .backends.base import CompileError, LaunchError
+    from .gate import checks
     prof.measured = True
     info = backend.device_info() if hasattr(backend, "device_info") else {}
     prof.device = info.get("name")
@@ -305,6 +306,7 @@ def _profile_gpu(prof: Profile, reference_unit, candidate_unit, spec, backend, c
     ceiling = backend.copy_ceiling() if hasattr(backend, "copy_ceiling") else None
     prof.ceiling_gbps = ceiling / 1e9 if ceiling else None
     params = _params(candidate_unit)
+    ctypes = checks.scalar_ctypes(spec, params)
     name_c, name_r = candidate_unit.name_expression, (reference_unit.name_expression if reference_unit else None)
     rng = np.random.default_rng(seed)
     for sizes in cases:
@@ -316,8 +318,9 @@ def _profile_gpu(prof: Profile, reference_unit, candidate_unit, spec, backend, c
             # Without a reference, the timed outputs must equal the candidate's own first launch.
             expect_from = (ref, name_r) if ref is not None else (cand, name_c)
             cset = gate.prepare_timed(spec, backend, sizes, reference=expect_from, sets=sets, seed=s, params=params)
-            rset = gate.prepare_timed(spec, backend, sizes, reference=None, sets=sets, seed=s,
-                                      params=params) if ref is not None else None
+            # The reference runs on the very same inputs (its own copies: in-place kernels write them).
+            rset = [checks.prepare(spec, backend, sizes, t.host, ctypes, t.poison) for t in cset] \
+                if ref is not None else None
             c_times, r_times, c_calls, r_calls = [], [], [], []
             done = 0
             while done < reps:
