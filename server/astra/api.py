@@ -261,3 +261,85 @@ def profile(text: str, path: str, kernel: str | None = None, *, backend: str = "
                                                          "spec": info.spec, "arch": arch, "ncu": ncu},
                               timeout=PROFILE_TIMEOUT, cancel=cancel))
     return out
+
+
+# ---- optimizing ---------------------------------------------------------------------------
+
+def llm_config(mode: str | None = None, model: str | None = None, base_url: str | None = None,
+               api_key: str | None = None):
+    """None for the offline team; an LLMConfig for an OpenAI-compatible endpoint. Without an
+    explicit mode, an endpoint is used when a model or base URL is given (or ASTRA_MODEL is set)."""
+    import os
+    from .agents import LLMConfig
+    model = model or os.environ.get("ASTRA_MODEL")
+    base_url = base_url or os.environ.get("ASTRA_BASE_URL")
+    if mode == "offline" or (mode is None and not (model or base_url)):
+        return None
+    if not model:
+        raise AstraError("--llm openai needs a model: --model NAME (or ASTRA_MODEL)")
+    return LLMConfig(model=model, base_url=base_url, api_key=api_key)
+
+
+def _reference_for_optimize(text: str, path: str, info: KernelInfo) -> tuple[str, str]:
+    """(file text holding the reference, kernel name in it)."""
+    spec = info.spec
+    if spec is not None and spec.reference:
+        return text, spec.reference
+    pinned = workspace.pinned(path, info.kernel.name)
+    return (pinned.text if pinned is not None else text), info.kernel.name
+
+
+def optimize(text: str, path: str, kernel: str | None, *, rounds: int = 5, llm=None, backend: str = "auto",
+             arch: str = "sm_90", progress: Progress | None = None, cancel: threading.Event | None = None,
+             write: bool = False, report: str | None = None, quick: bool = False):
+    """Run the agent team on one kernel. Every candidate is judged in a worker process by the
+    gate (and timed by the profiler where the backend measures time)."""
+    from . import agents, worker
+    from .agents.evaluation import Check, Evaluation
+    if not kernel:
+        names = [k.name for k in kernels(text, path)]
+        if len(names) != 1:
+            raise AstraError(f"{path} has {len(names)} kernels: choose one with --kernel ({', '.join(names)})")
+        kernel = names[0]
+    info = _selected(text, path, kernel)[0]
+    chosen = resolve_backend(backend)
+    if chosen == "static":
+        raise AstraError("optimizing needs a backend that runs kernels (a GPU with CuPy, or a C++ compiler "
+                         "for the CPU backend); none is available here")
+    ref_text, ref_kernel = _reference_for_optimize(text, path, info)
+    job = {"backend": chosen, "arch": arch, "path": path, "kernel": info.kernel.name, "spec": info.spec,
+           "reference_text": ref_text, "reference_kernel": ref_kernel, "quick": quick}
+
+    def evaluate(candidate_text: str) -> Evaluation:
+        try:
+            return worker.run("astra.jobs:evaluate_job", {**job, "text": candidate_text},
+                              timeout=CHECK_TIMEOUT + PROFILE_TIMEOUT, cancel=cancel)
+        except worker.WorkerCancelled:
+            raise
+        except worker.WorkerError as e:  # a hang or a crash is this candidate's failure, not ours
+            msg = f"the candidate could not be evaluated: {e}"
+            return Evaluation(Check(False, msg, msg, 0, chosen))
+
+    gpu = ""
+    if chosen == "gpu":
+        gpu = worker.run("astra.jobs:gpu_facts_job", {}, timeout=60.0)
+    result = agents.optimize(text, path, info.kernel.name, evaluate, rounds=rounds, llm=llm, spec=info.spec,
+                             gpu=gpu, runs_dir=workspace.astra_dir(path) / "runs", cancel=cancel,
+                             progress=progress)
+    if write and result.improved:
+        write_result(path, text, result.best)
+    if report:
+        from .agents import report as report_mod
+        result.report_path = str(report_mod.write(result, report))
+    return result
+
+
+def write_result(path: str, original: str, new_text: str) -> None:
+    """Put the optimized text into the file, keeping the original in `.astra/originals/`.
+    Refuses when the file changed on disk since it was read: nothing the user typed is lost."""
+    from pathlib import Path
+    current = files.read_source(path)
+    if current != original:
+        raise AstraError(f"{path} changed while optimizing; not writing (the result is in the run log)")
+    workspace.save_original(path, original)
+    workspace._atomic_write(Path(path), new_text)

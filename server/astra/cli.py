@@ -154,15 +154,21 @@ def _progress_printer():
     return progress
 
 
-def _print_verdicts(verdicts) -> None:
+def _print_verdicts(verdicts, limit: int = 8) -> None:
     con = _console()
     for v in verdicts:
         mark = "[green]PASS[/]" if v.passed else "[red]FAIL[/]"
-        con.print(f"{mark} {v.kernel}: {v.summary}")
-        for f in getattr(v, "failures", []) or []:
-            con.print(f"   [red]✗[/] {f.message}")
+        con.print(f"{mark} {v.summary}", markup=True)
+        ref = getattr(v, "reference", None)
+        if ref:
+            con.print(f"   reference: {ref}", markup=False)
+        failures = list(getattr(v, "failures", []) or [])
+        for f in failures[:limit]:
+            con.print("   ✗ " + (f.text() if hasattr(f, "text") else f.message), markup=False)
+        if len(failures) > limit:
+            con.print(f"   … and {len(failures) - limit} more failures (--json for all)", markup=False)
         for w in getattr(v, "warnings", []) or []:
-            con.print(f"   [yellow]![/] {w}")
+            con.print(f"   ! {w}", markup=False)
 
 
 def _print_profile(p) -> None:

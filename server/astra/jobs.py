@@ -60,3 +60,50 @@ def profile_job(payload: dict):
     b = backend(payload["backend"], payload.get("arch", "sm_90"))
     return profiler.profile(payload["reference"], payload["candidate"], payload["spec"], b,
                             ncu=payload.get("ncu", False))
+
+
+_evaluators: dict[tuple, object] = {}
+
+
+def _evaluator(payload: dict):
+    """evaluate(file_text) for one kernel: the gate against the reference, then the profiler."""
+    import time
+    from . import extract, gate, profiler
+    from .agents.evaluation import Check, Evaluation
+    from .agents.evaluators import to_check, to_evaluation
+    from .errors import AstraError
+    b = backend(payload["backend"], payload.get("arch", "sm_90"))
+    spec, path, kernel = payload["spec"], payload["path"], payload["kernel"]
+    ref_unit = extract.unit(payload["reference_text"], path, payload["reference_kernel"],
+                            instantiate=spec.instantiate)
+
+    def evaluate(text: str) -> Evaluation:
+        t0 = time.perf_counter()
+        try:
+            cand = extract.unit(text, path, kernel, instantiate=spec.instantiate)
+        except AstraError as e:
+            return Evaluation(Check(False, f"the candidate cannot be cut out: {e.message}", e.message, 0, b.name))
+        check = to_check(gate.check(ref_unit, cand, spec, b, quick=payload.get("quick", False)))
+        if not check.passed:
+            return Evaluation(check, seconds=time.perf_counter() - t0)
+        prof = profiler.profile(ref_unit, cand, spec, b, arch=payload.get("arch", "sm_90"))
+        return to_evaluation(check, prof, time.perf_counter() - t0)
+
+    return evaluate
+
+
+def evaluate_job(payload: dict):
+    """Gate (then profile) one candidate file text for the orchestrator. The evaluator — with
+    its reference — is kept per worker, so later rounds reuse its compiled modules."""
+    key = (payload["backend"], payload["path"], payload["kernel"], payload["reference_kernel"],
+           hash(payload["reference_text"]), payload.get("quick", False))
+    if key not in _evaluators:
+        _evaluators.clear()  # one kernel at a time per worker keeps memory bounded
+        _evaluators[key] = _evaluator(payload)
+    return _evaluators[key](payload["text"])
+
+
+def gpu_facts_job(payload: dict) -> str:
+    """One line of facts about the GPU for the planning agent."""
+    info = backend("gpu").device_info()
+    return ", ".join(f"{k}: {v}" for k, v in info.items())
