@@ -74,6 +74,8 @@ def base_flags(sanitize: bool) -> list[str]:
         flags.append("-mfma")  # nvcc contracts a*b+c into FMAs; so must we, to match bits
     if sanitize:  # ASan frames are larger: 256 KiB fiber stacks instead of 64 KiB
         flags += ["-fsanitize=address", "-fno-omit-frame-pointer", "-g", "-DASTRA_STACK_SHIFT=18"]
+    if os.environ.get("ASTRA_CPU_SWITCH") == "ucontext":
+        flags.append("-DASTRA_USE_UCONTEXT")  # the portable fallback (default off x86-64)
     for d in cuda_include_dirs():
         flags += ["-isystem", d]
     flags += ["-I", str(RUNTIME_DIR)]
@@ -117,9 +119,14 @@ def _first_errors(log: str, limit: int = 12) -> str:
     return "\n".join((lines or log.splitlines())[:limit])
 
 
+def _flags_digest(sanitize: bool) -> str:
+    return hashlib.sha256(" ".join(base_flags(sanitize)).encode()).hexdigest()[:8]
+
+
 def runtime_object(sanitize: bool) -> Path:
-    out = cache_dir() / f"runtime-{_runtime_digest()}{'-asan' if sanitize else ''}.o"
-    return _atomic_build(out, lambda tmp: [compiler(), *base_flags(sanitize), "-c", str(RUNTIME_SRC), "-o", tmp],
+    out = cache_dir() / f"runtime-{_runtime_digest()}-{_flags_digest(sanitize)}.o"
+    # -O2: built once per cache, and the scheduler is on every thread's path.
+    return _atomic_build(out, lambda tmp: [compiler(), *base_flags(sanitize), "-O2", "-c", str(RUNTIME_SRC), "-o", tmp],
                          "building the CPU runtime")
 
 
@@ -181,7 +188,7 @@ def compile_module(source: str, name_expressions: Sequence[str], filename: str,
     """Screen, rewrite and compile a unit into a cached shared object; returns its path."""
     opts = host_options(options)
     key = hashlib.sha256("\0".join([source, *name_expressions, *opts, str(sanitize),
-                                    _runtime_digest(), "v1"]).encode()).hexdigest()[:24]
+                                    _runtime_digest(), *base_flags(sanitize)]).encode()).hexdigest()[:24]
     out = cache_dir() / f"mod-{key}{'-asan' if sanitize else ''}.so"
     if out.exists():
         return out
