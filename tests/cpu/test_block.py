@@ -177,3 +177,42 @@ __global__ void scale(T* x, T f) { int i = blockIdx.x * N + threadIdx.x; x[i] = 
     cpu.launch(m, "scale<int, 32>", Launch((2, 1, 1), (32, 1, 1)), [xi, Scalar("int", 3, "int32")])
     np.testing.assert_array_equal(cpu.download(xf), np.arange(64) * 2)
     np.testing.assert_array_equal(cpu.download(xi), np.arange(64) * 3)
+
+
+def test_shared_memory_forms(cpu):
+    # namespace-scope extern __shared__, __shared__ in a device function, aligned extern arrays
+    src = r'''
+extern __shared__ float g_dyn[];
+__device__ float stage(float v) {
+  __shared__ float buf[64];
+  buf[threadIdx.x] = v;
+  __syncthreads();
+  return buf[63 - threadIdx.x];
+}
+__global__ void k(const float* x, float* y) {
+  extern __shared__ __align__(16) unsigned char raw[];
+  g_dyn[threadIdx.x] = x[threadIdx.x] + 1.0f;
+  __syncthreads();
+  float r = stage(g_dyn[threadIdx.x]);
+  y[threadIdx.x] = r + (float)(reinterpret_cast<float*>(raw) == g_dyn);
+}
+'''
+    x = np.arange(64, dtype=np.float32)
+    y = run(cpu, src, "k", (3,), (64,), [x, np.zeros(64, np.float32)], shmem=256)[1]
+    np.testing.assert_array_equal(y, x[::-1] + 2)
+
+
+def test_bad_name_expression_is_a_clear_compile_error(cpu):
+    import pytest
+    from astra.backends.base import CompileError
+
+    with pytest.raises(CompileError, match="name expression"):
+        cpu.compile('__global__ void k(int* x) {}\n', ["not_there"], filename="user.cu")
+    with pytest.raises(CompileError, match="name expression"):
+        cpu.compile('template <class T> __global__ void k(T* x) {}\n', ["k"], filename="user.cu")
+
+
+def test_printf_output_is_kept(cpu):
+    run(cpu, '__global__ void k(int* x) { if (threadIdx.x == 3) printf("hello %d\\n", x[3]); }',
+        "k", (1,), (8,), [np.full(8, 41, np.int32)])
+    assert "hello 41" in cpu.last_output

@@ -27,6 +27,7 @@ __all__ = ["CpuBackend", "CpuBuffer", "CpuModule", "fast_math_swaps", "run_sched
 
 ORDERS = {"forward": 0, "reverse": 1, "random": 2}
 STACK_KIB, STACK_KIB_ASAN = 64, 256
+MODULES_PER_EXECUTOR = 200  # loaded modules are never unloaded: start afresh now and then
 
 
 class CpuBuffer(Buffer):
@@ -97,6 +98,7 @@ class CpuBackend(Backend):
         self.workers = workers or _cores()
         self._executors: dict[bool, Executor] = {}
         self._freed: list[int] = []
+        self.last_output = ""  # what the last launch printed (kernel printf), for debugging
 
     # -- compile ---------------------------------------------------------------------------
     def compile(self, source: str, name_expressions: Sequence[str], *, filename: str = "kernel.cu",
@@ -143,6 +145,8 @@ class CpuBackend(Backend):
         ex = self._executors.get(sanitize)
         if ex is None:
             ex = self._executors[sanitize] = Executor(sanitize)
+        if len(ex.modules) > MODULES_PER_EXECUTOR:
+            ex.kill()
         return ex
 
     def launch(self, module: Module, name_expression: str, launch: Launch,
@@ -180,7 +184,9 @@ class CpuBackend(Backend):
         }
         self._flush_frees(ex)
         reply, output = ex.request(msg, fds, timeout_s, module.filename)
+        self.last_output = output
         ex.known.update(b for b, _ in new)
+        ex.modules.add(str(module.path))
         if not reply.get("ok"):
             raise LaunchError(f"{name_expression}: {reply.get('error', 'launch failed')}")
 

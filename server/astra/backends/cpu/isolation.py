@@ -54,7 +54,8 @@ class Executor:
         self.sanitize = sanitize
         self.proc: subprocess.Popen | None = None
         self.sock: socket.socket | None = None
-        self.known: set[int] = set()
+        self.known: set[int] = set()      # buffer ids the child has mapped
+        self.modules: set[str] = set()    # modules the child has loaded
         self.tmp = tempfile.TemporaryDirectory(prefix="astra-cpu-")
         self.log_path = Path(self.tmp.name) / "child.log"
 
@@ -79,6 +80,7 @@ class Executor:
         child.close()
         self.sock = parent
         self.known = set()
+        self.modules = set()
 
     def _log_size(self) -> int:
         try:

@@ -106,6 +106,12 @@ def _atomic_build(out: Path, cmd_for: "callable", what: str) -> Path:
         except subprocess.TimeoutExpired:
             raise CompileError(f"{what}: the C++ compiler timed out after {COMPILE_TIMEOUT_S} s")
         if r.returncode != 0:
+            launcher = [l for l in r.stderr.splitlines() if l.startswith("<astra launcher>") and ": error" in l]
+            if launcher and not any(": error" in l and not l.startswith("<astra launcher>")
+                                    for l in r.stderr.splitlines()):
+                raise CompileError(f"{what}: cannot take the kernel by its name expression (is the "
+                                   f"name right, and are template arguments given?):\n"
+                                   + "\n".join(launcher[:4]), log=r.stderr)
             raise CompileError(f"{what} failed:\n{_first_errors(r.stderr)}", log=r.stderr)
         os.replace(tmp, out)
     finally:
