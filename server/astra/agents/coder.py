@@ -78,12 +78,12 @@ def splice(file_text: str, kernel: str, block: str) -> tuple[str | None, str]:
     functions from the block replacing or joining the file's). Returns (text, problem)."""
     new = source.parse(block)
     k_new = new.kernel(kernel)
-    if k_new is None:
-        names = ", ".join(k.name for k in new.kernels) or "none"
-        return None, f"the code block does not define the kernel `{kernel}` (kernels found: {names})"
     if new.syntax_errors:
         s = new.syntax_errors[0]
         return None, f"the code block does not parse (line {s.start_line + 1} of the block); it may be truncated"
+    if k_new is None:
+        names = ", ".join(k.name for k in new.kernels) or "none"
+        return None, f"the code block does not define the kernel `{kernel}` (kernels found: {names})"
     m = source.parse(file_text)
     k_old = m.kernel(kernel)
     if k_old is None:

@@ -1,9 +1,10 @@
-"""Glue from the testing and profiling agents to the agents' Evaluation.
+"""Glue from the testing agent (astra.gate) and the profiling agent (astra.profiler) to the
+agents' Evaluation.
 
-`to_check(verdict)` and `to_profile(profile)` convert the gate's Verdict and the profiler's
-Profile; `local_evaluator(...)` builds an `evaluate(file_text)` that runs both in this process
-on a given backend (the CPU backend isolates kernel execution itself). `astra.api` may build its
-own on top of the worker pool; the conversions are the shared part.
+`to_check(verdict)` and `to_evaluation(check, profile)` are the conversions; `local_evaluator`
+builds an `evaluate(file_text)` that runs both in this process on a given backend (the CPU
+backend isolates kernel execution itself; on the GPU only NVRTC-compiled device code runs).
+`astra.api` may build its own on top of the worker pool with the same conversions.
 """
 from __future__ import annotations
 
@@ -14,44 +15,58 @@ from .evaluation import NOT_MEASURED, Check, Evaluation, Profile, SizeTiming
 
 
 def to_check(verdict: Any) -> Check:
-    cases = getattr(getattr(verdict, "coverage", None), "cases", 0) or 0
+    """From astra.gate's Verdict: what the agents may see (held-out failures only as counts)."""
+    cases = verdict.coverage.cases if verdict.passed else 0
     if verdict.passed:
         stage = "passed"
-    elif verdict.status == "error" and getattr(verdict, "log", ""):
+    elif verdict.status == "error" and verdict.log:
         stage = "compile"
-    elif any(f.check in ("screen", "signature", "static") for f in verdict.failures):
+    elif verdict.status == "failed" and all(f.check in ("screen", "signature") for f in verdict.failures):
         stage = "static"
     else:
-        stage = "check" if verdict.status == "failed" else verdict.status
-    return Check(verdict.passed, verdict.summary, verdict.visible_feedback(), cases if verdict.passed else 0, stage)
+        stage = verdict.status
+    return Check(verdict.passed, verdict.summary, verdict.visible_feedback(), cases, stage)
 
 
-def to_profile(prof: Any) -> Profile | None:
-    """From astra.profiler's Profile (duck-typed: per-size entries with reference and candidate
-    times). None when nothing was measured."""
-    if prof is None or not getattr(prof, "measured", True):
-        return None
-    sizes = []
-    for s in getattr(prof, "sizes", []) or []:
-        base = getattr(s, "reference_us", None) or getattr(s, "baseline_us", None)
-        cand = getattr(s, "candidate_us", None) or getattr(s, "median_us", None)
-        if base is None or cand is None:
-            continue
-        sizes.append(SizeTiming(dict(getattr(s, "sizes", {})), float(base), float(cand),
-                                getattr(s, "copy_share", None) or getattr(s, "ceiling_share", None)))
+def to_evaluation(check: Check, prof: Any, seconds: float = 0.0) -> Evaluation:
+    """Combine a passed check with astra.profiler's Profile. Timed runs whose outputs were wrong,
+    or implausible timings, turn the evaluation into a failure (the gate's re-validation after
+    timing is part of correctness)."""
+    registers = (prof.resources or {}).get("registers") if prof is not None else None
+    if prof is None or not prof.measured:
+        note = NOT_MEASURED if prof is None else (prof.note or NOT_MEASURED)
+        if prof is not None and prof.errors and not prof.note:
+            note = f"not profiled: {prof.errors[0]}"
+        return Evaluation(check, None, note, registers, seconds)
+    wrong = [f"{s.label}: {msg}" for s in prof.sizes for msg in s.output_failures]
+    if wrong:
+        return Evaluation(Check(False, "the outputs of the timed launches were wrong",
+                                "outputs written during timing were wrong: " + "; ".join(wrong[:3]), 0, "check"),
+                          None, "", registers, seconds)
+    odd = [f"{s.label}: {msg}" for s in prof.sizes for msg in s.implausible]
+    if odd:
+        return Evaluation(Check(False, "implausible timing (flagged for audit, not accepted)",
+                                "; ".join(odd[:3]), 0, "check"), None, "", registers, seconds)
+    sizes = tuple(SizeTiming(dict(s.sizes), s.reference.median_us, s.candidate.median_us, s.candidate.ceiling_share)
+                  for s in prof.sizes if s.reference is not None)
     if not sizes:
-        return None
-    return Profile(tuple(sizes), getattr(prof, "bottleneck", None), getattr(prof, "registers", None),
-                   getattr(prof, "occupancy", None), getattr(prof, "device", "") or "",
-                   getattr(prof, "notes", "") if isinstance(getattr(prof, "notes", ""), str) else "")
+        return Evaluation(check, None, "not profiled: " + (prof.errors[0] if prof.errors else "no timed size"),
+                          registers, seconds)
+    # The kernel's bottleneck: the class of the largest size.
+    largest = max(prof.sizes, key=lambda s: s.bytes_moved)
+    bottleneck = (largest.bottleneck or "").split("-")[0] or None
+    occ = (prof.occupancy or {}).get("theoretical")
+    notes = largest.bottleneck_why or ""
+    if prof.ncu:
+        notes += ("\n" if notes else "") + "Nsight Compute: " + ", ".join(f"{k}={v}" for k, v in list(prof.ncu.items())[:8])
+    return Evaluation(check, Profile(sizes, bottleneck, registers, occ, prof.device or "", notes), "", registers, seconds)
 
 
 def local_evaluator(path: str, kernel: str, spec: Any, backend: Any, reference_text: str, *,
-                    quick: bool = False, profiler: Callable | None = None) -> Callable[[str], Evaluation]:
-    """evaluate(file_text) against the kernel cut from `reference_text`, on `backend`.
-    `profiler(reference_unit, candidate_unit, spec, backend)` -> profiler Profile, used only
-    when the backend measures time and the candidate passed."""
-    from .. import extract, gate
+                    quick: bool = False, arch: str = "sm_90") -> Callable[[str], Evaluation]:
+    """evaluate(file_text): the gate against the kernel cut from `reference_text`, then (if it
+    passed) the profiler, on `backend` (a Backend instance)."""
+    from .. import extract, gate, profiler
     from ..errors import AstraError
 
     ref_unit = extract.unit(reference_text, path, kernel, instantiate=spec.instantiate)
@@ -62,14 +77,10 @@ def local_evaluator(path: str, kernel: str, spec: Any, backend: Any, reference_t
             cand = extract.unit(text, path, kernel, instantiate=spec.instantiate)
         except AstraError as e:
             return Evaluation(Check(False, f"the candidate cannot be cut out: {e.message}", e.message, 0, "static"))
-        verdict = gate.check(ref_unit, cand, spec, backend, quick=quick)
-        check = to_check(verdict)
-        prof = None
-        note = ""
-        if check.passed and getattr(backend, "measures_time", False) and profiler is not None:
-            prof = to_profile(profiler(ref_unit, cand, spec, backend))
-        if prof is None:
-            note = NOT_MEASURED if not getattr(backend, "measures_time", False) else "not profiled"
-        return Evaluation(check, prof, note, seconds=time.perf_counter() - t0)
+        check = to_check(gate.check(ref_unit, cand, spec, backend, quick=quick))
+        if not check.passed:
+            return Evaluation(check, seconds=time.perf_counter() - t0)
+        prof = profiler.profile(ref_unit, cand, spec, backend, arch=arch)
+        return to_evaluation(check, prof, time.perf_counter() - t0)
 
     return evaluate

@@ -18,7 +18,7 @@ COMPUTE_ORDER = ["hoist", "warp_reduce", "fast_math", "vectorize", "vectorize64"
 
 def ranked_ideas(s: Situation) -> list[str]:
     prof = s.best_eval.profile if s.best_eval.measured else None
-    order = COMPUTE_ORDER if prof is not None and prof.bottleneck in ("compute", "latency") else MEMORY_ORDER
+    order = COMPUTE_ORDER if prof is not None and prof.bottleneck == "compute" else MEMORY_ORDER
     return order
 
 
