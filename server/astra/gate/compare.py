@@ -33,7 +33,7 @@ class Mismatch:
             return (f"`{output}`: {self.bad} of {self.total} elements were never written (still hold the "
                     f"poison bytes), first at {output}{idx}: expected {_fmt(self.expected)}")
         if self.kind == "constant":
-            return (f"`{output}` is constant ({_fmt(self.got)} everywhere) where the reference's is not "
+            return (f"`{output}` is constant ({_fmt(self.got) if self.got == self.got else 'NaN'} everywhere) where the reference's is not "
                     f"(e.g. {output}{idx} should be {_fmt(self.expected)})")
         if self.kind == "shape":
             return f"`{output}`: shape mismatch"
@@ -118,7 +118,8 @@ def compare(ref: np.ndarray, got: np.ndarray, atol: float, rtol: float, *,
         if not bad.any():
             return None
         i = _first(bad)
-        rel = np.where(np.abs(r) > 0, abs_err / np.abs(r), np.where(abs_err > 0, np.inf, 0.0))
+        absr = np.abs(r)
+        rel = np.divide(abs_err, absr, out=np.where(abs_err > 0, np.inf, 0.0), where=absr > 0)
         fin = np.isfinite(r) & np.isfinite(g) & considered
         max_abs = float(abs_err[fin].max()) if fin.any() else float("nan")
         max_rel = float(rel[fin].max()) if fin.any() else float("nan")

@@ -17,6 +17,7 @@ says so.
 """
 from __future__ import annotations
 
+import os
 import secrets
 import time
 from typing import Any, Callable
@@ -159,6 +160,7 @@ class _Gate:
                 self.count(check_values)
                 if poison_byte is not None:
                     self.count("poison")
+                    self.count("not_constant")
                 continue
             check = {"unwritten": "poison", "constant": "not_constant"}.get(m.kind, check_values)
             self.fail(check, m.message(name, atol, rtol), info, output=name, index=list(m.index), bad=m.bad,
@@ -365,12 +367,30 @@ class _Gate:
             host = suites.inputs(self.spec, case.sizes, case.distribution, info.seed)
             expected = self.expected(case.sizes, host, POISONS[0], info)
             try:
-                run = run_case(self.spec, self.backend, mod, case.sizes, host, self.ctypes, POISONS[0])
+                run = self._sanitized_run(mod, case.sizes, host)
                 self.v.coverage.launches += 1
             except LaunchError as e:
                 self.fail("sanitize", f"AddressSanitizer: {e}", info)
                 return
             self.judge("sanitize", info, host, run.after, expected, POISONS[0])
+
+    def _sanitized_run(self, mod: Compiled, sizes, host):
+        """A report that does not point into the user's file and does not repeat on a re-run is
+        the sanitizer runtime's own noise (fiber stack switches can confuse it): a warning, not
+        a failure. A real out-of-bounds access in the kernel repeats and names its line."""
+        try:
+            return run_case(self.spec, self.backend, mod, sizes, host, self.ctypes, POISONS[0])
+        except LaunchError as e:
+            if os.path.basename(self.cand_unit.path) in str(e):
+                raise
+            first = e
+        try:
+            run = run_case(self.spec, self.backend, mod, sizes, host, self.ctypes, POISONS[0])
+        except LaunchError:
+            raise first from None
+        self.v.warnings.append(f"the sanitizer reported a problem outside the kernel's code once, not on a re-run "
+                               f"(ignored): {first}")
+        return run
 
     # ---- the whole gate ----------------------------------------------------------------------
     def run(self) -> Verdict:

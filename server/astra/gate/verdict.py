@@ -8,6 +8,7 @@ detail for visible cases, only counts for held-out ones (so candidates cannot be
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -146,18 +147,20 @@ class Verdict:
 
     # ---- JSON ----------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        """Plain JSON data; non-finite floats become the strings 'nan', 'inf', '-inf' (strict JSON)."""
+        d = _finite(asdict(self))
         d["passed"] = self.passed
         d["summary"] = self.summary
         return d
 
     def to_json(self, **kw) -> str:
-        return json.dumps(self.to_dict(), **kw)
+        return json.dumps(self.to_dict(), allow_nan=False, **kw)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Verdict":
         d = {k: v for k, v in d.items() if k not in ("passed", "summary")}
-        failures = [Failure(**{**f, "case": CaseInfo(**f["case"]) if f.get("case") else None})
+        failures = [Failure(**{**{k: _float(v) if k in _FLOATS else v for k, v in f.items()},
+                                "case": CaseInfo(**f["case"]) if f.get("case") else None})
                     for f in d.pop("failures", [])]
         checks = [CheckResult(**c) for c in d.pop("checks", [])]
         coverage = Coverage(**d.pop("coverage", {}))
@@ -166,3 +169,20 @@ class Verdict:
     @classmethod
     def from_json(cls, text: str) -> "Verdict":
         return cls.from_dict(json.loads(text))
+
+
+_FLOATS = ("max_abs_err", "max_rel_err", "expected", "got")
+
+
+def _finite(x):
+    if isinstance(x, float) and not math.isfinite(x):
+        return "nan" if x != x else ("inf" if x > 0 else "-inf")
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite(v) for v in x]
+    return x
+
+
+def _float(v):
+    return float(v) if isinstance(v, str) else v
