@@ -450,13 +450,16 @@ def parse_ncu_raw(text: str) -> dict:
         unit = rows[1][col[NCU_METRICS["duration_us"]]] if len(rows) > 2 else "ns"
         scale = {"ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3, "nsecond": 1e-3}.get(unit, 1e-3)
         out["duration_us"] = out["duration_us"] * scale
-    stalls = {}
+    # Warp-stall reasons: ncu versions name them differently; take the family with most data
+    # (e.g. smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio).
+    families: dict[str, dict[str, float]] = {}
     for h, i in col.items():
-        m = re.fullmatch(r"smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio", h)
-        if m and i < len(values):
+        m = re.fullmatch(r"(smsp__\w*?)issue_stalled_(\w+?)(_per_\w+)?(\.\w+)?", h)
+        if m and i < len(values) and "not_issued" not in h:
             v = _num(values[i])
             if v:
-                stalls[m.group(1)] = v
+                families.setdefault(m.group(1) + (m.group(3) or "") + (m.group(4) or ""), {})[m.group(2)] = v
+    stalls = max(families.values(), key=len) if families else {}
     total = sum(stalls.values())
     out["stalls"] = [{"reason": k, "share": round(v / total, 3)} for k, v in
                      sorted(stalls.items(), key=lambda kv: -kv[1])[:6]] if total else []

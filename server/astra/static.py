@@ -154,8 +154,12 @@ namespace std { using ::size_t; using ::ptrdiff_t; typedef decltype(nullptr) nul
     "cassert": """#pragma once
 #define assert(e) do { if (!(e)) __trap(); } while (0)
 """,
-    # NVRTC has the math functions built in; the header only needs to exist.
-    "cmath": "#pragma once\n",
+    # NVRTC has the math functions built in (global namespace); <cmath> adds the std:: names.
+    "cmath": "#pragma once\nnamespace std {\n" + "".join(f"using ::{f};\n" for f in (
+        "abs fabs sqrt exp exp2 expm1 log log2 log10 log1p pow sin cos tan asin acos atan atan2 sinh cosh tanh "
+        "asinh acosh atanh erf erfc floor ceil round trunc fmod fmin fmax fma copysign hypot cbrt lgamma tgamma "
+        "isnan isinf isfinite signbit ldexp frexp nearbyint rint").split()) + "}\n",
+    "algorithm": "#pragma once\nnamespace std { using ::min; using ::max; }\n",
 }
 _SHIM.update({"stdint.h": _SHIM["cstdint"], "stddef.h": _SHIM["cstddef"], "limits.h": _SHIM["climits"],
               "float.h": _SHIM["cfloat"], "assert.h": _SHIM["cassert"], "math.h": _SHIM["cmath"]})

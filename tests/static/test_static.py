@@ -139,3 +139,18 @@ def test_nvcc_fallback(monkeypatch):
     assert err.line == 7 and "nope" in err.message
     r = static.compile_unit(unit_of(PLAIN, "scale"))
     assert r.ok and r.resources["scale"].registers > 0
+
+
+def test_nvrtc_gets_the_freestanding_headers_nvcc_would_have():
+    text = """\
+#include <cstdint>
+#include <cmath>
+#include <climits>
+#include <cfloat>
+__global__ void root_scale(float* out, const float* in, int64_t n, uint32_t stride) {
+  size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  if (i < (size_t)n && n < INT_MAX) out[i] = std::sqrt(std::fabs(in[i * stride])) + FLT_EPSILON;
+}
+"""
+    r = static.compile_unit(extract.unit(text, "user/n.cu", "root_scale"))
+    assert r.ok, r.log

@@ -29,9 +29,12 @@ SANITIZER_ENV = "ASTRA_SANITIZER"
 SANITIZER_LOG_ENV = "ASTRA_SANITIZER_LOG"
 
 # Errors after which the CUDA context is unusable: the worker must be replaced.
-_STICKY = ("illegal address", "illegal memory", "misaligned", "illegal instruction", "hardware stack",
-           "unspecified launch failure", "device-side assert", "assert triggered", "trap", "launch failed",
-           "exception", "context is destroyed", "ECC", "not permitted when stream is capturing")
+_STICKY = ("illegal address", "illegal memory", "misaligned address", "illegal instruction", "hardware stack",
+           "unspecified launch failure", "device-side assert", "invalid program counter", "invalid address space",
+           "launch timed out", "ErrorLaunchFailure", "ErrorIllegalAddress", "ErrorAssert", "ErrorHardwareStackError",
+           "ErrorIllegalInstruction", "ErrorMisalignedAddress", "ErrorInvalidAddressSpace", "ErrorInvalidPc",
+           "ErrorLaunchTimeout", "ErrorContextIsDestroyed", "ERROR_ILLEGAL_ADDRESS", "ERROR_LAUNCH_FAILED",
+           "ERROR_ASSERT", "ERROR_ILLEGAL_INSTRUCTION", "ERROR_MISALIGNED_ADDRESS", "ERROR_HARDWARE_STACK_ERROR")
 
 
 def _cupy():
