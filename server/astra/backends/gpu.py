@@ -316,8 +316,9 @@ class GpuBackend(Backend):
                 self._san_offset = f.tell()
         except OSError:
             return ""
-        lines = [ln.removeprefix("========= ").rstrip() for ln in new.splitlines()
-                 if ln.startswith("=========") and "COMPUTE-SANITIZER" not in ln]
+        noise = ("COMPUTE-SANITIZER", "Host Frame", "Saved host backtrace", "Device Frame:")
+        lines = [ln.removeprefix("=========").strip() for ln in new.splitlines()
+                 if ln.startswith("=========") and not any(n in ln for n in noise)]
         errors = [ln for ln in lines if ln and not ln.startswith("ERROR SUMMARY: 0")]
         return "\n".join(errors[:12])
 
