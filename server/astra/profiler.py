@@ -335,6 +335,9 @@ def _profile_gpu(prof: Profile, reference_unit, candidate_unit, spec, backend, c
         except LaunchError as e:
             prof.errors.append(f"at {size_label(sizes)}: {e}")
             break
+        except Exception as e:  # out of device memory and the like: report, never crash the job
+            prof.errors.append(f"at {size_label(sizes)}: {e.__class__.__name__}: {e}")
+            break
         sp = SizeProfile(sizes=dict(sizes), label=size_label(sizes), bytes_moved=nbytes, flops=flops,
                          candidate=Timing.of(c_times, nbytes, flops, ceiling))
         if ref is not None:
@@ -364,7 +367,8 @@ def _profile_gpu(prof: Profile, reference_unit, candidate_unit, spec, backend, c
         del cset, rset
     if ncu:
         try:
-            prof.ncu, prof.hot_lines = run_ncu(candidate_unit, spec, cases[-1] if cases else None)
+            # The smallest bench size: ncu replays the kernel many times, saving memory each time.
+            prof.ncu, prof.hot_lines = run_ncu(candidate_unit, spec, min(cases, key=spec.elements) if cases else None)
         except NcuUnavailable as e:
             prof.ncu = {"error": str(e)}
     return prof
