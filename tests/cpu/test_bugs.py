@@ -171,7 +171,9 @@ __global__ void k(float* x) { float read = x[threadIdx.x]; x[threadIdx.x] = writ
     ('__global__ void k(int* x) {\n  asm volatile("trap;");\n}\n', "inline PTX (asm) at user.cu:2"),
     ('#include <mma.h>\n__global__ void k(int* x) {}\n', "WMMA"),
     ('#include <cub/cub.cuh>\n__global__ void k(int* x) {}\n', "CUB"),
-    ('#include <cooperative_groups.h>\n__global__ void k(int* x) {}\n', "cooperative groups"),
+    ('#include <cooperative_groups.h>\n__global__ void k(int* x) {\n  cooperative_groups::this_grid().sync();\n}\n',
+     "grid-wide cooperative sync (this_grid) at user.cu:3"),
+    ('#include <cooperative_groups/memcpy_async.h>\n__global__ void k(int* x) {}\n', "memcpy_async"),
     ('namespace cg { struct G { void sync(); }; G this_grid(); }\n__global__ void k(int* x) {\n  cg::this_grid().sync();\n}\n',
      "grid-wide cooperative sync (this_grid) at user.cu:3"),
     ('__global__ void k(int* x) {\n  __pipeline_memcpy_async(x, x, 4);\n}\n', "cp.async"),
@@ -193,3 +195,18 @@ def test_compile_errors_point_at_the_users_file(cpu):
     with pytest.raises(CompileError, match="user.cu:2"):
         cpu.compile('#line 1 "user.cu"\n__global__ void k(float* x) {\n  x[0] = undefined_thing;\n}\n',
                     ["k"], filename="user.cu")
+
+
+def test_executor_runs_restricted(cpu):
+    import os
+    import subprocess
+
+    run(cpu, "__global__ void k(int* x) { x[0] = 1; }", "k", (1,), (1,), [np.zeros(1, np.int32)])
+    pid = cpu._executors[False].proc.pid
+    limits = open(f"/proc/{pid}/limits").read()
+    assert "Max address space         17179869184" in limits
+    assert "Max file size             67108864" in limits
+    assert "Max core file size        0" in limits
+    can_unshare = subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0
+    if can_unshare:  # the OS allows a private network namespace: the child must be in one
+        assert os.readlink(f"/proc/{pid}/ns/net") != os.readlink("/proc/self/ns/net")

@@ -141,3 +141,38 @@ __global__ void k(const int* v, unsigned* o) {
     for t in range(32):
         assert o[t] == sum(1 << j for j in range(32) if v[j] == v[t])
     assert (o[32:48] == v[15]).all()
+
+
+def test_cooperative_groups_tiles_and_reduce(cpu):
+    src = r'''
+#include <cooperative_groups.h>
+#include <cooperative_groups/reduce.h>
+namespace cg = cooperative_groups;
+__global__ void k(const float* x, float* sums8, float* bsum, unsigned* ballots, int* ranks) {
+  cg::thread_block block = cg::this_thread_block();
+  auto tile = cg::tiled_partition<8>(block);
+  auto warp = cg::tiled_partition<32>(block);
+  float v = x[block.thread_rank()];
+  float s8 = cg::reduce(tile, v, cg::plus<float>());
+  __shared__ float part[4];
+  float s32 = cg::reduce(warp, v, cg::plus<float>());
+  if (warp.thread_rank() == 0) part[warp.meta_group_rank()] = s32;
+  block.sync();
+  sums8[block.thread_rank()] = s8;
+  if (block.thread_rank() == 0) *bsum = part[0] + part[1] + part[2] + part[3];
+  ballots[block.thread_rank()] = tile.ballot(v > 0);
+  ranks[block.thread_rank()] = (int)(tile.meta_group_rank() * 100 + tile.thread_rank());
+  int d = tile.shfl_down((int)block.thread_rank(), 1);
+  ranks[128 + block.thread_rank()] = d;
+}
+'''
+    x = np.random.default_rng(9).integers(-5, 6, 128).astype(np.float32)  # exact sums
+    _, s8, bsum, ballots, ranks = run(cpu, src, "k", (1,), (128,), [x, np.zeros(128, np.float32),
+                                                                    np.zeros(1, np.float32), np.zeros(128, np.uint32),
+                                                                    np.zeros(256, np.int32)])
+    np.testing.assert_array_equal(s8, np.repeat(x.reshape(16, 8).sum(1), 8))
+    assert bsum[0] == x.sum()
+    want_ballot = [sum(1 << j for j in range(8) if x[t // 8 * 8 + j] > 0) for t in range(128)]
+    np.testing.assert_array_equal(ballots, want_ballot)
+    np.testing.assert_array_equal(ranks[:128], [t // 8 * 100 + t % 8 for t in range(128)])
+    np.testing.assert_array_equal(ranks[128:], [t + 1 if t % 8 < 7 else t for t in range(128)])

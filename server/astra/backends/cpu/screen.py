@@ -45,14 +45,16 @@ UNSUPPORTED_IDENTIFIERS = {
     "cudaGridDependencySynchronize": "programmatic dependent launch",
     "tex1Dfetch": "texture fetches", "tex1D": "texture fetches", "tex2D": "texture fetches",
     "tex3D": "texture fetches", "surf2Dwrite": "surface writes", "surf2Dread": "surface reads",
-    "cooperative_groups": "cooperative groups",
+    "coalesced_threads": "coalesced groups", "labeled_partition": "labeled partitions",
+    "binary_partition": "binary partitions",
 }
 UNSUPPORTED_INCLUDES = {
     "cub/": "CUB", "thrust/": "Thrust", "cutlass/": "CUTLASS", "cute/": "CuTe",
     "mma.h": "tensor-core code (WMMA)", "cuda/barrier": "cuda::barrier (mbarrier)",
     "cuda/pipeline": "cuda::pipeline (cp.async)", "cuda/ptx": "inline PTX (cuda::ptx)",
     "cuda/": "libcu++ (cuda::)", "cuda_pipeline": "cp.async pipelines",
-    "cuda_awbarrier": "mbarrier", "cooperative_groups": "cooperative groups",
+    "cuda_awbarrier": "mbarrier", "cooperative_groups/memcpy_async": "asynchronous copies (memcpy_async)",
+    "cooperative_groups/scan": "cooperative-groups scans",
 }
 
 FAST_MATH_SWAPS = (("sinf", "__sinf"), ("cosf", "__cosf"), ("logf", "__logf"),
@@ -127,6 +129,17 @@ def unsupported_includes(source: str, filename: str) -> list[str]:
                 found.append(f"{what} (#include <{p}>) at {place_of_row(marks, n.start_point[0], filename)}")
                 break
     return found
+
+
+def includes(source: str) -> list[str]:
+    """The paths of the unit's #include directives."""
+    out = []
+    for n in _walk(parse(source).root_node):
+        if n.type == "preproc_include":
+            path = n.child_by_field_name("path")
+            if path is not None:
+                out.append(path.text.decode().strip('<>"'))
+    return out
 
 
 def user_lines(preprocessed: str, user_files: set[str] | None = None) -> tuple[str, list[Place | None]]:

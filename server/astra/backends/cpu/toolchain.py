@@ -76,6 +76,7 @@ def base_flags(sanitize: bool) -> list[str]:
         flags += ["-fsanitize=address", "-fno-omit-frame-pointer", "-g", "-DASTRA_STACK_SHIFT=18"]
     if os.environ.get("ASTRA_CPU_SWITCH") == "ucontext":
         flags.append("-DASTRA_USE_UCONTEXT")  # the portable fallback (default off x86-64)
+    flags += ["-I", str(RUNTIME_DIR / "cg")]  # the cooperative-groups stand-in, ahead of the toolkit's
     for d in cuda_include_dirs():
         flags += ["-isystem", d]
     flags += ["-I", str(RUNTIME_DIR)]
@@ -179,10 +180,12 @@ def check_source(source: str, filename: str, options: Sequence[str]) -> None:
 _SAFE_OPTION_PREFIXES = ("-D", "-U", "-std=", "-I")
 
 
-def host_options(options: Sequence[str]) -> list[str]:
+def host_options(options: Sequence[str], source: str = "") -> list[str]:
     """Keep the options that mean the same for g++ (macros, includes); drop nvcc/NVRTC ones
     such as -arch or --use_fast_math (fast-math intrinsics are already GPU-emulated)."""
     out = []
+    if any(p.startswith(("cuda_fp8", "cuda_fp6", "cuda_fp4")) for p in screen.includes(source)):
+        out.append("-DASTRA_WITH_FP8")  # included before __CUDA_ARCH__ is defined (host code paths)
     for o in options:
         if o.startswith(_SAFE_OPTION_PREFIXES) and not o.startswith("-std="):
             out.append(o)
@@ -192,7 +195,7 @@ def host_options(options: Sequence[str]) -> list[str]:
 def compile_module(source: str, name_expressions: Sequence[str], filename: str,
                    options: Sequence[str], sanitize: bool) -> Path:
     """Screen, rewrite and compile a unit into a cached shared object; returns its path."""
-    opts = host_options(options)
+    opts = host_options(options, source)
     key = hashlib.sha256("\0".join([source, *name_expressions, *opts, str(sanitize),
                                     _runtime_digest(), *base_flags(sanitize)]).encode()).hexdigest()[:24]
     out = cache_dir() / f"mod-{key}{'-asan' if sanitize else ''}.so"

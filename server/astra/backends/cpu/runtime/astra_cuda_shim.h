@@ -43,6 +43,11 @@
 #include <atomic>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
+#ifdef ASTRA_WITH_FP8  // only when the unit includes them: they are large
+#include <cuda_fp8.h>
+#include <cuda_fp6.h>
+#include <cuda_fp4.h>
+#endif
 #include <vector_types.h>
 #include <vector_functions.h>
 

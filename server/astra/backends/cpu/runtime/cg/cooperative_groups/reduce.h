@@ -1,0 +1,2 @@
+// Astra CPU backend: cg::reduce lives in the cooperative_groups.h stand-in.
+#include <cooperative_groups.h>
