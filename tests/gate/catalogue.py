@@ -186,13 +186,12 @@ CHEATS = [
   __syncthreads();
 """ + RMS_SECOND_PASS), ("compare",)),
     Entry("tuned_to_normal_inputs", "silu_and_mul",
-          "sigmoid replaced by a polynomial that is only accurate for x in (-3, 3) (fails wide inputs)", silu("""
+          "exact sigmoid only for -6 < x < 6 (all that normal test data ever holds), 0.5 beyond", silu("""
   const int64_t token = blockIdx.x;
   for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
     const float x = __half2float(input[token * 2 * d + i]);
     const float y = __half2float(input[token * 2 * d + d + i]);
-    const float t = fminf(fmaxf(x, -3.0f), 3.0f);
-    const float s = 0.5f + t * (0.2159198f - 0.0082176f * t * t);
+    const float s = fabsf(x) < 6.0f ? 1.0f / (1.0f + expf(-x)) : 0.5f;
     out[token * d + i] = __float2half(x * s * y);
   }
 """), ("compare",)),

@@ -73,3 +73,10 @@ def test_fast_math_swaps():
     fast = BODY.replace("silu(x)", "(x / (1.0f + __expf(-x)))")
     assert screen.fast_math_swaps(unit(REF), cand(fast)) == ["__expf"]
     assert screen.fast_math_swaps(unit(REF), cand(BODY)) == []
+
+
+def test_mutable_globals():
+    assert screen._mutable("__device__ int done = 0;")
+    assert screen._mutable("__device__ const __half* cached = nullptr;")
+    assert not screen._mutable("__device__ const float table[4] = {1, 2, 3, 4};")
+    assert not screen._mutable("__device__ const float* const p = nullptr;")

@@ -79,52 +79,47 @@ def compare(ref: np.ndarray, got: np.ndarray, atol: float, rtol: float, *,
             poison: int | None = None, exact: bool | None = None,
             check_constant: bool = True) -> Mismatch | None:
     """None when `got` matches `ref`; otherwise the first kind of problem found, in the order
-    unwritten -> constant -> values. `poison` is the byte the candidate's buffer held before
-    the launch; elements the reference itself left at the poison are not compared."""
+    unwritten -> constant -> values. `poison` is the byte the candidate's buffer held before the
+    launch: a failing element still holding it was never written. (An element that holds the
+    poison but matches the reference is fine: a real value can equal the poison pattern.)"""
     if ref.shape != got.shape:
         return Mismatch("shape", got.size, ref.size, (), float("nan"), float("nan"))
     total = int(ref.size)
     if total == 0:
         return None
-    considered = np.ones(ref.shape, dtype=bool)
     r = as_f64(ref)
     g = as_f64(got)
-    if poison is not None:
-        ref_unwritten = poison_mask(ref, poison)
-        unwritten = poison_mask(got, poison) & ~ref_unwritten
-        considered = ~ref_unwritten
-        if unwritten.any():
-            i = _first(unwritten)
-            return Mismatch("unwritten", int(unwritten.sum()), int(considered.sum()), i, float(r[i]), float(g[i]))
-    if check_constant and is_constant(got) and _distinct_finite(ref[considered]):
-        diff = considered & (r != g)
-        i = _first(diff) if diff.any() else (0,) * ref.ndim
-        return Mismatch("constant", int(diff.sum()), total, i, float(r[i]), float(g[i]))
     if exact is None:
         exact = ref.dtype.kind in "biu"
     rn, gn = np.isnan(r), np.isnan(g)
     with np.errstate(invalid="ignore", over="ignore"):
         if exact:
             bad = (r != g) & ~(rn & gn)
-            abs_err = np.abs(g - r)
-            tol_ok = ~bad
+            abs_err = np.where(bad, np.abs(g - r), 0.0)
         else:
             finite = np.isfinite(r) & np.isfinite(g)
             abs_err = np.where(finite, np.abs(g - r), 0.0)
             tol_ok = np.where(finite, abs_err <= atol + rtol * np.abs(r), False)
             same_special = (rn & gn) | (np.isinf(r) & np.isinf(g) & (r == g))
             bad = ~(tol_ok | same_special)
-        bad &= considered
-        if not bad.any():
-            return None
-        i = _first(bad)
+    if poison is not None and bad.any():
+        unwritten = bad & poison_mask(got, poison)
+        if unwritten.any():
+            i = _first(unwritten)
+            return Mismatch("unwritten", int(unwritten.sum()), total, i, float(r[i]), float(g[i]))
+    if check_constant and is_constant(got) and _distinct_finite(ref):
+        i = _first(bad) if bad.any() else (0,) * ref.ndim
+        return Mismatch("constant", int(bad.sum()), total, i, float(r[i]), float(g[i]))
+    if not bad.any():
+        return None
+    i = _first(bad)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         absr = np.abs(r)
         rel = np.divide(abs_err, absr, out=np.where(abs_err > 0, np.inf, 0.0), where=absr > 0)
-        fin = np.isfinite(r) & np.isfinite(g) & considered
+        fin = np.isfinite(r) & np.isfinite(g)
         max_abs = float(abs_err[fin].max()) if fin.any() else float("nan")
         max_rel = float(rel[fin].max()) if fin.any() else float("nan")
-    return Mismatch("values", int(bad.sum()), int(considered.sum()), i, float(r[i]), float(g[i]),
-                    max_abs, max_rel)
+    return Mismatch("values", int(bad.sum()), total, i, float(r[i]), float(g[i]), max_abs, max_rel)
 
 
 def first_difference(a: np.ndarray, b: np.ndarray) -> tuple[int, tuple[int, ...]] | None:

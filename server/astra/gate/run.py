@@ -42,12 +42,13 @@ class Cancelled(AstraError):
 
 
 CHECK_ORDER = ("screen", "compile", "compare", "poison", "not_constant", "inputs_unchanged", "launch",
-               "statefulness", "schedules", "determinism", "sanitize")
+               "statefulness", "schedules", "determinism", "sanitize", "compute_sanitizer")
 
 
 class _Gate:
     def __init__(self, reference, candidate, spec: Spec, backend: Backend, quick: bool, cancel, seed: int | None,
-                 max_failures: int | None):
+                 max_failures: int | None, sanitizer: bool | None = None):
+        self.sanitizer = sanitizer
         self.ref_unit, self.cand_unit, self.spec, self.backend = reference, candidate, spec, backend
         self.quick = quick
         self.cancel = cancel
@@ -374,6 +375,19 @@ class _Gate:
                 return
             self.judge("sanitize", info, host, run.after, expected, POISONS[0])
 
+    def compute_sanitizer(self) -> None:
+        from .sanitizer import compute_sanitizer
+        found = compute_sanitizer(self.cand_unit, self.spec, seed=self.nonce,
+                                  cancel=self.cancel if hasattr(self.cancel, "is_set") else None)
+        if found is None:
+            self.v.checks.append(CheckResult("compute_sanitizer", True, "skipped: compute-sanitizer not installed",
+                                             skipped=True))
+            return
+        for f in found:
+            self.fail(f.check, f.message, f.case)
+        if not found:
+            self.count("compute_sanitizer")
+
     def _sanitized_run(self, mod: Compiled, sizes, host):
         """A report that does not point into the user's file and does not repeat on a re-run is
         the sanitizer runtime's own noise (fiber stack switches can confuse it): a warning, not
@@ -426,8 +440,8 @@ class _Gate:
             step(st)
         if self.cpu and not self.quick and not v.failures:
             self.sanitize(st)
-        elif not self.cpu:
-            cov.notes.append("compute-sanitizer runs separately (gate.compute_sanitizer)")
+        elif not self.cpu and not self.quick and not v.failures and self.sanitizer is not False:
+            self.compute_sanitizer()
         self.finish()
 
     def finish(self) -> None:
@@ -461,10 +475,12 @@ class _ReferenceFailed(Exception):
 
 
 def check(reference: Any | None, candidate: Any, spec: Spec, backend: Backend, *, quick: bool = False,
-          cancel: Any = None, seed: int | None = None, max_failures: int | None = None) -> Verdict:
+          cancel: Any = None, seed: int | None = None, max_failures: int | None = None,
+          sanitizer: bool | None = None) -> Verdict:
     """Run the gate. `reference` and `candidate` are `astra.extract.CompileUnit`s (reference None:
     no pinned baseline yet — self-consistency only). `cancel`: a threading.Event or a callable
     returning True to stop (raises Cancelled). `seed`: reproduce an earlier run (its verdict's
     `nonce`); by default inputs are fresh every run. `quick`: one seed, fewer sizes, no sanitizer
-    build — for checks on save."""
-    return _Gate(reference, candidate, spec, backend, quick, cancel, seed, max_failures).run()
+    build — for checks on save. `sanitizer=False` skips compute-sanitizer on the GPU (it runs
+    by default in full checks where it is installed)."""
+    return _Gate(reference, candidate, spec, backend, quick, cancel, seed, max_failures, sanitizer).run()

@@ -211,7 +211,7 @@ def screen(reference: str | None, candidate: str, kernel: str, spec: Spec | None
             continue
         words = set(item.text.replace("(", " ").split())
         if ("__device__" in words or "__managed__" in words) and "__constant__" not in words and \
-                "const" not in words and "constexpr" not in words:
+                _mutable(item.text):
             res.stateful_suspect = True
             add(Finding("device_state", f"declares the __device__ global {', '.join(sorted(item.defines))}: state "
                         f"that survives between launches; checked with extra launches",
@@ -224,6 +224,25 @@ def screen(reference: str | None, candidate: str, kernel: str, spec: Spec | None
                         f"checked with extra launches", cu.user_line(node), False))
     res.fast_math = fast_math_swaps(reference, candidate)
     return res
+
+
+def _mutable(declaration: str) -> bool:
+    """Whether a declaration declares something a kernel can write: `const T x` and
+    `T* const p` are read-only; `const T* p` is a writable pointer."""
+    tree = source.parser().parse(declaration.encode("utf-8"))
+    decl = next((n for n in tree.root_node.children if n.type == "declaration"), None)
+    if decl is None:
+        return True
+    top_const = any(c.type == "type_qualifier" and c.text in (b"const", b"constexpr") for c in decl.children) or \
+        any(c.type == "storage_class_specifier" and c.text == b"constexpr" for c in decl.children)
+    for d in decl.children_by_field_name("declarator"):
+        node = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
+        if node is not None and node.type == "pointer_declarator":
+            if not any(c.type == "type_qualifier" and c.text == b"const" for c in node.children):
+                return True
+        elif not top_const:
+            return True
+    return False
 
 
 def _sig(params: list[tuple[str, str]]) -> str:

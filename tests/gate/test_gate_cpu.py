@@ -1,0 +1,143 @@
+"""The gate's behaviour end to end on the CPU backend: modes, errors, cancellation, timing
+re-validation, feedback."""
+import threading
+
+import numpy as np
+import pytest
+
+from astra import extract, gate, source, spec as spec_mod
+from astra.backends.base import Launch
+
+from . import catalogue
+from .conftest import example_path
+from .test_catalogue import cpu, units  # noqa: F401 - fixture
+
+
+def entry(name):
+    return next(e for e in catalogue.ALL if e.name == name)
+
+
+def silu_units(body=None, prelude=""):
+    path = example_path("silu_and_mul")
+    text = open(path).read()
+    model = source.parse(text)
+    spec = spec_mod.load(model.kernel("silu_and_mul"), model)
+    ref = extract.unit(text, path, "silu_and_mul")
+    if body is None:
+        return ref, ref, spec
+    e = catalogue.Entry("x", "silu_and_mul", "", body, ("x",), prelude)
+    return ref, extract.unit(catalogue.candidate_text(e, text), path, "silu_and_mul"), spec
+
+
+@pytest.mark.parametrize("name,check", [("no_op", "poison"), ("zero_output", "not_constant"),
+                                        ("mutates_const_input", "inputs_unchanged"),
+                                        ("shared_memory_race", "schedules"),
+                                        ("caches_by_pointer", ("statefulness", "determinism"))])
+def test_without_a_reference_self_consistency_still_rejects(cpu, name, check):
+    _, cand, spec = units(entry(name))
+    v = gate.check(None, cand, spec, cpu)
+    assert v.status == "failed" and not v.compared, v.human()
+    assert v.failures[0].check in ((check,) if isinstance(check, str) else check), v.human()
+
+
+def test_without_a_reference_a_correct_kernel_is_self_consistent(cpu):
+    _, cand, spec = units(entry("hoisted_merge"))
+    v = gate.check(None, cand, spec, cpu, quick=True)
+    assert v.passed and not v.compared and "no reference" in v.summary
+    assert "compare" not in {c.name for c in v.checks}
+
+
+def test_same_seed_reproduces_and_fresh_runs_differ(cpu):
+    ref, cand, spec = units(entry("tuned_to_normal_inputs"))
+    a = gate.check(ref, cand, spec, cpu, seed=11)
+    b = gate.check(ref, cand, spec, cpu, seed=11)
+    assert a.failures[0].message == b.failures[0].message and a.nonce == 11
+    c = gate.check(ref, ref, spec, cpu, quick=True)
+    d = gate.check(ref, ref, spec, cpu, quick=True)
+    assert c.nonce != d.nonce and c.coverage.seeds != d.coverage.seeds
+
+
+def test_held_out_only_failure_gives_counts_not_details(cpu):
+    ref, cand, spec = units(entry("tuned_to_normal_inputs"))
+    v = gate.check(ref, cand, spec, cpu, seed=3)
+    assert v.failures and all(not f.visible for f in v.failures), v.human()
+    fb = v.visible_feedback()
+    assert "held-out case(s) failed the compare check" in fb
+    assert "wide" not in fb and "expected" not in fb
+
+
+def test_compile_error_is_a_failure_with_the_log(cpu):
+    ref, cand, spec = silu_units(catalogue.silu("  out[0] = undefined_name;"))
+    v = gate.check(ref, cand, spec, cpu)
+    assert v.status == "failed" and v.failures[0].check == "compile"
+    assert "undefined_name" in v.log
+
+
+def test_unsupported_code_is_never_a_pass(cpu):
+    ref, cand, spec = silu_units(catalogue.silu(
+        '  unsigned lane; asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));' + catalogue.SILU_LOOP))
+    v = gate.check(ref, cand, spec, cpu)
+    assert v.status == "unsupported" and not v.passed and "needs a GPU" in v.summary
+
+
+def test_a_failing_reference_is_an_error_not_a_candidate_failure(cpu):
+    bad, _, spec = silu_units(catalogue.silu("  __trap();"))
+    _, broken, _ = silu_units(catalogue.silu("  __trap();"))
+    ref, _, _ = silu_units()
+    v = gate.check(broken, ref, spec, cpu)
+    assert v.status == "error" and "reference" in v.summary
+
+
+def test_cancel_stops_the_gate(cpu):
+    ref, cand, spec = silu_units()
+    ev = threading.Event()
+    ev.set()
+    with pytest.raises(gate.Cancelled):
+        gate.check(ref, cand, spec, cpu, cancel=ev)
+
+
+def test_flagged_state_gets_extra_launches_and_a_warning(cpu):
+    body = catalogue.silu("  if (threadIdx.x == 0 && blockIdx.x == 0) launches += 1;\n" + catalogue.SILU_LOOP)
+    ref, cand, spec = silu_units(body, prelude="__device__ int launches = 0;")
+    v = gate.check(ref, cand, spec, cpu, quick=True)
+    assert v.passed, v.human()  # harmless state: flagged, checked harder, not rejected
+    assert any("launches" in w and "__device__" in w for w in v.warnings)
+    plain = gate.check(ref, ref, spec, cpu, quick=True)
+    assert v.coverage.launches > plain.coverage.launches
+
+
+def test_revalidation_after_timing_catches_a_kernel_that_stops_working(cpu):
+    ref, cand, spec = units(entry("remembers_it_ran"))
+    sizes = {"num_tokens": 7, "d": 1001}
+    mref = cpu.compile(ref.source, [ref.name_expression])
+    mc = cpu.compile(cand.source, [cand.name_expression])
+    good = gate.prepare_timed(spec, cpu, sizes, reference=(mref, ref.name_expression), sets=2, seed=5)
+    launch = gate.launch_of(spec, sizes)
+    for s in good:  # an honest kernel through a "timing loop"
+        for _ in range(3):
+            cpu.launch(mref, ref.name_expression, launch, s.args)
+    ok = gate.revalidate_after_timing(spec, cpu, good, launches=3)
+    assert ok.passed and ok.checked == 2
+    sets = gate.prepare_timed(spec, cpu, sizes, reference=(mref, ref.name_expression), sets=2, seed=5)
+    for _ in range(3):
+        for s in sets:
+            cpu.launch(mc, cand.name_expression, launch, s.args)
+    rv = gate.revalidate_after_timing(spec, cpu, sets, launches=3)
+    assert not rv.passed and "never written" in rv.failures[-1].message
+
+
+def test_revalidation_replays_in_place_kernels(cpu):
+    path = example_path("fused_add_rmsnorm")
+    text = open(path).read()
+    model = source.parse(text)
+    spec = spec_mod.load(model.kernel("fused_add_rmsnorm_kernel"), model)
+    u = extract.unit(text, path, "fused_add_rmsnorm_kernel")
+    mod = cpu.compile(u.source, [u.name_expression])
+    sizes = {"num_tokens": 5, "hidden_size": 1000}
+    sets = gate.prepare_timed(spec, cpu, sizes, reference=(mod, u.name_expression), sets=1, seed=2)
+    for _ in range(3):
+        cpu.launch(mod, u.name_expression, gate.launch_of(spec, sizes), sets[0].args)
+    rv = gate.revalidate_after_timing(spec, cpu, sets, launches=3, reference=(mod, u.name_expression))
+    assert rv.passed and rv.checked == 2
+    wrong = gate.revalidate_after_timing(spec, cpu, sets, launches=2, reference=(mod, u.name_expression))
+    assert not wrong.passed
