@@ -137,6 +137,38 @@ def runtime_object(sanitize: bool) -> Path:
                          "building the CPU runtime")
 
 
+def precompiled_shim(sanitize: bool) -> Path:
+    """The shim header with a precompiled (.gch) twin next to it: a unit then compiles ~3x
+    faster. Falls back to the plain header if precompiling fails."""
+    d = cache_dir() / f"pch-{_runtime_digest()}-{_flags_digest(sanitize)}"
+    header, gch = d / SHIM.name, d / (SHIM.name + ".gch")
+    if gch.exists():
+        return header
+    d.mkdir(exist_ok=True)
+    if not header.exists():
+        fd, tmp = tempfile.mkstemp(dir=d, prefix="shim.")
+        with os.fdopen(fd, "w") as f:
+            f.write(SHIM.read_text())
+        os.replace(tmp, header)
+    try:
+        _atomic_build(gch, lambda tmp: [compiler(), *base_flags(sanitize), "-x", "c++-header", str(header), "-o", tmp],
+                      "precompiling the CUDA shim")
+    except CompileError:
+        return SHIM
+    return header
+
+
+def prepare(sanitize: bool = False) -> tuple[Path, Path]:
+    """Build (or find) the runtime object and the precompiled shim, in parallel when both are
+    missing: (runtime object, shim header to -include)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as pool:
+        shim = pool.submit(precompiled_shim, sanitize)
+        rt = runtime_object(sanitize)
+        return rt, shim.result()
+
+
 def entries(name_expressions: Sequence[str]) -> str:
     """Per kernel: a launcher entry (unpacks the argument array and calls the kernel; the name
     expression instantiates templates) and a signature query."""
@@ -203,13 +235,22 @@ def compile_module(source: str, name_expressions: Sequence[str], filename: str,
         return out
     check_source(source, filename, opts)
     unit = screen.rewrite_shared(source) + entries(name_expressions)
-    rt = runtime_object(sanitize)
+    rt, shim = prepare(sanitize)
+    if any(o.startswith(("-D", "-U")) for o in opts):
+        shim = SHIM  # macros given before the header would not match the precompiled one
     with tempfile.TemporaryDirectory(prefix="astra-cc-") as d:
         src = Path(d) / "unit.cpp"
         src.write_text(unit)
 
         def cmd(tmp: str) -> list[str]:
-            return [compiler(), *base_flags(sanitize), *opts, "-include", str(SHIM), "-shared",
+            return [compiler(), *base_flags(sanitize), *opts, "-include", str(shim), "-shared",
                     "-x", "c++", str(src), "-x", "none", str(rt), "-o", tmp]
 
         return _atomic_build(out, cmd, f"compiling {filename} for the CPU")
+
+
+def warm() -> None:
+    """Build the runtime objects and precompiled shims ahead of time (`make setup`)."""
+    for sanitize in (False, True):
+        rt, shim = prepare(sanitize)
+        print(f"cpu backend{' (ASan)' if sanitize else ''}: {rt.name}, {shim}")
