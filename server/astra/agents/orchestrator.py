@@ -169,6 +169,9 @@ def _judge(r: Round, att: Attempt, s: Situation, limits: Limits, cancel: threadi
         r.reason = att.problem or "no usable code"
         return
     e = att.evaluation
+    if not e.passed and cancel.is_set():
+        r.outcome, r.reason = "cancelled", "cancelled while the candidate was being evaluated"
+        return
     if not e.passed:
         r.outcome = "failed"
         r.reason = e.check.summary

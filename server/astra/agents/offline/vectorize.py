@@ -205,10 +205,12 @@ class Vectorize(base.Transform):
             if max(sizes) > self.width or self.width % min(sizes):
                 continue
             vec = self.width // min(sizes)
+            if vec < 2:
+                continue
             if ctx.block_threads and ctx.row_elements.get(txt(m.bound)):
-                # Keep at least a quarter of the block's threads busy at the timed sizes.
+                # Keep at least an eighth of the block's threads busy at the timed sizes.
                 n = ctx.row_elements[txt(m.bound)]
-                if n // vec < ctx.block_threads // 4 and vec > 2:
+                if n // vec < ctx.block_threads // 8 and vec > 2:
                     continue
             code = self._emit(m, acc, ptrs, vec, data, counter)
             edits.append(Edit(loop.start_byte, loop.end_byte, code))
