@@ -62,3 +62,20 @@ def test_catalogue_size():
 def test_published_table_is_in_sync():
     doc = os.path.join(ROOT, "docs", "cheat-catalogue.md")
     assert open(doc).read() == catalogue.table(), "run: python -m tests.gate.catalogue > docs/cheat-catalogue.md"
+
+
+def test_sanitizer_failure_points_at_the_users_line(cpu):
+    from astra.backends.base import LaunchError
+    from astra.gate import run as gate_run
+    e = next(e for e in catalogue.CHEATS if e.name == "out_of_bounds_read")
+    ref, cand, spec = units(e)
+    g = gate_run._Gate(ref, cand, spec, cpu, False, None, 1, None)
+    g.ctypes = {"d": "int"}
+    mod = g.compile(cand, "candidate", sanitize=True)
+    host = gate.suite.inputs(spec, {"num_tokens": 1, "d": 128}, "spec", 1)
+    with pytest.raises(LaunchError) as info:
+        g._sanitized_run(mod, {"num_tokens": 1, "d": 128}, host)
+    g.fail("sanitize", str(info.value))
+    line = g.v.failures[0].line
+    text = catalogue.candidate_text(e, open(example_path(e.example)).read()).split("\n")
+    assert line is not None and "past" in text[line - 1], (str(info.value), line)

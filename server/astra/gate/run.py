@@ -18,6 +18,7 @@ says so.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import time
 from typing import Any, Callable
@@ -76,6 +77,9 @@ class _Gate:
 
     def fail(self, check: str, message: str, case: CaseInfo | None = None, **kw) -> None:
         self.count(check, False)
+        if "line" not in kw:  # sanitizer and fault reports name the user's file and line
+            m = re.search(re.escape(os.path.basename(self.cand_unit.path)) + r":(\d+)", message)
+            kw["line"] = int(m.group(1)) if m else None
         self.v.failures.append(Failure(check, message, case, **kw))
 
     @property
@@ -433,6 +437,11 @@ class _Gate:
         cov.notes.extend(st.notes)
         if self.ref is None:
             cov.notes.append("no reference (no pinned baseline yet): self-consistency checks only, no comparison")
+        if not st.cases:
+            v.status = "error"
+            v.log = (f"no test case fits the {self.backend.name} backend's limits (every size is too large); "
+                     f"add smaller [sizes] to the spec")
+            return
         self.main_suite(st)
         for step in (self.statefulness, self.orders):
             if v.failures:
@@ -484,3 +493,12 @@ def check(reference: Any | None, candidate: Any, spec: Spec, backend: Backend, *
     build — for checks on save. `sanitizer=False` skips compute-sanitizer on the GPU (it runs
     by default in full checks where it is installed)."""
     return _Gate(reference, candidate, spec, backend, quick, cancel, seed, max_failures, sanitizer).run()
+
+
+def check_job(payload: dict) -> Verdict:
+    """Worker job (`astra.worker`): {'backend': 'cpu'|'gpu', 'reference', 'candidate', 'spec',
+    optional 'quick', 'seed', 'sanitizer'}. A kernel that faults takes only the worker with it."""
+    from .. import jobs
+    b = jobs.backend(payload["backend"], payload.get("arch", "sm_90"))
+    return check(payload["reference"], payload["candidate"], payload["spec"], b, quick=payload.get("quick", False),
+                 seed=payload.get("seed"), sanitizer=payload.get("sanitizer"))
