@@ -216,3 +216,23 @@ def test_printf_output_is_kept(cpu):
     run(cpu, '__global__ void k(int* x) { if (threadIdx.x == 3) printf("hello %d\\n", x[3]); }',
         "k", (1,), (8,), [np.full(8, 41, np.int32)])
     assert "hello 41" in cpu.last_output
+
+
+def test_every_block_runs_once_in_each_order(cpu):
+    src = r'''
+__global__ void k(int* hits) { atomicAdd(&hits[blockIdx.x + gridDim.x * blockIdx.y], 1); }
+'''
+    for sched in (Schedule("forward"), Schedule("reverse"), Schedule("random", 11), Schedule("random", 12)):
+        hits = run(cpu, src, "k", (1000, 37), (1,), [np.zeros(37000, np.int32)], schedule=sched)[0]
+        assert (hits == 1).all()
+
+
+def test_bad_launch_configuration_is_a_launch_error(cpu):
+    import pytest
+    from astra.backends.base import LaunchError
+
+    src = "__global__ void k(int* x) { x[0] = 1; }"
+    with pytest.raises(LaunchError, match="1 to 1024 threads"):
+        run(cpu, src, "k", (1,), (2048,), [np.zeros(1, np.int32)])
+    with pytest.raises(LaunchError, match="227 KiB"):
+        run(cpu, src, "k", (1,), (32,), [np.zeros(1, np.int32)], shmem=300_000)

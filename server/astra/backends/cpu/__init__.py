@@ -7,9 +7,10 @@ launch runs in a restricted child process (isolation.py), buffers live in shared
 """
 from __future__ import annotations
 
-import os
-import weakref
 import mmap
+import os
+import threading
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -99,6 +100,7 @@ class CpuBackend(Backend):
         self._executors: dict[bool, Executor] = {}
         self._freed: list[int] = []
         self.last_output = ""  # what the last launch printed (kernel printf), for debugging
+        self._lock = threading.Lock()  # one request at a time per executor
 
     # -- compile ---------------------------------------------------------------------------
     def compile(self, source: str, name_expressions: Sequence[str], *, filename: str = "kernel.cu",
@@ -160,7 +162,14 @@ class CpuBackend(Backend):
         schedule = schedule or Schedule()
         if schedule.order not in ORDERS:
             raise LaunchError(f"unknown schedule order {schedule.order!r} (forward, reverse, random)")
+        with self._lock:
+            reply = self._send_launch(module, name_expression, launch, args, schedule, timeout_s)
+        if not reply.get("ok"):
+            raise LaunchError(f"{name_expression}: {reply.get('error', 'launch failed')}")
+
+    def _send_launch(self, module, name_expression, launch, args, schedule, timeout_s) -> dict:
         ex = self._executor(module.sanitize)
+        ex.ensure_started()  # so that `known` describes the child that gets this request
         wire_args, new, fds = [], [], []
         for a in args:
             if isinstance(a, Scalar):
@@ -187,8 +196,7 @@ class CpuBackend(Backend):
         self.last_output = output
         ex.known.update(b for b, _ in new)
         ex.modules.add(str(module.path))
-        if not reply.get("ok"):
-            raise LaunchError(f"{name_expression}: {reply.get('error', 'launch failed')}")
+        return reply
 
     def _flush_frees(self, ex: Executor) -> None:
         if not self._freed:

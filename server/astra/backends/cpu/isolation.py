@@ -108,11 +108,14 @@ class Executor:
             self.sock.close()
             self.sock = None
 
-    def request(self, msg: dict, fds: list[int], timeout_s: float, filename: str = "") -> tuple[dict, str]:
-        """Send one request; returns (reply, child output during the request)."""
+    def ensure_started(self) -> None:
         if self.proc is None or self.proc.poll() is not None:
             self.kill()
             self._start()
+
+    def request(self, msg: dict, fds: list[int], timeout_s: float, filename: str = "") -> tuple[dict, str]:
+        """Send one request; returns (reply, child output during the request)."""
+        self.ensure_started()
         offset = self._log_size()
         try:
             socket.send_fds(self.sock, [json.dumps(msg).encode()], fds)
@@ -147,6 +150,8 @@ def crash_message(rc: int, output: str, filename: str = "") -> str:
         what = f"exit status {rc}"
     if rc == -signal.SIGXCPU:
         return "CPU time limit exceeded (an infinite loop?)"
+    if rc == -signal.SIGXFSZ:
+        return f"the kernel printed more than {FILE_LIMIT >> 20} MiB (printf in a loop?)"
     asan = asan_summary(output, filename)
     if asan:
         return asan

@@ -382,7 +382,13 @@ struct Launch {
   unsigned long long shmem;
   int order;
   unsigned long long seed;
-  std::vector<unsigned> block_order;
+  unsigned long long nblocks = 0;
+  unsigned long long perm_a = 1, perm_c = 0;  // random order: k -> (a*k + c) mod nblocks, gcd(a, n) = 1
+  unsigned block_at(unsigned long long k) const {
+    if (order == 1) return (unsigned)(nblocks - 1 - k);
+    if (order == 2) return (unsigned)((unsigned __int128)perm_a * k % nblocks + perm_c) % nblocks;
+    return (unsigned)k;
+  }
   std::atomic<size_t> next{0};
   std::atomic<bool> stop{false};
   std::mutex mu;
@@ -552,8 +558,8 @@ void worker_main(Launch& L, bool handlers) {
   for (;;) {
     if (L.stop.load()) break;
     size_t k = L.next.fetch_add(1);
-    if (k >= L.block_order.size()) break;
-    if (!run_block(&b, L, L.block_order[k])) {
+    if (k >= L.nblocks) break;
+    if (!run_block(&b, L, L.block_at(k))) {
       std::lock_guard<std::mutex> g(L.mu);
       if (L.error.empty()) L.error = b.error;
       L.stop = true;
@@ -690,12 +696,12 @@ extern "C" int astra_launch(void (*entry)(void**), void** args, int nargs,
   L.order = order;
   L.seed = seed;
   (void)stack_kib;  // the stack size is fixed at build time (ASTRA_STACK_SHIFT)
-  L.block_order.resize(nblocks);
-  for (unsigned long long k = 0; k < nblocks; ++k)
-    L.block_order[k] = (unsigned)(order == 1 ? nblocks - 1 - k : k);
+  L.nblocks = nblocks;
   if (order == 2) {
     std::mt19937_64 rng(seed);
-    std::shuffle(L.block_order.begin(), L.block_order.end(), rng);
+    auto gcd = [](unsigned long long a, unsigned long long b) { while (b) { a %= b; std::swap(a, b); } return a; };
+    do L.perm_a = rng() % nblocks + 1; while (gcd(L.perm_a, nblocks) != 1);
+    L.perm_c = rng() % nblocks;
   }
 #ifdef ASTRA_ASAN
   __sanitizer_set_death_callback(asan_death);
