@@ -11,7 +11,7 @@ from astra.agents.evaluators import local_evaluator
 from agent_helpers import example
 
 EXPECTED = {  # the transformations each example must get through the gate
-    "silu_and_mul": {"vectorize", "fast_math"},
+    "silu_and_mul": {"vectorize", "fast_math", "unroll_vector"},
     "fused_add_rmsnorm": {"vectorize", "warp_reduce", "fast_math"},
     "merge_attn_states": {"hoist", "vectorize", "fast_math"},
 }

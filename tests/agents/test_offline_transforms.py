@@ -243,3 +243,21 @@ def test_hoist_turns_invariant_division_into_reciprocal():
     loop_at = k.index("for (int i")
     assert k.index("const float astra_rcp0 = 1.0f / (wa + wb);") < loop_at
     assert "(va * wa + vb * wb) * astra_rcp0" in k
+
+
+def test_unroll_vector_only_for_long_rows():
+    from astra import spec as spec_mod
+    from astra.agents.offline import context_from_spec
+    text, path, kernel = example("silu_and_mul")
+    m = source.parse(text)
+    ctx = context_from_spec(kernel, spec_mod.load(m.kernel(kernel), m))
+    assert ctx.block_threads == 1024 and ctx.row_elements["d"] == 28672
+    vec = TRANSFORMS["vectorize"].apply(text, ctx).text
+    assert TRANSFORMS["unroll_vector"].apply(vec, Context(kernel)) is None        # no size hints: no
+    short = Context(kernel, block_threads=1024, row_elements={"d": 4096})
+    assert TRANSFORMS["unroll_vector"].apply(vec, short) is None                  # one step per thread
+    rw = TRANSFORMS["unroll_vector"].apply(vec, ctx)
+    assert "#pragma unroll 2" in rw.text
+    assert TRANSFORMS["unroll_vector"].apply(rw.text, ctx) is None                # not twice
+    if static.available() is not None:
+        assert static.compile_unit(extract.unit(rw.text, path, kernel)).ok

@@ -10,10 +10,10 @@ from .situation import Situation
 # Orders of preference. Memory-bound (or unknown, e.g. on the CPU): wider accesses first, after
 # hoisting so the vectorized body is already lean. Latency/compute-bound: fewer barriers and
 # instructions first.
-MEMORY_ORDER = ["hoist", "vectorize", "vectorize64", "vectorize32", "warp_reduce", "fast_math", "restrict_ldg",
-                "unroll"]
-COMPUTE_ORDER = ["hoist", "warp_reduce", "fast_math", "vectorize", "vectorize64", "vectorize32", "restrict_ldg",
-                 "unroll"]
+MEMORY_ORDER = ["hoist", "vectorize", "vectorize64", "vectorize32", "warp_reduce", "fast_math", "unroll_vector",
+                "restrict_ldg", "unroll"]
+COMPUTE_ORDER = ["hoist", "warp_reduce", "fast_math", "vectorize", "vectorize64", "vectorize32", "unroll_vector",
+                 "restrict_ldg", "unroll"]
 
 
 def ranked_ideas(s: Situation) -> list[str]:

@@ -5,12 +5,12 @@ from .base import Context, Rewrite, Transform
 from .fast_math import FastMath
 from .hoist import Hoist
 from .restrict_ldg import RestrictLdg
-from .unroll import Unroll
+from .unroll import Unroll, UnrollVectorLoop
 from .vectorize import Vectorize
 from .warp_reduce import WarpReduce
 
 TRANSFORMS: dict[str, Transform] = {t.name: t for t in (
-    Hoist(), Vectorize(16), Vectorize(8), Vectorize(4), WarpReduce(), FastMath(), RestrictLdg(), Unroll())}
+    Hoist(), Vectorize(16), Vectorize(8), Vectorize(4), WarpReduce(), FastMath(), UnrollVectorLoop(), RestrictLdg(), Unroll())}
 
 
 def context_from_spec(kernel: str, spec) -> Context:

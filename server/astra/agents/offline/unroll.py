@@ -73,3 +73,53 @@ class Unroll(base.Transform):
         if not edits:
             return None
         return Rewrite(self.name, apply_edits(text, edits), (f"`#pragma unroll` on {len(edits)} fixed-trip loop(s)",))
+
+
+class UnrollVectorLoop(base.Transform):
+    """`#pragma unroll 2` on a vectorized loop that runs several steps per thread at the timed
+    sizes: two steps' loads are issued before the first step's math (more bytes in flight)."""
+
+    name = "unroll_vector"
+    title = "two vector steps in flight per thread (#pragma unroll 2)"
+    expected = "more independent 16-byte loads in flight per thread: hides memory latency in long rows"
+
+    def apply(self, text: str, ctx: Context) -> Rewrite | None:
+        sc = base.scope(text, ctx.kernel)
+        if sc is None:
+            return None
+        data = text.encode("utf-8")
+        edits = []
+        for loop in (n for n in walk(body(sc.kernel)) if n.type == "for_statement"):
+            init = loop.child_by_field_name("initializer")
+            if init is None or not txt(init).split("=")[0].split()[-1].startswith("astra_i0"):
+                continue
+            prev = loop.prev_sibling
+            if prev is not None and prev.type == "preproc_call" and "unroll" in txt(prev):
+                continue
+            if not self._long_rows(loop, ctx):
+                continue
+            indent = line_indent(data, loop.start_byte)
+            edits.append(Edit(loop.start_byte, loop.start_byte, f"#pragma unroll 2\n{indent}"))
+        if not edits:
+            return None
+        return Rewrite(self.name, apply_edits(text, edits),
+                       (f"`#pragma unroll 2` on {len(edits)} vectorized loop(s)",))
+
+    @staticmethod
+    def _long_rows(loop: Node, ctx: Context) -> bool:
+        """At the largest timed size each thread takes at least two vector steps."""
+        if not ctx.block_threads or not ctx.row_elements:
+            return False
+        block = loop.parent  # the `{ constexpr int astra_vec = V; const T astra_n = N; ... }` block
+        vec = n = None
+        for stmt in block.named_children if block is not None else ():
+            if stmt.type != "declaration":
+                continue
+            for d in stmt.children_by_field_name("declarator"):
+                name = txt(d.child_by_field_name("declarator"))
+                value = d.child_by_field_name("value")
+                if name.startswith("astra_vec") and not name.startswith("astra_vec_end") and value is not None:
+                    vec = int(txt(value)) if txt(value).isdigit() else None
+                elif name.startswith("astra_n") and value is not None:
+                    n = ctx.row_elements.get(txt(value))
+        return bool(vec and n and n >= 2 * vec * ctx.block_threads)
