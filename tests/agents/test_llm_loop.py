@@ -137,3 +137,32 @@ def test_cancel_mid_run_keeps_best(silu, llm, tmp_path):
     r = run(silu, llm, tmp_path, rounds=3, cancel=cancel, progress=progress)
     assert r.cancelled and len(r.rounds) == 1 and "cancelled" in r.stopped
     assert r.best == r.rounds[0].candidate and r.improved
+
+
+def test_openai_style_request_and_reasoning_effort(llm):
+    from astra.agents.llm import LLMClient
+    llm.script("coder", {"content": "hello"})
+    cfg = LLMConfig(model="o4-mini", base_url=llm.base_url, openai_style=True, reasoning_effort="low",
+                    api_key="k", max_retries=0)
+    reply = LLMClient(cfg).chat("sys", "user")
+    assert reply.ok and reply.text == "hello" and reply.usage.prompt_tokens == 100
+    body = llm.requests[-1]["body"]
+    assert body["messages"][0]["role"] == "developer" and "max_completion_tokens" in body
+    assert body["reasoning_effort"] == "low" and "temperature" not in body and "max_tokens" not in body
+
+
+def test_server_errors_never_raise(llm):
+    from astra.agents.llm import LLMClient
+    llm.script("coder", {"status": 500})
+    reply = LLMClient(LLMConfig(model="m", base_url=llm.base_url, max_retries=0)).chat("s", "u")
+    assert not reply.ok and reply.error.startswith("HTTP 500")
+    dead = LLMClient(LLMConfig(model="m", base_url="http://127.0.0.1:9/v1", max_retries=0, timeout_s=2)).chat("s", "u")
+    assert not dead.ok and "connection" in dead.error
+
+
+def test_token_limit_stops_the_run(silu, llm, tmp_path):
+    from astra.agents import Limits
+    llm.script("planner", plan("fast-math SiLU"), plan("again"))
+    llm.script("coder", reply(GOOD))
+    r = run(silu, llm, tmp_path, rounds=3, limits=Limits(max_tokens=50))
+    assert len(r.rounds) == 1 and "token limit" in r.stopped and r.improved

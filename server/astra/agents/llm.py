@@ -30,9 +30,12 @@ class LLMConfig:
     price_in_per_mtok: float = 0.0       # USD per million prompt tokens, for the cost limit
     price_out_per_mtok: float = 0.0
     api_key: str | None = field(default=None, repr=False)  # else from the environment
+    openai_style: bool | None = None     # None: decided from base_url (OpenAI's own API or not)
 
     @property
     def is_openai(self) -> bool:
+        if self.openai_style is not None:
+            return self.openai_style
         return self.base_url is None or "api.openai.com" in self.base_url
 
     def to_json(self) -> dict:  # what the run log records (never the key)
