@@ -70,6 +70,14 @@ def test_correct_rewrite_adopted(silu, llm, tmp_path, monkeypatch):
         if f.is_file():
             assert "sk-secret" not in f.read_text(errors="replace"), f
     assert (tmp_path / r.run_id / "round-01" / "candidate.cu").exists()
+    transcript = (tmp_path / r.run_id / "round-01" / "llm.json").read_text()
+    assert "fast-math SiLU" in transcript and "```cuda" in transcript
+    # one edit turns the original into the best (what the editor applies)
+    e = r.to_json()["text_edit"]
+    lines = r.original.split("\n")
+    off = lambda p: sum(len(x) + 1 for x in lines[:p[0]]) + p[1]  # noqa: E731
+    start, end = off(e["range"]["start"]), off(e["range"]["end"])
+    assert r.original[:start] + e["new_text"] + r.original[end:] == r.best
 
 
 def test_compile_error_then_repair(silu, llm, tmp_path):

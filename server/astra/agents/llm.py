@@ -77,6 +77,7 @@ class LLMClient:
             raise AstraError("no API key for OpenAI: set ASTRA_API_KEY or OPENAI_API_KEY "
                              "(or give --base-url for a local server)")
         self._openai = openai
+        self.transcript: list[dict] = []  # every exchange (never the key), for the run log
         self._client = openai.OpenAI(base_url=cfg.base_url, api_key=key, timeout=cfg.timeout_s,
                                      max_retries=cfg.max_retries)
 
@@ -91,6 +92,14 @@ class LLMClient:
             kwargs["reasoning_effort"] = cfg.reasoning_effort
         elif cfg.temperature is not None:
             kwargs["temperature"] = cfg.temperature
+        reply = self._call(kwargs)
+        self.transcript.append({"system": system, "user": user, "reply": reply.text,
+                                "finish_reason": reply.finish_reason, "error": reply.error,
+                                "usage": reply.usage.to_json(), "seconds": round(reply.seconds, 3)})
+        return reply
+
+    def _call(self, kwargs: dict) -> Reply:
+        cfg = self.cfg
         o = self._openai
         t0 = time.perf_counter()
         try:

@@ -129,6 +129,8 @@ def optimize(text: str, path: str, kernel: str, evaluate: Callable[[str], Evalua
         best_sp = s.best_eval.speedup
         tell(i, "plan", best_sp, f"round {i}: planning")
         round_t0 = time.monotonic()
+        if client is not None:
+            client.transcript.clear()
         plan, usage = planner.plan(s)
         r = Round(i, plan, s.best_hash, usage=usage)
         if plan is None:
@@ -142,6 +144,8 @@ def optimize(text: str, path: str, kernel: str, evaluate: Callable[[str], Evalua
         r.candidate_hash = source_hash(att.candidate) if att.candidate is not None else None
         _judge(r, att, s, limits, cancel)
         r.seconds = time.monotonic() - round_t0
+        if client is not None:
+            r.transcript = list(client.transcript)
         history.append(r)
         result.rounds.append(r)
         result.usage.add(r.usage)

@@ -57,6 +57,7 @@ class Round:
     attempts: int = 0                  # coding attempts (1 + repairs)
     usage: Usage = field(default_factory=Usage)
     seconds: float = 0.0
+    transcript: list[dict] = field(default_factory=list)   # LLM exchanges of this round
 
     @property
     def adopted(self) -> bool:

@@ -52,6 +52,31 @@ class OptimizeResult:
                                             self.best.splitlines(keepends=True),
                                             fromfile=f"a/{self.path}", tofile=f"b/{self.path}"))
 
+    def text_edit(self) -> dict | None:
+        """The smallest single edit that turns the original file into the best one (it covers the
+        kernel and any helper a transformation rewrote): 0-based line/character positions in the
+        original, as an LSP TextEdit wants them. None when nothing changed."""
+        a, b = self.original, self.best
+        if a == b:
+            return None
+        start = 0
+        while start < min(len(a), len(b)) and a[start] == b[start]:
+            start += 1
+        end_a, end_b = len(a), len(b)
+        while end_a > start and end_b > start and a[end_a - 1] == b[end_b - 1]:
+            end_a -= 1
+            end_b -= 1
+        # Whole lines read better in an editor and in a diff.
+        start = a.rfind("\n", 0, start) + 1
+        while end_a < len(a) and a[end_a - 1:end_a] != "\n":
+            end_a += 1
+            end_b += 1
+
+        def pos(i: int) -> list[int]:
+            line = a.count("\n", 0, i)
+            return [line, i - (a.rfind("\n", 0, i) + 1)]
+        return {"range": {"start": pos(start), "end": pos(end_a)}, "new_text": b[start:end_b]}
+
     def worked(self) -> list[Round]:
         return [r for r in self.rounds if r.adopted]
 
@@ -78,6 +103,7 @@ class OptimizeResult:
                 "seconds": round(self.seconds, 2), "usage": self.usage.to_json(),
                 "baseline": self.baseline.to_json(), "best": self.best_eval.to_json(),
                 "rounds": [r.to_json() for r in self.rounds], "best_kernel_source": self.best_kernel_source,
+                "text_edit": self.text_edit(),
                 "diff": self.diff}
 
     def summary_markdown(self) -> str:

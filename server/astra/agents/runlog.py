@@ -61,6 +61,8 @@ class RunLog:
         if r.evaluation is not None:
             _write(d / "evaluation.json", json.dumps(r.evaluation.to_json(), indent=2))
         _write(d / "round.json", json.dumps(r.to_json(), indent=2))
+        if r.transcript:
+            _write(d / "llm.json", json.dumps(r.transcript, indent=2))
 
     def best(self, text: str) -> None:
         _write(self.dir / "best.cu", text)
