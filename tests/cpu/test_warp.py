@@ -1,7 +1,7 @@
 """Warp collectives against NumPy models written from the CUDA programming guide."""
 import numpy as np
 import pytest
-from conftest import i32, run
+from conftest import i32, run, unit
 
 SHFL = r'''
 __global__ void shfl(const int* in, int* out, int mode, int b, int width) {
@@ -176,3 +176,35 @@ __global__ void k(const float* x, float* sums8, float* bsum, unsigned* ballots, 
     np.testing.assert_array_equal(ballots, want_ballot)
     np.testing.assert_array_equal(ranks[:128], [t // 8 * 100 + t % 8 for t in range(128)])
     np.testing.assert_array_equal(ranks[128:], [t + 1 if t % 8 < 7 else t for t in range(128)])
+
+
+def test_cub_block_and_warp_reduce_stand_ins(cpu):
+    src = r'''
+#include <cub/cub.cuh>
+template <int BLOCK>
+__global__ void k(const float* x, float* block_sums, float* warp_max, float* partial, int n_valid) {
+  typedef cub::BlockReduce<float, BLOCK> BlockReduce;
+  typedef cub::WarpReduce<float> WarpReduce;
+  __shared__ typename BlockReduce::TempStorage temp;
+  __shared__ typename WarpReduce::TempStorage wtemp[BLOCK / 32];
+  float v = x[blockIdx.x * BLOCK + threadIdx.x];
+  float s = BlockReduce(temp).Sum(v);
+  if (threadIdx.x == 0) block_sums[blockIdx.x] = s;
+  __syncthreads();
+  float m = WarpReduce(wtemp[threadIdx.x / 32]).Reduce(v, cub::Max());
+  if (threadIdx.x % 32 == 0) warp_max[blockIdx.x * (BLOCK / 32) + threadIdx.x / 32] = m;
+  __syncthreads();
+  float p = BlockReduce(temp).Sum(v, n_valid);
+  if (threadIdx.x == 0) partial[blockIdx.x] = p;
+}
+'''
+    from astra.backends.base import Launch
+
+    x = np.random.default_rng(4).integers(-9, 10, (3, 128)).astype(np.float32)  # exact sums
+    m = cpu.compile(unit(src), ["k<128>"], filename="user.cu")
+    bufs = [cpu.upload(x), cpu.upload(np.zeros(3, np.float32)), cpu.upload(np.zeros(12, np.float32)),
+            cpu.upload(np.zeros(3, np.float32)), i32(77)]
+    cpu.launch(m, "k<128>", Launch((3, 1, 1), (128, 1, 1)), bufs)
+    np.testing.assert_array_equal(cpu.download(bufs[1]), x.sum(1))
+    np.testing.assert_array_equal(cpu.download(bufs[2]), x.reshape(3, 4, 32).max(2).reshape(-1))
+    np.testing.assert_array_equal(cpu.download(bufs[3]), x[:, :77].sum(1))

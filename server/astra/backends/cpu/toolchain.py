@@ -76,7 +76,7 @@ def base_flags(sanitize: bool) -> list[str]:
         flags += ["-fsanitize=address", "-fno-omit-frame-pointer", "-g", "-DASTRA_STACK_SHIFT=18"]
     if os.environ.get("ASTRA_CPU_SWITCH") == "ucontext":
         flags.append("-DASTRA_USE_UCONTEXT")  # the portable fallback (default off x86-64)
-    flags += ["-I", str(RUNTIME_DIR / "cg")]  # the cooperative-groups stand-in, ahead of the toolkit's
+    flags += ["-I", str(RUNTIME_DIR / "include")]  # stand-ins (cooperative groups, CUB reductions) ahead of the toolkit
     for d in cuda_include_dirs():
         flags += ["-isystem", d]
     flags += ["-I", str(RUNTIME_DIR)]
