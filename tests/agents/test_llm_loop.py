@@ -174,3 +174,10 @@ def test_token_limit_stops_the_run(silu, llm, tmp_path):
     llm.script("coder", reply(GOOD))
     r = run(silu, llm, tmp_path, rounds=3, limits=Limits(max_tokens=50))
     assert len(r.rounds) == 1 and "token limit" in r.stopped and r.improved
+
+
+def test_patience_stops_an_unhelpful_model(silu, llm, tmp_path):
+    llm.script("planner", *[plan(f"idea {i}") for i in range(5)])
+    r = run(silu, llm, tmp_path, rounds=5)      # the coder's queue is empty: off-topic replies only
+    assert len(r.rounds) == 3 and "3 rounds in a row" in r.stopped
+    assert all(x.outcome == "no candidate" for x in r.rounds) and r.best == r.original

@@ -31,7 +31,7 @@ class Limits:
     max_seconds: float | None = None      # wall time for the whole run
     max_tokens: int | None = None         # LLM tokens (prompt + completion)
     max_cost_usd: float | None = None     # estimated from the LLMConfig's prices
-    patience: int = 3                     # stop after this many rounds in a row without adoption
+    patience: int = 3                     # LLM mode: stop after this many rounds in a row without adoption
     min_gain: float = 0.01                # measured: must beat the best by 1%
 
 
@@ -162,7 +162,8 @@ def optimize(text: str, path: str, kernel: str, evaluate: Callable[[str], Evalua
              + (f" ({r.reason})" if r.reason else ""))
         if cancel.is_set():
             return finish("cancelled; the best verified version so far is kept")
-        if stale >= limits.patience:
+        # Offline ideas are few and cheap, so each is tried; an LLM can go on forever: patience.
+        if mode == "llm" and stale >= limits.patience:
             return finish(f"{stale} rounds in a row brought no improvement")
     return finish(f"all {rounds} rounds done")
 
