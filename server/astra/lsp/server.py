@@ -21,7 +21,7 @@ from pygls.lsp.server import LanguageServer
 from astra.lsp import anchor as anchoring
 from astra.lsp import settings as settings_mod
 from astra.lsp.convert import Span, line_range, lsp_diagnostic, lsp_range, span_of, text_in
-from astra.lsp.state import DocState, Optimization, Profiled
+from astra.lsp.state import DocState, Optimization, Profiled, new_kernel_text, verified_cases
 
 log = logging.getLogger("astra.lsp")
 
@@ -290,21 +290,28 @@ class AstraServer(LanguageServer):
             return self._fail(f"`{name}` is already being optimized")
         opt = Optimization("running", anchoring.anchor_for(k, doc.version or 0, doc.source))
         ks.optimization = opt
+        s = self.settings
+        try:
+            llm = self.llm_config()
+        except Exception as e:
+            ks.optimization = None
+            return self._fail(f"the LLM settings are incomplete: {_user_message(e)}")
         token = await self._progress_begin(f"Astra: optimizing {name}", opt.cancel)
         loop = asyncio.get_running_loop()
 
         def progress(event: dict) -> None:  # called from the core's thread
-            loop.call_soon_threadsafe(self._on_progress, uri, opt, token, event)
+            loop.call_soon_threadsafe(self._on_progress, uri, opt, token, event, s.rounds)
 
         self.send_status(uri)
         self.refresh_views()
-        s = self.settings
         try:
             result = await self.call(self.opt, _api().optimize, doc.source, doc.path, name,
-                                     rounds=s.rounds, llm=self.llm_config(), backend=s.backend,
-                                     progress=progress, cancel=opt.cancel)
-            if opt.cancel.is_set():
+                                     rounds=s.rounds, llm=llm, backend=s.backend, arch=s.gpu_arch,
+                                     progress=progress, cancel=opt.cancel, report=self.report_dir(doc.path))
+            if opt.cancel.is_set() or getattr(result, "cancelled", False):
                 opt.status, opt.message = "cancelled", "cancelled"
+            elif getattr(result, "error", None):
+                opt.status, opt.message = "failed", result.error
             else:
                 opt.status, opt.result = "done", result
         except asyncio.CancelledError:
@@ -323,11 +330,11 @@ class AstraServer(LanguageServer):
             self.send_status(uri)
             self.refresh_views()
         if opt.status == "done":
-            if (opt.result.speedup or 0) > 1.0 or opt.result.best_source.strip() != opt.anchor.kernel_text.strip():
+            if opt.improved:
                 self.show(f"Astra: `{name}` optimized ({opt.title()}). "
                           "Apply it from the code lens or the lightbulb.")
             else:
-                self.show(f"Astra: no faster verified version of `{name}` found.")
+                self.show(f"Astra: no better verified version of `{name}` found; the original is kept.")
         elif opt.status == "failed":
             self.show(f"Astra: optimizing `{name}` failed: {opt.message}", types.MessageType.Error)
         return self.optimization_json(name, opt)
@@ -335,15 +342,16 @@ class AstraServer(LanguageServer):
     def optimization_json(self, name: str, opt: Optimization) -> dict:
         out = {"kernel": name, "status": opt.status, "message": opt.message}
         if opt.result is not None:
-            out.update(speedup=opt.result.speedup, verifiedCases=opt.result.verified_cases,
-                       title=opt.title(), reportPath=str(getattr(opt.result, "report_path", "") or ""))
+            out.update(speedup=opt.result.speedup, verifiedCases=verified_cases(opt.result),
+                       improved=opt.improved, title=opt.title(),
+                       reportPath=str(getattr(opt.result, "report_path", "") or ""))
         return out
 
     def _fail(self, message: str) -> dict:
         self.show(f"Astra: {message}", types.MessageType.Warning)
         return {"status": "error", "message": message}
 
-    def _on_progress(self, uri: str, opt: Optimization, token: str | None, event: Any) -> None:
+    def _on_progress(self, uri: str, opt: Optimization, token: str | None, event: Any, rounds: int) -> None:
         ev = event if isinstance(event, dict) else {"message": str(event)}
         best = ev.get("best_speedup", ev.get("best"))
         if isinstance(best, (int, float)):
@@ -352,8 +360,8 @@ class AstraServer(LanguageServer):
         opt.message = str(msg)
         if token is not None:
             pct = None
-            if isinstance(ev.get("round"), int) and isinstance(ev.get("rounds"), int) and ev["rounds"]:
-                pct = max(0, min(100, int(100 * ev["round"] / ev["rounds"])))
+            if isinstance(ev.get("round"), int) and rounds:
+                pct = max(0, min(100, int(100 * (ev["round"] - 1) / rounds)))
             self.work_done_progress.report(token, types.WorkDoneProgressReport(message=opt.message, percentage=pct))
         self.send_status(uri)
 
@@ -377,10 +385,16 @@ class AstraServer(LanguageServer):
             self.work_done_progress.tokens.pop(token, None)
 
     def llm_config(self) -> Any:
+        """None (the offline team) unless a model or endpoint is configured."""
         s = self.settings
-        if not s.llm_base_url:
-            return None  # offline: the coder's built-in transforms
-        return _api().LLMConfig(base_url=s.llm_base_url, model=s.llm_model, api_key=s.llm_api_key or None)
+        return _api().llm_config(model=s.llm_model or None, base_url=s.llm_base_url or None,
+                                 api_key=s.llm_api_key or None)
+
+    def report_dir(self, path: str) -> str | None:
+        try:
+            return str(_api().workspace.astra_dir(path) / "reports")
+        except Exception:
+            return None
 
     async def profile(self, uri: str, name: str) -> dict:
         doc, kernels = await self.index(uri)
@@ -422,13 +436,15 @@ class AstraServer(LanguageServer):
         opt = self.state(uri).kernel(name).optimization
         if opt is None or opt.status != "done":
             return None, f"no finished optimization of `{name}`"
+        if not opt.improved:
+            return None, f"the optimization found no better verified version of `{name}`"
         doc, kernels = await self.index(uri)
         placed = anchoring.place(opt.anchor, name, doc.version or 0, doc.source, kernels)
         if placed.span is None:
             return None, placed.reason
         if placed.how == "re-anchored":
             self.log_info(f"applying the optimized `{name}` at its new place (the file changed around it)")
-        return self._edit(uri, doc.version, placed.span, opt.result.best_source,
+        return self._edit(uri, doc.version, placed.span, new_kernel_text(opt.result),
                           f"Astra: optimized `{name}` ({opt.title()})"), ""
 
     def _edit(self, uri: str, version: int | None, span: Span, new_text: str, label: str) -> types.WorkspaceEdit:
@@ -610,7 +626,7 @@ async def code_actions(ls: AstraServer, params: types.CodeActionParams) -> list[
     opt = ks.optimization if ks else None
     version = doc.version or 0
     actions = []
-    if opt is not None and opt.status == "done":
+    if opt is not None and opt.status == "done" and opt.improved:
         placed = anchoring.place(opt.anchor, k.name, version, doc.source, ls.state(uri).kernels)
         action = types.CodeAction(title=f"Apply optimized kernel ({opt.title()})", kind=APPLY_KIND,
                                   is_preferred=True, data={"action": "apply", "uri": uri, "kernel": k.name})
@@ -694,8 +710,10 @@ async def code_lens(ls: AstraServer, params: types.CodeLensParams) -> list[types
         elif opt.status == "running":
             best = f", best {opt.best_speedup:.2f}×" if opt.best_speedup else ""
             lens(f"Optimizing… {opt.message}{best} (cancel)", "astra.lsp.cancelOptimize")
-        else:
+        elif opt.improved:
             lens(f"Apply optimized kernel ({opt.title()})", "astra.applyOptimized")
+        else:
+            lens("No better version found (Optimize again)", "astra.lsp.optimize")
         if not has_spec(k):
             lens("Add harness spec", "astra.lsp.addSpec")
     return lenses
@@ -783,7 +801,7 @@ async def cmd_optimized_edit(ls: AstraServer, uri: str, kernel: str, *_):
     if edit is None:
         return {"status": "declined", "message": why}
     opt = ls.state(uri).kernel(kernel).optimization
-    return {"status": "ok", "edit": edit, "newText": opt.result.best_source, "title": opt.title()}
+    return {"status": "ok", "edit": edit, "newText": new_kernel_text(opt.result), "title": opt.title()}
 
 
 @server.command("astra.lsp.report")

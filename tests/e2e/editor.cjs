@@ -1,0 +1,240 @@
+// Real-editor test: the packaged .vsix in code-server (VS Code in a browser), driven by headless
+// Chromium through playwright-core. Run by `make test-e2e` (tools from scripts/e2e-tools.sh).
+//
+// Scenario: open examples/silu_and_mul.cu -> code lens -> on-open check passes -> hover report ->
+// Optimize kernel (offline, CPU backend) -> apply the rewrite through its diff preview -> save ->
+// on-save check passes -> break the kernel, save -> error squiggle. Screenshots of every step go
+// to test-artifacts/e2e/.
+"use strict";
+const fs = require("fs");
+const os = require("os");
+const path = require("path");
+const net = require("net");
+const { spawn, execFileSync } = require("child_process");
+
+const TOOLS = process.env.ASTRA_E2E_TOOLS_DIR;
+const VSIX = process.env.ASTRA_VSIX;
+const PYTHON = process.env.ASTRA_PYTHON;
+const ROOT = path.resolve(__dirname, "..", "..");
+const ARTIFACTS = path.join(ROOT, "test-artifacts", "e2e");
+const { chromium } = require(path.join(TOOLS, "app", "node_modules", "playwright-core"));
+const NODE = process.execPath;
+const CODE_SERVER = path.join(TOOLS, "app", "node_modules", "code-server", "out", "node", "entry.js");
+
+const T0 = Date.now();
+const elapsed = () => `${((Date.now() - T0) / 1000).toFixed(1)}s`;
+let page, shot = 0;
+
+async function step(name, fn) {
+  process.stdout.write(`e2e [${elapsed()}] ${name} ... `);
+  const t = Date.now();
+  await fn();
+  await snap(name);
+  console.log(`ok (${((Date.now() - t) / 1000).toFixed(1)}s)`);
+}
+
+async function snap(name) {
+  shot += 1;
+  const file = path.join(ARTIFACTS, `${String(shot).padStart(2, "0")}-${name.replace(/[^a-z0-9]+/gi, "-").toLowerCase()}.png`);
+  await page.screenshot({ path: file }).catch(() => {});
+}
+
+function freePort() {
+  return new Promise((resolve) => {
+    const srv = net.createServer();
+    srv.listen(0, "127.0.0.1", () => { const { port } = srv.address(); srv.close(() => resolve(port)); });
+  });
+}
+
+async function waitHttp(url, ms) {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    try { const r = await fetch(url); if (r.status < 500) return; } catch { /* not up yet */ }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`code-server did not answer at ${url}`);
+}
+
+/** Runs a command from the palette by its title. */
+async function palette(title) {
+  await page.keyboard.press("F1");
+  const input = page.locator(".quick-input-widget input");
+  await input.waitFor({ state: "visible" });
+  await input.fill(">" + title);
+  await page.locator(".quick-input-list .monaco-list-row", { hasText: title }).first().waitFor();
+  await page.keyboard.press("Enter");
+}
+
+async function gotoLine(line, col) {
+  await page.keyboard.press("Control+G");
+  const input = page.locator(".quick-input-widget input");
+  await input.waitFor({ state: "visible" });
+  await input.fill(`:${line}:${col}`);
+  await page.keyboard.press("Enter");
+}
+
+const lens = (text) => page.locator(".codelens-decoration a", { hasText: text }).first();
+
+async function main() {
+  fs.rmSync(ARTIFACTS, { recursive: true, force: true });
+  fs.mkdirSync(ARTIFACTS, { recursive: true });
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "astra-e2e-"));
+  const ws = path.join(tmp, "ws");
+  const data = path.join(tmp, "data");
+  const exts = path.join(tmp, "extensions");
+  fs.mkdirSync(ws);
+  fs.mkdirSync(path.join(data, "User"), { recursive: true });
+  const file = path.join(ws, "silu_and_mul.cu");
+  fs.copyFileSync(path.join(ROOT, "examples", "silu_and_mul.cu"), file);
+  const original = fs.readFileSync(file, "utf8");
+  fs.writeFileSync(path.join(data, "User", "settings.json"), JSON.stringify({
+    "astra.server.python": PYTHON,
+    "astra.backend": "cpu",
+    "astra.rounds": 2,
+    "workbench.startupEditor": "none",
+    "workbench.tips.enabled": false,
+    "security.workspace.trust.enabled": false,
+    "editor.hover.delay": 100,
+    "files.autoSave": "off",
+    "extensions.autoCheckUpdates": false,
+    "extensions.autoUpdate": false,
+    "telemetry.telemetryLevel": "off",
+    "chat.disableAIFeatures": true,
+    "workbench.secondarySideBar.defaultVisibility": "hidden",
+  }, null, 2));
+  const env = {
+    ...process.env, HOME: tmp, XDG_CONFIG_HOME: path.join(tmp, ".config"),
+    XDG_DATA_HOME: path.join(tmp, ".local", "share"), XDG_CACHE_HOME: path.join(tmp, ".cache"),
+  };
+  fs.writeFileSync(path.join(tmp, "config.yaml"), "auth: none\ncert: false\n");
+  const common = ["--config", path.join(tmp, "config.yaml"), "--user-data-dir", data, "--extensions-dir", exts];
+
+  execFileSync(NODE, [CODE_SERVER, ...common, "--install-extension", VSIX], { env, stdio: "pipe" });
+  const port = await freePort();
+  const server = spawn(NODE, [CODE_SERVER, ...common, "--bind-addr", `127.0.0.1:${port}`, "--disable-telemetry",
+    "--disable-update-check", "--disable-workspace-trust", "--disable-getting-started-override", ws],
+  { env, stdio: ["ignore", "pipe", "pipe"], detached: true });
+  const serverLog = fs.createWriteStream(path.join(ARTIFACTS, "code-server.log"));
+  server.stdout.pipe(serverLog); server.stderr.pipe(serverLog);
+
+  const browser = await chromium.launch({
+    executablePath: "/usr/bin/chromium", headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+      "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"],
+  });
+  let ok = false;
+  try {
+    await waitHttp(`http://127.0.0.1:${port}/healthz`, 30000);
+    page = await browser.newPage({ viewport: { width: 1600, height: 1000 } });
+    page.setDefaultTimeout(60000);
+
+    await step("open the file", async () => {
+      await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(ws)}`);
+      await page.locator(".monaco-workbench").waitFor();
+      // Quick Open is flaky until the remote file system is connected: wait for the explorer.
+      await page.locator(".explorer-folders-view .monaco-list-row", { hasText: "silu_and_mul.cu" }).waitFor();
+      await page.keyboard.press("Control+P");
+      await page.locator(".quick-input-widget input").fill("silu_and_mul.cu");
+      await page.locator(".quick-input-list .monaco-list-row", { hasText: "silu_and_mul.cu" }).first().waitFor();
+      await page.keyboard.press("Enter");
+      await page.locator("#status\\.editor\\.mode", { hasText: "CUDA" }).waitFor();
+    });
+
+    await step("code lens above the kernel", async () => {
+      await lens("Profile").waitFor();
+      await lens("Optimize").waitFor();
+    });
+
+    await step("check on open passes", async () => {
+      await lens("✓ verified").waitFor({ timeout: 240000 });
+      if (await page.locator(".squiggly-error").count()) throw new Error("unexpected error squiggle");
+    });
+
+    const defLine = original.split("\n").findIndex((l) => l.startsWith("__global__ void silu_and_mul")) + 1;
+    const nameCol = original.split("\n")[defLine - 1].indexOf("silu_and_mul") + 3;
+    await step("hover report on the kernel name", async () => {
+      await page.locator(".part.editor .monaco-editor .view-lines").first().click();
+      await gotoLine(defLine, nameCol);
+      await palette("Show or Focus Hover");
+      const hover = page.locator(".monaco-hover-content", { hasText: "Astra" }).first();
+      await hover.waitFor();
+      const text = await hover.innerText();
+      if (!/verified/.test(text)) throw new Error(`hover without the check result: ${text}`);
+      await page.keyboard.press("Escape");
+    });
+
+    // Until the orchestrator is in the facade, the optimize steps have nothing to drive.
+    const canOptimize = execFileSync(PYTHON, ["-c", "import astra.api as a; print(hasattr(a, 'optimize'))"])
+      .toString().trim() === "True";
+    if (!canOptimize) console.log("e2e: SKIPPED optimize/apply steps: astra.api.optimize is not available yet");
+    if (canOptimize) await step("optimize the kernel (offline, CPU backend)", async () => {
+      await lens("Optimize").click();
+      await lens("Apply optimized kernel").waitFor({ timeout: 480000 });
+    });
+
+    if (canOptimize) await step("apply the rewrite through its diff preview", async () => {
+      await lens("Apply optimized kernel").click();
+      // The edit needs confirmation: VS Code shows it in the refactor preview first.
+      const apply = page.locator(".refactor-preview-pane .monaco-button, .bulk-edit-panel .monaco-button, " +
+        ".monaco-button", { hasText: /^Apply$/ }).first();
+      await apply.waitFor();
+      await apply.click();
+    });
+
+    if (canOptimize) await step("save; the on-save check passes", async () => {
+      await page.locator(".part.editor .monaco-editor .view-lines").first().click();
+      await page.keyboard.press("Control+S");
+      await waitFor(() => fs.readFileSync(file, "utf8") !== original, 20000, "the saved file to change");
+      await lens("checking").waitFor({ timeout: 30000 }).catch(() => {});
+      await lens("✓ verified").waitFor({ timeout: 240000 });
+      if (await page.locator(".squiggly-error").count()) throw new Error("unexpected error squiggle");
+    });
+
+    await step("break the kernel, save: error squiggle", async () => {
+      const lines = fs.readFileSync(file, "utf8").split("\n");
+      const at = lines.findIndex((l) => l.startsWith("__global__ void silu_and_mul")) + 1;
+      await gotoLine(at + 1, 1);
+      await page.keyboard.press("End");
+      await page.keyboard.type(" undeclared_in_kernel = 1;");
+      await page.keyboard.press("Control+S");
+      await page.locator(".squiggly-error").first().waitFor({ timeout: 120000 });
+    });
+    ok = true;
+  } finally {
+    if (!ok) await snap("failure");
+    collectLogs(data);
+    await browser.close().catch(() => {});
+    try { process.kill(-server.pid, "SIGTERM"); } catch { /* gone */ }
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+  console.log(`e2e: passed in ${elapsed()}; screenshots in ${path.relative(ROOT, ARTIFACTS)}/`);
+}
+
+async function waitFor(cond, ms, what) {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** Keeps the extension host and Astra logs next to the screenshots. */
+function collectLogs(data) {
+  const out = path.join(ARTIFACTS, "logs");
+  const walk = (dir) => {
+    for (const e of fs.existsSync(dir) ? fs.readdirSync(dir, { withFileTypes: true }) : []) {
+      const p = path.join(dir, e.name);
+      if (e.isDirectory()) walk(p);
+      else if (/exthost|Astra/i.test(p) && p.endsWith(".log")) {
+        fs.mkdirSync(out, { recursive: true });
+        fs.copyFileSync(p, path.join(out, path.relative(data, p).replace(/[\\/]/g, "_")));
+      }
+    }
+  };
+  walk(path.join(data, "logs"));
+}
+
+main().catch((e) => {
+  console.error(`\ne2e: FAILED after ${elapsed()}: ${e && e.stack || e}`);
+  process.exit(1);
+});
