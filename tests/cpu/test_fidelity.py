@@ -42,3 +42,18 @@ def test_cpu_backend_matches_the_gpu():
     print("\n" + fidelity.markdown(report))
     missed = [r for r in report["results"] if r["meets_target"] is False]
     assert not missed, fidelity.markdown({"results": missed})
+
+
+def test_fidelity_report_end_to_end_with_a_stand_in_gpu(monkeypatch, tmp_path):
+    """The report's plumbing, with the CPU backend standing in for the GPU (all identical)."""
+    import astra.backends.gpu as gpu_mod
+    from astra.backends.cpu import CpuBackend
+
+    monkeypatch.setattr(gpu_mod, "GpuBackend", CpuBackend)
+    monkeypatch.setattr(fidelity, "CASES", [c for c in fidelity.CASES if "example" not in c.name][:3])
+    out = tmp_path / "f.json"
+    assert fidelity.main(["--json", str(out), "--cpu-npz", str(tmp_path / "none.npz")]) == 0
+    import json
+
+    rows = json.loads(out.read_text())["results"]
+    assert rows and all(r["identical"] == 1.0 and r["max_ulp"] == 0 for r in rows)

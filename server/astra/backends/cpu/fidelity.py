@@ -134,6 +134,25 @@ __global__ void atomics(const int* bins, const float* v, int* hist, float* total
   atomicAdd(total, v[t]);
 }
 '''
+CUB_BLOCK_REDUCE = r'''
+#include <cub/cub.cuh>
+__global__ void cub_sum(const float* x, float* out) {
+  typedef cub::BlockReduce<float, 256> BlockReduce;
+  __shared__ typename BlockReduce::TempStorage temp;
+  float s = BlockReduce(temp).Sum(x[blockIdx.x * 256 + threadIdx.x]);
+  if (threadIdx.x == 0) out[blockIdx.x] = s;
+}
+'''
+CG_REDUCE = r'''
+#include <cooperative_groups.h>
+#include <cooperative_groups/reduce.h>
+namespace cg = cooperative_groups;
+__global__ void cg_sum(const float* x, float* out) {
+  auto tile = cg::tiled_partition<32>(cg::this_thread_block());
+  float s = cg::reduce(tile, x[blockIdx.x * blockDim.x + threadIdx.x], cg::plus<float>());
+  if (tile.thread_rank() == 0) out[blockIdx.x * (blockDim.x / 32) + tile.meta_group_rank()] = s;
+}
+'''
 FAST_MATH = r'''
 __global__ void fast_math(const float* x, float* o, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -182,6 +201,11 @@ CASES = [
          Launch((64, 1, 1), (256, 1, 1)),
          lambda r: [r.integers(0, 64, 16384).astype(np.int32), r.integers(-50, 50, 16384).astype(np.float32),
                     np.zeros(64, np.int32), np.zeros(1, np.float32)], [2, 3]),
+    Case("cub::BlockReduce stand-in (float)", "reduction", _inline(CUB_BLOCK_REDUCE, "cub_sum"),
+         Launch((256, 1, 1), (256, 1, 1)),
+         lambda r: [r.standard_normal(65536).astype(np.float32), np.zeros(256, np.float32)], [1]),
+    Case("cg::reduce stand-in (float)", "reduction", _inline(CG_REDUCE, "cg_sum"), Launch((64, 1, 1), (256, 1, 1)),
+         lambda r: [r.standard_normal(16384).astype(np.float32), np.zeros(512, np.float32)], [1]),
     Case("fast-math intrinsics (__expf __fdividef rsqrtf __logf __sinf __powf)", "fast-math",
          _inline(FAST_MATH, "fast_math"), Launch((64, 1, 1), (256, 1, 1)),
          lambda r: [r.uniform(-20, 20, 4096).astype(np.float32), np.zeros(4096 * 6, np.float32), _i(4096)], [1]),
@@ -279,8 +303,14 @@ def fidelity(cpu_npz: Path | None) -> dict:
             if saved and bytes(saved[f"{k}_inputs_sha"]).decode() != _digest(args):
                 raise SystemExit(f"{case.name}: this NumPy generates other inputs than the saved CPU run; "
                                  "run with g++ available (the CPU side then runs live)")
-            cpu_out = _run(live_cpu, case, args) if live_cpu else [saved[f"{k}_out_{j}"] for j in case.outputs]
-            gpu_out = _run(gpu, case, args)
+            try:
+                cpu_out = _run(live_cpu, case, args) if live_cpu else [saved[f"{k}_out_{j}"] for j in case.outputs]
+                gpu_out = _run(gpu, case, args)
+            except Exception as e:  # noqa: BLE001 - one kernel failing must not hide the others
+                rows.append({"kernel": case.name, "kind": case.kind, "output": None, "elements": 0,
+                             "identical": 0.0, "max_ulp": -1, "meets_target": None,
+                             "error": f"{e.__class__.__name__}: {e}"[:500]})
+                continue
             for j, c, g in zip(case.outputs, cpu_out, gpu_out):
                 r = compare(c, g)
                 r.update(kernel=case.name, kind=case.kind, output=j,
@@ -305,6 +335,8 @@ def markdown(report: dict) -> str:
     lines = ["| kernel | output | kind | elements | bit-identical | max ulp | target |", "|---|---|---|---|---|---|---|"]
     for r in report["results"]:
         target = {True: "met", False: "MISSED", None: "(informational)"}[r["meets_target"]]
+        if r.get("error"):
+            target = "not run: " + r["error"].splitlines()[0][:80]
         lines.append(f"| {r['kernel']} | arg {r['output']} | {r['kind']} | {r['elements']} | "
                      f"{100 * r['identical']:.3f}% | {r['max_ulp']} | {target} |")
     return "\n".join(lines)
