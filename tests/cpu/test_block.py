@@ -236,3 +236,26 @@ def test_bad_launch_configuration_is_a_launch_error(cpu):
         run(cpu, src, "k", (1,), (2048,), [np.zeros(1, np.int32)])
     with pytest.raises(LaunchError, match="227 KiB"):
         run(cpu, src, "k", (1,), (32,), [np.zeros(1, np.int32)], shmem=300_000)
+
+
+def test_static_shared_in_a_template_device_function(cpu):
+    # the common `static __shared__ T shared[32]` block-reduce helper
+    src = r'''
+template <typename T> __device__ T blockReduceSum(T val) {
+  static __shared__ T shared[32];
+  int lane = threadIdx.x & 0x1f, wid = threadIdx.x >> 5;
+  for (int o = 16; o; o >>= 1) val += __shfl_xor_sync(0xffffffff, val, o);
+  if (lane == 0) shared[wid] = val;
+  __syncthreads();
+  val = (threadIdx.x < (blockDim.x / 32.f)) ? shared[lane] : (T)(0.0f);
+  for (int o = 16; o; o >>= 1) val += __shfl_xor_sync(0xffffffff, val, o);
+  return val;
+}
+__global__ void k(const float* x, float* o) {
+  float s = blockReduceSum<float>(x[blockIdx.x * blockDim.x + threadIdx.x]);
+  if (threadIdx.x == 0) o[blockIdx.x] = s;
+}
+'''
+    x = np.random.default_rng(6).integers(-9, 10, (4, 256)).astype(np.float32)
+    o = run(cpu, src, "k", (4,), (256,), [x, np.zeros(4, np.float32)])[1]
+    np.testing.assert_array_equal(o, x.sum(1))

@@ -264,12 +264,12 @@ def rewrite_shared(source: str) -> str:
         if n.type != "declaration":
             continue
         kids = n.children
-        shared = [k for k in _walk(n) if k.type == "__shared__" or (k.type == "type_qualifier" and k.text == b"__shared__")]
-        if not shared:
-            continue
         qualifier = next((k for k in kids if k.type == "type_qualifier" and k.text == b"__shared__"), None)
         if qualifier is None:
             continue
+        static = next((k for k in kids if k.type == "storage_class_specifier" and k.text == b"static"), None)
+        if static is not None:  # `static __shared__`: the shim's __shared__ is already static
+            edits.append((static.start_byte, static.end_byte, b" " * len(static.text)))
         ext = next((k for k in kids if k.type == "storage_class_specifier" and k.text == b"extern"), None)
         at_function_scope = n.parent is not None and n.parent.type == "compound_statement"
         if ext is not None:

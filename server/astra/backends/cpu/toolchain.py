@@ -180,10 +180,15 @@ def entries(name_expressions: Sequence[str]) -> str:
     return "\n".join(out) + "\n"
 
 
+def _named(source: str, filename: str) -> str:
+    """Messages name the user's file even where the unit has no #line of its own."""
+    return f'#line 1 "{filename}"\n' + source
+
+
 def preprocess(source: str, filename: str, options: Sequence[str]) -> str:
     with tempfile.TemporaryDirectory(prefix="astra-pp-") as d:
         src = Path(d) / "unit.cpp"
-        src.write_text(source)
+        src.write_text(_named(source, filename))
         cmd = [compiler(), *base_flags(False), *options, "-include", str(SHIM), "-E", "-x", "c++", str(src)]
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S, cwd=d)
@@ -234,7 +239,7 @@ def compile_module(source: str, name_expressions: Sequence[str], filename: str,
     if out.exists():
         return out
     check_source(source, filename, opts)
-    unit = screen.rewrite_shared(source) + entries(name_expressions)
+    unit = _named(screen.rewrite_shared(source), filename) + entries(name_expressions)
     rt, shim = prepare(sanitize)
     if any(o.startswith(("-D", "-U")) for o in opts):
         shim = SHIM  # macros given before the header would not match the precompiled one
