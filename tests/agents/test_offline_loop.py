@@ -136,3 +136,34 @@ def test_vectorized_rows_misaligned_and_tails_pass_the_gate(cpu, tmp_path, dtype
     ev = local_evaluator(str(path), "scale", sp, cpu, text, quick=True)
     e = ev(rw.text)
     assert e.passed, e.check.feedback
+
+
+GRID_STRIDE = """#include <cuda_fp16.h>
+/* @astra
+grid = ["3"]
+block = ["64"]
+[sizes]
+n = [1, 7, 100, 1001, 5000]
+[args]
+o = { type = "half", shape = ["n"], output = true }
+x = { type = "half", shape = ["n"] }
+n = "n"
+*/
+__global__ void twice(__half* __restrict__ o, const __half* __restrict__ x, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    o[i] = __float2half(2.0f * __half2float(x[i]) - 1.0f);
+  }
+}
+"""
+
+
+def test_vectorized_grid_stride_loop_passes_the_gate(cpu, tmp_path):
+    from astra.agents.offline import TRANSFORMS, Context
+    path = tmp_path / "twice.cu"
+    path.write_text(GRID_STRIDE)
+    m = source.parse(GRID_STRIDE)
+    sp = spec_mod.load(m.kernel("twice"), m)
+    ev = local_evaluator(str(path), "twice", sp, cpu, GRID_STRIDE, quick=True)
+    for t in ("vectorize", "vectorize64"):
+        e = ev(TRANSFORMS[t].apply(GRID_STRIDE, Context("twice")).text)
+        assert e.passed, e.check.feedback

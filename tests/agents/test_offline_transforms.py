@@ -261,3 +261,19 @@ def test_unroll_vector_only_for_long_rows():
     assert TRANSFORMS["unroll_vector"].apply(rw.text, ctx) is None                # not twice
     if static.available() is not None:
         assert static.compile_unit(extract.unit(rw.text, path, kernel)).ok
+
+
+def test_vectorize_grid_stride_loop():
+    src = HEADER + """
+__global__ void k(__half* __restrict__ o, const __half* __restrict__ x, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    o[i] = __float2half(2.0f * __half2float(x[i]));
+  }
+}
+"""
+    rw = apply("vectorize", src, "k")
+    k = body_of(rw.text, "k")
+    assert "astra_i0 = (blockIdx.x * blockDim.x + threadIdx.x) * astra_vec" in k
+    assert "astra_i0 += (blockDim.x * gridDim.x) * astra_vec" in k
+    assert "i = astra_vec_end + (blockIdx.x * blockDim.x + threadIdx.x); i < astra_n; i += blockDim.x * gridDim.x" in k
+    assert apply("vectorize", src.replace("i += blockDim.x * gridDim.x", "i += blockDim.x"), "k") is None

@@ -91,8 +91,9 @@ class UnrollVectorLoop(base.Transform):
         edits = []
         for loop in (n for n in walk(body(sc.kernel)) if n.type == "for_statement"):
             init = loop.child_by_field_name("initializer")
-            if init is None or not txt(init).split("=")[0].split()[-1].startswith("astra_i0"):
-                continue
+            if init is None or not txt(init).split("=")[0].split()[-1].startswith("astra_i0") or \
+                    "gridDim" in txt(loop.child_by_field_name("update")):
+                continue  # block-stride vector loops only: the per-thread step count is known
             prev = loop.prev_sibling
             if prev is not None and prev.type == "preproc_call" and "unroll" in txt(prev):
                 continue

@@ -1,6 +1,7 @@
 """Vectorized loads and stores for strided element loops.
 
-Recognises the grid-stride-in-a-block loop `for (T i = threadIdx.x; i < N; i += blockDim.x)`
+Recognises the block-stride loop `for (T i = threadIdx.x; i < N; i += blockDim.x)` (and the
+grid-stride loop `for (T i = blockIdx.x * blockDim.x + threadIdx.x; i < N; i += blockDim.x * gridDim.x)`)
 whose element accesses are `P[base + i]` (directly or through a `const` alias such as
 `idx = row * n + i`) with loop-invariant `base`. Each thread then moves VEC consecutive
 elements per step with one 16-byte (or 8/4-byte) load per array, runs the original body on
@@ -44,6 +45,7 @@ class _Loop:
         self.body = loop.child_by_field_name("body")
         self.variant = assigned_names(self.body) | base_names_declared(self.body) | {var}
         self.aliases: dict[str, str] = {}  # const local -> base
+        self.start, self.stride = "threadIdx.x", "blockDim.x"
 
     def offset_base(self, expr: Node) -> str | None:
         """`base` when expr == base + i with loop-invariant base, else None."""
@@ -83,8 +85,26 @@ def _at(array: str, base_: str) -> str:
     return array if base_ == "0" else f"{array} + ({base_})"
 
 
+def _paren(e: str) -> str:
+    return e if e in ("threadIdx.x", "blockDim.x") else f"({e})"
+
+
 def _plus(a: str, b: str) -> str:
     return b if a == "0" else f"{a} + {b}"
+
+
+# (first index, accepted strides) of the loops we vectorize, compared without spaces.
+STRIDES = [("threadIdx.x", ("blockDim.x",)),
+           ("blockIdx.x*blockDim.x+threadIdx.x", ("blockDim.x*gridDim.x", "gridDim.x*blockDim.x")),
+           ("threadIdx.x+blockIdx.x*blockDim.x", ("blockDim.x*gridDim.x", "gridDim.x*blockDim.x")),
+           ("blockDim.x*blockIdx.x+threadIdx.x", ("blockDim.x*gridDim.x", "gridDim.x*blockDim.x"))]
+
+
+def _squash(n: Node | None) -> str:
+    """The expression's tokens without spaces (leaves of the tree, so comments drop out)."""
+    if n is None:
+        return ""
+    return "".join(txt(c) for c in walk(n) if c.child_count == 0 and c.type != "comment")
 
 
 def match_loop(loop: Node) -> _Loop | None:
@@ -97,20 +117,24 @@ def match_loop(loop: Node) -> _Loop | None:
     if init.type != "declaration":
         return None
     decls = init.children_by_field_name("declarator")
-    if len(decls) != 1 or decls[0].type != "init_declarator" or \
-            txt(decls[0].child_by_field_name("value")) != "threadIdx.x":
+    if len(decls) != 1 or decls[0].type != "init_declarator":
+        return None
+    start = _squash(decls[0].child_by_field_name("value"))
+    stride = next((st for s0, st in STRIDES if s0 == start), None)
+    if stride is None:
         return None
     var = txt(decls[0].child_by_field_name("declarator"))
     if cond.type != "binary_expression" or txt(cond.child_by_field_name("operator")) != "<" or \
             txt(cond.child_by_field_name("left")) != var:
         return None
     if upd.type != "assignment_expression" or txt(upd.child_by_field_name("operator")) != "+=" or \
-            txt(upd.child_by_field_name("left")) != var or txt(upd.child_by_field_name("right")) != "blockDim.x":
+            txt(upd.child_by_field_name("left")) != var or _squash(upd.child_by_field_name("right")) not in stride:
         return None
     if any(n.type in FORBIDDEN for n in walk(b) if n != b) or \
             any(n.type == "call_expression" and "sync" in txt(n.child_by_field_name("function")) for n in walk(b)):
         return None
     m = _Loop(loop, var, txt(init.child_by_field_name("type")), cond.child_by_field_name("right"))
+    m.start, m.stride = txt(decls[0].child_by_field_name("value")), txt(upd.child_by_field_name("right"))
     if not m.invariant(m.bound) or var in assigned_names(b):
         return None
     # const aliases `const T idx = base + i;` at the top level of the body
@@ -287,8 +311,8 @@ class Vectorize(base.Transform):
             f"{i1}const {T} astra_n{sfx} = {txt(m.bound)};\n"
             f"{i1}const bool astra_aligned{sfx} =\n{aligned};\n"
             f"{i1}const {T} astra_vec_end{sfx} = astra_aligned{sfx} ? astra_n{sfx} / astra_vec{sfx} * astra_vec{sfx} : 0;\n"
-            f"{i1}for ({T} astra_i0{sfx} = threadIdx.x * astra_vec{sfx}; astra_i0{sfx} < astra_vec_end{sfx};\n"
-            f"{i1}     astra_i0{sfx} += blockDim.x * astra_vec{sfx}) {{\n"
+            f"{i1}for ({T} astra_i0{sfx} = {_paren(m.start)} * astra_vec{sfx}; astra_i0{sfx} < astra_vec_end{sfx};\n"
+            f"{i1}     astra_i0{sfx} += {_paren(m.stride)} * astra_vec{sfx}) {{\n"
             + "\n".join(decls) + "\n"
             + "\n".join(lines_load) + ("\n" if lines_load else "")
             + f"{i2}#pragma unroll\n"
@@ -299,7 +323,7 @@ class Vectorize(base.Transform):
             + "\n".join(lines_store) + ("\n" if lines_store else "")
             + f"{i1}}}\n"
             f"{i1}// astra: scalar tail (and whole rows that are not aligned)\n"
-            f"{i1}for ({T} {var} = astra_vec_end{sfx} + threadIdx.x; {var} < astra_n{sfx}; {var} += blockDim.x) "
+            f"{i1}for ({T} {var} = astra_vec_end{sfx} + {_paren(m.start)}; {var} < astra_n{sfx}; {var} += {m.stride}) "
             + tail_body.replace("\n" + ind, "\n" + i1) + "\n"
             f"{ind}}}"
         )
