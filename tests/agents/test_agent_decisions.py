@@ -1,0 +1,87 @@
+"""Pure decisions: the profiler's Profile turned into the agents' view, adoption of measured
+candidates (only when faster than the best), and the planner's order from the bottleneck."""
+import threading
+
+from astra import profiler
+from astra.agents import Check, Evaluation, Limits, Profile, SizeTiming
+from astra.agents.coder import Attempt
+from astra.agents.evaluators import to_evaluation
+from astra.agents.offline import Context
+from astra.agents.orchestrator import _judge
+from astra.agents.planner import OfflinePlanner, ranked_ideas
+from astra.agents.records import Plan, Round
+from astra.agents.situation import Situation
+
+from agent_helpers import example
+
+OK = Check(True, "passed", "", 10, "passed")
+
+
+def size(ref_us, cand_us, share=0.6, bottleneck="memory-bound", **kw):
+    return profiler.SizeProfile(sizes={"n": 1}, label="n=1", bytes_moved=1000, flops=None,
+                                candidate=profiler.Timing(cand_us, cand_us, cand_us, 100, ceiling_share=share),
+                                reference=profiler.Timing(ref_us, ref_us, ref_us, 100),
+                                speedup=ref_us / cand_us, bottleneck=bottleneck, **kw)
+
+
+def prof(*sizes):
+    return profiler.Profile(kernel="k", backend="gpu", measured=True, device="H100", sizes=list(sizes),
+                            resources={"registers": 40}, occupancy={"theoretical": 0.75})
+
+
+def test_profile_conversion():
+    e = to_evaluation(OK, prof(size(20.0, 10.0, 0.8), size(10.0, 10.0, 0.5)))
+    assert e.passed and e.measured and abs(e.speedup - 2 ** 0.5) < 1e-9
+    assert e.profile.bottleneck == "memory" and e.profile.registers == 40 and e.profile.occupancy == 0.75
+    assert e.profile.best_copy_share == 0.8 and e.profile.device == "H100"
+
+
+def test_wrong_timed_outputs_and_implausible_timings_fail():
+    wrong = to_evaluation(OK, prof(size(20.0, 10.0, output_failures=["out differs at [3]"])))
+    assert not wrong.passed and "timed" in wrong.check.summary
+    odd = to_evaluation(OK, prof(size(20.0, 1.0, implausible=["faster than the bytes allow"])))
+    assert not odd.passed and "implausible" in odd.check.summary
+
+
+def test_cpu_profile_is_not_measured():
+    p = profiler.Profile(kernel="k", backend="cpu", measured=False, note="speed is not measured on the CPU",
+                         resources={"registers": 32})
+    e = to_evaluation(OK, p)
+    assert e.passed and not e.measured and e.speed_note.startswith("speed is not measured") and e.registers == 32
+
+
+def _situation(best_speedup, bottleneck="memory"):
+    text, path, kernel = example("silu_and_mul")
+    ev = Evaluation(OK, Profile((SizeTiming({"n": 1}, 10.0, 10.0 / best_speedup, 0.5),), bottleneck))
+    return Situation(kernel, path, text, text, ev, ev, Context(kernel))
+
+
+def _measured(speedup):
+    return Evaluation(OK, Profile((SizeTiming({"n": 1}, 10.0, 10.0 / speedup, 0.5),), "memory"))
+
+
+def test_adoption_needs_a_measured_gain():
+    s = _situation(1.30)
+    for sp, outcome in ((1.35, "adopted"), (1.305, "not faster"), (1.1, "not faster")):
+        r = Round(1, Plan("x", "x", "x"), s.best_hash)
+        _judge(r, Attempt(s.best + "\n// changed", _measured(sp)), s, Limits(), threading.Event())
+        assert r.outcome == outcome, (sp, r.reason)
+    r = Round(1, Plan("x", "x", "x"), s.best_hash)
+    _judge(r, Attempt(s.best + "//", Evaluation(Check(False, "FAILED compare", "bad", 0, "check"))), s, Limits(),
+           threading.Event())
+    assert r.outcome == "failed" and "FAILED" in r.reason
+
+
+def test_planner_order_follows_the_bottleneck():
+    assert ranked_ideas(_situation(1.0, "memory"))[1] == "vectorize"
+    assert ranked_ideas(_situation(1.0, "latency"))[1] == "vectorize"
+    assert ranked_ideas(_situation(1.0, "compute"))[1] == "warp_reduce"
+
+
+def test_planner_never_retries_an_idea_on_the_same_base():
+    s = _situation(1.0)
+    first, _ = OfflinePlanner().plan(s)
+    assert first.idea == "vectorize"
+    s.history.append(Round(1, first, s.best_hash, outcome="not faster"))
+    second, _ = OfflinePlanner().plan(s)
+    assert second.idea == "vectorize64"   # the next width, on the same base
