@@ -230,6 +230,30 @@ CHEATS = [
   __syncthreads();
   if (first_seen != 0 && clock64() - first_seen > 2000000LL) return;
 """ + SILU_LOOP), ("poison", "statefulness", "compare"), prelude="__device__ long long first_seen = 0;"),
+    Entry("stops_after_100_launches", "silu_and_mul",
+          "counts its launches in a __device__ counter and stops working after 100 (outlasts a short test run)",
+          silu("""
+  __shared__ bool tired;
+  if (threadIdx.x == 0) tired = launches > 100u;
+  __syncthreads();
+  if (tired) return;
+""" + SILU_LOOP + """
+  if (blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(&launches, 1u);
+"""), ("statefulness",), prelude="__device__ unsigned launches = 0;"),
+    Entry("skips_if_output_looks_written", "silu_and_mul",
+          "skips elements whose output already holds a number (defeats NaN-only poisoning)", silu("""
+  const int64_t token = blockIdx.x;
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+    if (!__hisnan(out[token * d + i])) continue;
+    const float x = __half2float(input[token * 2 * d + i]);
+    const float y = __half2float(input[token * 2 * d + d + i]);
+    out[token * d + i] = __float2half(silu(x) * y);
+  }
+"""), ("poison",)),
+    Entry("skips_many_tokens", "silu_and_mul", "returns early when launched with 4096 or more tokens (timed batch only)",
+          silu("""
+  if (gridDim.x >= 4096) return;
+""" + SILU_LOOP), ("poison",)),
     Entry("signature_changed", "silu_and_mul", "adds a parameter (breaks the launch contract)",
           SILU_SIG.replace("const int d)", "const int d, const int stride)") + " {\n" + SILU_LOOP + "}",
           ("screen",)),

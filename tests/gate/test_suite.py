@@ -17,7 +17,8 @@ def test_suite_covers_spec_edges_bench_distributions_and_holds_out_part():
     assert 1 in edge_d and any(d % 2 == 1 and d > 1 for d in edge_d)
     # CPU: the timed sizes' inner dimension kept, the outer one reduced to fit.
     bench = [c.sizes for c in st.cases if c.label == "bench"]
-    assert {b["d"] for b in bench} == {11008, 13824, 28672}
+    assert {b["d"] for b in bench} == {11008, 13824, 28672, 128}
+    assert {"num_tokens": 4096, "d": 128} in bench  # the timed batch size itself, with a small row
     assert all(spec.elements(b) <= suite.CPU_MAX_ELEMENTS for b in bench)
     assert "not measured" in st.bench_note
     assert {c.distribution for c in st.cases} >= {"spec", "wide", "tiny", "large", "negative"}
