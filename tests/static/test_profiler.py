@@ -196,3 +196,11 @@ def test_ncu_parsers():
            '"37","    out[...] = ...","20","9"\n')
     hot = profiler.parse_ncu_source(src, "examples/silu_and_mul.cu")
     assert hot[0] == (34, 0.7, "70% of warp stall samples") and len(hot) == 3
+
+
+def test_summary_markdown_reports_each_size_and_flags():
+    p = run("magic", {"// magic": (lambda a, n: _silu(a), 0.05)})
+    md = p.summary_markdown()
+    assert "| 64×1024 |" in md and "roofline floor" in md and "22 registers" in md and "occupancy" in md
+    _, cand, spec = units("x")
+    assert "speed not measured" in profiler.profile(None, cand, spec, None).summary_markdown()
