@@ -212,3 +212,16 @@ def test_executor_runs_restricted(cpu):
     can_unshare = subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0
     if can_unshare:  # the OS allows a private network namespace: the child must be in one
         assert os.readlink(f"/proc/{pid}/ns/net") != os.readlink("/proc/self/ns/net")
+
+
+def test_dynamic_shared_memory_overflow_found_with_sanitize(cpu):
+    src = r'''
+__global__ void k(float* y) {
+  extern __shared__ float s[];
+  s[threadIdx.x] = 1.0f;
+  __syncthreads();
+  y[threadIdx.x] = s[threadIdx.x + 1];   // the last thread reads past the 64 floats given
+}
+'''
+    with pytest.raises(LaunchError, match=r"out-of-bounds read of 4 bytes at user.cu:5 in block \(0,0,0\) thread \(63,0,0\)"):
+        run(cpu, src, "k", (1,), (64,), [np.zeros(64, np.float32)], shmem=256, sanitize=True)

@@ -204,3 +204,14 @@ def test_speed_silu_and_mul_4096_on_two_schedules(cpu):
     elapsed = time.perf_counter() - t0
     print(f"\n4096x4096 silu_and_mul, reference + forward + reverse: {elapsed:.2f} s")
     assert elapsed < 10.0
+
+
+def test_sanitized_build_runs_barrier_and_shuffle_code_cleanly(cpu):
+    """ASan with fiber switching: no false reports on correct code with barriers and shuffles."""
+    rows, d, block = 3, 500, 128
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((rows, d)).astype(np.float32)
+    w = rng.uniform(0.5, 1.5, d).astype(np.float32)
+    got = run(cpu, RMSNORM, "rmsnorm", (rows,), (block,), [x, w, np.zeros_like(x), i32(d), f32(1e-6)],
+              sanitize=True, schedule=Schedule("random", 2))[2]
+    np.testing.assert_allclose(got, rmsnorm_model(x, w, block, 1e-6), rtol=3e-7, atol=0)

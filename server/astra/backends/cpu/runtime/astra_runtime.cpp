@@ -192,7 +192,7 @@ void try_release_barrier(Block* b) {
   for (auto& f : b->fibers) {
     if (f.state != WAIT_BAR) continue;
     if (!first) first = &f;
-    else if (f.line != first->line || std::strcmp(f.file, first->file) != 0)
+    else if (f.line != first->line || (f.file != first->file && std::strcmp(f.file, first->file) != 0))
       fail(b, "divergent barrier in block " + dim_str(b->info.bid) + ": " +
                   waiting_summary(b, WAIT_BAR) +
                   " — all threads of a block must reach the same __syncthreads");
