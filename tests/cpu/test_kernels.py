@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import f32, i32, run, unit
+from conftest import f32, i32, run
 
 from astra import extract
-from astra.backends.base import Launch, Scalar, Schedule
+from astra.backends.base import Launch, Schedule
 
 ROOT = Path(__file__).resolve().parents[2]
 
