@@ -16,6 +16,24 @@ import socket
 import sys
 
 MAX_MSG = 1 << 20
+MEMORY_LIMIT = 16 << 30  # address space (not with ASan, which reserves terabytes of shadow)
+FILE_LIMIT = 64 << 20    # kernel printf output goes to the log
+CLONE_NEWUSER, CLONE_NEWNET = 0x10000000, 0x40000000
+
+
+def restrict(address_limit: bool) -> None:
+    """Before any kernel code is loaded: resource limits, and no network where the OS lets
+    an unprivileged or root process have a private network namespace."""
+    if address_limit:
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.unshare(CLONE_NEWNET) != 0:
+            libc.unshare(CLONE_NEWUSER | CLONE_NEWNET)
+    except (OSError, AttributeError):
+        pass
 
 
 def _recv(sock: socket.socket) -> tuple[dict, list[int]]:
@@ -129,6 +147,7 @@ def serve(sock: socket.socket) -> None:
 
 
 def main() -> None:
+    restrict(address_limit=sys.argv[2] != "--no-address-limit")
     fd = int(sys.argv[1])
     sock = socket.socket(fileno=fd)
     serve(sock)
