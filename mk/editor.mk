@@ -4,7 +4,7 @@ VSIX      := astra-cuda-$(shell sed -n 's/^  "version": "\(.*\)",/\1/p' package.
 E2E_TOOLS  = scripts/e2e-tools.sh
 
 SETUP_EXTRA += client-deps
-TEST_EXTRA  += test-client
+TEST_EXTRA  += test-client test-e2e
 
 .PHONY: client-deps client-build test-client package test-e2e
 

@@ -15,6 +15,8 @@ import {
 import { resolvePython } from "./python";
 
 const SECRET_KEY = "astra.llm.apiKey";
+const PREVIEW_SCHEME = "astra-preview";
+const previews = new Map<string, string>(); // preview uri -> proposed file text
 
 let client: LanguageClient | undefined;
 let log: vscode.LogOutputChannel;
@@ -24,7 +26,7 @@ let starting: Promise<void> | undefined;
 
 interface KernelEntry { name: string; startLine: number; endLine: number; hasSpec: boolean }
 interface DocStatus {
-  uri: string; checking: boolean; verified: number; failing: number;
+  uri: string; checking: boolean; errors: number; verified: number; failing: number;
   optimizing: { kernel: string; message: string; bestSpeedup: number | null }[];
 }
 const statuses = new Map<string, DocStatus>();
@@ -51,6 +53,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   reg("astra.installServer", async () => { await installServer(await resolvePython(log)); await restart(); });
 
   context.subscriptions.push(
+    vscode.workspace.registerTextDocumentContentProvider(PREVIEW_SCHEME,
+      { provideTextDocumentContent: (u) => previews.get(u.toString()) ?? "" }),
     vscode.workspace.onDidChangeConfiguration((e) => {
       if (e.affectsConfiguration("astra.server.python")) void restart();
     }),
@@ -210,19 +214,42 @@ async function profileKernel(uri?: string, name?: string): Promise<void> {
   if (r?.status === "done") void vscode.window.showInformationMessage(`Astra: ${k.name}: ${r.summary}`);
 }
 
-/** Applies the optimized kernel. The server marks the edit as needing confirmation, so VS Code
- *  shows it as a diff in the refactor preview before anything changes. */
+/** Shows the optimized kernel as a diff against the file, then applies it if the user agrees.
+ *  The edit is versioned: if the file changes meanwhile, VS Code refuses it and nothing is lost. */
 async function applyOptimized(uri?: string, name?: string): Promise<void> {
   const k = await pickKernel(uri, name);
   if (!k || !client) return;
-  const r = await serverCommand<{ status: string; message?: string; edit?: unknown }>("astra.lsp.optimizedEdit", k.uri, k.name);
+  const r = await serverCommand<{ status: string; message?: string; edit?: LspWorkspaceEdit; title?: string }>(
+    "astra.lsp.optimizedEdit", k.uri, k.name);
   if (r.status !== "ok" || !r.edit) {
     void vscode.window.showWarningMessage(`Astra: not applied — ${r.message ?? "nothing to apply"}`);
     return;
   }
-  const edit = await client.protocol2CodeConverter.asWorkspaceEdit(r.edit as LspWorkspaceEdit);
-  const ok = await vscode.workspace.applyEdit(edit, { isRefactoring: true });
-  if (!ok) log.info(`the rewrite of ${k.name} was not applied (declined in the preview, or the file changed)`);
+  const edit = await client.protocol2CodeConverter.asWorkspaceEdit(r.edit);
+  const doc = await vscode.workspace.openTextDocument(vscode.Uri.parse(k.uri));
+  const changes = edit.get(doc.uri);
+  let proposed = doc.getText();
+  for (const e of [...changes].sort((a, b) => doc.offsetAt(b.range.start) - doc.offsetAt(a.range.start))) {
+    proposed = proposed.slice(0, doc.offsetAt(e.range.start)) + e.newText + proposed.slice(doc.offsetAt(e.range.end));
+  }
+  const preview = vscode.Uri.from({ scheme: PREVIEW_SCHEME, path: doc.uri.path, query: String(Date.now()) });
+  previews.set(preview.toString(), proposed);
+  try {
+    await vscode.commands.executeCommand("vscode.diff", doc.uri, preview,
+      `${k.name}: current ↔ optimized (${r.title ?? ""})`, { preview: true });
+    const pick = await vscode.window.showInformationMessage(
+      `Astra: apply the optimized ${k.name}? (${r.title ?? ""})`, "Apply", "Discard");
+    if (pick !== "Apply") return;
+    if (!(await vscode.workspace.applyEdit(edit))) {
+      void vscode.window.showWarningMessage("Astra: not applied — the file changed; run Apply again.");
+    }
+  } finally {
+    previews.delete(preview.toString());
+    const tabs = vscode.window.tabGroups.all.flatMap((g) => g.tabs).filter((t) =>
+      t.input instanceof vscode.TabInputTextDiff && t.input.modified.toString() === preview.toString());
+    await vscode.window.tabGroups.close(tabs);
+    await vscode.window.showTextDocument(doc);
+  }
 }
 
 async function showReport(uri?: string, name?: string): Promise<void> {
@@ -277,6 +304,9 @@ function renderStatus(): void {
     const best = o.bestSpeedup ? `, best ${o.bestSpeedup.toFixed(2)}×` : "";
     status.text = `$(sync~spin) Astra: optimizing ${o.kernel}…${best}`;
     status.tooltip = o.message;
+  } else if (s.errors) {
+    status.text = `$(error) Astra: ${s.errors} compile error${s.errors > 1 ? "s" : ""}`;
+    status.tooltip = "Fix the errors to check the kernels against their references";
   } else if (s.checking) {
     status.text = "$(sync~spin) Astra: checking…";
     status.tooltip = "Astra is checking the kernels against their references";

@@ -163,31 +163,33 @@ async function main() {
       await page.keyboard.press("Escape");
     });
 
-    // Until the orchestrator is in the facade, the optimize steps have nothing to drive.
-    const canOptimize = execFileSync(PYTHON, ["-c", "import astra.api as a; print(hasattr(a, 'optimize'))"])
-      .toString().trim() === "True";
-    if (!canOptimize) console.log("e2e: SKIPPED optimize/apply steps: astra.api.optimize is not available yet");
-    if (canOptimize) await step("optimize the kernel (offline, CPU backend)", async () => {
+    await step("optimize the kernel (offline, CPU backend)", async () => {
       await lens("Optimize").click();
       await lens("Apply optimized kernel").waitFor({ timeout: 480000 });
     });
 
-    if (canOptimize) await step("apply the rewrite through its diff preview", async () => {
+    await step("apply the rewrite through its diff preview", async () => {
       await lens("Apply optimized kernel").click();
-      // The edit needs confirmation: VS Code shows it in the refactor preview first.
-      const apply = page.locator(".refactor-preview-pane .monaco-button, .bulk-edit-panel .monaco-button, " +
-        ".monaco-button", { hasText: /^Apply$/ }).first();
+      // A diff of the current and the optimized kernel, then a question: apply?
+      await page.locator(".monaco-diff-editor").first().waitFor();
+      const apply = page.locator(".notifications-toasts .monaco-button", { hasText: /^Apply$/ }).first();
       await apply.waitFor();
+      await snap("diff preview");
       await apply.click();
+      await page.locator(".monaco-diff-editor").first().waitFor({ state: "detached" });
+      await lens("Apply optimized kernel").waitFor({ state: "detached", timeout: 30000 }).catch(() => {});
     });
 
-    if (canOptimize) await step("save; the on-save check passes", async () => {
+    await step("save; the on-save check passes", async () => {
       await page.locator(".part.editor .monaco-editor .view-lines").first().click();
       await page.keyboard.press("Control+S");
       await waitFor(() => fs.readFileSync(file, "utf8") !== original, 20000, "the saved file to change");
       await lens("checking").waitFor({ timeout: 30000 }).catch(() => {});
       await lens("✓ verified").waitFor({ timeout: 240000 });
+      await lens("optimized version in place").waitFor();
       if (await page.locator(".squiggly-error").count()) throw new Error("unexpected error squiggle");
+      if (!/verified/.test(await page.locator("#astra\\.status, .statusbar-item", { hasText: "Astra" }).first().innerText()))
+        throw new Error("status bar does not say verified");
     });
 
     await step("break the kernel, save: error squiggle", async () => {
@@ -198,6 +200,7 @@ async function main() {
       await page.keyboard.type(" undeclared_in_kernel = 1;");
       await page.keyboard.press("Control+S");
       await page.locator(".squiggly-error").first().waitFor({ timeout: 120000 });
+      await page.locator(".statusbar-item", { hasText: "compile error" }).first().waitFor();
     });
     ok = true;
   } finally {

@@ -9,11 +9,6 @@ from lsprotocol import types
 
 from conftest import Doc, apply_edit, until
 
-from astra import api
-
-# Until the orchestrator lands in the facade, the optimization tests have nothing to drive.
-needs_optimize = pytest.mark.skipif(not hasattr(api, "optimize"), reason="astra.api.optimize not available yet")
-
 ERR = types.DiagnosticSeverity.Error
 WRONG = ("silu(x) * y", "silu(x) + y")  # a plausible bug: the gate must catch it
 
@@ -71,7 +66,6 @@ async def test_hover_and_code_lens_on_a_kernel(client, example):
     assert {l.range.start.line for l in lenses} == {spec_line}  # above the kernel and its spec
 
 
-@needs_optimize
 async def test_optimize_then_apply_lazily_with_progress(client, example):
     doc = Doc(client, example())
     line = doc.line_of("__global__ void silu_and_mul")
@@ -98,7 +92,6 @@ async def test_optimize_then_apply_lazily_with_progress(client, example):
     assert new.endswith(doc.text[doc.text.index("int main()"):])
 
 
-@needs_optimize
 async def test_rewrite_is_reanchored_or_declined_after_concurrent_edits(client, example):
     doc = Doc(client, example())
     line = doc.line_of("__global__ void silu_and_mul")
@@ -126,7 +119,6 @@ async def test_rewrite_is_reanchored_or_declined_after_concurrent_edits(client, 
     assert disabled.disabled is not None
 
 
-@needs_optimize
 async def test_cancel_from_progress_and_stay_responsive(client, example):
     doc = Doc(client, example())
     line = doc.line_of("__global__ void silu_and_mul")

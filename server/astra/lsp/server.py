@@ -29,7 +29,6 @@ DEBOUNCE_S = 0.25  # saves closer together than this start one check
 APPLY_KIND = types.CodeActionKind.RefactorRewrite
 OPTIMIZE_KIND = types.CodeActionKind.Refactor
 SPEC_KIND = types.CodeActionKind.QuickFix
-REWRITE_ANNOTATION = "astra.rewrite"
 
 
 def _api():
@@ -270,6 +269,7 @@ class AstraServer(LanguageServer):
         self.protocol.notify("astra/status", {
             "uri": uri,
             "checking": st.checking,
+            "errors": sum(1 for d in st.static_diags if d.severity == types.DiagnosticSeverity.Error),
             "verified": sum(1 for v in verdicts if v.passed),
             "failing": sum(1 for v in verdicts if not v.passed)
                        + sum(1 for ks in st.per_kernel.values() if ks.verdict_error),
@@ -444,20 +444,13 @@ class AstraServer(LanguageServer):
             return None, placed.reason
         if placed.how == "re-anchored":
             self.log_info(f"applying the optimized `{name}` at its new place (the file changed around it)")
-        return self._edit(uri, doc.version, placed.span, new_kernel_text(opt.result),
-                          f"Astra: optimized `{name}` ({opt.title()})"), ""
+        return self._edit(uri, doc.version, placed.span, new_kernel_text(opt.result)), ""
 
-    def _edit(self, uri: str, version: int | None, span: Span, new_text: str, label: str) -> types.WorkspaceEdit:
-        """A versioned edit (the client refuses it if the document moved on) that VS Code
-        previews as a diff before applying, where it supports change annotations."""
-        annotate = bool(self.caps("workspace", "workspace_edit", "change_annotation_support"))
+    def _edit(self, uri: str, version: int | None, span: Span, new_text: str) -> types.WorkspaceEdit:
+        """A versioned edit: the client refuses it if the document moved on since. (VS Code's
+        code action menu previews it as a diff on request; the client's Apply command shows
+        the diff first.)"""
         ident = types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version)
-        if annotate:
-            edit = types.AnnotatedTextEdit(range=lsp_range(span), new_text=new_text, annotation_id=REWRITE_ANNOTATION)
-            return types.WorkspaceEdit(
-                document_changes=[types.TextDocumentEdit(text_document=ident, edits=[edit])],
-                change_annotations={REWRITE_ANNOTATION: types.ChangeAnnotation(
-                    label=label, needs_confirmation=True)})
         edit = types.TextEdit(range=lsp_range(span), new_text=new_text)
         return types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(text_document=ident, edits=[edit])])
 
@@ -626,7 +619,9 @@ async def code_actions(ls: AstraServer, params: types.CodeActionParams) -> list[
     opt = ks.optimization if ks else None
     version = doc.version or 0
     actions = []
-    if opt is not None and opt.status == "done" and opt.improved:
+    applied = opt is not None and opt.improved and \
+        text_in(doc.source, span_of(k.range)).strip() == new_kernel_text(opt.result).strip()
+    if opt is not None and opt.status == "done" and opt.improved and not applied:
         placed = anchoring.place(opt.anchor, k.name, version, doc.source, ls.state(uri).kernels)
         action = types.CodeAction(title=f"Apply optimized kernel ({opt.title()})", kind=APPLY_KIND,
                                   is_preferred=True, data={"action": "apply", "uri": uri, "kernel": k.name})
@@ -674,7 +669,7 @@ async def resolve_code_action(ls: AstraServer, action: types.CodeAction) -> type
 @server.feature(types.TEXT_DOCUMENT_CODE_LENS)
 async def code_lens(ls: AstraServer, params: types.CodeLensParams) -> list[types.CodeLens]:
     uri = params.text_document.uri
-    _, kernels = await ls.index(uri)
+    doc, kernels = await ls.index(uri)
     st = ls.state(uri)
     lenses = []
     for k in kernels:
@@ -711,7 +706,13 @@ async def code_lens(ls: AstraServer, params: types.CodeLensParams) -> list[types
             best = f", best {opt.best_speedup:.2f}×" if opt.best_speedup else ""
             lens(f"Optimizing… {opt.message}{best} (cancel)", "astra.lsp.cancelOptimize")
         elif opt.improved:
-            lens(f"Apply optimized kernel ({opt.title()})", "astra.applyOptimized")
+            now = text_in(doc.source, span_of(k.range))
+            if now.strip() == new_kernel_text(opt.result).strip():
+                lens(f"✓ optimized version in place ({opt.title()})", "astra.showReport")
+            elif now != opt.anchor.kernel_text:
+                lens("Optimization result is stale (kernel edited): Optimize again", "astra.lsp.optimize")
+            else:
+                lens(f"Apply optimized kernel ({opt.title()})", "astra.applyOptimized")
         else:
             lens("No better version found (Optimize again)", "astra.lsp.optimize")
         if not has_spec(k):
