@@ -30,10 +30,10 @@ def unit(src: str) -> str:
     return '#line 1 "user.cu"\n' + src.lstrip("\n")
 
 
-def run(be, src, name, grid, block, args, *, shmem=0, schedule=None, sanitize=False, timeout=30.0):
+def run(be, src, name, grid, block, args, *, shmem=0, schedule=None, sanitize=False, races=False, timeout=30.0):
     """Compile `src` (line 1 of "user.cu" is its first line), launch it once and return the
     downloaded buffers (None for scalars)."""
-    m = be.compile(unit(src), [name], filename="user.cu", sanitize=sanitize)
+    m = be.compile(unit(src), [name], filename="user.cu", sanitize=sanitize, races=races)
     bufs = [be.upload(a) if isinstance(a, np.ndarray) else a for a in args]
     grid = tuple(grid) + (1,) * (3 - len(grid))
     block = tuple(block) + (1,) * (3 - len(block))

@@ -204,7 +204,7 @@ def test_executor_runs_restricted(cpu):
     import subprocess
 
     run(cpu, "__global__ void k(int* x) { x[0] = 1; }", "k", (1,), (1,), [np.zeros(1, np.int32)])
-    pid = cpu._executors[False].proc.pid
+    pid = cpu._executors[""].proc.pid
     limits = open(f"/proc/{pid}/limits").read()
     assert "Max address space         17179869184" in limits
     assert "Max file size             67108864" in limits
@@ -225,3 +225,48 @@ __global__ void k(float* y) {
 '''
     with pytest.raises(LaunchError, match=r"out-of-bounds read of 4 bytes at user.cu:5 in block \(0,0,0\) thread \(63,0,0\)"):
         run(cpu, src, "k", (1,), (64,), [np.zeros(64, np.float32)], shmem=256, sanitize=True)
+
+
+def test_race_checker_names_the_racing_lines_and_threads(cpu):
+    # ThreadSanitizer over the fibers: the racing accesses themselves, with lines and threads.
+    src = r'''
+__global__ void k(const float* x, float* y) {
+  __shared__ float s[64];
+  s[threadIdx.x] = x[threadIdx.x];
+  y[blockIdx.x * 64 + threadIdx.x] = s[63 - threadIdx.x];
+}
+'''
+    with pytest.raises(LaunchError, match=r"data race on shared memory: write of 4 bytes at user.cu:3 by block \(0,0,0\) "
+                                          r"thread \((\d+),0,0\) and an earlier read of 4 bytes at user.cu:4"):
+        run(cpu, src, "k", (2,), (64,), [np.ones(64, np.float32), np.zeros(128, np.float32)], races=True)
+    fixed = src.replace("  y[blockIdx", "  __syncthreads();\n  y[blockIdx")
+    out = run(cpu, fixed, "k", (2,), (64,), [np.arange(64, dtype=np.float32), np.zeros(128, np.float32)], races=True)[1]
+    np.testing.assert_array_equal(out, np.tile(np.arange(64)[::-1], 2))
+
+
+def test_race_checker_is_quiet_on_correct_warp_and_block_code(cpu):
+    from test_kernels import RMSNORM, rmsnorm_model
+    from conftest import f32
+
+    x = np.random.default_rng(8).standard_normal((4, 700)).astype(np.float32)
+    w = np.ones(700, np.float32)
+    got = run(cpu, RMSNORM, "rmsnorm", (4,), (256,), [x, w, np.zeros_like(x), i32(700), f32(1e-6)], races=True)[2]
+    np.testing.assert_allclose(got, rmsnorm_model(x, w, 256, 1e-6), rtol=3e-7, atol=0)
+    hist = r'''
+__global__ void k(const int* b, int* h) {
+  __shared__ int local[8];
+  if (threadIdx.x < 8) local[threadIdx.x] = 0;
+  __syncthreads();
+  atomicAdd(&local[b[blockIdx.x * blockDim.x + threadIdx.x]], 1);
+  __syncthreads();
+  if (threadIdx.x < 8) atomicAdd(&h[threadIdx.x], local[threadIdx.x]);
+}
+'''
+    bins = np.random.default_rng(9).integers(0, 8, 512).astype(np.int32)
+    h = run(cpu, hist, "k", (4,), (128,), [bins, np.zeros(8, np.int32)], races=True)[1]
+    np.testing.assert_array_equal(h, np.bincount(bins, minlength=8))
+
+
+def test_sanitize_and_races_are_separate_builds(cpu):
+    with pytest.raises(CompileError, match="separate builds"):
+        cpu.compile("__global__ void k(int* x) {}", ["k"], sanitize=True, races=True)

@@ -62,7 +62,7 @@ class CpuModule(Module):
     path: Path
     names: list[str]
     filename: str
-    sanitize: bool
+    sanitize: str  # '', 'address' or 'thread'
     entry_index: dict[str, int] = field(default_factory=dict)
 
     def kernel(self, expr: str) -> str:
@@ -103,12 +103,19 @@ class CpuBackend(Backend):
 
     # -- compile ---------------------------------------------------------------------------
     def compile(self, source: str, name_expressions: Sequence[str], *, filename: str = "kernel.cu",
-                options: Sequence[str] = (), sanitize: bool = False) -> CpuModule:
+                options: Sequence[str] = (), sanitize: bool = False, races: bool = False) -> CpuModule:
+        """`sanitize`: AddressSanitizer build (out-of-bounds accesses). `races` (CPU only):
+        ThreadSanitizer build that reports data races between CUDA threads, e.g. on shared
+        memory without a barrier between a write and a read, even when the values happen to
+        agree across schedules."""
         names = list(name_expressions)
         if not names:
             raise CompileError("no kernel to compile (empty name_expressions)")
-        path = toolchain.compile_module(source, names, filename, options, sanitize)
-        return CpuModule(path, names, filename, sanitize, {n: i for i, n in enumerate(names)})
+        if sanitize and races:
+            raise CompileError("sanitize (out-of-bounds) and races are separate builds: ask for one")
+        mode = "thread" if races else "address" if sanitize else ""
+        path = toolchain.compile_module(source, names, filename, options, mode)
+        return CpuModule(path, names, filename, mode, {n: i for i, n in enumerate(names)})
 
     def resources(self, module: Module, name_expression: str) -> ResourceUsage:
         return ResourceUsage()  # static data (registers, spills) come from NVRTC, not from here
@@ -142,7 +149,7 @@ class CpuBackend(Backend):
         return buf
 
     # -- launch ----------------------------------------------------------------------------
-    def _executor(self, sanitize: bool) -> Executor:
+    def _executor(self, sanitize: str) -> Executor:
         ex = self._executors.get(sanitize)
         if ex is None:
             ex = self._executors[sanitize] = Executor(sanitize)
@@ -185,9 +192,13 @@ class CpuBackend(Backend):
             "sig": f"astra_sig_{idx}", "args": wire_args, "new_buffers": new,
             "grid": [int(x) for x in launch.grid], "block": [int(x) for x in launch.block],
             "shmem": int(launch.shared_mem), "order": ORDERS[schedule.order],
-            "seed": int(schedule.seed) & (2**64 - 1), "workers": self.workers,
-            "stack_kib": 0,  # fixed at build time: 64 KiB, 256 KiB with ASan
-            "handlers": 0 if module.sanitize else 1, "copy_buffers": 1 if module.sanitize else 0,
+            "seed": int(schedule.seed) & (2**64 - 1),
+            # race checking runs the blocks one after another on the calling thread: races are
+            # then looked for within blocks, deterministically
+            "workers": 1 if module.sanitize == "thread" else self.workers,
+            "stack_kib": 0,  # fixed at build time: 64 KiB, 256 KiB with a sanitizer
+            "handlers": 0 if module.sanitize else 1,
+            "copy_buffers": 1 if module.sanitize == "address" else 0,
             "cpu_s": timeout_s * self.workers + 5, "kernel": name_expression,
         }
         self._flush_frees(ex)

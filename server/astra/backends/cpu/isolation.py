@@ -19,10 +19,11 @@ EXECUTOR = Path(__file__).parent / "executor.py"
 FILE_LIMIT = 64 << 20  # the child writes only its log (the child sets its limits itself)
 
 
-def asan_runtime() -> str | None:
+def sanitizer_runtime(sanitize: str) -> str | None:
     from .toolchain import compiler
 
-    r = subprocess.run([compiler(), "-print-file-name=libasan.so"], capture_output=True, text=True)
+    lib = {"address": "libasan.so", "thread": "libtsan.so"}[sanitize]
+    r = subprocess.run([compiler(), f"-print-file-name={lib}"], capture_output=True, text=True)
     p = r.stdout.strip()
     return p if p and os.path.isabs(p) and os.path.exists(p) else None
 
@@ -30,8 +31,8 @@ def asan_runtime() -> str | None:
 class Executor:
     """One persistent child; replaced after a crash or a timeout."""
 
-    def __init__(self, sanitize: bool = False):
-        self.sanitize = sanitize
+    def __init__(self, sanitize: str = ""):
+        self.sanitize = sanitize  # '', 'address' or 'thread': the sanitizer runtime to preload
         self.proc: subprocess.Popen | None = None
         self.sock: socket.socket | None = None
         self.known: set[int] = set()      # buffer ids the child has mapped
@@ -43,12 +44,14 @@ class Executor:
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONDONTWRITEBYTECODE": "1"}
         if self.sanitize:
-            lib = asan_runtime()
+            lib = sanitizer_runtime(self.sanitize)
             if lib is None:
-                raise LaunchError("AddressSanitizer runtime (libasan) not found for --sanitize")
+                raise LaunchError(f"the {self.sanitize} sanitizer's runtime library was not found")
             env["LD_PRELOAD"] = lib
             env["ASAN_OPTIONS"] = ("detect_leaks=0:abort_on_error=0:print_summary=1:"
                                    "allocator_may_return_null=1:detect_stack_use_after_return=0")
+            env["TSAN_OPTIONS"] = "halt_on_error=1:report_signal_unsafe=0:history_size=4:exitcode=66"
+
         log = open(self.log_path, "ab")
         workdir = Path(self.tmp.name) / "work"
         workdir.mkdir(exist_ok=True)
@@ -134,13 +137,84 @@ def crash_message(rc: int, output: str, filename: str = "") -> str:
         return "CPU time limit exceeded (an infinite loop?)"
     if rc == -signal.SIGXFSZ:
         return f"the kernel printed more than {FILE_LIMIT >> 20} MiB (printf in a loop?)"
-    asan = asan_summary(output, filename)
-    if asan:
-        return asan
+    report = asan_summary(output, filename) or tsan_summary(output, filename)
+    if report:
+        return report
     notes = [l.strip() for l in output.splitlines()
              if l.startswith("astra:") or "Assertion" in l or "assert" in l.lower()]
     detail = ("; ".join(notes[-4:])) if notes else output.strip()[-600:]
     return f"the kernel crashed ({what})" + (f": {detail}" if detail else "")
+
+
+_RUNTIME_FILES = ("astra_runtime.cpp", "astra_cuda_shim.h", "<astra launcher>", "libasan", "libtsan",
+                  "/usr/", "<null>")
+
+
+def _user_frame(frames: list[str], filename: str) -> str | None:
+    """'file.cu:12' of the first stack frame in the user's code."""
+    for s in frames:
+        s = s.strip()
+        if not (s.startswith("#") and " in " in s or s.startswith("#")):
+            continue
+        parts = s.split(" ")
+        loc = next((p for p in parts[2:] if ":" in p and not p.startswith("(")), None)
+        if loc is None or any(x in loc for x in _RUNTIME_FILES):
+            continue
+        file, _, rest = loc.partition(":")
+        line = rest.split(":")[0]
+        if filename and file.endswith("/" + filename.lstrip("/")):
+            file = filename  # the symbolizer prefixes the build directory
+        return f"{file}:{line}"
+    return None
+
+
+def tsan_summary(output: str, filename: str = "") -> str | None:
+    """'data race on shared memory: write of 4 bytes at k.cu:4 by block (0,0,0) thread (1,0,0)
+    and an earlier read at k.cu:8 by block (0,0,0) thread (0,0,0)' from a TSan report."""
+    lines = output.splitlines()
+    try:
+        start = next(i for i, l in enumerate(lines) if "WARNING: ThreadSanitizer: data race" in l)
+    except StopIteration:
+        return None
+    body = lines[start + 1:]
+    end = next((i for i, l in enumerate(body) if l.startswith("SUMMARY:") or l.startswith("=====")), len(body))
+    body = body[:end]
+    names = {}
+    for l in body:
+        t = l.strip()
+        if t.startswith("Thread T") and "'" in t:
+            names[t.split()[1]] = t.split("'")[1]
+    accesses = []  # (kind, size, thread, frames)
+    for i, l in enumerate(body):
+        t = l.strip()
+        if (t.startswith(("Write of size", "Read of size", "Previous write of size", "Previous read of size",
+                          "Atomic write of size", "Atomic read of size", "Previous atomic"))):
+            words = t.rstrip(":").split()
+            kind = " ".join(w for w in words[:words.index("of")] if w != "Previous").lower()
+            size = words[words.index("size") + 1]
+            thread = words[-1]
+            frames = []
+            for f in body[i + 1:]:
+                if not f.strip().startswith("#") and "[failed" not in f:
+                    break
+                frames.append(f)
+            accesses.append((kind, size, thread, frames))
+    where = "memory"
+    text = "\n".join(body)
+    if "dl-tls" in text or "tls_get_addr" in text:
+        where = "shared memory"
+    elif "memfd:astra-buf" in text:
+        where = "global memory (between blocks)"
+    elif "astra_runtime.cpp" in text.split("Location is", 1)[-1]:
+        where = "dynamic shared memory"
+    parts = []
+    for n, (kind, size, thread, frames) in enumerate(accesses[:2]):
+        loc = _user_frame(frames, filename)
+        who = names.get(thread, "another thread")
+        parts.append(f"{'an earlier ' if n else ''}{kind} of {size} bytes"
+                     + (f" at {loc}" if loc else "") + f" by {who}")
+    return (f"data race on {where}: " + " and ".join(parts)
+            + " — nothing orders them (a missing __syncthreads() or __syncwarp()?) (ThreadSanitizer)")
 
 
 def asan_summary(output: str, filename: str = "") -> str | None:

@@ -67,13 +67,16 @@ def cuda_include_dirs() -> tuple[str, ...]:
     raise BackendUnavailable("CUDA headers (cuda_fp16.h) not found: install nvidia-cuda-runtime")
 
 
-def base_flags(sanitize: bool) -> list[str]:
+SANITIZERS = ("", "address", "thread")  # plain build, ASan (out of bounds), TSan (data races)
+
+
+def base_flags(sanitize: str) -> list[str]:
     flags = ["-std=c++17", "-O1", "-fPIC", "-ffp-contract=fast", "-fno-strict-aliasing",
              "-w", "-pthread"]
     if platform.machine() in ("x86_64", "AMD64"):
         flags.append("-mfma")  # nvcc contracts a*b+c into FMAs; so must we, to match bits
-    if sanitize:  # ASan frames are larger: 256 KiB fiber stacks instead of 64 KiB
-        flags += ["-fsanitize=address", "-fno-omit-frame-pointer", "-g", "-DASTRA_STACK_SHIFT=18"]
+    if sanitize:  # sanitized frames are larger: 256 KiB fiber stacks instead of 64 KiB
+        flags += [f"-fsanitize={sanitize}", "-fno-omit-frame-pointer", "-g", "-DASTRA_STACK_SHIFT=18"]
     if os.environ.get("ASTRA_CPU_SWITCH") == "ucontext":
         flags.append("-DASTRA_USE_UCONTEXT")  # the portable fallback (default off x86-64)
     flags += ["-I", str(RUNTIME_DIR / "include")]  # stand-ins (cooperative groups, CUB reductions) ahead of the toolkit
@@ -126,18 +129,21 @@ def _first_errors(log: str, limit: int = 12) -> str:
     return "\n".join((lines or log.splitlines())[:limit])
 
 
-def _flags_digest(sanitize: bool) -> str:
+def _flags_digest(sanitize: str) -> str:
     return hashlib.sha256(" ".join(base_flags(sanitize)).encode()).hexdigest()[:8]
 
 
-def runtime_object(sanitize: bool) -> Path:
+def runtime_object(sanitize: str) -> Path:
     out = cache_dir() / f"runtime-{_runtime_digest()}-{_flags_digest(sanitize)}.o"
+    flags = base_flags(sanitize)
+    if sanitize == "thread":  # not instrumented itself: it only annotates fibers and barriers
+        flags = [f for f in flags if f != "-fsanitize=thread"] + ["-DASTRA_TSAN_ANNOTATE"]
     # -O2: built once per cache, and the scheduler is on every thread's path.
-    return _atomic_build(out, lambda tmp: [compiler(), *base_flags(sanitize), "-O2", "-c", str(RUNTIME_SRC), "-o", tmp],
+    return _atomic_build(out, lambda tmp: [compiler(), *flags, "-O2", "-c", str(RUNTIME_SRC), "-o", tmp],
                          "building the CPU runtime")
 
 
-def precompiled_shim(sanitize: bool) -> Path:
+def precompiled_shim(sanitize: str) -> Path:
     """The shim header with a precompiled (.gch) twin next to it: a unit then compiles ~3x
     faster. Falls back to the plain header if precompiling fails."""
     d = cache_dir() / f"pch-{_runtime_digest()}-{_flags_digest(sanitize)}"
@@ -158,7 +164,7 @@ def precompiled_shim(sanitize: bool) -> Path:
     return header
 
 
-def prepare(sanitize: bool = False) -> tuple[Path, Path]:
+def prepare(sanitize: str = "") -> tuple[Path, Path]:
     """Build (or find) the runtime object and the precompiled shim, in parallel when both are
     missing: (runtime object, shim header to -include)."""
     from concurrent.futures import ThreadPoolExecutor
@@ -189,7 +195,7 @@ def preprocess(source: str, filename: str, options: Sequence[str]) -> str:
     with tempfile.TemporaryDirectory(prefix="astra-pp-") as d:
         src = Path(d) / "unit.cpp"
         src.write_text(_named(source, filename))
-        cmd = [compiler(), *base_flags(False), *options, "-include", str(SHIM), "-E", "-x", "c++", str(src)]
+        cmd = [compiler(), *base_flags(""), *options, "-include", str(SHIM), "-E", "-x", "c++", str(src)]
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S, cwd=d)
         except subprocess.TimeoutExpired:
@@ -230,12 +236,12 @@ def host_options(options: Sequence[str], source: str = "") -> list[str]:
 
 
 def compile_module(source: str, name_expressions: Sequence[str], filename: str,
-                   options: Sequence[str], sanitize: bool) -> Path:
+                   options: Sequence[str], sanitize: str) -> Path:
     """Screen, rewrite and compile a unit into a cached shared object; returns its path."""
     opts = host_options(options, source)
     key = hashlib.sha256("\0".join([source, *name_expressions, *opts, str(sanitize),
                                     _runtime_digest(), *base_flags(sanitize)]).encode()).hexdigest()[:24]
-    out = cache_dir() / f"mod-{key}{'-asan' if sanitize else ''}.so"
+    out = cache_dir() / f"mod-{key}{'-' + sanitize if sanitize else ''}.so"
     if out.exists():
         return out
     check_source(source, filename, opts)
@@ -256,6 +262,6 @@ def compile_module(source: str, name_expressions: Sequence[str], filename: str,
 
 def warm() -> None:
     """Build the runtime objects and precompiled shims ahead of time (`make setup`)."""
-    for sanitize in (False, True):
+    for sanitize in SANITIZERS:
         rt, shim = prepare(sanitize)
-        print(f"cpu backend{' (ASan)' if sanitize else ''}: {rt.name}, {shim}")
+        print(f"cpu backend{' (' + sanitize + ' sanitizer)' if sanitize else ''}: {rt.name}, {shim}")

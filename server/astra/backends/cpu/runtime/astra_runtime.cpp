@@ -21,6 +21,27 @@
 #define ASTRA_ASAN 1
 #endif
 
+#if defined(ASTRA_TSAN_ANNOTATE)
+// ThreadSanitizer sees each CUDA thread as a fiber. Switches do not synchronize; barriers and
+// warp collectives do (release on arrival, acquire on leaving), so what it reports as a data
+// race is a race between CUDA threads (in practice: on shared memory). The runtime itself is
+// built without TSan instrumentation (its bookkeeping is single-threaded per block) and only
+// calls the annotation API; the kernel module is instrumented.
+#define ASTRA_TSAN 1
+extern "C" {
+void* __tsan_get_current_fiber(void);
+void* __tsan_create_fiber(unsigned flags);
+void __tsan_destroy_fiber(void* fiber);
+void __tsan_switch_to_fiber(void* fiber, unsigned flags);
+void __tsan_set_fiber_name(void* fiber, const char* name);
+void __tsan_acquire(void* addr);
+void __tsan_release(void* addr);
+void __tsan_ignore_thread_begin(void);
+void __tsan_ignore_thread_end(void);
+}
+#define ASTRA_TSAN_NO_SYNC 1u
+#endif
+
 #include <ucontext.h>
 #if defined(__x86_64__) && !defined(ASTRA_USE_UCONTEXT)
 #define ASTRA_ASM_SWITCH 1
@@ -101,6 +122,19 @@ struct Block {
   const void* sched_bottom = nullptr;
   size_t sched_size = 0;
 #endif
+#ifdef ASTRA_TSAN
+  void* sched_fiber = nullptr;
+  std::vector<void*> tsan_fiber;       // per CUDA thread of the current block
+  std::vector<std::string> tsan_name;
+  std::vector<char> tsan_started;
+  std::vector<unsigned> arrivals;      // per thread: warp collectives arrived at
+  std::vector<unsigned> group_parity;  // per thread: members' arrival parities of its last group
+  std::vector<unsigned> group_mask;
+  char bar_obj[2];                     // barrier generations alternate between two sync objects
+  unsigned bar_gen = 0;
+  std::vector<char> arrival_obj;       // per thread, two parities
+  char block_done = 0;
+#endif
 };
 
 namespace {
@@ -115,6 +149,9 @@ std::string dim_str(uint3 v) {
 }
 
 void to_sched(Block* b, Fiber* f) {
+#ifdef ASTRA_TSAN
+  __tsan_switch_to_fiber(b->sched_fiber, ASTRA_TSAN_NO_SYNC);
+#endif
 #ifdef ASTRA_ASAN
   __sanitizer_start_switch_fiber(nullptr, b->sched_bottom, b->sched_size);
 #endif
@@ -197,6 +234,9 @@ void try_release_barrier(Block* b) {
                   waiting_summary(b, WAIT_BAR) +
                   " — all threads of a block must reach the same __syncthreads");
   }
+#ifdef ASTRA_TSAN
+  b->bar_gen++;
+#endif
   int count = b->bar_count, n = b->bar_arrived;
   for (auto& f : b->fibers) {
     if (f.state != WAIT_BAR) continue;
@@ -239,6 +279,13 @@ void complete_group(Block* b, int w, unsigned req) {
       }
     }
   }
+#ifdef ASTRA_TSAN
+  unsigned parity = 0;
+  for (int m = 0; m < 32; ++m)
+    if (req >> m & 1) parity |= (b->arrivals[w * 32 + m] & 1u) << m;
+  for (int m = 0; m < 32; ++m)
+    if (req >> m & 1) { b->group_parity[w * 32 + m] = parity; b->group_mask[w * 32 + m] = req; }
+#endif
   for (int m = 0; m < 32; ++m) {
     if (!(req >> m & 1)) continue;
     Fiber& f = base[m];
@@ -288,6 +335,10 @@ void try_complete_warp(Block* b, int w) {
 
 void thread_exit(Fiber* f) {
   Block* b = f->block;
+#ifdef ASTRA_TSAN
+  __tsan_release(&b->bar_obj[b->bar_gen & 1]);  // counts as arriving at the pending barrier
+  __tsan_release(&b->block_done);
+#endif
   f->state = DONE;
   b->nlive--;
   b->ndone++;
@@ -304,6 +355,9 @@ void fiber_main(Fiber* f) {
   b->entry(b->args);
   thread_exit(f);
   b->free_stacks.push_back(b->slot_of[f->linear]);  // reused only after we switched away
+#ifdef ASTRA_TSAN
+  __tsan_switch_to_fiber(b->sched_fiber, ASTRA_TSAN_NO_SYNC);
+#endif
 #ifdef ASTRA_ASAN
   __sanitizer_start_switch_fiber(nullptr, b->sched_bottom, b->sched_size);  // this stack dies
 #endif
@@ -359,6 +413,13 @@ void start_fiber(Block* b, Fiber* f) {
 }
 
 void switch_in(Block* b, Fiber* f) {
+#ifdef ASTRA_TSAN
+  // The first switch into a thread synchronizes (it starts after the block's set-up); later
+  // ones do not, or every thread would appear ordered after every other.
+  bool first = !b->tsan_started[f->linear];
+  b->tsan_started[f->linear] = 1;
+  __tsan_switch_to_fiber(b->tsan_fiber[f->linear], first ? 0u : ASTRA_TSAN_NO_SYNC);
+#endif
 #ifdef ASTRA_ASAN
   int slot = b->slot_of[f->linear];
   __sanitizer_start_switch_fiber(nullptr, region_bottom(b, slot) + 4096,
@@ -404,6 +465,9 @@ bool run_block(Block* b, Launch& L, unsigned linear_block) {
   info.bid = make_uint3(linear_block % L.grid.x, (linear_block / L.grid.x) % L.grid.y,
                         linear_block / (L.grid.x * L.grid.y));
   info.epoch = g_epoch.fetch_add(1);
+#ifdef ASTRA_TSAN
+  __tsan_acquire(&b->block_done);  // the previous block's threads are done with this memory
+#endif
   if (L.shmem) std::memset(info.dyn_smem, 0xFF, L.shmem);  // poison: NaN for floats
   for (auto set : dyn_setters()) set(info.dyn_smem);
   int n = b->n;
@@ -438,6 +502,13 @@ bool run_block(Block* b, Launch& L, unsigned linear_block) {
       if (f->state == NEW) {
         start_fiber(b, f);
         f->state = RUNNABLE;
+#ifdef ASTRA_TSAN
+        if (b->tsan_fiber[i]) __tsan_destroy_fiber(b->tsan_fiber[i]);
+        b->tsan_fiber[i] = __tsan_create_fiber(0);
+        b->tsan_name[i] = "block " + dim_str(info.bid) + " thread " + dim_str(f->tid);
+        __tsan_set_fiber_name(b->tsan_fiber[i], b->tsan_name[i].c_str());
+        b->tsan_started[i] = 0;
+#endif
       }
       if (f->state != RUNNABLE) continue;
       switch_in(b, f);
@@ -529,6 +600,16 @@ void worker_main(Launch& L, bool handlers) {
   b.ctx.resize(n);
   b.slot_of.resize(n);
   b.perm.resize(n);
+#ifdef ASTRA_TSAN
+  b.sched_fiber = __tsan_get_current_fiber();
+  b.tsan_fiber.assign(n, nullptr);
+  b.tsan_name.resize(n);
+  b.tsan_started.assign(n, 0);
+  b.arrivals.assign(n, 0);
+  b.group_parity.assign(n, 0);
+  b.group_mask.assign(n, 0);
+  b.arrival_obj.assign(2 * (size_t)n, 0);
+#endif
   b.free_stacks.reserve(n);
   for (int i = 0; i < n; ++i) {
     Fiber& f = b.fibers[i];
@@ -567,6 +648,11 @@ void worker_main(Launch& L, bool handlers) {
     }
   }
   t_worker = nullptr;
+#ifdef ASTRA_TSAN
+  for (void* tf : b.tsan_fiber)
+    if (tf) __tsan_destroy_fiber(tf);
+  __tsan_acquire(&b.block_done);  // the worker's clean-up comes after all its CUDA threads
+#endif
   std::free(smem);
   munmap(arena, b.arena_bytes);
   if (handlers) {
@@ -587,8 +673,15 @@ int bar_sync(int kind, int pred, const char* file, int line) {
   f->line = line;
   b->bar_arrived++;
   b->bar_count += pred ? 1 : 0;
+#ifdef ASTRA_TSAN
+  unsigned gen = b->bar_gen;
+  __tsan_release(&b->bar_obj[gen & 1]);
+#endif
   try_release_barrier(b);
   to_sched(b, f);  // always: the schedule decides who runs next
+#ifdef ASTRA_TSAN
+  __tsan_acquire(&b->bar_obj[gen & 1]);
+#endif
   return (int)f->result;
 }
 
@@ -604,8 +697,19 @@ unsigned long long warp_op(int op, unsigned mask, unsigned long long value, int 
   f->file = file;
   f->line = line;
   b->warp_arrived[f->warp] |= 1u << f->lane;
+#ifdef ASTRA_TSAN
+  unsigned k = ++b->arrivals[f->linear];
+  __tsan_release(&b->arrival_obj[2 * f->linear + (k & 1)]);
+#endif
   try_complete_warp(b, f->warp);
   to_sched(b, f);
+#ifdef ASTRA_TSAN
+  {
+    unsigned req = b->group_mask[f->linear], par = b->group_parity[f->linear];
+    for (int m = 0; m < 32; ++m)
+      if (req >> m & 1) __tsan_acquire(&b->arrival_obj[2 * (f->warp * 32 + m) + (par >> m & 1)]);
+  }
+#endif
   if (pred_out) *pred_out = f->pred;
   return f->result;
 }
@@ -641,8 +745,14 @@ int register_dyn_shared(void (*set)(void*)) {
 void poison_shared(void* p, size_t n, unsigned long long* epoch) {
   BlockInfo* bi = self()->info;
   if (*epoch != bi->epoch) {
+#ifdef ASTRA_TSAN
+    __tsan_ignore_thread_begin();  // poisoning belongs to the block's start, not to this thread
+#endif
     std::memset(p, 0xFF, n);
     *epoch = bi->epoch;
+#ifdef ASTRA_TSAN
+    __tsan_ignore_thread_end();
+#endif
   }
 }
 
