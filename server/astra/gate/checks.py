@@ -67,16 +67,21 @@ def prepare(spec: Spec, backend: Backend, sizes: dict[str, int], host: dict[str,
 
 
 def execute(spec: Spec, backend: Backend, kernel: Compiled, sizes: dict[str, int], run: Run,
-            schedule: Schedule | None = None) -> Run:
+            schedule: Schedule | None = None, written_only: bool = False) -> Run:
+    """Launch and download every pointer argument (only the written ones with `written_only`:
+    the reference's inputs need no checking)."""
     backend.launch(kernel.module, kernel.name, launch_of(spec, sizes), run.args, schedule=schedule,
                    timeout_s=LAUNCH_TIMEOUT_S)
-    run.after = {name: backend.download(buf) for name, buf in run.buffers.items()}
+    run.after = {name: backend.download(buf) for name, buf in run.buffers.items()
+                 if not written_only or spec.args[name].written}
     return run
 
 
 def run_case(spec: Spec, backend: Backend, kernel: Compiled, sizes: dict[str, int], host: dict[str, np.ndarray],
-             ctypes: dict[str, str], poison: int, schedule: Schedule | None = None) -> Run:
-    return execute(spec, backend, kernel, sizes, prepare(spec, backend, sizes, host, ctypes, poison), schedule)
+             ctypes: dict[str, str], poison: int, schedule: Schedule | None = None,
+             written_only: bool = False) -> Run:
+    return execute(spec, backend, kernel, sizes, prepare(spec, backend, sizes, host, ctypes, poison), schedule,
+                   written_only)
 
 
 def written(spec: Spec) -> list[str]:

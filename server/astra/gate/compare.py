@@ -1,6 +1,6 @@
 """Comparing a candidate's output with the reference's, element by element.
 
-Rules (all computed in float64):
+Rules (computed in float64; 16-bit floats in float32, where their differences are exact):
 - finite reference: |got - ref| <= atol + rtol * |ref|;
 - NaN and infinity patterns must match (NaN where the reference is finite fails, and so does a
   finite value where the reference is NaN or an infinity of the other sign);
@@ -56,23 +56,68 @@ def poison_mask(a: np.ndarray, byte: int) -> np.ndarray:
     return np.all(raw == byte, axis=-1)
 
 
+CHUNK = 1 << 22  # elements per step: bounded memory on the GPU's timed sizes (10^8+ elements)
+
+
+def _chunks(n: int):
+    for start in range(0, n, CHUNK):
+        yield slice(start, min(n, start + CHUNK))
+
+
+def _flat(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a).reshape(-1)
+
+
 def is_constant(a: np.ndarray) -> bool:
+    """Bitwise one value everywhere (at least two elements)."""
     if a.size < 2:
         return False
-    flat = np.ascontiguousarray(a).reshape(-1)
-    raw = flat.view(np.uint8).reshape(flat.size, a.dtype.itemsize)
-    return bool(np.all(raw == raw[0]))
+    flat = _flat(a)
+    first = flat[:1].view(np.uint8)
+    for sl in _chunks(flat.size):
+        raw = flat[sl].view(np.uint8).reshape(-1, a.dtype.itemsize)
+        if not np.all(raw == first):
+            return False
+    return True
 
 
 def _distinct_finite(a: np.ndarray) -> bool:
-    f = as_f64(a).reshape(-1)
-    f = f[np.isfinite(f)]
-    return f.size >= 2 and bool(np.any(f != f[0]))
+    flat = _flat(a)
+    first = None
+    for sl in _chunks(flat.size):
+        f = as_f64(flat[sl])
+        f = f[np.isfinite(f)]
+        if f.size == 0:
+            continue
+        if first is None:
+            first = f[0]
+        if np.any(f != first):
+            return True
+    return False
 
 
 def _first(mask: np.ndarray) -> tuple[int, ...]:
     flat = int(np.flatnonzero(mask.reshape(-1))[0])
     return tuple(int(i) for i in np.unravel_index(flat, mask.shape))
+
+
+def _bad_chunk(r: np.ndarray, g: np.ndarray, atol: float, rtol: float, exact: bool):
+    """(bad mask, absolute errors, relative errors) for one chunk, in float64."""
+    rn, gn = np.isnan(r), np.isnan(g)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        if exact:
+            bad = (r != g) & ~(rn & gn)
+            abs_err = np.where(bad, np.abs(g - r), 0.0)
+        else:
+            finite = np.isfinite(r) & np.isfinite(g)
+            abs_err = np.where(finite, np.abs(g - r), 0.0)
+            tol_ok = np.where(finite, abs_err <= atol + rtol * np.abs(r), False)
+            same_special = (rn & gn) | (np.isinf(r) & np.isinf(g) & (r == g))
+            bad = ~(tol_ok | same_special)
+        absr = np.abs(r)
+        rel = np.divide(abs_err, absr, out=np.where(abs_err > 0, np.inf, 0.0), where=absr > 0)
+        fin = np.isfinite(r) & np.isfinite(g)
+    return bad, abs_err[fin], rel[fin]
 
 
 def compare(ref: np.ndarray, got: np.ndarray, atol: float, rtol: float, *,
@@ -87,39 +132,48 @@ def compare(ref: np.ndarray, got: np.ndarray, atol: float, rtol: float, *,
     total = int(ref.size)
     if total == 0:
         return None
-    r = as_f64(ref)
-    g = as_f64(got)
     if exact is None:
         exact = ref.dtype.kind in "biu"
-    rn, gn = np.isnan(r), np.isnan(g)
-    with np.errstate(invalid="ignore", over="ignore"):
-        if exact:
-            bad = (r != g) & ~(rn & gn)
-            abs_err = np.where(bad, np.abs(g - r), 0.0)
-        else:
-            finite = np.isfinite(r) & np.isfinite(g)
-            abs_err = np.where(finite, np.abs(g - r), 0.0)
-            tol_ok = np.where(finite, abs_err <= atol + rtol * np.abs(r), False)
-            same_special = (rn & gn) | (np.isinf(r) & np.isinf(g) & (r == g))
-            bad = ~(tol_ok | same_special)
+    rf, gf = _flat(ref), _flat(got)
+    # 16-bit floats are compared in float32: their difference is exact there, and it is twice as
+    # fast as float64 on 10^8 elements. Everything else in float64.
+    integer = ref.dtype.kind in "biu"
+    work = np.float32 if ref.dtype.itemsize <= 2 and not integer else np.float64
+    bits = f"u{ref.dtype.itemsize}" if ref.dtype.itemsize in (1, 2, 4, 8) else None
+    bad = np.zeros(total, dtype=bool)
+    max_abs = max_rel = float("-inf")
+    for sl in _chunks(total):
+        if bits and np.array_equal(rf[sl].view(bits), gf[sl].view(bits)):
+            continue  # bitwise identical: nothing to compute
+        if integer:  # exact, in the integers' own type (int64 beyond 2^53 too)
+            bad[sl] = rf[sl] != gf[sl]
+            continue
+        b, ae, re = _bad_chunk(rf[sl].astype(work), gf[sl].astype(work), atol, rtol, exact)
+        bad[sl] = b
+        if ae.size:
+            max_abs = max(max_abs, float(ae.max()))
+            max_rel = max(max_rel, float(re.max()))
+    bad = bad.reshape(ref.shape)
+
+    def at(i):
+        return float(as_f64(ref[i])), float(as_f64(got[i]))
+
     if poison is not None and bad.any():
-        unwritten = bad & poison_mask(got, poison)
-        if unwritten.any():
-            i = _first(unwritten)
-            return Mismatch("unwritten", int(unwritten.sum()), total, i, float(r[i]), float(g[i]))
+        idx = np.flatnonzero(bad.reshape(-1))
+        raw = gf[idx].view(np.uint8).reshape(idx.size, got.dtype.itemsize)
+        still = np.all(raw == poison, axis=-1)
+        if still.any():
+            i = tuple(int(k) for k in np.unravel_index(int(idx[still][0]), ref.shape))
+            return Mismatch("unwritten", int(still.sum()), total, i, *at(i))
     if check_constant and is_constant(got) and _distinct_finite(ref):
         i = _first(bad) if bad.any() else (0,) * ref.ndim
-        return Mismatch("constant", int(bad.sum()), total, i, float(r[i]), float(g[i]))
+        return Mismatch("constant", int(bad.sum()), total, i, *at(i))
     if not bad.any():
         return None
     i = _first(bad)
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        absr = np.abs(r)
-        rel = np.divide(abs_err, absr, out=np.where(abs_err > 0, np.inf, 0.0), where=absr > 0)
-        fin = np.isfinite(r) & np.isfinite(g)
-        max_abs = float(abs_err[fin].max()) if fin.any() else float("nan")
-        max_rel = float(rel[fin].max()) if fin.any() else float("nan")
-    return Mismatch("values", int(bad.sum()), total, i, float(r[i]), float(g[i]), max_abs, max_rel)
+    nan = float("nan")
+    return Mismatch("values", int(bad.sum()), total, i, *at(i),
+                    max_abs if max_abs != float("-inf") else nan, max_rel if max_rel != float("-inf") else nan)
 
 
 def first_difference(a: np.ndarray, b: np.ndarray) -> tuple[int, tuple[int, ...]] | None:

@@ -152,7 +152,8 @@ class _Gate:
         if self.ref is None:
             return None
         try:
-            return run_case(self.spec, self.backend, self.ref, sizes, host, self.ctypes, poison, schedule).after
+            return run_case(self.spec, self.backend, self.ref, sizes, host, self.ctypes, poison, schedule,
+                            written_only=True).after
         except LaunchError as e:
             raise _ReferenceFailed(f"the reference kernel failed on {info.describe()}: {e}") from None
 
