@@ -77,6 +77,9 @@ class AstraServer(LanguageServer):
         self._index_tasks: dict[tuple[str, int], asyncio.Future] = {}
         self._change_gen: dict[str, int] = {}
         self._tasks: set[asyncio.Task] = set()
+        # Lenses are rebuilt only when the document or what we know about it changed.
+        self.view_gen = 0
+        self._lens_cache: dict[str, tuple[tuple, list]] = {}
 
     # ---- plumbing -------------------------------------------------------------------------
 
@@ -120,6 +123,7 @@ class AstraServer(LanguageServer):
         return node
 
     def refresh_views(self) -> None:
+        self.view_gen += 1
         if self.caps("workspace", "code_lens", "refresh_support"):
             self.spawn(self.workspace_code_lens_refresh_async(None))
         if self.caps("workspace", "inlay_hint", "refresh_support"):
@@ -253,6 +257,7 @@ class AstraServer(LanguageServer):
                                 code="astra", message=f"{prefix}: {_user_message(e)}")
 
     def publish(self, uri: str, version: int | None) -> None:
+        self.view_gen += 1  # verdicts changed too
         st = self.docs.get(uri)
         diags = [] if st is None else st.static_diags + [d for ds in st.check_diags.values() for d in ds]
         self.text_document_publish_diagnostics(
@@ -263,6 +268,7 @@ class AstraServer(LanguageServer):
         st = self.docs.get(uri)
         if st is None:
             return
+        self.view_gen += 1  # every status change is also a lens change
         verdicts = [ks.verdict for ks in st.per_kernel.values() if ks.verdict is not None]
         running = [(n, ks.optimization) for n, ks in st.per_kernel.items()
                    if ks.optimization and ks.optimization.status == "running"]
@@ -417,6 +423,7 @@ class AstraServer(LanguageServer):
             ks.profiling = False
             self.refresh_views()
         ks.profile = Profiled(p, anchoring.anchor_for(k, doc.version or 0, doc.source))
+        self.refresh_views()
         return {"status": "done", "kernel": name, "summary": p.summary_line()}
 
     async def pin(self, uri: str, name: str) -> dict:
@@ -594,6 +601,7 @@ def did_change(ls: AstraServer, params: types.DidChangeTextDocumentParams) -> No
 
 @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
 def did_close(ls: AstraServer, params: types.DidCloseTextDocumentParams) -> None:
+    ls._lens_cache.pop(params.text_document.uri, None)
     st = ls.docs.pop(params.text_document.uri, None)
     if st is not None:
         st.check_cancel.set()
@@ -670,6 +678,16 @@ async def resolve_code_action(ls: AstraServer, action: types.CodeAction) -> type
 async def code_lens(ls: AstraServer, params: types.CodeLensParams) -> list[types.CodeLens]:
     uri = params.text_document.uri
     doc, kernels = await ls.index(uri)
+    key = (doc.version, ls.view_gen, id(kernels))
+    cached = ls._lens_cache.get(uri)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    lenses = _lenses(ls, uri, doc, kernels)
+    ls._lens_cache[uri] = (key, lenses)
+    return lenses
+
+
+def _lenses(ls: AstraServer, uri: str, doc: Any, kernels: list) -> list[types.CodeLens]:
     st = ls.state(uri)
     lenses = []
     for k in kernels:
@@ -679,6 +697,10 @@ async def code_lens(ls: AstraServer, params: types.CodeLensParams) -> list[types
         ks = st.per_kernel.get(k.name)
         lens = lambda title, cmd, *args: lenses.append(  # noqa: E731
             types.CodeLens(range=at, command=types.Command(title=title, command=cmd, arguments=[uri, k.name, *args])))
+        if not has_spec(k):
+            # Checking, profiling and optimizing all need a spec: offer the one step that helps.
+            lens("Astra: add a harness spec", "astra.lsp.addSpec")
+            continue
         if ks and ks.verdict is not None:
             v = ks.verdict
             cases = getattr(getattr(v, "coverage", None), "cases", 0)
@@ -715,8 +737,6 @@ async def code_lens(ls: AstraServer, params: types.CodeLensParams) -> list[types
                 lens(f"Apply optimized kernel ({opt.title()})", "astra.applyOptimized")
         else:
             lens("No better version found (Optimize again)", "astra.lsp.optimize")
-        if not has_spec(k):
-            lens("Add harness spec", "astra.lsp.addSpec")
     return lenses
 
 
