@@ -109,7 +109,11 @@ def serve(sock: socket.socket) -> None:
         path = req["module"]
         lib = libs.get(path)
         if lib is None:
-            lib = libs[path] = ctypes.CDLL(path)
+            try:
+                lib = libs[path] = ctypes.CDLL(path)
+            except OSError as e:
+                _send(sock, {"ok": False, "error": f"cannot load the compiled module ({e}); compile again"})
+                continue
             lib.astra_launch.restype = ctypes.c_int
         problem = _check_signature(lib, req)
         if problem:

@@ -243,6 +243,7 @@ def compile_module(source: str, name_expressions: Sequence[str], filename: str,
                                     _runtime_digest(), *base_flags(sanitize)]).encode()).hexdigest()[:24]
     out = cache_dir() / f"mod-{key}{'-' + sanitize if sanitize else ''}.so"
     if out.exists():
+        os.utime(out)  # recently used: pruned last
         return out
     check_source(source, filename, opts)
     unit = _named(screen.rewrite_shared(source), filename) + entries(name_expressions)
@@ -257,11 +258,34 @@ def compile_module(source: str, name_expressions: Sequence[str], filename: str,
             return [compiler(), *base_flags(sanitize), *opts, "-include", str(shim), "-shared",
                     "-x", "c++", str(src), "-x", "none", str(rt), "-o", tmp]
 
-        return _atomic_build(out, cmd, f"compiling {filename} for the CPU")
+        built = _atomic_build(out, cmd, f"compiling {filename} for the CPU")
+    if len(os.listdir(out.parent)) > MAX_MODULES + 16:
+        prune_cache()
+    return built
+
+
+MAX_MODULES = 512
+
+
+def prune_cache() -> None:
+    """Keep the cache bounded: the newest modules, and only the current runtime's builds
+    (precompiled headers are ~30 MB each)."""
+    d = cache_dir()
+    mods = sorted(d.glob("mod-*.so"), key=lambda p: p.stat().st_mtime)
+    for p in mods[:max(0, len(mods) - MAX_MODULES * 3 // 4)] if len(mods) > MAX_MODULES else []:
+        p.unlink(missing_ok=True)
+    current = _runtime_digest()
+    for p in list(d.glob("runtime-*.o")) + list(d.glob("pch-*")):
+        if current not in p.name:
+            if p.is_dir():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
 
 
 def warm() -> None:
     """Build the runtime objects and precompiled shims ahead of time (`make setup`)."""
+    prune_cache()
     for sanitize in SANITIZERS:
         rt, shim = prepare(sanitize)
         print(f"cpu backend{' (' + sanitize + ' sanitizer)' if sanitize else ''}: {rt.name}, {shim}")
