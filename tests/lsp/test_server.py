@@ -175,3 +175,54 @@ async def test_bad_files_get_diagnostics_not_a_dead_server(client, tmp_path, tex
     # Still alive and answering.
     assert isinstance(await doc.lenses(), list)
 
+
+
+CRASHING = """/* @astra
+grid = ["(n + 255) / 256"]
+block = [256]
+[sizes]
+n = [1000, 4096]
+[args]
+out = { type = "float", shape = ["n"], output = true }
+in  = { type = "float", shape = ["n"] }
+n   = "n"
+*/
+__global__ void wild(float* out, const float* in, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i * 100003 + 77777777] = in[i];
+}
+"""
+
+
+async def test_a_crashing_kernel_costs_a_worker_not_the_server(client, tmp_path):
+    path = tmp_path / "wild.cu"
+    path.write_text(CRASHING)
+    doc = Doc(client, path)
+    diags = await doc.diagnostics_where(lambda ds: any(d.code == "check" for d in errors(ds)), timeout=240)
+    checks = [d for d in diags if d.code == "check"]
+    assert any("crashed" in d.message for d in checks), checks
+    assert len(checks) <= 6  # capped: five failures and a count of the rest
+    hover = await doc.hover(doc.line_of("void wild"), doc.text.splitlines()[doc.line_of("void wild")].index("wild"))
+    assert hover is not None and "not verified" in hover.contents.value
+
+
+async def test_profile_fills_the_code_lens(client, example):
+    doc = Doc(client, example())
+    result = await doc.command("astra.lsp.profile", "silu_and_mul")
+    assert result["status"] == "done", result
+    titles = [l.command.title for l in await doc.lenses()]
+    assert result["summary"] in titles and "Profile" not in titles
+
+
+async def test_check_on_save_follows_the_setting(client, example):
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"astra": {"checkOnSave": False}}))
+    doc = Doc(client, example())
+    await until(lambda: doc.uri in client.diagnostics, 60)
+    seen = len(client.statuses)
+    doc.save(doc.text.replace(*WRONG))
+    # The save was analysed (a new status) without starting a check.
+    await until(lambda: any(s.uri == doc.uri for s in client.statuses[seen:]), 60)
+    assert not any(s.checking for s in client.statuses if s.uri == doc.uri)
+    assert not [d for d in doc.diagnostics() if d.code == "check"]
+    assert not any("verified" in l.command.title or "check" in l.command.title for l in await doc.lenses())

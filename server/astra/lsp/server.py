@@ -29,6 +29,7 @@ DEBOUNCE_S = 0.25  # saves closer together than this start one check
 APPLY_KIND = types.CodeActionKind.RefactorRewrite
 OPTIMIZE_KIND = types.CodeActionKind.Refactor
 SPEC_KIND = types.CodeActionKind.QuickFix
+MAX_FAILURES_SHOWN = 5  # per kernel: enough to act on without burying the file in squiggles
 
 
 def _api():
@@ -234,7 +235,8 @@ class AstraServer(LanguageServer):
                 continue
             status = getattr(v, "status", "failed")
             failures = list(getattr(v, "failures", None) or []) if status == "failed" else []
-            for f in failures:
+            shown, rest = failures[:MAX_FAILURES_SHOWN], len(failures) - MAX_FAILURES_SHOWN
+            for f in shown:
                 line = getattr(f, "line", None)  # 1-based in the gate's failures
                 rng = line_range(line - 1, lines) if isinstance(line, int) and 1 <= line <= len(lines) else where
                 text_of = getattr(f, "text", None)
@@ -242,6 +244,10 @@ class AstraServer(LanguageServer):
                 diags.append(types.Diagnostic(
                     range=rng, severity=types.DiagnosticSeverity.Error, source="astra", code="check",
                     message=f"{v.kernel}: check failed ({v.backend} backend): {detail}"))
+            if rest > 0:
+                diags.append(types.Diagnostic(
+                    range=where, severity=types.DiagnosticSeverity.Error, source="astra", code="check",
+                    message=f"{v.kernel}: … and {rest} more failure(s); see the hover report"))
             if not failures:
                 severity = (types.DiagnosticSeverity.Warning if status == "unsupported"
                             else types.DiagnosticSeverity.Error)
