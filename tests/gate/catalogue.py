@@ -473,6 +473,23 @@ def candidate_text(entry: Entry, example_text: str) -> str:
     return text
 
 
+CHECKS = {
+    "screen": "static screening (tree-sitter): name, parameters, template parameters, launch bounds, host code",
+    "compare": "every case against the reference: abs(got - ref) <= atol + rtol * abs(ref), NaN/inf patterns equal",
+    "poison": "outputs filled with 0xFF (NaN) or 0xA5 before each launch; an element left holding it was never written",
+    "not_constant": "a constant (e.g. all-zero) output where the reference's varies fails whatever the tolerance",
+    "inputs_unchanged": "read-only inputs compared byte for byte after every launch",
+    "statefulness": "the same buffers refilled with new values must give the new result; 150 extra launches for "
+                    "kernels that keep __device__ state or read clocks",
+    "schedules": "CPU: forward, reverse and random thread orders must agree bitwise (else a race)",
+    "determinism": "GPU, or no reference: repeated runs must agree (within tolerance with atomics)",
+    "sanitize": "CPU: AddressSanitizer build on small cases (out-of-bounds reads and writes)",
+    "races": "CPU: ThreadSanitizer build over the fibers (races every schedule hides)",
+    "compute_sanitizer": "GPU: compute-sanitizer memcheck and racecheck on small cases, exact-size allocations",
+    "launch": "the launch itself failed: crash, trap, deadlock, timeout",
+}
+
+
 def table() -> str:
     lines = ["# Cheat catalogue", "",
              "Generated from `tests/gate/catalogue.py` by `python -m tests.gate.catalogue`; "
@@ -488,6 +505,8 @@ def table() -> str:
               f"## Correct optimised variants that must pass ({len(CORRECT)})", "",
               "| candidate | kernel | what it does |", "|---|---|---|"]
     lines += [f"| `{e.name}` | {e.example} | {e.what} |" for e in CORRECT]
+    lines += ["", "## The checks", "", "| check | what it does |", "|---|---|"]
+    lines += [f"| `{k}` | {v} |" for k, v in CHECKS.items()]
     return "\n".join(lines) + "\n"
 
 

@@ -44,7 +44,7 @@ class Cancelled(AstraError):
 
 
 CHECK_ORDER = ("screen", "compile", "compare", "poison", "not_constant", "inputs_unchanged", "launch",
-               "statefulness", "schedules", "determinism", "sanitize", "compute_sanitizer")
+               "statefulness", "schedules", "determinism", "sanitize", "races", "compute_sanitizer")
 
 
 class _Gate:
@@ -117,10 +117,11 @@ class _Gate:
                                          f"{len(res.errors)} error(s), {len(res.warnings)} flag(s)"))
         return not res.errors
 
-    def compile(self, unit, role: str, sanitize: bool = False) -> Compiled:
+    def compile(self, unit, role: str, sanitize: bool = False, races: bool = False) -> Compiled:
         options = [f"-I{d}" for d in getattr(unit, "include_dirs", ())]
+        extra = {"races": True} if races else {}  # the CPU backend's race checker (not in the base interface)
         mod = self.backend.compile(unit.source, [unit.name_expression], filename=unit.path, options=options,
-                                   sanitize=sanitize)
+                                   sanitize=sanitize, **extra)
         return Compiled(mod, unit.name_expression, role)
 
     def compile_all(self) -> bool:
@@ -403,6 +404,47 @@ class _Gate:
                 return
             self.judge("sanitize", info, host, run.after, expected, POISONS[0])
 
+    def races(self, st: suites.Suite) -> None:
+        """CPU: a ThreadSanitizer build over the fibers (barriers and warp collectives are the
+        synchronisation) finds races that every schedule happens to hide, on one small case."""
+        try:
+            mod = self.compile(self.cand_unit, "candidate", races=True)
+        except TypeError:
+            return  # a CPU backend without the race checker
+        except (CompileError, Unsupported) as e:
+            self.v.checks.append(CheckResult("races", True, f"skipped: no race-checker build ({e})", skipped=True))
+            return
+        spec_cases = sorted([c for c in st.cases if c.label == "spec"], key=lambda c: self.spec.elements(c.sizes))
+        multi = [c for c in spec_cases if np.prod(self.spec.launch_dims(c.sizes)[1]) > 32] or spec_cases
+        if not multi:
+            return
+        case = multi[0]
+        info = CaseInfo(dict(case.sizes), case.distribution, case.seed + 31, case.visible, "races")
+        host = suites.inputs(self.spec, case.sizes, case.distribution, info.seed)
+        try:
+            run_case(self.spec, self.backend, mod, case.sizes, host, self.ctypes, POISONS[0])
+            self.v.coverage.launches += 1
+        except LaunchError as e:
+            msg = str(e)
+            if "data race" in msg and self._declaration_only(msg):
+                self.v.warnings.append(f"race checker: a report at a __shared__ declaration (the runtime's "
+                                       f"initialisation, not the kernel's code) was ignored: {msg.splitlines()[0]}")
+                self.count("races")
+                return
+            self.fail("races" if "data race" in msg else "launch", msg, info)
+            return
+        self.count("races")
+
+    def _declaration_only(self, message: str) -> bool:
+        """Every line a race report names is a `__shared__` declaration."""
+        lines = {int(n) for n in re.findall(re.escape(os.path.basename(self.cand_unit.path)) + r":(\d+)", message)}
+        if not lines:
+            return False
+        unit = screening._Unit(self.cand_unit.source)
+        rows = unit.text.split("\n")
+        texts = [rows[r] for r in range(len(rows)) if unit.user_line(r) in lines]
+        return bool(texts) and all("__shared__" in t and "=" not in t.split("__shared__", 1)[1] for t in texts)
+
     def compute_sanitizer(self) -> None:
         from .sanitizer import compute_sanitizer
         found = compute_sanitizer(self.cand_unit, self.spec, seed=self.nonce,
@@ -473,6 +515,8 @@ class _Gate:
             step(st)
         if self.cpu and not self.quick and not v.failures:
             self.sanitize(st)
+        if self.cpu and not self.quick and not v.failures:
+            self.races(st)
         elif not self.cpu and not self.quick and not v.failures and self.sanitizer is not False:
             self.compute_sanitizer()
         self.finish()
