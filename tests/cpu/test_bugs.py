@@ -270,3 +270,15 @@ __global__ void k(const int* b, int* h) {
 def test_sanitize_and_races_are_separate_builds(cpu):
     with pytest.raises(CompileError, match="separate builds"):
         cpu.compile("__global__ void k(int* x) {}", ["k"], sanitize=True, races=True)
+
+
+def test_printf_before_a_crash_is_in_the_error(cpu):
+    src = r'''
+__global__ void k(int* x) {
+  if (threadIdx.x == 0) printf("about to fail: %d\n", x[0]);
+  __syncthreads();
+  if (threadIdx.x == 0) __trap();
+}
+'''
+    with pytest.raises(LaunchError, match=r"__trap\(\) at user.cu:4.*printed before: about to fail: 7"):
+        run(cpu, src, "k", (1,), (32,), [np.full(1, 7, np.int32)])

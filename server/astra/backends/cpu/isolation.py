@@ -140,10 +140,14 @@ def crash_message(rc: int, output: str, filename: str = "") -> str:
     report = asan_summary(output, filename) or tsan_summary(output, filename)
     if report:
         return report
-    notes = [l.strip() for l in output.splitlines()
-             if l.startswith("astra:") or "Assertion" in l or "assert" in l.lower()]
-    detail = ("; ".join(notes[-4:])) if notes else output.strip()[-600:]
-    return f"the kernel crashed ({what})" + (f": {detail}" if detail else "")
+    lines = output.splitlines()
+    notes = [l.strip() for l in lines if l.startswith("astra:") or "Assertion" in l]
+    printed = [l for l in lines if l.strip() and l not in notes and not l.startswith("astra:")]
+    detail = "; ".join(notes[-4:]) if notes else output.strip()[-600:]
+    msg = f"the kernel crashed ({what})" + (f": {detail}" if detail else "")
+    if notes and printed:
+        msg += " — the kernel printed before: " + " | ".join(printed[-3:])[-300:]
+    return msg
 
 
 _RUNTIME_FILES = ("astra_runtime.cpp", "astra_cuda_shim.h", "<astra launcher>", "libasan", "libtsan",

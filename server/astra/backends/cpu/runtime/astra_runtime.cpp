@@ -766,6 +766,11 @@ extern "C" int astra_launch(void (*entry)(void**), void** args, int nargs,
                             const unsigned* grid, const unsigned* block,
                             unsigned long long shmem, int order, unsigned long long seed,
                             int workers, int stack_kib, int handlers, char* err, int errlen) {
+  static bool line_buffered = false;  // kernel printf output survives a crash that follows it
+  if (!line_buffered) {
+    setvbuf(stdout, nullptr, _IOLBF, 0);
+    line_buffered = true;
+  }
   auto fail_msg = [&](const std::string& m) {
     std::snprintf(err, errlen, "%s", m.c_str());
     return 1;
