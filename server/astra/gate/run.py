@@ -239,8 +239,10 @@ class _Gate:
                     second = run_case(self.spec, self.backend, self.cand, case.sizes, host, self.ctypes, other)
                     cov.launches += 1
             except LaunchError as e:
+                # A crash rejects the candidate; on a GPU it may also have lost the context, so
+                # nothing after it (the reference included) could run reliably.
                 self.fail("launch", f"the candidate failed: {e}", info)
-                continue
+                break
             cov.cases += 1
             self.judge("compare", info, host, run.after, expected, poison)
             if self.ref is None:

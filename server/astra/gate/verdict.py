@@ -143,6 +143,8 @@ class Verdict:
         lines += [f"- {n} held-out case(s) failed the {check} check (details withheld)"
                   for check, n in sorted(hidden.items())]
         lines += [f"warning: {w}" for w in self.warnings]
+        if self.log and "compile" in self.failed_checks():
+            lines.append("compiler output:\n" + self.log[:4000])
         return "\n".join(lines)
 
     # ---- JSON ----------------------------------------------------------------------------------
