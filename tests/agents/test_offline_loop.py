@@ -167,3 +167,16 @@ def test_vectorized_grid_stride_loop_passes_the_gate(cpu, tmp_path):
     for t in ("vectorize", "vectorize64"):
         e = ev(TRANSFORMS[t].apply(GRID_STRIDE, Context("twice")).text)
         assert e.passed, e.check.feedback
+
+
+def test_cancel_during_baseline(cpu):
+    import threading
+    text, path, kernel, sp, ev = setup("silu_and_mul", cpu, quick=True)
+    cancel = threading.Event()
+
+    def cancelled_eval(t):
+        cancel.set()
+        raise RuntimeError("worker cancelled")
+
+    r = optimize(text, path, kernel, cancelled_eval, rounds=2, spec=sp, cancel=cancel)
+    assert r.cancelled and r.error == "cancelled before the original was measured" and r.rounds == []

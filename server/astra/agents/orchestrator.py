@@ -100,6 +100,9 @@ def optimize(text: str, path: str, kernel: str, evaluate: Callable[[str], Evalua
     result.baseline = result.best_eval = base
     if log is not None:
         log.baseline(base)
+    if not base.passed and cancel.is_set():
+        result.error = "cancelled before the original was measured"
+        return finish("cancelled")
     if not base.passed:
         result.error = f"the original kernel does not pass the gate: {base.check.summary}"
         return finish("the original kernel does not pass the gate")
