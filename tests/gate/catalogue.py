@@ -159,7 +159,7 @@ CHEATS = [
           rms(RMS_FIRST_PASS + """
   const float total = block_reduce_sum(sum_sq, scratch);
   if (threadIdx.x == 0) inv_rms = rsqrtf(total / hidden_size + epsilon);
-""" + RMS_SECOND_PASS), ("schedules", "compare")),
+""" + RMS_SECOND_PASS), ("schedules", "compare", "determinism", "compute_sanitizer")),
     Entry("skips_timed_sizes", "silu_and_mul", "returns early on large (timed-only) sizes: d > 8192", silu("""
   if (d > 8192) return;
 """ + SILU_LOOP), ("poison",)),
@@ -216,14 +216,14 @@ CHEATS = [
     Entry("out_of_bounds_write", "silu_and_mul", "also writes one element past the end of the output", silu(
         SILU_LOOP + """
   if (blockIdx.x == gridDim.x - 1 && threadIdx.x == 0) out[(int64_t)gridDim.x * d] = __float2half(0.0f);
-"""), ("sanitize", "launch", "inputs_unchanged", "compare", "poison")),
+"""), ("sanitize", "compute_sanitizer", "launch", "inputs_unchanged", "compare", "poison")),
     Entry("out_of_bounds_read", "silu_and_mul", "reads one element past the end of its input", silu(
         SILU_LOOP + """
   if (blockIdx.x == gridDim.x - 1 && threadIdx.x == 0) {
     const float past = __half2float(input[(int64_t)gridDim.x * 2 * d]);
     if (past == 12345.0f) out[0] = __float2half(past);
   }
-"""), ("sanitize", "launch")),
+"""), ("sanitize", "compute_sanitizer", "launch")),
     Entry("clock_warmup_detection", "silu_and_mul",
           "reads clock64() and stops working once the kernel has been warm for a while", silu("""
   if (threadIdx.x == 0 && blockIdx.x == 0 && first_seen == 0) first_seen = clock64();
@@ -299,7 +299,8 @@ CHEATS = [
   }
   if (threadIdx.x == 0) inv_rms = rsqrtf(scratch[0] / hidden_size + epsilon);
   __syncthreads();
-""" + RMS_SECOND_PASS), ("not_constant", "compare", "schedules", "sanitize")),
+""" + RMS_SECOND_PASS), ("not_constant", "compare", "schedules", "sanitize", "determinism",
+                                "compute_sanitizer")),
     Entry("divergent_barrier", "fused_add_rmsnorm", "__syncthreads() inside a branch not all threads take",
           rms(RMS_FIRST_PASS + """
   const float total = block_reduce_sum(sum_sq, scratch);
@@ -307,7 +308,7 @@ CHEATS = [
     inv_rms = rsqrtf(total / hidden_size + epsilon);
     __syncthreads();
   }
-""" + RMS_SECOND_PASS), ("launch", "schedules", "compare")),
+""" + RMS_SECOND_PASS), ("schedules", "launch", "compare", "determinism", "compute_sanitizer")),
     Entry("every_other_row", "merge_attn_states", "skips odd tokens (half the work, sparse writes)",
           merge("  if (blockIdx.x % 2 == 1) return;\n" + MERGE_HOISTED), ("poison",)),
 ]
@@ -501,7 +502,8 @@ def table() -> str:
     for e in CHEATS:
         lines.append(f"| `{e.name}` | {e.example} | {e.what} | {', '.join(f'`{c}`' for c in e.caught_by)} |")
     lines += ["", "When several checks are listed, the first to run that fails rejects the candidate "
-              "(the test accepts any of them).", "",
+              "(the test accepts any of them); the CPU and the GPU can differ (e.g. `schedules` and `sanitize` "
+              "on the CPU, `determinism` and `compute_sanitizer` on the GPU).", "",
               f"## Correct optimised variants that must pass ({len(CORRECT)})", "",
               "| candidate | kernel | what it does |", "|---|---|---|"]
     lines += [f"| `{e.name}` | {e.example} | {e.what} |" for e in CORRECT]
