@@ -141,3 +141,35 @@ def test_revalidation_replays_in_place_kernels(cpu):
     assert rv.passed and rv.checked == 2
     wrong = gate.revalidate_after_timing(spec, cpu, sets, launches=2, reference=(mod, u.name_expression))
     assert not wrong.passed
+
+
+class TimingCpu:
+    """The CPU backend presented as a backend that times kernels: exercises the gate's GPU-side
+    branches (full timed sizes, repeated-run determinism) without a GPU."""
+
+    name = "gpu"
+    measures_time = True
+
+    def __init__(self, cpu):
+        self._cpu = cpu
+
+    def __getattr__(self, item):
+        return getattr(self._cpu, item)
+
+
+def test_backends_that_time_check_every_timed_size_in_full_and_repeat_runs(cpu):
+    path = example_path("silu_and_mul")
+    text = open(path).read().replace("num_tokens = [4096]\nd = [11008, 13824, 28672]",
+                                     "num_tokens = [64]\nd = [2000, 3000]")
+    model = source.parse(text)
+    spec = spec_mod.load(model.kernel("silu_and_mul"), model)
+    ref = extract.unit(text, path, "silu_and_mul")
+    v = gate.check(ref, ref, spec, TimingCpu(cpu), sanitizer=False)
+    assert v.passed, v.human()
+    names = {c.name for c in v.checks}
+    assert "determinism" in names and "schedules" not in names and "sanitize" not in names
+    assert "checked in full" in v.coverage.bench_sizes
+    e = entry("drops_vector_tail")
+    cand = extract.unit(catalogue.candidate_text(e, text), path, "silu_and_mul")
+    bad = gate.check(ref, cand, spec, TimingCpu(cpu), sanitizer=False)
+    assert bad.failures[0].check == "poison"
