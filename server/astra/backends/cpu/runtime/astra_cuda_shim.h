@@ -369,6 +369,39 @@ inline float __powf(float x, float y) { return exp2f(__fmul_rn(y, log2f(x))); }
 inline float sinpif(float x) { return sinf(x * 3.14159265358979f); }
 inline float cospif(float x) { return cosf(x * 3.14159265358979f); }
 inline float normcdff(float x) { return 0.5f * erfcf(-x * 0.70710678118654752f); }
+inline void sincospif(float x, float* s, float* c) { *s = sinpif(x); *c = cospif(x); }
+inline float fdividef(float a, float b) { return a / b; }
+inline float rhypotf(float a, float b) { return (float)(1.0 / std::hypot((double)a, (double)b)); }
+inline float norm3df(float a, float b, float c) { return (float)std::sqrt((double)a * a + (double)b * b + (double)c * c); }
+inline float rnorm3df(float a, float b, float c) { return 1.0f / norm3df(a, b, c); }
+inline float norm4df(float a, float b, float c, float d) {
+  return (float)std::sqrt((double)a * a + (double)b * b + (double)c * c + (double)d * d);
+}
+inline float normf(int n, const float* a) {
+  double s = 0; for (int i = 0; i < n; ++i) s += (double)a[i] * a[i]; return (float)std::sqrt(s);
+}
+inline float rnormf(int n, const float* a) { return 1.0f / normf(n, a); }
+inline double erfinv(double y) {
+  // Newton on erf from a rational first guess; double precision is plenty for float results.
+  if (y <= -1.0) return y == -1.0 ? -INFINITY : NAN;
+  if (y >= 1.0) return y == 1.0 ? INFINITY : NAN;
+  double w = -std::log((1.0 - y) * (1.0 + y)), x;
+  x = w < 5.0 ? (w - 2.5) * 2.81022636e-08 + 3.43273939e-07 : std::sqrt(w) - 3.0;
+  if (w < 5.0) {
+    for (double c : {-3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503, -0.00417768164,
+                     0.246640727, 1.50140941}) x = c + x * (w - 2.5);
+  } else {
+    double p = -0.000200214257;
+    for (double c : {0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613,
+                     0.00943887047, 1.00167406, 2.83297682}) p = c + p * x;
+    x = p;
+  }
+  x *= y;
+  for (int i = 0; i < 3; ++i) x -= (std::erf(x) - y) / (1.1283791670955126 * std::exp(-x * x));
+  return x;
+}
+inline float erfinvf(float y) { return (float)erfinv((double)y); }
+inline float erfcinvf(float y) { return (float)erfinv(1.0 - (double)y); }
 inline float __float2float(float x) { return x; }
 inline int __float2int_rn(float x) { return (int)nearbyintf(x); }
 inline int __float2int_rz(float x) { return (int)x; }
