@@ -49,8 +49,8 @@ def make_backend(name: str):
     return CpuBackend()
 
 
-def device_name(backend) -> str:
-    if getattr(backend, "measures_time", False):
+def device_name(backend_name: str) -> str:
+    if backend_name == "gpu":
         try:
             import cupy
             return cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
@@ -59,17 +59,38 @@ def device_name(backend) -> str:
     return f"CPU ({platform.processor() or platform.machine()}): speed not measured"
 
 
-def run_one(file: str, kernel: str, backend, rounds: int, quick: bool) -> dict:
+class _Named:
+    """The backend as the worker processes will make it, known here by name only (no CUDA
+    context in this process)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+
+def run_one(file: str, kernel: str, backend, rounds: int, quick: bool, in_process: bool) -> dict:
+    """One example through the offline team. By default the way `astra optimize` runs it: every
+    candidate is judged in a worker process (a faulting candidate cannot take the GPU context of
+    the run down with it); `in_process` judges them here instead."""
     path = str(ROOT / "examples" / f"{file}.cu")
     text = Path(path).read_text()
     m = source.parse(text)
     sp = spec_mod.load(m.kernel(kernel), m)
-    ev = local_evaluator(path, kernel, sp, backend, text, quick=quick)
+    say = lambda p: print(f"  [{kernel}] {p['message']}", file=sys.stderr)  # noqa: E731
     t0 = time.time()
-    r = optimize(text, path, kernel, ev, rounds=rounds, spec=sp,
-                 progress=lambda p: print(f"  [{kernel}] {p['message']}", file=sys.stderr))
+    if in_process:
+        ev = local_evaluator(path, kernel, sp, backend, text, quick=quick)
+        r = optimize(text, path, kernel, ev, rounds=rounds, spec=sp, progress=say)
+        full = local_evaluator(path, kernel, sp, backend, text, quick=False)
+    else:
+        from astra import api, worker
+        r = api.optimize(text, path, kernel, rounds=rounds, llm=None, backend=backend.name, progress=say,
+                         quick=quick)
+        job = {"backend": backend.name, "arch": "sm_90", "path": path, "kernel": kernel, "spec": sp,
+               "reference_text": text, "reference_kernel": kernel, "quick": False}
+        full = lambda t: worker.run("astra.jobs:evaluate_job", {**job, "text": t},  # noqa: E731
+                                    timeout=api.CHECK_TIMEOUT + api.PROFILE_TIMEOUT)
     wall = time.time() - t0
-    final = local_evaluator(path, kernel, sp, backend, text, quick=False)(r.best) if quick else r.best_eval
+    final = full(r.best) if quick else r.best_eval
     sizes = r.per_size()
     return {
         "kernel": kernel, "file": f"examples/{file}.cu", "measured": r.measured,
@@ -112,12 +133,19 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "optimize.json"))
     ap.add_argument("--kernels", default="", help="comma-separated subset of the example files")
     ap.add_argument("--full-gate-in-loop", action="store_true", help="full gate for every candidate (slower)")
+    ap.add_argument("--in-process", action="store_true", help="judge candidates in this process (no workers)")
     args = ap.parse_args(argv)
-    backend = make_backend(args.backend)
-    device = device_name(backend)
+    if args.in_process:
+        backend = make_backend(args.backend)
+    else:
+        from astra import api
+        backend = _Named(api.resolve_backend(args.backend))
+        if backend.name == "static":
+            sys.exit("no backend can run kernels here")
+    device = device_name(backend.name)
     chosen = [e for e in EXAMPLES if not args.kernels or e[0] in args.kernels.split(",")]
     t0 = time.time()
-    results = [run_one(f, k, backend, args.rounds, not args.full_gate_in_loop) for f, k in chosen]
+    results = [run_one(f, k, backend, args.rounds, not args.full_gate_in_loop, args.in_process) for f, k in chosen]
     measured = [r["geomean_speedup"] for r in results if r["measured"] and r["geomean_speedup"]]
     overall = math.exp(sum(map(math.log, measured)) / len(measured)) if measured else None
     out = {"device": device, "backend": backend.name, "rounds": args.rounds, "geomean_speedup": overall,
