@@ -181,3 +181,14 @@ def test_patience_stops_an_unhelpful_model(silu, llm, tmp_path):
     r = run(silu, llm, tmp_path, rounds=5)      # the coder's queue is empty: off-topic replies only
     assert len(r.rounds) == 3 and "3 rounds in a row" in r.stopped
     assert all(x.outcome == "no candidate" for x in r.rounds) and r.best == r.original
+
+
+def test_openai_without_a_key_is_a_clear_error(silu, monkeypatch):
+    from astra.errors import AstraError
+    for name in ("ASTRA_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    text, path, kernel, sp, _ = silu
+    calls = []
+    with pytest.raises(AstraError, match="ASTRA_API_KEY"):
+        optimize(text, path, kernel, calls.append, llm=LLMConfig(model="gpt-x"), spec=sp)
+    assert calls == []   # failed before anything ran

@@ -131,6 +131,11 @@ class CachedEvaluate:
         self._lock = threading.Lock()
         self.calls = 0
 
+    def seed(self, file_text: str, evaluation: Evaluation) -> None:
+        """Reuse an evaluation made earlier (a resumed run's log)."""
+        with self._lock:
+            self._cache[source_hash(file_text)] = evaluation
+
     def __call__(self, file_text: str) -> Evaluation:
         key = source_hash(file_text)
         with self._lock:

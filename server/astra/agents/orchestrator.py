@@ -50,6 +50,7 @@ def optimize(text: str, path: str, kernel: str, evaluate: Callable[[str], Evalua
     resume: a run id under runs_dir to continue (its rounds, best and evaluations are reused).
     """
     t0 = time.monotonic()
+    client = LLMClient(llm) if llm is not None else None   # fails fast (e.g. no API key for OpenAI)
     cancel = cancel or threading.Event()
     ev = CachedEvaluate(evaluate)
     mode = "llm" if llm is not None else "offline"
@@ -71,10 +72,10 @@ def optimize(text: str, path: str, kernel: str, evaluate: Callable[[str], Evalua
         history = log.rounds()
         prior = log.read_baseline()
         if prior is not None:
-            ev._cache[source_hash(original)] = prior
+            ev.seed(original, prior)
         for r in history:
             if r.candidate is not None and r.evaluation is not None:
-                ev._cache[source_hash(r.candidate)] = r.evaluation
+                ev.seed(r.candidate, r.evaluation)
         text = original
     elif log is not None:
         log.start({"kernel": kernel, "path": str(path), "mode": mode, "rounds": rounds,
@@ -107,7 +108,6 @@ def optimize(text: str, path: str, kernel: str, evaluate: Callable[[str], Evalua
         result.error = f"the original kernel does not pass the gate: {base.check.summary}"
         return finish("the original kernel does not pass the gate")
 
-    client = LLMClient(llm) if llm is not None else None
     planner = LLMPlanner(client) if client else OfflinePlanner()
     coder = LLMCoder(client, repairs=repairs) if client else OfflineCoder()
     s = Situation(kernel, str(path), text, text, base, base, context_from_spec(kernel, spec),
