@@ -208,3 +208,31 @@ __global__ void k(const float* x, float* block_sums, float* warp_max, float* par
     np.testing.assert_array_equal(cpu.download(bufs[1]), x.sum(1))
     np.testing.assert_array_equal(cpu.download(bufs[2]), x.reshape(3, 4, 32).max(2).reshape(-1))
     np.testing.assert_array_equal(cpu.download(bufs[3]), x[:, :77].sum(1))
+
+
+def test_activemask_is_the_set_of_lanes_in_the_branch(cpu):
+    # warp-aggregated atomics: one atomic per warp for the lanes that take the branch
+    src = r'''
+__global__ void k(const int* flag, int* counter, int* slot, unsigned* masks) {
+  int lane = threadIdx.x % 32;
+  if (flag[threadIdx.x]) {
+    unsigned active = __activemask();
+    int leader = __ffs(active) - 1;
+    int base = 0;
+    if (lane == leader) base = atomicAdd(counter, __popc(active));
+    base = __shfl_sync(active, base, leader);
+    slot[threadIdx.x] = base + __popc(active & ((1u << lane) - 1));
+    masks[threadIdx.x] = active;
+  }
+  __syncthreads();   // lanes that skipped the branch wait here: no deadlock
+}
+'''
+    flag = (np.random.default_rng(3).random(64) < 0.4).astype(np.int32)
+    _, counter, slot, masks = run(cpu, src, "k", (1,), (64,), [flag, np.zeros(1, np.int32),
+                                                              np.full(64, -1, np.int32), np.zeros(64, np.uint32)])
+    assert counter[0] == flag.sum()
+    taken = np.flatnonzero(flag)
+    assert sorted(slot[taken]) == list(range(flag.sum()))          # every lane got its own slot
+    for w in range(2):
+        want = sum(1 << (t - 32 * w) for t in taken if t // 32 == w)
+        assert (masks[taken[taken // 32 == w]] == want).all()

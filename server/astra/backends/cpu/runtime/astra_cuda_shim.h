@@ -56,7 +56,7 @@ namespace astra {
 enum WarpOp : int {
   OP_SYNCWARP = 0, OP_SHFL, OP_BALLOT, OP_ANY, OP_ALL, OP_UNI, OP_RED_ADD, OP_RED_MIN_U,
   OP_RED_MAX_U, OP_RED_MIN_I, OP_RED_MAX_I, OP_RED_AND, OP_RED_OR, OP_RED_XOR, OP_MATCH_ANY,
-  OP_MATCH_ALL,
+  OP_MATCH_ALL, OP_ACTIVEMASK,
 };
 enum BarKind : int { BAR_SYNC = 0, BAR_COUNT, BAR_AND, BAR_OR };
 
@@ -102,7 +102,8 @@ inline Fiber* self() { return stack_header((uintptr_t)__builtin_frame_address(0)
 int bar_sync(int kind, int pred, const char* file, int line);
 unsigned long long warp_op(int op, unsigned mask, unsigned long long value, int src,
                            const char* file, int line, int* pred_out);
-unsigned active_mask();
+// The lanes of the warp that reach this call together (see astra_runtime.cpp).
+unsigned active_mask(const char* file, int line);
 [[noreturn]] void trap(const char* file, int line);
 void* dyn_smem();
 // Namespace-scope `extern __shared__` arrays: pointer setters called at every block start.
@@ -169,7 +170,7 @@ template <class T> inline T shfl(int mode, const char* f, int l, unsigned m, T v
 #define __any_sync(m, p) ((int)astra::warp_op(astra::OP_ANY, (m), (p) ? 1 : 0, 0, __FILE__, __LINE__, nullptr))
 #define __all_sync(m, p) ((int)astra::warp_op(astra::OP_ALL, (m), (p) ? 1 : 0, 0, __FILE__, __LINE__, nullptr))
 #define __uni_sync(m, p) ((int)astra::warp_op(astra::OP_UNI, (m), (p) ? 1 : 0, 0, __FILE__, __LINE__, nullptr))
-#define __activemask() astra::active_mask()
+#define __activemask() astra::active_mask(__FILE__, __LINE__)
 namespace astra {
 inline unsigned reduce(int op, const char* f, int l, unsigned m, unsigned v) {
   return (unsigned)warp_op(op, m, v, 0, f, l, nullptr);

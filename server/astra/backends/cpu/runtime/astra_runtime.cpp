@@ -106,6 +106,7 @@ struct Block {
   int n = 0, nlive = 0, ndone = 0;
   int bar_arrived = 0, bar_count = 0;
   unsigned warp_live[32], warp_arrived[32];
+  unsigned warp_converging[32];  // lanes waiting in __activemask()
   bool failed = false;
   std::string error;
   void (*entry)(void**) = nullptr;
@@ -180,7 +181,7 @@ const char* op_name(int op) {
                                 "__all_sync", "__uni_sync", "__reduce_add_sync", "__reduce_min_sync",
                                 "__reduce_max_sync", "__reduce_min_sync", "__reduce_max_sync",
                                 "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync",
-                                "__match_any_sync", "__match_all_sync"};
+                                "__match_any_sync", "__match_all_sync", "__activemask"};
   return op >= 0 && op < (int)(sizeof(names) / sizeof(names[0])) ? names[op] : "warp collective";
 }
 const char* bar_name(int kind) {
@@ -333,6 +334,34 @@ void try_complete_warp(Block* b, int w) {
   }
 }
 
+// __activemask(): with independent thread scheduling the active lanes are those executing the
+// call together. Here a lane waits in it until every running lane of its warp is waiting
+// somewhere (or has exited); the lanes waiting at the same call form the mask. So
+// `if (c) { m = __activemask(); ... __shfl_sync(m, ...); }` sees exactly the lanes with c.
+void try_converge(Block* b, int w) {
+  unsigned waiting = b->warp_converging[w];
+  if (!waiting) return;
+  Fiber* base = &b->fibers[w * 32];
+  unsigned live = b->warp_live[w];
+  for (int m = 0; m < 32; ++m)
+    if ((live >> m & 1) && base[m].state != WAIT_BAR && base[m].state != WAIT_WARP) return;
+  while (waiting) {
+    int first = __builtin_ctz(waiting);
+    unsigned group = 0;
+    for (int m = first; m < 32; ++m)
+      if ((waiting >> m & 1) && base[m].line == base[first].line &&
+          (base[m].file == base[first].file || std::strcmp(base[m].file, base[first].file) == 0))
+        group |= 1u << m;
+    for (int m = 0; m < 32; ++m)
+      if (group >> m & 1) {
+        base[m].result = group;
+        base[m].state = RUNNABLE;
+      }
+    waiting &= ~group;
+  }
+  b->warp_converging[w] = 0;
+}
+
 void thread_exit(Fiber* f) {
   Block* b = f->block;
 #ifdef ASTRA_TSAN
@@ -345,6 +374,7 @@ void thread_exit(Fiber* f) {
   b->warp_live[f->warp] &= ~(1u << f->lane);
   try_release_barrier(b);  // exited threads count as arrived (sm_70+)
   if (b->warp_arrived[f->warp]) try_complete_warp(b, f->warp);
+  try_converge(b, f->warp);
 }
 
 void fiber_main(Fiber* f) {
@@ -481,6 +511,7 @@ bool run_block(Block* b, Launch& L, unsigned linear_block) {
     int cnt = std::max(0, std::min(32, n - lo));
     b->warp_live[w] = cnt == 32 ? 0xffffffffu : ((1u << cnt) - 1);
     b->warp_arrived[w] = 0;
+    b->warp_converging[w] = 0;
   }
   for (int i = 0; i < n; ++i) {
     Fiber& f = b->fibers[i];
@@ -678,6 +709,7 @@ int bar_sync(int kind, int pred, const char* file, int line) {
   __tsan_release(&b->bar_obj[gen & 1]);
 #endif
   try_release_barrier(b);
+  try_converge(b, f->warp);
   to_sched(b, f);  // always: the schedule decides who runs next
 #ifdef ASTRA_TSAN
   __tsan_acquire(&b->bar_obj[gen & 1]);
@@ -702,6 +734,7 @@ unsigned long long warp_op(int op, unsigned mask, unsigned long long value, int 
   __tsan_release(&b->arrival_obj[2 * f->linear + (k & 1)]);
 #endif
   try_complete_warp(b, f->warp);
+  try_converge(b, f->warp);
   to_sched(b, f);
 #ifdef ASTRA_TSAN
   {
@@ -714,9 +747,17 @@ unsigned long long warp_op(int op, unsigned mask, unsigned long long value, int 
   return f->result;
 }
 
-unsigned active_mask() {
+unsigned active_mask(const char* file, int line) {
   Fiber* f = self();
-  return f->block->warp_live[f->warp];
+  Block* b = f->block;
+  f->state = WAIT_WARP;
+  f->op = OP_ACTIVEMASK;
+  f->file = file;
+  f->line = line;
+  b->warp_converging[f->warp] |= 1u << f->lane;
+  try_converge(b, f->warp);
+  to_sched(b, f);
+  return (unsigned)f->result;
 }
 
 void trap(const char* file, int line) {
