@@ -202,6 +202,18 @@ async function main() {
       await page.locator(".squiggly-error").first().waitFor({ timeout: 120000 });
       await page.locator(".statusbar-item", { hasText: "compile error" }).first().waitFor();
     });
+    await step("palette: Show report opens the report view", async () => {
+      await palette("Astra: Show report");
+      await page.locator(".tab", { hasText: "Astra: silu_and_mul" }).waitFor();
+      await page.locator(".webview, iframe.webview").first().waitFor({ state: "attached" });
+    });
+
+    await step("palette: Restart server; lenses come back", async () => {
+      await page.locator(".tab", { hasText: "silu_and_mul.cu" }).first().click();
+      await palette("Astra: Restart server");
+      await lens("Profile").waitFor({ timeout: 60000 });
+      await page.locator(".squiggly-error").first().waitFor({ timeout: 120000 });
+    });
     ok = true;
   } finally {
     if (!ok) await snap("failure");

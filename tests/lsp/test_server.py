@@ -88,8 +88,12 @@ async def test_optimize_then_apply_lazily_with_progress(client, example):
     assert resolved.edit.document_changes[0].text_document.version == doc.version
     new = apply_edit(doc.text, resolved.edit)
     assert new != doc.text and "__global__ void silu_and_mul" in new
-    assert new.startswith(doc.text[:doc.text.index("/* @astra")])  # the rest of the file kept
+    assert new.startswith(doc.text[:doc.text.index("__device__")])  # the rest of the file kept
     assert new.endswith(doc.text[doc.text.index("int main()"):])
+    # Applied, the action is gone and the lens says so.
+    doc.change(new)
+    assert not any(a.title.startswith("Apply") for a in await doc.actions(line))
+    assert any("optimized version in place" in l.command.title for l in await doc.lenses())
 
 
 async def test_rewrite_is_reanchored_or_declined_after_concurrent_edits(client, example):

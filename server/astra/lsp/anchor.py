@@ -1,8 +1,11 @@
-"""Where an optimized kernel may be written back, after the user kept editing.
+"""Where verified work may be written back, after the user kept editing.
 
-The rewrite replaces the kernel's range as it was when the optimization started. If the
-document changed since, the edit is re-anchored on the kernel's current range only when the
-kernel's own text is unchanged; otherwise it is declined, so nothing the user typed is lost.
+An optimization verifies a whole file (`best`) made from the file as it was (`original`). The
+rewrite replaces the smallest run of whole lines that covers every difference and the kernel
+itself (helpers above the kernel may change too). If the document changed since, the rewrite
+is re-anchored where that exact original text now is, when it is there exactly once; otherwise
+it is declined. So the code written is always the code that was verified, and nothing the user
+typed is lost.
 """
 from __future__ import annotations
 
@@ -17,6 +20,17 @@ class Anchor:
     version: int       # document version the work started from
     span: Span         # the kernel's range in that version
     kernel_text: str   # the kernel's text in that version
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    version: int   # document version the optimization started from
+    span: Span     # the replaced region in that version
+    old: str       # the region's text then
+    new: str       # its verified replacement
+
+    def applied(self, text: str) -> bool:
+        return self.new != self.old and self.new in text and self.old not in text
 
 
 @dataclass(frozen=True)
@@ -35,15 +49,51 @@ def anchor_for(kernel: Any, version: int, text: str) -> Anchor:
     return Anchor(version, span, text_in(text, span))
 
 
-def place(anchor: Anchor, name: str, version: int, text: str, kernels: Sequence[Any]) -> Placement:
-    if version == anchor.version:
-        return Placement(anchor.span, "unchanged")
-    now = find(kernels, name)
-    if now is None:
-        return Placement(None, "declined", f"kernel `{name}` is no longer in the file")
-    span = span_of(now.range)
-    if text_in(text, span) != anchor.kernel_text:
-        return Placement(None, "declined",
-                         f"kernel `{name}` was edited after the optimization started; "
-                         "run Optimize kernel again to optimize the current version")
-    return Placement(span, "re-anchored")
+def _offset(text: str, line: int, col: int) -> int:
+    pos = 0
+    for _ in range(line):
+        nl = text.find("\n", pos)
+        if nl < 0:
+            return len(text)
+        pos = nl + 1
+    return min(pos + col, len(text))
+
+
+def _position(text: str, offset: int) -> tuple[int, int]:
+    line = text.count("\n", 0, offset)
+    return line, offset - (text.rfind("\n", 0, offset) + 1)
+
+
+def _span(text: str, start: int, end: int) -> Span:
+    return Span(*_position(text, start), *_position(text, end))
+
+
+def rewrite_for(original: str, best: str, kernel_span: Span, version: int) -> Rewrite:
+    """The region of `original` to replace by the matching part of `best`."""
+    limit = min(len(original), len(best))
+    p = 0
+    while p < limit and original[p] == best[p]:
+        p += 1
+    s = 0
+    while s < limit - p and original[-1 - s] == best[-1 - s]:
+        s += 1
+    start = min(p, _offset(original, kernel_span.start_line, kernel_span.start_col))
+    end = max(len(original) - s, _offset(original, kernel_span.end_line, kernel_span.end_col))
+    start = original.rfind("\n", 0, start) + 1          # whole lines: a readable diff
+    nl = original.find("\n", end)
+    end = len(original) if nl < 0 else nl + 1
+    tail = len(original) - end
+    return Rewrite(version, _span(original, start, end), original[start:end], best[start:len(best) - tail])
+
+
+def place(rw: Rewrite, version: int, text: str) -> Placement:
+    if version == rw.version:
+        return Placement(rw.span, "unchanged")
+    at = text.find(rw.old)
+    if at < 0:
+        return Placement(None, "declined", "the code this rewrite replaces was edited after the optimization "
+                                           "started; run Optimize kernel again to optimize the current version")
+    if text.find(rw.old, at + 1) >= 0:
+        return Placement(None, "declined", "the code this rewrite replaces now appears more than once; "
+                                           "run Optimize kernel again")
+    return Placement(_span(text, at, at + len(rw.old)), "re-anchored")

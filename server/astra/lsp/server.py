@@ -21,7 +21,7 @@ from pygls.lsp.server import LanguageServer
 from astra.lsp import anchor as anchoring
 from astra.lsp import settings as settings_mod
 from astra.lsp.convert import Span, line_range, lsp_diagnostic, lsp_range, span_of, text_in
-from astra.lsp.state import DocState, Optimization, Profiled, new_kernel_text, verified_cases
+from astra.lsp.state import DocState, Optimization, Profiled, verified_cases
 
 log = logging.getLogger("astra.lsp")
 
@@ -300,7 +300,7 @@ class AstraServer(LanguageServer):
         ks = st.kernel(name)
         if ks.optimization and ks.optimization.status == "running":
             return self._fail(f"`{name}` is already being optimized")
-        opt = Optimization("running", anchoring.anchor_for(k, doc.version or 0, doc.source))
+        opt = Optimization("running", anchoring.anchor_for(k, doc.version or 0, doc.source), doc.source)
         ks.optimization = opt
         s = self.settings
         try:
@@ -326,6 +326,9 @@ class AstraServer(LanguageServer):
                 opt.status, opt.message = "failed", result.error
             else:
                 opt.status, opt.result = "done", result
+                if opt.improved:
+                    opt.rewrite = anchoring.rewrite_for(opt.original, result.best, opt.anchor.span,
+                                                        opt.anchor.version)
         except asyncio.CancelledError:
             opt.cancel.set()
             opt.status, opt.message = "cancelled", "cancelled"
@@ -449,15 +452,17 @@ class AstraServer(LanguageServer):
         opt = self.state(uri).kernel(name).optimization
         if opt is None or opt.status != "done":
             return None, f"no finished optimization of `{name}`"
-        if not opt.improved:
+        if opt.rewrite is None:
             return None, f"the optimization found no better verified version of `{name}`"
-        doc, kernels = await self.index(uri)
-        placed = anchoring.place(opt.anchor, name, doc.version or 0, doc.source, kernels)
+        doc = self.workspace.get_text_document(uri)
+        if opt.rewrite.applied(doc.source):
+            return None, f"the optimized `{name}` is already in place"
+        placed = anchoring.place(opt.rewrite, doc.version or 0, doc.source)
         if placed.span is None:
             return None, placed.reason
         if placed.how == "re-anchored":
             self.log_info(f"applying the optimized `{name}` at its new place (the file changed around it)")
-        return self._edit(uri, doc.version, placed.span, new_kernel_text(opt.result)), ""
+        return self._edit(uri, doc.version, placed.span, opt.rewrite.new), ""
 
     def _edit(self, uri: str, version: int | None, span: Span, new_text: str) -> types.WorkspaceEdit:
         """A versioned edit: the client refuses it if the document moved on since. (VS Code's
@@ -633,10 +638,9 @@ async def code_actions(ls: AstraServer, params: types.CodeActionParams) -> list[
     opt = ks.optimization if ks else None
     version = doc.version or 0
     actions = []
-    applied = opt is not None and opt.improved and \
-        text_in(doc.source, span_of(k.range)).strip() == new_kernel_text(opt.result).strip()
-    if opt is not None and opt.status == "done" and opt.improved and not applied:
-        placed = anchoring.place(opt.anchor, k.name, version, doc.source, ls.state(uri).kernels)
+    rw = opt.rewrite if opt is not None and opt.status == "done" else None
+    if rw is not None and not rw.applied(doc.source):
+        placed = anchoring.place(rw, version, doc.source)
         action = types.CodeAction(title=f"Apply optimized kernel ({opt.title()})", kind=APPLY_KIND,
                                   is_preferred=True, data={"action": "apply", "uri": uri, "kernel": k.name})
         if placed.span is None:
@@ -733,11 +737,10 @@ def _lenses(ls: AstraServer, uri: str, doc: Any, kernels: list) -> list[types.Co
         elif opt.status == "running":
             best = f", best {opt.best_speedup:.2f}×" if opt.best_speedup else ""
             lens(f"Optimizing… {opt.message}{best} (cancel)", "astra.lsp.cancelOptimize")
-        elif opt.improved:
-            now = text_in(doc.source, span_of(k.range))
-            if now.strip() == new_kernel_text(opt.result).strip():
+        elif opt.rewrite is not None:
+            if opt.rewrite.applied(doc.source):
                 lens(f"✓ optimized version in place ({opt.title()})", "astra.showReport")
-            elif now != opt.anchor.kernel_text:
+            elif opt.rewrite.old not in doc.source:
                 lens("Optimization result is stale (kernel edited): Optimize again", "astra.lsp.optimize")
             else:
                 lens(f"Apply optimized kernel ({opt.title()})", "astra.applyOptimized")
@@ -828,7 +831,7 @@ async def cmd_optimized_edit(ls: AstraServer, uri: str, kernel: str, *_):
     if edit is None:
         return {"status": "declined", "message": why}
     opt = ls.state(uri).kernel(kernel).optimization
-    return {"status": "ok", "edit": edit, "newText": new_kernel_text(opt.result), "title": opt.title()}
+    return {"status": "ok", "edit": edit, "newText": opt.rewrite.new, "title": opt.title()}
 
 
 @server.command("astra.lsp.report")

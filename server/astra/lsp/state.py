@@ -5,17 +5,19 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from astra.lsp.anchor import Anchor
+from astra.lsp.anchor import Anchor, Rewrite
 
 
 @dataclass
 class Optimization:
     status: str                 # 'running' | 'done' | 'failed' | 'cancelled'
-    anchor: Anchor
+    anchor: Anchor              # the kernel when the optimization started
+    original: str = ""          # the whole file then
     cancel: threading.Event = field(default_factory=threading.Event)
     message: str = ""           # latest progress line or the error
     best_speedup: float | None = None
     result: Any = None          # api OptimizeResult when done
+    rewrite: Rewrite | None = None  # what applying it replaces, when it improved
 
     def title(self) -> str:
         """'1.40× faster, verified on 38 cases' (or 'speed not measured, ...' on the CPU)."""
@@ -31,11 +33,6 @@ class Optimization:
 def verified_cases(result: Any) -> int:
     best = getattr(result, "best_eval", None)
     return int(getattr(getattr(best, "check", None), "cases", 0) or getattr(result, "verified_cases", 0) or 0)
-
-
-def new_kernel_text(result: Any) -> str:
-    """The text that replaces the kernel's range."""
-    return getattr(result, "best_kernel_source", None) or result.best_source
 
 
 @dataclass
