@@ -490,7 +490,13 @@ class _Gate:
 
     def _run(self) -> None:
         v = self.v
-        if not self.screen() or not self.compile_all():
+        t = time.perf_counter()
+        ok = self.screen()
+        v.timings["screen"] = round(time.perf_counter() - t, 3)
+        t = time.perf_counter()
+        ok = ok and self.compile_all()
+        v.timings["compile"] = round(time.perf_counter() - t, 3)
+        if not ok:
             self.finish()
             return
         kernel = source.parse(self.cand_unit.source).kernel(self.cand_unit.kernel)
@@ -510,17 +516,19 @@ class _Gate:
             v.log = (f"no test case fits the {self.backend.name} backend's limits (every size is too large); "
                      f"add smaller [sizes] to the spec")
             return
-        self.main_suite(st)
-        for step in (self.statefulness, self.orders):
+        steps = [self.main_suite, self.statefulness, self.orders]
+        if self.cpu and not self.quick:
+            steps += [self.sanitize, self.races]
+        elif not self.cpu and not self.quick and self.sanitizer is not False:
+            steps.append(lambda _st: self.compute_sanitizer())
+        names = ["suite", "statefulness", "schedules" if self.cpu else "determinism", "sanitize", "races"] \
+            if self.cpu else ["suite", "statefulness", "determinism", "compute_sanitizer"]
+        for name, step in zip(names, steps):
             if v.failures:
                 break
+            t = time.perf_counter()
             step(st)
-        if self.cpu and not self.quick and not v.failures:
-            self.sanitize(st)
-        if self.cpu and not self.quick and not v.failures:
-            self.races(st)
-        elif not self.cpu and not self.quick and not v.failures and self.sanitizer is not False:
-            self.compute_sanitizer()
+            v.timings[name] = round(time.perf_counter() - t, 3)
         self.finish()
 
     def finish(self) -> None:
