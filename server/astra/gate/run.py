@@ -26,7 +26,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .. import source
-from ..backends.base import Backend, CompileError, LaunchError, Schedule, Unsupported
+from ..backends.base import Backend, BackendUnavailable, CompileError, LaunchError, Schedule, Unsupported
 from ..errors import AstraError
 from ..spec import Spec
 from . import compare, screen as screening, suite as suites
@@ -485,6 +485,10 @@ class _Gate:
             self._run()
         except _ReferenceFailed as e:
             self.v.status, self.v.log = "error", str(e)
+        except Unsupported as e:
+            self.v.status, self.v.log = "unsupported", f"the {self.backend.name} backend cannot run this kernel: {e}"
+        except BackendUnavailable as e:
+            self.v.status, self.v.log = "error", f"the {self.backend.name} backend is unavailable: {e}"
         self.v.seconds = round(time.perf_counter() - t0, 3)
         return self.v
 
