@@ -210,7 +210,10 @@ async function main() {
 
     await step("palette: Restart server; lenses come back", async () => {
       await page.locator(".tab", { hasText: "silu_and_mul.cu" }).first().click();
+      const starts = () => astraLog(data).split("Astra language server started").length - 1;
+      const before = starts();
       await palette("Astra: Restart server");
+      await waitFor(() => starts() > before, 60000, "the server to start again");
       await lens("Profile").waitFor({ timeout: 60000 });
       await page.locator(".squiggly-error").first().waitFor({ timeout: 120000 });
     });
@@ -231,6 +234,20 @@ async function waitFor(cond, ms, what) {
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 100));
   }
+}
+
+/** The text of the extension's "Astra" log channel so far. */
+function astraLog(data) {
+  let text = "";
+  const walk = (dir) => {
+    for (const e of fs.existsSync(dir) ? fs.readdirSync(dir, { withFileTypes: true }) : []) {
+      const p = path.join(dir, e.name);
+      if (e.isDirectory()) walk(p);
+      else if (/Astra\.log$/.test(p)) text += fs.readFileSync(p, "utf8");
+    }
+  };
+  walk(path.join(data, "logs"));
+  return text;
 }
 
 /** Keeps the extension host and Astra logs next to the screenshots. */

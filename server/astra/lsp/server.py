@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import os
 import sys
 import traceback
 import uuid
@@ -103,7 +104,6 @@ class AstraServer(LanguageServer):
             self.log_error("background task failed", traceback.format_exc())
 
     def log_info(self, msg: str) -> None:
-        log.info(msg)
         self.window_log_message(types.LogMessageParams(types.MessageType.Info, msg))
 
     def log_error(self, msg: str, detail: str = "") -> None:
@@ -860,9 +860,12 @@ def cmd_check(ls: AstraServer, uri: str, *_):
 
 
 def main() -> None:
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="astra-lsp %(levelname)s %(message)s")
-    logging.getLogger("pygls").setLevel(logging.WARNING)  # it logs every message at INFO
+    # Info goes to the client's log channel (window/logMessage); stderr, which editors show as
+    # errors, gets only warnings and worse.
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="astra-lsp %(levelname)s %(message)s")
     server.start_io()
+    # stdout belonged to the protocol and is closed now; later flushes must not fail.
+    sys.stdout = open(os.devnull, "w")
 
 
 if __name__ == "__main__":
