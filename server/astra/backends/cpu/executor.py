@@ -86,6 +86,7 @@ def _limit_cpu(seconds: float) -> None:
 def serve(sock: socket.socket) -> None:
     libs: dict[str, ctypes.CDLL] = {}
     bufs: dict[int, _Buffer] = {}
+    last: ctypes.CDLL | None = None  # the module launched last keeps its fiber stacks
     while True:
         try:
             req, fds = _recv(sock)
@@ -115,6 +116,9 @@ def serve(sock: socket.socket) -> None:
                 _send(sock, {"ok": False, "error": f"cannot load the compiled module ({e}); compile again"})
                 continue
             lib.astra_launch.restype = ctypes.c_int
+        if last is not None and last is not lib:
+            last.astra_trim()
+        last = lib
         problem = _check_signature(lib, req)
         if problem:
             _send(sock, {"ok": False, "error": problem})

@@ -9,6 +9,7 @@ import platform
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import Sequence
 
@@ -101,6 +102,7 @@ def _runtime_digest() -> str:
 def _atomic_build(out: Path, cmd_for: "callable", what: str) -> Path:
     """Run a compile into a temporary file and rename it into place (safe across processes)."""
     if out.exists():
+        os.utime(out)  # recently used (age-based pruning)
         return out
     fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=out.stem + ".", suffix=out.suffix)
     os.close(fd)
@@ -149,6 +151,7 @@ def precompiled_shim(sanitize: str) -> Path:
     d = cache_dir() / f"pch-{_runtime_digest()}-{_flags_digest(sanitize)}"
     header, gch = d / SHIM.name, d / (SHIM.name + ".gch")
     if gch.exists():
+        os.utime(d)
         return header
     d.mkdir(exist_ok=True)
     if not header.exists():
@@ -258,7 +261,13 @@ def compile_module(source: str, name_expressions: Sequence[str], filename: str,
             return [compiler(), *base_flags(sanitize), *opts, "-include", str(shim), "-shared",
                     "-x", "c++", str(src), "-x", "none", str(rt), "-o", tmp]
 
-        built = _atomic_build(out, cmd, f"compiling {filename} for the CPU")
+        try:
+            built = _atomic_build(out, cmd, f"compiling {filename} for the CPU")
+        except CompileError:
+            if shim == SHIM:
+                raise
+            shim = SHIM  # e.g. the precompiled header went away meanwhile: once more without it
+            built = _atomic_build(out, cmd, f"compiling {filename} for the CPU")
     if len(os.listdir(out.parent)) > MAX_MODULES + 16:
         prune_cache()
     return built
@@ -274,9 +283,10 @@ def prune_cache() -> None:
     mods = sorted(d.glob("mod-*.so"), key=lambda p: p.stat().st_mtime)
     for p in mods[:max(0, len(mods) - MAX_MODULES * 3 // 4)] if len(mods) > MAX_MODULES else []:
         p.unlink(missing_ok=True)
-    current = _runtime_digest()
+    current, now = _runtime_digest(), time.time()
     for p in list(d.glob("runtime-*.o")) + list(d.glob("pch-*")):
-        if current not in p.name:
+        # other processes may run other versions: only builds unused for a day go
+        if current not in p.name and now - p.stat().st_mtime > 86400:
             if p.is_dir():
                 shutil.rmtree(p, ignore_errors=True)
             else:

@@ -112,7 +112,6 @@ struct Block {
   void (*entry)(void**) = nullptr;
   void** args = nullptr;
   char* arena = nullptr;
-  size_t arena_bytes = 0;
   // Stacks of exited fibers are reused first, so threads that run to completion without
   // blocking all run on one cache-hot stack.
   std::vector<int> free_stacks;
@@ -610,6 +609,44 @@ void asan_death() {
 }
 #endif
 
+// Fiber stacks (1024 aligned regions with guard pages) are kept between launches: mapping
+// them costs ~10 ms per 1024-thread launch. An arena whose block failed is unmapped instead,
+// so that no state of abandoned fibers (sanitizer shadow included) outlives the launch.
+struct Arena {
+  void* map = nullptr;
+  size_t bytes = 0;
+  char* aligned = nullptr;
+};
+std::mutex g_arena_mu;
+std::vector<Arena> g_arenas;
+
+Arena take_arena() {
+  {
+    std::lock_guard<std::mutex> g(g_arena_mu);
+    if (!g_arenas.empty()) {
+      Arena a = g_arenas.back();
+      g_arenas.pop_back();
+      return a;
+    }
+  }
+  Arena a;
+  a.bytes = kStackBytes * (1024 + 1);  // + 1: room to align the regions
+  a.map = mmap(nullptr, a.bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (a.map == MAP_FAILED) return Arena();
+  a.aligned = (char*)(((uintptr_t)a.map + kStackBytes - 1) & ~(kStackBytes - 1));
+  for (int i = 0; i < 1024; ++i) mprotect(a.aligned + (size_t)i * kStackBytes, 4096, PROT_NONE);  // guards
+  return a;
+}
+
+void give_arena(const Arena& a, bool reuse) {
+  if (reuse) {
+    std::lock_guard<std::mutex> g(g_arena_mu);
+    g_arenas.push_back(a);
+  } else {
+    munmap(a.map, a.bytes);
+  }
+}
+
 void worker_main(Launch& L, bool handlers) {
   Block b;
   t_worker = &b;
@@ -652,18 +689,15 @@ void worker_main(Launch& L, bool handlers) {
     f.block = &b;
     f.info = &b.info;
   }
-  size_t page = 4096;
-  b.arena_bytes = kStackBytes * (n + 1);  // + 1: room to align the regions
-  void* arena = mmap(nullptr, b.arena_bytes, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (arena == MAP_FAILED) {
+  Arena arena = take_arena();
+  if (!arena.map) {
     std::lock_guard<std::mutex> g(L.mu);
     if (L.error.empty()) L.error = "cannot allocate fiber stacks";
     L.stop = true;
     return;
   }
-  b.arena = (char*)(((uintptr_t)arena + kStackBytes - 1) & ~(kStackBytes - 1));
-  for (int i = 0; i < n; ++i) mprotect(region_bottom(&b, i), page, PROT_NONE);  // guard pages
+  b.arena = arena.aligned;
+  bool failed = false;
   // malloc'd so that ASan puts red zones around the dynamic shared memory.
   void* smem = L.shmem ? std::malloc(L.shmem) : nullptr;
   b.info.dyn_smem = smem;
@@ -672,6 +706,7 @@ void worker_main(Launch& L, bool handlers) {
     size_t k = L.next.fetch_add(1);
     if (k >= L.nblocks) break;
     if (!run_block(&b, L, L.block_at(k))) {
+      failed = true;
       std::lock_guard<std::mutex> g(L.mu);
       if (L.error.empty()) L.error = b.error;
       L.stop = true;
@@ -685,7 +720,7 @@ void worker_main(Launch& L, bool handlers) {
   __tsan_acquire(&b.block_done);  // the worker's clean-up comes after all its CUDA threads
 #endif
   std::free(smem);
-  munmap(arena, b.arena_bytes);
+  give_arena(arena, !failed);
   if (handlers) {
     stack_t ss{};
     ss.ss_flags = SS_DISABLE;
@@ -800,6 +835,14 @@ void poison_shared(void* p, size_t n, unsigned long long* epoch) {
 }  // namespace astra
 
 using namespace astra;
+
+// Each module carries its own runtime, hence its own stack pool: the executor trims the pool
+// of the module it used last before it launches another.
+extern "C" void astra_trim() {
+  std::lock_guard<std::mutex> g(g_arena_mu);
+  for (auto& a : g_arenas) munmap(a.map, a.bytes);
+  g_arenas.clear();
+}
 
 // order: 0 forward, 1 reverse, 2 random. Returns 0, or 1 with a message in err.
 extern "C" int astra_launch(void (*entry)(void**), void** args, int nargs,
