@@ -259,3 +259,21 @@ __global__ void k(const float* x, float* o) {
     x = np.random.default_rng(6).integers(-9, 10, (4, 256)).astype(np.float32)
     o = run(cpu, src, "k", (4,), (256,), [x, np.zeros(4, np.float32)])[1]
     np.testing.assert_array_equal(o, x.sum(1))
+
+
+def test_executor_memory_does_not_grow_with_modules(cpu):
+    import re
+
+    from astra.backends.base import Launch
+
+    def vm_mb():
+        status = open(f"/proc/{cpu._executors[''].proc.pid}/status").read()
+        return int(re.search(r"VmSize:\s+(\d+)", status).group(1)) // 1024
+
+    buf = cpu.upload(np.zeros(1024, np.float32))
+    sizes = []
+    for i in range(6):
+        m = cpu.compile(f"__global__ void k(float* x) {{ x[threadIdx.x] += {i}; }}", ["k"])
+        cpu.launch(m, "k", Launch((4, 1, 1), (1024, 1, 1)), [buf])
+        sizes.append(vm_mb())
+    assert sizes[-1] - sizes[1] < 100, sizes   # fiber stacks of earlier modules are released
