@@ -78,6 +78,7 @@ function settingsSnapshot(): Record<string, unknown> {
     rounds: c.get("rounds", 5),
     checkOnSave: c.get("checkOnSave", true),
     gpuArch: c.get("gpuArch", "sm_90"),
+    profile: { ncu: c.get("profile.ncu", false) },
   };
 }
 

@@ -421,7 +421,8 @@ class AstraServer(LanguageServer):
         self.refresh_views()
         try:
             p = await self.call(self.slow, _api().profile, doc.source, doc.path, name,
-                                backend=self.settings.backend, arch=self.settings.gpu_arch)
+                                backend=self.settings.backend, arch=self.settings.gpu_arch,
+                                ncu=self.settings.profile_ncu)
             if isinstance(p, list):  # one profile per selected kernel; we selected one
                 p = p[0]
         except Exception as e:
@@ -433,7 +434,8 @@ class AstraServer(LanguageServer):
             self.refresh_views()
         ks.profile = Profiled(p, anchoring.anchor_for(k, doc.version or 0, doc.source))
         self.refresh_views()
-        return {"status": "done", "kernel": name, "summary": p.summary_line()}
+        return {"status": "done", "kernel": name, "summary": p.summary_line(),
+                "hotLines": len(getattr(p, "hot_lines", None) or [])}
 
     async def pin(self, uri: str, name: str) -> dict:
         doc = self.workspace.get_text_document(uri)

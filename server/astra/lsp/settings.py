@@ -17,6 +17,7 @@ class Settings:
     rounds: int = 5
     check_on_save: bool = True
     gpu_arch: str = "sm_90"
+    profile_ncu: bool = False  # profile with Nsight Compute source counters (hot-line hints; GPU only)
 
     def updated(self, raw: Any) -> tuple["Settings", list[str]]:
         """These settings with the client's `astra` section applied: nested
@@ -42,6 +43,7 @@ class Settings:
         take("rounds", "rounds", int, lambda v: 1 <= v <= 100)
         take("checkOnSave", "check_on_save", bool)
         take("gpuArch", "gpu_arch", str, lambda v: v.startswith(("sm_", "compute_")))
+        take("profile.ncu", "profile_ncu", bool)
         return replace(self, **out), problems
 
 

@@ -1,0 +1,38 @@
+"""On a GPU with Nsight Compute: a profile's hot lines become inlay hints in the kernel."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from lsprotocol import types
+
+from conftest import Doc
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(shutil.which("ncu") is None, reason="needs ncu")]
+
+
+def _gpu() -> bool:
+    from astra import worker
+    try:
+        return bool(worker.run("astra.backends.gpu:probe_job", None, timeout=180)[0])
+    except Exception:  # noqa: BLE001 - any failure means no GPU here
+        return False
+
+
+async def test_hot_lines_become_inlay_hints_after_an_ncu_profile(client, example):
+    if not _gpu():
+        pytest.skip("no GPU")
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"astra": {"backend": "gpu", "profile": {"ncu": True}}}))
+    doc = Doc(client, example())
+    result = await doc.command("astra.lsp.profile", "silu_and_mul", timeout=600)
+    assert result["status"] == "done", result
+    if not result["hotLines"]:
+        pytest.skip("ncu gave no source counters on this machine (profiling permissions?)")
+    end = len(doc.text.splitlines())
+    hints = await client.text_document_inlay_hint_async(types.InlayHintParams(
+        text_document=types.TextDocumentIdentifier(uri=doc.uri),
+        range=types.Range(start=types.Position(line=0, character=0), end=types.Position(line=end, character=0))))
+    first, last = doc.line_of("__global__ void silu_and_mul"), doc.line_of("int main()")
+    assert hints and all(first <= h.position.line < last for h in hints)
+    assert all("%" in h.label for h in hints)
