@@ -288,6 +288,10 @@ def fidelity(cpu_npz: Path | None) -> dict:
     from astra.backends.gpu import GpuBackend
 
     gpu = GpuBackend()
+    try:
+        device = gpu.device_info()
+    except Exception as e:  # noqa: BLE001 - informational only
+        device = {"error": str(e)}
     live_cpu = None
     import shutil
 
@@ -321,7 +325,7 @@ def fidelity(cpu_npz: Path | None) -> dict:
         gpu.close()
         if live_cpu:
             live_cpu.close()
-    return {"device": getattr(gpu, "device_info", lambda: {})(), "cpu_side": "live" if live_cpu else str(cpu_npz),
+    return {"device": device, "cpu_side": "live" if live_cpu else str(cpu_npz),
             "results": rows}
 
 
