@@ -152,9 +152,11 @@ class AstraServer(LanguageServer):
 
     async def _parse(self, text: str, path: str) -> tuple[list, str]:
         try:
-            return list(await self.call(self.fast, _api().kernels, text, path)), ""
+            # A file without kernels (a header, a host file) is normal here, not an error.
+            return list(await self.call(self.fast, _api().kernels, text, path, require_some=False)), ""
         except Exception as e:
-            self.log_error(f"could not list the kernels of {path}: {_user_message(e)}")
+            if not hasattr(e, "message"):
+                self.log_error(f"could not list the kernels of {path}", traceback.format_exc())
             return [], _user_message(e)
 
     async def kernel_at(self, uri: str, line: int) -> tuple[Any, Any]:
