@@ -236,3 +236,22 @@ __global__ void k(const int* flag, int* counter, int* slot, unsigned* masks) {
     for w in range(2):
         want = sum(1 << (t - 32 * w) for t in taken if t // 32 == w)
         assert (masks[taken[taken // 32 == w]] == want).all()
+
+
+def test_cooperative_groups_coalesced_threads(cpu):
+    src = r'''
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+__global__ void k(const int* flag, int* counter, int* slot) {
+  if (flag[threadIdx.x]) {
+    cg::coalesced_group g = cg::coalesced_threads();
+    int base = 0;
+    if (g.thread_rank() == 0) base = atomicAdd(counter, (int)g.size());
+    slot[threadIdx.x] = g.shfl(base, 0) + (int)g.thread_rank();
+  }
+}
+'''
+    flag = (np.random.default_rng(5).random(96) < 0.5).astype(np.int32)
+    _, counter, slot = run(cpu, src, "k", (1,), (96,), [flag, np.zeros(1, np.int32), np.full(96, -1, np.int32)])
+    taken = np.flatnonzero(flag)
+    assert counter[0] == len(taken) and sorted(slot[taken]) == list(range(len(taken)))

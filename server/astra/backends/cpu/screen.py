@@ -45,7 +45,7 @@ UNSUPPORTED_IDENTIFIERS = {
     "cudaGridDependencySynchronize": "programmatic dependent launch",
     "tex1Dfetch": "texture fetches", "tex1D": "texture fetches", "tex2D": "texture fetches",
     "tex3D": "texture fetches", "surf2Dwrite": "surface writes", "surf2Dread": "surface reads",
-    "coalesced_threads": "coalesced groups", "labeled_partition": "labeled partitions",
+    "labeled_partition": "labeled partitions",
     "binary_partition": "binary partitions",
 }
 UNSUPPORTED_INCLUDES = {

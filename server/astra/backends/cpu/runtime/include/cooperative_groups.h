@@ -1,7 +1,7 @@
 // Astra CPU backend: a stand-in for the block- and warp-level part of CUDA cooperative groups
-// (thread_block, thread_block_tile<N> for N <= 32, tiled_partition, cg::reduce). It found ahead
-// of the toolkit's header on the include path. Grid groups, clusters and memcpy_async are not
-// here: the source screen reports them as needing a GPU.
+// (thread_block, thread_block_tile<N> for N <= 32, tiled_partition, coalesced_threads,
+// cg::reduce). It is found ahead of the toolkit's header on the include path. Grid groups,
+// clusters and memcpy_async are not here: the source screen reports them as needing a GPU.
 #ifndef ASTRA_COOPERATIVE_GROUPS_H
 #define ASTRA_COOPERATIVE_GROUPS_H
 
@@ -61,6 +61,41 @@ class thread_block_tile {
 
 template <unsigned N, class Parent>
 inline thread_block_tile<N, Parent> tiled_partition(const Parent&) { return thread_block_tile<N, Parent>(); }
+
+// The lanes of the warp that reach coalesced_threads() together (as __activemask()).
+class coalesced_group {
+ public:
+  explicit coalesced_group(unsigned mask) : mask_(mask) {}
+  unsigned long long size() const { return (unsigned)__builtin_popcount(mask_); }
+  unsigned long long num_threads() const { return size(); }
+  unsigned long long thread_rank() const {
+    return (unsigned)__builtin_popcount(mask_ & ((1u << astra::self()->lane) - 1));
+  }
+  void sync(ASTRA_CG_SITE) const { astra::warp_op(astra::OP_SYNCWARP, mask_, 0, 0, astra_file_, astra_line_, nullptr); }
+  template <class T> T shfl(T v, int rank, ASTRA_CG_SITE) const {
+    return astra::from_bits<T>(astra::warp_op(astra::OP_SHFL, mask_, astra::to_bits(v), lane_of(rank), astra_file_,
+                                              astra_line_, nullptr));
+  }
+  unsigned ballot(int p, ASTRA_CG_SITE) const {  // bit i: the thread of rank i
+    unsigned b = (unsigned)astra::warp_op(astra::OP_BALLOT, mask_, p ? 1 : 0, 0, astra_file_, astra_line_, nullptr);
+    unsigned r = 0;
+    for (unsigned m = mask_, i = 0; m; m &= m - 1, ++i)
+      if (b >> __builtin_ctz(m) & 1) r |= 1u << i;
+    return r;
+  }
+  int any(int p, ASTRA_CG_SITE) const { return (int)astra::warp_op(astra::OP_ANY, mask_, p ? 1 : 0, 0, astra_file_, astra_line_, nullptr); }
+  int all(int p, ASTRA_CG_SITE) const { return (int)astra::warp_op(astra::OP_ALL, mask_, p ? 1 : 0, 0, astra_file_, astra_line_, nullptr); }
+
+ private:
+  int lane_of(int rank) const {
+    unsigned m = mask_;
+    for (int i = 0; m; m &= m - 1, ++i)
+      if (i == rank) return __builtin_ctz(m);
+    return astra::self()->lane;  // out of range: undefined on the GPU; own value here
+  }
+  unsigned mask_;
+};
+inline coalesced_group coalesced_threads(ASTRA_CG_SITE) { return coalesced_group(astra::active_mask(astra_file_, astra_line_)); }
 
 template <class Group> inline void sync(const Group& g, ASTRA_CG_SITE) { g.sync(astra_file_, astra_line_); }
 
