@@ -230,3 +230,16 @@ async def test_check_on_save_follows_the_setting(client, example):
     assert not any(s.checking for s in client.statuses if s.uri == doc.uri)
     assert not [d for d in doc.diagnostics() if d.code == "check"]
     assert not any("verified" in l.command.title or "check" in l.command.title for l in await doc.lenses())
+
+
+async def test_a_newer_save_cancels_the_running_check(client, example):
+    from astra import api
+    path = example()
+    api.pin(path.read_text(), str(path), "silu_and_mul")  # the reference the wrong version is judged by
+    doc = Doc(client, path)
+    await until(lambda: any(s.uri == doc.uri and s.checking for s in client.statuses), 60)
+    await asyncio.sleep(1.0)  # the check of version 1 is running in its worker now
+    doc.save(doc.text.replace(*WRONG))
+    diags = await doc.diagnostics_where(lambda ds: any(d.code == "check" for d in errors(ds)), timeout=240)
+    assert any("silu_and_mul" in d.message for d in diags)
+    assert any("was cancelled: a newer save" in m.message for m in client.log_messages)

@@ -207,7 +207,8 @@ class AstraServer(LanguageServer):
                 if cancel.is_set() or stale():
                     return
                 diags = await self.check_one(uri, st, text, path, k, cancel, lines)
-                if cancel.is_set() or stale():
+                if diags is None or cancel.is_set() or stale():
+                    self.log_info(f"the check of {k.name} was cancelled: a newer save supersedes it")
                     return  # a newer save owns the diagnostics now
                 st.check_diags[k.name] = diags
                 self.publish(uri, version)
@@ -217,7 +218,9 @@ class AstraServer(LanguageServer):
                 self.send_status(uri)
                 self.refresh_views()
 
-    async def check_one(self, uri, st, text, path, k, cancel, lines) -> list[types.Diagnostic]:
+    async def check_one(self, uri, st, text, path, k, cancel, lines) -> list[types.Diagnostic] | None:
+        """Diagnostics of one kernel's check; None when a newer save cancelled it (then the
+        newer check owns the state, and this one changes nothing)."""
         ks = st.kernel(k.name)
         where = lsp_range(span_of(k.name_range))
         try:
@@ -225,10 +228,14 @@ class AstraServer(LanguageServer):
                                        backend=self.settings.backend, arch=self.settings.gpu_arch,
                                        cancel=cancel)
         except Exception as e:
+            if cancel.is_set():
+                return None
             if not hasattr(e, "message"):
                 self.log_error(f"checking {k.name} failed", traceback.format_exc())
             ks.verdict, ks.verdict_error = None, _user_message(e)
             return [self._error_diag(e, lines, f"{k.name}: the check could not run", where)]
+        if cancel.is_set():
+            return None
         diags = []
         for v in verdicts:
             kst = st.kernel(v.kernel)
@@ -442,7 +449,7 @@ class AstraServer(LanguageServer):
     async def pin(self, uri: str, name: str) -> dict:
         doc = self.workspace.get_text_document(uri)
         try:
-            pinned = await self.call(self.slow, _api().pin, doc.source, doc.path, name)
+            pinned = await self.call(self.fast, _api().pin, doc.source, doc.path, name)
         except Exception as e:
             return self._fail(f"pinning `{name}` failed: {_user_message(e)}")
         digest = getattr(pinned, "digest", "")
