@@ -1,7 +1,7 @@
 """Block-level semantics: barriers with predicates, shared memory, atomics, vector types."""
 import ml_dtypes
 import numpy as np
-from conftest import f32, i32, run
+from cpu_helpers import f32, i32, run
 
 from astra.backends.base import Schedule
 

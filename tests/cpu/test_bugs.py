@@ -2,7 +2,7 @@
 forbidden host APIs, features the CPU cannot run."""
 import numpy as np
 import pytest
-from conftest import i32, run, unit
+from cpu_helpers import i32, run, unit
 
 from astra.backends.base import CompileError, Launch, LaunchError, Schedule, Unsupported
 from astra.backends.cpu import run_schedules
@@ -246,7 +246,7 @@ __global__ void k(const float* x, float* y) {
 
 def test_race_checker_is_quiet_on_correct_warp_and_block_code(cpu):
     from test_kernels import RMSNORM, rmsnorm_model
-    from conftest import f32
+    from cpu_helpers import f32
 
     x = np.random.default_rng(8).standard_normal((4, 700)).astype(np.float32)
     w = np.ones(700, np.float32)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import f32, i32, run
+from cpu_helpers import f32, i32, run
 
 from astra import extract
 from astra.backends.base import Launch, Schedule
@@ -160,7 +160,7 @@ def test_portable_ucontext_switch(tmp_path):
     code = f'''
 import numpy as np, sys
 sys.path.insert(0, {str(ROOT / "tests" / "cpu")!r})
-from conftest import run, i32
+from cpu_helpers import run, i32
 from test_kernels import RMSNORM, rmsnorm_model
 from astra.backends.cpu import CpuBackend
 from astra.backends.base import Scalar

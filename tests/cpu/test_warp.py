@@ -1,7 +1,7 @@
 """Warp collectives against NumPy models written from the CUDA programming guide."""
 import numpy as np
 import pytest
-from conftest import i32, run, unit
+from cpu_helpers import i32, run, unit
 
 SHFL = r'''
 __global__ void shfl(const int* in, int* out, int mode, int b, int width) {
