@@ -309,6 +309,37 @@ CHEATS = [
     __syncthreads();
   }
 """ + RMS_SECOND_PASS), ("schedules", "launch", "compare", "determinism", "compute_sanitizer")),
+    Entry("nan_output", "silu_and_mul", "writes NaN everywhere (0/0)", silu("""
+  const float zero = d < 0 ? 1.0f : 0.0f;
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x)
+    out[(int64_t)blockIdx.x * d + i] = __float2half(zero / zero);
+"""), ("not_constant",)),
+    Entry("nan_in_the_tail", "silu_and_mul", "vectorized body, writes NaN instead of the odd last element", silu("""
+  const int64_t token = blockIdx.x;
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+    if (d % 2 == 1 && i == d - 1) { out[token * d + i] = __float2half(nanf("")); continue; }
+    const float x = __half2float(input[token * 2 * d + i]);
+    const float y = __half2float(input[token * 2 * d + d + i]);
+    out[token * d + i] = __float2half(silu(x) * y);
+  }
+"""), ("compare",)),
+    Entry("ignores_epsilon", "fused_add_rmsnorm",
+          "drops epsilon from the RMS (only wrong on small-valued rows: the held-out tiny distribution)",
+          rms(RMS_FIRST_PASS + """
+  const float total = block_reduce_sum(sum_sq, scratch);
+  if (threadIdx.x == 0) inv_rms = rsqrtf(total / hidden_size);
+  __syncthreads();
+""" + RMS_SECOND_PASS), ("compare",)),
+    Entry("weight_index_wraps", "fused_add_rmsnorm", "indexes the weight modulo 1024 (right only for rows up to 1024)",
+          rms(RMS_FIRST_PASS + """
+  const float total = block_reduce_sum(sum_sq, scratch);
+  if (threadIdx.x == 0) inv_rms = rsqrtf(total / hidden_size + epsilon);
+  __syncthreads();
+  for (int i = threadIdx.x; i < hidden_size; i += blockDim.x) {
+    const int64_t idx = row * hidden_size + i;
+    input[idx] = __float2half(__half2float(residual[idx]) * inv_rms * __half2float(weight[i % 1024]));
+  }
+"""), ("compare",)),
     Entry("every_other_row", "merge_attn_states", "skips odd tokens (half the work, sparse writes)",
           merge("  if (blockIdx.x % 2 == 1) return;\n" + MERGE_HOISTED), ("poison",)),
 ]

@@ -26,6 +26,7 @@ class Mismatch:
     got: float
     max_abs_err: float = 0.0
     max_rel_err: float = 0.0
+    nonfinite: int = 0        # failing elements where one side is NaN/inf and the other is not
 
     def message(self, output: str, atol: float, rtol: float) -> str:
         idx = "[" + ", ".join(map(str, self.index)) + "]"
@@ -37,8 +38,10 @@ class Mismatch:
                     f"(e.g. {output}{idx} should be {_fmt(self.expected)})")
         if self.kind == "shape":
             return f"`{output}`: shape mismatch"
-        return (f"`{output}`: {self.bad} of {self.total} elements differ beyond atol={atol:g}, rtol={rtol:g}; "
-                f"max abs error {_fmt(self.max_abs_err)}, max rel error {_fmt(self.max_rel_err)}; "
+        special = (f" ({self.nonfinite} of them NaN/inf where the reference is finite, or the reverse)"
+                   if self.nonfinite else "")
+        return (f"`{output}`: {self.bad} of {self.total} elements differ beyond atol={atol:g}, rtol={rtol:g}{special}; "
+                f"max abs error {_fmt(self.max_abs_err)}, max rel error {_fmt(self.max_rel_err)} (finite elements); "
                 f"first at {output}{idx}: expected {_fmt(self.expected)}, got {_fmt(self.got)}")
 
 
@@ -172,8 +175,13 @@ def compare(ref: np.ndarray, got: np.ndarray, atol: float, rtol: float, *,
         return None
     i = _first(bad)
     nan = float("nan")
+    nonfinite = 0
+    if not integer:
+        idx = np.flatnonzero(bad.reshape(-1))
+        nonfinite = int(np.count_nonzero(np.isfinite(as_f64(rf[idx])) != np.isfinite(as_f64(gf[idx]))))
     return Mismatch("values", int(bad.sum()), total, i, *at(i),
-                    max_abs if max_abs != float("-inf") else nan, max_rel if max_rel != float("-inf") else nan)
+                    max_abs if max_abs != float("-inf") else nan, max_rel if max_rel != float("-inf") else nan,
+                    nonfinite)
 
 
 def first_difference(a: np.ndarray, b: np.ndarray) -> tuple[int, tuple[int, ...]] | None:
