@@ -71,9 +71,10 @@ class AstraServer(LanguageServer):
         super().__init__("astra", _version())
         self.settings = settings_mod.Settings()
         self.docs: dict[str, DocState] = {}
-        # Quick core calls (parse, static diagnostics, spec inference) never queue behind
-        # checks/profiles, and those never queue behind an optimization.
+        # Separate pools, so quick core calls (parse, spec inference, pin) never queue behind
+        # compiles or checks, and checks never queue behind an optimization.
         self.fast = ThreadPoolExecutor(2, "astra-fast")
+        self.static = ThreadPoolExecutor(1, "astra-static")  # compiles every kernel: seconds
         self.slow = ThreadPoolExecutor(1, "astra-check")
         self.opt = ThreadPoolExecutor(2, "astra-optimize")
         self._index_tasks: dict[tuple[str, int], asyncio.Future] = {}
@@ -183,7 +184,7 @@ class AstraServer(LanguageServer):
         text, version, path = doc.source, doc.version, doc.path
         lines = text.splitlines()
         try:
-            found = await self.call(self.fast, _api().diagnostics, text, path, arch=self.settings.gpu_arch)
+            found = await self.call(self.static, _api().diagnostics, text, path, arch=self.settings.gpu_arch)
             static = [lsp_diagnostic(d, lines) for d in found]
         except Exception as e:
             self.log_error(f"static diagnostics of {path} failed", traceback.format_exc())
