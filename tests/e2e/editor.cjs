@@ -87,6 +87,8 @@ async function main() {
   const file = path.join(ws, "silu_and_mul.cu");
   fs.copyFileSync(path.join(ROOT, "examples", "silu_and_mul.cu"), file);
   const original = fs.readFileSync(file, "utf8");
+  fs.writeFileSync(path.join(ws, "scale.cu"), "__global__ void scale(float* out, const float* in, int n) {\n" +
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) out[i] = 2.0f * in[i];\n}\n");
   fs.writeFileSync(path.join(data, "User", "settings.json"), JSON.stringify({
     "astra.server.python": PYTHON,
     "astra.backend": "cpu",
@@ -216,6 +218,18 @@ async function main() {
       await waitFor(() => starts() > before, 60000, "the server to start again");
       await lens("Profile").waitFor({ timeout: 60000 });
       await page.locator(".squiggly-error").first().waitFor({ timeout: 120000 });
+    });
+    await step("quick fix: add a harness spec (codeAction/resolve)", async () => {
+      await page.keyboard.press("Control+P");
+      await page.locator(".quick-input-widget input").fill("scale.cu");
+      await page.locator(".quick-input-list .monaco-list-row", { hasText: "scale.cu" }).first().waitFor();
+      await page.keyboard.press("Enter");
+      await page.locator(".tab.active", { hasText: "scale.cu" }).waitFor();
+      await lens("add a harness spec").waitFor();
+      await gotoLine(1, 20);
+      await page.keyboard.press("Control+.");
+      await page.locator(".action-widget .monaco-list-row", { hasText: "Add harness spec" }).first().click();
+      await page.locator(".part.editor .view-lines", { hasText: "@astra" }).first().waitFor();
     });
     ok = true;
   } finally {
