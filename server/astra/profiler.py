@@ -471,7 +471,8 @@ def run_ncu(unit, spec, sizes: dict | None, timeout: float = 240.0) -> tuple[dic
             raise NcuUnavailable(f"ncu failed ({p.returncode}): {(p.stderr or p.stdout).strip()[-400:]}")
         raw = subprocess.run([exe, "-i", rep + ".ncu-rep", "--csv", "--page", "raw"], capture_output=True,
                              text=True, timeout=timeout).stdout
-        src = subprocess.run([exe, "-i", rep + ".ncu-rep", "--csv", "--page", "source", "--print-source", "cuda"],
+        # Metrics are correlated with source lines only in the 'cuda,sass' view.
+        src = subprocess.run([exe, "-i", rep + ".ncu-rep", "--csv", "--page", "source", "--print-source", "cuda,sass"],
                              capture_output=True, text=True, timeout=timeout).stdout
     metrics = parse_ncu_raw(raw)
     hot = parse_ncu_source(src, unit.path)
@@ -513,31 +514,30 @@ def parse_ncu_raw(text: str) -> dict:
 
 
 def parse_ncu_source(text: str, user_path: str, top: int = 8) -> list[tuple[int, float, str]]:
-    """The `--page source --print-source cuda --csv` view: per source line, warp-stall samples.
-    Lines of the user's file only; returns (0-based line, share of samples, label)."""
-    rows = list(csv.reader(io.StringIO(text)))
+    """The `--page source --print-source cuda,sass --csv` view: a 'File Path' row, then under a
+    header ('Line No', 'Source', 'Address', 'Source', 'Warp Stall Sampling (All Samples)', ...)
+    one row per CUDA source line (SASS rows below it have no line number). Lines of the user's
+    file only; returns (0-based line, share of warp-stall samples, label)."""
     samples: dict[int, float] = {}
-    current_file_ok = True
-    header = None
-    for row in rows:
+    file_ok, line_col, val_col = True, None, None
+    for row in csv.reader(io.StringIO(text)):
         if not row:
             continue
-        if len(row) == 1 or (row[0].startswith("File") or row[0].startswith("#File")):
-            name = row[-1] if len(row) > 1 else row[0]
-            current_file_ok = os.path.basename(user_path) in name if "/" in name or "." in name else True
+        key = row[0].strip()
+        if key in ("File Path", "File Name", "File"):
+            name = row[1] if len(row) > 1 else ""
+            file_ok = os.path.basename(name) == os.path.basename(user_path)
             continue
-        if header is None or row[0] in ("#", "Line", "# Line"):
-            if any("Source" in c for c in row):
-                header = {h.strip(): i for i, h in enumerate(row)}
+        if key in ("Line No", "Line", "#"):
+            header = [h.strip() for h in row]
+            line_col = 0
+            val_col = next((header.index(h) for h in ("Warp Stall Sampling (All Samples)",
+                                                       "Warp Stall Sampling (All Cycles)", "# Samples",
+                                                       "Instructions Executed") if h in header), None)
             continue
-        if not current_file_ok:
+        if not file_ok or line_col is None or val_col is None or val_col >= len(row):
             continue
-        li = header.get("#", header.get("Line", 0))
-        col = next((header[h] for h in ("Warp Stall Sampling (All Samples)", "Warp Stall Sampling (All Cycles)",
-                                         "Sampling Data (All)", "Instructions Executed") if h in header), None)
-        if col is None or col >= len(row):
-            continue
-        line, v = _num(row[li]), _num(row[col])
+        line, v = _num(row[line_col]), _num(row[val_col])
         if line and v:
             samples[int(line) - 1] = samples.get(int(line) - 1, 0.0) + v
     total = sum(samples.values())

@@ -255,7 +255,7 @@ def _nvrtc_log(nvrtc, prog) -> str:
 def _compile_nvrtc(unit, arch: str, extra: tuple[str, ...], names: tuple[str, ...]) -> StaticResult:
     nvrtc = _nvrtc()
     filename = "astra_unit.cu"
-    opts = _options(unit, arch, extra) + ["-Xptxas=-v"]
+    opts = _options(unit, arch, extra) + ["--ptxas-options=-v"]
     prog = _nvrtc_program(nvrtc, NVRTC_PRELUDE + unit.source, filename, names)
     try:
         (res,) = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
@@ -288,7 +288,7 @@ def _lowered(nvrtc, prog, names: tuple[str, ...]) -> dict[str, str]:
     for n in names:
         err, low = nvrtc.nvrtcGetLoweredName(prog, n.encode())
         if err == nvrtc.nvrtcResult.NVRTC_SUCCESS and low:
-            out[n] = low.decode()
+            out[n] = (low.decode(errors="replace") if isinstance(low, bytes) else str(low)).rstrip("\0").strip()
     return out
 
 
@@ -357,7 +357,7 @@ def _result(unit, ok: bool, log: str, ptx: str, lowered: dict[str, str], compile
         diags.append(Diagnostic(0, 0, 0, 1, "error", "compilation failed: " +
                                 (log.strip().splitlines() or ["(no compiler log)"])[-1], code="compile",
                                 source=compiler.split()[0]))
-    resources = _resources(log, lowered)
+    resources = _resources(log, lowered, (unit.name_expression,))
     return StaticResult(ok, diags, resources, log, 0.0, compiler, arch, lowered)
 
 
@@ -458,7 +458,7 @@ _RES_USED = re.compile(r"Used (\d+) registers")
 _RES_SMEM = re.compile(r"(\d+) bytes smem")
 
 
-def _resources(log: str, lowered: dict[str, str]) -> dict[str, ResourceUsage]:
+def _resources(log: str, lowered: dict[str, str], lowered_names: tuple[str, ...] = ()) -> dict[str, ResourceUsage]:
     names = {v: k for k, v in lowered.items()}
     raw: dict[str, dict] = {}
     cur = None
@@ -477,4 +477,9 @@ def _resources(log: str, lowered: dict[str, str]) -> dict[str, ResourceUsage]:
             raw[cur]["registers"] = int(m.group(1))
             s = _RES_SMEM.search(text)
             raw[cur]["shared_static_bytes"] = int(s.group(1)) if s else 0
-    return {names.get(k, k): ResourceUsage(**v) for k, v in raw.items() if "registers" in v}
+    out = {names.get(k, k): ResourceUsage(**v) for k, v in raw.items() if "registers" in v}
+    # A unit holds one kernel: if its lowered name could not be read, the one entry is it.
+    missing = [n for n in lowered_names if n not in out]
+    if len(missing) == 1 and len(out) == 1 and next(iter(out)).startswith("_Z"):
+        out = {missing[0]: next(iter(out.values()))}
+    return out

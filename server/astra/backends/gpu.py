@@ -286,7 +286,7 @@ class GpuBackend(Backend):
         deadline = time.monotonic() + timeout_s
         spins = 0
         try:
-            while not done.done:
+            while not self._finished(done):
                 if time.monotonic() > deadline:
                     self.poisoned = f"a launch of {name_expression} did not finish within {timeout_s:g} s"
                     _retire_worker()
@@ -303,6 +303,17 @@ class GpuBackend(Backend):
         report = self._sanitizer_report()
         if report:
             raise LaunchError(f"compute-sanitizer ({self.sanitizer}) found errors in {name_expression}:\n{report}")
+
+    def _finished(self, event) -> bool:
+        """cudaEventQuery: done, not yet, or the fault that stopped the stream (raised). CuPy's
+        `Event.done` reads a fault as 'not done', which would turn a crash into a timeout."""
+        runtime = self.cp.cuda.runtime
+        status = runtime.eventQuery(event.ptr)  # raises CUDARuntimeError for most faults itself
+        if status == 0:
+            return True
+        if status == 600:  # cudaErrorNotReady
+            return False
+        raise runtime.CUDARuntimeError(status)
 
     def _sanitizer_report(self) -> str:
         """New error reports in the sanitizer's log since the last look ('' if none)."""
