@@ -44,6 +44,9 @@ def local_server():
     p.n_parallel = 1
     p.use_jinja = True
     p.verbosity = 1
+    # One thread: llama.cpp's spinning workers crawl when the two CI cores are shared.
+    p.cpuparams.n_threads = 1
+    p.cpuparams_batch.n_threads = 1
     server = xllamacpp.Server(p)
     yield f"http://127.0.0.1:{port}/v1"
     del server
