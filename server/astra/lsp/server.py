@@ -11,6 +11,7 @@ import functools
 import logging
 import os
 import sys
+import time
 import traceback
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -80,6 +81,7 @@ class AstraServer(LanguageServer):
         self._index_tasks: dict[tuple[str, int], asyncio.Future] = {}
         self._change_gen: dict[str, int] = {}
         self._tasks: set[asyncio.Task] = set()
+        self._last_refresh = 0.0
         # Lenses are rebuilt only when the document or what we know about it changed.
         self.view_gen = 0
         self._lens_cache: dict[str, tuple[tuple, list]] = {}
@@ -389,6 +391,10 @@ class AstraServer(LanguageServer):
                 pct = max(0, min(100, int(100 * (ev["round"] - 1) / rounds)))
             self.work_done_progress.report(token, types.WorkDoneProgressReport(message=opt.message, percentage=pct))
         self.send_status(uri)
+        now = time.monotonic()
+        if now - self._last_refresh > 1.0:  # the lens shows the round; at most one refresh a second
+            self._last_refresh = now
+            self.refresh_views()
 
     async def _progress_begin(self, title: str, cancel) -> str | None:
         """Server-initiated work-done progress whose cancel button sets `cancel`."""
