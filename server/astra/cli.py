@@ -227,7 +227,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("astra: interrupted", file=sys.stderr)
         code = 130
-    sys.stdout.flush()
+    try:
+        sys.stdout.flush()
+    except (ValueError, OSError):
+        pass  # `serve` closes stdout when the client goes away
     return code
 
 
