@@ -288,9 +288,11 @@ def _compile(backend, unit):
 
 
 def profile(reference_unit, candidate_unit, spec, backend, *, ncu: bool = False, arch: str = "sm_90",
-            reps: int = 100, warmup: int = 20, sets: int = 2, seed: int | None = None) -> Profile:
+            reps: int = 100, warmup: int = 20, sets: int | None = None, seed: int | None = None) -> Profile:
     """Profile `candidate_unit` on the spec's bench sizes (see the module docstring). `backend`
-    is a Backend instance, or None for static data only."""
+    is a Backend instance, or None for static data only. `sets`: input sets rotated by the timing
+    loop (default: 2, or 1 where one set is over twice the L2 cache — flushed between launches,
+    such data cannot be served from the cache anyway, and each set costs input generation)."""
     kernel = candidate_unit.kernel
     prof = Profile(kernel=kernel, backend=getattr(backend, "name", "static"), measured=False,
                    path=getattr(candidate_unit, "path", ""))
@@ -323,7 +325,7 @@ def _launch_counts(n_sets: int, calls: list[tuple[int, int]]) -> list[int]:
 
 
 def _profile_gpu(prof: Profile, reference_unit, candidate_unit, spec, backend, cases, *, ncu: bool, reps: int,
-                 warmup: int, sets: int, seed: int | None) -> Profile:
+                 warmup: int, sets: int | None, seed: int | None) -> Profile:
     from . import gate
     from .backends.base import CompileError, LaunchError
     from .gate import checks
@@ -356,10 +358,11 @@ def _profile_gpu(prof: Profile, reference_unit, candidate_unit, spec, backend, c
         nbytes = spec.bytes_moved(sizes)
         flops = spec.flop_count(sizes)
         s = int(rng.integers(1, 2**31 - 1))
+        n_sets = sets or (1 if nbytes > 2 * (info.get("l2_bytes") or 50 << 20) else 2)
         try:
             # Without a reference, the timed outputs must equal the candidate's own first launch.
             expect_from = (ref, name_r) if ref is not None else (cand, name_c)
-            cset = gate.prepare_timed(spec, backend, sizes, reference=expect_from, sets=sets, seed=s, params=params)
+            cset = gate.prepare_timed(spec, backend, sizes, reference=expect_from, sets=n_sets, seed=s, params=params)
             # The reference runs on the very same inputs (its own copies: in-place kernels write them).
             rset = [checks.prepare(spec, backend, sizes, t.host, ctypes, t.poison) for t in cset] \
                 if ref is not None else None
@@ -386,7 +389,7 @@ def _profile_gpu(prof: Profile, reference_unit, candidate_unit, spec, backend, c
             sp.reference = Timing.of(r_times, nbytes, flops, ceiling)
             sp.speedup = sp.reference.median_us / sp.candidate.median_us
         # Re-validate what the timed launches left behind.
-        rv = gate.revalidate_after_timing(spec, backend, cset, launches=_launch_counts(sets, c_calls),
+        rv = gate.revalidate_after_timing(spec, backend, cset, launches=_launch_counts(n_sets, c_calls),
                                           reference=expect_from, params=params)
         sp.outputs_checked = (f"{rv.checked} output array(s) of the timed launches compared with the "
                               f"{'reference' if ref is not None else 'candidate’s own first launch'}")
