@@ -57,9 +57,10 @@ def check_job(payload: dict):
 
 def profile_job(payload: dict):
     from . import profiler
-    b = backend(payload["backend"], payload.get("arch", "sm_90"))
+    # 'static' runs no kernel: the profiler then reports resources only.
+    b = backend(payload["backend"], payload.get("arch", "sm_90")) if payload["backend"] in ("gpu", "cpu") else None
     return profiler.profile(payload["reference"], payload["candidate"], payload["spec"], b,
-                            ncu=payload.get("ncu", False))
+                            ncu=payload.get("ncu", False), arch=payload.get("arch", "sm_90"))
 
 
 _evaluators: dict[tuple, object] = {}
