@@ -61,12 +61,18 @@ class FakeTimedBackend(Backend):
         module.behaviour[0](args, module.launches)
         module.launches += 1
 
-    def time(self, module, name_expression, launch, arg_sets, *, warmup=20, reps=100, flush_l2=True):
+    def time(self, module, name_expression, launch, arg_sets, *, warmup=20, reps=100, flush_l2=True,
+             restore=None):
+        def before(i):
+            for dst, src in (restore[i % len(arg_sets)] if restore else ()):
+                dst.host[...] = src.host
         for i in range(warmup):
+            before(i)
             self.launch(module, name_expression, launch, arg_sets[i % len(arg_sets)])
         rng = np.random.default_rng(module.launches)
         times = []
         for i in range(reps):
+            before(i)
             self.launch(module, name_expression, launch, arg_sets[i % len(arg_sets)])
             times.append(module.behaviour[1] * (1 + 0.01 * rng.standard_normal()))
         return TimingResult(times)
@@ -198,3 +204,39 @@ def test_ncu_parsers():
     assert set(lines) == {11, 31, 32} and abs(sum(h[1] for h in hot) - 1) < 0.01
     assert hot[0][1] == round(215 / (215 + 40 + 28), 3)
     assert profiler.parse_ncu_source(src, "other.cu") == []
+
+
+INPLACE = """
+/* @astra
+grid = ["n"]
+block = ["1"]
+[sizes]
+n = [256]
+[args]
+x = { type = "float", shape = ["n"], inout = true }
+n = "n"
+*/
+__global__ void halve(float* x, int n) {  // MARK
+  x[blockIdx.x] *= 0.5f;
+}
+"""
+
+
+def test_in_place_kernel_timed_on_pristine_data_and_revalidated_once():
+    seen = []
+
+    def halve(args, launch_no):
+        seen.append(float(np.abs(args[0].host).max()))
+        args[0].host[...] = args[0].host * np.float32(0.5)
+
+    def unit(marker):
+        return extract.unit(INPLACE.replace("MARK", marker), "k.cu", "halve")
+    m = source.parse(INPLACE)
+    spec = spec_mod.load(m.kernel("halve"), m)
+    backend = FakeTimedBackend({"// reference": (halve, 10.0), "// cand": (halve, 8.0)})
+    p = profiler.profile(unit("reference"), unit("cand"), spec, backend, seed=3)
+    (s,) = p.sizes
+    assert s.candidate.runs >= 100 and not s.output_failures, s.output_failures
+    # Every timed launch saw data of the same magnitude: restored, never halved 100 times over.
+    timed = seen[-50:]
+    assert min(timed) > 0.25 * max(timed)

@@ -129,9 +129,13 @@ class Backend(ABC):
 
     def time(self, module: Module, name_expression: str, launch: Launch,
              arg_sets: Sequence[Sequence[Buffer | Scalar]], *, warmup: int = 20,
-             reps: int = 100, flush_l2: bool = True) -> TimingResult:
+             reps: int = 100, flush_l2: bool = True,
+             restore: Sequence[Sequence[tuple[Buffer, Buffer]]] | None = None) -> TimingResult:
         """Time `reps` launches (rotating through `arg_sets`) after `warmup` launches,
-        with the L2 flushed between launches. Only backends with `measures_time`."""
+        with the L2 flushed between launches. `restore[i]` lists (destination, pristine source)
+        pairs copied before each launch of set i, outside the timed region: an in-place kernel
+        then always runs on the same realistic data, and what it leaves is one application of
+        it. Only backends with `measures_time`."""
         raise NotImplementedError(f"the {self.name} backend does not measure time")
 
     def close(self) -> None:

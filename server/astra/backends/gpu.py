@@ -359,20 +359,26 @@ class GpuBackend(Backend):
 
     def time(self, module: GpuModule, name_expression: str, launch: Launch,
              arg_sets: Sequence[Sequence[GpuBuffer | Scalar]], *, warmup: int = 20,
-             reps: int = 100, flush_l2: bool = True) -> TimingResult:
+             reps: int = 100, flush_l2: bool = True,
+             restore: Sequence[Sequence[tuple[GpuBuffer, GpuBuffer]]] | None = None) -> TimingResult:
         self._check_usable()
         cp = self.cp
         sets = [self._args(a) for a in arg_sets]
+
+        def before(i: int) -> None:  # outside the events: restores, then the flush
+            for dst, src in (restore[i % len(sets)] if restore else ()):
+                dst.array[...] = src.array
+            if flush_l2:
+                self.flush_l2()
+
         try:
             for i in range(warmup):
-                if flush_l2:
-                    self.flush_l2()
+                before(i)
                 self._enqueue(module, name_expression, launch, sets[i % len(sets)])
             cp.cuda.get_current_stream().synchronize()
             events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(reps)]
             for i, (start, end) in enumerate(events):
-                if flush_l2:
-                    self.flush_l2()
+                before(i)
                 start.record()
                 self._enqueue(module, name_expression, launch, sets[i % len(sets)])
                 end.record()
