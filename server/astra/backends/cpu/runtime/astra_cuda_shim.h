@@ -4,6 +4,26 @@
 #ifndef ASTRA_CUDA_SHIM_H
 #define ASTRA_CUDA_SHIM_H
 
+// The C and C++ standard headers come first, before `__noinline__` and friends become macros:
+// newer libstdc++ headers (GCC 13) spell `__attribute__((__noinline__))` themselves.
+#include <stdint.h>
+#include <stddef.h>
+#include <math.h>
+#include <cmath>
+#include <cstring>
+#include <cstdio>
+#include <cstdlib>
+#include <cassert>
+#include <climits>
+#include <cfloat>
+#include <type_traits>
+#include <utility>
+#include <algorithm>
+#include <limits>
+#include <atomic>
+#include <memory>
+#include <functional>
+
 // ---- CUDA qualifiers become plain C++ (defined before the CUDA headers, which keep them).
 #define __global__
 #define __device__
@@ -26,21 +46,6 @@
 #define __cuda_cuda_h__
 #define __DEVICE_LAUNCH_PARAMETERS_H__
 
-#include <stdint.h>
-#include <stddef.h>
-#include <math.h>
-#include <cmath>
-#include <cstring>
-#include <cstdio>
-#include <cstdlib>
-#include <cassert>
-#include <climits>
-#include <cfloat>
-#include <type_traits>
-#include <utility>
-#include <algorithm>
-#include <limits>
-#include <atomic>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #ifdef ASTRA_WITH_FP8  // only when the unit includes them: they are large
