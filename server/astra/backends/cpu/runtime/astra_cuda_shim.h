@@ -23,6 +23,14 @@
 #include <atomic>
 #include <memory>
 #include <functional>
+#include <array>
+#include <tuple>
+#include <new>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
 
 // ---- CUDA qualifiers become plain C++ (defined before the CUDA headers, which keep them).
 #define __global__
