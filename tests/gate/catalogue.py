@@ -109,7 +109,7 @@ CHEATS = [
     Entry("no_op", "silu_and_mul", "writes nothing, relying on stale output memory", silu("""
   if (d < 0) out[0] = input[0];
 """), ("poison",)),
-    Entry("drops_vector_tail", "silu_and_mul", "half2-vectorized loop that drops the odd last element",
+    Entry("drops_vector_tail", "silu_and_mul", "half2-vectorized loop that drops the odd last element (and, on odd rows, misaligns)",
           silu("""
   const int64_t token = blockIdx.x;
   const __half2* x2 = reinterpret_cast<const __half2*>(input + token * 2 * d);
@@ -120,7 +120,7 @@ CHEATS = [
     const float2 y = __half22float2(y2[i]);
     o2[i] = __floats2half2_rn(silu(x.x) * y.x, silu(x.y) * y.y);
   }
-"""), ("poison",)),
+"""), ("poison", "launch")),  # on a GPU, odd rows also misalign the half2 accesses: a fault
     Entry("remembers_it_ran", "silu_and_mul", "a __device__ flag: computes on the first launch, returns early after",
           silu("""
   if (already_done) return;
