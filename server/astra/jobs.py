@@ -68,29 +68,11 @@ _evaluators: dict[tuple, object] = {}
 
 def _evaluator(payload: dict):
     """evaluate(file_text) for one kernel: the gate against the reference, then the profiler."""
-    import time
-    from . import extract, gate, profiler
-    from .agents.evaluation import Check, Evaluation
-    from .agents.evaluators import to_check, to_evaluation
-    from .errors import AstraError
-    b = backend(payload["backend"], payload.get("arch", "sm_90"))
-    spec, path, kernel = payload["spec"], payload["path"], payload["kernel"]
-    ref_unit = extract.unit(payload["reference_text"], path, payload["reference_kernel"],
-                            instantiate=spec.instantiate)
-
-    def evaluate(text: str) -> Evaluation:
-        t0 = time.perf_counter()
-        try:
-            cand = extract.unit(text, path, kernel, instantiate=spec.instantiate)
-        except AstraError as e:
-            return Evaluation(Check(False, f"the candidate cannot be cut out: {e.message}", e.message, 0, b.name))
-        check = to_check(gate.check(ref_unit, cand, spec, b, quick=payload.get("quick", False)))
-        if not check.passed:
-            return Evaluation(check, seconds=time.perf_counter() - t0)
-        prof = profiler.profile(ref_unit, cand, spec, b, arch=payload.get("arch", "sm_90"))
-        return to_evaluation(check, prof, time.perf_counter() - t0)
-
-    return evaluate
+    from .agents.evaluators import local_evaluator
+    return local_evaluator(payload["path"], payload["kernel"], payload["spec"],
+                           backend(payload["backend"], payload.get("arch", "sm_90")), payload["reference_text"],
+                           quick=payload.get("quick", False), arch=payload.get("arch", "sm_90"),
+                           reference_kernel=payload["reference_kernel"])
 
 
 def evaluate_job(payload: dict):

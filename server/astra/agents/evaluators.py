@@ -63,20 +63,23 @@ def to_evaluation(check: Check, prof: Any, seconds: float = 0.0) -> Evaluation:
 
 
 def local_evaluator(path: str, kernel: str, spec: Any, backend: Any, reference_text: str, *,
-                    quick: bool = False, arch: str = "sm_90") -> Callable[[str], Evaluation]:
-    """evaluate(file_text): the gate against the kernel cut from `reference_text`, then (if it
-    passed) the profiler, on `backend` (a Backend instance)."""
+                    quick: bool = False, arch: str = "sm_90",
+                    reference_kernel: str | None = None) -> Callable[[str], Evaluation]:
+    """evaluate(file_text): the gate against the kernel cut from `reference_text` (the kernel
+    itself, or the spec's `reference` kernel), then (if it passed) the profiler, on `backend`
+    (a Backend instance)."""
     from .. import extract, gate, profiler
     from ..errors import AstraError
 
-    ref_unit = extract.unit(reference_text, path, kernel, instantiate=spec.instantiate)
+    ref_unit = extract.unit(reference_text, path, reference_kernel or kernel, instantiate=spec.instantiate)
 
     def evaluate(text: str) -> Evaluation:
         t0 = time.perf_counter()
         try:
             cand = extract.unit(text, path, kernel, instantiate=spec.instantiate)
         except AstraError as e:
-            return Evaluation(Check(False, f"the candidate cannot be cut out: {e.message}", e.message, 0, "static"))
+            return Evaluation(Check(False, f"the candidate cannot be cut out: {e.message}", e.message, 0,
+                                    getattr(backend, "name", "static")))
         check = to_check(gate.check(ref_unit, cand, spec, backend, quick=quick))
         if not check.passed:
             return Evaluation(check, seconds=time.perf_counter() - t0)
