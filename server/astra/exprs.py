@@ -54,6 +54,22 @@ def _c_syntax(expr: str) -> str:
         "!", " not ").replace("\x00", "!=")
 
 
+def split_top_level(text: str, sep: str = ",") -> list[str]:
+    """'a, min(b, c), T<x, y>' -> ['a', 'min(b, c)', 'T<x, y>']: commas inside brackets stay."""
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        depth += ch in "(<[{"
+        depth -= ch in ")>]}"
+        if ch == sep and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        out.append(cur.strip())
+    return out
+
+
 def parse(expr: str | int | float) -> ast.AST:
     if isinstance(expr, bool):
         raise ExprError("expected a number or an expression, got a boolean")

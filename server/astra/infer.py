@@ -40,18 +40,7 @@ def _strip_dim3(expr: str) -> list[str]:
     """'dim3(a, b)' -> ['a', 'b']; 'a' -> ['a']."""
     e = expr.strip()
     if e.startswith("dim3(") and e.endswith(")"):
-        inner = e[5:-1]
-        parts, depth, cur = [], 0, ""
-        for ch in inner:
-            depth += ch in "(<[" and 1 or 0
-            depth -= ch in ")>]" and 1 or 0
-            if ch == "," and depth == 0:
-                parts.append(cur.strip())
-                cur = ""
-            else:
-                cur += ch
-        parts.append(cur.strip())
-        return [p for p in parts if p]
+        return exprs.split_top_level(e[5:-1])
     return [e]
 
 

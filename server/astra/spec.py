@@ -225,20 +225,7 @@ def split_template_args(instantiate: str) -> list[str]:
     s = instantiate.strip()
     if s.startswith("<") and s.endswith(">"):
         s = s[1:-1]
-    out, depth, cur = [], 0, ""
-    for ch in s:
-        if ch in "<(":
-            depth += 1
-        elif ch in ">)":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    if cur.strip():
-        out.append(cur.strip())
-    return out
+    return exprs.split_top_level(s)
 
 
 def load(kernel: Kernel, model: SourceModel | None = None) -> Spec:
