@@ -802,7 +802,7 @@ async def inlay_hints(ls: AstraServer, params: types.InlayHintParams) -> list[ty
             if params.range.start.line <= n <= params.range.end.line and 0 <= n < len(lines):
                 text = lines[n].rstrip("\r\n")
                 hints.append(types.InlayHint(position=types.Position(line=n, character=len(text)),
-                                             label=f"{share:.0%} {label}".strip(), padding_left=True,
+                                             label=label or f"{share:.0%}", padding_left=True,
                                              kind=None))
     return hints
 
