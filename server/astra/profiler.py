@@ -38,7 +38,6 @@ from typing import Any
 import numpy as np
 
 from . import static
-from .backends.base import ResourceUsage
 
 # Hopper (H100/H200) per-SM limits, used when no device can be asked.
 HOPPER = {"regs_per_sm": 65536, "smem_per_sm": 228 * 1024, "threads_per_sm": 2048, "blocks_per_sm": 32,

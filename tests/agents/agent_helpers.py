@@ -1,5 +1,6 @@
 import pathlib
 
+import pytest
 
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -15,3 +16,19 @@ def example(name: str) -> tuple[str, str, str]:
     return (ROOT / rel).read_text(), str(ROOT / rel), kernel
 
 
+
+
+def silu_evaluator():
+    """(text, path, kernel, spec, evaluate) for silu_and_mul on the CPU backend (quick gate);
+    skips the test where the CPU backend cannot run."""
+    from astra import source, spec as spec_mod
+    from astra.agents.evaluators import local_evaluator
+    try:
+        from astra.backends.cpu import CpuBackend
+        backend = CpuBackend()
+    except Exception as e:  # noqa: BLE001 - any reason means this machine cannot run it
+        pytest.skip(f"CPU backend unavailable: {e}")
+    text, path, kernel = example("silu_and_mul")
+    m = source.parse(text)
+    sp = spec_mod.load(m.kernel(kernel), m)
+    return text, path, kernel, sp, local_evaluator(path, kernel, sp, backend, text, quick=True)

@@ -1,16 +1,13 @@
 """The whole loop in LLM mode on the CPU backend, through the real `openai` client against a
 scripted chat-completions server: adoption, repair, refusal, bad replies, timeouts, 429s and
 cancellation."""
-import os
 import threading
 
 import pytest
 
-from astra import source, spec as spec_mod
 from astra.agents import LLMConfig, optimize
-from astra.agents.evaluators import local_evaluator
 
-from agent_helpers import example
+from agent_helpers import silu_evaluator
 from scripted_llm import ScriptedLLM, plan, reply
 
 SIG = "__global__ void silu_and_mul(__half* __restrict__ out, const __half* __restrict__ input, const int d) {"
@@ -28,15 +25,7 @@ CHEAT = GOOD.replace("i < d;", "i < (d & ~7);")   # drops the tail: wrong when d
 
 @pytest.fixture(scope="module")
 def silu():
-    try:
-        from astra.backends.cpu import CpuBackend
-        backend = CpuBackend()
-    except Exception as e:  # noqa: BLE001
-        pytest.skip(f"CPU backend unavailable: {e}")
-    text, path, kernel = example("silu_and_mul")
-    m = source.parse(text)
-    sp = spec_mod.load(m.kernel(kernel), m)
-    return text, path, kernel, sp, local_evaluator(path, kernel, sp, backend, text, quick=True)
+    return silu_evaluator()
 
 
 @pytest.fixture

@@ -8,12 +8,10 @@ import socket
 
 import pytest
 
-from astra import source, spec as spec_mod
 from astra.agents import LLMConfig, optimize
-from astra.agents.evaluators import local_evaluator
 from astra.agents.llm import LLMClient
 
-from agent_helpers import example
+from agent_helpers import silu_evaluator
 
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -61,15 +59,7 @@ def test_transport_and_loop_survive_a_real_small_model(local_server, tmp_path):
     assert reply.ok and reply.text.strip() and reply.finish_reason in ("stop", "length")
     assert reply.usage.prompt_tokens > 0 and reply.usage.completion_tokens > 0
 
-    try:
-        from astra.backends.cpu import CpuBackend
-        backend = CpuBackend()
-    except Exception as e:  # noqa: BLE001
-        pytest.skip(f"CPU backend unavailable: {e}")
-    text, path, kernel = example("silu_and_mul")
-    m = source.parse(text)
-    sp = spec_mod.load(m.kernel(kernel), m)
-    ev = local_evaluator(path, kernel, sp, backend, text, quick=True)
+    text, path, kernel, sp, ev = silu_evaluator()
     r = optimize(text, path, kernel, ev, rounds=1, llm=cfg, spec=sp, runs_dir=tmp_path, repairs=0)
     assert r.error is None and len(r.rounds) == 1
     assert r.rounds[0].outcome in ("adopted", "failed", "no candidate", "not faster")

@@ -72,25 +72,7 @@ __global__ void silu_h2(__half2* out, const __half2* in, int d2) {
     assert u_.max() <= 1 and (u_ == 0).mean() >= 0.999
 
 
-RMSNORM = r'''
-__global__ void rmsnorm(const float* x, const float* w, float* y, int d, float eps) {
-  __shared__ float partial[32];
-  __shared__ float inv;
-  const int row = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  float ss = 0.f;
-  for (int i = threadIdx.x; i < d; i += blockDim.x) { float v = x[row * d + i]; ss += v * v; }
-  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffff, ss, o);
-  if (lane == 0) partial[warp] = ss;
-  __syncthreads();
-  if (warp == 0) {
-    float t = lane < (blockDim.x + 31) / 32 ? partial[lane] : 0.f;
-    for (int o = 16; o > 0; o >>= 1) t += __shfl_down_sync(0xffffffff, t, o);
-    if (lane == 0) inv = rsqrtf(t / d + eps);
-  }
-  __syncthreads();
-  for (int i = threadIdx.x; i < d; i += blockDim.x) y[row * d + i] = x[row * d + i] * inv * w[i];
-}
-'''
+from astra.backends.cpu.fidelity import RMSNORM_SHFL as RMSNORM  # the same kernel the GPU run compares
 
 
 def fma32(a, b, c):

@@ -1,6 +1,5 @@
 import numpy as np
 
-from astra import source, spec as spec_mod
 from astra.gate import suite
 
 from .conftest import example_spec

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from astra import extract, profiler, source, spec as spec_mod
-from astra.backends.base import Backend, Buffer, Module, ResourceUsage, Scalar, TimingResult
+from astra.backends.base import Backend, Buffer, Module, ResourceUsage, TimingResult
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXT = (ROOT / "examples" / "silu_and_mul.cu").read_text()

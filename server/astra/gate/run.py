@@ -21,7 +21,7 @@ import os
 import re
 import secrets
 import time
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -30,8 +30,8 @@ from ..backends.base import Backend, BackendUnavailable, CompileError, LaunchErr
 from ..errors import AstraError
 from ..spec import Spec
 from . import compare, screen as screening, suite as suites
-from .checks import POISONS, Compiled, changed_inputs, execute, fill_host, prepare, run_case, scalar_ctypes, written
-from .verdict import CaseInfo, CheckResult, Coverage, Failure, Verdict
+from .checks import POISONS, Compiled, changed_inputs, execute, fill_host, run_case, scalar_ctypes, written
+from .verdict import CaseInfo, CheckResult, Failure, Verdict
 
 FILLS = (0x3C, 0xBA, 0x3A, 0xB8)  # byte refills for the same-pointer test: modest values of either sign
 EXTRA_LAUNCHES = 150              # more launches when the candidate keeps state or reads clocks (> a
@@ -205,7 +205,7 @@ class _Gate:
             atol, rtol = self.tol(name)
             m = compare.compare(a, b, atol, rtol, exact=not self.atomics, check_constant=False)
             if m is not None:
-                self.fail("determinism", f"two runs on the same inputs disagree: " + m.message(name, atol, rtol),
+                self.fail("determinism", "two runs on the same inputs disagree: " + m.message(name, atol, rtol),
                           info, output=name, index=list(m.index), bad=m.bad, total=m.total)
                 ok = False
             else:

@@ -7,7 +7,7 @@ from tree_sitter import Node
 
 from . import base
 from .base import Context, Edit, Rewrite, body, expr_kind, pointer_params, return_types, variable_types
-from .tree import apply_edits, callee, txt, walk
+from .tree import apply_edits, callee, txt
 
 ONE = {"1.0f", "1.f", "1.0F", "1.F"}
 

@@ -5,7 +5,7 @@ subscript); `__restrict__` promises no aliasing between the kernel's pointers, w
 harness spec's separate buffers test."""
 from __future__ import annotations
 
-from .base import Context, Edit, Rewrite, Transform, body, pointer_params, written_pointers
+from .base import Context, Edit, Rewrite, body, pointer_params, written_pointers
 from .tree import apply_edits, is_lvalue, txt, walk
 from . import base
 

@@ -16,7 +16,7 @@ from tree_sitter import Node
 
 from . import base
 from .base import ELEM_SIZES, Context, Edit, Rewrite, body, pointer_params
-from .tree import apply_edits, assigned_names, declared_name, line_indent, preceded_by_marker, txt, walk
+from .tree import apply_edits, assigned_names, declared_name, declared_names, line_indent, preceded_by_marker, txt, walk
 
 CHUNK = {16: "uint4", 8: "uint2", 4: "unsigned int"}
 FORBIDDEN = {"break_statement", "continue_statement", "return_statement", "goto_statement",
@@ -43,7 +43,7 @@ class _Loop:
     def __init__(self, loop: Node, var: str, var_type: str, bound: Node):
         self.loop, self.var, self.var_type, self.bound = loop, var, var_type, bound
         self.body = loop.child_by_field_name("body")
-        self.variant = assigned_names(self.body) | base_names_declared(self.body) | {var}
+        self.variant = assigned_names(self.body) | declared_names(self.body) | {var}
         self.aliases: dict[str, str] = {}  # const local -> base
         self.start, self.stride = "threadIdx.x", "blockDim.x"
 
@@ -68,17 +68,6 @@ class _Loop:
     def invariant(self, n: Node) -> bool:
         return all(not (c.type == "identifier" and txt(c) in self.variant) and c.type != "call_expression"
                    and c.type != "subscript_expression" for c in walk(n))
-
-
-def base_names_declared(n: Node) -> set[str]:
-    out = set()
-    for d in walk(n):
-        if d.type == "declaration":
-            for dd in d.children_by_field_name("declarator"):
-                name, _ = declared_name(dd)
-                if name:
-                    out.add(name)
-    return out
 
 
 def _at(array: str, base_: str) -> str:
