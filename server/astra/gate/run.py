@@ -49,9 +49,13 @@ CHECK_ORDER = ("screen", "compile", "compare", "poison", "not_constant", "inputs
 
 class _Gate:
     def __init__(self, reference, candidate, spec: Spec, backend: Backend, quick: bool, cancel, seed: int | None,
-                 max_failures: int | None, sanitizer: bool | None = None):
+                 max_failures: int | None, sanitizer: bool | None = None, reference_spec: Spec | None = None):
         self.sanitizer = sanitizer
         self.ref_unit, self.cand_unit, self.spec, self.backend = reference, candidate, spec, backend
+        # A rewrite may change the launch configuration (with the launch site): the reference
+        # keeps its own. Cases come from the reference's spec, so a candidate cannot shed a size
+        # by making its launch invalid there.
+        self.rspec = reference_spec or spec
         self.quick = quick
         self.cancel = cancel
         self.nonce = seed if seed is not None else secrets.randbits(31)
@@ -153,7 +157,7 @@ class _Gate:
         if self.ref is None:
             return None
         try:
-            return run_case(self.spec, self.backend, self.ref, sizes, host, self.ctypes, poison, schedule,
+            return run_case(self.rspec, self.backend, self.ref, sizes, host, self.ctypes, poison, schedule,
                             written_only=True).after
         except LaunchError as e:
             raise _ReferenceFailed(f"the reference kernel failed on {info.describe()}: {e}") from None
@@ -515,7 +519,7 @@ class _Gate:
             return
         kernel = source.parse(self.cand_unit.source).kernel(self.cand_unit.kernel)
         self.ctypes = scalar_ctypes(self.spec, {p.name: p.type for p in kernel.params} if kernel else {})
-        st = suites.build(self.spec, measures_time=self.backend.measures_time, nonce=self.nonce, quick=self.quick)
+        st = suites.build(self.rspec, measures_time=self.backend.measures_time, nonce=self.nonce, quick=self.quick)
         cov = v.coverage
         cov.sizes = len({tuple(sorted(c.sizes.items())) for c in st.cases})
         cov.seeds = sorted({c.seed for c in st.cases})
@@ -577,14 +581,16 @@ class _ReferenceFailed(Exception):
 
 def check(reference: Any | None, candidate: Any, spec: Spec, backend: Backend, *, quick: bool = False,
           cancel: Any = None, seed: int | None = None, max_failures: int | None = None,
-          sanitizer: bool | None = None) -> Verdict:
+          sanitizer: bool | None = None, reference_spec: Spec | None = None) -> Verdict:
     """Run the gate. `reference` and `candidate` are `astra.extract.CompileUnit`s (reference None:
     no pinned baseline yet — self-consistency only). `cancel`: a threading.Event or a callable
     returning True to stop (raises Cancelled). `seed`: reproduce an earlier run (its verdict's
     `nonce`); by default inputs are fresh every run. `quick`: one seed, fewer sizes, no sanitizer
     build — for checks on save. `sanitizer=False` skips compute-sanitizer on the GPU (it runs
-    by default in full checks where it is installed)."""
-    return _Gate(reference, candidate, spec, backend, quick, cancel, seed, max_failures, sanitizer).run()
+    by default in full checks where it is installed). `spec` launches the candidate;
+    `reference_spec` (default: `spec`) launches the reference, when a rewrite changed the launch."""
+    return _Gate(reference, candidate, spec, backend, quick, cancel, seed, max_failures, sanitizer,
+                 reference_spec).run()
 
 
 def check_job(payload: dict) -> Verdict:
@@ -593,4 +599,5 @@ def check_job(payload: dict) -> Verdict:
     from .. import jobs
     b = jobs.backend(payload["backend"], payload.get("arch", "sm_90"))
     return check(payload["reference"], payload["candidate"], payload["spec"], b, quick=payload.get("quick", False),
-                 seed=payload.get("seed"), sanitizer=payload.get("sanitizer"))
+                 seed=payload.get("seed"), sanitizer=payload.get("sanitizer"),
+                 reference_spec=payload.get("reference_spec"))
