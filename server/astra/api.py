@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable
 
-from . import extract, files, infer, source, workspace
+from . import extract, files, infer, launch_change, source, workspace
 from . import spec as spec_mod
 from .diagnostics import Diagnostic
 from .errors import AstraError, NoSuchKernel
@@ -204,22 +204,25 @@ def resolve_backend(name: str) -> str:
     return name
 
 
-def _units(text: str, path: str, info: KernelInfo) -> tuple[extract.CompileUnit | None, extract.CompileUnit, str]:
-    """(reference unit or None, candidate unit, where the reference came from)."""
+def _units(text: str, path: str, info: KernelInfo) -> tuple[extract.CompileUnit | None, extract.CompileUnit, str,
+                                                           spec_mod.Spec | None]:
+    """(reference unit or None, candidate unit, where the reference came from, the spec that
+    launches the reference when it differs from the file's: a pinned baseline keeps its launch)."""
     spec = info.spec
     assert spec is not None
     cand = extract.unit(text, path, info.kernel.name, instantiate=spec.instantiate)
     if spec.reference:
         return extract.unit(text, path, spec.reference, instantiate=spec.instantiate), cand, \
-            f"kernel {spec.reference}"
+            f"kernel {spec.reference}", None
     pinned = workspace.pinned(path, info.kernel.name)
     if pinned is None:
-        return None, cand, "none pinned yet"
+        return None, cand, "none pinned yet", None
     try:
         ref = extract.unit(pinned.text, path, info.kernel.name, instantiate=spec.instantiate)
     except AstraError:
-        return None, cand, "pinned baseline unreadable"
-    return ref, cand, f"baseline pinned {pinned.digest[:12]}"
+        return None, cand, "pinned baseline unreadable", None
+    return ref, cand, f"baseline pinned {pinned.digest[:12]}", \
+        launch_change.reference_spec(spec, pinned.text, info.kernel.name)
 
 
 def check(text: str, path: str, kernel: str | None = None, *, backend: str = "auto", arch: str = "sm_90",
@@ -234,12 +237,12 @@ def check(text: str, path: str, kernel: str | None = None, *, backend: str = "au
                          "use --backend static for compile-only checks")
     verdicts = []
     for info in infos:
-        ref, cand, ref_from = _units(text, path, info)
+        ref, cand, ref_from, ref_spec = _units(text, path, info)
         if progress:
             progress({"step": "check", "kernel": info.name,
                       "message": f"checking {info.name} on the {chosen} backend (reference: {ref_from})"})
         v = worker.run("astra.jobs:check_job", {"backend": chosen, "reference": ref, "candidate": cand,
-                                                "spec": info.spec, "arch": arch},
+                                                "spec": info.spec, "reference_spec": ref_spec, "arch": arch},
                        timeout=CHECK_TIMEOUT, cancel=cancel)
         v.reference = ref_from
         if v.passed and ref is None and pin_first:
@@ -256,9 +259,10 @@ def profile(text: str, path: str, kernel: str | None = None, *, backend: str = "
     chosen = resolve_backend(backend)
     out = []
     for info in infos:
-        ref, cand, _ = _units(text, path, info)
+        ref, cand, _, ref_spec = _units(text, path, info)
         out.append(worker.run("astra.jobs:profile_job", {"backend": chosen, "reference": ref, "candidate": cand,
-                                                         "spec": info.spec, "arch": arch, "ncu": ncu},
+                                                         "spec": info.spec, "reference_spec": ref_spec,
+                                                         "arch": arch, "ncu": ncu},
                               timeout=PROFILE_TIMEOUT, cancel=cancel))
     return out
 
@@ -289,12 +293,15 @@ def _reference_for_optimize(text: str, path: str, info: KernelInfo) -> tuple[str
     return (pinned.text if pinned is not None else text), info.kernel.name
 
 
-def optimize(text: str, path: str, kernel: str | None, *, rounds: int = 5, llm=None, backend: str = "auto",
+def optimize(text: str, path: str, kernel: str | None, *, rounds: int | None = 5, llm=None, backend: str = "auto",
              arch: str = "sm_90", progress: Progress | None = None, cancel: threading.Event | None = None,
-             write: bool = False, report: str | None = None, quick: bool = False):
+             write: bool = False, report: str | None = None, quick: bool = False, resume: str | None = None):
     """Run the agent team on one kernel. Every candidate is judged in a worker process by the
-    gate (and timed by the profiler where the backend measures time)."""
+    gate (and timed by the profiler where the backend measures time).
+    resume: a run id under `.astra/runs/` (or 'last') to continue; `rounds` is then the total,
+    None meaning the run's own."""
     from . import agents, worker
+    from .agents import runlog
     from .agents.evaluation import Check, Evaluation
     if not kernel:
         names = [k.name for k in kernels(text, path)]
@@ -302,6 +309,21 @@ def optimize(text: str, path: str, kernel: str | None, *, rounds: int = 5, llm=N
             raise AstraError(f"{path} has {len(names)} kernels: choose one with --kernel ({', '.join(names)})")
         kernel = names[0]
     info = _selected(text, path, kernel)[0]
+    runs_dir = workspace.astra_dir(path) / "runs"
+    run = None
+    if resume:
+        run = runlog.resolve_resume(text, path, info.kernel.name, resume, runs_dir, workspace.root_for(path))
+        if rounds is None:
+            rounds = max(run.rounds_done, run.rounds_asked or 0)
+        elif rounds < run.rounds_done:
+            raise AstraError(f"run {run.id} has done {run.rounds_done} rounds already and --rounds is the "
+                             f"total: give {run.rounds_done} (to report it) or more (to continue)")
+        mode = "llm" if llm is not None else "offline"
+        if run.mode and run.mode != mode:
+            raise AstraError(f"run {run.id} was made by the " + (
+                f"LLM team (model {run.model}): resume it with --llm openai --model {run.model}"
+                if run.mode == "llm" else "offline team: resume it with --llm offline"))
+    rounds = 5 if rounds is None else rounds
     chosen = resolve_backend(backend)
     if chosen == "static":
         raise AstraError("optimizing needs a backend that runs kernels (a GPU with CuPy, or a C++ compiler "
@@ -323,15 +345,24 @@ def optimize(text: str, path: str, kernel: str | None, *, rounds: int = 5, llm=N
     gpu = ""
     if chosen == "gpu":
         gpu = worker.run("astra.jobs:gpu_facts_job", {}, timeout=60.0)
+    if run is not None:
+        runlog.RunLog(run.dir).update_meta(rounds=rounds)   # the total asked for is now this
     result = agents.optimize(text, path, info.kernel.name, evaluate, rounds=rounds, llm=llm, spec=info.spec,
-                             gpu=gpu, runs_dir=workspace.astra_dir(path) / "runs", cancel=cancel,
-                             progress=progress)
+                             gpu=gpu, runs_dir=runs_dir, cancel=cancel, progress=progress,
+                             resume=run.id if run is not None else None)
     if write and result.improved:
         write_result(path, text, result.best)
     if report:
         from .agents import report as report_mod
         result.report_path = str(report_mod.write(result, report))
     return result
+
+
+def runs(text: str, path: str, kernel: str | None = None) -> list:
+    """The logged optimize runs of this file (and kernel), oldest first: `runlog.RunInfo`s."""
+    from .agents import runlog
+    name = _kernel_info(text, path, kernel).kernel.name if kernel else None
+    return runlog.runs_of(text, path, workspace.astra_dir(path) / "runs", workspace.root_for(path), name)
 
 
 def write_result(path: str, original: str, new_text: str) -> None:

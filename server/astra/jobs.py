@@ -52,7 +52,7 @@ def check_job(payload: dict):
     from . import gate
     b = backend(payload["backend"], payload.get("arch", "sm_90"))
     return gate.check(payload["reference"], payload["candidate"], payload["spec"], b,
-                      quick=payload.get("quick", False))
+                      quick=payload.get("quick", False), reference_spec=payload.get("reference_spec"))
 
 
 def profile_job(payload: dict):
@@ -60,7 +60,8 @@ def profile_job(payload: dict):
     # 'static' runs no kernel: the profiler then reports resources only.
     b = backend(payload["backend"], payload.get("arch", "sm_90")) if payload["backend"] in ("gpu", "cpu") else None
     return profiler.profile(payload["reference"], payload["candidate"], payload["spec"], b,
-                            ncu=payload.get("ncu", False), arch=payload.get("arch", "sm_90"))
+                            ncu=payload.get("ncu", False), arch=payload.get("arch", "sm_90"),
+                            reference_spec=payload.get("reference_spec"))
 
 
 _evaluators: dict[tuple, object] = {}

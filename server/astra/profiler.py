@@ -287,11 +287,13 @@ def _compile(backend, unit):
 
 
 def profile(reference_unit, candidate_unit, spec, backend, *, ncu: bool = False, arch: str = "sm_90",
-            reps: int = 100, warmup: int = 20, sets: int | None = None, seed: int | None = None) -> Profile:
+            reps: int = 100, warmup: int = 20, sets: int | None = None, seed: int | None = None,
+            reference_spec=None) -> Profile:
     """Profile `candidate_unit` on the spec's bench sizes (see the module docstring). `backend`
     is a Backend instance, or None for static data only. `sets`: input sets rotated by the timing
     loop (default: 2, or 1 where one set is over twice the L2 cache — flushed between launches,
-    such data cannot be served from the cache anyway, and each set costs input generation)."""
+    such data cannot be served from the cache anyway, and each set costs input generation).
+    `spec` launches the candidate, `reference_spec` (default `spec`) the reference."""
     kernel = candidate_unit.kernel
     prof = Profile(kernel=kernel, backend=getattr(backend, "name", "static"), measured=False,
                    path=getattr(candidate_unit, "path", ""))
@@ -310,7 +312,7 @@ def profile(reference_unit, candidate_unit, spec, backend, *, ncu: bool = False,
                     f"no backend can run kernels here; static resource data from NVRTC for {arch}"
         return prof
     return _profile_gpu(prof, reference_unit, candidate_unit, spec, backend, cases, ncu=ncu, reps=reps,
-                        warmup=warmup, sets=sets, seed=seed)
+                        warmup=warmup, sets=sets, seed=seed, rspec=reference_spec or spec)
 
 
 def _launch_counts(n_sets: int, calls: list[tuple[int, int]]) -> list[int]:
@@ -324,7 +326,7 @@ def _launch_counts(n_sets: int, calls: list[tuple[int, int]]) -> list[int]:
 
 
 def _profile_gpu(prof: Profile, reference_unit, candidate_unit, spec, backend, cases, *, ncu: bool, reps: int,
-                 warmup: int, sets: int | None, seed: int | None) -> Profile:
+                 warmup: int, sets: int | None, seed: int | None, rspec) -> Profile:
     from . import gate
     from .backends.base import CompileError, LaunchError
     from .gate import checks
@@ -353,7 +355,7 @@ def _profile_gpu(prof: Profile, reference_unit, candidate_unit, spec, backend, c
     name_c, name_r = candidate_unit.name_expression, (reference_unit.name_expression if reference_unit else None)
     rng = np.random.default_rng(seed)
     for sizes in cases:
-        launch = gate.launch_of(spec, sizes)
+        launch, r_launch = gate.launch_of(spec, sizes), gate.launch_of(rspec, sizes)
         nbytes = spec.bytes_moved(sizes)
         flops = spec.flop_count(sizes)
         s = int(rng.integers(1, 2**31 - 1))
@@ -361,7 +363,8 @@ def _profile_gpu(prof: Profile, reference_unit, candidate_unit, spec, backend, c
         try:
             # Without a reference, the timed outputs must equal the candidate's own first launch.
             expect_from = (ref, name_r) if ref is not None else (cand, name_c)
-            cset = gate.prepare_timed(spec, backend, sizes, reference=expect_from, sets=n_sets, seed=s, params=params)
+            cset = gate.prepare_timed(spec, backend, sizes, reference=expect_from, sets=n_sets, seed=s, params=params,
+                                      reference_spec=rspec if ref is not None else None)
             # The reference runs on the very same inputs (its own copies: in-place kernels write them).
             rset = [checks.prepare(spec, backend, sizes, t.host, ctypes, t.poison) for t in cset] \
                 if ref is not None else None
@@ -381,7 +384,7 @@ def _profile_gpu(prof: Profile, reference_unit, candidate_unit, spec, backend, c
                                         restore=c_restore).times_us
                 c_calls.append((w, n))
                 if ref is not None:
-                    r_times += backend.time(ref, name_r, launch, [t.args for t in rset], warmup=w, reps=n,
+                    r_times += backend.time(ref, name_r, r_launch, [t.args for t in rset], warmup=w, reps=n,
                                             restore=r_restore).times_us
                     r_calls.append((w, n))
                 done += n
@@ -398,8 +401,8 @@ def _profile_gpu(prof: Profile, reference_unit, candidate_unit, spec, backend, c
             sp.speedup = sp.reference.median_us / sp.candidate.median_us
         # Re-validate what the timed launches left behind.
         counts = [1] * n_sets if c_restore else _launch_counts(n_sets, c_calls)
-        rv = gate.revalidate_after_timing(spec, backend, cset, launches=counts,
-                                          reference=expect_from, params=params)
+        rv = gate.revalidate_after_timing(spec, backend, cset, launches=counts, reference=expect_from,
+                                          params=params, reference_spec=rspec if ref is not None else None)
         sp.outputs_checked = (f"{rv.checked} output array(s) of the timed launches compared with the "
                               f"{'reference' if ref is not None else 'candidate’s own first launch'}")
         if rv.notes:

@@ -18,6 +18,8 @@ inside the comment. `infer` proposes a spec for a kernel that has none.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import itertools
 import re
 import tomllib
@@ -165,6 +167,23 @@ class Spec:
 
     def flop_count(self, sizes: dict[str, int]) -> float | None:
         return float(exprs.evaluate(self.flops, sizes)) if self.flops else None
+
+    # ---- the launch configuration of one version of the kernel ---------------------------
+    LAUNCH_FIELDS = ("grid", "block", "shared_mem")
+
+    @property
+    def launch(self) -> tuple:
+        return self.grid, self.block, self.shared_mem
+
+    def with_launch(self, other: "Spec") -> "Spec":
+        """This spec, launched the way `other` says (a rewrite may change only the launch)."""
+        return dataclasses.replace(self, grid=other.grid, block=other.block, shared_mem=other.shared_mem)
+
+    def changed_beyond_launch(self, other: "Spec") -> list[str]:
+        """Fields other than the launch configuration in which `other` differs from this spec:
+        what the test harness means (sizes, arguments, tolerances) must not move with a rewrite."""
+        return [f.name for f in dataclasses.fields(self)
+                if f.name not in self.LAUNCH_FIELDS and getattr(self, f.name) != getattr(other, f.name)]
 
 
 

@@ -68,10 +68,11 @@ def local_evaluator(path: str, kernel: str, spec: Any, backend: Any, reference_t
     """evaluate(file_text): the gate against the kernel cut from `reference_text` (the kernel
     itself, or the spec's `reference` kernel), then (if it passed) the profiler, on `backend`
     (a Backend instance)."""
-    from .. import extract, gate, profiler
+    from .. import extract, gate, launch_change, profiler
     from ..errors import AstraError
 
     ref_unit = extract.unit(reference_text, path, reference_kernel or kernel, instantiate=spec.instantiate)
+    ref_spec = launch_change.reference_spec(spec, reference_text, reference_kernel or kernel)
 
     def evaluate(text: str) -> Evaluation:
         t0 = time.perf_counter()
@@ -80,10 +81,13 @@ def local_evaluator(path: str, kernel: str, spec: Any, backend: Any, reference_t
         except AstraError as e:
             return Evaluation(Check(False, f"the candidate cannot be cut out: {e.message}", e.message, 0,
                                     getattr(backend, "name", "static")))
-        check = to_check(gate.check(ref_unit, cand, spec, backend, quick=quick))
+        cand_spec, problem = launch_change.candidate_spec(ref_spec, reference_text, text, kernel)
+        if problem:
+            return Evaluation(Check(False, problem, problem, 0, "static"), seconds=time.perf_counter() - t0)
+        check = to_check(gate.check(ref_unit, cand, cand_spec, backend, quick=quick, reference_spec=ref_spec))
         if not check.passed:
             return Evaluation(check, seconds=time.perf_counter() - t0)
-        prof = profiler.profile(ref_unit, cand, spec, backend, arch=arch)
+        prof = profiler.profile(ref_unit, cand, cand_spec, backend, arch=arch, reference_spec=ref_spec)
         return to_evaluation(check, prof, time.perf_counter() - t0)
 
     return evaluate

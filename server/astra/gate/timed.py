@@ -57,9 +57,12 @@ def _compiled(ref) -> Compiled | None:
 
 
 def prepare_timed(spec: Spec, backend: Backend, sizes: dict[str, int], *, reference: tuple[Module, str] | None = None,
-                  sets: int = 2, seed: int | None = None, params: dict[str, str] | None = None) -> list[TimedSet]:
+                  sets: int = 2, seed: int | None = None, params: dict[str, str] | None = None,
+                  reference_spec: Spec | None = None) -> list[TimedSet]:
     """Fresh inputs for `sets` argument sets (rotated by the timing loop), outputs poisoned,
-    and the reference's expected outputs computed on the same inputs."""
+    and the reference's expected outputs computed on the same inputs (the reference launched
+    as `reference_spec` says, when a rewrite changed the launch configuration)."""
+    rspec = reference_spec or spec
     ref = _compiled(reference)
     ctypes = scalar_ctypes(spec, params or {})
     rng = np.random.Generator(np.random.PCG64(seed if seed is not None else secrets.randbits(31)))
@@ -70,7 +73,7 @@ def prepare_timed(spec: Spec, backend: Backend, sizes: dict[str, int], *, refere
         poison = POISONS[k % 2]
         expected = None
         if ref is not None:
-            expected = execute(spec, backend, ref, sizes, prepare(spec, backend, sizes, host, ctypes, poison)).after
+            expected = execute(rspec, backend, ref, sizes, prepare(spec, backend, sizes, host, ctypes, poison)).after
         run = prepare(spec, backend, sizes, host, ctypes, poison)
         out.append(TimedSet(dict(sizes), host, run.args, run.buffers, expected, poison,
                             CaseInfo(dict(sizes), "spec", s, False, "timed")))
@@ -80,10 +83,11 @@ def prepare_timed(spec: Spec, backend: Backend, sizes: dict[str, int], *, refere
 def revalidate_after_timing(spec: Spec, backend: Backend, sets: Sequence[TimedSet], *,
                             launches: int | Sequence[int] | None = None,
                             reference: tuple[Module, str] | None = None,
-                            params: dict[str, str] | None = None) -> Revalidation:
+                            params: dict[str, str] | None = None, reference_spec: Spec | None = None) -> Revalidation:
     """Check the outputs the timed launches left in `sets` (see the module docstring).
     `launches`: how many launches each set received (one number for all, or one per set)."""
     ref = _compiled(reference)
+    rspec = reference_spec or spec
     res = Revalidation(True, 0)
     counts = [launches] * len(sets) if isinstance(launches, int) or launches is None else list(launches)
     ctypes = scalar_ctypes(spec, params or {})
@@ -103,8 +107,8 @@ def revalidate_after_timing(spec: Spec, backend: Backend, sets: Sequence[TimedSe
             run = prepare(spec, backend, ts.sizes, ts.host, ctypes, ts.poison)
             try:
                 for _ in range(count - 1):
-                    backend.launch(ref.module, ref.name, launch_of(spec, ts.sizes), run.args)
-                execute(spec, backend, ref, ts.sizes, run)
+                    backend.launch(ref.module, ref.name, launch_of(rspec, ts.sizes), run.args)
+                execute(rspec, backend, ref, ts.sizes, run)
             except LaunchError as e:
                 res.notes.append(f"reference failed while replaying {count} launches: {e}")
                 continue
