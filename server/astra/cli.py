@@ -117,12 +117,15 @@ def cmd_profile(a) -> int:
 
 def cmd_optimize(a) -> int:
     text = api.read(a.file)
+    if a.list_runs:
+        return _list_runs(api.runs(text, a.file, a.kernel), a)
     llm = api.llm_config(mode=a.llm, model=a.model, base_url=a.base_url)
     cancel = threading.Event()
     progress = None if a.json else _progress_printer()
     try:
         result = api.optimize(text, a.file, a.kernel, rounds=a.rounds, llm=llm, backend=a.backend,
-                              arch=a.arch, progress=progress, cancel=cancel, write=a.write, report=a.report)
+                              arch=a.arch, progress=progress, cancel=cancel, write=a.write, report=a.report,
+                              resume=a.resume)
     except KeyboardInterrupt:
         cancel.set()
         raise
@@ -130,6 +133,29 @@ def cmd_optimize(a) -> int:
         _emit_json(result.to_json())
     else:
         _console().print(result.summary_markdown())
+    return EXIT_OK
+
+
+def _list_runs(runs, a) -> int:
+    if a.json:
+        _emit_json([r.to_json() for r in runs])
+        return EXIT_OK
+    if not runs:
+        print(f"no logged optimize runs of {a.file}" + (f" ({a.kernel})" if a.kernel else ""))
+        return EXIT_OK
+    import time
+    rows = [("id", "kernel", "started", "status", "rounds", "best")]
+    for r in runs:
+        started = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.started)) if r.started else "?"
+        rounds = f"{r.rounds_done}/{r.rounds_asked}" if r.rounds_asked is not None else str(r.rounds_done)
+        best = f"{r.speedup:.3f}×" if r.speedup is not None else r.note
+        status = r.status if r.status != "running" else "unfinished"   # running now, or interrupted
+        rows.append((r.id, r.kernel, started, status, rounds, best))
+    # Plain aligned columns: an id must never be shortened, it is what --resume takes.
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[-1])
+    print("(continue one with --resume ID, or --resume last for the newest of a kernel)")
     return EXIT_OK
 
 
@@ -201,13 +227,18 @@ def build_parser() -> argparse.ArgumentParser:
         s.add_argument("--arch", default="sm_90", help="target architecture for static checks (default sm_90)")
     sub.choices["profile"].add_argument("--ncu", action="store_true", help="collect Nsight Compute metrics")
     o = sub.choices["optimize"]
-    o.add_argument("--rounds", type=int, default=5)
+    o.add_argument("--rounds", type=int, default=None,
+                   help="rounds in all (default 5; with --resume, the run's own total)")
     o.add_argument("--llm", choices=["offline", "openai"], default=None,
                    help="offline (default without an endpoint) or an OpenAI-compatible endpoint")
     o.add_argument("--model")
     o.add_argument("--base-url")
     o.add_argument("--write", action="store_true", help="put the best kernel into the file")
     o.add_argument("--report", metavar="DIR", help="write an HTML report to DIR")
+    runs = o.add_mutually_exclusive_group()
+    runs.add_argument("--resume", metavar="RUN_ID",
+                      help="continue a logged run from .astra/runs/ ('last': the newest of this kernel)")
+    runs.add_argument("--list-runs", action="store_true", help="list the logged runs of this file and exit")
     s = sub.add_parser("serve", help="run the language server on stdio")
     s.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     s.set_defaults(fn=cmd_serve)

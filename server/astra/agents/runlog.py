@@ -13,6 +13,7 @@ import json
 import os
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 from .evaluation import Evaluation
@@ -87,3 +88,131 @@ class RunLog:
     def read_original(self) -> str | None:
         p = self.dir / "original.cu"
         return p.read_text(encoding="utf-8") if p.exists() else None
+
+
+# ---- inspecting the runs of a workspace (`astra optimize --list-runs`, `--resume`) ----------
+
+@dataclass(frozen=True)
+class RunInfo:
+    """One logged run, as a listing shows it."""
+
+    id: str
+    dir: Path
+    kernel: str
+    path: str                  # the file as the run was given it (maybe relative to that cwd)
+    mode: str
+    started: float | None
+    status: str                # 'done', or 'running' (also a run that was interrupted)
+    stopped: str
+    rounds_done: int
+    rounds_asked: int | None
+    speedup: float | None      # the best verified candidate's geomean speedup, where measured
+    note: str                  # otherwise why there is none
+    model: str | None = None   # the LLM's model name (None: the offline team)
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "dir": str(self.dir), "kernel": self.kernel, "path": self.path, "mode": self.mode,
+                "started": self.started, "status": self.status, "stopped": self.stopped,
+                "rounds_done": self.rounds_done, "rounds_asked": self.rounds_asked, "speedup": self.speedup,
+                "note": self.note, "model": self.model}
+
+
+def read_run(directory: Path) -> RunInfo | None:
+    """The run logged in `directory`, or None when it holds no readable run."""
+    try:
+        meta = json.loads((directory / "run.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict):
+        return None
+    log = RunLog(directory)
+    try:
+        rounds, base = log.rounds(), log.read_baseline()
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    best = base
+    for r in rounds:
+        if r.adopted and r.evaluation is not None:
+            best = r.evaluation
+    speedup, note = None, ""
+    if base is None:
+        note = "the original was not evaluated"
+    elif not base.passed:
+        note = "the original failed the gate"
+    elif best is not None and best.measured:
+        speedup = best.speedup
+    else:
+        note = "not measured"
+    asked = meta.get("rounds")
+    llm = meta.get("llm")
+    return RunInfo(directory.name, directory, str(meta.get("kernel", "")), str(meta.get("path", "")),
+                   str(meta.get("mode", "")), meta.get("started"), str(meta.get("status", "")),
+                   str(meta.get("stopped", "")), len(rounds), asked if isinstance(asked, int) else None,
+                   speedup, note, llm.get("model") if isinstance(llm, dict) else None)
+
+
+def list_runs(runs_dir: Path) -> list[RunInfo]:
+    """Every readable run under `runs_dir`, oldest first."""
+    if not runs_dir.is_dir():
+        return []
+    found = (read_run(d) for d in runs_dir.iterdir() if d.is_dir())
+    return sorted((r for r in found if r is not None), key=lambda r: (r.started or 0.0, r.id))
+
+
+def names_file(run: RunInfo, path: str | os.PathLike, root: Path) -> bool:
+    """Whether the run was of the file `path`. The log keeps the path as it was typed, so a
+    relative one is tried against the current folder and the workspace root."""
+    logged = Path(run.path)
+    tries = [logged] if logged.is_absolute() else [Path.cwd() / logged, root / logged]
+    target = Path(path).resolve()
+    return any(t.resolve() == target for t in tries)
+
+
+def runs_of(text: str, path: str | os.PathLike, runs_dir: Path, root: Path,
+            kernel: str | None = None) -> list[RunInfo]:
+    """The runs of one file (and kernel), oldest first. A run whose logged path names another
+    place still counts when it has the same file name and started from exactly this text (the
+    file was moved, or the run was started from another folder)."""
+    return [r for r in list_runs(runs_dir) if (kernel is None or r.kernel == kernel) and _of_file(r, text, path, root)]
+
+
+def _of_file(run: RunInfo, text: str, path: str | os.PathLike, root: Path) -> bool:
+    if names_file(run, path, root):
+        return True
+    return Path(run.path).name == Path(path).name and RunLog(run.dir).read_original() == text
+
+
+def resolve_resume(text: str, path: str | os.PathLike, kernel: str, run_id: str, runs_dir: Path,
+                   root: Path) -> RunInfo:
+    """The run `--resume RUN_ID` names (`last`: the newest run of this kernel on this file), after
+    checking it can be continued from the file as it is now. Raises AstraError saying why not."""
+    from ..errors import AstraError
+    if run_id == "last":
+        mine = runs_of(text, path, runs_dir, root, kernel)
+        if not mine:
+            raise AstraError(f"no logged run of {kernel} on {path} to resume (looked in {runs_dir})")
+        run = mine[-1]
+    else:
+        # Only a plain folder name under runs_dir: an id is never a path.
+        run = read_run(runs_dir / run_id) if run_id and Path(run_id).name == run_id and \
+            run_id not in (".", "..") else None
+        if run is None:
+            known = runs_of(text, path, runs_dir, root)
+            listing = "; ".join(f"{r.id} ({r.kernel}, {r.status})" for r in known[-10:])
+            raise AstraError(f"no run {run_id!r} in {runs_dir}; "
+                             + (f"runs of {path}: {listing}" if known else f"there are no logged runs of {path}"))
+        if run.kernel != kernel:
+            raise AstraError(f"run {run.id} optimized kernel {run.kernel!r}, not {kernel!r}")
+        if not _of_file(run, text, path, root):
+            raise AstraError(f"run {run.id} optimized {run.path}, not {path}")
+    original = RunLog(run.dir).read_original()
+    if original is None:
+        raise AstraError(f"run {run.id} has no original.cu in its log; it cannot be resumed")
+    if original != text:
+        best = run.dir / "best.cu"
+        if best.exists() and best.read_text(encoding="utf-8") == text:
+            raise AstraError(f"{path} now holds run {run.id}'s best version (written with --write), not the "
+                             f"text the run started from; start a new run (without --resume) to go on from it")
+        raise AstraError(f"{path} changed since run {run.id} started; resuming it would optimize a stale text. "
+                         f"Start a new run (without --resume)")
+    return run
