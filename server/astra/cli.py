@@ -228,7 +228,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.choices["profile"].add_argument("--ncu", action="store_true", help="collect Nsight Compute metrics")
     o = sub.choices["optimize"]
     o.add_argument("--rounds", type=int, default=None,
-                   help="rounds in all (default 5; with --resume, the run's own total)")
+                   help="rounds in all (default 5; with --resume: an interrupted run's own total, "
+                        "a finished run's rounds, i.e. only report it)")
     o.add_argument("--llm", choices=["offline", "openai"], default=None,
                    help="offline (default without an endpoint) or an OpenAI-compatible endpoint")
     o.add_argument("--model")

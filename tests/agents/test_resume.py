@@ -137,6 +137,18 @@ def test_report_of_a_finished_run_evaluates_nothing(ws, capsys, tmp_path):
     assert fake.evaluated == [] and again["rounds"] == first["rounds"] and again["best"] == first["best"]
 
 
+def test_a_run_that_stopped_early_is_reported_not_continued(ws, capsys):
+    f, fake = ws
+    first = optimize_json(capsys, f, "--rounds", "8")                 # the offline ideas run out first
+    assert first["stopped"] == "nothing left to try" and len(first["rounds"]) < 8
+    done = len(first["rounds"])
+    fake.evaluated.clear()
+    again = optimize_json(capsys, f, "--resume", "last")
+    assert fake.evaluated == [] and again["rounds"] == first["rounds"]
+    code, out, _ = astra(capsys, "optimize", f, "--list-runs")
+    assert f"{done}/8" in out                                          # what was asked is kept
+
+
 def test_resume_and_write(ws, capsys):
     f, fake = ws
     text = f.read_text()
