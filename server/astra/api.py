@@ -298,8 +298,8 @@ def optimize(text: str, path: str, kernel: str | None, *, rounds: int | None = 5
              write: bool = False, report: str | None = None, quick: bool = False, resume: str | None = None):
     """Run the agent team on one kernel. Every candidate is judged in a worker process by the
     gate (and timed by the profiler where the backend measures time).
-    resume: a run id under `.astra/runs/` (or 'last') to continue; `rounds` is then the total,
-    None meaning the run's own."""
+    resume: a run id under `.astra/runs/` (or 'last') to continue; `rounds` is then the total
+    (None: an interrupted run's own total, or the rounds a finished run did: it is only reported)."""
     from . import agents, worker
     from .agents import runlog
     from .agents.evaluation import Check, Evaluation
@@ -313,8 +313,8 @@ def optimize(text: str, path: str, kernel: str | None, *, rounds: int | None = 5
     run = None
     if resume:
         run = runlog.resolve_resume(text, path, info.kernel.name, resume, runs_dir, workspace.root_for(path))
-        if rounds is None:
-            rounds = max(run.rounds_done, run.rounds_asked or 0)
+        if rounds is None:  # an interrupted run goes on to its total; a finished one is reported
+            rounds = run.rounds_done if run.status == "done" else max(run.rounds_done, run.rounds_asked or 0)
         elif rounds < run.rounds_done:
             raise AstraError(f"run {run.id} has done {run.rounds_done} rounds already and --rounds is the "
                              f"total: give {run.rounds_done} (to report it) or more (to continue)")
@@ -345,7 +345,7 @@ def optimize(text: str, path: str, kernel: str | None, *, rounds: int | None = 5
     gpu = ""
     if chosen == "gpu":
         gpu = worker.run("astra.jobs:gpu_facts_job", {}, timeout=60.0)
-    if run is not None:
+    if run is not None and rounds > run.rounds_done:
         runlog.RunLog(run.dir).update_meta(rounds=rounds)   # the total asked for is now this
     result = agents.optimize(text, path, info.kernel.name, evaluate, rounds=rounds, llm=llm, spec=info.spec,
                              gpu=gpu, runs_dir=runs_dir, cancel=cancel, progress=progress,
