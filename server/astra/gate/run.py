@@ -21,6 +21,7 @@ import os
 import re
 import secrets
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,8 @@ from .verdict import CaseInfo, CheckResult, Failure, Verdict
 FILLS = (0x3C, 0xBA, 0x3A, 0xB8)  # byte refills for the same-pointer test: modest values of either sign
 EXTRA_LAUNCHES = 150              # more launches when the candidate keeps state or reads clocks (> a
                                   # timing loop's 20 warm-up + 100 timed)
+BUILD_THREADS = 2                 # CPU: g++ builds at once (0: one after another). Two, not four: the
+                                  # reference and candidate, which everything waits on, get a core each
 
 
 class Cancelled(AstraError):
@@ -68,6 +71,8 @@ class _Gate:
         self.atomics = False
         self.suspect = False
         self.cpu = not backend.measures_time and backend.name == "cpu"
+        self.builds: dict[str, Future] = {}
+        self.pool: ThreadPoolExecutor | None = None
 
     # ---- bookkeeping -------------------------------------------------------------------------
     def cancelled(self) -> None:
@@ -128,10 +133,37 @@ class _Gate:
                                    sanitize=sanitize, **extra)
         return Compiled(mod, unit.name_expression, role)
 
+    def start_builds(self) -> None:
+        """CPU: start every build this gate will need at once — g++ runs as a subprocess, so
+        threads overlap — and take each result in the usual order when its check comes. A build
+        that an earlier failure makes unneeded still finishes into the compile cache (queued ones
+        are dropped). The GPU stays sequential: an NVRTC compile takes ~35 ms."""
+        if not self.cpu or BUILD_THREADS < 2:
+            return
+        plan = {"reference": (self.ref_unit, "reference", {}), "candidate": (self.cand_unit, "candidate", {})}
+        if self.ref_unit is None:
+            del plan["reference"]
+        if not self.quick:
+            plan["sanitize"] = (self.cand_unit, "candidate", {"sanitize": True})
+            plan["races"] = (self.cand_unit, "candidate", {"races": True})
+        self.pool = ThreadPoolExecutor(BUILD_THREADS, thread_name_prefix="astra-build")
+        self.builds = {key: self.pool.submit(self.compile, unit, role, **kw) for key, (unit, role, kw) in plan.items()}
+
+    def built(self, key: str, unit, role: str, **kw) -> Compiled:
+        """The build started for `key`, else a compile now. Raises what the compile raised."""
+        future = self.builds.pop(key, None)
+        return future.result() if future is not None else self.compile(unit, role, **kw)
+
+    def stop_builds(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool, self.builds = None, {}
+
     def compile_all(self) -> bool:
+        self.start_builds()
         if self.ref_unit is not None:
             try:
-                self.ref = self.compile(self.ref_unit, "reference")
+                self.ref = self.built("reference", self.ref_unit, "reference")
             except CompileError as e:
                 self.v.status, self.v.log = "error", f"the reference does not compile: {e}\n{e.log}"
                 return False
@@ -139,7 +171,7 @@ class _Gate:
                 self.v.status, self.v.log = "unsupported", f"the reference cannot run on the {self.backend.name}: {e}"
                 return False
         try:
-            self.cand = self.compile(self.cand_unit, "candidate")
+            self.cand = self.built("candidate", self.cand_unit, "candidate")
         except CompileError as e:
             self.v.log = e.log
             self.fail("compile", f"the candidate does not compile: {e}")
@@ -391,7 +423,7 @@ class _Gate:
     def compile_variant(self, **kw) -> Compiled:
         """A sanitizer/race-checker build; a compiler timeout (a loaded machine) gets one retry."""
         try:
-            return self.compile(self.cand_unit, "candidate", **kw)
+            return self.built("races" if kw.get("races") else "sanitize", self.cand_unit, "candidate", **kw)
         except CompileError as e:
             if "timed out" not in str(e):
                 raise
@@ -503,6 +535,8 @@ class _Gate:
             self.v.status, self.v.log = "unsupported", f"the {self.backend.name} backend cannot run this kernel: {e}"
         except BackendUnavailable as e:
             self.v.status, self.v.log = "error", f"the {self.backend.name} backend is unavailable: {e}"
+        finally:
+            self.stop_builds()
         self.v.seconds = round(time.perf_counter() - t0, 3)
         return self.v
 

@@ -9,7 +9,9 @@ import platform
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Sequence
 
@@ -99,8 +101,28 @@ def _runtime_digest() -> str:
     return h.hexdigest()[:16]
 
 
+_build_locks: dict[str, threading.RLock] = {}
+_build_locks_guard = threading.Lock()
+
+
+@contextmanager
+def _one_build(out: Path):
+    """One build of a given output at a time in this process: a second thread that wants the same
+    module (the gate builds in parallel, and the reference is often the candidate's very text)
+    waits and then finds it cached instead of compiling it again."""
+    with _build_locks_guard:
+        lock = _build_locks.setdefault(str(out), threading.RLock())
+    with lock:
+        yield
+
+
 def _atomic_build(out: Path, cmd_for: "callable", what: str) -> Path:
     """Run a compile into a temporary file and rename it into place (safe across processes)."""
+    with _one_build(out):
+        return _atomic_build_unlocked(out, cmd_for, what)
+
+
+def _atomic_build_unlocked(out: Path, cmd_for: "callable", what: str) -> Path:
     if out.exists():
         os.utime(out)  # recently used (age-based pruning)
         return out
@@ -245,6 +267,12 @@ def compile_module(source: str, name_expressions: Sequence[str], filename: str,
     key = hashlib.sha256("\0".join([source, *name_expressions, *opts, str(sanitize),
                                     _runtime_digest(), *base_flags(sanitize)]).encode()).hexdigest()[:24]
     out = cache_dir() / f"mod-{key}{'-' + sanitize if sanitize else ''}.so"
+    with _one_build(out):
+        return _build_module(out, source, name_expressions, filename, opts, sanitize)
+
+
+def _build_module(out: Path, source: str, name_expressions: Sequence[str], filename: str,
+                  opts: list[str], sanitize: str) -> Path:
     if out.exists():
         os.utime(out)  # recently used: pruned last
         return out
