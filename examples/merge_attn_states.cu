@@ -4,7 +4,9 @@
 //   out = (v_a * wa + v_b * wb) / (wa + wb);      lse_out = log(wa + wb) + m
 // Layout [tokens, heads, head_dim] for values, [tokens, heads] for log-sum-exps.
 // One block per (token, head); every thread recomputes the weights for each element.
+// The host function at the bottom launches it, as an attention backend would.
 #include <cuda_fp16.h>
+#include <cuda_runtime.h>
 
 /* @astra
 grid = ["num_tokens", "num_heads"]
@@ -53,4 +55,12 @@ __global__ void merge_attn_states(__half* __restrict__ out, float* __restrict__ 
     const float m = fmaxf(sa, sb);
     out_lse[row] = logf(expf(sa - m) + expf(sb - m)) + m;
   }
+}
+
+void merge_attn_states_launch(__half* out, float* out_lse, const __half* v_a, const float* lse_a,
+                              const __half* v_b, const float* lse_b, int num_tokens, int num_heads,
+                              int head_dim, cudaStream_t stream) {
+  const dim3 grid(num_tokens, num_heads);
+  const dim3 block(head_dim < 128 ? head_dim : 128);
+  merge_attn_states<<<grid, block, 0, stream>>>(out, out_lse, v_a, lse_a, v_b, lse_b, num_heads, head_dim);
 }

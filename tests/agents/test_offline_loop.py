@@ -13,7 +13,7 @@ from agent_helpers import example
 EXPECTED = {  # the transformations each example must get through the gate
     "silu_and_mul": {"vectorize", "fast_math", "unroll_vector"},
     "fused_add_rmsnorm": {"vectorize", "warp_reduce", "fast_math"},
-    "merge_attn_states": {"hoist", "vectorize", "fast_math"},
+    "merge_attn_states": {"pack_rows", "hoist", "vectorize", "fast_math"},
 }
 
 

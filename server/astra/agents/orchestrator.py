@@ -16,7 +16,7 @@ from typing import Callable
 from .coder import Attempt, LLMCoder, OfflineCoder
 from .evaluation import CachedEvaluate, Evaluation, source_hash
 from .llm import LLMClient, LLMConfig
-from .offline import context_from_spec
+from .offline import context_from_spec, context_from_text
 from .planner import LLMPlanner, OfflinePlanner
 from .records import Round, Usage
 from .result import OptimizeResult
@@ -70,6 +70,7 @@ def optimize(text: str, path: str, kernel: str, evaluate: Callable[[str], Evalua
     if resume and log is not None:
         original = log.read_original() or text
         history = log.rounds()
+        t0 -= sum(r.seconds for r in history)  # the run's time includes its earlier sessions
         prior = log.read_baseline()
         if prior is not None:
             ev.seed(original, prior)
@@ -96,7 +97,7 @@ def optimize(text: str, path: str, kernel: str, evaluate: Callable[[str], Evalua
         tell(len(result.rounds), "done", result.speedup, stopped)
         return result
 
-    tell(0, "baseline", None, f"checking and timing the original {kernel}")
+    tell(0, "baseline", None, f"resuming run {run_id}" if history else f"checking and timing the original {kernel}")
     base = ev(text)
     result.baseline = result.best_eval = base
     if log is not None:
@@ -119,9 +120,14 @@ def optimize(text: str, path: str, kernel: str, evaluate: Callable[[str], Evalua
         result.usage.add(r.usage)
         if r.adopted and r.candidate is not None and r.evaluation is not None:
             s.best, s.best_eval = r.candidate, r.evaluation
+            s.context = context_from_text(kernel, s.best, spec)
     result.best, result.best_eval = s.best, s.best_eval
 
     stale = 0
+    for r in reversed(history):  # patience carries over a resume
+        if r.adopted:
+            break
+        stale += 1
     start_round = len(history) + 1
     for i in range(start_round, rounds + 1):
         if cancel.is_set():
@@ -154,6 +160,7 @@ def optimize(text: str, path: str, kernel: str, evaluate: Callable[[str], Evalua
         result.usage.add(r.usage)
         if r.adopted:
             s.best, s.best_eval = r.candidate, r.evaluation  # type: ignore[assignment]
+            s.context = context_from_text(kernel, s.best, spec)  # the launch may have changed
             result.best, result.best_eval = s.best, s.best_eval
             stale = 0
         else:

@@ -7,12 +7,13 @@ from .offline import TRANSFORMS
 from .records import Plan, Usage
 from .situation import Situation
 
-# Orders of preference. Memory-bound (or unknown, e.g. on the CPU): wider accesses first, after
-# hoisting so the vectorized body is already lean. Latency/compute-bound: fewer barriers and
+# Orders of preference. Packing short rows first: it changes the launch, and the other ideas then
+# size themselves to the packed rows. Memory-bound (or unknown, e.g. on the CPU): wider accesses
+# first, after hoisting so the vectorized body is already lean. Latency/compute-bound: fewer barriers and
 # instructions first.
-MEMORY_ORDER = ["hoist", "vectorize", "vectorize64", "vectorize32", "warp_reduce", "fast_math", "unroll_vector",
+MEMORY_ORDER = ["pack_rows", "hoist", "vectorize", "vectorize64", "vectorize32", "warp_reduce", "fast_math", "unroll_vector",
                 "restrict_ldg", "unroll"]
-COMPUTE_ORDER = ["hoist", "warp_reduce", "fast_math", "vectorize", "vectorize64", "vectorize32", "unroll_vector",
+COMPUTE_ORDER = ["pack_rows", "hoist", "warp_reduce", "fast_math", "vectorize", "vectorize64", "vectorize32", "unroll_vector",
                  "restrict_ldg", "unroll"]
 
 
