@@ -90,6 +90,7 @@ def run_one(file: str, kernel: str, backend, rounds: int, quick: bool, in_proces
         full = lambda t: worker.run("astra.jobs:evaluate_job", {**job, "text": t},  # noqa: E731
                                     timeout=api.CHECK_TIMEOUT + api.PROFILE_TIMEOUT)
     wall = time.time() - t0
+    evals = [x.evaluation for x in r.rounds if x.evaluation is not None and x.evaluation.seconds > 0]
     final = full(r.best) if quick else r.best_eval
     sizes = r.per_size()
     return {
@@ -102,9 +103,20 @@ def run_one(file: str, kernel: str, backend, rounds: int, quick: bool, in_proces
         "tried": [{"round": x.index, "idea": x.plan.idea if x.plan else None, "outcome": x.outcome,
                    "reason": x.reason} for x in r.rounds],
         "final_full_gate": {"passed": final.passed, "summary": final.check.summary},
+        # One candidate's evaluation (quick gate + side-by-side timing), and the gate's share of it.
+        "eval_s_median": _median([e.seconds for e in evals]),
+        "gate_share_median": _median([e.gate_seconds / e.seconds for e in evals if e.seconds > 0 and e.measured]),
         "wall_s": round(wall, 1), "stopped": r.stopped, "speed_note": r.speed_note,
         "best_kernel_source": r.best_kernel_source,
     }
+
+
+def _median(xs: list[float]) -> float | None:
+    xs = sorted(xs)
+    if not xs:
+        return None
+    mid = len(xs) // 2
+    return round(xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2, 3)
 
 
 def table(results: list[dict], device: str) -> str:

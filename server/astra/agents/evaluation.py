@@ -87,6 +87,7 @@ class Evaluation:
     speed_note: str = ""   # why there is no profile, e.g. 'speed not measured on the CPU backend'
     registers: int | None = None   # static resource data when there is no profile
     seconds: float = 0.0
+    gate_seconds: float = 0.0      # of `seconds`, the part the gate (testing agent) took
 
     @property
     def passed(self) -> bool:
@@ -102,12 +103,13 @@ class Evaluation:
 
     def to_json(self) -> dict:
         return {"check": self.check.to_json(), "profile": self.profile.to_json() if self.profile else None,
-                "speed_note": self.speed_note, "registers": self.registers, "seconds": self.seconds}
+                "speed_note": self.speed_note, "registers": self.registers, "seconds": self.seconds,
+                "gate_seconds": self.gate_seconds}
 
     @classmethod
     def from_json(cls, d: dict) -> "Evaluation":
         return cls(Check(**d["check"]), Profile.from_json(d["profile"]) if d.get("profile") else None,
-                   d.get("speed_note", ""), d.get("registers"), d.get("seconds", 0.0))
+                   d.get("speed_note", ""), d.get("registers"), d.get("seconds", 0.0), d.get("gate_seconds", 0.0))
 
 
 class Evaluate(Protocol):

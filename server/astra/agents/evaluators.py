@@ -8,6 +8,7 @@ backend isolates kernel execution itself; on the GPU only NVRTC-compiled device 
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any, Callable
 
@@ -85,9 +86,10 @@ def local_evaluator(path: str, kernel: str, spec: Any, backend: Any, reference_t
         if problem:
             return Evaluation(Check(False, problem, problem, 0, "static"), seconds=time.perf_counter() - t0)
         check = to_check(gate.check(ref_unit, cand, cand_spec, backend, quick=quick, reference_spec=ref_spec))
+        gate_s = time.perf_counter() - t0
         if not check.passed:
-            return Evaluation(check, seconds=time.perf_counter() - t0)
+            return Evaluation(check, seconds=gate_s, gate_seconds=gate_s)
         prof = profiler.profile(ref_unit, cand, cand_spec, backend, arch=arch, reference_spec=ref_spec)
-        return to_evaluation(check, prof, time.perf_counter() - t0)
+        return dataclasses.replace(to_evaluation(check, prof, time.perf_counter() - t0), gate_seconds=gate_s)
 
     return evaluate
