@@ -136,3 +136,22 @@ def test_check_against_a_pinned_baseline_launches_the_baseline_its_own_way(tmp_p
     path.write_text(rw.text)
     again = api.check(rw.text, str(path), kernel, backend="cpu")[0]
     assert again.passed and again.reference.startswith("baseline pinned"), again.summary
+
+
+@pytest.mark.gpu
+def test_packed_candidate_on_the_gpu_is_verified_and_timed_against_the_original_launch():
+    """On a GPU: the quick gate passes the packed rewrite, the profiler times it and the original
+    (each with its own launch) side by side, and the version that drops a row is refused."""
+    from astra import api, spec as spec_mod, worker
+    text, path, kernel, rw = packed()
+    m = source.parse(text)
+    job = {"backend": "gpu", "arch": "sm_90", "path": path, "kernel": kernel,
+           "spec": spec_mod.load(m.kernel(kernel), m), "reference_text": text, "reference_kernel": kernel,
+           "quick": True}
+    ev = worker.run("astra.jobs:evaluate_job", {**job, "text": rw.text}, timeout=api.CHECK_TIMEOUT + api.PROFILE_TIMEOUT)
+    assert ev.passed and ev.measured, ev.check.feedback
+    assert all(t.baseline_us > 0 and t.candidate_us > 0 for t in ev.profile.sizes)
+    bad = rw.text.replace(">= static_cast<unsigned int>(num_heads)) return;",
+                          ">= static_cast<unsigned int>(num_heads) - 1) return;")
+    ev = worker.run("astra.jobs:evaluate_job", {**job, "text": bad}, timeout=api.CHECK_TIMEOUT + api.PROFILE_TIMEOUT)
+    assert not ev.passed
