@@ -61,3 +61,23 @@ def test_quick_suite_is_small():
     full = suite.build(spec, measures_time=False, nonce=5)
     quick = suite.build(spec, measures_time=False, nonce=5, quick=True)
     assert len(quick.cases) < len(full.cases) / 2
+
+
+def test_large_inputs_are_drawn_in_parallel_chunks_reproducibly():
+    """Timed sizes (~10^8 elements) are drawn chunk by chunk on all cores: the values depend on
+    the seed only, every chunk has its own stream, and the distribution is the spec's."""
+    spec = example_spec("merge_attn_states")
+    sizes = {"num_tokens": 2 * suite.PARALLEL_MIN // 128 + 3, "num_heads": 1, "head_dim": 128}
+    a = suite.inputs(spec, sizes, suite.SPEC_DIST, 7)
+    b = suite.inputs(spec, sizes, suite.SPEC_DIST, 7)
+    c = suite.inputs(spec, sizes, suite.SPEC_DIST, 8)
+    for name in a:
+        assert a[name].dtype == b[name].dtype and np.array_equal(a[name], b[name])
+        assert not np.array_equal(a[name], c[name])
+    v = a["v_a"].reshape(-1)
+    assert v.dtype == np.float16 and v.size > 2 * suite.PARALLEL_MIN
+    n = suite.PARALLEL_MIN
+    assert not np.array_equal(v[:1000], v[n:n + 1000]) and not np.array_equal(v[n:n + 1000], v[2 * n:2 * n + 1000])
+    f = v.astype(np.float32)
+    assert abs(f.mean()) < 0.01 and abs(f.std() - 1.0) < 0.01 and (f == 0).mean() < 1e-4
+    assert not np.array_equal(a["v_a"], a["v_b"])

@@ -16,6 +16,8 @@ verdict. Host arrays are generated with NumPy's PCG64.
 """
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -267,6 +269,26 @@ def _sample(arg: ArgSpec, shape: tuple[int, ...], rng: np.random.Generator, dist
     return np.clip(vals, info.min, info.max).astype(dt)
 
 
+PARALLEL_MIN = 1 << 22   # elements: larger arrays are drawn in chunks, one random stream each
+
+
+def _sample_large(arg: ArgSpec, shape: tuple[int, ...], rng: np.random.Generator, distribution: str) -> np.ndarray:
+    """A timed size's ~10^8 elements, drawn chunk by chunk on all cores. Each chunk has its own
+    stream spawned from `rng`, so the values depend on the seed only, not on the thread count."""
+    n = int(np.prod(shape))
+    out = np.empty(n, dtype=arg.dtype.np)
+    bounds = [(s, min(n, s + PARALLEL_MIN)) for s in range(0, n, PARALLEL_MIN)]
+    streams = rng.spawn(len(bounds))
+
+    def draw(k: int) -> None:
+        s, e = bounds[k]
+        out[s:e] = _sample(arg, (e - s,), streams[k], distribution)
+
+    with ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 1)) as pool:
+        list(pool.map(draw, range(len(bounds))))  # NumPy fills and casts release the GIL
+    return out.reshape(shape)
+
+
 def inputs(spec: Spec, sizes: dict[str, int], distribution: str, seed: int) -> dict[str, np.ndarray]:
     """Fresh host arrays for every pointer argument that is read (inputs and in-place arguments).
     Output-only arguments get no array: their buffers are poisoned instead."""
@@ -274,5 +296,7 @@ def inputs(spec: Spec, sizes: dict[str, int], distribution: str, seed: int) -> d
     out = {}
     for a in spec.args.values():
         if a.pointer and not a.output:
-            out[a.name] = _sample(a, spec.shape(a.name, sizes), rng, distribution)
+            shape = spec.shape(a.name, sizes)
+            large = int(np.prod(shape)) >= PARALLEL_MIN and a.init.kind not in ("arange", "ones", "zeros")
+            out[a.name] = (_sample_large if large else _sample)(a, shape, rng, distribution)
     return out
