@@ -89,6 +89,19 @@ class SpecComment:
 
 
 @dataclass(frozen=True)
+class ConfigVar:
+    """A launch-configuration argument that is a plain name of a `dim3` variable.
+
+    `dims` are the dim3's constructor arguments as written, when its one declaration in the
+    launching host function precedes the launch, encloses it and nothing may change it after;
+    otherwise `dims` is None and `problem` says why it was not followed."""
+    name: str
+    dims: tuple[str, ...] | None
+    line: int | None        # 0-based line of the declaration, when there is one in the function
+    problem: str | None = None
+
+
+@dataclass(frozen=True)
 class LaunchSite:
     kernel: str
     template_args: str | None
@@ -99,6 +112,8 @@ class LaunchSite:
     args: tuple[str, ...]
     span: Span
     function: str | None  # the enclosing host function
+    grid_var: ConfigVar | None = None   # set when `grid` is the name of a dim3 variable
+    block_var: ConfigVar | None = None  # likewise for `block`
 
     def to_json(self) -> dict:
         return {"kernel": self.kernel, "template_args": self.template_args, "grid": self.grid,
@@ -161,6 +176,9 @@ class SourceModel:
     launches: list[LaunchSite] = field(default_factory=list)
     items: list[Item] = field(default_factory=list)
     syntax_errors: list[Span] = field(default_factory=list)
+    # Names with one constant value in the file: object-like macros and file-scope const/constexpr
+    # integers, name -> value as written ('MAX_THREADS' -> '1024').
+    constants: dict[str, str] = field(default_factory=dict)
 
     def kernel(self, name: str) -> Kernel | None:
         return next((k for k in self.kernels if name in (k.name, k.qualified_name)), None)
@@ -299,6 +317,17 @@ class _Builder:
     def __init__(self, text: str):
         self.txt = _Text(text)
         self.model = SourceModel(text=text)
+        self._ambiguous: set[str] = set()  # names given two different constant values
+
+    def _constant(self, name: str, value: str) -> None:
+        value = value.strip()
+        if not value or name in self._ambiguous:
+            return
+        if self.model.constants.get(name, value) != value:
+            del self.model.constants[name]
+            self._ambiguous.add(name)
+            return
+        self.model.constants[name] = value
 
     def run(self, root: Node) -> SourceModel:
         self._collect_errors(root)
@@ -340,6 +369,9 @@ class _Builder:
             uses = _idents(node) - {name.text.decode()} if name is not None else _idents(node)
             add(Item("macro", frozenset({name.text.decode()}) if name is not None else frozenset(),
                      frozenset(uses), span, text, namespaces, extern_c, device=True))
+            value = node.child_by_field_name("value")
+            if t == "preproc_def" and name is not None and value is not None:
+                self._constant(name.text.decode(), value.text.decode())
         elif t == "namespace_definition":
             name = node.child_by_field_name("name")
             body = node.child_by_field_name("body")
@@ -422,6 +454,12 @@ class _Builder:
                 kind = "kernel_decl"
         self.model.items.append(Item(kind, frozenset(names), frozenset(_idents(node) - names), span, text,
                                      namespaces, extern_c, device=device or kind == "device_function"))
+        if kind == "variable" and specs & {"const", "constexpr"}:
+            for d in node.children_by_field_name("declarator"):
+                target, value = d.child_by_field_name("declarator"), d.child_by_field_name("value")
+                if d.type == "init_declarator" and target is not None and target.type == "identifier" \
+                        and value is not None:
+                    self._constant(target.text.decode(), value.text.decode())
 
     def _function(self, node: Node, prev: Node | None, namespaces: tuple[str, ...], extern_c: bool,
                   wrapper: Node | None = None) -> None:
@@ -501,19 +539,20 @@ class _Builder:
         return between.strip() == "" and between.count("\n") <= 1
 
     def _launches(self, root: Node) -> None:
-        stack = [(root, None)]
+        stack: list[tuple[Node, Node | None]] = [(root, None)]
         while stack:
-            n, fn_name = stack.pop()
-            if n.type == "function_definition":
-                nm, _ = _declarator_name(_function_declarator(n.child_by_field_name("declarator")))
-                fn_name = nm
+            n, fn = stack.pop()
+            if n.type == "function_definition":  # lambdas are no function_definition: they share its locals
+                fn = n
             if n.type == "call_expression":
                 kcs = next((c for c in n.children if c.type == "kernel_call_syntax"), None)
                 if kcs is not None:
-                    self._launch(n, kcs, fn_name)
-            stack.extend((c, fn_name) for c in reversed(n.children))
+                    self._launch(n, kcs, fn, root)
+            stack.extend((c, fn) for c in reversed(n.children))
 
-    def _launch(self, call: Node, kcs: Node, fn_name: str | None) -> None:
+    def _launch(self, call: Node, kcs: Node, fn: Node | None, root: Node) -> None:
+        fn_name = _declarator_name(_function_declarator(fn.child_by_field_name("declarator")))[0] \
+            if fn is not None else None
         func = call.child_by_field_name("function")
         targs = None
         prefix = ""
@@ -526,14 +565,183 @@ class _Builder:
             targs = targs_node.text.decode() if targs_node is not None else None
             func = func.child_by_field_name("name")
         name = prefix + func.text.decode() if func is not None else "?"
-        cfg = [c.text.decode() for c in kcs.named_children if c.type != "comment"]
+        cfg_nodes = [c for c in kcs.named_children if c.type != "comment"]
+        cfg = [c.text.decode() for c in cfg_nodes]
         cfg += [None] * (4 - len(cfg))
+        grid_var, block_var = (_dim3_var(cfg_nodes[i], fn, fn_name, call, root)
+                               if i < len(cfg_nodes) and cfg_nodes[i].type == "identifier" else None
+                               for i in (0, 1))
         args_node = call.child_by_field_name("arguments")
         args = tuple(a.text.decode() for a in args_node.named_children if a.type != "comment") \
             if args_node is not None else ()
         self.model.launches.append(LaunchSite(
             kernel=name, template_args=targs, grid=cfg[0] or "", block=cfg[1] or "", shared_mem=cfg[2],
-            stream=cfg[3], args=args, span=self.txt.span(call), function=fn_name))
+            stream=cfg[3], args=args, span=self.txt.span(call), function=fn_name, grid_var=grid_var,
+            block_var=block_var))
+
+
+def _walk(node: Node):
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(n.children))
+
+
+def _is_dim3_type(node: Node | None) -> bool:
+    return node is not None and node.text.decode() in ("dim3", "::dim3")
+
+
+def _dim3_call(value: Node | None) -> Node | None:
+    """The argument list of `dim3(a, b)` or `dim3{a, b}`."""
+    if value is None:
+        return None
+    if value.type == "call_expression" and _is_dim3_type(value.child_by_field_name("function")):
+        return value.child_by_field_name("arguments")
+    if value.type == "compound_literal_expression" and _is_dim3_type(value.child_by_field_name("type")):
+        return value.child_by_field_name("value")
+    return None
+
+
+def _local_declarations(name: str, fn: Node) -> list[tuple[Node, Node]]:
+    """(declaration, declarator) for every declaration of `name` in a function, parameters included."""
+    out = []
+    for n in _walk(fn):
+        if n.type == "declaration":
+            for d in n.children_by_field_name("declarator"):
+                if _declarator_name(d)[0] == name:
+                    out.append((n, d))
+        elif n.type in ("parameter_declaration", "optional_parameter_declaration"):
+            d = n.child_by_field_name("declarator")
+            if d is not None and _declarator_name(d)[0] == name:
+                out.append((n, d))
+    return out
+
+
+def _declares_dim3(decl: Node, declarator: Node) -> bool:
+    type_node = decl.child_by_field_name("type")
+    if _is_dim3_type(type_node):
+        return True
+    # `auto g = dim3(...)`
+    return (type_node is not None and type_node.type == "placeholder_type_specifier"
+            and declarator.type == "init_declarator"
+            and _dim3_call(declarator.child_by_field_name("value")) is not None)
+
+
+def _dim3_args(decl: Node, declarator: Node) -> tuple[str, ...] | None:
+    """The constructor arguments of a dim3 declaration, or None for a form we do not follow."""
+    args: list[Node]
+    if declarator.type == "identifier":                       # dim3 g;  -> (1, 1, 1)
+        args = []
+    elif declarator.type == "function_declarator":            # dim3 g(a, b): parsed as a declaration
+        params = declarator.child_by_field_name("parameters")
+        args = [p for p in params.named_children if p.type != "comment"] if params is not None else []
+        # Each argument must be a bare name read as a type; `dim3 g(int a)` or `dim3 g()` declare functions.
+        if not args or any(p.type != "parameter_declaration" or p.child_by_field_name("declarator") is not None
+                           for p in args):
+            return None
+    elif declarator.type == "init_declarator":
+        target = declarator.child_by_field_name("declarator")
+        value = declarator.child_by_field_name("value")
+        if target is None or target.type != "identifier" or value is None:
+            return None                                        # a reference or pointer to a dim3
+        call = _dim3_call(value)
+        if call is not None:                                   # = dim3(a, b)  /  = dim3{a, b}
+            value = call
+        elif not _is_dim3_type(decl.child_by_field_name("type")):
+            return None                                        # auto g = <something else>
+        if value.type in ("argument_list", "initializer_list"):   # g(a, b)  g{a, b}  g = {a, b}
+            args = [a for a in value.named_children if a.type != "comment"]
+        else:                                                  # dim3 g = n;
+            args = [value]
+    else:
+        return None
+    if len(args) > 3:
+        return None
+    return tuple(a.text.decode() for a in args) or ("1",)
+
+
+def _may_change(ident: Node) -> bool:
+    """Whether this use of a dim3 variable may change it: only launches and `g.x` reads may not."""
+    parent = ident.parent
+    if parent is None or parent.type == "kernel_call_syntax":
+        return False
+    if parent.type == "field_expression" and parent.child_by_field_name("argument") == ident:
+        outer = parent.parent
+        if outer is None:
+            return False
+        if outer.type == "assignment_expression" and outer.child_by_field_name("left") == parent:
+            return True
+        if outer.type == "update_expression":
+            return True
+        if outer.type == "pointer_expression" and outer.children[0].type == "&":
+            return True
+        return False
+    return True
+
+
+def _dim3_var(ident: Node, fn: Node | None, fn_name: str | None, call: Node, root: Node) -> ConfigVar | None:
+    """What a launch's `grid` or `block` name holds, when it names a dim3; None when it names
+    something else (a size, a macro) — those are read as they are written."""
+    name = ident.text.decode()
+    where = f"`{fn_name}`" if fn_name else "the launching function"
+    local = _local_declarations(name, fn) if fn is not None else []
+    if not local:
+        at_file_scope = any(_declares_dim3(n, d) and _declarator_name(d)[0] == name
+                            for n in _outside_functions(root) if n.type == "declaration"
+                            for d in n.children_by_field_name("declarator"))
+        return ConfigVar(name, None, None, f"is declared outside {where}") if at_file_scope else None
+    if not any(_declares_dim3(d, dd) for d, dd in local):
+        return None
+    decl, declarator = local[0]
+    line = decl.start_point[0]
+    if len(local) > 1:
+        lines = ", ".join(str(d.start_point[0] + 1) for d, _ in local)
+        return ConfigVar(name, None, line, f"is declared more than once in {where} (lines {lines})")
+    if decl.type != "declaration":
+        return ConfigVar(name, None, line, f"is a parameter of {where}")
+    scope = decl.parent
+    if decl.end_byte > call.start_byte or scope is None or not (
+            scope.start_byte <= call.start_byte and call.end_byte <= scope.end_byte):
+        return ConfigVar(name, None, line, "is not declared before the launch in a scope enclosing it")
+    changed = next((n for n in _walk(fn) if n.type == "identifier" and n.text.decode() == name
+                    and n != _declarator_name(declarator)[1] and _may_change(n)), None)
+    if changed is not None:
+        return ConfigVar(name, None, line, f"may be changed on line {changed.start_point[0] + 1}")
+    dims = _dim3_args(decl, declarator)
+    if dims is None:
+        return ConfigVar(name, None, line, "is initialised in a form that is not a dim3 constructor call")
+    return ConfigVar(name, dims, line)
+
+
+def _outside_functions(root: Node):
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        yield n
+        if n.type != "function_definition":
+            stack.extend(reversed(n.children))
+
+
+@lru_cache(maxsize=512)
+def parse_expression(text: str) -> Node | None:
+    """One C++ expression as tree-sitter reads it; None unless `text` is exactly one well-formed
+    expression (so a launch's `a < b ? a : b` can be read by its structure)."""
+    code = f"void __astra_expr() {{ ({text}); }}".encode("utf-8")
+    root = parser().parse(code).root_node
+    if root.has_error:
+        return None
+    body = root.named_children[0].child_by_field_name("body") if root.named_children else None
+    stmts = [c for c in body.named_children if c.type != "comment"] if body is not None else []
+    if len(stmts) != 1 or stmts[0].type != "expression_statement" or not stmts[0].named_children:
+        return None
+    wrapped = stmts[0].named_children[0]
+    prefix = len("void __astra_expr() { (")
+    if wrapped.type != "parenthesized_expression" or wrapped.start_byte != prefix - 1 \
+            or wrapped.end_byte != prefix + len(text.encode("utf-8")) + 1:
+        return None
+    inner = [c for c in wrapped.named_children if c.type != "comment"]
+    return inner[0] if len(inner) == 1 else None
 
 
 def parse(text: str) -> SourceModel:
