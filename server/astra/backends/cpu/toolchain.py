@@ -122,11 +122,21 @@ def _atomic_build(out: Path, cmd_for: "callable", what: str) -> Path:
         return _atomic_build_unlocked(out, cmd_for, what)
 
 
+def _reuse(out: Path) -> bool:
+    """Mark a cached build as just used (pruning spares recent ones); False when there is none,
+    or when another process pruned it a moment ago."""
+    try:
+        os.utime(out)
+        return True
+    except FileNotFoundError:
+        return False
+
+
 def _atomic_build_unlocked(out: Path, cmd_for: "callable", what: str) -> Path:
-    if out.exists():
-        os.utime(out)  # recently used (age-based pruning)
+    if _reuse(out):
         return out
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=out.stem + ".", suffix=out.suffix)
+    # the temporary name must not match the cache's globs: pruning would take it mid-build
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=out.name + ".", suffix=".tmp")
     os.close(fd)
     try:
         try:
@@ -273,8 +283,7 @@ def compile_module(source: str, name_expressions: Sequence[str], filename: str,
 
 def _build_module(out: Path, source: str, name_expressions: Sequence[str], filename: str,
                   opts: list[str], sanitize: str) -> Path:
-    if out.exists():
-        os.utime(out)  # recently used: pruned last
+    if _reuse(out):
         return out
     check_source(source, filename, opts)
     unit = _named(screen.rewrite_shared(source), filename) + entries(name_expressions)
@@ -304,17 +313,33 @@ def _build_module(out: Path, source: str, name_expressions: Sequence[str], filen
 MAX_MODULES = 512
 
 
+PRUNE_MIN_AGE_S = 600  # a module used within this long may be loading in another process
+
+
+def _age(p: Path, now: float) -> float | None:
+    try:
+        return now - p.stat().st_mtime
+    except FileNotFoundError:  # another process pruned or renamed it meanwhile
+        return None
+
+
 def prune_cache() -> None:
     """Keep the cache bounded: the newest modules, and only the current runtime's builds
-    (precompiled headers are ~30 MB each)."""
-    d = cache_dir()
-    mods = sorted(d.glob("mod-*.so"), key=lambda p: p.stat().st_mtime)
-    for p in mods[:max(0, len(mods) - MAX_MODULES * 3 // 4)] if len(mods) > MAX_MODULES else []:
-        p.unlink(missing_ok=True)
-    current, now = _runtime_digest(), time.time()
-    for p in list(d.glob("runtime-*.o")) + list(d.glob("pch-*")):
-        # other processes may run other versions: only builds unused for a day go
-        if current not in p.name and now - p.stat().st_mtime > 86400:
+    (precompiled headers are ~30 MB each). Several processes share the cache, so anything may
+    vanish under us, and nothing used in the last minutes is taken."""
+    d, now = cache_dir(), time.time()
+    aged = [(a, p) for p in d.glob("mod-*.so") if (a := _age(p, now)) is not None]
+    if len(aged) > MAX_MODULES:
+        aged.sort(key=lambda ap: ap[0], reverse=True)  # oldest first
+        for a, p in aged[:len(aged) - MAX_MODULES * 3 // 4]:
+            if a > PRUNE_MIN_AGE_S:
+                p.unlink(missing_ok=True)
+    current = _runtime_digest()
+    for p in list(d.glob("runtime-*.o")) + list(d.glob("pch-*")) + list(d.glob("*.tmp")):
+        # other processes may run other versions (and leave builds they were killed in):
+        # only what is unused for a day goes
+        a = _age(p, now)
+        if a is not None and a > 86400 and (p.suffix == ".tmp" or current not in p.name):
             if p.is_dir():
                 shutil.rmtree(p, ignore_errors=True)
             else:
