@@ -311,8 +311,6 @@ def _build_module(out: Path, source: str, name_expressions: Sequence[str], filen
 
 
 MAX_MODULES = 512
-
-
 PRUNE_MIN_AGE_S = 600  # a module used within this long may be loading in another process
 
 
