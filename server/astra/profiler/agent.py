@@ -1,0 +1,97 @@
+"""The profiling agent's entry point: static resources everywhere, measured times where the
+backend measures time, Nsight Compute on request."""
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import numpy as np
+
+from .. import static
+from ..backends.base import CompileError, LaunchError
+from . import model, timing
+from .ncu import NcuUnavailable, run_ncu
+from .results import Profile, size_label
+
+
+def _static_resources(unit, arch: str) -> tuple[dict, list[str]]:
+    r = static.compile_unit(unit, arch)
+    res = r.resources.get(unit.name_expression) or next(iter(r.resources.values()), None)
+    errs = [d.message for d in r.diagnostics if d.severity == "error"]
+    return (asdict(res) if res else {}), errs
+
+
+def profile(reference_unit, candidate_unit, spec, backend, *, ncu: bool = False, arch: str = "sm_90",
+            reps: int = 100, warmup: int = 20, sets: int | None = None, seed: int | None = None,
+            reference_spec=None) -> Profile:
+    """Profile `candidate_unit` on the spec's bench sizes (see the package docstring). `backend`
+    is a Backend instance, or None for static data only. `sets`: input sets rotated by the timing
+    loop (default: 2, or 1 where one set is over twice the L2 cache — flushed between launches,
+    such data cannot be served from the cache anyway, and each set costs input generation).
+    `spec` launches the candidate, `reference_spec` (default `spec`) the reference."""
+    kernel = candidate_unit.kernel
+    prof = Profile(kernel=kernel, backend=getattr(backend, "name", "static"), measured=False,
+                   path=getattr(candidate_unit, "path", ""))
+    resources, errs = _static_resources(candidate_unit, arch)
+    prof.resources = resources
+    cases = spec.bench_cases()
+    block = spec.launch_dims(cases[0])[1] if cases else (1, 1, 1)
+    smem = (resources.get("shared_static_bytes") or 0) + (spec.launch_dims(cases[0])[2] if cases else 0)
+    prof.occupancy = model.theoretical_occupancy(block[0] * block[1] * block[2], resources.get("registers"), smem)
+    if errs:
+        prof.errors.append(f"the candidate does not compile: {errs[0]}")
+        return prof
+    if backend is None or not getattr(backend, "measures_time", False):
+        prof.note = ("speed is not measured on the CPU backend (it checks correctness only); "
+                     "static resource data from NVRTC for " + arch) if backend is not None else \
+                    f"no backend can run kernels here; static resource data from NVRTC for {arch}"
+        return prof
+    return _profile_measured(prof, reference_unit, candidate_unit, spec, backend, cases, ncu=ncu, reps=reps,
+                             warmup=warmup, sets=sets, seed=seed, rspec=reference_spec or spec)
+
+
+def _profile_measured(prof: Profile, reference_unit, candidate_unit, spec, backend, cases, *, ncu: bool, reps: int,
+                      warmup: int, sets: int | None, seed: int | None, rspec) -> Profile:
+    prof.measured = True
+    info = backend.device_info() if hasattr(backend, "device_info") else {}
+    prof.device = info.get("name")
+    try:
+        cand = timing.compile_on(backend, candidate_unit)
+        ref = timing.compile_on(backend, reference_unit) if reference_unit is not None else None
+    except CompileError as e:
+        prof.errors.append(f"does not compile for the GPU: {e}")
+        prof.measured = False
+        return prof
+    live = backend.resources(cand, candidate_unit.name_expression)
+    prof.resources.update({k: v for k, v in asdict(live).items() if v is not None and k != "spills_bytes"})
+    if info and cases:
+        block = spec.launch_dims(cases[0])[1]
+        smem = (prof.resources.get("shared_static_bytes") or 0) + spec.launch_dims(cases[0])[2]
+        prof.occupancy = model.theoretical_occupancy(
+            block[0] * block[1] * block[2], prof.resources.get("registers"), smem,
+            {k: info.get(k) for k in ("regs_per_sm", "smem_per_sm", "threads_per_sm", "blocks_per_sm")})
+    ceiling = backend.copy_ceiling() if hasattr(backend, "copy_ceiling") else None
+    prof.ceiling_gbps = ceiling / 1e9 if ceiling else None
+    params = timing.param_types(candidate_unit)
+    c = (cand, candidate_unit.name_expression)
+    r = (ref, reference_unit.name_expression) if ref is not None else None
+    rng = np.random.default_rng(seed)
+    for sizes in cases:
+        nbytes = spec.bytes_moved(sizes)
+        s = int(rng.integers(1, 2**31 - 1))
+        n_sets = sets or (1 if nbytes > 2 * (info.get("l2_bytes") or 50 << 20) else 2)
+        try:
+            prof.sizes.append(timing.measure_size(backend, spec, rspec, sizes, c, r, params=params, reps=reps,
+                                                  warmup=warmup, sets=n_sets, seed=s, ceiling=ceiling))
+        except LaunchError as e:
+            prof.errors.append(f"at {size_label(sizes)}: {e}")
+            break
+        except Exception as e:  # out of device memory and the like: report, never crash the job
+            prof.errors.append(f"at {size_label(sizes)}: {e.__class__.__name__}: {e}")
+            break
+    if ncu:
+        try:
+            # The smallest bench size: ncu replays the kernel many times, saving memory each time.
+            prof.ncu, prof.hot_lines = run_ncu(candidate_unit, spec, min(cases, key=spec.elements) if cases else None)
+        except NcuUnavailable as e:
+            prof.ncu = {"error": str(e)}
+    return prof

@@ -1,0 +1,79 @@
+"""The roofline, occupancy and bottleneck model: what the bytes and the hardware allow.
+
+Pure functions over numbers (no backend): theoretical occupancy by the CUDA occupancy
+calculator's rules, the bottleneck class of a timing, and the plausibility rules (faster than the
+bytes allow at the copy ceiling, or implausibly faster than the reference).
+"""
+from __future__ import annotations
+
+import math
+
+from .results import Timing, fmt_bw, fmt_us
+
+# Hopper (H100/H200) per-SM limits, used when no device can be asked.
+HOPPER = {"regs_per_sm": 65536, "smem_per_sm": 228 * 1024, "threads_per_sm": 2048, "blocks_per_sm": 32,
+          "smem_reserved_per_block": 1024, "max_warps_per_sm": 64}
+FLOOR_MARGIN = 0.90        # a time below 90% of the roofline floor is implausible
+MAX_PLAUSIBLE_SPEEDUP = 10.0
+MEMORY_BOUND_SHARE = 0.50  # of the copy ceiling
+LATENCY_SHARE = 0.25
+# Ridge point (FLOP per byte) of an H100 SXM for FP32 non-tensor work: ~60 TFLOP/s over ~3 TB/s.
+NOMINAL_RIDGE = 20.0
+
+
+def theoretical_occupancy(threads_per_block: int, registers: int | None, smem_per_block: int,
+                          limits: dict | None = None) -> dict:
+    """Resident blocks per SM and the warp occupancy they give (the CUDA occupancy calculator's
+    rules: registers allocated per warp in units of 256, shared memory plus 1 KiB reserved per
+    block)."""
+    lim = dict(HOPPER)
+    lim.update({k: v for k, v in (limits or {}).items() if v})
+    warps = max(1, math.ceil(threads_per_block / 32))
+    max_warps = lim["threads_per_sm"] // 32
+    by = {"threads": max_warps // warps, "blocks": lim["blocks_per_sm"]}
+    if registers:
+        per_warp = math.ceil(registers * 32 / 256) * 256
+        by["registers"] = (lim["regs_per_sm"] // per_warp) // warps
+    per_block = smem_per_block + lim["smem_reserved_per_block"]
+    by["shared memory"] = lim["smem_per_sm"] // per_block if per_block else lim["blocks_per_sm"]
+    blocks = max(0, min(by.values()))
+    limited_by = min(by, key=lambda k: by[k])
+    return {"theoretical": round(blocks * warps / max_warps, 3), "blocks_per_sm": blocks,
+            "limited_by": limited_by, "warps_per_block": warps}
+
+
+def classify(t: Timing, nbytes: int, flops: float | None) -> tuple[str, str]:
+    share = t.ceiling_share or 0.0
+    if share >= MEMORY_BOUND_SHARE:
+        return "memory-bound", f"{100 * share:.0f}% of the copy ceiling: the bytes moved set the time"
+    ai = flops / nbytes if (flops and nbytes) else None
+    if ai is not None and ai >= NOMINAL_RIDGE:
+        return "compute-bound", f"{ai:.1f} FLOP/byte is above the ridge (~{NOMINAL_RIDGE:g}) and bandwidth is low"
+    if share < LATENCY_SHARE or t.median_us < 10:
+        return "latency-bound", (f"only {100 * share:.0f}% of the copy ceiling" +
+                                 (f" and {ai:.2f} FLOP/byte" if ai is not None else "") +
+                                 ": too little work in flight (parallelism, dependent loads, launch overhead)")
+    return "memory-bound", (f"{100 * share:.0f}% of the copy ceiling with low arithmetic intensity: memory "
+                            f"traffic dominates but access patterns leave bandwidth unused")
+
+
+
+
+def floor_us(nbytes: int, ceiling: float | None) -> float | None:
+    """The roofline floor: the time the spec's bytes take at the measured copy ceiling."""
+    return nbytes / ceiling * 1e6 if ceiling else None
+
+
+def implausible(median_us: float, speedup: float | None, nbytes: int, ceiling: float | None) -> list[str]:
+    """Why a measured time cannot be right (empty when it can)."""
+    out = []
+    floor = floor_us(nbytes, ceiling)
+    if floor is not None and median_us < FLOOR_MARGIN * floor:
+        out.append(f"{fmt_us(median_us)} is below the roofline floor of {fmt_us(floor)} for the "
+                   f"{nbytes / 1e6:.1f} MB the spec says must move at the measured copy ceiling "
+                   f"({fmt_bw(ceiling / 1e9)}): the kernel cannot have done the work (skipped work, cached "
+                   f"results, or a spec that overstates bytes) — flagged for audit")
+    if speedup and speedup > MAX_PLAUSIBLE_SPEEDUP:
+        out.append(f"{speedup:.1f}× faster than the reference is beyond the {MAX_PLAUSIBLE_SPEEDUP:g}× "
+                   f"plausibility limit — flagged for audit, not accepted silently")
+    return out
