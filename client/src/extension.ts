@@ -79,6 +79,10 @@ function settingsSnapshot(): Record<string, unknown> {
     checkOnSave: c.get("checkOnSave", true),
     gpuArch: c.get("gpuArch", "sm_90"),
     profile: { ncu: c.get("profile.ncu", false) },
+    includePaths: c.get("includePaths", []),
+    defines: c.get("defines", []),
+    std: c.get("std", ""),
+    compileCommands: c.get("compileCommands", ""),
   };
 }
 

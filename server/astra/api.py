@@ -11,10 +11,11 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable
 
-from . import extract, files, infer, launch_change, source, workspace
+from . import extract, files, infer, launch_change, project, source, workspace
 from . import spec as spec_mod
 from .diagnostics import Diagnostic
 from .errors import AstraError, NoSuchKernel
+from .project import ProjectContext
 
 Progress = Callable[[dict], None]
 
@@ -26,6 +27,18 @@ STATIC_TIMEOUT = 60.0
 
 def read(path: str) -> str:
     return files.read_source(path)
+
+
+def project_context(path: str, *, cli: ProjectContext | None = None, settings: ProjectContext | None = None,
+                    compile_commands: str | None = None) -> ProjectContext:
+    """Include paths, macros and standard for `path`: the command line's, then the editor
+    settings', then the nearest compile_commands.json up to the workspace root."""
+    return project.resolve(path, cli=cli, settings=settings, compile_commands=compile_commands,
+                           root=str(workspace.root_for(path)))
+
+
+def _context(path: str, context: ProjectContext | None) -> ProjectContext:
+    return context if context is not None else project_context(path)
 
 
 # ---- kernels ------------------------------------------------------------------------------
@@ -119,13 +132,13 @@ def _selected(text: str, path: str, name: str | None, *, need_spec: bool = True)
     return infos
 
 
-def infer_spec(text: str, path: str, kernel: str) -> infer.Proposal:
+def infer_spec(text: str, path: str, kernel: str, *, context: ProjectContext | None = None) -> infer.Proposal:
     m = source.parse(text)
     k = m.kernel(kernel)
     if k is None:
         raise NoSuchKernel(f"no __global__ kernel named {kernel!r} in {path} "
                            f"(kernels: {', '.join(x.name for x in m.kernels) or 'none'})")
-    return infer.infer(k, m)
+    return infer.infer(k, m, path=path, context=_context(path, context))
 
 
 def pin(text: str, path: str, kernel: str) -> workspace.Pin:
@@ -139,17 +152,21 @@ def pin(text: str, path: str, kernel: str) -> workspace.Pin:
 class StaticReport:
     diagnostics: list[Diagnostic]
     resources: dict[str, object]  # kernel name -> backends.base.ResourceUsage
+    context: ProjectContext = ProjectContext()
 
     def to_json(self) -> dict:
         from dataclasses import asdict
         return {"diagnostics": [d.to_json() for d in self.diagnostics],
-                "resources": {k: asdict(v) for k, v in self.resources.items()}}
+                "resources": {k: asdict(v) for k, v in self.resources.items()},
+                "project": self.context.describe()}
 
 
-def static_check(text: str, path: str, *, arch: str = "sm_90", compile: bool = True) -> StaticReport:
+def static_check(text: str, path: str, *, arch: str = "sm_90", compile: bool = True,
+                 context: ProjectContext | None = None) -> StaticReport:
     """Everything that can be said without running code: parse problems, spec errors, and the
     compiler's errors and warnings (NVRTC) for each kernel at their lines, with each kernel's
     registers, spills and shared memory."""
+    context = _context(path, context) if compile else ProjectContext()
     m = source.parse(text)
     out: list[Diagnostic] = []
     for span in m.syntax_errors[:20]:
@@ -165,8 +182,10 @@ def static_check(text: str, path: str, *, arch: str = "sm_90", compile: bool = T
                 instantiate = spec_mod.load(k, m).instantiate
         if k.is_template and not instantiate:
             continue  # nothing to compile without template arguments
-        units.append(extract.unit_from_model(m, path, k.name, instantiate=instantiate))
+        units.append(extract.unit_from_model(m, path, k.name, instantiate=instantiate, context=context))
     resources: dict[str, object] = {}
+    for unit in units[:1]:  # what a user should know about how units were cut (same for each)
+        out.extend(Diagnostic(0, 0, 0, 1, "info", n, code="unit") for n in unit.notes if "not found" in n)
     if compile and units:
         from . import worker
         results = worker.run("astra.jobs:static_job", {"units": units, "arch": arch}, timeout=STATIC_TIMEOUT)
@@ -180,11 +199,12 @@ def static_check(text: str, path: str, *, arch: str = "sm_90", compile: bool = T
             res = r["resources"].get(unit.name_expression) or next(iter(r["resources"].values()), None)
             if res is not None:
                 resources[unit.kernel] = res
-    return StaticReport(out, resources)
+    return StaticReport(out, resources, context)
 
 
-def diagnostics(text: str, path: str, *, arch: str = "sm_90", compile: bool = True) -> list[Diagnostic]:
-    return static_check(text, path, arch=arch, compile=compile).diagnostics
+def diagnostics(text: str, path: str, *, arch: str = "sm_90", compile: bool = True,
+                context: ProjectContext | None = None) -> list[Diagnostic]:
+    return static_check(text, path, arch=arch, compile=compile, context=context).diagnostics
 
 
 # ---- running kernels ----------------------------------------------------------------------
@@ -204,21 +224,24 @@ def resolve_backend(name: str) -> str:
     return name
 
 
-def _units(text: str, path: str, info: KernelInfo) -> tuple[extract.CompileUnit | None, extract.CompileUnit, str,
-                                                           spec_mod.Spec | None]:
+def _units(text: str, path: str, info: KernelInfo, context: ProjectContext
+           ) -> tuple[extract.CompileUnit | None, extract.CompileUnit, str, spec_mod.Spec | None]:
     """(reference unit or None, candidate unit, where the reference came from, the spec that
-    launches the reference when it differs from the file's: a pinned baseline keeps its launch)."""
+    launches the reference when it differs from the file's: a pinned baseline keeps its launch,
+    and so does a reference kernel with a spec of its own)."""
     spec = info.spec
     assert spec is not None
-    cand = extract.unit(text, path, info.kernel.name, instantiate=spec.instantiate)
+    cand = extract.spec_unit(text, path, info.kernel.name, spec, context=context)
     if spec.reference:
-        return extract.unit(text, path, spec.reference, instantiate=spec.instantiate), cand, \
-            f"kernel {spec.reference}", None
+        ref_spec = launch_change.reference_spec(spec, text, spec.reference)
+        own = " (launched as its own spec says)" if ref_spec is not spec else ""
+        return extract.spec_unit(text, path, spec.reference, spec, context=context), cand, \
+            f"kernel {spec.reference}{own}", (ref_spec if ref_spec is not spec else None)
     pinned = workspace.pinned(path, info.kernel.name)
     if pinned is None:
         return None, cand, "none pinned yet", None
     try:
-        ref = extract.unit(pinned.text, path, info.kernel.name, instantiate=spec.instantiate)
+        ref = extract.spec_unit(pinned.text, path, info.kernel.name, spec, context=context)
     except AstraError:
         return None, cand, "pinned baseline unreadable", None
     return ref, cand, f"baseline pinned {pinned.digest[:12]}", \
@@ -226,10 +249,12 @@ def _units(text: str, path: str, info: KernelInfo) -> tuple[extract.CompileUnit 
 
 
 def check(text: str, path: str, kernel: str | None = None, *, backend: str = "auto", arch: str = "sm_90",
-          cancel: threading.Event | None = None, progress: Progress | None = None, pin_first: bool = True):
+          cancel: threading.Event | None = None, progress: Progress | None = None, pin_first: bool = True,
+          context: ProjectContext | None = None, quick: bool = False):
     """Run the verification gate on each selected kernel that has a spec. Returns Verdicts.
     The first passing check of a kernel with no reference pins its current source."""
     from . import worker
+    context = _context(path, context)
     infos = _selected(text, path, kernel)
     chosen = resolve_backend(backend)
     if chosen == "static":
@@ -237,14 +262,17 @@ def check(text: str, path: str, kernel: str | None = None, *, backend: str = "au
                          "use --backend static for compile-only checks")
     verdicts = []
     for info in infos:
-        ref, cand, ref_from, ref_spec = _units(text, path, info)
+        ref, cand, ref_from, ref_spec = _units(text, path, info, context)
         if progress:
             progress({"step": "check", "kernel": info.name,
                       "message": f"checking {info.name} on the {chosen} backend (reference: {ref_from})"})
         v = worker.run("astra.jobs:check_job", {"backend": chosen, "reference": ref, "candidate": cand,
-                                                "spec": info.spec, "reference_spec": ref_spec, "arch": arch},
+                                                "spec": info.spec, "reference_spec": ref_spec, "arch": arch,
+                                                "quick": quick},
                        timeout=CHECK_TIMEOUT, cancel=cancel)
         v.reference = ref_from
+        v.project = context.describe()
+        v.coverage.notes.extend(n for n in cand.notes if n not in v.coverage.notes)
         if v.passed and ref is None and pin_first:
             workspace.pin(path, info.kernel.name, text)
             v.reference = "none: this version is now pinned as the baseline"
@@ -253,13 +281,14 @@ def check(text: str, path: str, kernel: str | None = None, *, backend: str = "au
 
 
 def profile(text: str, path: str, kernel: str | None = None, *, backend: str = "auto", ncu: bool = False,
-            arch: str = "sm_90", cancel: threading.Event | None = None):
+            arch: str = "sm_90", cancel: threading.Event | None = None, context: ProjectContext | None = None):
     from . import worker
+    context = _context(path, context)
     infos = _selected(text, path, kernel)
     chosen = resolve_backend(backend)
     out = []
     for info in infos:
-        ref, cand, _, ref_spec = _units(text, path, info)
+        ref, cand, _, ref_spec = _units(text, path, info, context)
         out.append(worker.run("astra.jobs:profile_job", {"backend": chosen, "reference": ref, "candidate": cand,
                                                          "spec": info.spec, "reference_spec": ref_spec,
                                                          "arch": arch, "ncu": ncu},
@@ -295,7 +324,8 @@ def _reference_for_optimize(text: str, path: str, info: KernelInfo) -> tuple[str
 
 def optimize(text: str, path: str, kernel: str | None, *, rounds: int | None = 5, llm=None, backend: str = "auto",
              arch: str = "sm_90", progress: Progress | None = None, cancel: threading.Event | None = None,
-             write: bool = False, report: str | None = None, quick: bool = False, resume: str | None = None):
+             write: bool = False, report: str | None = None, quick: bool = False, resume: str | None = None,
+             context: ProjectContext | None = None):
     """Run the agent team on one kernel. Every candidate is judged in a worker process by the
     gate (and timed by the profiler where the backend measures time).
     resume: a run id under `.astra/runs/` (or 'last') to continue; `rounds` is then the total
@@ -330,7 +360,8 @@ def optimize(text: str, path: str, kernel: str | None, *, rounds: int | None = 5
                          "for the CPU backend); none is available here")
     ref_text, ref_kernel = _reference_for_optimize(text, path, info)
     job = {"backend": chosen, "arch": arch, "path": path, "kernel": info.kernel.name, "spec": info.spec,
-           "reference_text": ref_text, "reference_kernel": ref_kernel, "quick": quick}
+           "reference_text": ref_text, "reference_kernel": ref_kernel, "quick": quick,
+           "context": _context(path, context)}
 
     def evaluate(candidate_text: str) -> Evaluation:
         try:

@@ -52,9 +52,16 @@ def cmd_kernels(a) -> int:
     return EXIT_OK
 
 
+def _project(a):
+    """The project context from -I/-D/--std/--compile-commands (then the nearest database)."""
+    from . import project
+    cli = project.from_flags(a.include or (), a.define or (), a.std, origin="command line")
+    return api.project_context(a.file, cli=cli, compile_commands=a.compile_commands)
+
+
 def cmd_spec(a) -> int:
     text = api.read(a.file)
-    proposal = api.infer_spec(text, a.file, a.kernel)
+    proposal = api.infer_spec(text, a.file, a.kernel, context=_project(a))
     if a.json:
         _emit_json({"kernel": a.kernel, "comment": proposal.comment, "notes": proposal.notes})
         return EXIT_OK
@@ -79,8 +86,9 @@ def cmd_pin(a) -> int:
 
 def cmd_check(a) -> int:
     text = api.read(a.file)
+    context = _project(a)
     if a.backend == "static":
-        report = api.static_check(text, a.file, arch=a.arch)
+        report = api.static_check(text, a.file, arch=a.arch, context=context)
         errors = [d for d in report.diagnostics if d.severity == "error"]
         if a.json:
             _emit_json({"backend": "static", "passed": not errors, **report.to_json()})
@@ -93,9 +101,11 @@ def cmd_check(a) -> int:
             print(f"static checks (NVRTC, {a.arch}): {'FAILED' if errors else 'ok'} — "
                   f"{len(errors)} error(s), {len(report.diagnostics) - len(errors)} other message(s). "
                   f"Correctness not run (static backend).")
+            print(f"project: {context.describe()}")
         return EXIT_FAILED if errors else EXIT_OK
     progress = None if a.json else _progress_printer()
-    verdicts = api.check(text, a.file, a.kernel, backend=a.backend, arch=a.arch, progress=progress)
+    verdicts = api.check(text, a.file, a.kernel, backend=a.backend, arch=a.arch, progress=progress,
+                         context=context)
     ok = all(v.passed for v in verdicts)
     if a.json:
         _emit_json({"passed": ok, "verdicts": [v.to_json() for v in verdicts]})
@@ -106,7 +116,7 @@ def cmd_check(a) -> int:
 
 def cmd_profile(a) -> int:
     text = api.read(a.file)
-    profiles = api.profile(text, a.file, a.kernel, backend=a.backend, ncu=a.ncu, arch=a.arch)
+    profiles = api.profile(text, a.file, a.kernel, backend=a.backend, ncu=a.ncu, arch=a.arch, context=_project(a))
     if a.json:
         _emit_json({"profiles": [p.to_json() for p in profiles]})
     else:
@@ -125,7 +135,7 @@ def cmd_optimize(a) -> int:
     try:
         result = api.optimize(text, a.file, a.kernel, rounds=a.rounds, llm=llm, backend=a.backend,
                               arch=a.arch, progress=progress, cancel=cancel, write=a.write, report=a.report,
-                              resume=a.resume)
+                              resume=a.resume, context=_project(a))
     except KeyboardInterrupt:
         cancel.set()
         raise
@@ -188,6 +198,11 @@ def _print_verdicts(verdicts, limit: int = 8) -> None:
         ref = getattr(v, "reference", None)
         if ref:
             con.print(f"   reference: {ref}", markup=False)
+        if getattr(v, "project", ""):
+            con.print(f"   project: {v.project}", markup=False)
+        for n in v.coverage.notes:
+            if n.startswith("project headers") or "not found" in n:
+                con.print(f"   note: {n}", markup=False)
         failures = list(getattr(v, "failures", []) or [])
         for f in failures[:limit]:
             con.print("   ✗ " + (f.text() if hasattr(f, "text") else f.message), markup=False)
@@ -217,7 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
         return s
 
     verb("kernels", "list the kernels in a file", cmd_kernels)
-    verb("spec", "print a proposed harness spec for a kernel", cmd_spec, kernel_required=True)
+    spec_verb = verb("spec", "print a proposed harness spec for a kernel", cmd_spec, kernel_required=True)
     verb("pin", "pin the kernel's current source as its reference", cmd_pin, kernel_required=True)
     for name, help_, fn in (("check", "check kernels against their reference", cmd_check),
                             ("profile", "time kernels on their bench sizes", cmd_profile),
@@ -225,6 +240,13 @@ def build_parser() -> argparse.ArgumentParser:
         s = verb(name, help_, fn)
         s.add_argument("--backend", choices=["auto", "gpu", "cpu", "static"], default="auto")
         s.add_argument("--arch", default="sm_90", help="target architecture for static checks (default sm_90)")
+    for s in (spec_verb, *(sub.choices[v] for v in ("check", "profile", "optimize"))):
+        s.add_argument("-I", dest="include", action="append", metavar="DIR",
+                       help="project include directory (repeatable; searched before compile_commands.json's)")
+        s.add_argument("-D", dest="define", action="append", metavar="NAME[=VALUE]", help="define a macro (repeatable)")
+        s.add_argument("--std", choices=["c++11", "c++14", "c++17", "c++20"], help="C++ standard (default c++17)")
+        s.add_argument("--compile-commands", metavar="PATH",
+                       help="compile_commands.json to use (default: the nearest one, also under build/)")
     sub.choices["profile"].add_argument("--ncu", action="store_true", help="collect Nsight Compute metrics")
     o = sub.choices["optimize"]
     o.add_argument("--rounds", type=int, default=None,

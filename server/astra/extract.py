@@ -1,18 +1,32 @@
 """Cut a stand-alone compilation unit for one kernel out of a user's file.
 
-The unit holds the kernel, the device code and declarations it needs (transitively), and the
-CUDA headers the file includes — host-only code (PyTorch/pybind wrappers, `main`, host
-headers) is dropped. Every item is preceded by a `#line` directive and indented to its original
-column, so compiler messages from NVRTC, nvcc or g++ point at the user's file, line and column.
+The unit holds the kernel, the device code and declarations it needs (transitively), every
+macro of the file in order (a `#define` that selects a type behind a header's `typedef` must
+stay where it was), the preprocessor conditionals around what is kept, and the CUDA headers the
+file includes. The project's own headers (found next to the file or on the project's include
+paths) are read into the unit the same way, item by item, so a `common.h` that includes cuBLAS
+or `<stdlib.h>` for its host helpers costs nothing: host-only code (PyTorch/pybind wrappers,
+`main`, host helpers) is dropped and host-only headers are kept only behind
+`#if defined(ASTRA_HOST_HEADERS)` (set by a GPU build through nvcc, never by NVRTC or the CPU
+backend). Every item is preceded by a `#line` directive and indented to its original column,
+so compiler messages from NVRTC, nvcc or g++ point at the user's file (or header), line and
+column. Headers that stay `#include`d (CUDA's, a system folder's) are named in `headers`, so
+build caches can key on their contents.
 """
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
-from . import source
+from . import dtypes, files, source
 from .errors import AstraError, NoSuchKernel
-from .source import Item, Kernel, SourceModel
+from .project import ProjectContext
+from .source import Guard, Item, Kernel, SourceModel
+
+HOST_HEADERS_MACRO = "ASTRA_HOST_HEADERS"
+MAX_HEADERS = 64          # project headers read into one unit
+MAX_HEADER_DEPTH = 16
 
 # Headers that device code may use and that NVRTC or the CPU shim can provide.
 DEVICE_HEADERS = (
@@ -34,10 +48,18 @@ class CompileUnit:
     path: str
     include_dirs: tuple[str, ...] = ()
     dropped: tuple[str, ...] = ()  # host-only items and headers left out, for messages
+    context: ProjectContext = ProjectContext()  # include paths, macros, standard of the project
+    headers: tuple[str, ...] = ()  # project headers read into the unit, by path
+    notes: tuple[str, ...] = ()    # what a user should know about how the unit was cut
+
+    def options(self) -> list[str]:
+        """Compiler options every backend passes (the file's folder, then the project's)."""
+        return list(dict.fromkeys([f"-I{d}" for d in self.include_dirs] + self.context.options()))
 
     def to_json(self) -> dict:
         return {"kernel": self.kernel, "name_expression": self.name_expression, "path": self.path,
                 "include_dirs": list(self.include_dirs), "dropped": list(self.dropped),
+                "context": self.context.to_json(), "headers": list(self.headers), "notes": list(self.notes),
                 "source": self.source}
 
 
@@ -47,6 +69,115 @@ def _header_kind(header: str) -> str:
     if any(header == h or (h.endswith("/") and header.startswith(h)) for h in DEVICE_HEADERS):
         return "device"
     return "host"
+
+
+def find_header(header: str, quoted: bool, including_dir: str, context: ProjectContext) -> tuple[Path | None, bool]:
+    """(the file `#include` would open, whether it is the project's own), searching as a
+    compiler does: a quoted name first next to the including file, then the include paths,
+    then the system folders (whose headers are not the project's)."""
+    dirs = ([including_dir] if quoted else []) + list(context.include_dirs)
+    for d in dirs:
+        f = Path(d) / header
+        if f.is_file():
+            return f.resolve(), True
+    for d in context.system_dirs:
+        f = Path(d) / header
+        if f.is_file():
+            return f.resolve(), False
+    return None, False
+
+
+def header_digest(text: str, filename: str, options) -> str:
+    """A digest of every header `text` includes (transitively) from the file's folder or the
+    `-I` folders in `options`: build caches key on it, so editing a header is never answered
+    with a build (or a verdict) of its old contents. CUDA's and the system's headers are not
+    on those paths; they change with the toolkit, which the caches key on separately."""
+    import hashlib
+    dirs = [o[2:] for o in options if o.startswith("-I") and len(o) > 2]
+    h = hashlib.sha256()
+    todo = [(text, os.path.dirname(os.path.abspath(filename)) if filename else os.getcwd())]
+    seen: set[str] = set()
+    while todo and len(seen) < 4 * MAX_HEADERS:
+        body, here = todo.pop()
+        for inc in source.parse(body).includes:
+            header = inc.header or ""
+            quoted = '"' in inc.text.split(header)[0] if header else False
+            for d in ([here] if quoted else []) + dirs:
+                f = Path(d) / header
+                if f.is_file():
+                    key = str(f.resolve())
+                    if key not in seen:
+                        seen.add(key)
+                        data = f.read_bytes()[:files.MAX_BYTES]
+                        h.update(key.encode() + b"\0" + data + b"\0")
+                        todo.append((data.decode("utf-8", errors="replace"), str(f.resolve().parent)))
+                    break
+    return h.hexdigest()[:16] if seen else ""
+
+
+@dataclass
+class _Reader:
+    """Reads the project headers a file includes into one list of items, in order."""
+    context: ProjectContext
+    notes: list[str]
+    dropped: list[str]
+    headers: list[str]
+    seen: set[str]
+
+    def items(self, model: SourceModel, path: str, guards: tuple[Guard, ...] = (), depth: int = 0) -> list[Item]:
+        out: list[Item] = []
+        here = os.path.dirname(os.path.abspath(path))
+        for item in model.items:
+            if guards:
+                item = _guarded(item, guards)
+            if item.kind != "include":
+                out.append(item)
+                continue
+            header = item.header or ""
+            quoted = '"' in item.text.split(header)[0] if header else False
+            written = f'"{header}"' if quoted else f"<{header}>"
+            kind = _header_kind(header)
+            found, own = find_header(header, quoted, here, self.context) if kind != "implicit" else (None, False)
+            if found is not None and own:
+                key = str(found)
+                if key in self.seen:
+                    continue  # read once, as `#pragma once` or an include guard would
+                if depth >= MAX_HEADER_DEPTH or len(self.headers) >= MAX_HEADERS:
+                    self.notes.append(f"{written} not read into the unit: more than {MAX_HEADERS} project headers "
+                                      f"or {MAX_HEADER_DEPTH} levels deep")
+                    out.append(_host_only(item))
+                    continue
+                self.seen.add(key)
+                self.headers.append(key)
+                try:
+                    text = files.read_source(key)
+                except AstraError as e:
+                    self.notes.append(f"{written} could not be read ({e.message}); left out")
+                    out.append(_host_only(item))
+                    continue
+                out.extend(self.items(source.parse(text, path=key), key, item.guards, depth + 1))
+            elif kind == "device":
+                out.append(item)
+            elif kind == "implicit":
+                self.dropped.append(f"#include {written}")
+            else:
+                if found is None and quoted:
+                    self.notes.append(f"{written} was not found (next to {os.path.basename(path)} or on the include "
+                                      f"paths); left out — give its folder with -I if the kernel needs it")
+                self.dropped.append(f"#include {written}")
+                out.append(_host_only(item))
+        return out
+
+
+def _guarded(item: Item, outer: tuple[Guard, ...]) -> Item:
+    from dataclasses import replace
+    return replace(item, guards=outer + item.guards)
+
+
+def _host_only(item: Item) -> Item:
+    """A host-only include, kept in place behind the macro only an nvcc build defines."""
+    from dataclasses import replace
+    return replace(item, kind="host_include")
 
 
 def name_expression(kernel: Kernel, instantiate: str | None) -> str:
@@ -63,22 +194,27 @@ def name_expression(kernel: Kernel, instantiate: str | None) -> str:
     return base
 
 
-def _needed(model: SourceModel, kernel: Kernel) -> list[Item]:
-    """The kernel's item plus every device-side item it reaches through the names it uses."""
+def _is_own(item: Item, kernel: Kernel) -> bool:
+    return item.kind == "kernel" and item.path is None and kernel.name in item.defines and (
+        item.span.start_byte == kernel.span.start_byte or item.span in kernel.overloads)
+
+
+def _needed(items: list[Item], kernel: Kernel) -> list[Item]:
+    """The kernel's items (its overloads too) plus every device-side item they reach through
+    the names they use."""
     providers: dict[str, list[Item]] = {}
-    for item in model.items:
-        if item.kind in ("include", "host_function", "other", "kernel_decl"):
+    for item in items:
+        if item.kind in ("include", "host_include", "host_function", "other", "kernel_decl", "macro"):
             continue
-        if item.kind == "kernel" and kernel.name not in item.defines:
+        if item.kind == "kernel":
             # Other kernels are never needed by this one (a kernel cannot call a kernel
             # without dynamic parallelism), but their helpers might be.
             continue
         for name in item.defines:
             providers.setdefault(name, []).append(item)
-    own = next(i for i in model.items if i.kind == "kernel" and kernel.name in i.defines
-               and i.span.start_byte == kernel.span.start_byte)
-    keep: dict[int, Item] = {id(own): own}
-    todo = list(own.uses)
+    own = [i for i in items if _is_own(i, kernel)]
+    keep: dict[int, Item] = {id(i): i for i in own}
+    todo = [n for i in own for n in i.uses]
     seen: set[str] = set()
     while todo:
         name = todo.pop()
@@ -89,22 +225,103 @@ def _needed(model: SourceModel, kernel: Kernel) -> list[Item]:
             if id(item) not in keep:
                 keep[id(item)] = item
                 todo.extend(item.uses)
-    return sorted(keep.values(), key=lambda i: i.span.start_byte)
+    return [i for i in items if id(i) in keep]
 
 
 def _emit(item: Item, path: str) -> str:
     lead = " " * item.span.start_col
-    body = f'#line {item.span.start_line + 1} "{path}"\n{lead}{item.text}\n'
-    if item.extern_c and item.kind != "kernel" and not item.text.lstrip().startswith("extern"):
-        body = f'extern "C" {{\n{body}}}\n'
-    elif item.extern_c and item.kind == "kernel" and not item.text.lstrip().startswith("extern"):
+    text = item.text.rstrip("\n")
+    if item.kind == "host_include":
+        return (f"#if defined({HOST_HEADERS_MACRO})\n#line {item.span.start_line + 1} \"{item.path or path}\"\n"
+                f"{text}\n#endif\n")
+    body = f'#line {item.span.start_line + 1} "{item.path or path}"\n{lead}{text}\n'
+    if item.extern_c and not item.text.lstrip().startswith("extern"):
         body = f'extern "C" {{\n{body}}}\n'
     for ns in reversed(item.namespaces):
         body = f"namespace {ns} {{\n{body}}}  // namespace {ns}\n" if ns else f"namespace {{\n{body}}}\n"
     return body
 
 
-def unit_from_model(model: SourceModel, path: str, kernel_name: str, *, instantiate: str | None = None) -> CompileUnit:
+def _with_conditionals(items: list[Item], path: str) -> list[str]:
+    """Emit the items in order, re-opening the preprocessor conditionals around them: an item
+    of an `#else` branch is emitted after its conditional's earlier heads, so the compiler
+    chooses between the kept branches exactly as it would in the file."""
+    parts: list[str] = []
+    open_: list[Guard] = []
+    for item in items:
+        chain = list(item.guards)
+        p = 0
+        while p < len(open_) and p < len(chain) and open_[p] == chain[p]:
+            p += 1
+        if p < len(open_) and p < len(chain) and open_[p].key == chain[p].key \
+                and chain[p].heads[:len(open_[p].heads)] == open_[p].heads:
+            for _ in range(len(open_) - p - 1):  # a later branch of the same conditional
+                parts.append("#endif\n")
+            parts.extend(h + "\n" for h in chain[p].heads[len(open_[p].heads):])
+            open_ = open_[:p] + [chain[p]]
+            p += 1
+        else:
+            parts.extend("#endif\n" for _ in range(len(open_) - p))
+            open_ = open_[:p]
+        for g in chain[p:]:
+            parts.extend(h + "\n" for h in g.heads)
+            open_.append(g)
+        parts.append(_emit(item, path))
+    parts.extend("#endif\n" for _ in open_)
+    return parts
+
+
+def type_checks(kernel: Kernel, name_expr: str, arg_types: dict[str, str], path: str, line: int) -> str:
+    """Compile-time checks that pointer parameters whose element type Astra could not read
+    (a typedef, a macro) are what the spec says: a `#define` missing or a header changed must
+    never test a kernel with another element type. Integer types are checked by size and
+    sign (int64_t is `long` for g++ and `long long` for NVRTC)."""
+    checks = []
+    for p in kernel.params:
+        want = dtypes.lookup(arg_types.get(p.name, "")) if p.is_pointer else None
+        if want is None:
+            continue
+        idx = p.index
+        elem = f"typename __astra_elem<typename __astra_arg<{idx}, decltype(&{name_expr})>::type>::type"
+        msg = f"Astra: the spec says `{p.name}` points to {want.name}, but its C++ type `{p.type}` is another type"
+        if want.is_float or want.name == "bool":
+            cond = f"__astra_is<{elem}, {want.cpp[0]}>::value"
+        else:
+            signed = "true" if want.name.startswith("int") else "false"
+            cond = f"sizeof({elem}) == {want.itemsize} && (({elem})(-1) < ({elem})(0)) == {signed}"
+        checks.append(f'static_assert({cond}, "{msg}");')
+    if not checks:
+        return ""
+    needs = "".join(f"#include <{h}>\n" for t, h in (("half", "cuda_fp16.h"), ("bfloat16", "cuda_bf16.h"))
+                    if any(dtypes.lookup(v) is not None and dtypes.lookup(v).name == t for v in arg_types.values()))
+    return (f"// Astra: element types the spec gives, checked by the compiler\n{needs}"
+            "template <class A, class B> struct __astra_is { static constexpr bool value = false; };\n"
+            "template <class A> struct __astra_is<A, A> { static constexpr bool value = true; };\n"
+            "template <class T> struct __astra_elem { typedef T type; };\n"
+            "template <class T> struct __astra_elem<T*> { typedef T type; };\n"
+            "template <class T> struct __astra_elem<const T*> { typedef T type; };\n"
+            "template <class T> struct __astra_elem<volatile T*> { typedef T type; };\n"
+            "template <class T> struct __astra_elem<const volatile T*> { typedef T type; };\n"
+            "template <int I, class F> struct __astra_arg;\n"
+            "template <class R, class A, class... P> struct __astra_arg<0, R (*)(A, P...)> { typedef A type; };\n"
+            "template <int I, class R, class A, class... P> struct __astra_arg<I, R (*)(A, P...)> "
+            "{ typedef typename __astra_arg<I - 1, R (*)(P...)>::type type; };\n"
+            f'#line {line + 1} "{path}"\n' + "\n".join(checks) + "\n")
+
+
+def unresolved_pointer_types(kernel: Kernel, template_args: dict[str, str] | None = None) -> list[str]:
+    """Pointer parameters whose element type is not a spelling Astra knows (a typedef, a macro)."""
+    targs = template_args or {}
+    return [p.name for p in kernel.params
+            if p.is_pointer and dtypes.from_cpp(targs.get(p.base_type, p.base_type)) is None]
+
+
+def unit_from_model(model: SourceModel, path: str, kernel_name: str, *, instantiate: str | None = None,
+                    context: ProjectContext | None = None, arg_types: dict[str, str] | None = None,
+                    spec_line: int | None = None) -> CompileUnit:
+    """The unit for `kernel_name`. `arg_types` (parameter -> spec type name) adds compile-time
+    checks of element types Astra cannot read itself (see `type_checks`)."""
+    context = context or ProjectContext()
     kernel = model.kernel(kernel_name)
     if kernel is None:
         names = ", ".join(k.name for k in model.kernels) or "none"
@@ -116,34 +333,53 @@ def unit_from_model(model: SourceModel, path: str, kernel_name: str, *, instanti
         except AstraError:
             instantiate = None
     dropped: list[str] = []
-    parts: list[str] = [f"// Astra: stand-alone unit for kernel {kernel.qualified_name} from {os.path.basename(path)}\n"]
-    include_dirs: list[str] = []
-    for inc in model.includes:
-        kind = _header_kind(inc.header or "")
-        quoted = '"' in inc.text
-        if kind == "device" or (quoted and kind != "implicit"):
-            parts.append(_emit(inc, path))
-            if quoted:
-                d = os.path.dirname(os.path.abspath(path))
-                if d not in include_dirs:
-                    include_dirs.append(d)
-        else:
-            dropped.append(f"#include <{inc.header}>" if not quoted else f'#include "{inc.header}"')
-    needed = _needed(model, kernel)
-    kept_ids = {id(i) for i in needed}
-    for item in model.items:
-        if item.kind in ("host_function", "other") and id(item) not in kept_ids:
+    notes: list[str] = []
+    headers: list[str] = []
+    reader = _Reader(context, notes, dropped, headers, set())
+    items = reader.items(model, path)
+    needed = {id(i) for i in _needed(items, kernel)}
+    kept = [i for i in items if id(i) in needed or i.kind in ("macro", "include", "host_include")]
+    for item in items:
+        if item.kind in ("host_function", "other") and id(item) not in needed and item.path is None:
             name = next(iter(item.defines), None) or item.text.split("\n")[0][:40]
             dropped.append(name)
-    parts.extend(_emit(i, path) for i in needed)
-    return CompileUnit(source="".join(parts), kernel=kernel.name,
-                       name_expression=name_expression(kernel, instantiate), path=path,
-                       include_dirs=tuple(include_dirs), dropped=tuple(dropped))
+    expr = name_expression(kernel, instantiate)
+    parts = [f"// Astra: stand-alone unit for kernel {kernel.qualified_name} from {os.path.basename(path)}\n"]
+    parts += _with_conditionals(kept, path)
+    if arg_types:
+        targs = {}
+        if kernel.is_template and instantiate:
+            from .spec import split_template_args
+            targs = dict(zip(kernel.template_param_names, split_template_args(instantiate)))
+        todo = {n: arg_types[n] for n in unresolved_pointer_types(kernel, targs) if n in arg_types}
+        parts.append(type_checks(kernel, expr, todo, path,
+                                 spec_line if spec_line is not None else kernel.span.start_line))
+    quoted = any('"' in i.text for i in model.includes)
+    include_dirs = (os.path.dirname(os.path.abspath(path)),) if quoted else ()
+    if headers:
+        notes.insert(0, "project headers read into the unit: " + ", ".join(os.path.basename(h) for h in headers))
+    return CompileUnit(source="".join(parts), kernel=kernel.name, name_expression=expr, path=path,
+                       include_dirs=include_dirs, dropped=tuple(dict.fromkeys(dropped)), context=context,
+                       headers=tuple(headers), notes=tuple(notes))
 
 
-def unit(text: str, path: str, kernel_name: str, *, instantiate: str | None = None) -> CompileUnit:
+def unit(text: str, path: str, kernel_name: str, *, instantiate: str | None = None,
+         context: ProjectContext | None = None, arg_types: dict[str, str] | None = None,
+         spec_line: int | None = None) -> CompileUnit:
     """The stand-alone unit for `kernel_name` in the file text `text` (read from `path`)."""
-    return unit_from_model(source.parse(text), path, kernel_name, instantiate=instantiate)
+    return unit_from_model(source.parse(text), path, kernel_name, instantiate=instantiate, context=context,
+                           arg_types=arg_types, spec_line=spec_line)
+
+
+def spec_unit(text: str, path: str, kernel_name: str, spec, *, context: ProjectContext | None = None) -> CompileUnit:
+    """The unit a check runs: instantiated as the spec says, with the spec's element types
+    checked by the compiler wherever Astra cannot read the C++ type itself."""
+    model = source.parse(text)
+    kernel = model.kernel(kernel_name)
+    line = kernel.spec.span.start_line if kernel is not None and kernel.spec is not None else None
+    types = {a.name: a.dtype.name for a in spec.args.values() if a.pointer}
+    return unit_from_model(model, path, kernel_name, instantiate=spec.instantiate, context=context,
+                           arg_types=types, spec_line=line)
 
 
 def replace_kernel(text: str, kernel_name: str, new_kernel_text: str) -> str:

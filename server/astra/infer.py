@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import ast
 
 from . import dtypes, exprs, source
+from .project import ProjectContext
 from .source import ConfigVar, Kernel, LaunchSite, SourceModel
 
 # LLaMA-7B/13B/70B-like sizes: (test sizes, bench sizes) by what a size name suggests.
@@ -227,7 +228,8 @@ def _site_mapping(kernel: Kernel, site: LaunchSite, size_names: list[str]) -> di
     return mapping
 
 
-def infer(kernel: Kernel, model: SourceModel) -> Proposal:
+def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
+          context: ProjectContext | None = None) -> Proposal:
     notes: list[str] = []
     size_names = [p.name for p in kernel.params if not p.is_pointer and (
         (dtypes.from_cpp(p.base_type) or dtypes.BY_NAME["float"]).name.startswith(("int", "uint")))]

@@ -73,14 +73,14 @@ def _evaluator(payload: dict):
     return local_evaluator(payload["path"], payload["kernel"], payload["spec"],
                            backend(payload["backend"], payload.get("arch", "sm_90")), payload["reference_text"],
                            quick=payload.get("quick", False), arch=payload.get("arch", "sm_90"),
-                           reference_kernel=payload["reference_kernel"])
+                           reference_kernel=payload["reference_kernel"], context=payload.get("context"))
 
 
 def evaluate_job(payload: dict):
     """Gate (then profile) one candidate file text for the orchestrator. The evaluator — with
     its reference — is kept per worker, so later rounds reuse its compiled modules."""
     key = (payload["backend"], payload["path"], payload["kernel"], payload["reference_kernel"],
-           hash(payload["reference_text"]), payload.get("quick", False))
+           hash(payload["reference_text"]), payload.get("quick", False), payload.get("context"))
     if key not in _evaluators:
         _evaluators.clear()  # one kernel at a time per worker keeps memory bounded
         _evaluators[key] = _evaluator(payload)

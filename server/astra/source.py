@@ -10,7 +10,7 @@ Positions are 0-based lines and character columns (LSP's convention for ASCII te
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 import tree_sitter_cuda
@@ -137,6 +137,7 @@ class Kernel:
     spec: SpecComment | None
     text: str               # source text of `span`
     uses: frozenset[str]    # identifiers the kernel refers to
+    overloads: tuple[Span, ...] = ()  # further definitions of the same name (enable_if overloads)
 
     @property
     def is_template(self) -> bool:
@@ -167,6 +168,22 @@ class Item:
     extern_c: bool = False
     header: str | None = None          # for includes: the header name
     device: bool = False               # device-side code or data (or usable on both sides)
+    guards: tuple["Guard", ...] = ()   # the preprocessor conditionals around it, outermost first
+    path: str | None = None            # the file it comes from (None: the file being modelled)
+
+
+@dataclass(frozen=True)
+class Guard:
+    """One branch of a preprocessor conditional: `heads` are the directive lines of the
+    conditional's branches up to and including this one ('#ifdef X', '#else'), so that an
+    item of a later branch can be emitted under the same conditions. `key` tells one
+    conditional from another."""
+    key: tuple[str | None, int]
+    heads: tuple[str, ...]
+
+    @property
+    def branch(self) -> int:
+        return len(self.heads) - 1
 
 
 @dataclass
@@ -314,10 +331,17 @@ def _is_spec_comment(node: Node | None) -> bool:
 
 
 class _Builder:
-    def __init__(self, text: str):
+    def __init__(self, text: str, path: str | None = None):
         self.txt = _Text(text)
         self.model = SourceModel(text=text)
         self._ambiguous: set[str] = set()  # names given two different constant values
+        self.path = path
+        self.guards: tuple[Guard, ...] = ()  # the conditionals around what is being read now
+
+    def _add(self, item: Item) -> None:
+        if self.guards or self.path is not None:
+            item = replace(item, guards=self.guards, path=self.path)
+        self.model.items.append(item)
 
     def _constant(self, name: str, value: str) -> None:
         value = value.strip()
@@ -358,7 +382,7 @@ class _Builder:
         t = node.type
         span = self.txt.span(node)
         text = self.txt.slice(node.start_byte, node.end_byte)
-        add = self.model.items.append
+        add = self._add
         if t == "preproc_include":
             path = node.child_by_field_name("path")
             header = path.text.decode().strip('<>"') if path is not None else ""
@@ -395,15 +419,48 @@ class _Builder:
                      extern_c, device=True))
         elif t == "declaration":
             self._declaration(node, namespaces, extern_c)
-        elif t in ("preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif"):
-            # Conditional blocks: look inside; their guarded items are taken one by one.
-            self._items([c for c in node.children if c.is_named], namespaces, extern_c)
+        elif t in ("preproc_if", "preproc_ifdef"):
+            self._conditional(node, (), (self.path, node.start_byte), namespaces, extern_c)
+        elif t == "preproc_call":
+            directive = node.child_by_field_name("directive")
+            if directive is not None and directive.text.decode() in ("#undef", "#error"):
+                arg = node.child_by_field_name("argument")
+                names = frozenset(_WORD.findall(arg.text.decode())[:1]) if arg is not None and \
+                    directive.text.decode() == "#undef" else frozenset()
+                add(Item("macro", names, frozenset(), span, text.rstrip("\n"), namespaces, extern_c, device=True))
         elif t in ("comment", ";", "{", "}", "#endif"):
             return
         elif t == "expression_statement" or t == "ERROR":
             return
         else:
             add(Item("other", frozenset(), frozenset(_idents(node)), span, text, namespaces, extern_c))
+
+    def _conditional(self, node: Node, heads: tuple[str, ...], key, namespaces, extern_c) -> None:
+        """One branch of `#if/#ifdef/#elif/#else`: its items carry the branch as a guard; the
+        next branch (the `alternative`) follows with this one's head kept."""
+        t = node.type
+        if t == "preproc_else":
+            head = "#else"
+        elif t == "preproc_ifdef":
+            name = node.child_by_field_name("name")
+            head = f"{node.children[0].text.decode()} {name.text.decode() if name is not None else ''}".strip()
+        else:  # preproc_if, preproc_elif (and #elifdef, read as written)
+            cond = node.child_by_field_name("condition")
+            head = f"{node.children[0].text.decode()} {' '.join(cond.text.decode().split()) if cond else ''}".strip()
+        heads = heads + (head,)
+        skip = {(c.start_byte, c.end_byte) for c in (node.child_by_field_name("condition"),
+                                                     node.child_by_field_name("name"),
+                                                     node.child_by_field_name("alternative")) if c is not None}
+        saved = self.guards
+        self.guards = saved + (Guard(key, heads),)
+        try:
+            self._items([c for c in node.children if c.is_named and (c.start_byte, c.end_byte) not in skip],
+                        namespaces, extern_c)
+        finally:
+            self.guards = saved
+        alt = node.child_by_field_name("alternative")
+        if alt is not None:
+            self._conditional(alt, heads, key, namespaces, extern_c)
 
     def _defined_names(self, node: Node) -> set[str]:
         names: set[str] = set()
@@ -452,7 +509,7 @@ class _Builder:
             kind = "device_function" if specs & {"__device__", "__global__"} else "host_function"
             if "__global__" in specs:
                 kind = "kernel_decl"
-        self.model.items.append(Item(kind, frozenset(names), frozenset(_idents(node) - names), span, text,
+        self._add(Item(kind, frozenset(names), frozenset(_idents(node) - names), span, text,
                                      namespaces, extern_c, device=device or kind == "device_function"))
         if kind == "variable" and specs & {"const", "constexpr"}:
             for d in node.children_by_field_name("declarator"):
@@ -494,7 +551,7 @@ class _Builder:
             kind = "type" if fn.type in ("struct_specifier", "class_specifier", "alias_declaration") else (
                 "kernel_decl" if "__global__" in specs else
                 "device_function" if "__device__" in specs else "variable")
-            self.model.items.append(Item(kind, frozenset(names), frozenset(_idents(outer) - set(names)), span,
+            self._add(Item(kind, frozenset(names), frozenset(_idents(outer) - set(names)), span,
                                          text, namespaces, extern_c, device=True))
             return
         specs = _specifiers(fn)
@@ -506,7 +563,7 @@ class _Builder:
         uses = frozenset(_idents(outer) - {name} - set(template_names))
         if "__global__" not in specs:
             kind = "device_function" if "__device__" in specs else "host_function"
-            self.model.items.append(Item(kind, frozenset({name}), uses, span, text, namespaces, extern_c,
+            self._add(Item(kind, frozenset({name}), uses, span, text, namespaces, extern_c,
                                          device=kind == "device_function"))
             return
         params = []
@@ -530,13 +587,18 @@ class _Builder:
             span=span, name_span=self.txt.span(name_node),
             signature_span=self.txt.span(plist if plist is not None else name_node, start=outer),
             body_span=self.txt.span(body) if body is not None else span, spec=spec, text=text, uses=uses)
-        self.model.kernels.append(kernel)
-        self.model.items.append(Item("kernel", frozenset({name}), uses, span, text, namespaces, extern_c,
+        first = next((i for i, k in enumerate(self.model.kernels) if k.qualified_name == qualified), None)
+        if first is None:
+            self.model.kernels.append(kernel)
+        else:  # an overload (enable_if on the template arguments): one kernel, several definitions
+            k0 = self.model.kernels[first]
+            self.model.kernels[first] = replace(k0, overloads=k0.overloads + (span,),
+                                                uses=k0.uses | uses, spec=k0.spec or spec)
+        self._add(Item("kernel", frozenset({name}), uses, span, text, namespaces, extern_c,
                                      device=True))
 
     def _only_space_between(self, a: Node, b: Node) -> bool:
-        between = self.txt.slice(a.end_byte, b.start_byte)
-        return between.strip() == "" and between.count("\n") <= 1
+        return self.txt.slice(a.end_byte, b.start_byte).strip() == ""  # blank lines are fine
 
     def _launches(self, root: Node) -> None:
         stack: list[tuple[Node, Node | None]] = [(root, None)]
@@ -744,8 +806,9 @@ def parse_expression(text: str) -> Node | None:
     return inner[0] if len(inner) == 1 else None
 
 
-def parse(text: str) -> SourceModel:
+def parse(text: str, path: str | None = None) -> SourceModel:
     """Build the source model of a CUDA source text. Never raises on malformed code: syntax
-    problems are listed in `syntax_errors` and the rest of the file is still modelled."""
+    problems are listed in `syntax_errors` and the rest of the file is still modelled.
+    `path` is recorded on the items (for a header read into another file's unit)."""
     tree = parser().parse(text.encode("utf-8"))
-    return _Builder(text).run(tree.root_node)
+    return _Builder(text, path).run(tree.root_node)

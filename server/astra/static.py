@@ -187,16 +187,13 @@ def nvrtc_shim_dir() -> str:
 
 def nvrtc_options(unit, arch: str) -> list[str]:
     """Options shared by the static check and the GPU backend (CuPy's RawModule)."""
-    opts = [f"--gpu-architecture={arch}", "-std=c++17", "-lineinfo"]
-    dirs = []
-    if getattr(unit, "path", ""):
-        dirs.append(str(Path(unit.path).resolve().parent))
-    dirs += list(getattr(unit, "include_dirs", ()) or ())
+    project = unit.options()  # the file's folder, the project's include paths, macros, standard
+    std = [] if any(o.startswith("-std=") for o in project) else ["-std=c++17"]
+    opts = [f"--gpu-architecture={arch}", *std, "-lineinfo"]
+    dirs = [str(Path(unit.path).resolve().parent)] if getattr(unit, "path", "") else []
     inc = cuda_include_dir()
-    if inc:
-        dirs.append(inc)
-    dirs.append(nvrtc_shim_dir())
-    return opts + [f"-I{d}" for d in dict.fromkeys(dirs)]
+    tail = ([inc] if inc else []) + [nvrtc_shim_dir()]
+    return list(dict.fromkeys(opts + [f"-I{d}" for d in dirs] + project + [f"-I{d}" for d in tail]))
 
 
 # ---- compiling ---------------------------------------------------------------------------
@@ -214,8 +211,9 @@ def compile_unit(unit, arch: str = DEFAULT_ARCH, *, options: tuple[str, ...] = (
     """Compile `unit` (an `astra.extract.CompileUnit`) for `arch` and report diagnostics at the
     user's lines plus per-kernel resources. Never raises for bad code: `ok` is False."""
     names = tuple(dict.fromkeys((unit.name_expression,) + tuple(extra_name_expressions)))
-    key = hashlib.sha256(repr((unit.source, unit.path, tuple(getattr(unit, "include_dirs", ())), arch,
-                               options, names)).encode()).hexdigest()
+    from .extract import header_digest
+    key = hashlib.sha256(repr((unit.source, unit.path, tuple(unit.options()), arch, options, names,
+                               header_digest(unit.source, unit.path, unit.options()))).encode()).hexdigest()
     with _lock:
         hit = _cache.get(key)
     if hit is not None:

@@ -69,11 +69,14 @@ def test_items_and_uses():
     assert "BLOCK" in m.kernel("tmpl").uses
 
 
-def test_spec_comment_attached_only_when_directly_above():
-    src = "/* @astra\ngrid=[1]\n*/\n__global__ void a(float* x) {}\n/* @astra\ngrid=[1]\n*/\n\n\n__global__ void b(float* x) {}\n"
+def test_spec_comment_attached_across_blank_lines_but_not_across_code():
+    src = ("/* @astra\ngrid=[1]\n*/\n__global__ void a(float* x) {}\n/* @astra\ngrid=[1]\n*/\n\n\n"
+           "__global__ void b(float* x) {}\n/* @astra\ngrid=[1]\n*/\nint n = 3;\n__global__ void c(float* x) {}\n"
+           "/* @astra\ngrid=[1]\n*/\n// a note\n__global__ void d(float* x) {}\n")
     m = source.parse(src)
     assert m.kernel("a").spec is not None
-    assert m.kernel("b").spec is None
+    assert m.kernel("b").spec is not None   # issue 10: a blank line used to hide the spec
+    assert m.kernel("c").spec is None and m.kernel("d").spec is None
 
 
 def test_malformed_source_never_raises():

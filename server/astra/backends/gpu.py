@@ -182,10 +182,15 @@ class GpuBackend(Backend):
         names = list(dict.fromkeys(name_expressions))
         # CuPy adds the architecture of the current device itself.
         opts = [o for o in options if not o.startswith(("--gpu-architecture", "-arch"))]
-        opts = list(dict.fromkeys(["-std=c++17", "-lineinfo", *opts, f"-I{static.nvrtc_shim_dir()}"]))
+        std = [] if any(o.startswith("-std=") for o in opts) else ["-std=c++17"]  # the project's, else ours
+        opts = list(dict.fromkeys([*std, "-lineinfo", *opts, f"-I{static.nvrtc_shim_dir()}"]))
         if filename and os.path.dirname(os.path.abspath(filename)):
             opts.append(f"-I{os.path.dirname(os.path.abspath(filename))}")
-        code = static.NVRTC_PRELUDE + source
+        from ..extract import header_digest
+        # CuPy's own cache keys on the source text only: the headers' digest goes into the text
+        ours = {f"-I{static.nvrtc_shim_dir()}", f"-I{static.cuda_include_dir()}"}
+        headers = header_digest(source, filename, [o for o in opts if o not in ours])
+        code = static.NVRTC_PRELUDE + (f"// astra: headers {headers}\n" if headers else "") + source
         key = hashlib.sha256(repr((code, names, opts)).encode()).hexdigest()
         mod = self._modules.get(key)
         if mod is not None:

@@ -127,7 +127,7 @@ class _Gate:
         return not res.errors
 
     def compile(self, unit, role: str, sanitize: bool = False, races: bool = False) -> Compiled:
-        options = [f"-I{d}" for d in getattr(unit, "include_dirs", ())]
+        options = unit.options()
         extra = {"races": True} if races else {}  # the CPU backend's race checker (not in the base interface)
         mod = self.backend.compile(unit.source, [unit.name_expression], filename=unit.path, options=options,
                                    sanitize=sanitize, **extra)

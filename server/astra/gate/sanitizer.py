@@ -57,7 +57,7 @@ def sanitize_job(payload: dict) -> list[dict]:
     backend = GpuBackend(exact_alloc=True)
     try:
         mod = backend.compile(unit.source, [unit.name_expression], filename=unit.path,
-                              options=[f"-I{d}" for d in unit.include_dirs])
+                              options=unit.options())
     except CompileError as e:
         return [{"sizes": {}, "message": f"does not compile: {e}"}]
     kernel = Compiled(mod, unit.name_expression, "candidate")

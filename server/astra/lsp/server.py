@@ -186,7 +186,8 @@ class AstraServer(LanguageServer):
         text, version, path = doc.source, doc.version, doc.path
         lines = text.splitlines()
         try:
-            found = await self.call(self.static, _api().diagnostics, text, path, arch=self.settings.gpu_arch)
+            found = await self.call(self.static, _api().diagnostics, text, path, arch=self.settings.gpu_arch,
+                                    context=self.project(path))
             static = [lsp_diagnostic(d, lines) for d in found]
         except Exception as e:
             self.log_error(f"static diagnostics of {path} failed", traceback.format_exc())
@@ -229,7 +230,7 @@ class AstraServer(LanguageServer):
         try:
             verdicts = await self.call(self.slow, _api().check, text, path, k.name,
                                        backend=self.settings.backend, arch=self.settings.gpu_arch,
-                                       cancel=cancel)
+                                       cancel=cancel, context=self.project(path))
         except Exception as e:
             if cancel.is_set():
                 return None
@@ -331,7 +332,8 @@ class AstraServer(LanguageServer):
         try:
             result = await self.call(self.opt, _api().optimize, doc.source, doc.path, name,
                                      rounds=s.rounds, llm=llm, backend=s.backend, arch=s.gpu_arch,
-                                     progress=progress, cancel=opt.cancel, report=self.report_dir(doc.path))
+                                     progress=progress, cancel=opt.cancel, report=self.report_dir(doc.path),
+                                     context=self.project(doc.path))
             if opt.cancel.is_set() or getattr(result, "cancelled", False):
                 opt.status, opt.message = "cancelled", "cancelled"
             elif getattr(result, "error", None):
@@ -421,6 +423,13 @@ class AstraServer(LanguageServer):
         return _api().llm_config(model=s.llm_model or None, base_url=s.llm_base_url or None,
                                  api_key=s.llm_api_key or None)
 
+    def project(self, path: str):
+        """The project context of `path`: the settings' include paths, macros and standard, then
+        the configured or nearest compile_commands.json. Raises AstraError for a bad setting."""
+        root = str(_api().workspace.root_for(path))
+        ctx, cc = self.settings.project(root)
+        return _api().project_context(path, settings=ctx, compile_commands=cc)
+
     def report_dir(self, path: str) -> str | None:
         try:
             return str(_api().workspace.astra_dir(path) / "reports")
@@ -438,7 +447,7 @@ class AstraServer(LanguageServer):
         try:
             p = await self.call(self.slow, _api().profile, doc.source, doc.path, name,
                                 backend=self.settings.backend, arch=self.settings.gpu_arch,
-                                ncu=self.settings.profile_ncu)
+                                ncu=self.settings.profile_ncu, context=self.project(doc.path))
             if isinstance(p, list):  # one profile per selected kernel; we selected one
                 p = p[0]
         except Exception as e:
@@ -496,7 +505,8 @@ class AstraServer(LanguageServer):
         if k is None:
             return None, f"no kernel `{name}` in this file"
         try:
-            proposal = await self.call(self.fast, _api().infer_spec, doc.source, doc.path, name)
+            proposal = await self.call(self.fast, _api().infer_spec, doc.source, doc.path, name,
+                                       context=self.project(doc.path))
             comment = getattr(proposal, "comment", proposal)
         except Exception as e:
             return None, f"could not infer a spec for `{name}`: {_user_message(e)}"

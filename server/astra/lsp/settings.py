@@ -18,6 +18,20 @@ class Settings:
     check_on_save: bool = True
     gpu_arch: str = "sm_90"
     profile_ncu: bool = False  # profile with Nsight Compute source counters (hot-line hints; GPU only)
+    # The project context (issue 10): relative paths are taken from the workspace root.
+    include_paths: tuple[str, ...] = ()
+    defines: tuple[str, ...] = ()
+    std: str = ""
+    compile_commands: str = ""
+
+    def project(self, root: str):
+        """The settings' part of the project context (astra.project.ProjectContext)."""
+        from astra import project
+        cc = self.compile_commands
+        if cc and not os.path.isabs(cc):
+            cc = os.path.join(root, cc)
+        return project.from_flags(self.include_paths, self.defines, self.std or None, origin="settings",
+                                  base=root), cc or None
 
     def updated(self, raw: Any) -> tuple["Settings", list[str]]:
         """These settings with the client's `astra` section applied: nested
@@ -44,6 +58,17 @@ class Settings:
         take("checkOnSave", "check_on_save", bool)
         take("gpuArch", "gpu_arch", str, lambda v: v.startswith(("sm_", "compute_")))
         take("profile.ncu", "profile_ncu", bool)
+        take("std", "std", str, lambda v: v in ("", "c++11", "c++14", "c++17", "c++20"))
+        take("compileCommands", "compile_commands", str)
+        for key, attr in (("includePaths", "include_paths"), ("defines", "defines")):
+            v = flat.get(key)
+            if v is None:
+                continue
+            if isinstance(v, list) and all(isinstance(x, str) for x in v) and (
+                    key != "defines" or all(x.split("=")[0].strip().isidentifier() for x in v)):
+                out[attr] = tuple(x.strip() for x in v if x.strip())
+            else:
+                problems.append(f"ignoring setting astra.{key}={v!r}")
         return replace(self, **out), problems
 
 

@@ -25,7 +25,7 @@ def param_types(unit) -> dict[str, str]:
 
 
 def compile_on(backend, unit):
-    options = [f"-I{d}" for d in getattr(unit, "include_dirs", ())]
+    options = unit.options()
     return backend.compile(unit.source, [unit.name_expression], filename=unit.path, options=options)
 
 

@@ -265,7 +265,10 @@ def host_options(options: Sequence[str], source: str = "") -> list[str]:
     if any(p.startswith(("cuda_fp8", "cuda_fp6", "cuda_fp4")) for p in screen.includes(source)):
         out.append("-DASTRA_WITH_FP8")  # included before __CUDA_ARCH__ is defined (host code paths)
     for o in options:
-        if o.startswith(_SAFE_OPTION_PREFIXES) and not o.startswith("-std="):
+        if o.startswith("-std="):
+            if o in ("-std=c++20", "-std=gnu++20"):  # the shim needs C++17 at least: older ones stay 17
+                out.append(o)
+        elif o.startswith(_SAFE_OPTION_PREFIXES):
             out.append(o)
     return out
 
@@ -273,8 +276,10 @@ def host_options(options: Sequence[str], source: str = "") -> list[str]:
 def compile_module(source: str, name_expressions: Sequence[str], filename: str,
                    options: Sequence[str], sanitize: str) -> Path:
     """Screen, rewrite and compile a unit into a cached shared object; returns its path."""
+    from astra.extract import header_digest
     opts = host_options(options, source)
-    key = hashlib.sha256("\0".join([source, *name_expressions, *opts, str(sanitize),
+    headers = header_digest(source, filename, opts)  # an edited header is a new build
+    key = hashlib.sha256("\0".join([source, *name_expressions, *opts, str(sanitize), headers,
                                     _runtime_digest(), *base_flags(sanitize)]).encode()).hexdigest()[:24]
     out = cache_dir() / f"mod-{key}{'-' + sanitize if sanitize else ''}.so"
     with _one_build(out):

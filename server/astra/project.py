@@ -1,0 +1,252 @@
+"""The project a file is compiled in: include directories, macros, the language standard and a
+few device-code flags — one immutable value carried with every compile unit, so the static
+(NVRTC), CPU and GPU backends build a kernel the same way and every verdict can say how.
+
+Taken, in this order (earlier wins for a macro or the standard; include directories are
+searched in this order): the command line (`-I DIR`, `-D NAME[=VALUE]`, `--std`), the editor's
+`astra.*` settings, then the nearest `compile_commands.json` (the clangd/CMake convention: the
+file's folder and its parents up to the workspace root, each also under `build/`; or a
+configured path). Its entry for the file is used, else one for a file in the same folder, else
+the first entry; which one is said in `origin`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from pathlib import Path
+
+from .errors import AstraError
+
+# Flags that mean the same to NVRTC, nvcc and (where it matters) the CPU build; others from a
+# compile command are listed in `ignored`, never passed on blindly.
+DEVICE_FLAGS = ("--use_fast_math", "-use_fast_math", "--expt-relaxed-constexpr", "-expt-relaxed-constexpr",
+                "--extended-lambda", "-extended-lambda", "--ftz=true", "--ftz=false", "--prec-div=true",
+                "--prec-div=false", "--prec-sqrt=true", "--prec-sqrt=false", "--fmad=true", "--fmad=false")
+STANDARDS = ("c++11", "c++14", "c++17", "c++20")
+DEFAULT_STD = "c++17"
+MAX_COMPILE_COMMANDS_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ProjectContext:
+    include_dirs: tuple[str, ...] = ()         # absolute, searched in order
+    system_dirs: tuple[str, ...] = ()          # -isystem: their headers are never copied into a unit
+    defines: tuple[tuple[str, str | None], ...] = ()  # (name, value or None), in order
+    std: str | None = None                      # 'c++17'; None: the backends' default
+    flags: tuple[str, ...] = ()                 # from DEVICE_FLAGS
+    origin: tuple[str, ...] = ()                # where each part came from, for messages
+    ignored: tuple[str, ...] = ()               # flags of a compile command that were not used
+
+    @property
+    def empty(self) -> bool:
+        return not (self.include_dirs or self.system_dirs or self.defines or self.std or self.flags)
+
+    def options(self) -> list[str]:
+        """Compiler options in the spelling NVRTC, nvcc and g++ share."""
+        out = [f"-I{d}" for d in self.include_dirs] + [f"-I{d}" for d in self.system_dirs]
+        out += [f"-D{n}" if v is None else f"-D{n}={v}" for n, v in self.defines]
+        if self.std:
+            out.append(f"-std={self.std}")
+        return out + list(self.flags)
+
+    def describe(self) -> str:
+        """One line for verdicts and reports."""
+        if self.empty:
+            return "no project context (no include paths, defines or compile_commands.json)"
+        parts = []
+        if self.include_dirs or self.system_dirs:
+            parts.append("include " + ", ".join(self.include_dirs + self.system_dirs))
+        if self.defines:
+            parts.append("defines " + ", ".join(n if v is None else f"{n}={v}" for n, v in self.defines))
+        if self.std:
+            parts.append(f"-std={self.std}")
+        if self.flags:
+            parts.append(" ".join(self.flags))
+        text = "; ".join(parts)
+        return text + (f" (from {', '.join(self.origin)})" if self.origin else "")
+
+    def to_json(self) -> dict:
+        return {"include_dirs": list(self.include_dirs), "system_dirs": list(self.system_dirs),
+                "defines": [[n, v] for n, v in self.defines], "std": self.std, "flags": list(self.flags),
+                "origin": list(self.origin), "ignored": list(self.ignored)}
+
+    def merged(self, later: "ProjectContext") -> "ProjectContext":
+        """This context, then what `later` adds: its directories searched after ours, its
+        macros and standard only where this one has none."""
+        names = {n for n, _ in self.defines}
+        return ProjectContext(
+            include_dirs=tuple(dict.fromkeys(self.include_dirs + later.include_dirs)),
+            system_dirs=tuple(dict.fromkeys(self.system_dirs + later.system_dirs)),
+            defines=self.defines + tuple(d for d in later.defines if d[0] not in names),
+            std=self.std or later.std,
+            flags=tuple(dict.fromkeys(self.flags + later.flags)),
+            origin=self.origin + tuple(o for o in later.origin if o not in self.origin),
+            ignored=self.ignored + later.ignored)
+
+
+def parse_define(text: str) -> tuple[str, str | None]:
+    name, eq, value = text.strip().partition("=")
+    if not name.isidentifier():
+        raise AstraError(f"bad macro definition {text!r}: expected NAME or NAME=VALUE")
+    return name, (value if eq else None)
+
+
+def _std(value: str | None, where: str) -> str | None:
+    if not value:
+        return None
+    v = value.strip().lower().removeprefix("-std=").removeprefix("--std=").replace("gnu++", "c++")
+    if v not in STANDARDS:
+        raise AstraError(f"{where}: unsupported language standard {value!r} (one of {', '.join(STANDARDS)})")
+    return v
+
+
+def from_flags(include_dirs=(), defines=(), std: str | None = None, flags=(), *, origin: str,
+               base: str | None = None) -> ProjectContext:
+    """A context from explicit values (command line or settings); relative directories are
+    taken from `base` (default: the current directory)."""
+    root = Path(base) if base else Path.cwd()
+    dirs = []
+    for d in include_dirs or ():
+        p = Path(os.path.expanduser(str(d)))
+        dirs.append(str((p if p.is_absolute() else root / p).resolve()))
+    bad = [f for f in flags or () if f not in DEVICE_FLAGS]
+    if bad:
+        raise AstraError(f"{origin}: unsupported flag(s) {', '.join(bad)} (supported: {', '.join(DEVICE_FLAGS)})")
+    ctx = ProjectContext(include_dirs=tuple(dict.fromkeys(dirs)),
+                         defines=tuple(parse_define(d) for d in defines or ()),
+                         std=_std(std, origin), flags=tuple(flags or ()))
+    return replace(ctx, origin=(origin,)) if not ctx.empty else ctx
+
+
+# ---- compile_commands.json ----------------------------------------------------------------------
+
+def find_compile_commands(path: str, root: str | None = None) -> Path | None:
+    """The nearest compile_commands.json for `path`: its folder and each parent up to `root`
+    (default: the filesystem root), each directly or under build/."""
+    here = Path(path).resolve().parent
+    stop = Path(root).resolve() if root else None
+    for d in (here, *here.parents):
+        for cand in (d / "compile_commands.json", d / "build" / "compile_commands.json"):
+            if cand.is_file():
+                return cand
+        if stop is not None and d == stop:
+            break
+    return None
+
+
+def _arguments(entry: dict) -> list[str]:
+    if isinstance(entry.get("arguments"), list):
+        return [str(a) for a in entry["arguments"]]
+    if isinstance(entry.get("command"), str):
+        try:
+            return shlex.split(entry["command"])
+        except ValueError:
+            return []
+    return []
+
+
+def _entry_for(entries: list, path: Path, base: Path) -> tuple[dict | None, str]:
+    def file_of(e: dict) -> Path | None:
+        f, d = e.get("file"), e.get("directory", ".")
+        if not isinstance(f, str) or not isinstance(d, str):
+            return None
+        dd = Path(d) if Path(d).is_absolute() else base / d
+        return (Path(f) if Path(f).is_absolute() else dd / f).resolve()
+
+    valid = [(e, file_of(e)) for e in entries if isinstance(e, dict)]
+    valid = [(e, f) for e, f in valid if f is not None]
+    for e, f in valid:
+        if f == path:
+            return e, "its entry"
+    for e, f in valid:
+        if f.parent == path.parent:
+            return e, f"the entry of {f.name} (same folder)"
+    return (valid[0][0], f"the entry of {valid[0][1].name} (no entry for this file)") if valid else (None, "")
+
+
+@lru_cache(maxsize=8)
+def _entries(db: Path, mtime_ns: int, size: int) -> list:
+    """The database's entries, read once per version of the file (editors ask on every save)."""
+    if size > MAX_COMPILE_COMMANDS_BYTES:
+        raise AstraError(f"{db}: larger than {MAX_COMPILE_COMMANDS_BYTES >> 20} MiB; not read")
+    try:
+        entries = json.loads(db.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise AstraError(f"{db}: not a readable compile_commands.json ({e.__class__.__name__}: {e})") from None
+    if not isinstance(entries, list):
+        raise AstraError(f"{db}: a compile_commands.json holds a list of entries")
+    return entries
+
+
+def from_compile_commands(db: str | Path, path: str) -> ProjectContext:
+    """The context of `path` in a compile_commands.json. Relative `directory` values are taken
+    from the JSON file's folder (so a database can travel with a source tree)."""
+    db = Path(db).resolve()
+    try:
+        st = db.stat()
+    except OSError as e:
+        raise AstraError(f"{db}: cannot read ({e.strerror})") from None
+    entries = _entries(db, st.st_mtime_ns, st.st_size)
+    entry, which = _entry_for(entries, Path(path).resolve(), db.parent.resolve())
+    if entry is None:
+        return ProjectContext(origin=(f"{db} (no usable entry)",))
+    d = entry.get("directory", ".")
+    cwd = Path(d) if Path(d).is_absolute() else (db.parent / d)
+    args = _arguments(entry)[1:]  # the compiler itself first
+    inc, sysinc, defs, flags, ignored = [], [], [], [], []
+    std = None
+    takes_value = {"-I": inc, "--include-path": inc, "-isystem": sysinc, "--system-include": sysinc,
+                   "-D": defs, "--define-macro": defs}
+    i = 0
+    while i < len(args):
+        a = args[i]
+        joined = next((k for k in takes_value if a.startswith(k) and len(a) > len(k)), None)
+        if a in takes_value and i + 1 < len(args):
+            takes_value[a].append(args[i + 1])
+            i += 2
+            continue
+        if joined is not None:
+            takes_value[joined].append(a[len(joined):].lstrip("="))
+        elif a.startswith(("-std=", "--std=")):
+            std = a.split("=", 1)[1]
+        elif a in ("-std", "--std") and i + 1 < len(args):
+            std, i = args[i + 1], i + 1
+        elif a in DEVICE_FLAGS:
+            flags.append(a)
+        elif a.startswith("-"):
+            ignored.append(a)
+        i += 1
+    resolve = lambda x: str((Path(x) if Path(x).is_absolute() else cwd / x).resolve())  # noqa: E731
+    try:
+        std_value = _std(std, str(db))
+    except AstraError:
+        std_value, ignored = None, ignored + [f"-std={std}"]
+    return ProjectContext(include_dirs=tuple(dict.fromkeys(resolve(x) for x in inc)),
+                          system_dirs=tuple(dict.fromkeys(resolve(x) for x in sysinc)),
+                          defines=tuple(parse_define(x) for x in defs if x.split("=")[0].isidentifier()),
+                          std=std_value, flags=tuple(flags), origin=(f"{db}, {which}",), ignored=tuple(ignored))
+
+
+def resolve(path: str, *, cli: ProjectContext | None = None, settings: ProjectContext | None = None,
+            compile_commands: str | None = None, root: str | None = None,
+            discover: bool = True) -> ProjectContext:
+    """The context for `path`: `cli`, then `settings`, then a compile_commands.json (the given
+    one, else the nearest up to `root` when `discover`)."""
+    ctx = ProjectContext()
+    for part in (cli, settings):
+        if part is not None:
+            ctx = ctx.merged(part)
+    db = Path(compile_commands) if compile_commands else (find_compile_commands(path, root) if discover else None)
+    if compile_commands and not Path(compile_commands).is_file():
+        raise AstraError(f"compile_commands.json not found: {compile_commands}")
+    if db is not None:
+        ctx = ctx.merged(from_compile_commands(db, path))
+    return ctx
+
+
+__all__ = ["ProjectContext", "from_flags", "from_compile_commands", "find_compile_commands", "resolve",
+           "parse_define", "DEFAULT_STD", "DEVICE_FLAGS"]
+
