@@ -204,7 +204,7 @@ def _needed(items: list[Item], kernel: Kernel) -> list[Item]:
     the names they use."""
     providers: dict[str, list[Item]] = {}
     for item in items:
-        if item.kind in ("include", "host_include", "host_function", "other", "kernel_decl", "macro"):
+        if item.kind in ("include", "host_include", "host_function", "other", "kernel_decl", "macro", "using"):
             continue
         if item.kind == "kernel":
             # Other kernels are never needed by this one (a kernel cannot call a kernel
@@ -338,7 +338,7 @@ def unit_from_model(model: SourceModel, path: str, kernel_name: str, *, instanti
     reader = _Reader(context, notes, dropped, headers, set())
     items = reader.items(model, path)
     needed = {id(i) for i in _needed(items, kernel)}
-    kept = [i for i in items if id(i) in needed or i.kind in ("macro", "include", "host_include")]
+    kept = [i for i in items if id(i) in needed or i.kind in ("macro", "include", "host_include", "using")]
     for item in items:
         if item.kind in ("host_function", "other") and id(item) not in needed and item.path is None:
             name = next(iter(item.defines), None) or item.text.split("\n")[0][:40]

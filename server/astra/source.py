@@ -17,6 +17,9 @@ import tree_sitter_cuda
 from tree_sitter import Language, Node, Parser
 
 SPEC_MARK = "@astra"
+# `using namespace X;` for these is kept in every unit that keeps their header (device code uses
+# the names unqualified); other using-directives are host code's business.
+DEVICE_NAMESPACES = ("cooperative_groups", "cg", "nvcuda", "cub", "cuda", "cute", "cutlass")
 
 
 @lru_cache(maxsize=1)
@@ -417,6 +420,20 @@ class _Builder:
             names = self._defined_names(node)
             add(Item("type", frozenset(names), frozenset(_idents(node) - names), span, text, namespaces,
                      extern_c, device=True))
+        elif t == "namespace_alias_definition":  # namespace cg = cooperative_groups;
+            names = [c.text.decode() for c in node.named_children if c.type == "namespace_identifier"]
+            add(Item("type", frozenset(names[:1]), frozenset(names[1:]), span, text, namespaces, extern_c,
+                     device=True))
+        elif t == "using_declaration":
+            target = node.named_children[-1].text.decode() if node.named_children else ""
+            if any(c.type == "namespace" for c in node.children):  # using namespace X;
+                kind = "using" if target.split("::")[0] in DEVICE_NAMESPACES else "other"
+                add(Item(kind, frozenset(), frozenset(_idents(node)), span, text, namespaces, extern_c,
+                         device=kind == "using"))
+            else:                                                 # using std::min;
+                short = target.split("::")[-1]
+                add(Item("type", frozenset({short}), frozenset(_idents(node)) - {short}, span, text, namespaces,
+                         extern_c, device=True))
         elif t == "declaration":
             self._declaration(node, namespaces, extern_c)
         elif t in ("preproc_if", "preproc_ifdef"):

@@ -70,6 +70,14 @@ def cuda_include_dir() -> str | None:
 
 
 @lru_cache(maxsize=1)
+def cccl_include_dirs() -> list[str]:
+    """CCCL (nv/target, cuda/std: what cooperative_groups and cuda_fp16 include) from the
+    nvidia-cuda-cccl wheel, which puts it under the CUDA include folder's cccl/."""
+    inc = cuda_include_dir()
+    return [str(Path(inc) / "cccl")] if inc and (Path(inc) / "cccl" / "nv" / "target").is_file() else []
+
+
+@lru_cache(maxsize=1)
 def _nvrtc():
     """The cuda.bindings NVRTC module, or None. cuda-bindings finds libnvrtc from the
     nvidia-cuda-nvrtc wheel through cuda-pathfinder."""
@@ -104,10 +112,17 @@ def available() -> str | None:
 # all. Kernels routinely use int64_t or include <cstdint>, so give NVRTC small stand-ins for
 # the freestanding headers and include <cstdint> first, as nvcc effectively does.
 _SHIM = {
+    # With CCCL on the include path (a CUDA toolkit, or the nvidia-cuda-cccl wheel) its own
+    # <cuda/std/cstdint> is what cooperative_groups includes: use it, so the two never clash.
     "cstdint": """#pragma once
+#if __has_include(<cuda/std/cstdint>)
+#include <cuda/std/cstdint>
+namespace std { using ::int8_t; using ::int16_t; using ::int32_t; using ::int64_t; using ::uint8_t;
+using ::uint16_t; using ::uint32_t; using ::uint64_t; using ::intptr_t; using ::uintptr_t; }
+#else
 typedef signed char int8_t; typedef short int16_t; typedef int int32_t; typedef long long int64_t;
 typedef unsigned char uint8_t; typedef unsigned short uint16_t; typedef unsigned int uint32_t;
-typedef unsigned long long uint64_t; typedef long intptr_t; typedef unsigned long uintptr_t;
+typedef unsigned long long uint64_t; typedef long long intptr_t; typedef unsigned long long uintptr_t;
 #define INT8_MAX 127
 #define INT16_MAX 32767
 #define INT32_MAX 2147483647
@@ -120,12 +135,16 @@ typedef unsigned long long uint64_t; typedef long intptr_t; typedef unsigned lon
 #define UINT64_MAX 18446744073709551615ULL
 namespace std { using ::int8_t; using ::int16_t; using ::int32_t; using ::int64_t; using ::uint8_t;
 using ::uint16_t; using ::uint32_t; using ::uint64_t; using ::intptr_t; using ::uintptr_t; }
+#endif
 """,
     "cstddef": """#pragma once
 typedef decltype(sizeof(0)) size_t; typedef long ptrdiff_t;
 namespace std { using ::size_t; using ::ptrdiff_t; typedef decltype(nullptr) nullptr_t; }
 """,
     "climits": """#pragma once
+#if __has_include(<cuda/std/climits>)
+#include <cuda/std/climits>
+#else
 #define CHAR_BIT 8
 #define SCHAR_MAX 127
 #define SCHAR_MIN (-128)
@@ -142,6 +161,7 @@ namespace std { using ::size_t; using ::ptrdiff_t; typedef decltype(nullptr) nul
 #define LLONG_MAX 9223372036854775807LL
 #define LLONG_MIN (-LLONG_MAX - 1LL)
 #define ULLONG_MAX 18446744073709551615ULL
+#endif
 """,
     "cfloat": """#pragma once
 #define FLT_MAX 3.402823466e+38F
@@ -192,7 +212,7 @@ def nvrtc_options(unit, arch: str) -> list[str]:
     opts = [f"--gpu-architecture={arch}", *std, "-lineinfo"]
     dirs = [str(Path(unit.path).resolve().parent)] if getattr(unit, "path", "") else []
     inc = cuda_include_dir()
-    tail = ([inc] if inc else []) + [nvrtc_shim_dir()]
+    tail = ([inc] if inc else []) + cccl_include_dirs() + [nvrtc_shim_dir()]
     return list(dict.fromkeys(opts + [f"-I{d}" for d in dirs] + project + [f"-I{d}" for d in tail]))
 
 

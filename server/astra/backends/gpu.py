@@ -199,8 +199,9 @@ class GpuBackend(Backend):
             raw = self._raw_module(code, opts, names)
         except CompileError as e:
             inc = static.cuda_include_dir()
-            if "cannot open source file" in e.log and inc and f"-I{inc}" not in opts:
-                raw = self._raw_module(code, opts + [f"-I{inc}"], names)
+            more = [f"-I{d}" for d in ([inc] if inc else []) + static.cccl_include_dirs() if f"-I{d}" not in opts]
+            if "cannot open source file" in e.log and more:
+                raw = self._raw_module(code, opts + more, names)
             else:
                 raise
         mod = GpuModule(raw, names, key)

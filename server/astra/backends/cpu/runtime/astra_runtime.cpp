@@ -383,7 +383,9 @@ void fiber_main(Fiber* f) {
   Block* b = f->block;
   b->entry(b->args);
   thread_exit(f);
+#ifndef ASTRA_TSAN
   b->free_stacks.push_back(b->slot_of[f->linear]);  // reused only after we switched away
+#endif
 #ifdef ASTRA_TSAN
   __tsan_switch_to_fiber(b->sched_fiber, ASTRA_TSAN_NO_SYNC);
 #endif
@@ -412,8 +414,15 @@ char* stack_top(Block* b, int slot) {
 }
 
 void start_fiber(Block* b, Fiber* f) {
+#ifdef ASTRA_TSAN
+  // Under the race checker every thread keeps a stack of its own: a stack left by a finished
+  // thread and reused by the next would make their locals (a `uint4` written through a
+  // `__half*`) look like one address written by two threads with nothing ordering them.
+  int slot = f->linear;
+#else
   int slot = b->free_stacks.back();
   b->free_stacks.pop_back();
+#endif
   b->slot_of[f->linear] = slot;
   char* top = stack_top(b, slot);
   StackHeader* h = stack_header((uintptr_t)top);
