@@ -189,10 +189,33 @@ class _Gate:
         if self.ref is None:
             return None
         try:
-            return run_case(self.rspec, self.backend, self.ref, sizes, host, self.ctypes, poison, schedule,
-                            written_only=True).after
+            after = run_case(self.rspec, self.backend, self.ref, sizes, host, self.ctypes, poison, schedule,
+                             written_only=True).after
+            self.reference_writes_everything(after, sizes, host, poison, info)
+            return after
         except LaunchError as e:
             raise _ReferenceFailed(f"the reference kernel failed on {info.describe()}: {e}") from None
+
+    def reference_writes_everything(self, after, sizes, host, poison: int, info: CaseInfo) -> None:
+        """A reference that leaves part of an output unwritten (launched with another
+        version's grid, or a spec whose shapes are larger than what it writes) gives nothing to
+        compare with: that is a spec problem, reported as such, never a comparison."""
+        suspect = [a.name for a in self.rspec.args.values() if a.output
+                   and compare.poison_mask(after[a.name], poison).any()]
+        if not suspect:
+            return
+        other = POISONS[1] if poison == POISONS[0] else POISONS[0]  # a value may equal the poison by chance
+        again = run_case(self.rspec, self.backend, self.ref, sizes, host, self.ctypes, other,
+                         written_only=True).after
+        for name in suspect:
+            unwritten = compare.poison_mask(after[name], poison) & compare.poison_mask(again[name], other)
+            if unwritten.any():
+                g, b, _ = self.rspec.launch_dims(sizes)
+                raise _ReferenceFailed(
+                    f"spec problem: the reference kernel leaves {int(unwritten.sum())} of {unwritten.size} elements "
+                    f"of `{name}` unwritten on {info.describe()} (launched with grid {g}, block {b}); nothing was "
+                    f"compared. Check the reference's own spec (its grid and block: a reference with a spec of its "
+                    f"own runs with its own launch) and the shape of `{name}`.")
 
     def judge(self, check_values: str, info: CaseInfo, host, after, expected, poison: int) -> bool:
         """Compare one launch's results. `check_values` names the check a value mismatch counts
