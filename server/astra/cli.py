@@ -41,7 +41,10 @@ def cmd_kernels(a) -> int:
         return EXIT_OK
     from rich.table import Table
     t = Table(title=f"Kernels in {a.file}")
-    for col in ("kernel", "line", "parameters", "spec", "launch sites"):
+    # a kernel's name is never cut: versions of one kernel differ only at the end of it
+    longest = max((len(k.kernel.qualified_name) for k in infos), default=6)
+    t.add_column("kernel", no_wrap=True, min_width=longest)
+    for col in ("line", "parameters", "spec", "launch sites"):
         t.add_column(col)
     for k in infos:
         params = ", ".join(f"{p['type']} {p['name']}" for p in k.to_json()["params"])

@@ -199,9 +199,27 @@ def _is_own(item: Item, kernel: Kernel) -> bool:
         item.span.start_byte == kernel.span.start_byte or item.span in kernel.overloads)
 
 
-def _needed(items: list[Item], kernel: Kernel) -> list[Item]:
+def _names_in(instantiate: str | None) -> set[str]:
+    """Identifiers in template arguments: a device function passed as one
+    (`<float, silu<float>>`) must be in the unit too."""
+    if not instantiate:
+        return set()
+    inst = instantiate.strip()
+    node = source.parse_expression("__astra_k" + (inst if inst.startswith("<") else f"<{inst}>"))
+    if node is None:
+        return set()
+    out, stack = set(), [node]
+    while stack:
+        n = stack.pop()
+        if n.type in ("identifier", "type_identifier", "namespace_identifier"):
+            out.add(n.text.decode())
+        stack.extend(n.children)
+    return out - {"__astra_k"}
+
+
+def _needed(items: list[Item], kernel: Kernel, extra: set[str] = frozenset()) -> list[Item]:
     """The kernel's items (its overloads too) plus every device-side item they reach through
-    the names they use."""
+    the names they use (and the names in `extra`: its template arguments)."""
     providers: dict[str, list[Item]] = {}
     for item in items:
         if item.kind in ("include", "host_include", "host_function", "other", "kernel_decl", "macro", "using"):
@@ -214,7 +232,7 @@ def _needed(items: list[Item], kernel: Kernel) -> list[Item]:
             providers.setdefault(name, []).append(item)
     own = [i for i in items if _is_own(i, kernel)]
     keep: dict[int, Item] = {id(i): i for i in own}
-    todo = [n for i in own for n in i.uses]
+    todo = [n for i in own for n in i.uses] + sorted(extra)
     seen: set[str] = set()
     while todo:
         name = todo.pop()
@@ -337,7 +355,7 @@ def unit_from_model(model: SourceModel, path: str, kernel_name: str, *, instanti
     headers: list[str] = []
     reader = _Reader(context, notes, dropped, headers, set())
     items = reader.items(model, path)
-    needed = {id(i) for i in _needed(items, kernel)}
+    needed = {id(i) for i in _needed(items, kernel, _names_in(instantiate))}
     kept = [i for i in items if id(i) in needed or i.kind in ("macro", "include", "host_include", "using")]
     for item in items:
         if item.kind in ("host_function", "other") and id(item) not in needed and item.path is None:

@@ -117,11 +117,13 @@ class LaunchSite:
     function: str | None  # the enclosing host function
     grid_var: ConfigVar | None = None   # set when `grid` is the name of a dim3 variable
     block_var: ConfigVar | None = None  # likewise for `block`
+    via_macro: str | None = None        # the launch is written in this macro's body, used here
 
     def to_json(self) -> dict:
         return {"kernel": self.kernel, "template_args": self.template_args, "grid": self.grid,
                 "block": self.block, "shared_mem": self.shared_mem, "stream": self.stream,
-                "args": list(self.args), "line": self.span.start_line + 1, "function": self.function}
+                "args": list(self.args), "line": self.span.start_line + 1, "function": self.function,
+                "via_macro": self.via_macro}
 
 
 @dataclass(frozen=True)
@@ -360,7 +362,49 @@ class _Builder:
         self._collect_errors(root)
         self._items(root.children, namespaces=(), extern_c=False)
         self._launches(root)
+        self._macro_launches(root)
         return self.model
+
+    def _macro_launches(self, root: Node) -> None:
+        """Launches written in a function-like macro's body (`#define LAUNCH(ACT) ...
+        k<scalar_t, ACT<scalar_t>><<<grid, block>>>(...)`) are found where the macro is used:
+        the using function is parsed again with the macro expanded there, so its dim3
+        variables are followed as for a launch written in place. Each such launch is placed at
+        the macro's use and says which macro it came through."""
+        macros: dict[str, tuple[list[str], str]] = {}
+        for n in _walk(root):
+            if n.type == "preproc_function_def":
+                name, params, value = (n.child_by_field_name(f) for f in ("name", "parameters", "value"))
+                body = value.text.decode().replace("\\\n", "\n") if value is not None else ""
+                if name is not None and "<<<" in body:
+                    macros[name.text.decode()] = ([c.text.decode() for c in params.named_children
+                                                   if c.type == "identifier"] if params is not None else [], body)
+        if not macros:
+            return
+        for fn in (n for n in _walk(root) if n.type == "function_definition"):
+            for call in (c for c in _walk(fn) if c.type == "call_expression"):
+                callee = call.child_by_field_name("function")
+                if callee is None or callee.type != "identifier" or callee.text.decode() not in macros:
+                    continue
+                params, body = macros[callee.text.decode()]
+                args_node = call.child_by_field_name("arguments")
+                args = [a.text.decode() for a in args_node.named_children if a.type != "comment"] \
+                    if args_node is not None else []
+                expanded = _substitute(body, dict(zip(params, args)))
+                start, end = call.start_byte - fn.start_byte, call.end_byte - fn.start_byte
+                fn_bytes = fn.text
+                text = (fn_bytes[:start] + b"{ " + expanded.encode() + b"; }" + fn_bytes[end:]).decode(
+                    "utf-8", errors="replace")
+                sub = parser().parse(text.encode()).root_node
+                sub_builder = _Builder(text)
+                sub_builder._launches(sub)
+                shift = fn.start_point[0]  # the function's own lines start here in the file
+
+                def moved(var: ConfigVar | None) -> ConfigVar | None:
+                    return replace(var, line=var.line + shift) if var is not None and var.line is not None else var
+                for site in sub_builder.model.launches:
+                    self.model.launches.append(replace(site, span=self.txt.span(call), via_macro=callee.text.decode(),
+                                                       grid_var=moved(site.grid_var), block_var=moved(site.block_var)))
 
     def _collect_errors(self, root: Node) -> None:
         stack = [root]
@@ -657,6 +701,19 @@ class _Builder:
             kernel=name, template_args=targs, grid=cfg[0] or "", block=cfg[1] or "", shared_mem=cfg[2],
             stream=cfg[3], args=args, span=self.txt.span(call), function=fn_name, grid_var=grid_var,
             block_var=block_var))
+
+
+def _substitute(body: str, args: dict[str, str]) -> str:
+    """A macro body with its parameters replaced by the arguments of one use (identifier
+    tokens only, as the preprocessor does; `#p` and `a##b` are left as written)."""
+    code = ("void __astra_m() { " + body + "; }").encode()
+    tree = parser().parse(code).root_node
+    edits = [(n.start_byte, n.end_byte, args[n.text.decode()]) for n in _walk(tree)
+             if n.type in _IDENT_TYPES and n.text.decode() in args]
+    for start, end, value in sorted(edits, reverse=True):
+        code = code[:start] + value.encode() + code[end:]
+    text = code.decode("utf-8", errors="replace")
+    return text[len("void __astra_m() { "):-len("; }")]
 
 
 def _walk(node: Node):

@@ -181,6 +181,11 @@ namespace std { using ::size_t; using ::ptrdiff_t; typedef decltype(nullptr) nul
         "isnan isinf isfinite signbit ldexp frexp nearbyint rint").split()) + "}\n",
     "algorithm": "#pragma once\nnamespace std { using ::min; using ::max; }\n",
 }
+# Standard headers device code includes that only CCCL's libcu++ provides under NVRTC: std:: names
+# from cuda::std (qualified lookup in std follows the using-directive).
+for _name in ("type_traits", "limits", "utility", "array"):
+    _SHIM[_name] = (f"#pragma once\n#if __has_include(<cuda/std/{_name}>)\n#include <cuda/std/{_name}>\n"
+                    f"namespace std {{ using namespace ::cuda::std; }}\n#endif\n")
 _SHIM.update({"stdint.h": _SHIM["cstdint"], "stddef.h": _SHIM["cstddef"], "limits.h": _SHIM["climits"],
               "float.h": _SHIM["cfloat"], "assert.h": _SHIM["cassert"], "math.h": _SHIM["cmath"]})
 NVRTC_PRELUDE = "#include <cstdint>\n#include <cstddef>\n"
