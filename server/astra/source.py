@@ -120,10 +120,10 @@ class LaunchSite:
     via_macro: str | None = None        # the launch is written in this macro's body, used here
 
     def to_json(self) -> dict:
-        return {"kernel": self.kernel, "template_args": self.template_args, "grid": self.grid,
-                "block": self.block, "shared_mem": self.shared_mem, "stream": self.stream,
-                "args": list(self.args), "line": self.span.start_line + 1, "function": self.function,
-                "via_macro": self.via_macro}
+        out = {"kernel": self.kernel, "template_args": self.template_args, "grid": self.grid,
+               "block": self.block, "shared_mem": self.shared_mem, "stream": self.stream,
+               "args": list(self.args), "line": self.span.start_line + 1, "function": self.function}
+        return {**out, "via_macro": self.via_macro} if self.via_macro else out
 
 
 @dataclass(frozen=True)
