@@ -51,7 +51,8 @@ _INT_WORDS = frozenset({"int", "unsigned", "signed", "long", "short", "const", "
                         "int32_t", "int64_t", "uint32_t", "uint64_t", "std::size_t", "std::int64_t",
                         "std::int32_t", "std::uint32_t", "std::uint64_t"})
 _MIN_MAX = {"min": "min", "max": "max", "std::min": "min", "std::max": "max", "::min": "min", "::max": "max",
-            "cdiv": "cdiv", "ceil_div": "ceil_div"}
+            "cdiv": "cdiv", "ceil_div": "cdiv", "CEIL_DIV": "cdiv", "DIV_UP": "cdiv", "div_up": "cdiv",
+            "ceildiv": "cdiv", "DIVUP": "cdiv", "divUp": "cdiv"}
 _ARITH = frozenset({"+", "-", "*", "/", "%", "<<", ">>"})
 _MAX_CONSTANT_DEPTH = 8  # a macro defined through macros; a cycle stops here
 
@@ -131,7 +132,7 @@ class _HostExprs:
             value = self.constants.get(name)
             if value is not None and depth < _MAX_CONSTANT_DEPTH:
                 inner = source.parse_expression(value)
-                r = self._expr(inner, None, depth + 1) if inner is not None else None
+                r = self._expr(inner, free, depth + 1) if inner is not None else None
                 return f"({r})" if r is not None else None
             if free is not None and value is None:
                 free.append(name)
@@ -224,47 +225,425 @@ def _site_mapping(kernel: Kernel, site: LaunchSite, size_names: list[str]) -> di
     for p, arg in zip(kernel.params, site.args):
         if p.name in size_names:
             mapping[arg.strip()] = p.name
-    # Host variables named like a size are taken as that size.
     return mapping
+
+
+# ---- reading the launching function ---------------------------------------------------------
+
+BLOCK_DEFAULT = 256
+_BLOCK_WORDS = ("block", "thread", "tpb", "nthreads", "num_threads", "bs")
+
+
+def _host_locals(model: SourceModel, site: LaunchSite) -> dict[str, str]:
+    """Plain local variables of the launching function with one initialised declaration and no
+    later assignment (`const int grid_size = ceil_div(N, block_size);`): name -> initializer."""
+    if site.function is None:
+        return {}
+    tree = source.parser().parse(model.text.encode("utf-8")).root_node
+    fn = next((n for n in _walk(tree) if n.type == "function_definition" and source._declarator_name(
+        source._function_declarator(n.child_by_field_name("declarator")))[0] == site.function), None)
+    if fn is None:
+        return {}
+    out: dict[str, str] = {}
+    counts: dict[str, int] = {}
+    changed: set[str] = set()
+    for n in _walk(fn):
+        if n.type == "declaration":
+            for d in n.children_by_field_name("declarator"):
+                name = source._declarator_name(d)[0]
+                if name is None:
+                    continue
+                counts[name] = counts.get(name, 0) + 1
+                value = d.child_by_field_name("value") if d.type == "init_declarator" else None
+                if value is not None and value.type not in ("initializer_list", "argument_list"):
+                    out[name] = value.text.decode()
+        elif n.type in ("assignment_expression", "update_expression"):
+            target = n.child_by_field_name("left") or n.child_by_field_name("argument")
+            if target is not None and target.type == "identifier":
+                changed.add(target.text.decode())
+    return {k: v for k, v in out.items() if counts.get(k) == 1 and k not in changed}
+
+
+def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names: list[str],
+               notes: list[str]) -> tuple[list[str] | None, list[str] | None, list[str]]:
+    """(grid, block, new sizes) over the kernel's sizes, read from a launch site: dim3 variables
+    and plain locals followed to their definitions, macros and constants by value; a block size
+    the caller chooses (a launcher's `block_size` parameter) becomes 256, with a note."""
+    line = site.span.start_line + 1
+    where = f"line {line}" + (f", through macro {site.via_macro}" if site.via_macro else "")
+    mapping = _site_mapping(kernel, site, size_names)
+    grid_parts = _config_parts("grid", site.grid, site.grid_var, line, notes)
+    block_parts = _config_parts("block", site.block, site.block_var, line, notes)
+    local = _host_locals(model, site)
+    # A local holding a bare number is a launch choice in a block (`const int threads = 256`)
+    # but the problem's size in a grid (`const int num_tokens = 16` in main): that stays a size.
+    literal = {k for k, v in local.items() if source.parse_expression(v) is not None
+               and source.parse_expression(v).type == "number_literal"}
+    block_values = {**model.constants, **local}
+    grid_values = {**model.constants, **{k: v for k, v in local.items() if k not in literal}}
+    free: list[str] = []
+    for x in grid_parts:
+        _HostExprs(mapping, grid_values).spec(x, free)
+    for x in block_parts:
+        _HostExprs(mapping, block_values).spec(x, free)
+    chosen = [f for f in free if any(w in f.lower() for w in _BLOCK_WORDS) and f not in size_names]
+    for f in chosen:
+        grid_values[f] = block_values[f] = str(BLOCK_DEFAULT)
+        notes.append(f"block size `{f}` is chosen by the caller ({where}): took {BLOCK_DEFAULT}")
+    new_sizes = [f for f in free if f not in chosen]
+    for name in new_sizes:
+        mapping[name] = name
+    g = [_HostExprs(mapping, grid_values).spec(x) for x in grid_parts]
+    b = [_HostExprs(mapping, block_values).spec(x) for x in block_parts]
+    grid = g if g and all(g) else None
+    block = b if b and all(b) else None
+    if grid is None:
+        notes.append(f"grid `{site.grid}` ({where}) could not be read over the sizes: guessed a grid")
+    if block is None:
+        notes.append(f"block `{site.block}` ({where}) could not be read over the sizes: guessed a block")
+    return grid, block, [n for n in new_sizes if grid is not None and any(n in exprs.names(x) for x in grid)]
+
+
+def _pick_site(kernel: Kernel, model: SourceModel) -> LaunchSite | None:
+    """The launch to read: one outside `main` first (a launcher function says what the kernel
+    expects; `main` often loops over block sizes)."""
+    sites = model.launches_of(kernel.name)
+    return next((s for s in sites if s.function != "main"), sites[0] if sites else None)
+
+
+# ---- element types: typedefs and the macros that select them -----------------------------------
+
+class _Types:
+    """C++ names read through the unit's items (the file and its project headers, with the
+    macros defined before each, `#if`/`#ifdef` branches evaluated): `floatX` behind
+    `#define ENABLE_BF16` is __nv_bfloat16."""
+
+    def __init__(self, model: SourceModel, path: str | None, context: ProjectContext | None):
+        from . import extract
+        self.items = []
+        if path is not None:
+            try:
+                reader = extract._Reader(context or ProjectContext(), [], [], [], set())
+                self.items = reader.items(model, path)
+            except Exception:  # a header that cannot be read: what the file itself says still counts
+                self.items = list(model.items)
+        else:
+            self.items = list(model.items)
+        self.macros: list[tuple[int, str, str | None]] = []  # (position, name, value or None to undefine)
+        for d_name, d_value in (context.defines if context else ()):
+            self.macros.append((-1, d_name, d_value if d_value is not None else "1"))
+        for pos, it in enumerate(self.items):
+            if it.kind == "macro" and self._active(it, pos):
+                text = it.text.strip()
+                if text.startswith("#undef"):
+                    for n in it.defines:
+                        self.macros.append((pos, n, None))
+                elif text.startswith("#define") and it.defines and "(" not in text.split()[1]:
+                    parts = text.split(None, 2)
+                    self.macros.append((pos, next(iter(it.defines)), parts[2].split("//")[0].strip()
+                                        if len(parts) > 2 else "1"))
+
+    def defined_at(self, pos: int) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for p, name, value in self.macros:
+            if p >= pos:
+                break
+            if value is None:
+                out.pop(name, None)
+            else:
+                out[name] = value
+        return out
+
+    def _cond(self, head: str, macros: dict[str, str]) -> bool | None:
+        word, _, rest = head.partition(" ")
+        rest = rest.strip()
+        if word == "#ifdef":
+            return rest in macros
+        if word == "#ifndef":
+            return rest not in macros
+        if word == "#else":
+            return True
+        if word not in ("#if", "#elif"):
+            return None
+        node = source.parse_expression(rest)
+        if node is None:
+            return None
+        text = self._pp_expr(node, macros)
+        if text is None:
+            return None
+        try:
+            return bool(exprs.evaluate(text, {}))
+        except exprs.ExprError:
+            return None
+
+    def _pp_expr(self, node, macros: dict[str, str]) -> str | None:
+        t = node.type
+        if t == "call_expression" and node.child_by_field_name("function") is not None \
+                and node.child_by_field_name("function").text.decode() == "defined":
+            args = node.child_by_field_name("arguments")
+            name = args.named_children[0].text.decode() if args is not None and args.named_children else ""
+            return "1" if name in macros else "0"
+        if t == "identifier":
+            v = macros.get(node.text.decode(), "0")
+            return v if v.strip().lstrip("-").isdigit() else ("1" if v else "0")
+        if t == "number_literal":
+            return node.text.decode().rstrip("uUlL")
+        if node.child_count == 0:
+            return {"&&": " and ", "||": " or ", "!": " not "}.get(node.text.decode(), node.text.decode())
+        parts = [self._pp_expr(c, macros) for c in node.children]
+        return None if any(p is None for p in parts) else " ".join(parts)
+
+    def _active(self, item, pos: int) -> bool | None:
+        macros = self.defined_at(pos)
+        for g in item.guards:
+            for k, head in enumerate(g.heads):
+                v = self._cond(head, macros)
+                if v is None:
+                    return None
+                if k < g.branch and v:
+                    return False   # an earlier branch was taken
+                if k == g.branch and not v:
+                    return False
+        return True
+
+    def resolve(self, name: str, depth: int = 0) -> tuple[str | None, str]:
+        """(a spelling dtypes knows, or None; how it was resolved / why not)."""
+        if dtypes.from_cpp(name) is not None:
+            return name, ""
+        if depth > 8:
+            return None, f"`{name}` is defined through too many typedefs"
+        cands = [(pos, it) for pos, it in enumerate(self.items) if it.kind == "type" and name in it.defines]
+        live = [(pos, it) for pos, it in cands if self._active(it, pos)]
+        unknown = [(pos, it) for pos, it in cands if self._active(it, pos) is None]
+        if not cands:
+            return None, f"no typedef of `{name}` in the file or its project headers"
+        if unknown or len(live) != 1:
+            return None, (f"`{name}` has {len(cands)} definitions under preprocessor conditions Astra cannot "
+                          f"decide" if unknown else f"`{name}` is defined {len(live)} times")
+        target = _typedef_target(live[0][1].text, name)
+        if target is None:
+            return None, f"`{name}` is not a plain typedef"
+        spelled, why = self.resolve(target, depth + 1)
+        if spelled is None:
+            return None, why
+        return spelled, f"`{name}` is {spelled}" + (f" ({_why_branch(live[0][1])})" if live[0][1].guards else "")
+
+    def packet_sizes(self) -> dict[str, int]:
+        """`x128::size` for typedefs of a 128-bit packet template (`Packed128<floatX>`):
+        16 bytes over the element's size."""
+        out = {}
+        for pos, it in enumerate(self.items):
+            if it.kind != "type" or not self._active(it, pos):
+                continue
+            for name in it.defines:
+                target = _typedef_target(it.text, name)
+                if target and "<" in target and "128" in target.split("<")[0]:
+                    elem = target.split("<", 1)[1].rstrip("> ").strip()
+                    spelled, _ = self.resolve(elem)
+                    dt = dtypes.from_cpp(spelled) if spelled else None
+                    if dt is not None:
+                        out[f"{name}::size"] = 16 // dt.itemsize
+        return out
+
+
+def _why_branch(item) -> str:
+    g = item.guards[-1]
+    return f"under `{g.heads[-1]}`"
+
+
+def _typedef_target(text: str, name: str) -> str | None:
+    """'typedef __nv_bfloat16 floatX;' -> '__nv_bfloat16'; 'using T = float;' -> 'float'."""
+    node = source.parser().parse(text.encode()).root_node
+    for n in _walk(node):
+        if n.type == "type_definition":
+            tn = n.child_by_field_name("type")
+            return " ".join(tn.text.decode().split()) if tn is not None else None
+        if n.type == "alias_declaration":
+            tn = n.child_by_field_name("type")
+            return " ".join(tn.text.decode().split()) if tn is not None else None
+    return None
+
+
+# ---- template arguments -----------------------------------------------------------------------
+
+_DISPATCH_TYPE = "float"   # what a dispatch macro's scalar_t becomes in the proposal
+
+
+def _template_args(kernel: Kernel, site: LaunchSite | None, notes: list[str]) -> str | None:
+    """`instantiate` from the launch's template arguments (scalar_t of a dispatch macro becomes
+    float), one per template parameter, or None."""
+    if not kernel.is_template:
+        return None
+    given = []
+    if site is not None and site.template_args:
+        from .spec import split_template_args
+        given = split_template_args(site.template_args)
+    out = []
+    for k, (param, name) in enumerate(zip(kernel.template_params, kernel.template_param_names)):
+        arg = given[k].strip() if k < len(given) else None
+        is_type = param.split()[0] in ("typename", "class")
+        if arg is not None:
+            for host in ("scalar_t", "T", "scalar_type", "input_t", "output_t"):
+                if host != name or True:
+                    arg = _replace_word(arg, host, _DISPATCH_TYPE) if host in ("scalar_t", "scalar_type",
+                                                                                "input_t", "output_t") else arg
+            out.append(arg)
+            continue
+        if "=" in param:   # a default argument
+            break
+        if is_type:
+            out.append(_DISPATCH_TYPE)
+            notes.append(f"template parameter `{name}`: no launch gives it; took {_DISPATCH_TYPE}")
+        else:
+            out.append("1")
+            notes.append(f"template parameter `{name}`: no launch gives it; took 1")
+    if any("scalar_t" in (given[k] if k < len(given) else "") for k in range(len(given))):
+        notes.append(f"instantiate: the dispatch macro's scalar_t became {_DISPATCH_TYPE} "
+                     f"(use __half or __nv_bfloat16 to test those)")
+    return "<" + ", ".join(out) + ">"
+
+
+def _replace_word(text: str, word: str, by: str) -> str:
+    node = source.parse_expression("__astra_k<" + text + ">")
+    if node is None:
+        return text
+    code = ("__astra_k<" + text + ">").encode()
+    edits = [(n.start_byte, n.end_byte) for n in _walk(node)
+             if n.type in ("type_identifier", "identifier") and n.text.decode() == word]
+    # parse_expression wraps the text: map its offsets back
+    base = node.start_byte
+    for s_, e_ in sorted(edits, reverse=True):
+        code = code[:s_ - base] + by.encode() + code[e_ - base:]
+    return code.decode()[len("__astra_k<"):-1]
+
+
+# ---- shapes from the kernel's accesses ----------------------------------------------------------
+
+_PROBE_VALUES = (37, 53, 29, 41, 23)
+TABLE = "V"
+
+
+def _fit(values: list[tuple[dict[str, int], int]], names: list[str]) -> list[str] | None:
+    """A shape (a list of size names, possibly with a leading factor) whose product equals
+    every measured extent: [N, C], [B, T, C], [2 * d]."""
+    import itertools
+    for r in range(1, min(3, len(names)) + 1):
+        for combo in itertools.combinations(names, r):
+            prod = [_prod(s[n] for n in combo) for s, _ in values]
+            if not all(p > 0 for p in prod):
+                continue
+            # A vector access reaches up to a packet past the last aligned index (`i < n` on an
+            # index stepping by 8): the same small overhang at every size is that, not the shape.
+            for over in range(16):
+                ratios = {(e - over) / p for (_, e), p in zip(values, prod)}
+                if len(ratios) != 1:
+                    continue
+                c = ratios.pop()
+                if c == 1:
+                    return list(combo)
+                if c == int(c) and 1 < c <= 16:
+                    return list(combo[:-1]) + [f"{int(c)} * {combo[-1]}"]
+    if all(e == values[0][1] for _, e in values) and values[0][1] > 0:
+        return [str(values[0][1])]
+    return None
+
+
+def _prod(xs) -> int:
+    out = 1
+    for x in xs:
+        out *= x
+    return out
+
+
+@dataclass
+class _Shapes:
+    shapes: dict[str, list[str]]
+    inout: set[str]
+    read_only: set[str]
+    tables: set[str]        # integer parameters whose values index a table of TABLE rows
+    uses_table: bool
+
+
+def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[str], elem_bytes: dict[str, int],
+            int_params: set[str], constants: dict[str, int]) -> _Shapes | None:
+    from . import access
+    samples = []
+    names = size_names + [TABLE]
+    for k in range(3):
+        sizes = {n: _PROBE_VALUES[(i + k) % len(_PROBE_VALUES)] * (k + 2) for i, n in enumerate(names)}
+        try:
+            g = [exprs.evaluate_int(x, sizes) for x in grid]
+            b = [exprs.evaluate_int(x, sizes) for x in block]
+        except exprs.ExprError:
+            return None
+        g, b = (g + [1, 1, 1])[:3], (b + [1, 1, 1])[:3]
+        if min(g + b) < 1:
+            return None
+        facts = access.analyse(kernel, sizes, g, b, elem_bytes, int_params, sizes[TABLE], constants)
+        if facts is None:
+            return None
+        samples.append((sizes, facts))
+    shapes: dict[str, list[str]] = {}
+    for p in kernel.params:
+        if not p.is_pointer:
+            continue
+        uses = [f.uses[p.name] for _, f in samples]
+        if any(u.unknown or u.hi is None for u in uses):
+            continue
+        fitted = _fit([(s, u.hi + 1) for (s, _), u in zip(samples, uses)], names)
+        if fitted is not None:
+            shapes[p.name] = fitted
+    last = samples[-1][1].uses
+    uses_table = any(TABLE in " ".join(v) for v in shapes.values())
+    return _Shapes(shapes, {n for n, u in last.items() if u.read and u.written},
+                   {n for n, u in last.items() if u.read and not u.written},
+                   {n for n, u in last.items() if u.table_loads} if uses_table else set(), uses_table)
+
+
+# ---- the proposal --------------------------------------------------------------------------------
+
+_SCALAR_GUESSES = (("eps", "1e-5"), ("epsilon", "1e-5"), ("learning_rate", "1e-3"), ("lr", "1e-3"),
+                   ("beta1_correction", "0.1"), ("beta2_correction", "0.001"), ("beta1", "0.9"),
+                   ("beta2", "0.999"), ("weight_decay", "0.01"), ("decay", "0.01"), ("scale", "0.5"),
+                   ("alpha", "1.5"), ("momentum", "0.9"), ("temperature", "0.7"))
+
+
+def _scalar_guess(name: str) -> str:
+    low = name.lower()
+    return next((v for k, v in _SCALAR_GUESSES if low == k or low.endswith("_" + k) or low.startswith(k)), "1.0")
 
 
 def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
           context: ProjectContext | None = None) -> Proposal:
     notes: list[str] = []
-    size_names = [p.name for p in kernel.params if not p.is_pointer and (
-        (dtypes.from_cpp(p.base_type) or dtypes.BY_NAME["float"]).name.startswith(("int", "uint")))]
+    errors: list[str] = []
+    types = _Types(model, path, context)
+    site = _pick_site(kernel, model)
+    instantiate = _template_args(kernel, site, notes)
+    targs = dict(zip(kernel.template_param_names, _split(instantiate))) if instantiate else {}
+
+    def cpp(p) -> tuple[str | None, str]:
+        base = targs.get(p.base_type, p.base_type)
+        base = " ".join(w for w in base.replace("*", " ").split() if w not in ("const", "volatile", "__restrict__"))
+        return types.resolve(base) if base else (None, "no type")
+
+    resolved = {p.name: cpp(p) for p in kernel.params}
+    for p in kernel.params:
+        spelled, why = resolved[p.name]
+        if spelled is not None and why and p.base_type not in targs:
+            note = f"`{p.name}`: {why}"
+            if note not in notes and not any(why in n for n in notes):
+                notes.append(note)
+    size_names = [p.name for p in kernel.params if not p.is_pointer and resolved[p.name][0] is not None
+                  and dtypes.from_cpp(resolved[p.name][0]).name.startswith(("int", "uint"))]
     if not size_names:
         size_names = ["n"]
         notes.append("no integer parameter to take sizes from: invented a size `n`; adjust shapes")
-    grid, block = None, None
-    sites = model.launches_of(kernel.name)
-    if sites:
-        site = sites[0]
-        line = site.span.start_line + 1
-        mapping = _site_mapping(kernel, site, size_names)
-        grid_parts = _config_parts("grid", site.grid, site.grid_var, line, notes)
-        block_parts = _config_parts("block", site.block, site.block_var, line, notes)
-        # Plain host variables in the grid (e.g. `num_tokens`) become sizes of their own.
-        free: list[str] = []
-        reader = _HostExprs(mapping, model.constants)
-        for x in grid_parts:
-            reader.spec(x, free)
-        for name in reversed(free):
-            mapping[name] = name
+    grid = block = None
+    if site is not None:
+        grid, block, extra = _launch_of(kernel, model, site, size_names, notes)
+        for name in reversed(extra):
             size_names.insert(0, name)
-        host = _HostExprs(mapping, model.constants)
-        g = [host.spec(x) for x in grid_parts]
-        b = [host.spec(x) for x in block_parts]
-        if all(g) and g:
-            grid = g
-        else:
-            notes.append(f"grid `{site.grid}` (line {line}) uses host values that are not "
-                         f"kernel parameters: guessed a grid")
-        if all(b) and b:
-            block = b
-        else:
-            notes.append(f"block `{site.block}` (line {line}) could not be rewritten over the "
-                         f"sizes: guessed a block")
     else:
         notes.append("no launch site of this kernel in the file: grid and block are guesses")
     first = size_names[0]
@@ -273,10 +652,25 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
     if block is None:
         block = ["256"] if len(size_names) == 1 else [f"min({size_names[-1]}, 1024)"]
 
+    elem_bytes = {}
+    int_params = set()
+    for p in kernel.params:
+        dt = dtypes.from_cpp(resolved[p.name][0]) if resolved[p.name][0] else None
+        if p.is_pointer and dt is not None:
+            elem_bytes[p.name] = dt.itemsize
+            if not dt.is_float:
+                int_params.add(p.name)
+    found = _shapes(kernel, [n for n in size_names if n != TABLE], grid, block, elem_bytes, int_params,
+                    types.packet_sizes())
+    if found is not None and found.uses_table and TABLE not in size_names:
+        size_names.append(TABLE)
+    require = _requirements(grid, block, found, size_names, kernel)
+
     lines = ["/* @astra", f"grid = {_toml_list(grid)}", f"block = {_toml_list(block)}"]
-    if kernel.is_template:
-        lines.append('instantiate = "<float>"  # CHECK: template arguments to test')
-        notes.append("the kernel is a template: instantiate is a guess")
+    if instantiate:
+        lines.append(f'instantiate = "{instantiate}"')
+    if require:
+        lines.append(f"require = {_toml_list(require)}")
     lines += ["", "[sizes]"]
     for n in size_names:
         lines.append(f"{n} = {_size_values(n)[0]}")
@@ -284,24 +678,44 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
     for n in size_names:
         lines.append(f"{n} = {_size_values(n)[1]}")
     lines += ["", "[args]"]
-    pointer_shape = _toml_list(size_names if len(size_names) <= 2 else size_names[:2])
+    fallback_shape = size_names if len(size_names) <= 2 else size_names[:2]
     width = max(len(p.name) for p in kernel.params) if kernel.params else 0
+    guessed_shapes = []
     for p in kernel.params:
-        dt = dtypes.from_cpp(p.base_type)
+        spelled, why = resolved[p.name]
+        dt = dtypes.from_cpp(spelled) if spelled else None
         if p.is_pointer:
-            tname = dt.name if dt else "float"
             if dt is None:
-                notes.append(f"`{p.name}`: element type {p.base_type!r} unknown, assumed float")
-            role = "" if p.is_const else ", output = true"
+                errors.append(f"`{p.name}`: the element type `{p.base_type}` could not be resolved ({why}): "
+                              f"set its type (half, bfloat16, float, ...) — Astra never guesses one")
+                tname = "?"
+            else:
+                tname = dt.name
+            shape = found.shapes.get(p.name) if found is not None else None
+            if shape is None:
+                shape = fallback_shape
+                guessed_shapes.append(p.name)
+            role = ""
             if not p.is_const:
-                notes.append(f"`{p.name}` is a non-const pointer: assumed an output (use inout = true if the "
-                             f"kernel also reads it)")
-            lines.append(f'{p.name:<{width}} = {{ type = "{tname}", shape = {pointer_shape}{role} }}')
+                if found is not None and p.name in found.inout:
+                    role = ", inout = true"
+                elif found is not None and p.name in found.read_only:
+                    role = ""
+                    notes.append(f"`{p.name}` is not const but the kernel only reads it: taken as an input")
+                else:
+                    role = ", output = true"
+                    if found is None:
+                        notes.append(f"`{p.name}` is a non-const pointer: assumed an output (use inout = true if "
+                                     f"the kernel also reads it)")
+            init = ""
+            if found is not None and p.name in found.tables:
+                init = f', init = "randint(0, {TABLE})"'
+                notes.append(f"`{p.name}` holds indices into a table of {TABLE} rows: drawn from randint(0, {TABLE})")
+            lines.append(f'{p.name:<{width}} = {{ type = "{tname}", shape = {_toml_list(shape)}{role}{init} }}')
         elif p.name in size_names:
             lines.append(f'{p.name:<{width}} = "{p.name}"')
         else:
-            low = p.name.lower()
-            value = "1e-6" if "eps" in low else "1.0"
+            value = _scalar_guess(p.name)
             if dt is None:
                 lines.append(f'{p.name:<{width}} = {{ value = {value}, type = "float" }}')
                 notes.append(f"`{p.name}`: type {p.type!r} unknown, assumed float")
@@ -309,12 +723,41 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
                 lines.append(f"{p.name:<{width}} = {value}")
                 notes.append(f"`{p.name}` = {value} is a guess")
     for n in size_names:
-        if kernel.param(n) is None:
+        if kernel.param(n) is None and n != TABLE:
             notes.append(f"size `{n}` comes from the launch site's grid; it is not a kernel parameter")
-    if any(p.is_pointer for p in kernel.params):
-        notes.append(f"array shapes are guesses ({pointer_shape}): set each to the real extent")
+    if guessed_shapes:
+        notes.append(f"shape of {', '.join(f'`{n}`' for n in guessed_shapes)} could not be read from the kernel's "
+                     f"indexing: set to {_toml_list(fallback_shape)} — CHECK each against the real extent")
     lines.append("*/")
-    return Proposal("\n".join(lines) + "\n", notes)
+    return Proposal("\n".join(lines) + "\n", errors + notes)
+
+
+def _split(instantiate: str) -> list[str]:
+    from .spec import split_template_args
+    return split_template_args(instantiate)
+
+
+def _requirements(grid: list[str], block: list[str], found: _Shapes | None, size_names: list[str],
+                  kernel: Kernel) -> list[str]:
+    """`n % 8 == 0` when the launch gives each thread a fixed chunk (`cdiv(n, 256 * 8)`): the
+    kernel then handles no tail, as its launcher assumes."""
+    out = []
+    for g in grid:
+        node = source.parse_expression(g)
+        if node is None or node.type != "call_expression":
+            continue
+        fn = node.child_by_field_name("function")
+        args = node.child_by_field_name("arguments")
+        if fn is None or fn.text.decode() != "cdiv" or args is None or len(args.named_children) != 2:
+            continue
+        total, per = (a.text.decode() for a in args.named_children)
+        if total not in size_names:
+            continue
+        factors = [f.strip() for f in per.split("*")]
+        chunk = [f for f in factors if f.isdigit() and f not in block and int(f) > 1]
+        if len(factors) > 1 and chunk:
+            out.append(f"{total} % {chunk[-1]} == 0")
+    return out
 
 
 def _toml_list(items: list[str]) -> str:

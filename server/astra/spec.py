@@ -49,9 +49,18 @@ class SpecErrors(AstraError):
 class Init:
     kind: str                   # one of INITS
     params: tuple[float, ...] = ()
+    exprs: tuple[str, ...] = ()  # the bounds as written when they use sizes: randint(0, V)
 
     def __str__(self) -> str:
+        if self.exprs:
+            return f"{self.kind}({', '.join(self.exprs)})"
         return f"{self.kind}({', '.join(f'{p:g}' for p in self.params)})" if self.params else self.kind
+
+    def at(self, sizes: dict[str, int]) -> "Init":
+        """The bounds for one case (token ids drawn below a table's size V)."""
+        if not self.exprs:
+            return self
+        return Init(self.kind, tuple(float(exprs.evaluate(e, sizes)) for e in self.exprs))
 
 
 @dataclass(frozen=True)
@@ -225,13 +234,21 @@ def _diag(line: int, col: int, end_col: int, message: str) -> Diagnostic:
     return Diagnostic(line, col, line, max(end_col, col + 1), "error", message, code="spec")
 
 
-def _parse_init(text: str) -> Init:
+def _parse_init(text: str, sizes: set[str] = frozenset()) -> Init:
     text = text.strip()
     m = re.fullmatch(r"([a-z_]+)\s*(?:\((.*)\))?", text)
     if not m or m.group(1) not in INITS:
         raise ValueError(f"unknown init {text!r}; expected one of: normal, uniform(a, b), randint(a, b), "
                          f"arange, zeros, ones")
-    params = tuple(float(exprs.evaluate(p, {})) for p in m.group(2).split(",")) if m.group(2) else ()
+    raw = [p.strip() for p in m.group(2).split(",")] if m.group(2) else []
+    uses = set().union(*(exprs.names(p) for p in raw)) if raw else set()
+    if uses - set(sizes):
+        raise ValueError(f"init {text!r} uses unknown size(s) {', '.join(sorted(uses - set(sizes)))}")
+    if uses:  # bounds over the sizes (randint(0, V)): evaluated per case
+        if m.group(1) not in ("uniform", "randint") or len(raw) != 2:
+            raise ValueError(f"only uniform(a, b) and randint(a, b) may use sizes in their bounds ({text!r})")
+        return Init(m.group(1), (), tuple(raw))
+    params = tuple(float(exprs.evaluate(p, {})) for p in raw)
     if m.group(1) in ("uniform", "randint") and len(params) != 2:
         raise ValueError(f"init {m.group(1)} needs two bounds, e.g. {m.group(1)}(-1, 1)")
     if m.group(1) == "normal" and len(params) not in (0, 2):
@@ -442,7 +459,7 @@ def load(kernel: Kernel, model: SourceModel | None = None) -> Spec:
             if (output or inout) and p.is_const:
                 err(f"parameter {p.name!r} is const ({p.type}) but the spec says it is written", p.name, "args")
             try:
-                init = _parse_init(str(v.get("init", "normal")))
+                init = _parse_init(str(v.get("init", "normal")), known)
             except (ValueError, exprs.ExprError) as e:
                 err(f"parameter {p.name!r}: {e}", p.name, "args")
                 init = Init("normal")

@@ -191,11 +191,12 @@ def test_dim3_in_a_closed_block_not_followed():
     assert s.grid_var.dims is None and "scope enclosing it" in s.grid_var.problem
 
 
-def test_non_dim3_variables_read_as_before():
+def test_non_dim3_variables_followed_to_their_value():
     s = site("  const int threads = 256;\n  k<<<n, threads>>>(out, in, n, d);")
     assert s.block_var is None
+    # issue 10: a const block size is followed (it used to be a guessed block)
     _, block, notes = grid_block("  const int threads = 256;\n  k<<<n, threads>>>(out, in, n, d);")
-    assert block == 'block = ["min(d, 1024)"]' and any("guessed a block" in x for x in notes)
+    assert block == 'block = ["256"]' and not any("guessed a block" in x for x in notes)
 
 
 def test_launch_site_json_unchanged():

@@ -16,6 +16,8 @@ verdict. Host arrays are generated with NumPy's PCG64.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -296,6 +298,7 @@ def inputs(spec: Spec, sizes: dict[str, int], distribution: str, seed: int) -> d
     out = {}
     for a in spec.args.values():
         if a.pointer and not a.output:
+            a = dataclasses.replace(a, init=a.init.at(sizes))  # bounds over the sizes: randint(0, V)
             shape = spec.shape(a.name, sizes)
             large = int(np.prod(shape)) >= PARALLEL_MIN and a.init.kind not in ("arange", "ones", "zeros")
             out[a.name] = (_sample_large if large else _sample)(a, shape, rng, distribution)

@@ -1,0 +1,566 @@
+"""What a kernel reads and writes through its pointer parameters, and how far — read off its
+tree-sitter body by interval arithmetic, for spec inference.
+
+For one assignment of the sizes and one launch (grid, block), every integer variable is an
+interval: `threadIdx.x` is [0, block.x - 1], a loop variable runs from its start to its bound, an
+`if (i < n)` or an early `if (i >= n) return;` narrows `i`. Each access `p[e]`, `*(p + e)`,
+`load128(p + e)` or through an alias (`const float* x = inp + row * C; x[i]`, a
+`reinterpret_cast<const uint4*>`) records how far into `p` it reaches. Values loaded from an
+integer parameter (token ids) are taken to lie below a table size the caller names (`V`), so a
+gather's table gets V rows. Infer evaluates this at a few size assignments and fits each
+extent to a product of sizes. Anything it cannot follow is simply unknown (None): inference
+then says what to fill in.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tree_sitter import Node
+
+from . import source
+
+VECTOR_BYTES = {"int4": 16, "uint4": 16, "float4": 16, "double2": 16, "longlong2": 16, "ulonglong2": 16,
+                "int2": 8, "uint2": 8, "float2": 8, "half2": 4, "__half2": 4, "__nv_bfloat162": 4,
+                "nv_bfloat162": 4, "int": 4, "float": 4, "uint32_t": 4, "int32_t": 4, "unsigned": 4,
+                "double": 8, "int64_t": 8, "uint64_t": 8, "short": 2, "char": 1, "int8_t": 1, "uint8_t": 1}
+
+
+@dataclass(frozen=True)
+class Iv:
+    """An integer interval; None bounds are unknown."""
+    lo: int | None
+    hi: int | None
+
+    @staticmethod
+    def point(v: int) -> "Iv":
+        return Iv(v, v)
+
+    def join(self, o: "Iv") -> "Iv":
+        return Iv(None if self.lo is None or o.lo is None else min(self.lo, o.lo),
+                  None if self.hi is None or o.hi is None else max(self.hi, o.hi))
+
+
+UNKNOWN = Iv(None, None)
+
+
+@dataclass(frozen=True)
+class Ptr:
+    """A pointer into parameter `base`: `offset` in base elements, `scale` base elements per
+    element of this pointer (a uint4* over halves: 8), `width` elements one access touches."""
+    base: str
+    offset: Iv
+    scale: int = 1
+
+
+@dataclass
+class Use:
+    read: bool = False
+    written: bool = False
+    hi: int | None = None          # largest element index reached (inclusive), None: unknown
+    unknown: bool = False          # some access could not be bounded
+    table_loads: bool = False      # integer values were loaded from it (an index array)
+
+    def reach(self, hi: int | None) -> None:
+        if hi is None:
+            self.unknown = True
+        elif self.hi is None or hi > self.hi:
+            self.hi = hi
+
+
+@dataclass
+class Facts:
+    uses: dict[str, Use] = field(default_factory=dict)
+
+
+def _mul(a: Iv, b: Iv) -> Iv:
+    if None in (a.lo, a.hi, b.lo, b.hi):
+        if a.lo is not None and b.lo is not None and a.lo >= 0 and b.lo >= 0:
+            return Iv(a.lo * b.lo, None if a.hi is None or b.hi is None else a.hi * b.hi)
+        return UNKNOWN
+    c = [a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi]
+    return Iv(min(c), max(c))
+
+
+class Analyzer:
+    """One evaluation of one kernel body at one point (sizes, grid, block)."""
+
+    def __init__(self, kernel: source.Kernel, sizes: dict[str, int], grid: tuple[int, int, int],
+                 block: tuple[int, int, int], elem_bytes: dict[str, int], int_params: set[str],
+                 table_size: int, constants: dict[str, int]):
+        self.kernel = kernel
+        self.grid, self.block = grid, block
+        self.elem_bytes = elem_bytes          # pointer parameter -> bytes per element
+        self.int_params = int_params          # integer pointer parameters (their loads are table indices)
+        self.table_size = table_size
+        self.constants = constants            # 'x128::size' -> 8
+        self.facts = Facts({p.name: Use() for p in kernel.params if p.is_pointer})
+        self.env: dict[str, Iv | Ptr | str] = {}
+        for p in kernel.params:
+            if p.is_pointer:
+                self.env[p.name] = Ptr(p.name, Iv.point(0))
+            elif p.name in sizes:
+                self.env[p.name] = Iv.point(int(sizes[p.name]))
+            else:
+                self.env[p.name] = UNKNOWN
+
+    # ---- statements ------------------------------------------------------------------------
+    def run(self, body: Node) -> Facts:
+        self.block_stmt(body)
+        return self.facts
+
+    def block_stmt(self, node: Node) -> bool:
+        """Walk statements in order; True when the path certainly returned."""
+        kids = [c for c in node.named_children if c.type != "comment"] if node.type == "compound_statement" else [node]
+        for st in kids:
+            if self.stmt(st):
+                return True
+        return False
+
+    def stmt(self, st: Node) -> bool:
+        t = st.type
+        if t == "compound_statement":
+            saved = dict(self.env)
+            done = self.block_stmt(st)
+            self.env = {k: v for k, v in self.env.items() if k in saved} | {
+                k: v for k, v in saved.items() if k not in self.env}
+            return done
+        if t == "declaration":
+            self.declaration(st)
+        elif t == "expression_statement":
+            for c in st.named_children:
+                self.expr(c)
+        elif t == "return_statement":
+            for c in st.named_children:
+                self.expr(c)
+            return True
+        elif t == "if_statement":
+            return self.if_stmt(st)
+        elif t == "for_statement":
+            self.for_stmt(st)
+        elif t in ("while_statement", "do_statement"):
+            cond = st.child_by_field_name("condition")
+            saved = dict(self.env)
+            if cond is not None:
+                self.expr(cond)
+                self.refine(cond, True)
+            body = st.child_by_field_name("body")
+            if body is not None:
+                self.stmt(body)
+            self.env = self.merge(saved, self.env)
+        elif t in ("attributed_statement", "labeled_statement"):
+            for c in st.named_children:
+                self.stmt(c)
+        else:
+            for c in st.named_children:
+                if c.type.endswith("expression"):
+                    self.expr(c)
+        return False
+
+    def merge(self, a: dict, b: dict) -> dict:
+        out = {}
+        for k in a.keys() | b.keys():
+            x, y = a.get(k), b.get(k)
+            if isinstance(x, Iv) and isinstance(y, Iv):
+                out[k] = x.join(y)
+            elif x is not None and (x == y or y is None):
+                out[k] = x
+            elif y is not None and x is None:
+                out[k] = y
+            else:
+                out[k] = UNKNOWN
+        return out
+
+    def if_stmt(self, st: Node) -> bool:
+        cond = st.child_by_field_name("condition")
+        cons = st.child_by_field_name("consequence")
+        alt = st.child_by_field_name("alternative")
+        if cond is not None:
+            self.expr(cond)
+        before = dict(self.env)
+        if cond is not None:
+            self.refine(cond, True)
+        then_ret = self.stmt(cons) if cons is not None else False
+        after_then = self.env
+        self.env = dict(before)
+        if cond is not None:
+            self.refine(cond, False)
+        else_ret = False
+        if alt is not None:
+            inner = next((c for c in alt.named_children), None) if alt.type == "else_clause" else alt
+            else_ret = self.stmt(inner) if inner is not None else False
+        after_else = self.env
+        if then_ret and else_ret:
+            return True
+        self.env = after_else if then_ret else (after_then if else_ret else self.merge(after_then, after_else))
+        return False
+
+    def for_stmt(self, st: Node) -> None:
+        saved = dict(self.env)
+        init = st.child_by_field_name("initializer")
+        if init is not None:
+            if init.type == "declaration":
+                self.declaration(init)
+            else:
+                self.expr(init)
+        cond = st.child_by_field_name("condition")
+        if cond is not None:
+            self.expr(cond)
+            self.refine(cond, True)
+        body = st.child_by_field_name("body")
+        # the update (i += blockDim.x) keeps the variable within the condition's bound
+        if body is not None:
+            self.stmt(body)
+        self.env = self.merge(saved, {k: v for k, v in self.env.items() if k in saved})
+
+    def declaration(self, st: Node) -> None:
+        type_node = st.child_by_field_name("type")
+        type_text = type_node.text.decode() if type_node is not None else ""
+        for d in st.children_by_field_name("declarator"):
+            name, _ = source._declarator_name(d)
+            if name is None:
+                continue
+            value = d.child_by_field_name("value") if d.type == "init_declarator" else None
+            target = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
+            if target is not None and target.type == "array_declarator":
+                self.env[name] = "array"
+                continue
+            if "thread_block_tile" in type_text or "tiled_partition" in (value.text.decode() if value else ""):
+                size = next((int(x) for x in _numbers(type_text + (value.text.decode() if value else ""))), 32)
+                self.env[name] = f"tile:{size}"
+                continue
+            if "thread_block" in type_text or (value is not None and "this_thread_block" in value.text.decode()):
+                self.env[name] = "tile:block"
+                continue
+            if value is None:
+                self.env[name] = UNKNOWN
+                continue
+            if value.type == "initializer_list":
+                for c in value.named_children:
+                    self.expr(c)
+                self.env[name] = UNKNOWN
+                continue
+            v = self.expr(value)
+            if isinstance(v, Ptr) and target is not None and target.type == "pointer_declarator":
+                elem = type_text.split()[-1] if type_text else ""
+                v = self._rescale(v, elem)
+            self.env[name] = v if isinstance(v, (Iv, Ptr)) else UNKNOWN
+
+    def _rescale(self, p: Ptr, elem: str) -> Ptr:
+        """A pointer of another element type over the same parameter (uint4* over halves)."""
+        nbytes = VECTOR_BYTES.get(elem)
+        base = self.elem_bytes.get(p.base)
+        if nbytes is None or base is None or nbytes == base * p.scale:
+            return p
+        if nbytes % base:
+            return Ptr(p.base, p.offset, p.scale)
+        return Ptr(p.base, p.offset, nbytes // base)
+
+    # ---- conditions ------------------------------------------------------------------------
+    def refine(self, cond: Node, truth: bool) -> None:
+        cond = _unparen(cond)
+        if cond is None:
+            return
+        if cond.type == "unary_expression" and cond.child_by_field_name("operator") is not None \
+                and cond.child_by_field_name("operator").type == "!":
+            self.refine(cond.child_by_field_name("argument"), not truth)
+            return
+        if cond.type != "binary_expression":
+            return
+        op = cond.child_by_field_name("operator").type
+        left, right = _unparen(cond.child_by_field_name("left")), _unparen(cond.child_by_field_name("right"))
+        if op == "&&" and truth or op == "||" and not truth:
+            self.refine(left, truth)
+            self.refine(right, truth)
+            return
+        if op not in ("<", "<=", ">", ">=") or left is None or right is None:
+            return
+        if not truth:
+            op = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}[op]
+        if left.type == "identifier" and isinstance(self.env.get(left.text.decode()), Iv):
+            self._bound(left.text.decode(), op, self.expr(right, evaluate_only=True))
+        if right.type == "identifier" and isinstance(self.env.get(right.text.decode()), Iv):
+            flip = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}[op]
+            self._bound(right.text.decode(), flip, self.expr(left, evaluate_only=True))
+
+    def _bound(self, name: str, op: str, other) -> None:
+        cur = self.env[name]
+        if not isinstance(other, Iv):
+            return
+        lo, hi = cur.lo, cur.hi
+        if op == "<" and other.hi is not None:
+            hi = other.hi - 1 if hi is None else min(hi, other.hi - 1)
+        elif op == "<=" and other.hi is not None:
+            hi = other.hi if hi is None else min(hi, other.hi)
+        elif op == ">" and other.lo is not None:
+            lo = other.lo + 1 if lo is None else max(lo, other.lo + 1)
+        elif op == ">=" and other.lo is not None:
+            lo = other.lo if lo is None else max(lo, other.lo)
+        self.env[name] = Iv(lo, hi)
+
+    # ---- expressions -----------------------------------------------------------------------
+    def access(self, p: Ptr, index: Iv, *, write: bool = False, read: bool = True, width: int = 1) -> None:
+        use = self.facts.uses.get(p.base)
+        if use is None:
+            return
+        use.read |= read
+        use.written |= write
+        if index.hi is None or p.offset.hi is None:
+            use.reach(None)
+        else:
+            use.reach(p.offset.hi + (index.hi + 1) * p.scale * width - 1)
+
+    def expr(self, n: Node | None, *, evaluate_only: bool = False, lhs: str = "") -> Iv | Ptr | str | None:
+        """The value of an expression (an interval, a pointer, or None), recording accesses.
+        `lhs`: '=' when it is the target of a plain assignment, '+=' of a compound one."""
+        if n is None:
+            return None
+        t = n.type
+        if t == "number_literal":
+            digits = n.text.decode().replace("'", "").rstrip("uUlLfF")
+            try:
+                return Iv.point(int(digits, 0))
+            except ValueError:
+                return None
+        if t in ("identifier", "field_identifier"):
+            return self.env.get(n.text.decode())
+        if t == "qualified_identifier":
+            c = self.constants.get(n.text.decode().replace(" ", ""))
+            return Iv.point(c) if c is not None else None
+        if t == "parenthesized_expression":
+            inner = [c for c in n.named_children if c.type != "comment"]
+            return self.expr(inner[-1], evaluate_only=evaluate_only, lhs=lhs) if inner else None
+        if t == "field_expression":
+            return self.field(n)
+        if t == "cast_expression":
+            v = self.expr(n.child_by_field_name("value"), evaluate_only=evaluate_only)
+            tn = n.child_by_field_name("type")
+            if isinstance(v, Ptr) and tn is not None and "*" in tn.text.decode():
+                return self._rescale(v, tn.text.decode().replace("*", " ").replace("const", " ").split()[-1])
+            return v
+        if t == "binary_expression":
+            return self.binary(n, evaluate_only)
+        if t == "unary_expression":
+            op = n.child_by_field_name("operator").type
+            v = self.expr(n.child_by_field_name("argument"), evaluate_only=evaluate_only)
+            if op == "-" and isinstance(v, Iv):
+                return Iv(None if v.hi is None else -v.hi, None if v.lo is None else -v.lo)
+            return v if op == "+" else None
+        if t == "conditional_expression":
+            self.expr(n.child_by_field_name("condition"), evaluate_only=evaluate_only)
+            a = self.expr(n.child_by_field_name("consequence"), evaluate_only=evaluate_only)
+            b = self.expr(n.child_by_field_name("alternative"), evaluate_only=evaluate_only)
+            return a.join(b) if isinstance(a, Iv) and isinstance(b, Iv) else (a if a == b else None)
+        if t == "subscript_expression":
+            return self.subscript(n, evaluate_only, lhs)
+        if t == "pointer_expression":
+            return self.deref(n, evaluate_only, lhs)
+        if t == "assignment_expression":
+            op = n.child_by_field_name("operator").type
+            right = self.expr(n.child_by_field_name("right"), evaluate_only=evaluate_only)
+            left = n.child_by_field_name("left")
+            if left is not None and left.type == "identifier":
+                name = left.text.decode()
+                cur = self.env.get(name)
+                if op == "=" and isinstance(right, (Iv, Ptr)):
+                    self.env[name] = right.join(cur) if isinstance(cur, Iv) and isinstance(right, Iv) else right
+                elif isinstance(cur, Ptr) and op in ("+=", "-="):
+                    self.env[name] = Ptr(cur.base, UNKNOWN, cur.scale)
+                elif not isinstance(cur, str):
+                    self.env[name] = UNKNOWN
+                return None
+            self.expr(left, evaluate_only=evaluate_only, lhs=op)
+            return None
+        if t == "update_expression":
+            arg = n.child_by_field_name("argument")
+            if arg is not None and arg.type == "identifier":
+                if not isinstance(self.env.get(arg.text.decode()), str):
+                    if not evaluate_only:
+                        self.env[arg.text.decode()] = UNKNOWN
+                return None
+            self.expr(arg, evaluate_only=evaluate_only, lhs="+=")
+            return None
+        if t == "call_expression":
+            return self.call(n, evaluate_only)
+        if t in ("template_function", "sizeof_expression", "string_literal", "char_literal", "true", "false",
+                 "null", "nullptr", "lambda_expression"):
+            return None
+        for c in n.named_children:
+            self.expr(c, evaluate_only=evaluate_only)
+        return None
+
+    def field(self, n: Node):
+        arg, fld = n.child_by_field_name("argument"), n.child_by_field_name("field")
+        a, f = (arg.text.decode() if arg is not None else ""), (fld.text.decode() if fld is not None else "")
+        k = "xyz".find(f)
+        if k >= 0:
+            if a == "threadIdx":
+                return Iv(0, self.block[k] - 1)
+            if a == "blockIdx":
+                return Iv(0, self.grid[k] - 1)
+            if a == "blockDim":
+                return Iv.point(self.block[k])
+            if a == "gridDim":
+                return Iv.point(self.grid[k])
+        if arg is not None:
+            self.expr(arg)
+        return None
+
+    def binary(self, n: Node, evaluate_only: bool):
+        op = n.child_by_field_name("operator").type
+        a = self.expr(n.child_by_field_name("left"), evaluate_only=evaluate_only)
+        b = self.expr(n.child_by_field_name("right"), evaluate_only=evaluate_only)
+        if isinstance(a, Ptr) and isinstance(b, Iv) and op in ("+", "-"):
+            off = _add(a.offset, _mul(b, Iv.point(a.scale))) if op == "+" else a.offset
+            return Ptr(a.base, off if op == "+" else UNKNOWN, a.scale)
+        if isinstance(b, Ptr) and isinstance(a, Iv) and op == "+":
+            return Ptr(b.base, _add(b.offset, _mul(a, Iv.point(b.scale))), b.scale)
+        if not isinstance(a, Iv) or not isinstance(b, Iv):
+            return None
+        if op == "+":
+            return _add(a, b)
+        if op == "-":
+            return Iv(None if a.lo is None or b.hi is None else a.lo - b.hi,
+                      None if a.hi is None or b.lo is None else a.hi - b.lo)
+        if op == "*":
+            return _mul(a, b)
+        if op in ("/", ">>") and b.lo is not None and b.hi is not None:
+            d_lo, d_hi = (b.lo, b.hi) if op == "/" else (1 << b.lo, 1 << b.hi)
+            if d_lo > 0 and a.lo is not None and a.lo >= 0:
+                return Iv(a.lo // d_hi, None if a.hi is None else a.hi // d_lo)
+            return None
+        if op == "<<" and b.lo is not None and b.hi is not None and b.lo >= 0:
+            return _mul(a, Iv(1 << b.lo, 1 << b.hi))
+        if op == "%" and b.hi is not None and b.lo is not None and b.lo > 0 and a.lo is not None and a.lo >= 0:
+            return Iv(0, b.hi - 1 if a.hi is None else min(a.hi, b.hi - 1))
+        if op == "&" and a.lo is not None and a.lo >= 0 and b.lo is not None and b.lo >= 0:
+            return Iv(0, None if a.hi is None or b.hi is None else min(a.hi, b.hi))
+        return None
+
+    def subscript(self, n: Node, evaluate_only: bool, lhs: str):
+        arr = n.child_by_field_name("argument")
+        idx_node = n.child_by_field_name("indices") or n.child_by_field_name("index")
+        if idx_node is not None and idx_node.type == "subscript_argument_list":
+            inner = [c for c in idx_node.named_children if c.type != "comment"]
+            idx_node = inner[0] if inner else None
+        p = self.expr(arr, evaluate_only=evaluate_only)
+        i = self.expr(idx_node, evaluate_only=evaluate_only)
+        if not isinstance(p, Ptr):
+            return None
+        if not evaluate_only:
+            self.access(p, i if isinstance(i, Iv) else UNKNOWN, write=bool(lhs), read=lhs != "=")
+        return self.loaded(p)
+
+    def loaded(self, p: Ptr):
+        """The value read through `p`: an index below the table size when `p` is an integer
+        parameter (token ids), else unknown."""
+        if p.base in self.int_params and p.scale == 1:
+            self.facts.uses[p.base].table_loads = True
+            return Iv(0, self.table_size - 1)
+        return None
+
+    def deref(self, n: Node, evaluate_only: bool, lhs: str):
+        op = n.child_by_field_name("operator")
+        arg = n.child_by_field_name("argument")
+        v = self.expr(arg, evaluate_only=evaluate_only)
+        if op is not None and op.type == "*" and isinstance(v, Ptr):
+            if not evaluate_only:
+                self.access(v, Iv.point(0), write=bool(lhs), read=lhs != "=")
+            return self.loaded(v)
+        if op is not None and op.type == "&":
+            return v if isinstance(v, Ptr) else None
+        return None
+
+    def call(self, n: Node, evaluate_only: bool):
+        fn = n.child_by_field_name("function")
+        name = fn.text.decode() if fn is not None else ""
+        short = name.split("::")[-1].split("<")[0]
+        args_node = n.child_by_field_name("arguments")
+        args = [a for a in args_node.named_children if a.type != "comment"] if args_node is not None else []
+        if fn is not None and fn.type == "field_expression":  # cooperative-groups methods
+            obj = fn.child_by_field_name("argument")
+            kind = self.env.get(obj.text.decode()) if obj is not None else None
+            method = fn.child_by_field_name("field").text.decode() if fn.child_by_field_name("field") else ""
+            if isinstance(kind, str) and kind.startswith("tile:"):
+                size = self.block[0] * self.block[1] * self.block[2] if kind == "tile:block" else int(kind[5:])
+                nthreads = self.block[0] * self.block[1] * self.block[2]
+                for a in args:
+                    self.expr(a, evaluate_only=evaluate_only)
+                if method == "thread_rank":
+                    return Iv(0, size - 1)
+                if method in ("size", "num_threads"):
+                    return Iv.point(size)
+                if method == "meta_group_rank":
+                    return Iv(0, max(1, nthreads // size) - 1)
+                if method == "meta_group_size":
+                    return Iv.point(max(1, nthreads // size))
+                return None
+        vals = [self.expr(a, evaluate_only=evaluate_only) for a in args]
+        if short in ("min", "fminf", "umin") and len(vals) == 2 and all(isinstance(v, Iv) for v in vals):
+            a, b = vals
+            return Iv(None if a.lo is None or b.lo is None else min(a.lo, b.lo),
+                      None if a.hi is None or b.hi is None else min(a.hi, b.hi) if a.hi is not None and b.hi is not None
+                      else (a.hi if b.hi is None else b.hi))
+        if short in ("max", "umax") and len(vals) == 2 and all(isinstance(v, Iv) for v in vals):
+            a, b = vals
+            return Iv(None if a.lo is None or b.lo is None else max(a.lo, b.lo),
+                      None if a.hi is None or b.hi is None else max(a.hi, b.hi))
+        if short in ("ceil_div", "cdiv", "CEIL_DIV", "div_up", "DIV_UP") and len(vals) == 2 \
+                and all(isinstance(v, Iv) for v in vals):
+            a, b = vals
+            if a.hi is not None and b.lo and b.lo > 0:
+                return Iv(0, -(-a.hi // b.lo))
+            return None
+        if not evaluate_only:
+            wide = "128" in short or short.startswith(("load_vec", "store_vec"))
+            for a, v in zip(args, vals):
+                if isinstance(v, Ptr):
+                    width = 16 // max(1, self.elem_bytes.get(v.base, 16) * v.scale) if wide else 1
+                    write = short.startswith(("store", "__st", "atomic"))
+                    self.access(v, Iv.point(0), write=write, read=not short.startswith(("store", "__st")),
+                                width=max(1, width))
+        if short in ("__ldg", "__ldcs", "__ldcg", "__ldlu", "__ldca") and vals and isinstance(vals[0], Ptr):
+            return self.loaded(vals[0])
+        return None
+
+
+def _add(a: Iv, b: Iv) -> Iv:
+    return Iv(None if a.lo is None or b.lo is None else a.lo + b.lo,
+              None if a.hi is None or b.hi is None else a.hi + b.hi)
+
+
+def _unparen(n: Node | None) -> Node | None:
+    while n is not None and n.type in ("parenthesized_expression", "condition_clause"):
+        inner = [c for c in n.named_children if c.type != "comment"]
+        if len(inner) != 1:
+            return n if n.type != "condition_clause" else (inner[-1] if inner else None)
+        n = inner[0]
+    return n
+
+
+def _numbers(text: str) -> list[int]:
+    out, cur = [], ""
+    for ch in text + " ":
+        if ch.isdigit():
+            cur += ch
+        elif cur:
+            out.append(int(cur))
+            cur = ""
+    return out
+
+
+def kernel_body(kernel: source.Kernel) -> Node | None:
+    """The kernel's body parsed again on its own (the model keeps text, not nodes)."""
+    tree = source.parser().parse(kernel.text.encode("utf-8")).root_node
+    for n in source._walk(tree):
+        if n.type == "function_definition":
+            return n.child_by_field_name("body")
+    return None
+
+
+def analyse(kernel: source.Kernel, sizes: dict[str, int], grid, block, elem_bytes: dict[str, int],
+            int_params: set[str], table_size: int, constants: dict[str, int]) -> Facts | None:
+    body = kernel_body(kernel)
+    if body is None:
+        return None
+    return Analyzer(kernel, sizes, tuple(grid), tuple(block), elem_bytes, int_params, table_size,
+                    constants).run(body)
