@@ -36,7 +36,7 @@ _TABLE = [
     DType("int64", np.dtype(np.int64), ("int64_t", "long long", "long", "ptrdiff_t", "long long int"), 0, 0),
     DType("uint8", np.dtype(np.uint8), ("uint8_t", "unsigned char"), 0, 0),
     DType("uint16", np.dtype(np.uint16), ("uint16_t", "unsigned short"), 0, 0),
-    DType("uint32", np.dtype(np.uint32), ("uint32_t", "unsigned", "unsigned int"), 0, 0),
+    DType("uint32", np.dtype(np.uint32), ("uint32_t", "unsigned", "unsigned int", "uint"), 0, 0),
     DType("uint64", np.dtype(np.uint64), ("uint64_t", "size_t", "unsigned long long", "unsigned long"), 0, 0),
     DType("bool", np.dtype(np.bool_), ("bool",), 0, 0),
 ]
