@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from astra import extract, gate, source, spec as spec_mod
-from astra.backends.base import Launch
+from astra.backends.base import Capabilities, Launch
 
 from . import catalogue
 from .conftest import example_path
@@ -148,7 +148,7 @@ class TimingCpu:
     branches (full timed sizes, repeated-run determinism) without a GPU."""
 
     name = "gpu"
-    measures_time = True
+    caps = Capabilities(timing=True, compute_sanitizer=True)
 
     def __init__(self, cpu):
         self._cpu = cpu

@@ -1,5 +1,6 @@
 """On the CPU backend the gate starts the builds one evaluation needs (reference, candidate,
 AddressSanitizer, ThreadSanitizer) at once, and judges exactly as it does one build at a time."""
+import dataclasses
 import secrets
 import threading
 import time
@@ -20,7 +21,9 @@ class Recording:
     build: `fail` maps 'plain'/'sanitize'/'races' to the errors to raise, one per call."""
 
     def __init__(self, inner, name="cpu", pause=0.0, fail=None):
-        self.inner, self.name, self.measures_time = inner, name, inner.measures_time
+        # Presented as another backend, it has that backend's capabilities (no parallel builds).
+        self.inner, self.name = inner, name
+        self.caps = inner.caps if name == inner.name else dataclasses.replace(inner.caps, build_prefetch=False)
         self.pause, self.fail = pause, {k: list(v) for k, v in (fail or {}).items()}
         self.calls: list[tuple[str, float, float]] = []
         self.lock = threading.Lock()

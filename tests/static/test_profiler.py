@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from astra import extract, profiler, source, spec as spec_mod
-from astra.backends.base import Backend, Buffer, Module, ResourceUsage, TimingResult
+from astra.backends.base import Backend, Buffer, Capabilities, Module, ResourceUsage, TimingResult
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXT = (ROOT / "examples" / "silu_and_mul.cu").read_text()
@@ -37,7 +37,7 @@ class FakeModule(Module):
 
 class FakeTimedBackend(Backend):
     """Runs 'kernels' as NumPy functions; time() reports the behaviour's synthetic µs."""
-    name, measures_time = "fake-gpu", True
+    name, caps = "fake-gpu", Capabilities(timing=True, copy_ceiling=True, device_info=True)
 
     def __init__(self, behaviours):
         self.behaviours = behaviours  # marker in the source -> (fn(args, launch_no), µs)
@@ -161,7 +161,7 @@ def test_cpu_backend_says_speed_is_not_measured():
     _, cand, spec = units("x")
 
     class Cpu(FakeTimedBackend):
-        name, measures_time = "cpu", False
+        name, caps = "cpu", Capabilities()
     p = profiler.profile(None, cand, spec, Cpu({}))
     assert not p.measured and not p.sizes and "not measured" in p.summary_line()
     assert p.resources["registers"] > 0 and p.occupancy["theoretical"] > 0

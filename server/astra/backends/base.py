@@ -7,6 +7,9 @@ they run unchanged on either backend. Backends live inside a worker process
 Host data are NumPy arrays (bfloat16 through `ml_dtypes.bfloat16`). A backend owns its
 buffers; the gate moves data in and out explicitly, so poisoning, input-mutation checks and
 re-validation after timing work the same everywhere.
+
+What a backend can do beyond the common interface is declared in its `caps` (Capabilities):
+the gate and the profiler branch on those, never on a backend's name or on probing.
 """
 from __future__ import annotations
 
@@ -86,6 +89,22 @@ class Schedule:
     seed: int = 0
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend offers beyond compile/upload/launch. Each flag names a method or option
+    that works only where it is set."""
+
+    timing: bool = False             # time(): event timing; speed is reported only from such a backend
+    copy_ceiling: bool = False       # copy_ceiling(): the measured device copy bandwidth
+    device_info: bool = False        # device_info(): name, SM count, per-SM limits
+    thread_schedules: bool = False   # launch(schedule=...) picks the thread interleaving (races show as
+                                     # schedule-dependent results); else repeated runs are compared
+    address_sanitizer: bool = False  # compile(sanitize=True) in this process: out-of-bounds accesses
+    race_checker: bool = False       # compile(races=True): data races between threads of a block
+    build_prefetch: bool = False     # compiles are separate processes: start every build at once
+    compute_sanitizer: bool = False  # the unit can run under compute-sanitizer (gate/sanitizer.py)
+
+
 @dataclass
 class TimingResult:
     times_us: list[float] = field(default_factory=list)  # one per timed launch
@@ -97,14 +116,15 @@ class TimingResult:
 
 class Backend(ABC):
     name: str  # 'gpu' or 'cpu'
-    measures_time: bool  # False on the CPU: speed is never reported from it
+    caps: Capabilities = Capabilities()
 
     @abstractmethod
     def compile(self, source: str, name_expressions: Sequence[str], *, filename: str = "kernel.cu",
-                options: Sequence[str] = (), sanitize: bool = False) -> Module:
+                options: Sequence[str] = (), sanitize: bool = False, races: bool = False) -> Module:
         """Compile a stand-alone unit (from `astra.extract`). `name_expressions` are the kernel
         names to look up, e.g. 'silu_and_mul' or 'act_and_mul<__half>'. Cached by content
-        hash. Raises CompileError or Unsupported."""
+        hash. `sanitize` / `races`: an instrumented build (caps.address_sanitizer /
+        caps.race_checker; Unsupported elsewhere). Raises CompileError or Unsupported."""
 
     @abstractmethod
     def resources(self, module: Module, name_expression: str) -> ResourceUsage:
@@ -135,8 +155,28 @@ class Backend(ABC):
         with the L2 flushed between launches. `restore[i]` lists (destination, pristine source)
         pairs copied before each launch of set i, outside the timed region: an in-place kernel
         then always runs on the same realistic data, and what it leaves is one application of
-        it. Only backends with `measures_time`."""
+        it. Only backends with `caps.timing`."""
         raise NotImplementedError(f"the {self.name} backend does not measure time")
+
+    def copy_ceiling(self) -> float:
+        """Bytes per second a large device-to-device copy moves (read + written). Only backends
+        with `caps.copy_ceiling`."""
+        raise NotImplementedError(f"the {self.name} backend has no copy ceiling")
+
+    def device_info(self) -> dict[str, Any]:
+        """The device's name and per-SM limits. Only backends with `caps.device_info`."""
+        raise NotImplementedError(f"the {self.name} backend has no device to describe")
+
+    def sanitizer_pool(self, tool: str) -> Any:
+        """A worker pool (`astra.worker.Pool`) whose workers run under compute-sanitizer --tool
+        TOOL. Only backends with `caps.compute_sanitizer`; BackendUnavailable when the tool is
+        not installed."""
+        raise BackendUnavailable(f"the {self.name} backend has no compute-sanitizer")
+
+    def numerics_warnings(self, reference_source: str, candidate_source: str) -> list[str]:
+        """What this backend cannot reproduce of the candidate's numerics against the
+        reference's (e.g. fast-math intrinsics emulated on a CPU): warnings for the verdict."""
+        return []
 
     def close(self) -> None:
         pass

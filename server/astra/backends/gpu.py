@@ -1,7 +1,7 @@
 """The GPU backend: CuPy (NVRTC) on an NVIDIA GPU.
 
-CuPy is imported only inside the worker process (`astra.worker`): the classmethods the parent
-may call (`available`) ask a worker. A fault that poisons the CUDA context (illegal address,
+CuPy is imported only inside the worker process (`astra.worker`; `astra.jobs.backends_job`
+probes it there). A fault that poisons the CUDA context (illegal address,
 trap) makes this backend refuse further work and asks the worker to retire after replying, so
 the next job gets a fresh process and context.
 
@@ -21,7 +21,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .base import (Backend, BackendUnavailable, Buffer, CompileError, Launch, LaunchError, Module,
+from .base import (Backend, BackendUnavailable, Buffer, Capabilities, CompileError, Launch, LaunchError, Module,
                    ResourceUsage, Scalar, Schedule, TimingResult, Unsupported)
 
 # Set in workers started by `sanitizer_pool()`: the tool name and its log file.
@@ -103,7 +103,7 @@ def _cache_dir() -> Path:
 
 class GpuBackend(Backend):
     name = "gpu"
-    measures_time = True
+    caps = Capabilities(timing=True, copy_ceiling=True, device_info=True, compute_sanitizer=True)
 
     def __init__(self, *, exact_alloc: bool = False):
         cp = _cupy()
@@ -146,18 +146,11 @@ class GpuBackend(Backend):
         except Exception as e:  # driver missing, no device...
             return False, f"no usable CUDA device ({e.__class__.__name__}: {e})"
 
-    @classmethod
-    def available(cls) -> bool:
-        """From the parent: asks a worker (never creates a context here)."""
-        from .. import worker
-        try:
-            ok, _ = worker.run("astra.backends.gpu:probe_job", None, timeout=120)
-            return bool(ok)
-        except Exception:
-            return False
-
     def device_info(self) -> dict:
         return dict(self.props)
+
+    def sanitizer_pool(self, tool: str):
+        return sanitizer_pool(tool)
 
     def use_exact_allocations(self) -> None:
         """CuPy's pool rounds sizes up (512 B and more): a sanitizer would miss small
@@ -173,8 +166,11 @@ class GpuBackend(Backend):
 
     # ---- compiling ------------------------------------------------------------------------
     def compile(self, source: str, name_expressions: Sequence[str], *, filename: str = "kernel.cu",
-                options: Sequence[str] = (), sanitize: bool = False) -> GpuModule:
+                options: Sequence[str] = (), sanitize: bool = False, races: bool = False) -> GpuModule:
         self._check_usable()
+        if races:
+            raise Unsupported("the GPU backend has no race-checker build (compute-sanitizer racecheck runs "
+                              "the kernel instead)")
         if sanitize and not self.sanitizer:
             raise Unsupported("a sanitizer build needs a worker running under compute-sanitizer "
                               "(astra.backends.gpu.sanitizer_pool())")
@@ -479,8 +475,3 @@ def sanitizer_pool(tool: str = "memcheck"):
     return worker.pool(f"gpu-sanitizer-{tool}", size=1, env={SANITIZER_ENV: tool, SANITIZER_LOG_ENV: log},
                        prefix=(exe, "--tool", tool, "--log-file", log, "--print-limit", "20",
                                "--target-processes", "application-only"))
-
-
-def probe_job(_payload: Any = None) -> tuple[bool, str]:
-    """Worker job: can the GPU backend run here?"""
-    return GpuBackend.probe()

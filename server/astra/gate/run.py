@@ -20,9 +20,10 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -37,8 +38,11 @@ from .verdict import CaseInfo, CheckResult, Failure, Verdict
 FILLS = (0x3C, 0xBA, 0x3A, 0xB8)  # byte refills for the same-pointer test: modest values of either sign
 EXTRA_LAUNCHES = 150              # more launches when the candidate keeps state or reads clocks (> a
                                   # timing loop's 20 warm-up + 100 timed)
-BUILD_THREADS = 2                 # CPU: g++ builds at once (0: one after another). Two, not four: the
-                                  # reference and candidate, which everything waits on, get a core each
+BUILD_THREADS = 2                 # builds at once where the backend prefetches (0: one after another).
+                                  # Two, not four: the reference and candidate, which everything waits
+                                  # on, get a core each
+
+Cancel = threading.Event | Callable[[], bool] | None
 
 
 class Cancelled(AstraError):
@@ -70,14 +74,14 @@ class _Gate:
         self.cand: Compiled | None = None
         self.atomics = False
         self.suspect = False
-        self.cpu = not backend.measures_time and backend.name == "cpu"
+        self.caps = backend.caps
         self.builds: dict[str, Future] = {}
         self.pool: ThreadPoolExecutor | None = None
 
     # ---- bookkeeping -------------------------------------------------------------------------
     def cancelled(self) -> None:
         c = self.cancel
-        if c is not None and (c.is_set() if hasattr(c, "is_set") else c()):
+        if c is not None and (c.is_set() if isinstance(c, threading.Event) else c()):
             raise Cancelled()
 
     def count(self, check: str, ok: bool = True) -> None:
@@ -118,8 +122,8 @@ class _Gate:
             self.fail("screen", f.message, line=f.line)
         for f in res.warnings:
             self.v.warnings.append(f"line {f.line}: {f.message}" if f.line else f.message)
-        if self.cpu and self.ref_unit is not None:
-            self.v.warnings.extend(_cpu_fast_math(self.ref_unit.source, self.cand_unit.source, res.fast_math))
+        if self.ref_unit is not None:
+            self.v.warnings.extend(self.backend.numerics_warnings(self.ref_unit.source, self.cand_unit.source))
         if res.fast_math:
             self.v.coverage.notes.append(f"fast-math intrinsics added: {', '.join(res.fast_math)}")
         self.v.checks.append(CheckResult("screen", not res.errors,
@@ -128,23 +132,24 @@ class _Gate:
 
     def compile(self, unit, role: str, sanitize: bool = False, races: bool = False) -> Compiled:
         options = unit.options()
-        extra = {"races": True} if races else {}  # the CPU backend's race checker (not in the base interface)
         mod = self.backend.compile(unit.source, [unit.name_expression], filename=unit.path, options=options,
-                                   sanitize=sanitize, **extra)
+                                   sanitize=sanitize, races=races)
         return Compiled(mod, unit.name_expression, role)
 
     def start_builds(self) -> None:
-        """CPU: start every build this gate will need at once — g++ runs as a subprocess, so
-        threads overlap — and take each result in the usual order when its check comes. A build
-        that an earlier failure makes unneeded still finishes into the compile cache (queued ones
-        are dropped). The GPU stays sequential: an NVRTC compile takes ~35 ms."""
-        if not self.cpu or BUILD_THREADS < 2:
+        """Where builds are subprocesses (caps.build_prefetch: g++ on the CPU), start every build
+        this gate will need at once — threads overlap — and take each result in the usual order
+        when its check comes. A build that an earlier failure makes unneeded still finishes into
+        the compile cache (queued ones are dropped). Elsewhere builds stay sequential: an NVRTC
+        compile takes ~35 ms."""
+        if not self.caps.build_prefetch or BUILD_THREADS < 2:
             return
         plan = {"reference": (self.ref_unit, "reference", {}), "candidate": (self.cand_unit, "candidate", {})}
         if self.ref_unit is None:
             del plan["reference"]
-        if not self.quick:
+        if not self.quick and self.caps.address_sanitizer:
             plan["sanitize"] = (self.cand_unit, "candidate", {"sanitize": True})
+        if not self.quick and self.caps.race_checker:
             plan["races"] = (self.cand_unit, "candidate", {"races": True})
         self.pool = ThreadPoolExecutor(BUILD_THREADS, thread_name_prefix="astra-build")
         self.builds = {key: self.pool.submit(self.compile, unit, role, **kw) for key, (unit, role, kw) in plan.items()}
@@ -388,10 +393,11 @@ class _Gate:
                 return
 
     def orders(self, st: suites.Suite) -> None:
-        """CPU: thread schedules must not change the result (a race otherwise). GPU: repeated
-        runs must agree."""
-        check = "schedules" if self.cpu else "determinism"
-        if self.cpu:
+        """Where launches take a thread schedule (the CPU), schedules must not change the result
+        (a race otherwise); elsewhere (the GPU) repeated runs must agree."""
+        scheduled = self.caps.thread_schedules
+        check = "schedules" if scheduled else "determinism"
+        if scheduled:
             schedules = [Schedule("forward"), Schedule("reverse")] + ([] if self.quick else
                                                                        [Schedule("random", self.nonce)])
         else:
@@ -430,7 +436,7 @@ class _Gate:
                         continue
                     n, idx = diff
                     what = ("the result depends on the thread schedule — a data race (a missing __syncthreads()?)"
-                            if self.cpu else "two runs on the same inputs give different results")
+                            if scheduled else "two runs on the same inputs give different results")
                     self.fail(check, f"{what}: `{name}` differs between the {names[0]} and {names[k]} runs in {n} "
                               f"element(s), first at {name}[{', '.join(map(str, idx))}] "
                               f"({float(compare.as_f64(a)[idx]):.6g} vs {float(compare.as_f64(b)[idx]):.6g})",
@@ -480,8 +486,6 @@ class _Gate:
         synchronisation) finds races that every schedule happens to hide, on one small case."""
         try:
             mod = self.compile_variant(races=True)
-        except TypeError:
-            return  # a CPU backend without the race checker
         except (CompileError, Unsupported) as e:
             self.v.checks.append(CheckResult("races", True, f"skipped: no race-checker build ({e})", skipped=True))
             return
@@ -518,8 +522,8 @@ class _Gate:
 
     def compute_sanitizer(self) -> None:
         from .sanitizer import compute_sanitizer
-        found = compute_sanitizer(self.cand_unit, self.spec, seed=self.nonce,
-                                  cancel=self.cancel if hasattr(self.cancel, "is_set") else None)
+        found = compute_sanitizer(self.cand_unit, self.spec, self.backend, seed=self.nonce,
+                                  cancel=self.cancel if isinstance(self.cancel, threading.Event) else None)
         if found is None:
             self.v.checks.append(CheckResult("compute_sanitizer", True, "skipped: compute-sanitizer not installed",
                                              skipped=True))
@@ -576,7 +580,7 @@ class _Gate:
             return
         kernel = source.parse(self.cand_unit.source).kernel(self.cand_unit.kernel)
         self.ctypes = scalar_ctypes(self.spec, {p.name: p.type for p in kernel.params} if kernel else {})
-        st = suites.build(self.rspec, measures_time=self.backend.measures_time, nonce=self.nonce, quick=self.quick)
+        st = suites.build(self.rspec, measures_time=self.caps.timing, nonce=self.nonce, quick=self.quick)
         cov = v.coverage
         cov.sizes = len({tuple(sorted(c.sizes.items())) for c in st.cases})
         cov.seeds = sorted({c.seed for c in st.cases})
@@ -591,14 +595,17 @@ class _Gate:
             v.log = (f"no test case fits the {self.backend.name} backend's limits (every size is too large); "
                      f"add smaller [sizes] to the spec")
             return
-        steps = [self.main_suite, self.statefulness, self.orders]
-        if self.cpu and not self.quick:
-            steps += [self.sanitize, self.races]
-        elif not self.cpu and not self.quick and self.sanitizer is not False:
-            steps.append(lambda _st: self.compute_sanitizer())
-        names = ["suite", "statefulness", "schedules" if self.cpu else "determinism", "sanitize", "races"] \
-            if self.cpu else ["suite", "statefulness", "determinism", "compute_sanitizer"]
-        for name, step in zip(names, steps):
+        steps: list[tuple[str, Callable[[suites.Suite], None]]] = [
+            ("suite", self.main_suite), ("statefulness", self.statefulness),
+            ("schedules" if self.caps.thread_schedules else "determinism", self.orders)]
+        if not self.quick:
+            if self.caps.address_sanitizer:
+                steps.append(("sanitize", self.sanitize))
+            if self.caps.race_checker:
+                steps.append(("races", self.races))
+            if self.caps.compute_sanitizer and self.sanitizer is not False:
+                steps.append(("compute_sanitizer", lambda _st: self.compute_sanitizer()))
+        for name, step in steps:
             if v.failures:
                 break
             t = time.perf_counter()
@@ -621,23 +628,12 @@ class _Gate:
                 c.passed = False
 
 
-def _cpu_fast_math(reference: str, candidate: str, added: list[str]) -> list[str]:
-    """Warnings for fast-math swaps whose GPU error the CPU does not reproduce (the CPU
-    backend's own list when it has one)."""
-    try:
-        from ..backends.cpu.screen import fast_math_swaps
-    except ImportError:
-        poor = [n for n in added if n in screening.POORLY_EMULATED]
-        return [f"uses {', '.join(poor)}: the CPU backend cannot reproduce their GPU error; verify on a GPU"] if poor else []
-    return fast_math_swaps(reference, candidate)
-
-
 class _ReferenceFailed(Exception):
     pass
 
 
 def check(reference: Any | None, candidate: Any, spec: Spec, backend: Backend, *, quick: bool = False,
-          cancel: Any = None, seed: int | None = None, max_failures: int | None = None,
+          cancel: Cancel = None, seed: int | None = None, max_failures: int | None = None,
           sanitizer: bool | None = None, reference_spec: Spec | None = None) -> Verdict:
     """Run the gate. `reference` and `candidate` are `astra.extract.CompileUnit`s (reference None:
     no pinned baseline yet — self-consistency only). `cancel`: a threading.Event or a callable
@@ -649,12 +645,3 @@ def check(reference: Any | None, candidate: Any, spec: Spec, backend: Backend, *
     return _Gate(reference, candidate, spec, backend, quick, cancel, seed, max_failures, sanitizer,
                  reference_spec).run()
 
-
-def check_job(payload: dict) -> Verdict:
-    """Worker job (`astra.worker`): {'backend': 'cpu'|'gpu', 'reference', 'candidate', 'spec',
-    optional 'quick', 'seed', 'sanitizer'}. A kernel that faults takes only the worker with it."""
-    from .. import jobs
-    b = jobs.backend(payload["backend"], payload.get("arch", "sm_90"))
-    return check(payload["reference"], payload["candidate"], payload["spec"], b, quick=payload.get("quick", False),
-                 seed=payload.get("seed"), sanitizer=payload.get("sanitizer"),
-                 reference_spec=payload.get("reference_spec"))

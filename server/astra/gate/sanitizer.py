@@ -7,12 +7,16 @@ which comes back here as a Failure with the case that triggered it.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+import threading
+from dataclasses import dataclass
+from typing import Sequence
 
-from ..backends.base import BackendUnavailable, CompileError, LaunchError
+from .. import source
+from ..backends.base import Backend, BackendUnavailable, CompileError, LaunchError
+from ..extract import CompileUnit
 from ..spec import Spec
 from . import suite as suites
-from .checks import Compiled, prepare, scalar_ctypes
+from .checks import Compiled, launch_of, prepare, scalar_ctypes
 from .verdict import CaseInfo, Failure
 
 TOOLS = ("memcheck", "racecheck")
@@ -27,51 +31,65 @@ def small_cases(spec: Spec, limit: int = 2) -> list[dict[str, int]]:
     return cases[:limit]
 
 
-def compute_sanitizer(candidate: Any, spec: Spec, *, tools: Sequence[str] = TOOLS,
+@dataclass(frozen=True)
+class SanitizeJob:
+    """The payload of `astra.jobs:sanitize_job`, run in a worker under compute-sanitizer."""
+
+    unit: CompileUnit
+    spec: Spec
+    sizes: tuple[dict[str, int], ...]
+    seed: int
+
+
+@dataclass(frozen=True)
+class Report:
+    """One finding of a sanitizer worker: the case that triggered it and what the tool said."""
+
+    sizes: dict[str, int]
+    message: str
+
+
+def compute_sanitizer(candidate: CompileUnit, spec: Spec, backend: Backend, *, tools: Sequence[str] = TOOLS,
                       sizes: Sequence[dict[str, int]] | None = None, seed: int = 1,
-                      timeout: float = 600.0, cancel=None) -> list[Failure] | None:
-    """Run the candidate unit on small cases under each sanitizer tool. Returns the failures
-    (empty: clean), or None when compute-sanitizer or a GPU is not available here."""
-    from ..backends import gpu
+                      timeout: float = 600.0, cancel: threading.Event | None = None) -> list[Failure] | None:
+    """Run the candidate unit on small cases under each sanitizer tool (`backend` has
+    caps.compute_sanitizer). Returns the failures (empty: clean), or None when compute-sanitizer
+    or a GPU is not available here."""
     try:
-        pools = [(tool, gpu.sanitizer_pool(tool)) for tool in tools]
+        pools = [(tool, backend.sanitizer_pool(tool)) for tool in tools]
     except BackendUnavailable:
         return None
-    payload = {"unit": candidate, "spec": spec, "sizes": list(sizes or small_cases(spec)), "seed": seed}
+    job = SanitizeJob(candidate, spec, tuple(sizes or small_cases(spec)), seed)
     failures: list[Failure] = []
     for tool, pool in pools:
         try:
-            found = pool.run("astra.gate.sanitizer:sanitize_job", payload, timeout=timeout, cancel=cancel)
+            found = pool.run("astra.jobs:sanitize_job", job, timeout=timeout, cancel=cancel)
         except BackendUnavailable:
             return None
         for item in found:
-            failures.append(Failure("compute_sanitizer", f"compute-sanitizer {tool}: {item['message']}",
-                                    CaseInfo(item["sizes"], "spec", seed, True, "sanitize")))
+            failures.append(Failure("compute_sanitizer", f"compute-sanitizer {tool}: {item.message}",
+                                    CaseInfo(item.sizes, "spec", seed, True, "sanitize")))
     return failures
 
 
-def sanitize_job(payload: dict) -> list[dict]:
-    """Worker job (runs under compute-sanitizer): compile, launch each case once on fresh inputs."""
-    from ..backends.gpu import GpuBackend
-    unit, spec = payload["unit"], payload["spec"]
-    backend = GpuBackend(exact_alloc=True)
+def run_cases(job: SanitizeJob, backend: Backend) -> list[Report]:
+    """Inside the sanitizer worker: compile, launch each case once on fresh inputs."""
+    unit, spec = job.unit, job.spec
     try:
         mod = backend.compile(unit.source, [unit.name_expression], filename=unit.path,
                               options=unit.options())
     except CompileError as e:
-        return [{"sizes": {}, "message": f"does not compile: {e}"}]
+        return [Report({}, f"does not compile: {e}")]
     kernel = Compiled(mod, unit.name_expression, "candidate")
-    from .. import source
     k = source.parse(unit.source).kernel(unit.kernel)
     ctypes = scalar_ctypes(spec, {p.name: p.type for p in k.params} if k else {})
     found = []
-    for sizes in payload["sizes"]:
-        host = suites.inputs(spec, sizes, suites.SPEC_DIST, payload["seed"])
-        run = prepare(spec, backend, sizes, host, ctypes, 0xFF)
+    for case in job.sizes:
+        host = suites.inputs(spec, case, suites.SPEC_DIST, job.seed)
+        run = prepare(spec, backend, case, host, ctypes, 0xFF)
         try:
-            from .checks import launch_of
-            backend.launch(kernel.module, kernel.name, launch_of(spec, sizes), run.args)
+            backend.launch(kernel.module, kernel.name, launch_of(spec, case), run.args)
         except LaunchError as e:
-            found.append({"sizes": dict(sizes), "message": str(e)})
+            found.append(Report(dict(case), str(e)))
             break  # the context may be gone after a fault
     return found

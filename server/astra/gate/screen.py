@@ -34,8 +34,6 @@ FAST_MATH = {
     "__sinf": "sinf", "__cosf": "cosf", "__tanf": "tanf", "__sincosf": "sincosf", "__powf": "powf",
     "__fdividef": "division", "__frcp_rn": "division", "__fsqrt_rn": "sqrtf",
 }
-# Swaps whose GPU error the CPU emulation reproduces poorly (see notes/cpu-backend.md).
-POORLY_EMULATED = {"__sinf", "__cosf", "__tanf", "__sincosf", "__logf", "__log2f", "__log10f", "__powf"}
 
 
 @dataclass

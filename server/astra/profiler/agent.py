@@ -29,8 +29,8 @@ def profile(reference_unit, candidate_unit, spec, backend, *, ncu: bool = False,
     such data cannot be served from the cache anyway, and each set costs input generation).
     `spec` launches the candidate, `reference_spec` (default `spec`) the reference."""
     kernel = candidate_unit.kernel
-    prof = Profile(kernel=kernel, backend=getattr(backend, "name", "static"), measured=False,
-                   path=getattr(candidate_unit, "path", ""))
+    prof = Profile(kernel=kernel, backend=backend.name if backend is not None else "static", measured=False,
+                   path=candidate_unit.path)
     resources, errs = _static_resources(candidate_unit, arch)
     prof.resources = resources
     cases = spec.bench_cases()
@@ -40,7 +40,7 @@ def profile(reference_unit, candidate_unit, spec, backend, *, ncu: bool = False,
     if errs:
         prof.errors.append(f"the candidate does not compile: {errs[0]}")
         return prof
-    if backend is None or not getattr(backend, "measures_time", False):
+    if backend is None or not backend.caps.timing:
         prof.note = ("speed is not measured on the CPU backend (it checks correctness only); "
                      "static resource data from NVRTC for " + arch) if backend is not None else \
                     f"no backend can run kernels here; static resource data from NVRTC for {arch}"
@@ -52,7 +52,7 @@ def profile(reference_unit, candidate_unit, spec, backend, *, ncu: bool = False,
 def _profile_measured(prof: Profile, reference_unit, candidate_unit, spec, backend, cases, *, ncu: bool, reps: int,
                       warmup: int, sets: int | None, seed: int | None, rspec) -> Profile:
     prof.measured = True
-    info = backend.device_info() if hasattr(backend, "device_info") else {}
+    info = backend.device_info() if backend.caps.device_info else {}
     prof.device = info.get("name")
     try:
         cand = timing.compile_on(backend, candidate_unit)
@@ -69,7 +69,7 @@ def _profile_measured(prof: Profile, reference_unit, candidate_unit, spec, backe
         prof.occupancy = model.theoretical_occupancy(
             block[0] * block[1] * block[2], prof.resources.get("registers"), smem,
             {k: info.get(k) for k in ("regs_per_sm", "smem_per_sm", "threads_per_sm", "blocks_per_sm")})
-    ceiling = backend.copy_ceiling() if hasattr(backend, "copy_ceiling") else None
+    ceiling = backend.copy_ceiling() if backend.caps.copy_ceiling else None
     prof.ceiling_gbps = ceiling / 1e9 if ceiling else None
     params = timing.param_types(candidate_unit)
     c = (cand, candidate_unit.name_expression)

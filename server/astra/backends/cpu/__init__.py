@@ -17,7 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
-from astra.backends.base import (Backend, Buffer, CompileError, Launch, LaunchError, Module,
+from astra.backends.base import (Backend, Buffer, Capabilities, CompileError, Launch, LaunchError, Module,
                                  ResourceUsage, Scalar, Schedule)
 
 from . import toolchain
@@ -90,7 +90,8 @@ def _cores() -> int:
 
 class CpuBackend(Backend):
     name = "cpu"
-    measures_time = False
+    # Correctness only, never speed; builds are g++ subprocesses, so they can overlap.
+    caps = Capabilities(thread_schedules=True, address_sanitizer=True, race_checker=True, build_prefetch=True)
 
     def __init__(self, workers: int | None = None):
         toolchain.compiler()
@@ -119,6 +120,9 @@ class CpuBackend(Backend):
 
     def resources(self, module: Module, name_expression: str) -> ResourceUsage:
         return ResourceUsage()  # static data (registers, spills) come from NVRTC, not from here
+
+    def numerics_warnings(self, reference_source: str, candidate_source: str) -> list[str]:
+        return fast_math_swaps(reference_source, candidate_source)
 
     # -- buffers ---------------------------------------------------------------------------
     def _on_free(self, buf_id: int) -> None:

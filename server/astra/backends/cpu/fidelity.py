@@ -329,12 +329,6 @@ def fidelity(cpu_npz: Path | None) -> dict:
             "results": rows}
 
 
-def fidelity_job(payload: dict) -> dict:
-    """For `astra.worker.run`: the comparison in a worker process (it creates the CUDA context)."""
-    npz = payload.get("npz")
-    return fidelity(Path(npz) if npz else None)
-
-
 def markdown(report: dict) -> str:
     lines = ["| kernel | output | kind | elements | bit-identical | max ulp | target |", "|---|---|---|---|---|---|---|"]
     for r in report["results"]:
