@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT / "server"))
 
 from astra import source, spec as spec_mod  # noqa: E402
 from astra.agents import optimize  # noqa: E402
-from astra.agents.evaluators import local_evaluator  # noqa: E402
+from astra.evaluator import local_evaluator  # noqa: E402
 
 EXAMPLES = [("silu_and_mul", "silu_and_mul"), ("fused_add_rmsnorm", "fused_add_rmsnorm_kernel"),
             ("merge_attn_states", "merge_attn_states")]
@@ -82,12 +82,13 @@ def run_one(file: str, kernel: str, backend, rounds: int, quick: bool, in_proces
         r = optimize(text, path, kernel, ev, rounds=rounds, spec=sp, progress=say)
         full = local_evaluator(path, kernel, sp, backend, text, quick=False)
     else:
-        from astra import api, worker
+        import dataclasses
+
+        from astra import api, jobs, worker
         r = api.optimize(text, path, kernel, rounds=rounds, llm=None, backend=backend.name, progress=say,
                          quick=quick)
-        job = {"backend": backend.name, "arch": "sm_90", "path": path, "kernel": kernel, "spec": sp,
-               "reference_text": text, "reference_kernel": kernel, "quick": False}
-        full = lambda t: worker.run("astra.jobs:evaluate_job", {**job, "text": t},  # noqa: E731
+        job = jobs.EvaluateJob(backend.name, path, kernel, sp, text, kernel, arch="sm_90", quick=False)
+        full = lambda t: worker.run("astra.jobs:evaluate_job", dataclasses.replace(job, text=t),  # noqa: E731
                                     timeout=api.CHECK_TIMEOUT + api.PROFILE_TIMEOUT)
     wall = time.time() - t0
     evals = [x.evaluation for x in r.rounds if x.evaluation is not None and x.evaluation.seconds > 0]

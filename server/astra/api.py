@@ -7,11 +7,12 @@ or runs user code.
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 from dataclasses import dataclass, field
 from typing import Callable
 
-from . import extract, files, infer, launch_change, project, source, workspace
+from . import availability, extract, files, infer, jobs, launch_change, project, source, workspace
 from . import spec as spec_mod
 from .diagnostics import Diagnostic
 from .errors import AstraError, NoSuchKernel
@@ -188,15 +189,15 @@ def static_check(text: str, path: str, *, arch: str = "sm_90", compile: bool = T
         out.extend(Diagnostic(0, 0, 0, 1, "info", n, code="unit") for n in unit.notes if "not found" in n)
     if compile and units:
         from . import worker
-        results = worker.run("astra.jobs:static_job", {"units": units, "arch": arch}, timeout=STATIC_TIMEOUT)
+        results = worker.run("astra.jobs:static_job", jobs.StaticJob(tuple(units), arch), timeout=STATIC_TIMEOUT)
         seen = set()
         for unit, r in zip(units, results):
-            for d in r["diagnostics"]:
+            for d in r.diagnostics:
                 key = (d.line, d.col, d.message)
                 if key not in seen:  # helpers shared by several kernels report once
                     seen.add(key)
                     out.append(d)
-            res = r["resources"].get(unit.name_expression) or next(iter(r["resources"].values()), None)
+            res = r.resources.get(unit.name_expression) or next(iter(r.resources.values()), None)
             if res is not None:
                 resources[unit.kernel] = res
     return StaticReport(out, resources, context)
@@ -210,18 +211,9 @@ def diagnostics(text: str, path: str, *, arch: str = "sm_90", compile: bool = Tr
 # ---- running kernels ----------------------------------------------------------------------
 
 def resolve_backend(name: str) -> str:
-    """'auto' -> the best backend available here; an explicit unavailable one is an error."""
-    from . import worker
-    avail = worker.run("astra.jobs:backends_job", {}, timeout=60.0)
-    if name == "auto":
-        for b in ("gpu", "cpu"):
-            if avail.get(b, {}).get("available"):
-                return b
-        return "static"
-    if name in ("gpu", "cpu") and not avail.get(name, {}).get("available"):
-        why = avail.get(name, {}).get("reason", "not available")
-        raise AstraError(f"the {name} backend is not available here: {why}")
-    return name
+    """'auto' -> the best backend available here; an explicit unavailable one is an error.
+    Availability is probed in a worker and remembered a while (`astra.availability`)."""
+    return availability.resolve(name)
 
 
 def _units(text: str, path: str, info: KernelInfo, context: ProjectContext
@@ -266,9 +258,7 @@ def check(text: str, path: str, kernel: str | None = None, *, backend: str = "au
         if progress:
             progress({"step": "check", "kernel": info.name,
                       "message": f"checking {info.name} on the {chosen} backend (reference: {ref_from})"})
-        v = worker.run("astra.jobs:check_job", {"backend": chosen, "reference": ref, "candidate": cand,
-                                                "spec": info.spec, "reference_spec": ref_spec, "arch": arch,
-                                                "quick": quick},
+        v = worker.run("astra.jobs:check_job", jobs.CheckJob(chosen, ref, cand, info.spec, ref_spec, quick=quick),
                        timeout=CHECK_TIMEOUT, cancel=cancel)
         v.reference = ref_from
         v.project = context.describe()
@@ -289,9 +279,8 @@ def profile(text: str, path: str, kernel: str | None = None, *, backend: str = "
     out = []
     for info in infos:
         ref, cand, _, ref_spec = _units(text, path, info, context)
-        out.append(worker.run("astra.jobs:profile_job", {"backend": chosen, "reference": ref, "candidate": cand,
-                                                         "spec": info.spec, "reference_spec": ref_spec,
-                                                         "arch": arch, "ncu": ncu},
+        out.append(worker.run("astra.jobs:profile_job",
+                              jobs.ProfileJob(chosen, ref, cand, info.spec, ref_spec, arch=arch, ncu=ncu),
                               timeout=PROFILE_TIMEOUT, cancel=cancel))
     return out
 
@@ -332,7 +321,7 @@ def optimize(text: str, path: str, kernel: str | None, *, rounds: int | None = 5
     (None: an interrupted run's own total, or the rounds a finished run did: it is only reported)."""
     from . import agents, worker
     from .agents import runlog
-    from .agents.evaluation import Check, Evaluation
+    from .evaluation import Check, Evaluation
     if not kernel:
         names = [k.name for k in kernels(text, path)]
         if len(names) != 1:
@@ -359,13 +348,12 @@ def optimize(text: str, path: str, kernel: str | None, *, rounds: int | None = 5
         raise AstraError("optimizing needs a backend that runs kernels (a GPU with CuPy, or a C++ compiler "
                          "for the CPU backend); none is available here")
     ref_text, ref_kernel = _reference_for_optimize(text, path, info)
-    job = {"backend": chosen, "arch": arch, "path": path, "kernel": info.kernel.name, "spec": info.spec,
-           "reference_text": ref_text, "reference_kernel": ref_kernel, "quick": quick,
-           "context": _context(path, context)}
+    job = jobs.EvaluateJob(chosen, path, info.kernel.name, info.spec, ref_text, ref_kernel, arch=arch, quick=quick,
+                           context=_context(path, context))
 
     def evaluate(candidate_text: str) -> Evaluation:
         try:
-            return worker.run("astra.jobs:evaluate_job", {**job, "text": candidate_text},
+            return worker.run("astra.jobs:evaluate_job", dataclasses.replace(job, text=candidate_text),
                               timeout=CHECK_TIMEOUT + PROFILE_TIMEOUT, cancel=cancel)
         except worker.WorkerCancelled:
             raise
@@ -375,7 +363,7 @@ def optimize(text: str, path: str, kernel: str | None, *, rounds: int | None = 5
 
     gpu = ""
     if chosen == "gpu":
-        gpu = worker.run("astra.jobs:gpu_facts_job", {}, timeout=60.0)
+        gpu = worker.run("astra.jobs:gpu_facts_job", None, timeout=60.0)
     if run is not None and rounds > run.rounds_done:
         runlog.RunLog(run.dir).update_meta(rounds=rounds)   # the total asked for is now this
     result = agents.optimize(text, path, info.kernel.name, evaluate, rounds=rounds, llm=llm, spec=info.spec,

@@ -17,6 +17,7 @@ from .backends.base import Backend
 from .errors import AstraError
 from .evaluation import NOT_MEASURED, Check, Evaluation, Profile, SizeTiming
 from .gate import Verdict
+from .project import ProjectContext
 from .spec import Spec
 
 
@@ -69,17 +70,17 @@ def to_evaluation(check: Check, prof: profiler.Profile | None, seconds: float = 
 
 
 def local_evaluator(path: str, kernel: str, spec: Spec, backend: Backend, reference_text: str, *,
-                    quick: bool = False, arch: str = "sm_90",
-                    reference_kernel: str | None = None) -> Callable[[str], Evaluation]:
+                    quick: bool = False, arch: str = "sm_90", reference_kernel: str | None = None,
+                    context: ProjectContext | None = None) -> Callable[[str], Evaluation]:
     """evaluate(file_text): the gate against the kernel cut from `reference_text` (the kernel
     itself, or the spec's `reference` kernel), then (if it passed) the profiler, on `backend`."""
-    ref_unit = extract.unit(reference_text, path, reference_kernel or kernel, instantiate=spec.instantiate)
+    ref_unit = extract.spec_unit(reference_text, path, reference_kernel or kernel, spec, context=context)
     ref_spec = launch_change.reference_spec(spec, reference_text, reference_kernel or kernel)
 
     def evaluate(text: str) -> Evaluation:
         t0 = time.perf_counter()
         try:
-            cand = extract.unit(text, path, kernel, instantiate=spec.instantiate)
+            cand = extract.spec_unit(text, path, kernel, spec, context=context)
         except AstraError as e:
             return Evaluation(Check(False, f"the candidate cannot be cut out: {e.message}", e.message, 0,
                                     backend.name))

@@ -1,17 +1,112 @@
-"""The work that runs inside a worker process (`astra.worker`): compile, check, profile.
+"""The only entry point of the worker process (`astra.worker`): every job it runs is here.
 
-Each job takes a picklable payload and returns a picklable result. Backends are created once per
+Each job is `NAME_job(payload)`: a typed, picklable payload (a frozen dataclass below) in, a
+picklable result out. The parent builds the payload and calls
+`worker.run("astra.jobs:check_job", CheckJob(...))`; this module is the only place that picks a
+backend — the gate, the profiler and the evaluator receive one. Backends are created once per
 worker process and reused, so compiled modules and the GPU context stay warm between jobs; a job
 that crashes the process takes only the worker with it.
+
+Heavy modules (CuPy, the gate, the profiler) are imported inside the jobs: the parent imports
+this module for the payload types only.
 """
 from __future__ import annotations
 
 import shutil
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
-_backends: dict[str, object] = {}
+from .extract import CompileUnit
+from .gate.sanitizer import SanitizeJob
+from .project import ProjectContext
+from .spec import Spec
+from .static import DEFAULT_ARCH
+
+if TYPE_CHECKING:
+    from .backends.base import Backend
+    from .evaluation import Evaluation
+    from .gate import Verdict
+    from .gate.sanitizer import Report
+    from .profiler import Profile
+    from .static import StaticResult
+
+RunsKernels = Literal["gpu", "cpu"]
 
 
-def backend(name: str, arch: str = "sm_90"):
+# ---- payloads -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BackendStatus:
+    """Whether a backend can run kernels here, and why not."""
+
+    available: bool
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class StaticJob:
+    units: tuple[CompileUnit, ...]
+    arch: str = DEFAULT_ARCH
+
+
+@dataclass(frozen=True)
+class CheckJob:
+    """The gate on one candidate. `reference` None: no pinned baseline yet (self-consistency
+    only). `reference_spec` launches the reference when a rewrite changed the launch."""
+
+    backend: RunsKernels
+    reference: CompileUnit | None
+    candidate: CompileUnit
+    spec: Spec
+    reference_spec: Spec | None = None
+    quick: bool = False
+    seed: int | None = None          # reproduce an earlier verdict (its nonce)
+    sanitizer: bool | None = None    # False: skip compute-sanitizer on the GPU
+
+
+@dataclass(frozen=True)
+class ProfileJob:
+    """The profiler on one candidate; backend 'static' runs no kernel (resources only)."""
+
+    backend: Literal["gpu", "cpu", "static"]
+    reference: CompileUnit | None
+    candidate: CompileUnit
+    spec: Spec
+    reference_spec: Spec | None = None
+    arch: str = DEFAULT_ARCH
+    ncu: bool = False
+
+
+@dataclass(frozen=True)
+class EvaluateJob:
+    """One candidate file text for the orchestrator: the gate against the reference cut from
+    `reference_text`, then the profiler."""
+
+    backend: RunsKernels
+    path: str
+    kernel: str
+    spec: Spec
+    reference_text: str
+    reference_kernel: str
+    text: str = ""
+    arch: str = DEFAULT_ARCH
+    quick: bool = False
+    context: ProjectContext | None = None   # include paths, defines, standard of the project
+
+
+@dataclass(frozen=True)
+class FidelityJob:
+    """The CPU-vs-GPU numerics comparison (`backends.cpu.fidelity`); `npz`: a saved CPU run."""
+
+    npz: str | None = None
+
+
+# ---- the backends of this worker ----------------------------------------------------------
+
+_backends: dict[str, Backend] = {}
+
+
+def backend(name: RunsKernels) -> Backend:
     if name not in _backends:
         if name == "gpu":
             from .backends.gpu import GpuBackend
@@ -24,70 +119,76 @@ def backend(name: str, arch: str = "sm_90"):
     return _backends[name]
 
 
-def backends_job(payload: dict) -> dict:
+# ---- jobs ---------------------------------------------------------------------------------
+
+def backends_job(_payload: None = None) -> dict[str, BackendStatus]:
     """Which backends can run here, and why not."""
     out = {}
     try:
         from .backends.gpu import GpuBackend
         ok, why = GpuBackend.probe()
-        out["gpu"] = {"available": ok, "reason": why}
+        out["gpu"] = BackendStatus(ok, why)
     except Exception as e:  # noqa: BLE001 - any import/driver problem means "no GPU here"
-        out["gpu"] = {"available": False, "reason": f"CuPy/GPU unavailable ({e.__class__.__name__}: {e})"}
+        out["gpu"] = BackendStatus(False, f"CuPy/GPU unavailable ({e.__class__.__name__}: {e})")
     cxx = shutil.which("g++") or shutil.which("clang++")
-    out["cpu"] = {"available": bool(cxx), "reason": "" if cxx else "no C++ compiler (g++ or clang++) on PATH"}
+    out["cpu"] = BackendStatus(bool(cxx), "" if cxx else "no C++ compiler (g++ or clang++) on PATH")
     return out
 
 
-def static_job(payload: dict) -> list[dict]:
+def static_job(job: StaticJob) -> list[StaticResult]:
+    """NVRTC (no GPU needed): each unit's diagnostics at the user's lines and its resources."""
     from . import static
-    results = []
-    for unit in payload["units"]:
-        r = static.compile_unit(unit, arch=payload.get("arch", "sm_90"))
-        results.append({"kernel": unit.kernel, "ok": r.ok, "diagnostics": r.diagnostics,
-                        "resources": r.resources, "seconds": r.seconds})
-    return results
+    return [static.compile_unit(unit, arch=job.arch) for unit in job.units]
 
 
-def check_job(payload: dict):
+def check_job(job: CheckJob) -> Verdict:
     from . import gate
-    b = backend(payload["backend"], payload.get("arch", "sm_90"))
-    return gate.check(payload["reference"], payload["candidate"], payload["spec"], b,
-                      quick=payload.get("quick", False), reference_spec=payload.get("reference_spec"))
+    return gate.check(job.reference, job.candidate, job.spec, backend(job.backend), quick=job.quick,
+                      seed=job.seed, sanitizer=job.sanitizer, reference_spec=job.reference_spec)
 
 
-def profile_job(payload: dict):
+def profile_job(job: ProfileJob) -> Profile:
     from . import profiler
-    # 'static' runs no kernel: the profiler then reports resources only.
-    b = backend(payload["backend"], payload.get("arch", "sm_90")) if payload["backend"] in ("gpu", "cpu") else None
-    return profiler.profile(payload["reference"], payload["candidate"], payload["spec"], b,
-                            ncu=payload.get("ncu", False), arch=payload.get("arch", "sm_90"),
-                            reference_spec=payload.get("reference_spec"))
+    b = backend(job.backend) if job.backend != "static" else None
+    return profiler.profile(job.reference, job.candidate, job.spec, b, ncu=job.ncu, arch=job.arch,
+                            reference_spec=job.reference_spec)
 
 
 _evaluators: dict[tuple, object] = {}
 
 
-def _evaluator(payload: dict):
-    """evaluate(file_text) for one kernel: the gate against the reference, then the profiler."""
-    from .agents.evaluators import local_evaluator
-    return local_evaluator(payload["path"], payload["kernel"], payload["spec"],
-                           backend(payload["backend"], payload.get("arch", "sm_90")), payload["reference_text"],
-                           quick=payload.get("quick", False), arch=payload.get("arch", "sm_90"),
-                           reference_kernel=payload["reference_kernel"], context=payload.get("context"))
-
-
-def evaluate_job(payload: dict):
+def evaluate_job(job: EvaluateJob) -> Evaluation:
     """Gate (then profile) one candidate file text for the orchestrator. The evaluator — with
     its reference — is kept per worker, so later rounds reuse its compiled modules."""
-    key = (payload["backend"], payload["path"], payload["kernel"], payload["reference_kernel"],
-           hash(payload["reference_text"]), payload.get("quick", False), payload.get("context"))
-    if key not in _evaluators:
+    from .evaluator import local_evaluator
+    key = (job.backend, job.path, job.kernel, job.reference_kernel, hash(job.reference_text), job.quick, job.context)
+    evaluate = _evaluators.get(key)
+    if evaluate is None:
         _evaluators.clear()  # one kernel at a time per worker keeps memory bounded
-        _evaluators[key] = _evaluator(payload)
-    return _evaluators[key](payload["text"])
+        evaluate = _evaluators[key] = local_evaluator(
+            job.path, job.kernel, job.spec, backend(job.backend), job.reference_text, quick=job.quick,
+            arch=job.arch, reference_kernel=job.reference_kernel, context=job.context)
+    return evaluate(job.text)
 
 
-def gpu_facts_job(payload: dict) -> str:
+def gpu_facts_job(_payload: None = None) -> str:
     """One line of facts about the GPU for the planning agent."""
     info = backend("gpu").device_info()
     return ", ".join(f"{k}: {v}" for k, v in info.items())
+
+
+def sanitize_job(job: SanitizeJob) -> list[Report]:
+    """compute-sanitizer's findings on the unit (this worker runs under it, started by
+    `backends.gpu.sanitizer_pool`): a GPU backend with exact-size allocations, so small
+    out-of-bounds accesses are not hidden by a pool."""
+    from .backends.gpu import GpuBackend
+    from .gate import sanitizer
+    return sanitizer.run_cases(job, GpuBackend(exact_alloc=True))
+
+
+def fidelity_job(job: FidelityJob) -> dict:
+    """The comparison in a worker process (it creates the CUDA context)."""
+    from pathlib import Path
+
+    from .backends.cpu import fidelity
+    return fidelity.fidelity(Path(job.npz) if job.npz else None)

@@ -4,7 +4,7 @@ A kernel that hangs, faults (an illegal address poisons the whole CUDA context),
 `__trap()`, or a CPU-backend build that segfaults takes down only its worker, which is
 replaced; the CLI or language-server process never imports CuPy or holds a CUDA context.
 
-    result = worker.run("astra.backends.gpu:job_check", payload, timeout=60)
+    verdict = worker.run("astra.jobs:check_job", jobs.CheckJob(...), timeout=60)
 
 A job is a module-level function named "package.module:function" taking one picklable
 payload and returning a picklable result. Its exceptions come back re-raised in the parent

@@ -22,7 +22,7 @@ def silu_evaluator():
     """(text, path, kernel, spec, evaluate) for silu_and_mul on the CPU backend (quick gate);
     skips the test where the CPU backend cannot run."""
     from astra import source, spec as spec_mod
-    from astra.agents.evaluators import local_evaluator
+    from astra.evaluator import local_evaluator
     try:
         from astra.backends.cpu import CpuBackend
         backend = CpuBackend()

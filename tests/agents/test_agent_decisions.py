@@ -5,7 +5,7 @@ import threading
 from astra import profiler
 from astra.agents import Check, Evaluation, Limits, Profile, SizeTiming
 from astra.agents.coder import Attempt
-from astra.agents.evaluators import to_evaluation
+from astra.evaluator import to_evaluation
 from astra.agents.offline import Context
 from astra.agents.orchestrator import _judge
 from astra.agents.planner import OfflinePlanner, ranked_ideas

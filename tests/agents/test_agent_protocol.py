@@ -4,7 +4,7 @@ import math
 
 from astra.agents import Check, Evaluation, Profile, SizeTiming
 from astra.agents.coder import fenced_blocks, signature, splice
-from astra.agents.evaluation import CachedEvaluate
+from astra.evaluation import CachedEvaluate
 from astra.agents.report import speedup_chart
 
 from agent_helpers import example

@@ -1,11 +1,13 @@
 """Rewrites that change the launch configuration: the pack_rows transformation (spec, kernel and
 launch site edited together), and the evaluator's rule that a launch may change only with a launch
 site in the same file — with the reference always launched its own way."""
+import dataclasses
+
 import pytest
 
 from astra import extract, launch_change, source, static
 from astra.agents.offline import TRANSFORMS, Context, context_from_text
-from astra.agents.evaluators import local_evaluator
+from astra.evaluator import local_evaluator
 
 from agent_helpers import example
 
@@ -142,22 +144,24 @@ def test_check_against_a_pinned_baseline_launches_the_baseline_its_own_way(tmp_p
 def test_packed_candidate_on_the_gpu_is_verified_and_timed_against_the_original_launch():
     """On a GPU: the quick gate passes the packed rewrite, the profiler times it and the original
     (each with its own launch) side by side, and the version that drops a row is refused."""
-    from astra import api, spec as spec_mod, worker
+    from astra import api, availability, jobs, spec as spec_mod, worker
     try:
-        ok, why = worker.run("astra.backends.gpu:probe_job", None, timeout=180)
+        gpu = availability.statuses()["gpu"]
+        ok, why = gpu.available, gpu.reason
     except Exception as e:  # noqa: BLE001 - any failure means no GPU here
         ok, why = False, str(e)
     if not ok:
         pytest.skip(f"no GPU: {why}")
     text, path, kernel, rw = packed()
     m = source.parse(text)
-    job = {"backend": "gpu", "arch": "sm_90", "path": path, "kernel": kernel,
-           "spec": spec_mod.load(m.kernel(kernel), m), "reference_text": text, "reference_kernel": kernel,
-           "quick": True}
-    ev = worker.run("astra.jobs:evaluate_job", {**job, "text": rw.text}, timeout=api.CHECK_TIMEOUT + api.PROFILE_TIMEOUT)
+    job = jobs.EvaluateJob("gpu", path, kernel, spec_mod.load(m.kernel(kernel), m), text, kernel, arch="sm_90",
+                           quick=True)
+    ev = worker.run("astra.jobs:evaluate_job", dataclasses.replace(job, text=rw.text),
+                    timeout=api.CHECK_TIMEOUT + api.PROFILE_TIMEOUT)
     assert ev.passed and ev.measured, ev.check.feedback
     assert all(t.baseline_us > 0 and t.candidate_us > 0 for t in ev.profile.sizes)
     bad = rw.text.replace(">= static_cast<unsigned int>(num_heads)) return;",
                           ">= static_cast<unsigned int>(num_heads) - 1) return;")
-    ev = worker.run("astra.jobs:evaluate_job", {**job, "text": bad}, timeout=api.CHECK_TIMEOUT + api.PROFILE_TIMEOUT)
+    ev = worker.run("astra.jobs:evaluate_job", dataclasses.replace(job, text=bad),
+                    timeout=api.CHECK_TIMEOUT + api.PROFILE_TIMEOUT)
     assert not ev.passed

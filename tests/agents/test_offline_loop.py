@@ -6,7 +6,7 @@ import pytest
 
 from astra import source, spec as spec_mod
 from astra.agents import Limits, optimize, report
-from astra.agents.evaluators import local_evaluator
+from astra.evaluator import local_evaluator
 
 from agent_helpers import example
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from astra import cli
+from astra import availability, cli
+from astra.jobs import BackendStatus
 from astra.agents import Check, Evaluation, Profile, SizeTiming
 from astra.agents.runlog import RunLog
 
@@ -32,11 +33,11 @@ class FakeWorker:
 
     def __call__(self, func, payload=None, **_):
         if func == "astra.jobs:backends_job":
-            return {"cpu": {"available": True}, "gpu": {"available": False, "reason": "no GPU in tests"}}
+            return {"cpu": BackendStatus(True), "gpu": BackendStatus(False, "no GPU in tests")}
         assert func == "astra.jobs:evaluate_job", func
         if self.interrupt_after is not None and len(self.evaluated) >= self.interrupt_after:
             raise KeyboardInterrupt
-        text = payload["text"]
+        text = payload.text
         self.evaluated.append(text)
         check = Check(True, "passed 12 cases on cpu", "", 12, "passed")
         if not self.measured:
@@ -56,6 +57,7 @@ def ws(tmp_path, monkeypatch):
     fake = FakeWorker(text)
     import astra.worker
     monkeypatch.setattr(astra.worker, "run", fake)
+    availability.forget()  # the fake worker answers the probe
     monkeypatch.delenv("ASTRA_MODEL", raising=False)
     monkeypatch.delenv("ASTRA_BASE_URL", raising=False)
     return f, fake

@@ -30,15 +30,16 @@ def test_saved_cpu_outputs_are_current(cpu):
 
 @pytest.mark.gpu
 def test_cpu_backend_matches_the_gpu():
-    from astra import worker
+    from astra import availability, jobs, worker
 
     try:
-        ok, why = worker.run("astra.backends.gpu:probe_job", None, timeout=180)
+        gpu = availability.statuses()["gpu"]
+        ok, why = gpu.available, gpu.reason
     except Exception as e:  # noqa: BLE001 - any failure means no GPU here
         ok, why = False, str(e)
     if not ok:
         pytest.skip(f"no GPU: {why}")
-    report = worker.run("astra.backends.cpu.fidelity:fidelity_job", {"npz": str(fidelity.DEFAULT_NPZ)}, timeout=600)
+    report = worker.run("astra.jobs:fidelity_job", jobs.FidelityJob(str(fidelity.DEFAULT_NPZ)), timeout=600)
     print("\n" + fidelity.markdown(report))
     missed = [r for r in report["results"] if r["meets_target"] is False]
     # Measured on an H200 (benchmarks/results/cpu_fidelity-H200.md): the GPU's rsqrtf (MUFU.RSQ)

@@ -3,7 +3,7 @@ output is committed):
 
     python -m tests.gate.run_catalogue --backend gpu --json gpu-out/gate-catalogue.json
 
-Every entry runs in a worker process (`astra.gate.run:check_job`), so a kernel that faults and
+Every entry runs in a worker process (`astra.jobs:check_job`), so a kernel that faults and
 loses its CUDA context costs only that worker. Exit status 1 when any cheat passes or any
 correct variant is rejected.
 """
@@ -15,7 +15,7 @@ import os
 import sys
 import time
 
-from astra import extract, source, spec as spec_mod, worker
+from astra import extract, jobs, source, spec as spec_mod, worker
 
 from . import catalogue
 
@@ -35,8 +35,8 @@ def run(backend: str, only: list[str], sanitizer: bool | None, timeout: float) -
         cand = extract.unit(catalogue.candidate_text(e, text), path, e.kernel)
         t0 = time.perf_counter()
         try:
-            v = worker.run("astra.gate.run:check_job", {"backend": backend, "reference": ref, "candidate": cand,
-                                                        "spec": spec, "sanitizer": sanitizer}, timeout=timeout)
+            v = worker.run("astra.jobs:check_job", jobs.CheckJob(backend, ref, cand, spec, sanitizer=sanitizer),
+                           timeout=timeout)
             status, first, summary = v.status, (v.failures[0].check if v.failures else None), v.summary
             warnings = v.warnings
         except Exception as ex:  # noqa: BLE001 - a crashed or hung worker is a result to report

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.gpu
 def _gpu() -> tuple[bool, str]:
     try:
         info = worker.run("astra.jobs:backends_job", None, timeout=120)["gpu"]
-        return bool(info["available"]), info.get("reason", "")
+        return info.available, info.reason
     except Exception as e:  # noqa: BLE001
         return False, str(e)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from astra import extract, source, spec as spec_mod, worker
+from astra import extract, jobs, source, spec as spec_mod, worker
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,11 +81,9 @@ KERNELS = list(_kernels())
 def test_examples_pass_the_gate_and_profile(pool, path, text, name, spec):
     unit = extract.unit(text, str(path), name)
     spec = _smallest_bench(spec)
-    v = pool.run("astra.jobs:check_job", {"backend": "gpu", "reference": unit, "candidate": unit, "spec": spec,
-                                          "quick": True}, timeout=300)
+    v = pool.run("astra.jobs:check_job", jobs.CheckJob("gpu", unit, unit, spec, quick=True), timeout=300)
     assert v.passed, v.human()
-    p = pool.run("astra.jobs:profile_job", {"backend": "gpu", "reference": unit, "candidate": unit,
-                                            "spec": spec}, timeout=300)
+    p = pool.run("astra.jobs:profile_job", jobs.ProfileJob("gpu", unit, unit, spec), timeout=300)
     assert p.measured and p.valid, p.to_json()
     for s in p.sizes:
         assert s.reference is not None and 0.8 < s.speedup < 1.25  # the same code, side by side
@@ -100,9 +98,9 @@ def test_planted_wrong_kernel_is_caught(pool):
     assert wrong != text
     m = source.parse(text)
     spec = _smallest_bench(spec_mod.load(m.kernel("silu_and_mul"), m))
-    v = pool.run("astra.jobs:check_job", {"backend": "gpu", "reference": extract.unit(text, str(path), "silu_and_mul"),
-                                          "candidate": extract.unit(wrong, str(path), "silu_and_mul"),
-                                          "spec": spec, "quick": True}, timeout=300)
+    v = pool.run("astra.jobs:check_job", jobs.CheckJob("gpu", extract.unit(text, str(path), "silu_and_mul"),
+                                                       extract.unit(wrong, str(path), "silu_and_mul"), spec,
+                                                       quick=True), timeout=300)
     assert not v.passed
     msg = v.human()
     assert "`out`" in msg and "elements differ" in msg and "first at out[" in msg, msg

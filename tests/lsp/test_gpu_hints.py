@@ -12,9 +12,9 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(shutil.which("ncu") is None, r
 
 
 def _gpu() -> bool:
-    from astra import worker
+    from astra import availability
     try:
-        return bool(worker.run("astra.backends.gpu:probe_job", None, timeout=180)[0])
+        return availability.statuses()["gpu"].available
     except Exception:  # noqa: BLE001 - any failure means no GPU here
         return False
 

@@ -4,7 +4,7 @@ model), the orchestrator that keeps the best verified candidate, the run log and
 Entry point: `optimize(text, path, kernel, evaluate, ...)`; evaluation is injected
 (`evaluate(file_text) -> Evaluation`), built by astra.api from the gate and the profiler.
 """
-from .evaluation import NOT_MEASURED, CachedEvaluate, Check, Evaluate, Evaluation, Profile, SizeTiming, source_hash
+from ..evaluation import NOT_MEASURED, CachedEvaluate, Check, Evaluate, Evaluation, Profile, SizeTiming, source_hash
 from .llm import LLMConfig
 from .orchestrator import Limits, optimize
 from .records import Plan, Round, Usage

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .. import source
-from .evaluation import Evaluation
+from ..evaluation import Evaluation
 from .llm import LLMClient, load_prompt
 from .offline import TRANSFORMS
 from .records import Plan, Usage

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from .coder import Attempt, LLMCoder, OfflineCoder
-from .evaluation import CachedEvaluate, Evaluation, source_hash
+from ..evaluation import CachedEvaluate, Evaluation, source_hash
 from .llm import LLMClient, LLMConfig
 from .offline import context_from_spec, context_from_text
 from .planner import LLMPlanner, OfflinePlanner

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from .evaluation import Evaluation
+from ..evaluation import Evaluation
 
 
 @dataclass

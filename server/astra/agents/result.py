@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 
-from .evaluation import NOT_MEASURED, Evaluation
+from ..evaluation import NOT_MEASURED, Evaluation
 from .records import Round, Usage
 
 

@@ -16,7 +16,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from .evaluation import Evaluation
+from ..evaluation import Evaluation
 from .records import Round
 
 

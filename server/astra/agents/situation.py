@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .evaluation import Evaluation, source_hash
+from ..evaluation import Evaluation, source_hash
 from .offline import Context
 from .records import Round
 

@@ -1,0 +1,117 @@
+"""The import structure of the server package: no import circle between its modules, and each
+layer imports only what it may (ARCHITECTURE.md, "Invariants"). Imports inside functions count
+too: a lazy import is still a dependency."""
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "server" / "astra"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the astra modules it imports (an imported name that is a module counts as it)."""
+    files = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        here = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = here[:len(here) - node.level + 1] if node.level else []
+                module = ".".join(base + ([node.module] if node.module else []))
+                targets = [f"{module}.{a.name}" for a in node.names]
+            for t in targets:
+                while t and t not in files:
+                    t = t.rpartition(".")[0]
+                if t and t != name:
+                    found.add(t)
+        graph[name] = found
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_graph_sees_lazy_imports():
+    g = import_graph()
+    assert "astra.gate" in g["astra.jobs"]          # imported inside a job function
+    assert "astra.backends.gpu" in g["astra.jobs"]
+
+
+def test_no_import_circle():
+    found = cycles(import_graph())
+    assert not found, "import circles: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+# area -> areas it must not import (an area is a module or a package with everything under it)
+FORBIDDEN = {
+    # The agents run in the caller's process: what they learn of a candidate is astra.evaluation.
+    "astra.agents": ("astra.gate", "astra.profiler", "astra.backends", "astra.jobs", "astra.evaluator",
+                     "astra.worker", "astra.api", "astra.lsp", "astra.cli"),
+    # The worker side receives its backend from astra.jobs and never reaches back up.
+    "astra.gate": ("astra.jobs", "astra.api", "astra.agents", "astra.lsp", "astra.cli"),
+    "astra.profiler": ("astra.jobs", "astra.api", "astra.agents", "astra.lsp", "astra.cli"),
+    "astra.evaluator": ("astra.jobs", "astra.api", "astra.agents", "astra.lsp", "astra.cli"),
+    "astra.backends": ("astra.gate", "astra.profiler", "astra.jobs", "astra.evaluator", "astra.api",
+                       "astra.agents", "astra.lsp", "astra.cli"),
+}
+
+
+def _in(module: str, area: str) -> bool:
+    return module == area or module.startswith(area + ".")
+
+
+def test_each_layer_imports_only_what_it_may():
+    bad = [f"{m} imports {t}" for m, targets in sorted(import_graph().items())
+           for area, forbidden in FORBIDDEN.items() if _in(m, area)
+           for t in sorted(targets) if any(_in(t, f) for f in forbidden)]
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("graph, expected", [
+    ({"a": {"b"}, "b": {"a"}, "c": set()}, [["a", "b"]]),
+    ({"a": {"b"}, "b": {"c"}, "c": set()}, []),
+])
+def test_cycle_finder(graph, expected):
+    assert cycles(graph) == expected
