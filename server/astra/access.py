@@ -202,12 +202,19 @@ class Analyzer:
                 self.declaration(init)
             else:
                 self.expr(init)
+        # what the update steps (i++, i += blockDim.x) runs from its start up to the condition's bound
+        update = st.child_by_field_name("update")
+        for n in (source._walk(update) if update is not None else ()):
+            if n.type in ("update_expression", "assignment_expression"):
+                target = n.child_by_field_name("argument") or n.child_by_field_name("left")
+                cur = self.env.get(target.text.decode()) if target is not None else None
+                if isinstance(cur, Iv):
+                    self.env[target.text.decode()] = Iv(cur.lo, None)
         cond = st.child_by_field_name("condition")
         if cond is not None:
             self.expr(cond)
             self.refine(cond, True)
         body = st.child_by_field_name("body")
-        # the update (i += blockDim.x) keeps the variable within the condition's bound
         if body is not None:
             self.stmt(body)
         self.env = self.merge(saved, {k: v for k, v in self.env.items() if k in saved})
@@ -322,7 +329,10 @@ class Analyzer:
             except ValueError:
                 return None
         if t in ("identifier", "field_identifier"):
-            return self.env.get(n.text.decode())
+            name = n.text.decode()
+            if name not in self.env and name in self.constants:   # a template argument: width = 8
+                return Iv.point(self.constants[name])
+            return self.env.get(name)
         if t == "qualified_identifier":
             c = self.constants.get(n.text.decode().replace(" ", ""))
             return Iv.point(c) if c is not None else None
@@ -356,8 +366,15 @@ class Analyzer:
             return self.deref(n, evaluate_only, lhs)
         if t == "assignment_expression":
             op = n.child_by_field_name("operator").type
-            right = self.expr(n.child_by_field_name("right"), evaluate_only=evaluate_only)
+            rnode = n.child_by_field_name("right")
             left = n.child_by_field_name("left")
+            if rnode is not None and "tiled_partition" in rnode.text.decode() and left is not None:
+                # `cg::thread_block_tile<32> warp = cg::tiled_partition<32>(block);` reads as an
+                # assignment to the tree-sitter grammar: the tile is what matters
+                name = left.text.decode().split()[-1].split(">")[-1].strip()
+                self.env[name] = f"tile:{next(iter(_numbers(rnode.text.decode())), 32)}"
+                return None
+            right = self.expr(rnode, evaluate_only=evaluate_only)
             if left is not None and left.type == "identifier":
                 name = left.text.decode()
                 cur = self.env.get(name)
@@ -494,6 +511,13 @@ class Analyzer:
                 if method == "meta_group_size":
                     return Iv.point(max(1, nthreads // size))
                 return None
+        if short in ("reinterpret_cast", "static_cast", "const_cast") and len(args) == 1:
+            v = self.expr(args[0], evaluate_only=evaluate_only)
+            targs = fn.child_by_field_name("arguments") if fn is not None else None
+            to = targs.text.decode().strip("<> ") if targs is not None else ""
+            if isinstance(v, Ptr) and "*" in to:
+                return self._rescale(v, to.replace("*", " ").replace("const", " ").split()[-1])
+            return v
         vals = [self.expr(a, evaluate_only=evaluate_only) for a in args]
         if short in ("min", "fminf", "umin") and len(vals) == 2 and all(isinstance(v, Iv) for v in vals):
             a, b = vals

@@ -11,17 +11,19 @@ from dataclasses import dataclass, field
 
 import ast
 
-from . import dtypes, exprs, source
+from . import access, dtypes, exprs, source
 from .project import ProjectContext
 from .source import ConfigVar, Kernel, LaunchSite, SourceModel
 
 # LLaMA-7B/13B/70B-like sizes: (test sizes, bench sizes) by what a size name suggests.
 _SIZE_HINTS = [
-    (("token", "batch", "row", "seq", "m", "rows", "num_tokens", "bs"), [1, 7, 333], [4096]),
+    (("token", "batch", "row", "seq", "m", "rows", "num_tokens", "bs", "b"), [1, 7, 333], [4096]),
+    (("t", "seq_len", "seqlen"), [1, 64, 257], [1024]),
     (("head_dim", "headdim", "hd"), [64, 128], [128]),
     (("head", "heads", "nh"), [1, 32], [32, 40, 64]),
-    (("hidden", "d", "dim", "n", "cols", "size", "k", "len", "numel", "count"), [128, 1001, 4096],
-     [4096, 11008]),
+    (("v", "vocab", "vocab_size"), [64, 1000], [50304]),
+    (("hidden", "d", "dim", "n", "cols", "size", "k", "len", "numel", "count", "c", "channels"),
+     [128, 1001, 4096], [4096, 11008]),
 ]
 
 
@@ -160,6 +162,11 @@ class _HostExprs:
             return f"{op.type}{r}" if op is not None and op.type in ("-", "+") and r is not None else None
         if t == "cast_expression":
             return ex(node.child_by_field_name("value")) if _is_int_type(node.child_by_field_name("type")) else None
+        if t == "sizeof_expression":   # sizeof(float): the element sizes the spec knows
+            inner = node.child_by_field_name("type") or node.child_by_field_name("value")
+            text = inner.text.decode().strip("() ") if inner is not None else ""
+            dt = dtypes.from_cpp(text)
+            return str(dt.itemsize) if dt is not None else None
         if t == "call_expression":
             return self._call(node, ex)
         if t == "conditional_expression":
@@ -231,6 +238,8 @@ def _site_mapping(kernel: Kernel, site: LaunchSite, size_names: list[str]) -> di
 # ---- reading the launching function ---------------------------------------------------------
 
 BLOCK_DEFAULT = 256
+RUNTIME = "<runtime>"       # a host local set through its address by a call (a device query)
+RUNTIME_DEFAULT = 4         # such a value in a grid: a grid-stride kernel covers its sizes with any grid
 _BLOCK_WORDS = ("block", "thread", "tpb", "nthreads", "num_threads", "bs")
 
 
@@ -261,12 +270,18 @@ def _host_locals(model: SourceModel, site: LaunchSite) -> dict[str, str]:
             target = n.child_by_field_name("left") or n.child_by_field_name("argument")
             if target is not None and target.type == "identifier":
                 changed.add(target.text.decode())
-    return {k: v for k, v in out.items() if counts.get(k) == 1 and k not in changed}
+    for n in _walk(fn):   # `cudaDeviceGetAttribute(&sms, ...)`: a value the host reads at run time
+        if n.type == "pointer_expression" and n.child_by_field_name("operator") is not None \
+                and n.child_by_field_name("operator").type == "&":
+            arg = n.child_by_field_name("argument")
+            if arg is not None and arg.type == "identifier" and arg.text.decode() in out:
+                out[arg.text.decode()] = RUNTIME
+    return {k: v for k, v in out.items() if counts.get(k) == 1 and (k not in changed or v == RUNTIME)}
 
 
 def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names: list[str],
-               notes: list[str]) -> tuple[list[str] | None, list[str] | None, list[str]]:
-    """(grid, block, new sizes) over the kernel's sizes, read from a launch site: dim3 variables
+               notes: list[str]) -> tuple[list[str] | None, list[str] | None, str | None, list[str]]:
+    """(grid, block, shared memory, new sizes) over the kernel's sizes, read from a launch site: dim3 variables
     and plain locals followed to their definitions, macros and constants by value; a block size
     the caller chooses (a launcher's `block_size` parameter) becomes 256, with a note."""
     line = site.span.start_line + 1
@@ -275,12 +290,18 @@ def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names:
     grid_parts = _config_parts("grid", site.grid, site.grid_var, line, notes)
     block_parts = _config_parts("block", site.block, site.block_var, line, notes)
     local = _host_locals(model, site)
+    for name in [k for k, v in local.items() if v == RUNTIME]:
+        local[name] = str(RUNTIME_DEFAULT)
+        if any(name in x for x in grid_parts + block_parts):
+            notes.append(f"`{name}` is read from the device at run time ({where}): took {RUNTIME_DEFAULT}")
     # A local holding a bare number is a launch choice in a block (`const int threads = 256`)
     # but the problem's size in a grid (`const int num_tokens = 16` in main): that stays a size.
     literal = {k for k, v in local.items() if source.parse_expression(v) is not None
                and source.parse_expression(v).type == "number_literal"}
     block_values = {**model.constants, **local}
-    grid_values = {**model.constants, **{k: v for k, v in local.items() if k not in literal}}
+    runtime = {k for k, v in local.items() if v == str(RUNTIME_DEFAULT) and k in literal}
+    grid_values = {**model.constants, **{k: v for k, v in local.items()
+                                         if k not in literal or k in runtime or any(w in k.lower() for w in _BLOCK_WORDS)}}
     free: list[str] = []
     for x in grid_parts:
         _HostExprs(mapping, grid_values).spec(x, free)
@@ -295,20 +316,33 @@ def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names:
         mapping[name] = name
     g = [_HostExprs(mapping, grid_values).spec(x) for x in grid_parts]
     b = [_HostExprs(mapping, block_values).spec(x) for x in block_parts]
+    shared = None
+    if site.shared_mem and site.shared_mem.strip() not in ("0", "0u"):
+        shared = _HostExprs(mapping, block_values).spec(site.shared_mem)
+        if shared is None:
+            notes.append(f"dynamic shared memory `{site.shared_mem}` ({where}) could not be read over the sizes: "
+                         f"set shared_mem")
     grid = g if g and all(g) else None
     block = b if b and all(b) else None
     if grid is None:
         notes.append(f"grid `{site.grid}` ({where}) could not be read over the sizes: guessed a grid")
     if block is None:
         notes.append(f"block `{site.block}` ({where}) could not be read over the sizes: guessed a block")
-    return grid, block, [n for n in new_sizes if grid is not None and any(n in exprs.names(x) for x in grid)]
+    return grid, block, shared, [n for n in new_sizes if grid is not None and any(n in exprs.names(x) for x in grid)]
 
 
 def _pick_site(kernel: Kernel, model: SourceModel) -> LaunchSite | None:
     """The launch to read: one outside `main` first (a launcher function says what the kernel
     expects; `main` often loops over block sizes)."""
     sites = model.launches_of(kernel.name)
-    return next((s for s in sites if s.function != "main"), sites[0] if sites else None)
+    if not sites:
+        return None
+    # outside main first; among launches that differ in template arguments, the general one
+    # (`<scalar_t, 1>` rather than the `<scalar_t, 8>` a launcher takes only for aligned widths)
+    def rank(s: LaunchSite):
+        numbers = [int(t) for t in _split(s.template_args or "<>") if t.strip().isdigit()]
+        return (s.function == "main", sum(numbers))
+    return min(sites, key=rank)
 
 
 # ---- element types: typedefs and the macros that select them -----------------------------------
@@ -467,6 +501,7 @@ def _typedef_target(text: str, name: str) -> str | None:
 # ---- template arguments -----------------------------------------------------------------------
 
 _DISPATCH_TYPE = "float"   # what a dispatch macro's scalar_t becomes in the proposal
+_DISPATCH_NAMES = ("scalar_t", "scalar_type", "input_t", "output_t")
 
 
 def _template_args(kernel: Kernel, site: LaunchSite | None, notes: list[str]) -> str | None:
@@ -483,10 +518,8 @@ def _template_args(kernel: Kernel, site: LaunchSite | None, notes: list[str]) ->
         arg = given[k].strip() if k < len(given) else None
         is_type = param.split()[0] in ("typename", "class")
         if arg is not None:
-            for host in ("scalar_t", "T", "scalar_type", "input_t", "output_t"):
-                if host != name or True:
-                    arg = _replace_word(arg, host, _DISPATCH_TYPE) if host in ("scalar_t", "scalar_type",
-                                                                                "input_t", "output_t") else arg
+            for host in _DISPATCH_NAMES:   # the type a dispatch macro's lambda names
+                arg = _replace_word(arg, host, _DISPATCH_TYPE)
             out.append(arg)
             continue
         if "=" in param:   # a default argument
@@ -497,7 +530,7 @@ def _template_args(kernel: Kernel, site: LaunchSite | None, notes: list[str]) ->
         else:
             out.append("1")
             notes.append(f"template parameter `{name}`: no launch gives it; took 1")
-    if any("scalar_t" in (given[k] if k < len(given) else "") for k in range(len(given))):
+    if any(_replace_word(g, h, "") != g for g in given for h in _DISPATCH_NAMES):
         notes.append(f"instantiate: the dispatch macro's scalar_t became {_DISPATCH_TYPE} "
                      f"(use __half or __nv_bfloat16 to test those)")
     return "<" + ", ".join(out) + ">"
@@ -566,11 +599,11 @@ class _Shapes:
 
 def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[str], elem_bytes: dict[str, int],
             int_params: set[str], constants: dict[str, int]) -> _Shapes | None:
-    from . import access
     samples = []
     names = size_names + [TABLE]
     for k in range(3):
-        sizes = {n: _PROBE_VALUES[(i + k) % len(_PROBE_VALUES)] * (k + 2) for i, n in enumerate(names)}
+        # multiples of 16: a row split into packets of 8 (`hidden / 8`) is then read whole
+        sizes = {n: _PROBE_VALUES[(i + k) % len(_PROBE_VALUES)] * (k + 2) * 16 for i, n in enumerate(names)}
         try:
             g = [exprs.evaluate_int(x, sizes) for x in grid]
             b = [exprs.evaluate_int(x, sizes) for x in block]
@@ -639,9 +672,9 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
     if not size_names:
         size_names = ["n"]
         notes.append("no integer parameter to take sizes from: invented a size `n`; adjust shapes")
-    grid = block = None
+    grid = block = shared = None
     if site is not None:
-        grid, block, extra = _launch_of(kernel, model, site, size_names, notes)
+        grid, block, shared, extra = _launch_of(kernel, model, site, size_names, notes)
         for name in reversed(extra):
             size_names.insert(0, name)
     else:
@@ -660,13 +693,21 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
             elem_bytes[p.name] = dt.itemsize
             if not dt.is_float:
                 int_params.add(p.name)
-    found = _shapes(kernel, [n for n in size_names if n != TABLE], grid, block, elem_bytes, int_params,
-                    types.packet_sizes())
+    constants = types.packet_sizes()
+    constants.update({k: int(v) for k, v in targs.items() if v.strip().isdigit()})  # template `width = 1`
+    found = _shapes(kernel, [n for n in size_names if n != TABLE], grid, block, elem_bytes, int_params, constants)
     if found is not None and found.uses_table and TABLE not in size_names:
         size_names.append(TABLE)
     require = _requirements(grid, block, found, size_names, kernel)
 
     lines = ["/* @astra", f"grid = {_toml_list(grid)}", f"block = {_toml_list(block)}"]
+    earlier = _earlier_version(kernel, model)
+    if earlier is not None:
+        lines.append(f'reference = "{earlier}"')
+        notes.append(f"`{earlier}` is an earlier version of this kernel (same parameters): it is the reference; "
+                     f"give it a spec of its own so it runs with its own launch")
+    if shared:
+        lines.append(f'shared_mem = "{shared}"')
     if instantiate:
         lines.append(f'instantiate = "{instantiate}"')
     if require:
@@ -692,6 +733,8 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
             else:
                 tname = dt.name
             shape = found.shapes.get(p.name) if found is not None else None
+            if shape is not None and TABLE in shape:   # a table's rows come first: [V, C]
+                shape = [TABLE] + [d for d in shape if d != TABLE]
             if shape is None:
                 shape = fallback_shape
                 guessed_shapes.append(p.name)
@@ -708,6 +751,10 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
                         notes.append(f"`{p.name}` is a non-const pointer: assumed an output (use inout = true if "
                                      f"the kernel also reads it)")
             init = ""
+            if earlier is not None and tname == "float" and role and _reduces(kernel):
+                init = ", atol = 1e-4, rtol = 1e-3"
+                notes.append(f"`{p.name}`: this version sums in another order than `{earlier}`: float tolerance "
+                             f"loosened to atol 1e-4, rtol 1e-3")
             if found is not None and p.name in found.tables:
                 init = f', init = "randint(0, {TABLE})"'
                 notes.append(f"`{p.name}` holds indices into a table of {TABLE} rows: drawn from randint(0, {TABLE})")
@@ -732,6 +779,36 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
     return Proposal("\n".join(lines) + "\n", errors + notes)
 
 
+def _reduces(kernel: Kernel) -> bool:
+    """The kernel combines values across threads (warp shuffles, cooperative-groups reductions,
+    shared-memory partials, atomics): its rounding differs from a sequential version's."""
+    body = access.kernel_body(kernel)
+    calls = {n.child_by_field_name("function").text.decode().split("::")[-1].split("<")[0]
+             for n in _walk(body) if n.type == "call_expression" and n.child_by_field_name("function") is not None} \
+        if body is not None else set()
+    return any(c.startswith(("__shfl", "atomicAdd", "warp_sum", "warp_reduce", "block_reduce", "block_sum"))
+               or c in ("reduce", "__syncthreads") for c in calls)
+
+
+def _version(name: str) -> tuple[str, int] | None:
+    """'gelu_forward_kernel2' -> ('gelu_forward_kernel', 2)."""
+    stem = name.rstrip("0123456789")
+    return (stem, int(name[len(stem):])) if stem != name else None
+
+
+def _earlier_version(kernel: Kernel, model: SourceModel) -> str | None:
+    """The closest lower-numbered version of this kernel in the file with the same parameters
+    (kernel-development files keep kernel1, kernel2, ... side by side)."""
+    mine = _version(kernel.name)
+    if mine is None:
+        return None
+    def sig(k: Kernel) -> list[tuple[str, str]]:   # __restrict__ does not change the interface
+        return [(p.name, " ".join(p.type.replace("__restrict__", " ").split())) for p in k.params]
+    older = [(v[1], k.name) for k in model.kernels if k is not kernel and (v := _version(k.name)) is not None
+             and v[0] == mine[0] and v[1] < mine[1] and sig(k) == sig(kernel)]
+    return max(older)[1] if older else None
+
+
 def _split(instantiate: str) -> list[str]:
     from .spec import split_template_args
     return split_template_args(instantiate)
@@ -742,6 +819,20 @@ def _requirements(grid: list[str], block: list[str], found: _Shapes | None, size
     """`n % 8 == 0` when the launch gives each thread a fixed chunk (`cdiv(n, 256 * 8)`): the
     kernel then handles no tail, as its launcher assumes."""
     out = []
+    # a loop over `size / 8` packets handles no tail: the size must be a multiple of 8
+    body = source.parser().parse(kernel.text.encode()).root_node
+    for n in _walk(body):
+        if n.type == "for_statement" and n.child_by_field_name("condition") is not None:
+            for d in _walk(n.child_by_field_name("condition")):
+                if d.type == "binary_expression" and d.child_by_field_name("operator").type == "/":
+                    a, b = d.child_by_field_name("left"), d.child_by_field_name("right")
+                    if a is not None and b is not None and a.type == "identifier" and a.text.decode() in size_names \
+                            and b.type == "number_literal" and b.text.decode().isdigit() and int(b.text.decode()) > 1:
+                        req = f"{a.text.decode()} % {b.text.decode()} == 0"
+                        if req not in out:
+                            out.append(req)
+    if "gridDim" in kernel.text:   # a grid-stride loop takes any size
+        return out
     for g in grid:
         node = source.parse_expression(g)
         if node is None or node.type != "call_expression":

@@ -590,10 +590,13 @@ class _Builder:
             if plist is not None:
                 for p in plist.named_children:
                     template_params.append(" ".join(p.text.decode().split()))
-                    nm = next((c.text.decode() for c in p.named_children
-                               if c.type in ("type_identifier", "identifier")), None)
-                    if nm is None and p.named_children:
-                        nm, _ = _declarator_name(p.child_by_field_name("declarator"))
+                    # a non-type parameter (`int N`, `T (*F)(const T&)`) is named by its declarator;
+                    # `typename T` by its identifier
+                    decl = p.child_by_field_name("declarator")
+                    nm = _declarator_name(decl)[0] if decl is not None else None
+                    if nm is None:
+                        nm = next((c.text.decode() for c in p.named_children
+                                   if c.type in ("type_identifier", "identifier")), None)
                     if nm:
                         template_names.append(nm)
             inner = next((c for c in fn.named_children

@@ -29,6 +29,10 @@ class thread_block_tile {
                 "the CPU backend supports tiles of 1, 2, 4, 8, 16 or 32 threads");
 
  public:
+  thread_block_tile() = default;
+  // `thread_block_tile<32> warp = tiled_partition<32>(block)`: a tile of a known parent converts
+  // to the parent-erased one, as in CUDA (the tile holds no state here)
+  template <class P> thread_block_tile(const thread_block_tile<N, P>&) {}
   static constexpr unsigned num_threads_v = N;
   static unsigned mask() {
     unsigned lane = (unsigned)astra::self()->lane;
