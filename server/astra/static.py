@@ -174,8 +174,14 @@ namespace std { using ::size_t; using ::ptrdiff_t; typedef decltype(nullptr) nul
     "cassert": """#pragma once
 #define assert(e) do { if (!(e)) __trap(); } while (0)
 """,
-    # NVRTC has the math functions built in (global namespace); <cmath> adds the std:: names.
-    "cmath": "#pragma once\nnamespace std {\n" + "".join(f"using ::{f};\n" for f in (
+    # NVRTC has the math functions built in (global namespace); <cmath> adds the std:: names and
+    # the constants a C library's <math.h> defines (INFINITY, NAN, M_PI...).
+    "cmath": "#pragma once\n" + "".join(f"#ifndef {n}\n#define {n} {v}\n#endif\n" for n, v in (
+        ("INFINITY", "__int_as_float(0x7f800000)"), ("NAN", "__int_as_float(0x7fffffff)"),
+        ("HUGE_VALF", "INFINITY"), ("HUGE_VAL", "__longlong_as_double(0x7ff0000000000000LL)"),
+        ("M_PI", "3.14159265358979323846"), ("M_E", "2.7182818284590452354"), ("M_LN2", "0.69314718055994530942"),
+        ("M_SQRT2", "1.41421356237309504880"), ("M_SQRT1_2", "0.70710678118654752440"),
+        ("M_2_SQRTPI", "1.12837916709551257390"))) + "namespace std {\n" + "".join(f"using ::{f};\n" for f in (
         "abs fabs sqrt exp exp2 expm1 log log2 log10 log1p pow sin cos tan asin acos atan atan2 sinh cosh tanh "
         "asinh acosh atanh erf erfc floor ceil round trunc fmod fmin fmax fma copysign hypot cbrt lgamma tgamma "
         "isnan isinf isfinite signbit ldexp frexp nearbyint rint").split()) + "}\n",

@@ -66,3 +66,14 @@ def test_improved_versions_are_compared_with_their_naive_sibling(outcomes):
     for o in outcomes:
         if o.kernel in naive_of and o.status == "passed":
             assert o.compared_with.startswith(f"kernel {naive_of[o.kernel]}"), (o.kernel, o.compared_with)
+
+
+def test_every_corpus_file_passes_the_static_check():
+    """NVRTC (the GPU backend's compiler) on every kernel of the corpus, with the project context
+    each file has (compile_commands.json for the extension files)."""
+    from astra import api
+    for f in sorted(CORPUS.rglob("*.cu")):
+        text = f.read_text()
+        report = api.static_check(text, str(f))
+        errors = [d for d in report.diagnostics if d.severity == "error"]
+        assert not errors, (f, errors)
