@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from . import dtypes, files, source
@@ -150,12 +151,12 @@ class _Reader:
                 self.seen.add(key)
                 self.headers.append(key)
                 try:
-                    text = files.read_source(key)
+                    header_model = _header_model(key, files.read_source(key))
                 except AstraError as e:
                     self.notes.append(f"{written} could not be read ({e.message}); left out")
                     out.append(_host_only(item))
                     continue
-                out.extend(self.items(source.parse(text, path=key), key, item.guards, depth + 1))
+                out.extend(self.items(header_model, key, item.guards, depth + 1))
             elif kind == "device":
                 out.append(item)
             elif kind == "implicit":
@@ -167,6 +168,13 @@ class _Reader:
                 self.dropped.append(f"#include {written}")
                 out.append(_host_only(item))
         return out
+
+
+@lru_cache(maxsize=128)
+def _header_model(path: str, text: str) -> SourceModel:
+    """A project header's model, parsed once per content (every kernel of a file, and every
+    save, reads the same headers; keyed on the text itself, so an edit is never missed)."""
+    return source.parse(text, path=path)
 
 
 def _guarded(item: Item, outer: tuple[Guard, ...]) -> Item:
