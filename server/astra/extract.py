@@ -88,6 +88,18 @@ def find_header(header: str, quoted: bool, including_dir: str, context: ProjectC
     return None, False
 
 
+@lru_cache(maxsize=512)
+def _includes_in(text: str) -> tuple[tuple[str, bool], ...]:
+    """(header, quoted) for each #include of a text, parsed once per content: the digest below
+    runs before every build-cache lookup."""
+    out = []
+    for inc in source.parse(text).includes:
+        header = inc.header or ""
+        if header:
+            out.append((header, '"' in inc.text.split(header)[0]))
+    return tuple(out)
+
+
 def header_digest(text: str, filename: str, options) -> str:
     """A digest of every header `text` includes (transitively) from the file's folder or the
     `-I` folders in `options`: build caches key on it, so editing a header is never answered
@@ -100,9 +112,7 @@ def header_digest(text: str, filename: str, options) -> str:
     seen: set[str] = set()
     while todo and len(seen) < 4 * MAX_HEADERS:
         body, here = todo.pop()
-        for inc in source.parse(body).includes:
-            header = inc.header or ""
-            quoted = '"' in inc.text.split(header)[0] if header else False
+        for header, quoted in _includes_in(body):
             for d in ([here] if quoted else []) + dirs:
                 f = Path(d) / header
                 if f.is_file():
