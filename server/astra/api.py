@@ -328,7 +328,7 @@ def optimize(text: str, path: str, kernel: str | None, *, rounds: int | None = 5
             raise AstraError(f"{path} has {len(names)} kernels: choose one with --kernel ({', '.join(names)})")
         kernel = names[0]
     info = _selected(text, path, kernel)[0]
-    runs_dir = workspace.astra_dir(path) / "runs"
+    runs_dir = workspace.ensure_astra_dir(path) / "runs"
     run = None
     if resume:
         run = runlog.resolve_resume(text, path, info.kernel.name, resume, runs_dir, workspace.root_for(path))

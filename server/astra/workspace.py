@@ -24,7 +24,24 @@ def root_for(path: str | os.PathLike) -> Path:
 
 
 def astra_dir(path: str | os.PathLike) -> Path:
+    """Where `.astra/` is (or would be) for `path`; nothing is created."""
     return root_for(path) / ".astra"
+
+
+# Pinned baselines, run logs and reports belong to this checkout, never to the repository: like
+# other tools' cache folders, `.astra/` ignores itself.
+GITIGNORE = "# Created by Astra: pinned baselines, run logs and reports stay out of version control.\n*\n"
+
+
+def ensure_astra_dir(path: str | os.PathLike) -> Path:
+    """`.astra/` for `path`, created if missing together with its own `.gitignore`."""
+    d = astra_dir(path)
+    if not d.is_dir():
+        d.mkdir(parents=True, exist_ok=True)
+        ignore = d / ".gitignore"
+        if not ignore.exists():
+            _atomic_write(ignore, GITIGNORE)
+    return d
 
 
 @dataclass(frozen=True)
@@ -70,7 +87,7 @@ def pinned(path: str | os.PathLike, kernel: str) -> Pin | None:
 def pin(path: str | os.PathLike, kernel: str, text: str) -> Pin:
     """Pin `text` (the whole file) as the reference for `kernel`. Atomic writes only."""
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    base = astra_dir(path)
+    base = ensure_astra_dir(path)
     (base / "baselines").mkdir(parents=True, exist_ok=True)
     blob = base / "baselines" / f"{digest}.cu"
     if not blob.exists():
@@ -86,7 +103,7 @@ def pin(path: str | os.PathLike, kernel: str, text: str) -> Pin:
 def save_original(path: str | os.PathLike, text: str) -> Path:
     """Keep a copy of a file before `--write` changes it."""
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    d = astra_dir(path) / "originals"
+    d = ensure_astra_dir(path) / "originals"
     d.mkdir(parents=True, exist_ok=True)
     f = d / f"{Path(path).name}.{digest[:12]}"
     if not f.exists():
