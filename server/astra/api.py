@@ -328,7 +328,7 @@ def optimize(text: str, path: str, kernel: str | None, *, rounds: int | None = 5
             raise AstraError(f"{path} has {len(names)} kernels: choose one with --kernel ({', '.join(names)})")
         kernel = names[0]
     info = _selected(text, path, kernel)[0]
-    runs_dir = workspace.ensure_astra_dir(path) / "runs"
+    runs_dir = workspace.astra_dir(path) / "runs"
     run = None
     if resume:
         run = runlog.resolve_resume(text, path, info.kernel.name, resume, runs_dir, workspace.root_for(path))
@@ -364,6 +364,7 @@ def optimize(text: str, path: str, kernel: str | None, *, rounds: int | None = 5
     gpu = ""
     if chosen == "gpu":
         gpu = worker.run("astra.jobs:gpu_facts_job", None, timeout=60.0)
+    workspace.ensure_astra_dir(path)   # the run log goes there: .astra/ with its .gitignore
     if run is not None and rounds > run.rounds_done:
         runlog.RunLog(run.dir).update_meta(rounds=rounds)   # the total asked for is now this
     result = agents.optimize(text, path, info.kernel.name, evaluate, rounds=rounds, llm=llm, spec=info.spec,

@@ -1,6 +1,9 @@
 """`astra` — the command line. Thin: parse arguments, call `astra.api`, print.
 
-Exit codes: 0 ok, 1 a check failed, 2 bad input or usage.
+Exit codes: 0 ok, 1 a check failed (or the kernel to optimize or profile does not pass), 2 bad
+input or usage, 130 interrupted, 141 the reader of the output went away (`| head`). With
+`--json` every outcome is one JSON object on stdout, errors included (`{"error": {...}}`); lines and
+columns are 1-based everywhere.
 """
 from __future__ import annotations
 
@@ -9,16 +12,20 @@ import json
 import sys
 import threading
 
-from . import api
+from . import __version__, api, sarif
 from .errors import AstraError
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_PIPE = 0, 1, 2, 130, 141
 
 
 class _Parser(argparse.ArgumentParser):
+    json_errors = False  # set from the raw arguments: a usage error is JSON too when --json was asked
+
     def error(self, message: str):  # usage errors exit 2 with a one-line hint, as promised
         self.print_usage(sys.stderr)
         print(f"astra: error: {message}", file=sys.stderr)
+        if self.json_errors:
+            _emit_json(_error_json(message, kind="usage"))
         raise SystemExit(EXIT_BAD_INPUT)
 
 
@@ -27,8 +34,27 @@ def _console(stderr: bool = False):
     return Console(stderr=stderr, highlight=False, soft_wrap=True)
 
 
+def _print_markdown(text: str) -> None:
+    """Markdown rendered for the terminal (headings, bold, tables), plain when piped."""
+    from rich.markdown import Markdown
+    _console().print(Markdown(text))
+
+
 def _emit_json(obj) -> None:
     print(json.dumps(obj, indent=2, default=str))
+
+
+def _error_json(message: str, *, kind: str = "bad_input", file: str | None = None, line: int | None = None,
+                col: int | None = None, diagnostics: list | None = None, exit_code: int = EXIT_BAD_INPUT) -> dict:
+    """What `--json` prints when a verb cannot do its work (lines and columns 1-based)."""
+    err: dict = {"kind": kind, "message": message}
+    if file is not None:
+        err["file"] = file
+    if line is not None:
+        err["line"], err["col"] = line + 1, (col or 0) + 1
+    if diagnostics:
+        err["diagnostics"] = [d.to_json() for d in diagnostics]
+    return {"error": err, "exit_code": exit_code}
 
 
 # ---- verbs --------------------------------------------------------------------------------
@@ -41,17 +67,22 @@ def cmd_kernels(a) -> int:
         return EXIT_OK
     from rich.table import Table
     t = Table(title=f"Kernels in {a.file}")
-    # a kernel's name is never cut: versions of one kernel differ only at the end of it
+    con = _console()
+    if a.wide:
+        con.width = max(con.width, 400)
+    # A kernel's name is never cut (versions of one kernel differ only at the end of it): it gets
+    # its whole width when the terminal allows, else it folds onto the next line.
     longest = max((len(k.kernel.qualified_name) for k in infos), default=6)
-    t.add_column("kernel", no_wrap=True, min_width=longest)
-    for col in ("line", "parameters", "spec", "launch sites"):
-        t.add_column(col)
+    t.add_column("kernel", overflow="fold", min_width=max(6, min(longest, con.width - 25)))
+    t.add_column("line", no_wrap=True)
+    for col in ("parameters", "spec", "launch sites"):
+        t.add_column(col, overflow="fold")
     for k in infos:
         params = ", ".join(f"{p['type']} {p['name']}" for p in k.to_json()["params"])
         spec = "yes" if k.spec_status == "ok" else ("errors" if k.spec_status == "error" else "none")
         t.add_row(k.kernel.qualified_name, str(k.kernel.span.start_line + 1), params, spec,
                   ", ".join(str(s.span.start_line + 1) for s in k.launches) or "-")
-    _console().print(t)
+    con.print(t)
     return EXIT_OK
 
 
@@ -93,7 +124,9 @@ def cmd_check(a) -> int:
     if a.backend == "static":
         report = api.static_check(text, a.file, arch=a.arch, context=context)
         errors = [d for d in report.diagnostics if d.severity == "error"]
-        if a.json:
+        if a.format == "sarif":
+            _emit_sarif(a.file, [sarif.from_diagnostic(d) for d in report.diagnostics])
+        elif a.json:
             _emit_json({"backend": "static", "passed": not errors, **report.to_json()})
         else:
             for d in report.diagnostics:
@@ -110,22 +143,56 @@ def cmd_check(a) -> int:
     verdicts = api.check(text, a.file, a.kernel, backend=a.backend, arch=a.arch, progress=progress,
                          context=context)
     ok = all(v.passed for v in verdicts)
-    if a.json:
-        _emit_json({"passed": ok, "verdicts": [v.to_json() for v in verdicts]})
+    if a.format == "sarif":
+        _emit_sarif(a.file, _verdict_findings(text, a.file, verdicts))
+    elif a.json:
+        _emit_json({"passed": ok, "verdicts": [v.to_dict() for v in verdicts]})
     else:
         _print_verdicts(verdicts)
     return EXIT_OK if ok else EXIT_FAILED
 
 
+def _verdict_findings(text: str, path: str, verdicts) -> list:
+    """Each failed verdict as SARIF results: a failure at its line when it has one, else at the
+    kernel's name."""
+    names = {k.kernel.name: k.kernel.name_span for k in api.kernels(text, path)}
+    out = []
+    for v in verdicts:
+        if v.passed:
+            continue
+        at = names.get(v.kernel)
+        line, col = (at.start_line, at.start_col) if at is not None else (0, 0)
+        failures = v.failures or [None]
+        for f in failures[:20]:
+            msg = f"{v.kernel}: " + (f.text() if f is not None else v.summary)
+            level = "warning" if v.status == "unsupported" else "error"
+            rule = f"check/{f.check}" if f is not None else "check"
+            fl = (f.line - 1) if f is not None and f.line else line
+            out.append(sarif.Finding(rule, level, msg, fl, col if fl == line else 0))
+    return out
+
+
+def _emit_sarif(path: str, findings: list) -> None:
+    from . import workspace
+    _emit_json(sarif.log(path, findings, root=str(workspace.root_for(path))))
+
+
 def cmd_profile(a) -> int:
     text = api.read(a.file)
     profiles = api.profile(text, a.file, a.kernel, backend=a.backend, ncu=a.ncu, arch=a.arch, context=_project(a))
+    failed = [p for p in profiles if p.errors or any(s.output_failures for s in p.sizes) or p.implausible]
     if a.json:
-        _emit_json({"profiles": [p.to_json() for p in profiles]})
+        _emit_json({"passed": not failed, "profiles": [_profile_json(p) for p in profiles]})
     else:
         for p in profiles:
             _print_profile(p)
-    return EXIT_OK
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def _profile_json(p) -> dict:
+    d = p.to_json()
+    d["hot_lines"] = [{"line": ln + 1, "share": share, "label": label} for ln, share, label in p.hot_lines]
+    return d
 
 
 def cmd_optimize(a) -> int:
@@ -143,10 +210,24 @@ def cmd_optimize(a) -> int:
         cancel.set()
         raise
     if a.json:
-        _emit_json(result.to_json())
+        out = result.to_json()
+        out["text_edit"] = _edit_json(out.get("text_edit"))
+        _emit_json(out)
     else:
-        _console().print(result.summary_markdown())
+        _print_markdown(result.summary_markdown())
+    if result.error:  # the original does not compile or does not pass the gate: nothing to optimize
+        print(f"astra: {a.file}: {result.error}", file=sys.stderr)
+        return EXIT_FAILED
     return EXIT_OK
+
+
+def _edit_json(edit: dict | None) -> dict | None:
+    """The optimize result's edit with 1-based lines and columns (the end exclusive)."""
+    if edit is None:
+        return None
+    (sl, sc), (el, ec) = edit["range"]["start"], edit["range"]["end"]
+    return {"start": {"line": sl + 1, "col": sc + 1}, "end": {"line": el + 1, "col": ec + 1},
+            "new_text": edit["new_text"]}
 
 
 def _list_runs(runs, a) -> int:
@@ -216,33 +297,45 @@ def _print_verdicts(verdicts, limit: int = 8) -> None:
 
 
 def _print_profile(p) -> None:
-    con = _console()
-    con.print(p.summary_markdown() if hasattr(p, "summary_markdown") else p.summary_line())
+    _print_markdown(p.summary_markdown())
 
 
 # ---- entry --------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="astra", description="Astra: verified, faster CUDA kernels.")
-    sub = p.add_subparsers(dest="verb", required=True, parser_class=_Parser)
+    p = _Parser(prog="astra", description="Astra: verified, faster CUDA kernels.",
+                epilog="Exit codes: 0 ok, 1 a check failed, 2 bad input or usage. Lines and columns are "
+                       "1-based in every output.")
+    p.add_argument("--version", action="version", version=f"astra {__version__}")
+    sub = p.add_subparsers(dest="verb", required=True, parser_class=_Parser, metavar="VERB")
 
     def verb(name, help_, fn, kernel_required=False):
-        s = sub.add_parser(name, help=help_)
-        s.add_argument("file")
-        s.add_argument("--kernel", "-k", required=kernel_required)
-        s.add_argument("--json", action="store_true", help="machine-readable output")
-        s.set_defaults(fn=fn)
+        s = sub.add_parser(name, help=help_, description=help_)
+        s.add_argument("file", help="the CUDA source file (.cu, .cuh)")
+        s.add_argument("--kernel", "-k", required=kernel_required, metavar="NAME",
+                       help="the kernel (its name or qualified name)" + ("" if kernel_required else
+                                                                          "; default: every kernel in the file"))
+        s.add_argument("--json", action="store_true",
+                       help="print one JSON object on stdout, errors included")
+        s.set_defaults(fn=fn, format="text")
         return s
 
-    verb("kernels", "list the kernels in a file", cmd_kernels)
+    kernels_verb = verb("kernels", "list the kernels in a file", cmd_kernels)
+    kernels_verb.add_argument("--wide", action="store_true",
+                              help="one row per kernel however narrow the terminal (long lines)")
     spec_verb = verb("spec", "print a proposed harness spec for a kernel", cmd_spec, kernel_required=True)
     verb("pin", "pin the kernel's current source as its reference", cmd_pin, kernel_required=True)
     for name, help_, fn in (("check", "check kernels against their reference", cmd_check),
                             ("profile", "time kernels on their bench sizes", cmd_profile),
                             ("optimize", "optimize a kernel with the agent team", cmd_optimize)):
         s = verb(name, help_, fn)
-        s.add_argument("--backend", choices=["auto", "gpu", "cpu", "static"], default="auto")
+        s.add_argument("--backend", choices=["auto", "gpu", "cpu", "static"], default="auto",
+                       help="where kernels run: the GPU (CuPy), the CPU backend (correctness only), "
+                            "static (compile checks only) or auto, the best available (default)")
         s.add_argument("--arch", default="sm_90", help="target architecture for static checks (default sm_90)")
+    sub.choices["check"].add_argument("--format", choices=["text", "json", "sarif"], default="text",
+                                      help="output format: text (default), json (same as --json) or sarif "
+                                           "(SARIF 2.1.0 for CI code scanning)")
     for s in (spec_verb, *(sub.choices[v] for v in ("check", "profile", "optimize"))):
         s.add_argument("-I", dest="include", action="append", metavar="DIR",
                        help="project include directory (repeatable; searched before compile_commands.json's)")
@@ -257,38 +350,81 @@ def build_parser() -> argparse.ArgumentParser:
                         "a finished run's rounds, i.e. only report it)")
     o.add_argument("--llm", choices=["offline", "openai"], default=None,
                    help="offline (default without an endpoint) or an OpenAI-compatible endpoint")
-    o.add_argument("--model")
-    o.add_argument("--base-url")
+    o.add_argument("--model", metavar="NAME", help="model name at the endpoint (or ASTRA_MODEL)")
+    o.add_argument("--base-url", metavar="URL",
+                   help="base URL of an OpenAI-compatible endpoint (or ASTRA_BASE_URL; default: OpenAI's); "
+                        "the key comes from OPENAI_API_KEY")
     o.add_argument("--write", action="store_true", help="put the best kernel into the file")
     o.add_argument("--report", metavar="DIR", help="write an HTML report to DIR")
     runs = o.add_mutually_exclusive_group()
     runs.add_argument("--resume", metavar="RUN_ID",
                       help="continue a logged run from .astra/runs/ ('last': the newest of this kernel)")
     runs.add_argument("--list-runs", action="store_true", help="list the logged runs of this file and exit")
-    s = sub.add_parser("serve", help="run the language server on stdio")
+    s = sub.add_parser("serve", help="run the language server on stdio (for editors)",
+                       description="run the language server on stdio (for editors)")
     s.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
-    s.set_defaults(fn=cmd_serve)
+    s.set_defaults(fn=cmd_serve, format="text")
     return p
 
 
+def _wants_json(argv: list[str]) -> bool:
+    return "--json" in argv or any(x in ("--format=json", "--format=sarif") for x in argv) or \
+        any(x == "--format" and y in ("json", "sarif") for x, y in zip(argv, argv[1:]))
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    _Parser.json_errors = _wants_json(argv)
     try:
-        code = args.fn(args)
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:  # --help, --version and usage errors (which printed their JSON)
+        return e.code if isinstance(e.code, int) else EXIT_BAD_INPUT
+    args.json = args.json or args.format in ("json", "sarif")
+    try:
+        code = _run(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (`astra ... | head`): no traceback, and no second error when Python
+        # flushes stdout at exit.
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_PIPE
+    except ValueError as e:
+        if "closed file" not in str(e):
+            raise
+        return EXIT_OK  # `serve` closes stdout when the client goes away
+    return code
+
+
+def _run(args) -> int:
+    try:
+        return args.fn(args)
     except AstraError as e:
-        where = ""
-        if e.line is not None and getattr(args, "file", None):
-            where = f"{args.file}:{e.line + 1}:{(e.col or 0) + 1}: "
-        print(f"astra: {where}{e.message}", file=sys.stderr)
-        code = e.exit_code
+        return _report_error(args, e)
     except KeyboardInterrupt:
         print("astra: interrupted", file=sys.stderr)
-        code = 130
-    try:
-        sys.stdout.flush()
-    except (ValueError, OSError):
-        pass  # `serve` closes stdout when the client goes away
-    return code
+        return EXIT_INTERRUPTED
+
+
+def _report_error(args, e: AstraError) -> int:
+    """An error as the user reads it on stderr (every spec problem at its line) and, with --json,
+    as a JSON object on stdout."""
+    from .spec import SpecErrors
+    path = getattr(args, "file", None)
+    diagnostics = e.diagnostics if isinstance(e, SpecErrors) else None
+    if diagnostics and path:
+        for d in diagnostics:
+            print(f"astra: {d.human(path)}", file=sys.stderr)
+    else:
+        where = f"{path}:{e.line + 1}:{(e.col or 0) + 1}: " if e.line is not None and path else ""
+        print(f"astra: {where}{e.message}", file=sys.stderr)
+    if args.json:
+        if args.format == "sarif" and diagnostics and path:
+            _emit_sarif(path, [sarif.from_diagnostic(d) for d in diagnostics])
+        else:
+            _emit_json(_error_json(e.message, kind="spec" if diagnostics else "bad_input", file=path, line=e.line,
+                                   col=e.col, diagnostics=diagnostics, exit_code=e.exit_code))
+    return e.exit_code
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,6 +1,7 @@
 """A diagnostic: something to tell the user at a place in their file.
 
-Lines and columns are 0-based (as in LSP); the CLI prints them 1-based.
+Lines and columns are 0-based (as in LSP); everything a user reads — the CLI's text, its JSON
+(`to_json`) and SARIF — counts them from 1, as compilers do.
 """
 from __future__ import annotations
 
@@ -19,7 +20,11 @@ class Diagnostic:
     source: str = "astra"
 
     def to_json(self) -> dict:
-        return asdict(self)
+        """1-based lines and columns (the end column exclusive, as in the 0-based fields)."""
+        d = asdict(self)
+        for k in ("line", "col", "end_line", "end_col"):
+            d[k] += 1
+        return d
 
     def human(self, path: str = "") -> str:
         where = f"{path}:{self.line + 1}:{self.col + 1}" if path else f"{self.line + 1}:{self.col + 1}"

@@ -44,7 +44,8 @@ class Span:
         return self.start_line <= line <= self.end_line
 
     def to_json(self) -> dict:
-        return {"start": [self.start_line, self.start_col], "end": [self.end_line, self.end_col]}
+        """[line, column] pairs counted from 1, as a user reads them (the end column exclusive)."""
+        return {"start": [self.start_line + 1, self.start_col + 1], "end": [self.end_line + 1, self.end_col + 1]}
 
 
 @dataclass(frozen=True)
