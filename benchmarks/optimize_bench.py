@@ -85,7 +85,7 @@ def run_one(file: str, kernel: str, backend, rounds: int, quick: bool, in_proces
         import dataclasses
 
         from astra import api, jobs, worker
-        r = api.optimize(text, path, kernel, rounds=rounds, llm=None, backend=backend.name, progress=say,
+        r = api.optimize(api.snapshot(text, path), kernel, rounds=rounds, llm=None, backend=backend.name, progress=say,
                          quick=quick)
         job = jobs.EvaluateJob(backend.name, path, kernel, sp, text, kernel, arch="sm_90", quick=False)
         full = lambda t: worker.run("astra.jobs:evaluate_job", dataclasses.replace(job, text=t),  # noqa: E731

@@ -1,9 +1,9 @@
 """The core's one facade: what the CLI and the language server call.
 
-Pure orchestration: read and model the source, load specs, cut compilation units, and send the
-work that runs kernel code (compile, check, time) to a worker process (`astra.worker`) where
-`astra.jobs` drives the gate, the profiler and the backends. Nothing here holds a CUDA context
-or runs user code.
+Pure orchestration on a document snapshot (`snapshot(text, path)` or `open_file(path)`: parsed
+once, kernels and specs loaded): cut compilation units and send the work that runs kernel code
+(compile, check, time) to a worker process (`astra.worker`) where `astra.jobs` drives the gate,
+the profiler and the backends. Nothing here holds a CUDA context or runs user code.
 """
 from __future__ import annotations
 
@@ -12,11 +12,13 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable
 
-from . import availability, extract, files, infer, jobs, launch_change, project, source, workspace
+from . import availability, extract, files, infer, jobs, launch_change, project, workspace
+from . import snapshot as snapshot_mod
 from . import spec as spec_mod
 from .diagnostics import Diagnostic
 from .errors import AstraError, NoSuchKernel
 from .project import ProjectContext
+from .snapshot import KernelInfo, Snapshot
 
 Progress = Callable[[dict], None]
 
@@ -38,113 +40,64 @@ def project_context(path: str, *, cli: ProjectContext | None = None, settings: P
                            root=str(workspace.root_for(path)))
 
 
-def _context(path: str, context: ProjectContext | None) -> ProjectContext:
-    return context if context is not None else project_context(path)
+def snapshot(text: str, path: str, context: ProjectContext | None = None) -> Snapshot:
+    """The document as the facade takes it: parsed once, with its kernels and their specs.
+    `context`: the project context its units are cut with (None: discovered from `path` when
+    a unit is first needed)."""
+    return snapshot_mod.of(text, path, context)
+
+
+def open_file(path: str, context: ProjectContext | None = None) -> Snapshot:
+    """Read `path` safely (`files.read_source`) and take its snapshot."""
+    return snapshot(read(path), path, context)
+
+
+def _with_context(snap: Snapshot) -> Snapshot:
+    return snap if snap.context is not None else snap.with_context(project_context(snap.path))
 
 
 # ---- kernels ------------------------------------------------------------------------------
 
-@dataclass
-class KernelInfo:
-    kernel: source.Kernel
-    spec: spec_mod.Spec | None
-    spec_errors: list[Diagnostic] = field(default_factory=list)
-    launches: list[source.LaunchSite] = field(default_factory=list)
-
-    # Conveniences for the editor.
-    @property
-    def name(self) -> str:
-        return self.kernel.name
-
-    @property
-    def range(self) -> source.Span:
-        return self.kernel.span
-
-    @property
-    def name_range(self) -> source.Span:
-        return self.kernel.name_span
-
-    @property
-    def params(self) -> tuple[source.Param, ...]:
-        return self.kernel.params
-
-    @property
-    def spec_status(self) -> str:
-        return "error" if self.spec_errors else ("ok" if self.spec is not None else "none")
-
-    def to_json(self) -> dict:
-        d = self.kernel.to_json()
-        d["spec"] = self.spec_status
-        d["spec_errors"] = [e.to_json() for e in self.spec_errors]
-        d["launches"] = [s.to_json() for s in self.launches]
-        if self.spec is not None:
-            d["sizes"] = self.spec.sizes
-            d["bench"] = self.spec.bench_cases()
-        return d
+def kernels(snap: Snapshot, *, require_some: bool = True) -> list[KernelInfo]:
+    if not snap.kernels and require_some:
+        raise AstraError(f"{snap.path}: no __global__ kernels found" +
+                         (" (the file does not parse as CUDA C++)" if snap.model.syntax_errors else ""))
+    return list(snap.kernels)
 
 
-def model(text: str) -> source.SourceModel:
-    return source.parse(text)
+def _kernel_info(snap: Snapshot, name: str) -> KernelInfo:
+    kernels(snap)  # a file without kernels says so
+    return snap.kernel(name)
 
 
-def kernels(text: str, path: str, *, require_some: bool = True) -> list[KernelInfo]:
-    m = source.parse(text)
-    if not m.kernels and require_some:
-        raise AstraError(f"{path}: no __global__ kernels found" +
-                         (" (the file does not parse as CUDA C++)" if m.syntax_errors else ""))
-    out = []
-    for k in m.kernels:
-        spec, errors = None, []
-        if k.spec is not None:
-            try:
-                spec = spec_mod.load(k, m)
-            except spec_mod.SpecErrors as e:
-                errors = e.diagnostics
-            except AstraError as e:
-                errors = [Diagnostic(k.spec.span.start_line, k.spec.span.start_col, k.spec.span.start_line,
-                                     k.spec.span.start_col + 2, "error", e.message, code="spec")]
-        out.append(KernelInfo(k, spec, errors, m.launches_of(k.name)))
-    return out
-
-
-def _kernel_info(text: str, path: str, name: str) -> KernelInfo:
-    infos = kernels(text, path)
-    for k in infos:
-        if name in (k.kernel.name, k.kernel.qualified_name):
-            return k
-    raise NoSuchKernel(f"no __global__ kernel named {name!r} in {path} "
-                       f"(kernels: {', '.join(k.name for k in infos)})")
-
-
-def _selected(text: str, path: str, name: str | None, *, need_spec: bool = True) -> list[KernelInfo]:
-    infos = [_kernel_info(text, path, name)] if name else kernels(text, path)
+def _selected(snap: Snapshot, name: str | None, *, need_spec: bool = True) -> list[KernelInfo]:
+    infos = [_kernel_info(snap, name)] if name else kernels(snap)
     for k in infos:
         if k.spec_errors:
-            raise spec_mod.SpecErrors(k.spec_errors)
+            raise spec_mod.SpecErrors(list(k.spec_errors))
     if need_spec:
         if name and infos[0].spec is None:
             raise AstraError(f"kernel {name!r} has no harness spec (a /* @astra ... */ comment above it); "
-                             f"`astra spec {path} --kernel {name}` proposes one")
+                             f"`astra spec {snap.path} --kernel {name}` proposes one")
         with_spec = [k for k in infos if k.spec is not None]
         if not with_spec:
-            raise AstraError(f"{path}: no kernel has a harness spec; `astra spec {path} --kernel "
+            raise AstraError(f"{snap.path}: no kernel has a harness spec; `astra spec {snap.path} --kernel "
                              f"{infos[0].name}` proposes one")
         infos = with_spec
     return infos
 
 
-def infer_spec(text: str, path: str, kernel: str, *, context: ProjectContext | None = None) -> infer.Proposal:
-    m = source.parse(text)
-    k = m.kernel(kernel)
+def infer_spec(snap: Snapshot, kernel: str) -> infer.Proposal:
+    k = snap.model.kernel(kernel)
     if k is None:
-        raise NoSuchKernel(f"no __global__ kernel named {kernel!r} in {path} "
-                           f"(kernels: {', '.join(x.name for x in m.kernels) or 'none'})")
-    return infer.infer(k, m, path=path, context=_context(path, context))
+        raise NoSuchKernel(f"no __global__ kernel named {kernel!r} in {snap.path} "
+                           f"(kernels: {', '.join(x.name for x in snap.model.kernels) or 'none'})")
+    snap = _with_context(snap)
+    return infer.infer(k, snap.model, path=snap.path, context=snap.context)
 
 
-def pin(text: str, path: str, kernel: str) -> workspace.Pin:
-    info = _kernel_info(text, path, kernel)
-    return workspace.pin(path, info.kernel.name, text)
+def pin(snap: Snapshot, kernel: str) -> workspace.Pin:
+    return workspace.pin(snap.path, _kernel_info(snap, kernel).kernel.name, snap.text)
 
 
 # ---- static diagnostics -------------------------------------------------------------------
@@ -162,28 +115,24 @@ class StaticReport:
                 "project": self.context.describe()}
 
 
-def static_check(text: str, path: str, *, arch: str = "sm_90", compile: bool = True,
-                 context: ProjectContext | None = None) -> StaticReport:
+def static_check(snap: Snapshot, *, arch: str = "sm_90", compile: bool = True) -> StaticReport:
     """Everything that can be said without running code: parse problems, spec errors, and the
     compiler's errors and warnings (NVRTC) for each kernel at their lines, with each kernel's
     registers, spills and shared memory."""
-    context = _context(path, context) if compile else ProjectContext()
-    m = source.parse(text)
+    context = _with_context(snap).context if compile else ProjectContext()
+    assert context is not None
+    m = snap.model
     out: list[Diagnostic] = []
     for span in m.syntax_errors[:20]:
         out.append(Diagnostic(span.start_line, span.start_col, span.end_line, max(span.end_col, span.start_col + 1),
                               "warning", "Astra's parser could not read this (check the syntax)", code="parse"))
     units = []
-    for k in m.kernels:
-        instantiate = None
-        if k.spec is not None:
-            errs = spec_mod.validate(k, m)
-            out.extend(errs)
-            if not errs:
-                instantiate = spec_mod.load(k, m).instantiate
-        if k.is_template and not instantiate:
+    for info in snap.kernels:
+        out.extend(info.spec_errors)
+        instantiate = info.spec.instantiate if info.spec is not None else None
+        if info.kernel.is_template and not instantiate:
             continue  # nothing to compile without template arguments
-        units.append(extract.unit_from_model(m, path, k.name, instantiate=instantiate, context=context))
+        units.append(extract.unit_from_model(m, snap.path, info.name, instantiate=instantiate, context=context))
     resources: dict[str, object] = {}
     for unit in units[:1]:  # what a user should know about how units were cut (same for each)
         out.extend(Diagnostic(0, 0, 0, 1, "info", n, code="unit") for n in unit.notes if "not found" in n)
@@ -203,9 +152,8 @@ def static_check(text: str, path: str, *, arch: str = "sm_90", compile: bool = T
     return StaticReport(out, resources, context)
 
 
-def diagnostics(text: str, path: str, *, arch: str = "sm_90", compile: bool = True,
-                context: ProjectContext | None = None) -> list[Diagnostic]:
-    return static_check(text, path, arch=arch, compile=compile, context=context).diagnostics
+def diagnostics(snap: Snapshot, *, arch: str = "sm_90", compile: bool = True) -> list[Diagnostic]:
+    return static_check(snap, arch=arch, compile=compile).diagnostics
 
 
 # ---- running kernels ----------------------------------------------------------------------
@@ -216,69 +164,71 @@ def resolve_backend(name: str) -> str:
     return availability.resolve(name)
 
 
-def _units(text: str, path: str, info: KernelInfo, context: ProjectContext
+def _units(snap: Snapshot, info: KernelInfo
            ) -> tuple[extract.CompileUnit | None, extract.CompileUnit, str, spec_mod.Spec | None]:
     """(reference unit or None, candidate unit, where the reference came from, the spec that
     launches the reference when it differs from the file's: a pinned baseline keeps its launch,
-    and so does a reference kernel with a spec of its own)."""
+    and so does a reference kernel with a spec of its own). `snap` has its context."""
     spec = info.spec
     assert spec is not None
-    cand = extract.spec_unit(text, path, info.kernel.name, spec, context=context)
+    cand = snap.unit(info.kernel.name, spec)
     if spec.reference:
-        ref_spec = launch_change.reference_spec(spec, text, spec.reference)
+        ref_spec = launch_change.reference_spec(spec, snap.model, spec.reference)
         own = " (launched as its own spec says)" if ref_spec is not spec else ""
-        return extract.spec_unit(text, path, spec.reference, spec, context=context), cand, \
+        return snap.unit(spec.reference, spec), cand, \
             f"kernel {spec.reference}{own}", (ref_spec if ref_spec is not spec else None)
-    pinned = workspace.pinned(path, info.kernel.name)
+    pinned = workspace.pinned(snap.path, info.kernel.name)
     if pinned is None:
         return None, cand, "none pinned yet", None
+    baseline = snapshot(pinned.text, snap.path, snap.context)
     try:
-        ref = extract.spec_unit(pinned.text, path, info.kernel.name, spec, context=context)
+        ref = baseline.unit(info.kernel.name, spec)
     except AstraError:
         return None, cand, "pinned baseline unreadable", None
     return ref, cand, f"baseline pinned {pinned.digest[:12]}", \
-        launch_change.reference_spec(spec, pinned.text, info.kernel.name)
+        launch_change.reference_spec(spec, baseline.model, info.kernel.name)
 
 
-def check(text: str, path: str, kernel: str | None = None, *, backend: str = "auto", arch: str = "sm_90",
+def check(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto", arch: str = "sm_90",
           cancel: threading.Event | None = None, progress: Progress | None = None, pin_first: bool = True,
-          context: ProjectContext | None = None, quick: bool = False):
+          quick: bool = False):
     """Run the verification gate on each selected kernel that has a spec. Returns Verdicts.
     The first passing check of a kernel with no reference pins its current source."""
     from . import worker
-    context = _context(path, context)
-    infos = _selected(text, path, kernel)
+    snap = _with_context(snap)
+    assert snap.context is not None
+    infos = _selected(snap, kernel)
     chosen = resolve_backend(backend)
     if chosen == "static":
         raise AstraError("no backend can run kernels here (no GPU with CuPy, no C++ compiler): "
                          "use --backend static for compile-only checks")
     verdicts = []
     for info in infos:
-        ref, cand, ref_from, ref_spec = _units(text, path, info, context)
+        ref, cand, ref_from, ref_spec = _units(snap, info)
         if progress:
             progress({"step": "check", "kernel": info.name,
                       "message": f"checking {info.name} on the {chosen} backend (reference: {ref_from})"})
         v = worker.run("astra.jobs:check_job", jobs.CheckJob(chosen, ref, cand, info.spec, ref_spec, quick=quick),
                        timeout=CHECK_TIMEOUT, cancel=cancel)
         v.reference = ref_from
-        v.project = context.describe()
+        v.project = snap.context.describe()
         v.coverage.notes.extend(n for n in cand.notes if n not in v.coverage.notes)
         if v.passed and ref is None and pin_first:
-            workspace.pin(path, info.kernel.name, text)
+            workspace.pin(snap.path, info.kernel.name, snap.text)
             v.reference = "none: this version is now pinned as the baseline"
         verdicts.append(v)
     return verdicts
 
 
-def profile(text: str, path: str, kernel: str | None = None, *, backend: str = "auto", ncu: bool = False,
-            arch: str = "sm_90", cancel: threading.Event | None = None, context: ProjectContext | None = None):
+def profile(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto", ncu: bool = False,
+            arch: str = "sm_90", cancel: threading.Event | None = None):
     from . import worker
-    context = _context(path, context)
-    infos = _selected(text, path, kernel)
+    snap = _with_context(snap)
+    infos = _selected(snap, kernel)
     chosen = resolve_backend(backend)
     out = []
     for info in infos:
-        ref, cand, _, ref_spec = _units(text, path, info, context)
+        ref, cand, _, ref_spec = _units(snap, info)
         out.append(worker.run("astra.jobs:profile_job",
                               jobs.ProfileJob(chosen, ref, cand, info.spec, ref_spec, arch=arch, ncu=ncu),
                               timeout=PROFILE_TIMEOUT, cancel=cancel))
@@ -302,19 +252,18 @@ def llm_config(mode: str | None = None, model: str | None = None, base_url: str 
     return LLMConfig(model=model, base_url=base_url, api_key=api_key)
 
 
-def _reference_for_optimize(text: str, path: str, info: KernelInfo) -> tuple[str, str]:
+def _reference_for_optimize(snap: Snapshot, info: KernelInfo) -> tuple[str, str]:
     """(file text holding the reference, kernel name in it)."""
     spec = info.spec
     if spec is not None and spec.reference:
-        return text, spec.reference
-    pinned = workspace.pinned(path, info.kernel.name)
-    return (pinned.text if pinned is not None else text), info.kernel.name
+        return snap.text, spec.reference
+    pinned = workspace.pinned(snap.path, info.kernel.name)
+    return (pinned.text if pinned is not None else snap.text), info.kernel.name
 
 
-def optimize(text: str, path: str, kernel: str | None, *, rounds: int | None = 5, llm=None, backend: str = "auto",
+def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm=None, backend: str = "auto",
              arch: str = "sm_90", progress: Progress | None = None, cancel: threading.Event | None = None,
-             write: bool = False, report: str | None = None, quick: bool = False, resume: str | None = None,
-             context: ProjectContext | None = None):
+             write: bool = False, report: str | None = None, quick: bool = False, resume: str | None = None):
     """Run the agent team on one kernel. Every candidate is judged in a worker process by the
     gate (and timed by the profiler where the backend measures time).
     resume: a run id under `.astra/runs/` (or 'last') to continue; `rounds` is then the total
@@ -322,12 +271,13 @@ def optimize(text: str, path: str, kernel: str | None, *, rounds: int | None = 5
     from . import agents, worker
     from .agents import runlog
     from .evaluation import Check, Evaluation
+    text, path = snap.text, snap.path
     if not kernel:
-        names = [k.name for k in kernels(text, path)]
+        names = [k.name for k in kernels(snap)]
         if len(names) != 1:
             raise AstraError(f"{path} has {len(names)} kernels: choose one with --kernel ({', '.join(names)})")
         kernel = names[0]
-    info = _selected(text, path, kernel)[0]
+    info = _selected(snap, kernel)[0]
     runs_dir = workspace.astra_dir(path) / "runs"
     run = None
     if resume:
@@ -347,9 +297,9 @@ def optimize(text: str, path: str, kernel: str | None, *, rounds: int | None = 5
     if chosen == "static":
         raise AstraError("optimizing needs a backend that runs kernels (a GPU with CuPy, or a C++ compiler "
                          "for the CPU backend); none is available here")
-    ref_text, ref_kernel = _reference_for_optimize(text, path, info)
+    ref_text, ref_kernel = _reference_for_optimize(snap, info)
     job = jobs.EvaluateJob(chosen, path, info.kernel.name, info.spec, ref_text, ref_kernel, arch=arch, quick=quick,
-                           context=_context(path, context))
+                           context=_with_context(snap).context)
 
     def evaluate(candidate_text: str) -> Evaluation:
         try:
@@ -378,11 +328,12 @@ def optimize(text: str, path: str, kernel: str | None, *, rounds: int | None = 5
     return result
 
 
-def runs(text: str, path: str, kernel: str | None = None) -> list:
+def runs(snap: Snapshot, kernel: str | None = None) -> list:
     """The logged optimize runs of this file (and kernel), oldest first: `runlog.RunInfo`s."""
     from .agents import runlog
-    name = _kernel_info(text, path, kernel).kernel.name if kernel else None
-    return runlog.runs_of(text, path, workspace.astra_dir(path) / "runs", workspace.root_for(path), name)
+    name = _kernel_info(snap, kernel).kernel.name if kernel else None
+    return runlog.runs_of(snap.text, snap.path, workspace.astra_dir(snap.path) / "runs",
+                          workspace.root_for(snap.path), name)
 
 
 def write_result(path: str, original: str, new_text: str) -> None:

@@ -60,8 +60,7 @@ def _error_json(message: str, *, kind: str = "bad_input", file: str | None = Non
 # ---- verbs --------------------------------------------------------------------------------
 
 def cmd_kernels(a) -> int:
-    text = api.read(a.file)
-    infos = api.kernels(text, a.file)
+    infos = api.kernels(api.open_file(a.file))
     if a.json:
         _emit_json({"file": a.file, "kernels": [k.to_json() for k in infos]})
         return EXIT_OK
@@ -94,8 +93,7 @@ def _project(a):
 
 
 def cmd_spec(a) -> int:
-    text = api.read(a.file)
-    proposal = api.infer_spec(text, a.file, a.kernel, context=_project(a))
+    proposal = api.infer_spec(api.open_file(a.file, _project(a)), a.kernel)
     if a.json:
         _emit_json({"kernel": a.kernel, "comment": proposal.comment, "notes": proposal.notes})
         return EXIT_OK
@@ -109,8 +107,7 @@ def cmd_spec(a) -> int:
 
 
 def cmd_pin(a) -> int:
-    text = api.read(a.file)
-    pin = api.pin(text, a.file, a.kernel)
+    pin = api.pin(api.open_file(a.file), a.kernel)
     if a.json:
         _emit_json({"kernel": a.kernel, "file": pin.file, "digest": pin.digest})
     else:
@@ -119,10 +116,10 @@ def cmd_pin(a) -> int:
 
 
 def cmd_check(a) -> int:
-    text = api.read(a.file)
     context = _project(a)
+    snap = api.open_file(a.file, context)
     if a.backend == "static":
-        report = api.static_check(text, a.file, arch=a.arch, context=context)
+        report = api.static_check(snap, arch=a.arch)
         errors = [d for d in report.diagnostics if d.severity == "error"]
         if a.format == "sarif":
             _emit_sarif(a.file, [sarif.from_diagnostic(d) for d in report.diagnostics])
@@ -140,11 +137,10 @@ def cmd_check(a) -> int:
             print(f"project: {context.describe()}")
         return EXIT_FAILED if errors else EXIT_OK
     progress = None if a.json else _progress_printer()
-    verdicts = api.check(text, a.file, a.kernel, backend=a.backend, arch=a.arch, progress=progress,
-                         context=context)
+    verdicts = api.check(snap, a.kernel, backend=a.backend, arch=a.arch, progress=progress)
     ok = all(v.passed for v in verdicts)
     if a.format == "sarif":
-        _emit_sarif(a.file, _verdict_findings(text, a.file, verdicts))
+        _emit_sarif(a.file, _verdict_findings(snap, verdicts))
     elif a.json:
         _emit_json({"passed": ok, "verdicts": [v.to_dict() for v in verdicts]})
     else:
@@ -152,10 +148,10 @@ def cmd_check(a) -> int:
     return EXIT_OK if ok else EXIT_FAILED
 
 
-def _verdict_findings(text: str, path: str, verdicts) -> list:
+def _verdict_findings(snap: api.Snapshot, verdicts) -> list:
     """Each failed verdict as SARIF results: a failure at its line when it has one, else at the
     kernel's name."""
-    names = {k.kernel.name: k.kernel.name_span for k in api.kernels(text, path)}
+    names = {k.kernel.name: k.kernel.name_span for k in api.kernels(snap)}
     out = []
     for v in verdicts:
         if v.passed:
@@ -178,8 +174,8 @@ def _emit_sarif(path: str, findings: list) -> None:
 
 
 def cmd_profile(a) -> int:
-    text = api.read(a.file)
-    profiles = api.profile(text, a.file, a.kernel, backend=a.backend, ncu=a.ncu, arch=a.arch, context=_project(a))
+    profiles = api.profile(api.open_file(a.file, _project(a)), a.kernel, backend=a.backend, ncu=a.ncu,
+                           arch=a.arch)
     failed = [p for p in profiles if p.errors or any(s.output_failures for s in p.sizes) or p.implausible]
     if a.json:
         _emit_json({"passed": not failed, "profiles": [_profile_json(p) for p in profiles]})
@@ -196,16 +192,15 @@ def _profile_json(p) -> dict:
 
 
 def cmd_optimize(a) -> int:
-    text = api.read(a.file)
     if a.list_runs:
-        return _list_runs(api.runs(text, a.file, a.kernel), a)
+        return _list_runs(api.runs(api.open_file(a.file), a.kernel), a)
     llm = api.llm_config(mode=a.llm, model=a.model, base_url=a.base_url)
     cancel = threading.Event()
     progress = None if a.json else _progress_printer()
     try:
-        result = api.optimize(text, a.file, a.kernel, rounds=a.rounds, llm=llm, backend=a.backend,
-                              arch=a.arch, progress=progress, cancel=cancel, write=a.write, report=a.report,
-                              resume=a.resume, context=_project(a))
+        result = api.optimize(api.open_file(a.file, _project(a)), a.kernel, rounds=a.rounds, llm=llm,
+                              backend=a.backend, arch=a.arch, progress=progress, cancel=cancel, write=a.write,
+                              report=a.report, resume=a.resume)
     except KeyboardInterrupt:
         cancel.set()
         raise

@@ -12,7 +12,7 @@ import dataclasses
 import time
 from typing import Callable
 
-from . import extract, gate, launch_change, profiler
+from . import extract, gate, launch_change, profiler, source
 from .backends.base import Backend
 from .errors import AstraError
 from .evaluation import NOT_MEASURED, Check, Evaluation, Profile, SizeTiming
@@ -73,18 +73,21 @@ def local_evaluator(path: str, kernel: str, spec: Spec, backend: Backend, refere
                     quick: bool = False, arch: str = "sm_90", reference_kernel: str | None = None,
                     context: ProjectContext | None = None) -> Callable[[str], Evaluation]:
     """evaluate(file_text): the gate against the kernel cut from `reference_text` (the kernel
-    itself, or the spec's `reference` kernel), then (if it passed) the profiler, on `backend`."""
-    ref_unit = extract.spec_unit(reference_text, path, reference_kernel or kernel, spec, context=context)
-    ref_spec = launch_change.reference_spec(spec, reference_text, reference_kernel or kernel)
+    itself, or the spec's `reference` kernel), then (if it passed) the profiler, on `backend`.
+    Each text is parsed once."""
+    ref_model = source.parse(reference_text)
+    ref_unit = extract.spec_unit(ref_model, path, reference_kernel or kernel, spec, context=context)
+    ref_spec = launch_change.reference_spec(spec, ref_model, reference_kernel or kernel)
 
     def evaluate(text: str) -> Evaluation:
         t0 = time.perf_counter()
+        model = source.parse(text)
         try:
-            cand = extract.spec_unit(text, path, kernel, spec, context=context)
+            cand = extract.spec_unit(model, path, kernel, spec, context=context)
         except AstraError as e:
             return Evaluation(Check(False, f"the candidate cannot be cut out: {e.message}", e.message, 0,
                                     backend.name))
-        cand_spec, problem = launch_change.candidate_spec(ref_spec, reference_text, text, kernel)
+        cand_spec, problem = launch_change.candidate_spec(ref_spec, ref_model, model, kernel)
         if problem:
             return Evaluation(Check(False, problem, problem, 0, "static"), seconds=time.perf_counter() - t0)
         check = to_check(gate.check(ref_unit, cand, cand_spec, backend, quick=quick, reference_spec=ref_spec))

@@ -52,6 +52,11 @@ class CompileUnit:
     context: ProjectContext = ProjectContext()  # include paths, macros, standard of the project
     headers: tuple[str, ...] = ()  # project headers read into the unit, by path
     notes: tuple[str, ...] = ()    # what a user should know about how the unit was cut
+    params: tuple[tuple[str, str], ...] = ()  # the kernel's (parameter, C++ type): no re-parse to launch it
+
+    @property
+    def param_types(self) -> dict[str, str]:
+        return dict(self.params)
 
     def options(self) -> list[str]:
         """Compiler options every backend passes (the file's folder, then the project's)."""
@@ -396,7 +401,8 @@ def unit_from_model(model: SourceModel, path: str, kernel_name: str, *, instanti
         notes.insert(0, "project headers read into the unit: " + ", ".join(os.path.basename(h) for h in headers))
     return CompileUnit(source="".join(parts), kernel=kernel.name, name_expression=expr, path=path,
                        include_dirs=include_dirs, dropped=tuple(dict.fromkeys(dropped)), context=context,
-                       headers=tuple(headers), notes=tuple(notes))
+                       headers=tuple(headers), notes=tuple(notes),
+                       params=tuple((p.name, p.type) for p in kernel.params))
 
 
 def unit(text: str, path: str, kernel_name: str, *, instantiate: str | None = None,
@@ -407,10 +413,10 @@ def unit(text: str, path: str, kernel_name: str, *, instantiate: str | None = No
                            arg_types=arg_types, spec_line=spec_line)
 
 
-def spec_unit(text: str, path: str, kernel_name: str, spec, *, context: ProjectContext | None = None) -> CompileUnit:
+def spec_unit(model: SourceModel, path: str, kernel_name: str, spec, *,
+              context: ProjectContext | None = None) -> CompileUnit:
     """The unit a check runs: instantiated as the spec says, with the spec's element types
     checked by the compiler wherever Astra cannot read the C++ type itself."""
-    model = source.parse(text)
     kernel = model.kernel(kernel_name)
     line = kernel.spec.span.start_line if kernel is not None and kernel.spec is not None else None
     types = {a.name: a.dtype.name for a in spec.args.values() if a.pointer}

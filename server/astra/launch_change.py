@@ -6,18 +6,20 @@ original. Everything else in the spec (sizes, arguments, tolerances) is what "co
 must not move with a rewrite. A candidate may change the launch only when the file launches the
 kernel itself and the rewrite edits that launch site too — otherwise the user's own launch code
 would run the new kernel the old way.
+
+Every function takes parsed files (`source.SourceModel`, e.g. a snapshot's model): the file
+texts are not parsed again here.
 """
 from __future__ import annotations
 
-from . import source
 from . import spec as spec_mod
 from .errors import AstraError
+from .source import SourceModel
 from .spec import Spec
 
 
-def spec_in(text: str, kernel: str) -> Spec | None:
-    """The loaded spec above `kernel` in `text`, or None (no kernel, no spec, or it does not load)."""
-    m = source.parse(text)
+def spec_in(m: SourceModel, kernel: str) -> Spec | None:
+    """The loaded spec above `kernel` in the file `m`, or None (no kernel, no spec, or it does not load)."""
     k = m.kernel(kernel)
     if k is None or k.spec is None:
         return None
@@ -27,19 +29,19 @@ def spec_in(text: str, kernel: str) -> Spec | None:
         return None
 
 
-def reference_spec(spec: Spec, reference_text: str, reference_kernel: str) -> Spec:
+def reference_spec(spec: Spec, reference: SourceModel, reference_kernel: str) -> Spec:
     """`spec` launched the way the reference version (e.g. a pinned baseline) launches."""
-    ref = spec_in(reference_text, reference_kernel)
+    ref = spec_in(reference, reference_kernel)
     return spec.with_launch(ref) if ref is not None and ref.launch != spec.launch else spec
 
 
-def _configs(text: str, kernel: str) -> list[tuple[str, str, str]]:
-    return [(s.grid, s.block, s.shared_mem or "0") for s in source.parse(text).launches_of(kernel)]
+def _configs(m: SourceModel, kernel: str) -> list[tuple[str, str, str]]:
+    return [(s.grid, s.block, s.shared_mem or "0") for s in m.launches_of(kernel)]
 
 
-def candidate_spec(ref_spec: Spec, reference_text: str, candidate_text: str, kernel: str) -> tuple[Spec, str]:
+def candidate_spec(ref_spec: Spec, reference: SourceModel, candidate: SourceModel, kernel: str) -> tuple[Spec, str]:
     """(the spec that launches the candidate, '' or why the candidate's launch is not acceptable)."""
-    m = source.parse(candidate_text)
+    m = candidate
     k = m.kernel(kernel)
     if k is None or k.spec is None:
         return ref_spec, ""  # no spec of its own: it runs as the reference does
@@ -55,11 +57,11 @@ def candidate_spec(ref_spec: Spec, reference_text: str, candidate_text: str, ker
                           f"configuration (grid, block, shared_mem) may change with a rewrite")
     if cand.launch == ref_spec.launch:
         return ref_spec, ""
-    sites = _configs(candidate_text, kernel)
+    sites = _configs(candidate, kernel)
     if not sites:
         return ref_spec, (f"the rewrite changes the launch configuration, but this file has no launch of "
                           f"`{kernel}` to change with it (launch changes need the launch site in the same file)")
-    before = _configs(reference_text, kernel)
+    before = _configs(reference, kernel)
     stale = [s for s in sites if s in before]
     if stale:
         return ref_spec, (f"the rewrite changes the launch configuration in the spec, but a launch site still "

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 import tree_sitter_cuda
-from tree_sitter import Language, Node, Parser
+from tree_sitter import Language, Node, Parser, Tree
 
 SPEC_MARK = "@astra"
 # `using namespace X;` for these is kept in every unit that keeps their header (device code uses
@@ -888,5 +888,11 @@ def parse(text: str, path: str | None = None) -> SourceModel:
     """Build the source model of a CUDA source text. Never raises on malformed code: syntax
     problems are listed in `syntax_errors` and the rest of the file is still modelled.
     `path` is recorded on the items (for a header read into another file's unit)."""
+    return parse_with_tree(text, path)[0]
+
+
+def parse_with_tree(text: str, path: str | None = None) -> tuple[SourceModel, Tree]:
+    """The source model and the tree-sitter tree it was built from, for checks that walk the
+    tree themselves (one parse for both)."""
     tree = parser().parse(text.encode("utf-8"))
-    return _Builder(text, path).run(tree.root_node)
+    return _Builder(text, path).run(tree.root_node), tree

@@ -23,8 +23,8 @@ def packed():
 
 def test_pack_rows_edits_spec_kernel_and_launch_site_together():
     text, path, kernel, rw = packed()
-    new = launch_change.spec_in(rw.text, kernel)
-    old = launch_change.spec_in(text, kernel)
+    new = launch_change.spec_in(source.parse(rw.text), kernel)
+    old = launch_change.spec_in(source.parse(text), kernel)
     assert new.grid == ("num_tokens", "cdiv(num_heads, 8)") and new.block == ("min(head_dim, 16)", "8")
     assert not old.changed_beyond_launch(new)
     k = source.parse(rw.text).kernel(kernel).text
@@ -34,7 +34,8 @@ def test_pack_rows_edits_spec_kernel_and_launch_site_together():
     assert site.block == "dim3(dim3(block).x < 16 ? dim3(block).x : 16, 8)"
     # the context for the next rounds follows the new launch: 16 threads along x
     assert context_from_text(kernel, rw.text).block_threads == 16
-    assert launch_change.candidate_spec(old, text, rw.text, kernel) == (old.with_launch(new), "")
+    assert launch_change.candidate_spec(old, source.parse(text), source.parse(rw.text), kernel) == \
+        (old.with_launch(new), "")
     if static.available() is not None:
         r = static.compile_unit(extract.unit(rw.text, path, kernel))
         assert r.ok, r.log[-2000:]
@@ -68,21 +69,23 @@ def test_pack_rows_declines(case):
 
 def test_candidate_spec_rules():
     text, _, kernel, rw = packed()
-    ref = launch_change.spec_in(text, kernel)
+    ref = launch_change.spec_in(source.parse(text), kernel)
     site = source.parse(rw.text).launches_of(kernel)[0]
     # the spec's launch changed but the launch site was left as it was
     stale = rw.text.replace(site.grid, "grid").replace(site.block, "block")
-    _, why = launch_change.candidate_spec(ref, text, stale, kernel)
+    _, why = launch_change.candidate_spec(ref, source.parse(text), source.parse(stale), kernel)
     assert "still uses the old one" in why
     # no launch site in the file at all
-    _, why = launch_change.candidate_spec(ref, _without_host_launch(text), _without_host_launch(rw.text), kernel)
+    _, why = launch_change.candidate_spec(ref, source.parse(_without_host_launch(text)),
+                                          source.parse(_without_host_launch(rw.text)), kernel)
     assert "no launch of `merge_attn_states`" in why
     # anything but the launch moved: the test harness itself
-    _, why = launch_change.candidate_spec(ref, text, rw.text.replace("num_heads = [1, 32]", "num_heads = [32]"),
+    _, why = launch_change.candidate_spec(ref, source.parse(text),
+                                          source.parse(rw.text.replace("num_heads = [1, 32]", "num_heads = [32]")),
                                           kernel)
     assert "sizes" in why and "only the launch" in why
     # unchanged launch: fine, and the reference's spec is used
-    assert launch_change.candidate_spec(ref, text, text, kernel) == (ref, "")
+    assert launch_change.candidate_spec(ref, source.parse(text), source.parse(text), kernel) == (ref, "")
 
 
 @pytest.fixture(scope="module")
@@ -133,10 +136,10 @@ def test_check_against_a_pinned_baseline_launches_the_baseline_its_own_way(tmp_p
         api.resolve_backend("cpu")
     except Exception as e:  # noqa: BLE001
         pytest.skip(f"CPU backend unavailable: {e}")
-    first = api.check(text, str(path), kernel, backend="cpu")[0]
+    first = api.check(api.snapshot(text, str(path)), kernel, backend="cpu")[0]
     assert first.passed and "pinned" in first.reference
     path.write_text(rw.text)
-    again = api.check(rw.text, str(path), kernel, backend="cpu")[0]
+    again = api.check(api.snapshot(rw.text, str(path)), kernel, backend="cpu")[0]
     assert again.passed and again.reference.startswith("baseline pinned"), again.summary
 
 

@@ -235,7 +235,7 @@ async def test_check_on_save_follows_the_setting(client, example):
 async def test_a_newer_save_cancels_the_running_check(client, example):
     from astra import api
     path = example()
-    api.pin(path.read_text(), str(path), "silu_and_mul")  # the reference the wrong version is judged by
+    api.pin(api.snapshot(path.read_text(), str(path)), "silu_and_mul")  # the reference the wrong version is judged by
     doc = Doc(client, path)
     await until(lambda: any(s.uri == doc.uri and s.checking for s in client.statuses), 60)
     await asyncio.sleep(1.0)  # the check of version 1 is running in its worker now

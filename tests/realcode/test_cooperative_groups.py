@@ -27,7 +27,7 @@ __global__ void pick(float* o) {
 def errors(text, tmp_path, name):
     f = tmp_path / name
     f.write_text(text)
-    report = api.static_check(text, str(f))
+    report = api.static_check(api.snapshot(text, str(f)))
     return [d for d in report.diagnostics if d.severity == "error"], report
 
 

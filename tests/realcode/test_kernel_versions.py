@@ -48,13 +48,13 @@ __global__ void relu_kernel2(float* out, const float* inp, int n) {
 
 def test_a_reference_with_its_own_spec_runs_with_its_own_launch(project):
     f = project("relu.cu", V1_SPEC + V1 + V2)
-    (v,) = api.check(f.read_text(), str(f), "relu_kernel2", backend="cpu", quick=True)
+    (v,) = api.check(api.snapshot(f.read_text(), str(f)), "relu_kernel2", backend="cpu", quick=True)
     assert v.passed and v.compared, v.human()
     assert "relu_kernel1" in v.reference and "own spec" in v.reference
 
 
 def test_a_reference_that_leaves_outputs_unwritten_is_a_spec_problem(project):
     f = project("relu.cu", V1 + V2)   # relu_kernel1 has no spec: it runs with kernel2's 4x smaller grid
-    (v,) = api.check(f.read_text(), str(f), "relu_kernel2", backend="cpu", quick=True)
+    (v,) = api.check(api.snapshot(f.read_text(), str(f)), "relu_kernel2", backend="cpu", quick=True)
     assert v.status == "error" and not v.failures, v.human()
     assert "spec problem: the reference kernel leaves" in v.log and "`out` unwritten" in v.log

@@ -55,7 +55,7 @@ def dev_file(t="bfloat16", define="#define ENABLE_BF16\n", include='#include "co
 def test_a_project_header_with_host_only_headers_compiles_statically(project):
     project("common.h", COMMON_H)
     f = project("k.cu", dev_file())
-    report = api.static_check(f.read_text(), str(f))
+    report = api.static_check(api.snapshot(f.read_text(), str(f)))
     assert not [d for d in report.diagnostics if d.severity == "error"], report.diagnostics
 
 
@@ -74,7 +74,7 @@ def test_the_define_above_the_include_stays_before_the_typedef_it_selects(projec
 def test_cpu_check_of_a_kernel_behind_a_project_header(project):
     project("common.h", COMMON_H)
     f = project("k.cu", dev_file())
-    (v,) = api.check(f.read_text(), str(f), "scale", backend="cpu", quick=True)
+    (v,) = api.check(api.snapshot(f.read_text(), str(f)), "scale", backend="cpu", quick=True)
     assert v.passed, v.human()
     assert v.project.startswith("no project context")
 
@@ -84,7 +84,7 @@ def test_a_spec_type_that_is_not_the_typedef_is_an_error_never_a_silent_pass(pro
     # ENABLE_BF16 makes floatX a bfloat16: a spec saying float must not run the kernel on floats
     project("common.h", COMMON_H)
     f = project("k.cu", dev_file(t="float"))
-    (v,) = api.check(f.read_text(), str(f), "scale", backend="cpu", quick=True)
+    (v,) = api.check(api.snapshot(f.read_text(), str(f)), "scale", backend="cpu", quick=True)
     assert not v.passed
     assert "the spec says `out` points to float" in (v.log + " ".join(x.message for x in v.failures)), v.human()
 
@@ -98,10 +98,10 @@ def test_editing_a_header_is_never_answered_from_the_build_cache(project):
             + SPEC.format(t="float") + "__global__ void ref(float* out, const float* inp, int n) {\n"
               "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) out[i] = 2.0f * inp[i];\n}\n")
     f = project("k.cu", text)
-    (v,) = api.check(text, str(f), "k", backend="cpu", quick=True)
+    (v,) = api.check(api.snapshot(text, str(f)), "k", backend="cpu", quick=True)
     assert v.passed, v.human()
     project("scale.h", "#define SCALE 3.0f\n")
-    (v,) = api.check(text, str(f), "k", backend="cpu", quick=True)
+    (v,) = api.check(api.snapshot(text, str(f)), "k", backend="cpu", quick=True)
     assert not v.passed and v.failures[0].check == "compare", v.human()
 
 
@@ -136,7 +136,7 @@ def angle_project(project):
 
 def test_without_include_paths_a_header_on_the_project_path_is_missing(project):
     f = angle_project(project)
-    report = api.static_check(f.read_text(), str(f), context=project_ctx(None))
+    report = api.static_check(api.snapshot(f.read_text(), str(f), project_ctx(None)))
     assert any(d.severity == "error" for d in report.diagnostics)
 
 
@@ -148,7 +148,7 @@ def test_include_path_from_the_command_line(project):
     f = angle_project(project)
     ctx = api.project_context(str(f), cli=proj.from_flags([str(project.root / "include")], ["EXTRA=3"], "c++17",
                                                             origin="command line"))
-    report = api.static_check(f.read_text(), str(f), context=ctx)
+    report = api.static_check(api.snapshot(f.read_text(), str(f), ctx))
     assert not [d for d in report.diagnostics if d.severity == "error"], report.diagnostics
     assert ctx.options() == [f"-I{project.root / 'include'}", "-DEXTRA=3", "-std=c++17"]
     assert "from command line" in report.to_json()["project"]
@@ -163,7 +163,7 @@ def test_compile_commands_json_under_build_is_found_and_used(project):
     assert ctx.include_dirs == (str(project.root / "include"),)
     assert ctx.defines == (("USE_X", "1"),) and ctx.std == "c++17" and ctx.flags == ("--use_fast_math",)
     assert "-O3" in ctx.ignored and "its entry" in ctx.describe()
-    report = api.static_check(f.read_text(), str(f), context=ctx)
+    report = api.static_check(api.snapshot(f.read_text(), str(f), ctx))
     assert not [d for d in report.diagnostics if d.severity == "error"], report.diagnostics
 
 

@@ -27,7 +27,6 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .. import source
 from ..backends.base import Backend, BackendUnavailable, CompileError, LaunchError, Schedule, Unsupported
 from ..errors import AstraError
 from ..spec import Spec
@@ -515,7 +514,7 @@ class _Gate:
         lines = {int(n) for n in re.findall(re.escape(os.path.basename(self.cand_unit.path)) + r":(\d+)", message)}
         if not lines:
             return False
-        unit = screening._Unit(self.cand_unit.source)
+        unit = screening.parsed(self.cand_unit.source)
         rows = unit.text.split("\n")
         texts = [rows[r] for r in range(len(rows)) if unit.user_line(r) in lines]
         return bool(texts) and all("__shared__" in t and "=" not in t.split("__shared__", 1)[1] for t in texts)
@@ -578,8 +577,7 @@ class _Gate:
         if not ok:
             self.finish()
             return
-        kernel = source.parse(self.cand_unit.source).kernel(self.cand_unit.kernel)
-        self.ctypes = scalar_ctypes(self.spec, {p.name: p.type for p in kernel.params} if kernel else {})
+        self.ctypes = scalar_ctypes(self.spec, self.cand_unit.param_types)
         st = suites.build(self.rspec, measures_time=self.caps.timing, nonce=self.nonce, quick=self.quick)
         cov = v.coverage
         cov.sizes = len({tuple(sorted(c.sizes.items())) for c in st.cases})

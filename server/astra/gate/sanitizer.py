@@ -11,7 +11,6 @@ import threading
 from dataclasses import dataclass
 from typing import Sequence
 
-from .. import source
 from ..backends.base import Backend, BackendUnavailable, CompileError, LaunchError
 from ..extract import CompileUnit
 from ..spec import Spec
@@ -81,8 +80,7 @@ def run_cases(job: SanitizeJob, backend: Backend) -> list[Report]:
     except CompileError as e:
         return [Report({}, f"does not compile: {e}")]
     kernel = Compiled(mod, unit.name_expression, "candidate")
-    k = source.parse(unit.source).kernel(unit.kernel)
-    ctypes = scalar_ctypes(spec, {p.name: p.type for p in k.params} if k else {})
+    ctypes = scalar_ctypes(spec, unit.param_types)
     found = []
     for case in job.sizes:
         host = suites.inputs(spec, case, suites.SPEC_DIST, job.seed)

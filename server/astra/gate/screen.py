@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from tree_sitter import Node
 
@@ -60,13 +61,20 @@ class ScreenResult:
         return [f for f in self.findings if not f.error]
 
 
+@lru_cache(maxsize=8)
+def parsed(text: str) -> _Unit:
+    """The unit of `text`, parsed once: the screen, the fast-math check and the race checker's
+    report filter all read the same reference and candidate."""
+    return _Unit(text)
+
+
 class _Unit:
-    """A parsed compile unit (or file) with #line mapping back to the user's file."""
+    """A parsed compile unit (or file) with #line mapping back to the user's file. Read-only
+    once built (shared through `parsed`)."""
 
     def __init__(self, text: str):
         self.text = text
-        self.model = source.parse(text)
-        self.tree = source.parser().parse(text.encode("utf-8"))
+        self.model, self.tree = source.parse_with_tree(text)
         self._line_map: list[int] = []
         current = None
         for i, line in enumerate(text.split("\n")):
@@ -137,8 +145,8 @@ def _max_block(spec: Spec) -> int:
 
 def fast_math_swaps(reference: str | None, candidate: str) -> list[str]:
     """Fast-math intrinsics the candidate calls that the reference does not."""
-    cand = {name for name, _ in _Unit(candidate).calls() if name in FAST_MATH}
-    ref = {name for name, _ in _Unit(reference).calls() if name in FAST_MATH} if reference else set()
+    cand = {name for name, _ in parsed(candidate).calls() if name in FAST_MATH}
+    ref = {name for name, _ in parsed(reference).calls() if name in FAST_MATH} if reference else set()
     return sorted(cand - ref)
 
 
@@ -146,8 +154,8 @@ def screen(reference: str | None, candidate: str, kernel: str, spec: Spec | None
     """Screen a candidate unit (or file) text against the reference's. `kernel` is the kernel's
     name (plain or qualified)."""
     res = ScreenResult()
-    cu = _Unit(candidate)
-    ru = _Unit(reference) if reference is not None else None
+    cu = parsed(candidate)
+    ru = parsed(reference) if reference is not None else None
     add = res.findings.append
     ck = cu.model.kernel(kernel)
     rk = ru.model.kernel(kernel) if ru is not None else None

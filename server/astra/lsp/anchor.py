@@ -45,7 +45,7 @@ def find(kernels: Sequence[Any], name: str) -> Any | None:
 
 
 def anchor_for(kernel: Any, version: int, text: str) -> Anchor:
-    span = span_of(kernel.range)
+    span = span_of(kernel.kernel.span)
     return Anchor(version, span, text_in(text, span))
 
 

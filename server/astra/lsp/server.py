@@ -52,7 +52,7 @@ def _spec_comment(k: Any) -> Any:
 
 def full_span(k: Any) -> Span:
     """The kernel with its spec comment: where its lens sits and what 'in the kernel' means."""
-    s = span_of(k.range)
+    s = span_of(k.kernel.span)
     c = _spec_comment(k)
     if c is not None:
         cs = span_of(c.span)
@@ -136,31 +136,37 @@ class AstraServer(LanguageServer):
     # ---- the kernel index -----------------------------------------------------------------
 
     async def index(self, uri: str) -> tuple[Any, list]:
-        """(document, kernels of its current version); parsed once per version, off the loop."""
+        """(document, kernels of its current version)."""
+        doc, snap = await self.snapshot(uri)
+        return doc, list(snap.kernels) if snap is not None else []
+
+    async def snapshot(self, uri: str) -> tuple[Any, Any]:
+        """(document, the snapshot of its current version or None when it could not be read);
+        built once per version, off the loop."""
         doc = self.workspace.get_text_document(uri)
         st = self.state(uri)
         version = doc.version or 0
-        if st.kernels_version == version:
-            return doc, st.kernels
+        if st.snapshot_version == version:
+            return doc, st.snapshot
         key = (uri, version)
         fut = self._index_tasks.get(key)
         if fut is None:
             fut = asyncio.ensure_future(self._parse(doc.source, doc.path))
             self._index_tasks[key] = fut
             fut.add_done_callback(lambda _f: self._index_tasks.pop(key, None))
-        kernels, error = await fut
+        snap, error = await fut
         if (self.workspace.get_text_document(uri).version or 0) == version:
-            st.kernels, st.kernels_version, st.kernels_error = kernels, version, error
-        return doc, kernels
+            st.snapshot, st.snapshot_version, st.snapshot_error = snap, version, error
+        return doc, snap
 
-    async def _parse(self, text: str, path: str) -> tuple[list, str]:
+    async def _parse(self, text: str, path: str) -> tuple[Any, str]:
         try:
             # A file without kernels (a header, a host file) is normal here, not an error.
-            return list(await self.call(self.fast, _api().kernels, text, path, require_some=False)), ""
+            return await self.call(self.fast, _api().snapshot, text, path), ""
         except Exception as e:
             if not hasattr(e, "message"):
                 self.log_error(f"could not list the kernels of {path}", traceback.format_exc())
-            return [], _user_message(e)
+            return None, _user_message(e)
 
     async def kernel_at(self, uri: str, line: int) -> tuple[Any, Any]:
         doc, kernels = await self.index(uri)
@@ -182,12 +188,14 @@ class AstraServer(LanguageServer):
         if st is None or st.check_generation != gen:
             return
         stale = lambda: self.docs.get(uri) is not st or st.check_generation != gen  # noqa: E731
-        doc = self.workspace.get_text_document(uri)
+        doc, snap = await self.snapshot(uri)
         text, version, path = doc.source, doc.version, doc.path
         lines = text.splitlines()
         try:
-            found = await self.call(self.static, _api().diagnostics, text, path, arch=self.settings.gpu_arch,
-                                    context=self.project(path))
+            if snap is None:
+                raise _api().AstraError(st.snapshot_error)
+            snap = snap.with_context(self.project(path))
+            found = await self.call(self.static, _api().diagnostics, snap, arch=self.settings.gpu_arch)
             static = [lsp_diagnostic(d, lines) for d in found]
         except Exception as e:
             self.log_error(f"static diagnostics of {path} failed", traceback.format_exc())
@@ -195,7 +203,7 @@ class AstraServer(LanguageServer):
         if stale():
             return
         st.static_diags = static
-        _, kernels = await self.index(uri)
+        kernels = list(snap.kernels) if snap is not None else []
         names = {k.name for k in kernels}
         st.check_diags = {n: d for n, d in st.check_diags.items() if n in names}
         self.publish(uri, version)
@@ -210,7 +218,7 @@ class AstraServer(LanguageServer):
             for k in todo:
                 if cancel.is_set() or stale():
                     return
-                diags = await self.check_one(uri, st, text, path, k, cancel, lines)
+                diags = await self.check_one(st, snap, k, cancel, lines)
                 if diags is None or cancel.is_set() or stale():
                     self.log_info(f"the check of {k.name} was cancelled: a newer save supersedes it")
                     return  # a newer save owns the diagnostics now
@@ -222,15 +230,14 @@ class AstraServer(LanguageServer):
                 self.send_status(uri)
                 self.refresh_views()
 
-    async def check_one(self, uri, st, text, path, k, cancel, lines) -> list[types.Diagnostic] | None:
+    async def check_one(self, st, snap, k, cancel, lines) -> list[types.Diagnostic] | None:
         """Diagnostics of one kernel's check; None when a newer save cancelled it (then the
         newer check owns the state, and this one changes nothing)."""
         ks = st.kernel(k.name)
-        where = lsp_range(span_of(k.name_range))
+        where = lsp_range(span_of(k.kernel.name_span))
         try:
-            verdicts = await self.call(self.slow, _api().check, text, path, k.name,
-                                       backend=self.settings.backend, arch=self.settings.gpu_arch,
-                                       cancel=cancel, context=self.project(path))
+            verdicts = await self.call(self.slow, _api().check, snap, k.name,
+                                       backend=self.settings.backend, arch=self.settings.gpu_arch, cancel=cancel)
         except Exception as e:
             if cancel.is_set():
                 return None
@@ -305,8 +312,8 @@ class AstraServer(LanguageServer):
     # ---- commands ---------------------------------------------------------------------------
 
     async def optimize(self, uri: str, name: str) -> dict:
-        doc, kernels = await self.index(uri)
-        k = anchoring.find(kernels, name)
+        doc, snap = await self.snapshot(uri)
+        k = anchoring.find(snap.kernels if snap is not None else [], name)
         if k is None:
             return self._fail(f"no kernel `{name}` in this file")
         st = self.state(uri)
@@ -330,10 +337,9 @@ class AstraServer(LanguageServer):
         self.send_status(uri)
         self.refresh_views()
         try:
-            result = await self.call(self.opt, _api().optimize, doc.source, doc.path, name,
+            result = await self.call(self.opt, _api().optimize, snap.with_context(self.project(doc.path)), name,
                                      rounds=s.rounds, llm=llm, backend=s.backend, arch=s.gpu_arch,
-                                     progress=progress, cancel=opt.cancel, report=self.report_dir(doc.path),
-                                     context=self.project(doc.path))
+                                     progress=progress, cancel=opt.cancel, report=self.report_dir(doc.path))
             if opt.cancel.is_set() or getattr(result, "cancelled", False):
                 opt.status, opt.message = "cancelled", "cancelled"
             elif getattr(result, "error", None):
@@ -437,17 +443,17 @@ class AstraServer(LanguageServer):
             return None
 
     async def profile(self, uri: str, name: str) -> dict:
-        doc, kernels = await self.index(uri)
-        k = anchoring.find(kernels, name)
+        doc, snap = await self.snapshot(uri)
+        k = anchoring.find(snap.kernels if snap is not None else [], name)
         if k is None:
             return self._fail(f"no kernel `{name}` in this file")
         ks = self.state(uri).kernel(name)
         ks.profiling = True
         self.refresh_views()
         try:
-            p = await self.call(self.slow, _api().profile, doc.source, doc.path, name,
+            p = await self.call(self.slow, _api().profile, snap.with_context(self.project(doc.path)), name,
                                 backend=self.settings.backend, arch=self.settings.gpu_arch,
-                                ncu=self.settings.profile_ncu, context=self.project(doc.path))
+                                ncu=self.settings.profile_ncu)
             if isinstance(p, list):  # one profile per selected kernel; we selected one
                 p = p[0]
         except Exception as e:
@@ -463,9 +469,11 @@ class AstraServer(LanguageServer):
                 "hotLines": len(getattr(p, "hot_lines", None) or [])}
 
     async def pin(self, uri: str, name: str) -> dict:
-        doc = self.workspace.get_text_document(uri)
+        _, snap = await self.snapshot(uri)
         try:
-            pinned = await self.call(self.fast, _api().pin, doc.source, doc.path, name)
+            if snap is None:
+                raise _api().AstraError(self.state(uri).snapshot_error)
+            pinned = await self.call(self.fast, _api().pin, snap, name)
         except Exception as e:
             return self._fail(f"pinning `{name}` failed: {_user_message(e)}")
         digest = getattr(pinned, "digest", "")
@@ -500,19 +508,19 @@ class AstraServer(LanguageServer):
         return types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(text_document=ident, edits=[edit])])
 
     async def spec_edit(self, uri: str, name: str) -> tuple[types.WorkspaceEdit | None, str]:
-        doc, kernels = await self.index(uri)
-        k = anchoring.find(kernels, name)
+        doc, snap = await self.snapshot(uri)
+        k = anchoring.find(snap.kernels if snap is not None else [], name)
         if k is None:
             return None, f"no kernel `{name}` in this file"
         try:
-            proposal = await self.call(self.fast, _api().infer_spec, doc.source, doc.path, name,
-                                       context=self.project(doc.path))
+            proposal = await self.call(self.fast, _api().infer_spec, snap.with_context(self.project(doc.path)),
+                                       name)
             comment = getattr(proposal, "comment", proposal)
         except Exception as e:
             return None, f"could not infer a spec for `{name}`: {_user_message(e)}"
         if (self.workspace.get_text_document(uri).version or 0) != (doc.version or 0):
             return None, "the file changed while the spec was inferred; try again"
-        start = span_of(k.range)
+        start = span_of(k.kernel.span)
         at = Span(start.start_line, start.start_col, start.start_line, start.start_col)
         text = comment if comment.endswith("\n") else comment + "\n"
         ident = types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=doc.version)
@@ -782,7 +790,7 @@ async def hover(ls: AstraServer, params: types.HoverParams) -> types.Hover | Non
     _, kernels = await ls.index(params.text_document.uri)
     p = params.position
     for k in kernels:
-        s = span_of(k.name_range)
+        s = span_of(k.kernel.name_span)
         if s.start_line <= p.line <= s.end_line and s.start_col <= p.character <= s.end_col:
             return types.Hover(contents=types.MarkupContent(types.MarkupKind.Markdown,
                                                             ls.report_markdown(params.text_document.uri, k)),
@@ -803,7 +811,7 @@ async def inlay_hints(ls: AstraServer, params: types.InlayHintParams) -> list[ty
         hot = list(getattr(prof.profile, "hot_lines", None) or []) if prof else []
         if not hot:
             continue
-        span = span_of(k.range)
+        span = span_of(k.kernel.span)
         if text_in(doc.source, span) != prof.anchor.kernel_text:
             continue  # the kernel changed since it was profiled: the lines mean nothing now
         shift = span.start_line - prof.anchor.span.start_line
@@ -877,7 +885,7 @@ async def cmd_report(ls: AstraServer, uri: str, kernel: str, *_):
 @server.command("astra.lsp.kernels")
 async def cmd_kernels(ls: AstraServer, uri: str, *_):
     _, kernels = await ls.index(uri)
-    return [{"name": k.name, "startLine": span_of(k.range).start_line, "endLine": span_of(k.range).end_line,
+    return [{"name": k.name, "startLine": span_of(k.kernel.span).start_line, "endLine": span_of(k.kernel.span).end_line,
              "hasSpec": has_spec(k)} for k in kernels]
 
 

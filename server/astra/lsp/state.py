@@ -52,9 +52,9 @@ class KernelState:
 
 @dataclass
 class DocState:
-    kernels: list = field(default_factory=list)   # api KernelInfo list of `kernels_version`
-    kernels_version: int | None = None
-    kernels_error: str = ""
+    snapshot: Any = None                # api Snapshot of `snapshot_version` (None: unreadable)
+    snapshot_version: int | None = None
+    snapshot_error: str = ""
     static_diags: list = field(default_factory=list)   # lsp Diagnostics from api.diagnostics
     check_diags: dict = field(default_factory=dict)    # kernel -> lsp Diagnostics from checks
     per_kernel: dict = field(default_factory=dict)     # kernel name -> KernelState

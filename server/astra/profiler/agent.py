@@ -71,7 +71,7 @@ def _profile_measured(prof: Profile, reference_unit, candidate_unit, spec, backe
             {k: info.get(k) for k in ("regs_per_sm", "smem_per_sm", "threads_per_sm", "blocks_per_sm")})
     ceiling = backend.copy_ceiling() if backend.caps.copy_ceiling else None
     prof.ceiling_gbps = ceiling / 1e9 if ceiling else None
-    params = timing.param_types(candidate_unit)
+    params = candidate_unit.param_types
     c = (cand, candidate_unit.name_expression)
     r = (ref, reference_unit.name_expression) if ref is not None else None
     rng = np.random.default_rng(seed)

@@ -152,13 +152,13 @@ def ncu_driver(payload_path: str) -> None:
     """Run once under ncu: compile the unit on the GPU, launch it on fresh inputs."""
     from .. import gate
     from ..backends.gpu import GpuBackend
-    from .timing import compile_on, param_types
+    from .timing import compile_on
     with open(payload_path, "rb") as f:
         job = pickle.load(f)
     unit, spec, sizes = job["unit"], job["spec"], job["sizes"]
     b = GpuBackend()
     mod = compile_on(b, unit)
-    sets = gate.prepare_timed(spec, b, sizes, reference=None, sets=1, params=param_types(unit))
+    sets = gate.prepare_timed(spec, b, sizes, reference=None, sets=1, params=unit.param_types)
     b.launch(mod, unit.name_expression, gate.launch_of(spec, sizes), sets[0].args)
 
 

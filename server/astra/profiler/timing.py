@@ -10,18 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import gate, source
+from .. import gate
 from ..gate import checks
 from . import model
 from .results import SizeProfile, Timing, size_label
 
 CHUNK = 25                 # timed launches per interleaving chunk
-
-
-def param_types(unit) -> dict[str, str]:
-    """The kernel's parameter types by name, as written in the unit."""
-    k = source.parse(unit.source).kernel(unit.kernel)
-    return {p.name: p.type for p in k.params} if k else {}
 
 
 def compile_on(backend, unit):

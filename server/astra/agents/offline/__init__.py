@@ -34,8 +34,9 @@ def context_from_spec(kernel: str, spec) -> Context:
 
 def context_from_text(kernel: str, text: str, fallback_spec=None) -> Context:
     """The hints for a version of the file: its own spec (a rewrite may have changed the launch)."""
+    from ... import source
     from ...launch_change import spec_in
-    return context_from_spec(kernel, spec_in(text, kernel) or fallback_spec)
+    return context_from_spec(kernel, spec_in(source.parse(text), kernel) or fallback_spec)
 
 
 __all__ = ["TRANSFORMS", "Context", "Rewrite", "Transform", "context_from_spec", "context_from_text"]

@@ -133,10 +133,10 @@ class PackRows(base.Transform):
 
     def apply(self, text: str, ctx: Context) -> Rewrite | None:
         sc = base.scope(text, ctx.kernel)
-        spec = spec_in(text, ctx.kernel)
+        model = source.parse(text)
+        spec = spec_in(model, ctx.kernel)
         if sc is None or spec is None:
             return None
-        model = source.parse(text)
         kernel = model.kernel(ctx.kernel)
         sites = model.launches_of(ctx.kernel)
         if kernel is None or kernel.launch_bounds or not sites or any(s.template_args for s in sites):
@@ -227,7 +227,7 @@ class PackRows(base.Transform):
             new = apply_edits(text, edits)
         except ValueError:
             return None
-        check = spec_in(new, ctx.kernel)
+        check = spec_in(source.parse(new), ctx.kernel)
         if check is None or list(check.grid) != grid or list(check.block) != block or \
                 spec.changed_beyond_launch(check):
             return None
