@@ -1,6 +1,7 @@
 // Which Python runs the server: the `astra.server.python` setting, else the interpreter selected
 // in Microsoft's Python extension, else python3 (the order users of Python tools expect).
 import * as vscode from "vscode";
+import { configuredPython } from "./settings";
 
 interface PythonEnvironmentsApi {
   getActiveEnvironmentPath(resource?: vscode.Uri): { path: string };
@@ -12,7 +13,7 @@ interface PythonExtensionApi {
 }
 
 export async function resolvePython(log: vscode.LogOutputChannel): Promise<string> {
-  const configured = vscode.workspace.getConfiguration("astra").get<string>("server.python", "").trim();
+  const configured = configuredPython();
   if (configured) return configured;
   const ext = vscode.extensions.getExtension<PythonExtensionApi>("ms-python.python");
   if (ext) {

@@ -15,6 +15,7 @@ from typing import Callable
 from . import availability, extract, files, infer, jobs, launch_change, project, workspace
 from . import snapshot as snapshot_mod
 from . import spec as spec_mod
+from .contract import DEFAULT_ARCH
 from .diagnostics import Diagnostic
 from .errors import AstraError, NoSuchKernel
 from .project import ProjectContext
@@ -115,7 +116,7 @@ class StaticReport:
                 "project": self.context.describe()}
 
 
-def static_check(snap: Snapshot, *, arch: str = "sm_90", compile: bool = True) -> StaticReport:
+def static_check(snap: Snapshot, *, arch: str = DEFAULT_ARCH, compile: bool = True) -> StaticReport:
     """Everything that can be said without running code: parse problems, spec errors, and the
     compiler's errors and warnings (NVRTC) for each kernel at their lines, with each kernel's
     registers, spills and shared memory."""
@@ -152,7 +153,7 @@ def static_check(snap: Snapshot, *, arch: str = "sm_90", compile: bool = True) -
     return StaticReport(out, resources, context)
 
 
-def diagnostics(snap: Snapshot, *, arch: str = "sm_90", compile: bool = True) -> list[Diagnostic]:
+def diagnostics(snap: Snapshot, *, arch: str = DEFAULT_ARCH, compile: bool = True) -> list[Diagnostic]:
     return static_check(snap, arch=arch, compile=compile).diagnostics
 
 
@@ -189,7 +190,7 @@ def _units(snap: Snapshot, info: KernelInfo
         launch_change.reference_spec(spec, baseline.model, info.kernel.name)
 
 
-def check(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto", arch: str = "sm_90",
+def check(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto", arch: str = DEFAULT_ARCH,
           cancel: threading.Event | None = None, progress: Progress | None = None, pin_first: bool = True,
           quick: bool = False):
     """Run the verification gate on each selected kernel that has a spec. Returns Verdicts.
@@ -221,7 +222,7 @@ def check(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto", a
 
 
 def profile(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto", ncu: bool = False,
-            arch: str = "sm_90", cancel: threading.Event | None = None):
+            arch: str = DEFAULT_ARCH, cancel: threading.Event | None = None):
     from . import worker
     snap = _with_context(snap)
     infos = _selected(snap, kernel)
@@ -262,7 +263,7 @@ def _reference_for_optimize(snap: Snapshot, info: KernelInfo) -> tuple[str, str]
 
 
 def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm=None, backend: str = "auto",
-             arch: str = "sm_90", progress: Progress | None = None, cancel: threading.Event | None = None,
+             arch: str = DEFAULT_ARCH, progress: Progress | None = None, cancel: threading.Event | None = None,
              write: bool = False, report: str | None = None, quick: bool = False, resume: str | None = None):
     """Run the agent team on one kernel. Every candidate is judged in a worker process by the
     gate (and timed by the profiler where the backend measures time).

@@ -13,6 +13,7 @@ import sys
 import threading
 
 from . import __version__, api, sarif
+from .contract import DEFAULT_ARCH
 from .errors import AstraError
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_PIPE = 0, 1, 2, 130, 141
@@ -327,7 +328,8 @@ def build_parser() -> argparse.ArgumentParser:
         s.add_argument("--backend", choices=["auto", "gpu", "cpu", "static"], default="auto",
                        help="where kernels run: the GPU (CuPy), the CPU backend (correctness only), "
                             "static (compile checks only) or auto, the best available (default)")
-        s.add_argument("--arch", default="sm_90", help="target architecture for static checks (default sm_90)")
+        s.add_argument("--arch", default=DEFAULT_ARCH,
+                       help=f"target architecture for static checks (default {DEFAULT_ARCH})")
     sub.choices["check"].add_argument("--format", choices=["text", "json", "sarif"], default="text",
                                       help="output format: text (default), json (same as --json) or sarif "
                                            "(SARIF 2.1.0 for CI code scanning)")

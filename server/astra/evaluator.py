@@ -14,6 +14,7 @@ from typing import Callable
 
 from . import extract, gate, launch_change, profiler, source
 from .backends.base import Backend
+from .contract import DEFAULT_ARCH
 from .errors import AstraError
 from .evaluation import NOT_MEASURED, Check, Evaluation, Profile, SizeTiming
 from .gate import Verdict
@@ -70,7 +71,7 @@ def to_evaluation(check: Check, prof: profiler.Profile | None, seconds: float = 
 
 
 def local_evaluator(path: str, kernel: str, spec: Spec, backend: Backend, reference_text: str, *,
-                    quick: bool = False, arch: str = "sm_90", reference_kernel: str | None = None,
+                    quick: bool = False, arch: str = DEFAULT_ARCH, reference_kernel: str | None = None,
                     context: ProjectContext | None = None) -> Callable[[str], Evaluation]:
     """evaluate(file_text): the gate against the kernel cut from `reference_text` (the kernel
     itself, or the spec's `reference` kernel), then (if it passed) the profiler, on `backend`.

@@ -20,7 +20,7 @@ from .extract import CompileUnit
 from .gate.sanitizer import SanitizeJob
 from .project import ProjectContext
 from .spec import Spec
-from .static import DEFAULT_ARCH
+from .contract import DEFAULT_ARCH
 
 if TYPE_CHECKING:
     from .backends.base import Backend

@@ -26,9 +26,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from .backends.base import ResourceUsage
+from .contract import DEFAULT_ARCH
 from .diagnostics import Diagnostic
-
-DEFAULT_ARCH = "sm_90"
 
 
 @dataclass

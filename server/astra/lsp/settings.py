@@ -3,29 +3,35 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from astra import contract
+
+if TYPE_CHECKING:
+    from astra.project import ProjectContext
 
 BACKENDS = ("auto", "gpu", "cpu")
+_D = contract.SETTINGS  # the defaults the client shows, from the shared contract
 
 
 @dataclass(frozen=True)
 class Settings:
-    llm_base_url: str = ""
-    llm_model: str = ""
+    llm_base_url: str = _D["llm.baseUrl"]
+    llm_model: str = _D["llm.model"]
     llm_api_key: str = field(default="", repr=False)  # never printed or logged
-    backend: str = "auto"
-    rounds: int = 5
-    check_on_save: bool = True
-    gpu_arch: str = "sm_90"
-    profile_ncu: bool = False  # profile with Nsight Compute source counters (hot-line hints; GPU only)
+    backend: str = _D["backend"]
+    rounds: int = _D["rounds"]
+    check_on_save: bool = _D["checkOnSave"]
+    gpu_arch: str = _D["gpuArch"]
+    profile_ncu: bool = _D["profile.ncu"]  # profile with Nsight Compute source counters (hot-line hints; GPU only)
     # The project context (issue 10): relative paths are taken from the workspace root.
-    include_paths: tuple[str, ...] = ()
-    defines: tuple[str, ...] = ()
-    std: str = ""
-    compile_commands: str = ""
+    include_paths: tuple[str, ...] = tuple(_D["includePaths"])
+    defines: tuple[str, ...] = tuple(_D["defines"])
+    std: str = _D["std"]
+    compile_commands: str = _D["compileCommands"]
 
-    def project(self, root: str):
-        """The settings' part of the project context (astra.project.ProjectContext)."""
+    def project(self, root: str) -> tuple[ProjectContext, str | None]:
+        """The settings' part of the project context, and the compile_commands.json they name."""
         from astra import project
         cc = self.compile_commands
         if cc and not os.path.isabs(cc):
@@ -86,5 +92,5 @@ def initial(init_options: Any) -> tuple[Settings, list[str]]:
     """Settings from `initializationOptions` ({"settings": {...}}) and the API key from the
     environment the client started us with."""
     raw = init_options.get("settings") if isinstance(init_options, dict) else None
-    s, problems = Settings(llm_api_key=os.environ.get("ASTRA_LLM_API_KEY", "")).updated(raw)
+    s, problems = Settings(llm_api_key=os.environ.get(contract.API_KEY_ENV, "")).updated(raw)
     return s, problems

@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import static
 from ..backends.base import CompileError, LaunchError
+from ..contract import DEFAULT_ARCH
 from . import model, timing
 from .ncu import NcuUnavailable, run_ncu
 from .results import Profile, size_label
@@ -20,7 +21,7 @@ def _static_resources(unit, arch: str) -> tuple[dict, list[str]]:
     return (asdict(res) if res else {}), errs
 
 
-def profile(reference_unit, candidate_unit, spec, backend, *, ncu: bool = False, arch: str = "sm_90",
+def profile(reference_unit, candidate_unit, spec, backend, *, ncu: bool = False, arch: str = DEFAULT_ARCH,
             reps: int = 100, warmup: int = 20, sets: int | None = None, seed: int | None = None,
             reference_spec=None) -> Profile:
     """Profile `candidate_unit` on the spec's bench sizes (see the package docstring). `backend`

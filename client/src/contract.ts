@@ -1,0 +1,30 @@
+// The contract shared with the server: server/astra/contract.json is bundled here as it is read
+// there (astra.contract). Names and defaults come from it; the shapes of what the server's
+// commands and notifications carry are typed below (the server builds them in astra/lsp/views.py
+// and astra/lsp/optimization.py).
+import contract from "../../server/astra/contract.json";
+
+export const SETTING_DEFAULTS = contract.settings;
+export const SERVER = contract.serverCommands;
+export const CLIENT = contract.clientCommands;
+export const STATUS_NOTIFICATION = contract.notifications.status;
+export const SECRETS = contract.secrets;
+
+/** Server commands take (uri, kernel); `kernels` and `check` take (uri). */
+export interface KernelEntry { name: string; startLine: number; endLine: number; hasSpec: boolean }
+
+export interface DocStatus {
+  uri: string; checking: boolean; errors: number; verified: number; failing: number;
+  optimizing: { kernel: string; message: string; bestSpeedup: number | null }[];
+}
+
+export interface OptimizeAnswer {
+  kernel?: string; status: string; message?: string; speedup?: number | null; verifiedCases?: number;
+  improved?: boolean; title?: string; reportPath?: string;
+}
+
+export interface ProfileAnswer { status: string; kernel?: string; summary?: string; hotLines?: number; message?: string }
+
+export interface EditAnswer<Edit> { status: string; message?: string; edit?: Edit; newText?: string; title?: string }
+
+export interface ReportAnswer { status: string; markdown?: string; reportPath?: string; message?: string }

@@ -1,0 +1,45 @@
+"""The client/server contract (server/astra/contract.json) is what both sides and package.json
+say: the same command names, the same setting defaults, one default GPU architecture."""
+import json
+from pathlib import Path
+
+from astra import cli, contract, static
+from astra.lsp import settings
+from astra.lsp.server import server
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = json.loads((ROOT / "package.json").read_text())
+
+
+def test_package_json_lists_the_client_commands():
+    listed = {c["command"] for c in PACKAGE["contributes"]["commands"]}
+    assert listed == set(contract.CLIENT_COMMANDS.values())
+
+
+def test_package_json_shows_the_contract_defaults():
+    props = PACKAGE["contributes"]["configuration"]["properties"]
+    assert {k.removeprefix("astra."): v["default"] for k, v in props.items()} == contract.SETTINGS
+    assert props["astra.backend"]["enum"] == list(settings.BACKENDS)
+
+
+def test_the_server_registers_exactly_the_contract_commands():
+    assert set(server.protocol.fm.commands) == set(contract.SERVER_COMMANDS.values())
+
+
+def test_one_default_gpu_architecture():
+    assert settings.Settings().gpu_arch == static.DEFAULT_ARCH == contract.SETTINGS["gpuArch"]
+    check = cli.build_parser().parse_args(["check", "x.cu"])
+    assert check.arch == contract.DEFAULT_ARCH
+
+
+def test_server_defaults_are_the_contract_defaults():
+    s = settings.Settings()
+    assert (s.backend, s.rounds, s.check_on_save, s.profile_ncu, s.llm_model, s.std) == (
+        contract.SETTINGS["backend"], contract.SETTINGS["rounds"], contract.SETTINGS["checkOnSave"],
+        contract.SETTINGS["profile.ncu"], contract.SETTINGS["llm.model"], contract.SETTINGS["std"])
+
+
+def test_the_client_reads_names_and_defaults_from_the_contract():
+    src = "".join(p.read_text() for p in (ROOT / "client" / "src").glob("*.ts"))
+    assert '"astra.lsp.' not in src and '"sm_90"' not in src  # spelled only in contract.json
+    assert "server/astra/contract.json" in (ROOT / "client" / "src" / "contract.ts").read_text()
