@@ -26,6 +26,7 @@ class OptimizeResult:
     usage: Usage = field(default_factory=Usage)
     cancelled: bool = False
     error: str | None = None        # the run could not start (e.g. the original fails the gate)
+    report_path: str | None = None  # the HTML report, when one was written
 
     # ---- what changed -----------------------------------------------------------------------
     @property

@@ -5,9 +5,13 @@ ASCII that CUDA sources are in practice; non-BMP characters would shift columns 
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from lsprotocol import types
+
+if TYPE_CHECKING:
+    from astra import source
+    from astra.diagnostics import Diagnostic
 
 _SEVERITY = {
     "error": types.DiagnosticSeverity.Error,
@@ -27,24 +31,9 @@ class Span(NamedTuple):
         return self.start_line <= line <= self.end_line
 
 
-def span_of(r: Any) -> Span:
-    """A Span from whatever shape the core uses for a range (4-tuple, pair of pairs,
-    or an object with start/end fields)."""
-    if isinstance(r, Span):
-        return r
-    if isinstance(r, (tuple, list)):
-        if len(r) == 4:
-            return Span(*map(int, r))
-        if len(r) == 2:
-            (a, b), (c, d) = r
-            return Span(int(a), int(b), int(c), int(d))
-    for names in (("start_line", "start_col", "end_line", "end_col"),
-                  ("line", "col", "end_line", "end_col")):
-        if all(hasattr(r, n) for n in names):
-            return Span(*(int(getattr(r, n)) for n in names))
-    start, end = r.start, r.end
-    col = lambda p: getattr(p, "col", getattr(p, "character", getattr(p, "column", 0)))  # noqa: E731
-    return Span(int(start.line), int(col(start)), int(end.line), int(col(end)))
+def span_of(r: source.Span) -> Span:
+    """The editor's span of a range in the core's source model (characters, 0-based)."""
+    return Span(r.start_line, r.start_col, r.end_line, r.end_col)
 
 
 def lsp_range(s: Span) -> types.Range:
@@ -71,7 +60,7 @@ def text_in(text: str, s: Span) -> str:
     return text[offset(lines, s.start_line, s.start_col):offset(lines, s.end_line, s.end_col)]
 
 
-def lsp_diagnostic(d: Any, lines: list[str] | None = None) -> types.Diagnostic:
+def lsp_diagnostic(d: Diagnostic, lines: list[str] | None = None) -> types.Diagnostic:
     """An `astra.diagnostics.Diagnostic` as an LSP diagnostic."""
     rng = types.Range(start=types.Position(line=d.line, character=d.col),
                       end=types.Position(line=d.end_line, character=d.end_col))

@@ -1,11 +1,20 @@
-"""What the server remembers per document and kernel; answers hovers and lenses at once."""
+"""What the server remembers per document and kernel, typed over the core's own objects (a
+snapshot, verdicts, profiles, an optimize result). Handlers change it; views read it."""
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
+
+from lsprotocol import types
 
 from astra.lsp.anchor import Anchor, Rewrite
+
+if TYPE_CHECKING:
+    from astra.agents.result import OptimizeResult
+    from astra.gate.verdict import Verdict
+    from astra.profiler.results import Profile
+    from astra.snapshot import KernelInfo, Snapshot
 
 
 @dataclass
@@ -16,35 +25,36 @@ class Optimization:
     cancel: threading.Event = field(default_factory=threading.Event)
     message: str = ""           # latest progress line or the error
     best_speedup: float | None = None
-    result: Any = None          # api OptimizeResult when done
-    rewrite: Rewrite | None = None  # what applying it replaces, when it improved
+    result: OptimizeResult | None = None   # when done
+    rewrite: Rewrite | None = None         # what applying it replaces, when it improved
 
     def title(self) -> str:
         """'1.40× faster, verified on 38 cases' (or 'speed not measured, ...' on the CPU)."""
         r = self.result
+        if r is None:
+            return self.status
         speed = f"{r.speedup:.2f}× faster" if r.speedup else "speed not measured"
         return f"{speed}, verified on {verified_cases(r)} cases"
 
     @property
     def improved(self) -> bool:
-        return self.result is not None and bool(getattr(self.result, "improved", True))
+        return self.result is not None and self.result.improved
 
 
-def verified_cases(result: Any) -> int:
-    best = getattr(result, "best_eval", None)
-    return int(getattr(getattr(best, "check", None), "cases", 0) or getattr(result, "verified_cases", 0) or 0)
+def verified_cases(result: OptimizeResult) -> int:
+    return result.best_eval.check.cases
 
 
 @dataclass
 class Profiled:
-    profile: Any                # api Profile
+    profile: Profile
     anchor: Anchor              # hot lines are valid while the kernel text is unchanged
 
 
 @dataclass
 class KernelState:
-    verdict: Any = None         # latest api Verdict
-    verdict_error: str = ""     # the check could not run (message)
+    verdict: Verdict | None = None   # the latest check
+    verdict_error: str = ""          # the check could not run (message)
     profile: Profiled | None = None
     profiling: bool = False
     optimization: Optimization | None = None
@@ -52,15 +62,19 @@ class KernelState:
 
 @dataclass
 class DocState:
-    snapshot: Any = None                # api Snapshot of `snapshot_version` (None: unreadable)
+    snapshot: Snapshot | None = None   # of `snapshot_version` (None: it could not be read)
     snapshot_version: int | None = None
     snapshot_error: str = ""
-    static_diags: list = field(default_factory=list)   # lsp Diagnostics from api.diagnostics
-    check_diags: dict = field(default_factory=dict)    # kernel -> lsp Diagnostics from checks
-    per_kernel: dict = field(default_factory=dict)     # kernel name -> KernelState
+    static_diags: list[types.Diagnostic] = field(default_factory=list)
+    check_diags: dict[str, list[types.Diagnostic]] = field(default_factory=dict)  # kernel -> diagnostics
+    per_kernel: dict[str, KernelState] = field(default_factory=dict)
     check_generation: int = 0
     check_cancel: threading.Event = field(default_factory=threading.Event)
     checking: bool = False
+
+    @property
+    def kernels(self) -> list[KernelInfo]:
+        return list(self.snapshot.kernels) if self.snapshot is not None else []
 
     def kernel(self, name: str) -> KernelState:
         return self.per_kernel.setdefault(name, KernelState())
