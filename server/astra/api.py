@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from dataclasses import dataclass, field
-from typing import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from . import availability, extract, files, infer, jobs, launch_change, project, workspace
 from . import snapshot as snapshot_mod
@@ -21,7 +21,15 @@ from .errors import AstraError, NoSuchKernel
 from .project import ProjectContext
 from .snapshot import KernelInfo, Snapshot
 
-Progress = Callable[[dict], None]
+if TYPE_CHECKING:
+    from .agents import LLMConfig, OptimizeResult
+    from .agents.runlog import RunInfo
+    from .backends.base import ResourceUsage
+    from .evaluation import Evaluation
+    from .gate import Verdict
+    from .profiler import Profile
+
+Progress = Callable[[dict[str, Any]], None]
 
 # Worker time limits (seconds). A kernel that runs longer than this is treated as hung.
 CHECK_TIMEOUT = 600.0
@@ -106,10 +114,10 @@ def pin(snap: Snapshot, kernel: str) -> workspace.Pin:
 @dataclass
 class StaticReport:
     diagnostics: list[Diagnostic]
-    resources: dict[str, object]  # kernel name -> backends.base.ResourceUsage
+    resources: dict[str, ResourceUsage]  # kernel name
     context: ProjectContext = ProjectContext()
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         from dataclasses import asdict
         return {"diagnostics": [d.to_json() for d in self.diagnostics],
                 "resources": {k: asdict(v) for k, v in self.resources.items()},
@@ -134,7 +142,7 @@ def static_check(snap: Snapshot, *, arch: str = DEFAULT_ARCH, compile: bool = Tr
         if info.kernel.is_template and not instantiate:
             continue  # nothing to compile without template arguments
         units.append(extract.unit_from_model(m, snap.path, info.name, instantiate=instantiate, context=context))
-    resources: dict[str, object] = {}
+    resources: dict[str, ResourceUsage] = {}
     for unit in units[:1]:  # what a user should know about how units were cut (same for each)
         out.extend(Diagnostic(0, 0, 0, 1, "info", n, code="unit") for n in unit.notes if "not found" in n)
     if compile and units:
@@ -159,7 +167,7 @@ def diagnostics(snap: Snapshot, *, arch: str = DEFAULT_ARCH, compile: bool = Tru
 
 # ---- running kernels ----------------------------------------------------------------------
 
-def resolve_backend(name: str) -> str:
+def resolve_backend(name: str) -> Literal["gpu", "cpu", "static"]:
     """'auto' -> the best backend available here; an explicit unavailable one is an error.
     Availability is probed in a worker and remembered a while (`astra.availability`)."""
     return availability.resolve(name)
@@ -192,7 +200,7 @@ def _units(snap: Snapshot, info: KernelInfo
 
 def check(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto", arch: str = DEFAULT_ARCH,
           cancel: threading.Event | None = None, progress: Progress | None = None, pin_first: bool = True,
-          quick: bool = False):
+          quick: bool = False) -> list[Verdict]:
     """Run the verification gate on each selected kernel that has a spec. Returns Verdicts.
     The first passing check of a kernel with no reference pins its current source."""
     from . import worker
@@ -205,11 +213,12 @@ def check(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto", a
                          "use --backend static for compile-only checks")
     verdicts = []
     for info in infos:
+        assert info.spec is not None  # _selected keeps kernels with a spec
         ref, cand, ref_from, ref_spec = _units(snap, info)
         if progress:
             progress({"step": "check", "kernel": info.name,
                       "message": f"checking {info.name} on the {chosen} backend (reference: {ref_from})"})
-        v = worker.run("astra.jobs:check_job", jobs.CheckJob(chosen, ref, cand, info.spec, ref_spec, quick=quick),
+        v: Verdict = worker.run("astra.jobs:check_job", jobs.CheckJob(chosen, ref, cand, info.spec, ref_spec, quick=quick),
                        timeout=CHECK_TIMEOUT, cancel=cancel)
         v.reference = ref_from
         v.project = snap.context.describe()
@@ -222,13 +231,14 @@ def check(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto", a
 
 
 def profile(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto", ncu: bool = False,
-            arch: str = DEFAULT_ARCH, cancel: threading.Event | None = None):
+            arch: str = DEFAULT_ARCH, cancel: threading.Event | None = None) -> list[Profile]:
     from . import worker
     snap = _with_context(snap)
     infos = _selected(snap, kernel)
     chosen = resolve_backend(backend)
     out = []
     for info in infos:
+        assert info.spec is not None  # _selected keeps kernels with a spec
         ref, cand, _, ref_spec = _units(snap, info)
         out.append(worker.run("astra.jobs:profile_job",
                               jobs.ProfileJob(chosen, ref, cand, info.spec, ref_spec, arch=arch, ncu=ncu),
@@ -239,7 +249,7 @@ def profile(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto",
 # ---- optimizing ---------------------------------------------------------------------------
 
 def llm_config(mode: str | None = None, model: str | None = None, base_url: str | None = None,
-               api_key: str | None = None):
+               api_key: str | None = None) -> LLMConfig | None:
     """None for the offline team; an LLMConfig for an OpenAI-compatible endpoint. Without an
     explicit mode, an endpoint is used when a model or base URL is given (or ASTRA_MODEL is set)."""
     import os
@@ -262,9 +272,11 @@ def _reference_for_optimize(snap: Snapshot, info: KernelInfo) -> tuple[str, str]
     return (pinned.text if pinned is not None else snap.text), info.kernel.name
 
 
-def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm=None, backend: str = "auto",
+def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm: LLMConfig | None = None,
+             backend: str = "auto",
              arch: str = DEFAULT_ARCH, progress: Progress | None = None, cancel: threading.Event | None = None,
-             write: bool = False, report: str | None = None, quick: bool = False, resume: str | None = None):
+             write: bool = False, report: str | None = None, quick: bool = False,
+             resume: str | None = None) -> OptimizeResult:
     """Run the agent team on one kernel. Every candidate is judged in a worker process by the
     gate (and timed by the profiler where the backend measures time).
     resume: a run id under `.astra/runs/` (or 'last') to continue; `rounds` is then the total
@@ -279,20 +291,12 @@ def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm=
             raise AstraError(f"{path} has {len(names)} kernels: choose one with --kernel ({', '.join(names)})")
         kernel = names[0]
     info = _selected(snap, kernel)[0]
+    assert info.spec is not None  # _selected keeps kernels with a spec
     runs_dir = workspace.astra_dir(path) / "runs"
     run = None
     if resume:
         run = runlog.resolve_resume(text, path, info.kernel.name, resume, runs_dir, workspace.root_for(path))
-        if rounds is None:  # an interrupted run goes on to its total; a finished one is reported
-            rounds = run.rounds_done if run.status == "done" else max(run.rounds_done, run.rounds_asked or 0)
-        elif rounds < run.rounds_done:
-            raise AstraError(f"run {run.id} has done {run.rounds_done} rounds already and --rounds is the "
-                             f"total: give {run.rounds_done} (to report it) or more (to continue)")
-        mode = "llm" if llm is not None else "offline"
-        if run.mode and run.mode != mode:
-            raise AstraError(f"run {run.id} was made by the " + (
-                f"LLM team (model {run.model}): resume it with --llm openai --model {run.model}"
-                if run.mode == "llm" else "offline team: resume it with --llm offline"))
+        rounds = runlog.resume_rounds(run, rounds, "llm" if llm is not None else "offline")
     rounds = 5 if rounds is None else rounds
     chosen = resolve_backend(backend)
     if chosen == "static":
@@ -304,8 +308,9 @@ def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm=
 
     def evaluate(candidate_text: str) -> Evaluation:
         try:
-            return worker.run("astra.jobs:evaluate_job", dataclasses.replace(job, text=candidate_text),
-                              timeout=CHECK_TIMEOUT + PROFILE_TIMEOUT, cancel=cancel)
+            ev: Evaluation = worker.run("astra.jobs:evaluate_job", dataclasses.replace(job, text=candidate_text),
+                                        timeout=CHECK_TIMEOUT + PROFILE_TIMEOUT, cancel=cancel)
+            return ev
         except worker.WorkerCancelled:
             raise
         except worker.WorkerError as e:  # a hang or a crash is this candidate's failure, not ours
@@ -329,7 +334,7 @@ def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm=
     return result
 
 
-def runs(snap: Snapshot, kernel: str | None = None) -> list:
+def runs(snap: Snapshot, kernel: str | None = None) -> list[RunInfo]:
     """The logged optimize runs of this file (and kernel), oldest first: `runlog.RunInfo`s."""
     from .agents import runlog
     name = _kernel_info(snap, kernel).kernel.name if kernel else None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Literal
 
 from .errors import AstraError
 from .jobs import BackendStatus
@@ -38,17 +39,17 @@ def forget() -> None:
         _cached = None
 
 
-def resolve(name: str) -> str:
+def resolve(name: str) -> Literal["gpu", "cpu", "static"]:
     """'auto' -> the best backend available here ('gpu', 'cpu', else 'static'); an explicit
     backend that is not available is an error that says why."""
     if name == "static":
-        return name
+        return "static"
     avail = statuses()
     if name == "auto":
-        return next((b for b in ("gpu", "cpu") if b in avail and avail[b].available), "static")
-    status = avail.get(name)
-    if status is None:
+        return "gpu" if avail["gpu"].available else "cpu" if avail["cpu"].available else "static"
+    if name not in ("gpu", "cpu"):
         raise AstraError(f"unknown backend {name!r} (auto, gpu, cpu or static)")
+    status = avail[name]
     if not status.available:
         raise AstraError(f"the {name} backend is not available here: {status.reason or 'not available'}")
-    return name
+    return "gpu" if name == "gpu" else "cpu"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from . import extract, source
 from . import spec as spec_mod
@@ -38,7 +39,7 @@ class KernelInfo:
     def spec_status(self) -> str:
         return "error" if self.spec_errors else ("ok" if self.spec is not None else "none")
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         d = self.kernel.to_json()
         d["spec"] = self.spec_status
         d["spec_errors"] = [e.to_json() for e in self.spec_errors]
@@ -75,7 +76,8 @@ class Snapshot:
 
 
 def _kernel_info(k: source.Kernel, m: source.SourceModel) -> KernelInfo:
-    spec, errors = None, ()
+    spec: spec_mod.Spec | None = None
+    errors: tuple[Diagnostic, ...] = ()
     if k.spec is not None:
         try:
             spec = spec_mod.load(k, m)

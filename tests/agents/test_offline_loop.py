@@ -82,7 +82,6 @@ def test_time_limit_and_patience(cpu, tmp_path):
 def test_original_failing_gate_is_reported(cpu, tmp_path):
     text, path, kernel, sp, ev = setup("silu_and_mul", cpu, quick=True)
     broken = text.replace("out[token * d + i] = __float2half(silu(x) * y);", "out[token * d + i] = undefined_thing;")
-    from astra.agents import Evaluation
     r = optimize(broken, path, kernel, lambda t: ev(t), rounds=2, spec=sp)
     assert r.error and "does not pass" in r.error and r.rounds == []
     assert "Could not optimize" in r.summary_markdown()

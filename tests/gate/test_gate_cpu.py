@@ -2,11 +2,10 @@
 re-validation, feedback."""
 import threading
 
-import numpy as np
 import pytest
 
 from astra import extract, gate, source, spec as spec_mod
-from astra.backends.base import Capabilities, Launch
+from astra.backends.base import Capabilities
 
 from . import catalogue
 from .conftest import example_path

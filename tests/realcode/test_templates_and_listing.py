@@ -1,7 +1,7 @@
 """Issue 10, breakages 8 and 9: templated kernels (launches inside dispatch macros, device
 functions passed as template arguments, enable_if overloads listed once) and the kernel list
 never cutting a name."""
-from astra import api, cli, extract, source
+from astra import cli, extract, source
 
 ACT = """#include <cuda_fp16.h>
 #define LAUNCH_ACT_KERNEL(KERNEL)                                                   \\

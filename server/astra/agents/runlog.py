@@ -216,3 +216,21 @@ def resolve_resume(text: str, path: str | os.PathLike, kernel: str, run_id: str,
         raise AstraError(f"{path} changed since run {run.id} started; resuming it would optimize a stale text. "
                          f"Start a new run (without --resume)")
     return run
+
+
+def resume_rounds(run: RunInfo, rounds: int | None, mode: str) -> int:
+    """The total rounds a resumed run goes on to, checking the request fits the run: `rounds` is
+    the total (None: an interrupted run's own total, or the rounds a finished run did: it is
+    then only reported); `mode` ('offline' | 'llm') must be the team that made it. Raises
+    AstraError saying why not."""
+    from ..errors import AstraError
+    if rounds is None:  # an interrupted run goes on to its total; a finished one is reported
+        rounds = run.rounds_done if run.status == "done" else max(run.rounds_done, run.rounds_asked or 0)
+    elif rounds < run.rounds_done:
+        raise AstraError(f"run {run.id} has done {run.rounds_done} rounds already and --rounds is the "
+                         f"total: give {run.rounds_done} (to report it) or more (to continue)")
+    if run.mode and run.mode != mode:
+        raise AstraError(f"run {run.id} was made by the " + (
+            f"LLM team (model {run.model}): resume it with --llm openai --model {run.model}"
+            if run.mode == "llm" else "offline team: resume it with --llm offline"))
+    return rounds

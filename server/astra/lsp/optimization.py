@@ -23,8 +23,9 @@ if TYPE_CHECKING:
 def llm_config(ls: AstraServer) -> LLMConfig | None:
     """None (the offline team) unless a model or endpoint is configured."""
     s = ls.settings
-    return core().llm_config(model=s.llm_model or None, base_url=s.llm_base_url or None,
-                             api_key=s.llm_api_key or None)
+    config: LLMConfig | None = core().llm_config(model=s.llm_model or None, base_url=s.llm_base_url or None,
+                                                 api_key=s.llm_api_key or None)
+    return config
 
 
 def report_dir(path: str) -> str | None:

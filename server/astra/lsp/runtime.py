@@ -171,7 +171,8 @@ class AstraServer(LanguageServer):
         the configured or nearest compile_commands.json. Raises AstraError for a bad setting."""
         api = core()
         ctx, cc = self.settings.project(str(api.workspace.root_for(path)))
-        return api.project_context(path, settings=ctx, compile_commands=cc)
+        context: ProjectContext = api.project_context(path, settings=ctx, compile_commands=cc)
+        return context
 
     # ---- what the client is told ------------------------------------------------------------
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from astra import contract
 
@@ -44,9 +44,10 @@ class Settings:
         ({"llm": {"model": ..}}) or flat ({"llm.model": ..}) keys. Bad values are kept out
         and reported, so one typo never stops the server."""
         flat = _flatten(raw) if isinstance(raw, dict) else {}
-        out, problems = {}, []
+        out: dict[str, Any] = {}
+        problems: list[str] = []
 
-        def take(key: str, attr: str, kind: type, ok=lambda v: True):
+        def take(key: str, attr: str, kind: type, ok: Callable[[Any], bool] = lambda v: True) -> None:
             if key not in flat or flat[key] is None:
                 return
             v = flat[key]
@@ -78,8 +79,8 @@ class Settings:
         return replace(self, **out), problems
 
 
-def _flatten(d: dict, prefix: str = "") -> dict:
-    flat = {}
+def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
     for k, v in d.items():
         if isinstance(v, dict):
             flat.update(_flatten(v, f"{prefix}{k}."))
