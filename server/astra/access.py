@@ -10,6 +10,8 @@ integer parameter (token ids) are taken to lie below a table size the caller nam
 gather's table gets V rows. Infer evaluates this at a few size assignments and fits each
 extent to a product of sizes. Anything it cannot follow is simply unknown (None): inference
 then says what to fill in.
+
+Long because the interval arithmetic over a kernel's body is one walker with its rules.
 """
 from __future__ import annotations
 

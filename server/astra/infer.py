@@ -4,6 +4,8 @@ From the signature: const pointers are inputs, other pointers outputs, integer s
 sizes, float scalars get a value from their name. From a launch site in the same file: the
 grid and block expressions, rewritten over the kernel's own parameter names. Sizes get
 LLaMA-like values. Everything guessed is listed in `notes`, so the user knows what to check.
+
+Long because each part of a proposal (launch, sizes, arguments, tolerances) reads the same launch site and body.
 """
 from __future__ import annotations
 

@@ -6,6 +6,8 @@ items (device functions, types, constants, macros, includes) with the identifier
 uses — what `astra.extract` needs to cut a stand-alone compilation unit.
 
 Positions are 0-based lines and character columns (LSP's convention for ASCII text).
+
+Long because the model is built in one pass over the tree: kernels, launch sites, items, constants.
 """
 from __future__ import annotations
 

@@ -15,6 +15,9 @@
 This format is a user-facing contract (README.md documents every key). `load` turns the comment
 into a validated `Spec` or raises `SpecErrors` whose diagnostics point at the line and column
 inside the comment. `infer` proposes a spec for a kernel that has none.
+
+Long because `load` validates every section of the spec with positions; splitting it into
+per-section validators is still to do (issue 13).
 """
 from __future__ import annotations
 

@@ -10,6 +10,9 @@ compiler CuPy uses) to a cubin, so that ptxas runs too, and read the log.
 When NVRTC cannot be loaded we fall back to `nvcc --cubin -Xptxas -v`. Results are cached by
 content hash for the life of the process. NVRTC creates no CUDA context, so this is safe in the
 language-server process.
+
+Long because compiling, mapping the compiler's log to the user's lines and reading the resources
+are one pipeline per unit.
 """
 from __future__ import annotations
 

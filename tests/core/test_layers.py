@@ -1,6 +1,6 @@
 """The import structure of the server package: no import circle between its modules, and each
 layer imports only what it may (ARCHITECTURE.md, "Invariants"). Imports inside functions count
-too: a lazy import is still a dependency."""
+too (a lazy import is still a dependency); imports for type checking only do not."""
 import ast
 from pathlib import Path
 
@@ -14,6 +14,19 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def _runtime_nodes(tree: ast.AST):
+    """Every node but those under `if TYPE_CHECKING:` (type-only imports never run)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and isinstance(child.test, ast.Name) and child.test.id == "TYPE_CHECKING":
+                stack.extend(child.orelse)
+                continue
+            stack.append(child)
+
+
 def import_graph() -> dict[str, set[str]]:
     """module -> the astra modules it imports (an imported name that is a module counts as it)."""
     files = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
@@ -21,7 +34,7 @@ def import_graph() -> dict[str, set[str]]:
     for name, path in files.items():
         here = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
         found: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in _runtime_nodes(ast.parse(path.read_text(), str(path))):
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
@@ -84,6 +97,16 @@ def test_no_import_circle():
     assert not found, "import circles: " + "; ".join(" <-> ".join(c) for c in found)
 
 
+LONG = 500  # lines; a longer module says at the top why it is one module
+
+
+def test_a_long_module_says_why():
+    quiet = [str(p.relative_to(PACKAGE)) for p in sorted(PACKAGE.rglob("*.py"))
+             if len(p.read_text().splitlines()) > LONG and "Long because" not in (ast.get_docstring(ast.parse(
+                 p.read_text())) or "")]
+    assert not quiet, f"modules over {LONG} lines without 'Long because ...' in their docstring: {quiet}"
+
+
 # area -> areas it must not import (an area is a module or a package with everything under it)
 FORBIDDEN = {
     # The agents run in the caller's process: what they learn of a candidate is astra.evaluation.
@@ -95,6 +118,20 @@ FORBIDDEN = {
     "astra.evaluator": ("astra.jobs", "astra.api", "astra.agents", "astra.lsp", "astra.cli"),
     "astra.backends": ("astra.gate", "astra.profiler", "astra.jobs", "astra.evaluator", "astra.api",
                        "astra.agents", "astra.lsp", "astra.cli"),
+    # The language server reaches the core through the facade; kernel code runs only in workers.
+    "astra.lsp": ("astra.gate", "astra.profiler", "astra.backends", "astra.jobs", "astra.evaluator",
+                  "astra.worker", "astra.cli"),
+    "astra.cli": ("astra.gate", "astra.profiler", "astra.backends", "astra.jobs", "astra.evaluator",
+                  "astra.worker"),
+    # The pure core (model, spec, units, snapshot, contract, text edits) knows no caller.
+    "astra.source": ("astra.api", "astra.lsp", "astra.cli", "astra.agents", "astra.jobs", "astra.worker"),
+    "astra.spec": ("astra.api", "astra.lsp", "astra.cli", "astra.agents", "astra.jobs", "astra.worker"),
+    "astra.extract": ("astra.api", "astra.lsp", "astra.cli", "astra.agents", "astra.jobs", "astra.worker"),
+    "astra.snapshot": ("astra.api", "astra.lsp", "astra.cli", "astra.agents", "astra.jobs", "astra.worker"),
+    "astra.contract": ("astra.api", "astra.lsp", "astra.cli", "astra.agents", "astra.jobs", "astra.worker"),
+    "astra.textedit": ("astra.api", "astra.lsp", "astra.cli", "astra.agents", "astra.jobs", "astra.worker"),
+    "astra.evaluation": ("astra.api", "astra.lsp", "astra.cli", "astra.agents", "astra.jobs", "astra.worker",
+                         "astra.gate", "astra.profiler", "astra.backends"),
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 
+from .. import textedit
 from ..evaluation import NOT_MEASURED, Evaluation
 from .records import Round, Usage
 
@@ -60,23 +61,15 @@ class OptimizeResult:
         a, b = self.original, self.best
         if a == b:
             return None
-        start = 0
-        while start < min(len(a), len(b)) and a[start] == b[start]:
-            start += 1
-        end_a, end_b = len(a), len(b)
-        while end_a > start and end_b > start and a[end_a - 1] == b[end_b - 1]:
-            end_a -= 1
-            end_b -= 1
+        prefix, suffix = textedit.common_affixes(a, b)
+        end_a, end_b = len(a) - suffix, len(b) - suffix
         # Whole lines read better in an editor and in a diff.
-        start = a.rfind("\n", 0, start) + 1
+        start = textedit.line_start(a, prefix)
         while end_a < len(a) and a[end_a - 1:end_a] != "\n":
             end_a += 1
             end_b += 1
-
-        def pos(i: int) -> list[int]:
-            line = a.count("\n", 0, i)
-            return [line, i - (a.rfind("\n", 0, i) + 1)]
-        return {"range": {"start": pos(start), "end": pos(end_a)}, "new_text": b[start:end_b]}
+        return {"range": {"start": list(textedit.position(a, start)), "end": list(textedit.position(a, end_a))},
+                "new_text": b[start:end_b]}
 
     def worked(self) -> list[Round]:
         return [r for r in self.rounds if r.adopted]

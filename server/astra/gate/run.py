@@ -14,6 +14,8 @@
   sanitize     CPU: an AddressSanitizer build on small cases (out-of-bounds accesses)
 With no reference (no pinned baseline yet) everything but the comparison runs, and the verdict
 says so.
+
+Long because every check shares one verdict's bookkeeping (`_Gate`); each check is a short method.
 """
 from __future__ import annotations
 

@@ -10,9 +10,13 @@ typed is lost.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
+from astra import textedit
 from astra.lsp.convert import Span, span_of, text_in
+
+if TYPE_CHECKING:
+    from astra.snapshot import KernelInfo
 
 
 @dataclass(frozen=True)
@@ -40,46 +44,25 @@ class Placement:
     reason: str = ""
 
 
-def find(kernels: Sequence[Any], name: str) -> Any | None:
+def find(kernels: Sequence[KernelInfo], name: str) -> KernelInfo | None:
     return next((k for k in kernels if k.name == name), None)
 
 
-def anchor_for(kernel: Any, version: int, text: str) -> Anchor:
+def anchor_for(kernel: KernelInfo, version: int, text: str) -> Anchor:
     span = span_of(kernel.kernel.span)
     return Anchor(version, span, text_in(text, span))
 
 
-def _offset(text: str, line: int, col: int) -> int:
-    pos = 0
-    for _ in range(line):
-        nl = text.find("\n", pos)
-        if nl < 0:
-            return len(text)
-        pos = nl + 1
-    return min(pos + col, len(text))
-
-
-def _position(text: str, offset: int) -> tuple[int, int]:
-    line = text.count("\n", 0, offset)
-    return line, offset - (text.rfind("\n", 0, offset) + 1)
-
-
 def _span(text: str, start: int, end: int) -> Span:
-    return Span(*_position(text, start), *_position(text, end))
+    return Span(*textedit.position(text, start), *textedit.position(text, end))
 
 
 def rewrite_for(original: str, best: str, kernel_span: Span, version: int) -> Rewrite:
     """The region of `original` to replace by the matching part of `best`."""
-    limit = min(len(original), len(best))
-    p = 0
-    while p < limit and original[p] == best[p]:
-        p += 1
-    s = 0
-    while s < limit - p and original[-1 - s] == best[-1 - s]:
-        s += 1
-    start = min(p, _offset(original, kernel_span.start_line, kernel_span.start_col))
-    end = max(len(original) - s, _offset(original, kernel_span.end_line, kernel_span.end_col))
-    start = original.rfind("\n", 0, start) + 1          # whole lines: a readable diff
+    p, s = textedit.common_affixes(original, best)
+    start = min(p, textedit.offset(original, kernel_span.start_line, kernel_span.start_col))
+    end = max(len(original) - s, textedit.offset(original, kernel_span.end_line, kernel_span.end_col))
+    start = textedit.line_start(original, start)        # whole lines: a readable diff
     nl = original.find("\n", end)
     end = len(original) if nl < 0 else nl + 1
     tail = len(original) - end

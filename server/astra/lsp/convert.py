@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from lsprotocol import types
 
+from astra import textedit
+
 if TYPE_CHECKING:
     from astra import source
     from astra.diagnostics import Diagnostic
@@ -49,15 +51,8 @@ def line_range(line: int, lines: list[str]) -> types.Range:
                        end=types.Position(line=line, character=max(len(text.rstrip()), start + 1)))
 
 
-def offset(lines: list[str], line: int, col: int) -> int:
-    """Character offset of (line, col) in the text split with keepends=True."""
-    line = max(0, min(line, len(lines)))
-    return sum(len(x) for x in lines[:line]) + col
-
-
 def text_in(text: str, s: Span) -> str:
-    lines = text.splitlines(keepends=True)
-    return text[offset(lines, s.start_line, s.start_col):offset(lines, s.end_line, s.end_col)]
+    return text[textedit.offset(text, s.start_line, s.start_col):textedit.offset(text, s.end_line, s.end_col)]
 
 
 def lsp_diagnostic(d: Diagnostic, lines: list[str] | None = None) -> types.Diagnostic:
