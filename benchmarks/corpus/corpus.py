@@ -65,7 +65,7 @@ def with_inferred_specs(root: Path, dest: Path, entries: list[Entry]) -> dict[tu
         text = path.read_text()
         proposals = {}
         for e in es:
-            p = api.infer_spec(text, str(path), e.kernel)
+            p = api.infer_spec(api.snapshot(text, str(path)), e.kernel)
             proposals[e.kernel] = p.comment
             notes[(rel, e.kernel)] = p.notes
         # paste from the bottom up, so earlier offsets stay valid
@@ -88,8 +88,8 @@ def check_all(entries: list[Entry], backend: str = "cpu", quick: bool = True, ro
             path = dest / e.file
             t0 = time.perf_counter()
             try:
-                (v,) = api.check(path.read_text(), str(path), e.kernel, backend=backend, quick=quick,
-                                 pin_first=False)
+                (v,) = api.check(api.snapshot(path.read_text(), str(path)), e.kernel, backend=backend,
+                                 quick=quick, pin_first=False)
                 o = Outcome(e.kernel, e.file, v.status, v.reference if v.compared else "", v.summary)
             except AstraError as err:
                 o = Outcome(e.kernel, e.file, "spec-error", "", err.message)
@@ -120,7 +120,7 @@ def main(argv=None) -> int:
         device = ""
         if a.backend == "gpu":
             from astra import worker
-            device = worker.run("astra.jobs:gpu_facts_job", {}, timeout=60.0)
+            device = worker.run("astra.jobs:gpu_facts_job", None, timeout=60.0)
         Path(a.json).write_text(json.dumps({"backend": a.backend, "device": device, "quick": a.quick,
                                             "passed": passed, "total": len(outcomes),
                                             "kernels": [asdict(o) for o in outcomes]}, indent=2) + "\n")

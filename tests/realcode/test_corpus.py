@@ -74,6 +74,6 @@ def test_every_corpus_file_passes_the_static_check():
     from astra import api
     for f in sorted(CORPUS.rglob("*.cu")):
         text = f.read_text()
-        report = api.static_check(text, str(f))
+        report = api.static_check(api.snapshot(text, str(f)))
         errors = [d for d in report.diagnostics if d.severity == "error"]
         assert not errors, (f, errors)

@@ -10,7 +10,7 @@ CORPUS = Path(__file__).resolve().parents[2] / "benchmarks" / "corpus"
 
 def proposal(rel, kernel):
     path = CORPUS / rel
-    return api.infer_spec(path.read_text(), str(path), kernel)
+    return api.infer_spec(api.snapshot(path.read_text(), str(path)), kernel)
 
 
 def loaded(text, kernel, prop):
@@ -76,7 +76,7 @@ def test_an_unresolvable_element_type_is_an_error_never_a_guess(tmp_path):
     f = tmp_path / "k.cu"
     f.write_text('#include "missing.h"\n__global__ void k(realT* out, int n) { int i = threadIdx.x; if (i < n) '
                  'out[i] = 0; }\n')
-    p = api.infer_spec(f.read_text(), str(f), "k")
+    p = api.infer_spec(api.snapshot(f.read_text(), str(f)), "k")
     assert 'type = "?"' in p.comment and "could not be resolved" in p.notes[0]
 
 
