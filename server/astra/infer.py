@@ -16,6 +16,7 @@ import ast
 from . import access, dtypes, exprs, source
 from .project import ProjectContext
 from .source import ConfigVar, Kernel, LaunchSite, SourceModel
+from .syntax import walk as _walk
 
 # LLaMA-7B/13B/70B-like sizes: (test sizes, bench sizes) by what a size name suggests.
 _SIZE_HINTS = [
@@ -72,14 +73,6 @@ def _tokens(node, skip: tuple[str, ...] = ("comment",)) -> tuple[str, ...]:
             out.append(n.text.decode())
         stack.extend(reversed(n.children))
     return tuple(out)
-
-
-def _walk(node):
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(reversed(n.children))
 
 
 def _unparen(node):

@@ -18,6 +18,8 @@ from functools import lru_cache
 import tree_sitter_cuda
 from tree_sitter import Language, Node, Parser, Tree
 
+from .syntax import walk as _walk
+
 SPEC_MARK = "@astra"
 # `using namespace X;` for these is kept in every unit that keeps their header (device code uses
 # the names unqualified); other using-directives are host code's business.
@@ -720,14 +722,6 @@ def _substitute(body: str, args: dict[str, str]) -> str:
         code = code[:start] + value.encode() + code[end:]
     text = code.decode("utf-8", errors="replace")
     return text[len("void __astra_m() { "):-len("; }")]
-
-
-def _walk(node: Node):
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(reversed(n.children))
 
 
 def _is_dim3_type(node: Node | None) -> bool:

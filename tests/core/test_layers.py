@@ -130,6 +130,7 @@ FORBIDDEN = {
     "astra.snapshot": ("astra.api", "astra.lsp", "astra.cli", "astra.agents", "astra.jobs", "astra.worker"),
     "astra.contract": ("astra.api", "astra.lsp", "astra.cli", "astra.agents", "astra.jobs", "astra.worker"),
     "astra.textedit": ("astra.api", "astra.lsp", "astra.cli", "astra.agents", "astra.jobs", "astra.worker"),
+    "astra.syntax": ("astra.api", "astra.lsp", "astra.cli", "astra.agents", "astra.jobs", "astra.worker"),
     "astra.evaluation": ("astra.api", "astra.lsp", "astra.cli", "astra.agents", "astra.jobs", "astra.worker",
                          "astra.gate", "astra.profiler", "astra.backends"),
 }

@@ -16,7 +16,7 @@ from functools import lru_cache
 
 from tree_sitter import Node
 
-from .. import exprs, source
+from .. import exprs, source, syntax
 from ..spec import Spec
 
 TIMERS = {"clock", "clock64", "__nanosleep", "__globaltimer", "globaltimer", "__clock", "__clock64"}
@@ -92,12 +92,7 @@ class _Unit:
         return self._line_map[row] + 1 if 0 <= row < len(self._line_map) and self._line_map[row] >= 0 else row + 1
 
     def nodes(self, types: set[str]):
-        stack = [self.tree.root_node]
-        while stack:
-            n = stack.pop()
-            if n.type in types:
-                yield n
-            stack.extend(reversed(n.children))
+        return syntax.of_type(self.tree.root_node, types)
 
     def calls(self):
         """(name, node) of every call expression's callee (plain or qualified identifier)."""

@@ -8,7 +8,7 @@ from typing import Iterator
 
 from tree_sitter import Node
 
-from ... import source
+from ... import source, syntax
 
 
 @dataclass(frozen=True)
@@ -32,16 +32,8 @@ def apply_edits(text: str, edits: list[Edit]) -> str:
     return b"".join(out).decode("utf-8")
 
 
-def txt(node: Node | None) -> str:
-    return node.text.decode("utf-8", errors="replace") if node is not None else ""
-
-
-def walk(node: Node) -> Iterator[Node]:
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(reversed(n.children))
+txt = syntax.text  # the shared tree-sitter helpers, under the names the transformations use
+walk = syntax.walk
 
 
 def root(text: str) -> Node:

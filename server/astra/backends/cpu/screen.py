@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import tree_sitter
 import tree_sitter_cuda
 
+from astra.syntax import walk as _walk
+
 # Host APIs with no place in a kernel: processes, files, sockets, dynamic loading, raw memory
 # mapping and system calls, environment, threads, signals, resource limits.
 FORBIDDEN = frozenset("""
@@ -76,14 +78,6 @@ def _parser() -> tree_sitter.Parser:
 
 def parse(text: str) -> tree_sitter.Tree:
     return _parser().parse(text.encode())
-
-
-def _walk(node):
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(reversed(n.children))
 
 
 @dataclass(frozen=True)
