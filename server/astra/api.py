@@ -173,6 +173,17 @@ def resolve_backend(name: str) -> Literal["gpu", "cpu", "static"]:
     return availability.resolve(name)
 
 
+def device_arch(default: str = DEFAULT_ARCH) -> str:
+    """The GPU's own architecture when the GPU backend can run here, else `default`."""
+    return availability.device_arch(default)
+
+
+def gpu_setup() -> jobs.BackendStatus | None:
+    """When a GPU is visible but the GPU backend cannot use it: the status saying why, with the
+    one command that fixes it (`fix`). None otherwise."""
+    return availability.gpu_setup()
+
+
 def _units(snap: Snapshot, info: KernelInfo
            ) -> tuple[extract.CompileUnit | None, extract.CompileUnit, str, spec_mod.Spec | None]:
     """(reference unit or None, candidate unit, where the reference came from, the spec that

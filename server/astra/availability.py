@@ -51,5 +51,19 @@ def resolve(name: str) -> Literal["gpu", "cpu", "static"]:
         raise AstraError(f"unknown backend {name!r} (auto, gpu, cpu or static)")
     status = avail[name]
     if not status.available:
-        raise AstraError(f"the {name} backend is not available here: {status.reason or 'not available'}")
+        fix = f": run `{status.fix}`" if status.fix else ""
+        raise AstraError(f"the {name} backend is not available here: {status.reason or 'not available'}{fix}")
     return "gpu" if name == "gpu" else "cpu"
+
+
+def device_arch(default: str) -> str:
+    """The architecture of the GPU the GPU backend uses ('sm_90'), else `default`."""
+    gpu = statuses().get("gpu")
+    return gpu.arch if gpu is not None and gpu.available and gpu.arch else default
+
+
+def gpu_setup() -> BackendStatus | None:
+    """The GPU backend's status when a GPU is visible here but cannot be used: what is wrong
+    and (in `fix`) the one command that fixes it. None when there is nothing to say."""
+    gpu = statuses().get("gpu")
+    return gpu if gpu is not None and not gpu.available and gpu.setup_needed else None

@@ -116,9 +116,30 @@ def cmd_pin(a) -> int:
     return EXIT_OK
 
 
+def _arch(a) -> str:
+    """--arch, else the architecture of the GPU here, else the default."""
+    if a.arch is None:
+        a.arch = api.device_arch(DEFAULT_ARCH)
+    return a.arch
+
+
+def _gpu_setup(a, out: dict | None = None) -> None:
+    """When a GPU is visible but not used (no CuPy, or one built for another CUDA): say so with
+    the one command that fixes it — on stderr, and in the JSON output."""
+    s = api.gpu_setup() if a.backend == "auto" else None
+    if s is None:
+        return
+    if out is not None:
+        out["gpu_setup"] = {"problem": s.reason, "fix": s.fix}
+    fix = f": run `{s.fix}`" if s.fix else ""
+    print(f"astra: note: {s.reason}{fix} (until then kernels run on the CPU backend: correctness only, "
+          f"speed not measured)", file=sys.stderr)
+
+
 def cmd_check(a) -> int:
     context = _project(a)
     snap = api.open_file(a.file, context)
+    _arch(a)
     if a.backend == "static":
         report = api.static_check(snap, arch=a.arch)
         errors = [d for d in report.diagnostics if d.severity == "error"]
@@ -140,10 +161,12 @@ def cmd_check(a) -> int:
     progress = None if a.json else _progress_printer()
     verdicts = api.check(snap, a.kernel, backend=a.backend, arch=a.arch, progress=progress)
     ok = all(v.passed for v in verdicts)
+    out = {"passed": ok, "verdicts": [v.to_dict() for v in verdicts]}
+    _gpu_setup(a, out)
     if a.format == "sarif":
         _emit_sarif(a.file, _verdict_findings(snap, verdicts))
     elif a.json:
-        _emit_json({"passed": ok, "verdicts": [v.to_dict() for v in verdicts]})
+        _emit_json(out)
     else:
         _print_verdicts(verdicts)
     return EXIT_OK if ok else EXIT_FAILED
@@ -175,11 +198,14 @@ def _emit_sarif(path: str, findings: list) -> None:
 
 
 def cmd_profile(a) -> int:
+    _arch(a)
     profiles = api.profile(api.open_file(a.file, _project(a)), a.kernel, backend=a.backend, ncu=a.ncu,
                            arch=a.arch)
     failed = [p for p in profiles if p.errors or any(s.output_failures for s in p.sizes) or p.implausible]
+    out = {"passed": not failed, "profiles": [_profile_json(p) for p in profiles]}
+    _gpu_setup(a, out)
     if a.json:
-        _emit_json({"passed": not failed, "profiles": [_profile_json(p) for p in profiles]})
+        _emit_json(out)
     else:
         for p in profiles:
             _print_profile(p)
@@ -196,6 +222,7 @@ def cmd_optimize(a) -> int:
     if a.list_runs:
         return _list_runs(api.runs(api.open_file(a.file), a.kernel), a)
     llm = api.llm_config(mode=a.llm, model=a.model, base_url=a.base_url)
+    _arch(a)
     cancel = threading.Event()
     progress = None if a.json else _progress_printer()
     try:
@@ -205,8 +232,9 @@ def cmd_optimize(a) -> int:
     except KeyboardInterrupt:
         cancel.set()
         raise
+    out = result.to_json()
+    _gpu_setup(a, out)
     if a.json:
-        out = result.to_json()
         out["text_edit"] = _edit_json(out.get("text_edit"))
         _emit_json(out)
     else:
@@ -328,8 +356,8 @@ def build_parser() -> argparse.ArgumentParser:
         s.add_argument("--backend", choices=["auto", "gpu", "cpu", "static"], default="auto",
                        help="where kernels run: the GPU (CuPy), the CPU backend (correctness only), "
                             "static (compile checks only) or auto, the best available (default)")
-        s.add_argument("--arch", default=DEFAULT_ARCH,
-                       help=f"target architecture for static checks (default {DEFAULT_ARCH})")
+        s.add_argument("--arch", default=None,
+                       help=f"target architecture for static checks (default: the GPU's own, else {DEFAULT_ARCH})")
     sub.choices["check"].add_argument("--format", choices=["text", "json", "sarif"], default="text",
                                       help="output format: text (default), json (same as --json) or sarif "
                                            "(SARIF 2.1.0 for CI code scanning)")

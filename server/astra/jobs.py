@@ -41,6 +41,9 @@ class BackendStatus:
 
     available: bool
     reason: str = ""
+    fix: str = ""     # one command that makes it available (the GPU: the right CuPy for the driver)
+    arch: str = ""    # the device's architecture when available ('sm_90')
+    setup_needed: bool = False   # the hardware is there; something must be installed or updated
 
 
 @dataclass(frozen=True)
@@ -127,12 +130,25 @@ def backends_job(_payload: None = None) -> dict[str, BackendStatus]:
     try:
         from .backends.gpu import GpuBackend
         ok, why = GpuBackend.probe()
-        out["gpu"] = BackendStatus(ok, why)
     except Exception as e:  # noqa: BLE001 - any import/driver problem means "no GPU here"
-        out["gpu"] = BackendStatus(False, f"CuPy/GPU unavailable ({e.__class__.__name__}: {e})")
+        ok, why = False, f"CuPy/GPU unavailable ({e.__class__.__name__}: {e})"
+    if ok:
+        info = backend("gpu").device_info()
+        out["gpu"] = BackendStatus(True, why, arch=f"sm_{info['major']}{info['minor']}")
+    else:
+        out["gpu"] = _gpu_unavailable(why)
     cxx = shutil.which("g++") or shutil.which("clang++")
     out["cpu"] = BackendStatus(bool(cxx), "" if cxx else "no C++ compiler (g++ or clang++) on PATH")
     return out
+
+
+def _gpu_unavailable(why: str) -> BackendStatus:
+    """No usable GPU backend: when a GPU is visible, what is wrong and the one step that fixes it."""
+    from . import gpu_setup
+    advice = gpu_setup.advise(gpu_setup.driver(), gpu_setup.installed_cupy(), why)
+    if advice is None:
+        return BackendStatus(False, why)
+    return BackendStatus(False, advice.problem, fix=advice.fix, setup_needed=True)
 
 
 def static_job(job: StaticJob) -> list[StaticResult]:

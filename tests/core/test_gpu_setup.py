@@ -1,0 +1,94 @@
+"""A GPU that is visible but not used gets a way forward: the driver's CUDA version, the CuPy that is
+(not) installed, and the one command that fixes it. The GPU is faked: an `nvidia-smi` script on
+PATH and a /proc file; CuPy is absent here."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from astra import gpu_setup, jobs
+from astra.gpu_setup import Advice, Cupy, Driver
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "silu_and_mul.cu"
+
+SMI = """#!/bin/sh
+cat <<'EOF'
++-----------------------------------------------------------------------------------------+
+| NVIDIA-SMI 550.54.14              Driver Version: 550.54.14      CUDA Version: {cuda}     |
+|-----------------------------------------+------------------------+----------------------+
+|   0  NVIDIA H100 80GB HBM3          On  |   00000000:19:00.0 Off |                    0 |
++-----------------------------------------------------------------------------------------+
+EOF
+"""
+PROC = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.65.06  Sun Jul 27 07:09:29 UTC 2025\n"
+
+
+def fake_smi(tmp_path: Path, cuda: str = "12.4") -> Path:
+    d = tmp_path / "bin"
+    d.mkdir(exist_ok=True)
+    smi = d / "nvidia-smi"
+    smi.write_text(SMI.replace("{cuda}", cuda))
+    smi.chmod(0o755)
+    return d
+
+
+def test_no_gpu_no_advice(tmp_path):
+    assert gpu_setup.driver(str(tmp_path / "none"), smi=None) is None
+    assert gpu_setup.advise(None, Cupy(None), "no CuPy") is None
+
+
+def test_driver_from_nvidia_smi(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(fake_smi(tmp_path, "12.4")) + os.pathsep + os.environ["PATH"])
+    assert gpu_setup.driver(str(tmp_path / "none")) == Driver("550.54.14", (12, 4))
+
+
+def test_driver_from_proc_only_maps_the_version_to_cuda(tmp_path):
+    proc = tmp_path / "version"
+    proc.write_text(PROC)
+    assert gpu_setup.driver(str(proc), smi=None) == Driver("580.65.06", (13, 0))
+
+
+@pytest.mark.parametrize("drv,cupy,fix", [
+    (Driver("550.54.14", (12, 4)), Cupy(None), "python3 -m pip install 'cupy-cuda12x[ctk]>=14'"),
+    (Driver("580.65.06", (13, 0)), Cupy(None), "python3 -m pip install 'cupy-cuda13x[ctk]>=14'"),
+    (Driver("590.1", (13, 1)), Cupy(None), "python3 -m pip install 'cupy-cuda13x[ctk]>=14'"),
+    (Driver("550.54.14", (12, 4)), Cupy("cupy-cuda13x", "14.2.0"),
+     "python3 -m pip uninstall -y cupy-cuda13x && python3 -m pip install 'cupy-cuda12x[ctk]>=14'"),
+    (Driver("550.54.14", (12, 4)), Cupy("cupy-cuda12x", "14.2.0"), "python3 -m pip install 'cupy-cuda12x[ctk]>=14'"),
+])
+def test_the_fix_fits_the_driver(drv, cupy, fix):
+    a = gpu_setup.advise(drv, cupy, "ImportError: no module named cupy", python="python3")
+    assert a.fix == fix
+    assert a.problem.startswith(f"a GPU is visible (NVIDIA driver {drv.version}, CUDA {drv.cuda[0]}.{drv.cuda[1]})")
+
+
+def test_a_driver_too_old_says_update_it():
+    a = gpu_setup.advise(Driver("470.1", (11, 4)), Cupy(None), "x", python="python3")
+    assert a == Advice(a.problem, "") and "update the NVIDIA driver" in a.problem
+
+
+def test_the_probe_reports_the_fix(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(fake_smi(tmp_path)) + os.pathsep + os.environ["PATH"])
+    monkeypatch.setattr(gpu_setup, "PROC_VERSION", str(tmp_path / "none"))
+    gpu = jobs.backends_job()["gpu"]   # CuPy is not installed in the test environment
+    assert not gpu.available and gpu.setup_needed
+    assert "CuPy is not installed" in gpu.reason
+    assert gpu.fix == f"{sys.executable} -m pip install 'cupy-cuda12x[ctk]>=14'"
+
+
+def test_astra_check_says_so(tmp_path):
+    (tmp_path / ".git").mkdir()
+    f = tmp_path / "silu.cu"
+    f.write_text(EXAMPLE.read_text())
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "server"),
+               PATH=str(fake_smi(tmp_path)) + os.pathsep + os.environ["PATH"])
+    r = subprocess.run([sys.executable, "-m", "astra", "check", str(f), "--json"], capture_output=True, text=True,
+                       env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    setup = json.loads(r.stdout)["gpu_setup"]
+    assert "CuPy is not installed" in setup["problem"] and "cupy-cuda12x[ctk]" in setup["fix"]
+    assert f"run `{setup['fix']}`" in r.stderr
