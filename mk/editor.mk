@@ -1,12 +1,18 @@
 # The editor: VS Code client (TypeScript), the .vsix, and the real-editor test.
-# `make package` -> astra-cuda-<version>.vsix (bundled client + the server wheel).
-VSIX      := astra-cuda-$(shell sed -n 's/^  "version": "\(.*\)",/\1/p' package.json).vsix
+# `make package` -> astra-cuda-<platform>-<version>.vsix: the bundled client, the launcher and
+# bundled/libs (the server with every library it needs, for each Python in BUNDLE_PYTHONS), so
+# nothing is ever installed into the user's Python.
+VERSION   := $(shell sed -n 's/^  "version": "\(.*\)",/\1/p' package.json)
+PLATFORM  ?= linux-x64
+VSIX      := astra-cuda-$(PLATFORM)-$(VERSION).vsix
+BUNDLE_PYTHONS := 3.11 3.12 3.13
+BUNDLE    := bundled/libs
 E2E_TOOLS  = scripts/e2e-tools.sh
 
 SETUP_EXTRA += client-deps
 TEST_EXTRA  += test-client test-e2e
 
-.PHONY: client-deps client-build test-client package test-e2e
+.PHONY: client-deps client-build test-client package package-platform test-e2e
 
 # npm ci only when the lock file changed since the last install.
 client-deps: node_modules/.astra-stamp
@@ -20,11 +26,25 @@ client-build: client-deps
 
 test-client: client-build
 
-# The wheel rides inside the .vsix so "Install Astra into this interpreter" works offline.
-package: client-build
-	rm -rf client/dist && $(PY) -m pip wheel -q --no-deps . -w client/dist
+# The libraries are unpacked again only when the dependencies change; the server package itself
+# is copied fresh on every `make package`.
+$(BUNDLE)/.deps-stamp: pyproject.toml scripts/bundle-libs
+	$(PY) scripts/bundle-libs $(BUNDLE) --python $(BUNDLE_PYTHONS) --platform $(PLATFORM)
+	touch $@
+
+package-platform:
+	@test "$(PLATFORM)" = linux-x64 || { echo "make package: the $(PLATFORM) platform is not supported yet:" \
+	  "Astra's CPU backend and its bundled libraries are Linux x86-64 only (PLATFORM=linux-x64)"; exit 2; }
+
+package: package-platform client-build
+	$(MAKE) --no-print-directory $(BUNDLE)/.deps-stamp
+	$(PY) scripts/bundle-libs $(BUNDLE) --refresh-server
+	rm -f astra-cuda-*.vsix
+	@# vsce's secret scan would read the ~400 MB of bundled third-party libraries byte by byte
+	@# (minutes on CI); no key ever lives in the repository (the API key is in VS Code's secret storage).
 	PATH="$$($(E2E_TOOLS) --node):$$PATH" node node_modules/@vscode/vsce/vsce package \
-	  --no-dependencies --allow-missing-repository -o $(VSIX) </dev/null
+	  --no-dependencies --allow-package-all-secrets --target $(PLATFORM) --readme-path client/README.md \
+	  -o $(VSIX) </dev/null
 	@ls -la $(VSIX)
 
 test-e2e: package
