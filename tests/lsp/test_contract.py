@@ -29,7 +29,16 @@ def test_the_server_registers_exactly_the_contract_commands():
 def test_one_default_gpu_architecture():
     assert settings.Settings().gpu_arch == static.DEFAULT_ARCH == contract.SETTINGS["gpuArch"]
     check = cli.build_parser().parse_args(["check", "x.cu"])
-    assert check.arch == contract.DEFAULT_ARCH
+    assert check.arch is None   # the GPU's own architecture, else the default (below)
+
+
+def test_the_cli_takes_the_gpus_architecture_else_the_default(monkeypatch):
+    from astra import availability
+    from astra.jobs import BackendStatus
+    for gpu, want in ((BackendStatus(True, "H100", arch="sm_90a"), "sm_90a"),
+                      (BackendStatus(False, "no GPU"), contract.DEFAULT_ARCH)):
+        monkeypatch.setattr(availability, "statuses", lambda gpu=gpu: {"gpu": gpu, "cpu": BackendStatus(True)})
+        assert cli._arch(cli.build_parser().parse_args(["check", "x.cu"])) == want
 
 
 def test_server_defaults_are_the_contract_defaults():
