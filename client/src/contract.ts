@@ -16,6 +16,7 @@ export interface KernelEntry { name: string; startLine: number; endLine: number;
 export interface DocStatus {
   uri: string; checking: boolean; errors: number; verified: number; failing: number;
   optimizing: { kernel: string; message: string; bestSpeedup: number | null }[];
+  where?: string; cluster?: string;   // where the checks ran; the cluster kernels run on ('' this machine)
 }
 
 export interface OptimizeAnswer {

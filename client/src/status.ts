@@ -28,9 +28,14 @@ export class StatusItem implements vscode.Disposable {
       this.item.hide();
       return;
     }
-    const [text, tooltip] = describe(this.statuses.get(editor.document.uri.toString()));
-    this.item.text = text;
-    this.item.tooltip = tooltip;
+    const s = this.statuses.get(editor.document.uri.toString());
+    const [text, tooltip] = describe(s);
+    // Where kernels run: a cluster (remote GPU from a laptop), and the node and GPU of the checks.
+    this.item.text = s?.cluster ? `${text} · Ray` : text;
+    this.item.tooltip = s && (s.where || s.cluster)
+      ? `${tooltip}\n${s.cluster ? `Kernels run on ${s.cluster}` : "Kernels run on this machine"}`
+        + (s.where ? `; the last check ran ${s.where}` : "")
+      : tooltip;
     this.item.show();
   }
 

@@ -2,8 +2,9 @@
 
 Pure orchestration on a document snapshot (`snapshot(text, path)` or `open_file(path)`: parsed
 once, kernels and specs loaded): cut compilation units and send the work that runs kernel code
-(compile, check, time) to a worker process (`astra.worker`) where `astra.jobs` drives the gate,
-the profiler and the backends. Nothing here holds a CUDA context or runs user code.
+(compile, check, time) to a worker process where `astra.jobs` drives the gate, the profiler and
+the backends: through the current executor (`astra.executors`: this machine's workers, or a Ray
+cluster), which also says where each job ran. Nothing here holds a CUDA context or runs user code.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Literal
 
-from . import availability, extract, files, infer, jobs, launch_change, project, workspace
+from . import availability, executors, extract, files, infer, jobs, launch_change, project, workspace
 from . import snapshot as snapshot_mod
 from . import spec as spec_mod
 from .contract import DEFAULT_ARCH
@@ -167,6 +168,22 @@ def diagnostics(snap: Snapshot, *, arch: str = DEFAULT_ARCH, compile: bool = Tru
 
 # ---- running kernels ----------------------------------------------------------------------
 
+def use_cluster(setting: str | None) -> dict[str, Any]:
+    """Run kernels where `setting` says ('' this machine, 'local', 'auto', 'ray://HOST:PORT'; a Ray
+    connection is made once per setting) and describe that executor (the JSON's "executor")."""
+    return executors.use(setting).describe()
+
+
+def executor() -> dict[str, Any]:
+    """The current executor, as the JSON output describes it."""
+    return executors.current().describe()
+
+
+def close_cluster() -> None:
+    """Stop a Ray runtime started here (the CLI does at exit)."""
+    executors.shutdown()
+
+
 def resolve_backend(name: str) -> Literal["gpu", "cpu", "static"]:
     """'auto' -> the best backend available here; an explicit unavailable one is an error.
     Availability is probed in a worker and remembered a while (`astra.availability`)."""
@@ -214,7 +231,6 @@ def check(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto", a
           quick: bool = False) -> list[Verdict]:
     """Run the verification gate on each selected kernel that has a spec. Returns Verdicts.
     The first passing check of a kernel with no reference pins its current source."""
-    from . import worker
     snap = _with_context(snap)
     assert snap.context is not None
     infos = _selected(snap, kernel)
@@ -229,8 +245,11 @@ def check(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto", a
         if progress:
             progress({"step": "check", "kernel": info.name,
                       "message": f"checking {info.name} on the {chosen} backend (reference: {ref_from})"})
-        v: Verdict = worker.run("astra.jobs:check_job", jobs.CheckJob(chosen, ref, cand, info.spec, ref_spec, quick=quick),
-                       timeout=CHECK_TIMEOUT, cancel=cancel)
+        ran = executors.current().run("astra.jobs:check_job",
+                                      jobs.CheckJob(chosen, ref, cand, info.spec, ref_spec, quick=quick),
+                                      backend=chosen, timeout=CHECK_TIMEOUT, cancel=cancel)
+        v: Verdict = ran.value
+        v.ran_on = ran.where.describe()
         v.reference = ref_from
         v.project = snap.context.describe()
         v.coverage.notes.extend(n for n in cand.notes if n not in v.coverage.notes)
@@ -251,9 +270,15 @@ def profile(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto",
     for info in infos:
         assert info.spec is not None  # _selected keeps kernels with a spec
         ref, cand, _, ref_spec = _units(snap, info)
-        out.append(worker.run("astra.jobs:profile_job",
-                              jobs.ProfileJob(chosen, ref, cand, info.spec, ref_spec, arch=arch, ncu=ncu),
-                              timeout=PROFILE_TIMEOUT, cancel=cancel))
+        job = jobs.ProfileJob(chosen, ref, cand, info.spec, ref_spec, arch=arch, ncu=ncu)
+        if chosen == "static":  # resources only (NVRTC): always on this machine
+            out.append(worker.run("astra.jobs:profile_job", job, timeout=PROFILE_TIMEOUT, cancel=cancel))
+            continue
+        ran = executors.current().run("astra.jobs:profile_job", job, backend=chosen, timeout=PROFILE_TIMEOUT,
+                                      cancel=cancel)
+        p: Profile = ran.value
+        p.ran_on = ran.where.describe()
+        out.append(p)
     return out
 
 
@@ -287,11 +312,14 @@ def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm:
              backend: str = "auto",
              arch: str = DEFAULT_ARCH, progress: Progress | None = None, cancel: threading.Event | None = None,
              write: bool = False, report: str | None = None, quick: bool = False,
-             resume: str | None = None) -> OptimizeResult:
+             resume: str | None = None, candidates: int = 1, run_id: str | None = None) -> OptimizeResult:
     """Run the agent team on one kernel. Every candidate is judged in a worker process by the
     gate (and timed by the profiler where the backend measures time).
     resume: a run id under `.astra/runs/` (or 'last') to continue; `rounds` is then the total
-    (None: an interrupted run's own total, or the rounds a finished run did: it is only reported)."""
+    (None: an interrupted run's own total, or the rounds a finished run did: it is only reported).
+    candidates: how many candidates each round proposes; they are evaluated at once where the
+    executor has room (one GPU per evaluation), and the best verified one is kept.
+    run_id: the id a new run gets (default: made from the time and the kernel)."""
     from . import agents, worker
     from .agents import runlog
     from .evaluation import Check, Evaluation
@@ -317,26 +345,32 @@ def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm:
     job = jobs.EvaluateJob(chosen, path, info.kernel.name, info.spec, ref_text, ref_kernel, arch=arch, quick=quick,
                            context=_with_context(snap).context)
 
+    ex = executors.current()
+    gpu, gpu_model = "", None
+    if chosen == "gpu":  # the run's GPU model: every evaluation of the run is timed on one like it
+        facts = ex.run("astra.jobs:gpu_facts_job", None, backend="gpu", timeout=60.0)
+        gpu, gpu_model = facts.value, facts.where.gpu or None
+        prior = runlog.RunLog(run.dir).read_baseline() if run is not None else None
+        if prior is not None and prior.gpu:
+            gpu_model = prior.gpu  # a resumed run goes on timing on its own GPU model
+
     def evaluate(candidate_text: str) -> Evaluation:
         try:
-            ev: Evaluation = worker.run("astra.jobs:evaluate_job", dataclasses.replace(job, text=candidate_text),
-                                        timeout=CHECK_TIMEOUT + PROFILE_TIMEOUT, cancel=cancel)
-            return ev
+            ran = ex.run("astra.jobs:evaluate_job", dataclasses.replace(job, text=candidate_text), backend=chosen,
+                         timeout=CHECK_TIMEOUT + PROFILE_TIMEOUT, cancel=cancel, gpu_model=gpu_model)
         except worker.WorkerCancelled:
             raise
         except worker.WorkerError as e:  # a hang or a crash is this candidate's failure, not ours
             msg = f"the candidate could not be evaluated: {e}"
             return Evaluation(Check(False, msg, msg, 0, chosen))
-
-    gpu = ""
-    if chosen == "gpu":
-        gpu = worker.run("astra.jobs:gpu_facts_job", None, timeout=60.0)
+        ev: Evaluation = dataclasses.replace(ran.value, node=ran.where.node, gpu=ran.where.gpu)
+        return ev
     workspace.ensure_astra_dir(path)   # the run log goes there: .astra/ with its .gitignore
     if run is not None and rounds > run.rounds_done:
         runlog.RunLog(run.dir).update_meta(rounds=rounds)   # the total asked for is now this
     result = agents.optimize(text, path, info.kernel.name, evaluate, rounds=rounds, llm=llm, spec=info.spec,
                              gpu=gpu, runs_dir=runs_dir, cancel=cancel, progress=progress,
-                             resume=run.id if run is not None else None)
+                             resume=run.id if run is not None else None, candidates=candidates, run_id=run_id)
     if write and result.improved:
         write_result(path, text, result.best)
     if report:

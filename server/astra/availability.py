@@ -1,8 +1,9 @@
-"""Which backend runs kernels here: asked of a worker once, then remembered for a while.
+"""Which backend runs kernels here: asked of the executor's workers once, then remembered for a while.
 
-A probe creates a CUDA context (in the worker), so it is not repeated on every save: what a
-machine offers changes rarely (a driver installed, a compiler removed). After `LIFETIME_S` the
-next request asks again.
+A probe creates a CUDA context (in a worker), so it is not repeated on every save: what a
+machine offers changes rarely (a driver installed, a compiler removed). After `LIFETIME_S`, or
+when the executor changes (`--cluster`, `astra.cluster`), the next request asks again. "Here" is where
+the current executor (`astra.executors`) runs kernels: this machine, or a Ray cluster.
 """
 from __future__ import annotations
 
@@ -14,21 +15,21 @@ from .errors import AstraError
 from .jobs import BackendStatus
 
 LIFETIME_S = 300.0
-PROBE_TIMEOUT_S = 60.0
 
 _lock = threading.Lock()
-_cached: tuple[float, dict[str, BackendStatus]] | None = None
+_cached: tuple[float, object, dict[str, BackendStatus]] | None = None
 
 
 def statuses() -> dict[str, BackendStatus]:
     """Each backend's availability (from the cache while it is fresh)."""
     global _cached
-    from . import worker
+    from . import executors
+    ex = executors.current()
     with _lock:  # one probe at a time; whoever waits gets its answer
-        if _cached is not None and time.monotonic() - _cached[0] < LIFETIME_S:
-            return _cached[1]
-        found = worker.run("astra.jobs:backends_job", None, timeout=PROBE_TIMEOUT_S)
-        _cached = (time.monotonic(), found)
+        if _cached is not None and _cached[1] is ex and time.monotonic() - _cached[0] < LIFETIME_S:
+            return _cached[2]
+        found = ex.statuses()
+        _cached = (time.monotonic(), ex, found)
         return found
 
 

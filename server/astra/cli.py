@@ -139,6 +139,7 @@ def _gpu_setup(a, out: dict | None = None) -> None:
 def cmd_check(a) -> int:
     context = _project(a)
     snap = api.open_file(a.file, context)
+    ex = _executor(a)
     _arch(a)
     if a.backend == "static":
         report = api.static_check(snap, arch=a.arch)
@@ -161,7 +162,7 @@ def cmd_check(a) -> int:
     progress = None if a.json else _progress_printer()
     verdicts = api.check(snap, a.kernel, backend=a.backend, arch=a.arch, progress=progress)
     ok = all(v.passed for v in verdicts)
-    out = {"passed": ok, "verdicts": [v.to_dict() for v in verdicts]}
+    out = {"passed": ok, "executor": ex, "verdicts": [v.to_dict() for v in verdicts]}
     _gpu_setup(a, out)
     if a.format == "sarif":
         _emit_sarif(a.file, _verdict_findings(snap, verdicts))
@@ -198,11 +199,12 @@ def _emit_sarif(path: str, findings: list) -> None:
 
 
 def cmd_profile(a) -> int:
+    ex = _executor(a)
     _arch(a)
     profiles = api.profile(api.open_file(a.file, _project(a)), a.kernel, backend=a.backend, ncu=a.ncu,
                            arch=a.arch)
     failed = [p for p in profiles if p.errors or any(s.output_failures for s in p.sizes) or p.implausible]
-    out = {"passed": not failed, "profiles": [_profile_json(p) for p in profiles]}
+    out = {"passed": not failed, "executor": ex, "profiles": [_profile_json(p) for p in profiles]}
     _gpu_setup(a, out)
     if a.json:
         _emit_json(out)
@@ -219,30 +221,92 @@ def _profile_json(p) -> dict:
 
 
 def cmd_optimize(a) -> int:
+    if _is_batch(a):
+        return _optimize_batch(a)
+    a.file = a.file[0]
     if a.list_runs:
         return _list_runs(api.runs(api.open_file(a.file), a.kernel), a)
     llm = api.llm_config(mode=a.llm, model=a.model, base_url=a.base_url)
+    ex = _executor(a)
     _arch(a)
     cancel = threading.Event()
     progress = None if a.json else _progress_printer()
     try:
         result = api.optimize(api.open_file(a.file, _project(a)), a.kernel, rounds=a.rounds, llm=llm,
                               backend=a.backend, arch=a.arch, progress=progress, cancel=cancel, write=a.write,
-                              report=a.report, resume=a.resume)
+                              report=a.report, resume=a.resume, candidates=a.candidates)
     except KeyboardInterrupt:
         cancel.set()
         raise
     out = result.to_json()
+    out["executor"] = ex
     _gpu_setup(a, out)
     if a.json:
         out["text_edit"] = _edit_json(out.get("text_edit"))
         _emit_json(out)
     else:
         _print_markdown(result.summary_markdown())
+    if result.interrupted:  # the cluster lost the evaluation twice: not a verdict on the kernel
+        print(f"astra: {a.file}: {result.error}; resume with --resume {result.run_id}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     if result.error:  # the original does not compile or does not pass the gate: nothing to optimize
         print(f"astra: {a.file}: {result.error}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _is_batch(a) -> bool:
+    """Several paths, a folder, or one file with several kernels with specs and no --kernel."""
+    import os
+    if len(a.file) != 1 or os.path.isdir(a.file[0]):
+        return True
+    if a.kernel or a.list_runs:
+        return False
+    if a.resume and "-batch-" in a.resume:
+        return True
+    try:
+        infos = api.kernels(api.open_file(a.file[0]))
+    except AstraError:
+        return False  # the single-file path reports it
+    return sum(k.spec is not None for k in infos) > 1
+
+
+def _optimize_batch(a) -> int:
+    from . import batch, project
+    if a.list_runs:
+        raise AstraError("--list-runs takes one file")
+    flags = bool(a.include or a.define or a.std or a.compile_commands)
+    llm = api.llm_config(mode=a.llm, model=a.model, base_url=a.base_url)
+    _executor(a)
+    _arch(a)
+    cancel = threading.Event()
+    display = None if a.json else _BatchDisplay()
+
+    def context_for(path: str):
+        cli = project.from_flags(a.include or (), a.define or (), a.std, origin="command line") if flags else None
+        return api.project_context(path, cli=cli, compile_commands=a.compile_commands)
+    options = {"rounds": a.rounds, "llm": llm, "backend": a.backend, "arch": a.arch, "candidates": a.candidates}
+    try:
+        if display is not None:
+            display.start()
+        result = batch.run(a.file, kernel=a.kernel, resume=a.resume, on_row=display.update if display else None,
+                           report=a.report, write=a.write, options=options, context_for=context_for, cancel=cancel)
+    except KeyboardInterrupt:
+        cancel.set()
+        raise
+    finally:
+        if display is not None:
+            display.stop()
+    if a.json:
+        _emit_json(result.to_json())
+    else:
+        _print_batch(result)
+    return EXIT_OK
+
+
+def _executor(a) -> dict:
+    """Run kernels where --cluster says (this machine's workers without it); its description."""
+    return api.use_cluster(getattr(a, "cluster", None))
 
 
 def _edit_json(edit: dict | None) -> dict | None:
@@ -298,6 +362,58 @@ def _progress_printer():
     return progress
 
 
+class _BatchDisplay:
+    """A live table on stderr: one line per kernel of the batch."""
+
+    def __init__(self):
+        self.rows: dict[tuple[str, str], object] = {}
+        self.live = None
+
+    def _table(self):
+        from rich.table import Table
+        t = Table(title="astra optimize", expand=False)
+        for col in ("kernel", "file", "state", "best", "now"):
+            t.add_column(col, overflow="fold")
+        for row in self.rows.values():
+            best = f"{row.speedup:.2f}×" if row.speedup is not None else "–"
+            t.add_row(row.target.kernel, row.target.path, row.state, best, row.message[:80])
+        return t
+
+    def start(self) -> None:
+        from rich.live import Live
+        self.live = Live(self._table(), console=_console(stderr=True), refresh_per_second=4, transient=True)
+        self.live.start()
+
+    def update(self, row) -> None:
+        self.rows[(row.target.path, row.target.kernel)] = row
+        if self.live is not None:
+            self.live.update(self._table())
+
+    def stop(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+
+
+def _print_batch(result) -> None:
+    # Plain aligned columns (like --list-runs): names and states are never cut.
+    rows = [("kernel", "file", "speedup", "cases", "GPU", "rounds", "s", "state")]
+    for r in result.rows:
+        sp = f"{r.speedup:.3f}×" if r.speedup is not None else ("verified" if r.improved else "–")
+        rows.append((r.target.kernel, r.target.path, sp, str(r.cases), r.gpu or "–", str(r.rounds),
+                     f"{r.seconds:.1f}", r.state if r.state == "done" else f"{r.state}: {r.message}"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[-1])
+    for gpu, g in result.geomeans.items():
+        print(f"geomean {g:.3f}× on {gpu}")
+    ex = result.executor
+    print(f"{len(result.rows)} kernel(s) in {result.seconds:.1f} s on "
+          + (f"Ray {ex.get('address')} ({ex.get('nodes')} node(s), {ex.get('gpus')} GPU(s))"
+             if ex.get("kind") == "ray" else "this machine")
+          + (f"; report: {result.report_path}" if result.report_path else "")
+          + f"; resume with --resume {result.id}")
+
+
 def _print_verdicts(verdicts, limit: int = 8) -> None:
     con = _console()
     for v in verdicts:
@@ -306,6 +422,8 @@ def _print_verdicts(verdicts, limit: int = 8) -> None:
         ref = getattr(v, "reference", None)
         if ref:
             con.print(f"   reference: {ref}", markup=False)
+        if v.ran_on:
+            con.print(f"   ran {v.ran_on}", markup=False)
         if getattr(v, "project", ""):
             con.print(f"   project: {v.project}", markup=False)
         for n in v.coverage.notes:
@@ -333,9 +451,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"astra {__version__}")
     sub = p.add_subparsers(dest="verb", required=True, parser_class=_Parser, metavar="VERB")
 
-    def verb(name, help_, fn, kernel_required=False):
+    def verb(name, help_, fn, kernel_required=False, many=False):
         s = sub.add_parser(name, help=help_, description=help_)
-        s.add_argument("file", help="the CUDA source file (.cu, .cuh)")
+        if many:
+            s.add_argument("file", nargs="+", metavar="PATH",
+                           help="CUDA source files (.cu, .cuh) and folders: one file and kernel is one run; "
+                                "several paths, a folder, or a file with several specs and no --kernel, a batch "
+                                "of every kernel with a spec")
+        else:
+            s.add_argument("file", help="the CUDA source file (.cu, .cuh)")
         s.add_argument("--kernel", "-k", required=kernel_required, metavar="NAME",
                        help="the kernel (its name or qualified name)" + ("" if kernel_required else
                                                                           "; default: every kernel in the file"))
@@ -351,13 +475,16 @@ def build_parser() -> argparse.ArgumentParser:
     verb("pin", "pin the kernel's current source as its reference", cmd_pin, kernel_required=True)
     for name, help_, fn in (("check", "check kernels against their reference", cmd_check),
                             ("profile", "time kernels on their bench sizes", cmd_profile),
-                            ("optimize", "optimize a kernel with the agent team", cmd_optimize)):
-        s = verb(name, help_, fn)
+                            ("optimize", "optimize kernels with the agent team", cmd_optimize)):
+        s = verb(name, help_, fn, many=name == "optimize")
         s.add_argument("--backend", choices=["auto", "gpu", "cpu", "static"], default="auto",
                        help="where kernels run: the GPU (CuPy), the CPU backend (correctness only), "
                             "static (compile checks only) or auto, the best available (default)")
         s.add_argument("--arch", default=None,
                        help=f"target architecture for static checks (default: the GPU's own, else {DEFAULT_ARCH})")
+        s.add_argument("--cluster", metavar="WHERE",
+                       help="run kernels on Ray: local (a runtime started here), ray://HOST:PORT, or auto "
+                            "(RAY_ADDRESS if set); default: this machine's workers")
     sub.choices["check"].add_argument("--format", choices=["text", "json", "sarif"], default="text",
                                       help="output format: text (default), json (same as --json) or sarif "
                                            "(SARIF 2.1.0 for CI code scanning)")
@@ -379,11 +506,14 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--base-url", metavar="URL",
                    help="base URL of an OpenAI-compatible endpoint (or ASTRA_BASE_URL; default: OpenAI's); "
                         "the key comes from OPENAI_API_KEY")
+    o.add_argument("--candidates", type=int, default=1, metavar="K",
+                   help="candidates per round, evaluated at once where the executor has room (default 1)")
     o.add_argument("--write", action="store_true", help="put the best kernel into the file")
     o.add_argument("--report", metavar="DIR", help="write an HTML report to DIR")
     runs = o.add_mutually_exclusive_group()
     runs.add_argument("--resume", metavar="RUN_ID",
-                      help="continue a logged run from .astra/runs/ ('last': the newest of this kernel)")
+                      help="continue a logged run from .astra/runs/ ('last': the newest of this kernel), or "
+                           "a batch from .astra/batches/ ('last': the newest batch, when a batch is given)")
     runs.add_argument("--list-runs", action="store_true", help="list the logged runs of this file and exit")
     s = sub.add_parser("serve", help="run the language server on stdio (for editors)",
                        description="run the language server on stdio (for editors)")
@@ -405,6 +535,8 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:  # --help, --version and usage errors (which printed their JSON)
         return e.code if isinstance(e.code, int) else EXIT_BAD_INPUT
     args.json = args.json or args.format in ("json", "sarif")
+    if not 1 <= getattr(args, "candidates", 1) <= 64:
+        return _report_error(args, AstraError("--candidates must be between 1 and 64"))
     try:
         code = _run(args)
         sys.stdout.flush()
@@ -429,6 +561,8 @@ def _run(args) -> int:
     except KeyboardInterrupt:
         print("astra: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    finally:
+        api.close_cluster()  # a Ray runtime started here stops with the command
 
 
 def _report_error(args, e: AstraError) -> int:
@@ -436,6 +570,8 @@ def _report_error(args, e: AstraError) -> int:
     as a JSON object on stdout."""
     from .spec import SpecErrors
     path = getattr(args, "file", None)
+    if isinstance(path, list):  # optimize PATH…
+        path = path[0] if len(path) == 1 else None
     diagnostics = e.diagnostics if isinstance(e, SpecErrors) else None
     if diagnostics and path:
         for d in diagnostics:

@@ -19,6 +19,8 @@ import threading
 from dataclasses import asdict, dataclass
 from typing import Callable, Protocol
 
+from .errors import AstraError
+
 
 @dataclass(frozen=True)
 class Check:
@@ -91,6 +93,8 @@ class Evaluation:
     registers: int | None = None   # static resource data when there is no profile
     seconds: float = 0.0
     gate_seconds: float = 0.0      # of `seconds`, the part the gate (testing agent) took
+    node: str = ""                 # where it ran (the host; a Ray node's address)
+    gpu: str = ""                  # the GPU that ran it ('' on the CPU backend)
 
     @property
     def passed(self) -> bool:
@@ -107,18 +111,24 @@ class Evaluation:
     def to_json(self) -> dict:
         return {"check": self.check.to_json(), "profile": self.profile.to_json() if self.profile else None,
                 "speed_note": self.speed_note, "registers": self.registers, "seconds": self.seconds,
-                "gate_seconds": self.gate_seconds}
+                "gate_seconds": self.gate_seconds, "node": self.node, "gpu": self.gpu}
 
     @classmethod
     def from_json(cls, d: dict) -> "Evaluation":
         return cls(Check(**d["check"]), Profile.from_json(d["profile"]) if d.get("profile") else None,
-                   d.get("speed_note", ""), d.get("registers"), d.get("seconds", 0.0), d.get("gate_seconds", 0.0))
+                   d.get("speed_note", ""), d.get("registers"), d.get("seconds", 0.0), d.get("gate_seconds", 0.0),
+                   d.get("node", ""), d.get("gpu", ""))
+
+
+class InfrastructureError(AstraError):
+    """The place that evaluated (a Ray worker or node) was lost, and so was the one retry: no
+    verdict on the candidate. The run stops (resumable); nothing is recorded as the candidate's."""
 
 
 class Evaluate(Protocol):
     """evaluate(file_text) -> Evaluation. Must not raise for a bad candidate: a compile error or
-    a failed check is an Evaluation with check.passed False. (An exception is treated as an
-    infrastructure failure of that one candidate and reported as such.)"""
+    a failed check is an Evaluation with check.passed False. InfrastructureError passes through
+    (the run stops there); any other exception is that one candidate's failure."""
 
     def __call__(self, file_text: str) -> Evaluation: ...
 
@@ -138,8 +148,12 @@ class CachedEvaluate:
 
     def seed(self, file_text: str, evaluation: Evaluation) -> None:
         """Reuse an evaluation made earlier (a resumed run's log)."""
+        self.seed_hash(source_hash(file_text), evaluation)
+
+    def seed_hash(self, key: str, evaluation: Evaluation) -> None:
+        """The same, by the source's hash (`source_hash`)."""
         with self._lock:
-            self._cache[source_hash(file_text)] = evaluation
+            self._cache[key] = evaluation
 
     def __call__(self, file_text: str) -> Evaluation:
         key = source_hash(file_text)
@@ -149,6 +163,8 @@ class CachedEvaluate:
         self.calls += 1
         try:
             ev = self._evaluate(file_text)
+        except InfrastructureError:
+            raise  # not the candidate's fault, and not remembered: a resume evaluates it again
         except Exception as e:  # an evaluator bug must not kill the run
             ev = Evaluation(Check(False, f"evaluation failed: {type(e).__name__}",
                                   feedback=f"the evaluation itself failed: {e}", stage="error"))
@@ -159,5 +175,5 @@ class CachedEvaluate:
 
 NOT_MEASURED = "speed not measured (no GPU): correctness verified only"
 
-__all__ = ["Check", "SizeTiming", "Profile", "Evaluation", "Evaluate", "CachedEvaluate", "source_hash",
-           "NOT_MEASURED"]
+__all__ = ["Check", "SizeTiming", "Profile", "Evaluation", "Evaluate", "CachedEvaluate", "InfrastructureError",
+           "source_hash", "NOT_MEASURED"]

@@ -193,6 +193,11 @@ def gpu_facts_job(_payload: None = None) -> str:
     return ", ".join(f"{k}: {v}" for k, v in info.items())
 
 
+def device_job(_payload: None = None) -> dict:
+    """The GPU's properties (name, SMs, memory...): what a result records as the GPU that ran it."""
+    return backend("gpu").device_info()
+
+
 def sanitize_job(job: SanitizeJob) -> list[Report]:
     """compute-sanitizer's findings on the unit (this worker runs under it, started by
     `backends.gpu.sanitizer_pool`): a GPU backend with exact-size allocations, so small

@@ -116,6 +116,9 @@ FORBIDDEN = {
     "astra.gate": ("astra.jobs", "astra.api", "astra.agents", "astra.lsp", "astra.cli"),
     "astra.profiler": ("astra.jobs", "astra.api", "astra.agents", "astra.lsp", "astra.cli"),
     "astra.evaluator": ("astra.jobs", "astra.api", "astra.agents", "astra.lsp", "astra.cli"),
+    # Executors only move astra.jobs payloads to worker processes (here or on Ray), never run them.
+    "astra.executors": ("astra.gate", "astra.profiler", "astra.backends", "astra.evaluator", "astra.api",
+                        "astra.agents", "astra.lsp", "astra.cli"),
     "astra.backends": ("astra.gate", "astra.profiler", "astra.jobs", "astra.evaluator", "astra.api",
                        "astra.agents", "astra.lsp", "astra.cli"),
     # The language server reaches the core through the facade; kernel code runs only in workers.

@@ -47,6 +47,8 @@ async def test_check_on_save_reports_wrong_kernel_and_clears_when_fixed(client, 
     diags = await doc.diagnostics_where(lambda ds: any(d.code == "check" for d in errors(ds)), timeout=240)
     msg = next(d for d in diags if d.code == "check").message
     assert "silu_and_mul" in msg and "cpu" in msg  # which kernel, which backend judged
+    assert "ran on " in msg                         # and where (a node, or this machine)
+    await until(lambda: any(getattr(s, "where", "").startswith("on ") for s in client.statuses), 30)
 
     doc.save(doc.text.replace(WRONG[1], WRONG[0]))
     await doc.diagnostics_where(lambda ds: not errors(ds), timeout=240)

@@ -16,3 +16,11 @@ def test_the_api_key_comes_from_the_environment_and_is_never_printed(monkeypatch
     s, problems = initial({"settings": {"backend": "cpu"}})
     assert s.llm_api_key == "sk-secret-value" and s.backend == "cpu" and not problems
     assert "sk-secret" not in repr(s)
+
+
+def test_cluster_setting_takes_ray_addresses_and_refuses_others():
+    s, problems = Settings().updated({"cluster": "ray://gpu-box:10001"})
+    assert s.cluster == "ray://gpu-box:10001" and not problems
+    for bad in ("gpu-box:10001", "ray://", "http://x"):
+        s2, problems = Settings().updated({"cluster": bad})
+        assert s2.cluster == "" and problems

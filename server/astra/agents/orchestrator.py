@@ -4,21 +4,29 @@ verified candidate and planning from it (a failed or slower round never becomes 
 Where speed is measured, a candidate is adopted only when it beats the best by `min_gain`;
 where it is not (the CPU backend), a verified candidate whose transformation is expected to help
 is adopted and the result says that speed was not measured.
+
+A round may propose `candidates` > 1 candidates (the offline team: the next ideas in its order;
+an LLM: that many codings of its plan); they are evaluated at once (the executor spreads them over
+its GPUs) and at most one of them, the best verified, is adopted. Each candidate is its own record
+(`Round.index`), grouped by `Round.batch` (the round). Speedups are compared only between
+candidates timed on the same GPU model. When the place that evaluates is lost
+(InfrastructureError), the run stops there, resumable; nothing of that round is recorded.
 """
 from __future__ import annotations
 
 import threading
 import time
-from dataclasses import asdict, dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable
 
 from .coder import Attempt, LLMCoder, OfflineCoder
-from ..evaluation import CachedEvaluate, Evaluation, source_hash
+from ..evaluation import CachedEvaluate, Evaluation, InfrastructureError, source_hash
 from .llm import LLMClient, LLMConfig
 from .offline import context_from_spec, context_from_text
 from .planner import LLMPlanner, OfflinePlanner
-from .records import Round, Usage
+from .records import Plan, Round, Usage
 from .result import OptimizeResult
 from .runlog import RunLog, new_run_id
 from .situation import Situation, describe_sizes
@@ -39,7 +47,8 @@ def optimize(text: str, path: str, kernel: str, evaluate: Callable[[str], Evalua
              rounds: int = 5, llm: LLMConfig | None = None, spec=None, gpu: str = "",
              runs_dir: str | Path | None = None, limits: Limits = Limits(),
              cancel: threading.Event | None = None, progress: Progress | None = None,
-             resume: str | None = None, repairs: int = 2) -> OptimizeResult:
+             resume: str | None = None, repairs: int = 2, candidates: int = 1,
+             run_id: str | None = None) -> OptimizeResult:
     """Optimize `kernel` in the file text `text`.
 
     evaluate: file text -> Evaluation (gate + profiler; injected by astra.api).
@@ -48,11 +57,24 @@ def optimize(text: str, path: str, kernel: str, evaluate: Callable[[str], Evalua
     gpu: the GPU's facts for the planner ('' on the CPU).
     runs_dir: where run logs go (`<workspace>/.astra/runs`); None: no log.
     resume: a run id under runs_dir to continue (its rounds, best and evaluations are reused).
+    candidates: candidates proposed and evaluated at once per round (1: one at a time).
+    run_id: the new run's id (default: made from the time and the kernel).
     """
     t0 = time.monotonic()
     client = LLMClient(llm) if llm is not None else None   # fails fast (e.g. no API key for OpenAI)
     cancel = cancel or threading.Event()
-    ev = CachedEvaluate(evaluate)
+    candidates = max(1, int(candidates))
+    log: RunLog | None = None
+    run_id = resume or run_id or new_run_id(kernel)
+    if runs_dir is not None:
+        log = RunLog(Path(runs_dir) / run_id)
+
+    def measured(text_: str) -> Evaluation:
+        e = evaluate(text_)
+        if log is not None:
+            log.measured(source_hash(text_), e)  # kept at once: an interrupted round loses nothing
+        return e
+    ev = CachedEvaluate(measured)
     mode = "llm" if llm is not None else "offline"
 
     def tell(round_: int, step: str, best: float | None, message: str) -> None:
@@ -62,10 +84,6 @@ def optimize(text: str, path: str, kernel: str, evaluate: Callable[[str], Evalua
             except Exception:
                 pass  # a broken progress display must not stop the run
 
-    log: RunLog | None = None
-    run_id = resume or new_run_id(kernel)
-    if runs_dir is not None:
-        log = RunLog(Path(runs_dir) / run_id)
     history: list[Round] = []
     if resume and log is not None:
         original = log.read_original() or text
@@ -77,6 +95,8 @@ def optimize(text: str, path: str, kernel: str, evaluate: Callable[[str], Evalua
         for r in history:
             if r.candidate is not None and r.evaluation is not None:
                 ev.seed(r.candidate, r.evaluation)
+        for key, e in log.read_measured().items():
+            ev.seed_hash(key, e)
         text = original
     elif log is not None:
         log.start({"kernel": kernel, "path": str(path), "mode": mode, "rounds": rounds,
@@ -86,19 +106,27 @@ def optimize(text: str, path: str, kernel: str, evaluate: Callable[[str], Evalua
     result = OptimizeResult(kernel, str(path), mode, text, text, baseline=None, best_eval=None,  # type: ignore[arg-type]
                             run_dir=str(log.dir) if log else None, run_id=run_id if log else None)
 
-    def finish(stopped: str) -> OptimizeResult:
+    def finish(stopped: str, status: str = "done") -> OptimizeResult:
         result.stopped = stopped
         result.seconds = time.monotonic() - t0
         result.cancelled = cancel.is_set()
         if log is not None:
             log.best(result.best)
-            log.update_meta(status="done", stopped=stopped, improved=result.improved, speedup=result.speedup,
+            log.update_meta(status=status, stopped=stopped, improved=result.improved, speedup=result.speedup,
                             seconds=round(result.seconds, 2), usage=result.usage.to_json())
         tell(len(result.rounds), "done", result.speedup, stopped)
         return result
 
+    def interrupted(e: InfrastructureError) -> OptimizeResult:
+        result.error, result.interrupted = e.message, True
+        return finish(f"{e.message}; resume with --resume {run_id}", status="interrupted")
+
     tell(0, "baseline", None, f"resuming run {run_id}" if history else f"checking and timing the original {kernel}")
-    base = ev(text)
+    try:
+        base = ev(text)
+    except InfrastructureError as e:
+        result.baseline = result.best_eval = Evaluation(_infra_check(e))
+        return interrupted(e)
     result.baseline = result.best_eval = base
     if log is not None:
         log.baseline(base)
@@ -124,11 +152,11 @@ def optimize(text: str, path: str, kernel: str, evaluate: Callable[[str], Evalua
     result.best, result.best_eval = s.best, s.best_eval
 
     stale = 0
-    for r in reversed(history):  # patience carries over a resume
-        if r.adopted:
+    for b in sorted({r.batch for r in history}, reverse=True):  # patience carries over a resume
+        if any(r.adopted for r in history if r.batch == b):
             break
         stale += 1
-    start_round = len(history) + 1
+    start_round = max((r.batch for r in history), default=0) + 1
     for i in range(start_round, rounds + 1):
         if cancel.is_set():
             return finish("cancelled; the best verified version so far is kept")
@@ -140,42 +168,103 @@ def optimize(text: str, path: str, kernel: str, evaluate: Callable[[str], Evalua
         round_t0 = time.monotonic()
         if client is not None:
             client.transcript.clear()
-        plan, usage = planner.plan(s)
-        r = Round(i, plan, s.best_hash, usage=usage)
-        if plan is None:
+        plans, usage = _plans(planner, s, candidates)
+        if not plans:
             if usage.calls:
                 result.usage.add(usage)
             return finish("nothing left to try" if mode == "offline" else "the planner had no idea to offer")
-        tell(i, "code", best_sp, f"round {i}: {plan.title}")
-        att: Attempt = coder.code(plan, s, ev, cancel)
-        r.usage.add(att.usage)
-        r.candidate, r.evaluation, r.changes, r.attempts = att.candidate, att.evaluation, att.changes, att.attempts
-        r.candidate_hash = source_hash(att.candidate) if att.candidate is not None else None
-        _judge(r, att, s, limits, cancel)
-        r.seconds = time.monotonic() - round_t0
-        if client is not None:
-            r.transcript = list(client.transcript)
-        history.append(r)
-        result.rounds.append(r)
-        result.usage.add(r.usage)
-        if r.adopted:
-            s.best, s.best_eval = r.candidate, r.evaluation  # type: ignore[assignment]
+        tell(i, "code", best_sp, f"round {i}: " + "; ".join(p.title for p in plans))
+        try:
+            if len(plans) == 1:
+                attempts = [coder.code(plans[0], s, ev, cancel)]
+            else:  # evaluated at once: the executor spreads them over its slots
+                with ThreadPoolExecutor(len(plans), thread_name_prefix="astra-candidate") as pool:
+                    attempts = list(pool.map(lambda p: coder.code(p, s, ev, cancel), plans))
+        except InfrastructureError as e:
+            return interrupted(e)
+        batch = []
+        next_index = max((r.index for r in result.rounds), default=0) + 1
+        for j, (plan, att) in enumerate(zip(plans, attempts)):
+            r = Round(next_index + j, plan, s.best_hash, usage=usage if j == 0 else Usage(), batch=i)
+            r.usage.add(att.usage)
+            r.candidate, r.evaluation, r.changes, r.attempts = att.candidate, att.evaluation, att.changes, att.attempts
+            r.candidate_hash = source_hash(att.candidate) if att.candidate is not None else None
+            _judge(r, att, s, limits, cancel)
+            r.seconds = time.monotonic() - round_t0
+            batch.append(r)
+        _keep_best_of(batch)
+        if client is not None and batch:
+            batch[0].transcript = list(client.transcript)
+        winner = next((r for r in batch if r.adopted), None)
+        for r in batch:
+            history.append(r)
+            result.rounds.append(r)
+            result.usage.add(r.usage)
+        if winner is not None:
+            s.best, s.best_eval = winner.candidate, winner.evaluation  # type: ignore[assignment]
             s.context = context_from_text(kernel, s.best, spec)  # the launch may have changed
             result.best, result.best_eval = s.best, s.best_eval
             stale = 0
         else:
             stale += 1
         if log is not None:
-            log.round(r)
+            for r in batch:
+                log.round(r)
             log.best(s.best)
-        tell(i, r.outcome, s.best_eval.speedup, f"round {i}: {plan.title}: {r.outcome}"
-             + (f" ({r.reason})" if r.reason else ""))
+        for r in batch:
+            tell(i, r.outcome, s.best_eval.speedup, f"round {i}: {r.plan.title if r.plan else ''}: {r.outcome}"
+                 + (f" ({r.reason})" if r.reason else ""))
         if cancel.is_set():
             return finish("cancelled; the best verified version so far is kept")
         # Offline ideas are few and cheap, so each is tried; an LLM can go on forever: patience.
         if mode == "llm" and stale >= limits.patience:
             return finish(f"{stale} rounds in a row brought no improvement")
     return finish(f"all {rounds} rounds done")
+
+
+def _plans(planner, s: Situation, k: int) -> tuple[list[Plan], Usage]:
+    """Up to k plans for one round. The offline team gives its next k different ideas (each idea
+    chosen is seen as tried when picking the next); an LLM plan is coded k times."""
+    usage = Usage()
+    probe = replace(s, history=list(s.history))
+    plans: list[Plan] = []
+    while len(plans) < k:
+        plan, u = planner.plan(probe)
+        usage.add(u)
+        if plan is None:
+            break
+        plans.append(plan)
+        if plan.source == "llm":
+            plans += [plan] * (k - len(plans))
+            break
+        probe.history.append(Round(0, plan, s.best_hash))
+    return plans, usage
+
+
+def _keep_best_of(batch: list[Round]) -> None:
+    """At most one candidate of a round is adopted: the fastest measured one (on ties, or where
+    speed is not measured, the first in the planner's order)."""
+    adopted = [r for r in batch if r.adopted]
+    if len(adopted) < 2:
+        return
+    best = max(adopted, key=lambda r: r.evaluation.speedup if r.evaluation is not None and r.evaluation.measured
+               else float("-inf"))
+    if not (best.evaluation is not None and best.evaluation.measured):
+        best = adopted[0]
+    for r in adopted:
+        if r is best:
+            continue
+        r.outcome = "not faster"
+        if r.evaluation is not None and r.evaluation.measured:
+            r.reason = (f"{r.evaluation.speedup:.3f}× vs the original, but candidate {best.index} of this round "
+                        f"was faster ({best.evaluation.speedup:.3f}×)")
+        else:
+            r.reason = f"verified, but candidate {best.index} of this round was adopted (one per round)"
+
+
+def _infra_check(e: InfrastructureError):
+    from ..evaluation import Check
+    return Check(False, e.message, e.message, 0, "infrastructure")
 
 
 def _judge(r: Round, att: Attempt, s: Situation, limits: Limits, cancel: threading.Event) -> None:
@@ -193,6 +282,11 @@ def _judge(r: Round, att: Attempt, s: Situation, limits: Limits, cancel: threadi
         return
     if att.candidate == s.best:
         r.outcome, r.reason = "not faster", "the rewrite is identical to the current best"
+        return
+    if e.measured and s.best_eval.measured and e.gpu and s.best_eval.gpu and e.gpu != s.best_eval.gpu:
+        r.outcome = "not compared"
+        r.reason = (f"timed on {e.gpu}, the best on {s.best_eval.gpu}: speedups are never compared across "
+                    f"GPU models")
         return
     if e.measured and s.best_eval.measured:
         gain = e.speedup / s.best_eval.speedup

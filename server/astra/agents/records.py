@@ -58,6 +58,11 @@ class Round:
     usage: Usage = field(default_factory=Usage)
     seconds: float = 0.0
     transcript: list[dict] = field(default_factory=list)   # LLM exchanges of this round
+    batch: int = 0                     # the round it belongs to (several candidates per round); 0: `index`
+
+    def __post_init__(self) -> None:
+        if not self.batch:
+            self.batch = self.index
 
     @property
     def adopted(self) -> bool:
@@ -68,7 +73,7 @@ class Round:
              "candidate_hash": self.candidate_hash,
              "evaluation": self.evaluation.to_json() if self.evaluation else None, "outcome": self.outcome,
              "reason": self.reason, "changes": self.changes, "attempts": self.attempts,
-             "usage": self.usage.to_json(), "seconds": round(self.seconds, 3)}
+             "usage": self.usage.to_json(), "seconds": round(self.seconds, 3), "batch": self.batch}
         if with_code:
             d["candidate"] = self.candidate
         return d
@@ -78,4 +83,4 @@ class Round:
         return cls(d["index"], Plan(**d["plan"]) if d.get("plan") else None, d["base_hash"], d.get("candidate"),
                    d.get("candidate_hash"), Evaluation.from_json(d["evaluation"]) if d.get("evaluation") else None,
                    d.get("outcome", ""), d.get("reason", ""), list(d.get("changes", [])), d.get("attempts", 0),
-                   Usage.from_json(d.get("usage", {})), d.get("seconds", 0.0))
+                   Usage.from_json(d.get("usage", {})), d.get("seconds", 0.0), batch=d.get("batch", 0))

@@ -53,10 +53,22 @@ def _diff_html(diff: str) -> str:
 
 
 def render(result: OptimizeResult) -> str:
+    title = f"Astra: {result.kernel}"
+    return _page(title, [f"<h1>{html.escape(title)} <span class='note'>({html.escape(result.mode)})</span></h1>",
+                         *_sections(result)])
+
+
+def _page(title: str, body: list[str]) -> str:
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+
+
+def _sections(result: OptimizeResult, level: int = 2) -> list[str]:
+    """One run's report below its title: the verdict, per-size table, rounds, diff, best kernel."""
     e = html.escape
     r = result
-    title = f"Astra: {r.kernel}"
-    body = [f"<h1>{e(title)} <span class='note'>({e(r.mode)})</span></h1>"]
+    h = f"h{level}"
+    body: list[str] = []
     if r.error:
         body.append(f"<p class='failed'>Could not optimize: {e(r.error)}</p>")
     elif r.measured:
@@ -74,7 +86,10 @@ def render(result: OptimizeResult) -> str:
     else:
         body.append(f"<p>{'A verified rewrite' if r.improved else 'No verified improvement'}; "
                     f"<span class='note'>{e(r.speed_note)}</span></p>")
-    body.append("<h2>Rounds</h2><table><tr><th>#</th><th>plan</th><th>outcome</th><th>verdict</th>"
+    where = r.best_eval.gpu or r.baseline.gpu
+    if where:
+        body.append(f"<p class='note'>Timed on {e(where)} ({e(r.best_eval.node or r.baseline.node)}).</p>")
+    body.append(f"<{h}>Rounds</{h}><table><tr><th>#</th><th>plan</th><th>outcome</th><th>verdict</th>"
                 "<th>speedup</th><th>s</th></tr>")
     for rd in r.rounds:
         ev = rd.evaluation
@@ -88,10 +103,47 @@ def render(result: OptimizeResult) -> str:
     body.append(f"<p class='note'>Stopped: {e(r.stopped)}. {r.seconds:.1f} s"
                 + (f", {r.usage.calls} LLM calls, {r.usage.tokens} tokens" if r.usage.calls else "") + ".</p>")
     if r.improved:
-        body.append(f"<h2>Diff</h2><pre>{_diff_html(r.diff)}</pre>")
-        body.append(f"<h2>Best kernel</h2><pre>{e(r.best_kernel_source)}</pre>")
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{e(title)}</title>"
-            f"<style>{CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+        body.append(f"<{h}>Diff</{h}><pre>{_diff_html(r.diff)}</pre>")
+        body.append(f"<{h}>Best kernel</{h}><pre>{e(r.best_kernel_source)}</pre>")
+    return body
+
+
+def render_batch(batch) -> str:
+    """One page for a batch (`astra.batch.BatchResult`): the summary table (geomeans per GPU
+    model, never pooled across models), then each run's report."""
+    e = html.escape
+    ex = batch.executor
+    where = (f"Ray ({ex.get('address')}, {ex.get('nodes')} node(s), {ex.get('gpus')} GPU(s))"
+             if ex.get("kind") == "ray" else f"this machine ({ex.get('node', '')})")
+    body = [f"<h1>Astra batch {e(batch.id)}</h1>",
+            f"<p class='note'>{len(batch.rows)} kernel(s) in {batch.seconds:.1f} s on {e(where)}.</p>",
+            "<table><tr><th>file</th><th>kernel</th><th>state</th><th>speedup</th><th>verified cases</th>"
+            "<th>GPU</th><th>rounds</th><th>s</th></tr>"]
+    for i, row in enumerate(batch.rows):
+        sp = f"{row.speedup:.3f}×" if row.speedup is not None else ("verified rewrite" if row.improved else "–")
+        cls = "adopted" if row.improved else "failed" if row.state in ("error", "interrupted") else ""
+        body.append(f"<tr><td>{e(row.target.path)}</td><td><a href='#run-{i}'>{e(row.target.kernel)}</a></td>"
+                    f"<td class='{cls}'>{e(row.state)}: {e(row.message[:160])}</td><td class=n>{sp}</td>"
+                    f"<td class=n>{row.cases}</td><td>{e(row.gpu or '–')}</td><td class=n>{row.rounds}</td>"
+                    f"<td class=n>{row.seconds:.1f}</td></tr>")
+    body.append("</table>")
+    for gpu, g in batch.geomeans.items():
+        body.append(f"<p><b>{g:.3f}× geomean</b> on {e(gpu)}</p>")
+    for i, row in enumerate(batch.rows):
+        body.append(f"<h2 id='run-{i}'>{e(row.target.kernel)} <span class='note'>({e(row.target.path)})</span></h2>")
+        if row.result is None:
+            body.append(f"<p class='failed'>{e(row.message)}</p>")
+        else:
+            body += _sections(row.result, level=3)
+    return _page(f"Astra batch {batch.id}", body)
+
+
+def write_batch(batch, directory: str | Path) -> Path:
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / f"astra-batch-{batch.id}.html"
+    path.write_text(render_batch(batch), encoding="utf-8")
+    return path
 
 
 def write(result: OptimizeResult, directory: str | Path) -> Path:

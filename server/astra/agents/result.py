@@ -28,6 +28,7 @@ class OptimizeResult:
     cancelled: bool = False
     error: str | None = None        # the run could not start (e.g. the original fails the gate)
     report_path: str | None = None  # the HTML report, when one was written
+    interrupted: bool = False       # the evaluating machine was lost: resume the run to go on
 
     # ---- what changed -----------------------------------------------------------------------
     @property
@@ -94,7 +95,7 @@ class OptimizeResult:
                 "measured": self.measured, "speedup": self.speedup, "speed_note": self.speed_note,
                 "per_size": self.per_size(), "stopped": self.stopped, "cancelled": self.cancelled,
                 "error": self.error, "run_dir": self.run_dir, "run_id": self.run_id,
-                "seconds": round(self.seconds, 2), "usage": self.usage.to_json(),
+                "seconds": round(self.seconds, 2), "usage": self.usage.to_json(), "interrupted": self.interrupted,
                 "baseline": self.baseline.to_json(), "best": self.best_eval.to_json(),
                 "rounds": [r.to_json() for r in self.rounds], "best_kernel_source": self.best_kernel_source,
                 "text_edit": self.text_edit(),

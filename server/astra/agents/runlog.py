@@ -6,6 +6,8 @@ inspected, reported or resumed.
     baseline.json        the original's evaluation
     round-01/plan.md     the plan;  candidate.cu, evaluation.json, round.json (outcome, usage)
     best.cu              the best verified file so far
+    measured/<hash>.json every evaluation as soon as it is made (by source hash): a round cut
+                         short (a lost cluster node) loses nothing when it is resumed
 """
 from __future__ import annotations
 
@@ -68,6 +70,14 @@ class RunLog:
     def best(self, text: str) -> None:
         _write(self.dir / "best.cu", text)
 
+    def measured(self, key: str, ev: Evaluation) -> None:
+        """Called from several threads (candidates evaluated at once): a temporary file each."""
+        d = self.dir / "measured"
+        d.mkdir(exist_ok=True)
+        tmp = d / f".{key}.{uuid.uuid4().hex[:8]}.tmp"
+        tmp.write_text(json.dumps(ev.to_json(), indent=2), encoding="utf-8")
+        os.replace(tmp, d / f"{key}.json")
+
     # ---- reading back (resume / inspect) ----------------------------------------------------
     def rounds(self) -> list[Round]:
         out = []
@@ -84,6 +94,15 @@ class RunLog:
     def read_baseline(self) -> Evaluation | None:
         p = self.dir / "baseline.json"
         return Evaluation.from_json(json.loads(p.read_text())) if p.exists() else None
+
+    def read_measured(self) -> dict[str, Evaluation]:
+        out = {}
+        for p in sorted((self.dir / "measured").glob("*.json")):
+            try:
+                out[p.stem] = Evaluation.from_json(json.loads(p.read_text()))
+            except (OSError, ValueError, KeyError, TypeError):
+                continue  # a damaged entry is evaluated again
+        return out
 
     def read_original(self) -> str | None:
         p = self.dir / "original.cu"
@@ -102,7 +121,7 @@ class RunInfo:
     path: str                  # the file as the run was given it (maybe relative to that cwd)
     mode: str
     started: float | None
-    status: str                # 'done', or 'running' (also a run that was interrupted)
+    status: str                # 'done', 'interrupted' (the cluster was lost), or 'running' (also a run cut short)
     stopped: str
     rounds_done: int
     rounds_asked: int | None
@@ -147,7 +166,7 @@ def read_run(directory: Path) -> RunInfo | None:
     llm = meta.get("llm")
     return RunInfo(directory.name, directory, str(meta.get("kernel", "")), str(meta.get("path", "")),
                    str(meta.get("mode", "")), meta.get("started"), str(meta.get("status", "")),
-                   str(meta.get("stopped", "")), len(rounds), asked if isinstance(asked, int) else None,
+                   str(meta.get("stopped", "")), len({r.batch for r in rounds}), asked if isinstance(asked, int) else None,
                    speedup, note, llm.get("model") if isinstance(llm, dict) else None)
 
 

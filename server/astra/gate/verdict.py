@@ -90,6 +90,7 @@ class Verdict:
     log: str = ""                  # compiler log for compile errors
     reference: str = ""            # where the reference came from (set by astra.api)
     project: str = ""              # the project context it was built with (set by astra.api)
+    ran_on: str = ""               # where it ran: node and GPU (set by astra.api)
     timings: dict[str, float] = field(default_factory=dict)  # seconds per gate step
 
     @property

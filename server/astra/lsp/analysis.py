@@ -21,6 +21,11 @@ if TYPE_CHECKING:
 MAX_FAILURES_SHOWN = 5  # per kernel: enough to act on without burying the file in squiggles
 
 
+
+def _on(v: Verdict) -> str:
+    """', ran on NODE, GPU …': where the check ran (a cluster's node, or this machine)."""
+    return f", ran {v.ran_on}" if v.ran_on else ""
+
 def verdict_diagnostics(verdicts: list[Verdict], lines: list[str], where: types.Range) -> list[types.Diagnostic]:
     """The failures of the verdicts at their lines (else at the kernel's name, `where`)."""
     diags = []
@@ -34,7 +39,7 @@ def verdict_diagnostics(verdicts: list[Verdict], lines: list[str], where: types.
             rng = line_range(line - 1, lines) if line is not None and 1 <= line <= len(lines) else where
             diags.append(types.Diagnostic(
                 range=rng, severity=types.DiagnosticSeverity.Error, source="astra", code="check",
-                message=f"{v.kernel}: check failed ({v.backend} backend): {f.text()}"))
+                message=f"{v.kernel}: check failed ({v.backend} backend{_on(v)}): {f.text()}"))
         if rest > 0:
             diags.append(types.Diagnostic(
                 range=where, severity=types.DiagnosticSeverity.Error, source="astra", code="check",
@@ -42,7 +47,7 @@ def verdict_diagnostics(verdicts: list[Verdict], lines: list[str], where: types.
         if not failures:
             severity = types.DiagnosticSeverity.Warning if v.status == "unsupported" else types.DiagnosticSeverity.Error
             diags.append(types.Diagnostic(range=where, severity=severity, source="astra", code="check",
-                                          message=f"{v.summary} ({v.backend} backend)"))
+                                          message=f"{v.summary} ({v.backend} backend{_on(v)})"))
     return diags
 
 

@@ -66,6 +66,7 @@ class AstraServer(LanguageServer):
         self.docs: dict[str, DocState] = {}
         # Separate pools, so quick core calls (parse, spec inference, pin) never queue behind
         # compiles or checks, and checks never queue behind an optimization.
+        self.cluster_label = ""   # e.g. 'Ray ray://gpu-box:10001' while astra.cluster is connected
         self.fast = ThreadPoolExecutor(2, "astra-fast")
         self.static = ThreadPoolExecutor(1, "astra-static")  # compiles every kernel: seconds
         self.slow = ThreadPoolExecutor(1, "astra-check")
@@ -97,6 +98,25 @@ class AstraServer(LanguageServer):
             pass
         except Exception:
             self.log_error("background task failed", traceback.format_exc())
+
+    async def apply_cluster(self) -> None:
+        """Run kernels where `astra.cluster` says (Ray starts in seconds: off the event loop). A
+        failure is shown and this machine's workers stay in use."""
+        from astra import api
+        wanted = self.settings.cluster
+        try:
+            d = await self.call(self.fast, api.use_cluster, wanted)
+        except Exception as e:
+            self.cluster_label = ""
+            await self.call(self.fast, api.use_cluster, "")
+            self.show(f"Astra: astra.cluster={wanted!r}: {getattr(e, 'message', e)}; kernels run on this machine",
+                      types.MessageType.Warning)
+            return
+        self.cluster_label = f"Ray {d.get('address')}" if d.get("kind") == "ray" else ""
+        if self.cluster_label:
+            self.log_info(f"kernels run on {self.cluster_label}: {d.get('nodes')} node(s), {d.get('gpus')} GPU(s)")
+        for uri in list(self.docs):
+            self.send_status(uri)
 
     def log_info(self, msg: str) -> None:
         self.window_log_message(types.LogMessageParams(types.MessageType.Info, msg))
@@ -196,7 +216,7 @@ class AstraServer(LanguageServer):
         if st is None:
             return
         self.view_gen += 1  # every status change is also a lens change
-        self.protocol.notify(contract.STATUS_NOTIFICATION, views.status(uri, st))
+        self.protocol.notify(contract.STATUS_NOTIFICATION, views.status(uri, st, self.cluster_label))
 
     async def progress_begin(self, title: str, cancel: Any) -> str | None:
         """Server-initiated work-done progress whose cancel button sets `cancel`."""

@@ -48,6 +48,8 @@ def on_initialized(ls: AstraServer, params: types.InitializedParams) -> None:
     ls.log_info(f"Astra server {_version()} ready (backend={s.backend}, rounds={s.rounds}, "
                 f"llm={'offline' if not s.llm_base_url else s.llm_model or 'default model'}, "
                 f"python={sys.executable})")
+    if s.cluster:
+        ls.spawn(ls.apply_cluster())
 
 
 @server.feature(types.SHUTDOWN)
@@ -72,9 +74,12 @@ async def on_configuration(ls: AstraServer, params: types.DidChangeConfiguration
             raw = got[0] if got else None
         except Exception:
             ls.log_error("could not read the astra settings", traceback.format_exc())
+    before = ls.settings.cluster
     ls.settings, problems = ls.settings.updated(raw)
     for p in problems:
         ls.show(f"Astra: {p}", types.MessageType.Warning)
+    if ls.settings.cluster != before:
+        ls.spawn(ls.apply_cluster())
     ls.log_info(f"settings: backend={ls.settings.backend}, rounds={ls.settings.rounds}, "
                 f"checkOnSave={ls.settings.check_on_save}, gpuArch={ls.settings.gpu_arch}")
 

@@ -29,6 +29,7 @@ class Settings:
     defines: tuple[str, ...] = tuple(_D["defines"])
     std: str = _D["std"]
     compile_commands: str = _D["compileCommands"]
+    cluster: str = _D["cluster"]   # where kernels run: '' this machine, 'local', 'auto', 'ray://HOST:PORT'
 
     def project(self, root: str) -> tuple[ProjectContext, str | None]:
         """The settings' part of the project context, and the compile_commands.json they name."""
@@ -67,6 +68,7 @@ class Settings:
         take("profile.ncu", "profile_ncu", bool)
         take("std", "std", str, lambda v: v in ("", "c++11", "c++14", "c++17", "c++20"))
         take("compileCommands", "compile_commands", str)
+        take("cluster", "cluster", str, _valid_cluster)
         for key, attr in (("includePaths", "include_paths"), ("defines", "defines")):
             v = flat.get(key)
             if v is None:
@@ -77,6 +79,16 @@ class Settings:
             else:
                 problems.append(f"ignoring setting astra.{key}={v!r}")
         return replace(self, **out), problems
+
+
+def _valid_cluster(v: str) -> bool:
+    from astra import executors
+    from astra.errors import AstraError
+    try:
+        executors.parse(v)
+    except AstraError:
+        return False
+    return True
 
 
 def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -51,7 +51,7 @@ def report_markdown(k: KernelInfo, ks: KernelState | None) -> str:
     if ks and ks.verdict is not None:
         v = ks.verdict
         mark = "✅ verified" if v.passed else "❌ not verified"
-        out.append(f"**Check** ({v.backend} backend): {mark} — {v.summary}")
+        out.append(f"**Check** ({v.backend} backend{', ran ' + v.ran_on if v.ran_on else ''}): {mark} — {v.summary}")
         if v.reference:
             out.append(f"Reference: {v.reference}")
     elif ks and ks.verdict_error:
@@ -203,8 +203,9 @@ def code_actions(uri: str, version: int, text: str, k: KernelInfo, ks: KernelSta
     return [a for a in actions if a.kind is not None and _wanted(a.kind, only)]
 
 
-def status(uri: str, st: DocState) -> dict[str, Any]:
-    """The status notification's payload (client/src/contract.ts: DocStatus)."""
+def status(uri: str, st: DocState, cluster: str = "") -> dict[str, Any]:
+    """The status notification's payload (client/src/contract.ts: DocStatus). `cluster`: where
+    kernels run when not on this machine (e.g. 'Ray ray://gpu-box:10001')."""
     verdicts = [ks.verdict for ks in st.per_kernel.values() if ks.verdict is not None]
     running = [(n, ks.optimization) for n, ks in st.per_kernel.items()
                if ks.optimization and ks.optimization.status == "running"]
@@ -215,6 +216,8 @@ def status(uri: str, st: DocState) -> dict[str, Any]:
         "verified": sum(1 for v in verdicts if v.passed),
         "failing": sum(1 for v in verdicts if not v.passed) + sum(1 for ks in st.per_kernel.values() if ks.verdict_error),
         "optimizing": [{"kernel": n, "message": o.message, "bestSpeedup": o.best_speedup} for n, o in running],
+        "where": next((v.ran_on for v in verdicts if v.ran_on), ""),   # node (and GPU) of the checks
+        "cluster": cluster,
     }
 
 

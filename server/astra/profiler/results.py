@@ -68,6 +68,7 @@ class Profile:
     ceiling_gbps: float | None = None
     sizes: list[SizeProfile] = field(default_factory=list)
     ncu: dict[str, Any] | None = None
+    ran_on: str = ""                      # where it was measured: node and GPU (set by astra.api)
     hot_lines: list[tuple[int, float, str]] = field(default_factory=list)  # (0-based line, share, label)
     errors: list[str] = field(default_factory=list)
     path: str = ""
