@@ -1,4 +1,6 @@
-"""`astra` — the command line. Thin: parse arguments, call `astra.api`, print.
+"""`astra` — the command line. Thin: parse arguments, call `astra.api`, print. Long because every
+verb's flags, its JSON and its exit code are kept side by side here, where the contract is read;
+the batch's tables are in `batch_view`.
 
 Exit codes: 0 ok, 1 a check failed (or the kernel to optimize or profile does not pass), 2 bad
 input or usage, 130 interrupted, 141 the reader of the output went away (`| head`). With
@@ -280,7 +282,8 @@ def _optimize_batch(a) -> int:
     _executor(a)
     _arch(a)
     cancel = threading.Event()
-    display = None if a.json else _BatchDisplay()
+    from .batch_view import LiveTable, print_summary
+    display = None if a.json else LiveTable(_console(stderr=True))
 
     def context_for(path: str):
         cli = project.from_flags(a.include or (), a.define or (), a.std, origin="command line") if flags else None
@@ -300,7 +303,7 @@ def _optimize_batch(a) -> int:
     if a.json:
         _emit_json(result.to_json())
     else:
-        _print_batch(result)
+        print_summary(result)
     return EXIT_OK
 
 
@@ -360,58 +363,6 @@ def _progress_printer():
         tail = f"  (best {best:.2f}×)" if isinstance(best, (int, float)) else ""
         con.print(f"[dim]{head}{msg}{tail}[/]")
     return progress
-
-
-class _BatchDisplay:
-    """A live table on stderr: one line per kernel of the batch."""
-
-    def __init__(self):
-        self.rows: dict[tuple[str, str], object] = {}
-        self.live = None
-
-    def _table(self):
-        from rich.table import Table
-        t = Table(title="astra optimize", expand=False)
-        for col in ("kernel", "file", "state", "best", "now"):
-            t.add_column(col, overflow="fold")
-        for row in self.rows.values():
-            best = f"{row.speedup:.2f}×" if row.speedup is not None else "–"
-            t.add_row(row.target.kernel, row.target.path, row.state, best, row.message[:80])
-        return t
-
-    def start(self) -> None:
-        from rich.live import Live
-        self.live = Live(self._table(), console=_console(stderr=True), refresh_per_second=4, transient=True)
-        self.live.start()
-
-    def update(self, row) -> None:
-        self.rows[(row.target.path, row.target.kernel)] = row
-        if self.live is not None:
-            self.live.update(self._table())
-
-    def stop(self) -> None:
-        if self.live is not None:
-            self.live.stop()
-
-
-def _print_batch(result) -> None:
-    # Plain aligned columns (like --list-runs): names and states are never cut.
-    rows = [("kernel", "file", "speedup", "cases", "GPU", "rounds", "s", "state")]
-    for r in result.rows:
-        sp = f"{r.speedup:.3f}×" if r.speedup is not None else ("verified" if r.improved else "–")
-        rows.append((r.target.kernel, r.target.path, sp, str(r.cases), r.gpu or "–", str(r.rounds),
-                     f"{r.seconds:.1f}", r.state if r.state == "done" else f"{r.state}: {r.message}"))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
-    for row in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[-1])
-    for gpu, g in result.geomeans.items():
-        print(f"geomean {g:.3f}× on {gpu}")
-    ex = result.executor
-    print(f"{len(result.rows)} kernel(s) in {result.seconds:.1f} s on "
-          + (f"Ray {ex.get('address')} ({ex.get('nodes')} node(s), {ex.get('gpus')} GPU(s))"
-             if ex.get("kind") == "ray" else "this machine")
-          + (f"; report: {result.report_path}" if result.report_path else "")
-          + f"; resume with --resume {result.id}")
 
 
 def _print_verdicts(verdicts, limit: int = 8) -> None:

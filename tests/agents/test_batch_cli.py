@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from astra import availability, cli
+from astra import availability
 
 from agent_helpers import ROOT
 from test_resume import FakeWorker, astra
