@@ -107,11 +107,25 @@ class Capabilities:
 
 @dataclass
 class TimingResult:
-    times_us: list[float] = field(default_factory=list)  # one per timed launch
+    times_us: list[float] = field(default_factory=list)  # one per launch
 
     @property
     def median_us(self) -> float:
         return float(np.median(self.times_us)) if self.times_us else float("nan")
+
+
+@dataclass(frozen=True)
+class TimedLaunch:
+    """One launch of a timing loop and the untimed work around it. Before the launch: `copies`
+    (destination, source) bring fresh inputs, `fills` (buffer, byte, element positions or None
+    for every byte) poison outputs. After it: `keeps` (destination, source, element positions
+    or None for the whole buffer) copy what the launch left for checking once the loop is over.
+    Positions are int64 element indices into the flattened buffer, held in a device buffer."""
+
+    args: Sequence[Buffer | Scalar]
+    copies: Sequence[tuple[Buffer, Buffer]] = ()
+    fills: Sequence[tuple[Buffer, int, Buffer | None]] = ()
+    keeps: Sequence[tuple[Buffer, Buffer, Buffer | None]] = ()
 
 
 class Backend(ABC):
@@ -147,15 +161,11 @@ class Backend(ABC):
         """Run one launch to completion (synchronous). Raises LaunchError on a fault,
         a deadlock/divergent barrier (CPU) or a timeout."""
 
-    def time(self, module: Module, name_expression: str, launch: Launch,
-             arg_sets: Sequence[Sequence[Buffer | Scalar]], *, warmup: int = 20,
-             reps: int = 100, flush_l2: bool = True,
-             restore: Sequence[Sequence[tuple[Buffer, Buffer]]] | None = None) -> TimingResult:
-        """Time `reps` launches (rotating through `arg_sets`) after `warmup` launches,
-        with the L2 flushed between launches. `restore[i]` lists (destination, pristine source)
-        pairs copied before each launch of set i, outside the timed region: an in-place kernel
-        then always runs on the same realistic data, and what it leaves is one application of
-        it. Only backends with `caps.timing`."""
+    def time(self, module: Module, name_expression: str, launch: Launch, launches: Sequence[TimedLaunch], *,
+             flush_l2: bool = True) -> TimingResult:
+        """Run `launches` in order, each timed on its own (one time per launch, warm-up included:
+        the caller decides which count), with the L2 flushed before each and its `copies`,
+        `fills` and `keeps` done outside the timed region. Only backends with `caps.timing`."""
         raise NotImplementedError(f"the {self.name} backend does not measure time")
 
     def copy_ceiling(self) -> float:
@@ -177,6 +187,26 @@ class Backend(ABC):
         """What this backend cannot reproduce of the candidate's numerics against the
         reference's (e.g. fast-math intrinsics emulated on a CPU): warnings for the verdict."""
         return []
+
+    # ---- buffer plumbing for the timing loop (backends that measure time) ---------------------
+    def allocate(self, nbytes: int) -> Buffer:
+        """Uninitialised device bytes (contents unspecified)."""
+        return self.upload(np.empty(max(1, nbytes), dtype=np.uint8))
+
+    def view(self, buf: Buffer, offset: int, dtype: np.dtype, shape: tuple[int, ...]) -> Buffer:
+        """A buffer of `dtype` and `shape` at byte `offset` inside `buf` (sharing its memory):
+        arguments placed at fresh addresses without allocating."""
+        raise NotImplementedError(f"the {self.name} backend does not place buffers")
+
+    def copy(self, dst: Buffer, src: Buffer) -> None:
+        """Device-to-device copy of `src` into `dst` (the same number of bytes)."""
+        raise NotImplementedError(f"the {self.name} backend does not copy buffers")
+
+    def same_bytes(self, a: Buffer, b: Buffer) -> bool:
+        """Whether two buffers hold the same bytes (compared where they live when possible)."""
+        x, y = self.download(a), self.download(b)
+        return x.nbytes == y.nbytes and bool(np.array_equal(x.reshape(-1).view(np.uint8),
+                                                            y.reshape(-1).view(np.uint8)))
 
     def close(self) -> None:
         pass

@@ -6,8 +6,10 @@ trap) makes this backend refuse further work and asks the worker to retire after
 the next job gets a fresh process and context.
 
 Timing follows the method of ../shared/notes/gpu-machine.md: CUDA events around each launch,
-warm-up, >=100 timed launches, the L2 flushed (a memset of twice the L2 size) between launches,
-input sets rotated. The device copy ceiling (bytes read + written by a large device-to-device
+the L2 flushed (a memset of twice the L2 size) before each, and the caller's plan of copies,
+poison fills and snapshots (`TimedLaunch`) done outside the events; after an idle spell the GPU
+is kept busy for a few milliseconds first, so clocks that dropped while idle do not slow the first
+launches. The device copy ceiling (bytes read + written by a large device-to-device
 copy) is measured once per device and cached on disk.
 """
 from __future__ import annotations
@@ -22,11 +24,14 @@ from typing import Any, Sequence
 import numpy as np
 
 from .base import (Backend, BackendUnavailable, Buffer, Capabilities, CompileError, Launch, LaunchError, Module,
-                   ResourceUsage, Scalar, Schedule, TimingResult, Unsupported)
+                   ResourceUsage, Scalar, Schedule, TimedLaunch, TimingResult, Unsupported)
 
 # Set in workers started by `sanitizer_pool()`: the tool name and its log file.
 SANITIZER_ENV = "ASTRA_SANITIZER"
 SANITIZER_LOG_ENV = "ASTRA_SANITIZER_LOG"
+
+IDLE_S = 0.05        # idle longer than this before a timing loop: wake the GPU first
+WAKE_FLUSHES = 100   # L2-flush memsets to wake it (~4 ms on an H100)
 
 # Errors after which the CUDA context is unusable: the worker must be replaced.
 _STICKY = ("illegal address", "illegal memory", "misaligned address", "illegal instruction", "hardware stack",
@@ -126,6 +131,7 @@ class GpuBackend(Backend):
             self.use_exact_allocations()
         self._modules: dict[str, GpuModule] = {}
         self._flush = None
+        self._busy_until = 0.0  # time.monotonic() when the last timing loop ended
         self.poisoned: str | None = None
 
     # ---- device facts ---------------------------------------------------------------------
@@ -359,36 +365,82 @@ class GpuBackend(Backend):
         buf = self._flush_buffer()
         self.cp.cuda.runtime.memsetAsync(buf.data.ptr, 0, buf.nbytes, self.cp.cuda.get_current_stream().ptr)
 
-    def time(self, module: GpuModule, name_expression: str, launch: Launch,
-             arg_sets: Sequence[Sequence[GpuBuffer | Scalar]], *, warmup: int = 20,
-             reps: int = 100, flush_l2: bool = True,
-             restore: Sequence[Sequence[tuple[GpuBuffer, GpuBuffer]]] | None = None) -> TimingResult:
-        self._check_usable()
-        cp = self.cp
-        sets = [self._args(a) for a in arg_sets]
-
-        def before(i: int) -> None:  # outside the events: restores, then the flush
-            for dst, src in (restore[i % len(sets)] if restore else ()):
-                dst.array[...] = src.array
-            if flush_l2:
+    def _wake(self) -> None:
+        """After an idle spell, keep the GPU busy for a few ms before timing: the first launches
+        would otherwise run at clocks that dropped while it idled."""
+        if time.monotonic() - self._busy_until > IDLE_S:
+            for _ in range(WAKE_FLUSHES):
                 self.flush_l2()
 
+    def time(self, module: GpuModule, name_expression: str, launch: Launch, launches: Sequence[TimedLaunch], *,
+             flush_l2: bool = True) -> TimingResult:
+        self._check_usable()
+        cp = self.cp
+        runtime = cp.cuda.runtime
+        stream = cp.cuda.get_current_stream().ptr
+        d2d = runtime.memcpyDeviceToDevice
+        events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in launches]
         try:
-            for i in range(warmup):
-                before(i)
-                self._enqueue(module, name_expression, launch, sets[i % len(sets)])
-            cp.cuda.get_current_stream().synchronize()
-            events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(reps)]
-            for i, (start, end) in enumerate(events):
-                before(i)
+            self._wake()
+            for t, (start, end) in zip(launches, events):
+                kargs = self._args(t.args)
+                for dst, src in t.copies:
+                    runtime.memcpyAsync(dst.array.data.ptr, src.array.data.ptr, src.nbytes, d2d, stream)
+                for buf, byte, pos in t.fills:
+                    if pos is None:
+                        runtime.memsetAsync(buf.array.data.ptr, int(byte) & 0xFF, buf.nbytes, stream)
+                    else:
+                        _bytes_of(cp, buf)[pos.array] = int(byte) & 0xFF
+                if flush_l2:
+                    self.flush_l2()
                 start.record()
-                self._enqueue(module, name_expression, launch, sets[i % len(sets)])
+                self._enqueue(module, name_expression, launch, kargs)
                 end.record()
-            events[-1][1].synchronize()
+                for dst, src, pos in t.keeps:
+                    if pos is None:
+                        runtime.memcpyAsync(dst.array.data.ptr, src.array.data.ptr, src.nbytes, d2d, stream)
+                    else:
+                        cp.take(src.array.reshape(-1), pos.array, out=dst.array.reshape(-1))
+            if events:
+                events[-1][1].synchronize()
             times = [cp.cuda.get_elapsed_time(s, e) * 1000.0 for s, e in events]
         except Exception as e:
             raise self._fault(e) from None
+        finally:
+            self._busy_until = time.monotonic()
         return TimingResult(times)
+
+    # ---- placing buffers for the timing loop -----------------------------------------------
+    def allocate(self, nbytes: int) -> GpuBuffer:
+        self._check_usable()
+        n = max(1, int(nbytes))
+        return GpuBuffer(self.cp.empty(n, dtype=self.cp.uint8), np.dtype(np.uint8), (n,))
+
+    def view(self, buf: GpuBuffer, offset: int, dtype: np.dtype, shape: tuple[int, ...]) -> GpuBuffer:
+        dt = np.dtype(dtype)
+        n = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+        if offset < 0 or offset % dt.itemsize or offset + n > buf.nbytes:
+            raise ValueError(f"a view of {n} bytes at offset {offset} does not fit a buffer of {buf.nbytes} bytes")
+        raw = buf.array.reshape(-1).view(self.cp.uint8)[offset:offset + n]
+        return GpuBuffer(raw.view(_storage_dtype(self.cp, dt)).reshape(shape), dt, shape)
+
+    def copy(self, dst: GpuBuffer, src: GpuBuffer) -> None:
+        self._check_usable()
+        if dst.nbytes != src.nbytes:
+            raise ValueError(f"copy of {src.nbytes} bytes into {dst.nbytes}")
+        rt = self.cp.cuda.runtime
+        rt.memcpyAsync(dst.array.data.ptr, src.array.data.ptr, src.nbytes, rt.memcpyDeviceToDevice,
+                       self.cp.cuda.get_current_stream().ptr)
+
+    def same_bytes(self, a: GpuBuffer, b: GpuBuffer) -> bool:
+        self._check_usable()
+        if a.nbytes != b.nbytes:
+            return False
+        cp = self.cp
+        try:
+            return bool(cp.array_equal(a.array.reshape(-1).view(cp.uint8), b.array.reshape(-1).view(cp.uint8)))
+        except Exception as e:
+            raise self._fault(e) from None
 
     def copy_ceiling(self) -> float:
         """Device copy bandwidth in bytes/s (read + written), measured once per device and cached."""
@@ -442,6 +494,11 @@ class GpuBackend(Backend):
             self.cp.get_default_memory_pool().free_all_blocks()
         except Exception:
             pass
+
+
+def _bytes_of(cp, buf: GpuBuffer):
+    """The buffer as rows of bytes, one row per element (for filling chosen elements)."""
+    return buf.array.reshape(-1).view(cp.uint8).reshape(-1, buf.dtype.itemsize)
 
 
 def _props(p: dict) -> dict:

@@ -4,16 +4,17 @@
     verdict.passed, verdict.summary, verdict.to_json(), verdict.visible_feedback()
 
 See run.py for the checks, suite.py for the test cases, compare.py for the tolerances,
-screen.py for static screening, timed.py for re-validation after timing.
+screen.py for static screening, timed.py for the correctness of timed launches.
 """
 from .checks import launch_of
 from .compare import Mismatch
 from .run import Cancelled, check
 from .screen import ScreenResult, fast_math_swaps
 from .suite import Suite, build as build_suite
-from .timed import Revalidation, TimedSet, prepare_timed, revalidate_after_timing
+from .timed import (TimedSet, check_inputs_unchanged, check_outputs, check_samples, expect, fresh_run,
+                    prepare_timed)
 from .verdict import CaseInfo, CheckResult, Coverage, Failure, Verdict
 
 __all__ = ["check", "Cancelled", "Verdict", "Failure", "CheckResult", "Coverage", "CaseInfo",
            "Mismatch", "ScreenResult", "fast_math_swaps", "build_suite", "Suite", "prepare_timed",
-           "revalidate_after_timing", "TimedSet", "Revalidation", "launch_of"]
+           "expect", "fresh_run", "check_outputs", "check_inputs_unchanged", "check_samples", "TimedSet", "launch_of"]

@@ -1,52 +1,56 @@
-"""Re-validation after timing, for the profiling agent.
+"""Correctness of the timed launches, for the profiling agent.
 
-A candidate can behave while checked and cheat while timed (skip work once warm, lazy outputs,
-work on another stream). So the buffers the timing loop actually used are checked afterwards:
+A candidate can behave while checked and cheat while timed: skip work once warm, skip work when
+the output already looks computed, key state on buffer addresses or input contents. So the
+timing loop (astra.profiler.timing) launches on inputs and outputs prepared here, and what every
+launch leaves is checked here:
 
-    sets = gate.prepare_timed(spec, backend, sizes, reference=(ref_module, ref_name), sets=3)
-    backend.time(cand_module, cand_name, gate.launch_of(spec, sizes), [s.args for s in sets], ...)
-    result = gate.revalidate_after_timing(spec, backend, sets, launches=counts, reference=(ref_module, ref_name))
-    if not result.passed: ... refuse the timing, report result.failures
+    sets = gate.prepare_timed(spec, backend, sizes, sets=2)
+    ... the timing loop copies sets[s].pristine into place before each launch ...
+    gate.expect(spec, backend, sets, (ref_module, ref_name))      # after the loop
+    failures = gate.check_outputs(spec, sets[s], {name: array}, poison=0xFF, where="after timed launch 7")
 
-Output-only arguments must hold the reference's result for their set's inputs (outputs were
-poisoned before timing, so a loop that never wrote them fails). Read-only inputs must be
-unchanged. In-place (`inout`) arguments are compared against the reference applied `launches`
-times when the launch counts are given; otherwise they are not compared (said in `notes`).
+Input sets: set 0 is drawn on the host as the spec's `init` says; each further set is set 0 with
+every randomly drawn argument rotated on the device by its own random number of elements — the
+values' distribution is unchanged, the content is new, and no host drawing is paid for it.
+The reference's outputs on each set are computed on fresh copies, after the timing (`expect`). Output-only arguments must
+hold the reference's result after each launch (outputs are poisoned before a launch, so one that
+was not written fails), in-place arguments one application of it (they are restored before each
+launch), and read-only inputs must be unchanged.
 """
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import numpy as np
 
-from ..backends.base import Backend, Buffer, LaunchError, Module, Scalar
+from ..backends.base import Backend, Buffer, Module, Scalar
 from ..spec import Spec
 from . import compare, suite as suites
-from .checks import POISONS, Compiled, changed_inputs, execute, launch_of, prepare, scalar_ctypes
+from .checks import POISONS, Compiled, Run, execute, launch_of, scalar_ctypes
 from .verdict import CaseInfo, Failure
 
-__all__ = ["TimedSet", "Revalidation", "prepare_timed", "revalidate_after_timing", "launch_of"]
+__all__ = ["TimedSet", "prepare_timed", "expect", "fresh_run", "check_outputs", "check_inputs_unchanged", "check_samples",
+           "launch_of"]
+
+ROTATED = ("normal", "uniform", "randint")  # i.i.d. draws: any rotation is as likely a draw
 
 
 @dataclass
 class TimedSet:
     sizes: dict[str, int]
-    host: dict[str, np.ndarray]
-    args: list[Buffer | Scalar]          # pass these to Backend.time
-    buffers: dict[str, Buffer]
-    expected: dict[str, np.ndarray] | None  # the reference's outputs after one launch
-    poison: int
-    info: CaseInfo
+    pristine: dict[str, Buffer]               # what the kernel reads; copied into place, never launched on
+    expected: dict[str, np.ndarray] | None    # written arguments after one launch of the reference
+    host: dict[str, np.ndarray]               # set 0's host inputs
+    rolls: dict[str, int] = field(default_factory=dict)  # elements each input is rotated by from `host`
+    info: CaseInfo | None = None
 
-
-@dataclass
-class Revalidation:
-    passed: bool
-    checked: int                      # arrays compared
-    failures: list[Failure] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    def input_values(self, name: str, positions: np.ndarray) -> np.ndarray:
+        """The set's values of input `name` at flat element `positions`."""
+        flat = self.host[name].reshape(-1)
+        return flat[(positions - self.rolls.get(name, 0)) % flat.size]
 
 
 def _compiled(ref) -> Compiled | None:
@@ -56,73 +60,137 @@ def _compiled(ref) -> Compiled | None:
     return Compiled(module, name, "reference")
 
 
-def prepare_timed(spec: Spec, backend: Backend, sizes: dict[str, int], *, reference: tuple[Module, str] | None = None,
-                  sets: int = 2, seed: int | None = None, params: dict[str, str] | None = None,
-                  reference_spec: Spec | None = None) -> list[TimedSet]:
-    """Fresh inputs for `sets` argument sets (rotated by the timing loop), outputs poisoned,
-    and the reference's expected outputs computed on the same inputs (the reference launched
-    as `reference_spec` says, when a rewrite changed the launch configuration)."""
-    rspec = reference_spec or spec
-    ref = _compiled(reference)
-    ctypes = scalar_ctypes(spec, params or {})
+def _rotated(backend: Backend, src: Buffer, roll: int) -> Buffer:
+    """A new device buffer holding `src` rotated by `roll` elements (np.roll's direction)."""
+    n, item = int(np.prod(src.shape)), src.dtype.itemsize
+    out = backend.allocate(n * item)
+    head, tail = n - roll, roll
+    # out[roll:] = src[:n - roll]; out[:roll] = src[n - roll:]
+    backend.copy(backend.view(out, tail * item, src.dtype, (head,)), backend.view(src, 0, src.dtype, (head,)))
+    backend.copy(backend.view(out, 0, src.dtype, (tail,)), backend.view(src, head * item, src.dtype, (tail,)))
+    return backend.view(out, 0, src.dtype, src.shape)
+
+
+def fresh_run(spec: Spec, backend: Backend, ts: TimedSet, ctypes: dict[str, str], poison: int) -> Run:
+    """Arguments for one untimed launch on set `ts`: copies of its inputs, poisoned outputs."""
+    args, buffers = [], {}
+    for a in spec.args.values():
+        if a.pointer:
+            shape = spec.shape(a.name, ts.sizes)
+            nbytes = int(np.prod(shape)) * a.dtype.itemsize
+            buf = backend.view(backend.allocate(nbytes), 0, a.dtype.np, shape)
+            if a.output:
+                backend.fill_bytes(buf, poison)
+            else:
+                backend.copy(buf, ts.pristine[a.name])
+            buffers[a.name] = buf
+            args.append(buf)
+        else:
+            args.append(Scalar(ctypes[a.name], spec.scalar(a.name, ts.sizes), a.dtype.np.name))
+    return Run(args, buffers)
+
+
+def prepare_timed(spec: Spec, backend: Backend, sizes: dict[str, int], *, sets: int = 2,
+                  seed: int | None = None) -> list[TimedSet]:
+    """`sets` input sets at `sizes` (see the module docstring), without expectations yet."""
     rng = np.random.Generator(np.random.PCG64(seed if seed is not None else secrets.randbits(31)))
+    s = int(rng.integers(1, 2**31 - 1))
+    host = suites.inputs(spec, sizes, suites.SPEC_DIST, s)
+    base = {name: backend.upload(np.ascontiguousarray(arr)) for name, arr in host.items()}
     out = []
     for k in range(sets):
-        s = int(rng.integers(1, 2**31 - 1))
-        host = suites.inputs(spec, sizes, suites.SPEC_DIST, s)
-        poison = POISONS[k % 2]
-        expected = None
-        if ref is not None:
-            expected = execute(rspec, backend, ref, sizes, prepare(spec, backend, sizes, host, ctypes, poison)).after
-        run = prepare(spec, backend, sizes, host, ctypes, poison)
-        out.append(TimedSet(dict(sizes), host, run.args, run.buffers, expected, poison,
-                            CaseInfo(dict(sizes), "spec", s, False, "timed")))
+        rolls = {}
+        pristine = dict(base)
+        if k:
+            for a in spec.args.values():
+                n = host[a.name].size if a.name in host else 0
+                if a.name in host and a.init.kind in ROTATED and n > 1:
+                    rolls[a.name] = int(rng.integers(1, n))
+                    pristine[a.name] = _rotated(backend, base[a.name], rolls[a.name])
+        out.append(TimedSet(dict(sizes), pristine, None, host, rolls,
+                            CaseInfo(dict(sizes), "spec" if not k else f"spec, rotated (set {k + 1})", s, False,
+                                     "timed")))
     return out
 
 
-def revalidate_after_timing(spec: Spec, backend: Backend, sets: Sequence[TimedSet], *,
-                            launches: int | Sequence[int] | None = None,
-                            reference: tuple[Module, str] | None = None,
-                            params: dict[str, str] | None = None, reference_spec: Spec | None = None) -> Revalidation:
-    """Check the outputs the timed launches left in `sets` (see the module docstring).
-    `launches`: how many launches each set received (one number for all, or one per set)."""
+def expect(spec: Spec, backend: Backend, sets: Sequence[TimedSet], reference: tuple[Module, str], *,
+           params: dict[str, str] | None = None, reference_spec: Spec | None = None) -> None:
+    """Fill in each set's expected outputs: one launch of `reference` (as `reference_spec`
+    launches it, when a rewrite changed the launch configuration) on fresh copies. Call it after
+    the timing loop: a kernel that keeps a cache keyed on its inputs then meets them first while
+    it is timed, where warming up shows."""
     ref = _compiled(reference)
-    rspec = reference_spec or spec
-    res = Revalidation(True, 0)
-    counts = [launches] * len(sets) if isinstance(launches, int) or launches is None else list(launches)
     ctypes = scalar_ctypes(spec, params or {})
-    inout = [a.name for a in spec.args.values() if a.inout]
-    if inout and (ref is None or launches is None):
-        res.notes.append(f"in-place argument(s) {', '.join(inout)} not re-validated: launch counts or the "
-                         f"reference were not given")
-    for ts, count in zip(sets, counts):
-        after = {name: backend.download(buf) for name, buf in ts.buffers.items()}
-        for name, n, idx in changed_inputs(spec, ts.host, after):
-            res.failures.append(Failure("revalidate", f"after timing, the read-only input `{name}` was modified "
-                                        f"({n} elements)", ts.info, output=name, index=list(idx), bad=n))
-        if ts.expected is None:
+    for k, ts in enumerate(sets):
+        run = fresh_run(spec, backend, ts, ctypes, POISONS[k % 2])
+        ts.expected = execute(reference_spec or spec, backend, ref, ts.sizes, run, written_only=True).after
+
+
+def check_outputs(spec: Spec, ts: TimedSet, got: dict[str, np.ndarray], *, poison: int | None,
+                  where: str) -> list[Failure]:
+    """The written arguments in `got` (all of them, or some) against the set's expected outputs.
+    `poison`: the byte output-only arguments held before the launch (None: not poisoned)."""
+    if ts.expected is None:
+        return []
+    failures = []
+    for name, arr in got.items():
+        a = spec.args[name]
+        atol, rtol = a.tolerance
+        m = compare.compare(ts.expected[name], arr, atol, rtol, poison=poison if a.output else None)
+        if m is not None:
+            failures.append(Failure("revalidate", f"{where}: " + m.message(name, atol, rtol), ts.info, output=name,
+                                    index=list(m.index), bad=m.bad, total=m.total, expected=m.expected, got=m.got))
+    return failures
+
+
+def check_inputs_unchanged(spec: Spec, backend: Backend, ts: TimedSet, buffers: dict[str, Buffer], *,
+                           where: str) -> list[Failure]:
+    """Read-only inputs in `buffers` must hold the set's pristine bytes."""
+    failures = []
+    for a in spec.args.values():
+        if not a.pointer or a.written or a.name not in buffers or backend.same_bytes(buffers[a.name],
+                                                                                     ts.pristine[a.name]):
             continue
-        expected = dict(ts.expected)
-        if inout and ref is not None and count is not None and count > 1:
-            run = prepare(spec, backend, ts.sizes, ts.host, ctypes, ts.poison)
-            try:
-                for _ in range(count - 1):
-                    backend.launch(ref.module, ref.name, launch_of(rspec, ts.sizes), run.args)
-                execute(rspec, backend, ref, ts.sizes, run)
-            except LaunchError as e:
-                res.notes.append(f"reference failed while replaying {count} launches: {e}")
-                continue
-            expected.update({n: run.after[n] for n in inout})
-        for a in spec.args.values():
-            if not a.written or (a.inout and (count is None or ref is None)):
-                continue
-            atol, rtol = a.tolerance
-            m = compare.compare(expected[a.name], after[a.name], atol, rtol, poison=ts.poison if a.output else None)
-            res.checked += 1
-            if m is not None:
-                res.failures.append(Failure("revalidate", "the outputs of the timed launches are wrong: "
-                                            + m.message(a.name, atol, rtol), ts.info, output=a.name,
-                                            index=list(m.index), bad=m.bad, total=m.total,
-                                            expected=m.expected, got=m.got))
-    res.passed = not res.failures
-    return res
+        d = compare.first_difference(backend.download(ts.pristine[a.name]), backend.download(buffers[a.name]))
+        n, idx = d if d is not None else (0, ())
+        failures.append(Failure("revalidate", f"{where}: the read-only input `{a.name}` was modified ({n} elements)",
+                                ts.info, output=a.name, index=list(idx), bad=n))
+    return failures
+
+
+def check_samples(spec: Spec, ts: TimedSet, name: str, positions: np.ndarray, rows: np.ndarray,
+                  poisons: Sequence[int | None], labels: Sequence[str]) -> tuple[int, Failure] | None:
+    """Elements of argument `name` at flat `positions`, gathered after several launches on set
+    `ts` (one row per launch; `poisons[i]` what output-only elements held before launch i,
+    `labels[i]` which launch it was). Written arguments must match the expected outputs there,
+    read-only inputs their own values. The first failing launch (its row, and why), or None."""
+    a = spec.args[name]
+    if a.written and ts.expected is None:
+        return None
+    want = ts.expected[name].reshape(-1)[positions] if a.written else ts.input_values(name, positions)
+    atol, rtol = a.tolerance
+
+    def mismatch(got: np.ndarray, poison: int | None) -> compare.Mismatch | None:
+        if a.written:
+            return compare.compare(np.broadcast_to(want, got.shape), got, atol, rtol,
+                                   poison=poison if a.output else None, check_constant=False)
+        d = compare.first_difference(np.broadcast_to(want, got.shape), got)
+        return None if d is None else compare.Mismatch("values", d[0], got.size, d[1], 0.0, 0.0)
+
+    wrong = []
+    for poison in dict.fromkeys(poisons):
+        pick = [i for i, p in enumerate(poisons) if p == poison]
+        if mismatch(rows[pick], poison) is not None:  # all these launches at once first: the common, fast case
+            wrong += [i for i in pick if mismatch(rows[i], poison) is not None]
+    if not wrong:
+        return None
+    first = min(wrong)
+    m = mismatch(rows[first], poisons[first])
+    element = tuple(int(i) for i in np.unravel_index(int(positions[m.index[0]]), spec.shape(name, ts.sizes)))
+    m = replace(m, index=element)
+    what = (m.message(name, atol, rtol).replace(f" of {m.total} elements", f" of {m.total} sampled elements")
+            if a.written else f"the read-only input `{name}` was modified ({m.bad} of {m.total} sampled "
+                              f"elements), first at {name}[{', '.join(map(str, element))}]")
+    return first, Failure("revalidate", f"after {labels[first]} ({len(wrong)} of the {len(poisons)} launches checked "
+                   f"on this input set wrong): {what}", ts.info, output=name, index=list(element),
+                   bad=m.bad, total=m.total)

@@ -22,13 +22,11 @@ def _static_resources(unit, arch: str) -> tuple[dict, list[str]]:
 
 
 def profile(reference_unit, candidate_unit, spec, backend, *, ncu: bool = False, arch: str = DEFAULT_ARCH,
-            reps: int = 100, warmup: int = 20, sets: int | None = None, seed: int | None = None,
-            reference_spec=None) -> Profile:
+            reps: int = 100, warmup: int = 20, seed: int | None = None, reference_spec=None) -> Profile:
     """Profile `candidate_unit` on the spec's bench sizes (see the package docstring). `backend`
-    is a Backend instance, or None for static data only. `sets`: input sets rotated by the timing
-    loop (default: 2, or 1 where one set is over twice the L2 cache — flushed between launches,
-    such data cannot be served from the cache anyway, and each set costs input generation).
-    `spec` launches the candidate, `reference_spec` (default `spec`) the reference."""
+    is a Backend instance, or None for static data only. `reps` timed launches per size after
+    `warmup` (profiler.timing says what surrounds them). `spec` launches the candidate,
+    `reference_spec` (default `spec`) the reference."""
     kernel = candidate_unit.kernel
     prof = Profile(kernel=kernel, backend=backend.name if backend is not None else "static", measured=False,
                    path=candidate_unit.path)
@@ -47,11 +45,11 @@ def profile(reference_unit, candidate_unit, spec, backend, *, ncu: bool = False,
                     f"no backend can run kernels here; static resource data from NVRTC for {arch}"
         return prof
     return _profile_measured(prof, reference_unit, candidate_unit, spec, backend, cases, ncu=ncu, reps=reps,
-                             warmup=warmup, sets=sets, seed=seed, rspec=reference_spec or spec)
+                             warmup=warmup, seed=seed, rspec=reference_spec or spec)
 
 
 def _profile_measured(prof: Profile, reference_unit, candidate_unit, spec, backend, cases, *, ncu: bool, reps: int,
-                      warmup: int, sets: int | None, seed: int | None, rspec) -> Profile:
+                      warmup: int, seed: int | None, rspec) -> Profile:
     prof.measured = True
     info = backend.device_info() if backend.caps.device_info else {}
     prof.device = info.get("name")
@@ -77,12 +75,10 @@ def _profile_measured(prof: Profile, reference_unit, candidate_unit, spec, backe
     r = (ref, reference_unit.name_expression) if ref is not None else None
     rng = np.random.default_rng(seed)
     for sizes in cases:
-        nbytes = spec.bytes_moved(sizes)
-        s = int(rng.integers(1, 2**31 - 1))
-        n_sets = sets or (1 if nbytes > 2 * (info.get("l2_bytes") or 50 << 20) else 2)
         try:
             prof.sizes.append(timing.measure_size(backend, spec, rspec, sizes, c, r, params=params, reps=reps,
-                                                  warmup=warmup, sets=n_sets, seed=s, ceiling=ceiling))
+                                                  warmup=warmup, seed=int(rng.integers(1, 2**31 - 1)),
+                                                  ceiling=ceiling))
         except LaunchError as e:
             prof.errors.append(f"at {size_label(sizes)}: {e}")
             break

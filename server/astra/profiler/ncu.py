@@ -152,13 +152,15 @@ def ncu_driver(payload_path: str) -> None:
     """Run once under ncu: compile the unit on the GPU, launch it on fresh inputs."""
     from .. import gate
     from ..backends.gpu import GpuBackend
+    from ..gate import checks, suite
     from .timing import compile_on
     with open(payload_path, "rb") as f:
         job = pickle.load(f)
     unit, spec, sizes = job["unit"], job["spec"], job["sizes"]
     b = GpuBackend()
     mod = compile_on(b, unit)
-    sets = gate.prepare_timed(spec, b, sizes, reference=None, sets=1, params=unit.param_types)
-    b.launch(mod, unit.name_expression, gate.launch_of(spec, sizes), sets[0].args)
+    host = suite.inputs(spec, sizes, suite.SPEC_DIST, 1)
+    run = checks.prepare(spec, b, sizes, host, checks.scalar_ctypes(spec, unit.param_types), checks.POISONS[0])
+    b.launch(mod, unit.name_expression, gate.launch_of(spec, sizes), run.args)
 
 

@@ -52,8 +52,9 @@ class SizeProfile:
     bottleneck: str = ""
     bottleneck_why: str = ""
     implausible: list[str] = field(default_factory=list)
-    outputs_checked: str = ""             # what the post-timing re-validation compared
+    outputs_checked: str = ""             # what the checks of the timed launches compared
     output_failures: list[str] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)  # prepare / launches / checks
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """The profiling agent's logic, without a GPU.
 
-A NumPy test double stands in for the GPU backend (the Backend interface, synthetic launch
-times), so the agent's own rules are tested here: interleaved reference timing, speedups, the
+A NumPy test double stands in for the GPU backend (fake_gpu.py: the Backend interface, synthetic
+launch times), so the agent's own rules are tested here: interleaved reference timing, speedups, the
 roofline floor and 10x plausibility flags, re-validation of the timed launches' outputs,
 occupancy and bottleneck classes, JSON round trips. The real GPU path is in tests/gpu."""
 from __future__ import annotations
@@ -12,96 +12,19 @@ import numpy as np
 import pytest
 
 from astra import extract, profiler, source, spec as spec_mod
-from astra.backends.base import Backend, Buffer, Capabilities, Module, ResourceUsage, TimingResult
+from astra.backends.base import Capabilities
 
-ROOT = Path(__file__).resolve().parents[2]
-TEXT = (ROOT / "examples" / "silu_and_mul.cu").read_text()
-SMALL = TEXT.replace("num_tokens = [4096]\nd = [11008, 13824, 28672]", "num_tokens = [64]\nd = [1024]")
+from .fake_gpu import FakeGpu, silu, units
 
 
-def _silu(args):
-    out, inp, d = args[0], args[1], args[2].value
-    x = inp.host.astype(np.float32)
-    out.host[...] = (x[:, :d] / (1 + np.exp(-x[:, :d])) * x[:, d:]).astype(np.float16)
-
-
-class FakeBuf(Buffer):
-    def __init__(self, host):
-        self.host, self.dtype, self.shape, self.nbytes = host, host.dtype, host.shape, host.nbytes
-
-
-class FakeModule(Module):
-    def __init__(self, behaviour):
-        self.behaviour, self.launches = behaviour, 0
-
-
-class FakeTimedBackend(Backend):
-    """Runs 'kernels' as NumPy functions; time() reports the behaviour's synthetic µs."""
-    name, caps = "fake-gpu", Capabilities(timing=True, copy_ceiling=True, device_info=True)
-
-    def __init__(self, behaviours):
-        self.behaviours = behaviours  # marker in the source -> (fn(args, launch_no), µs)
-
-    def compile(self, source, name_expressions, *, filename="kernel.cu", options=(), sanitize=False):
-        return FakeModule(next(b for m, b in self.behaviours.items() if m in source))
-
-    def resources(self, module, name_expression):
-        return ResourceUsage(registers=22, shared_static_bytes=0, stack_bytes=0, max_threads_per_block=1024)
-
-    def upload(self, host):
-        return FakeBuf(np.array(host, copy=True))
-
-    def download(self, buf):
-        return buf.host.copy()
-
-    def fill_bytes(self, buf, byte):
-        buf.host.view(np.uint8)[...] = byte
-
-    def launch(self, module, name_expression, launch, args, *, schedule=None, timeout_s=30.0):
-        module.behaviour[0](args, module.launches)
-        module.launches += 1
-
-    def time(self, module, name_expression, launch, arg_sets, *, warmup=20, reps=100, flush_l2=True,
-             restore=None):
-        def before(i):
-            for dst, src in (restore[i % len(arg_sets)] if restore else ()):
-                dst.host[...] = src.host
-        for i in range(warmup):
-            before(i)
-            self.launch(module, name_expression, launch, arg_sets[i % len(arg_sets)])
-        rng = np.random.default_rng(module.launches)
-        times = []
-        for i in range(reps):
-            before(i)
-            self.launch(module, name_expression, launch, arg_sets[i % len(arg_sets)])
-            times.append(module.behaviour[1] * (1 + 0.01 * rng.standard_normal()))
-        return TimingResult(times)
-
-    def device_info(self):
-        return {"name": "Fake H100", "regs_per_sm": 65536, "smem_per_sm": 228 * 1024, "threads_per_sm": 2048,
-                "blocks_per_sm": 32}
-
-    def copy_ceiling(self):
-        return 3.0e12
-
-
-def units(candidate_marker: str):
-    def marked(marker):  # the marker must sit inside the kernel to survive extraction
-        text = SMALL.replace("= blockIdx.x;", f"= blockIdx.x;  // {marker}")
-        return extract.unit(text, "examples/silu_and_mul.cu", "silu_and_mul")
-    ref, cand = marked("reference"), marked(candidate_marker)
-    m = source.parse(SMALL)
-    return ref, cand, spec_mod.load(m.kernel("silu_and_mul"), m)
-
-
-def run(marker, behaviours):
+def run(marker, kernels, **kw):
     ref, cand, spec = units(marker)
-    backend = FakeTimedBackend({"// reference": (lambda a, n: _silu(a), 25.0), **behaviours})
+    backend = FakeGpu({"// reference": lambda a, n: silu(a) or 25.0, **kernels}, **kw)
     return profiler.profile(ref, cand, spec, backend, seed=1)
 
 
 def test_honest_candidate_profiled_side_by_side():
-    p = run("fast", {"// fast": (lambda a, n: _silu(a), 20.0)})
+    p = run("fast", {"// fast": lambda a, n: silu(a) or 20.0})
     assert p.valid and p.measured and p.device == "Fake H100"
     (s,) = p.sizes
     assert s.label == "64×1024" and s.candidate.runs >= 100 and s.reference.runs >= 100
@@ -109,7 +32,7 @@ def test_honest_candidate_profiled_side_by_side():
     assert s.bytes_moved == 64 * 1024 * 3 * 2
     assert s.candidate.gbps == pytest.approx(s.bytes_moved / 20e-6 / 1e9, rel=0.02)
     assert s.candidate.p10_us <= s.candidate.median_us <= s.candidate.p90_us
-    assert not s.output_failures and "compared with the reference" in s.outputs_checked
+    assert not s.output_failures and "checked against the reference" in s.outputs_checked
     assert s.bottleneck == "latency-bound"  # 20 µs for 0.4 MB is far from the ceiling
     line = p.summary_line()
     assert line.startswith("20.0 µs @ 64×1024") and "1.25× vs reference" in line and "22 regs" in line
@@ -118,17 +41,18 @@ def test_honest_candidate_profiled_side_by_side():
 def test_cheat_while_timed_is_caught_by_revalidation():
     def lazy(args, n):  # right on the first launch, then stops writing and leaves garbage
         if n == 0:
-            _silu(args)
+            silu(args)
         else:
             args[0].host[...] = 0
-    p = run("lazy", {"// lazy": (lazy, 20.0)})
+        return 20.0
+    p = run("lazy", {"// lazy": lazy})
     (s,) = p.sizes
-    assert s.output_failures and "timed launches are wrong" in s.output_failures[0]
+    assert s.output_failures and "timed-loop launch 2 of" in s.output_failures[0]  # launch 1 was right
     assert not p.valid and "WRONG" in p.summary_line()
 
 
 def test_faster_than_the_bytes_allow_is_flagged():
-    p = run("magic", {"// magic": (lambda a, n: _silu(a), 0.05)})
+    p = run("magic", {"// magic": lambda a, n: silu(a) or 0.05})
     (s,) = p.sizes
     assert len(s.implausible) == 2
     assert "roofline floor" in s.implausible[0] and "10×" in s.implausible[1]
@@ -139,10 +63,10 @@ def test_without_reference_timed_outputs_match_own_first_launch():
     _, cand, spec = units("drift")
 
     def drift(args, n):  # correct once, then a different answer on later launches
-        _silu(args)
+        silu(args)
         if n > 0:
             args[0].host[...] = args[0].host * np.float16(1.5)
-    backend = FakeTimedBackend({"// drift": (drift, 20.0)})
+    backend = FakeGpu({"// drift": drift})
     p = profiler.profile(None, cand, spec, backend, seed=2)
     (s,) = p.sizes
     assert s.reference is None and s.speedup is None
@@ -150,7 +74,7 @@ def test_without_reference_timed_outputs_match_own_first_launch():
 
 
 def test_json_round_trip():
-    p = run("fast", {"// fast": (lambda a, n: _silu(a), 20.0)})
+    p = run("fast", {"// fast": lambda a, n: silu(a) or 20.0})
     q = profiler.Profile.from_json(p.to_json())
     assert q.summary_line() == p.summary_line() and q.sizes[0].candidate == p.sizes[0].candidate
     import json
@@ -160,7 +84,7 @@ def test_json_round_trip():
 def test_cpu_backend_says_speed_is_not_measured():
     _, cand, spec = units("x")
 
-    class Cpu(FakeTimedBackend):
+    class Cpu(FakeGpu):
         name, caps = "cpu", Capabilities()
     p = profiler.profile(None, cand, spec, Cpu({}))
     assert not p.measured and not p.sizes and "not measured" in p.summary_line()
@@ -228,12 +152,13 @@ def test_in_place_kernel_timed_on_pristine_data_and_revalidated_once():
     def halve(args, launch_no):
         seen.append(float(np.abs(args[0].host).max()))
         args[0].host[...] = args[0].host * np.float32(0.5)
+        return 10.0
 
     def unit(marker):
         return extract.unit(INPLACE.replace("MARK", marker), "k.cu", "halve")
     m = source.parse(INPLACE)
     spec = spec_mod.load(m.kernel("halve"), m)
-    backend = FakeTimedBackend({"// reference": (halve, 10.0), "// cand": (halve, 8.0)})
+    backend = FakeGpu({"// reference": halve, "// cand": lambda a, n: halve(a, n) and 8.0})
     p = profiler.profile(unit("reference"), unit("cand"), spec, backend, seed=3)
     (s,) = p.sizes
     assert s.candidate.runs >= 100 and not s.output_failures, s.output_failures

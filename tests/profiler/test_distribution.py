@@ -1,0 +1,62 @@
+"""The per-launch time statistics on synthetic series: what an honest kernel gives passes,
+warm-up drops, two modes and fixed-buffer speed-ups are flagged with their evidence."""
+import numpy as np
+
+from astra.profiler import distribution as dist
+
+
+def noisy(n, us, seed=0, spread=0.01):
+    return list(us * (1 + spread * np.random.default_rng(seed).standard_normal(n)))
+
+
+def series(loop, fixed=None, warmup=20):
+    return dist.Series(loop=loop, timed=loop[warmup:], fixed=fixed if fixed is not None else loop[warmup:])
+
+
+def test_honest_series_pass_even_with_a_cold_first_launch():
+    a = noisy(126, 100.0)
+    a[0] *= 1.12
+    b = noisy(126, 130.0, seed=1)
+    assert dist.judge(series(a), series(b)) == [] and dist.judge(series(b), series(a)) == []
+    assert dist.judge(series(a), None) == []
+
+
+def test_step_down_finds_where_state_warms_up():
+    x = [150.0] * 5 + noisy(121, 100.0)
+    st = dist.step_down(x)
+    assert st.at == 5 and 1.45 < st.ratio < 1.55
+    flags = dist.judge(series(x), series(noisy(126, 150.0, 2)))
+    assert len(flags) == 1 and "drop after its first 5 launch" in flags[0]
+
+
+def test_a_step_the_other_kernel_shows_too_is_not_held_against_it():
+    a = [120.0] * 3 + noisy(123, 100.0)
+    b = [156.0] * 3 + noisy(123, 130.0, 3)
+    assert dist.judge(series(a), series(b)) == []
+
+
+def test_two_modes():
+    x = noisy(100, 100.0)
+    x[::3] = noisy(34, 60.0, 4)
+    m = dist.modes(x)
+    assert m.fast == 34 and m.slow == 66 and m.ratio > 1.5 and m.gap > 1.3
+    flags = dist.judge(dist.Series(loop=x, timed=x, fixed=x), dist.Series(loop=noisy(100, 90.0), timed=noisy(100, 90.0),
+                                                                        fixed=noisy(100, 90.0)))
+    assert any("two groups" in f and "34 launches" in f for f in flags)
+    assert dist.modes(noisy(100, 100.0, spread=0.02)).ratio < dist.BIMODAL  # one group
+
+
+def test_a_few_outliers_are_not_a_mode():
+    x = noisy(100, 100.0)
+    x[10] = x[50] = 180.0
+    assert not dist._bimodal(dist.modes(x))
+
+
+def test_faster_on_fixed_buffers():
+    loop = noisy(126, 100.0)
+    ok = dist.Series(loop=loop, timed=loop[20:], fixed=noisy(126, 99.0, 5))
+    cheat = dist.Series(loop=loop, timed=loop[20:], fixed=noisy(126, 70.0, 5))
+    other = dist.Series(loop=noisy(126, 120.0, 6), timed=noisy(106, 120.0, 6), fixed=noisy(126, 120.0, 7))
+    assert dist.judge(ok, other) == []
+    flags = dist.judge(cheat, other)
+    assert len(flags) == 1 and "same addresses" in flags[0] and "70%" in flags[0]

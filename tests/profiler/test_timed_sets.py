@@ -1,0 +1,64 @@
+"""astra.gate.timed on the NumPy fake GPU: input sets, expectations computed after the fact,
+and the checks every timed launch goes through."""
+import numpy as np
+
+from astra import gate
+from astra.gate import checks
+
+from .fake_gpu import FakeGpu, silu, units
+
+SIZES = {"num_tokens": 5, "d": 96}
+
+
+def setup():
+    ref, _, spec = units("x")
+    b = FakeGpu({"// reference": lambda a, n: silu(a)})
+    sets = gate.prepare_timed(spec, b, SIZES, sets=2, seed=3)
+    mod = b.compile(ref.source, [ref.name_expression])
+    return spec, b, sets, mod, ref
+
+
+def test_second_set_is_a_rotation_and_expectations_follow_it():
+    spec, b, sets, mod, ref = setup()
+    s0, s1 = (b.download(s.pristine["input"]) for s in sets)
+    roll = sets[1].rolls["input"]
+    assert 0 < roll < s0.size and np.array_equal(np.roll(s0.reshape(-1), roll), s1.reshape(-1))
+    assert all(s.expected is None for s in sets)
+    gate.expect(spec, b, sets, (mod, ref.name_expression))
+    for s, x in zip(sets, (s0, s1)):
+        want = np.empty((5, 96), np.float16)
+        silu([type("B", (), {"host": want})(), type("B", (), {"host": x})(), checks.Scalar("int", 96, "int32")])
+        assert np.array_equal(s.expected["out"], want)
+    pos = np.array([0, 7, 959])
+    assert np.array_equal(sets[1].input_values("input", pos), s1.reshape(-1)[pos])
+
+
+def test_checks_of_a_launch():
+    spec, b, sets, mod, ref = setup()
+    gate.expect(spec, b, sets, (mod, ref.name_expression))
+    ts = sets[0]
+    good = dict(ts.expected)
+    assert gate.check_outputs(spec, ts, good, poison=0xFF, where="after launch 1") == []
+    bad = {"out": good["out"].copy()}
+    bad["out"].reshape(-1).view(np.uint8)[-2:] = 0xFF  # the last element never written
+    f = gate.check_outputs(spec, ts, bad, poison=0xFF, where="after launch 9")
+    assert len(f) == 1 and f[0].message.startswith("after launch 9: `out`: 1 of 480 elements were never written")
+    # Samples: rows of gathered elements, one per launch.
+    pos = np.array([0, 100, 479])
+    rows = np.stack([good["out"].reshape(-1)[pos]] * 4)
+    assert gate.check_samples(spec, ts, "out", pos, rows, [0xFF, 0xA5] * 2, [f"launch {i}" for i in range(4)]) is None
+    rows[2, 1] = np.frombuffer(b"\xff\xff", np.float16)[0]
+    row, f = gate.check_samples(spec, ts, "out", pos, rows, [0xFF, 0xA5] * 2, [f"launch {i}" for i in range(4)])
+    assert row == 2 and "after launch 2" in f.message and "never written" in f.message and f.index == [1, 4]
+    # Read-only inputs: unchanged bytes, on the device and in samples.
+    copy = b.view(b.allocate(ts.pristine["input"].nbytes), 0, np.float16, (5, 192))
+    b.copy(copy, ts.pristine["input"])
+    assert gate.check_inputs_unchanged(spec, b, ts, {"input": copy}, where="after x") == []
+    copy.host[1, 3] += 1
+    f = gate.check_inputs_unchanged(spec, b, ts, {"input": copy}, where="after x")
+    assert len(f) == 1 and "`input` was modified (1 elements)" in f[0].message
+    vals = ts.input_values("input", pos)[None, :].copy()
+    assert gate.check_samples(spec, ts, "input", pos, vals, [None], ["l"]) is None
+    vals[0, 0] += 1
+    assert "read-only input `input` was modified" in gate.check_samples(spec, ts, "input", pos, vals, [None],
+                                                                        ["l"])[1].message

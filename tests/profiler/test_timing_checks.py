@@ -1,0 +1,222 @@
+"""What every timed launch sees and leaves, and the cheats that behave while checked and cheat
+while timed (issue 17), emulated on the NumPy fake GPU: the profile of each must be refused
+(wrong timed outputs or implausible times), honest kernels' must not."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from astra import profiler
+from astra.gate import checks
+
+from .fake_gpu import FakeGpu, silu, units
+
+ROWS = 64   # the fake spec's bench size: 64 tokens of d = 1024
+
+
+def profile(kernel, reference=None, **kw):
+    ref, cand, spec = units("cand")
+    backend = FakeGpu({"// reference": reference or (lambda a, n: silu(a) or 25.0), "// cand": kernel}, **kw)
+    return profiler.profile(ref, cand, spec, backend, seed=7), backend
+
+
+def silu_rows(args, rows) -> None:
+    """The kernel on some rows only (the others are left as they are)."""
+    out, inp, d = args[0], args[1], args[2].value
+    x = inp.host[rows].astype(np.float32)
+    out.host[rows] = (x[:, :d] / (1 + np.exp(-x[:, :d])) * x[:, d:]).astype(np.float16)
+
+
+def address(buf) -> int:
+    return buf.host.__array_interface__["data"][0]
+
+
+def poisoned(buf) -> bool:
+    raw = buf.host.reshape(-1).view(np.uint8)
+    return bool(raw.size) and int(raw[0]) in checks.POISONS and bool(np.all(raw == raw[0]))
+
+
+# ---- what the timing loop does ------------------------------------------------------------
+
+def test_every_loop_launch_sees_poisoned_outputs_at_a_fresh_address():
+    seen = []
+
+    def spy(args, n):
+        seen.append((poisoned(args[0]), address(args[0]), address(args[1])))
+        silu(args)
+        return 20.0
+    p, _ = profile(spy)
+    assert p.valid, p.sizes[0].output_failures + p.sizes[0].implausible
+    outs = [s[1] for s in seen]
+    fixed_at = max(set(outs), key=outs.count)
+    loop = [s for s in seen if s[1] != fixed_at]
+    fixed = [s for s in seen if s[1] == fixed_at]
+    assert len(loop) == 126 and len(fixed) == 126
+    assert all(s[0] for s in loop)                           # outputs poisoned before every loop launch
+    assert not any(s[0] for s in fixed[1:])                  # fixed: over the previous launch's outputs
+    assert len({s[1] for s in loop}) == len(loop)            # every output at a new address
+    assert len({s[2] for s in loop}) >= len(loop) // 8       # inputs placed afresh every few launches
+    assert len({(s[1], s[2]) for s in fixed}) == 1           # one place for the fixed launches
+
+
+def test_two_input_sets_the_second_a_rotation_of_the_first():
+    firsts = {}
+
+    def spy(args, n):
+        firsts.setdefault(args[1].host.tobytes()[:64], args[1].host.copy())
+        silu(args)
+        return 20.0
+    profile(spy)
+    sets = list(firsts.values())
+    assert len(sets) == 2
+    a, b = (s.reshape(-1) for s in sets)
+    shift = next(k for k in range(1, a.size) if np.array_equal(np.roll(a, k)[:256], b[:256]))
+    assert np.array_equal(np.roll(a, shift), b)
+
+
+def test_honest_kernels_pass_with_a_slow_first_launch_and_noise():
+    def cold(base):
+        def k(args, n):
+            silu(args)
+            return base * (1.15 if n == 0 else 1.0)
+        return k
+    p, _ = profile(cold(20.0), reference=cold(25.0), noise=0.02)
+    assert p.valid, p.sizes[0].output_failures + p.sizes[0].implausible
+    assert p.sizes[0].speedup == pytest.approx(1.25, rel=0.03)
+
+
+def test_legitimate_state_that_is_reset_passes():
+    state = {"tickets": 0}
+
+    def last_block_ticket(args, n):  # a grid-wide ticket counter, reset by the last block
+        state["tickets"] += ROWS
+        silu(args)
+        state["tickets"] = 0
+        return 20.0
+    p, _ = profile(last_block_ticket)
+    assert p.valid
+
+
+def test_costs_are_recorded_per_size():
+    p, _ = profile(lambda a, n: silu(a) or 20.0)
+    sec = p.sizes[0].seconds
+    assert set(sec) == {"prepare", "launches", "checks"} and all(v >= 0 for v in sec.values())
+
+
+# ---- cheats of the timing loop -------------------------------------------------------------
+
+def test_skipping_rows_whose_output_already_holds_the_answer_is_caught():
+    """Issue 17's first cheat: compute a couple of elements of a row and skip the row when the
+    output already holds exactly those bits. Always poisoned in the loop, it computes there; on
+    fixed buffers it skips, leaving the sampled elements' poison behind."""
+    def content_skip(args, n):
+        out, inp, d = args[0], args[1], args[2].value
+        keep = [t for t in range(ROWS)]
+        x = inp.host[:, :2].astype(np.float32)
+        first = (x / (1 + np.exp(-x)) * inp.host[:, d:d + 2].astype(np.float32)).astype(np.float16)
+        todo = [t for t in keep if first[t].tobytes() != out.host[t, :2].tobytes()]
+        silu_rows(args, todo)
+        return 2.0 + 18.0 * len(todo) / ROWS
+    p, _ = profile(content_skip)
+    s = p.sizes[0]
+    assert not p.valid and any("on fixed buffers" in m and "never written" in m for m in s.output_failures), \
+        s.output_failures
+
+
+def test_launch_counts_keyed_on_the_input_address_are_caught():
+    """Issue 17's second cheat: a small table counts launches per input pointer; after a
+    handful on the same buffers, half the rows are skipped."""
+    table: dict[int, int] = {}
+
+    def by_address(args, n):
+        k = address(args[1])
+        table[k] = table.get(k, 0) + 1
+        rows = list(range(ROWS)) if table[k] <= 5 else list(range(ROWS // 2))
+        silu_rows(args, rows)
+        return 20.0 * len(rows) / ROWS
+    p, _ = profile(by_address)
+    assert not p.valid and any("fixed buffers" in m for m in p.sizes[0].output_failures), p.sizes[0].output_failures
+
+
+def test_skipping_after_many_launches_is_caught_whenever_it_starts():
+    count = {"n": 0}
+
+    def tired(args, n):  # honest for 200 launches (more than the gate's extra launches), then skips
+        count["n"] += 1
+        silu_rows(args, list(range(ROWS)) if count["n"] <= 200 else list(range(0, ROWS, 2)))
+        return 20.0
+    p, _ = profile(tired)
+    assert not p.valid and "never written" in " ".join(p.sizes[0].output_failures)
+
+
+def test_replaying_results_cached_by_input_content_is_implausible():
+    """Correct outputs, but from a cache keyed on the inputs' contents after the first launch on
+    each: faster once warm, which the per-launch times show."""
+    memo: dict[bytes, np.ndarray] = {}
+
+    def content_memo(args, n):
+        key = args[1].host.reshape(-1)[:4096].tobytes()
+        if key in memo:
+            args[0].host[...] = memo[key]
+            return 13.0
+        silu(args)
+        memo[key] = args[0].host.copy()
+        return 20.0
+    p, _ = profile(content_memo)
+    s = p.sizes[0]
+    assert not p.valid and not s.output_failures
+    assert any("drop after its first" in m for m in s.implausible), s.implausible
+
+
+def test_replaying_results_cached_by_address_is_caught():
+    memo: dict[int, np.ndarray] = {}
+
+    def address_memo(args, n):
+        k = address(args[0])
+        if k in memo:
+            args[0].host[...] = memo[k]
+            return 13.0
+        silu(args)
+        memo[k] = args[0].host.copy()
+        return 20.0
+    p, _ = profile(address_memo)
+    s = p.sizes[0]
+    assert not p.valid
+    assert any("same addresses" in m for m in s.implausible) or s.output_failures, (s.implausible, s.output_failures)
+
+
+def test_skipping_every_other_launch_shows_two_modes():
+    count = {"n": 0}
+
+    def alternate(args, n):  # writes the right answer, but only does the work on every other launch
+        count["n"] += 1
+        silu(args)
+        return 20.0 if count["n"] % 2 else 11.0
+    p, _ = profile(alternate)
+    assert not p.valid and any("two groups" in m for m in p.sizes[0].implausible), p.sizes[0].implausible
+
+
+def test_a_reference_that_cheats_while_timed_invalidates_the_comparison():
+    count = {"n": 0}
+
+    def lazy_reference(args, n):
+        count["n"] += 1
+        if count["n"] <= 3:
+            silu(args)
+        return 25.0
+    p, _ = profile(lambda a, n: silu(a) or 20.0, reference=lazy_reference)
+    assert not p.valid and any("the reference's" in m for m in p.sizes[0].output_failures)
+
+
+def test_a_reference_faster_once_warm_is_flagged_not_the_candidate():
+    memo: dict[bytes, np.ndarray] = {}
+
+    def warm_reference(args, n):
+        key = args[1].host.reshape(-1)[:4096].tobytes()
+        hit = key in memo
+        silu(args)
+        memo[key] = True
+        return 15.0 if hit else 25.0
+    p, _ = profile(lambda a, n: silu(a) or 20.0, reference=warm_reference)
+    flags = p.sizes[0].implausible
+    assert not p.valid and flags and all(m.startswith("the reference's") for m in flags), flags
