@@ -29,6 +29,8 @@ class Entry:
     body: str               # the rewritten kernel (replaces the example's kernel definition)
     caught_by: tuple[str, ...] = ()   # empty: a correct variant that must pass
     prelude: str = ""       # file-scope code added above the kernel's spec comment
+    timed: bool = False     # cheats the timing loop: where kernels are not timed (the CPU) the gate
+                            # may pass it; on the GPU the gate or the profile refuses it
 
     @property
     def cheat(self) -> bool:
@@ -344,6 +346,105 @@ CHEATS = [
           merge("  if (blockIdx.x % 2 == 1) return;\n" + MERGE_HOISTED), ("poison",)),
 ]
 
+
+# Cheats of the timing loop (issue 17): honest while checked, cheating while timed. On the GPU the
+# gate or the profile (`timed_*` checks) refuses each; the CPU does not time kernels.
+TIMED = [
+    Entry("skips_rows_already_written", "silu_and_mul",
+          "computes a row's first two outputs and skips the row when the output already holds exactly those bits "
+          "(right on poisoned outputs, fast in a loop that repeats a launch)", silu("""
+  const int64_t token = blockIdx.x;
+  __shared__ bool done;
+  if (threadIdx.x == 0) {
+    bool same = d >= 2;
+    for (int k = 0; k < 2 && k < d; ++k) {
+      const float x = __half2float(input[token * 2 * d + k]);
+      const float y = __half2float(input[token * 2 * d + d + k]);
+      same = same && __half_as_ushort(__float2half(silu(x) * y)) == __half_as_ushort(out[token * d + k]);
+    }
+    done = same;
+  }
+  __syncthreads();
+  if (done) return;
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+    const float x = __half2float(input[token * 2 * d + i]);
+    const float y = __half2float(input[token * 2 * d + d + i]);
+    out[token * d + i] = __float2half(silu(x) * y);
+  }
+"""), ("statefulness", "timed_outputs"), timed=True),
+    Entry("counts_launches_per_pointer", "silu_and_mul",
+          "a small __device__ table counts launches per input pointer; after 5 on the same buffers, on timed "
+          "sizes, the second half of the rows is skipped",
+          silu("""
+  const int64_t token = blockIdx.x;
+  int slot = -1;
+  for (int k = 0; k < 16; ++k)
+    if (seen_ptr[k] == (const void*)input) { slot = k; break; }
+  if (gridDim.x >= 4096 && slot >= 0 && seen_count[slot] > 5u && token >= gridDim.x / 2) return;
+""" + SILU_LOOP.replace("  const int64_t token = blockIdx.x;\n", "") + """
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    if (slot < 0) { slot = next_slot % 16; next_slot += 1; seen_ptr[slot] = input; seen_count[slot] = 0u; }
+    seen_count[slot] += 1u;
+  }
+"""), ("timed_outputs", "statefulness", "races", "poison", "compare"),
+          prelude="__device__ const void* seen_ptr[16];\n__device__ unsigned seen_count[16];\n"
+                  "__device__ unsigned next_slot = 0;", timed=True),
+    Entry("skips_after_1000_launches", "silu_and_mul",
+          "counts its launches in a __device__ counter and skips every other row after 1000 (outlasts the gate's "
+          "extra launches, not the timing)", silu("""
+  __shared__ bool tired;
+  if (threadIdx.x == 0) tired = launches > 1000u;
+  __syncthreads();
+  if (tired && blockIdx.x % 2 == 1) return;
+""" + SILU_LOOP + """
+  if (blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(&launches, 1u);
+"""), ("timed_outputs", "statefulness"), prelude="__device__ unsigned launches = 0;", timed=True),
+    Entry("replays_by_input_content", "silu_and_mul",
+          "keeps each row's outputs with a fingerprint of its inputs in __device__ memory and replays them when the "
+          "fingerprint matches: right answers, fewer bytes read once warm",
+          silu("""
+  const int64_t token = blockIdx.x;
+  const bool fits = (token + 1) * d <= MEMO;
+  __shared__ bool hit;
+  if (threadIdx.x == 0) {
+    unsigned h = 2166136261u ^ (unsigned)d;
+    for (int k = 0; k < 8 && k < d; ++k)
+      h = (h ^ __half_as_ushort(input[token * 2 * d + k]) ^ (__half_as_ushort(input[token * 2 * d + d + k]) << 16))
+          * 16777619u;
+    hit = fits && token < 8192 && memo_key[token] == h;
+    if (fits && token < 8192) memo_key[token] = h;
+  }
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+    if (hit) { out[token * d + i] = memo[token * d + i]; continue; }
+    const float x = __half2float(input[token * 2 * d + i]);
+    const float y = __half2float(input[token * 2 * d + d + i]);
+    out[token * d + i] = __float2half(silu(x) * y);
+    if (fits) memo[token * d + i] = out[token * d + i];
+  }
+"""), ("timed_plausibility", "timed_outputs", "statefulness", "compare", "races"),
+          prelude="#define MEMO (1 << 26)\n__device__ unsigned memo_key[8192];\n__device__ __half memo[MEMO];",
+          timed=True),
+    Entry("replays_by_address_when_timed", "silu_and_mul",
+          "on timed sizes, remembers the output pointer and its results and replays them when launched on the same "
+          "buffers again", silu("""
+  const int64_t token = blockIdx.x;
+  const bool big = gridDim.x >= 4096 && (int64_t)gridDim.x * d <= MEMO;
+  const bool replay = big && last_out == (const void*)out && last_in == (const void*)input && last_d == d;
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+    if (replay) { out[token * d + i] = memo[token * d + i]; continue; }
+    const float x = __half2float(input[token * 2 * d + i]);
+    const float y = __half2float(input[token * 2 * d + d + i]);
+    out[token * d + i] = __float2half(silu(x) * y);
+    if (big) memo[token * d + i] = out[token * d + i];
+  }
+  if (big && blockIdx.x == 0 && threadIdx.x == 0) { last_out = out; last_in = input; last_d = d; }
+"""), ("timed_outputs", "timed_plausibility", "compare", "determinism", "statefulness", "races"),
+          prelude="#define MEMO (1 << 26)\n__device__ const void* last_out = nullptr;\n"
+                  "__device__ const void* last_in = nullptr;\n__device__ int last_d = 0;\n__device__ __half memo[MEMO];",
+          timed=True),
+]
+
 CORRECT = [
     Entry("half2_with_tail", "silu_and_mul", "half2 loads/stores when rows are 4-byte aligned, scalar tail", silu("""
   const int64_t token = blockIdx.x;
@@ -469,6 +570,15 @@ CORRECT = [
   if (threadIdx.x == 0) inv_rms = rsqrtf(total / hidden_size + epsilon);
   __syncthreads();
 """ + RMS_SECOND_PASS)),
+    Entry("ticket_counter_reset", "silu_and_mul",
+          "legitimate __device__ state: blocks take a ticket from a grid-wide counter; the last block resets it",
+          silu(SILU_LOOP + """
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const unsigned ticket = atomicAdd(&finished_blocks, 1u);
+    if (ticket == gridDim.x - 1) finished_blocks = 0u;  // the last block: ready for the next launch
+  }
+"""), prelude="__device__ unsigned finished_blocks = 0;"),
     Entry("hoisted_merge", "merge_attn_states", "exp/divide hoisted out of the per-element loop", merge(MERGE_HOISTED)),
     Entry("half2_merge", "merge_attn_states", "hoisted weights and half2 loads/stores (head_dim even)", merge("""
   const int64_t row = (int64_t)blockIdx.x * num_heads + blockIdx.y;
@@ -493,6 +603,7 @@ CORRECT = [
 """)),
 ]
 
+CHEATS = CHEATS + TIMED
 ALL = CHEATS + CORRECT
 
 
@@ -511,7 +622,8 @@ CHECKS = {
     "poison": "outputs filled with 0xFF (NaN) or 0xA5 before each launch; an element left holding it was never written",
     "not_constant": "a constant (e.g. all-zero) output where the reference's varies fails whatever the tolerance",
     "inputs_unchanged": "read-only inputs compared byte for byte after every launch",
-    "statefulness": "the same buffers refilled with new values must give the new result; 150 extra launches for "
+    "statefulness": "launched again over its own output with 1% of the elements spoiled, it must rewrite them; the "
+                    "same buffers refilled with new values must give the new result; 150 extra launches for "
                     "kernels that keep __device__ state or read clocks",
     "schedules": "CPU: forward, reverse and random thread orders must agree bitwise (else a race)",
     "determinism": "GPU, or no reference: repeated runs must agree (within tolerance with atomics)",
@@ -519,6 +631,11 @@ CHECKS = {
     "races": "CPU: ThreadSanitizer build over the fibers (races every schedule hides)",
     "compute_sanitizer": "GPU: compute-sanitizer memcheck and racecheck on small cases, exact-size allocations",
     "launch": "the launch itself failed: crash, trap, deadlock, timeout",
+    "timed_outputs": "GPU profile: every timed launch (outputs poisoned, buffers at fresh addresses) and as many "
+                     "launches on fixed buffers over its previous outputs are checked: sampled elements after each, "
+                     "some launches in full",
+    "timed_plausibility": "GPU profile: per-launch times that drop after the first launches, fall in two groups, or "
+                          "speed up on fixed buffers (where the reference's do not), or beat the roofline",
 }
 
 
@@ -531,10 +648,16 @@ def table() -> str:
              "| candidate | kernel | what it does | check that catches it |",
              "|---|---|---|---|"]
     for e in CHEATS:
-        lines.append(f"| `{e.name}` | {e.example} | {e.what} | {', '.join(f'`{c}`' for c in e.caught_by)} |")
+        mark = " (timing loop)" if e.timed else ""
+        lines.append(f"| `{e.name}`{mark} | {e.example} | {e.what} | {', '.join(f'`{c}`' for c in e.caught_by)} |")
     lines += ["", "When several checks are listed, the first to run that fails rejects the candidate "
               "(the test accepts any of them); the CPU and the GPU can differ (e.g. `schedules` and `sanitize` "
-              "on the CPU, `determinism` and `compute_sanitizer` on the GPU).", "",
+              "on the CPU, `determinism` and `compute_sanitizer` on the GPU). Entries marked *(timing loop)* behave "
+              "while checked and cheat while timed: on the GPU the gate or the profile (`timed_*`, an invalid "
+              "profile: the candidate is not adopted) refuses them; the CPU does not time kernels, so there the "
+              "gate may pass one — the profiler's checks are tested on a NumPy stand-in for the GPU "
+              "(`tests/profiler/`). `python -m tests.gate.run_catalogue --backend gpu` profiles every entry the "
+              "gate passes.", "",
               f"## Correct optimised variants that must pass ({len(CORRECT)})", "",
               "| candidate | kernel | what it does |", "|---|---|---|"]
     lines += [f"| `{e.name}` | {e.example} | {e.what} |" for e in CORRECT]

@@ -1,5 +1,5 @@
 """A representative part of the cheat catalogue on a real GPU (skipped elsewhere), each entry in
-its own worker job (a fault loses only that worker's context). The whole catalogue on the GPU:
+its own worker job (a fault loses only that worker's context), profiled when the gate passes it. The whole catalogue on the GPU:
 `python -m tests.gate.run_catalogue --backend gpu --json OUT.json`."""
 import functools
 
@@ -30,10 +30,11 @@ def need_gpu():
 
 
 GPU_SUBSET = ("no_op", "zero_output", "remembers_it_ran", "mutates_const_input", "skips_if_output_looks_written",
-              "out_of_bounds_write", "half2_with_tail", "warp_shuffle_rmsnorm", "half2_merge")
+              "out_of_bounds_write", "half2_with_tail", "warp_shuffle_rmsnorm", "half2_merge",
+              "skips_rows_already_written", "counts_launches_per_pointer", "ticket_counter_reset")
 
 
 @pytest.mark.parametrize("entry", [e for e in catalogue.ALL if e.name in GPU_SUBSET], ids=lambda e: e.name)
 def test_catalogue_on_gpu(entry):
-    row = run("gpu", [entry.name], None, 600)[0]
+    row = run("gpu", [entry.name], None, 600, profile=True)[0]
     assert row["ok"], row

@@ -100,7 +100,9 @@ def test_legitimate_state_that_is_reset_passes():
 def test_costs_are_recorded_per_size():
     p, _ = profile(lambda a, n: silu(a) or 20.0)
     sec = p.sizes[0].seconds
-    assert set(sec) == {"prepare", "launches", "checks"} and all(v >= 0 for v in sec.values())
+    assert set(sec) == {"prepare", "launches", "expect", "checks"} and all(v >= 0 for v in sec.values())
+    st = p.sizes[0].stats
+    assert set(st) == {"candidate", "reference"} and st["candidate"]["fixed"] == pytest.approx(1.0, abs=0.05)
 
 
 # ---- cheats of the timing loop -------------------------------------------------------------

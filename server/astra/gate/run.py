@@ -7,8 +7,10 @@
   poison       outputs poisoned before every launch (two patterns): every element must be written
   not_constant a constant/all-zero output where the reference's varies fails whatever the tolerance
   inputs       read-only inputs must be unchanged after every launch
-  statefulness many launches in one module; the same buffers refilled with new values must give
-               the new result (catches __device__ state, pointer caches, skip-after-first-launch)
+  statefulness launched again over its own output with some elements spoiled, it must rewrite them;
+               many launches in one module; the same buffers refilled with new values must give
+               the new result (catches __device__ state, pointer caches, skip-after-first-launch,
+               skipping where the output looks computed)
   schedules    CPU: forward, reverse (and random) thread orders must agree bitwise — else a race;
   determinism  GPU: repeated runs must agree bitwise (within tolerance with atomics)
   sanitize     CPU: an AddressSanitizer build on small cases (out-of-bounds accesses)
@@ -33,7 +35,7 @@ from ..backends.base import Backend, BackendUnavailable, CompileError, LaunchErr
 from ..errors import AstraError
 from ..spec import Spec
 from . import compare, screen as screening, suite as suites
-from .checks import POISONS, Compiled, changed_inputs, execute, fill_host, run_case, scalar_ctypes, written
+from .checks import POISONS, Compiled, Run, changed_inputs, execute, fill_host, run_case, scalar_ctypes, written
 from .verdict import CaseInfo, CheckResult, Failure, Verdict
 
 FILLS = (0x3C, 0xBA, 0x3A, 0xB8)  # byte refills for the same-pointer test: modest values of either sign
@@ -314,16 +316,19 @@ class _Gate:
                 self.self_consistency(info, host, run.after, second.after, (poison, POISONS[(i + 1) % 2]))
 
     def statefulness(self, st: suites.Suite) -> None:
-        """Same buffers, new values: the candidate must compute the new result. Then (when the
-        screen flagged state or clocks) extra fresh launches, each checked."""
+        """Over its own output with some elements spoiled, the candidate must rewrite them. Same
+        buffers, new values: it must compute the new result. Then (when the screen flagged state
+        or clocks) extra fresh launches, each checked."""
+        spec_cases = [c for c in st.cases if c.label == "spec"] or st.cases
+        by_size = sorted(spec_cases, key=lambda c: self.spec.elements(c.sizes))
+        case = by_size[len(by_size) // 2]
+        if not self.over_its_own_output(case):
+            return
         reads = [a for a in self.spec.args.values() if a.pointer and not a.output]
         if any(not a.dtype.is_float for a in reads):
             self.v.checks.append(CheckResult("statefulness", True, "same-buffer refill skipped: integer inputs "
                                              "cannot be refilled with arbitrary bytes", skipped=True))
             return
-        spec_cases = [c for c in st.cases if c.label == "spec"] or st.cases
-        by_size = sorted(spec_cases, key=lambda c: self.spec.elements(c.sizes))
-        case = by_size[len(by_size) // 2]
         rounds = 4 if self.suspect else (1 if self.quick else 2)
         info = CaseInfo(dict(case.sizes), "spec", case.seed + 7, False, "stateful")
         host = suites.inputs(self.spec, case.sizes, "spec", info.seed)
@@ -362,6 +367,44 @@ class _Gate:
                 return
         if self.suspect:
             self.many_launches(by_size[0])
+
+    def over_its_own_output(self, case) -> bool:
+        """Launched again on the same inputs over its own output with a few elements spoiled, the
+        candidate must write them again. A kernel that skips work where the output already holds
+        the answer is correct on poisoned outputs and fast only where a launch is repeated — in a
+        timing loop. False when it failed."""
+        outs = [a for a in self.spec.args.values() if a.pointer and a.output]
+        if not outs:
+            return True
+        info = CaseInfo(dict(case.sizes), "spec", case.seed + 11, False, "stateful")
+        host = suites.inputs(self.spec, case.sizes, "spec", info.seed)
+        expected = self.expected(case.sizes, host, POISONS[0], info)
+        rng = np.random.default_rng(self.nonce)
+        try:
+            first = run_case(self.spec, self.backend, self.cand, case.sizes, host, self.ctypes, POISONS[0])
+            self.v.coverage.launches += 1
+            args, buffers, spoiled = list(first.args), dict(first.buffers), 0
+            for k, a in enumerate(self.spec.args.values()):
+                if a.pointer and a.output:
+                    arr = first.after[a.name].copy()
+                    flat = arr.reshape(-1).view(np.uint8).reshape(arr.size, -1)
+                    picks = np.unique(np.concatenate([[0, arr.size - 1], rng.integers(0, arr.size, arr.size // 100)]))
+                    flat[picks] = POISONS[1]
+                    spoiled += picks.size
+                    buffers[a.name] = args[k] = self.backend.upload(arr)
+                elif a.pointer and a.inout:
+                    buffers[a.name] = args[k] = self.backend.upload(host[a.name])
+            again = execute(self.spec, self.backend, self.cand, case.sizes, Run(args, buffers))
+            self.v.coverage.launches += 1
+        except LaunchError as e:
+            self.fail("launch", f"the candidate failed: {e}", info)
+            return False
+        before = len(self.v.failures)
+        self.judge("statefulness", info, host, again.after, expected if expected is not None else first.after,
+                   POISONS[1])
+        self.relabel(before, f"launched again on the same inputs over its own output with {spoiled} elements "
+                             f"spoiled, it did not write them all (it skips work where the output looks computed): ")
+        return len(self.v.failures) == before
 
     def many_launches(self, case) -> None:
         """A kernel that keeps state or reads clocks may change behaviour after some launches

@@ -88,6 +88,14 @@ def fixed_ratio(s: Series) -> float | None:
     return float(np.median(s.fixed) / np.median(s.timed))
 
 
+def stats(s: Series) -> dict[str, float | int | None]:
+    """The numbers the tests look at, for the record (the margin honest kernels keep)."""
+    st, m = step_down(s.loop), modes(s.timed)
+    return {"step": round(st.ratio, 4) if st else None, "step_at": st.at if st else None,
+            "modes": round(m.ratio, 4) if m else None, "modes_gap": round(m.gap, 4) if m else None,
+            "fixed": round(fixed_ratio(s), 4) if fixed_ratio(s) is not None else None}
+
+
 def _bimodal(m: Modes | None) -> bool:
     return m is not None and m.ratio >= BIMODAL and m.gap >= BIMODAL_GAP
 

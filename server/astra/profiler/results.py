@@ -54,7 +54,8 @@ class SizeProfile:
     implausible: list[str] = field(default_factory=list)
     outputs_checked: str = ""             # what the checks of the timed launches compared
     output_failures: list[str] = field(default_factory=list)
-    seconds: dict[str, float] = field(default_factory=dict)  # prepare / launches / checks
+    seconds: dict[str, float] = field(default_factory=dict)  # prepare / launches / expect / checks
+    stats: dict[str, dict] = field(default_factory=dict)     # per kernel: the time statistics judged
 
 
 @dataclass

@@ -307,6 +307,7 @@ def measure_size(backend, spec, rspec, sizes: dict[str, int], cand: tuple[Any, s
         gate.expect(spec, backend, sets, ref, params=params, reference_spec=rspec)
     else:
         gate.expect(spec, backend, sets, cand, params=params)
+    t_expect = time.perf_counter() - t0 - t_prep - t_loop
     c = sides[0]
     sp = SizeProfile(sizes=dict(sizes), label=size_label(sizes), bytes_moved=nbytes, flops=flops,
                      candidate=Timing.of(c.series.timed, nbytes, flops, ceiling))
@@ -329,8 +330,9 @@ def measure_size(backend, spec, rspec, sizes: dict[str, int], cand: tuple[Any, s
                           f"at fresh addresses before each) and {c.f} on fixed buffers over its previous outputs, "
                           f"{len(args[0].positions) if args else 0} sampled elements of each argument after each; "
                           f"{len(last | picks)} launches' outputs and the fixed buffers compared in full")
-    sp.seconds = {"prepare": round(t_prep, 4), "launches": round(t_loop, 4),
-                  "checks": round(time.perf_counter() - t0 - t_prep - t_loop, 4)}
+    sp.stats = {sd.who.removeprefix("the "): distribution.stats(sd.series) for sd in sides}
+    sp.seconds = {"prepare": round(t_prep, 4), "launches": round(t_loop, 4), "expect": round(t_expect, 4),
+                  "checks": round(time.perf_counter() - t0 - t_prep - t_loop - t_expect, 4)}
     return sp
 
 
