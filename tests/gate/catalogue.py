@@ -389,11 +389,11 @@ TIMED = [
 """), ("timed_outputs", "statefulness", "races", "poison", "compare"),
           prelude="__device__ const void* seen_ptr[16];\n__device__ unsigned seen_count[16];\n"
                   "__device__ unsigned next_slot = 0;", timed=True),
-    Entry("skips_after_1000_launches", "silu_and_mul",
-          "counts its launches in a __device__ counter and skips every other row after 1000 (outlasts the gate's "
+    Entry("skips_after_500_launches", "silu_and_mul",
+          "counts its launches in a __device__ counter and skips every other row after 500 (outlasts the gate's "
           "extra launches, not the timing)", silu("""
   __shared__ bool tired;
-  if (threadIdx.x == 0) tired = launches > 1000u;
+  if (threadIdx.x == 0) tired = launches > 500u;
   __syncthreads();
   if (tired && blockIdx.x % 2 == 1) return;
 """ + SILU_LOOP + """

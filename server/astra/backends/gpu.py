@@ -417,7 +417,7 @@ class GpuBackend(Backend):
         return GpuBuffer(self.cp.empty(n, dtype=self.cp.uint8), np.dtype(np.uint8), (n,))
 
     def view(self, buf: GpuBuffer, offset: int, dtype: np.dtype, shape: tuple[int, ...]) -> GpuBuffer:
-        dt = np.dtype(dtype)
+        dt, shape = np.dtype(dtype), tuple(int(n) for n in shape)
         n = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
         if offset < 0 or offset % dt.itemsize or offset + n > buf.nbytes:
             raise ValueError(f"a view of {n} bytes at offset {offset} does not fit a buffer of {buf.nbytes} bytes")
