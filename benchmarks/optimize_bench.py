@@ -103,7 +103,8 @@ def run_one(file: str, kernel: str, backend, rounds: int, quick: bool, in_proces
         "adopted": [x.plan.idea for x in r.rounds if x.adopted],
         "tried": [{"round": x.index, "idea": x.plan.idea if x.plan else None, "outcome": x.outcome,
                    "reason": x.reason} for x in r.rounds],
-        "final_full_gate": {"passed": final.passed, "summary": final.check.summary},
+        "final_full_gate": {"passed": final.passed, "summary": final.check.summary,
+                            **({} if final.passed else {"feedback": final.check.feedback[:800]})},
         # One candidate's evaluation (quick gate + side-by-side timing), and the gate's share of it.
         "eval_s_median": _median([e.seconds for e in evals]),
         "gate_share_median": _median([e.gate_seconds / e.seconds for e in evals if e.seconds > 0 and e.measured]),

@@ -10,6 +10,7 @@ import numpy as np
 
 from astra import extract, source, spec as spec_mod
 from astra.backends.base import Backend, Buffer, Capabilities, Module, ResourceUsage, TimingResult
+from astra.backends.gpu import within_tolerance
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXT = (ROOT / "examples" / "silu_and_mul.cu").read_text()
@@ -31,12 +32,15 @@ class FakeModule(Module):
 
 
 class FakeGpu(Backend):
-    """`kernels`: a marker found in the unit's source -> fn(args, launch_no) -> µs (None: `default_us`)."""
+    """`kernels`: a marker found in the unit's source -> fn(args, launch_no) -> µs (None: `default_us`).
+    Full comparisons run through the GPU backend's own `within_tolerance` (on NumPy arrays)."""
 
     name, caps = "fake-gpu", Capabilities(timing=True, copy_ceiling=True, device_info=True)
 
-    def __init__(self, kernels, default_us: float = 20.0, noise: float = 0.005, seed: int = 0):
+    def __init__(self, kernels, default_us: float = 20.0, noise: float = 0.005, seed: int = 0,
+                 device_compare: bool = True):
         self.kernels, self.default_us, self.noise = kernels, default_us, noise
+        self.device_compare = device_compare  # full checks where the data live (as the GPU does), or on the host
         self.rng = np.random.default_rng(seed)
         self.timed: list[list] = []   # the args of every timed launch, in order
 
@@ -67,6 +71,12 @@ class FakeGpu(Backend):
     def copy(self, dst, src):
         assert dst.nbytes == src.nbytes
         dst.host.reshape(-1).view(np.uint8)[...] = src.host.reshape(-1).view(np.uint8)
+
+    def within_tolerance(self, got, want, atol, rtol):
+        if not self.device_compare:
+            return None
+        store = (lambda a: a.view(np.uint16)) if got.dtype.name == "bfloat16" else (lambda a: a)
+        return within_tolerance(np, store(got.host), store(want.host), got.dtype, atol, rtol)
 
     def launch(self, module, name_expression, launch, args, *, schedule=None, timeout_s=30.0):
         us = module.kernel(args, module.launches)

@@ -52,6 +52,42 @@ def test_a_few_outliers_are_not_a_mode():
     assert not dist._bimodal(dist.modes(x))
 
 
+def test_one_slow_first_launch_is_a_cold_start_two_are_a_pattern():
+    one = [140.0] + noisy(125, 100.0)
+    two = [150.0, 150.0] + noisy(124, 100.0)
+    other = series(noisy(126, 120.0, 8))
+    assert dist.judge(series(one), other) == []
+    assert "first 2 launch" in dist.judge(series(two), other)[0]
+
+
+def test_on_device_comparison_is_never_more_lenient_than_the_host():
+    import ml_dtypes
+
+    from astra.backends.gpu import within_tolerance
+    from astra.gate import compare
+    rng = np.random.default_rng(0)
+    for dt in (np.float16, np.float32, np.float64, ml_dtypes.bfloat16, np.int32):
+        for _ in range(150):
+            n = int(rng.integers(2, 40))
+            want = (rng.standard_normal(n) * rng.choice([1e-3, 1, 100])).astype(dt)
+            got = want.copy()
+            kind = rng.integers(0, 6)
+            if kind == 1:
+                got = (want.astype(np.float64) * (1 + rng.choice([1e-4, 1e-2, 0.1]))).astype(dt)
+            elif kind == 2 and dt != np.int32:
+                got[rng.integers(0, n)] = np.nan
+            elif kind == 3 and dt != np.int32:
+                want[0] = got[0] = np.nan
+            elif kind == 4 and dt != np.int32:
+                want[0], got[0] = np.inf, rng.choice([np.inf, -np.inf])
+            elif kind == 5:
+                got.reshape(-1).view(np.uint8)[:] = 0xA5
+            store = (lambda a: a.view(np.uint16)) if dt == ml_dtypes.bfloat16 else (lambda a: a)
+            device = within_tolerance(np, store(got), store(want), np.dtype(dt), 1e-2, 1e-2)
+            host = compare.compare(want, got, 1e-2, 1e-2) is None
+            assert device is None or device == host, (dt, want, got, device, host)
+
+
 def test_faster_on_fixed_buffers():
     loop = noisy(126, 100.0)
     ok = dist.Series(loop=loop, timed=loop[20:], fixed=noisy(126, 99.0, 5))

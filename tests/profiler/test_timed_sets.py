@@ -1,6 +1,7 @@
 """astra.gate.timed on the NumPy fake GPU: input sets, expectations computed after the fact,
 and the checks every timed launch goes through."""
 import numpy as np
+import pytest
 
 from astra import gate
 from astra.gate import checks
@@ -18,34 +19,43 @@ def setup():
     return spec, b, sets, mod, ref
 
 
+POS = np.array([0, 100, 479])
+
+
+def expect(spec, b, sets, mod, ref):
+    gate.expect(spec, b, sets, (mod, ref.name_expression), {"out": (POS, b.upload(POS))})
+
+
 def test_second_set_is_a_rotation_and_expectations_follow_it():
     spec, b, sets, mod, ref = setup()
     s0, s1 = (b.download(s.pristine["input"]) for s in sets)
     roll = sets[1].rolls["input"]
     assert 0 < roll < s0.size and np.array_equal(np.roll(s0.reshape(-1), roll), s1.reshape(-1))
-    assert all(s.expected is None for s in sets)
-    gate.expect(spec, b, sets, (mod, ref.name_expression))
+    assert all(s.outputs is None for s in sets)
+    expect(spec, b, sets, mod, ref)
     for s, x in zip(sets, (s0, s1)):
         want = np.empty((5, 96), np.float16)
         silu([type("B", (), {"host": want})(), type("B", (), {"host": x})(), checks.Scalar("int", 96, "int32")])
-        assert np.array_equal(s.expected["out"], want)
+        assert np.array_equal(s.expected(b, "out"), want) and np.array_equal(s.samples["out"], want.reshape(-1)[POS])
     pos = np.array([0, 7, 959])
     assert np.array_equal(sets[1].input_values("input", pos), s1.reshape(-1)[pos])
 
 
-def test_checks_of_a_launch():
+@pytest.mark.parametrize("device_compare", [True, False])
+def test_checks_of_a_launch(device_compare):
     spec, b, sets, mod, ref = setup()
-    gate.expect(spec, b, sets, (mod, ref.name_expression))
+    b.device_compare = device_compare
+    expect(spec, b, sets, mod, ref)
     ts = sets[0]
-    good = dict(ts.expected)
-    assert gate.check_outputs(spec, ts, good, poison=0xFF, where="after launch 1") == []
-    bad = {"out": good["out"].copy()}
-    bad["out"].reshape(-1).view(np.uint8)[-2:] = 0xFF  # the last element never written
-    f = gate.check_outputs(spec, ts, bad, poison=0xFF, where="after launch 9")
+    good = b.upload(ts.expected(b, "out"))
+    assert gate.check_outputs(spec, b, ts, {"out": good}, poison=0xFF, where="after launch 1") == []
+    bad = b.upload(ts.expected(b, "out"))
+    bad.host.reshape(-1).view(np.uint8)[-2:] = 0xFF  # the last element never written
+    f = gate.check_outputs(spec, b, ts, {"out": bad}, poison=0xFF, where="after launch 9")
     assert len(f) == 1 and f[0].message.startswith("after launch 9: `out`: 1 of 480 elements were never written")
     # Samples: rows of gathered elements, one per launch.
-    pos = np.array([0, 100, 479])
-    rows = np.stack([good["out"].reshape(-1)[pos]] * 4)
+    pos = POS
+    rows = np.stack([ts.samples["out"]] * 4)
     assert gate.check_samples(spec, ts, "out", pos, rows, [0xFF, 0xA5] * 2, [f"launch {i}" for i in range(4)]) is None
     rows[2, 1] = np.frombuffer(b"\xff\xff", np.float16)[0]
     row, f = gate.check_samples(spec, ts, "out", pos, rows, [0xFF, 0xA5] * 2, [f"launch {i}" for i in range(4)])

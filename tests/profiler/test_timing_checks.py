@@ -51,7 +51,7 @@ def test_every_loop_launch_sees_poisoned_outputs_at_a_fresh_address():
     fixed_at = max(set(outs), key=outs.count)
     loop = [s for s in seen if s[1] != fixed_at]
     fixed = [s for s in seen if s[1] == fixed_at]
-    assert len(loop) == 126 and len(fixed) == 126
+    assert len(loop) == 126 and len(fixed) == 4 * 16
     assert all(s[0] for s in loop)                           # outputs poisoned before every loop launch
     assert not any(s[0] for s in fixed[1:])                  # fixed: over the previous launch's outputs
     assert len({s[1] for s in loop}) == len(loop)            # every output at a new address
@@ -95,6 +95,18 @@ def test_legitimate_state_that_is_reset_passes():
         return 20.0
     p, _ = profile(last_block_ticket)
     assert p.valid
+
+
+@pytest.mark.parametrize("device_compare", [True, False])
+def test_full_checks_on_the_device_or_the_host_agree(device_compare):
+    def wrong_tail(args, n):  # right but for the very last element, every launch
+        silu(args)
+        args[0].host.reshape(-1)[-1] = np.float16(7.0)
+        return 20.0
+    p, _ = profile(wrong_tail, device_compare=device_compare)
+    msgs = p.sizes[0].output_failures
+    assert any("after the candidate's timed-loop launch" in m and "1 of 65536 elements differ" in m for m in msgs), msgs
+    assert any("last launch on fixed buffers" in m for m in msgs)
 
 
 def test_costs_are_recorded_per_size():
@@ -143,9 +155,9 @@ def test_launch_counts_keyed_on_the_input_address_are_caught():
 def test_skipping_after_many_launches_is_caught_whenever_it_starts():
     count = {"n": 0}
 
-    def tired(args, n):  # honest for 200 launches (more than the gate's extra launches), then skips
+    def tired(args, n):  # honest for 150 launches (as many as the gate adds for state), then skips
         count["n"] += 1
-        silu_rows(args, list(range(ROWS)) if count["n"] <= 200 else list(range(0, ROWS, 2)))
+        silu_rows(args, list(range(ROWS)) if count["n"] <= 150 else list(range(0, ROWS, 2)))
         return 20.0
     p, _ = profile(tired)
     assert not p.valid and "never written" in " ".join(p.sizes[0].output_failures)

@@ -202,6 +202,12 @@ class Backend(ABC):
         """Device-to-device copy of `src` into `dst` (the same number of bytes)."""
         raise NotImplementedError(f"the {self.name} backend does not copy buffers")
 
+    def within_tolerance(self, got: Buffer, want: Buffer, atol: float, rtol: float) -> bool | None:
+        """Whether every element of `got` is within tolerance of `want` by the rules of
+        astra.gate.compare, checked where the data live; None when this backend cannot tell
+        (the caller then compares on the host). Never True where the host comparison fails."""
+        return None
+
     def same_bytes(self, a: Buffer, b: Buffer) -> bool:
         """Whether two buffers hold the same bytes (compared where they live when possible)."""
         x, y = self.download(a), self.download(b)

@@ -30,8 +30,10 @@ from .base import (Backend, BackendUnavailable, Buffer, Capabilities, CompileErr
 SANITIZER_ENV = "ASTRA_SANITIZER"
 SANITIZER_LOG_ENV = "ASTRA_SANITIZER_LOG"
 
-IDLE_S = 0.05        # idle longer than this before a timing loop: wake the GPU first
-WAKE_FLUSHES = 100   # L2-flush memsets to wake it (~4 ms on an H100)
+IDLE_S = 0.001       # idle longer than this before a timing loop: wake the GPU first ...
+WAKE_FLUSHES = 20    # ... with this many L2-flush memsets (~0.7 ms on an H100),
+LONG_IDLE_S = 0.05   # and after a longer spell
+LONG_WAKE_FLUSHES = 100  # with this many (~4 ms)
 
 # Errors after which the CUDA context is unusable: the worker must be replaced.
 _STICKY = ("illegal address", "illegal memory", "misaligned address", "illegal instruction", "hardware stack",
@@ -366,10 +368,11 @@ class GpuBackend(Backend):
         self.cp.cuda.runtime.memsetAsync(buf.data.ptr, 0, buf.nbytes, self.cp.cuda.get_current_stream().ptr)
 
     def _wake(self) -> None:
-        """After an idle spell, keep the GPU busy for a few ms before timing: the first launches
-        would otherwise run at clocks that dropped while it idled."""
-        if time.monotonic() - self._busy_until > IDLE_S:
-            for _ in range(WAKE_FLUSHES):
+        """After an idle spell (even the few ms between two chunks), keep the GPU busy before
+        timing: the first launches would otherwise run at clocks that dropped while it idled."""
+        idle = time.monotonic() - self._busy_until
+        if idle > IDLE_S:
+            for _ in range(LONG_WAKE_FLUSHES if idle > LONG_IDLE_S else WAKE_FLUSHES):
                 self.flush_l2()
 
     def time(self, module: GpuModule, name_expression: str, launch: Launch, launches: Sequence[TimedLaunch], *,
@@ -431,6 +434,15 @@ class GpuBackend(Backend):
         rt = self.cp.cuda.runtime
         rt.memcpyAsync(dst.array.data.ptr, src.array.data.ptr, src.nbytes, rt.memcpyDeviceToDevice,
                        self.cp.cuda.get_current_stream().ptr)
+
+    def within_tolerance(self, got: GpuBuffer, want: GpuBuffer, atol: float, rtol: float) -> bool | None:
+        self._check_usable()
+        if got.nbytes != want.nbytes or got.dtype != want.dtype:
+            return None
+        try:
+            return within_tolerance(self.cp, got.array, want.array, got.dtype, atol, rtol)
+        except Exception as e:
+            raise self._fault(e) from None
 
     def same_bytes(self, a: GpuBuffer, b: GpuBuffer) -> bool:
         self._check_usable()
@@ -494,6 +506,37 @@ class GpuBackend(Backend):
             self.cp.get_default_memory_pool().free_all_blocks()
         except Exception:
             pass
+
+
+TOLERANCE_CHUNK = 1 << 25  # elements per step of the on-device comparison (bounded temporaries)
+
+
+def within_tolerance(xp, got, want, dtype: np.dtype, atol: float, rtol: float) -> bool | None:
+    """astra.gate.compare's pass rule on arrays of the array module `xp` (CuPy here; NumPy in the
+    tests), in storage types (bfloat16 as uint16): every element bitwise equal, both NaN, or both
+    finite within atol + rtol * |want|, 16-bit floats compared in float32 and the others in
+    float64 like the host. None for a constant `got` (the host's constant-output rule decides)."""
+    g, w = got.reshape(-1), want.reshape(-1)
+    if g.size == 0:
+        return True
+    if dtype.kind != "f" and dtype.name != "bfloat16":  # integers, booleans: exact
+        return bool(xp.array_equal(g, w))
+    if g.size > 1 and bool(xp.all(g == g[0])):
+        return None
+    for start in range(0, g.size, TOLERANCE_CHUNK):
+        a, b = g[start:start + TOLERANCE_CHUNK], w[start:start + TOLERANCE_CHUNK]
+        if dtype.name == "bfloat16":  # the upper half of a float32
+            a = (a.astype(xp.uint32) << 16).view(xp.float32)
+            b = (b.astype(xp.uint32) << 16).view(xp.float32)
+        else:
+            work = xp.float32 if dtype.itemsize <= 2 else xp.float64
+            a, b = a.astype(work), b.astype(work)
+        with np.errstate(invalid="ignore", over="ignore"):
+            close = xp.isfinite(a) & xp.isfinite(b) & (xp.abs(a - b) <= atol + rtol * xp.abs(b))
+            ok = (a == b) | (xp.isnan(a) & xp.isnan(b)) | close
+        if not bool(xp.all(ok)):
+            return False
+    return True
 
 
 def _bytes_of(cp, buf: GpuBuffer):

@@ -7,13 +7,15 @@ launch leaves is checked here:
 
     sets = gate.prepare_timed(spec, backend, sizes, sets=2)
     ... the timing loop copies sets[s].pristine into place before each launch ...
-    gate.expect(spec, backend, sets, (ref_module, ref_name))      # after the loop
-    failures = gate.check_outputs(spec, sets[s], {name: array}, poison=0xFF, where="after timed launch 7")
+    gate.expect(spec, backend, sets, (ref_module, ref_name), samples)  # after the loop
+    failures = gate.check_outputs(spec, backend, sets[s], {name: buffer}, poison=0xFF, where="after launch 7")
 
 Input sets: set 0 is drawn on the host as the spec's `init` says; each further set is set 0 with
 every randomly drawn argument rotated on the device by its own random number of elements — the
 values' distribution is unchanged, the content is new, and no host drawing is paid for it.
-The reference's outputs on each set are computed on fresh copies, after the timing (`expect`). Output-only arguments must
+The reference's outputs on each set are computed on fresh copies, after the timing (`expect`),
+and stay on the device: a full check asks the backend first (`within_tolerance`, no transfer) and
+compares on the host only when that cannot tell or finds a difference (for the exact message). Output-only arguments must
 hold the reference's result after each launch (outputs are poisoned before a launch, so one that
 was not written fails), in-place arguments one application of it (they are restored before each
 launch), and read-only inputs must be unchanged.
@@ -26,10 +28,10 @@ from typing import Sequence
 
 import numpy as np
 
-from ..backends.base import Backend, Buffer, Module, Scalar
+from ..backends.base import Backend, Buffer, Module, Scalar, TimedLaunch
 from ..spec import Spec
 from . import compare, suite as suites
-from .checks import POISONS, Compiled, Run, execute, launch_of, scalar_ctypes
+from .checks import POISONS, Compiled, Run, launch_of, scalar_ctypes
 from .verdict import CaseInfo, Failure
 
 __all__ = ["TimedSet", "prepare_timed", "expect", "fresh_run", "check_outputs", "check_inputs_unchanged", "check_samples",
@@ -42,15 +44,23 @@ ROTATED = ("normal", "uniform", "randint")  # i.i.d. draws: any rotation is as l
 class TimedSet:
     sizes: dict[str, int]
     pristine: dict[str, Buffer]               # what the kernel reads; copied into place, never launched on
-    expected: dict[str, np.ndarray] | None    # written arguments after one launch of the reference
     host: dict[str, np.ndarray]               # set 0's host inputs
     rolls: dict[str, int] = field(default_factory=dict)  # elements each input is rotated by from `host`
     info: CaseInfo | None = None
+    outputs: dict[str, Buffer] | None = None  # `expect`: the written arguments after one reference launch
+    samples: dict[str, np.ndarray] = field(default_factory=dict)  # their values at the sampled positions
+    _host_outputs: dict[str, np.ndarray] = field(default_factory=dict)
 
     def input_values(self, name: str, positions: np.ndarray) -> np.ndarray:
         """The set's values of input `name` at flat element `positions`."""
         flat = self.host[name].reshape(-1)
         return flat[(positions - self.rolls.get(name, 0)) % flat.size]
+
+    def expected(self, backend: Backend, name: str) -> np.ndarray:
+        """The expected values of written argument `name` on the host (fetched once, when needed)."""
+        if name not in self._host_outputs:
+            self._host_outputs[name] = backend.download(self.outputs[name])
+        return self._host_outputs[name]
 
 
 def _compiled(ref) -> Compiled | None:
@@ -107,36 +117,53 @@ def prepare_timed(spec: Spec, backend: Backend, sizes: dict[str, int], *, sets: 
                 if a.name in host and a.init.kind in ROTATED and n > 1:
                     rolls[a.name] = int(rng.integers(1, n))
                     pristine[a.name] = _rotated(backend, base[a.name], rolls[a.name])
-        out.append(TimedSet(dict(sizes), pristine, None, host, rolls,
+        out.append(TimedSet(dict(sizes), pristine, host, rolls,
                             CaseInfo(dict(sizes), "spec" if not k else f"spec, rotated (set {k + 1})", s, False,
                                      "timed")))
     return out
 
 
-def expect(spec: Spec, backend: Backend, sets: Sequence[TimedSet], reference: tuple[Module, str], *,
-           params: dict[str, str] | None = None, reference_spec: Spec | None = None) -> None:
-    """Fill in each set's expected outputs: one launch of `reference` (as `reference_spec`
-    launches it, when a rewrite changed the launch configuration) on fresh copies. Call it after
-    the timing loop: a kernel that keeps a cache keyed on its inputs then meets them first while
-    it is timed, where warming up shows."""
+def expect(spec: Spec, backend: Backend, sets: Sequence[TimedSet], reference: tuple[Module, str],
+           samples: dict[str, tuple[np.ndarray, Buffer]], *, params: dict[str, str] | None = None,
+           reference_spec: Spec | None = None) -> None:
+    """Each set's expected outputs: one launch of `reference` (as `reference_spec` launches it,
+    when a rewrite changed the launch configuration) on fresh copies, kept on the device, and
+    their values at the sampled positions (`samples`: name -> (positions, the same on the device))
+    brought over. Call it after the timing loop: a kernel that keeps a cache keyed on its inputs
+    then meets them first while it is timed, where warming up shows."""
     ref = _compiled(reference)
     ctypes = scalar_ctypes(spec, params or {})
+    written = [a for a in spec.args.values() if a.pointer and a.written]
     for k, ts in enumerate(sets):
         run = fresh_run(spec, backend, ts, ctypes, POISONS[k % 2])
-        ts.expected = execute(reference_spec or spec, backend, ref, ts.sizes, run, written_only=True).after
+        rows = {a.name: backend.view(backend.allocate(samples[a.name][0].size * a.dtype.itemsize), 0, a.dtype.np,
+                                     (samples[a.name][0].size,)) for a in written}
+        keeps = [(rows[a.name], run.buffers[a.name], samples[a.name][1]) for a in written]
+        # The timing loop's executor: one launch with the samples gathered where the data live.
+        backend.time(ref.module, ref.name, launch_of(reference_spec or spec, ts.sizes),
+                     [TimedLaunch(run.args, keeps=keeps)], flush_l2=False)
+        ts.outputs = {a.name: run.buffers[a.name] for a in written}
+        ts.samples = {name: backend.download(row) for name, row in rows.items()}
+        ts._host_outputs = {}
 
 
-def check_outputs(spec: Spec, ts: TimedSet, got: dict[str, np.ndarray], *, poison: int | None,
+def check_outputs(spec: Spec, backend: Backend, ts: TimedSet, got: dict[str, Buffer], *, poison: int | None,
                   where: str) -> list[Failure]:
-    """The written arguments in `got` (all of them, or some) against the set's expected outputs.
-    `poison`: the byte output-only arguments held before the launch (None: not poisoned)."""
-    if ts.expected is None:
-        return []
+    """The written arguments in `got` (device buffers; all of them, or some) against the set's
+    expected outputs. `poison`: the byte output-only arguments held before the launch (None: not
+    poisoned)."""
     failures = []
-    for name, arr in got.items():
+    for name, buf in got.items():
         a = spec.args[name]
         atol, rtol = a.tolerance
-        m = compare.compare(ts.expected[name], arr, atol, rtol, poison=poison if a.output else None)
+        try:
+            fine = backend.within_tolerance(buf, ts.outputs[name], atol, rtol)
+        except Exception:  # noqa: BLE001 - the device could not tell: the host will
+            fine = None
+        if fine:
+            continue
+        m = compare.compare(ts.expected(backend, name), backend.download(buf), atol, rtol,
+                            poison=poison if a.output else None)
         if m is not None:
             failures.append(Failure("revalidate", f"{where}: " + m.message(name, atol, rtol), ts.info, output=name,
                                     index=list(m.index), bad=m.bad, total=m.total, expected=m.expected, got=m.got))
@@ -162,12 +189,10 @@ def check_samples(spec: Spec, ts: TimedSet, name: str, positions: np.ndarray, ro
                   poisons: Sequence[int | None], labels: Sequence[str]) -> tuple[int, Failure] | None:
     """Elements of argument `name` at flat `positions`, gathered after several launches on set
     `ts` (one row per launch; `poisons[i]` what output-only elements held before launch i,
-    `labels[i]` which launch it was). Written arguments must match the expected outputs there,
-    read-only inputs their own values. The first failing launch (its row, and why), or None."""
+    `labels[i]` which launch it was). Written arguments must match the expected outputs there
+    (`expect` gathered them at the same positions), read-only inputs their own values. The first failing launch (its row, and why), or None."""
     a = spec.args[name]
-    if a.written and ts.expected is None:
-        return None
-    want = ts.expected[name].reshape(-1)[positions] if a.written else ts.input_values(name, positions)
+    want = ts.samples[name] if a.written else ts.input_values(name, positions)
     atol, rtol = a.tolerance
 
     def mismatch(got: np.ndarray, poison: int | None) -> compare.Mismatch | None:

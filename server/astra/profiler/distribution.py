@@ -53,17 +53,19 @@ class Modes:
 
 
 def step_down(times: list[float]) -> Step | None:
-    """Where the series splits best into a first part and the rest (least absolute deviation of
-    log-times from each part's median, the split within the first half), and how much slower the
-    first part runs: median(before) / median(after)."""
+    """Where the series splits best into a first part of at least two launches and the rest
+    (least absolute deviation of log-times from each part's median, the split within the first
+    half), and how much slower the first part runs: median(before) / median(after). One slow
+    first launch alone is a cold start, not a pattern; state that warms up on two input sets
+    shows on two."""
     x = np.log(np.asarray(times, dtype=np.float64))
-    if x.size < 4 or not np.all(np.isfinite(x)):
+    if x.size < 6 or not np.all(np.isfinite(x)):
         return None
 
     def spread(part: np.ndarray) -> float:
         return float(np.abs(part - np.median(part)).sum())
 
-    t = min(range(1, x.size // 2 + 1), key=lambda k: spread(x[:k]) + spread(x[k:]))
+    t = min(range(2, x.size // 2 + 1), key=lambda k: spread(x[:k]) + spread(x[k:]))
     before, after = float(np.exp(np.median(x[:t]))), float(np.exp(np.median(x[t:])))
     return Step(before / after, t, before, after)
 

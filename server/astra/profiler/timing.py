@@ -9,14 +9,15 @@ Both kernels get the same treatment, interleaved in chunks so drifting clocks hi
   in-place arguments restored before every launch (each launch is one application on realistic
   data); the buffers are re-allocated between chunks. Address-keyed state never warms up, and a
   launch that skips work leaves poison behind.
-- As many launches again on fixed buffers, each over the outputs the previous launch left (with
-  the sampled elements poisoned): what a naive benchmark loop would do, and what state keyed on
-  addresses, on launch counts or on the output already holding the answer exploits. Timed too:
-  a kernel faster there than in the loop remembers something.
+- Launches on fixed buffers (FIXED per chunk, adding up over the size), each over the outputs the
+  previous launch left (with the sampled elements poisoned): what a naive benchmark loop would do,
+  and what state keyed on addresses, on launch counts or on the output already holding the answer
+  exploits. Timed too: a kernel faster there than in the loop remembers something.
 - After every launch of both, a fixed random sample of every argument's elements is gathered on
   the device (no synchronisation) and compared afterwards with the expected values; the written
   arguments of the last launch on each input set and of a few random timed launches are compared
-  in full; the fixed buffers are compared in full at the end.
+  in full, and so are the fixed buffers at the end — on the device where the backend can
+  (gate.check_outputs), so honest kernels cost no transfers.
 - The per-launch times are judged (astra.profiler.distribution): a drop after the first launches,
   two modes, or a speed-up on fixed buffers that the other kernel does not show is implausible.
 """
@@ -41,6 +42,7 @@ PLACE_EVERY = 8     # the timing loop places inputs afresh every this many launc
 SAMPLES = 4096      # elements of each argument gathered after every launch
 FULL_CHECKS = 2     # random timed launches whose written arguments are also compared in full
 SETS = 2            # input sets (the second rotated from the first on the device)
+FIXED = 16          # launches on fixed buffers per chunk (they add up over the chunks of a size)
 
 
 def compile_on(backend, unit):
@@ -217,24 +219,13 @@ class _Side:
                     found.append((group[hit[0]][0], hit[1].message))
             if found:
                 out.append(min(found)[1])  # the earliest launch found wrong, whichever its input set
-        finals = {}
-        for snap in reversed(self.snapshots):  # the last snapshot of each set is compared in full
-            if snap.set not in finals:
-                finals[snap.set] = snap
-                got = {n: b.download(buf) for n, buf in snap.buffers.items()}
-                out += [f.message for f in gate.check_outputs(spec, self.sets[snap.set], got, poison=snap.poison,
-                                                              where=f"after {snap.label}")]
-        for snap in self.snapshots:  # the others: the same bytes as that one, or compared in full
-            final = finals[snap.set]
-            if snap is final or all(b.same_bytes(buf, final.buffers[n]) for n, buf in snap.buffers.items()):
-                continue
-            got = {n: b.download(buf) for n, buf in snap.buffers.items()}
-            out += [f.message for f in gate.check_outputs(spec, self.sets[snap.set], got, poison=snap.poison,
-                                                          where=f"after {snap.label}")]
+        for snap in self.snapshots:
+            out += [f.message for f in gate.check_outputs(spec, b, self.sets[snap.set], snap.buffers,
+                                                          poison=snap.poison, where=f"after {snap.label}")]
         if self.fixed is not None:
             ts = self.sets[self.fixed_set]
-            got = {a.name: b.download(self.fixed[a.name]) for a in self.args if a.kind != "input"}
-            out += [f.message for f in gate.check_outputs(spec, ts, got, poison=self.fixed_poison,
+            written = {a.name: self.fixed[a.name] for a in self.args if a.kind != "input"}
+            out += [f.message for f in gate.check_outputs(spec, b, ts, written, poison=self.fixed_poison,
                                                           where=f"after {self.who}'s last launch on fixed buffers")]
             out += [f.message for f in gate.check_inputs_unchanged(spec, b, ts, self.fixed,
                                                                    where=f"after {self.who}'s launches on fixed "
@@ -297,16 +288,17 @@ def measure_size(backend, spec, rspec, sizes: dict[str, int], cand: tuple[Any, s
             sd.series.loop += times
             sd.series.timed += times[w:]
         for sd in sides:
-            sd.series.fixed += sd.run(sd.fixed_chunk(w + n, chunk))
+            sd.series.fixed += sd.run(sd.fixed_chunk(FIXED, chunk))
         done += n
         chunk += 1
     t_loop = time.perf_counter() - t0 - t_prep
     # Expectations only now (see gate.expect). Without a reference, every launch must reproduce
     # the candidate's own result on fresh copies.
+    samples = {a.name: (a.positions, a.device_positions) for a in args}
     if ref is not None:
-        gate.expect(spec, backend, sets, ref, params=params, reference_spec=rspec)
+        gate.expect(spec, backend, sets, ref, samples, params=params, reference_spec=rspec)
     else:
-        gate.expect(spec, backend, sets, cand, params=params)
+        gate.expect(spec, backend, sets, cand, samples, params=params)
     t_expect = time.perf_counter() - t0 - t_prep - t_loop
     c = sides[0]
     sp = SizeProfile(sizes=dict(sizes), label=size_label(sizes), bytes_moved=nbytes, flops=flops,
@@ -327,7 +319,7 @@ def measure_size(backend, spec, rspec, sizes: dict[str, int], cand: tuple[Any, s
     sp.bottleneck, sp.bottleneck_why = model.classify(sp.candidate, nbytes, flops)
     whom = "the reference" if ref is not None else "the candidate’s own first launch"
     sp.outputs_checked = (f"every launch checked against {whom}: {total} in the timing loop (outputs poisoned and "
-                          f"at fresh addresses before each) and {c.f} on fixed buffers over its previous outputs, "
+                          f"at fresh addresses before each) and {c.f} on fixed buffers over their previous outputs, "
                           f"{len(args[0].positions) if args else 0} sampled elements of each argument after each; "
                           f"{len(last | picks)} launches' outputs and the fixed buffers compared in full")
     sp.stats = {sd.who.removeprefix("the "): distribution.stats(sd.series) for sd in sides}
