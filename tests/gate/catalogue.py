@@ -661,9 +661,39 @@ def table() -> str:
               f"## Correct optimised variants that must pass ({len(CORRECT)})", "",
               "| candidate | kernel | what it does |", "|---|---|---|"]
     lines += [f"| `{e.name}` | {e.example} | {e.what} |" for e in CORRECT]
+    lines += gpu_rows()
     lines += ["", "## The checks", "", "| check | what it does |", "|---|---|"]
     lines += [f"| `{k}` | {v} |" for k, v in CHECKS.items()]
     return "\n".join(lines) + "\n"
+
+
+GPU_RESULTS = "benchmarks/results/gate_catalogue_timed-H100.json"
+
+
+def gpu_rows() -> list[str]:
+    """The timing-loop entries and the correct variants as the committed GPU run found them."""
+    import json
+    import os
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), GPU_RESULTS)
+    if not os.path.exists(path):
+        return []
+    data = json.load(open(path))
+    latest = {r["name"]: r for r in data["results"]}  # rows are in run order: the last one counts
+    lines = ["", f"## On the GPU ({data['device']}; `{GPU_RESULTS}`)", "",
+             "Gate without compute-sanitizer, then the profile of every entry the gate passes.", "",
+             "| candidate | result | refused by | run |", "|---|---|---|---|"]
+    for e in TIMED + CORRECT:
+        r = latest.get(e.name)
+        if r is None:
+            lines.append(f"| `{e.name}` | not run | | |")
+            continue
+        verdict = ("refused" if r["status"] == "failed" else r["status"]) if e.cheat else \
+            ("accepted" if r["status"] == "passed" else f"**wrongly refused** ({r['status']})")
+        check = f"`{r['caught_by']}`" if r.get("caught_by") else ""
+        lines.append(f"| `{e.name}` | {verdict} | {check} | {r.get('run', '')} |")
+    if data.get("note"):
+        lines += ["", data["note"] + "."]
+    return lines
 
 
 if __name__ == "__main__":

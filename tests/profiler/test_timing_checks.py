@@ -51,7 +51,7 @@ def test_every_loop_launch_sees_poisoned_outputs_at_a_fresh_address():
     fixed_at = max(set(outs), key=outs.count)
     loop = [s for s in seen if s[1] != fixed_at]
     fixed = [s for s in seen if s[1] == fixed_at]
-    assert len(loop) == 126 and len(fixed) == 4 * 16
+    assert len(loop) == 126 and len(fixed) == 4 * 8
     assert all(s[0] for s in loop)                           # outputs poisoned before every loop launch
     assert not any(s[0] for s in fixed[1:])                  # fixed: over the previous launch's outputs
     assert len({s[1] for s in loop}) == len(loop)            # every output at a new address

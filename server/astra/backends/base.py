@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -161,11 +161,12 @@ class Backend(ABC):
         """Run one launch to completion (synchronous). Raises LaunchError on a fault,
         a deadlock/divergent barrier (CPU) or a timeout."""
 
-    def time(self, module: Module, name_expression: str, launch: Launch, launches: Sequence[TimedLaunch], *,
+    def time(self, module: Module, name_expression: str, launch: Launch, launches: Iterable[TimedLaunch], *,
              flush_l2: bool = True) -> TimingResult:
         """Run `launches` in order, each timed on its own (one time per launch, warm-up included:
         the caller decides which count), with the L2 flushed before each and its `copies`,
-        `fills` and `keeps` done outside the timed region. Only backends with `caps.timing`."""
+        `fills` and `keeps` done outside the timed region. `launches` may be a generator: it is
+        consumed as the launches are issued. Only backends with `caps.timing`."""
         raise NotImplementedError(f"the {self.name} backend does not measure time")
 
     def copy_ceiling(self) -> float:

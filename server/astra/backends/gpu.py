@@ -19,7 +19,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -375,17 +375,19 @@ class GpuBackend(Backend):
             for _ in range(LONG_WAKE_FLUSHES if idle > LONG_IDLE_S else WAKE_FLUSHES):
                 self.flush_l2()
 
-    def time(self, module: GpuModule, name_expression: str, launch: Launch, launches: Sequence[TimedLaunch], *,
+    def time(self, module: GpuModule, name_expression: str, launch: Launch, launches: Iterable[TimedLaunch], *,
              flush_l2: bool = True) -> TimingResult:
         self._check_usable()
         cp = self.cp
         runtime = cp.cuda.runtime
         stream = cp.cuda.get_current_stream().ptr
         d2d = runtime.memcpyDeviceToDevice
-        events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in launches]
+        events = []
         try:
             self._wake()
-            for t, (start, end) in zip(launches, events):
+            for t in launches:  # a generator's Python runs while the GPU works on the launches before
+                start, end = cp.cuda.Event(), cp.cuda.Event()
+                events.append((start, end))
                 kargs = self._args(t.args)
                 for dst, src in t.copies:
                     runtime.memcpyAsync(dst.array.data.ptr, src.array.data.ptr, src.nbytes, d2d, stream)

@@ -18,10 +18,11 @@ import numpy as np
 
 STEP = 1.20          # the first launches this much slower than the rest: warm-up of kept state
 BIMODAL = 1.20       # two groups of launches this far apart (ratio of their medians) ...
-BIMODAL_GAP = 1.08   # ... with nothing between them (the slower group's fastest / the faster's slowest)
+BIMODAL_GAP = 1.08   # ... with nothing between them (the slower group's fastest / the faster's slowest),
+SCATTER = 0.5        # ... the smaller group spread over the loop (runs in time order / its launches)
 FIXED = 0.85         # at fixed addresses over its own previous outputs at most this share of the time
 MARGIN = 0.10        # how much more pronounced than in the other kernel a pattern must be
-MIN_SIDE = 0.05      # the smaller mode holds at least this share of the launches (and 3)
+MIN_SIDE = 0.20      # the smaller mode holds at least this share of the launches (and 3)
 
 
 @dataclass
@@ -50,6 +51,7 @@ class Modes:
     slow: int
     fast_us: float
     slow_us: float
+    runs: int = 0         # stretches of consecutive launches of the smaller group, in time order
 
 
 def step_down(times: list[float]) -> Step | None:
@@ -71,17 +73,22 @@ def step_down(times: list[float]) -> Step | None:
 
 
 def modes(times: list[float]) -> Modes | None:
-    """The clearest split of the sorted times into a fast and a slow group, each holding at least
-    MIN_SIDE of the launches: the split with the widest gap."""
-    x = np.sort(np.asarray(times, dtype=np.float64))
+    """The clearest split of the times into a fast and a slow group, each holding at least
+    MIN_SIDE of the launches: the split of the sorted times with the widest gap; and how the
+    smaller group lies in time (a burst of slow launches, e.g. the machine busy for a moment, is
+    one or two runs; a kernel that skips work on some launches is spread over the loop)."""
+    t = np.asarray(times, dtype=np.float64)
+    x = np.sort(t)
     side = max(3, int(np.ceil(MIN_SIDE * x.size)))
     if x.size < 2 * side or x[0] <= 0:
         return None
     gaps = x[side:x.size - side + 1] / x[side - 1:x.size - side]
     k = int(np.argmax(gaps)) + side  # the slow group starts at k
     fast, slow = x[:k], x[k:]
+    minority = (t >= x[k]) if slow.size <= fast.size else (t < x[k])
+    runs = int(np.count_nonzero(minority[1:] & ~minority[:-1]) + minority[0])
     return Modes(float(np.median(slow) / np.median(fast)), float(x[k] / x[k - 1]), int(fast.size), int(slow.size),
-                 float(np.median(fast)), float(np.median(slow)))
+                 float(np.median(fast)), float(np.median(slow)), runs)
 
 
 def fixed_ratio(s: Series) -> float | None:
@@ -92,14 +99,15 @@ def fixed_ratio(s: Series) -> float | None:
 
 def stats(s: Series) -> dict[str, float | int | None]:
     """The numbers the tests look at, for the record (the margin honest kernels keep)."""
-    st, m = step_down(s.loop), modes(s.timed)
+    st, m, f = step_down(s.loop), modes(s.timed), fixed_ratio(s)
     return {"step": round(st.ratio, 4) if st else None, "step_at": st.at if st else None,
             "modes": round(m.ratio, 4) if m else None, "modes_gap": round(m.gap, 4) if m else None,
-            "fixed": round(fixed_ratio(s), 4) if fixed_ratio(s) is not None else None}
+            "modes_runs": m.runs if m else None, "fixed": round(f, 4) if f is not None else None}
 
 
 def _bimodal(m: Modes | None) -> bool:
-    return m is not None and m.ratio >= BIMODAL and m.gap >= BIMODAL_GAP
+    return m is not None and m.ratio >= BIMODAL and m.gap >= BIMODAL_GAP and \
+        m.runs >= SCATTER * min(m.fast, m.slow)
 
 
 def judge(kernel: Series, other: Series | None, *, who: str = "the candidate",
@@ -117,7 +125,8 @@ def judge(kernel: Series, other: Series | None, *, who: str = "the candidate",
     mt, mo = modes(kernel.timed), modes(other.timed) if other else None
     if _bimodal(mt) and not _bimodal(mo):
         flags.append(f"{who}'s per-launch times fall in two groups: {mt.fast} launches at {mt.fast_us:.1f} µs and "
-                     f"{mt.slow} at {mt.slow_us:.1f} µs ({mt.ratio:.2f}× apart" +
+                     f"{mt.slow} at {mt.slow_us:.1f} µs ({mt.ratio:.2f}× apart, the smaller group in {mt.runs} "
+                     f"stretches over the loop" +
                      (f"; {other_name}'s are one group" if other else "") +
                      ") — some launches skip work; the timing is not accepted")
     ft, fo = fixed_ratio(kernel), fixed_ratio(other) if other else None

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -42,7 +42,7 @@ PLACE_EVERY = 8     # the timing loop places inputs afresh every this many launc
 SAMPLES = 4096      # elements of each argument gathered after every launch
 FULL_CHECKS = 2     # random timed launches whose written arguments are also compared in full
 SETS = 2            # input sets (the second rotated from the first on the device)
-FIXED = 16          # launches on fixed buffers per chunk (they add up over the chunks of a size)
+FIXED = 8           # launches on fixed buffers per chunk (they add up over the chunks of a size)
 
 
 def compile_on(backend, unit):
@@ -125,16 +125,23 @@ class _Side:
     def _args_of(self, buffers: dict[str, Buffer]) -> list:
         return [buffers[n] if n in buffers else self.scalars[n] for n in self.spec.args]
 
-    def loop_chunk(self, warm: int, n: int) -> list[TimedLaunch]:
-        """The next `warm + n` launches of the timing loop, on freshly allocated buffers."""
+    def loop_chunk(self, warm: int, n: int) -> Iterator[TimedLaunch]:
+        """The next `warm + n` launches of the timing loop, on freshly allocated buffers (allocated
+        now; the launches are made as the backend asks for them)."""
         b, total = self.backend, self.total
         slack = (total + 1) * ALIGN
         outs = {a.name: b.allocate(a.nbytes + slack) for a in self.args if a.kind != "input"}
         ins = [{a.name: b.allocate(a.nbytes + (total // PLACE_EVERY + 2) * ALIGN) for a in self.args
                 if a.kind == "input"} for _ in self.sets]
-        placed: list[tuple[int, dict[str, Buffer]] | None] = [None] * len(self.sets)
+        snaps = {g: {a.name: self._view(b.allocate(a.nbytes), 0, a) for a in self.args if a.kind != "input"}
+                 for g in range(self.g, self.g + warm + n) if g in self.full_at}
         self._start_samples(warm + n)
-        plan = []
+        return self._loop_launches(warm, n, outs, ins, snaps)
+
+    def _loop_launches(self, warm: int, n: int, outs: dict[str, Buffer], ins: list[dict[str, Buffer]],
+                       snaps: dict[int, dict[str, Buffer]]) -> Iterator[TimedLaunch]:
+        total = self.total
+        placed: list[tuple[int, dict[str, Buffer]] | None] = [None] * len(self.sets)
         for j in range(warm + n):
             g = self.g
             s, poison = g % len(self.sets), checks.POISONS[g % 2]
@@ -155,15 +162,13 @@ class _Side:
                 else:
                     copies.append((buffers[a.name], self.sets[s].pristine[a.name]))
             keeps += self._keep_samples(buffers, j, s, poison, label)
-            if g in self.full_at:
-                snap = {a.name: self._view(b.allocate(a.nbytes), 0, a) for a in self.args if a.kind != "input"}
-                keeps += [(snap[name], buffers[name], None) for name in snap]
-                self.snapshots.append(_Snapshot(s, poison, label, snap))
-            plan.append(TimedLaunch(self._args_of(buffers), copies, fills, keeps))
+            if g in snaps:
+                keeps += [(snaps[g][name], buffers[name], None) for name in snaps[g]]
+                self.snapshots.append(_Snapshot(s, poison, label, snaps[g]))
             self.g += 1
-        return plan
+            yield TimedLaunch(self._args_of(buffers), copies, fills, keeps)
 
-    def fixed_chunk(self, n: int, chunk: int) -> list[TimedLaunch]:
+    def fixed_chunk(self, n: int, chunk: int) -> Iterator[TimedLaunch]:
         """`n` launches on the fixed buffers, input set `chunk` mod the sets, each over what the
         previous launch left (only the sampled output elements poisoned)."""
         b = self.backend
@@ -172,9 +177,11 @@ class _Side:
             for a in self.args:
                 if a.kind == "output":
                     b.fill_bytes(self.fixed[a.name], checks.POISONS[0])
-        s = chunk % len(self.sets)
         self._start_samples(n)
-        plan = []
+        self.fixed_set = chunk % len(self.sets)
+        return self._fixed_launches(n, self.fixed_set)
+
+    def _fixed_launches(self, n: int, s: int) -> Iterator[TimedLaunch]:
         for j in range(n):
             poison = checks.POISONS[self.f % 2]
             label = f"{self.who}'s launch {self.f + 1} on fixed buffers (over its previous outputs)"
@@ -182,12 +189,11 @@ class _Side:
                       if a.kind == "inout" or (a.kind == "input" and j == 0)]
             fills = [(self.fixed[a.name], poison, a.device_positions) for a in self.args if a.kind == "output"]
             keeps = self._keep_samples(self.fixed, j, s, poison, label)
-            plan.append(TimedLaunch(self._args_of(self.fixed), copies, fills, keeps))
             self.f += 1
-        self.fixed_set, self.fixed_poison = s, poison
-        return plan
+            self.fixed_poison = poison
+            yield TimedLaunch(self._args_of(self.fixed), copies, fills, keeps)
 
-    def run(self, plan: list[TimedLaunch]) -> list[float]:
+    def run(self, plan: Iterator[TimedLaunch]) -> list[float]:
         times = self.backend.time(self.module, self.name, self.launch, plan).times_us
         mats, rows = self.pending  # this chunk's samples are complete now: bring them over
         shapes = {a.name: (-1, a.positions.size) for a in self.args}
