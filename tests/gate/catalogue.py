@@ -631,7 +631,7 @@ CHECKS = {
     "races": "CPU: ThreadSanitizer build over the fibers (races every schedule hides)",
     "compute_sanitizer": "GPU: compute-sanitizer memcheck and racecheck on small cases, exact-size allocations",
     "launch": "the launch itself failed: crash, trap, deadlock, timeout",
-    "timed_outputs": "GPU profile: every timed launch (outputs poisoned, buffers at fresh addresses) and as many "
+    "timed_outputs": "GPU profile: every timed launch (outputs poisoned, buffers at fresh addresses) and the "
                      "launches on fixed buffers over its previous outputs are checked: sampled elements after each, "
                      "some launches in full",
     "timed_plausibility": "GPU profile: per-launch times that drop after the first launches, fall in two groups, or "

@@ -9,7 +9,7 @@ sets), the reference timed in the same process, interleaved with the candidate i
 drifting clocks hit both alike; achieved bandwidth from the bytes the spec says must move, as a
 share of the measured copy ceiling; FLOP/s when the spec declares flops; registers, spills,
 shared memory and theoretical occupancy; a bottleneck class. Every timed launch runs on poisoned
-outputs at fresh addresses, as many launches again on fixed buffers over their own previous
+outputs at fresh addresses, then launches on fixed buffers over their own previous
 outputs, and what each left is checked (timing.py) — a candidate (or a re-pinned reference) that
 behaves while checked and cheats while timed is caught. Implausible numbers (faster than the
 bytes allow, >10x the reference, per-launch times that drop after warm-up, fall in two groups
