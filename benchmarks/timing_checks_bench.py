@@ -60,7 +60,6 @@ def main() -> int:
     args = ap.parse_args()
     from astra import gate, profiler
     from astra.backends.gpu import GpuBackend
-    from astra.profiler import distribution as dist
     b = GpuBackend()
     b.copy_ceiling()
     report = {"device": b.device_info()["name"], "examples": []}

@@ -11,6 +11,10 @@ poison fills and snapshots (`TimedLaunch`) done outside the events; after an idl
 is kept busy for a few milliseconds first, so clocks that dropped while idle do not slow the first
 launches. The device copy ceiling (bytes read + written by a large device-to-device
 copy) is measured once per device and cached on disk.
+
+Long because it is the one place CuPy is called: compiling, memory and buffer placement,
+launches with their fault handling, the timing loop, on-device comparisons and the copy
+ceiling share the device, its stream and its lost-context state.
 """
 from __future__ import annotations
 
