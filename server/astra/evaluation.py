@@ -31,6 +31,7 @@ class Check:
     feedback: str = ""           # failure details the agents may see (compiler log, failing case)
     cases: int = 0               # cases verified (0 when it did not get that far)
     stage: str = "check"         # where it stopped: 'compile' | 'static' | 'check' | 'passed'
+    matrix: tuple[dict, ...] = ()  # the verification matrix (gate.verdict.Coverage.matrix), for reports
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -115,7 +116,8 @@ class Evaluation:
 
     @classmethod
     def from_json(cls, d: dict) -> "Evaluation":
-        return cls(Check(**d["check"]), Profile.from_json(d["profile"]) if d.get("profile") else None,
+        return cls(Check(**{**d["check"], "matrix": tuple(d["check"].get("matrix", ()))}),
+                   Profile.from_json(d["profile"]) if d.get("profile") else None,
                    d.get("speed_note", ""), d.get("registers"), d.get("seconds", 0.0), d.get("gate_seconds", 0.0),
                    d.get("node", ""), d.get("gpu", ""))
 

@@ -33,7 +33,8 @@ def to_check(verdict: Verdict) -> Check:
         stage = "static"
     else:
         stage = verdict.status
-    return Check(verdict.passed, verdict.summary, verdict.visible_feedback(), cases, stage)
+    return Check(verdict.passed, verdict.summary, verdict.visible_feedback(), cases, stage,
+                 tuple(verdict.coverage.matrix))
 
 
 def to_evaluation(check: Check, prof: profiler.Profile | None, seconds: float = 0.0) -> Evaluation:

@@ -5,7 +5,6 @@ import math
 from astra.agents import Check, Evaluation, Profile, SizeTiming
 from astra.agents.coder import fenced_blocks, signature, splice
 from astra.evaluation import CachedEvaluate
-from astra.agents.report import speedup_chart
 
 from agent_helpers import example
 
@@ -63,9 +62,3 @@ def test_cached_evaluate_once_and_errors_become_failures():
     assert c("a").passed and c("a").passed and seen == ["a"]
     bad = c("boom")
     assert not bad.passed and "kaput" in bad.check.feedback
-
-
-def test_speedup_chart_svg():
-    svg = speedup_chart([{"sizes": {"n": 1}, "speedup": 1.5}, {"sizes": {"n": 2}, "speedup": 0.9}])
-    assert svg.startswith("<svg") and "1.50×" in svg and "0.90×" in svg and "#b33" in svg
-    assert speedup_chart([]) == ""

@@ -134,6 +134,10 @@ FORBIDDEN = {
     "astra.contract": ("astra.api", "astra.lsp", "astra.cli", "astra.agents", "astra.jobs", "astra.worker"),
     "astra.textedit": ("astra.api", "astra.lsp", "astra.cli", "astra.agents", "astra.jobs", "astra.worker"),
     "astra.syntax": ("astra.api", "astra.lsp", "astra.cli", "astra.agents", "astra.jobs", "astra.worker"),
+    "astra.report": ("astra.api", "astra.lsp", "astra.cli", "astra.agents", "astra.jobs", "astra.worker",
+                     "astra.gate", "astra.profiler", "astra.backends"),
+    "astra.sarif": ("astra.api", "astra.lsp", "astra.cli", "astra.agents", "astra.jobs", "astra.worker"),
+    "astra.gpu_setup": ("astra.api", "astra.lsp", "astra.cli", "astra.agents", "astra.jobs", "astra.worker"),
     "astra.evaluation": ("astra.api", "astra.lsp", "astra.cli", "astra.agents", "astra.jobs", "astra.worker",
                          "astra.gate", "astra.profiler", "astra.backends"),
 }

@@ -309,11 +309,14 @@ class _Gate:
                 # A crash rejects the candidate; on a GPU it may also have lost the context, so
                 # nothing after it (the reference included) could run reliably.
                 self.fail("launch", f"the candidate failed: {e}", info)
+                cov.record(case.sizes, case.distribution, failed=True)
                 break
             cov.cases += 1
+            before = len(self.v.failures)
             self.judge("compare", info, host, run.after, expected, poison)
             if self.ref is None:
                 self.self_consistency(info, host, run.after, second.after, (poison, POISONS[(i + 1) % 2]))
+            cov.record(case.sizes, case.distribution, failed=len(self.v.failures) > before)
 
     def statefulness(self, st: suites.Suite) -> None:
         """Over its own output with some elements spoiled, the candidate must rewrite them. Same

@@ -73,6 +73,18 @@ class Coverage:
     held_out: int = 0             # cases hidden from the agents' feedback
     bench_sizes: str = ""         # how the timed sizes were covered
     notes: list[str] = field(default_factory=list)
+    # The verification matrix the report draws: one cell per (sizes, distribution) of the main
+    # suite: {"sizes": "n=7, d=128", "distribution": "normal", "cases": 2, "failed": 0}.
+    matrix: list[dict[str, Any]] = field(default_factory=list)
+
+    def record(self, sizes: dict[str, int], distribution: str, failed: bool) -> None:
+        label = ", ".join(f"{k}={v}" for k, v in sizes.items())
+        cell = next((c for c in self.matrix if c["sizes"] == label and c["distribution"] == distribution), None)
+        if cell is None:
+            cell = {"sizes": label, "distribution": distribution, "cases": 0, "failed": 0}
+            self.matrix.append(cell)
+        cell["cases"] += 1
+        cell["failed"] += int(failed)
 
 
 @dataclass
