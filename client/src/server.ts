@@ -1,8 +1,8 @@
-// The language server's life: find the interpreter, offer to install Astra into it when missing,
-// start it with the settings and the API key (by environment, never in settings or logs), stop
-// and restart it, and send it commands.
+// The language server's life: find the interpreter, check it can run the bundled server (a
+// supported Python on Linux x86-64: nothing is ever installed into it), start the server through
+// the bundled launcher with the settings, the workspace's trust and the API key (by environment,
+// never in settings or logs), stop and restart it, and send it commands.
 import * as vscode from "vscode";
-import * as fs from "fs";
 import * as path from "path";
 import { execFile } from "child_process";
 import {
@@ -12,9 +12,12 @@ import {
   RevealOutputChannelOn,
   ServerOptions,
 } from "vscode-languageclient/node";
-import { DocStatus, SECRETS, STATUS_NOTIFICATION } from "./contract";
+import { CLIENT, DocStatus, SECRETS, STATUS_NOTIFICATION } from "./contract";
 import { resolvePython } from "./python";
-import { serverSettings } from "./settings";
+import { importStrategy, serverSettings } from "./settings";
+
+/** What the launcher says about an interpreter (bundled/tool/astra_launcher.py --check). */
+interface LauncherCheck { ok: boolean; message: string; python: string; version: string; strategy: string }
 
 export class ServerConnection {
   private client: LanguageClient | undefined;
@@ -35,47 +38,71 @@ export class ServerConnection {
     return this.starting;
   }
 
+  private get launcher(): string {
+    return path.join(this.ctx.extensionPath, "bundled", "tool", "astra_launcher.py");
+  }
+
   private async launch(): Promise<void> {
+    if (process.platform !== "linux" || process.arch !== "x64") {
+      showError(this.log, `Astra runs on Linux x86-64 only for now (this is ${process.platform} ${process.arch}); ` +
+        "use it over Remote-SSH or WSL on a Linux machine.");
+      return;
+    }
     const python = await resolvePython(this.log);
-    this.log.info(`using Python interpreter: ${python}`);
-    if (!(await this.ensureInstalled(python))) return;
     const env: Record<string, string> = { ...(process.env as Record<string, string>) };
+    env.ASTRA_IMPORT_STRATEGY = importStrategy();
+    if (!(await this.checkInterpreter(python, env))) return;
     const key = await this.ctx.secrets.get(SECRETS.apiKey);
     if (key) env[SECRETS.apiKeyEnv] = key;
-    const serverOptions: ServerOptions = { command: python, args: ["-m", "astra", "serve"], options: { env } };
+    const serverOptions: ServerOptions = { command: python, args: [this.launcher], options: { env } };
+    const trusted = vscode.workspace.isTrusted;
     const clientOptions: LanguageClientOptions = {
       documentSelector: [{ scheme: "file", language: "cuda-cpp" }],
-      initializationOptions: { settings: serverSettings() },
+      // Untrusted workspace: static diagnostics only (the server builds and runs no kernel code).
+      initializationOptions: { settings: serverSettings(), allowExecution: trusted },
       synchronize: { configurationSection: "astra" },
       outputChannel: this.log,
       revealOutputChannelOn: RevealOutputChannelOn.Never,
+      // Hovers link to the report with command URIs (they work under Remote-SSH; file links do not).
+      markdown: { isTrusted: { enabledCommands: [CLIENT.showReport, CLIENT.applyOptimized, CLIENT.optimizeKernel] } },
     };
     const c = new LanguageClient("astra", "Astra", serverOptions, clientOptions);
     c.onNotification(STATUS_NOTIFICATION, (s: DocStatus) => this.onStatus(s));
     await c.start();
     this.client = c;
     this.onChange();
-    this.log.info("Astra language server started");
+    this.log.info(`Astra language server started (${python}, ${env.ASTRA_IMPORT_STRATEGY}` +
+      `${trusted ? "" : ", untrusted workspace: static diagnostics only"})`);
   }
 
-  /** True when Astra can be imported in `python` (after installing it, if the user agreed). */
-  private async ensureInstalled(python: string): Promise<boolean> {
-    const probe = await run(python, ["-c", "import astra.lsp.server"]);
-    if (probe.code === 0) return true;
+  /** True when `python` can run the server; else says why, with a way to choose another one. */
+  private async checkInterpreter(python: string, env: Record<string, string>): Promise<boolean> {
+    const probe = await run(python, [this.launcher, "--check"], env);
     if (probe.error) {
-      showError(this.log, `Astra: cannot run the Python interpreter '${python}' (${probe.error}). ` +
-        "Set 'astra.server.python' to a Python 3.10+ interpreter.");
+      this.offerInterpreter(`Astra: cannot run the Python interpreter '${python}' (${probe.error}). ` +
+        "Astra needs Python 3.11–3.13: set astra.server.python.");
       return false;
     }
-    this.log.warn(`astra is not importable in ${python}:\n${probe.stderr}`);
-    const install = "Install Astra into this interpreter";
-    const pick = await vscode.window.showErrorMessage(
-      `Astra: the language server is not installed in ${python}.`, install, "Choose interpreter", "Show logs");
-    if (pick === install) return this.install(python);
-    if (pick === "Choose interpreter") {
-      void vscode.commands.executeCommand("workbench.action.openSettings", "astra.server.python");
-    } else if (pick === "Show logs") this.log.show();
-    return false;
+    let answer: LauncherCheck | undefined;
+    try { answer = JSON.parse(probe.stdout.trim().split("\n").pop() ?? "") as LauncherCheck; } catch { /* below */ }
+    if (!answer) {
+      this.log.warn(`${python} ${this.launcher} --check:\n${probe.stdout}\n${probe.stderr}`);
+      this.offerInterpreter(`Astra: '${python}' cannot run the Astra server (see Astra: Show logs). ` +
+        "Astra needs Python 3.11–3.13.");
+      return false;
+    }
+    this.log.info(`interpreter: ${answer.python} (Python ${answer.version}), libraries: ${answer.strategy}`);
+    if (!answer.ok) this.offerInterpreter(`Astra: ${answer.message}`);
+    return answer.ok;
+  }
+
+  private offerInterpreter(msg: string): void {
+    this.log.error(msg);
+    void vscode.window.showErrorMessage(msg, "Choose interpreter", "Show logs").then((pick) => {
+      if (pick === "Choose interpreter") {
+        void vscode.commands.executeCommand("workbench.action.openSettings", "astra.server.python");
+      } else if (pick === "Show logs") this.log.show();
+    });
   }
 
   async stop(): Promise<void> {
@@ -90,28 +117,6 @@ export class ServerConnection {
     await this.start().catch((e) => fail(this.log, "Astra: could not start the language server", e));
   }
 
-  /** Installs the server wheel the extension carries into `python`. */
-  async install(python: string): Promise<boolean> {
-    const dist = path.join(this.ctx.extensionPath, "client", "dist");
-    const wheels = fs.existsSync(dist) ? fs.readdirSync(dist).filter((f) => f.endsWith(".whl")) : [];
-    if (!wheels.length) {
-      showError(this.log, "Astra: this build of the extension carries no server wheel; install it with " +
-        "`pip install astra-cuda` into the interpreter, then run Astra: Restart server.");
-      return false;
-    }
-    const wheel = path.join(dist, wheels[0]);
-    const result = await vscode.window.withProgress(
-      { location: vscode.ProgressLocation.Notification, title: `Astra: installing into ${python}…` },
-      () => run(python, ["-m", "pip", "install", wheel], 600_000));
-    this.log.info(`pip install ${wheel}:\n${result.stdout}\n${result.stderr}`);
-    if (result.code !== 0) {
-      showError(this.log, `Astra: installing into ${python} failed (see Astra: Show logs).`);
-      return false;
-    }
-    void vscode.window.showInformationMessage("Astra: installed the language server.");
-    return true;
-  }
-
   /** A server command (contract.ts names them and types their answers). */
   async request<T>(command: string, ...args: unknown[]): Promise<T> {
     if (!this.client) {
@@ -122,10 +127,10 @@ export class ServerConnection {
   }
 }
 
-function run(cmd: string, args: string[], timeout = 60_000):
+function run(cmd: string, args: string[], env: Record<string, string>, timeout = 60_000):
   Promise<{ code: number; stdout: string; stderr: string; error?: string }> {
   return new Promise((resolve) => {
-    execFile(cmd, args, { timeout, maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
+    execFile(cmd, args, { timeout, env, maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
       const e = err as (NodeJS.ErrnoException & { code?: number | string }) | null;
       if (e && typeof e.code === "string") resolve({ code: -1, stdout, stderr, error: e.message });
       else resolve({ code: e ? (typeof e.code === "number" ? e.code : 1) : 0, stdout, stderr });

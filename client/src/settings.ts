@@ -16,6 +16,7 @@ export function serverSettings(): Record<string, unknown> {
     llm: { baseUrl: get(c, "llm.baseUrl"), model: get(c, "llm.model") },
     backend: get(c, "backend"),
     rounds: get(c, "rounds"),
+    checkOnOpen: get(c, "checkOnOpen"),
     checkOnSave: get(c, "checkOnSave"),
     gpuArch: get(c, "gpuArch"),
     profile: { ncu: get(c, "profile.ncu") },
@@ -29,4 +30,9 @@ export function serverSettings(): Record<string, unknown> {
 /** The interpreter the user chose for the server ('' when none). */
 export function configuredPython(): string {
   return get(vscode.workspace.getConfiguration("astra"), "server.python").trim();
+}
+
+/** Whose server and libraries run: the bundled ones (default) or the interpreter's environment's. */
+export function importStrategy(): string {
+  return get(vscode.workspace.getConfiguration("astra"), "server.importStrategy");
 }

@@ -1,5 +1,5 @@
 // The status bar item: what Astra is doing with the active CUDA file (from the server's status
-// notifications); a click shows the logs.
+// notifications); a click leads to what unblocks it (trust, GPU setup), else to the logs.
 import * as vscode from "vscode";
 import { CLIENT, DocStatus } from "./contract";
 
@@ -36,6 +36,9 @@ export class StatusItem implements vscode.Disposable {
       ? `${tooltip}\n${s.cluster ? `Kernels run on ${s.cluster}` : "Kernels run on this machine"}`
         + (s.where ? `; the last check ran ${s.where}` : "")
       : tooltip;
+    // A click leads to what unblocks Astra: trusting the folder, setting up the GPU, else the logs.
+    this.item.command = s?.restricted ? "workbench.trust.manage"
+      : s?.gpuSetup ? { title: "GPU setup", command: CLIENT.gpuSetup, arguments: [s.gpuSetup] } : CLIENT.showLogs;
     this.item.show();
   }
 
@@ -56,9 +59,17 @@ function describe(s: DocStatus | undefined): [string, string] {
     return [`$(error) Astra: ${s.errors} compile error${s.errors > 1 ? "s" : ""}`,
       "Fix the errors to check the kernels against their references"];
   }
+  if (s.restricted) {
+    return ["$(shield) Astra: restricted", `Astra: ${s.restricted}: compile diagnostics only, no kernel is run. ` +
+      "Click to trust this folder; checks start once it is trusted."];
+  }
   if (s.checking) return ["$(sync~spin) Astra: checking…", "Astra is checking the kernels against their references"];
   if (s.failing) {
     return [`$(error) Astra: ${s.failing} failing`, `${s.failing} kernel(s) failed the check, ${s.verified} verified`];
+  }
+  if (s.gpuSetup) {
+    return [`$(warning) Astra: ${s.verified} verified · GPU not used`,
+      `Astra: ${s.gpuSetup.problem}. Click for the fix${s.gpuSetup.fix ? `: ${s.gpuSetup.fix}` : ""}`];
   }
   return [`$(pass) Astra: ${s.verified} verified`, `${s.verified} kernel(s) verified against their reference`];
 }

@@ -184,9 +184,27 @@ def close_cluster() -> None:
     executors.shutdown()
 
 
+_execution_off: str | None = None  # why running kernel code is off (None: it is allowed)
+
+
+def set_execution(allowed: bool, why: str = "running kernel code is turned off") -> None:
+    """The switch for untrusted workspaces: when off, nothing is compiled into a runnable module
+    or run — every backend resolves to 'static' (NVRTC diagnostics only: NVRTC compiles device
+    code to PTX and runs nothing) and check, profile and optimize refuse with `why`."""
+    global _execution_off
+    _execution_off = None if allowed else why
+
+
+def execution_allowed() -> bool:
+    return _execution_off is None
+
+
 def resolve_backend(name: str) -> Literal["gpu", "cpu", "static"]:
     """'auto' -> the best backend available here; an explicit unavailable one is an error.
-    Availability is probed in a worker and remembered a while (`astra.availability`)."""
+    Availability is probed in a worker and remembered a while (`astra.availability`). With
+    execution off, 'static' whatever was asked."""
+    if _execution_off is not None:
+        return "static"
     return availability.resolve(name)
 
 
@@ -235,6 +253,8 @@ def check(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto", a
     assert snap.context is not None
     infos = _selected(snap, kernel)
     chosen = resolve_backend(backend)
+    if _execution_off is not None:
+        raise AstraError(f"{_execution_off}: static checks only (kernels are not run)")
     if chosen == "static":
         raise AstraError("no backend can run kernels here (no GPU with CuPy, no C++ compiler): "
                          "use --backend static for compile-only checks")
@@ -338,6 +358,8 @@ def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm:
         rounds = runlog.resume_rounds(run, rounds, "llm" if llm is not None else "offline")
     rounds = 5 if rounds is None else rounds
     chosen = resolve_backend(backend)
+    if _execution_off is not None:
+        raise AstraError(f"{_execution_off}: optimizing runs kernels, so it is off")
     if chosen == "static":
         raise AstraError("optimizing needs a backend that runs kernels (a GPU with CuPy, or a C++ compiler "
                          "for the CPU backend); none is available here")

@@ -58,7 +58,7 @@ def test_a_failed_or_unrunnable_check_reads_as_such():
     assert titles(views.lenses("u", TEXT, [k], st))[0][0] == "? needs a GPU to verify"
     st.kernel(k.name).verdict, st.kernel(k.name).verdict_error = None, "no backend"
     assert titles(views.lenses("u", TEXT, [k], st))[0][0] == "✗ check could not run"
-    assert "could not run — no backend" in views.report_markdown(k, st.kernel(k.name))
+    assert "could not run — no backend" in views.report_markdown("file:///w/k.cu", k, st.kernel(k.name))
 
 
 def test_the_hover_report_over_the_kernel_name_only():
@@ -66,9 +66,9 @@ def test_the_hover_report_over_the_kernel_name_only():
     st = DocState()
     st.kernel(k.name).verdict = passed()
     name = k.kernel.name_span
-    h = views.hover([k], st, types.Position(line=name.start_line, character=name.start_col + 1))
+    h = views.hover("file:///w/k.cu", [k], st, types.Position(line=name.start_line, character=name.start_col + 1))
     assert h is not None and "✅ verified" in h.contents.value and "Reference: kernel pinned" in h.contents.value
-    assert views.hover([k], st, types.Position(line=name.start_line + 2, character=0)) is None
+    assert views.hover("file:///w/k.cu", [k], st, types.Position(line=name.start_line + 2, character=0)) is None
 
 
 def test_code_actions_offer_optimize_and_pin_or_a_spec():
@@ -120,3 +120,23 @@ def test_optimization_state_without_result_has_a_title():
     assert views.optimization_json("silu_and_mul", opt) == {"kernel": "silu_and_mul", "status": "failed",
                                                             "message": "no"}
     assert KernelState().optimization is None
+
+
+def test_the_report_page_and_its_command_link():
+    (k,) = kernels()
+    st = DocState()
+    v = passed()
+    v.coverage.matrix = [{"sizes": "n=1", "distribution": "normal", "cases": 2, "failed": 0}]
+    st.kernel(k.name).verdict = v
+    page = views.report_page("file:///w/k.cu", k, st.kernel(k.name))
+    assert "<table class='matrix'>" in page and "Verified" in page and "file://" not in page.replace(
+        "file%3A///w/k.cu", "").replace("file:///w/k.cu", "")
+    link = views.report_command("file:///w/k.cu", k.name)
+    assert link.startswith("command:astra.showReport?") and "file%3A///w/k.cu" in link
+
+
+def test_the_status_says_why_nothing_runs_and_how_to_use_the_gpu():
+    st = DocState()
+    s = views.status("u", st, "", "this workspace is not trusted", {"problem": "no CuPy", "fix": "pip install x"})
+    assert s["restricted"] == "this workspace is not trusted" and s["gpuSetup"]["fix"] == "pip install x"
+    assert views.status("u", st)["restricted"] is None

@@ -86,7 +86,8 @@ async def analyze(ls: AstraServer, uri: str, gen: int, cancel: threading.Event, 
         if snap is None:
             raise RuntimeError(st.snapshot_error)
         snap = snap.with_context(ls.project(path))
-        found = await ls.call(ls.static, core().diagnostics, snap, arch=ls.settings.gpu_arch)
+        arch = await ls.call(ls.fast, ls.arch)
+        found = await ls.call(ls.static, core().diagnostics, snap, arch=arch)
         static = [lsp_diagnostic(d, lines) for d in found]
     except Exception as e:
         ls.log_error(f"static diagnostics of {path} failed", traceback.format_exc())
@@ -100,7 +101,11 @@ async def analyze(ls: AstraServer, uri: str, gen: int, cancel: threading.Event, 
     ls.publish(uri, version)
     has_errors = any(d.severity == types.DiagnosticSeverity.Error for d in static)
     todo = [k for k in kernels if k.spec is not None]  # loaded without errors
-    if snap is None or not (check and ls.settings.check_on_save) or has_errors or not todo:
+    try:
+        await ls.call(ls.fast, ls.machine_status)
+    except Exception:
+        ls.log_error("could not tell which backends run here", traceback.format_exc())
+    if snap is None or not check or not ls.settings.allow_execution or has_errors or not todo:
         ls.send_status(uri)
         return
     st.checking = True
@@ -129,8 +134,9 @@ async def check_one(ls: AstraServer, st: DocState, snap: Snapshot, k: KernelInfo
     ks = st.kernel(k.name)
     where = lsp_range(span_of(k.kernel.name_span))
     try:
+        arch = await ls.call(ls.fast, ls.arch)
         verdicts = await ls.call(ls.slow, core().check, snap, k.name, backend=ls.settings.backend,
-                                 arch=ls.settings.gpu_arch, cancel=cancel)
+                                 arch=arch, cancel=cancel)
     except Exception as e:
         if cancel.is_set():
             return None

@@ -23,8 +23,9 @@ async def profile(ls: AstraServer, uri: str, name: str) -> dict[str, Any]:
     ks.profiling = True
     ls.refresh_views()
     try:
+        arch = await ls.call(ls.fast, ls.arch)
         profiles = await ls.call(ls.slow, core().profile, snap.with_context(ls.project(doc.path)), name,
-                                 backend=ls.settings.backend, arch=ls.settings.gpu_arch,
+                                 backend=ls.settings.backend, arch=arch,
                                  ncu=ls.settings.profile_ncu)
         p = profiles[0]  # one profile per selected kernel; we selected one
     except Exception as e:

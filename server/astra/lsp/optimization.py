@@ -60,8 +60,9 @@ async def optimize(ls: AstraServer, uri: str, name: str) -> dict[str, Any]:
     ls.send_status(uri)
     ls.refresh_views()
     try:
+        arch = await ls.call(ls.fast, ls.arch)
         result = await ls.call(ls.opt, core().optimize, snap.with_context(ls.project(doc.path)), name,
-                               rounds=s.rounds, llm=llm, backend=s.backend, arch=s.gpu_arch,
+                               rounds=s.rounds, llm=llm, backend=s.backend, arch=arch,
                                progress=progress, cancel=opt.cancel, report=report_dir(doc.path))
         if opt.cancel.is_set() or result.cancelled:
             opt.status, opt.message = "cancelled", "cancelled"

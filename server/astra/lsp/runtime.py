@@ -78,6 +78,8 @@ class AstraServer(LanguageServer):
         # Lenses are rebuilt only when the document or what we know about it changed.
         self.view_gen = 0
         self.lens_cache: dict[str, tuple[tuple[int | None, int, int], list[types.CodeLens]]] = {}
+        # What the status bar says about this machine: the GPU not used and why (with its fix).
+        self.gpu_setup: dict[str, str] | None = None
 
     # ---- plumbing -------------------------------------------------------------------------
 
@@ -186,6 +188,22 @@ class AstraServer(LanguageServer):
                 self.log_error(f"could not read the kernels of {path}", traceback.format_exc())
             return None, user_message(e)
 
+    RESTRICTED = "this workspace is not trusted (Workspace Trust)"
+
+    def apply_execution(self) -> None:
+        """Untrusted workspace: nothing is built into a runnable module or run (the core's switch)."""
+        core().set_execution(self.settings.allow_execution, self.RESTRICTED)
+
+    def arch(self) -> str:
+        """The architecture to compile for: the setting, else the GPU's own, else the default.
+        Blocking (it may probe the backends): call it in an executor."""
+        return self.settings.gpu_arch or str(core().device_arch(contract.DEFAULT_ARCH))
+
+    def machine_status(self) -> None:
+        """Blocking: learn whether a GPU is here but not used (the probe is remembered a while)."""
+        s = core().gpu_setup()
+        self.gpu_setup = None if s is None else {"problem": s.reason, "fix": s.fix}
+
     def project(self, path: str) -> ProjectContext:
         """The project context of `path`: the settings' include paths, macros and standard, then
         the configured or nearest compile_commands.json. Raises AstraError for a bad setting."""
@@ -216,7 +234,9 @@ class AstraServer(LanguageServer):
         if st is None:
             return
         self.view_gen += 1  # every status change is also a lens change
-        self.protocol.notify(contract.STATUS_NOTIFICATION, views.status(uri, st, self.cluster_label))
+        restricted = None if self.settings.allow_execution else self.RESTRICTED
+        self.protocol.notify(contract.STATUS_NOTIFICATION,
+                             views.status(uri, st, self.cluster_label, restricted, self.gpu_setup))
 
     async def progress_begin(self, title: str, cancel: Any) -> str | None:
         """Server-initiated work-done progress whose cancel button sets `cancel`."""

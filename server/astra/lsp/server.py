@@ -38,6 +38,7 @@ server = AstraServer(_version())
 @server.feature(types.INITIALIZE)
 def on_initialize(ls: AstraServer, params: types.InitializeParams) -> None:
     ls.settings, problems = settings_mod.initial(params.initialization_options)
+    ls.apply_execution()
     for p in problems:
         log.warning(p)
 
@@ -45,6 +46,8 @@ def on_initialize(ls: AstraServer, params: types.InitializeParams) -> None:
 @server.feature(types.INITIALIZED)
 def on_initialized(ls: AstraServer, params: types.InitializedParams) -> None:
     s = ls.settings
+    if not s.allow_execution:
+        ls.log_info(f"{ls.RESTRICTED}: static diagnostics only, no kernel code is run")
     ls.log_info(f"Astra server {_version()} ready (backend={s.backend}, rounds={s.rounds}, "
                 f"llm={'offline' if not s.llm_base_url else s.llm_model or 'default model'}, "
                 f"python={sys.executable})")
@@ -76,12 +79,14 @@ async def on_configuration(ls: AstraServer, params: types.DidChangeConfiguration
             ls.log_error("could not read the astra settings", traceback.format_exc())
     before = ls.settings.cluster
     ls.settings, problems = ls.settings.updated(raw)
+    ls.apply_execution()
     for p in problems:
         ls.show(f"Astra: {p}", types.MessageType.Warning)
     if ls.settings.cluster != before:
         ls.spawn(ls.apply_cluster())
     ls.log_info(f"settings: backend={ls.settings.backend}, rounds={ls.settings.rounds}, "
-                f"checkOnSave={ls.settings.check_on_save}, gpuArch={ls.settings.gpu_arch}")
+                f"checkOnOpen={ls.settings.check_on_open}, checkOnSave={ls.settings.check_on_save}, "
+                f"gpuArch={ls.settings.gpu_arch or 'the GPU’s own'}")
 
 
 # ---- documents ----------------------------------------------------------------------------------
@@ -89,12 +94,12 @@ async def on_configuration(ls: AstraServer, params: types.DidChangeConfiguration
 @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
 def did_open(ls: AstraServer, params: types.DidOpenTextDocumentParams) -> None:
     ls.docs[params.text_document.uri] = DocState()
-    analysis.schedule(ls, params.text_document.uri, check=True)
+    analysis.schedule(ls, params.text_document.uri, check=ls.settings.check_on_open)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
 def did_save(ls: AstraServer, params: types.DidSaveTextDocumentParams) -> None:
-    analysis.schedule(ls, params.text_document.uri, check=True)
+    analysis.schedule(ls, params.text_document.uri, check=ls.settings.check_on_save)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
@@ -173,7 +178,7 @@ async def hover(ls: AstraServer, params: types.HoverParams) -> types.Hover | Non
     uri = params.text_document.uri
     await ls.snapshot(uri)
     st = ls.state(uri)
-    return views.hover(st.kernels, st, params.position)
+    return views.hover(uri, st.kernels, st, params.position)
 
 
 @server.feature(types.TEXT_DOCUMENT_INLAY_HINT)
@@ -223,10 +228,7 @@ async def cmd_report(ls: AstraServer, uri: str, kernel: str, *_: Any) -> dict[st
     k = next((k for k in st.kernels if k.name == kernel), None)
     if k is None:
         return {"status": "error", "message": f"no kernel `{kernel}` in this file"}
-    ks = st.per_kernel.get(kernel)
-    opt = ks.optimization if ks else None
-    report = opt.result.report_path if opt is not None and opt.result is not None else None
-    return {"status": "ok", "markdown": views.report_markdown(k, ks), "reportPath": report or ""}
+    return {"status": "ok", "html": views.report_page(uri, k, st.per_kernel.get(kernel))}
 
 
 @server.command(contract.command("kernels"))

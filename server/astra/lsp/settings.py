@@ -21,8 +21,9 @@ class Settings:
     llm_api_key: str = field(default="", repr=False)  # never printed or logged
     backend: str = _D["backend"]
     rounds: int = _D["rounds"]
+    check_on_open: bool = _D["checkOnOpen"]
     check_on_save: bool = _D["checkOnSave"]
-    gpu_arch: str = _D["gpuArch"]
+    gpu_arch: str = _D["gpuArch"]   # '': the GPU's own architecture, else contract.DEFAULT_ARCH
     profile_ncu: bool = _D["profile.ncu"]  # profile with Nsight Compute source counters (hot-line hints; GPU only)
     # The project context (issue 10): relative paths are taken from the workspace root.
     include_paths: tuple[str, ...] = tuple(_D["includePaths"])
@@ -30,6 +31,8 @@ class Settings:
     std: str = _D["std"]
     compile_commands: str = _D["compileCommands"]
     cluster: str = _D["cluster"]   # where kernels run: '' this machine, 'local', 'auto', 'ray://HOST:PORT'
+    # From the client, not a setting: False in an untrusted workspace (static diagnostics only).
+    allow_execution: bool = True
 
     def project(self, root: str) -> tuple[ProjectContext, str | None]:
         """The settings' part of the project context, and the compile_commands.json they name."""
@@ -63,8 +66,9 @@ class Settings:
         take("llm.model", "llm_model", str)
         take("backend", "backend", str, lambda v: v in BACKENDS)
         take("rounds", "rounds", int, lambda v: 1 <= v <= 100)
+        take("checkOnOpen", "check_on_open", bool)
         take("checkOnSave", "check_on_save", bool)
-        take("gpuArch", "gpu_arch", str, lambda v: v.startswith(("sm_", "compute_")))
+        take("gpuArch", "gpu_arch", str, lambda v: v == "" or v.strip().startswith(("sm_", "compute_")))
         take("profile.ncu", "profile_ncu", bool)
         take("std", "std", str, lambda v: v in ("", "c++11", "c++14", "c++17", "c++20"))
         take("compileCommands", "compile_commands", str)
@@ -102,8 +106,11 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def initial(init_options: Any) -> tuple[Settings, list[str]]:
-    """Settings from `initializationOptions` ({"settings": {...}}) and the API key from the
-    environment the client started us with."""
+    """Settings from `initializationOptions` ({"settings": {...}, "allowExecution": bool}) and the
+    API key from the environment the client started us with. Only the client's word (Workspace
+    Trust) turns execution off; a workspace's settings cannot turn it on."""
     raw = init_options.get("settings") if isinstance(init_options, dict) else None
-    s, problems = Settings(llm_api_key=os.environ.get(contract.API_KEY_ENV, "")).updated(raw)
+    allow = init_options.get("allowExecution", True) if isinstance(init_options, dict) else True
+    s, problems = Settings(llm_api_key=os.environ.get(contract.API_KEY_ENV, ""),
+                           allow_execution=allow is not False).updated(raw)
     return s, problems

@@ -3,7 +3,9 @@ lenses, the hover report, inlay hints, the code-action list, the status payload.
 server here: they are tested without a client (tests/lsp/test_views.py)."""
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from lsprotocol import types
 
@@ -42,7 +44,27 @@ def kernel_at(kernels: Sequence[KernelInfo], line: int) -> KernelInfo | None:
     return next((k for k in kernels if full_span(k).contains_line(line)), None)
 
 
-def report_markdown(k: KernelInfo, ks: KernelState | None) -> str:
+def report_command(uri: str, kernel: str) -> str:
+    """A command URI that opens the report view (works in hovers and under Remote-SSH)."""
+    return f"command:{contract.client_command('showReport')}?{quote(json.dumps([uri, kernel]))}"
+
+
+def report_page(uri: str, k: KernelInfo, ks: KernelState | None) -> str:
+    """The report view's page: the kernel's check, profile and optimization (astra.report)."""
+    from astra import report
+    notes = [] if has_spec(k) else ["No harness spec yet: use the quick fix **Add harness spec**."]
+    opt = ks.optimization if ks else None
+    if ks is not None and ks.verdict is None and ks.verdict_error:
+        notes.append(f"**Check**: could not run — {ks.verdict_error}")
+    if opt is not None and opt.status != "done":
+        notes.append(f"**Optimization** {opt.status}: {opt.message}")
+    return report.kernel_page(k.name, verdict=ks.verdict if ks else None,
+                              profile=ks.profile.profile if ks and ks.profile else None,
+                              result=opt.result if opt is not None and opt.status == "done" else None,
+                              notes=notes, uri=uri, apply_command=contract.client_command("applyOptimized"))
+
+
+def report_markdown(uri: str, k: KernelInfo, ks: KernelState | None) -> str:
     out = [f"### Astra · `{k.name}`"]
     if not has_spec(k):
         out.append("No harness spec yet: use the quick fix **Add harness spec**.")
@@ -62,8 +84,7 @@ def report_markdown(k: KernelInfo, ks: KernelState | None) -> str:
     if opt is not None:
         if opt.status == "done" and opt.result is not None:
             out.append(opt.result.summary_markdown())
-            if opt.result.report_path:
-                out.append(f"[Open the full report](file://{opt.result.report_path})")
+            out.append(f"[Open the full report]({report_command(uri, k.name)})")
         elif opt.status == "running":
             out.append(f"**Optimizing…** {opt.message}")
         else:
@@ -73,13 +94,13 @@ def report_markdown(k: KernelInfo, ks: KernelState | None) -> str:
     return "\n\n".join(out)
 
 
-def hover(kernels: Sequence[KernelInfo], st: DocState, position: types.Position) -> types.Hover | None:
+def hover(uri: str, kernels: Sequence[KernelInfo], st: DocState, position: types.Position) -> types.Hover | None:
     """The report, over a kernel's name."""
     for k in kernels:
         s = span_of(k.kernel.name_span)
         if s.start_line <= position.line <= s.end_line and s.start_col <= position.character <= s.end_col:
             return types.Hover(contents=types.MarkupContent(types.MarkupKind.Markdown,
-                                                            report_markdown(k, st.per_kernel.get(k.name))),
+                                                            report_markdown(uri, k, st.per_kernel.get(k.name))),
                                range=lsp_range(s))
     return None
 
@@ -203,9 +224,12 @@ def code_actions(uri: str, version: int, text: str, k: KernelInfo, ks: KernelSta
     return [a for a in actions if a.kind is not None and _wanted(a.kind, only)]
 
 
-def status(uri: str, st: DocState, cluster: str = "") -> dict[str, Any]:
+def status(uri: str, st: DocState, cluster: str = "", restricted: str | None = None,
+           gpu_setup: dict[str, str] | None = None) -> dict[str, Any]:
     """The status notification's payload (client/src/contract.ts: DocStatus). `cluster`: where
-    kernels run when not on this machine (e.g. 'Ray ray://gpu-box:10001')."""
+    kernels run when not on this machine (e.g. 'Ray ray://gpu-box:10001'); `restricted`: why
+    kernels are not run (an untrusted workspace); `gpu_setup`: a GPU is here but not used, why
+    and the command that fixes it."""
     verdicts = [ks.verdict for ks in st.per_kernel.values() if ks.verdict is not None]
     running = [(n, ks.optimization) for n, ks in st.per_kernel.items()
                if ks.optimization and ks.optimization.status == "running"]
@@ -218,6 +242,8 @@ def status(uri: str, st: DocState, cluster: str = "") -> dict[str, Any]:
         "optimizing": [{"kernel": n, "message": o.message, "bestSpeedup": o.best_speedup} for n, o in running],
         "where": next((v.ran_on for v in verdicts if v.ran_on), ""),   # node (and GPU) of the checks
         "cluster": cluster,
+        "restricted": restricted,
+        "gpuSetup": gpu_setup,
     }
 
 
