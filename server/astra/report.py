@@ -54,6 +54,12 @@ def markdown(text: str) -> str:
     return MarkdownIt("commonmark", {"html": False}).enable("table").render(text)
 
 
+def inline(text: str) -> str:
+    """One line of Markdown (`code`, **bold**) as inline HTML, raw HTML escaped."""
+    from markdown_it import MarkdownIt
+    return MarkdownIt("commonmark", {"html": False}).renderInline(text)
+
+
 def command_link(title: str, command: str, *args: Any) -> str:
     """A link that runs an editor command with JSON arguments."""
     uri = f"command:{command}" + (f"?{quote(json.dumps(list(args)))}" if args else "")
@@ -131,7 +137,7 @@ def check_section(v: Verdict) -> str:
         parts.append("<p>Verification matrix (cases passed / run, per size and input distribution):</p>")
         parts.append(matrix_table(v.coverage.matrix))
     if v.failures:
-        parts.append("<ul>" + "".join(f"<li>{e(f.text())}</li>" for f in v.failures[:12]) + "</ul>")
+        parts.append("<ul>" + "".join(f"<li>{inline(f.text())}</li>" for f in v.failures[:12]) + "</ul>")
     return "\n".join(parts)
 
 
@@ -182,9 +188,9 @@ def optimize_section(r: OptimizeResult, uri: str = "", apply_command: str = "") 
         ev = rd.evaluation
         sp = f"{ev.speedup:.3f}×" if ev is not None and ev.measured and ev.speedup else "–"
         cls = "ok" if rd.adopted else "bad" if rd.outcome == "failed" else ""
-        parts.append(f"<tr><td>{rd.index}</td><td>{e(rd.plan.title if rd.plan else '')}<br>"
-                     f"<span class='note'>{e('; '.join(rd.changes))}</span></td><td class='{cls}'>{e(rd.outcome)}</td>"
-                     f"<td>{e(rd.reason)}</td><td class='n'>{sp}</td><td class='n'>{rd.seconds:.1f}</td></tr>")
+        parts.append(f"<tr><td>{rd.index}</td><td>{inline(rd.plan.title if rd.plan else '')}<br>"
+                     f"<span class='note'>{inline('; '.join(rd.changes))}</span></td><td class='{cls}'>{e(rd.outcome)}"
+                     f"</td><td>{inline(rd.reason)}</td><td class='n'>{sp}</td><td class='n'>{rd.seconds:.1f}</td></tr>")
     parts.append("</table>")
     if r.improved:
         if uri and apply_command:
