@@ -7,7 +7,7 @@ def test_nested_and_flat_keys_apply_and_bad_values_are_reported():
                                       "rounds": "7", "profile.ncu": True, "backend": "tpu",
                                       "gpuArch": "x86", "checkOnSave": "yes"})
     assert (s.llm_base_url, s.llm_model, s.rounds, s.profile_ncu) == ("http://localhost:8000/v1", "m", 7, True)
-    assert (s.backend, s.gpu_arch, s.check_on_save) == ("auto", "sm_90", True)  # defaults kept
+    assert (s.backend, s.gpu_arch, s.check_on_save) == ("auto", "", True)  # defaults kept ("": the GPU's own)
     assert len(problems) == 3 and all("ignoring setting astra." in p for p in problems)
 
 
