@@ -220,9 +220,9 @@ async def test_profile_fills_the_code_lens(client, example):
     assert result["summary"] in titles and "Profile" not in titles
 
 
-async def test_check_on_save_follows_the_setting(client, example):
+async def test_check_on_open_and_on_save_follow_their_settings(client, example):
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-        settings={"astra": {"checkOnSave": False}}))
+        settings={"astra": {"checkOnOpen": False, "checkOnSave": False}}))
     doc = Doc(client, example())
     await until(lambda: doc.uri in client.diagnostics, 60)
     seen = len(client.statuses)
