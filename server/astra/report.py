@@ -183,7 +183,7 @@ def optimize_section(r: OptimizeResult, uri: str = "", apply_command: str = "") 
         if cells:
             parts.append("<p>Verification matrix of the kept version (cases passed / run):</p>")
             parts.append(matrix_table(cells))
-    parts.append("<table><tr><th>#</th><th>plan</th><th>outcome</th><th>verdict</th><th>speedup</th><th>s</th></tr>")
+    parts.append("<h3>Rounds</h3><table><tr><th>#</th><th>plan</th><th>outcome</th><th>verdict</th><th>speedup</th><th>s</th></tr>")
     for rd in r.rounds:
         ev = rd.evaluation
         sp = f"{ev.speedup:.3f}×" if ev is not None and ev.measured and ev.speedup else "–"
