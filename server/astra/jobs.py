@@ -138,7 +138,10 @@ def backends_job(_payload: None = None) -> dict[str, BackendStatus]:
     else:
         out["gpu"] = _gpu_unavailable(why)
     cxx = shutil.which("g++") or shutil.which("clang++")
-    out["cpu"] = BackendStatus(bool(cxx), "" if cxx else "no C++ compiler (g++ or clang++) on PATH")
+    from .backends.cpu import sandbox
+    why = "" if cxx else "no C++ compiler (g++ or clang++) on PATH"
+    why = why or sandbox.unavailable_reason() or ""
+    out["cpu"] = BackendStatus(not why, why)
     return out
 
 

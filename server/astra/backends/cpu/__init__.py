@@ -17,10 +17,10 @@ from typing import Sequence
 
 import numpy as np
 
-from astra.backends.base import (Backend, Buffer, Capabilities, CompileError, Launch, LaunchError, Module,
-                                 ResourceUsage, Scalar, Schedule)
+from astra.backends.base import (Backend, BackendUnavailable, Buffer, Capabilities, CompileError, Launch,
+                                 LaunchError, Module, ResourceUsage, Scalar, Schedule)
 
-from . import toolchain
+from . import sandbox, toolchain
 from .isolation import Executor
 from .screen import fast_math_swaps
 
@@ -96,6 +96,9 @@ class CpuBackend(Backend):
     def __init__(self, workers: int | None = None):
         toolchain.compiler()
         toolchain.cuda_include_dirs()
+        why = sandbox.unavailable_reason()
+        if why:
+            raise BackendUnavailable(why)
         self.workers = workers or _cores()
         self._executors: dict[bool, Executor] = {}
         self._freed: list[int] = []
@@ -190,6 +193,8 @@ class CpuBackend(Backend):
                 if b.id not in ex.known:
                     new.append([b.id, b.nbytes])
                     fds.append(b.fd)
+        if str(module.path) not in ex.modules:
+            fds.append(ex.module_fd(module.path))  # last: the child takes it as the module
         idx = module.entry_index[name_expression]
         msg = {
             "op": "launch", "module": str(module.path), "entry": f"astra_entry_{idx}",
@@ -206,10 +211,15 @@ class CpuBackend(Backend):
             "cpu_s": timeout_s * self.workers + 5, "kernel": name_expression,
         }
         self._flush_frees(ex)
-        reply, output = ex.request(msg, fds, timeout_s, module.filename)
+        try:
+            reply, output = ex.request(msg, fds, timeout_s, module.filename)
+        finally:
+            if str(module.path) not in ex.modules:
+                os.close(fds[-1])
         self.last_output = output
         ex.known.update(b for b, _ in new)
-        ex.modules.add(str(module.path))
+        if reply.get("module_loaded", True):
+            ex.modules.add(str(module.path))
         return reply
 
     def _flush_frees(self, ex: Executor) -> None:

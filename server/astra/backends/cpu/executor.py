@@ -1,9 +1,12 @@
 """The CPU backend's executor: a child process that loads compiled kernel modules and runs
 launches, so that a segfault, assert, __trap() or infinite loop kills only it.
 
-Run as a script (stdlib only, fast to start). It talks JSON over a Unix socket inherited as a
-file descriptor; buffer memory arrives as memfd file descriptors (SCM_RIGHTS) and is mapped
-shared, so results written by the kernel are visible to the parent without copies.
+Run as a script (stdlib only, plus pyseccomp from the path the parent gives). It sandboxes
+itself before it takes any request (sandbox.py: resource limits, Landlock, seccomp), so a
+module's static constructors and dynamic initialisers — which run when it is loaded — run
+inside the sandbox too. It talks JSON over a Unix socket inherited as a file descriptor; a
+module arrives as a memfd (it cannot open the compile cache), buffers as memfds mapped shared,
+so results written by the kernel are visible to the parent without copies.
 """
 from __future__ import annotations
 
@@ -15,25 +18,71 @@ import resource
 import socket
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves the script's own folder out
+import sandbox  # noqa: E402
+
 MAX_MSG = 1 << 20
-MEMORY_LIMIT = 16 << 30  # address space (not with ASan, which reserves terabytes of shadow)
-FILE_LIMIT = 64 << 20    # kernel printf output goes to the log
+MEMORY_LIMIT = 16 << 30   # address space (not with a sanitizer: they reserve terabytes of
+                          # shadow; the parent watches those executors' resident memory instead)
+FILE_LIMIT = 64 << 20     # kernel printf output goes to the log
+OPEN_FILES = 1024         # buffers arrive as descriptors (closed once mapped), modules stay open
+CPU_LIFETIME_S = 3600     # hard CPU limit of one executor; each launch gets a soft limit within it
+# Libraries every module links: loaded before the sandbox, so loading a module opens no file
+# but its own memfd. Anything else is read from the system's library directories.
+PRELOAD = ("libstdc++.so.6", "libgcc_s.so.1", "libm.so.6")
+LIBRARY_DIRS = ("/lib", "/lib64", "/lib32", "/usr/lib", "/usr/lib64", "/usr/lib32", "/usr/local/lib",
+                "/etc/ld.so.cache")
+
+
+def _python_files() -> tuple[str, ...]:
+    """The interpreter and its extension modules: the sanitizers' symbolizer reads every loaded
+    object (it gives up on all frames when it cannot open the main executable)."""
+    import _ctypes
+    import sysconfig
+
+    out = [os.path.realpath(sys.executable), os.path.dirname(os.path.realpath(_ctypes.__file__))]
+    if sysconfig.get_config_var("Py_ENABLE_SHARED"):
+        out.append(os.path.realpath(sysconfig.get_config_var("LIBDIR") or ""))
+    return tuple(p for p in out if p)
+
+
 CLONE_NEWUSER, CLONE_NEWNET = 0x10000000, 0x40000000
 
 
-def restrict(address_limit: bool) -> None:
-    """Before any kernel code is loaded: resource limits, and no network where the OS lets
-    an unprivileged or root process have a private network namespace."""
+def _private_network() -> None:
+    """An empty network namespace where the OS lets us have one (seccomp refuses sockets anyway)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(CLONE_NEWNET) != 0:
+        libc.unshare(CLONE_NEWUSER | CLONE_NEWNET)
+
+
+def restrict(address_limit: bool, required: bool) -> list[str]:
+    """Before any kernel code is loaded: limits, then Landlock (its own /proc entries for the
+    sanitizers' reports, the system libraries read-only, nothing else), then seccomp. Returns
+    what could not be applied (only when the user opted out: else that raises)."""
     if address_limit:
-        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.unshare(CLONE_NEWNET) != 0:
-            libc.unshare(CLONE_NEWUSER | CLONE_NEWNET)
-    except (OSError, AttributeError):
-        pass
+        sandbox.limit(resource.RLIMIT_AS, MEMORY_LIMIT)
+    sandbox.limit(resource.RLIMIT_FSIZE, FILE_LIMIT)
+    sandbox.limit(resource.RLIMIT_CORE, 0)
+    sandbox.limit(resource.RLIMIT_NOFILE, OPEN_FILES)
+    sandbox.limit(resource.RLIMIT_CPU, CPU_LIFETIME_S)
+    _private_network()
+    for lib in PRELOAD:
+        try:
+            ctypes.CDLL(lib)
+        except OSError:
+            pass  # then it is found in LIBRARY_DIRS when a module needs it
+    rules = [(p, sandbox.READ_EXEC) for p in LIBRARY_DIRS + _python_files()]
+    rules.append((f"/proc/{os.getpid()}", sandbox.READ))
+    missing = []
+    for step in (sandbox.seccomp_library, lambda: sandbox.restrict_files(rules), sandbox.forbid_syscalls):
+        try:
+            step()
+        except sandbox.SandboxError as e:
+            if required:
+                raise
+            missing.append(str(e))
+    return missing
 
 
 def _recv(sock: socket.socket) -> tuple[dict, list[int]]:
@@ -107,13 +156,20 @@ def serve(sock: socket.socket) -> None:
         # op == "launch"
         for (bid, nbytes), fd in zip(req["new_buffers"], fds):
             bufs[bid] = _Buffer(fd, nbytes)
-        path = req["module"]
-        lib = libs.get(path)
+        key = req["module"]
+        lib = libs.get(key)
         if lib is None:
+            if len(fds) <= len(req["new_buffers"]):
+                _send(sock, {"ok": False, "module_loaded": False,
+                             "error": "the compiled module was not sent; compile again"})
+                continue
+            # The descriptor stays open: the sanitizers' symbolizers read the module through it.
             try:
-                lib = libs[path] = ctypes.CDLL(path)
+                lib = libs[key] = ctypes.CDLL(f"/proc/self/fd/{fds[-1]}")
             except OSError as e:
-                _send(sock, {"ok": False, "error": f"cannot load the compiled module ({e}); compile again"})
+                os.close(fds[-1])
+                _send(sock, {"ok": False, "module_loaded": False,
+                             "error": f"cannot load the compiled module ({e}); compile again"})
                 continue
             lib.astra_launch.restype = ctypes.c_int
         if last is not None and last is not lib:
@@ -155,9 +211,16 @@ def serve(sock: socket.socket) -> None:
 
 
 def main() -> None:
-    restrict(address_limit=sys.argv[2] != "--no-address-limit")
-    fd = int(sys.argv[1])
+    fd, limit_mode = int(sys.argv[1]), sys.argv[2]
+    sys.path.extend(sys.argv[3:])  # where pyseccomp is (the child runs with -S -I)
     sock = socket.socket(fileno=fd)
+    try:
+        missing = restrict(limit_mode != "--no-address-limit", os.environ.get(sandbox.OPT_OUT_ENV) != "1")
+    except sandbox.SandboxError as e:
+        sys.stderr.write(f"astra: sandbox: {e}\n")
+        sys.exit(71)
+    for m in missing:
+        sys.stderr.write(f"astra: running WITHOUT part of the sandbox ({sandbox.OPT_OUT_ENV}=1): {m}\n")
     serve(sock)
 
 

@@ -1,8 +1,10 @@
-"""Parent side of the executor child process: start it restricted (resource limits, no network
-where the OS allows, private temp dir), send launches with a timeout, and turn a crash or a hang
-into a LaunchError with the child's own last words (fault location, ASan report, assert)."""
+"""Parent side of the executor child process: start it sandboxed (sandbox.py: an empty
+environment, limits, Landlock, seccomp, a session of its own), hand it modules as memfds, send
+launches with a timeout and a watch on its resident memory, and turn a crash or a hang into a
+LaunchError with the child's own last words (fault location, ASan report, assert)."""
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import select
@@ -11,12 +13,43 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from astra.backends.base import LaunchError
 
+from . import sandbox
+
 EXECUTOR = Path(__file__).parent / "executor.py"
 FILE_LIMIT = 64 << 20  # the child writes only its log (the child sets its limits itself)
+WATCH_S = 0.1          # how often a running launch's resident memory is looked at
+SANDBOX_EXIT = 71      # the child's exit status when it could not sandbox itself
+
+
+def memory_limit() -> int:
+    """Resident memory one executor may use: half the machine, at most 16 GiB. Watched from
+    outside (the sanitizers' shadow memory rules out an address-space limit for those)."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        total = 32 << 30
+    return min(16 << 30, total // 2)
+
+
+def resident_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _pyseccomp_dir() -> str:
+    """The directory to import pyseccomp from (the child runs with -S: no site-packages)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("pyseccomp")
+    return os.path.dirname(spec.origin) if spec and spec.origin else ""
 
 
 def sanitizer_runtime(sanitize: str) -> str | None:
@@ -42,7 +75,9 @@ class Executor:
 
     def _start(self) -> None:
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONDONTWRITEBYTECODE": "1"}
+        env = {}  # nothing inherited: no keys, no paths, no settings
+        if os.environ.get(sandbox.OPT_OUT_ENV) == "1":
+            env[sandbox.OPT_OUT_ENV] = "1"
         if self.sanitize:
             lib = sanitizer_runtime(self.sanitize)
             if lib is None:
@@ -55,10 +90,10 @@ class Executor:
         log = open(self.log_path, "ab")
         workdir = Path(self.tmp.name) / "work"
         workdir.mkdir(exist_ok=True)
-        # The child restricts itself first thing (no preexec_fn: unsafe in threaded parents).
+        # The child sandboxes itself first thing (no preexec_fn: unsafe in threaded parents).
         self.proc = subprocess.Popen(
             [sys.executable, "-S", "-I", str(EXECUTOR), str(child.fileno()),
-             "--no-address-limit" if self.sanitize else "--address-limit"],
+             "--no-address-limit" if self.sanitize else "--address-limit", _pyseccomp_dir()],
             pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
             cwd=workdir, env=env, start_new_session=True)
         log.close()
@@ -107,18 +142,45 @@ class Executor:
         except OSError as e:
             self.kill()
             raise LaunchError(f"the CPU executor is gone ({e})")
-        ready, _, _ = select.select([self.sock], [], [], timeout_s)
-        if not ready:
-            self.kill()
-            raise LaunchError(f"timed out after {timeout_s:g} s (an infinite loop, or threads of a "
-                              "block spin-waiting on each other, which the CPU backend cannot run)")
-        data = self.sock.recv(1 << 20)
+        deadline = time.monotonic() + timeout_s
+        cap = memory_limit()
+        while True:
+            ready, _, _ = select.select([self.sock], [], [], min(WATCH_S, max(0.0, deadline - time.monotonic())))
+            if ready:
+                break
+            if resident_bytes(self.proc.pid) > cap:
+                self.kill()
+                raise LaunchError(f"the kernel used more than {cap / 2**30:.1f} GiB of memory (stopped)")
+            if time.monotonic() >= deadline:
+                self.kill()
+                raise LaunchError(f"timed out after {timeout_s:g} s (an infinite loop, or threads of a "
+                                  "block spin-waiting on each other, which the CPU backend cannot run)")
+        try:
+            data = self.sock.recv(1 << 20)
+        except ConnectionResetError:
+            data = b""
         if not data:
             rc = self.proc.wait()
             out = self._log_since(offset)
             self.kill()
             raise LaunchError(crash_message(rc, out, filename))
         return json.loads(data.decode()), self._log_since(offset)
+
+    def module_fd(self, path: Path) -> int:
+        """A sealed memfd with the compiled module (the sandboxed child cannot open the cache)."""
+        fd = os.memfd_create("astra-module", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        try:
+            with open(path, "rb") as f:
+                view = memoryview(f.read())
+            written = 0
+            while written < len(view):
+                written += os.write(fd, view[written:])
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
+                        | fcntl.F_SEAL_SEAL)
+        except OSError:
+            os.close(fd)
+            raise
+        return fd
 
     def close(self) -> None:
         self.kill()
@@ -135,6 +197,14 @@ def crash_message(rc: int, output: str, filename: str = "") -> str:
         what = f"exit status {rc}"
     if rc == -signal.SIGXCPU:
         return "CPU time limit exceeded (an infinite loop?)"
+    if rc == -signal.SIGSYS:
+        return ("stopped by the sandbox: the kernel code tried to start a program or a process, or to "
+                "debug another process (kernel code may not)")
+    if rc == SANDBOX_EXIT:
+        said = [l for l in output.splitlines() if l.startswith("astra: sandbox:")]
+        return ("the CPU backend cannot sandbox kernel code on this system, so it runs none: "
+                + (said[-1][len("astra: sandbox: "):] if said else "unknown reason")
+                + f" (set {sandbox.OPT_OUT_ENV}=1 to run kernels unsandboxed, at your own risk)")
     if rc == -signal.SIGXFSZ:
         return f"the kernel printed more than {FILE_LIMIT >> 20} MiB (printf in a loop?)"
     report = asan_summary(output, filename) or tsan_summary(output, filename)

@@ -1,0 +1,303 @@
+"""The sandbox for host code that Astra did not write: the CPU backend's executor (which loads
+compiled kernel modules: their static constructors run at dlopen) and the compiler runs over a
+user's source. Linux only, unprivileged, no setuid helper:
+
+- Landlock (kernel >= 5.13, through its three system calls via ctypes) confines the filesystem:
+  the executor may open nothing but its own /proc entries (the sanitizers read their maps) and
+  the module it is handed as a memfd; a compiler run may read the system's and CUDA's headers
+  and libraries and write only its build directory. Where the kernel has them (Landlock ABI >= 4
+  and >= 6), TCP, abstract Unix sockets and signals to other processes are refused too.
+- seccomp-bpf (libseccomp through `pyseccomp`) in the executor: a system-call allow-list. No
+  execve, no new processes (clone only for threads), no sockets, no opening for writing, no
+  ptrace, signals only to itself; anything not listed fails with EPERM.
+- no_new_privs, resource limits (address space, CPU time, file size, open files, no core dumps),
+  an empty environment and a session of its own, so the parent can reap the whole group.
+
+Where the kernel lacks Landlock or seccomp, `probe()` says why and the CPU backend refuses to
+run kernel code, unless the user opts out explicitly with ASTRA_UNSAFE_NO_SANDBOX=1.
+
+This file is also run as a script (stdlib only) by the executor child, and as
+`python sandbox.py --read DIR ... --write DIR ... -- PROGRAM ARGS` to confine a compiler run.
+"""
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import platform
+import resource
+import sys
+
+OPT_OUT_ENV = "ASTRA_UNSAFE_NO_SANDBOX"
+WRAPPER_FAILED = 126  # the compiler wrapper's exit status when it could not confine the run
+
+# ---- Landlock (linux/landlock.h) -----------------------------------------------------------
+
+_SYS = {"x86_64": (444, 445, 446), "aarch64": (444, 445, 446)}  # create_ruleset, add_rule, restrict_self
+_CREATE_RULESET_VERSION = 1
+_RULE_PATH_BENEATH = 1
+
+FS_EXECUTE, FS_WRITE_FILE, FS_READ_FILE, FS_READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+_FS_WRITES_V1 = sum(1 << i for i in range(4, 13))  # remove dir/file, make char/dir/reg/sock/fifo/block/sym
+FS_REFER, FS_TRUNCATE, FS_IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
+READ = FS_READ_FILE | FS_READ_DIR
+READ_EXEC = READ | FS_EXECUTE
+NET_BIND_TCP, NET_CONNECT_TCP = 1 << 0, 1 << 1
+SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
+PR_SET_NO_NEW_PRIVS = 38
+
+
+class SandboxError(OSError):
+    """The sandbox could not be applied: nothing may run."""
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _syscall_numbers() -> tuple[int, int, int] | None:
+    return _SYS.get(platform.machine())
+
+
+def landlock_abi() -> int:
+    """The Landlock ABI version the kernel offers (0: none)."""
+    nums = _syscall_numbers()
+    if nums is None:
+        return 0
+    libc = _libc()
+    libc.syscall.restype = ctypes.c_long
+    v = libc.syscall(ctypes.c_long(nums[0]), None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION))
+    return int(v) if v > 0 else 0
+
+
+def fs_rights(abi: int) -> int:
+    """Every filesystem right the ABI can restrict."""
+    rights = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_READ_DIR | _FS_WRITES_V1
+    if abi >= 2:
+        rights |= FS_REFER
+    if abi >= 3:
+        rights |= FS_TRUNCATE
+    if abi >= 5:
+        rights |= FS_IOCTL_DEV
+    return rights
+
+
+def write_rights(abi: int) -> int:
+    return fs_rights(abi) & ~(FS_EXECUTE | READ)
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def restrict_files(rules: list[tuple[str, int]], *, net: bool = True, scope: bool = True) -> int:
+    """Confine this process (and what it starts) to `rules` — (path, rights) pairs; a path that
+    does not exist is skipped — and, where the ABI allows, refuse TCP (`net`) and abstract Unix
+    sockets and signals to processes outside the sandbox (`scope`). Returns the ABI used."""
+    abi = landlock_abi()
+    if abi < 1:
+        raise SandboxError(errno.ENOSYS, "Landlock is not available in this kernel")
+    libc = _libc()
+    libc.syscall.restype = ctypes.c_long
+    create, add_rule, restrict_self = _syscall_numbers()  # type: ignore[misc]
+    handled = fs_rights(abi)
+    attr = (ctypes.c_uint64 * 3)(handled, 0, 0)
+    size = 8
+    if abi >= 4 and net:
+        attr[1] = NET_BIND_TCP | NET_CONNECT_TCP
+        size = 16
+    if abi >= 6 and scope:
+        attr[2] = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL
+        size = 24
+    fd = libc.syscall(ctypes.c_long(create), ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
+    if fd < 0:
+        e = ctypes.get_errno()
+        raise SandboxError(e, f"landlock_create_ruleset: {os.strerror(e)}")
+    try:
+        for path, rights in rules:
+            try:
+                pfd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except FileNotFoundError:
+                continue
+            try:
+                if not os.path.isdir(path):
+                    rights &= FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCTL_DEV
+                rule = _PathBeneath(rights & handled, pfd)
+                if libc.syscall(ctypes.c_long(add_rule), ctypes.c_int(fd), ctypes.c_int(_RULE_PATH_BENEATH),
+                                ctypes.byref(rule), ctypes.c_uint32(0)) != 0:
+                    e = ctypes.get_errno()
+                    raise SandboxError(e, f"landlock_add_rule({path}): {os.strerror(e)}")
+            finally:
+                os.close(pfd)
+        no_new_privs()
+        if libc.syscall(ctypes.c_long(restrict_self), ctypes.c_int(fd), ctypes.c_uint32(0)) != 0:
+            e = ctypes.get_errno()
+            raise SandboxError(e, f"landlock_restrict_self: {os.strerror(e)}")
+    finally:
+        os.close(fd)
+    return abi
+
+
+def no_new_privs() -> None:
+    libc = _libc()
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        e = ctypes.get_errno()
+        raise SandboxError(e, f"prctl(PR_SET_NO_NEW_PRIVS): {os.strerror(e)}")
+
+
+# ---- seccomp (the executor's system-call allow-list) -------------------------------------
+
+# Allowed as they are: memory, threads' synchronisation, time, signals to itself, I/O on the
+# descriptors it already holds (its socket to the parent, its log, buffer and module memfds).
+ALLOWED = (
+    "read", "write", "readv", "writev", "pread64", "pwrite64", "lseek", "close", "fstat",
+    "mmap", "munmap", "mprotect", "mremap", "madvise", "brk", "msync", "mincore",
+    "futex", "futex_waitv", "set_robust_list", "get_robust_list", "rseq", "set_tid_address",
+    "sched_yield", "sched_getaffinity", "getcpu", "getpid", "gettid", "getppid", "getuid", "geteuid",
+    "getgid", "getegid", "getrusage", "getrlimit", "uname", "sysinfo",
+    "clock_gettime", "clock_getres", "gettimeofday", "time", "nanosleep", "clock_nanosleep",
+    "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "rt_sigpending", "rt_sigtimedwait",
+    "sigaltstack", "restart_syscall", "exit", "exit_group", "getrandom",
+    "recvmsg", "sendmsg", "recvfrom", "sendto", "poll", "ppoll", "select", "pselect6",
+    "fcntl", "dup", "dup3", "arch_prctl", "membarrier", "getcwd",
+)
+# Refused outright, so that the attempt is fatal rather than a quiet EPERM a kernel might
+# ignore: running programs, processes, debugging other processes.
+FATAL = ("execve", "execveat", "fork", "vfork", "ptrace", "process_vm_readv", "process_vm_writev")
+
+CLONE_THREAD = 0x00010000
+AT_EMPTY_PATH = 0x1000
+O_WRITE_MASK = 0o3 | 0o100 | 0o1000 | 0o2000 | 0o20000000  # O_ACCMODE, CREAT, TRUNC, APPEND, __O_TMPFILE
+
+
+def seccomp_library():
+    """pyseccomp (it finds libseccomp with ldconfig: import it before the filesystem is closed)."""
+    try:
+        import pyseccomp
+    except (ImportError, RuntimeError, OSError) as e:
+        raise SandboxError(errno.ENOSYS, f"libseccomp is not usable ({e})")
+    return pyseccomp
+
+
+def forbid_syscalls() -> None:
+    """Load the executor's seccomp filter (needs no_new_privs, which libseccomp sets)."""
+    sc = seccomp_library()
+    pid = os.getpid()
+    f = sc.SyscallFilter(sc.ERRNO(errno.EPERM))
+
+    def rule(action, name, *args):
+        try:
+            f.add_rule(action, name, *args)
+        except (OSError, RuntimeError, ValueError):
+            pass  # a system call this architecture does not have
+
+    for name in ALLOWED:
+        rule(sc.ALLOW, name)
+    for name in FATAL:
+        rule(sc.KILL_PROCESS, name)
+    # threads, never processes (glibc falls back from clone3 to clone on ENOSYS)
+    rule(sc.ALLOW, "clone", sc.Arg(0, sc.MASKED_EQ, CLONE_THREAD, CLONE_THREAD))
+    rule(sc.KILL_PROCESS, "clone", sc.Arg(0, sc.MASKED_EQ, CLONE_THREAD, 0))
+    rule(sc.ERRNO(errno.ENOSYS), "clone3")
+    # opening read-only (dlopen of a module memfd through /proc/self/fd); Landlock decides what
+    rule(sc.ALLOW, "openat", sc.Arg(2, sc.MASKED_EQ, O_WRITE_MASK, 0))
+    rule(sc.ALLOW, "newfstatat", sc.Arg(3, sc.MASKED_EQ, AT_EMPTY_PATH, AT_EMPTY_PATH))
+    rule(sc.ALLOW, "statx", sc.Arg(2, sc.MASKED_EQ, AT_EMPTY_PATH, AT_EMPTY_PATH))
+    rule(sc.ALLOW, "readlinkat")  # the sanitizers resolve /proc/self/exe; Landlock does not gate it
+    # limits and signals: its own only
+    rule(sc.ALLOW, "prlimit64", sc.Arg(0, sc.EQ, 0))
+    rule(sc.ALLOW, "prlimit64", sc.Arg(0, sc.EQ, pid))
+    rule(sc.ALLOW, "tgkill", sc.Arg(0, sc.EQ, pid))
+    rule(sc.ALLOW, "kill", sc.Arg(0, sc.EQ, pid))
+    rule(sc.ALLOW, "kill", sc.Arg(0, sc.EQ, 0))  # its own group: it is the only process in it
+    rule(sc.ALLOW, "prctl", sc.Arg(0, sc.EQ, 15))  # PR_SET_NAME (thread names)
+    try:
+        f.load()
+    except OSError as e:
+        raise SandboxError(e.errno or errno.EPERM, f"seccomp filter: {e}")
+
+
+def seccomp_in_kernel() -> bool:
+    try:
+        with open("/proc/self/status") as fh:
+            return any(line.startswith("Seccomp:") for line in fh)
+    except OSError:
+        return False
+
+
+def problems() -> list[str]:
+    """Why kernel code cannot be sandboxed here (empty: it can)."""
+    out = []
+    abi = landlock_abi()
+    if abi < 1:
+        out.append("Landlock is not available (Linux 5.13 or newer with Landlock among the enabled "
+                   "security modules, e.g. lsm=landlock,... on the kernel command line)")
+    if not seccomp_in_kernel():
+        out.append("seccomp is not available in this kernel")
+    try:
+        seccomp_library()
+    except SandboxError as e:
+        out.append(e.strerror or str(e))
+    return out
+
+
+def opted_out() -> bool:
+    return os.environ.get(OPT_OUT_ENV) == "1"
+
+
+def unavailable_reason() -> str | None:
+    """A sentence for the user when the CPU backend must refuse to run kernel code, else None."""
+    found = problems()
+    if not found or opted_out():
+        return None
+    return ("the CPU backend runs kernel code only inside a sandbox, and this system cannot provide "
+            "one: " + "; ".join(found) + f" (set {OPT_OUT_ENV}=1 to run kernels unsandboxed, at your own risk)")
+
+
+# ---- resource limits -----------------------------------------------------------------------
+
+def limit(resource_id: int, value: int) -> None:
+    soft, hard = resource.getrlimit(resource_id)
+    if hard != resource.RLIM_INFINITY:
+        value = min(value, hard)
+    resource.setrlimit(resource_id, (value, value))
+
+
+# ---- the compiler wrapper ------------------------------------------------------------------
+
+def _confine_and_exec(argv: list[str]) -> None:
+    """`--read P`, `--exec P`, `--write P` ... `-- PROGRAM ARGS`: Landlock, limits, exec."""
+    rules: list[tuple[str, int]] = []
+    abi = landlock_abi()
+    i = 0
+    while i < len(argv) and argv[i] != "--":
+        flag, path = argv[i], argv[i + 1]
+        rights = {"--read": READ, "--exec": READ_EXEC, "--write": READ | write_rights(abi)}[flag]
+        rules.append((path, rights))
+        i += 2
+    cmd = argv[i + 1:]
+    limit(resource.RLIMIT_CORE, 0)
+    limit(resource.RLIMIT_FSIZE, COMPILER_FILE_LIMIT)
+    limit(resource.RLIMIT_CPU, COMPILER_CPU_S)
+    limit(resource.RLIMIT_AS, COMPILER_MEMORY)
+    try:
+        restrict_files(rules)
+    except SandboxError as e:
+        if os.environ.get(OPT_OUT_ENV) != "1":
+            raise
+        sys.stderr.write(f"astra: compiling WITHOUT the sandbox ({OPT_OUT_ENV}=1): {e}\n")
+    os.execv(cmd[0], cmd)
+
+
+COMPILER_FILE_LIMIT = 1 << 30
+COMPILER_CPU_S = 300
+COMPILER_MEMORY = 8 << 30  # address space of each compiler process (a template bomb stops here)
+
+
+if __name__ == "__main__":
+    try:
+        _confine_and_exec(sys.argv[1:])
+    except (SandboxError, OSError) as exc:
+        sys.stderr.write(f"astra sandbox: {exc}\n")
+        sys.exit(WRAPPER_FAILED)
