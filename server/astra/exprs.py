@@ -3,6 +3,11 @@
 operators, size names and min/max/cdiv are allowed.
 
 Division follows C: an integer divided by an integer truncates toward zero.
+
+Bounded, so that a spec in an open document can never stall the language server: an expression
+has at most MAX_CHARS characters, MAX_NODES syntax nodes and MAX_DEPTH nesting (checked when it
+is parsed), and every intermediate integer stays within MAX_BITS bits — a power or shift is
+refused *before* it is computed when its result would not (`10**10**10`, `1 << 10**12`).
 """
 from __future__ import annotations
 
@@ -15,12 +20,65 @@ class ExprError(ValueError):
     pass
 
 
+MAX_CHARS = 2000
+MAX_NODES = 400
+MAX_DEPTH = 40
+MAX_BITS = 64  # sizes, shapes, byte counts: nothing real needs more
+
+
+def _bounded(v):
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, int) and v.bit_length() > MAX_BITS:
+        raise ExprError(f"a value exceeds {MAX_BITS} bits (|value| >= 2**{MAX_BITS})")
+    if isinstance(v, float) and not math.isfinite(v):
+        raise ExprError("a value is not finite (overflow?)")
+    return v
+
+
+def _pow(a, b):
+    if isinstance(a, int) and isinstance(b, int) and not isinstance(a, bool):
+        if b < 0:
+            raise ExprError("a negative integer exponent")
+        if abs(a) > 1 and (b > MAX_BITS or (abs(a).bit_length() - 1) * b > MAX_BITS):
+            raise ExprError(f"{a} ** {b} exceeds {MAX_BITS} bits")
+        return a ** b
+    try:
+        return math.pow(a, b)
+    except (OverflowError, ValueError) as e:
+        raise ExprError(f"{a} ** {b}: {e}") from None
+
+
+def _lshift(a, b):
+    if b < 0:
+        raise ExprError("a negative shift count")
+    if a and b + int(a).bit_length() > MAX_BITS:
+        raise ExprError(f"{a} << {b} exceeds {MAX_BITS} bits")
+    return a << b
+
+
+def _rshift(a, b):
+    if b < 0:
+        raise ExprError("a negative shift count")
+    return a >> min(b, MAX_BITS + 1)
+
+
+def _math(f):
+    def call(*args):
+        try:
+            return f(*args)
+        except (ValueError, OverflowError) as e:
+            raise ExprError(f"{f.__name__}{args}: {e}") from None
+    call.__name__ = f.__name__
+    return call
+
+
 def _cdiv(a, b):
     return -((-a) // b)
 
 
 FUNCTIONS = {"min": min, "max": max, "cdiv": _cdiv, "ceil_div": _cdiv, "abs": abs,
-             "sqrt": math.sqrt, "log2": math.log2}
+             "sqrt": _math(math.sqrt), "log2": _math(math.log2)}
 
 
 def _div(a, b):
@@ -33,16 +91,23 @@ def _div(a, b):
 
 
 def _mod(a, b):
+    if b == 0:
+        raise ExprError("modulo by zero")
     if isinstance(a, int) and isinstance(b, int):
-        if b == 0:
-            raise ExprError("modulo by zero")
-        return int(math.fmod(a, b))
+        r = abs(a) % abs(b)  # C: the sign of the dividend (exact, unlike fmod on big integers)
+        return r if a >= 0 else -r
     return math.fmod(a, b)
 
 
+def _floordiv(a, b):
+    if b == 0:
+        raise ExprError("division by zero")
+    return a // b
+
+
 _BIN = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: _div,
-        ast.FloorDiv: operator.floordiv, ast.Mod: _mod, ast.Pow: operator.pow,
-        ast.LShift: operator.lshift, ast.RShift: operator.rshift, ast.BitAnd: operator.and_,
+        ast.FloorDiv: _floordiv, ast.Mod: _mod, ast.Pow: _pow,
+        ast.LShift: _lshift, ast.RShift: _rshift, ast.BitAnd: operator.and_,
         ast.BitOr: operator.or_, ast.BitXor: operator.xor}
 _CMP = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
         ast.Gt: operator.gt, ast.GtE: operator.ge}
@@ -77,10 +142,15 @@ def parse(expr: str | int | float) -> ast.AST:
         return ast.Constant(expr)
     if not isinstance(expr, str):
         raise ExprError(f"expected an expression string, got {type(expr).__name__}")
+    if len(expr) > MAX_CHARS:
+        raise ExprError(f"expression too long ({len(expr)} characters; at most {MAX_CHARS})")
     try:
         tree = ast.parse(_c_syntax(expr.strip()), mode="eval")
     except SyntaxError as e:
-        raise ExprError(f"bad expression {expr!r}: {e.msg}") from None
+        raise ExprError(f"bad expression {_short(expr)}: {e.msg}") from None
+    except (RecursionError, MemoryError, ValueError):
+        raise ExprError(f"bad expression {_short(expr)}: too complex") from None
+    _check_size(tree, expr)
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
@@ -92,6 +162,23 @@ def parse(expr: str | int | float) -> ast.AST:
         if isinstance(node, ast.Constant) and not isinstance(node.value, (int, float)):
             raise ExprError(f"bad expression {expr!r}: only numbers are allowed as constants")
     return tree
+
+
+def _short(expr: str) -> str:
+    return repr(expr) if len(expr) <= 80 else repr(expr[:77] + "...")
+
+
+def _check_size(tree: ast.AST, expr: str) -> None:
+    """At most MAX_NODES nodes, nested at most MAX_DEPTH deep (iteratively: no recursion)."""
+    stack, count = [(tree, 0)], 0
+    while stack:
+        node, depth = stack.pop()
+        count += 1
+        if count > MAX_NODES:
+            raise ExprError(f"expression {_short(expr)} is too large (more than {MAX_NODES} terms)")
+        if depth > MAX_DEPTH:
+            raise ExprError(f"expression {_short(expr)} is nested too deeply (more than {MAX_DEPTH} levels)")
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
 
 
 def names(expr: str | int | float) -> set[str]:
@@ -106,17 +193,17 @@ def evaluate(expr: str | int | float, env: dict[str, int | float]):
         if isinstance(n, ast.Expression):
             return ev(n.body)
         if isinstance(n, ast.Constant):
-            return n.value
+            return _bounded(n.value)
         if isinstance(n, ast.Name):
             if n.id not in env:
-                raise ExprError(f"unknown size {n.id!r} in {expr!r}")
-            return env[n.id]
+                raise ExprError(f"unknown size {n.id!r} in {_short(str(expr))}")
+            return _bounded(env[n.id])
         if isinstance(n, ast.BinOp):
-            return _BIN[type(n.op)](ev(n.left), ev(n.right))
+            return _bounded(_BIN[type(n.op)](ev(n.left), ev(n.right)))
         if isinstance(n, ast.UnaryOp):
             v = ev(n.operand)
-            return {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_,
-                    ast.Invert: operator.invert}[type(n.op)](v)
+            return _bounded({ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_,
+                             ast.Invert: operator.invert}[type(n.op)](v))
         if isinstance(n, ast.BoolOp):
             vals = [ev(v) for v in n.values]
             return all(vals) if isinstance(n.op, ast.And) else any(vals)
@@ -131,15 +218,17 @@ def evaluate(expr: str | int | float, env: dict[str, int | float]):
         if isinstance(n, ast.IfExp):
             return ev(n.body) if ev(n.test) else ev(n.orelse)
         if isinstance(n, ast.Call):
-            return FUNCTIONS[n.func.id](*[ev(a) for a in n.args])
-        raise ExprError(f"cannot evaluate {expr!r}")
+            return _bounded(FUNCTIONS[n.func.id](*[ev(a) for a in n.args]))
+        raise ExprError(f"cannot evaluate {_short(str(expr))}")
 
     try:
         return ev(tree)
+    except ExprError as e:
+        raise ExprError(f"{e} in {_short(str(expr))}") from None
     except ZeroDivisionError:
-        raise ExprError(f"division by zero in {expr!r}") from None
-    except TypeError as e:
-        raise ExprError(f"bad expression {expr!r}: {e}") from None
+        raise ExprError(f"division by zero in {_short(str(expr))}") from None
+    except (TypeError, ValueError, OverflowError) as e:
+        raise ExprError(f"bad expression {_short(str(expr))}: {e}") from None
 
 
 def evaluate_int(expr: str | int, env: dict[str, int | float]) -> int:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from . import dtypes, exprs
 from .diagnostics import Diagnostic
 from .errors import AstraError
+from . import source
 from .source import Kernel, SourceModel
 
 TOP_KEYS = {"grid", "block", "shared_mem", "reference", "instantiate", "require", "sizes", "bench", "args",
@@ -39,6 +40,14 @@ ARRAY_KEYS = {"type", "shape", "output", "inout", "init", "atol", "rtol"}
 SCALAR_KEYS = {"value", "type"}
 INITS = ("normal", "uniform", "randint", "arange", "zeros", "ones")
 DEFAULT_MAX_CASES = 24
+# Caps that keep a hostile or mistaken spec from exhausting the machine (checked in `load`,
+# before anything is allocated): each a clear spec error at its line.
+MAX_SEEDS = 16
+MAX_CASES_CAP = 1024
+MAX_COMBINATIONS = 100_000        # the cartesian product of [sizes] (or [bench]) before `require`
+MAX_SIZE_VALUES = 64              # values listed for one size name
+MAX_CASE_BYTES = 16 << 30         # bytes of all buffers of one case (a GPU's memory; the CPU
+                                  # backend skips cases above its own element limit)
 
 
 class SpecErrors(AstraError):
@@ -118,6 +127,8 @@ class Spec:
         """The spec's test sizes: the cartesian product of [sizes] that meets `require`,
         capped at `max_cases` (keeping the smallest, the largest and an even spread)."""
         names = list(self.sizes)
+        if combinations(self.sizes) > MAX_COMBINATIONS:
+            raise exprs.ExprError(f"[sizes] makes {combinations(self.sizes)} combinations (at most {MAX_COMBINATIONS})")
         combos = [dict(zip(names, vals)) for vals in itertools.product(*(self.sizes[n] for n in names))]
         combos = [c for c in combos if self.satisfies(c)]
         if len(combos) > self.max_cases:
@@ -136,6 +147,8 @@ class Spec:
         table = {n: self.bench.get(n, [max(v)]) for n, v in self.sizes.items()}
         table.update({n: v for n, v in self.bench.items() if n not in table})
         names = list(table)
+        if combinations(table) > MAX_COMBINATIONS:
+            raise exprs.ExprError(f"[bench] makes {combinations(table)} combinations (at most {MAX_COMBINATIONS})")
         combos = [dict(zip(names, vals)) for vals in itertools.product(*(table[n] for n in names))]
         return [c for c in combos if self.satisfies(c)]
 
@@ -197,6 +210,13 @@ class Spec:
         return [f.name for f in dataclasses.fields(self)
                 if f.name not in self.LAUNCH_FIELDS and getattr(self, f.name) != getattr(other, f.name)]
 
+
+
+def combinations(table: dict[str, list[int]]) -> int:
+    n = 1
+    for values in table.values():
+        n *= max(1, len(values))
+    return n
 
 
 # ---- locating keys inside the comment, for precise diagnostics -------------------------------
@@ -267,6 +287,54 @@ def split_template_args(instantiate: str) -> list[str]:
     return exprs.split_top_level(s)
 
 
+# What a template argument may be made of: types (also qualified, templated, pointers, const)
+# and integer or boolean constants (also named ones). Never an expression that calls, takes an
+# address or branches: the arguments end up in generated C++.
+_TEMPLATE_ARG_NODES = frozenset({
+    "template_argument_list", "type_descriptor", "primitive_type", "type_identifier",
+    "namespace_identifier", "qualified_identifier", "template_type", "sized_type_specifier",
+    "type_qualifier", "abstract_pointer_declarator", "number_literal", "true", "false", "identifier",
+    "<", ">", ",", "::", "*", "const", "volatile", "unsigned", "signed", "long", "short", "int", "char",
+})
+MAX_INSTANTIATE_CHARS = 300
+
+
+def parse_template_args(instantiate: str) -> str:
+    """The spec's `instantiate`, checked to be a template argument list of types and integer
+    constants (parsed with tree-sitter), in canonical form '<A, B>'. ValueError otherwise."""
+    text = instantiate.strip()
+    if len(text) > MAX_INSTANTIATE_CHARS:
+        raise ValueError(f"`instantiate` is too long (at most {MAX_INSTANTIATE_CHARS} characters)")
+    if not text.startswith("<"):
+        text = f"<{text}>"
+    code = f"void* astra_probe_ = &astra_probe{text};".encode()
+    tree = source.parser().parse(code)
+    decls = tree.root_node.children
+    lists = [n for n in _nodes(tree.root_node) if n.type == "template_argument_list"]
+    outer = lists[0] if lists else None
+    if (tree.root_node.has_error or len(decls) != 1 or outer is None
+            or outer.text.decode() != text or outer.parent.type != "template_function"):
+        raise ValueError(f"`instantiate` must be template arguments only, e.g. \"<__half, 4>\" (got {text!r})")
+    args = []
+    for child in outer.named_children:
+        for n in _nodes(child):
+            if n.type not in _TEMPLATE_ARG_NODES:
+                raise ValueError(f"`instantiate` takes types and integer constants only; "
+                                 f"{n.text.decode()!r} is not one")
+        args.append(" ".join(child.text.decode().split()))
+    if not args:
+        raise ValueError("`instantiate` gives no template argument")
+    return "<" + ", ".join(args) + ">"
+
+
+def _nodes(root):
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(n.children)
+
+
 def load(kernel: Kernel, model: SourceModel | None = None) -> Spec:
     """Parse and validate the kernel's spec comment. Raises SpecErrors (all problems found)."""
     if kernel.spec is None:
@@ -324,7 +392,17 @@ def load(kernel: Kernel, model: SourceModel | None = None) -> Spec:
                     isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in vals):
                 err(f"size {name!r} must be a non-empty list of non-negative integers", name, key)
                 continue
+            if len(vals) > MAX_SIZE_VALUES:
+                err(f"size {name!r} lists {len(vals)} values (at most {MAX_SIZE_VALUES})", name, key)
+                continue
+            if any(x >= 1 << 48 for x in vals):
+                err(f"size {name!r}: {max(vals)} is too large for a size (at most 2**48)", name, key)
+                continue
             table[name] = list(vals)
+        if combinations(table) > MAX_COMBINATIONS:
+            err(f"[{key}] makes {combinations(table)} combinations of sizes (at most {MAX_COMBINATIONS}): "
+                f"list fewer values", key)
+            return {}
         return table
 
     sizes = size_table("sizes")
@@ -388,7 +466,14 @@ def load(kernel: Kernel, model: SourceModel | None = None) -> Spec:
     if instantiate:
         if not isinstance(instantiate, str):
             err("`instantiate` must be a string such as \"<__half>\"", "instantiate")
+            instantiate = None
         else:
+            try:
+                instantiate = parse_template_args(instantiate)
+            except ValueError as e:
+                err(str(e), "instantiate")
+                instantiate = None
+        if instantiate:
             vals = split_template_args(instantiate)
             if kernel.is_template and len(vals) > len(kernel.template_params):
                 err(f"`instantiate` gives {len(vals)} template arguments; {kernel.name!r} has "
@@ -396,12 +481,12 @@ def load(kernel: Kernel, model: SourceModel | None = None) -> Spec:
             targs = dict(zip(kernel.template_param_names, vals))
 
     seeds = data.get("seeds", 2)
-    if not isinstance(seeds, int) or isinstance(seeds, bool) or seeds < 1:
-        err("`seeds` must be a positive integer", "seeds")
+    if not isinstance(seeds, int) or isinstance(seeds, bool) or not 1 <= seeds <= MAX_SEEDS:
+        err(f"`seeds` must be an integer from 1 to {MAX_SEEDS}", "seeds")
         seeds = 2
     max_cases = data.get("max_cases", DEFAULT_MAX_CASES)
-    if not isinstance(max_cases, int) or isinstance(max_cases, bool) or max_cases < 1:
-        err("`max_cases` must be a positive integer", "max_cases")
+    if not isinstance(max_cases, int) or isinstance(max_cases, bool) or not 1 <= max_cases <= MAX_CASES_CAP:
+        err(f"`max_cases` must be an integer from 1 to {MAX_CASES_CAP}", "max_cases")
         max_cases = DEFAULT_MAX_CASES
 
     raw_args = data.get("args", {})
@@ -500,28 +585,65 @@ def load(kernel: Kernel, model: SourceModel | None = None) -> Spec:
     spec = Spec(kernel=kernel.name, grid=grid, block=block, shared_mem=shared_mem, reference=reference,
                 instantiate=instantiate, require=tuple(require), sizes=sizes, bench=bench, args=args,
                 flops=flops, seeds=seeds, max_cases=max_cases, template_args=targs)
-    # Semantic checks that need evaluation: every case must give positive launch dimensions.
-    problems = []
-    for case in spec.cases()[:64]:
+    # Semantic checks that need evaluation: every case must give positive launch dimensions
+    # and buffers of a sane size (estimated here, before anything is allocated).
+    problems: list[Diagnostic] = []
+    line, col = kernel.spec.span.start_line, kernel.spec.span.start_col
+    try:
+        cases = spec.cases()
+        timed = spec.bench_cases()
+    except exprs.ExprError as e:
+        raise SpecErrors([_diag(*loc.key("require"), f"require: {e}")]) from None
+    for case in cases[:64] + timed[:64]:
         try:
             g, b, _ = spec.launch_dims(case)
             for a in args.values():
-                if a.pointer:
-                    spec.shape(a.name, case)
-                else:
+                if not a.pointer:
                     spec.scalar(a.name, case)
+            big = _case_bytes(spec, case)
         except exprs.ExprError as e:
-            problems.append(str(e))
+            problems.append(_diag(line, col, col + 2, str(e)))
+            break
+        except _TooLarge as e:
+            problems.append(_diag(*loc.key(e.arg, "args"), str(e)))
             break
         if min(b) < 1 or b[0] * b[1] * b[2] > 1024:
-            problems.append(f"block {b} at sizes {case} is not between 1 and 1024 threads")
+            problems.append(_diag(line, col, col + 2, f"block {b} at sizes {case} is not between 1 and 1024 threads"))
             break
-    if not spec.cases():
-        problems.append("no test case: [sizes] is empty or `require` rules out every combination")
+        if min(g) < 1 or g[0] >= 1 << 31 or g[1] > 65535 or g[2] > 65535:
+            problems.append(_diag(*loc.key("grid"), f"grid {g} at sizes {case} is not a valid CUDA grid"))
+            break
+        del big
+    if not cases:
+        problems.append(_diag(line, col, col + 2, "no test case: [sizes] is empty or `require` rules out every combination"))
     if problems:
-        line, col = kernel.spec.span.start_line, kernel.spec.span.start_col
-        raise SpecErrors([_diag(line, col, col + 2, problems[0])])
+        raise SpecErrors(problems[:1])
     return spec
+
+
+class _TooLarge(Exception):
+    def __init__(self, arg: str, message: str):
+        super().__init__(message)
+        self.arg = arg
+
+
+def _case_bytes(spec: Spec, case: dict[str, int]) -> int:
+    """Bytes of all buffers of one case, or _TooLarge naming the argument that breaks the cap."""
+    total = 0
+    for a in spec.args.values():
+        if not a.pointer:
+            continue
+        shape = spec.shape(a.name, case)
+        if any(d < 0 for d in shape):
+            raise _TooLarge(a.name, f"parameter {a.name!r}: negative shape {shape} at sizes {case}")
+        n = a.dtype.itemsize
+        for d in shape:
+            n *= d
+        total += n
+        if total > MAX_CASE_BYTES:
+            raise _TooLarge(a.name, f"parameter {a.name!r}: the buffers of sizes {case} would take "
+                                    f"{total / 2**30:.1f} GiB (at most {MAX_CASE_BYTES >> 30} GiB per case)")
+    return total
 
 
 def validate(kernel: Kernel, model: SourceModel | None = None) -> list[Diagnostic]:
