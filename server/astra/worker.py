@@ -59,8 +59,24 @@ class RemoteError(WorkerError):
 
 # ---- the parent side ---------------------------------------------------------------------
 
+# What a worker may inherit: it compiles and runs kernels, never talks to an LLM, so it gets
+# no keys — only these names (and prefixes), and never one that looks like a secret.
+_ENV_NAMES = {"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TMP", "TEMP",
+              "LD_LIBRARY_PATH", "VIRTUAL_ENV", "CONDA_PREFIX", "XDG_CACHE_HOME", "XDG_RUNTIME_DIR",
+              "PYTHONHASHSEED", "SYSTEMROOT", "NUMBA_CACHE_DIR"}
+_ENV_PREFIXES = ("LC_", "ASTRA_", "CUDA_", "CUPY_", "NVIDIA_", "NVRTC_", "OMP_")
+_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE", "SESSION",
+                 "URL")  # a base URL may carry user:password@
+
+
+def _inherited(name: str) -> bool:
+    if any(w in name.upper() for w in _SECRET_WORDS):
+        return False
+    return name in _ENV_NAMES or name.startswith(_ENV_PREFIXES)
+
+
 def _child_env(extra: dict[str, str] | None) -> dict[str, str]:
-    env = dict(os.environ)
+    env = {k: v for k, v in os.environ.items() if _inherited(k)}
     # Everything importable here is importable there (editable installs, pytest's rootdir...).
     paths = [p for p in sys.path if p]
     if env.get("PYTHONPATH"):

@@ -167,7 +167,34 @@ class _Gate:
             self.pool.shutdown(wait=False, cancel_futures=True)
             self.pool, self.builds = None, {}
 
+    def device_compile(self) -> bool:
+        """CPU backend: GPU first. Both units must compile for the GPU (NVRTC, device code
+        only) before any of their code runs on the host: host-only code in a kernel (file I/O,
+        processes, hidden behind `#ifndef __CUDACC_RTC__` or not) is an error, never a pass."""
+        from .. import static
+
+        for unit, role in ((self.ref_unit, "reference"), (self.cand_unit, "candidate")):
+            if unit is None:
+                continue
+            r = static.compile_unit(unit)
+            if r.ok:
+                continue
+            errors = [d for d in r.diagnostics if d.severity == "error"] or r.diagnostics
+            said = "; ".join(d.human(os.path.basename(unit.path)) for d in errors[:4]) or r.log[-600:]
+            msg = (f"the {role} does not compile for the GPU ({r.compiler or 'NVRTC'}), so it is not run on the CPU: "
+                   f"{said}")
+            if role == "reference":
+                self.v.status, self.v.log = "error", msg
+            else:
+                self.v.log = r.log
+                self.fail("compile", msg, line=errors[0].line + 1 if errors else None)
+                self.v.checks.append(CheckResult("compile", False, msg))
+            return False
+        return True
+
     def compile_all(self) -> bool:
+        if self.cpu and not self.device_compile():
+            return False
         self.start_builds()
         if self.ref_unit is not None:
             try:

@@ -32,7 +32,20 @@ mprotect mremap madvise shm_open memfd_create syscall ptrace kill raise signal s
 setrlimit prlimit getrlimit setuid setgid seteuid chroot pivot_root mount umount ioctl fcntl
 getenv setenv putenv unsetenv pthread_create pthread_kill sleep usleep nanosleep
 ifstream ofstream fstream filebuf thread jthread async
+freopen64 fopen64 tmpfile64 openat64 openat2 creat64 mkostemp mkostemps mkstemps mkdtemp tmpnam tempnam
+renameat2 linkat symlinkat readlink readlinkat mknod mknodat fchmodat fchownat utime utimes utimensat
+futimens truncate64 ftruncate64 sendfile splice tee copy_file_range io_uring_setup io_uring_enter
+execveat clone3 unshare setns prctl seccomp bpf perf_event_open process_vm_readv process_vm_writev
+userfaultfd dl_iterate_phdr environ __environ fgets fputs fputc fgetc getc putc fwrite fread fprintf
+vfprintf fscanf vfscanf fflush fseek fseeko ftell rewind setvbuf setbuf getline getdelim stdin stdout
+stderr fileno popen2 daemon setsid setpgid
 """.split())
+
+# Attributes that run code at load time, rename symbols or redirect calls: `__attribute__((constructor))`
+# would run before any check, `weakref("system")` or `alias` call a forbidden function by another name.
+FORBIDDEN_ATTRIBUTES = frozenset({"constructor", "destructor", "__constructor__", "__destructor__",
+                                  "init_priority", "section", "__section__", "weakref", "alias", "ifunc",
+                                  "symver"})
 
 # What the CPU backend cannot run faithfully, with the reason shown to the user.
 UNSUPPORTED_IDENTIFIERS = {
@@ -144,9 +157,54 @@ def includes(source: str) -> list[str]:
     return out
 
 
-def user_lines(preprocessed: str, user_files: set[str] | None = None) -> tuple[str, list[Place | None]]:
+def directive_problems(text: str, filename: str, own_names: set[str] | None = None) -> list[str]:
+    """Preprocessor tricks that would make user code pass for a system header: GNU line markers
+    (`# 1 "/usr/include/stdlib.h" 3`), `#line` naming another file, and the `system_header`
+    pragma in any spelling. Checked on the raw text of the unit and of each user header (the
+    preprocessed output cannot tell a real system header from a forged one)."""
+    tree = parse(text)
+    marks = line_directives(tree, filename)
+    own = {filename} | (own_names or set())
+    found = []
+    for n in _walk(tree.root_node):
+        where = place_of_row(marks, n.start_point[0], filename)
+        if n.type == "preproc_call":
+            d = n.child_by_field_name("directive")
+            directive = d.text.decode().strip() if d is not None else ""
+            a = n.child_by_field_name("argument")
+            arg = a.text.decode().strip() if a is not None else ""
+            if directive[1:].strip()[:1].isdigit():
+                found.append(f"a line marker ({directive} {arg}) at {where}")
+            elif directive == "#line":
+                parts = arg.split(None, 1)
+                named = parts[1].strip().strip('"') if len(parts) > 1 else None
+                if named is not None and named not in own:
+                    found.append(f"#line naming another file ({named}) at {where}")
+        if n.child_count == 0 or n.type in ("preproc_arg", "string_content"):
+            if b"system_header" in n.text:
+                found.append(f"the system_header pragma at {where}")
+    return _dedup(found)
+
+
+def absolute_includes(source: str, filename: str) -> list[str]:
+    """`#include "/abs/path"`: kernel code includes by name, through the include path."""
+    tree = parse(source)
+    marks = line_directives(tree, filename)
+    found = []
+    for n in _walk(tree.root_node):
+        if n.type == "preproc_include":
+            path = n.child_by_field_name("path")
+            if path is not None and path.text.decode().strip('<>"').startswith("/"):
+                found.append(f"an include by absolute path ({path.text.decode()}) at "
+                             f"{place_of_row(marks, n.start_point[0], filename)}")
+    return found
+
+
+def user_lines(preprocessed: str, trusted: tuple[str, ...] = ()) -> tuple[str, list[Place | None]]:
     """Keep the lines of a `g++ -E` output that come from non-system files (the user's code,
-    after macro expansion); blank the rest. Returns the text and each row's user place."""
+    after macro expansion); blank the rest. Returns the text and each row's user place. A file
+    counts as a system header only when the compiler says so *and* it lies under one of the
+    `trusted` folders (the compiler's and CUDA's headers, Astra's runtime)."""
     out, places = [], []
     file, line, system = "?", 1, False
     for raw in preprocessed.split("\n"):
@@ -158,7 +216,7 @@ def user_lines(preprocessed: str, user_files: set[str] | None = None) -> tuple[s
                 file = rest[1:end]
                 flags = rest[end + 1:].split()
                 line = int(head)
-                system = "3" in flags or file.startswith("<")
+                system = file.startswith("<") or ("3" in flags and _under(file, trusted))
                 out.append("")
                 places.append(None)
                 continue
@@ -172,6 +230,13 @@ def user_lines(preprocessed: str, user_files: set[str] | None = None) -> tuple[s
     return "\n".join(out), places
 
 
+def _under(path: str, roots: tuple[str, ...]) -> bool:
+    import os
+
+    real = os.path.realpath(path)
+    return any(real == r or real.startswith(r.rstrip("/") + "/") for r in roots)
+
+
 def _name_of(node) -> str:
     if node.type == "qualified_identifier":
         name = node.child_by_field_name("name")
@@ -179,9 +244,9 @@ def _name_of(node) -> str:
     return node.text.decode()
 
 
-def screen_preprocessed(preprocessed: str) -> tuple[list[str], list[str]]:
+def screen_preprocessed(preprocessed: str, trusted: tuple[str, ...] = ()) -> tuple[list[str], list[str]]:
     """(forbidden uses, unsupported uses) in the user's lines, each as 'what at file:line'."""
-    text, places = user_lines(preprocessed)
+    text, places = user_lines(preprocessed, trusted)
     tree = parse(text)
     own = _own_names(tree.root_node)
     forbidden: list[str] = []
@@ -197,13 +262,25 @@ def screen_preprocessed(preprocessed: str) -> tuple[list[str], list[str]]:
                 first = next((k for k in _walk(name) if k.type in ("identifier", "type_identifier")), name)
                 if first.text.decode() not in CUB_STAND_IN:
                     unsupported.append(f"CUB (cub::{first.text.decode()}) at {places[row]}")
+        elif t in ("attribute_specifier", "attribute_declaration", "attribute"):
+            for k in _walk(n):
+                if k.type == "identifier" and k.text.decode() in FORBIDDEN_ATTRIBUTES:
+                    forbidden.append(f"__attribute__(({k.text.decode()})) at {places[row]}")
         elif t in ("identifier", "type_identifier", "namespace_identifier"):
             name = n.text.decode()
-            if name in FORBIDDEN and name not in own and not _is_declarator(n):
+            # `::system` or `std::system` means the library's, whatever a local is called
+            qualified = n.parent is not None and n.parent.type == "qualified_identifier" and \
+                n.parent.child_by_field_name("name") == n and _global_or_std(n.parent)
+            if name in FORBIDDEN and (qualified or name not in own) and not _is_declarator(n):
                 forbidden.append(f"{name} at {places[row]}")
             elif name in UNSUPPORTED_IDENTIFIERS:
                 unsupported.append(f"{UNSUPPORTED_IDENTIFIERS[name]} ({name}) at {places[row]}")
     return _dedup(forbidden), _dedup(unsupported)
+
+
+def _global_or_std(q) -> bool:
+    scope = q.child_by_field_name("scope")
+    return scope is None or scope.text.decode() in ("std", "::std")
 
 
 _DECLARATOR_WRAPPERS = ("pointer_declarator", "array_declarator", "reference_declarator",

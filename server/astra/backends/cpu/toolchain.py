@@ -26,6 +26,7 @@ SHIM = RUNTIME_DIR / "astra_cuda_shim.h"
 RUNTIME_SRC = RUNTIME_DIR / "astra_runtime.cpp"
 FALLBACK_INCLUDE = RUNTIME_DIR / "fallback"
 COMPILE_TIMEOUT_S = 120
+MAX_HEADER_BYTES = 4 << 20  # a user header read for the screen
 
 
 def cache_dir() -> Path:
@@ -297,32 +298,94 @@ def entries(name_expressions: Sequence[str]) -> str:
     return "\n".join(out) + "\n"
 
 
+# The user's code sees the macros NVRTC defines, so the CPU compiles exactly the code the GPU
+# compile accepted: `#ifndef __CUDACC_RTC__` cannot hide host code from the GPU-first check.
+NVRTC_VIEW = "#define __CUDACC__ 1\n#define __CUDACC_RTC__ 1\n"
+
+
 def _named(source: str, filename: str) -> str:
     """Messages name the user's file even where the unit has no #line of its own."""
-    return f'#line 1 "{filename}"\n' + source
+    return NVRTC_VIEW + f'#line 1 "{filename}"\n' + source
 
 
 def preprocess(source: str, filename: str, options: Sequence[str]) -> str:
+    return preprocess_with_headers(source, filename, options)[0]
+
+
+def preprocess_with_headers(source: str, filename: str, options: Sequence[str]) -> tuple[str, list[str]]:
+    """`g++ -E` of the unit (sandboxed), and the real paths of the headers it read."""
     with build_dir() as d:
         src = Path(d) / "unit.cpp"
         src.write_text(_named(source, filename))
-        cmd = [compiler(), *base_flags(""), *options, "-include", str(SHIM), "-E", "-x", "c++", str(src)]
+        deps = Path(d) / "unit.d"
+        cmd = [compiler(), *base_flags(""), *options, "-include", str(SHIM), "-E", "-MD", "-MF", str(deps),
+               "-x", "c++", str(src)]
         try:
             r = run_compiler(cmd, confinement(d, options))
         except subprocess.TimeoutExpired:
             raise CompileError(f"preprocessing {filename} timed out after {COMPILE_TIMEOUT_S} s")
         if r.returncode != 0:
             raise CompileError(f"{filename} does not compile:\n{_first_errors(r.stderr)}", log=r.stderr)
-        return r.stdout
+        headers = _dependencies(deps.read_text()) if deps.exists() else []
+        return r.stdout, [h for h in headers if h != str(src)]
+
+
+def _dependencies(make_rule: str) -> list[str]:
+    """The prerequisites of a `-MD` rule ('out: a.h b\\ c.h \\<newline> d.h')."""
+    body = make_rule.replace("\\\n", " ").split(":", 1)[-1]
+    out, cur, i = [], "", 0
+    while i < len(body):
+        ch = body[i]
+        if ch == "\\" and i + 1 < len(body) and body[i + 1] in " #":
+            cur += body[i + 1]
+            i += 2
+            continue
+        if ch.isspace():
+            if cur:
+                out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+        i += 1
+    if cur:
+        out.append(cur)
+    return [os.path.realpath(p) for p in out]
+
+
+def trusted_header_dirs() -> tuple[str, ...]:
+    """Where real system headers live: the compiler's own include folders, CUDA's, Astra's runtime
+    (and its precompiled copy in the cache). Only there may a header be a 'system header'."""
+    dirs = ["/usr/include", "/usr/lib/gcc", "/usr/local/include", *cuda_include_dirs(), str(RUNTIME_DIR),
+            *(str(p) for p in cache_dir().glob("pch-*"))]
+    exe = shutil.which(compiler())
+    if exe:
+        dirs.append(str(Path(os.path.realpath(exe)).parent.parent))  # a toolchain outside /usr
+    return tuple(os.path.realpath(d) for d in dirs)
 
 
 def check_source(source: str, filename: str, options: Sequence[str]) -> None:
-    """Refuse forbidden host APIs (CompileError) and detect unsupported features (Unsupported)."""
+    """Refuse forbidden host APIs and preprocessor tricks (CompileError) and detect unsupported
+    features (Unsupported). A first, friendly error: the sandbox is the guarantee."""
     found = screen.unsupported_includes(source, filename)
     if found:
         raise Unsupported("the CPU backend cannot run this kernel faithfully; needs a GPU to verify: "
                           + "; ".join(found))
-    forbidden, unsupported = screen.screen_preprocessed(preprocess(source, filename, options))
+    tricks = screen.absolute_includes(source, filename) + screen.directive_problems(source, filename)
+    if not tricks:
+        text, headers = preprocess_with_headers(source, filename, options)
+        trusted = trusted_header_dirs()
+        for h in headers:
+            if not screen._under(h, trusted):
+                try:
+                    with open(h, "rb") as f:
+                        raw = f.read(MAX_HEADER_BYTES).decode(errors="replace")
+                except OSError:
+                    continue
+                tricks += screen.directive_problems(raw, h)
+    if tricks:
+        raise CompileError("refused: preprocessor directives that disguise kernel code as a system header "
+                           "or pull files by absolute path: " + ", ".join(tricks))
+    forbidden, unsupported = screen.screen_preprocessed(text, trusted)
     if forbidden:
         raise CompileError("refused: the kernel calls host APIs a kernel has no business using "
                            "(the CPU backend runs it as host code): " + ", ".join(forbidden))
