@@ -340,6 +340,8 @@ def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm:
     candidates: how many candidates each round proposes; they are evaluated at once where the
     executor has room (one GPU per evaluation), and the best verified one is kept.
     run_id: the id a new run gets (default: made from the time and the kernel)."""
+    if rounds is not None and (isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= 1000):
+        raise AstraError(f"rounds must be a whole number from 1 to 1000, got {rounds!r}")
     from . import agents, worker
     from .agents import runlog
     from .evaluation import Check, Evaluation
@@ -412,9 +414,8 @@ def runs(snap: Snapshot, kernel: str | None = None) -> list[RunInfo]:
 def write_result(path: str, original: str, new_text: str) -> None:
     """Put the optimized text into the file, keeping the original in `.astra/originals/`.
     Refuses when the file changed on disk since it was read: nothing the user typed is lost."""
-    from pathlib import Path
     current = files.read_source(path)
     if current != original:
         raise AstraError(f"{path} changed while optimizing; not writing (the result is in the run log)")
     workspace.save_original(path, original)
-    workspace._atomic_write(Path(path), new_text)
+    workspace.replace_if_unchanged(path, original, new_text)

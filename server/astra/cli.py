@@ -14,7 +14,7 @@ import json
 import sys
 import threading
 
-from . import __version__, api, sarif
+from . import __version__, api, redact, sarif
 from .contract import DEFAULT_ARCH
 from .errors import AstraError
 
@@ -44,7 +44,21 @@ def _print_markdown(text: str) -> None:
 
 
 def _emit_json(obj) -> None:
-    print(json.dumps(obj, indent=2, default=str))
+    print(redact.text(json.dumps(obj, indent=2, default=str)))
+
+
+MAX_ROUNDS = 1000
+
+
+def _rounds(value: str) -> int:
+    """--rounds: a whole number from 1 to MAX_ROUNDS (argparse turns the ValueError into exit 2)."""
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
+    if not 1 <= n <= MAX_ROUNDS:
+        raise argparse.ArgumentTypeError(f"must be from 1 to {MAX_ROUNDS}, got {n}")
+    return n
 
 
 def _error_json(message: str, *, kind: str = "bad_input", file: str | None = None, line: int | None = None,
@@ -247,12 +261,12 @@ def cmd_optimize(a) -> int:
         out["text_edit"] = _edit_json(out.get("text_edit"))
         _emit_json(out)
     else:
-        _print_markdown(result.summary_markdown())
+        _print_markdown(redact.text(result.summary_markdown()))
     if result.interrupted:  # the cluster lost the evaluation twice: not a verdict on the kernel
-        print(f"astra: {a.file}: {result.error}; resume with --resume {result.run_id}", file=sys.stderr)
+        print(f"astra: {a.file}: {redact.text(result.error or '')}; resume with --resume {result.run_id}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if result.error:  # the original does not compile or does not pass the gate: nothing to optimize
-        print(f"astra: {a.file}: {result.error}", file=sys.stderr)
+        print(f"astra: {a.file}: {redact.text(result.error)}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
 
@@ -361,7 +375,7 @@ def _progress_printer():
         best = event.get("best_speedup")
         head = f"[round {rnd}] " if rnd is not None else ""
         tail = f"  (best {best:.2f}×)" if isinstance(best, (int, float)) else ""
-        con.print(f"[dim]{head}{msg}{tail}[/]")
+        con.print(f"[dim]{head}{redact.text(str(msg))}{tail}[/]")
     return progress
 
 
@@ -448,7 +462,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="compile_commands.json to use (default: the nearest one, also under build/)")
     sub.choices["profile"].add_argument("--ncu", action="store_true", help="collect Nsight Compute metrics")
     o = sub.choices["optimize"]
-    o.add_argument("--rounds", type=int, default=None,
+    o.add_argument("--rounds", type=_rounds, default=None,
                    help="rounds in all (default 5; with --resume: an interrupted run's own total, "
                         "a finished run's rounds, i.e. only report it)")
     o.add_argument("--llm", choices=["offline", "openai"], default=None,
@@ -526,10 +540,10 @@ def _report_error(args, e: AstraError) -> int:
     diagnostics = e.diagnostics if isinstance(e, SpecErrors) else None
     if diagnostics and path:
         for d in diagnostics:
-            print(f"astra: {d.human(path)}", file=sys.stderr)
+            print(f"astra: {redact.text(d.human(path))}", file=sys.stderr)
     else:
         where = f"{path}:{e.line + 1}:{(e.col or 0) + 1}: " if e.line is not None and path else ""
-        print(f"astra: {where}{e.message}", file=sys.stderr)
+        print(f"astra: {where}{redact.text(e.message)}", file=sys.stderr)
     if args.json:
         if args.format == "sarif" and diagnostics and path:
             _emit_sarif(path, [sarif.from_diagnostic(d) for d in diagnostics])

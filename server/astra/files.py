@@ -1,7 +1,11 @@
 """Reading a user's file safely: size limit, binary junk and encoding errors become clear
-AstraErrors (exit 2), never tracebacks."""
+AstraErrors (exit 2), never tracebacks. Only regular files are read: a FIFO, a device
+(/dev/zero) or a socket would block or never end, and is refused before it is opened for reading
+(and checked again on the open descriptor, so a swap in between is caught too)."""
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 from .errors import AstraError
@@ -23,14 +27,46 @@ def check_text(data: bytes, name: str) -> str:
                          f"save the file as UTF-8", line=line - 1, col=0) from None
 
 
-def read_source(path: str) -> str:
-    p = Path(path)
-    if not p.exists():
-        raise AstraError(f"{path}: no such file")
-    if p.is_dir():
-        raise AstraError(f"{path}: is a directory, not a CUDA source file")
+def _kind(mode: int) -> str | None:
+    """What a non-regular file is, for the message (None: a regular file)."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def read_bytes(path: str, limit: int = MAX_BYTES) -> bytes:
+    """At most limit + 1 bytes of the regular file at `path` (one more than the limit, so that
+    callers can tell a file that is too large)."""
     try:
-        data = p.read_bytes() if p.stat().st_size <= MAX_BYTES else p.open("rb").read(MAX_BYTES + 1)
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise AstraError(f"{path}: no such file") from None
     except OSError as e:
         raise AstraError(f"{path}: cannot read ({e.strerror})") from None
-    return check_text(data, path)
+    what = _kind(st.st_mode)
+    if what:
+        raise AstraError(f"{path}: is {what}, not a CUDA source file")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise AstraError(f"{path}: cannot read ({e.strerror})") from None
+    with os.fdopen(fd, "rb") as f:
+        what = _kind(os.fstat(f.fileno()).st_mode)
+        if what:
+            raise AstraError(f"{path}: is {what}, not a CUDA source file")
+        try:
+            return f.read(limit + 1)
+        except OSError as e:
+            raise AstraError(f"{path}: cannot read ({e.strerror})") from None
+
+
+def read_source(path: str) -> str:
+    return check_text(read_bytes(path), path)

@@ -14,6 +14,8 @@ import json
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from . import redact
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -217,9 +219,10 @@ def _diff(diff: str) -> str:
 
 
 def page(title: str, sections: Sequence[str]) -> str:
+    """The whole page, secrets masked (an endpoint's error may have echoed the key)."""
     body = "\n".join(s for s in sections if s)
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{e(title)}</title><style>{CSS}</style>"
-            f"</head><body>\n<h1>{e(title)}</h1>\n{body}\n</body></html>\n")
+    return redact.text(f"<!doctype html><html><head><meta charset='utf-8'><title>{e(title)}</title>"
+                       f"<style>{CSS}</style></head><body>\n<h1>{e(title)}</h1>\n{body}\n</body></html>\n")
 
 
 def kernel_page(kernel: str, *, verdict: Verdict | None = None, profile: Profile | None = None,

@@ -9,6 +9,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,7 +113,53 @@ def save_original(path: str | os.PathLike, text: str) -> Path:
     return f
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+def _atomic_write(path: Path, text: str, mode: int = 0o600) -> None:
+    """Write `text` to a fresh temporary file beside `path` (never through a link planted at the
+    temporary name), then rename it over `path`."""
+    tmp = path.with_name(f".{path.name}.astra-{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(text.encode("utf-8"))
+            f.flush()
+            os.fchmod(f.fileno(), mode)  # the umask must not narrow or widen what the file had
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def replace_if_unchanged(path: str | os.PathLike, expected: str, new_text: str) -> Path:
+    """Put `new_text` into the file at `path` only if it still holds `expected`. A symbolic link
+    is followed (the real file changes, the link stays), the file keeps its permission bits (and
+    owner, where allowed), and the new content appears at once by a rename in the real file's
+    folder, right after a last check that the file was not touched since it was compared."""
+    from . import files
+    from .errors import AstraError
+
+    real = Path(os.path.realpath(path))
+    before = os.stat(real)
+    if files.read_source(str(real)) != expected:
+        raise AstraError(f"{path} changed on disk; not writing (nothing you typed is lost)")
+    mode = stat.S_IMODE(before.st_mode)
+    tmp = real.with_name(f".{real.name}.astra-{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(new_text.encode("utf-8"))
+            f.flush()
+            try:
+                os.fchown(f.fileno(), before.st_uid, before.st_gid)
+            except PermissionError:
+                pass
+            os.fchmod(f.fileno(), mode)
+            os.fsync(f.fileno())
+        now = os.stat(real)
+        if (now.st_ino, now.st_size, now.st_mtime_ns) != (before.st_ino, before.st_size, before.st_mtime_ns):
+            raise AstraError(f"{path} changed on disk while writing; not written (nothing you typed is lost)")
+        os.replace(tmp, real)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return real

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from string import Template
 
+from .. import redact
 from .records import Usage
 
 KEY_ENV = ("ASTRA_API_KEY", "OPENAI_API_KEY")
@@ -39,7 +40,7 @@ class LLMConfig:
         return self.base_url is None or "api.openai.com" in self.base_url
 
     def to_json(self) -> dict:  # what the run log records (never the key)
-        return {"model": self.model, "base_url": self.base_url, "timeout_s": self.timeout_s,
+        return {"model": self.model, "base_url": redact.url(self.base_url), "timeout_s": self.timeout_s,
                 "max_retries": self.max_retries, "temperature": self.temperature,
                 "reasoning_effort": self.reasoning_effort, "max_output_tokens": self.max_output_tokens}
 
@@ -77,6 +78,7 @@ class LLMClient:
             raise AstraError("no API key for OpenAI: set ASTRA_API_KEY or OPENAI_API_KEY "
                              "(or give --base-url for a local server)")
         self._openai = openai
+        redact.remember(key)  # echoed back in an error, it is masked wherever Astra shows it
         self.transcript: list[dict] = []  # every exchange (never the key), for the run log
         self._client = openai.OpenAI(base_url=cfg.base_url, api_key=key, timeout=cfg.timeout_s,
                                      max_retries=cfg.max_retries)
@@ -130,7 +132,7 @@ class LLMClient:
 
 
 def _brief(e: Exception) -> str:
-    s = str(e)
+    s = redact.text(str(e))
     return s if len(s) < 300 else s[:300] + "..."
 
 

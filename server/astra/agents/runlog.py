@@ -18,6 +18,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import redact
 from ..evaluation import Evaluation
 from .records import Round
 
@@ -27,8 +28,9 @@ def new_run_id(kernel: str) -> str:
 
 
 def _write(path: Path, text: str) -> None:
+    """Every run-log file goes through here: secrets are masked on the way to disk."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
+    tmp.write_text(redact.text(text), encoding="utf-8")
     os.replace(tmp, path)
 
 

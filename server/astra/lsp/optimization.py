@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
+from astra import redact
 from astra.lsp import anchor as anchoring
 from astra.lsp import views
 from astra.lsp.convert import Span, lsp_range
@@ -67,7 +68,7 @@ async def optimize(ls: AstraServer, uri: str, name: str) -> dict[str, Any]:
         if opt.cancel.is_set() or result.cancelled:
             opt.status, opt.message = "cancelled", "cancelled"
         elif result.error:
-            opt.status, opt.message = "failed", result.error
+            opt.status, opt.message = "failed", redact.text(result.error)
         else:
             opt.status, opt.result = "done", result
             if opt.improved:
@@ -82,7 +83,7 @@ async def optimize(ls: AstraServer, uri: str, name: str) -> dict[str, Any]:
         else:
             if not is_user_error(e):
                 ls.log_error(f"optimizing {name} failed", traceback.format_exc())
-            opt.status, opt.message = "failed", user_message(e)
+            opt.status, opt.message = "failed", redact.text(user_message(e))
     finally:
         ls.progress_end(token, opt.status)
         ls.send_status(uri)
@@ -102,7 +103,8 @@ def on_progress(ls: AstraServer, uri: str, opt: Optimization, token: str | None,
     best = event.get("best_speedup", event.get("best"))
     if isinstance(best, (int, float)):
         opt.best_speedup = float(best)
-    opt.message = str(event.get("message") or " · ".join(f"{k} {v}" for k, v in event.items() if v is not None))
+    opt.message = redact.text(str(event.get("message")
+                                  or " · ".join(f"{k} {v}" for k, v in event.items() if v is not None)))
     if token is not None:
         pct = None
         if isinstance(event.get("round"), int) and rounds:

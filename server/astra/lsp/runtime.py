@@ -20,7 +20,7 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.workspace import TextDocument
 
-from astra import contract
+from astra import contract, redact
 from astra.lsp import settings as settings_mod
 from astra.lsp import views
 from astra.lsp.state import DocState
@@ -120,15 +120,17 @@ class AstraServer(LanguageServer):
         for uri in list(self.docs):
             self.send_status(uri)
 
+    # Everything the editor is told goes through redact.text: an endpoint's error may echo the key.
     def log_info(self, msg: str) -> None:
-        self.window_log_message(types.LogMessageParams(types.MessageType.Info, msg))
+        self.window_log_message(types.LogMessageParams(types.MessageType.Info, redact.text(msg)))
 
     def log_error(self, msg: str, detail: str = "") -> None:
         log.error("%s\n%s", msg, detail)
-        self.window_log_message(types.LogMessageParams(types.MessageType.Error, f"{msg}\n{detail}".strip()))
+        self.window_log_message(types.LogMessageParams(types.MessageType.Error,
+                                                       redact.text(f"{msg}\n{detail}".strip())))
 
     def show(self, msg: str, kind: types.MessageType = types.MessageType.Info) -> None:
-        self.window_show_message(types.ShowMessageParams(kind, msg))
+        self.window_show_message(types.ShowMessageParams(kind, redact.text(msg)))
 
     def fail(self, message: str) -> dict[str, str]:
         """A command's answer when it cannot do what was asked (the user sees why)."""

@@ -14,7 +14,7 @@ from typing import Any
 
 from lsprotocol import types
 
-from astra import contract
+from astra import contract, redact
 from astra.lsp import analysis, kernel_tools, optimization, views
 from astra.lsp import settings as settings_mod
 from astra.lsp.runtime import DEBOUNCE_S, AstraServer, log
@@ -247,6 +247,7 @@ def main() -> None:
     # Info goes to the client's log channel (window/logMessage); stderr, which editors show as
     # errors, gets only warnings and worse.
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="astra-lsp %(levelname)s %(message)s")
+    redact.install_log_filter()
     server.start_io()
     # stdout belonged to the protocol and is closed now; later flushes must not fail.
     sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - held for the life of the process

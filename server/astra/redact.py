@@ -1,0 +1,103 @@
+"""Secrets out of everything Astra writes or shows: run logs, reports, the editor's progress and
+messages, the server's log. Applied at those edges (never to what is sent to the endpoint).
+
+Hidden: the password (and user) in a URL, the values of query parameters with key-like names,
+`Bearer …` tokens, OpenAI-style `sk-…` keys, and every key Astra was configured with (from the
+environment or settings, `remember`ed by the LLM client) wherever it appears, e.g. echoed back in
+an endpoint's error message.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+MASK = "***"
+KEY_ENV = ("ASTRA_API_KEY", "OPENAI_API_KEY", "ASTRA_LLM_API_KEY")
+SECRET_PARAMS = {"key", "api_key", "apikey", "api-key", "token", "access_token", "auth", "secret",
+                 "password", "sig", "signature", "code", "client_secret", "refresh_token"}
+MIN_SECRET = 6  # shorter configured "keys" (e.g. 'none') would mask ordinary words
+
+_remembered: set[str] = set()
+_lock = threading.Lock()
+
+_URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s\"'<>]+")
+_BEARER = re.compile(r"(\bBearer\s+)[A-Za-z0-9._~+/=-]+", re.IGNORECASE)
+_SK = re.compile(r"\bsk-[A-Za-z0-9_-]{12,}")
+_HEADER = re.compile(r"((?:api[-_]?key|x-api-key|authorization)\s*[:=]\s*)([^\s,;\"']+)", re.IGNORECASE)
+
+
+def remember(secret: str | None) -> None:
+    """A key to hide wherever it appears from now on."""
+    if secret and len(secret) >= MIN_SECRET:
+        with _lock:
+            _remembered.add(secret)
+
+
+def _secrets() -> list[str]:
+    found = {v for k in KEY_ENV if len(v := os.environ.get(k, "")) >= MIN_SECRET}
+    with _lock:
+        found |= _remembered
+    return sorted(found, key=len, reverse=True)
+
+
+def url(u: str | None) -> str | None:
+    """The URL without its password/user and with key-like query values masked."""
+    if not u:
+        return u
+    try:
+        parts = urlsplit(u)
+    except ValueError:
+        return MASK
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = MASK + "@" + netloc.rsplit("@", 1)[1]
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        query = urlencode([(k, MASK if k.lower() in SECRET_PARAMS else v) for k, v in pairs], safe="*")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def text(s: str) -> str:
+    """`s` with every secret this module knows of masked."""
+    if not s:
+        return s
+    for secret in _secrets():
+        s = s.replace(secret, MASK)
+    s = _URL.sub(lambda m: url(m.group(0)) or "", s)
+    s = _BEARER.sub(lambda m: m.group(1) + MASK, s)
+    s = _HEADER.sub(lambda m: m.group(1) + MASK, s)
+    return _SK.sub("sk-" + MASK, s)
+
+
+def value(v):
+    """JSON-like data with every string redacted (keys too)."""
+    if isinstance(v, str):
+        return text(v)
+    if isinstance(v, dict):
+        return {value(k): value(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [value(x) for x in v]
+    return v
+
+
+class LogFilter(logging.Filter):
+    """Redacts log records (message and arguments) on their way out."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            record.msg = text(record.getMessage())
+            record.args = None
+        except Exception:  # a malformed record: keep it as it is rather than lose it
+            pass
+        return True
+
+
+def install_log_filter(logger: logging.Logger | None = None) -> None:
+    target = logger or logging.getLogger()
+    for h in target.handlers:
+        if not any(isinstance(f, LogFilter) for f in h.filters):
+            h.addFilter(LogFilter())
