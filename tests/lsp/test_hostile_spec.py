@@ -1,0 +1,89 @@
+"""A hostile document must never stall the language server: hovers answer within 100 ms while
+its specs are evaluated, and after the worker running its checks is killed."""
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+
+from conftest import EXAMPLES, Doc, until
+
+# (top-level line, extra [sizes] line, the scalar's value): one hostile spec each
+HOSTILE = [
+    ("", "", '"10**10**10"'),                         # froze the server for 60 s before expressions were bounded
+    ("", "", '"1 << 10**12"'),
+    ("", "", '"' + "+".join(["d"] * 20_000) + '"'),   # a sum of 20,000 terms
+    ("", "", '"d % 0"'),
+    ("seeds = 1000000000", "", '"d"'),                # grew a worker to 16-20 GB
+    ("", "\n".join(f"s{i} = [{', '.join(map(str, range(1, 41)))}]" for i in range(10)), '"d"'),  # 40**10 cases
+]
+
+
+def _hostile_kernel(i: int, top: str, sizes: str, value: str) -> str:
+    return (f'/* @astra\ngrid = ["n"]\nblock = [32]\n{top}\n[sizes]\nn = [1, 7]\nd = [2, 3]\n{sizes}\n'
+            f'[args]\nx = {{ type = "float", shape = ["n"], output = true }}\nd = {value}\n*/\n'
+            f'__global__ void hostile{i}(float* x, int d) {{ if (threadIdx.x == 0) x[0] = 1.0f; }}\n\n')
+
+
+def _children(pid: int, needle: bytes) -> list[int]:
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd = f.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == pid and needle in cmd:
+            out.append(int(d))
+    return out
+
+
+async def _worst_hover(doc: Doc, line: int, col: int, n: int = 20) -> float:
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        await doc.hover(line, col)
+        times.append(time.perf_counter() - t0)
+        await asyncio.sleep(0.02)
+    print("hover ms:", [round(t * 1000, 1) for t in times])
+    return max(times)
+
+
+async def test_hover_stays_fast_on_hostile_specs_and_after_a_killed_worker(client, tmp_path):
+    # the server's own first-request cost (imports, first parse) is not what this measures
+    warm = tmp_path / "warm.cu"
+    warm.write_text((EXAMPLES / "silu_and_mul.cu").read_text())
+    wdoc = Doc(client, warm)
+    await wdoc.hover(wdoc.line_of("__global__ void silu_and_mul"), 20)
+
+    text = "".join(_hostile_kernel(i, *h) for i, h in enumerate(HOSTILE)) + (EXAMPLES / "silu_and_mul.cu").read_text()
+    path = tmp_path / "hostile.cu"
+    path.write_text(text)
+    doc = Doc(client, path)
+    line = doc.line_of("__global__ void silu_and_mul")
+    col = doc.text.splitlines()[line].index("silu_and_mul")
+
+    # while the specs are parsed and evaluated (open, then a save that starts the checks)
+    assert await _worst_hover(doc, line, col) < 0.1
+    doc.save()
+    assert await _worst_hover(doc, line, col) < 0.1
+    diags = await doc.diagnostics_where(lambda ds: sum(1 for d in ds if d.code == "spec") >= len(HOSTILE))
+    said = " | ".join(d.message for d in diags if d.code == "spec")
+    for expected in ("exceeds 64 bits", "too long", "modulo by zero", "`seeds` must be", "combinations"):
+        assert expected in said, said
+
+    # a worker killed in the middle of the file's checks
+    server = next(p for p in _children(os.getpid(), b"astra.lsp"))
+    await until(lambda: _children(server, b"astra.worker"), 120)
+    for pid in _children(server, b"astra.worker"):
+        os.kill(pid, signal.SIGKILL)
+    assert await _worst_hover(doc, line, col) < 0.1
+    # and the server goes on: the next save is checked by a fresh worker
+    doc.save(doc.text + "\n")
+    await until(lambda: _children(server, b"astra.worker"), 120)
+    assert await _worst_hover(doc, line, col, n=10) < 0.1

@@ -1,0 +1,265 @@
+"""The attack catalogue: hostile kernels, headers, specs, inputs and endpoints, each with what
+must be contained. `tests/security/test_attacks.py` runs every entry on this machine (CI too);
+`python -m tests.security.catalogue` writes the table in docs/attack-catalogue.md.
+
+Kinds:
+- sandbox: host code in a kernel module, compiled with the name screen switched OFF and launched
+  on the CPU backend, so the sandbox alone must contain it (no file written, no secret read, no
+  process left, the parent unharmed). `body` runs once in thread 0 of block 0; `prelude` is
+  file-scope code (constructors, initialisers run when the module is loaded).
+- compile: a hostile unit given to the CPU compiler (screen off): the compiler's own sandbox.
+- screen: a known bypass of the name screen, which must now be refused before any compile.
+- gate: a file or candidate through the whole gate on the CPU backend (GPU first, screen, ...).
+- spec / input: a hostile spec or input through the `astra` CLI: exit code 2 with a message,
+  quickly, never a traceback, never exit 0.
+- secret / file: keys in URLs, in the environment, echoed by an endpoint; `--write` on links.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Attack:
+    name: str
+    kind: str
+    what: str                  # what the hostile code or input does
+    contained: str             # what must hold afterwards
+    stopped_by: str            # the layer expected to stop it
+    body: str = ""             # sandbox: C++ run in thread 0 (sets `r`); others: the hostile text
+    prelude: str = ""          # sandbox: file-scope C++
+    fatal: bool = False        # sandbox: the executor is expected to be killed (a LaunchError)
+    arg: str = ""              # spec/input: extra detail (the spec line, the CLI arguments)
+
+
+# `CANARY` is a folder outside everything the sandbox may touch; `SECRET` a file holding a secret
+# (and the same secret is the parent's OPENAI_API_KEY); the runner fills both in.
+SANDBOX = [
+    Attack("fopen_write", "sandbox", "fopen(\"…/pwned\", \"w\") and fputs from kernel code",
+           "no file written", "seccomp: open for writing refused (EPERM)",
+           body='FILE* f = fopen(CANARY "/pwned", "w"); if (f) { fputs("x", f); fclose(f); r = 1; }'),
+    Attack("freopen64_fputs", "sandbox", "freopen64 on stdout to a file, then fputs (not on any name list)",
+           "no file written", "seccomp: open for writing refused (EPERM)",
+           body='FILE* f = freopen64(CANARY "/pwned", "w", stdout); if (f) { fputs("x", f); fflush(f); r = 1; }'),
+    Attack("mkostemp_renameat2", "sandbox", "mkostemp in the canary folder, then renameat2",
+           "no file written", "seccomp: open for writing refused (EPERM)",
+           body='char t[] = CANARY "/pwnedXXXXXX"; int fd = mkostemp(t, 0); '
+                'if (fd >= 0) { r = 1; syscall(SYS_renameat2, AT_FDCWD, t, AT_FDCWD, CANARY "/pwned", 0); }'),
+    Attack("raw_syscall_openat", "sandbox", "a raw openat system call with O_CREAT (no libc name at all)",
+           "no file written", "seccomp: open for writing refused (EPERM)",
+           body='r = syscall(SYS_openat, AT_FDCWD, CANARY "/pwned", O_WRONLY | O_CREAT, 0644);'),
+    Attack("inline_asm_syscall", "sandbox", "the `syscall` instruction in inline assembly: open(…, O_CREAT)",
+           "no file written", "seccomp: open for writing refused (EPERM)",
+           body='long ret; const char* p = CANARY "/pwned"; '
+                'asm volatile("syscall" : "=a"(ret) : "a"(257L), "D"(-100L), "S"(p), "d"(0101L) : "rcx", "r11", "memory"); r = ret;'),
+    Attack("read_parent_environ", "sandbox", "reads /proc/<parent>/environ for OPENAI_API_KEY into the output",
+           "no secret in any output", "Landlock: /proc of other processes unreadable (EACCES)",
+           body='char p[64]; snprintf(p, sizeof p, "/proc/%d/environ", (int)getppid()); '
+                'int fd = open(p, O_RDONLY); if (fd >= 0) { r = read(fd, (char*)(out + 2), 400); }'),
+    Attack("read_own_environ", "sandbox", "reads its own environment (/proc/self/environ, getenv) for a key",
+           "no secret in any output", "empty environment",
+           body='int fd = open("/proc/self/environ", O_RDONLY); if (fd >= 0) { r = read(fd, (char*)(out + 2), 400); } '
+                'const char* k = getenv("OPENAI_API_KEY"); if (k) { strncpy((char*)(out + 2), k, 400); r = 2; }'),
+    Attack("read_secret_file", "sandbox", "opens a secret file of the user's (read-only) and copies it out",
+           "no secret in any output", "Landlock: no file outside the runtime readable (EACCES)",
+           body='int fd = open(SECRET, O_RDONLY); if (fd >= 0) { r = read(fd, (char*)(out + 2), 400); }'),
+    Attack("read_via_proc_root", "sandbox", "reaches the secret through /proc/self/root and /proc/self/cwd/..",
+           "no secret in any output", "Landlock: the real path decides (EACCES)",
+           body='int fd = open("/proc/self/root" SECRET, O_RDONLY); if (fd >= 0) r = read(fd, (char*)(out + 2), 400);'),
+    Attack("overwrite_cached_module", "sandbox", "opens the compile cache to replace another kernel's module",
+           "no file written, cache unreadable", "seccomp (write) and Landlock (read)",
+           body='r = open(CACHE "/poison.so", O_RDWR | O_CREAT, 0755); '
+                'int d = open(CACHE, O_RDONLY | O_DIRECTORY); if (d >= 0) r = 100 + d;'),
+    Attack("symlink_plant", "sandbox", "plants a symbolic link to /etc/passwd in the canary folder",
+           "no file written", "seccomp: symlink refused (EPERM)",
+           body='r = symlink("/etc/passwd", CANARY "/pwned");'),
+    Attack("fork_setsid", "sandbox", "fork() then setsid() in the child, leaving a process behind",
+           "no process left", "seccomp: fork kills the executor (SIGSYS)", fatal=True,
+           body='pid_t p = fork(); if (p == 0) { setsid(); sleep(30); _exit(0); } r = p;'),
+    Attack("raw_clone_process", "sandbox", "a raw clone(SIGCHLD) system call (a process, not a thread)",
+           "no process left", "seccomp: clone without CLONE_THREAD kills (SIGSYS)", fatal=True,
+           body='r = syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0); if (r == 0) { sleep(30); _exit(0); }'),
+    Attack("system_via_pointer", "sandbox", "calls system() through a function pointer",
+           "no process left, no file written", "seccomp: process creation kills (SIGSYS)", fatal=True,
+           body='int (*volatile f)(const char*) = system; r = f("touch " CANARY "/pwned");'),
+    Attack("execve_shell", "sandbox", "execl(\"/bin/sh\", …) to run a shell",
+           "no program run, no file written", "seccomp: execve kills (SIGSYS)", fatal=True,
+           body='r = execl("/bin/sh", "sh", "-c", "touch " CANARY "/pwned", (char*)0);'),
+    Attack("memfd_execveat", "sandbox", "memfd_create + execveat (fileless execution)",
+           "no program run", "seccomp: memfd_create refused, execveat kills", fatal=True,
+           body='int fd = syscall(SYS_memfd_create, "x", 0); r = fd; '
+                'syscall(SYS_execveat, fd < 0 ? 0 : fd, "", 0, 0, 0x1000);'),
+    Attack("constructor_at_load", "sandbox", "__attribute__((constructor)) writes a file when the module is loaded",
+           "no file written", "the sandbox is applied before the module is loaded",
+           prelude='__attribute__((constructor)) static void astra_pwn() { FILE* f = fopen(CANARY "/pwned", "w"); '
+                   'if (f) fclose(f); }'),
+    Attack("dynamic_initialiser", "sandbox", "a global's dynamic initialiser spawns a shell at load time",
+           "no process left, no file written", "seccomp: the load-time fork kills (SIGSYS)", fatal=True,
+           prelude='static int astra_pwned = system("touch " CANARY "/pwned");'),
+    Attack("unix_socket_on_disk", "sandbox", "connects to a Unix socket on disk (the parent listens there)",
+           "nothing connects", "seccomp: socket refused (EPERM)",
+           body='int s = socket(AF_UNIX, SOCK_STREAM, 0); r = s; if (s >= 0) { sockaddr_un a{}; a.sun_family = AF_UNIX; '
+                'strcpy(a.sun_path, CANARY "/listen.sock"); r = connect(s, (sockaddr*)&a, sizeof a) == 0 ? 7 : -7; }'),
+    Attack("tcp_loopback", "sandbox", "opens a TCP connection to 127.0.0.1",
+           "no socket", "seccomp: socket refused (EPERM); Landlock refuses TCP too",
+           body='int s = socket(AF_INET, SOCK_STREAM, 0); r = s; if (s >= 0) { sockaddr_in a{}; a.sin_family = AF_INET; '
+                'a.sin_port = htons(9); a.sin_addr.s_addr = htonl(0x7f000001); r = connect(s, (sockaddr*)&a, sizeof a); }'),
+    Attack("kill_parent", "sandbox", "kill(getppid(), SIGKILL): the worker holding the gate",
+           "the parent survives", "seccomp: signals only to itself (EPERM)",
+           body='r = kill(getppid(), SIGKILL);'),
+    Attack("ptrace_parent", "sandbox", "ptrace(PTRACE_ATTACH) on the parent to read its memory (the key)",
+           "the parent untouched", "seccomp: ptrace kills (SIGSYS)", fatal=True,
+           body='r = ptrace(PTRACE_ATTACH, getppid(), 0, 0);'),
+    Attack("io_uring_bypass", "sandbox", "io_uring_setup (file I/O that a seccomp filter would not see)",
+           "no ring created", "seccomp: io_uring refused (EPERM)",
+           body='char params[120] = {0}; r = syscall(SYS_io_uring_setup, 4, params);'),
+    Attack("raise_limits", "sandbox", "raises its CPU-time and address-space limits to unlimited",
+           "limits stay", "hard limits (EPERM)",
+           body='rlimit l{RLIM_INFINITY, RLIM_INFINITY}; r = setrlimit(RLIMIT_CPU, &l) + 10 * setrlimit(RLIMIT_AS, &l);'),
+    Attack("new_user_namespace", "sandbox", "unshare(CLONE_NEWUSER) to gain capabilities in a new namespace",
+           "no namespace", "seccomp: unshare refused (EPERM)",
+           body='r = unshare(0x10000000);'),
+    Attack("write_proc_self_mem", "sandbox", "opens /proc/self/mem for writing", "refused",
+           "seccomp: open for writing refused (EPERM)",
+           body='r = open("/proc/self/mem", O_RDWR);'),
+    Attack("dev_shm_drop", "sandbox", "creates a file in /dev/shm for a later process to pick up",
+           "no file written", "seccomp: open for writing refused (EPERM)",
+           body='r = open("/dev/shm/astra-pwned", O_WRONLY | O_CREAT, 0644);'),
+    Attack("memory_bomb", "sandbox", "asks for 40 GiB of memory", "the executor stops, the machine does not",
+           "RLIMIT_AS (ENOMEM); sanitizer builds: the parent's resident-memory watch",
+           body='void* p = mmap(0, (size_t)40 << 30, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0); '
+                'r = p == MAP_FAILED ? -1 : 1;'),
+    Attack("printf_flood", "sandbox", "prints 200 MiB into the log", "the log stays within 64 MiB",
+           "RLIMIT_FSIZE (writes past it fail: EFBIG)",
+           body='static char b[1 << 20]; memset(b, 97, sizeof b - 1); for (int i = 0; i < 200; ++i) printf("%s\\n", b); r = 1;'),
+    Attack("infinite_loop", "sandbox", "never returns", "stopped", "the launch timeout (process group killed)",
+           fatal=True, body='for (volatile int i = 0; ; ) (void)i;'),
+]
+
+COMPILE = [
+    Attack("include_secret_file", "compile", "#include of a secret file by absolute path, to see it in a diagnostic",
+           "the secret in no message", "compiler sandbox: Landlock (Permission denied)",
+           body='#include SECRET_Q\n'),
+    Attack("include_etc_shadow", "compile", "#include \"/etc/shadow\"", "no content in any message",
+           "compiler sandbox: Landlock (Permission denied)", body='#include "/etc/shadow"\n'),
+    Attack("include_dev_zero", "compile", "#include \"/dev/zero\" (a read that never ends)",
+           "no hang", "compiler sandbox: Landlock (Permission denied)", body='#include "/dev/zero"\n'),
+    Attack("include_fifo", "compile", "#include of a FIFO nobody writes to", "no hang",
+           "compiler sandbox: Landlock (Permission denied)", body='#include FIFO_Q\n'),
+    Attack("include_dotdot_escape", "compile", "#include \"../../../../../../../etc/passwd\"",
+           "no content in any message", "compiler sandbox: Landlock (Permission denied)",
+           body='#include "../../../../../../../../etc/passwd"\n'),
+]
+
+SCREEN = [
+    Attack("line_marker_pointer", "screen", "`# 1 \"/usr/include/stdlib.h\" 3`, then a pointer to system",
+           "refused before compiling", "screen: line marker",
+           body='# 1 "/usr/include/stdlib.h" 3\nint (*astra_f)(const char*) = system;\n'),
+    Attack("local_named_system", "screen", "a local variable named `system`, then `::system(…)`",
+           "refused before compiling", "screen: ::system",
+           body='__global__ void k(int* x) { int system = 0; ::system("id"); x[0] = system; }\n'),
+    Attack("system_header_pragma", "screen", "`#pragma GCC system_header` in a quoted local header that calls popen",
+           "refused before compiling", "screen: system_header in a user header",
+           body='#include "evil.cuh"\n__global__ void k(int* x) { x[0] = astra_evil(); }\n'),
+    Attack("absolute_system_include", "screen", "quoted #include of libstdc++'s <fstream> by absolute path",
+           "refused before compiling", "screen: absolute include",
+           body='#include "/usr/include/c++/12/fstream"\n__global__ void k(int* x) { x[0] = 1; }\n'),
+    Attack("constructor_attribute", "screen", "__attribute__((constructor)) on a file-scope function",
+           "refused before compiling", "screen: load-time attribute",
+           body='__attribute__((constructor)) static void f() {}\n__global__ void k(int* x) { x[0] = 1; }\n'),
+    Attack("weakref_alias", "screen", "a weakref alias of system under an innocent name",
+           "refused before compiling", "screen: weakref",
+           body='static int run(const char*) __attribute__((weakref("system")));\n'
+                '__global__ void k(int* x) { x[0] = run("id"); }\n'),
+    Attack("mkostemp_plain", "screen", "mkostemp and renameat2 called plainly", "refused before compiling",
+           "screen: names", body='__global__ void k(int* x) { char t[] = "/tmp/aXXXXXX"; x[0] = mkostemp(t, 0); '
+                                 'renameat2(0, t, 0, "/tmp/b", 0); }\n'),
+]
+
+GATE = [
+    Attack("zero_click_hidden_payload", "gate", "a correct kernel with freopen64/fputs inside `#ifndef __CUDACC_RTC__` "
+           "(the issue's zero-click payload: NVRTC never sees it)", "no file written on open/check",
+           "the CPU compile sees NVRTC's macros: the payload is not compiled"),
+    Attack("candidate_with_host_io", "gate", "a candidate calling fopen/fputs in the kernel (NVRTC rejects it)",
+           "never run on the CPU, never passes", "GPU first: NVRTC compile fails"),
+]
+
+SPEC = [
+    Attack("instantiate_injection", "spec", "instantiate pasted into the launcher: `<float> ? (::system(…) ? &k<float> : …)`",
+           "exit 2, no pin, no file", "spec: template arguments parsed (tree-sitter)",
+           arg='instantiate = "<float> ? (::system(\\"touch CANARY/pwned\\") ? &k<float> : &k<float>)"'),
+    Attack("power_tower", "spec", "a scalar `d = \"10**10**10\"` (a GIL-holding big-integer power)",
+           "exit 2 within seconds", "exprs: exponent bound checked before computing", arg='"10**10**10"'),
+    Attack("huge_shift", "spec", "`1 << 10**12`", "exit 2 within seconds", "exprs: shift bound", arg='"1 << 10**12"'),
+    Attack("term_flood", "spec", "a 200,000-term sum", "exit 2 within seconds", "exprs: length/term bound",
+           arg='"' + "+".join(["n"] * 200_000) + '"'),
+    Attack("modulo_zero", "spec", "`n % 0`", "exit 2 with the line", "exprs: modulo by zero", arg='"n % 0"'),
+    Attack("seed_flood", "spec", "`seeds = 1000000000` (a worker grew to 16–20 GB)", "exit 2", "spec: seeds cap",
+           arg="seeds = 1000000000"),
+    Attack("terabyte_case", "spec", "sizes making a 2**46-element buffer", "exit 2 before any allocation",
+           "spec: bytes per case", arg="[sizes]\nn = [70368744177664]"),
+    Attack("combination_flood", "spec", "ten size names of 40 values each (10**16 cases)", "exit 2 at once",
+           "spec: combinations cap", arg="combinations"),
+]
+
+INPUT = [
+    Attack("fifo_input", "input", "a FIFO as the input file", "exit 2 at once", "files: regular files only",
+           arg="fifo"),
+    Attack("dev_zero_input", "input", "/dev/zero as the input file", "exit 2 at once", "files: regular files only",
+           arg="/dev/zero"),
+    Attack("negative_rounds", "input", "`--rounds -3`", "exit 2", "CLI: --rounds 1..1000", arg="--rounds -3"),
+    Attack("oversized_input", "input", "a 6 MB file", "exit 2", "files: size bound", arg="big"),
+]
+
+SECRET = [
+    Attack("worker_environment", "secret", "a key in the parent's environment (OPENAI_API_KEY, a *_TOKEN)",
+           "absent from the worker's and the executor's environment", "worker: environment allow-list"),
+    Attack("key_in_base_url", "secret", "`--base-url https://user:KEY@host/v1?api_key=KEY`", "KEY in no run-log file",
+           "redact: URLs in run.json"),
+    Attack("endpoint_echoes_key", "secret", "an endpoint answering 401 with the key in its body",
+           "KEY in no run-log file, report or message", "redact: configured keys, Bearer, sk-…"),
+]
+
+FILES = [
+    Attack("write_through_symlink", "file", "`--write` on a symbolic link to the source",
+           "the link stays a link, the real file changes", "workspace.replace_if_unchanged follows links"),
+    Attack("write_keeps_mode", "file", "`--write` on a 0600 file", "still 0600", "workspace.replace_if_unchanged keeps the mode"),
+    Attack("write_changed_file", "file", "the file changes on disk before the write", "not overwritten",
+           "workspace.replace_if_unchanged compares first"),
+]
+
+ALL = SANDBOX + COMPILE + SCREEN + GATE + SPEC + INPUT + SECRET + FILES
+
+
+def markdown() -> str:
+    out = ["# Attack catalogue", "",
+           "Generated from `tests/security/catalogue.py` by `python -m tests.security.catalogue`; "
+           "`tests/security/test_attacks.py` runs every entry on the CI machine (`make test`) and checks "
+           "what the last column says is contained: no file written outside the sandbox, no process left, "
+           "no secret read, no exit 0 for an injected spec. *sandbox* entries run with the name screen "
+           "switched off, so the sandbox alone contains them.", ""]
+    titles = {"sandbox": "Kernel code on the host (CPU backend executor)", "compile": "The compiler over hostile source",
+              "screen": "Known bypasses of the name screen", "gate": "Files and candidates through the gate",
+              "spec": "Hostile specs", "input": "Hostile inputs to the CLI", "secret": "Secrets",
+              "file": "Writing results"}
+    for kind, title in titles.items():
+        rows = [a for a in ALL if a.kind == kind]
+        out += [f"## {title} ({len(rows)})", "", "| attack | what it does | stopped by | contained |", "|---|---|---|---|"]
+        for a in rows:
+            what = a.what.replace("|", "\\|")
+            out.append(f"| `{a.name}` | {what} | {a.stopped_by} | {a.contained} |")
+        out.append("")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    import os
+    import sys
+
+    target = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "attack-catalogue.md")
+    if "--stdout" in sys.argv:
+        print(markdown())
+    else:
+        with open(target, "w") as f:
+            f.write(markdown())
+        print(f"wrote {os.path.normpath(target)}")

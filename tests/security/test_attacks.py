@@ -1,0 +1,408 @@
+"""Every entry of the attack catalogue, run on this machine: each must be contained."""
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import socket
+import stat
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from astra.backends.base import CompileError, Launch, LaunchError
+
+from . import catalogue
+from .catalogue import Attack
+
+ROOT = Path(__file__).resolve().parents[2]
+SECRET_VALUE = "sk-canaryAstraSecret0123456789abcdef"
+PAYLOAD_HEADERS = """#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <unistd.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/ptrace.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <sched.h>
+"""
+
+
+def by_kind(kind: str) -> list[Attack]:
+    return [a for a in catalogue.ALL if a.kind == kind]
+
+
+def _executor_pids() -> set[int]:
+    """Processes running this checkout's executor (other checkouts may be testing beside us)."""
+    from astra.backends.cpu.isolation import EXECUTOR
+    mark = str(EXECUTOR).encode()
+    out = set()
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/cmdline", "rb") as f:
+                    if mark in f.read():
+                        out.add(int(d))
+            except OSError:
+                pass
+    return out
+
+
+@pytest.fixture(scope="module")
+def cpu():
+    from astra.backends.cpu import CpuBackend
+    be = CpuBackend()
+    yield be
+    be.close()
+
+
+@pytest.fixture
+def arena(tmp_path, monkeypatch):
+    """A canary folder and a secret file outside anything the sandbox may touch; the secret is
+    also the parent's API key."""
+    canary = tmp_path / "canary"
+    canary.mkdir()
+    secret = tmp_path / "secret.txt"
+    secret.write_text(SECRET_VALUE + "\n")
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET_VALUE)
+    return canary, secret
+
+
+def _no_screen(monkeypatch):
+    from astra.backends.cpu import toolchain
+    monkeypatch.setattr(toolchain, "check_source", lambda *a, **k: None)
+
+
+# ---- kernel code on the host -----------------------------------------------------------------
+
+@pytest.mark.parametrize("attack", by_kind("sandbox"), ids=lambda a: a.name)
+def test_sandbox_contains(attack, cpu, arena, monkeypatch):
+    from astra.backends.cpu import toolchain
+    canary, secret = arena
+    _no_screen(monkeypatch)
+    listener = None
+    if attack.name == "unix_socket_on_disk":
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(str(canary / "listen.sock"))
+        listener.listen(1)
+        listener.setblocking(False)
+    src = (PAYLOAD_HEADERS + f'#define CANARY "{canary}"\n#define SECRET "{secret}"\n'
+           f'#define CACHE "{toolchain.cache_dir()}"\n' + attack.prelude + "\n"
+           "__global__ void attack(long long* out) {\n"
+           "  if (threadIdx.x == 0 && blockIdx.x == 0) {\n"
+           "    long long r = 0; errno = 0;\n"
+           f"    {attack.body}\n"
+           "    out[0] = r; out[1] = errno;\n  }\n}\n")
+    before = _executor_pids()
+    mod = cpu.compile(src, ["attack"], filename=f"{attack.name}.cu")
+    out = cpu.upload(np.zeros(128, np.int64))
+    error = None
+    t0 = time.monotonic()
+    try:
+        cpu.launch(mod, "attack", Launch((1, 1, 1), (1, 1, 1), 0), [out], timeout_s=4.0)
+    except LaunchError as e:
+        error = str(e)
+    seconds = time.monotonic() - t0
+    result = cpu.download(out)
+    time.sleep(0.2)  # anything forked would have run by now
+    seen = result.tobytes() + cpu.last_output.encode() + (error or "").encode()
+
+    leftovers = sorted(p.name for p in canary.iterdir() if p.name != "listen.sock")
+    assert not leftovers, f"{attack.name} wrote {leftovers} (r={result[0]}, errno={result[1]}, {error})"
+    assert SECRET_VALUE.encode() not in seen, f"{attack.name} read the secret"
+    live = {ex.proc.pid for ex in cpu._executors.values() if ex.proc is not None}
+    assert _executor_pids() - before - live == set(), f"{attack.name} left processes behind"
+    if attack.fatal:
+        assert error, f"{attack.name} should have been stopped (r={result[0]}, errno={result[1]})"
+    if listener is not None:
+        with pytest.raises(BlockingIOError):
+            listener.accept()
+        listener.close()
+    if attack.name == "printf_flood":
+        assert cpu._executors[""].log_path.stat().st_size <= 64 << 20
+    if attack.name in ("raise_limits", "memory_bomb", "kill_parent"):
+        assert result[0] < 0, f"{attack.name} was not refused"
+    assert seconds < 15
+    print(f"{attack.name}: r={result[0]} errno={result[1]} error={error}")
+
+
+def test_the_executor_is_sandboxed(cpu):
+    """What an executor looks like from outside: seccomp on, no_new_privs, limits, empty env."""
+    from astra.backends.cpu import toolchain
+    mod = cpu.compile("__global__ void k(int* x) { x[0] = 1; }", ["k"], filename="k.cu")
+    cpu.launch(mod, "k", Launch((1, 1, 1), (1, 1, 1), 0), [cpu.upload(np.zeros(1, np.int32))])
+    pid = cpu._executors[""].proc.pid
+    status = Path(f"/proc/{pid}/status").read_text()
+    assert "Seccomp:\t2" in status and "NoNewPrivs:\t1" in status
+    limits = Path(f"/proc/{pid}/limits").read_text()
+    assert "Max address space         17179869184" in limits
+    assert "Max core file size        0" in limits
+    assert Path(f"/proc/{pid}/environ").read_bytes() == b""
+    assert os.getsid(pid) == pid  # its own session: the whole group is reaped with it
+    del toolchain
+
+
+def test_memory_watchdog_stops_a_sanitizer_executor(cpu, monkeypatch):
+    """ASan reserves terabytes of shadow, so its executor has no address-space limit: the parent
+    watches its resident memory instead (here with a small cap)."""
+    from astra.backends.cpu import isolation
+    _no_screen(monkeypatch)
+    monkeypatch.setattr(isolation, "memory_limit", lambda: 256 << 20)
+    src = PAYLOAD_HEADERS + """
+__global__ void hog(long long* out) {
+  if (threadIdx.x == 0) { size_t n = (size_t)1 << 30; volatile char* p = (volatile char*)malloc(n);
+    for (int pass = 0; pass < 50; ++pass)  // holds it for seconds: the watch looks every 0.1 s
+      for (size_t i = 0; p && i < n; i += 4096) p[i] = (char)pass;
+    out[0] = p != 0; }
+}
+"""
+    mod = cpu.compile(src, ["hog"], filename="hog.cu", sanitize=True)
+    with pytest.raises(LaunchError, match="more than 0.2 GiB of memory"):
+        cpu.launch(mod, "hog", Launch((1, 1, 1), (1, 1, 1), 0), [cpu.upload(np.zeros(2, np.int64))],
+                   timeout_s=30)
+
+
+def test_refuses_loudly_without_a_sandbox(monkeypatch):
+    from astra.backends.base import BackendUnavailable
+    from astra.backends.cpu import CpuBackend, sandbox
+    monkeypatch.setattr(sandbox, "landlock_abi", lambda: 0)
+    monkeypatch.delenv(sandbox.OPT_OUT_ENV, raising=False)
+    with pytest.raises(BackendUnavailable, match="only inside a sandbox.*Landlock"):
+        CpuBackend()
+    monkeypatch.setenv(sandbox.OPT_OUT_ENV, "1")  # the informed user's explicit choice
+    CpuBackend().close()
+
+
+# ---- the compiler ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("attack", by_kind("compile"), ids=lambda a: a.name)
+def test_compiler_sandbox_contains(attack, cpu, arena, monkeypatch, tmp_path):
+    canary, secret = arena
+    _no_screen(monkeypatch)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    src = (attack.body.replace("SECRET_Q", f'"{secret}"').replace("FIFO_Q", f'"{fifo}"')
+           + "__global__ void k(int* x) { x[0] = 1; }\n")
+    t0 = time.monotonic()
+    with pytest.raises(CompileError) as e:
+        cpu.compile(src, ["k"], filename=f"{attack.name}.cu")
+    said = str(e.value) + (e.value.log or "")
+    assert "Permission denied" in said, said
+    assert SECRET_VALUE not in said and "root:" not in said
+    assert time.monotonic() - t0 < 30
+
+
+# ---- the name screen --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("attack", by_kind("screen"), ids=lambda a: a.name)
+def test_screen_refuses_known_bypasses(attack, cpu, tmp_path):
+    (tmp_path / "evil.cuh").write_text('#pragma GCC system_header\n#include <cstdio>\n'
+                                       'static int astra_evil() { FILE* p = popen("id", "r"); return p != 0; }\n')
+    with pytest.raises(CompileError, match="refused"):
+        cpu.compile(attack.body, ["k"], filename=str(tmp_path / f"{attack.name}.cu"), options=[f"-I{tmp_path}"])
+
+
+# ---- files and candidates through the gate ----------------------------------------------------
+
+SILU = (ROOT / "examples" / "silu_and_mul.cu").read_text()
+
+
+def _cli(*args, env=None, timeout=120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "astra", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=ROOT)
+
+
+def test_gate_zero_click_hidden_payload(arena, tmp_path):
+    canary, _ = arena
+    payload = ('#ifndef __CUDACC_RTC__\n#include <cstdio>\nstatic int astra_pwn = [] { FILE* f = freopen64("'
+               f'{canary}/pwned", "w", stdout); if (f) fputs("x", f); return 0; }}();\n#endif\n')
+    f = tmp_path / "k.cu"
+    f.write_text(payload + SILU)
+    r = _cli("check", str(f), "--backend", "cpu", "--json")
+    assert r.returncode in (0, 1), r.stderr
+    assert not list(canary.iterdir())
+
+
+def test_gate_candidate_with_host_io_is_never_run(arena, cpu):
+    from astra import extract, gate, source, spec as spec_mod
+    canary, _ = arena
+    model = source.parse(SILU)
+    spec = spec_mod.load(model.kernel("silu_and_mul"), model)
+    hostile = SILU.replace("  const int64_t token = blockIdx.x;",
+                           f'  {{ FILE* f = freopen64("{canary}/pwned", "w", stdout); if (f) fputs("x", f); }}\n'
+                           "  const int64_t token = blockIdx.x;")
+    assert hostile != SILU
+    path = str(ROOT / "examples" / "silu_and_mul.cu")
+    v = gate.check(extract.unit(SILU, path, "silu_and_mul"), extract.unit(hostile, path, "silu_and_mul"), spec, cpu)
+    assert v.status == "failed" and v.failures[0].check == "compile", v.human()
+    assert "does not compile for the GPU" in v.failures[0].message
+    assert not list(canary.iterdir())
+
+
+# ---- hostile specs and inputs -----------------------------------------------------------------
+
+SPEC_FILE = """/* @astra
+grid = ["n"]
+block = [32]
+{top}
+[sizes]
+n = [1, 7]
+{sizes}
+[args]
+x = {{ type = "float", shape = ["n"], output = true }}
+n = {scalar}
+*/
+{template}__global__ void k(T* x, int n) {{ int i = threadIdx.x; if (i < n) x[i] = 1.0f; }}
+"""
+
+
+def _spec_file(attack: Attack, canary: Path) -> str:
+    top, sizes, scalar, template = "", "", '"n"', "typedef float T;\n"
+    if attack.name == "instantiate_injection":
+        template = "template <typename T>\n"
+        top = attack.arg.replace("CANARY", str(canary))
+    elif attack.name in ("power_tower", "huge_shift", "term_flood", "modulo_zero"):
+        scalar = attack.arg
+    elif attack.name == "seed_flood":
+        top = attack.arg
+    elif attack.name == "terabyte_case":
+        sizes = "m = [70368744177664]"
+        return SPEC_FILE.format(top=top, sizes=sizes, scalar=scalar, template=template).replace(
+            'shape = ["n"]', 'shape = ["n * m"]')
+    elif attack.name == "combination_flood":
+        sizes = "\n".join(f"s{i} = [{', '.join(str(v) for v in range(1, 41))}]" for i in range(10))
+    return SPEC_FILE.format(top=top, sizes=sizes, scalar=scalar, template=template)
+
+
+@pytest.mark.parametrize("attack", by_kind("spec"), ids=lambda a: a.name)
+def test_hostile_spec_is_exit_2(attack, arena, tmp_path):
+    canary, _ = arena
+    (tmp_path / ".git").mkdir()  # the workspace root: nothing may be pinned there
+    f = tmp_path / "k.cu"
+    f.write_text(_spec_file(attack, canary))
+    t0 = time.monotonic()
+    r = _cli("check", str(f), "--backend", "cpu")
+    assert r.returncode == 2, (r.returncode, r.stdout[-2000:], r.stderr[-2000:])
+    assert "Traceback" not in r.stderr and "harness spec" in r.stderr + r.stdout
+    assert time.monotonic() - t0 < 60
+    assert not list(canary.iterdir())
+    assert not (tmp_path / ".astra" / "pins.json").exists()
+
+
+@pytest.mark.parametrize("attack", by_kind("input"), ids=lambda a: a.name)
+def test_hostile_input_is_exit_2(attack, tmp_path):
+    if attack.arg == "fifo":
+        target = tmp_path / "in.cu"
+        os.mkfifo(target)
+        args = ["kernels", str(target)]
+    elif attack.arg == "big":
+        target = tmp_path / "big.cu"
+        target.write_text("// x\n" * 1_500_000)
+        args = ["kernels", str(target)]
+    elif attack.arg.startswith("--"):
+        args = ["optimize", str(ROOT / "examples" / "silu_and_mul.cu"), "--kernel", "silu_and_mul",
+                *attack.arg.split()]
+    else:
+        args = ["kernels", attack.arg]
+    r = _cli(*args, timeout=30)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and r.stderr.strip(), r.stderr
+
+
+# ---- secrets ----------------------------------------------------------------------------------
+
+def test_worker_environment_holds_no_key(monkeypatch):
+    from astra import worker
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET_VALUE)
+    monkeypatch.setenv("MY_SERVICE_TOKEN", SECRET_VALUE)
+    monkeypatch.setenv("ASTRA_BASE_URL", f"https://u:{SECRET_VALUE}@h/v1")
+    pool = worker.Pool(1, name="security-test")
+    try:
+        pid = pool.run("astra.worker:ping", None, timeout=60)["pid"]
+        env = Path(f"/proc/{pid}/environ").read_bytes()
+        assert SECRET_VALUE.encode() not in env and b"PATH=" in env
+    finally:
+        pool.close()
+
+
+def test_key_in_base_url_is_not_in_the_run_log(tmp_path):
+    from astra.agents.llm import LLMConfig
+    from astra.agents.runlog import RunLog
+    cfg = LLMConfig(model="m", base_url=f"https://user:{SECRET_VALUE}@example.invalid/v1?api_key={SECRET_VALUE}")
+    log = RunLog(tmp_path)
+    log.start({"llm": cfg.to_json(), "note": f"called {cfg.base_url}"}, "original")
+    text = (tmp_path / "run.json").read_text()
+    assert SECRET_VALUE not in text and "example.invalid" in text
+
+
+class _Echo401(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):  # noqa: N802 - the http.server API
+        key = self.headers.get("Authorization", "")
+        body = json.dumps({"error": {"message": f"invalid key {key.split()[-1]} (sent as {key})"}}).encode()
+        self.send_response(401)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_endpoint_echoing_the_key_is_redacted(tmp_path):
+    from astra.agents.llm import LLMClient, LLMConfig
+    from astra.agents.runlog import RunLog
+    server = http.server.HTTPServer(("127.0.0.1", 0), _Echo401)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        key = "canary-" + SECRET_VALUE[3:]  # not sk-shaped: only remembering the key hides it
+        client = LLMClient(LLMConfig(model="m", base_url=f"http://127.0.0.1:{server.server_port}/v1",
+                                     api_key=key, max_retries=0, timeout_s=10))
+        reply = client.chat("system", "user")
+        assert reply.error and "401" in reply.error and key not in reply.error, reply.error
+        RunLog(tmp_path).start({"transcript": client.transcript, "error": f"Bearer {key}"}, "x")
+        assert key not in (tmp_path / "run.json").read_text()
+    finally:
+        server.shutdown()
+
+
+# ---- writing results --------------------------------------------------------------------------
+
+def test_write_through_symlink_and_mode(tmp_path):
+    from astra import api
+    real = tmp_path / "real.cu"
+    real.write_text("old\n")
+    real.chmod(0o600)
+    link = tmp_path / "link.cu"
+    link.symlink_to(real)
+    (tmp_path / ".git").mkdir()
+    api.write_result(str(link), "old\n", "new\n")
+    assert link.is_symlink() and real.read_text() == "new\n"
+    assert stat.S_IMODE(real.stat().st_mode) == 0o600
+
+
+def test_write_refuses_a_changed_file(tmp_path):
+    from astra import workspace
+    from astra.errors import AstraError
+    f = tmp_path / "k.cu"
+    f.write_text("typed meanwhile\n")
+    with pytest.raises(AstraError, match="changed"):
+        workspace.replace_if_unchanged(f, "old\n", "new\n")
+    assert f.read_text() == "typed meanwhile\n"
+
+
+def test_catalogue_table_is_current():
+    doc = (ROOT / "docs" / "attack-catalogue.md").read_text()
+    assert doc == catalogue.markdown(), "run: python -m tests.security.catalogue"
