@@ -157,14 +157,14 @@ def includes(source: str) -> list[str]:
     return out
 
 
-def directive_problems(text: str, filename: str, own_names: set[str] | None = None) -> list[str]:
+def directive_problems(text: str, filename: str) -> list[str]:
     """Preprocessor tricks that would make user code pass for a system header: GNU line markers
-    (`# 1 "/usr/include/stdlib.h" 3`), `#line` naming another file, and the `system_header`
-    pragma in any spelling. Checked on the raw text of the unit and of each user header (the
-    preprocessed output cannot tell a real system header from a forged one)."""
+    (`# 1 "/usr/include/stdlib.h" 3`, whose flag 3 the compiler passes on) and the
+    `system_header` pragma in any spelling. Checked on the raw text of the unit and of each user
+    header (the preprocessed output cannot tell a real system header from a forged one). `#line`
+    is harmless: it renames, but cannot make a file a system header."""
     tree = parse(text)
     marks = line_directives(tree, filename)
-    own = {filename} | (own_names or set())
     found = []
     for n in _walk(tree.root_node):
         where = place_of_row(marks, n.start_point[0], filename)
@@ -175,11 +175,6 @@ def directive_problems(text: str, filename: str, own_names: set[str] | None = No
             arg = a.text.decode().strip() if a is not None else ""
             if directive[1:].strip()[:1].isdigit():
                 found.append(f"a line marker ({directive} {arg}) at {where}")
-            elif directive == "#line":
-                parts = arg.split(None, 1)
-                named = parts[1].strip().strip('"') if len(parts) > 1 else None
-                if named is not None and named not in own:
-                    found.append(f"#line naming another file ({named}) at {where}")
         if n.child_count == 0 or n.type in ("preproc_arg", "string_content"):
             if b"system_header" in n.text:
                 found.append(f"the system_header pragma at {where}")
@@ -216,7 +211,7 @@ def user_lines(preprocessed: str, trusted: tuple[str, ...] = ()) -> tuple[str, l
                 file = rest[1:end]
                 flags = rest[end + 1:].split()
                 line = int(head)
-                system = file.startswith("<") or ("3" in flags and _under(file, trusted))
+                system = "3" in flags and _under(file, trusted)  # <built-in> holds only macros
                 out.append("")
                 places.append(None)
                 continue

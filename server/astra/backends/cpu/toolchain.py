@@ -198,8 +198,10 @@ def _project_dirs(options: Sequence[str]) -> tuple[str, ...]:
     for o in options:
         if o.startswith("-I") and len(o) > 2 and os.path.isdir(o[2:]):
             root = root_for(o[2:])
-            # a folder with no repository above it: only itself (the home folder is no project)
-            dirs.append(str(root if root != Path.home() and root != Path("/") else Path(o[2:]).resolve()))
+            # the home folder (a file lying directly in it, no repository) or / is no project:
+            # dotfiles with credentials live there, so the compiler gets none of it
+            if root not in (Path.home().resolve(), Path("/")):
+                dirs.append(str(root))
     return tuple(dict.fromkeys(dirs))
 
 
