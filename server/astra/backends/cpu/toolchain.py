@@ -169,9 +169,10 @@ def _atomic_build_unlocked(out: Path, cmd_for: "callable", what: str, confine: "
 # ---- the compiler over a user's source runs sandboxed ------------------------------------------
 # What it may read: the system's headers, libraries and programs, CUDA's headers, Astra's runtime
 # and compile cache, and the user's project (the folders of the unit's -I options, widened to
-# their workspace root so that `#include "../common/x.cuh"` works). It writes only its own build
-# directory (and /dev/null). Nothing else: `#include "/etc/shadow"` or "~/.ssh/id_rsa" fails with
-# "Permission denied" instead of quoting the file in a diagnostic. No inherited environment.
+# their workspace root so that `#include "../common/x.cuh"` works; never the home folder itself).
+# It writes only its own build directory (and /dev/null). Nothing else: `#include "/etc/shadow"`
+# or "~/.ssh/id_rsa" fails with "Permission denied" instead of quoting the file in a diagnostic.
+# No inherited environment.
 
 SYSTEM_EXEC = ("/usr/bin", "/bin", "/usr/lib", "/usr/lib64", "/usr/libexec", "/lib", "/lib64", "/lib32",
                "/usr/lib32", "/usr/local/bin", "/usr/local/lib", "/usr/local/libexec")
