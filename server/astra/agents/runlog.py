@@ -28,9 +28,10 @@ def new_run_id(kernel: str) -> str:
 
 
 def _write(path: Path, text: str) -> None:
-    """Every run-log file goes through here: secrets are masked on the way to disk."""
+    """Every run-log file goes through here: secrets are masked on the way to disk, except in
+    the kernel sources (.cu), which must stay byte for byte what was run (resume compares them)."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(redact.text(text), encoding="utf-8")
+    tmp.write_text(text if path.suffix == ".cu" else redact.text(text), encoding="utf-8")
     os.replace(tmp, path)
 
 
