@@ -103,6 +103,8 @@ class Capabilities:
     race_checker: bool = False       # compile(races=True): data races between threads of a block
     build_prefetch: bool = False     # compiles are separate processes: start every build at once
     compute_sanitizer: bool = False  # the unit can run under compute-sanitizer (gate/sanitizer.py)
+    host_code: bool = False          # kernels run as host code (the CPU backend, sandboxed): a unit
+                                     # must compile for the GPU (NVRTC) before it is built or run
 
 
 @dataclass

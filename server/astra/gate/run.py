@@ -193,7 +193,7 @@ class _Gate:
         return True
 
     def compile_all(self) -> bool:
-        if self.cpu and not self.device_compile():
+        if self.caps.host_code and not self.device_compile():
             return False
         self.start_builds()
         if self.ref_unit is not None:

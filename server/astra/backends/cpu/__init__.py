@@ -91,7 +91,8 @@ def _cores() -> int:
 class CpuBackend(Backend):
     name = "cpu"
     # Correctness only, never speed; builds are g++ subprocesses, so they can overlap.
-    caps = Capabilities(thread_schedules=True, address_sanitizer=True, race_checker=True, build_prefetch=True)
+    caps = Capabilities(thread_schedules=True, address_sanitizer=True, race_checker=True, build_prefetch=True,
+                        host_code=True)
 
     def __init__(self, workers: int | None = None):
         toolchain.compiler()
