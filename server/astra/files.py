@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import stat
-from pathlib import Path
 
 from .errors import AstraError
 

@@ -410,16 +410,17 @@ def test_catalogue_table_is_current():
 
 def test_execution_switch_runs_nothing(tmp_path):
     """What Workspace Trust will drive: with execution off, nothing is compiled to run or run."""
-    from astra import api
+    from astra import api, snapshot
     from astra.errors import AstraError
     f = tmp_path / "k.cu"
     f.write_text(SILU)
+    snap = snapshot.of(SILU, str(f))
     api.set_execution(False, "the workspace is not trusted")
     try:
         assert api.resolve_backend("cpu") == "static"
         with pytest.raises(AstraError, match="not trusted: static checks only"):
-            api.check(SILU, str(f), backend="cpu")
+            api.check(snap, backend="cpu")
         with pytest.raises(AstraError, match="not trusted: optimizing runs kernels"):
-            api.optimize(SILU, str(f), "silu_and_mul", backend="cpu")
+            api.optimize(snap, "silu_and_mul", backend="cpu")
     finally:
         api.set_execution(True)

@@ -8,18 +8,16 @@ import os
 import platform
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 from astra.backends.base import BackendUnavailable, CompileError, Unsupported
 
-from . import sandbox, screen
+from . import confine, screen
 
 RUNTIME_DIR = Path(__file__).parent / "runtime"
 SHIM = RUNTIME_DIR / "astra_cuda_shim.h"
@@ -119,11 +117,11 @@ def _one_build(out: Path):
         yield
 
 
-def _atomic_build(out: Path, cmd_for: "callable", what: str, confine: "Confinement | None" = None) -> Path:
+def _atomic_build(out: Path, cmd_for: "callable", what: str, confined: "confine.Confinement | None" = None) -> Path:
     """Run a compile into a temporary file and rename it into place (safe across processes).
-    With `confine`, the compiler runs sandboxed and writes only into its build directory."""
+    With `confined`, the compiler runs sandboxed and writes only into its build directory."""
     with _one_build(out):
-        return _atomic_build_unlocked(out, cmd_for, what, confine)
+        return _atomic_build_unlocked(out, cmd_for, what, confined)
 
 
 def _reuse(out: Path) -> bool:
@@ -136,11 +134,12 @@ def _reuse(out: Path) -> bool:
         return False
 
 
-def _atomic_build_unlocked(out: Path, cmd_for: "callable", what: str, confine: "Confinement | None" = None) -> Path:
+def _atomic_build_unlocked(out: Path, cmd_for: "callable", what: str,
+                           confined: "confine.Confinement | None" = None) -> Path:
     if _reuse(out):
         return out
-    if confine is not None:
-        tmp = str(Path(confine.workdir) / "out.tmp")
+    if confined is not None:
+        tmp = str(Path(confined.workdir) / "out.tmp")
     else:
         # the temporary name must not match the cache's globs: pruning would take it mid-build
         fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=out.name + ".", suffix=".tmp")
@@ -148,7 +147,7 @@ def _atomic_build_unlocked(out: Path, cmd_for: "callable", what: str, confine: "
     try:
         cmd = cmd_for(tmp)
         try:
-            r = run_compiler(cmd, confine)
+            r = run_compiler(cmd, confined)
         except subprocess.TimeoutExpired:
             raise CompileError(f"{what}: the C++ compiler timed out after {COMPILE_TIMEOUT_S} s")
         if r.returncode != 0:
@@ -166,76 +165,23 @@ def _atomic_build_unlocked(out: Path, cmd_for: "callable", what: str, confine: "
     return out
 
 
-# ---- the compiler over a user's source runs sandboxed ------------------------------------------
-# What it may read: the system's headers, libraries and programs, CUDA's headers, Astra's runtime
-# and compile cache, and the user's project (the folders of the unit's -I options, widened to
-# their workspace root so that `#include "../common/x.cuh"` works; never the home folder itself).
-# It writes only its own build directory (and /dev/null). Nothing else: `#include "/etc/shadow"`
-# or "~/.ssh/id_rsa" fails with "Permission denied" instead of quoting the file in a diagnostic.
-# No inherited environment.
-
-SYSTEM_EXEC = ("/usr/bin", "/bin", "/usr/lib", "/usr/lib64", "/usr/libexec", "/lib", "/lib64", "/lib32",
-               "/usr/lib32", "/usr/local/bin", "/usr/local/lib", "/usr/local/libexec")
-SYSTEM_READ = ("/usr/include", "/usr/local/include", "/usr/share/gcc", "/etc/ld.so.cache",
-               "/etc/alternatives")
-SANDBOX_SCRIPT = Path(sandbox.__file__)
-
-
-@dataclass(frozen=True)
-class Confinement:
-    workdir: str                     # the only place it writes
-    project_dirs: tuple[str, ...]    # the user's folders it may read
-
-
 def build_dir() -> tempfile.TemporaryDirectory:
     """A private build directory inside the cache (same filesystem: the result is renamed in)."""
     return tempfile.TemporaryDirectory(prefix="build-", dir=cache_dir())
 
 
-def _project_dirs(options: Sequence[str]) -> tuple[str, ...]:
-    from astra.workspace import root_for
-
-    dirs = []
-    for o in options:
-        if o.startswith("-I") and len(o) > 2 and os.path.isdir(o[2:]):
-            root = root_for(o[2:])
-            # the home folder (a file lying directly in it, no repository) or / is no project:
-            # dotfiles with credentials live there, so the compiler gets none of it
-            if root not in (Path.home().resolve(), Path("/")):
-                dirs.append(str(root))
-    return tuple(dict.fromkeys(dirs))
+def confinement(workdir: str, options: Sequence[str]) -> confine.Confinement:
+    """What a compile of user code in `workdir` may touch (confine.py says what and why)."""
+    return confine.Confinement(workdir, confine.project_dirs(options),
+                               (*cuda_include_dirs(), str(RUNTIME_DIR), str(cache_dir())))
 
 
-def confinement(workdir: str, options: Sequence[str]) -> Confinement:
-    return Confinement(workdir, _project_dirs(options))
-
-
-def _confined_argv(cmd: list[str], c: Confinement) -> list[str]:
-    exe = shutil.which(cmd[0]) or cmd[0]
-    exe_dirs = {os.path.dirname(os.path.realpath(exe)), os.path.dirname(os.path.abspath(exe))}
-    rules: list[str] = []
-    for p in (*SYSTEM_EXEC, *sorted(exe_dirs)):
-        rules += ["--exec", p]
-    for p in (*SYSTEM_READ, *cuda_include_dirs(), str(RUNTIME_DIR), str(cache_dir()), *c.project_dirs):
-        rules += ["--read", p]
-    rules += ["--write", c.workdir, "--write", os.devnull]
-    return [sys.executable, "-S", "-I", str(SANDBOX_SCRIPT), *rules, "--", exe, *cmd[1:]]
-
-
-def run_compiler(cmd: list[str], confine: Confinement | None, **kw) -> subprocess.CompletedProcess:
-    """Run a compiler command; sandboxed (Landlock, limits, an empty environment) with `confine`."""
-    if confine is None:
+def run_compiler(cmd: list[str], confined: "confine.Confinement | None") -> subprocess.CompletedProcess:
+    """Run a compiler command; sandboxed (Landlock, limits, an empty environment) when `confined`."""
+    if confined is None:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S,
-                              stdin=subprocess.DEVNULL, **kw)
-    env = {"PATH": os.pathsep.join((os.path.dirname(shutil.which(cmd[0]) or cmd[0]), "/usr/bin", "/bin")),
-           "TMPDIR": confine.workdir, "LC_ALL": "C"}
-    if os.environ.get(sandbox.OPT_OUT_ENV) == "1":
-        env[sandbox.OPT_OUT_ENV] = "1"
-    r = subprocess.run(_confined_argv(cmd, confine), capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S,
-                       stdin=subprocess.DEVNULL, env=env, cwd=confine.workdir, **kw)
-    if r.returncode == sandbox.WRAPPER_FAILED and "astra sandbox:" in r.stderr:
-        raise BackendUnavailable(f"the CPU backend cannot sandbox the compiler: {r.stderr.strip()}")
-    return r
+                              stdin=subprocess.DEVNULL)
+    return confine.run(cmd, confined, COMPILE_TIMEOUT_S)
 
 
 def _first_errors(log: str, limit: int = 12) -> str:
@@ -440,19 +386,19 @@ def _build_module(out: Path, source: str, name_expressions: Sequence[str], filen
     with build_dir() as d:
         src = Path(d) / "unit.cpp"
         src.write_text(unit)
-        confine = confinement(d, opts)
+        confined = confinement(d, opts)
 
         def cmd(tmp: str) -> list[str]:
             return [compiler(), *base_flags(sanitize), *opts, "-include", str(shim), "-shared",
                     "-x", "c++", str(src), "-x", "none", str(rt), "-o", tmp]
 
         try:
-            built = _atomic_build(out, cmd, f"compiling {filename} for the CPU", confine)
+            built = _atomic_build(out, cmd, f"compiling {filename} for the CPU", confined)
         except CompileError:
             if shim == SHIM:
                 raise
             shim = SHIM  # e.g. the precompiled header went away meanwhile: once more without it
-            built = _atomic_build(out, cmd, f"compiling {filename} for the CPU", confine)
+            built = _atomic_build(out, cmd, f"compiling {filename} for the CPU", confined)
     if len(os.listdir(out.parent)) > MAX_MODULES + 16:
         prune_cache()
     return built
