@@ -424,3 +424,12 @@ def test_execution_switch_runs_nothing(tmp_path):
             api.optimize(snap, "silu_and_mul", backend="cpu")
     finally:
         api.set_execution(True)
+
+
+def test_report_page_masks_keys():
+    from astra import redact, report
+    key = "canary-" + SECRET_VALUE[3:]
+    redact.remember(key)
+    page = report.kernel_page("k", notes=[f"the endpoint said: invalid key {key} (Bearer {key}); "
+                                          f"see https://user:{key}@example.invalid/v1?api_key={key}"])
+    assert key not in page and "example.invalid" in page
