@@ -5,7 +5,8 @@
 // --without-pip: the server and its libraries come from the .vsix's bundled/libs, nothing is
 // installed anywhere).
 //
-// Scenario: open examples/silu_and_mul.cu -> code lens -> on-open check passes -> hover report
+// Scenario: open examples/silu_and_mul.cu in an untrusted folder -> code lens, "restricted", no check
+// runs -> trust the folder -> on-open check passes -> hover report
 // (screenshot) -> Optimize kernel (offline, CPU backend) -> apply the rewrite through its diff
 // preview -> save -> on-save check passes -> the report view shows the verification matrix and the
 // optimization -> break the kernel, save -> error squiggle -> restart -> add a spec (quick fix).
@@ -100,7 +101,12 @@ async function main() {
     "astra.rounds": 2,
     "workbench.startupEditor": "none",
     "workbench.tips.enabled": false,
-    "security.workspace.trust.enabled": false,
+    // The folder opens untrusted (Restricted Mode, no prompt); the test trusts it after checking
+    // that nothing ran.
+    "security.workspace.trust.enabled": true,
+    "security.workspace.trust.startupPrompt": "never",
+    "security.workspace.trust.banner": "never",
+    "security.workspace.trust.emptyWindow": false,
     "editor.hover.delay": 100,
     "files.autoSave": "off",
     "extensions.autoCheckUpdates": false,
@@ -119,7 +125,7 @@ async function main() {
   execFileSync(NODE, [CODE_SERVER, ...common, "--install-extension", VSIX], { env, stdio: "pipe" });
   const port = await freePort();
   const server = spawn(NODE, [CODE_SERVER, ...common, "--bind-addr", `127.0.0.1:${port}`, "--disable-telemetry",
-    "--disable-update-check", "--disable-workspace-trust", "--disable-getting-started-override", ws],
+    "--disable-update-check", "--disable-getting-started-override", ws],
   { env, stdio: ["ignore", "pipe", "pipe"], detached: true });
   const serverLog = fs.createWriteStream(path.join(ARTIFACTS, "code-server.log"));
   server.stdout.pipe(serverLog); server.stderr.pipe(serverLog);
@@ -150,6 +156,25 @@ async function main() {
     await step("code lens above the kernel", async () => {
       await lens("Profile").waitFor();
       await lens("Optimize").waitFor();
+    });
+
+    await step("untrusted folder: compile diagnostics only, the status bar says restricted", async () => {
+      await page.locator(".statusbar-item", { hasText: "Astra: restricted" }).first().waitFor({ timeout: 90000 });
+      await page.waitForTimeout(3000);   // a check would have started by now
+      if (await lens("verified").count()) throw new Error("a check ran in an untrusted folder");
+      if (fs.existsSync(path.join(ws, ".astra"))) throw new Error("something was pinned in an untrusted folder");
+    });
+
+    await step("trust the folder: the server restarts with checks on", async () => {
+      await palette("Workspaces: Manage Workspace Trust");
+      await page.locator(".workspace-trust-editor").first().waitFor();
+      await page.locator(".workspace-trust-editor .monaco-button", { hasText: /^Trust$/ }).first().click();
+      const confirm = page.locator(".monaco-dialog-box .monaco-button", { hasText: /Trust/ }).first();
+      if (await confirm.isVisible().catch(() => false)) await confirm.click();
+      await snap("trusted");
+      await page.locator(".tab", { hasText: "silu_and_mul.cu" }).first().click();
+      await page.locator(".statusbar-item", { hasText: "Astra: restricted" }).first()
+        .waitFor({ state: "detached", timeout: 90000 });
     });
 
     await step("check on open passes", async () => {
