@@ -171,8 +171,20 @@ async function main() {
       await page.locator(".workspace-trust-editor .monaco-button", { hasText: /^Trust$/ }).first().click();
       const confirm = page.locator(".monaco-dialog-box .monaco-button", { hasText: /Trust/ }).first();
       if (await confirm.isVisible().catch(() => false)) await confirm.click();
+      await page.locator(".workspace-trust-editor", { hasText: "You trust this folder" }).first().waitFor();
       await snap("trusted");
-      await page.locator(".tab", { hasText: "silu_and_mul.cu" }).first().click();
+      // The trust editor opens over the others (a modal editor): close it, back to the file.
+      const trustEditor = page.locator(".workspace-trust-editor").first();
+      await trustEditor.locator("text=You trust this folder").first().click();
+      await page.keyboard.press("Escape");
+      await page.waitForTimeout(1000);
+      if (await trustEditor.isVisible().catch(() => false)) await palette("View: Close Editor");
+      await trustEditor.waitFor({ state: "hidden", timeout: 15000 });
+      await page.keyboard.press("Control+P");
+      await page.locator(".quick-input-widget input").fill("silu_and_mul.cu");
+      await page.locator(".quick-input-list .monaco-list-row", { hasText: "silu_and_mul.cu" }).first().waitFor();
+      await page.keyboard.press("Enter");
+      await page.locator(".tab.active", { hasText: "silu_and_mul.cu" }).waitFor();
       await page.locator(".statusbar-item", { hasText: "Astra: restricted" }).first()
         .waitFor({ state: "detached", timeout: 90000 });
     });
