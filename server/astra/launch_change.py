@@ -12,10 +12,17 @@ texts are not parsed again here.
 """
 from __future__ import annotations
 
+import json
+from typing import Callable
+
+from . import source
 from . import spec as spec_mod
 from .errors import AstraError
 from .source import SourceModel
 from .spec import Spec
+
+PURE_HOST_CALLS = {"min", "max", "std::min", "std::max", "dim3", "ceil_div", "CEIL_DIV", "cdiv", "DIV_UP",
+                   "static_cast", "size_t"}
 
 
 def spec_in(m: SourceModel, kernel: str) -> Spec | None:
@@ -69,4 +76,118 @@ def candidate_spec(ref_spec: Spec, reference: SourceModel, candidate: SourceMode
     return ref_spec.with_launch(cand), ""
 
 
-__all__ = ["spec_in", "reference_spec", "candidate_spec"]
+# ---- changing a kernel's launch: the spec and every launch site together ----------------------
+
+def side_effect_free(code: str) -> bool:
+    """A launch-configuration argument that may be evaluated more than once (no ++, =, or calls
+    other than min/max/dim3/ceil-division helpers)."""
+    r = source.parser().parse(f"void f() {{ auto _ = {code}; }}".encode()).root_node
+    if r.has_error:
+        return False
+    stack = [r]
+    while stack:
+        n = stack.pop()
+        stack.extend(n.children)
+        if n.type in ("update_expression", "assignment_expression", "compound_literal_expression",
+                      "lambda_expression"):
+            return False
+        if n.type == "call_expression":
+            f = n.child_by_field_name("function")
+            if f is not None and f.type == "template_function":
+                f = f.child_by_field_name("name")
+            if f is None or f.text.decode() not in PURE_HOST_CALLS:
+                return False
+    return True
+
+
+def _spec_line(text: str, kernel: source.Kernel, key: str, values: list[str]) -> tuple[int, int, str] | None:
+    """(start byte, end byte, new text) replacing the spec's top-level `key = [...]` line (the
+    value must be on one line)."""
+    line, col, _ = spec_mod._Locator(kernel).key(key)
+    lines = text.split("\n")
+    if line >= len(lines):
+        return None
+    row = lines[line]
+    rest = row[col:]
+    if not rest.lstrip().startswith(key) or "]" not in rest or rest.count("[") != rest.count("]"):
+        return None
+    start = len("\n".join(lines[:line]).encode()) + (1 if line else 0) + len(row[:col].encode())
+    end = start + len(rest.encode())
+    return start, end, f"{key} = {json.dumps(values)}"
+
+
+def _indent(data: bytes, byte: int) -> str:
+    start = data.rfind(b"\n", 0, byte) + 1
+    line = data[start:byte]
+    return line[: len(line) - len(line.lstrip())].decode()
+
+
+def relaunch(text: str, kernel: str, grid: list[str], block: list[str],
+             host: Callable[[source.LaunchSite], tuple[str, str] | None], note: str,
+             kernel_edits: list[tuple[int, int, str]] = ()) -> str | None:
+    """`text` with the kernel's spec launching (grid, block) and every launch site of the kernel in
+    the file changed to `host(site)` = (grid text, block text), a comment `note` above each, plus
+    `kernel_edits` (byte ranges of the kernel's own rewrite). None when that cannot be done
+    safely: no spec or launch site, a launch the parser cannot see all of, configuration
+    arguments with side effects, or a spec that would change beyond its launch. (It writes a new
+    text, so unlike the functions above it parses: the text it is given and the one it makes.)"""
+    model = source.parse(text)
+    k = model.kernel(kernel)
+    old = spec_in(model, kernel)
+    sites = model.launches_of(kernel)
+    if k is None or old is None or not sites:
+        return None
+    if not all(side_effect_free(s.grid) and side_effect_free(s.block) for s in sites):
+        return None
+    edits = list(kernel_edits)
+    for key, values in (("grid", grid), ("block", block)):
+        e = _spec_line(text, k, key, values)
+        if e is None:
+            return None
+        edits.append(e)
+    data = text.encode("utf-8")
+    short = kernel.split("::")[-1]
+    calls = []
+    stack = [source.parser().parse(data).root_node]
+    while stack:
+        n = stack.pop()
+        stack.extend(n.children)
+        if n.type == "call_expression" and any(c.type == "kernel_call_syntax" for c in n.children):
+            f = n.child_by_field_name("function")
+            if f is not None and f.type == "template_function":
+                f = f.child_by_field_name("name")
+            if f is not None and f.text.decode().split("::")[-1] == short:
+                calls.append(n)
+    if len(calls) != len(sites):
+        return None
+    for call, site in zip(sorted(calls, key=lambda c: c.start_byte), sorted(sites, key=lambda s: (
+            s.span.start_line, s.span.start_col))):
+        new = host(site)
+        if new is None:
+            return None
+        kcs = next(c for c in call.children if c.type == "kernel_call_syntax")
+        cfg = [c for c in kcs.named_children if c.type != "comment"]
+        if len(cfg) < 2:
+            return None
+        edits.append((cfg[0].start_byte, cfg[0].end_byte, new[0]))
+        edits.append((cfg[1].start_byte, cfg[1].end_byte, new[1]))
+        stmt = call
+        while stmt.parent is not None and stmt.type != "expression_statement":
+            stmt = stmt.parent
+        edits.append((stmt.start_byte, stmt.start_byte, f"// astra: {note}\n{_indent(data, stmt.start_byte)}"))
+    out, pos = [], 0
+    for s_, e_, t in sorted(edits, key=lambda x: (x[0], x[1])):
+        if s_ < pos:
+            return None
+        out.append(data[pos:s_])
+        out.append(t.encode("utf-8"))
+        pos = e_
+    out.append(data[pos:])
+    new_text = b"".join(out).decode("utf-8")
+    check = spec_in(source.parse(new_text), kernel)
+    if check is None or list(check.grid) != grid or list(check.block) != block or old.changed_beyond_launch(check):
+        return None
+    return new_text
+
+
+__all__ = ["spec_in", "reference_spec", "candidate_spec", "relaunch", "side_effect_free"]

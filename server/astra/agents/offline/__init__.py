@@ -2,34 +2,45 @@
 from __future__ import annotations
 
 from .base import Context, Rewrite, Transform
+from .coarsen import Coarsen
 from .fast_math import FastMath
 from .hoist import Hoist
+from .launch_shape import LaunchShape
 from .pack_rows import PackRows
 from .restrict_ldg import RestrictLdg
+from .rows import Rows
+from .strides import UnitStride
 from .unroll import Unroll, UnrollVectorLoop
 from .vectorize import Vectorize
 from .warp_reduce import WarpReduce
 
 TRANSFORMS: dict[str, Transform] = {t.name: t for t in (
-    PackRows(), Hoist(), Vectorize(16), Vectorize(8), Vectorize(4), WarpReduce(), FastMath(), UnrollVectorLoop(), RestrictLdg(), Unroll())}
+    PackRows(), Rows(), Coarsen(), LaunchShape(), UnitStride(), Hoist(), Vectorize(16), Vectorize(8), Vectorize(4), WarpReduce(), FastMath(), UnrollVectorLoop(), RestrictLdg(), Unroll())}
 
 
 def context_from_spec(kernel: str, spec) -> Context:
-    """Vector-width hints from the spec: threads along x (the stride of block-stride loops) and
-    each scalar size argument's value at the largest bench case (None-safe: no spec, no hints)."""
+    """Hints from the spec: the launch at the largest bench case (threads along x are the stride
+    of block-stride loops), each integer scalar's value there, the buffers' element sizes, the
+    scalars' expressions and the template arguments (None-safe: no spec, no hints)."""
     if spec is None:
+        return Context(kernel)
+    try:
+        arg_bytes = {a.name: a.dtype.itemsize for a in spec.args.values() if a.pointer}
+        scalars = {a.name: str(a.value).strip() for a in spec.args.values() if not a.pointer}
+        targs = dict(spec.template_args or {})
+    except Exception:  # hints only: a spec problem is reported by the gate, not here
         return Context(kernel)
     try:
         cases = spec.bench_cases() or spec.cases()
         case = max(cases, key=spec.elements)
-        _, block, _ = spec.launch_dims(case)
+        grid, block, _ = spec.launch_dims(case)
         rows = {}
         for a in spec.args.values():
             if not a.pointer and not a.dtype.is_float:
                 rows[a.name] = int(spec.scalar(a.name, case))
-        return Context(kernel, block[0], rows)
-    except Exception:  # hints only: a spec problem is reported by the gate, not here
-        return Context(kernel)
+        return Context(kernel, block[0], rows, grid[0] * grid[1] * grid[2], targs, arg_bytes, scalars)
+    except Exception:
+        return Context(kernel, template_args=targs, arg_bytes=arg_bytes, scalar_exprs=scalars)
 
 
 def context_from_text(kernel: str, text: str, fallback_spec=None) -> Context:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from tree_sitter import Node
 
-from . import tree
+from . import tree, types
 from .tree import Edit, txt, walk
 
 FLOAT_FUNCS = {"expf", "__expf", "exp2f", "exp10f", "logf", "__logf", "log2f", "sqrtf", "rsqrtf", "fmaxf",
@@ -17,18 +17,22 @@ FLOAT_FUNCS = {"expf", "__expf", "exp2f", "exp10f", "logf", "__logf", "log2f", "
                "__ldg"}
 INT_TYPES = {"int", "unsigned", "long", "short", "char", "int64_t", "int32_t", "uint32_t", "uint64_t", "size_t",
              "unsigned int", "long long", "int16_t", "uint16_t", "int8_t", "uint8_t", "ptrdiff_t"}
-ELEM_SIZES = {"__half": 2, "half": 2, "__nv_bfloat16": 2, "nv_bfloat16": 2, "float": 4, "double": 8,
-              "int": 4, "int32_t": 4, "uint32_t": 4, "int64_t": 8}
+ELEM_SIZES = types.SIZES
 
 
 @dataclass(frozen=True)
 class Context:
     """What a transform may know besides the text: the kernel and, when the spec loads, the
-    launch block size and the bench sizes (to pick a vector width that keeps threads busy)."""
+    launch at the largest bench size (to pick a vector width that keeps threads busy), the
+    element types the spec gives the buffers and the values it gives the scalars."""
 
     kernel: str
     block_threads: int | None = None        # threads per block at the largest bench size
-    row_elements: dict[str, int] = field(default_factory=dict)  # loop bound name -> value there
+    row_elements: dict[str, int] = field(default_factory=dict)  # integer scalar arg -> value there
+    grid_blocks: int | None = None          # blocks in the grid there
+    template_args: dict[str, str] = field(default_factory=dict)  # template parameter -> argument
+    arg_bytes: dict[str, int] = field(default_factory=dict)      # pointer arg -> element bytes (spec)
+    scalar_exprs: dict[str, str] = field(default_factory=dict)   # scalar arg -> its spec expression
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,7 @@ class Rewrite:
     transform: str
     text: str
     changes: tuple[str, ...]
+    params: dict = field(default_factory=dict)   # the parameters this rewrite used (for tuning)
 
 
 class Transform:
@@ -43,8 +48,14 @@ class Transform:
     title = ""
     expected = ""      # the expected effect, for plans and reports
 
-    def apply(self, text: str, ctx: Context) -> Rewrite | None:
+    def apply(self, text: str, ctx: Context, params: dict | None = None) -> Rewrite | None:
+        """The rewritten file, or None when the pattern is not there. `params` overrides the
+        transform's own choices (the tuning stage's points); unknown keys are ignored."""
         raise NotImplementedError
+
+    def alternatives(self, rw: Rewrite, ctx: Context) -> list[dict]:
+        """Other parameter points worth timing around the one `rw` used (none by default)."""
+        return []
 
 
 @dataclass
@@ -91,6 +102,12 @@ class PointerParam:
     const: bool
     restrict: bool
     node: Node
+
+
+def element_bytes(p: "PointerParam", ctx: Context, root_node: Node) -> int | None:
+    """Bytes of one element of pointer parameter `p` (through typedefs, template arguments, or
+    the spec's element type for the buffer)."""
+    return types.element_bytes(p.elem, types.aliases(root_node), ctx.template_args, ctx.arg_bytes.get(p.name))
 
 
 def pointer_params(fn: Node) -> dict[str, PointerParam]:
@@ -198,6 +215,29 @@ def return_types(root_node: Node) -> dict[str, str]:
     return out
 
 
+def index_aliases(fn_body: Node) -> dict[str, str]:
+    """Locals that only ever hold a thread index: `const int tid = threadIdx.x;` -> {'tid':
+    'threadIdx.x'} (the value without spaces)."""
+    out: dict[str, str] = {}
+    changed = tree.assigned_names(fn_body)
+    seen: dict[str, int] = {}
+    for n in walk(fn_body):
+        if n.type != "declaration":
+            continue
+        for d in n.children_by_field_name("declarator"):
+            name, ptr = tree.declared_name(d)
+            if not name:
+                continue
+            seen[name] = seen.get(name, 0) + 1
+            v = d.child_by_field_name("value") if d.type == "init_declarator" else None
+            if ptr or v is None or name in changed:
+                continue
+            flat = "".join(txt(c) for c in walk(v) if c.child_count == 0 and c.type != "comment")
+            if "threadIdx" in flat and all(w not in flat for w in ("[", "(")):
+                out[name] = flat
+    return {k: v for k, v in out.items() if seen.get(k) == 1}
+
+
 def written_pointers(fn: Node, names: set[str]) -> set[str]:
     """Pointer names that may be written or escape (passed, copied, address arithmetic)."""
     out = set()
@@ -214,4 +254,4 @@ def written_pointers(fn: Node, names: set[str]) -> set[str]:
 
 
 __all__ = ["Context", "Rewrite", "Transform", "Scope", "scope", "body", "PointerParam", "pointer_params",
-           "variable_types", "expr_kind", "return_types", "written_pointers", "Edit", "ELEM_SIZES"]
+           "variable_types", "expr_kind", "return_types", "written_pointers", "Edit", "ELEM_SIZES", "element_bytes"]

@@ -64,7 +64,7 @@ class FastMath(base.Transform):
     title = "fast-math intrinsics (__expf, __fdividef, rsqrtf)"
     expected = "fewer instructions per element: SFU approximations instead of accurate libm paths"
 
-    def apply(self, text: str, ctx: Context) -> Rewrite | None:
+    def apply(self, text: str, ctx: Context, params: dict | None = None) -> Rewrite | None:
         sc = base.scope(text, ctx.kernel)
         if sc is None:
             return None

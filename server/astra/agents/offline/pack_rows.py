@@ -19,13 +19,11 @@ candidate with its launch and the original with its own.
 from __future__ import annotations
 
 import ast
-import json
 
 from tree_sitter import Node
 
 from ... import exprs, source
-from ... import spec as spec_mod
-from ...launch_change import spec_in
+from ...launch_change import relaunch, spec_in
 from . import base
 from .base import Context, Edit, Rewrite, body
 from .tree import apply_edits, callee, calls, line_indent, txt, walk
@@ -38,7 +36,6 @@ UNSAFE_CALLS = {"__syncthreads", "__syncwarp", "__syncthreads_count", "__syncthr
                 "__match_all_sync", "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync",
                 "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync", "__shfl_sync", "__shfl_up_sync",
                 "__shfl_down_sync", "__shfl_xor_sync", "this_thread_block", "tiled_partition", "grid_group"}
-PURE_HOST_CALLS = {"min", "max", "std::min", "std::max", "dim3"}
 
 
 def _builtin(n: Node) -> tuple[str, str] | None:
@@ -75,20 +72,6 @@ def _loop_bounds(fn: Node) -> list[str]:
     return out
 
 
-def _side_effect_free(code: str) -> bool:
-    """A launch-configuration argument that can be evaluated three times (no ++, =, or calls
-    other than min/max/dim3)."""
-    r = source.parser().parse(f"void f() {{ auto _ = {code}; }}".encode()).root_node
-    if r.has_error:
-        return False
-    for n in walk(r):
-        if n.type in ("update_expression", "assignment_expression", "compound_literal_expression", "lambda_expression"):
-            return False
-        if n.type == "call_expression" and callee(n) not in PURE_HOST_CALLS:
-            return False
-    return True
-
-
 def _row_threads(n: int) -> int:
     """Threads per row: enough for one 16-byte vector of halves each (8 elements), 8 to 32."""
     w = 8
@@ -111,27 +94,12 @@ def _min_expr(expr: str, w: int) -> str:
     return f"min({expr}, {w})"
 
 
-def _spec_line_edit(text: str, kernel: source.Kernel, key: str, values: list[str]) -> Edit | None:
-    """Replace the whole `key = [...]` line at the spec's top level (the value on one line)."""
-    line, col, _ = spec_mod._Locator(kernel).key(key)
-    lines = text.split("\n")
-    if line >= len(lines):
-        return None
-    row = lines[line]
-    rest = row[col:]
-    if "]" not in rest or rest.count("[") != rest.count("]"):
-        return None
-    start = len("\n".join(lines[:line]).encode()) + (1 if line else 0) + len(row[:col].encode())
-    end = start + len(rest.encode())
-    return Edit(start, end, f"{key} = {json.dumps(values)}")
-
-
 class PackRows(base.Transform):
     name = "pack_rows"
     title = "several rows per block (grid and block resized at the launch site)"
     expected = "fewer, fuller blocks: short rows no longer pay for a block start each"
 
-    def apply(self, text: str, ctx: Context) -> Rewrite | None:
+    def apply(self, text: str, ctx: Context, params: dict | None = None) -> Rewrite | None:
         sc = base.scope(text, ctx.kernel)
         model = source.parse(text)
         spec = spec_in(model, ctx.kernel)
@@ -170,14 +138,16 @@ class PackRows(base.Transform):
         bounds = [ctx.row_elements.get(b) for b in _loop_bounds(fn)]
         if not bounds or None in bounds or max(bounds) > MAX_ROW:  # type: ignore[type-var]
             return None
-        w = _row_threads(max(bounds))  # type: ignore[type-var]
+        params = params or {}
+        w = int(params.get("row_threads", _row_threads(max(bounds))))  # type: ignore[type-var]
+        threads = int(params.get("block_threads", THREADS))
+        if w not in (4, 8, 16, 32) or threads not in (64, 128, 256, 512) or threads < w:
+            return None
         if ctx.block_threads is not None and ctx.block_threads <= w:
             return None  # the block is no wider than a packed row already
-        rows = THREADS // w
+        rows = threads // w
         g = DIMS[dim]
         limit = by_value[spec.grid[dim].strip()]
-        if not all(_side_effect_free(s.grid) and _side_effect_free(s.block) for s in sites):
-            return None
 
         data = text.encode("utf-8")
         edits: list[Edit] = []
@@ -194,44 +164,28 @@ class PackRows(base.Transform):
                           f"rows past the end leave at once\n"
                           f"{indent}const unsigned int {var} = blockIdx.{g} * blockDim.y + threadIdx.y;\n"
                           f"{indent}if ({var} >= static_cast<unsigned int>({limit})) return;"))
-        # The spec: the grid shrinks along that dimension, the block becomes (W, R).
+        # The spec: the grid shrinks along that dimension, the block becomes (W, R); every launch
+        # site the same way.
         grid = list(spec.grid)
         grid[dim] = f"cdiv({grid[dim].strip()}, {rows})"
         block = [_min_expr(spec.block[0], w), str(rows)]
-        for key, values in (("grid", grid), ("block", block)):
-            e = _spec_line_edit(text, kernel, key, values)
-            if e is None:
-                return None
-            edits.append(e)
-        # Every launch site, the same way.
-        launches = [c for c in calls(sc.root) if any(k.type == "kernel_call_syntax" for k in c.children)
-                    and callee(c).split("::")[-1] == ctx.kernel.split("::")[-1]]
-        if len(launches) != len(sites):
-            return None
-        for call in launches:
-            kcs = next(c for c in call.children if c.type == "kernel_call_syntax")
-            cfg = [c for c in kcs.named_children if c.type != "comment"]
-            G, B = f"dim3({txt(cfg[0])})", f"dim3({txt(cfg[1])})"
+
+        def host(site):
+            G, B = f"dim3({site.grid})", f"dim3({site.block})"
             parts = [f"{G}.x", f"{G}.y", f"{G}.z"]
             parts[dim] = f"({G}.{g} + {rows - 1}) / {rows}"
-            edits.append(Edit(cfg[0].start_byte, cfg[0].end_byte, f"dim3({', '.join(parts)})"))
-            edits.append(Edit(cfg[1].start_byte, cfg[1].end_byte,
-                              f"dim3({B}.x < {w} ? {B}.x : {w}, {rows})"))
-            stmt = call
-            while stmt.parent is not None and stmt.type != "expression_statement":
-                stmt = stmt.parent
-            ind = line_indent(data, stmt.start_byte)
-            edits.append(Edit(stmt.start_byte, stmt.start_byte,
-                              f"// astra: {rows} rows per block ({w} threads each): grid.{g} / {rows}\n{ind}"))
-        try:
-            new = apply_edits(text, edits)
-        except ValueError:
-            return None
-        check = spec_in(source.parse(new), ctx.kernel)
-        if check is None or list(check.grid) != grid or list(check.block) != block or \
-                spec.changed_beyond_launch(check):
+            return f"dim3({', '.join(parts)})", f"dim3({B}.x < {w} ? {B}.x : {w}, {rows})"
+
+        new = relaunch(text, ctx.kernel, grid, block, host, f"{rows} rows per block ({w} threads each): grid.{g} / {rows}",
+                       [(e.start, e.end, e.text) for e in edits])
+        if new is None:
             return None
         return Rewrite(self.name, new, (f"{rows} rows per block along {g}, {w} threads per row "
                                         f"(block {w}×{rows}); grid.{g} divided by {rows} in the spec and at "
-                                        f"{len(sites)} launch site(s)",))
+                                        f"{len(sites)} launch site(s)",), {"row_threads": w, "block_threads": threads})
+
+    def alternatives(self, rw: Rewrite, ctx: Context) -> list[dict]:
+        w, t = rw.params["row_threads"], rw.params["block_threads"]
+        out = [{"row_threads": x, "block_threads": t} for x in (w // 2, w * 2) if 4 <= x <= 32]
+        return out + [{"row_threads": w, "block_threads": x} for x in (t // 2, t * 2) if 64 <= x <= 512 and x >= w]
 

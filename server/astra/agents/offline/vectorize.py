@@ -2,11 +2,18 @@
 
 Recognises the block-stride loop `for (T i = threadIdx.x; i < N; i += blockDim.x)` (and the
 grid-stride loop `for (T i = blockIdx.x * blockDim.x + threadIdx.x; i < N; i += blockDim.x * gridDim.x)`)
-whose element accesses are `P[base + i]` (directly or through a `const` alias such as
-`idx = row * n + i`) with loop-invariant `base`. Each thread then moves VEC consecutive
-elements per step with one 16-byte (or 8/4-byte) load per array, runs the original body on
-registers for each element (unrolled), and stores whole vectors. Rows whose base is not aligned
-take the original scalar loop; the remainder of aligned rows runs in a scalar tail loop.
+whose element accesses are `P[base + i]` with loop-invariant `base` — directly, through a `const`
+index alias (`idx = row * n + i`), or through a local pointer into a parameter
+(`const float* x = inp + row * C;  ... x[i]`). Each thread then moves VEC consecutive elements
+per step with one 16-byte (or 8/4-byte) load per array, runs the original body on registers for
+each element (unrolled), and stores whole vectors. Element types are resolved through typedefs,
+template arguments and the spec.
+
+The vector path is taken only where it computes what the original loop computes: rows whose
+bases are aligned, and — unless `__restrict__` already promises it — whose written range does not
+overlap any other range the loop touches (an exact in-place update is fine: each element is read
+before it is written, as before). Everything else runs the original loop (loop versioning, as
+compilers do), and the remainder of aligned rows runs in a scalar tail.
 """
 from __future__ import annotations
 
@@ -15,20 +22,35 @@ from dataclasses import dataclass
 from tree_sitter import Node
 
 from . import base
-from .base import ELEM_SIZES, Context, Edit, Rewrite, body, pointer_params
-from .tree import apply_edits, assigned_names, declared_name, declared_names, line_indent, preceded_by_marker, txt, walk
+from .base import Context, Edit, Rewrite, body, element_bytes, pointer_params
+from .tree import (apply_edits, assigned_names, declared_name, declared_names, is_lvalue, line_indent,
+                   preceded_by_marker, txt, walk)
 
 CHUNK = {16: "uint4", 8: "uint2", 4: "unsigned int"}
+NARROW = {"int", "unsigned", "unsigned int", "int32_t", "uint32_t", "const int", "const unsigned int"}
+ASSIGN = {"=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>="}
 FORBIDDEN = {"break_statement", "continue_statement", "return_statement", "goto_statement",
              "for_statement", "while_statement", "do_statement"}
+
+
+@dataclass(frozen=True)
+class Handle:
+    """A name the loop subscripts that points into a kernel parameter's buffer."""
+
+    name: str
+    root: str               # the pointer parameter it points into
+    elem: str               # element type as written ('floatX', '__half', 'scalar_t')
+    size: int | None        # bytes per element, when known
+    restrict: bool          # the parameter is __restrict__
 
 
 @dataclass
 class Access:
     node: Node
-    array: str
-    base: str          # offset of element i, minus i: '(token * 2 * d)' or '0'
+    array: str         # the handle's name
+    base: str          # offset of element i, minus i: '(token * 2 * d)' or '0'; '' when irregular
     store: bool
+    invariant: str = ""   # an irregular index that does not change in the loop (one element)
 
 
 def _strip(n: Node) -> Node:
@@ -96,7 +118,9 @@ def _squash(n: Node | None) -> str:
     return "".join(txt(c) for c in walk(n) if c.child_count == 0 and c.type != "comment")
 
 
-def match_loop(loop: Node) -> _Loop | None:
+def match_loop(loop: Node, aliases: dict[str, str] | None = None) -> _Loop | None:
+    """The loop, when it is a block- or grid-stride element loop. `aliases`: locals holding a
+    thread index (`tid` for `threadIdx.x`), see base.index_aliases."""
     if loop.type != "for_statement" or preceded_by_marker(loop):
         return None
     init, cond, upd = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update"))
@@ -109,6 +133,7 @@ def match_loop(loop: Node) -> _Loop | None:
     if len(decls) != 1 or decls[0].type != "init_declarator":
         return None
     start = _squash(decls[0].child_by_field_name("value"))
+    start = (aliases or {}).get(start, start)
     stride = next((st for s0, st in STRIDES if s0 == start), None)
     if stride is None:
         return None
@@ -139,16 +164,93 @@ def match_loop(loop: Node) -> _Loop | None:
     return m
 
 
-def plan_accesses(m: _Loop, ptrs: dict) -> list[Access] | None:
+# ---- which names point into which parameter --------------------------------------------------
+
+def _pointee(value: Node, known: dict[str, Handle]) -> str | None:
+    """The handle a pointer initialiser points into: `P`, `P + e`, `e + P`, `&P[e]`."""
+    v = _strip(value)
+    if v.type == "identifier":
+        return txt(v) if txt(v) in known else None
+    if v.type == "binary_expression" and txt(v.child_by_field_name("operator")) == "+":
+        for side in ("left", "right"):
+            s = _strip(v.child_by_field_name(side))
+            if s.type == "identifier" and txt(s) in known:
+                return txt(s)
+        return None
+    if v.type == "pointer_expression" and txt(v.child(0)) == "&":
+        arg = _strip(v.child_by_field_name("argument"))
+        if arg.type == "subscript_expression":
+            a = arg.child_by_field_name("argument")
+            return txt(a) if a is not None and a.type == "identifier" and txt(a) in known else None
+    return None
+
+
+def handles(fn: Node, ctx: Context, root: Node) -> dict[str, Handle]:
+    """The pointer parameters, and local pointers declared once as `T* x = P + offset` that are
+    never reassigned (same element type as P)."""
+    out = {p.name: Handle(p.name, p.name, p.elem, element_bytes(p, ctx, root), p.restrict)
+           for p in pointer_params(fn).values()}
+    assigned = assigned_names(body(fn))
+    seen: dict[str, int] = {}
+    for n in walk(body(fn)):
+        if n.type != "declaration":
+            continue
+        for d in n.children_by_field_name("declarator"):
+            name, is_ptr = declared_name(d)
+            if name:
+                seen[name] = seen.get(name, 0) + 1
+            if not (name and is_ptr) or d.type != "init_declarator" or name in assigned or name in out:
+                continue
+            value = d.child_by_field_name("value")
+            target = _pointee(value, out) if value is not None else None
+            elem = txt(n.child_by_field_name("type"))
+            if target is not None and " ".join(elem.split()) == " ".join(out[target].elem.split()):
+                h = out[target]
+                out[name] = Handle(name, h.root, h.elem, h.size, h.restrict)
+    return {k: v for k, v in out.items() if seen.get(k, 0) <= 1}
+
+
+def local_arrays(fn: Node) -> set[str]:
+    """Arrays declared in the kernel (shared or per-thread): they cannot alias a parameter."""
+    out = set()
+    for n in walk(body(fn)):
+        if n.type == "array_declarator":
+            name, _ = declared_name(n)
+            if name:
+                out.add(name)
+    return out
+
+
+# ---- planning ------------------------------------------------------------------------------------
+
+@dataclass
+class Plan:
+    accesses: list[Access]                      # vectorized
+    checks: list[tuple[str, str, str, str]]     # (written handle, its base, other handle, its range)
+    inplace: set[str]                           # written handles loaded and stored through one register
+    preload: set[str]                           # ... of those, the ones whose old values are read
+
+
+def _exempt(w: Handle, r: Handle) -> bool:
+    """`__restrict__` on either of two different parameters already promises they do not overlap."""
+    return w.root != r.root and (w.restrict or r.restrict)
+
+
+def plan_accesses(m: _Loop, hs: dict[str, Handle], arrays: set[str]) -> Plan | None:
     accesses: list[Access] = []
-    touched: dict[str, list[Node]] = {}
+    unknown_read = False
     for n in walk(m.body):
         if n.type != "subscript_expression":
             continue
-        arr = txt(n.child_by_field_name("argument"))
-        if arr not in ptrs:
+        arg = n.child_by_field_name("argument")
+        arr = txt(arg)
+        if arg is None or arg.type != "identifier" or arr not in hs:
+            if arg is not None and arg.type == "identifier" and arr in arrays:
+                continue          # a local or shared array: no aliasing with the parameters
+            if is_lvalue(n):
+                return None       # a write through a pointer we cannot follow
+            unknown_read = True
             continue
-        touched.setdefault(arr, []).append(n)
         idx = n.child_by_field_name("indices") or n.child_by_field_name("index")
         if idx is None:
             for c in n.named_children[1:]:
@@ -156,38 +258,137 @@ def plan_accesses(m: _Loop, ptrs: dict) -> list[Access] | None:
         if idx is not None and idx.type == "subscript_argument_list":
             idx = idx.named_children[0] if len(idx.named_children) == 1 else None
         ob = m.offset_base(idx) if idx is not None else None
-        from .tree import is_lvalue
-        accesses.append(Access(n, arr, ob if ob is not None else "", is_lvalue(n)))
+        inv = txt(idx) if ob is None and idx is not None and m.invariant(idx) else ""
+        accesses.append(Access(n, arr, ob if ob is not None else "", is_lvalue(n), inv))
     chosen: list[Access] = []
-    for arr, nodes in touched.items():
+    written: list[str] = []
+    inplace: set[str] = set()
+    preload: set[str] = set()
+    for arr in dict.fromkeys(a.array for a in accesses):
         acc = [a for a in accesses if a.array == arr]
-        p = ptrs[arr]
-        if p.elem not in ELEM_SIZES:
-            continue
-        written = any(a.store for a in acc)
-        if any(a.base == "" for a in acc):
-            if written:
-                return None  # a scalar write we cannot place relative to vector loads
-            continue        # irregular reads only: stay scalar
-        if written:
-            if not p.restrict or len({a.base for a in acc}) != 1:
-                return None
-            stores = [a for a in acc if a.store]
-            if len(stores) != 1:
-                return None
+        h = hs[arr]
+        stores = [a for a in acc if a.store]
+        if stores:
+            if h.size is None or any(a.base == "" for a in acc) or len({a.base for a in acc}) != 1 \
+                    or len(stores) != 1:
+                return None   # a write we cannot place relative to vector loads
             stmt = stores[0].node.parent
-            if stmt.type != "assignment_expression" or txt(stmt.child_by_field_name("operator")) != "=" or \
+            if stmt.type != "assignment_expression" or txt(stmt.child_by_field_name("operator")) not in ASSIGN or \
                     stmt.parent is None or stmt.parent.type != "expression_statement" or \
                     stmt.parent.parent != m.body:
                 return None
-            if any(a.node.start_byte > stores[0].node.start_byte for a in acc if not a.store):
-                return None  # a read after the write would see the stale vector
-        chosen.extend(acc)
-    # Any pointer written in the loop must be restrict (loads are hoisted above stores).
-    for arr, nodes in touched.items():
-        if any(a.store for a in accesses if a.array == arr) and not ptrs[arr].restrict:
+            compound = txt(stmt.child_by_field_name("operator")) != "="
+            if compound or any(a.node.start_byte >= stmt.end_byte for a in acc if not a.store):
+                inplace.add(arr)        # `p[i] += e`, or a read after the write: one register for both
+                if compound or any(a.node.start_byte < stmt.start_byte for a in acc if not a.store) or \
+                        any(a.node.start_byte >= stmt.start_byte and a.node.end_byte <= stmt.end_byte
+                            for a in acc if not a.store):
+                    preload.add(arr)    # ... whose old value is read: load it first
+            written.append(arr)
+        if h.size is not None and all(a.base != "" for a in acc):
+            chosen.extend(acc)
+    if not chosen:
+        return None
+    # Loads are hoisted above the stores of the same step: where no __restrict__ promises it,
+    # the vector path needs the written range apart from every other range the loop touches.
+    checks: list[tuple[str, str, str, str]] = []
+    for w in written:
+        wb = next(a.base for a in accesses if a.array == w)
+        for arr in dict.fromkeys(a.array for a in accesses):
+            if arr == w or _exempt(hs[w], hs[arr]):
+                continue
+            for a in accesses:
+                if a.array != arr:
+                    continue
+                if a.base:
+                    rng = ("n", a.base)
+                elif a.invariant:
+                    rng = ("1", a.invariant)
+                else:
+                    return None   # an irregular read whose range is unknown
+                check = (w, wb, arr, f"{rng[0]}:{rng[1]}")
+                mirror = (arr, rng[1], w, f"n:{wb}") if rng[0] == "n" and arr in written else None
+                if check not in checks and mirror not in checks:   # full ranges: apart is symmetric
+                    checks.append(check)
+        if unknown_read and not hs[w].restrict:
             return None
-    return chosen if any(True for _ in chosen) else None
+    return Plan(chosen, checks, inplace, preload)
+
+
+def _apart(w: str, wb: str, r: str, rng: str, n: str) -> str:
+    """C++: the bytes the loop writes through `w` do not overlap those it reads through `r`
+    (or they start at the same element of the same size: an in-place update)."""
+    count, rb = rng.split(":", 1)
+    wa, ra = f"reinterpret_cast<size_t>({_at(w, wb)})", f"reinterpret_cast<size_t>({_at(r, rb)})"
+    rlen = f"{n} * sizeof(*{r})" if count == "n" else f"sizeof(*{r})"
+    same = f" ||\n       (sizeof(*{w}) == sizeof(*{r}) && {wa} == {ra})" if count == "n" else ""
+    return f"({wa} + {n} * sizeof(*{w}) <= {ra} ||\n       {ra} + {rlen} <= {wa}{same})"
+
+
+BARRIERS = {"__syncthreads", "__syncwarp", "astra_row_sync", "sync"}
+
+
+def _barrier_calls(sc: base.Scope) -> set[str]:
+    """Functions that are barriers or call one (a block reduction helper, say)."""
+    from .tree import callee, calls
+    out = set(BARRIERS)
+    for f in sc.helpers:
+        if any(callee(c).split("::")[-1].split(".")[-1] in BARRIERS for c in calls(f)):
+            out.add(tree_name(f))
+    return out
+
+
+def tree_name(fn: Node) -> str:
+    from .tree import function_name
+    return function_name(fn) or ""
+
+
+def _touches(loop: Node, hs: dict[str, Handle]) -> tuple[set[str], set[str]]:
+    """(parameters the loop writes, parameters it reads) through the handles."""
+    w, r = set(), set()
+    for n in walk(loop):
+        if n.type == "subscript_expression":
+            a = n.child_by_field_name("argument")
+            if a is not None and txt(a) in hs:
+                (w if is_lvalue(n) else r).add(hs[txt(a)].root)
+    return w, r
+
+
+def _unconditional_barrier_between(a: Node, b: Node, fn_body: Node, barriers: set[str]) -> bool:
+    """A barrier call between loops `a` and `b` that runs whenever both do (not inside a branch
+    or loop of its own)."""
+    from .tree import callee, calls
+    for c in calls(fn_body):
+        if not (a.end_byte <= c.start_byte < b.start_byte) or callee(c).split("::")[-1].split(".")[-1] not in barriers:
+            continue
+        p, ok = c.parent, True
+        while p is not None and p != fn_body:
+            if p.type in ("for_statement", "while_statement", "do_statement", "if_statement", "switch_statement",
+                          "conditional_expression") and not (p.start_byte <= a.start_byte and p.end_byte >= b.end_byte):
+                ok = False
+            p = p.parent
+        if ok:
+            return True
+    return False
+
+
+def shared_without_barrier(loop: Node, fn_body: Node, hs: dict[str, Handle], barriers: set[str]) -> bool:
+    """Another loop of the kernel touches what this one writes (or writes what it reads) with no
+    barrier between them: a thread relies on owning the same elements in both, which a vector
+    step (VEC consecutive elements per thread) would change."""
+    w, r = _touches(loop, hs)
+    for other in walk(fn_body):
+        if other.type not in ("for_statement", "while_statement", "do_statement") or other == loop:
+            continue
+        if other.start_byte <= loop.start_byte < other.end_byte or loop.start_byte <= other.start_byte < loop.end_byte:
+            continue   # nested: the same iteration space
+        ow, or_ = _touches(other, hs)
+        if not (w & (ow | or_) or ow & r):
+            continue
+        first, second = (loop, other) if loop.start_byte < other.start_byte else (other, loop)
+        if not _unconditional_barrier_between(first, second, fn_body, barriers):
+            return True
+    return False
 
 
 class Vectorize(base.Transform):
@@ -198,121 +399,167 @@ class Vectorize(base.Transform):
         self.expected = (f"{width}-byte memory transactions: fewer load/store instructions and more bytes in "
                          f"flight per thread (memory-bound kernels)")
 
-    def apply(self, text: str, ctx: Context) -> Rewrite | None:
+    def apply(self, text: str, ctx: Context, params: dict | None = None) -> Rewrite | None:
+        width = int((params or {}).get("width", self.width))
+        if width not in CHUNK:
+            return None
         sc = base.scope(text, ctx.kernel)
         if sc is None:
             return None
         fn = sc.kernel
-        ptrs = pointer_params(fn)
+        hs = handles(fn, ctx, sc.root)
+        arrays = local_arrays(fn)
         data = text.encode("utf-8")
-        edits, changes = [], []
+        edits, changes, elements = [], [], []
         counter = [0]
+        barriers = _barrier_calls(sc)
+        tids = base.index_aliases(body(fn))
         for loop in [n for n in walk(body(fn)) if n.type == "for_statement"]:
-            m = match_loop(loop)
-            if m is None:
+            m = match_loop(loop, tids)
+            if m is None or shared_without_barrier(loop, body(fn), hs, barriers):
                 continue
-            acc = plan_accesses(m, ptrs)
-            if not acc:
+            plan = plan_accesses(m, hs, arrays)
+            if plan is None:
                 continue
-            sizes = {ELEM_SIZES[ptrs[a.array].elem] for a in acc}
-            if max(sizes) > self.width or self.width % min(sizes):
+            acc = plan.accesses
+            sizes = {hs[a.array].size for a in acc}
+            if max(sizes) > width or width % min(sizes):
                 continue
-            vec = self.width // min(sizes)
+            vec = width // min(sizes)
             if vec < 2:
                 continue
-            if ctx.block_threads and ctx.row_elements.get(txt(m.bound)):
+            if ctx.block_threads and ctx.row_elements.get(txt(m.bound)) and "gridDim" not in m.stride:
                 # Keep at least an eighth of the block's threads busy at the timed sizes.
                 n = ctx.row_elements[txt(m.bound)]
                 if n // vec < ctx.block_threads // 8 and vec > 2:
                     continue
-            code = self._emit(m, acc, ptrs, vec, data, counter)
+            code = _emit(m, plan, hs, vec, width, data, counter)
+            elements.append(vec)
             edits.append(Edit(loop.start_byte, loop.end_byte, code))
-            arrays = sorted({a.array for a in acc})
-            changes.append(f"loop over `{txt(m.bound)}`: {vec} elements per step via {self.width}-byte "
-                           f"accesses to {', '.join(f'`{a}`' for a in arrays)}; scalar tail and misaligned rows")
+            arrays_ = sorted({a.array for a in acc})
+            overlap = ""
+            if plan.checks:
+                ws = sorted({w for w, _, _, _ in plan.checks})
+                overlap = (f"; vector path only where {', '.join(f'`{w}`' for w in ws)} (written) do not overlap "
+                           f"what the loop reads (checked at run time)")
+            changes.append(f"loop over `{txt(m.bound)}`: {vec} elements per step via {width}-byte "
+                           f"accesses to {', '.join(f'`{a}`' for a in arrays_)}; scalar tail and misaligned rows"
+                           + overlap)
         if not edits:
             return None
-        return Rewrite(self.name, apply_edits(text, edits), tuple(changes))
+        return Rewrite(self.name, apply_edits(text, edits), tuple(changes), {"width": width, "elements": max(elements)})
 
-    def _emit(self, m: _Loop, acc: list[Access], ptrs, vec: int, data: bytes, counter: list[int]) -> str:
-        ind = line_indent(data, m.loop.start_byte)
-        i1, i2, i3 = ind + "  ", ind + "    ", ind + "      "
-        u = counter[0]
-        counter[0] += 1
-        sfx = f"_{u}" if u else ""
-        chunk = CHUNK[self.width]
-        T = m.var_type
-        loads: dict[tuple[str, str], str] = {}
-        stores: dict[str, str] = {}
-        lines_load, lines_store, decls = [], [], []
-        body_edits = []
-        for a in acc:
-            elem = ptrs[a.array].elem
-            nbytes = vec * ELEM_SIZES[elem]
-            nchunks = nbytes // self.width
-            if a.store:
-                if a.array not in stores:
+    def alternatives(self, rw: Rewrite, ctx: Context) -> list[dict]:
+        return [{"width": w} for w in (16, 8) if w != rw.params.get("width")]
+
+
+def _emit(m: _Loop, plan: Plan, hs: dict[str, Handle], vec: int, width: int, data: bytes,
+          counter: list[int]) -> str:
+    acc = plan.accesses
+    ind = line_indent(data, m.loop.start_byte)
+    i1, i2, i3 = ind + "  ", ind + "    ", ind + "      "
+    u = counter[0]
+    counter[0] += 1
+    sfx = f"_{u}" if u else ""
+    chunk = CHUNK[width]
+    T = m.var_type
+    # Grid-stride counters run up to n plus a whole grid's stride: 64-bit where the index is 32-bit.
+    wide = "gridDim" in m.stride and " ".join(T.split()) in NARROW
+    C = "long long" if wide else T
+    cast = f"static_cast<{C}>" if "gridDim" in m.stride else ""
+    elem_index = f"static_cast<{T}>(astra_i0{sfx} + astra_k{sfx})" if wide else f"astra_i0{sfx} + astra_k{sfx}"
+    loads: dict[tuple[str, str], str] = {}
+    stores: dict[str, str] = {}
+    lines_load, lines_store, decls = [], [], []
+    body_edits = []
+    for a in sorted(acc, key=lambda a: (a.store, a.node.start_byte)):  # loads first
+        elem = hs[a.array].elem
+        nbytes = vec * hs[a.array].size
+        nchunks = nbytes // width
+        key = (a.array, a.base)
+        if a.store or (a.array in plan.inplace and key not in loads):
+            if a.array in plan.inplace and key not in loads:   # one register for the element's old and new value
+                v = f"astra_v{len(loads)}{sfx}"
+                loads[key] = v
+                decls.append(f"{i2}alignas(16) {elem} {v}[astra_vec{sfx}];")
+                for c in range(nchunks if a.array in plan.preload else 0):
+                    lines_load.append(f"{i2}reinterpret_cast<{chunk}*>({v})[{c}] = reinterpret_cast<const "
+                                      f"{chunk}*>({_at(a.array, a.base)} + astra_i0{sfx})[{c}];")
+            if a.array not in stores:
+                if a.array in plan.inplace:
+                    v = loads[key]
+                else:
                     v = f"astra_s{len(stores)}{sfx}"
-                    stores[a.array] = v
                     decls.append(f"{i2}alignas(16) {elem} {v}[astra_vec{sfx}];")
-                    for c in range(nchunks):
-                        lines_store.append(f"{i2}reinterpret_cast<{chunk}*>({_at(a.array, a.base)} + astra_i0{sfx})"
-                                           f"[{c}] = reinterpret_cast<const {chunk}*>({v})[{c}];")
+                stores[a.array] = v
+                for c in range(nchunks):
+                    lines_store.append(f"{i2}reinterpret_cast<{chunk}*>({_at(a.array, a.base)} + astra_i0{sfx})"
+                                       f"[{c}] = reinterpret_cast<const {chunk}*>({v})[{c}];")
+            if a.store:
                 body_edits.append(Edit(a.node.start_byte, a.node.end_byte, f"{stores[a.array]}[astra_k{sfx}]"))
-            else:
-                key = (a.array, a.base)
-                if key not in loads:
-                    v = f"astra_v{len(loads)}{sfx}"
-                    loads[key] = v
-                    decls.append(f"{i2}alignas(16) {elem} {v}[astra_vec{sfx}];")
-                    for c in range(nchunks):
-                        lines_load.append(f"{i2}reinterpret_cast<{chunk}*>({v})[{c}] = reinterpret_cast<const "
-                                          f"{chunk}*>({_at(a.array, a.base)} + astra_i0{sfx})[{c}];")
-                body_edits.append(Edit(a.node.start_byte, a.node.end_byte, f"{loads[key]}[astra_k{sfx}]"))
-        bases = sorted({(a.array, a.base) for a in acc})
-        aligned = " &&\n".join(f"{i1}    reinterpret_cast<size_t>({_at(arr, b)}) % {self.width} == 0"
-                               for arr, b in bases)
-        # The body, with vectorized accesses replaced, re-indented under the unrolled loop.
-        b = m.body
-        # Aliases (`idx = base + i`) and `i` itself may be left unused once accesses are vectors.
-        replaced = [(a.node.start_byte, a.node.end_byte) for a in acc]
-        def live(name: str, skip: Node | None = None) -> bool:
-            return any(n.type == "identifier" and txt(n) == name and
-                       not any(s <= n.start_byte < e for s, e in replaced) and
-                       not (skip is not None and skip.start_byte <= n.start_byte < skip.end_byte)
-                       for n in walk(b))
-        for stmt in b.named_children:
-            if stmt.type == "declaration":
-                names = [declared_name(d)[0] for d in stmt.children_by_field_name("declarator")]
-                if names and all(n in m.aliases and not live(n, stmt) for n in names):
-                    body_edits.append(Edit(stmt.start_byte, stmt.end_byte, ""))
-                    replaced.append((stmt.start_byte, stmt.end_byte))
-        need_var = live(m.var)
-        rel = [Edit(e.start - b.start_byte, e.end - b.start_byte, e.text) for e in body_edits]
-        inner = apply_edits(txt(b), rel).replace("\n" + ind, "\n" + i3)
-        inner = "\n".join(line for line in inner.split("\n") if line.strip())
-        tail_body = txt(b)
-        var = m.var
-        return (
-            f"// astra: vectorized ({vec} elements per step, {self.width}-byte accesses); scalar tail\n"
-            f"{ind}{{\n"
-            f"{i1}constexpr int astra_vec{sfx} = {vec};\n"
-            f"{i1}const {T} astra_n{sfx} = {txt(m.bound)};\n"
-            f"{i1}const bool astra_aligned{sfx} =\n{aligned};\n"
-            f"{i1}const {T} astra_vec_end{sfx} = astra_aligned{sfx} ? astra_n{sfx} / astra_vec{sfx} * astra_vec{sfx} : 0;\n"
-            f"{i1}for ({T} astra_i0{sfx} = {_paren(m.start)} * astra_vec{sfx}; astra_i0{sfx} < astra_vec_end{sfx};\n"
-            f"{i1}     astra_i0{sfx} += {_paren(m.stride)} * astra_vec{sfx}) {{\n"
-            + "\n".join(decls) + "\n"
-            + "\n".join(lines_load) + ("\n" if lines_load else "")
-            + f"{i2}#pragma unroll\n"
-            f"{i2}for (int astra_k{sfx} = 0; astra_k{sfx} < astra_vec{sfx}; ++astra_k{sfx}) {{\n"
-            + (f"{i3}const {T} {var} = astra_i0{sfx} + astra_k{sfx};\n" if need_var else "") +
-            f"{i3}{inner}\n"
-            f"{i2}}}\n"
-            + "\n".join(lines_store) + ("\n" if lines_store else "")
-            + f"{i1}}}\n"
-            f"{i1}// astra: scalar tail (and whole rows that are not aligned)\n"
-            f"{i1}for ({T} {var} = astra_vec_end{sfx} + {_paren(m.start)}; {var} < astra_n{sfx}; {var} += {m.stride}) "
-            + tail_body.replace("\n" + ind, "\n" + i1) + "\n"
-            f"{ind}}}"
-        )
+                continue
+        if key not in loads:
+            v = f"astra_v{len(loads)}{sfx}"
+            loads[key] = v
+            decls.append(f"{i2}alignas(16) {elem} {v}[astra_vec{sfx}];")
+            for c in range(nchunks):
+                lines_load.append(f"{i2}reinterpret_cast<{chunk}*>({v})[{c}] = reinterpret_cast<const "
+                                  f"{chunk}*>({_at(a.array, a.base)} + astra_i0{sfx})[{c}];")
+        body_edits.append(Edit(a.node.start_byte, a.node.end_byte, f"{loads[key]}[astra_k{sfx}]"))
+    bases = sorted({(a.array, a.base) for a in acc})
+    conds = [f"reinterpret_cast<size_t>({_at(arr, b)}) % {width} == 0" for arr, b in bases]
+    conds += [_apart(w, wb, r, rng, f"astra_n{sfx}") for w, wb, r, rng in plan.checks]
+    aligned = " &&\n".join(f"{i1}    {c}".replace("\n       ", f"\n{i1}       ") for c in conds)
+    # The body, with vectorized accesses replaced, re-indented under the unrolled loop.
+    b = m.body
+    # Aliases (`idx = base + i`) and `i` itself may be left unused once accesses are vectors.
+    replaced = [(a.node.start_byte, a.node.end_byte) for a in acc]
+
+    def live(name: str, skip: Node | None = None) -> bool:
+        return any(n.type == "identifier" and txt(n) == name and
+                   not any(s <= n.start_byte < e for s, e in replaced) and
+                   not (skip is not None and skip.start_byte <= n.start_byte < skip.end_byte)
+                   for n in walk(b))
+    for stmt in b.named_children:
+        if stmt.type == "declaration":
+            names = [declared_name(d)[0] for d in stmt.children_by_field_name("declarator")]
+            if names and all(n in m.aliases and not live(n, stmt) for n in names):
+                body_edits.append(Edit(stmt.start_byte, stmt.end_byte, ""))
+                replaced.append((stmt.start_byte, stmt.end_byte))
+    need_var = live(m.var)
+    rel = [Edit(e.start - b.start_byte, e.end - b.start_byte, e.text) for e in body_edits]
+    inner = apply_edits(txt(b), rel).replace("\n" + ind, "\n" + i3)
+    inner = "\n".join(line for line in inner.split("\n") if line.strip())
+    tail_body = txt(b).replace("\n" + ind, "\n" + (i2 if wide else i1))
+    var = m.var
+    if wide:
+        tail = (f"{i1}for (long long astra_j{sfx} = astra_vec_end{sfx} + {_paren(m.start)}; astra_j{sfx} < astra_n{sfx}; "
+                f"astra_j{sfx} += {m.stride}) {{\n{i2}const {T} {var} = static_cast<{T}>(astra_j{sfx});\n"
+                f"{i2}{tail_body}\n{i1}}}\n")
+    else:
+        tail = f"{i1}for ({T} {var} = astra_vec_end{sfx} + {_paren(m.start)}; {var} < astra_n{sfx}; {var} += {m.stride}) " \
+               f"{tail_body}\n"
+    why = (f"{i1}// vector path only for aligned rows whose written range is apart from what is read\n"
+           if plan.checks else "")
+    return (
+        f"// astra: vectorized ({vec} elements per step, {width}-byte accesses); scalar tail\n"
+        f"{ind}{{\n"
+        f"{i1}constexpr int astra_vec{sfx} = {vec};\n"
+        f"{i1}const {C} astra_n{sfx} = {txt(m.bound)};\n"
+        + why +
+        f"{i1}const bool astra_aligned{sfx} =\n{aligned};\n"
+        f"{i1}const {C} astra_vec_end{sfx} = astra_aligned{sfx} ? astra_n{sfx} / astra_vec{sfx} * astra_vec{sfx} : 0;\n"
+        f"{i1}for ({C} astra_i0{sfx} = {cast}{_paren(m.start)} * astra_vec{sfx}; astra_i0{sfx} < astra_vec_end{sfx};\n"
+        f"{i1}     astra_i0{sfx} += {cast}{_paren(m.stride)} * astra_vec{sfx}) {{\n"
+        + "\n".join(decls) + "\n"
+        + "\n".join(lines_load) + ("\n" if lines_load else "")
+        + f"{i2}#pragma unroll\n"
+        f"{i2}for (int astra_k{sfx} = 0; astra_k{sfx} < astra_vec{sfx}; ++astra_k{sfx}) {{\n"
+        + (f"{i3}const {T} {var} = {elem_index};\n" if need_var else "") +
+        f"{i3}{inner}\n"
+        f"{i2}}}\n"
+        + "\n".join(lines_store) + ("\n" if lines_store else "")
+        + f"{i1}}}\n"
+        f"{i1}// astra: scalar tail (and whole rows that are not aligned)\n"
+        + tail + f"{ind}}}"
+    )

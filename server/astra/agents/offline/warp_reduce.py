@@ -12,7 +12,7 @@ from tree_sitter import Node
 
 from . import base
 from .base import Context, Edit, Rewrite, body, variable_types
-from .tree import apply_edits, callee, declared_name, find_function, line_indent, params, txt, walk
+from .tree import apply_edits, callee, declared_name, find_function, is_lvalue, line_indent, params, txt, walk
 
 
 def is_tree_reduction(fn: Node) -> bool:
@@ -46,14 +46,16 @@ def is_tree_reduction(fn: Node) -> bool:
     return has_loop and has_add and has_ret
 
 
-def _reduction(out: str, value: str, ind: str) -> str:
+def _reduction(out: str, value: str, ind: str, op: str = "sum") -> str:
     i1, i2 = ind + "  ", ind + "    "
+    combine = (lambda v: f"{v} += astra_t") if op == "sum" else (lambda v: f"{v} = fmaxf({v}, astra_t)")
+    identity = "0.0f" if op == "sum" else "-__int_as_float(0x7f800000)"
     stage = lambda v, w, m: (  # noqa: E731 - one shuffle tree, guarded for partial warps
         f"#pragma unroll\n{{i}}for (int astra_o = 16; astra_o > 0; astra_o >>= 1) {{{{\n"
         f"{{i}}  const float astra_t = __shfl_down_sync({m}, {v}, astra_o);\n"
-        f"{{i}}  if (astra_lane + astra_o < {w}) {v} += astra_t;\n{{i}}}}}}")
+        f"{{i}}  if (astra_lane + astra_o < {w}) {combine(v)};\n{{i}}}}}}")
     return (
-        f"// astra: warp-shuffle block reduction (was a shared-memory tree)\n"
+        f"// astra: warp-shuffle block {'reduction' if op == 'sum' else 'maximum'} (was a shared-memory tree)\n"
         f"{ind}float {out};\n{ind}{{\n"
         f"{i1}__shared__ float astra_partial[33];\n"
         f"{i1}float astra_v = {value};\n"
@@ -66,7 +68,7 @@ def _reduction(out: str, value: str, ind: str) -> str:
         f"{i1}__syncthreads();\n"
         f"{i1}if (astra_warp == 0) {{\n"
         f"{i2}const unsigned astra_warps = (blockDim.x + 31u) / 32u;\n"
-        f"{i2}float astra_w = astra_lane < astra_warps ? astra_partial[astra_lane] : 0.0f;\n"
+        f"{i2}float astra_w = astra_lane < astra_warps ? astra_partial[astra_lane] : {identity};\n"
         f"{i2}" + stage("astra_w", "astra_width", "astra_mask").format(i=i2) + "\n"
         f"{i2}if (astra_lane == 0) astra_partial[32] = astra_w;\n"
         f"{i1}}}\n"
@@ -75,12 +77,95 @@ def _reduction(out: str, value: str, ind: str) -> str:
         f"{ind}}}")
 
 
+def _tid_names(kb: Node) -> set[str]:
+    """`threadIdx.x` and locals that only ever hold it (`const int tid = threadIdx.x;`)."""
+    return {"threadIdx.x"} | {k for k, v in base.index_aliases(kb).items() if v == "threadIdx.x"}
+
+
+def _calls_sync(stmt: Node) -> bool:
+    return stmt.type == "expression_statement" and "".join(txt(stmt).split()) == "__syncthreads();"
+
+
+def _tree_loop(loop: Node, arr: str, tids: set[str], block: int | None) -> str | None:
+    """'sum' / 'max' for `for (s = blockDim.x / 2; s > 0; s >>= 1) { if (tid < s) arr[tid] += arr[tid + s];
+    __syncthreads(); }` (or `arr[tid] = fmaxf(arr[tid], arr[tid + s])`)."""
+    if loop.type != "for_statement":
+        return None
+    init, cond, upd = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update"))
+    b = loop.child_by_field_name("body")
+    if init is None or cond is None or upd is None or b is None or init.type != "declaration":
+        return None
+    ds = init.children_by_field_name("declarator")
+    if len(ds) != 1 or ds[0].type != "init_declarator":
+        return None
+    var = txt(ds[0].child_by_field_name("declarator"))
+    start = "".join(txt(ds[0].child_by_field_name("value")).split())
+    if start not in ("blockDim.x/2", "blockDim.x>>1") and not (block and start.isdigit() and 2 * int(start) == block):
+        return None
+    if "".join(txt(cond).split()) not in (f"{var}>0", f"{var}>=1", f"0<{var}") or \
+            "".join(txt(upd).split()) not in (f"{var}>>=1", f"{var}/=2", f"{var}={var}/2", f"{var}={var}>>1"):
+        return None
+    stmts = [c for c in b.named_children if c.type != "comment"] if b.type == "compound_statement" else []
+    if len(stmts) != 2 or stmts[0].type != "if_statement" or not _calls_sync(stmts[1]) or \
+            stmts[0].child_by_field_name("alternative") is not None:
+        return None
+    c = "".join(txt(stmts[0].child_by_field_name("condition")).split()).strip("()")
+    tid = next((t for t in tids if c == f"{t}<{var}"), None)
+    if tid is None:
+        return None
+    inner = stmts[0].child_by_field_name("consequence")
+    code = "".join(txt(inner).split()).strip("{}")
+    if code == f"{arr}[{tid}]+={arr}[{tid}+{var}];" or code == f"{arr}[{tid}]={arr}[{tid}]+{arr}[{tid}+{var}];":
+        return "sum"
+    for f in ("fmaxf", "max"):
+        if code == f"{arr}[{tid}]={f}({arr}[{tid}],{arr}[{tid}+{var}]);":
+            return "max"
+    return None
+
+
+def inline_trees(kb: Node, block: int | None) -> list[tuple[list[Node], str, str, str]] | None:
+    """Each `arr[tid] = v; __syncthreads(); <halving tree loop>` group in the kernel body:
+    (its statements, the shared array, the value, 'sum'/'max'). None when a shared array is used
+    some other way too (its reads of [0] after a group are replaced, see WarpReduce)."""
+    tids = _tid_names(kb)
+    shared = set()
+    for n in walk(kb):
+        if n.type == "declaration" and "__shared__" in txt(n):
+            for d in n.children_by_field_name("declarator"):
+                name, _ = declared_name(d)
+                if name:
+                    shared.add(name)
+    groups = []
+    for blk in (n for n in walk(kb) if n.type == "compound_statement"):
+        st = [c for c in blk.named_children if c.type != "comment"]
+        for i in range(len(st) - 2):
+            e = st[i]
+            if e.type != "expression_statement" or not e.named_children or \
+                    e.named_children[0].type != "assignment_expression":
+                continue
+            a = e.named_children[0]
+            left = a.child_by_field_name("left")
+            if txt(a.child_by_field_name("operator")) != "=" or left.type != "subscript_expression":
+                continue
+            arr = txt(left.child_by_field_name("argument"))
+            if arr not in shared or "".join(txt(left).split()) not in {f"{arr}[{t}]" for t in tids}:
+                continue
+            if not _calls_sync(st[i + 1]):
+                continue
+            op = _tree_loop(st[i + 2], arr, tids, block)
+            value = a.child_by_field_name("right")
+            if op is None or any(x.type == "identifier" and txt(x) == arr for x in walk(value)):
+                continue
+            groups.append(([e, st[i + 1], st[i + 2]], arr, txt(value), op))
+    return groups
+
+
 class WarpReduce(base.Transform):
     name = "warp_reduce"
     title = "warp-shuffle reduction instead of a shared-memory tree"
     expected = "fewer barriers and shared-memory round trips in the reduction (latency)"
 
-    def apply(self, text: str, ctx: Context) -> Rewrite | None:
+    def apply(self, text: str, ctx: Context, params: dict | None = None) -> Rewrite | None:
         sc = base.scope(text, ctx.kernel)
         if sc is None:
             return None
@@ -118,6 +203,50 @@ class WarpReduce(base.Transform):
                         end = d.end_byte + 1 if data[d.end_byte:d.end_byte + 1] == b"\n" else d.end_byte
                         edits.append(Edit(start, end, ""))
                         changes.append(f"unused shared scratch `{scratch}` removed")
+        tree_edits = self._inline(kb, data, ctx, len(edits))
+        if tree_edits is None and not edits:
+            return None
+        if tree_edits:
+            edits += tree_edits[0]
+            changes += tree_edits[1]
         if not edits:
             return None
         return Rewrite(self.name, apply_edits(text, edits), tuple(changes))
+
+    def _inline(self, kb: Node, data: bytes, ctx: Context, taken: int):
+        """Edits for inline shared-memory trees: each group becomes a shuffle reduction into
+        `astra_redK`; reads of `arr[0]` up to the array's next store read that value instead."""
+        groups = inline_trees(kb, ctx.block_threads)
+        if not groups:
+            return None
+        edits, changes, covered = [], [], []
+        ordered = sorted(groups, key=lambda g: g[0][0].start_byte)
+        for k, (stmts, arr, value, op) in enumerate(ordered):
+            name = f"astra_red{k}"
+            ind = line_indent(data, stmts[0].start_byte)
+            edits.append(Edit(stmts[0].start_byte, stmts[-1].end_byte, _reduction(name, value, ind, op)))
+            covered.append((stmts[0].start_byte, stmts[-1].end_byte))
+            changes.append(f"shared-memory tree over `{arr}` ({op}) replaced by a two-stage warp-shuffle reduction")
+        # every other use of the arrays: reads of [0] after a group, else nothing is changed
+        arrays = {g[1] for g in groups}
+        for n in walk(kb):
+            if n.type != "identifier" or txt(n) not in arrays or any(s <= n.start_byte < e for s, e in covered):
+                continue
+            p = n.parent
+            if p.type == "declaration" or (p.type == "array_declarator"):
+                continue
+            if p.type != "subscript_expression" or "".join(txt(p).split()) != f"{txt(n)}[0]" or is_lvalue(p):
+                return None
+            before = [i for i, g in enumerate(ordered) if g[1] == txt(n) and g[0][-1].end_byte <= p.start_byte]
+            if not before:
+                return None
+            edits.append(Edit(p.start_byte, p.end_byte, f"astra_red{before[-1]}"))
+        # the shared arrays are no longer needed
+        for n in walk(kb):
+            if n.type == "declaration" and "__shared__" in txt(n):
+                names = [declared_name(d)[0] for d in n.children_by_field_name("declarator")]
+                if names and all(x in arrays for x in names):
+                    start = data.rfind(b"\n", 0, n.start_byte) + 1
+                    end = n.end_byte + 1 if data[n.end_byte:n.end_byte + 1] == b"\n" else n.end_byte
+                    edits.append(Edit(start, end, ""))
+        return edits, changes

@@ -1,0 +1,247 @@
+"""Thread coarsening: one element per thread -> several elements per thread in 16-byte vectors,
+with a grid that shrinks to match (the spec and every launch site changed together).
+
+Recognises the most common elementwise form,
+
+    T i = blockIdx.x * blockDim.x + threadIdx.x;        T i = ...;
+    if (i < N) { body }                           or    if (i >= N) return;  body
+
+and a grid-stride loop launched with a grid that covers every element once. The first becomes a
+grid-stride loop (`for (T i = ...; i < N; i += blockDim.x * gridDim.x) { body }`: the same work
+for any launch), which is then vectorized (see vectorize.py: aligned vectors, overlap checks where
+no `__restrict__` promises it, a scalar tail); the grid then shrinks by the elements each thread
+takes. Correctness never depends on the launch: a grid-stride loop covers N whatever the grid.
+
+Parameters (the tuning stage's points): `width` (bytes per access: 16 or 8), `steps` (vector steps
+per thread: the grid shrinks by width/element size × steps), `block` (threads per block; None
+keeps the file's).
+"""
+from __future__ import annotations
+
+from tree_sitter import Node
+
+from ... import source
+from ...launch_change import relaunch, spec_in
+from . import base
+from .base import Context, Rewrite, body
+from .tree import apply_edits, assigned_names, callee, calls, declared_names, line_indent, txt, walk
+from .tree import Edit
+from .vectorize import STRIDES, Vectorize, _squash, match_loop
+
+BUILTINS = {"threadIdx", "blockIdx", "blockDim", "gridDim"}
+BARRIERS = ("sync", "__shfl", "__ballot", "__any", "__all", "__activemask", "__match", "__reduce", "atomic")
+STARTS = {s0 for s0, _ in STRIDES if "blockIdx" in s0}
+
+
+def _is_index(value: Node | None) -> bool:
+    return value is not None and _squash(value) in STARTS
+
+
+def _unbraced(stmt: Node) -> list[Node]:
+    if stmt.type == "compound_statement":
+        return [c for c in stmt.named_children]
+    return [stmt]
+
+
+def _guard(cond: Node | None, var: str) -> tuple[str, str] | None:
+    """('<', N) for `var < N` / `N > var`; ('>=', N) for `var >= N` / `N <= var`."""
+    while cond is not None and cond.type in ("parenthesized_expression", "condition_clause") and cond.named_children:
+        cond = cond.named_children[-1]
+    if cond is None or cond.type != "binary_expression":
+        return None
+    op = txt(cond.child_by_field_name("operator"))
+    left, right = cond.child_by_field_name("left"), cond.child_by_field_name("right")
+    flip = {"<": ">", ">": "<", ">=": "<=", "<=": ">="}
+    if txt(right) == var and op in flip:
+        left, right, op = right, left, flip[op]
+    if txt(left) != var or op not in ("<", ">="):
+        return None
+    return op, txt(right)
+
+
+def _is_return(stmt: Node | None) -> bool:
+    if stmt is None:
+        return False
+    if stmt.type == "compound_statement":
+        inner = [c for c in stmt.named_children if c.type != "comment"]
+        return len(inner) == 1 and _is_return(inner[0])
+    return stmt.type == "return_statement" and not stmt.named_children
+
+
+class _Elementwise:
+    """A kernel body `pre; T i = index; mid; guard; work` rewritten as a grid-stride loop."""
+
+    def __init__(self, pre: list[Node], decl: Node, mid: list[Node], guard: Node, work: list[Node], var: str,
+                 var_type: str, bound: str, start: str):
+        self.pre, self.decl, self.mid, self.guard, self.work = pre, decl, mid, guard, work
+        self.var, self.var_type, self.bound, self.start = var, var_type, bound, start
+
+
+def match_elementwise(fn: Node) -> _Elementwise | None:
+    stmts = [c for c in body(fn).named_children if c.type != "comment"]
+    for k, st in enumerate(stmts):
+        if st.type != "declaration":
+            continue
+        ds = st.children_by_field_name("declarator")
+        if len(ds) != 1 or ds[0].type != "init_declarator" or not _is_index(ds[0].child_by_field_name("value")):
+            continue
+        var = txt(ds[0].child_by_field_name("declarator"))
+        vtype = " ".join(w for w in txt(st.child_by_field_name("type")).split() if w != "const")
+        pre, rest = stmts[:k], stmts[k + 1:]
+        mid: list[Node] = []
+        while rest and rest[0].type == "declaration" and var not in _idents(rest[0]):
+            mid.append(rest.pop(0))
+        if not rest or rest[0].type != "if_statement" or rest[0].child_by_field_name("alternative") is not None:
+            return None
+        g = _guard(rest[0].child_by_field_name("condition"), var)
+        if g is None:
+            return None
+        op, bound = g
+        if op == "<" and len(rest) == 1:
+            work = _unbraced(rest[0].child_by_field_name("consequence"))
+        elif op == ">=" and _is_return(rest[0].child_by_field_name("consequence")):
+            work = rest[1:]
+        else:
+            return None
+        start = txt(ds[0].child_by_field_name("value"))
+        return _Elementwise(pre, st, mid, rest[0], work, var, vtype, bound, start)
+    return None
+
+
+def _idents(n: Node) -> set[str]:
+    return {txt(c) for c in walk(n) if c.type == "identifier"}
+
+
+def _safe(el: _Elementwise, sc: base.Scope) -> bool:
+    """The work of one element may run several times per thread: no returns, barriers, warp
+    collectives, atomics or shared memory; the built-ins only in the index; no state carried in
+    variables declared before the guard; the index and bound not changed."""
+    for st in el.work + el.mid:
+        for n in walk(st):
+            if n.type in ("return_statement", "goto_statement", "break_statement", "continue_statement"):
+                if n.type in ("break_statement", "continue_statement") and _inside_loop(n, st):
+                    continue
+                return False
+            if n.type == "field_expression" and txt(n.child_by_field_name("argument")) in BUILTINS:
+                return False
+    for f in sc.functions:
+        if "__shared__" in txt(f) or any(any(b in callee(c) for b in BARRIERS) for c in calls(f)):
+            return False
+        if f is not sc.kernel and any(n.type == "identifier" and txt(n) in BUILTINS for n in walk(body(f))):
+            return False
+    for st in el.pre:
+        if st.type != "declaration":
+            return False
+    changed = set().union(*(assigned_names(st) for st in el.work + el.mid)) if el.work else set()
+    before = set().union(*(declared_names(st) for st in el.pre)) if el.pre else set()
+    bound_names = {c for c in _idents_text(el.bound)}
+    return not (changed & (before | {el.var} | bound_names))
+
+
+def _inside_loop(n: Node, stop: Node) -> bool:
+    p = n.parent
+    while p is not None and p != stop.parent:
+        if p.type in ("for_statement", "while_statement", "do_statement", "switch_statement"):
+            return True
+        p = p.parent
+    return False
+
+
+def _idents_text(expr: str) -> set[str]:
+    r = source.parser().parse(f"int _ = {expr};".encode()).root_node
+    return {txt(c) for c in walk(r) if c.type == "identifier"} - {"_"}
+
+
+def as_grid_stride(text: str, fn: Node, el: _Elementwise) -> str:
+    """The kernel with `T i = index; mid; guard; work` as one grid-stride loop over the work."""
+    data = text.encode("utf-8")
+    ind = line_indent(data, el.decl.start_byte)
+    inner = ind + "  "
+    lines = []
+    for st in el.mid + el.work:
+        s = txt(st).replace("\n" + line_indent(data, st.start_byte), "\n" + inner)
+        lines.append(inner + s)
+    loop = (f"for ({el.var_type} {el.var} = {el.start}; {el.var} < {el.bound}; "
+            f"{el.var} += blockDim.x * gridDim.x) {{\n" + "\n".join(lines) + f"\n{ind}}}")
+    end = max([el.guard.end_byte] + [st.end_byte for st in el.work])
+    return apply_edits(text, [Edit(el.decl.start_byte, end, loop)])
+
+
+class Coarsen(base.Transform):
+    name = "coarsen"
+    title = "several elements per thread in 16-byte vectors (grid shrunk at the launch site)"
+    expected = ("one-element-per-thread kernels issue 2-4-byte accesses from many short threads: 16-byte vectors "
+                "and fewer, longer threads move the same bytes with far fewer instructions")
+
+    def apply(self, text: str, ctx: Context, params: dict | None = None) -> Rewrite | None:
+        params = params or {}
+        width, steps, block = int(params.get("width", 16)), int(params.get("steps", 1)), params.get("block")
+        if width not in (16, 8) or steps not in (1, 2, 4) or block not in (None, 128, 256, 512, 1024):
+            return None
+        sc = base.scope(text, ctx.kernel)
+        spec = spec_in(source.parse(text), ctx.kernel)
+        if sc is None or spec is None or len(spec.grid) > 1 and any(g.strip() != "1" for g in spec.grid[1:]) \
+                or len(spec.block) > 1 and any(b.strip() != "1" for b in spec.block[1:]):
+            return None
+        model = source.parse(text)
+        kernel = model.kernel(ctx.kernel)
+        if kernel is None or kernel.launch_bounds and block is not None:
+            return None
+        el = match_elementwise(sc.kernel)
+        if el is not None:
+            if not _safe(el, sc):
+                return None
+            canonical = as_grid_stride(text, sc.kernel, el)
+            what = f"one element per thread (`{el.var} < {el.bound}`) became a grid-stride loop"
+        else:
+            loop = next((n for n in walk(body(sc.kernel)) if n.type == "for_statement" and match_loop(n) is not None
+                         and "gridDim" in match_loop(n).stride), None)
+            if loop is None or not self._full_grid(loop, ctx):
+                return None
+            canonical = text
+            what = "the grid-stride loop's grid covered every element once"
+        vec = Vectorize(width).apply(canonical, ctx)
+        if vec is None:
+            return None
+        new_kernel = source.parse(vec.text).kernel(ctx.kernel)
+        if new_kernel is None:
+            return None
+        ept = vec.params["elements"] * steps   # elements per thread: a vector's, times the steps
+        g, b = spec.grid[0].strip(), spec.block[0].strip()
+        if block is None:
+            grid, blk = [f"cdiv({g}, {ept})"], list(spec.block)
+
+            def host(site):
+                return f"dim3((dim3({site.grid}).x + {ept - 1}) / {ept})", site.block
+        else:
+            per = block * ept
+            grid, blk = [f"cdiv(({g}) * ({b}), {per})"], [str(block)]
+
+            def host(site):
+                return (f"dim3(static_cast<unsigned int>((static_cast<size_t>(dim3({site.grid}).x) * dim3({site.block}).x"
+                        f" + {per - 1}) / {per}))", str(block))
+        note = f"{ept} elements per thread: grid / {ept}" + (f", {block} threads per block" if block else "")
+        new = relaunch(text, ctx.kernel, grid, blk, host, note,
+                       [(kernel.span.start_byte, kernel.span.end_byte, new_kernel.text)])
+        if new is None:
+            return None
+        changes = (what, *vec.changes,
+                   f"grid divided by {ept} (each thread takes {ept} elements)" +
+                   (f" and {block} threads per block" if block else "") + " in the spec and at every launch site")
+        return Rewrite(self.name, new, changes, {"width": width, "steps": steps, "block": block})
+
+    def alternatives(self, rw: Rewrite, ctx: Context) -> list[dict]:
+        p = rw.params
+        out = [{**p, "steps": s} for s in (2, 4) if s != p["steps"]]
+        out += [{**p, "block": b} for b in (256, 512, 1024) if b != p["block"] and b != ctx.block_threads]
+        if p["width"] == 16:
+            out.append({**p, "width": 8})
+        return out
+
+    @staticmethod
+    def _full_grid(loop: Node, ctx: Context) -> bool:
+        m = match_loop(loop)
+        n = ctx.row_elements.get(txt(m.bound)) if m is not None else None
+        if n is None or not ctx.grid_blocks or not ctx.block_threads:
+            return False
+        return ctx.grid_blocks * ctx.block_threads * 2 >= n

@@ -1,0 +1,152 @@
+"""Launch shape: lift a grid cap and give long rows more threads (the spec and every launch site
+changed together).
+
+For a kernel that loops over rows with a grid-stride loop (`for (r = blockIdx.x; r < R; r +=
+gridDim.x)`) and over each row's elements with block-stride loops (`for (i = threadIdx.x; i < n;
+i += blockDim.x)`), any grid and any block size computes the same result — so the launch is a free
+choice, and a capped one (`min(num_tokens, 256)` blocks of 128 threads) leaves most of the GPU
+idle. The rewrite launches one block per row (`grid = R`, the launch site passing the kernel's own
+row-count argument) and up to `block` threads per row (`min(n, block)`).
+
+Only kernels whose built-ins appear in exactly those roles qualify (no shared memory, barriers or
+warp collectives: nothing may depend on the block size).
+"""
+from __future__ import annotations
+
+from tree_sitter import Node
+
+from ... import source
+from ...launch_change import relaunch, side_effect_free, spec_in
+from . import base
+from .base import Context, Rewrite, body
+from .pack_rows import UNSAFE_CALLS
+from .tree import callee, calls, declared_name, txt, walk
+from .tree import params as fn_params
+from .vectorize import _squash
+
+BLOCKS = (256, 512, 1024)
+
+
+def _loop_role(n: Node) -> tuple[str, Node] | None:
+    """('rows', loop) / ('elements', loop) when built-in `n` is the start or step of a row loop
+    (`r = blockIdx.x; ...; r += gridDim.x`) or an element loop (`i = threadIdx.x; ...; i += blockDim.x`)."""
+    p = n.parent
+    while p is not None and p.type not in ("for_statement", "compound_statement"):
+        p = p.parent
+    if p is None or p.type != "for_statement":
+        return None
+    init, upd = p.child_by_field_name("initializer"), p.child_by_field_name("update")
+    if init is None or upd is None or not (init.start_byte <= n.start_byte < init.end_byte or
+                                           upd.start_byte <= n.start_byte < upd.end_byte):
+        return None
+    ds = init.children_by_field_name("declarator") if init.type == "declaration" else []
+    start = _squash(ds[0].child_by_field_name("value")) if len(ds) == 1 and ds[0].type == "init_declarator" else ""
+    step = _squash(upd.child_by_field_name("right")) if upd.type == "assignment_expression" and \
+        txt(upd.child_by_field_name("operator")) == "+=" else ""
+    if (start, step) == ("blockIdx.x", "gridDim.x"):
+        return "rows", p
+    if (start, step) == ("threadIdx.x", "blockDim.x"):
+        return "elements", p
+    return None
+
+
+def _bound(loop: Node) -> str | None:
+    cond = loop.child_by_field_name("condition")
+    if cond is None or cond.type != "binary_expression" or txt(cond.child_by_field_name("operator")) != "<":
+        return None
+    right = cond.child_by_field_name("right")
+    return txt(right) if right is not None and right.type == "identifier" else None
+
+
+def analyse(sc: base.Scope) -> tuple[str | None, list[str]] | None:
+    """(the row loops' bound, the element loops' bounds) when the launch is a free choice."""
+    for f in sc.functions:
+        if "__shared__" in txt(f) or any(callee(c).split("::")[-1] in UNSAFE_CALLS for c in calls(f)):
+            return None
+    rows: set[str] = set()
+    elems: list[str] = []
+    for f in sc.functions:
+        for n in walk(body(f)):
+            if n.type != "field_expression" or txt(n.child_by_field_name("argument")) not in (
+                    "threadIdx", "blockIdx", "blockDim", "gridDim"):
+                continue
+            if f is not sc.kernel or txt(n.child_by_field_name("field")) != "x":
+                return None
+            role = _loop_role(n)
+            if role is None:
+                return None
+            b = _bound(role[1])
+            if b is None:
+                return None
+            if role[0] == "rows":
+                rows.add(b)
+            elif b not in elems:
+                elems.append(b)
+    if len(rows) > 1:
+        return None
+    return (next(iter(rows)) if rows else None), elems
+
+
+class LaunchShape(base.Transform):
+    name = "launch_shape"
+    title = "launch shape: one block per row, more threads per row (grid cap lifted at the launch site)"
+    expected = ("a capped grid or narrow blocks leave most SMs idle (latency-bound): more rows and more bytes in "
+                "flight at once")
+
+    def apply(self, text: str, ctx: Context, params: dict | None = None) -> Rewrite | None:
+        params = params or {}
+        sc = base.scope(text, ctx.kernel)
+        spec = spec_in(source.parse(text), ctx.kernel)
+        if sc is None or spec is None or len(spec.grid) != 1 or len(spec.block) != 1:
+            return None
+        kernel = source.parse(text).kernel(ctx.kernel)
+        if kernel is None or kernel.launch_bounds:
+            return None
+        roles = analyse(sc)
+        if roles is None:
+            return None
+        row_bound, elem_bounds = roles
+        names = [declared_name(p.child_by_field_name("declarator"))[0] for p in fn_params(sc.kernel)]
+        # Lift the cap: one block per row when the grid covers fewer blocks than rows.
+        lift = bool(row_bound and row_bound in names and ctx.scalar_exprs.get(row_bound) and ctx.grid_blocks
+                    and ctx.row_elements.get(row_bound, 0) > ctx.grid_blocks)
+        lift = bool(params.get("rows", lift)) and lift
+        # More threads per row: long rows each thread walks many times.
+        block = params.get("block")
+        n = max((ctx.row_elements.get(b, 0) for b in elem_bounds), default=0)
+        if block is None and ctx.block_threads and ctx.block_threads < 512 and n >= 4 * ctx.block_threads:
+            block = 1024
+        if block is not None and (int(block) not in BLOCKS or len(elem_bounds) != 1 or elem_bounds[0] not in names
+                                  or not ctx.scalar_exprs.get(elem_bounds[0]) or int(block) == ctx.block_threads):
+            block = None
+        if not lift and block is None:
+            return None
+        grid = [ctx.scalar_exprs[row_bound]] if lift else list(spec.grid)
+        blk = [f"min({ctx.scalar_exprs[elem_bounds[0]]}, {block})"] if block else list(spec.block)
+
+        def host(site):
+            args = dict(zip(names, site.args))
+            g, b = site.grid, site.block
+            if lift:
+                g = args.get(row_bound)
+                if g is None or not side_effect_free(g):
+                    return None
+                g = f"dim3({g})"
+            if block:
+                a = args.get(elem_bounds[0])
+                if a is None or not side_effect_free(a):
+                    return None
+                b = f"dim3(({a}) < {block} ? ({a}) : {block})"
+            return g, b
+
+        what = (["one block per row (grid = " + grid[0] + ")"] if lift else []) + \
+               ([f"up to {block} threads per row (block = {blk[0]})"] if block else [])
+        new = relaunch(text, ctx.kernel, grid, blk, host, "; ".join(what))
+        if new is None:
+            return None
+        return Rewrite(self.name, new, ("; ".join(what) + " in the spec and at every launch site (the kernel "
+                                        "computes the same for any launch: grid- and block-stride loops)",),
+                       {"rows": lift, "block": block})
+
+    def alternatives(self, rw: Rewrite, ctx: Context) -> list[dict]:
+        return [{**rw.params, "block": b} for b in BLOCKS if b != rw.params.get("block") and b != ctx.block_threads]
