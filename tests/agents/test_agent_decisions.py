@@ -50,9 +50,10 @@ def test_cpu_profile_is_not_measured():
     assert e.passed and not e.measured and e.speed_note.startswith("speed is not measured") and e.registers == 32
 
 
-def _situation(best_speedup, bottleneck="memory"):
+def _situation(best_speedup, bottleneck="memory", share=0.5, occupancy=None):
     text, path, kernel = example("silu_and_mul")
-    ev = Evaluation(OK, Profile((SizeTiming({"n": 1}, 10.0, 10.0 / best_speedup, 0.5),), bottleneck))
+    ev = Evaluation(OK, Profile((SizeTiming({"n": 1}, 10.0, 10.0 / best_speedup, share),), bottleneck,
+                                occupancy=occupancy))
     return Situation(kernel, path, text, text, ev, ev, Context(kernel))
 
 
@@ -72,13 +73,29 @@ def test_adoption_needs_a_measured_gain():
     assert r.outcome == "failed" and "FAILED" in r.reason
 
 
-def test_planner_order_follows_the_bottleneck():
-    # packing short rows comes first (it changes the launch the others size themselves to), then hoisting
-    for b in ("memory", "latency", "compute"):
-        assert ranked_ideas(_situation(1.0, b))[:2] == ["pack_rows", "hoist"]
-    assert ranked_ideas(_situation(1.0, "memory"))[2] == "vectorize"
-    assert ranked_ideas(_situation(1.0, "latency"))[2] == "vectorize"
-    assert ranked_ideas(_situation(1.0, "compute"))[2] == "warp_reduce"
+def test_planner_order_follows_the_profile():
+    def order(*a, **k):
+        return [i for i, _ in ranked_ideas(_situation(1.0, *a, **k))]
+    # memory-bound: how threads map to the data, then wider accesses
+    assert order("memory")[:4] == ["rows", "pack_rows", "coarsen", "launch_shape"]
+    assert order("memory").index("vectorize") < order("memory").index("fast_math")
+    # latency-bound (or too few resident threads): the launch shape first
+    assert order("latency", share=0.13)[0] == "launch_shape"
+    assert order("memory", share=0.6, occupancy=0.12)[0] == "launch_shape"
+    # compute-bound: fewer instructions first
+    assert order("compute", share=0.1)[:3] == ["hoist", "warp_reduce", "fast_math"]
+    # near the copy ceiling: data-movement ideas are skipped, with the reason
+    near = dict(ranked_ideas(_situation(1.0, "memory", share=0.93)))
+    assert near["vectorize"].startswith("skipped: at 93% of the copy ceiling") and not near["fast_math"].startswith("skipped")
+
+
+def test_plan_says_why_and_what_was_passed_over():
+    plan, _ = OfflinePlanner().plan(_situation(1.0, "memory", share=0.55))
+    assert plan.idea == "vectorize" and plan.why.startswith("memory-bound at 55% of the copy ceiling")
+    assert "rows: its pattern is not in this version of the kernel" in plan.skipped
+    assert plan.params == {"width": 16, "elements": 8}
+    near, _ = OfflinePlanner().plan(_situation(1.0, "memory", share=0.95))
+    assert near.idea == "fast_math" and any(x.startswith("vectorize: at 95%") for x in near.skipped)
 
 
 def test_planner_never_retries_an_idea_on_the_same_base():

@@ -120,7 +120,7 @@ class OfflineCoder:
     def code(self, plan: Plan, s: Situation, evaluate: Callable[[str], Evaluation],
              cancel: threading.Event | None = None) -> Attempt:
         t = TRANSFORMS.get(plan.idea)
-        rw = t.apply(s.best, s.context) if t is not None else None
+        rw = t.apply(s.best, s.context, plan.params or None) if t is not None else None
         if rw is None:
             return Attempt(problem=f"transformation {plan.idea!r} does not apply to the current best version")
         return Attempt(rw.text, evaluate(rw.text), list(rw.changes), attempts=1)

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable
 
+from . import tuning
 from .coder import Attempt, LLMCoder, OfflineCoder
 from ..evaluation import CachedEvaluate, Evaluation, InfrastructureError, source_hash
 from .llm import LLMClient, LLMConfig
@@ -41,6 +42,7 @@ class Limits:
     max_cost_usd: float | None = None     # estimated from the LLMConfig's prices
     patience: int = 3                     # LLM mode: stop after this many rounds in a row without adoption
     min_gain: float = 0.01                # measured: must beat the best by 1%
+    tune_points: int = 8                  # the tuning stage's budget of parameter points (0: no tuning)
 
 
 def optimize(text: str, path: str, kernel: str, evaluate: Callable[[str], Evaluation], *,
@@ -121,6 +123,37 @@ def optimize(text: str, path: str, kernel: str, evaluate: Callable[[str], Evalua
         result.error, result.interrupted = e.message, True
         return finish(f"{e.message}; resume with --resume {run_id}", status="interrupted")
 
+    def tune_stage(stopped: str) -> str:
+        """The tuning stage, once the offline team has no idea left (its chain can be replayed)."""
+        chain = [(r.index, r.plan.idea, r.plan.params) for r in result.rounds if r.adopted and r.plan is not None]
+        if not chain or limits.tune_points <= 0 or cancel.is_set() or _over_limits(limits, t0, result.usage):
+            return stopped
+        if not s.best_eval.measured:
+            result.tuning_note = "no tuning: it compares timings, and speed is not measured here"
+            return stopped
+        if any(r.plan is None or r.plan.source != "offline" for r in result.rounds if r.adopted) or \
+                tuning.replay(text, kernel, [(i, p) for _, i, p in chain], spec) != s.best:
+            result.tuning_note = "no tuning: the adopted rewrites cannot be replayed with other parameters"
+            return stopped
+        deadline = t0 + limits.max_seconds if limits.max_seconds is not None else None
+        try:
+            best, best_eval, points, _ = tuning.tune(
+                text, kernel, chain, ev, s.best, s.best_eval, spec=spec, points=limits.tune_points,
+                min_gain=limits.min_gain, deadline=deadline, cancel=cancel,
+                tell=lambda m: tell(len(result.rounds), "tune", s.best_eval.speedup, m))
+        except InfrastructureError as e:   # the evaluations broke down: keep what the rounds found
+            result.tuning_note = f"tuning stopped: {e.message}"
+            return stopped
+        result.tuning = points
+        if best != s.best:
+            s.best, s.best_eval = best, best_eval
+            result.best, result.best_eval = best, best_eval
+        if log is not None:
+            log.tuning(points)
+            log.best(s.best)
+        kept = sum(p.outcome == "adopted" for p in points)
+        return f"{stopped}; tuning tried {len(points)} point(s), kept {kept}"
+
     tell(0, "baseline", None, f"resuming run {run_id}" if history else f"checking and timing the original {kernel}")
     try:
         base = ev(text)
@@ -172,7 +205,8 @@ def optimize(text: str, path: str, kernel: str, evaluate: Callable[[str], Evalua
         if not plans:
             if usage.calls:
                 result.usage.add(usage)
-            return finish("nothing left to try" if mode == "offline" else "the planner had no idea to offer")
+            return finish(tune_stage("nothing left to try") if mode == "offline" else
+                          "the planner had no idea to offer")
         tell(i, "code", best_sp, f"round {i}: " + "; ".join(p.title for p in plans))
         try:
             if len(plans) == 1:
@@ -219,6 +253,8 @@ def optimize(text: str, path: str, kernel: str, evaluate: Callable[[str], Evalua
         # Offline ideas are few and cheap, so each is tried; an LLM can go on forever: patience.
         if mode == "llm" and stale >= limits.patience:
             return finish(f"{stale} rounds in a row brought no improvement")
+    if mode == "offline" and any(r.adopted for r in result.rounds):
+        result.tuning_note = "no tuning yet: the rounds ran out before the ideas did (resume with more rounds)"
     return finish(f"all {rounds} rounds done")
 
 

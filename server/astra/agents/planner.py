@@ -7,50 +7,68 @@ from .offline import TRANSFORMS
 from .records import Plan, Usage
 from .situation import Situation
 
-# Orders of preference. Packing short rows first: it changes the launch, and the other ideas then
-# size themselves to the packed rows. Memory-bound (or unknown, e.g. on the CPU): wider accesses
-# first, after hoisting so the vectorized body is already lean. Latency/compute-bound: fewer barriers and
-# instructions first.
-MEMORY_ORDER = ["pack_rows", "hoist", "vectorize", "vectorize64", "vectorize32", "warp_reduce", "fast_math", "unroll_vector",
-                "restrict_ldg", "unroll"]
-COMPUTE_ORDER = ["pack_rows", "hoist", "warp_reduce", "fast_math", "vectorize", "vectorize64", "vectorize32", "unroll_vector",
-                 "restrict_ldg", "unroll"]
+# The offline ideas by what they change. Structure first: they choose how threads map to the data
+# (and may change the launch), and the other ideas size themselves to that.
+STRUCTURE = ["rows", "pack_rows", "coarsen", "launch_shape"]
+MEMORY = ["unit_stride", "vectorize", "vectorize64", "vectorize32", "unroll_vector", "restrict_ldg"]
+INSTRUCTIONS = ["hoist", "warp_reduce", "fast_math", "unroll"]
+NEAR_CEILING = 0.90        # of the copy ceiling: moving the data cannot get much faster
+LOW_OCCUPANCY = 0.25       # theoretical occupancy below this: too few threads resident
 
 
-def ranked_ideas(s: Situation) -> list[str]:
+def ranked_ideas(s: Situation) -> list[tuple[str, str]]:
+    """Every offline idea in the order the measured profile suggests, each with the reason for its
+    place; ideas the profile rules out carry a reason starting with 'skipped:'."""
     prof = s.best_eval.profile if s.best_eval.measured else None
-    order = COMPUTE_ORDER if prof is not None and prof.bottleneck == "compute" else MEMORY_ORDER
-    return order
+    if prof is None:
+        why = "speed is not measured here: the order that suits memory-bound kernels"
+        order = STRUCTURE + ["unit_stride", "hoist", "vectorize", "vectorize64", "vectorize32", "warp_reduce",
+                             "fast_math", "unroll_vector", "restrict_ldg", "unroll"]
+        return [(i, why) for i in order]
+    share = prof.best_copy_share
+    at = f"{share:.0%} of the copy ceiling" if share is not None else "an unknown share of the copy ceiling"
+    occ = prof.occupancy
+    if prof.bottleneck == "compute":
+        why = f"compute-bound at {at}: fewer instructions first"
+        return [(i, why) for i in INSTRUCTIONS] + [(i, why) for i in STRUCTURE + MEMORY]
+    if share is not None and share >= NEAR_CEILING:
+        skip = f"skipped: at {at} moving the data is near its limit; only instruction-level ideas are left"
+        return [(i, f"at {at}: only instruction-level ideas are left") for i in INSTRUCTIONS] + \
+               [(i, skip) for i in STRUCTURE + MEMORY]
+    if prof.bottleneck == "latency" or (occ is not None and occ < LOW_OCCUPANCY):
+        why = (f"latency-bound at {at}" + (f", {occ:.0%} theoretical occupancy" if occ is not None else "") +
+               ": more work in flight first (launch shape, threads per row), then wider accesses")
+        order = ["launch_shape", "rows", "pack_rows", "coarsen", "unit_stride", "vectorize", "vectorize64",
+                 "vectorize32", "hoist", "warp_reduce", "fast_math", "unroll_vector", "restrict_ldg", "unroll"]
+        return [(i, why) for i in order]
+    why = f"memory-bound at {at}: how threads map to the data, then wider accesses, then leaner loops"
+    order = STRUCTURE + ["unit_stride", "hoist", "vectorize", "vectorize64", "vectorize32", "warp_reduce",
+                         "fast_math", "unroll_vector", "restrict_ldg", "unroll"]
+    return [(i, why) for i in order]
 
 
 class OfflinePlanner:
     """Picks the first applicable transformation, in the order the profile suggests, that has not
-    been tried on the current best candidate."""
+    been tried on the current best candidate; the plan says why, and why the ideas before it were
+    passed over."""
 
     def plan(self, s: Situation) -> tuple[Plan | None, Usage]:
-        for idea in ranked_ideas(s):
+        ranked = ranked_ideas(s)
+        skipped = [f"{idea}: {why[len('skipped: '):]}" for idea, why in ranked if why.startswith("skipped:")]
+        for idea, why in ranked:
+            if why.startswith("skipped:"):
+                continue
             if s.tried(idea):
+                skipped.append(f"{idea}: tried on this version already")
                 continue
             t = TRANSFORMS[idea]
             rw = t.apply(s.best, s.context)
             if rw is None:
+                skipped.append(f"{idea}: its pattern is not in this version of the kernel")
                 continue
-            why = _why(idea, s)
-            return Plan(idea, t.title, "; ".join(rw.changes), expected=f"{t.expected}{why}"), Usage()
+            return Plan(idea, t.title, "; ".join(rw.changes), expected=t.expected, params=dict(rw.params),
+                        why=why, skipped=skipped), Usage()
         return None, Usage()
-
-
-def _why(idea: str, s: Situation) -> str:
-    prof = s.best_eval.profile if s.best_eval.measured else None
-    if prof is None:
-        return ""
-    share = prof.best_copy_share
-    bits = []
-    if prof.bottleneck:
-        bits.append(f"profile says {prof.bottleneck}-bound")
-    if share is not None:
-        bits.append(f"at {share:.0%} of the copy ceiling")
-    return f" ({', '.join(bits)})" if bits else ""
 
 
 def history_text(s: Situation) -> str:

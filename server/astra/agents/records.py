@@ -38,6 +38,9 @@ class Plan:
     details: str         # the plan as given to the coding agent
     expected: str = ""   # expected effect
     source: str = "offline"   # 'offline' | 'llm' | 'offline-fallback'
+    params: dict = field(default_factory=dict)     # offline: the transform's parameters (tuning replays them)
+    why: str = ""                                   # why this idea, now (from the profile)
+    skipped: list[str] = field(default_factory=list)   # ideas passed over, each with its reason
 
     def to_json(self) -> dict:
         return asdict(self)

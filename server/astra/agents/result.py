@@ -29,6 +29,8 @@ class OptimizeResult:
     error: str | None = None        # the run could not start (e.g. the original fails the gate)
     report_path: str | None = None  # the HTML report, when one was written
     interrupted: bool = False       # the evaluating machine was lost: resume the run to go on
+    tuning: list = field(default_factory=list)   # tuning.TunePoint: the parameter points tried after the rounds
+    tuning_note: str = ""                         # why there was no tuning, when there was none
 
     # ---- what changed -----------------------------------------------------------------------
     @property
@@ -98,6 +100,7 @@ class OptimizeResult:
                 "seconds": round(self.seconds, 2), "usage": self.usage.to_json(), "interrupted": self.interrupted,
                 "baseline": self.baseline.to_json(), "best": self.best_eval.to_json(),
                 "rounds": [r.to_json() for r in self.rounds], "best_kernel_source": self.best_kernel_source,
+                "tuning": [p.to_json() for p in self.tuning], "tuning_note": self.tuning_note,
                 "text_edit": self.text_edit(),
                 "diff": self.diff}
 
@@ -121,7 +124,17 @@ class OptimizeResult:
             lines += ["", "### What changed and why"]
             for r in self.worked():
                 lines.append(f"- round {r.index}: **{r.plan.title}** — {'; '.join(r.changes) or r.plan.details[:200]}"
-                             f"{' — ' + r.plan.expected if r.plan.expected else ''}")
+                             f"{' — ' + r.plan.expected if r.plan.expected else ''}"
+                             f"{' (chosen: ' + r.plan.why + ')' if r.plan.why else ''}")
+        if self.tuning:
+            lines += ["", "### Tuning (the adopted rewrites' parameters, each point verified and timed)",
+                      "| round | idea | parameters | outcome | speedup |", "|---:|---|---|---|---:|"]
+            for p in self.tuning:
+                params = ", ".join(f"{k}={v}" for k, v in p.params.items() if k != "elements")
+                sp = f"{p.speedup:.3f}×" if p.speedup else "–"
+                lines.append(f"| {p.step} | {p.idea} | {params} | {p.outcome}: {p.reason} | {sp} |")
+        elif self.tuning_note:
+            lines += ["", f"_{self.tuning_note}._"]
         if self.failed():
             lines += ["", "### Tried and not kept"]
             for r in self.failed():

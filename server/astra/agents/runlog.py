@@ -8,6 +8,7 @@ inspected, reported or resumed.
     best.cu              the best verified file so far
     measured/<hash>.json every evaluation as soon as it is made (by source hash): a round cut
                          short (a lost cluster node) loses nothing when it is resumed
+    tuning.json          the tuning stage's parameter points (after the rounds)
 """
 from __future__ import annotations
 
@@ -61,7 +62,9 @@ class RunLog:
         d.mkdir(exist_ok=True)
         if r.plan is not None:
             _write(d / "plan.md", f"# {r.plan.title}\n\nsource: {r.plan.source}\n\n{r.plan.details}\n\n"
-                                  f"Expected effect: {r.plan.expected}\n")
+                                  f"Expected effect: {r.plan.expected}\n"
+                                  + (f"\nWhy now: {r.plan.why}\n" if r.plan.why else "")
+                                  + "".join(f"- passed over {x}\n" for x in r.plan.skipped))
         if r.candidate is not None:
             _write(d / "candidate.cu", r.candidate)
         if r.evaluation is not None:
@@ -80,6 +83,9 @@ class RunLog:
         tmp = d / f".{key}.{uuid.uuid4().hex[:8]}.tmp"
         tmp.write_text(json.dumps(ev.to_json(), indent=2), encoding="utf-8")
         os.replace(tmp, d / f"{key}.json")
+
+    def tuning(self, points: list) -> None:
+        _write(self.dir / "tuning.json", json.dumps([p.to_json() for p in points], indent=2))
 
     # ---- reading back (resume / inspect) ----------------------------------------------------
     def rounds(self) -> list[Round]:

@@ -232,8 +232,9 @@ class Coarsen(base.Transform):
 
     def alternatives(self, rw: Rewrite, ctx: Context) -> list[dict]:
         p = rw.params
-        out = [{**p, "steps": s} for s in (2, 4) if s != p["steps"]]
-        out += [{**p, "block": b} for b in (256, 512, 1024) if b != p["block"] and b != ctx.block_threads]
+        out = [{**p, "steps": s} for s in (1, 2, 4) if s != p["steps"]]
+        out += [{**p, "block": b} for b in (256, 512, 1024) if b != p["block"] and not
+                (p["block"] is None and b == ctx.block_threads)]
         if p["width"] == 16:
             out.append({**p, "width": 8})
         return out

@@ -372,6 +372,18 @@ def _unconditional_barrier_between(a: Node, b: Node, fn_body: Node, barriers: se
     return False
 
 
+def _exclusive(a: Node, b: Node) -> bool:
+    """The two statements sit in different branches of one if statement: never both run."""
+    p = a.parent
+    while p is not None and not (p.start_byte <= b.start_byte and b.end_byte <= p.end_byte):
+        p = p.parent
+    if p is None or p.type != "if_statement":
+        return False
+    cons, alt = p.child_by_field_name("consequence"), p.child_by_field_name("alternative")
+    inside = lambda n, x: x is not None and x.start_byte <= n.start_byte and n.end_byte <= x.end_byte  # noqa: E731
+    return (inside(a, cons) and inside(b, alt)) or (inside(a, alt) and inside(b, cons))
+
+
 def shared_without_barrier(loop: Node, fn_body: Node, hs: dict[str, Handle], barriers: set[str]) -> bool:
     """Another loop of the kernel touches what this one writes (or writes what it reads) with no
     barrier between them: a thread relies on owning the same elements in both, which a vector
@@ -383,7 +395,7 @@ def shared_without_barrier(loop: Node, fn_body: Node, hs: dict[str, Handle], bar
         if other.start_byte <= loop.start_byte < other.end_byte or loop.start_byte <= other.start_byte < loop.end_byte:
             continue   # nested: the same iteration space
         ow, or_ = _touches(other, hs)
-        if not (w & (ow | or_) or ow & r):
+        if not (w & (ow | or_) or ow & r) or _exclusive(loop, other):
             continue
         first, second = (loop, other) if loop.start_byte < other.start_byte else (other, loop)
         if not _unconditional_barrier_between(first, second, fn_body, barriers):

@@ -1,0 +1,110 @@
+"""The offline team on kernels in the shapes real code has (tests/agents/kernels/, and the corpus
+in benchmarks/corpus/ when it is there): typedef'd and templated element types, no __restrict__,
+one element per thread, one thread per row, shared-memory trees, capped grids, runtime strides.
+
+Two things are checked: every rewrite a transformation proposes is one the gate's screen accepts
+and NVRTC compiles (a proposal the gate would refuse is never made), and the team adopts the
+right transformations on each kernel, every one verified, the final best passing the full gate."""
+import json
+import pathlib
+
+import pytest
+
+from astra import extract, launch_change, source, spec as spec_mod, static
+from astra.agents import optimize
+from astra.agents.evaluators import local_evaluator
+from astra.agents.offline import TRANSFORMS, context_from_text
+from astra.gate import screen
+
+from agent_helpers import EXAMPLES, ROOT
+
+KERNELS = pathlib.Path(__file__).parent / "kernels"
+# kernel file -> kernel -> the transformations the team must adopt there (on the CPU: each verified)
+EXPECTED = {
+    ("gelu_bf16", "gelu_forward_kernel1"): {"coarsen"},
+    ("residual_bf16", "residual_forward_kernel"): {"coarsen"},
+    ("adamw_fp32", "adamw_kernel"): {"coarsen", "fast_math"},
+    ("silu_norestrict", "silu_and_mul"): {"vectorize", "fast_math"},
+    ("silu_strided", "silu_and_mul_kernel"): {"launch_shape", "unit_stride", "vectorize", "fast_math"},
+    ("layernorm_naive", "layernorm_forward_kernel1"): {"rows", "vectorize"},
+    ("softmax_naive", "softmax_forward_kernel1"): {"rows", "vectorize"},
+    ("softmax_naive", "softmax_forward_online_kernel1"): {"rows", "vectorize"},
+    ("rmsnorm_tree", "rmsnorm_kernel"): {"warp_reduce", "vectorize"},
+}
+
+
+def corpus_kernels() -> list[tuple[str, str]]:
+    """(path, kernel) of every corpus kernel with a spec, from its manifest (empty until it exists)."""
+    manifest = ROOT / "benchmarks" / "corpus" / "manifest.json"
+    if not manifest.exists():
+        return []
+    out = []
+    for entry in json.loads(manifest.read_text()).get("kernels", []):
+        path = ROOT / "benchmarks" / "corpus" / entry["file"]
+        if path.exists():
+            out.append((str(path), entry["kernel"]))
+    return out
+
+
+def all_kernels() -> list[tuple[str, str]]:
+    return ([(str(ROOT / rel), k) for rel, k in EXAMPLES.values()] +
+            [(str(KERNELS / f"{f}.cu"), k) for f, k in EXPECTED] + corpus_kernels())
+
+
+def loaded(path, kernel):
+    text = pathlib.Path(path).read_text()
+    m = source.parse(text)
+    k = m.kernel(kernel)
+    if k is None or k.spec is None:
+        pytest.skip(f"{kernel} has no spec in {path}")
+    try:
+        return text, spec_mod.load(k, m)
+    except spec_mod.SpecErrors as e:
+        pytest.skip(f"{kernel}: spec does not load ({e})")
+
+
+@pytest.mark.parametrize("path,kernel", all_kernels(), ids=lambda x: pathlib.Path(x).stem if "/" in str(x) else x)
+def test_every_proposal_passes_the_screen_and_compiles(path, kernel):
+    text, sp = loaded(path, kernel)
+    ref = extract.unit(text, path, kernel, instantiate=sp.instantiate)
+    ctx = context_from_text(kernel, text, sp)
+    proposed = 0
+    for name, t in TRANSFORMS.items():
+        rw = t.apply(text, ctx)
+        if rw is None:
+            continue
+        proposed += 1
+        cand = extract.unit(rw.text, path, kernel, instantiate=sp.instantiate)
+        res = screen.screen(ref.source, cand.source, kernel, sp)
+        assert not res.errors, f"{name}: the screen refuses it: {res.errors[0].message}"
+        _, problem = launch_change.candidate_spec(sp, text, rw.text, kernel)
+        assert not problem, f"{name}: {problem}"
+        if static.available() is not None:
+            r = static.compile_unit(cand)
+            assert r.ok and not [d for d in r.diagnostics if d.severity == "error"], f"{name}: {r.log[-1500:]}"
+    if "kernels" in path:
+        assert proposed, f"no transformation applies to {kernel}"
+
+
+@pytest.fixture(scope="module")
+def cpu():
+    try:
+        from astra.backends.cpu import CpuBackend
+        return CpuBackend()
+    except Exception as e:  # noqa: BLE001
+        pytest.skip(f"CPU backend unavailable: {e}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,kernel", list(EXPECTED), ids=lambda x: x)
+def test_offline_team_on_real_code(name, kernel, cpu):
+    path = str(KERNELS / f"{name}.cu")
+    text, sp = loaded(path, kernel)
+    quick = local_evaluator(path, kernel, sp, cpu, text, quick=True)
+    r = optimize(text, path, kernel, quick, rounds=8, spec=sp)
+    adopted = {x.plan.idea for x in r.rounds if x.adopted}
+    assert EXPECTED[(name, kernel)] <= adopted, r.summary_markdown()
+    assert all(x.evaluation.passed for x in r.rounds if x.evaluation is not None), r.summary_markdown()
+    assert all(x.plan.why for x in r.rounds), "every plan says why it was chosen"
+    full = local_evaluator(path, kernel, sp, cpu, text)(r.best)
+    assert full.passed, full.check.feedback
