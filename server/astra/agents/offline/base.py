@@ -215,6 +215,30 @@ def return_types(root_node: Node) -> dict[str, str]:
     return out
 
 
+def substitute(expr: str, mapping: dict[str, str]) -> str | None:
+    """`expr` with each identifier replaced by `(mapping[name])`; None when an identifier has no
+    mapping or the expression is more than arithmetic on names and numbers."""
+    from ... import source
+    r = source.parser().parse(f"auto _ = {expr};".encode()).root_node
+    decl = r.named_children[0] if r.named_children else None
+    value = None
+    if decl is not None and decl.type == "declaration":
+        d = decl.child_by_field_name("declarator")
+        value = d.child_by_field_name("value") if d is not None else None
+    if value is None or r.has_error:
+        return None
+    edits = []
+    for n in walk(value):
+        if n.type not in ("identifier", "number_literal", "binary_expression", "parenthesized_expression",
+                          "+", "-", "*", "/", "%", "(", ")"):
+            return None
+        if n.type == "identifier":
+            if txt(n) not in mapping:
+                return None
+            edits.append(Edit(n.start_byte - value.start_byte, n.end_byte - value.start_byte, f"({mapping[txt(n)]})"))
+    return tree.apply_edits(txt(value), edits)
+
+
 def index_aliases(fn_body: Node) -> dict[str, str]:
     """Locals that only ever hold a thread index: `const int tid = threadIdx.x;` -> {'tid':
     'threadIdx.x'} (the value without spaces)."""

@@ -58,13 +58,15 @@ def _bound(loop: Node) -> str | None:
     return txt(right) if right is not None and right.type == "identifier" else None
 
 
-def analyse(sc: base.Scope) -> tuple[str | None, list[str]] | None:
-    """(the row loops' bound, the element loops' bounds) when the launch is a free choice."""
+def analyse(sc: base.Scope) -> tuple[str | None, list[str], bool, bool] | None:
+    """(the row loops' bound, the element loops' bounds, whether any grid computes the same,
+    whether any block size does) for a kernel with no shared memory, barriers or collectives."""
     for f in sc.functions:
         if "__shared__" in txt(f) or any(callee(c).split("::")[-1] in UNSAFE_CALLS for c in calls(f)):
             return None
     rows: set[str] = set()
     elems: list[str] = []
+    grid_free = block_free = True
     for f in sc.functions:
         for n in walk(body(f)):
             if n.type != "field_expression" or txt(n.child_by_field_name("argument")) not in (
@@ -72,19 +74,25 @@ def analyse(sc: base.Scope) -> tuple[str | None, list[str]] | None:
                 continue
             if f is not sc.kernel or txt(n.child_by_field_name("field")) != "x":
                 return None
+            kind = txt(n.child_by_field_name("argument"))
             role = _loop_role(n)
-            if role is None:
-                return None
-            b = _bound(role[1])
-            if b is None:
-                return None
-            if role[0] == "rows":
-                rows.add(b)
-            elif b not in elems:
-                elems.append(b)
+            b = _bound(role[1]) if role is not None else None
+            if role is not None and b is not None:
+                (rows.add(b) if role[0] == "rows" else elems.append(b) if b not in elems else None)
+            elif kind in ("blockIdx", "gridDim"):
+                grid_free = False
+            elif not (kind == "threadIdx" and _is_first_thread_test(n)):
+                block_free = False
     if len(rows) > 1:
         return None
-    return (next(iter(rows)) if rows else None), elems
+    return (next(iter(rows)) if rows else None), elems, grid_free, block_free
+
+
+def _is_first_thread_test(n: Node) -> bool:
+    """`threadIdx.x == 0` (true for one thread whatever the block size)."""
+    p = n.parent
+    return p is not None and p.type == "binary_expression" and txt(p.child_by_field_name("operator")) == "==" and \
+        "0" in (txt(p.child_by_field_name("left")).strip(), txt(p.child_by_field_name("right")).strip())
 
 
 class LaunchShape(base.Transform):
@@ -105,10 +113,10 @@ class LaunchShape(base.Transform):
         roles = analyse(sc)
         if roles is None:
             return None
-        row_bound, elem_bounds = roles
+        row_bound, elem_bounds, grid_free, block_free = roles
         names = [declared_name(p.child_by_field_name("declarator"))[0] for p in fn_params(sc.kernel)]
         # Lift the cap: one block per row when the grid covers fewer blocks than rows.
-        lift = bool(row_bound and row_bound in names and ctx.scalar_exprs.get(row_bound) and ctx.grid_blocks
+        lift = bool(grid_free and row_bound and row_bound in names and ctx.scalar_exprs.get(row_bound) and ctx.grid_blocks
                     and ctx.row_elements.get(row_bound, 0) > ctx.grid_blocks)
         lift = bool(params.get("rows", lift)) and lift
         # More threads per row: long rows each thread walks many times.
@@ -116,7 +124,8 @@ class LaunchShape(base.Transform):
         n = max((ctx.row_elements.get(b, 0) for b in elem_bounds), default=0)
         if block is None and ctx.block_threads and ctx.block_threads < 512 and n >= 4 * ctx.block_threads:
             block = 1024
-        if block is not None and (int(block) not in BLOCKS or len(elem_bounds) != 1 or elem_bounds[0] not in names
+        if block is not None and (not block_free or int(block) not in BLOCKS or len(elem_bounds) != 1
+                                  or elem_bounds[0] not in names
                                   or not ctx.scalar_exprs.get(elem_bounds[0]) or int(block) == ctx.block_threads):
             block = None
         if not lift and block is None:

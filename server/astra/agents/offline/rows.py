@@ -274,10 +274,12 @@ class Rows(base.Transform):
         if kernel is None or kernel.launch_bounds:
             return None
         el = match_elementwise(sc.kernel)
-        if el is None or not _safe(el, sc) or el.bound not in ctx.scalar_exprs:
+        if el is None or not _safe(el, sc):
             return None
         names = [declared_name(p.child_by_field_name("declarator"))[0] for p in fn_params(sc.kernel)]
-        if el.bound not in names:
+        rows_expr = _rows_expr(el, names)
+        spec_rows = base.substitute(rows_expr, ctx.scalar_exprs) if rows_expr else None
+        if spec_rows is None:
             return None
         work_names = set().union(*(declared_names(s) for s in el.work)) if el.work else set()
         loops = []
@@ -381,12 +383,13 @@ class Rows(base.Transform):
         k2 = source.parse(new_kernel).kernel(ctx.kernel)
         if k2 is None:
             return None
-        grid = [f"cdiv({ctx.scalar_exprs[el.bound]}, {r})" if r > 1 else ctx.scalar_exprs[el.bound]]
+        grid = [f"cdiv({spec_rows}, {r})" if r > 1 else spec_rows]
         blk = [str(t), str(r)]
 
         def host(site):
-            a = dict(zip(names, site.args)).get(el.bound)
-            if a is None or not side_effect_free(a):
+            args = dict(zip(names, site.args))
+            a = base.substitute(rows_expr, args) if all(side_effect_free(x) for x in args.values()) else None
+            if a is None:
                 return None
             g = f"dim3((({a}) + {r - 1}) / {r})" if r > 1 else f"dim3({a})"
             return g, f"dim3({t}, {r})"
@@ -409,6 +412,21 @@ class Rows(base.Transform):
     def alternatives(self, rw: Rewrite, ctx: Context) -> list[dict]:
         t = rw.params["threads"]
         return [{"threads": x} for x in (t // 2, t * 2, t * 4) if x in THREADS]
+
+
+def _rows_expr(el: _Elementwise, params: list[str]) -> str | None:
+    """The row count as an expression over the kernel's parameters: the guard's bound, or the
+    initialiser of the local it names (`int N = B * T;` before the index)."""
+    if el.bound in params:
+        return el.bound
+    for st in el.pre + el.mid:
+        for d in st.children_by_field_name("declarator"):
+            name, ptr = declared_name(d)
+            v = d.child_by_field_name("value") if d.type == "init_declarator" else None
+            if name == el.bound and not ptr and v is not None and \
+                    all(c.type != "identifier" or txt(c) in params for c in walk(v)):
+                return txt(v)
+    return None
 
 
 def _identity_before(work: list[Node], loop: Node, a: Accumulator) -> bool:

@@ -27,7 +27,7 @@ from .tree import (apply_edits, assigned_names, declared_name, declared_names, i
                    preceded_by_marker, txt, walk)
 
 CHUNK = {16: "uint4", 8: "uint2", 4: "unsigned int"}
-NARROW = {"int", "unsigned", "unsigned int", "int32_t", "uint32_t", "const int", "const unsigned int"}
+NARROW = {"int", "unsigned", "unsigned int", "int32_t", "uint32_t", "uint", "const int", "const unsigned int"}
 ASSIGN = {"=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>="}
 FORBIDDEN = {"break_statement", "continue_statement", "return_statement", "goto_statement",
              "for_statement", "while_statement", "do_statement"}
@@ -135,6 +135,9 @@ def match_loop(loop: Node, aliases: dict[str, str] | None = None) -> _Loop | Non
     start = _squash(decls[0].child_by_field_name("value"))
     start = (aliases or {}).get(start, start)
     stride = next((st for s0, st in STRIDES if s0 == start), None)
+    if stride is None and start.endswith(".thread_rank()"):   # a cooperative-groups tile or block
+        group = start[:-len(".thread_rank()")]
+        stride = (f"{group}.size()", f"{group}.num_threads()")
     if stride is None:
         return None
     var = txt(decls[0].child_by_field_name("declarator"))
@@ -172,11 +175,9 @@ def _pointee(value: Node, known: dict[str, Handle]) -> str | None:
     if v.type == "identifier":
         return txt(v) if txt(v) in known else None
     if v.type == "binary_expression" and txt(v.child_by_field_name("operator")) == "+":
-        for side in ("left", "right"):
-            s = _strip(v.child_by_field_name(side))
-            if s.type == "identifier" and txt(s) in known:
-                return txt(s)
-        return None
+        found = [_pointee(v.child_by_field_name(side), known) for side in ("left", "right")]
+        found = [f for f in found if f is not None]
+        return found[0] if len(found) == 1 else None
     if v.type == "pointer_expression" and txt(v.child(0)) == "&":
         arg = _strip(v.child_by_field_name("argument"))
         if arg.type == "subscript_expression":
@@ -236,12 +237,30 @@ def _exempt(w: Handle, r: Handle) -> bool:
     return w.root != r.root and (w.restrict or r.restrict)
 
 
+def _ldg_call(n: Node) -> Node | None:
+    """For `P[i]` written as `__ldg(&P[i])` (or through an LDG macro such as `EXT_LDG(&P[i])`):
+    the call, which reads the element."""
+    p = n.parent
+    if p is None or p.type != "pointer_expression" or txt(p.child(0)) != "&":
+        return None
+    args = p.parent
+    if args is None or args.type != "argument_list" or len(args.named_children) != 1:
+        return None
+    call = args.parent
+    from .tree import callee
+    name = callee(call).split("::")[-1] if call is not None and call.type == "call_expression" else ""
+    return call if name == "__ldg" or "LDG" in name.upper() else None
+
+
 def plan_accesses(m: _Loop, hs: dict[str, Handle], arrays: set[str]) -> Plan | None:
     accesses: list[Access] = []
     unknown_read = False
     for n in walk(m.body):
         if n.type != "subscript_expression":
             continue
+        if n.parent is not None and n.parent.type == "pointer_expression" and _ldg_call(n) is None:
+            if txt(n.child_by_field_name("argument")) in hs or is_lvalue(n):
+                return None   # the element's address escapes
         arg = n.child_by_field_name("argument")
         arr = txt(arg)
         if arg is None or arg.type != "identifier" or arr not in hs:
@@ -259,7 +278,8 @@ def plan_accesses(m: _Loop, hs: dict[str, Handle], arrays: set[str]) -> Plan | N
             idx = idx.named_children[0] if len(idx.named_children) == 1 else None
         ob = m.offset_base(idx) if idx is not None else None
         inv = txt(idx) if ob is None and idx is not None and m.invariant(idx) else ""
-        accesses.append(Access(n, arr, ob if ob is not None else "", is_lvalue(n), inv))
+        ldg = _ldg_call(n)
+        accesses.append(Access(ldg or n, arr, ob if ob is not None else "", ldg is None and is_lvalue(n), inv))
     chosen: list[Access] = []
     written: list[str] = []
     inplace: set[str] = set()
