@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "server"))
 
 from astra import source, spec as spec_mod  # noqa: E402
-from astra.agents import optimize  # noqa: E402
+from astra.agents import Limits, optimize  # noqa: E402
 from astra.evaluator import local_evaluator  # noqa: E402
 
 EXAMPLES = [("silu_and_mul", "silu_and_mul"), ("fused_add_rmsnorm", "fused_add_rmsnorm_kernel"),
@@ -67,7 +67,7 @@ class _Named:
         self.name = name
 
 
-def run_one(file: str, kernel: str, backend, rounds: int, quick: bool, in_process: bool) -> dict:
+def run_one(file: str, kernel: str, backend, rounds: int, quick: bool, in_process: bool, tune: int = 8) -> dict:
     """One example through the offline team. By default the way `astra optimize` runs it: every
     candidate is judged in a worker process (a faulting candidate cannot take the GPU context of
     the run down with it); `in_process` judges them here instead."""
@@ -79,14 +79,14 @@ def run_one(file: str, kernel: str, backend, rounds: int, quick: bool, in_proces
     t0 = time.time()
     if in_process:
         ev = local_evaluator(path, kernel, sp, backend, text, quick=quick)
-        r = optimize(text, path, kernel, ev, rounds=rounds, spec=sp, progress=say)
+        r = optimize(text, path, kernel, ev, rounds=rounds, spec=sp, progress=say, limits=Limits(tune_points=tune))
         full = local_evaluator(path, kernel, sp, backend, text, quick=False)
     else:
         import dataclasses
 
         from astra import api, jobs, worker
         r = api.optimize(api.snapshot(text, path), kernel, rounds=rounds, llm=None, backend=backend.name, progress=say,
-                         quick=quick)
+                         quick=quick, tune=tune)
         job = jobs.EvaluateJob(backend.name, path, kernel, sp, text, kernel, arch="sm_90", quick=False)
         full = lambda t: worker.run("astra.jobs:evaluate_job", dataclasses.replace(job, text=t),  # noqa: E731
                                     timeout=api.CHECK_TIMEOUT + api.PROFILE_TIMEOUT)
@@ -101,6 +101,7 @@ def run_one(file: str, kernel: str, backend, rounds: int, quick: bool, in_proces
         "baseline_copy_share": r.baseline.profile.best_copy_share if r.baseline.measured else None,
         "per_size": sizes, "rounds": len(r.rounds),
         "adopted": [x.plan.idea for x in r.rounds if x.adopted],
+        "tuning": [p.to_json() for p in r.tuning],
         "tried": [{"round": x.index, "idea": x.plan.idea if x.plan else None, "outcome": x.outcome,
                    "reason": x.reason} for x in r.rounds],
         "final_full_gate": {"passed": final.passed, "summary": final.check.summary,
@@ -148,6 +149,7 @@ def main(argv=None) -> int:
     ap.add_argument("--kernels", default="", help="comma-separated subset of the example files")
     ap.add_argument("--full-gate-in-loop", action="store_true", help="full gate for every candidate (slower)")
     ap.add_argument("--in-process", action="store_true", help="judge candidates in this process (no workers)")
+    ap.add_argument("--tune", type=int, default=8, help="tuning points after the rounds (0: none)")
     args = ap.parse_args(argv)
     if args.in_process:
         backend = make_backend(args.backend)
@@ -159,7 +161,8 @@ def main(argv=None) -> int:
     device = device_name(backend.name)
     chosen = [e for e in EXAMPLES if not args.kernels or e[0] in args.kernels.split(",")]
     t0 = time.time()
-    results = [run_one(f, k, backend, args.rounds, not args.full_gate_in_loop, args.in_process) for f, k in chosen]
+    results = [run_one(f, k, backend, args.rounds, not args.full_gate_in_loop, args.in_process, args.tune)
+               for f, k in chosen]
     measured = [r["geomean_speedup"] for r in results if r["measured"] and r["geomean_speedup"]]
     overall = math.exp(sum(map(math.log, measured)) / len(measured)) if measured else None
     out = {"device": device, "backend": backend.name, "rounds": args.rounds, "geomean_speedup": overall,

@@ -332,7 +332,8 @@ def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm:
              backend: str = "auto",
              arch: str = DEFAULT_ARCH, progress: Progress | None = None, cancel: threading.Event | None = None,
              write: bool = False, report: str | None = None, quick: bool = False,
-             resume: str | None = None, candidates: int = 1, run_id: str | None = None) -> OptimizeResult:
+             resume: str | None = None, candidates: int = 1, run_id: str | None = None,
+             tune: int | None = None) -> OptimizeResult:
     """Run the agent team on one kernel. Every candidate is judged in a worker process by the
     gate (and timed by the profiler where the backend measures time).
     resume: a run id under `.astra/runs/` (or 'last') to continue; `rounds` is then the total
@@ -392,9 +393,11 @@ def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm:
     workspace.ensure_astra_dir(path)   # the run log goes there: .astra/ with its .gitignore
     if run is not None and rounds > run.rounds_done:
         runlog.RunLog(run.dir).update_meta(rounds=rounds)   # the total asked for is now this
+    limits = agents.Limits() if tune is None else agents.Limits(tune_points=tune)
     result = agents.optimize(text, path, info.kernel.name, evaluate, rounds=rounds, llm=llm, spec=info.spec,
                              gpu=gpu, runs_dir=runs_dir, cancel=cancel, progress=progress,
-                             resume=run.id if run is not None else None, candidates=candidates, run_id=run_id)
+                             resume=run.id if run is not None else None, candidates=candidates, run_id=run_id,
+                             limits=limits)
     if write and result.improved:
         write_result(path, text, result.best)
     if report:

@@ -250,7 +250,8 @@ def cmd_optimize(a) -> int:
     try:
         result = api.optimize(api.open_file(a.file, _project(a)), a.kernel, rounds=a.rounds, llm=llm,
                               backend=a.backend, arch=a.arch, progress=progress, cancel=cancel, write=a.write,
-                              report=a.report, resume=a.resume, candidates=a.candidates)
+                              report=a.report, resume=a.resume, candidates=a.candidates,
+                              tune=a.tune)
     except KeyboardInterrupt:
         cancel.set()
         raise
@@ -465,6 +466,9 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--rounds", type=_rounds, default=None,
                    help="rounds in all (default 5; with --resume: an interrupted run's own total, "
                         "a finished run's rounds, i.e. only report it)")
+    o.add_argument("--tune", type=int, default=None, metavar="N",
+                   help="parameter points the tuning stage may time after the offline team's rounds "
+                        "(default 8; 0: none; needs a GPU)")
     o.add_argument("--llm", choices=["offline", "openai"], default=None,
                    help="offline (default without an endpoint) or an OpenAI-compatible endpoint")
     o.add_argument("--model", metavar="NAME", help="model name at the endpoint (or ASTRA_MODEL)")

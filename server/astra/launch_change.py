@@ -64,6 +64,11 @@ def candidate_spec(ref_spec: Spec, reference: SourceModel, candidate: SourceMode
                           f"configuration (grid, block, shared_mem) may change with a rewrite")
     if cand.launch == ref_spec.launch:
         return ref_spec, ""
+    # The launch this kernel had before the rewrite (its own spec in the reference file: another
+    # reference kernel, an earlier version, keeps its launch in ref_spec and is no guide here).
+    own = spec_in(reference, kernel)
+    if own is not None and cand.launch == own.launch:
+        return ref_spec.with_launch(cand), ""
     sites = _configs(candidate, kernel)
     if not sites:
         return ref_spec, (f"the rewrite changes the launch configuration, but this file has no launch of "

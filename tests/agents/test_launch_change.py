@@ -168,3 +168,52 @@ def test_packed_candidate_on_the_gpu_is_verified_and_timed_against_the_original_
     ev = worker.run("astra.jobs:evaluate_job", dataclasses.replace(job, text=bad),
                     timeout=api.CHECK_TIMEOUT + api.PROFILE_TIMEOUT)
     assert not ev.passed
+
+
+VERSIONS = """#include <cuda_fp16.h>
+/* @astra
+grid = ["cdiv(n, 128)"]
+block = ["128"]
+[sizes]
+n = [1, 100, 1000]
+[args]
+o = { type = "float", shape = ["n"], output = true }
+x = { type = "float", shape = ["n"] }
+n = "n"
+*/
+__global__ void twice1(float* o, const float* x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) o[i] = 2.0f * x[i];
+}
+/* @astra
+grid = ["cdiv(n, 512)"]
+block = ["256"]
+reference = "twice1"
+[sizes]
+n = [1, 100, 1000]
+[args]
+o = { type = "float", shape = ["n"], output = true }
+x = { type = "float", shape = ["n"] }
+n = "n"
+*/
+__global__ void twice2(float* o, const float* x, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) o[i] = 2.0f * x[i];
+}
+void run(float* o, const float* x, int n) {
+  twice1<<<(n + 127) / 128, 128>>>(o, x, n);
+  twice2<<<(n + 511) / 512, 256>>>(o, x, n);
+}
+"""
+
+
+def test_a_version_keeps_its_own_launch_while_its_reference_keeps_theirs():
+    """Optimizing twice2 (reference: the earlier twice1): a rewrite that leaves twice2's launch as it
+    was is not a launch change, although it differs from twice1's."""
+    m = source.parse(VERSIONS)
+    spec = launch_change.spec_in(m, "twice2")
+    ref = launch_change.reference_spec(spec, m, "twice1")
+    assert ref.launch == launch_change.spec_in(m, "twice1").launch
+    rewritten = VERSIONS.replace("o[i] = 2.0f * x[i];\n}\nvoid", "o[i] = x[i] + x[i];\n}\nvoid")
+    assert rewritten != VERSIONS
+    cand, problem = launch_change.candidate_spec(ref, m, source.parse(rewritten), "twice2")
+    assert problem == "" and cand.launch == spec.launch

@@ -24,7 +24,7 @@ def gelu():
 
 def launch(text):
     """(elements per thread, threads per block) of a coarsened candidate, from its own spec."""
-    sp = launch_change.spec_in(text, GELU)
+    sp = launch_change.spec_in(source.parse(text), GELU)
     grid, block, _ = sp.launch_dims({"N": 1 << 24})
     return round((1 << 24) / (grid[0] * block[0])), block[0]
 

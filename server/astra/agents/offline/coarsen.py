@@ -21,7 +21,7 @@ from __future__ import annotations
 from tree_sitter import Node
 
 from ... import source
-from ...launch_change import relaunch, spec_in
+from ...launch_change import relaunch, side_effect_free, spec_in
 from . import base
 from .base import Context, Rewrite, body
 from .tree import apply_edits, assigned_names, callee, calls, declared_names, line_indent, txt, walk
@@ -188,6 +188,7 @@ class Coarsen(base.Transform):
         if kernel is None or kernel.launch_bounds and block is not None:
             return None
         el = match_elementwise(sc.kernel)
+        cover = None     # the element count, over the parameters, for a grid that must grow to it
         if el is not None:
             if not _safe(el, sc):
                 return None
@@ -196,10 +197,17 @@ class Coarsen(base.Transform):
         else:
             loop = next((n for n in walk(body(sc.kernel)) if n.type == "for_statement" and match_loop(n) is not None
                          and "gridDim" in match_loop(n).stride), None)
-            if loop is None or not self._full_grid(loop, ctx):
+            if loop is None:
                 return None
             canonical = text
-            what = "the grid-stride loop's grid covered every element once"
+            if self._full_grid(loop, ctx):
+                what = "the grid-stride loop's grid covered every element once"
+            else:
+                cover = txt(match_loop(loop).bound)
+                names = [p.name for p in kernel.params]
+                if cover not in names or not ctx.scalar_exprs.get(cover):
+                    return None
+                what = f"the grid-stride loop's grid was capped below `{cover}` elements"
         vec = Vectorize(width).apply(canonical, ctx)
         if vec is None:
             return None
@@ -208,7 +216,19 @@ class Coarsen(base.Transform):
             return None
         ept = vec.params["elements"] * steps   # elements per thread: a vector's, times the steps
         g, b = spec.grid[0].strip(), spec.block[0].strip()
-        if block is None:
+        if cover is not None:
+            names = [p.name for p in kernel.params]
+            per = f"({block or b}) * {ept}"
+            grid, blk = [f"cdiv({ctx.scalar_exprs[cover]}, {per})"], [str(block)] if block else list(spec.block)
+
+            def host(site):
+                n = dict(zip(names, site.args)).get(cover)
+                if n is None or not side_effect_free(n):
+                    return None
+                threads = str(block) if block else f"dim3({site.block}).x"
+                return (f"dim3(static_cast<unsigned int>((static_cast<size_t>({n}) + static_cast<size_t>({threads}) * "
+                        f"{ept} - 1) / (static_cast<size_t>({threads}) * {ept})))", str(block) if block else site.block)
+        elif block is None:
             grid, blk = [f"cdiv({g}, {ept})"], list(spec.block)
 
             def host(site):
@@ -220,13 +240,15 @@ class Coarsen(base.Transform):
             def host(site):
                 return (f"dim3(static_cast<unsigned int>((static_cast<size_t>(dim3({site.grid}).x) * dim3({site.block}).x"
                         f" + {per - 1}) / {per}))", str(block))
-        note = f"{ept} elements per thread: grid / {ept}" + (f", {block} threads per block" if block else "")
+        note = (f"{ept} elements per thread: grid " + (f"covers `{cover}`" if cover else f"/ {ept}")
+                + (f", {block} threads per block" if block else ""))
         new = relaunch(text, ctx.kernel, grid, blk, host, note,
                        [(kernel.span.start_byte, kernel.span.end_byte, new_kernel.text)])
         if new is None:
             return None
         changes = (what, *vec.changes,
-                   f"grid divided by {ept} (each thread takes {ept} elements)" +
+                   (f"grid sized to cover `{cover}` with {ept} elements per thread" if cover else
+                    f"grid divided by {ept} (each thread takes {ept} elements)") +
                    (f" and {block} threads per block" if block else "") + " in the spec and at every launch site")
         return Rewrite(self.name, new, changes, {"width": width, "steps": steps, "block": block})
 

@@ -1,0 +1,294 @@
+#!/usr/bin/env python3
+"""The offline team (no LLM) on the real-code corpus (benchmarks/corpus/): per kernel the original
+and best µs, their shares of the copy ceiling and the adopted steps; geomean over the corpus'
+naive kernels -> benchmarks/results/corpus_bench.json, and a markdown table on stdout (its last
+line is the one-line summary).
+
+    python benchmarks/corpus_bench.py [--backend auto|gpu|cpu] [--rounds 8] [--tune 4]
+                                      [--seconds 90] [--kernels a,b] [--out FILE] [--corpus DIR]
+
+The specs are the ones inference proposes for the files as they are (the corpus' own runner
+pastes them into a copy), with two changes a user would make to benchmark them, both written into
+the results: timed sizes of a realistic workload (BENCH below: the sizes the files' own main()
+uses, or LLM shapes; inference proposes small ones), and for float reductions the tolerance the
+corpus itself gives versions of a reduction (REDUCTION_TOL: a sum over thousands of floats
+reassociated across threads differs from the sequential one by more than fp32's default).
+
+On the GPU every candidate is judged by the quick gate and timed side by side with the original
+(each evaluation in a worker process, as `astra optimize` does), and the final best passes the
+full gate again. On the CPU only correctness is reported. "Original µs" is the kernel's own time
+as it is in the file; a kernel whose spec names an earlier version as its reference is still
+verified against that version.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "server"))
+
+from astra import source, spec as spec_mod  # noqa: E402
+from astra.agents import Limits, optimize  # noqa: E402
+
+# Timed sizes per kernel (names that the inferred spec does not use are left alone).
+BENCH = {
+    "gelu_forward_kernel1": {"N": [25165824]}, "gelu_forward_kernel2": {"N": [25165824]},
+    "residual_forward_kernel1": {"N": [25165824]}, "residual_forward_kernel2": {"N": [25165824]},
+    "layernorm_forward_kernel1": {"N": [32768], "C": [768]}, "layernorm_forward_kernel2": {"N": [32768], "C": [768]},
+    "softmax_forward_kernel1": {"N": [32768], "C": [1024]}, "softmax_forward_kernel2": {"N": [32768], "C": [1024]},
+    "adamw_kernel1": {"num_parameters": [16777216]}, "adamw_kernel2": {"num_parameters": [16777216]},
+    "encoder_forward_kernel1": {"B": [32], "T": [1024], "C": [768], "V": [1024]},
+    "encoder_forward_kernel2": {"B": [32], "T": [1024], "C": [768], "V": [1024]},
+    "act_and_mul_kernel": {"num_tokens": [4096], "d": [11008]},
+    "rms_norm_kernel": {"num_tokens": [4096], "hidden_size": [8192]},
+    "fused_add_rms_norm_kernel": {"num_tokens": [4096], "hidden_size": [8192]},
+    "scale_rows_vec_kernel": {"num_rows": [4096], "hidden_size": [8192]},
+    "vectorAdd": {"numElements": [33554432]}, "saxpy": {"n": [33554432]},
+    "row_scale": {"rows": [8192], "cols": [4096]}, "relu_half": {"n": [67108864]},
+}
+REDUCTION_TOL = {"atol": 1e-4, "rtol": 1e-3}
+COPY_TARGET, START_BELOW = 0.85, 0.70   # issue 11: kernels starting below 70% of the ceiling end at >= 85%
+
+
+@dataclass(frozen=True)
+class Entry:
+    file: str
+    kernel: str
+    style: str = ""
+    category: str = ""
+    dtype: str = ""
+    naive: str | None = None
+    improved: str | None = None
+    memory_bound: bool = True
+    note: str = ""
+
+
+def manifest(corpus_dir: Path) -> list[Entry]:
+    """The corpus' kernels (its corpus.toml)."""
+    data = tomllib.loads((corpus_dir / "corpus.toml").read_text())
+    return [Entry(**{k: v for k, v in e.items() if k in Entry.__dataclass_fields__}) for e in data["kernel"]]
+
+
+def set_bench(comment: str, sizes: dict[str, list[int]], known: set[str]) -> str:
+    """The spec comment with its [bench] table replaced by `sizes` (names the spec knows only)."""
+    lines = comment.split("\n")
+    out, skipping, placed = [], False, False
+    rows = [f"{k} = {json.dumps(v)}" for k, v in sizes.items() if k in known]
+    for ln in lines:
+        head = ln.strip()
+        if head.startswith("[") and not head.startswith("[["):
+            skipping = head == "[bench]"
+            if head == "[bench]":
+                out += [ln] + rows
+                placed = True
+                continue
+            if head == "[args]" and not placed:
+                out += ["[bench]"] + rows + [""]
+                placed = True
+        if not skipping:
+            out.append(ln)
+    return "\n".join(out)
+
+
+def relax_float_outputs(comment: str, spec) -> tuple[str, list[str]]:
+    """REDUCTION_TOL on float outputs that give no tolerance of their own."""
+    changed = []
+    lines = comment.split("\n")
+    for i, ln in enumerate(lines):
+        m = re.match(r"^(\s*)([A-Za-z_]\w*)(\s*=\s*\{)(.*)\}\s*$", ln)
+        if not m or m.group(2) not in spec.args:
+            continue
+        a = spec.args[m.group(2)]
+        if a.pointer and (a.output or a.inout) and a.dtype.name in ("float", "double") and "atol" not in ln:
+            lines[i] = (f"{m.group(1)}{m.group(2)}{m.group(3)}{m.group(4).rstrip()}, "
+                        f"atol = {REDUCTION_TOL['atol']}, rtol = {REDUCTION_TOL['rtol']} }}")
+            changed.append(a.name)
+    return "\n".join(lines), changed
+
+
+def prepared(path: Path, kernel: str, category: str) -> tuple[str, list[str]]:
+    """The file text with the kernel's spec adjusted for the benchmark, and what was adjusted."""
+    text = path.read_text()
+    k = source.parse(text).kernel(kernel)
+    if k is None or k.spec is None:
+        raise ValueError(f"{kernel}: no spec was inferred")
+    spec = spec_mod.load(k, source.parse(text))
+    start, end = k.spec.span.start_byte, k.spec.span.end_byte
+    comment = text.encode()[start:end].decode()
+    notes = []
+    sizes = BENCH.get(kernel, {})
+    if sizes:
+        comment = set_bench(comment, sizes, set(spec.sizes))
+        notes.append("bench " + ", ".join(f"{n}={v[0]}" for n, v in sizes.items() if n in spec.sizes))
+    if category == "reduction":
+        comment, relaxed = relax_float_outputs(comment, spec)
+        if relaxed:
+            notes.append(f"reduction tolerance on {', '.join(relaxed)}")
+    data = text.encode()
+    new = (data[:start] + comment.encode() + data[end:]).decode()
+    spec_mod.load(source.parse(new).kernel(kernel), source.parse(new))   # still a valid spec
+    return new, notes
+
+
+def evaluator(path: str, kernel: str, spec, backend: str, text: str, quick: bool):
+    from astra import api, worker
+    from astra.agents.evaluation import Check, Evaluation
+    job = {"backend": backend, "arch": "sm_90", "path": path, "kernel": kernel, "spec": spec,
+           "reference_text": text, "reference_kernel": spec.reference or kernel, "quick": quick}
+
+    def evaluate(candidate: str):
+        try:
+            return worker.run("astra.jobs:evaluate_job", {**job, "text": candidate},
+                              timeout=api.CHECK_TIMEOUT + api.PROFILE_TIMEOUT)
+        except worker.WorkerError as e:
+            msg = f"the candidate could not be evaluated: {e}"
+            return Evaluation(Check(False, msg, msg, 0, backend))
+    return evaluate
+
+
+def run_one(entry, root: Path, backend: str, rounds: int, tune: int, seconds: float) -> dict:
+    path = root / entry.file
+    t0 = time.time()
+    base = {"kernel": entry.kernel, "file": entry.file, "category": entry.category, "style": entry.style,
+            "naive": entry.naive is None, "memory_bound": entry.memory_bound}
+    try:
+        text, notes = prepared(path, entry.kernel, entry.category)
+    except Exception as e:  # noqa: BLE001 - a spec inference could not produce: reported, not benchmarked
+        return {**base, "error": f"not benchmarked: {e}"}
+    path.write_text(text)
+    m = source.parse(text)
+    sp = spec_mod.load(m.kernel(entry.kernel), m)
+    say = lambda p: print(f"  [{entry.kernel}] {p['message']}", file=sys.stderr)  # noqa: E731
+    r = optimize(text, str(path), entry.kernel, evaluator(str(path), entry.kernel, sp, backend, text, True),
+                 rounds=rounds, spec=sp, progress=say, limits=Limits(max_seconds=seconds, tune_points=tune))
+    # The final best passes the full gate again; where it does not (the quick gate ran fewer cases),
+    # the best earlier version that does is the result, and the table says so.
+    full = evaluator(str(path), entry.kernel, sp, backend, text, False)
+    best, best_eval, fell_back, kept = r.best, r.best_eval, "", len(r.rounds)
+    final = full(best) if r.improved else r.baseline
+    if r.improved and not final.passed:
+        earlier = [(x.index, x.candidate, x.evaluation) for x in reversed(r.rounds) if x.adopted and
+                   x.candidate not in (None, r.best)]
+        fell_back = f"the final best failed the full gate ({final.check.summary[:200]})"
+        for idx, cand, ev in earlier + [(0, text, r.baseline)]:
+            final = full(cand) if idx else r.baseline
+            if final.passed:
+                best, best_eval, kept = cand, ev, idx
+                fell_back += f"; kept round {idx}'s version" if idx else "; kept the original"
+                break
+    r.best, r.best_eval = best, best_eval
+    out = {**base, "spec_changes": notes, "measured": r.measured, "error": r.error, "fell_back": fell_back,
+           "adopted": [x.plan.idea for x in r.rounds if x.adopted and x.index <= kept],
+           "tried": [{"round": x.index, "idea": x.plan.idea if x.plan else None, "outcome": x.outcome,
+                      "reason": x.reason[:300], "why": x.plan.why if x.plan else ""} for x in r.rounds],
+           "tuning": [p.to_json() for p in r.tuning], "stopped": r.stopped,
+           "final_full_gate": {"passed": final.passed, "summary": final.check.summary},
+           "wall_s": round(time.time() - t0, 1), "best_kernel_source": r.best_kernel_source}
+    if r.measured and r.baseline.measured:
+        sizes = []
+        for b, c in zip(r.baseline.profile.sizes, r.best_eval.profile.sizes):
+            sizes.append({"sizes": b.sizes, "original_us": b.candidate_us, "best_us": c.candidate_us,
+                          "speedup": b.candidate_us / c.candidate_us, "original_share": b.copy_share,
+                          "best_share": c.copy_share})
+        out["per_size"] = sizes
+        out["speedup"] = _geomean([s["speedup"] for s in sizes])
+        out["original_share"] = min(s["original_share"] for s in sizes if s["original_share"] is not None)
+        out["best_share"] = min(s["best_share"] for s in sizes if s["best_share"] is not None)
+        out["meets_target"] = out["original_share"] >= START_BELOW or out["best_share"] >= COPY_TARGET
+    return out
+
+
+def _geomean(xs: list[float]) -> float | None:
+    xs = [x for x in xs if x and x > 0 and math.isfinite(x)]
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
+
+
+def table(results: list[dict], device: str) -> str:
+    lines = [f"Offline team (no LLM) on the real-code corpus, {device}", "",
+             "| kernel | naive | original µs | best µs | speedup | copy ceiling (original → best) | adopted | full gate |",
+             "|---|:-:|---:|---:|---:|---|---|:-:|"]
+    for r in results:
+        gate = "✓" if r.get("final_full_gate", {}).get("passed") else "✗"
+        if r.get("error") and not r.get("measured"):
+            lines.append(f"| {r['kernel']} | {'✓' if r['naive'] else ''} | – | – | – | {r['error'][:60]} | | |")
+            continue
+        if not r.get("per_size"):
+            lines.append(f"| {r['kernel']} | {'✓' if r['naive'] else ''} | – | – | not measured | – | "
+                         f"{', '.join(r['adopted']) or '–'} | {gate} |")
+            continue
+        s = r["per_size"][0]
+        lines.append(f"| {r['kernel']} | {'✓' if r['naive'] else ''} | {s['original_us']:.1f} | {s['best_us']:.1f} | "
+                     f"{r['speedup']:.2f}× | {r['original_share']:.0%} → {r['best_share']:.0%} | "
+                     f"{', '.join(r['adopted']) or '–'} | {gate} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--backend", default="auto", choices=["auto", "gpu", "cpu"])
+    ap.add_argument("--rounds", type=int, default=8)
+    ap.add_argument("--tune", type=int, default=4, help="tuning points per kernel")
+    ap.add_argument("--seconds", type=float, default=90.0, help="time limit per kernel")
+    ap.add_argument("--kernels", default="", help="comma-separated subset (kernel names)")
+    ap.add_argument("--naive-only", action="store_true", help="only the corpus' naive kernels")
+    ap.add_argument("--corpus", default=str(ROOT / "benchmarks" / "corpus"))
+    ap.add_argument("--specs-given", action="store_true",
+                    help="the corpus' files already carry their specs: no inference")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "corpus_bench.json"))
+    args = ap.parse_args(argv)
+    corpus_dir = Path(args.corpus).resolve()
+    from astra import api
+    backend = api.resolve_backend(args.backend)
+    if backend == "static":
+        sys.exit("no backend can run kernels here")
+    device = "CPU: speed not measured"
+    if backend == "gpu":
+        from astra import worker
+        facts = worker.run("astra.jobs:gpu_facts_job", {}, timeout=60.0) or ""
+        device = next((f.split(": ", 1)[1] for f in facts.split(", ") if f.startswith("name: ")), "GPU")
+    entries = [e for e in manifest(corpus_dir)
+               if (not args.kernels or e.kernel in args.kernels.split(",")) and (not args.naive_only or e.naive is None)]
+    t0 = time.time()
+    with tempfile.TemporaryDirectory(prefix="astra-corpus-") as tmp:
+        root = Path(tmp) / "corpus"
+        if args.specs_given:
+            shutil.copytree(corpus_dir, root, ignore=shutil.ignore_patterns("__pycache__", ".astra"))
+            (root / ".git").mkdir(exist_ok=True)
+        else:
+            sys.path.insert(0, str(corpus_dir))
+            import corpus as corpus_mod  # the corpus' own spec inference, as its runner uses it
+            corpus_mod.with_inferred_specs(corpus_dir, root, entries)
+        results = [run_one(e, root, backend, args.rounds, args.tune, args.seconds) for e in entries]
+    naive = [r["speedup"] for r in results if r.get("naive") and r.get("speedup")]
+    out = {"device": device, "backend": backend, "rounds": args.rounds, "tune_points": args.tune,
+           "geomean_naive": _geomean(naive), "geomean_all": _geomean([r["speedup"] for r in results
+                                                                      if r.get("speedup")]),
+           "targets": {"start_below": START_BELOW, "end_at": COPY_TARGET},
+           "wall_s": round(time.time() - t0, 1), "kernels": results,
+           "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=2))
+    print(table(results, device))
+    gated = all(r.get("final_full_gate", {}).get("passed") for r in results if not r.get("error"))
+    missed = [r["kernel"] for r in results if r.get("meets_target") is False]
+    summary = (f"corpus: {len(results)} kernels, {'all final bests pass the full gate' if gated else 'FULL GATE FAILED'}"
+               + (f"; geomean {out['geomean_naive']:.2f}x over {len(naive)} naive kernels" if naive else "")
+               + (f"; below {COPY_TARGET:.0%} of the ceiling: {', '.join(missed)}" if missed else "")
+               + f"; wrote {os.path.relpath(args.out, ROOT)}")
+    print("\n" + summary)
+    return 0 if gated else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
