@@ -142,14 +142,15 @@ def prepared(path: Path, kernel: str, category: str) -> tuple[str, list[str]]:
 
 
 def evaluator(path: str, kernel: str, spec, backend: str, text: str, quick: bool):
-    from astra import api, worker
-    from astra.agents.evaluation import Check, Evaluation
-    job = {"backend": backend, "arch": "sm_90", "path": path, "kernel": kernel, "spec": spec,
-           "reference_text": text, "reference_kernel": spec.reference or kernel, "quick": quick}
+    """evaluate(file_text) in a worker process, as `astra optimize` judges candidates."""
+    import dataclasses
+    from astra import api, jobs, worker
+    from astra.evaluation import Check, Evaluation
+    job = jobs.EvaluateJob(backend, path, kernel, spec, text, spec.reference or kernel, arch="sm_90", quick=quick)
 
     def evaluate(candidate: str):
         try:
-            return worker.run("astra.jobs:evaluate_job", {**job, "text": candidate},
+            return worker.run("astra.jobs:evaluate_job", dataclasses.replace(job, text=candidate),
                               timeout=api.CHECK_TIMEOUT + api.PROFILE_TIMEOUT)
         except worker.WorkerError as e:
             msg = f"the candidate could not be evaluated: {e}"

@@ -12,7 +12,7 @@ import pytest
 
 from astra import extract, launch_change, source, spec as spec_mod, static
 from astra.agents import optimize
-from astra.agents.evaluators import local_evaluator
+from astra.evaluator import local_evaluator
 from astra.agents.offline import TRANSFORMS, context_from_text
 from astra.gate import screen
 

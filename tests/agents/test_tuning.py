@@ -96,7 +96,7 @@ def test_the_loop_tunes_after_its_rounds(tmp_path):
 @pytest.mark.slow
 def test_every_tuning_point_of_a_coarsened_kernel_passes_the_gate(tmp_path):
     """The alternatives the tuner would time are correct too (CPU backend, quick gate)."""
-    from astra.agents.evaluators import local_evaluator
+    from astra.evaluator import local_evaluator
     from astra.agents.tuning import _neighbours
     try:
         from astra.backends.cpu import CpuBackend

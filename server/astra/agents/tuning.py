@@ -17,7 +17,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Callable
 
-from .evaluation import Evaluation, source_hash
+from ..evaluation import Evaluation, source_hash
 from .offline import TRANSFORMS, context_from_text
 
 
