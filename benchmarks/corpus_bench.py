@@ -11,8 +11,9 @@ The specs are the ones inference proposes for the files as they are (the corpus'
 pastes them into a copy), with two changes a user would make to benchmark them, both written into
 the results: timed sizes of a realistic workload (BENCH below: the sizes the files' own main()
 uses, or LLM shapes; inference proposes small ones), and for float reductions the tolerance the
-corpus itself gives versions of a reduction (REDUCTION_TOL: a sum over thousands of floats
-reassociated across threads differs from the sequential one by more than fp32's default).
+corpus gives versions of a reduction, loosened to what its own improved version needs
+(REDUCTION_TOL: a sum over thousands of floats reassociated across threads differs from the
+sequential one by more than fp32's default).
 
 On the GPU every candidate is judged by the quick gate and timed side by side with the original
 (each evaluation in a worker process, as `astra optimize` does), and the final best passes the
@@ -43,8 +44,8 @@ from astra.agents import Limits, optimize  # noqa: E402
 
 # Timed sizes per kernel (names that the inferred spec does not use are left alone).
 BENCH = {
-    "gelu_forward_kernel1": {"N": [25165824]}, "gelu_forward_kernel2": {"N": [25165824]},
-    "residual_forward_kernel1": {"N": [25165824]}, "residual_forward_kernel2": {"N": [25165824]},
+    "gelu_forward_kernel1": {"N": [67108864]}, "gelu_forward_kernel2": {"N": [67108864]},
+    "residual_forward_kernel1": {"N": [67108864]}, "residual_forward_kernel2": {"N": [67108864]},
     "layernorm_forward_kernel1": {"N": [32768], "C": [768]}, "layernorm_forward_kernel2": {"N": [32768], "C": [768]},
     "softmax_forward_kernel1": {"N": [32768], "C": [1024]}, "softmax_forward_kernel2": {"N": [32768], "C": [1024]},
     "adamw_kernel1": {"num_parameters": [16777216]}, "adamw_kernel2": {"num_parameters": [16777216]},
@@ -57,7 +58,10 @@ BENCH = {
     "vectorAdd": {"numElements": [33554432]}, "saxpy": {"n": [33554432]},
     "row_scale": {"rows": [8192], "cols": [4096]}, "relu_half": {"n": [67108864]},
 }
-REDUCTION_TOL = {"atol": 1e-4, "rtol": 1e-3}
+# Measured on an H100: on the gate's "large inputs" the corpus' own improved layernorm (kernel2)
+# differs from the naive kernel1 by 2.4e-4 (absolute) on outputs near zero: the sequential float
+# sums of the reference lose that much themselves.
+REDUCTION_TOL = {"atol": 1e-3, "rtol": 1e-3}
 COPY_TARGET, START_BELOW = 0.85, 0.70   # issue 11: kernels starting below 70% of the ceiling end at >= 85%
 
 
