@@ -312,3 +312,37 @@ __global__ void k(__half* __restrict__ o, const __half* __restrict__ x, int n) {
     assert "astra_j = astra_vec_end + (blockIdx.x * blockDim.x + threadIdx.x); astra_j < astra_n; " \
            "astra_j += blockDim.x * gridDim.x" in k and "const int i = static_cast<int>(astra_j);" in k
     assert apply("vectorize", src.replace("i += blockDim.x * gridDim.x", "i += blockDim.x"), "k") is None
+
+
+def test_vectorize_leaves_loops_that_share_data_without_a_barrier():
+    """A thread relies on owning element i in both loops; a vector step would hand it to another."""
+    src = HEADER + """
+__global__ void k(float* __restrict__ y, const float* __restrict__ x, int n) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) { y[i] = 2.0f * x[i]; }
+  for (int i = threadIdx.x; i < n; i += blockDim.x) { y[i] = y[i] + 1.0f; }
+}
+"""
+    assert apply("vectorize", src, "k") is None
+    with_barrier = src.replace("}\n  for", "}\n  __syncthreads();\n  for", 1)
+    rw = apply("vectorize", with_barrier, "k")
+    assert rw is not None and len(rw.changes) == 2
+
+
+def test_typedef_and_template_element_types():
+    src = HEADER + """#include <cuda_bf16.h>
+typedef __nv_bfloat16 floatX;
+template <typename T>
+__global__ void k(floatX* __restrict__ o, const T* __restrict__ x, int n) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) { o[i] = (floatX)(float)x[i]; }
+}
+"""
+    from astra.agents.offline import Context
+    # floatX through the typedef (2 bytes: 8 per 16-byte vector); T through the spec's template
+    # argument (4 bytes: the same 8 elements take two 16-byte loads)
+    rw = TRANSFORMS["vectorize"].apply(src, Context("k", template_args={"T": "float"}))
+    assert "constexpr int astra_vec = 8;" in rw.text and "alignas(16) floatX" in rw.text
+    assert "reinterpret_cast<const uint4*>(x + astra_i0)[1]" in rw.text
+    # an unknown T and no spec: `x` is read element by element, only `o` moves in vectors
+    unknown = TRANSFORMS["vectorize"].apply(src, Context("k")).text
+    assert "(x + astra_i0)" not in unknown and "reinterpret_cast<uint4*>(o + astra_i0)[0]" in unknown
+    assert "(x + astra_i0)[1]" in TRANSFORMS["vectorize"].apply(src, Context("k", arg_bytes={"x": 4})).text
