@@ -203,15 +203,17 @@ def test_overlap_check_logic():
         pytest.skip("no g++")
     cond = _apart("o", "0", "x", "n:0", "astra_n")
     one = _apart("o", "0", "s", "1:3", "astra_n")
+    strict = _apart("o", "0", "x", "n!:0", "astra_n")
     prog = f"""#include <cstdio>
 #include <cstddef>
 bool apart(float* o, const float* x, long long astra_n) {{ return {cond}; }}
 bool apart1(float* o, const float* s, long long astra_n) {{ return {one}; }}
+bool strict(float* o, const float* x, long long astra_n) {{ return {strict}; }}
 int main() {{
   static float buf[64];
   printf("%d%d%d%d%d%d\\n", apart(buf, buf + 16, 16), apart(buf + 16, buf, 16), apart(buf, buf, 16),
          apart(buf, buf + 4, 16), apart(buf + 4, buf, 16), apart1(buf + 8, buf, 4));
-  printf("%d\\n", apart1(buf, buf, 4));
+  printf("%d%d\\n", apart1(buf, buf, 4), strict(buf, buf, 16));
 }}
 """
     import tempfile, pathlib
@@ -220,7 +222,7 @@ int main() {{
     subprocess.run([gxx, "-O1", "-o", str(d / "t"), str(d / "t.cpp")], check=True)
     out = subprocess.run([str(d / "t")], capture_output=True, text=True, check=True).stdout.split()
     # apart, apart, the same start (in place), overlapping either way; one element s[3] outside o[0..4)
-    assert out == ["111001", "0"]
+    assert out == ["111001", "00"]   # ... and no in-place exemption where a read follows the write
 
 
 # ---- warp-shuffle reduction --------------------------------------------------------------------
@@ -346,3 +348,40 @@ __global__ void k(floatX* __restrict__ o, const T* __restrict__ x, int n) {
     unknown = TRANSFORMS["vectorize"].apply(src, Context("k")).text
     assert "(x + astra_i0)" not in unknown and "reinterpret_cast<uint4*>(o + astra_i0)[0]" in unknown
     assert "(x + astra_i0)[1]" in TRANSFORMS["vectorize"].apply(src, Context("k", arg_bytes={"x": 4})).text
+
+
+def test_coarsen_one_element_per_thread():
+    import pathlib
+    from astra import launch_change
+    from astra.agents.offline import context_from_text
+    path = pathlib.Path(__file__).parent / "kernels" / "residual_bf16.cu"
+    text = path.read_text()
+    kernel = "residual_forward_kernel"
+    rw = TRANSFORMS["coarsen"].apply(text, context_from_text(kernel, text))
+    k = body_of(rw.text, kernel)
+    assert "astra_i0 += static_cast<long long>(blockDim.x * gridDim.x) * astra_vec" in k
+    # one element per thread before: elements cannot interact but through data races, so no checks
+    assert "sizeof(*out)" not in k and "reinterpret_cast<uint4*>(out + astra_i0)[0]" in k
+    assert launch_change.spec_in(rw.text, kernel).grid == ("cdiv(cdiv(N, 512), 8)",)
+    site = source.parse(rw.text).launches_of(kernel)[0]
+    assert site.grid == "dim3((dim3((N + block_size - 1) / block_size).x + 7) / 8)"
+    assert rw.params == {"width": 16, "steps": 1, "block": None}
+    two = TRANSFORMS["coarsen"].apply(text, context_from_text(kernel, text), {**rw.params, "steps": 2, "block": 256})
+    assert launch_change.spec_in(two.text, kernel).grid == ("cdiv((cdiv(N, 512)) * (512), 4096)",)
+    assert launch_change.spec_in(two.text, kernel).block == ("256",)
+    # a kernel that keeps state across elements, or uses the thread index beyond the element, is left
+    assert TRANSFORMS["coarsen"].apply(text.replace("out[idx] =", "out[idx + threadIdx.x * 0] ="),
+                                       context_from_text(kernel, text)) is None
+
+
+def test_a_read_after_the_write_through_another_pointer_keeps_its_order():
+    """`o` written, then `x` read: if they are the same buffer the read must see the new value, so
+    the in-place exemption does not apply to that pair."""
+    src = HEADER + """
+__global__ void k(float* o, const float* x, float* y, int n) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) { o[i] = 1.0f; y[i] = x[i]; }
+}
+"""
+    k = body_of(apply("vectorize", src, "k").text, "k")
+    assert "reinterpret_cast<size_t>(o) == reinterpret_cast<size_t>(x)" not in k       # o then x: apart only
+    assert "reinterpret_cast<size_t>(y) == reinterpret_cast<size_t>(x)" in k           # y after x: in place is fine

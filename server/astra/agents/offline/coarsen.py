@@ -208,7 +208,8 @@ class Coarsen(base.Transform):
                 if cover not in names or not ctx.scalar_exprs.get(cover):
                     return None
                 what = f"the grid-stride loop's grid was capped below `{cover}` elements"
-        vec = Vectorize(width).apply(canonical, ctx)
+        # One element per thread before: the elements cannot depend on each other (see plan_accesses).
+        vec = Vectorize(width).apply(canonical, ctx, {"independent": el is not None})
         if vec is None:
             return None
         new_kernel = source.parse(vec.text).kernel(ctx.kernel)

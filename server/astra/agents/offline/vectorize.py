@@ -252,7 +252,11 @@ def _ldg_call(n: Node) -> Node | None:
     return call if name == "__ldg" or "LDG" in name.upper() else None
 
 
-def plan_accesses(m: _Loop, hs: dict[str, Handle], arrays: set[str]) -> Plan | None:
+def plan_accesses(m: _Loop, hs: dict[str, Handle], arrays: set[str], independent: bool = False) -> Plan | None:
+    """The accesses to vectorize and the overlap checks the vector path needs. `independent`: the
+    loop's elements were each a thread of their own in the original (coarsen.py), so elements can
+    only interact through what were data races there; only a read placed after a write within one
+    element still needs its check."""
     accesses: list[Access] = []
     unknown_read = False
     for n in walk(m.body):
@@ -282,6 +286,7 @@ def plan_accesses(m: _Loop, hs: dict[str, Handle], arrays: set[str]) -> Plan | N
         accesses.append(Access(ldg or n, arr, ob if ob is not None else "", ldg is None and is_lvalue(n), inv))
     chosen: list[Access] = []
     written: list[str] = []
+    store_end: dict[str, int] = {}
     inplace: set[str] = set()
     preload: set[str] = set()
     for arr in dict.fromkeys(a.array for a in accesses):
@@ -297,6 +302,7 @@ def plan_accesses(m: _Loop, hs: dict[str, Handle], arrays: set[str]) -> Plan | N
                     stmt.parent is None or stmt.parent.type != "expression_statement" or \
                     stmt.parent.parent != m.body:
                 return None
+            store_end[arr] = stmt.end_byte
             compound = txt(stmt.child_by_field_name("operator")) != "="
             if compound or any(a.node.start_byte >= stmt.end_byte for a in acc if not a.store):
                 inplace.add(arr)        # `p[i] += e`, or a read after the write: one register for both
@@ -320,8 +326,11 @@ def plan_accesses(m: _Loop, hs: dict[str, Handle], arrays: set[str]) -> Plan | N
             for a in accesses:
                 if a.array != arr:
                     continue
+                late = a.node.start_byte >= store_end[w]   # read after the write: it must see the new value
+                if independent and not late:
+                    continue
                 if a.base:
-                    rng = ("n", a.base)
+                    rng = ("n!" if late else "n", a.base)
                 elif a.invariant:
                     rng = ("1", a.invariant)
                 else:
@@ -338,9 +347,9 @@ def plan_accesses(m: _Loop, hs: dict[str, Handle], arrays: set[str]) -> Plan | N
 def _apart(w: str, wb: str, r: str, rng: str, n: str) -> str:
     """C++: the bytes the loop writes through `w` do not overlap those it reads through `r`
     (or they start at the same element of the same size: an in-place update)."""
-    count, rb = rng.split(":", 1)
+    count, rb = rng.split(":", 1)   # 'n' elements, 'n!' (no in-place exemption) or '1'
     wa, ra = f"reinterpret_cast<size_t>({_at(w, wb)})", f"reinterpret_cast<size_t>({_at(r, rb)})"
-    rlen = f"{n} * sizeof(*{r})" if count == "n" else f"sizeof(*{r})"
+    rlen = f"{n} * sizeof(*{r})" if count.startswith("n") else f"sizeof(*{r})"
     same = f" ||\n       (sizeof(*{w}) == sizeof(*{r}) && {wa} == {ra})" if count == "n" else ""
     return f"({wa} + {n} * sizeof(*{w}) <= {ra} ||\n       {ra} + {rlen} <= {wa}{same})"
 
@@ -433,6 +442,7 @@ class Vectorize(base.Transform):
 
     def apply(self, text: str, ctx: Context, params: dict | None = None) -> Rewrite | None:
         width = int((params or {}).get("width", self.width))
+        independent = bool((params or {}).get("independent", False))
         if width not in CHUNK:
             return None
         sc = base.scope(text, ctx.kernel)
@@ -450,7 +460,7 @@ class Vectorize(base.Transform):
             m = match_loop(loop, tids)
             if m is None or shared_without_barrier(loop, body(fn), hs, barriers):
                 continue
-            plan = plan_accesses(m, hs, arrays)
+            plan = plan_accesses(m, hs, arrays, independent)
             if plan is None:
                 continue
             acc = plan.accesses
