@@ -10,7 +10,7 @@ import pathlib
 
 import pytest
 
-from astra import extract, launch_change, source, spec as spec_mod, static
+from astra import extract, launch_change, project, source, spec as spec_mod, static
 from astra.agents import optimize
 from astra.evaluator import local_evaluator
 from astra.agents.offline import TRANSFORMS, context_from_text
@@ -33,17 +33,26 @@ EXPECTED = {
 }
 
 
+CORPUS = ROOT / "benchmarks" / "corpus"
+
+
 def corpus_kernels() -> list[tuple[str, str]]:
-    """(path, kernel) of every corpus kernel with a spec, from its manifest (empty until it exists)."""
-    manifest = ROOT / "benchmarks" / "corpus" / "manifest.json"
-    if not manifest.exists():
+    """(path in the corpus, kernel) of every corpus kernel; its spec is the inferred one."""
+    import tomllib
+    if not (CORPUS / "corpus.toml").exists():
         return []
-    out = []
-    for entry in json.loads(manifest.read_text()).get("kernels", []):
-        path = ROOT / "benchmarks" / "corpus" / entry["file"]
-        if path.exists():
-            out.append((str(path), entry["kernel"]))
-    return out
+    return [(str(CORPUS / e["file"]), e["kernel"]) for e in tomllib.loads((CORPUS / "corpus.toml").read_text())["kernel"]]
+
+
+@pytest.fixture(scope="module")
+def inferred(tmp_path_factory):
+    """A copy of the corpus with each kernel's inferred spec pasted above it (as its runner does)."""
+    import sys
+    sys.path.insert(0, str(CORPUS))
+    import corpus
+    dest = tmp_path_factory.mktemp("corpus") / "corpus"
+    corpus.with_inferred_specs(CORPUS, dest, corpus.manifest(CORPUS))
+    return dest
 
 
 def all_kernels() -> list[tuple[str, str]]:
@@ -64,9 +73,12 @@ def loaded(path, kernel):
 
 
 @pytest.mark.parametrize("path,kernel", all_kernels(), ids=lambda x: pathlib.Path(x).stem if "/" in str(x) else x)
-def test_every_proposal_passes_the_screen_and_compiles(path, kernel):
+def test_every_proposal_passes_the_screen_and_compiles(path, kernel, request):
+    if path.startswith(str(CORPUS)):
+        path = str(request.getfixturevalue("inferred") / pathlib.Path(path).relative_to(CORPUS))
     text, sp = loaded(path, kernel)
-    ref = extract.unit(text, path, kernel, instantiate=sp.instantiate)
+    context = project.resolve(path)
+    ref = extract.spec_unit(text, path, kernel, sp, context=context)
     ctx = context_from_text(kernel, text, sp)
     proposed = 0
     for name, t in TRANSFORMS.items():
@@ -74,7 +86,7 @@ def test_every_proposal_passes_the_screen_and_compiles(path, kernel):
         if rw is None:
             continue
         proposed += 1
-        cand = extract.unit(rw.text, path, kernel, instantiate=sp.instantiate)
+        cand = extract.spec_unit(rw.text, path, kernel, sp, context=context)
         res = screen.screen(ref.source, cand.source, kernel, sp)
         assert not res.errors, f"{name}: the screen refuses it: {res.errors[0].message}"
         _, problem = launch_change.candidate_spec(sp, text, rw.text, kernel)
@@ -82,7 +94,7 @@ def test_every_proposal_passes_the_screen_and_compiles(path, kernel):
         if static.available() is not None:
             r = static.compile_unit(cand)
             assert r.ok and not [d for d in r.diagnostics if d.severity == "error"], f"{name}: {r.log[-1500:]}"
-    if "kernels" in path:
+    if path.startswith(str(KERNELS)):
         assert proposed, f"no transformation applies to {kernel}"
 
 
