@@ -5,7 +5,6 @@ one element per thread, one thread per row, shared-memory trees, capped grids, r
 Two things are checked: every rewrite a transformation proposes is one the gate's screen accepts
 and NVRTC compiles (a proposal the gate would refuse is never made), and the team adopts the
 right transformations on each kernel, every one verified, the final best passing the full gate."""
-import json
 import pathlib
 
 import pytest

@@ -1,5 +1,7 @@
 // LayerNorm forward, one thread per row (the naive kernel-development version), fp32:
-// mean and rstd per row saved for the backward pass.
+// mean and rstd per row saved for the backward pass. The tolerance is a reduction's: sums over
+// hundreds of floats, added in another order by a parallel version, differ from the sequential
+// ones by more than fp32's default on large inputs.
 #include <cuda_runtime.h>
 
 /* @astra
@@ -15,9 +17,9 @@ N = [32768]
 C = [768]
 
 [args]
-out  = { type = "float", shape = ["N", "C"], output = true }
-mean = { type = "float", shape = ["N"], output = true }
-rstd = { type = "float", shape = ["N"], output = true }
+out  = { type = "float", shape = ["N", "C"], output = true, atol = 1e-3, rtol = 1e-3 }
+mean = { type = "float", shape = ["N"], output = true, atol = 1e-3, rtol = 1e-3 }
+rstd = { type = "float", shape = ["N"], output = true, atol = 1e-3, rtol = 1e-3 }
 inp  = { type = "float", shape = ["N", "C"] }
 weight = { type = "float", shape = ["C"] }
 bias = { type = "float", shape = ["C"] }

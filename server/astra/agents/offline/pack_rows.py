@@ -26,7 +26,7 @@ from ... import exprs, source
 from ...launch_change import relaunch, spec_in
 from . import base
 from .base import Context, Edit, Rewrite, body
-from .tree import apply_edits, callee, calls, line_indent, txt, walk
+from .tree import callee, calls, line_indent, txt, walk
 
 DIMS = "xyz"
 THREADS = 128              # threads per packed block (4 warps: little waste when rows do not divide)

@@ -28,9 +28,10 @@ from tree_sitter import Node
 from ... import source
 from ...launch_change import relaunch, side_effect_free, spec_in
 from . import base
-from .base import Context, Edit, Rewrite, body
+from .base import Context, Edit, Rewrite
 from .coarsen import _Elementwise, _safe, match_elementwise
-from .tree import apply_edits, callee, declared_name, declared_names, is_lvalue, line_indent, txt, walk
+from .tree import (apply_edits, assigned_names, callee, declared_name, declared_names, is_lvalue, line_indent,
+                   txt, walk)
 from .tree import params as fn_params
 from .vectorize import _Loop, _strip
 
@@ -83,8 +84,9 @@ class Accumulator:
     exp: str = "expf"
 
 
-def _row_loop(n: Node, work_names: set[str]) -> tuple[str, str] | None:
-    """(var, bound) of `for (int j = 0; j < C; j++)` with C not changed in the row."""
+def _row_loop(n: Node, changed: set[str]) -> tuple[str, str] | None:
+    """(var, bound) of `for (int j = 0; j < C; j++)` with C not changed in the row (`changed`:
+    the names the row's statements assign)."""
     if n.type != "for_statement":
         return None
     init, cond, upd = (n.child_by_field_name(f) for f in ("initializer", "condition", "update"))
@@ -99,7 +101,7 @@ def _row_loop(n: Node, work_names: set[str]) -> tuple[str, str] | None:
             txt(cond.child_by_field_name("left")) != var:
         return None
     bound = cond.child_by_field_name("right")
-    if any(c.type == "identifier" and txt(c) in work_names for c in walk(bound)) or \
+    if any(c.type == "identifier" and txt(c) in changed for c in walk(bound)) or \
             any(c.type in ("call_expression", "subscript_expression") for c in walk(bound)):
         return None
     step = "".join(txt(c) for c in walk(upd) if c.child_count == 0)
@@ -281,10 +283,10 @@ class Rows(base.Transform):
         spec_rows = base.substitute(rows_expr, ctx.scalar_exprs) if rows_expr else None
         if spec_rows is None:
             return None
-        work_names = set().union(*(declared_names(s) for s in el.work)) if el.work else set()
+        changed = set().union(*(assigned_names(s) for s in el.work)) if el.work else set()
         loops = []
         for st in el.work:
-            rl = _row_loop(st, set())
+            rl = _row_loop(st, changed)
             if rl is not None:
                 accs = accumulators(st, rl[0])
                 if accs is None:
@@ -303,7 +305,6 @@ class Rows(base.Transform):
                 return None
         if not loops:
             return None
-        del work_names
         # Threads per row: two warps for rows up to 1024 elements (an H100 ran a 1024-float online
         # softmax at 70% of the copy ceiling with 64 threads per row, 63% with 32), more for longer rows.
         n = max((ctx.row_elements.get(rl[1], 0) for _, rl, _ in loops), default=0)

@@ -23,8 +23,8 @@ from tree_sitter import Node
 
 from . import base
 from .base import Context, Edit, Rewrite, body, element_bytes, pointer_params
-from .tree import (apply_edits, assigned_names, declared_name, declared_names, is_lvalue, line_indent,
-                   preceded_by_marker, txt, walk)
+from .tree import (apply_edits, assigned_names, callee, calls, declared_name, declared_names, function_name,
+                   is_lvalue, line_indent, preceded_by_marker, txt, walk)
 
 CHUNK = {16: "uint4", 8: "uint2", 4: "unsigned int"}
 NARROW = {"int", "unsigned", "unsigned int", "int32_t", "uint32_t", "uint", "const int", "const unsigned int"}
@@ -247,7 +247,6 @@ def _ldg_call(n: Node) -> Node | None:
     if args is None or args.type != "argument_list" or len(args.named_children) != 1:
         return None
     call = args.parent
-    from .tree import callee
     name = callee(call).split("::")[-1] if call is not None and call.type == "call_expression" else ""
     return call if name == "__ldg" or "LDG" in name.upper() else None
 
@@ -359,17 +358,11 @@ BARRIERS = {"__syncthreads", "__syncwarp", "astra_row_sync", "sync"}
 
 def _barrier_calls(sc: base.Scope) -> set[str]:
     """Functions that are barriers or call one (a block reduction helper, say)."""
-    from .tree import callee, calls
     out = set(BARRIERS)
     for f in sc.helpers:
         if any(callee(c).split("::")[-1].split(".")[-1] in BARRIERS for c in calls(f)):
-            out.add(tree_name(f))
+            out.add(function_name(f) or "")
     return out
-
-
-def tree_name(fn: Node) -> str:
-    from .tree import function_name
-    return function_name(fn) or ""
 
 
 def _touches(loop: Node, hs: dict[str, Handle]) -> tuple[set[str], set[str]]:
@@ -386,7 +379,6 @@ def _touches(loop: Node, hs: dict[str, Handle]) -> tuple[set[str], set[str]]:
 def _unconditional_barrier_between(a: Node, b: Node, fn_body: Node, barriers: set[str]) -> bool:
     """A barrier call between loops `a` and `b` that runs whenever both do (not inside a branch
     or loop of its own)."""
-    from .tree import callee, calls
     for c in calls(fn_body):
         if not (a.end_byte <= c.start_byte < b.start_byte) or callee(c).split("::")[-1].split(".")[-1] not in barriers:
             continue
