@@ -362,13 +362,13 @@ def test_coarsen_one_element_per_thread():
     assert "astra_i0 += static_cast<long long>(blockDim.x * gridDim.x) * astra_vec" in k
     # one element per thread before: elements cannot interact but through data races, so no checks
     assert "sizeof(*out)" not in k and "reinterpret_cast<uint4*>(out + astra_i0)[0]" in k
-    assert launch_change.spec_in(rw.text, kernel).grid == ("cdiv(cdiv(N, 512), 8)",)
+    assert launch_change.spec_in(source.parse(rw.text), kernel).grid == ("cdiv(cdiv(N, 512), 8)",)
     site = source.parse(rw.text).launches_of(kernel)[0]
     assert site.grid == "dim3((dim3((N + block_size - 1) / block_size).x + 7) / 8)"
     assert rw.params == {"width": 16, "steps": 1, "block": None}
     two = TRANSFORMS["coarsen"].apply(text, context_from_text(kernel, text), {**rw.params, "steps": 2, "block": 256})
-    assert launch_change.spec_in(two.text, kernel).grid == ("cdiv((cdiv(N, 512)) * (512), 4096)",)
-    assert launch_change.spec_in(two.text, kernel).block == ("256",)
+    assert launch_change.spec_in(source.parse(two.text), kernel).grid == ("cdiv((cdiv(N, 512)) * (512), 4096)",)
+    assert launch_change.spec_in(source.parse(two.text), kernel).block == ("256",)
     # a kernel that keeps state across elements, or uses the thread index beyond the element, is left
     assert TRANSFORMS["coarsen"].apply(text.replace("out[idx] =", "out[idx + threadIdx.x * 0] ="),
                                        context_from_text(kernel, text)) is None

@@ -77,7 +77,7 @@ def test_every_proposal_passes_the_screen_and_compiles(path, kernel, request):
         path = str(request.getfixturevalue("inferred") / pathlib.Path(path).relative_to(CORPUS))
     text, sp = loaded(path, kernel)
     context = project.resolve(path)
-    ref = extract.spec_unit(text, path, kernel, sp, context=context)
+    ref = extract.spec_unit(source.parse(text), path, kernel, sp, context=context)
     ctx = context_from_text(kernel, text, sp)
     proposed = 0
     for name, t in TRANSFORMS.items():
@@ -85,10 +85,10 @@ def test_every_proposal_passes_the_screen_and_compiles(path, kernel, request):
         if rw is None:
             continue
         proposed += 1
-        cand = extract.spec_unit(rw.text, path, kernel, sp, context=context)
+        cand = extract.spec_unit(source.parse(rw.text), path, kernel, sp, context=context)
         res = screen.screen(ref.source, cand.source, kernel, sp)
         assert not res.errors, f"{name}: the screen refuses it: {res.errors[0].message}"
-        _, problem = launch_change.candidate_spec(sp, text, rw.text, kernel)
+        _, problem = launch_change.candidate_spec(sp, source.parse(text), source.parse(rw.text), kernel)
         assert not problem, f"{name}: {problem}"
         if static.available() is not None:
             r = static.compile_unit(cand)

@@ -14,6 +14,10 @@ bases are aligned, and — unless `__restrict__` already promises it — whose w
 overlap any other range the loop touches (an exact in-place update is fine: each element is read
 before it is written, as before). Everything else runs the original loop (loop versioning, as
 compilers do), and the remainder of aligned rows runs in a scalar tail.
+
+Long because deciding that a loop may be vectorized is most of the work: which names point into
+which buffer, which accesses are affine, which overlaps must be checked at run time, and which
+other loops share its data; the emitted code itself is one function.
 """
 from __future__ import annotations
 
