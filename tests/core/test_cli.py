@@ -13,7 +13,7 @@ EXAMPLE = ROOT / "examples" / "silu_and_mul.cu"
 
 def astra(*args, cwd=None):
     env = dict(os.environ, PYTHONPATH=str(ROOT / "server"))
-    return subprocess.run([sys.executable, "-m", "astra", *map(str, args)], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "astra_cuda", *map(str, args)], capture_output=True, text=True,
                           cwd=cwd, env=env, timeout=120)
 
 

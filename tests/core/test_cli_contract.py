@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from astra import __version__, availability, cli
-from astra.evaluation import Check, Evaluation
-from astra.jobs import BackendStatus
+from astra_cuda import __version__, availability, cli
+from astra_cuda.evaluation import Check, Evaluation
+from astra_cuda.jobs import BackendStatus
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "silu_and_mul.cu"
@@ -87,7 +87,7 @@ def test_a_closed_pipe_is_no_traceback(tmp_path):
     f.write_text("".join(f"__global__ void kernel_{i}(float* out, const float* in, int n) "
                          f"{{ int j = threadIdx.x; if (j < n) out[j] = in[j]; }}\n" for i in range(400)))
     env = dict(os.environ, PYTHONPATH=str(ROOT / "server"))
-    p = subprocess.Popen([sys.executable, "-m", "astra", "kernels", str(f), "--json"], stdout=subprocess.PIPE,
+    p = subprocess.Popen([sys.executable, "-m", "astra_cuda", "kernels", str(f), "--json"], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, env=env)
     p.stdout.readline()
     p.stdout.close()   # like `| head -1`
@@ -101,7 +101,7 @@ def test_long_kernel_names_are_never_cut(tmp_path):
     f.write_text(f"__global__ void {name}(float* out, const float* in, int n) {{ out[0] = in[0]; }}\n")
     env = dict(os.environ, PYTHONPATH=str(ROOT / "server"), COLUMNS="60")
     for extra in ([], ["--wide"]):
-        out = subprocess.run([sys.executable, "-m", "astra", "kernels", str(f), *extra], capture_output=True,
+        out = subprocess.run([sys.executable, "-m", "astra_cuda", "kernels", str(f), *extra], capture_output=True,
                              text=True, env=env, timeout=60).stdout
         first_column = "".join(row.split("│")[1].strip() for row in out.splitlines() if row.startswith("│"))
         assert first_column == name, out
@@ -112,18 +112,18 @@ class FailingOriginal:
     """The worker's stand-in: the original kernel fails the gate."""
 
     def __call__(self, func, payload=None, **_):
-        if func == "astra.jobs:backends_job":
+        if func == "astra_cuda.jobs:backends_job":
             return {"cpu": BackendStatus(True), "gpu": BackendStatus(False, "no GPU in tests")}
-        assert func == "astra.jobs:evaluate_job", func
+        assert func == "astra_cuda.jobs:evaluate_job", func
         return Evaluation(Check(False, "silu_and_mul: FAILED compile: 'x' is undefined", "", 0, "failed"))
 
 
 def test_optimize_exits_1_when_the_original_fails_the_gate(capsys, tmp_path, monkeypatch):
-    import astra.worker
+    import astra_cuda.worker
     (tmp_path / ".git").mkdir()
     f = tmp_path / "silu.cu"
     f.write_text(EXAMPLE.read_text())
-    monkeypatch.setattr(astra.worker, "run", FailingOriginal())
+    monkeypatch.setattr(astra_cuda.worker, "run", FailingOriginal())
     availability.forget()
     try:
         code, out, err = run(capsys, "optimize", f, "--backend", "cpu", "--llm", "offline", "--json")

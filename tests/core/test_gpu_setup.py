@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from astra import gpu_setup, jobs
-from astra.gpu_setup import Advice, Cupy, Driver
+from astra_cuda import gpu_setup, jobs
+from astra_cuda.gpu_setup import Advice, Cupy, Driver
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "silu_and_mul.cu"
@@ -86,7 +86,7 @@ def test_astra_check_says_so(tmp_path):
     f.write_text(EXAMPLE.read_text())
     env = dict(os.environ, PYTHONPATH=str(ROOT / "server"),
                PATH=str(fake_smi(tmp_path)) + os.pathsep + os.environ["PATH"])
-    r = subprocess.run([sys.executable, "-m", "astra", "check", str(f), "--json"], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-m", "astra_cuda", "check", str(f), "--json"], capture_output=True, text=True,
                        env=env, timeout=300)
     assert r.returncode == 0, r.stderr
     setup = json.loads(r.stdout)["gpu_setup"]
