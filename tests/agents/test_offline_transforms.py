@@ -216,7 +216,8 @@ int main() {{
   printf("%d%d\\n", apart1(buf, buf, 4), strict(buf, buf, 16));
 }}
 """
-    import tempfile, pathlib
+    import tempfile
+    import pathlib
     d = pathlib.Path(tempfile.mkdtemp())
     (d / "t.cpp").write_text(prog)
     subprocess.run([gxx, "-O1", "-o", str(d / "t"), str(d / "t.cpp")], check=True)
