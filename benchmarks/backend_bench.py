@@ -23,8 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "server"))
 
-from astra import extract, source, static  # noqa: E402
-from astra import spec as spec_mod  # noqa: E402
+from astra_cuda import extract, source, static  # noqa: E402
+from astra_cuda import spec as spec_mod  # noqa: E402
 
 
 def examples():
@@ -69,8 +69,8 @@ def smallest_bench(spec):
 
 def bench_gpu(report: dict, quick: bool, save) -> None:
     import copy
-    from astra import gate, profiler
-    from astra.backends.gpu import GpuBackend
+    from astra_cuda import gate, profiler
+    from astra_cuda.backends.gpu import GpuBackend
     b = GpuBackend()
     report["device"] = b.device_info()
     t0 = time.perf_counter()
@@ -169,7 +169,7 @@ def main() -> int:
     report["static"] = []
     bench_static(report["static"])
     try:
-        from astra.backends.gpu import GpuBackend
+        from astra_cuda.backends.gpu import GpuBackend
         ok, why = GpuBackend.probe()
     except Exception as e:  # noqa: BLE001
         ok, why = False, str(e)

@@ -7,7 +7,7 @@ started here with N GPUs), on the same candidates, with the same verdicts.
                                        [--optimize --candidates K] [--out FILE]
 
 The candidates are the original and the offline team's rewrites of each example kernel, each
-evaluated as the optimize loop does it (`astra.jobs:evaluate_job`: the quick gate, then timing
+evaluated as the optimize loop does it (`astra_cuda.jobs:evaluate_job`: the quick gate, then timing
 against the original at every bench size). Each executor is warmed first (its workers started,
 one evaluation per kernel, not counted), then evaluates every candidate `--repeat` times with as
 many in flight as it has slots (the local pool: one; Ray: one per GPU, never two on one GPU).
@@ -31,9 +31,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "server"))
 
-from astra import api, availability, executors, jobs, source, spec as spec_mod  # noqa: E402
-from astra.agents.offline import TRANSFORMS, context_from_spec  # noqa: E402
-from astra.executors.local import LocalExecutor  # noqa: E402
+from astra_cuda import api, availability, executors, jobs, source, spec as spec_mod  # noqa: E402
+from astra_cuda.agents.offline import TRANSFORMS, context_from_spec  # noqa: E402
+from astra_cuda.executors.local import LocalExecutor  # noqa: E402
 
 EXAMPLES = [("silu_and_mul", "silu_and_mul"), ("fused_add_rmsnorm", "fused_add_rmsnorm_kernel"),
             ("merge_attn_states", "merge_attn_states")]
@@ -69,7 +69,7 @@ def evaluate_all(ex, backend: str, work: list, repeat: int) -> dict:
     def one(item):
         label, job = item
         t0 = time.perf_counter()
-        ran = ex.run("astra.jobs:evaluate_job", job, backend=backend, timeout=TIMEOUT, gpu_model=gpu_model)
+        ran = ex.run("astra_cuda.jobs:evaluate_job", job, backend=backend, timeout=TIMEOUT, gpu_model=gpu_model)
         e = ran.value
         return {"candidate": label, "passed": e.passed, "cases": e.check.cases, "summary": e.check.summary,
                 "speedup": e.speedup, "seconds": round(time.perf_counter() - t0, 3),
@@ -89,7 +89,7 @@ def evaluate_all(ex, backend: str, work: list, repeat: int) -> dict:
 
 
 def optimize_examples(backend: str, candidates: int, kernels: list[str]) -> dict:
-    from astra import batch
+    from astra_cuda import batch
     paths = [str(ROOT / "examples" / f"{f}.cu") for f, k in EXAMPLES if k in kernels]
     t0 = time.perf_counter()
     res = batch.run(paths, options={"rounds": 5, "backend": backend, "candidates": candidates, "quick": True})
@@ -134,7 +134,7 @@ def main() -> int:
         out["optimize_local"] = optimize_examples(backend, a.candidates, kernels)
     print(f"local pool: {local['per_minute']} candidates/min", file=sys.stderr)
 
-    from astra.executors.ray_cluster import RayExecutor
+    from astra_cuda.executors.ray_cluster import RayExecutor
     counts = [int(x) for x in a.gpus.split(",")] if backend == "gpu" else [0]
     for n in counts:
         ex = RayExecutor(None, num_cpus=a.cpus or None, num_gpus=n)

@@ -39,8 +39,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "server"))
 
-from astra import source, spec as spec_mod  # noqa: E402
-from astra.agents import Limits, optimize  # noqa: E402
+from astra_cuda import source, spec as spec_mod  # noqa: E402
+from astra_cuda.agents import Limits, optimize  # noqa: E402
 
 # Timed sizes per kernel (names that the inferred spec does not use are left alone).
 BENCH = {
@@ -150,13 +150,13 @@ def prepared(path: Path, kernel: str, category: str) -> tuple[str, list[str]]:
 def evaluator(path: str, kernel: str, spec, backend: str, text: str, quick: bool):
     """evaluate(file_text) in a worker process, as `astra optimize` judges candidates."""
     import dataclasses
-    from astra import api, jobs, worker
-    from astra.evaluation import Check, Evaluation
+    from astra_cuda import api, jobs, worker
+    from astra_cuda.evaluation import Check, Evaluation
     job = jobs.EvaluateJob(backend, path, kernel, spec, text, spec.reference or kernel, arch="sm_90", quick=quick)
 
     def evaluate(candidate: str):
         try:
-            return worker.run("astra.jobs:evaluate_job", dataclasses.replace(job, text=candidate),
+            return worker.run("astra_cuda.jobs:evaluate_job", dataclasses.replace(job, text=candidate),
                               timeout=api.CHECK_TIMEOUT + api.PROFILE_TIMEOUT)
         except worker.WorkerError as e:
             msg = f"the candidate could not be evaluated: {e}"
@@ -269,14 +269,14 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "corpus_bench.json"))
     args = ap.parse_args(argv)
     corpus_dir = Path(args.corpus).resolve()
-    from astra import api
+    from astra_cuda import api
     backend = api.resolve_backend(args.backend)
     if backend == "static":
         sys.exit("no backend can run kernels here")
     device = "CPU: speed not measured"
     if backend == "gpu":
-        from astra import worker
-        facts = worker.run("astra.jobs:gpu_facts_job", {}, timeout=60.0) or ""
+        from astra_cuda import worker
+        facts = worker.run("astra_cuda.jobs:gpu_facts_job", {}, timeout=60.0) or ""
         device = next((f.split(": ", 1)[1] for f in facts.split(", ") if f.startswith("name: ")), "GPU")
     wanted = args.kernels.split(",") if args.kernels else []
     entries = [e for e in manifest(corpus_dir)

@@ -3,7 +3,7 @@ idle and while an optimization runs. Target p95 <= 50 ms.
 
     .venv/bin/python benchmarks/lsp_latency.py [--samples 200] [--out benchmarks/results/lsp_latency.json]
 
-The server runs as in the editor (`python -m astra.lsp`, stdio), driven by pygls' client; each
+The server runs as in the editor (`python -m astra_cuda.lsp`, stdio), driven by pygls' client; each
 number is a full request round trip measured by the client. Offline: CPU backend, no LLM.
 """
 from __future__ import annotations
@@ -83,7 +83,7 @@ async def main() -> int:
     client.feature(types.PROGRESS)(lambda *_: None)
     client.feature(types.WINDOW_SHOW_MESSAGE)(lambda *_: None)
     client.feature(types.WINDOW_LOG_MESSAGE)(lambda *_: None)
-    await client.start_io(sys.executable, "-m", "astra.lsp")
+    await client.start_io(sys.executable, "-m", "astra_cuda.lsp")
     await client.initialize_async(types.InitializeParams(
         capabilities=types.ClientCapabilities(window=types.WindowClientCapabilities(work_done_progress=True)),
         initialization_options={"settings": {"backend": "cpu", "rounds": 50, "checkOnSave": True}}))
@@ -122,13 +122,13 @@ async def main() -> int:
     idle = await sample(a.samples)
 
     optimizing = asyncio.ensure_future(client.workspace_execute_command_async(types.ExecuteCommandParams(
-        command="astra.lsp.optimize", arguments=[uri, "silu_and_mul"])))
+        command="astra_cuda.lsp.optimize", arguments=[uri, "silu_and_mul"])))
     while not (statuses and statuses[-1].optimizing):
         await asyncio.sleep(0.05)
     busy = await sample(a.samples)
     still_running = bool(statuses[-1].optimizing) and not optimizing.done()
     await client.workspace_execute_command_async(types.ExecuteCommandParams(
-        command="astra.lsp.cancelOptimize", arguments=[uri, "silu_and_mul"]))
+        command="astra_cuda.lsp.cancelOptimize", arguments=[uri, "silu_and_mul"]))
     result = await asyncio.wait_for(optimizing, 300)
     await client.shutdown_async(None)
     client.exit(None)

@@ -24,9 +24,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "server"))
 
-from astra import source, spec as spec_mod  # noqa: E402
-from astra.agents import Limits, optimize  # noqa: E402
-from astra.evaluator import local_evaluator  # noqa: E402
+from astra_cuda import source, spec as spec_mod  # noqa: E402
+from astra_cuda.agents import Limits, optimize  # noqa: E402
+from astra_cuda.evaluator import local_evaluator  # noqa: E402
 
 EXAMPLES = [("silu_and_mul", "silu_and_mul"), ("fused_add_rmsnorm", "fused_add_rmsnorm_kernel"),
             ("merge_attn_states", "merge_attn_states")]
@@ -36,7 +36,7 @@ TARGETS = {"silu_and_mul": 1.46, "fused_add_rmsnorm_kernel": 1.25, "merge_attn_s
 def make_backend(name: str):
     if name in ("auto", "gpu"):
         try:
-            from astra.backends.gpu import GpuBackend
+            from astra_cuda.backends.gpu import GpuBackend
             ok, why = GpuBackend.probe()
             if ok:
                 return GpuBackend()
@@ -45,7 +45,7 @@ def make_backend(name: str):
         except Exception as e:  # noqa: BLE001 - no CuPy / no driver: fall back to the CPU
             if name == "gpu":
                 sys.exit(f"no GPU backend: {e}")
-    from astra.backends.cpu import CpuBackend
+    from astra_cuda.backends.cpu import CpuBackend
     return CpuBackend()
 
 
@@ -84,11 +84,11 @@ def run_one(file: str, kernel: str, backend, rounds: int, quick: bool, in_proces
     else:
         import dataclasses
 
-        from astra import api, jobs, worker
+        from astra_cuda import api, jobs, worker
         r = api.optimize(api.snapshot(text, path), kernel, rounds=rounds, llm=None, backend=backend.name, progress=say,
                          quick=quick, tune=tune)
         job = jobs.EvaluateJob(backend.name, path, kernel, sp, text, kernel, arch="sm_90", quick=False)
-        full = lambda t: worker.run("astra.jobs:evaluate_job", dataclasses.replace(job, text=t),  # noqa: E731
+        full = lambda t: worker.run("astra_cuda.jobs:evaluate_job", dataclasses.replace(job, text=t),  # noqa: E731
                                     timeout=api.CHECK_TIMEOUT + api.PROFILE_TIMEOUT)
     wall = time.time() - t0
     evals = [x.evaluation for x in r.rounds if x.evaluation is not None and x.evaluation.seconds > 0]
@@ -154,7 +154,7 @@ def main(argv=None) -> int:
     if args.in_process:
         backend = make_backend(args.backend)
     else:
-        from astra import api
+        from astra_cuda import api
         backend = _Named(api.resolve_backend(args.backend))
         if backend.name == "static":
             sys.exit("no backend can run kernels here")

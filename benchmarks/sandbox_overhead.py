@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from astra.backends.base import Launch
-from astra.backends.cpu import CpuBackend, executor, sandbox, toolchain
-from astra.backends.cpu.isolation import _pyseccomp_dir
+from astra_cuda.backends.base import Launch
+from astra_cuda.backends.cpu import CpuBackend, executor, sandbox, toolchain
+from astra_cuda.backends.cpu.isolation import _pyseccomp_dir
 
 CHILD = """
 import sys, time, os, ctypes, resource
@@ -44,7 +44,7 @@ def child_ms(sandboxed: bool) -> float:
 def launch_ms(n: int, sandboxed: bool) -> float:
     """Median of warm launches; without the sandbox through a copy of the executor whose
     `restrict` does nothing (for this measurement only)."""
-    from astra.backends.cpu import isolation
+    from astra_cuda.backends.cpu import isolation
     saved = isolation.EXECUTOR
     tmp = tempfile.TemporaryDirectory()
     try:

@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "server"))
 
-from astra import extract, source, spec as spec_mod  # noqa: E402
+from astra_cuda import extract, source, spec as spec_mod  # noqa: E402
 
 EXAMPLES = [("silu_and_mul", "silu_and_mul"), ("fused_add_rmsnorm", "fused_add_rmsnorm_kernel"),
             ("merge_attn_states", "merge_attn_states")]
@@ -33,10 +33,10 @@ EXAMPLES = [("silu_and_mul", "silu_and_mul"), ("fused_add_rmsnorm", "fused_add_r
 def plain_loop_seconds(b, spec, unit, module, sizes, reps: int = 100, warmup: int = 20) -> float:
     """The old timing loop's launches: the same buffers every launch, in-place arguments restored
     before each (two kernels' worth)."""
-    from astra import gate
-    from astra.backends.base import TimedLaunch
-    from astra.gate import checks, suite
-    from astra.profiler import timing
+    from astra_cuda import gate
+    from astra_cuda.backends.base import TimedLaunch
+    from astra_cuda.gate import checks, suite
+    from astra_cuda.profiler import timing
     host = suite.inputs(spec, sizes, suite.SPEC_DIST, 1)
     ctypes = checks.scalar_ctypes(spec, timing.param_types(unit))
     runs = [checks.prepare(spec, b, sizes, host, ctypes, checks.POISONS[0]) for _ in range(2)]
@@ -58,8 +58,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", required=True)
     args = ap.parse_args()
-    from astra import gate, profiler
-    from astra.backends.gpu import GpuBackend
+    from astra_cuda import gate, profiler
+    from astra_cuda.backends.gpu import GpuBackend
     b = GpuBackend()
     b.copy_ceiling()
     report = {"device": b.device_info()["name"], "examples": []}

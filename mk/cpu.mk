@@ -3,4 +3,4 @@
 SETUP_EXTRA += cpu-warm
 .PHONY: cpu-warm
 cpu-warm:
-	-$(PY) -c 'from astra.backends.cpu import toolchain; toolchain.warm()'
+	-$(PY) -c 'from astra_cuda.backends.cpu import toolchain; toolchain.warm()'

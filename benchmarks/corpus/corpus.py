@@ -53,7 +53,7 @@ def manifest(root: Path = HERE) -> list[Entry]:
 def with_inferred_specs(root: Path, dest: Path, entries: list[Entry]) -> dict[tuple[str, str], list[str]]:
     """Copy the corpus to `dest` (a git root of its own, so pins stay there) and paste each
     kernel's proposed spec above it. Returns (file, kernel) -> inference notes."""
-    from astra import api, source
+    from astra_cuda import api, source
     shutil.copytree(root, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", ".astra"))
     (dest / ".git").mkdir(exist_ok=True)
     notes: dict[tuple[str, str], list[str]] = {}
@@ -78,8 +78,8 @@ def with_inferred_specs(root: Path, dest: Path, entries: list[Entry]) -> dict[tu
 
 def check_all(entries: list[Entry], backend: str = "cpu", quick: bool = True, root: Path = HERE,
               progress=None) -> list[Outcome]:
-    from astra import api
-    from astra.errors import AstraError
+    from astra_cuda import api
+    from astra_cuda.errors import AstraError
     out = []
     with tempfile.TemporaryDirectory(prefix="astra-corpus-") as tmp:
         dest = Path(tmp) / "corpus"
@@ -119,8 +119,8 @@ def main(argv=None) -> int:
     if a.json:
         device = ""
         if a.backend == "gpu":
-            from astra import worker
-            device = worker.run("astra.jobs:gpu_facts_job", None, timeout=60.0)
+            from astra_cuda import worker
+            device = worker.run("astra_cuda.jobs:gpu_facts_job", None, timeout=60.0)
         Path(a.json).write_text(json.dumps({"backend": a.backend, "device": device, "quick": a.quick,
                                             "passed": passed, "total": len(outcomes),
                                             "kernels": [asdict(o) for o in outcomes]}, indent=2) + "\n")

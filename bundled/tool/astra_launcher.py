@@ -65,7 +65,7 @@ def main(argv):
         sys.path.insert(0, LIBS)
     else:
         sys.path.append(LIBS)
-    from astra.cli import main as astra_main
+    from astra_cuda.cli import main as astra_main
     return astra_main(["serve"])
 
 

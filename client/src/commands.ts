@@ -122,7 +122,7 @@ class Commands {
     }
     // The server renders the page (theme variables, inline SVG charts); it is static: no scripts,
     // no remote content, and its links are command URIs for Astra's own commands only.
-    const panel = vscode.window.createWebviewPanel("astra.report", `Astra: ${k.name}`, vscode.ViewColumn.Beside, {
+    const panel = vscode.window.createWebviewPanel("astra_cuda.report", `Astra: ${k.name}`, vscode.ViewColumn.Beside, {
       enableScripts: false, enableCommandUris: [CLIENT.showReport, CLIENT.applyOptimized, CLIENT.optimizeKernel],
       localResourceRoots: [],
     });

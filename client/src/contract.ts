@@ -1,8 +1,8 @@
-// The contract shared with the server: server/astra/contract.json is bundled here as it is read
-// there (astra.contract). Names and defaults come from it; the shapes of what the server's
-// commands and notifications carry are typed below (the server builds them in astra/lsp/views.py
-// and astra/lsp/optimization.py).
-import contract from "../../server/astra/contract.json";
+// The contract shared with the server: server/astra_cuda/contract.json is bundled here as it is read
+// there (astra_cuda.contract). Names and defaults come from it; the shapes of what the server's
+// commands and notifications carry are typed below (the server builds them in astra_cuda/lsp/views.py
+// and astra_cuda/lsp/optimization.py).
+import contract from "../../server/astra_cuda/contract.json";
 
 export const SETTING_DEFAULTS = contract.settings;
 export const SERVER = contract.serverCommands;

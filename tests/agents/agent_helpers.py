@@ -21,10 +21,10 @@ def example(name: str) -> tuple[str, str, str]:
 def silu_evaluator():
     """(text, path, kernel, spec, evaluate) for silu_and_mul on the CPU backend (quick gate);
     skips the test where the CPU backend cannot run."""
-    from astra import source, spec as spec_mod
-    from astra.evaluator import local_evaluator
+    from astra_cuda import source, spec as spec_mod
+    from astra_cuda.evaluator import local_evaluator
     try:
-        from astra.backends.cpu import CpuBackend
+        from astra_cuda.backends.cpu import CpuBackend
         backend = CpuBackend()
     except Exception as e:  # noqa: BLE001 - any reason means this machine cannot run it
         pytest.skip(f"CPU backend unavailable: {e}")

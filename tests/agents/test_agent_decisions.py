@@ -2,15 +2,15 @@
 candidates (only when faster than the best), and the planner's order from the bottleneck."""
 import threading
 
-from astra import profiler
-from astra.agents import Check, Evaluation, Limits, Profile, SizeTiming
-from astra.agents.coder import Attempt
-from astra.evaluator import to_evaluation
-from astra.agents.offline import Context
-from astra.agents.orchestrator import _judge
-from astra.agents.planner import OfflinePlanner, ranked_ideas
-from astra.agents.records import Plan, Round
-from astra.agents.situation import Situation
+from astra_cuda import profiler
+from astra_cuda.agents import Check, Evaluation, Limits, Profile, SizeTiming
+from astra_cuda.agents.coder import Attempt
+from astra_cuda.evaluator import to_evaluation
+from astra_cuda.agents.offline import Context
+from astra_cuda.agents.orchestrator import _judge
+from astra_cuda.agents.planner import OfflinePlanner, ranked_ideas
+from astra_cuda.agents.records import Plan, Round
+from astra_cuda.agents.situation import Situation
 
 from agent_helpers import example
 

@@ -2,9 +2,9 @@
 records, the speedup chart."""
 import math
 
-from astra.agents import Check, Evaluation, Profile, SizeTiming
-from astra.agents.coder import fenced_blocks, signature, splice
-from astra.evaluation import CachedEvaluate
+from astra_cuda.agents import Check, Evaluation, Profile, SizeTiming
+from astra_cuda.agents.coder import fenced_blocks, signature, splice
+from astra_cuda.evaluation import CachedEvaluate
 
 from agent_helpers import example
 

@@ -5,9 +5,9 @@ import dataclasses
 
 import pytest
 
-from astra import extract, launch_change, source, static
-from astra.agents.offline import TRANSFORMS, Context, context_from_text
-from astra.evaluator import local_evaluator
+from astra_cuda import extract, launch_change, source, static
+from astra_cuda.agents.offline import TRANSFORMS, Context, context_from_text
+from astra_cuda.evaluator import local_evaluator
 
 from agent_helpers import example
 
@@ -90,9 +90,9 @@ def test_candidate_spec_rules():
 
 @pytest.fixture(scope="module")
 def evaluate():
-    from astra import spec as spec_mod
+    from astra_cuda import spec as spec_mod
     try:
-        from astra.backends.cpu import CpuBackend
+        from astra_cuda.backends.cpu import CpuBackend
         cpu = CpuBackend()
     except Exception as e:  # noqa: BLE001
         pytest.skip(f"CPU backend unavailable: {e}")
@@ -127,7 +127,7 @@ def test_launch_change_without_the_launch_site_is_refused_before_running(evaluat
 def test_check_against_a_pinned_baseline_launches_the_baseline_its_own_way(tmp_path):
     """After the user applies a packed rewrite, `astra check` compares it with the pinned original:
     the original must run with the launch it was written for, not the file's new one."""
-    from astra import api
+    from astra_cuda import api
     text, _, kernel, rw = packed()
     (tmp_path / ".git").mkdir()  # the workspace root, where .astra/ goes
     path = tmp_path / "merge.cu"
@@ -147,7 +147,7 @@ def test_check_against_a_pinned_baseline_launches_the_baseline_its_own_way(tmp_p
 def test_packed_candidate_on_the_gpu_is_verified_and_timed_against_the_original_launch():
     """On a GPU: the quick gate passes the packed rewrite, the profiler times it and the original
     (each with its own launch) side by side, and the version that drops a row is refused."""
-    from astra import api, availability, jobs, spec as spec_mod, worker
+    from astra_cuda import api, availability, jobs, spec as spec_mod, worker
     try:
         gpu = availability.statuses()["gpu"]
         ok, why = gpu.available, gpu.reason
@@ -159,13 +159,13 @@ def test_packed_candidate_on_the_gpu_is_verified_and_timed_against_the_original_
     m = source.parse(text)
     job = jobs.EvaluateJob("gpu", path, kernel, spec_mod.load(m.kernel(kernel), m), text, kernel, arch="sm_90",
                            quick=True)
-    ev = worker.run("astra.jobs:evaluate_job", dataclasses.replace(job, text=rw.text),
+    ev = worker.run("astra_cuda.jobs:evaluate_job", dataclasses.replace(job, text=rw.text),
                     timeout=api.CHECK_TIMEOUT + api.PROFILE_TIMEOUT)
     assert ev.passed and ev.measured, ev.check.feedback
     assert all(t.baseline_us > 0 and t.candidate_us > 0 for t in ev.profile.sizes)
     bad = rw.text.replace(">= static_cast<unsigned int>(num_heads)) return;",
                           ">= static_cast<unsigned int>(num_heads) - 1) return;")
-    ev = worker.run("astra.jobs:evaluate_job", dataclasses.replace(job, text=bad),
+    ev = worker.run("astra_cuda.jobs:evaluate_job", dataclasses.replace(job, text=bad),
                     timeout=api.CHECK_TIMEOUT + api.PROFILE_TIMEOUT)
     assert not ev.passed
 

@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from astra.agents import LLMConfig, optimize
+from astra_cuda.agents import LLMConfig, optimize
 
 from agent_helpers import silu_evaluator
 from scripted_llm import ScriptedLLM, plan, reply
@@ -137,7 +137,7 @@ def test_cancel_mid_run_keeps_best(silu, llm, tmp_path):
 
 
 def test_openai_style_request_and_reasoning_effort(llm):
-    from astra.agents.llm import LLMClient
+    from astra_cuda.agents.llm import LLMClient
     llm.script("coder", {"content": "hello"})
     cfg = LLMConfig(model="o4-mini", base_url=llm.base_url, openai_style=True, reasoning_effort="low",
                     api_key="k", max_retries=0)
@@ -149,7 +149,7 @@ def test_openai_style_request_and_reasoning_effort(llm):
 
 
 def test_server_errors_never_raise(llm):
-    from astra.agents.llm import LLMClient
+    from astra_cuda.agents.llm import LLMClient
     llm.script("coder", {"status": 500})
     reply = LLMClient(LLMConfig(model="m", base_url=llm.base_url, max_retries=0)).chat("s", "u")
     assert not reply.ok and reply.error.startswith("HTTP 500")
@@ -158,7 +158,7 @@ def test_server_errors_never_raise(llm):
 
 
 def test_token_limit_stops_the_run(silu, llm, tmp_path):
-    from astra.agents import Limits
+    from astra_cuda.agents import Limits
     llm.script("planner", plan("fast-math SiLU"), plan("again"))
     llm.script("coder", reply(GOOD))
     r = run(silu, llm, tmp_path, rounds=3, limits=Limits(max_tokens=50))
@@ -173,7 +173,7 @@ def test_patience_stops_an_unhelpful_model(silu, llm, tmp_path):
 
 
 def test_openai_without_a_key_is_a_clear_error(silu, monkeypatch):
-    from astra.errors import AstraError
+    from astra_cuda.errors import AstraError
     for name in ("ASTRA_API_KEY", "OPENAI_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     text, path, kernel, sp, _ = silu

@@ -8,8 +8,8 @@ import socket
 
 import pytest
 
-from astra.agents import LLMConfig, optimize
-from astra.agents.llm import LLMClient
+from astra_cuda.agents import LLMConfig, optimize
+from astra_cuda.agents.llm import LLMClient
 
 from agent_helpers import silu_evaluator
 

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from astra import source, spec as spec_mod
-from astra.agents import Limits, optimize, report
-from astra.evaluator import local_evaluator
+from astra_cuda import source, spec as spec_mod
+from astra_cuda.agents import Limits, optimize, report
+from astra_cuda.evaluator import local_evaluator
 
 from agent_helpers import example
 
@@ -20,7 +20,7 @@ EXPECTED = {  # the transformations each example must get through the gate
 @pytest.fixture(scope="module")
 def cpu():
     try:
-        from astra.backends.cpu import CpuBackend
+        from astra_cuda.backends.cpu import CpuBackend
         return CpuBackend()
     except Exception as e:  # noqa: BLE001
         pytest.skip(f"CPU backend unavailable: {e}")
@@ -120,7 +120,7 @@ __global__ void scale(CTYPE* __restrict__ o, const CTYPE* __restrict__ x, int n)
 @pytest.mark.parametrize("transform", ["vectorize", "vectorize64", "vectorize32"])
 def test_vectorized_rows_misaligned_and_tails_pass_the_gate(cpu, tmp_path, dtype, transform):
     """Odd row lengths make most rows misaligned (scalar fallback) and leave tails."""
-    from astra.agents.offline import TRANSFORMS, Context
+    from astra_cuda.agents.offline import TRANSFORMS, Context
     ctype, conv, load = ("float", "", "") if dtype == "float" else ("__half", "__float2half", "__half2float")
     text = SCALE.replace("CTYPE", ctype).replace("TYPE", dtype).replace("CONV", conv).replace("LOAD", load)
     path = tmp_path / "scale.cu"
@@ -157,7 +157,7 @@ __global__ void twice(__half* __restrict__ o, const __half* __restrict__ x, int 
 
 
 def test_vectorized_grid_stride_loop_passes_the_gate(cpu, tmp_path):
-    from astra.agents.offline import TRANSFORMS, Context
+    from astra_cuda.agents.offline import TRANSFORMS, Context
     path = tmp_path / "twice.cu"
     path.write_text(GRID_STRIDE)
     m = source.parse(GRID_STRIDE)

@@ -2,8 +2,8 @@
 produced from the examples must compile (NVRTC)."""
 import pytest
 
-from astra import extract, source, static
-from astra.agents.offline import TRANSFORMS, Context
+from astra_cuda import extract, source, static
+from astra_cuda.agents.offline import TRANSFORMS, Context
 
 from agent_helpers import EXAMPLES, example
 
@@ -197,7 +197,7 @@ def test_overlap_check_logic():
     """The emitted condition, compiled for the host: apart, in place and shifted buffers."""
     import shutil
     import subprocess
-    from astra.agents.offline.vectorize import _apart
+    from astra_cuda.agents.offline.vectorize import _apart
     gxx = shutil.which("g++")
     if gxx is None:
         pytest.skip("no g++")
@@ -281,8 +281,8 @@ def test_hoist_turns_invariant_division_into_reciprocal():
 
 
 def test_unroll_vector_only_for_long_rows():
-    from astra import spec as spec_mod
-    from astra.agents.offline import context_from_spec
+    from astra_cuda import spec as spec_mod
+    from astra_cuda.agents.offline import context_from_spec
     text, path, kernel = example("silu_and_mul")
     m = source.parse(text)
     ctx = context_from_spec(kernel, spec_mod.load(m.kernel(kernel), m))
@@ -338,7 +338,7 @@ __global__ void k(floatX* __restrict__ o, const T* __restrict__ x, int n) {
   for (int i = threadIdx.x; i < n; i += blockDim.x) { o[i] = (floatX)(float)x[i]; }
 }
 """
-    from astra.agents.offline import Context
+    from astra_cuda.agents.offline import Context
     # floatX through the typedef (2 bytes: 8 per 16-byte vector); T through the spec's template
     # argument (4 bytes: the same 8 elements take two 16-byte loads)
     rw = TRANSFORMS["vectorize"].apply(src, Context("k", template_args={"T": "float"}))
@@ -352,8 +352,8 @@ __global__ void k(floatX* __restrict__ o, const T* __restrict__ x, int n) {
 
 def test_coarsen_one_element_per_thread():
     import pathlib
-    from astra import launch_change
-    from astra.agents.offline import context_from_text
+    from astra_cuda import launch_change
+    from astra_cuda.agents.offline import context_from_text
     path = pathlib.Path(__file__).parent / "kernels" / "residual_bf16.cu"
     text = path.read_text()
     kernel = "residual_forward_kernel"

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from astra.agents import Check, Evaluation, Profile, SizeTiming, optimize
-from astra.agents.runlog import RunLog, read_run
-from astra.evaluation import InfrastructureError
+from astra_cuda.agents import Check, Evaluation, Profile, SizeTiming, optimize
+from astra_cuda.agents.runlog import RunLog, read_run
+from astra_cuda.evaluation import InfrastructureError
 
 from agent_helpers import example
 

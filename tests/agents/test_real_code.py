@@ -9,11 +9,11 @@ import pathlib
 
 import pytest
 
-from astra import extract, launch_change, project, source, spec as spec_mod, static
-from astra.agents import optimize
-from astra.evaluator import local_evaluator
-from astra.agents.offline import TRANSFORMS, context_from_text
-from astra.gate import screen
+from astra_cuda import extract, launch_change, project, source, spec as spec_mod, static
+from astra_cuda.agents import optimize
+from astra_cuda.evaluator import local_evaluator
+from astra_cuda.agents.offline import TRANSFORMS, context_from_text
+from astra_cuda.gate import screen
 
 from agent_helpers import EXAMPLES, ROOT
 
@@ -100,7 +100,7 @@ def test_every_proposal_passes_the_screen_and_compiles(path, kernel, request):
 @pytest.fixture(scope="module")
 def cpu():
     try:
-        from astra.backends.cpu import CpuBackend
+        from astra_cuda.backends.cpu import CpuBackend
         return CpuBackend()
     except Exception as e:  # noqa: BLE001
         pytest.skip(f"CPU backend unavailable: {e}")

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from astra import availability, cli
-from astra.jobs import BackendStatus
-from astra.agents import Check, Evaluation, Profile, SizeTiming
-from astra.agents.runlog import RunLog
+from astra_cuda import availability, cli
+from astra_cuda.jobs import BackendStatus
+from astra_cuda.agents import Check, Evaluation, Profile, SizeTiming
+from astra_cuda.agents.runlog import RunLog
 
 from agent_helpers import ROOT, example
 
@@ -22,7 +22,7 @@ KERNEL = "silu_and_mul"
 
 
 class FakeWorker:
-    """Stands in for `astra.worker.run`: the CPU backend is 'available' and every candidate passes;
+    """Stands in for `astra_cuda.worker.run`: the CPU backend is 'available' and every candidate passes;
     where `measured`, each line a rewrite adds makes it 10% faster (deterministic, from the text)."""
 
     def __init__(self, original: str):
@@ -32,9 +32,9 @@ class FakeWorker:
         self.interrupt_after: int | None = None   # raise KeyboardInterrupt (Ctrl-C) after this many
 
     def __call__(self, func, payload=None, **_):
-        if func == "astra.jobs:backends_job":
+        if func == "astra_cuda.jobs:backends_job":
             return {"cpu": BackendStatus(True), "gpu": BackendStatus(False, "no GPU in tests")}
-        assert func == "astra.jobs:evaluate_job", func
+        assert func == "astra_cuda.jobs:evaluate_job", func
         if self.interrupt_after is not None and len(self.evaluated) >= self.interrupt_after:
             raise KeyboardInterrupt
         text = payload.text
@@ -55,8 +55,8 @@ def ws(tmp_path, monkeypatch):
     f = tmp_path / "silu.cu"
     f.write_text(text)
     fake = FakeWorker(text)
-    import astra.worker
-    monkeypatch.setattr(astra.worker, "run", fake)
+    import astra_cuda.worker
+    monkeypatch.setattr(astra_cuda.worker, "run", fake)
     availability.forget()  # the fake worker answers the probe
     monkeypatch.delenv("ASTRA_MODEL", raising=False)
     monkeypatch.delenv("ASTRA_BASE_URL", raising=False)

@@ -6,10 +6,10 @@ import pathlib
 
 import pytest
 
-from astra import launch_change, source, spec as spec_mod
-from astra.agents import Check, Evaluation, Limits, Profile, SizeTiming, optimize
-from astra.agents.offline import TRANSFORMS, context_from_text
-from astra.agents.tuning import replay, tune
+from astra_cuda import launch_change, source, spec as spec_mod
+from astra_cuda.agents import Check, Evaluation, Limits, Profile, SizeTiming, optimize
+from astra_cuda.agents.offline import TRANSFORMS, context_from_text
+from astra_cuda.agents.tuning import replay, tune
 
 KERNELS = pathlib.Path(__file__).parent / "kernels"
 GELU = "gelu_forward_kernel1"
@@ -96,10 +96,10 @@ def test_the_loop_tunes_after_its_rounds(tmp_path):
 @pytest.mark.slow
 def test_every_tuning_point_of_a_coarsened_kernel_passes_the_gate(tmp_path):
     """The alternatives the tuner would time are correct too (CPU backend, quick gate)."""
-    from astra.evaluator import local_evaluator
-    from astra.agents.tuning import _neighbours
+    from astra_cuda.evaluator import local_evaluator
+    from astra_cuda.agents.tuning import _neighbours
     try:
-        from astra.backends.cpu import CpuBackend
+        from astra_cuda.backends.cpu import CpuBackend
         cpu = CpuBackend()
     except Exception as e:  # noqa: BLE001
         pytest.skip(f"CPU backend unavailable: {e}")

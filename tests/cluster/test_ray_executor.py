@@ -14,9 +14,9 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from astra import api, batch, executors  # noqa: E402
-from astra.executors.local import LocalExecutor  # noqa: E402
-from astra.executors.ray_cluster import RayExecutor  # noqa: E402
+from astra_cuda import api, batch, executors  # noqa: E402
+from astra_cuda.executors.local import LocalExecutor  # noqa: E402
+from astra_cuda.executors.ray_cluster import RayExecutor  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNEL = "silu_and_mul"
@@ -53,7 +53,7 @@ def on(ray_ex):
     """Run with a given executor as the current one."""
     def use(ex):
         executors.install(ex)
-        from astra import availability
+        from astra_cuda import availability
         availability.forget()
         return ex
     yield use
@@ -126,7 +126,7 @@ def test_batch_over_examples_equals_one_by_one(ws, on, ray_ex, local, monkeypatc
     finally:
         del ray_ex.run
     assert [outcome(r.result) for r in again.rows] == [outcome(r.result) for r in res.rows]
-    assert calls.count("astra.jobs:evaluate_job") == 0
+    assert calls.count("astra_cuda.jobs:evaluate_job") == 0
 
 
 def _kill_busy_slot(ex: RayExecutor, spared: set[int], stop: threading.Event, killed: list[int], times: int):
@@ -188,5 +188,5 @@ def test_lost_twice_is_an_infrastructure_error_and_resumes(ws, on, ray_ex, local
         again = api.optimize(api.open_file(str(f)), KERNEL, resume=res.run_id, **{**OPTIONS, "rounds": None})
     finally:
         del ray_ex.run
-    assert calls.count("astra.jobs:evaluate_job") == 1
+    assert calls.count("astra_cuda.jobs:evaluate_job") == 1
     assert outcome(again) == outcome(local)

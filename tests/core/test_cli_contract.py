@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from astra import __version__, availability, cli
-from astra.evaluation import Check, Evaluation
-from astra.jobs import BackendStatus
+from astra_cuda import __version__, availability, cli
+from astra_cuda.evaluation import Check, Evaluation
+from astra_cuda.jobs import BackendStatus
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "silu_and_mul.cu"
@@ -112,18 +112,18 @@ class FailingOriginal:
     """The worker's stand-in: the original kernel fails the gate."""
 
     def __call__(self, func, payload=None, **_):
-        if func == "astra.jobs:backends_job":
+        if func == "astra_cuda.jobs:backends_job":
             return {"cpu": BackendStatus(True), "gpu": BackendStatus(False, "no GPU in tests")}
-        assert func == "astra.jobs:evaluate_job", func
+        assert func == "astra_cuda.jobs:evaluate_job", func
         return Evaluation(Check(False, "silu_and_mul: FAILED compile: 'x' is undefined", "", 0, "failed"))
 
 
 def test_optimize_exits_1_when_the_original_fails_the_gate(capsys, tmp_path, monkeypatch):
-    import astra.worker
+    import astra_cuda.worker
     (tmp_path / ".git").mkdir()
     f = tmp_path / "silu.cu"
     f.write_text(EXAMPLE.read_text())
-    monkeypatch.setattr(astra.worker, "run", FailingOriginal())
+    monkeypatch.setattr(astra_cuda.worker, "run", FailingOriginal())
     availability.forget()
     try:
         code, out, err = run(capsys, "optimize", f, "--backend", "cpu", "--llm", "offline", "--json")

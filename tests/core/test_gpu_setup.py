@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from astra import gpu_setup, jobs
-from astra.gpu_setup import Advice, Cupy, Driver
+from astra_cuda import gpu_setup, jobs
+from astra_cuda.gpu_setup import Advice, Cupy, Driver
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "silu_and_mul.cu"

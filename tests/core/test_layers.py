@@ -88,8 +88,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_graph_sees_lazy_imports():
     g = import_graph()
-    assert "astra.gate" in g["astra.jobs"]          # imported inside a job function
-    assert "astra.backends.gpu" in g["astra.jobs"]
+    assert "astra_cuda.gate" in g["astra_cuda.jobs"]          # imported inside a job function
+    assert "astra_cuda.backends.gpu" in g["astra_cuda.jobs"]
 
 
 def test_no_import_circle():
@@ -109,37 +109,37 @@ def test_a_long_module_says_why():
 
 # area -> areas it must not import (an area is a module or a package with everything under it)
 FORBIDDEN = {
-    # The agents run in the caller's process: what they learn of a candidate is astra.evaluation.
-    "astra.agents": ("astra.gate", "astra.profiler", "astra.backends", "astra.jobs", "astra.evaluator",
-                     "astra.worker", "astra.api", "astra.lsp", "astra.cli"),
-    # The worker side receives its backend from astra.jobs and never reaches back up.
-    "astra.gate": ("astra.jobs", "astra.api", "astra.agents", "astra.lsp", "astra.cli"),
-    "astra.profiler": ("astra.jobs", "astra.api", "astra.agents", "astra.lsp", "astra.cli"),
-    "astra.evaluator": ("astra.jobs", "astra.api", "astra.agents", "astra.lsp", "astra.cli"),
-    # Executors only move astra.jobs payloads to worker processes (here or on Ray), never run them.
-    "astra.executors": ("astra.gate", "astra.profiler", "astra.backends", "astra.evaluator", "astra.api",
-                        "astra.agents", "astra.lsp", "astra.cli"),
-    "astra.backends": ("astra.gate", "astra.profiler", "astra.jobs", "astra.evaluator", "astra.api",
-                       "astra.agents", "astra.lsp", "astra.cli"),
+    # The agents run in the caller's process: what they learn of a candidate is astra_cuda.evaluation.
+    "astra_cuda.agents": ("astra_cuda.gate", "astra_cuda.profiler", "astra_cuda.backends", "astra_cuda.jobs", "astra_cuda.evaluator",
+                     "astra_cuda.worker", "astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli"),
+    # The worker side receives its backend from astra_cuda.jobs and never reaches back up.
+    "astra_cuda.gate": ("astra_cuda.jobs", "astra_cuda.api", "astra_cuda.agents", "astra_cuda.lsp", "astra_cuda.cli"),
+    "astra_cuda.profiler": ("astra_cuda.jobs", "astra_cuda.api", "astra_cuda.agents", "astra_cuda.lsp", "astra_cuda.cli"),
+    "astra_cuda.evaluator": ("astra_cuda.jobs", "astra_cuda.api", "astra_cuda.agents", "astra_cuda.lsp", "astra_cuda.cli"),
+    # Executors only move astra_cuda.jobs payloads to worker processes (here or on Ray), never run them.
+    "astra_cuda.executors": ("astra_cuda.gate", "astra_cuda.profiler", "astra_cuda.backends", "astra_cuda.evaluator", "astra_cuda.api",
+                        "astra_cuda.agents", "astra_cuda.lsp", "astra_cuda.cli"),
+    "astra_cuda.backends": ("astra_cuda.gate", "astra_cuda.profiler", "astra_cuda.jobs", "astra_cuda.evaluator", "astra_cuda.api",
+                       "astra_cuda.agents", "astra_cuda.lsp", "astra_cuda.cli"),
     # The language server reaches the core through the facade; kernel code runs only in workers.
-    "astra.lsp": ("astra.gate", "astra.profiler", "astra.backends", "astra.jobs", "astra.evaluator",
-                  "astra.worker", "astra.cli"),
-    "astra.cli": ("astra.gate", "astra.profiler", "astra.backends", "astra.jobs", "astra.evaluator",
-                  "astra.worker"),
+    "astra_cuda.lsp": ("astra_cuda.gate", "astra_cuda.profiler", "astra_cuda.backends", "astra_cuda.jobs", "astra_cuda.evaluator",
+                  "astra_cuda.worker", "astra_cuda.cli"),
+    "astra_cuda.cli": ("astra_cuda.gate", "astra_cuda.profiler", "astra_cuda.backends", "astra_cuda.jobs", "astra_cuda.evaluator",
+                  "astra_cuda.worker"),
     # The pure core (model, spec, units, snapshot, contract, text edits) knows no caller.
-    "astra.source": ("astra.api", "astra.lsp", "astra.cli", "astra.agents", "astra.jobs", "astra.worker"),
-    "astra.spec": ("astra.api", "astra.lsp", "astra.cli", "astra.agents", "astra.jobs", "astra.worker"),
-    "astra.extract": ("astra.api", "astra.lsp", "astra.cli", "astra.agents", "astra.jobs", "astra.worker"),
-    "astra.snapshot": ("astra.api", "astra.lsp", "astra.cli", "astra.agents", "astra.jobs", "astra.worker"),
-    "astra.contract": ("astra.api", "astra.lsp", "astra.cli", "astra.agents", "astra.jobs", "astra.worker"),
-    "astra.textedit": ("astra.api", "astra.lsp", "astra.cli", "astra.agents", "astra.jobs", "astra.worker"),
-    "astra.syntax": ("astra.api", "astra.lsp", "astra.cli", "astra.agents", "astra.jobs", "astra.worker"),
-    "astra.report": ("astra.api", "astra.lsp", "astra.cli", "astra.agents", "astra.jobs", "astra.worker",
-                     "astra.gate", "astra.profiler", "astra.backends"),
-    "astra.sarif": ("astra.api", "astra.lsp", "astra.cli", "astra.agents", "astra.jobs", "astra.worker"),
-    "astra.gpu_setup": ("astra.api", "astra.lsp", "astra.cli", "astra.agents", "astra.jobs", "astra.worker"),
-    "astra.evaluation": ("astra.api", "astra.lsp", "astra.cli", "astra.agents", "astra.jobs", "astra.worker",
-                         "astra.gate", "astra.profiler", "astra.backends"),
+    "astra_cuda.source": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.jobs", "astra_cuda.worker"),
+    "astra_cuda.spec": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.jobs", "astra_cuda.worker"),
+    "astra_cuda.extract": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.jobs", "astra_cuda.worker"),
+    "astra_cuda.snapshot": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.jobs", "astra_cuda.worker"),
+    "astra_cuda.contract": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.jobs", "astra_cuda.worker"),
+    "astra_cuda.textedit": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.jobs", "astra_cuda.worker"),
+    "astra_cuda.syntax": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.jobs", "astra_cuda.worker"),
+    "astra_cuda.report": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.jobs", "astra_cuda.worker",
+                     "astra_cuda.gate", "astra_cuda.profiler", "astra_cuda.backends"),
+    "astra_cuda.sarif": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.jobs", "astra_cuda.worker"),
+    "astra_cuda.gpu_setup": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.jobs", "astra_cuda.worker"),
+    "astra_cuda.evaluation": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.jobs", "astra_cuda.worker",
+                         "astra_cuda.gate", "astra_cuda.profiler", "astra_cuda.backends"),
 }
 
 

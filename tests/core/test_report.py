@@ -3,11 +3,11 @@ verification matrix on the CPU; time per size, share of the copy ceiling and spe
 a GPU), Markdown rendered by a library with raw HTML escaped, and command links only."""
 import re
 
-from astra import report
-from astra.agents.records import Plan, Round
-from astra.agents.result import OptimizeResult
-from astra.evaluation import Check, Evaluation, Profile, SizeTiming
-from astra.gate.verdict import CaseInfo, Coverage, Failure, Verdict
+from astra_cuda import report
+from astra_cuda.agents.records import Plan, Round
+from astra_cuda.agents.result import OptimizeResult
+from astra_cuda.evaluation import Check, Evaluation, Profile, SizeTiming
+from astra_cuda.gate.verdict import CaseInfo, Coverage, Failure, Verdict
 
 ORIGINAL = "__global__ void k(float* o) { o[0] = 1.f; }\n"
 BEST = "__global__ void k(float* o) { o[0] = 1.0f; }\n"

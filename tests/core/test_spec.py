@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from astra import infer, source, spec
+from astra_cuda import infer, source, spec
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

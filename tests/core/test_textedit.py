@@ -1,5 +1,5 @@
-"""Positions and minimal edits (astra.textedit)."""
-from astra import textedit
+"""Positions and minimal edits (astra_cuda.textedit)."""
+from astra_cuda import textedit
 
 TEXT = "ab\ncde\n\nf"
 

@@ -1,7 +1,7 @@
 """`.astra/` at the workspace root ignores itself, like other tools' cache folders."""
 import subprocess
 
-from astra import workspace
+from astra_cuda import workspace
 
 
 def test_astra_dir_is_created_with_its_own_gitignore(tmp_path):

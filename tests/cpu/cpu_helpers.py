@@ -2,7 +2,7 @@
 have a conftest.py, and `from conftest import ...` would pick whichever was imported first)."""
 import numpy as np
 
-from astra.backends.base import Launch, Scalar
+from astra_cuda.backends.base import Launch, Scalar
 
 
 def i32(v):

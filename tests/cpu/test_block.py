@@ -3,7 +3,7 @@ import ml_dtypes
 import numpy as np
 from cpu_helpers import f32, i32, run
 
-from astra.backends.base import Schedule
+from astra_cuda.backends.base import Schedule
 
 
 def test_syncthreads_count_and_or(cpu):
@@ -149,7 +149,7 @@ __global__ void k(const float* x, float* e, float* d) {
 
 def test_scalar_types_and_signature_check(cpu):
     import pytest
-    from astra.backends.base import LaunchError, Scalar
+    from astra_cuda.backends.base import LaunchError, Scalar
 
     src = r'''
 __global__ void k(float* o, float a, long long b, double c) { o[0] = a + (float)b + (float)c; }
@@ -168,7 +168,7 @@ def test_templates_and_device_globals(cpu):
 template <typename T, int N>
 __global__ void scale(T* x, T f) { int i = blockIdx.x * N + threadIdx.x; x[i] = x[i] * f; }
 '''
-    from astra.backends.base import Launch, Scalar
+    from astra_cuda.backends.base import Launch, Scalar
 
     m = cpu.compile('#line 1 "user.cu"\n' + src, ["scale<float, 32>", "scale<int, 32>"], filename="user.cu")
     xf = cpu.upload(np.arange(64, dtype=np.float32))
@@ -204,7 +204,7 @@ __global__ void k(const float* x, float* y) {
 
 def test_bad_name_expression_is_a_clear_compile_error(cpu):
     import pytest
-    from astra.backends.base import CompileError
+    from astra_cuda.backends.base import CompileError
 
     with pytest.raises(CompileError, match="name expression"):
         cpu.compile('__global__ void k(int* x) {}\n', ["not_there"], filename="user.cu")
@@ -229,7 +229,7 @@ __global__ void k(int* hits) { atomicAdd(&hits[blockIdx.x + gridDim.x * blockIdx
 
 def test_bad_launch_configuration_is_a_launch_error(cpu):
     import pytest
-    from astra.backends.base import LaunchError
+    from astra_cuda.backends.base import LaunchError
 
     src = "__global__ void k(int* x) { x[0] = 1; }"
     with pytest.raises(LaunchError, match="1 to 1024 threads"):
@@ -264,7 +264,7 @@ __global__ void k(const float* x, float* o) {
 def test_executor_memory_does_not_grow_with_modules(cpu):
     import re
 
-    from astra.backends.base import Launch
+    from astra_cuda.backends.base import Launch
 
     def vm_mb():
         status = open(f"/proc/{cpu._executors[''].proc.pid}/status").read()

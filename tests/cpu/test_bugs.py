@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from cpu_helpers import i32, run, unit
 
-from astra.backends.base import CompileError, Launch, LaunchError, Schedule, Unsupported
-from astra.backends.cpu import run_schedules
-from astra.backends.cpu.screen import fast_math_swaps
+from astra_cuda.backends.base import CompileError, Launch, LaunchError, Schedule, Unsupported
+from astra_cuda.backends.cpu import run_schedules
+from astra_cuda.backends.cpu.screen import fast_math_swaps
 
 RACY = r'''
 __global__ void shift(const float* x, float* y) {

@@ -3,7 +3,7 @@ that vanish under it and must never take a module another process may be loading
 import os
 import time
 
-from astra.backends.cpu import toolchain
+from astra_cuda.backends.cpu import toolchain
 
 
 def _make(d, name, age_s):

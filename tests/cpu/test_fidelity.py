@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from astra.backends.cpu import fidelity
+from astra_cuda.backends.cpu import fidelity
 
 
 def test_compare_counts_ulps_and_identity():
@@ -17,7 +17,7 @@ def test_compare_counts_ulps_and_identity():
 
 def test_saved_cpu_outputs_are_current(cpu):
     """The CPU side saved for GPU machines without g++ must match what the backend computes
-    now (regenerate with: python -m astra.backends.cpu.fidelity --save-cpu tests/cpu/fidelity_cpu.npz)."""
+    now (regenerate with: python -m astra_cuda.backends.cpu.fidelity --save-cpu tests/cpu/fidelity_cpu.npz)."""
     saved = fidelity._load_npz(fidelity.DEFAULT_NPZ)
     for k, case in enumerate(fidelity.CASES):
         if "example" in case.name:
@@ -30,7 +30,7 @@ def test_saved_cpu_outputs_are_current(cpu):
 
 @pytest.mark.gpu
 def test_cpu_backend_matches_the_gpu():
-    from astra import availability, jobs, worker
+    from astra_cuda import availability, jobs, worker
 
     try:
         gpu = availability.statuses()["gpu"]
@@ -39,7 +39,7 @@ def test_cpu_backend_matches_the_gpu():
         ok, why = False, str(e)
     if not ok:
         pytest.skip(f"no GPU: {why}")
-    report = worker.run("astra.jobs:fidelity_job", jobs.FidelityJob(str(fidelity.DEFAULT_NPZ)), timeout=600)
+    report = worker.run("astra_cuda.jobs:fidelity_job", jobs.FidelityJob(str(fidelity.DEFAULT_NPZ)), timeout=600)
     print("\n" + fidelity.markdown(report))
     missed = [r for r in report["results"] if r["meets_target"] is False]
     # Measured on an H200 (benchmarks/results/cpu_fidelity-H200.md): the GPU's rsqrtf (MUFU.RSQ)
@@ -52,8 +52,8 @@ def test_cpu_backend_matches_the_gpu():
 
 def test_fidelity_report_end_to_end_with_a_stand_in_gpu(monkeypatch, tmp_path):
     """The report's plumbing, with the CPU backend standing in for the GPU (all identical)."""
-    import astra.backends.gpu as gpu_mod
-    from astra.backends.cpu import CpuBackend
+    import astra_cuda.backends.gpu as gpu_mod
+    from astra_cuda.backends.cpu import CpuBackend
 
     monkeypatch.setattr(gpu_mod, "GpuBackend", CpuBackend)
     monkeypatch.setattr(fidelity, "CASES", [c for c in fidelity.CASES if "example" not in c.name][:3])

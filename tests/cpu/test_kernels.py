@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from cpu_helpers import f32, i32, run
 
-from astra import extract
-from astra.backends.base import Launch, Schedule
+from astra_cuda import extract
+from astra_cuda.backends.base import Launch, Schedule
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,7 +72,7 @@ __global__ void silu_h2(__half2* out, const __half2* in, int d2) {
     assert u_.max() <= 1 and (u_ == 0).mean() >= 0.999
 
 
-from astra.backends.cpu.fidelity import RMSNORM_SHFL as RMSNORM  # noqa: E402 - the same kernel the GPU run compares
+from astra_cuda.backends.cpu.fidelity import RMSNORM_SHFL as RMSNORM  # noqa: E402 - the same kernel the GPU run compares
 
 
 def fma32(a, b, c):
@@ -144,8 +144,8 @@ import numpy as np, sys
 sys.path.insert(0, {str(ROOT / "tests" / "cpu")!r})
 from cpu_helpers import run, i32
 from test_kernels import RMSNORM, rmsnorm_model
-from astra.backends.cpu import CpuBackend
-from astra.backends.base import Scalar
+from astra_cuda.backends.cpu import CpuBackend
+from astra_cuda.backends.base import Scalar
 be = CpuBackend()
 x = np.random.default_rng(4).standard_normal((3, 300)).astype(np.float32)
 w = np.ones(300, np.float32)

@@ -198,7 +198,7 @@ __global__ void k(const float* x, float* block_sums, float* warp_max, float* par
   if (threadIdx.x == 0) partial[blockIdx.x] = p;
 }
 '''
-    from astra.backends.base import Launch
+    from astra_cuda.backends.base import Launch
 
     x = np.random.default_rng(4).integers(-9, 10, (3, 128)).astype(np.float32)  # exact sums
     m = cpu.compile(unit(src), ["k<128>"], filename="user.cu")

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from astra import extract, gate, source, spec as spec_mod
+from astra_cuda import extract, gate, source, spec as spec_mod
 
 from . import catalogue
 from .conftest import ROOT, example_path
@@ -13,7 +13,7 @@ from .conftest import ROOT, example_path
 @pytest.fixture(scope="module")
 def cpu():
     try:
-        from astra.backends.cpu import CpuBackend
+        from astra_cuda.backends.cpu import CpuBackend
         b = CpuBackend()
     except Exception as e:  # noqa: BLE001 - no C++ toolchain here
         pytest.skip(f"CPU backend unavailable: {e}")
@@ -71,8 +71,8 @@ def test_published_table_is_in_sync():
 
 
 def test_sanitizer_failure_points_at_the_users_line(cpu):
-    from astra.backends.base import LaunchError
-    from astra.gate import run as gate_run
+    from astra_cuda.backends.base import LaunchError
+    from astra_cuda.gate import run as gate_run
     e = next(e for e in catalogue.CHEATS if e.name == "out_of_bounds_read")
     ref, cand, spec = units(e)
     g = gate_run._Gate(ref, cand, spec, cpu, False, None, 1, None)

@@ -1,7 +1,7 @@
 import numpy as np
 import ml_dtypes
 
-from astra.gate.compare import compare, first_difference, is_constant, poison_mask
+from astra_cuda.gate.compare import compare, first_difference, is_constant, poison_mask
 
 
 def test_within_tolerance_passes_and_beyond_fails_with_details():

@@ -4,8 +4,8 @@ import threading
 
 import pytest
 
-from astra import extract, gate, source, spec as spec_mod
-from astra.backends.base import Capabilities
+from astra_cuda import extract, gate, source, spec as spec_mod
+from astra_cuda.backends.base import Capabilities
 
 from . import catalogue
 from .conftest import example_path

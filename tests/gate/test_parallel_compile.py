@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from astra import gate
-from astra.backends.base import CompileError
-from astra.gate import run as gate_run
+from astra_cuda import gate
+from astra_cuda.backends.base import CompileError
+from astra_cuda.gate import run as gate_run
 
 from . import catalogue
 from .test_catalogue import cpu  # noqa: F401 - fixture

@@ -1,5 +1,5 @@
-from astra import extract
-from astra.gate import screen
+from astra_cuda import extract
+from astra_cuda.gate import screen
 
 from .conftest import example_path, example_spec
 

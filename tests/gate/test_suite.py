@@ -1,6 +1,6 @@
 import numpy as np
 
-from astra.gate import suite
+from astra_cuda.gate import suite
 
 from .conftest import example_spec
 

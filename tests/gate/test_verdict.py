@@ -1,6 +1,6 @@
 import json
 
-from astra.gate.verdict import CaseInfo, CheckResult, Coverage, Failure, Verdict
+from astra_cuda.gate.verdict import CaseInfo, CheckResult, Coverage, Failure, Verdict
 
 
 def sample():

@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-from astra.backends.base import Launch, LaunchError, Scalar
+from astra_cuda.backends.base import Launch, LaunchError, Scalar
 
 _backend = None
 
@@ -13,7 +13,7 @@ _backend = None
 def backend():
     global _backend
     if _backend is None:
-        from astra.backends.gpu import GpuBackend
+        from astra_cuda.backends.gpu import GpuBackend
         _backend = GpuBackend()
     return _backend
 
@@ -118,7 +118,7 @@ def ceiling(_):
 
 def profile_twice(payload):
     """The same kernel profiled twice in one process."""
-    from astra import profiler
+    from astra_cuda import profiler
     b = backend()
     a = profiler.profile(None, payload["unit"], payload["spec"], b)
     c = profiler.profile(None, payload["unit"], payload["spec"], b)
@@ -126,7 +126,7 @@ def profile_twice(payload):
 
 
 def ncu_profile(payload):
-    from astra import profiler
+    from astra_cuda import profiler
     return profiler.run_ncu(payload["unit"], payload["spec"], payload["sizes"])
 
 
@@ -153,7 +153,7 @@ def off_by_one(payload):
 
 
 def sanitize_refused(_):
-    from astra.backends.base import Unsupported
+    from astra_cuda.backends.base import Unsupported
     try:
         backend().compile(OFF_BY_ONE, ["shift"], sanitize=True)
     except Unsupported as e:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from astra import extract, jobs, source, spec as spec_mod, worker
+from astra_cuda import extract, jobs, source, spec as spec_mod, worker
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,9 +81,9 @@ KERNELS = list(_kernels())
 def test_examples_pass_the_gate_and_profile(pool, path, text, name, spec):
     unit = extract.unit(text, str(path), name)
     spec = _smallest_bench(spec)
-    v = pool.run("astra.jobs:check_job", jobs.CheckJob("gpu", unit, unit, spec, quick=True), timeout=300)
+    v = pool.run("astra_cuda.jobs:check_job", jobs.CheckJob("gpu", unit, unit, spec, quick=True), timeout=300)
     assert v.passed, v.human()
-    p = pool.run("astra.jobs:profile_job", jobs.ProfileJob("gpu", unit, unit, spec), timeout=300)
+    p = pool.run("astra_cuda.jobs:profile_job", jobs.ProfileJob("gpu", unit, unit, spec), timeout=300)
     assert p.measured and p.valid, p.to_json()
     for s in p.sizes:
         assert s.reference is not None and 0.8 < s.speedup < 1.25  # the same code, side by side
@@ -98,7 +98,7 @@ def test_planted_wrong_kernel_is_caught(pool):
     assert wrong != text
     m = source.parse(text)
     spec = _smallest_bench(spec_mod.load(m.kernel("silu_and_mul"), m))
-    v = pool.run("astra.jobs:check_job", jobs.CheckJob("gpu", extract.unit(text, str(path), "silu_and_mul"),
+    v = pool.run("astra_cuda.jobs:check_job", jobs.CheckJob("gpu", extract.unit(text, str(path), "silu_and_mul"),
                                                        extract.unit(wrong, str(path), "silu_and_mul"), spec,
                                                        quick=True), timeout=300)
     assert not v.passed
@@ -138,7 +138,7 @@ def test_ncu_metrics_and_hot_lines(pool):
 
 @pytest.mark.skipif(shutil.which("compute-sanitizer") is None, reason="compute-sanitizer not on the PATH")
 def test_sanitizer_pool_catches_a_one_element_overread(pool):
-    from astra.backends import gpu
+    from astra_cuda.backends import gpu
     assert "compute-sanitizer" in pool.run("gpu_jobs:sanitize_refused", None, timeout=120)
     san = gpu.sanitizer_pool("memcheck")
     try:

@@ -18,7 +18,7 @@ EXAMPLES = ROOT / "examples"
 SETTINGS = {"backend": "cpu", "rounds": 2, "checkOnSave": True, "llm": {"baseUrl": "", "model": ""}}
 
 
-@pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "astra.lsp"]))
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "astra_cuda.lsp"]))
 async def client(lsp_client: LanguageClient):
     # VS Code answers the server's refresh requests; the test client must too.
     lsp_client.feature(types.WORKSPACE_CODE_LENS_REFRESH)(lambda *_: None)

@@ -1,6 +1,6 @@
 """Where a verified rewrite goes after concurrent edits (pure logic)."""
-from astra.lsp.anchor import place, rewrite_for
-from astra.lsp.convert import Span, text_in
+from astra_cuda.lsp.anchor import place, rewrite_for
+from astra_cuda.lsp.convert import Span, text_in
 
 ORIGINAL = """#include <x.h>
 __device__ float f(float x) { return x / 2.0f; }

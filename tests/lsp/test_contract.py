@@ -1,11 +1,11 @@
-"""The client/server contract (server/astra/contract.json) is what both sides and package.json
+"""The client/server contract (server/astra_cuda/contract.json) is what both sides and package.json
 say: the same command names, the same setting defaults, one default GPU architecture."""
 import json
 from pathlib import Path
 
-from astra import cli, contract, static
-from astra.lsp import settings
-from astra.lsp.server import server
+from astra_cuda import cli, contract, static
+from astra_cuda.lsp import settings
+from astra_cuda.lsp.server import server
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = json.loads((ROOT / "package.json").read_text())
@@ -34,8 +34,8 @@ def test_one_default_gpu_architecture():
 
 
 def test_the_cli_takes_the_gpus_architecture_else_the_default(monkeypatch):
-    from astra import availability
-    from astra.jobs import BackendStatus
+    from astra_cuda import availability
+    from astra_cuda.jobs import BackendStatus
     for gpu, want in ((BackendStatus(True, "H100", arch="sm_90a"), "sm_90a"),
                       (BackendStatus(False, "no GPU"), contract.DEFAULT_ARCH)):
         monkeypatch.setattr(availability, "statuses", lambda gpu=gpu: {"gpu": gpu, "cpu": BackendStatus(True)})
@@ -51,5 +51,5 @@ def test_server_defaults_are_the_contract_defaults():
 
 def test_the_client_reads_names_and_defaults_from_the_contract():
     src = "".join(p.read_text() for p in (ROOT / "client" / "src").glob("*.ts"))
-    assert '"astra.lsp.' not in src and '"sm_90"' not in src  # spelled only in contract.json
-    assert "server/astra/contract.json" in (ROOT / "client" / "src" / "contract.ts").read_text()
+    assert '"astra_cuda.lsp.' not in src and '"sm_90"' not in src  # spelled only in contract.json
+    assert "server/astra_cuda/contract.json" in (ROOT / "client" / "src" / "contract.ts").read_text()

@@ -12,7 +12,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(shutil.which("ncu") is None, r
 
 
 def _gpu() -> bool:
-    from astra import availability
+    from astra_cuda import availability
     try:
         return availability.statuses()["gpu"].available
     except Exception:  # noqa: BLE001 - any failure means no GPU here
@@ -25,7 +25,7 @@ async def test_hot_lines_become_inlay_hints_after_an_ncu_profile(client, example
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
         settings={"astra": {"backend": "gpu", "profile": {"ncu": True}}}))
     doc = Doc(client, example())
-    result = await doc.command("astra.lsp.profile", "silu_and_mul", timeout=600)
+    result = await doc.command("astra_cuda.lsp.profile", "silu_and_mul", timeout=600)
     assert result["status"] == "done", result
     if not result["hotLines"]:
         pytest.skip("ncu gave no source counters on this machine (profiling permissions?)")

@@ -75,7 +75,7 @@ async def test_optimize_then_apply_lazily_with_progress(client, example):
     assert "Optimize kernel `silu_and_mul`" in titles
     assert not any(t.startswith("Apply") for t in titles)
 
-    result = await doc.command("astra.lsp.optimize", "silu_and_mul")
+    result = await doc.command("astra_cuda.lsp.optimize", "silu_and_mul")
     assert result["status"] == "done", result
     # Work-done progress: begin, reports, end.
     kinds = [type(v).__name__ for reps in client.progress_reports.values() for v in reps]
@@ -101,7 +101,7 @@ async def test_optimize_then_apply_lazily_with_progress(client, example):
 async def test_rewrite_is_reanchored_or_declined_after_concurrent_edits(client, example):
     doc = Doc(client, example())
     line = doc.line_of("__global__ void silu_and_mul")
-    result = await doc.command("astra.lsp.optimize", "silu_and_mul")
+    result = await doc.command("astra_cuda.lsp.optimize", "silu_and_mul")
     assert result["status"] == "done", result
     apply = next(a for a in await doc.actions(line) if a.title.startswith("Apply"))
 
@@ -131,7 +131,7 @@ async def test_cancel_from_progress_and_stay_responsive(client, example):
     col = doc.text.splitlines()[line].index("silu_and_mul")
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
         settings={"astra": {"backend": "cpu", "rounds": 50}}))
-    task = asyncio.ensure_future(doc.command("astra.lsp.optimize", "silu_and_mul"))
+    task = asyncio.ensure_future(doc.command("astra_cuda.lsp.optimize", "silu_and_mul"))
     await until(lambda: client.progress_reports, 60)
     token = next(iter(client.progress_reports))
     # While it runs, hovers, lenses and code actions answer quickly.
@@ -214,7 +214,7 @@ async def test_a_crashing_kernel_costs_a_worker_not_the_server(client, tmp_path)
 
 async def test_profile_fills_the_code_lens(client, example):
     doc = Doc(client, example())
-    result = await doc.command("astra.lsp.profile", "silu_and_mul")
+    result = await doc.command("astra_cuda.lsp.profile", "silu_and_mul")
     assert result["status"] == "done", result
     titles = [l.command.title for l in await doc.lenses()]
     assert result["summary"] in titles and "Profile" not in titles
@@ -235,7 +235,7 @@ async def test_check_on_open_and_on_save_follow_their_settings(client, example):
 
 
 async def test_a_newer_save_cancels_the_running_check(client, example):
-    from astra import api
+    from astra_cuda import api
     path = example()
     api.pin(api.snapshot(path.read_text(), str(path)), "silu_and_mul")  # the reference the wrong version is judged by
     doc = Doc(client, path)

@@ -1,5 +1,5 @@
 """Settings from the client: nested or flat keys, bad values reported and kept out."""
-from astra.lsp.settings import Settings, initial
+from astra_cuda.lsp.settings import Settings, initial
 
 
 def test_nested_and_flat_keys_apply_and_bad_values_are_reported():

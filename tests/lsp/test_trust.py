@@ -28,14 +28,14 @@ async def _session(lsp_client: LanguageClient, allow: bool) -> None:
         initialization_options={"settings": SETTINGS, "allowExecution": allow}))
 
 
-@pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "astra.lsp"]))
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "astra_cuda.lsp"]))
 async def untrusted(lsp_client: LanguageClient):
     await _session(lsp_client, allow=False)
     yield
     await lsp_client.shutdown_session()
 
 
-@pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "astra.lsp"]))
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "astra_cuda.lsp"]))
 async def trusted(lsp_client: LanguageClient):
     await _session(lsp_client, allow=True)
     yield
@@ -64,7 +64,7 @@ async def test_untrusted_workspace_gets_static_diagnostics_only(untrusted, examp
     assert not (path.parent / ".astra").exists()          # nothing pinned, nothing built to run
     lenses = [lens.command.title for lens in await doc.lenses() if lens.command]
     assert not any("verified" in t or "check failed" in t for t in lenses), lenses
-    answer = await doc.command("astra.lsp.optimize", "silu_and_mul")
+    answer = await doc.command("astra_cuda.lsp.optimize", "silu_and_mul")
     answer = answer if isinstance(answer, dict) else vars(answer)
     assert answer["status"] != "done" and "not trusted" in answer["message"], answer
 

@@ -4,10 +4,10 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from astra import api
-from astra.gate.verdict import CaseInfo, Coverage, Failure, Verdict
-from astra.lsp import analysis, anchor, views
-from astra.lsp.state import DocState, KernelState, Optimization
+from astra_cuda import api
+from astra_cuda.gate.verdict import CaseInfo, Coverage, Failure, Verdict
+from astra_cuda.lsp import analysis, anchor, views
+from astra_cuda.lsp.state import DocState, KernelState, Optimization
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 PATH = str(EXAMPLES / "silu_and_mul.cu")
@@ -30,14 +30,14 @@ def passed(cases=42):
 def test_a_kernel_without_spec_gets_one_lens_that_adds_one():
     (k,) = kernels(NO_SPEC)
     assert titles(views.lenses("file:///x.cu", NO_SPEC, [k], DocState())) == [
-        ("Astra: add a harness spec", "astra.lsp.addSpec")]
+        ("Astra: add a harness spec", "astra_cuda.lsp.addSpec")]
 
 
 def test_lenses_follow_the_state_of_check_profile_and_optimization():
     (k,) = kernels()
     st = DocState()
-    assert titles(views.lenses("u", TEXT, [k], st)) == [("Profile", "astra.lsp.profile"),
-                                                         ("Optimize", "astra.lsp.optimize")]
+    assert titles(views.lenses("u", TEXT, [k], st)) == [("Profile", "astra_cuda.lsp.profile"),
+                                                         ("Optimize", "astra_cuda.lsp.optimize")]
     st.checking = True
     assert titles(views.lenses("u", TEXT, [k], st))[0] == ("checking…", "astra.showReport")
     st.kernel(k.name).verdict = passed()
@@ -45,7 +45,7 @@ def test_lenses_follow_the_state_of_check_profile_and_optimization():
                                                   best_speedup=1.25)
     lenses = views.lenses("u", TEXT, [k], st)
     assert titles(lenses)[0] == ("✓ verified (cpu, 42 cases)", "astra.showReport")
-    assert titles(lenses)[2] == ("Optimizing… round 1, best 1.25× (cancel)", "astra.lsp.cancelOptimize")
+    assert titles(lenses)[2] == ("Optimizing… round 1, best 1.25× (cancel)", "astra_cuda.lsp.cancelOptimize")
     spec_line = k.kernel.spec.span.start_line
     assert {lens.range.start.line for lens in lenses} == {spec_line}  # above the kernel and its spec
     assert all(lens.command.arguments == ["u", "silu_and_mul"] for lens in lenses)

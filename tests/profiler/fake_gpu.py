@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
-from astra import extract, source, spec as spec_mod
-from astra.backends.base import Backend, Buffer, Capabilities, Module, ResourceUsage, TimingResult
-from astra.backends.gpu import within_tolerance
+from astra_cuda import extract, source, spec as spec_mod
+from astra_cuda.backends.base import Backend, Buffer, Capabilities, Module, ResourceUsage, TimingResult
+from astra_cuda.backends.gpu import within_tolerance
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXT = (ROOT / "examples" / "silu_and_mul.cu").read_text()

@@ -2,7 +2,7 @@
 warm-up drops, two modes and fixed-buffer speed-ups are flagged with their evidence."""
 import numpy as np
 
-from astra.profiler import distribution as dist
+from astra_cuda.profiler import distribution as dist
 
 
 def noisy(n, us, seed=0, spread=0.01):
@@ -77,8 +77,8 @@ def test_one_slow_first_launch_is_a_cold_start_two_are_a_pattern():
 def test_on_device_comparison_is_never_more_lenient_than_the_host():
     import ml_dtypes
 
-    from astra.backends.gpu import within_tolerance
-    from astra.gate import compare
+    from astra_cuda.backends.gpu import within_tolerance
+    from astra_cuda.gate import compare
     rng = np.random.default_rng(0)
     for dt in (np.float16, np.float32, np.float64, ml_dtypes.bfloat16, np.int32):
         for _ in range(150):

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from astra import extract, profiler, source, spec as spec_mod
-from astra.backends.base import Capabilities
+from astra_cuda import extract, profiler, source, spec as spec_mod
+from astra_cuda.backends.base import Capabilities
 
 from .fake_gpu import FakeGpu, silu, units
 

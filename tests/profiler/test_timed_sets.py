@@ -1,10 +1,10 @@
-"""astra.gate.timed on the NumPy fake GPU: input sets, expectations computed after the fact,
+"""astra_cuda.gate.timed on the NumPy fake GPU: input sets, expectations computed after the fact,
 and the checks every timed launch goes through."""
 import numpy as np
 import pytest
 
-from astra import gate
-from astra.gate import checks
+from astra_cuda import gate
+from astra_cuda.gate import checks
 
 from .fake_gpu import FakeGpu, silu, units
 

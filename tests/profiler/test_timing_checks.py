@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from astra import profiler
-from astra.gate import checks
+from astra_cuda import profiler
+from astra_cuda.gate import checks
 
 from .fake_gpu import FakeGpu, silu, units
 

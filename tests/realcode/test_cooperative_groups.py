@@ -1,6 +1,6 @@
 """Issue 10, breakage 6: cooperative_groups and <nv/target> compile in the static check (NVRTC
 with CCCL's headers; the NVRTC <cstdint> stand-in no longer clashes with CCCL's)."""
-from astra import api
+from astra_cuda import api
 
 CG = """#include <cooperative_groups.h>
 #include <cooperative_groups/reduce.h>

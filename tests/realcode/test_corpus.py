@@ -23,7 +23,7 @@ def load():
 
 
 def test_the_manifest_lists_every_kernel_of_the_corpus_once():
-    from astra import source
+    from astra_cuda import source
     corpus = load()
     entries = corpus.manifest()
     assert len(entries) >= 15
@@ -71,7 +71,7 @@ def test_improved_versions_are_compared_with_their_naive_sibling(outcomes):
 def test_every_corpus_file_passes_the_static_check():
     """NVRTC (the GPU backend's compiler) on every kernel of the corpus, with the project context
     each file has (compile_commands.json for the extension files)."""
-    from astra import api
+    from astra_cuda import api
     for f in sorted(CORPUS.rglob("*.cu")):
         text = f.read_text()
         report = api.static_check(api.snapshot(text, str(f)))

@@ -3,7 +3,7 @@ kernels' `reinterpret_cast<__half*>(&local_uint4)[k]`) is no data race; a real o
 import numpy as np
 import pytest
 
-from astra.backends.base import Launch, LaunchError, Scalar
+from astra_cuda.backends.base import Launch, LaunchError, Scalar
 
 from .conftest import needs_gxx
 
@@ -37,7 +37,7 @@ __global__ void shift(float* out, const float* inp, float scale, int d) {
 
 @pytest.fixture(scope="module")
 def cpu():
-    from astra.backends.cpu import CpuBackend
+    from astra_cuda.backends.cpu import CpuBackend
     be = CpuBackend()
     yield be
     be.close()

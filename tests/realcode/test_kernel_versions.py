@@ -1,7 +1,7 @@
 """Issue 10, breakage 5: two versions of a kernel in one file. A reference with a spec of its own
 runs with its own launch; a reference that leaves outputs unwritten is a spec problem, never
 compared."""
-from astra import api
+from astra_cuda import api
 
 from .conftest import needs_gxx
 

@@ -5,10 +5,10 @@ import json
 
 import pytest
 
-from astra import api, extract, static
-from astra import project as proj
-from astra.errors import AstraError
-from astra.lsp.settings import Settings
+from astra_cuda import api, extract, static
+from astra_cuda import project as proj
+from astra_cuda.errors import AstraError
+from astra_cuda.lsp.settings import Settings
 
 from .conftest import needs_gxx
 
@@ -107,7 +107,7 @@ def test_editing_a_header_is_never_answered_from_the_build_cache(project):
 
 @needs_gxx
 def test_cpu_build_cache_keys_on_headers_included_verbatim(project, tmp_path):
-    from astra.backends.cpu import toolchain
+    from astra_cuda.backends.cpu import toolchain
     project("inc/h.h", "#define VALUE 1\n")
     src = '#include "h.h"\n__global__ void k(int* o) { o[0] = VALUE; }\n'
     opts = [f"-I{project.root / 'inc'}"]
@@ -211,7 +211,7 @@ def test_settings_accept_the_project_keys_and_report_bad_ones():
 
 
 def test_cli_flags_reach_the_static_check(project, capsys):
-    from astra import cli
+    from astra_cuda import cli
     f = angle_project(project)
     assert cli.main(["check", str(f), "--backend", "static"]) == 1
     assert cli.main(["check", str(f), "--backend", "static", "-I", str(project.root / "include"), "-D", "Z=1",

@@ -1,7 +1,7 @@
 """Issue 10, breakages 8 and 9: templated kernels (launches inside dispatch macros, device
 functions passed as template arguments, enable_if overloads listed once) and the kernel list
 never cutting a name."""
-from astra import cli, extract, source
+from astra_cuda import cli, extract, source
 
 ACT = """#include <cuda_fp16.h>
 #define LAUNCH_ACT_KERNEL(KERNEL)                                                   \\
@@ -52,7 +52,7 @@ def test_a_launch_inside_a_dispatch_macro_is_found_at_the_macros_use():
 def test_a_device_function_passed_as_template_argument_is_in_the_unit(tmp_path):
     u = extract.unit(ACT, str(tmp_path / "act.cu"), "act_and_mul_kernel", instantiate="<float, silu<float>>")
     assert "T silu(const T& x)" in u.source and "unused_act" not in u.source
-    from astra import static
+    from astra_cuda import static
     assert static.compile_unit(u).ok
 
 
@@ -63,7 +63,7 @@ def test_enable_if_overloads_are_one_kernel_and_both_reach_the_unit(tmp_path):
     f.write_text(OVERLOADS)
     u = extract.unit(OVERLOADS, str(f), "scale_kernel", instantiate="<float, 1>")
     assert u.source.count("scale_kernel(T* out") == 2
-    from astra import static
+    from astra_cuda import static
     assert static.compile_unit(u).ok
     u4 = extract.unit(OVERLOADS, str(f), "scale_kernel", instantiate="<float, 4>")
     assert static.compile_unit(u4).ok

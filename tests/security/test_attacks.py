@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from astra.backends.base import CompileError, Launch, LaunchError
+from astra_cuda.backends.base import CompileError, Launch, LaunchError
 
 from . import catalogue
 from .catalogue import Attack
@@ -47,7 +47,7 @@ def by_kind(kind: str) -> list[Attack]:
 
 def _executor_pids() -> set[int]:
     """Processes running this checkout's executor (other checkouts may be testing beside us)."""
-    from astra.backends.cpu.isolation import EXECUTOR
+    from astra_cuda.backends.cpu.isolation import EXECUTOR
     mark = str(EXECUTOR).encode()
     out = set()
     for d in os.listdir("/proc"):
@@ -63,7 +63,7 @@ def _executor_pids() -> set[int]:
 
 @pytest.fixture(scope="module")
 def cpu():
-    from astra.backends.cpu import CpuBackend
+    from astra_cuda.backends.cpu import CpuBackend
     be = CpuBackend()
     yield be
     be.close()
@@ -82,7 +82,7 @@ def arena(tmp_path, monkeypatch):
 
 
 def _no_screen(monkeypatch):
-    from astra.backends.cpu import toolchain
+    from astra_cuda.backends.cpu import toolchain
     monkeypatch.setattr(toolchain, "check_source", lambda *a, **k: None)
 
 
@@ -90,7 +90,7 @@ def _no_screen(monkeypatch):
 
 @pytest.mark.parametrize("attack", by_kind("sandbox"), ids=lambda a: a.name)
 def test_sandbox_contains(attack, cpu, arena, monkeypatch):
-    from astra.backends.cpu import toolchain
+    from astra_cuda.backends.cpu import toolchain
     canary, secret = arena
     _no_screen(monkeypatch)
     listener = None
@@ -141,7 +141,7 @@ def test_sandbox_contains(attack, cpu, arena, monkeypatch):
 
 def test_the_executor_is_sandboxed(cpu):
     """What an executor looks like from outside: seccomp on, no_new_privs, limits, empty env."""
-    from astra.backends.cpu import toolchain
+    from astra_cuda.backends.cpu import toolchain
     mod = cpu.compile("__global__ void k(int* x) { x[0] = 1; }", ["k"], filename="k.cu")
     cpu.launch(mod, "k", Launch((1, 1, 1), (1, 1, 1), 0), [cpu.upload(np.zeros(1, np.int32))])
     pid = cpu._executors[""].proc.pid
@@ -158,7 +158,7 @@ def test_the_executor_is_sandboxed(cpu):
 def test_memory_watchdog_stops_a_sanitizer_executor(cpu, monkeypatch):
     """ASan reserves terabytes of shadow, so its executor has no address-space limit: the parent
     watches its resident memory instead (here with a small cap)."""
-    from astra.backends.cpu import isolation
+    from astra_cuda.backends.cpu import isolation
     _no_screen(monkeypatch)
     monkeypatch.setattr(isolation, "memory_limit", lambda: 256 << 20)
     src = PAYLOAD_HEADERS + """
@@ -176,8 +176,8 @@ __global__ void hog(long long* out) {
 
 
 def test_refuses_loudly_without_a_sandbox(monkeypatch):
-    from astra.backends.base import BackendUnavailable
-    from astra.backends.cpu import CpuBackend, sandbox
+    from astra_cuda.backends.base import BackendUnavailable
+    from astra_cuda.backends.cpu import CpuBackend, sandbox
     monkeypatch.setattr(sandbox, "landlock_abi", lambda: 0)
     monkeypatch.delenv(sandbox.OPT_OUT_ENV, raising=False)
     with pytest.raises(BackendUnavailable, match="only inside a sandbox.*Landlock"):
@@ -237,7 +237,7 @@ def test_gate_zero_click_hidden_payload(arena, tmp_path):
 
 
 def test_gate_candidate_with_host_io_is_never_run(arena, cpu):
-    from astra import extract, gate, source, spec as spec_mod
+    from astra_cuda import extract, gate, source, spec as spec_mod
     canary, _ = arena
     model = source.parse(SILU)
     spec = spec_mod.load(model.kernel("silu_and_mul"), model)
@@ -324,13 +324,13 @@ def test_hostile_input_is_exit_2(attack, tmp_path):
 # ---- secrets ----------------------------------------------------------------------------------
 
 def test_worker_environment_holds_no_key(monkeypatch):
-    from astra import worker
+    from astra_cuda import worker
     monkeypatch.setenv("OPENAI_API_KEY", SECRET_VALUE)
     monkeypatch.setenv("MY_SERVICE_TOKEN", SECRET_VALUE)
     monkeypatch.setenv("ASTRA_BASE_URL", f"https://u:{SECRET_VALUE}@h/v1")
     pool = worker.Pool(1, name="security-test")
     try:
-        pid = pool.run("astra.worker:ping", None, timeout=60)["pid"]
+        pid = pool.run("astra_cuda.worker:ping", None, timeout=60)["pid"]
         env = Path(f"/proc/{pid}/environ").read_bytes()
         assert SECRET_VALUE.encode() not in env and b"PATH=" in env
     finally:
@@ -338,8 +338,8 @@ def test_worker_environment_holds_no_key(monkeypatch):
 
 
 def test_key_in_base_url_is_not_in_the_run_log(tmp_path):
-    from astra.agents.llm import LLMConfig
-    from astra.agents.runlog import RunLog
+    from astra_cuda.agents.llm import LLMConfig
+    from astra_cuda.agents.runlog import RunLog
     cfg = LLMConfig(model="m", base_url=f"https://user:{SECRET_VALUE}@example.invalid/v1?api_key={SECRET_VALUE}")
     log = RunLog(tmp_path)
     log.start({"llm": cfg.to_json(), "note": f"called {cfg.base_url}"}, "original")
@@ -362,8 +362,8 @@ class _Echo401(http.server.BaseHTTPRequestHandler):
 
 
 def test_endpoint_echoing_the_key_is_redacted(tmp_path):
-    from astra.agents.llm import LLMClient, LLMConfig
-    from astra.agents.runlog import RunLog
+    from astra_cuda.agents.llm import LLMClient, LLMConfig
+    from astra_cuda.agents.runlog import RunLog
     server = http.server.HTTPServer(("127.0.0.1", 0), _Echo401)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
@@ -381,7 +381,7 @@ def test_endpoint_echoing_the_key_is_redacted(tmp_path):
 # ---- writing results --------------------------------------------------------------------------
 
 def test_write_through_symlink_and_mode(tmp_path):
-    from astra import api
+    from astra_cuda import api
     real = tmp_path / "real.cu"
     real.write_text("old\n")
     real.chmod(0o600)
@@ -394,8 +394,8 @@ def test_write_through_symlink_and_mode(tmp_path):
 
 
 def test_write_refuses_a_changed_file(tmp_path):
-    from astra import workspace
-    from astra.errors import AstraError
+    from astra_cuda import workspace
+    from astra_cuda.errors import AstraError
     f = tmp_path / "k.cu"
     f.write_text("typed meanwhile\n")
     with pytest.raises(AstraError, match="changed"):
@@ -410,8 +410,8 @@ def test_catalogue_table_is_current():
 
 def test_execution_switch_runs_nothing(tmp_path):
     """What Workspace Trust will drive: with execution off, nothing is compiled to run or run."""
-    from astra import api, snapshot
-    from astra.errors import AstraError
+    from astra_cuda import api, snapshot
+    from astra_cuda.errors import AstraError
     f = tmp_path / "k.cu"
     f.write_text(SILU)
     snap = snapshot.of(SILU, str(f))
@@ -427,7 +427,7 @@ def test_execution_switch_runs_nothing(tmp_path):
 
 
 def test_report_page_masks_keys():
-    from astra import redact, report
+    from astra_cuda import redact, report
     key = "canary-" + SECRET_VALUE[3:]
     redact.remember(key)
     page = report.kernel_page("k", notes=[f"the endpoint said: invalid key {key} (Bearer {key}); "

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from astra import extract, static
+from astra_cuda import extract, static
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -36,7 +36,7 @@ int main() { printf("host only\\n"); return 0; }
 def test_examples_compile_with_resources():
     for f in sorted(EXAMPLES.glob("*.cu")):
         text = f.read_text()
-        from astra import source
+        from astra_cuda import source
         for k in source.parse(text).kernels:
             r = static.compile_unit(extract.unit(text, str(f), k.name))
             assert r.ok, (f.name, k.name, r.log)

@@ -5,8 +5,8 @@ import signal
 import sys
 import time
 
-from astra.backends.base import CompileError
-from astra.errors import AstraError
+from astra_cuda.backends.base import CompileError
+from astra_cuda.errors import AstraError
 
 _calls = 0
 
@@ -78,7 +78,7 @@ def big(n):
 
 
 def poisoned(_):
-    from astra import worker
+    from astra_cuda import worker
     worker.retire_after_reply()
     return os.getpid()
 

@@ -7,9 +7,9 @@ import time
 import numpy as np
 import pytest
 
-from astra import worker
-from astra.backends.base import CompileError
-from astra.errors import AstraError
+from astra_cuda import worker
+from astra_cuda.backends.base import CompileError
+from astra_cuda.errors import AstraError
 
 
 @pytest.fixture

@@ -1,4 +1,0 @@
-"""The Astra language server (pygls): diagnostics, checks, code actions, lenses, hovers.
-
-It holds no kernel logic: every answer comes from `astra.api`, the same core the CLI calls.
-"""

@@ -1,0 +1,143 @@
+"""The LLM client: any OpenAI-compatible endpoint through the `openai` package, Chat Completions.
+
+Portability (see the project notes): the `system` role except on OpenAI (`developer`),
+`max_tokens` for local servers and `max_completion_tokens` for OpenAI, `reasoning_effort` only
+when asked (and then no temperature). A failed call never raises: the Reply says what went wrong.
+The API key comes from ASTRA_API_KEY or OPENAI_API_KEY and is never logged or stored.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from importlib import resources
+from string import Template
+
+from .. import redact
+from .records import Usage
+
+KEY_ENV = ("ASTRA_API_KEY", "OPENAI_API_KEY")
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    model: str
+    base_url: str | None = None          # None: OpenAI's API
+    timeout_s: float = 120.0
+    max_retries: int = 2                 # the openai client's own retries (429, 5xx, connection)
+    temperature: float | None = 0.2
+    reasoning_effort: str | None = None  # 'low' | 'medium' | 'high' for reasoning models
+    max_output_tokens: int = 8192
+    price_in_per_mtok: float = 0.0       # USD per million prompt tokens, for the cost limit
+    price_out_per_mtok: float = 0.0
+    api_key: str | None = field(default=None, repr=False)  # else from the environment
+    openai_style: bool | None = None     # None: decided from base_url (OpenAI's own API or not)
+
+    @property
+    def is_openai(self) -> bool:
+        if self.openai_style is not None:
+            return self.openai_style
+        return self.base_url is None or "api.openai.com" in self.base_url
+
+    def to_json(self) -> dict:  # what the run log records (never the key)
+        return {"model": self.model, "base_url": redact.url(self.base_url), "timeout_s": self.timeout_s,
+                "max_retries": self.max_retries, "temperature": self.temperature,
+                "reasoning_effort": self.reasoning_effort, "max_output_tokens": self.max_output_tokens}
+
+
+@dataclass
+class Reply:
+    text: str = ""
+    finish_reason: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    error: str | None = None      # 'timeout', 'rate limited', 'HTTP 500: ...', 'connection: ...'
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def api_key(cfg: LLMConfig) -> str:
+    if cfg.api_key:
+        return cfg.api_key
+    for name in KEY_ENV:
+        if os.environ.get(name):
+            return os.environ[name]
+    # Local servers need no key, but the client insists on a non-empty one.
+    return "not-needed" if not cfg.is_openai else ""
+
+
+class LLMClient:
+    def __init__(self, cfg: LLMConfig):
+        import openai
+        self.cfg = cfg
+        key = api_key(cfg)
+        if not key:
+            from ..errors import AstraError
+            raise AstraError("no API key for OpenAI: set ASTRA_API_KEY or OPENAI_API_KEY "
+                             "(or give --base-url for a local server)")
+        self._openai = openai
+        redact.remember(key)  # echoed back in an error, it is masked wherever Astra shows it
+        self.transcript: list[dict] = []  # every exchange (never the key), for the run log
+        self._client = openai.OpenAI(base_url=cfg.base_url, api_key=key, timeout=cfg.timeout_s,
+                                     max_retries=cfg.max_retries)
+
+    def chat(self, system: str, user: str, *, max_tokens: int | None = None) -> Reply:
+        cfg = self.cfg
+        role = "developer" if cfg.is_openai else "system"
+        kwargs: dict = {"model": cfg.model, "messages": [{"role": role, "content": system},
+                                                          {"role": "user", "content": user}]}
+        limit = max_tokens or cfg.max_output_tokens
+        kwargs["max_completion_tokens" if cfg.is_openai else "max_tokens"] = limit
+        if cfg.reasoning_effort:
+            kwargs["reasoning_effort"] = cfg.reasoning_effort
+        elif cfg.temperature is not None:
+            kwargs["temperature"] = cfg.temperature
+        reply = self._call(kwargs)
+        self.transcript.append({"system": system, "user": user, "reply": reply.text,
+                                "finish_reason": reply.finish_reason, "error": reply.error,
+                                "usage": reply.usage.to_json(), "seconds": round(reply.seconds, 3)})
+        return reply
+
+    def _call(self, kwargs: dict) -> Reply:
+        cfg = self.cfg
+        o = self._openai
+        t0 = time.perf_counter()
+        try:
+            resp = self._client.chat.completions.create(**kwargs)
+        except o.APITimeoutError:
+            return Reply(error="timeout", seconds=time.perf_counter() - t0)
+        except o.RateLimitError as e:
+            return Reply(error=f"rate limited (HTTP 429): {_brief(e)}", seconds=time.perf_counter() - t0)
+        except o.APIStatusError as e:
+            return Reply(error=f"HTTP {e.status_code}: {_brief(e)}", seconds=time.perf_counter() - t0)
+        except o.APIConnectionError as e:
+            return Reply(error=f"connection failed: {_brief(e)}", seconds=time.perf_counter() - t0)
+        except Exception as e:  # a malformed response body, an SDK surprise: never crash a run
+            return Reply(error=f"{type(e).__name__}: {_brief(e)}", seconds=time.perf_counter() - t0)
+        dt = time.perf_counter() - t0
+        usage = Usage(calls=1)
+        if getattr(resp, "usage", None) is not None:
+            usage.prompt_tokens = resp.usage.prompt_tokens or 0
+            usage.completion_tokens = resp.usage.completion_tokens or 0
+            usage.cost_usd = (usage.prompt_tokens * cfg.price_in_per_mtok +
+                              usage.completion_tokens * cfg.price_out_per_mtok) / 1e6
+        choices = getattr(resp, "choices", None) or []
+        if not choices:
+            return Reply(usage=usage, error="the reply had no choices", seconds=dt)
+        msg = choices[0].message
+        text = (msg.content or "") if msg is not None else ""
+        return Reply(text=text, finish_reason=choices[0].finish_reason, usage=usage, seconds=dt)
+
+
+def _brief(e: Exception) -> str:
+    s = redact.text(str(e))
+    return s if len(s) < 300 else s[:300] + "..."
+
+
+def load_prompt(name: str) -> Template:
+    """A prompt file from agents/prompts/ (versioned by name: coder.user.v1.md), as a Template
+    with $placeholders (C++ braces need no escaping)."""
+    text = resources.files("astra_cuda.agents").joinpath("prompts", f"{name}.md").read_text(encoding="utf-8")
+    return Template(text)

@@ -1,0 +1,424 @@
+"""The core's one facade: what the CLI and the language server call.
+
+Pure orchestration on a document snapshot (`snapshot(text, path)` or `open_file(path)`: parsed
+once, kernels and specs loaded): cut compilation units and send the work that runs kernel code
+(compile, check, time) to a worker process where `astra_cuda.jobs` drives the gate, the profiler and
+the backends: through the current executor (`astra_cuda.executors`: this machine's workers, or a Ray
+cluster), which also says where each job ran. Nothing here holds a CUDA context or runs user code.
+"""
+from __future__ import annotations
+
+import dataclasses
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Literal
+
+from . import availability, executors, extract, files, infer, jobs, launch_change, project, workspace
+from . import snapshot as snapshot_mod
+from . import spec as spec_mod
+from .contract import DEFAULT_ARCH
+from .diagnostics import Diagnostic
+from .errors import AstraError, NoSuchKernel
+from .project import ProjectContext
+from .snapshot import KernelInfo, Snapshot
+
+if TYPE_CHECKING:
+    from .agents import LLMConfig, OptimizeResult
+    from .agents.runlog import RunInfo
+    from .backends.base import ResourceUsage
+    from .evaluation import Evaluation
+    from .gate import Verdict
+    from .profiler import Profile
+
+Progress = Callable[[dict[str, Any]], None]
+
+# Worker time limits (seconds). A kernel that runs longer than this is treated as hung.
+CHECK_TIMEOUT = 600.0
+PROFILE_TIMEOUT = 600.0
+STATIC_TIMEOUT = 60.0
+
+
+def read(path: str) -> str:
+    return files.read_source(path)
+
+
+def project_context(path: str, *, cli: ProjectContext | None = None, settings: ProjectContext | None = None,
+                    compile_commands: str | None = None) -> ProjectContext:
+    """Include paths, macros and standard for `path`: the command line's, then the editor
+    settings', then the nearest compile_commands.json up to the workspace root."""
+    return project.resolve(path, cli=cli, settings=settings, compile_commands=compile_commands,
+                           root=str(workspace.root_for(path)))
+
+
+def snapshot(text: str, path: str, context: ProjectContext | None = None) -> Snapshot:
+    """The document as the facade takes it: parsed once, with its kernels and their specs.
+    `context`: the project context its units are cut with (None: discovered from `path` when
+    a unit is first needed)."""
+    return snapshot_mod.of(text, path, context)
+
+
+def open_file(path: str, context: ProjectContext | None = None) -> Snapshot:
+    """Read `path` safely (`files.read_source`) and take its snapshot."""
+    return snapshot(read(path), path, context)
+
+
+def _with_context(snap: Snapshot) -> Snapshot:
+    return snap if snap.context is not None else snap.with_context(project_context(snap.path))
+
+
+# ---- kernels ------------------------------------------------------------------------------
+
+def kernels(snap: Snapshot, *, require_some: bool = True) -> list[KernelInfo]:
+    if not snap.kernels and require_some:
+        raise AstraError(f"{snap.path}: no __global__ kernels found" +
+                         (" (the file does not parse as CUDA C++)" if snap.model.syntax_errors else ""))
+    return list(snap.kernels)
+
+
+def _kernel_info(snap: Snapshot, name: str) -> KernelInfo:
+    kernels(snap)  # a file without kernels says so
+    return snap.kernel(name)
+
+
+def _selected(snap: Snapshot, name: str | None, *, need_spec: bool = True) -> list[KernelInfo]:
+    infos = [_kernel_info(snap, name)] if name else kernels(snap)
+    for k in infos:
+        if k.spec_errors:
+            raise spec_mod.SpecErrors(list(k.spec_errors))
+    if need_spec:
+        if name and infos[0].spec is None:
+            raise AstraError(f"kernel {name!r} has no harness spec (a /* @astra ... */ comment above it); "
+                             f"`astra spec {snap.path} --kernel {name}` proposes one")
+        with_spec = [k for k in infos if k.spec is not None]
+        if not with_spec:
+            raise AstraError(f"{snap.path}: no kernel has a harness spec; `astra spec {snap.path} --kernel "
+                             f"{infos[0].name}` proposes one")
+        infos = with_spec
+    return infos
+
+
+def infer_spec(snap: Snapshot, kernel: str) -> infer.Proposal:
+    k = snap.model.kernel(kernel)
+    if k is None:
+        raise NoSuchKernel(f"no __global__ kernel named {kernel!r} in {snap.path} "
+                           f"(kernels: {', '.join(x.name for x in snap.model.kernels) or 'none'})")
+    snap = _with_context(snap)
+    return infer.infer(k, snap.model, path=snap.path, context=snap.context)
+
+
+def pin(snap: Snapshot, kernel: str) -> workspace.Pin:
+    return workspace.pin(snap.path, _kernel_info(snap, kernel).kernel.name, snap.text)
+
+
+# ---- static diagnostics -------------------------------------------------------------------
+
+@dataclass
+class StaticReport:
+    diagnostics: list[Diagnostic]
+    resources: dict[str, ResourceUsage]  # kernel name
+    context: ProjectContext = ProjectContext()
+
+    def to_json(self) -> dict[str, Any]:
+        from dataclasses import asdict
+        return {"diagnostics": [d.to_json() for d in self.diagnostics],
+                "resources": {k: asdict(v) for k, v in self.resources.items()},
+                "project": self.context.describe()}
+
+
+def static_check(snap: Snapshot, *, arch: str = DEFAULT_ARCH, compile: bool = True) -> StaticReport:
+    """Everything that can be said without running code: parse problems, spec errors, and the
+    compiler's errors and warnings (NVRTC) for each kernel at their lines, with each kernel's
+    registers, spills and shared memory."""
+    context = _with_context(snap).context if compile else ProjectContext()
+    assert context is not None
+    m = snap.model
+    out: list[Diagnostic] = []
+    for span in m.syntax_errors[:20]:
+        out.append(Diagnostic(span.start_line, span.start_col, span.end_line, max(span.end_col, span.start_col + 1),
+                              "warning", "Astra's parser could not read this (check the syntax)", code="parse"))
+    units = []
+    for info in snap.kernels:
+        out.extend(info.spec_errors)
+        instantiate = info.spec.instantiate if info.spec is not None else None
+        if info.kernel.is_template and not instantiate:
+            continue  # nothing to compile without template arguments
+        units.append(extract.unit_from_model(m, snap.path, info.name, instantiate=instantiate, context=context))
+    resources: dict[str, ResourceUsage] = {}
+    for unit in units[:1]:  # what a user should know about how units were cut (same for each)
+        out.extend(Diagnostic(0, 0, 0, 1, "info", n, code="unit") for n in unit.notes if "not found" in n)
+    if compile and units:
+        from . import worker
+        results = worker.run("astra_cuda.jobs:static_job", jobs.StaticJob(tuple(units), arch), timeout=STATIC_TIMEOUT)
+        seen = set()
+        for unit, r in zip(units, results):
+            for d in r.diagnostics:
+                key = (d.line, d.col, d.message)
+                if key not in seen:  # helpers shared by several kernels report once
+                    seen.add(key)
+                    out.append(d)
+            res = r.resources.get(unit.name_expression) or next(iter(r.resources.values()), None)
+            if res is not None:
+                resources[unit.kernel] = res
+    return StaticReport(out, resources, context)
+
+
+def diagnostics(snap: Snapshot, *, arch: str = DEFAULT_ARCH, compile: bool = True) -> list[Diagnostic]:
+    return static_check(snap, arch=arch, compile=compile).diagnostics
+
+
+# ---- running kernels ----------------------------------------------------------------------
+
+def use_cluster(setting: str | None) -> dict[str, Any]:
+    """Run kernels where `setting` says ('' this machine, 'local', 'auto', 'ray://HOST:PORT'; a Ray
+    connection is made once per setting) and describe that executor (the JSON's "executor")."""
+    return executors.use(setting).describe()
+
+
+def executor() -> dict[str, Any]:
+    """The current executor, as the JSON output describes it."""
+    return executors.current().describe()
+
+
+def close_cluster() -> None:
+    """Stop a Ray runtime started here (the CLI does at exit)."""
+    executors.shutdown()
+
+
+_execution_off: str | None = None  # why running kernel code is off (None: it is allowed)
+
+
+def set_execution(allowed: bool, why: str = "running kernel code is turned off") -> None:
+    """The switch for untrusted workspaces: when off, nothing is compiled into a runnable module
+    or run — every backend resolves to 'static' (NVRTC diagnostics only: NVRTC compiles device
+    code to PTX and runs nothing) and check, profile and optimize refuse with `why`."""
+    global _execution_off
+    _execution_off = None if allowed else why
+
+
+def execution_allowed() -> bool:
+    return _execution_off is None
+
+
+def resolve_backend(name: str) -> Literal["gpu", "cpu", "static"]:
+    """'auto' -> the best backend available here; an explicit unavailable one is an error.
+    Availability is probed in a worker and remembered a while (`astra_cuda.availability`). With
+    execution off, 'static' whatever was asked."""
+    if _execution_off is not None:
+        return "static"
+    return availability.resolve(name)
+
+
+def device_arch(default: str = DEFAULT_ARCH) -> str:
+    """The GPU's own architecture when the GPU backend can run here, else `default`."""
+    return availability.device_arch(default)
+
+
+def gpu_setup() -> jobs.BackendStatus | None:
+    """When a GPU is visible but the GPU backend cannot use it: the status saying why, with the
+    one command that fixes it (`fix`). None otherwise."""
+    return availability.gpu_setup()
+
+
+def _units(snap: Snapshot, info: KernelInfo
+           ) -> tuple[extract.CompileUnit | None, extract.CompileUnit, str, spec_mod.Spec | None]:
+    """(reference unit or None, candidate unit, where the reference came from, the spec that
+    launches the reference when it differs from the file's: a pinned baseline keeps its launch,
+    and so does a reference kernel with a spec of its own). `snap` has its context."""
+    spec = info.spec
+    assert spec is not None
+    cand = snap.unit(info.kernel.name, spec)
+    if spec.reference:
+        ref_spec = launch_change.reference_spec(spec, snap.model, spec.reference)
+        own = " (launched as its own spec says)" if ref_spec is not spec else ""
+        return snap.unit(spec.reference, spec), cand, \
+            f"kernel {spec.reference}{own}", (ref_spec if ref_spec is not spec else None)
+    pinned = workspace.pinned(snap.path, info.kernel.name)
+    if pinned is None:
+        return None, cand, "none pinned yet", None
+    baseline = snapshot(pinned.text, snap.path, snap.context)
+    try:
+        ref = baseline.unit(info.kernel.name, spec)
+    except AstraError:
+        return None, cand, "pinned baseline unreadable", None
+    return ref, cand, f"baseline pinned {pinned.digest[:12]}", \
+        launch_change.reference_spec(spec, baseline.model, info.kernel.name)
+
+
+def check(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto", arch: str = DEFAULT_ARCH,
+          cancel: threading.Event | None = None, progress: Progress | None = None, pin_first: bool = True,
+          quick: bool = False) -> list[Verdict]:
+    """Run the verification gate on each selected kernel that has a spec. Returns Verdicts.
+    The first passing check of a kernel with no reference pins its current source."""
+    snap = _with_context(snap)
+    assert snap.context is not None
+    infos = _selected(snap, kernel)
+    chosen = resolve_backend(backend)
+    if _execution_off is not None:
+        raise AstraError(f"{_execution_off}: static checks only (kernels are not run)")
+    if chosen == "static":
+        raise AstraError("no backend can run kernels here (no GPU with CuPy, no C++ compiler): "
+                         "use --backend static for compile-only checks")
+    verdicts = []
+    for info in infos:
+        assert info.spec is not None  # _selected keeps kernels with a spec
+        ref, cand, ref_from, ref_spec = _units(snap, info)
+        if progress:
+            progress({"step": "check", "kernel": info.name,
+                      "message": f"checking {info.name} on the {chosen} backend (reference: {ref_from})"})
+        ran = executors.current().run("astra_cuda.jobs:check_job",
+                                      jobs.CheckJob(chosen, ref, cand, info.spec, ref_spec, quick=quick),
+                                      backend=chosen, timeout=CHECK_TIMEOUT, cancel=cancel)
+        v: Verdict = ran.value
+        v.ran_on = ran.where.describe()
+        v.reference = ref_from
+        v.project = snap.context.describe()
+        v.coverage.notes.extend(n for n in cand.notes if n not in v.coverage.notes)
+        if v.passed and ref is None and pin_first:
+            workspace.pin(snap.path, info.kernel.name, snap.text)
+            v.reference = "none: this version is now pinned as the baseline"
+        verdicts.append(v)
+    return verdicts
+
+
+def profile(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto", ncu: bool = False,
+            arch: str = DEFAULT_ARCH, cancel: threading.Event | None = None) -> list[Profile]:
+    from . import worker
+    snap = _with_context(snap)
+    infos = _selected(snap, kernel)
+    chosen = resolve_backend(backend)
+    out = []
+    for info in infos:
+        assert info.spec is not None  # _selected keeps kernels with a spec
+        ref, cand, _, ref_spec = _units(snap, info)
+        job = jobs.ProfileJob(chosen, ref, cand, info.spec, ref_spec, arch=arch, ncu=ncu)
+        if chosen == "static":  # resources only (NVRTC): always on this machine
+            out.append(worker.run("astra_cuda.jobs:profile_job", job, timeout=PROFILE_TIMEOUT, cancel=cancel))
+            continue
+        ran = executors.current().run("astra_cuda.jobs:profile_job", job, backend=chosen, timeout=PROFILE_TIMEOUT,
+                                      cancel=cancel)
+        p: Profile = ran.value
+        p.ran_on = ran.where.describe()
+        out.append(p)
+    return out
+
+
+# ---- optimizing ---------------------------------------------------------------------------
+
+def llm_config(mode: str | None = None, model: str | None = None, base_url: str | None = None,
+               api_key: str | None = None) -> LLMConfig | None:
+    """None for the offline team; an LLMConfig for an OpenAI-compatible endpoint. Without an
+    explicit mode, an endpoint is used when a model or base URL is given (or ASTRA_MODEL is set)."""
+    import os
+    from .agents import LLMConfig
+    model = model or os.environ.get("ASTRA_MODEL")
+    base_url = base_url or os.environ.get("ASTRA_BASE_URL")
+    if mode == "offline" or (mode is None and not (model or base_url)):
+        return None
+    if not model:
+        raise AstraError("--llm openai needs a model: --model NAME (or ASTRA_MODEL)")
+    return LLMConfig(model=model, base_url=base_url, api_key=api_key)
+
+
+def _reference_for_optimize(snap: Snapshot, info: KernelInfo) -> tuple[str, str]:
+    """(file text holding the reference, kernel name in it)."""
+    spec = info.spec
+    if spec is not None and spec.reference:
+        return snap.text, spec.reference
+    pinned = workspace.pinned(snap.path, info.kernel.name)
+    return (pinned.text if pinned is not None else snap.text), info.kernel.name
+
+
+def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm: LLMConfig | None = None,
+             backend: str = "auto",
+             arch: str = DEFAULT_ARCH, progress: Progress | None = None, cancel: threading.Event | None = None,
+             write: bool = False, report: str | None = None, quick: bool = False,
+             resume: str | None = None, candidates: int = 1, run_id: str | None = None,
+             tune: int | None = None) -> OptimizeResult:
+    """Run the agent team on one kernel. Every candidate is judged in a worker process by the
+    gate (and timed by the profiler where the backend measures time).
+    resume: a run id under `.astra/runs/` (or 'last') to continue; `rounds` is then the total
+    (None: an interrupted run's own total, or the rounds a finished run did: it is only reported).
+    candidates: how many candidates each round proposes; they are evaluated at once where the
+    executor has room (one GPU per evaluation), and the best verified one is kept.
+    run_id: the id a new run gets (default: made from the time and the kernel)."""
+    if rounds is not None and (isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= 1000):
+        raise AstraError(f"rounds must be a whole number from 1 to 1000, got {rounds!r}")
+    from . import agents, worker
+    from .agents import runlog
+    from .evaluation import Check, Evaluation
+    text, path = snap.text, snap.path
+    if not kernel:
+        names = [k.name for k in kernels(snap)]
+        if len(names) != 1:
+            raise AstraError(f"{path} has {len(names)} kernels: choose one with --kernel ({', '.join(names)})")
+        kernel = names[0]
+    info = _selected(snap, kernel)[0]
+    assert info.spec is not None  # _selected keeps kernels with a spec
+    runs_dir = workspace.astra_dir(path) / "runs"
+    run = None
+    if resume:
+        run = runlog.resolve_resume(text, path, info.kernel.name, resume, runs_dir, workspace.root_for(path))
+        rounds = runlog.resume_rounds(run, rounds, "llm" if llm is not None else "offline")
+    rounds = 5 if rounds is None else rounds
+    chosen = resolve_backend(backend)
+    if _execution_off is not None:
+        raise AstraError(f"{_execution_off}: optimizing runs kernels, so it is off")
+    if chosen == "static":
+        raise AstraError("optimizing needs a backend that runs kernels (a GPU with CuPy, or a C++ compiler "
+                         "for the CPU backend); none is available here")
+    ref_text, ref_kernel = _reference_for_optimize(snap, info)
+    job = jobs.EvaluateJob(chosen, path, info.kernel.name, info.spec, ref_text, ref_kernel, arch=arch, quick=quick,
+                           context=_with_context(snap).context)
+
+    ex = executors.current()
+    gpu, gpu_model = "", None
+    if chosen == "gpu":  # the run's GPU model: every evaluation of the run is timed on one like it
+        facts = ex.run("astra_cuda.jobs:gpu_facts_job", None, backend="gpu", timeout=60.0)
+        gpu, gpu_model = facts.value, facts.where.gpu or None
+        prior = runlog.RunLog(run.dir).read_baseline() if run is not None else None
+        if prior is not None and prior.gpu:
+            gpu_model = prior.gpu  # a resumed run goes on timing on its own GPU model
+
+    def evaluate(candidate_text: str) -> Evaluation:
+        try:
+            ran = ex.run("astra_cuda.jobs:evaluate_job", dataclasses.replace(job, text=candidate_text), backend=chosen,
+                         timeout=CHECK_TIMEOUT + PROFILE_TIMEOUT, cancel=cancel, gpu_model=gpu_model)
+        except worker.WorkerCancelled:
+            raise
+        except worker.WorkerError as e:  # a hang or a crash is this candidate's failure, not ours
+            msg = f"the candidate could not be evaluated: {e}"
+            return Evaluation(Check(False, msg, msg, 0, chosen))
+        ev: Evaluation = dataclasses.replace(ran.value, node=ran.where.node, gpu=ran.where.gpu)
+        return ev
+    workspace.ensure_astra_dir(path)   # the run log goes there: .astra/ with its .gitignore
+    if run is not None and rounds > run.rounds_done:
+        runlog.RunLog(run.dir).update_meta(rounds=rounds)   # the total asked for is now this
+    limits = agents.Limits() if tune is None else agents.Limits(tune_points=tune)
+    result = agents.optimize(text, path, info.kernel.name, evaluate, rounds=rounds, llm=llm, spec=info.spec,
+                             gpu=gpu, runs_dir=runs_dir, cancel=cancel, progress=progress,
+                             resume=run.id if run is not None else None, candidates=candidates, run_id=run_id,
+                             limits=limits)
+    if write and result.improved:
+        write_result(path, text, result.best)
+    if report:
+        from .agents import report as report_mod
+        result.report_path = str(report_mod.write(result, report))
+    return result
+
+
+def runs(snap: Snapshot, kernel: str | None = None) -> list[RunInfo]:
+    """The logged optimize runs of this file (and kernel), oldest first: `runlog.RunInfo`s."""
+    from .agents import runlog
+    name = _kernel_info(snap, kernel).kernel.name if kernel else None
+    return runlog.runs_of(snap.text, snap.path, workspace.astra_dir(snap.path) / "runs",
+                          workspace.root_for(snap.path), name)
+
+
+def write_result(path: str, original: str, new_text: str) -> None:
+    """Put the optimized text into the file, keeping the original in `.astra/originals/`.
+    Refuses when the file changed on disk since it was read: nothing the user typed is lost."""
+    current = files.read_source(path)
+    if current != original:
+        raise AstraError(f"{path} changed while optimizing; not writing (the result is in the run log)")
+    workspace.save_original(path, original)
+    workspace.replace_if_unchanged(path, original, new_text)

@@ -1,0 +1,221 @@
+"""The one interface every execution backend implements (GPU via CuPy, CPU via fibers).
+
+The gate (testing agent) and the profiler drive kernels only through this interface, so
+they run unchanged on either backend. Backends live inside a worker process
+(`astra_cuda.worker`): user and candidate code never runs in the CLI or language-server process.
+
+Host data are NumPy arrays (bfloat16 through `ml_dtypes.bfloat16`). A backend owns its
+buffers; the gate moves data in and out explicitly, so poisoning, input-mutation checks and
+re-validation after timing work the same everywhere.
+
+What a backend can do beyond the common interface is declared in its `caps` (Capabilities):
+the gate and the profiler branch on those, never on a backend's name or on probing.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+
+class BackendUnavailable(Exception):
+    """This backend cannot run here (no GPU, no CuPy, no C++ compiler...)."""
+
+
+class CompileError(Exception):
+    """The kernel did not compile. `log` holds the compiler's messages (with #line mapping
+    to the user's file already applied by the compiler)."""
+
+    def __init__(self, message: str, log: str = ""):
+        super().__init__(message)
+        self.log = log
+
+
+class LaunchError(Exception):
+    """The launch failed or the kernel faulted (illegal address, trap, deadlock...)."""
+
+
+class Unsupported(Exception):
+    """The kernel uses something this backend cannot run faithfully (e.g. inline PTX on the
+    CPU). The caller reports 'static checks only — needs a GPU to verify', never a pass."""
+
+
+@dataclass(frozen=True)
+class Scalar:
+    """A by-value kernel argument. `ctype` is the C++ parameter type as written in the
+    signature after removing const (e.g. 'int', 'int64_t', 'float', 'const float' -> 'float')."""
+
+    ctype: str
+    value: Any
+    dtype: str  # numpy dtype name: 'int32', 'float32', 'float16', 'bfloat16', 'bool', ...
+
+
+@dataclass(frozen=True)
+class Launch:
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_mem: int = 0
+
+
+@dataclass(frozen=True)
+class ResourceUsage:
+    registers: int | None = None
+    spills_bytes: int | None = None  # spill stores + loads, bytes
+    shared_static_bytes: int | None = None
+    stack_bytes: int | None = None
+    max_threads_per_block: int | None = None
+
+
+class Buffer:
+    """Opaque device (or host-emulated device) buffer; `nbytes`, `dtype`, `shape` known."""
+
+    nbytes: int
+    dtype: np.dtype
+    shape: tuple[int, ...]
+
+
+class Module:
+    """A compiled translation unit. `kernel(expr)` gives a handle to launch."""
+
+
+@dataclass
+class Schedule:
+    """Thread interleaving for the CPU backend ('forward', 'reverse', 'random'). The GPU
+    ignores it: the hardware chooses."""
+
+    order: str = "forward"
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend offers beyond compile/upload/launch. Each flag names a method or option
+    that works only where it is set."""
+
+    timing: bool = False             # time(): event timing; speed is reported only from such a backend
+    copy_ceiling: bool = False       # copy_ceiling(): the measured device copy bandwidth
+    device_info: bool = False        # device_info(): name, SM count, per-SM limits
+    thread_schedules: bool = False   # launch(schedule=...) picks the thread interleaving (races show as
+                                     # schedule-dependent results); else repeated runs are compared
+    address_sanitizer: bool = False  # compile(sanitize=True) in this process: out-of-bounds accesses
+    race_checker: bool = False       # compile(races=True): data races between threads of a block
+    build_prefetch: bool = False     # compiles are separate processes: start every build at once
+    compute_sanitizer: bool = False  # the unit can run under compute-sanitizer (gate/sanitizer.py)
+    host_code: bool = False          # kernels run as host code (the CPU backend, sandboxed): a unit
+                                     # must compile for the GPU (NVRTC) before it is built or run
+
+
+@dataclass
+class TimingResult:
+    times_us: list[float] = field(default_factory=list)  # one per launch
+
+    @property
+    def median_us(self) -> float:
+        return float(np.median(self.times_us)) if self.times_us else float("nan")
+
+
+@dataclass(frozen=True)
+class TimedLaunch:
+    """One launch of a timing loop and the untimed work around it. Before the launch: `copies`
+    (destination, source) bring fresh inputs, `fills` (buffer, byte, element positions or None
+    for every byte) poison outputs. After it: `keeps` (destination, source, element positions
+    or None for the whole buffer) copy what the launch left for checking once the loop is over.
+    Positions are int64 element indices into the flattened buffer, held in a device buffer."""
+
+    args: Sequence[Buffer | Scalar]
+    copies: Sequence[tuple[Buffer, Buffer]] = ()
+    fills: Sequence[tuple[Buffer, int, Buffer | None]] = ()
+    keeps: Sequence[tuple[Buffer, Buffer, Buffer | None]] = ()
+
+
+class Backend(ABC):
+    name: str  # 'gpu' or 'cpu'
+    caps: Capabilities = Capabilities()
+
+    @abstractmethod
+    def compile(self, source: str, name_expressions: Sequence[str], *, filename: str = "kernel.cu",
+                options: Sequence[str] = (), sanitize: bool = False, races: bool = False) -> Module:
+        """Compile a stand-alone unit (from `astra_cuda.extract`). `name_expressions` are the kernel
+        names to look up, e.g. 'silu_and_mul' or 'act_and_mul<__half>'. Cached by content
+        hash. `sanitize` / `races`: an instrumented build (caps.address_sanitizer /
+        caps.race_checker; Unsupported elsewhere). Raises CompileError or Unsupported."""
+
+    @abstractmethod
+    def resources(self, module: Module, name_expression: str) -> ResourceUsage:
+        """Registers/spills/shared memory (static data; None where unknown)."""
+
+    @abstractmethod
+    def upload(self, host: np.ndarray) -> Buffer: ...
+
+    @abstractmethod
+    def download(self, buf: Buffer) -> np.ndarray: ...
+
+    @abstractmethod
+    def fill_bytes(self, buf: Buffer, byte: int) -> None:
+        """Poison: set every byte of the buffer to `byte` (0xFF gives NaN for floats)."""
+
+    @abstractmethod
+    def launch(self, module: Module, name_expression: str, launch: Launch,
+               args: Sequence[Buffer | Scalar], *, schedule: Schedule | None = None,
+               timeout_s: float = 30.0) -> None:
+        """Run one launch to completion (synchronous). Raises LaunchError on a fault,
+        a deadlock/divergent barrier (CPU) or a timeout."""
+
+    def time(self, module: Module, name_expression: str, launch: Launch, launches: Iterable[TimedLaunch], *,
+             flush_l2: bool = True) -> TimingResult:
+        """Run `launches` in order, each timed on its own (one time per launch, warm-up included:
+        the caller decides which count), with the L2 flushed before each and its `copies`,
+        `fills` and `keeps` done outside the timed region. `launches` may be a generator: it is
+        consumed as the launches are issued. Only backends with `caps.timing`."""
+        raise NotImplementedError(f"the {self.name} backend does not measure time")
+
+    def copy_ceiling(self) -> float:
+        """Bytes per second a large device-to-device copy moves (read + written). Only backends
+        with `caps.copy_ceiling`."""
+        raise NotImplementedError(f"the {self.name} backend has no copy ceiling")
+
+    def device_info(self) -> dict[str, Any]:
+        """The device's name and per-SM limits. Only backends with `caps.device_info`."""
+        raise NotImplementedError(f"the {self.name} backend has no device to describe")
+
+    def sanitizer_pool(self, tool: str) -> Any:
+        """A worker pool (`astra_cuda.worker.Pool`) whose workers run under compute-sanitizer --tool
+        TOOL. Only backends with `caps.compute_sanitizer`; BackendUnavailable when the tool is
+        not installed."""
+        raise BackendUnavailable(f"the {self.name} backend has no compute-sanitizer")
+
+    def numerics_warnings(self, reference_source: str, candidate_source: str) -> list[str]:
+        """What this backend cannot reproduce of the candidate's numerics against the
+        reference's (e.g. fast-math intrinsics emulated on a CPU): warnings for the verdict."""
+        return []
+
+    # ---- buffer plumbing for the timing loop (backends that measure time) ---------------------
+    def allocate(self, nbytes: int) -> Buffer:
+        """Uninitialised device bytes (contents unspecified)."""
+        return self.upload(np.empty(max(1, nbytes), dtype=np.uint8))
+
+    def view(self, buf: Buffer, offset: int, dtype: np.dtype, shape: tuple[int, ...]) -> Buffer:
+        """A buffer of `dtype` and `shape` at byte `offset` inside `buf` (sharing its memory):
+        arguments placed at fresh addresses without allocating."""
+        raise NotImplementedError(f"the {self.name} backend does not place buffers")
+
+    def copy(self, dst: Buffer, src: Buffer) -> None:
+        """Device-to-device copy of `src` into `dst` (the same number of bytes)."""
+        raise NotImplementedError(f"the {self.name} backend does not copy buffers")
+
+    def within_tolerance(self, got: Buffer, want: Buffer, atol: float, rtol: float) -> bool | None:
+        """Whether every element of `got` is within tolerance of `want` by the rules of
+        astra_cuda.gate.compare, checked where the data live; None when this backend cannot tell
+        (the caller then compares on the host). Never True where the host comparison fails."""
+        return None
+
+    def same_bytes(self, a: Buffer, b: Buffer) -> bool:
+        """Whether two buffers hold the same bytes (compared where they live when possible)."""
+        x, y = self.download(a), self.download(b)
+        return x.nbytes == y.nbytes and bool(np.array_equal(x.reshape(-1).view(np.uint8),
+                                                            y.reshape(-1).view(np.uint8)))
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,262 @@
+"""The CPU backend: runs CUDA C++ kernels on the CPU with exact block and warp semantics, for
+correctness (never for speed).
+
+The unit is compiled as host C++ over a shim (runtime/astra_cuda_shim.h); each block's threads
+are fibers switching only at barriers and warp collectives (runtime/astra_runtime.cpp). Every
+launch runs in a restricted child process (isolation.py), buffers live in shared memory.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+import threading
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from astra_cuda.backends.base import (Backend, BackendUnavailable, Buffer, Capabilities, CompileError, Launch,
+                                 LaunchError, Module, ResourceUsage, Scalar, Schedule)
+
+from . import sandbox, toolchain
+from .isolation import Executor
+from .screen import fast_math_swaps
+
+__all__ = ["CpuBackend", "CpuBuffer", "CpuModule", "fast_math_swaps", "run_schedules"]
+
+ORDERS = {"forward": 0, "reverse": 1, "random": 2}
+MODULES_PER_EXECUTOR = 200  # loaded modules are never unloaded: start afresh now and then
+
+
+class CpuBuffer(Buffer):
+    """Host memory shared with the executor child (a memfd mapped in both processes)."""
+
+    _next_id = 1
+
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype, on_free):
+        self.dtype = np.dtype(dtype)
+        self.shape = tuple(int(s) for s in shape)
+        self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        self.id = CpuBuffer._next_id
+        CpuBuffer._next_id += 1
+        self.fd = os.memfd_create(f"astra-buf-{self.id}")
+        os.ftruncate(self.fd, max(self.nbytes, 1))
+        self._map = mmap.mmap(self.fd, max(self.nbytes, 1))
+        self.array = np.ndarray(self.shape, self.dtype, buffer=self._map) if self.nbytes else \
+            np.zeros(self.shape, self.dtype)
+        weakref.finalize(self, _release, self.fd, self._map, self.id, on_free)
+
+
+def _release(fd: int, mapping: mmap.mmap, buf_id: int, on_free) -> None:
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+    on_free(buf_id)  # the mapping itself goes with the last numpy view of it
+
+
+@dataclass
+class CpuModule(Module):
+    path: Path
+    names: list[str]
+    filename: str
+    sanitize: str  # '', 'address' or 'thread'
+    entry_index: dict[str, int] = field(default_factory=dict)
+
+    def kernel(self, expr: str) -> str:
+        return expr
+
+
+def _scalar_bytes(s: Scalar) -> bytes:
+    if s.dtype == "bfloat16":
+        import ml_dtypes
+
+        return np.array(s.value, dtype=ml_dtypes.bfloat16).tobytes()
+    try:
+        dt = np.dtype(s.dtype)
+    except TypeError:
+        raise LaunchError(f"unknown scalar type {s.dtype!r} for a {s.ctype} argument")
+    return np.array(s.value, dtype=dt).tobytes()
+
+
+def _cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
+
+
+class CpuBackend(Backend):
+    name = "cpu"
+    # Correctness only, never speed; builds are g++ subprocesses, so they can overlap.
+    caps = Capabilities(thread_schedules=True, address_sanitizer=True, race_checker=True, build_prefetch=True,
+                        host_code=True)
+
+    def __init__(self, workers: int | None = None):
+        toolchain.compiler()
+        toolchain.cuda_include_dirs()
+        why = sandbox.unavailable_reason()
+        if why:
+            raise BackendUnavailable(why)
+        self.workers = workers or _cores()
+        self._executors: dict[bool, Executor] = {}
+        self._freed: list[int] = []
+        self.last_output = ""  # what the last launch printed (kernel printf), for debugging
+        self._lock = threading.Lock()  # one request at a time per executor
+
+    # -- compile ---------------------------------------------------------------------------
+    def compile(self, source: str, name_expressions: Sequence[str], *, filename: str = "kernel.cu",
+                options: Sequence[str] = (), sanitize: bool = False, races: bool = False) -> CpuModule:
+        """`sanitize`: AddressSanitizer build (out-of-bounds accesses). `races` (CPU only):
+        ThreadSanitizer build that reports data races between CUDA threads, e.g. on shared
+        memory without a barrier between a write and a read, even when the values happen to
+        agree across schedules."""
+        names = list(name_expressions)
+        if not names:
+            raise CompileError("no kernel to compile (empty name_expressions)")
+        if sanitize and races:
+            raise CompileError("sanitize (out-of-bounds) and races are separate builds: ask for one")
+        mode = "thread" if races else "address" if sanitize else ""
+        path = toolchain.compile_module(source, names, filename, options, mode)
+        return CpuModule(path, names, filename, mode, {n: i for i, n in enumerate(names)})
+
+    def resources(self, module: Module, name_expression: str) -> ResourceUsage:
+        return ResourceUsage()  # static data (registers, spills) come from NVRTC, not from here
+
+    def numerics_warnings(self, reference_source: str, candidate_source: str) -> list[str]:
+        return fast_math_swaps(reference_source, candidate_source)
+
+    # -- buffers ---------------------------------------------------------------------------
+    def _on_free(self, buf_id: int) -> None:
+        self._freed.append(buf_id)
+
+    def alloc(self, shape: tuple[int, ...], dtype) -> CpuBuffer:
+        return CpuBuffer(shape, dtype, self._on_free)
+
+    def upload(self, host: np.ndarray) -> CpuBuffer:
+        host = np.asarray(host)
+        buf = self.alloc(host.shape, host.dtype)
+        if buf.nbytes:
+            buf.array[...] = host
+        return buf
+
+    def download(self, buf: Buffer) -> np.ndarray:
+        return np.array(self._own(buf).array, copy=True)
+
+    def fill_bytes(self, buf: Buffer, byte: int) -> None:
+        b = self._own(buf)
+        if b.nbytes:
+            b.array.reshape(-1).view(np.uint8)[:] = byte & 0xFF
+
+    @staticmethod
+    def _own(buf: Buffer) -> CpuBuffer:
+        if not isinstance(buf, CpuBuffer):
+            raise LaunchError("buffer does not belong to the CPU backend")
+        return buf
+
+    # -- launch ----------------------------------------------------------------------------
+    def _executor(self, sanitize: str) -> Executor:
+        ex = self._executors.get(sanitize)
+        if ex is None:
+            ex = self._executors[sanitize] = Executor(sanitize)
+        if len(ex.modules) > MODULES_PER_EXECUTOR:
+            ex.kill()
+        return ex
+
+    def launch(self, module: Module, name_expression: str, launch: Launch,
+               args: Sequence[Buffer | Scalar], *, schedule: Schedule | None = None,
+               timeout_s: float = 30.0) -> None:
+        if not isinstance(module, CpuModule):
+            raise LaunchError("module was not compiled by the CPU backend")
+        if name_expression not in module.entry_index:
+            raise LaunchError(f"kernel {name_expression!r} was not compiled in this module "
+                              f"(compiled: {', '.join(module.names)})")
+        schedule = schedule or Schedule()
+        if schedule.order not in ORDERS:
+            raise LaunchError(f"unknown schedule order {schedule.order!r} (forward, reverse, random)")
+        with self._lock:
+            reply = self._send_launch(module, name_expression, launch, args, schedule, timeout_s)
+        if not reply.get("ok"):
+            raise LaunchError(f"{name_expression}: {reply.get('error', 'launch failed')}")
+
+    def _send_launch(self, module, name_expression, launch, args, schedule, timeout_s) -> dict:
+        ex = self._executor(module.sanitize)
+        ex.ensure_started()  # so that `known` describes the child that gets this request
+        wire_args, new, fds = [], [], []
+        for a in args:
+            if isinstance(a, Scalar):
+                wire_args.append(["val", _scalar_bytes(a).hex()])
+            else:
+                b = self._own(a)
+                wire_args.append(["buf", b.id, b.nbytes])
+                if b.id not in ex.known:
+                    new.append([b.id, b.nbytes])
+                    fds.append(b.fd)
+        if str(module.path) not in ex.modules:
+            fds.append(ex.module_fd(module.path))  # last: the child takes it as the module
+        idx = module.entry_index[name_expression]
+        msg = {
+            "op": "launch", "module": str(module.path), "entry": f"astra_entry_{idx}",
+            "sig": f"astra_sig_{idx}", "args": wire_args, "new_buffers": new,
+            "grid": [int(x) for x in launch.grid], "block": [int(x) for x in launch.block],
+            "shmem": int(launch.shared_mem), "order": ORDERS[schedule.order],
+            "seed": int(schedule.seed) & (2**64 - 1),
+            # race checking runs the blocks one after another on the calling thread: races are
+            # then looked for within blocks, deterministically
+            "workers": 1 if module.sanitize == "thread" else self.workers,
+            "stack_kib": 0,  # fixed at build time: 64 KiB, 256 KiB with a sanitizer
+            "handlers": 0 if module.sanitize else 1,
+            "copy_buffers": 1 if module.sanitize == "address" else 0,
+            "cpu_s": timeout_s * self.workers + 5, "kernel": name_expression,
+        }
+        self._flush_frees(ex)
+        try:
+            reply, output = ex.request(msg, fds, timeout_s, module.filename)
+        finally:
+            if str(module.path) not in ex.modules:
+                os.close(fds[-1])
+        self.last_output = output
+        ex.known.update(b for b, _ in new)
+        if reply.get("module_loaded", True):
+            ex.modules.add(str(module.path))
+        return reply
+
+    def _flush_frees(self, ex: Executor) -> None:
+        if not self._freed:
+            return
+        ids, self._freed = self._freed, []
+        for e in self._executors.values():
+            gone = [i for i in ids if i in e.known]
+            if gone and e.proc is not None and e.proc.poll() is None:
+                e.request({"op": "free", "ids": gone}, [], 30.0)
+                e.known.difference_update(gone)
+
+    def close(self) -> None:
+        for ex in self._executors.values():
+            ex.close()
+        self._executors.clear()
+
+
+def run_schedules(backend: CpuBackend, module: Module, name_expression: str, launch: Launch,
+                  inputs: Sequence[np.ndarray | Scalar], outputs: Sequence[int],
+                  schedules: Sequence[Schedule] = (Schedule("forward"), Schedule("reverse")),
+                  poison: int = 0xFF, timeout_s: float = 30.0) -> list[list[np.ndarray]]:
+    """Run one launch under several thread schedules from the same inputs (arrays are uploaded
+    fresh each time; `outputs` are the argument positions to download). A result that differs
+    between schedules means a race."""
+    results = []
+    for sched in schedules:
+        args: list[Buffer | Scalar] = []
+        for i, a in enumerate(inputs):
+            if isinstance(a, Scalar):
+                args.append(a)
+            else:
+                b = backend.upload(np.asarray(a))
+                if i in outputs and poison is not None:
+                    backend.fill_bytes(b, poison)
+                args.append(b)
+        backend.launch(module, name_expression, launch, args, schedule=sched, timeout_s=timeout_s)
+        results.append([backend.download(args[i]) for i in outputs])
+    return results

@@ -1,0 +1,326 @@
+"""Parent side of the executor child process: start it sandboxed (sandbox.py: an empty
+environment, limits, Landlock, seccomp, a session of its own), hand it modules as memfds, send
+launches with a timeout and a watch on its resident memory, and turn a crash or a hang into a
+LaunchError with the child's own last words (fault location, ASan report, assert)."""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from astra_cuda.backends.base import LaunchError
+
+from . import sandbox
+
+EXECUTOR = Path(__file__).parent / "executor.py"
+FILE_LIMIT = 64 << 20  # the child writes only its log (the child sets its limits itself)
+WATCH_S = 0.1          # how often a running launch's resident memory is looked at
+SANDBOX_EXIT = 71      # the child's exit status when it could not sandbox itself
+
+
+def memory_limit() -> int:
+    """Resident memory one executor may use: half the machine, at most 16 GiB. Watched from
+    outside (the sanitizers' shadow memory rules out an address-space limit for those)."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        total = 32 << 30
+    return min(16 << 30, total // 2)
+
+
+def resident_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _pyseccomp_dir() -> str:
+    """The directory to import pyseccomp from (the child runs with -S: no site-packages)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("pyseccomp")
+    return os.path.dirname(spec.origin) if spec and spec.origin else ""
+
+
+def sanitizer_runtime(sanitize: str) -> str | None:
+    from .toolchain import compiler
+
+    lib = {"address": "libasan.so", "thread": "libtsan.so"}[sanitize]
+    r = subprocess.run([compiler(), f"-print-file-name={lib}"], capture_output=True, text=True)
+    p = r.stdout.strip()
+    return p if p and os.path.isabs(p) and os.path.exists(p) else None
+
+
+class Executor:
+    """One persistent child; replaced after a crash or a timeout."""
+
+    def __init__(self, sanitize: str = ""):
+        self.sanitize = sanitize  # '', 'address' or 'thread': the sanitizer runtime to preload
+        self.proc: subprocess.Popen | None = None
+        self.sock: socket.socket | None = None
+        self.known: set[int] = set()      # buffer ids the child has mapped
+        self.modules: set[str] = set()    # modules the child has loaded
+        self.tmp = tempfile.TemporaryDirectory(prefix="astra-cpu-")
+        self.log_path = Path(self.tmp.name) / "child.log"
+
+    def _start(self) -> None:
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        env = {}  # nothing inherited: no keys, no paths, no settings
+        if os.environ.get(sandbox.OPT_OUT_ENV) == "1":
+            env[sandbox.OPT_OUT_ENV] = "1"
+        if self.sanitize:
+            lib = sanitizer_runtime(self.sanitize)
+            if lib is None:
+                raise LaunchError(f"the {self.sanitize} sanitizer's runtime library was not found")
+            env["LD_PRELOAD"] = lib
+            env["ASAN_OPTIONS"] = ("detect_leaks=0:abort_on_error=0:print_summary=1:"
+                                   "allocator_may_return_null=1:detect_stack_use_after_return=0")
+            env["TSAN_OPTIONS"] = "halt_on_error=1:report_signal_unsafe=0:history_size=4:exitcode=66"
+
+        log = open(self.log_path, "ab")
+        workdir = Path(self.tmp.name) / "work"
+        workdir.mkdir(exist_ok=True)
+        # The child sandboxes itself first thing (no preexec_fn: unsafe in threaded parents).
+        self.proc = subprocess.Popen(
+            [sys.executable, "-S", "-I", str(EXECUTOR), str(child.fileno()),
+             "--no-address-limit" if self.sanitize else "--address-limit", _pyseccomp_dir()],
+            pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+            cwd=workdir, env=env, start_new_session=True)
+        log.close()
+        child.close()
+        self.sock = parent
+        self.known = set()
+        self.modules = set()
+
+    def _log_size(self) -> int:
+        try:
+            return self.log_path.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def _log_since(self, offset: int) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(offset)
+                return f.read(200_000).decode(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self.proc.wait()
+            self.proc = None
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+    def ensure_started(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            self.kill()
+            self._start()
+
+    def request(self, msg: dict, fds: list[int], timeout_s: float, filename: str = "") -> tuple[dict, str]:
+        """Send one request; returns (reply, child output during the request)."""
+        self.ensure_started()
+        offset = self._log_size()
+        try:
+            socket.send_fds(self.sock, [json.dumps(msg).encode()], fds)
+        except OSError as e:
+            self.kill()
+            raise LaunchError(f"the CPU executor is gone ({e})")
+        deadline = time.monotonic() + timeout_s
+        cap = memory_limit()
+        while True:
+            ready, _, _ = select.select([self.sock], [], [], min(WATCH_S, max(0.0, deadline - time.monotonic())))
+            if ready:
+                break
+            if resident_bytes(self.proc.pid) > cap:
+                self.kill()
+                raise LaunchError(f"the kernel used more than {cap / 2**30:.1f} GiB of memory (stopped)")
+            if time.monotonic() >= deadline:
+                self.kill()
+                raise LaunchError(f"timed out after {timeout_s:g} s (an infinite loop, or threads of a "
+                                  "block spin-waiting on each other, which the CPU backend cannot run)")
+        try:
+            data = self.sock.recv(1 << 20)
+        except ConnectionResetError:
+            data = b""
+        if not data:
+            rc = self.proc.wait()
+            out = self._log_since(offset)
+            self.kill()
+            raise LaunchError(crash_message(rc, out, filename))
+        return json.loads(data.decode()), self._log_since(offset)
+
+    def module_fd(self, path: Path) -> int:
+        """A sealed memfd with the compiled module (the sandboxed child cannot open the cache)."""
+        fd = os.memfd_create("astra-module", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        try:
+            with open(path, "rb") as f:
+                view = memoryview(f.read())
+            written = 0
+            while written < len(view):
+                written += os.write(fd, view[written:])
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
+                        | fcntl.F_SEAL_SEAL)
+        except OSError:
+            os.close(fd)
+            raise
+        return fd
+
+    def close(self) -> None:
+        self.kill()
+        self.tmp.cleanup()
+
+
+def crash_message(rc: int, output: str, filename: str = "") -> str:
+    if rc < 0:
+        try:
+            what = signal.Signals(-rc).name
+        except ValueError:
+            what = f"signal {-rc}"
+    else:
+        what = f"exit status {rc}"
+    if rc == -signal.SIGXCPU:
+        return "CPU time limit exceeded (an infinite loop?)"
+    if rc == -signal.SIGSYS:
+        return ("stopped by the sandbox: the kernel code tried to start a program or a process, or to "
+                "debug another process (kernel code may not)")
+    if rc == SANDBOX_EXIT:
+        said = [l for l in output.splitlines() if l.startswith("astra: sandbox:")]
+        return ("the CPU backend cannot sandbox kernel code on this system, so it runs none: "
+                + (said[-1][len("astra: sandbox: "):] if said else "unknown reason")
+                + f" (set {sandbox.OPT_OUT_ENV}=1 to run kernels unsandboxed, at your own risk)")
+    if rc == -signal.SIGXFSZ:
+        return f"the kernel printed more than {FILE_LIMIT >> 20} MiB (printf in a loop?)"
+    report = asan_summary(output, filename) or tsan_summary(output, filename)
+    if report:
+        return report
+    lines = output.splitlines()
+    notes = [l.strip() for l in lines if l.startswith("astra:") or "Assertion" in l]
+    printed = [l for l in lines if l.strip() and l not in notes and not l.startswith("astra:")]
+    detail = "; ".join(notes[-4:]) if notes else output.strip()[-600:]
+    msg = f"the kernel crashed ({what})" + (f": {detail}" if detail else "")
+    if notes and printed:
+        msg += " — the kernel printed before: " + " | ".join(printed[-3:])[-300:]
+    return msg
+
+
+_RUNTIME_FILES = ("astra_runtime.cpp", "astra_cuda_shim.h", "<astra launcher>", "libasan", "libtsan",
+                  "/usr/", "<null>")
+
+
+def _user_frame(frames: list[str], filename: str) -> str | None:
+    """'file.cu:12' of the first stack frame in the user's code."""
+    for s in frames:
+        s = s.strip()
+        if not (s.startswith("#") and " in " in s or s.startswith("#")):
+            continue
+        parts = s.split(" ")
+        loc = next((p for p in parts[2:] if ":" in p and not p.startswith("(")), None)
+        if loc is None or any(x in loc for x in _RUNTIME_FILES):
+            continue
+        file, _, rest = loc.partition(":")
+        line = rest.split(":")[0]
+        if filename and file.endswith("/" + filename.lstrip("/")):
+            file = filename  # the symbolizer prefixes the build directory
+        return f"{file}:{line}"
+    return None
+
+
+def tsan_summary(output: str, filename: str = "") -> str | None:
+    """'data race on shared memory: write of 4 bytes at k.cu:4 by block (0,0,0) thread (1,0,0)
+    and an earlier read at k.cu:8 by block (0,0,0) thread (0,0,0)' from a TSan report."""
+    lines = output.splitlines()
+    try:
+        start = next(i for i, l in enumerate(lines) if "WARNING: ThreadSanitizer: data race" in l)
+    except StopIteration:
+        return None
+    body = lines[start + 1:]
+    end = next((i for i, l in enumerate(body) if l.startswith("SUMMARY:") or l.startswith("=====")), len(body))
+    body = body[:end]
+    names = {}
+    for l in body:
+        t = l.strip()
+        if t.startswith("Thread T") and "'" in t:
+            names[t.split()[1]] = t.split("'")[1]
+    accesses = []  # (kind, size, thread, frames)
+    for i, l in enumerate(body):
+        t = l.strip()
+        if (t.startswith(("Write of size", "Read of size", "Previous write of size", "Previous read of size",
+                          "Atomic write of size", "Atomic read of size", "Previous atomic"))):
+            words = t.rstrip(":").split()
+            kind = " ".join(w for w in words[:words.index("of")] if w != "Previous").lower()
+            size = words[words.index("size") + 1]
+            thread = words[-1]
+            frames = []
+            for f in body[i + 1:]:
+                if not f.strip().startswith("#") and "[failed" not in f:
+                    break
+                frames.append(f)
+            accesses.append((kind, size, thread, frames))
+    where = "memory"
+    text = "\n".join(body)
+    if "dl-tls" in text or "tls_get_addr" in text:
+        where = "shared memory"
+    elif "memfd:astra-buf" in text:
+        where = "global memory (between blocks)"
+    elif "astra_runtime.cpp" in text.split("Location is", 1)[-1]:
+        where = "dynamic shared memory"
+    parts = []
+    for n, (kind, size, thread, frames) in enumerate(accesses[:2]):
+        loc = _user_frame(frames, filename)
+        who = names.get(thread, "another thread")
+        parts.append(f"{'an earlier ' if n else ''}{kind} of {size} bytes"
+                     + (f" at {loc}" if loc else "") + f" by {who}")
+    return (f"data race on {where}: " + " and ".join(parts)
+            + " — nothing orders them (a missing __syncthreads() or __syncwarp()?) (ThreadSanitizer)")
+
+
+def asan_summary(output: str, filename: str = "") -> str | None:
+    """'out-of-bounds read of 4 bytes at file.cu:12 in block (..) thread (..)' from an ASan report."""
+    lines = output.splitlines()
+    err = next((l for l in lines if "ERROR: AddressSanitizer:" in l), None)
+    if err is None:
+        return None
+    kind = err.split("AddressSanitizer:", 1)[1].strip().split(" on ")[0]
+    access = next((l.strip() for l in lines if l.startswith(("READ of size", "WRITE of size"))), "")
+    rw, size = "", ""
+    if access:
+        parts = access.split()
+        rw, size = parts[0].lower(), parts[3]
+    frame = None
+    for l in lines:
+        s = l.strip()
+        if s.startswith("#") and " in " in s:
+            loc = s.rsplit(" ", 1)[-1]
+            if any(x in loc for x in ("astra_runtime.cpp", "astra_cuda_shim.h", "libasan", "/usr/", "<null>")):
+                continue
+            if ":" in loc and not loc.startswith("("):
+                parts = loc.split(":")
+                frame = ":".join(parts[:2]) if len(parts) >= 2 else loc
+                if filename and frame.split(":")[0].endswith("/" + filename.lstrip("/")):
+                    frame = filename + ":" + parts[1]  # the symbolizer prefixes the build dir
+                break
+    where = next((l.strip()[len("astra: "):] for l in lines if l.startswith("astra: in block")), "")
+    what = "out-of-bounds" if "overflow" in kind else kind
+    msg = f"{what} {rw} of {size} bytes".replace("  ", " ") if rw else what
+    if frame:
+        msg += f" at {frame}"
+    if where:
+        msg += f" {where}"
+    return msg + f" (AddressSanitizer: {kind})"

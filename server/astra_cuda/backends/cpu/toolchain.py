@@ -1,0 +1,447 @@
+"""Compiling CUDA units as host C++ for the CPU backend: header discovery, the compile command,
+and a content-hash cache of compiled modules (and of the runtime object they link)."""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Sequence
+
+from astra_cuda.backends.base import BackendUnavailable, CompileError, Unsupported
+
+from . import confine, screen
+
+RUNTIME_DIR = Path(__file__).parent / "runtime"
+SHIM = RUNTIME_DIR / "astra_cuda_shim.h"
+RUNTIME_SRC = RUNTIME_DIR / "astra_runtime.cpp"
+FALLBACK_INCLUDE = RUNTIME_DIR / "fallback"
+COMPILE_TIMEOUT_S = 120
+MAX_HEADER_BYTES = 4 << 20  # a user header read for the screen
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("ASTRA_CACHE_DIR")
+    root = Path(base) if base else Path.home() / ".cache" / "astra"
+    d = root / "cpu"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+@functools.cache
+def compiler() -> str:
+    cxx = os.environ.get("ASTRA_CXX") or shutil.which("g++") or shutil.which("c++")
+    if not cxx:
+        raise BackendUnavailable("the CPU backend needs a C++ compiler (g++) on PATH")
+    return cxx
+
+
+@functools.cache
+def compiler_version() -> str:
+    return subprocess.run([compiler(), "--version"], capture_output=True, text=True).stdout.split("\n")[0]
+
+
+@functools.cache
+def cuda_include_dirs() -> tuple[str, ...]:
+    """The CUDA fp16/bf16/vector headers: from the nvidia-cuda-runtime wheel (with stand-ins for
+    the two toolkit-internal headers that wheel lacks), else from a CUDA toolkit."""
+    candidates = []
+    try:
+        import nvidia  # namespace package of the NVIDIA wheels
+
+        for p in nvidia.__path__:
+            candidates += [Path(p) / "cu13" / "include", Path(p) / "cuda_runtime" / "include"]
+    except ImportError:
+        pass
+    for c in candidates:
+        if (c / "cuda_fp16.h").is_file() and (c / "vector_types.h").is_file():
+            if (c / "crt" / "host_defines.h").is_file() and (c / "nv" / "target").is_file():
+                return (str(c),)
+            return (str(FALLBACK_INCLUDE), str(c))
+    for c in (Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "include",):
+        if (c / "cuda_fp16.h").is_file():
+            return (str(c),)
+    raise BackendUnavailable("CUDA headers (cuda_fp16.h) not found: install nvidia-cuda-runtime")
+
+
+SANITIZERS = ("", "address", "thread")  # plain build, ASan (out of bounds), TSan (data races)
+
+
+def base_flags(sanitize: str) -> list[str]:
+    flags = ["-std=c++17", "-O1", "-fPIC", "-ffp-contract=fast", "-fno-strict-aliasing",
+             "-w", "-pthread"]
+    if platform.machine() in ("x86_64", "AMD64"):
+        flags.append("-mfma")  # nvcc contracts a*b+c into FMAs; so must we, to match bits
+    if sanitize:  # sanitized frames are larger: 256 KiB fiber stacks instead of 64 KiB
+        flags += [f"-fsanitize={sanitize}", "-fno-omit-frame-pointer", "-g", "-DASTRA_STACK_SHIFT=18"]
+    if os.environ.get("ASTRA_CPU_SWITCH") == "ucontext":
+        flags.append("-DASTRA_USE_UCONTEXT")  # the portable fallback (default off x86-64)
+    flags += ["-I", str(RUNTIME_DIR / "include")]  # stand-ins (cooperative groups, CUB reductions) ahead of the toolkit
+    for d in cuda_include_dirs():
+        flags += ["-isystem", d]
+    flags += ["-I", str(RUNTIME_DIR)]
+    return flags
+
+
+@functools.cache
+def _runtime_digest() -> str:
+    h = hashlib.sha256()
+    for p in sorted(RUNTIME_DIR.rglob("*")):
+        if p.is_file():
+            h.update(p.name.encode())
+            h.update(p.read_bytes())
+    h.update(compiler_version().encode())
+    h.update(" ".join(cuda_include_dirs()).encode())
+    return h.hexdigest()[:16]
+
+
+_build_locks: dict[str, threading.RLock] = {}
+_build_locks_guard = threading.Lock()
+
+
+@contextmanager
+def _one_build(out: Path):
+    """One build of a given output at a time in this process: a second thread that wants the same
+    module (the gate builds in parallel, and the reference is often the candidate's very text)
+    waits and then finds it cached instead of compiling it again."""
+    with _build_locks_guard:
+        lock = _build_locks.setdefault(str(out), threading.RLock())
+    with lock:
+        yield
+
+
+def _atomic_build(out: Path, cmd_for: "callable", what: str, confined: "confine.Confinement | None" = None) -> Path:
+    """Run a compile into a temporary file and rename it into place (safe across processes).
+    With `confined`, the compiler runs sandboxed and writes only into its build directory."""
+    with _one_build(out):
+        return _atomic_build_unlocked(out, cmd_for, what, confined)
+
+
+def _reuse(out: Path) -> bool:
+    """Mark a cached build as just used (pruning spares recent ones); False when there is none,
+    or when another process pruned it a moment ago."""
+    try:
+        os.utime(out)
+        return True
+    except FileNotFoundError:
+        return False
+
+
+def _atomic_build_unlocked(out: Path, cmd_for: "callable", what: str,
+                           confined: "confine.Confinement | None" = None) -> Path:
+    if _reuse(out):
+        return out
+    if confined is not None:
+        tmp = str(Path(confined.workdir) / "out.tmp")
+    else:
+        # the temporary name must not match the cache's globs: pruning would take it mid-build
+        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=out.name + ".", suffix=".tmp")
+        os.close(fd)
+    try:
+        cmd = cmd_for(tmp)
+        try:
+            r = run_compiler(cmd, confined)
+        except subprocess.TimeoutExpired:
+            raise CompileError(f"{what}: the C++ compiler timed out after {COMPILE_TIMEOUT_S} s")
+        if r.returncode != 0:
+            launcher = [l for l in r.stderr.splitlines() if l.startswith("<astra launcher>") and ": error" in l]
+            if launcher and not any(": error" in l and not l.startswith("<astra launcher>")
+                                    for l in r.stderr.splitlines()):
+                raise CompileError(f"{what}: cannot take the kernel by its name expression (is the "
+                                   f"name right, and are template arguments given?):\n"
+                                   + "\n".join(launcher[:4]), log=r.stderr)
+            raise CompileError(f"{what} failed:\n{_first_errors(r.stderr)}", log=r.stderr)
+        os.replace(tmp, out)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return out
+
+
+def build_dir() -> tempfile.TemporaryDirectory:
+    """A private build directory inside the cache (same filesystem: the result is renamed in)."""
+    return tempfile.TemporaryDirectory(prefix="build-", dir=cache_dir())
+
+
+def confinement(workdir: str, options: Sequence[str]) -> confine.Confinement:
+    """What a compile of user code in `workdir` may touch (confine.py says what and why)."""
+    return confine.Confinement(workdir, confine.project_dirs(options),
+                               (*cuda_include_dirs(), str(RUNTIME_DIR), str(cache_dir())))
+
+
+def run_compiler(cmd: list[str], confined: "confine.Confinement | None") -> subprocess.CompletedProcess:
+    """Run a compiler command; sandboxed (Landlock, limits, an empty environment) when `confined`."""
+    if confined is None:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S,
+                              stdin=subprocess.DEVNULL)
+    return confine.run(cmd, confined, COMPILE_TIMEOUT_S)
+
+
+def _first_errors(log: str, limit: int = 12) -> str:
+    lines = [l for l in log.splitlines() if ": error" in l or ": fatal error" in l]
+    return "\n".join((lines or log.splitlines())[:limit])
+
+
+def _flags_digest(sanitize: str) -> str:
+    return hashlib.sha256(" ".join(base_flags(sanitize)).encode()).hexdigest()[:8]
+
+
+def runtime_object(sanitize: str) -> Path:
+    out = cache_dir() / f"runtime-{_runtime_digest()}-{_flags_digest(sanitize)}.o"
+    flags = base_flags(sanitize)
+    if sanitize == "thread":  # not instrumented itself: it only annotates fibers and barriers
+        flags = [f for f in flags if f != "-fsanitize=thread"] + ["-DASTRA_TSAN_ANNOTATE"]
+    # -O2: built once per cache, and the scheduler is on every thread's path.
+    return _atomic_build(out, lambda tmp: [compiler(), *flags, "-O2", "-c", str(RUNTIME_SRC), "-o", tmp],
+                         "building the CPU runtime")
+
+
+def precompiled_shim(sanitize: str) -> Path:
+    """The shim header with a precompiled (.gch) twin next to it: a unit then compiles ~3x
+    faster. Falls back to the plain header if precompiling fails."""
+    d = cache_dir() / f"pch-{_runtime_digest()}-{_flags_digest(sanitize)}"
+    header, gch = d / SHIM.name, d / (SHIM.name + ".gch")
+    if gch.exists():
+        os.utime(d)
+        return header
+    d.mkdir(exist_ok=True)
+    if not header.exists():
+        fd, tmp = tempfile.mkstemp(dir=d, prefix="shim.")
+        with os.fdopen(fd, "w") as f:
+            f.write(SHIM.read_text())
+        os.replace(tmp, header)
+    try:
+        _atomic_build(gch, lambda tmp: [compiler(), *base_flags(sanitize), "-x", "c++-header", str(header), "-o", tmp],
+                      "precompiling the CUDA shim")
+    except CompileError:
+        return SHIM
+    return header
+
+
+def prepare(sanitize: str = "") -> tuple[Path, Path]:
+    """Build (or find) the runtime object and the precompiled shim, in parallel when both are
+    missing: (runtime object, shim header to -include)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as pool:
+        shim = pool.submit(precompiled_shim, sanitize)
+        rt = runtime_object(sanitize)
+        return rt, shim.result()
+
+
+def entries(name_expressions: Sequence[str]) -> str:
+    """Per kernel: a launcher entry (unpacks the argument array and calls the kernel; the name
+    expression instantiates templates) and a signature query."""
+    out = ['\n#line 1 "<astra launcher>"']
+    for i, expr in enumerate(name_expressions):
+        out.append(f'extern "C" void astra_entry_{i}(void** astra_a_) {{ astra::invoke(&{expr}, astra_a_); }}')
+        out.append(f'extern "C" int astra_sig_{i}(unsigned long long* astra_s_, int* astra_k_, int astra_m_) '
+                   f'{{ return astra::signature(&{expr}, astra_s_, astra_k_, astra_m_); }}')
+    return "\n".join(out) + "\n"
+
+
+# The user's code sees the macros NVRTC defines, so the CPU compiles exactly the code the GPU
+# compile accepted: `#ifndef __CUDACC_RTC__` cannot hide host code from the GPU-first check.
+NVRTC_VIEW = "#define __CUDACC__ 1\n#define __CUDACC_RTC__ 1\n"
+
+
+def _named(source: str, filename: str) -> str:
+    """Messages name the user's file even where the unit has no #line of its own."""
+    return NVRTC_VIEW + f'#line 1 "{filename}"\n' + source
+
+
+def preprocess(source: str, filename: str, options: Sequence[str]) -> str:
+    return preprocess_with_headers(source, filename, options)[0]
+
+
+def preprocess_with_headers(source: str, filename: str, options: Sequence[str]) -> tuple[str, list[str]]:
+    """`g++ -E` of the unit (sandboxed), and the real paths of the headers it read."""
+    with build_dir() as d:
+        src = Path(d) / "unit.cpp"
+        src.write_text(_named(source, filename))
+        deps = Path(d) / "unit.d"
+        cmd = [compiler(), *base_flags(""), *options, "-include", str(SHIM), "-E", "-MD", "-MF", str(deps),
+               "-x", "c++", str(src)]
+        try:
+            r = run_compiler(cmd, confinement(d, options))
+        except subprocess.TimeoutExpired:
+            raise CompileError(f"preprocessing {filename} timed out after {COMPILE_TIMEOUT_S} s")
+        if r.returncode != 0:
+            raise CompileError(f"{filename} does not compile:\n{_first_errors(r.stderr)}", log=r.stderr)
+        headers = _dependencies(deps.read_text()) if deps.exists() else []
+        return r.stdout, [h for h in headers if h != str(src)]
+
+
+def _dependencies(make_rule: str) -> list[str]:
+    """The prerequisites of a `-MD` rule ('out: a.h b\\ c.h \\<newline> d.h')."""
+    body = make_rule.replace("\\\n", " ").split(":", 1)[-1]
+    out, cur, i = [], "", 0
+    while i < len(body):
+        ch = body[i]
+        if ch == "\\" and i + 1 < len(body) and body[i + 1] in " #":
+            cur += body[i + 1]
+            i += 2
+            continue
+        if ch.isspace():
+            if cur:
+                out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+        i += 1
+    if cur:
+        out.append(cur)
+    return [os.path.realpath(p) for p in out]
+
+
+def trusted_header_dirs() -> tuple[str, ...]:
+    """Where real system headers live: the compiler's own include folders, CUDA's, Astra's runtime
+    (and its precompiled copy in the cache). Only there may a header be a 'system header'."""
+    dirs = ["/usr/include", "/usr/lib/gcc", "/usr/local/include", *cuda_include_dirs(), str(RUNTIME_DIR),
+            *(str(p) for p in cache_dir().glob("pch-*"))]
+    exe = shutil.which(compiler())
+    if exe:
+        dirs.append(str(Path(os.path.realpath(exe)).parent.parent))  # a toolchain outside /usr
+    return tuple(os.path.realpath(d) for d in dirs)
+
+
+def check_source(source: str, filename: str, options: Sequence[str]) -> None:
+    """Refuse forbidden host APIs and preprocessor tricks (CompileError) and detect unsupported
+    features (Unsupported). A first, friendly error: the sandbox is the guarantee."""
+    found = screen.unsupported_includes(source, filename)
+    if found:
+        raise Unsupported("the CPU backend cannot run this kernel faithfully; needs a GPU to verify: "
+                          + "; ".join(found))
+    tricks = screen.absolute_includes(source, filename) + screen.directive_problems(source, filename)
+    if not tricks:
+        text, headers = preprocess_with_headers(source, filename, options)
+        trusted = trusted_header_dirs()
+        for h in headers:
+            if not screen._under(h, trusted):
+                try:
+                    with open(h, "rb") as f:
+                        raw = f.read(MAX_HEADER_BYTES).decode(errors="replace")
+                except OSError:
+                    continue
+                tricks += screen.directive_problems(raw, h)
+    if tricks:
+        raise CompileError("refused: preprocessor directives that disguise kernel code as a system header "
+                           "or pull files by absolute path: " + ", ".join(tricks))
+    forbidden, unsupported = screen.screen_preprocessed(text, trusted)
+    if forbidden:
+        raise CompileError("refused: the kernel calls host APIs a kernel has no business using "
+                           "(the CPU backend runs it as host code): " + ", ".join(forbidden))
+    if unsupported:
+        raise Unsupported("the CPU backend cannot run this kernel faithfully; needs a GPU to verify: "
+                          + "; ".join(unsupported))
+
+
+_SAFE_OPTION_PREFIXES = ("-D", "-U", "-std=", "-I")
+
+
+def host_options(options: Sequence[str], source: str = "") -> list[str]:
+    """Keep the options that mean the same for g++ (macros, includes); drop nvcc/NVRTC ones
+    such as -arch or --use_fast_math (fast-math intrinsics are already GPU-emulated)."""
+    out = []
+    if any(p.startswith(("cuda_fp8", "cuda_fp6", "cuda_fp4")) for p in screen.includes(source)):
+        out.append("-DASTRA_WITH_FP8")  # included before __CUDA_ARCH__ is defined (host code paths)
+    for o in options:
+        if o.startswith("-std="):
+            if o in ("-std=c++20", "-std=gnu++20"):  # the shim needs C++17 at least: older ones stay 17
+                out.append(o)
+        elif o.startswith(_SAFE_OPTION_PREFIXES):
+            out.append(o)
+    return out
+
+
+def compile_module(source: str, name_expressions: Sequence[str], filename: str,
+                   options: Sequence[str], sanitize: str) -> Path:
+    """Screen, rewrite and compile a unit into a cached shared object; returns its path."""
+    from astra_cuda.extract import header_digest
+    opts = host_options(options, source)
+    headers = header_digest(source, filename, opts)  # an edited header is a new build
+    key = hashlib.sha256("\0".join([source, *name_expressions, *opts, str(sanitize), headers,
+                                    _runtime_digest(), *base_flags(sanitize)]).encode()).hexdigest()[:24]
+    out = cache_dir() / f"mod-{key}{'-' + sanitize if sanitize else ''}.so"
+    with _one_build(out):
+        return _build_module(out, source, name_expressions, filename, opts, sanitize)
+
+
+def _build_module(out: Path, source: str, name_expressions: Sequence[str], filename: str,
+                  opts: list[str], sanitize: str) -> Path:
+    if _reuse(out):
+        return out
+    check_source(source, filename, opts)
+    unit = _named(screen.rewrite_shared(source), filename) + entries(name_expressions)
+    rt, shim = prepare(sanitize)
+    if any(o.startswith(("-D", "-U")) for o in opts):
+        shim = SHIM  # macros given before the header would not match the precompiled one
+    with build_dir() as d:
+        src = Path(d) / "unit.cpp"
+        src.write_text(unit)
+        confined = confinement(d, opts)
+
+        def cmd(tmp: str) -> list[str]:
+            return [compiler(), *base_flags(sanitize), *opts, "-include", str(shim), "-shared",
+                    "-x", "c++", str(src), "-x", "none", str(rt), "-o", tmp]
+
+        try:
+            built = _atomic_build(out, cmd, f"compiling {filename} for the CPU", confined)
+        except CompileError:
+            if shim == SHIM:
+                raise
+            shim = SHIM  # e.g. the precompiled header went away meanwhile: once more without it
+            built = _atomic_build(out, cmd, f"compiling {filename} for the CPU", confined)
+    if len(os.listdir(out.parent)) > MAX_MODULES + 16:
+        prune_cache()
+    return built
+
+
+MAX_MODULES = 512
+PRUNE_MIN_AGE_S = 600  # a module used within this long may be loading in another process
+
+
+def _age(p: Path, now: float) -> float | None:
+    try:
+        return now - p.stat().st_mtime
+    except FileNotFoundError:  # another process pruned or renamed it meanwhile
+        return None
+
+
+def prune_cache() -> None:
+    """Keep the cache bounded: the newest modules, and only the current runtime's builds
+    (precompiled headers are ~30 MB each). Several processes share the cache, so anything may
+    vanish under us, and nothing used in the last minutes is taken."""
+    d, now = cache_dir(), time.time()
+    aged = [(a, p) for p in d.glob("mod-*.so") if (a := _age(p, now)) is not None]
+    if len(aged) > MAX_MODULES:
+        aged.sort(key=lambda ap: ap[0], reverse=True)  # oldest first
+        for a, p in aged[:len(aged) - MAX_MODULES * 3 // 4]:
+            if a > PRUNE_MIN_AGE_S:
+                p.unlink(missing_ok=True)
+    current = _runtime_digest()
+    for p in list(d.glob("runtime-*.o")) + list(d.glob("pch-*")) + list(d.glob("*.tmp")) + list(d.glob("build-*")):
+        # other processes may run other versions (and leave builds they were killed in):
+        # only what is unused for a day goes
+        a = _age(p, now)
+        if a is not None and a > 86400 and (p.suffix == ".tmp" or p.name.startswith("build-")
+                                            or current not in p.name):
+            if p.is_dir():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
+
+
+def warm() -> None:
+    """Build the runtime objects and precompiled shims ahead of time (`make setup`)."""
+    prune_cache()
+    for sanitize in SANITIZERS:
+        rt, shim = prepare(sanitize)
+        print(f"cpu backend{' (' + sanitize + ' sanitizer)' if sanitize else ''}: {rt.name}, {shim}")

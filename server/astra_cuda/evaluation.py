@@ -1,0 +1,181 @@
+"""What the agents learn about a candidate: the Evaluation, and the `evaluate` protocol — the
+contract between the worker side (`astra_cuda.evaluator`, which builds Evaluations from the gate and
+the profiler) and the agents (`astra_cuda.agents`, which only read them). Pure data: no imports from
+either side.
+
+The orchestrator never runs kernels itself. Whoever drives it (`astra_cuda.api`) injects
+`evaluate(file_text) -> Evaluation`, built from the gate (testing agent) and the profiler
+(profiling agent). A candidate is always a whole file text in which the kernel was rewritten.
+
+`Check.feedback` is the only failure text the planning and coding agents see (held-out cases
+stay hidden inside the gate). `Evaluation.profile` is None where speed is not measured (the CPU
+backend); then `speed_note` says why.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import threading
+from dataclasses import asdict, dataclass
+from typing import Callable, Protocol
+
+from .errors import AstraError
+
+
+@dataclass(frozen=True)
+class Check:
+    """The gate's verdict, as the agents see it."""
+
+    passed: bool
+    summary: str                 # one line: 'passed 42 cases on cpu' / 'compile error' / ...
+    feedback: str = ""           # failure details the agents may see (compiler log, failing case)
+    cases: int = 0               # cases verified (0 when it did not get that far)
+    stage: str = "check"         # where it stopped: 'compile' | 'static' | 'check' | 'passed'
+    matrix: tuple[dict, ...] = ()  # the verification matrix (gate.verdict.Coverage.matrix), for reports
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class SizeTiming:
+    sizes: dict[str, int]
+    baseline_us: float
+    candidate_us: float
+    copy_share: float | None = None   # achieved bandwidth / measured copy ceiling, 0..1
+
+    @property
+    def speedup(self) -> float:
+        return self.baseline_us / self.candidate_us if self.candidate_us > 0 else float("nan")
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "speedup": self.speedup}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The profiler's findings for one candidate, timed side by side with the baseline."""
+
+    sizes: tuple[SizeTiming, ...]
+    bottleneck: str | None = None      # 'memory' | 'compute' | 'latency'
+    registers: int | None = None
+    occupancy: float | None = None     # theoretical, 0..1
+    device: str = ""                   # e.g. 'NVIDIA H100 80GB HBM3'
+    notes: str = ""                    # anything else worth telling the planner (Nsight metrics...)
+
+    @property
+    def geomean_speedup(self) -> float:
+        vals = [t.speedup for t in self.sizes if t.speedup > 0 and math.isfinite(t.speedup)]
+        return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else float("nan")
+
+    @property
+    def best_copy_share(self) -> float | None:
+        shares = [t.copy_share for t in self.sizes if t.copy_share is not None]
+        return max(shares) if shares else None
+
+    def to_json(self) -> dict:
+        return {"sizes": [t.to_json() for t in self.sizes], "bottleneck": self.bottleneck,
+                "registers": self.registers, "occupancy": self.occupancy, "device": self.device,
+                "notes": self.notes, "geomean_speedup": self.geomean_speedup}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Profile":
+        sizes = tuple(SizeTiming(dict(t["sizes"]), t["baseline_us"], t["candidate_us"], t.get("copy_share"))
+                      for t in d.get("sizes", ()))
+        return cls(sizes, d.get("bottleneck"), d.get("registers"), d.get("occupancy"), d.get("device", ""),
+                   d.get("notes", ""))
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    check: Check
+    profile: Profile | None = None
+    speed_note: str = ""   # why there is no profile, e.g. 'speed not measured on the CPU backend'
+    registers: int | None = None   # static resource data when there is no profile
+    seconds: float = 0.0
+    gate_seconds: float = 0.0      # of `seconds`, the part the gate (testing agent) took
+    node: str = ""                 # where it ran (the host; a Ray node's address)
+    gpu: str = ""                  # the GPU that ran it ('' on the CPU backend)
+
+    @property
+    def passed(self) -> bool:
+        return self.check.passed
+
+    @property
+    def measured(self) -> bool:
+        return self.profile is not None and bool(self.profile.sizes)
+
+    @property
+    def speedup(self) -> float | None:
+        return self.profile.geomean_speedup if self.measured else None
+
+    def to_json(self) -> dict:
+        return {"check": self.check.to_json(), "profile": self.profile.to_json() if self.profile else None,
+                "speed_note": self.speed_note, "registers": self.registers, "seconds": self.seconds,
+                "gate_seconds": self.gate_seconds, "node": self.node, "gpu": self.gpu}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Evaluation":
+        return cls(Check(**{**d["check"], "matrix": tuple(d["check"].get("matrix", ()))}),
+                   Profile.from_json(d["profile"]) if d.get("profile") else None,
+                   d.get("speed_note", ""), d.get("registers"), d.get("seconds", 0.0), d.get("gate_seconds", 0.0),
+                   d.get("node", ""), d.get("gpu", ""))
+
+
+class InfrastructureError(AstraError):
+    """The place that evaluated (a Ray worker or node) was lost, and so was the one retry: no
+    verdict on the candidate. The run stops (resumable); nothing is recorded as the candidate's."""
+
+
+class Evaluate(Protocol):
+    """evaluate(file_text) -> Evaluation. Must not raise for a bad candidate: a compile error or
+    a failed check is an Evaluation with check.passed False. InfrastructureError passes through
+    (the run stops there); any other exception is that one candidate's failure."""
+
+    def __call__(self, file_text: str) -> Evaluation: ...
+
+
+def source_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+class CachedEvaluate:
+    """Evaluate each distinct source once (thread-safe); exceptions become failed checks."""
+
+    def __init__(self, evaluate: Callable[[str], Evaluation]):
+        self._evaluate = evaluate
+        self._cache: dict[str, Evaluation] = {}
+        self._lock = threading.Lock()
+        self.calls = 0
+
+    def seed(self, file_text: str, evaluation: Evaluation) -> None:
+        """Reuse an evaluation made earlier (a resumed run's log)."""
+        self.seed_hash(source_hash(file_text), evaluation)
+
+    def seed_hash(self, key: str, evaluation: Evaluation) -> None:
+        """The same, by the source's hash (`source_hash`)."""
+        with self._lock:
+            self._cache[key] = evaluation
+
+    def __call__(self, file_text: str) -> Evaluation:
+        key = source_hash(file_text)
+        with self._lock:
+            if key in self._cache:
+                return self._cache[key]
+        self.calls += 1
+        try:
+            ev = self._evaluate(file_text)
+        except InfrastructureError:
+            raise  # not the candidate's fault, and not remembered: a resume evaluates it again
+        except Exception as e:  # an evaluator bug must not kill the run
+            ev = Evaluation(Check(False, f"evaluation failed: {type(e).__name__}",
+                                  feedback=f"the evaluation itself failed: {e}", stage="error"))
+        with self._lock:
+            self._cache[key] = ev
+        return ev
+
+
+NOT_MEASURED = "speed not measured (no GPU): correctness verified only"
+
+__all__ = ["Check", "SizeTiming", "Profile", "Evaluation", "Evaluate", "CachedEvaluate", "InfrastructureError",
+           "source_hash", "NOT_MEASURED"]

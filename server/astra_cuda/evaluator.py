@@ -1,0 +1,102 @@
+"""The evaluate glue, beside `astra_cuda.jobs` on the worker side: the testing agent (astra_cuda.gate) and
+the profiling agent (astra_cuda.profiler) turned into the agents' Evaluation (astra_cuda.evaluation).
+
+`to_check(verdict)` and `to_evaluation(check, profile)` are the conversions; `local_evaluator`
+builds an `evaluate(file_text)` that runs both in this process on a given backend (the CPU
+backend isolates kernel execution itself; on the GPU only NVRTC-compiled device code runs).
+`astra_cuda.jobs.evaluate_job` keeps one per worker; `astra_cuda.api` sends candidates there.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Callable
+
+from . import extract, gate, launch_change, profiler, source
+from .backends.base import Backend
+from .contract import DEFAULT_ARCH
+from .errors import AstraError
+from .evaluation import NOT_MEASURED, Check, Evaluation, Profile, SizeTiming
+from .gate import Verdict
+from .project import ProjectContext
+from .spec import Spec
+
+
+def to_check(verdict: Verdict) -> Check:
+    """From astra_cuda.gate's Verdict: what the agents may see (held-out failures only as counts)."""
+    cases = verdict.coverage.cases if verdict.passed else 0
+    if verdict.passed:
+        stage = "passed"
+    elif verdict.status == "error" and verdict.log:
+        stage = "compile"
+    elif verdict.status == "failed" and all(f.check in ("screen", "signature") for f in verdict.failures):
+        stage = "static"
+    else:
+        stage = verdict.status
+    return Check(verdict.passed, verdict.summary, verdict.visible_feedback(), cases, stage,
+                 tuple(verdict.coverage.matrix))
+
+
+def to_evaluation(check: Check, prof: profiler.Profile | None, seconds: float = 0.0) -> Evaluation:
+    """Combine a passed check with astra_cuda.profiler's Profile. Timed runs whose outputs were wrong,
+    or implausible timings, turn the evaluation into a failure (the gate's re-validation after
+    timing is part of correctness)."""
+    registers = (prof.resources or {}).get("registers") if prof is not None else None
+    if prof is None or not prof.measured:
+        note = NOT_MEASURED if prof is None else (prof.note or NOT_MEASURED)
+        if prof is not None and prof.errors and not prof.note:
+            note = f"not profiled: {prof.errors[0]}"
+        return Evaluation(check, None, note, registers, seconds)
+    wrong = [f"{s.label}: {msg}" for s in prof.sizes for msg in s.output_failures]
+    if wrong:
+        return Evaluation(Check(False, "the outputs of the timed launches were wrong",
+                                "outputs written during timing were wrong: " + "; ".join(wrong[:3]), 0, "check"),
+                          None, "", registers, seconds)
+    odd = [f"{s.label}: {msg}" for s in prof.sizes for msg in s.implausible]
+    if odd:
+        return Evaluation(Check(False, "implausible timing (flagged for audit, not accepted)",
+                                "; ".join(odd[:3]), 0, "check"), None, "", registers, seconds)
+    sizes = tuple(SizeTiming(dict(s.sizes), s.reference.median_us, s.candidate.median_us, s.candidate.ceiling_share)
+                  for s in prof.sizes if s.reference is not None)
+    if not sizes:
+        return Evaluation(check, None, "not profiled: " + (prof.errors[0] if prof.errors else "no timed size"),
+                          registers, seconds)
+    # The kernel's bottleneck: the class of the largest size.
+    largest = max(prof.sizes, key=lambda s: s.bytes_moved)
+    bottleneck = (largest.bottleneck or "").split("-")[0] or None
+    occ = (prof.occupancy or {}).get("theoretical")
+    notes = largest.bottleneck_why or ""
+    if prof.ncu:
+        notes += ("\n" if notes else "") + "Nsight Compute: " + ", ".join(f"{k}={v}" for k, v in list(prof.ncu.items())[:8])
+    return Evaluation(check, Profile(sizes, bottleneck, registers, occ, prof.device or "", notes), "", registers, seconds)
+
+
+def local_evaluator(path: str, kernel: str, spec: Spec, backend: Backend, reference_text: str, *,
+                    quick: bool = False, arch: str = DEFAULT_ARCH, reference_kernel: str | None = None,
+                    context: ProjectContext | None = None) -> Callable[[str], Evaluation]:
+    """evaluate(file_text): the gate against the kernel cut from `reference_text` (the kernel
+    itself, or the spec's `reference` kernel), then (if it passed) the profiler, on `backend`.
+    Each text is parsed once."""
+    ref_model = source.parse(reference_text)
+    ref_unit = extract.spec_unit(ref_model, path, reference_kernel or kernel, spec, context=context)
+    ref_spec = launch_change.reference_spec(spec, ref_model, reference_kernel or kernel)
+
+    def evaluate(text: str) -> Evaluation:
+        t0 = time.perf_counter()
+        model = source.parse(text)
+        try:
+            cand = extract.spec_unit(model, path, kernel, spec, context=context)
+        except AstraError as e:
+            return Evaluation(Check(False, f"the candidate cannot be cut out: {e.message}", e.message, 0,
+                                    backend.name))
+        cand_spec, problem = launch_change.candidate_spec(ref_spec, ref_model, model, kernel)
+        if problem:
+            return Evaluation(Check(False, problem, problem, 0, "static"), seconds=time.perf_counter() - t0)
+        check = to_check(gate.check(ref_unit, cand, cand_spec, backend, quick=quick, reference_spec=ref_spec))
+        gate_s = time.perf_counter() - t0
+        if not check.passed:
+            return Evaluation(check, seconds=gate_s, gate_seconds=gate_s)
+        prof = profiler.profile(ref_unit, cand, cand_spec, backend, arch=arch, reference_spec=ref_spec)
+        return dataclasses.replace(to_evaluation(check, prof, time.perf_counter() - t0), gate_seconds=gate_s)
+
+    return evaluate

@@ -1,0 +1,218 @@
+"""The only entry point of the worker process (`astra_cuda.worker`): every job it runs is here.
+
+Each job is `NAME_job(payload)`: a typed, picklable payload (a frozen dataclass below) in, a
+picklable result out. The parent builds the payload and calls
+`worker.run("astra_cuda.jobs:check_job", CheckJob(...))`; this module is the only place that picks a
+backend — the gate, the profiler and the evaluator receive one. Backends are created once per
+worker process and reused, so compiled modules and the GPU context stay warm between jobs; a job
+that crashes the process takes only the worker with it.
+
+Heavy modules (CuPy, the gate, the profiler) are imported inside the jobs: the parent imports
+this module for the payload types only.
+"""
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from .extract import CompileUnit
+from .gate.sanitizer import SanitizeJob
+from .project import ProjectContext
+from .spec import Spec
+from .contract import DEFAULT_ARCH
+
+if TYPE_CHECKING:
+    from .backends.base import Backend
+    from .evaluation import Evaluation
+    from .gate import Verdict
+    from .gate.sanitizer import Report
+    from .profiler import Profile
+    from .static import StaticResult
+
+RunsKernels = Literal["gpu", "cpu"]
+
+
+# ---- payloads -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BackendStatus:
+    """Whether a backend can run kernels here, and why not."""
+
+    available: bool
+    reason: str = ""
+    fix: str = ""     # one command that makes it available (the GPU: the right CuPy for the driver)
+    arch: str = ""    # the device's architecture when available ('sm_90')
+    setup_needed: bool = False   # the hardware is there; something must be installed or updated
+
+
+@dataclass(frozen=True)
+class StaticJob:
+    units: tuple[CompileUnit, ...]
+    arch: str = DEFAULT_ARCH
+
+
+@dataclass(frozen=True)
+class CheckJob:
+    """The gate on one candidate. `reference` None: no pinned baseline yet (self-consistency
+    only). `reference_spec` launches the reference when a rewrite changed the launch."""
+
+    backend: RunsKernels
+    reference: CompileUnit | None
+    candidate: CompileUnit
+    spec: Spec
+    reference_spec: Spec | None = None
+    quick: bool = False
+    seed: int | None = None          # reproduce an earlier verdict (its nonce)
+    sanitizer: bool | None = None    # False: skip compute-sanitizer on the GPU
+
+
+@dataclass(frozen=True)
+class ProfileJob:
+    """The profiler on one candidate; backend 'static' runs no kernel (resources only)."""
+
+    backend: Literal["gpu", "cpu", "static"]
+    reference: CompileUnit | None
+    candidate: CompileUnit
+    spec: Spec
+    reference_spec: Spec | None = None
+    arch: str = DEFAULT_ARCH
+    ncu: bool = False
+
+
+@dataclass(frozen=True)
+class EvaluateJob:
+    """One candidate file text for the orchestrator: the gate against the reference cut from
+    `reference_text`, then the profiler."""
+
+    backend: RunsKernels
+    path: str
+    kernel: str
+    spec: Spec
+    reference_text: str
+    reference_kernel: str
+    text: str = ""
+    arch: str = DEFAULT_ARCH
+    quick: bool = False
+    context: ProjectContext | None = None   # include paths, defines, standard of the project
+
+
+@dataclass(frozen=True)
+class FidelityJob:
+    """The CPU-vs-GPU numerics comparison (`backends.cpu.fidelity`); `npz`: a saved CPU run."""
+
+    npz: str | None = None
+
+
+# ---- the backends of this worker ----------------------------------------------------------
+
+_backends: dict[str, Backend] = {}
+
+
+def backend(name: RunsKernels) -> Backend:
+    if name not in _backends:
+        if name == "gpu":
+            from .backends.gpu import GpuBackend
+            _backends[name] = GpuBackend()
+        elif name == "cpu":
+            from .backends.cpu import CpuBackend
+            _backends[name] = CpuBackend()
+        else:
+            raise ValueError(f"unknown backend {name!r}")
+    return _backends[name]
+
+
+# ---- jobs ---------------------------------------------------------------------------------
+
+def backends_job(_payload: None = None) -> dict[str, BackendStatus]:
+    """Which backends can run here, and why not."""
+    out = {}
+    try:
+        from .backends.gpu import GpuBackend
+        ok, why = GpuBackend.probe()
+    except Exception as e:  # noqa: BLE001 - any import/driver problem means "no GPU here"
+        ok, why = False, f"CuPy/GPU unavailable ({e.__class__.__name__}: {e})"
+    if ok:
+        info = backend("gpu").device_info()
+        out["gpu"] = BackendStatus(True, why, arch=f"sm_{info['major']}{info['minor']}")
+    else:
+        out["gpu"] = _gpu_unavailable(why)
+    cxx = shutil.which("g++") or shutil.which("clang++")
+    from .backends.cpu import sandbox
+    why = "" if cxx else "no C++ compiler (g++ or clang++) on PATH"
+    why = why or sandbox.unavailable_reason() or ""
+    out["cpu"] = BackendStatus(not why, why)
+    return out
+
+
+def _gpu_unavailable(why: str) -> BackendStatus:
+    """No usable GPU backend: when a GPU is visible, what is wrong and the one step that fixes it."""
+    from . import gpu_setup
+    advice = gpu_setup.advise(gpu_setup.driver(), gpu_setup.installed_cupy(), why)
+    if advice is None:
+        return BackendStatus(False, why)
+    return BackendStatus(False, advice.problem, fix=advice.fix, setup_needed=True)
+
+
+def static_job(job: StaticJob) -> list[StaticResult]:
+    """NVRTC (no GPU needed): each unit's diagnostics at the user's lines and its resources."""
+    from . import static
+    return [static.compile_unit(unit, arch=job.arch) for unit in job.units]
+
+
+def check_job(job: CheckJob) -> Verdict:
+    from . import gate
+    return gate.check(job.reference, job.candidate, job.spec, backend(job.backend), quick=job.quick,
+                      seed=job.seed, sanitizer=job.sanitizer, reference_spec=job.reference_spec)
+
+
+def profile_job(job: ProfileJob) -> Profile:
+    from . import profiler
+    b = backend(job.backend) if job.backend != "static" else None
+    return profiler.profile(job.reference, job.candidate, job.spec, b, ncu=job.ncu, arch=job.arch,
+                            reference_spec=job.reference_spec)
+
+
+_evaluators: dict[tuple, object] = {}
+
+
+def evaluate_job(job: EvaluateJob) -> Evaluation:
+    """Gate (then profile) one candidate file text for the orchestrator. The evaluator — with
+    its reference — is kept per worker, so later rounds reuse its compiled modules."""
+    from .evaluator import local_evaluator
+    key = (job.backend, job.path, job.kernel, job.reference_kernel, hash(job.reference_text), job.quick, job.context)
+    evaluate = _evaluators.get(key)
+    if evaluate is None:
+        _evaluators.clear()  # one kernel at a time per worker keeps memory bounded
+        evaluate = _evaluators[key] = local_evaluator(
+            job.path, job.kernel, job.spec, backend(job.backend), job.reference_text, quick=job.quick,
+            arch=job.arch, reference_kernel=job.reference_kernel, context=job.context)
+    return evaluate(job.text)
+
+
+def gpu_facts_job(_payload: None = None) -> str:
+    """One line of facts about the GPU for the planning agent."""
+    info = backend("gpu").device_info()
+    return ", ".join(f"{k}: {v}" for k, v in info.items())
+
+
+def device_job(_payload: None = None) -> dict:
+    """The GPU's properties (name, SMs, memory...): what a result records as the GPU that ran it."""
+    return backend("gpu").device_info()
+
+
+def sanitize_job(job: SanitizeJob) -> list[Report]:
+    """compute-sanitizer's findings on the unit (this worker runs under it, started by
+    `backends.gpu.sanitizer_pool`): a GPU backend with exact-size allocations, so small
+    out-of-bounds accesses are not hidden by a pool."""
+    from .backends.gpu import GpuBackend
+    from .gate import sanitizer
+    return sanitizer.run_cases(job, GpuBackend(exact_alloc=True))
+
+
+def fidelity_job(job: FidelityJob) -> dict:
+    """The comparison in a worker process (it creates the CUDA context)."""
+    from pathlib import Path
+
+    from .backends.cpu import fidelity
+    return fidelity.fidelity(Path(job.npz) if job.npz else None)

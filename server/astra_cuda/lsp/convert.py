@@ -1,0 +1,66 @@
+"""Conversions between the core's 0-based spans and LSP types, and text slicing by span.
+
+The core reports columns in characters; LSP counts UTF-16 code units. They agree for the
+ASCII that CUDA sources are in practice; non-BMP characters would shift columns on their line.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NamedTuple
+
+from lsprotocol import types
+
+from astra_cuda import textedit
+
+if TYPE_CHECKING:
+    from astra_cuda import source
+    from astra_cuda.diagnostics import Diagnostic
+
+_SEVERITY = {
+    "error": types.DiagnosticSeverity.Error,
+    "warning": types.DiagnosticSeverity.Warning,
+    "info": types.DiagnosticSeverity.Information,
+    "hint": types.DiagnosticSeverity.Hint,
+}
+
+
+class Span(NamedTuple):
+    start_line: int
+    start_col: int
+    end_line: int
+    end_col: int
+
+    def contains_line(self, line: int) -> bool:
+        return self.start_line <= line <= self.end_line
+
+
+def span_of(r: source.Span) -> Span:
+    """The editor's span of a range in the core's source model (characters, 0-based)."""
+    return Span(r.start_line, r.start_col, r.end_line, r.end_col)
+
+
+def lsp_range(s: Span) -> types.Range:
+    return types.Range(start=types.Position(line=s.start_line, character=s.start_col),
+                       end=types.Position(line=s.end_line, character=s.end_col))
+
+
+def line_range(line: int, lines: list[str]) -> types.Range:
+    """The non-blank part of one line (a whole-line squiggle looks wrong on indentation)."""
+    text = lines[line] if 0 <= line < len(lines) else ""
+    start = len(text) - len(text.lstrip())
+    return types.Range(start=types.Position(line=line, character=start),
+                       end=types.Position(line=line, character=max(len(text.rstrip()), start + 1)))
+
+
+def text_in(text: str, s: Span) -> str:
+    return text[textedit.offset(text, s.start_line, s.start_col):textedit.offset(text, s.end_line, s.end_col)]
+
+
+def lsp_diagnostic(d: Diagnostic, lines: list[str] | None = None) -> types.Diagnostic:
+    """An `astra_cuda.diagnostics.Diagnostic` as an LSP diagnostic."""
+    rng = types.Range(start=types.Position(line=d.line, character=d.col),
+                      end=types.Position(line=d.end_line, character=d.end_col))
+    if (d.end_line, d.end_col) <= (d.line, d.col) and lines is not None:
+        rng = line_range(d.line, lines)  # a point diagnostic: underline its line
+    return types.Diagnostic(range=rng, message=d.message,
+                            severity=_SEVERITY.get(d.severity, types.DiagnosticSeverity.Error),
+                            code=d.code or None, source=d.source or "astra")

@@ -1,0 +1,164 @@
+"""The optimization of one kernel in the editor: started in the background with work-done
+progress (its cancel button stops the run, the best so far is kept), then offered as a
+versioned edit that applies only while the text it replaces is unchanged."""
+from __future__ import annotations
+
+import asyncio
+import time
+import traceback
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types
+
+from astra_cuda import redact
+from astra_cuda.lsp import anchor as anchoring
+from astra_cuda.lsp import views
+from astra_cuda.lsp.convert import Span, lsp_range
+from astra_cuda.lsp.runtime import AstraServer, core, is_user_error, user_message
+from astra_cuda.lsp.state import Optimization
+
+if TYPE_CHECKING:
+    from astra_cuda.agents.llm import LLMConfig
+
+
+def llm_config(ls: AstraServer) -> LLMConfig | None:
+    """None (the offline team) unless a model or endpoint is configured."""
+    s = ls.settings
+    config: LLMConfig | None = core().llm_config(model=s.llm_model or None, base_url=s.llm_base_url or None,
+                                                 api_key=s.llm_api_key or None)
+    return config
+
+
+def report_dir(path: str) -> str | None:
+    try:
+        return str(core().workspace.astra_dir(path) / "reports")
+    except Exception:
+        return None
+
+
+async def optimize(ls: AstraServer, uri: str, name: str) -> dict[str, Any]:
+    doc, snap = await ls.snapshot(uri)
+    k = next((k for k in snap.kernels if k.name == name), None) if snap is not None else None
+    if snap is None or k is None:
+        return ls.fail(f"no kernel `{name}` in this file")
+    ks = ls.state(uri).kernel(name)
+    if ks.optimization and ks.optimization.status == "running":
+        return ls.fail(f"`{name}` is already being optimized")
+    opt = Optimization("running", anchoring.anchor_for(k, doc.version or 0, doc.source), doc.source)
+    ks.optimization = opt
+    s = ls.settings
+    try:
+        llm = llm_config(ls)
+    except Exception as e:
+        ks.optimization = None
+        return ls.fail(f"the LLM settings are incomplete: {user_message(e)}")
+    token = await ls.progress_begin(f"Astra: optimizing {name}", opt.cancel)
+    loop = asyncio.get_running_loop()
+
+    def progress(event: dict[str, Any]) -> None:  # called from the core's thread
+        loop.call_soon_threadsafe(on_progress, ls, uri, opt, token, event, s.rounds)
+
+    ls.send_status(uri)
+    ls.refresh_views()
+    try:
+        arch = await ls.call(ls.fast, ls.arch)
+        result = await ls.call(ls.opt, core().optimize, snap.with_context(ls.project(doc.path)), name,
+                               rounds=s.rounds, llm=llm, backend=s.backend, arch=arch,
+                               progress=progress, cancel=opt.cancel, report=report_dir(doc.path))
+        if opt.cancel.is_set() or result.cancelled:
+            opt.status, opt.message = "cancelled", "cancelled"
+        elif result.error:
+            opt.status, opt.message = "failed", redact.text(result.error)
+        else:
+            opt.status, opt.result = "done", result
+            if opt.improved:
+                opt.rewrite = anchoring.rewrite_for(opt.original, result.best, opt.anchor.span, opt.anchor.version)
+    except asyncio.CancelledError:
+        opt.cancel.set()
+        opt.status, opt.message = "cancelled", "cancelled"
+        raise
+    except Exception as e:
+        if opt.cancel.is_set():
+            opt.status, opt.message = "cancelled", "cancelled"
+        else:
+            if not is_user_error(e):
+                ls.log_error(f"optimizing {name} failed", traceback.format_exc())
+            opt.status, opt.message = "failed", redact.text(user_message(e))
+    finally:
+        ls.progress_end(token, opt.status)
+        ls.send_status(uri)
+        ls.refresh_views()
+    if opt.status == "done":
+        if opt.improved:
+            ls.show(f"Astra: `{name}` optimized ({opt.title()}). Apply it from the code lens or the lightbulb.")
+        else:
+            ls.show(f"Astra: no better verified version of `{name}` found; the original is kept.")
+    elif opt.status == "failed":
+        ls.show(f"Astra: optimizing `{name}` failed: {opt.message}", types.MessageType.Error)
+    return views.optimization_json(name, opt)
+
+
+def on_progress(ls: AstraServer, uri: str, opt: Optimization, token: str | None, event: dict[str, Any],
+                rounds: int) -> None:
+    best = event.get("best_speedup", event.get("best"))
+    if isinstance(best, (int, float)):
+        opt.best_speedup = float(best)
+    opt.message = redact.text(str(event.get("message")
+                                  or " · ".join(f"{k} {v}" for k, v in event.items() if v is not None)))
+    if token is not None:
+        pct = None
+        if isinstance(event.get("round"), int) and rounds:
+            pct = max(0, min(100, int(100 * (event["round"] - 1) / rounds)))
+        ls.progress_report(token, opt.message, pct)
+    ls.send_status(uri)
+    now = time.monotonic()
+    if now - ls.last_refresh > 1.0:  # the lens shows the round; at most one refresh a second
+        ls.last_refresh = now
+        ls.refresh_views()
+
+
+def cancel(ls: AstraServer, uri: str, name: str) -> dict[str, str]:
+    st = ls.docs.get(uri)
+    ks = st.per_kernel.get(name) if st is not None else None
+    if ks and ks.optimization and ks.optimization.status == "running":
+        ks.optimization.cancel.set()
+        return {"status": "cancelling"}
+    return {"status": "idle"}
+
+
+def versioned_edit(uri: str, version: int | None, span: Span, new_text: str) -> types.WorkspaceEdit:
+    """A versioned edit: the client refuses it if the document moved on since. (VS Code's code
+    action menu previews it as a diff on request; the client's Apply command shows the diff
+    first.)"""
+    ident = types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version)
+    edit = types.TextEdit(range=lsp_range(span), new_text=new_text)
+    return types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(text_document=ident, edits=[edit])])
+
+
+def rewrite_edit(ls: AstraServer, uri: str, name: str) -> tuple[types.WorkspaceEdit | None, str]:
+    """The edit that applies the optimized kernel to the document as it is now, or None and
+    the reason it cannot be applied safely."""
+    opt = ls.state(uri).kernel(name).optimization
+    if opt is None or opt.status != "done":
+        return None, f"no finished optimization of `{name}`"
+    if opt.rewrite is None:
+        return None, f"the optimization found no better verified version of `{name}`"
+    doc = ls.document(uri)
+    if opt.rewrite.applied(doc.source):
+        return None, f"the optimized `{name}` is already in place"
+    placed = anchoring.place(opt.rewrite, doc.version or 0, doc.source)
+    if placed.span is None:
+        return None, placed.reason
+    if placed.how == "re-anchored":
+        ls.log_info(f"applying the optimized `{name}` at its new place (the file changed around it)")
+    return versioned_edit(uri, doc.version, placed.span, opt.rewrite.new), ""
+
+
+def edit_preview(ls: AstraServer, uri: str, name: str) -> dict[str, Any]:
+    """For the client's diff preview: the edit as it would apply now, or why it cannot
+    (client/src/contract.ts: EditAnswer)."""
+    edit, why = rewrite_edit(ls, uri, name)
+    opt = ls.state(uri).kernel(name).optimization
+    if edit is None or opt is None or opt.rewrite is None:
+        return {"status": "declined", "message": why}
+    return {"status": "ok", "edit": edit, "newText": opt.rewrite.new, "title": opt.title()}

@@ -1,0 +1,263 @@
+"""The server object the handlers share: executors for the blocking core, per-document state
+with one snapshot per document version, and what it sends to the client (diagnostics, status,
+refresh requests, progress, messages).
+
+Threads: the core is blocking, so every call into it runs in an executor and the event loop
+only ever touches cached state. Everything the protocol sends is sent from the loop.
+"""
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import traceback
+import uuid
+from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+from pygls.workspace import TextDocument
+
+from astra_cuda import contract, redact
+from astra_cuda.lsp import settings as settings_mod
+from astra_cuda.lsp import views
+from astra_cuda.lsp.state import DocState
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from astra_cuda.project import ProjectContext
+    from astra_cuda.snapshot import Snapshot
+
+log = logging.getLogger("astra_cuda.lsp")
+T = TypeVar("T")
+
+DEBOUNCE_S = 0.25  # saves closer together than this start one check
+
+
+def core() -> ModuleType:
+    """The core's facade, imported on first use: a broken core becomes a message, not a dead
+    server."""
+    import astra_cuda.api as api
+
+    return api
+
+
+def user_message(e: BaseException) -> str:
+    """An AstraError carries a message fit to show; anything else is a bug worth its type name."""
+    from astra_cuda.errors import AstraError
+
+    return e.message if isinstance(e, AstraError) and e.message else f"{type(e).__name__}: {e}"
+
+
+def is_user_error(e: BaseException) -> bool:
+    """A problem with the user's input (reported as such), not a bug in Astra (logged)."""
+    from astra_cuda.errors import AstraError
+
+    return isinstance(e, AstraError)
+
+
+class AstraServer(LanguageServer):
+    def __init__(self, version: str) -> None:
+        super().__init__("astra", version)
+        self.settings = settings_mod.Settings()
+        self.docs: dict[str, DocState] = {}
+        # Separate pools, so quick core calls (parse, spec inference, pin) never queue behind
+        # compiles or checks, and checks never queue behind an optimization.
+        self.cluster_label = ""   # e.g. 'Ray ray://gpu-box:10001' while astra.cluster is connected
+        self.fast = ThreadPoolExecutor(2, "astra-fast")
+        self.static = ThreadPoolExecutor(1, "astra-static")  # compiles every kernel: seconds
+        self.slow = ThreadPoolExecutor(1, "astra-check")
+        self.opt = ThreadPoolExecutor(2, "astra-optimize")
+        self._snapshot_tasks: dict[tuple[str, int], asyncio.Future[tuple[Snapshot | None, str]]] = {}
+        self.change_gen: dict[str, int] = {}
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.last_refresh = 0.0
+        # Lenses are rebuilt only when the document or what we know about it changed.
+        self.view_gen = 0
+        self.lens_cache: dict[str, tuple[tuple[int | None, int, int], list[types.CodeLens]]] = {}
+        # What the status bar says about this machine: the GPU not used and why (with its fix).
+        self.gpu_setup: dict[str, str] | None = None
+
+    # ---- plumbing -------------------------------------------------------------------------
+
+    async def call(self, pool: ThreadPoolExecutor, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(pool, functools.partial(fn, *args, **kwargs))
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        """Run a background coroutine whose failure is logged, never fatal."""
+        task = asyncio.ensure_future(self._guard(coro))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _guard(self, coro: Coroutine[Any, Any, Any]) -> None:
+        try:
+            await coro
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            self.log_error("background task failed", traceback.format_exc())
+
+    async def apply_cluster(self) -> None:
+        """Run kernels where `astra.cluster` says (Ray starts in seconds: off the event loop). A
+        failure is shown and this machine's workers stay in use."""
+        from astra_cuda import api
+        wanted = self.settings.cluster
+        try:
+            d = await self.call(self.fast, api.use_cluster, wanted)
+        except Exception as e:
+            self.cluster_label = ""
+            await self.call(self.fast, api.use_cluster, "")
+            self.show(f"Astra: astra.cluster={wanted!r}: {getattr(e, 'message', e)}; kernels run on this machine",
+                      types.MessageType.Warning)
+            return
+        self.cluster_label = f"Ray {d.get('address')}" if d.get("kind") == "ray" else ""
+        if self.cluster_label:
+            self.log_info(f"kernels run on {self.cluster_label}: {d.get('nodes')} node(s), {d.get('gpus')} GPU(s)")
+        for uri in list(self.docs):
+            self.send_status(uri)
+
+    # Everything the editor is told goes through redact.text: an endpoint's error may echo the key.
+    def log_info(self, msg: str) -> None:
+        self.window_log_message(types.LogMessageParams(types.MessageType.Info, redact.text(msg)))
+
+    def log_error(self, msg: str, detail: str = "") -> None:
+        log.error("%s\n%s", msg, detail)
+        self.window_log_message(types.LogMessageParams(types.MessageType.Error,
+                                                       redact.text(f"{msg}\n{detail}".strip())))
+
+    def show(self, msg: str, kind: types.MessageType = types.MessageType.Info) -> None:
+        self.window_show_message(types.ShowMessageParams(kind, redact.text(msg)))
+
+    def fail(self, message: str) -> dict[str, str]:
+        """A command's answer when it cannot do what was asked (the user sees why)."""
+        self.show(f"Astra: {message}", types.MessageType.Warning)
+        return {"status": "error", "message": message}
+
+    def state(self, uri: str) -> DocState:
+        return self.docs.setdefault(uri, DocState())
+
+    def document(self, uri: str) -> TextDocument:
+        return self.workspace.get_text_document(uri)
+
+    # ---- what the client can do -----------------------------------------------------------
+
+    def can_refresh_lenses(self) -> bool:
+        w = self.client_capabilities.workspace
+        return bool(w and w.code_lens and w.code_lens.refresh_support)
+
+    def can_refresh_hints(self) -> bool:
+        w = self.client_capabilities.workspace
+        return bool(w and w.inlay_hint and w.inlay_hint.refresh_support)
+
+    def can_show_progress(self) -> bool:
+        w = self.client_capabilities.window
+        return bool(w and w.work_done_progress)
+
+    def can_ask_configuration(self) -> bool:
+        w = self.client_capabilities.workspace
+        return bool(w and w.configuration)
+
+    # ---- snapshots: one per document version ------------------------------------------------
+
+    async def snapshot(self, uri: str) -> tuple[TextDocument, Snapshot | None]:
+        """(document, the snapshot of its current version, or None when it could not be read);
+        built once per version, off the loop."""
+        doc = self.document(uri)
+        st = self.state(uri)
+        version = doc.version or 0
+        if st.snapshot_version == version:
+            return doc, st.snapshot
+        key = (uri, version)
+        fut = self._snapshot_tasks.get(key)
+        if fut is None:
+            fut = asyncio.ensure_future(self._read(doc.source, doc.path))
+            self._snapshot_tasks[key] = fut
+            fut.add_done_callback(lambda _f: self._snapshot_tasks.pop(key, None))
+        snap, error = await fut
+        if (self.document(uri).version or 0) == version:
+            st.snapshot, st.snapshot_version, st.snapshot_error = snap, version, error
+        return doc, snap
+
+    async def _read(self, text: str, path: str) -> tuple[Snapshot | None, str]:
+        try:
+            return await self.call(self.fast, core().snapshot, text, path), ""
+        except Exception as e:
+            if not is_user_error(e):
+                self.log_error(f"could not read the kernels of {path}", traceback.format_exc())
+            return None, user_message(e)
+
+    RESTRICTED = "this workspace is not trusted (Workspace Trust)"
+
+    def apply_execution(self) -> None:
+        """Untrusted workspace: nothing is built into a runnable module or run (the core's switch)."""
+        core().set_execution(self.settings.allow_execution, self.RESTRICTED)
+
+    def arch(self) -> str:
+        """The architecture to compile for: the setting, else the GPU's own, else the default.
+        Blocking (it may probe the backends): call it in an executor."""
+        return self.settings.gpu_arch or str(core().device_arch(contract.DEFAULT_ARCH))
+
+    def machine_status(self) -> None:
+        """Blocking: learn whether a GPU is here but not used (the probe is remembered a while)."""
+        s = core().gpu_setup()
+        self.gpu_setup = None if s is None else {"problem": s.reason, "fix": s.fix}
+
+    def project(self, path: str) -> ProjectContext:
+        """The project context of `path`: the settings' include paths, macros and standard, then
+        the configured or nearest compile_commands.json. Raises AstraError for a bad setting."""
+        api = core()
+        ctx, cc = self.settings.project(str(api.workspace.root_for(path)))
+        context: ProjectContext = api.project_context(path, settings=ctx, compile_commands=cc)
+        return context
+
+    # ---- what the client is told ------------------------------------------------------------
+
+    def refresh_views(self) -> None:
+        self.view_gen += 1
+        if self.can_refresh_lenses():
+            self.spawn(self.workspace_code_lens_refresh_async(None))
+        if self.can_refresh_hints():
+            self.spawn(self.workspace_inlay_hint_refresh_async(None))
+
+    def publish(self, uri: str, version: int | None) -> None:
+        self.view_gen += 1  # verdicts changed too
+        st = self.docs.get(uri)
+        diags = [] if st is None else st.static_diags + [d for ds in st.check_diags.values() for d in ds]
+        self.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=uri, diagnostics=diags, version=version))
+
+    def send_status(self, uri: str) -> None:
+        """The status notification drives the client's status bar item."""
+        st = self.docs.get(uri)
+        if st is None:
+            return
+        self.view_gen += 1  # every status change is also a lens change
+        restricted = None if self.settings.allow_execution else self.RESTRICTED
+        self.protocol.notify(contract.STATUS_NOTIFICATION,
+                             views.status(uri, st, self.cluster_label, restricted, self.gpu_setup))
+
+    async def progress_begin(self, title: str, cancel: Any) -> str | None:
+        """Server-initiated work-done progress whose cancel button sets `cancel`."""
+        if not self.can_show_progress():
+            return None
+        token = f"astra-{uuid.uuid4()}"
+        try:
+            await asyncio.wait_for(self.work_done_progress.create_async(token), 10)
+        except Exception:
+            return None
+        self.work_done_progress.tokens[token].add_done_callback(lambda _f: cancel.set())
+        self.work_done_progress.begin(token, types.WorkDoneProgressBegin(title=title, cancellable=True,
+                                                                         percentage=0))
+        return token
+
+    def progress_report(self, token: str, message: str, percentage: int | None) -> None:
+        self.work_done_progress.report(token, types.WorkDoneProgressReport(message=message, percentage=percentage))
+
+    def progress_end(self, token: str | None, message: str) -> None:
+        if token is not None:
+            self.work_done_progress.end(token, types.WorkDoneProgressEnd(message=message))
+            self.work_done_progress.tokens.pop(token, None)

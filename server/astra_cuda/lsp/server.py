@@ -1,0 +1,257 @@
+"""The Astra language server on stdio: one small handler per LSP method and per command, as
+pygls's example servers read. The work lives beside it: `analysis` (diagnostics and checks),
+`optimization` (the agent team's run and its edit), `kernel_tools` (profile, pin, spec),
+`views` (lenses, hover, inlay hints, code actions: pure functions of the state), `runtime`
+(the server object: executors, snapshots, what is sent)."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+import traceback
+from typing import Any
+
+from lsprotocol import types
+
+from astra_cuda import contract, redact
+from astra_cuda.lsp import analysis, kernel_tools, optimization, views
+from astra_cuda.lsp import settings as settings_mod
+from astra_cuda.lsp.runtime import DEBOUNCE_S, AstraServer, log
+from astra_cuda.lsp.state import DocState
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("astra-cuda")
+    except Exception:
+        return "0"
+
+
+server = AstraServer(_version())
+
+
+# ---- lifecycle and settings ---------------------------------------------------------------------
+
+@server.feature(types.INITIALIZE)
+def on_initialize(ls: AstraServer, params: types.InitializeParams) -> None:
+    ls.settings, problems = settings_mod.initial(params.initialization_options)
+    ls.apply_execution()
+    for p in problems:
+        log.warning(p)
+
+
+@server.feature(types.INITIALIZED)
+def on_initialized(ls: AstraServer, params: types.InitializedParams) -> None:
+    s = ls.settings
+    if not s.allow_execution:
+        ls.log_info(f"{ls.RESTRICTED}: static diagnostics only, no kernel code is run")
+    ls.log_info(f"Astra server {_version()} ready (backend={s.backend}, rounds={s.rounds}, "
+                f"llm={'offline' if not s.llm_base_url else s.llm_model or 'default model'}, "
+                f"python={sys.executable})")
+    if s.cluster:
+        ls.spawn(ls.apply_cluster())
+
+
+@server.feature(types.SHUTDOWN)
+def on_shutdown(ls: AstraServer, *_: Any) -> None:
+    # Stop background work so nothing is sent once the client stops listening.
+    for st in ls.docs.values():
+        st.check_cancel.set()
+        for ks in st.per_kernel.values():
+            if ks.optimization is not None:
+                ks.optimization.cancel.set()
+    for task in list(ls.tasks):
+        task.cancel()
+
+
+@server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+async def on_configuration(ls: AstraServer, params: types.DidChangeConfigurationParams) -> None:
+    raw = params.settings.get("astra") if isinstance(params.settings, dict) else None
+    if raw is None and ls.can_ask_configuration():
+        try:
+            got = await asyncio.wait_for(ls.workspace_configuration_async(
+                types.ConfigurationParams(items=[types.ConfigurationItem(section="astra")])), 5)
+            raw = got[0] if got else None
+        except Exception:
+            ls.log_error("could not read the astra settings", traceback.format_exc())
+    before = ls.settings.cluster
+    ls.settings, problems = ls.settings.updated(raw)
+    ls.apply_execution()
+    for p in problems:
+        ls.show(f"Astra: {p}", types.MessageType.Warning)
+    if ls.settings.cluster != before:
+        ls.spawn(ls.apply_cluster())
+    ls.log_info(f"settings: backend={ls.settings.backend}, rounds={ls.settings.rounds}, "
+                f"checkOnOpen={ls.settings.check_on_open}, checkOnSave={ls.settings.check_on_save}, "
+                f"gpuArch={ls.settings.gpu_arch or 'the GPU’s own'}")
+
+
+# ---- documents ----------------------------------------------------------------------------------
+
+@server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+def did_open(ls: AstraServer, params: types.DidOpenTextDocumentParams) -> None:
+    ls.docs[params.text_document.uri] = DocState()
+    analysis.schedule(ls, params.text_document.uri, check=ls.settings.check_on_open)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_SAVE)
+def did_save(ls: AstraServer, params: types.DidSaveTextDocumentParams) -> None:
+    analysis.schedule(ls, params.text_document.uri, check=ls.settings.check_on_save)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+def did_change(ls: AstraServer, params: types.DidChangeTextDocumentParams) -> None:
+    # Read the new version soon after typing stops, so lenses and hovers are ready when asked for.
+    uri = params.text_document.uri
+    gen = ls.change_gen[uri] = ls.change_gen.get(uri, 0) + 1
+
+    async def reread() -> None:
+        await asyncio.sleep(DEBOUNCE_S)
+        if ls.change_gen.get(uri) == gen and uri in ls.docs:
+            await ls.snapshot(uri)
+
+    ls.spawn(reread())
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+def did_close(ls: AstraServer, params: types.DidCloseTextDocumentParams) -> None:
+    uri = params.text_document.uri
+    ls.lens_cache.pop(uri, None)
+    st = ls.docs.pop(uri, None)
+    if st is not None:
+        st.check_cancel.set()
+    ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+
+
+# ---- code actions -------------------------------------------------------------------------------
+
+@server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(
+    code_action_kinds=[views.APPLY_KIND, views.OPTIMIZE_KIND, views.SPEC_KIND], resolve_provider=True))
+async def code_actions(ls: AstraServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+    uri = params.text_document.uri
+    doc, _ = await ls.snapshot(uri)
+    st = ls.state(uri)
+    k = views.kernel_at(st.kernels, params.range.start.line)
+    if k is None:
+        return []
+    return views.code_actions(uri, doc.version or 0, doc.source, k, st.per_kernel.get(k.name), params.context.only)
+
+
+@server.feature(types.CODE_ACTION_RESOLVE)
+async def resolve_code_action(ls: AstraServer, action: types.CodeAction) -> types.CodeAction:
+    data = action.data if isinstance(action.data, dict) else {}
+    uri, name = data.get("uri"), data.get("kernel")
+    if not isinstance(uri, str) or not isinstance(name, str):
+        return action
+    if data.get("action") == "apply":
+        edit, why = optimization.rewrite_edit(ls, uri, name)
+    elif data.get("action") == "spec":
+        edit, why = await kernel_tools.spec_edit(ls, uri, name)
+    else:
+        return action
+    if edit is None:
+        ls.show(f"Astra: not applied — {why}", types.MessageType.Warning)
+    action.edit = edit
+    return action
+
+
+# ---- code lens, hover, inlay hints --------------------------------------------------------------
+
+@server.feature(types.TEXT_DOCUMENT_CODE_LENS)
+async def code_lens(ls: AstraServer, params: types.CodeLensParams) -> list[types.CodeLens]:
+    uri = params.text_document.uri
+    doc, snap = await ls.snapshot(uri)
+    key = (doc.version, ls.view_gen, id(snap))
+    cached = ls.lens_cache.get(uri)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    lenses = views.lenses(uri, doc.source, ls.state(uri).kernels, ls.state(uri))
+    ls.lens_cache[uri] = (key, lenses)
+    return lenses
+
+
+@server.feature(types.TEXT_DOCUMENT_HOVER)
+async def hover(ls: AstraServer, params: types.HoverParams) -> types.Hover | None:
+    uri = params.text_document.uri
+    await ls.snapshot(uri)
+    st = ls.state(uri)
+    return views.hover(uri, st.kernels, st, params.position)
+
+
+@server.feature(types.TEXT_DOCUMENT_INLAY_HINT)
+async def inlay_hints(ls: AstraServer, params: types.InlayHintParams) -> list[types.InlayHint]:
+    uri = params.text_document.uri
+    doc, _ = await ls.snapshot(uri)
+    st = ls.state(uri)
+    return views.inlay_hints(doc.source, st.kernels, st, params.range)
+
+
+# ---- commands (arguments arrive unpacked: uri, kernel) ------------------------------------------
+
+@server.command(contract.command("optimize"))
+async def cmd_optimize(ls: AstraServer, uri: str, kernel: str, *_: Any) -> dict[str, Any]:
+    return await optimization.optimize(ls, uri, kernel)
+
+
+@server.command(contract.command("cancelOptimize"))
+def cmd_cancel(ls: AstraServer, uri: str, kernel: str, *_: Any) -> dict[str, str]:
+    return optimization.cancel(ls, uri, kernel)
+
+
+@server.command(contract.command("optimizedEdit"))
+def cmd_optimized_edit(ls: AstraServer, uri: str, kernel: str, *_: Any) -> dict[str, Any]:
+    return optimization.edit_preview(ls, uri, kernel)
+
+
+@server.command(contract.command("profile"))
+async def cmd_profile(ls: AstraServer, uri: str, kernel: str, *_: Any) -> dict[str, Any]:
+    return await kernel_tools.profile(ls, uri, kernel)
+
+
+@server.command(contract.command("pin"))
+async def cmd_pin(ls: AstraServer, uri: str, kernel: str, *_: Any) -> dict[str, Any]:
+    return await kernel_tools.pin(ls, uri, kernel)
+
+
+@server.command(contract.command("addSpec"))
+async def cmd_add_spec(ls: AstraServer, uri: str, kernel: str, *_: Any) -> dict[str, Any]:
+    return await kernel_tools.add_spec(ls, uri, kernel)
+
+
+@server.command(contract.command("report"))
+async def cmd_report(ls: AstraServer, uri: str, kernel: str, *_: Any) -> dict[str, Any]:
+    await ls.snapshot(uri)
+    st = ls.state(uri)
+    k = next((k for k in st.kernels if k.name == kernel), None)
+    if k is None:
+        return {"status": "error", "message": f"no kernel `{kernel}` in this file"}
+    return {"status": "ok", "html": views.report_page(uri, k, st.per_kernel.get(kernel))}
+
+
+@server.command(contract.command("kernels"))
+async def cmd_kernels(ls: AstraServer, uri: str, *_: Any) -> list[dict[str, Any]]:
+    await ls.snapshot(uri)
+    return views.kernel_list(ls.state(uri).kernels)
+
+
+@server.command(contract.command("check"))
+def cmd_check(ls: AstraServer, uri: str, *_: Any) -> dict[str, str]:
+    analysis.schedule(ls, uri, check=True)
+    return {"status": "scheduled"}
+
+
+def main() -> None:
+    # Info goes to the client's log channel (window/logMessage); stderr, which editors show as
+    # errors, gets only warnings and worse.
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="astra-lsp %(levelname)s %(message)s")
+    redact.install_log_filter()
+    server.start_io()
+    # stdout belonged to the protocol and is closed now; later flushes must not fail.
+    sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - held for the life of the process
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+"""User settings of the server: sent by the client at initialisation and on change."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Callable
+
+from astra_cuda import contract
+
+if TYPE_CHECKING:
+    from astra_cuda.project import ProjectContext
+
+BACKENDS = ("auto", "gpu", "cpu")
+_D = contract.SETTINGS  # the defaults the client shows, from the shared contract
+
+
+@dataclass(frozen=True)
+class Settings:
+    llm_base_url: str = _D["llm.baseUrl"]
+    llm_model: str = _D["llm.model"]
+    llm_api_key: str = field(default="", repr=False)  # never printed or logged
+    backend: str = _D["backend"]
+    rounds: int = _D["rounds"]
+    check_on_open: bool = _D["checkOnOpen"]
+    check_on_save: bool = _D["checkOnSave"]
+    gpu_arch: str = _D["gpuArch"]   # '': the GPU's own architecture, else contract.DEFAULT_ARCH
+    profile_ncu: bool = _D["profile.ncu"]  # profile with Nsight Compute source counters (hot-line hints; GPU only)
+    # The project context (issue 10): relative paths are taken from the workspace root.
+    include_paths: tuple[str, ...] = tuple(_D["includePaths"])
+    defines: tuple[str, ...] = tuple(_D["defines"])
+    std: str = _D["std"]
+    compile_commands: str = _D["compileCommands"]
+    cluster: str = _D["cluster"]   # where kernels run: '' this machine, 'local', 'auto', 'ray://HOST:PORT'
+    # From the client, not a setting: False in an untrusted workspace (static diagnostics only).
+    allow_execution: bool = True
+
+    def project(self, root: str) -> tuple[ProjectContext, str | None]:
+        """The settings' part of the project context, and the compile_commands.json they name."""
+        from astra_cuda import project
+        cc = self.compile_commands
+        if cc and not os.path.isabs(cc):
+            cc = os.path.join(root, cc)
+        return project.from_flags(self.include_paths, self.defines, self.std or None, origin="settings",
+                                  base=root), cc or None
+
+    def updated(self, raw: Any) -> tuple["Settings", list[str]]:
+        """These settings with the client's `astra` section applied: nested
+        ({"llm": {"model": ..}}) or flat ({"llm.model": ..}) keys. Bad values are kept out
+        and reported, so one typo never stops the server."""
+        flat = _flatten(raw) if isinstance(raw, dict) else {}
+        out: dict[str, Any] = {}
+        problems: list[str] = []
+
+        def take(key: str, attr: str, kind: type, ok: Callable[[Any], bool] = lambda v: True) -> None:
+            if key not in flat or flat[key] is None:
+                return
+            v = flat[key]
+            if kind is int and isinstance(v, str) and v.strip().isdigit():
+                v = int(v)
+            if isinstance(v, kind) and not (kind is int and isinstance(v, bool)) and ok(v):
+                out[attr] = v.strip() if isinstance(v, str) else v
+            else:
+                problems.append(f"ignoring setting astra.{key}={v!r}")
+
+        take("llm.baseUrl", "llm_base_url", str)
+        take("llm.model", "llm_model", str)
+        take("backend", "backend", str, lambda v: v in BACKENDS)
+        take("rounds", "rounds", int, lambda v: 1 <= v <= 100)
+        take("checkOnOpen", "check_on_open", bool)
+        take("checkOnSave", "check_on_save", bool)
+        take("gpuArch", "gpu_arch", str, lambda v: v == "" or v.strip().startswith(("sm_", "compute_")))
+        take("profile.ncu", "profile_ncu", bool)
+        take("std", "std", str, lambda v: v in ("", "c++11", "c++14", "c++17", "c++20"))
+        take("compileCommands", "compile_commands", str)
+        take("cluster", "cluster", str, _valid_cluster)
+        for key, attr in (("includePaths", "include_paths"), ("defines", "defines")):
+            v = flat.get(key)
+            if v is None:
+                continue
+            if isinstance(v, list) and all(isinstance(x, str) for x in v) and (
+                    key != "defines" or all(x.split("=")[0].strip().isidentifier() for x in v)):
+                out[attr] = tuple(x.strip() for x in v if x.strip())
+            else:
+                problems.append(f"ignoring setting astra.{key}={v!r}")
+        return replace(self, **out), problems
+
+
+def _valid_cluster(v: str) -> bool:
+    from astra_cuda import executors
+    from astra_cuda.errors import AstraError
+    try:
+        executors.parse(v)
+    except AstraError:
+        return False
+    return True
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            flat.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            flat[f"{prefix}{k}"] = v
+    return flat
+
+
+def initial(init_options: Any) -> tuple[Settings, list[str]]:
+    """Settings from `initializationOptions` ({"settings": {...}, "allowExecution": bool}) and the
+    API key from the environment the client started us with. Only the client's word (Workspace
+    Trust) turns execution off; a workspace's settings cannot turn it on."""
+    raw = init_options.get("settings") if isinstance(init_options, dict) else None
+    allow = init_options.get("allowExecution", True) if isinstance(init_options, dict) else True
+    s, problems = Settings(llm_api_key=os.environ.get(contract.API_KEY_ENV, ""),
+                           allow_execution=allow is not False).updated(raw)
+    return s, problems

@@ -1,0 +1,80 @@
+"""What the server remembers per document and kernel, typed over the core's own objects (a
+snapshot, verdicts, profiles, an optimize result). Handlers change it; views read it."""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from lsprotocol import types
+
+from astra_cuda.lsp.anchor import Anchor, Rewrite
+
+if TYPE_CHECKING:
+    from astra_cuda.agents.result import OptimizeResult
+    from astra_cuda.gate.verdict import Verdict
+    from astra_cuda.profiler.results import Profile
+    from astra_cuda.snapshot import KernelInfo, Snapshot
+
+
+@dataclass
+class Optimization:
+    status: str                 # 'running' | 'done' | 'failed' | 'cancelled'
+    anchor: Anchor              # the kernel when the optimization started
+    original: str = ""          # the whole file then
+    cancel: threading.Event = field(default_factory=threading.Event)
+    message: str = ""           # latest progress line or the error
+    best_speedup: float | None = None
+    result: OptimizeResult | None = None   # when done
+    rewrite: Rewrite | None = None         # what applying it replaces, when it improved
+
+    def title(self) -> str:
+        """'1.40× faster, verified on 38 cases' (or 'speed not measured, ...' on the CPU)."""
+        r = self.result
+        if r is None:
+            return self.status
+        speed = f"{r.speedup:.2f}× faster" if r.speedup else "speed not measured"
+        return f"{speed}, verified on {verified_cases(r)} cases"
+
+    @property
+    def improved(self) -> bool:
+        return self.result is not None and self.result.improved
+
+
+def verified_cases(result: OptimizeResult) -> int:
+    return result.best_eval.check.cases
+
+
+@dataclass
+class Profiled:
+    profile: Profile
+    anchor: Anchor              # hot lines are valid while the kernel text is unchanged
+
+
+@dataclass
+class KernelState:
+    verdict: Verdict | None = None   # the latest check
+    verdict_error: str = ""          # the check could not run (message)
+    profile: Profiled | None = None
+    profiling: bool = False
+    optimization: Optimization | None = None
+
+
+@dataclass
+class DocState:
+    snapshot: Snapshot | None = None   # of `snapshot_version` (None: it could not be read)
+    snapshot_version: int | None = None
+    snapshot_error: str = ""
+    static_diags: list[types.Diagnostic] = field(default_factory=list)
+    check_diags: dict[str, list[types.Diagnostic]] = field(default_factory=dict)  # kernel -> diagnostics
+    per_kernel: dict[str, KernelState] = field(default_factory=dict)
+    check_generation: int = 0
+    check_cancel: threading.Event = field(default_factory=threading.Event)
+    checking: bool = False
+
+    @property
+    def kernels(self) -> list[KernelInfo]:
+        return list(self.snapshot.kernels) if self.snapshot is not None else []
+
+    def kernel(self, name: str) -> KernelState:
+        return self.per_kernel.setdefault(name, KernelState())

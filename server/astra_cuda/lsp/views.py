@@ -1,0 +1,262 @@
+"""What the editor shows, as pure functions of a document's text and the server's state: code
+lenses, the hover report, inlay hints, the code-action list, the status payload. No I/O and no
+server here: they are tested without a client (tests/lsp/test_views.py)."""
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from lsprotocol import types
+
+from astra_cuda import contract
+from astra_cuda.lsp import anchor as anchoring
+from astra_cuda.lsp.convert import Span, lsp_range, span_of, text_in
+from astra_cuda.lsp.state import DocState, KernelState, Optimization, verified_cases
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from astra_cuda.snapshot import KernelInfo
+
+APPLY_KIND = types.CodeActionKind.RefactorRewrite
+OPTIMIZE_KIND = types.CodeActionKind.Refactor
+SPEC_KIND = types.CodeActionKind.QuickFix
+
+
+def has_spec(k: KernelInfo) -> bool:
+    """The kernel has a spec comment (loaded or not: a broken one still counts)."""
+    return k.spec is not None or k.kernel.spec is not None
+
+
+def full_span(k: KernelInfo) -> Span:
+    """The kernel with its spec comment: where its lens sits and what 'in the kernel' means."""
+    s = span_of(k.kernel.span)
+    c = k.kernel.spec
+    if c is not None:
+        cs = span_of(c.span)
+        if (cs.start_line, cs.start_col) < (s.start_line, s.start_col):
+            return Span(cs.start_line, cs.start_col, s.end_line, s.end_col)
+    return s
+
+
+def kernel_at(kernels: Sequence[KernelInfo], line: int) -> KernelInfo | None:
+    return next((k for k in kernels if full_span(k).contains_line(line)), None)
+
+
+def report_command(uri: str, kernel: str) -> str:
+    """A command URI that opens the report view (works in hovers and under Remote-SSH)."""
+    return f"command:{contract.client_command('showReport')}?{quote(json.dumps([uri, kernel]))}"
+
+
+def report_page(uri: str, k: KernelInfo, ks: KernelState | None) -> str:
+    """The report view's page: the kernel's check, profile and optimization (astra_cuda.report)."""
+    from astra_cuda import report
+    notes = [] if has_spec(k) else ["No harness spec yet: use the quick fix **Add harness spec**."]
+    opt = ks.optimization if ks else None
+    if ks is not None and ks.verdict is None and ks.verdict_error:
+        notes.append(f"**Check**: could not run — {ks.verdict_error}")
+    if opt is not None and opt.status != "done":
+        notes.append(f"**Optimization** {opt.status}: {opt.message}")
+    return report.kernel_page(k.name, verdict=ks.verdict if ks else None,
+                              profile=ks.profile.profile if ks and ks.profile else None,
+                              result=opt.result if opt is not None and opt.status == "done" else None,
+                              notes=notes, uri=uri, apply_command=contract.client_command("applyOptimized"))
+
+
+def report_markdown(uri: str, k: KernelInfo, ks: KernelState | None) -> str:
+    out = [f"### Astra · `{k.name}`"]
+    if not has_spec(k):
+        out.append("No harness spec yet: use the quick fix **Add harness spec**.")
+    elif k.spec is None:
+        out.append("The harness spec has errors (see the diagnostics in the comment).")
+    if ks and ks.verdict is not None:
+        v = ks.verdict
+        mark = "✅ verified" if v.passed else "❌ not verified"
+        out.append(f"**Check** ({v.backend} backend{', ran ' + v.ran_on if v.ran_on else ''}): {mark} — {v.summary}")
+        if v.reference:
+            out.append(f"Reference: {v.reference}")
+    elif ks and ks.verdict_error:
+        out.append(f"**Check**: could not run — {ks.verdict_error}")
+    if ks and ks.profile is not None:
+        out.append(f"**Profile**: {ks.profile.profile.summary_line()}")
+    opt = ks.optimization if ks else None
+    if opt is not None:
+        if opt.status == "done" and opt.result is not None:
+            out.append(opt.result.summary_markdown())
+            out.append(f"[Open the full report]({report_command(uri, k.name)})")
+        elif opt.status == "running":
+            out.append(f"**Optimizing…** {opt.message}")
+        else:
+            out.append(f"**Last optimization** {opt.status}: {opt.message}")
+    if len(out) == 1 or (len(out) == 2 and k.spec is None):
+        out.append("Not checked or optimized yet: save to check, or use **Optimize kernel**.")
+    return "\n\n".join(out)
+
+
+def hover(uri: str, kernels: Sequence[KernelInfo], st: DocState, position: types.Position) -> types.Hover | None:
+    """The report, over a kernel's name."""
+    for k in kernels:
+        s = span_of(k.kernel.name_span)
+        if s.start_line <= position.line <= s.end_line and s.start_col <= position.character <= s.end_col:
+            return types.Hover(contents=types.MarkupContent(types.MarkupKind.Markdown,
+                                                            report_markdown(uri, k, st.per_kernel.get(k.name))),
+                               range=lsp_range(s))
+    return None
+
+
+def _verdict_title(ks: KernelState) -> str | None:
+    v = ks.verdict
+    if v is not None:
+        if v.passed:
+            return f"✓ verified ({v.backend}, {v.coverage.cases} cases)"
+        return {"unsupported": "? needs a GPU to verify", "error": "✗ check could not run"}.get(
+            v.status, f"✗ check failed ({v.backend})")
+    return "✗ check could not run" if ks.verdict_error else None
+
+
+def _optimize_lens(opt: Optimization | None, text: str) -> tuple[str, str]:
+    """(title, client or server command) of the optimization lens."""
+    cmd = contract.command
+    if opt is None or opt.status in ("failed", "cancelled"):
+        return f"Optimize{f' (last: {opt.status})' if opt else ''}", cmd("optimize")
+    if opt.status == "running":
+        best = f", best {opt.best_speedup:.2f}×" if opt.best_speedup else ""
+        return f"Optimizing… {opt.message}{best} (cancel)", cmd("cancelOptimize")
+    if opt.rewrite is None:
+        return "No better version found (Optimize again)", cmd("optimize")
+    if opt.rewrite.applied(text):
+        return f"✓ optimized version in place ({opt.title()})", contract.client_command("showReport")
+    if opt.rewrite.old not in text:
+        return "Optimization result is stale (kernel edited): Optimize again", cmd("optimize")
+    return f"Apply optimized kernel ({opt.title()})", contract.client_command("applyOptimized")
+
+
+def lenses(uri: str, text: str, kernels: Sequence[KernelInfo], st: DocState) -> list[types.CodeLens]:
+    """Above each kernel (and its spec): check state, profile, optimization state."""
+    out: list[types.CodeLens] = []
+    report = contract.client_command("showReport")
+    for k in kernels:
+        s = full_span(k)
+        at = types.Range(start=types.Position(line=s.start_line, character=0),
+                         end=types.Position(line=s.start_line, character=0))
+
+        def lens(title: str, command: str, k: KernelInfo = k, at: types.Range = at) -> None:
+            out.append(types.CodeLens(range=at, command=types.Command(title=title, command=command,
+                                                                      arguments=[uri, k.name])))
+
+        if not has_spec(k):
+            # Checking, profiling and optimizing all need a spec: offer the one step that helps.
+            lens("Astra: add a harness spec", contract.command("addSpec"))
+            continue
+        ks = st.per_kernel.get(k.name) or KernelState()
+        title = _verdict_title(ks)
+        if title is not None:
+            lens(title, report)
+        elif st.checking:
+            lens("checking…", report)
+        if ks.profiling:
+            lens("profiling…", report)
+        elif ks.profile is not None:
+            lens(ks.profile.profile.summary_line(), contract.command("profile"))
+        else:
+            lens("Profile", contract.command("profile"))
+        lens(*_optimize_lens(ks.optimization, text))
+    return out
+
+
+def inlay_hints(text: str, kernels: Sequence[KernelInfo], st: DocState, shown: types.Range) -> list[types.InlayHint]:
+    """The profile's hottest lines (Nsight Compute), while the kernel is as it was profiled."""
+    lines = text.splitlines()
+    hints = []
+    for k in kernels:
+        ks = st.per_kernel.get(k.name)
+        prof = ks.profile if ks else None
+        if prof is None or not prof.profile.hot_lines:
+            continue
+        span = span_of(k.kernel.span)
+        if text_in(text, span) != prof.anchor.kernel_text:
+            continue  # the kernel changed since it was profiled: the lines mean nothing now
+        shift = span.start_line - prof.anchor.span.start_line
+        for line, share, label in prof.profile.hot_lines:
+            n = line + shift
+            if shown.start.line <= n <= shown.end.line and 0 <= n < len(lines):
+                hints.append(types.InlayHint(position=types.Position(line=n, character=len(lines[n].rstrip("\r\n"))),
+                                             label=label or f"{share:.0%}", padding_left=True))
+    return hints
+
+
+def _wanted(kind: str, only: Sequence[str] | None) -> bool:
+    return not only or any(kind == o or kind.startswith(o + ".") for o in only)
+
+
+def code_actions(uri: str, version: int, text: str, k: KernelInfo, ks: KernelState | None,
+                 only: Sequence[str] | None) -> list[types.CodeAction]:
+    """Apply (resolved lazily, with its edit), optimize or cancel, add a spec or pin."""
+    opt = ks.optimization if ks else None
+    actions = []
+    rw = opt.rewrite if opt is not None and opt.status == "done" else None
+    if opt is not None and rw is not None and not rw.applied(text):
+        placed = anchoring.place(rw, version, text)
+        action = types.CodeAction(title=f"Apply optimized kernel ({opt.title()})", kind=APPLY_KIND,
+                                  is_preferred=True, data={"action": "apply", "uri": uri, "kernel": k.name})
+        if placed.span is None:
+            action.disabled = types.CodeActionDisabled(reason=placed.reason)
+        actions.append(action)
+    if opt is not None and opt.status == "running":
+        actions.append(types.CodeAction(
+            title=f"Cancel optimizing `{k.name}` ({opt.message or 'starting'})", kind=OPTIMIZE_KIND,
+            command=types.Command(title="Cancel optimization", command=contract.command("cancelOptimize"),
+                                  arguments=[uri, k.name])))
+    else:
+        actions.append(types.CodeAction(
+            title=f"Optimize kernel `{k.name}`", kind=OPTIMIZE_KIND,
+            command=types.Command(title="Optimize kernel", command=contract.command("optimize"),
+                                  arguments=[uri, k.name])))
+    if not has_spec(k):
+        actions.append(types.CodeAction(title=f"Add harness spec for `{k.name}`", kind=SPEC_KIND,
+                                        data={"action": "spec", "uri": uri, "kernel": k.name}))
+    else:
+        actions.append(types.CodeAction(
+            title=f"Pin current version of `{k.name}` as reference", kind=OPTIMIZE_KIND,
+            command=types.Command(title="Pin as reference", command=contract.command("pin"),
+                                  arguments=[uri, k.name])))
+    return [a for a in actions if a.kind is not None and _wanted(a.kind, only)]
+
+
+def status(uri: str, st: DocState, cluster: str = "", restricted: str | None = None,
+           gpu_setup: dict[str, str] | None = None) -> dict[str, Any]:
+    """The status notification's payload (client/src/contract.ts: DocStatus). `cluster`: where
+    kernels run when not on this machine (e.g. 'Ray ray://gpu-box:10001'); `restricted`: why
+    kernels are not run (an untrusted workspace); `gpu_setup`: a GPU is here but not used, why
+    and the command that fixes it."""
+    verdicts = [ks.verdict for ks in st.per_kernel.values() if ks.verdict is not None]
+    running = [(n, ks.optimization) for n, ks in st.per_kernel.items()
+               if ks.optimization and ks.optimization.status == "running"]
+    return {
+        "uri": uri,
+        "checking": st.checking,
+        "errors": sum(1 for d in st.static_diags if d.severity == types.DiagnosticSeverity.Error),
+        "verified": sum(1 for v in verdicts if v.passed),
+        "failing": sum(1 for v in verdicts if not v.passed) + sum(1 for ks in st.per_kernel.values() if ks.verdict_error),
+        "optimizing": [{"kernel": n, "message": o.message, "bestSpeedup": o.best_speedup} for n, o in running],
+        "where": next((v.ran_on for v in verdicts if v.ran_on), ""),   # node (and GPU) of the checks
+        "cluster": cluster,
+        "restricted": restricted,
+        "gpuSetup": gpu_setup,
+    }
+
+
+def optimization_json(name: str, opt: Optimization) -> dict[str, Any]:
+    """The optimize command's answer (client/src/contract.ts: OptimizeAnswer)."""
+    out: dict[str, Any] = {"kernel": name, "status": opt.status, "message": opt.message}
+    if opt.result is not None:
+        out.update(speedup=opt.result.speedup, verifiedCases=verified_cases(opt.result),
+                   improved=opt.improved, title=opt.title(), reportPath=opt.result.report_path or "")
+    return out
+
+
+def kernel_list(kernels: Sequence[KernelInfo]) -> list[dict[str, Any]]:
+    """The kernels command's answer (client/src/contract.ts: KernelEntry)."""
+    return [{"name": k.name, "startLine": span_of(k.kernel.span).start_line,
+             "endLine": span_of(k.kernel.span).end_line, "hasSpec": has_spec(k)} for k in kernels]

@@ -1,0 +1,166 @@
+"""Nsight Compute: one launch profiled in a subprocess, and its CSV pages parsed.
+
+`run_ncu(unit, spec, sizes)` runs `ncu` over `python -m astra_cuda.profiler ncu-driver PAYLOAD` (the
+driver compiles the unit on the GPU and launches it once on fresh inputs) and returns DRAM/SM
+throughput, achieved occupancy, warp-stall reasons, and per-line counters mapped to the user's
+file (`hot_lines`, the data for editor annotations). The parsers are pure and tested offline.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import os
+import pickle
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from typing import Any
+
+
+class NcuUnavailable(Exception):
+    pass
+
+
+NCU_SECTIONS = ("SpeedOfLight", "Occupancy", "WarpStateStats", "SourceCounters", "LaunchStats")
+NCU_METRICS = {
+    "duration_us": "gpu__time_duration.sum",
+    "dram_pct": "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+    "sm_pct": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    "achieved_occupancy_pct": "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "registers": "launch__registers_per_thread",
+}
+
+
+def _ncu_exe() -> str | None:
+    return shutil.which("ncu") or next((p for p in ("/usr/local/cuda/bin/ncu",) if os.access(p, os.X_OK)), None)
+
+
+def _num(text: str) -> float | None:
+    try:
+        return float(text.replace(",", ""))
+    except (ValueError, AttributeError):
+        return None
+
+
+def run_ncu(unit, spec, sizes: dict | None, timeout: float = 240.0) -> tuple[dict, list[tuple[int, float, str]]]:
+    """Profile one launch of `unit` at `sizes` under Nsight Compute (a subprocess driving
+    `python -m astra_cuda.profiler ncu-driver`). Returns (metrics, hot lines)."""
+    exe = _ncu_exe()
+    if exe is None:
+        raise NcuUnavailable("Nsight Compute (ncu) is not on the PATH")
+    if sizes is None:
+        raise NcuUnavailable("no bench size to profile")
+    with tempfile.TemporaryDirectory(prefix="astra-ncu-") as tmp:
+        payload = os.path.join(tmp, "job.pkl")
+        with open(payload, "wb") as f:
+            pickle.dump({"unit": unit, "spec": spec, "sizes": sizes}, f)
+        rep = os.path.join(tmp, "report")
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([p for p in sys.path if p] +
+                                                          [env.get("PYTHONPATH", "")]))
+        base = unit.name_expression.split("<")[0].split("::")[-1]
+        cmd = [exe, "--target-processes", "all", "--kernel-name", f"regex:{re.escape(base)}", "--launch-count", "1",
+               "--import-source", "yes", "-f", "-o", rep]
+        for sec in NCU_SECTIONS:
+            cmd += ["--section", sec]
+        cmd += ["--metrics", ",".join(NCU_METRICS.values()), sys.executable, "-m", "astra_cuda.profiler", "ncu-driver",
+                payload]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        if p.returncode != 0 or not os.path.exists(rep + ".ncu-rep"):
+            raise NcuUnavailable(f"ncu failed ({p.returncode}): {(p.stderr or p.stdout).strip()[-400:]}")
+        raw = subprocess.run([exe, "-i", rep + ".ncu-rep", "--csv", "--page", "raw"], capture_output=True,
+                             text=True, timeout=timeout).stdout
+        # Metrics are correlated with source lines only in the 'cuda,sass' view.
+        src = subprocess.run([exe, "-i", rep + ".ncu-rep", "--csv", "--page", "source", "--print-source", "cuda,sass"],
+                             capture_output=True, text=True, timeout=timeout).stdout
+    metrics = parse_ncu_raw(raw)
+    hot = parse_ncu_source(src, unit.path)
+    metrics["sizes"] = dict(sizes)
+    if not hot:  # keep the start of what ncu printed, to see why no line data came back
+        metrics["source_page_head"] = src[:600]
+    return metrics, hot
+
+
+def parse_ncu_raw(text: str) -> dict:
+    """The `--page raw --csv` table: header row, units row, one row per profiled launch."""
+    rows = list(csv.reader(io.StringIO(text[text.find('"ID"'):] if '"ID"' in text else text)))
+    if len(rows) < 3:
+        return {"error": "no ncu data", "raw_head": text[:400]}
+    head, values = rows[0], rows[-1]
+    col = {h: i for i, h in enumerate(head)}
+    out: dict[str, Any] = {}
+    for key, metric in NCU_METRICS.items():
+        if metric in col:
+            out[key] = _num(values[col[metric]])
+    if out.get("duration_us") is not None:
+        unit = rows[1][col[NCU_METRICS["duration_us"]]] if len(rows) > 2 else "ns"
+        scale = {"ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3, "nsecond": 1e-3}.get(unit, 1e-3)
+        out["duration_us"] = out["duration_us"] * scale
+    # Warp-stall reasons: ncu versions name them differently; take the family with most data
+    # (e.g. smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio).
+    families: dict[str, dict[str, float]] = {}
+    for h, i in col.items():
+        m = re.fullmatch(r"(smsp__\w*?)issue_stalled_(\w+?)(_per_\w+)?(\.\w+)?", h)
+        if m and i < len(values) and "not_issued" not in h:
+            v = _num(values[i])
+            if v:
+                families.setdefault(m.group(1) + (m.group(3) or "") + (m.group(4) or ""), {})[m.group(2)] = v
+    stalls = max(families.values(), key=len) if families else {}
+    total = sum(stalls.values())
+    out["stalls"] = [{"reason": k, "share": round(v / total, 3)} for k, v in
+                     sorted(stalls.items(), key=lambda kv: -kv[1])[:6]] if total else []
+    return out
+
+
+def parse_ncu_source(text: str, user_path: str, top: int = 8) -> list[tuple[int, float, str]]:
+    """The `--page source --print-source cuda,sass --csv` view: a 'File Path' row, then under a
+    header ('Line No', 'Source', 'Address', 'Source', 'Warp Stall Sampling (All Samples)', ...)
+    one row per CUDA source line (SASS rows below it have no line number). Lines of the user's
+    file only; returns (0-based line, share of warp-stall samples, label)."""
+    samples: dict[int, float] = {}
+    file_ok, line_col, val_col = True, None, None
+    for row in csv.reader(io.StringIO(text)):
+        if not row:
+            continue
+        key = row[0].strip()
+        if key in ("File Path", "File Name", "File"):
+            name = row[1] if len(row) > 1 else ""
+            file_ok = os.path.basename(name) == os.path.basename(user_path)
+            continue
+        if key in ("Line No", "Line", "#"):
+            header = [h.strip() for h in row]
+            line_col = 0
+            val_col = next((header.index(h) for h in ("Warp Stall Sampling (All Samples)",
+                                                       "Warp Stall Sampling (All Cycles)", "# Samples",
+                                                       "Instructions Executed") if h in header), None)
+            continue
+        if not file_ok or line_col is None or val_col is None or val_col >= len(row):
+            continue
+        line, v = _num(row[line_col]), _num(row[val_col])
+        if line and v:
+            samples[int(line) - 1] = samples.get(int(line) - 1, 0.0) + v
+    total = sum(samples.values())
+    if not total:
+        return []
+    ranked = sorted(samples.items(), key=lambda kv: -kv[1])[:top]
+    return [(line, round(v / total, 3), f"{100 * v / total:.0f}% of warp stall samples") for line, v in ranked]
+
+
+def ncu_driver(payload_path: str) -> None:
+    """Run once under ncu: compile the unit on the GPU, launch it on fresh inputs."""
+    from .. import gate
+    from ..backends.gpu import GpuBackend
+    from ..gate import checks, suite
+    from .timing import compile_on
+    with open(payload_path, "rb") as f:
+        job = pickle.load(f)
+    unit, spec, sizes = job["unit"], job["spec"], job["sizes"]
+    b = GpuBackend()
+    mod = compile_on(b, unit)
+    host = suite.inputs(spec, sizes, suite.SPEC_DIST, 1)
+    run = checks.prepare(spec, b, sizes, host, checks.scalar_ctypes(spec, unit.param_types), checks.POISONS[0])
+    b.launch(mod, unit.name_expression, gate.launch_of(spec, sizes), run.args)
+
+

@@ -1,0 +1,413 @@
+"""Isolation: every compile and run of kernel code happens in a child process.
+
+A kernel that hangs, faults (an illegal address poisons the whole CUDA context), calls
+`__trap()`, or a CPU-backend build that segfaults takes down only its worker, which is
+replaced; the CLI or language-server process never imports CuPy or holds a CUDA context.
+
+    verdict = worker.run("astra_cuda.jobs:check_job", jobs.CheckJob(...), timeout=60)
+
+A job is a module-level function named "package.module:function" taking one picklable
+payload and returning a picklable result. Its exceptions come back re-raised in the parent
+(AstraError, CompileError, LaunchError... with their messages and attributes); a hang becomes
+WorkerTimeout, a dead worker WorkerCrashed, a cancelled job WorkerCancelled.
+
+Workers are long-lived (`python -m astra_cuda.worker`, the parent's interpreter), so per-process
+caches (compiled modules, a CUDA context) stay warm between jobs. A pool is thread-safe and
+starts at most `size` workers; the language server calls it from several threads.
+
+Protocol: length-prefixed pickles over the child's stdin and a private duplicate of its
+stdout; the child's fd 1 is pointed at stderr so stray prints from user code cannot corrupt it.
+"""
+from __future__ import annotations
+
+import atexit
+import importlib
+import os
+import pickle
+import select
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from typing import Any
+
+_HEADER = struct.Struct("<Q")
+
+
+class WorkerError(Exception):
+    """Base of the isolation errors; the message is fit to show a user."""
+
+
+class WorkerTimeout(WorkerError):
+    pass
+
+
+class WorkerCrashed(WorkerError):
+    pass
+
+
+class WorkerCancelled(WorkerError):
+    pass
+
+
+class RemoteError(WorkerError):
+    """A job raised an exception that could not travel back as itself."""
+
+
+# ---- the parent side ---------------------------------------------------------------------
+
+# What a worker may inherit: it compiles and runs kernels, never talks to an LLM, so it gets
+# no keys — only these names (and prefixes), and never one that looks like a secret.
+_ENV_NAMES = {"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TMP", "TEMP",
+              "LD_LIBRARY_PATH", "VIRTUAL_ENV", "CONDA_PREFIX", "XDG_CACHE_HOME", "XDG_RUNTIME_DIR",
+              "PYTHONHASHSEED", "SYSTEMROOT", "NUMBA_CACHE_DIR"}
+_ENV_PREFIXES = ("LC_", "ASTRA_", "CUDA_", "CUPY_", "NVIDIA_", "NVRTC_", "OMP_")
+_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE", "SESSION",
+                 "URL")  # a base URL may carry user:password@
+
+
+def _inherited(name: str) -> bool:
+    if any(w in name.upper() for w in _SECRET_WORDS):
+        return False
+    return name in _ENV_NAMES or name.startswith(_ENV_PREFIXES)
+
+
+def _child_env(extra: dict[str, str] | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if _inherited(k)}
+    # Everything importable here is importable there (editable installs, pytest's rootdir...).
+    paths = [p for p in sys.path if p]
+    if env.get("PYTHONPATH"):
+        paths.append(env["PYTHONPATH"])
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra or {})
+    return env
+
+
+class _Worker:
+    def __init__(self, env: dict[str, str] | None, prefix: tuple[str, ...] = ()):
+        self.proc = subprocess.Popen(
+            [*prefix, sys.executable, "-m", "astra_cuda.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, env=_child_env(env), start_new_session=True, close_fds=True)
+        self.jobs = 0
+        self._stderr_tail = b""
+        self._tail_lock = threading.Lock()
+        threading.Thread(target=self._drain_stderr, daemon=True).start()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def _drain_stderr(self) -> None:
+        # Keep the end of what the child says on stderr: it explains crashes.
+        try:
+            for chunk in iter(lambda: self.proc.stderr.read1(4096), b""):
+                with self._tail_lock:
+                    self._stderr_tail = (self._stderr_tail + chunk)[-4000:]
+        except (OSError, ValueError):
+            pass
+
+    def stderr_tail(self) -> str:
+        with self._tail_lock:
+            return self._stderr_tail.decode(errors="replace").strip()
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def send(self, obj: Any) -> None:
+        data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        self.proc.stdin.write(_HEADER.pack(len(data)) + data)
+        self.proc.stdin.flush()
+
+    def recv(self, deadline: float, cancel: threading.Event | None) -> Any:
+        fd = self.proc.stdout.fileno()
+        buf = bytearray()
+        need = _HEADER.size
+        header_done = False
+        while True:
+            if cancel is not None and cancel.is_set():
+                raise WorkerCancelled("cancelled")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise WorkerTimeout("timed out")
+            ready, _, _ = select.select([fd], [], [], min(left, 0.05))
+            if not ready:
+                continue
+            chunk = os.read(fd, max(need - len(buf), 1 << 16) if header_done else need - len(buf))
+            if not chunk:
+                raise EOFError
+            buf += chunk
+            if not header_done and len(buf) >= _HEADER.size:
+                (size,) = _HEADER.unpack(bytes(buf[:_HEADER.size]))
+                del buf[:_HEADER.size]
+                need, header_done = size, True
+            if header_done and len(buf) >= need:
+                return pickle.loads(bytes(buf[:need]))
+
+    def kill(self) -> None:
+        """SIGKILL the worker and everything it started (its own session)."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.kill()
+        except ProcessLookupError:
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                f.close()
+            except OSError:
+                pass
+
+    def death_reason(self) -> str:
+        try:
+            code = self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            code = self.proc.returncode
+        if code is not None and code < 0:
+            try:
+                how = f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"killed by signal {-code}"
+        else:
+            how = f"exited with status {code}"
+        time.sleep(0.05)  # let the stderr reader catch the last words
+        tail = self.stderr_tail()
+        return how + (f": {tail.splitlines()[-1]}" if tail else "")
+
+
+class Pool:
+    """At most `size` worker processes, shared by threads. `env` is added to each child's
+    environment (e.g. CUDA_VISIBLE_DEVICES)."""
+
+    def __init__(self, size: int = 1, env: dict[str, str] | None = None, name: str = "default",
+                 prefix: tuple[str, ...] = ()):
+        self.size = max(1, size)
+        self.env = env
+        self.prefix = tuple(prefix)  # e.g. ('compute-sanitizer', '--tool', 'memcheck')
+        self.name = name
+        self._idle: list[_Worker] = []
+        self._slots = threading.BoundedSemaphore(self.size)
+        self._lock = threading.Lock()
+        self._busy: set[_Worker] = set()
+        self._closed = False
+        self.replaced = 0  # workers killed or lost and replaced (for tests and telemetry)
+
+    def _take(self) -> _Worker:
+        with self._lock:
+            while self._idle:
+                w = self._idle.pop()
+                if w.alive():
+                    self._busy.add(w)
+                    return w
+        w = _Worker(self.env, self.prefix)
+        with self._lock:
+            self._busy.add(w)
+        return w
+
+    def _give(self, w: _Worker, outcome: str) -> None:
+        """outcome: 'healthy' (reuse), 'retired' (the job asked for a fresh process next time)
+        or 'failed' (killed or lost: counted in `replaced`)."""
+        with self._lock:
+            self._busy.discard(w)
+            if outcome == "healthy" and w.alive() and not self._closed:
+                self._idle.append(w)
+                return
+            if outcome == "failed":
+                self.replaced += 1
+        w.kill()
+
+    def run(self, func: str, payload: Any = None, *, timeout: float = 60.0,
+            cancel: threading.Event | None = None) -> Any:
+        if self._closed:
+            raise WorkerError("the worker pool is closed")
+        deadline = time.monotonic() + timeout
+        # Waiting for a free worker counts against the timeout too, but never cancels silently.
+        while not self._slots.acquire(timeout=0.05):
+            if cancel is not None and cancel.is_set():
+                raise WorkerCancelled(f"{func}: cancelled before it started")
+            if time.monotonic() > deadline:
+                raise WorkerTimeout(f"{func}: no worker became free within {timeout:g} s")
+        try:
+            w = self._take()
+            outcome = "failed"
+            try:
+                w.send((func, payload))
+                status, value, retire = w.recv(deadline, cancel)
+                outcome = "retired" if retire else "healthy"
+            except WorkerTimeout:
+                raise WorkerTimeout(f"{func}: timed out after {timeout:g} s (the worker was killed; "
+                                    f"a kernel that never finishes?)") from None
+            except WorkerCancelled:
+                raise WorkerCancelled(f"{func}: cancelled (the worker was killed)") from None
+            except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
+                raise WorkerCrashed(f"{func}: the worker process died ({w.death_reason()}); "
+                                    f"it has been replaced") from None
+            finally:
+                self._give(w, outcome)
+        finally:
+            self._slots.release()
+        if status == "ok":
+            return value
+        raise _rebuild(value)
+
+    def warm(self) -> None:
+        """Start a worker now (so the first job does not pay the start-up)."""
+        self.run("astra_cuda.worker:ping", None, timeout=60)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            workers = self._idle + list(self._busy)
+            self._idle = []
+        for w in workers:
+            w.kill()
+
+
+def _rebuild(err: dict) -> BaseException:
+    exc = None
+    if err.get("pickled") is not None:
+        try:
+            exc = pickle.loads(err["pickled"])
+        except Exception:
+            exc = None
+    if not isinstance(exc, BaseException):
+        exc = RemoteError(f"{err['type']}: {err['message']}")
+    try:
+        exc.remote_traceback = err.get("traceback", "")
+    except AttributeError:
+        pass
+    return exc
+
+
+_pools: dict[str, Pool] = {}
+_pools_lock = threading.Lock()
+
+
+def pool(name: str = "default", size: int | None = None, env: dict[str, str] | None = None,
+         prefix: tuple[str, ...] = ()) -> Pool:
+    """The named process-wide pool (created on first use; `size` defaults to
+    $ASTRA_WORKERS or 1; `prefix` wraps the worker command, e.g. in compute-sanitizer)."""
+    with _pools_lock:
+        p = _pools.get(name)
+        if p is None or p._closed:
+            n = size if size is not None else int(os.environ.get("ASTRA_WORKERS", "1") or 1)
+            p = _pools[name] = Pool(n, env=env, name=name, prefix=prefix)
+        return p
+
+
+def run(func: str, payload: Any = None, *, timeout: float = 60.0, cancel: threading.Event | None = None,
+        pool_name: str = "default") -> Any:
+    """Run `func(payload)` in a worker of the named pool. See the module docstring."""
+    return pool(pool_name).run(func, payload, timeout=timeout, cancel=cancel)
+
+
+def shutdown() -> None:
+    with _pools_lock:
+        pools = list(_pools.values())
+        _pools.clear()
+    for p in pools:
+        p.close()
+
+
+atexit.register(shutdown)
+
+
+# ---- the child side ----------------------------------------------------------------------
+
+_retire = False
+
+
+def retire_after_reply() -> None:
+    """Called by a job (in the worker) whose process state is no longer trustworthy, e.g. a
+    CUDA context lost to an illegal address: the worker exits after sending this job's reply,
+    and the pool starts a fresh one for the next job."""
+    global _retire
+    _retire = True
+
+
+def ping(_payload: Any = None) -> dict:
+    return {"pid": os.getpid(), "python": sys.version.split()[0]}
+
+
+def _resolve(func: str):
+    mod, sep, name = func.partition(":")
+    if not sep:
+        mod, _, name = func.rpartition(".")
+    obj = importlib.import_module(mod)
+    for part in name.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _error_reply(exc: BaseException) -> dict:
+    try:
+        pickled = pickle.dumps(exc, protocol=pickle.HIGHEST_PROTOCOL)
+        pickle.loads(pickled)  # some exceptions pickle but cannot be rebuilt
+    except Exception:
+        pickled = None
+    return {"type": f"{type(exc).__module__}.{type(exc).__qualname__}", "message": str(exc),
+            "traceback": traceback.format_exc(), "pickled": pickled}
+
+
+def _watch_parent(parent: int) -> None:
+    # If the parent dies while a job runs (a hang), do not linger as an orphan.
+    while True:
+        time.sleep(1.0)
+        if os.getppid() != parent:
+            os._exit(3)
+
+
+def _main() -> None:
+    proto_in = os.fdopen(os.dup(0), "rb", buffering=0)
+    proto_out = os.fdopen(os.dup(1), "wb", buffering=0)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(2, 1)  # user code printing to stdout lands in stderr, not in the protocol
+    threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
+
+    def read_exact(n: int) -> bytes:
+        out = bytearray()
+        while len(out) < n:
+            chunk = proto_in.read(n - len(out))
+            if not chunk:
+                raise EOFError
+            out += chunk
+        return bytes(out)
+
+    while True:
+        try:
+            (size,) = _HEADER.unpack(read_exact(_HEADER.size))
+            func, payload = pickle.loads(read_exact(size))
+        except EOFError:
+            return
+        try:
+            reply = ("ok", _resolve(func)(payload), False)
+        except (Exception, SystemExit) as exc:  # everything goes back to the parent
+            reply = ("err", _error_reply(exc), False)
+        reply = reply[:2] + (_retire,)
+        try:
+            data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:  # an unpicklable result
+            data = pickle.dumps(("err", {"type": "TypeError", "message": f"{func} returned something that "
+                                         f"cannot be sent back: {exc}", "traceback": "", "pickled": None},
+                                 _retire))
+        proto_out.write(_HEADER.pack(len(data)) + data)
+        if _retire:
+            proto_out.flush()
+            os._exit(0)
+
+
+if __name__ == "__main__":
+    # Run as the module `astra_cuda.worker` (not `__main__`), so jobs that import it share its state.
+    from astra_cuda import worker as _worker_module
+    _worker_module._main()
