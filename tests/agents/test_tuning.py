@@ -112,3 +112,58 @@ def test_every_tuning_point_of_a_coarsened_kernel_passes_the_gate(tmp_path):
         cand = replay(text, GELU, [("coarsen", a)], sp)
         e = ev(cand)
         assert e.passed, (a, e.check.feedback)
+
+
+def test_parallel_tuning_evaluates_a_batch_at_once_and_keeps_the_fastest():
+    """With room for several points at once, a batch is evaluated concurrently (the executor spreads
+    it over its GPUs) and the fastest verified improvement of the batch is adopted."""
+    import threading
+    import time as _time
+    text, _, sp = gelu()
+    rw = TRANSFORMS["coarsen"].apply(text, context_from_text(GELU, text, sp))
+    evaluate, calls = timed(best=(16, 512), fail=(32, 256))
+    start = evaluate(rw.text)
+    live, peak, lock = [0], [0], threading.Lock()
+
+    def concurrent(t):
+        with lock:
+            live[0] += 1
+            peak[0] = max(peak[0], live[0])
+        _time.sleep(0.05)
+        try:
+            return evaluate(t)
+        finally:
+            with lock:
+                live[0] -= 1
+    best, best_eval, points, chain = tune(text, GELU, [(1, "coarsen", rw.params)], concurrent, rw.text, start,
+                                          spec=sp, points=8, parallel=4)
+    assert peak[0] > 1                                   # evaluated at once
+    assert launch(best) == (16, 512) and best_eval.speedup > start.speedup
+    assert sum(p.outcome == "adopted" for p in points) >= 1 and len(points) <= 8
+    assert {p.outcome for p in points} <= {"adopted", "not faster", "failed", "not applicable"}
+    assert all(p.reason for p in points)
+
+
+def test_the_loop_tunes_k_points_at_once_with_k_candidates(tmp_path):
+    text, path, sp = gelu()
+    evaluate, _ = timed(best=(16, 512))
+    seen: list[int] = []
+    live = [0]
+    import threading
+    lock = threading.Lock()
+
+    def counting(t):
+        with lock:
+            live[0] += 1
+            seen.append(live[0])
+        try:
+            import time as _time
+            _time.sleep(0.02)
+            return evaluate(t)
+        finally:
+            with lock:
+                live[0] -= 1
+    r = optimize(text, path, GELU, counting, rounds=4, spec=sp, runs_dir=tmp_path, candidates=3,
+                 limits=Limits(tune_points=6))
+    assert r.tuning and len(r.tuning) <= 6 and launch(r.best) == (16, 512)
+    assert max(seen) > 1

@@ -139,7 +139,7 @@ def optimize(text: str, path: str, kernel: str, evaluate: Callable[[str], Evalua
         try:
             best, best_eval, points, _ = tuning.tune(
                 text, kernel, chain, ev, s.best, s.best_eval, spec=spec, points=limits.tune_points,
-                min_gain=limits.min_gain, deadline=deadline, cancel=cancel,
+                min_gain=limits.min_gain, deadline=deadline, cancel=cancel, parallel=candidates,
                 tell=lambda m: tell(len(result.rounds), "tune", s.best_eval.speedup, m))
         except InfrastructureError as e:   # the evaluations broke down: keep what the rounds found
             result.tuning_note = f"tuning stopped: {e.message}"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Callable
 
@@ -76,58 +77,96 @@ def _neighbours(original: str, kernel: str, chain: list[tuple[str, dict]], j: in
 def tune(original: str, kernel: str, chain: list[tuple[int, str, dict]], evaluate: Callable[[str], Evaluation],
          best: str, best_eval: Evaluation, *, spec=None, points: int = 8, min_gain: float = 0.01,
          deadline: float | None = None, cancel: threading.Event | None = None,
-         tell: Callable[[str], None] | None = None) -> tuple[str, Evaluation, list[TunePoint], list[tuple[int, str, dict]]]:
+         tell: Callable[[str], None] | None = None,
+         parallel: int = 1) -> tuple[str, Evaluation, list[TunePoint], list[tuple[int, str, dict]]]:
     """Search the parameters of `chain` [(round, idea, params)] around the adopted point.
+    `parallel` points are evaluated at once (the executor spreads them over its GPUs); of a batch
+    the fastest verified improvement is kept, so one point at a time is the plain greedy climb.
     Returns (best text, its evaluation, the points tried, the chain that produced the best)."""
     tried: list[TunePoint] = []
     steps = [(r, idea, dict(p)) for r, idea, p in chain]
     if not best_eval.measured or points <= 0:
         return best, best_eval, tried, steps
+    parallel = max(1, int(parallel))
     plain = [(idea, p) for _, idea, p in steps]
+
+    def stop() -> bool:
+        return len(tried) >= points or (cancel is not None and cancel.is_set()) or \
+            (deadline is not None and time.monotonic() > deadline)
+
     for j, (rnd, idea, _) in enumerate(steps):
         seen = [dict(plain[j][1])]
         moved = True
         while moved:   # climb: after a step's point improves, look around the new point
             moved = False
-            for alt in _neighbours(original, kernel, plain, j, spec):
-                if any(_same(alt, x) for x in seen):
-                    continue
-                seen.append(alt)
-                if len(tried) >= points or (cancel is not None and cancel.is_set()) or \
-                        (deadline is not None and time.monotonic() > deadline):
-                    return best, best_eval, tried, steps
-                t0 = time.monotonic()
-                candidate_chain = plain[:j] + [(idea, alt)] + plain[j + 1:]
-                text = replay(original, kernel, candidate_chain, spec)
-                pt = TunePoint(rnd, idea, alt, "not applicable")
-                if text is None or text == best:
-                    pt.reason = "the chain no longer applies with these parameters" if text is None else \
-                        "the same code as the best"
-                    tried.append(pt)
+            fresh = [alt for alt in _neighbours(original, kernel, plain, j, spec)]
+            while fresh and not moved:
+                batch: list[tuple[dict, str, TunePoint]] = []
+                while fresh and len(batch) < parallel:
+                    alt = fresh.pop(0)
+                    if any(_same(alt, x) for x in seen):
+                        continue
+                    if stop() or len(tried) + len(batch) >= points:
+                        fresh = []
+                        break
+                    seen.append(alt)
+                    text = replay(original, kernel, plain[:j] + [(idea, alt)] + plain[j + 1:], spec)
+                    pt = TunePoint(rnd, idea, alt, "not applicable")
+                    if text is None or text == best:
+                        pt.reason = "the chain no longer applies with these parameters" if text is None else \
+                            "the same code as the best"
+                        tried.append(pt)
+                        continue
+                    batch.append((alt, text, pt))
+                if not batch:
+                    if stop():
+                        return best, best_eval, tried, steps
                     continue
                 if tell is not None:
-                    tell(f"tuning {idea} (round {rnd}): {_show(alt)}")
-                ev = evaluate(text)
-                pt.candidate_hash, pt.seconds = source_hash(text), time.monotonic() - t0
-                if not ev.passed:
-                    pt.outcome, pt.reason = "failed", ev.check.summary
-                elif not ev.measured:
-                    pt.outcome, pt.reason = "not faster", ev.speed_note or "speed not measured"
-                else:
-                    pt.speedup = ev.speedup
-                    gain = ev.speedup / best_eval.speedup
-                    if gain >= 1.0 + min_gain:
-                        pt.outcome, pt.reason = "adopted", f"{ev.speedup:.3f}× ({gain:.3f}× vs the previous best)"
-                        best, best_eval, plain = text, ev, candidate_chain
-                        steps[j] = (rnd, idea, dict(alt))
-                        moved = True
+                    tell(f"tuning {idea} (round {rnd}): " + "; ".join(_show(a) for a, _, _ in batch))
+                evals = _evaluate_all(evaluate, [t for _, t, _ in batch])
+                winner = None
+                for (alt, text, pt), (ev, seconds) in zip(batch, evals):
+                    pt.candidate_hash, pt.seconds = source_hash(text), seconds
+                    if not ev.passed:
+                        pt.outcome, pt.reason = "failed", ev.check.summary
+                    elif not ev.measured:
+                        pt.outcome, pt.reason = "not faster", ev.speed_note or "speed not measured"
                     else:
-                        pt.outcome = "not faster"
-                        pt.reason = f"{ev.speedup:.3f}×, not better than the best ({best_eval.speedup:.3f}×)"
-                tried.append(pt)
-                if moved:
-                    break
+                        pt.speedup = ev.speedup
+                        if ev.speedup / best_eval.speedup >= 1.0 + min_gain and \
+                                (winner is None or ev.speedup > winner[2].speedup):
+                            winner = (alt, text, ev, pt)
+                        else:
+                            pt.outcome = "not faster"
+                            pt.reason = f"{ev.speedup:.3f}×, not better than the best ({best_eval.speedup:.3f}×)"
+                    tried.append(pt)
+                if winner is not None:
+                    alt, text, ev, pt = winner
+                    for _, _, other in batch:   # the others of the batch lost to the winner
+                        if other is not pt and other.outcome == "not applicable":
+                            other.outcome = "not faster"
+                            other.reason = f"{other.speedup:.3f}×, less than {ev.speedup:.3f}× in the same batch"
+                    pt.outcome = "adopted"
+                    pt.reason = f"{ev.speedup:.3f}× ({ev.speedup / best_eval.speedup:.3f}× vs the previous best)"
+                    best, best_eval = text, ev
+                    plain = plain[:j] + [(idea, alt)] + plain[j + 1:]
+                    steps[j] = (rnd, idea, dict(alt))
+                    moved = True
     return best, best_eval, tried, steps
+
+
+def _evaluate_all(evaluate: Callable[[str], Evaluation], texts: list[str]) -> list[tuple[Evaluation, float]]:
+    """Each text's evaluation and its seconds; several at once on threads (the evaluations run in
+    worker processes, so the threads only wait)."""
+    def one(text: str) -> tuple[Evaluation, float]:
+        t0 = time.monotonic()
+        ev = evaluate(text)
+        return ev, time.monotonic() - t0
+    if len(texts) == 1:
+        return [one(texts[0])]
+    with ThreadPoolExecutor(len(texts), thread_name_prefix="astra-tune") as pool:
+        return list(pool.map(one, texts))
 
 
 def _same(a: dict, b: dict) -> bool:
