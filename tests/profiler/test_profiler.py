@@ -2,7 +2,7 @@
 
 A NumPy test double stands in for the GPU backend (fake_gpu.py: the Backend interface, synthetic
 launch times), so the agent's own rules are tested here: interleaved reference timing, speedups, the
-roofline floor and 10x plausibility flags, re-validation of the timed launches' outputs,
+roofline floor and big-speedup plausibility flags, re-validation of the timed launches' outputs,
 occupancy and bottleneck classes, JSON round trips. The real GPU path is in tests/gpu."""
 from __future__ import annotations
 
@@ -57,6 +57,36 @@ def test_faster_than_the_bytes_allow_is_flagged():
     assert len(s.implausible) == 2
     assert "roofline floor" in s.implausible[0] and "10×" in s.implausible[1]
     assert not p.valid and "IMPLAUSIBLE" in p.summary_line()
+
+
+def test_a_big_speedup_the_roofline_explains_is_plausible():
+    # The reference at 25 µs moves its 0.39 MB at 0.5% of the 3 TB/s ceiling: 25x faster is still
+    # at 13% of it (a one-thread-per-row softmax becoming a warp per row gains ~24x on an H100).
+    p = run("rows", {"// rows": lambda a, n: silu(a) or 1.0})
+    (s,) = p.sizes
+    assert s.speedup == pytest.approx(25.0, rel=0.02) and not s.implausible and p.valid
+
+
+def test_a_big_speedup_above_the_ceiling_is_flagged_even_within_the_floor_margin():
+    # 0.125 µs: above 90% of the 0.131 µs floor (the margin for a noisy ceiling), but 200x over the
+    # reference needs the candidate at or under the ceiling.
+    floor = 64 * 1024 * 3 * 2 / 3.0e12 * 1e6
+    p = run("edge", {"// edge": lambda a, n: silu(a) or 0.955 * floor}, noise=0.0)
+    (s,) = p.sizes
+    assert len(s.implausible) == 1 and "above the copy ceiling" in s.implausible[0], s.implausible
+    assert not p.valid
+
+
+def test_a_big_speedup_without_a_ceiling_is_flagged():
+    ref, cand, spec = units("noceil")
+
+    class NoCeiling(FakeGpu):
+        caps = Capabilities(timing=True, copy_ceiling=False, device_info=True)
+    backend = NoCeiling({"// reference": lambda a, n: silu(a) or 25.0, "// noceil": lambda a, n: silu(a) or 1.0})
+    p = profiler.profile(ref, cand, spec, backend, seed=1)
+    (s,) = p.sizes
+    assert s.floor_us is None and len(s.implausible) == 1 and "no roofline floor" in s.implausible[0]
+    assert not p.valid
 
 
 def test_without_reference_timed_outputs_match_own_first_launch():
@@ -165,3 +195,17 @@ def test_in_place_kernel_timed_on_pristine_data_and_revalidated_once():
     # Every timed launch saw data of the same magnitude: restored, never halved 100 times over.
     timed = seen[-50:]
     assert min(timed) > 0.25 * max(timed)
+
+
+def test_the_backend_compile_decides_where_the_static_one_fails(monkeypatch):
+    # On the H100 the static NVRTC compile lacked CCCL (`nv/target`, included by cooperative_groups)
+    # that CuPy's compile has: the kernel is timed as the backend compiles it.
+    from astra_cuda.profiler import agent
+    missing = 'cooperative_groups/details/info.h:50: cannot open source file "nv/target"'
+    monkeypatch.setattr(agent, "_static_resources", lambda unit, arch: ({}, [missing]))
+    p = run("fast", {"// fast": lambda a, n: silu(a) or 20.0})
+    assert p.valid and p.measured and p.resources["registers"] == 22 and "nv/target" in p.note
+    assert p.occupancy["theoretical"] > 0
+    ref, cand, spec = units("fast")
+    static_only = profiler.profile(ref, cand, spec, None)
+    assert static_only.errors and "does not compile" in static_only.errors[0] and not static_only.measured

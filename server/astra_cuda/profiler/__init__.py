@@ -12,8 +12,9 @@ shared memory and theoretical occupancy; a bottleneck class. Every timed launch 
 outputs at fresh addresses, then launches on fixed buffers over their own previous
 outputs, and what each left is checked (timing.py) — a candidate (or a re-pinned reference) that
 behaves while checked and cheats while timed is caught. Implausible numbers (faster than the
-bytes allow, >10x the reference, per-launch times that drop after warm-up, fall in two groups
-or speed up on fixed buffers) are flagged with the evidence, never silently accepted.
+bytes allow, more than 10x the reference without the roofline to explain it, per-launch times
+that drop after warm-up, fall in two groups or speed up on fixed buffers) are flagged with the
+evidence, never silently accepted.
 
 With `ncu=True` and Nsight Compute on the PATH, one launch is profiled in a subprocess for
 DRAM/SM throughput, achieved occupancy, warp-stall reasons and per-line counters mapped to the
@@ -27,11 +28,11 @@ every launch), `distribution` (per-launch time statistics), `ncu` (Nsight Comput
 CSV parsing), `agent` (`profile`, tying them together).
 """
 from .agent import profile
-from .model import (FLOOR_MARGIN, HOPPER, MAX_PLAUSIBLE_SPEEDUP, classify, floor_us, implausible,
+from .model import (FLOOR_MARGIN, HOPPER, BIG_SPEEDUP, classify, floor_us, implausible,
                     theoretical_occupancy)
 from .ncu import NcuUnavailable, parse_ncu_raw, parse_ncu_source, run_ncu
 from .results import Profile, SizeProfile, Timing, fmt_bw, fmt_us, size_label
 
 __all__ = ["profile", "Profile", "SizeProfile", "Timing", "size_label", "fmt_us", "fmt_bw",
            "theoretical_occupancy", "classify", "implausible", "floor_us", "HOPPER", "FLOOR_MARGIN",
-           "MAX_PLAUSIBLE_SPEEDUP", "run_ncu", "parse_ncu_raw", "parse_ncu_source", "NcuUnavailable"]
+           "BIG_SPEEDUP", "run_ncu", "parse_ncu_raw", "parse_ncu_source", "NcuUnavailable"]

@@ -36,10 +36,15 @@ def profile(reference_unit, candidate_unit, spec, backend, *, ncu: bool = False,
     block = spec.launch_dims(cases[0])[1] if cases else (1, 1, 1)
     smem = (resources.get("shared_static_bytes") or 0) + (spec.launch_dims(cases[0])[2] if cases else 0)
     prof.occupancy = model.theoretical_occupancy(block[0] * block[1] * block[2], resources.get("registers"), smem)
-    if errs:
+    timed = backend is not None and backend.caps.timing
+    if errs and not timed:
         prof.errors.append(f"the candidate does not compile: {errs[0]}")
         return prof
-    if backend is None or not backend.caps.timing:
+    if errs:
+        # The kernel runs as the backend compiles it (its compiler, include paths and CCCL), so
+        # the backend's compile decides; the static one only adds spill counts.
+        prof.note = f"static resource data unavailable (the static compile failed: {errs[0][:200]})"
+    if not timed:
         prof.note = ("speed is not measured on the CPU backend (it checks correctness only); "
                      "static resource data from NVRTC for " + arch) if backend is not None else \
                     f"no backend can run kernels here; static resource data from NVRTC for {arch}"

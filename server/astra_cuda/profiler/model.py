@@ -2,7 +2,7 @@
 
 Pure functions over numbers (no backend): theoretical occupancy by the CUDA occupancy
 calculator's rules, the bottleneck class of a timing, and the plausibility rules (faster than the
-bytes allow at the copy ceiling, or implausibly faster than the reference).
+bytes allow at the copy ceiling; a large speedup the roofline does not explain).
 """
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ from .results import Timing, fmt_bw, fmt_us
 HOPPER = {"regs_per_sm": 65536, "smem_per_sm": 228 * 1024, "threads_per_sm": 2048, "blocks_per_sm": 32,
           "smem_reserved_per_block": 1024, "max_warps_per_sm": 64}
 FLOOR_MARGIN = 0.90        # a time below 90% of the roofline floor is implausible
-MAX_PLAUSIBLE_SPEEDUP = 10.0
+# Beyond this speedup over the reference a time must be explained by the roofline: the reference
+# ran below 1/BIG_SPEEDUP of the copy ceiling and the candidate does not exceed the ceiling.
+BIG_SPEEDUP = 10.0
 MEMORY_BOUND_SHARE = 0.50  # of the copy ceiling
 LATENCY_SHARE = 0.25
 # Ridge point (FLOP per byte) of an H100 SXM for FP32 non-tensor work: ~60 TFLOP/s over ~3 TB/s.
@@ -65,7 +67,16 @@ def floor_us(nbytes: int, ceiling: float | None) -> float | None:
 
 
 def implausible(median_us: float, speedup: float | None, nbytes: int, ceiling: float | None) -> list[str]:
-    """Why a measured time cannot be right (empty when it can)."""
+    """Why a measured time cannot be right (empty when it can).
+
+    A time below FLOOR_MARGIN of the roofline floor is physically impossible (the margin absorbs
+    the noise of the measured ceiling). A speedup above BIG_SPEEDUP is real only when the reference
+    ran far below the ceiling — a one-thread-per-row softmax at 9% of it becoming a warp per row is
+    ~24x — so it is plausible exactly when the floor is known and the candidate's time is at or
+    above it, without the margin (then the reference ran below 1/speedup of the ceiling: the
+    speedup is the bandwidth it left unused). Without a floor (no measured ceiling, no bytes)
+    nothing explains it: flagged. Skipped work and replayed results are the timing checks' job
+    (poisoned outputs, fresh addresses, checks of every launch, the time distributions)."""
     out = []
     floor = floor_us(nbytes, ceiling)
     if floor is not None and median_us < FLOOR_MARGIN * floor:
@@ -73,7 +84,14 @@ def implausible(median_us: float, speedup: float | None, nbytes: int, ceiling: f
                    f"{nbytes / 1e6:.1f} MB the spec says must move at the measured copy ceiling "
                    f"({fmt_bw(ceiling / 1e9)}): the kernel cannot have done the work (skipped work, cached "
                    f"results, or a spec that overstates bytes) — flagged for audit")
-    if speedup and speedup > MAX_PLAUSIBLE_SPEEDUP:
-        out.append(f"{speedup:.1f}× faster than the reference is beyond the {MAX_PLAUSIBLE_SPEEDUP:g}× "
-                   f"plausibility limit — flagged for audit, not accepted silently")
+    if speedup and speedup > BIG_SPEEDUP:
+        if floor is None:
+            out.append(f"{speedup:.1f}× faster than the reference, and no roofline floor to explain a gain beyond "
+                       f"{BIG_SPEEDUP:g}× (no measured copy ceiling or no bytes in the spec) — flagged for audit, "
+                       f"not accepted silently")
+        elif median_us < floor:
+            out.append(f"{speedup:.1f}× faster than the reference puts the candidate above the copy ceiling "
+                       f"({100 * floor / median_us:.0f}% of it): a gain beyond {BIG_SPEEDUP:g}× is plausible only "
+                       f"from a reference far below the ceiling to a time the bytes allow — flagged for audit, "
+                       f"not accepted silently")
     return out
