@@ -5,6 +5,7 @@ and a markdown table on stdout (its last line is the one-line summary).
 
     python benchmarks/optimize_bench.py [--backend auto|gpu|cpu] [--rounds 8] [--out FILE]
                                         [--kernels silu_and_mul,...] [--full-gate-in-loop]
+                                        [--tune 8] [--seconds S]
 
 On the GPU the profiler times every verified candidate against the original side by side; on the
 CPU speed is not measured (the table then says so and only correctness is reported). Every
@@ -67,7 +68,8 @@ class _Named:
         self.name = name
 
 
-def run_one(file: str, kernel: str, backend, rounds: int, quick: bool, in_process: bool, tune: int = 8) -> dict:
+def run_one(file: str, kernel: str, backend, rounds: int, quick: bool, in_process: bool, tune: int = 8,
+            seconds: float | None = None) -> dict:
     """One example through the offline team. By default the way `astra optimize` runs it: every
     candidate is judged in a worker process (a faulting candidate cannot take the GPU context of
     the run down with it); `in_process` judges them here instead."""
@@ -79,14 +81,15 @@ def run_one(file: str, kernel: str, backend, rounds: int, quick: bool, in_proces
     t0 = time.time()
     if in_process:
         ev = local_evaluator(path, kernel, sp, backend, text, quick=quick)
-        r = optimize(text, path, kernel, ev, rounds=rounds, spec=sp, progress=say, limits=Limits(tune_points=tune))
+        r = optimize(text, path, kernel, ev, rounds=rounds, spec=sp, progress=say,
+                     limits=Limits(tune_points=tune, max_seconds=seconds))
         full = local_evaluator(path, kernel, sp, backend, text, quick=False)
     else:
         import dataclasses
 
         from astra_cuda import api, jobs, worker
         r = api.optimize(api.snapshot(text, path), kernel, rounds=rounds, llm=None, backend=backend.name, progress=say,
-                         quick=quick, tune=tune)
+                         quick=quick, tune=tune, seconds=seconds)
         job = jobs.EvaluateJob(backend.name, path, kernel, sp, text, kernel, arch="sm_90", quick=False)
         full = lambda t: worker.run("astra_cuda.jobs:evaluate_job", dataclasses.replace(job, text=t),  # noqa: E731
                                     timeout=api.CHECK_TIMEOUT + api.PROFILE_TIMEOUT)
@@ -150,6 +153,7 @@ def main(argv=None) -> int:
     ap.add_argument("--full-gate-in-loop", action="store_true", help="full gate for every candidate (slower)")
     ap.add_argument("--in-process", action="store_true", help="judge candidates in this process (no workers)")
     ap.add_argument("--tune", type=int, default=8, help="tuning points after the rounds (0: none)")
+    ap.add_argument("--seconds", type=float, default=None, help="time limit per example (rounds and tuning)")
     args = ap.parse_args(argv)
     if args.in_process:
         backend = make_backend(args.backend)
@@ -161,11 +165,12 @@ def main(argv=None) -> int:
     device = device_name(backend.name)
     chosen = [e for e in EXAMPLES if not args.kernels or e[0] in args.kernels.split(",")]
     t0 = time.time()
-    results = [run_one(f, k, backend, args.rounds, not args.full_gate_in_loop, args.in_process, args.tune)
-               for f, k in chosen]
+    results = [run_one(f, k, backend, args.rounds, not args.full_gate_in_loop, args.in_process, args.tune,
+                       args.seconds) for f, k in chosen]
     measured = [r["geomean_speedup"] for r in results if r["measured"] and r["geomean_speedup"]]
     overall = math.exp(sum(map(math.log, measured)) / len(measured)) if measured else None
-    out = {"device": device, "backend": backend.name, "rounds": args.rounds, "geomean_speedup": overall,
+    out = {"device": device, "backend": backend.name, "rounds": args.rounds, "tune_points": args.tune,
+           "seconds_per_kernel": args.seconds, "geomean_speedup": overall,
            "wall_s": round(time.time() - t0, 1), "kernels": results,
            "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

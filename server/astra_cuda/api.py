@@ -333,14 +333,15 @@ def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm:
              arch: str = DEFAULT_ARCH, progress: Progress | None = None, cancel: threading.Event | None = None,
              write: bool = False, report: str | None = None, quick: bool = False,
              resume: str | None = None, candidates: int = 1, run_id: str | None = None,
-             tune: int | None = None) -> OptimizeResult:
+             tune: int | None = None, seconds: float | None = None) -> OptimizeResult:
     """Run the agent team on one kernel. Every candidate is judged in a worker process by the
     gate (and timed by the profiler where the backend measures time).
     resume: a run id under `.astra/runs/` (or 'last') to continue; `rounds` is then the total
     (None: an interrupted run's own total, or the rounds a finished run did: it is only reported).
     candidates: how many candidates each round proposes; they are evaluated at once where the
     executor has room (one GPU per evaluation), and the best verified one is kept.
-    run_id: the id a new run gets (default: made from the time and the kernel)."""
+    run_id: the id a new run gets (default: made from the time and the kernel).
+    seconds: a wall-time limit for the run (no round or tuning point starts after it)."""
     if rounds is not None and (isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= 1000):
         raise AstraError(f"rounds must be a whole number from 1 to 1000, got {rounds!r}")
     from . import agents, worker
@@ -393,7 +394,7 @@ def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm:
     workspace.ensure_astra_dir(path)   # the run log goes there: .astra/ with its .gitignore
     if run is not None and rounds > run.rounds_done:
         runlog.RunLog(run.dir).update_meta(rounds=rounds)   # the total asked for is now this
-    limits = agents.Limits() if tune is None else agents.Limits(tune_points=tune)
+    limits = agents.Limits(max_seconds=seconds, **({} if tune is None else {"tune_points": tune}))
     result = agents.optimize(text, path, info.kernel.name, evaluate, rounds=rounds, llm=llm, spec=info.spec,
                              gpu=gpu, runs_dir=runs_dir, cancel=cancel, progress=progress,
                              resume=run.id if run is not None else None, candidates=candidates, run_id=run_id,

@@ -386,3 +386,32 @@ __global__ void k(float* o, const float* x, float* y, int n) {
     k = body_of(apply("vectorize", src, "k").text, "k")
     assert "reinterpret_cast<size_t>(o) == reinterpret_cast<size_t>(x)" not in k       # o then x: apart only
     assert "reinterpret_cast<size_t>(y) == reinterpret_cast<size_t>(x)" in k           # y after x: in place is fine
+
+
+def test_coarsen_splits_a_divided_index_into_vector_steps():
+    """The one-element-per-thread gather with `idx / C`, `idx % C`: a step of 8 bf16 elements
+    shares its row where `C % 8 == 0`; the row's token id is read once per step."""
+    import pathlib
+    from astra_cuda import launch_change
+    from astra_cuda.agents.offline import context_from_text
+    text = (pathlib.Path(__file__).parent / "kernels" / "encoder_bf16.cu").read_text()
+    kernel = "encoder_forward_kernel"
+    ctx = context_from_text(kernel, text)
+    rw = TRANSFORMS["coarsen"].apply(text, ctx)
+    k = body_of(rw.text, kernel)
+    assert "(C) % astra_vec == 0" in k and "constexpr int astra_vec = 8;" in k
+    assert "*reinterpret_cast<const uint4*>(&wte[ix * C + c])" in k
+    assert "*reinterpret_cast<uint4*>(&out[b * T * C + t * C + c])" in k
+    assert k.count("int ix = inp[b * T + t];") == 2          # once per vector step, and in the fallback
+    assert launch_change.spec_in(source.parse(rw.text), kernel).grid == ("cdiv(cdiv(B * T * C, 256), 8)",)
+    if static.available() is not None:
+        cand = extract.unit(rw.text, "encoder.cu", kernel)
+        assert static.compile_unit(cand).ok
+    # not this shape: the column used outside a subscript, the written array read back, a divisor
+    # that reads memory, an index that is not the column plus a row base
+    for old, new in [("+ (float)wpe[t * C + c])", "+ (float)wpe[t * C + c] + c)"),
+                     ("(float)wte[ix * C + c]", "(float)out[ix * C + c]"),
+                     ("int c = idx % C;", "int c = idx % inp[0];"),
+                     ("(float)wpe[t * C + c]", "(float)wpe[t * C + 2 * c]")]:
+        assert old in text
+        assert TRANSFORMS["coarsen"].apply(text.replace(old, new), ctx) is None, new

@@ -29,6 +29,7 @@ EXPECTED = {
     ("softmax_naive", "softmax_forward_kernel1"): {"rows", "vectorize"},
     ("softmax_naive", "softmax_forward_online_kernel1"): {"rows", "vectorize"},
     ("rmsnorm_tree", "rmsnorm_kernel"): {"warp_reduce", "vectorize"},
+    ("encoder_bf16", "encoder_forward_kernel"): {"coarsen"},   # the index split by division
 }
 
 

@@ -6,7 +6,8 @@ Recognises the most common elementwise form,
     T i = blockIdx.x * blockDim.x + threadIdx.x;        T i = ...;
     if (i < N) { body }                           or    if (i >= N) return;  body
 
-and a grid-stride loop launched with a grid that covers every element once. The first becomes a
+(with a flat index split into row and column by `/` and `%`: split_index.py), and a grid-stride
+loop launched with a grid that covers every element once. The first becomes a
 grid-stride loop (`for (T i = ...; i < N; i += blockDim.x * gridDim.x) { body }`: the same work
 for any launch), which is then vectorized (see vectorize.py: aligned vectors, overlap checks where
 no `__restrict__` promises it, a scalar tail); the grid then shrinks by the elements each thread
@@ -22,7 +23,7 @@ from tree_sitter import Node
 
 from ... import source
 from ...launch_change import relaunch, side_effect_free, spec_in
-from . import base
+from . import base, split_index
 from .base import Context, Rewrite, body
 from .tree import apply_edits, assigned_names, callee, calls, declared_names, line_indent, txt, walk
 from .tree import Edit
@@ -210,12 +211,16 @@ class Coarsen(base.Transform):
                 what = f"the grid-stride loop's grid was capped below `{cover}` elements"
         # One element per thread before: the elements cannot depend on each other (see plan_accesses).
         vec = Vectorize(width).apply(canonical, ctx, {"independent": el is not None})
-        if vec is None:
+        if vec is not None:
+            vtext, vchanges, elements = vec.text, vec.changes, vec.params["elements"]
+        elif el is not None and (split := split_index.apply(text, ctx, sc, el, width)) is not None:
+            (vtext, vchanges, elements), what = split, ""   # the index split by division (split_index.py)
+        else:
             return None
-        new_kernel = source.parse(vec.text).kernel(ctx.kernel)
+        new_kernel = source.parse(vtext).kernel(ctx.kernel)
         if new_kernel is None:
             return None
-        ept = vec.params["elements"] * steps   # elements per thread: a vector's, times the steps
+        ept = elements * steps   # elements per thread: a vector's, times the steps
         g, b = spec.grid[0].strip(), spec.block[0].strip()
         if cover is not None:
             names = [p.name for p in kernel.params]
@@ -247,7 +252,7 @@ class Coarsen(base.Transform):
                        [(kernel.span.start_byte, kernel.span.end_byte, new_kernel.text)])
         if new is None:
             return None
-        changes = (what, *vec.changes,
+        changes = (*([what] if what else []), *vchanges,
                    (f"grid sized to cover `{cover}` with {ept} elements per thread" if cover else
                     f"grid divided by {ept} (each thread takes {ept} elements)") +
                    (f" and {block} threads per block" if block else "") + " in the spec and at every launch site")
