@@ -73,6 +73,22 @@ def test_adoption_needs_a_measured_gain():
     assert r.outcome == "failed" and "FAILED" in r.reason
 
 
+def test_a_reordered_sum_missing_the_tolerance_says_how_to_accept_it():
+    """The gate keeps the spec's tolerance; a rewrite that sums in another order (rows,
+    warp_reduce) and misses it by rounding says so, and how the user can accept it."""
+    s = _situation(1.0)
+    tol = Check(False, "FAILED compare: `out`: 1 of 4100096 elements differ beyond atol=1e-05, rtol=0.0001; max abs "
+                       "error 0.00029", "bad", 0, "check")
+    for idea, note in (("rows", True), ("warp_reduce", True), ("coarsen", False)):
+        r = Round(1, Plan(idea, idea, idea), s.best_hash)
+        _judge(r, Attempt(s.best + "//", Evaluation(tol)), s, Limits(), threading.Event())
+        assert r.outcome == "failed" and ("sums in another order" in r.reason) == note, r.reason
+    r = Round(1, Plan("rows", "rows", "rows"), s.best_hash)   # any other failure: no such note
+    _judge(r, Attempt(s.best + "//", Evaluation(Check(False, "FAILED poison: `out` not written", "bad", 0, "check"))),
+           s, Limits(), threading.Event())
+    assert "sums in another order" not in r.reason
+
+
 def test_planner_order_follows_the_profile():
     def order(*a, **k):
         return [i for i, _ in ranked_ideas(_situation(1.0, *a, **k))]

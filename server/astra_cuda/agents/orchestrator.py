@@ -303,6 +303,19 @@ def _infra_check(e: InfrastructureError):
     return Check(False, e.message, e.message, 0, "infrastructure")
 
 
+def _reordered_sums_note(r: Round, e: Evaluation) -> str:
+    """A rewrite that sums floats in another order can miss the spec's tolerance by rounding
+    alone. The gate keeps the tolerance (only the user can say what "the same result" means):
+    the reason says how to accept such differences."""
+    from .offline import TRANSFORMS
+    t = TRANSFORMS.get(r.plan.idea) if r.plan is not None and r.plan.source == "offline" else None
+    if t is None or not t.reorders_sums or "differ beyond atol" not in e.check.summary:
+        return ""
+    return (" — this rewrite sums in another order than the original, so float results differ by rounding; "
+            "the spec's tolerance was kept: where such differences are acceptable, state atol/rtol for the "
+            "output in the spec")
+
+
 def _judge(r: Round, att: Attempt, s: Situation, limits: Limits, cancel: threading.Event) -> None:
     if att.candidate is None or att.evaluation is None:
         r.outcome = "cancelled" if cancel.is_set() else "no candidate"
@@ -314,7 +327,7 @@ def _judge(r: Round, att: Attempt, s: Situation, limits: Limits, cancel: threadi
         return
     if not e.passed:
         r.outcome = "failed"
-        r.reason = e.check.summary
+        r.reason = e.check.summary + _reordered_sums_note(r, e)
         return
     if att.candidate == s.best:
         r.outcome, r.reason = "not faster", "the rewrite is identical to the current best"

@@ -47,6 +47,7 @@ class Transform:
     name = ""
     title = ""
     expected = ""      # the expected effect, for plans and reports
+    reorders_sums = False   # float sums combined in another order: results differ by rounding
 
     def apply(self, text: str, ctx: Context, params: dict | None = None) -> Rewrite | None:
         """The rewritten file, or None when the pattern is not there. `params` overrides the

@@ -263,6 +263,7 @@ def _roots(n: Node) -> tuple[set[str], set[str]]:
 
 class Rows(base.Transform):
     name = "rows"
+    reorders_sums = True
     title = "a warp or a block per row with shuffle reductions (was one thread per row)"
     expected = ("one thread walking a whole row serialises the row and leaves loads uncoalesced: a row's "
                 "threads read consecutive elements and combine partial results with shuffles")

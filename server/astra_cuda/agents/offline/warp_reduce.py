@@ -162,6 +162,7 @@ def inline_trees(kb: Node, block: int | None) -> list[tuple[list[Node], str, str
 
 class WarpReduce(base.Transform):
     name = "warp_reduce"
+    reorders_sums = True
     title = "warp-shuffle reduction instead of a shared-memory tree"
     expected = "fewer barriers and shared-memory round trips in the reduction (latency)"
 
