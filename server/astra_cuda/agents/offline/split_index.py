@@ -28,7 +28,7 @@ from tree_sitter import Node
 
 from . import base
 from .base import Context
-from .tree import declared_name, is_lvalue, line_indent, txt, walk
+from .tree import Edit, apply_edits, declared_name, is_lvalue, line_indent, txt, walk
 from .vectorize import CHUNK, Handle, _squash, _strip, handles
 
 MUTATING = {"assignment_expression", "update_expression"}
@@ -164,7 +164,8 @@ def emit(text: str, el, sp: Split, hs: dict[str, Handle], width: int) -> tuple[s
 
     def reindent(st: Node, to: str) -> str:
         return to + txt(st).replace("\n" + line_indent(data, st.start_byte), "\n" + to)
-    regs, loads, stores = {}, [], []
+    regs: dict[tuple[str, str], str] = {}
+    loads: list[str] = []
     lhs = _strip(sp.store.child_by_field_name("left"))
     for n, arr, idx in sp.accesses:
         if _same(n, lhs) or (arr, idx) in regs:
@@ -209,7 +210,6 @@ def emit(text: str, el, sp: Split, hs: dict[str, Handle], width: int) -> tuple[s
         f"{i1}}}\n"
         f"{ind}}}")
     end = max([el.guard.end_byte] + [st.end_byte for st in el.work])
-    from .tree import Edit, apply_edits
     return apply_edits(text, [Edit(el.decl.start_byte, end, loop)]), vec
 
 
