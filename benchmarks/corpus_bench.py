@@ -199,7 +199,10 @@ def run_one(entry, root: Path, backend: str, rounds: int, tune: int, seconds: fl
     out = {**base, "spec_changes": notes, "measured": r.measured, "error": r.error, "fell_back": fell_back,
            "adopted": [x.plan.idea for x in r.rounds if x.adopted and x.index <= kept],
            "tried": [{"round": x.index, "idea": x.plan.idea if x.plan else None, "outcome": x.outcome,
-                      "reason": x.reason[:300], "why": x.plan.why if x.plan else ""} for x in r.rounds],
+                      "reason": x.reason[:300], "why": x.plan.why if x.plan else "",
+                      # a refusal's evidence (which check, which numbers), not only its summary
+                      **({"feedback": x.evaluation.check.feedback[:800]} if x.outcome == "failed" and
+                         x.evaluation is not None else {})} for x in r.rounds],
            "tuning": [p.to_json() for p in r.tuning], "stopped": r.stopped,
            "final_full_gate": {"passed": final.passed, "summary": final.check.summary},
            "wall_s": round(time.time() - t0, 1), "best_kernel_source": r.best_kernel_source}

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from astra_cuda import extract, profiler, source, spec as spec_mod
-from astra_cuda.backends.base import Capabilities
+from astra_cuda.backends.base import Capabilities, CompileError
 
 from .fake_gpu import FakeGpu, silu, units
 
@@ -209,3 +209,9 @@ def test_the_backend_compile_decides_where_the_static_one_fails(monkeypatch):
     ref, cand, spec = units("fast")
     static_only = profiler.profile(ref, cand, spec, None)
     assert static_only.errors and "does not compile" in static_only.errors[0] and not static_only.measured
+
+    class Refuses(FakeGpu):   # where the backend's compile fails too, that is the error reported
+        def compile(self, *a, **k):
+            raise CompileError("NVRTC: error: identifier \"x\" is undefined")
+    p = profiler.profile(ref, cand, spec, Refuses({}))
+    assert not p.measured and "does not compile for the GPU" in p.errors[0] and not p.note

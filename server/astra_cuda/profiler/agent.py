@@ -40,21 +40,19 @@ def profile(reference_unit, candidate_unit, spec, backend, *, ncu: bool = False,
     if errs and not timed:
         prof.errors.append(f"the candidate does not compile: {errs[0]}")
         return prof
-    if errs:
-        # The kernel runs as the backend compiles it (its compiler, include paths and CCCL), so
-        # the backend's compile decides; the static one only adds spill counts.
-        prof.note = f"static resource data unavailable (the static compile failed: {errs[0][:200]})"
     if not timed:
         prof.note = ("speed is not measured on the CPU backend (it checks correctness only); "
                      "static resource data from NVRTC for " + arch) if backend is not None else \
                     f"no backend can run kernels here; static resource data from NVRTC for {arch}"
         return prof
+    # The kernel runs as the backend compiles it (its compiler, include paths and CCCL), so the
+    # backend's compile decides; the static one only adds spill counts.
     return _profile_measured(prof, reference_unit, candidate_unit, spec, backend, cases, ncu=ncu, reps=reps,
-                             warmup=warmup, seed=seed, rspec=reference_spec or spec)
+                             warmup=warmup, seed=seed, rspec=reference_spec or spec, static_error=errs[0] if errs else "")
 
 
 def _profile_measured(prof: Profile, reference_unit, candidate_unit, spec, backend, cases, *, ncu: bool, reps: int,
-                      warmup: int, seed: int | None, rspec) -> Profile:
+                      warmup: int, seed: int | None, rspec, static_error: str = "") -> Profile:
     prof.measured = True
     info = backend.device_info() if backend.caps.device_info else {}
     prof.device = info.get("name")
@@ -65,6 +63,8 @@ def _profile_measured(prof: Profile, reference_unit, candidate_unit, spec, backe
         prof.errors.append(f"does not compile for the GPU: {e}")
         prof.measured = False
         return prof
+    if static_error:
+        prof.note = f"static resource data unavailable (the static compile failed: {static_error[:200]})"
     live = backend.resources(cand, candidate_unit.name_expression)
     prof.resources.update({k: v for k, v in asdict(live).items() if v is not None and k != "spills_bytes"})
     if info and cases:
