@@ -12,7 +12,7 @@ shared memory and theoretical occupancy; a bottleneck class. Every timed launch 
 outputs at fresh addresses, then launches on fixed buffers over their own previous
 outputs, and what each left is checked (timing.py) — a candidate (or a re-pinned reference) that
 behaves while checked and cheats while timed is caught. Implausible numbers (faster than the
-bytes allow, more than 10x the reference without the roofline to explain it, per-launch times
+bytes allow, more than 10x the reference with no roofline floor to bound it, per-launch times
 that drop after warm-up, fall in two groups or speed up on fixed buffers) are flagged with the
 evidence, never silently accepted.
 

@@ -14,8 +14,8 @@ from .results import Timing, fmt_bw, fmt_us
 HOPPER = {"regs_per_sm": 65536, "smem_per_sm": 228 * 1024, "threads_per_sm": 2048, "blocks_per_sm": 32,
           "smem_reserved_per_block": 1024, "max_warps_per_sm": 64}
 FLOOR_MARGIN = 0.90        # a time below 90% of the roofline floor is implausible
-# Beyond this speedup over the reference a time must be explained by the roofline: the reference
-# ran below 1/BIG_SPEEDUP of the copy ceiling and the candidate does not exceed the ceiling.
+# Beyond this speedup over the reference a time must be explained by the roofline floor (which
+# then bounds it as it bounds every time: the reference ran below ~1/BIG_SPEEDUP of the ceiling).
 BIG_SPEEDUP = 10.0
 MEMORY_BOUND_SHARE = 0.50  # of the copy ceiling
 LATENCY_SHARE = 0.25
@@ -70,13 +70,15 @@ def implausible(median_us: float, speedup: float | None, nbytes: int, ceiling: f
     """Why a measured time cannot be right (empty when it can).
 
     A time below FLOOR_MARGIN of the roofline floor is physically impossible (the margin absorbs
-    the noise of the measured ceiling). A speedup above BIG_SPEEDUP is real only when the reference
-    ran far below the ceiling — a one-thread-per-row softmax at 9% of it becoming a warp per row is
-    ~24x — so it is plausible exactly when the floor is known and the candidate's time is at or
-    above it, without the margin (then the reference ran below 1/speedup of the ceiling: the
-    speedup is the bandwidth it left unused). Without a floor (no measured ceiling, no bytes)
-    nothing explains it: flagged. Skipped work and replayed results are the timing checks' job
-    (poisoned outputs, fresh addresses, checks of every launch, the time distributions)."""
+    the noise of the measured ceiling). A speedup above BIG_SPEEDUP is real when the reference ran
+    far below the ceiling — a one-thread-per-row embedding at 3% of it becoming a warp per row
+    gains ~25x — so it needs a known floor, which holds the candidate to the ceiling like every
+    other time (the reference then ran below ~1/speedup of it: the speedup is the bandwidth it
+    left unused). A stricter bound for big speedups would have no physical ground: the spec's
+    bytes can overstate what a kernel must move (an output it writes, then reads back, counts as
+    in-place). Without a floor (no measured ceiling, no bytes) nothing explains such a speedup:
+    flagged. Skipped work and replayed results are the timing checks' job (poisoned outputs,
+    fresh addresses, checks of every launch, the time distributions)."""
     out = []
     floor = floor_us(nbytes, ceiling)
     if floor is not None and median_us < FLOOR_MARGIN * floor:
@@ -84,14 +86,8 @@ def implausible(median_us: float, speedup: float | None, nbytes: int, ceiling: f
                    f"{nbytes / 1e6:.1f} MB the spec says must move at the measured copy ceiling "
                    f"({fmt_bw(ceiling / 1e9)}): the kernel cannot have done the work (skipped work, cached "
                    f"results, or a spec that overstates bytes) — flagged for audit")
-    if speedup and speedup > BIG_SPEEDUP:
-        if floor is None:
-            out.append(f"{speedup:.1f}× faster than the reference, and no roofline floor to explain a gain beyond "
-                       f"{BIG_SPEEDUP:g}× (no measured copy ceiling or no bytes in the spec) — flagged for audit, "
-                       f"not accepted silently")
-        elif median_us < floor:
-            out.append(f"{speedup:.1f}× faster than the reference puts the candidate above the copy ceiling "
-                       f"({100 * floor / median_us:.0f}% of it): a gain beyond {BIG_SPEEDUP:g}× is plausible only "
-                       f"from a reference far below the ceiling to a time the bytes allow — flagged for audit, "
-                       f"not accepted silently")
+    if speedup and speedup > BIG_SPEEDUP and floor is None:
+        out.append(f"{speedup:.1f}× faster than the reference, and no roofline floor to explain a gain beyond "
+                   f"{BIG_SPEEDUP:g}× (no measured copy ceiling or no bytes in the spec) — flagged for audit, "
+                   f"not accepted silently")
     return out
