@@ -11,6 +11,11 @@ When NVRTC cannot be loaded we fall back to `nvcc --cubin -Xptxas -v`. Results a
 content hash for the life of the process. NVRTC creates no CUDA context, so this is safe in the
 language-server process.
 
+NVRTC opens the files a unit `#include`s itself, so every compile runs confined to what
+`astra.confine` lets a compiler of user code read (a thread confined by Landlock; nvcc through
+the sandbox wrapper): a hostile `#include "/etc/shadow"` is "Permission denied", never a
+diagnostic that quotes the file.
+
 Long because compiling, mapping the compiler's log to the user's lines and reading the resources
 are one pipeline per unit.
 """
@@ -28,7 +33,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from .backends.base import ResourceUsage
+from . import confine
+from .backends.base import BackendUnavailable, ResourceUsage
 from .contract import DEFAULT_ARCH
 from .diagnostics import Diagnostic
 
@@ -229,6 +235,14 @@ def nvrtc_options(unit, arch: str) -> list[str]:
     return list(dict.fromkeys(opts + [f"-I{d}" for d in dirs] + project + [f"-I{d}" for d in tail]))
 
 
+def confinement(options) -> confine.Confinement:
+    """What an NVRTC compile with these options may read: the project's folders, CUDA's and
+    CCCL's headers, the stand-ins, NVRTC's own libraries and the Python ones it runs from."""
+    inc = cuda_include_dir()
+    ours = ([inc] if inc else []) + cccl_include_dirs() + [nvrtc_shim_dir()]
+    return confine.for_unit(options, (*ours, *confine.loaded_library_dirs("libnvrtc"), *confine.python_dirs()))
+
+
 # ---- compiling ---------------------------------------------------------------------------
 
 _cache: dict[str, StaticResult] = {}
@@ -252,19 +266,33 @@ def compile_unit(unit, arch: str = DEFAULT_ARCH, *, options: tuple[str, ...] = (
     if hit is not None:
         return hit
     t0 = time.perf_counter()
-    if _nvrtc() is not None:
-        result = _compile_nvrtc(unit, arch, options, names)
-    elif _nvcc() is not None:
-        result = _compile_nvcc(unit, arch, options, names)
-    else:
-        result = StaticResult(False, [Diagnostic(0, 0, 0, 1, "error",
-                                                 "no CUDA compiler available for static checks "
-                                                 "(install nvidia-cuda-nvrtc and cuda-bindings, or nvcc)",
-                                                 code="compile")], {}, "", 0.0, "none", arch)
+    try:
+        if _nvrtc() is not None:
+            result = confine.call(confinement(_options(unit, arch, options)), _compile_nvrtc, unit, arch, options,
+                                  names)
+        elif _nvcc() is not None:
+            result = _compile_nvcc(unit, arch, options, names)
+        else:
+            result = _failed("no CUDA compiler available for static checks (install nvidia-cuda-nvrtc and "
+                             "cuda-bindings, or nvcc)", "compile", arch)
+    except BackendUnavailable as e:  # no Landlock here: nothing of the user's is compiled
+        return _failed(f"static checks are off: {e}", "sandbox", arch)
+    except confine.CompileTimeout as e:  # its thread is stuck in NVRTC: this worker is done
+        _retire_worker()
+        return _failed(str(e), "compile", arch)
     result.seconds = time.perf_counter() - t0
     with _lock:
         _cache[key] = result
     return result
+
+
+def _failed(message: str, code: str, arch: str) -> StaticResult:
+    return StaticResult(False, [Diagnostic(0, 0, 0, 1, "error", message, code=code)], {}, "", 0.0, "none", arch)
+
+
+def _retire_worker() -> None:
+    from . import worker
+    worker.retire_after_reply()
 
 
 def _nvrtc_program(nvrtc, source: str, filename: str, names: tuple[str, ...]):
@@ -336,8 +364,10 @@ def _compile_nvcc(unit, arch: str, extra: tuple[str, ...], names: tuple[str, ...
         skip = {f"-I{nvrtc_shim_dir()}", f"-I{cuda_include_dir()}"}
         opts = [o.replace("--gpu-architecture=", "-arch=") for o in _options(unit, arch, extra) if o not in skip]
         cmd = [nvcc, "--cubin", *opts, "-Xptxas", "-v", "-o", str(Path(tmp) / "out.cubin"), str(cu)]
+        toolkit = str(Path(os.path.realpath(nvcc)).parent.parent)  # its cicc, ptxas, headers, libdevice
+        sandboxed = confine.for_unit(opts, (toolkit,), workdir=tmp, exec_dirs=(toolkit,))
         try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+            p = confine.run(cmd, sandboxed, 120)
             ok, log = p.returncode == 0, p.stdout + p.stderr
         except subprocess.TimeoutExpired:
             ok, log = False, "nvcc timed out after 120 s"
@@ -345,8 +375,7 @@ def _compile_nvcc(unit, arch: str, extra: tuple[str, ...], names: tuple[str, ...
         if not ok and "ptxas" in log and not _FRONT_ERROR.search(log):
             ptx_path = Path(tmp) / "out.ptx"
             ptx_opts = [o for o in opts if not o.startswith("-arch=")] + [f"-arch={arch.replace('sm_', 'compute_')}"]
-            q = subprocess.run([nvcc, "--ptx", *ptx_opts, "-o", str(ptx_path), str(cu)],
-                               capture_output=True, text=True, timeout=120)
+            q = confine.run([nvcc, "--ptx", *ptx_opts, "-o", str(ptx_path), str(cu)], sandboxed, 120)
             if q.returncode == 0:
                 ptx = ptx_path.read_text(errors="replace")
     # Mangled names of plain kernels follow the Itanium ABI (_Z<len><name>...).

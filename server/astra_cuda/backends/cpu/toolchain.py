@@ -17,7 +17,9 @@ from typing import Sequence
 
 from astra_cuda.backends.base import BackendUnavailable, CompileError, Unsupported
 
-from . import confine, screen
+from astra_cuda import confine
+
+from . import screen
 
 RUNTIME_DIR = Path(__file__).parent / "runtime"
 SHIM = RUNTIME_DIR / "astra_cuda_shim.h"
@@ -172,8 +174,7 @@ def build_dir() -> tempfile.TemporaryDirectory:
 
 def confinement(workdir: str, options: Sequence[str]) -> confine.Confinement:
     """What a compile of user code in `workdir` may touch (confine.py says what and why)."""
-    return confine.Confinement(workdir, confine.project_dirs(options),
-                               (*cuda_include_dirs(), str(RUNTIME_DIR), str(cache_dir())))
+    return confine.for_unit(options, (*cuda_include_dirs(), str(RUNTIME_DIR), str(cache_dir())), workdir)
 
 
 def run_compiler(cmd: list[str], confined: "confine.Confinement | None") -> subprocess.CompletedProcess:

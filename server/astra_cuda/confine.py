@@ -1,0 +1,223 @@
+"""What a compile of user code may read and write: one policy for every compiler that reads a
+user's source — NVRTC for the static checks and the GPU backend, g++ for the CPU backend, nvcc —
+and for Astra's own reads of a project's headers (extract).
+
+It may read the system's headers, libraries and programs, Astra's own files (CUDA's headers, the
+NVRTC stand-ins, the CPU runtime, compile caches, the Python libraries an in-process compiler
+runs from), and the user's project: the folders of the unit's -I options, widened to their
+workspace root so that `#include "../common/x.cuh"` works — never the home folder itself, nor
+a folder above it, where dotfiles with credentials live. It writes only its own build directory
+(and /dev/null). Nothing else: `#include "/etc/shadow"`, "~/.ssh/id_rsa", a `../` escape or a
+symbolic link that leads out of the project fails with "Permission denied" instead of quoting
+the file in a diagnostic, and `#include "/dev/zero"` fails instead of reading forever.
+
+Enforced by Landlock (backends/cpu/sandbox.py) in two ways: a compiler program runs through the
+sandbox wrapper (`run`); an in-process compiler (NVRTC, through cuda-bindings or CuPy) runs in a
+fresh thread that confines itself first (`call`) — Landlock binds the calling thread and what it
+starts, never the rest of the worker. Where the kernel has no Landlock, compiles of user code
+are refused with the reason (ASTRA_UNSAFE_NO_SANDBOX=1 lets an informed user go on without).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence, TypeVar
+
+from .backends.base import BackendUnavailable, CompileError
+
+SYSTEM_EXEC = ("/usr/bin", "/bin", "/usr/lib", "/usr/lib64", "/usr/libexec", "/lib", "/lib64", "/lib32",
+               "/usr/lib32", "/usr/local/bin", "/usr/local/lib", "/usr/local/libexec")
+SYSTEM_READ = ("/usr/include", "/usr/local/include", "/usr/share/gcc", "/etc/ld.so.cache", "/etc/alternatives")
+CUDA_TOOLKITS = ("/usr/local/cuda", "/opt/cuda")  # a toolkit's folder, also as /usr/local/cuda-12.8
+COMPILE_TIMEOUT_S = 120.0
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Confinement:
+    project_dirs: tuple[str, ...]  # the user's folders it may read
+    read_dirs: tuple[str, ...] = ()  # Astra's own: CUDA headers, the runtime, caches, libraries
+    workdir: str | None = None     # the only place it writes (None: nowhere)
+    exec_dirs: tuple[str, ...] = ()  # programs beyond the system's (a CUDA toolkit's nvcc)
+
+    def rules(self) -> list[tuple[str, str]]:
+        """(path, 'read' | 'exec' | 'write') for the sandbox."""
+        out = [(p, "exec") for p in (*SYSTEM_EXEC, *self.exec_dirs)]
+        out += [(p, "read") for p in (*SYSTEM_READ, *self.read_dirs, *self.project_dirs)]
+        if self.workdir is not None:
+            out += [(self.workdir, "write"), (os.devnull, "write")]
+        return out
+
+    def allows(self, path: str | os.PathLike) -> bool:
+        """Whether the sandbox would let a compiler read `path` (its real path decides, as for
+        Landlock): the same answer for Astra's own reads of project headers."""
+        try:
+            real = os.path.realpath(path)
+        except (OSError, ValueError):
+            return False
+        return any(_beneath(real, os.path.realpath(p)) for p, _ in self.rules())
+
+
+def _beneath(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip("/") + "/")
+
+
+def project_root(folder: str | os.PathLike) -> str | None:
+    """The workspace root of `folder` (its nearest ancestor with `.git`, else itself), or None
+    where that is the home folder, a folder above it, or the filesystem root."""
+    from .workspace import root_for
+
+    root = root_for(folder)
+    home = Path.home().resolve()
+    if root == Path(root.anchor) or root == home or home.is_relative_to(root):
+        return None
+    return str(root)
+
+
+def project_dirs(options: Sequence[str]) -> tuple[str, ...]:
+    """The project folders the -I options of a unit open to a compiler."""
+    dirs = []
+    for o in options:
+        if o.startswith("-I") and len(o) > 2 and os.path.isdir(o[2:]):
+            root = project_root(o[2:])
+            if root is not None:
+                dirs.append(root)
+    return tuple(dict.fromkeys(dirs))
+
+
+def for_unit(options: Sequence[str], read_dirs: Iterable[str] = (), workdir: str | None = None,
+             exec_dirs: Iterable[str] = ()) -> Confinement:
+    """What a compile with these options may touch (Astra's `read_dirs` besides the project's)."""
+    return Confinement(project_dirs(options), tuple(dict.fromkeys(read_dirs)), workdir,
+                       tuple(dict.fromkeys(exec_dirs)))
+
+
+def outside_project(folder: str, roots: Iterable[str]) -> bool:
+    """Whether a file of the project (a compile_commands.json) may not point a compile at
+    `folder`: it is in none of the project `roots`, the system's include folders or a CUDA
+    toolkit (/usr/local/cuda, /usr/local/cuda-12.8, /opt/cuda)."""
+    real = os.path.realpath(folder)
+    if any(_beneath(real, os.path.realpath(t)) for t in (*roots, *SYSTEM_READ)):
+        return False
+    return not any(_beneath(real, t) or real.startswith(t + "-") for t in CUDA_TOOLKITS)
+
+
+def python_dirs() -> tuple[str, ...]:
+    """The interpreter's library folders: an in-process compiler runs Python and native code
+    from them (CuPy's, cuda-bindings', the NVIDIA wheels' headers and libraries)."""
+    import site
+
+    found = [sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")]
+    try:
+        found += site.getsitepackages() + [site.getusersitepackages()]
+    except AttributeError:  # a virtualenv's old site.py
+        pass
+    found.append(str(Path(__file__).resolve().parent))
+    home = Path.home().resolve()
+    out = []
+    for d in found:
+        if d and os.path.isdir(d) and not home.is_relative_to(Path(d).resolve()):
+            out.append(d)
+    return tuple(dict.fromkeys(out))
+
+
+def loaded_library_dirs(prefix: str) -> tuple[str, ...]:
+    """The folders of the shared libraries named `prefix`* this process has loaded (NVRTC loads
+    its builtins library from beside itself on first use)."""
+    out = []
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                fields = line.split(maxsplit=5)  # address, perms, offset, device, inode, path
+                path = fields[5].strip() if len(fields) == 6 else ""
+                if os.path.basename(path).startswith(prefix):
+                    out.append(os.path.dirname(path))
+    except OSError:
+        pass
+    return tuple(dict.fromkeys(out))
+
+
+# ---- enforcing it ------------------------------------------------------------------------------
+
+def _sandbox():
+    from .backends.cpu import sandbox
+    return sandbox
+
+
+def _unavailable(e: Exception) -> Exception:
+    sb = _sandbox()
+    return BackendUnavailable(f"cannot confine the compiler to your project's files ({e}); set "
+                              f"{sb.OPT_OUT_ENV}=1 to compile without the sandbox, at your own risk")
+
+
+def argv(cmd: list[str], c: Confinement) -> list[str]:
+    """The command run through the Landlock wrapper (sandbox.py as a script)."""
+    sb = _sandbox()
+    exe = shutil.which(cmd[0]) or cmd[0]
+    exe_dirs = {os.path.dirname(os.path.realpath(exe)), os.path.dirname(os.path.abspath(exe))}
+    flags = {"read": "--read", "exec": "--exec", "write": "--write"}
+    rules: list[str] = []
+    for path, kind in [*c.rules(), *((d, "exec") for d in sorted(exe_dirs))]:
+        rules += [flags[kind], path]
+    return [sys.executable, "-S", "-I", sb.__file__, *rules, "--", exe, *cmd[1:]]
+
+
+def run(cmd: list[str], c: Confinement, timeout_s: float) -> subprocess.CompletedProcess:
+    """A compiler program, confined to `c` (which names its build directory), with an empty
+    environment and limits."""
+    sb = _sandbox()
+    assert c.workdir is not None, "a compiler program needs a build directory"
+    env = {"PATH": os.pathsep.join((os.path.dirname(shutil.which(cmd[0]) or cmd[0]), "/usr/bin", "/bin")),
+           "TMPDIR": c.workdir, "LC_ALL": "C"}
+    if sb.opted_out():
+        env[sb.OPT_OUT_ENV] = "1"
+    r = subprocess.run(argv(cmd, c), capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL,
+                       env=env, cwd=c.workdir)
+    if r.returncode == sb.WRAPPER_FAILED and "astra sandbox:" in r.stderr:
+        raise _unavailable(RuntimeError(r.stderr.strip().removeprefix("astra sandbox: ")))
+    return r
+
+
+class CompileTimeout(CompileError):
+    """An in-process compile did not finish (an #include of a FIFO, a template explosion): its
+    thread is left behind, so the caller retires its worker."""
+
+
+def call(c: Confinement, fn: Callable[..., T], *args: Any, timeout_s: float | None = None) -> T:
+    """`fn(*args)` in a fresh thread that first confines itself to `c`: what an in-process
+    compiler opens is checked like a sandboxed program's. Raises what `fn` raised,
+    BackendUnavailable when the thread cannot be confined, CompileTimeout after `timeout_s`."""
+    sb = _sandbox()
+    box: dict[str, Any] = {}
+    rights = {"read": sb.READ, "exec": sb.READ_EXEC, "write": sb.READ | sb.write_rights(sb.landlock_abi())}
+
+    def confined() -> None:
+        try:
+            sb.restrict_files([(p, rights[k]) for p, k in c.rules()])
+        except (sb.SandboxError, OSError) as e:
+            if not sb.opted_out():
+                box["error"] = _unavailable(e)
+                return
+            sys.stderr.write(f"astra: compiling WITHOUT the sandbox ({sb.OPT_OUT_ENV}=1): {e}\n")
+        try:
+            box["value"] = fn(*args)
+        except BaseException as e:  # handed to the caller's thread
+            box["error"] = e
+
+    t = threading.Thread(target=confined, name="astra-confined-compile", daemon=True)
+    limit = COMPILE_TIMEOUT_S if timeout_s is None else timeout_s
+    t.start()
+    t.join(limit)
+    if t.is_alive():
+        raise CompileTimeout(f"the compile did not finish within {limit:g} s (an #include of a FIFO, "
+                             "or a template explosion?)")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
