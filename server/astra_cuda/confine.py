@@ -13,9 +13,17 @@ the file in a diagnostic, and `#include "/dev/zero"` fails instead of reading fo
 
 Enforced by Landlock (backends/cpu/sandbox.py) in two ways: a compiler program runs through the
 sandbox wrapper (`run`); an in-process compiler (NVRTC, through cuda-bindings or CuPy) runs in a
-fresh thread that confines itself first (`call`) — Landlock binds the calling thread and what it
-starts, never the rest of the worker. Where the kernel has no Landlock, compiles of user code
-are refused with the reason (ASTRA_UNSAFE_NO_SANDBOX=1 lets an informed user go on without).
+fresh thread that confines itself first (`call`) — Landlock binds the calling thread and the
+threads it starts, never the rest of the worker. Why that is sound: the thread is new for every
+compile and ends with it (a Python thread is never reused), so no other job ever runs confined
+and the confinement never outlives the compile; Landlock only removes rights, so whatever else
+Python happens to run on it (a finaliser) can fail but never read more; the in-process compilers
+read their `#include`s on the calling thread (NVRTC has no thread pool unless `-split-compile`,
+which no project file can pass: project.DEVICE_FLAGS). A compile that does not finish leaves its
+thread blocked inside NVRTC: `CompileTimeout`, and the caller retires its worker.
+
+Where the kernel has no Landlock, compiles of user code are refused with the reason
+(ASTRA_UNSAFE_NO_SANDBOX=1 lets an informed user go on without; the process says so once).
 """
 from __future__ import annotations
 
@@ -44,8 +52,9 @@ T = TypeVar("T")
 class Confinement:
     project_dirs: tuple[str, ...]  # the user's folders it may read
     read_dirs: tuple[str, ...] = ()  # Astra's own: CUDA headers, the runtime, caches, libraries
-    workdir: str | None = None     # the only place it writes (None: nowhere)
+    workdir: str | None = None     # where it writes (None: nowhere)
     exec_dirs: tuple[str, ...] = ()  # programs beyond the system's (a CUDA toolkit's nvcc)
+    devices: tuple[str, ...] = ()  # device files it opens read-write (the GPU driver's)
 
     def rules(self) -> list[tuple[str, str]]:
         """(path, 'read' | 'exec' | 'write') for the sandbox."""
@@ -53,6 +62,7 @@ class Confinement:
         out += [(p, "read") for p in (*SYSTEM_READ, *self.read_dirs, *self.project_dirs)]
         if self.workdir is not None:
             out += [(self.workdir, "write"), (os.devnull, "write")]
+        out += [(d, "write") for d in self.devices]
         return out
 
     def allows(self, path: str | os.PathLike) -> bool:
@@ -93,10 +103,15 @@ def project_dirs(options: Sequence[str]) -> tuple[str, ...]:
 
 
 def for_unit(options: Sequence[str], read_dirs: Iterable[str] = (), workdir: str | None = None,
-             exec_dirs: Iterable[str] = ()) -> Confinement:
-    """What a compile with these options may touch (Astra's `read_dirs` besides the project's)."""
-    return Confinement(project_dirs(options), tuple(dict.fromkeys(read_dirs)), workdir,
-                       tuple(dict.fromkeys(exec_dirs)))
+             exec_dirs: Iterable[str] = (), devices: Iterable[str] = ()) -> Confinement:
+    """What a compile with these options may touch (Astra's `read_dirs` besides the project's).
+    The -I options that name Astra's own folders (CUDA's headers, the stand-ins) open only
+    themselves, never the checkout around them."""
+    ours = tuple(dict.fromkeys(read_dirs))
+    own = [o for o in options if o.startswith("-I") and any(_beneath(os.path.realpath(o[2:]), os.path.realpath(d))
+                                                             for d in (*ours, *SYSTEM_READ))]
+    return Confinement(project_dirs([o for o in options if o not in own]), ours, workdir,
+                       tuple(dict.fromkeys(exec_dirs)), tuple(dict.fromkeys(devices)))
 
 
 def outside_project(folder: str, roots: Iterable[str]) -> bool:
@@ -157,6 +172,25 @@ def _unavailable(e: Exception) -> Exception:
                               f"{sb.OPT_OUT_ENV}=1 to compile without the sandbox, at your own risk")
 
 
+def unavailable_reason() -> str | None:
+    """Why compiles of user code are refused here (no Landlock, and no opt-out), else None."""
+    sb = _sandbox()
+    if sb.opted_out() or sb.landlock_abi() >= 1:
+        return None
+    return str(_unavailable(RuntimeError("Landlock is not available in this kernel")))
+
+
+_warned = False
+
+
+def _warn_unconfined(e: Exception) -> None:
+    """The informed user's opt-out, said once per process (every compile would be noise)."""
+    global _warned
+    if not _warned:
+        _warned = True
+        sys.stderr.write(f"astra: compiling user code WITHOUT the sandbox ({_sandbox().OPT_OUT_ENV}=1): {e}\n")
+
+
 def argv(cmd: list[str], c: Confinement) -> list[str]:
     """The command run through the Landlock wrapper (sandbox.py as a script)."""
     sb = _sandbox()
@@ -193,24 +227,29 @@ class CompileTimeout(CompileError):
 def call(c: Confinement, fn: Callable[..., T], *args: Any, timeout_s: float | None = None) -> T:
     """`fn(*args)` in a fresh thread that first confines itself to `c`: what an in-process
     compiler opens is checked like a sandboxed program's. Raises what `fn` raised,
-    BackendUnavailable when the thread cannot be confined, CompileTimeout after `timeout_s`."""
+    BackendUnavailable when the thread cannot be confined, CompileTimeout after `timeout_s`.
+    `fn` must do its work on the calling thread (see the module docstring)."""
     sb = _sandbox()
     box: dict[str, Any] = {}
-    rights = {"read": sb.READ, "exec": sb.READ_EXEC, "write": sb.READ | sb.write_rights(sb.landlock_abi())}
+    abi = sb.landlock_abi()
+    rights = {"read": sb.READ, "exec": sb.READ_EXEC, "write": sb.READ | sb.write_rights(abi)}
 
     def confined() -> None:
         try:
-            sb.restrict_files([(p, rights[k]) for p, k in c.rules()])
+            # Files only: TCP and signal scoping are the executor's business, and a compiler
+            # that talks to a GPU driver must not lose its sockets or signals.
+            sb.restrict_files([(p, rights[k]) for p, k in c.rules()], net=False, scope=False)
         except (sb.SandboxError, OSError) as e:
             if not sb.opted_out():
                 box["error"] = _unavailable(e)
                 return
-            sys.stderr.write(f"astra: compiling WITHOUT the sandbox ({sb.OPT_OUT_ENV}=1): {e}\n")
+            _warn_unconfined(e)
         try:
             box["value"] = fn(*args)
         except BaseException as e:  # handed to the caller's thread
             box["error"] = e
 
+    # A new thread per compile (threading never reuses one): the confinement ends with it.
     t = threading.Thread(target=confined, name="astra-confined-compile", daemon=True)
     limit = COMPILE_TIMEOUT_S if timeout_s is None else timeout_s
     t.start()

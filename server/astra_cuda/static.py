@@ -246,6 +246,7 @@ def confinement(options) -> confine.Confinement:
 # ---- compiling ---------------------------------------------------------------------------
 
 _cache: dict[str, StaticResult] = {}
+COMPILE_TIMEOUT_S = 120.0  # an NVRTC compile longer than this is stuck (an #include of a FIFO)
 _lock = threading.Lock()
 
 
@@ -269,7 +270,7 @@ def compile_unit(unit, arch: str = DEFAULT_ARCH, *, options: tuple[str, ...] = (
     try:
         if _nvrtc() is not None:
             result = confine.call(confinement(_options(unit, arch, options)), _compile_nvrtc, unit, arch, options,
-                                  names)
+                                  names, timeout_s=COMPILE_TIMEOUT_S)
         elif _nvcc() is not None:
             result = _compile_nvcc(unit, arch, options, names)
         else:

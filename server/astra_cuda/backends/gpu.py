@@ -100,6 +100,50 @@ def _device_index() -> int:
     return 0
 
 
+def compile_confinement(cp, options: Sequence[str]):
+    """What CuPy's compile of a unit with these options may touch: the project's folders, CUDA's
+    and CCCL's headers, the stand-ins, the CUDA toolkit CuPy uses, NVRTC's and the Python
+    libraries; it writes only CuPy's kernel cache (and opens the driver's device files)."""
+    from .. import confine, static
+    inc = static.cuda_include_dir()
+    ours = [*([inc] if inc else []), *static.cccl_include_dirs(), static.nvrtc_shim_dir()]
+    try:
+        toolkit = cp.cuda.get_cuda_path()
+        if toolkit:
+            ours.append(toolkit)
+    except Exception:  # no toolkit: CuPy's wheels bring NVRTC and the headers
+        pass
+    cache = None
+    if not _env_true("CUPY_CACHE_IN_MEMORY"):
+        cache = cp.cuda.compiler.get_cache_dir()
+        os.makedirs(cache, exist_ok=True)  # created here: the confined thread may not write its parent
+    devices = sorted(str(d) for d in Path("/dev").glob("nvidia*") if not d.is_dir())
+    return confine.for_unit(options, (*ours, *confine.loaded_library_dirs("libnvrtc"), *confine.python_dirs()),
+                            workdir=cache, devices=devices)
+
+
+def _require_confinement() -> None:
+    """No Landlock here: CuPy's NVRTC would read a hostile `#include` unconfined, so the backend
+    refuses, like the CPU backend (ASTRA_UNSAFE_NO_SANDBOX=1 is the informed user's way on)."""
+    from .. import confine
+    reason = confine.unavailable_reason()
+    if reason:
+        raise BackendUnavailable(f"the GPU backend {reason}")
+
+
+def _load_nvrtc(cp) -> None:
+    """Load NVRTC now, so its folder is known (and open) before the first confined compile."""
+    try:
+        from cupy.cuda import nvrtc
+        nvrtc.getVersion()
+    except Exception:  # found later by CuPy itself, or reported by the compile
+        pass
+
+
+def _env_true(name: str) -> bool:
+    return os.environ.get(name, "") not in ("", "0")
+
+
 def _retire_worker() -> None:
     try:
         from .. import worker
@@ -117,6 +161,7 @@ class GpuBackend(Backend):
     caps = Capabilities(timing=True, copy_ceiling=True, device_info=True, compute_sanitizer=True)
 
     def __init__(self, *, exact_alloc: bool = False):
+        _require_confinement()
         cp = _cupy()
         try:
             n = cp.cuda.runtime.getDeviceCount()
@@ -136,6 +181,7 @@ class GpuBackend(Backend):
         if exact_alloc or self.sanitizer:
             self.use_exact_allocations()
         self._modules: dict[str, GpuModule] = {}
+        _load_nvrtc(cp)
         self._flush = None
         self._busy_until = 0.0  # time.monotonic() when the last timing loop ended
         self.poisoned: str | None = None
@@ -145,6 +191,7 @@ class GpuBackend(Backend):
     def probe(cls) -> tuple[bool, str]:
         """(usable, why) — call inside a worker: it creates a CUDA context."""
         try:
+            _require_confinement()
             cp = _cupy()
             n = cp.cuda.runtime.getDeviceCount()
             if n < 1:
@@ -204,12 +251,12 @@ class GpuBackend(Backend):
         if mod is not None:
             return mod
         try:
-            raw = self._raw_module(code, opts, names)
+            raw = self._confined_raw_module(code, opts, names)
         except CompileError as e:
             inc = static.cuda_include_dir()
             more = [f"-I{d}" for d in ([inc] if inc else []) + static.cccl_include_dirs() if f"-I{d}" not in opts]
             if "cannot open source file" in e.log and more:
-                raw = self._raw_module(code, opts + more, names)
+                raw = self._confined_raw_module(code, opts + more, names)
             else:
                 raise
         mod = GpuModule(raw, names, key)
@@ -218,11 +265,25 @@ class GpuBackend(Backend):
         self._modules[key] = mod
         return mod
 
+    def _confined_raw_module(self, code: str, opts: list[str], names: list[str]):
+        """NVRTC opens the unit's `#include`s inside this process: CuPy compiles (and loads) the
+        module in a thread confined to what a compiler of user code may read (astra_cuda.confine),
+        plus CuPy's kernel cache and the driver's device files. A compile that never finishes
+        (an `#include` of a FIFO in the project) retires this worker."""
+        from .. import confine
+        try:
+            return confine.call(compile_confinement(self.cp, opts), self._raw_module, code, opts, names)
+        except confine.CompileTimeout:
+            self.poisoned = "an NVRTC compile did not finish"
+            _retire_worker()
+            raise
+
     def _raw_module(self, code: str, opts: list[str], names: list[str]):
         cp = self.cp
         try:
             raw = cp.RawModule(code=code, options=tuple(opts), name_expressions=names or None)
-            raw.compile()
+            with self.device:  # a confined compile runs on a fresh thread: load on our device
+                raw.compile()
             return raw
         except cp.cuda.compiler.CompileException as e:
             log = e.get_message() if hasattr(e, "get_message") else str(e)
