@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from . import dtypes, files, source
+from . import confine, dtypes, files, source
 from .errors import AstraError, NoSuchKernel
 from .project import ProjectContext
 from .source import Guard, Item, Kernel, SourceModel
@@ -113,7 +113,9 @@ def header_digest(text: str, filename: str, options) -> str:
     import hashlib
     dirs = [o[2:] for o in options if o.startswith("-I") and len(o) > 2]
     h = hashlib.sha256()
-    todo = [(text, os.path.dirname(os.path.abspath(filename)) if filename else os.getcwd())]
+    top = os.path.dirname(os.path.abspath(filename)) if filename else os.getcwd()
+    policy = confine.for_unit([f"-I{top}", *options])  # what the compiler itself may read
+    todo = [(text, top)]
     seen: set[str] = set()
     while todo and len(seen) < 4 * MAX_HEADERS:
         body, here = todo.pop()
@@ -122,9 +124,10 @@ def header_digest(text: str, filename: str, options) -> str:
                 f = Path(d) / header
                 if f.is_file():
                     key = str(f.resolve())
-                    if key not in seen:
+                    if key not in seen and policy.allows(key):
                         seen.add(key)
-                        data = f.read_bytes()[:files.MAX_BYTES]
+                        with open(key, "rb") as fh:
+                            data = fh.read(files.MAX_BYTES)
                         h.update(key.encode() + b"\0" + data + b"\0")
                         todo.append((data.decode("utf-8", errors="replace"), str(f.resolve().parent)))
                     break
@@ -133,12 +136,15 @@ def header_digest(text: str, filename: str, options) -> str:
 
 @dataclass
 class _Reader:
-    """Reads the project headers a file includes into one list of items, in order."""
+    """Reads the project headers a file includes into one list of items, in order: only those
+    a compiler of the unit may read too (`confine`), so an `#include "/etc/shadow"`, a `../`
+    escape or a symbolic link out of the project is never read into a unit."""
     context: ProjectContext
     notes: list[str]
     dropped: list[str]
     headers: list[str]
     seen: set[str]
+    policy: confine.Confinement
 
     def items(self, model: SourceModel, path: str, guards: tuple[Guard, ...] = (), depth: int = 0) -> list[Item]:
         out: list[Item] = []
@@ -154,6 +160,12 @@ class _Reader:
             written = f'"{header}"' if quoted else f"<{header}>"
             kind = _header_kind(header)
             found, own = find_header(header, quoted, here, self.context) if kind != "implicit" else (None, False)
+            if found is not None and own and not self.policy.allows(found):
+                self.notes.append(f"{written} not read into the unit: it is outside your project (compilers may "
+                                  "read only the project's folders, CUDA's and the system's headers)")
+                self.dropped.append(f"#include {written}")
+                out.append(_host_only(item))
+                continue
             if found is not None and own:
                 key = str(found)
                 if key in self.seen:
@@ -183,6 +195,14 @@ class _Reader:
                 self.dropped.append(f"#include {written}")
                 out.append(_host_only(item))
         return out
+
+
+def header_reader(path: str, context: ProjectContext, notes: list[str] | None = None,
+                  dropped: list[str] | None = None, headers: list[str] | None = None) -> _Reader:
+    """A reader of the project headers of the file at `path`, under the compilers' read policy."""
+    policy = confine.for_unit([f"-I{os.path.dirname(os.path.abspath(path))}", *context.options()])
+    return _Reader(context, [] if notes is None else notes, [] if dropped is None else dropped,
+                   [] if headers is None else headers, set(), policy)
 
 
 @lru_cache(maxsize=128)
@@ -376,7 +396,7 @@ def unit_from_model(model: SourceModel, path: str, kernel_name: str, *, instanti
     dropped: list[str] = []
     notes: list[str] = []
     headers: list[str] = []
-    reader = _Reader(context, notes, dropped, headers, set())
+    reader = header_reader(path, context, notes, dropped, headers)
     items = reader.items(model, path)
     needed = {id(i) for i in _needed(items, kernel, _names_in(instantiate))}
     kept = [i for i in items if id(i) in needed or i.kind in ("macro", "include", "host_include", "using")]

@@ -352,7 +352,7 @@ class _Types:
         self.items = []
         if path is not None:
             try:
-                reader = extract._Reader(context or ProjectContext(), [], [], [], set())
+                reader = extract.header_reader(path, context or ProjectContext())
                 self.items = reader.items(model, path)
             except Exception:  # a header that cannot be read: what the file itself says still counts
                 self.items = list(model.items)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
+from . import confine
 from .errors import AstraError
 
 # Flags that mean the same to NVRTC, nvcc and (where it matters) the CPU build; others from a
@@ -224,8 +225,16 @@ def from_compile_commands(db: str | Path, path: str) -> ProjectContext:
         std_value = _std(std, str(db))
     except AstraError:
         std_value, ignored = None, ignored + [f"-std={std}"]
-    return ProjectContext(include_dirs=tuple(dict.fromkeys(resolve(x) for x in inc)),
-                          system_dirs=tuple(dict.fromkeys(resolve(x) for x in sysinc)),
+    # A compile_commands.json comes with the project, so it may point a compile only at the
+    # project itself, CUDA and the system's headers: `-I /root` or `-I /etc` from a cloned
+    # repository would open those folders to the compilers (astra_cuda.confine).
+    roots = [r for r in (confine.project_root(db.parent), confine.project_root(Path(path).resolve().parent)) if r]
+    inc, sysinc = [resolve(x) for x in inc], [resolve(x) for x in sysinc]
+    ignored += [f"-I{d} (outside the project)" for d in (*inc, *sysinc) if confine.outside_project(d, roots)]
+    inc = [d for d in inc if not confine.outside_project(d, roots)]
+    sysinc = [d for d in sysinc if not confine.outside_project(d, roots)]
+    return ProjectContext(include_dirs=tuple(dict.fromkeys(inc)),
+                          system_dirs=tuple(dict.fromkeys(sysinc)),
                           defines=tuple(parse_define(x) for x in defs if x.split("=")[0].isidentifier()),
                           std=std_value, flags=tuple(flags), origin=(f"{db}, {which}",), ignored=tuple(ignored))
 
