@@ -159,3 +159,18 @@ def sanitize_refused(_):
     except Unsupported as e:
         return str(e)
     return None
+
+
+def hostile_includes(files):
+    """Compile each (name, path, text) with the GPU backend (CuPy's NVRTC, confined): what it said."""
+    from astra_cuda import extract
+    from astra_cuda.backends.base import CompileError
+    out = {}
+    for name, path, text in files:
+        unit = extract.unit(text, path, "k")
+        try:
+            backend().compile(unit.source, [unit.name_expression], filename=unit.path, options=unit.options())
+            out[name] = {"ok": True, "said": unit.source + "\n".join(unit.notes)}
+        except CompileError as e:
+            out[name] = {"ok": False, "said": unit.source + str(e) + (e.log or "")}
+    return out

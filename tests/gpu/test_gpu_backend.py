@@ -148,3 +148,23 @@ def test_sanitizer_pool_catches_a_one_element_overread(pool):
         san.close()
     assert r["sanitizer"] == "memcheck" and r["exact"]
     assert r["error"] and "Invalid __global__ read" in r["error"], r
+
+
+def test_cupy_compile_reads_nothing_private(pool, tmp_path):
+    """The attack catalogue's NVRTC entries through the GPU backend's (CuPy's) compile."""
+    from tests.security import catalogue
+    secret = tmp_path / "secret.txt"
+    secret.write_text("sk-canaryAstraSecretGpu\n")
+    proj, subs = catalogue.stage_nvrtc(tmp_path, secret)
+    files = []
+    for a in catalogue.NVRTC:
+        if a.name == "fifo_in_project":  # stops a worker for the compile time limit: the static test has it
+            continue
+        path = proj / f"{a.name}.cu"
+        path.write_text(catalogue.nvrtc_source(a, subs))
+        files.append((a.name, str(path), path.read_text()))
+    said = pool.run("gpu_jobs:hostile_includes", files, timeout=300)
+    for name, r in said.items():
+        assert "sk-canaryAstraSecretGpu" not in r["said"] and "root:" not in r["said"], (name, r)
+    assert not said["absolute_include_in_kernel"]["ok"] and not said["dev_zero"]["ok"]
+    assert said["absolute_include_at_file_scope"]["ok"]  # left out of the unit by extract

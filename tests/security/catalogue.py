@@ -8,6 +8,11 @@ Kinds:
   process left, the parent unharmed). `body` runs once in thread 0 of block 0; `prelude` is
   file-scope code (constructors, initialisers run when the module is loaded).
 - compile: a hostile unit given to the CPU compiler (screen off): the compiler's own sandbox.
+- nvrtc: a hostile file through extract and NVRTC in this process (the static checks; the same
+  entries run through the GPU backend's CuPy compile on a GPU machine): `arg` says where the
+  `#include` stands — "file" scope (extract sees it) or inside the "kernel" (it reaches NVRTC
+  untouched, so the confined compile thread alone must stop it).
+- project: a hostile compile_commands.json in the project (include folders, flags, macros).
 - screen: a known bypass of the name screen, which must now be refused before any compile.
 - gate: a file or candidate through the whole gate on the CPU backend (GPU first, screen, ...).
 - spec / input: a hostile spec or input through the `astra` CLI: exit code 2 with a message,
@@ -151,6 +156,57 @@ COMPILE = [
            body='#include "../../../../../../../../etc/passwd"\n'),
 ]
 
+# SECRET_Q is a private file outside the project, LINK_Q a symbolic link to it inside the project,
+# FIFO_OUT_Q / FIFO_IN_Q FIFOs outside / inside the project, HUGE_Q a 6 MB header in the project.
+NVRTC = [
+    Attack("absolute_include_at_file_scope", "nvrtc", "#include of a private file by absolute path at file scope",
+           "the secret in no unit, message or log", "extract reads no header outside the project",
+           body="#include SECRET_Q\n", arg="file"),
+    Attack("absolute_include_in_kernel", "nvrtc", "the same #include inside a kernel's body (extract keeps it in place)",
+           "the secret in no message or log", "NVRTC in a Landlock-confined thread (cannot open)",
+           body="#include SECRET_Q\n", arg="kernel"),
+    Attack("etc_shadow_in_kernel", "nvrtc", "#include \"/etc/shadow\" inside a kernel", "no content in any message",
+           "NVRTC in a Landlock-confined thread", body='#include "/etc/shadow"\n', arg="kernel"),
+    Attack("dotdot_escape", "nvrtc", "#include \"../../../../../../../../etc/passwd\" at file scope and in a kernel",
+           "no content in any unit or message", "extract (outside the project); the confined thread",
+           body='#include "../../../../../../../../etc/passwd"\n', arg="both"),
+    Attack("device_header_traversal", "nvrtc", "#include <cooperative_groups/../../../../../../../../etc/passwd> "
+           "(passes for a CUDA header, which extract keeps)", "no content in any message",
+           "NVRTC in a Landlock-confined thread", body="#include <cooperative_groups/../../../../../../../../etc/passwd>\n",
+           arg="file"),
+    Attack("symlink_escape", "nvrtc", "a symbolic link in the project to a private file, #include'd at file scope and in a kernel",
+           "the secret in no unit or message", "extract and Landlock: the real path decides",
+           body="#include LINK_Q\n", arg="both"),
+    Attack("proc_environ", "nvrtc", "#include \"/proc/self/environ\" (the worker's environment)",
+           "no environment in any message", "NVRTC in a Landlock-confined thread", body='#include "/proc/self/environ"\n',
+           arg="kernel"),
+    Attack("dev_zero", "nvrtc", "#include \"/dev/zero\" (a read that never ends)", "no hang",
+           "NVRTC in a Landlock-confined thread (cannot open)", body='#include "/dev/zero"\n', arg="kernel"),
+    Attack("fifo_outside_project", "nvrtc", "#include of a FIFO outside the project", "no hang",
+           "NVRTC in a Landlock-confined thread (cannot open)", body="#include FIFO_OUT_Q\n", arg="kernel"),
+    Attack("fifo_in_project", "nvrtc", "#include of a FIFO inside the project, which nobody writes to",
+           "no hang beyond the compile time limit; the worker is replaced",
+           "compile time limit: the stuck thread's worker retires", body="#include FIFO_IN_Q\n", arg="kernel"),
+    Attack("huge_header", "nvrtc", "a 6 MB header in the project, #include'd at file scope",
+           "not read, quickly", "extract reads at most 4 MB of a header; NVRTC never sees it",
+           body="#include HUGE_Q\n", arg="file"),
+]
+
+PROJECT = [
+    Attack("cc_include_home", "project", "compile_commands.json: `-I /root` and `-I ~` (dotfiles, keys)",
+           "not passed to any compiler; reported as ignored", "project: include folders outside the project dropped",
+           arg="-I/root"),
+    Attack("cc_include_etc", "project", "compile_commands.json: `-I /etc`, `-isystem /etc`, `--include-path=/etc`, "
+           "then #include \"shadow\"", "no content in any message; reported as ignored",
+           "project: include folders outside the project dropped; Landlock", arg="-I/etc"),
+    Attack("cc_hostile_flags", "project", "compile_commands.json: `-include /etc/shadow`, `--pre-include`, "
+           "`-Xcompiler -fplugin=…`, `-ccbin`, `--options-file`, `--split-compile`, `-Wp,…`, `-B`, `--compiler-bindir`",
+           "none reaches a compiler; each reported as ignored",
+           "project: only DEVICE_FLAGS, -I/-isystem inside the project, -D and -std pass", arg="flags"),
+    Attack("cc_define_names_a_file", "project", "compile_commands.json: `-DH=\"/etc/shadow\"`, then `#include H` in a kernel",
+           "no content in any message", "NVRTC in a Landlock-confined thread", arg="define"),
+]
+
 SCREEN = [
     Attack("line_marker_pointer", "screen", "`# 1 \"/usr/include/stdlib.h\" 3`, then a pointer to system",
            "refused before compiling", "screen: line marker",
@@ -228,7 +284,37 @@ FILES = [
            "workspace.replace_if_unchanged compares first"),
 ]
 
-ALL = SANDBOX + COMPILE + SCREEN + GATE + SPEC + INPUT + SECRET + FILES
+ALL = SANDBOX + COMPILE + NVRTC + PROJECT + SCREEN + GATE + SPEC + INPUT + SECRET + FILES
+
+
+HOSTILE_FLAGS = ["-include", "/etc/shadow", "--pre-include=/etc/shadow", "-Xcompiler", "-fplugin=/tmp/evil.so",
+                 "-ccbin", "/tmp/evil", "--options-file", "/etc/shadow", "--split-compile=0", "-Wp,-include,/etc/shadow",
+                 "-B/tmp/evil", "--compiler-bindir=/tmp/evil", "-optf", "/etc/shadow"]
+
+
+def stage_nvrtc(root, secret) -> tuple[object, dict[str, str]]:
+    """The project the nvrtc entries attack (`root`/proj, with `.git`): its link to `secret`, a
+    FIFO inside and one outside, a 6 MB header; returns (project folder, placeholder -> text)."""
+    import os
+    from pathlib import Path
+    proj = Path(root) / "proj"
+    (proj / ".git").mkdir(parents=True)
+    (proj / "link.h").symlink_to(secret)
+    os.mkfifo(Path(root) / "fifo")
+    os.mkfifo(proj / "fifo.h")
+    (proj / "huge.cuh").write_text("// x\n" * 1_500_000)
+    return proj, {"SECRET_Q": f'"{secret}"', "LINK_Q": '"link.h"', "FIFO_OUT_Q": f'"{Path(root) / "fifo"}"',
+                  "FIFO_IN_Q": '"fifo.h"', "HUGE_Q": '"huge.cuh"'}
+
+
+def nvrtc_source(attack: Attack, subs: dict[str, str]) -> str:
+    """The hostile file of an nvrtc entry: its #include at file scope, in the kernel, or both."""
+    inc = attack.body
+    for k, v in subs.items():
+        inc = inc.replace(k, v)
+    top = inc if attack.arg in ("file", "both") else ""
+    inner = inc if attack.arg in ("kernel", "both") else ""
+    return f"{top}__global__ void k(float* x) {{\n{inner}  x[0] = 1.0f;\n}}\n"
 
 
 def markdown() -> str:
@@ -239,6 +325,8 @@ def markdown() -> str:
            "no secret read, no exit 0 for an injected spec. *sandbox* entries run with the name screen "
            "switched off, so the sandbox alone contains them.", ""]
     titles = {"sandbox": "Kernel code on the host (CPU backend executor)", "compile": "The compiler over hostile source",
+              "nvrtc": "NVRTC over hostile source (static checks, GPU backend)",
+              "project": "A hostile compile_commands.json",
               "screen": "Known bypasses of the name screen", "gate": "Files and candidates through the gate",
               "spec": "Hostile specs", "input": "Hostile inputs to the CLI", "secret": "Secrets",
               "file": "Writing results"}

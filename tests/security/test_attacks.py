@@ -205,6 +205,123 @@ def test_compiler_sandbox_contains(attack, cpu, arena, monkeypatch, tmp_path):
     assert time.monotonic() - t0 < 30
 
 
+# ---- NVRTC in this process (static checks; the GPU backend's run in tests/gpu) ------------------
+
+def _unblock(fifo: Path) -> None:
+    """Let a compile stuck on `fifo` read end-of-file (a writer that opens and closes it)."""
+    try:
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    except OSError:  # no reader: nothing is stuck
+        pass
+
+
+@pytest.mark.parametrize("attack", by_kind("nvrtc"), ids=lambda a: a.name)
+def test_nvrtc_reads_nothing_private(attack, arena, tmp_path, monkeypatch):
+    from astra_cuda import extract, static, worker
+    if static._nvrtc() is None:
+        pytest.skip("no NVRTC here")
+    _, secret = arena
+    proj, subs = catalogue.stage_nvrtc(tmp_path, secret)
+    text = catalogue.nvrtc_source(attack, subs)
+    path = proj / f"{attack.name}.cu"
+    path.write_text(text)
+    retired: list[bool] = []
+    monkeypatch.setattr(worker, "retire_after_reply", lambda: retired.append(True))
+    monkeypatch.setattr(static, "COMPILE_TIMEOUT_S", 4.0)
+    t0 = time.monotonic()
+    try:
+        unit = extract.unit(text, str(path), "k")
+        r = static.compile_unit(unit)
+    finally:
+        _unblock(proj / "fifo.h")
+    said = unit.source + r.log + "\n".join(d.message for d in r.diagnostics) + "\n".join(unit.notes)
+    assert SECRET_VALUE not in said and "root:" not in said and "PATH=" not in said, said
+    assert time.monotonic() - t0 < 30
+    if attack.name == "fifo_in_project":
+        assert retired and "did not finish" in said, said
+    elif attack.name == "huge_header":
+        assert r.ok and "huge.cuh" in said and "x\n// x" not in unit.source, said
+    elif attack.arg == "file" and attack.name != "device_header_traversal":
+        assert "outside your project" in said and r.ok, said  # left out by extract, never compiled
+    else:
+        assert not r.ok and "cannot open source file" in said, said
+    if attack.name != "fifo_in_project":
+        assert not retired
+
+
+def test_nvrtc_refuses_loudly_without_landlock(monkeypatch, tmp_path):
+    """No Landlock: no NVRTC compile of user code (the reason shown); the opt-out compiles."""
+    from astra_cuda import extract, static
+    from astra_cuda.backends.cpu import sandbox
+    if static._nvrtc() is None:
+        pytest.skip("no NVRTC here")
+    monkeypatch.setattr(sandbox, "landlock_abi", lambda: 0)
+    monkeypatch.delenv(sandbox.OPT_OUT_ENV, raising=False)
+    f = tmp_path / "k.cu"
+    text = "__global__ void k(float* x) { x[0] = 2.0f; }\n"
+    r = static.compile_unit(extract.unit(text, str(f), "k"))
+    assert not r.ok and r.diagnostics[0].code == "sandbox", r.diagnostics
+    assert "Landlock" in r.diagnostics[0].message and sandbox.OPT_OUT_ENV in r.diagnostics[0].message
+    monkeypatch.setenv(sandbox.OPT_OUT_ENV, "1")
+    assert static.compile_unit(extract.unit(text, str(f), "k")).ok
+
+
+def test_the_confined_thread_is_fresh_and_confined(tmp_path):
+    """Each confined call runs on a new thread that can read only what the policy allows; the
+    caller's thread keeps its rights."""
+    import threading
+    from astra_cuda import confine
+    inside, outside = tmp_path / "proj", tmp_path / "outside.txt"
+    (inside / ".git").mkdir(parents=True)
+    (inside / "a.h").write_text("ok")
+    outside.write_text("private")
+    policy = confine.for_unit([f"-I{inside}"])
+
+    def read(p: Path) -> tuple[str, int]:
+        try:
+            return p.read_text(), threading.get_ident()
+        except PermissionError:
+            return "denied", threading.get_ident()
+
+    a = confine.call(policy, read, inside / "a.h")
+    b = confine.call(policy, read, outside)
+    assert a[0] == "ok" and b[0] == "denied"
+    assert outside.read_text() == "private"  # this thread is not confined
+    assert threading.get_ident() not in (a[1], b[1])
+
+
+# ---- a hostile compile_commands.json ------------------------------------------------------------
+
+@pytest.mark.parametrize("attack", by_kind("project"), ids=lambda a: a.name)
+def test_hostile_compile_commands(attack, tmp_path):
+    from astra_cuda import extract, project, static
+    proj = tmp_path / "proj"
+    (proj / ".git").mkdir(parents=True)
+    args = {"-I/root": ["-I/root", f"-I{Path.home()}"],
+            "-I/etc": ["-I/etc", "-isystem", "/etc", "--include-path=/etc"],
+            "flags": catalogue.HOSTILE_FLAGS, "define": ['-DH="/etc/shadow"']}[attack.arg]
+    inner = {"-I/etc": '#include "shadow"\n', "define": "#include H\n"}.get(attack.arg, "")
+    text = f"__global__ void k(float* x) {{\n{inner}  x[0] = 1.0f;\n}}\n"
+    f = proj / "k.cu"
+    f.write_text(text)
+    (proj / "compile_commands.json").write_text(json.dumps(
+        [{"directory": str(proj), "file": "k.cu", "arguments": ["nvcc", *args, "-c", "k.cu"]}]))
+    ctx = project.resolve(str(f), root=str(proj))
+    if attack.arg == "define":
+        assert ctx.options() == ['-DH="/etc/shadow"']
+    else:
+        assert ctx.options() == [], ctx.options()  # nothing of it reaches a compiler
+        assert ctx.ignored, ctx
+    if attack.arg.startswith("-I"):
+        assert all("(outside the project)" in i for i in ctx.ignored if i != "-c"), ctx.ignored
+    if attack.arg == "flags":
+        assert {"-include", "--pre-include=/etc/shadow", "-Xcompiler", "-ccbin", "--split-compile=0"} <= set(ctx.ignored)
+    if inner and static._nvrtc() is not None:
+        r = static.compile_unit(extract.unit(text, str(f), "k", context=ctx))
+        said = r.log + "\n".join(d.message for d in r.diagnostics)
+        assert not r.ok and "root:" not in said and "cannot open source file" in said, said
+
+
 # ---- the name screen --------------------------------------------------------------------------
 
 @pytest.mark.parametrize("attack", by_kind("screen"), ids=lambda a: a.name)
