@@ -16,8 +16,8 @@ This format is a user-facing contract (README.md documents every key). `load` tu
 into a validated `Spec` or raises `SpecErrors` whose diagnostics point at the line and column
 inside the comment. `infer` proposes a spec for a kernel that has none.
 
-Long because `load` validates every section of the spec with positions; splitting it into
-per-section validators is still to do (issue 13).
+Long because the format is one contract: its types, the positions inside the comment, one
+validator per section (`_Validator`) and the checks of every case live together.
 """
 from __future__ import annotations
 
@@ -341,8 +341,31 @@ def load(kernel: Kernel, model: SourceModel | None = None) -> Spec:
         raise AstraError(f"kernel {kernel.name!r} has no harness spec (a /* @astra ... */ comment above it); "
                          f"run `astra spec FILE --kernel {kernel.name}` to get a proposed one")
     loc = _Locator(kernel)
+    v = _Validator(kernel, model, loc, _toml(kernel, loc))
+    v.top_keys()
+    grid, block = v.dim_list("grid"), v.dim_list("block")
+    shared_mem = str(v.data.get("shared_mem", "0"))
+    sizes, bench = v.sizes()
+    v.launch(grid, block, shared_mem)
+    require, flops = v.require(), v.flops()
+    reference = v.reference()
+    instantiate, targs = v.instantiate()
+    seeds, max_cases = v.counts()
+    args = v.args(targs)
+    if v.errors:
+        raise SpecErrors(sorted(v.errors, key=lambda d: (d.line, d.col)))
+    spec = Spec(kernel=kernel.name, grid=grid, block=block, shared_mem=shared_mem, reference=reference,
+                instantiate=instantiate, require=require, sizes=sizes, bench=bench, args=args,
+                flops=flops, seeds=seeds, max_cases=max_cases, template_args=targs)
+    _check_cases(spec, kernel, loc)
+    return spec
+
+
+def _toml(kernel: Kernel, loc: _Locator) -> dict:
+    """The comment's TOML, or SpecErrors at the syntax error's place."""
+    assert kernel.spec is not None
     try:
-        data = tomllib.loads(kernel.spec.body)
+        return tomllib.loads(kernel.spec.body)
     except tomllib.TOMLDecodeError as e:
         m = re.search(r"\(at line (\d+), column (\d+)\)", str(e))
         msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(e))
@@ -352,37 +375,42 @@ def load(kernel: Kernel, model: SourceModel | None = None) -> Spec:
             line, col = kernel.spec.span.start_line, kernel.spec.span.start_col
         raise SpecErrors([_diag(line, col, col + 1, f"TOML syntax error: {msg}")]) from None
 
-    errors: list[Diagnostic] = []
 
-    def err(message: str, key: str, section: str | None = None) -> None:
-        line, col, end = loc.key(key, section)
-        errors.append(_diag(line, col, end, message))
+class _Validator:
+    """One validator per section of a spec's TOML; every problem is collected (`errors`) at the
+    line and column of its key, so a user sees them all at once."""
 
-    for k in data:
-        if k not in TOP_KEYS:
-            err(f"unknown key {k!r} (known: {', '.join(sorted(TOP_KEYS))})", k)
+    def __init__(self, kernel: Kernel, model: SourceModel | None, loc: _Locator, data: dict):
+        self.kernel, self.model, self.loc, self.data = kernel, model, loc, data
+        self.errors: list[Diagnostic] = []
+        self.known: set[str] = set()  # the size names, once [sizes] is read
 
-    def dim_list(key: str, required: bool) -> tuple[str, ...]:
-        v = data.get(key)
+    def err(self, message: str, key: str, section: str | None = None) -> None:
+        line, col, end = self.loc.key(key, section)
+        self.errors.append(_diag(line, col, end, message))
+
+    def top_keys(self) -> None:
+        for k in self.data:
+            if k not in TOP_KEYS:
+                self.err(f"unknown key {k!r} (known: {', '.join(sorted(TOP_KEYS))})", k)
+
+    def dim_list(self, key: str) -> tuple[str, ...]:
+        """`grid` or `block`: 1 to 3 integer expressions (required)."""
+        v = self.data.get(key)
         if v is None:
-            if required:
-                err(f"missing `{key}` (up to 3 integer expressions, e.g. {key} = [\"n\"])", key)
+            self.err(f"missing `{key}` (up to 3 integer expressions, e.g. {key} = [\"n\"])", key)
             return ()
         if isinstance(v, (str, int)) and not isinstance(v, bool):
             v = [v]
         if not isinstance(v, list) or not (1 <= len(v) <= 3):
-            err(f"`{key}` must be a list of 1 to 3 integer expressions", key)
+            self.err(f"`{key}` must be a list of 1 to 3 integer expressions", key)
             return ()
         return tuple(str(x) for x in v)
 
-    grid = dim_list("grid", True)
-    block = dim_list("block", True)
-    shared_mem = str(data.get("shared_mem", "0"))
-
-    def size_table(key: str) -> dict[str, list[int]]:
-        raw = data.get(key, {})
+    def size_table(self, key: str) -> dict[str, list[int]]:
+        raw = self.data.get(key, {})
         if not isinstance(raw, dict):
-            err(f"[{key}] must be a table of size name = list of integers", key)
+            self.err(f"[{key}] must be a table of size name = list of integers", key)
             return {}
         table = {}
         for name, vals in raw.items():
@@ -390,203 +418,232 @@ def load(kernel: Kernel, model: SourceModel | None = None) -> Spec:
                 vals = [vals]
             if not isinstance(vals, list) or not vals or not all(
                     isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in vals):
-                err(f"size {name!r} must be a non-empty list of non-negative integers", name, key)
+                self.err(f"size {name!r} must be a non-empty list of non-negative integers", name, key)
                 continue
             if len(vals) > MAX_SIZE_VALUES:
-                err(f"size {name!r} lists {len(vals)} values (at most {MAX_SIZE_VALUES})", name, key)
+                self.err(f"size {name!r} lists {len(vals)} values (at most {MAX_SIZE_VALUES})", name, key)
                 continue
             if any(x >= 1 << 48 for x in vals):
-                err(f"size {name!r}: {max(vals)} is too large for a size (at most 2**48)", name, key)
+                self.err(f"size {name!r}: {max(vals)} is too large for a size (at most 2**48)", name, key)
                 continue
             table[name] = list(vals)
         if combinations(table) > MAX_COMBINATIONS:
-            err(f"[{key}] makes {combinations(table)} combinations of sizes (at most {MAX_COMBINATIONS}): "
-                f"list fewer values", key)
+            self.err(f"[{key}] makes {combinations(table)} combinations of sizes (at most {MAX_COMBINATIONS}): "
+                     f"list fewer values", key)
             return {}
         return table
 
-    sizes = size_table("sizes")
-    if "sizes" not in data:
-        err("missing [sizes] table (the test sizes, e.g. n = [1, 1000, 4096])", "sizes")
-    bench = size_table("bench")
-    for name in bench:
-        if name not in sizes:
-            err(f"bench size {name!r} is not one of the [sizes] names ({', '.join(sizes) or 'none'})",
-                name, "bench")
-    known = set(sizes)
+    def sizes(self) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
+        """[sizes] (required) and [bench], whose names must be among the sizes."""
+        sizes = self.size_table("sizes")
+        if "sizes" not in self.data:
+            self.err("missing [sizes] table (the test sizes, e.g. n = [1, 1000, 4096])", "sizes")
+        bench = self.size_table("bench")
+        for name in bench:
+            if name not in sizes:
+                self.err(f"bench size {name!r} is not one of the [sizes] names ({', '.join(sizes) or 'none'})",
+                         name, "bench")
+        self.known = set(sizes)
+        return sizes, bench
 
-    def check_expr(expr, key: str, section: str | None = None, what: str = "") -> bool:
+    def check_expr(self, expr, key: str, section: str | None = None, what: str = "") -> bool:
+        """A size expression over the known sizes (parsed and bounded, never evaluated here)."""
         try:
-            unknown = exprs.names(expr) - known
+            unknown = exprs.names(expr) - self.known
         except exprs.ExprError as e:
-            err(f"{what}{e}", key, section)
+            self.err(f"{what}{e}", key, section)
             return False
         if unknown:
-            err(f"{what}expression {expr!r} uses unknown size(s) {', '.join(sorted(unknown))} "
-                f"(sizes: {', '.join(sorted(known)) or 'none'})", key, section)
+            self.err(f"{what}expression {expr!r} uses unknown size(s) {', '.join(sorted(unknown))} "
+                     f"(sizes: {', '.join(sorted(self.known)) or 'none'})", key, section)
             return False
         return True
 
-    for e in grid:
-        check_expr(e, "grid", what="grid: ")
-    for e in block:
-        check_expr(e, "block", what="block: ")
-    check_expr(shared_mem, "shared_mem", what="shared_mem: ")
-    require = data.get("require", [])
-    if isinstance(require, str):
-        require = [require]
-    if not isinstance(require, list) or not all(isinstance(r, str) for r in require):
-        err("`require` must be a list of condition strings, e.g. [\"d % 2 == 0\"]", "require")
-        require = []
-    for r in require:
-        check_expr(r, "require", what="require: ")
-    flops = data.get("flops")
-    if flops is not None:
-        check_expr(str(flops), "flops", what="flops: ")
-        flops = str(flops)
-    reference = data.get("reference")
-    if reference is not None:
+    def launch(self, grid: tuple[str, ...], block: tuple[str, ...], shared_mem: str) -> None:
+        for e in grid:
+            self.check_expr(e, "grid", what="grid: ")
+        for e in block:
+            self.check_expr(e, "block", what="block: ")
+        self.check_expr(shared_mem, "shared_mem", what="shared_mem: ")
+
+    def require(self) -> tuple[str, ...]:
+        require = self.data.get("require", [])
+        if isinstance(require, str):
+            require = [require]
+        if not isinstance(require, list) or not all(isinstance(r, str) for r in require):
+            self.err("`require` must be a list of condition strings, e.g. [\"d % 2 == 0\"]", "require")
+            require = []
+        for r in require:
+            self.check_expr(r, "require", what="require: ")
+        return tuple(require)
+
+    def flops(self) -> str | None:
+        flops = self.data.get("flops")
+        if flops is None:
+            return None
+        self.check_expr(str(flops), "flops", what="flops: ")
+        return str(flops)
+
+    def reference(self) -> str | None:
+        """Another kernel of the file, taking the same parameters."""
+        reference = self.data.get("reference")
+        if reference is None:
+            return None
         if not isinstance(reference, str):
-            err("`reference` must be the name of another kernel in this file", "reference")
-            reference = None
-        elif model is not None:
-            ref = model.kernel(reference)
+            self.err("`reference` must be the name of another kernel in this file", "reference")
+            return None
+        if self.model is not None:
+            ref = self.model.kernel(reference)
             if ref is None:
-                err(f"reference kernel {reference!r} is not in this file "
-                    f"(kernels: {', '.join(k.name for k in model.kernels)})", "reference")
-            elif [p.name for p in ref.params] != [p.name for p in kernel.params] and \
-                    len(ref.params) != len(kernel.params):
-                err(f"reference kernel {reference!r} must take the same parameters as {kernel.name!r}",
-                    "reference")
-    instantiate = data.get("instantiate")
-    if kernel.is_template and not instantiate:
-        err(f"kernel {kernel.name!r} is a template: add instantiate = \"<...>\" with its template arguments",
-            "instantiate" if "instantiate" in data else "grid")
-    targs: dict[str, str] = {}
-    if instantiate:
+                self.err(f"reference kernel {reference!r} is not in this file "
+                         f"(kernels: {', '.join(k.name for k in self.model.kernels)})", "reference")
+            elif [p.name for p in ref.params] != [p.name for p in self.kernel.params] and \
+                    len(ref.params) != len(self.kernel.params):
+                self.err(f"reference kernel {reference!r} must take the same parameters as {self.kernel.name!r}",
+                         "reference")
+        return reference
+
+    def instantiate(self) -> tuple[str | None, dict[str, str]]:
+        """Template arguments only (parsed with tree-sitter, re-emitted), and what each parameter
+        of the template becomes."""
+        kernel = self.kernel
+        instantiate = self.data.get("instantiate")
+        if kernel.is_template and not instantiate:
+            self.err(f"kernel {kernel.name!r} is a template: add instantiate = \"<...>\" with its template "
+                     "arguments", "instantiate" if "instantiate" in self.data else "grid")
+        targs: dict[str, str] = {}
+        if not instantiate:
+            return instantiate, targs
         if not isinstance(instantiate, str):
-            err("`instantiate` must be a string such as \"<__half>\"", "instantiate")
-            instantiate = None
-        else:
-            try:
-                instantiate = parse_template_args(instantiate)
-            except ValueError as e:
-                err(str(e), "instantiate")
-                instantiate = None
+            self.err("`instantiate` must be a string such as \"<__half>\"", "instantiate")
+            return None, targs
+        try:
+            instantiate = parse_template_args(instantiate)
+        except ValueError as e:
+            self.err(str(e), "instantiate")
+            return None, targs
         if instantiate:
             vals = split_template_args(instantiate)
             if kernel.is_template and len(vals) > len(kernel.template_params):
-                err(f"`instantiate` gives {len(vals)} template arguments; {kernel.name!r} has "
-                    f"{len(kernel.template_params)}", "instantiate")
+                self.err(f"`instantiate` gives {len(vals)} template arguments; {kernel.name!r} has "
+                         f"{len(kernel.template_params)}", "instantiate")
             targs = dict(zip(kernel.template_param_names, vals))
+        return instantiate, targs
 
-    seeds = data.get("seeds", 2)
-    if not isinstance(seeds, int) or isinstance(seeds, bool) or not 1 <= seeds <= MAX_SEEDS:
-        err(f"`seeds` must be an integer from 1 to {MAX_SEEDS}", "seeds")
-        seeds = 2
-    max_cases = data.get("max_cases", DEFAULT_MAX_CASES)
-    if not isinstance(max_cases, int) or isinstance(max_cases, bool) or not 1 <= max_cases <= MAX_CASES_CAP:
-        err(f"`max_cases` must be an integer from 1 to {MAX_CASES_CAP}", "max_cases")
-        max_cases = DEFAULT_MAX_CASES
+    def counts(self) -> tuple[int, int]:
+        """`seeds` and `max_cases`, within their caps."""
+        seeds = self.data.get("seeds", 2)
+        if not isinstance(seeds, int) or isinstance(seeds, bool) or not 1 <= seeds <= MAX_SEEDS:
+            self.err(f"`seeds` must be an integer from 1 to {MAX_SEEDS}", "seeds")
+            seeds = 2
+        max_cases = self.data.get("max_cases", DEFAULT_MAX_CASES)
+        if not isinstance(max_cases, int) or isinstance(max_cases, bool) or not 1 <= max_cases <= MAX_CASES_CAP:
+            self.err(f"`max_cases` must be an integer from 1 to {MAX_CASES_CAP}", "max_cases")
+            max_cases = DEFAULT_MAX_CASES
+        return seeds, max_cases
 
-    raw_args = data.get("args", {})
-    if not isinstance(raw_args, dict):
-        err("[args] must be a table with one entry per kernel parameter", "args")
-        raw_args = {}
-    if "args" not in data:
-        err(f"missing [args] table (one entry per parameter of {kernel.name!r})", "args")
-    args: dict[str, ArgSpec] = {}
-    params = {p.name: p for p in kernel.params}
-    for name in raw_args:
-        if name not in params:
-            err(f"unknown parameter {name!r}: {kernel.name!r} takes {', '.join(params) or 'no parameters'}",
-                name, "args")
-    for p in kernel.params:
-        if p.name not in raw_args:
-            if "args" in data:
-                sec_line = next((i for i, ln in enumerate(loc.lines) if ln.strip() == "[args]"), None)
-                if sec_line is not None:
-                    line, col = loc.at(sec_line, loc.lines[sec_line].index("["))
-                    errors.append(_diag(line, col, col + 6, f"missing parameter {p.name!r} ({p.type}) in [args]"))
-                else:
-                    err(f"missing parameter {p.name!r} ({p.type}) in [args]", "args")
-            continue
-        v = raw_args[p.name]
-        cpp_elem = targs.get(p.base_type, p.base_type)
-        cpp_dtype = dtypes.from_cpp(cpp_elem)
-        if p.is_pointer:
-            if not isinstance(v, dict):
-                err(f"parameter {p.name!r} is a pointer ({p.type}): describe it as "
-                    f"{{ type = \"...\", shape = [...] }}", p.name, "args")
-                continue
-            for k in v:
-                if k not in ARRAY_KEYS:
-                    err(f"unknown key {k!r} for pointer parameter {p.name!r} (known: {', '.join(sorted(ARRAY_KEYS))})",
-                        p.name, "args")
-            tname = v.get("type")
-            dt = dtypes.lookup(tname) if isinstance(tname, str) else None
-            if dt is None:
-                if tname is None and cpp_dtype is not None:
-                    dt = cpp_dtype
-                else:
-                    err(f"parameter {p.name!r}: unknown type {tname!r} (types: half, bfloat16, float, double, "
-                        f"int8..int64, uint8..uint64, bool)", p.name, "args")
-                    continue
-            if cpp_dtype is not None and cpp_dtype.np != dt.np:
-                err(f"parameter {p.name!r}: spec type {dt.name!r} does not match the C++ type {p.type!r}",
-                    p.name, "args")
-            shape = v.get("shape")
-            if not isinstance(shape, list) or not shape:
-                err(f"parameter {p.name!r}: `shape` must be a non-empty list of size expressions", p.name, "args")
-                continue
-            shape = tuple(str(s) for s in shape)
-            for s in shape:
-                check_expr(s, p.name, "args", what=f"parameter {p.name!r} shape: ")
-            output = bool(v.get("output", False))
-            inout = bool(v.get("inout", False))
-            if (output or inout) and p.is_const:
-                err(f"parameter {p.name!r} is const ({p.type}) but the spec says it is written", p.name, "args")
-            try:
-                init = _parse_init(str(v.get("init", "normal")), known)
-            except (ValueError, exprs.ExprError) as e:
-                err(f"parameter {p.name!r}: {e}", p.name, "args")
-                init = Init("normal")
-            tol = {}
-            for tk in ("atol", "rtol"):
-                if tk in v:
-                    if not isinstance(v[tk], (int, float)) or isinstance(v[tk], bool) or v[tk] < 0:
-                        err(f"parameter {p.name!r}: `{tk}` must be a non-negative number", p.name, "args")
+    def args(self, targs: dict[str, str]) -> dict[str, ArgSpec]:
+        """[args]: one entry per kernel parameter, each a pointer's or a scalar's description."""
+        kernel, data, loc = self.kernel, self.data, self.loc
+        raw_args = data.get("args", {})
+        if not isinstance(raw_args, dict):
+            self.err("[args] must be a table with one entry per kernel parameter", "args")
+            raw_args = {}
+        if "args" not in data:
+            self.err(f"missing [args] table (one entry per parameter of {kernel.name!r})", "args")
+        args: dict[str, ArgSpec] = {}
+        params = {p.name: p for p in kernel.params}
+        for name in raw_args:
+            if name not in params:
+                self.err(f"unknown parameter {name!r}: {kernel.name!r} takes {', '.join(params) or 'no parameters'}",
+                         name, "args")
+        for p in kernel.params:
+            if p.name not in raw_args:
+                if "args" in data:
+                    sec_line = next((i for i, ln in enumerate(loc.lines) if ln.strip() == "[args]"), None)
+                    if sec_line is not None:
+                        line, col = loc.at(sec_line, loc.lines[sec_line].index("["))
+                        self.errors.append(_diag(line, col, col + 6, f"missing parameter {p.name!r} ({p.type}) in [args]"))
                     else:
-                        tol[tk] = float(v[tk])
-            args[p.name] = ArgSpec(p.name, True, dt, shape, output=output and not inout, inout=inout,
-                                   init=init, **tol)
-        else:
-            value, tname = v, None
-            if isinstance(v, dict):
-                value, tname = v.get("value"), v.get("type")
-                for k in v:
-                    if k not in SCALAR_KEYS:
-                        err(f"unknown key {k!r} for scalar parameter {p.name!r} (known: value, type)", p.name, "args")
-            if value is None or isinstance(value, (bool, list, dict)):
-                err(f"parameter {p.name!r} is a scalar ({p.type}): give an expression over the sizes, "
-                    f"e.g. {p.name} = \"n\"", p.name, "args")
+                        self.err(f"missing parameter {p.name!r} ({p.type}) in [args]", "args")
                 continue
-            dt = dtypes.lookup(tname) if isinstance(tname, str) else cpp_dtype
-            if dt is None:
-                err(f"parameter {p.name!r}: cannot tell the scalar type of {p.type!r}; add type = \"...\"",
-                    p.name, "args")
-                continue
-            if isinstance(value, str):
-                check_expr(value, p.name, "args", what=f"parameter {p.name!r}: ")
-            args[p.name] = ArgSpec(p.name, False, dt, value=value)
+            cpp_dtype = dtypes.from_cpp(targs.get(p.base_type, p.base_type))
+            arg = (self.pointer_arg if p.is_pointer else self.scalar_arg)(p, raw_args[p.name], cpp_dtype)
+            if arg is not None:
+                args[p.name] = arg
+        return args
 
-    if errors:
-        raise SpecErrors(sorted(errors, key=lambda d: (d.line, d.col)))
-    spec = Spec(kernel=kernel.name, grid=grid, block=block, shared_mem=shared_mem, reference=reference,
-                instantiate=instantiate, require=tuple(require), sizes=sizes, bench=bench, args=args,
-                flops=flops, seeds=seeds, max_cases=max_cases, template_args=targs)
-    # Semantic checks that need evaluation: every case must give positive launch dimensions
-    # and buffers of a sane size (estimated here, before anything is allocated).
+    def pointer_arg(self, p, v, cpp_dtype) -> ArgSpec | None:
+        if not isinstance(v, dict):
+            self.err(f"parameter {p.name!r} is a pointer ({p.type}): describe it as "
+                     f"{{ type = \"...\", shape = [...] }}", p.name, "args")
+            return None
+        for k in v:
+            if k not in ARRAY_KEYS:
+                self.err(f"unknown key {k!r} for pointer parameter {p.name!r} (known: {', '.join(sorted(ARRAY_KEYS))})",
+                         p.name, "args")
+        tname = v.get("type")
+        dt = dtypes.lookup(tname) if isinstance(tname, str) else None
+        if dt is None:
+            if tname is None and cpp_dtype is not None:
+                dt = cpp_dtype
+            else:
+                self.err(f"parameter {p.name!r}: unknown type {tname!r} (types: half, bfloat16, float, double, "
+                         f"int8..int64, uint8..uint64, bool)", p.name, "args")
+                return None
+        if cpp_dtype is not None and cpp_dtype.np != dt.np:
+            self.err(f"parameter {p.name!r}: spec type {dt.name!r} does not match the C++ type {p.type!r}",
+                     p.name, "args")
+        shape = v.get("shape")
+        if not isinstance(shape, list) or not shape:
+            self.err(f"parameter {p.name!r}: `shape` must be a non-empty list of size expressions", p.name, "args")
+            return None
+        shape = tuple(str(s) for s in shape)
+        for s in shape:
+            self.check_expr(s, p.name, "args", what=f"parameter {p.name!r} shape: ")
+        output = bool(v.get("output", False))
+        inout = bool(v.get("inout", False))
+        if (output or inout) and p.is_const:
+            self.err(f"parameter {p.name!r} is const ({p.type}) but the spec says it is written", p.name, "args")
+        try:
+            init = _parse_init(str(v.get("init", "normal")), self.known)
+        except (ValueError, exprs.ExprError) as e:
+            self.err(f"parameter {p.name!r}: {e}", p.name, "args")
+            init = Init("normal")
+        tol = {}
+        for tk in ("atol", "rtol"):
+            if tk in v:
+                if not isinstance(v[tk], (int, float)) or isinstance(v[tk], bool) or v[tk] < 0:
+                    self.err(f"parameter {p.name!r}: `{tk}` must be a non-negative number", p.name, "args")
+                else:
+                    tol[tk] = float(v[tk])
+        return ArgSpec(p.name, True, dt, shape, output=output and not inout, inout=inout, init=init, **tol)
+
+    def scalar_arg(self, p, v, cpp_dtype) -> ArgSpec | None:
+        value, tname = v, None
+        if isinstance(v, dict):
+            value, tname = v.get("value"), v.get("type")
+            for k in v:
+                if k not in SCALAR_KEYS:
+                    self.err(f"unknown key {k!r} for scalar parameter {p.name!r} (known: value, type)", p.name, "args")
+        if value is None or isinstance(value, (bool, list, dict)):
+            self.err(f"parameter {p.name!r} is a scalar ({p.type}): give an expression over the sizes, "
+                     f"e.g. {p.name} = \"n\"", p.name, "args")
+            return None
+        dt = dtypes.lookup(tname) if isinstance(tname, str) else cpp_dtype
+        if dt is None:
+            self.err(f"parameter {p.name!r}: cannot tell the scalar type of {p.type!r}; add type = \"...\"",
+                     p.name, "args")
+            return None
+        if isinstance(value, str):
+            self.check_expr(value, p.name, "args", what=f"parameter {p.name!r}: ")
+        return ArgSpec(p.name, False, dt, value=value)
+
+
+def _check_cases(spec: Spec, kernel: Kernel, loc: _Locator) -> None:
+    """Semantic checks that need evaluation: every case must give positive launch dimensions
+    and buffers of a sane size (estimated here, before anything is allocated)."""
+    assert kernel.spec is not None
     problems: list[Diagnostic] = []
     line, col = kernel.spec.span.start_line, kernel.spec.span.start_col
     try:
@@ -597,10 +654,10 @@ def load(kernel: Kernel, model: SourceModel | None = None) -> Spec:
     for case in cases[:64] + timed[:64]:
         try:
             g, b, _ = spec.launch_dims(case)
-            for a in args.values():
+            for a in spec.args.values():
                 if not a.pointer:
                     spec.scalar(a.name, case)
-            big = _case_bytes(spec, case)
+            _case_bytes(spec, case)
         except exprs.ExprError as e:
             problems.append(_diag(line, col, col + 2, str(e)))
             break
@@ -613,12 +670,10 @@ def load(kernel: Kernel, model: SourceModel | None = None) -> Spec:
         if min(g) < 1 or g[0] >= 1 << 31 or g[1] > 65535 or g[2] > 65535:
             problems.append(_diag(*loc.key("grid"), f"grid {g} at sizes {case} is not a valid CUDA grid"))
             break
-        del big
     if not cases:
         problems.append(_diag(line, col, col + 2, "no test case: [sizes] is empty or `require` rules out every combination"))
     if problems:
         raise SpecErrors(problems[:1])
-    return spec
 
 
 class _TooLarge(Exception):
