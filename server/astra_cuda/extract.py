@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from . import confine, dtypes, files, source
+from . import confine, dtypes, files, source, textedit
 from .errors import AstraError, NoSuchKernel
 from .project import ProjectContext
 from .source import Guard, Item, Kernel, SourceModel
@@ -451,6 +451,42 @@ def replace_kernel(text: str, kernel_name: str, new_kernel_text: str) -> str:
     kernel = model.kernel(kernel_name)
     if kernel is None:
         raise NoSuchKernel(f"no __global__ kernel named {kernel_name!r}")
-    data = text.encode("utf-8")
-    return (data[:kernel.span.start_byte] + new_kernel_text.encode("utf-8")
-            + data[kernel.span.end_byte:]).decode("utf-8")
+    out = textedit.replace_bytes(text, [(kernel.span.start_byte, kernel.span.end_byte, new_kernel_text)])
+    assert out is not None  # one edit cannot overlap
+    return out
+
+
+def splice(file_text: str, kernel: str, block: str) -> tuple[str | None, str]:
+    """The file with its kernel replaced by the kernel defined in `block` (a model's code
+    block), and helper device functions from the block replacing or joining the file's.
+    Returns (text, problem)."""
+    new = source.parse(block)
+    k_new = new.kernel(kernel)
+    if new.syntax_errors:
+        s = new.syntax_errors[0]
+        return None, f"the code block does not parse (line {s.start_line + 1} of the block); it may be truncated"
+    if k_new is None:
+        names = ", ".join(k.name for k in new.kernels) or "none"
+        return None, f"the code block does not define the kernel `{kernel}` (kernels found: {names})"
+    m = source.parse(file_text)
+    k_old = m.kernel(kernel)
+    if k_old is None:
+        return None, f"kernel `{kernel}` is no longer in the file"
+    edits = [(k_old.span.start_byte, k_old.span.end_byte, k_new.text)]
+    insert = []
+    for item in new.items:
+        if item.kind != "device_function":
+            continue
+        same = [i for i in m.items if i.kind == "device_function" and i.defines == item.defines]
+        if same:
+            if same[0].text.strip() != item.text.strip():
+                edits.append((same[0].span.start_byte, same[0].span.end_byte, item.text))
+        else:
+            insert.append(item.text)
+    if insert:
+        at = k_old.spec.span.start_byte if k_old.spec is not None else k_old.span.start_byte
+        edits.append((at, at, "\n\n".join(insert) + "\n\n"))
+    out = textedit.replace_bytes(file_text, edits)
+    if out is None:
+        return None, "the rewritten helpers overlap the kernel"
+    return out, ""

@@ -1,7 +1,10 @@
-"""Text positions and minimal edits, in one place: (line, character) <-> offset in a text, and
-the smallest region in which two versions of a text differ. Used by the optimize result's edit
-(`agents.result`) and by the editor's re-anchoring (`lsp.anchor`, `lsp.convert`). Pure."""
+"""Text positions and edits, in one place: (line, character) <-> offset in a text, the smallest
+region in which two versions of a text differ, and byte-range replacement (what splicing a
+kernel into a file does: `extract.replace_kernel`, `extract.splice`). Used by the optimize
+result's edit (`agents.result`) and by the editor's re-anchoring (`lsp.anchor`, `lsp.convert`). Pure."""
 from __future__ import annotations
+
+from typing import Iterable
 
 
 def offset(text: str, line: int, col: int) -> int:
@@ -36,3 +39,17 @@ def common_affixes(a: str, b: str) -> tuple[int, int]:
 def line_start(text: str, at: int) -> int:
     """The offset where the line holding `at` starts."""
     return text.rfind("\n", 0, at) + 1
+
+
+def replace_bytes(text: str, edits: Iterable[tuple[int, int, str]]) -> str | None:
+    """`text` with each (start, end, new text) applied: UTF-8 byte offsets, as the parser gives
+    them. None where two edits overlap."""
+    data = text.encode("utf-8")
+    out, pos = [], 0
+    for start, end, new in sorted(edits, key=lambda e: e[0]):
+        if start < pos:
+            return None
+        out += [data[pos:start], new.encode("utf-8")]
+        pos = end
+    out.append(data[pos:])
+    return b"".join(out).decode("utf-8")

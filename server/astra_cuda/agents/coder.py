@@ -9,6 +9,7 @@ from typing import Callable
 
 from .. import source
 from ..evaluation import Evaluation
+from ..extract import splice
 from .llm import LLMClient, load_prompt
 from .offline import TRANSFORMS
 from .records import Plan, Usage
@@ -71,47 +72,6 @@ def fenced_blocks(reply: str) -> list[str]:
     if cur is not None and lang in FENCE_LANGS:
         blocks.append("\n".join(cur))
     return blocks
-
-
-def splice(file_text: str, kernel: str, block: str) -> tuple[str | None, str]:
-    """The file with its kernel replaced by the kernel defined in `block` (and helper device
-    functions from the block replacing or joining the file's). Returns (text, problem)."""
-    new = source.parse(block)
-    k_new = new.kernel(kernel)
-    if new.syntax_errors:
-        s = new.syntax_errors[0]
-        return None, f"the code block does not parse (line {s.start_line + 1} of the block); it may be truncated"
-    if k_new is None:
-        names = ", ".join(k.name for k in new.kernels) or "none"
-        return None, f"the code block does not define the kernel `{kernel}` (kernels found: {names})"
-    m = source.parse(file_text)
-    k_old = m.kernel(kernel)
-    if k_old is None:
-        return None, f"kernel `{kernel}` is no longer in the file"
-    data = file_text.encode("utf-8")
-    edits = [(k_old.span.start_byte, k_old.span.end_byte, k_new.text)]
-    insert = []
-    for item in new.items:
-        if item.kind != "device_function":
-            continue
-        same = [i for i in m.items if i.kind == "device_function" and i.defines == item.defines]
-        if same:
-            if same[0].text.strip() != item.text.strip():
-                edits.append((same[0].span.start_byte, same[0].span.end_byte, item.text))
-        else:
-            insert.append(item.text)
-    if insert:
-        at = k_old.spec.span.start_byte if k_old.spec is not None else k_old.span.start_byte
-        edits.append((at, at, "\n\n".join(insert) + "\n\n"))
-    out, pos = [], 0
-    for s, e, t in sorted(edits, key=lambda x: x[0]):
-        if s < pos:
-            return None, "the rewritten helpers overlap the kernel"
-        out.append(data[pos:s])
-        out.append(t.encode("utf-8"))
-        pos = e
-    out.append(data[pos:])
-    return b"".join(out).decode("utf-8"), ""
 
 
 # ---- offline ------------------------------------------------------------------------------------
