@@ -53,7 +53,7 @@ class SizeTiming:
 
 
 @dataclass(frozen=True)
-class Profile:
+class ProfileSummary:
     """The profiler's findings for one candidate, timed side by side with the baseline."""
 
     sizes: tuple[SizeTiming, ...]
@@ -79,7 +79,7 @@ class Profile:
                 "notes": self.notes, "geomean_speedup": self.geomean_speedup}
 
     @classmethod
-    def from_json(cls, d: dict) -> "Profile":
+    def from_json(cls, d: dict) -> "ProfileSummary":
         sizes = tuple(SizeTiming(dict(t["sizes"]), t["baseline_us"], t["candidate_us"], t.get("copy_share"))
                       for t in d.get("sizes", ()))
         return cls(sizes, d.get("bottleneck"), d.get("registers"), d.get("occupancy"), d.get("device", ""),
@@ -89,7 +89,7 @@ class Profile:
 @dataclass(frozen=True)
 class Evaluation:
     check: Check
-    profile: Profile | None = None
+    profile: ProfileSummary | None = None
     speed_note: str = ""   # why there is no profile, e.g. 'speed not measured on the CPU backend'
     registers: int | None = None   # static resource data when there is no profile
     seconds: float = 0.0
@@ -117,7 +117,7 @@ class Evaluation:
     @classmethod
     def from_json(cls, d: dict) -> "Evaluation":
         return cls(Check(**{**d["check"], "matrix": tuple(d["check"].get("matrix", ()))}),
-                   Profile.from_json(d["profile"]) if d.get("profile") else None,
+                   ProfileSummary.from_json(d["profile"]) if d.get("profile") else None,
                    d.get("speed_note", ""), d.get("registers"), d.get("seconds", 0.0), d.get("gate_seconds", 0.0),
                    d.get("node", ""), d.get("gpu", ""))
 
@@ -177,5 +177,5 @@ class CachedEvaluate:
 
 NOT_MEASURED = "speed not measured (no GPU): correctness verified only"
 
-__all__ = ["Check", "SizeTiming", "Profile", "Evaluation", "Evaluate", "CachedEvaluate", "InfrastructureError",
+__all__ = ["Check", "SizeTiming", "ProfileSummary", "Evaluation", "Evaluate", "CachedEvaluate", "InfrastructureError",
            "source_hash", "NOT_MEASURED"]

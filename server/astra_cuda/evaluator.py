@@ -16,7 +16,7 @@ from . import extract, gate, launch_change, profiler, source
 from .backends.base import Backend
 from .contract import DEFAULT_ARCH
 from .errors import AstraError
-from .evaluation import NOT_MEASURED, Check, Evaluation, Profile, SizeTiming
+from .evaluation import NOT_MEASURED, Check, Evaluation, ProfileSummary, SizeTiming
 from .gate import Verdict
 from .project import ProjectContext
 from .spec import Spec
@@ -68,7 +68,7 @@ def to_evaluation(check: Check, prof: profiler.Profile | None, seconds: float = 
     notes = largest.bottleneck_why or ""
     if prof.ncu:
         notes += ("\n" if notes else "") + "Nsight Compute: " + ", ".join(f"{k}={v}" for k, v in list(prof.ncu.items())[:8])
-    return Evaluation(check, Profile(sizes, bottleneck, registers, occ, prof.device or "", notes), "", registers, seconds)
+    return Evaluation(check, ProfileSummary(sizes, bottleneck, registers, occ, prof.device or "", notes), "", registers, seconds)
 
 
 def local_evaluator(path: str, kernel: str, spec: Spec, backend: Backend, reference_text: str, *,

@@ -3,7 +3,7 @@ candidates (only when faster than the best), and the planner's order from the bo
 import threading
 
 from astra_cuda import profiler
-from astra_cuda.agents import Check, Evaluation, Limits, Profile, SizeTiming
+from astra_cuda.agents import Check, Evaluation, Limits, ProfileSummary, SizeTiming
 from astra_cuda.agents.coder import Attempt
 from astra_cuda.evaluator import to_evaluation
 from astra_cuda.agents.offline import Context
@@ -52,13 +52,13 @@ def test_cpu_profile_is_not_measured():
 
 def _situation(best_speedup, bottleneck="memory", share=0.5, occupancy=None):
     text, path, kernel = example("silu_and_mul")
-    ev = Evaluation(OK, Profile((SizeTiming({"n": 1}, 10.0, 10.0 / best_speedup, share),), bottleneck,
+    ev = Evaluation(OK, ProfileSummary((SizeTiming({"n": 1}, 10.0, 10.0 / best_speedup, share),), bottleneck,
                                 occupancy=occupancy))
     return Situation(kernel, path, text, text, ev, ev, Context(kernel))
 
 
 def _measured(speedup):
-    return Evaluation(OK, Profile((SizeTiming({"n": 1}, 10.0, 10.0 / speedup, 0.5),), "memory"))
+    return Evaluation(OK, ProfileSummary((SizeTiming({"n": 1}, 10.0, 10.0 / speedup, 0.5),), "memory"))
 
 
 def test_adoption_needs_a_measured_gain():

@@ -2,7 +2,7 @@
 records, the speedup chart."""
 import math
 
-from astra_cuda.agents import Check, Evaluation, Profile, SizeTiming
+from astra_cuda.agents import Check, Evaluation, ProfileSummary, SizeTiming
 from astra_cuda.agents.coder import fenced_blocks, signature, splice
 from astra_cuda.evaluation import CachedEvaluate
 
@@ -42,7 +42,7 @@ def test_signature_text():
 
 
 def test_evaluation_json_roundtrip_and_geomean():
-    p = Profile((SizeTiming({"n": 1}, 20.0, 10.0, 0.8), SizeTiming({"n": 2}, 10.0, 10.0, None)), "memory", 32, 0.5)
+    p = ProfileSummary((SizeTiming({"n": 1}, 20.0, 10.0, 0.8), SizeTiming({"n": 2}, 10.0, 10.0, None)), "memory", 32, 0.5)
     e = Evaluation(Check(True, "ok", "", 12, "passed"), p)
     back = Evaluation.from_json(e.to_json())
     assert back == e and math.isclose(back.speedup, math.sqrt(2.0)) and back.profile.best_copy_share == 0.8

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from astra_cuda.agents import Check, Evaluation, Profile, SizeTiming, optimize
+from astra_cuda.agents import Check, Evaluation, ProfileSummary, SizeTiming, optimize
 from astra_cuda.agents.runlog import RunLog, read_run
 from astra_cuda.evaluation import InfrastructureError
 
@@ -41,7 +41,7 @@ class Fake:
         new_lines = len(set(text.splitlines()) - set(self.original.splitlines()))
         us = 100.0 / (1.0 + 0.1 * new_lines)
         return Evaluation(Check(True, "passed", "", 10, "passed"),
-                          Profile((SizeTiming({"n": 1}, 100.0, us),), device=self.gpu), gpu=self.gpu, node="n1")
+                          ProfileSummary((SizeTiming({"n": 1}, 100.0, us),), device=self.gpu), gpu=self.gpu, node="n1")
 
 
 def run(fake, text, path, kernel, tmp_path, **kw):

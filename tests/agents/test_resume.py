@@ -13,7 +13,7 @@ import pytest
 
 from astra_cuda import availability, cli
 from astra_cuda.jobs import BackendStatus
-from astra_cuda.agents import Check, Evaluation, Profile, SizeTiming
+from astra_cuda.agents import Check, Evaluation, ProfileSummary, SizeTiming
 from astra_cuda.agents.runlog import RunLog
 
 from agent_helpers import ROOT, example
@@ -44,7 +44,7 @@ class FakeWorker:
             return Evaluation(check, speed_note="speed not measured on the CPU backend")
         new_lines = len(set(text.splitlines()) - set(self.original.splitlines()))
         us = 100.0 / (1.0 + 0.1 * new_lines)
-        return Evaluation(check, Profile((SizeTiming({"num_tokens": 64, "d": 4096}, 100.0, us),)))
+        return Evaluation(check, ProfileSummary((SizeTiming({"num_tokens": 64, "d": 4096}, 100.0, us),)))
 
 
 @pytest.fixture

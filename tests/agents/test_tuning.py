@@ -7,7 +7,7 @@ import pathlib
 import pytest
 
 from astra_cuda import launch_change, source, spec as spec_mod
-from astra_cuda.agents import Check, Evaluation, Limits, Profile, SizeTiming, optimize
+from astra_cuda.agents import Check, Evaluation, Limits, ProfileSummary, SizeTiming, optimize
 from astra_cuda.agents.offline import TRANSFORMS, context_from_text
 from astra_cuda.agents.tuning import replay, tune
 
@@ -40,7 +40,7 @@ def timed(best=(16, 512), fail=None):
             return Evaluation(Check(False, "FAILED compare", "bad", 0, "check"))
         us = 100.0 if "astra" not in text else 40.0 + 5 * abs(ept - best[0]) / 8 + abs(block - best[1]) / 64
         return Evaluation(Check(True, "passed", "", 10, "passed"),
-                          Profile((SizeTiming({"N": 1 << 24}, 100.0, us, 100.0 / us * 0.4),), "memory"))
+                          ProfileSummary((SizeTiming({"N": 1 << 24}, 100.0, us, 100.0 / us * 0.4),), "memory"))
     return evaluate, calls
 
 

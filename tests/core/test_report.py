@@ -6,7 +6,7 @@ import re
 from astra_cuda import report
 from astra_cuda.agents.records import Plan, Round
 from astra_cuda.agents.result import OptimizeResult
-from astra_cuda.evaluation import Check, Evaluation, Profile, SizeTiming
+from astra_cuda.evaluation import Check, Evaluation, ProfileSummary, SizeTiming
 from astra_cuda.gate.verdict import CaseInfo, Coverage, Failure, Verdict
 
 ORIGINAL = "__global__ void k(float* o) { o[0] = 1.f; }\n"
@@ -17,7 +17,7 @@ CELLS = ({"sizes": "n=1", "distribution": "normal", "cases": 2, "failed": 0},
 
 
 def result(measured: bool) -> OptimizeResult:
-    prof = Profile((SizeTiming({"n": 4096}, 100.0, 50.0, 0.81), SizeTiming({"n": 8192}, 190.0, 99.0, 0.83)))
+    prof = ProfileSummary((SizeTiming({"n": 4096}, 100.0, 50.0, 0.81), SizeTiming({"n": 8192}, 190.0, 99.0, 0.83)))
     best = Evaluation(Check(True, "passed 12 cases", "", 12, "passed", CELLS), prof if measured else None,
                       speed_note="" if measured else "speed not measured on the CPU backend")
     rd = Round(1, Plan("vectorize", "Vectorize `out` <script>alert(1)</script>", "d"), "h", BEST, "h2", best,

@@ -1,6 +1,6 @@
 """Where a verified rewrite goes after concurrent edits (pure logic)."""
 from astra_cuda.lsp.anchor import place, rewrite_for
-from astra_cuda.lsp.convert import Span, text_in
+from astra_cuda.lsp.convert import EditorSpan, text_in
 
 ORIGINAL = """#include <x.h>
 __device__ float f(float x) { return x / 2.0f; }
@@ -12,7 +12,7 @@ __global__ void k(float* o, const float* i) {
 int main() { return 0; }
 """
 BEST = ORIGINAL.replace("x / 2.0f", "x * 0.5f").replace("o[threadIdx.x] =", "o[threadIdx.x] = /*v*/")
-KERNEL = Span(3, 0, 5, 1)
+KERNEL = EditorSpan(3, 0, 5, 1)
 
 
 def apply(text, span, new):

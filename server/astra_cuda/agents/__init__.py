@@ -4,11 +4,11 @@ model), the orchestrator that keeps the best verified candidate, the run log and
 Entry point: `optimize(text, path, kernel, evaluate, ...)`; evaluation is injected
 (`evaluate(file_text) -> Evaluation`), built by astra_cuda.api from the gate and the profiler.
 """
-from ..evaluation import NOT_MEASURED, CachedEvaluate, Check, Evaluate, Evaluation, Profile, SizeTiming, source_hash
+from ..evaluation import NOT_MEASURED, CachedEvaluate, Check, Evaluate, Evaluation, ProfileSummary, SizeTiming, source_hash
 from .llm import LLMConfig
 from .orchestrator import Limits, optimize
 from .records import Plan, Round, Usage
 from .result import OptimizeResult
 
-__all__ = ["optimize", "Limits", "LLMConfig", "OptimizeResult", "Evaluation", "Evaluate", "Check", "Profile",
+__all__ = ["optimize", "Limits", "LLMConfig", "OptimizeResult", "Evaluation", "Evaluate", "Check", "ProfileSummary",
            "SizeTiming", "CachedEvaluate", "source_hash", "NOT_MEASURED", "Plan", "Round", "Usage"]

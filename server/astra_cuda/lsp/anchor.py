@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
 from astra_cuda import textedit
-from astra_cuda.lsp.convert import Span, span_of, text_in
+from astra_cuda.lsp.convert import EditorSpan, span_of, text_in
 
 if TYPE_CHECKING:
     from astra_cuda.snapshot import KernelInfo
@@ -22,14 +22,15 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Anchor:
     version: int       # document version the work started from
-    span: Span         # the kernel's range in that version
+    span: EditorSpan         # the kernel's range in that version
     kernel_text: str   # the kernel's text in that version
 
 
 @dataclass(frozen=True)
-class Rewrite:
+class Replacement:
+    """The edit that applying an optimization's result makes (not an offline `Rewrite`)."""
     version: int   # document version the optimization started from
-    span: Span     # the replaced region in that version
+    span: EditorSpan     # the replaced region in that version
     old: str       # the region's text then
     new: str       # its verified replacement
 
@@ -39,7 +40,7 @@ class Rewrite:
 
 @dataclass(frozen=True)
 class Placement:
-    span: Span | None
+    span: EditorSpan | None
     how: str  # 'unchanged' | 're-anchored' | 'declined'
     reason: str = ""
 
@@ -53,11 +54,11 @@ def anchor_for(kernel: KernelInfo, version: int, text: str) -> Anchor:
     return Anchor(version, span, text_in(text, span))
 
 
-def _span(text: str, start: int, end: int) -> Span:
-    return Span(*textedit.position(text, start), *textedit.position(text, end))
+def _span(text: str, start: int, end: int) -> EditorSpan:
+    return EditorSpan(*textedit.position(text, start), *textedit.position(text, end))
 
 
-def rewrite_for(original: str, best: str, kernel_span: Span, version: int) -> Rewrite:
+def rewrite_for(original: str, best: str, kernel_span: EditorSpan, version: int) -> Replacement:
     """The region of `original` to replace by the matching part of `best`."""
     p, s = textedit.common_affixes(original, best)
     start = min(p, textedit.offset(original, kernel_span.start_line, kernel_span.start_col))
@@ -66,10 +67,10 @@ def rewrite_for(original: str, best: str, kernel_span: Span, version: int) -> Re
     nl = original.find("\n", end)
     end = len(original) if nl < 0 else nl + 1
     tail = len(original) - end
-    return Rewrite(version, _span(original, start, end), original[start:end], best[start:len(best) - tail])
+    return Replacement(version, _span(original, start, end), original[start:end], best[start:len(best) - tail])
 
 
-def place(rw: Rewrite, version: int, text: str) -> Placement:
+def place(rw: Replacement, version: int, text: str) -> Placement:
     if version == rw.version:
         return Placement(rw.span, "unchanged")
     at = text.find(rw.old)

@@ -23,7 +23,9 @@ _SEVERITY = {
 }
 
 
-class Span(NamedTuple):
+class EditorSpan(NamedTuple):
+    """A range as the editor counts it: lines and characters of one document version (the core's
+    `source.Span` also carries byte offsets into the parsed text)."""
     start_line: int
     start_col: int
     end_line: int
@@ -33,12 +35,12 @@ class Span(NamedTuple):
         return self.start_line <= line <= self.end_line
 
 
-def span_of(r: source.Span) -> Span:
+def span_of(r: source.Span) -> EditorSpan:
     """The editor's span of a range in the core's source model (characters, 0-based)."""
-    return Span(r.start_line, r.start_col, r.end_line, r.end_col)
+    return EditorSpan(r.start_line, r.start_col, r.end_line, r.end_col)
 
 
-def lsp_range(s: Span) -> types.Range:
+def lsp_range(s: EditorSpan) -> types.Range:
     return types.Range(start=types.Position(line=s.start_line, character=s.start_col),
                        end=types.Position(line=s.end_line, character=s.end_col))
 
@@ -51,7 +53,7 @@ def line_range(line: int, lines: list[str]) -> types.Range:
                        end=types.Position(line=line, character=max(len(text.rstrip()), start + 1)))
 
 
-def text_in(text: str, s: Span) -> str:
+def text_in(text: str, s: EditorSpan) -> str:
     return text[textedit.offset(text, s.start_line, s.start_col):textedit.offset(text, s.end_line, s.end_col)]
 
 

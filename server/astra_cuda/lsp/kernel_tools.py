@@ -8,7 +8,7 @@ from typing import Any
 from lsprotocol import types
 
 from astra_cuda.lsp import anchor as anchoring
-from astra_cuda.lsp.convert import Span, span_of
+from astra_cuda.lsp.convert import EditorSpan, span_of
 from astra_cuda.lsp.optimization import versioned_edit
 from astra_cuda.lsp.runtime import AstraServer, core, is_user_error, user_message
 from astra_cuda.lsp.state import Profiled
@@ -66,7 +66,7 @@ async def spec_edit(ls: AstraServer, uri: str, name: str) -> tuple[types.Workspa
     if (ls.document(uri).version or 0) != (doc.version or 0):
         return None, "the file changed while the spec was inferred; try again"
     start = span_of(k.kernel.span)
-    at = Span(start.start_line, start.start_col, start.start_line, start.start_col)
+    at = EditorSpan(start.start_line, start.start_col, start.start_line, start.start_col)
     text = proposal.comment if proposal.comment.endswith("\n") else proposal.comment + "\n"
     return versioned_edit(uri, doc.version, at, text), ""
 

@@ -13,7 +13,7 @@ from lsprotocol import types
 from astra_cuda import redact
 from astra_cuda.lsp import anchor as anchoring
 from astra_cuda.lsp import views
-from astra_cuda.lsp.convert import Span, lsp_range
+from astra_cuda.lsp.convert import EditorSpan, lsp_range
 from astra_cuda.lsp.runtime import AstraServer, core, is_user_error, user_message
 from astra_cuda.lsp.state import Optimization
 
@@ -126,7 +126,7 @@ def cancel(ls: AstraServer, uri: str, name: str) -> dict[str, str]:
     return {"status": "idle"}
 
 
-def versioned_edit(uri: str, version: int | None, span: Span, new_text: str) -> types.WorkspaceEdit:
+def versioned_edit(uri: str, version: int | None, span: EditorSpan, new_text: str) -> types.WorkspaceEdit:
     """A versioned edit: the client refuses it if the document moved on since. (VS Code's code
     action menu previews it as a diff on request; the client's Apply command shows the diff
     first.)"""

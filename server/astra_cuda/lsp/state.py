@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
-from astra_cuda.lsp.anchor import Anchor, Rewrite
+from astra_cuda.lsp.anchor import Anchor, Replacement
 
 if TYPE_CHECKING:
     from astra_cuda.agents.result import OptimizeResult
@@ -26,7 +26,7 @@ class Optimization:
     message: str = ""           # latest progress line or the error
     best_speedup: float | None = None
     result: OptimizeResult | None = None   # when done
-    rewrite: Rewrite | None = None         # what applying it replaces, when it improved
+    rewrite: Replacement | None = None         # what applying it replaces, when it improved
 
     def title(self) -> str:
         """'1.40× faster, verified on 38 cases' (or 'speed not measured, ...' on the CPU)."""

@@ -11,7 +11,7 @@ from lsprotocol import types
 
 from astra_cuda import contract
 from astra_cuda.lsp import anchor as anchoring
-from astra_cuda.lsp.convert import Span, lsp_range, span_of, text_in
+from astra_cuda.lsp.convert import EditorSpan, lsp_range, span_of, text_in
 from astra_cuda.lsp.state import DocState, KernelState, Optimization, verified_cases
 
 if TYPE_CHECKING:
@@ -29,14 +29,14 @@ def has_spec(k: KernelInfo) -> bool:
     return k.spec is not None or k.kernel.spec is not None
 
 
-def full_span(k: KernelInfo) -> Span:
+def full_span(k: KernelInfo) -> EditorSpan:
     """The kernel with its spec comment: where its lens sits and what 'in the kernel' means."""
     s = span_of(k.kernel.span)
     c = k.kernel.spec
     if c is not None:
         cs = span_of(c.span)
         if (cs.start_line, cs.start_col) < (s.start_line, s.start_col):
-            return Span(cs.start_line, cs.start_col, s.end_line, s.end_col)
+            return EditorSpan(cs.start_line, cs.start_col, s.end_line, s.end_col)
     return s
 
 
