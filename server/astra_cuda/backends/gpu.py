@@ -115,11 +115,18 @@ def compile_confinement(cp, options: Sequence[str]):
         pass
     cache = None
     if not _env_true("CUPY_CACHE_IN_MEMORY"):
-        cache = cp.cuda.compiler.get_cache_dir()
+        cache = cupy_cache_dir()
         os.makedirs(cache, exist_ok=True)  # created here: the confined thread may not write its parent
     devices = sorted(str(d) for d in Path("/dev").glob("nvidia*") if not d.is_dir())
     return confine.for_unit(options, (*ours, *confine.loaded_library_dirs("libnvrtc"), *confine.python_dirs()),
                             workdir=cache, devices=devices)
+
+
+def cupy_cache_dir() -> str:
+    """CuPy's kernel cache (its documented `CUPY_CACHE_DIR`, else `~/.cupy/kernel_cache`), read
+    the way CuPy reads it: CuPy has no public call for it, so the backend sets the variable when it
+    starts and both always agree."""
+    return os.environ.get("CUPY_CACHE_DIR") or os.path.expanduser("~/.cupy/kernel_cache")
 
 
 def _require_confinement() -> None:
@@ -162,6 +169,7 @@ class GpuBackend(Backend):
 
     def __init__(self, *, exact_alloc: bool = False):
         _require_confinement()
+        os.environ["CUPY_CACHE_DIR"] = cupy_cache_dir()   # the folder the confined compile may write
         cp = _cupy()
         try:
             n = cp.cuda.runtime.getDeviceCount()
