@@ -113,8 +113,10 @@ def compile_confinement(cp, options: Sequence[str]):
             ours.append(toolkit)
     except Exception:  # no toolkit: CuPy's wheels bring NVRTC and the headers
         pass
-    cache = None
-    if not _env_true("CUPY_CACHE_IN_MEMORY"):
+    import tempfile
+    if _env_true("CUPY_CACHE_IN_MEMORY"):
+        cache = tempfile.gettempdir()   # this worker's own (see _private_tempdir)
+    else:
         cache = cupy_cache_dir()
         os.makedirs(cache, exist_ok=True)  # created here: the confined thread may not write its parent
     devices = sorted(str(d) for d in Path("/dev").glob("nvidia*") if not d.is_dir())
@@ -127,6 +129,22 @@ def cupy_cache_dir() -> str:
     the way CuPy reads it: CuPy has no public call for it, so the backend sets the variable when it
     starts and both always agree."""
     return os.environ.get("CUPY_CACHE_DIR") or os.path.expanduser("~/.cupy/kernel_cache")
+
+
+def _private_tempdir() -> None:
+    """CuPy's compile writes its source to a temporary folder (tempfile's default): the confined
+    thread may write only under CuPy's cache, so this worker's temporary files go to a folder of
+    its own there, removed when it exits."""
+    import atexit
+    import shutil
+    import tempfile
+    if _env_true("CUPY_CACHE_IN_MEMORY"):
+        base = tempfile.mkdtemp(prefix="astra-gpu-")
+    else:
+        os.makedirs(cupy_cache_dir(), exist_ok=True)
+        base = tempfile.mkdtemp(prefix="astra-tmp-", dir=cupy_cache_dir())
+    tempfile.tempdir = base
+    atexit.register(shutil.rmtree, base, True)
 
 
 def _require_confinement() -> None:
@@ -170,6 +188,7 @@ class GpuBackend(Backend):
     def __init__(self, *, exact_alloc: bool = False):
         _require_confinement()
         os.environ["CUPY_CACHE_DIR"] = cupy_cache_dir()   # the folder the confined compile may write
+        _private_tempdir()
         cp = _cupy()
         try:
             n = cp.cuda.runtime.getDeviceCount()
