@@ -403,6 +403,9 @@ def test_coarsen_splits_a_divided_index_into_vector_steps():
     assert "*reinterpret_cast<const uint4*>(&wte[ix * C + c])" in k
     assert "*reinterpret_cast<uint4*>(&out[b * T * C + t * C + c])" in k
     assert k.count("int ix = inp[b * T + t];") == 2          # once per vector step, and in the fallback
+    # the vector loop holds no element-by-element code (with it inside, ~20% slower on an H100)
+    vector_loop = k[k.index("astra_i0 < astra_vec_n"):k.index("astra_i0 < astra_n;")]
+    assert "astra_j" not in vector_loop and "break;" in vector_loop
     assert launch_change.spec_in(source.parse(rw.text), kernel).grid == ("cdiv(cdiv(B * T * C, 256), 8)",)
     if static.available() is not None:
         cand = extract.unit(rw.text, "encoder.cu", kernel)
