@@ -37,7 +37,7 @@ def timed(best=(16, 512), fail=None):
         calls.append(text)
         ept, block = launch(text)
         if (ept, block) == fail:
-            return Evaluation(Check(False, "FAILED compare", "bad", 0, "check"))
+            return Evaluation(Check(False, "FAILED compare", "out[3]: 1.5 vs 2.0", 0, "check"))
         us = 100.0 if "astra" not in text else 40.0 + 5 * abs(ept - best[0]) / 8 + abs(block - best[1]) / 64
         return Evaluation(Check(True, "passed", "", 10, "passed"),
                           ProfileSummary((SizeTiming({"N": 1 << 24}, 100.0, us, 100.0 / us * 0.4),), "memory"))
@@ -63,6 +63,8 @@ def test_tune_finds_the_fastest_point_within_its_budget():
     assert chain == [(1, "coarsen", {"width": 16, "steps": 2, "block": 512})]
     outcomes = {(p.params["steps"], p.params["block"]): p.outcome for p in points}
     assert outcomes[(4, None)] == "failed" and outcomes[(2, None)] == "adopted"
+    failed = next(p for p in points if p.outcome == "failed")
+    assert failed.reason == "FAILED compare: out[3]: 1.5 vs 2.0"     # the evidence, not only the verdict
     assert all(p.candidate_hash for p in points if p.outcome != "not applicable")
     assert len(calls) == 1 + len(points) <= 9
     # a budget of two points stops after two

@@ -129,7 +129,10 @@ def tune(original: str, kernel: str, chain: list[tuple[int, str, dict]], evaluat
                 for (alt, text, pt), (ev, seconds) in zip(batch, evals):
                     pt.candidate_hash, pt.seconds = source_hash(text), seconds
                     if not ev.passed:
-                        pt.outcome, pt.reason = "failed", ev.check.summary
+                        # the evidence with the verdict: which check, which numbers (the report shows it)
+                        pt.outcome = "failed"
+                        pt.reason = ev.check.summary + (f": {ev.check.feedback[:400]}" if ev.check.feedback and
+                                                        ev.check.feedback not in ev.check.summary else "")
                     elif not ev.measured:
                         pt.outcome, pt.reason = "not faster", ev.speed_note or "speed not measured"
                     else:
