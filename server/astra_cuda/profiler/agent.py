@@ -81,9 +81,9 @@ def _profile_measured(prof: Profile, reference_unit, candidate_unit, spec, backe
     rng = np.random.default_rng(seed)
     for sizes in cases:
         try:
-            prof.sizes.append(timing.measure_size(backend, spec, rspec, sizes, c, r, params=params, reps=reps,
-                                                  warmup=warmup, seed=int(rng.integers(1, 2**31 - 1)),
-                                                  ceiling=ceiling))
+            seeds = (int(rng.integers(1, 2**31 - 1)), int(rng.integers(1, 2**31 - 1)))
+            prof.sizes.append(timing.measure_confirmed(backend, spec, rspec, sizes, c, r, params=params, reps=reps,
+                                                       warmup=warmup, seeds=seeds, ceiling=ceiling))
         except LaunchError as e:
             prof.errors.append(f"at {size_label(sizes)}: {e}")
             break

@@ -52,6 +52,7 @@ class SizeProfile:
     bottleneck: str = ""
     bottleneck_why: str = ""
     implausible: list[str] = field(default_factory=list)
+    unconfirmed: list[str] = field(default_factory=list)   # flags of a first measurement the second did not repeat
     outputs_checked: str = ""             # what the checks of the timed launches compared
     output_failures: list[str] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)  # prepare / launches / expect / checks
