@@ -62,160 +62,176 @@ def optimize(text: str, path: str, kernel: str, evaluate: Callable[[str], Evalua
     candidates: candidates proposed and evaluated at once per round (1: one at a time).
     run_id: the new run's id (default: made from the time and the kernel).
     """
-    t0 = time.monotonic()
-    client = LLMClient(llm) if llm is not None else None   # fails fast (e.g. no API key for OpenAI)
-    cancel = cancel or threading.Event()
-    candidates = max(1, int(candidates))
-    log: RunLog | None = None
-    run_id = resume or run_id or new_run_id(kernel)
-    if runs_dir is not None:
-        log = RunLog(Path(runs_dir) / run_id)
+    return _Run(text, path, kernel, evaluate, rounds=rounds, llm=llm, spec=spec, gpu=gpu, runs_dir=runs_dir,
+                limits=limits, cancel=cancel, progress=progress, resume=resume, repairs=repairs,
+                candidates=candidates, run_id=run_id).run()
 
-    def measured(text_: str) -> Evaluation:
-        e = evaluate(text_)
-        if log is not None:
-            log.measured(source_hash(text_), e)  # kept at once: an interrupted round loses nothing
+
+class _Run:
+    """One optimization run: its log, its result and the situation it plans from; `run` is the loop."""
+
+    def __init__(self, text: str, path: str, kernel: str, evaluate: Callable[[str], Evaluation], *,
+                 rounds: int, llm: LLMConfig | None, spec, gpu: str, runs_dir: str | Path | None, limits: Limits,
+                 cancel: threading.Event | None, progress: Progress | None, resume: str | None, repairs: int,
+                 candidates: int, run_id: str | None) -> None:
+        self.t0 = time.monotonic()
+        self.client = LLMClient(llm) if llm is not None else None   # fails fast (e.g. no API key for OpenAI)
+        self.text, self.path, self.kernel, self.evaluate = text, path, kernel, evaluate
+        self.rounds, self.llm, self.spec, self.gpu, self.limits = rounds, llm, spec, gpu, limits
+        self.cancel = cancel or threading.Event()
+        self.progress, self.resume, self.repairs = progress, resume, repairs
+        self.candidates = max(1, int(candidates))
+        self.run_id = resume or run_id or new_run_id(kernel)
+        self.log = RunLog(Path(runs_dir) / self.run_id) if runs_dir is not None else None
+        self.ev = CachedEvaluate(self._measured)
+        self.mode = "llm" if llm is not None else "offline"
+        self.history: list[Round] = []
+        self.s: Situation | None = None
+
+    # ---- plumbing ----------------------------------------------------------------------------
+    def _measured(self, text: str) -> Evaluation:
+        e = self.evaluate(text)
+        if self.log is not None:
+            self.log.measured(source_hash(text), e)  # kept at once: an interrupted round loses nothing
         return e
-    ev = CachedEvaluate(measured)
-    mode = "llm" if llm is not None else "offline"
 
-    def tell(round_: int, step: str, best: float | None, message: str) -> None:
-        if progress is not None:
+    def tell(self, round_: int, step: str, best: float | None, message: str) -> None:
+        if self.progress is not None:
             try:
-                progress({"round": round_, "step": step, "best_speedup": best, "message": message})
+                self.progress({"round": round_, "step": step, "best_speedup": best, "message": message})
             except Exception:
                 pass  # a broken progress display must not stop the run
 
-    history: list[Round] = []
-    if resume and log is not None:
-        original = log.read_original() or text
-        history = log.rounds()
-        t0 -= sum(r.seconds for r in history)  # the run's time includes its earlier sessions
-        prior = log.read_baseline()
-        if prior is not None:
-            ev.seed(original, prior)
-        for r in history:
-            if r.candidate is not None and r.evaluation is not None:
-                ev.seed(r.candidate, r.evaluation)
-        for key, e in log.read_measured().items():
-            ev.seed_hash(key, e)
-        text = original
-    elif log is not None:
-        log.start({"kernel": kernel, "path": str(path), "mode": mode, "rounds": rounds,
-                   "llm": llm.to_json() if llm else None, "limits": asdict(limits), "started": time.time(),
-                   "status": "running"}, text)
+    def _open(self) -> None:
+        """Start the run log, or read a resumed run's back (its original, rounds and evaluations)."""
+        log = self.log
+        if self.resume and log is not None:
+            original = log.read_original() or self.text
+            self.history = log.rounds()
+            self.t0 -= sum(r.seconds for r in self.history)  # the run's time includes its earlier sessions
+            prior = log.read_baseline()
+            if prior is not None:
+                self.ev.seed(original, prior)
+            for r in self.history:
+                if r.candidate is not None and r.evaluation is not None:
+                    self.ev.seed(r.candidate, r.evaluation)
+            for key, e in log.read_measured().items():
+                self.ev.seed_hash(key, e)
+            self.text = original
+        elif log is not None:
+            log.start({"kernel": self.kernel, "path": str(self.path), "mode": self.mode, "rounds": self.rounds,
+                       "llm": self.llm.to_json() if self.llm else None, "limits": asdict(self.limits),
+                       "started": time.time(), "status": "running"}, self.text)
+        self.result = OptimizeResult(self.kernel, str(self.path), self.mode, self.text, self.text, baseline=None,  # type: ignore[arg-type]
+                                     best_eval=None, run_dir=str(log.dir) if log else None,  # type: ignore[arg-type]
+                                     run_id=self.run_id if log else None)
 
-    result = OptimizeResult(kernel, str(path), mode, text, text, baseline=None, best_eval=None,  # type: ignore[arg-type]
-                            run_dir=str(log.dir) if log else None, run_id=run_id if log else None)
-
-    def finish(stopped: str, status: str = "done") -> OptimizeResult:
+    def finish(self, stopped: str, status: str = "done") -> OptimizeResult:
+        result = self.result
         result.stopped = stopped
-        result.seconds = time.monotonic() - t0
-        result.cancelled = cancel.is_set()
-        if log is not None:
-            log.best(result.best)
-            log.update_meta(status=status, stopped=stopped, improved=result.improved, speedup=result.speedup,
-                            seconds=round(result.seconds, 2), usage=result.usage.to_json())
-        tell(len(result.rounds), "done", result.speedup, stopped)
+        result.seconds = time.monotonic() - self.t0
+        result.cancelled = self.cancel.is_set()
+        if self.log is not None:
+            self.log.best(result.best)
+            self.log.update_meta(status=status, stopped=stopped, improved=result.improved, speedup=result.speedup,
+                                 seconds=round(result.seconds, 2), usage=result.usage.to_json())
+        self.tell(len(result.rounds), "done", result.speedup, stopped)
         return result
 
-    def interrupted(e: InfrastructureError) -> OptimizeResult:
-        result.error, result.interrupted = e.message, True
-        return finish(f"{e.message}; resume with --resume {run_id}", status="interrupted")
+    def interrupted(self, e: InfrastructureError) -> OptimizeResult:
+        self.result.error, self.result.interrupted = e.message, True
+        return self.finish(f"{e.message}; resume with --resume {self.run_id}", status="interrupted")
 
-    def tune_stage(stopped: str) -> str:
-        """The tuning stage, once the offline team has no idea left (its chain can be replayed)."""
-        chain = [(r.index, r.plan.idea, r.plan.params) for r in result.rounds if r.adopted and r.plan is not None]
-        if not chain or limits.tune_points <= 0 or cancel.is_set() or _over_limits(limits, t0, result.usage):
-            return stopped
-        if not s.best_eval.measured:
-            result.tuning_note = "no tuning: it compares timings, and speed is not measured here"
-            return stopped
-        if any(r.plan is None or r.plan.source != "offline" for r in result.rounds if r.adopted) or \
-                tuning.replay(text, kernel, [(i, p) for _, i, p in chain], spec) != s.best:
-            result.tuning_note = "no tuning: the adopted rewrites cannot be replayed with other parameters"
-            return stopped
-        deadline = t0 + limits.max_seconds if limits.max_seconds is not None else None
+    def _adopt(self, candidate: str, evaluation: Evaluation) -> None:
+        s = self.s
+        assert s is not None
+        s.best, s.best_eval = candidate, evaluation
+        s.context = context_from_text(self.kernel, s.best, self.spec)  # the launch may have changed
+        self.result.best, self.result.best_eval = s.best, s.best_eval
+
+    # ---- the run -----------------------------------------------------------------------------
+    def run(self) -> OptimizeResult:
+        self._open()
+        result = self.result
+        self.tell(0, "baseline", None, f"resuming run {self.run_id}" if self.history else
+                  f"checking and timing the original {self.kernel}")
         try:
-            best, best_eval, points, _ = tuning.tune(
-                text, kernel, chain, ev, s.best, s.best_eval, spec=spec, points=limits.tune_points,
-                min_gain=limits.min_gain, deadline=deadline, cancel=cancel, parallel=candidates,
-                tell=lambda m: tell(len(result.rounds), "tune", s.best_eval.speedup, m))
-        except InfrastructureError as e:   # the evaluations broke down: keep what the rounds found
-            result.tuning_note = f"tuning stopped: {e.message}"
-            return stopped
-        result.tuning = points
-        if best != s.best:
-            s.best, s.best_eval = best, best_eval
-            result.best, result.best_eval = best, best_eval
-        if log is not None:
-            log.tuning(points)
-            log.best(s.best)
-        kept = sum(p.outcome == "adopted" for p in points)
-        return f"{stopped}; tuning tried {len(points)} point(s), kept {kept}"
+            base = self.ev(self.text)
+        except InfrastructureError as e:
+            result.baseline = result.best_eval = Evaluation(_infra_check(e))
+            return self.interrupted(e)
+        result.baseline = result.best_eval = base
+        if self.log is not None:
+            self.log.baseline(base)
+        if not base.passed and self.cancel.is_set():
+            result.error = "cancelled before the original was measured"
+            return self.finish("cancelled")
+        if not base.passed:
+            result.error = f"the original kernel does not pass the gate: {base.check.summary}"
+            return self.finish("the original kernel does not pass the gate")
 
-    tell(0, "baseline", None, f"resuming run {run_id}" if history else f"checking and timing the original {kernel}")
-    try:
-        base = ev(text)
-    except InfrastructureError as e:
-        result.baseline = result.best_eval = Evaluation(_infra_check(e))
-        return interrupted(e)
-    result.baseline = result.best_eval = base
-    if log is not None:
-        log.baseline(base)
-    if not base.passed and cancel.is_set():
-        result.error = "cancelled before the original was measured"
-        return finish("cancelled")
-    if not base.passed:
-        result.error = f"the original kernel does not pass the gate: {base.check.summary}"
-        return finish("the original kernel does not pass the gate")
+        planner = LLMPlanner(self.client) if self.client else OfflinePlanner()
+        coder = LLMCoder(self.client, repairs=self.repairs) if self.client else OfflineCoder()
+        self.s = Situation(self.kernel, str(self.path), self.text, self.text, base, base,
+                           context_from_spec(self.kernel, self.spec), describe_sizes(self.spec), self.gpu, self.history)
+        # Replay a resumed run's rounds: the best adopted candidate becomes the base again.
+        for r in self.history:
+            result.rounds.append(r)
+            result.usage.add(r.usage)
+            if r.adopted and r.candidate is not None and r.evaluation is not None:
+                self._adopt(r.candidate, r.evaluation)
+        result.best, result.best_eval = self.s.best, self.s.best_eval
 
-    planner = LLMPlanner(client) if client else OfflinePlanner()
-    coder = LLMCoder(client, repairs=repairs) if client else OfflineCoder()
-    s = Situation(kernel, str(path), text, text, base, base, context_from_spec(kernel, spec),
-                  describe_sizes(spec), gpu, history)
+        stale = 0
+        for b in sorted({r.batch for r in self.history}, reverse=True):  # patience carries over a resume
+            if any(r.adopted for r in self.history if r.batch == b):
+                break
+            stale += 1
+        start_round = max((r.batch for r in self.history), default=0) + 1
+        for i in range(start_round, self.rounds + 1):
+            if self.cancel.is_set():
+                return self.finish("cancelled; the best verified version so far is kept")
+            over = _over_limits(self.limits, self.t0, result.usage)
+            if over:
+                return self.finish(over)
+            outcome = self._round(i, planner, coder)
+            if isinstance(outcome, OptimizeResult):
+                return outcome
+            stale = 0 if outcome else stale + 1
+            if self.cancel.is_set():
+                return self.finish("cancelled; the best verified version so far is kept")
+            # Offline ideas are few and cheap, so each is tried; an LLM can go on forever: patience.
+            if self.mode == "llm" and stale >= self.limits.patience:
+                return self.finish(f"{stale} rounds in a row brought no improvement")
+        if self.mode == "offline" and any(r.adopted for r in result.rounds):
+            result.tuning_note = "no tuning yet: the rounds ran out before the ideas did (resume with more rounds)"
+        return self.finish(f"all {self.rounds} rounds done")
 
-    # Replay a resumed run's rounds: the best adopted candidate becomes the base again.
-    for r in history:
-        result.rounds.append(r)
-        result.usage.add(r.usage)
-        if r.adopted and r.candidate is not None and r.evaluation is not None:
-            s.best, s.best_eval = r.candidate, r.evaluation
-            s.context = context_from_text(kernel, s.best, spec)
-    result.best, result.best_eval = s.best, s.best_eval
-
-    stale = 0
-    for b in sorted({r.batch for r in history}, reverse=True):  # patience carries over a resume
-        if any(r.adopted for r in history if r.batch == b):
-            break
-        stale += 1
-    start_round = max((r.batch for r in history), default=0) + 1
-    for i in range(start_round, rounds + 1):
-        if cancel.is_set():
-            return finish("cancelled; the best verified version so far is kept")
-        over = _over_limits(limits, t0, result.usage)
-        if over:
-            return finish(over)
+    def _round(self, i: int, planner, coder) -> OptimizeResult | bool:
+        """Round i: plan, code, judge, keep the best of its candidates. The run's end where the
+        round ends it, else whether a candidate was adopted."""
+        s, result, client = self.s, self.result, self.client
+        assert s is not None
         best_sp = s.best_eval.speedup
-        tell(i, "plan", best_sp, f"round {i}: planning")
+        self.tell(i, "plan", best_sp, f"round {i}: planning")
         round_t0 = time.monotonic()
         if client is not None:
             client.transcript.clear()
-        plans, usage = _plans(planner, s, candidates)
+        plans, usage = _plans(planner, s, self.candidates)
         if not plans:
             if usage.calls:
                 result.usage.add(usage)
-            return finish(tune_stage("nothing left to try") if mode == "offline" else
-                          "the planner had no idea to offer")
-        tell(i, "code", best_sp, f"round {i}: " + "; ".join(p.title for p in plans))
+            return self.finish(self._tune("nothing left to try") if self.mode == "offline" else
+                               "the planner had no idea to offer")
+        self.tell(i, "code", best_sp, f"round {i}: " + "; ".join(p.title for p in plans))
         try:
             if len(plans) == 1:
-                attempts = [coder.code(plans[0], s, ev, cancel)]
+                attempts = [coder.code(plans[0], s, self.ev, self.cancel)]
             else:  # evaluated at once: the executor spreads them over its slots
                 with ThreadPoolExecutor(len(plans), thread_name_prefix="astra-candidate") as pool:
-                    attempts = list(pool.map(lambda p: coder.code(p, s, ev, cancel), plans))
+                    attempts = list(pool.map(lambda p: coder.code(p, s, self.ev, self.cancel), plans))
         except InfrastructureError as e:
-            return interrupted(e)
+            return self.interrupted(e)
         batch = []
         next_index = max((r.index for r in result.rounds), default=0) + 1
         for j, (plan, att) in enumerate(zip(plans, attempts)):
@@ -223,7 +239,7 @@ def optimize(text: str, path: str, kernel: str, evaluate: Callable[[str], Evalua
             r.usage.add(att.usage)
             r.candidate, r.evaluation, r.changes, r.attempts = att.candidate, att.evaluation, att.changes, att.attempts
             r.candidate_hash = source_hash(att.candidate) if att.candidate is not None else None
-            _judge(r, att, s, limits, cancel)
+            _judge(r, att, s, self.limits, self.cancel)
             r.seconds = time.monotonic() - round_t0
             batch.append(r)
         _keep_best_of(batch)
@@ -231,31 +247,52 @@ def optimize(text: str, path: str, kernel: str, evaluate: Callable[[str], Evalua
             batch[0].transcript = list(client.transcript)
         winner = next((r for r in batch if r.adopted), None)
         for r in batch:
-            history.append(r)
+            self.history.append(r)
             result.rounds.append(r)
             result.usage.add(r.usage)
         if winner is not None:
-            s.best, s.best_eval = winner.candidate, winner.evaluation  # type: ignore[assignment]
-            s.context = context_from_text(kernel, s.best, spec)  # the launch may have changed
-            result.best, result.best_eval = s.best, s.best_eval
-            stale = 0
-        else:
-            stale += 1
-        if log is not None:
+            self._adopt(winner.candidate, winner.evaluation)  # type: ignore[arg-type]
+        if self.log is not None:
             for r in batch:
-                log.round(r)
-            log.best(s.best)
+                self.log.round(r)
+            self.log.best(s.best)
         for r in batch:
-            tell(i, r.outcome, s.best_eval.speedup, f"round {i}: {r.plan.title if r.plan else ''}: {r.outcome}"
-                 + (f" ({r.reason})" if r.reason else ""))
-        if cancel.is_set():
-            return finish("cancelled; the best verified version so far is kept")
-        # Offline ideas are few and cheap, so each is tried; an LLM can go on forever: patience.
-        if mode == "llm" and stale >= limits.patience:
-            return finish(f"{stale} rounds in a row brought no improvement")
-    if mode == "offline" and any(r.adopted for r in result.rounds):
-        result.tuning_note = "no tuning yet: the rounds ran out before the ideas did (resume with more rounds)"
-    return finish(f"all {rounds} rounds done")
+            self.tell(i, r.outcome, s.best_eval.speedup, f"round {i}: {r.plan.title if r.plan else ''}: {r.outcome}"
+                      + (f" ({r.reason})" if r.reason else ""))
+        return winner is not None
+
+    def _tune(self, stopped: str) -> str:
+        """The tuning stage, once the offline team has no idea left (its chain can be replayed)."""
+        s, result, limits = self.s, self.result, self.limits
+        assert s is not None
+        chain = [(r.index, r.plan.idea, r.plan.params) for r in result.rounds if r.adopted and r.plan is not None]
+        if not chain or limits.tune_points <= 0 or self.cancel.is_set() or _over_limits(limits, self.t0, result.usage):
+            return stopped
+        if not s.best_eval.measured:
+            result.tuning_note = "no tuning: it compares timings, and speed is not measured here"
+            return stopped
+        if any(r.plan is None or r.plan.source != "offline" for r in result.rounds if r.adopted) or \
+                tuning.replay(self.text, self.kernel, [(i, p) for _, i, p in chain], self.spec) != s.best:
+            result.tuning_note = "no tuning: the adopted rewrites cannot be replayed with other parameters"
+            return stopped
+        deadline = self.t0 + limits.max_seconds if limits.max_seconds is not None else None
+        try:
+            best, best_eval, points, _ = tuning.tune(
+                self.text, self.kernel, chain, self.ev, s.best, s.best_eval, spec=self.spec, points=limits.tune_points,
+                min_gain=limits.min_gain, deadline=deadline, cancel=self.cancel, parallel=self.candidates,
+                tell=lambda m: self.tell(len(result.rounds), "tune", s.best_eval.speedup, m))
+        except InfrastructureError as e:   # the evaluations broke down: keep what the rounds found
+            result.tuning_note = f"tuning stopped: {e.message}"
+            return stopped
+        result.tuning = points
+        if best != s.best:
+            s.best, s.best_eval = best, best_eval
+            result.best, result.best_eval = best, best_eval
+        if self.log is not None:
+            self.log.tuning(points)
+            self.log.best(s.best)
+        kept = sum(p.outcome == "adopted" for p in points)
+        return f"{stopped}; tuning tried {len(points)} point(s), kept {kept}"
 
 
 def _plans(planner, s: Situation, k: int) -> tuple[list[Plan], Usage]:
