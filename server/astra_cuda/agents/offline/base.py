@@ -51,7 +51,14 @@ class Transform:
 
     def apply(self, text: str, ctx: Context, params: dict | None = None) -> Rewrite | None:
         """The rewritten file, or None when the pattern is not there. `params` overrides the
-        transform's own choices (the tuning stage's points); unknown keys are ignored."""
+        transform's own choices (the tuning stage's points); unknown keys are ignored. The
+        template of every transformation: the kernel and the device functions it calls, then
+        its own `rewrite` of them."""
+        sc = scope(text, ctx.kernel)
+        return None if sc is None else self.rewrite(text, ctx, sc, dict(params or {}))
+
+    def rewrite(self, text: str, ctx: Context, sc: "Scope", params: dict) -> Rewrite | None:
+        """The transformation proper, over the kernel's scope `sc` in `text`."""
         raise NotImplementedError
 
     def alternatives(self, rw: Rewrite, ctx: Context) -> list[dict]:

@@ -174,14 +174,13 @@ class Coarsen(base.Transform):
     expected = ("one-element-per-thread kernels issue 2-4-byte accesses from many short threads: 16-byte vectors "
                 "and fewer, longer threads move the same bytes with far fewer instructions")
 
-    def apply(self, text: str, ctx: Context, params: dict | None = None) -> Rewrite | None:
+    def rewrite(self, text: str, ctx: Context, sc: base.Scope, params: dict) -> Rewrite | None:
         params = params or {}
         width, steps, block = int(params.get("width", 16)), int(params.get("steps", 1)), params.get("block")
         if width not in (16, 8) or steps not in (1, 2, 4) or block not in (None, 128, 256, 512, 1024):
             return None
-        sc = base.scope(text, ctx.kernel)
         spec = spec_in(source.parse(text), ctx.kernel)
-        if sc is None or spec is None or len(spec.grid) > 1 and any(g.strip() != "1" for g in spec.grid[1:]) \
+        if spec is None or len(spec.grid) > 1 and any(g.strip() != "1" for g in spec.grid[1:]) \
                 or len(spec.block) > 1 and any(b.strip() != "1" for b in spec.block[1:]):
             return None
         model = source.parse(text)

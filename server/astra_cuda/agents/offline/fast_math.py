@@ -64,10 +64,7 @@ class FastMath(base.Transform):
     title = "fast-math intrinsics (__expf, __fdividef, rsqrtf)"
     expected = "fewer instructions per element: SFU approximations instead of accurate libm paths"
 
-    def apply(self, text: str, ctx: Context, params: dict | None = None) -> Rewrite | None:
-        sc = base.scope(text, ctx.kernel)
-        if sc is None:
-            return None
+    def rewrite(self, text: str, ctx: Context, sc: base.Scope, params: dict) -> Rewrite | None:
         rets = return_types(sc.root)
         edits, counts = [], {}
         for fn in sc.functions:

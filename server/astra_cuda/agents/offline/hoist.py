@@ -31,10 +31,7 @@ class Hoist(base.Transform):
     title = "hoist loop-invariant computations out of loops"
     expected = "removes redundant per-iteration loads and math (exp, max) from the hot loop"
 
-    def apply(self, text: str, ctx: Context, params: dict | None = None) -> Rewrite | None:
-        sc = base.scope(text, ctx.kernel)
-        if sc is None:
-            return None
+    def rewrite(self, text: str, ctx: Context, sc: base.Scope, params: dict) -> Rewrite | None:
         fn = sc.kernel
         ptrs = pointer_params(fn)
         readonly = set(ptrs) - written_pointers(fn, set(ptrs))

@@ -101,11 +101,10 @@ class LaunchShape(base.Transform):
     expected = ("a capped grid or narrow blocks leave most SMs idle (latency-bound): more rows and more bytes in "
                 "flight at once")
 
-    def apply(self, text: str, ctx: Context, params: dict | None = None) -> Rewrite | None:
+    def rewrite(self, text: str, ctx: Context, sc: base.Scope, params: dict) -> Rewrite | None:
         params = params or {}
-        sc = base.scope(text, ctx.kernel)
         spec = spec_in(source.parse(text), ctx.kernel)
-        if sc is None or spec is None or len(spec.grid) != 1 or len(spec.block) != 1:
+        if spec is None or len(spec.grid) != 1 or len(spec.block) != 1:
             return None
         kernel = source.parse(text).kernel(ctx.kernel)
         if kernel is None or kernel.launch_bounds:

@@ -99,11 +99,10 @@ class PackRows(base.Transform):
     title = "several rows per block (grid and block resized at the launch site)"
     expected = "fewer, fuller blocks: short rows no longer pay for a block start each"
 
-    def apply(self, text: str, ctx: Context, params: dict | None = None) -> Rewrite | None:
-        sc = base.scope(text, ctx.kernel)
+    def rewrite(self, text: str, ctx: Context, sc: base.Scope, params: dict) -> Rewrite | None:
         model = source.parse(text)
         spec = spec_in(model, ctx.kernel)
-        if sc is None or spec is None:
+        if spec is None:
             return None
         kernel = model.kernel(ctx.kernel)
         sites = model.launches_of(ctx.kernel)

@@ -20,10 +20,7 @@ class RestrictLdg(base.Transform):
     title = "__ldg read-only loads from const __restrict__ pointers"
     expected = "loads through the read-only data path the parameters' `const __restrict__` already allows"
 
-    def apply(self, text: str, ctx: Context, params: dict | None = None) -> Rewrite | None:
-        sc = base.scope(text, ctx.kernel)
-        if sc is None:
-            return None
+    def rewrite(self, text: str, ctx: Context, sc: base.Scope, params: dict) -> Rewrite | None:
         fn = sc.kernel
         ptrs = pointer_params(fn)
         written = written_pointers(fn, set(ptrs))

@@ -268,10 +268,9 @@ class Rows(base.Transform):
     expected = ("one thread walking a whole row serialises the row and leaves loads uncoalesced: a row's "
                 "threads read consecutive elements and combine partial results with shuffles")
 
-    def apply(self, text: str, ctx: Context, params: dict | None = None) -> Rewrite | None:
-        sc = base.scope(text, ctx.kernel)
+    def rewrite(self, text: str, ctx: Context, sc: base.Scope, params: dict) -> Rewrite | None:
         spec = spec_in(source.parse(text), ctx.kernel)
-        if sc is None or spec is None or len(spec.grid) != 1 or len(spec.block) != 1:
+        if spec is None or len(spec.grid) != 1 or len(spec.block) != 1:
             return None
         kernel = source.parse(text).kernel(ctx.kernel)
         if kernel is None or kernel.launch_bounds:

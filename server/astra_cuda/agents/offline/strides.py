@@ -43,10 +43,7 @@ class UnitStride(base.Transform):
     title = "a contiguous path for element strides the spec fixes to 1 (runtime check)"
     expected = "strided indexing hides contiguous rows from vectorization; the stride-1 copy can use wide accesses"
 
-    def apply(self, text: str, ctx: Context, params: dict | None = None) -> Rewrite | None:
-        sc = base.scope(text, ctx.kernel)
-        if sc is None:
-            return None
+    def rewrite(self, text: str, ctx: Context, sc: base.Scope, params: dict) -> Rewrite | None:
         fn = sc.kernel
         kb = body(fn)
         if "__shared__" in txt(kb) or "astra: contiguous copy" in txt(kb):

@@ -55,10 +55,7 @@ class Unroll(base.Transform):
     title = "#pragma unroll on fixed-trip loops"
     expected = "removes loop overhead and exposes independent work to the scheduler"
 
-    def apply(self, text: str, ctx: Context, params: dict | None = None) -> Rewrite | None:
-        sc = base.scope(text, ctx.kernel)
-        if sc is None:
-            return None
+    def rewrite(self, text: str, ctx: Context, sc: base.Scope, params: dict) -> Rewrite | None:
         macros = macro_constants(sc.root)
         data = text.encode("utf-8")
         edits = []
@@ -83,10 +80,7 @@ class UnrollVectorLoop(base.Transform):
     title = "two vector steps in flight per thread (#pragma unroll 2)"
     expected = "more independent 16-byte loads in flight per thread: hides memory latency in long rows"
 
-    def apply(self, text: str, ctx: Context, params: dict | None = None) -> Rewrite | None:
-        sc = base.scope(text, ctx.kernel)
-        if sc is None:
-            return None
+    def rewrite(self, text: str, ctx: Context, sc: base.Scope, params: dict) -> Rewrite | None:
         data = text.encode("utf-8")
         edits = []
         for loop in (n for n in walk(body(sc.kernel)) if n.type == "for_statement"):

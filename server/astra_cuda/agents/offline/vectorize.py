@@ -436,13 +436,10 @@ class Vectorize(base.Transform):
         self.expected = (f"{width}-byte memory transactions: fewer load/store instructions and more bytes in "
                          f"flight per thread (memory-bound kernels)")
 
-    def apply(self, text: str, ctx: Context, params: dict | None = None) -> Rewrite | None:
+    def rewrite(self, text: str, ctx: Context, sc: base.Scope, params: dict) -> Rewrite | None:
         width = int((params or {}).get("width", self.width))
         independent = bool((params or {}).get("independent", False))
         if width not in CHUNK:
-            return None
-        sc = base.scope(text, ctx.kernel)
-        if sc is None:
             return None
         fn = sc.kernel
         hs = handles(fn, ctx, sc.root)

@@ -166,10 +166,7 @@ class WarpReduce(base.Transform):
     title = "warp-shuffle reduction instead of a shared-memory tree"
     expected = "fewer barriers and shared-memory round trips in the reduction (latency)"
 
-    def apply(self, text: str, ctx: Context, params: dict | None = None) -> Rewrite | None:
-        sc = base.scope(text, ctx.kernel)
-        if sc is None:
-            return None
+    def rewrite(self, text: str, ctx: Context, sc: base.Scope, params: dict) -> Rewrite | None:
         kb = body(sc.kernel)
         data = text.encode("utf-8")
         edits, changes = [], []
