@@ -180,7 +180,6 @@ class _Run:
             result.usage.add(r.usage)
             if r.adopted and r.candidate is not None and r.evaluation is not None:
                 self._adopt(r.candidate, r.evaluation)
-        result.best, result.best_eval = self.s.best, self.s.best_eval
 
         stale = 0
         for b in sorted({r.batch for r in self.history}, reverse=True):  # patience carries over a resume
@@ -286,8 +285,7 @@ class _Run:
             return stopped
         result.tuning = points
         if best != s.best:
-            s.best, s.best_eval = best, best_eval
-            result.best, result.best_eval = best, best_eval
+            self._adopt(best, best_eval)
         if self.log is not None:
             self.log.tuning(points)
             self.log.best(s.best)
