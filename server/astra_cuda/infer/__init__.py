@@ -1,0 +1,15 @@
+"""Propose a harness spec for a kernel that has none.
+
+From the signature: const pointers are inputs, other pointers outputs, integer scalars are
+sizes, float scalars get a value from their name. From a launch site: the grid and block
+expressions, rewritten over the kernel's own parameter names. Everything guessed is listed in
+`notes`, so the user knows what to check.
+
+Modules: `types` (element types, template arguments), `launches` (the launch site, grid and
+block), `hostexprs` (host C++ expressions -> spec expressions), `roles` (shapes and roles from
+the kernel's accesses), `sizes` (size values), `proposal` (the assembled comment).
+"""
+from .hostexprs import _HostExprs
+from .proposal import Proposal, infer
+
+__all__ = ["Proposal", "infer", "_HostExprs"]

@@ -1,0 +1,167 @@
+"""Host C++ expressions of a launch (`ceil_div(N, block_size * 8)`, `std::min(d, 1024)`, casts,
+`a < b ? a : b`) read by their tree-sitter structure into spec expressions over the sizes."""
+from __future__ import annotations
+
+import ast
+
+from .. import dtypes, exprs, source
+from ..syntax import walk as _walk
+
+_INT_WORDS = frozenset({"int", "unsigned", "signed", "long", "short", "const", "size_t", "ssize_t",
+                        "int32_t", "int64_t", "uint32_t", "uint64_t", "std::size_t", "std::int64_t",
+                        "std::int32_t", "std::uint32_t", "std::uint64_t"})
+_MIN_MAX = {"min": "min", "max": "max", "std::min": "min", "std::max": "max", "::min": "min", "::max": "max",
+            "cdiv": "cdiv", "ceil_div": "cdiv", "CEIL_DIV": "cdiv", "DIV_UP": "cdiv", "div_up": "cdiv",
+            "ceildiv": "cdiv", "DIVUP": "cdiv", "divUp": "cdiv"}
+_ARITH = frozenset({"+", "-", "*", "/", "%", "<<", ">>"})
+_MAX_CONSTANT_DEPTH = 8  # a macro defined through macros; a cycle stops here
+
+
+def _tokens(node, skip: tuple[str, ...] = ("comment",)) -> tuple[str, ...]:
+    """The leaf tokens of an expression: equal for equal expressions, whatever the spacing."""
+    out, stack = [], [node]
+    while stack:
+        n = stack.pop()
+        if n.type in skip:
+            continue
+        if n.child_count == 0:
+            out.append(n.text.decode())
+        stack.extend(reversed(n.children))
+    return tuple(out)
+
+
+def _unparen(node):
+    while node is not None and node.type == "parenthesized_expression" and node.named_child_count == 1:
+        node = node.named_children[0]
+    return node
+
+
+def _is_int_type(node) -> bool:
+    return node is not None and bool(node.text.decode().split()) and set(node.text.decode().split()) <= _INT_WORDS
+
+
+class _HostExprs:
+    """Host C++ launch expressions -> spec expressions over the sizes, read by their tree-sitter
+    structure: host names become sizes through `mapping` (host expression text -> size name),
+    macro and const names their value; `std::min`, integer casts and `a < b ? a : b` become
+    `min`, nothing and `min(a, b)`."""
+
+    def __init__(self, mapping: dict[str, str], constants: dict[str, str]):
+        self.mapping: dict[tuple[str, ...], str] = {}
+        for host, size in mapping.items():
+            node = source.parse_expression(host)
+            if node is not None:
+                self.mapping[_tokens(node)] = size
+        self.constants = constants
+
+    def spec(self, text: str, free: list[str] | None = None) -> str | None:
+        """The spec expression for `text`, or None. With `free`, unknown plain names are kept
+        as they are and listed there (they become sizes of their own)."""
+        node = source.parse_expression(text)
+        found: list[str] = []
+        out = self._expr(node, found if free is not None else None, 0) if node is not None else None
+        if out is None:
+            return None
+        try:
+            out = ast.unparse(exprs.parse(out).body)
+        except exprs.ExprError:
+            return None
+        if free is not None:
+            free.extend(n for n in found if n not in free)
+        return out
+
+    def _expr(self, node, free: list[str] | None, depth: int) -> str | None:
+        size = self.mapping.get(_tokens(node))
+        if size is not None:
+            return size
+        t = node.type
+
+        def ex(n):
+            return self._expr(n, free, depth) if n is not None else None
+
+        if t == "identifier":
+            name = node.text.decode()
+            value = self.constants.get(name)
+            if value is not None and depth < _MAX_CONSTANT_DEPTH:
+                inner = source.parse_expression(value)
+                r = self._expr(inner, free, depth + 1) if inner is not None else None
+                return f"({r})" if r is not None else None
+            if free is not None and value is None:
+                free.append(name)
+                return name
+            return None
+        if t == "number_literal":
+            digits = node.text.decode().replace("'", "").rstrip("uUlL")
+            try:
+                return str(int(digits, 0))
+            except ValueError:
+                return None  # a float or an octal literal: not a size
+        if t == "parenthesized_expression":
+            inner = [c for c in node.named_children if c.type != "comment"]
+            r = ex(inner[0]) if len(inner) == 1 else None
+            return f"({r})" if r is not None else None
+        if t == "binary_expression":
+            op = node.child_by_field_name("operator")
+            if op is None or op.type not in _ARITH:
+                return None
+            left, right = ex(node.child_by_field_name("left")), ex(node.child_by_field_name("right"))
+            return f"{left} {op.type} {right}" if left is not None and right is not None else None
+        if t == "unary_expression":
+            op = node.child_by_field_name("operator")
+            r = ex(node.child_by_field_name("argument"))
+            return f"{op.type}{r}" if op is not None and op.type in ("-", "+") and r is not None else None
+        if t == "cast_expression":
+            return ex(node.child_by_field_name("value")) if _is_int_type(node.child_by_field_name("type")) else None
+        if t == "sizeof_expression":   # sizeof(float): the element sizes the spec knows
+            inner = node.child_by_field_name("type") or node.child_by_field_name("value")
+            text = inner.text.decode().strip("() ") if inner is not None else ""
+            dt = dtypes.from_cpp(text)
+            return str(dt.itemsize) if dt is not None else None
+        if t == "call_expression":
+            return self._call(node, ex)
+        if t == "conditional_expression":
+            return self._min_max(node, ex)
+        return None
+
+    def _call(self, node, ex) -> str | None:
+        fn = node.child_by_field_name("function")
+        args_node = node.child_by_field_name("arguments")
+        args = [a for a in args_node.named_children if a.type != "comment"] if args_node is not None else []
+        if fn is None:
+            return None
+        # `static_cast<int>`, `std::max<int>`: the name without its template arguments, and those.
+        name = "".join(_tokens(fn, skip=("comment", "template_argument_list")))
+        targs = next((n for n in _walk(fn) if n.type == "template_argument_list"), None)
+        if name == "static_cast" and targs is not None and len(args) == 1:
+            types = [c for c in targs.named_children if c.type != "comment"]
+            return ex(args[0]) if len(types) == 1 and _is_int_type(types[0]) else None
+        if name in _MIN_MAX and len(args) == 2:
+            a, b = ex(args[0]), ex(args[1])
+            return f"{_MIN_MAX[name]}({a}, {b})" if a is not None and b is not None else None
+        return None
+
+    def _min_max(self, node, ex) -> str | None:
+        """`a < b ? a : b` is min(a, b), `a > b ? a : b` max(a, b) (also with <=, >= and the
+        branches swapped): exactly, since with a == b both branches agree. Other conditionals
+        are not sizes we can write."""
+        cond = _unparen(node.child_by_field_name("condition"))
+        yes = _unparen(node.child_by_field_name("consequence"))
+        no = _unparen(node.child_by_field_name("alternative"))
+        if cond is None or yes is None or no is None or cond.type != "binary_expression":
+            return None
+        op = cond.child_by_field_name("operator")
+        a, b = _unparen(cond.child_by_field_name("left")), _unparen(cond.child_by_field_name("right"))
+        if op is None or op.type not in ("<", "<=", ">", ">=") or a is None or b is None:
+            return None
+        ta, tb, ty, tn = _tokens(a), _tokens(b), _tokens(yes), _tokens(no)
+        less = op.type in ("<", "<=")
+        if (ty, tn) == (ta, tb):
+            fn = "min" if less else "max"
+        elif (ty, tn) == (tb, ta):
+            fn = "max" if less else "min"
+        else:
+            return None
+        ra, rb = ex(a), ex(b)
+        return f"{fn}({ra}, {rb})" if ra is not None and rb is not None else None
+
+

@@ -1,0 +1,236 @@
+"""The proposal: every part inferred (launch, types, sizes, shapes and roles) assembled into one
+spec comment, with what was guessed listed in `notes`."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .. import access, dtypes, source
+from ..project import ProjectContext
+from ..source import Kernel, SourceModel
+from ..syntax import walk as _walk
+from .launches import _launch_of, _pick_site
+from .roles import TABLE, _Shapes, _shapes
+from .sizes import _size_values
+from .types import _template_args, _Types, split as _split
+
+
+@dataclass
+class Proposal:
+    comment: str
+    notes: list[str] = field(default_factory=list)
+
+
+
+_SCALAR_GUESSES = (("eps", "1e-5"), ("epsilon", "1e-5"), ("learning_rate", "1e-3"), ("lr", "1e-3"),
+                   ("beta1_correction", "0.1"), ("beta2_correction", "0.001"), ("beta1", "0.9"),
+                   ("beta2", "0.999"), ("weight_decay", "0.01"), ("decay", "0.01"), ("scale", "0.5"),
+                   ("alpha", "1.5"), ("momentum", "0.9"), ("temperature", "0.7"))
+
+
+def _scalar_guess(name: str) -> str:
+    low = name.lower()
+    return next((v for k, v in _SCALAR_GUESSES if low == k or low.endswith("_" + k) or low.startswith(k)), "1.0")
+
+
+def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
+          context: ProjectContext | None = None) -> Proposal:
+    notes: list[str] = []
+    errors: list[str] = []
+    types = _Types(model, path, context)
+    site = _pick_site(kernel, model)
+    instantiate = _template_args(kernel, site, notes)
+    targs = dict(zip(kernel.template_param_names, _split(instantiate))) if instantiate else {}
+
+    def cpp(p) -> tuple[str | None, str]:
+        base = targs.get(p.base_type, p.base_type)
+        base = " ".join(w for w in base.replace("*", " ").split() if w not in ("const", "volatile", "__restrict__"))
+        return types.resolve(base) if base else (None, "no type")
+
+    resolved = {p.name: cpp(p) for p in kernel.params}
+    for p in kernel.params:
+        spelled, why = resolved[p.name]
+        if spelled is not None and why and p.base_type not in targs:
+            note = f"`{p.name}`: {why}"
+            if note not in notes and not any(why in n for n in notes):
+                notes.append(note)
+    size_names = [p.name for p in kernel.params if not p.is_pointer and resolved[p.name][0] is not None
+                  and dtypes.from_cpp(resolved[p.name][0]).name.startswith(("int", "uint"))]
+    if not size_names:
+        size_names = ["n"]
+        notes.append("no integer parameter to take sizes from: invented a size `n`; adjust shapes")
+    grid = block = shared = None
+    if site is not None:
+        grid, block, shared, extra = _launch_of(kernel, model, site, size_names, notes)
+        for name in reversed(extra):
+            size_names.insert(0, name)
+    else:
+        notes.append("no launch site of this kernel in the file: grid and block are guesses")
+    first = size_names[0]
+    if grid is None:
+        grid = [f"cdiv({first}, 256)"] if len(size_names) == 1 else [size_names[0]]
+    if block is None:
+        block = ["256"] if len(size_names) == 1 else [f"min({size_names[-1]}, 1024)"]
+
+    elem_bytes = {}
+    int_params = set()
+    for p in kernel.params:
+        dt = dtypes.from_cpp(resolved[p.name][0]) if resolved[p.name][0] else None
+        if p.is_pointer and dt is not None:
+            elem_bytes[p.name] = dt.itemsize
+            if not dt.is_float:
+                int_params.add(p.name)
+    constants = types.packet_sizes()
+    constants.update({k: int(v) for k, v in targs.items() if v.strip().isdigit()})  # template `width = 1`
+    found = _shapes(kernel, [n for n in size_names if n != TABLE], grid, block, elem_bytes, int_params, constants)
+    if found is not None and found.uses_table and TABLE not in size_names:
+        size_names.append(TABLE)
+    require = _requirements(grid, block, found, size_names, kernel)
+
+    lines = ["/* @astra", f"grid = {_toml_list(grid)}", f"block = {_toml_list(block)}"]
+    earlier = _earlier_version(kernel, model)
+    if earlier is not None:
+        lines.append(f'reference = "{earlier}"')
+        notes.append(f"`{earlier}` is an earlier version of this kernel (same parameters): it is the reference; "
+                     f"give it a spec of its own so it runs with its own launch")
+    if shared:
+        lines.append(f'shared_mem = "{shared}"')
+    if instantiate:
+        lines.append(f'instantiate = "{instantiate}"')
+    if require:
+        lines.append(f"require = {_toml_list(require)}")
+    lines += ["", "[sizes]"]
+    for n in size_names:
+        lines.append(f"{n} = {_size_values(n)[0]}")
+    lines += ["", "[bench]"]
+    for n in size_names:
+        lines.append(f"{n} = {_size_values(n)[1]}")
+    lines += ["", "[args]"]
+    fallback_shape = size_names if len(size_names) <= 2 else size_names[:2]
+    width = max(len(p.name) for p in kernel.params) if kernel.params else 0
+    guessed_shapes = []
+    for p in kernel.params:
+        spelled, why = resolved[p.name]
+        dt = dtypes.from_cpp(spelled) if spelled else None
+        if p.is_pointer:
+            if dt is None:
+                errors.append(f"`{p.name}`: the element type `{p.base_type}` could not be resolved ({why}): "
+                              f"set its type (half, bfloat16, float, ...) — Astra never guesses one")
+                tname = "?"
+            else:
+                tname = dt.name
+            shape = found.shapes.get(p.name) if found is not None else None
+            if shape is not None and TABLE in shape:   # a table's rows come first: [V, C]
+                shape = [TABLE] + [d for d in shape if d != TABLE]
+            if shape is None:
+                shape = fallback_shape
+                guessed_shapes.append(p.name)
+            role = ""
+            if not p.is_const:
+                if found is not None and p.name in found.inout:
+                    role = ", inout = true"
+                elif found is not None and p.name in found.read_only:
+                    role = ""
+                    notes.append(f"`{p.name}` is not const but the kernel only reads it: taken as an input")
+                else:
+                    role = ", output = true"
+                    if found is None:
+                        notes.append(f"`{p.name}` is a non-const pointer: assumed an output (use inout = true if "
+                                     f"the kernel also reads it)")
+            init = ""
+            if earlier is not None and tname == "float" and role and _reduces(kernel):
+                init = ", atol = 1e-4, rtol = 1e-3"
+                notes.append(f"`{p.name}`: this version sums in another order than `{earlier}`: float tolerance "
+                             f"loosened to atol 1e-4, rtol 1e-3")
+            if found is not None and p.name in found.tables:
+                init = f', init = "randint(0, {TABLE})"'
+                notes.append(f"`{p.name}` holds indices into a table of {TABLE} rows: drawn from randint(0, {TABLE})")
+            lines.append(f'{p.name:<{width}} = {{ type = "{tname}", shape = {_toml_list(shape)}{role}{init} }}')
+        elif p.name in size_names:
+            lines.append(f'{p.name:<{width}} = "{p.name}"')
+        else:
+            value = _scalar_guess(p.name)
+            if dt is None:
+                lines.append(f'{p.name:<{width}} = {{ value = {value}, type = "float" }}')
+                notes.append(f"`{p.name}`: type {p.type!r} unknown, assumed float")
+            else:
+                lines.append(f"{p.name:<{width}} = {value}")
+                notes.append(f"`{p.name}` = {value} is a guess")
+    for n in size_names:
+        if kernel.param(n) is None and n != TABLE:
+            notes.append(f"size `{n}` comes from the launch site's grid; it is not a kernel parameter")
+    if guessed_shapes:
+        notes.append(f"shape of {', '.join(f'`{n}`' for n in guessed_shapes)} could not be read from the kernel's "
+                     f"indexing: set to {_toml_list(fallback_shape)} — CHECK each against the real extent")
+    lines.append("*/")
+    return Proposal("\n".join(lines) + "\n", errors + notes)
+
+
+def _reduces(kernel: Kernel) -> bool:
+    """The kernel combines values across threads (warp shuffles, cooperative-groups reductions,
+    shared-memory partials, atomics): its rounding differs from a sequential version's."""
+    body = access.kernel_body(kernel)
+    calls = {n.child_by_field_name("function").text.decode().split("::")[-1].split("<")[0]
+             for n in _walk(body) if n.type == "call_expression" and n.child_by_field_name("function") is not None} \
+        if body is not None else set()
+    return any(c.startswith(("__shfl", "atomicAdd", "warp_sum", "warp_reduce", "block_reduce", "block_sum"))
+               or c in ("reduce", "__syncthreads") for c in calls)
+
+
+def _version(name: str) -> tuple[str, int] | None:
+    """'gelu_forward_kernel2' -> ('gelu_forward_kernel', 2)."""
+    stem = name.rstrip("0123456789")
+    return (stem, int(name[len(stem):])) if stem != name else None
+
+
+def _earlier_version(kernel: Kernel, model: SourceModel) -> str | None:
+    """The closest lower-numbered version of this kernel in the file with the same parameters
+    (kernel-development files keep kernel1, kernel2, ... side by side)."""
+    mine = _version(kernel.name)
+    if mine is None:
+        return None
+    def sig(k: Kernel) -> list[tuple[str, str]]:   # __restrict__ does not change the interface
+        return [(p.name, " ".join(p.type.replace("__restrict__", " ").split())) for p in k.params]
+    older = [(v[1], k.name) for k in model.kernels if k is not kernel and (v := _version(k.name)) is not None
+             and v[0] == mine[0] and v[1] < mine[1] and sig(k) == sig(kernel)]
+    return max(older)[1] if older else None
+
+
+def _requirements(grid: list[str], block: list[str], found: _Shapes | None, size_names: list[str],
+                  kernel: Kernel) -> list[str]:
+    """`n % 8 == 0` when the launch gives each thread a fixed chunk (`cdiv(n, 256 * 8)`): the
+    kernel then handles no tail, as its launcher assumes."""
+    out = []
+    # a loop over `size / 8` packets handles no tail: the size must be a multiple of 8
+    body = source.parser().parse(kernel.text.encode()).root_node
+    for n in _walk(body):
+        if n.type == "for_statement" and n.child_by_field_name("condition") is not None:
+            for d in _walk(n.child_by_field_name("condition")):
+                if d.type == "binary_expression" and d.child_by_field_name("operator").type == "/":
+                    a, b = d.child_by_field_name("left"), d.child_by_field_name("right")
+                    if a is not None and b is not None and a.type == "identifier" and a.text.decode() in size_names \
+                            and b.type == "number_literal" and b.text.decode().isdigit() and int(b.text.decode()) > 1:
+                        req = f"{a.text.decode()} % {b.text.decode()} == 0"
+                        if req not in out:
+                            out.append(req)
+    if "gridDim" in kernel.text:   # a grid-stride loop takes any size
+        return out
+    for g in grid:
+        node = source.parse_expression(g)
+        if node is None or node.type != "call_expression":
+            continue
+        fn = node.child_by_field_name("function")
+        args = node.child_by_field_name("arguments")
+        if fn is None or fn.text.decode() != "cdiv" or args is None or len(args.named_children) != 2:
+            continue
+        total, per = (a.text.decode() for a in args.named_children)
+        if total not in size_names:
+            continue
+        factors = [f.strip() for f in per.split("*")]
+        chunk = [f for f in factors if f.isdigit() and f not in block and int(f) > 1]
+        if len(factors) > 1 and chunk:
+            out.append(f"{total} % {chunk[-1]} == 0")
+    return out
+
+
+def _toml_list(items: list[str]) -> str:
+    return "[" + ", ".join(f'"{i}"' for i in items) + "]"
