@@ -46,6 +46,9 @@ MAX_SEEDS = 16
 MAX_CASES_CAP = 1024
 MAX_COMBINATIONS = 100_000        # the cartesian product of [sizes] (or [bench]) before `require`
 MAX_SIZE_VALUES = 64              # values listed for one size name
+MAX_SIZE_NAMES = 16               # names in [sizes] or [bench] (each edge case copies them all)
+MAX_SPEC_CHARS = 16 << 10         # the comment's text (real specs are under 1 KB)
+MAX_SPEC_ERRORS = 20              # diagnostics reported for one spec (the first, by position)
 MAX_CASE_BYTES = 256 << 30        # bytes of all buffers of one case: more than any one GPU holds
                                   # (the CPU backend skips or shrinks cases above its own limit)
 
@@ -222,6 +225,11 @@ def combinations(table: dict[str, list[int]]) -> int:
 # ---- locating keys inside the comment, for precise diagnostics -------------------------------
 
 class _Locator:
+    """Where each `key =` of the comment is, indexed once: a spec with thousands of keys costs
+    one pass, not one pass per diagnostic."""
+
+    _KEY = re.compile(r'^\s*(?:"([^"\\]*)"|([A-Za-z0-9_-]+))\s*=')
+
     def __init__(self, kernel: Kernel):
         c = kernel.spec
         assert c is not None
@@ -229,24 +237,35 @@ class _Locator:
         self.first_col = c.body_first_col
         self.lines = c.body.split("\n")
         self.comment_span = c.span
+        self._keys: dict[tuple[str | None, str], tuple[int, int, int]] | None = None
 
     def _pos(self, i: int, col: int) -> tuple[int, int]:
         return self.first_line + i, (self.first_col + col if i == 0 else col)
 
-    def key(self, key: str, section: str | None = None) -> tuple[int, int, int]:
-        """(line, col, end_col) of `key = ...` inside `[section]` (None = top level)."""
+    def _index(self) -> dict[tuple[str | None, str], tuple[int, int, int]]:
+        keys: dict[tuple[str | None, str], tuple[int, int, int]] = {}
         current = None
-        pat = re.compile(r"^\s*(" + re.escape(key) + r"|\"" + re.escape(key) + r"\")\s*=")
         for i, line in enumerate(self.lines):
             stripped = line.strip()
             if stripped.startswith("[") and not stripped.startswith("[["):
                 current = stripped.strip("[] ").split("]")[0].strip()
                 continue
-            if current == section:
-                m = pat.match(line)
-                if m:
-                    ln, col = self._pos(i, m.start(1))
-                    return ln, col, col + len(m.group(1))
+            m = self._KEY.match(line)
+            if m:
+                key = m.group(1) if m.group(1) is not None else m.group(2)
+                start = m.start(1) - 1 if m.group(1) is not None else m.start(2)
+                end = m.end(1) + 1 if m.group(1) is not None else m.end(2)
+                ln, col = self._pos(i, start)
+                keys.setdefault((current, key), (ln, col, col + end - start))
+        return keys
+
+    def key(self, key: str, section: str | None = None) -> tuple[int, int, int]:
+        """(line, col, end_col) of `key = ...` inside `[section]` (None = top level)."""
+        if self._keys is None:
+            self._keys = self._index()
+        found = self._keys.get((section, key))
+        if found is not None:
+            return found
         return self.comment_span.start_line, self.comment_span.start_col, self.comment_span.start_col + 2
 
     def at(self, line_in_body: int, col: int) -> tuple[int, int]:
@@ -341,6 +360,11 @@ def load(kernel: Kernel, model: SourceModel | None = None) -> Spec:
         raise AstraError(f"kernel {kernel.name!r} has no harness spec (a /* @astra ... */ comment above it); "
                          f"run `astra spec FILE --kernel {kernel.name}` to get a proposed one")
     loc = _Locator(kernel)
+    if len(kernel.spec.body) > MAX_SPEC_CHARS:
+        s = kernel.spec.span
+        raise SpecErrors([_diag(s.start_line, s.start_col, s.start_col + 2,
+                                f"the spec comment is {len(kernel.spec.body):,} characters long (at most "
+                                f"{MAX_SPEC_CHARS:,}): a harness spec is a few lines")])
     v = _Validator(kernel, model, loc, _toml(kernel, loc))
     v.top_keys()
     grid, block = v.dim_list("grid"), v.dim_list("block")
@@ -353,7 +377,7 @@ def load(kernel: Kernel, model: SourceModel | None = None) -> Spec:
     seeds, max_cases = v.counts()
     args = v.args(targs)
     if v.errors:
-        raise SpecErrors(sorted(v.errors, key=lambda d: (d.line, d.col)))
+        raise SpecErrors(sorted(v.errors, key=lambda d: (d.line, d.col))[:MAX_SPEC_ERRORS])
     spec = Spec(kernel=kernel.name, grid=grid, block=block, shared_mem=shared_mem, reference=reference,
                 instantiate=instantiate, require=require, sizes=sizes, bench=bench, args=args,
                 flops=flops, seeds=seeds, max_cases=max_cases, template_args=targs)
@@ -374,6 +398,10 @@ def _toml(kernel: Kernel, loc: _Locator) -> dict:
         else:
             line, col = kernel.spec.span.start_line, kernel.spec.span.start_col
         raise SpecErrors([_diag(line, col, col + 1, f"TOML syntax error: {msg}")]) from None
+    except RecursionError:  # tomllib descends once per nested [ or {
+        s = kernel.spec.span
+        raise SpecErrors([_diag(s.start_line, s.start_col, s.start_col + 2,
+                                "TOML nested too deeply (arrays or tables inside each other)")]) from None
 
 
 class _Validator:
@@ -390,9 +418,8 @@ class _Validator:
         self.errors.append(_diag(line, col, end, message))
 
     def top_keys(self) -> None:
-        for k in self.data:
-            if k not in TOP_KEYS:
-                self.err(f"unknown key {k!r} (known: {', '.join(sorted(TOP_KEYS))})", k)
+        for k in [k for k in self.data if k not in TOP_KEYS][:MAX_SPEC_ERRORS]:
+            self.err(f"unknown key {k!r} (known: {', '.join(sorted(TOP_KEYS))})", k)
 
     def dim_list(self, key: str) -> tuple[str, ...]:
         """`grid` or `block`: 1 to 3 integer expressions (required)."""
@@ -411,6 +438,9 @@ class _Validator:
         raw = self.data.get(key, {})
         if not isinstance(raw, dict):
             self.err(f"[{key}] must be a table of size name = list of integers", key)
+            return {}
+        if len(raw) > MAX_SIZE_NAMES:
+            self.err(f"[{key}] names {len(raw)} sizes (at most {MAX_SIZE_NAMES})", key)
             return {}
         table = {}
         for name, vals in raw.items():

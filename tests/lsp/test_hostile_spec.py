@@ -13,10 +13,13 @@ from conftest import EXAMPLES, Doc, until
 HOSTILE = [
     ("", "", '"10**10**10"'),                         # froze the server for 60 s before expressions were bounded
     ("", "", '"1 << 10**12"'),
-    ("", "", '"' + "+".join(["d"] * 20_000) + '"'),   # a sum of 20,000 terms
+    ("", "", '"' + "+".join(["d"] * 5_000) + '"'),    # a sum of 5,000 terms
     ("", "", '"d % 0"'),
     ("seeds = 1000000000", "", '"d"'),                # grew a worker to 16-20 GB
     ("", "\n".join(f"s{i} = [{', '.join(map(str, range(1, 41)))}]" for i in range(10)), '"d"'),  # 40**10 cases
+    ("\n".join(f"u{i} = 1" for i in range(20_000)), "", '"d"'),  # 103 s for a hover: each key searched per error
+    ("", "\n".join(f"a{i}=[1]" for i in range(1500)), '"d"'),    # every edge case copies every size name
+    ("z = " + "[" * 10_000, "", '"d"'),                             # a RecursionError in the TOML parser
 ]
 
 
@@ -78,7 +81,8 @@ async def test_hover_stays_fast_on_hostile_specs_and_after_a_killed_worker(clien
     assert await _p90_hover(doc, line, col) < 0.1
     diags = await doc.diagnostics_where(lambda ds: sum(1 for d in ds if d.code == "spec") >= len(HOSTILE))
     said = " | ".join(d.message for d in diags if d.code == "spec")
-    for expected in ("exceeds 64 bits", "too long", "modulo by zero", "`seeds` must be", "combinations"):
+    for expected in ("exceeds 64 bits", "too long", "modulo by zero", "`seeds` must be", "combinations",
+                     "characters long", "(at most 16)", "nested too deeply"):
         assert expected in said, said
 
     # a worker killed in the middle of the file's checks

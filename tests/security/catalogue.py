@@ -247,8 +247,8 @@ SPEC = [
     Attack("power_tower", "spec", "a scalar `d = \"10**10**10\"` (a GIL-holding big-integer power)",
            "exit 2 within seconds", "exprs: exponent bound checked before computing", arg='"10**10**10"'),
     Attack("huge_shift", "spec", "`1 << 10**12`", "exit 2 within seconds", "exprs: shift bound", arg='"1 << 10**12"'),
-    Attack("term_flood", "spec", "a 200,000-term sum", "exit 2 within seconds", "exprs: length/term bound",
-           arg='"' + "+".join(["n"] * 200_000) + '"'),
+    Attack("term_flood", "spec", "a 5,000-term sum (the whole spec under its 16 KiB bound)", "exit 2 within seconds",
+           "exprs: length/term bound", arg='"' + "+".join(["n"] * 5_000) + '"'),
     Attack("modulo_zero", "spec", "`n % 0`", "exit 2 with the line", "exprs: modulo by zero", arg='"n % 0"'),
     Attack("seed_flood", "spec", "`seeds = 1000000000` (a worker grew to 16–20 GB)", "exit 2", "spec: seeds cap",
            arg="seeds = 1000000000"),
@@ -256,6 +256,15 @@ SPEC = [
            "spec: bytes per case", arg="[sizes]\nn = [70368744177664]"),
     Attack("combination_flood", "spec", "ten size names of 40 values each (10**16 cases)", "exit 2 at once",
            "spec: combinations cap", arg="combinations"),
+    Attack("size_name_flood", "spec", "1,500 one-value size names in 15 KB (each edge case copies every name: "
+           "5,000 took a worker past 4 GB in 13 s)", "exit 2 within seconds", "spec: at most 16 size names",
+           arg="\n".join(f"a{i}=[1]" for i in range(1500))),
+    Attack("unknown_key_flood", "spec", "20,000 unknown keys (97 s in the CLI, 103 s for a hover: the key's "
+           "place was searched once per error)", "exit 2 within seconds",
+           "spec: the comment's length (16 KiB); every key placed in one pass; at most 20 errors",
+           arg="\n".join(f"u{i} = 1" for i in range(20_000))),
+    Attack("deep_nesting", "spec", "a value nested 10,000 `[` deep (a RecursionError traceback)",
+           "exit 2 with the line", "spec: too deep a nesting is a spec error", arg="z = " + "[" * 10_000),
 ]
 
 INPUT = [

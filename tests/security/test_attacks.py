@@ -4,6 +4,7 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import re
 import socket
 import stat
 import subprocess
@@ -371,7 +372,7 @@ def test_gate_candidate_with_host_io_is_never_run(arena, cpu):
 
 # ---- hostile specs and inputs -----------------------------------------------------------------
 
-SPEC_FILE = """/* @astra
+SPEC_FILE = """{typedef}/* @astra
 grid = ["n"]
 block = [32]
 {top}
@@ -386,22 +387,33 @@ n = {scalar}
 """
 
 
+# what each hostile spec's error says (the layer that stopped it)
+SPEC_SAYS = {"instantiate_injection": "template arguments only", "power_tower": "exceeds 64 bits",
+             "huge_shift": "exceeds 64 bits", "term_flood": "too long", "modulo_zero": "modulo by zero",
+             "seed_flood": "`seeds` must be", "terabyte_case": "GiB per case", "combination_flood": "combinations",
+             "size_name_flood": "names 1501 sizes (at most 16)", "unknown_key_flood": "characters long",
+             "deep_nesting": "nested too deeply"}
+
+
 def _spec_file(attack: Attack, canary: Path) -> str:
-    top, sizes, scalar, template = "", "", '"n"', "typedef float T;\n"
+    # the spec comment stands right above the kernel (or its template line): it is the kernel's
+    top, sizes, scalar, template, typedef = "", "", '"n"', "", "typedef float T;\n"
     if attack.name == "instantiate_injection":
-        template = "template <typename T>\n"
+        template, typedef = "template <typename T>\n", ""
         top = attack.arg.replace("CANARY", str(canary))
     elif attack.name in ("power_tower", "huge_shift", "term_flood", "modulo_zero"):
         scalar = attack.arg
-    elif attack.name == "seed_flood":
+    elif attack.name in ("seed_flood", "unknown_key_flood", "deep_nesting"):
         top = attack.arg
+    elif attack.name == "size_name_flood":
+        sizes = attack.arg
     elif attack.name == "terabyte_case":
         sizes = "m = [70368744177664]"
-        return SPEC_FILE.format(top=top, sizes=sizes, scalar=scalar, template=template).replace(
+        return SPEC_FILE.format(top=top, sizes=sizes, scalar=scalar, template=template, typedef=typedef).replace(
             'shape = ["n"]', 'shape = ["n * m"]')
     elif attack.name == "combination_flood":
         sizes = "\n".join(f"s{i} = [{', '.join(str(v) for v in range(1, 41))}]" for i in range(10))
-    return SPEC_FILE.format(top=top, sizes=sizes, scalar=scalar, template=template)
+    return SPEC_FILE.format(top=top, sizes=sizes, scalar=scalar, template=template, typedef=typedef)
 
 
 @pytest.mark.parametrize("attack", by_kind("spec"), ids=lambda a: a.name)
@@ -413,7 +425,9 @@ def test_hostile_spec_is_exit_2(attack, arena, tmp_path):
     t0 = time.monotonic()
     r = _cli("check", str(f), "--backend", "cpu")
     assert r.returncode == 2, (r.returncode, r.stdout[-2000:], r.stderr[-2000:])
-    assert "Traceback" not in r.stderr and f"{f}:" in r.stderr  # the spec error, at its line
+    assert "Traceback" not in r.stderr
+    assert re.search(rf"{re.escape(str(f))}:\d+:\d+: error: ", r.stderr), r.stderr  # the spec error, at its line
+    assert SPEC_SAYS[attack.name] in r.stderr, r.stderr
     assert time.monotonic() - t0 < 60
     assert not list(canary.iterdir())
     assert not (tmp_path / ".astra" / "pins.json").exists()
