@@ -285,6 +285,18 @@ SECRET = [
            "KEY in no run-log file, report or message", "redact: configured keys, Bearer, sk-…"),
 ]
 
+# An endpoint's replies: what a model (or whoever answers at its URL) sends back.
+REPLY = [
+    Attack("oversized_reply", "reply", "an endpoint answering with a 32 MB reply (100 MB was accepted: 933 MB "
+           "peak, a 191 MB run log)", "a clear error; memory and run log stay small",
+           "LLM client: every response body bounded (4 MiB) as it arrives, before parsing", arg=str(32 << 20)),
+    Attack("gzip_bomb_reply", "reply", "a 100 KB gzip body that inflates to 100 MB", "a clear error, nothing inflated",
+           "LLM client: identity encoding asked, compressed bodies refused", arg=str(100 << 20)),
+    Attack("surrogate_reply", "reply", "a reply whose kernel holds a lone surrogate (`\\ud800` in the JSON; "
+           "`optimize` crashed)", "the run goes on and its log is written",
+           "LLM client: text that UTF-8 cannot hold is replaced"),
+]
+
 FILES = [
     Attack("write_through_symlink", "file", "`--write` on a symbolic link to the source",
            "the link stays a link, the real file changes", "workspace.replace_if_unchanged follows links"),
@@ -293,7 +305,7 @@ FILES = [
            "workspace.replace_if_unchanged compares first"),
 ]
 
-ALL = SANDBOX + COMPILE + NVRTC + PROJECT + SCREEN + GATE + SPEC + INPUT + SECRET + FILES
+ALL = SANDBOX + COMPILE + NVRTC + PROJECT + SCREEN + GATE + SPEC + INPUT + SECRET + REPLY + FILES
 
 
 HOSTILE_FLAGS = ["-include", "/etc/shadow", "--pre-include=/etc/shadow", "-Xcompiler", "-fplugin=/tmp/evil.so",
@@ -338,6 +350,7 @@ def markdown() -> str:
               "project": "A hostile compile_commands.json",
               "screen": "Known bypasses of the name screen", "gate": "Files and candidates through the gate",
               "spec": "Hostile specs", "input": "Hostile inputs to the CLI", "secret": "Secrets",
+              "reply": "Hostile model replies",
               "file": "Writing results"}
     for kind, title in titles.items():
         rows = [a for a in ALL if a.kind == kind]

@@ -509,6 +509,87 @@ def test_endpoint_echoing_the_key_is_redacted(tmp_path):
         server.shutdown()
 
 
+# ---- hostile model replies ---------------------------------------------------------------------
+
+REPLY_KERNEL = ("__global__ void silu_and_mul(__half* __restrict__ out, const __half* __restrict__ input, "
+                "const int d) {\n  // \ud800 a lone surrogate\n  out[0] = input[0];\n}")
+
+
+class _Replies(http.server.BaseHTTPRequestHandler):
+    """A chat-completions endpoint whose every answer is `self.server.body` (bytes, with headers)."""
+
+    def do_POST(self):  # noqa: N802 - the http.server API
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        body, headers = self.server.answer
+        self.send_response(200)
+        for k, v in {"Content-Type": "application/json", "Content-Length": str(len(body)), **headers}.items():
+            if v:  # no length: the body ends when the connection closes (nothing to check up front)
+                self.send_header(k, v)
+        self.end_headers()
+        try:
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client stopped reading: what a bound does
+
+    def log_message(self, *args):
+        pass
+
+
+def _completion(content: str) -> bytes:
+    return json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": "m",
+                       "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                                    "finish_reason": "stop"}],
+                       "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}).encode()
+
+
+@pytest.mark.parametrize("attack", by_kind("reply"), ids=lambda a: a.name)
+def test_hostile_reply(attack, tmp_path):
+    import gzip
+    import tracemalloc
+    from astra_cuda.agents import LLMConfig, optimize
+    from astra_cuda.evaluation import Check, Evaluation
+    if attack.name == "oversized_reply":
+        answer = (_completion("x" * int(attack.arg)), {"Content-Length": ""})
+    elif attack.name == "gzip_bomb_reply":
+        answer = (gzip.compress(_completion(" " * int(attack.arg)), 9), {"Content-Encoding": "gzip"})
+    else:
+        answer = (_completion(f"Done.\n\n```cuda\n{REPLY_KERNEL}\n```\n"), {})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Replies)
+    server.answer = answer
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    seen: list[str] = []
+
+    def evaluate(text: str) -> Evaluation:
+        seen.append(text)
+        return Evaluation(Check(len(seen) == 1, "ok" if len(seen) == 1 else "wrong", cases=1))
+
+    cfg = LLMConfig(model="m", base_url=f"http://127.0.0.1:{server.server_port}/v1", api_key="k", max_retries=0,
+                    timeout_s=30)
+    tracemalloc.start()
+    t0 = time.monotonic()
+    try:
+        r = optimize(SILU, str(ROOT / "examples" / "silu_and_mul.cu"), "silu_and_mul", evaluate, rounds=1, llm=cfg,
+                     runs_dir=tmp_path, repairs=0)
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        server.shutdown()
+    logged = sum(f.stat().st_size for f in tmp_path.rglob("*") if f.is_file())
+    print(f"{attack.name}: peak {peak >> 20} MiB, run log {logged >> 10} KiB, {time.monotonic() - t0:.1f} s, "
+          f"rounds: {[(x.outcome, x.reason) for x in r.rounds]}")
+    assert not r.error, r.error
+    assert time.monotonic() - t0 < 60
+    if attack.name == "surrogate_reply":
+        assert len(seen) == 2 and "a lone surrogate" in seen[1]  # the reply's kernel became the candidate
+        seen[1].encode("utf-8")  # valid text
+        assert (tmp_path / r.run_id / "round-01" / "llm.json").exists()
+    else:
+        assert len(seen) == 1 and r.rounds[0].outcome == "no candidate", r.rounds
+        said = r.rounds[0].reason
+        assert ("larger than 4 MiB" if attack.name == "oversized_reply" else "compressed") in said, said
+        assert peak < 64 << 20 and logged < 1 << 20, (peak, logged)
+
+
 # ---- writing results --------------------------------------------------------------------------
 
 def test_write_through_symlink_and_mode(tmp_path):

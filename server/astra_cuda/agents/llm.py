@@ -4,9 +4,15 @@ Portability (see the project notes): the `system` role except on OpenAI (`develo
 `max_tokens` for local servers and `max_completion_tokens` for OpenAI, `reasoning_effort` only
 when asked (and then no temperature). A failed call never raises: the Reply says what went wrong.
 The API key comes from ASTRA_API_KEY or OPENAI_API_KEY and is never logged or stored.
+
+An endpoint is not trusted either: every response body (a reply or an error) is cut off past
+MAX_REPLY_BYTES while it arrives, before anything parses it, and compressed bodies are refused
+(a few MB of gzip inflate to gigabytes); text that is not valid Unicode (lone surrogates, which
+JSON can carry) has them replaced, so a reply can be logged, parsed and compiled.
 """
 from __future__ import annotations
 
+import functools
 import os
 import time
 from dataclasses import dataclass, field
@@ -17,6 +23,7 @@ from .. import redact
 from .records import Usage
 
 KEY_ENV = ("ASTRA_API_KEY", "OPENAI_API_KEY")
+MAX_REPLY_BYTES = 4 << 20  # a chat completion's body: 8,192 tokens of code are ~40 KB of JSON
 
 
 @dataclass(frozen=True)
@@ -81,7 +88,7 @@ class LLMClient:
         redact.remember(key)  # echoed back in an error, it is masked wherever Astra shows it
         self.transcript: list[dict] = []  # every exchange (never the key), for the run log
         self._client = openai.OpenAI(base_url=cfg.base_url, api_key=key, timeout=cfg.timeout_s,
-                                     max_retries=cfg.max_retries)
+                                     max_retries=cfg.max_retries, http_client=_bounded_http(openai))
 
     def chat(self, system: str, user: str, *, max_tokens: int | None = None) -> Reply:
         cfg = self.cfg
@@ -110,6 +117,8 @@ class LLMClient:
             return Reply(error="timeout", seconds=time.perf_counter() - t0)
         except o.RateLimitError as e:
             return Reply(error=f"rate limited (HTTP 429): {_brief(e)}", seconds=time.perf_counter() - t0)
+        except _refused(o) as e:  # before the body was parsed
+            return Reply(error=str(e), seconds=time.perf_counter() - t0)
         except o.APIStatusError as e:
             return Reply(error=f"HTTP {e.status_code}: {_brief(e)}", seconds=time.perf_counter() - t0)
         except o.APIConnectionError as e:
@@ -128,12 +137,63 @@ class LLMClient:
             return Reply(usage=usage, error="the reply had no choices", seconds=dt)
         msg = choices[0].message
         text = (msg.content or "") if msg is not None else ""
-        return Reply(text=text, finish_reason=choices[0].finish_reason, usage=usage, seconds=dt)
+        return Reply(text=valid_text(text), finish_reason=choices[0].finish_reason, usage=usage, seconds=dt)
+
+
+def valid_text(s: str) -> str:
+    """`s` with what UTF-8 cannot hold (lone surrogates, from a JSON `\\ud800`) replaced."""
+    return s.encode("utf-8", "replace").decode("utf-8")
 
 
 def _brief(e: Exception) -> str:
-    s = redact.text(str(e))
+    s = valid_text(redact.text(str(e)))
     return s if len(s) < 300 else s[:300] + "..."
+
+
+@functools.cache
+def _refused(openai) -> type[Exception]:
+    """The error for a response refused before it was parsed: an OpenAIError, which the SDK
+    raises as it is (never retried, never wrapped)."""
+
+    class ReplyRefused(openai.OpenAIError):
+        pass
+
+    return ReplyRefused
+
+
+def _bounded_http(openai):
+    """The SDK's own HTTP client (its defaults), with every response body bounded as it arrives."""
+    import httpx2  # the HTTP library openai uses
+
+    refused = _refused(openai)
+
+    class Bounded(httpx2.SyncByteStream):
+        def __init__(self, inner, limit: int):
+            self.inner, self.limit = inner, limit
+
+        def __iter__(self):
+            seen = 0
+            for chunk in self.inner:
+                seen += len(chunk)
+                if seen > self.limit:
+                    raise refused(f"the endpoint's reply is larger than {self.limit >> 20} MiB; not read further")
+                yield chunk
+
+        def close(self) -> None:
+            self.inner.close()
+
+    def bound(response) -> None:
+        size = response.headers.get("content-length", "")
+        if size.isdigit() and int(size) > MAX_REPLY_BYTES:
+            response.close()
+            raise refused(f"the endpoint's reply is {int(size) / 2**20:.0f} MiB (at most {MAX_REPLY_BYTES >> 20} MiB)")
+        coding = response.headers.get("content-encoding", "identity").strip().lower()
+        if coding not in ("", "identity"):
+            response.close()
+            raise refused(f"the endpoint compressed its reply ({coding}) although asked not to")
+        response.stream = Bounded(response.stream, MAX_REPLY_BYTES)
+
+    return openai.DefaultHttpx2Client(event_hooks={"response": [bound]}, headers={"Accept-Encoding": "identity"})
 
 
 def load_prompt(name: str) -> Template:
