@@ -1,0 +1,95 @@
+"""The failure classes of the suite: one per kernel, from the first failure the runner recorded.
+Pure (a record in, a class out), so the table in the README means the same on every machine.
+
+Classes (issue 23):
+  passed          the check passed with the spec Astra inferred, unedited
+  not fetched     the mirror, the commit or the file is missing (bad input, not a verdict on Astra)
+  listing         `astra kernels` does not list a kernel the file defines (the parser misses it)
+  inference       no spec proposed, Astra's own validator refuses the proposal, or the check fails
+                  in a way a wrong spec causes (an access outside the inferred shapes, a launch that
+                  never ends, sizes the proposal left out)
+  spec format     the kernel's interface cannot be written in the spec format (a struct passed by
+                  value, a parameter type the format has no word for)
+  compile         Astra's compile refuses a file that nvcc compiles with the project's flags
+  nvcc fails too  Astra's compile fails and so does nvcc (what nvcc misses is recorded: often a
+                  header of a framework that is not installed, like torch/all.h)
+  false refusal   a check refuses what looks like a correct kernel (screening, determinism,
+                  races on a kernel that is deterministic by construction): confirmed by hand in
+                  triage.toml, else "check failed"
+  check failed    the check fails for a reason not yet triaged (inference, false refusal or a
+                  kernel bug: see the message)
+  kernel bug      a real bug in the public kernel (confirmed by hand in triage.toml)
+  timeout         a step did not finish within its limit (the run went on)
+  crash           a step died without an answer (the run went on)
+"""
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+TRIAGE = HERE / "triage.toml"
+
+CLASSES = ("passed", "not fetched", "listing", "inference", "spec format", "compile", "nvcc fails too",
+           "false refusal", "check failed", "kernel bug", "timeout", "crash")
+
+# What a wrong spec does at run time (the gate's words for it).
+_SPEC_CAUSED = re.compile(r"out of bounds|outside (the|its) (buffer|shape)|beyond|illegal (memory|address)|"
+                          r"segmentation|SIGSEGV|SIGBUS|memory fault|did not finish|timed out|exceeds|too large|"
+                          r"no value for|undefined size|unknown size|GiB per case|not covered", re.I)
+# What the spec format has no word for.
+_FORMAT = re.compile(r"cannot be (expressed|written)|no spec type|unsupported (parameter|argument) type|"
+                     r"passed by value|struct parameter|not a supported type", re.I)
+
+
+def load_triage(path: Path = TRIAGE) -> list[dict]:
+    """Hand-confirmed classes: [[case]] id, match (a substring of the first failure's message),
+    class, reason. An entry applies only while the failure still matches it."""
+    if not path.exists():
+        return []
+    return list(tomllib.loads(path.read_text()).get("case", []))
+
+
+def classify(rec: dict, triage: list[dict] | None = None) -> str:
+    if rec.get("passed"):
+        return "passed"
+    f = rec.get("failure") or {}
+    stage, check, msg = f.get("stage", ""), f.get("check", ""), f.get("message", "")
+    for t in triage or ():
+        if t.get("id") == rec.get("id") and t.get("match", "") in msg and t.get("class") in CLASSES:
+            return t["class"]
+    if f.get("timeout"):
+        return "timeout"
+    if f.get("crash"):
+        return "crash"
+    if stage == "fetch":
+        return "not fetched"
+    if stage == "list":
+        return "listing"
+    if stage in ("spec", "spec-valid"):
+        if _FORMAT.search(msg):
+            return "spec format"
+        if "does not compile" in msg or re.search(r"\berror:", msg):
+            return _compile_class(rec)
+        return "inference"
+    if stage == "check":
+        if check == "compile" or "does not compile" in msg:
+            return _compile_class(rec)
+        if _FORMAT.search(msg):
+            return "spec format"
+        if _SPEC_CAUSED.search(msg):
+            return "inference"
+        return "check failed"
+    if stage in ("profile", "optimize"):
+        return "check failed"
+    return "crash"
+
+
+def _compile_class(rec: dict) -> str:
+    nv = rec.get("nvcc") or {}
+    if nv.get("ok") is True:
+        return "compile"
+    if nv.get("ok") is False:
+        return "nvcc fails too"
+    return "compile"   # nvcc not available: Astra's refusal stands as Astra's

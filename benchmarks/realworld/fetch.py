@@ -1,0 +1,261 @@
+"""Materialise the suite's repositories from local mirrors into a git-ignored cache.
+
+    python benchmarks/realworld/fetch.py [--only PATTERN] [--mirrors DIR] [--cache DIR]
+
+A mirror is a bare git directory, `<mirrors>/<owner>+<name>/repo` (the `fetch` tool's layout;
+default /work/.mirror or $ASTRA_MIRRORS). Only what the suite reads is written: each kernel's
+file, every project header it reaches through `#include` (read with tree-sitter, every branch of
+every `#if`, resolved like the project's build: the including file's folder, then its -I
+folders), the source files beside it (where a user's workspace keeps its launchers) and the
+manifest's `launch_files`. That keeps the cache small enough to travel to the GPU machine as one
+`carry` path. Files are written read-only; each repository's tree gets an empty `.git` so Astra
+takes it as the workspace root. A missing mirror, commit or file is recorded per kernel in
+`<cache>/fetch.json` ("not fetched: ...") and never stops the rest.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import posixpath
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from realworld.manifest import Kernel, Manifest, Repo, load  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+CACHE = HERE / ".cache"
+PACKED = HERE / "cache.tar.xz"    # the cache packed for the GPU machine (git-ignored, carried)
+SOURCE_EXT = (".cu", ".cuh", ".h", ".hpp", ".hh", ".cpp", ".cc", ".cxx", ".inl", ".inc", ".ipp", ".tcc", ".def")
+MAX_FILE = 4 << 20       # a generated 4 MB table is not a header the suite needs
+
+
+def mirror_dir(mirrors: Path, source: str) -> Path:
+    return mirrors / source.replace("/", "+") / "repo"
+
+
+def _git(git_dir: Path, *args: str, text: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "--git-dir", str(git_dir), *args], capture_output=True, text=text, timeout=300)
+
+
+@dataclass
+class Tree:
+    """One pinned repository (with its mounted submodules): path -> (git dir, blob id, size)."""
+    files: dict[str, tuple[Path, str, int]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)   # mounts that could not be read
+
+    def read(self, paths: list[str]) -> dict[str, bytes]:
+        """The contents of `paths` (those whose blobs the mirror has)."""
+        out: dict[str, bytes] = {}
+        by_dir: dict[Path, list[str]] = {}
+        for p in paths:
+            by_dir.setdefault(self.files[p][0], []).append(p)
+        for git_dir, ps in by_dir.items():
+            ids = "".join(self.files[p][1] + "\n" for p in ps).encode()
+            r = subprocess.run(["git", "--git-dir", str(git_dir), "cat-file", "--batch"], input=ids,
+                               capture_output=True, timeout=600)
+            data, pos = r.stdout, 0
+            for p in ps:
+                nl = data.index(b"\n", pos)
+                head = data[pos:nl].split()
+                pos = nl + 1
+                if len(head) < 3 or head[1] == b"missing":
+                    continue
+                n = int(head[2])
+                out[p] = data[pos:pos + n]
+                pos += n + 1
+        return out
+
+
+def _ls_tree(git_dir: Path, commit: str, prefix: str, tree: Tree) -> str | None:
+    if not git_dir.is_dir():
+        return f"no mirror at {git_dir}"
+    if _git(git_dir, "cat-file", "-e", f"{commit}^{{commit}}").returncode != 0:
+        return f"commit {commit[:12]} is not in the mirror {git_dir}"
+    r = _git(git_dir, "ls-tree", "-r", "-l", commit)
+    if r.returncode != 0:
+        return f"git ls-tree failed: {r.stderr.strip()[:200]}"
+    for line in r.stdout.splitlines():
+        meta, _, path = line.partition("\t")
+        mode, typ, sha, size = meta.split()
+        if typ == "blob" and path.endswith(SOURCE_EXT) and size != "-" and int(size) <= MAX_FILE:
+            tree.files[posixpath.join(prefix, path) if prefix else path] = (git_dir, sha, int(size))
+    return None
+
+
+def open_tree(repo: Repo, mirrors: Path) -> tuple[Tree | None, str | None]:
+    tree = Tree()
+    why = _ls_tree(mirror_dir(mirrors, repo.source), repo.commit, "", tree)
+    if why:
+        return None, why
+    for m in repo.mounts:
+        why = _ls_tree(mirror_dir(mirrors, m.source), m.commit, m.path, tree)
+        if why:
+            tree.problems.append(f"{m.path} ({m.source}@{m.commit[:12]}): {why}")
+    return tree, None
+
+
+def includes_of(text: bytes) -> list[tuple[str, bool]]:
+    """(path, quoted) of every `#include` in the text, in every preprocessor branch."""
+    from astra_cuda import source, syntax
+    tree = source.parser().parse(text)
+    out = []
+    for node in syntax.of_type(tree.root_node, ("preproc_include",)):
+        path = node.child_by_field_name("path")
+        if path is None:
+            continue
+        t = syntax.text(path).strip()
+        if path.type == "string_literal" and len(t) >= 2:
+            out.append((t[1:-1], True))
+        elif path.type == "system_lib_string" and len(t) >= 2:
+            out.append((t[1:-1], False))
+    return out
+
+
+def resolve(inc: str, quoted: bool, including: str, include_dirs: tuple[str, ...], tree: Tree) -> str | None:
+    dirs = ([posixpath.dirname(including)] if quoted else []) + list(include_dirs)
+    for d in dirs:
+        p = posixpath.normpath(posixpath.join(d, inc))
+        if not p.startswith("../") and p in tree.files:
+            return p
+    return None
+
+
+def needed_files(kernels: list[Kernel], tree: Tree) -> set[str]:
+    """Every file the suite reads for these kernels (see the module's docstring); headers are
+    resolved with the union of their -I folders (an over-approximation costs a few files)."""
+    dirs = tuple(dict.fromkeys(d for k in kernels for d in k.includes))
+    todo: list[str] = []
+    for k in kernels:
+        todo += [p for p in (k.path, *k.launch_files) if p in tree.files]
+        folder = posixpath.dirname(k.path)
+        todo += [p for p in tree.files if posixpath.dirname(p) == folder]
+    seen: set[str] = set()
+    while todo:
+        batch = [p for p in dict.fromkeys(todo) if p not in seen]
+        seen.update(batch)
+        texts = tree.read(batch)
+        todo = [q for p in batch for inc, quoted in includes_of(texts.get(p, b""))
+                if (q := resolve(inc, quoted, p, dirs, tree)) is not None and q not in seen]
+    return seen
+
+
+def _write(root: Path, files: dict[str, bytes]) -> int:
+    n = 0
+    for rel, data in files.items():
+        dest = root / rel
+        if dest.exists():
+            continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(dest.name + ".part")
+        tmp.write_bytes(data)
+        tmp.chmod(0o444)   # runs work on hard-linked copies: nothing may write through them
+        os.replace(tmp, dest)
+        n += len(data)
+    return n
+
+
+def fetch(m: Manifest, kernels: list[Kernel], mirrors: Path, cache: Path = CACHE, log=print) -> dict:
+    """Fetch what `kernels` need; returns (and merges into <cache>/fetch.json) the status of
+    each repository and kernel."""
+    cache.mkdir(parents=True, exist_ok=True)
+    index_path = cache / "fetch.json"
+    index = json.loads(index_path.read_text()) if index_path.exists() else {"repos": {}, "kernels": {}}
+    by_repo: dict[str, list[Kernel]] = {}
+    for k in kernels:
+        by_repo.setdefault(k.repo.key, []).append(k)
+    for key, ks in by_repo.items():
+        repo = m.repos[key]
+        tree, why = open_tree(repo, mirrors)
+        entry: dict = {"source": repo.source, "commit": repo.commit, "cache": repo.cache_name}
+        if tree is None:
+            entry["status"] = f"not fetched: {why}"
+            for k in ks:
+                index["kernels"][k.id] = entry["status"]
+            index["repos"][key] = entry
+            log(f"{key}: {entry['status']}")
+            continue
+        needed = needed_files(ks, tree)
+        root = cache / repo.cache_name
+        (root / ".git").mkdir(parents=True, exist_ok=True)
+        files = tree.read(sorted(p for p in needed if not (root / p).exists()))
+        written = _write(root, files)
+        have = {p for p in needed if (root / p).exists()}
+        entry.update(status="ok", files=len(have), bytes=sum(tree.files[p][2] for p in have), problems=tree.problems)
+        index["repos"][key] = entry
+        for k in ks:
+            if k.path not in tree.files:
+                index["kernels"][k.id] = f"not fetched: {k.path} is not in {repo.source}@{repo.commit[:12]}"
+            elif k.path not in have:
+                index["kernels"][k.id] = f"not fetched: the mirror lacks the contents of {k.path}"
+            else:
+                index["kernels"][k.id] = "ok"
+        log(f"{key}: {len(have)} files ({entry['bytes'] / 1e6:.1f} MB, {written / 1e6:.1f} MB new) in {root}"
+            + (f"; mounts not fetched: {'; '.join(tree.problems)}" if tree.problems else ""))
+    index_path.write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")
+    return index
+
+
+def status(cache: Path, k: Kernel) -> str:
+    """'ok' or why this kernel's file is not in the cache."""
+    index_path = cache / "fetch.json"
+    if not index_path.exists():
+        return f"not fetched: no {index_path} (run benchmarks/realworld/fetch.py)"
+    said = json.loads(index_path.read_text()).get("kernels", {}).get(k.id)
+    if said is None:
+        return "not fetched: not in the cache index (run benchmarks/realworld/fetch.py)"
+    if said == "ok" and not (cache / k.repo.cache_name / k.path).is_file():
+        return f"not fetched: {k.path} is missing from the cache"
+    return said
+
+
+def pack(cache: Path, dest: Path) -> int:
+    """The cache as one compressed file, to carry to a machine without the mirrors (a GPU
+    machine): what every kernel needs, about a tenth of the cache's size."""
+    import tarfile
+    tmp = dest.with_name(dest.name + ".part")
+    with tarfile.open(tmp, "w:xz", preset=6) as tar:
+        tar.add(cache, arcname=cache.name, filter=lambda ti: None if ti.name.endswith(".part") else ti)
+    os.replace(tmp, dest)
+    return dest.stat().st_size
+
+
+def unpack_if_needed(cache: Path, packed: Path | None = None) -> bool:
+    """Unpack PACKED (default: <cache>.tar.xz beside it) where the cache itself is absent."""
+    import tarfile
+    packed = packed or cache.with_name(cache.name.lstrip(".") + ".tar.xz")
+    if (cache / "fetch.json").exists() or not packed.exists():
+        return False
+    with tarfile.open(packed, "r:xz") as tar:
+        tar.extractall(cache.parent, filter="data")
+    return True
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description="Fetch the real-world suite's repositories into the cache.")
+    ap.add_argument("--only", help="kernels whose id contains this (comma-separated alternatives)")
+    ap.add_argument("--mirrors", default=os.environ.get("ASTRA_MIRRORS", "/work/.mirror"))
+    ap.add_argument("--cache", default=str(CACHE))
+    ap.add_argument("--pack", metavar="FILE", nargs="?", const=str(PACKED),
+                    help=f"also write the cache as one .tar.xz (default {PACKED.relative_to(HERE.parents[1])})")
+    a = ap.parse_args(argv)
+    m = load()
+    index = fetch(m, m.select(a.only), Path(a.mirrors), Path(a.cache))
+    bad = {k: v for k, v in index["kernels"].items() if v != "ok"}
+    total = sum(r.get("bytes", 0) for r in index["repos"].values())
+    print(f"{len(index['kernels']) - len(bad)} of {len(index['kernels'])} kernels fetched; "
+          f"cache {total / 1e6:.1f} MB in {a.cache}")
+    for k, v in bad.items():
+        print(f"  {k}: {v}")
+    if a.pack:
+        size = pack(Path(a.cache), Path(a.pack))
+        print(f"packed into {a.pack} ({size / 1e6:.1f} MB)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

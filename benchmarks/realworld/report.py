@@ -1,0 +1,144 @@
+"""The suite's numbers as tables: pass rate per stage and per repository, failure classes with
+their counts and most frequent messages, and (from a GPU run) the speed table. Pure functions
+of the results JSON, plus a small CLI:
+
+    python benchmarks/realworld/report.py RESULTS.json [--readme FILE]   # print; or rewrite FILE's table
+    python benchmarks/realworld/report.py --merge OUT.json SHARD.json…   # one file from a GPU run's shards
+
+The README's table sits between `<!-- realworld:MACHINE -->` and `<!-- /realworld:MACHINE -->`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+
+STAGE_KEYS = (("fetched", "fetched"), ("listed", "listed by `astra kernels`"), ("spec_proposed", "spec proposed"),
+              ("spec_valid", "spec accepted by Astra's validator"), ("compiled", "compiled by Astra"),
+              ("passed", "check passed as inferred"))
+
+
+def _pattern(msg: str) -> str:
+    """A message with its particulars (numbers, quoted names, paths) blurred, to count alike ones."""
+    m = re.sub(r"`[^`]*`|'[^']*'|\"[^\"]*\"", "…", msg)
+    m = re.sub(r"[\w./+-]+\.(cuh?|h|hpp|cc|cpp)(:\d+)*(\(\d+\))?", "FILE", m)
+    m = re.sub(r"\b\d+(\.\d+)?\b", "N", m)
+    return m[:140]
+
+
+def summary(records: list[dict]) -> dict:
+    n = len(records)
+    stages = {key: sum(bool(r.get(key)) for r in records) for key, _ in STAGE_KEYS}
+    repos: dict[str, dict] = {}
+    for r in records:
+        d = repos.setdefault(r["repo"], {"kernels": 0, **{key: 0 for key, _ in STAGE_KEYS}})
+        d["kernels"] += 1
+        for key, _ in STAGE_KEYS:
+            d[key] += bool(r.get(key))
+    classes = Counter(r.get("failure_class") or "?" for r in records)
+    top: dict[str, list] = {}
+    for c in classes:
+        msgs = Counter()
+        example: dict[str, str] = {}
+        for r in records:
+            if r.get("failure_class") == c and r.get("failure"):
+                f = r["failure"]
+                text = f"{f.get('stage')}{'/' + f['check'] if f.get('check') else ''}: {f.get('message', '')}"
+                if c == "nvcc fails too" and r.get("nvcc"):
+                    text += f" | nvcc: {r['nvcc'].get('message', '')}"
+                key = _pattern(text)
+                msgs[key] += 1
+                example.setdefault(key, text[:300])
+        top[c] = [{"count": k, "example": example[p]} for p, k in msgs.most_common(5)]
+    compilers = Counter(r.get("compiler") for r in records if r.get("compiler"))
+    return {"total": n, "stages": stages, "repos": repos, "classes": dict(classes.most_common()),
+            "top_messages": top, "compilers": dict(compilers)}
+
+
+def _pct(k: int, n: int) -> str:
+    return f"{k}/{n} ({100 * k / n:.0f}%)" if n else "–"
+
+
+def markdown(results: dict) -> str:
+    s = results.get("summary") or summary(results.get("kernels", []))
+    n = s["total"]
+    lines = [f"Run: {results.get('backend')} backend through `{results.get('stage')}`, {n} kernels from "
+             f"{len(s['repos'])} repositories, {results.get('jobs')} at once, {results.get('wall_s', 0) / 60:.1f} min "
+             f"on {results.get('cores')} cores; Astra {str(results.get('astra_commit', ''))[:10]}"
+             f"{' (uncommitted changes)' if results.get('astra_dirty') else ''}; {results.get('nvcc', '')}.", "",
+             "| stage | kernels |", "|---|---:|"]
+    lines += [f"| {label} | {_pct(s['stages'][key], n)} |" for key, label in STAGE_KEYS]
+    lines += ["", "| repository | kernels | listed | spec proposed | spec valid | compiled | passed |",
+              "|---|---:|---:|---:|---:|---:|---:|"]
+    for repo, d in sorted(s["repos"].items(), key=lambda x: (-x[1]["passed"] / x[1]["kernels"], x[0])):
+        lines.append(f"| {repo} | {d['kernels']} | {d['listed']} | {d['spec_proposed']} | {d['spec_valid']} | "
+                     f"{d['compiled']} | {d['passed']} |")
+    lines += ["", "| class | kernels | most frequent first failures (count: example) |", "|---|---:|---|"]
+    for c, k in s["classes"].items():
+        ex = "<br>".join(f"{t['count']}: {_cell(t['example'])}" for t in s["top_messages"].get(c, [])[:3])
+        lines.append(f"| {c} | {k} | {ex} |")
+    gpu = [r for r in results.get("kernels", []) if r.get("gpu")]
+    if gpu:
+        lines += ["", "| kernel | copy ceiling before | speedup (verified) | copy ceiling after |",
+                  "|---|---:|---:|---:|"]
+        for r in gpu:
+            opt = r["gpu"].get("optimize") or {}
+            prof = r["gpu"].get("profile") or {}
+            before = opt.get("share_before", prof.get("ceiling_share"))
+            sp = opt.get("speedup")
+            lines.append(f"| {r['repo']}: `{r['kernel']}` | {_share(before)} | "
+                         f"{f'{sp:.2f}×' if isinstance(sp, (int, float)) else _cell(str(opt.get('error') or '–'))} | "
+                         f"{_share(opt.get('share_after'))} |")
+    return "\n".join(lines)
+
+
+def _share(x) -> str:
+    return f"{100 * x:.0f}%" if isinstance(x, (int, float)) else "–"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")[:220]
+
+
+def merge(parts: list[dict]) -> dict:
+    """One results file from the shards of a GPU run (each from its own device call)."""
+    kernels = [r for p in parts for r in p.get("kernels", [])]
+    head = {k: v for k, v in parts[0].items() if k not in ("kernels", "summary", "shard", "wall_s", "complete")}
+    return {**head, "shards": [p.get("shard") for p in parts], "wall_s": sum(p.get("wall_s", 0) for p in parts),
+            "complete": all(p.get("complete") for p in parts), "summary": summary(kernels), "kernels": kernels}
+
+
+def write_readme(path: Path, results: dict) -> None:
+    tag = results.get("machine", "cpu")
+    begin, end = f"<!-- realworld:{tag} -->", f"<!-- /realworld:{tag} -->"
+    text = path.read_text()
+    if begin not in text or end not in text:
+        raise SystemExit(f"{path}: no {begin} … {end} section to fill")
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    path.write_text(f"{head}{begin}\n{markdown(results)}\n{end}{tail}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description="Tables from the real-world suite's results.")
+    ap.add_argument("results", nargs="*")
+    ap.add_argument("--readme", help="rewrite this file's <!-- realworld:MACHINE --> section")
+    ap.add_argument("--merge", metavar="OUT", help="merge the given shard files into OUT")
+    a = ap.parse_args(argv)
+    parts = [json.loads(Path(p).read_text()) for p in a.results]
+    if a.merge:
+        Path(a.merge).write_text(json.dumps(merge(parts), indent=1) + "\n")
+        parts = [json.loads(Path(a.merge).read_text())]
+    for r in parts:
+        if a.readme:
+            write_readme(Path(a.readme), r)
+        else:
+            print(markdown(r))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

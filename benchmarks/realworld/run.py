@@ -1,0 +1,468 @@
+"""Take every kernel of the suite through what a new user does, on a copy of the public file,
+unedited, and record how far each gets.
+
+    python benchmarks/realworld/run.py [--backend cpu|gpu] [--stage list|spec|check|profile|optimize]
+                                       [--only PATTERN] [--jobs N] [--budget S] [--shard I/N] [--out PATH]
+
+Per kernel, each step the `astra` command (a subprocess with its own time limit, so a hung or
+crashing step costs that kernel only): `astra kernels FILE` -> `astra spec FILE --kernel K` with
+the project's flags -> the proposed comment pasted directly above the kernel (or its `template`
+line) -> `astra kernels` again (does Astra's own validator accept it?) -> `astra check` -> on a
+GPU `astra profile` and `astra optimize --llm offline` with a bounded budget. Where Astra's compile
+fails, nvcc is asked whether it compiles the file with the same flags (`nvcc --cubin`, confined
+like every compiler of user code). Each run works in a scratch copy of the repository's cached
+tree (hard links; the edited file is a new file), so `.astra/` pins and edits never reach the cache.
+
+Writes the results JSON after every kernel (a run stopped halfway keeps what it measured) and
+prints the summary tables at the end (`report.py` makes the README's).
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import functools
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from realworld import classify, fetch, report  # noqa: E402
+from realworld.manifest import Kernel, load  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "benchmarks" / "results"
+STAGES = ("list", "spec", "check", "profile", "optimize")
+# Seconds per step (a CPU check of a large templated kernel compiles for a minute or more).
+LIMITS = {"kernels": 60, "spec": 120, "check": 420, "nvcc": 240, "profile": 300, "optimize": 420}
+
+
+@dataclass
+class Record:
+    id: str
+    repo: str
+    project: str
+    source: str
+    commit: str
+    path: str
+    kernel: str
+    category: str
+    memory_bound: bool
+    fetched: bool = False
+    listed: bool = False
+    spec_proposed: bool = False
+    spec_valid: bool = False
+    compiled: bool | None = None      # None: the check never reached its compile
+    compiler: str = ""                # which compiler judged (nvrtc, g++, nvcc)
+    passed: bool = False
+    failure: dict | None = None       # the first failure: stage, check, message
+    failure_class: str = ""
+    nvcc: dict | None = None          # whether nvcc compiles the file with the project's flags
+    spec: str = ""                    # the comment Astra proposed (Astra's output, not the project's)
+    spec_notes: list[str] = field(default_factory=list)
+    gpu: dict = field(default_factory=dict)
+    seconds: dict = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, k: Kernel) -> "Record":
+        return cls(k.id, k.repo.key, k.repo.project, k.repo.source, k.repo.commit, k.path, k.kernel, k.category,
+                   k.memory_bound)
+
+    def fail(self, stage: str, message: str, check: str = "", **extra) -> "Record":
+        self.failure = {"stage": stage, "check": check, "message": _short(message), **extra}
+        return self
+
+
+def _short(msg: str, limit: int = 600) -> str:
+    msg = re.sub(r"\s+", " ", msg or "").strip()
+    return msg if len(msg) <= limit else msg[:limit - 1] + "…"
+
+
+# ---- running one step -------------------------------------------------------------------------
+
+@dataclass
+class Step:
+    ok: bool                 # exit code 0
+    out: dict | None         # the JSON answer (errors are JSON too)
+    error: str = ""          # why there is no usable answer
+    timeout: bool = False
+    crash: bool = False
+    seconds: float = 0.0
+
+
+def astra(args: list[str], limit: float, cwd: Path) -> Step:
+    """One `astra` verb with --json in its own process group (killed whole on timeout)."""
+    cmd = [sys.executable, "-m", "astra_cuda.cli", *args, "--json"]
+    t0 = time.monotonic()
+    p = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        _kill(p)
+        return Step(False, None, f"`astra {args[0]}` did not finish in {limit:.0f} s", timeout=True,
+                    seconds=time.monotonic() - t0)
+    dt = time.monotonic() - t0
+    try:
+        data = json.loads(out)
+    except ValueError:
+        tail = " ".join((err or out).strip().splitlines()[-3:])
+        return Step(False, None, f"`astra {args[0]}` exited {p.returncode} without an answer: {tail}",
+                    crash=True, seconds=dt)
+    if isinstance(data, dict) and "error" in data:
+        e = data["error"]
+        msgs = [d.get("message", "") for d in e.get("diagnostics") or []]
+        return Step(False, data, "; ".join(msgs[:3]) or e.get("message", "error"), seconds=dt)
+    return Step(p.returncode == 0, data, seconds=dt)
+
+
+def _kill(p: subprocess.Popen) -> None:
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    p.communicate()
+
+
+def nvcc_compiles(k: Kernel, work: Path, limit: float = LIMITS["nvcc"]) -> dict:
+    """Whether nvcc compiles the unedited file with the project's flags (device code for sm_90),
+    confined like every compiler of user code (astra_cuda.confine)."""
+    from astra_cuda import confine
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        return {"ok": None, "message": "nvcc is not on PATH"}
+    src = work / k.path
+    incs = [f"-I{work / d}" for d in k.includes]
+    cmd = [nvcc, f"-std={k.standard}", "-arch=sm_90", "--cubin", "-x", "cu", *incs,
+           *[f"-D{d}" for d in k.macro_defines], *k.repo.nvcc]
+    toolkit = str(Path(os.path.realpath(nvcc)).parent.parent)
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="astra-rw-nvcc-") as tmp:
+        policy = confine.for_unit([f"-I{src.parent}", *incs], (toolkit,), workdir=tmp, exec_dirs=(toolkit,))
+        try:
+            p = confine.run([*cmd, "-o", str(Path(tmp) / "out.cubin"), str(src)], policy, limit)
+        except subprocess.TimeoutExpired:
+            return {"ok": None, "message": f"nvcc did not finish in {limit:.0f} s", "seconds": round(limit, 1)}
+        except Exception as e:  # the sandbox is unavailable: say so, do not guess
+            return {"ok": None, "message": f"nvcc not run: {e}"}
+    log = (p.stdout + p.stderr).replace(str(work) + "/", "")
+    first = next((ln for ln in log.splitlines() if re.search(r"\berror\b", ln)), log.strip()[-300:])
+    return {"ok": p.returncode == 0, "message": "" if p.returncode == 0 else _short(first, 300),
+            "seconds": round(time.monotonic() - t0, 1)}
+
+
+# ---- one kernel -------------------------------------------------------------------------------
+
+def _find(listing: dict, name: str) -> dict | None:
+    ks = listing.get("kernels") or []
+    for k in ks:
+        if name in (k.get("qualified_name"), k.get("name")):
+            return k
+    short = name.split("::")[-1]
+    hits = [k for k in ks if k.get("name") == short]
+    return hits[0] if len(hits) == 1 else None
+
+
+def paste(text: str, line: int, col: int, comment: str) -> str:
+    """The comment directly above the kernel's first line (its `template` line, 1-based)."""
+    lines = text.splitlines(keepends=True)
+    head = "".join(lines[:line - 1])
+    rest = "".join(lines[line - 1:])
+    if col > 1:   # something else ends on the kernel's first line: start the comment on a line of its own
+        head, rest = head + rest[:col - 1] + "\n", rest[col - 1:]
+    return head + comment.rstrip("\n") + "\n" + rest
+
+
+def run_kernel(k: Kernel, o: "Options") -> Record:
+    r = Record.of(k)
+    said = fetch.status(o.cache, k)
+    if said != "ok":
+        r.fail("fetch", said)
+        return r
+    r.fetched = True
+    work = o.scratch / re.sub(r"[^A-Za-z0-9_.-]+", "_", k.id)[:150]
+    shutil.copytree(o.cache / k.repo.cache_name, work, copy_function=os.link, dirs_exist_ok=False)
+    try:
+        _stages(k, r, o, work)
+    finally:
+        if not o.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    return r
+
+
+def _step(r: Record, name: str, args: list[str], o: "Options", work: Path) -> Step:
+    s = astra(args, LIMITS[name] * o.limit_scale, work)
+    r.seconds[name] = r.seconds.get(name, 0) + round(s.seconds, 2)
+    return s
+
+
+def _stages(k: Kernel, r: Record, o: "Options", work: Path) -> None:
+    f = work / k.path
+    flags = k.astra_flags(work)
+    s = _step(r, "kernels", ["kernels", str(f)], o, work)
+    if s.out is None or "error" in s.out:
+        r.fail("list", s.error, timeout=s.timeout, crash=s.crash)
+        return
+    info = _find(s.out, k.kernel)
+    if info is None:
+        names = [x.get("qualified_name") for x in s.out.get("kernels", [])]
+        short = k.kernel.split("::")[-1]
+        where = "" if re.search(rf"\b{re.escape(short)}\b", f.read_text(errors="replace")) else \
+            " (the name is not in the file: renamed upstream?)"
+        r.fail("list", f"{k.kernel} is not among the {len(names)} kernels listed{where}: {', '.join(names[:8])}")
+        return
+    r.listed = True
+    name = info["qualified_name"]
+    s = _step(r, "spec", ["spec", str(f), "--kernel", name, *flags], o, work)
+    if not s.ok or s.out is None or not s.out.get("comment"):
+        r.fail("spec", s.error or "no spec proposed", timeout=s.timeout, crash=s.crash)
+        return
+    r.spec_proposed, r.spec, r.spec_notes = True, s.out["comment"], list(s.out.get("notes") or [])
+    (line, col) = info["range"]["start"]
+    text = paste(f.read_text(errors="surrogateescape"), line, col, r.spec)
+    f.unlink()   # a hard link to the cache: write a new file instead
+    f.write_text(text, errors="surrogateescape")
+    s = _step(r, "kernels", ["kernels", str(f)], o, work)
+    pasted = _find(s.out or {}, name)
+    if pasted is None:
+        r.fail("spec-valid", s.error or "the kernel is not listed once its spec is pasted", timeout=s.timeout,
+               crash=s.crash)
+        return
+    errors = pasted.get("spec_errors") or []
+    if errors or not pasted.get("has_spec"):
+        r.fail("spec-valid", "; ".join(e.get("message", str(e)) for e in errors[:3]) or
+               f"the pasted comment is not read as {name}'s spec")
+        return
+    r.spec_valid = True
+    if o.stage == "spec":
+        return
+    s = _step(r, "check", ["check", str(f), "--kernel", name, "--backend", o.backend, *flags], o, work)
+    if not _judge(r, s):
+        if _compile_failure(r):
+            r.nvcc = o.nvcc_verdict(k, lambda: nvcc_compiles(k, _unedited(k, o, work)))
+        return
+    if o.stage == "check" or o.backend != "gpu":
+        return
+    _gpu(k, r, o, work, f, name, flags)
+
+
+def _unedited(k: Kernel, o: "Options", work: Path) -> Path:
+    """nvcc reads the file as published: the scratch tree with the cached original restored."""
+    f = work / k.path
+    f.unlink()
+    os.link(o.cache / k.repo.cache_name / k.path, f)
+    return work
+
+
+def _judge(r: Record, s: Step) -> bool:
+    """Record the check's verdict; True when it passed."""
+    if s.out is None or "verdicts" not in s.out:
+        r.fail("check", s.error, timeout=s.timeout, crash=s.crash)
+        return False
+    v = (s.out.get("verdicts") or [{}])[0]
+    comp = next((c for c in v.get("checks", []) if c.get("name") == "compile"), None)
+    if comp is not None:
+        r.compiled = bool(comp.get("passed"))
+        d = comp.get("details", "")
+        r.compiler = ("nvrtc" if "for the GPU" in d else "g++") if not r.compiled else \
+            ("nvrtc+g++" if v.get("backend") == "cpu" else "nvrtc")
+    r.passed = v.get("status") == "passed"
+    if not r.passed:
+        fs = v.get("failures") or []
+        if fs:
+            r.fail("check", fs[0].get("message", ""), check=fs[0].get("check", ""))
+        else:
+            r.fail("check", v.get("summary") or v.get("log") or v.get("status", "failed"), check=v.get("status", ""))
+    return r.passed
+
+
+def _compile_failure(r: Record) -> bool:
+    f = r.failure or {}
+    return f.get("check") == "compile" or "does not compile" in f.get("message", "")
+
+
+def _gpu(k: Kernel, r: Record, o: "Options", work: Path, f: Path, name: str, flags: list[str]) -> None:
+    s = _step(r, "profile", ["profile", str(f), "--kernel", name, "--backend", "gpu", *flags], o, work)
+    prof = ((s.out or {}).get("profiles") or [None])[0]
+    if prof is None:
+        r.gpu["profile"] = {"error": s.error}
+    else:
+        big = max(prof.get("sizes") or [{}], key=lambda x: x.get("bytes_moved", 0))
+        cand = big.get("candidate") or {}
+        r.gpu["profile"] = {"measured": prof.get("measured"), "device": prof.get("device"), "sizes": big.get("label"),
+                            "median_us": cand.get("median_us"), "gbps": cand.get("gbps"),
+                            "ceiling_share": cand.get("ceiling_share"), "errors": prof.get("errors", [])[:2]}
+    if o.stage == "profile":
+        return
+    s = _step(r, "optimize", ["optimize", str(f), "--kernel", name, "--backend", "gpu", "--llm", "offline",
+                              "--rounds", str(o.rounds), "--tune", str(o.tune), *flags], o, work)
+    res = s.out or {}
+    if "speedup" not in res and "error" not in res:
+        r.gpu["optimize"] = {"error": s.error}
+        return
+
+    def share(ev: dict | None) -> float | None:
+        sizes = ((ev or {}).get("profile") or {}).get("sizes") or []
+        return sizes[-1].get("copy_share") if sizes else None
+    r.gpu["optimize"] = {"speedup": res.get("speedup"), "improved": res.get("improved"),
+                         "measured": res.get("measured"), "error": res.get("error") or s.error or None,
+                         "share_before": share(res.get("baseline")), "share_after": share(res.get("best")),
+                         "rounds": o.rounds, "tune": o.tune, "seconds": res.get("seconds")}
+
+
+# ---- the run ----------------------------------------------------------------------------------
+
+@dataclass
+class Options:
+    backend: str
+    stage: str
+    cache: Path
+    scratch: Path
+    keep: bool = False
+    rounds: int = 3
+    tune: int = 2
+    limit_scale: float = 1.0
+    _nvcc_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def nvcc_verdict(self, k: Kernel, compute) -> dict:
+        """nvcc's answer for a pinned file and its flags, remembered in the cache (it is a fact
+        about the published file, not about Astra, and the slowest step of a CPU run)."""
+        key = json.dumps([k.repo.source, k.repo.commit, k.path, k.includes, k.macro_defines, k.standard,
+                          k.repo.nvcc, _nvcc_version()])
+        path = self.cache / "nvcc.json"
+        with self._nvcc_lock:
+            known = json.loads(path.read_text()) if path.exists() else {}
+        if key in known:
+            return {**known[key], "remembered": True}
+        verdict = compute()
+        if verdict.get("ok") is not None:
+            with self._nvcc_lock:
+                known = json.loads(path.read_text()) if path.exists() else {}
+                known[key] = verdict
+                path.write_text(json.dumps(known, indent=1) + "\n")
+        return verdict
+
+
+@functools.cache
+def _nvcc_version() -> str:
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        return ""
+    r = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60)
+    return r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
+
+
+def machine_name(backend: str) -> str:
+    if backend != "gpu":
+        return "cpu"
+    try:
+        name = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                              text=True, timeout=30).stdout.splitlines()[0]
+    except (OSError, IndexError, subprocess.SubprocessError):
+        return "gpu"
+    m = re.search(r"\b([A-Z]\d{2,4}[A-Za-z]?)\b", name)
+    return m.group(1) if m else "gpu"
+
+
+def _environment(backend: str) -> dict:
+    def out(cmd: list[str]) -> str:
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True, timeout=30, cwd=ROOT).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+    nv = out(["nvcc", "--version"]).splitlines()
+    return {"astra_commit": out(["git", "rev-parse", "HEAD"]), "astra_dirty": bool(out(["git", "status", "--porcelain",
+                                                                                      "--", "server", "benchmarks/realworld"])),
+            "nvcc": nv[-1] if nv else "none", "python": sys.version.split()[0], "cores": os.cpu_count(),
+            "device": out(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"]) if backend == "gpu" else ""}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description="Run the real-world suite through the new-user path.")
+    ap.add_argument("--backend", default="cpu", choices=["cpu", "gpu"])
+    ap.add_argument("--stage", choices=STAGES, help="the last stage to run (default: check on the CPU, "
+                    "optimize on a GPU)")
+    ap.add_argument("--only", help="kernels whose id (repo:path:kernel) contains this; comma-separated alternatives")
+    ap.add_argument("--shard", help="I/N: only the I-th of N equal parts of the selection (for one device call each)")
+    ap.add_argument("--jobs", type=int, default=1, help="kernels at once (default 1)")
+    ap.add_argument("--budget", type=float, default=0, help="start no kernel after this many seconds (0: no limit)")
+    ap.add_argument("--rounds", type=int, default=3, help="optimize: rounds of the offline team (default 3)")
+    ap.add_argument("--tune", type=int, default=2, help="optimize: tuning points (default 2)")
+    ap.add_argument("--cache", default=str(fetch.CACHE))
+    ap.add_argument("--out", help="results JSON (default benchmarks/results/realworld-<machine>[-shardIofN].json)")
+    ap.add_argument("--keep", action="store_true", help="keep the scratch copies (to look at a failure)")
+    a = ap.parse_args(argv)
+    stage = a.stage or ("optimize" if a.backend == "gpu" else "check")
+    if a.backend == "cpu" and STAGES.index(stage) > STAGES.index("check"):
+        ap.error("profile and optimize need --backend gpu")
+    cache = Path(a.cache)
+    fetch.unpack_if_needed(cache)
+    m = load()
+    kernels = m.select(a.only)
+    suffix = ""
+    if a.shard:
+        i, n = (int(x) for x in a.shard.split("/"))
+        kernels = kernels[i - 1::n]
+        suffix = f"-shard{i}of{n}"
+    machine = machine_name(a.backend)
+    out = Path(a.out) if a.out else RESULTS / f"realworld-{machine}{suffix}.json"
+    scratch = Path(tempfile.mkdtemp(prefix="astra-realworld-"))
+    o = Options(a.backend, stage, cache, scratch, a.keep, a.rounds, a.tune)
+    triage = classify.load_triage()
+    head = {"suite": "realworld", "machine": machine, "backend": a.backend, "stage": stage, "jobs": a.jobs,
+            "only": a.only, "shard": a.shard, "limits_s": LIMITS, **_environment(a.backend)}
+    records: dict[str, Record] = {}
+    lock = threading.Lock()
+    t0 = time.monotonic()
+    print(f"realworld: {len(kernels)} kernels, backend {a.backend}, through {stage}, {a.jobs} at once; "
+          f"scratch {scratch}", flush=True)
+
+    def one(k: Kernel) -> Record:
+        if a.budget and time.monotonic() - t0 > a.budget:
+            return Record.of(k).fail("budget", f"not started: the run's budget of {a.budget:.0f} s was spent")
+        try:
+            return run_kernel(k, o)
+        except Exception as e:  # the runner's own failure on one kernel never stops the others
+            return Record.of(k).fail("runner", f"{type(e).__name__}: {e}", crash=True)
+
+    def save() -> None:
+        recs = [asdict(records[k.id]) for k in kernels if k.id in records]
+        data = {**head, "wall_s": round(time.monotonic() - t0, 1), "complete": len(recs) == len(kernels),
+                "summary": report.summary(recs), "kernels": recs}
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(".part")
+        tmp.write_text(json.dumps(data, indent=1) + "\n")
+        os.replace(tmp, out)
+
+    try:
+        with cf.ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
+            for r in pool.map(one, kernels):   # in manifest order, so the log reads like the manifest
+                r.failure_class = classify.classify(asdict(r), triage)
+                with lock:
+                    records[r.id] = r
+                    save()
+                f = r.failure or {}
+                print(f"{r.failure_class:>14}  {r.id}  ({sum(r.seconds.values()):.0f} s)"
+                      + (f"  [{f.get('stage')}{'/' + f['check'] if f.get('check') else ''}] {f.get('message', '')[:160]}"
+                         if not r.passed else ""), flush=True)
+    finally:
+        if not a.keep:
+            shutil.rmtree(scratch, ignore_errors=True)
+    save()
+    print()
+    print(report.markdown(json.loads(out.read_text())))
+    print(f"\nresults: {out} ({time.monotonic() - t0:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,177 @@
+"""Issue 23: the real-world suite's own machinery — the manifest, the fetch from mirrors into the
+cache (and what it reports when a mirror, a commit or a file is missing), pasting the proposed
+spec, the failure classes, and one kernel taken through every CPU stage. The suite's kernels
+themselves are public code and run with `make realworld`, never here."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import needs_gxx
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCH))
+from realworld import classify, fetch, manifest, report, run  # noqa: E402
+
+KEPT_OUT = ("karpathy/llm.c", "ggml-org/ggml", "ggml-org/llama.cpp", "ggerganov/llama.cpp", "Anjiang-Wei/Astra")
+
+
+def test_the_manifest_holds_at_least_80_kernels_from_8_repositories_pinned_by_commit():
+    m = manifest.load()
+    assert len(m.kernels) >= 80
+    assert len({k.repo.source for k in m.kernels}) >= 8
+    for r in m.repos.values():
+        assert len(r.commit) == 40 and r.flags_from
+        assert not any(x.lower() in (r.project.lower(), r.source.lower()) for x in KEPT_OUT)
+    assert {k.category for k in m.kernels} == set(manifest.CATEGORIES)
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
+                          env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+                               "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"}).stdout.strip()
+
+
+KERNEL = """#include "../inc/common.cuh"
+#include <lib/extra.h>
+#if defined(NEVER) && \\
+    defined(EVER)
+#include "../inc/only_in_a_branch.cuh"
+#endif
+__global__ void scale(float* out, const float* in, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = SCALE * in[i];
+}
+void launch(float* out, const float* in, int n) { scale<<<(n + 255) / 256, 256>>>(out, in, n); }
+"""
+
+
+@pytest.fixture
+def mirror(tmp_path):
+    """A bare mirror `owner+demo/repo` of a tiny project: a kernel, its headers, an unrelated file."""
+    work = tmp_path / "work"
+    files = {"src/k.cu": KERNEL, "src/launcher.cpp": "// a sibling: where launchers often live\n",
+             "inc/common.cuh": '#pragma once\n#include "detail/more.cuh"\n',
+             "inc/detail/more.cuh": "#pragma once\n#define SCALE 2.0f\n", "include/lib/extra.h": "#pragma once\n",
+             "inc/only_in_a_branch.cuh": "#pragma once\n", "inc/unused.cuh": "#pragma once\n",
+             "docs/unrelated/other.cu": "__global__ void x() {}\n"}
+    for rel, text in files.items():
+        (work / rel).parent.mkdir(parents=True, exist_ok=True)
+        (work / rel).write_text(text)
+    _git(work, "init", "-q")
+    _git(work, "add", ".")
+    _git(work, "commit", "-q", "-m", "x")
+    commit = _git(work, "rev-parse", "HEAD")
+    mirrors = tmp_path / "mirrors"
+    _git(tmp_path, "clone", "-q", "--bare", str(work), str(mirrors / "owner+demo" / "repo"))
+    toml = f"""
+[repo.demo]
+project = "owner/demo"
+source = "owner/demo"
+commit = "{commit}"
+include = ["include"]
+flags_from = "a test"
+[repo.gone]
+project = "owner/gone"
+source = "owner/gone"
+commit = "{'0' * 40}"
+flags_from = "a test"
+[[kernel]]
+repo = "demo"
+path = "src/k.cu"
+kernel = "scale"
+category = "elementwise"
+memory_bound = true
+[[kernel]]
+repo = "demo"
+path = "src/renamed.cu"
+kernel = "scale"
+category = "elementwise"
+memory_bound = true
+[[kernel]]
+repo = "gone"
+path = "k.cu"
+kernel = "k"
+category = "elementwise"
+memory_bound = true
+"""
+    (tmp_path / "manifest.toml").write_text(toml)
+    return manifest.load(tmp_path / "manifest.toml"), mirrors, tmp_path / "cache"
+
+
+def test_fetch_writes_the_kernels_file_and_every_header_it_reaches_and_reports_what_is_missing(mirror):
+    m, mirrors, cache = mirror
+    index = fetch.fetch(m, m.kernels, mirrors, cache, log=lambda *_: None)
+    root = cache / m.repos["demo"].cache_name
+    got = {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+    assert got == {"src/k.cu", "src/launcher.cpp", "inc/common.cuh", "inc/detail/more.cuh", "include/lib/extra.h",
+                   "inc/only_in_a_branch.cuh"}
+    assert (root / ".git").is_dir()
+    kernels = index["kernels"]
+    assert kernels["demo:src/k.cu:scale"] == "ok"
+    assert kernels["demo:src/renamed.cu:scale"].startswith("not fetched: src/renamed.cu is not in owner/demo@")
+    assert kernels["gone:k.cu:k"].startswith("not fetched: no mirror at")
+    assert fetch.status(cache, m.kernels[2]).startswith("not fetched")
+
+
+def test_a_packed_cache_unpacks_where_the_cache_is_absent(mirror, tmp_path):
+    m, mirrors, cache = mirror
+    fetch.fetch(m, m.kernels[:1], mirrors, cache, log=lambda *_: None)
+    packed = tmp_path / "cache.tar.xz"
+    fetch.pack(cache, packed)
+    elsewhere = tmp_path / "gpu" / cache.name
+    elsewhere.parent.mkdir()
+    assert fetch.unpack_if_needed(elsewhere, packed)
+    assert fetch.status(elsewhere, m.kernels[0]) == "ok"
+
+
+def test_the_spec_goes_directly_above_the_kernel_or_its_template_line():
+    text = "int a;\ntemplate <class T>\n__global__ void k(T* x) {}\n"
+    assert run.paste(text, 2, 1, "/* @astra */\n") == "int a;\n/* @astra */\ntemplate <class T>\n__global__ void k(T* x) {}\n"
+    assert run.paste("} __global__ void k() {}\n", 1, 3, "/* c */") == "} \n/* c */\n__global__ void k() {}\n"
+
+
+@pytest.mark.parametrize("record, expected", [
+    ({"passed": True}, "passed"),
+    ({"failure": {"stage": "fetch", "message": "not fetched: no mirror"}}, "not fetched"),
+    ({"failure": {"stage": "list", "message": "k is not among the 0 kernels listed"}}, "listing"),
+    ({"failure": {"stage": "spec-valid", "message": "parameter 'x': unknown type '?'"}}, "inference"),
+    ({"failure": {"stage": "check", "check": "compile", "message": "does not compile"}, "nvcc": {"ok": True}},
+     "compile"),
+    ({"failure": {"stage": "check", "check": "compile", "message": "does not compile"}, "nvcc": {"ok": False}},
+     "nvcc fails too"),
+    ({"failure": {"stage": "check", "check": "launch", "message": "the kernel crashed (SIGSEGV)"}}, "inference"),
+    ({"failure": {"stage": "check", "check": "determinism", "message": "two runs differ"}}, "check failed"),
+    ({"failure": {"stage": "check", "message": "`astra check` did not finish in 420 s", "timeout": True}},
+     "timeout"),
+])
+def test_each_first_failure_gets_one_class(record, expected):
+    assert classify.classify(record) == expected
+
+
+def test_a_hand_confirmed_class_holds_only_while_the_failure_still_matches():
+    rec = {"id": "r:k.cu:k", "failure": {"stage": "check", "check": "races", "message": "a race on out[3]"}}
+    triage = [{"id": "r:k.cu:k", "match": "a race on", "class": "false refusal", "reason": "atomics"}]
+    assert classify.classify(rec, triage) == "false refusal"
+    rec["failure"]["message"] = "something else"
+    assert classify.classify(rec, triage) == "check failed"
+
+
+@needs_gxx
+def test_one_kernel_through_every_cpu_stage_and_a_missing_one_reported(mirror, tmp_path):
+    m, mirrors, cache = mirror
+    fetch.fetch(m, m.kernels, mirrors, cache, log=lambda *_: None)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    o = run.Options("cpu", "check", cache, scratch)
+    r = run.run_kernel(m.kernels[0], o)
+    assert (r.fetched, r.listed, r.spec_proposed, r.spec_valid, r.compiled) == (True,) * 5, r.failure
+    assert r.passed and r.compiler == "nvrtc+g++"
+    assert "@astra" in r.spec
+    assert "@astra" not in (cache / m.repos["demo"].cache_name / "src/k.cu").read_text()  # the cache stays unedited
+    gone = run.run_kernel(m.kernels[2], o)
+    assert not gone.fetched and gone.failure["stage"] == "fetch"
+    s = report.summary([json.loads(json.dumps(x.__dict__)) for x in (r, gone)])
+    assert s["stages"]["passed"] == 1 and s["total"] == 2
