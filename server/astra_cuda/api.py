@@ -274,8 +274,12 @@ def check(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto", a
         v.project = snap.context.describe()
         v.coverage.notes.extend(n for n in cand.notes if n not in v.coverage.notes)
         if v.passed and ref is None and pin_first:
-            workspace.pin(snap.path, info.kernel.name, snap.text)
-            v.reference = "none: this version is now pinned as the baseline"
+            try:
+                workspace.pin(snap.path, info.kernel.name, snap.text)
+                v.reference = "none: this version is now pinned as the baseline"
+            except AstraError as e:  # e.g. a `.astra` that is a link: the check stands, nothing is written
+                v.reference = "none: not pinned"
+                v.warnings.append(f"not pinned as the baseline: {e.message}")
         verdicts.append(v)
     return verdicts
 
@@ -391,7 +395,7 @@ def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm:
             return Evaluation(Check(False, msg, msg, 0, chosen))
         ev: Evaluation = dataclasses.replace(ran.value, node=ran.where.node, gpu=ran.where.gpu)
         return ev
-    workspace.ensure_astra_dir(path)   # the run log goes there: .astra/ with its .gitignore
+    runs_dir = workspace.ensure_astra_dir(path, "runs")  # .astra/ with its .gitignore; never through a link
     if run is not None and rounds > run.rounds_done:
         runlog.RunLog(run.dir).update_meta(rounds=rounds)   # the total asked for is now this
     limits = agents.Limits(max_seconds=seconds, **({} if tune is None else {"tune_points": tune}))

@@ -102,6 +102,7 @@ def load(anchor: str, batch_id: str) -> dict:
         [Target(t["path"], t["kernel"]) for t in data["targets"]]
     except (OSError, ValueError, KeyError, TypeError):
         raise AstraError(f"no readable batch {batch_id!r} in {d}") from None
+    data["id"] = path.stem  # what a manifest says its id is would name where the next one is written
     return data
 
 
@@ -172,12 +173,12 @@ def run(paths: list[str], *, kernel: str | None = None, resume: str | None = Non
     anchor = paths[0] if paths else "."
     if resume:
         data = load(anchor, resume)
-        batch_id = data["id"]
+        batch_id = data["id"]  # the manifest's own file name (load sets it): never a path
         rows = [Row(Target(t["path"], t["kernel"]), t.get("run_id", "")) for t in data["targets"]]
     else:
         batch_id = time.strftime("%Y%m%d-%H%M%S") + f"-batch-{uuid.uuid4().hex[:6]}"
         rows = [Row(t) for t in targets(paths, kernel)]
-    manifest = _batches_dir(anchor) / f"{batch_id}.json"
+    manifest = workspace.ensure_astra_dir(anchor, "batches") / f"{batch_id}.json"
     lock = threading.Lock()
     cancel = cancel or threading.Event()
     ex = executors.current()

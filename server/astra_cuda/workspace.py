@@ -3,6 +3,11 @@
 The root is the nearest ancestor of the file that holds `.git`, else the file's folder. A pin
 stores the whole file text as it was (content-addressed), so the reference is later cut from it
 exactly as the kernel was cut then, helpers and all.
+
+`.astra/` is Astra's own: a cloned repository may commit one, and a symbolic link there
+(`.astra -> ../elsewhere`, or `runs -> ~/.config/...` inside it) would make Astra write outside
+the project. Every writer gets its folder from `ensure_astra_dir`, which refuses a `.astra/` that
+is a link, is not a folder, or holds a link anywhere inside; readers read nothing through one.
 """
 from __future__ import annotations
 
@@ -35,15 +40,66 @@ def astra_dir(path: str | os.PathLike) -> Path:
 GITIGNORE = "# Created by Astra: pinned baselines, run logs and reports stay out of version control.\n*\n"
 
 
-def ensure_astra_dir(path: str | os.PathLike) -> Path:
-    """`.astra/` for `path`, created if missing together with its own `.gitignore`."""
-    d = astra_dir(path)
-    if not d.is_dir():
-        d.mkdir(parents=True, exist_ok=True)
-        ignore = d / ".gitignore"
-        if not ignore.exists():
-            _atomic_write(ignore, GITIGNORE)
+def ensure_astra_dir(path: str | os.PathLike, *parts: str) -> Path:
+    """`.astra/` for `path` (or the folder `parts` inside it), created if missing, `.astra/` with
+    its own `.gitignore`. AstraError where `.astra/` is a symbolic link, not a folder, or holds a
+    symbolic link: Astra then writes nothing (the user removes it; nothing is deleted for them)."""
+    top = astra_dir(path)
+    d = top
+    for name in ("", *parts):
+        d = d / name if name else d
+        try:
+            os.mkdir(d, 0o700)
+            if d == top:
+                _atomic_write(top / ".gitignore", GITIGNORE)
+        except FileExistsError:
+            pass
+        if d == top:
+            _refuse_links(top)
+        elif os.path.islink(d) or not os.path.isdir(d):
+            raise _not_own(d)
     return d
+
+
+def _not_own(p: Path) -> Exception:
+    from .errors import AstraError
+
+    what = f"a symbolic link to {os.readlink(p)}" if os.path.islink(p) else "not a folder"
+    return AstraError(f"{p} is {what}: Astra writes only into a real folder of its own inside the project "
+                      f"(a cloned repository may have committed it); remove it and run again")
+
+
+def _refuse_links(top: Path) -> None:
+    """`top` must be a real folder with no symbolic link anywhere inside (walked without following)."""
+    if os.path.islink(top) or not os.path.isdir(top):
+        raise _not_own(top)
+    for folder, dirs, files in os.walk(top):
+        for name in (*dirs, *files):
+            if os.path.islink(os.path.join(folder, name)):
+                raise _not_own(Path(folder) / name)
+
+
+def _read_own(f: Path) -> str | None:
+    """The text of a file under `.astra/`, never through a symbolic link (in its path or itself);
+    None when missing or refused."""
+    top = astra_dir(f)
+    try:
+        rel = f.relative_to(top)
+    except ValueError:
+        return None
+    d = top
+    for part in rel.parts[:-1]:
+        if os.path.islink(d) or not os.path.isdir(d):
+            return None
+        d = d / part
+    if os.path.islink(d):
+        return None
+    try:
+        fd = os.open(f, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read().decode("utf-8", "replace")
 
 
 @dataclass(frozen=True)
@@ -65,33 +121,33 @@ def _index_path(path) -> Path:
 
 
 def _read_index(path) -> dict:
-    f = _index_path(path)
-    if not f.exists():
-        return {}
+    text = _read_own(_index_path(path))
     try:
-        return json.loads(f.read_text())
-    except (OSError, json.JSONDecodeError):
+        index = json.loads(text) if text else {}
+    except json.JSONDecodeError:
         return {}
+    return index if isinstance(index, dict) else {}
 
 
 def pinned(path: str | os.PathLike, kernel: str) -> Pin | None:
     entry = _read_index(path).get(_key(path, kernel))
     if not entry:
         return None
-    blob = astra_dir(path) / "baselines" / f"{entry['digest']}.cu"
-    try:
-        text = blob.read_text(encoding="utf-8")
-    except OSError:
+    digest = entry.get("digest") if isinstance(entry, dict) else None
+    if not isinstance(digest, str) or not digest.isalnum():
+        return None  # pins.json is data: a name, never a path
+    text = _read_own(astra_dir(path) / "baselines" / f"{digest}.cu")
+    if text is None:
         return None
-    return Pin(kernel, entry["file"], entry["digest"], entry["pinned_at"], text)
+    at = entry.get("pinned_at")
+    return Pin(kernel, str(entry.get("file", "")), digest, float(at) if isinstance(at, (int, float)) else 0.0, text)
 
 
 def pin(path: str | os.PathLike, kernel: str, text: str) -> Pin:
     """Pin `text` (the whole file) as the reference for `kernel`. Atomic writes only."""
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    base = ensure_astra_dir(path)
-    (base / "baselines").mkdir(parents=True, exist_ok=True)
-    blob = base / "baselines" / f"{digest}.cu"
+    blob = ensure_astra_dir(path, "baselines") / f"{digest}.cu"
+    base = blob.parent.parent
     if not blob.exists():
         _atomic_write(blob, text)
     index = _read_index(path)
@@ -105,9 +161,7 @@ def pin(path: str | os.PathLike, kernel: str, text: str) -> Pin:
 def save_original(path: str | os.PathLike, text: str) -> Path:
     """Keep a copy of a file before `--write` changes it."""
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    d = ensure_astra_dir(path) / "originals"
-    d.mkdir(parents=True, exist_ok=True)
-    f = d / f"{Path(path).name}.{digest[:12]}"
+    f = ensure_astra_dir(path, "originals") / f"{Path(path).name}.{digest[:12]}"
     if not f.exists():
         _atomic_write(f, text)
     return f

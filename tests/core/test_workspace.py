@@ -1,6 +1,8 @@
 """`.astra/` at the workspace root ignores itself, like other tools' cache folders."""
 import subprocess
 
+import pytest
+
 from astra_cuda import workspace
 
 
@@ -32,3 +34,26 @@ def test_an_existing_folder_is_left_as_the_user_has_it(tmp_path):
     f.write_text("__global__ void k() {}\n")
     workspace.pin(f, "k", f.read_text())
     assert not (tmp_path / ".astra" / ".gitignore").exists()
+
+
+def test_nothing_is_read_or_written_through_a_link(tmp_path):
+    """A cloned repository's `.astra` may point anywhere: Astra neither writes there nor reads a
+    pin from there, and a pin entry names a baseline, never a path."""
+    from astra_cuda.errors import AstraError
+    proj, elsewhere = tmp_path / "proj", tmp_path / "elsewhere"
+    (proj / ".git").mkdir(parents=True)
+    elsewhere.mkdir()
+    f = proj / "k.cu"
+    f.write_text("__global__ void k() {}\n")
+    workspace.pin(tmp_path / "elsewhere" / "k.cu", "k", f.read_text())  # a valid pin over there
+    (proj / ".astra").symlink_to(elsewhere / ".astra")
+    assert workspace.pinned(f, "k") is None
+    with pytest.raises(AstraError, match="symbolic link"):
+        workspace.pin(f, "k", f.read_text())
+    (proj / ".astra").unlink()
+    (proj / ".astra" / "baselines").mkdir(parents=True)
+    (proj / ".astra" / "pins.json").write_text('{"k.cu::k": {"file": "k.cu", "digest": "../../elsewhere/x"}}')
+    assert workspace.pinned(f, "k") is None
+    (proj / ".astra" / "pins.json").unlink()
+    (proj / ".astra" / "pins.json").symlink_to(elsewhere / ".astra" / "pins.json")
+    assert workspace.pinned(f, "k") is None

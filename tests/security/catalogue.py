@@ -303,6 +303,16 @@ FILES = [
     Attack("write_keeps_mode", "file", "`--write` on a 0600 file", "still 0600", "workspace.replace_if_unchanged keeps the mode"),
     Attack("write_changed_file", "file", "the file changes on disk before the write", "not overwritten",
            "workspace.replace_if_unchanged compares first"),
+    Attack("astra_dir_symlink", "file", "a committed `.astra -> ../elsewhere`, then check and optimize `k$(id>x).cu` "
+           "(pins.json, baselines/ and runs/ were written there, the name in pins.json)",
+           "nothing written outside the project; the check stands, unpinned; optimize exit 2",
+           "workspace.ensure_astra_dir: `.astra/` must be a real folder with no link inside", arg="top"),
+    Attack("astra_inner_symlink", "file", "a real `.astra/` whose `runs` is a link out of the project",
+           "nothing written outside the project; optimize exit 2",
+           "workspace.ensure_astra_dir: no link anywhere inside `.astra/`", arg="inner"),
+    Attack("batch_manifest_id", "file", "a committed batch manifest whose id is `../../../elsewhere/evil`, then "
+           "`optimize DIR --resume last` (the next manifest was written there)", "nothing written outside the project",
+           "batch: a manifest's id is its own file name"),
 ]
 
 ALL = SANDBOX + COMPILE + NVRTC + PROJECT + SCREEN + GATE + SPEC + INPUT + SECRET + REPLY + FILES

@@ -615,6 +615,43 @@ def test_write_refuses_a_changed_file(tmp_path):
     assert f.read_text() == "typed meanwhile\n"
 
 
+def _project_beside(tmp_path: Path) -> tuple[Path, Path]:
+    proj, elsewhere = tmp_path / "proj", tmp_path / "elsewhere"
+    (proj / ".git").mkdir(parents=True)
+    elsewhere.mkdir()
+    return proj, elsewhere
+
+
+@pytest.mark.parametrize("attack", [a for a in by_kind("file") if a.name.startswith("astra_")], ids=lambda a: a.name)
+def test_astra_dir_links_are_refused(attack, tmp_path):
+    proj, elsewhere = _project_beside(tmp_path)
+    if attack.arg == "top":
+        (proj / ".astra").symlink_to("../elsewhere")
+    else:
+        (proj / ".astra").mkdir()
+        (proj / ".astra" / "runs").symlink_to("../../elsewhere")
+    f = proj / "k$(id>x).cu"
+    f.write_text(SILU)
+    if attack.arg == "top":
+        r = _cli("check", str(f), "--backend", "cpu")
+        assert r.returncode == 0 and "not pinned" in r.stdout + r.stderr and "symbolic link" in r.stdout, r.stdout
+    r = _cli("optimize", str(f), "--kernel", "silu_and_mul", "--backend", "cpu", "--rounds", "1")
+    assert r.returncode == 2 and "symbolic link" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert list(elsewhere.iterdir()) == []
+    assert not list(tmp_path.rglob("x")), "a name ran as shell"
+
+
+def test_batch_manifest_id_is_not_a_path(tmp_path):
+    proj, elsewhere = _project_beside(tmp_path)
+    (proj / ".astra" / "batches").mkdir(parents=True)
+    (proj / ".astra" / "batches" / "20990101-x.json").write_text(
+        json.dumps({"id": "../../../elsewhere/evil", "targets": []}))
+    r = _cli("optimize", str(proj), "--resume", "last", "--backend", "cpu")
+    assert r.returncode in (0, 1), r.stderr
+    assert list(elsewhere.iterdir()) == []
+    assert (proj / ".astra" / "batches" / "20990101-x.json").exists()
+
+
 def test_catalogue_table_is_current():
     doc = (ROOT / "docs" / "attack-catalogue.md").read_text()
     assert doc == catalogue.markdown(), "run: python -m tests.security.catalogue"

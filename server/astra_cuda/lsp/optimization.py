@@ -31,7 +31,7 @@ def llm_config(ls: AstraServer) -> LLMConfig | None:
 
 def report_dir(path: str) -> str | None:
     try:
-        return str(core().workspace.astra_dir(path) / "reports")
+        return str(core().workspace.ensure_astra_dir(path, "reports"))
     except Exception:
         return None
 
