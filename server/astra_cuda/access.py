@@ -88,7 +88,7 @@ class Analyzer:
 
     def __init__(self, kernel: source.Kernel, sizes: dict[str, int], grid: tuple[int, int, int],
                  block: tuple[int, int, int], elem_bytes: dict[str, int], int_params: set[str],
-                 table_size: int, constants: dict[str, int]):
+                 table_size: int, constants: dict[str, int], lanes: dict[str, int] | None = None):
         self.kernel = kernel
         self.grid, self.block = grid, block
         self.elem_bytes = elem_bytes          # pointer parameter -> bytes per element
@@ -98,8 +98,8 @@ class Analyzer:
         self.facts = Facts({p.name: Use() for p in kernel.params if p.is_pointer})
         self.env: dict[str, Iv | Ptr | str] = {}
         for p in kernel.params:
-            if p.is_pointer:
-                self.env[p.name] = Ptr(p.name, Iv.point(0))
+            if p.is_pointer:   # a `half2*` over a half buffer steps two elements at a time
+                self.env[p.name] = Ptr(p.name, Iv.point(0), (lanes or {}).get(p.name, 1))
             elif p.name in sizes:
                 self.env[p.name] = Iv.point(int(sizes[p.name]))
             else:
@@ -584,9 +584,10 @@ def kernel_body(kernel: source.Kernel) -> Node | None:
 
 
 def analyse(kernel: source.Kernel, sizes: dict[str, int], grid, block, elem_bytes: dict[str, int],
-            int_params: set[str], table_size: int, constants: dict[str, int]) -> Facts | None:
+            int_params: set[str], table_size: int, constants: dict[str, int],
+            lanes: dict[str, int] | None = None) -> Facts | None:
     body = kernel_body(kernel)
     if body is None:
         return None
     return Analyzer(kernel, sizes, tuple(grid), tuple(block), elem_bytes, int_params, table_size,
-                    constants).run(body)
+                    constants, lanes).run(body)

@@ -61,3 +61,22 @@ def from_cpp(cpp_type: str) -> DType | None:
         if t in d.cpp:
             return d
     return None
+
+
+# CUDA's vector types: a pointer to one is described in a spec by its lane type, its shape
+# counting lanes (`half2* x` over n pairs: type = "half", shape = ["2 * n"]).
+VECTORS: dict[str, tuple[str, int]] = {
+    "half2": ("half", 2), "__half2": ("half", 2), "__nv_bfloat162": ("bfloat16", 2), "nv_bfloat162": ("bfloat16", 2),
+    "float2": ("float", 2), "float4": ("float", 4), "double2": ("double", 2),
+    "int2": ("int32", 2), "int4": ("int32", 4), "uint2": ("uint32", 2), "uint4": ("uint32", 4),
+    "short2": ("int16", 2), "short4": ("int16", 4), "ushort2": ("uint16", 2), "ushort4": ("uint16", 4),
+    "char2": ("int8", 2), "char4": ("int8", 4), "uchar2": ("uint8", 2), "uchar4": ("uint8", 4),
+    "longlong2": ("int64", 2), "ulonglong2": ("uint64", 2),
+}
+
+
+def vector_of(cpp_type: str) -> tuple[DType, int] | None:
+    """(lane type, lanes) for a CUDA vector type ('const half2' -> (half, 2)); None otherwise."""
+    t = " ".join(cpp_type.replace("const", " ").replace("volatile", " ").replace("__restrict__", " ").split())
+    v = VECTORS.get(t.removeprefix("::"))
+    return (BY_NAME[v[0]], v[1]) if v is not None else None

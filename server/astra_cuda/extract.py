@@ -350,6 +350,9 @@ def type_checks(kernel: Kernel, name_expr: str, arg_types: dict[str, str], path:
         else:
             signed = "true" if want.name.startswith("int") else "false"
             cond = f"sizeof({elem}) == {want.itemsize} && (({elem})(-1) < ({elem})(0)) == {signed}"
+        # a CUDA vector of that lane type (`half2` over a half buffer) is the same memory
+        vectors = sorted(v for v, (lane, _) in dtypes.VECTORS.items() if lane == want.name)
+        cond = " || ".join([f"({cond})"] + [f"__astra_is<{elem}, {v}>::value" for v in vectors])
         checks.append(f'static_assert({cond}, "{msg}");')
     if not checks:
         return ""

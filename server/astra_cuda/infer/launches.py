@@ -3,11 +3,15 @@ rewritten over the kernel's sizes (dim3 variables and the launcher's locals foll
 constants by value, a block size the caller chooses taken as a default)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .. import exprs, source
 from ..source import ConfigVar, Kernel, LaunchSite, SourceModel
 from ..syntax import walk as _walk
 from .hostexprs import _HostExprs
+from .program import Program, _functions
 from .types import split
+
 
 def _strip_dim3(expr: str) -> list[str]:
     """'dim3(a, b)' -> ['a', 'b']; 'a' -> ['a']."""
@@ -40,19 +44,44 @@ def _site_mapping(kernel: Kernel, site: LaunchSite, size_names: list[str]) -> di
 # ---- reading the launching function ---------------------------------------------------------
 
 BLOCK_DEFAULT = 256
+SHARED_PER_THREAD = 16      # dynamic shared memory the launch sets in a way not read: a 16-byte slot per thread
 RUNTIME = "<runtime>"       # a host local set through its address by a call (a device query)
 RUNTIME_DEFAULT = 4         # such a value in a grid: a grid-stride kernel covers its sizes with any grid
 _BLOCK_WORDS = ("block", "thread", "tpb", "nthreads", "num_threads", "bs")
+_GRID_WORDS = ("blocks", "grid", "nblk", "num_blocks", "numblocks", "ctas")
+
+
+def _names(expr: str) -> list[str]:
+    node = source.parse_expression(expr)
+    return [n.text.decode() for n in _walk(node) if n.type == "identifier"] if node is not None else []
+
+
+def declared_names(model: SourceModel, function: str | None) -> set[str]:
+    """Every name the host function declares (locals and parameters)."""
+    if function is None:
+        return set()
+    short = function.split("::")[-1]
+    fn = next((n for n in _functions(model.text) if (source._declarator_name(
+        source._function_declarator(n.child_by_field_name("declarator")))[0] or "").split("::")[-1] == short), None)
+    if fn is None:
+        return set()
+    out = {source._declarator_name(d)[0] for n in _walk(fn) if n.type == "declaration"
+           for d in n.children_by_field_name("declarator")}
+    return {n for n in out if n} - set(param_names(fn))
 
 
 def _host_locals(model: SourceModel, site: LaunchSite) -> dict[str, str]:
-    """Plain local variables of the launching function with one initialised declaration and no
+    return host_locals(model, site.function)
+
+
+def host_locals(model: SourceModel, function: str | None) -> dict[str, str]:
+    """Plain local variables of a host function with one initialised declaration and no
     later assignment (`const int grid_size = ceil_div(N, block_size);`): name -> initializer."""
-    if site.function is None:
+    if function is None:
         return {}
-    tree = source.parser().parse(model.text.encode("utf-8")).root_node
-    fn = next((n for n in _walk(tree) if n.type == "function_definition" and source._declarator_name(
-        source._function_declarator(n.child_by_field_name("declarator")))[0] == site.function), None)
+    short = function.split("::")[-1]
+    fn = next((n for n in _functions(model.text) if (source._declarator_name(
+        source._function_declarator(n.child_by_field_name("declarator")))[0] or "").split("::")[-1] == short), None)
     if fn is None:
         return {}
     out: dict[str, str] = {}
@@ -81,11 +110,25 @@ def _host_locals(model: SourceModel, site: LaunchSite) -> dict[str, str]:
     return {k: v for k, v in out.items() if counts.get(k) == 1 and (k not in changed or v == RUNTIME)}
 
 
+@dataclass
+class Launch:
+    grid: list[str] | None
+    block: list[str] | None
+    shared: str | None
+    new_sizes: list[str]                  # sizes the launch names that are no kernel parameter
+    program_sizes: dict[str, list[int]]   # size -> the values the program itself uses
+
+
 def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names: list[str],
-               notes: list[str]) -> tuple[list[str] | None, list[str] | None, str | None, list[str]]:
-    """(grid, block, shared memory, new sizes) over the kernel's sizes, read from a launch site: dim3 variables
-    and plain locals followed to their definitions, macros and constants by value; a block size
-    the caller chooses (a launcher's `block_size` parameter) becomes 256, with a note."""
+               notes: list[str], program: Program | None = None,
+               constants: dict[str, str] | None = None) -> Launch:
+    """Grid, block, shared memory and new sizes over the kernel's sizes, read from a launch
+    site: dim3 variables and plain locals followed to their definitions, macros and constants
+    (the project's too) by value; a block size the caller chooses followed to the callers
+    (`int block_size = 32` in main), else 256 with a note. With the program, the values the
+    program itself gives each size (its `main`'s literals, a caller's arguments)."""
+    program = program or Program(model)
+    constants = {**(constants or {}), **model.constants}
     line = site.span.start_line + 1
     where = f"line {line}" + (f", through macro {site.via_macro}" if site.via_macro else "")
     mapping = _site_mapping(kernel, site, size_names)
@@ -100,28 +143,53 @@ def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names:
     # but the problem's size in a grid (`const int num_tokens = 16` in main): that stays a size.
     literal = {k for k, v in local.items() if source.parse_expression(v) is not None
                and source.parse_expression(v).type == "number_literal"}
-    block_values = {**model.constants, **local}
+    block_values = {**constants, **local}
     runtime = {k for k, v in local.items() if v == str(RUNTIME_DEFAULT) and k in literal}
-    grid_values = {**model.constants, **{k: v for k, v in local.items()
-                                         if k not in literal or k in runtime or any(w in k.lower() for w in _BLOCK_WORDS)}}
+    grid_values = {**constants, **{k: v for k, v in local.items()
+                                   if k not in literal or k in runtime or any(w in k.lower() for w in _BLOCK_WORDS)}}
     free: list[str] = []
     for x in grid_parts:
         _HostExprs(mapping, grid_values).spec(x, free)
     for x in block_parts:
         _HostExprs(mapping, block_values).spec(x, free)
-    chosen = [f for f in free if any(w in f.lower() for w in _BLOCK_WORDS) and f not in size_names]
+    if site.shared_mem:
+        _HostExprs(mapping, block_values).spec(site.shared_mem, free)
+    in_block = {n for x in block_parts for n in _names(x)}
+    grid_counts = [f for f in free if f not in in_block and f not in size_names and f not in local
+                   and any(w in f.lower() for w in _GRID_WORDS)]
+    chosen = [f for f in free if any(w in f.lower() for w in _BLOCK_WORDS) and f not in size_names
+              and f not in grid_counts]
     for f in chosen:
-        grid_values[f] = block_values[f] = str(BLOCK_DEFAULT)
-        notes.append(f"block size `{f}` is chosen by the caller ({where}): took {BLOCK_DEFAULT}")
-    new_sizes = [f for f in free if f not in chosen]
+        given = [v for v, _ in caller_values(program, site.function, f, constants) if 0 < v <= 1024]
+        value = given[0] if given else BLOCK_DEFAULT
+        grid_values[f] = block_values[f] = str(value)
+        notes.append(f"block size `{f}` is chosen by the caller ({where}): " +
+                     (f"took {value}, as the program passes it" if given else f"took {BLOCK_DEFAULT}"))
+    # a local of the launcher that could not be read (`smemSize = threads <= 32 ? ... : ...`) is
+    # no size of the problem: its part of the launch is guessed instead
+    declared = declared_names(model, site.function)
+    new_sizes = [f for f in free if f not in chosen and f not in grid_counts and (f not in declared or f in literal)]
     for name in new_sizes:
         mapping[name] = name
-    g = [_HostExprs(mapping, grid_values).spec(x) for x in grid_parts]
     b = [_HostExprs(mapping, block_values).spec(x) for x in block_parts]
+    g = [_HostExprs(mapping, grid_values).spec(x) for x in grid_parts]
+    if grid_counts and b and all(b) and size_names and not any(set(_names(x)) - set(grid_counts) for x in grid_parts[:1]):
+        # the caller computes the block count: one thread per element of the first size covers it
+        # (and a grid-stride loop covers it with any count)
+        parts = [x for x in b if x is not None and x.strip() != "1"] or ["1"]
+        threads = parts[0] if len(parts) == 1 else " * ".join(f"({x})" for x in parts)
+        g = [f"cdiv({size_names[0]}, {threads})"] + g[1:]
+        notes.append(f"grid `{site.grid}` ({where}) is a block count the caller computes: took "
+                     f"cdiv({size_names[0]}, {threads}), one thread per element — CHECK")
     shared = None
     if site.shared_mem and site.shared_mem.strip() not in ("0", "0u"):
         shared = _HostExprs(mapping, block_values).spec(site.shared_mem)
-        if shared is None:
+        if shared is None and b and all(b):
+            parts = [x for x in b if x is not None and x.strip() != "1"] or ["1"]
+            shared = " * ".join([f"({x})" if len(parts) > 1 else x for x in parts] + [str(SHARED_PER_THREAD)])
+            notes.append(f"dynamic shared memory `{site.shared_mem}` ({where}) could not be read over the sizes: "
+                         f"took {SHARED_PER_THREAD} bytes per thread — CHECK")
+        elif shared is None:
             notes.append(f"dynamic shared memory `{site.shared_mem}` ({where}) could not be read over the sizes: "
                          f"set shared_mem")
     grid = g if g and all(g) else None
@@ -130,18 +198,80 @@ def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names:
         notes.append(f"grid `{site.grid}` ({where}) could not be read over the sizes: guessed a grid")
     if block is None:
         notes.append(f"block `{site.block}` ({where}) could not be read over the sizes: guessed a block")
-    return grid, block, shared, [n for n in new_sizes if grid is not None and any(n in exprs.names(x) for x in grid)]
+    used = [x for x in (grid or []) + (block or []) + ([shared] if shared else [])]
+    new = [n for n in new_sizes if any(n in exprs.names(x) for x in used)]
+    # what the program itself passes for each size: the launch's argument (or the new size's
+    # own name) followed to a literal through locals and callers
+    by_size = {p.name: arg.strip() for p, arg in zip(kernel.params, site.args) if p.name in size_names}
+    by_size |= {n: n for n in new}
+    program_sizes: dict[str, list[int]] = {}
+    for size, host in by_size.items():
+        vals = [v for v, _ in caller_values(program, site.function, host, constants) if v > 0]
+        if vals:
+            program_sizes[size] = sorted(set(vals))[:4]
+    return Launch(grid, block, shared, new, program_sizes)
 
 
-def _pick_site(kernel: Kernel, model: SourceModel) -> LaunchSite | None:
-    """The launch to read: one outside `main` first (a launcher function says what the kernel
-    expects; `main` often loops over block sizes)."""
-    sites = model.launches_of(kernel.name)
+def _pick_site(kernel: Kernel, program: Program) -> tuple[LaunchSite, SourceModel] | tuple[None, None]:
+    """The launch to read: in the kernel's own file first, one outside `main` first (a launcher
+    function says what the kernel expects; `main` often loops over block sizes)."""
+    sites = program.launches(kernel.name)
     if not sites:
-        return None
+        return None, None
     # outside main first; among launches that differ in template arguments, the general one
     # (`<scalar_t, 1>` rather than the `<scalar_t, 8>` a launcher takes only for aligned widths)
-    def rank(s: LaunchSite):
+    def rank(pair: tuple[LaunchSite, SourceModel]):
+        s, m = pair
         numbers = [int(t) for t in split(s.template_args or "<>") if t.strip().isdigit()]
-        return (s.function == "main", sum(numbers))
+        return (m is not program.model, s.function == "main", sum(numbers))
     return min(sites, key=rank)
+
+
+MAX_CALLER_DEPTH = 3   # callers followed up from a launcher for the value of one of its parameters
+
+
+def param_names(fn) -> list[str]:
+    decl = source._function_declarator(fn.child_by_field_name("declarator"))
+    params = decl.child_by_field_name("parameters") if decl is not None else None
+    out = []
+    for p in (params.named_children if params is not None else []):
+        if p.type in ("parameter_declaration", "optional_parameter_declaration"):
+            out.append(source._declarator_name(p.child_by_field_name("declarator"))[0] or "")
+    return out
+
+
+def value_of(expr: str, values: dict[str, str]) -> int | None:
+    """A host expression's integer value over constants and locals (name -> expression), or None."""
+    spec_expr = _HostExprs({}, values).spec(expr)
+    if spec_expr is None:
+        return None
+    try:
+        return exprs.evaluate_int(spec_expr, {})
+    except exprs.ExprError:
+        return None
+
+
+def caller_values(program: Program, function: str | None, expr: str, constants: dict[str, str],
+                  depth: int = 0) -> list[tuple[int, str]]:
+    """(value, where) for a host expression of `function` that its callers fix: a literal, a
+    local of the function, or one of its parameters followed to the calls of the function
+    (`runTest<float>(argc, argv, 32)`, `int block_size = 32; MatrixMultiply(..., block_size, ...)`)."""
+    if function is None or depth > MAX_CALLER_DEPTH:
+        return []
+    found = program.function(function)
+    if found is None:
+        return []
+    fn, model = found
+    values = {**constants, **host_locals(model, function)}
+    v = value_of(expr, values)
+    if v is not None:
+        return [(v, function)]
+    params = param_names(fn)
+    if expr.strip() not in params:
+        return []
+    idx = params.index(expr.strip())
+    out: list[tuple[int, str]] = []
+    for call in program.calls(function):
+        if idx < len(call.args):
+            out += caller_values(program, call.caller, call.args[idx], constants, depth + 1)
+    return list(dict.fromkeys(out))

@@ -9,9 +9,10 @@ from ..project import ProjectContext
 from ..source import Kernel, SourceModel
 from ..syntax import walk as _walk
 from .launches import _launch_of, _pick_site
+from .program import Program
 from .roles import TABLE, _Shapes, _shapes
-from .sizes import _size_values
-from .types import _template_args, _Types, split as _split
+from .sizes import Draft, repair, size_bench, test_values
+from .types import _template_args, _Types, known_names, split as _split
 
 
 @dataclass
@@ -37,8 +38,10 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
     notes: list[str] = []
     errors: list[str] = []
     types = _Types(model, path, context)
-    site = _pick_site(kernel, model)
-    instantiate = _template_args(kernel, site, notes)
+    program = Program(model, path, context)
+    site, site_model = _pick_site(kernel, program)
+    constants = types.constants()
+    instantiate = _template_args(kernel, site, notes, program, constants, known_names(types.items))
     targs = dict(zip(kernel.template_param_names, _split(instantiate))) if instantiate else {}
 
     def cpp(p) -> tuple[str | None, str]:
@@ -47,6 +50,12 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
         return types.resolve(base) if base else (None, "no type")
 
     resolved = {p.name: cpp(p) for p in kernel.params}
+    lanes: dict[str, int] = {}
+    for p in kernel.params:   # a CUDA vector type (`half2*`) is described by its lane type
+        vec = dtypes.vector_of(resolved[p.name][0] or "")
+        if vec is not None:
+            resolved[p.name] = (vec[0].cpp[0], resolved[p.name][1])
+            lanes[p.name] = vec[1]
     for p in kernel.params:
         spelled, why = resolved[p.name]
         if spelled is not None and why and p.base_type not in targs:
@@ -59,12 +68,17 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
         size_names = ["n"]
         notes.append("no integer parameter to take sizes from: invented a size `n`; adjust shapes")
     grid = block = shared = None
-    if site is not None:
-        grid, block, shared, extra = _launch_of(kernel, model, site, size_names, notes)
-        for name in reversed(extra):
+    program_sizes: dict[str, list[int]] = {}
+    if site is not None and site_model is not None:
+        launch = _launch_of(kernel, site_model, site, size_names, notes, program, constants)
+        grid, block, shared, program_sizes = launch.grid, launch.block, launch.shared, launch.program_sizes
+        for name in reversed(launch.new_sizes):
             size_names.insert(0, name)
+        if site_model is not model and site_model.items and site_model.items[0].path:
+            notes.append(f"launch read from {site_model.items[0].path.rsplit('/', 1)[-1]} "
+                         f"(line {site.span.start_line + 1}, in `{site.function}`)")
     else:
-        notes.append("no launch site of this kernel in the file: grid and block are guesses")
+        notes.append("no launch site of this kernel in the file or beside it: grid and block are guesses")
     first = size_names[0]
     if grid is None:
         grid = [f"cdiv({first}, 256)"] if len(size_names) == 1 else [size_names[0]]
@@ -79,57 +93,44 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
             elem_bytes[p.name] = dt.itemsize
             if not dt.is_float:
                 int_params.add(p.name)
-    constants = types.packet_sizes()
-    constants.update({k: int(v) for k, v in targs.items() if v.strip().isdigit()})  # template `width = 1`
-    found = _shapes(kernel, [n for n in size_names if n != TABLE], grid, block, elem_bytes, int_params, constants)
+    known_values = types.packet_sizes()
+    known_values.update({k: int(v) for k, v in targs.items() if v.strip().isdigit()})  # template `width = 1`
+    found = _shapes(kernel, [n for n in size_names if n != TABLE], grid, block, elem_bytes, int_params, known_values,
+                    lanes)
     if found is not None and found.uses_table and TABLE not in size_names:
         size_names.append(TABLE)
     require = _requirements(grid, block, found, size_names, kernel)
-
-    lines = ["/* @astra", f"grid = {_toml_list(grid)}", f"block = {_toml_list(block)}"]
     earlier = _earlier_version(kernel, model)
     if earlier is not None:
-        lines.append(f'reference = "{earlier}"')
         notes.append(f"`{earlier}` is an earlier version of this kernel (same parameters): it is the reference; "
                      f"give it a spec of its own so it runs with its own launch")
-    if shared:
-        lines.append(f'shared_mem = "{shared}"')
-    if instantiate:
-        lines.append(f'instantiate = "{instantiate}"')
-    if require:
-        lines.append(f"require = {_toml_list(require)}")
-    lines += ["", "[sizes]"]
-    for n in size_names:
-        lines.append(f"{n} = {_size_values(n)[0]}")
-    lines += ["", "[bench]"]
-    for n in size_names:
-        lines.append(f"{n} = {_size_values(n)[1]}")
-    lines += ["", "[args]"]
+
     fallback_shape = size_names if len(size_names) <= 2 else size_names[:2]
-    width = max(len(p.name) for p in kernel.params) if kernel.params else 0
     guessed_shapes = []
+    args: list[tuple[str, str]] = []     # (parameter, its TOML value)
+    buffers: dict[str, tuple[list[str], int, bool]] = {}
+    scalars: dict[str, str] = {}
     for p in kernel.params:
         spelled, why = resolved[p.name]
         dt = dtypes.from_cpp(spelled) if spelled else None
         if p.is_pointer:
-            if dt is None:
-                errors.append(f"`{p.name}`: the element type `{p.base_type}` could not be resolved ({why}): "
-                              f"set its type (half, bfloat16, float, ...) — Astra never guesses one")
-                tname = "?"
-            else:
-                tname = dt.name
+            if dt is None:   # never "?": float, which the compiler checks against the real type
+                dt = dtypes.BY_NAME["float"]
+                errors.append(f"`{p.name}`: the element type `{p.base_type}` could not be resolved ({why}): took "
+                              f"float — the compiler checks it against the real type; set it if that fails")
             shape = found.shapes.get(p.name) if found is not None else None
             if shape is not None and TABLE in shape:   # a table's rows come first: [V, C]
                 shape = [TABLE] + [d for d in shape if d != TABLE]
             if shape is None:
-                shape = fallback_shape
+                shape = list(fallback_shape)
+                if p.name in lanes:
+                    shape[-1] = f"{lanes[p.name]} * {shape[-1]}"
                 guessed_shapes.append(p.name)
             role = ""
             if not p.is_const:
                 if found is not None and p.name in found.inout:
                     role = ", inout = true"
                 elif found is not None and p.name in found.read_only:
-                    role = ""
                     notes.append(f"`{p.name}` is not const but the kernel only reads it: taken as an input")
                 else:
                     role = ", output = true"
@@ -137,23 +138,25 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
                         notes.append(f"`{p.name}` is a non-const pointer: assumed an output (use inout = true if "
                                      f"the kernel also reads it)")
             init = ""
-            if earlier is not None and tname == "float" and role and _reduces(kernel):
+            if earlier is not None and dt.name == "float" and role and _reduces(kernel):
                 init = ", atol = 1e-4, rtol = 1e-3"
                 notes.append(f"`{p.name}`: this version sums in another order than `{earlier}`: float tolerance "
                              f"loosened to atol 1e-4, rtol 1e-3")
             if found is not None and p.name in found.tables:
                 init = f', init = "randint(0, {TABLE})"'
                 notes.append(f"`{p.name}` holds indices into a table of {TABLE} rows: drawn from randint(0, {TABLE})")
-            lines.append(f'{p.name:<{width}} = {{ type = "{tname}", shape = {_toml_list(shape)}{role}{init} }}')
+            args.append((p.name, f'{{ type = "{dt.name}", shape = {_toml_list(shape)}{role}{init} }}'))
+            buffers[p.name] = (shape, dt.itemsize, role == ", inout = true")
         elif p.name in size_names:
-            lines.append(f'{p.name:<{width}} = "{p.name}"')
+            args.append((p.name, f'"{p.name}"'))
+            scalars[p.name] = p.name
         else:
             value = _scalar_guess(p.name)
             if dt is None:
-                lines.append(f'{p.name:<{width}} = {{ value = {value}, type = "float" }}')
+                args.append((p.name, f'{{ value = {value}, type = "float" }}'))
                 notes.append(f"`{p.name}`: type {p.type!r} unknown, assumed float")
             else:
-                lines.append(f"{p.name:<{width}} = {value}")
+                args.append((p.name, value if dt.is_float else str(int(float(value)))))
                 notes.append(f"`{p.name}` = {value} is a guess")
     for n in size_names:
         if kernel.param(n) is None and n != TABLE:
@@ -161,6 +164,29 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
     if guessed_shapes:
         notes.append(f"shape of {', '.join(f'`{n}`' for n in guessed_shapes)} could not be read from the kernel's "
                      f"indexing: set to {_toml_list(fallback_shape)} — CHECK each against the real extent")
+
+    draft = Draft(grid, block, shared, require, {n: test_values(n, program_sizes.get(n, [])) for n in size_names},
+                  {}, buffers, scalars)
+    for n, vals in program_sizes.items():
+        if n in draft.sizes:
+            notes.append(f"size `{n}`: the program itself uses {', '.join(map(str, vals))}")
+    if not repair(draft, notes):
+        errors.append("no test size gives a valid launch (grid, block): adjust [sizes] by hand")
+    size_bench(draft, program_sizes, notes)
+
+    lines = ["/* @astra", f"grid = {_toml_list(draft.grid)}", f"block = {_toml_list(draft.block)}"]
+    if earlier is not None:
+        lines.append(f'reference = "{earlier}"')
+    if draft.shared:
+        lines.append(f'shared_mem = "{draft.shared}"')
+    if instantiate:
+        lines.append(f'instantiate = "{instantiate}"')
+    if draft.require:
+        lines.append(f"require = {_toml_list(draft.require)}")
+    lines += ["", "[sizes]"] + [f"{n} = {v}" for n, v in draft.sizes.items()]
+    lines += ["", "[bench]"] + [f"{n} = {v}" for n, v in draft.bench.items()]
+    width = max(len(p.name) for p in kernel.params) if kernel.params else 0
+    lines += ["", "[args]"] + [f"{name:<{width}} = {value}" for name, value in args]
     lines.append("*/")
     return Proposal("\n".join(lines) + "\n", errors + notes)
 

@@ -56,7 +56,7 @@ class _Shapes:
 
 
 def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[str], elem_bytes: dict[str, int],
-            int_params: set[str], constants: dict[str, int]) -> _Shapes | None:
+            int_params: set[str], constants: dict[str, int], lanes: dict[str, int] | None = None) -> _Shapes | None:
     samples = []
     names = size_names + [TABLE]
     for k in range(3):
@@ -70,7 +70,7 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
         g, b = (g + [1, 1, 1])[:3], (b + [1, 1, 1])[:3]
         if min(g + b) < 1:
             return None
-        facts = access.analyse(kernel, sizes, g, b, elem_bytes, int_params, sizes[TABLE], constants)
+        facts = access.analyse(kernel, sizes, g, b, elem_bytes, int_params, sizes[TABLE], constants, lanes)
         if facts is None:
             return None
         samples.append((sizes, facts))
@@ -82,6 +82,9 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
         if any(u.unknown or u.hi is None for u in uses):
             continue
         fitted = _fit([(s, u.hi + 1) for (s, _), u in zip(samples, uses)], names)
+        if fitted is None:   # one element per block (`out[blockIdx.x]`): the grid's own extent
+            fitted = next(([g] for g in grid if not g.strip().isdigit() and
+                           all(exprs.evaluate_int(g, s) == u.hi + 1 for (s, _), u in zip(samples, uses))), None)
         if fitted is not None:
             shapes[p.name] = fitted
     last = samples[-1][1].uses

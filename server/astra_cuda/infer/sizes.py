@@ -1,5 +1,11 @@
-"""Size values: test sizes and bench sizes for each size name."""
+"""Size values: test sizes (the name's usual values and the program's own) and bench sizes
+sized by the bytes a launch moves, and the repair that keeps every proposed case valid."""
 from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from .. import exprs
 
 # LLaMA-7B/13B/70B-like sizes: (test sizes, bench sizes) by what a size name suggests.
 _SIZE_HINTS = [
@@ -19,3 +25,203 @@ def _size_values(name: str) -> tuple[list[int], list[int]]:
         if low in keys or any(low.endswith("_" + k) or low.startswith(k + "_") for k in keys):
             return test, bench
     return [1, 100, 4096], [4096]
+
+
+# ---- the sizes of one proposal ----------------------------------------------------------------
+
+TEST_CAP = 8192               # a program's own value above this is timed, not tested (the CPU runs tests)
+MAX_TEST_COMBINATIONS = 192   # [sizes]' cartesian product before `require` (cases are sampled from it)
+BENCH_TARGET = 256 << 20      # bytes a timed launch should move: far past launch latency and the L2
+BENCH_CAP = 2 << 30           # bytes of all buffers of one bench case (the profiler holds several sets)
+MAX_DIM = 1 << 31             # CUDA's grid.x limit; a size is kept below it
+
+
+@dataclass
+class Draft:
+    """What a proposal says, before it is written as TOML: enough to evaluate every case."""
+    grid: list[str]
+    block: list[str]
+    shared: str | None
+    require: list[str]
+    sizes: dict[str, list[int]]
+    bench: dict[str, list[int]]
+    buffers: dict[str, tuple[list[str], int, bool]]   # pointer -> (shape, bytes per element, read and written)
+    scalars: dict[str, str] = field(default_factory=dict)  # integer scalar parameter -> its expression
+
+
+def test_values(name: str, program: list[int]) -> list[int]:
+    """A size's test values: the name's usual ones and the program's own (small enough to run
+    on the CPU)."""
+    own = [v for v in program if 0 < v <= TEST_CAP]
+    return sorted(set(_size_values(name)[0]) | set(own))
+
+
+def _ev(expr: str, case: dict[str, int]) -> int | None:
+    try:
+        return exprs.evaluate_int(expr, case)
+    except exprs.ExprError:
+        return None
+
+
+def bytes_moved(d: Draft, case: dict[str, int]) -> int | None:
+    total = 0
+    for shape, itemsize, both in d.buffers.values():
+        n = itemsize
+        for e in shape:
+            v = _ev(e, case)
+            if v is None or v < 0:
+                return None
+            n *= v
+        total += n * (2 if both else 1)
+    return total
+
+
+def problem(d: Draft, case: dict[str, int]) -> str | None:
+    """Why the spec's validator would refuse this case (as `spec._check_cases` does), or None."""
+    g = [_ev(e, case) for e in d.grid]
+    b = [_ev(e, case) for e in d.block]
+    if any(v is None for v in g + b) or (d.shared and _ev(d.shared, case) is None):
+        return "launch"
+    if any(_ev(e, case) is None for e in d.scalars.values()):
+        return "scalar"
+    g3, b3 = (g + [1, 1, 1])[:3], (b + [1, 1, 1])[:3]
+    if min(b3) < 1 or b3[0] * b3[1] * b3[2] > 1024:
+        return "block"
+    if min(g3) < 1 or g3[0] >= MAX_DIM or g3[1] > 65535 or g3[2] > 65535:
+        return "grid"
+    moved = bytes_moved(d, case)
+    if moved is None:
+        return "shape"
+    return None
+
+
+def _satisfies(d: Draft, case: dict[str, int]) -> bool:
+    try:
+        return all(bool(exprs.evaluate(r, case)) for r in d.require)
+    except exprs.ExprError:
+        return False
+
+
+def _cases(table: dict[str, list[int]], d: Draft) -> list[dict[str, int]]:
+    names = list(table)
+    return [c for c in (dict(zip(names, vals)) for vals in itertools.product(*(table[n] for n in names)))
+            if _satisfies(d, c)]
+
+
+def repair(d: Draft, notes: list[str]) -> bool:
+    """Make every test case valid (positive launch dimensions, at most 1024 threads, readable
+    shapes) by dropping or raising the size values that break it, and keep [sizes] small.
+    True when every case is valid and one remains."""
+    for name in d.sizes:   # values that break `require` on their own (`N % 8 == 0`) are raised to fit
+        d.sizes[name] = _fit_requirements(d, name, d.sizes[name])
+    while _combinations(d.sizes) > MAX_TEST_COMBINATIONS:
+        widest = max(d.sizes, key=lambda n: len(d.sizes[n]))
+        vals = d.sizes[widest]
+        d.sizes[widest] = [vals[0], vals[-1]] if len(vals) > 2 else vals[:1]
+    for _ in range(64):
+        bad = next(((c, why) for c in _cases(d.sizes, d) if (why := problem(d, c)) is not None), None)
+        if bad is None:
+            return bool(_cases(d.sizes, d))
+        case, why = bad
+        # drop the smallest offending value of a name that has others; else double it
+        name = next((n for n in sorted(case, key=lambda n: case[n]) if len(d.sizes[n]) > 1), None)
+        if name is not None:
+            d.sizes[name] = [v for v in d.sizes[name] if v != case[name]]
+        else:
+            name = min(case, key=lambda n: case[n])
+            if case[name] * 2 > TEST_CAP * 64:
+                return False
+            d.sizes[name] = [max(1, case[name]) * 2]
+    return False
+
+
+def _fit_requirements(d: Draft, name: str, values: list[int]) -> list[int]:
+    mods = [int(r.split("%")[1].split("==")[0]) for r in d.require
+            if r.replace(" ", "").startswith(f"{name}%") and r.split("%")[1].split("==")[0].strip().isdigit()]
+    out = []
+    for v in values:
+        for m in mods:
+            v = -(-v // m) * m if m > 0 else v
+        out.append(v)
+    return sorted(set(out))
+
+
+def _combinations(table: dict[str, list[int]]) -> int:
+    n = 1
+    for v in table.values():
+        n *= max(1, len(v))
+    return n
+
+
+def size_bench(d: Draft, program: dict[str, list[int]], notes: list[str]) -> None:
+    """Bench sizes that move about BENCH_TARGET bytes: the program's own sizes (else the name's
+    usual bench size), then the size that scales the work (a row or token count, else the grid's
+    first size) doubled until the traffic is there — within BENCH_CAP and CUDA's grid limits."""
+    bench = {n: [max(program[n])] if program.get(n) else [max(_size_values(n)[1])] for n in d.sizes}
+    for name in d.sizes:
+        bench[name] = _fit_requirements(d, name, bench[name])
+    scalable = _scalable(d)
+
+    def ok(b: dict[str, list[int]]) -> bool:
+        c = {n: v[0] for n, v in b.items()}
+        moved = bytes_moved(d, c)
+        return _satisfies(d, c) and problem(d, c) is None and moved is not None and \
+            _buffer_bytes(d, c) <= BENCH_CAP
+    for _ in range(40):   # first shrink what is too large (a table of 50304 rows times a 11008 hidden size)
+        if ok(bench) or not any(bench[n][0] > 1 for n in bench):
+            break
+        c = {n: v[0] for n, v in bench.items()}
+        if _buffer_bytes(d, c) <= BENCH_CAP and problem(d, c) is None:
+            break
+        biggest = max(bench, key=lambda n: bench[n][0])
+        bench[biggest] = _fit_requirements(d, biggest, [max(1, bench[biggest][0] // 2)])
+    if scalable is not None:
+        for _ in range(40):
+            c = {n: v[0] for n, v in bench.items()}
+            moved = bytes_moved(d, c)
+            if moved is None or moved >= BENCH_TARGET:
+                break
+            trial = dict(bench)
+            trial[scalable] = _fit_requirements(d, scalable, [bench[scalable][0] * 2])
+            if not ok(trial):
+                break
+            bench = trial
+    if not ok(bench):
+        bench = {n: [max(v)] for n, v in d.sizes.items()}
+    d.bench = bench
+    c = {n: v[0] for n, v in bench.items()}
+    moved = bytes_moved(d, c)
+    if moved is not None:
+        notes.append(f"bench sizes move {moved / 2**20:.0f} MiB per launch" +
+                     (f" (`{scalable}` scaled from the program's own value to reach that)"
+                      if scalable and program.get(scalable) and bench[scalable][0] != max(program[scalable]) else ""))
+
+
+def _buffer_bytes(d: Draft, case: dict[str, int]) -> int:
+    total = 0
+    for shape, itemsize, _ in d.buffers.values():
+        n = itemsize
+        for e in shape:
+            n *= max(0, _ev(e, case) or 0)
+        total += n
+    return total
+
+
+_SCALE_WORDS = ("token", "batch", "row", "rows", "n", "num", "count", "size", "len", "elements", "b", "m", "t")
+
+
+def _scalable(d: Draft) -> str | None:
+    """The size to grow for timing: one named like a count of rows or items, else the first size
+    of the grid's first dimension, else the first size."""
+    names = list(d.sizes)
+    hinted = [n for n in names if any(w == n.lower() or n.lower().startswith(w) or n.lower().endswith(w)
+                                      for w in _SCALE_WORDS) and not _is_inner(n)]
+    if hinted:
+        return hinted[0]
+    in_grid = [n for n in names if d.grid and n in exprs.names(d.grid[0])]
+    return in_grid[0] if in_grid else (names[0] if names else None)
+
+
+def _is_inner(name: str) -> bool:
+    low = name.lower()
+    return any(w in low for w in ("head_dim", "headdim", "hidden", "dim", "width", "stride", "vocab", "channels"))

@@ -39,6 +39,17 @@ class _Types:
                     self.macros.append((pos, next(iter(it.defines)), parts[2].split("//")[0].strip()
                                         if len(parts) > 2 else "1"))
 
+    def constants(self) -> dict[str, str]:
+        """Object-like macros of the file and its project headers in force at its end, and
+        the file's and headers' integer constants: name -> value as written."""
+        out: dict[str, str] = {}
+        for it in self.items:
+            if it.path is not None and it.kind == "variable" and len(it.defines) == 1 and "=" in it.text \
+                    and ("const" in it.text.split("=")[0]):
+                out[next(iter(it.defines))] = it.text.split("=", 1)[1].rstrip().rstrip(";").strip()
+        out.update(self.defined_at(len(self.items) + 1))
+        return out
+
     def defined_at(self, pos: int) -> dict[str, str]:
         out: dict[str, str] = {}
         for p, name, value in self.macros:
@@ -103,8 +114,9 @@ class _Types:
         return True
 
     def resolve(self, name: str, depth: int = 0) -> tuple[str | None, str]:
-        """(a spelling dtypes knows, or None; how it was resolved / why not)."""
-        if dtypes.from_cpp(name) is not None:
+        """(a spelling dtypes knows — a CUDA vector type too —, or None; how it was resolved /
+        why not)."""
+        if dtypes.from_cpp(name) is not None or dtypes.vector_of(name) is not None:
             return name, ""
         if depth > 8:
             return None, f"`{name}` is defined through too many typedefs"
@@ -166,36 +178,181 @@ _DISPATCH_TYPE = "float"   # what a dispatch macro's scalar_t becomes in the pro
 _DISPATCH_NAMES = ("scalar_t", "scalar_type", "input_t", "output_t")
 
 
-def _template_args(kernel: Kernel, site: LaunchSite | None, notes: list[str]) -> str | None:
-    """`instantiate` from the launch's template arguments (scalar_t of a dispatch macro becomes
-    float), one per template parameter, or None."""
+def _template_args(kernel: Kernel, site: LaunchSite | None, notes: list[str], program=None,
+                   constants: dict[str, str] | None = None, known: frozenset[str] = frozenset()) -> str | None:
+    """`instantiate`: one argument per template parameter, from (in this order) the launch's own
+    template arguments — a launcher's template parameter followed to its callers and explicit
+    instantiations, a dispatch macro's scalar_t taken as float, names evaluated as constants —,
+    the file's explicit instantiations of the kernel, the parameter's default; otherwise a
+    type parameter is float and a device-function parameter the first matching device function
+    of the file, each with a note."""
     if not kernel.is_template:
         return None
-    given = []
-    if site is not None and site.template_args:
-        from ..spec import split_template_args
-        given = split_template_args(site.template_args)
-    out = []
+    given: list[str] = split(site.template_args) if site is not None and site.template_args else []
+    explicit = program.instantiations(kernel.name) if program is not None else []
+    if not given and explicit:
+        given = list(explicit[0])
+        notes.append(f"template arguments from the file's explicit instantiation `{kernel.name}<{', '.join(given)}>`")
+    out: list[str] = []
+    bound: dict[str, str] = {}
     for k, (param, name) in enumerate(zip(kernel.template_params, kernel.template_param_names)):
         arg = given[k].strip() if k < len(given) else None
-        is_type = param.split()[0] in ("typename", "class")
         if arg is not None:
-            for host in _DISPATCH_NAMES:   # the type a dispatch macro's lambda names
-                arg = _replace_word(arg, host, _DISPATCH_TYPE)
-            out.append(arg)
-            continue
-        if "=" in param:   # a default argument
-            break
-        if is_type:
-            out.append(_DISPATCH_TYPE)
-            notes.append(f"template parameter `{name}`: no launch gives it; took {_DISPATCH_TYPE}")
-        else:
-            out.append("1")
-            notes.append(f"template parameter `{name}`: no launch gives it; took 1")
+            arg = _resolve_arg(arg, site, program, constants or {}, notes, name, known)
+        if arg is None and "=" in param:   # a default argument, over the arguments so far
+            default = param.split("=", 1)[1].strip()
+            for pname, value in bound.items():
+                default = _replace_word(default, pname, value)
+            arg = default
+        if arg is None:
+            arg = _fallback_arg(param, name, kernel, program, bound, notes)
+        bound[name] = arg
+        out.append(arg)
     if any(_replace_word(g, h, "") != g for g in given for h in _DISPATCH_NAMES):
         notes.append(f"instantiate: the dispatch macro's scalar_t became {_DISPATCH_TYPE} "
                      f"(use __half or __nv_bfloat16 to test those)")
     return "<" + ", ".join(out) + ">"
+
+
+def _resolve_arg(arg: str, site: LaunchSite | None, program, constants: dict[str, str], notes: list[str],
+                 name: str, known: frozenset[str]) -> str | None:
+    """One template argument of a launch as something the spec can name, or None."""
+    for host in _DISPATCH_NAMES:   # the type a dispatch macro's lambda names
+        arg = _replace_word(arg, host, _DISPATCH_TYPE)
+    arg = " ".join(w for w in arg.split() if w != "typename")   # not needed outside a template
+    if _acceptable(arg, known):
+        return arg
+    # a template parameter of the launching function: what its callers give it
+    if site is not None and program is not None and site.function:
+        fn = program.function(site.function)
+        params = _template_param_names(fn[0]) if fn is not None else []
+        if arg in params:
+            idx = params.index(arg)
+            for inst in program.instantiations(site.function):
+                if idx < len(inst) and _acceptable(inst[idx], known):
+                    notes.append(f"template parameter `{name}`: `{arg}` of `{site.function}` from its explicit "
+                                 f"instantiation `{site.function}<{', '.join(inst)}>`")
+                    return inst[idx]
+            for call in program.calls(site.function):
+                if idx < len(call.template_args) and _acceptable(call.template_args[idx], known):
+                    notes.append(f"template parameter `{name}`: `{arg}` of `{site.function}` as "
+                                 f"`{call.caller or 'its caller'}` calls it (`{site.function}<"
+                                 f"{', '.join(call.template_args)}>`)")
+                    return call.template_args[idx]
+    value = _constant_value(arg, constants)
+    if value is not None:
+        return value
+    return None
+
+
+def _acceptable(arg: str, known: frozenset[str] | set[str]) -> bool:
+    """An argument the spec's `instantiate` accepts and that names only what the program
+    defines (types, device functions, enumerators) — never a template parameter or a local of
+    the launcher left to resolve."""
+    from ..spec import parse_template_args
+    try:
+        parse_template_args(f"<{arg}>")
+    except ValueError:
+        return False
+    node = source.parse_expression(f"__astra_k<{arg}>")
+    if node is None:
+        return False
+    for n in _walk(node):
+        if n.type not in ("identifier", "type_identifier") or n.text.decode() == "__astra_k":
+            continue
+        parent = n.parent
+        if parent is not None and parent.type == "qualified_identifier" and parent.child_by_field_name("name") == n \
+                and parent.child_by_field_name("scope") is not None \
+                and parent.child_by_field_name("scope").type == "template_type":
+            continue   # `Traits<float>::Type`: the member of a type that is itself checked
+        name = n.text.decode()
+        if name not in known and dtypes.from_cpp(name) is None and name not in dtypes.VECTORS:
+            return False
+    return True
+
+
+def known_names(items) -> frozenset[str]:
+    """What the file and its project headers define, enumerators included."""
+    out: set[str] = set()
+    for it in items:
+        out |= it.defines
+        if it.kind == "type" and "enum" in it.text:
+            root = source.parser().parse(it.text.encode()).root_node
+            out |= {e.child_by_field_name("name").text.decode() for e in _walk(root)
+                    if e.type == "enumerator" and e.child_by_field_name("name") is not None}
+    return frozenset(out)
+
+
+def _constant_value(arg: str, constants: dict[str, str]) -> str | None:
+    """An integer template argument written over constants (`1 * internal_unRoll`), evaluated."""
+    from .hostexprs import _HostExprs
+    expr = _HostExprs({}, constants).spec(arg)
+    if expr is None:
+        return None
+    try:
+        return str(exprs.evaluate_int(expr, {}))
+    except exprs.ExprError:
+        return None
+
+
+def _template_param_names(fn) -> list[str]:
+    """The template parameter names of a function definition's `template <...>` (or [])."""
+    parent = fn.parent
+    if parent is None or parent.type != "template_declaration":
+        return []
+    params = parent.child_by_field_name("parameters")
+    out = []
+    for p in (params.named_children if params is not None else []):
+        name = p.child_by_field_name("name") or p.child_by_field_name("declarator")
+        if name is None:
+            ids = [c for c in _walk(p) if c.type in ("type_identifier", "identifier")]
+            name = ids[-1] if ids else None
+        if name is not None:
+            out.append(source._declarator_name(name)[0] or name.text.decode())
+    return out
+
+
+def _fallback_arg(param: str, name: str, kernel: Kernel, program, bound: dict[str, str], notes: list[str]) -> str:
+    """No launch, instantiation or default gives this template parameter: a type becomes float,
+    a device function the first device function of the file that fits, a bool `false`, an
+    integer 1 — each a guess the notes name."""
+    head = param.split("=", 1)[0].strip()
+    if head.split()[0] in ("typename", "class"):
+        notes.append(f"template parameter `{name}`: no launch gives it; took {_DISPATCH_TYPE}")
+        return _DISPATCH_TYPE
+    if "(" in head and "*" in head:   # a function pointer: `T (*ACT)(const T&)`
+        fn = _device_function_for(head, kernel, program, bound)
+        if fn is not None:
+            notes.append(f"template parameter `{name}`: no launch gives it; took the device function `{fn}`")
+            return fn
+    if head.split()[0] == "bool":
+        notes.append(f"template parameter `{name}`: no launch gives it; took false")
+        return "false"
+    notes.append(f"template parameter `{name}`: no launch gives it; took 1")
+    return "1"
+
+
+def _device_function_for(head: str, kernel: Kernel, program, bound: dict[str, str]) -> str | None:
+    """The first device function of the file taking as many parameters as the function-pointer
+    parameter `head` (`scalar_t (*ACT_FN)(const scalar_t&)`), instantiated with the kernel's
+    first type argument when it is a template."""
+    if program is None:
+        return None
+    wanted = head.rsplit("(", 1)[1].count(",") + 1 if head.rstrip(")").rsplit("(", 1)[1].strip() else 0
+    first_type = next(iter(bound.values()), _DISPATCH_TYPE)
+    for item in program.model.items:
+        if item.kind != "device_function" or not item.defines:
+            continue
+        text = item.text.split("{", 1)[0]
+        if "(" not in text or text.count("(") > 2:
+            continue
+        args = text.rsplit("(", 1)[1].rsplit(")", 1)[0].strip()
+        if (args.count(",") + 1 if args else 0) != wanted:
+            continue
+        fn_name = next(iter(item.defines))
+        qualified = "::".join([*item.namespaces, fn_name]) if item.namespaces else fn_name
+        return f"{qualified}<{first_type}>" if text.lstrip().startswith("template") else qualified
+    return None
 
 
 def _replace_word(text: str, word: str, by: str) -> str:

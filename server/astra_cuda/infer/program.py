@@ -1,0 +1,262 @@
+"""The program around a kernel: the file and the source files beside it (where projects keep their
+launchers: bitsandbytes' `ops.cu`, cuda-samples' `reduction.cpp`), each read as a source model.
+
+Every way a project launches a kernel is read as the `kernel<<<grid, block, smem>>>(args)` it
+stands for, so one reader of launches serves them all: a launch through a function pointer
+(`kernel = &copySharedMem; ... kernel<<<grid, threads>>>(...)`), `cudaLaunchKernelEx(&config,
+kernel, args...)` with `config.gridDim = ...`, and `cudaLaunchKernel((void*)kernel, grid, block,
+args, smem, stream)` with `void* args[] = {&a, &b}`. The calls of each host function (with their
+template arguments) say what its template parameters and size parameters are bound to.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+from tree_sitter import Node
+
+from .. import confine, files, source
+from ..errors import AstraError
+from ..project import ProjectContext
+from ..source import LaunchSite, SourceModel
+from ..syntax import text as _text, walk as _walk
+
+SIBLING_EXTS = (".cu", ".cuh", ".cpp", ".cc", ".cxx")
+MAX_SIBLINGS = 24            # files beside the kernel's that are read for launchers
+MAX_SIBLING_BYTES = 1 << 20  # a larger file beside it is not read for launchers
+LAUNCH_APIS = ("cudaLaunchKernel", "cudaLaunchKernelEx", "cudaLaunchCooperativeKernel")
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call of a host function: `runTest<float>(argc, argv, 32)`."""
+    function: str
+    template_args: tuple[str, ...]
+    args: tuple[str, ...]
+    caller: str | None          # the function the call is written in
+    model: SourceModel
+
+
+class Program:
+    """The file's model and its siblings' (read under the compilers' read policy)."""
+
+    def __init__(self, model: SourceModel, path: str | None = None, context: ProjectContext | None = None):
+        self.model = model
+        self.models: list[SourceModel] = [model]
+        if path is not None:
+            self.models += _siblings(path, context or ProjectContext())
+
+    def launches(self, kernel: str) -> list[tuple[LaunchSite, SourceModel]]:
+        """Every launch of `kernel` in the program, with the model it is written in."""
+        short = kernel.split("::")[-1]
+        out = []
+        for m in self.models:
+            out += [(s, m) for s in m.launches_of(short)]
+            out += [(s, m) for s in _indirect_launches(m, short)]
+        return out
+
+    def calls(self, function: str) -> list[Call]:
+        short = function.split("::")[-1]
+        return [c for m in self.models for c in _calls(m) if c.function == short]
+
+    def instantiations(self, kernel: str) -> list[tuple[str, ...]]:
+        """The template arguments of the file's explicit instantiations of `kernel`
+        (`template __global__ void kfunc<float, FILL>(...);`)."""
+        from ..spec import split_template_args
+        short = kernel.split("::")[-1]
+        out = []
+        for m in self.models:
+            for item in m.items:
+                head = item.text.split("(", 1)[0]
+                if item.kind == "other" and head.lstrip().startswith("template") and "<" in head \
+                        and head.split("<", 1)[0].split()[-1].split("::")[-1] == short and "{" not in item.text:
+                    out.append(tuple(split_template_args("<" + head.split("<", 1)[1].rsplit(">", 1)[0] + ">")))
+        return out
+
+    def function(self, name: str) -> tuple[Node, SourceModel] | None:
+        """A host function's definition by name (the first one)."""
+        short = name.split("::")[-1]
+        for m in self.models:
+            for fn in _functions(m.text):
+                if _function_name(fn) == short:
+                    return fn, m
+        return None
+
+
+def _siblings(path: str, context: ProjectContext) -> list[SourceModel]:
+    here = os.path.dirname(os.path.abspath(path))
+    policy = confine.for_unit([f"-I{here}", *context.options()])
+    try:
+        names = sorted(os.listdir(here))
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        full = os.path.join(here, name)
+        if len(out) >= MAX_SIBLINGS or not name.endswith(SIBLING_EXTS) or os.path.abspath(full) == os.path.abspath(path):
+            continue
+        try:
+            if not policy.allows(full) or os.path.getsize(full) > MAX_SIBLING_BYTES:
+                continue
+            text = files.read_source(full)
+        except (OSError, AstraError):
+            continue
+        if "<<<" in text or any(api in text for api in LAUNCH_APIS):
+            out.append(_model(text, full))
+    return out
+
+
+@lru_cache(maxsize=64)
+def _model(text: str, path: str) -> SourceModel:
+    return source.parse(text, path=path)
+
+
+@lru_cache(maxsize=64)
+def _functions(text: str) -> list[Node]:
+    root = source.parser().parse(text.encode("utf-8")).root_node
+    return [n for n in _walk(root) if n.type == "function_definition"]
+
+
+def _function_name(fn: Node) -> str | None:
+    name = source._declarator_name(source._function_declarator(fn.child_by_field_name("declarator")))[0]
+    return name.split("::")[-1] if name else None
+
+
+def _callee(node: Node | None) -> tuple[str, tuple[str, ...]]:
+    """('name', template args) of a callee or a function named as a value: `ns::k<float, 4>`, `&k`."""
+    from ..spec import split_template_args
+    while node is not None and node.type in ("pointer_expression", "parenthesized_expression", "cast_expression"):
+        node = node.child_by_field_name("argument") or node.child_by_field_name("value") or \
+            (node.named_children[-1] if node.named_children else None)
+    targs: tuple[str, ...] = ()
+    while node is not None and node.type == "qualified_identifier":
+        node = node.child_by_field_name("name")
+    if node is not None and node.type == "template_function":
+        args = node.child_by_field_name("arguments")
+        targs = tuple(split_template_args(_text(args))) if args is not None else ()
+        node = node.child_by_field_name("name")
+    return (_text(node) if node is not None and node.type == "identifier" else ""), targs
+
+
+@lru_cache(maxsize=64)
+def _calls_cached(text: str) -> list[tuple[str, tuple[str, ...], tuple[str, ...], str | None]]:
+    out = []
+    for fn in _functions(text):
+        caller = _function_name(fn)
+        for call in (n for n in _walk(fn) if n.type == "call_expression"):
+            name, targs = _callee(call.child_by_field_name("function"))
+            args = call.child_by_field_name("arguments")
+            if name and args is not None:
+                out.append((name, targs, tuple(_text(a) for a in args.named_children if a.type != "comment"), caller))
+    return out
+
+
+def _calls(model: SourceModel) -> list[Call]:
+    return [Call(n, t, a, c, model) for n, t, a, c in _calls_cached(model.text)]
+
+
+def _indirect_launches(model: SourceModel, kernel: str) -> list[LaunchSite]:
+    """Launches of `kernel` written through a function pointer or a launch API, each read as
+    the `<<<>>>` launch it stands for (the function rewritten, then parsed as launches are)."""
+    if kernel not in model.text:
+        return []
+    out = []
+    for fn in _functions(model.text):
+        body = _text(fn)
+        if kernel not in body:
+            continue
+        edits = _rewrites(fn, kernel)
+        if not edits:
+            continue
+        data = fn.text
+        for start, end, new in sorted(edits, reverse=True):
+            data = data[:start - fn.start_byte] + new.encode() + data[end - fn.start_byte:]
+        sub = source._Builder(data.decode("utf-8", errors="replace"))
+        sub._launches(source.parser().parse(data).root_node)
+        shift = fn.start_point[0]
+        for site in sub.model.launches:
+            if site.kernel.split("::")[-1] != kernel:
+                continue
+            line = site.span.start_line + shift   # where the launch is written in the file
+            span = source.Span(line, 0, line, 0, fn.start_byte, fn.end_byte)
+            out.append(replace(site, span=span, grid_var=_moved(site.grid_var, shift),
+                               block_var=_moved(site.block_var, shift)))
+    return out
+
+
+def _moved(var, shift: int):
+    return replace(var, line=var.line + shift) if var is not None and var.line is not None else var
+
+
+def _rewrites(fn: Node, kernel: str) -> list[tuple[int, int, str]]:
+    """(start, end, replacement) byte edits that turn the function's indirect launches of
+    `kernel` into `<<<>>>` launches of it."""
+    pointers: dict[str, str] = {}   # a local naming the kernel -> 'kernel<targs>'
+    fields: dict[str, str] = {}     # 'config.gridDim' -> its value
+    field_sets: list[Node] = []     # those assignments: gone from the rewrite, so a dim3 they read stays followed
+    arrays: dict[str, list[str]] = {}
+    for n in _walk(fn):
+        target = value = None
+        if n.type == "assignment_expression":
+            target, value = n.child_by_field_name("left"), n.child_by_field_name("right")
+        elif n.type == "init_declarator":
+            target, value = n.child_by_field_name("declarator"), n.child_by_field_name("value")
+        if target is None or value is None:
+            continue
+        if target.type == "field_expression":
+            fields[_text(target).replace(" ", "")] = _text(value)
+            if _text(target).rsplit(".", 1)[-1].rsplit(">", 1)[-1] in ("gridDim", "blockDim", "dynamicSmemBytes"):
+                field_sets.append(n)
+            continue
+        name = source._declarator_name(target)[0] if target.type != "identifier" else _text(target)
+        if name is None:
+            continue
+        if value.type == "initializer_list":
+            arrays[name] = [_text(c.child_by_field_name("argument") if c.type == "pointer_expression" else c)
+                            for c in value.named_children if c.type != "comment"]
+            continue
+        callee, targs = _callee(value)
+        if callee == kernel:
+            pointers[name] = kernel + (f"<{', '.join(targs)}>" if targs else "")
+    edits = []
+    for call in (n for n in _walk(fn) if n.type == "call_expression"):
+        callee = call.child_by_field_name("function")
+        args_node = call.child_by_field_name("arguments")
+        if callee is None or args_node is None:
+            continue
+        kcs = next((c for c in call.children if c.type == "kernel_call_syntax"), None)
+        if kcs is not None and callee.type == "identifier" and _text(callee) in pointers:
+            edits.append((callee.start_byte, callee.end_byte, pointers[_text(callee)]))
+            continue
+        api = _text(callee).split("::")[-1]
+        args = [a for a in args_node.named_children if a.type != "comment"]
+        if api not in LAUNCH_APIS or len(args) < 2:
+            continue
+        k_index = 1 if api == "cudaLaunchKernelEx" else 0
+        name, targs = _callee(args[k_index])
+        target = pointers.get(name) or (kernel + (f"<{', '.join(targs)}>" if targs else "") if name == kernel else None)
+        if target is None:
+            continue
+        if api == "cudaLaunchKernelEx":
+            cfg = _text(args[0]).replace(" ", "")
+            cfg, sep = (cfg[1:], ".") if cfg.startswith("&") else (cfg, "->")
+            grid = fields.get(f"{cfg}{sep}gridDim")
+            block = fields.get(f"{cfg}{sep}blockDim")
+            smem = fields.get(f"{cfg}{sep}dynamicSmemBytes", "0")
+            kargs = [_text(a) for a in args[2:]]
+        else:
+            if len(args) < 4:
+                continue
+            grid, block = _text(args[1]), _text(args[2])
+            smem = _text(args[4]) if len(args) > 4 else "0"
+            listed = arrays.get(_text(args[3]))
+            if listed is None:
+                continue
+            kargs = listed
+        if grid is None or block is None:
+            continue
+        edits.append((call.start_byte, call.end_byte, f"{target}<<<{grid}, {block}, {smem}>>>({', '.join(kargs)})"))
+    if any(e[2].count("<<<") for e in edits):
+        edits += [(n.start_byte, n.end_byte, "0") for n in field_sets]
+    return edits

@@ -1,0 +1,114 @@
+"""Issue 25: inference reads the program around a kernel — minimal cases written here of what
+public files do: launches in a sibling file, through a function pointer or `cudaLaunchKernelEx`,
+template arguments from a launcher's caller or the file's explicit instantiations, project
+macros as block sizes, CUDA vector pointer types, the program's own sizes, bench sizes sized by
+the bytes a launch moves — and every proposal is one Astra's own validator accepts."""
+from astra_cuda import api, source, spec
+
+ELEMENTWISE = "__global__ void scale(float* out, const float* in, int n) {\n" \
+              "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) out[i] = 2.0f * in[i];\n}\n"
+
+
+def infer(project, rel, kernel):
+    path = project.root / rel
+    p = api.infer_spec(api.snapshot(path.read_text(), str(path)), kernel)
+    text = path.read_text()
+    k = source.parse(text).kernel(kernel)
+    m = source.parse(text[:k.span.start_byte] + p.comment + text[k.span.start_byte:])
+    return spec.load(m.kernel(kernel), m), p   # raises unless the validator accepts it
+
+
+def test_a_launch_in_a_sibling_file(project):
+    project("csrc/kernels.cu", ELEMENTWISE)
+    project("csrc/ops.cu", '#include "kernels.cu"\nvoid run(float* o, const float* i, int n) {\n'
+                           "  scale<<<(n + 127) / 128, 128>>>(o, i, n);\n}\n")
+    s, p = infer(project, "csrc/kernels.cu", "scale")
+    assert s.grid == ("(n + 127) / 128",) and s.block == ("128",)
+    assert any("ops.cu" in n for n in p.notes)
+
+
+def test_a_launch_through_a_function_pointer(project):
+    project("t.cu", ELEMENTWISE + "int main() {\n  void (*kernel)(float*, const float*, int);\n"
+                                  "  kernel = &scale;\n  int n = 1 << 20;\n  dim3 grid(n / 256), threads(256);\n"
+                                  "  kernel<<<grid, threads>>>(0, 0, n);\n}\n")
+    s, p = infer(project, "t.cu", "scale")
+    assert s.grid == ("n / 256",) and s.block == ("256",)
+    assert any("the program itself uses 1048576" in n for n in p.notes)
+
+
+def test_cuda_launch_kernel_ex_with_a_config(project):
+    project("n.cuh", "template <typename T>\n__global__ void k(T* out, const T* in, int d) {\n"
+                     "  int i = blockIdx.x * d + threadIdx.x;\n  if (threadIdx.x < d) out[i] = in[i];\n}\n"
+                     "template <typename T>\ncudaError_t run(T* out, T* in, int rows, int d) {\n"
+                     "  dim3 nblks(rows);\n  dim3 nthrs(d);\n  cudaLaunchConfig_t config;\n"
+                     "  config.gridDim = nblks;\n  config.blockDim = nthrs;\n  config.dynamicSmemBytes = 0;\n"
+                     "  auto kernel = k<T>;\n  return cudaLaunchKernelEx(&config, kernel, out, in, d);\n}\n"
+                     "template cudaError_t run<float>(float*, float*, int, int);\n")
+    s, p = infer(project, "n.cuh", "k")
+    assert s.grid == ("rows",) and s.block == ("d",) and s.instantiate == "<float>"
+    assert s.args["out"].shape == ("rows", "d")
+
+
+def test_template_argument_and_size_from_the_launchers_caller(project):
+    project("t.cu", "template <class T> __global__ void k(T* in, T* out) {\n"
+                    "  out[threadIdx.x] = in[threadIdx.x] * (T)2;\n}\n"
+                    "template <class T> void runTest(int argc, char** argv, int len) {\n"
+                    "  unsigned int num_threads = len;\n  dim3 grid(1, 1, 1);\n  dim3 threads(num_threads, 1, 1);\n"
+                    "  k<T><<<grid, threads, sizeof(float) * num_threads>>>(0, 0);\n}\n"
+                    "int main(int argc, char** argv) { runTest<float>(argc, argv, 32); }\n")
+    s, p = infer(project, "t.cu", "k")
+    assert s.instantiate == "<float>" and s.block[0] == "len" and s.shared_mem == "4 * len"
+    assert 32 in s.sizes["len"]
+    assert s.args["in"].dtype.name == "float"
+
+
+def test_explicit_instantiations_give_the_template_arguments(project):
+    project("k.cu", "typedef enum Funcs_t { FILL = 0, ARANGE = 1 } Funcs_t;\n"
+                    "template <typename T, int FUNC> __global__ void kfunc(T* A, T* B, T value, long n) {\n"
+                    "  for (long i = blockDim.x * blockIdx.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)\n"
+                    "    A[i] = value;\n}\n"
+                    "template __global__ void kfunc<float, FILL>(float* A, float* B, float value, long n);\n")
+    s, p = infer(project, "k.cu", "kfunc")
+    assert s.instantiate == "<float, FILL>"
+
+
+def test_a_project_macro_is_the_block_size(project):
+    project("common.h", "#define THREADBLOCK_SIZE 192\n")
+    project("h.cu", '#include "common.h"\n' + ELEMENTWISE +
+            "void run(float* o, const float* i, int n) {\n"
+            "  scale<<<(n + THREADBLOCK_SIZE - 1) / THREADBLOCK_SIZE, THREADBLOCK_SIZE>>>(o, i, n);\n}\n")
+    s, _ = infer(project, "h.cu", "scale")
+    assert s.block == ("192",)
+
+
+def test_a_block_size_main_chooses(project):
+    project("m.cu", ELEMENTWISE + "void run(float* o, const float* i, int n, int block_size) {\n"
+                                  "  scale<<<(n + block_size - 1) / block_size, block_size>>>(o, i, n);\n}\n"
+                                  "int main() { int block_size = 32; run(0, 0, 1000, block_size); }\n")
+    s, p = infer(project, "m.cu", "scale")
+    assert s.block == ("32",) and 1000 in s.sizes["n"]
+
+
+def test_vector_pointer_types_are_their_lane_type(project):
+    project("v.cu", "#include <cuda_fp16.h>\n"
+                    "__global__ void k(half2* out, const half2* a, int n) {\n"
+                    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) out[i] = a[i];\n}\n"
+                    "void run(half2* o, const half2* a, int n) { k<<<(n + 255) / 256, 256>>>(o, a, n); }\n")
+    s, p = infer(project, "v.cu", "k")
+    assert s.args["a"].dtype.name == "half" and s.args["a"].shape == ("2 * n",)
+    assert 'type = "?"' not in p.comment
+
+
+def test_a_block_count_the_caller_computes_becomes_one_thread_per_element(project):
+    project("r.cu", ELEMENTWISE + "void run(float* o, const float* i, int n, int blocks) {\n"
+                                  "  scale<<<blocks, 256>>>(o, i, n);\n}\n")
+    s, p = infer(project, "r.cu", "scale")
+    assert s.grid == ("cdiv(n, 256)",)
+
+
+def test_bench_sizes_move_enough_bytes_and_stay_valid(project):
+    project("b.cu", ELEMENTWISE + "void run(float* o, const float* i, int n) {\n"
+                                  "  scale<<<(n + 255) / 256, 256>>>(o, i, n);\n}\n")
+    s, p = infer(project, "b.cu", "scale")
+    moved = s.bytes_moved(s.bench_cases()[0])
+    assert 256 << 20 <= moved < 1 << 30   # past launch latency and the L2, within memory
