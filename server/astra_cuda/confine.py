@@ -212,8 +212,20 @@ def run(cmd: list[str], c: Confinement, timeout_s: float) -> subprocess.Complete
            "TMPDIR": c.workdir, "LC_ALL": "C"}
     if sb.opted_out():
         env[sb.OPT_OUT_ENV] = "1"
-    r = subprocess.run(argv(cmd, c), capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL,
-                       env=env, cwd=c.workdir)
+    # A session of its own: on a timeout the whole group goes (nvcc's preprocessor stuck on a
+    # FIFO is a grandchild, and would keep the output pipes open).
+    with subprocess.Popen(argv(cmd, c), stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                          text=True, env=env, cwd=c.workdir, start_new_session=True) as p:
+        try:
+            out, err = p.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(p.pid, 9)
+            except OSError:
+                pass
+            p.communicate()
+            raise
+    r = subprocess.CompletedProcess(p.args, p.returncode, out, err)
     if r.returncode == sb.WRAPPER_FAILED and "astra sandbox:" in r.stderr:
         raise _unavailable(RuntimeError(r.stderr.strip().removeprefix("astra sandbox: ")))
     return r

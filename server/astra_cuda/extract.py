@@ -53,6 +53,7 @@ class CompileUnit:
     headers: tuple[str, ...] = ()  # project headers read into the unit, by path
     notes: tuple[str, ...] = ()    # what a user should know about how the unit was cut
     params: tuple[tuple[str, str], ...] = ()  # the kernel's (parameter, C++ type): no re-parse to launch it
+    file_text: str = ""            # the whole file the unit was cut from: what nvcc compiles (compile.nvcc)
 
     @property
     def param_types(self) -> dict[str, str]:
@@ -425,7 +426,7 @@ def unit_from_model(model: SourceModel, path: str, kernel_name: str, *, instanti
     return CompileUnit(source="".join(parts), kernel=kernel.name, name_expression=expr, path=path,
                        include_dirs=include_dirs, dropped=tuple(dict.fromkeys(dropped)), context=context,
                        headers=tuple(headers), notes=tuple(notes),
-                       params=tuple((p.name, p.type) for p in kernel.params))
+                       params=tuple((p.name, p.type) for p in kernel.params), file_text=model.text)
 
 
 def unit(text: str, path: str, kernel_name: str, *, instantiate: str | None = None,

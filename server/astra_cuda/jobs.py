@@ -155,9 +155,10 @@ def _gpu_unavailable(why: str) -> BackendStatus:
 
 
 def static_job(job: StaticJob) -> list[StaticResult]:
-    """NVRTC (no GPU needed): each unit's diagnostics at the user's lines and its resources."""
+    """nvcc on the file, or NVRTC on each unit where no toolkit exists (no GPU needed): each
+    unit's diagnostics at the user's lines and its resources."""
     from . import static
-    return [static.compile_unit(unit, arch=job.arch) for unit in job.units]
+    return static.compile_units(job.units, arch=job.arch)
 
 
 def check_job(job: CheckJob) -> Verdict:

@@ -40,6 +40,7 @@ class ProjectContext:
     flags: tuple[str, ...] = ()                 # from DEVICE_FLAGS
     origin: tuple[str, ...] = ()                # where each part came from, for messages
     ignored: tuple[str, ...] = ()               # flags of a compile command that were not used
+    compiler: str | None = None                 # a compile command's compiler (compile.toolkit vets it)
 
     @property
     def empty(self) -> bool:
@@ -72,7 +73,7 @@ class ProjectContext:
     def to_json(self) -> dict:
         return {"include_dirs": list(self.include_dirs), "system_dirs": list(self.system_dirs),
                 "defines": [[n, v] for n, v in self.defines], "std": self.std, "flags": list(self.flags),
-                "origin": list(self.origin), "ignored": list(self.ignored)}
+                "origin": list(self.origin), "ignored": list(self.ignored), "compiler": self.compiler}
 
     def merged(self, later: "ProjectContext") -> "ProjectContext":
         """This context, then what `later` adds: its directories searched after ours, its
@@ -85,7 +86,8 @@ class ProjectContext:
             std=self.std or later.std,
             flags=tuple(dict.fromkeys(self.flags + later.flags)),
             origin=self.origin + tuple(o for o in later.origin if o not in self.origin),
-            ignored=self.ignored + later.ignored)
+            ignored=self.ignored + later.ignored,
+            compiler=self.compiler or later.compiler)
 
 
 def parse_define(text: str) -> tuple[str, str | None]:
@@ -196,7 +198,8 @@ def from_compile_commands(db: str | Path, path: str) -> ProjectContext:
         return ProjectContext(origin=(f"{db} (no usable entry)",))
     d = entry.get("directory", ".")
     cwd = Path(d) if Path(d).is_absolute() else (db.parent / d)
-    args = _arguments(entry)[1:]  # the compiler itself first
+    command = _arguments(entry)
+    args = command[1:]  # the compiler itself first
     inc, sysinc, defs, flags, ignored = [], [], [], [], []
     std = None
     takes_value = {"-I": inc, "--include-path": inc, "-isystem": sysinc, "--system-include": sysinc,
@@ -233,10 +236,14 @@ def from_compile_commands(db: str | Path, path: str) -> ProjectContext:
     ignored += [f"-I{d} (outside the project)" for d in (*inc, *sysinc) if confine.outside_project(d, roots)]
     inc = [d for d in inc if not confine.outside_project(d, roots)]
     sysinc = [d for d in sysinc if not confine.outside_project(d, roots)]
+    compiler = command[0] if command else None
+    if compiler and os.sep in compiler:
+        compiler = resolve(compiler)
     return ProjectContext(include_dirs=tuple(dict.fromkeys(inc)),
                           system_dirs=tuple(dict.fromkeys(sysinc)),
                           defines=tuple(parse_define(x) for x in defs if x.split("=")[0].isidentifier()),
-                          std=std_value, flags=tuple(flags), origin=(f"{db}, {which}",), ignored=tuple(ignored))
+                          std=std_value, flags=tuple(flags), origin=(f"{db}, {which}",), ignored=tuple(ignored),
+                          compiler=compiler)
 
 
 def resolve(path: str, *, cli: ProjectContext | None = None, settings: ProjectContext | None = None,

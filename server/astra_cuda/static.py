@@ -1,5 +1,10 @@
-"""Static diagnostics, no GPU needed: compile one kernel's unit with NVRTC (from PyPI, the
-compiler CuPy uses) to a cubin, so that ptxas runs too, and read the log.
+"""Static diagnostics, no GPU needed: where a CUDA toolkit is installed, nvcc compiles the user's
+whole file (`astra_cuda.compile.nvcc`); where none is, NVRTC (from PyPI, the compiler CuPy uses)
+compiles one kernel's cut-out unit to a cubin, so that ptxas runs too. Every result names the
+compiler that judged (`nvcc 13.0, flags …` / `NVRTC 13.5: no CUDA toolkit found`), and so does
+every diagnostic's `source`.
+
+For the NVRTC unit:
 
 - Front-end errors and warnings come back at the user's file, line and column: the unit carries
   `#line` directives, and the column is read off the caret line NVRTC prints under the source.
@@ -7,25 +12,18 @@ compiler CuPy uses) to a cubin, so that ptxas runs too, and read the log.
   are mapped back through the `.loc` directives of the PTX (we compile with `-lineinfo`).
 - `-Xptxas=-v` gives registers, spills, shared memory and stack per kernel -> ResourceUsage.
 
-When NVRTC cannot be loaded we fall back to `nvcc --cubin -Xptxas -v`. Results are cached by
-content hash for the life of the process. NVRTC creates no CUDA context, so this is safe in the
-language-server process.
+Results are cached by content hash for the life of the process. NVRTC creates no CUDA context,
+so this is safe in the language-server process.
 
 NVRTC opens the files a unit `#include`s itself, so every compile runs confined to what
 `astra.confine` lets a compiler of user code read (a thread confined by Landlock; nvcc through
 the sandbox wrapper): a hostile `#include "/etc/shadow"` is "Permission denied", never a
 diagnostic that quotes the file.
-
-Long because compiling, mapping the compiler's log to the user's lines and reading the resources
-are one pipeline per unit.
 """
 from __future__ import annotations
 
 import hashlib
 import os
-import re
-import shutil
-import subprocess
 import tempfile
 import threading
 import time
@@ -35,6 +33,7 @@ from pathlib import Path
 
 from . import confine
 from .backends.base import BackendUnavailable, ResourceUsage
+from .compile import messages, toolkit
 from .contract import DEFAULT_ARCH
 from .diagnostics import Diagnostic
 
@@ -100,19 +99,19 @@ def _nvrtc():
         return None
 
 
-def _nvcc() -> str | None:
-    for cand in (shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc"):
-        if cand and os.access(cand, os.X_OK):
-            return cand
-    return None
-
-
 def available() -> str | None:
-    """'nvrtc X.Y', 'nvcc' or None."""
+    """'nvcc X.Y' (a CUDA toolkit), 'nvrtc X.Y' or None."""
+    tk = toolkit.find()
+    if tk is not None:
+        return tk.describe()
     mod = _nvrtc()
-    if mod is not None:
-        return f"nvrtc {mod._astra_version}"
-    return "nvcc" if _nvcc() else None
+    return f"nvrtc {mod._astra_version}" if mod is not None else None
+
+
+def nvrtc_label(why: str = "") -> str:
+    """What judged when NVRTC did, and why it was NVRTC: 'NVRTC 13.5: no CUDA toolkit found'."""
+    mod = _nvrtc()
+    return f"NVRTC {mod._astra_version if mod is not None else '?'}: {why or toolkit.why_none()}"
 
 
 # ---- what NVRTC lacks -----------------------------------------------------------------------
@@ -257,10 +256,16 @@ def _options(unit, arch: str, extra: tuple[str, ...]) -> list[str]:
 def compile_unit(unit, arch: str = DEFAULT_ARCH, *, options: tuple[str, ...] = (),
                  extra_name_expressions: tuple[str, ...] = ()) -> StaticResult:
     """Compile `unit` (an `astra_cuda.extract.CompileUnit`) for `arch` and report diagnostics at the
-    user's lines plus per-kernel resources. Never raises for bad code: `ok` is False."""
+    user's lines plus per-kernel resources: the unit's whole file with nvcc where a toolkit is
+    installed, else the unit with NVRTC. `extra_name_expressions`: other kernels of the file to
+    instantiate in the same compile. Never raises for bad code: `ok` is False."""
     names = tuple(dict.fromkeys((unit.name_expression,) + tuple(extra_name_expressions)))
+    tk, why = toolkit.for_file(unit.file_text, unit.path, unit.context) if unit.file_text and not options \
+        else (None, "")
+    if tk is not None:
+        return _compile_file(unit, arch, names, tk)
     from .extract import header_digest
-    key = hashlib.sha256(repr((unit.source, unit.path, tuple(unit.options()), arch, options, names,
+    key = hashlib.sha256(repr((unit.source, unit.path, tuple(unit.options()), arch, options, names, why,
                                header_digest(unit.source, unit.path, unit.options()))).encode()).hexdigest()
     with _lock:
         hit = _cache.get(key)
@@ -270,12 +275,10 @@ def compile_unit(unit, arch: str = DEFAULT_ARCH, *, options: tuple[str, ...] = (
     try:
         if _nvrtc() is not None:
             result = confine.call(confinement(_options(unit, arch, options)), _compile_nvrtc, unit, arch, options,
-                                  names, timeout_s=COMPILE_TIMEOUT_S)
-        elif _nvcc() is not None:
-            result = _compile_nvcc(unit, arch, options, names)
+                                  names, why, timeout_s=COMPILE_TIMEOUT_S)
         else:
-            result = _failed("no CUDA compiler available for static checks (install nvidia-cuda-nvrtc and "
-                             "cuda-bindings, or nvcc)", "compile", arch)
+            result = _failed("no CUDA compiler available for static checks (install a CUDA toolkit, or "
+                             "nvidia-cuda-nvrtc and cuda-bindings)", "compile", arch)
     except BackendUnavailable as e:  # no Landlock here: nothing of the user's is compiled
         return _failed(f"static checks are off: {e}", "sandbox", arch)
     except confine.CompileTimeout as e:  # its thread is stuck in NVRTC: this worker is done
@@ -285,6 +288,34 @@ def compile_unit(unit, arch: str = DEFAULT_ARCH, *, options: tuple[str, ...] = (
     with _lock:
         _cache[key] = result
     return result
+
+
+def compile_units(units, arch: str = DEFAULT_ARCH) -> list[StaticResult]:
+    """`compile_unit` for each unit; the kernels of one file share one nvcc compile."""
+    together: dict[tuple[str, str], list[str]] = {}
+    for u in units:
+        together.setdefault((u.path, u.file_text), []).append(u.name_expression)
+    out = []
+    for u in units:
+        tk = toolkit.for_file(u.file_text, u.path, u.context)[0] if u.file_text else None
+        others = tuple(together[(u.path, u.file_text)]) if tk is not None else ()
+        out.append(compile_unit(u, arch, extra_name_expressions=others))
+    return out
+
+
+def _compile_file(unit, arch: str, names: tuple[str, ...], tk: toolkit.Toolkit) -> StaticResult:
+    """nvcc on the unit's whole file (cached by the file's and its headers' content)."""
+    from .compile import nvcc
+    try:
+        r = nvcc.compile(unit.file_text, unit.path, unit.context, arch, names, toolkit=tk)
+    except BackendUnavailable as e:
+        return _failed(f"static checks are off: {e}", "sandbox", arch)
+    except nvcc.InvalidName as e:
+        return _failed(str(e), "compile", arch)
+    own = f"`{unit.name_expression}`"
+    diags = [d for d in r.diagnostics if d.code != "kernel" or own in d.message]
+    ok = r.ok and unit.name_expression in r.kernels
+    return StaticResult(ok, diags, r.resources, r.log, r.seconds, r.compiler, arch, dict(r.kernels))
 
 
 def _failed(message: str, code: str, arch: str) -> StaticResult:
@@ -312,7 +343,7 @@ def _nvrtc_log(nvrtc, prog) -> str:
     return buf.replace(b"\0", b"").rstrip().decode(errors="replace")
 
 
-def _compile_nvrtc(unit, arch: str, extra: tuple[str, ...], names: tuple[str, ...]) -> StaticResult:
+def _compile_nvrtc(unit, arch: str, extra: tuple[str, ...], names: tuple[str, ...], why: str = "") -> StaticResult:
     nvrtc = _nvrtc()
     filename = "astra_unit.cu"
     opts = _options(unit, arch, extra) + ["--ptxas-options=-v"]
@@ -340,7 +371,7 @@ def _compile_nvrtc(unit, arch: str, extra: tuple[str, ...], names: tuple[str, ..
                 lowered = _lowered(nvrtc, prog, names)
         finally:
             nvrtc.nvrtcDestroyProgram(prog)
-    return _result(unit, ok, log, ptx, lowered, f"nvrtc {nvrtc._astra_version}", arch)
+    return _result(unit, ok, log, ptx, lowered, nvrtc_label(why), arch)
 
 
 def _lowered(nvrtc, prog, names: tuple[str, ...]) -> dict[str, str]:
@@ -352,195 +383,17 @@ def _lowered(nvrtc, prog, names: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
-def _compile_nvcc(unit, arch: str, extra: tuple[str, ...], names: tuple[str, ...]) -> StaticResult:
-    """Fallback: nvcc has no name expressions, so force each template instantiation by taking
-    the kernel's address in host code."""
-    nvcc = _nvcc()
-    src = unit.source + "\n" + "".join(
-        f"static void* __astra_use_{i} = (void*)&{n};\n" for i, n in enumerate(names))
-    with tempfile.TemporaryDirectory(prefix="astra-static-") as tmp:
-        cu = Path(tmp) / "astra_unit.cu"
-        cu.write_text(src)
-        # nvcc brings its own headers: leave out the wheel's and the NVRTC stand-ins.
-        skip = {f"-I{nvrtc_shim_dir()}", f"-I{cuda_include_dir()}"}
-        opts = [o.replace("--gpu-architecture=", "-arch=") for o in _options(unit, arch, extra) if o not in skip]
-        cmd = [nvcc, "--cubin", *opts, "-Xptxas", "-v", "-o", str(Path(tmp) / "out.cubin"), str(cu)]
-        toolkit = str(Path(os.path.realpath(nvcc)).parent.parent)  # its cicc, ptxas, headers, libdevice
-        sandboxed = confine.for_unit(opts, (toolkit,), workdir=tmp, exec_dirs=(toolkit,))
-        try:
-            p = confine.run(cmd, sandboxed, 120)
-            ok, log = p.returncode == 0, p.stdout + p.stderr
-        except subprocess.TimeoutExpired:
-            ok, log = False, "nvcc timed out after 120 s"
-        ptx = ""
-        if not ok and "ptxas" in log and not _FRONT_ERROR.search(log):
-            ptx_path = Path(tmp) / "out.ptx"
-            ptx_opts = [o for o in opts if not o.startswith("-arch=")] + [f"-arch={arch.replace('sm_', 'compute_')}"]
-            q = confine.run([nvcc, "--ptx", *ptx_opts, "-o", str(ptx_path), str(cu)], sandboxed, 120)
-            if q.returncode == 0:
-                ptx = ptx_path.read_text(errors="replace")
-    # Mangled names of plain kernels follow the Itanium ABI (_Z<len><name>...).
-    lowered = {}
-    for n in names:
-        base = n.split("<")[0].split("::")[-1]
-        m = re.search(r"_Z\w*?" + str(len(base)) + re.escape(base) + r"\w*", log)
-        if m:
-            lowered[n] = m.group(0)
-    return _result(unit, ok, log, ptx, lowered, "nvcc", arch)
-
-
 # ---- reading the log ---------------------------------------------------------------------
 
-# EDG front-end message: `path(line): error: text` (also 'warning', 'catastrophic error', 'remark').
-_FRONT = re.compile(r"^(?P<path>.+?)\((?P<line>\d+)\): (?P<sev>(?:catastrophic )?error|warning|remark)"
-                    r"(?: #(?P<num>[\w-]+))?: (?P<msg>.*)$")
-_FRONT_ERROR = re.compile(r"^.+?\(\d+\): (?:catastrophic )?error", re.M)
-_PTXAS_LINE = re.compile(r"ptxas (?:application ptx input|[^,]*\.ptx), line (?P<ptxline>\d+); "
-                         r"(?P<sev>error|warning)\s*: (?P<msg>.*)")
-_PTXAS_ENTRY = re.compile(r"ptxas (?P<sev>error|warning)\s*: (?P<msg>.*?'(?P<entry>[\w$.]+)'.*)")
-_PTXAS_OTHER = re.compile(r"ptxas (?P<sev>error|fatal|warning)\s*: (?P<msg>.*)")
-
-
-def _same_file(a: str, b: str) -> bool:
-    if a == b:
-        return True
-    try:
-        return os.path.realpath(a) == os.path.realpath(b)
-    except OSError:
-        return False
+_FRONT_ERROR = messages.FRONT_ERROR
 
 
 def _result(unit, ok: bool, log: str, ptx: str, lowered: dict[str, str], compiler: str,
             arch: str) -> StaticResult:
-    diags = _front_diagnostics(log, unit.path)
-    diags += _ptxas_diagnostics(log, ptx, unit.path, lowered)
+    said = compiler.split(":")[0]  # 'NVRTC 13.5'
+    diags = messages.front_diagnostics(log, unit.path, said)
+    diags += messages.ptxas_diagnostics(log, ptx, unit.path, lowered, said)
     if not ok and not any(d.severity == "error" for d in diags):
-        diags.append(Diagnostic(0, 0, 0, 1, "error", "compilation failed: " +
-                                (log.strip().splitlines() or ["(no compiler log)"])[-1], code="compile",
-                                source=compiler.split()[0]))
-    resources = _resources(log, lowered, (unit.name_expression,))
+        diags.append(messages.failed_without_message(log, said))
+    resources = messages.resources(log, lowered, (unit.name_expression,))
     return StaticResult(ok, diags, resources, log, 0.0, compiler, arch, lowered)
-
-
-def _front_diagnostics(log: str, user_path: str) -> list[Diagnostic]:
-    out: list[Diagnostic] = []
-    lines = log.splitlines()
-    i = 0
-    while i < len(lines):
-        m = _FRONT.match(lines[i])
-        if not m:
-            i += 1
-            continue
-        sev = "error" if "error" in m.group("sev") else ("warning" if m.group("sev") == "warning" else "info")
-        msg = m.group("msg").strip()
-        line = int(m.group("line")) - 1
-        col, end_col = 0, None
-        # The echoed source line (indented by 2) and a caret line under it give the column.
-        j = i + 1
-        if j + 1 < len(lines) and lines[j + 1].strip() == "^":
-            col = max(0, lines[j + 1].index("^") - 2)
-            src = lines[j][2:] if lines[j].startswith("  ") else lines[j]
-            k = col
-            while k < len(src) and (src[k].isalnum() or src[k] == "_"):
-                k += 1
-            end_col = k if k > col else col + 1
-            j += 2
-        # Context lines such as 'detected during instantiation of ...' belong to this message.
-        while j < len(lines) and lines[j].startswith("          ") and lines[j].strip():
-            msg += " (" + lines[j].strip() + ")"
-            j += 1
-        if not _same_file(m.group("path"), user_path):
-            msg = f"in {m.group('path')}:{line + 1}: {msg}"
-            line, col, end_col = 0, 0, None
-        out.append(Diagnostic(line, col, line, end_col if end_col is not None else col + 1, sev, msg,
-                              code=f"nvrtc-{m.group('num')}" if m.group("num") else "compile", source="nvrtc"))
-        i = j
-    return out
-
-
-def _ptx_locations(ptx: str, user_path: str):
-    """(line -> user line) for each PTX line, and entry (mangled) -> its first user line."""
-    files: dict[str, str] = {}
-    for m in re.finditer(r'^\s*\.file\s+(\d+)\s+"([^"]*)"', ptx, re.M):
-        files[m.group(1)] = m.group(2)
-    at: list[int | None] = []
-    first: dict[str, int] = {}
-    entry, cur = None, None
-    for text in ptx.splitlines():
-        m = re.match(r"\s*(?:\.visible\s+|\.weak\s+)?\.entry\s+([\w$.]+)", text)
-        if m:
-            entry, cur = m.group(1), None
-        m = re.match(r"\s*\.loc\s+(\d+)\s+(\d+)\s+(\d+)", text)
-        if m and _same_file(files.get(m.group(1), ""), user_path):
-            cur = int(m.group(2)) - 1
-            if entry and entry not in first:
-                first[entry] = cur
-        at.append(cur)
-    return at, first
-
-
-def _ptxas_diagnostics(log: str, ptx: str, user_path: str, lowered: dict[str, str]) -> list[Diagnostic]:
-    at, first = _ptx_locations(ptx, user_path) if ptx else ([], {})
-    names = {v: k for k, v in lowered.items()}
-    out: list[Diagnostic] = []
-    seen: set[str] = set()
-    for raw in log.splitlines():
-        text = raw.strip()
-        if not text.startswith("ptxas") or text.startswith("ptxas info") or text.startswith("ptxas  "):
-            continue
-        line, msg, sev = 0, None, "error"
-        m = _PTXAS_LINE.search(text)
-        if m:
-            n = int(m.group("ptxline")) - 1
-            line = at[n] if 0 <= n < len(at) and at[n] is not None else 0
-            msg, sev = f"inline PTX / ptxas: {m.group('msg').strip()}", m.group("sev")
-        elif (m := _PTXAS_ENTRY.search(text)) is not None:
-            entry = m.group("entry")
-            line = first.get(entry, 0)
-            msg = m.group("msg").replace(entry, names.get(entry, entry))
-            sev = m.group("sev")
-            if "too much shared data" in msg:
-                msg += " — static __shared__ arrays are limited to 48 KiB; use dynamic shared memory " \
-                       "(extern __shared__) for more"
-        elif (m := _PTXAS_OTHER.search(text)) is not None:
-            if m.group("sev") == "fatal" and out:
-                continue  # 'Ptx assembly aborted due to errors' repeats what was said
-            msg, sev = f"ptxas: {m.group('msg').strip()}", "warning" if m.group("sev") == "warning" else "error"
-        if msg is None or (line, msg) in seen:
-            continue
-        seen.add((line, msg))
-        out.append(Diagnostic(line, 0, line, 1, sev, msg, code="ptxas", source="ptxas"))
-    return out
-
-
-_RES_ENTRY = re.compile(r"ptxas info\s*: (?:Compiling entry function|Function properties for) '?([\w$.]+)'?")
-_RES_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
-_RES_USED = re.compile(r"Used (\d+) registers")
-_RES_SMEM = re.compile(r"(\d+) bytes smem")
-
-
-def _resources(log: str, lowered: dict[str, str], lowered_names: tuple[str, ...] = ()) -> dict[str, ResourceUsage]:
-    names = {v: k for k, v in lowered.items()}
-    raw: dict[str, dict] = {}
-    cur = None
-    for text in log.splitlines():
-        m = _RES_ENTRY.search(text)
-        if m:
-            cur = m.group(1)
-            raw.setdefault(cur, {})
-            continue
-        if cur is None:
-            continue
-        if (m := _RES_FRAME.search(text)) is not None:
-            raw[cur]["stack_bytes"] = int(m.group(1))
-            raw[cur]["spills_bytes"] = int(m.group(2)) + int(m.group(3))
-        if (m := _RES_USED.search(text)) is not None:
-            raw[cur]["registers"] = int(m.group(1))
-            s = _RES_SMEM.search(text)
-            raw[cur]["shared_static_bytes"] = int(s.group(1)) if s else 0
-    out = {names.get(k, k): ResourceUsage(**v) for k, v in raw.items() if "registers" in v}
-    # A unit holds one kernel: if its lowered name could not be read, the one entry is it.
-    missing = [n for n in lowered_names if n not in out]
-    if len(missing) == 1 and len(out) == 1 and next(iter(out)).startswith("_Z"):
-        out = {missing[0]: next(iter(out.values()))}
-    return out

@@ -221,6 +221,7 @@ def test_nvrtc_reads_nothing_private(attack, arena, tmp_path, monkeypatch):
     from astra_cuda import extract, static, worker
     if static._nvrtc() is None:
         pytest.skip("no NVRTC here")
+    monkeypatch.setenv("ASTRA_CUDA_TOOLKIT", "none")  # NVRTC on the cut unit: nvcc's test is below
     _, secret = arena
     proj, subs = catalogue.stage_nvrtc(tmp_path, secret)
     text = catalogue.nvrtc_source(attack, subs)
@@ -248,6 +249,35 @@ def test_nvrtc_reads_nothing_private(attack, arena, tmp_path, monkeypatch):
         assert not r.ok and "cannot open source file" in said, said
     if attack.name != "fifo_in_project":
         assert not retired
+
+
+@pytest.mark.parametrize("attack", by_kind("nvrtc"), ids=lambda a: a.name)
+def test_nvcc_reads_nothing_private(attack, arena, tmp_path, monkeypatch):
+    """The same hostile files through nvcc on the whole file (where a CUDA toolkit is
+    installed): its preprocessor and front end run under the same Landlock policy."""
+    from astra_cuda import extract, static
+    from astra_cuda.compile import nvcc, toolkit
+    if toolkit.find() is None:
+        pytest.skip("no CUDA toolkit here")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(nvcc, "COMPILE_TIMEOUT_S", 6.0)
+    _, secret = arena
+    proj, subs = catalogue.stage_nvrtc(tmp_path, secret)
+    text = catalogue.nvrtc_source(attack, subs)
+    path = proj / f"{attack.name}.cu"
+    path.write_text(text)
+    t0 = time.monotonic()
+    r = static.compile_unit(extract.unit(text, str(path), "k"))
+    said = r.log + "\n".join(d.message for d in r.diagnostics)
+    assert r.compiler.startswith("nvcc "), r.compiler
+    assert SECRET_VALUE not in said and "root:" not in said and "PATH=" not in said, said
+    assert time.monotonic() - t0 < 30
+    if attack.name == "fifo_in_project":
+        assert not r.ok and "did not finish" in said, said
+    elif attack.name == "huge_header":
+        assert r.ok, said
+    else:
+        assert not r.ok and ("Permission denied" in said or "No such file" in said), said
 
 
 def test_nvrtc_refuses_loudly_without_landlock(monkeypatch, tmp_path):
@@ -317,10 +347,12 @@ def test_hostile_compile_commands(attack, tmp_path):
         assert all("(outside the project)" in i for i in ctx.ignored if i != "-c"), ctx.ignored
     if attack.arg == "flags":
         assert {"-include", "--pre-include=/etc/shadow", "-Xcompiler", "-ccbin", "--split-compile=0"} <= set(ctx.ignored)
-    if inner and static._nvrtc() is not None:
+    if inner and static.available() is not None:
         r = static.compile_unit(extract.unit(text, str(f), "k", context=ctx))
         said = r.log + "\n".join(d.message for d in r.diagnostics)
-        assert not r.ok and "root:" not in said and "cannot open source file" in said, said
+        # NVRTC's front end: "cannot open source file"; nvcc's preprocessor: "No such file".
+        assert not r.ok and "root:" not in said, said
+        assert any(w in said for w in ("cannot open source file", "No such file or directory", "Permission denied")), said
 
 
 # ---- the name screen --------------------------------------------------------------------------

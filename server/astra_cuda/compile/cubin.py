@@ -1,0 +1,139 @@
+"""The kernels of a cubin: its ELF symbol table (pyelftools), demangled (libstdc++'s
+`__cxa_demangle` through cxxfilt).
+
+A kernel's mangled name is found without guessing at mangling rules:
+- a name expression with template arguments (`act<__half, 4>`) is instantiated by a probe the
+  nvcc layer appends to its copy of the file, `template __device__ int __astra_probe_N<decltype(&E), &E>`:
+  by the Itanium ABI the probe's own symbol holds the kernel's symbol as a template argument
+  (`L <mangled-name> E`), so the kernel is the entry whose symbol the probe's contains;
+- a plain name (`scale`, `ns::scale`) is the one entry whose demangled name, without its
+  parameter list, is that name.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PROBE = "__astra_probe_"
+
+
+@dataclass(frozen=True)
+class Symbol:
+    name: str        # as in the ELF symbol table
+    demangled: str   # libstdc++'s reading ('' when it is not a C++ name)
+    entry: bool      # a kernel (a global function), not a probe or a variable
+
+
+def demangle(name: str) -> str:
+    import cxxfilt
+    try:
+        return cxxfilt.demangle(name, external_only=False)
+    except cxxfilt.InvalidName:
+        return ""
+
+
+STO_CUDA_ENTRY = 0x10  # st_other of a kernel's symbol in a cubin (cuobjdump: STO_ENTRY)
+
+
+def symbols(data: bytes) -> list[Symbol]:
+    """The functions and objects a cubin defines."""
+    import io
+
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.sections import SymbolTableSection
+    elf = ELFFile(io.BytesIO(data))
+    out = []
+    for section in elf.iter_sections():
+        if not isinstance(section, SymbolTableSection):
+            continue
+        raw, size = section.data(), section["sh_entsize"]
+        other = 5 if elf.elfclass == 64 else 13  # st_other's byte in an Elf64_Sym / Elf32_Sym
+        for i, s in enumerate(section.iter_symbols()):
+            kind = s["st_info"]["type"]
+            if kind not in ("STT_FUNC", "STT_OBJECT") or s["st_shndx"] == "SHN_UNDEF" or not s.name:
+                continue
+            entry = kind == "STT_FUNC" and bool(raw[i * size + other] & STO_CUDA_ENTRY)
+            out.append(Symbol(s.name, demangle(s.name) if s.name.startswith("_Z") else "", entry))
+    return out
+
+
+def _top_level(text: str, stop: str) -> int:
+    """The index of the first `stop` character outside brackets (len(text) if none)."""
+    depth = 0
+    for i, ch in enumerate(text):
+        if ch in stop and depth == 0:
+            return i
+        if ch in "<([":
+            depth += 1
+        elif ch in ">)]":
+            depth -= 1
+    return len(text)
+
+
+def plain_name(demangled: str) -> str:
+    """`ns::scale(float*, int)` -> `ns::scale`; `void k<float>(float*)` -> `k<float>`."""
+    depth, cut = 0, len(demangled)
+    for i, ch in enumerate(demangled):  # the parameter list: the first '(' outside template brackets
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif ch == "(" and depth == 0 and not demangled.startswith("anonymous namespace)", i + 1):
+            cut = i
+            break
+    head = demangled[:cut].strip()
+    # A template function's demangling starts with its return type: 'void k<float>'.
+    depth = 0
+    for i in range(len(head) - 1, -1, -1):
+        ch = head[i]
+        if ch in ">)":
+            depth += 1
+        elif ch in "<(":
+            depth -= 1
+        elif ch == " " and depth == 0:
+            return head[i + 1:]
+    return head
+
+
+def _probe_argument(demangled: str, probe: str) -> str | None:
+    """What a probe holds: `__astra_probe_0<&(void k<float>(float*))>` -> `void k<float>(float*)`
+    (the last template argument; C++14's probe has the kernel's type before it)."""
+    at = demangled.find(probe + "<")
+    if at < 0:
+        return None
+    args = demangled[at + len(probe) + 1:]
+    args = args[:_top_level(args, ">")]
+    while (cut := _top_level(args, ",")) < len(args):
+        args = args[cut + 1:]
+    arg = args.strip().removeprefix("&")
+    if arg.startswith("(") and _top_level(arg[1:], ")") == len(arg) - 2 and not arg.startswith("(anonymous"):
+        arg = arg[1:-1]
+    return arg
+
+
+def kernel_names(found: list[Symbol], expressions: dict[str, int | None]) -> tuple[dict[str, str], list[str]]:
+    """(name expression -> mangled name, problems). `expressions` maps each name expression to
+    the number of its probe (None for a plain name, found by its demangled name)."""
+    entries = [s for s in found if s.entry]
+    out: dict[str, str] = {}
+    problems: list[str] = []
+    for expr, probe in expressions.items():
+        if probe is not None:
+            held = [a for s in found if not s.entry
+                    and (a := _probe_argument(s.demangled, f"{PROBE}{probe}")) is not None]
+            hits = [e for e in entries for a in held if e.demangled and a in (e.demangled, plain_name(e.demangled))]
+        else:
+            want = expr.replace(" ", "")
+            hits = [e for e in entries if e.name == expr or (e.demangled and _unqualified_anonymous(
+                plain_name(e.demangled)).replace(" ", "") == want)]
+        if len(hits) == 1:
+            out[expr] = hits[0].name
+        elif hits:
+            problems.append(f"the kernel `{expr}` is overloaded ({'; '.join(h.demangled for h in hits)}): "
+                            "Astra cannot tell which one to run")
+        else:
+            problems.append(f"the kernel `{expr}` is not in the compiled module")
+    return out, problems
+
+
+def _unqualified_anonymous(name: str) -> str:
+    return name.replace("(anonymous namespace)::", "")

@@ -1,0 +1,275 @@
+"""nvcc on the user's own file: the compiler wherever a CUDA toolkit is installed.
+
+`compile(text, path, context, arch, kernels)` compiles the file text as it is — host code
+included (nvcc's front end checks all of it; nothing is run) — to a cubin for `arch` with the
+project's flags (`-I`, `-isystem`, `-D`, `-std`, the device flags; for a PyTorch extension,
+torch's include folders and flags, `torch_ext`). The text is written to a copy in a build
+folder, headed by `#line 1 "<path>"`: every message names the user's file and line, and the
+file's folder is searched for its quoted `#include`s first, as it would be in place.
+
+Kernels with template arguments (`act<__half, 4>`) are instantiated by a probe appended to the
+copy; the cubin's symbols then give each kernel's mangled name (`cubin`). Registers, spills and
+shared memory come from `-Xptxas -v`; the headers read, from nvcc's dependency list (`-MD`),
+key the cache (`depcache`): a repeated compile costs a few `stat` calls, and editing a header
+invalidates.
+
+nvcc runs under `astra_cuda.confine`: it may read the toolkit, the project's folders (and
+torch's), the system's headers, and write only its build folder.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from .. import confine, source
+from ..backends.base import BackendUnavailable, ResourceUsage
+from ..contract import DEFAULT_ARCH
+from ..diagnostics import Diagnostic
+from ..project import DEFAULT_STD, ProjectContext
+from . import cubin, depcache, messages, torch_ext
+from .toolkit import Toolkit
+
+COMPILE_TIMEOUT_S = 180.0
+APPENDIX = "astra-instantiations"  # the name of the appended probes in messages
+CACHE_VERSION = 1                  # bump when what an entry holds changes
+
+
+class InvalidName(ValueError):
+    """A name expression that is not one C++ expression."""
+
+
+@dataclass(frozen=True)
+class NvccResult:
+    ok: bool                             # nvcc compiled the file (each kernel found: `kernels`)
+    cubin: str | None                    # the cubin (in the cache) when ok
+    diagnostics: tuple[Diagnostic, ...]  # at the user's lines
+    resources: dict[str, ResourceUsage]  # name expression (else mangled name) -> usage
+    kernels: dict[str, str]              # name expression -> mangled name in the cubin
+    log: str
+    compiler: str                        # 'nvcc 13.0, flags -std=c++17 -arch=sm_90 …'
+    arch: str
+    headers: tuple[str, ...] = ()        # every header the compile read
+    seconds: float = 0.0                 # what this call took (a cache hit: about nothing)
+    cached: bool = False
+    notes: tuple[str, ...] = field(default=())
+
+    def to_json(self) -> dict:
+        return {"ok": self.ok, "cubin": self.cubin, "diagnostics": [d.to_json() for d in self.diagnostics],
+                "resources": {k: vars(v) for k, v in self.resources.items()}, "kernels": self.kernels,
+                "log": self.log, "compiler": self.compiler, "arch": self.arch, "seconds": self.seconds,
+                "cached": self.cached, "notes": list(self.notes)}
+
+
+def cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "astra" / "nvcc"
+
+
+def project_flags(context: ProjectContext, text: str = "", path: str = "") -> list[str]:
+    """The project's flags as nvcc spells them (torch's added for a PyTorch extension)."""
+    extra = torch_ext.nvcc_flags(context) if text and torch_ext.uses_torch(text, path, context) else None
+    include = list(context.include_dirs) + (list(extra.include_dirs) if extra else [])
+    system = [d for d in context.system_dirs if d not in include]
+    system += [d for d in (extra.system_dirs if extra else ()) if d not in system and d not in include]
+    defines = [f"-D{n}" if v is None else f"-D{n}={v}" for n, v in context.defines]
+    out = [f"-I{d}" for d in dict.fromkeys(include)]
+    for d in system:
+        out += ["-isystem", d]
+    out += list(dict.fromkeys(defines + (list(extra.defines) if extra else [])))
+    out.append(f"-std={context.std or DEFAULT_STD}")
+    out += list(dict.fromkeys([*context.flags, *(extra.flags if extra else ())]))
+    return out
+
+
+def describe(toolkit: Toolkit, flags: Sequence[str], arch: str) -> str:
+    """'nvcc 13.0, flags -std=c++17 -arch=sm_90 -I…': what judged, for verdicts and messages."""
+    return f"{toolkit.describe()}, flags {' '.join([*flags, f'-arch={arch}'])}"
+
+
+def _appendix(names: dict[str, int | None]) -> str:
+    """Probes that instantiate each templated kernel and name it in the cubin (see `cubin`);
+    probe N is on line N + 1 of the appendix, so a message there names its expression."""
+    lines = []
+    for expr, n in names.items():
+        if n is None:
+            continue
+        p = f"{cubin.PROBE}{n}"
+        lines.append(f'#line {n + 1} "{APPENDIX}"\n'
+                     f"template <class T, T F> __device__ int {p} = 0; "
+                     f"template __device__ int {p}<decltype(&{expr}), &{expr}>;\n")
+    return "\n" + "".join(lines) if lines else ""
+
+
+def _check_names(kernels: Sequence[str]) -> dict[str, int | None]:
+    out: dict[str, int | None] = {}
+    for i, expr in enumerate(dict.fromkeys(kernels)):
+        if source.parse_expression(expr) is None or any(c in expr for c in ";{}#\"'\\\n"):
+            raise InvalidName(f"not a kernel name: {expr!r}")
+        out[expr] = i if "<" in expr else None
+    return out
+
+
+def _deps(text: str, build: str, user_path: str) -> list[str]:
+    """The headers in nvcc's dependency list (`-MF`): real files, not the copy or the user's file."""
+    out = []
+    body = text.replace("\\\n", " ")
+    _, _, body = body.partition(":")
+    for word in body.split():
+        p = os.path.normpath(word)
+        if not os.path.isabs(p) or p.startswith(build.rstrip("/") + "/") or messages.same_file(p, user_path):
+            continue
+        if os.path.isfile(p):
+            out.append(p)
+    return list(dict.fromkeys(out))
+
+
+def _confinement(toolkit: Toolkit, flags: Sequence[str], folder: str, build: str) -> confine.Confinement:
+    """What this nvcc run may read: the toolkit, the project's folders (-I and -isystem), torch's
+    (`torch_ext.read_dirs`), the system's headers; it writes the build folder only."""
+    spelled = [f"-I{folder}"]
+    it = iter(flags)
+    for f in it:
+        if f == "-isystem":
+            spelled.append(f"-I{next(it, '')}")
+        elif f.startswith("-I"):
+            spelled.append(f)
+    return confine.for_unit(spelled, (toolkit.root, *toolkit.include_dirs, *torch_ext.read_dirs()),
+                            workdir=build, exec_dirs=(toolkit.root,))
+
+
+_cache: depcache.DepCache | None = None
+
+
+def _store() -> depcache.DepCache:
+    global _cache
+    if _cache is None or _cache.root != cache_root():
+        _cache = depcache.DepCache(cache_root())
+    return _cache
+
+
+def compile(text: str, path: str, context: ProjectContext, arch: str = DEFAULT_ARCH,
+            kernels: Sequence[str] = (), *, toolkit: Toolkit, timeout_s: float | None = None) -> NvccResult:
+    """Compile `text` (the file at `path`, or a candidate's text for it) for `arch`; find the
+    mangled name of each name expression in `kernels`. Never raises for bad code (`ok` False,
+    with diagnostics); InvalidName for a name that is not a C++ name expression;
+    BackendUnavailable when nvcc cannot be confined."""
+    t0 = time.perf_counter()
+    why = confine.unavailable_reason()  # no Landlock (and no opt-out): refused before anything runs
+    if why is not None:
+        raise BackendUnavailable(why)
+    path = os.path.abspath(path)
+    names = _check_names(kernels)
+    flags = project_flags(context, text, path)
+    label = describe(toolkit, flags, arch)
+    quoted = path.replace("\\", "\\\\").replace('"', '\\"')
+    copy = f'#line 1 "{quoted}"\n{text}' + ("" if text.endswith("\n") else "\n") + _appendix(names)
+    key = depcache.key_of(CACHE_VERSION, toolkit.nvcc, toolkit.version, os.stat(toolkit.nvcc).st_mtime_ns,
+                          flags, arch, path, copy)
+    store = _store()
+    hit = store.get(key)
+    if hit is not None:
+        raw = _Raw(**hit.data)
+        return _interpret(raw, text, path, names, toolkit, label, arch, hit.path("module.cubin") if raw.ok else None,
+                          True, time.perf_counter() - t0)
+    build = tempfile.mkdtemp(prefix="astra-nvcc-")
+    try:
+        raw = _run(toolkit, copy, path, flags, arch, build, timeout_s if timeout_s is not None else COMPILE_TIMEOUT_S)
+        module = os.path.join(build, "module.cubin")
+        entry = store.put(key, list(raw.headers), vars(raw), {"module.cubin": module} if raw.ok else {}) \
+            if not raw.timed_out else None
+        cubin_path = entry.path("module.cubin") if entry is not None and raw.ok else None
+        if raw.ok and cubin_path is None:  # no cache here: keep the cubin elsewhere
+            cubin_path = shutil.copy(module, tempfile.mkdtemp(prefix="astra-cubin-"))
+        return _interpret(raw, text, path, names, toolkit, label, arch, cubin_path, False, time.perf_counter() - t0)
+    finally:
+        shutil.rmtree(build, ignore_errors=True)
+
+
+@dataclass
+class _Raw:
+    """What one nvcc run said, as the cache keeps it: everything else is read from it again."""
+    ok: bool
+    log: str
+    headers: list[str]
+    symbols: list[list]     # [name, demangled, entry] of each cubin symbol
+    ptx: str = ""           # when ptxas failed: the PTX, to map its messages to lines
+    timed_out: float = 0.0  # the limit it ran past (0: finished)
+
+
+def _run(toolkit: Toolkit, copy: str, path: str, flags: list[str], arch: str, build: str, timeout_s: float) -> _Raw:
+    cu = os.path.join(build, os.path.basename(path) if path.endswith(".cu") else "astra_file.cu")
+    Path(cu).write_text(copy)
+    out, dep = os.path.join(build, "module.cubin"), os.path.join(build, "deps.d")
+    folder = os.path.dirname(path)
+    cmd = [toolkit.nvcc, "--cubin", f"-arch={arch}", f"-I{folder}", *flags, "-lineinfo", "-Xptxas", "-v",
+           "-MD", "-MF", dep, "-o", out, cu]
+    sandbox = _confinement(toolkit, flags, folder, build)
+    try:
+        p = confine.run(cmd, sandbox, timeout_s)
+    except subprocess.TimeoutExpired:
+        return _Raw(False, "", [], [], timed_out=timeout_s)
+    log = (p.stdout + p.stderr).replace(build + "/", "")
+    ok = p.returncode == 0 and os.path.isfile(out)
+    deps = _deps(Path(dep).read_text(errors="replace"), build, path) if os.path.isfile(dep) else []
+    symbols = [[s.name, s.demangled, s.entry] for s in cubin.symbols(Path(out).read_bytes())] if ok else []
+    ptx = _ptx(cmd, sandbox, build, timeout_s) if not ok and "ptxas" in log and \
+        not messages.FRONT_ERROR.search(log) else ""
+    return _Raw(ok, log, deps, symbols, ptx)
+
+
+def _interpret(raw: _Raw, text: str, path: str, names: dict[str, int | None], toolkit: Toolkit, label: str,
+               arch: str, cubin_path: str | None, cached: bool, seconds: float) -> NvccResult:
+    """The result of a run: messages at the user's lines, each name expression's kernel found
+    in the cubin with its resources; a name not found is an error of its own."""
+    said = toolkit.describe()
+    if raw.timed_out:
+        d = Diagnostic(0, 0, 0, 1, "error", f"nvcc did not finish within {raw.timed_out:g} s (an #include of a "
+                       "FIFO, or a template explosion?)", code="timeout", source=said)
+        return NvccResult(False, None, (d,), {}, {}, "", label, arch, (), seconds, cached)
+    by_line = {n: expr for expr, n in names.items() if n is not None}
+    places = {APPENDIX: lambda line: f"Astra's instantiation of `{by_line.get(line, '?')}` (the spec's `instantiate`)"}
+    found, problems = cubin.kernel_names([cubin.Symbol(*s) for s in raw.symbols], names) if raw.ok else ({}, [])
+    diags = messages.front_diagnostics(raw.log, path, said, "nvcc", places, user_text=text)
+    diags += messages.preprocessor_diagnostics(raw.log, path, said, places)
+    diags += messages.ptxas_diagnostics(raw.log, raw.ptx, path, found, said)
+    if not raw.ok and not any(d.severity == "error" for d in diags):
+        diags.append(messages.failed_without_message(raw.log, said))
+    diags += [Diagnostic(0, 0, 0, 1, "error", msg, code="kernel", source=said) for msg in problems]
+    diags = _first_per_instantiation(diags)
+    return NvccResult(raw.ok, cubin_path, tuple(diags), messages.resources(raw.log, found), found, raw.log, label,
+                      arch, tuple(raw.headers), seconds, cached)
+
+
+def _first_per_instantiation(diags: list[Diagnostic]) -> list[Diagnostic]:
+    """One message per failed instantiation: the first says why, the rest follow from it."""
+    seen: set[str] = set()
+    out = []
+    for d in diags:
+        head = d.message.split("`instantiate`): ", 1)[0] if d.message.startswith("in Astra's instantiation of `") else None
+        if head is not None:
+            if head in seen:
+                continue
+            seen.add(head)
+        out.append(d)
+    return out
+
+
+def _ptx(cmd: list[str], sandbox: confine.Confinement, build: str, timeout_s: float) -> str:
+    """ptxas failed (bad inline PTX): the PTX, whose `.loc` lines map its messages back."""
+    ptx = os.path.join(build, "module.ptx")
+    args = [a for a in cmd if a not in ("--cubin", "-Xptxas", "-v", "-MD")]
+    args = [a.replace("-arch=sm_", "-arch=compute_") for a in args]
+    i = args.index("-MF")
+    del args[i:i + 2]
+    args[args.index("-o") + 1] = ptx
+    try:
+        confine.run([args[0], "--ptx", *args[1:]], sandbox, timeout_s)
+    except subprocess.TimeoutExpired:
+        return ""
+    return Path(ptx).read_text(errors="replace") if os.path.isfile(ptx) else ""

@@ -1,0 +1,117 @@
+"""PyTorch-extension files: `<torch/extension.h>`, `<torch/all.h>`, ATen and c10 headers.
+
+Such a file compiles with torch's include folders and the flags torch's own extension builder
+gives nvcc (`torch.utils.cpp_extension`: the `__CUDA_NO_HALF_*` defines, so c10's `Half`
+operators are the ones used, and `--expt-relaxed-constexpr`). The folders come from the
+project's include paths when they hold torch's headers, else from the torch installed beside
+Astra — found without importing it (its package folder's `include/`), with Python's own include
+folder for pybind11's `<Python.h>`. Its element types (`at::Half`, `c10::BFloat16`,
+`c10::Float8_e4m3fn`) are the spec's `half`, `bfloat16`, `float8_e4m3fn` (`astra_cuda.dtypes`).
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import sysconfig
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from .. import confine, source
+from ..project import ProjectContext
+
+TORCH_HEADERS = ("torch/", "ATen/", "c10/")
+# torch.utils.cpp_extension's COMMON_NVCC_FLAGS, and the defines its builder adds.
+DEFINES = ("-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
+           "-D__CUDA_NO_HALF2_OPERATORS__", "-DTORCH_API_INCLUDE_EXTENSION_H")
+FLAGS = ("--expt-relaxed-constexpr",)
+MAX_HEADERS = 64
+
+
+@dataclass(frozen=True)
+class TorchFlags:
+    include_dirs: tuple[str, ...]   # torch's folders, when the project does not give them
+    system_dirs: tuple[str, ...]    # Python's include folder (pybind11 includes <Python.h>)
+    defines: tuple[str, ...]
+    flags: tuple[str, ...]
+
+
+@lru_cache(maxsize=1)
+def installed_include_dirs() -> tuple[str, ...]:
+    """The include folders of the torch installed beside Astra (as cpp_extension.include_paths()
+    lists them), or () when there is none."""
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return ()
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    for loc in locations:
+        inc = Path(loc) / "include"
+        if (inc / "torch" / "extension.h").is_file() or (inc / "torch" / "all.h").is_file():
+            api = inc / "torch" / "csrc" / "api" / "include"
+            return tuple(str(d.resolve()) for d in (inc, api) if d.is_dir())
+    return ()
+
+
+def python_include_dir() -> str | None:
+    inc = sysconfig.get_paths().get("include")
+    return inc if inc and os.path.isfile(os.path.join(inc, "Python.h")) else None
+
+
+def given(context: ProjectContext) -> bool:
+    """Whether the project's include paths already hold torch's headers."""
+    return any((Path(d) / "torch" / "extension.h").is_file() or (Path(d) / "torch" / "all.h").is_file()
+               for d in (*context.include_dirs, *context.system_dirs))
+
+
+def available(context: ProjectContext) -> bool:
+    """Whether a PyTorch extension can compile here: torch's headers given or installed."""
+    return given(context) or bool(installed_include_dirs())
+
+
+def nvcc_flags(context: ProjectContext) -> TorchFlags:
+    include = () if given(context) else installed_include_dirs()
+    py = python_include_dir()
+    return TorchFlags(include, (py,) if py else (), DEFINES, FLAGS)
+
+
+def read_dirs() -> tuple[str, ...]:
+    """What a compile of a PyTorch extension reads beyond the project: torch's and Python's headers."""
+    py = python_include_dir()
+    return (*installed_include_dirs(), *((py,) if py else ()))
+
+
+@lru_cache(maxsize=256)
+def _includes(text: str) -> tuple[tuple[str, bool], ...]:
+    """(header, quoted) of each #include of a text, parsed once per content."""
+    out = []
+    for inc in source.parse(text).includes:
+        header = inc.header or ""
+        if header:
+            out.append((header, '"' in inc.text.split(header)[0]))
+    return tuple(out)
+
+
+def uses_torch(text: str, path: str, context: ProjectContext) -> bool:
+    """Whether the file, or a project header it includes (transitively), includes torch's."""
+    here = os.path.dirname(os.path.abspath(path)) if path else os.getcwd()
+    dirs = list(context.include_dirs)
+    policy = confine.for_unit([f"-I{here}", *context.options()])  # what the compiler may read
+    todo, seen = [(text, here)], set()
+    while todo and len(seen) < MAX_HEADERS:
+        body, folder = todo.pop()
+        for header, quoted in _includes(body):
+            if header.startswith(TORCH_HEADERS):
+                return True
+            for d in ([folder] if quoted else []) + dirs:
+                f = Path(d) / header
+                if f.is_file():
+                    real = str(f.resolve())
+                    if real not in seen and policy.allows(real):
+                        seen.add(real)
+                        try:
+                            todo.append((f.read_text(errors="replace")[:1 << 22], str(Path(real).parent)))
+                        except OSError:
+                            pass
+                    break
+    return False

@@ -1,0 +1,302 @@
+"""nvcc on the user's own file (astra_cuda.compile): the compiler wherever a CUDA toolkit is
+installed. No GPU needed: device code is compiled to a cubin, nothing runs."""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from astra_cuda import extract, static
+from astra_cuda.compile import cubin, nvcc, toolkit
+from astra_cuda.project import ProjectContext
+
+TK = toolkit.find()
+pytestmark = pytest.mark.skipif(TK is None, reason="no CUDA toolkit (nvcc) here")
+
+
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path, monkeypatch):
+    """Every test starts with an empty compile cache of its own."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
+def compile_file(tmp_path: Path, text: str, kernels=(), context=ProjectContext(), name="k.cu", arch="sm_90"):
+    f = tmp_path / "proj" / name
+    f.parent.mkdir(parents=True, exist_ok=True)
+    f.write_text(text)
+    return nvcc.compile(text, str(f), context, arch, kernels, toolkit=TK)
+
+
+def errors(r):
+    return [d for d in r.diagnostics if d.severity == "error"]
+
+
+PLAIN = """\
+#include <cstdio>
+__device__ float twice(float x) { return 2.0f * x; }
+
+__global__ void scale(float* out, const float* in, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = twice(in[i]);
+}
+
+int main() { printf("host code is compiled, never run\\n"); return 0; }
+"""
+
+
+def test_toolkit_found_with_version():
+    assert TK.version and TK.version[0].isdigit() and os.path.basename(TK.nvcc) == "nvcc"
+    assert any(Path(d, "cuda_runtime.h").is_file() for d in TK.include_dirs)
+
+
+def test_plain_file_compiles_and_names_its_compiler(tmp_path):
+    r = compile_file(tmp_path, PLAIN, ["scale"])
+    assert r.ok and not errors(r), r.log
+    assert r.compiler.startswith(f"nvcc {TK.version}, flags ") and "-std=c++17" in r.compiler and "-arch=sm_90" in r.compiler
+    assert r.kernels["scale"] == "_Z5scalePfPKfi"
+    assert r.resources["scale"].registers > 0 and Path(r.cubin).is_file()
+
+
+def test_error_at_the_users_line_and_column(tmp_path):
+    # nvcc echoes the line macro-expanded (`__global__` reads `__attribute__((global))`): the
+    # column is the token's in the user's own line.
+    text = PLAIN.replace("out[i] = twice(in[i]);", "out[i] = twice(in[i]) + undefined_thing;")
+    r = compile_file(tmp_path, text, ["scale"])
+    (err,) = errors(r)
+    assert not r.ok and err.line == 5 and text.splitlines()[5][err.col:err.end_col] == "undefined_thing"
+    assert err.source == f"nvcc {TK.version}"
+
+
+def test_host_code_is_compiled(tmp_path):
+    r = compile_file(tmp_path, PLAIN.replace("return 0; }", 'int x = "no"; return x; }'), ["scale"])
+    (err,) = errors(r)
+    assert not r.ok and err.line == 8 and "const char" in err.message
+
+
+def test_error_in_a_project_header_names_the_header(tmp_path):
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "helper.cuh").write_text("#pragma once\n__device__ float twice(float x) { return y; }\n")
+    r = compile_file(tmp_path, '#include "helper.cuh"\n__global__ void k(float* o) { o[0] = twice(1); }\n', ["k"])
+    (err,) = errors(r)
+    assert err.line == 0 and "helper.cuh:2" in err.message and '"y" is undefined' in err.message
+
+
+def test_templates_are_instantiated_and_named_from_the_cubin(tmp_path):
+    text = """\
+#include <cuda_fp16.h>
+namespace act {
+template <typename T, int N>
+__global__ void gather(T* out, const T* in, const int* idx) {
+  T regs[N];
+  for (int k = 0; k < N; ++k) regs[idx[k] % N] = in[k * 977 + threadIdx.x];
+  out[threadIdx.x] = regs[idx[threadIdx.x] % N];
+}
+}
+template __global__ void act::gather<float, 2>(float*, const float*, const int*);
+"""
+    r = compile_file(tmp_path, text, ["act::gather<float, 64>", "act::gather<half, 8>", "act::gather<float, 2>"])
+    assert r.ok, r.log
+    assert set(r.kernels) == {"act::gather<float, 64>", "act::gather<half, 8>", "act::gather<float, 2>"}
+    assert cubin.demangle(r.kernels["act::gather<half, 8>"]).startswith("void act::gather<__half, 8>(")
+    usage = r.resources["act::gather<float, 64>"]
+    assert usage.stack_bytes >= 64 * 4  # a run-time index sends the register array to local memory
+
+
+def test_a_bad_instantiation_says_so(tmp_path):
+    r = compile_file(tmp_path, PLAIN, ["scale<float>"])
+    (err,) = errors(r)
+    assert "Astra's instantiation of `scale<float>`" in err.message
+
+
+def test_a_name_that_is_not_an_expression_is_refused(tmp_path):
+    with pytest.raises(nvcc.InvalidName):
+        compile_file(tmp_path, PLAIN, ["scale; int x"])
+
+
+def test_missing_kernel_and_overloads(tmp_path):
+    text = PLAIN + "__global__ void scale(double* out) {}\n"
+    r = compile_file(tmp_path, text, ["scale", "nothing"])
+    said = " ".join(d.message for d in errors(r))
+    assert "overloaded" in said and "`nothing` is not in the compiled module" in said
+
+
+def test_oversize_shared_memory_and_bad_inline_ptx(tmp_path):
+    big = PLAIN.replace("  int i =", "  __shared__ float tile[20000];\n  tile[threadIdx.x] = 1.0f;\n  int i =").replace(
+        "twice(in[i])", "twice(in[i]) + tile[threadIdx.x ^ 1]")
+    r = compile_file(tmp_path, big, ["scale"])
+    assert not r.ok and any("too much shared data" in d.message for d in errors(r))
+    ptx = PLAIN.replace("  if (i < n)", '  asm volatile("frobnicate.f32 %0, %0;" : "+f"(*out));\n  if (i < n)')
+    r = compile_file(tmp_path, ptx, ["scale"], name="p.cu")
+    errs = errors(r)
+    assert not r.ok and errs and all(d.line == 5 for d in errs) and any("frobnicate" in d.message for d in errs)
+
+
+def test_project_flags_are_passed(tmp_path):
+    inc = tmp_path / "lib" / "include"
+    inc.mkdir(parents=True)
+    (inc / "widths.cuh").write_text("#pragma once\nconstexpr int WIDTH = SCALE_BY;\n")
+    text = '#include <widths.cuh>\n__global__ void k(float* o) { o[0] = WIDTH; }\n'
+    ctx = ProjectContext(system_dirs=(str(inc),), defines=(("SCALE_BY", "3"),), std="c++20")
+    r = compile_file(tmp_path, text, ["k"], context=ctx)
+    assert r.ok, r.log
+    assert f"-isystem {inc}" in r.compiler and "-DSCALE_BY=3" in r.compiler and "-std=c++20" in r.compiler
+    assert str(inc / "widths.cuh") in r.headers
+
+
+# ---- what the cut-unit NVRTC path refused and nvcc compiles (issue 24) -------------------------
+
+NVCC_COMPILES = {
+    "math_h_constants": ("""\
+#include <math.h>
+__global__ void k(float* o) { o[0] = M_PI * o[1]; o[2] = INFINITY; }
+""", ProjectContext()),
+    "cub": ("""\
+#include <cub/cub.cuh>
+template <int BLOCK>
+__global__ void k(const float* x, float* y, int n) {
+  using BR = cub::BlockReduce<float, BLOCK>;
+  __shared__ typename BR::TempStorage tmp;
+  float v = 0;
+  for (int i = threadIdx.x; i < n; i += BLOCK) v += x[blockIdx.x * n + i];
+  float s = BR(tmp).Sum(v);
+  if (threadIdx.x == 0) y[blockIdx.x] = s;
+}
+""", ProjectContext()),
+    "is_same_v": ("""\
+#include <type_traits>
+#include <cuda_bf16.h>
+template <typename T>
+__global__ void k(T* o) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) o[0] = __float2bfloat16(1.f); else o[0] = T(1);
+}
+""", ProjectContext()),
+    "extended_lambda": ("""\
+template <typename F>
+__global__ void apply(float* o, int n, F f) { int i = threadIdx.x; if (i < n) o[i] = f(o[i]); }
+__global__ void k(float* o, int n) { o[threadIdx.x] *= 2; }
+void launch(float* o, int n) {
+  float s = 3.f;
+  apply<<<1, 32>>>(o, n, [=] __device__ (float x) { return x * s; });
+}
+""", ProjectContext(flags=("--extended-lambda",))),
+    "host_members": ("""\
+#include <vector>
+struct Shape {
+  int rows, cols;
+  __host__ Shape(const std::vector<int>& dims) : rows(dims[0]), cols(dims[1]) {}
+  __host__ __device__ int size() const { return rows * cols; }
+};
+__global__ void k(float* o, Shape s) { if (threadIdx.x < s.size()) o[threadIdx.x] = 0; }
+""", ProjectContext()),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NVCC_COMPILES))
+def test_what_nvcc_compiles_compiles(case, tmp_path):
+    text, ctx = NVCC_COMPILES[case]
+    name = "k<256>" if case == "cub" else ("k<__nv_bfloat16>" if case == "is_same_v" else "k")
+    r = compile_file(tmp_path, text, [name], context=ctx)
+    assert r.ok and name in r.kernels, r.log
+
+
+def test_bfloat16_through_cublas_headers(tmp_path):
+    """`__nv_bfloat16` arriving through <cublas_v2.h> (cuBLAS's headers from the nvidia-cublas
+    wheel, as a full toolkit has them; only its headers, so they sit beside the toolkit's)."""
+    import nvidia
+    found = [Path(b) / "cu13" / "include" for b in nvidia.__path__ if (Path(b) / "cu13" / "include" / "cublas_v2.h").is_file()]
+    if not found:
+        pytest.skip("nvidia-cublas is not installed (make setup installs it)")
+    inc = tmp_path / "cublas"
+    inc.mkdir()
+    for h in found[0].glob("cublas*.h"):
+        shutil.copy(h, inc)
+    text = """\
+#include <cublas_v2.h>
+__global__ void k(__nv_bfloat16* o, const __nv_bfloat16* a) { o[threadIdx.x] = __hmul(a[threadIdx.x], a[0]); }
+void gemm(cublasHandle_t h) { (void)h; }
+"""
+    r = compile_file(tmp_path, text, ["k"], context=ProjectContext(system_dirs=(str(inc),)))
+    assert r.ok, r.log
+
+
+# ---- the cache ---------------------------------------------------------------------------------
+
+def test_repeated_compile_costs_nothing_and_a_header_edit_invalidates(tmp_path):
+    (tmp_path / "proj").mkdir()
+    header = tmp_path / "proj" / "scale.cuh"
+    header.write_text("#pragma once\nconstexpr float FACTOR = 2.0f;\n")
+    text = '#include "scale.cuh"\n__global__ void k(float* o) { o[0] = FACTOR; }\n'
+    first = compile_file(tmp_path, text, ["k"])
+    assert first.ok and not first.cached and str(header) in first.headers
+    t0 = time.perf_counter()
+    again = compile_file(tmp_path, text, ["k"])
+    assert again.cached and again.ok and time.perf_counter() - t0 < 0.1
+    assert again.kernels == first.kernels and Path(again.cubin).read_bytes() == Path(first.cubin).read_bytes()
+    header.write_text("#pragma once\nconstexpr float FACTOR = oops;\n")
+    edited = compile_file(tmp_path, text, ["k"])
+    assert not edited.cached and not edited.ok and any("oops" in d.message for d in errors(edited))
+
+
+def test_cache_hit_answers_other_kernels_of_the_same_text(tmp_path):
+    text = PLAIN + "__global__ void other(int* o) { o[0] = 1; }\n"
+    compile_file(tmp_path, text, ["scale"])
+    r = compile_file(tmp_path, text, ["other"])
+    assert r.cached and r.kernels == {"other": "_Z5otherPi"}
+
+
+# ---- confinement -------------------------------------------------------------------------------
+
+def test_nvcc_reads_nothing_outside_the_project(tmp_path):
+    secret = tmp_path / "private" / "secret.h"
+    secret.parent.mkdir()
+    secret.write_text("int leaked = 271828;\n")
+    (tmp_path / "proj" / ".git").mkdir(parents=True)
+    text = f'#include "{secret}"\n__global__ void k(float* o) {{ o[0] = 1; }}\n'
+    r = compile_file(tmp_path, text, ["k"])
+    said = r.log + " ".join(d.message for d in r.diagnostics)
+    assert not r.ok and "Permission denied" in said and "271828" not in said
+
+
+# ---- the static check uses it ------------------------------------------------------------------
+
+def test_static_check_compiles_the_whole_file_with_nvcc(tmp_path):
+    f = tmp_path / "proj" / "k.cu"
+    f.parent.mkdir()
+    f.write_text(NVCC_COMPILES["math_h_constants"][0])
+    u = extract.unit(f.read_text(), str(f), "k")
+    r = static.compile_unit(u)
+    assert r.ok and r.compiler.startswith(f"nvcc {TK.version}, flags") and r.resources["k"].registers > 0
+
+
+def test_static_units_of_one_file_share_one_compile(tmp_path):
+    f = tmp_path / "proj" / "k.cu"
+    f.parent.mkdir()
+    text = PLAIN + "__global__ void other(int* o) { o[0] = 1; }\n"
+    f.write_text(text)
+    units = [extract.unit(text, str(f), k) for k in ("scale", "other")]
+    first, second = static.compile_units(units)
+    assert first.ok and second.ok and set(second.resources) >= {"scale", "other"}
+
+
+def test_toolkit_turned_off_falls_back_to_nvrtc(tmp_path, monkeypatch):
+    monkeypatch.setenv(toolkit.TOOLKIT_ENV, "none")
+    assert toolkit.find() is None
+    if static._nvrtc() is None:
+        pytest.skip("no NVRTC")
+    u = extract.unit(PLAIN, str(tmp_path / "k.cu"), "scale")
+    r = static.compile_unit(u)
+    assert r.ok and r.compiler.startswith("NVRTC ") and "CUDA toolkit turned off" in r.compiler
+
+
+def test_compile_commands_compiler_is_taken_only_when_it_is_a_toolkit(tmp_path):
+    root = Path(TK.root)
+    ctx = ProjectContext(compiler=str(root / "bin" / "nvcc"))
+    assert toolkit.find(ctx).origin == "compile_commands.json"
+    fake = tmp_path / "repo" / "bin" / "nvcc"
+    fake.parent.mkdir(parents=True)
+    fake.write_text("#!/bin/sh\necho pwned\n")
+    fake.chmod(0o755)
+    assert toolkit.find(ProjectContext(compiler=str(fake))).origin != "compile_commands.json"
