@@ -79,23 +79,18 @@ def _refuse_links(top: Path) -> None:
                 raise _not_own(Path(folder) / name)
 
 
-def _read_own(f: Path) -> str | None:
-    """The text of a file under `.astra/`, never through a symbolic link (in its path or itself);
-    None when missing or refused."""
-    top = astra_dir(f)
-    try:
-        rel = f.relative_to(top)
-    except ValueError:
-        return None
-    d = top
-    for part in rel.parts[:-1]:
+def _read_own(path: str | os.PathLike, *parts: str) -> str | None:
+    """The text of the file `parts` under `path`'s `.astra/`, never through a symbolic link (in
+    its path or itself); None when missing or refused."""
+    d = astra_dir(path)
+    for part in parts[:-1]:
         if os.path.islink(d) or not os.path.isdir(d):
             return None
         d = d / part
     if os.path.islink(d):
         return None
     try:
-        fd = os.open(f, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        fd = os.open(d / parts[-1], os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     except OSError:
         return None
     with os.fdopen(fd, "rb") as fh:
@@ -116,12 +111,8 @@ def _key(path: str | os.PathLike, kernel: str) -> str:
     return f"{rel}::{kernel}"
 
 
-def _index_path(path) -> Path:
-    return astra_dir(path) / "pins.json"
-
-
 def _read_index(path) -> dict:
-    text = _read_own(_index_path(path))
+    text = _read_own(path, "pins.json")
     try:
         index = json.loads(text) if text else {}
     except json.JSONDecodeError:
@@ -136,7 +127,7 @@ def pinned(path: str | os.PathLike, kernel: str) -> Pin | None:
     digest = entry.get("digest") if isinstance(entry, dict) else None
     if not isinstance(digest, str) or not digest.isalnum():
         return None  # pins.json is data: a name, never a path
-    text = _read_own(astra_dir(path) / "baselines" / f"{digest}.cu")
+    text = _read_own(path, "baselines", f"{digest}.cu")
     if text is None:
         return None
     at = entry.get("pinned_at")

@@ -57,3 +57,10 @@ def test_nothing_is_read_or_written_through_a_link(tmp_path):
     (proj / ".astra" / "pins.json").unlink()
     (proj / ".astra" / "pins.json").symlink_to(elsewhere / ".astra" / "pins.json")
     assert workspace.pinned(f, "k") is None
+
+
+def test_a_pin_reads_back_without_a_git_folder(tmp_path):
+    f = tmp_path / "k.cu"
+    f.write_text("__global__ void k() {}\n")
+    workspace.pin(f, "k", f.read_text())
+    assert workspace.pinned(f, "k").text == f.read_text()
