@@ -97,13 +97,60 @@ def _selected(snap: Snapshot, name: str | None, *, need_spec: bool = True) -> li
     return infos
 
 
-def infer_spec(snap: Snapshot, kernel: str) -> infer.Proposal:
+TRIAL_TIMEOUT = 75.0    # one run of the kernel under a draft spec (compile included)
+
+
+def infer_spec(snap: Snapshot, kernel: str, *, run: bool = True, backend: str = "auto",
+               cancel: threading.Event | None = None) -> infer.Proposal:
+    """A proposed spec for `kernel`. With `run` (and a backend that runs kernels here), the
+    original kernel is run under each draft before one is proposed (`infer.validate`)."""
     k = snap.model.kernel(kernel)
     if k is None:
         raise NoSuchKernel(f"no __global__ kernel named {kernel!r} in {snap.path} "
                            f"(kernels: {', '.join(x.name for x in snap.model.kernels) or 'none'})")
     snap = _with_context(snap)
-    return infer.infer(k, snap.model, path=snap.path, context=snap.context)
+
+    def draft(decide: dict[str, str] | None = None) -> infer.Proposal:
+        return infer.infer(k, snap.model, path=snap.path, context=snap.context, decide=decide)
+    first = draft()
+    chosen = resolve_backend(backend) if run else "static"
+    if chosen == "static" or not first.valid:
+        if run and first.valid:
+            first.notes.insert(0, "NOT RUN before it was proposed: no backend runs kernels here")
+        return first
+    return infer.validate.first_that_runs(first, lambda p: _trial(snap, k.qualified_name, p, chosen, cancel),
+                                          lambda decide: draft(decide), chosen)
+
+
+def _trial(snap: Snapshot, kernel: str, proposal: infer.Proposal, backend: Literal["gpu", "cpu"],
+           cancel: threading.Event | None) -> infer.validate.Trial:
+    """The kernel run under one draft: the gate on its own test cases with no reference (every
+    output written, inputs untouched, no fault, no out-of-bounds access, no constant output)."""
+    k = snap.model.kernel(kernel)
+    assert k is not None
+    data = snap.text.encode("utf-8")
+    text = (data[:k.span.start_byte] + proposal.comment.encode("utf-8") + data[k.span.start_byte:]).decode("utf-8")
+    trial_snap = snapshot(text, snap.path, snap.context)
+    info = trial_snap.kernel(kernel)
+    if info is None or info.spec is None:
+        return infer.validate.Trial(False, False, "the draft is not read as the kernel's spec")
+    try:
+        unit = trial_snap.unit(info.kernel.name, info.spec)
+        ran = executors.current().run("astra_cuda.jobs:check_job",
+                                      jobs.CheckJob(backend, None, unit, info.spec, quick=True, bounds=True),
+                                      backend=backend, timeout=TRIAL_TIMEOUT, cancel=cancel)
+    except AstraError as e:
+        return infer.validate.Trial(False, False, f"could not run: {e.message}")
+    v: Verdict = ran.value
+    if v.passed:
+        return infer.validate.Trial(True, True, f"the kernel ran on {v.coverage.cases} cases: every output written, "
+                                                f"inputs untouched, no fault" +
+                                    (", no out-of-bounds access (AddressSanitizer)" if "sanitize" in v.timings and not any(
+                                        c.name == "sanitize" and c.skipped for c in v.checks) else ""))
+    compiled = not any(f.check in ("compile", "screen") for f in v.failures) and v.status not in ("error", "unsupported")
+    first = v.failures[0] if v.failures else None
+    said = f"{first.check}: {first.message}" if first is not None else (v.log or v.status)[:300]
+    return infer.validate.Trial(compiled, False, said[:400], tuple(dict.fromkeys(f.check for f in v.failures)))
 
 
 def pin(snap: Snapshot, kernel: str) -> workspace.Pin:

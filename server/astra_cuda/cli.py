@@ -112,15 +112,23 @@ def _project(a):
 def cmd_spec(a) -> int:
     proposal = api.infer_spec(api.open_file(a.file, _project(a)), a.kernel)
     if a.json:
-        _emit_json({"kernel": a.kernel, "comment": proposal.comment, "notes": proposal.notes})
-        return EXIT_OK
-    sys.stdout.write(proposal.comment)
+        _emit_json({"kernel": a.kernel, "comment": proposal.comment if proposal.valid else None,
+                    "notes": proposal.notes, "valid": proposal.valid, "problems": proposal.problems,
+                    **({"draft": proposal.comment} if not proposal.valid else {})})
+        return EXIT_OK if proposal.valid else EXIT_FAILED
+    con = _console(stderr=True)
+    if not proposal.valid:   # never proposed: the draft and why, on stderr only
+        con.print("[red]No spec proposed: Astra's own validator refuses the draft:[/]")
+        for p in proposal.problems:
+            con.print(f"  • {p}")
+        con.print(proposal.comment, markup=False, highlight=False)
+    else:
+        sys.stdout.write(proposal.comment)
     if proposal.notes:
-        con = _console(stderr=True)
         con.print("[yellow]Could not infer everything — check these:[/]")
         for n in proposal.notes:
             con.print(f"  • {n}")
-    return EXIT_OK
+    return EXIT_OK if proposal.valid else EXIT_FAILED
 
 
 def cmd_pin(a) -> int:

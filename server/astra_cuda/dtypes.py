@@ -33,11 +33,11 @@ _TABLE = [
     DType("int8", np.dtype(np.int8), ("int8_t", "signed char", "char"), 0, 0),
     DType("int16", np.dtype(np.int16), ("int16_t", "short"), 0, 0),
     DType("int32", np.dtype(np.int32), ("int32_t", "int", "signed", "signed int"), 0, 0),
-    DType("int64", np.dtype(np.int64), ("int64_t", "long long", "long", "ptrdiff_t", "long long int"), 0, 0),
+    DType("int64", np.dtype(np.int64), ("int64_t", "long long", "long", "ptrdiff_t", "long long int", "intptr_t", "int64"), 0, 0),
     DType("uint8", np.dtype(np.uint8), ("uint8_t", "unsigned char"), 0, 0),
     DType("uint16", np.dtype(np.uint16), ("uint16_t", "unsigned short"), 0, 0),
     DType("uint32", np.dtype(np.uint32), ("uint32_t", "unsigned", "unsigned int", "uint"), 0, 0),
-    DType("uint64", np.dtype(np.uint64), ("uint64_t", "size_t", "unsigned long long", "unsigned long"), 0, 0),
+    DType("uint64", np.dtype(np.uint64), ("uint64_t", "size_t", "unsigned long long", "unsigned long", "uintptr_t"), 0, 0),
     DType("bool", np.dtype(np.bool_), ("bool",), 0, 0),
 ]
 

@@ -65,6 +65,7 @@ class CheckJob:
     quick: bool = False
     seed: int | None = None          # reproduce an earlier verdict (its nonce)
     sanitizer: bool | None = None    # False: skip compute-sanitizer on the GPU
+    bounds: bool = False             # quick, but with the address-sanitizer build (inference's trial runs)
 
 
 @dataclass(frozen=True)
@@ -164,7 +165,7 @@ def static_job(job: StaticJob) -> list[StaticResult]:
 def check_job(job: CheckJob) -> Verdict:
     from . import gate
     return gate.check(job.reference, job.candidate, job.spec, backend(job.backend), quick=job.quick,
-                      seed=job.seed, sanitizer=job.sanitizer, reference_spec=job.reference_spec)
+                      seed=job.seed, sanitizer=job.sanitizer, reference_spec=job.reference_spec, bounds=job.bounds)
 
 
 def profile_job(job: ProfileJob) -> Profile:

@@ -5,13 +5,15 @@ macros as block sizes, CUDA vector pointer types, the program's own sizes, bench
 the bytes a launch moves — and every proposal is one Astra's own validator accepts."""
 from astra_cuda import api, source, spec
 
+from .conftest import needs_gxx
+
 ELEMENTWISE = "__global__ void scale(float* out, const float* in, int n) {\n" \
               "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) out[i] = 2.0f * in[i];\n}\n"
 
 
 def infer(project, rel, kernel):
     path = project.root / rel
-    p = api.infer_spec(api.snapshot(path.read_text(), str(path)), kernel)
+    p = api.infer_spec(api.snapshot(path.read_text(), str(path)), kernel, run=False)   # what is read, not run
     text = path.read_text()
     k = source.parse(text).kernel(kernel)
     m = source.parse(text[:k.span.start_byte] + p.comment + text[k.span.start_byte:])
@@ -112,3 +114,52 @@ def test_bench_sizes_move_enough_bytes_and_stay_valid(project):
     s, p = infer(project, "b.cu", "scale")
     moved = s.bytes_moved(s.bench_cases()[0])
     assert 256 << 20 <= moved < 1 << 30   # past launch latency and the L2, within memory
+
+
+def test_a_draft_the_validator_refuses_is_never_proposed(project):
+    f = project("bad.cu", ELEMENTWISE + "void run(float* o, const float* i, int n) { scale<<<n, 2048>>>(o, i, n); }\n")
+    p = api.infer_spec(api.snapshot(f.read_text(), str(f)), "scale", run=False)
+    assert not p.valid and any("1024" in x for x in p.problems)
+    import json
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-m", "astra_cuda", "spec", str(f), "--kernel", "scale", "--json"],
+                       capture_output=True, text=True, timeout=120)
+    out = json.loads(r.stdout)
+    assert r.returncode == 1 and out["comment"] is None and not out["valid"] and out["problems"]
+
+
+# --- proposed only after it runs -----------------------------------------------------------------
+
+def test_drafts_are_tried_in_order_and_the_evidence_is_kept():
+    from astra_cuda.infer import Proposal, validate
+    first, second = Proposal("/* @astra a */\n"), Proposal("/* @astra b */\n")
+    runs = {first.comment: validate.Trial(True, False, "poison: `out` left unwritten", ("poison",)),
+            second.comment: validate.Trial(True, True, "the kernel ran on 4 cases")}
+    asked = []
+
+    def redo(decide):
+        asked.append(decide)
+        return second if decide == {"roles": "inout"} else None
+    chosen = validate.first_that_runs(first, lambda p: runs[p.comment], redo, "cpu")
+    assert chosen.comment == second.comment and {"roles": "inout"} in asked
+    assert chosen.notes[0].startswith("ran before it was proposed") and "set aside: poison" in chosen.notes[1]
+
+
+def test_a_draft_that_does_not_compile_is_said_first_and_no_alternative_is_run():
+    from astra_cuda.infer import Proposal, validate
+    first = Proposal("/* @astra a */\n")
+    chosen = validate.first_that_runs(first, lambda p: validate.Trial(False, False, "compile: error"),
+                                      lambda d: (_ for _ in ()).throw(AssertionError("no alternative")), "cpu")
+    assert chosen.notes[0].startswith("NOT RUN before it was proposed: compile: error")
+
+
+@needs_gxx
+def test_an_input_the_kernel_writes_is_proposed_as_inout_after_a_run(project):
+    f = project("w.cu", "__global__ void rowsum(float* out, const float* in, int rows, int cols) {\n"
+                        "  float s = 0.f;\n"
+                        "  for (int c = threadIdx.x; c < cols; c += blockDim.x) s += in[blockIdx.x * cols + c];\n"
+                        "  atomicAdd(&out[blockIdx.x], s);\n}\n")
+    p = api.infer_spec(api.snapshot(f.read_text(), str(f)), "rowsum", backend="cpu")
+    assert "inout = true" in p.comment and p.notes[0].startswith("ran before it was proposed (cpu backend)")
+    assert any("set aside: inputs_unchanged" in n for n in p.notes)

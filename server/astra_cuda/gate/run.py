@@ -59,8 +59,10 @@ CHECK_ORDER = ("screen", "compile", "compare", "poison", "not_constant", "inputs
 
 class _Gate:
     def __init__(self, reference, candidate, spec: Spec, backend: Backend, quick: bool, cancel, seed: int | None,
-                 max_failures: int | None, sanitizer: bool | None = None, reference_spec: Spec | None = None):
+                 max_failures: int | None, sanitizer: bool | None = None, reference_spec: Spec | None = None,
+                 bounds: bool = False):
         self.sanitizer = sanitizer
+        self.bounds = bounds   # the address-sanitizer build even when quick (inference's trial runs)
         self.ref_unit, self.cand_unit, self.spec, self.backend = reference, candidate, spec, backend
         # A rewrite may change the launch configuration (with the launch site): the reference
         # keeps its own. Cases come from the reference's spec, so a candidate cannot shed a size
@@ -150,7 +152,7 @@ class _Gate:
         plan = {"reference": (self.ref_unit, "reference", {}), "candidate": (self.cand_unit, "candidate", {})}
         if self.ref_unit is None:
             del plan["reference"]
-        if not self.quick and self.caps.address_sanitizer:
+        if (not self.quick or self.bounds) and self.caps.address_sanitizer:
             plan["sanitize"] = (self.cand_unit, "candidate", {"sanitize": True})
         if not self.quick and self.caps.race_checker:
             plan["races"] = (self.cand_unit, "candidate", {"races": True})
@@ -671,6 +673,8 @@ class _Gate:
         steps: list[tuple[str, Callable[[suites.Suite], None]]] = [
             ("suite", self.main_suite), ("statefulness", self.statefulness),
             ("schedules" if self.caps.thread_schedules else "determinism", self.orders)]
+        if self.quick and self.bounds and self.caps.address_sanitizer:
+            steps.append(("sanitize", self.sanitize))
         if not self.quick:
             if self.caps.address_sanitizer:
                 steps.append(("sanitize", self.sanitize))
@@ -707,14 +711,15 @@ class _ReferenceFailed(Exception):
 
 def check(reference: Any | None, candidate: Any, spec: Spec, backend: Backend, *, quick: bool = False,
           cancel: Cancel = None, seed: int | None = None, max_failures: int | None = None,
-          sanitizer: bool | None = None, reference_spec: Spec | None = None) -> Verdict:
+          sanitizer: bool | None = None, reference_spec: Spec | None = None, bounds: bool = False) -> Verdict:
     """Run the gate. `reference` and `candidate` are `astra_cuda.extract.CompileUnit`s (reference None:
     no pinned baseline yet — self-consistency only). `cancel`: a threading.Event or a callable
     returning True to stop (raises Cancelled). `seed`: reproduce an earlier run (its verdict's
     `nonce`); by default inputs are fresh every run. `quick`: one seed, fewer sizes, no sanitizer
     build — for checks on save. `sanitizer=False` skips compute-sanitizer on the GPU (it runs
     by default in full checks where it is installed). `spec` launches the candidate;
-    `reference_spec` (default: `spec`) launches the reference, when a rewrite changed the launch."""
+    `reference_spec` (default: `spec`) launches the reference, when a rewrite changed the launch.
+    `bounds`: a quick check that still runs the address-sanitizer build (out-of-bounds accesses)."""
     return _Gate(reference, candidate, spec, backend, quick, cancel, seed, max_failures, sanitizer,
-                 reference_spec).run()
+                 reference_spec, bounds).run()
 

@@ -7,9 +7,12 @@ expressions, rewritten over the kernel's own parameter names. Everything guessed
 
 Modules: `types` (element types, template arguments), `launches` (the launch site, grid and
 block), `hostexprs` (host C++ expressions -> spec expressions), `roles` (shapes and roles from
-the kernel's accesses), `sizes` (size values), `proposal` (the assembled comment).
+the kernel's accesses), `sizes` (size values, bench sizing, repair), `program` (the file and
+its siblings: launches, calls, instantiations), `proposal` (the assembled comment), `validate`
+(proposed only after it runs: drafts tried in order, the run injected).
 """
+from . import validate
 from .hostexprs import _HostExprs
 from .proposal import Proposal, infer
 
-__all__ = ["Proposal", "infer", "_HostExprs"]
+__all__ = ["Proposal", "infer", "validate", "_HostExprs"]

@@ -51,6 +51,17 @@ _BLOCK_WORDS = ("block", "thread", "tpb", "nthreads", "num_threads", "bs")
 _GRID_WORDS = ("blocks", "grid", "nblk", "num_blocks", "numblocks", "ctas")
 
 
+def _threads(block: list[str], size_names: list[str]) -> int:
+    """Threads of a block at modest sizes (every size 128), or 0 when it cannot be evaluated."""
+    total = 1
+    for x in block:
+        try:
+            total *= exprs.evaluate_int(x, {n: 128 for n in size_names} | {n: 128 for n in exprs.names(x)})
+        except exprs.ExprError:
+            return 0
+    return total
+
+
 def _names(expr: str) -> list[str]:
     node = source.parse_expression(expr)
     return [n.text.decode() for n in _walk(node) if n.type == "identifier"] if node is not None else []
@@ -159,12 +170,14 @@ def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names:
                    and any(w in f.lower() for w in _GRID_WORDS)]
     chosen = [f for f in free if any(w in f.lower() for w in _BLOCK_WORDS) and f not in size_names
               and f not in grid_counts]
+    # several block dimensions the caller chooses share 1024 threads (16 x 16, 8 x 8 x 8)
+    default = {1: BLOCK_DEFAULT, 2: 16}.get(len([f for f in chosen if f in in_block]), 8)
+    passed: set[str] = set()
     for f in chosen:
         given = [v for v, _ in caller_values(program, site.function, f, constants) if 0 < v <= 1024]
-        value = given[0] if given else BLOCK_DEFAULT
+        value = given[0] if given else (default if f in in_block else BLOCK_DEFAULT)
         grid_values[f] = block_values[f] = str(value)
-        notes.append(f"block size `{f}` is chosen by the caller ({where}): " +
-                     (f"took {value}, as the program passes it" if given else f"took {BLOCK_DEFAULT}"))
+        passed.update({f} if given else set())
     # a local of the launcher that could not be read (`smemSize = threads <= 32 ? ... : ...`) is
     # no size of the problem: its part of the launch is guessed instead
     declared = declared_names(model, site.function)
@@ -172,6 +185,16 @@ def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names:
     for name in new_sizes:
         mapping[name] = name
     b = [_HostExprs(mapping, block_values).spec(x) for x in block_parts]
+    for _ in range(8):   # a chosen block size times a constant (`num_warps * 32`) stays within 1024 threads
+        if not (chosen and b and all(b)) or _threads(b, size_names) <= 1024:
+            break
+        for f in chosen:
+            if f in in_block:
+                block_values[f] = grid_values[f] = str(max(1, int(block_values[f]) // 2))
+        b = [_HostExprs(mapping, block_values).spec(x) for x in block_parts]
+    for f in chosen:
+        notes.append(f"block size `{f}` is chosen by the caller ({where}): took {block_values[f]}" +
+                     (", as the program passes it" if f in passed else ""))
     g = [_HostExprs(mapping, grid_values).spec(x) for x in grid_parts]
     if grid_counts and b and all(b) and size_names and not any(set(_names(x)) - set(grid_counts) for x in grid_parts[:1]):
         # the caller computes the block count: one thread per element of the first size covers it

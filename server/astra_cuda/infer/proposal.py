@@ -19,6 +19,11 @@ from .types import _template_args, _Types, known_names, split as _split
 class Proposal:
     comment: str
     notes: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)   # the validator's refusals: never shown as a proposal
+
+    @property
+    def valid(self) -> bool:
+        return not self.problems
 
 
 
@@ -34,7 +39,11 @@ def _scalar_guess(name: str) -> str:
 
 
 def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
-          context: ProjectContext | None = None) -> Proposal:
+          context: ProjectContext | None = None, decide: dict[str, str] | None = None) -> Proposal:
+    """The best-ranked proposal. `decide` fixes decisions a run showed wrong: `roles = "inout"`
+    (every written pointer read-modify-write), `grid = "rows"` (one block per row where the grid
+    was a guess)."""
+    decide = decide or {}
     notes: list[str] = []
     errors: list[str] = []
     types = _Types(model, path, context)
@@ -80,10 +89,14 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
     else:
         notes.append("no launch site of this kernel in the file or beside it: grid and block are guesses")
     first = size_names[0]
+    guessed_grid = grid is None or any("is a block count the caller computes" in n for n in notes)
     if grid is None:
         grid = [f"cdiv({first}, 256)"] if len(size_names) == 1 else [size_names[0]]
     if block is None:
         block = ["256"] if len(size_names) == 1 else [f"min({size_names[-1]}, 1024)"]
+    if decide.get("grid") == "rows" and guessed_grid and len(size_names) > 1:
+        grid, block = [size_names[0]], [f"min({size_names[-1]}, 1024)"]
+        notes.append(f"grid: one block per row of `{size_names[0]}` (the first guess did not run cleanly)")
 
     elem_bytes = {}
     int_params = set()
@@ -114,7 +127,10 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
         spelled, why = resolved[p.name]
         dt = dtypes.from_cpp(spelled) if spelled else None
         if p.is_pointer:
-            if dt is None:   # never "?": float, which the compiler checks against the real type
+            if dt is None and p.base_type.replace("const", "").strip() == "void":
+                dt = dtypes.BY_NAME["uint8"]   # a `void*` buffer: bytes
+                notes.append(f"`{p.name}` is a `void*`: taken as bytes (uint8)")
+            elif dt is None:   # never "?": float, which the compiler checks against the real type
                 dt = dtypes.BY_NAME["float"]
                 errors.append(f"`{p.name}`: the element type `{p.base_type}` could not be resolved ({why}): took "
                               f"float — the compiler checks it against the real type; set it if that fails")
@@ -127,7 +143,11 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
                     shape[-1] = f"{lanes[p.name]} * {shape[-1]}"
                 guessed_shapes.append(p.name)
             role = ""
-            if not p.is_const:
+            if not p.is_const and decide.get("roles") == "inout":
+                role = ", inout = true"
+                notes.append(f"`{p.name}` taken as read-modify-write (inout): as an output or input it did not run "
+                             f"cleanly")
+            elif not p.is_const:
                 if found is not None and p.name in found.inout:
                     role = ", inout = true"
                 elif found is not None and p.name in found.read_only:
@@ -188,7 +208,27 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
     width = max(len(p.name) for p in kernel.params) if kernel.params else 0
     lines += ["", "[args]"] + [f"{name:<{width}} = {value}" for name, value in args]
     lines.append("*/")
-    return Proposal("\n".join(lines) + "\n", errors + notes)
+    comment = "\n".join(lines) + "\n"
+    return Proposal(comment, errors + notes, refusals(kernel, model, comment))
+
+
+def refusals(kernel: Kernel, model: SourceModel, comment: str) -> list[str]:
+    """What Astra's own validator says of `comment` pasted above the kernel ([] when it accepts it)."""
+    from ..errors import AstraError
+    from ..spec import SpecErrors, load
+    data = model.text.encode("utf-8")
+    text = (data[:kernel.span.start_byte] + comment.encode("utf-8") + data[kernel.span.start_byte:]).decode("utf-8")
+    m = source.parse(text)
+    k = next((x for x in m.kernels if x.qualified_name == kernel.qualified_name and x.spec is not None), None)
+    if k is None:
+        return ["the comment is not read as the kernel's spec where it is inserted"]
+    try:
+        load(k, m)
+    except SpecErrors as e:
+        return [d.message for d in e.diagnostics]
+    except AstraError as e:
+        return [e.message]
+    return []
 
 
 def _reduces(kernel: Kernel) -> bool:

@@ -33,6 +33,7 @@ TEST_CAP = 8192               # a program's own value above this is timed, not t
 MAX_TEST_COMBINATIONS = 192   # [sizes]' cartesian product before `require` (cases are sampled from it)
 BENCH_TARGET = 256 << 20      # bytes a timed launch should move: far past launch latency and the L2
 BENCH_CAP = 2 << 30           # bytes of all buffers of one bench case (the profiler holds several sets)
+TEST_BYTES = 1 << 30          # bytes of all buffers of one test case (they run on the CPU too)
 MAX_DIM = 1 << 31             # CUDA's grid.x limit; a size is kept below it
 
 
@@ -92,6 +93,8 @@ def problem(d: Draft, case: dict[str, int]) -> str | None:
     moved = bytes_moved(d, case)
     if moved is None:
         return "shape"
+    if _buffer_bytes(d, case) > TEST_BYTES:
+        return "bytes"
     return None
 
 
@@ -123,6 +126,15 @@ def repair(d: Draft, notes: list[str]) -> bool:
         if bad is None:
             return bool(_cases(d.sizes, d))
         case, why = bad
+        if why == "bytes":   # too large to test: drop the largest value, or halve it
+            name = max(case, key=lambda n: case[n])
+            if len(d.sizes[name]) > 1:
+                d.sizes[name] = [v for v in d.sizes[name] if v != case[name]]
+            elif case[name] > 1:
+                d.sizes[name] = [case[name] // 2]
+            else:
+                return False
+            continue
         # drop the smallest offending value of a name that has others; else double it
         name = next((n for n in sorted(case, key=lambda n: case[n]) if len(d.sizes[n]) > 1), None)
         if name is not None:
@@ -183,8 +195,9 @@ def size_bench(d: Draft, program: dict[str, list[int]], notes: list[str]) -> Non
                 break
             trial = dict(bench)
             trial[scalable] = _fit_requirements(d, scalable, [bench[scalable][0] * 2])
-            if not ok(trial):
-                break
+            grown = bytes_moved(d, {n: v[0] for n, v in trial.items()})
+            if not ok(trial) or grown is None or grown <= moved or trial[scalable][0] >= MAX_DIM:
+                break   # a size that moves no more bytes is not the one to grow
             bench = trial
     if not ok(bench):
         bench = {n: [max(v)] for n, v in d.sizes.items()}

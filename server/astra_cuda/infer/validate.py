@@ -1,0 +1,81 @@
+"""Proposed only after it runs: each draft (best first) is run — the original kernel on the
+draft's own test cases, through the worker as `astra check` runs it — and the first one under
+which the kernel runs cleanly is proposed. A fault, an output left unwritten, an input written,
+an out-of-bounds access or a constant output says the draft is wrong: the next alternative is
+tried, and the evidence stays with the proposal. Pure: the run itself is injected (`Trial`), so
+this module never starts a worker.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from .proposal import Proposal
+
+MAX_TRIALS = 3      # drafts run before the best is proposed with what was seen
+BUDGET_S = 90.0     # no further alternative is started after this long (a proposal must not take minutes)
+
+
+@dataclass(frozen=True)
+class Trial:
+    """What running the kernel under one draft showed."""
+    ran: bool            # it compiled and launched (False: nothing about the draft was learned)
+    passed: bool
+    evidence: str        # the first failure, or why it did not run, or what passed
+    failed_checks: tuple[str, ...] = ()   # the gate's checks that failed ('poison', 'launch', ...)
+
+
+def alternatives(first: Proposal, trial: Trial, redo: Callable[[dict[str, str]], Proposal | None]) -> list[Proposal]:
+    """The drafts worth running after `first` failed as `trial` says: an output left partly
+    unwritten or an input the kernel writes is taken as read-modify-write (`inout`); a fault or
+    an out-of-bounds access with a guessed grid is tried with one block per row. `redo(changes)`
+    infers again with those decisions fixed (None when they change nothing)."""
+    out: list[Proposal] = []
+    checks = set(trial.failed_checks)
+    if checks & {"poison", "inputs_unchanged"}:
+        alt = redo({"roles": "inout"})
+        if alt is not None:
+            out.append(alt)
+    if checks & {"launch", "sanitize", "poison", "not_constant"}:
+        alt = redo({"grid": "rows"})
+        if alt is not None:
+            out.append(alt)
+    return [p for p in out if p.comment != first.comment]
+
+
+def first_that_runs(first: Proposal, trial: Callable[[Proposal], Trial],
+                    redo: Callable[[dict[str, str]], Proposal | None], backend: str) -> Proposal:
+    """The first draft under which the kernel runs cleanly; else the best-ranked one, with every
+    run's evidence in its notes (what inference is least sure of first)."""
+    if not first.valid:
+        return first
+    tried: list[tuple[Proposal, Trial]] = []
+    queue = [first]
+    start = time.monotonic()
+    while queue and len(tried) < MAX_TRIALS and (not tried or time.monotonic() - start < BUDGET_S):
+        draft = queue.pop(0)
+        if not draft.valid or any(draft.comment == p.comment for p, _ in tried):
+            continue
+        t = trial(draft)
+        tried.append((draft, t))
+        if t.passed:
+            break
+        if not t.ran:   # it did not compile or cannot run here: no alternative runs differently
+            break
+        if len(tried) == 1:
+            queue += alternatives(draft, t, redo)
+    chosen, result = next(((p, t) for p, t in tried if t.passed), tried[0])
+    lines = []
+    if result.passed:
+        lines.append(f"ran before it was proposed ({backend} backend): {result.evidence}")
+    elif not result.ran:
+        lines.append(f"NOT RUN before it was proposed: {result.evidence}")
+    else:
+        lines.append(f"RAN and FAILED under this spec ({backend} backend): {result.evidence} — the spec or "
+                     f"the kernel is wrong; check the notes below first")
+    for p, t in tried:
+        if p is not chosen:
+            lines.append(f"alternative tried and set aside: {t.evidence}")
+    return dataclasses.replace(chosen, notes=lines + chosen.notes)
