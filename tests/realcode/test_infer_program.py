@@ -75,7 +75,10 @@ def test_explicit_instantiations_give_the_template_arguments(project):
 
 
 def test_a_project_macro_is_the_block_size(project):
-    project("common.h", "#define THREADBLOCK_SIZE 192\n")
+    # behind the header's include guard, defined through other macros (cuda-samples' histogram)
+    project("common.h", "#ifndef COMMON_H\n#define COMMON_H\n#define LOG2_WARP_SIZE 5U\n"
+                        "#define WARP_SIZE (1U << LOG2_WARP_SIZE)\n#define WARP_COUNT 6\n"
+                        "#define THREADBLOCK_SIZE (WARP_COUNT * WARP_SIZE)\n#endif\n")
     project("h.cu", '#include "common.h"\n' + ELEMENTWISE +
             "void run(float* o, const float* i, int n) {\n"
             "  scale<<<(n + THREADBLOCK_SIZE - 1) / THREADBLOCK_SIZE, THREADBLOCK_SIZE>>>(o, i, n);\n}\n")
@@ -163,3 +166,13 @@ def test_an_input_the_kernel_writes_is_proposed_as_inout_after_a_run(project):
     p = api.infer_spec(api.snapshot(f.read_text(), str(f)), "rowsum", backend="cpu")
     assert "inout = true" in p.comment and p.notes[0].startswith("ran before it was proposed (cpu backend)")
     assert any("set aside: inputs_unchanged" in n for n in p.notes)
+
+
+def test_whole_tiles_are_required_and_constants_are_the_launchs_scalars(project):
+    project("t.cu", "#define TILE 32\nconst float ALPHA = 0.25f;\n"
+                    "__global__ void k(float* out, const float* in, int width, float alpha) {\n"
+                    "  int x = blockIdx.x * TILE + threadIdx.x;\n  out[x] = alpha * in[x];\n}\n"
+                    "void run(float* o, const float* i, int width) { k<<<width / TILE, TILE>>>(o, i, width, ALPHA); }\n")
+    s, p = infer(project, "t.cu", "k")
+    assert s.grid == ("width / 32",) and s.require == ("width % 32 == 0",)
+    assert all(v % 32 == 0 for v in s.sizes["width"]) and s.args["alpha"].value == 0.25

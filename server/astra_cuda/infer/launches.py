@@ -51,6 +51,16 @@ _BLOCK_WORDS = ("block", "thread", "tpb", "nthreads", "num_threads", "bs")
 _GRID_WORDS = ("blocks", "grid", "nblk", "num_blocks", "numblocks", "ctas")
 
 
+def _folded(expr: str | None) -> str | None:
+    """An expression over no size written as its value (`6 * (1 << 5)` -> `192`)."""
+    if expr is None:
+        return None
+    try:
+        return str(exprs.evaluate_int(expr, {})) if not exprs.names(expr) else expr
+    except exprs.ExprError:
+        return expr
+
+
 def _threads(block: list[str], size_names: list[str]) -> int:
     """Threads of a block at modest sizes (every size 128), or 0 when it cannot be evaluated."""
     total = 1
@@ -215,6 +225,8 @@ def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names:
         elif shared is None:
             notes.append(f"dynamic shared memory `{site.shared_mem}` ({where}) could not be read over the sizes: "
                          f"set shared_mem")
+    g, b = [_folded(x) for x in g], [_folded(x) for x in b]
+    shared = _folded(shared)
     grid = g if g and all(g) else None
     block = b if b and all(b) else None
     if grid is None:

@@ -8,7 +8,7 @@ from .. import access, dtypes, source
 from ..project import ProjectContext
 from ..source import Kernel, SourceModel
 from ..syntax import walk as _walk
-from .launches import _launch_of, _pick_site
+from .launches import _launch_of, _pick_site, value_of
 from .program import Program
 from .roles import TABLE, _Shapes, _shapes
 from .sizes import Draft, repair, size_bench, test_values
@@ -106,7 +106,8 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
             elem_bytes[p.name] = dt.itemsize
             if not dt.is_float:
                 int_params.add(p.name)
-    known_values = types.packet_sizes()
+    known_values = _integer_constants(constants, kernel)   # TILE_DIM, BIN_COUNT: the project's macros
+    known_values.update(types.packet_sizes())
     known_values.update({k: int(v) for k, v in targs.items() if v.strip().isdigit()})  # template `width = 1`
     found = _shapes(kernel, [n for n in size_names if n != TABLE], grid, block, elem_bytes, int_params, known_values,
                     lanes)
@@ -171,13 +172,16 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
             args.append((p.name, f'"{p.name}"'))
             scalars[p.name] = p.name
         else:
-            value = _scalar_guess(p.name)
+            given = _launch_value(site, kernel, p.name, {**constants, **site_model.constants}) \
+                if site is not None and site_model is not None else None
+            value = given if given is not None else _scalar_guess(p.name)
             if dt is None:
                 args.append((p.name, f'{{ value = {value}, type = "float" }}'))
                 notes.append(f"`{p.name}`: type {p.type!r} unknown, assumed float")
             else:
                 args.append((p.name, value if dt.is_float else str(int(float(value)))))
-                notes.append(f"`{p.name}` = {value} is a guess")
+                notes.append(f"`{p.name}` = {value}, as the launch passes it" if given is not None
+                             else f"`{p.name}` = {value} is a guess")
     for n in size_names:
         if kernel.param(n) is None and n != TABLE:
             notes.append(f"size `{n}` comes from the launch site's grid; it is not a kernel parameter")
@@ -261,11 +265,46 @@ def _earlier_version(kernel: Kernel, model: SourceModel) -> str | None:
     return max(older)[1] if older else None
 
 
+def _launch_value(site, kernel: Kernel, name: str, constants: dict[str, str]) -> str | None:
+    """A scalar argument the launch passes as a number or a constant (`RISKFREE` = 0.02)."""
+    idx = next((i for i, p in enumerate(kernel.params) if p.name == name), None)
+    if idx is None or idx >= len(site.args):
+        return None
+    text, seen = site.args[idx].strip(), 0
+    while text in constants and seen < 8:
+        text, seen = constants[text].strip(), seen + 1
+    text = text.strip("()").rstrip("fF") if text.count("(") <= 1 else text
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return repr(value) if value == value and abs(value) < 1e30 else None
+
+
+def _integer_constants(constants: dict[str, str], kernel: Kernel) -> dict[str, int]:
+    """The integer value of each constant the kernel names (macros through macros)."""
+    out = {}
+    for name in kernel.uses:
+        if name in constants:
+            v = value_of(name, constants)
+            if v is not None:
+                out[name] = v
+    return out
+
+
 def _requirements(grid: list[str], block: list[str], found: _Shapes | None, size_names: list[str],
                   kernel: Kernel) -> list[str]:
-    """`n % 8 == 0` when the launch gives each thread a fixed chunk (`cdiv(n, 256 * 8)`): the
-    kernel then handles no tail, as its launcher assumes."""
+    """`n % 8 == 0` when the launch gives each thread a fixed chunk (`cdiv(n, 256 * 8)`) or
+    divides a size by a constant (`width / 32` blocks): the kernel then handles no tail, as its
+    launcher assumes."""
     out = []
+    for g in grid:   # `size / 32` blocks of a tile: the launcher assumes whole tiles
+        node = source.parse_expression(g)
+        if node is not None and node.type == "binary_expression" and node.child_by_field_name("operator").type == "/":
+            a, b = node.child_by_field_name("left"), node.child_by_field_name("right")
+            if a.type == "identifier" and a.text.decode() in size_names and b.type == "number_literal" \
+                    and b.text.decode().isdigit() and int(b.text.decode()) > 1:
+                out.append(f"{a.text.decode()} % {b.text.decode()} == 0")
     # a loop over `size / 8` packets handles no tail: the size must be a multiple of 8
     body = source.parser().parse(kernel.text.encode()).root_node
     for n in _walk(body):

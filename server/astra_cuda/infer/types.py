@@ -26,6 +26,12 @@ class _Types:
         else:
             self.items = list(model.items)
         self.macros: list[tuple[int, str, str | None]] = []  # (position, name, value or None to undefine)
+        # a conditional is decided where it opens (before its first item): an include guard's
+        # `#ifndef X` / `#define X` must not switch off the rest of its own header
+        self.opens: dict[tuple, int] = {}
+        for pos, it in enumerate(self.items):
+            for g in it.guards:
+                self.opens.setdefault(g.key, pos)
         for d_name, d_value in (context.defines if context else ()):
             self.macros.append((-1, d_name, d_value if d_value is not None else "1"))
         for pos, it in enumerate(self.items):
@@ -101,8 +107,8 @@ class _Types:
         return None if any(p is None for p in parts) else " ".join(parts)
 
     def _active(self, item, pos: int) -> bool | None:
-        macros = self.defined_at(pos)
         for g in item.guards:
+            macros = self.defined_at(self.opens.get(g.key, pos))
             for k, head in enumerate(g.heads):
                 v = self._cond(head, macros)
                 if v is None:
