@@ -14,7 +14,7 @@ import json
 import sys
 import threading
 
-from . import __version__, api, redact, sarif
+from . import __version__, api, plain, redact, sarif
 from .contract import DEFAULT_ARCH
 from .errors import AstraError
 
@@ -174,7 +174,7 @@ def cmd_check(a) -> int:
             _emit_json({"backend": "static", "passed": not errors, **report.to_json()})
         else:
             for d in report.diagnostics:
-                print(d.human(a.file))
+                print(_shown(d.human(a.file)))
             for name, r in report.resources.items():
                 print(f"{name}: {r.registers} registers, {r.spills_bytes} bytes spilled, "
                       f"{r.shared_static_bytes} bytes static shared memory, {r.stack_bytes} bytes stack")
@@ -272,10 +272,10 @@ def cmd_optimize(a) -> int:
     else:
         _print_markdown(redact.text(result.summary_markdown()))
     if result.interrupted:  # the cluster lost the evaluation twice: not a verdict on the kernel
-        print(f"astra: {a.file}: {redact.text(result.error or '')}; resume with --resume {result.run_id}", file=sys.stderr)
+        print(f"astra: {a.file}: {_shown(result.error or '')}; resume with --resume {result.run_id}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if result.error:  # the original does not compile or does not pass the gate: nothing to optimize
-        print(f"astra: {a.file}: {redact.text(result.error)}", file=sys.stderr)
+        print(f"astra: {a.file}: {_shown(result.error)}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
 
@@ -375,6 +375,15 @@ def cmd_serve(a) -> int:
 
 # ---- printing -----------------------------------------------------------------------------
 
+def _shown(text: object, markup: bool = False) -> str:
+    """Text from the user's code, a compiler or a model, for the terminal: secrets masked, no
+    control characters (escape sequences would drive the terminal), and with `markup` rich's own
+    syntax escaped (`[link=...]` stays text)."""
+    from rich.markup import escape
+    out = plain.printable(redact.text(str(text)))
+    return escape(out) if markup else out
+
+
 def _progress_printer():
     con = _console(stderr=True)
 
@@ -384,7 +393,7 @@ def _progress_printer():
         best = event.get("best_speedup")
         head = f"[round {rnd}] " if rnd is not None else ""
         tail = f"  (best {best:.2f}×)" if isinstance(best, (int, float)) else ""
-        con.print(f"[dim]{head}{redact.text(str(msg))}{tail}[/]")
+        con.print(f"[dim]{head}{_shown(msg, markup=True)}{tail}[/]")
     return progress
 
 
@@ -392,24 +401,24 @@ def _print_verdicts(verdicts, limit: int = 8) -> None:
     con = _console()
     for v in verdicts:
         mark = "[green]PASS[/]" if v.passed else "[red]FAIL[/]"
-        con.print(f"{mark} {v.summary}", markup=True)
+        con.print(f"{mark} {_shown(v.summary, markup=True)}", markup=True)
         ref = getattr(v, "reference", None)
         if ref:
-            con.print(f"   reference: {ref}", markup=False)
+            con.print(f"   reference: {_shown(ref)}", markup=False)
         if v.ran_on:
-            con.print(f"   ran {v.ran_on}", markup=False)
+            con.print(f"   ran {_shown(v.ran_on)}", markup=False)
         if getattr(v, "project", ""):
-            con.print(f"   project: {v.project}", markup=False)
+            con.print(f"   project: {_shown(v.project)}", markup=False)
         for n in v.coverage.notes:
             if n.startswith("project headers") or "not found" in n:
-                con.print(f"   note: {n}", markup=False)
+                con.print(f"   note: {_shown(n)}", markup=False)
         failures = list(getattr(v, "failures", []) or [])
         for f in failures[:limit]:
-            con.print("   ✗ " + (f.text() if hasattr(f, "text") else f.message), markup=False)
+            con.print("   ✗ " + _shown(f.text() if hasattr(f, "text") else f.message), markup=False)
         if len(failures) > limit:
             con.print(f"   … and {len(failures) - limit} more failures (--json for all)", markup=False)
         for w in getattr(v, "warnings", []) or []:
-            con.print(f"   ! {w}", markup=False)
+            con.print(f"   ! {_shown(w)}", markup=False)
 
 
 def _print_profile(p) -> None:
@@ -552,10 +561,10 @@ def _report_error(args, e: AstraError) -> int:
     diagnostics = e.diagnostics if isinstance(e, SpecErrors) else None
     if diagnostics and path:
         for d in diagnostics:
-            print(f"astra: {redact.text(d.human(path))}", file=sys.stderr)
+            print(f"astra: {_shown(d.human(path))}", file=sys.stderr)
     else:
         where = f"{path}:{e.line + 1}:{(e.col or 0) + 1}: " if e.line is not None and path else ""
-        print(f"astra: {where}{redact.text(e.message)}", file=sys.stderr)
+        print(f"astra: {where}{_shown(e.message)}", file=sys.stderr)
     if args.json:
         if args.format == "sarif" and diagnostics and path:
             _emit_sarif(path, [sarif.from_diagnostic(d) for d in diagnostics])

@@ -4,7 +4,8 @@ Theme-aware (VS Code's CSS variables, with light fallbacks in a browser), no scr
 content; charts are inline SVG drawn from measured data only — the verification matrix (sizes ×
 value distributions) for every check, and on a GPU the time per size, bandwidth against the
 measured copy ceiling and the speedup per round. Markdown (summaries, plans, notes) goes through
-markdown-it-py with raw HTML off. Links are `command:` URIs (they work in a webview and under
+markdown-it-py with raw HTML off; what came from the user's code or a model (a kernel's output, a
+compiler's message, a plan) is escaped as text (`astra_cuda.plain`), never read as Markdown. Links are `command:` URIs (they work in a webview and under
 Remote-SSH, where `file://` links do not). Pure: plain objects in, a string out.
 """
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from . import redact
+from .plain import printable
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -54,12 +56,6 @@ def markdown(text: str) -> str:
     """Markdown as HTML (CommonMark and tables; raw HTML in the text is escaped, not passed on)."""
     from markdown_it import MarkdownIt
     return MarkdownIt("commonmark", {"html": False}).enable("table").render(text)
-
-
-def inline(text: str) -> str:
-    """One line of Markdown (`code`, **bold**) as inline HTML, raw HTML escaped."""
-    from markdown_it import MarkdownIt
-    return MarkdownIt("commonmark", {"html": False}).renderInline(text)
 
 
 def command_link(title: str, command: str, *args: Any) -> str:
@@ -138,8 +134,8 @@ def check_section(v: Verdict) -> str:
     if v.coverage.matrix:
         parts.append("<p>Verification matrix (cases passed / run, per size and input distribution):</p>")
         parts.append(matrix_table(v.coverage.matrix))
-    if v.failures:
-        parts.append("<ul>" + "".join(f"<li>{inline(f.text())}</li>" for f in v.failures[:12]) + "</ul>")
+    if v.failures:  # what a kernel printed or a compiler said: text, never Markdown
+        parts.append("<ul>" + "".join(f"<li>{e(printable(f.text()))}</li>" for f in v.failures[:12]) + "</ul>")
     return "\n".join(parts)
 
 
@@ -174,7 +170,7 @@ def optimize_section(r: OptimizeResult, uri: str = "", apply_command: str = "") 
         if shares:
             parts.append("<p>Best version's bandwidth as a share of the measured copy ceiling:</p>")
             parts.append(bars(shares, unit="%", rule=(100.0, "copy ceiling"), label="share of copy ceiling"))
-    rounds = [(f"round {rd.index}: {rd.plan.title if rd.plan else ''}"[:40], rd) for rd in r.rounds]
+    rounds = [(printable(f"round {rd.index}: {rd.plan.title if rd.plan else ''}")[:40], rd) for rd in r.rounds]
     measured = [(name, rd.evaluation.speedup) for name, rd in rounds
                 if rd.evaluation is not None and rd.evaluation.measured and rd.evaluation.speedup]
     if measured:
@@ -190,9 +186,10 @@ def optimize_section(r: OptimizeResult, uri: str = "", apply_command: str = "") 
         ev = rd.evaluation
         sp = f"{ev.speedup:.3f}×" if ev is not None and ev.measured and ev.speedup else "–"
         cls = "ok" if rd.adopted else "bad" if rd.outcome == "failed" else ""
-        parts.append(f"<tr><td>{rd.index}</td><td>{inline(rd.plan.title if rd.plan else '')}<br>"
-                     f"<span class='note'>{inline('; '.join(rd.changes))}</span></td><td class='{cls}'>{e(rd.outcome)}"
-                     f"</td><td>{inline(rd.reason)}</td><td class='n'>{sp}</td><td class='n'>{rd.seconds:.1f}</td></tr>")
+        parts.append(f"<tr><td>{rd.index}</td><td>{e(printable(rd.plan.title if rd.plan else ''))}<br>"
+                     f"<span class='note'>{e(printable('; '.join(rd.changes)))}</span></td><td class='{cls}'>"
+                     f"{e(rd.outcome)}</td><td>{e(printable(rd.reason))}</td><td class='n'>{sp}</td>"
+                     f"<td class='n'>{rd.seconds:.1f}</td></tr>")
     parts.append("</table>")
     if r.improved:
         if uri and apply_command:

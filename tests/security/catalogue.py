@@ -17,7 +17,11 @@ Kinds:
 - gate: a file or candidate through the whole gate on the CPU backend (GPU first, screen, ...).
 - spec / input: a hostile spec or input through the `astra` CLI: exit code 2 with a message,
   quickly, never a traceback, never exit 0.
-- secret / file: keys in URLs, in the environment, echoed by an endpoint; `--write` on links.
+- secret / file: keys in URLs, in the environment, echoed by an endpoint; `--write` on links;
+  `.astra/` made a link.
+- editor: what the language server shows and answers (tests/security/test_editor.py drives a real
+  server process with pytest-lsp).
+- reply: what an endpoint sends back (size, encoding, invalid Unicode).
 """
 from __future__ import annotations
 
@@ -285,6 +289,20 @@ SECRET = [
            "KEY in no run-log file, report or message", "redact: configured keys, Bearer, sk-…"),
 ]
 
+# The editor: what the language server shows (tests/security/test_editor.py, a real server process).
+EDITOR = [
+    Attack("hover_markdown_injection", "editor", "a kernel prints a remote image URL carrying data and a "
+           "`command:` link that starts an optimization, then traps (the check quotes what it printed; the hover "
+           "showed it as live Markdown)", "no image, link or HTML in the rendered hover",
+           "plain.md: text from user code escaped where it enters Markdown", arg="output"),
+    Attack("report_markdown_injection", "editor", "the same output in the report view (failures were inline "
+           "Markdown there)", "no image or link in the page", "report: failures, plans and reasons escaped as text",
+           arg="output"),
+    Attack("malformed_hover", "editor", "a hover whose parameters do not read (`uri: 5`, `position: \"x\"`): "
+           "no reply at all", "an InvalidParams error reply; the server goes on",
+           "lsp.runtime: a request that cannot be read is answered with its error", arg="protocol"),
+]
+
 # An endpoint's replies: what a model (or whoever answers at its URL) sends back.
 REPLY = [
     Attack("oversized_reply", "reply", "an endpoint answering with a 32 MB reply (100 MB was accepted: 933 MB "
@@ -315,7 +333,7 @@ FILES = [
            "batch: a manifest's id is its own file name"),
 ]
 
-ALL = SANDBOX + COMPILE + NVRTC + PROJECT + SCREEN + GATE + SPEC + INPUT + SECRET + REPLY + FILES
+ALL = SANDBOX + COMPILE + NVRTC + PROJECT + SCREEN + GATE + SPEC + INPUT + SECRET + EDITOR + REPLY + FILES
 
 
 HOSTILE_FLAGS = ["-include", "/etc/shadow", "--pre-include=/etc/shadow", "-Xcompiler", "-fplugin=/tmp/evil.so",
@@ -360,7 +378,7 @@ def markdown() -> str:
               "project": "A hostile compile_commands.json",
               "screen": "Known bypasses of the name screen", "gate": "Files and candidates through the gate",
               "spec": "Hostile specs", "input": "Hostile inputs to the CLI", "secret": "Secrets",
-              "reply": "Hostile model replies",
+              "editor": "The editor (a real language server)", "reply": "Hostile model replies",
               "file": "Writing results"}
     for kind, title in titles.items():
         rows = [a for a in ALL if a.kind == kind]

@@ -6,6 +6,7 @@ import difflib
 from dataclasses import dataclass, field
 
 from .. import textedit
+from ..plain import md
 from ..evaluation import NOT_MEASURED, Evaluation
 from .records import Round, Usage
 
@@ -107,7 +108,7 @@ class OptimizeResult:
     def summary_markdown(self) -> str:
         lines = [f"## Astra optimize: `{self.kernel}` ({self.mode})", ""]
         if self.error:
-            return "\n".join(lines + [f"**Could not optimize:** {self.error}"])
+            return "\n".join(lines + [f"**Could not optimize:** {md(self.error)}"])
         if self.measured:
             lines.append(f"**Best: {self.speedup:.3f}× geomean** over the original, verified on "
                          f"{self.best_eval.check.cases} cases.")
@@ -115,31 +116,31 @@ class OptimizeResult:
             for t in self.per_size():
                 share = f"{t['copy_share']:.0%}" if t["copy_share"] is not None else "–"
                 size = ", ".join(f"{k}={v}" for k, v in t["sizes"].items())
-                lines.append(f"| {size} | {t['baseline_us']:.2f} | {t['best_us']:.2f} | {t['speedup']:.3f}× | {share} |")
+                lines.append(f"| {md(size)} | {t['baseline_us']:.2f} | {t['best_us']:.2f} | {t['speedup']:.3f}× | {share} |")
         elif self.improved:
-            lines.append(f"**A verified rewrite** (passed {self.best_eval.check.cases} cases); {self.speed_note}.")
+            lines.append(f"**A verified rewrite** (passed {self.best_eval.check.cases} cases); {md(self.speed_note)}.")
         else:
-            lines.append(f"No verified improvement; the original is kept. {self.speed_note}".strip())
+            lines.append(f"No verified improvement; the original is kept. {md(self.speed_note)}".strip())
         if self.worked():
             lines += ["", "### What changed and why"]
             for r in self.worked():
-                lines.append(f"- round {r.index}: **{r.plan.title}** — {'; '.join(r.changes) or r.plan.details[:200]}"
-                             f"{' — ' + r.plan.expected if r.plan.expected else ''}"
-                             f"{' (chosen: ' + r.plan.why + ')' if r.plan.why else ''}")
+                lines.append(f"- round {r.index}: **{md(r.plan.title)}** — {md('; '.join(r.changes) or r.plan.details[:200])}"
+                             f"{' — ' + md(r.plan.expected) if r.plan.expected else ''}"
+                             f"{' (chosen: ' + md(r.plan.why) + ')' if r.plan.why else ''}")
         if self.tuning:
             lines += ["", "### Tuning (the adopted rewrites' parameters, each point verified and timed)",
                       "| round | idea | parameters | outcome | speedup |", "|---:|---|---|---|---:|"]
             for p in self.tuning:
                 params = ", ".join(f"{k}={v}" for k, v in p.params.items() if k != "elements")
                 sp = f"{p.speedup:.3f}×" if p.speedup else "–"
-                lines.append(f"| {p.step} | {p.idea} | {params} | {p.outcome}: {p.reason} | {sp} |")
+                lines.append(f"| {p.step} | {md(p.idea)} | {md(params)} | {md(p.outcome)}: {md(p.reason)} | {sp} |")
         elif self.tuning_note:
-            lines += ["", f"_{self.tuning_note}._"]
+            lines += ["", f"_{md(self.tuning_note)}._"]
         if self.failed():
             lines += ["", "### Tried and not kept"]
             for r in self.failed():
-                lines.append(f"- round {r.index}: {r.plan.title} — {r.outcome}: {r.reason}")
-        lines += ["", f"Stopped: {self.stopped}. {len(self.rounds)} round(s), {self.seconds:.1f} s"
+                lines.append(f"- round {r.index}: {md(r.plan.title)} — {md(r.outcome)}: {md(r.reason)}")
+        lines += ["", f"Stopped: {md(self.stopped)}. {len(self.rounds)} round(s), {self.seconds:.1f} s"
                   + (f", {self.usage.calls} LLM calls, {self.usage.tokens} tokens" if self.usage.calls else "")
-                  + (f". Run log: `{self.run_dir}`" if self.run_dir else "") + "."]
+                  + (f". Run log: {md(self.run_dir)}" if self.run_dir else "") + "."]
         return "\n".join(lines)

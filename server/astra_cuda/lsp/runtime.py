@@ -17,7 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
 from pygls.workspace import TextDocument
 
 from astra_cuda import contract, redact
@@ -59,9 +61,33 @@ def is_user_error(e: BaseException) -> bool:
     return isinstance(e, AstraError)
 
 
+class Protocol(LanguageServerProtocol):
+    """pygls's protocol, except that a request whose parameters cannot be read (`"uri": 5`) is
+    answered with the error (InvalidParams) instead of only logged: the editor never waits
+    for a reply that will not come."""
+
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        try:
+            return super().structure_message(data)
+        except JsonRpcException as e:
+            if not (isinstance(data.get("id"), (int, str)) and isinstance(data.get("method"), str)):
+                raise  # a notification or a response: there is no one to answer
+            why = e.__cause__ if e.__cause__ is not None else e
+            error = type(e)(message=f"{e.message} for {data['method']}: {redact.text(str(why))[:300]}")
+            self._send_response(data["id"], None, error.to_response_error())
+            return _ANSWERED
+
+    def handle_message(self, message: Any) -> None:
+        if message is not _ANSWERED:
+            super().handle_message(message)
+
+
+_ANSWERED = object()  # a request already answered with its error while it was read
+
+
 class AstraServer(LanguageServer):
     def __init__(self, version: str) -> None:
-        super().__init__("astra", version)
+        super().__init__("astra", version, protocol_cls=Protocol)
         self.settings = settings_mod.Settings()
         self.docs: dict[str, DocState] = {}
         # Separate pools, so quick core calls (parse, spec inference, pin) never queue behind

@@ -11,6 +11,7 @@ from lsprotocol import types
 
 from astra_cuda import contract
 from astra_cuda.lsp import anchor as anchoring
+from astra_cuda.plain import md, printable
 from astra_cuda.lsp.convert import EditorSpan, lsp_range, span_of, text_in
 from astra_cuda.lsp.state import DocState, KernelState, Optimization, verified_cases
 
@@ -55,9 +56,9 @@ def report_page(uri: str, k: KernelInfo, ks: KernelState | None) -> str:
     notes = [] if has_spec(k) else ["No harness spec yet: use the quick fix **Add harness spec**."]
     opt = ks.optimization if ks else None
     if ks is not None and ks.verdict is None and ks.verdict_error:
-        notes.append(f"**Check**: could not run — {ks.verdict_error}")
+        notes.append(f"**Check**: could not run — {md(ks.verdict_error)}")
     if opt is not None and opt.status != "done":
-        notes.append(f"**Optimization** {opt.status}: {opt.message}")
+        notes.append(f"**Optimization** {opt.status}: {md(opt.message)}")
     return report.kernel_page(k.name, verdict=ks.verdict if ks else None,
                               profile=ks.profile.profile if ks and ks.profile else None,
                               result=opt.result if opt is not None and opt.status == "done" else None,
@@ -65,6 +66,9 @@ def report_page(uri: str, k: KernelInfo, ks: KernelState | None) -> str:
 
 
 def report_markdown(uri: str, k: KernelInfo, ks: KernelState | None) -> str:
+    """The hover's Markdown. Everything that came from the user's code (what a kernel printed, a
+    compiler's message, a model's text) goes in through `plain.md`: only Astra's own strings
+    carry links (the report's `command:` URI)."""
     out = [f"### Astra · `{k.name}`"]
     if not has_spec(k):
         out.append("No harness spec yet: use the quick fix **Add harness spec**.")
@@ -73,22 +77,23 @@ def report_markdown(uri: str, k: KernelInfo, ks: KernelState | None) -> str:
     if ks and ks.verdict is not None:
         v = ks.verdict
         mark = "✅ verified" if v.passed else "❌ not verified"
-        out.append(f"**Check** ({v.backend} backend{', ran ' + v.ran_on if v.ran_on else ''}): {mark} — {v.summary}")
+        out.append(f"**Check** ({md(v.backend)} backend{', ran ' + md(v.ran_on) if v.ran_on else ''}): {mark} — "
+                   f"{md(v.summary)}")
         if v.reference:
-            out.append(f"Reference: {v.reference}")
+            out.append(f"Reference: {md(v.reference)}")
     elif ks and ks.verdict_error:
-        out.append(f"**Check**: could not run — {ks.verdict_error}")
+        out.append(f"**Check**: could not run — {md(ks.verdict_error)}")
     if ks and ks.profile is not None:
-        out.append(f"**Profile**: {ks.profile.profile.summary_line()}")
+        out.append(f"**Profile**: {md(ks.profile.profile.summary_line())}")
     opt = ks.optimization if ks else None
     if opt is not None:
         if opt.status == "done" and opt.result is not None:
             out.append(opt.result.summary_markdown())
             out.append(f"[Open the full report]({report_command(uri, k.name)})")
         elif opt.status == "running":
-            out.append(f"**Optimizing…** {opt.message}")
+            out.append(f"**Optimizing…** {md(opt.message)}")
         else:
-            out.append(f"**Last optimization** {opt.status}: {opt.message}")
+            out.append(f"**Last optimization** {opt.status}: {md(opt.message)}")
     if len(out) == 1 or (len(out) == 2 and k.spec is None):
         out.append("Not checked or optimized yet: save to check, or use **Optimize kernel**.")
     return "\n\n".join(out)
@@ -132,6 +137,12 @@ def _optimize_lens(opt: Optimization | None, text: str) -> tuple[str, str]:
     return f"Apply optimized kernel ({opt.title()})", contract.client_command("applyOptimized")
 
 
+def lens_title(text: str) -> str:
+    """A lens title is plain text, but the editor draws `$(name)` in it as an icon: a message
+    quoted into it (a model's plan title, a kernel's output) stays text."""
+    return printable(text).replace("$(", "\\$(")
+
+
 def lenses(uri: str, text: str, kernels: Sequence[KernelInfo], st: DocState) -> list[types.CodeLens]:
     """Above each kernel (and its spec): check state, profile, optimization state."""
     out: list[types.CodeLens] = []
@@ -142,7 +153,7 @@ def lenses(uri: str, text: str, kernels: Sequence[KernelInfo], st: DocState) -> 
                          end=types.Position(line=s.start_line, character=0))
 
         def lens(title: str, command: str, k: KernelInfo = k, at: types.Range = at) -> None:
-            out.append(types.CodeLens(range=at, command=types.Command(title=title, command=command,
+            out.append(types.CodeLens(range=at, command=types.Command(title=lens_title(title), command=command,
                                                                       arguments=[uri, k.name])))
 
         if not has_spec(k):

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from ..plain import md
+
 
 @dataclass
 class Timing:
@@ -119,27 +121,27 @@ class Profile:
 
     def summary_markdown(self) -> str:
         """A fuller report (Markdown: the editor's hover renders it; readable as plain text)."""
-        head = f"**{self.kernel}** — {self.summary_line()}"
+        head = f"**{md(self.kernel)}** — {md(self.summary_line())}"
         if not self.measured or not self.sizes:
             lines = [head]
-            lines += [f"- error: {e}" for e in self.errors]
+            lines += [f"- error: {md(e)}" for e in self.errors]
         else:
-            where = f"{self.device or 'GPU'}" + (f", copy ceiling {fmt_bw(self.ceiling_gbps)}" if self.ceiling_gbps else "")
+            where = md(f"{self.device or 'GPU'}") + (f", copy ceiling {fmt_bw(self.ceiling_gbps)}" if self.ceiling_gbps else "")
             lines = [head, "", f"_{where}; CUDA events, L2 flushed between launches, medians of "
                                f"{self.sizes[0].candidate.runs} launches_", "",
                      "| sizes | µs (p10–p90) | bandwidth | of ceiling | vs reference | bottleneck |",
                      "|---|---|---|---|---|---|"]
             for s in self.sizes:
                 c = s.candidate
-                lines.append(f"| {s.label} | {c.median_us:.1f} ({c.p10_us:.1f}–{c.p90_us:.1f}) | "
+                lines.append(f"| {md(s.label)} | {c.median_us:.1f} ({c.p10_us:.1f}–{c.p90_us:.1f}) | "
                              f"{fmt_bw(c.gbps) if c.gbps else '–'} | "
                              f"{f'{100 * c.ceiling_share:.0f}%' if c.ceiling_share is not None else '–'} | "
                              f"{f'{s.speedup:.2f}×' if s.speedup else '–'} | {s.bottleneck} |")
             lines.append("")
             for s in self.sizes:
                 for msg in s.output_failures[:2] + s.implausible:
-                    lines.append(f"- ⚠ {s.label}: {msg}")
-            lines.append(f"- timed outputs: {self.sizes[0].outputs_checked}")
+                    lines.append(f"- ⚠ {md(s.label)}: {md(msg)}")
+            lines.append(f"- timed outputs: {md(self.sizes[0].outputs_checked)}")
         r, o = self.resources, self.occupancy
         if r:
             lines.append(f"- {r.get('registers', '?')} registers, {r.get('spills_bytes', '?')} B spills, "
@@ -154,7 +156,7 @@ class Profile:
                          f"achieved occupancy {n.get('achieved_occupancy_pct', 0):.0f}%" +
                          (f"; top stalls: {stalls}" if stalls else ""))
         elif self.ncu:
-            lines.append(f"- Nsight Compute: {self.ncu['error']}")
+            lines.append(f"- Nsight Compute: {md(self.ncu['error'])}")
         if self.hot_lines:
             lines.append("- hot lines: " + ", ".join(f"{ln + 1} ({100 * sh:.0f}%)" for ln, sh, _ in self.hot_lines[:5]))
         return "\n".join(lines)
