@@ -176,3 +176,19 @@ def test_whole_tiles_are_required_and_constants_are_the_launchs_scalars(project)
     s, p = infer(project, "t.cu", "k")
     assert s.grid == ("width / 32",) and s.require == ("width % 32 == 0",)
     assert all(v % 32 == 0 for v in s.sizes["width"]) and s.args["alpha"].value == 0.25
+
+
+def test_names_a_dispatch_macro_defines_take_one_of_its_cases(project):
+    project("d.h", "#define DISPATCH_RANK(N, ...) \\\n  switch (N) { \\\n    case 2: { constexpr int rank = 2; __VA_ARGS__(); break; } \\\n"
+                   "    case 3: { constexpr int rank = 3; __VA_ARGS__(); break; } \\\n  }\n"
+                   "#define DISPATCH_VEC(V, VEC, ...) \\\n  switch (V) { \\\n    case 8: { constexpr int VEC = 8; __VA_ARGS__(); break; } \\\n"
+                   "    case 4: { constexpr int VEC = 4; __VA_ARGS__(); break; } \\\n"
+                   "    case 1: { constexpr int VEC = 1; __VA_ARGS__(); break; } \\\n  }\n")
+    project("k.cu", '#include "d.h"\ntemplate <typename T, int W, int R>\n'
+                    "__global__ void k(T* out, const T* in, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                    "  if (i < n) out[i] = in[i];\n}\n"
+                    "void run(float* o, const float* i, int n, int dims, int w) {\n"
+                    "  DISPATCH_RANK(dims, [&] { DISPATCH_VEC(w, VEC_SIZE, [&] {\n"
+                    "    k<float, VEC_SIZE, rank><<<(n + 255) / 256, 256>>>(o, i, n); }); });\n}\n")
+    s, p = infer(project, "k.cu", "k")
+    assert s.instantiate == "<float, 4, 2>"   # 16 bytes of float; the lowest rank

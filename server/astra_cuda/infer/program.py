@@ -60,6 +60,11 @@ class Program:
         short = function.split("::")[-1]
         return [c for m in self.models for c in _calls(m) if c.function == short]
 
+    def calls_in(self, function: str) -> list[Call]:
+        """The calls written in a host function (the macros it uses included)."""
+        short = function.split("::")[-1]
+        return [c for m in self.models for c in _calls(m) if c.caller == short]
+
     def instantiations(self, kernel: str) -> list[tuple[str, ...]]:
         """The template arguments of the file's explicit instantiations of `kernel`
         (`template __global__ void kfunc<float, FILL>(...);`)."""

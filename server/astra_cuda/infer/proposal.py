@@ -8,11 +8,11 @@ from .. import access, dtypes, source
 from ..project import ProjectContext
 from ..source import Kernel, SourceModel
 from ..syntax import walk as _walk
-from .launches import _launch_of, _pick_site, value_of
+from .launches import _launch_of, _pick_site, host_locals, value_of
 from .program import Program
 from .roles import TABLE, _Shapes, _shapes
 from .sizes import Draft, repair, size_bench, test_values
-from .types import _template_args, _Types, known_names, split as _split
+from .types import _template_args, _Types, dispatch_values, known_names, split as _split
 
 
 @dataclass
@@ -50,7 +50,15 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
     program = Program(model, path, context)
     site, site_model = _pick_site(kernel, program)
     constants = types.constants()
-    instantiate = _template_args(kernel, site, notes, program, constants, known_names(types.items))
+    around = dispatch_values(program, site, types.items)   # names dispatch macros define
+    if site is not None and site_model is not None:
+        constants = {**constants, **around}
+        if around:
+            notes.append("from the dispatch macros around the launch: " +
+                         ", ".join(f"{k} = {v}" for k, v in around.items()) + " (one of the cases they offer)")
+    # a template argument may be a local constant of the launcher (`constexpr int vec = 16 / sizeof(T)`)
+    local = host_locals(site_model, site.function) if site is not None and site_model is not None else {}
+    instantiate = _template_args(kernel, site, notes, program, {**local, **constants}, known_names(types.items))
     targs = dict(zip(kernel.template_param_names, _split(instantiate))) if instantiate else {}
 
     def cpp(p) -> tuple[str | None, str]:

@@ -378,3 +378,60 @@ def _replace_word(text: str, word: str, by: str) -> str:
 def split(instantiate: str) -> list[str]:
     from ..spec import split_template_args
     return split_template_args(instantiate)
+
+
+# ---- names a dispatch macro defines ---------------------------------------------------------
+
+def macro_constants(items) -> dict[str, list[tuple[list[str], str, list[int]]]]:
+    """Function-like macros that declare integer constants in their cases (`case 64: { constexpr
+    size_t HEAD_DIM = 64; __VA_ARGS__ }`): macro name -> [(its parameters, the declared name,
+    the values it takes)], read from each body's tree."""
+    out: dict[str, list[tuple[list[str], str, list[int]]]] = {}
+    for it in items:
+        if it.kind != "macro" or "constexpr" not in it.text and "const " not in it.text:
+            continue
+        root = source.parser().parse(it.text.encode()).root_node
+        for d in (n for n in _walk(root) if n.type == "preproc_function_def"):
+            name, params, value = (d.child_by_field_name(f) for f in ("name", "parameters", "value"))
+            if name is None or value is None:
+                continue
+            plist = [c.text.decode() for c in params.named_children if c.type == "identifier"] if params else []
+            code = value.text.decode().replace("\\\n", "\n")   # the body without its line continuations
+            body = source.parser().parse(f"void __astra_m() {{ {code} }}".encode()).root_node
+            found: dict[str, list[int]] = {}
+            for decl in (n for n in _walk(body) if n.type == "declaration"):
+                for init in decl.children_by_field_name("declarator"):
+                    target, v = init.child_by_field_name("declarator"), init.child_by_field_name("value")
+                    if init.type == "init_declarator" and target is not None and v is not None \
+                            and target.type == "identifier" and v.type == "number_literal":
+                        try:
+                            found.setdefault(target.text.decode(), []).append(
+                                int(v.text.decode().rstrip("uUlL"), 0))
+                        except ValueError:
+                            continue
+            for declared, values in found.items():
+                out.setdefault(name.text.decode(), []).append((plist, declared, values))
+    return out
+
+
+def dispatch_values(program, site, items, type_size: int = 4) -> dict[str, str]:
+    """Names the macros around a launch define (`tensor_rank`, `vec_size`, `HEAD_DIM`), each with
+    one of its values: a vector width is 16 bytes of the element type where it offers that, any
+    other the smallest it offers (the most general case: rank 2, the narrowest width)."""
+    if program is None or site is None or not site.function:
+        return {}
+    macros = macro_constants(items)
+    if not macros:
+        return {}
+    out: dict[str, str] = {}
+    for call in program.calls_in(site.function):
+        for plist, declared, values in macros.get(call.function, ()):
+            name = declared
+            if declared in plist:   # declared through a parameter: the name the use passes there
+                idx = plist.index(declared)
+                name = call.args[idx].strip() if idx < len(call.args) else declared
+            if not name.isidentifier() or name in out:
+                continue
+            vec = "vec" in name.lower() and (16 // max(1, type_size)) in values
+            out[name] = str(16 // max(1, type_size) if vec else min(values))
+    return out
