@@ -192,3 +192,23 @@ def test_names_a_dispatch_macro_defines_take_one_of_its_cases(project):
                     "    k<float, VEC_SIZE, rank><<<(n + 255) / 256, 256>>>(o, i, n); }); });\n}\n")
     s, p = infer(project, "k.cu", "k")
     assert s.instantiate == "<float, 4, 2>"   # 16 bytes of float; the lowest rank
+
+
+def test_strides_get_their_contiguous_values(project):
+    # a PyTorch-extension launcher: row stride from the tensor, dimensions only a 3-D tensor has
+    project("n.cu", "template <typename scalar_t>\n__global__ void norm(scalar_t* out, const scalar_t* input,\n"
+                    "    const long stride, const long stride3, const scalar_t* weight, const int hidden) {\n"
+                    "  const scalar_t* row = input + blockIdx.x * stride;\n"
+                    "  for (int i = threadIdx.x; i < hidden; i += blockDim.x)\n"
+                    "    out[blockIdx.x * hidden + i] = row[i] * weight[i];\n}\n"
+                    "void run(torch::Tensor& out, torch::Tensor& input, torch::Tensor& weight) {\n"
+                    "  int hidden = input.size(-1);\n  int num_tokens = input.numel() / hidden;\n"
+                    "  long stride = input.stride(-2);\n  long stride3 = (input.dim() >= 3) ? input.stride(-3) : 0;\n"
+                    "  dim3 grid(num_tokens);\n  dim3 block(std::min(hidden, 1024));\n"
+                    "  VLLM_DISPATCH_FLOATING_TYPES(input.scalar_type(), \"norm\", [&] {\n"
+                    "    norm<scalar_t><<<grid, block>>>(out.data_ptr<scalar_t>(), input.data_ptr<scalar_t>(), stride,\n"
+                    "        stride3, weight.data_ptr<scalar_t>(), hidden); });\n}\n")
+    s, p = infer(project, "n.cu", "norm")
+    assert s.args["stride"].value == "hidden" and s.args["stride3"].value == "0"
+    assert set(s.sizes) == {"num_tokens", "hidden"}
+    assert s.args["input"].shape == ("num_tokens", "hidden") and s.args["weight"].shape == ("hidden",)

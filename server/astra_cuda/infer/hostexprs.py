@@ -84,8 +84,16 @@ class _HostExprs:
             value = self.constants.get(name)
             if value is not None and depth < _MAX_CONSTANT_DEPTH:
                 inner = source.parse_expression(value)
-                r = self._expr(inner, free, depth + 1) if inner is not None else None
-                return f"({r})" if r is not None else None
+                sub: list[str] = []
+                r = self._expr(inner, sub if free is not None else None, depth + 1) if inner is not None else None
+                if r is None and free is not None and depth == 0 and name.isidentifier():
+                    free.append(name)   # a local the host computes in a way not read (`x.numel() / d`): a size
+                    return name
+                if r is None:
+                    return None
+                if free is not None:
+                    free.extend(n for n in sub if n not in free)
+                return f"({r})"
             if free is not None and value is None:
                 free.append(name)
                 return name

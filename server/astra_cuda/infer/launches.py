@@ -3,7 +3,7 @@ rewritten over the kernel's sizes (dim3 variables and the launcher's locals foll
 constants by value, a block size the caller chooses taken as a default)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .. import exprs, source
 from ..source import ConfigVar, Kernel, LaunchSite, SourceModel
@@ -138,6 +138,7 @@ class Launch:
     shared: str | None
     new_sizes: list[str]                  # sizes the launch names that are no kernel parameter
     program_sizes: dict[str, list[int]]   # size -> the values the program itself uses
+    derived: dict[str, str] = field(default_factory=dict)   # parameter -> its contiguous value (a stride)
 
 
 def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names: list[str],
@@ -191,7 +192,7 @@ def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names:
     # a local of the launcher that could not be read (`smemSize = threads <= 32 ? ... : ...`) is
     # no size of the problem: its part of the launch is guessed instead
     declared = declared_names(model, site.function)
-    new_sizes = [f for f in free if f not in chosen and f not in grid_counts and (f not in declared or f in literal)]
+    new_sizes = [f for f in free if f not in chosen and f not in grid_counts and (f not in declared or f in local)]
     for name in new_sizes:
         mapping[name] = name
     b = [_HostExprs(mapping, block_values).spec(x) for x in block_parts]
@@ -244,7 +245,61 @@ def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names:
         vals = [v for v, _ in caller_values(program, site.function, host, constants) if v > 0]
         if vals:
             program_sizes[size] = sorted(set(vals))[:4]
-    return Launch(grid, block, shared, new, program_sizes)
+    return Launch(grid, block, shared, new, program_sizes, contiguous(kernel, site, local, size_names))
+
+
+def _tensor_call(expr: str) -> tuple[str, str, int] | None:
+    """('input', 'stride', -2) for `input.stride(-2)` (also `size`), else None."""
+    node = source.parse_expression(expr)
+    while node is not None and node.type in ("cast_expression", "parenthesized_expression"):
+        node = node.child_by_field_name("value") or (node.named_children[-1] if node.named_children else None)
+    if node is None or node.type != "call_expression":
+        return None
+    fn, args = node.child_by_field_name("function"), node.child_by_field_name("arguments")
+    if fn is None or fn.type != "field_expression" or args is None or len(args.named_children) != 1:
+        return None
+    what = fn.child_by_field_name("field")
+    obj = fn.child_by_field_name("argument")
+    try:
+        idx = int(args.named_children[0].text.decode())
+    except ValueError:
+        return None
+    if what is None or obj is None or what.text.decode() not in ("size", "stride"):
+        return None
+    return obj.text.decode(), what.text.decode(), idx
+
+
+def contiguous(kernel: Kernel, site: LaunchSite, local: dict[str, str], size_names: list[str]) -> dict[str, str]:
+    """Integer parameters the launch passes as a tensor's stride (`input.stride(-2)`) or as a
+    dimension only a higher-rank tensor has (`ndim >= 3 ? input.size(-2) : 0`): each with its value
+    for a contiguous tensor of the lowest rank — the row stride is the row length, the last
+    stride 1, the missing dimensions 0 — so a stride is never a free size."""
+    passed = {p.name: local.get(arg.strip(), arg) for p, arg in zip(kernel.params, site.args)
+              if p.name in size_names}
+    rows = {}   # tensor -> the size that is its last dimension
+    for name, init in passed.items():
+        t = _tensor_call(init)
+        if t is not None and t[1] == "size" and t[2] == -1:
+            rows[t[0]] = name
+    out: dict[str, str] = {}
+    for name, init in passed.items():
+        node = source.parse_expression(init)
+        while node is not None and node.type == "parenthesized_expression" and node.named_children:
+            node = node.named_children[0]
+        if node is not None and node.type == "conditional_expression":
+            yes, no = node.child_by_field_name("consequence"), node.child_by_field_name("alternative")
+            if yes is not None and no is not None and _tensor_call(yes.text.decode()) is not None \
+                    and no.text.decode().strip() == "0":
+                out[name] = "0"
+            continue
+        t = _tensor_call(init)
+        if t is None or t[1] != "stride":
+            continue
+        if t[2] == -1:
+            out[name] = "1"
+        elif t[2] in (-2, 0) and t[0] in rows:
+            out[name] = rows[t[0]]
+    return out
 
 
 def _pick_site(kernel: Kernel, program: Program) -> tuple[LaunchSite, SourceModel] | tuple[None, None]:

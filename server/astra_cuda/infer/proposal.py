@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .. import access, dtypes, source
+from .. import access, dtypes, exprs, source
 from ..project import ProjectContext
 from ..source import Kernel, SourceModel
 from ..syntax import walk as _walk
@@ -31,6 +31,9 @@ _SCALAR_GUESSES = (("eps", "1e-5"), ("epsilon", "1e-5"), ("learning_rate", "1e-3
                    ("beta1_correction", "0.1"), ("beta2_correction", "0.001"), ("beta1", "0.9"),
                    ("beta2", "0.999"), ("weight_decay", "0.01"), ("decay", "0.01"), ("scale", "0.5"),
                    ("alpha", "1.5"), ("momentum", "0.9"), ("temperature", "0.7"))
+
+
+_PER_ROW = ("weight", "bias", "gamma", "beta", "w", "b", "scale", "norm_weight", "ln_weight", "ln_bias")
 
 
 def _scalar_guess(name: str) -> str:
@@ -86,11 +89,19 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
         notes.append("no integer parameter to take sizes from: invented a size `n`; adjust shapes")
     grid = block = shared = None
     program_sizes: dict[str, list[int]] = {}
+    derived: dict[str, str] = {}
     if site is not None and site_model is not None:
         launch = _launch_of(kernel, site_model, site, size_names, notes, program, constants)
         grid, block, shared, program_sizes = launch.grid, launch.block, launch.shared, launch.program_sizes
         for name in reversed(launch.new_sizes):
             size_names.insert(0, name)
+        derived = {k: v for k, v in launch.derived.items() if all(n in size_names for n in exprs.names(v))}
+        size_names = [n for n in size_names if n not in derived]
+        grid, block = _substituted(grid, derived), _substituted(block, derived)
+        shared = _substituted([shared], derived)[0] if shared else shared
+        for k, v in derived.items():
+            notes.append(f"`{k}` is a stride or a dimension of a higher-rank tensor at the launch: took its value "
+                         f"for a contiguous tensor of the lowest rank, {v}")
         if site_model is not model and site_model.items and site_model.items[0].path:
             notes.append(f"launch read from {site_model.items[0].path.rsplit('/', 1)[-1]} "
                          f"(line {site.span.start_line + 1}, in `{site.function}`)")
@@ -118,7 +129,7 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
     known_values.update(types.packet_sizes())
     known_values.update({k: int(v) for k, v in targs.items() if v.strip().isdigit()})  # template `width = 1`
     found = _shapes(kernel, [n for n in size_names if n != TABLE], grid, block, elem_bytes, int_params, known_values,
-                    lanes)
+                    lanes, derived)
     if found is not None and found.uses_table and TABLE not in size_names:
         size_names.append(TABLE)
     require = _requirements(grid, block, found, size_names, kernel)
@@ -147,7 +158,9 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
             if shape is not None and TABLE in shape:   # a table's rows come first: [V, C]
                 shape = [TABLE] + [d for d in shape if d != TABLE]
             if shape is None:
-                shape = list(fallback_shape)
+                # a per-column parameter (a norm's weight, a bias) has one row's length
+                per_row = p.is_const and p.name.lower().rstrip("_") in _PER_ROW and len(size_names) > 1
+                shape = [size_names[-1]] if per_row else list(fallback_shape)
                 if p.name in lanes:
                     shape[-1] = f"{lanes[p.name]} * {shape[-1]}"
                 guessed_shapes.append(p.name)
@@ -179,6 +192,9 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
         elif p.name in size_names:
             args.append((p.name, f'"{p.name}"'))
             scalars[p.name] = p.name
+        elif p.name in derived:
+            args.append((p.name, f'"{derived[p.name]}"'))
+            scalars[p.name] = derived[p.name]
         else:
             given = _launch_value(site, kernel, p.name, {**constants, **site_model.constants}) \
                 if site is not None and site_model is not None else None
@@ -271,6 +287,18 @@ def _earlier_version(kernel: Kernel, model: SourceModel) -> str | None:
     older = [(v[1], k.name) for k in model.kernels if k is not kernel and (v := _version(k.name)) is not None
              and v[0] == mine[0] and v[1] < mine[1] and sig(k) == sig(kernel)]
     return max(older)[1] if older else None
+
+
+def _substituted(parts: list[str] | None, values: dict[str, str]) -> list[str] | None:
+    """Spec expressions with some names replaced by expressions of their own."""
+    if parts is None or not values:
+        return parts
+    import ast
+
+    class _Sub(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.AST:
+            return ast.parse(f"({values[node.id]})", mode="eval").body if node.id in values else node
+    return [ast.unparse(_Sub().visit(exprs.parse(x).body)) if x else x for x in parts]
 
 
 def _launch_value(site, kernel: Kernel, name: str, constants: dict[str, str]) -> str | None:

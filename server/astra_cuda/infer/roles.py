@@ -56,13 +56,17 @@ class _Shapes:
 
 
 def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[str], elem_bytes: dict[str, int],
-            int_params: set[str], constants: dict[str, int], lanes: dict[str, int] | None = None) -> _Shapes | None:
+            int_params: set[str], constants: dict[str, int], lanes: dict[str, int] | None = None,
+            derived: dict[str, str] | None = None) -> _Shapes | None:
     samples = []
     names = size_names + [TABLE]
     for k in range(3):
         # multiples of 16: a row split into packets of 8 (`hidden / 8`) is then read whole
         sizes = {n: _PROBE_VALUES[(i + k) % len(_PROBE_VALUES)] * (k + 2) * 16 for i, n in enumerate(names)}
         try:
+            probe = dict(sizes)   # the parameters derived from the sizes (a row stride) take their values
+            for name, e in (derived or {}).items():
+                probe[name] = exprs.evaluate_int(e, sizes)
             g = [exprs.evaluate_int(x, sizes) for x in grid]
             b = [exprs.evaluate_int(x, sizes) for x in block]
         except exprs.ExprError:
@@ -70,7 +74,7 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
         g, b = (g + [1, 1, 1])[:3], (b + [1, 1, 1])[:3]
         if min(g + b) < 1:
             return None
-        facts = access.analyse(kernel, sizes, g, b, elem_bytes, int_params, sizes[TABLE], constants, lanes)
+        facts = access.analyse(kernel, probe, g, b, elem_bytes, int_params, sizes[TABLE], constants, lanes)
         if facts is None:
             return None
         samples.append((sizes, facts))
