@@ -13,6 +13,8 @@ Classes (issue 23):
   compile         Astra's compile refuses a file that nvcc compiles with the project's flags
   nvcc fails too  Astra's compile fails and so does nvcc (what nvcc misses is recorded: often a
                   header of a framework that is not installed, like torch/all.h)
+  needs a GPU     the CPU backend cannot run the kernel faithfully (its verdict is "unsupported":
+                  static checks only); the GPU run decides
   false refusal   a check refuses what looks like a correct kernel (screening, determinism,
                   races on a kernel that is deterministic by construction): confirmed by hand in
                   triage.toml, else "check failed"
@@ -32,12 +34,13 @@ HERE = Path(__file__).resolve().parent
 TRIAGE = HERE / "triage.toml"
 
 CLASSES = ("passed", "not fetched", "listing", "inference", "spec format", "compile", "nvcc fails too",
-           "false refusal", "check failed", "kernel bug", "timeout", "crash")
+           "needs a GPU", "false refusal", "check failed", "kernel bug", "timeout", "crash")
 
 # What a wrong spec does at run time (the gate's words for it).
 _SPEC_CAUSED = re.compile(r"out of bounds|outside (the|its) (buffer|shape)|beyond|illegal (memory|address)|"
                           r"segmentation|SIGSEGV|SIGBUS|memory fault|did not finish|timed out|exceeds|too large|"
-                          r"no value for|undefined size|unknown size|GiB per case|not covered", re.I)
+                          r"no value for|undefined size|unknown size|GiB per case|not covered|"
+                          r"__launch_bounds__\(\d+\) is below the spec's block", re.I)
 # What the spec format has no word for.
 _FORMAT = re.compile(r"cannot be (expressed|written)|no spec type|unsupported (parameter|argument) type|"
                      r"passed by value|struct parameter|not a supported type", re.I)
@@ -76,6 +79,8 @@ def classify(rec: dict, triage: list[dict] | None = None) -> str:
     if stage == "check":
         if check == "compile" or "does not compile" in msg:
             return _compile_class(rec)
+        if check == "unsupported":
+            return "needs a GPU"
         if _FORMAT.search(msg):
             return "spec format"
         if _SPEC_CAUSED.search(msg):

@@ -82,8 +82,15 @@ class Record:
         return self
 
 
+# Paths that differ from run to run or machine to machine: a kernel's scratch copy, the CUDA
+# headers of the NVIDIA wheels (say where a message points, not where this machine keeps it).
+_SCRATCH = re.compile(r"\S*astra-realworld-[A-Za-z0-9_]+/[^/\s]+/")
+_WHEEL = re.compile(r"\S*/site-packages/nvidia/cu\d+/include/")
+
+
 def _short(msg: str, limit: int = 600) -> str:
-    msg = re.sub(r"\s+", " ", msg or "").strip()
+    msg = _WHEEL.sub("<cuda>/", _SCRATCH.sub("", msg or ""))
+    msg = re.sub(r"\s+", " ", msg).strip()
     return msg if len(msg) <= limit else msg[:limit - 1] + "…"
 
 
@@ -142,12 +149,14 @@ def nvcc_compiles(k: Kernel, work: Path, limit: float = LIMITS["nvcc"]) -> dict:
         return {"ok": None, "message": "nvcc is not on PATH"}
     src = work / k.path
     incs = [f"-I{work / d}" for d in k.includes]
-    cmd = [nvcc, f"-std={k.standard}", "-arch=sm_90", "--cubin", "-x", "cu", *incs,
-           *[f"-D{d}" for d in k.macro_defines], *k.repo.nvcc]
     toolkit = str(Path(os.path.realpath(nvcc)).parent.parent)
+    extras, wheels = toolkit_extras(toolkit, work.parent / "_toolkit_extras")
+    cmd = [nvcc, f"-std={k.standard}", "-arch=sm_90", "--cubin", "-x", "cu", *incs,
+           *([f"-I{extras}"] if extras else []), *[f"-D{d}" for d in k.macro_defines], *k.repo.nvcc]
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="astra-rw-nvcc-") as tmp:
-        policy = confine.for_unit([f"-I{src.parent}", *incs], (toolkit,), workdir=tmp, exec_dirs=(toolkit,))
+        policy = confine.for_unit([f"-I{src.parent}", *incs, *([f"-I{extras}"] if extras else [])],
+                                  (toolkit, *wheels), workdir=tmp, exec_dirs=(toolkit,))
         try:
             p = confine.run([*cmd, "-o", str(Path(tmp) / "out.cubin"), str(src)], policy, limit)
         except subprocess.TimeoutExpired:
@@ -158,6 +167,43 @@ def nvcc_compiles(k: Kernel, work: Path, limit: float = LIMITS["nvcc"]) -> dict:
     first = next((ln for ln in log.splitlines() if re.search(r"\berror\b", ln)), log.strip()[-300:])
     return {"ok": p.returncode == 0, "message": "" if p.returncode == 0 else _short(first, 300),
             "seconds": round(time.monotonic() - t0, 1)}
+
+
+_extras_lock = threading.Lock()
+_LIBRARY_HEADERS = ("cublas", "cusparse", "cufft", "curand", "cusolver", "nccl", "cudnn")
+
+
+@functools.cache
+def _wheel_headers(toolkit: str) -> tuple[tuple[str, ...], tuple[Path, ...]]:
+    """(wheel include folders, their library headers nvcc's own toolkit lacks)."""
+    try:
+        import nvidia  # the namespace package of NVIDIA's wheels
+    except ImportError:
+        return (), ()
+    wheels = sorted({str(p) for base in nvidia.__path__ for p in Path(base).glob("*/include") if p.is_dir()})
+    own = Path(toolkit) / "include"
+    found: dict[str, Path] = {}
+    for w in wheels:
+        for entry in sorted(Path(w).iterdir()):
+            if entry.name.startswith(_LIBRARY_HEADERS) and not (own / entry.name).exists():
+                found.setdefault(entry.name, entry)
+    return tuple(wheels), tuple(found.values())
+
+
+def toolkit_extras(toolkit: str, dest: Path) -> tuple[str | None, tuple[str, ...]]:
+    """The headers of CUDA libraries installed as NVIDIA wheels in this Python (cuBLAS, ...) that
+    nvcc's own toolkit lacks, linked into one folder searched after the project's: a full toolkit
+    has them, a compiler-only one (the CI machine's) does not. Never one nvcc already has, so
+    nothing of the toolkit is replaced. Returns (folder or None, the wheel folders it reads)."""
+    wheels, headers = _wheel_headers(toolkit)
+    if not headers:
+        return None, wheels
+    with _extras_lock:
+        if not dest.is_dir():
+            dest.mkdir(parents=True)
+            for h in headers:
+                (dest / h.name).symlink_to(h)
+    return str(dest), wheels
 
 
 # ---- one kernel -------------------------------------------------------------------------------
@@ -200,7 +246,7 @@ def run_kernel(k: Kernel, o: "Options") -> Record:
 
 
 def _step(r: Record, name: str, args: list[str], o: "Options", work: Path) -> Step:
-    s = astra(args, LIMITS[name] * o.limit_scale, work)
+    s = astra(args, o.limit(name), work)
     r.seconds[name] = r.seconds.get(name, 0) + round(s.seconds, 2)
     return s
 
@@ -248,7 +294,7 @@ def _stages(k: Kernel, r: Record, o: "Options", work: Path) -> None:
     s = _step(r, "check", ["check", str(f), "--kernel", name, "--backend", o.backend, *flags], o, work)
     if not _judge(r, s):
         if _compile_failure(r):
-            r.nvcc = o.nvcc_verdict(k, lambda: nvcc_compiles(k, _unedited(k, o, work)))
+            r.nvcc = o.nvcc_verdict(k, lambda: nvcc_compiles(k, _unedited(k, o, work), o.limit("nvcc")))
         return
     if o.stage == "check" or o.backend != "gpu":
         return
@@ -331,13 +377,21 @@ class Options:
     rounds: int = 3
     tune: int = 2
     limit_scale: float = 1.0
+    deadline: float = 0.0      # time.monotonic() after which no step may run on (0: none)
     _nvcc_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def limit(self, step: str) -> float:
+        """The step's time limit, cut short where the run's deadline comes first."""
+        own = LIMITS[step] * self.limit_scale
+        return min(own, max(5.0, self.deadline - time.monotonic())) if self.deadline else own
 
     def nvcc_verdict(self, k: Kernel, compute) -> dict:
         """nvcc's answer for a pinned file and its flags, remembered in the cache (it is a fact
         about the published file, not about Astra, and the slowest step of a CPU run)."""
+        nvcc = shutil.which("nvcc")
+        extras = [h.name for h in _wheel_headers(str(Path(os.path.realpath(nvcc)).parent.parent))[1]] if nvcc else []
         key = json.dumps([k.repo.source, k.repo.commit, k.path, k.includes, k.macro_defines, k.standard,
-                          k.repo.nvcc, _nvcc_version()])
+                          k.repo.nvcc, _nvcc_version(), extras])
         path = self.cache / "nvcc.json"
         with self._nvcc_lock:
             known = json.loads(path.read_text()) if path.exists() else {}
@@ -417,12 +471,14 @@ def main(argv=None) -> int:
     out = Path(a.out) if a.out else RESULTS / f"realworld-{machine}{suffix}.json"
     scratch = Path(tempfile.mkdtemp(prefix="astra-realworld-"))
     o = Options(a.backend, stage, cache, scratch, a.keep, a.rounds, a.tune)
+    t0 = time.monotonic()
+    if a.budget:   # a kernel under way when the budget is spent gets another minute, no more
+        o.deadline = t0 + a.budget + 60
     triage = classify.load_triage()
     head = {"suite": "realworld", "machine": machine, "backend": a.backend, "stage": stage, "jobs": a.jobs,
             "only": a.only, "shard": a.shard, "limits_s": LIMITS, **_environment(a.backend)}
     records: dict[str, Record] = {}
     lock = threading.Lock()
-    t0 = time.monotonic()
     print(f"realworld: {len(kernels)} kernels, backend {a.backend}, through {stage}, {a.jobs} at once; "
           f"scratch {scratch}", flush=True)
 

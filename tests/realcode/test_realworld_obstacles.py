@@ -1,0 +1,381 @@
+"""Issue 23: each obstacle the real-world suite met in public CUDA files, as a minimal case
+written here (the obstacle only, never the third-party code). A case takes the new user's path:
+the spec Astra proposes, pasted directly above the kernel, then `check` on the CPU backend — or,
+where the case is about compiling, a spec written by hand, so that it measures the compile alone.
+
+Cases Astra fails today are strict xfails naming the issue that fixes them (24: compile fidelity
+and reading the file, 25: spec inference); whoever fixes one removes its marker. Which public
+kernels each stands for: benchmarks/realworld/README.md ("Failure classes")."""
+from pathlib import Path
+
+import pytest
+
+from astra_cuda import api, source
+from astra_cuda import project as proj
+
+from .conftest import needs_gxx
+
+pytestmark = needs_gxx
+
+
+def _context(root: Path, include: tuple[str, ...], defines: tuple[str, ...] = ()):
+    return proj.from_flags([str(root / d) for d in include], defines, "c++17", origin="command line")
+
+
+def paste_above(text: str, kernel: str, comment: str) -> str:
+    """The proposed comment directly above the kernel (or its template line), as a user pastes it."""
+    k = source.parse(text).kernel(kernel)
+    assert k is not None, f"{kernel} is not listed"
+    return text[:k.span.start_byte] + comment.rstrip("\n") + "\n" + text[k.span.start_byte:]
+
+
+def new_user(project, kernel: str, files: dict[str, str], main: str = "k.cu", include: tuple[str, ...] = (),
+             defines: tuple[str, ...] = ()):
+    """Write the files, take the spec Astra proposes for `kernel` in `main`, paste it, check it."""
+    for rel, text in files.items():
+        project(rel, text)
+    path = project.root / main
+    ctx = _context(project.root, include, defines)
+    proposal = api.infer_spec(api.snapshot(path.read_text(), str(path), ctx), kernel)
+    text = paste_above(path.read_text(), kernel, proposal.comment)
+    path.write_text(text)
+    (v,) = api.check(api.snapshot(text, str(path), ctx), kernel, backend="cpu", quick=True, pin_first=False)
+    return proposal, v
+
+
+def checked(project, kernel: str, files: dict[str, str], main: str = "k.cu", include: tuple[str, ...] = ()):
+    """Check a file whose spec is written by hand (a case about compiling, not inference)."""
+    for rel, text in files.items():
+        project(rel, text)
+    path = project.root / main
+    (v,) = api.check(api.snapshot(path.read_text(), str(path), _context(project.root, include)), kernel,
+                     backend="cpu", quick=True, pin_first=False)
+    return v
+
+
+SPEC = """/* @astra
+grid = ["cdiv(n, 128)"]
+block = ["128"]
+[sizes]
+n = [1, 300, 1000]
+[args]
+out = { type = "float", shape = ["n"], output = true }
+inp = { type = "float", shape = ["n"] }
+n = "n"
+*/
+"""
+
+
+PLAIN = ("__global__ void scale(float* out, const float* inp, int n) {\n"
+         "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) out[i] = 2.0f * inp[i];\n}\n")
+PLAIN_T = ("template <typename T>\n__global__ void scale(T* out, const T* inp, int n) {\n"
+           "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) out[i] = (T)2 * inp[i];\n}\n")
+
+
+def kernel_using(body: str, head: str = "") -> str:
+    """A plain elementwise kernel with a hand-written spec; `body` computes `y` from `x`."""
+    return (head + SPEC + "__global__ void k(float* out, const float* inp, int n) {\n"
+            "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+            f"    if (i < n) {{ float x = inp[i]; float y; {body} out[i] = y; }}\n}}\n")
+
+
+# ---- compiling what nvcc compiles (issue 24) -------------------------------------------------------
+
+@pytest.mark.xfail(strict=True, reason="issue 24: a struct/enum class/union definition (in a project header, or in "
+                   "the file above the kernel) loses its closing `;` in the extracted unit (NVRTC: expected a \";\"; "
+                   "vLLM dtype_float32.cuh, DeepSpeed memory_access_utils.h, FlashInfer cp_async.cuh, exllamav2 "
+                   "matrix_view.cuh)")
+def test_a_struct_and_an_enum_class_defined_in_a_header(project):
+    header = ("#pragma once\nstruct Pair {\n  float a;\n  float b;\n};\n"
+              "enum class Mode {\n  Scale,\n  Copy\n};\n")
+    v = checked(project, "k", {"types.h": header, "k.cu": kernel_using(
+        "Pair p{x, 2.0f}; Mode m = Mode::Scale; y = m == Mode::Scale ? p.a * p.b : p.a;", '#include "types.h"\n')})
+    assert v.passed, v.human()
+
+
+@pytest.mark.xfail(strict=True, reason="issue 24: a multi-line `#if A && \\` continued with a backslash in a "
+                   "project header reaches NVRTC broken (unrecognized token; vLLM cuda_vec_utils.cuh, CUTLASS "
+                   "arch/config.h, CuTe config.hpp)")
+def test_a_multi_line_if_continued_with_a_backslash_in_a_header(project):
+    header = ("#pragma once\n#if defined(__CUDA_ARCH__) && \\\n    __CUDA_ARCH__ >= 800\n"
+              "#define FACTOR 2.0f\n#else\n#define FACTOR 2.0f\n#endif\n")
+    v = checked(project, "k", {"cfg.h": header, "k.cu": kernel_using("y = FACTOR * x;", '#include "cfg.h"\n')})
+    assert v.passed, v.human()
+
+
+def test_m_pi_and_infinity_from_math_h(project):
+    v = checked(project, "k", {"k.cu": kernel_using(
+        "y = fmaxf(sqrtf(2.0f / M_PI) * x, -INFINITY);", "#include <math.h>\n")})
+    assert v.passed, v.human()
+
+
+def test_bfloat16_and_half_arriving_through_another_project_header(project):
+    header = "#pragma once\n#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n"
+    v = checked(project, "k", {"common.h": header, "k.cu": kernel_using(
+        "nv_bfloat16 b = __float2bfloat16(x); half h = __float2half(x); y = __bfloat162float(b) + __half2float(h);",
+        '#include "common.h"\n')})
+    assert v.passed, v.human()
+
+
+@pytest.mark.xfail(strict=True, reason="issue 24: a class template whose members are defined only in its "
+                   "partial specializations (later in the header) is cut without them (NVRTC: referenced but "
+                   "not defined; FlashInfer vec_t in vec_dtypes.cuh)")
+def test_members_defined_in_a_class_template_specialization(project):
+    header = ("#pragma once\ntemplate <typename T, int N>\nstruct vec_t {\n"
+              "  __device__ T& operator[](int i);\n};\n"
+              "template <int N>\nstruct vec_t<float, N> {\n  float d[N];\n"
+              "  __device__ float& operator[](int i) { return d[i]; }\n};\n")
+    v = checked(project, "k", {"vec.cuh": header, "k.cu": kernel_using(
+        "vec_t<float, 1> v; v[0] = x; y = 2.0f * v[0];", '#include "vec.cuh"\n')})
+    assert v.passed, v.human()
+
+
+@pytest.mark.xfail(strict=True, reason="issue 24: a struct template declared `struct __align__(N) name` in a "
+                   "project header is cut so that its name is no template (NVRTC: vec_n_t is not a template; "
+                   "vLLM vectorization.cuh)")
+def test_an_align_struct_template_in_a_header(project):
+    header = ("#pragma once\ntemplate <typename T, int N>\nstruct __align__(N * sizeof(T)) vec_n {\n"
+              "  T val[N];\n};\n")
+    v = checked(project, "k", {"vec.cuh": header, "k.cu": kernel_using(
+        "vec_n<float, 2> v; v.val[0] = x; v.val[1] = x; y = v.val[0] + v.val[1];", '#include "vec.cuh"\n')})
+    assert v.passed, v.human()
+
+
+def test_a_typedef_enum_in_a_header(project):
+    header = "#pragma once\ntypedef enum {\n  OP_SCALE,\n  OP_COPY\n} Op;\n"
+    v = checked(project, "k", {"op.h": header, "k.cu": kernel_using(
+        "Op op = OP_SCALE; y = op == OP_SCALE ? 2.0f * x : x;", '#include "op.h"\n')})
+    assert v.passed, v.human()
+
+
+@pytest.mark.xfail(strict=True, reason="issue 24: a device function whose qualifiers are spelled through a macro "
+                   "(`#define DEVICE_INLINE __device__ __forceinline__`) is left out of the unit (NVRTC: identifier "
+                   "is undefined)")
+def test_device_spelled_through_a_macro(project):
+    head = "#define DEVICE_INLINE __device__ __forceinline__\nDEVICE_INLINE float twice(float v) { return 2.0f * v; }\n"
+    v = checked(project, "k", {"k.cu": kernel_using("y = twice(x);", head)})
+    assert v.passed, v.human()
+
+
+@pytest.mark.xfail(strict=True, reason="issue 24: a host-only global named like one of the kernel's parameters "
+                   "(`static uint *d_Hist;` beside `k(uint *d_Hist, ...)`) is pulled into the unit, and NVRTC "
+                   "refuses host variables in JIT mode (cuda-samples histogram256.cu)")
+def test_a_host_only_global_named_like_a_kernel_parameter(project):
+    src = ("static float* out;\nstatic const int PARTIALS = 240;\n" + SPEC +
+           "__global__ void k(float* out, const float* inp, int n) {\n"
+           "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) out[i] = 2.0f * inp[i];\n}\n"
+           "void run(const float* i, int n) { k<<<PARTIALS, 128>>>(out, i, n); }\n")
+    v = checked(project, "k", {"k.cu": src})
+    assert v.passed, v.human()
+
+
+@pytest.mark.xfail(strict=True, reason="issue 24: <cub/cub.cuh> included by a project header the kernel does "
+                   "not use reaches NVRTC, whose CCCL refuses the umbrella header (#error: not supported when "
+                   "compiling with NVRTC; vLLM, bitsandbytes, FlashInfer)")
+def test_cub_included_by_a_header_the_kernel_does_not_use(project):
+    header = "#pragma once\n#include <cub/cub.cuh>\n#include <cuda_runtime.h>\n"
+    v = checked(project, "k", {"common.cuh": header, "k.cu": kernel_using("y = 2.0f * x;", '#include "common.cuh"\n')})
+    assert v.passed, v.human()
+
+
+@pytest.mark.xfail(strict=True, reason="issue 24: a __host__ member (a host-only constructor) of a struct the "
+                   "kernel uses reaches NVRTC, which refuses __host__ functions in JIT mode (FlashInfer fastdiv.cuh; "
+                   "the struct's lost `;`, above, fails it too)")
+def test_a_host_only_member_of_a_struct_the_kernel_uses(project):
+    head = ("struct Divisor {\n  __host__ __device__ Divisor() : d(1) {}\n  __host__ Divisor(int v) : d(v ? v : 1) {}\n"
+            "  __device__ float div(float x) const { return x / d; }\n  int d;\n};\n")
+    v = checked(project, "k", {"k.cu": kernel_using("Divisor q; y = q.div(x);", head)})
+    assert v.passed, v.human()
+
+
+def test_host_only_helpers_and_a_host_struct_in_a_header(project):
+    header = ("#pragma once\n#include <vector>\ninline int blocks_for(int n) { return (n + 127) / 128; }\n"
+              "struct HostParams {\n  HostParams() : n(0) {}\n  int n;\n};\n")
+    v = checked(project, "k", {"host.h": header, "k.cu": kernel_using("y = 2.0f * x;", '#include "host.h"\n')})
+    assert v.passed, v.human()
+
+
+@pytest.mark.xfail(strict=True, reason="issue 24: std::conditional (and the rest of <type_traits>) reaches device "
+                   "code through the CUDA headers under nvcc, but not in the NVRTC unit (namespace std has no "
+                   "member conditional; DeepSpeed gelu.cu)")
+def test_std_type_traits_through_the_cuda_headers(project):
+    v = checked(project, "k", {"k.cu": kernel_using(
+        "using T = std::conditional<true, float, double>::type; y = (T)2 * x;", "#include <cuda_fp16.h>\n")})
+    assert v.passed, v.human()
+
+
+@pytest.mark.xfail(strict=True, reason="issue 24: `ushort`/`uint` from <sys/types.h>, which every nvcc "
+                   "compile sees, are undefined under NVRTC (FlashInfer math.cuh, cuda-samples histogram)")
+def test_ushort_and_uint_from_sys_types(project):
+    v = checked(project, "k", {"k.cu": kernel_using("ushort s = (ushort)1; uint u = 2u; y = x * (float)(s + u);")})
+    assert v.passed, v.human()
+
+
+@pytest.mark.xfail(strict=True, reason="issue 24: a kernel template overloaded by parameter list cannot be named "
+                   "in the unit (NVRTC: cannot determine which instance of overloaded function is intended; "
+                   "DeepSpeed dequantize.cu)")
+def test_an_overloaded_kernel_template(project):
+    src = (SPEC.replace("/* @astra\n", '/* @astra\ninstantiate = "<float>"\n') +
+           "template <typename T>\n__global__ void k(T* out, const T* inp, int n) {\n"
+           "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) out[i] = 2 * inp[i];\n}\n"
+           "template <typename T>\n__global__ void k(T* out, const T* inp, int n, float s) {\n"
+           "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) out[i] = s * inp[i];\n}\n")
+    v = checked(project, "k", {"k.cu": src})
+    assert v.passed, v.human()
+
+
+@pytest.mark.xfail(strict=True, reason="issue 24: a file-scope macro invocation without a `;` whose argument is "
+                   "an identifier (`INSTANTIATE(__half)`, an explicit-instantiation macro) derails the parse: the "
+                   "spec pasted below it is not read (DeepSpeed gelu.cu fused_bias_add)")
+def test_an_instantiation_macro_invoked_above_the_kernel(project):
+    src = ("#include <cuda_fp16.h>\n#define INSTANTIATE(T) template void run<T>(T*, const T*, int);\n"
+           "template <typename T> void run(T* o, const T* i, int n);\nINSTANTIATE(__half)\n\n" + PLAIN_T +
+           "template <typename T> void run(T* o, const T* i, int n) { scale<<<(n + 255) / 256, 256>>>(o, i, n); }\n")
+    _, v = new_user(project, "scale", {"k.cu": src})
+    assert v.passed, v.human()
+
+
+@pytest.mark.xfail(strict=True, reason="issue 24: a kernel whose declaration carries a macro between __global__ "
+                   "and its return type (`__global__ LAUNCH_BOUNDS(256) void k(...)`) is not listed (FlashInfer "
+                   "sampling.cuh)")
+def test_a_launch_bounds_macro_between_global_and_void(project):
+    src = ("#define LAUNCH_BOUNDS(n) __launch_bounds__(n)\n" + SPEC +
+           "__global__ LAUNCH_BOUNDS(128) void k(float* out, const float* inp, int n) {\n"
+           "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) out[i] = 2.0f * inp[i];\n}\n")
+    project("k.cu", src)
+    assert [k.name for k in source.parse(src).kernels] == ["k"]
+
+
+# ---- inferring the spec (issue 25) -----------------------------------------------------------------
+
+
+def test_a_kernel_template_in_a_header_launched_from_the_cu_beside_it(project):
+    header = "#pragma once\n" + PLAIN_T
+    launcher = ('#include "scale.cuh"\nvoid run(float* o, const float* i, int n) {\n'
+                "    scale<float><<<(n + 255) / 256, 256>>>(o, i, n);\n}\n")
+    _, v = new_user(project, "scale", {"scale.cuh": header, "ops.cu": launcher}, main="scale.cuh")
+    assert v.passed, v.human()
+
+
+@pytest.mark.xfail(strict=True, reason="issue 25: the element type of a kernel template launched from a template "
+                   "host function (`template <class T> void run(T*...) { k<T><<<...>>>(...); }`, explicitly "
+                   "instantiated or called through a dispatch macro) is left as '?' (cuda-samples reduction, "
+                   "FasterTransformer, apex, TransformerEngine, DeepSpeed: 33 of 128 kernels)")
+def test_a_kernel_template_launched_from_a_template_host_function(project):
+    src = (PLAIN_T + "template <typename T>\nvoid run(T* o, const T* i, int n) { scale<T><<<(n + 255) / 256, 256>>>(o, i, n); }\n"
+           "template void run<float>(float*, const float*, int);\n")
+    _, v = new_user(project, "scale", {"k.cu": src})
+    assert v.passed, v.human()
+
+
+def test_a_uint_typedef_in_the_file(project):
+    src = ("typedef unsigned int uint;\n__global__ void scale(uint* out, const uint* inp, uint n) {\n"
+           "    uint i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) out[i] = 2u * inp[i];\n}\n"
+           "void run(uint* o, const uint* i, uint n) { scale<<<(n + 255) / 256, 256>>>(o, i, n); }\n")
+    _, v = new_user(project, "scale", {"k.cu": src})
+    assert v.passed, v.human()
+
+
+@pytest.mark.xfail(strict=True, reason="issue 25: a pointer to a CUDA vector type (`uint4*`, `float4*` data read "
+                   "16 bytes at a time) gets no spec type ('?'): the spec format has no vector element types "
+                   "(cuda-samples histogram64, vLLM, DeepSpeed)")
+def test_a_pointer_to_a_vector_type(project):
+    src = ("__global__ void scale(float4* out, const float4* inp, int n) {\n"
+           "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+           "    if (i < n) { float4 v = inp[i]; out[i] = make_float4(2 * v.x, 2 * v.y, 2 * v.z, 2 * v.w); }\n}\n"
+           "void run(float4* o, const float4* i, int n) { scale<<<(n + 255) / 256, 256>>>(o, i, n); }\n")
+    _, v = new_user(project, "scale", {"k.cu": src})
+    assert v.passed, v.human()
+
+
+@pytest.mark.xfail(strict=True, reason="issue 25: a 2-D launch whose sizes must be multiples of a square block "
+                   "(`dim3 threads(bs, bs); dim3 grid(w / threads.x, h / threads.y)`, no bounds check in the kernel) "
+                   "gets test sizes that are not (w = 100): the kernel reads outside its buffers (cuda-samples "
+                   "matrixMul, where the block is even proposed as 256x256 threads)")
+def test_a_2d_launch_whose_sizes_must_be_multiples_of_the_block(project):
+    src = ("template <int BS>\n__global__ void add2d(float* out, const float* inp, int w) {\n"
+           "    int x = blockIdx.x * BS + threadIdx.x, y = blockIdx.y * BS + threadIdx.y;\n"
+           "    out[y * w + x] = inp[y * w + x] + 1.0f;\n}\n"
+           "void run(float* o, const float* i, int w, int h) {\n    const int block_size = 16;\n"
+           "    dim3 threads(block_size, block_size);\n    dim3 grid(w / threads.x, h / threads.y);\n"
+           "    add2d<16><<<grid, threads>>>(o, i, w);\n}\n")
+    _, v = new_user(project, "add2d", {"k.cu": src})
+    assert v.passed, v.human()
+
+
+@pytest.mark.xfail(strict=True, reason="issue 25: a 2-D tiled launch set up in main() (`dim3 grid(size_x / TILE, "
+                   "size_y / TILE), threads(TILE, ROWS)`) gets sizes that make the grid 0 blocks (cuda-samples "
+                   "transpose, launched through a function pointer, gets grid = [width] and reads outside its buffers)")
+def test_a_tiled_2d_launch_set_up_in_main(project):
+    src = ("#define TILE 16\n#define ROWS 4\n"
+           "__global__ void transpose(float* odata, const float* idata, int width, int height) {\n"
+           "    int x = blockIdx.x * TILE + threadIdx.x, y = blockIdx.y * TILE + threadIdx.y;\n"
+           "    for (int j = 0; j < TILE; j += ROWS) odata[x * height + y + j] = idata[(y + j) * width + x];\n}\n"
+           "int main() {\n    int size_x = 1024, size_y = 1024;\n"
+           "    dim3 grid(size_x / TILE, size_y / TILE), threads(TILE, ROWS);\n"
+           "    float *d_in = 0, *d_out = 0;\n"
+           "    transpose<<<grid, threads>>>(d_out, d_in, size_x, size_y);\n    return 0;\n}\n")
+    _, v = new_user(project, "transpose", {"k.cu": src})
+    assert v.passed, v.human()
+
+
+@pytest.mark.xfail(strict=True, reason="issue 25: a launch whose grid is a plain division (`n / 256`) gets test "
+                   "sizes that make the grid 0 blocks, which Astra's validator refuses (cuda-samples shfl_scan, "
+                   "llm-awq gemv)")
+def test_a_grid_that_is_a_plain_division(project):
+    src = PLAIN + "void run(float* o, const float* i, int n) { scale<<<n / 256, 256>>>(o, i, n); }\n"
+    _, v = new_user(project, "scale", {"k.cu": src})
+    assert v.passed, v.human()
+
+
+@pytest.mark.xfail(strict=True, reason="issue 25: a kernel with many integer parameters (strides, offsets) gets "
+                   "a [sizes] table of every combination, over Astra's own limit of 100000 (FlashInfer pos_enc, "
+                   "TransformerEngine fused_rope, apex fused_rope)")
+def test_many_integer_parameters(project):
+    src = ("__global__ void rope(float* out, const float* inp, int n, int s0, int s1, int s2, int s3, int s4,"
+           " int s5, int s6, int s7, int s8, int s9, int s10) {\n"
+           "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) out[i] = 2.0f * inp[i];\n}\n"
+           "void run(float* o, const float* i, int n) { rope<<<(n + 255) / 256, 256>>>(o, i, n, 1, 1, 1, 1, 1, 1, 1, "
+           "1, 1, 1, 1); }\n")
+    _, v = new_user(project, "rope", {"k.cu": src})
+    assert v.passed, v.human()
+
+
+@pytest.mark.xfail(strict=True, reason="issue 25: a template argument written as an expression of a local "
+                   "constant (`k<threads / 2>`) is proposed as `instantiate`, which takes constants only "
+                   "(DeepSpeed softmax_kernels.cu, vLLM activation_kernels.cu)")
+def test_a_template_argument_written_as_an_expression(project):
+    src = ("template <int HALF>\n__global__ void scale(float* out, const float* inp, int n) {\n"
+           "    int i = blockIdx.x * (2 * HALF) + threadIdx.x;\n    if (i < n) out[i] = 2.0f * inp[i];\n}\n"
+           "void run(float* o, const float* i, int n) {\n    constexpr int threads = 256;\n"
+           "    scale<threads / 2><<<(n + threads - 1) / threads, threads>>>(o, i, n);\n}\n")
+    _, v = new_user(project, "scale", {"k.cu": src})
+    assert v.passed, v.human()
+
+
+@pytest.mark.xfail(strict=True, reason="issue 25: a struct of pointers and sizes passed by value (the params "
+                   "struct of mamba, TransformerEngine norms, flash-attention) is proposed as a 4-byte float scalar "
+                   "(`p = { value = 1.0, type = \"float\" }`) for a 24-byte struct, or gets no type: the spec "
+                   "format cannot say how to build it")
+def test_a_params_struct_passed_by_value(project):
+    src = ("typedef struct {\n  float* out;\n  const float* inp;\n  int n;\n} Params;\n"
+           "__global__ void scale(Params p) {\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+           "    if (i < p.n) p.out[i] = 2.0f * p.inp[i];\n}\n"
+           "void run(Params p) { scale<<<(p.n + 255) / 256, 256>>>(p); }\n")
+    _, v = new_user(project, "scale", {"k.cu": src})
+    assert v.passed, v.human()
+
+
+def test_launch_bounds_bound_the_proposed_block_without_a_launch_site(project):
+    src = ("__global__ void __launch_bounds__(256) scale(float* out, const float* inp, int n) {\n"
+           "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) out[i] = 2.0f * inp[i];\n}\n")
+    _, v = new_user(project, "scale", {"k.cu": src})
+    assert v.passed, v.human()
+
+
+def test_a_doc_comment_above_the_pasted_spec(project):
+    src = ("/*\nIn-place scale\n*/\ntemplate <typename T>\n__global__ void scale(T* out, const T* inp, int n) {\n"
+           "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) out[i] = (T)2 * inp[i];\n}\n"
+           "void run(float* o, const float* i, int n) { scale<<<(n + 255) / 256, 256>>>(o, i, n); }\n")
+    _, v = new_user(project, "scale", {"k.cu": src})
+    assert v.passed, v.human()
