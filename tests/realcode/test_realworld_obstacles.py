@@ -257,10 +257,6 @@ def test_a_kernel_template_in_a_header_launched_from_the_cu_beside_it(project):
     assert v.passed, v.human()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 25: the element type of a kernel template launched from a template "
-                   "host function (`template <class T> void run(T*...) { k<T><<<...>>>(...); }`, explicitly "
-                   "instantiated or called through a dispatch macro) is left as '?' (cuda-samples reduction, "
-                   "FasterTransformer, apex, TransformerEngine, DeepSpeed: 33 of 128 kernels)")
 def test_a_kernel_template_launched_from_a_template_host_function(project):
     src = (PLAIN_T + "template <typename T>\nvoid run(T* o, const T* i, int n) { scale<T><<<(n + 255) / 256, 256>>>(o, i, n); }\n"
            "template void run<float>(float*, const float*, int);\n")
@@ -276,9 +272,6 @@ def test_a_uint_typedef_in_the_file(project):
     assert v.passed, v.human()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 25: a pointer to a CUDA vector type (`uint4*`, `float4*` data read "
-                   "16 bytes at a time) gets no spec type ('?'): the spec format has no vector element types "
-                   "(cuda-samples histogram64, vLLM, DeepSpeed)")
 def test_a_pointer_to_a_vector_type(project):
     src = ("__global__ void scale(float4* out, const float4* inp, int n) {\n"
            "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
@@ -328,9 +321,6 @@ def test_a_grid_that_is_a_plain_division(project):
     assert v.passed, v.human()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 25: a kernel with many integer parameters (strides, offsets) gets "
-                   "a [sizes] table of every combination, over Astra's own limit of 100000 (FlashInfer pos_enc, "
-                   "TransformerEngine fused_rope, apex fused_rope)")
 def test_many_integer_parameters(project):
     src = ("__global__ void rope(float* out, const float* inp, int n, int s0, int s1, int s2, int s3, int s4,"
            " int s5, int s6, int s7, int s8, int s9, int s10) {\n"
