@@ -6,11 +6,13 @@ where the case is about compiling, a spec written by hand, so that it measures t
 Cases Astra fails today are strict xfails naming the issue that fixes them (24: compile fidelity
 and reading the file, 25: spec inference); whoever fixes one removes its marker. Which public
 kernels each stands for: benchmarks/realworld/README.md ("Failure classes")."""
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from astra_cuda import api, source
+from astra_cuda import api, extract, source, static
+from astra_cuda.compile import toolkit
 from astra_cuda import project as proj
 
 from .conftest import needs_gxx
@@ -80,148 +82,135 @@ def kernel_using(body: str, head: str = "") -> str:
 
 
 # ---- compiling what nvcc compiles (issue 24) -------------------------------------------------------
+# Each obstacle is compiled on both of Astra's paths: `check` (the CPU check as a user runs it where a
+# CUDA toolkit is installed: nvcc on the file, then g++ on the cut unit) and `nvrtc` (NVRTC on the cut
+# unit, forced with ASTRA_CUDA_TOOLKIT=none: what the GPU backend compiles, and the CPU check where
+# no toolkit is installed). Every case compiles with nvcc 13.0 as written (checked once by hand).
 
-@pytest.mark.xfail(strict=True, reason="issue 24: a struct/enum class/union definition (in a project header, or in "
-                   "the file above the kernel) loses its closing `;` in the extracted unit (NVRTC: expected a \";\"; "
-                   "vLLM dtype_float32.cuh, DeepSpeed memory_access_utils.h, FlashInfer cp_async.cuh, exllamav2 "
-                   "matrix_view.cuh)")
-def test_a_struct_and_an_enum_class_defined_in_a_header(project):
-    header = ("#pragma once\nstruct Pair {\n  float a;\n  float b;\n};\n"
-              "enum class Mode {\n  Scale,\n  Copy\n};\n")
-    v = checked(project, "k", {"types.h": header, "k.cu": kernel_using(
-        "Pair p{x, 2.0f}; Mode m = Mode::Scale; y = m == Mode::Scale ? p.a * p.b : p.a;", '#include "types.h"\n')})
-    assert v.passed, v.human()
-
-
-@pytest.mark.xfail(strict=True, reason="issue 24: a multi-line `#if A && \\` continued with a backslash in a "
-                   "project header reaches NVRTC broken (unrecognized token; vLLM cuda_vec_utils.cuh, CUTLASS "
-                   "arch/config.h, CuTe config.hpp)")
-def test_a_multi_line_if_continued_with_a_backslash_in_a_header(project):
-    header = ("#pragma once\n#if defined(__CUDA_ARCH__) && \\\n    __CUDA_ARCH__ >= 800\n"
-              "#define FACTOR 2.0f\n#else\n#define FACTOR 2.0f\n#endif\n")
-    v = checked(project, "k", {"cfg.h": header, "k.cu": kernel_using("y = FACTOR * x;", '#include "cfg.h"\n')})
-    assert v.passed, v.human()
+@dataclass(frozen=True)
+class Obstacle:
+    id: str
+    files: dict[str, str]
+    fails: dict[str, str] = field(default_factory=dict)   # path -> why it fails today (a strict xfail)
 
 
-def test_m_pi_and_infinity_from_math_h(project):
-    v = checked(project, "k", {"k.cu": kernel_using(
-        "y = fmaxf(sqrtf(2.0f / M_PI) * x, -INFINITY);", "#include <math.h>\n")})
-    assert v.passed, v.human()
+def _both(reason: str) -> dict[str, str]:
+    return {"check": reason, "nvrtc": reason}
 
 
-def test_bfloat16_and_half_arriving_through_another_project_header(project):
-    header = "#pragma once\n#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n"
-    v = checked(project, "k", {"common.h": header, "k.cu": kernel_using(
-        "nv_bfloat16 b = __float2bfloat16(x); half h = __float2half(x); y = __bfloat162float(b) + __half2float(h);",
-        '#include "common.h"\n')})
-    assert v.passed, v.human()
+STRUCT = ("issue 24: a struct/enum class/union definition (in a project header, or in the file above the kernel) "
+          "loses its closing `;` in the cut unit (expected a \";\"; vLLM dtype_float32.cuh, DeepSpeed "
+          "memory_access_utils.h, FlashInfer cp_async.cuh, exllamav2 matrix_view.cuh)")
+
+COMPILE = [
+    Obstacle("struct-and-enum-class-in-a-header", {
+        "types.h": "#pragma once\nstruct Pair {\n  float a;\n  float b;\n};\nenum class Mode {\n  Scale,\n  Copy\n};\n",
+        "k.cu": kernel_using("Pair p{x, 2.0f}; Mode m = Mode::Scale; y = m == Mode::Scale ? p.a * p.b : p.a;",
+                             '#include "types.h"\n')}, _both(STRUCT)),
+    Obstacle("multi-line-if-in-a-header", {
+        "cfg.h": ("#pragma once\n#if defined(__CUDA_ARCH__) && \\\n    __CUDA_ARCH__ >= 800\n#define FACTOR 2.0f\n"
+                  "#else\n#define FACTOR 2.0f\n#endif\n"),
+        "k.cu": kernel_using("y = FACTOR * x;", '#include "cfg.h"\n')},
+        _both("issue 24: a multi-line `#if A && \\` continued with a backslash in a project header reaches the "
+              "cut unit broken (unrecognized token; vLLM cuda_vec_utils.cuh, CUTLASS arch/config.h, CuTe config.hpp)")),
+    Obstacle("m-pi-and-infinity-from-math-h", {
+        "k.cu": kernel_using("y = fmaxf(sqrtf(2.0f / M_PI) * x, -INFINITY);", "#include <math.h>\n")}),
+    Obstacle("bfloat16-and-half-through-another-header", {
+        "common.h": "#pragma once\n#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n",
+        "k.cu": kernel_using("nv_bfloat16 b = __float2bfloat16(x); half h = __float2half(x); "
+                             "y = __bfloat162float(b) + __half2float(h);", '#include "common.h"\n')}),
+    Obstacle("members-defined-in-a-class-template-specialization", {
+        "vec.cuh": ("#pragma once\ntemplate <typename T, int N>\nstruct vec_t {\n  __device__ T& operator[](int i);\n};\n"
+                    "template <int N>\nstruct vec_t<float, N> {\n  float d[N];\n"
+                    "  __device__ float& operator[](int i) { return d[i]; }\n};\n"),
+        "k.cu": kernel_using("vec_t<float, 1> v; v[0] = x; y = 2.0f * v[0];", '#include "vec.cuh"\n')},
+        _both("issue 24: a class template whose members are defined only in its partial specializations (later in "
+              "the header) is cut without them (referenced but not defined / unresolved extern; FlashInfer vec_t "
+              "in vec_dtypes.cuh)")),
+    Obstacle("align-struct-template-in-a-header", {
+        "vec.cuh": "#pragma once\ntemplate <typename T, int N>\nstruct __align__(N * sizeof(T)) vec_n {\n  T val[N];\n};\n",
+        "k.cu": kernel_using("vec_n<float, 2> v; v.val[0] = x; v.val[1] = x; y = v.val[0] + v.val[1];",
+                             '#include "vec.cuh"\n')},
+        _both("issue 24: a struct template declared `struct __align__(N) name` in a project header is cut so that "
+              "its name is no template (vec_n_t is not a template / is undefined; vLLM vectorization.cuh)")),
+    Obstacle("typedef-enum-in-a-header", {
+        "op.h": "#pragma once\ntypedef enum {\n  OP_SCALE,\n  OP_COPY\n} Op;\n",
+        "k.cu": kernel_using("Op op = OP_SCALE; y = op == OP_SCALE ? 2.0f * x : x;", '#include "op.h"\n')}),
+    Obstacle("device-spelled-through-a-macro", {
+        "k.cu": kernel_using("y = twice(x);", "#define DEVICE_INLINE __device__ __forceinline__\n"
+                             "DEVICE_INLINE float twice(float v) { return 2.0f * v; }\n")},
+        _both("issue 24: a device function whose qualifiers are spelled through a macro (`#define DEVICE_INLINE "
+              "__device__ __forceinline__`) is left out of the cut unit (identifier is undefined)")),
+    Obstacle("host-only-global-named-like-a-kernel-parameter", {
+        "k.cu": ("static float* out;\nstatic const int PARTIALS = 240;\n" + SPEC +
+                 "__global__ void k(float* out, const float* inp, int n) {\n"
+                 "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) out[i] = 2.0f * inp[i];\n}\n"
+                 "void run(const float* i, int n) { k<<<PARTIALS, 128>>>(out, i, n); }\n")},
+        {"nvrtc": "issue 24: a host-only global named like one of the kernel's parameters (`static uint "
+                  "*d_PartialHistograms;` beside `k(uint *d_PartialHistograms, ...)`) is pulled into the cut unit, and "
+                  "NVRTC refuses host variables in JIT mode (cuda-samples histogram256.cu)"}),
+    Obstacle("cub-included-by-a-header-the-kernel-does-not-use", {
+        "common.cuh": "#pragma once\n#include <cub/cub.cuh>\n#include <cuda_runtime.h>\n",
+        "k.cu": kernel_using("y = 2.0f * x;", '#include "common.cuh"\n')},
+        {"nvrtc": "issue 24: <cub/cub.cuh> included by a project header the kernel does not use reaches the cut "
+                  "unit, and NVRTC's CCCL refuses the umbrella header (#error: not supported when compiling with "
+                  "NVRTC; vLLM, bitsandbytes, FlashInfer)"}),
+    Obstacle("host-only-member-of-a-struct-the-kernel-uses", {
+        "k.cu": kernel_using("Divisor q; y = q.div(x);", (
+            "struct Divisor {\n  __host__ __device__ Divisor() : d(1) {}\n  __host__ Divisor(int v) : d(v ? v : 1) {}\n"
+            "  __device__ float div(float x) const { return x / d; }\n  int d;\n};\n"))},
+        {"check": STRUCT, "nvrtc": "issue 24: a __host__ member (a host-only constructor) of a struct the kernel uses "
+                                   "reaches NVRTC, which refuses __host__ functions in JIT mode (FlashInfer "
+                                   "fastdiv.cuh; the struct's lost `;`, above, fails it too)"}),
+    Obstacle("host-only-helpers-and-a-host-struct-in-a-header", {
+        "host.h": ("#pragma once\n#include <vector>\ninline int blocks_for(int n) { return (n + 127) / 128; }\n"
+                   "struct HostParams {\n  HostParams() : n(0) {}\n  int n;\n};\n"),
+        "k.cu": kernel_using("y = 2.0f * x;", '#include "host.h"\n')}),
+    Obstacle("std-type-traits-through-the-cuda-headers", {
+        "k.cu": kernel_using("using T = std::conditional<true, float, double>::type; y = (T)2 * x;",
+                             "#include <cuda_fp16.h>\n")},
+        {"nvrtc": "issue 24: std::conditional (and the rest of <type_traits>) reaches device code through the CUDA "
+                  "headers under nvcc, but not in NVRTC's cut unit (namespace std has no member conditional; "
+                  "DeepSpeed gelu.cu)"}),
+    Obstacle("ushort-and-uint-from-sys-types", {
+        "k.cu": kernel_using("ushort s = (ushort)1; uint u = 2u; y = x * (float)(s + u);")},
+        {"nvrtc": "issue 24: `ushort`/`uint` from <sys/types.h>, which every nvcc compile sees, are undefined in "
+                  "NVRTC's cut unit (FlashInfer math.cuh)"}),
+    Obstacle("overloaded-kernel-template", {
+        "k.cu": (SPEC.replace("/* @astra\n", '/* @astra\ninstantiate = "<float>"\n') +
+                 "template <typename T>\n__global__ void k(T* out, const T* inp, int n) {\n"
+                 "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) out[i] = 2 * inp[i];\n}\n"
+                 "template <typename T>\n__global__ void k(T* out, const T* inp, int n, float s) {\n"
+                 "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) out[i] = s * inp[i];\n}\n")},
+        _both("issue 24: a kernel template overloaded by parameter list cannot be named (cannot determine which "
+              "instance of overloaded function is intended; DeepSpeed dequantize.cu)")),
+]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 24: a class template whose members are defined only in its "
-                   "partial specializations (later in the header) is cut without them (NVRTC: referenced but "
-                   "not defined; FlashInfer vec_t in vec_dtypes.cuh)")
-def test_members_defined_in_a_class_template_specialization(project):
-    header = ("#pragma once\ntemplate <typename T, int N>\nstruct vec_t {\n"
-              "  __device__ T& operator[](int i);\n};\n"
-              "template <int N>\nstruct vec_t<float, N> {\n  float d[N];\n"
-              "  __device__ float& operator[](int i) { return d[i]; }\n};\n")
-    v = checked(project, "k", {"vec.cuh": header, "k.cu": kernel_using(
-        "vec_t<float, 1> v; v[0] = x; y = 2.0f * v[0];", '#include "vec.cuh"\n')})
-    assert v.passed, v.human()
+def _compile_cases():
+    for o in COMPILE:
+        for path in ("check", "nvrtc"):
+            marks = [pytest.mark.xfail(strict=True, reason=o.fails[path])] if path in o.fails else []
+            yield pytest.param(o, path, id=f"{o.id}-{path}", marks=marks)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 24: a struct template declared `struct __align__(N) name` in a "
-                   "project header is cut so that its name is no template (NVRTC: vec_n_t is not a template; "
-                   "vLLM vectorization.cuh)")
-def test_an_align_struct_template_in_a_header(project):
-    header = ("#pragma once\ntemplate <typename T, int N>\nstruct __align__(N * sizeof(T)) vec_n {\n"
-              "  T val[N];\n};\n")
-    v = checked(project, "k", {"vec.cuh": header, "k.cu": kernel_using(
-        "vec_n<float, 2> v; v.val[0] = x; v.val[1] = x; y = v.val[0] + v.val[1];", '#include "vec.cuh"\n')})
-    assert v.passed, v.human()
-
-
-def test_a_typedef_enum_in_a_header(project):
-    header = "#pragma once\ntypedef enum {\n  OP_SCALE,\n  OP_COPY\n} Op;\n"
-    v = checked(project, "k", {"op.h": header, "k.cu": kernel_using(
-        "Op op = OP_SCALE; y = op == OP_SCALE ? 2.0f * x : x;", '#include "op.h"\n')})
-    assert v.passed, v.human()
-
-
-@pytest.mark.xfail(strict=True, reason="issue 24: a device function whose qualifiers are spelled through a macro "
-                   "(`#define DEVICE_INLINE __device__ __forceinline__`) is left out of the unit (NVRTC: identifier "
-                   "is undefined)")
-def test_device_spelled_through_a_macro(project):
-    head = "#define DEVICE_INLINE __device__ __forceinline__\nDEVICE_INLINE float twice(float v) { return 2.0f * v; }\n"
-    v = checked(project, "k", {"k.cu": kernel_using("y = twice(x);", head)})
-    assert v.passed, v.human()
-
-
-@pytest.mark.xfail(strict=True, reason="issue 24: a host-only global named like one of the kernel's parameters "
-                   "(`static uint *d_Hist;` beside `k(uint *d_Hist, ...)`) is pulled into the unit, and NVRTC "
-                   "refuses host variables in JIT mode (cuda-samples histogram256.cu)")
-def test_a_host_only_global_named_like_a_kernel_parameter(project):
-    src = ("static float* out;\nstatic const int PARTIALS = 240;\n" + SPEC +
-           "__global__ void k(float* out, const float* inp, int n) {\n"
-           "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) out[i] = 2.0f * inp[i];\n}\n"
-           "void run(const float* i, int n) { k<<<PARTIALS, 128>>>(out, i, n); }\n")
-    v = checked(project, "k", {"k.cu": src})
-    assert v.passed, v.human()
-
-
-@pytest.mark.xfail(strict=True, reason="issue 24: <cub/cub.cuh> included by a project header the kernel does "
-                   "not use reaches NVRTC, whose CCCL refuses the umbrella header (#error: not supported when "
-                   "compiling with NVRTC; vLLM, bitsandbytes, FlashInfer)")
-def test_cub_included_by_a_header_the_kernel_does_not_use(project):
-    header = "#pragma once\n#include <cub/cub.cuh>\n#include <cuda_runtime.h>\n"
-    v = checked(project, "k", {"common.cuh": header, "k.cu": kernel_using("y = 2.0f * x;", '#include "common.cuh"\n')})
-    assert v.passed, v.human()
-
-
-@pytest.mark.xfail(strict=True, reason="issue 24: a __host__ member (a host-only constructor) of a struct the "
-                   "kernel uses reaches NVRTC, which refuses __host__ functions in JIT mode (FlashInfer fastdiv.cuh; "
-                   "the struct's lost `;`, above, fails it too)")
-def test_a_host_only_member_of_a_struct_the_kernel_uses(project):
-    head = ("struct Divisor {\n  __host__ __device__ Divisor() : d(1) {}\n  __host__ Divisor(int v) : d(v ? v : 1) {}\n"
-            "  __device__ float div(float x) const { return x / d; }\n  int d;\n};\n")
-    v = checked(project, "k", {"k.cu": kernel_using("Divisor q; y = q.div(x);", head)})
-    assert v.passed, v.human()
-
-
-def test_host_only_helpers_and_a_host_struct_in_a_header(project):
-    header = ("#pragma once\n#include <vector>\ninline int blocks_for(int n) { return (n + 127) / 128; }\n"
-              "struct HostParams {\n  HostParams() : n(0) {}\n  int n;\n};\n")
-    v = checked(project, "k", {"host.h": header, "k.cu": kernel_using("y = 2.0f * x;", '#include "host.h"\n')})
-    assert v.passed, v.human()
-
-
-@pytest.mark.xfail(strict=True, reason="issue 24: std::conditional (and the rest of <type_traits>) reaches device "
-                   "code through the CUDA headers under nvcc, but not in the NVRTC unit (namespace std has no "
-                   "member conditional; DeepSpeed gelu.cu)")
-def test_std_type_traits_through_the_cuda_headers(project):
-    v = checked(project, "k", {"k.cu": kernel_using(
-        "using T = std::conditional<true, float, double>::type; y = (T)2 * x;", "#include <cuda_fp16.h>\n")})
-    assert v.passed, v.human()
-
-
-@pytest.mark.xfail(strict=True, reason="issue 24: `ushort`/`uint` from <sys/types.h>, which every nvcc "
-                   "compile sees, are undefined under NVRTC (FlashInfer math.cuh, cuda-samples histogram)")
-def test_ushort_and_uint_from_sys_types(project):
-    v = checked(project, "k", {"k.cu": kernel_using("ushort s = (ushort)1; uint u = 2u; y = x * (float)(s + u);")})
-    assert v.passed, v.human()
-
-
-@pytest.mark.xfail(strict=True, reason="issue 24: a kernel template overloaded by parameter list cannot be named "
-                   "in the unit (NVRTC: cannot determine which instance of overloaded function is intended; "
-                   "DeepSpeed dequantize.cu)")
-def test_an_overloaded_kernel_template(project):
-    src = (SPEC.replace("/* @astra\n", '/* @astra\ninstantiate = "<float>"\n') +
-           "template <typename T>\n__global__ void k(T* out, const T* inp, int n) {\n"
-           "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) out[i] = 2 * inp[i];\n}\n"
-           "template <typename T>\n__global__ void k(T* out, const T* inp, int n, float s) {\n"
-           "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) out[i] = s * inp[i];\n}\n")
-    v = checked(project, "k", {"k.cu": src})
-    assert v.passed, v.human()
+@pytest.mark.parametrize("case, path", list(_compile_cases()))
+def test_astra_compiles_what_nvcc_compiles(project, monkeypatch, case, path):
+    for rel, text in case.files.items():
+        project(rel, text)
+    f = project.root / "k.cu"
+    ctx = _context(project.root, ())
+    if path == "check":
+        if toolkit.find(ctx) is None:
+            pytest.skip("no CUDA toolkit here: the check compiles with NVRTC, the `nvrtc` case")
+        (v,) = api.check(api.snapshot(f.read_text(), str(f), ctx), "k", backend="cpu", quick=True, pin_first=False)
+        assert v.passed, v.human()
+    else:   # the unit the check cuts, compiled as the GPU backend and a toolkit-less CPU check do
+        monkeypatch.setenv(toolkit.TOOLKIT_ENV, "none")
+        snap = api.snapshot(f.read_text(), str(f), ctx)
+        r = static.compile_unit(extract.spec_unit(snap.model, str(f), "k", snap.kernel("k").spec, context=ctx))
+        errors = [d for d in r.diagnostics if d.severity == "error"]
+        assert r.ok and r.compiler.lower().startswith("nvrtc"), "; ".join(d.human(str(f)) for d in errors[:4]) or r.log
 
 
 @pytest.mark.xfail(strict=True, reason="issue 24: a file-scope macro invocation without a `;` whose argument is "
