@@ -43,6 +43,7 @@ class Iv:
 
 
 UNKNOWN = Iv(None, None)
+MAX_HELPER_DEPTH = 3   # device functions followed into, nested
 
 
 @dataclass(frozen=True)
@@ -88,8 +89,11 @@ class Analyzer:
 
     def __init__(self, kernel: source.Kernel, sizes: dict[str, int], grid: tuple[int, int, int],
                  block: tuple[int, int, int], elem_bytes: dict[str, int], int_params: set[str],
-                 table_size: int, constants: dict[str, int], lanes: dict[str, int] | None = None):
+                 table_size: int, constants: dict[str, int], lanes: dict[str, int] | None = None,
+                 helpers: dict[str, Node] | None = None):
         self.kernel = kernel
+        self.helpers = helpers or {}          # device function name -> its definition (followed into)
+        self.depth = 0
         self.grid, self.block = grid, block
         self.elem_bytes = elem_bytes          # pointer parameter -> bytes per element
         self.int_params = int_params          # integer pointer parameters (their loads are table indices)
@@ -104,6 +108,27 @@ class Analyzer:
                 self.env[p.name] = Iv.point(int(sizes[p.name]))
             else:
                 self.env[p.name] = UNKNOWN
+
+    def inline(self, fn: Node, vals: list) -> None:
+        """A device function of the file called with pointers into the parameters (`apply_rotary(query,
+        ...)`): its body walked with its parameters bound to the call's values, so what it reads and
+        writes counts for the kernel's own parameters."""
+        decl = source._function_declarator(fn.child_by_field_name("declarator"))
+        plist = decl.child_by_field_name("parameters") if decl is not None else None
+        names = [source._declarator_name(p.child_by_field_name("declarator"))[0]
+                 for p in (plist.named_children if plist is not None else [])
+                 if p.type in ("parameter_declaration", "optional_parameter_declaration")]
+        body = fn.child_by_field_name("body")
+        if body is None:
+            return
+        saved = self.env
+        self.env = {n: (v if isinstance(v, (Iv, Ptr)) else UNKNOWN) for n, v in zip(names, vals) if n}
+        self.depth += 1
+        try:
+            self.block_stmt(body)
+        finally:
+            self.depth -= 1
+            self.env = saved
 
     # ---- statements ------------------------------------------------------------------------
     def run(self, body: Node) -> Facts:
@@ -536,6 +561,11 @@ class Analyzer:
             if a.hi is not None and b.lo and b.lo > 0:
                 return Iv(0, -(-a.hi // b.lo))
             return None
+        helper = self.helpers.get(short)
+        if helper is not None and not evaluate_only and self.depth < MAX_HELPER_DEPTH \
+                and any(isinstance(v, Ptr) for v in vals):
+            self.inline(helper, vals)
+            return None
         if not evaluate_only:
             wide = "128" in short or short.startswith(("load_vec", "store_vec"))
             for a, v in zip(args, vals):
@@ -583,11 +613,23 @@ def kernel_body(kernel: source.Kernel) -> Node | None:
     return None
 
 
+def helpers_of(texts: list[str]) -> dict[str, Node]:
+    """Device function definitions by name, from the texts of the file's device-function items."""
+    out: dict[str, Node] = {}
+    for text in texts:
+        root = source.parser().parse(text.encode("utf-8")).root_node
+        for fn in (n for n in source._walk(root) if n.type == "function_definition"):
+            name = source._declarator_name(source._function_declarator(fn.child_by_field_name("declarator")))[0]
+            if name:
+                out.setdefault(name.split("::")[-1], fn)
+    return out
+
+
 def analyse(kernel: source.Kernel, sizes: dict[str, int], grid, block, elem_bytes: dict[str, int],
             int_params: set[str], table_size: int, constants: dict[str, int],
-            lanes: dict[str, int] | None = None) -> Facts | None:
+            lanes: dict[str, int] | None = None, helpers: dict[str, Node] | None = None) -> Facts | None:
     body = kernel_body(kernel)
     if body is None:
         return None
     return Analyzer(kernel, sizes, tuple(grid), tuple(block), elem_bytes, int_params, table_size,
-                    constants, lanes).run(body)
+                    constants, lanes, helpers).run(body)

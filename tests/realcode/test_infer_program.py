@@ -212,3 +212,25 @@ def test_strides_get_their_contiguous_values(project):
     assert s.args["stride"].value == "hidden" and s.args["stride3"].value == "0"
     assert set(s.sizes) == {"num_tokens", "hidden"}
     assert s.args["input"].shape == ("num_tokens", "hidden") and s.args["weight"].shape == ("hidden",)
+
+
+def test_a_helper_that_writes_through_a_pointer_makes_an_output(project):
+    project("h.cu", "__device__ void store_row(float* dst, const float* src, int i) { dst[i] = src[i] * 2.0f; }\n"
+                    "__global__ void k(float* out, const float* in, int n) {\n"
+                    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) store_row(out, in, i);\n}\n"
+                    "void run(float* o, const float* i, int n) { k<<<(n + 255) / 256, 256>>>(o, i, n); }\n")
+    s, p = infer(project, "h.cu", "k")
+    assert s.args["out"].output and s.args["out"].shape == ("n",) and s.args["in"].shape == ("n",)
+
+
+def test_the_block_stays_within_the_kernels_launch_bounds(project):
+    project("b.cu", "__global__ void __launch_bounds__(64) k(float* out, int n) {\n"
+                    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) out[i] = 1.0f;\n}\n"
+                    "void run(float* o, int n, int threads) { k<<<(n + threads - 1) / threads, threads>>>(o, n); }\n")
+    s, p = infer(project, "b.cu", "k")
+    assert all(exprs_max(b) <= 64 for b in s.block)
+
+
+def exprs_max(e):
+    from astra_cuda import exprs
+    return exprs.evaluate_int(e, {"n": 1 << 20}) if exprs.names(e) <= {"n"} else 0

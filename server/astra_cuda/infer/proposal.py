@@ -117,6 +117,7 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
         grid, block = [size_names[0]], [f"min({size_names[-1]}, 1024)"]
         notes.append(f"grid: one block per row of `{size_names[0]}` (the first guess did not run cleanly)")
 
+    block = _within_launch_bounds(kernel, block, {**constants, **targs}, notes)
     elem_bytes = {}
     int_params = set()
     for p in kernel.params:
@@ -129,7 +130,7 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
     known_values.update(types.packet_sizes())
     known_values.update({k: int(v) for k, v in targs.items() if v.strip().isdigit()})  # template `width = 1`
     found = _shapes(kernel, [n for n in size_names if n != TABLE], grid, block, elem_bytes, int_params, known_values,
-                    lanes, derived)
+                    lanes, derived, access.helpers_of([it.text for it in types.items if it.kind == "device_function"]))
     if found is not None and found.uses_table and TABLE not in size_names:
         size_names.append(TABLE)
     require = _requirements(grid, block, found, size_names, kernel)
@@ -287,6 +288,38 @@ def _earlier_version(kernel: Kernel, model: SourceModel) -> str | None:
     older = [(v[1], k.name) for k in model.kernels if k is not kernel and (v := _version(k.name)) is not None
              and v[0] == mine[0] and v[1] < mine[1] and sig(k) == sig(kernel)]
     return max(older)[1] if older else None
+
+
+def _within_launch_bounds(kernel: Kernel, block: list[str], values: dict[str, str], notes: list[str]) -> list[str]:
+    """A block no larger than the kernel's `__launch_bounds__` (the launcher keeps to it)."""
+    if not kernel.launch_bounds or "(" not in kernel.launch_bounds:
+        return block
+    first = exprs.split_top_level(kernel.launch_bounds.split("(", 1)[1].rsplit(")", 1)[0])[0]
+    bound = value_of(first, values)
+    if bound is None or bound < 1:
+        return block
+    try:
+        fixed = [exprs.evaluate_int(b, {}) for b in block] if all(not exprs.names(b) for b in block) else None
+    except exprs.ExprError:
+        fixed = None
+    if fixed is not None:
+        while _prod(fixed) > bound and fixed[0] > 1:
+            fixed[0] //= 2
+        out = [str(v) for v in fixed]
+    elif len(block) == 1:
+        out = [f"min({block[0]}, {bound})"]
+    else:
+        return block
+    if out != block:
+        notes.append(f"block kept within the kernel's {kernel.launch_bounds}: {', '.join(out)}")
+    return out
+
+
+def _prod(xs: list[int]) -> int:
+    out = 1
+    for x in xs:
+        out *= x
+    return out
 
 
 def _substituted(parts: list[str] | None, values: dict[str, str]) -> list[str] | None:

@@ -57,7 +57,7 @@ class _Shapes:
 
 def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[str], elem_bytes: dict[str, int],
             int_params: set[str], constants: dict[str, int], lanes: dict[str, int] | None = None,
-            derived: dict[str, str] | None = None) -> _Shapes | None:
+            derived: dict[str, str] | None = None, helpers=None) -> _Shapes | None:
     samples = []
     names = size_names + [TABLE]
     for k in range(3):
@@ -74,7 +74,7 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
         g, b = (g + [1, 1, 1])[:3], (b + [1, 1, 1])[:3]
         if min(g + b) < 1:
             return None
-        facts = access.analyse(kernel, probe, g, b, elem_bytes, int_params, sizes[TABLE], constants, lanes)
+        facts = access.analyse(kernel, probe, g, b, elem_bytes, int_params, sizes[TABLE], constants, lanes, helpers)
         if facts is None:
             return None
         samples.append((sizes, facts))
