@@ -16,6 +16,7 @@ build caches can key on their contents.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -460,10 +461,25 @@ def replace_kernel(text: str, kernel_name: str, new_kernel_text: str) -> str:
     return out
 
 
+# A directive that reads another file, wherever it stands on a line (after `#`, the digraph `%:`
+# or the trigraph `??=`, comments between): what a candidate may not add.
+_READS_A_FILE = re.compile(r"(?:#|%:|\?\?=)\s*(?:/\*.*?\*/\s*)*(include_next|include|import|embed)\b\s*"
+                           r"(\"[^\"]*\"|<[^>]*>|\S*)")
+
+
+def file_reads(text: str) -> set[str]:
+    """Every `#include`-like directive of `text` (lines joined at backslash-newlines), as
+    '#include "x.h"' — read conservatively: such a directive inside a string counts too."""
+    joined = re.sub(r"\\\r?\n", "", text)
+    return {f"#{m.group(1)} {m.group(2)}" for line in joined.splitlines() for m in _READS_A_FILE.finditer(line)}
+
+
 def splice(file_text: str, kernel: str, block: str) -> tuple[str | None, str]:
     """The file with its kernel replaced by the kernel defined in `block` (a model's code
     block), and helper device functions from the block replacing or joining the file's.
-    Returns (text, problem)."""
+    Returns (text, problem). A block may include nothing the file does not already include:
+    `#include ".env"` in a model's kernel would put the file's secrets into the compiler's
+    messages, and so into the next prompt."""
     new = source.parse(block)
     k_new = new.kernel(kernel)
     if new.syntax_errors:
@@ -493,4 +509,8 @@ def splice(file_text: str, kernel: str, block: str) -> tuple[str | None, str]:
     out = textedit.replace_bytes(file_text, edits)
     if out is None:
         return None, "the rewritten helpers overlap the kernel"
+    added = file_reads(out) - file_reads(file_text)
+    if added:
+        return None, (f"the code block adds {', '.join(sorted(added))}: a candidate may include only what the "
+                      "file already includes")
     return out, ""

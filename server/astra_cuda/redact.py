@@ -1,10 +1,18 @@
 """Secrets out of everything Astra writes or shows: run logs, reports, the editor's progress and
-messages, the server's log. Applied at those edges (never to what is sent to the endpoint).
+messages, the server's log, and the gate's feedback a model is sent (the kernel's own code goes
+to the model as it is).
 
 Hidden: the password (and user) in a URL, the values of query parameters with key-like names,
 `Bearer …` tokens, OpenAI-style `sk-…` keys, and every key Astra was configured with (from the
 environment or settings, `remember`ed by the LLM client) wherever it appears, e.g. echoed back in
 an endpoint's error message.
+
+Compiler messages are a second way out: a file that does `#include ".env"` makes the compiler
+quote the included file's tokens (`identifier "sk" is undefined`) and echo its lines. `included`
+keeps a message only where it stands in the unit's own file or in a file that is source
+(`.cuh`, `.hpp`, a standard header under an `include` folder); from any other file (a dotfile,
+`.json`, `.pem`, `.git/config`…) only its place is kept. Applied to diagnostics, to the logs a
+check keeps and to what is sent to a model.
 """
 from __future__ import annotations
 
@@ -71,6 +79,53 @@ def text(s: str) -> str:
     s = _BEARER.sub(lambda m: m.group(1) + MASK, s)
     s = _HEADER.sub(lambda m: m.group(1) + MASK, s)
     return _SK.sub("sk-" + MASK, s)
+
+
+_SOURCE_SUFFIXES = frozenset((".h", ".hh", ".hpp", ".hxx", ".h++", ".cuh", ".cu", ".c", ".cc", ".cpp", ".cxx",
+                              ".c++", ".inc", ".inl", ".ipp", ".tcc", ".tpp", ".def", ".ptx"))
+NOT_SHOWN = "(its text is not shown: a message from an included file that is not source may quote its secrets)"
+# A message's first line: EDG (nvcc, NVRTC) `path(12): error: …`; GCC, clang, the host
+# preprocessor `path:12:5: error: …`.
+_EDG = re.compile(r"^(?P<path>[^\s(][^()]*?)\((?P<line>\d+)\): (?P<sev>(?:catastrophic |fatal )?error|warning|remark|note)"
+                  r"(?: #[\w-]+)?: ")
+_GCC = re.compile(r"^(?P<path>[^:\s][^:]*?):(?P<line>\d+):(?:\d+:)? (?P<sev>fatal error|error|warning|note): ")
+_INCLUDED_FROM = re.compile(r"^(?:In file included from|\s+from) ")
+
+
+def quotable(path: str, own: str = "") -> bool:
+    """Whether a compiler's message located in `path` may be shown as it is: the unit's own
+    file, a compiler's pseudo-file (`<built-in>`), or a file whose name says it is source."""
+    if path == own or (path.startswith("<") and path.endswith(">")):
+        return True
+    if own and os.path.basename(path) == os.path.basename(own) and os.path.realpath(path) == os.path.realpath(own):
+        return True
+    name = os.path.basename(path.rstrip("/"))
+    if name.startswith(".") or not name:
+        return False
+    suffix = os.path.splitext(name)[1].lower()
+    if suffix:
+        return suffix in _SOURCE_SUFFIXES
+    return "include" in os.path.normpath(path).split(os.sep)[:-1]  # <vector>, cuda/std/cstdint
+
+
+def included(log: str, own: str = "") -> str:
+    """A compiler's log (or one message) with the text of every message located in a file that
+    is not `quotable` replaced by NOT_SHOWN, and the lines it echoes from there dropped."""
+    if not log:
+        return log
+    out: list[str] = []
+    hiding = False
+    for line in log.splitlines():
+        m = _EDG.match(line) or _GCC.match(line)
+        if m is not None:
+            hiding = not quotable(m.group("path"), own)
+            out.append(line[:m.end()] + NOT_SHOWN if hiding else line)
+        elif _INCLUDED_FROM.match(line):
+            hiding = False
+            out.append(line)
+        elif not hiding:
+            out.append(line)
+    return "\n".join(out) + ("\n" if log.endswith("\n") else "")
 
 
 def value(v):

@@ -35,6 +35,22 @@ def test_splice_problems():
     assert "does not parse" in splice(text, kernel, "__global__ void silu_and_mul(int d) { if (")[1]
 
 
+def test_splice_refuses_what_the_file_does_not_include():
+    """A model's kernel may not read another file: `#include ".env"` (in any spelling) is refused;
+    what the file already includes may stay."""
+    text, _, kernel = example("silu_and_mul")
+    head = "__global__ void silu_and_mul(__half* __restrict__ out, const __half* __restrict__ input, const int d) {\n"
+    for inc in ('#include ".env"', "%:include </etc/passwd>", '# /* x */ include_next "../x"', '#inc\\\nlude "a"',
+                '#embed "key.pem"'):
+        new, problem = splice(text, kernel, head + inc + "\n  out[0] = input[0];\n}")
+        assert new is None, (inc, problem)  # refused (some spellings already fail to parse)
+        if inc.startswith(("#include", "#embed")):
+            assert "a candidate may include only what the file already includes" in problem, (inc, problem)
+    included = next(line for line in text.splitlines() if line.startswith("#include"))
+    new, problem = splice(text, kernel, head + included + "\n  out[0] = input[0];\n}")
+    assert problem == "", problem
+
+
 def test_signature_text():
     text, _, kernel = example("silu_and_mul")
     assert signature(text, kernel) == ("__global__ void silu_and_mul(__half* __restrict__ out, "

@@ -287,6 +287,13 @@ SECRET = [
            "redact: URLs in run.json"),
     Attack("endpoint_echoes_key", "secret", "an endpoint answering 401 with the key in its body",
            "KEY in no run-log file, report or message", "redact: configured keys, Bearer, sk-…"),
+    Attack("candidate_includes_env", "secret", "a model's kernel does `#include \".env\"` (its compile errors quoted "
+           "the project's .env, the repair request carried them to the endpoint, the run log stored them)",
+           "no token of the .env in any request, run-log file or message",
+           "extract.splice: a candidate includes only what the file includes; the feedback masked"),
+    Attack("file_includes_env", "secret", "`#include \".env\"` in a user's file (the compiler quoted its tokens: "
+           "diagnostics, SARIF for code scanning, --json)", "no token of the .env in any diagnostic or output",
+           "redact.included: a message from a file that is not source keeps only its place"),
 ]
 
 # The editor: what the language server shows (tests/security/test_editor.py, a real server process).

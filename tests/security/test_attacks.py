@@ -541,6 +541,80 @@ def test_endpoint_echoing_the_key_is_redacted(tmp_path):
         server.shutdown()
 
 
+ENV_FILE = "DB_PASSWORD=hunter2secret\nOPENAI_API_KEY=sk-proj-abcdef0123456789\n"
+ENV_TOKENS = ("hunter2secret", "DB_PASSWORD", "abcdef0123456789")
+
+
+def _leaks(text: str) -> list[str]:
+    return [t for t in ENV_TOKENS if t in text]
+
+
+def test_file_includes_env(tmp_path):
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".env").write_text(ENV_FILE)
+    f = tmp_path / "k.cu"
+    f.write_text(SILU.replace("  const int64_t token = blockIdx.x;", '#include ".env"\n  const int64_t token = blockIdx.x;'))
+    for args in (("--backend", "static"), ("--backend", "static", "--format", "sarif"), ("--backend", "cpu", "--json")):
+        r = _cli("check", str(f), *args)
+        said = r.stdout + r.stderr
+        assert r.returncode == 1 and ".env" in said, (args, said[-2000:])  # the error is there, at its place
+        assert _leaks(said) == [], (args, _leaks(said), said[-3000:])
+
+
+class _Chat(http.server.BaseHTTPRequestHandler):
+    """A chat endpoint that keeps every request and answers each with the next of `server.replies`."""
+
+    def do_POST(self):  # noqa: N802 - the http.server API
+        self.server.requests.append(self.rfile.read(int(self.headers.get("Content-Length", 0))).decode())
+        content = self.server.replies.pop(0) if self.server.replies else "no more ideas"
+        body = _completion(content)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_candidate_includes_env(tmp_path):
+    from astra_cuda import source, spec as spec_mod
+    from astra_cuda.agents import LLMConfig, optimize
+    from astra_cuda.backends.cpu import CpuBackend
+    from astra_cuda.evaluator import local_evaluator
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".env").write_text(ENV_FILE)
+    path = tmp_path / "silu_and_mul.cu"
+    path.write_text(SILU)
+    model = source.parse(SILU)
+    kernel = model.kernel("silu_and_mul")
+    sp = spec_mod.load(kernel, model)
+    hostile = kernel.text.replace("  const int64_t token = blockIdx.x;", '#include ".env"\n  const int64_t token = blockIdx.x;')
+    assert hostile != kernel.text
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Chat)
+    server.requests = []
+    reply = f"Done.\n\n```cuda\n{hostile}\n```\n"
+    server.replies = ["Plan: fast-math SiLU\nWhat to change: use __expf.\nExpected effect: faster.", reply, reply, reply]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    backend = CpuBackend()
+    try:
+        ev = local_evaluator(str(path), "silu_and_mul", sp, backend, SILU, quick=True)
+        cfg = LLMConfig(model="m", base_url=f"http://127.0.0.1:{server.server_port}/v1", api_key="k", max_retries=0)
+        r = optimize(SILU, str(path), "silu_and_mul", ev, rounds=1, llm=cfg, spec=sp, runs_dir=tmp_path / "runs",
+                     repairs=1)
+    finally:
+        server.shutdown()
+        backend.close()
+    logged = "".join(p.read_text(errors="replace") for p in (tmp_path / "runs").rglob("*") if p.is_file())
+    sent = "".join(server.requests)
+    print([(x.outcome, x.reason) for x in r.rounds])
+    assert len(server.requests) >= 3  # planner, coder, and a second ask after the refused block
+    assert _leaks(sent) == [] and _leaks(logged) == [] and _leaks(r.summary_markdown()) == [], \
+        (_leaks(sent), _leaks(logged))
+    assert not r.improved
+
+
 # ---- hostile model replies ---------------------------------------------------------------------
 
 REPLY_KERNEL = ("__global__ void silu_and_mul(__half* __restrict__ out, const __half* __restrict__ input, "

@@ -7,7 +7,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .. import source
+from .. import redact, source
 from ..evaluation import Evaluation
 from ..extract import splice
 from .llm import LLMClient, load_prompt
@@ -117,7 +117,8 @@ class LLMCoder:
             last_eval = evaluate(text)
             if last_eval.passed or (cancel is not None and cancel.is_set()):
                 break
-            feedback = (last_eval.check.feedback or last_eval.check.summary)[:6000]
+            # what goes to the endpoint: the gate's feedback, keys and included files' text masked
+            feedback = redact.included(redact.text(last_eval.check.feedback or last_eval.check.summary))[:6000]
             prompt = self.user.safe_substitute(fields) + "\n\n" + self.repair.safe_substitute(
                 fields, feedback=feedback)
         att.candidate, att.evaluation = last_text, last_eval

@@ -27,6 +27,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from .. import redact
 from .base import (Backend, BackendUnavailable, Buffer, Capabilities, CompileError, Launch, LaunchError, Module,
                    ResourceUsage, Scalar, Schedule, TimedLaunch, TimingResult, Unsupported)
 
@@ -313,7 +314,7 @@ class GpuBackend(Backend):
                 raw.compile()
             return raw
         except cp.cuda.compiler.CompileException as e:
-            log = e.get_message() if hasattr(e, "get_message") else str(e)
+            log = redact.included(e.get_message() if hasattr(e, "get_message") else str(e))
             first = next((ln for ln in log.splitlines() if "error" in ln), log.strip().splitlines()[0] if log.strip() else "")
             raise CompileError(f"NVRTC: {first.strip()}", log=log) from None
         except Exception as e:

@@ -15,6 +15,7 @@ import os
 import re
 from typing import Callable
 
+from .. import redact
 from ..backends.base import ResourceUsage
 from ..diagnostics import Diagnostic
 
@@ -45,6 +46,8 @@ Places = dict[str, Callable[[int], str]]  # a file Astra wrote -> what its 0-bas
 
 def _elsewhere(path: str, line: int, msg: str, places: Places) -> str:
     where = places.get(path)
+    if where is None and not redact.quotable(path):
+        msg = redact.NOT_SHOWN  # `#include ".env"`: its tokens would be quoted here
     return f"in {where(line)}: {msg}" if where else f"in {path}:{line + 1}: {msg}"
 
 

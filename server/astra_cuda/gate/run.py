@@ -31,6 +31,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .. import redact
 from ..backends.base import Backend, BackendUnavailable, CompileError, LaunchError, Schedule, Unsupported
 from ..errors import AstraError
 from ..spec import Spec
@@ -182,13 +183,14 @@ class _Gate:
             if r.ok:
                 continue
             errors = [d for d in r.diagnostics if d.severity == "error"] or r.diagnostics
-            said = "; ".join(d.human(os.path.basename(unit.path)) for d in errors[:4]) or r.log[-600:]
+            log = redact.included(r.log, unit.path)  # never the text of an included .env
+            said = "; ".join(d.human(os.path.basename(unit.path)) for d in errors[:4]) or log[-600:]
             msg = (f"the {role} does not compile for the GPU ({r.compiler or 'NVRTC'}), so it is not run on the CPU: "
                    f"{said}")
             if role == "reference":
                 self.v.status, self.v.log = "error", msg
             else:
-                self.v.log = r.log
+                self.v.log = log
                 self.fail("compile", msg, line=errors[0].line + 1 if errors else None)
                 self.v.checks.append(CheckResult("compile", False, msg))
             return False

@@ -17,7 +17,7 @@ from typing import Sequence
 
 from astra_cuda.backends.base import BackendUnavailable, CompileError, Unsupported
 
-from astra_cuda import confine
+from astra_cuda import confine, redact
 
 from . import screen
 
@@ -158,8 +158,9 @@ def _atomic_build_unlocked(out: Path, cmd_for: "callable", what: str,
                                     for l in r.stderr.splitlines()):
                 raise CompileError(f"{what}: cannot take the kernel by its name expression (is the "
                                    f"name right, and are template arguments given?):\n"
-                                   + "\n".join(launcher[:4]), log=r.stderr)
-            raise CompileError(f"{what} failed:\n{_first_errors(r.stderr)}", log=r.stderr)
+                                   + "\n".join(launcher[:4]), log=redact.included(r.stderr))
+            log = redact.included(r.stderr)  # never the text of an included .env
+            raise CompileError(f"{what} failed:\n{_first_errors(log)}", log=log)
         os.replace(tmp, out)
     finally:
         if os.path.exists(tmp):
@@ -275,7 +276,8 @@ def preprocess_with_headers(source: str, filename: str, options: Sequence[str]) 
         except subprocess.TimeoutExpired:
             raise CompileError(f"preprocessing {filename} timed out after {COMPILE_TIMEOUT_S} s")
         if r.returncode != 0:
-            raise CompileError(f"{filename} does not compile:\n{_first_errors(r.stderr)}", log=r.stderr)
+            log = redact.included(r.stderr, filename)
+            raise CompileError(f"{filename} does not compile:\n{_first_errors(log)}", log=log)
         headers = _dependencies(deps.read_text()) if deps.exists() else []
         return r.stdout, [h for h in headers if h != str(src)]
 
