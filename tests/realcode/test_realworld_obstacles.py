@@ -285,9 +285,6 @@ def test_a_2d_launch_whose_sizes_must_be_multiples_of_the_block(project):
     assert v.passed, v.human()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 25: a 2-D tiled launch set up in main() (`dim3 grid(size_x / TILE, "
-                   "size_y / TILE), threads(TILE, ROWS)`) gets sizes that make the grid 0 blocks (cuda-samples "
-                   "transpose, launched through a function pointer, gets grid = [width] and reads outside its buffers)")
 def test_a_tiled_2d_launch_set_up_in_main(project):
     src = ("#define TILE 16\n#define ROWS 4\n"
            "__global__ void transpose(float* odata, const float* idata, int width, int height) {\n"
@@ -301,9 +298,6 @@ def test_a_tiled_2d_launch_set_up_in_main(project):
     assert v.passed, v.human()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 25: a launch whose grid is a plain division (`n / 256`) gets test "
-                   "sizes that make the grid 0 blocks, which Astra's validator refuses (cuda-samples shfl_scan, "
-                   "llm-awq gemv)")
 def test_a_grid_that_is_a_plain_division(project):
     src = PLAIN + "void run(float* o, const float* i, int n) { scale<<<n / 256, 256>>>(o, i, n); }\n"
     _, v = new_user(project, "scale", {"k.cu": src})
@@ -320,9 +314,6 @@ def test_many_integer_parameters(project):
     assert v.passed, v.human()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 25: a template argument written as an expression of a local "
-                   "constant (`k<threads / 2>`) is proposed as `instantiate`, which takes constants only "
-                   "(DeepSpeed softmax_kernels.cu, vLLM activation_kernels.cu)")
 def test_a_template_argument_written_as_an_expression(project):
     src = ("template <int HALF>\n__global__ void scale(float* out, const float* inp, int n) {\n"
            "    int i = blockIdx.x * (2 * HALF) + threadIdx.x;\n    if (i < n) out[i] = 2.0f * inp[i];\n}\n"
