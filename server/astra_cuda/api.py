@@ -150,7 +150,8 @@ def _trial(snap: Snapshot, kernel: str, proposal: infer.Proposal, backend: Liter
     compiled = not any(f.check in ("compile", "screen") for f in v.failures) and v.status not in ("error", "unsupported")
     first = v.failures[0] if v.failures else None
     said = f"{first.check}: {first.message}" if first is not None else (v.log or v.status)[:300]
-    return infer.validate.Trial(compiled, False, said[:400], tuple(dict.fromkeys(f.check for f in v.failures)))
+    case = tuple(sorted(first.case.sizes.items())) if first is not None and first.case is not None else ()
+    return infer.validate.Trial(compiled, False, said[:400], tuple(dict.fromkeys(f.check for f in v.failures)), case)
 
 
 def pin(snap: Snapshot, kernel: str) -> workspace.Pin:

@@ -234,3 +234,32 @@ def test_the_block_stays_within_the_kernels_launch_bounds(project):
 def exprs_max(e):
     from astra_cuda import exprs
     return exprs.evaluate_int(e, {"n": 1 << 20}) if exprs.names(e) <= {"n"} else 0
+
+
+def test_a_small_value_the_program_fixes_is_a_setting_and_no_other_32_is_renamed(project):
+    project("s.cu", "__global__ void scan(int* data, int width) {\n"
+                    "  int id = blockIdx.x * blockDim.x + threadIdx.x;\n  data[id] += __shfl_up_sync(0xffffffff, data[id], 1, width);\n}\n"
+                    "int main() { int n = 65536; scan<<<n / 256, 256, 256 / 32 * sizeof(int)>>>(0, 32); }\n")
+    s, p = infer(project, "s.cu", "scan")
+    assert s.sizes["width"] == [32] and s.shared_mem == "32"
+
+
+def test_an_index_type_parameter_is_an_integer_type(project):
+    project("g.cu", "template <typename T, typename IdType>\n"
+                    "__global__ void gather(T* out, const T* table, const IdType* indices, int n) {\n"
+                    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) out[i] = table[indices[i]];\n}\n")
+    s, p = infer(project, "g.cu", "gather")
+    assert s.instantiate == "<float, int32_t>" and s.args["indices"].dtype.name == "int32"
+
+
+def test_a_constant_output_at_the_smallest_sizes_drops_them():
+    from astra_cuda.infer import Proposal, validate
+    first, second = Proposal("/* @astra a */\n"), Proposal("/* @astra b */\n")
+    runs = {first.comment: validate.Trial(True, False, "not_constant: 0 everywhere", ("not_constant",), (("n", 128),)),
+            second.comment: validate.Trial(True, True, "ran")}
+    asked = []
+
+    def redo(decide):
+        asked.append(decide)
+        return second if decide == {"drop": "n=128"} else None
+    assert validate.first_that_runs(first, lambda p: runs[p.comment], redo, "cpu").comment == second.comment

@@ -36,7 +36,9 @@ def _site_mapping(kernel: Kernel, site: LaunchSite, size_names: list[str]) -> di
     """Host expression -> size name, from the launch's argument list."""
     mapping = {n: n for n in size_names}
     for p, arg in zip(kernel.params, site.args):
-        if p.name in size_names:
+        node = source.parse_expression(arg.strip())
+        # a literal argument (`32`) says nothing of other 32s in the launch: it is no size's name
+        if p.name in size_names and (node is None or node.type != "number_literal"):
             mapping[arg.strip()] = p.name
     return mapping
 

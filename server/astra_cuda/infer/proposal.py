@@ -219,6 +219,11 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
     for n, vals in program_sizes.items():
         if n in draft.sizes:
             notes.append(f"size `{n}`: the program itself uses {', '.join(map(str, vals))}")
+    for pair in filter(None, decide.get("drop", "").split(",")):   # sizes where the kernel did no work
+        n, _, v = pair.partition("=")
+        if n in draft.sizes and len(draft.sizes[n]) > 1 and v.isdigit():
+            draft.sizes[n] = [x for x in draft.sizes[n] if x > int(v)] or draft.sizes[n][-1:]
+            notes.append(f"size `{n}`: values up to {v} left out of the tests — the output was constant there")
     if not repair(draft, notes):
         errors.append("no test size gives a valid launch (grid, block): adjust [sizes] by hand")
     size_bench(draft, program_sizes, notes)

@@ -19,6 +19,13 @@ _SIZE_HINTS = [
 ]
 
 
+def _hinted(name: str) -> bool:
+    """The name says what it counts (tokens, rows, a hidden size...)."""
+    low = name.lower()
+    return any(low in keys or any(low.endswith("_" + k) or low.startswith(k + "_") for k in keys)
+               for keys, _, _ in _SIZE_HINTS)
+
+
 def _size_values(name: str) -> tuple[list[int], list[int]]:
     low = name.lower()
     for keys, test, bench in _SIZE_HINTS:
@@ -29,6 +36,7 @@ def _size_values(name: str) -> tuple[list[int], list[int]]:
 
 # ---- the sizes of one proposal ----------------------------------------------------------------
 
+SETTING_MAX = 64              # a value the program fixes at or below this is a setting (a warp width)
 TEST_CAP = 8192               # a program's own value above this is timed, not tested (the CPU runs tests)
 MAX_TEST_COMBINATIONS = 192   # [sizes]' cartesian product before `require` (cases are sampled from it)
 BENCH_TARGET = 256 << 20      # bytes a timed launch should move: far past launch latency and the L2
@@ -52,8 +60,11 @@ class Draft:
 
 def test_values(name: str, program: list[int]) -> list[int]:
     """A size's test values: the name's usual ones and the program's own (small enough to run
-    on the CPU)."""
+    on the CPU). A small value the program fixes (a shuffle width of 32, 4 heads) is a setting,
+    not a problem size: only the program's own values are tested."""
     own = [v for v in program if 0 < v <= TEST_CAP]
+    if own and max(own) <= SETTING_MAX and not _hinted(name):
+        return sorted(set(own))
     return sorted(set(_size_values(name)[0]) | set(own))
 
 
@@ -98,6 +109,13 @@ def problem(d: Draft, case: dict[str, int]) -> str | None:
     return None
 
 
+def _block_threads(d: Draft, case: dict[str, int]) -> int:
+    total = 1
+    for e in d.block:
+        total *= _ev(e, case) or 0
+    return total
+
+
 def _satisfies(d: Draft, case: dict[str, int]) -> bool:
     try:
         return all(bool(exprs.evaluate(r, case)) for r in d.require)
@@ -134,6 +152,11 @@ def repair(d: Draft, notes: list[str]) -> bool:
                 d.sizes[name] = [case[name] // 2]
             else:
                 return False
+            continue
+        in_block = [n for n in case if any(n in exprs.names(b) for b in d.block)]
+        if why == "block" and in_block and _block_threads(d, case) > 1024:   # too many threads: shrink
+            name = max(in_block, key=lambda n: case[n])
+            d.sizes[name] = sorted({max(1, v // 2) if v == case[name] else v for v in d.sizes[name]})
             continue
         # drop the smallest offending value of a name that has others; else double it
         name = next((n for n in sorted(case, key=lambda n: case[n]) if len(d.sizes[n]) > 1), None)

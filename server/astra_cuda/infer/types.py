@@ -318,12 +318,20 @@ def _template_param_names(fn) -> list[str]:
     return out
 
 
+_INDEX_WORDS = ("indices", "index", "idx", "ids", "offsets", "positions", "indptr")
+
+
 def _fallback_arg(param: str, name: str, kernel: Kernel, program, bound: dict[str, str], notes: list[str]) -> str:
     """No launch, instantiation or default gives this template parameter: a type becomes float,
     a device function the first device function of the file that fits, a bool `false`, an
     integer 1 — each a guess the notes name."""
     head = param.split("=", 1)[0].strip()
     if head.split()[0] in ("typename", "class"):
+        # the type of index arrays (`IdType* batch_indices`) is an integer type
+        if name.lower().startswith(("id", "idx", "index", "int")) or any(
+                p.base_type == name and any(w in p.name.lower() for w in _INDEX_WORDS) for p in kernel.params):
+            notes.append(f"template parameter `{name}`: no launch gives it; took int32 (it types indices)")
+            return "int32_t"
         notes.append(f"template parameter `{name}`: no launch gives it; took {_DISPATCH_TYPE}")
         return _DISPATCH_TYPE
     if "(" in head and "*" in head:   # a function pointer: `T (*ACT)(const T&)`

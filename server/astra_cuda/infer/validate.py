@@ -25,6 +25,7 @@ class Trial:
     passed: bool
     evidence: str        # the first failure, or why it did not run, or what passed
     failed_checks: tuple[str, ...] = ()   # the gate's checks that failed ('poison', 'launch', ...)
+    case: tuple[tuple[str, int], ...] = ()  # the sizes of the first failing case
 
 
 def alternatives(first: Proposal, trial: Trial, redo: Callable[[dict[str, str]], Proposal | None]) -> list[Proposal]:
@@ -40,6 +41,10 @@ def alternatives(first: Proposal, trial: Trial, redo: Callable[[dict[str, str]],
             out.append(alt)
     if checks & {"launch", "sanitize", "poison", "not_constant"}:
         alt = redo({"grid": "rows"})
+        if alt is not None:
+            out.append(alt)
+    if "not_constant" in checks and trial.case:   # no work at the smallest sizes: test larger ones
+        alt = redo({"drop": ",".join(f"{n}={v}" for n, v in trial.case)})
         if alt is not None:
             out.append(alt)
     return [p for p in out if p.comment != first.comment]
