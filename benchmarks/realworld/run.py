@@ -318,9 +318,7 @@ def _judge(r: Record, s: Step) -> bool:
     comp = next((c for c in v.get("checks", []) if c.get("name") == "compile"), None)
     if comp is not None:
         r.compiled = bool(comp.get("passed"))
-        d = comp.get("details", "")
-        r.compiler = ("nvrtc" if "for the GPU" in d else "g++") if not r.compiled else \
-            ("nvrtc+g++" if v.get("backend") == "cpu" else "nvrtc")
+        r.compiler = _compiler(v.get("backend", ""), comp.get("details", ""), r.compiled)
     r.passed = v.get("status") == "passed"
     if not r.passed:
         fs = v.get("failures") or []
@@ -329,6 +327,21 @@ def _judge(r: Record, s: Step) -> bool:
         else:
             r.fail("check", v.get("summary") or v.get("log") or v.get("status", "failed"), check=v.get("status", ""))
     return r.passed
+
+
+def _compiler(backend: str, details: str, passed: bool) -> str:
+    """Which compiler judged: a failure names it ("does not compile for the GPU (nvcc 13.0, ...)",
+    or g++ building the cut unit for the CPU); a pass does not, so it is what Astra picks here — on
+    the CPU backend nvcc on the file where a CUDA toolkit is found (else NVRTC on the cut unit),
+    then g++ on the cut unit; on a GPU, NVRTC through CuPy."""
+    if not passed:
+        m = re.search(r"for the GPU \((nvcc [\d.]+|nvrtc [\d.]+|NVRTC [\d.]+)", details)
+        return m.group(1) if m else "g++ (the cut unit, for the CPU)"
+    if backend != "cpu":
+        return "nvrtc (CuPy)"
+    from astra_cuda.compile import toolkit
+    tk = toolkit.find()
+    return f"{tk.describe() if tk else 'nvrtc'} + g++"
 
 
 def _compile_failure(r: Record) -> bool:
