@@ -263,3 +263,22 @@ def test_a_constant_output_at_the_smallest_sizes_drops_them():
         asked.append(decide)
         return second if decide == {"drop": "n=128"} else None
     assert validate.first_that_runs(first, lambda p: runs[p.comment], redo, "cpu").comment == second.comment
+
+
+def test_an_enumerator_from_a_header_beside_is_its_value(project):
+    project("ops.cuh", "typedef enum DataType_t { General8bit = 0, FP4 = 1, NF4 = 2 } DataType_t;\n")
+    project("k.cu", "template <typename T, int DATA_TYPE> __global__ void q(T* out, int n) {\n"
+                    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) out[i] = (T)DATA_TYPE;\n}\n"
+                    "template <typename T, int DATA_TYPE> void run(T* out, int n) {\n"
+                    "  q<T, DATA_TYPE><<<(n + 255) / 256, 256>>>(out, n);\n}\n"
+                    "template void run<float, NF4>(float* out, int n);\n")
+    s, p = infer(project, "k.cu", "q")
+    assert s.instantiate == "<float, 2>"
+
+
+def test_a_block_count_covers_the_size_the_kernel_bounds_its_index_by(project):
+    project("o.cu", "__global__ void k(float* out, int offset, int n) {\n"
+                    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) out[i] = (float)(offset + i);\n}\n"
+                    "void run(float* o, int offset, int n, int blocks) { k<<<blocks, 128>>>(o, offset, n); }\n")
+    s, p = infer(project, "o.cu", "k")
+    assert s.grid == ("cdiv(n, 128)",)

@@ -53,6 +53,19 @@ _BLOCK_WORDS = ("block", "thread", "tpb", "nthreads", "num_threads", "bs")
 _GRID_WORDS = ("blocks", "grid", "nblk", "num_blocks", "numblocks", "ctas")
 
 
+def _bound_size(kernel: Kernel, size_names: list[str]) -> str:
+    """The size the kernel compares its indices against most (`i < n`), else the first size."""
+    from collections import Counter
+    root = source.parser().parse(kernel.text.encode("utf-8")).root_node
+    seen: Counter[str] = Counter()
+    for n in _walk(root):
+        if n.type == "binary_expression" and n.child_by_field_name("operator").type in ("<", "<=", ">", ">="):
+            for side in (n.child_by_field_name("left"), n.child_by_field_name("right")):
+                if side is not None and side.type == "identifier" and side.text.decode() in size_names:
+                    seen[side.text.decode()] += 1
+    return seen.most_common(1)[0][0] if seen else size_names[0]
+
+
 def _folded(expr: str | None) -> str | None:
     """An expression over no size written as its value (`6 * (1 << 5)` -> `192`)."""
     if expr is None:
@@ -214,9 +227,10 @@ def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names:
         # (and a grid-stride loop covers it with any count)
         parts = [x for x in b if x is not None and x.strip() != "1"] or ["1"]
         threads = parts[0] if len(parts) == 1 else " * ".join(f"({x})" for x in parts)
-        g = [f"cdiv({size_names[0]}, {threads})"] + g[1:]
+        total = _bound_size(kernel, size_names)
+        g = [f"cdiv({total}, {threads})"] + g[1:]
         notes.append(f"grid `{site.grid}` ({where}) is a block count the caller computes: took "
-                     f"cdiv({size_names[0]}, {threads}), one thread per element — CHECK")
+                     f"cdiv({total}, {threads}), one thread per element of `{total}` — CHECK")
     shared = None
     if site.shared_mem and site.shared_mem.strip() not in ("0", "0u"):
         shared = _HostExprs(mapping, block_values).spec(site.shared_mem)

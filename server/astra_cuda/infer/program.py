@@ -44,8 +44,10 @@ class Program:
     def __init__(self, model: SourceModel, path: str | None = None, context: ProjectContext | None = None):
         self.model = model
         self.models: list[SourceModel] = [model]
+        self._headers: list[str] = []
         if path is not None:
             self.models += _siblings(path, context or ProjectContext())
+            self._headers = _headers_beside(path, context or ProjectContext())
 
     def launches(self, kernel: str) -> list[tuple[LaunchSite, SourceModel]]:
         """Every launch of `kernel` in the program, with the model it is written in."""
@@ -79,6 +81,10 @@ class Program:
                     out.append(tuple(split_template_args("<" + head.split("<", 1)[1].rsplit(">", 1)[0] + ">")))
         return out
 
+    def headers_beside(self) -> list[str]:
+        """The texts of the headers beside the kernel's file (their enums name template arguments)."""
+        return list(self._headers)
+
     def function(self, name: str) -> tuple[Node, SourceModel] | None:
         """A host function's definition by name (the first one)."""
         short = name.split("::")[-1]
@@ -109,6 +115,24 @@ def _siblings(path: str, context: ProjectContext) -> list[SourceModel]:
             continue
         if "<<<" in text or any(api in text for api in LAUNCH_APIS):
             out.append(_model(text, full))
+    return out
+
+
+def _headers_beside(path: str, context: ProjectContext) -> list[str]:
+    here = os.path.dirname(os.path.abspath(path))
+    policy = confine.for_unit([f"-I{here}", *context.options()])
+    out: list[str] = []
+    try:
+        names = sorted(n for n in os.listdir(here) if n.endswith((".h", ".cuh", ".hpp", ".hxx")))
+    except OSError:
+        return []
+    for name in names[:MAX_SIBLINGS]:
+        full = os.path.join(here, name)
+        try:
+            if policy.allows(full) and os.path.getsize(full) <= MAX_SIBLING_BYTES:
+                out.append(files.read_source(full))
+        except (OSError, AstraError):
+            continue
     return out
 
 

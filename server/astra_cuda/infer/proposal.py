@@ -12,7 +12,7 @@ from .launches import _launch_of, _pick_site, host_locals, value_of
 from .program import Program
 from .roles import TABLE, _Shapes, _shapes
 from .sizes import Draft, repair, size_bench, test_values
-from .types import _template_args, _Types, dispatch_values, known_names, split as _split
+from .types import _template_args, _Types, dispatch_values, enumerators, known_names, split as _split
 
 
 @dataclass
@@ -52,7 +52,7 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
     types = _Types(model, path, context)
     program = Program(model, path, context)
     site, site_model = _pick_site(kernel, program)
-    constants = types.constants()
+    constants = {**enumerators([*program.headers_beside(), *(m.text for m in program.models)]), **types.constants()}
     around = dispatch_values(program, site, types.items)   # names dispatch macros define
     if site is not None and site_model is not None:
         constants = {**constants, **around}

@@ -235,16 +235,18 @@ def _resolve_arg(arg: str, site: LaunchSite | None, program, constants: dict[str
         if arg in params:
             idx = params.index(arg)
             for inst in program.instantiations(site.function):
-                if idx < len(inst) and _acceptable(inst[idx], known):
+                given = _usable(inst[idx], known, constants) if idx < len(inst) else None
+                if given is not None:
                     notes.append(f"template parameter `{name}`: `{arg}` of `{site.function}` from its explicit "
                                  f"instantiation `{site.function}<{', '.join(inst)}>`")
-                    return inst[idx]
+                    return given
             for call in program.calls(site.function):
-                if idx < len(call.template_args) and _acceptable(call.template_args[idx], known):
+                given = _usable(call.template_args[idx], known, constants) if idx < len(call.template_args) else None
+                if given is not None:
                     notes.append(f"template parameter `{name}`: `{arg}` of `{site.function}` as "
                                  f"`{call.caller or 'its caller'}` calls it (`{site.function}<"
                                  f"{', '.join(call.template_args)}>`)")
-                    return call.template_args[idx]
+                    return given
     value = _constant_value(arg, constants)
     if value is not None:
         return value
@@ -277,6 +279,30 @@ def _acceptable(arg: str, known: frozenset[str] | set[str]) -> bool:
     return True
 
 
+def enumerators(texts) -> dict[str, str]:
+    """Enumerator -> its integer value, from the enums in these source texts."""
+    out: dict[str, str] = {}
+    for text in texts:
+        if "enum" not in text:
+            continue
+        root = source.parser().parse(text.encode("utf-8")).root_node
+        for lst in (n for n in _walk(root) if n.type == "enumerator_list"):
+            nxt = 0
+            for e in (c for c in lst.named_children if c.type == "enumerator"):
+                name, value = e.child_by_field_name("name"), e.child_by_field_name("value")
+                if name is None:
+                    continue
+                if value is not None:
+                    try:
+                        nxt = int(value.text.decode().rstrip("uUlL"), 0)
+                    except ValueError:
+                        out.pop(name.text.decode(), None)
+                        continue
+                out[name.text.decode()] = str(nxt)
+                nxt += 1
+    return out
+
+
 def known_names(items) -> frozenset[str]:
     """What the file and its project headers define, enumerators included."""
     out: set[str] = set()
@@ -287,6 +313,12 @@ def known_names(items) -> frozenset[str]:
             out |= {e.child_by_field_name("name").text.decode() for e in _walk(root)
                     if e.type == "enumerator" and e.child_by_field_name("name") is not None}
     return frozenset(out)
+
+
+def _usable(arg: str, known: frozenset[str], constants: dict[str, str]) -> str | None:
+    """`arg` as the spec can name it: as it is, or the value of the constant it names (an
+    enumerator of a header beside the file: `General8bit` -> 0)."""
+    return arg if _acceptable(arg, known) else _constant_value(arg, constants)
 
 
 def _constant_value(arg: str, constants: dict[str, str]) -> str | None:
