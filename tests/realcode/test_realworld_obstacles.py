@@ -270,10 +270,6 @@ def test_a_pointer_to_a_vector_type(project):
     assert v.passed, v.human()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 25: a 2-D launch whose sizes must be multiples of a square block "
-                   "(`dim3 threads(bs, bs); dim3 grid(w / threads.x, h / threads.y)`, no bounds check in the kernel) "
-                   "gets test sizes that are not (w = 100): the kernel reads outside its buffers (cuda-samples "
-                   "matrixMul, where the block is even proposed as 256x256 threads)")
 def test_a_2d_launch_whose_sizes_must_be_multiples_of_the_block(project):
     src = ("template <int BS>\n__global__ void add2d(float* out, const float* inp, int w) {\n"
            "    int x = blockIdx.x * BS + threadIdx.x, y = blockIdx.y * BS + threadIdx.y;\n"

@@ -125,6 +125,11 @@ class _HostExprs:
             text = inner.text.decode().strip("() ") if inner is not None else ""
             dt = dtypes.from_cpp(text)
             return str(dt.itemsize) if dt is not None else None
+        if t == "field_expression":   # `threads.x` of a dim3 the launch uses: its value
+            value = self.constants.get(node.text.decode().replace(" ", ""))
+            inner = source.parse_expression(value) if value is not None and depth < _MAX_CONSTANT_DEPTH else None
+            r = self._expr(inner, free, depth + 1) if inner is not None else None
+            return f"({r})" if r is not None else None
         if t == "call_expression":
             return self._call(node, ex)
         if t == "conditional_expression":

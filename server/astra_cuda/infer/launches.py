@@ -180,6 +180,10 @@ def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names:
     # but the problem's size in a grid (`const int num_tokens = 16` in main): that stays a size.
     literal = {k for k, v in local.items() if source.parse_expression(v) is not None
                and source.parse_expression(v).type == "number_literal"}
+    for var in (site.grid_var, site.block_var):   # `threads.x` in the grid is the block's first dimension
+        if var is not None and var.dims is not None:
+            for axis, dim in zip("xyz", list(var.dims) + ["1", "1"]):
+                local[f"{var.name}.{axis}"] = dim
     block_values = {**constants, **local}
     runtime = {k for k, v in local.items() if v == str(RUNTIME_DEFAULT) and k in literal}
     grid_values = {**constants, **{k: v for k, v in local.items()
