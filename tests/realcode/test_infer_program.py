@@ -282,3 +282,14 @@ def test_a_block_count_covers_the_size_the_kernel_bounds_its_index_by(project):
                     "void run(float* o, int offset, int n, int blocks) { k<<<blocks, 128>>>(o, offset, n); }\n")
     s, p = infer(project, "o.cu", "k")
     assert s.grid == ("cdiv(n, 128)",)
+
+
+def test_numbered_dispatch_names_are_the_element_type(project):
+    project("w.cu", "template <typename scalar_t, typename acc_t>\n"
+                    "__global__ void k(const scalar_t* in, acc_t* out, int n) {\n"
+                    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) out[i] = (acc_t)in[i];\n}\n"
+                    "void run(torch::Tensor x, torch::Tensor y, int n) {\n"
+                    "  DISPATCH_FLOAT_AND_HALF(x.scalar_type(), 0, \"k\", using acc_t = at::acc_type<scalar_t_0, true>;\n"
+                    "    k<scalar_t_0, acc_t><<<(n + 255) / 256, 256>>>(x.data_ptr<scalar_t_0>(), y.data_ptr<acc_t>(), n););\n}\n")
+    s, p = infer(project, "w.cu", "k")
+    assert s.instantiate.startswith("<float,")

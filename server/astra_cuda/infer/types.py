@@ -184,6 +184,14 @@ _DISPATCH_TYPE = "float"   # what a dispatch macro's scalar_t becomes in the pro
 _DISPATCH_NAMES = ("scalar_t", "scalar_type", "input_t", "output_t")
 
 
+def _dispatch_names(arg: str) -> list[str]:
+    """The names in `arg` that dispatch macros give the element type (`scalar_t`, apex's
+    `scalar_t_0`, `scalar_t_1`)."""
+    node = source.parse_expression(f"__astra_k<{arg}>")
+    names = {n.text.decode() for n in _walk(node) if n.type in ("identifier", "type_identifier")} if node else set()
+    return sorted(n for n in names if n in _DISPATCH_NAMES or (n.startswith("scalar_t_") and n[9:].isdigit()))
+
+
 def _template_args(kernel: Kernel, site: LaunchSite | None, notes: list[str], program=None,
                    constants: dict[str, str] | None = None, known: frozenset[str] = frozenset()) -> str | None:
     """`instantiate`: one argument per template parameter, from (in this order) the launch's own
@@ -214,7 +222,7 @@ def _template_args(kernel: Kernel, site: LaunchSite | None, notes: list[str], pr
             arg = _fallback_arg(param, name, kernel, program, bound, notes)
         bound[name] = arg
         out.append(arg)
-    if any(_replace_word(g, h, "") != g for g in given for h in _DISPATCH_NAMES):
+    if any(_dispatch_names(g) for g in given):
         notes.append(f"instantiate: the dispatch macro's scalar_t became {_DISPATCH_TYPE} "
                      f"(use __half or __nv_bfloat16 to test those)")
     return "<" + ", ".join(out) + ">"
@@ -223,7 +231,7 @@ def _template_args(kernel: Kernel, site: LaunchSite | None, notes: list[str], pr
 def _resolve_arg(arg: str, site: LaunchSite | None, program, constants: dict[str, str], notes: list[str],
                  name: str, known: frozenset[str]) -> str | None:
     """One template argument of a launch as something the spec can name, or None."""
-    for host in _DISPATCH_NAMES:   # the type a dispatch macro's lambda names
+    for host in _dispatch_names(arg):   # the type a dispatch macro's lambda names
         arg = _replace_word(arg, host, _DISPATCH_TYPE)
     arg = " ".join(w for w in arg.split() if w != "typename")   # not needed outside a template
     if _acceptable(arg, known):
