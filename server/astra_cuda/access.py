@@ -44,6 +44,9 @@ class Iv:
 
 UNKNOWN = Iv(None, None)
 MAX_HELPER_DEPTH = 3   # device functions followed into, nested
+# calls that read or write exactly where their pointer argument points (width aside)
+_ACCESSORS = ("load", "store", "__ld", "__st", "atomic", "ld", "st", "Load", "Store", "read", "write", "fetch",
+              "cp_async", "memcpy")
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,7 @@ class Analyzer:
                  helpers: dict[str, Node] | None = None):
         self.kernel = kernel
         self.helpers = helpers or {}          # device function name -> its definition (followed into)
+        self.const = {p.name: p.is_const for p in kernel.params if p.is_pointer}
         self.depth = 0
         self.grid, self.block = grid, block
         self.elem_bytes = elem_bytes          # pointer parameter -> bytes per element
@@ -565,6 +569,17 @@ class Analyzer:
         if helper is not None and not evaluate_only and self.depth < MAX_HELPER_DEPTH \
                 and any(isinstance(v, Ptr) for v in vals):
             self.inline(helper, vals)
+            return None
+        accessor = "128" in short or "256" in short or short.startswith(_ACCESSORS)
+        if not evaluate_only and not accessor:
+            # a function Astra cannot see into (a library's, a member): what it does with the
+            # pointer is unknown — its extent is, and a non-const pointer may be written
+            for v in vals:
+                if isinstance(v, Ptr) and v.base in self.facts.uses:
+                    use = self.facts.uses[v.base]
+                    use.read = True
+                    use.written |= not self.const.get(v.base, False)
+                    use.reach(None)
             return None
         if not evaluate_only:
             wide = "128" in short or short.startswith(("load_vec", "store_vec"))

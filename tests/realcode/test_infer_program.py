@@ -293,3 +293,23 @@ def test_numbered_dispatch_names_are_the_element_type(project):
                     "    k<scalar_t_0, acc_t><<<(n + 255) / 256, 256>>>(x.data_ptr<scalar_t_0>(), y.data_ptr<acc_t>(), n););\n}\n")
     s, p = infer(project, "w.cu", "k")
     assert s.instantiate.startswith("<float,")
+
+
+def test_a_pointer_given_to_a_function_not_seen_into_has_an_unknown_extent_and_may_be_written(project):
+    project("u.cu", "#include <cub/cub.cuh>\n__global__ void k(float* out, const float* in, int n) {\n"
+                    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) lib::apply(out + i, in[i]);\n}\n"
+                    "void run(float* o, const float* i, int n) { k<<<(n + 255) / 256, 256>>>(o, i, n); }\n")
+    s, p = infer(project, "u.cu", "k")
+    assert s.args["out"].written and s.args["out"].shape == ("n",)    # never a bounded [1]
+    assert any("could not be read" in x and "`out`" in x for x in p.notes)
+
+
+def test_a_device_property_in_the_grid_is_read_at_run_time(project):
+    project("p.cu", "__global__ void k(float* out, int rows, int cols) {\n"
+                    "  for (int r = blockIdx.y; r < rows; r += gridDim.y)\n"
+                    "    for (int c = threadIdx.x; c < cols; c += blockDim.x) out[r * cols + c] = 1.0f;\n}\n"
+                    "void run(float* o, int rows, int cols) {\n"
+                    "  const unsigned maxGridY = getCurrentDeviceProperties()->maxGridSize[1];\n"
+                    "  dim3 blocks(1, std::min((unsigned)rows, maxGridY), 1);\n  k<<<blocks, 128>>>(o, rows, cols);\n}\n")
+    s, p = infer(project, "p.cu", "k")
+    assert "maxGridY" not in s.sizes and s.args["out"].shape == ("rows", "cols")

@@ -46,7 +46,8 @@ class _HostExprs:
     macro and const names their value; `std::min`, integer casts and `a < b ? a : b` become
     `min`, nothing and `min(a, b)`."""
 
-    def __init__(self, mapping: dict[str, str], constants: dict[str, str]):
+    def __init__(self, mapping: dict[str, str], constants: dict[str, str], keep_locals: bool = False):
+        self.keep_locals = keep_locals   # a local computed in a way not read stays a size of its own
         self.mapping: dict[tuple[str, ...], str] = {}
         for host, size in mapping.items():
             node = source.parse_expression(host)
@@ -86,7 +87,7 @@ class _HostExprs:
                 inner = source.parse_expression(value)
                 sub: list[str] = []
                 r = self._expr(inner, sub if free is not None else None, depth + 1) if inner is not None else None
-                if r is None and free is not None and depth == 0 and name.isidentifier():
+                if r is None and free is not None and depth == 0 and self.keep_locals and name.isidentifier():
                     free.append(name)   # a local the host computes in a way not read (`x.numel() / d`): a size
                     return name
                 if r is None:

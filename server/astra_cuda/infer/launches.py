@@ -50,6 +50,8 @@ SHARED_PER_THREAD = 16      # dynamic shared memory the launch sets in a way not
 RUNTIME = "<runtime>"       # a host local set through its address by a call (a device query)
 RUNTIME_DEFAULT = 4         # such a value in a grid: a grid-stride kernel covers its sizes with any grid
 _BLOCK_WORDS = ("block", "thread", "tpb", "nthreads", "num_threads", "bs")
+_DEVICE_QUERIES = ("Properties", "maxGridSize", "multiProcessorCount", "maxThreadsPerBlock", "sharedMemPerBlock",
+                   "getDevice", "num_sms", "sm_count")
 _GRID_WORDS = ("blocks", "grid", "nblk", "num_blocks", "numblocks", "ctas")
 
 
@@ -137,6 +139,9 @@ def host_locals(model: SourceModel, function: str | None) -> dict[str, str]:
             target = n.child_by_field_name("left") or n.child_by_field_name("argument")
             if target is not None and target.type == "identifier":
                 changed.add(target.text.decode())
+    for k, v in list(out.items()):   # `props->maxGridSize[1]`, `getCurrentDeviceProperties()->...`
+        if any(w in v for w in _DEVICE_QUERIES):
+            out[k] = RUNTIME
     for n in _walk(fn):   # `cudaDeviceGetAttribute(&sms, ...)`: a value the host reads at run time
         if n.type == "pointer_expression" and n.child_by_field_name("operator") is not None \
                 and n.child_by_field_name("operator").type == "&":
@@ -189,8 +194,8 @@ def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names:
     grid_values = {**constants, **{k: v for k, v in local.items()
                                    if k not in literal or k in runtime or any(w in k.lower() for w in _BLOCK_WORDS)}}
     free: list[str] = []
-    for x in grid_parts:
-        _HostExprs(mapping, grid_values).spec(x, free)
+    for x in grid_parts:   # a grid's local the host computes unreadably (`x.numel() / d`) is a problem size
+        _HostExprs(mapping, grid_values, keep_locals=True).spec(x, free)
     for x in block_parts:
         _HostExprs(mapping, block_values).spec(x, free)
     if site.shared_mem:
@@ -225,7 +230,7 @@ def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names:
     for f in chosen:
         notes.append(f"block size `{f}` is chosen by the caller ({where}): took {block_values[f]}" +
                      (", as the program passes it" if f in passed else ""))
-    g = [_HostExprs(mapping, grid_values).spec(x) for x in grid_parts]
+    g = [_HostExprs(mapping, grid_values, keep_locals=True).spec(x) for x in grid_parts]
     if grid_counts and b and all(b) and size_names and not any(set(_names(x)) - set(grid_counts) for x in grid_parts[:1]):
         # the caller computes the block count: one thread per element of the first size covers it
         # (and a grid-stride loop covers it with any count)
