@@ -12,6 +12,9 @@ backend). Every item is preceded by a `#line` directive and indented to its orig
 so compiler messages from NVRTC, nvcc or g++ point at the user's file (or header), line and
 column. Headers that stay `#include`d (CUDA's, a system folder's) are named in `headers`, so
 build caches can key on their contents.
+
+Long because the cut is one pass over one list of items — headers read in, what the kernel needs
+kept, conditionals re-opened, element types checked — and splicing works on the same items.
 """
 from __future__ import annotations
 
