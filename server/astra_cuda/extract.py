@@ -1,20 +1,14 @@
-"""Cut a stand-alone compilation unit for one kernel out of a user's file.
+"""A kernel's stand-alone compilation unit, and splicing kernels into files.
 
-The unit holds the kernel, the device code and declarations it needs (transitively), every
-macro of the file in order (a `#define` that selects a type behind a header's `typedef` must
-stay where it was), the preprocessor conditionals around what is kept, and the CUDA headers the
-file includes. The project's own headers (found next to the file or on the project's include
-paths) are read into the unit the same way, item by item, so a `common.h` that includes cuBLAS
-or `<stdlib.h>` for its host helpers costs nothing: host-only code (PyTorch/pybind wrappers,
-`main`, host helpers) is dropped and host-only headers are kept only behind
-`#if defined(ASTRA_HOST_HEADERS)` (set by a GPU build through nvcc, never by NVRTC or the CPU
-backend). Every item is preceded by a `#line` directive and indented to its original column,
-so compiler messages from NVRTC, nvcc or g++ point at the user's file (or header), line and
-column. Headers that stay `#include`d (CUDA's, a system folder's) are named in `headers`, so
-build caches can key on their contents.
+`unit` cuts the unit for one kernel out of the file as nvcc's device pass sees it
+(`astra_cuda.devicepp` preprocesses it with the toolkit's own command and the project's flags;
+`astra_cuda.cut` keeps the kernel and what it needs, `#line`-mapped to the user's file and
+headers) and appends compile-time checks of element types Astra cannot read itself. The unit
+carries its file's text too: nvcc compiles the file itself, and `astra_cuda.cutcheck` checks that
+the cut means what the file means.
 
-Long because the cut is one pass over one list of items — headers read in, what the kernel needs
-kept, conditionals re-opened, element types checked — and splicing works on the same items.
+Also here: `header_reader` (a file's project headers read item by item, for inference),
+`replace_kernel` and `splice` (a rewritten kernel, or a model's code block, put into a file).
 """
 from __future__ import annotations
 
@@ -22,27 +16,16 @@ import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 
 from . import confine, dtypes, files, source, textedit
+from .cut import HOST_HEADERS_MACRO, header_kind  # noqa: F401 (HOST_HEADERS_MACRO: for callers)
+from .headers import find_header, header_digest  # noqa: F401 (header_digest: extract's public name too)
 from .errors import AstraError, NoSuchKernel
 from .project import ProjectContext
 from .source import Guard, Item, Kernel, SourceModel
 
-HOST_HEADERS_MACRO = "ASTRA_HOST_HEADERS"
 MAX_HEADERS = 64          # project headers read into one unit
 MAX_HEADER_DEPTH = 16
-
-# Headers that device code may use and that NVRTC or the CPU shim can provide.
-DEVICE_HEADERS = (
-    "cuda_fp16.h", "cuda_bf16.h", "cuda_fp8.h", "cuda_fp4.h", "mma.h", "cuda_pipeline.h",
-    "cuda_pipeline_primitives.h", "cooperative_groups.h", "cooperative_groups/", "cuda/", "cub/", "cute/",
-    "cutlass/", "cstdint", "stdint.h", "climits", "limits.h", "cfloat", "float.h", "cmath", "math.h",
-    "type_traits", "cassert", "assert.h", "cstddef", "stddef.h", "utility", "limits", "array",
-)
-# Provided implicitly (NVRTC) or host-only in effect: never copied into a unit.
-IMPLICIT_HEADERS = ("cuda_runtime.h", "cuda_runtime_api.h", "cuda.h", "device_launch_parameters.h",
-                    "device_functions.h", "vector_types.h")
 
 
 @dataclass(frozen=True)
@@ -58,6 +41,7 @@ class CompileUnit:
     notes: tuple[str, ...] = ()    # what a user should know about how the unit was cut
     params: tuple[tuple[str, str], ...] = ()  # the kernel's (parameter, C++ type): no re-parse to launch it
     file_text: str = ""            # the whole file the unit was cut from: what nvcc compiles (compile.nvcc)
+    left_out: tuple[str, ...] = ()  # declarations the cut left out whose names the kept code uses
 
     @property
     def param_types(self) -> dict[str, str]:
@@ -72,71 +56,6 @@ class CompileUnit:
                 "include_dirs": list(self.include_dirs), "dropped": list(self.dropped),
                 "context": self.context.to_json(), "headers": list(self.headers), "notes": list(self.notes),
                 "source": self.source}
-
-
-def _header_kind(header: str) -> str:
-    if any(header == h or header.endswith("/" + h) for h in IMPLICIT_HEADERS):
-        return "implicit"
-    if any(header == h or (h.endswith("/") and header.startswith(h)) for h in DEVICE_HEADERS):
-        return "device"
-    return "host"
-
-
-def find_header(header: str, quoted: bool, including_dir: str, context: ProjectContext) -> tuple[Path | None, bool]:
-    """(the file `#include` would open, whether it is the project's own), searching as a
-    compiler does: a quoted name first next to the including file, then the include paths,
-    then the system folders (whose headers are not the project's)."""
-    dirs = ([including_dir] if quoted else []) + list(context.include_dirs)
-    for d in dirs:
-        f = Path(d) / header
-        if f.is_file():
-            return f.resolve(), True
-    for d in context.system_dirs:
-        f = Path(d) / header
-        if f.is_file():
-            return f.resolve(), False
-    return None, False
-
-
-@lru_cache(maxsize=512)
-def _includes_in(text: str) -> tuple[tuple[str, bool], ...]:
-    """(header, quoted) for each #include of a text, parsed once per content: the digest below
-    runs before every build-cache lookup."""
-    out = []
-    for inc in source.parse(text).includes:
-        header = inc.header or ""
-        if header:
-            out.append((header, '"' in inc.text.split(header)[0]))
-    return tuple(out)
-
-
-def header_digest(text: str, filename: str, options) -> str:
-    """A digest of every header `text` includes (transitively) from the file's folder or the
-    `-I` folders in `options`: build caches key on it, so editing a header is never answered
-    with a build (or a verdict) of its old contents. CUDA's and the system's headers are not
-    on those paths; they change with the toolkit, which the caches key on separately."""
-    import hashlib
-    dirs = [o[2:] for o in options if o.startswith("-I") and len(o) > 2]
-    h = hashlib.sha256()
-    top = os.path.dirname(os.path.abspath(filename)) if filename else os.getcwd()
-    policy = confine.for_unit([f"-I{top}", *options])  # what the compiler itself may read
-    todo = [(text, top)]
-    seen: set[str] = set()
-    while todo and len(seen) < 4 * MAX_HEADERS:
-        body, here = todo.pop()
-        for header, quoted in _includes_in(body):
-            for d in ([here] if quoted else []) + dirs:
-                f = Path(d) / header
-                if f.is_file():
-                    key = str(f.resolve())
-                    if key not in seen and policy.allows(key):
-                        seen.add(key)
-                        with open(key, "rb") as fh:
-                            data = fh.read(files.MAX_BYTES)
-                        h.update(key.encode() + b"\0" + data + b"\0")
-                        todo.append((data.decode("utf-8", errors="replace"), str(f.resolve().parent)))
-                    break
-    return h.hexdigest()[:16] if seen else ""
 
 
 @dataclass
@@ -163,7 +82,7 @@ class _Reader:
             header = item.header or ""
             quoted = '"' in item.text.split(header)[0] if header else False
             written = f'"{header}"' if quoted else f"<{header}>"
-            kind = _header_kind(header)
+            kind = header_kind(header)
             found, own = find_header(header, quoted, here, self.context) if kind != "implicit" else (None, False)
             if found is not None and own and not self.policy.allows(found):
                 self.notes.append(f"{written} not read into the unit: it is outside your project (compilers may "
@@ -242,11 +161,6 @@ def name_expression(kernel: Kernel, instantiate: str | None) -> str:
     return base
 
 
-def _is_own(item: Item, kernel: Kernel) -> bool:
-    return item.kind == "kernel" and item.path is None and kernel.name in item.defines and (
-        item.span.start_byte == kernel.span.start_byte or item.span in kernel.overloads)
-
-
 def _names_in(instantiate: str | None) -> set[str]:
     """Identifiers in template arguments: a device function passed as one
     (`<float, silu<float>>`) must be in the unit too."""
@@ -263,78 +177,6 @@ def _names_in(instantiate: str | None) -> set[str]:
             out.add(n.text.decode())
         stack.extend(n.children)
     return out - {"__astra_k"}
-
-
-def _needed(items: list[Item], kernel: Kernel, extra: set[str] = frozenset()) -> list[Item]:
-    """The kernel's items (its overloads too) plus every device-side item they reach through
-    the names they use (and the names in `extra`: its template arguments)."""
-    providers: dict[str, list[Item]] = {}
-    for item in items:
-        if item.kind in ("include", "host_include", "host_function", "other", "kernel_decl", "macro", "using"):
-            continue
-        if item.kind == "kernel":
-            # Other kernels are never needed by this one (a kernel cannot call a kernel
-            # without dynamic parallelism), but their helpers might be.
-            continue
-        for name in item.defines:
-            providers.setdefault(name, []).append(item)
-    own = [i for i in items if _is_own(i, kernel)]
-    keep: dict[int, Item] = {id(i): i for i in own}
-    todo = [n for i in own for n in i.uses] + sorted(extra)
-    seen: set[str] = set()
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        for item in providers.get(name, ()):
-            if id(item) not in keep:
-                keep[id(item)] = item
-                todo.extend(item.uses)
-    return [i for i in items if id(i) in keep]
-
-
-def _emit(item: Item, path: str) -> str:
-    lead = " " * item.span.start_col
-    text = item.text.rstrip("\n")
-    if item.kind == "host_include":
-        return (f"#if defined({HOST_HEADERS_MACRO})\n#line {item.span.start_line + 1} \"{item.path or path}\"\n"
-                f"{text}\n#endif\n")
-    body = f'#line {item.span.start_line + 1} "{item.path or path}"\n{lead}{text}\n'
-    if item.extern_c and not item.text.lstrip().startswith("extern"):
-        body = f'extern "C" {{\n{body}}}\n'
-    for ns in reversed(item.namespaces):
-        body = f"namespace {ns} {{\n{body}}}  // namespace {ns}\n" if ns else f"namespace {{\n{body}}}\n"
-    return body
-
-
-def _with_conditionals(items: list[Item], path: str) -> list[str]:
-    """Emit the items in order, re-opening the preprocessor conditionals around them: an item
-    of an `#else` branch is emitted after its conditional's earlier heads, so the compiler
-    chooses between the kept branches exactly as it would in the file."""
-    parts: list[str] = []
-    open_: list[Guard] = []
-    for item in items:
-        chain = list(item.guards)
-        p = 0
-        while p < len(open_) and p < len(chain) and open_[p] == chain[p]:
-            p += 1
-        if p < len(open_) and p < len(chain) and open_[p].key == chain[p].key \
-                and chain[p].heads[:len(open_[p].heads)] == open_[p].heads:
-            for _ in range(len(open_) - p - 1):  # a later branch of the same conditional
-                parts.append("#endif\n")
-            parts.extend(h + "\n" for h in chain[p].heads[len(open_[p].heads):])
-            open_ = open_[:p] + [chain[p]]
-            p += 1
-        else:
-            parts.extend("#endif\n" for _ in range(len(open_) - p))
-            open_ = open_[:p]
-        for g in chain[p:]:
-            parts.extend(h + "\n" for h in g.heads)
-            open_.append(g)
-        parts.append(_emit(item, path))
-    parts.extend("#endif\n" for _ in open_)
-    return parts
 
 
 def type_checks(kernel: Kernel, name_expr: str, arg_types: dict[str, str], path: str, line: int) -> str:
@@ -388,8 +230,11 @@ def unresolved_pointer_types(kernel: Kernel, template_args: dict[str, str] | Non
 def unit_from_model(model: SourceModel, path: str, kernel_name: str, *, instantiate: str | None = None,
                     context: ProjectContext | None = None, arg_types: dict[str, str] | None = None,
                     spec_line: int | None = None) -> CompileUnit:
-    """The unit for `kernel_name`. `arg_types` (parameter -> spec type name) adds compile-time
-    checks of element types Astra cannot read itself (see `type_checks`)."""
+    """The unit for `kernel_name`, cut from the device pass's preprocessed file
+    (`astra_cuda.devicepp`, `astra_cuda.cut`). `arg_types` (parameter -> spec type name) adds
+    compile-time checks of element types Astra cannot read itself (see `type_checks`)."""
+    from . import cut as cutting
+    from . import devicepp
     context = context or ProjectContext()
     kernel = model.kernel(kernel_name)
     if kernel is None:
@@ -401,20 +246,22 @@ def unit_from_model(model: SourceModel, path: str, kernel_name: str, *, instanti
             instantiate = spec_mod.load(kernel, model).instantiate
         except AstraError:
             instantiate = None
-    dropped: list[str] = []
-    notes: list[str] = []
-    headers: list[str] = []
-    reader = header_reader(path, context, notes, dropped, headers)
-    items = reader.items(model, path)
-    needed = {id(i) for i in _needed(items, kernel, _names_in(instantiate))}
-    kept = [i for i in items if id(i) in needed or i.kind in ("macro", "include", "host_include", "using")]
-    for item in items:
-        if item.kind in ("host_function", "other") and id(item) not in needed and item.path is None:
-            name = next(iter(item.defines), None) or item.text.split("\n")[0][:40]
-            dropped.append(name)
     expr = name_expression(kernel, instantiate)
-    parts = [f"// Astra: stand-alone unit for kernel {kernel.qualified_name} from {os.path.basename(path)}\n"]
-    parts += _with_conditionals(kept, path)
+    path = os.path.abspath(path)
+    pp = devicepp.preprocess(model.text, path, context.options())
+    namespaces = tuple(n for part in kernel.qualified_name.split("::")[:-1] for n in [part] if n)
+    cut = cutting.cut(pp, kernel.name, namespaces, _names_in(instantiate))
+    if not cut.found:
+        raise AstraError(f"kernel {kernel.name!r} is not in the file as nvcc's device pass sees it "
+                         f"({pp.compiler}): a preprocessor conditional leaves it out")
+    notes = []
+    if cut.headers:
+        notes.append("project headers read into the unit: " + ", ".join(os.path.basename(h) for h in cut.headers))
+    if pp.missing:
+        notes.append("not found, read as empty: " + ", ".join(f"<{m}>" for m in pp.missing)
+                     + " (give their folders with -I if the kernel needs them)")
+    parts = [f"// Astra: stand-alone unit for kernel {kernel.qualified_name} from {os.path.basename(path)}, "
+             f"cut from {pp.compiler}\n", cut.source]
     if arg_types:
         targs = {}
         if kernel.is_template and instantiate:
@@ -424,13 +271,12 @@ def unit_from_model(model: SourceModel, path: str, kernel_name: str, *, instanti
         parts.append(type_checks(kernel, expr, todo, path,
                                  spec_line if spec_line is not None else kernel.span.start_line))
     quoted = any('"' in i.text for i in model.includes)
-    include_dirs = (os.path.dirname(os.path.abspath(path)),) if quoted else ()
-    if headers:
-        notes.insert(0, "project headers read into the unit: " + ", ".join(os.path.basename(h) for h in headers))
+    include_dirs = (os.path.dirname(path),) if quoted else ()
     return CompileUnit(source="".join(parts), kernel=kernel.name, name_expression=expr, path=path,
-                       include_dirs=include_dirs, dropped=tuple(dict.fromkeys(dropped)), context=context,
-                       headers=tuple(headers), notes=tuple(notes),
-                       params=tuple((p.name, p.type) for p in kernel.params), file_text=model.text)
+                       include_dirs=include_dirs, dropped=tuple(dict.fromkeys(cut.dropped)), context=context,
+                       headers=tuple(cut.headers), notes=tuple(notes),
+                       params=tuple((p.name, p.type) for p in kernel.params), file_text=model.text,
+                       left_out=tuple(cut.left_out))
 
 
 def unit(text: str, path: str, kernel_name: str, *, instantiate: str | None = None,

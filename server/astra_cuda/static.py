@@ -264,7 +264,7 @@ def compile_unit(unit, arch: str = DEFAULT_ARCH, *, options: tuple[str, ...] = (
         else (None, "")
     if tk is not None:
         return _compile_file(unit, arch, names, tk)
-    from .extract import header_digest
+    from .headers import header_digest
     key = hashlib.sha256(repr((unit.source, unit.path, tuple(unit.options()), arch, options, names, why,
                                header_digest(unit.source, unit.path, unit.options()))).encode()).hexdigest()
     with _lock:

@@ -170,9 +170,11 @@ __global__ void k(float* x) { float read = x[threadIdx.x]; x[threadIdx.x] = writ
 @pytest.mark.parametrize("src, what", [
     ('__global__ void k(int* x) {\n  asm volatile("trap;");\n}\n', "inline PTX (asm) at user.cu:2"),
     ('#include <mma.h>\n__global__ void k(int* x) {}\n', "WMMA"),
-    ('#include <cub/device/device_scan.cuh>\n__global__ void k(int* x) {}\n', "CUB"),
-    ('#include <cub/cub.cuh>\n__global__ void k(int* x) {\n  __shared__ typename cub::BlockScan<int, 128>::TempStorage t;\n}\n',
-     "CUB (cub::BlockScan) at user.cu:3"),
+    ('#include <cub/device/device_scan.cuh>\n__global__ void k(int* x) {\n  size_t n = 0;\n'
+     '  cub::DeviceScan::ExclusiveSum(nullptr, n, x, x, 4);\n}\n', "CUB (cub::DeviceScan) at user.cu:4"),
+    ('#include <cub/cub.cuh>\n__global__ void k(int* x) {\n'
+     '  __shared__ typename cub::BlockDiscontinuity<int, 128>::TempStorage t;\n}\n',
+     "CUB (cub::BlockDiscontinuity) at user.cu:3"),
     ('#include <cooperative_groups.h>\n__global__ void k(int* x) {\n  cooperative_groups::this_grid().sync();\n}\n',
      "grid-wide cooperative sync (this_grid) at user.cu:3"),
     ('#include <cooperative_groups/memcpy_async.h>\n__global__ void k(int* x) {}\n', "memcpy_async"),

@@ -196,8 +196,25 @@ class _Gate:
             return False
         return True
 
+    def cut_check(self) -> bool:
+        """CPU backend: each unit cut out of its file for the host compiler must mean what the
+        file means (`astra_cuda.cutcheck`, nvcc): a cut that changes the kernel is an error that
+        names what it left out, never a run of other code."""
+        from .. import cutcheck
+
+        for unit, role in ((self.ref_unit, "reference"), (self.cand_unit, "candidate")):
+            if unit is None:
+                continue
+            r = cutcheck.check(unit)
+            if not r.checked:
+                self.v.coverage.notes.append(f"{role}: {r.message}")
+            elif not r.ok:
+                self.v.status, self.v.log = "error", f"the {role} cannot be run on the CPU: {r.message}"
+                return False
+        return True
+
     def compile_all(self) -> bool:
-        if self.caps.host_code and not self.device_compile():
+        if self.caps.host_code and not (self.device_compile() and self.cut_check()):
             return False
         self.start_builds()
         if self.ref_unit is not None:

@@ -85,11 +85,42 @@ def base_flags(sanitize: str) -> list[str]:
         flags += [f"-fsanitize={sanitize}", "-fno-omit-frame-pointer", "-g", "-DASTRA_STACK_SHIFT=18"]
     if os.environ.get("ASTRA_CPU_SWITCH") == "ucontext":
         flags.append("-DASTRA_USE_UCONTEXT")  # the portable fallback (default off x86-64)
-    flags += ["-I", str(RUNTIME_DIR / "include")]  # stand-ins (cooperative groups, CUB reductions) ahead of the toolkit
+    flags += ["-I", str(RUNTIME_DIR / "include")]  # stand-ins (cooperative groups, CUB) ahead of the toolkit
+    cub = cub_header_names()
+    if cub is not None:
+        flags += ["-I", str(cub)]
     for d in cuda_include_dirs():
         flags += ["-isystem", d]
     flags += ["-I", str(RUNTIME_DIR)]
     return flags
+
+
+@functools.cache
+def cub_header_names() -> Path | None:
+    """A folder with every header name of the real CUB (`cub/block/block_load.cuh`, ...), each
+    including the stand-in `cub/cub.cuh`: a kernel reaches CUB through whichever header its
+    project includes, and a file that includes CUB but whose kernel uses none of it is never
+    refused for the include (a CUB name the stand-in lacks is refused by the screen)."""
+    from astra_cuda import static
+    real = next((Path(d) / "cub" for d in static.cccl_include_dirs() if (Path(d) / "cub").is_dir()), None)
+    if real is None:
+        return None
+    names = sorted(str(p.relative_to(real)) for p in real.rglob("*.cuh") if p.name != "cub.cuh" or p.parent != real)
+    digest = hashlib.sha256("\n".join(names).encode()).hexdigest()[:12]
+    root = cache_dir() / f"cub-names-{digest}"
+    done = root / ".complete"
+    if not done.exists():
+        tmp = Path(tempfile.mkdtemp(dir=cache_dir(), prefix="cub-names."))
+        for name in names:
+            f = tmp / "cub" / name
+            f.parent.mkdir(parents=True, exist_ok=True)
+            f.write_text("// Astra CPU backend: CUB's header names lead to the stand-in.\n#include <cub/cub.cuh>\n")
+        (tmp / ".complete").write_text("")
+        try:
+            os.replace(tmp, root)
+        except OSError:  # another process made it first
+            shutil.rmtree(tmp, ignore_errors=True)
+    return root
 
 
 @functools.cache
@@ -308,7 +339,7 @@ def trusted_header_dirs() -> tuple[str, ...]:
     """Where real system headers live: the compiler's own include folders, CUDA's, Astra's runtime
     (and its precompiled copy in the cache). Only there may a header be a 'system header'."""
     dirs = ["/usr/include", "/usr/lib/gcc", "/usr/local/include", *cuda_include_dirs(), str(RUNTIME_DIR),
-            *(str(p) for p in cache_dir().glob("pch-*"))]
+            *(str(p) for p in cache_dir().glob("pch-*")), *(str(p) for p in cache_dir().glob("cub-names-*"))]
     exe = shutil.which(compiler())
     if exe:
         dirs.append(str(Path(os.path.realpath(exe)).parent.parent))  # a toolchain outside /usr
@@ -367,7 +398,7 @@ def host_options(options: Sequence[str], source: str = "") -> list[str]:
 def compile_module(source: str, name_expressions: Sequence[str], filename: str,
                    options: Sequence[str], sanitize: str) -> Path:
     """Screen, rewrite and compile a unit into a cached shared object; returns its path."""
-    from astra_cuda.extract import header_digest
+    from astra_cuda.headers import header_digest
     opts = host_options(options, source)
     headers = header_digest(source, filename, opts)  # an edited header is a new build
     key = hashlib.sha256("\0".join([source, *name_expressions, *opts, str(sanitize), headers,

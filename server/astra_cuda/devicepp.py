@@ -1,0 +1,198 @@
+"""The file as nvcc's device pass sees it: the toolkit's own preprocessor command (read from
+`nvcc --dryrun`: the host compiler with `__CUDA_ARCH__`, `__CUDACC__`, the toolkit's macros and
+`-include cuda_runtime.h`) run on the user's text with the project's flags.
+
+What comes out is the whole translation unit with every conditional decided, every macro
+expanded, line markers kept (so every line is known by file and line) and, through `-dD` and
+`-dI`, the `#define`s and `#include`s of each file in place. The CUDA keywords stay keywords
+(`__device__`, `__shared__`, ... are defined as themselves after cuda_runtime.h), so the text
+is still CUDA C++ that tree-sitter reads, nvcc compiles and the CPU backend's shim gives its
+own meaning to. `astra_cuda.cut` cuts a kernel's unit out of it.
+
+A header that is not found is read as empty (and named in `missing`): a file whose host code
+includes `<torch/extension.h>` still has kernels to cut where torch is not installed. Where no
+toolkit is installed the command is built by hand from the same macros, with the CUDA headers
+of the nvidia-cuda-runtime wheel. Runs confined (astra_cuda.confine), cached by content.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import tempfile
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from . import confine
+from .contract import DEFAULT_ARCH
+from .errors import AstraError
+
+# Defined as themselves once cuda_runtime.h has defined them as attributes: the text keeps them.
+KEYWORDS = ("__global__", "__device__", "__host__", "__shared__", "__constant__", "__managed__",
+            "__grid_constant__", "__forceinline__", "__noinline__")
+FUNCTION_KEYWORDS = ("__launch_bounds__", "__maxnreg__", "__cluster_dims__")
+KEEP_HEADER = "".join(f"#undef {k}\n#define {k} {k}\n" for k in KEYWORDS) + "".join(
+    f"#undef {k}\n#define {k}(...) {k}(__VA_ARGS__)\n" for k in FUNCTION_KEYWORDS)
+MAX_MISSING = 32      # headers read as empty before giving up
+TIMEOUT_S = 60.0
+_MISSING = re.compile(r"fatal error: (?P<name>[^:\n]+): No such file or directory")
+
+
+class PreprocessError(AstraError):
+    """The device pass's preprocessor refused the file (an #error, an unreadable header)."""
+
+
+@dataclass(frozen=True)
+class Preprocessed:
+    text: str                     # the preprocessor's output, line markers included
+    path: str                     # the user's file, as the markers spell it
+    missing: tuple[str, ...]      # headers not found, read as empty
+    toolkit_dirs: tuple[str, ...]  # the toolkit's own header folders (never the project's)
+    compiler: str                 # which preprocessor: 'nvcc 13.0 device pass (gcc)'
+
+
+def _nvcc() -> str | None:
+    for cand in (shutil.which("nvcc"), *(os.path.join(h, "bin", "nvcc") for h in (
+            os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda") if h)):
+        if cand and os.access(cand, os.X_OK):
+            return cand
+    return None
+
+
+@lru_cache(maxsize=16)
+def _nvcc_command(nvcc: str, arch: str, options: tuple[str, ...]) -> tuple[list[str], str]:
+    """nvcc's own device-pass preprocessor command for these options (without input and
+    output), and nvcc's version."""
+    probe = "astra_probe.cu"
+    r = subprocess.run([nvcc, "--dryrun", "--ptx", f"-arch={arch}", *options, probe], capture_output=True,
+                       text=True, timeout=30, stdin=subprocess.DEVNULL)
+    version = re.search(r"release (\d+\.\d+)", subprocess.run(
+        [nvcc, "--version"], capture_output=True, text=True, timeout=30).stdout)
+    for line in (r.stderr + r.stdout).splitlines():
+        if line.startswith("#$ ") and " -E " in line and "-D__CUDA_ARCH__=" in line:
+            words = shlex.split(line[3:])
+            out: list[str] = []
+            skip = False
+            for w in words:
+                if skip:
+                    skip = False
+                elif w == "-o":
+                    skip = True
+                elif w != probe:
+                    out.append(w)
+            return out, f"nvcc {version.group(1) if version else '?'}"
+    raise PreprocessError(f"cannot read nvcc's device preprocessor from `nvcc --dryrun`: {r.stderr.strip()[-300:]}")
+
+
+def _emulated_command(arch: str, options: tuple[str, ...]) -> tuple[list[str], str]:
+    """No toolkit: the host compiler with the macros nvcc's device pass defines and the CUDA
+    headers of the nvidia-cuda-runtime wheel."""
+    from . import static
+    cxx = os.environ.get("ASTRA_CXX") or shutil.which("g++") or shutil.which("c++")
+    inc = static.cuda_include_dir()
+    if not cxx or not inc:
+        raise PreprocessError("no C++ preprocessor (g++) and no CUDA toolkit (nvcc) here: install one of them")
+    nv = static.available() or "nvrtc 13.0"
+    major, _, minor = nv.split()[-1].partition(".")
+    sm = arch.removeprefix("sm_").removeprefix("compute_")
+    cmd = [cxx, f"-D__CUDA_ARCH__={sm}0", f"-D__CUDA_ARCH_LIST__={sm}0", "-E", "-x", "c++",
+           "-DCUDA_DOUBLE_MATH_FUNCTIONS", "-D__CUDACC__", "-D__NVCC__", f"-I{inc}",
+           *(x for d in static.cccl_include_dirs() for x in ("-isystem", d)),
+           f"-D__CUDACC_VER_MAJOR__={major}", f"-D__CUDACC_VER_MINOR__={minor or 0}",
+           "-include", "cuda_runtime.h", "-m64",
+           *(o for o in options if o.startswith(("-I", "-D", "-U", "-std=", "-isystem")))]
+    return cmd, f"g++ emulating nvcc {major}.{minor}'s device pass (no CUDA toolkit found)"
+
+
+def command(options: tuple[str, ...], arch: str = DEFAULT_ARCH) -> tuple[list[str], str]:
+    """The preprocessor command with the project's options (nvcc puts each where it belongs)."""
+    nvcc = _nvcc()
+    return _nvcc_command(nvcc, arch, options) if nvcc else _emulated_command(arch, options)
+
+
+def _toolkit_dirs(cmd: list[str]) -> tuple[str, ...]:
+    """The header folders the command itself brings (the toolkit's, CCCL's)."""
+    out, take = [], False
+    for w in cmd:
+        if take:
+            out.append(w)
+            take = False
+        elif w in ("-isystem", "-I"):
+            take = True
+        elif w.startswith("-I") and len(w) > 2:
+            out.append(w[2:])
+    return tuple(dict.fromkeys(os.path.realpath(d) for d in out))
+
+
+_cache: "OrderedDict[str, Preprocessed]" = OrderedDict()
+_lock = threading.Lock()
+CACHE_SIZE = 32
+
+
+def preprocess(text: str, path: str, options: list[str] | tuple[str, ...], arch: str = DEFAULT_ARCH) -> Preprocessed:
+    """The device pass's preprocessed text of `text` (the file at `path`, or a version of it:
+    its quoted includes are found next to `path`). Cached by content, headers included."""
+    from .headers import header_digest
+    opts = tuple(options)
+    cmd, compiler = command(opts, arch)
+    path = os.path.abspath(path)
+    key = hashlib.sha256(repr((text, path, opts, arch, cmd, header_digest(text, path, list(opts)))).encode()).hexdigest()
+    with _lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            _cache.move_to_end(key)
+            return hit
+    result = _run(text, path, opts, cmd, compiler)
+    with _lock:
+        _cache[key] = result
+        while len(_cache) > CACHE_SIZE:
+            _cache.popitem(last=False)
+    return result
+
+
+def _run(text: str, path: str, opts: tuple[str, ...], cmd: list[str], compiler: str) -> Preprocessed:
+    here = os.path.dirname(path)
+    toolkit = _toolkit_dirs(command((), DEFAULT_ARCH)[0])  # without the project's own -I folders
+    exe = shutil.which(cmd[0]) or cmd[0]
+    nvcc = _nvcc()
+    exec_dirs = (str(Path(os.path.realpath(nvcc)).parent.parent),) if nvcc else ()
+    with tempfile.TemporaryDirectory(prefix="astra-pp-") as tmp:
+        src = Path(tmp) / "src" / os.path.basename(path)
+        src.parent.mkdir()
+        # The user's name for every line (and __FILE__), its folder for quoted includes.
+        src.write_text(f'#line 1 "{path}"\n{text}')
+        keep = Path(tmp) / "astra_keep_keywords.h"
+        keep.write_text(KEEP_HEADER)
+        stubs = Path(tmp) / "missing"
+        stubs.mkdir()
+        out = Path(tmp) / "out.ii"
+        full = [exe, *cmd[1:], "-include", str(keep), "-dD", "-dI", "-iquote", here,
+                "-idirafter", str(stubs), "-o", str(out), str(src)]
+        jail = confine.for_unit([*opts, f"-I{here}"], toolkit, workdir=tmp, exec_dirs=exec_dirs)
+        missing: list[str] = []
+        while True:
+            try:
+                r = confine.run(full, jail, TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                raise PreprocessError(f"preprocessing {os.path.basename(path)} took more than {TIMEOUT_S:.0f} s")
+            if r.returncode == 0:
+                break
+            m = _MISSING.search(r.stderr)
+            name = m.group("name").strip() if m else ""
+            stub = (stubs / name).resolve()
+            if not name or os.path.isabs(name) or not stub.is_relative_to(stubs.resolve()) \
+                    or name in missing or len(missing) >= MAX_MISSING:
+                errors = [ln for ln in r.stderr.splitlines() if "error" in ln] or r.stderr.splitlines()
+                raise PreprocessError(f"{os.path.basename(path)} does not preprocess for the device ({compiler}): "
+                                      + "; ".join(e.strip() for e in errors[:3]))
+            missing.append(name)
+            stub.parent.mkdir(parents=True, exist_ok=True)
+            stub.write_text("")
+        return Preprocessed(out.read_text(errors="replace"), path, tuple(missing),
+                            toolkit + (str(stubs), str(Path(tmp).resolve())), compiler)

@@ -1,0 +1,165 @@
+"""Issue 24, item 2: the CPU backend's unit is cut from the device pass's preprocessed file, so
+whatever nvcc compiles it compiles (each obstacle below broke the old cut, in a file nvcc
+compiles), and the cut is checked against the file by nvcc: a cut that changes the kernel is
+an error naming what it left out."""
+import shutil
+
+import numpy as np
+import pytest
+
+from astra_cuda import cutcheck, extract
+from astra_cuda.backends.base import Launch
+
+from .conftest import needs_gxx
+
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs a CUDA toolkit (nvcc)")
+
+# name -> (files: path -> text, what the kernel writes to o[0..n))
+CASES = {
+    "E1 struct, class, union and enum keep their `;` (file and header)": ({
+        "e1.h": "#pragma once\nstruct Acc { float v; };\nunion Bits { float f; unsigned u; };\n",
+        "k.cu": '#include "e1.h"\nstruct Pair { float a; float b; };\nclass Box { public: float w; };\n'
+                "enum Mode { ADD, MUL };\nenum class Kind : int { X = 3 };\n"
+                "__global__ void k(float* o) { Acc acc{1.f}; Pair p{2.f, 3.f}; Box b{4.f}; Bits u; u.f = 5.f;\n"
+                "  Mode m = ADD; o[0] = m == ADD ? p.a + p.b + acc.v + b.w + u.f + (float)Kind::X : 0.f; }\n",
+    }, [18.0]),
+    "E2 a multi-line #if with backslashes": ({
+        "k.cu": "#if defined(__CUDA_ARCH__) && \\\n    (__CUDA_ARCH__ >= 800) && \\\n    !defined(NOT_THERE)\n"
+                "#define SCALE 2.0f\n#else\n#define SCALE 1.0f\n#endif\n"
+                "__global__ void k(float* o) { o[0] = SCALE; }\n",
+    }, [2.0]),
+    "E3 class-template partial and explicit specializations": ({
+        "k.cu": "template <typename T, int N> struct vec_t { T v[N]; };\n"
+                "template <int N> struct vec_t<float, N> {\n  float v[N];\n  __device__ float& operator[](int i);\n};\n"
+                "template <int N> __device__ float& vec_t<float, N>::operator[](int i) { return v[i]; }\n"
+                "template <> struct vec_t<int, 1> { int v; __device__ int get() const { return v + 1; } };\n"
+                "__global__ void k(float* o) { vec_t<float, 4> x; x[0] = 1.5f; vec_t<int, 1> y{2};\n"
+                "  o[0] = x[0] + y.get(); }\n",
+    }, [4.5]),
+    "E4 a struct __align__(16) template": ({
+        "k.cu": "template <typename T, int N> struct __align__(16) Packed { T v[N]; };\n"
+                "__global__ void k(float* o) { Packed<float, 4> p{{1.f, 2.f, 3.f, 4.f}};\n"
+                "  o[0] = p.v[3] + (float)alignof(Packed<float, 4>); }\n",
+    }, [20.0]),
+    "E5 the enumerators of typedef enum": ({
+        "k.cu": "typedef enum { OP_ADD = 1, OP_SUB = 7 } op_t;\n"
+                "__global__ void k(float* o) { o[0] = (float)OP_SUB; }\n",
+    }, [7.0]),
+    "E6 __device__ spelled through a macro": ({
+        "k.cu": "#define DEVICE_INLINE __device__ __forceinline__\n#define HD __host__ __device__\n"
+                "DEVICE_INLINE float twice(float x) { return 2.f * x; }\nHD inline float plus1(float x) { return x + 1.f; }\n"
+                "__global__ void k(float* o) { o[0] = twice(plus1(2.f)); }\n",
+    }, [6.0]),
+    "E7 host-only globals beside the kernel": ({
+        "k.cu": "#include <vector>\n#include <cstdio>\nstatic std::vector<float> data;\nint counter = 0;\n"
+                "__global__ void k(float* o) { float data = 3.f; o[0] = data; }\n"
+                "int main() { data.push_back(1.f); counter++; printf(\"%d\\n\", counter); }\n",
+    }, [3.0]),
+    "M_PI and INFINITY from the host <math.h>": ({
+        "k.cu": "#include <math.h>\n__global__ void k(float* o) { o[0] = (float)M_PI; o[1] = -INFINITY; o[2] = HUGE_VALF; }\n",
+    }, [np.float32(np.pi), -np.inf, np.inf]),
+    "#if __has_include / #else around #defines": ({
+        "k.cu": "#if __has_include(<cuda_bf16.h>)\n#define HAVE_BF16 1\n#else\n#define HAVE_BF16 0\n#endif\n"
+                "#if __has_include(<no_such_header_here.h>)\n#define ODD 5\n#else\n#define ODD 9\n#endif\n"
+                "__global__ void k(float* o) { o[0] = HAVE_BF16; o[1] = ODD; }\n",
+    }, [1.0, 9.0]),
+}
+
+
+@pytest.fixture(scope="module")
+def cpu():
+    from astra_cuda.backends.cpu import CpuBackend
+    be = CpuBackend()
+    yield be
+    be.close()
+
+
+def _write(project, files):
+    for name, text in files.items():
+        f = project(name, text)
+    return f
+
+
+def test_conditionals_are_decided_by_the_device_pass(project):
+    files, _ = CASES["#if __has_include / #else around #defines"]
+    f = _write(project, files)
+    u = extract.unit(f.read_text(), str(f), "k")
+    assert "#define HAVE_BF16 1" in u.source and "#define HAVE_BF16 0" not in u.source
+    assert "#define ODD 9" in u.source and "#define ODD 5" not in u.source
+    assert "\\" not in u.source.split("stand-alone unit")[1]   # E2: no line continuation left over
+
+
+def test_host_code_and_host_headers_are_left_out(project):
+    files, _ = CASES["E7 host-only globals beside the kernel"]
+    f = _write(project, files)
+    u = extract.unit(f.read_text(), str(f), "k")
+    assert "std::vector" not in u.source and "int main" not in u.source and "counter" not in u.source
+    assert "main" in u.dropped and "#include <vector>" in u.dropped
+    assert "#if defined(ASTRA_HOST_HEADERS)\n" in u.source   # nvcc's compile of the cut still sees them
+
+
+def test_lines_keep_their_file_line_and_column(project):
+    project("h.h", "#pragma once\n\n#define N 4\nstruct S { float v[N]; };\n")
+    f = project("k.cu", '#include "h.h"\n\n   __global__ void k(float* o) { S s{}; o[0] = s.v[N - 1]; }\n')
+    u = extract.unit(f.read_text(), str(f), "k")
+    lines = u.source.splitlines()
+    i = lines.index(f'#line 3 "{f}"')
+    assert lines[i + 1] == "   __global__ void k(float* o) { S s{}; o[0] = s.v[4 - 1]; }"
+    assert f'#line 4 "{f.parent / "h.h"}"' in lines and str(f.parent / "h.h") in u.headers
+
+
+@needs_nvcc
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_cut_compiles_with_nvcc_and_means_what_the_file_means(project, case):
+    files, _ = CASES[case]
+    f = _write(project, files)
+    u = extract.unit(f.read_text(), str(f), "k")
+    r = cutcheck.check(u)
+    assert r.checked and r.ok, r.message
+
+
+@needs_gxx
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_cut_runs_on_the_cpu_backend(project, cpu, case):
+    files, want = CASES[case]
+    f = _write(project, files)
+    u = extract.unit(f.read_text(), str(f), "k")
+    m = cpu.compile(u.source, [u.name_expression], filename=u.path, options=u.options())
+    out = cpu.upload(np.zeros(4, np.float32))
+    cpu.launch(m, u.name_expression, Launch((1, 1, 1), (1, 1, 1), 0), [out])
+    got = cpu.download(out)[:len(want)]
+    assert np.array_equal(got, np.array(want, np.float32)), (got, want)
+
+
+MEANING = {
+    # device code picks the host overload in an unevaluated operand: sizeof is 8 in the file
+    "a left-out overload": ("double pick(int x) { return x; }\n__device__ float pick(float x) { return x; }\n"
+                            "__global__ void k(int* o) { o[0] = sizeof(decltype(pick(1))); }\n", "pick"),
+    "a left-out declaration": ("double host_helper(int x);\n"
+                               "__global__ void k(int* o) { o[0] = sizeof(decltype(host_helper(1))); }\n",
+                               "host_helper"),
+}
+
+
+@needs_nvcc
+@pytest.mark.parametrize("case", sorted(MEANING))
+def test_a_cut_that_changes_the_kernel_is_an_error_naming_what_was_left_out(project, case):
+    text, name = MEANING[case]
+    f = project("k.cu", text)
+    u = extract.unit(text, str(f), "k")
+    r = cutcheck.check(u)
+    assert r.checked and not r.ok
+    assert f"left out of it: {name} (k.cu:" in r.message, r.message
+    again = cutcheck.check(u)   # cached by content
+    assert again == cutcheck.CutCheck(r.ok, r.checked, r.message, again.seconds, r.compiler)
+    assert again.seconds < 0.5
+
+
+def test_ptx_closures_ignore_helper_names_and_internal_hashes():
+    a = (".visible .entry _Z1kPf( .param .u64 p ) { call.uni (r), _Z3fooN43_INTERNAL_e97c5749_7_cub1_cu_a3d46045_17955"
+         "4cuda3barE, (p); ret; }\n.func (.param .b32 r) _Z3fooN43_INTERNAL_e97c5749_7_cub1_cu_a3d46045_179554cuda3barE"
+         "( .param .b32 p ) { ret; }\n")
+    b = a.replace("e97c5749", "618d0bf6").replace("a3d46045_17955", "cb759a71_18194")
+    assert cutcheck.compare(a, b) is None
+    c = a.replace("{ ret; }", "{ trap; }")
+    assert "differs" in cutcheck.compare(a, c)
