@@ -30,6 +30,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from . import confine
+from .backends.base import BackendUnavailable
 from .contract import DEFAULT_ARCH
 from .errors import AstraError
 
@@ -181,6 +182,8 @@ def _run(text: str, path: str, opts: tuple[str, ...], cmd: list[str], compiler: 
                 r = confine.run(full, jail, TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 raise PreprocessError(f"preprocessing {os.path.basename(path)} took more than {TIMEOUT_S:.0f} s")
+            except BackendUnavailable as e:  # no Landlock: nothing of the user's is read
+                raise PreprocessError(f"cannot cut a unit out of {os.path.basename(path)}: {e}")
             if r.returncode == 0:
                 break
             m = _MISSING.search(r.stderr)
