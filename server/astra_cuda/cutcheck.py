@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import confine, devicepp
+from . import confine
 from .contract import DEFAULT_ARCH
 
 TIMEOUT_S = 180.0
@@ -178,7 +178,7 @@ def _ptx(nvcc: str, text: str, path: str, options: list[str], arch: str, extra: 
         out = Path(tmp) / "out.ptx"
         cmd = [nvcc, "--ptx", f"-arch={arch}", "-Xcicc", "-O0", f"-I{folder}", *options, *extra, "-o", str(out),
                str(cu)]
-        jail = confine.for_unit([f"-I{folder}", *options], (toolkit,), workdir=tmp, exec_dirs=(toolkit,))
+        jail = confine.for_unit([f"-I{folder}", *_as_include(options)], (toolkit,), workdir=tmp, exec_dirs=(toolkit,))
         try:
             r = confine.run(cmd, jail, TIMEOUT_S)
         except subprocess.TimeoutExpired:
@@ -189,6 +189,14 @@ def _ptx(nvcc: str, text: str, path: str, options: list[str], arch: str, extra: 
         return out.read_text(errors="replace"), log
 
 
+def _as_include(options: list[str]) -> list[str]:
+    """`-isystem DIR` spelled `-IDIR`: the folders a compile may read."""
+    out, it = [], iter(options)
+    for o in it:
+        out.append(f"-I{next(it, '')}" if o == "-isystem" else o)
+    return out
+
+
 def _errors(log: str, limit: int = 3) -> str:
     lines = [ln.strip() for ln in log.splitlines() if "error" in ln]
     return "; ".join(lines[:limit]) or log.strip()[-300:]
@@ -196,14 +204,17 @@ def _errors(log: str, limit: int = 3) -> str:
 
 def check(unit, arch: str = DEFAULT_ARCH) -> CutCheck:
     """Whether `unit` (an `extract.CompileUnit` with its `file_text`) means what its file means."""
+    from .compile import nvcc as nvcc_compile
+    from .compile import toolkit
     from .headers import header_digest
-    nvcc = devicepp._nvcc()
-    if nvcc is None:
-        return CutCheck(True, False, "the cut is not checked: no CUDA toolkit (nvcc) here")
     if not unit.file_text:
         return CutCheck(True, False, "the cut is not checked: the unit does not carry its file")
+    tk, why = toolkit.for_file(unit.file_text, unit.path, unit.context)
+    if tk is None:
+        return CutCheck(True, False, f"the cut is not checked by nvcc: {why}")
+    nvcc = tk.nvcc
     t0 = time.perf_counter()
-    options = unit.context.options()
+    options = nvcc_compile.project_flags(unit.context, unit.file_text, unit.path)
     expr = unit.name_expression
     key = hashlib.sha256(repr((CACHE_VERSION, unit.source, unit.file_text, unit.path, options, arch, expr, nvcc,
                                os.stat(nvcc).st_mtime_ns, header_digest(unit.file_text, unit.path, options))
@@ -213,7 +224,7 @@ def check(unit, arch: str = DEFAULT_ARCH) -> CutCheck:
         return CutCheck(**{**json.loads(cached.read_text()), "seconds": time.perf_counter() - t0})
     except (OSError, ValueError, TypeError):
         pass
-    _, compiler = devicepp.command(tuple(options), arch)
+    compiler = nvcc_compile.describe(tk, options, arch)
     with ThreadPoolExecutor(2) as pool:  # the two compiles are independent: use both cores
         whole_f = pool.submit(_ptx, nvcc, unit.file_text + "\n" + _appendix(expr), unit.path, options, arch, [])
         cut_f = pool.submit(_ptx, nvcc, unit.source + "\n" + _appendix(expr), unit.path, options, arch,

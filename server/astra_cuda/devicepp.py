@@ -59,11 +59,10 @@ class Preprocessed:
 
 
 def _nvcc() -> str | None:
-    for cand in (shutil.which("nvcc"), *(os.path.join(h, "bin", "nvcc") for h in (
-            os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda") if h)):
-        if cand and os.access(cand, os.X_OK):
-            return cand
-    return None
+    """The toolkit's nvcc, found as every compile of Astra finds it (`compile.toolkit`)."""
+    from .compile import toolkit
+    tk = toolkit.find()
+    return tk.nvcc if tk is not None else None
 
 
 @lru_cache(maxsize=16)
