@@ -313,3 +313,17 @@ def test_a_device_property_in_the_grid_is_read_at_run_time(project):
                     "  dim3 blocks(1, std::min((unsigned)rows, maxGridY), 1);\n  k<<<blocks, 128>>>(o, rows, cols);\n}\n")
     s, p = infer(project, "p.cu", "k")
     assert "maxGridY" not in s.sizes and s.args["out"].shape == ("rows", "cols")
+
+
+def test_sizeof_the_launchers_template_parameter_is_the_resolved_types(project):
+    project("g.cu", "template <typename T>\n__global__ void k(T* x, const T* b, int total, int width) {\n"
+                    "  int i = (blockIdx.x * blockDim.x + threadIdx.x) * (16 / sizeof(T));\n"
+                    "  for (int j = 0; j < 16 / sizeof(T); j++) if (i + j < total) x[i + j] += b[(i + j) % width];\n}\n"
+                    "template <typename T> void launch(T* x, const T* b, int batch, int width) {\n"
+                    "  constexpr int threads = 1024;\n  const int total = batch * width;\n"
+                    "  const int per_block = threads * (16 / sizeof(T));\n"
+                    "  dim3 grid((total + per_block - 1) / per_block);\n  k<<<grid, threads>>>(x, b, total, width);\n}\n"
+                    "template void launch<float>(float*, const float*, int, int);\n")
+    s, p = infer(project, "g.cu", "k")
+    from astra_cuda import exprs
+    assert exprs.evaluate_int(s.grid[0], {"total": 8192}) == 2 and s.instantiate == "<float>"   # 4096 per block

@@ -125,7 +125,9 @@ class _HostExprs:
             inner = node.child_by_field_name("type") or node.child_by_field_name("value")
             text = inner.text.decode().strip("() ") if inner is not None else ""
             dt = dtypes.from_cpp(text)
-            return str(dt.itemsize) if dt is not None else None
+            if dt is None:   # `sizeof(T)` of the launcher's template parameter, as it was resolved
+                return self.constants.get(f"sizeof({text})")
+            return str(dt.itemsize)
         if t == "field_expression":   # `threads.x` of a dim3 the launch uses: its value
             value = self.constants.get(node.text.decode().replace(" ", ""))
             inner = source.parse_expression(value) if value is not None and depth < _MAX_CONSTANT_DEPTH else None

@@ -63,6 +63,12 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
     local = host_locals(site_model, site.function) if site is not None and site_model is not None else {}
     instantiate = _template_args(kernel, site, notes, program, {**local, **constants}, known_names(types.items))
     targs = dict(zip(kernel.template_param_names, _split(instantiate))) if instantiate else {}
+    if instantiate:   # `sizeof(T)` in the launcher: T as resolved (named at the launch, or deduced: same name)
+        written = _split(site.template_args) if site is not None and site.template_args else kernel.template_param_names
+        for name, value in zip(written, _split(instantiate)):
+            dt = dtypes.from_cpp(value)
+            if name.strip().isidentifier() and dt is not None:
+                constants[f"sizeof({name.strip()})"] = str(dt.itemsize)
 
     def cpp(p) -> tuple[str | None, str]:
         base = targs.get(p.base_type, p.base_type)
