@@ -327,3 +327,11 @@ def test_sizeof_the_launchers_template_parameter_is_the_resolved_types(project):
     s, p = infer(project, "g.cu", "k")
     from astra_cuda import exprs
     assert exprs.evaluate_int(s.grid[0], {"total": 8192}) == 2 and s.instantiate == "<float>"   # 4096 per block
+
+
+def test_notes_say_what_inference_is_least_sure_of_first():
+    from astra_cuda.infer.proposal import ranked
+    notes = ["size `n`: the program itself uses 4096", "`eps` = 1e-5 is a guess",
+             "shape of `x` could not be read from the kernel's indexing: set to [\"n\"] — CHECK",
+             "`y`: the element type `T` could not be resolved: took float"]
+    assert ranked(notes) == [notes[3], notes[2], notes[1], notes[0]]

@@ -249,7 +249,21 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
     lines += ["", "[args]"] + [f"{name:<{width}} = {value}" for name, value in args]
     lines.append("*/")
     comment = "\n".join(lines) + "\n"
-    return Proposal(comment, errors + notes, refusals(kernel, model, comment))
+    return Proposal(comment, ranked(errors + notes), refusals(kernel, model, comment))
+
+
+# What a note says about how sure inference is, least sure first: a type taken without evidence,
+# a launch or shape guessed, a value guessed, then what was read from the program.
+_UNSURE = (("could not be resolved", "took float", "took 1", "took false", "took int32"),
+           ("guessed", "could not be read", "CHECK", "no launch site", "invented", "not followed"),
+           ("is a guess", "assumed", "took 256", "took its value", "one of the cases", "taken as"))
+
+
+def ranked(notes: list[str]) -> list[str]:
+    """The notes, what inference is least sure of first (the order within a rank kept)."""
+    def rank(note: str) -> int:
+        return next((i for i, words in enumerate(_UNSURE) if any(w in note for w in words)), len(_UNSURE))
+    return sorted(notes, key=rank)
 
 
 def refusals(kernel: Kernel, model: SourceModel, comment: str) -> list[str]:
