@@ -137,6 +137,26 @@ def test_example_fused_add_rmsnorm_is_schedule_independent(cpu):
     assert ulps_f16(outs[0][0], want.astype(np.float16)).max() <= 1
 
 
+def test_directed_rounding_brackets_the_nearest_result(cpu):
+    # A sequential sum of positive floats: rounding upward can only raise it, downward only lower
+    # it (each partial sum is), and to nearest is the default, bit for bit.
+    src = r"""
+__global__ void k(const float* x, float* y, int n) {
+  float s = 0.f;
+  for (int i = 0; i < n; ++i) s += x[i];
+  y[threadIdx.x] = s;
+}
+"""
+    x = np.random.default_rng(3).random(5000).astype(np.float32)
+    got = {r: run(cpu, src, "k", (1,), (2,), [x, np.zeros(2, np.float32), i32(x.size)],
+                  schedule=Schedule(rounding=r))[1][0]
+           for r in ("nearest", "upward", "downward", "towardzero")}
+    plain = run(cpu, src, "k", (1,), (2,), [x, np.zeros(2, np.float32), i32(x.size)])[1][0]
+    assert got["nearest"] == plain == np.cumsum(x, dtype=np.float32)[-1]
+    assert got["downward"] < got["nearest"] < got["upward"] and got["towardzero"] == got["downward"]
+    assert got["upward"] - got["downward"] < 1e-3 * got["nearest"]
+
+
 def test_portable_ucontext_switch(tmp_path):
     """The fallback used off x86-64, forced here: same results as the assembly switch."""
     code = f'''

@@ -82,11 +82,14 @@ class Module:
 
 @dataclass
 class Schedule:
-    """Thread interleaving for the CPU backend ('forward', 'reverse', 'random'). The GPU
-    ignores it: the hardware chooses."""
+    """How the CPU backend runs a launch: the thread interleaving ('forward', 'reverse',
+    'random'; the GPU ignores it: the hardware chooses) and, where `caps.rounding_modes`, the IEEE
+    rounding direction of the kernel's floating-point arithmetic ('nearest', 'upward',
+    'downward', 'towardzero')."""
 
     order: str = "forward"
     seed: int = 0
+    rounding: str = "nearest"
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,9 @@ class Capabilities:
     compute_sanitizer: bool = False  # the unit can run under compute-sanitizer (gate/sanitizer.py)
     host_code: bool = False          # kernels run as host code (the CPU backend, sandboxed): a unit
                                      # must compile for the GPU (NVRTC) before it is built or run
+    rounding_modes: bool = False     # launch(schedule=Schedule(rounding=...)) runs the kernel's float
+                                     # arithmetic in another IEEE rounding direction (its own rounding
+                                     # error made visible: gate/run.py's rounding allowance)
 
 
 @dataclass

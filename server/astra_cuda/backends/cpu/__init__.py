@@ -27,6 +27,7 @@ from .screen import fast_math_swaps
 __all__ = ["CpuBackend", "CpuBuffer", "CpuModule", "fast_math_swaps", "run_schedules"]
 
 ORDERS = {"forward": 0, "reverse": 1, "random": 2}
+ROUNDINGS = {"nearest": 0, "upward": 1, "downward": 2, "towardzero": 3}
 MODULES_PER_EXECUTOR = 200  # loaded modules are never unloaded: start afresh now and then
 
 
@@ -92,7 +93,7 @@ class CpuBackend(Backend):
     name = "cpu"
     # Correctness only, never speed; builds are g++ subprocesses, so they can overlap.
     caps = Capabilities(thread_schedules=True, address_sanitizer=True, race_checker=True, build_prefetch=True,
-                        host_code=True)
+                        host_code=True, rounding_modes=True)
 
     def __init__(self, workers: int | None = None):
         toolchain.compiler()
@@ -157,11 +158,15 @@ class CpuBackend(Backend):
         return buf
 
     # -- launch ----------------------------------------------------------------------------
-    def _executor(self, sanitize: str) -> Executor:
+    def _executor(self, sanitize: str, module: str = "") -> Executor:
         ex = self._executors.get(sanitize)
         if ex is None:
             ex = self._executors[sanitize] = Executor(sanitize)
-        if len(ex.modules) > MODULES_PER_EXECUTOR:
+        # A race checker's child runs one module: ThreadSanitizer's symbolizer learns the loaded
+        # modules at its first report (a held-back same-value warp store is one), so a module
+        # loaded after that would be reported without its source lines.
+        one_module = sanitize == "thread" and ex.modules and module not in ex.modules
+        if len(ex.modules) > MODULES_PER_EXECUTOR or one_module:
             ex.kill()
         return ex
 
@@ -176,13 +181,15 @@ class CpuBackend(Backend):
         schedule = schedule or Schedule()
         if schedule.order not in ORDERS:
             raise LaunchError(f"unknown schedule order {schedule.order!r} (forward, reverse, random)")
+        if schedule.rounding not in ROUNDINGS:
+            raise LaunchError(f"unknown rounding direction {schedule.rounding!r} ({', '.join(ROUNDINGS)})")
         with self._lock:
             reply = self._send_launch(module, name_expression, launch, args, schedule, timeout_s)
         if not reply.get("ok"):
             raise LaunchError(f"{name_expression}: {reply.get('error', 'launch failed')}")
 
     def _send_launch(self, module, name_expression, launch, args, schedule, timeout_s) -> dict:
-        ex = self._executor(module.sanitize)
+        ex = self._executor(module.sanitize, str(module.path))
         ex.ensure_started()  # so that `known` describes the child that gets this request
         wire_args, new, fds = [], [], []
         for a in args:
@@ -202,6 +209,7 @@ class CpuBackend(Backend):
             "sig": f"astra_sig_{idx}", "args": wire_args, "new_buffers": new,
             "grid": [int(x) for x in launch.grid], "block": [int(x) for x in launch.block],
             "shmem": int(launch.shared_mem), "order": ORDERS[schedule.order],
+            "rounding": ROUNDINGS[schedule.rounding],
             "seed": int(schedule.seed) & (2**64 - 1),
             # race checking runs the blocks one after another on the calling thread: races are
             # then looked for within blocks, deterministically

@@ -200,7 +200,8 @@ def serve(sock: socket.socket) -> None:
         rc = lib.astra_launch(entry, argv, ctypes.c_int(len(req["args"])), sizes,
                               ctypes.c_int(req["copy_buffers"]), grid, block,
                               ctypes.c_ulonglong(req["shmem"]), ctypes.c_int(req["order"]),
-                              ctypes.c_ulonglong(req["seed"]), ctypes.c_int(req["workers"]),
+                              ctypes.c_int(req["rounding"]), ctypes.c_ulonglong(req["seed"]),
+                              ctypes.c_int(req["workers"]),
                               ctypes.c_int(req["stack_kib"]), ctypes.c_int(req["handlers"]),
                               err, ctypes.c_int(len(err)))
         sys.stdout.flush()

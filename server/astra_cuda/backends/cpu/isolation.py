@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from astra_cuda.backends.base import LaunchError
+from astra_cuda.backends.base import CompileError, LaunchError
 
 from . import sandbox
 
@@ -61,6 +61,18 @@ def sanitizer_runtime(sanitize: str) -> str | None:
     return p if p and os.path.isabs(p) and os.path.exists(p) else None
 
 
+def _with_report_hook(tsan: str) -> str:
+    """LD_PRELOAD for the race checker: the report hook ahead of libtsan (a weak symbol of
+    libtsan is replaced only from an object loaded before it). Without the hook every report
+    stands: stricter, never laxer."""
+    from .toolchain import tsan_hook
+
+    try:
+        return f"{tsan_hook()}:{tsan}"
+    except CompileError:
+        return tsan
+
+
 class Executor:
     """One persistent child; replaced after a crash or a timeout."""
 
@@ -82,10 +94,10 @@ class Executor:
             lib = sanitizer_runtime(self.sanitize)
             if lib is None:
                 raise LaunchError(f"the {self.sanitize} sanitizer's runtime library was not found")
-            env["LD_PRELOAD"] = lib
+            env["LD_PRELOAD"] = _with_report_hook(lib) if self.sanitize == "thread" else lib
             env["ASAN_OPTIONS"] = ("detect_leaks=0:abort_on_error=0:print_summary=1:"
                                    "allocator_may_return_null=1:detect_stack_use_after_return=0")
-            env["TSAN_OPTIONS"] = "halt_on_error=1:report_signal_unsafe=0:history_size=4:exitcode=66"
+            env["TSAN_OPTIONS"] = "halt_on_error=1:report_signal_unsafe=0:history_size=4:exitcode=66:suppress_equal_addresses=0:suppress_equal_stacks=0"
 
         log = open(self.log_path, "ab")
         workdir = Path(self.tmp.name) / "work"
@@ -287,8 +299,10 @@ def tsan_summary(output: str, filename: str = "") -> str | None:
         who = names.get(thread, "another thread")
         parts.append(f"{'an earlier ' if n else ''}{kind} of {size} bytes"
                      + (f" at {loc}" if loc else "") + f" by {who}")
-    return (f"data race on {where}: " + " and ".join(parts)
-            + " — nothing orders them (a missing __syncthreads() or __syncwarp()?) (ThreadSanitizer)")
+    why = ("lanes of one warp stored different values there in one instruction (which lane's value stays is "
+           "undefined)" if "astra: lanes of one warp stored different values" in output
+           else "nothing orders them (a missing __syncthreads() or __syncwarp()?)")
+    return f"data race on {where}: " + " and ".join(parts) + f" — {why} (ThreadSanitizer)"
 
 
 def asan_summary(output: str, filename: str = "") -> str | None:

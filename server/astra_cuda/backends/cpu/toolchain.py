@@ -236,6 +236,14 @@ def runtime_object(sanitize: str) -> Path:
                          "building the CPU runtime")
 
 
+def tsan_hook() -> Path:
+    """The small library the race checker's child preloads ahead of libtsan, through which the
+    runtime filters ThreadSanitizer's reports (runtime/astra_tsan_hook.cpp)."""
+    out = cache_dir() / f"tsan-hook-{_runtime_digest()}.so"
+    return _atomic_build(out, lambda tmp: [compiler(), "-shared", "-fPIC", "-O2", str(RUNTIME_DIR / "astra_tsan_hook.cpp"),
+                                           "-o", tmp], "building the race checker's report hook")
+
+
 def precompiled_shim(sanitize: str) -> Path:
     """The shim header with a precompiled (.gch) twin next to it: a unit then compiles ~3x
     faster. Falls back to the plain header if precompiling fails."""

@@ -6,6 +6,7 @@
 // every kernel module.
 #include "astra_cuda_shim.h"
 
+#include <cfenv>
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -38,8 +39,24 @@ void __tsan_acquire(void* addr);
 void __tsan_release(void* addr);
 void __tsan_ignore_thread_begin(void);
 void __tsan_ignore_thread_end(void);
+// The report API (compiler-rt's tsan_debugging): what a report says, read in its filter.
+int __tsan_get_report_data(void* report, const char** description, int* count, int* stack_count,
+                           int* mop_count, int* loc_count, int* mutex_count, int* thread_count,
+                           int* unique_tid_count, void** sleep_trace, unsigned long trace_size);
+int __tsan_get_report_mop(void* report, unsigned long idx, int* tid, void** addr, int* size,
+                          int* write, int* atomic, void** trace, unsigned long trace_size);
+int __tsan_get_report_thread(void* report, unsigned long idx, int* tid, unsigned long long* os_id,
+                             int* running, const char** name, int* parent_tid, void** trace,
+                             unsigned long trace_size);
+void __tsan_write1_pc(void* addr, void* pc);
+void __tsan_write2_pc(void* addr, void* pc);
+void __tsan_write4_pc(void* addr, void* pc);
+void __tsan_write8_pc(void* addr, void* pc);
+void __tsan_write16_pc(void* addr, void* pc);
+void __tsan_write_range_pc(void* addr, unsigned long size, void* pc);
 }
 #define ASTRA_TSAN_NO_SYNC 1u
+#include <dlfcn.h>
 #endif
 
 #include <ucontext.h>
@@ -97,6 +114,22 @@ using Ctx = ucontext_t;
 void fiber_main(Fiber* f);
 }  // namespace
 
+#ifdef ASTRA_TSAN
+// A write that ThreadSanitizer reported against a write by another lane of the same warp at the
+// same instruction. compute-sanitizer's racecheck does not count lanes of one warp storing the
+// same value to one address in one instruction as a hazard (the stores are one), so the report
+// is held back until the writer reaches its next switch point: the bytes it left there are the
+// previous lane's (the same value: no race) or not (a race, reported then).
+struct WarpWrite {
+  unsigned char* addr;
+  int size;
+  unsigned char before[16];
+  int writer, other;  // linear thread ids in the block
+  void* pc;
+};
+constexpr size_t kMaxWarpWrites = 256;  // per switch point; beyond it, reports go out as races
+#endif
+
 // One worker thread's state; it runs blocks one after another.
 struct Block {
   BlockInfo info;
@@ -134,6 +167,9 @@ struct Block {
   unsigned bar_gen = 0;
   std::vector<char> arrival_obj;       // per thread, two parities
   char block_done = 0;
+  std::vector<WarpWrite> warp_writes;  // held back until the writer's next switch point
+  size_t nwarp_writes = 0;
+  bool judging = false;                // replaying a held-back write: its report goes out
 #endif
 };
 
@@ -473,6 +509,107 @@ void switch_in(Block* b, Fiber* f) {
 #endif
 }
 
+#ifdef ASTRA_TSAN
+// ThreadSanitizer's report filter (installed through the preloaded hook, astra_tsan_hook.cpp):
+// returns 1 to hold back a report of two plain writes of the same size to one address by two
+// lanes of one warp at the same instruction (see WarpWrite). Runs inside TSan's report code on
+// the writer's stack: no allocation here.
+int hold_warp_write(const void* report) {
+  Block* b = t_worker;
+  void* rep = const_cast<void*>(report);
+  if (!b || b->judging || b->nwarp_writes >= b->warp_writes.size()) return 0;
+  const char* desc = nullptr;
+  int count = 0, stacks = 0, mops = 0, locs = 0, mutexes = 0, threads = 0, unique = 0;
+  void* sleep[1];
+  if (!__tsan_get_report_data(rep, &desc, &count, &stacks, &mops, &locs, &mutexes, &threads, &unique,
+                              sleep, 1) ||
+      !desc || std::strcmp(desc, "data-race") != 0 || mops != 2)
+    return 0;
+  int tid[2], size[2], write[2], atomic[2];
+  void* addr[2];
+  void* pc[2];
+  for (int i = 0; i < 2; ++i) {
+    pc[i] = nullptr;
+    if (!__tsan_get_report_mop(rep, i, &tid[i], &addr[i], &size[i], &write[i], &atomic[i], &pc[i], 1)) return 0;
+  }
+  WarpWrite& w = b->warp_writes[b->nwarp_writes];
+  if (!write[0] || !write[1] || atomic[0] || atomic[1] || addr[0] != addr[1] || size[0] != size[1] ||
+      size[0] <= 0 || size[0] > (int)sizeof(w.before) || !pc[0] || pc[0] != pc[1])
+    return 0;  // not one instruction's plain stores to one place
+  Fiber* f = self();
+  int other = -1;
+  for (int t = 0; t < threads && other < 0; ++t) {
+    int id = -1, running = 0, parent = 0;
+    unsigned long long os_id = 0;
+    const char* name = nullptr;
+    void* tr[1];
+    if (!__tsan_get_report_thread(rep, t, &id, &os_id, &running, &name, &parent, tr, 1) || id != tid[1] || !name)
+      continue;
+    for (int i = 0; i < b->n; ++i)
+      if (b->tsan_name[i] == name) { other = i; break; }
+  }
+  if (other < 0 || other == f->linear || b->fibers[other].warp != f->warp) return 0;  // another warp: a race
+  w.addr = static_cast<unsigned char*>(addr[0]);
+  w.size = size[0];
+  for (int i = 0; i < w.size; ++i)  // the other lane's value (this store has not happened yet)
+    w.before[i] = static_cast<volatile unsigned char*>(w.addr)[i];
+  w.writer = f->linear;
+  w.other = other;
+  w.pc = pc[0];
+  b->nwarp_writes++;
+  return 1;
+}
+
+void install_report_filter() {
+  using Filter = int (*)(const void*);
+  static auto set = reinterpret_cast<void (*)(Filter)>(dlsym(RTLD_DEFAULT, "astra_tsan_set_filter"));
+  if (set) set(&hold_warp_write);  // without the hook every report goes out (stricter, never laxer)
+}
+
+// After a thread yields: each held-back write either left the other lane's bytes (the same
+// value: not a race) or did not: then the write is made again in its thread's name, and
+// ThreadSanitizer reports it as its own (halt_on_error ends the process). The other lane's write
+// stays in TSan's shadow, so a later access that races with this one is found against it; TSan's
+// dedup of reported addresses is off (TSAN_OPTIONS in isolation.py), or a held-back report would
+// silence its address for good. Byte loops, not memcmp: that is intercepted, and would count as
+// an access of this runtime's.
+bool same_bytes(const volatile unsigned char* a, const unsigned char* b, int n) {
+  for (int i = 0; i < n; ++i)
+    if (a[i] != b[i]) return false;
+  return true;
+}
+
+bool judge_warp_writes(Block* b) {
+  size_t n = b->nwarp_writes;
+  b->nwarp_writes = 0;
+  for (size_t k = 0; k < n; ++k) {
+    WarpWrite& w = b->warp_writes[k];
+    if (same_bytes(w.addr, w.before, w.size)) continue;
+    fprintf(stderr, "astra: lanes of one warp stored different values to one address in one instruction\n");
+    b->judging = true;
+    __tsan_switch_to_fiber(b->tsan_fiber[w.writer], ASTRA_TSAN_NO_SYNC);
+    switch (w.size) {  // the store as the compiler instrumented it, so the report reads the same
+      case 1: __tsan_write1_pc(w.addr, w.pc); break;
+      case 2: __tsan_write2_pc(w.addr, w.pc); break;
+      case 4: __tsan_write4_pc(w.addr, w.pc); break;
+      case 8: __tsan_write8_pc(w.addr, w.pc); break;
+      case 16: __tsan_write16_pc(w.addr, w.pc); break;
+      default: __tsan_write_range_pc(w.addr, (unsigned long)w.size, w.pc);
+    }
+    __tsan_switch_to_fiber(b->sched_fiber, ASTRA_TSAN_NO_SYNC);
+    b->judging = false;
+    // Still here: TSan no longer holds the other write (evicted from its shadow). Said plainly.
+    Fiber &f = b->fibers[w.writer], &o = b->fibers[w.other];
+    b->failed = true;
+    b->error = "data race on shared memory: block " + dim_str(b->info.bid) + " threads " + dim_str(f.tid) +
+               " and " + dim_str(o.tid) + " (lanes of warp " + std::to_string(f.warp) +
+               ") stored different values to one address in one instruction (ThreadSanitizer)";
+    return false;
+  }
+  return true;
+}
+#endif
+
 struct Launch {
   void (*entry)(void**);
   void** args;
@@ -480,6 +617,7 @@ struct Launch {
   dim3 block;
   unsigned long long shmem;
   int order;
+  int rounding;  // FE_* rounding direction of every worker's floating-point arithmetic
   unsigned long long seed;
   unsigned long long nblocks = 0;
   unsigned long long perm_a = 1, perm_c = 0;  // random order: k -> (a*k + c) mod nblocks, gcd(a, n) = 1
@@ -551,6 +689,9 @@ bool run_block(Block* b, Launch& L, unsigned linear_block) {
       }
       if (f->state != RUNNABLE) continue;
       switch_in(b, f);
+#ifdef ASTRA_TSAN
+      if (b->nwarp_writes && !judge_warp_writes(b)) return false;
+#endif
       progressed = true;
       if (b->failed) return false;
     }
@@ -659,6 +800,10 @@ void give_arena(const Arena& a, bool reuse) {
 void worker_main(Launch& L, bool handlers) {
   Block b;
   t_worker = &b;
+  // The rounding direction is per thread and fiber switches keep it (the hand-written switch
+  // does not touch MXCSR; swapcontext restores what the fiber started with, set here first).
+  int rounding_before = std::fegetround();
+  std::fesetround(L.rounding);
   std::vector<char> altstack;
   if (handlers) {
     altstack.resize(64 * 1024);
@@ -686,6 +831,8 @@ void worker_main(Launch& L, bool handlers) {
   b.group_parity.assign(n, 0);
   b.group_mask.assign(n, 0);
   b.arrival_obj.assign(2 * (size_t)n, 0);
+  b.warp_writes.resize(kMaxWarpWrites);
+  install_report_filter();
 #endif
   b.free_stacks.reserve(n);
   for (int i = 0; i < n; ++i) {
@@ -730,6 +877,7 @@ void worker_main(Launch& L, bool handlers) {
 #endif
   std::free(smem);
   give_arena(arena, !failed);
+  std::fesetround(rounding_before);
   if (handlers) {
     stack_t ss{};
     ss.ss_flags = SS_DISABLE;
@@ -853,11 +1001,13 @@ extern "C" void astra_trim() {
   g_arenas.clear();
 }
 
-// order: 0 forward, 1 reverse, 2 random. Returns 0, or 1 with a message in err.
+// order: 0 forward, 1 reverse, 2 random. rounding: 0 to nearest, 1 upward, 2 downward, 3
+// toward zero (IEEE directions, for the gate's measure of a kernel's own rounding error).
+// Returns 0, or 1 with a message in err.
 extern "C" int astra_launch(void (*entry)(void**), void** args, int nargs,
                             const unsigned long long* buf_bytes, int copy_buffers,
                             const unsigned* grid, const unsigned* block,
-                            unsigned long long shmem, int order, unsigned long long seed,
+                            unsigned long long shmem, int order, int rounding, unsigned long long seed,
                             int workers, int stack_kib, int handlers, char* err, int errlen) {
   static bool line_buffered = false;  // kernel printf output survives a crash that follows it
   if (!line_buffered) {
@@ -902,6 +1052,9 @@ extern "C" int astra_launch(void (*entry)(void**), void** args, int nargs,
   L.block = dim3(block[0], block[1], block[2]);
   L.shmem = shmem;
   L.order = order;
+  static const int directions[4] = {FE_TONEAREST, FE_UPWARD, FE_DOWNWARD, FE_TOWARDZERO};
+  if (rounding < 0 || rounding > 3) return fail_msg("unknown rounding direction " + std::to_string(rounding));
+  L.rounding = directions[rounding];
   L.seed = seed;
   (void)stack_kib;  // the stack size is fixed at build time (ASTRA_STACK_SHIFT)
   L.nblocks = nblocks;
