@@ -73,10 +73,11 @@ def to_evaluation(check: Check, prof: profiler.Profile | None, seconds: float = 
 
 def local_evaluator(path: str, kernel: str, spec: Spec, backend: Backend, reference_text: str, *,
                     quick: bool = False, arch: str = DEFAULT_ARCH, reference_kernel: str | None = None,
-                    context: ProjectContext | None = None) -> Callable[[str], Evaluation]:
+                    context: ProjectContext | None = None,
+                    rounding: Backend | None = None) -> Callable[[str], Evaluation]:
     """evaluate(file_text): the gate against the kernel cut from `reference_text` (the kernel
     itself, or the spec's `reference` kernel), then (if it passed) the profiler, on `backend`.
-    Each text is parsed once."""
+    Each text is parsed once. `rounding`: see `gate.check`."""
     ref_model = source.parse(reference_text)
     ref_unit = extract.spec_unit(ref_model, path, reference_kernel or kernel, spec, context=context)
     ref_spec = launch_change.reference_spec(spec, ref_model, reference_kernel or kernel)
@@ -92,7 +93,8 @@ def local_evaluator(path: str, kernel: str, spec: Spec, backend: Backend, refere
         cand_spec, problem = launch_change.candidate_spec(ref_spec, ref_model, model, kernel)
         if problem:
             return Evaluation(Check(False, problem, problem, 0, "static"), seconds=time.perf_counter() - t0)
-        check = to_check(gate.check(ref_unit, cand, cand_spec, backend, quick=quick, reference_spec=ref_spec))
+        check = to_check(gate.check(ref_unit, cand, cand_spec, backend, quick=quick, reference_spec=ref_spec,
+                                    rounding=rounding))
         gate_s = time.perf_counter() - t0
         if not check.passed:
             return Evaluation(check, seconds=gate_s, gate_seconds=gate_s)

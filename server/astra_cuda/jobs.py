@@ -123,6 +123,22 @@ def backend(name: RunsKernels) -> Backend:
     return _backends[name]
 
 
+def rounding_backend(name: RunsKernels) -> Backend | None:
+    """The backend that measures the reference's own rounding error for a check on `name` (the
+    gate's rounding allowance): None on the CPU (it does so itself); on the GPU the CPU backend
+    when it can run here, else None (the tolerance alone)."""
+    if name != "gpu":
+        return None
+    if "cpu" not in _backends:
+        from .backends.cpu import sandbox
+        if not (shutil.which("g++") or shutil.which("clang++")) or sandbox.unavailable_reason():
+            return None
+    try:
+        return backend("cpu")
+    except Exception:  # noqa: BLE001 - no CPU backend here: the tolerance alone
+        return None
+
+
 # ---- jobs ---------------------------------------------------------------------------------
 
 def backends_job(_payload: None = None) -> dict[str, BackendStatus]:
@@ -165,7 +181,8 @@ def static_job(job: StaticJob) -> list[StaticResult]:
 def check_job(job: CheckJob) -> Verdict:
     from . import gate
     return gate.check(job.reference, job.candidate, job.spec, backend(job.backend), quick=job.quick,
-                      seed=job.seed, sanitizer=job.sanitizer, reference_spec=job.reference_spec, bounds=job.bounds)
+                      seed=job.seed, sanitizer=job.sanitizer, reference_spec=job.reference_spec, bounds=job.bounds,
+                      rounding=rounding_backend(job.backend))
 
 
 def profile_job(job: ProfileJob) -> Profile:
@@ -188,7 +205,8 @@ def evaluate_job(job: EvaluateJob) -> Evaluation:
         _evaluators.clear()  # one kernel at a time per worker keeps memory bounded
         evaluate = _evaluators[key] = local_evaluator(
             job.path, job.kernel, job.spec, backend(job.backend), job.reference_text, quick=job.quick,
-            arch=job.arch, reference_kernel=job.reference_kernel, context=job.context)
+            arch=job.arch, reference_kernel=job.reference_kernel, context=job.context,
+            rounding=rounding_backend(job.backend))
     return evaluate(job.text)
 
 

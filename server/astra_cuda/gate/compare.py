@@ -1,7 +1,8 @@
 """Comparing a candidate's output with the reference's, element by element.
 
 Rules (computed in float64; 16-bit floats in float32, where their differences are exact):
-- finite reference: |got - ref| <= atol + rtol * |ref|;
+- finite reference: |got - ref| <= atol + rtol * |ref| (+ an element's rounding allowance, where
+  the gate measured one: twice the reference's own rounding error, see gate/run.py);
 - NaN and infinity patterns must match (NaN where the reference is finite fails, and so does a
   finite value where the reference is NaN or an infinity of the other sign);
 - integers and booleans must match exactly;
@@ -27,6 +28,7 @@ class Mismatch:
     max_abs_err: float = 0.0
     max_rel_err: float = 0.0
     nonfinite: int = 0        # failing elements where one side is NaN/inf and the other is not
+    allowance: float | None = None  # the largest rounding allowance granted, when there was one
 
     def message(self, output: str, atol: float, rtol: float) -> str:
         idx = "[" + ", ".join(map(str, self.index)) + "]"
@@ -40,6 +42,9 @@ class Mismatch:
             return f"`{output}`: shape mismatch"
         special = (f" ({self.nonfinite} of them NaN/inf where the reference is finite, or the reverse)"
                    if self.nonfinite else "")
+        if self.allowance is not None:
+            special = (f" and twice the reference's own rounding error (up to {_fmt(self.allowance)}, measured by "
+                       f"running it with directed rounding)" + special)
         return (f"`{output}`: {self.bad} of {self.total} elements differ beyond atol={atol:g}, rtol={rtol:g}{special}; "
                 f"max abs error {_fmt(self.max_abs_err)}, max rel error {_fmt(self.max_rel_err)} (finite elements); "
                 f"first at {output}{idx}: expected {_fmt(self.expected)}, got {_fmt(self.got)}")
@@ -104,8 +109,9 @@ def _first(mask: np.ndarray) -> tuple[int, ...]:
     return tuple(int(i) for i in np.unravel_index(flat, mask.shape))
 
 
-def _bad_chunk(r: np.ndarray, g: np.ndarray, atol: float, rtol: float, exact: bool):
-    """(bad mask, absolute errors, relative errors) for one chunk, in float64."""
+def _bad_chunk(r: np.ndarray, g: np.ndarray, atol: float, rtol: float, exact: bool, extra=None):
+    """(bad mask, absolute errors, relative errors) for one chunk, in float64. `extra`: each
+    element's allowance beyond the tolerance (or None)."""
     rn, gn = np.isnan(r), np.isnan(g)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         if exact:
@@ -114,7 +120,8 @@ def _bad_chunk(r: np.ndarray, g: np.ndarray, atol: float, rtol: float, exact: bo
         else:
             finite = np.isfinite(r) & np.isfinite(g)
             abs_err = np.where(finite, np.abs(g - r), 0.0)
-            tol_ok = np.where(finite, abs_err <= atol + rtol * np.abs(r), False)
+            bound = atol + rtol * np.abs(r) + (extra if extra is not None else 0.0)
+            tol_ok = np.where(finite, abs_err <= bound, False)
             same_special = (rn & gn) | (np.isinf(r) & np.isinf(g) & (r == g))
             bad = ~(tol_ok | same_special)
         absr = np.abs(r)
@@ -125,11 +132,13 @@ def _bad_chunk(r: np.ndarray, g: np.ndarray, atol: float, rtol: float, exact: bo
 
 def compare(ref: np.ndarray, got: np.ndarray, atol: float, rtol: float, *,
             poison: int | None = None, exact: bool | None = None,
-            check_constant: bool = True) -> Mismatch | None:
+            check_constant: bool = True, allowance: np.ndarray | None = None) -> Mismatch | None:
     """None when `got` matches `ref`; otherwise the first kind of problem found, in the order
     unwritten -> constant -> values. `poison` is the byte the candidate's buffer held before the
     launch: a failing element still holding it was never written. (An element that holds the
-    poison but matches the reference is fine: a real value can equal the poison pattern.)"""
+    poison but matches the reference is fine: a real value can equal the poison pattern.)
+    `allowance` (floating-point outputs, `ref`'s shape): each element's absolute allowance on top
+    of the tolerance."""
     if ref.shape != got.shape:
         return Mismatch("shape", got.size, ref.size, (), float("nan"), float("nan"))
     total = int(ref.size)
@@ -141,7 +150,10 @@ def compare(ref: np.ndarray, got: np.ndarray, atol: float, rtol: float, *,
     # 16-bit floats are compared in float32: their difference is exact there, and it is twice as
     # fast as float64 on 10^8 elements. Everything else in float64.
     integer = ref.dtype.kind in "biu"
-    work = np.float32 if ref.dtype.itemsize <= 2 and not integer else np.float64
+    if integer or exact:
+        allowance = None
+    work = np.float32 if ref.dtype.itemsize <= 2 and not integer and allowance is None else np.float64
+    extra = _flat(allowance).astype(np.float64) if allowance is not None else None
     bits = f"u{ref.dtype.itemsize}" if ref.dtype.itemsize in (1, 2, 4, 8) else None
     bad = np.zeros(total, dtype=bool)
     max_abs = max_rel = float("-inf")
@@ -151,7 +163,8 @@ def compare(ref: np.ndarray, got: np.ndarray, atol: float, rtol: float, *,
         if integer:  # exact, in the integers' own type (int64 beyond 2^53 too)
             bad[sl] = rf[sl] != gf[sl]
             continue
-        b, ae, re = _bad_chunk(rf[sl].astype(work), gf[sl].astype(work), atol, rtol, exact)
+        b, ae, re = _bad_chunk(rf[sl].astype(work), gf[sl].astype(work), atol, rtol, exact,
+                               None if extra is None else extra[sl])
         bad[sl] = b
         if ae.size:
             max_abs = max(max_abs, float(ae.max()))
@@ -181,7 +194,7 @@ def compare(ref: np.ndarray, got: np.ndarray, atol: float, rtol: float, *,
         nonfinite = int(np.count_nonzero(np.isfinite(as_f64(rf[idx])) != np.isfinite(as_f64(gf[idx]))))
     return Mismatch("values", int(bad.sum()), total, i, *at(i),
                     max_abs if max_abs != float("-inf") else nan, max_rel if max_rel != float("-inf") else nan,
-                    nonfinite)
+                    nonfinite, float(extra.max()) if extra is not None and extra.size else None)
 
 
 def first_difference(a: np.ndarray, b: np.ndarray) -> tuple[int, tuple[int, ...]] | None:
