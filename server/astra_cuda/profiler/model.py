@@ -7,8 +7,12 @@ bytes allow at the copy ceiling; a large speedup the roofline does not explain).
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from .results import Timing, fmt_bw, fmt_us
+
+if TYPE_CHECKING:
+    from ..spec import Spec
 
 # Hopper (H100/H200) per-SM limits, used when no device can be asked.
 HOPPER = {"regs_per_sm": 65536, "smem_per_sm": 228 * 1024, "threads_per_sm": 2048, "blocks_per_sm": 32,
@@ -61,6 +65,45 @@ def classify(t: Timing, nbytes: int, flops: float | None) -> tuple[str, str]:
 
 
 
+def _squash(expr: str) -> str:
+    return "".join(expr.split())
+
+
+def floor_bytes(spec: "Spec", sizes: dict[str, int]) -> int:
+    """The fewest bytes the kernel must move at `sizes`: the spec's bytes (every input read
+    once, every output written once), except that a table read through an index array counts
+    only the rows the indices reach. An index array is one whose init is `randint(lo, V)`; a
+    table is a read-only input whose leading dimension is that `V` (`wte = ["V", "C"]` beside
+    `ids = randint(0, V)`): an embedding lookup of B·T ids touches B·T of a 50k-row table's rows
+    at most, not all of them. The rows counted are the distinct ones the ids are expected to hit,
+    V·(1 - (1 - 1/V)^n) for n uniform draws over V rows (the suite's and the timing loop's ids are
+    such draws; each distinct row must come from memory at least once, repeats may hit the cache)."""
+    draws: dict[str, int] = {}   # bound expression -> index elements drawn below it
+    spans: dict[str, int] = {}   # bound expression -> rows the draws can reach (hi - lo)
+    for a in spec.args.values():
+        init = a.init
+        if not (a.pointer and not a.written and a.init.kind == "randint" and not a.dtype.is_float):
+            continue
+        bound = _squash(init.exprs[1]) if init.exprs else f"{init.params[1]:g}"
+        lo, hi = (int(v) for v in init.at(sizes).params)
+        draws[bound] = draws.get(bound, 0) + math.prod(spec.shape(a.name, sizes))
+        spans[bound] = max(0, hi - max(lo, 0))
+    total = 0
+    for a in spec.args.values():
+        if not a.pointer:
+            continue
+        shape = spec.shape(a.name, sizes)
+        rows = shape[0] if shape else 1
+        row_bytes = a.dtype.itemsize * math.prod(shape[1:])
+        lead = _squash(a.shape[0]) if a.shape else ""
+        if a.is_input and not a.inout and lead in draws and rows > 0:
+            m, n = min(rows, spans[lead]), draws[lead]
+            reached = m * -math.expm1(n * math.log1p(-1 / m)) if m > 1 else min(m, n)
+            rows = min(rows, math.ceil(reached))
+        total += rows * row_bytes * (2 if a.inout else 1)
+    return total
+
+
 def floor_us(nbytes: int, ceiling: float | None) -> float | None:
     """The roofline floor: the time the spec's bytes take at the measured copy ceiling."""
     return nbytes / ceiling * 1e6 if ceiling else None
@@ -83,7 +126,8 @@ def implausible(median_us: float, speedup: float | None, nbytes: int, ceiling: f
     floor = floor_us(nbytes, ceiling)
     if floor is not None and median_us < FLOOR_MARGIN * floor:
         out.append(f"{fmt_us(median_us)} is below the roofline floor of {fmt_us(floor)} for the "
-                   f"{nbytes / 1e6:.1f} MB the spec says must move at the measured copy ceiling "
+                   f"{nbytes / 1e6:.1f} MB the kernel must move (the spec's arrays; of a table read through "
+                   f"indices, the rows they reach) at the measured copy ceiling "
                    f"({fmt_bw(ceiling / 1e9)}): the kernel cannot have done the work (skipped work, cached "
                    f"results, or a spec that overstates bytes) — flagged for audit")
     if speedup and speedup > BIG_SPEEDUP and floor is None:

@@ -268,7 +268,7 @@ def measure_size(backend, spec, rspec, sizes: dict[str, int], cand: tuple[Any, s
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
     ctypes = checks.scalar_ctypes(spec, params)
-    nbytes, flops = spec.bytes_moved(sizes), spec.flop_count(sizes)
+    nbytes, flops = model.floor_bytes(spec, sizes), spec.flop_count(sizes)  # an index-driven read: the rows it reaches
     sets = gate.prepare_timed(spec, backend, sizes, sets=SETS, seed=int(rng.integers(1, 2**31 - 1)))
     args = _arg_table(backend, spec, sizes, rng)
     scalars = {a.name: Scalar(ctypes[a.name], spec.scalar(a.name, sizes), a.dtype.np.name)
