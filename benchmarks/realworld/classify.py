@@ -37,13 +37,13 @@ CLASSES = ("passed", "not fetched", "listing", "inference", "spec format", "comp
            "needs a GPU", "false refusal", "check failed", "kernel bug", "timeout", "crash")
 
 # What a wrong spec does at run time (the gate's words for it).
-_SPEC_CAUSED = re.compile(r"out of bounds|outside (the|its) (buffer|shape)|beyond|illegal (memory|address)|"
+_SPEC_CAUSED = re.compile(r"the kernel crashed|out of bounds|outside (the|its) (buffer|shape)|beyond (the|its) (end|buffer|extent)|illegal (memory|address)|"
                           r"segmentation|SIGSEGV|SIGBUS|memory fault|did not finish|timed out|exceeds|too large|"
                           r"no value for|undefined size|unknown size|GiB per case|not covered|"
                           r"__launch_bounds__\(\d+\) is below the spec's block", re.I)
 # What the spec format has no word for.
 _FORMAT = re.compile(r"cannot be (expressed|written)|no spec type|unsupported (parameter|argument) type|"
-                     r"passed by value|struct parameter|not a supported type", re.I)
+                     r"passed by value|struct parameter|not a supported type|is overloaded .*cannot tell which", re.I)
 
 
 def load_triage(path: Path = TRIAGE) -> list[dict]:
@@ -77,12 +77,16 @@ def classify(rec: dict, triage: list[dict] | None = None) -> str:
             return _compile_class(rec)
         return "inference"
     if stage == "check":
+        if _FORMAT.search(msg):
+            return "spec format"
+        if "the spec's `instantiate`" in msg and "function template" in msg:
+            return "inference"   # template arguments that fit no instance of the kernel (or its reference)
+        if "detected during instantiation" in msg and (rec.get("nvcc") or {}).get("ok"):
+            return "inference"   # the file compiles; the template arguments the proposal chose do not
         if check == "compile" or "does not compile" in msg:
             return _compile_class(rec)
         if check == "unsupported":
             return "needs a GPU"
-        if _FORMAT.search(msg):
-            return "spec format"
         if _SPEC_CAUSED.search(msg):
             return "inference"
         return "check failed"

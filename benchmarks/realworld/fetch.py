@@ -196,7 +196,9 @@ def fetch(m: Manifest, kernels: list[Kernel], mirrors: Path, cache: Path = CACHE
                 index["kernels"][k.id] = "ok"
         log(f"{key}: {len(have)} files ({entry['bytes'] / 1e6:.1f} MB, {written / 1e6:.1f} MB new) in {root}"
             + (f"; mounts not fetched: {'; '.join(tree.problems)}" if tree.problems else ""))
-    index_path.write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")
+    tmp = index_path.with_name(index_path.name + ".part")   # a run reading it meanwhile sees old or new
+    tmp.write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, index_path)
     return index
 
 

@@ -2,7 +2,8 @@
 their counts and most frequent messages, and (from a GPU run) the speed table. Pure functions
 of the results JSON, plus a small CLI:
 
-    python benchmarks/realworld/report.py RESULTS.json [--readme FILE]   # print; or rewrite FILE's table
+    python benchmarks/realworld/report.py RESULTS.json [--readme FILE] [--update]   # print; or rewrite
+                                           FILE's table; --update writes the recomputed classes back
     python benchmarks/realworld/report.py --merge OUT.json SHARD.json…   # one file from a GPU run's shards
 
 The README's table sits between `<!-- realworld:MACHINE -->` and `<!-- /realworld:MACHINE -->`.
@@ -16,6 +17,9 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 STAGE_KEYS = (("fetched", "fetched"), ("listed", "listed by `astra kernels`"), ("spec_proposed", "spec proposed"),
               ("spec_valid", "spec accepted by Astra's validator"), ("compiled", "compiled by Astra"),
               ("passed", "check passed as inferred"))
@@ -27,6 +31,17 @@ def _pattern(msg: str) -> str:
     m = re.sub(r"[\w./+-]+\.(cuh?|h|hpp|cc|cpp)(:\d+)*(\(\d+\))?", "FILE", m)
     m = re.sub(r"\b\d+(\.\d+)?\b", "N", m)
     return m[:140]
+
+
+def reclassify(results: dict) -> dict:
+    """The classes as classify.py and triage.toml say now (a class is a view of the record's
+    first failure, so it can be recomputed without running anything)."""
+    from realworld import classify
+    triage = classify.load_triage()
+    for r in results.get("kernels", []):
+        r["failure_class"] = classify.classify(r, triage)
+    results["summary"] = summary(results.get("kernels", []))
+    return results
 
 
 def summary(records: list[dict]) -> dict:
@@ -127,8 +142,12 @@ def main(argv=None) -> int:
     ap.add_argument("results", nargs="*")
     ap.add_argument("--readme", help="rewrite this file's <!-- realworld:MACHINE --> section")
     ap.add_argument("--merge", metavar="OUT", help="merge the given shard files into OUT")
+    ap.add_argument("--update", action="store_true", help="write the recomputed classes back into each results file")
     a = ap.parse_args(argv)
-    parts = [json.loads(Path(p).read_text()) for p in a.results]
+    parts = [reclassify(json.loads(Path(p).read_text())) for p in a.results]
+    if a.update:
+        for p, r in zip(a.results, parts):
+            Path(p).write_text(json.dumps(r, indent=1) + "\n")
     if a.merge:
         Path(a.merge).write_text(json.dumps(merge(parts), indent=1) + "\n")
         parts = [json.loads(Path(a.merge).read_text())]

@@ -84,7 +84,7 @@ class Record:
 
 # Paths that differ from run to run or machine to machine: a kernel's scratch copy, the CUDA
 # headers of the NVIDIA wheels (say where a message points, not where this machine keeps it).
-_SCRATCH = re.compile(r"\S*astra-realworld-[A-Za-z0-9_]+/[^/\s]+/")
+_SCRATCH = re.compile(r"\S*astra-realworld-[A-Za-z0-9_]+/[^/\s]+(/|(?=[\s,)])|$)")
 _WHEEL = re.compile(r"\S*/site-packages/nvidia/cu\d+/include/")
 
 
@@ -365,15 +365,15 @@ def _gpu(k: Kernel, r: Record, o: "Options", work: Path, f: Path, name: str, fla
     s = _step(r, "optimize", ["optimize", str(f), "--kernel", name, "--backend", "gpu", "--llm", "offline",
                               "--rounds", str(o.rounds), "--tune", str(o.tune), *flags], o, work)
     res = s.out or {}
-    if "speedup" not in res and "error" not in res:
-        r.gpu["optimize"] = {"error": s.error}
+    if "speedup" not in res:   # no result: a step that timed out or crashed, or the CLI's error answer
+        r.gpu["optimize"] = {"error": _short(s.error or str((res.get("error") or {}).get("message", "no answer")))}
         return
 
     def share(ev: dict | None) -> float | None:
         sizes = ((ev or {}).get("profile") or {}).get("sizes") or []
         return sizes[-1].get("copy_share") if sizes else None
     r.gpu["optimize"] = {"speedup": res.get("speedup"), "improved": res.get("improved"),
-                         "measured": res.get("measured"), "error": res.get("error") or s.error or None,
+                         "measured": res.get("measured"), "error": _short(res.get("error") or "") or None,
                          "share_before": share(res.get("baseline")), "share_after": share(res.get("best")),
                          "rounds": o.rounds, "tune": o.tune, "seconds": res.get("seconds")}
 
@@ -415,7 +415,9 @@ class Options:
             with self._nvcc_lock:
                 known = json.loads(path.read_text()) if path.exists() else {}
                 known[key] = verdict
-                path.write_text(json.dumps(known, indent=1) + "\n")
+                tmp = path.with_name(f"{path.name}.{os.getpid()}.part")
+                tmp.write_text(json.dumps(known, indent=1) + "\n")
+                os.replace(tmp, path)
         return verdict
 
 

@@ -330,3 +330,17 @@ def test_a_doc_comment_above_the_pasted_spec(project):
            "void run(float* o, const float* i, int n) { scale<<<(n + 255) / 256, 256>>>(o, i, n); }\n")
     _, v = new_user(project, "scale", {"k.cu": src})
     assert v.passed, v.human()
+
+
+@pytest.mark.xfail(strict=True, reason="issue 24: a pointer to a typedef'd vector type (`typedef uint4 data_t;` "
+                   "`k(..., data_t* d, ...)`, proposed as uint32 lanes) compiles with nvcc but not in the CPU build "
+                   "of the cut unit (g++: no matching function for call to 'uint4::uint4(int)'; cuda-samples "
+                   "histogram64, scan)")
+def test_a_pointer_to_a_typedef_vector_type(project):
+    src = ("typedef uint4 data_t;\n__global__ void k(unsigned int* out, data_t* d, unsigned int n) {\n"
+           "    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+           "    if (i < n) { data_t v = d[i]; out[i] = v.x + v.y + v.z + v.w; }\n}\n"
+           "void run(unsigned int* o, void* d, unsigned int bytes) {\n"
+           "    k<<<(bytes / 16 + 255) / 256, 256>>>(o, (data_t*)d, bytes / 16);\n}\n")
+    _, v = new_user(project, "k", {"k.cu": src})
+    assert v.passed, v.human()

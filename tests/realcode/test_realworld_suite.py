@@ -175,3 +175,30 @@ def test_one_kernel_through_every_cpu_stage_and_a_missing_one_reported(mirror, t
     assert not gone.fetched and gone.failure["stage"] == "fetch"
     s = report.summary([json.loads(json.dumps(x.__dict__)) for x in (r, gone)])
     assert s["stages"]["passed"] == 1 and s["total"] == 2
+
+
+def test_the_gpu_stages_read_the_profile_and_the_optimize_answers(monkeypatch, tmp_path):
+    """No GPU here: the answers of `astra profile` and `astra optimize` (their --json shapes) are
+    given, and what the runner records from them is checked."""
+    answers = {
+        "profile": {"passed": True, "profiles": [{"measured": True, "device": "NVIDIA H100", "errors": [], "sizes": [
+            {"label": "n=128", "bytes_moved": 1, "candidate": {"median_us": 1.0, "gbps": 1.0, "ceiling_share": 0.01}},
+            {"label": "n=4096", "bytes_moved": 9, "candidate": {"median_us": 9.0, "gbps": 900.0, "ceiling_share": 0.3}}]}]},
+        "optimize": {"speedup": 1.8, "improved": True, "measured": True, "error": None, "seconds": 42.0,
+                     "baseline": {"profile": {"sizes": [{"copy_share": 0.3}]}},
+                     "best": {"profile": {"sizes": [{"copy_share": 0.54}]}}},
+    }
+    monkeypatch.setattr(run, "astra", lambda args, limit, cwd: run.Step(True, answers[args[0]], seconds=1.0))
+    m = manifest.load()
+    r = run.Record.of(m.kernels[0])
+    o = run.Options("gpu", "optimize", tmp_path, tmp_path)
+    run._gpu(m.kernels[0], r, o, tmp_path, tmp_path / "k.cu", "k", [])
+    assert r.gpu["profile"]["ceiling_share"] == 0.3 and r.gpu["profile"]["sizes"] == "n=4096"
+    assert r.gpu["optimize"] == {"speedup": 1.8, "improved": True, "measured": True, "error": None,
+                                 "share_before": 0.3, "share_after": 0.54, "rounds": 3, "tune": 2, "seconds": 42.0}
+    table = report.markdown({"kernels": [json.loads(json.dumps(r.__dict__))], "backend": "gpu"})
+    assert "| 30% | 1.80× | 54% |" in table
+    monkeypatch.setattr(run, "astra", lambda args, limit, cwd: run.Step(False, None, "`astra optimize` did not finish "
+                                                                        "in 420 s", timeout=True))
+    run._gpu(m.kernels[0], r, o, tmp_path, tmp_path / "k.cu", "k", [])
+    assert r.gpu["optimize"] == {"error": "`astra optimize` did not finish in 420 s"}
