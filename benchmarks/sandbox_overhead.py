@@ -1,18 +1,22 @@
-"""What the CPU backend's sandbox costs: executor start-up (limits, Landlock, seccomp), a warm
-launch, and the compiler wrapper, each against the same step without it.
+"""What the CPU backend's sandbox costs: the executor's start-up (limits, libseccomp, the user
+namespace, the first launch process sandboxed), sandboxing one launch process (Landlock and
+seccomp, done before its launch is asked for), a launch end to end (every launch has a fresh
+process of its own: wall time and the CPU time of the parent and of the executor's processes),
+the compiler wrapper, and the gate's check of an example.
 
-    .venv/bin/python benchmarks/sandbox_overhead.py [--repeat 20]
+    .venv/bin/python benchmarks/sandbox_overhead.py [--repeat 20] [--json out.json]
 
-Medians (ms) of `--repeat` runs on this machine; printed as a Markdown table.
+Medians (ms) of `--repeat` runs (launches: 5x as many) on this machine; printed as Markdown.
+Run the same script of an earlier version beside it for a before/after comparison.
 """
 from __future__ import annotations
 
 import argparse
-import shutil
+import json
+import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -22,90 +26,117 @@ from astra_cuda.backends.base import Launch
 from astra_cuda.backends.cpu import CpuBackend, executor, sandbox, toolchain
 from astra_cuda.backends.cpu.isolation import _pyseccomp_dir
 
-CHILD = """
-import sys, time, os, ctypes, resource
+ROOT = Path(__file__).resolve().parents[1]
+
+CONFINE = """
+import os, sys, time
 sys.path.insert(0, {cpu_dir!r}); sys.path.append({site!r})
-t0 = time.perf_counter()
-import sandbox, executor
-if {sandboxed}:
-    executor.restrict(True, True)
-print((time.perf_counter() - t0) * 1000)
+import executor, sandbox
+ready = executor.Prepared(sandbox.open_rules([(p, sandbox.READ_EXEC) for p in executor.LIBRARY_DIRS]),
+                          sandbox.compiled_filter())
+for _ in range({n}):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        t0 = time.perf_counter()
+        executor.confine_launch(ready, os.getppid(), True)
+        os.write(w, str((time.perf_counter() - t0) * 1000).encode())
+        os._exit(0)
+    os.waitpid(pid, 0)
+    print(os.read(r, 64).decode())
 """
 
 
-def child_ms(sandboxed: bool) -> float:
-    code = CHILD.format(cpu_dir=str(executor.__file__).rsplit("/", 1)[0], site=_pyseccomp_dir(), sandboxed=sandboxed)
-    t0 = time.perf_counter()
+def confine_ms(n: int) -> float:
+    """Landlock + seccomp in a fresh launch process (off the launch's path: done while idle)."""
+    code = CONFINE.format(cpu_dir=str(Path(executor.__file__).parent), site=_pyseccomp_dir(), n=n)
     out = subprocess.run([sys.executable, "-S", "-I", "-c", code], capture_output=True, text=True, env={}, check=True)
-    total = (time.perf_counter() - t0) * 1000
-    return total, float(out.stdout.strip())
+    return statistics.median(float(x) for x in out.stdout.split())
 
 
-def launch_ms(n: int, sandboxed: bool) -> float:
-    """Median of warm launches; without the sandbox through a copy of the executor whose
-    `restrict` does nothing (for this measurement only)."""
-    from astra_cuda.backends.cpu import isolation
-    saved = isolation.EXECUTOR
-    tmp = tempfile.TemporaryDirectory()
-    try:
-        if not sandboxed:
-            for f in ("executor.py", "sandbox.py"):
-                shutil.copy(Path(executor.__file__).with_name(f), Path(tmp.name) / f)
-            path = Path(tmp.name) / "executor.py"
-            path.write_text(path.read_text().replace("def restrict(address_limit: bool, required: bool) -> list[str]:",
-                                                     "def restrict(address_limit: bool, required: bool) -> list[str]:\n"
-                                                     "    return []\n\n\ndef _unused(address_limit, required):"))
-            isolation.EXECUTOR = path
-        be = CpuBackend()
-        mod = be.compile("__global__ void k(int* x) { x[threadIdx.x] = threadIdx.x; }", ["k"], filename="k.cu")
-        buf = be.upload(np.zeros(32, np.int32))
-        launch = Launch((1, 1, 1), (32, 1, 1), 0)
+def _cpu_s(pid: int) -> float:
+    """CPU time of a process and its reaped children (the zygote's: its launch processes)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def launches(n: int) -> dict[str, float]:
+    be = CpuBackend()
+    mod = be.compile("__global__ void k(int* x) { x[threadIdx.x] = threadIdx.x; }", ["k"], filename="k.cu")
+    buf = be.upload(np.zeros(32, np.int32))
+    launch = Launch((1, 1, 1), (32, 1, 1), 0)
+    t1 = time.perf_counter()
+    be.launch(mod, "k", launch, [buf])  # starts the executor
+    first = (time.perf_counter() - t1) * 1000
+    ex = be._executors[""]
+    zygote = ex.proc.pid if ex.proc is not None else 0
+    c0, p0 = _cpu_s(zygote), time.process_time()
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
         be.launch(mod, "k", launch, [buf])
-        times = []
-        for _ in range(n * 5):
-            t0 = time.perf_counter()
-            be.launch(mod, "k", launch, [buf])
-            times.append((time.perf_counter() - t0) * 1000)
-        be.close()
-        return statistics.median(times)
-    finally:
-        isolation.EXECUTOR = saved
-        tmp.cleanup()
+        times.append((time.perf_counter() - t) * 1000)
+    out = {"first launch (starts the executor)": first, "launch, 32 threads (wall)": statistics.median(times),
+           "  parent CPU per launch": (time.process_time() - p0) * 1000 / n,
+           "  executor CPU per launch (its processes)": (_cpu_s(zygote) - c0) * 1000 / n}
+    be.close()
+    return out
+
+
+def check_s(repeat: int) -> float:
+    """gate.check of examples/silu_and_mul.cu against itself on the CPU backend (~100 launches)."""
+    from astra_cuda import extract, gate, source
+    from astra_cuda import spec as spec_mod
+    path = ROOT / "examples" / "silu_and_mul.cu"
+    text = path.read_text()
+    model = source.parse(text)
+    spec = spec_mod.load(model.kernel("silu_and_mul"), model)
+    unit = extract.unit(text, str(path), "silu_and_mul")
+    be = CpuBackend()
+    gate.check(unit, unit, spec, be)  # builds, the executor started
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        gate.check(unit, unit, spec, be)
+        times.append(time.perf_counter() - t)
+    be.close()
+    return statistics.median(times)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=20)
-    n = ap.parse_args().repeat
-    rows = []
-
-    plain = [child_ms(False) for _ in range(n)]
-    boxed = [child_ms(True) for _ in range(n)]
-    rows.append(("executor start (process to ready)", statistics.median(p[0] for p in plain),
-                 statistics.median(b[0] for b in boxed)))
-    rows.append(("  of which: sandboxing itself", 0.0, statistics.median(b[1] for b in boxed)))
+    ap.add_argument("--checks", type=int, default=3)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    n = args.repeat
+    rows: dict[str, float] = {}
+    rows["sandboxing a launch process (Landlock + seccomp, before its launch)"] = confine_ms(n)
+    rows.update(launches(n * 5))
 
     true = ["/bin/true"]
     d = toolchain.build_dir()
     conf = toolchain.confinement(d.name, [])
-    bare = []
-    wrapped = []
+    bare, wrapped = [], []
     for _ in range(n):
         t0 = time.perf_counter()
-        toolchain.run_compiler(true, None)
+        subprocess.run(true, check=True)
         bare.append((time.perf_counter() - t0) * 1000)
         t0 = time.perf_counter()
         toolchain.run_compiler(true, conf)
         wrapped.append((time.perf_counter() - t0) * 1000)
     d.cleanup()
-    rows.append(("compiler wrapper (Landlock + exec), per compile", statistics.median(bare), statistics.median(wrapped)))
+    rows["a program run plainly"] = statistics.median(bare)
+    rows["the same through the compiler wrapper (Landlock, process group, exec)"] = statistics.median(wrapped)
+    rows["gate.check of silu_and_mul on the CPU (s, not ms)"] = check_s(args.checks)
 
-    rows.append(("warm launch, 32 threads", launch_ms(n, sandboxed=False), launch_ms(n, sandboxed=True)))
-
-    print(f"Landlock ABI {sandbox.landlock_abi()}; medians of {n} runs, ms\n")
-    print("| step | without sandbox | with sandbox |\n|---|---:|---:|")
-    for name, a, b in rows:
-        print(f"| {name} | {a:.1f} | {b:.1f} |")
+    print(f"Landlock ABI {sandbox.landlock_abi()}; medians of {n} runs (launches: {5 * n}), ms; "
+          f"load average {os.getloadavg()[0]:.1f}\n")
+    print("| step | ms |\n|---|---:|")
+    for name, v in rows.items():
+        print(f"| {name} | {v:.2f} |")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -197,7 +198,7 @@ def argv(cmd: list[str], c: Confinement) -> list[str]:
     exe = shutil.which(cmd[0]) or cmd[0]
     exe_dirs = {os.path.dirname(os.path.realpath(exe)), os.path.dirname(os.path.abspath(exe))}
     flags = {"read": "--read", "exec": "--exec", "write": "--write"}
-    rules: list[str] = []
+    rules: list[str] = ["--parent", str(os.getpid())]
     for path, kind in [*c.rules(), *((d, "exec") for d in sorted(exe_dirs))]:
         rules += [flags[kind], path]
     return [sys.executable, "-S", "-I", sb.__file__, *rules, "--", exe, *cmd[1:]]
@@ -205,30 +206,38 @@ def argv(cmd: list[str], c: Confinement) -> list[str]:
 
 def run(cmd: list[str], c: Confinement, timeout_s: float) -> subprocess.CompletedProcess:
     """A compiler program, confined to `c` (which names its build directory), with an empty
-    environment and limits."""
+    environment and limits, in a process group of its own that dies with it (`run_group`)."""
     sb = _sandbox()
     assert c.workdir is not None, "a compiler program needs a build directory"
     env = {"PATH": os.pathsep.join((os.path.dirname(shutil.which(cmd[0]) or cmd[0]), "/usr/bin", "/bin")),
            "TMPDIR": c.workdir, "LC_ALL": "C"}
     if sb.opted_out():
         env[sb.OPT_OUT_ENV] = "1"
-    # A session of its own: on a timeout the whole group goes (nvcc's preprocessor stuck on a
-    # FIFO is a grandchild, and would keep the output pipes open).
-    with subprocess.Popen(argv(cmd, c), stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                          text=True, env=env, cwd=c.workdir, start_new_session=True) as p:
-        try:
-            out, err = p.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(p.pid, 9)
-            except OSError:
-                pass
-            p.communicate()
-            raise
-    r = subprocess.CompletedProcess(p.args, p.returncode, out, err)
+    if sb.abi_cap() is not None:
+        env[sb.ABI_CAP_ENV] = str(sb.abi_cap())
+    r = run_group(argv(cmd, c), timeout_s, env=env, cwd=c.workdir)
     if r.returncode == sb.WRAPPER_FAILED and "astra sandbox:" in r.stderr:
         raise _unavailable(RuntimeError(r.stderr.strip().removeprefix("astra sandbox: ")))
     return r
+
+
+def run_group(cmd: list[str], timeout_s: float, **popen: Any) -> subprocess.CompletedProcess:
+    """`subprocess.run(cmd, capture_output=True, text=True, timeout=...)` in a new process
+    group, all of which is killed on the time limit or an exception (subprocess.run kills only
+    the program it started: a compiler driver's cc1plus would go on, and nvcc's preprocessor
+    stuck on a FIFO would keep the output pipes open)."""
+    p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True, **popen)
+    try:
+        out, err = p.communicate(timeout=timeout_s)
+    except BaseException:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)  # before it is reaped: the group cannot be another's yet
+        except ProcessLookupError:
+            pass
+        p.communicate()
+        raise
+    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
 
 
 class CompileTimeout(CompileError):

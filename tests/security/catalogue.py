@@ -7,6 +7,8 @@ Kinds:
   on the CPU backend, so the sandbox alone must contain it (no file written, no secret read, no
   process left, the parent unharmed). `body` runs once in thread 0 of block 0; `prelude` is
   file-scope code (constructors, initialisers run when the module is loaded).
+- exec: what a launch or a compile leaves behind — threads, handlers, forged replies, compiler
+  processes — and whether it reaches the next launch, outlives its caller or a time limit.
 - compile: a hostile unit given to the CPU compiler (screen off): the compiler's own sandbox.
 - nvrtc: a hostile file through extract and NVRTC in this process (the static checks; the same
   entries run through the GPU backend's CuPy compile on a GPU machine): `arg` says where the
@@ -141,8 +143,31 @@ SANDBOX = [
     Attack("printf_flood", "sandbox", "prints 200 MiB into the log", "the log stays within 64 MiB",
            "RLIMIT_FSIZE (writes past it fail: EFBIG)",
            body='static char b[1 << 20]; memset(b, 97, sizeof b - 1); for (int i = 0; i < 200; ++i) printf("%s\\n", b); r = 1;'),
-    Attack("infinite_loop", "sandbox", "never returns", "stopped", "the launch timeout (process group killed)",
+    Attack("infinite_loop", "sandbox", "never returns", "stopped", "the launch timeout (its process killed)",
            fatal=True, body='for (volatile int i = 0; ; ) (void)i;'),
+    Attack("fcntl_setown_sigio", "sandbox", "fcntl F_SETOWN(parent), F_SETSIG and O_ASYNC on every descriptor: the "
+           "next message on its socket signals the worker (Landlock before ABI 6 does not scope it)",
+           "no signal reaches the parent", "seccomp: F_SETOWN/F_SETSIG/F_SETFL with O_ASYNC refused (EPERM)",
+           body='long ok = 0; for (int fd = 0; fd < 64; ++fd) { ok += fcntl(fd, F_SETOWN, getppid()) == 0; '
+                'ok += fcntl(fd, F_SETSIG, SIGWINCH) == 0; ok += fcntl(fd, F_SETFL, O_ASYNC | O_NONBLOCK) == 0; '
+                'f_owner_ex o{F_OWNER_PID, getppid()}; ok += fcntl(fd, F_SETOWN_EX, &o) == 0; } r = ok ? ok : -1;'),
+    Attack("signal_parent_other_calls", "sandbox", "tgkill, rt_sigqueueinfo, pidfd_send_signal and kill(-1) at the parent",
+           "the parent survives", "seccomp: signals only to itself (EPERM)",
+           body='siginfo_t si{}; si.si_signo = SIGWINCH; si.si_code = SI_QUEUE; long ok = 0; '
+                'ok += syscall(SYS_tgkill, getppid(), getppid(), SIGWINCH) == 0; '
+                'ok += syscall(SYS_rt_sigqueueinfo, getppid(), SIGWINCH, &si) == 0; '
+                'int pfd = syscall(SYS_pidfd_open, getppid(), 0); ok += pfd >= 0; '
+                'ok += syscall(SYS_pidfd_send_signal, pfd, SIGWINCH, 0, 0) == 0; ok += kill(-1, SIGWINCH) == 0; '
+                'r = ok ? ok : -1;'),
+    Attack("process_vm_write_parent", "sandbox", "process_vm_writev into the parent's memory",
+           "the parent untouched", "seccomp: process_vm_* kill (SIGSYS)", fatal=True,
+           body='char b[8] = {0}; iovec l{b, 8}, rr{(void*)0x400000, 8}; r = process_vm_writev(getppid(), &l, 1, &rr, 1, 0);'),
+    Attack("thread_flood", "sandbox", "starts 3,000 threads that sleep (the machine's pid space is shared)",
+           "at most a few dozen threads", "RLIMIT_NPROC in the executor's user namespace; the parent's thread watch "
+           "where there is none", prelude='static void* astra_idle(void*) { sleep(30); return 0; }',
+           body='pthread_attr_t a; pthread_attr_init(&a); pthread_attr_setstacksize(&a, 65536); long n = 0; '
+                'for (; n < 3000; ++n) { pthread_t t; if (pthread_create(&t, &a, astra_idle, 0)) break; '
+                'pthread_detach(t); } r = n;'),
 ]
 
 COMPILE = [
@@ -340,7 +365,30 @@ FILES = [
            "batch: a manifest's id is its own file name"),
 ]
 
-ALL = SANDBOX + COMPILE + NVRTC + PROJECT + SCREEN + GATE + SPEC + INPUT + SECRET + EDITOR + REPLY + FILES
+# Executors and compilers over time: what a launch or a compile leaves behind (`astra serve` runs
+# every open file's launches through one worker, so a leftover of one file's launch meets the next
+# file's). Run by tests/security/test_execution.py.
+EXECUTION = [
+    Attack("leftover_thread_scribbles", "exec", "a kernel leaves a thread that writes 0x41 into every buffer "
+           "mapped after it (the next launch: another open file's in `astra serve`)",
+           "the next launch's outputs are its own", "a fresh process per launch, killed before its outputs are read"),
+    Attack("background_thread_after_launch", "exec", "a detached thread keeps a core busy and holds 256 MiB after "
+           "the launch returned", "nothing of the launch runs after it", "the launch's process ends with the launch"),
+    Attack("forged_reply_other_launch", "exec", "a leftover thread writes `{\"ok\": false, \"error\": …}` onto every "
+           "socket it holds, for the launches after it", "another launch's result is its own",
+           "one channel per launch, owned by that launch's process"),
+    Attack("malformed_reply", "exec", "the kernel writes a reply that is not JSON onto its socket",
+           "a clear launch error, never a traceback", "replies are validated (shape, size) before use"),
+    Attack("atexit_handler_lingers", "exec", "an atexit / __cxa_atexit handler that never returns, then the caller "
+           "exits (after PASS) or is killed", "no process left", "executors never exit through their own handlers; "
+           "parent-death signal; the caller kills the group"),
+    Attack("compile_timeout_leaves_cc1plus", "exec", "a compile past its time limit (constexpr evaluation that takes "
+           "minutes)", "no compiler process left", "a process group per compile, killed on the timeout"),
+    Attack("compile_outlives_caller", "exec", "the caller is killed (SIGKILL) in the middle of that compile",
+           "no compiler process left", "the wrapper's parent-death signal kills the compile's group"),
+]
+
+ALL = SANDBOX + EXECUTION + COMPILE + NVRTC + PROJECT + SCREEN + GATE + SPEC + INPUT + SECRET + EDITOR + REPLY + FILES
 
 
 HOSTILE_FLAGS = ["-include", "/etc/shadow", "--pre-include=/etc/shadow", "-Xcompiler", "-fplugin=/tmp/evil.so",
@@ -379,8 +427,11 @@ def markdown() -> str:
            "`tests/security/test_attacks.py` runs every entry on the CI machine (`make test`) and checks "
            "what the last column says is contained: no file written outside the sandbox, no process left, "
            "no secret read, no exit 0 for an injected spec. *sandbox* entries run with the name screen "
-           "switched off, so the sandbox alone contains them.", ""]
-    titles = {"sandbox": "Kernel code on the host (CPU backend executor)", "compile": "The compiler over hostile source",
+           "switched off, so the sandbox alone contains them, and under every Landlock ABI from 1 to the "
+           "kernel's (the ABI the sandbox asks for capped, as on an older kernel; entries only resource limits "
+           "stop run once); *compile* and *nvrtc* entries under ABI 1 and the kernel's.", ""]
+    titles = {"sandbox": "Kernel code on the host (CPU backend executor)",
+              "exec": "Executors and compilers over time (leftovers, lifetime, other launches)", "compile": "The compiler over hostile source",
               "nvrtc": "NVRTC over hostile source (static checks, GPU backend)",
               "project": "A hostile compile_commands.json",
               "screen": "Known bypasses of the name screen", "gate": "Files and candidates through the gate",

@@ -5,6 +5,7 @@ import http.server
 import json
 import os
 import re
+import signal
 import socket
 import stat
 import subprocess
@@ -39,7 +40,13 @@ PAYLOAD_HEADERS = """#include <cerrno>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <sched.h>
+#include <pthread.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
 """
+
+CLEAN = "__global__ void clean(int* x) { x[threadIdx.x] = threadIdx.x; }\n"
+THREAD_CAP = 64  # what a launch may start at most, all its threads together (the runtime's included)
 
 
 def by_kind(kind: str) -> list[Attack]:
@@ -60,6 +67,23 @@ def _executor_pids() -> set[int]:
             except OSError:
                 pass
     return out
+
+
+def _ppid(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _leftovers(cpu, before: set[int]) -> set[int]:
+    """Executor processes that are neither a live zygote nor one of its fresh launch processes,
+    and the latest launch's process if it still exists."""
+    zygotes = {ex.proc.pid for ex in cpu._executors.values() if ex.proc is not None}
+    left = {p for p in _executor_pids() - before - zygotes if _ppid(p) not in zygotes}
+    last = {ex.last_pid for ex in cpu._executors.values() if ex.last_pid}
+    return left | {p for p in last if Path(f"/proc/{p}").exists() and _ppid(p) in zygotes
+                   and Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"}
 
 
 @pytest.fixture(scope="module")
@@ -89,9 +113,43 @@ def _no_screen(monkeypatch):
 
 # ---- kernel code on the host -----------------------------------------------------------------
 
-@pytest.mark.parametrize("attack", by_kind("sandbox"), ids=lambda a: a.name)
-def test_sandbox_contains(attack, cpu, arena, monkeypatch):
+# Every Landlock ABI from 1 to the kernel's, as older kernels offer them (README "Security
+# model" says which Linux has which): the sandbox must hold on each. Entries that only resource
+# limits stop do not depend on it and run once, at the kernel's own ABI.
+def _kernel_abi() -> int:
+    from astra_cuda.backends.cpu import sandbox
+    return sandbox.kernel_landlock_abi()
+
+
+ABIS = list(range(1, _kernel_abi() + 1)) or [0]
+LIMITS_ONLY = {"memory_bomb", "printf_flood", "infinite_loop", "raise_limits", "thread_flood"}
+SANDBOX_CASES = [(a, abi) for abi in ABIS for a in by_kind("sandbox") if abi == ABIS[-1] or a.name not in LIMITS_ONLY]
+
+
+@pytest.fixture(scope="module")
+def boxed():
+    """A CPU backend whose sandbox uses at most the given Landlock ABI (one alive at a time:
+    the cases come ordered by ABI)."""
+    from astra_cuda.backends.cpu import CpuBackend
+    held: dict[int, CpuBackend] = {}
+
+    def get(abi: int) -> CpuBackend:
+        if abi not in held:
+            for old in held.values():
+                old.close()
+            held.clear()
+            held[abi] = CpuBackend(landlock_abi=abi or None)
+        return held[abi]
+
+    yield get
+    for be in held.values():
+        be.close()
+
+
+@pytest.mark.parametrize("attack, abi", SANDBOX_CASES, ids=[f"{a.name}-abi{abi}" for a, abi in SANDBOX_CASES])
+def test_sandbox_contains(attack, abi, boxed, arena, monkeypatch):
     from astra_cuda.backends.cpu import toolchain
+    cpu = boxed(abi)
     canary, secret = arena
     _no_screen(monkeypatch)
     listener = None
@@ -108,6 +166,8 @@ def test_sandbox_contains(attack, cpu, arena, monkeypatch):
            f"    {attack.body}\n"
            "    out[0] = r; out[1] = errno;\n  }\n}\n")
     before = _executor_pids()
+    signalled = []
+    old_handler = signal.signal(signal.SIGWINCH, lambda *_: signalled.append(1))  # the attacks' signal
     mod = cpu.compile(src, ["attack"], filename=f"{attack.name}.cu")
     out = cpu.upload(np.zeros(128, np.int64))
     error = None
@@ -118,14 +178,19 @@ def test_sandbox_contains(attack, cpu, arena, monkeypatch):
         error = str(e)
     seconds = time.monotonic() - t0
     result = cpu.download(out)
-    time.sleep(0.2)  # anything forked would have run by now
+    time.sleep(0.2 if abi == ABIS[-1] else 0.05)  # anything forked would have run by now
+    # a message on the executor's channels now: an O_ASYNC owner set by the attack would be signalled
+    cpu.launch(cpu.compile(CLEAN, ["clean"], filename="clean.cu"), "clean", Launch((1, 1, 1), (32, 1, 1), 0),
+               [cpu.upload(np.zeros(32, np.int32))])
+    time.sleep(0.05)
+    signal.signal(signal.SIGWINCH, old_handler)
+    assert not signalled, f"{attack.name} signalled the parent"
     seen = result.tobytes() + cpu.last_output.encode() + (error or "").encode()
 
     leftovers = sorted(p.name for p in canary.iterdir() if p.name != "listen.sock")
     assert not leftovers, f"{attack.name} wrote {leftovers} (r={result[0]}, errno={result[1]}, {error})"
     assert SECRET_VALUE.encode() not in seen, f"{attack.name} read the secret"
-    live = {ex.proc.pid for ex in cpu._executors.values() if ex.proc is not None}
-    assert _executor_pids() - before - live == set(), f"{attack.name} left processes behind"
+    assert _leftovers(cpu, before) == set(), f"{attack.name} left processes behind"
     if attack.fatal:
         assert error, f"{attack.name} should have been stopped (r={result[0]}, errno={result[1]})"
     if listener is not None:
@@ -134,26 +199,63 @@ def test_sandbox_contains(attack, cpu, arena, monkeypatch):
         listener.close()
     if attack.name == "printf_flood":
         assert cpu._executors[""].log_path.stat().st_size <= 64 << 20
-    if attack.name in ("raise_limits", "memory_bomb", "kill_parent"):
-        assert result[0] < 0, f"{attack.name} was not refused"
+    if attack.name in ("raise_limits", "memory_bomb", "kill_parent", "fcntl_setown_sigio", "signal_parent_other_calls"):
+        assert result[0] < 0, f"{attack.name} was not refused (r={result[0]})"
+    if attack.name == "thread_flood":
+        assert result[0] <= THREAD_CAP, f"{attack.name} started {result[0]} threads"
     assert seconds < 15
     print(f"{attack.name}: r={result[0]} errno={result[1]} error={error}")
 
 
-def test_the_executor_is_sandboxed(cpu):
-    """What an executor looks like from outside: seccomp on, no_new_privs, limits, empty env."""
-    from astra_cuda.backends.cpu import toolchain
-    mod = cpu.compile("__global__ void k(int* x) { x[0] = 1; }", ["k"], filename="k.cu")
-    cpu.launch(mod, "k", Launch((1, 1, 1), (1, 1, 1), 0), [cpu.upload(np.zeros(1, np.int32))])
-    pid = cpu._executors[""].proc.pid
-    status = Path(f"/proc/{pid}/status").read_text()
-    assert "Seccomp:\t2" in status and "NoNewPrivs:\t1" in status
-    limits = Path(f"/proc/{pid}/limits").read_text()
+SELF_REPORT = PAYLOAD_HEADERS + r"""
+__global__ void report(char* out) {
+  if (threadIdx.x) return;
+  const char* files[4] = {"/proc/self/status", "/proc/self/limits", "/proc/self/environ", "/proc/self/stat"};
+  for (int i = 0; i < 4; ++i) {
+    int fd = open(files[i], O_RDONLY);
+    long n = fd >= 0 ? read(fd, out + i * 8192, 8191) : -1;
+    if (n < 0) snprintf(out + i * 8192, 64, "unreadable (%d)", errno);
+  }
+}
+"""
+
+
+def test_the_executor_is_sandboxed(cpu, monkeypatch):
+    """What a launch's process looks like from inside: seccomp on, no_new_privs, limits (threads
+    included), an empty environment, a process group of its own."""
+    from astra_cuda.backends.cpu import isolation
+    _no_screen(monkeypatch)
+    mod = cpu.compile(SELF_REPORT, ["report"], filename="report.cu")
+    out = cpu.upload(np.zeros(4 * 8192, np.uint8))
+    cpu.launch(mod, "report", Launch((1, 1, 1), (1, 1, 1), 0), [out])
+    status, limits, environ, stat = (bytes(cpu.download(out)[i * 8192:(i + 1) * 8192]).split(b"\0")[0].decode()
+                                     for i in range(4))
+    assert "Seccomp:\t2" in status and "NoNewPrivs:\t1" in status, status
     assert "Max address space         17179869184" in limits
     assert "Max core file size        0" in limits
-    assert Path(f"/proc/{pid}/environ").read_bytes() == b""
-    assert os.getsid(pid) == pid  # its own session: the whole group is reaped with it
-    del toolchain
+    assert f"Max processes             {isolation.thread_limit(cpu.workers)}" in limits, limits
+    assert environ in ("", "unreadable (13)")  # empty; unreadable where it gave up root (not dumpable)
+    pid, fields = stat.split(" ", 1)[0], stat.rsplit(")", 1)[1].split()
+    assert fields[2] == pid  # its own process group: its kill(0) reaches itself only
+    assert cpu._executors[""].last_pid == int(pid)
+    assert not Path(f"/proc/{pid}/status").exists() or "State:\tZ" in Path(f"/proc/{pid}/status").read_text()
+
+
+def test_the_abi_cap_reaches_every_sandbox(monkeypatch, tmp_path):
+    """$ASTRA_LANDLOCK_ABI (and CpuBackend(landlock_abi=)) make the sandbox ask for no newer ABI
+    than an older kernel would have: what the ABI-parametrized entries above rely on."""
+    from astra_cuda.backends.cpu import CpuBackend, sandbox
+    monkeypatch.setenv(sandbox.ABI_CAP_ENV, "2")
+    assert sandbox.landlock_abi() == min(2, sandbox.kernel_landlock_abi())
+    monkeypatch.delenv(sandbox.ABI_CAP_ENV)
+    be = CpuBackend(landlock_abi=3)
+    try:
+        mod = be.compile("__global__ void k(int* x) { x[0] = 1; }", ["k"], filename="k.cu")
+        be.launch(mod, "k", Launch((1, 1, 1), (1, 1, 1), 0), [be.upload(np.zeros(1, np.int32))])
+        env = Path(f"/proc/{be._executors[''].proc.pid}/environ").read_bytes().split(b"\0")
+        assert f"{sandbox.ABI_CAP_ENV}=3".encode() in env
+    finally:
+        be.close()
 
 
 def test_memory_watchdog_stops_a_sanitizer_executor(cpu, monkeypatch):
@@ -189,10 +291,16 @@ def test_refuses_loudly_without_a_sandbox(monkeypatch):
 
 # ---- the compiler ----------------------------------------------------------------------------
 
+EDGE_ABIS = sorted({ABIS[0], ABIS[-1]})  # the oldest and the kernel's: the compilers' sandbox is Landlock's alone
+
+
+@pytest.mark.parametrize("abi", EDGE_ABIS, ids=[f"abi{a}" for a in EDGE_ABIS])
 @pytest.mark.parametrize("attack", by_kind("compile"), ids=lambda a: a.name)
-def test_compiler_sandbox_contains(attack, cpu, arena, monkeypatch, tmp_path):
+def test_compiler_sandbox_contains(attack, abi, cpu, arena, monkeypatch, tmp_path):
+    from astra_cuda.backends.cpu import sandbox
     canary, secret = arena
     _no_screen(monkeypatch)
+    monkeypatch.setenv(sandbox.ABI_CAP_ENV, str(abi))
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     src = (attack.body.replace("SECRET_Q", f'"{secret}"').replace("FIFO_Q", f'"{fifo}"')
@@ -216,12 +324,15 @@ def _unblock(fifo: Path) -> None:
         pass
 
 
+@pytest.mark.parametrize("abi", EDGE_ABIS, ids=[f"abi{a}" for a in EDGE_ABIS])
 @pytest.mark.parametrize("attack", by_kind("nvrtc"), ids=lambda a: a.name)
-def test_nvrtc_reads_nothing_private(attack, arena, tmp_path, monkeypatch):
+def test_nvrtc_reads_nothing_private(attack, abi, arena, tmp_path, monkeypatch):
     from astra_cuda import extract, static, worker
+    from astra_cuda.backends.cpu import sandbox
     if static._nvrtc() is None:
         pytest.skip("no NVRTC here")
     monkeypatch.setenv("ASTRA_CUDA_TOOLKIT", "none")  # NVRTC on the cut unit: nvcc's test is below
+    monkeypatch.setenv(sandbox.ABI_CAP_ENV, str(abi))
     _, secret = arena
     proj, subs = catalogue.stage_nvrtc(tmp_path, secret)
     text = catalogue.nvrtc_source(attack, subs)

@@ -3,7 +3,8 @@ correctness (never for speed).
 
 The unit is compiled as host C++ over a shim (runtime/astra_cuda_shim.h); each block's threads
 are fibers switching only at barriers and warp collectives (runtime/astra_runtime.cpp). Every
-launch runs in a restricted child process (isolation.py), buffers live in shared memory.
+launch runs in a fresh sandboxed process of its own (executor.py, isolation.py), gone before its
+outputs are read; buffers live in shared memory.
 """
 from __future__ import annotations
 
@@ -28,7 +29,6 @@ __all__ = ["CpuBackend", "CpuBuffer", "CpuModule", "fast_math_swaps", "run_sched
 
 ORDERS = {"forward": 0, "reverse": 1, "random": 2}
 ROUNDINGS = {"nearest": 0, "upward": 1, "downward": 2, "towardzero": 3}
-MODULES_PER_EXECUTOR = 200  # loaded modules are never unloaded: start afresh now and then
 
 
 class CpuBuffer(Buffer):
@@ -36,7 +36,7 @@ class CpuBuffer(Buffer):
 
     _next_id = 1
 
-    def __init__(self, shape: tuple[int, ...], dtype: np.dtype, on_free):
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype):
         self.dtype = np.dtype(dtype)
         self.shape = tuple(int(s) for s in shape)
         self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
@@ -47,15 +47,14 @@ class CpuBuffer(Buffer):
         self._map = mmap.mmap(self.fd, max(self.nbytes, 1))
         self.array = np.ndarray(self.shape, self.dtype, buffer=self._map) if self.nbytes else \
             np.zeros(self.shape, self.dtype)
-        weakref.finalize(self, _release, self.fd, self._map, self.id, on_free)
+        weakref.finalize(self, _release, self.fd)
 
 
-def _release(fd: int, mapping: mmap.mmap, buf_id: int, on_free) -> None:
+def _release(fd: int) -> None:
     try:
-        os.close(fd)
+        os.close(fd)  # the mapping itself goes with the last numpy view of it
     except OSError:
         pass
-    on_free(buf_id)  # the mapping itself goes with the last numpy view of it
 
 
 @dataclass
@@ -95,17 +94,18 @@ class CpuBackend(Backend):
     caps = Capabilities(thread_schedules=True, address_sanitizer=True, race_checker=True, build_prefetch=True,
                         host_code=True, rounding_modes=True)
 
-    def __init__(self, workers: int | None = None):
+    def __init__(self, workers: int | None = None, landlock_abi: int | None = None):
+        """`landlock_abi`: use at most this Landlock ABI, as an older kernel would (tests)."""
         toolchain.compiler()
         toolchain.cuda_include_dirs()
         why = sandbox.unavailable_reason()
         if why:
             raise BackendUnavailable(why)
         self.workers = workers or _cores()
-        self._executors: dict[bool, Executor] = {}
-        self._freed: list[int] = []
+        self.landlock_abi = landlock_abi
+        self._executors: dict[str, Executor] = {}
         self.last_output = ""  # what the last launch printed (kernel printf), for debugging
-        self._lock = threading.Lock()  # one request at a time per executor
+        self._lock = threading.Lock()  # one launch at a time
 
     # -- compile ---------------------------------------------------------------------------
     def compile(self, source: str, name_expressions: Sequence[str], *, filename: str = "kernel.cu",
@@ -130,11 +130,8 @@ class CpuBackend(Backend):
         return fast_math_swaps(reference_source, candidate_source)
 
     # -- buffers ---------------------------------------------------------------------------
-    def _on_free(self, buf_id: int) -> None:
-        self._freed.append(buf_id)
-
     def alloc(self, shape: tuple[int, ...], dtype) -> CpuBuffer:
-        return CpuBuffer(shape, dtype, self._on_free)
+        return CpuBuffer(shape, dtype)
 
     def upload(self, host: np.ndarray) -> CpuBuffer:
         host = np.asarray(host)
@@ -158,16 +155,10 @@ class CpuBackend(Backend):
         return buf
 
     # -- launch ----------------------------------------------------------------------------
-    def _executor(self, sanitize: str, module: str = "") -> Executor:
+    def _executor(self, sanitize: str) -> Executor:
         ex = self._executors.get(sanitize)
         if ex is None:
-            ex = self._executors[sanitize] = Executor(sanitize)
-        # A race checker's child runs one module: ThreadSanitizer's symbolizer learns the loaded
-        # modules at its first report (a held-back same-value warp store is one), so a module
-        # loaded after that would be reported without its source lines.
-        one_module = sanitize == "thread" and ex.modules and module not in ex.modules
-        if len(ex.modules) > MODULES_PER_EXECUTOR or one_module:
-            ex.kill()
+            ex = self._executors[sanitize] = Executor(sanitize, self.workers, self.landlock_abi)
         return ex
 
     def launch(self, module: Module, name_expression: str, launch: Launch,
@@ -189,24 +180,20 @@ class CpuBackend(Backend):
             raise LaunchError(f"{name_expression}: {reply.get('error', 'launch failed')}")
 
     def _send_launch(self, module, name_expression, launch, args, schedule, timeout_s) -> dict:
-        ex = self._executor(module.sanitize, str(module.path))
-        ex.ensure_started()  # so that `known` describes the child that gets this request
-        wire_args, new, fds = [], [], []
+        wire_args, buffers, fds = [], [], []
         for a in args:
             if isinstance(a, Scalar):
                 wire_args.append(["val", _scalar_bytes(a).hex()])
             else:
                 b = self._own(a)
                 wire_args.append(["buf", b.id, b.nbytes])
-                if b.id not in ex.known:
-                    new.append([b.id, b.nbytes])
+                if b.id not in (i for i, _ in buffers):
+                    buffers.append([b.id, b.nbytes])
                     fds.append(b.fd)
-        if str(module.path) not in ex.modules:
-            fds.append(ex.module_fd(module.path))  # last: the child takes it as the module
         idx = module.entry_index[name_expression]
         msg = {
-            "op": "launch", "module": str(module.path), "entry": f"astra_entry_{idx}",
-            "sig": f"astra_sig_{idx}", "args": wire_args, "new_buffers": new,
+            "op": "launch", "entry": f"astra_entry_{idx}",
+            "sig": f"astra_sig_{idx}", "args": wire_args, "buffers": buffers,
             "grid": [int(x) for x in launch.grid], "block": [int(x) for x in launch.block],
             "shmem": int(launch.shared_mem), "order": ORDERS[schedule.order],
             "rounding": ROUNDINGS[schedule.rounding],
@@ -217,29 +204,11 @@ class CpuBackend(Backend):
             "stack_kib": 0,  # fixed at build time: 64 KiB, 256 KiB with a sanitizer
             "handlers": 0 if module.sanitize else 1,
             "copy_buffers": 1 if module.sanitize == "address" else 0,
-            "cpu_s": timeout_s * self.workers + 5, "kernel": name_expression,
+            "cpu_s": timeout_s * self.workers + 5,
         }
-        self._flush_frees(ex)
-        try:
-            reply, output = ex.request(msg, fds, timeout_s, module.filename)
-        finally:
-            if str(module.path) not in ex.modules:
-                os.close(fds[-1])
-        self.last_output = output
-        ex.known.update(b for b, _ in new)
-        if reply.get("module_loaded", True):
-            ex.modules.add(str(module.path))
+        reply, self.last_output = self._executor(module.sanitize).launch(msg, module.path, fds, timeout_s,
+                                                                         module.filename)
         return reply
-
-    def _flush_frees(self, ex: Executor) -> None:
-        if not self._freed:
-            return
-        ids, self._freed = self._freed, []
-        for e in self._executors.values():
-            gone = [i for i in ids if i in e.known]
-            if gone and e.proc is not None and e.proc.poll() is None:
-                e.request({"op": "free", "ids": gone}, [], 30.0)
-                e.known.difference_update(gone)
 
     def close(self) -> None:
         for ex in self._executors.values():

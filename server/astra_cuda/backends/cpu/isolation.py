@@ -1,7 +1,10 @@
-"""Parent side of the executor child process: start it sandboxed (sandbox.py: an empty
-environment, limits, Landlock, seccomp, a session of its own), hand it modules as memfds, send
-launches with a timeout and a watch on its resident memory, and turn a crash or a hang into a
-LaunchError with the child's own last words (fault location, ASan report, assert)."""
+"""Parent side of the executor (executor.py): start its zygote sandboxed (an empty
+environment, a session of its own, limits; the zygote does the rest), and give each launch to a
+fresh launch process the zygote has ready: send it the module and the buffers as memfds, wait
+for its reply with a timeout and a watch on its resident memory and thread count, and return
+only once the zygote has reaped it — nothing writes the buffers any more when anyone reads them.
+A crash or a hang becomes a LaunchError with the launch's own last words (fault location, ASan
+report, assert)."""
 from __future__ import annotations
 
 import fcntl
@@ -14,6 +17,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import OrderedDict, deque
+from dataclasses import dataclass
 from pathlib import Path
 
 from astra_cuda.backends.base import CompileError, LaunchError
@@ -22,8 +27,33 @@ from . import sandbox
 
 EXECUTOR = Path(__file__).parent / "executor.py"
 FILE_LIMIT = 64 << 20  # the child writes only its log (the child sets its limits itself)
-WATCH_S = 0.1          # how often a running launch's resident memory is looked at
+WATCH_S = 0.1          # how often a running launch's resident memory and threads are looked at
 SANDBOX_EXIT = 71      # the child's exit status when it could not sandbox itself
+CHILD_FAILED = 70      # the launch's own Python failed (not the kernel)
+MAX_REPLY = 16 << 10   # a launch's reply: {"ok": bool, "error": str}
+MAX_ERROR = 8 << 10
+MAX_BUFFERS = 250      # descriptors in one message (SCM_RIGHTS carries at most 253)
+ZYGOTE_TIMEOUT_S = 60.0  # how long the zygote may take to have a launch process ready
+MODULE_FDS = 16        # sealed module memfds kept for the next launches
+
+
+@dataclass
+class _Spare:
+    """A launch process the zygote has ready: its pid, the parent's end of its socket, a pidfd."""
+
+    pid: int
+    sock: socket.socket
+    pidfd: int
+
+    def kill(self) -> None:
+        try:
+            signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)  # never another process: a pidfd
+        except ProcessLookupError:
+            pass
+
+    def close(self) -> None:
+        self.sock.close()
+        os.close(self.pidfd)
 
 
 def memory_limit() -> int:
@@ -36,12 +66,30 @@ def memory_limit() -> int:
     return min(16 << 30, total // 2)
 
 
-def resident_bytes(pid: int) -> int:
+def thread_limit(workers: int) -> int:
+    """Threads a launch may run, the runtime's workers (one per block at a time) and its own
+    included, plus the zygote: RLIMIT_NPROC in the executor's user namespace, and the parent's
+    watch where there is no such namespace."""
+    return workers + 16
+
+
+def usage(pid: int) -> tuple[int, int]:
+    """(resident bytes, threads) of a process; (0, 0) when it is gone."""
+    rss = threads = 0
     try:
-        with open(f"/proc/{pid}/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    rss = int(line.split()[1]) * 1024
+                elif line.startswith("Threads:"):
+                    threads = int(line.split()[1])
     except (OSError, ValueError, IndexError):
-        return 0
+        pass
+    return rss, threads
+
+
+def resident_bytes(pid: int) -> int:
+    return usage(pid)[0]
 
 
 def _pyseccomp_dir() -> str:
@@ -61,6 +109,19 @@ def sanitizer_runtime(sanitize: str) -> str | None:
     return p if p and os.path.isabs(p) and os.path.exists(p) else None
 
 
+def parse_reply(data: bytes) -> dict:
+    """A launch's reply, checked: its process holds kernel code, which may write anything on its
+    socket. Anything but {"ok": true} or {"ok": false, "error": "<text>"} is a LaunchError."""
+    try:
+        reply = json.loads(data.decode()) if len(data) <= MAX_REPLY else None
+    except (UnicodeDecodeError, ValueError):
+        reply = None
+    if (not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool)
+            or not set(reply) <= {"ok", "error"} or not isinstance(reply.get("error", ""), str)):
+        raise LaunchError("the launch's reply is malformed (kernel code wrote on the executor's socket?)")
+    return {"ok": reply["ok"], "error": reply.get("error", "")[:MAX_ERROR]}
+
+
 def _with_report_hook(tsan: str) -> str:
     """LD_PRELOAD for the race checker: the report hook ahead of libtsan (a weak symbol of
     libtsan is replaced only from an object loaded before it). Without the hook every report
@@ -74,14 +135,20 @@ def _with_report_hook(tsan: str) -> str:
 
 
 class Executor:
-    """One persistent child; replaced after a crash or a timeout."""
+    """One zygote (per sanitizer mode) and a fresh process for every launch; the zygote is
+    replaced when it is gone."""
 
-    def __init__(self, sanitize: str = ""):
+    def __init__(self, sanitize: str = "", workers: int = 1, landlock_abi: int | None = None):
         self.sanitize = sanitize  # '', 'address' or 'thread': the sanitizer runtime to preload
+        self.threads = thread_limit(workers)
+        self.landlock_abi = landlock_abi  # at most this ABI (None: the kernel's or $ASTRA_LANDLOCK_ABI)
         self.proc: subprocess.Popen | None = None
-        self.sock: socket.socket | None = None
-        self.known: set[int] = set()      # buffer ids the child has mapped
-        self.modules: set[str] = set()    # modules the child has loaded
+        self.ctl: socket.socket | None = None
+        self.spares: deque[_Spare] = deque()  # announced by the zygote, not used yet
+        self.statuses: dict[int, int] = {}     # pid -> wait status, as the zygote reports them
+        self._awaiting = 0                     # the launch process whose status is wanted
+        self.last_pid = 0                 # the process of the latest launch (gone when launch returns)
+        self._modules: OrderedDict[str, int] = OrderedDict()  # module path -> sealed memfd
         self.tmp = tempfile.TemporaryDirectory(prefix="astra-cpu-")
         self.log_path = Path(self.tmp.name) / "child.log"
 
@@ -90,6 +157,9 @@ class Executor:
         env = {}  # nothing inherited: no keys, no paths, no settings
         if os.environ.get(sandbox.OPT_OUT_ENV) == "1":
             env[sandbox.OPT_OUT_ENV] = "1"
+        caps = [c for c in (self.landlock_abi, sandbox.abi_cap()) if c is not None]
+        if caps:
+            env[sandbox.ABI_CAP_ENV] = str(min(caps))
         if self.sanitize:
             lib = sanitizer_runtime(self.sanitize)
             if lib is None:
@@ -97,7 +167,8 @@ class Executor:
             env["LD_PRELOAD"] = _with_report_hook(lib) if self.sanitize == "thread" else lib
             env["ASAN_OPTIONS"] = ("detect_leaks=0:abort_on_error=0:print_summary=1:"
                                    "allocator_may_return_null=1:detect_stack_use_after_return=0")
-            env["TSAN_OPTIONS"] = "halt_on_error=1:report_signal_unsafe=0:history_size=4:exitcode=66:suppress_equal_addresses=0:suppress_equal_stacks=0"
+            env["TSAN_OPTIONS"] = ("halt_on_error=1:report_signal_unsafe=0:history_size=4:exitcode=66:"
+                                   "suppress_equal_addresses=0:suppress_equal_stacks=0")
 
         log = open(self.log_path, "ab")
         workdir = Path(self.tmp.name) / "work"
@@ -105,14 +176,13 @@ class Executor:
         # The child sandboxes itself first thing (no preexec_fn: unsafe in threaded parents).
         self.proc = subprocess.Popen(
             [sys.executable, "-S", "-I", str(EXECUTOR), str(child.fileno()),
-             "--no-address-limit" if self.sanitize else "--address-limit", _pyseccomp_dir()],
+             "--no-address-limit" if self.sanitize else "--address-limit", str(self.threads), str(os.getpid()),
+             _pyseccomp_dir()],
             pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
             cwd=workdir, env=env, start_new_session=True)
         log.close()
         child.close()
-        self.sock = parent
-        self.known = set()
-        self.modules = set()
+        self.ctl = parent
 
     def _log_size(self) -> int:
         try:
@@ -129,6 +199,12 @@ class Executor:
             return ""
 
     def kill(self) -> None:
+        """The zygote and, through their parent-death signal, its launch processes."""
+        while self.spares:
+            spare = self.spares.popleft()
+            spare.kill()
+            spare.close()
+        self.statuses.clear()
         if self.proc is not None:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
@@ -136,50 +212,132 @@ class Executor:
                 pass
             self.proc.wait()
             self.proc = None
-        if self.sock is not None:
-            self.sock.close()
-            self.sock = None
+        if self.ctl is not None:
+            self.ctl.close()
+            self.ctl = None
 
     def ensure_started(self) -> None:
         if self.proc is None or self.proc.poll() is not None:
             self.kill()
             self._start()
 
-    def request(self, msg: dict, fds: list[int], timeout_s: float, filename: str = "") -> tuple[dict, str]:
-        """Send one request; returns (reply, child output during the request)."""
-        self.ensure_started()
-        offset = self._log_size()
-        try:
-            socket.send_fds(self.sock, [json.dumps(msg).encode()], fds)
-        except OSError as e:
+    def _from_zygote(self, timeout_s: float) -> None:
+        """Take the zygote's next message (it runs no kernel code): a launch process ready, or
+        one reaped. LaunchError when the zygote is gone or silent."""
+        assert self.ctl is not None and self.proc is not None
+        ready, _, _ = select.select([self.ctl], [], [], timeout_s)
+        if not ready:
             self.kill()
-            raise LaunchError(f"the CPU executor is gone ({e})")
-        deadline = time.monotonic() + timeout_s
-        cap = memory_limit()
-        while True:
-            ready, _, _ = select.select([self.sock], [], [], min(WATCH_S, max(0.0, deadline - time.monotonic())))
-            if ready:
-                break
-            if resident_bytes(self.proc.pid) > cap:
-                self.kill()
-                raise LaunchError(f"the kernel used more than {cap / 2**30:.1f} GiB of memory (stopped)")
-            if time.monotonic() >= deadline:
-                self.kill()
-                raise LaunchError(f"timed out after {timeout_s:g} s (an infinite loop, or threads of a "
-                                  "block spin-waiting on each other, which the CPU backend cannot run)")
+            raise LaunchError(f"the CPU executor had no launch process ready within {timeout_s:g} s (stopped)")
         try:
-            data = self.sock.recv(1 << 20)
-        except ConnectionResetError:
-            data = b""
+            data, fds, _flags, _addr = socket.recv_fds(self.ctl, 1 << 16, 2)
+        except OSError:
+            data, fds = b"", []
         if not data:
             rc = self.proc.wait()
-            out = self._log_since(offset)
+            out = self._log_since(0)
             self.kill()
-            raise LaunchError(crash_message(rc, out, filename))
-        return json.loads(data.decode()), self._log_since(offset)
+            raise LaunchError(crash_message(rc, out))
+        msg = json.loads(data.decode())
+        if "spare" in msg:
+            self.spares.append(_Spare(int(msg["spare"]), socket.socket(fileno=fds[0]), fds[1]))
+        elif int(msg["pid"]) == self._awaiting:  # the others ended after their reply: no news
+            self.statuses[int(msg["pid"])] = int(msg["status"])
+
+    def _take_spare(self) -> _Spare:
+        self.ensure_started()
+        while not self.spares:
+            self._from_zygote(ZYGOTE_TIMEOUT_S)
+        return self.spares.popleft()
+
+    def launch(self, msg: dict, module: Path, buffer_fds: list[int], timeout_s: float,
+               filename: str = "") -> tuple[dict, str]:
+        """Run one launch in a fresh process; returns (reply, what it printed). When this
+        returns or raises, the launch's process is gone: nothing writes the buffers any more."""
+        if len(buffer_fds) > MAX_BUFFERS:
+            raise LaunchError(f"{len(buffer_fds)} buffers in one launch: the CPU backend takes at most {MAX_BUFFERS}")
+        spare = self._take_spare()
+        self.last_pid = spare.pid
+        offset = self._log_size()
+        try:
+            try:
+                socket.send_fds(spare.sock, [json.dumps(msg).encode()], [self.module_fd(module), *buffer_fds])
+            except OSError:
+                pass  # it is gone already: its status says why
+            reply, why, status = self._wait(spare, timeout_s)
+        finally:
+            spare.close()
+        out = self._log_since(offset)
+        if why is not None:
+            raise LaunchError(why)
+        if reply is None:
+            raise LaunchError(crash_message(os.waitstatus_to_exitcode(status), out, filename))
+        report = asan_summary(out, filename) or tsan_summary(out, filename)
+        if report:  # a sanitizer's report after a reply (kernel code may reply for itself)
+            raise LaunchError(report)
+        return reply, out
+
+    def _wait(self, spare: _Spare, timeout_s: float) -> tuple[dict | None, str | None, int]:
+        """Until the launch process is gone (its pidfd says so: every thread of it has ended):
+        (its reply or None, why it was stopped or None, its wait status — awaited from the
+        zygote only when there is no reply, to say how it died)."""
+        deadline = time.monotonic() + timeout_s
+        cap = memory_limit()
+        self._awaiting = spare.pid
+        reply, why, exited, sock_open = None, None, False, True
+        next_watch = time.monotonic() + WATCH_S
+        while True:
+            now = time.monotonic()
+            if now > deadline + ZYGOTE_TIMEOUT_S:  # killed long ago, never reported reaped
+                self.kill()
+                return None, "the CPU executor stopped answering (stopped)", -1
+            if exited and (reply is not None or why is not None):
+                return reply, why, -1
+            if spare.pid in self.statuses:
+                return reply, why, self.statuses.pop(spare.pid)
+            watching = not exited and why is None
+            ready, _, _ = select.select([self.ctl, *([spare.sock] if sock_open else []),
+                                         *([] if exited else [spare.pidfd])], [], [],
+                                        min(WATCH_S, max(0.0, deadline - now)) if watching else WATCH_S)
+            if spare.sock in ready:
+                try:
+                    data = spare.sock.recv(MAX_REPLY + 1)
+                except OSError:
+                    data = b""
+                if data and reply is None and why is None:
+                    try:
+                        reply = parse_reply(data)  # later messages are the kernel's: ignored
+                    except LaunchError as e:
+                        why = str(e)
+                        spare.kill()
+                elif not data:
+                    sock_open = False  # closed: the process is ending
+            if self.ctl in ready:
+                self._from_zygote(0)
+            if spare.pidfd in ready:
+                exited = True
+            if not watching or time.monotonic() < next_watch:
+                continue
+            next_watch = time.monotonic() + WATCH_S
+            rss, threads = usage(spare.pid)
+            if rss > cap:
+                why = f"the kernel used more than {cap / 2**30:.1f} GiB of memory (stopped)"
+            elif threads > self.threads:
+                why = f"the kernel started more than {self.threads} threads (stopped)"
+            elif time.monotonic() >= deadline:
+                why = (f"timed out after {timeout_s:g} s (an infinite loop, or threads of a block "
+                       "spin-waiting on each other, which the CPU backend cannot run)")
+            if why is not None:
+                spare.kill()
 
     def module_fd(self, path: Path) -> int:
-        """A sealed memfd with the compiled module (the sandboxed child cannot open the cache)."""
+        """A sealed memfd with the compiled module (the sandboxed launch cannot open the cache),
+        kept for the next launches of it."""
+        key = str(path)
+        fd = self._modules.get(key)
+        if fd is not None:
+            self._modules.move_to_end(key)
+            return fd
         fd = os.memfd_create("astra-module", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         try:
             with open(path, "rb") as f:
@@ -192,10 +350,16 @@ class Executor:
         except OSError:
             os.close(fd)
             raise
+        self._modules[key] = fd
+        while len(self._modules) > MODULE_FDS:
+            os.close(self._modules.popitem(last=False)[1])
         return fd
 
     def close(self) -> None:
         self.kill()
+        for fd in self._modules.values():
+            os.close(fd)
+        self._modules.clear()
         self.tmp.cleanup()
 
 
@@ -212,6 +376,9 @@ def crash_message(rc: int, output: str, filename: str = "") -> str:
     if rc == -signal.SIGSYS:
         return ("stopped by the sandbox: the kernel code tried to start a program or a process, or to "
                 "debug another process (kernel code may not)")
+    if rc == CHILD_FAILED:
+        said = [l for l in output.splitlines() if l.startswith("astra: executor:")]
+        return "the CPU executor failed: " + (said[-1][len("astra: executor: "):] if said else "unknown reason")
     if rc == SANDBOX_EXIT:
         said = [l for l in output.splitlines() if l.startswith("astra: sandbox:")]
         return ("the CPU backend cannot sandbox kernel code on this system, so it runs none: "

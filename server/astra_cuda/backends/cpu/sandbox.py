@@ -26,9 +26,11 @@ import errno
 import os
 import platform
 import resource
+import stat
 import sys
 
 OPT_OUT_ENV = "ASTRA_UNSAFE_NO_SANDBOX"
+ABI_CAP_ENV = "ASTRA_LANDLOCK_ABI"
 WRAPPER_FAILED = 126  # the compiler wrapper's exit status when it could not confine the run
 
 # ---- Landlock (linux/landlock.h) -----------------------------------------------------------
@@ -51,15 +53,24 @@ class SandboxError(OSError):
     """The sandbox could not be applied: nothing may run."""
 
 
+_LIBC: list[ctypes.CDLL] = []
+
+
 def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
+    """libc through ctypes, made once (a CDLL object costs ~0.1 ms: every launch process
+    confines itself with a few calls)."""
+    if not _LIBC:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.syscall.restype = ctypes.c_long
+        _LIBC.append(libc)
+    return _LIBC[0]
 
 
 def _syscall_numbers() -> tuple[int, int, int] | None:
     return _SYS.get(platform.machine())
 
 
-def landlock_abi() -> int:
+def kernel_landlock_abi() -> int:
     """The Landlock ABI version the kernel offers (0: none)."""
     nums = _syscall_numbers()
     if nums is None:
@@ -68,6 +79,20 @@ def landlock_abi() -> int:
     libc.syscall.restype = ctypes.c_long
     v = libc.syscall(ctypes.c_long(nums[0]), None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION))
     return int(v) if v > 0 else 0
+
+
+def abi_cap() -> int | None:
+    """$ASTRA_LANDLOCK_ABI: use at most this Landlock ABI, as an older kernel would offer (the
+    tests run the sandbox under every ABI from 1 on); None when unset or not a number >= 1."""
+    v = os.environ.get(ABI_CAP_ENV, "")
+    return int(v) if v.isdigit() and int(v) >= 1 else None
+
+
+def landlock_abi() -> int:
+    """The Landlock ABI the sandbox uses: the kernel's, capped by $ASTRA_LANDLOCK_ABI (0: none)."""
+    abi = kernel_landlock_abi()
+    cap = abi_cap()
+    return min(abi, cap) if cap is not None else abi
 
 
 def fs_rights(abi: int) -> int:
@@ -91,10 +116,36 @@ class _PathBeneath(ctypes.Structure):
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
+def open_rules(rules: list[tuple[str, int]]) -> list[tuple[int, int]]:
+    """(path, rights) -> (O_PATH descriptor, rights) for `restrict_opened`, dropping paths that
+    do not exist; a file (not a folder) keeps only the rights a file can have. Opening them
+    early lets a process confine itself later without the right to reach these paths by name."""
+    out = []
+    for path, rights in rules:
+        try:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISDIR(os.fstat(fd).st_mode):
+            rights &= FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCTL_DEV
+        out.append((fd, rights))
+    return out
+
+
 def restrict_files(rules: list[tuple[str, int]], *, net: bool = True, scope: bool = True) -> int:
     """Confine this process (and what it starts) to `rules` — (path, rights) pairs; a path that
     does not exist is skipped — and, where the ABI allows, refuse TCP (`net`) and abstract Unix
     sockets and signals to processes outside the sandbox (`scope`). Returns the ABI used."""
+    opened = open_rules(rules)
+    try:
+        return restrict_opened(opened, net=net, scope=scope)
+    finally:
+        for fd, _ in opened:
+            os.close(fd)
+
+
+def restrict_opened(opened: list[tuple[int, int]], *, net: bool = True, scope: bool = True) -> int:
+    """`restrict_files` over folders and files already opened (`open_rules`)."""
     abi = landlock_abi()
     if abi < 1:
         raise SandboxError(errno.ENOSYS, "Landlock is not available in this kernel")
@@ -115,21 +166,12 @@ def restrict_files(rules: list[tuple[str, int]], *, net: bool = True, scope: boo
         e = ctypes.get_errno()
         raise SandboxError(e, f"landlock_create_ruleset: {os.strerror(e)}")
     try:
-        for path, rights in rules:
-            try:
-                pfd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-            except FileNotFoundError:
-                continue
-            try:
-                if not os.path.isdir(path):
-                    rights &= FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCTL_DEV
-                rule = _PathBeneath(rights & handled, pfd)
-                if libc.syscall(ctypes.c_long(add_rule), ctypes.c_int(fd), ctypes.c_int(_RULE_PATH_BENEATH),
-                                ctypes.byref(rule), ctypes.c_uint32(0)) != 0:
-                    e = ctypes.get_errno()
-                    raise SandboxError(e, f"landlock_add_rule({path}): {os.strerror(e)}")
-            finally:
-                os.close(pfd)
+        for pfd, rights in opened:
+            rule = _PathBeneath(rights & handled, pfd)
+            if libc.syscall(ctypes.c_long(add_rule), ctypes.c_int(fd), ctypes.c_int(_RULE_PATH_BENEATH),
+                            ctypes.byref(rule), ctypes.c_uint32(0)) != 0:
+                e = ctypes.get_errno()
+                raise SandboxError(e, f"landlock_add_rule({os.readlink(f'/proc/self/fd/{pfd}')}): {os.strerror(e)}")
         no_new_privs()
         if libc.syscall(ctypes.c_long(restrict_self), ctypes.c_int(fd), ctypes.c_uint32(0)) != 0:
             e = ctypes.get_errno()
@@ -160,13 +202,21 @@ ALLOWED = (
     "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "rt_sigpending", "rt_sigtimedwait",
     "sigaltstack", "restart_syscall", "exit", "exit_group", "getrandom",
     "recvmsg", "sendmsg", "recvfrom", "sendto", "poll", "ppoll", "select", "pselect6",
-    "fcntl", "dup", "dup3", "arch_prctl", "membarrier", "getcwd",
+    "dup", "dup3", "arch_prctl", "membarrier", "getcwd",
 )
 # Refused outright, so that the attempt is fatal rather than a quiet EPERM a kernel might
 # ignore: running programs, processes, debugging other processes.
 FATAL = ("execve", "execveat", "fork", "vfork", "ptrace", "process_vm_readv", "process_vm_writev")
 
 CLONE_THREAD = 0x00010000
+# With CLONE_THREAD, still refused: a parent other than its own, tracing, and new namespaces.
+CLONE_REFUSED = (0x00008000 | 0x00002000 | 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000
+                 | 0x20000000 | 0x40000000)  # PARENT, PTRACE, NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET
+# fcntl: descriptor flags, duplicates, status flags and seals may be read; nothing that makes the
+# kernel signal a process (F_SETOWN/_EX, F_SETSIG, F_SETLEASE, F_NOTIFY, O_ASYNC) — Landlock scopes
+# signals only from ABI 6 (Linux 6.12) on — and no locks or seals on descriptors it shares.
+F_DUPFD, F_GETFD, F_SETFD, F_GETFL, F_SETFL, F_DUPFD_CLOEXEC, F_GET_SEALS = 0, 1, 2, 3, 4, 1030, 1034
+O_ASYNC = 0o20000
 AT_EMPTY_PATH = 0x1000
 O_WRITE_MASK = 0o3 | 0o100 | 0o1000 | 0o2000 | 0o20000000  # O_ACCMODE, CREAT, TRUNC, APPEND, __O_TMPFILE
 
@@ -180,10 +230,9 @@ def seccomp_library():
     return pyseccomp
 
 
-def forbid_syscalls() -> None:
-    """Load the executor's seccomp filter (needs no_new_privs, which libseccomp sets)."""
+def syscall_filter(pid: int):
+    """The executor's allow-list for the process `pid` (a libseccomp filter, not loaded)."""
     sc = seccomp_library()
-    pid = os.getpid()
     f = sc.SyscallFilter(sc.ERRNO(errno.EPERM))
 
     def rule(action, name, *args):
@@ -197,8 +246,11 @@ def forbid_syscalls() -> None:
     for name in FATAL:
         rule(sc.KILL_PROCESS, name)
     # threads, never processes (glibc falls back from clone3 to clone on ENOSYS)
-    rule(sc.ALLOW, "clone", sc.Arg(0, sc.MASKED_EQ, CLONE_THREAD, CLONE_THREAD))
+    rule(sc.ALLOW, "clone", sc.Arg(0, sc.MASKED_EQ, CLONE_THREAD | CLONE_REFUSED, CLONE_THREAD))
     rule(sc.KILL_PROCESS, "clone", sc.Arg(0, sc.MASKED_EQ, CLONE_THREAD, 0))
+    for cmd in (F_DUPFD, F_GETFD, F_SETFD, F_GETFL, F_DUPFD_CLOEXEC, F_GET_SEALS):
+        rule(sc.ALLOW, "fcntl", sc.Arg(1, sc.EQ, cmd))
+    rule(sc.ALLOW, "fcntl", sc.Arg(1, sc.EQ, F_SETFL), sc.Arg(2, sc.MASKED_EQ, O_ASYNC, 0))
     rule(sc.ERRNO(errno.ENOSYS), "clone3")
     # opening read-only (dlopen of a module memfd through /proc/self/fd); Landlock decides what
     rule(sc.ALLOW, "openat", sc.Arg(2, sc.MASKED_EQ, O_WRITE_MASK, 0))
@@ -210,12 +262,57 @@ def forbid_syscalls() -> None:
     rule(sc.ALLOW, "prlimit64", sc.Arg(0, sc.EQ, pid))
     rule(sc.ALLOW, "tgkill", sc.Arg(0, sc.EQ, pid))
     rule(sc.ALLOW, "kill", sc.Arg(0, sc.EQ, pid))
-    rule(sc.ALLOW, "kill", sc.Arg(0, sc.EQ, 0))  # its own group: it is the only process in it
+    rule(sc.ALLOW, "kill", sc.Arg(0, sc.EQ, 0))  # its own group: the executor is the only process in it
     rule(sc.ALLOW, "prctl", sc.Arg(0, sc.EQ, 15))  # PR_SET_NAME (thread names)
+    return f
+
+
+def forbid_syscalls() -> None:
+    """Load the executor's seccomp filter (needs no_new_privs, which libseccomp sets)."""
     try:
-        f.load()
+        syscall_filter(os.getpid()).load()
     except OSError as e:
         raise SandboxError(e.errno or errno.EPERM, f"seccomp filter: {e}")
+
+
+# Built once (libseccomp takes ~1 ms a filter) for every launch process, whose pid it learns
+# when loaded: a number that is never a pid (pid_max is at most 2**22) stands in for it.
+PID_SENTINEL = 0x7EADBEEF
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+
+
+def compiled_filter() -> bytes:
+    """The allow-list as a BPF program for any process (`load_compiled` fills its pid in)."""
+    f = syscall_filter(PID_SENTINEL)
+    fd = os.memfd_create("astra-seccomp", os.MFD_CLOEXEC)
+    with os.fdopen(fd, "w+b") as out:
+        f.export_bpf(out)
+        out.seek(0)
+        return out.read()
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def load_compiled(program: bytes, pid: int) -> None:
+    """Load a `compiled_filter` program for the process `pid` (this one)."""
+    insns = bytearray(program)
+    found = 0
+    for at in range(4, len(insns), 8):  # struct sock_filter {u16 code; u8 jt, jf; u32 k}
+        if int.from_bytes(insns[at:at + 4], sys.byteorder) == PID_SENTINEL:
+            insns[at:at + 4] = pid.to_bytes(4, sys.byteorder)
+            found += 1
+    if not found or len(insns) % 8:
+        raise SandboxError(errno.EINVAL, "seccomp filter: the compiled program has no pid to fill in")
+    buf = ctypes.create_string_buffer(bytes(insns), len(insns))
+    prog = _SockFprog(len(insns) // 8, ctypes.addressof(buf))
+    no_new_privs()
+    if _libc().prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
+        e = ctypes.get_errno()
+        raise SandboxError(e, f"seccomp filter: {os.strerror(e)}")
+
+
 
 
 def seccomp_in_kernel() -> bool:
@@ -266,17 +363,40 @@ def limit(resource_id: int, value: int) -> None:
 
 # ---- the compiler wrapper ------------------------------------------------------------------
 
-def _confine_and_exec(argv: list[str]) -> None:
-    """`--read P`, `--exec P`, `--write P` ... `-- PROGRAM ARGS`: Landlock, limits, exec."""
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent: int, sig: int = 9) -> None:
+    """Have the kernel send `sig` to this process when the thread that started it ends (set after
+    any change of credentials, which clears it); if that parent is already gone, exit now."""
+    if _libc().prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0) != 0:
+        e = ctypes.get_errno()
+        raise SandboxError(e, f"prctl(PR_SET_PDEATHSIG): {os.strerror(e)}")
+    if os.getppid() != parent:
+        os._exit(WRAPPER_FAILED)
+
+
+def _confine_and_run(argv: list[str]) -> int:
+    """`--parent PID --read P --exec P --write P ... -- PROGRAM ARGS`: limits, Landlock, then
+    PROGRAM as a child in this process group (the caller made it a new one), waited for. When the
+    caller ends (killed, or its thread gone) the whole group is killed, so no cc1plus, as or ld
+    outlives the compile; the caller kills the group on its time limit."""
     rules: list[tuple[str, int]] = []
     abi = landlock_abi()
+    parent = os.getppid()
     i = 0
     while i < len(argv) and argv[i] != "--":
         flag, path = argv[i], argv[i + 1]
-        rights = {"--read": READ, "--exec": READ_EXEC, "--write": READ | write_rights(abi)}[flag]
-        rules.append((path, rights))
+        if flag == "--parent":
+            parent = int(path)
+        else:
+            rights = {"--read": READ, "--exec": READ_EXEC, "--write": READ | write_rights(abi)}[flag]
+            rules.append((path, rights))
         i += 2
     cmd = argv[i + 1:]
+    import signal
+    signal.signal(signal.SIGTERM, lambda *_: os.killpg(0, signal.SIGKILL))
+    die_with_parent(parent, signal.SIGTERM)
     limit(resource.RLIMIT_CORE, 0)
     limit(resource.RLIMIT_FSIZE, COMPILER_FILE_LIMIT)
     limit(resource.RLIMIT_CPU, COMPILER_CPU_S)
@@ -287,7 +407,19 @@ def _confine_and_exec(argv: list[str]) -> None:
         if os.environ.get(OPT_OUT_ENV) != "1":
             raise
         sys.stderr.write(f"astra: compiling WITHOUT the sandbox ({OPT_OUT_ENV}=1): {e}\n")
-    os.execv(cmd[0], cmd)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.execv(cmd[0], cmd)
+        except OSError as e:
+            sys.stderr.write(f"astra sandbox: cannot run {cmd[0]}: {e}\n")
+        os._exit(WRAPPER_FAILED)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):  # the same death for the caller to see
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), os.WTERMSIG(status))
+    return os.waitstatus_to_exitcode(status)
 
 
 COMPILER_FILE_LIMIT = 1 << 30
@@ -297,7 +429,7 @@ COMPILER_MEMORY = 8 << 30  # address space of each compiler process (a template 
 
 if __name__ == "__main__":
     try:
-        _confine_and_exec(sys.argv[1:])
+        sys.exit(_confine_and_run(sys.argv[1:]))
     except (SandboxError, OSError) as exc:
         sys.stderr.write(f"astra sandbox: {exc}\n")
         sys.exit(WRAPPER_FAILED)

@@ -212,8 +212,7 @@ def confinement(workdir: str, options: Sequence[str]) -> confine.Confinement:
 def run_compiler(cmd: list[str], confined: "confine.Confinement | None") -> subprocess.CompletedProcess:
     """Run a compiler command; sandboxed (Landlock, limits, an empty environment) when `confined`."""
     if confined is None:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S,
-                              stdin=subprocess.DEVNULL)
+        return confine.run_group(cmd, COMPILE_TIMEOUT_S)
     return confine.run(cmd, confined, COMPILE_TIMEOUT_S)
 
 

@@ -1,0 +1,315 @@
+"""The catalogue's `exec` entries: what a launch or a compile leaves behind — threads, exit
+handlers, forged replies, compiler processes — must reach no other launch, outlive no caller and
+no time limit."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from astra_cuda.backends.base import CompileError, Launch, LaunchError
+
+from .test_attacks import CLEAN, PAYLOAD_HEADERS, _executor_pids, _no_screen, by_kind
+
+ROOT = Path(__file__).resolve().parents[2]
+ONE = Launch((1, 1, 1), (1, 1, 1), 0)
+WARP = Launch((1, 1, 1), (32, 1, 1), 0)
+EXPECTED = {a.name for a in by_kind("exec")}
+
+# A thread left behind by a launch: every millisecond for ~4 s, 0x41 into every buffer mapped in
+# this process (the launches after it map theirs here when the process is shared).
+SCRIBBLE = PAYLOAD_HEADERS + r"""
+static void* astra_scribble(void*) {
+  for (int round = 0; round < 4000; ++round) {
+    FILE* m = fopen("/proc/self/maps", "r");
+    char line[512];
+    while (m && fgets(line, sizeof line, m)) {
+      unsigned long lo, hi;
+      if (strstr(line, "astra-buf") && strstr(line, "rw") && sscanf(line, "%lx-%lx", &lo, &hi) == 2)
+        memset((void*)lo, 0x41, hi - lo);
+    }
+    if (m) fclose(m);
+    usleep(1000);
+  }
+  return 0;
+}
+__global__ void scribble(long long* out) {
+  if (threadIdx.x == 0) { pthread_t t; pthread_create(&t, 0, astra_scribble, 0); pthread_detach(t); out[0] = 1; }
+}
+"""
+
+# A detached thread that spins on a core and holds memory after the launch returned.
+BACKGROUND = PAYLOAD_HEADERS + r"""
+static void* astra_hold(void*) {
+  size_t n = (size_t)256 << 20; volatile char* p = (volatile char*)malloc(n);
+  for (size_t i = 0; p && i < n; i += 4096) p[i] = 1;
+  for (;;) (void)p[0];
+  return 0;
+}
+__global__ void background(long long* out) {
+  if (threadIdx.x == 0) { pthread_t t; pthread_create(&t, 0, astra_hold, 0); pthread_detach(t); out[0] = getpid(); }
+}
+"""
+
+# A thread that writes a forged failure onto every socket it holds, for ~3 s.
+FORGE = PAYLOAD_HEADERS + r"""
+static void* astra_forge(void*) {
+  const char m[] = "{\"ok\": false, \"error\": \"FORGED by another launch\"}";
+  for (int i = 0; i < 3000; ++i) {
+    for (int fd = 0; fd < 64; ++fd) {
+      struct stat st;
+      if (fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode)) send(fd, m, sizeof m - 1, MSG_DONTWAIT);
+    }
+    usleep(1000);
+  }
+  return 0;
+}
+__global__ void forge(long long* out) {
+  if (threadIdx.x == 0) { pthread_t t; pthread_create(&t, 0, astra_forge, 0); pthread_detach(t); out[0] = 1; }
+}
+"""
+
+MALFORMED = PAYLOAD_HEADERS + r"""
+__global__ void malformed(long long* out) {
+  if (threadIdx.x == 0) {
+    const char m[] = "{\"ok\": tru";
+    for (int fd = 0; fd < 64; ++fd) {
+      struct stat st;
+      if (fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode)) send(fd, m, sizeof m - 1, MSG_DONTWAIT);
+    }
+    out[0] = 1;
+  }
+}
+"""
+
+# Exit handlers that never return: a launch's process that exits through them lingers.
+ATEXIT = PAYLOAD_HEADERS + r"""
+extern "C" int __cxa_atexit(void (*)(void*), void*, void*);
+extern "C" void* __dso_handle;
+static void astra_hang() { for (;;) sleep(1); }
+static void astra_hang_arg(void*) { for (;;) sleep(1); }
+__global__ void linger(long long* out) {
+  if (threadIdx.x == 0) { out[0] = atexit(astra_hang) + __cxa_atexit(astra_hang_arg, 0, &__dso_handle); }
+}
+"""
+
+# constexpr evaluation that takes minutes (each static_assert a few seconds, up to GCC's limit).
+SLOW_COMPILE = "constexpr long astra_spin(long k) { long s = k; for (long i = 0; i < 3000; ++i) " \
+               "for (long j = 0; j < 3000; ++j) s += i ^ j; return s; }\n" + \
+               "".join(f'static_assert(astra_spin({k}) != 1, "");\n' for k in range(100)) + \
+               "__global__ void k(int* x) { x[0] = 1; }\n"
+
+
+@pytest.fixture(scope="module")
+def cpu():
+    from astra_cuda.backends.cpu import CpuBackend
+    be = CpuBackend()
+    yield be
+    be.close()
+
+
+def _clean_launch(cpu) -> np.ndarray:
+    out = cpu.upload(np.zeros(32, np.int32))
+    cpu.launch(cpu.compile(CLEAN, ["clean"], filename="clean.cu"), "clean", WARP, [out])
+    return out
+
+
+def _wait_gone(pids: set[int], seconds: float) -> set[int]:
+    """The pids of `pids` still alive (not zombies) after up to `seconds`."""
+    deadline = time.monotonic() + seconds
+    while True:
+        alive = set()
+        for p in pids:
+            try:
+                state = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            if state != "Z":
+                alive.add(p)
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.05)
+
+
+def _cmdline(pid: int | str) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _pids_with(mark: str) -> set[int]:
+    return {int(d) for d in os.listdir("/proc") if d.isdigit() and mark.encode() in _cmdline(d)}
+
+
+def test_leftover_thread_scribbles(cpu, monkeypatch):
+    _no_screen(monkeypatch)
+    mod = cpu.compile(SCRIBBLE, ["scribble"], filename="scribble.cu")
+    cpu.launch(mod, "scribble", ONE, [cpu.upload(np.zeros(4, np.int64))])
+    out = _clean_launch(cpu)
+    time.sleep(0.3)  # the leftover thread, if any, has had 300 rounds
+    assert (cpu.download(out) == np.arange(32)).all(), cpu.download(out)
+
+
+def test_background_thread_after_launch(cpu, monkeypatch):
+    _no_screen(monkeypatch)
+    mod = cpu.compile(BACKGROUND, ["background"], filename="background.cu")
+    out = cpu.upload(np.zeros(4, np.int64))
+    cpu.launch(mod, "background", ONE, [out])
+    pid = int(cpu.download(out)[0])
+    assert pid > 0
+    assert not _wait_gone({pid}, 0.5), "the launch's process still runs after the launch returned"
+
+
+def test_forged_reply_other_launch(cpu, monkeypatch):
+    _no_screen(monkeypatch)
+    mod = cpu.compile(FORGE, ["forge"], filename="forge.cu")
+    try:
+        cpu.launch(mod, "forge", ONE, [cpu.upload(np.zeros(4, np.int64))])
+    except LaunchError as e:  # its own forged failure: it may fail itself, nothing else
+        assert "FORGED" in str(e)
+    for _ in range(3):
+        out = _clean_launch(cpu)  # raises LaunchError('FORGED ...') if it reads the forger's reply
+        assert (cpu.download(out) == np.arange(32)).all()
+
+
+def test_malformed_reply(cpu, monkeypatch):
+    _no_screen(monkeypatch)
+    mod = cpu.compile(MALFORMED, ["malformed"], filename="malformed.cu")
+    with pytest.raises(LaunchError, match="reply"):
+        cpu.launch(mod, "malformed", ONE, [cpu.upload(np.zeros(4, np.int64))])
+    assert (cpu.download(_clean_launch(cpu)) == np.arange(32)).all()
+
+
+CALLER = """
+import sys
+from astra_cuda.backends.base import Launch
+from astra_cuda.backends.cpu import CpuBackend, toolchain
+import numpy as np
+toolchain.check_source = lambda *a, **k: None
+be = CpuBackend()
+mod = be.compile(open(sys.argv[2]).read(), ["linger"], filename="linger.cu")
+be.launch(mod, "linger", Launch((1, 1, 1), (1, 1, 1), 0), [be.upload(np.zeros(4, np.int64))])
+print("PASS", flush=True)
+sys.stdin.readline()  # then exits, or is killed, without closing its backend
+"""
+
+
+@pytest.mark.parametrize("how", ["exit", "kill"])
+def test_atexit_handler_lingers(how, tmp_path):
+    """The caller prints PASS and exits without closing its backend, or is killed: none of the
+    executor's processes may stay behind."""
+    src = tmp_path / "linger.cu"
+    src.write_text(ATEXIT)
+    p = subprocess.Popen([sys.executable, "-c", CALLER, how, str(src)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    assert p.stdout.readline().strip() == "PASS", p.stderr.read()
+    family = _descendants(p.pid)
+    assert family, "no executor started"
+    if how == "kill":
+        p.kill()
+    else:
+        p.stdin.write("exit\n")
+        p.stdin.flush()
+    p.wait(timeout=60)
+    left = _wait_gone(family, 3.0)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"executor processes outlived their caller ({how})"
+
+
+def test_compile_timeout_leaves_cc1plus(cpu, monkeypatch):
+    from astra_cuda.backends.cpu import toolchain
+    _no_screen(monkeypatch)
+    monkeypatch.setattr(toolchain, "COMPILE_TIMEOUT_S", 3)
+    mark = f"-DASTRA_MARK_{uuid.uuid4().hex}"
+    t0 = time.monotonic()
+    with pytest.raises(CompileError, match="timed out"):
+        cpu.compile(SLOW_COMPILE, ["k"], filename="slow.cu", options=[mark])
+    assert time.monotonic() - t0 < 30
+    left = _wait_gone(_pids_with(mark[2:]), 1.0)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, "the compiler kept running after its time limit"
+
+
+COMPILER_CALLER = """
+import sys
+from astra_cuda.backends.cpu import CpuBackend, toolchain
+toolchain.check_source = lambda *a, **k: None
+CpuBackend().compile(sys.stdin.read(), ["k"], filename="slow.cu", options=[sys.argv[1]])
+"""
+
+
+def test_compile_outlives_caller(tmp_path):
+    mark = f"-DASTRA_MARK_{uuid.uuid4().hex}"
+    p = subprocess.Popen([sys.executable, "-c", COMPILER_CALLER, mark], stdin=subprocess.PIPE,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
+    p.stdin.write(SLOW_COMPILE)
+    p.stdin.close()
+    deadline = time.monotonic() + 60
+    while not any(b"cc1plus" in _cmdline(q) for q in _pids_with(mark[2:])):
+        assert time.monotonic() < deadline and p.poll() is None, "the compiler never started"
+        time.sleep(0.1)
+    p.kill()
+    p.wait()
+    left = _wait_gone(_pids_with(mark[2:]), 3.0)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, "the compiler kept running after its caller was killed"
+
+
+def test_every_exec_entry_has_a_test():
+    tested = {n[len("test_"):] for n in globals() if n.startswith("test_")}
+    assert EXPECTED <= tested, EXPECTED - tested
+
+
+@pytest.mark.parametrize("how", ["exit", "kill"])
+def test_no_process_outlives_astra_check(how, tmp_path):
+    """`astra check` on the CPU backend, run to its end or killed (SIGKILL) while it works: its
+    workers, their executors and compilers are all gone within a few seconds."""
+    f = tmp_path / "silu.cu"
+    f.write_text((ROOT / "examples" / "silu_and_mul.cu").read_text())
+    before = _executor_pids()
+    p = subprocess.Popen([sys.executable, "-m", "astra_cuda", "check", str(f), "--backend", "cpu"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    family: set[int] = set()
+    deadline = time.monotonic() + 120
+    while p.poll() is None and time.monotonic() < deadline:
+        family |= _descendants(p.pid)
+        if how == "kill" and _executor_pids() - before:
+            family |= _descendants(p.pid)
+            p.kill()
+            break
+        time.sleep(0.05)
+    p.wait(timeout=120)
+    assert family, "the check started no worker"
+    left = _wait_gone(family | (_executor_pids() - before), 5.0)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, [_cmdline(q)[:200] for q in left]
+
+
+def _descendants(pid: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                ppid = int(Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(d))
+    out, todo = set(), [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            if c not in out:
+                out.add(c)
+                todo.append(c)
+    return out
