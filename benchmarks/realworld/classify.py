@@ -15,9 +15,9 @@ Classes (issue 23):
                   header of a framework that is not installed, like torch/all.h)
   needs a GPU     the CPU backend cannot run the kernel faithfully (its verdict is "unsupported":
                   static checks only); the GPU run decides
-  false refusal   a check refuses what looks like a correct kernel (screening, determinism,
-                  races on a kernel that is deterministic by construction): confirmed by hand in
-                  triage.toml, else "check failed"
+  false refusal   a check refuses a correct kernel: confirmed by hand in triage.toml, or a screen
+                  that refuses the unedited file for what only a rewrite could do ("a candidate
+                  may only change device code"); else "check failed"
   check failed    the check fails for a reason not yet triaged (inference, false refusal or a
                   kernel bug: see the message)
   kernel bug      a real bug in the public kernel (confirmed by hand in triage.toml)
@@ -44,6 +44,13 @@ _SPEC_CAUSED = re.compile(r"the kernel crashed|out of bounds|outside (the|its) (
 # What the spec format has no word for.
 _FORMAT = re.compile(r"cannot be (expressed|written)|no spec type|unsupported (parameter|argument) type|"
                      r"passed by value|struct parameter|not a supported type|is overloaded .*cannot tell which", re.I)
+
+
+# Astra's compile refusing the file (its own words): nvcc is asked whether it compiles the same file.
+ASTRA_COMPILE = re.compile(r"does not compile|is not in the file as nvcc's device pass sees it|"
+                           r"the unit cut for the CPU would change what the kernel does|the candidate has no kernel named")
+# A check that refuses the unedited file for what only a rewrite could do: a refusal of a correct kernel.
+_REFUSES_ORIGINAL = re.compile(r"a candidate may only change device code")
 
 
 def load_triage(path: Path = TRIAGE) -> list[dict]:
@@ -73,7 +80,7 @@ def classify(rec: dict, triage: list[dict] | None = None) -> str:
     if stage in ("spec", "spec-valid"):
         if _FORMAT.search(msg):
             return "spec format"
-        if "does not compile" in msg or re.search(r"\berror:", msg):
+        if ASTRA_COMPILE.search(msg) or re.search(r"\berror:", msg):
             return _compile_class(rec)
         return "inference"
     if stage == "check":
@@ -83,8 +90,10 @@ def classify(rec: dict, triage: list[dict] | None = None) -> str:
             return "inference"   # template arguments that fit no instance of the kernel (or its reference)
         if "detected during instantiation" in msg and (rec.get("nvcc") or {}).get("ok"):
             return "inference"   # the file compiles; the template arguments the proposal chose do not
-        if check == "compile" or "does not compile" in msg:
+        if check == "compile" or ASTRA_COMPILE.search(msg):
             return _compile_class(rec)
+        if _REFUSES_ORIGINAL.search(msg):
+            return "false refusal"   # the suite never edits a kernel: nothing was added
         if check == "unsupported":
             return "needs a GPU"
         if _SPEC_CAUSED.search(msg):

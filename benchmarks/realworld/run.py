@@ -346,7 +346,7 @@ def _compiler(backend: str, details: str, passed: bool) -> str:
 
 def _compile_failure(r: Record) -> bool:
     f = r.failure or {}
-    return f.get("check") == "compile" or "does not compile" in f.get("message", "")
+    return f.get("check") == "compile" or bool(classify.ASTRA_COMPILE.search(f.get("message", "")))
 
 
 def _gpu(k: Kernel, r: Record, o: "Options", work: Path, f: Path, name: str, flags: list[str]) -> None:

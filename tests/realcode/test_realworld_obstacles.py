@@ -161,6 +161,14 @@ COMPILE = [
         "k.cu": kernel_using("ushort s = (ushort)1; uint u = 2u; y = x * (float)(s + u);")},
         {"nvrtc": "issue 24: `ushort`/`uint` from <sys/types.h>, which every nvcc compile sees, are undefined in "
                   "NVRTC's cut unit (FlashInfer math.cuh)"}),
+    Obstacle("kernel-in-an-anonymous-namespace", {
+        "k.cu": ("namespace {\n" + SPEC + "__global__ void k(float* out, const float* inp, int n) {\n"
+                 "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) out[i] = 2.0f * inp[i];\n}\n"
+                 "}  // namespace\n")},
+        _both("issue 24: a kernel in an anonymous namespace is not found in the device pass (\"not in the file as "
+              "nvcc's device pass sees it: a preprocessor conditional leaves it out\", with nvcc and with g++ "
+              "emulating it; apex megatron softmax and rope, TransformerEngine transpose, xformers sparse24: 7 suite "
+              "kernels since 8292da0)")),
     Obstacle("overloaded-kernel-template", {
         "k.cu": (SPEC.replace("/* @astra\n", '/* @astra\ninstantiate = "<float>"\n') +
                  "template <typename T>\n__global__ void k(T* out, const T* inp, int n) {\n"
