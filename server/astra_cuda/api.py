@@ -165,18 +165,20 @@ class StaticReport:
     diagnostics: list[Diagnostic]
     resources: dict[str, ResourceUsage]  # kernel name
     context: ProjectContext = ProjectContext()
+    compiler: str = ""  # what judged: 'nvcc 13.0, flags …' / 'NVRTC 13.5: no CUDA toolkit found' ('' not compiled)
 
     def to_json(self) -> dict[str, Any]:
         from dataclasses import asdict
         return {"diagnostics": [d.to_json() for d in self.diagnostics],
                 "resources": {k: asdict(v) for k, v in self.resources.items()},
-                "project": self.context.describe()}
+                "project": self.context.describe(), "compiler": self.compiler}
 
 
 def static_check(snap: Snapshot, *, arch: str = DEFAULT_ARCH, compile: bool = True) -> StaticReport:
     """Everything that can be said without running code: parse problems, spec errors, and the
-    compiler's errors and warnings (NVRTC) for each kernel at their lines, with each kernel's
-    registers, spills and shared memory."""
+    compiler's errors and warnings for each kernel at their lines (nvcc on the file where a CUDA
+    toolkit is installed, else NVRTC on each kernel's unit), with each kernel's registers, spills
+    and shared memory."""
     context = _with_context(snap).context if compile else ProjectContext()
     assert context is not None
     m = snap.model
@@ -192,12 +194,14 @@ def static_check(snap: Snapshot, *, arch: str = DEFAULT_ARCH, compile: bool = Tr
             continue  # nothing to compile without template arguments
         units.append(extract.unit_from_model(m, snap.path, info.name, instantiate=instantiate, context=context))
     resources: dict[str, ResourceUsage] = {}
+    compiler = ""
     for unit in units[:1]:  # what a user should know about how units were cut (same for each)
         out.extend(Diagnostic(0, 0, 0, 1, "info", n, code="unit") for n in unit.notes if "not found" in n)
     if compile and units:
         from . import worker
         results = worker.run("astra_cuda.jobs:static_job", jobs.StaticJob(tuple(units), arch), timeout=STATIC_TIMEOUT)
         seen = set()
+        compiler = next((r.compiler for r in results if r.compiler and r.compiler != "none"), "")
         for unit, r in zip(units, results):
             for d in r.diagnostics:
                 key = (d.line, d.col, d.message)
@@ -207,7 +211,7 @@ def static_check(snap: Snapshot, *, arch: str = DEFAULT_ARCH, compile: bool = Tr
             res = r.resources.get(unit.name_expression) or next(iter(r.resources.values()), None)
             if res is not None:
                 resources[unit.kernel] = res
-    return StaticReport(out, resources, context)
+    return StaticReport(out, resources, context, compiler)
 
 
 def diagnostics(snap: Snapshot, *, arch: str = DEFAULT_ARCH, compile: bool = True) -> list[Diagnostic]:

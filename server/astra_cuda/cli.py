@@ -178,7 +178,7 @@ def cmd_check(a) -> int:
             for name, r in report.resources.items():
                 print(f"{name}: {r.registers} registers, {r.spills_bytes} bytes spilled, "
                       f"{r.shared_static_bytes} bytes static shared memory, {r.stack_bytes} bytes stack")
-            print(f"static checks (NVRTC, {a.arch}): {'FAILED' if errors else 'ok'} — "
+            print(f"static checks ({report.compiler or 'nothing compiled'}; {a.arch}): {'FAILED' if errors else 'ok'} — "
                   f"{len(errors)} error(s), {len(report.diagnostics) - len(errors)} other message(s). "
                   f"Correctness not run (static backend).")
             print(f"project: {context.describe()}")
@@ -409,6 +409,8 @@ def _print_verdicts(verdicts, limit: int = 8) -> None:
             con.print(f"   ran {_shown(v.ran_on)}", markup=False)
         if getattr(v, "project", ""):
             con.print(f"   project: {_shown(v.project)}", markup=False)
+        if v.compiler:
+            con.print(f"   compiled by: {_shown(v.compiler)}", markup=False)
         for n in v.coverage.notes:
             if n.startswith("project headers") or "not found" in n:
                 con.print(f"   note: {_shown(n)}", markup=False)

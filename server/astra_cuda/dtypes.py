@@ -17,7 +17,7 @@ class DType:
 
     @property
     def is_float(self) -> bool:
-        return self.name in ("half", "bfloat16", "float", "double")
+        return self.name in ("half", "bfloat16", "float", "double", "float8_e4m3fn", "float8_e5m2")
 
     @property
     def itemsize(self) -> int:
@@ -28,6 +28,12 @@ _TABLE = [
     DType("half", np.dtype(np.float16), ("half", "__half", "at::Half", "c10::Half"), 1e-2, 1e-2),
     DType("bfloat16", np.dtype(ml_dtypes.bfloat16),
           ("__nv_bfloat16", "nv_bfloat16", "bfloat16", "at::BFloat16", "c10::BFloat16"), 2e-2, 2e-2),
+    # 8-bit floats (cuda_fp8.h's, and PyTorch's c10 types): a result rounded to 3 (2) mantissa
+    # bits may land one step apart, 1/8 (1/4) relative.
+    DType("float8_e4m3fn", np.dtype(ml_dtypes.float8_e4m3fn),
+          ("__nv_fp8_e4m3", "c10::Float8_e4m3fn", "at::Float8_e4m3fn"), 1.6e-2, 1.25e-1),
+    DType("float8_e5m2", np.dtype(ml_dtypes.float8_e5m2),
+          ("__nv_fp8_e5m2", "c10::Float8_e5m2", "at::Float8_e5m2"), 1.6e-2, 2.5e-1),
     DType("float", np.dtype(np.float32), ("float",), 1e-5, 1e-4),
     DType("double", np.dtype(np.float64), ("double",), 1e-10, 1e-9),
     DType("int8", np.dtype(np.int8), ("int8_t", "signed char", "char"), 0, 0),
@@ -45,7 +51,8 @@ BY_NAME: dict[str, DType] = {d.name: d for d in _TABLE}
 # Aliases accepted in specs.
 BY_NAME.update({"fp16": BY_NAME["half"], "float16": BY_NAME["half"], "bf16": BY_NAME["bfloat16"],
                 "float32": BY_NAME["float"], "fp32": BY_NAME["float"], "float64": BY_NAME["double"],
-                "int": BY_NAME["int32"]})
+                "int": BY_NAME["int32"], "fp8": BY_NAME["float8_e4m3fn"], "fp8_e4m3": BY_NAME["float8_e4m3fn"],
+                "fp8_e5m2": BY_NAME["float8_e5m2"]})
 
 
 def lookup(name: str) -> DType | None:

@@ -203,7 +203,8 @@ def type_checks(kernel: Kernel, name_expr: str, arg_types: dict[str, str], path:
         checks.append(f'static_assert({cond}, "{msg}");')
     if not checks:
         return ""
-    needs = "".join(f"#include <{h}>\n" for t, h in (("half", "cuda_fp16.h"), ("bfloat16", "cuda_bf16.h"))
+    needs = "".join(f"#include <{h}>\n" for t, h in (("half", "cuda_fp16.h"), ("bfloat16", "cuda_bf16.h"),
+                                                     ("float8_e4m3fn", "cuda_fp8.h"), ("float8_e5m2", "cuda_fp8.h"))
                     if any(dtypes.lookup(v) is not None and dtypes.lookup(v).name == t for v in arg_types.values()))
     return (f"// Astra: element types the spec gives, checked by the compiler\n{needs}"
             "template <class A, class B> struct __astra_is { static constexpr bool value = false; };\n"

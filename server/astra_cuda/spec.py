@@ -619,7 +619,7 @@ class _Validator:
                 dt = cpp_dtype
             else:
                 self.err(f"parameter {p.name!r}: unknown type {tname!r} (types: half, bfloat16, float, double, "
-                         f"int8..int64, uint8..uint64, bool)", p.name, "args")
+                         f"float8_e4m3fn, float8_e5m2, int8..int64, uint8..uint64, bool)", p.name, "args")
                 return None
         if cpp_dtype is not None and cpp_dtype.np != dt.np:
             self.err(f"parameter {p.name!r}: spec type {dt.name!r} does not match the C++ type {p.type!r}",

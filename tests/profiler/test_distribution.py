@@ -80,7 +80,8 @@ def test_on_device_comparison_is_never_more_lenient_than_the_host():
     from astra_cuda.backends.gpu import within_tolerance
     from astra_cuda.gate import compare
     rng = np.random.default_rng(0)
-    for dt in (np.float16, np.float32, np.float64, ml_dtypes.bfloat16, np.int32):
+    for dt in (np.float16, np.float32, np.float64, ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2,
+               np.int32):
         for _ in range(150):
             n = int(rng.integers(2, 40))
             want = (rng.standard_normal(n) * rng.choice([1e-3, 1, 100])).astype(dt)
@@ -96,7 +97,8 @@ def test_on_device_comparison_is_never_more_lenient_than_the_host():
                 want[0], got[0] = np.inf, rng.choice([np.inf, -np.inf])
             elif kind == 5:
                 got.reshape(-1).view(np.uint8)[:] = 0xA5
-            store = (lambda a: a.view(np.uint16)) if dt == ml_dtypes.bfloat16 else (lambda a: a)
+            store = (lambda a: a.view(np.uint16)) if dt == ml_dtypes.bfloat16 else (
+                (lambda a: a.view(np.uint8)) if np.dtype(dt).itemsize == 1 else (lambda a: a))
             device = within_tolerance(np, store(got), store(want), np.dtype(dt), 1e-2, 1e-2)
             host = compare.compare(want, got, 1e-2, 1e-2) is None
             assert device is None or device == host, (dt, want, got, device, host)

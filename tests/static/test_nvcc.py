@@ -300,3 +300,52 @@ def test_compile_commands_compiler_is_taken_only_when_it_is_a_toolkit(tmp_path):
     fake.write_text("#!/bin/sh\necho pwned\n")
     fake.chmod(0o755)
     assert toolkit.find(ProjectContext(compiler=str(fake))).origin != "compile_commands.json"
+
+
+# ---- the GPU backend loads the cubin (wiring, with CuPy stood in: the real run is tests/gpu) ----
+
+class _FakeRaw:
+    """CuPy's RawModule(path=...) as far as the backend uses it: kernels by their ELF names."""
+
+    def __init__(self, path):
+        self.entries = {s.name for s in cubin.symbols(Path(path).read_bytes()) if s.entry}
+
+    def get_function(self, name):
+        if name not in self.entries:
+            raise KeyError(f"no kernel {name}")
+        return ("function", name)
+
+
+def _gpu_backend(monkeypatch):
+    import contextlib
+    import types
+
+    from astra_cuda.backends.gpu import GpuBackend
+    b = object.__new__(GpuBackend)  # no device here: only what compile_unit touches
+    b.cp, b.arch, b._modules, b.poisoned, b.sanitizer = types.SimpleNamespace(RawModule=_FakeRaw), "sm_90", {}, None, None
+    b.device = contextlib.nullcontext()
+    return b
+
+
+def test_gpu_backend_launches_the_cubin_by_mangled_name(tmp_path, monkeypatch):
+    f = tmp_path / "proj" / "k.cu"
+    f.parent.mkdir()
+    text = NVCC_COMPILES["cub"][0]
+    f.write_text(text)
+    b = _gpu_backend(monkeypatch)
+    mod = b.compile_unit(extract.unit(text, str(f), "k", instantiate="<256>"))
+    assert mod.function("k<256>") == ("function", "_Z1kILi256EEvPKfPfi")
+    assert mod.compiler.startswith(f"nvcc {TK.version}, flags")
+    again = b.compile_unit(extract.unit(text, str(f), "k", instantiate="<256>"))
+    assert again is mod  # one module per cubin
+
+
+def test_gpu_backend_compile_error_names_line_and_compiler(tmp_path, monkeypatch):
+    from astra_cuda.backends.base import CompileError
+    f = tmp_path / "proj" / "k.cu"
+    f.parent.mkdir()
+    text = PLAIN.replace("twice(in[i]);", "twice(in[i]) + nope;")
+    f.write_text(text)
+    with pytest.raises(CompileError) as e:
+        _gpu_backend(monkeypatch).compile_unit(extract.unit(text, str(f), "scale"))
+    assert "k.cu:6:" in str(e.value) and "nvcc" in str(e.value) and "nope" in e.value.log

@@ -79,6 +79,8 @@ class Buffer:
 class Module:
     """A compiled translation unit. `kernel(expr)` gives a handle to launch."""
 
+    compiler: str = ""  # what compiled it ('nvcc 13.0, flags …'), for verdicts; '' where the backend says none
+
 
 @dataclass
 class Schedule:
@@ -147,6 +149,14 @@ class Backend(ABC):
         names to look up, e.g. 'silu_and_mul' or 'act_and_mul<__half>'. Cached by content
         hash. `sanitize` / `races`: an instrumented build (caps.address_sanitizer /
         caps.race_checker; Unsupported elsewhere). Raises CompileError or Unsupported."""
+
+    def compile_unit(self, unit: Any, *, sanitize: bool = False, races: bool = False) -> Module:
+        """Compile the kernel of `unit` (an `astra_cuda.extract.CompileUnit`): the cut unit's text
+        here. A backend that compiles the user's whole file instead (the GPU's, with nvcc where a
+        CUDA toolkit is installed) overrides this; its module is launched by the unit's name
+        expression all the same."""
+        variant = {k: True for k, on in (("sanitize", sanitize), ("races", races)) if on}
+        return self.compile(unit.source, [unit.name_expression], filename=unit.path, options=unit.options(), **variant)
 
     @abstractmethod
     def resources(self, module: Module, name_expression: str) -> ResourceUsage:

@@ -1,4 +1,7 @@
-"""The GPU backend: CuPy (NVRTC) on an NVIDIA GPU.
+"""The GPU backend: CuPy on an NVIDIA GPU. Where a CUDA toolkit is installed, a kernel's module is
+the cubin nvcc made of the user's whole file (`astra_cuda.compile.nvcc`, with the project's flags),
+loaded with `RawModule(path=...)` and launched by the kernel's mangled name; elsewhere CuPy's
+NVRTC compiles the cut unit (`compile`).
 
 CuPy is imported only inside the worker process (`astra_cuda.worker`; `astra_cuda.jobs.backends_job`
 probes it there). A fault that poisons the CUDA context (illegal address,
@@ -69,10 +72,13 @@ class GpuBuffer(Buffer):
 
 
 class GpuModule(Module):
-    def __init__(self, raw, names: Sequence[str], key: str):
+    def __init__(self, raw, names: Sequence[str], key: str, lowered: dict[str, str] | None = None,
+                 compiler: str = ""):
         self.raw = raw
         self.names = tuple(names)
         self.key = key
+        self.lowered = dict(lowered or {})  # name expression -> mangled name (a cubin's kernels)
+        self.compiler = compiler
         self.functions: dict[str, Any] = {}
         self.dyn_smem: dict[str, int] = {}  # the dynamic shared-memory limit raised so far
 
@@ -80,7 +86,7 @@ class GpuModule(Module):
         f = self.functions.get(name)
         if f is None:
             try:
-                f = self.raw.get_function(name)
+                f = self.raw.get_function(self.lowered.get(name, name))
             except Exception as e:
                 raise CompileError(f"kernel {name!r} not found in the compiled module ({e})") from None
             self.functions[name] = f
@@ -291,6 +297,51 @@ class GpuBackend(Backend):
         for n in names:  # load now: a missing name is a compile problem, not a launch one
             mod.function(n)
         self._modules[key] = mod
+        return mod
+
+    def compile_unit(self, unit, *, sanitize: bool = False, races: bool = False) -> GpuModule:
+        """The unit's whole file compiled by nvcc where a CUDA toolkit is installed (and, for a
+        PyTorch extension, torch's headers are here): its cubin loaded, the kernel launched by
+        its mangled name. Elsewhere CuPy's NVRTC compiles the cut unit."""
+        from ..compile import nvcc, toolkit
+        self._check_usable()
+        tk, why = toolkit.for_file(unit.file_text, unit.path, unit.context) if unit.file_text else (None, "")
+        if tk is None:
+            mod = self.compile(unit.source, [unit.name_expression], filename=unit.path, options=unit.options(),
+                               sanitize=sanitize, races=races)
+            mod.compiler = mod.compiler or f"NVRTC (CuPy): {why or 'no file text'}"
+            return mod
+        if races:
+            raise Unsupported("the GPU backend has no race-checker build (compute-sanitizer racecheck runs "
+                              "the kernel instead)")
+        if sanitize and not self.sanitizer:
+            raise Unsupported("a sanitizer build needs a worker running under compute-sanitizer "
+                              "(astra_cuda.backends.gpu.sanitizer_pool())")
+        try:
+            r = nvcc.compile(unit.file_text, unit.path, unit.context, self.arch, [unit.name_expression], toolkit=tk)
+        except nvcc.InvalidName as e:
+            raise CompileError(str(e)) from None
+        if not r.ok:
+            errs = [d for d in r.diagnostics if d.severity == "error"] or list(r.diagnostics)
+            first = errs[0].human(os.path.basename(unit.path)) if errs else "nvcc failed"
+            said = "\n".join(d.human(os.path.basename(unit.path)) for d in errs[:12])
+            raise CompileError(f"{first} ({r.compiler})", log=f"{said}\n{r.log}".strip())
+        assert r.cubin is not None
+        with open(r.cubin, "rb") as f:
+            key = "cubin:" + hashlib.sha256(f.read()).hexdigest()
+        mod = self._modules.get(key)
+        if mod is None:
+            try:
+                with self.device:
+                    raw = self.cp.RawModule(path=r.cubin)
+            except Exception as e:
+                raise CompileError(f"could not load the compiled module: {e}", log=str(e)) from None
+            mod = GpuModule(raw, [], key, compiler=r.compiler)
+            self._modules[key] = mod
+        mod.lowered.update(r.kernels)
+        mod.names = tuple(dict.fromkeys((*mod.names, unit.name_expression)))
+        with self.device:  # load now: a missing kernel is a compile problem, not a launch one
+            mod.function(unit.name_expression)
         return mod
 
     def _confined_raw_module(self, code: str, opts: list[str], names: list[str]):
@@ -614,15 +665,20 @@ def within_tolerance(xp, got, want, dtype: np.dtype, atol: float, rtol: float) -
     g, w = got.reshape(-1), want.reshape(-1)
     if g.size == 0:
         return True
-    if dtype.kind != "f" and dtype.name != "bfloat16":  # integers, booleans: exact
+    eight = dtype.itemsize == 1 and dtype.name.startswith("float8")
+    if dtype.kind != "f" and dtype.name != "bfloat16" and not eight:  # integers, booleans: exact
         return bool(xp.array_equal(g, w))
     if g.size > 1 and bool(xp.all(g == g[0])):
         return None
+    # 8-bit floats: every bit pattern's value, looked up (they are stored as bytes)
+    table = xp.asarray(np.arange(256, dtype=np.uint8).view(dtype).astype(np.float32)) if eight else None
     for start in range(0, g.size, TOLERANCE_CHUNK):
         a, b = g[start:start + TOLERANCE_CHUNK], w[start:start + TOLERANCE_CHUNK]
         if dtype.name == "bfloat16":  # the upper half of a float32
             a = (a.astype(xp.uint32) << 16).view(xp.float32)
             b = (b.astype(xp.uint32) << 16).view(xp.float32)
+        elif table is not None:
+            a, b = table[a.view(xp.uint8)], table[b.view(xp.uint8)]
         else:
             work = xp.float32 if dtype.itemsize <= 2 else xp.float64
             a, b = a.astype(work), b.astype(work)

@@ -162,9 +162,7 @@ class _Gate:
         return not res.errors
 
     def compile(self, unit, role: str, sanitize: bool = False, races: bool = False) -> Compiled:
-        options = unit.options()
-        mod = self.backend.compile(unit.source, [unit.name_expression], filename=unit.path, options=options,
-                                   sanitize=sanitize, races=races)
+        mod = self.backend.compile_unit(unit, sanitize=sanitize, races=races)
         return Compiled(mod, unit.name_expression, role)
 
     def start_builds(self) -> None:
@@ -196,15 +194,17 @@ class _Gate:
             self.pool, self.builds = None, {}
 
     def device_compile(self) -> bool:
-        """CPU backend: GPU first. Both units must compile for the GPU (NVRTC, device code
-        only) before any of their code runs on the host: host-only code in a kernel (file I/O,
-        processes, hidden behind `#ifndef __CUDACC_RTC__` or not) is an error, never a pass."""
+        """CPU backend: GPU first. Both units must compile for the GPU (nvcc on the whole file
+        where a CUDA toolkit is installed, else NVRTC on the unit; nothing runs) before any of
+        their code runs on the host: host-only code in a kernel (file I/O, processes, hidden
+        behind `#ifndef __CUDACC_RTC__` or not) is an error, never a pass."""
         from .. import static
 
         for unit, role in ((self.ref_unit, "reference"), (self.cand_unit, "candidate")):
             if unit is None:
                 continue
             r = static.compile_unit(unit)
+            self.v.compiler = r.compiler
             if r.ok:
                 continue
             errors = [d for d in r.diagnostics if d.severity == "error"] or r.diagnostics
@@ -261,7 +261,11 @@ class _Gate:
         except Unsupported as e:
             self.v.status, self.v.log = "unsupported", f"the candidate cannot run on the {self.backend.name}: {e}"
             return False
-        self.v.checks.append(CheckResult("compile", True, "reference and candidate" if self.ref else "candidate"))
+        built = self.cand.module.compiler
+        if built and not self.caps.host_code:
+            self.v.compiler = built
+        said = f" ({self.v.compiler})" if self.v.compiler else ""
+        self.v.checks.append(CheckResult("compile", True, ("reference and candidate" if self.ref else "candidate") + said))
         return True
 
     def expected(self, sizes, host, poison: int, info: CaseInfo, schedule=None) -> dict[str, np.ndarray] | None:

@@ -75,8 +75,7 @@ def run_cases(job: SanitizeJob, backend: Backend) -> list[Report]:
     """Inside the sanitizer worker: compile, launch each case once on fresh inputs."""
     unit, spec = job.unit, job.spec
     try:
-        mod = backend.compile(unit.source, [unit.name_expression], filename=unit.path,
-                              options=unit.options())
+        mod = backend.compile_unit(unit)
     except CompileError as e:
         return [Report({}, f"does not compile: {e}")]
     kernel = Compiled(mod, unit.name_expression, "candidate")

@@ -104,6 +104,7 @@ class Verdict:
     project: str = ""              # the project context it was built with (set by astra_cuda.api)
     ran_on: str = ""               # where it ran: node and GPU (set by astra_cuda.api)
     timings: dict[str, float] = field(default_factory=dict)  # seconds per gate step
+    compiler: str = ""             # the compiler that judged it compiles ('nvcc 13.0, flags …' / 'NVRTC …')
 
     @property
     def passed(self) -> bool:
@@ -140,6 +141,8 @@ class Verdict:
         lines += [f"  - {f.text()}" for f in self.failures]
         lines += [f"  warning: {w}" for w in self.warnings]
         lines += [f"  note: {n}" for n in self.coverage.notes]
+        if self.compiler:
+            lines.append(f"  compiled by: {self.compiler}")
         return "\n".join(lines)
 
     def visible_feedback(self) -> str:

@@ -23,8 +23,9 @@ MAX_FAILURES_SHOWN = 5  # per kernel: enough to act on without burying the file 
 
 
 def _on(v: Verdict) -> str:
-    """', ran on NODE, GPU …': where the check ran (a cluster's node, or this machine)."""
-    return f", ran {v.ran_on}" if v.ran_on else ""
+    """', ran on NODE, GPU …; compiled by nvcc 13.0, …': where the check ran (a cluster's node,
+    or this machine) and the compiler that judged."""
+    return (f", ran {v.ran_on}" if v.ran_on else "") + (f"; compiled by {v.compiler}" if v.compiler else "")
 
 def verdict_diagnostics(verdicts: list[Verdict], lines: list[str], where: types.Range) -> list[types.Diagnostic]:
     """The failures of the verdicts at their lines (else at the kernel's name, `where`)."""

@@ -46,8 +46,7 @@ FIXED = 8           # launches on fixed buffers per chunk (they add up over the 
 
 
 def compile_on(backend, unit):
-    options = unit.options()
-    return backend.compile(unit.source, [unit.name_expression], filename=unit.path, options=options)
+    return backend.compile_unit(unit)
 
 
 @dataclass(frozen=True)

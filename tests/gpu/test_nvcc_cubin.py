@@ -1,0 +1,109 @@
+"""The nvcc path on a real GPU: the user's whole file compiled by nvcc, its cubin loaded with
+CuPy's RawModule(path=...) and launched by mangled name — for the candidate and the reference
+alike — through the gate and the timing loop. Needs nvcc on the PATH (the GPU machine has it)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from astra_cuda import extract, jobs, source, spec as spec_mod, worker
+from astra_cuda.compile import toolkit
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(toolkit.find() is None, reason="no CUDA toolkit (nvcc)")]
+
+# What NVRTC on a cut unit refused (issue 24): CUB, M_PI from <math.h>, std::is_same_v, a host
+# helper with std::vector — all in one file, the way a project writes it.
+FILE = """\
+#include <cub/cub.cuh>
+#include <math.h>
+#include <type_traits>
+#include <vector>
+
+/* @astra
+grid = ["rows"]
+block = [256]
+instantiate = "<float, 256>"
+
+[sizes]
+rows = [1, 7, 130]
+n = [1, 255, 1000]
+
+[bench]
+rows = [4096]
+n = [4096]
+
+[args]
+x = { type = "float", shape = ["rows", "n"] }
+y = { type = "float", shape = ["rows"], output = true }
+n = "n"
+*/
+template <typename T, int BLOCK>
+__global__ void rowsum_cub(const T* x, T* y, int n) {
+  using BR = cub::BlockReduce<T, BLOCK>;
+  __shared__ typename BR::TempStorage tmp;
+  T v = 0;
+  for (int i = threadIdx.x; i < n; i += BLOCK) v += x[(size_t)blockIdx.x * n + i];
+  T s = BR(tmp).Sum(v);
+  if (threadIdx.x == 0) y[blockIdx.x] = std::is_same_v<T, float> ? s * (float)(M_PI / M_PI) : s;
+}
+
+/* @astra
+grid = ["rows"]
+block = [1]
+
+[sizes]
+rows = [1, 7, 130]
+n = [1, 255, 1000]
+
+[args]
+x = { type = "float", shape = ["rows", "n"] }
+y = { type = "float", shape = ["rows"], output = true }
+n = "n"
+*/
+__global__ void rowsum_naive(const float* x, float* y, int n) {
+  double s = 0;
+  for (int i = 0; i < n; ++i) s += x[(size_t)blockIdx.x * n + i];
+  y[blockIdx.x] = (float)s;
+}
+
+void launch(const std::vector<float>& host) { (void)host.size(); }
+"""
+
+
+@pytest.fixture(scope="module")
+def pool():
+    p = worker.Pool(1, name="gpu-nvcc-test")
+    yield p
+    p.close()
+
+
+def _units(tmp_path: Path, text: str):
+    path = tmp_path / "rowsum.cu"
+    path.write_text(FILE)
+    m, ref_m = source.parse(text), source.parse(FILE)
+    spec = spec_mod.load(m.kernel("rowsum_cub"), m)
+    ref_spec = spec_mod.load(ref_m.kernel("rowsum_naive"), ref_m)
+    cand = extract.spec_unit(m, str(path), "rowsum_cub", spec)
+    ref = extract.spec_unit(ref_m, str(path), "rowsum_naive", ref_spec)
+    return ref, cand, spec, ref_spec
+
+
+def test_cubin_passes_the_gate_and_is_timed(pool, tmp_path):
+    ref, cand, spec, ref_spec = _units(tmp_path, FILE)
+    v = pool.run("astra_cuda.jobs:check_job", jobs.CheckJob("gpu", ref, cand, spec, reference_spec=ref_spec, quick=True),
+                 timeout=300)
+    assert v.passed, v.human()
+    assert v.compiler.startswith("nvcc "), v.compiler
+    p = pool.run("astra_cuda.jobs:profile_job", jobs.ProfileJob("gpu", ref, cand, spec, reference_spec=ref_spec),
+                 timeout=300)
+    assert p.measured and p.valid, p.to_json()
+    print(p.summary_line(), "|", v.compiler)
+
+
+def test_planted_wrong_cubin_kernel_is_caught(pool, tmp_path):
+    wrong = FILE.replace("y[blockIdx.x] = std::is_same_v", "y[blockIdx.x] = 1.01f * std::is_same_v")
+    ref, cand, spec, ref_spec = _units(tmp_path, wrong)
+    v = pool.run("astra_cuda.jobs:check_job", jobs.CheckJob("gpu", ref, cand, spec, reference_spec=ref_spec, quick=True),
+                 timeout=300)
+    assert not v.passed and "compare" in v.failed_checks(), v.human()

@@ -1,0 +1,132 @@
+"""PyTorch-extension files through nvcc, with a stand-in torch written here (tests/static/
+torch_standin: the element types' headers and nothing else); the real torch is tested on the GPU
+machine (tests/gpu/test_torch_ext.py, `scripts/gpu-check nvcc`)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from astra_cuda import dtypes, extract, source, spec as spec_mod, static
+from astra_cuda.compile import nvcc, toolkit, torch_ext
+from astra_cuda.project import ProjectContext
+
+STANDIN = Path(__file__).resolve().parent / "torch_standin"
+TK = toolkit.find()
+
+EXTENSION = """\
+#include <torch/extension.h>
+
+/* @astra
+grid = ["cdiv(n, 256)"]
+block = [256]
+
+[sizes]
+n = [1, 1000]
+
+[args]
+out = { type = "float", shape = ["n"], output = true }
+h   = { type = "half", shape = ["n"] }
+b   = { type = "bfloat16", shape = ["n"] }
+f8  = { type = "float8_e4m3fn", shape = ["n"] }
+n   = "n"
+*/
+__global__ void mix(float* out, const at::Half* h, const c10::BFloat16* b, const c10::Float8_e4m3fn* f8, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = float(h[i]) + float(b[i]) + float(f8[i]);
+}
+
+void mix_launcher(int n) { (void)n; }
+"""
+
+
+@pytest.fixture
+def installed(monkeypatch, tmp_path):
+    """The stand-in torch on the import path (found, never imported), a fresh compile cache."""
+    monkeypatch.syspath_prepend(str(STANDIN))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    torch_ext.installed_include_dirs.cache_clear()
+    yield
+    torch_ext.installed_include_dirs.cache_clear()
+
+
+@pytest.fixture
+def absent(monkeypatch, tmp_path):
+    """No torch importable from here (whatever this machine has installed)."""
+    monkeypatch.setattr(torch_ext, "installed_include_dirs", lambda: ())
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
+def _file(tmp_path, text=EXTENSION, name="mix.cu"):
+    f = tmp_path / "proj" / name
+    f.parent.mkdir(parents=True, exist_ok=True)
+    f.write_text(text)
+    return f
+
+
+def test_torch_types_are_spec_types():
+    assert dtypes.from_cpp("const at::Half").name == "half"
+    assert dtypes.from_cpp("c10::Half").name == "half"
+    assert dtypes.from_cpp("c10::BFloat16").name == "bfloat16"
+    assert dtypes.from_cpp("at::BFloat16").name == "bfloat16"
+    assert dtypes.from_cpp("c10::Float8_e4m3fn").name == "float8_e4m3fn"
+    assert dtypes.from_cpp("c10::Float8_e5m2").name == "float8_e5m2"
+    assert dtypes.lookup("fp8").name == "float8_e4m3fn" and dtypes.lookup("fp8").itemsize == 1
+
+
+def test_spec_of_an_extension_kernel_checks_its_torch_types():
+    m = source.parse(EXTENSION)
+    s = spec_mod.load(m.kernel("mix"), m)
+    assert [s.args[a].dtype.name for a in ("h", "b", "f8")] == ["half", "bfloat16", "float8_e4m3fn"]
+    wrong = EXTENSION.replace('h   = { type = "half"', 'h   = { type = "float"')
+    m = source.parse(wrong)
+    with pytest.raises(spec_mod.SpecErrors):
+        spec_mod.load(m.kernel("mix"), m)
+
+
+def test_include_folders_found_from_the_installed_torch_without_importing_it(installed):
+    dirs = torch_ext.installed_include_dirs()
+    assert dirs == (str(STANDIN / "torch" / "include"), str(STANDIN / "torch" / "include" / "torch" / "csrc" / "api" / "include"))
+    assert "torch" not in sys.modules or not str(getattr(sys.modules["torch"], "__file__", "")).startswith(str(STANDIN))
+
+
+def test_torch_use_is_seen_through_project_headers(tmp_path):
+    f = _file(tmp_path, '#include "ops.h"\n__global__ void k(float* o) { o[0] = 1; }\n', "k.cu")
+    (f.parent / "ops.h").write_text("#pragma once\n#include <torch/all.h>\n")
+    assert torch_ext.uses_torch(f.read_text(), str(f), ProjectContext())
+    assert not torch_ext.uses_torch("#include <cuda_fp16.h>\n", str(f), ProjectContext())
+
+
+@pytest.mark.skipif(TK is None, reason="no CUDA toolkit (nvcc) here")
+def test_extension_compiles_with_torchs_headers_and_flags(installed, tmp_path):
+    f = _file(tmp_path)
+    r = nvcc.compile(EXTENSION, str(f), ProjectContext(), "sm_90", ["mix"], toolkit=TK)
+    assert r.ok and "mix" in r.kernels, r.log
+    assert f"-I{STANDIN / 'torch' / 'include'}" in r.compiler and "-D__CUDA_NO_HALF_OPERATORS__" in r.compiler
+    assert "--expt-relaxed-constexpr" in r.compiler
+    assert str(STANDIN / "torch" / "include" / "c10" / "util" / "Half.h") in r.headers
+    s = static.compile_unit(extract.unit(EXTENSION, str(f), "mix"))
+    assert s.ok and s.compiler.startswith("nvcc ")
+
+
+@pytest.mark.skipif(TK is None, reason="no CUDA toolkit (nvcc) here")
+def test_torch_folders_given_by_the_project_are_used(absent, tmp_path):
+    inc = tmp_path / "proj" / "third_party" / "torch_include"
+    import shutil
+    shutil.copytree(STANDIN / "torch" / "include", inc)
+    f = _file(tmp_path)
+    ctx = ProjectContext(include_dirs=(str(inc),))
+    assert toolkit.for_file(EXTENSION, str(f), ctx)[0] is not None
+    r = nvcc.compile(EXTENSION, str(f), ctx, "sm_90", ["mix"], toolkit=TK)
+    assert r.ok, r.log
+
+
+def test_without_torch_nvrtc_judges_the_cut_unit_and_says_why(absent, tmp_path):
+    f = _file(tmp_path)
+    tk, why = toolkit.for_file(EXTENSION, str(f), ProjectContext())
+    assert tk is None and ("torch is not installed" in why or "no CUDA toolkit" in why)
+    if static._nvrtc() is None:
+        pytest.skip("no NVRTC")
+    r = static.compile_unit(extract.unit(EXTENSION, str(f), "mix"))
+    assert r.compiler.startswith("NVRTC ") and why in r.compiler
