@@ -349,3 +349,15 @@ def test_gpu_backend_compile_error_names_line_and_compiler(tmp_path, monkeypatch
     with pytest.raises(CompileError) as e:
         _gpu_backend(monkeypatch).compile_unit(extract.unit(text, str(f), "scale"))
     assert "k.cu:6:" in str(e.value) and "nvcc" in str(e.value) and "nope" in e.value.log
+
+
+def test_static_report_names_the_compiler(tmp_path):
+    from astra_cuda import api
+    f = tmp_path / "proj" / "k.cu"
+    f.parent.mkdir()
+    f.write_text(PLAIN.replace("twice(in[i]);", "twice(in[i]) + nope;"))
+    report = api.static_check(api.open_file(str(f)), arch="sm_90")
+    out = report.to_json()
+    assert out["compiler"].startswith(f"nvcc {TK.version}, flags") and "-arch=sm_90" in out["compiler"]
+    (err,) = [d for d in out["diagnostics"] if d["severity"] == "error"]
+    assert err["source"] == f"nvcc {TK.version}" and err["line"] == 6 and "nope" in err["message"]

@@ -23,7 +23,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -37,7 +37,7 @@ from .toolkit import Toolkit
 
 COMPILE_TIMEOUT_S = 180.0
 APPENDIX = "astra-instantiations"  # the name of the appended probes in messages
-CACHE_VERSION = 1                  # bump when what an entry holds changes
+CACHE_VERSION = 2                  # bump when what an entry holds changes
 
 
 class InvalidName(ValueError):
@@ -57,13 +57,12 @@ class NvccResult:
     headers: tuple[str, ...] = ()        # every header the compile read
     seconds: float = 0.0                 # what this call took (a cache hit: about nothing)
     cached: bool = False
-    notes: tuple[str, ...] = field(default=())
 
     def to_json(self) -> dict:
         return {"ok": self.ok, "cubin": self.cubin, "diagnostics": [d.to_json() for d in self.diagnostics],
                 "resources": {k: vars(v) for k, v in self.resources.items()}, "kernels": self.kernels,
                 "log": self.log, "compiler": self.compiler, "arch": self.arch, "seconds": self.seconds,
-                "cached": self.cached, "notes": list(self.notes)}
+                "cached": self.cached}
 
 
 def cache_root() -> Path:
@@ -173,8 +172,8 @@ def compile(text: str, path: str, context: ProjectContext, arch: str = DEFAULT_A
                           flags, arch, path, copy)
     store = _store()
     hit = store.get(key)
-    if hit is not None:
-        raw = _Raw(**hit.data)
+    raw = _raw_of(hit.data) if hit is not None else None
+    if hit is not None and raw is not None:
         return _interpret(raw, text, path, names, toolkit, label, arch, hit.path("module.cubin") if raw.ok else None,
                           True, time.perf_counter() - t0)
     build = tempfile.mkdtemp(prefix="astra-nvcc-")
@@ -189,6 +188,13 @@ def compile(text: str, path: str, context: ProjectContext, arch: str = DEFAULT_A
         return _interpret(raw, text, path, names, toolkit, label, arch, cubin_path, False, time.perf_counter() - t0)
     finally:
         shutil.rmtree(build, ignore_errors=True)
+
+
+def _raw_of(data: dict) -> "_Raw | None":
+    try:
+        return _Raw(**data)
+    except TypeError:  # an entry of another shape: compiled again
+        return None
 
 
 @dataclass
