@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -361,3 +362,37 @@ def test_static_report_names_the_compiler(tmp_path):
     assert out["compiler"].startswith(f"nvcc {TK.version}, flags") and "-arch=sm_90" in out["compiler"]
     (err,) = [d for d in out["diagnostics"] if d["severity"] == "error"]
     assert err["source"] == f"nvcc {TK.version}" and err["line"] == 6 and "nope" in err["message"]
+
+
+def test_nothing_of_the_users_reaches_nvccs_shell(tmp_path, monkeypatch):
+    """nvcc runs its steps through a shell and leaves `$(...)` in a file name or a macro's value,
+    and a backquote in an include folder's name, unquoted: none of them is ever on its command
+    line (links of Astra's own name, #define lines in the copy, a copy named by Astra)."""
+    proj = tmp_path / "proj$(touch INJ_DIR)"
+    inc = proj / "inc`touch INJ_INC`"
+    inc.mkdir(parents=True)
+    (proj / ".git").mkdir()
+    (inc / "width.cuh").write_text("#pragma once\nconstexpr int WIDTH = 4;\n")
+    f = proj / "k$(touch INJ_FILE).cu"
+    text = '#include <width.cuh>\n__global__ void k(float* o) { o[0] = WIDTH + VALUE + SHOUT; }\n'
+    f.write_text(text)
+    ctx = ProjectContext(include_dirs=(str(inc),), defines=(("VALUE", "(2 /* $(touch INJ_DEF) `touch INJ_Q` */)"),
+                                                            ("SHOUT", None)))
+    # A command that ran could write only the build folder (Landlock): keep it to look in.
+    builds = tmp_path / "builds"
+    real_mkdtemp = tempfile.mkdtemp
+    monkeypatch.setattr(tempfile, "mkdtemp", lambda prefix="", dir=None, **kw: real_mkdtemp(
+        prefix=prefix, dir=str(builds) if prefix == "astra-nvcc-" else dir, **kw))
+    monkeypatch.setattr(nvcc.shutil, "rmtree", lambda *a, **kw: None)
+    builds.mkdir()
+    r = nvcc.compile(text, str(f), ctx, "sm_90", ["k"], toolkit=TK)
+    assert r.ok and r.kernels == {"k": "_Z1kPf"}, r.log
+    assert list(builds.iterdir())
+    assert str(inc / "width.cuh") in r.headers
+    assert not [p for p in tmp_path.rglob("INJ*")] and not list(Path.cwd().glob("INJ*"))
+    bad = text.replace("WIDTH +", "WIDTH + nope +")
+    f.write_text(bad)
+    r = nvcc.compile(bad, str(f), ctx, "sm_90", ["k"], toolkit=TK)
+    (err,) = errors(r)
+    assert err.line == 1 and "nope" in err.message and str(f) not in err.message
+    assert not [p for p in tmp_path.rglob("INJ*")]

@@ -325,7 +325,8 @@ class GpuBackend(Backend):
             errs = [d for d in r.diagnostics if d.severity == "error"] or list(r.diagnostics)
             first = errs[0].human(os.path.basename(unit.path)) if errs else "nvcc failed"
             said = "\n".join(d.human(os.path.basename(unit.path)) for d in errs[:12])
-            raise CompileError(f"{first} ({r.compiler})", log=f"{said}\n{r.log}".strip())
+            # never the text of an included .env (redact.included)
+            raise CompileError(f"{first} ({r.compiler})", log=redact.included(f"{said}\n{r.log}".strip(), unit.path))
         assert r.cubin is not None
         with open(r.cubin, "rb") as f:
             key = "cubin:" + hashlib.sha256(f.read()).hexdigest()

@@ -114,13 +114,14 @@ def _check_names(kernels: Sequence[str]) -> dict[str, int | None]:
     return out
 
 
-def _deps(text: str, build: str, user_path: str) -> list[str]:
-    """The headers in nvcc's dependency list (`-MF`): real files, not the copy or the user's file."""
+def _deps(text: str, links: dict[str, str], build: str, user_path: str) -> list[str]:
+    """The headers in nvcc's dependency list (`-MF`): real files (through our links: the user's
+    folders), not the copy or the user's file."""
     out = []
     body = text.replace("\\\n", " ")
     _, _, body = body.partition(":")
     for word in body.split():
-        p = os.path.normpath(word)
+        p = os.path.normpath(_through(word, links))
         if not os.path.isabs(p) or p.startswith(build.rstrip("/") + "/") or messages.same_file(p, user_path):
             continue
         if os.path.isfile(p):
@@ -208,25 +209,67 @@ class _Raw:
     timed_out: float = 0.0  # the limit it ran past (0: finished)
 
 
+def _safe_argv(flags: list[str], folder: str, build: str) -> tuple[list[str], str, dict[str, str]]:
+    """nvcc runs its steps through a shell and does not quote every argument (a backquote in an
+    include folder's name, `$(...)` in a macro's value or a file name are executed): so no
+    argument comes from the user. Each include folder is reached through a link of ours in the
+    build folder (`i0` the file's own), each macro is a `#define` heading the copy; the file is
+    `astra_file.cu`. Returns (argv flags, the #define lines, link -> real folder)."""
+    argv, defines, links = [], [], {}
+
+    def link(d: str) -> str:
+        name = os.path.join(build, f"i{len(links)}")
+        os.symlink(d, name)
+        links[name] = d
+        return name
+
+    argv.append(f"-I{link(folder)}")
+    it = iter(flags)
+    for f in it:
+        if f == "-isystem":
+            argv += ["-isystem", link(next(it))]
+        elif f.startswith("-I"):
+            argv.append(f"-I{link(f[2:])}")
+        elif f.startswith("-D"):
+            name, eq, value = f[2:].partition("=")
+            defines.append(f"#define {name} {' '.join(value.splitlines()) if eq else '1'}\n")
+        else:
+            argv.append(f)  # -std=, the device flags: from fixed lists (project.DEVICE_FLAGS, torch_ext)
+    return argv, "".join(defines), links
+
+
+def _through(text: str, links: dict[str, str]) -> str:
+    """Paths through our links named as the user's folders again."""
+    for name in sorted(links, key=len, reverse=True):
+        text = text.replace(name + "/", links[name].rstrip("/") + "/")
+    return text
+
+
+def _real(text: str, links: dict[str, str], build: str) -> str:
+    """A log as the user reads it: their folders' names, the build folder left out."""
+    return _through(text, links).replace(build + "/", "")
+
+
 def _run(toolkit: Toolkit, copy: str, path: str, flags: list[str], arch: str, build: str, timeout_s: float) -> _Raw:
-    cu = os.path.join(build, os.path.basename(path) if path.endswith(".cu") else "astra_file.cu")
-    Path(cu).write_text(copy)
-    out, dep = os.path.join(build, "module.cubin"), os.path.join(build, "deps.d")
     folder = os.path.dirname(path)
-    cmd = [toolkit.nvcc, "--cubin", f"-arch={arch}", f"-I{folder}", *flags, "-lineinfo", "-Xptxas", "-v",
-           "-MD", "-MF", dep, "-o", out, cu]
+    argv, defines, links = _safe_argv(flags, folder, build)
+    cu = os.path.join(build, "astra_file.cu")
+    Path(cu).write_text(defines + copy)
+    out, dep = os.path.join(build, "module.cubin"), os.path.join(build, "deps.d")
+    cmd = [toolkit.nvcc, "--cubin", f"-arch={arch}", *argv, "-lineinfo", "-Xptxas", "-v", "-MD", "-MF", dep,
+           "-o", out, cu]
     sandbox = _confinement(toolkit, flags, folder, build)
     try:
         p = confine.run(cmd, sandbox, timeout_s)
     except subprocess.TimeoutExpired:
         return _Raw(False, "", [], [], timed_out=timeout_s)
-    log = (p.stdout + p.stderr).replace(build + "/", "")
+    log = _real(p.stdout + p.stderr, links, build)
     ok = p.returncode == 0 and os.path.isfile(out)
-    deps = _deps(Path(dep).read_text(errors="replace"), build, path) if os.path.isfile(dep) else []
+    deps = _deps(Path(dep).read_text(errors="replace"), links, build, path) if os.path.isfile(dep) else []
     symbols = [[s.name, s.demangled, s.entry] for s in cubin.symbols(Path(out).read_bytes())] if ok else []
     ptx = _ptx(cmd, sandbox, build, timeout_s) if not ok and "ptxas" in log and \
         not messages.FRONT_ERROR.search(log) else ""
-    return _Raw(ok, log, deps, symbols, ptx)
+    return _Raw(ok, log, deps, symbols, _real(ptx, links, build))
 
 
 def _interpret(raw: _Raw, text: str, path: str, names: dict[str, int | None], toolkit: Toolkit, label: str,
