@@ -7,8 +7,9 @@ the same unedited file with the same flags — and what a first and a repeated c
 
 The files come from a mirror under /work/.mirror (or `--mirror`), read at `--commit` (default:
 the mirror's HEAD) with `git archive` into a scratch folder; nothing is edited. Both compilers get
-`-std=c++17 -arch=sm_90 --cubin` and the include folders given (relative to the repository);
-`--torch-include` gives torch's include folders to both, as a project's build would.
+`-arch=sm_90 --cubin` and the flags Astra derives (the include folders given, relative to the
+repository, `-std=c++17`; torch's flags for a file that includes torch); `--torch-include` gives
+torch's include folders, as a project's build would.
 """
 from __future__ import annotations
 
@@ -28,11 +29,12 @@ from astra_cuda.compile import nvcc, toolkit  # noqa: E402
 from astra_cuda.project import ProjectContext  # noqa: E402
 
 
-def plain(nv: str, f: Path, incs: list[str], timeout: float) -> tuple[bool | None, float, str]:
+def plain(nv: str, f: Path, flags: list[str], timeout: float) -> tuple[bool | None, float, str]:
+    """nvcc itself on the file in place, with the flags Astra uses (the same -I, -D, -std)."""
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            p = subprocess.run([nv, "--cubin", "-arch=sm_90", "-std=c++17", *[f"-I{d}" for d in incs],
+            p = subprocess.run([nv, "--cubin", "-arch=sm_90", "-x", "cu", *flags,
                                 "-o", os.path.join(tmp, "o.cubin"), str(f)], capture_output=True, text=True,
                                timeout=timeout, stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
@@ -50,6 +52,7 @@ def main() -> int:
     ap.add_argument("-I", dest="includes", action="append", default=[])
     ap.add_argument("--torch-include", action="append", default=[])
     ap.add_argument("--max", type=int, default=0)
+    ap.add_argument("--ext", default="cu", help="cu, or cuh for header-only kernel libraries")
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--json")
     a = ap.parse_args()
@@ -62,7 +65,7 @@ def main() -> int:
     (work / ".git").mkdir()  # the project root the confinement opens
     tar = subprocess.run([*git, "archive", a.commit, a.under], capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(work)], input=tar, check=True)
-    files = sorted(p for p in (work / a.under).rglob("*.cu"))
+    files = sorted(p for p in (work / a.under).rglob(f"*.{a.ext}"))
     files = [f for f in files if source.parse(f.read_text(errors="replace")).kernels][: a.max or None]
     incs = [str(work / d) for d in a.includes] + a.torch_include
     ctx = ProjectContext(include_dirs=tuple(incs), std="c++17")
@@ -71,7 +74,7 @@ def main() -> int:
         text = f.read_text(errors="replace")
         names = [k.qualified_name for k in source.parse(text).kernels if not k.is_template]
         names = [n for n in dict.fromkeys(names) if names.count(n) == 1]  # overloads: not by name
-        ok_plain, t_plain, why_plain = plain(tk.nvcc, f, incs, a.timeout)
+        ok_plain, t_plain, why_plain = plain(tk.nvcc, f, nvcc.project_flags(ctx, text, str(f)), a.timeout)
         t0 = time.perf_counter()
         r = nvcc.compile(text, str(f), ctx, "sm_90", names, toolkit=tk, timeout_s=a.timeout)
         t_first = time.perf_counter() - t0

@@ -366,8 +366,8 @@ def test_nvrtc_reads_nothing_private(attack, abi, arena, tmp_path, monkeypatch):
 def test_nvcc_reads_nothing_private(attack, arena, tmp_path, monkeypatch):
     """The same hostile files through nvcc on the whole file (where a CUDA toolkit is
     installed): its preprocessor and front end run under the same Landlock policy."""
-    from astra_cuda import extract, static
     from astra_cuda.compile import nvcc, toolkit
+    from astra_cuda.project import ProjectContext
     if toolkit.find() is None:
         pytest.skip("no CUDA toolkit here")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
@@ -378,7 +378,7 @@ def test_nvcc_reads_nothing_private(attack, arena, tmp_path, monkeypatch):
     path = proj / f"{attack.name}.cu"
     path.write_text(text)
     t0 = time.monotonic()
-    r = static.compile_unit(extract.unit(text, str(path), "k"))
+    r = nvcc.compile(text, str(path), ProjectContext(), "sm_90", ["k"], toolkit=toolkit.find())
     said = r.log + "\n".join(d.message for d in r.diagnostics)
     assert r.compiler.startswith("nvcc "), r.compiler
     assert SECRET_VALUE not in said and "root:" not in said and "PATH=" not in said, said
