@@ -25,6 +25,9 @@ TORCH_HEADERS = ("torch/", "ATen/", "c10/")
 DEFINES = ("-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
            "-D__CUDA_NO_HALF2_OPERATORS__", "-DTORCH_API_INCLUDE_EXTENSION_H")
 FLAGS = ("--expt-relaxed-constexpr",)
+# The standard when the project names none: PyTorch's own headers require C++20 since 2.10 (and
+# older ones compile under it too).
+STD = "c++20"
 MAX_HEADERS = 64
 
 
@@ -34,6 +37,7 @@ class TorchFlags:
     system_dirs: tuple[str, ...]    # Python's include folder (pybind11 includes <Python.h>)
     defines: tuple[str, ...]
     flags: tuple[str, ...]
+    std: str = STD
 
 
 @lru_cache(maxsize=1)
