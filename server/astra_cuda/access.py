@@ -473,7 +473,7 @@ class Analyzer:
             return _mul(a, b)
         if op in ("/", ">>") and b.lo is not None and b.hi is not None:
             d_lo, d_hi = (b.lo, b.hi) if op == "/" else (1 << b.lo, 1 << b.hi)
-            if d_lo > 0 and a.lo is not None and a.lo >= 0:
+            if d_lo > 0 and d_hi >= d_lo and a.lo is not None and a.lo >= 0:
                 return Iv(a.lo // d_hi, None if a.hi is None else a.hi // d_lo)
             return None
         if op == "<<" and b.lo is not None and b.hi is not None and b.lo >= 0:
