@@ -52,6 +52,7 @@ def main() -> int:
     ap.add_argument("-I", dest="includes", action="append", default=[])
     ap.add_argument("--torch-include", action="append", default=[])
     ap.add_argument("--max", type=int, default=0)
+    ap.add_argument("--std", default=None, help="the project's standard (default: Astra's, c++20 for torch)")
     ap.add_argument("--ext", default="cu", help="cu, or cuh for header-only kernel libraries")
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--json")
@@ -68,7 +69,7 @@ def main() -> int:
     files = sorted(p for p in (work / a.under).rglob(f"*.{a.ext}"))
     files = [f for f in files if source.parse(f.read_text(errors="replace")).kernels][: a.max or None]
     incs = [str(work / d) for d in a.includes] + a.torch_include
-    ctx = ProjectContext(include_dirs=tuple(incs), std="c++17")
+    ctx = ProjectContext(include_dirs=tuple(incs), std=a.std)
     rows = []
     for f in files:
         text = f.read_text(errors="replace")
