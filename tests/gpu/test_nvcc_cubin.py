@@ -102,7 +102,10 @@ def test_cubin_passes_the_gate_and_is_timed(pool, tmp_path):
 
 
 def test_planted_wrong_cubin_kernel_is_caught(pool, tmp_path):
-    wrong = FILE.replace("y[blockIdx.x] = std::is_same_v", "y[blockIdx.x] = 1.01f * std::is_same_v")
+    # Scale the sum by 1.01 in the branch the float instance takes (a product with the condition
+    # itself would bind to `? :`'s condition and change nothing).
+    wrong = FILE.replace("? s * (float)(M_PI / M_PI)", "? 1.01f * s * (float)(M_PI / M_PI)")
+    assert wrong != FILE
     ref, cand, spec, ref_spec = _units(tmp_path, wrong)
     v = pool.run("astra_cuda.jobs:check_job", jobs.CheckJob("gpu", ref, cand, spec, reference_spec=ref_spec, quick=True),
                  timeout=300)
