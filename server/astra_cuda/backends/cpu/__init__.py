@@ -3,7 +3,7 @@ correctness (never for speed).
 
 The unit is compiled as host C++ over a shim (runtime/astra_cuda_shim.h); each block's threads
 are fibers switching only at barriers and warp collectives (runtime/astra_runtime.cpp). Every
-launch runs in a fresh sandboxed process of its own (executor.py, isolation.py), gone before its
+launch runs in a fresh sandboxed process of its own (runtime/astra_executor.cpp, isolation.py), gone before its
 outputs are read; buffers live in shared memory.
 """
 from __future__ import annotations
@@ -180,20 +180,19 @@ class CpuBackend(Backend):
             raise LaunchError(f"{name_expression}: {reply.get('error', 'launch failed')}")
 
     def _send_launch(self, module, name_expression, launch, args, schedule, timeout_s) -> dict:
-        wire_args, buffers, fds = [], [], []
+        wire_args, index, fds, nbytes = [], {}, [], []  # index: a buffer's place among the launch's
         for a in args:
             if isinstance(a, Scalar):
                 wire_args.append(["val", _scalar_bytes(a).hex()])
             else:
                 b = self._own(a)
-                wire_args.append(["buf", b.id, b.nbytes])
-                if b.id not in (i for i, _ in buffers):
-                    buffers.append([b.id, b.nbytes])
+                if b.id not in index:
+                    index[b.id] = len(fds)
                     fds.append(b.fd)
-        idx = module.entry_index[name_expression]
+                    nbytes.append(b.nbytes)
+                wire_args.append(["buf", index[b.id]])
         msg = {
-            "op": "launch", "entry": f"astra_entry_{idx}",
-            "sig": f"astra_sig_{idx}", "args": wire_args, "buffers": buffers,
+            "entry": module.entry_index[name_expression], "args": wire_args,
             "grid": [int(x) for x in launch.grid], "block": [int(x) for x in launch.block],
             "shmem": int(launch.shared_mem), "order": ORDERS[schedule.order],
             "rounding": ROUNDINGS[schedule.rounding],
@@ -204,9 +203,9 @@ class CpuBackend(Backend):
             "stack_kib": 0,  # fixed at build time: 64 KiB, 256 KiB with a sanitizer
             "handlers": 0 if module.sanitize else 1,
             "copy_buffers": 1 if module.sanitize == "address" else 0,
-            "cpu_s": timeout_s * self.workers + 5,
+            "cpu_s": float(timeout_s * self.workers + 5),
         }
-        reply, self.last_output = self._executor(module.sanitize).launch(msg, module.path, fds, timeout_s,
+        reply, self.last_output = self._executor(module.sanitize).launch(msg, module.path, fds, nbytes, timeout_s,
                                                                          module.filename)
         return reply
 

@@ -1,10 +1,10 @@
-"""Parent side of the executor (executor.py): start its zygote sandboxed (an empty
-environment, a session of its own, limits; the zygote does the rest), and give each launch to a
-fresh launch process the zygote has ready: send it the module and the buffers as memfds, wait
-for its reply with a timeout and a watch on its resident memory and thread count, and return
-only once the zygote has reaped it — nothing writes the buffers any more when anyone reads them.
-A crash or a hang becomes a LaunchError with the launch's own last words (fault location, ASan
-report, assert)."""
+"""Parent side of the executor (runtime/astra_executor.cpp): start its zygote (an empty
+environment, a session of its own; the zygote sets its limits and namespace itself), and give each
+launch to a fresh launch process the zygote has ready and sandboxed: send it the request, the
+module and the buffers as memfds, wait for its reply with a timeout and a watch on its resident
+memory and thread count, and return only once every thread of it has ended — nothing writes the
+buffers any more when anyone reads them. A crash or a hang becomes a LaunchError with the
+launch's own last words (fault location, ASan report, assert)."""
 from __future__ import annotations
 
 import fcntl
@@ -13,9 +13,10 @@ import os
 import select
 import signal
 import socket
+import struct
 import subprocess
-import sys
 import tempfile
+import threading
 import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass
@@ -25,7 +26,13 @@ from astra_cuda.backends.base import CompileError, LaunchError
 
 from . import sandbox
 
-EXECUTOR = Path(__file__).parent / "executor.py"
+# A word on the executor's command line naming this checkout (tests find its processes by it;
+# argv[0] stays the program's path: the sanitizers' symbolizer reads the program through it).
+EXECUTOR = f"astra-executor@{Path(__file__).resolve().parent}"
+# What a launch may read and execute (besides the executor itself and its own /proc entries):
+# the system's libraries, which every module links.
+LIBRARY_DIRS = ("/lib", "/lib64", "/lib32", "/usr/lib", "/usr/lib64", "/usr/lib32", "/usr/local/lib",
+                "/etc/ld.so.cache")
 FILE_LIMIT = 64 << 20  # the child writes only its log (the child sets its limits itself)
 WATCH_S = 0.1          # how often a running launch's resident memory and threads are looked at
 SANDBOX_EXIT = 71      # the child's exit status when it could not sandbox itself
@@ -92,12 +99,37 @@ def resident_bytes(pid: int) -> int:
     return usage(pid)[0]
 
 
-def _pyseccomp_dir() -> str:
-    """The directory to import pyseccomp from (the child runs with -S: no site-packages)."""
-    import importlib.util
+_program: list[bytes] = []
+_program_lock = threading.Lock()
 
-    spec = importlib.util.find_spec("pyseccomp")
-    return os.path.dirname(spec.origin) if spec and spec.origin else ""
+
+def seccomp_program() -> bytes | None:
+    """The launch processes' seccomp program, compiled once per process (libseccomp: ~40 ms);
+    None where libseccomp is not usable and the user opted out of the sandbox."""
+    with _program_lock:
+        if not _program:
+            try:
+                _program.append(sandbox.compiled_filter())
+            except sandbox.SandboxError:
+                if not sandbox.opted_out():
+                    raise
+                _program.append(b"")
+    return _program[0] or None
+
+
+def request(msg: dict, nbytes: list[int]) -> bytes:
+    """The launch request in the executor's layout (astra_executor.cpp, run_launch)."""
+    out = [b"ASTR", struct.pack("<III3I3IQiiQiiiid", len(msg["args"]), len(nbytes), msg["entry"], *msg["grid"],
+                                *msg["block"], msg["shmem"], msg["order"], msg["rounding"], msg["seed"],
+                                msg["workers"], msg["stack_kib"], msg["handlers"], msg["copy_buffers"], msg["cpu_s"])]
+    out += [struct.pack("<Q", n) for n in nbytes]
+    for a in msg["args"]:
+        if a[0] == "buf":
+            out.append(struct.pack("<BI", 1, a[1]))
+        else:
+            raw = bytes.fromhex(a[1])
+            out.append(struct.pack("<BI", 0, len(raw)) + raw)
+    return b"".join(out)
 
 
 def sanitizer_runtime(sanitize: str) -> str | None:
@@ -170,18 +202,31 @@ class Executor:
             env["TSAN_OPTIONS"] = ("halt_on_error=1:report_signal_unsafe=0:history_size=4:exitcode=66:"
                                    "suppress_equal_addresses=0:suppress_equal_stacks=0")
 
+        from .toolchain import executor_program
+
+        program = executor_program()
+        filt = seccomp_program()
         log = open(self.log_path, "ab")
         workdir = Path(self.tmp.name) / "work"
         workdir.mkdir(exist_ok=True)
-        # The child sandboxes itself first thing (no preexec_fn: unsafe in threaded parents).
-        self.proc = subprocess.Popen(
-            [sys.executable, "-S", "-I", str(EXECUTOR), str(child.fileno()),
-             "--no-address-limit" if self.sanitize else "--address-limit", str(self.threads), str(os.getpid()),
-             _pyseccomp_dir()],
-            pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-            cwd=workdir, env=env, start_new_session=True)
-        log.close()
-        child.close()
+        fds = [child.fileno()]
+        filt_fd = -1
+        if filt is not None:
+            filt_fd = os.memfd_create("astra-seccomp")
+            os.write(filt_fd, filt)
+            os.lseek(filt_fd, 0, os.SEEK_SET)
+            fds.append(filt_fd)
+        try:
+            self.proc = subprocess.Popen(
+                [str(program), str(child.fileno()), "0" if self.sanitize else "1", str(self.threads), str(os.getpid()),
+                 str(filt_fd), EXECUTOR, *LIBRARY_DIRS],
+                pass_fds=fds, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                cwd=workdir, env=env, start_new_session=True)
+        finally:
+            log.close()
+            child.close()
+            if filt_fd >= 0:
+                os.close(filt_fd)
         self.ctl = parent
 
     def _log_size(self) -> int:
@@ -250,7 +295,7 @@ class Executor:
             self._from_zygote(ZYGOTE_TIMEOUT_S)
         return self.spares.popleft()
 
-    def launch(self, msg: dict, module: Path, buffer_fds: list[int], timeout_s: float,
+    def launch(self, msg: dict, module: Path, buffer_fds: list[int], nbytes: list[int], timeout_s: float,
                filename: str = "") -> tuple[dict, str]:
         """Run one launch in a fresh process; returns (reply, what it printed). When this
         returns or raises, the launch's process is gone: nothing writes the buffers any more."""
@@ -261,7 +306,7 @@ class Executor:
         offset = self._log_size()
         try:
             try:
-                socket.send_fds(spare.sock, [json.dumps(msg).encode()], [self.module_fd(module), *buffer_fds])
+                socket.send_fds(spare.sock, [request(msg, nbytes)], [self.module_fd(module), *buffer_fds])
             except OSError:
                 pass  # it is gone already: its status says why
             reply, why, status = self._wait(spare, timeout_s)
@@ -296,7 +341,9 @@ class Executor:
             if spare.pid in self.statuses:
                 return reply, why, self.statuses.pop(spare.pid)
             watching = not exited and why is None
-            ready, _, _ = select.select([self.ctl, *([spare.sock] if sock_open else []),
+            # The zygote's messages are read only when the status is needed (it died without a
+            # reply): each wake-up of this process costs the launch time.
+            ready, _, _ = select.select([*([self.ctl] if exited else []), *([spare.sock] if sock_open else []),
                                          *([] if exited else [spare.pidfd])], [], [],
                                         min(WATCH_S, max(0.0, deadline - now)) if watching else WATCH_S)
             if spare.sock in ready:

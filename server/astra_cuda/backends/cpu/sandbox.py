@@ -1,23 +1,27 @@
-"""The sandbox for host code that Astra did not write: the CPU backend's executor (which loads
-compiled kernel modules: their static constructors run at dlopen) and the compiler runs over a
-user's source. Linux only, unprivileged, no setuid helper:
+"""The sandbox for host code that Astra did not write: the CPU backend's launch processes
+(which load compiled kernel modules: their static constructors run at dlopen) and the compiler
+runs over a user's source. Linux only, unprivileged, no setuid helper:
 
-- Landlock (kernel >= 5.13, through its three system calls via ctypes) confines the filesystem:
-  the executor may open nothing but its own /proc entries (the sanitizers read their maps) and
-  the module it is handed as a memfd; a compiler run may read the system's and CUDA's headers
-  and libraries and write only its build directory. Where the kernel has them (Landlock ABI >= 4
-  and >= 6), TCP, abstract Unix sockets and signals to other processes are refused too.
-- seccomp-bpf (libseccomp through `pyseccomp`) in the executor: a system-call allow-list. No
-  execve, no new processes (clone only for threads), no sockets, no opening for writing, no
-  ptrace, signals only to itself; anything not listed fails with EPERM.
-- no_new_privs, resource limits (address space, CPU time, file size, open files, no core dumps),
-  an empty environment and a session of its own, so the parent can reap the whole group.
+- Landlock (kernel >= 5.13, through its three system calls via ctypes here, and in the executor,
+  runtime/astra_executor.cpp, with the same rights) confines the filesystem: a launch may open
+  nothing but the system's libraries, its own /proc entries (the sanitizers read their maps) and
+  the module it is handed as a memfd; a compiler run may read the system's and CUDA's headers and
+  libraries and write only its build directory. Where the kernel has them (Landlock ABI >= 4 and
+  >= 6), TCP, abstract Unix sockets and signals to other processes are refused too.
+  $ASTRA_LANDLOCK_ABI caps the ABI asked for, as an older kernel would offer (the tests).
+- seccomp-bpf (libseccomp through `pyseccomp`, compiled here once; each launch process loads
+  it): a system-call allow-list. No execve, no new processes (clone only for threads), no
+  sockets, no opening for writing, no ptrace, signals only to itself — on every kernel, since
+  Landlock scopes signals only from ABI 6 on; anything not listed fails with EPERM.
+- no_new_privs, resource limits (address space, CPU time, file size, open files, threads, no
+  core dumps), an empty environment, a process group of its own.
 
 Where the kernel lacks Landlock or seccomp, `probe()` says why and the CPU backend refuses to
 run kernel code, unless the user opts out explicitly with ASTRA_UNSAFE_NO_SANDBOX=1.
 
-This file is also run as a script (stdlib only) by the executor child, and as
-`python sandbox.py --read DIR ... --write DIR ... -- PROGRAM ARGS` to confine a compiler run.
+This file is also run as a script (stdlib only),
+`python sandbox.py --parent PID --read DIR ... --write DIR ... -- PROGRAM ARGS`, to confine a
+compiler run.
 """
 from __future__ import annotations
 
@@ -254,6 +258,7 @@ def syscall_filter(pid: int):
     rule(sc.ERRNO(errno.ENOSYS), "clone3")
     # opening read-only (dlopen of a module memfd through /proc/self/fd); Landlock decides what
     rule(sc.ALLOW, "openat", sc.Arg(2, sc.MASKED_EQ, O_WRITE_MASK, 0))
+    rule(sc.ALLOW, "open", sc.Arg(1, sc.MASKED_EQ, O_WRITE_MASK, 0))  # the sanitizers' own open
     rule(sc.ALLOW, "newfstatat", sc.Arg(3, sc.MASKED_EQ, AT_EMPTY_PATH, AT_EMPTY_PATH))
     rule(sc.ALLOW, "statx", sc.Arg(2, sc.MASKED_EQ, AT_EMPTY_PATH, AT_EMPTY_PATH))
     rule(sc.ALLOW, "readlinkat")  # the sanitizers resolve /proc/self/exe; Landlock does not gate it
@@ -267,52 +272,20 @@ def syscall_filter(pid: int):
     return f
 
 
-def forbid_syscalls() -> None:
-    """Load the executor's seccomp filter (needs no_new_privs, which libseccomp sets)."""
-    try:
-        syscall_filter(os.getpid()).load()
-    except OSError as e:
-        raise SandboxError(e.errno or errno.EPERM, f"seccomp filter: {e}")
-
-
-# Built once (libseccomp takes ~1 ms a filter) for every launch process, whose pid it learns
-# when loaded: a number that is never a pid (pid_max is at most 2**22) stands in for it.
+# Compiled once, by the parent, for every launch process, which fills in its own pid when it
+# loads the program (astra_executor.cpp): a number that is never a pid (pid_max is at most
+# 2**22) stands in for it.
 PID_SENTINEL = 0x7EADBEEF
-PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 
 
 def compiled_filter() -> bytes:
-    """The allow-list as a BPF program for any process (`load_compiled` fills its pid in)."""
+    """The allow-list as a BPF program (struct sock_filter[]) for any launch process."""
     f = syscall_filter(PID_SENTINEL)
     fd = os.memfd_create("astra-seccomp", os.MFD_CLOEXEC)
     with os.fdopen(fd, "w+b") as out:
         f.export_bpf(out)
         out.seek(0)
         return out.read()
-
-
-class _SockFprog(ctypes.Structure):
-    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-
-
-def load_compiled(program: bytes, pid: int) -> None:
-    """Load a `compiled_filter` program for the process `pid` (this one)."""
-    insns = bytearray(program)
-    found = 0
-    for at in range(4, len(insns), 8):  # struct sock_filter {u16 code; u8 jt, jf; u32 k}
-        if int.from_bytes(insns[at:at + 4], sys.byteorder) == PID_SENTINEL:
-            insns[at:at + 4] = pid.to_bytes(4, sys.byteorder)
-            found += 1
-    if not found or len(insns) % 8:
-        raise SandboxError(errno.EINVAL, "seccomp filter: the compiled program has no pid to fill in")
-    buf = ctypes.create_string_buffer(bytes(insns), len(insns))
-    prog = _SockFprog(len(insns) // 8, ctypes.addressof(buf))
-    no_new_privs()
-    if _libc().prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
-        e = ctypes.get_errno()
-        raise SandboxError(e, f"seccomp filter: {os.strerror(e)}")
-
-
 
 
 def seccomp_in_kernel() -> bool:

@@ -243,6 +243,17 @@ def tsan_hook() -> Path:
                                            "-o", tmp], "building the race checker's report hook")
 
 
+def executor_program() -> Path:
+    """The CPU backend's executor (runtime/astra_executor.cpp: the zygote and its launch
+    processes), built once per runtime version."""
+    out = cache_dir() / f"executor-{_runtime_digest()}"
+    _atomic_build(out, lambda tmp: [compiler(), "-std=c++17", "-O2", str(RUNTIME_DIR / "astra_executor.cpp"),
+                                    "-o", tmp, "-ldl"], "building the CPU backend's executor")
+    if out.stat().st_mode & 0o555 != 0o555:  # readable by the user it runs as (the symbolizer reads it)
+        out.chmod(0o755)
+    return out
+
+
 def precompiled_shim(sanitize: str) -> Path:
     """The shim header with a precompiled (.gch) twin next to it: a unit then compiles ~3x
     faster. Falls back to the plain header if precompiling fails."""

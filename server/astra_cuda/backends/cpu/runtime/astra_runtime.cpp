@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <mutex>
 #include <random>
 #include <string>
@@ -773,6 +774,16 @@ struct Arena {
 std::mutex g_arena_mu;
 std::vector<Arena> g_arenas;
 
+// A guard page under each fiber stack. Linux >= 6.13 installs one without splitting the mapping
+// (MADV_GUARD_INSTALL): with 1,024 mprotect'ed pages the arena is 2,049 mappings, whose setup
+// and teardown cost ~15 ms in every launch process. Older kernels: mprotect.
+void guard_page(char* p) {
+  static std::atomic<bool> madvise_guards{true};
+  if (madvise_guards.load(std::memory_order_relaxed) && madvise(p, 4096, 102 /* MADV_GUARD_INSTALL */) == 0) return;
+  madvise_guards.store(false, std::memory_order_relaxed);
+  mprotect(p, 4096, PROT_NONE);
+}
+
 Arena take_arena(int stacks) {
   Arena a;
   {
@@ -788,8 +799,7 @@ Arena take_arena(int stacks) {
     if (a.map == MAP_FAILED) return Arena();
     a.aligned = (char*)(((uintptr_t)a.map + kStackBytes - 1) & ~(kStackBytes - 1));
   }
-  for (; a.guarded < stacks; ++a.guarded)
-    mprotect(a.aligned + (size_t)a.guarded * kStackBytes, 4096, PROT_NONE);
+  for (; a.guarded < stacks; ++a.guarded) guard_page(a.aligned + (size_t)a.guarded * kStackBytes);
   return a;
 }
 
