@@ -1,47 +1,44 @@
-// The palette commands: optimize, profile, apply (with a diff preview), report, API key. Each asks
+// The palette commands: check, add a spec, optimize, profile, pin, apply (VS Code's refactor preview),
+// report, the Nsight Compute report, API key. Each asks
 // the server (contract.ts names the server commands and types their answers).
 import * as vscode from "vscode";
 import { WorkspaceEdit as LspWorkspaceEdit } from "vscode-languageclient/node";
 import { CLIENT, EditAnswer, KernelEntry, OptimizeAnswer, ProfileAnswer, ReportAnswer, SECRETS, SERVER } from "./contract";
 import { ServerConnection, fail } from "./server";
 
-const PREVIEW_SCHEME = "astra-preview";
-
 export function registerCommands(ctx: vscode.ExtensionContext, server: ServerConnection): void {
-  const previews = new Map<string, string>(); // preview uri -> proposed file text
   const reg = (id: string, fn: (...args: any[]) => unknown) =>
     ctx.subscriptions.push(vscode.commands.registerCommand(id, async (...args: any[]) => {
       try { await fn(...args); } catch (e) { fail(server.log, `${id} failed`, e); }
     }));
-  const commands = new Commands(ctx, server, previews);
+  const commands = new Commands(ctx, server);
+  reg(CLIENT.checkFile, (uri?: string) => commands.checkFile(uri));
+  reg(CLIENT.addSpec, (uri?: string, name?: string) => commands.addSpec(uri, name));
+  reg(CLIENT.pinKernel, (uri?: string, name?: string) => commands.pin(uri, name));
   reg(CLIENT.optimizeKernel, (uri?: string, name?: string) => commands.optimize(uri, name));
   reg(CLIENT.profileKernel, (uri?: string, name?: string) => commands.profile(uri, name));
   reg(CLIENT.showReport, (uri?: string, name?: string) => commands.report(uri, name));
+  reg(CLIENT.openProfilerReport, (uri?: string, name?: string) => commands.profilerReport(uri, name));
   reg(CLIENT.applyOptimized, (uri?: string, name?: string) => commands.apply(uri, name));
   reg(CLIENT.setApiKey, () => commands.setApiKey());
   reg(CLIENT.restartServer, () => server.restart());
   reg(CLIENT.showLogs, () => server.log.show());
   reg(CLIENT.gpuSetup, (setup?: { problem: string; fix: string }) => commands.gpuSetup(setup));
-  ctx.subscriptions.push(vscode.workspace.registerTextDocumentContentProvider(PREVIEW_SCHEME,
-    { provideTextDocumentContent: (u) => previews.get(u.toString()) ?? "" }));
 }
 
 class Commands {
-  constructor(private readonly ctx: vscode.ExtensionContext, private readonly server: ServerConnection,
-              private readonly previews: Map<string, string>) {}
+  constructor(private readonly ctx: vscode.ExtensionContext, private readonly server: ServerConnection) {}
 
   /** The kernel at the cursor, else one picked from the file's kernels. */
-  private async pickKernel(uriArg?: string, nameArg?: string): Promise<{ uri: string; name: string } | undefined> {
+  private async pickKernel(uriArg?: string, nameArg?: string, fits: (k: KernelEntry) => boolean = () => true,
+                           none = "no __global__ kernels in this file"): Promise<{ uri: string; name: string } | undefined> {
     if (typeof uriArg === "string" && typeof nameArg === "string") return { uri: uriArg, name: nameArg };
+    const uri = this.activeCudaUri();
     const editor = vscode.window.activeTextEditor;
-    if (!editor || editor.document.languageId !== "cuda-cpp") {
-      void vscode.window.showWarningMessage("Astra: open a CUDA (.cu) file first.");
-      return undefined;
-    }
-    const uri = editor.document.uri.toString();
-    const kernels = await this.server.request<KernelEntry[]>(SERVER.kernels, uri);
+    if (!uri || !editor) return undefined;
+    const kernels = (await this.server.request<KernelEntry[]>(SERVER.kernels, uri)).filter(fits);
     if (!kernels.length) {
-      void vscode.window.showWarningMessage("Astra: no __global__ kernels in this file.");
+      void vscode.window.showWarningMessage(`Astra: ${none}.`);
       return undefined;
     }
     const line = editor.selection.active.line;
@@ -50,6 +47,37 @@ class Commands {
     if (kernels.length === 1) return { uri, name: kernels[0].name };
     const name = await vscode.window.showQuickPick(kernels.map((k) => k.name), { placeHolder: "Which kernel?" });
     return name ? { uri, name } : undefined;
+  }
+
+  /** Checks every kernel of the file that has a spec (the server reports through diagnostics,
+   *  lenses and the status item). */
+  async checkFile(uriArg?: string): Promise<void> {
+    const uri = typeof uriArg === "string" ? uriArg : this.activeCudaUri();
+    if (!uri) return;
+    await this.server.request(SERVER.check, uri);
+  }
+
+  /** Inserts the inferred spec above the kernel; what inference guessed is shown on its lines. */
+  async addSpec(uri?: string, name?: string): Promise<void> {
+    const k = await this.pickKernel(uri, name, (e) => !e.hasSpec, "every kernel in this file has a harness spec");
+    if (!k) return;
+    await vscode.window.withProgress(
+      { location: vscode.ProgressLocation.Notification, title: `Astra: inferring a harness spec for ${k.name}` },
+      () => this.server.request(SERVER.addSpec, k.uri, k.name));
+  }
+
+  async pin(uri?: string, name?: string): Promise<void> {
+    const k = await this.pickKernel(uri, name);
+    if (k) await this.server.request(SERVER.pin, k.uri, k.name);
+  }
+
+  private activeCudaUri(): string | undefined {
+    const editor = vscode.window.activeTextEditor;
+    if (!editor || editor.document.languageId !== "cuda-cpp") {
+      void vscode.window.showWarningMessage("Astra: open a CUDA (.cu) file first.");
+      return undefined;
+    }
+    return editor.document.uri.toString();
   }
 
   async optimize(uri?: string, name?: string): Promise<void> {
@@ -74,8 +102,10 @@ class Commands {
     if (r?.status === "done") void vscode.window.showInformationMessage(`Astra: ${k.name}: ${r.summary}`);
   }
 
-  /** Shows the optimized kernel as a diff against the file, then applies it if the user agrees.
-   *  The edit is versioned: if the file changes meanwhile, VS Code refuses it and nothing is lost. */
+  /** Applies the optimized kernel through VS Code's refactor preview: the server's edit carries a
+   *  change annotation that needs confirmation, so VS Code shows the diff with Apply and Discard.
+   *  A rewrite whose speed was not measured asks first. The edit is versioned: if the file changes
+   *  meanwhile, VS Code refuses it and nothing is lost. */
   async apply(uri?: string, name?: string): Promise<void> {
     const k = await this.pickKernel(uri, name);
     const client = this.server.running;
@@ -85,30 +115,15 @@ class Commands {
       void vscode.window.showWarningMessage(`Astra: not applied — ${r.message ?? "nothing to apply"}`);
       return;
     }
-    const edit = await client.protocol2CodeConverter.asWorkspaceEdit(r.edit);
-    const doc = await vscode.workspace.openTextDocument(vscode.Uri.parse(k.uri));
-    const changes = edit.get(doc.uri);
-    let proposed = doc.getText();
-    for (const e of [...changes].sort((a, b) => doc.offsetAt(b.range.start) - doc.offsetAt(a.range.start))) {
-      proposed = proposed.slice(0, doc.offsetAt(e.range.start)) + e.newText + proposed.slice(doc.offsetAt(e.range.end));
+    if (!r.measured) {
+      const go = await vscode.window.showWarningMessage(`Astra: the rewrite of ${k.name} is ${r.title}.`,
+        { modal: true, detail: "Without a GPU its speed is unknown: it may be slower. Preview it anyway?" },
+        "Preview");
+      if (go !== "Preview") return;
     }
-    const preview = vscode.Uri.from({ scheme: PREVIEW_SCHEME, path: doc.uri.path, query: String(Date.now()) });
-    this.previews.set(preview.toString(), proposed);
-    try {
-      await vscode.commands.executeCommand("vscode.diff", doc.uri, preview,
-        `${k.name}: current ↔ optimized (${r.title ?? ""})`, { preview: true });
-      const pick = await vscode.window.showInformationMessage(
-        `Astra: apply the optimized ${k.name}? (${r.title ?? ""})`, "Apply", "Discard");
-      if (pick !== "Apply") return;
-      if (!(await vscode.workspace.applyEdit(edit))) {
-        void vscode.window.showWarningMessage("Astra: not applied — the file changed; run Apply again.");
-      }
-    } finally {
-      this.previews.delete(preview.toString());
-      const tabs = vscode.window.tabGroups.all.flatMap((g) => g.tabs).filter((t) =>
-        t.input instanceof vscode.TabInputTextDiff && t.input.modified.toString() === preview.toString());
-      await vscode.window.tabGroups.close(tabs);
-      await vscode.window.showTextDocument(doc);
+    const edit = await client.protocol2CodeConverter.asWorkspaceEdit(r.edit);
+    if (!(await vscode.workspace.applyEdit(edit))) {
+      this.server.log.info(`apply ${k.name}: not applied (discarded in the preview, or the file changed)`);
     }
   }
 
@@ -129,6 +144,25 @@ class Commands {
     const csp = `<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:;">`;
     const html = r.html ?? "";
     panel.webview.html = html.includes("<head>") ? html.replace("<head>", `<head>${csp}`) : csp + html;
+  }
+
+  /** The Nsight Compute report of the kernel's last profile, kept under `.astra/profiles/`: opened
+   *  by the system's handler for `.ncu-rep` (Nsight Compute), or shown in the explorer. */
+  async profilerReport(uri?: string, name?: string): Promise<void> {
+    const k = await this.pickKernel(uri, name);
+    if (!k) return;
+    const r = await this.server.request<ReportAnswer>(SERVER.report, k.uri, k.name);
+    if (!r.profilerReport) {
+      void vscode.window.showInformationMessage(`Astra: no Nsight Compute report for ${k.name} yet: profile it on a ` +
+        "GPU with astra.profile.ncu on.");
+      return;
+    }
+    const file = vscode.Uri.file(r.profilerReport);
+    const pick = await vscode.window.showInformationMessage(`Astra: Nsight Compute report of ${k.name}: ${file.fsPath}`,
+      "Open in Nsight Compute", "Reveal in explorer", "Copy path");
+    if (pick === "Open in Nsight Compute") await vscode.env.openExternal(file);
+    else if (pick === "Reveal in explorer") await vscode.commands.executeCommand("revealInExplorer", file);
+    else if (pick === "Copy path") await vscode.env.clipboard.writeText(file.fsPath);
   }
 
   /** A GPU is visible but not used: say why and offer the one command that fixes it. */

@@ -15,6 +15,10 @@ export interface KernelEntry { name: string; startLine: number; endLine: number;
 
 export interface DocStatus {
   uri: string; checking: boolean; errors: number; verified: number; failing: number;
+  /** What the checks measured, in the server's words ('not checked', '1 matches reference · 1 self-consistent'). */
+  summary: string; tooltip: string;
+  /** Kernels with a finished rewrite to apply; kernels whose Nsight Compute report was kept. */
+  rewrites: string[]; profilerReports: string[];
   optimizing: { kernel: string; message: string; bestSpeedup: number | null }[];
   where?: string; cluster?: string;   // where the checks ran; the cluster kernels run on ('' this machine)
   /** Why kernels are not run here (an untrusted workspace), or null. */
@@ -30,7 +34,11 @@ export interface OptimizeAnswer {
 
 export interface ProfileAnswer { status: string; kernel?: string; summary?: string; hotLines?: number; message?: string }
 
-export interface EditAnswer<Edit> { status: string; message?: string; edit?: Edit; newText?: string; title?: string }
+/** `measured`: the rewrite's speed was measured on a GPU (else it is offered only on request). */
+export interface EditAnswer<Edit> {
+  status: string; message?: string; edit?: Edit; newText?: string; title?: string; measured?: boolean;
+}
 
-/** `html`: a whole page (theme-aware, no scripts; links are command URIs). */
-export interface ReportAnswer { status: string; html?: string; message?: string }
+/** `html`: a whole page (theme-aware, no scripts; links are command URIs); `profilerReport`: the path of
+ *  the kept Nsight Compute report of the kernel's last profile. */
+export interface ReportAnswer { status: string; html?: string; message?: string; profilerReport?: string | null }

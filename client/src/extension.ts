@@ -3,6 +3,7 @@
 // names and defaults come from the contract both sides read (contract.ts).
 import * as vscode from "vscode";
 import { registerCommands } from "./commands";
+import { onInterpreterChange } from "./python";
 import { ServerConnection, fail } from "./server";
 import { StatusItem } from "./status";
 
@@ -28,6 +29,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   );
   // A failing start must not fail activation: the commands stay usable (restart, logs).
   await srv.start().catch((e) => fail(log, "Astra: could not start the language server", e));
+  context.subscriptions.push(await onInterpreterChange(log, () => void srv.restart()));
 }
 
 export async function deactivate(): Promise<void> {

@@ -354,8 +354,26 @@ def profile(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto",
                                       cancel=cancel)
         p: Profile = ran.value
         p.ran_on = ran.where.describe()
+        keep_ncu_report(p, snap.path)
         out.append(p)
     return out
+
+
+def keep_ncu_report(p: Profile, path: str) -> None:
+    """Nsight Compute's report, written to `.astra/profiles/<kernel>-<time>.ncu-rep` beside the
+    file (the editor opens it); a folder Astra may not write leaves a warning, never a failure."""
+    import re
+    import time
+    data, p.ncu_report = p.ncu_report, None
+    if not data:
+        return
+    try:
+        folder = workspace.ensure_astra_dir(path, "profiles")
+        dest = folder / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', p.kernel)}-{time.strftime('%Y%m%d-%H%M%S')}.ncu-rep"
+        dest.write_bytes(data)
+        p.ncu_report_path = str(dest)
+    except (AstraError, OSError) as e:
+        p.errors.append(f"the Nsight Compute report was not kept: {getattr(e, 'message', e)}")
 
 
 # ---- optimizing ---------------------------------------------------------------------------
@@ -479,3 +497,23 @@ def write_result(path: str, original: str, new_text: str) -> None:
         raise AstraError(f"{path} changed while optimizing; not writing (the result is in the run log)")
     workspace.save_original(path, original)
     workspace.replace_if_unchanged(path, original, new_text)
+
+
+def command_line(verb: str, snap: Snapshot, kernel: str | None = None, **options: str | int | None) -> str:
+    """The `astra` command that repeats a step from a terminal (what the editor logs beside each
+    step): the file, the kernel, the options that decide the result, the project's include paths,
+    macros and standard."""
+    import shlex
+    parts = ["astra", verb, snap.path]
+    if kernel:
+        parts += ["--kernel", kernel]
+    for name, value in options.items():
+        if value not in (None, "", "auto"):
+            parts += [f"--{name.replace('_', '-')}", str(value)]
+    ctx = snap.context
+    if ctx is not None:
+        parts += [f"-I{d}" for d in ctx.include_dirs]
+        parts += [f"-D{n}" if v is None else f"-D{n}={v}" for n, v in ctx.defines]
+        if ctx.std:
+            parts += ["--std", ctx.std]
+    return shlex.join(parts)

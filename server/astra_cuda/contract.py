@@ -19,6 +19,7 @@ SERVER_COMMANDS: dict[str, str] = _DATA["serverCommands"]
 CLIENT_COMMANDS: dict[str, str] = _DATA["clientCommands"]
 STATUS_NOTIFICATION: str = _DATA["notifications"]["status"]
 API_KEY_ENV: str = _DATA["secrets"]["apiKeyEnv"]       # how the client hands the API key over
+DIAGNOSTICS_DOCS: str = _DATA["diagnosticsDocs"]   # docs/diagnostics.md: one section per diagnostic code
 DEFAULT_ARCH: str = _DATA["defaultGpuArch"]   # when neither the setting nor a GPU says (gpuArch "": the GPU's own)
 
 

@@ -18,6 +18,7 @@ class Diagnostic:
     message: str
     code: str = ""  # e.g. 'compile', 'spec', 'check', 'race'
     source: str = "astra"
+    fix: str = ""   # what the range should read instead (a "did you mean" an editor can apply)
 
     def to_json(self) -> dict:
         """1-based lines and columns (the end column exclusive, as in the 0-based fields)."""

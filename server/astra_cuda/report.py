@@ -127,8 +127,11 @@ def matrix_table(cells: Sequence[dict[str, Any]]) -> str:
 # ---- sections -----------------------------------------------------------------------------------
 
 def check_section(v: Verdict) -> str:
+    from . import standing
     cls = "ok" if v.passed else "bad"
-    parts = [f"<h2>Check</h2><p class='{cls}'><b>{'Verified' if v.passed else 'Not verified'}</b> — {e(v.summary)}</p>"]
+    st = standing.of_check(v)
+    parts = [f"<h2>Check</h2><p class='{cls}'><b>{e(st.short)}</b></p>",
+             markdown(st.detail), f"<p class='note'>{e(v.summary)}</p>"]
     if v.reference:
         parts.append(f"<p class='note'>Reference: {e(v.reference)}</p>")
     if v.coverage.matrix:
@@ -193,7 +196,8 @@ def optimize_section(r: OptimizeResult, uri: str = "", apply_command: str = "") 
     parts.append("</table>")
     if r.improved:
         if uri and apply_command:
-            parts.append("<p>" + command_link("Preview and apply this version", apply_command, uri, r.kernel) + "</p>")
+            title = "Preview and apply this version" + ("" if r.measured else " (speed unknown)")
+            parts.append("<p>" + command_link(title, apply_command, uri, r.kernel) + "</p>")
         parts.append(f"<h2>Diff</h2><pre>{_diff(r.diff)}</pre>")
     return "\n".join(parts)
 

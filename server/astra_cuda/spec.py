@@ -22,13 +22,13 @@ validator per section (`_Validator`) and the checks of every case live together.
 from __future__ import annotations
 
 import dataclasses
-
+import difflib
 import itertools
 import re
 import tomllib
 from dataclasses import dataclass, field
 
-from . import dtypes, exprs
+from . import dtypes, exprs, tomlpos
 from .diagnostics import Diagnostic
 from .errors import AstraError
 from . import source
@@ -225,10 +225,8 @@ def combinations(table: dict[str, list[int]]) -> int:
 # ---- locating keys inside the comment, for precise diagnostics -------------------------------
 
 class _Locator:
-    """Where each `key =` of the comment is, indexed once: a spec with thousands of keys costs
-    one pass, not one pass per diagnostic."""
-
-    _KEY = re.compile(r'^\s*(?:"([^"\\]*)"|([A-Za-z0-9_-]+))\s*=')
+    """Where each key and value of the comment is (`tomlpos`, indexed once): a diagnostic lands
+    on the key or value it is about; what has no place of its own lands on the marker."""
 
     def __init__(self, kernel: Kernel):
         c = kernel.spec
@@ -237,43 +235,46 @@ class _Locator:
         self.first_col = c.body_first_col
         self.lines = c.body.split("\n")
         self.comment_span = c.span
-        self._keys: dict[tuple[str | None, str], tuple[int, int, int]] | None = None
+        self._body = c.body
+        self._places: dict[tuple[str, ...], tomlpos.Place] | None = None
 
     def _pos(self, i: int, col: int) -> tuple[int, int]:
         return self.first_line + i, (self.first_col + col if i == 0 else col)
 
-    def _index(self) -> dict[tuple[str | None, str], tuple[int, int, int]]:
-        keys: dict[tuple[str | None, str], tuple[int, int, int]] = {}
-        current = None
-        for i, line in enumerate(self.lines):
-            stripped = line.strip()
-            if stripped.startswith("[") and not stripped.startswith("[["):
-                current = stripped.strip("[] ").split("]")[0].strip()
-                continue
-            m = self._KEY.match(line)
-            if m:
-                key = m.group(1) if m.group(1) is not None else m.group(2)
-                start = m.start(1) - 1 if m.group(1) is not None else m.start(2)
-                end = m.end(1) + 1 if m.group(1) is not None else m.end(2)
-                ln, col = self._pos(i, start)
-                keys.setdefault((current, key), (ln, col, col + end - start))
-        return keys
+    def place(self, path: tuple[str, ...], value: bool = False) -> tuple[int, int, int, int]:
+        """(line, col, end_line, end_col) in the file of the key at `path` (its value with
+        `value`; a table: its header), else of the comment's start."""
+        if self._places is None:
+            self._places = tomlpos.index(self._body)
+        found = self._places.get(path)
+        span = (found.value or found.key) if found is not None and value else (found.key if found else None)
+        if span is None:
+            s = self.comment_span
+            return s.start_line, s.start_col, s.start_line, s.start_col + 2
+        line, col = self._pos(span[0], span[1])
+        end_line, end_col = self._pos(span[2], span[3])
+        return line, col, end_line, end_col
 
     def key(self, key: str, section: str | None = None) -> tuple[int, int, int]:
         """(line, col, end_col) of `key = ...` inside `[section]` (None = top level)."""
-        if self._keys is None:
-            self._keys = self._index()
-        found = self._keys.get((section, key))
-        if found is not None:
-            return found
-        return self.comment_span.start_line, self.comment_span.start_col, self.comment_span.start_col + 2
+        line, col, end_line, end_col = self.place((key,) if section is None else (section, key))
+        return line, col, end_col if end_line == line else col + len(key)
 
     def at(self, line_in_body: int, col: int) -> tuple[int, int]:
         return self._pos(line_in_body, col)
 
 
-def _diag(line: int, col: int, end_col: int, message: str) -> Diagnostic:
-    return Diagnostic(line, col, line, max(end_col, col + 1), "error", message, code="spec")
+def _diag(line: int, col: int, end_col: int, message: str, *, end_line: int | None = None, fix: str = "") -> Diagnostic:
+    end_line = line if end_line is None else end_line
+    if end_line == line:
+        end_col = max(end_col, col + 1)
+    return Diagnostic(line, col, end_line, end_col, "error", message, code="spec", fix=fix)
+
+
+def did_you_mean(word: str, known) -> str:
+    """The closest known word (difflib), or ''."""
+    close = difflib.get_close_matches(word, sorted(known), n=1, cutoff=0.6)
+    return close[0] if close else ""
 
 
 def _parse_init(text: str, sizes: set[str] = frozenset()) -> Init:
@@ -414,12 +415,33 @@ class _Validator:
         self.known: set[str] = set()  # the size names, once [sizes] is read
 
     def err(self, message: str, key: str, section: str | None = None) -> None:
-        line, col, end = self.loc.key(key, section)
-        self.errors.append(_diag(line, col, end, message))
+        self.err_at(message, (key,) if section is None else (section, key))
+
+    def err_at(self, message: str, path: tuple[str, ...], *, value: bool = False, fix: str = "") -> None:
+        """A problem at the key of `path` (or its value), with what it should read instead."""
+        line, col, end_line, end_col = self.loc.place(path, value)
+        self.errors.append(_diag(line, col, end_col, message, end_line=end_line, fix=fix))
+
+    def unknown(self, what: str, word: str, known, path: tuple[str, ...], *, value: bool = False,
+                listing: bool = True) -> None:
+        """`word` is not one of `known`: at its place, with the closest known word."""
+        close = did_you_mean(word, known)
+        hint = f"; did you mean {close!r}?" if close else (f" (known: {', '.join(sorted(known))})" if listing else "")
+        fix = ""
+        if close:
+            table = isinstance(self._at(path), dict) and not value and len(path) == 1
+            fix = f"[{close}]" if table else (f'"{close}"' if value else close)
+        self.err_at(f"unknown {what} {word!r}{hint}", path, value=value, fix=fix)
+
+    def _at(self, path: tuple[str, ...]):
+        node = self.data
+        for p in path:
+            node = node.get(p) if isinstance(node, dict) else None
+        return node
 
     def top_keys(self) -> None:
         for k in [k for k in self.data if k not in TOP_KEYS][:MAX_SPEC_ERRORS]:
-            self.err(f"unknown key {k!r} (known: {', '.join(sorted(TOP_KEYS))})", k)
+            self.unknown("key", k, TOP_KEYS, (k,))
 
     def dim_list(self, key: str) -> tuple[str, ...]:
         """`grid` or `block`: 1 to 3 integer expressions (required)."""
@@ -434,7 +456,9 @@ class _Validator:
             return ()
         return tuple(str(x) for x in v)
 
-    def size_table(self, key: str) -> dict[str, list[int]]:
+    def size_table(self, key: str, written: str | None = None) -> dict[str, list[int]]:
+        """[key] (as `written`, when misspelt: its names still count, so one typo gives one error)."""
+        key = written or key
         raw = self.data.get(key, {})
         if not isinstance(raw, dict):
             self.err(f"[{key}] must be a table of size name = list of integers", key)
@@ -465,36 +489,46 @@ class _Validator:
 
     def sizes(self) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
         """[sizes] (required) and [bench], whose names must be among the sizes."""
-        sizes = self.size_table("sizes")
-        if "sizes" not in self.data:
+        misspelt = None if "sizes" in self.data else next(
+            (k for k in self.data if k not in TOP_KEYS and did_you_mean(k, TOP_KEYS) == "sizes"), None)
+        sizes = self.size_table("sizes", misspelt)
+        if "sizes" not in self.data and misspelt is None:
             self.err("missing [sizes] table (the test sizes, e.g. n = [1, 1000, 4096])", "sizes")
         bench = self.size_table("bench")
         for name in bench:
             if name not in sizes:
-                self.err(f"bench size {name!r} is not one of the [sizes] names ({', '.join(sizes) or 'none'})",
-                         name, "bench")
+                close = did_you_mean(name, sizes)
+                self.err_at(f"bench size {name!r} is not one of the [sizes] names ({', '.join(sizes) or 'none'})"
+                            + (f"; did you mean {close!r}?" if close else ""), ("bench", name), fix=close)
         self.known = set(sizes)
         return sizes, bench
 
-    def check_expr(self, expr, key: str, section: str | None = None, what: str = "") -> bool:
-        """A size expression over the known sizes (parsed and bounded, never evaluated here)."""
+    def check_expr(self, expr, key: str, section: str | None = None, what: str = "",
+                   path: tuple[str, ...] | None = None) -> bool:
+        """A size expression over the known sizes (parsed and bounded, never evaluated here);
+        a problem lands on the expression itself when `path` names its place."""
+        at = path if path is not None else ((key,) if section is None else (section, key))
+        value = path is not None
         try:
             unknown = exprs.names(expr) - self.known
         except exprs.ExprError as e:
-            self.err(f"{what}{e}", key, section)
+            self.err_at(f"{what}{e}", at, value=value)
             return False
         if unknown:
-            self.err(f"{what}expression {expr!r} uses unknown size(s) {', '.join(sorted(unknown))} "
-                     f"(sizes: {', '.join(sorted(self.known)) or 'none'})", key, section)
+            close = [c for c in (did_you_mean(u, self.known) for u in sorted(unknown)) if c]
+            self.err_at(f"{what}expression {expr!r} uses unknown size(s) {', '.join(sorted(unknown))} "
+                        f"(sizes: {', '.join(sorted(self.known)) or 'none'})"
+                        + (f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""), at, value=value)
             return False
         return True
 
     def launch(self, grid: tuple[str, ...], block: tuple[str, ...], shared_mem: str) -> None:
-        for e in grid:
-            self.check_expr(e, "grid", what="grid: ")
-        for e in block:
-            self.check_expr(e, "block", what="block: ")
-        self.check_expr(shared_mem, "shared_mem", what="shared_mem: ")
+        for key, dims in (("grid", grid), ("block", block)):
+            listed = isinstance(self.data.get(key), list)
+            for i, e in enumerate(dims):
+                self.check_expr(e, key, what=f"{key}: ", path=(key, str(i)) if listed else (key,))
+        self.check_expr(shared_mem, "shared_mem", what="shared_mem: ",
+                        path=("shared_mem",) if "shared_mem" in self.data else None)
 
     def require(self) -> tuple[str, ...]:
         require = self.data.get("require", [])
@@ -585,8 +619,9 @@ class _Validator:
         params = {p.name: p for p in kernel.params}
         for name in raw_args:
             if name not in params:
-                self.err(f"unknown parameter {name!r}: {kernel.name!r} takes {', '.join(params) or 'no parameters'}",
-                         name, "args")
+                close = did_you_mean(name, params)
+                self.err_at(f"unknown parameter {name!r}: {kernel.name!r} takes {', '.join(params) or 'no parameters'}"
+                            + (f"; did you mean {close!r}?" if close else ""), ("args", name), fix=close)
         for p in kernel.params:
             if p.name not in raw_args:
                 if "args" in data:
@@ -610,27 +645,27 @@ class _Validator:
             return None
         for k in v:
             if k not in ARRAY_KEYS:
-                self.err(f"unknown key {k!r} for pointer parameter {p.name!r} (known: {', '.join(sorted(ARRAY_KEYS))})",
-                         p.name, "args")
+                self.unknown(f"key for pointer parameter {p.name!r}:", k, ARRAY_KEYS, ("args", p.name, k))
         tname = v.get("type")
         dt = dtypes.lookup(tname) if isinstance(tname, str) else None
         if dt is None:
             if tname is None and cpp_dtype is not None:
                 dt = cpp_dtype
             else:
-                self.err(f"parameter {p.name!r}: unknown type {tname!r} (types: half, bfloat16, float, double, "
-                         f"float8_e4m3fn, float8_e5m2, int8..int64, uint8..uint64, bool)", p.name, "args")
+                self.unknown_type(p.name, tname)
                 return None
         if cpp_dtype is not None and cpp_dtype.np != dt.np:
-            self.err(f"parameter {p.name!r}: spec type {dt.name!r} does not match the C++ type {p.type!r}",
-                     p.name, "args")
+            self.err_at(f"parameter {p.name!r}: spec type {dt.name!r} does not match the C++ type {p.type!r}",
+                        ("args", p.name, "type") if "type" in v else ("args", p.name), value="type" in v,
+                        fix=f'"{cpp_dtype.name}"' if "type" in v else "")
         shape = v.get("shape")
         if not isinstance(shape, list) or not shape:
-            self.err(f"parameter {p.name!r}: `shape` must be a non-empty list of size expressions", p.name, "args")
+            self.err_at(f"parameter {p.name!r}: `shape` must be a non-empty list of size expressions",
+                        ("args", p.name, "shape") if "shape" in v else ("args", p.name), value="shape" in v)
             return None
         shape = tuple(str(s) for s in shape)
-        for s in shape:
-            self.check_expr(s, p.name, "args", what=f"parameter {p.name!r} shape: ")
+        for i, s in enumerate(shape):
+            self.check_expr(s, p.name, "args", what=f"parameter {p.name!r} shape: ", path=("args", p.name, "shape", str(i)))
         output = bool(v.get("output", False))
         inout = bool(v.get("inout", False))
         if (output or inout) and p.is_const:
@@ -638,16 +673,28 @@ class _Validator:
         try:
             init = _parse_init(str(v.get("init", "normal")), self.known)
         except (ValueError, exprs.ExprError) as e:
-            self.err(f"parameter {p.name!r}: {e}", p.name, "args")
+            self.err_at(f"parameter {p.name!r}: {e}", ("args", p.name, "init"), value=True)
             init = Init("normal")
         tol = {}
         for tk in ("atol", "rtol"):
             if tk in v:
                 if not isinstance(v[tk], (int, float)) or isinstance(v[tk], bool) or v[tk] < 0:
-                    self.err(f"parameter {p.name!r}: `{tk}` must be a non-negative number", p.name, "args")
+                    self.err_at(f"parameter {p.name!r}: `{tk}` must be a non-negative number", ("args", p.name, tk),
+                                value=True)
                 else:
                     tol[tk] = float(v[tk])
         return ArgSpec(p.name, True, dt, shape, output=output and not inout, inout=inout, init=init, **tol)
+
+    def unknown_type(self, param: str, tname) -> None:
+        where = ("args", param, "type")
+        if not isinstance(tname, str):
+            self.err_at(f"parameter {param!r}: `type` must be a type name such as \"float\"", where, value=True)
+            return
+        self.unknown(f"type for parameter {param!r}:", tname, set(dtypes.BY_NAME), where, value=True, listing=False)
+        if not did_you_mean(tname, dtypes.BY_NAME):
+            d = self.errors[-1]
+            self.errors[-1] = dataclasses.replace(d, message=d.message + " (types: half, bfloat16, float, double, "
+                                                  "float8_e4m3fn, float8_e5m2, int8..int64, uint8..uint64, bool)")
 
     def scalar_arg(self, p, v, cpp_dtype) -> ArgSpec | None:
         value, tname = v, None
@@ -655,18 +702,22 @@ class _Validator:
             value, tname = v.get("value"), v.get("type")
             for k in v:
                 if k not in SCALAR_KEYS:
-                    self.err(f"unknown key {k!r} for scalar parameter {p.name!r} (known: value, type)", p.name, "args")
+                    self.unknown(f"key for scalar parameter {p.name!r}:", k, SCALAR_KEYS, ("args", p.name, k))
         if value is None or isinstance(value, (bool, list, dict)):
             self.err(f"parameter {p.name!r} is a scalar ({p.type}): give an expression over the sizes, "
                      f"e.g. {p.name} = \"n\"", p.name, "args")
             return None
         dt = dtypes.lookup(tname) if isinstance(tname, str) else cpp_dtype
         if dt is None:
-            self.err(f"parameter {p.name!r}: cannot tell the scalar type of {p.type!r}; add type = \"...\"",
-                     p.name, "args")
+            if isinstance(tname, str):
+                self.unknown_type(p.name, tname)
+            else:
+                self.err(f"parameter {p.name!r}: cannot tell the scalar type of {p.type!r}; write it as "
+                         f"{p.name} = {{ value = ..., type = \"float\" }} (or the type it is)", p.name, "args")
             return None
         if isinstance(value, str):
-            self.check_expr(value, p.name, "args", what=f"parameter {p.name!r}: ")
+            self.check_expr(value, p.name, "args", what=f"parameter {p.name!r}: ",
+                            path=("args", p.name, "value") if isinstance(v, dict) else ("args", p.name))
         return ArgSpec(p.name, False, dt, value=value)
 
 

@@ -67,8 +67,9 @@ def test_spec_error_reported_with_location(tmp_path):
     f.write_text(text)
     r = astra("check", f, "--backend", "cpu")
     assert r.returncode == 2
-    line = next(i for i, l in enumerate(text.splitlines(), 1) if l.startswith("input ="))
-    assert f"s.cu:{line}:1:" in r.stderr and "unknown size(s) width" in r.stderr
+    line, col = next((i, l.index('"2 * width"') + 1) for i, l in enumerate(text.splitlines(), 1)
+                     if l.startswith("input ="))
+    assert f"s.cu:{line}:{col}:" in r.stderr and "unknown size(s) width" in r.stderr   # at the expression
     assert not (tmp_path / ".astra").exists()
 
 

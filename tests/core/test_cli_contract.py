@@ -48,11 +48,12 @@ def test_spec_errors_are_json_at_1_based_lines(capsys, tmp_path):
     text = EXAMPLE.read_text().replace('shape = ["num_tokens", "2 * d"]', 'shape = ["num_tokens", "2 * width"]')
     f = tmp_path / "s.cu"
     f.write_text(text)
-    line = next(i for i, l in enumerate(text.splitlines(), 1) if l.startswith("input ="))
+    line, col = next((i, l.index('"2 * width"') + 1) for i, l in enumerate(text.splitlines(), 1)
+                     if l.startswith("input ="))
     code, out, err = run(capsys, "check", f, "--backend", "cpu", "--json")
-    assert code == 2 and f"s.cu:{line}:1:" in err
+    assert code == 2 and f"s.cu:{line}:{col}:" in err
     e = json.loads(out)["error"]
-    assert e["kind"] == "spec" and e["line"] == line and e["col"] == 1
+    assert e["kind"] == "spec" and e["line"] == line and e["col"] == col   # the expression itself
     assert e["diagnostics"][0]["line"] == line and "width" in e["diagnostics"][0]["message"]
 
 

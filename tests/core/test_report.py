@@ -51,7 +51,7 @@ def test_check_matrix_and_failures():
     v = Verdict("k", "cpu", "failed", coverage=Coverage(cases=6, matrix=list(CELLS)),
                 failures=[Failure("compare", "out differs", CaseInfo({"n": 1}, "wide", 3))])
     html = report.kernel_page("k", verdict=v)
-    assert "Not verified" in html and "out differs" in html and "<table class='matrix'>" in html
+    assert "✗ differs from the reference (cpu)" in html and "out differs" in html and "<table class='matrix'>" in html
 
 
 def test_markdown_is_rendered_and_raw_html_escaped():

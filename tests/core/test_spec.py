@@ -72,17 +72,41 @@ def test_missing_parameter():
 
 def test_shape_with_unknown_size():
     d, text = error_of(GOOD.replace('["n", "2 * d"]', '["n", "2 * width"]'))
-    assert "unknown size(s) width" in d.message and where(text, d) == "in"
+    assert "unknown size(s) width" in d.message and where(text, d) == '"2 * width"'   # the expression itself
 
 
 def test_type_mismatch_with_cpp():
     d, text = error_of(GOOD.replace('out = { type = "half"', 'out = { type = "float"'))
-    assert "does not match the C++ type" in d.message and where(text, d) == "out"
+    assert "does not match the C++ type" in d.message and where(text, d) == '"float"' and d.fix == '"half"'
 
 
 def test_bad_expression():
     d, text = error_of(GOOD.replace('["min(d, 1024)"]', '["__import__(d)"]'))
-    assert "block" in d.message and where(text, d) == "block"
+    assert "block" in d.message and where(text, d) == '"__import__(d)"'
+
+
+def test_a_misspelt_table_is_pointed_at_its_header_with_the_close_match():
+    d, text = error_of(GOOD.replace("[sizes]", "[size]"))
+    assert where(text, d) == "[size]" and "did you mean 'sizes'?" in d.message and d.fix == "[sizes]"
+
+
+@pytest.mark.parametrize("old,new,at,fix", [
+    ('type = "half", shape = ["n", "d"]', 'type = "hlaf", shape = ["n", "d"]', '"hlaf"', '"half"'),
+    ('output = true', 'outptu = true', "outptu", "output"),
+    ('block = ["min(d, 1024)"]', 'blokc = ["min(d, 1024)"]', "blokc", "block"),
+    ('eps = 1e-6', 'epss = 1e-6', "epss", "eps"),
+])
+def test_did_you_mean_at_the_key_or_value(old, new, at, fix):
+    with pytest.raises(spec.SpecErrors) as e:
+        load(GOOD.replace(old, new))
+    text = f"/* @astra\n{GOOD.replace(old, new)}*/\n{KERNEL}"
+    d = next(d for d in e.value.diagnostics if d.fix)
+    assert where(text, d) == at and d.fix == fix and f"did you mean {fix.strip(chr(34))!r}?" in d.message
+
+
+def test_an_unknown_size_in_an_expression_suggests_the_close_one():
+    d, text = error_of(GOOD.replace('["n", "2 * d"]', '["nn", "2 * d"]'))
+    assert where(text, d) == '"nn"' and "did you mean 'n'?" in d.message
 
 
 def test_toml_syntax_error_position():

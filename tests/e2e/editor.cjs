@@ -5,11 +5,15 @@
 // --without-pip: the server and its libraries come from the .vsix's bundled/libs, nothing is
 // installed anywhere).
 //
-// Scenario: open examples/silu_and_mul.cu in an untrusted folder -> code lens, "restricted", no check
-// runs -> trust the folder -> on-open check passes -> hover report
-// (screenshot) -> Optimize kernel (offline, CPU backend) -> apply the rewrite through its diff
-// preview -> save -> on-save check passes -> the report view shows the verification matrix and the
-// optimization -> break the kernel, save -> error squiggle -> restart -> add a spec (quick fix).
+// Scenario: open examples/silu_and_mul.cu in an untrusted folder -> code lens, "restricted", the lens
+// says "compiled only — not run" -> trust the folder -> the on-open check says "self-consistent (no
+// reference)" -> hover report (screenshot) -> Optimize kernel (offline, CPU backend): the lens says
+// "verified correct, speed unknown — measure on a GPU" and opens the report, never applies -> apply
+// by the explicit palette command through VS Code's refactor preview -> save -> the on-save check
+// "matches the reference" -> the report view -> break the kernel, save -> error squiggle -> restart
+// -> a file with no spec: "not checked", the no-spec hint, Add spec (quick fix) marks what it
+// guessed -> inside the spec: completion of element types, a misspelt table underlined at its
+// header with "did you mean".
 // Screenshots of every step go to test-artifacts/e2e/.
 "use strict";
 const fs = require("fs");
@@ -93,8 +97,8 @@ async function main() {
   const file = path.join(ws, "silu_and_mul.cu");
   fs.copyFileSync(path.join(ROOT, "examples", "silu_and_mul.cu"), file);
   const original = fs.readFileSync(file, "utf8");
-  fs.writeFileSync(path.join(ws, "scale.cu"), "__global__ void scale(float* out, const float* in, int n) {\n" +
-    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) out[i] = 2.0f * in[i];\n}\n");
+  fs.writeFileSync(path.join(ws, "scale.cu"), "__global__ void scale(float* out, const float* in, float a, int n) {\n" +
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) out[i] = a * in[i];\n}\n");
   fs.writeFileSync(path.join(data, "User", "settings.json"), JSON.stringify({
     "astra.server.python": PYTHON,
     "astra.backend": "cpu",
@@ -160,8 +164,9 @@ async function main() {
 
     await step("untrusted folder: compile diagnostics only, the status bar says restricted", async () => {
       await page.locator(".statusbar-item", { hasText: "Astra: restricted" }).first().waitFor({ timeout: 90000 });
+      await lens("compiled only — not run").waitFor({ timeout: 90000 });
       await page.waitForTimeout(3000);   // a check would have started by now
-      if (await lens("verified").count()) throw new Error("a check ran in an untrusted folder");
+      if (await lens("✓").count()) throw new Error("a check ran in an untrusted folder");
       if (fs.existsSync(path.join(ws, ".astra"))) throw new Error("something was pinned in an untrusted folder");
     });
 
@@ -189,9 +194,11 @@ async function main() {
         .waitFor({ state: "detached", timeout: 90000 });
     });
 
-    await step("check on open passes", async () => {
-      await lens("✓ verified").waitFor({ timeout: 240000 });
+    await step("check on open: self-consistent, nothing to compare with yet", async () => {
+      await lens("✓ self-consistent on").waitFor({ timeout: 240000 });
+      if (!/no reference/.test(await lens("✓ self-consistent on").innerText())) throw new Error("the lens claims more");
       if (await page.locator(".squiggly-error").count()) throw new Error("unexpected error squiggle");
+      await page.locator(".statusbar-item", { hasText: "Astra: 1 self-consistent" }).first().waitFor();
     });
 
     const defLine = original.split("\n").findIndex((l) => l.startsWith("__global__ void silu_and_mul")) + 1;
@@ -203,26 +210,31 @@ async function main() {
       const hover = page.locator(".monaco-hover-content", { hasText: "Astra" }).first();
       await hover.waitFor();
       const text = await hover.innerText();
-      if (!/verified/.test(text)) throw new Error(`hover without the check result: ${text}`);
+      if (!/self-consistent/.test(text) || !/says nothing about correctness/.test(text))
+        throw new Error(`hover without the honest check result: ${text}`);
       await snap("hover report (screenshot)");
       await page.keyboard.press("Escape");
     });
 
-    await step("optimize the kernel (offline, CPU backend)", async () => {
+    await step("optimize without a GPU: verified correct, speed unknown, never the default action", async () => {
       await lens("Optimize").click();
-      await lens("Apply optimized kernel").waitFor({ timeout: 480000 });
+      await lens("speed unknown — measure on a GPU").waitFor({ timeout: 480000 });
+      if (await lens("Apply optimized kernel").count()) throw new Error("an unmeasured rewrite is the lens's action");
     });
 
-    await step("apply the rewrite through its diff preview", async () => {
-      await lens("Apply optimized kernel").click();
-      // A diff of the current and the optimized kernel, then a question: apply?
-      await page.locator(".monaco-diff-editor").first().waitFor();
-      const apply = page.locator(".notifications-toasts .monaco-button", { hasText: /^Apply$/ }).first();
+    await step("apply it by the explicit command, through VS Code's refactor preview", async () => {
+      await page.locator(".part.editor .monaco-editor .view-lines").first().click();
+      await palette("Astra: Apply optimized kernel");
+      // Its speed is unknown: the command asks first.
+      const preview = page.locator(".monaco-dialog-box .monaco-button", { hasText: /^Preview$/ }).first();
+      await preview.waitFor();
+      await snap("speed unknown: asked first");
+      await preview.click();
+      const apply = page.locator(".bulk-edit-panel .monaco-button", { hasText: /^Apply$/ }).first();
       await apply.waitFor();
-      await snap("diff preview");
+      await snap("refactor preview");
       await apply.click();
-      await page.locator(".monaco-diff-editor").first().waitFor({ state: "detached" });
-      await lens("Apply optimized kernel").waitFor({ state: "detached", timeout: 30000 }).catch(() => {});
+      await lens("optimized version in place").waitFor({ timeout: 30000 });
     });
 
     await step("save; the on-save check passes", async () => {
@@ -230,11 +242,10 @@ async function main() {
       await page.keyboard.press("Control+S");
       await waitFor(() => fs.readFileSync(file, "utf8") !== original, 20000, "the saved file to change");
       await lens("checking").waitFor({ timeout: 30000 }).catch(() => {});
-      await lens("✓ verified").waitFor({ timeout: 240000 });
+      await lens("✓ matches the reference on").waitFor({ timeout: 240000 });
       await lens("optimized version in place").waitFor();
       if (await page.locator(".squiggly-error").count()) throw new Error("unexpected error squiggle");
-      if (!/verified/.test(await page.locator("#astra\\.status, .statusbar-item", { hasText: "Astra" }).first().innerText()))
-        throw new Error("status bar does not say verified");
+      await page.locator(".statusbar-item", { hasText: "Astra: 1 matches reference" }).first().waitFor();
     });
 
     await step("palette: Show report: the check's matrix and the optimization, in the webview", async () => {
@@ -244,7 +255,8 @@ async function main() {
       const view = page.frameLocator("iframe.webview").last().frameLocator("iframe#active-frame");
       await view.locator("table.matrix").first().waitFor({ timeout: 30000 });
       const text = await view.locator("body").innerText();
-      for (const needed of ["Astra · silu_and_mul", "Verified", "Verification matrix", "Optimization"]) {
+      for (const needed of ["Astra · silu_and_mul", "matches the reference on", "Verification matrix", "Optimization",
+        "speed unknown — measure on a GPU"]) {
         if (!text.includes(needed)) throw new Error(`the report lacks "${needed}": ${text.slice(0, 600)}`);
       }
       if (/\*\*|`/.test(text)) throw new Error(`raw Markdown in the report: ${text.slice(0, 600)}`);
@@ -270,17 +282,54 @@ async function main() {
       await lens("Profile").waitFor({ timeout: 60000 });
       await page.locator(".squiggly-error").first().waitFor({ timeout: 120000 });
     });
-    await step("quick fix: add a harness spec (codeAction/resolve)", async () => {
+    await step("a file without a spec: not checked, and a hint the quick fix answers", async () => {
       await page.keyboard.press("Control+P");
       await page.locator(".quick-input-widget input").fill("scale.cu");
       await page.locator(".quick-input-list .monaco-list-row", { hasText: "scale.cu" }).first().waitFor();
       await page.keyboard.press("Enter");
       await page.locator(".tab.active", { hasText: "scale.cu" }).waitFor();
       await lens("add a harness spec").waitFor();
+      await page.locator(".statusbar-item", { hasText: "Astra: not checked" }).first().waitFor();
+      if (await page.locator(".statusbar-item", { hasText: "0 verified" }).count()) throw new Error("'0 verified'");
+      await page.locator(".squiggly-info").first().waitFor({ timeout: 60000 });   // the no-spec hint
+    });
+    await step("quick fix: add a harness spec; what it guessed is marked", async () => {
       await gotoLine(1, 20);
       await page.keyboard.press("Control+.");
       await page.locator(".action-widget .monaco-list-row", { hasText: "Add harness spec" }).first().click();
       await page.locator(".part.editor .view-lines", { hasText: "@astra" }).first().waitFor();
+      // `a` has no value in the program: inference guessed it, and says so on its line
+      const guessed = page.locator(".part.editor .view-lines .view-line", { hasText: /^a\s+=/ }).first();
+      await guessed.waitFor({ timeout: 60000 });
+      await page.locator(".squiggly-info").nth(1).waitFor({ timeout: 60000 });
+      await palette("View: Focus Problems (Errors, Warnings, Infos)");
+      await page.locator(".markers-panel .monaco-list-row", { hasText: "is a guess" }).first().waitFor({ timeout: 60000 });
+      await page.locator(".part.editor .monaco-editor .view-lines").first().click();
+    });
+    await step("inside the spec: completion of element types", async () => {
+      const lines = () => page.locator(".part.editor .view-lines .view-line");
+      const texts = await lines().allInnerTexts();
+      const row = texts.findIndex((t) => /^in\s+=\s*\{ type = "float"/.test(t.replace(/\u00a0/g, " ")));
+      if (row < 0) throw new Error(`no 'in' line in the proposal: ${texts.join(" | ")}`);
+      const col = texts[row].replace(/\u00a0/g, " ").indexOf('"float"') + 2;
+      await gotoLine(row + 1, col);
+      await page.keyboard.press("Control+Space");
+      await page.locator(".suggest-widget .monaco-list-row", { hasText: "bfloat16" }).first().waitFor({ timeout: 30000 });
+      await snap("completion inside the spec");
+      await page.keyboard.press("Escape");
+    });
+    await step("inside the spec: a misspelt table is underlined at its header, with did you mean", async () => {
+      const texts = await page.locator(".part.editor .view-lines .view-line").allInnerTexts();
+      const row = texts.findIndex((t) => t.trim() === "[sizes]");
+      await gotoLine(row + 1, 7);
+      await page.keyboard.press("Backspace");   // [sizes] -> [size]
+      await page.locator(".squiggly-error").first().waitFor({ timeout: 60000 });
+      await gotoLine(row + 1, 3);
+      await palette("Show or Focus Hover");
+      const hover = page.locator(".monaco-hover-content", { hasText: "did you mean 'sizes'" }).first();
+      await hover.waitFor({ timeout: 30000 });
+      await snap("did you mean");
+      await page.keyboard.press("Escape");
     });
     ok = true;
   } finally {

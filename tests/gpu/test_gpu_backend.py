@@ -127,13 +127,14 @@ def test_ncu_metrics_and_hot_lines(pool):
     m = source.parse(text)
     spec = spec_mod.load(m.kernel("silu_and_mul"), m)
     unit = extract.unit(text, str(path), "silu_and_mul")
-    metrics, hot = pool.run("gpu_jobs:ncu_profile", {"unit": unit, "spec": spec,
+    metrics, hot, report = pool.run("gpu_jobs:ncu_profile", {"unit": unit, "spec": spec,
                                                      "sizes": {"num_tokens": 4096, "d": 11008}}, timeout=300)
     print(metrics, hot)
     assert metrics.get("duration_us", 0) > 0 and metrics.get("dram_pct", 0) > 10
     assert metrics.get("achieved_occupancy_pct", 0) > 0 and metrics["stalls"]
     kernel_lines = range(m.kernel("silu_and_mul").span.start_line - 25, m.kernel("silu_and_mul").span.end_line + 1)
     assert hot and all(line in kernel_lines for line, _, _ in hot), metrics.get("source_page_head")
+    assert report and len(report) > 1000   # the .ncu-rep the editor keeps in .astra/profiles/
 
 
 @pytest.mark.skipif(shutil.which("compute-sanitizer") is None, reason="compute-sanitizer not on the PATH")

@@ -53,3 +53,12 @@ def test_the_client_reads_names_and_defaults_from_the_contract():
     src = "".join(p.read_text() for p in (ROOT / "client" / "src").glob("*.ts"))
     assert '"astra_cuda.lsp.' not in src and '"sm_90"' not in src  # spelled only in contract.json
     assert "server/astra_cuda/contract.json" in (ROOT / "client" / "src" / "contract.ts").read_text()
+
+
+def test_one_version_everywhere():
+    import tomllib
+
+    import astra_cuda
+    from astra_cuda.lsp.server import _version
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert astra_cuda.__version__ == pyproject == PACKAGE["version"] == _version() != "0"

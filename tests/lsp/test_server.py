@@ -35,7 +35,8 @@ async def test_check_on_save_reports_wrong_kernel_and_clears_when_fixed(client, 
     async def verified():
         nonlocal lenses
         lenses = await doc.lenses()
-        return any("verified" in (l.command.title if l.command else "") for l in lenses)
+        # the first check has nothing to compare with: it says so
+        return any("self-consistent" in (l.command.title if l.command else "") for l in lenses)
     end = time.monotonic() + 240
     while not await verified():
         titles = [l.command.title for l in lenses]
@@ -82,12 +83,18 @@ async def test_optimize_then_apply_lazily_with_progress(client, example):
     assert kinds[0] == "WorkDoneProgressBegin" and kinds[-1] == "WorkDoneProgressEnd"
 
     actions = await doc.actions(line)
-    apply = next(a for a in actions if a.title.startswith("Apply optimized kernel"))
-    assert apply.kind == types.CodeActionKind.RefactorRewrite
-    assert apply.edit is None and f"verified on {result['verifiedCases']} cases" in apply.title
+    # No GPU: the rewrite's speed is unknown, so it is never the preferred action or the lens's
+    apply = next(a for a in actions if a.kind == types.CodeActionKind.RefactorRewrite)
+    assert apply.edit is None and not apply.is_preferred
+    assert f"verified correct on {result['verifiedCases']} cases, speed unknown — measure on a GPU" in apply.title
+    lens = next(l.command for l in await doc.lenses() if l.command.title.startswith("Rewrite verified correct"))
+    assert lens.command == "astra.showReport"
     resolved = await client.code_action_resolve_async(apply)
     assert resolved.edit is not None
     assert resolved.edit.document_changes[0].text_document.version == doc.version
+    # VS Code's refactor preview: the edit carries a change annotation that needs confirmation
+    (note,) = resolved.edit.change_annotations.values()
+    assert note.needs_confirmation and "speed unknown" in note.description
     new = apply_edit(doc.text, resolved.edit)
     assert new != doc.text and "__global__ void silu_and_mul" in new
     assert new.startswith(doc.text[:doc.text.index("__device__")])  # the rest of the file kept
@@ -164,6 +171,58 @@ async def test_add_spec_to_a_kernel_without_one(client, tmp_path):
     assert new.startswith("/* @astra") and new.endswith(doc.text)
 
 
+async def test_add_spec_answers_its_diagnostic_and_marks_what_it_guessed(client, tmp_path):
+    path = tmp_path / "scale.cu"
+    path.write_text("__global__ void scale(float* out, const float* in, float a, int n) {\n"
+                    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                    "  if (i < n) out[i] = a * in[i];\n}\n")
+    doc = Doc(client, path)
+    diags = await doc.diagnostics_where(lambda ds: any(d.code == "no-spec" for d in ds))
+    hint = next(d for d in diags if d.code == "no-spec")
+    assert hint.code_description.href.endswith("docs/diagnostics.md#no-spec")
+    def apply(params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
+        doc.change(apply_edit(doc.text, params.edit))   # as the editor does: the edit becomes a new version
+        return types.ApplyWorkspaceEditResult(applied=True)
+    client.feature(types.WORKSPACE_APPLY_EDIT)(apply)
+    assert (await doc.command("astra_cuda.lsp.addSpec", "scale"))["status"] == "done"
+    # the client applied the edit (workspace/applyEdit); the server marks each guessed line
+    guessed = await doc.diagnostics_where(lambda ds: any(d.code == "spec-guess" for d in ds), timeout=120)
+    notes = [d for d in guessed if d.code == "spec-guess"]
+    lines = doc.text.splitlines()
+    assert any(lines[d.range.start.line].lstrip().startswith("a ") and "`a`" in d.message for d in notes), \
+        [(lines[d.range.start.line], d.message) for d in notes]
+    assert not any(d.code == "no-spec" for d in guessed)
+    # editing a guessed line clears its note
+    line = next(d.range.start.line for d in notes if "`a`" in d.message)
+    edited = lines[:]
+    edited[line] = 'a = "2.5"'
+    doc.change("\n".join(edited) + "\n")
+    await doc.diagnostics_where(lambda ds: not any(d.code == "spec-guess" and "`a`" in d.message for d in ds))
+
+
+async def test_the_spec_teaches_itself_completion_and_a_key_level_did_you_mean(client, example):
+    path = example()
+    doc = Doc(client, path)
+    text = doc.text.replace("[sizes]", "[size]", 1)
+    doc.change(text)
+    diags = await doc.diagnostics_where(lambda ds: any("did you mean 'sizes'" in d.message for d in ds))
+    d = next(d for d in diags if "did you mean" in d.message)
+    row = doc.text.splitlines()[d.range.start.line]
+    assert row[d.range.start.character:d.range.end.character] == "[size]" and d.code == "spec"
+    fix = next(a for a in await asyncio.wait_for(client.text_document_code_action_async(types.CodeActionParams(
+        types.TextDocumentIdentifier(uri=doc.uri), d.range, types.CodeActionContext(diagnostics=[d]))), 30)
+        if a.title == "Change to [sizes]")
+    assert apply_edit(doc.text, fix.edit) == doc.text.replace("[size]", "[sizes]", 1)
+    line = doc.line_of("out   =")
+    col = doc.text.splitlines()[line].index('"half"') + 1
+    got = await asyncio.wait_for(client.text_document_completion_async(types.CompletionParams(
+        types.TextDocumentIdentifier(uri=doc.uri), types.Position(line=line, character=col))), 30)
+    assert {"half", "bfloat16", "float"} <= {i.label for i in got.items}
+    outside = await asyncio.wait_for(client.text_document_completion_async(types.CompletionParams(
+        types.TextDocumentIdentifier(uri=doc.uri), types.Position(line=doc.line_of("int main"), character=3))), 30)
+    assert outside is None
+
+
 @pytest.mark.parametrize("text", [
     "",
     "\x00\x01\x02 not C at all {{{{ ((((",
@@ -209,7 +268,7 @@ async def test_a_crashing_kernel_costs_a_worker_not_the_server(client, tmp_path)
     assert any("crashed" in d.message for d in checks), checks
     assert len(checks) <= 6  # capped: five failures and a count of the rest
     hover = await doc.hover(doc.line_of("void wild"), doc.text.splitlines()[doc.line_of("void wild")].index("wild"))
-    assert hover is not None and "not verified" in hover.contents.value
+    assert hover is not None and "✗ check failed" in hover.contents.value
 
 
 async def test_profile_fills_the_code_lens(client, example):

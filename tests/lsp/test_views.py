@@ -36,7 +36,8 @@ def test_a_kernel_without_spec_gets_one_lens_that_adds_one():
 def test_lenses_follow_the_state_of_check_profile_and_optimization():
     (k,) = kernels()
     st = DocState()
-    assert titles(views.lenses("u", TEXT, [k], st)) == [("Profile", "astra_cuda.lsp.profile"),
+    assert titles(views.lenses("u", TEXT, [k], st)) == [("not checked yet", "astra.checkFile"),
+                                                         ("Profile", "astra_cuda.lsp.profile"),
                                                          ("Optimize", "astra_cuda.lsp.optimize")]
     st.checking = True
     assert titles(views.lenses("u", TEXT, [k], st))[0] == ("checking…", "astra.showReport")
@@ -44,7 +45,7 @@ def test_lenses_follow_the_state_of_check_profile_and_optimization():
     st.kernel(k.name).optimization = Optimization("running", anchor.anchor_for(k, 1, TEXT), TEXT, message="round 1",
                                                   best_speedup=1.25)
     lenses = views.lenses("u", TEXT, [k], st)
-    assert titles(lenses)[0] == ("✓ verified (cpu, 42 cases)", "astra.showReport")
+    assert titles(lenses)[0] == ("✓ matches the reference on 42 cases (cpu)", "astra.showReport")
     assert titles(lenses)[2] == ("Optimizing… round 1, best 1.25× (cancel)", "astra_cuda.lsp.cancelOptimize")
     spec_line = k.kernel.spec.span.start_line
     assert {lens.range.start.line for lens in lenses} == {spec_line}  # above the kernel and its spec
@@ -55,7 +56,7 @@ def test_a_failed_or_unrunnable_check_reads_as_such():
     (k,) = kernels()
     st = DocState()
     st.kernel(k.name).verdict = Verdict("silu_and_mul", "cpu", "unsupported")
-    assert titles(views.lenses("u", TEXT, [k], st))[0][0] == "? needs a GPU to verify"
+    assert titles(views.lenses("u", TEXT, [k], st))[0][0] == "compiled only — needs a GPU to run"
     st.kernel(k.name).verdict, st.kernel(k.name).verdict_error = None, "no backend"
     assert titles(views.lenses("u", TEXT, [k], st))[0][0] == "✗ check could not run"
     assert "could not run — no backend" in views.report_markdown("file:///w/k.cu", k, st.kernel(k.name))
@@ -67,7 +68,8 @@ def test_the_hover_report_over_the_kernel_name_only():
     st.kernel(k.name).verdict = passed()
     name = k.kernel.name_span
     h = views.hover("file:///w/k.cu", [k], st, types.Position(line=name.start_line, character=name.start_col + 1))
-    assert h is not None and "✅ verified" in h.contents.value and "Reference: kernel pinned" in h.contents.value
+    assert h is not None and "matches the reference on 42 cases" in h.contents.value
+    assert "Reference: kernel pinned" in h.contents.value
     assert views.hover("file:///w/k.cu", [k], st, types.Position(line=name.start_line + 2, character=0)) is None
 
 
@@ -89,7 +91,7 @@ def test_status_counts_errors_verdicts_and_running_optimizations():
     st.kernel("c").verdict_error = "boom"
     st.kernel("d").optimization = Optimization("running", anchor.anchor_for(k, 1, TEXT), message="m")
     s = views.status("u", st)
-    assert (s["verified"], s["failing"], s["errors"]) == (1, 2, 0)
+    assert (s["verified"], s["failing"], s["errors"]) == (1, 2, 0) and s["summary"] == "2 failing"
     assert s["optimizing"] == [{"kernel": "d", "message": "m", "bestSpeedup": None}]
 
 
@@ -129,7 +131,7 @@ def test_the_report_page_and_its_command_link():
     v.coverage.matrix = [{"sizes": "n=1", "distribution": "normal", "cases": 2, "failed": 0}]
     st.kernel(k.name).verdict = v
     page = views.report_page("file:///w/k.cu", k, st.kernel(k.name))
-    assert "<table class='matrix'>" in page and "Verified" in page and "file://" not in page.replace(
+    assert "<table class='matrix'>" in page and "matches the reference on 42 cases" in page and "file://" not in page.replace(
         "file%3A///w/k.cu", "").replace("file:///w/k.cu", "")
     link = views.report_command("file:///w/k.cu", k.name)
     assert link.startswith("command:astra.showReport?") and "file%3A///w/k.cu" in link
@@ -140,3 +142,112 @@ def test_the_status_says_why_nothing_runs_and_how_to_use_the_gpu():
     s = views.status("u", st, "", "this workspace is not trusted", {"problem": "no CuPy", "fix": "pip install x"})
     assert s["restricted"] == "this workspace is not trusted" and s["gpuSetup"]["fix"] == "pip install x"
     assert views.status("u", st)["restricted"] is None
+
+
+# ---- every word is a measurement (issue 26) -----------------------------------------------------
+
+def lens0(st, text=TEXT, why=""):
+    (k,) = kernels(text)
+    return titles(views.lenses("u", text, [k], st, why))[0][0]
+
+
+def test_the_words_say_only_what_was_measured():
+    (k,) = kernels()
+    st = DocState()
+    assert lens0(st) == "not checked yet" and views.status("u", st)["summary"] == "not checked"
+    st.static_done = True   # compiled, nothing ran (an untrusted folder)
+    assert lens0(st, why="this workspace is not trusted") == "compiled only — not run"
+    assert views.status("u", DocState())["summary"] != "0 verified"
+    own = passed(14)
+    own.compared = False
+    st.kernel(k.name).verdict = own
+    assert lens0(st) == "✓ self-consistent on 14 cases (no reference)"
+    assert "says nothing about correctness" in views.hover("u", [k], st, types.Position(
+        line=k.kernel.name_span.start_line, character=k.kernel.name_span.start_col + 1)).contents.value
+    assert views.status("u", st)["summary"] == "1 self-consistent"
+    st.kernel(k.name).verdict = passed(14)
+    assert lens0(st) == "✓ matches the reference on 14 cases (cpu)"
+    assert views.status("u", st)["summary"] == "1 matches reference"
+
+
+def finished(k, speedup=None, gpu=""):
+    from astra_cuda.agents.result import OptimizeResult
+    from astra_cuda.evaluation import Check, Evaluation, ProfileSummary, SizeTiming
+    check = Check(True, "passed", cases=14)
+    prof = ProfileSummary((SizeTiming({"n": 1}, speedup, 1.0),), device=gpu) if speedup else None
+    best = TEXT.replace("silu(x) * y", "y * silu(x)")
+    ev = Evaluation(check, prof, speed_note="" if prof else "speed is not measured on the CPU backend", gpu=gpu)
+    result = OptimizeResult(k.name, PATH, "offline", TEXT, best, ev, ev)
+    opt = Optimization("done", anchor.anchor_for(k, 1, TEXT), TEXT, result=result)
+    opt.rewrite = anchor.rewrite_for(TEXT, best, opt.anchor.span, 1)
+    return opt
+
+
+def test_a_rewrite_whose_speed_was_not_measured_is_never_the_default_action():
+    (k,) = kernels()
+    st = DocState()
+    st.kernel(k.name).optimization = finished(k)
+    lens = titles(views.lenses("u", TEXT, [k], st))[-1]
+    assert lens == ("Rewrite verified correct on 14 cases, speed unknown — measure on a GPU", "astra.showReport")
+    (apply,) = [a for a in views.code_actions("u", 1, TEXT, k, st.kernel(k.name), None)
+                if a.kind == views.APPLY_KIND]
+    assert not apply.is_preferred and "speed unknown" in apply.title
+    st.kernel(k.name).optimization = finished(k, speedup=1.5, gpu="NVIDIA H100 80GB HBM3")
+    lens = titles(views.lenses("u", TEXT, [k], st))[-1]
+    assert lens == ("Apply optimized kernel (1.50× faster on NVIDIA H100 80GB HBM3, matches the original on 14 "
+                    "cases)", "astra.applyOptimized")
+    (apply,) = [a for a in views.code_actions("u", 1, TEXT, k, st.kernel(k.name), None)
+                if a.kind == views.APPLY_KIND]
+    assert apply.is_preferred
+    assert views.status("u", st)["rewrites"] == [k.name]
+
+
+def test_every_diagnostic_code_links_to_its_section_of_the_docs():
+    from astra_cuda.lsp.convert import code_description
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "diagnostics.md").read_text()
+    for code in ("spec", "no-spec", "spec-guess", "compile", "preprocessor", "ptxas", "parse", "unit", "check",
+                 "kernel", "timeout", "astra"):
+        assert code_description(code).href.endswith(f"docs/diagnostics.md#{code}") and f"## {code}\n" in docs
+    assert code_description("nvrtc-20").href.endswith("#compile")
+
+
+def test_a_kernel_without_spec_gets_a_diagnostic_the_quick_fix_answers():
+    (bare,) = kernels(NO_SPEC)
+    (d,) = views.live_diagnostics([bare], DocState(), NO_SPEC)
+    assert d.code == views.NO_SPEC and d.severity == types.DiagnosticSeverity.Information
+    (act,) = views.code_actions("u", 1, NO_SPEC, bare, None, [types.CodeActionKind.QuickFix], [d])
+    assert act.diagnostics == [d] and act.is_preferred
+
+
+def test_a_spec_typo_is_at_its_key_with_a_fix_to_apply():
+    text = TEXT.replace("[sizes]", "[size]")
+    (k,) = kernels(text)
+    diags = views.live_diagnostics([k], DocState(), text)
+    (d,) = [d for d in diags if d.data]
+    line = text.split("\n")[d.range.start.line]
+    assert line[d.range.start.character:d.range.end.character] == "[size]" and "did you mean 'sizes'" in d.message
+    (fix,) = views.fixes("u", 3, [d])
+    assert fix.edit.document_changes[0].edits[0].new_text == "[sizes]"
+
+
+def test_guessed_lines_are_marked_until_edited():
+    from astra_cuda.lsp.state import Guessed
+    (k,) = kernels()
+    line = next(t for t in TEXT.split("\n") if t.startswith("d = [128"))
+    st = DocState(guesses=[Guessed(k.name, line, "size `d`: the program itself uses 4096")])
+    (d,) = views.live_diagnostics([k], st, TEXT)
+    assert d.code == views.GUESS and "program itself uses 4096" in d.message
+    edited = TEXT.replace(line, "d = [128, 4096]")
+    (k2,) = kernels(edited)
+    assert views.live_diagnostics([k2], st, edited) == [] and st.guesses == []
+
+
+def test_completion_and_hover_inside_the_spec():
+    (k,) = kernels()
+    lines = TEXT.split("\n")
+    row = next(i for i, t in enumerate(lines) if t.startswith("out   ="))
+    col = lines[row].index('"half"') + 1
+    labels = [c.label for c in views.completion([k], types.Position(line=row, character=col))]
+    assert "bfloat16" in labels and "float" in labels
+    h = views.hover("u", [k], DocState(), types.Position(line=row, character=lines[row].index("shape") + 1))
+    assert h is not None and "shape" in h.contents.value and "size expressions" in h.contents.value

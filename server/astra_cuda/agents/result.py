@@ -110,15 +110,17 @@ class OptimizeResult:
         if self.error:
             return "\n".join(lines + [f"**Could not optimize:** {md(self.error)}"])
         if self.measured:
-            lines.append(f"**Best: {self.speedup:.3f}× geomean** over the original, verified on "
-                         f"{self.best_eval.check.cases} cases.")
+            gpu = (self.best_eval.profile.device if self.best_eval.profile else "") or self.best_eval.gpu or "the GPU"
+            lines.append(f"**Best: {self.speedup:.3f}× geomean** over the original, measured on {md(gpu)}; "
+                         f"matches the original on {self.best_eval.check.cases} cases.")
             lines += ["", "| sizes | original µs | best µs | speedup | copy ceiling |", "|---|---:|---:|---:|---:|"]
             for t in self.per_size():
                 share = f"{t['copy_share']:.0%}" if t["copy_share"] is not None else "–"
                 size = ", ".join(f"{k}={v}" for k, v in t["sizes"].items())
                 lines.append(f"| {md(size)} | {t['baseline_us']:.2f} | {t['best_us']:.2f} | {t['speedup']:.3f}× | {share} |")
         elif self.improved:
-            lines.append(f"**A verified rewrite** (passed {self.best_eval.check.cases} cases); {md(self.speed_note)}.")
+            lines.append(f"**A rewrite verified correct on {self.best_eval.check.cases} cases, speed unknown — "
+                         f"measure on a GPU** ({md(self.speed_note)}).")
         else:
             lines.append(f"No verified improvement; the original is kept. {md(self.speed_note)}".strip())
         if self.worked():

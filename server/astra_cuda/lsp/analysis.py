@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import traceback
 from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
-from astra_cuda.lsp.convert import line_range, lsp_diagnostic, lsp_range, span_of
+from astra_cuda.lsp.convert import diagnostic, line_range, lsp_diagnostic, lsp_range, span_of
 from astra_cuda.lsp.runtime import DEBOUNCE_S, AstraServer, core, is_user_error, user_message
 
 if TYPE_CHECKING:
@@ -38,17 +39,14 @@ def verdict_diagnostics(verdicts: list[Verdict], lines: list[str], where: types.
         for f in shown:
             line = f.line  # 1-based in the gate's failures
             rng = line_range(line - 1, lines) if line is not None and 1 <= line <= len(lines) else where
-            diags.append(types.Diagnostic(
-                range=rng, severity=types.DiagnosticSeverity.Error, source="astra", code="check",
-                message=f"{v.kernel}: check failed ({v.backend} backend{_on(v)}): {f.text()}"))
+            diags.append(diagnostic(rng, f"{v.kernel}: check failed ({v.backend} backend{_on(v)}): {f.text()}",
+                                    "check", types.DiagnosticSeverity.Error))
         if rest > 0:
-            diags.append(types.Diagnostic(
-                range=where, severity=types.DiagnosticSeverity.Error, source="astra", code="check",
-                message=f"{v.kernel}: … and {rest} more failure(s); see the hover report"))
+            diags.append(diagnostic(where, f"{v.kernel}: … and {rest} more failure(s); see the hover report",
+                                    "check", types.DiagnosticSeverity.Error))
         if not failures:
             severity = types.DiagnosticSeverity.Warning if v.status == "unsupported" else types.DiagnosticSeverity.Error
-            diags.append(types.Diagnostic(range=where, severity=severity, source="astra", code="check",
-                                          message=f"{v.summary} ({v.backend} backend{_on(v)})"))
+            diags.append(diagnostic(where, f"{v.summary} ({v.backend} backend{_on(v)})", "check", severity))
     return diags
 
 
@@ -59,8 +57,7 @@ def error_diagnostic(e: BaseException, lines: list[str], prefix: str,
 
     line = e.line if isinstance(e, AstraError) else None
     rng = line_range(line, lines) if line is not None else (where or line_range(0, lines))
-    return types.Diagnostic(range=rng, severity=types.DiagnosticSeverity.Error, source="astra",
-                            code="astra", message=f"{prefix}: {user_message(e)}")
+    return diagnostic(rng, f"{prefix}: {user_message(e)}", "astra", types.DiagnosticSeverity.Error)
 
 
 def schedule(ls: AstraServer, uri: str, *, check: bool) -> None:
@@ -88,14 +85,19 @@ async def analyze(ls: AstraServer, uri: str, gen: int, cancel: threading.Event, 
             raise RuntimeError(st.snapshot_error)
         snap = snap.with_context(ls.project(path))
         arch = await ls.call(ls.fast, ls.arch)
+        t0 = time.monotonic()
         found = await ls.call(ls.static, core().diagnostics, snap, arch=arch)
         static = [lsp_diagnostic(d, lines) for d in found]
+        errors = sum(1 for d in found if d.severity == "error")
+        ls.log_info(f"static check of {path}: {errors} error(s), {len(found) - errors} other diagnostic(s) "
+                    f"in {time.monotonic() - t0:.1f} s — reproduce: "
+                    f"{core().command_line('check', snap, backend='static', arch=arch)}")
     except Exception as e:
         ls.log_error(f"static diagnostics of {path} failed", traceback.format_exc())
         static = [error_diagnostic(e, lines, "Astra could not analyse this file")]
     if stale():
         return
-    st.static_diags = static
+    st.static_diags, st.static_done = static, True
     kernels = st.kernels
     names = {k.name for k in kernels}
     st.check_diags = {n: d for n, d in st.check_diags.items() if n in names}
@@ -136,6 +138,7 @@ async def check_one(ls: AstraServer, st: DocState, snap: Snapshot, k: KernelInfo
     where = lsp_range(span_of(k.kernel.name_span))
     try:
         arch = await ls.call(ls.fast, ls.arch)
+        t0 = time.monotonic()
         verdicts = await ls.call(ls.slow, core().check, snap, k.name, backend=ls.settings.backend,
                                  arch=arch, cancel=cancel)
     except Exception as e:
@@ -143,11 +146,18 @@ async def check_one(ls: AstraServer, st: DocState, snap: Snapshot, k: KernelInfo
             return None
         if not is_user_error(e):
             ls.log_error(f"checking {k.name} failed", traceback.format_exc())
+        ls.log_info(f"check {k.name}: could not run: {user_message(e)} — reproduce: "
+                    f"{core().command_line('check', snap, k.name, backend=ls.settings.backend)}")
         ks.verdict, ks.verdict_error = None, user_message(e)
         return [error_diagnostic(e, lines, f"{k.name}: the check could not run", where)]
     if cancel.is_set():
         return None
+    from astra_cuda import standing
+    again = core().command_line("check", snap, k.name, backend=ls.settings.backend)
     for v in verdicts:
         kst = st.kernel(v.kernel)
         kst.verdict, kst.verdict_error = v, ""
+        steps = ", ".join(f"{name} {sec:.1f} s" for name, sec in v.timings.items())
+        ls.log_info(f"check {v.kernel}: {standing.of_check(v).short} in {time.monotonic() - t0:.1f} s"
+                    f"{' (' + steps + ')' if steps else ''}; reference: {v.reference or 'none'} — reproduce: {again}")
     return verdict_diagnostics(verdicts, lines, where)

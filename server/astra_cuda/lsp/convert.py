@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from lsprotocol import types
 
-from astra_cuda import textedit
+import re
+
+from astra_cuda import contract, textedit
 
 if TYPE_CHECKING:
     from astra_cuda import source
@@ -57,12 +59,28 @@ def text_in(text: str, s: EditorSpan) -> str:
     return text[textedit.offset(text, s.start_line, s.start_col):textedit.offset(text, s.end_line, s.end_col)]
 
 
+def code_description(code: str | None) -> types.CodeDescription | None:
+    """The link behind a diagnostic's code: its section of docs/diagnostics.md (a compiler's
+    numbered message, `nvrtc-20`, links to `compile`)."""
+    if not code:
+        return None
+    anchor = "compile" if re.fullmatch(r"[a-z]+-\d+", code) else code
+    return types.CodeDescription(href=f"{contract.DIAGNOSTICS_DOCS}#{anchor}")
+
+
+def diagnostic(rng: types.Range, message: str, code: str, severity: types.DiagnosticSeverity, *,
+               source: str = "astra", fix: str = "") -> types.Diagnostic:
+    """An LSP diagnostic with its code's documentation link; `fix`: what the range should read
+    (the quick fix "Change to …")."""
+    return types.Diagnostic(range=rng, message=message, severity=severity, code=code or None, source=source,
+                            code_description=code_description(code), data={"fix": fix} if fix else None)
+
+
 def lsp_diagnostic(d: Diagnostic, lines: list[str] | None = None) -> types.Diagnostic:
     """An `astra_cuda.diagnostics.Diagnostic` as an LSP diagnostic."""
     rng = types.Range(start=types.Position(line=d.line, character=d.col),
                       end=types.Position(line=d.end_line, character=d.end_col))
     if (d.end_line, d.end_col) <= (d.line, d.col) and lines is not None:
         rng = line_range(d.line, lines)  # a point diagnostic: underline its line
-    return types.Diagnostic(range=rng, message=d.message,
-                            severity=_SEVERITY.get(d.severity, types.DiagnosticSeverity.Error),
-                            code=d.code or None, source=d.source or "astra")
+    return diagnostic(rng, d.message, d.code, _SEVERITY.get(d.severity, types.DiagnosticSeverity.Error),
+                      source=d.source or "astra", fix=d.fix)

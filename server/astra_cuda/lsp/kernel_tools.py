@@ -2,6 +2,7 @@
 propose a harness spec for it (as a versioned edit)."""
 from __future__ import annotations
 
+import time
 import traceback
 from typing import Any
 
@@ -9,9 +10,12 @@ from lsprotocol import types
 
 from astra_cuda.lsp import anchor as anchoring
 from astra_cuda.lsp.convert import EditorSpan, span_of
-from astra_cuda.lsp.optimization import versioned_edit
+from astra_cuda import spec_help
+from astra_cuda.lsp.optimization import annotated, versioned_edit
 from astra_cuda.lsp.runtime import AstraServer, core, is_user_error, user_message
-from astra_cuda.lsp.state import Profiled
+from astra_cuda.lsp.state import Guessed, Profiled
+
+__all__ = ["annotated", "profile", "pin", "spec_edit", "add_spec"]
 
 
 async def profile(ls: AstraServer, uri: str, name: str) -> dict[str, Any]:
@@ -22,6 +26,9 @@ async def profile(ls: AstraServer, uri: str, name: str) -> dict[str, Any]:
     ks = ls.state(uri).kernel(name)
     ks.profiling = True
     ls.refresh_views()
+    t0 = time.monotonic()
+    again = core().command_line("profile", snap, name, backend=ls.settings.backend) + \
+        (" --ncu" if ls.settings.profile_ncu else "")
     try:
         arch = await ls.call(ls.fast, ls.arch)
         profiles = await ls.call(ls.slow, core().profile, snap.with_context(ls.project(doc.path)), name,
@@ -31,11 +38,16 @@ async def profile(ls: AstraServer, uri: str, name: str) -> dict[str, Any]:
     except Exception as e:
         if not is_user_error(e):
             ls.log_error(f"profiling {name} failed", traceback.format_exc())
+        ls.log_info(f"profile {name}: failed: {user_message(e)} — reproduce: {again}")
         return ls.fail(f"profiling `{name}` failed: {user_message(e)}")
     finally:
         ks.profiling = False
         ls.refresh_views()
     ks.profile = Profiled(p, anchoring.anchor_for(k, doc.version or 0, doc.source))
+    ls.log_info(f"profile {name}: {p.summary_line()} in {time.monotonic() - t0:.1f} s"
+                + (f"; Nsight Compute report kept at {p.ncu_report_path}" if p.ncu_report_path else "")
+                + (f"; errors: {'; '.join(p.errors[:3])}" if p.errors else "") + f" — reproduce: {again}")
+    ls.send_status(uri)   # a kept Nsight Compute report can be opened now
     ls.refresh_views()
     return {"status": "done", "kernel": name, "summary": p.summary_line(), "hotLines": len(p.hot_lines)}
 
@@ -59,6 +71,7 @@ async def spec_edit(ls: AstraServer, uri: str, name: str) -> tuple[types.Workspa
     k = anchoring.find(snap.kernels, name) if snap is not None else None
     if snap is None or k is None:
         return None, f"no kernel `{name}` in this file"
+    t0 = time.monotonic()
     try:
         # the kernel is run under the draft before it is proposed: the pool that runs checks
         proposal = await ls.call(ls.slow, core().infer_spec, snap.with_context(ls.project(doc.path)), name,
@@ -72,6 +85,13 @@ async def spec_edit(ls: AstraServer, uri: str, name: str) -> tuple[types.Workspa
     start = span_of(k.kernel.span)
     at = EditorSpan(start.start_line, start.start_col, start.start_line, start.start_col)
     text = proposal.comment if proposal.comment.endswith("\n") else proposal.comment + "\n"
+    # What inference guessed, on its line (with the evidence), once the comment is in the text.
+    lines = proposal.comment.split("\n")
+    st = ls.state(uri)
+    st.guesses = [g for g in st.guesses if g.kernel != name] + [
+        Guessed(name, lines[g.line], g.note) for g in spec_help.guessed_lines(proposal.comment, proposal.notes)]
+    ls.log_info(f"spec for {name} inferred in {time.monotonic() - t0:.1f} s, {len(st.guesses)} line note(s) on "
+                f"what was guessed — reproduce: {core().command_line('spec', snap, name)}")
     return versioned_edit(uri, doc.version, at, text), ""
 
 
@@ -80,4 +100,5 @@ async def add_spec(ls: AstraServer, uri: str, name: str) -> dict[str, Any]:
     if edit is None:
         return ls.fail(why)
     r = await ls.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=edit, label="Astra: add harness spec"))
+    await ls.snapshot(uri)   # the guessed lines are marked as soon as the text has them
     return {"status": "done" if r.applied else "declined"}

@@ -53,6 +53,10 @@ async def optimize(ls: AstraServer, uri: str, name: str) -> dict[str, Any]:
         ks.optimization = None
         return ls.fail(f"the LLM settings are incomplete: {user_message(e)}")
     token = await ls.progress_begin(f"Astra: optimizing {name}", opt.cancel)
+    again = core().command_line("optimize", snap, name, backend=s.backend, rounds=s.rounds,
+                                llm="openai" if llm is not None else "offline")
+    t0 = time.monotonic()
+    ls.log_info(f"optimize {name}: started ({s.rounds} round(s), {'model ' + (s.llm_model or 'default') if llm else 'offline team'})")
     loop = asyncio.get_running_loop()
 
     def progress(event: dict[str, Any]) -> None:  # called from the core's thread
@@ -86,11 +90,19 @@ async def optimize(ls: AstraServer, uri: str, name: str) -> dict[str, Any]:
             opt.status, opt.message = "failed", redact.text(user_message(e))
     finally:
         ls.progress_end(token, opt.status)
+        result_note = ""
+        if opt.result is not None:
+            result_note = f": {opt.title() if opt.improved else 'no better verified version'}"
+            if opt.result.run_dir:
+                result_note += f"; run log {opt.result.run_dir}"
+        ls.log_info(f"optimize {name}: {opt.status}{result_note} in {time.monotonic() - t0:.1f} s — reproduce: {again}")
         ls.send_status(uri)
         ls.refresh_views()
     if opt.status == "done":
         if opt.improved:
-            ls.show(f"Astra: `{name}` optimized ({opt.title()}). Apply it from the code lens or the lightbulb.")
+            ls.show(f"Astra: `{name}` optimized ({opt.title()}). Apply it from the code lens or the lightbulb."
+                    if opt.measured else f"Astra: `{name}`: a rewrite {opt.title()}. To take it anyway: the "
+                    "lightbulb or Astra: Apply optimized kernel.")
         else:
             ls.show(f"Astra: no better verified version of `{name}` found; the original is kept.")
     elif opt.status == "failed":
@@ -105,6 +117,7 @@ def on_progress(ls: AstraServer, uri: str, opt: Optimization, token: str | None,
         opt.best_speedup = float(best)
     opt.message = redact.text(str(event.get("message")
                                   or " · ".join(f"{k} {v}" for k, v in event.items() if v is not None)))
+    ls.log_info(f"optimize: {opt.message}")
     if token is not None:
         pct = None
         if isinstance(event.get("round"), int) and rounds:
@@ -127,12 +140,24 @@ def cancel(ls: AstraServer, uri: str, name: str) -> dict[str, str]:
 
 
 def versioned_edit(uri: str, version: int | None, span: EditorSpan, new_text: str) -> types.WorkspaceEdit:
-    """A versioned edit: the client refuses it if the document moved on since. (VS Code's code
-    action menu previews it as a diff on request; the client's Apply command shows the diff
-    first.)"""
+    """A versioned edit: the client refuses it if the document moved on since."""
     ident = types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version)
     edit = types.TextEdit(range=lsp_range(span), new_text=new_text)
     return types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(text_document=ident, edits=[edit])])
+
+
+def annotated(edit: types.WorkspaceEdit, label: str, description: str, *, confirm: bool) -> types.WorkspaceEdit:
+    """The edit under one change annotation: with `confirm`, VS Code shows it in its refactor
+    preview (a diff with Apply and Discard) before anything changes."""
+    changes = []
+    for change in edit.document_changes or []:
+        if isinstance(change, types.TextDocumentEdit):
+            change = types.TextDocumentEdit(text_document=change.text_document, edits=[
+                types.AnnotatedTextEdit(range=e.range, new_text=e.new_text, annotation_id="astra")
+                for e in change.edits if isinstance(e, types.TextEdit)])
+        changes.append(change)
+    return types.WorkspaceEdit(document_changes=changes, change_annotations={"astra": types.ChangeAnnotation(
+        label=label, needs_confirmation=confirm, description=description)})
 
 
 def rewrite_edit(ls: AstraServer, uri: str, name: str) -> tuple[types.WorkspaceEdit | None, str]:
@@ -151,7 +176,8 @@ def rewrite_edit(ls: AstraServer, uri: str, name: str) -> tuple[types.WorkspaceE
         return None, placed.reason
     if placed.how == "re-anchored":
         ls.log_info(f"applying the optimized `{name}` at its new place (the file changed around it)")
-    return versioned_edit(uri, doc.version, placed.span, opt.rewrite.new), ""
+    edit = versioned_edit(uri, doc.version, placed.span, opt.rewrite.new)
+    return annotated(edit, f"Astra: optimized {name}", opt.title(), confirm=True), ""
 
 
 def edit_preview(ls: AstraServer, uri: str, name: str) -> dict[str, Any]:
@@ -161,4 +187,4 @@ def edit_preview(ls: AstraServer, uri: str, name: str) -> dict[str, Any]:
     opt = ls.state(uri).kernel(name).optimization
     if edit is None or opt is None or opt.rewrite is None:
         return {"status": "declined", "message": why}
-    return {"status": "ok", "edit": edit, "newText": opt.rewrite.new, "title": opt.title()}
+    return {"status": "ok", "edit": edit, "newText": opt.rewrite.new, "title": opt.title(), "measured": opt.measured}

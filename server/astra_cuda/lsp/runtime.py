@@ -204,8 +204,12 @@ class AstraServer(LanguageServer):
             self._snapshot_tasks[key] = fut
             fut.add_done_callback(lambda _f: self._snapshot_tasks.pop(key, None))
         snap, error = await fut
-        if (self.document(uri).version or 0) == version:
+        if (self.document(uri).version or 0) == version and st.snapshot_version != version:
             st.snapshot, st.snapshot_version, st.snapshot_error = snap, version, error
+            live = views.live_diagnostics(st.kernels, st, doc.source)
+            if live != st.live_diags:   # spec problems and guesses follow the text as it is typed
+                st.live_diags = live
+                self.publish(uri, version)
         return doc, snap
 
     async def _read(self, text: str, path: str) -> tuple[Snapshot | None, str]:
@@ -252,9 +256,19 @@ class AstraServer(LanguageServer):
     def publish(self, uri: str, version: int | None) -> None:
         self.view_gen += 1  # verdicts changed too
         st = self.docs.get(uri)
-        diags = [] if st is None else st.static_diags + [d for ds in st.check_diags.values() for d in ds]
+        # spec problems come from the latest text (live), not from the last compile
+        diags = [] if st is None else [d for d in st.static_diags if d.code != "spec"] + st.live_diags + \
+            [d for ds in st.check_diags.values() for d in ds]
         self.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=uri, diagnostics=diags, version=version))
+
+    def why_not_run(self) -> str:
+        """Why no kernel code runs on a check, when that is so (the lens and status say it)."""
+        if not self.settings.allow_execution:
+            return self.RESTRICTED
+        if not (self.settings.check_on_save or self.settings.check_on_open):
+            return "checks on open and save are off: run Astra: Check file"
+        return ""
 
     def send_status(self, uri: str) -> None:
         """The status notification drives the client's status bar item."""
@@ -264,7 +278,7 @@ class AstraServer(LanguageServer):
         self.view_gen += 1  # every status change is also a lens change
         restricted = None if self.settings.allow_execution else self.RESTRICTED
         self.protocol.notify(contract.STATUS_NOTIFICATION,
-                             views.status(uri, st, self.cluster_label, restricted, self.gpu_setup))
+                             views.status(uri, st, self.cluster_label, restricted, self.gpu_setup, self.why_not_run()))
 
     async def progress_begin(self, title: str, cancel: Any) -> str | None:
         """Server-initiated work-done progress whose cancel button sets `cancel`."""

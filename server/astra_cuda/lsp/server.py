@@ -22,12 +22,15 @@ from astra_cuda.lsp.state import DocState
 
 
 def _version() -> str:
-    try:
-        from importlib.metadata import version
+    """The installed package's version, else (the extension's bundled copy has no metadata) the
+    package's own `__version__`; a test keeps both equal to pyproject.toml's and package.json's."""
+    from importlib.metadata import PackageNotFoundError, version
 
+    import astra_cuda
+    try:
         return version("astra-cuda")
-    except Exception:
-        return "0"
+    except PackageNotFoundError:
+        return astra_cuda.__version__
 
 
 server = AstraServer(_version())
@@ -137,7 +140,8 @@ async def code_actions(ls: AstraServer, params: types.CodeActionParams) -> list[
     k = views.kernel_at(st.kernels, params.range.start.line)
     if k is None:
         return []
-    return views.code_actions(uri, doc.version or 0, doc.source, k, st.per_kernel.get(k.name), params.context.only)
+    return views.code_actions(uri, doc.version or 0, doc.source, k, st.per_kernel.get(k.name), params.context.only,
+                              params.context.diagnostics)
 
 
 @server.feature(types.CODE_ACTION_RESOLVE)
@@ -150,6 +154,10 @@ async def resolve_code_action(ls: AstraServer, action: types.CodeAction) -> type
         edit, why = optimization.rewrite_edit(ls, uri, name)
     elif data.get("action") == "spec":
         edit, why = await kernel_tools.spec_edit(ls, uri, name)
+        if edit is not None:
+            action.edit = kernel_tools.annotated(edit, "Astra: add harness spec", "Inferred from the program; "
+                                                 "the lines it guessed are marked", confirm=False)
+            return action
     else:
         return action
     if edit is None:
@@ -168,7 +176,7 @@ async def code_lens(ls: AstraServer, params: types.CodeLensParams) -> list[types
     cached = ls.lens_cache.get(uri)
     if cached is not None and cached[0] == key:
         return cached[1]
-    lenses = views.lenses(uri, doc.source, ls.state(uri).kernels, ls.state(uri))
+    lenses = views.lenses(uri, doc.source, ls.state(uri).kernels, ls.state(uri), ls.why_not_run())
     ls.lens_cache[uri] = (key, lenses)
     return lenses
 
@@ -179,6 +187,14 @@ async def hover(ls: AstraServer, params: types.HoverParams) -> types.Hover | Non
     await ls.snapshot(uri)
     st = ls.state(uri)
     return views.hover(uri, st.kernels, st, params.position)
+
+
+@server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=['"', "[", "=", ",", " "]))
+async def completion(ls: AstraServer, params: types.CompletionParams) -> types.CompletionList | None:
+    """Inside a spec comment only: keys, tables, element types, the kernel's names."""
+    await ls.snapshot(params.text_document.uri)
+    items = views.completion(ls.state(params.text_document.uri).kernels, params.position)
+    return types.CompletionList(is_incomplete=False, items=items) if items else None
 
 
 @server.feature(types.TEXT_DOCUMENT_INLAY_HINT)
@@ -228,7 +244,9 @@ async def cmd_report(ls: AstraServer, uri: str, kernel: str, *_: Any) -> dict[st
     k = next((k for k in st.kernels if k.name == kernel), None)
     if k is None:
         return {"status": "error", "message": f"no kernel `{kernel}` in this file"}
-    return {"status": "ok", "html": views.report_page(uri, k, st.per_kernel.get(kernel))}
+    ks = st.per_kernel.get(kernel)
+    kept = ks.profile.profile.ncu_report_path if ks is not None and ks.profile is not None else ""
+    return {"status": "ok", "html": views.report_page(uri, k, ks), "profilerReport": kept or None}
 
 
 @server.command(contract.command("kernels"))

@@ -29,20 +29,32 @@ class Optimization:
     rewrite: Replacement | None = None         # what applying it replaces, when it improved
 
     def title(self) -> str:
-        """'1.40× faster, verified on 38 cases' (or 'speed not measured, ...' on the CPU)."""
-        r = self.result
-        if r is None:
-            return self.status
-        speed = f"{r.speedup:.2f}× faster" if r.speedup else "speed not measured"
-        return f"{speed}, verified on {verified_cases(r)} cases"
+        """'1.40× faster on NVIDIA H100, matches the original on 38 cases', or 'verified correct on
+        14 cases, speed unknown — measure on a GPU' (astra_cuda.standing)."""
+        from astra_cuda import standing
+        return self.status if self.result is None else standing.of_rewrite(self.result).short
 
     @property
     def improved(self) -> bool:
         return self.result is not None and self.result.improved
 
+    @property
+    def measured(self) -> bool:
+        """Its speed was measured (on a GPU): only then is applying it the default action."""
+        return self.result is not None and self.result.measured and self.result.speedup is not None
+
 
 def verified_cases(result: OptimizeResult) -> int:
     return result.best_eval.check.cases
+
+
+@dataclass(frozen=True)
+class Guessed:
+    """A line of an inserted spec proposal that inference guessed: shown (with its evidence)
+    while the line reads as inserted; an edit of the line clears it."""
+    kernel: str
+    text: str        # the line as inserted
+    note: str        # inference's note: what was guessed and why
 
 
 @dataclass
@@ -71,6 +83,9 @@ class DocState:
     check_generation: int = 0
     check_cancel: threading.Event = field(default_factory=threading.Event)
     checking: bool = False
+    static_done: bool = False        # the static check (compiler) has run on a version of the file
+    live_diags: list[types.Diagnostic] = field(default_factory=list)   # of the latest snapshot: spec, guesses
+    guesses: list[Guessed] = field(default_factory=list)   # lines of an inserted spec that inference guessed
 
     @property
     def kernels(self) -> list[KernelInfo]:

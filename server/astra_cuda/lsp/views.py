@@ -9,10 +9,10 @@ from urllib.parse import quote
 
 from lsprotocol import types
 
-from astra_cuda import contract
+from astra_cuda import contract, spec_help, standing
 from astra_cuda.lsp import anchor as anchoring
 from astra_cuda.plain import md, printable
-from astra_cuda.lsp.convert import EditorSpan, lsp_range, span_of, text_in
+from astra_cuda.lsp.convert import EditorSpan, diagnostic, lsp_diagnostic, lsp_range, span_of, text_in
 from astra_cuda.lsp.state import DocState, KernelState, Optimization, verified_cases
 
 if TYPE_CHECKING:
@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 APPLY_KIND = types.CodeActionKind.RefactorRewrite
 OPTIMIZE_KIND = types.CodeActionKind.Refactor
 SPEC_KIND = types.CodeActionKind.QuickFix
+NO_SPEC = "no-spec"          # the diagnostic the Add spec quick fix answers
+GUESS = "spec-guess"         # a line of an inserted spec that inference guessed
 
 
 def has_spec(k: KernelInfo) -> bool:
@@ -45,6 +47,14 @@ def kernel_at(kernels: Sequence[KernelInfo], line: int) -> KernelInfo | None:
     return next((k for k in kernels if full_span(k).contains_line(line)), None)
 
 
+def kernel_standing(k: KernelInfo, st: DocState, why_not_run: str = "") -> standing.Standing:
+    """What is known about the kernel's correctness, in measured words (astra_cuda.standing)."""
+    ks = st.per_kernel.get(k.name)
+    compiled = st.static_done and not any(d.severity == types.DiagnosticSeverity.Error for d in st.static_diags)
+    return standing.of_check(ks.verdict if ks else None, has_spec=has_spec(k), spec_ok=k.spec is not None,
+                             error=ks.verdict_error if ks else "", compiled=compiled, why_not_run=why_not_run)
+
+
 def report_command(uri: str, kernel: str) -> str:
     """A command URI that opens the report view (works in hovers and under Remote-SSH)."""
     return f"command:{contract.client_command('showReport')}?{quote(json.dumps([uri, kernel]))}"
@@ -65,59 +75,53 @@ def report_page(uri: str, k: KernelInfo, ks: KernelState | None) -> str:
                               notes=notes, uri=uri, apply_command=contract.client_command("applyOptimized"))
 
 
-def report_markdown(uri: str, k: KernelInfo, ks: KernelState | None) -> str:
+def report_markdown(uri: str, k: KernelInfo, ks: KernelState | None, where: standing.Standing | None = None) -> str:
     """The hover's Markdown. Everything that came from the user's code (what a kernel printed, a
     compiler's message, a model's text) goes in through `plain.md`: only Astra's own strings
     carry links (the report's `command:` URI)."""
     out = [f"### Astra · `{k.name}`"]
-    if not has_spec(k):
-        out.append("No harness spec yet: use the quick fix **Add harness spec**.")
-    elif k.spec is None:
-        out.append("The harness spec has errors (see the diagnostics in the comment).")
+    where = where or kernel_standing(k, DocState(per_kernel={k.name: ks} if ks else {}))
     if ks and ks.verdict is not None:
         v = ks.verdict
-        mark = "✅ verified" if v.passed else "❌ not verified"
-        out.append(f"**Check** ({md(v.backend)} backend{', ran ' + md(v.ran_on) if v.ran_on else ''}): {mark} — "
-                   f"{md(v.summary)}")
+        out.append(f"**Check: {md(where.short)}** — {md(where.detail)}")
+        out.append(md(v.summary))
         if v.reference:
             out.append(f"Reference: {md(v.reference)}")
     elif ks and ks.verdict_error:
         out.append(f"**Check**: could not run — {md(ks.verdict_error)}")
+    else:
+        out.append(f"**{md(where.short)}** — {where.detail}")
     if ks and ks.profile is not None:
         out.append(f"**Profile**: {md(ks.profile.profile.summary_line())}")
     opt = ks.optimization if ks else None
     if opt is not None:
         if opt.status == "done" and opt.result is not None:
+            if opt.improved:
+                out.append(f"**Rewrite: {md(opt.title())}**")
             out.append(opt.result.summary_markdown())
             out.append(f"[Open the full report]({report_command(uri, k.name)})")
         elif opt.status == "running":
             out.append(f"**Optimizing…** {md(opt.message)}")
         else:
             out.append(f"**Last optimization** {opt.status}: {md(opt.message)}")
-    if len(out) == 1 or (len(out) == 2 and k.spec is None):
-        out.append("Not checked or optimized yet: save to check, or use **Optimize kernel**.")
     return "\n\n".join(out)
 
 
 def hover(uri: str, kernels: Sequence[KernelInfo], st: DocState, position: types.Position) -> types.Hover | None:
-    """The report, over a kernel's name."""
+    """The report, over a kernel's name; what a key means, over a key of its spec comment."""
+    for k in kernels:
+        doc = spec_help.hover(k.kernel, position.line, position.character)
+        if doc is not None:
+            text, (l0, c0, l1, c1) = doc
+            return types.Hover(contents=types.MarkupContent(types.MarkupKind.Markdown, text),
+                               range=lsp_range(EditorSpan(l0, c0, l1, c1)))
     for k in kernels:
         s = span_of(k.kernel.name_span)
         if s.start_line <= position.line <= s.end_line and s.start_col <= position.character <= s.end_col:
-            return types.Hover(contents=types.MarkupContent(types.MarkupKind.Markdown,
-                                                            report_markdown(uri, k, st.per_kernel.get(k.name))),
+            text = report_markdown(uri, k, st.per_kernel.get(k.name), kernel_standing(k, st))
+            return types.Hover(contents=types.MarkupContent(types.MarkupKind.Markdown, text),
                                range=lsp_range(s))
     return None
-
-
-def _verdict_title(ks: KernelState) -> str | None:
-    v = ks.verdict
-    if v is not None:
-        if v.passed:
-            return f"✓ verified ({v.backend}, {v.coverage.cases} cases)"
-        return {"unsupported": "? needs a GPU to verify", "error": "✗ check could not run"}.get(
-            v.status, f"✗ check failed ({v.backend})")
-    return "✗ check could not run" if ks.verdict_error else None
 
 
 def _optimize_lens(opt: Optimization | None, text: str) -> tuple[str, str]:
@@ -134,6 +138,8 @@ def _optimize_lens(opt: Optimization | None, text: str) -> tuple[str, str]:
         return f"✓ optimized version in place ({opt.title()})", contract.client_command("showReport")
     if opt.rewrite.old not in text:
         return "Optimization result is stale (kernel edited): Optimize again", cmd("optimize")
+    if not opt.measured:   # never the default action: the report says so; Apply is a deliberate command
+        return f"Rewrite {opt.title()}", contract.client_command("showReport")
     return f"Apply optimized kernel ({opt.title()})", contract.client_command("applyOptimized")
 
 
@@ -143,8 +149,9 @@ def lens_title(text: str) -> str:
     return printable(text).replace("$(", "\\$(")
 
 
-def lenses(uri: str, text: str, kernels: Sequence[KernelInfo], st: DocState) -> list[types.CodeLens]:
-    """Above each kernel (and its spec): check state, profile, optimization state."""
+def lenses(uri: str, text: str, kernels: Sequence[KernelInfo], st: DocState,
+           why_not_run: str = "") -> list[types.CodeLens]:
+    """Above each kernel (and its spec): what its check showed, profile, optimization state."""
     out: list[types.CodeLens] = []
     report = contract.client_command("showReport")
     for k in kernels:
@@ -161,11 +168,12 @@ def lenses(uri: str, text: str, kernels: Sequence[KernelInfo], st: DocState) -> 
             lens("Astra: add a harness spec", contract.command("addSpec"))
             continue
         ks = st.per_kernel.get(k.name) or KernelState()
-        title = _verdict_title(ks)
-        if title is not None:
-            lens(title, report)
-        elif st.checking:
+        if st.checking and ks.verdict is None and not ks.verdict_error:
             lens("checking…", report)
+        else:
+            where = kernel_standing(k, st, why_not_run)
+            lens(where.short, report if where.level not in ("unknown", "compiled") or k.spec is None
+                 else contract.client_command("checkFile"))
         if ks.profiling:
             lens("profiling…", report)
         elif ks.profile is not None:
@@ -201,16 +209,35 @@ def _wanted(kind: str, only: Sequence[str] | None) -> bool:
     return not only or any(kind == o or kind.startswith(o + ".") for o in only)
 
 
+def fixes(uri: str, version: int, diagnostics: Sequence[types.Diagnostic]) -> list[types.CodeAction]:
+    """"Change to …" for each diagnostic that says what its range should read (a spec's "did
+    you mean")."""
+    out = []
+    for d in diagnostics:
+        fix = d.data.get("fix") if isinstance(d.data, dict) else None
+        if not isinstance(fix, str) or not fix:
+            continue
+        ident = types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version)
+        edit = types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(
+            text_document=ident, edits=[types.TextEdit(range=d.range, new_text=fix)])])
+        out.append(types.CodeAction(title=f"Change to {fix}", kind=SPEC_KIND, diagnostics=[d], edit=edit,
+                                    is_preferred=True))
+    return out
+
+
 def code_actions(uri: str, version: int, text: str, k: KernelInfo, ks: KernelState | None,
-                 only: Sequence[str] | None) -> list[types.CodeAction]:
-    """Apply (resolved lazily, with its edit), optimize or cancel, add a spec or pin."""
+                 only: Sequence[str] | None, diagnostics: Sequence[types.Diagnostic] = ()) -> list[types.CodeAction]:
+    """Did-you-mean fixes, apply (resolved lazily, with its edit: preferred only when its speed
+    was measured), optimize or cancel, add a spec (answering the no-spec diagnostic) or pin."""
     opt = ks.optimization if ks else None
-    actions = []
+    actions = fixes(uri, version, diagnostics)
     rw = opt.rewrite if opt is not None and opt.status == "done" else None
     if opt is not None and rw is not None and not rw.applied(text):
         placed = anchoring.place(rw, version, text)
-        action = types.CodeAction(title=f"Apply optimized kernel ({opt.title()})", kind=APPLY_KIND,
-                                  is_preferred=True, data={"action": "apply", "uri": uri, "kernel": k.name})
+        title = (f"Apply optimized kernel ({opt.title()})" if opt.measured
+                 else f"Apply rewrite anyway — {opt.title()}")
+        action = types.CodeAction(title=title, kind=APPLY_KIND, is_preferred=opt.measured,
+                                  data={"action": "apply", "uri": uri, "kernel": k.name})
         if placed.span is None:
             action.disabled = types.CodeActionDisabled(reason=placed.reason)
         actions.append(action)
@@ -225,7 +252,9 @@ def code_actions(uri: str, version: int, text: str, k: KernelInfo, ks: KernelSta
             command=types.Command(title="Optimize kernel", command=contract.command("optimize"),
                                   arguments=[uri, k.name])))
     if not has_spec(k):
+        answers = [d for d in diagnostics if d.code == NO_SPEC]
         actions.append(types.CodeAction(title=f"Add harness spec for `{k.name}`", kind=SPEC_KIND,
+                                        diagnostics=answers or None, is_preferred=True,
                                         data={"action": "spec", "uri": uri, "kernel": k.name}))
     else:
         actions.append(types.CodeAction(
@@ -236,7 +265,7 @@ def code_actions(uri: str, version: int, text: str, k: KernelInfo, ks: KernelSta
 
 
 def status(uri: str, st: DocState, cluster: str = "", restricted: str | None = None,
-           gpu_setup: dict[str, str] | None = None) -> dict[str, Any]:
+           gpu_setup: dict[str, str] | None = None, why_not_run: str = "") -> dict[str, Any]:
     """The status notification's payload (client/src/contract.ts: DocStatus). `cluster`: where
     kernels run when not on this machine (e.g. 'Ray ray://gpu-box:10001'); `restricted`: why
     kernels are not run (an untrusted workspace); `gpu_setup`: a GPU is here but not used, why
@@ -244,12 +273,22 @@ def status(uri: str, st: DocState, cluster: str = "", restricted: str | None = N
     verdicts = [ks.verdict for ks in st.per_kernel.values() if ks.verdict is not None]
     running = [(n, ks.optimization) for n, ks in st.per_kernel.items()
                if ks.optimization and ks.optimization.status == "running"]
+    levels = [kernel_standing(k, st, why_not_run or (restricted or "")).level for k in st.kernels] or \
+        [standing.of_check(v).level for v in verdicts]   # kernels not read yet: what their checks said
+    failing = sum(1 for v in verdicts if not v.passed and v.status != "unsupported") + \
+        sum(1 for ks in st.per_kernel.values() if ks.verdict_error)
+    words, tooltip = standing.summary(levels, failing)
     return {
         "uri": uri,
         "checking": st.checking,
         "errors": sum(1 for d in st.static_diags if d.severity == types.DiagnosticSeverity.Error),
         "verified": sum(1 for v in verdicts if v.passed),
-        "failing": sum(1 for v in verdicts if not v.passed) + sum(1 for ks in st.per_kernel.values() if ks.verdict_error),
+        "failing": failing,
+        "summary": words,          # 'not checked' / '1 matches reference · 1 self-consistent': never '0 verified'
+        "tooltip": tooltip,
+        "rewrites": [n for n, ks in st.per_kernel.items() if ks.optimization and ks.optimization.rewrite],
+        "profilerReports": [n for n, ks in st.per_kernel.items()
+                            if ks.profile is not None and ks.profile.profile.ncu_report_path],
         "optimizing": [{"kernel": n, "message": o.message, "bestSpeedup": o.best_speedup} for n, o in running],
         "where": next((v.ran_on for v in verdicts if v.ran_on), ""),   # node (and GPU) of the checks
         "cluster": cluster,
@@ -271,3 +310,53 @@ def kernel_list(kernels: Sequence[KernelInfo]) -> list[dict[str, Any]]:
     """The kernels command's answer (client/src/contract.ts: KernelEntry)."""
     return [{"name": k.name, "startLine": span_of(k.kernel.span).start_line,
              "endLine": span_of(k.kernel.span).end_line, "hasSpec": has_spec(k)} for k in kernels]
+
+
+def live_diagnostics(kernels: Sequence[KernelInfo], st: DocState, text: str) -> list[types.Diagnostic]:
+    """What one version of the text says at once, without compiling: each spec's problems at
+    their keys (with "did you mean"), a hint on each kernel without a spec (the Add spec quick
+    fix answers it), and the lines of an inserted proposal that inference guessed, while they
+    read as inserted (an edit of the line clears its note)."""
+    lines = text.split("\n")
+    out: list[types.Diagnostic] = []
+    for k in kernels:
+        out.extend(lsp_diagnostic(d, lines) for d in k.spec_errors)
+        if not has_spec(k):
+            out.append(diagnostic(lsp_range(span_of(k.kernel.name_span)),
+                                  f"`{k.name}` has no harness spec, so it is compiled but never run: "
+                                  "Add harness spec proposes one", NO_SPEC, types.DiagnosticSeverity.Information))
+    kept = []
+    for g in st.guesses:
+        spec = next((k.kernel.spec for k in kernels if k.name == g.kernel and k.kernel.spec is not None), None)
+        if spec is None:
+            continue
+        span = span_of(spec.span)
+        row = next((i for i in range(span.start_line, min(span.end_line + 1, len(lines))) if lines[i] == g.text), None)
+        if row is None:
+            continue   # edited (or gone): the user has looked at it
+        kept.append(g)
+        rng = types.Range(start=types.Position(line=row, character=len(g.text) - len(g.text.lstrip())),
+                          end=types.Position(line=row, character=len(g.text.rstrip())))
+        out.append(diagnostic(rng, f"inferred: {g.note}", GUESS, types.DiagnosticSeverity.Information))
+    st.guesses = kept
+    return out
+
+
+def completion(kernels: Sequence[KernelInfo], position: types.Position) -> list[types.CompletionItem]:
+    """Completion inside a spec comment (astra_cuda.spec_help): keys, tables, element types,
+    inits, the kernel's parameter and size names."""
+    kinds = {"key": types.CompletionItemKind.Property, "table": types.CompletionItemKind.Module,
+             "type": types.CompletionItemKind.TypeParameter, "init": types.CompletionItemKind.EnumMember,
+             "size": types.CompletionItemKind.Variable, "param": types.CompletionItemKind.Field,
+             "function": types.CompletionItemKind.Function}
+    for k in kernels:
+        sizes = list(k.spec.sizes) if k.spec is not None else None
+        items = spec_help.completions(k.kernel, position.line, position.character, sizes)
+        if items:
+            return [types.CompletionItem(
+                label=c.label, kind=kinds.get(c.kind), detail=c.detail,
+                documentation=types.MarkupContent(types.MarkupKind.Markdown, c.doc) if c.doc else None,
+                insert_text=c.insert or c.label,
+                insert_text_format=types.InsertTextFormat.Snippet if c.insert else types.InsertTextFormat.PlainText,
+                sort_text=f"{i:03d}") for i, c in enumerate(items)]
+    return []

@@ -44,9 +44,14 @@ def _num(text: str) -> float | None:
         return None
 
 
-def run_ncu(unit, spec, sizes: dict | None, timeout: float = 240.0) -> tuple[dict, list[tuple[int, float, str]]]:
+MAX_REPORT_BYTES = 64 << 20   # a report of one launch with its source is a few MB
+
+
+def run_ncu(unit, spec, sizes: dict | None, timeout: float = 240.0
+            ) -> tuple[dict, list[tuple[int, float, str]], bytes | None]:
     """Profile one launch of `unit` at `sizes` under Nsight Compute (a subprocess driving
-    `python -m astra_cuda.profiler ncu-driver`). Returns (metrics, hot lines)."""
+    `python -m astra_cuda.profiler ncu-driver`). Returns (metrics, hot lines, the `.ncu-rep`
+    report's bytes — None when larger than MAX_REPORT_BYTES — for the user to open)."""
     exe = _ncu_exe()
     if exe is None:
         raise NcuUnavailable("Nsight Compute (ncu) is not on the PATH")
@@ -75,12 +80,16 @@ def run_ncu(unit, spec, sizes: dict | None, timeout: float = 240.0) -> tuple[dic
         # Metrics are correlated with source lines only in the 'cuda,sass' view.
         src = subprocess.run([exe, "-i", rep + ".ncu-rep", "--csv", "--page", "source", "--print-source", "cuda,sass"],
                              capture_output=True, text=True, timeout=timeout).stdout
+        report = None
+        if os.path.getsize(rep + ".ncu-rep") <= MAX_REPORT_BYTES:
+            with open(rep + ".ncu-rep", "rb") as f:
+                report = f.read()
     metrics = parse_ncu_raw(raw)
     hot = parse_ncu_source(src, unit.path)
     metrics["sizes"] = dict(sizes)
     if not hot:  # keep the start of what ncu printed, to see why no line data came back
         metrics["source_page_head"] = src[:600]
-    return metrics, hot
+    return metrics, hot, report
 
 
 def parse_ncu_raw(text: str) -> dict:

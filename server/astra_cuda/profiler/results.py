@@ -77,6 +77,10 @@ class Profile:
     hot_lines: list[tuple[int, float, str]] = field(default_factory=list)  # (0-based line, share, label)
     errors: list[str] = field(default_factory=list)
     path: str = ""
+    # Nsight Compute's own report of the profiled launch: its bytes cross back from the worker
+    # (which may be on another node); `astra_cuda.api` writes them into `.astra/profiles/`.
+    ncu_report: bytes | None = field(default=None, repr=False)
+    ncu_report_path: str = ""
 
     # ---- verdict-like views -----------------------------------------------------------------
     @property
@@ -159,10 +163,13 @@ class Profile:
             lines.append(f"- Nsight Compute: {md(self.ncu['error'])}")
         if self.hot_lines:
             lines.append("- hot lines: " + ", ".join(f"{ln + 1} ({100 * sh:.0f}%)" for ln, sh, _ in self.hot_lines[:5]))
+        if self.ncu_report_path:
+            lines.append(f"- Nsight Compute report: {md(self.ncu_report_path)} (open it with `ncu-ui`)")
         return "\n".join(lines)
 
     def to_json(self) -> dict:
         d = asdict(self)
+        d.pop("ncu_report", None)   # kept as a file (ncu_report_path), never inlined
         d["hot_lines"] = [list(h) for h in self.hot_lines]
         d["summary"] = self.summary_line()
         d["valid"] = self.valid
