@@ -38,7 +38,7 @@ KEY_DOCS: dict[str, str] = {
     "max_cases": "At most this many test cases (1 to 1024, default 24): the smallest, the largest and an "
                  "even spread.",
     # inside a pointer's or a scalar's table in [args]
-    "type": "Element type: `half`, `bfloat16`, `float`, `double`, `int8`…`int64`, `uint8`…`uint64`, "
+    "type": "Element type: `half`, `bfloat16`, `float`, `double`, `float8_e4m3fn`, `float8_e5m2`, `int8`…`int64`, `uint8`…`uint64`, "
             "`bool`. A vector pointer (`half2*`) is described by its lane type.",
     "shape": "The buffer's shape: a list of size expressions, e.g. `[\"num_tokens\", \"2 * d\"]` "
              "(a vector pointer's shape counts lanes).",
