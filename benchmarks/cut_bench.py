@@ -86,6 +86,17 @@ def probe(expr: str) -> str:
             f"template __device__ int __astra_bench_probe<decltype(&{expr}), &{expr}>;\n")
 
 
+def _instantiation(infer, kernel, model, path: str, ctx) -> str | None:
+    """The `instantiate` of the spec Astra's inference proposes for a template kernel."""
+    import tomllib
+    try:
+        comment = infer.infer(kernel, model, path=path, context=ctx).comment
+        body = comment.split("@astra", 1)[1].rsplit("*/", 1)[0]
+        return tomllib.loads(body).get("instantiate")
+    except Exception:  # an inference that fails leaves the kernel uninstantiated: counted apart
+        return None
+
+
 def main() -> int:
     from astra_cuda import extract, infer, source
     from astra_cuda import project as proj
@@ -96,7 +107,11 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="")
     ap.add_argument("--limit", type=int, default=0, help="kernels at most (0: all)")
+    ap.add_argument("--instantiations-from", default="", help="a results JSON whose instantiations to reuse "
+                    "(so that two versions compile the same kernels)")
     args = ap.parse_args()
+    known = {f"{r['repo']}|{r['file']}|{r['kernel']}": r.get("instantiate") for r in
+             json.loads(Path(args.instantiations_from).read_text())["rows"]} if args.instantiations_from else {}
     rows = []
     whole_ok: dict[str, bool] = {}
     for repo, (includes, files) in MANIFEST.items():
@@ -115,7 +130,9 @@ def main() -> int:
                 if args.limit and len(rows) >= args.limit:
                     break
                 row = {"repo": repo, "file": rel, "kernel": k.qualified_name}
-                inst = infer._template_args(k, infer._pick_site(k, model), []) if k.is_template else None
+                inst = known.get(f"{repo}|{rel}|{k.qualified_name}") if known else \
+                    (_instantiation(infer, k, model, str(f), ctx) if k.is_template else None)
+                row["instantiate"] = inst
                 if k.is_template and not inst:
                     row["status"] = "no instantiation"
                     rows.append(row)
@@ -134,7 +151,7 @@ def main() -> int:
                     whole_ok[key], why = nvcc_ptx(text + probe(expr), str(f), ctx.options(), [])
                     row["file_why"] = why if not whole_ok[key] else ""
                 row["file_nvcc"] = whole_ok[key]
-                row["cut_nvcc"], why = nvcc_ptx(u.source + probe(expr), str(f), ctx.options(), ["-DASTRA_HOST_HEADERS"])
+                row["cut_nvcc"], why = nvcc_ptx(u.source + probe(expr), str(f), ctx.options(), [])  # as the CPU sees it: host headers out
                 if not row["cut_nvcc"]:
                     row["cut_nvcc_why"] = why
                 t0 = time.perf_counter()

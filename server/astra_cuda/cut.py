@@ -436,8 +436,21 @@ def _row_of(starts: list[int], byte: int) -> int:
     return bisect.bisect_right(starts, byte) - 1
 
 
+def _project_header(written: str, includer: str, include_dirs: tuple[str, ...], pp: Preprocessed) -> bool:
+    """Whether an `#include` the preprocessor did not enter (its guard was set) names a project
+    header: its text is in the unit already, and including it again would define it twice."""
+    name = written.strip('<>"')
+    dirs = ((os.path.dirname(includer),) if written.startswith('"') else ()) + include_dirs
+    roots = tuple(r.rstrip("/") + "/" for r in pp.toolkit_dirs)
+    for d in dirs:
+        f = os.path.join(d, name)
+        if os.path.isfile(f):
+            return not os.path.realpath(f).startswith(roots)
+    return False
+
+
 def cut(pp: Preprocessed, kernel: str, kernel_namespaces: tuple[str, ...] | None = None,
-        extra_names: set[str] = frozenset()) -> Cut:
+        extra_names: set[str] = frozenset(), include_dirs: tuple[str, ...] = ()) -> Cut:
     """The unit for `kernel` (its unqualified name; `kernel_namespaces` tells overloads in other
     namespaces apart) from the preprocessed file. `extra_names` are kept too (names in the
     kernel's template arguments: a device function passed as one)."""
@@ -480,8 +493,8 @@ def cut(pp: Preprocessed, kernel: str, kernel_namespaces: tuple[str, ...] | None
             out.append(data[it.start:it.end].decode(errors="replace").rstrip() + "\n")
             continue
         if it.kind == "include":
-            if entered[r0] is not None:
-                continue  # the project's own header: read in place
+            if entered[r0] is not None or _project_header(it.header, origin.file, include_dirs, pp):
+                continue  # the project's own header: read in place (here, or earlier where it was guarded)
             name = it.header.strip('<>"')
             kind = header_kind(name)
             if kind == "implicit":

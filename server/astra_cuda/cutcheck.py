@@ -25,7 +25,7 @@ from . import confine
 from .contract import DEFAULT_ARCH
 
 TIMEOUT_S = 180.0
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # bump when the comparison changes
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,7 @@ class CutCheck:
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _WORD = re.compile(r"[A-Za-z_$][\w$]*")
 _INTERNAL = re.compile(r"(\d+)(_INTERNAL_|_GLOBAL__N_)")
+_NUMBERED = re.compile(r"(__local_depot|\$L__BB)\d+")  # numbered by the function's place in the module
 
 
 def _internal_names(ptx: str) -> str:
@@ -62,7 +63,7 @@ def _internal_names(ptx: str) -> str:
 def symbols(ptx: str) -> dict[str, str]:
     """Each top-level symbol of a PTX module (entries, functions, variables) -> its statement,
     comments removed and blanks collapsed."""
-    text = _COMMENTS.sub(" ", _internal_names(ptx))
+    text = _NUMBERED.sub(r"\1", _COMMENTS.sub(" ", _internal_names(ptx)))
     out: dict[str, str] = {}
     depth, start = 0, 0
     for i, ch in enumerate(text):

@@ -251,7 +251,7 @@ def unit_from_model(model: SourceModel, path: str, kernel_name: str, *, instanti
     path = os.path.abspath(path)
     pp = devicepp.preprocess(model.text, path, context.options())
     namespaces = tuple(n for part in kernel.qualified_name.split("::")[:-1] for n in [part] if n)
-    cut = cutting.cut(pp, kernel.name, namespaces, _names_in(instantiate))
+    cut = cutting.cut(pp, kernel.name, namespaces, _names_in(instantiate), context.include_dirs)
     if not cut.found:
         raise AstraError(f"kernel {kernel.name!r} is not in the file as nvcc's device pass sees it "
                          f"({pp.compiler}): a preprocessor conditional leaves it out")

@@ -163,3 +163,24 @@ def test_ptx_closures_ignore_helper_names_and_internal_hashes():
     assert cutcheck.compare(a, b) is None
     c = a.replace("{ ret; }", "{ trap; }")
     assert "differs" in cutcheck.compare(a, c)
+
+
+@needs_nvcc
+def test_a_project_header_included_again_is_not_included_twice(project):
+    # DeepSpeed: ds_kernel_utils.h reached by two headers; the second #include finds its guard set
+    project("inc/util.h", "#pragma once\nconstexpr int hw_warp_size = 32;\n")
+    project("inc/a.h", '#pragma once\n#include "util.h"\n__device__ inline int lanes() { return hw_warp_size; }\n')
+    project("inc/b.h", '#pragma once\n#include <util.h>\n')
+    f = project("k.cu", '#include "a.h"\n#include "b.h"\n__global__ void k(int* o) { o[0] = lanes(); }\n')
+    from astra_cuda import project as proj
+    ctx = proj.from_flags([str(f.parent / "inc")], origin="test")
+    u = extract.unit(f.read_text(), str(f), "k", context=ctx)
+    assert "#include <util.h>" not in u.source and u.source.count("hw_warp_size = 32") == 1
+    r = cutcheck.check(u)
+    assert r.checked and r.ok, r.message
+
+
+def test_ptx_labels_and_local_depots_are_numbered_by_the_module():
+    a = ".visible .entry k( ) { .local .align 4 .b8 __local_depot1[32]; @%p bra $L__BB1_2; $L__BB1_2: ret; }"
+    b = a.replace("depot1", "depot3").replace("BB1_", "BB3_")
+    assert cutcheck.compare(a, b) is None
