@@ -14,7 +14,7 @@ import pytest
 from astra_cuda import extract, profiler, source, spec as spec_mod
 from astra_cuda.backends.base import Capabilities, CompileError
 
-from .fake_gpu import FakeGpu, silu, units
+from .fake_gpu import FakeGpu, mark, silu, units
 
 
 def run(marker, kernels, **kw):
@@ -167,7 +167,8 @@ n = [256]
 x = { type = "float", shape = ["n"], inout = true }
 n = "n"
 */
-__global__ void halve(float* x, int n) {  // MARK
+__global__ void halve(float* x, int n) {
+  MARK
   x[blockIdx.x] *= 0.5f;
 }
 """
@@ -182,7 +183,7 @@ def test_in_place_kernel_timed_on_pristine_data_and_revalidated_once():
         return 10.0
 
     def unit(marker):
-        return extract.unit(INPLACE.replace("MARK", marker), "k.cu", "halve")
+        return extract.unit(INPLACE.replace("MARK", mark(marker)), "k.cu", "halve")
     m = source.parse(INPLACE)
     spec = spec_mod.load(m.kernel("halve"), m)
     backend = FakeGpu({"// reference": halve, "// cand": lambda a, n: halve(a, n) and 8.0})
