@@ -144,19 +144,19 @@ def nvcc_compiles(k: Kernel, work: Path, limit: float = LIMITS["nvcc"]) -> dict:
     """Whether nvcc compiles the unedited file with the project's flags (device code for sm_90),
     confined like every compiler of user code (astra_cuda.confine)."""
     from astra_cuda import confine
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        return {"ok": None, "message": "nvcc is not on PATH"}
+    from astra_cuda.compile import toolkit
+    tk = toolkit.find()
+    if tk is None:
+        return {"ok": None, "message": "no CUDA toolkit (nvcc) found"}
     src = work / k.path
-    incs = [f"-I{work / d}" for d in k.includes]
-    toolkit = str(Path(os.path.realpath(nvcc)).parent.parent)
-    extras, wheels = toolkit_extras(toolkit, work.parent / "_toolkit_extras")
-    cmd = [nvcc, f"-std={k.standard}", "-arch=sm_90", "--cubin", "-x", "cu", *incs,
-           *([f"-I{extras}"] if extras else []), *[f"-D{d}" for d in k.macro_defines], *k.repo.nvcc]
+    # the library headers a compiler-only toolkit lacks, from NVIDIA's wheels, as Astra's own compiles
+    incs = [f"-I{work / d}" for d in k.includes] + toolkit.library_headers(tk)
+    cmd = [tk.nvcc, f"-std={k.standard}", "-arch=sm_90", "--cubin", "-x", "cu", *incs,
+           *[f"-D{d}" for d in k.macro_defines], *k.repo.nvcc]
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="astra-rw-nvcc-") as tmp:
-        policy = confine.for_unit([f"-I{src.parent}", *incs, *([f"-I{extras}"] if extras else [])],
-                                  (toolkit, *wheels), workdir=tmp, exec_dirs=(toolkit,))
+        policy = confine.for_unit([f"-I{src.parent}", *incs], (tk.root, *tk.include_dirs), workdir=tmp,
+                                  exec_dirs=(tk.root,))
         try:
             p = confine.run([*cmd, "-o", str(Path(tmp) / "out.cubin"), str(src)], policy, limit)
         except subprocess.TimeoutExpired:
@@ -167,43 +167,6 @@ def nvcc_compiles(k: Kernel, work: Path, limit: float = LIMITS["nvcc"]) -> dict:
     first = next((ln for ln in log.splitlines() if re.search(r"\berror\b", ln)), log.strip()[-300:])
     return {"ok": p.returncode == 0, "message": "" if p.returncode == 0 else _short(first, 300),
             "seconds": round(time.monotonic() - t0, 1)}
-
-
-_extras_lock = threading.Lock()
-_LIBRARY_HEADERS = ("cublas", "cusparse", "cufft", "curand", "cusolver", "nccl", "cudnn")
-
-
-@functools.cache
-def _wheel_headers(toolkit: str) -> tuple[tuple[str, ...], tuple[Path, ...]]:
-    """(wheel include folders, their library headers nvcc's own toolkit lacks)."""
-    try:
-        import nvidia  # the namespace package of NVIDIA's wheels
-    except ImportError:
-        return (), ()
-    wheels = sorted({str(p) for base in nvidia.__path__ for p in Path(base).glob("*/include") if p.is_dir()})
-    own = Path(toolkit) / "include"
-    found: dict[str, Path] = {}
-    for w in wheels:
-        for entry in sorted(Path(w).iterdir()):
-            if entry.name.startswith(_LIBRARY_HEADERS) and not (own / entry.name).exists():
-                found.setdefault(entry.name, entry)
-    return tuple(wheels), tuple(found.values())
-
-
-def toolkit_extras(toolkit: str, dest: Path) -> tuple[str | None, tuple[str, ...]]:
-    """The headers of CUDA libraries installed as NVIDIA wheels in this Python (cuBLAS, ...) that
-    nvcc's own toolkit lacks, linked into one folder searched after the project's: a full toolkit
-    has them, a compiler-only one (the CI machine's) does not. Never one nvcc already has, so
-    nothing of the toolkit is replaced. Returns (folder or None, the wheel folders it reads)."""
-    wheels, headers = _wheel_headers(toolkit)
-    if not headers:
-        return None, wheels
-    with _extras_lock:
-        if not dest.is_dir():
-            dest.mkdir(parents=True)
-            for h in headers:
-                (dest / h.name).symlink_to(h)
-    return str(dest), wheels
 
 
 # ---- one kernel -------------------------------------------------------------------------------
@@ -401,8 +364,10 @@ class Options:
     def nvcc_verdict(self, k: Kernel, compute) -> dict:
         """nvcc's answer for a pinned file and its flags, remembered in the cache (it is a fact
         about the published file, not about Astra, and the slowest step of a CPU run)."""
-        nvcc = shutil.which("nvcc")
-        extras = [h.name for h in _wheel_headers(str(Path(os.path.realpath(nvcc)).parent.parent))[1]] if nvcc else []
+        from astra_cuda.compile import toolkit
+        tk = toolkit.find()
+        libs = toolkit.library_headers(tk) if tk else []
+        extras = sorted(os.listdir(libs[0][2:])) if libs else []
         key = json.dumps([k.repo.source, k.repo.commit, k.path, k.includes, k.macro_defines, k.standard,
                           k.repo.nvcc, _nvcc_version(), extras])
         path = self.cache / "nvcc.json"

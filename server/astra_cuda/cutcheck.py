@@ -216,6 +216,8 @@ def check(unit, arch: str = DEFAULT_ARCH) -> CutCheck:
     nvcc = tk.nvcc
     t0 = time.perf_counter()
     options = nvcc_compile.project_flags(unit.context, unit.file_text, unit.path)
+    compiler = nvcc_compile.describe(tk, options, arch)
+    options += toolkit.library_headers(tk)  # as every nvcc compile (compile.nvcc)
     expr = unit.name_expression
     key = hashlib.sha256(repr((CACHE_VERSION, unit.source, unit.file_text, unit.path, options, arch, expr, nvcc,
                                os.stat(nvcc).st_mtime_ns, header_digest(unit.file_text, unit.path, options))
@@ -225,7 +227,6 @@ def check(unit, arch: str = DEFAULT_ARCH) -> CutCheck:
         return CutCheck(**{**json.loads(cached.read_text()), "seconds": time.perf_counter() - t0})
     except (OSError, ValueError, TypeError):
         pass
-    compiler = nvcc_compile.describe(tk, options, arch)
     with ThreadPoolExecutor(2) as pool:  # the two compiles are independent: use both cores
         whole_f = pool.submit(_ptx, nvcc, unit.file_text + "\n" + _appendix(expr), unit.path, options, arch, [])
         cut_f = pool.submit(_ptx, nvcc, unit.source + "\n" + _appendix(expr), unit.path, options, arch,

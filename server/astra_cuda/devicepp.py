@@ -111,9 +111,13 @@ def _emulated_command(arch: str, options: tuple[str, ...]) -> tuple[list[str], s
 
 
 def command(options: tuple[str, ...], arch: str = DEFAULT_ARCH) -> tuple[list[str], str]:
-    """The preprocessor command with the project's options (nvcc puts each where it belongs)."""
-    nvcc = _nvcc()
-    return _nvcc_command(nvcc, arch, options) if nvcc else _emulated_command(arch, options)
+    """The preprocessor command with the project's options (nvcc puts each where it belongs),
+    then the CUDA library headers a compiler-only toolkit lacks (as every nvcc compile)."""
+    from .compile import toolkit
+    tk = toolkit.find()
+    if tk is None:
+        return _emulated_command(arch, options)
+    return _nvcc_command(tk.nvcc, arch, (*options, *toolkit.library_headers(tk)))
 
 
 def _toolkit_dirs(cmd: list[str]) -> tuple[str, ...]:

@@ -3,7 +3,8 @@
 `compile(text, path, context, arch, kernels)` compiles the file text as it is — host code
 included (nvcc's front end checks all of it; nothing is run) — to a cubin for `arch` with the
 project's flags (`-I`, `-isystem`, `-D`, `-std`, the device flags; for a PyTorch extension,
-torch's include folders and flags, `torch_ext`). The text is written to a copy in a build
+torch's include folders and flags, `torch_ext`), then the CUDA library headers of NVIDIA's wheels
+that a compiler-only toolkit lacks (`toolkit.library_headers`). The text is written to a copy in a build
 folder, headed by `#line 1 "<path>"`: every message names the user's file and line, and the
 file's folder is searched for its quoted `#include`s first, as it would be in place.
 
@@ -33,7 +34,7 @@ from ..contract import DEFAULT_ARCH
 from ..diagnostics import Diagnostic
 from ..project import DEFAULT_STD, ProjectContext
 from . import cubin, depcache, messages, torch_ext
-from .toolkit import Toolkit
+from .toolkit import Toolkit, library_headers
 
 COMPILE_TIMEOUT_S = 180.0
 APPENDIX = "astra-instantiations"  # the name of the appended probes in messages
@@ -167,6 +168,7 @@ def compile(text: str, path: str, context: ProjectContext, arch: str = DEFAULT_A
     names = _check_names(kernels)
     flags = project_flags(context, text, path)
     label = describe(toolkit, flags, arch)
+    flags += library_headers(toolkit)  # searched after the project's folders; not in the label
     quoted = path.replace("\\", "\\\\").replace('"', '\\"')
     copy = f'#line 1 "{quoted}"\n{text}' + ("" if text.endswith("\n") else "\n") + _appendix(names)
     key = depcache.key_of(CACHE_VERSION, toolkit.nvcc, toolkit.version, os.stat(toolkit.nvcc).st_mtime_ns,

@@ -7,13 +7,20 @@ when it is a toolkit's own nvcc outside the project (a `bin/` with `nvcc.profile
 beside an `include/` with `cuda_runtime.h`): Astra never runs a program a cloned repository
 names. nvcc found through the environment may be a wrapper script (/usr/local/bin/nvcc that
 execs the real one); its toolkit folder is then what `nvcc -dryrun` reports as `_HERE_`.
+
+A full toolkit has the headers of CUDA's libraries (cuBLAS, cuFFT, ...); a compiler-only one
+(nvcc and CCCL) plus NVIDIA's wheels should compile the same files: `library_headers` gives
+every nvcc compile the wheels' library headers the toolkit lacks, in a folder searched after
+the project's.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -150,3 +157,49 @@ def for_file(text: str, path: str, context: ProjectContext) -> tuple[Toolkit | N
     if torch_ext.uses_torch(text, path, context) and not torch_ext.available(context):
         return None, "the file includes PyTorch's headers and torch is not installed here (nor its include folders given)"
     return tk, ""
+
+
+LIBRARIES = ("cublas", "cusparse", "cufft", "curand", "cusolver", "nccl", "cudnn")  # header name prefixes
+
+
+def _wheel_library_headers(toolkit: Toolkit) -> list[Path]:
+    """The library headers (and header folders) in the NVIDIA wheels of this Python that the
+    toolkit's own include folders lack; never one the toolkit has, so nothing of it is replaced."""
+    try:
+        import nvidia  # the namespace package of NVIDIA's wheels
+    except ImportError:
+        return []
+    own = [Path(d) for d in toolkit.include_dirs]
+    found: dict[str, Path] = {}
+    for wheel in sorted({p for base in nvidia.__path__ for p in Path(base).glob("*/include") if p.is_dir()}):
+        for entry in sorted(wheel.iterdir()):
+            if entry.name.startswith(LIBRARIES) and not any((d / entry.name).exists() for d in own):
+                found.setdefault(entry.name, entry)
+    return list(found.values())
+
+
+def _fingerprint(entry: Path) -> list:
+    files = sorted(entry.rglob("*")) if entry.is_dir() else [entry]
+    return [[str(f), f.stat().st_size, f.stat().st_mtime_ns] for f in files if f.is_file()]
+
+
+def library_headers(toolkit: Toolkit) -> list[str]:
+    """nvcc flags (`-I<folder>`, after the project's own) for the CUDA library headers that NVIDIA's
+    wheels have and the toolkit lacks, or []. The folder holds copies, named by what they copy: a
+    confined compile reads it like any `-I` folder, and an updated wheel is a new folder."""
+    headers = _wheel_library_headers(toolkit)
+    if not headers:
+        return []
+    digest = hashlib.sha256(repr([toolkit.root, [_fingerprint(h) for h in headers]]).encode()).hexdigest()[:16]
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "astra" / "library-headers"
+    folder = base / digest
+    if not folder.is_dir():
+        base.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f"{digest}.", dir=base))
+        for h in headers:
+            (shutil.copytree if h.is_dir() else shutil.copy2)(h, tmp / h.name)
+        try:
+            os.rename(tmp, folder)
+        except OSError:  # another process made it meanwhile
+            shutil.rmtree(tmp, ignore_errors=True)
+    return [f"-I{folder}"]
