@@ -5,6 +5,8 @@ once, kernels and specs loaded): cut compilation units and send the work that ru
 (compile, check, time) to a worker process where `astra_cuda.jobs` drives the gate, the profiler and
 the backends: through the current executor (`astra_cuda.executors`: this machine's workers, or a Ray
 cluster), which also says where each job ran. Nothing here holds a CUDA context or runs user code.
+Long because it is the one facade: every verb the CLI and the server share is here, each a short
+function over the snapshot, so both front ends look in one place.
 """
 from __future__ import annotations
 
