@@ -15,7 +15,7 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Literal
 
-from . import availability, executors, extract, files, infer, jobs, launch_change, project, workspace
+from . import availability, config, executors, extract, files, infer, jobs, launch_change, project, workspace
 from . import snapshot as snapshot_mod
 from . import spec as spec_mod
 from .contract import DEFAULT_ARCH
@@ -47,9 +47,16 @@ def read(path: str) -> str:
 def project_context(path: str, *, cli: ProjectContext | None = None, settings: ProjectContext | None = None,
                     compile_commands: str | None = None) -> ProjectContext:
     """Include paths, macros and standard for `path`: the command line's, then the editor
-    settings', then the nearest compile_commands.json up to the workspace root."""
-    return project.resolve(path, cli=cli, settings=settings, compile_commands=compile_commands,
-                           root=str(workspace.root_for(path)))
+    settings', then the project's configuration files (astra.toml / [tool.astra], compile_flags.txt,
+    .clangd), then the configured or nearest compile_commands.json up to the workspace root."""
+    cfg = project_config(path)
+    return project.resolve(path, cli=cli, settings=settings, compile_commands=compile_commands or cfg.compile_commands(),
+                           root=str(workspace.root_for(path)), files=tuple(cfg.contexts(path)))
+
+
+def project_config(path: str) -> config.ProjectConfig:
+    """The project's configuration for the source file `path` (astra_cuda.config)."""
+    return config.load(path)
 
 
 def snapshot(text: str, path: str, context: ProjectContext | None = None) -> Snapshot:
@@ -300,9 +307,10 @@ def _units(snap: Snapshot, info: KernelInfo
 
 def check(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto", arch: str = DEFAULT_ARCH,
           cancel: threading.Event | None = None, progress: Progress | None = None, pin_first: bool = True,
-          quick: bool = False) -> list[Verdict]:
+          quick: bool = False, seed: int | None = None) -> list[Verdict]:
     """Run the verification gate on each selected kernel that has a spec. Returns Verdicts.
-    The first passing check of a kernel with no reference pins its current source."""
+    The first passing check of a kernel with no reference pins its current source. `seed`: the
+    gate's input seed of an earlier verdict (its `nonce`), to replay it; default: fresh inputs."""
     snap = _with_context(snap)
     assert snap.context is not None
     infos = _selected(snap, kernel)
@@ -320,7 +328,7 @@ def check(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto", a
             progress({"step": "check", "kernel": info.name,
                       "message": f"checking {info.name} on the {chosen} backend (reference: {ref_from})"})
         ran = executors.current().run("astra_cuda.jobs:check_job",
-                                      jobs.CheckJob(chosen, ref, cand, info.spec, ref_spec, quick=quick),
+                                      jobs.CheckJob(chosen, ref, cand, info.spec, ref_spec, quick=quick, seed=seed),
                                       backend=chosen, timeout=CHECK_TIMEOUT, cancel=cancel)
         v: Verdict = ran.value
         v.ran_on = ran.where.describe()
@@ -336,6 +344,38 @@ def check(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto", a
                 v.warnings.append(f"not pinned as the baseline: {e.message}")
         verdicts.append(v)
     return verdicts
+
+
+@dataclasses.dataclass(frozen=True)
+class Inferred:
+    """A kernel checked under a proposed spec: the snapshot with the comment pasted above the
+    kernel (line `at`, `lines` long), and the proposal with its notes."""
+
+    snapshot: Snapshot
+    proposal: infer.Proposal
+    at: int
+    lines: int
+
+    def original_line(self, line: int) -> int:
+        """A 0-based line of the pasted text as a line of the file."""
+        return line - self.lines if line >= self.at + self.lines else min(line, self.at)
+
+
+def with_inferred_spec(snap: Snapshot, kernel: str, *, backend: str = "auto",
+                       cancel: threading.Event | None = None) -> Inferred:
+    """`snap` with a proposed spec for `kernel` pasted above it (in memory only; nothing is
+    written), for `astra check --infer`. AstraError when no valid spec can be proposed."""
+    proposal = infer_spec(snap, kernel, backend=backend, cancel=cancel)
+    if not proposal.valid:
+        raise AstraError(f"no spec could be inferred for {kernel}: {'; '.join(proposal.problems) or 'invalid draft'}")
+    k = snap.kernel(kernel).kernel
+    comment = proposal.comment if proposal.comment.endswith("\n") else proposal.comment + "\n"
+    start = k.span.start_byte
+    data = snap.text.encode()
+    line_start = data.rfind(b"\n", 0, start) + 1
+    text = (data[:line_start] + comment.encode() + data[line_start:]).decode()
+    pasted = snapshot(text, snap.path, snap.context)
+    return Inferred(pasted, proposal, k.span.start_line, comment.count("\n"))
 
 
 def profile(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto", ncu: bool = False,
@@ -381,9 +421,11 @@ def keep_ncu_report(p: Profile, path: str) -> None:
 # ---- optimizing ---------------------------------------------------------------------------
 
 def llm_config(mode: str | None = None, model: str | None = None, base_url: str | None = None,
-               api_key: str | None = None) -> LLMConfig | None:
+               api_key: str | None = None, *, reasoning_effort: str | None = None, temperature: float | None = None,
+               max_output_tokens: int | None = None, timeout_s: float | None = None) -> LLMConfig | None:
     """None for the offline team; an LLMConfig for an OpenAI-compatible endpoint. Without an
-    explicit mode, an endpoint is used when a model or base URL is given (or ASTRA_MODEL is set)."""
+    explicit mode, an endpoint is used when a model or base URL is given (or ASTRA_MODEL is set).
+    The sampling controls left None keep LLMConfig's defaults."""
     import os
     from .agents import LLMConfig
     model = model or os.environ.get("ASTRA_MODEL")
@@ -392,7 +434,14 @@ def llm_config(mode: str | None = None, model: str | None = None, base_url: str 
         return None
     if not model:
         raise AstraError("--llm openai needs a model: --model NAME (or ASTRA_MODEL)")
-    return LLMConfig(model=model, base_url=base_url, api_key=api_key)
+    cfg = LLMConfig(model=model, base_url=base_url, api_key=api_key, reasoning_effort=reasoning_effort)
+    if temperature is not None:
+        cfg = dataclasses.replace(cfg, temperature=temperature)
+    if max_output_tokens is not None:
+        cfg = dataclasses.replace(cfg, max_output_tokens=max_output_tokens)
+    if timeout_s is not None:
+        cfg = dataclasses.replace(cfg, timeout_s=timeout_s)
+    return cfg
 
 
 def _reference_for_optimize(snap: Snapshot, info: KernelInfo) -> tuple[str, str]:
@@ -409,7 +458,7 @@ def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm:
              arch: str = DEFAULT_ARCH, progress: Progress | None = None, cancel: threading.Event | None = None,
              write: bool = False, report: str | None = None, quick: bool = False,
              resume: str | None = None, candidates: int = 1, run_id: str | None = None,
-             tune: int | None = None, seconds: float | None = None) -> OptimizeResult:
+             tune: int | None = None, seconds: float | None = None, tokens: int | None = None) -> OptimizeResult:
     """Run the agent team on one kernel. Every candidate is judged in a worker process by the
     gate (and timed by the profiler where the backend measures time).
     resume: a run id under `.astra/runs/` (or 'last') to continue; `rounds` is then the total
@@ -417,7 +466,8 @@ def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm:
     candidates: how many candidates each round proposes; they are evaluated at once where the
     executor has room (one GPU per evaluation), and the best verified one is kept.
     run_id: the id a new run gets (default: made from the time and the kernel).
-    seconds: a wall-time limit for the run (no round or tuning point starts after it)."""
+    seconds: a wall-time limit for the run (no round or tuning point starts after it).
+    tokens: the LLM tokens the run may use, as the endpoint reports them (no call starts after)."""
     if rounds is not None and (isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= 1000):
         raise AstraError(f"rounds must be a whole number from 1 to 1000, got {rounds!r}")
     from . import agents, worker
@@ -470,7 +520,7 @@ def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm:
     runs_dir = workspace.ensure_astra_dir(path, "runs")  # .astra/ with its .gitignore; never through a link
     if run is not None and rounds > run.rounds_done:
         runlog.RunLog(run.dir).update_meta(rounds=rounds)   # the total asked for is now this
-    limits = agents.Limits(max_seconds=seconds, **({} if tune is None else {"tune_points": tune}))
+    limits = agents.Limits(max_seconds=seconds, max_tokens=tokens, **({} if tune is None else {"tune_points": tune}))
     result = agents.optimize(text, path, info.kernel.name, evaluate, rounds=rounds, llm=llm, spec=info.spec,
                              gpu=gpu, runs_dir=runs_dir, cancel=cancel, progress=progress,
                              resume=run.id if run is not None else None, candidates=candidates, run_id=run_id,

@@ -24,9 +24,8 @@ from typing import Callable
 
 from . import api, workspace
 from .errors import AstraError
+from .paths import expand
 
-SUFFIXES = (".cu", ".cuh")
-SKIP_DIRS = {".astra", ".git", "node_modules", "build", ".venv", "__pycache__"}
 
 
 @dataclass(frozen=True)
@@ -40,36 +39,24 @@ def targets(paths: list[str], kernel: str | None = None) -> list[Target]:
     readable; a file without a kernel with a spec is skipped unless it was named alone."""
     found: list[Target] = []
     seen: set[tuple[str, str]] = set()
-    for p in paths:
-        if not os.path.exists(p):
-            raise AstraError(f"{p}: no such file or folder")
-        cu_files = [p] if os.path.isfile(p) else _walk(p)
-        for f in cu_files:
-            try:
-                infos = api.kernels(api.open_file(f), require_some=False)
-            except AstraError:
-                if os.path.isfile(p):
-                    raise
-                continue  # a folder's unreadable file is not a target
-            for k in infos:
-                if k.spec is None or (kernel and kernel not in (k.name, k.kernel.qualified_name)):
-                    continue
-                key = (os.path.realpath(f), k.name)
-                if key not in seen:
-                    seen.add(key)
-                    found.append(Target(f, k.name))
+    for f, named in expand(paths):
+        try:
+            infos = api.kernels(api.open_file(f), require_some=False)
+        except AstraError:
+            if named:
+                raise
+            continue  # a folder's unreadable file is not a target
+        for k in infos:
+            if k.spec is None or (kernel and kernel not in (k.name, k.kernel.qualified_name)):
+                continue
+            key = (os.path.realpath(f), k.name)
+            if key not in seen:
+                seen.add(key)
+                found.append(Target(f, k.name))
     if not found:
         raise AstraError("no kernel with a harness spec" + (f" named {kernel!r}" if kernel else "") + " in "
                          + ", ".join(paths))
     return found
-
-
-def _walk(folder: str) -> list[str]:
-    out = []
-    for root, dirs, names in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
-        out += [os.path.join(root, n) for n in sorted(names) if n.endswith(SUFFIXES)]
-    return out
 
 
 # ---- the manifest -----------------------------------------------------------------------------

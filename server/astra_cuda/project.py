@@ -4,7 +4,8 @@ few device-code flags — one immutable value carried with every compile unit, s
 
 Taken, in this order (earlier wins for a macro or the standard; include directories are
 searched in this order): the command line (`-I DIR`, `-D NAME[=VALUE]`, `--std`), the editor's
-`astra.*` settings, then the nearest `compile_commands.json` (the clangd/CMake convention: the
+`astra.*` settings, the project's configuration (`astra.toml` / `[tool.astra]`, then clangd's
+`compile_flags.txt` and `.clangd`: `astra_cuda.config`), then the nearest `compile_commands.json` (the clangd/CMake convention: the
 file's folder and its parents up to the workspace root, each also under `build/`; or a
 configured path). Its entry for the file is used, else one for a file in the same folder, else
 the first entry; which one is said in `origin`.
@@ -199,8 +200,25 @@ def from_compile_commands(db: str | Path, path: str) -> ProjectContext:
     d = entry.get("directory", ".")
     cwd = Path(d) if Path(d).is_absolute() else (db.parent / d)
     command = _arguments(entry)
-    args = command[1:]  # the compiler itself first
-    inc, sysinc, defs, flags, ignored = [], [], [], [], []
+    ctx = from_arguments(command[1:], cwd=cwd, origin=f"{db}, {which}", source=path, db=db)  # the compiler first
+    compiler = command[0] if command else None
+    if compiler and os.sep in compiler:
+        compiler = str((Path(compiler) if Path(compiler).is_absolute() else cwd / compiler).resolve())
+    return replace(ctx, compiler=compiler)
+
+
+def from_arguments(args: list[str], *, cwd: Path, origin: str, source: str, db: Path | None = None) -> ProjectContext:
+    """The context a compiler's arguments give (a compile command's, compile_commands.txt's,
+    .clangd's, a project file's): -I/-isystem/-D/-std and DEVICE_FLAGS; other flags are listed
+    as ignored. Relative folders are taken from `cwd`. These come with the project, so they may
+    point a compile only at the project itself, CUDA and the system's headers: `-I /root` or
+    `-I /etc` from a cloned repository would open those folders to the compilers
+    (astra_cuda.confine)."""
+    inc: list[str] = []
+    sysinc: list[str] = []
+    defs: list[str] = []
+    flags: list[str] = []
+    ignored: list[str] = []
     std = None
     takes_value = {"-I": inc, "--include-path": inc, "-isystem": sysinc, "--system-include": sysinc,
                    "-D": defs, "--define-macro": defs}
@@ -220,39 +238,38 @@ def from_compile_commands(db: str | Path, path: str) -> ProjectContext:
             std, i = args[i + 1], i + 1
         elif a in DEVICE_FLAGS:
             flags.append(a)
+        elif a.startswith(("--cuda-gpu-arch=", "--offload-arch=")):
+            pass   # the GPU architecture: read by astra_cuda.config, not a compile flag here
         elif a.startswith("-"):
             ignored.append(a)
         i += 1
     resolve = lambda x: str((Path(x) if Path(x).is_absolute() else cwd / x).resolve())  # noqa: E731
     try:
-        std_value = _std(std, str(db))
+        std_value = _std(std, origin)
     except AstraError:
         std_value, ignored = None, ignored + [f"-std={std}"]
-    # A compile_commands.json comes with the project, so it may point a compile only at the
-    # project itself, CUDA and the system's headers: `-I /root` or `-I /etc` from a cloned
-    # repository would open those folders to the compilers (astra_cuda.confine).
-    roots = [r for r in (confine.project_root(db.parent), confine.project_root(Path(path).resolve().parent)) if r]
+    # The project is where the file naming these flags lives (a compile command's `directory` can
+    # be anywhere, so it never counts) and the source's own repository.
+    anchor = db.parent if db is not None else cwd
+    roots = [r for r in (confine.project_root(anchor), confine.project_root(Path(source).resolve().parent)) if r]
     inc, sysinc = [resolve(x) for x in inc], [resolve(x) for x in sysinc]
     ignored += [f"-I{d} (outside the project)" for d in (*inc, *sysinc) if confine.outside_project(d, roots)]
     inc = [d for d in inc if not confine.outside_project(d, roots)]
     sysinc = [d for d in sysinc if not confine.outside_project(d, roots)]
-    compiler = command[0] if command else None
-    if compiler and os.sep in compiler:
-        compiler = resolve(compiler)
     return ProjectContext(include_dirs=tuple(dict.fromkeys(inc)),
                           system_dirs=tuple(dict.fromkeys(sysinc)),
                           defines=tuple(parse_define(x) for x in defs if x.split("=")[0].isidentifier()),
-                          std=std_value, flags=tuple(flags), origin=(f"{db}, {which}",), ignored=tuple(ignored),
-                          compiler=compiler)
+                          std=std_value, flags=tuple(flags), origin=(origin,), ignored=tuple(ignored))
 
 
 def resolve(path: str, *, cli: ProjectContext | None = None, settings: ProjectContext | None = None,
             compile_commands: str | None = None, root: str | None = None,
-            discover: bool = True) -> ProjectContext:
-    """The context for `path`: `cli`, then `settings`, then a compile_commands.json (the given
-    one, else the nearest up to `root` when `discover`)."""
+            discover: bool = True, files: tuple[ProjectContext, ...] = ()) -> ProjectContext:
+    """The context for `path`: `cli`, then `settings`, then the project's configuration `files`
+    (astra.toml or [tool.astra], compile_flags.txt, .clangd: `config.ProjectConfig.contexts`), then
+    a compile_commands.json (the given one, else the nearest up to `root` when `discover`)."""
     ctx = ProjectContext()
-    for part in (cli, settings):
+    for part in (cli, settings, *files):
         if part is not None:
             ctx = ctx.merged(part)
     db = Path(compile_commands) if compile_commands else (find_compile_commands(path, root) if discover else None)
@@ -263,6 +280,6 @@ def resolve(path: str, *, cli: ProjectContext | None = None, settings: ProjectCo
     return ctx
 
 
-__all__ = ["ProjectContext", "from_flags", "from_compile_commands", "find_compile_commands", "resolve",
+__all__ = ["ProjectContext", "from_flags", "from_compile_commands", "from_arguments", "find_compile_commands", "resolve",
            "parse_define", "DEFAULT_STD", "DEVICE_FLAGS"]
 

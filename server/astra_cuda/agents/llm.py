@@ -35,8 +35,6 @@ class LLMConfig:
     temperature: float | None = 0.2
     reasoning_effort: str | None = None  # 'low' | 'medium' | 'high' for reasoning models
     max_output_tokens: int = 8192
-    price_in_per_mtok: float = 0.0       # USD per million prompt tokens, for the cost limit
-    price_out_per_mtok: float = 0.0
     api_key: str | None = field(default=None, repr=False)  # else from the environment
     openai_style: bool | None = None     # None: decided from base_url (OpenAI's own API or not)
 
@@ -76,9 +74,14 @@ def api_key(cfg: LLMConfig) -> str:
 
 
 class LLMClient:
-    def __init__(self, cfg: LLMConfig):
+    """One run's client. `token_budget` (tokens, as the endpoint reports them) and `deadline`
+    (time.monotonic()) are the run's budgets: no call starts past either, and a reply may not be
+    longer than the tokens left, nor a call longer than the time left."""
+
+    def __init__(self, cfg: LLMConfig, *, token_budget: int | None = None, deadline: float | None = None):
         import openai
         self.cfg = cfg
+        self.token_budget, self.deadline, self.tokens_used = token_budget, deadline, 0
         key = api_key(cfg)
         if not key:
             from ..errors import AstraError
@@ -96,19 +99,33 @@ class LLMClient:
         kwargs: dict = {"model": cfg.model, "messages": [{"role": role, "content": system},
                                                           {"role": "user", "content": user}]}
         limit = max_tokens or cfg.max_output_tokens
+        refused = self._over_budget()
+        if refused:
+            return Reply(error=refused)
+        if self.token_budget is not None:
+            limit = max(1, min(limit, self.token_budget - self.tokens_used))
         kwargs["max_completion_tokens" if cfg.is_openai else "max_tokens"] = limit
+        if self.deadline is not None:
+            kwargs["timeout"] = max(1.0, min(cfg.timeout_s, self.deadline - time.monotonic()))
         if cfg.reasoning_effort:
             kwargs["reasoning_effort"] = cfg.reasoning_effort
         elif cfg.temperature is not None:
             kwargs["temperature"] = cfg.temperature
         reply = self._call(kwargs)
+        self.tokens_used += reply.usage.tokens
         self.transcript.append({"system": system, "user": user, "reply": reply.text,
                                 "finish_reason": reply.finish_reason, "error": reply.error,
                                 "usage": reply.usage.to_json(), "seconds": round(reply.seconds, 3)})
         return reply
 
+    def _over_budget(self) -> str:
+        if self.token_budget is not None and self.tokens_used >= self.token_budget:
+            return f"token budget reached ({self.tokens_used} of {self.token_budget} tokens used)"
+        if self.deadline is not None and self.deadline - time.monotonic() < 1.0:
+            return "time budget reached"
+        return ""
+
     def _call(self, kwargs: dict) -> Reply:
-        cfg = self.cfg
         o = self._openai
         t0 = time.perf_counter()
         try:
@@ -130,8 +147,6 @@ class LLMClient:
         if getattr(resp, "usage", None) is not None:
             usage.prompt_tokens = resp.usage.prompt_tokens or 0
             usage.completion_tokens = resp.usage.completion_tokens or 0
-            usage.cost_usd = (usage.prompt_tokens * cfg.price_in_per_mtok +
-                              usage.completion_tokens * cfg.price_out_per_mtok) / 1e6
         choices = getattr(resp, "choices", None) or []
         if not choices:
             return Reply(usage=usage, error="the reply had no choices", seconds=dt)

@@ -38,8 +38,7 @@ Progress = Callable[[dict], None]
 @dataclass(frozen=True)
 class Limits:
     max_seconds: float | None = None      # wall time for the whole run
-    max_tokens: int | None = None         # LLM tokens (prompt + completion)
-    max_cost_usd: float | None = None     # estimated from the LLMConfig's prices
+    max_tokens: int | None = None         # LLM tokens (prompt + completion), as the endpoint reports them
     patience: int = 3                     # LLM mode: stop after this many rounds in a row without adoption
     min_gain: float = 0.01                # measured: must beat the best by 1%
     tune_points: int = 8                  # the tuning stage's budget of parameter points (0: no tuning)
@@ -75,7 +74,9 @@ class _Run:
                  cancel: threading.Event | None, progress: Progress | None, resume: str | None, repairs: int,
                  candidates: int, run_id: str | None) -> None:
         self.t0 = time.monotonic()
-        self.client = LLMClient(llm) if llm is not None else None   # fails fast (e.g. no API key for OpenAI)
+        deadline = self.t0 + limits.max_seconds if limits.max_seconds is not None else None
+        # fails fast (e.g. no API key for OpenAI); the run's budgets bound every call
+        self.client = LLMClient(llm, token_budget=limits.max_tokens, deadline=deadline) if llm is not None else None
         self.text, self.path, self.kernel, self.evaluate = text, path, kernel, evaluate
         self.rounds, self.llm, self.spec, self.gpu, self.limits = rounds, llm, spec, gpu, limits
         self.cancel = cancel or threading.Event()
@@ -390,6 +391,4 @@ def _over_limits(limits: Limits, t0: float, usage: Usage) -> str:
         return f"time limit ({limits.max_seconds:g} s) reached"
     if limits.max_tokens is not None and usage.tokens >= limits.max_tokens:
         return f"token limit ({limits.max_tokens}) reached"
-    if limits.max_cost_usd is not None and usage.cost_usd >= limits.max_cost_usd:
-        return f"cost limit (${limits.max_cost_usd:g}) reached"
     return ""

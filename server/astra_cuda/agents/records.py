@@ -10,8 +10,7 @@ from ..evaluation import Evaluation
 class Usage:
     calls: int = 0
     prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
+    completion_tokens: int = 0   # as the endpoint reports them: budgets are in tokens, never in guessed dollars
 
     @property
     def tokens(self) -> int:
@@ -21,14 +20,13 @@ class Usage:
         self.calls += other.calls
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
-        self.cost_usd += other.cost_usd
 
     def to_json(self) -> dict:
         return {**asdict(self), "tokens": self.tokens}
 
     @classmethod
     def from_json(cls, d: dict) -> "Usage":
-        return cls(d.get("calls", 0), d.get("prompt_tokens", 0), d.get("completion_tokens", 0), d.get("cost_usd", 0.0))
+        return cls(d.get("calls", 0), d.get("prompt_tokens", 0), d.get("completion_tokens", 0))
 
 
 @dataclass
