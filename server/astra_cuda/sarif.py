@@ -9,21 +9,22 @@ with an exclusive end, so both move by one).
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from urllib.parse import quote
 
 from . import __version__
+from .contract import DIAGNOSTICS_DOCS
 from .findings import Finding, from_diagnostic
 
 SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 INFO_URI = "https://github.com/astra-cuda/astra"
-RULES_URI = INFO_URI + "/blob/main/docs/rules.md"
 LEVELS = {"error": "error", "warning": "warning", "info": "note", "note": "note"}
 FINGERPRINT = "astraDefect/v1"
 
 # What each kind of finding means, for the rule list code scanning shows beside a result; every
-# rule links to its section of docs/rules.md.
+# rule links to its section of docs/diagnostics.md, as the editor's diagnostics do.
 RULES = {
     "compile": "The kernel does not compile.",
     "parse": "Astra's parser could not read this part of the file.",
@@ -108,11 +109,11 @@ def log(found: list[tuple[str, Finding]] | str, findings: list[Finding] | None =
 
 def _rule(rule: str) -> dict:
     kind = rule.split("/")[0]
-    anchor = rule.replace("/", "-").replace("_", "-")
+    anchor = "compile" if re.fullmatch(r"[a-z]+-\d+", rule) else rule.replace("/", "-").replace("_", "-")
     text = RULES.get(kind, rule)
     if "/" in rule:
         text = f"{RULES['check'][:-1]}: {rule.split('/', 1)[1]}."
-    return {"id": rule, "shortDescription": {"text": text}, "helpUri": f"{RULES_URI}#{anchor}",
+    return {"id": rule, "shortDescription": {"text": text}, "helpUri": f"{DIAGNOSTICS_DOCS}#{anchor}",
             "defaultConfiguration": {"level": "warning" if kind in ("no-spec", "unit") else "error"}}
 
 

@@ -101,7 +101,7 @@ def test_a_failure_is_one_line_with_a_seed_that_replays_it_and_one_sarif_result(
                                                                              "uriBaseId": "SRCROOT"}
     fp = result["partialFingerprints"]["astraDefect/v1"]
     (rule,) = run["tool"]["driver"]["rules"]
-    assert rule["helpUri"].endswith("docs/rules.md#check-compare")
+    assert rule["helpUri"].endswith("docs/diagnostics.md#check-compare")
     (inv,) = run["invocations"]
     assert inv["exitCode"] == 1 and inv["executionSuccessful"] and inv["arguments"][:2] == ["check", "src"]
     # code moving above the kernel keeps the fingerprint; the line follows the code
