@@ -1,6 +1,6 @@
 """PyTorch-extension files through nvcc, with a stand-in torch written here (tests/static/
 torch_standin: the element types' headers and nothing else); the real torch is tested on the GPU
-machine (tests/gpu/test_torch_ext.py, `scripts/gpu-check nvcc`)."""
+machine (tests/gpu/test_torch_ext_on_gpu.py, `scripts/gpu-check nvcc`)."""
 from __future__ import annotations
 
 import sys
