@@ -38,7 +38,7 @@ MANIFEST = {
     "NVIDIA+apex": (["csrc"], [
         "csrc/layer_norm_cuda_kernel.cu", "csrc/multi_tensor_scale_kernel.cu", "csrc/multi_tensor_adam.cu",
         "csrc/multi_tensor_l2norm_kernel.cu", "csrc/update_scale_hysteresis.cu"]),
-    "bitsandbytes-foundation+bitsandbytes": ([], ["csrc/kernels.cu"]),
+    "bitsandbytes-foundation+bitsandbytes": (["csrc"], ["csrc/kernels.cu"]),
     "NVIDIA+cuda-samples": (["Common"], [
         "Samples/0_Introduction/vectorAdd/vectorAdd.cu", "Samples/0_Introduction/matrixMul/matrixMul.cu",
         "Samples/2_Concepts_and_Techniques/reduction/reduction_kernel.cu",
@@ -50,19 +50,26 @@ MANIFEST = {
 }
 
 
-def unpack(repo: str, paths: list[str]) -> Path:
+def unpack(repo: str, paths: list[str], includes: list[str]) -> Path:
     """The repository's tree at its stored HEAD, under the cache (headers included)."""
     dest = CACHE / repo
     if (dest / ".complete").exists():
         return dest
     git = MIRROR / repo / "repo"
     dest.mkdir(parents=True, exist_ok=True)
-    archive = subprocess.run(["git", f"--git-dir={git}", "archive", "HEAD", "csrc", "include", "Common", "Samples"],
-                             capture_output=True)
-    if archive.returncode != 0:  # not every repository has every folder
-        tops = {p.split("/")[0] for p in paths}
-        archive = subprocess.run(["git", f"--git-dir={git}", "archive", "HEAD", *sorted(tops)], capture_output=True)
-    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
+    # the listed files' folders and the include folders (a snapshot lacks files of 4 MiB and more)
+    tops = {"csrc" if p.startswith("csrc/") else os.path.dirname(p) for p in paths} | set(includes)
+    if any(p.startswith("csrc/") for p in paths):
+        tops.add("include")  # FlashInfer's csrc includes include/
+    listed = subprocess.run(["git", f"--git-dir={git}", "ls-tree", "-r", "--name-only", "HEAD", "--", *sorted(tops)],
+                            capture_output=True, text=True).stdout.split()
+    for name in listed:   # sources only, one by one (a snapshot lacks some large files)
+        if not name.endswith((".h", ".cuh", ".cu", ".hpp", ".cpp", ".inl", ".c", ".hh")):
+            continue
+        blob = subprocess.run(["git", f"--git-dir={git}", "show", f"HEAD:{name}"], capture_output=True)
+        if blob.returncode == 0:
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            (dest / name).write_bytes(blob.stdout)
     (dest / ".git").mkdir(exist_ok=True)   # a workspace root, as a clone would have
     (dest / ".complete").write_text("")
     return dest
@@ -118,7 +125,7 @@ def main() -> int:
         if not (MIRROR / repo / "repo").exists():
             print(f"{repo}: not mirrored here", file=sys.stderr)
             continue
-        root = unpack(repo, files)
+        root = unpack(repo, files, includes)
         ctx = proj.from_flags([str(root / d) for d in includes], origin="bench", base=str(root))
         for rel in files:
             f = root / rel

@@ -385,6 +385,10 @@ def _closure(items: list[_Item], kernel: str, kernel_scope: tuple[str, ...] | No
     providers: dict[str, list[int]] = {}
     attached: dict[str, list[int]] = {}
     project_types = {n for it in items if it.kind == "type" for n in it.defines}
+    # names only the project's host code defines: a host `template void reduce<int>(...)` is not a
+    # part of the device `cg::reduce` a kernel calls (a specialization of a toolkit template is)
+    host_only = {n for it in items if not it.device for n in it.defines} - {
+        n for it in items if it.device for n in it.defines}
     seeds: list[int] = []
     for i, it in enumerate(items):
         if it.kind == "kernel" or it.kind == "instantiation" and kernel in it.attach:
@@ -417,7 +421,8 @@ def _closure(items: list[_Item], kernel: str, kernel_scope: tuple[str, ...] | No
                 continue
             names_done.add(n)
             todo.extend(providers.get(n, ()))
-            todo.extend(attached.get(n, ()))
+            if n not in host_only:
+                todo.extend(attached.get(n, ()))
     return keep
 
 

@@ -184,3 +184,30 @@ def test_ptx_labels_and_local_depots_are_numbered_by_the_module():
     a = ".visible .entry k( ) { .local .align 4 .b8 __local_depot1[32]; @%p bra $L__BB1_2; $L__BB1_2: ret; }"
     b = a.replace("depot1", "depot3").replace("BB1_", "BB3_")
     assert cutcheck.compare(a, b) is None
+
+
+@needs_nvcc
+def test_the_instantiations_of_a_host_template_named_like_a_device_call_stay_out(project):
+    # cuda-samples reduction: cg::reduce in a kernel, `template void reduce<int>(...)` of the host launcher
+    text = ("#include <cooperative_groups.h>\n#include <cooperative_groups/reduce.h>\nnamespace cg = cooperative_groups;\n"
+            "__global__ void k(int* o) {\n  auto w = cg::tiled_partition<32>(cg::this_thread_block());\n"
+            "  o[threadIdx.x] = cg::reduce(w, (int)threadIdx.x, cg::plus<int>());\n}\n"
+            "template <class T> void reduce(int n, T* d) { k<<<1, 32>>>((int*)d); }\n"
+            "template void reduce<int>(int n, int* d);\n")
+    f = project("k.cu", text)
+    u = extract.unit(text, str(f), "k")
+    assert "template void reduce<int>" not in u.source
+    r = cutcheck.check(u)
+    assert r.checked and r.ok, r.message
+
+
+@needs_nvcc
+def test_a_specialization_of_a_toolkit_template_stays_with_the_kernel_that_names_it(project):
+    text = ("#include <limits>\nstruct Q { int v; };\n"
+            "template <> struct std::numeric_limits<Q> { __device__ static Q max() { return Q{7}; } };\n"
+            "__global__ void k(int* o) { o[0] = std::numeric_limits<Q>::max().v; }\n")
+    f = project("k.cu", text)
+    u = extract.unit(text, str(f), "k")
+    assert "numeric_limits<Q>" in u.source
+    r = cutcheck.check(u)
+    assert r.checked and r.ok, r.message
