@@ -12,12 +12,13 @@ Also here: `header_reader` (a file's project headers read item by item, for infe
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from . import confine, dtypes, files, source, textedit
+from . import confine, dtypes, files, layout, source, textedit
 from .cut import HOST_HEADERS_MACRO, header_kind  # noqa: F401 (HOST_HEADERS_MACRO: for callers)
 from .headers import find_header, header_digest  # noqa: F401 (header_digest: extract's public name too)
 from .errors import AstraError, NoSuchKernel
@@ -42,6 +43,8 @@ class CompileUnit:
     params: tuple[tuple[str, str], ...] = ()  # the kernel's (parameter, C++ type): no re-parse to launch it
     file_text: str = ""            # the whole file the unit was cut from: what nvcc compiles (compile.nvcc)
     left_out: tuple[str, ...] = ()  # declarations the cut left out whose names the kept code uses
+    appendix: str = ""             # Astra's C++ appended to whatever compiles the unit (cut or whole
+                                   # file): the layout probe of struct parameters (`astra_cuda.layout`)
 
     @property
     def param_types(self) -> dict[str, str]:
@@ -294,9 +297,11 @@ def spec_unit(model: SourceModel, path: str, kernel_name: str, spec, *,
     checked by the compiler wherever Astra cannot read the C++ type itself."""
     kernel = model.kernel(kernel_name)
     line = kernel.spec.span.start_line if kernel is not None and kernel.spec is not None else None
-    types = {a.name: a.dtype.name for a in spec.args.values() if a.pointer}
-    return unit_from_model(model, path, kernel_name, instantiate=spec.instantiate, context=context,
-                           arg_types=types, spec_line=line)
+    types = {a.name: a.dtype.name for a in spec.args.values() if a.pointer and a.param and not a.table}
+    u = unit_from_model(model, path, kernel_name, instantiate=spec.instantiate, context=context,
+                        arg_types=types, spec_line=line)
+    structs = {i: spec.args[p].fields for i, (p, _) in enumerate(u.params) if p in spec.args and spec.args[p].struct}
+    return dataclasses.replace(u, appendix=layout.probe(u.name_expression, structs)) if structs else u
 
 
 def replace_kernel(text: str, kernel_name: str, new_kernel_text: str) -> str:

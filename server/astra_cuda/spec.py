@@ -36,7 +36,7 @@ from .source import Kernel, SourceModel
 
 TOP_KEYS = {"grid", "block", "shared_mem", "reference", "instantiate", "require", "sizes", "bench", "args",
             "flops", "seeds", "max_cases"}
-ARRAY_KEYS = {"type", "shape", "output", "inout", "init", "atol", "rtol"}
+ARRAY_KEYS = {"type", "shape", "output", "inout", "init", "atol", "rtol", "table"}
 SCALAR_KEYS = {"value", "type"}
 INITS = ("normal", "uniform", "randint", "arange", "zeros", "ones")
 DEFAULT_MAX_CASES = 24
@@ -51,6 +51,12 @@ MAX_SPEC_CHARS = 16 << 10         # the comment's text (real specs are under 1 K
 MAX_SPEC_ERRORS = 20              # diagnostics reported for one spec (the first, by position)
 MAX_CASE_BYTES = 256 << 30        # bytes of all buffers of one case: more than any one GPU holds
                                   # (the CPU backend skips or shrinks cases above its own limit)
+MAX_FIELDS = 64                   # fields given for one struct parameter (nested ones included)
+MAX_FIELD_DEPTH = 4               # a field of a field of ... (`p.inner.x` is depth 2)
+MAX_TABLE_ENTRIES = 1 << 16       # pointers in one table of device pointers (`table = "layers"`)
+# One step of a field path: a member, or one element of an array member (`stride[1]`). The path
+# ends up in generated C++ (the layout probe, `astra_cuda.layout`): nothing else may pass.
+FIELD_STEP = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}(\[[0-9]{1,6}\])?")
 
 
 class SpecErrors(AstraError):
@@ -90,6 +96,27 @@ class ArgSpec:
     atol: float | None = None
     rtol: float | None = None
     value: str | int | float | None = None  # scalar args: an expression over the sizes
+    # A struct passed by value: `struct` is set and `fields` lists the paths the spec gives
+    # ("out", "inner.rows", "stride[1]"); each is an entry of Spec.args named "<param>.<path>"
+    # whose `member_of` is the parameter (a pointer field is a buffer like any other).
+    struct: bool = False
+    fields: tuple[str, ...] = ()
+    member_of: str = ""
+    typed: bool = True          # a scalar field without `type`: the compiler's type of the field decides
+    # A table of device pointers (`T**`, or 64-bit integers holding addresses): the number of
+    # entries; the buffer is shape[0] entries of shape[1:] each, and the kernel gets a table of
+    # pointers to them.
+    table: str = ""
+
+    @property
+    def param(self) -> bool:
+        """A parameter of the kernel (not a field reached through one)."""
+        return not self.member_of
+
+    @property
+    def is_scalar(self) -> bool:
+        """A by-value number (a kernel parameter or a struct's field): `Spec.scalar` evaluates it."""
+        return not self.pointer and not self.struct
 
     @property
     def is_input(self) -> bool:
@@ -213,6 +240,11 @@ class Spec:
         return [f.name for f in dataclasses.fields(self)
                 if f.name not in self.LAUNCH_FIELDS and getattr(self, f.name) != getattr(other, f.name)]
 
+
+
+def arg_path(name: str) -> tuple[str, ...]:
+    """Where an argument is in the TOML: ("args", "out"), a struct's field ("args", "p", "inner", "x")."""
+    return ("args", *name.split("."))
 
 
 def combinations(table: dict[str, list[int]]) -> int:
@@ -607,7 +639,8 @@ class _Validator:
         return seeds, max_cases
 
     def args(self, targs: dict[str, str]) -> dict[str, ArgSpec]:
-        """[args]: one entry per kernel parameter, each a pointer's or a scalar's description."""
+        """[args]: one entry per kernel parameter, each a pointer's, a scalar's or a struct's
+        description (a struct's fields follow it, as entries of their own)."""
         kernel, data, loc = self.kernel, self.data, self.loc
         raw_args = data.get("args", {})
         if not isinstance(raw_args, dict):
@@ -632,8 +665,16 @@ class _Validator:
                     else:
                         self.err(f"missing parameter {p.name!r} ({p.type}) in [args]", "args")
                 continue
+            v = raw_args[p.name]
             cpp_dtype = dtypes.from_cpp(targs.get(p.base_type, p.base_type))
-            arg = (self.pointer_arg if p.is_pointer else self.scalar_arg)(p, raw_args[p.name], cpp_dtype)
+            if p.is_pointer:
+                arg = self.pointer_arg(p, v, cpp_dtype)
+            elif cpp_dtype is None and _describes_struct(v):
+                for a in self.struct_arg(p, v):
+                    args[a.name] = a
+                continue
+            else:
+                arg = self.scalar_arg(p, v, cpp_dtype)
             if arg is not None:
                 args[p.name] = arg
         return args
@@ -643,82 +684,170 @@ class _Validator:
             self.err(f"parameter {p.name!r} is a pointer ({p.type}): describe it as "
                      f"{{ type = \"...\", shape = [...] }}", p.name, "args")
             return None
+        table = v.get("table")
+        if table is not None:
+            return self.table_arg(p, v, table)
+        if p.type.count("*") > 1:
+            self.err(f"parameter {p.name!r} ({p.type}) points to pointers: describe it as a table of device "
+                     f"pointers, e.g. {{ type = \"{p.base_type if dtypes.lookup(p.base_type) else 'float'}\", "
+                     f"shape = [\"n\"], table = \"count\" }}", p.name, "args")
+            return None
+        return self.buffer(p.name, p.type, p.is_const, v, cpp_dtype, ("args", p.name))
+
+    def buffer(self, name: str, ctype: str, is_const: bool, v: dict, cpp_dtype, at: tuple[str, ...],
+               member_of: str = "") -> ArgSpec | None:
+        """A buffer the kernel reaches: a pointer parameter, a struct's pointer field, a table's entries."""
         for k in v:
-            if k not in ARRAY_KEYS:
-                self.unknown(f"key for pointer parameter {p.name!r}:", k, ARRAY_KEYS, ("args", p.name, k))
+            if k not in ARRAY_KEYS or (k == "table" and member_of):
+                self.unknown(f"key for pointer {name!r}:", k, ARRAY_KEYS - {"table"} if member_of else ARRAY_KEYS,
+                             (*at, k))
         tname = v.get("type")
         dt = dtypes.lookup(tname) if isinstance(tname, str) else None
         if dt is None:
             if tname is None and cpp_dtype is not None:
                 dt = cpp_dtype
             else:
-                self.unknown_type(p.name, tname)
+                self.unknown_type(at, tname)
                 return None
         if cpp_dtype is not None and cpp_dtype.np != dt.np:
-            self.err_at(f"parameter {p.name!r}: spec type {dt.name!r} does not match the C++ type {p.type!r}",
-                        ("args", p.name, "type") if "type" in v else ("args", p.name), value="type" in v,
+            self.err_at(f"parameter {name!r}: spec type {dt.name!r} does not match the C++ type {ctype!r}",
+                        (*at, "type") if "type" in v else at, value="type" in v,
                         fix=f'"{cpp_dtype.name}"' if "type" in v else "")
         shape = v.get("shape")
         if not isinstance(shape, list) or not shape:
-            self.err_at(f"parameter {p.name!r}: `shape` must be a non-empty list of size expressions",
-                        ("args", p.name, "shape") if "shape" in v else ("args", p.name), value="shape" in v)
+            self.err_at(f"parameter {name!r}: `shape` must be a non-empty list of size expressions",
+                        (*at, "shape") if "shape" in v else at, value="shape" in v)
             return None
         shape = tuple(str(s) for s in shape)
         for i, s in enumerate(shape):
-            self.check_expr(s, p.name, "args", what=f"parameter {p.name!r} shape: ", path=("args", p.name, "shape", str(i)))
+            self.check_expr(s, name, "args", what=f"parameter {name!r} shape: ", path=(*at, "shape", str(i)))
         output = bool(v.get("output", False))
         inout = bool(v.get("inout", False))
-        if (output or inout) and p.is_const:
-            self.err(f"parameter {p.name!r} is const ({p.type}) but the spec says it is written", p.name, "args")
+        if (output or inout) and is_const:
+            self.err_at(f"parameter {name!r} is const ({ctype}) but the spec says it is written", at)
         try:
             init = _parse_init(str(v.get("init", "normal")), self.known)
         except (ValueError, exprs.ExprError) as e:
-            self.err_at(f"parameter {p.name!r}: {e}", ("args", p.name, "init"), value=True)
+            self.err_at(f"parameter {name!r}: {e}", (*at, "init"), value=True)
             init = Init("normal")
         tol = {}
         for tk in ("atol", "rtol"):
             if tk in v:
                 if not isinstance(v[tk], (int, float)) or isinstance(v[tk], bool) or v[tk] < 0:
-                    self.err_at(f"parameter {p.name!r}: `{tk}` must be a non-negative number", ("args", p.name, tk),
-                                value=True)
+                    self.err_at(f"parameter {name!r}: `{tk}` must be a non-negative number", (*at, tk), value=True)
                 else:
                     tol[tk] = float(v[tk])
-        return ArgSpec(p.name, True, dt, shape, output=output and not inout, inout=inout, init=init, **tol)
+        return ArgSpec(name, True, dt, shape, output=output and not inout, inout=inout, init=init,
+                       member_of=member_of, **tol)
 
-    def unknown_type(self, param: str, tname) -> None:
-        where = ("args", param, "type")
+    def table_arg(self, p, v: dict, table) -> ArgSpec | None:
+        """`T** p` (or 64-bit integers holding addresses): `table` pointers, each to a buffer of
+        `shape`; Astra allocates them as one buffer of [table, *shape] and passes a table of
+        pointers to its rows."""
+        at = ("args", p.name)
+        stars = p.type.count("*")
+        word = dtypes.from_cpp(p.base_type)
+        if not (stars > 1 or (stars == 1 and word is not None and not word.is_float and word.itemsize == 8)):
+            self.err_at(f"parameter {p.name!r} ({p.type}) cannot hold a table of pointers: a table is a `T**` "
+                        f"(or a pointer to 64-bit integers holding addresses)", (*at, "table"))
+            return None
+        if not isinstance(table, (str, int)) or isinstance(table, bool):
+            self.err_at(f"parameter {p.name!r}: `table` is the number of pointers, a size expression such as "
+                        f"\"layers\"", (*at, "table"), value=True)
+            return None
+        if not self.check_expr(str(table), p.name, "args", what=f"parameter {p.name!r} table: ",
+                               path=(*at, "table")):
+            return None
+        elem = dtypes.from_cpp(p.base_type) if stars > 1 else None
+        data_const = "const" in p.type.split("*")[0].split() if stars > 1 else False
+        a = self.buffer(p.name, p.type, data_const, v, elem, at)
+        if a is None:
+            return None
+        return dataclasses.replace(a, shape=(str(table), *a.shape), table=str(table))
+
+    def struct_arg(self, p, v: dict) -> list[ArgSpec]:
+        """A struct passed by value: the fields the spec gives, each described like an argument
+        (`p.out = { type = "float", shape = ["n"], output = true }`, `p.n = "n"`); fields left out
+        are zero. Where each lies in the struct comes from the compiler (`astra_cuda.layout`)."""
+        members: list[ArgSpec] = []
+        paths: list[str] = []
+
+        def walk(table: dict, prefix: str, at: tuple[str, ...], depth: int) -> None:
+            for key, value in table.items():
+                here = (*at, key)
+                if not FIELD_STEP.fullmatch(key):
+                    self.err_at(f"`{p.name}.{prefix}{key}`: a field is a member's name, or one element of an "
+                                f"array member (\"stride[1]\")", here)
+                    continue
+                path = prefix + key
+                if isinstance(value, dict) and not value.keys() & {"shape", "value", "type", "table"}:
+                    if depth + 1 >= MAX_FIELD_DEPTH:
+                        self.err_at(f"`{p.name}.{path}`: fields nest at most {MAX_FIELD_DEPTH} deep", here)
+                    else:
+                        walk(value, path + ".", here, depth + 1)
+                    continue
+                if len(paths) >= MAX_FIELDS:
+                    self.err_at(f"struct parameter {p.name!r}: at most {MAX_FIELDS} fields", here)
+                    return
+                full = f"{p.name}.{path}"
+                if isinstance(value, dict) and "shape" in value:
+                    a = self.buffer(full, "a field", False, value, None, here, member_of=p.name)
+                else:
+                    a = self.scalar_value(full, "a field", value, None, here, member_of=p.name)
+                paths.append(path)
+                if a is not None:
+                    members.append(a)
+
+        walk(v, "", ("args", p.name), 0)
+        return [ArgSpec(p.name, False, dtypes.BY_NAME["uint8"], struct=True, fields=tuple(paths))] + members
+
+    def unknown_type(self, where: tuple[str, ...], tname) -> None:
+        at = (*where, "type")
+        name = ".".join(where[1:])
         if not isinstance(tname, str):
-            self.err_at(f"parameter {param!r}: `type` must be a type name such as \"float\"", where, value=True)
+            self.err_at(f"parameter {name!r}: `type` must be a type name such as \"float\"", at, value=True)
             return
-        self.unknown(f"type for parameter {param!r}:", tname, set(dtypes.BY_NAME), where, value=True, listing=False)
+        self.unknown(f"type for parameter {name!r}:", tname, set(dtypes.BY_NAME), at, value=True, listing=False)
         if not did_you_mean(tname, dtypes.BY_NAME):
             d = self.errors[-1]
             self.errors[-1] = dataclasses.replace(d, message=d.message + " (types: half, bfloat16, float, double, "
                                                   "float8_e4m3fn, float8_e5m2, int8..int64, uint8..uint64, bool)")
 
     def scalar_arg(self, p, v, cpp_dtype) -> ArgSpec | None:
+        return self.scalar_value(p.name, p.type, v, cpp_dtype, ("args", p.name))
+
+    def scalar_value(self, name: str, ctype: str, v, cpp_dtype, at: tuple[str, ...],
+                     member_of: str = "") -> ArgSpec | None:
         value, tname = v, None
         if isinstance(v, dict):
             value, tname = v.get("value"), v.get("type")
             for k in v:
                 if k not in SCALAR_KEYS:
-                    self.unknown(f"key for scalar parameter {p.name!r}:", k, SCALAR_KEYS, ("args", p.name, k))
+                    self.unknown(f"key for scalar {name!r}:", k, SCALAR_KEYS, (*at, k))
         if value is None or isinstance(value, (bool, list, dict)):
-            self.err(f"parameter {p.name!r} is a scalar ({p.type}): give an expression over the sizes, "
-                     f"e.g. {p.name} = \"n\"", p.name, "args")
+            self.err_at(f"{'field' if member_of else 'parameter'} {name!r} is a scalar ({ctype}): give an "
+                        f"expression over the sizes, e.g. {name} = \"n\"", at)
             return None
         dt = dtypes.lookup(tname) if isinstance(tname, str) else cpp_dtype
+        typed = dt is not None
         if dt is None:
             if isinstance(tname, str):
-                self.unknown_type(p.name, tname)
-            else:
-                self.err(f"parameter {p.name!r}: cannot tell the scalar type of {p.type!r}; write it as "
-                         f"{p.name} = {{ value = ..., type = \"float\" }} (or the type it is)", p.name, "args")
-            return None
+                self.unknown_type(at, tname)
+                return None
+            if not member_of:
+                self.err_at(f"parameter {name!r}: cannot tell the scalar type of {ctype!r}; write it as "
+                            f"{name} = {{ value = ..., type = \"float\" }} (or the type it is)", at)
+                return None
+            dt = dtypes.BY_NAME["double"]   # a field: the compiler's type of the field decides (layout)
         if isinstance(value, str):
-            self.check_expr(value, p.name, "args", what=f"parameter {p.name!r}: ",
-                            path=("args", p.name, "value") if isinstance(v, dict) else ("args", p.name))
-        return ArgSpec(p.name, False, dt, value=value)
+            self.check_expr(value, name, "args", what=f"parameter {name!r}: ",
+                            path=(*at, "value") if isinstance(v, dict) else at)
+        return ArgSpec(name, False, dt, value=value, member_of=member_of, typed=typed)
+
+
+def _describes_struct(v) -> bool:
+    """A by-value parameter described by its fields (`p.out = {...}`), not `{ value, type }`."""
+    return isinstance(v, dict) and not (v.keys() <= SCALAR_KEYS and "value" in v)
 
 
 def _check_cases(spec: Spec, kernel: Kernel, loc: _Locator) -> None:
@@ -736,14 +865,15 @@ def _check_cases(spec: Spec, kernel: Kernel, loc: _Locator) -> None:
         try:
             g, b, _ = spec.launch_dims(case)
             for a in spec.args.values():
-                if not a.pointer:
+                if a.is_scalar:
                     spec.scalar(a.name, case)
             _case_bytes(spec, case)
         except exprs.ExprError as e:
             problems.append(_diag(line, col, col + 2, str(e)))
             break
         except _TooLarge as e:
-            problems.append(_diag(*loc.key(e.arg, "args"), str(e)))
+            line_, col_, end_line_, end_col_ = loc.place(arg_path(e.arg))
+            problems.append(_diag(line_, col_, end_col_ if end_line_ == line_ else col_ + 1, str(e)))
             break
         if min(b) < 1 or b[0] * b[1] * b[2] > 1024:
             problems.append(_diag(line, col, col + 2, f"block {b} at sizes {case} is not between 1 and 1024 threads"))
@@ -772,6 +902,9 @@ def _case_bytes(spec: Spec, case: dict[str, int]) -> int:
         shape = spec.shape(a.name, case)
         if any(d < 0 for d in shape):
             raise _TooLarge(a.name, f"parameter {a.name!r}: negative shape {shape} at sizes {case}")
+        if a.table and not 1 <= shape[0] <= MAX_TABLE_ENTRIES:
+            raise _TooLarge(a.name, f"parameter {a.name!r}: a table of {shape[0]} pointers at sizes {case} "
+                                    f"(from 1 to {MAX_TABLE_ENTRIES})")
         n = a.dtype.itemsize
         for d in shape:
             n *= d

@@ -32,7 +32,8 @@ KEY_DOCS: dict[str, str] = {
     "bench": "`[bench]`: the sizes that are timed (names left out take their largest test size). "
              "Default: the largest test case.",
     "args": "`[args]`: every kernel parameter by name: a pointer as `{ type = ..., shape = [...] }`, a "
-            "scalar as an expression over the sizes.",
+            "scalar as an expression over the sizes, a struct passed by value by its fields "
+            "(`p.out = { type = ..., shape = [...] }`, `p.n = \"n\"`).",
     "flops": "FLOP count of one launch, an expression over the sizes (for FLOP/s in the profile).",
     "seeds": "Input seeds per case (1 to 16, default 2).",
     "max_cases": "At most this many test cases (1 to 1024, default 24): the smallest, the largest and an "
@@ -49,6 +50,8 @@ KEY_DOCS: dict[str, str] = {
     "atol": "Absolute tolerance of this output (default: by its type).",
     "rtol": "Relative tolerance of this output (default: by its type).",
     "value": "The scalar's value: an expression over the sizes.",
+    "table": "`table = \"layers\"`: this `T**` (or pointer to 64-bit integers holding addresses) is a "
+             "table of that many device pointers, each to its own buffer of `shape`.",
 }
 TABLES = ("sizes", "bench", "args")
 FUNCTIONS = ("min", "max", "cdiv")

@@ -81,7 +81,12 @@ class _Walk:
     def table(self, key, table, cursor: int, path: Path) -> int:
         name = key.as_string().strip()
         sub = (*path, key.key)
-        if table.is_super_table():   # [args.out] makes an implicit [args]
+        if table.is_super_table():   # [args.out] makes an implicit [args]; so does a dotted key `p.out = …`
+            dotted = re.compile(re.escape(name) + r"[ \t]*\.[ \t]*").match(self.text, self.skip(cursor))
+            if dotted is not None:
+                at = self.skip(cursor)
+                self.places.setdefault(sub, Place(self.span(at, at + len(name)), None))
+                cursor = dotted.end()
             return self.body(table.value.body, cursor, sub)
         header = re.compile(r"\[\s*" + re.escape(".".join([*path, name]) if path else name) + r"\s*\]")
         m = header.match(self.text, self.skip(cursor))

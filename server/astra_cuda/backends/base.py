@@ -53,6 +53,20 @@ class Scalar:
 
 
 @dataclass(frozen=True)
+class Packed:
+    """A kernel argument Astra assembles from bytes and device addresses: a struct passed by
+    value (its fields' bytes, with the address of a buffer at each pointer field), or — with
+    `in_memory` — a table of device pointers, placed in device memory and passed as a pointer
+    to it. `pointers`: (byte offset into `data`, buffer, byte offset into the buffer); the
+    backend writes each address where the launch can use it (on the CPU, inside the process
+    that runs the launch)."""
+
+    data: bytes
+    pointers: tuple[tuple[int, "Buffer", int], ...] = ()
+    in_memory: bool = False
+
+
+@dataclass(frozen=True)
 class Launch:
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
@@ -132,7 +146,7 @@ class TimedLaunch:
     or None for the whole buffer) copy what the launch left for checking once the loop is over.
     Positions are int64 element indices into the flattened buffer, held in a device buffer."""
 
-    args: Sequence[Buffer | Scalar]
+    args: Sequence[Buffer | Scalar | Packed]
     copies: Sequence[tuple[Buffer, Buffer]] = ()
     fills: Sequence[tuple[Buffer, int, Buffer | None]] = ()
     keeps: Sequence[tuple[Buffer, Buffer, Buffer | None]] = ()
@@ -156,7 +170,13 @@ class Backend(ABC):
         CUDA toolkit is installed) overrides this; its module is launched by the unit's name
         expression all the same."""
         variant = {k: True for k, on in (("sanitize", sanitize), ("races", races)) if on}
-        return self.compile(unit.source, [unit.name_expression], filename=unit.path, options=unit.options(), **variant)
+        return self.compile(unit.source + unit.appendix, [unit.name_expression], filename=unit.path,
+                            options=unit.options(), **variant)
+
+    def read_global(self, module: Module, symbol: str, nbytes: int) -> bytes:
+        """The first `nbytes` of an `extern "C"` global of the module as compiled (the layout
+        probe of struct parameters, `astra_cuda.layout`). LaunchError if it is not there."""
+        raise LaunchError(f"the {self.name} backend cannot read {symbol} from a module")
 
     @abstractmethod
     def resources(self, module: Module, name_expression: str) -> ResourceUsage:
@@ -174,7 +194,7 @@ class Backend(ABC):
 
     @abstractmethod
     def launch(self, module: Module, name_expression: str, launch: Launch,
-               args: Sequence[Buffer | Scalar], *, schedule: Schedule | None = None,
+               args: Sequence[Buffer | Scalar | Packed], *, schedule: Schedule | None = None,
                timeout_s: float = 30.0) -> None:
         """Run one launch to completion (synchronous). Raises LaunchError on a fault,
         a deadlock/divergent barrier (CPU) or a timeout."""

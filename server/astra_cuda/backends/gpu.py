@@ -32,7 +32,7 @@ import numpy as np
 
 from .. import redact
 from .base import (Backend, BackendUnavailable, Buffer, Capabilities, CompileError, Launch, LaunchError, Module,
-                   ResourceUsage, Scalar, Schedule, TimedLaunch, TimingResult, Unsupported)
+                   Packed, ResourceUsage, Scalar, Schedule, TimedLaunch, TimingResult, Unsupported)
 
 # Set in workers started by `sanitizer_pool()`: the tool name and its log file.
 SANITIZER_ENV = "ASTRA_SANITIZER"
@@ -307,7 +307,8 @@ class GpuBackend(Backend):
         self._check_usable()
         tk, why = toolkit.for_file(unit.file_text, unit.path, unit.context) if unit.file_text else (None, "")
         if tk is None:
-            mod = self.compile(unit.source, [unit.name_expression], filename=unit.path, options=unit.options(),
+            mod = self.compile(unit.source + unit.appendix, [unit.name_expression], filename=unit.path,
+                               options=unit.options(),
                                sanitize=sanitize, races=races)
             mod.compiler = mod.compiler or f"NVRTC (CuPy): {why or 'no file text'}"
             return mod
@@ -318,7 +319,8 @@ class GpuBackend(Backend):
             raise Unsupported("a sanitizer build needs a worker running under compute-sanitizer "
                               "(astra_cuda.backends.gpu.sanitizer_pool())")
         try:
-            r = nvcc.compile(unit.file_text, unit.path, unit.context, self.arch, [unit.name_expression], toolkit=tk)
+            r = nvcc.compile(unit.file_text + unit.appendix, unit.path, unit.context, self.arch,
+                             [unit.name_expression], toolkit=tk)
         except nvcc.InvalidName as e:
             raise CompileError(str(e)) from None
         if not r.ok:
@@ -402,11 +404,13 @@ class GpuBackend(Backend):
                                              self.cp.cuda.get_current_stream().ptr)
 
     # ---- running --------------------------------------------------------------------------
-    def _args(self, args: Sequence[GpuBuffer | Scalar]) -> tuple:
+    def _args(self, args: Sequence[GpuBuffer | Scalar | Packed]) -> tuple:
         out = []
         for a in args:
             if isinstance(a, GpuBuffer):
                 out.append(a.array)
+            elif isinstance(a, Packed):
+                out.append(self._packed(a))
             elif isinstance(a, Scalar):
                 dt = np.dtype(a.dtype) if a.dtype != "bfloat16" else None
                 if dt is None or dt.kind not in "biuf":
@@ -419,6 +423,33 @@ class GpuBackend(Backend):
                 raise TypeError(f"unexpected kernel argument {a!r}")
         return tuple(out)
 
+    def _packed(self, a: Packed):
+        """A struct's bytes with device addresses written in: passed by value as a one-element
+        NumPy array of that many bytes (CuPy hands its bytes to the launch as they are); a table
+        of pointers: those bytes in device memory, passed as a pointer (the array stays alive
+        until the stream has run the launch: CuPy's pool reuses memory in stream order)."""
+        data = bytearray(a.data)
+        for offset, buf, within in a.pointers:
+            if not isinstance(buf, GpuBuffer) or within > buf.nbytes or offset + 8 > len(data):
+                raise LaunchError("a packed argument points outside its data or at a buffer of another backend")
+            data[offset:offset + 8] = int(buf.array.data.ptr + within).to_bytes(8, "little")
+        host = np.frombuffer(bytes(data), dtype=np.uint8)
+        if a.in_memory:
+            return self.cp.asarray(host)
+        return host.view(np.dtype((np.void, len(data))))
+
+    def read_global(self, module: Module, symbol: str, nbytes: int) -> bytes:
+        if not isinstance(module, GpuModule):
+            raise LaunchError("module was not compiled by the GPU backend")
+        try:
+            with self.device:
+                ptr = module.raw.get_global(symbol)
+                host = np.empty(int(nbytes), dtype=np.uint8)
+                ptr.copy_to_host(host.ctypes.data, int(nbytes))
+        except Exception as e:
+            raise LaunchError(f"{symbol} is not in the compiled module ({e})") from None
+        return host.tobytes()
+
     def _enqueue(self, module: GpuModule, name_expression: str, launch: Launch, kargs: tuple) -> None:
         f = module.function(name_expression)
         if launch.shared_mem > 48 * 1024 and module.dyn_smem.get(name_expression, 0) < launch.shared_mem:
@@ -427,7 +458,7 @@ class GpuBackend(Backend):
         f(tuple(launch.grid), tuple(launch.block), kargs, shared_mem=int(launch.shared_mem))
 
     def launch(self, module: GpuModule, name_expression: str, launch: Launch,
-               args: Sequence[GpuBuffer | Scalar], *, schedule: Schedule | None = None,
+               args: Sequence[GpuBuffer | Scalar | Packed], *, schedule: Schedule | None = None,
                timeout_s: float = 30.0) -> None:
         self._check_usable()
         cp = self.cp

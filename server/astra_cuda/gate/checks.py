@@ -6,8 +6,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..backends.base import Backend, Buffer, Launch, Module, Scalar, Schedule
-from ..spec import Spec
+from .. import exprs, layout
+from ..backends.base import Backend, Buffer, Launch, LaunchError, Module, Packed, Scalar, Schedule
+from ..spec import ArgSpec, Spec
 from . import compare
 
 POISONS = (0xFF, 0xA5)  # NaN for every float type; then a plausible small negative number
@@ -25,21 +26,105 @@ class Compiled:
 class Run:
     """Buffers of one launch's arguments, and what came back."""
 
-    args: list[Buffer | Scalar]
+    args: list[Buffer | Scalar | Packed]
     buffers: dict[str, Buffer]
     after: dict[str, np.ndarray] | None = None  # every pointer argument, downloaded after the launch
 
 
-def scalar_ctypes(spec: Spec, params: dict[str, str]) -> dict[str, str]:
-    """C++ types of the by-value parameters, const removed and template parameters substituted."""
-    out = {}
+def scalar_ctypes(spec: Spec, params: dict[str, str]) -> dict:
+    """C++ types of the by-value parameters, const removed and template parameters substituted
+    (a struct parameter's layout is added by `arg_types`, from the compiled module)."""
+    out: dict = {}
     for a in spec.args.values():
-        if a.pointer:
+        if not a.is_scalar or not a.param:
             continue
         t = params.get(a.name) or a.dtype.cpp[0]
         words = [spec.template_args.get(w, w) for w in t.split() if w not in ("const", "volatile")]
         out[a.name] = " ".join(words) or a.dtype.cpp[0]
     return out
+
+
+def arg_types(spec: Spec, backend: Backend, kernel: "Compiled", params: dict[str, str]) -> dict:
+    """`scalar_ctypes`, and for each struct parameter its `layout.Layout` as compiled into the
+    kernel's module (the probe `extract.spec_unit` appended). LaunchError when it cannot be read."""
+    out = scalar_ctypes(spec, params)
+    for i, name in enumerate(params):
+        a = spec.args.get(name)
+        if a is None or not a.struct:
+            continue
+        raw = backend.read_global(kernel.module, layout.symbol(i), 8 * layout.words(a.fields))
+        try:
+            out[name] = layout.parse(raw, a.fields)
+        except ValueError as e:
+            raise LaunchError(f"struct parameter {name!r}: {e}") from None
+    return out
+
+
+def launch_args(spec: Spec, buffers: dict[str, Buffer], sizes: dict[str, int], ctypes: dict) -> list:
+    """The kernel's arguments in its parameter order: its buffers, its scalars, each struct
+    assembled from its fields (pointer fields point at their buffers), each table of pointers
+    pointing at the rows of its buffer."""
+    out: list[Buffer | Scalar | Packed] = []
+    for a in spec.args.values():
+        if not a.param:
+            continue
+        if a.struct:
+            out.append(_struct(spec, a, buffers, sizes, ctypes.get(a.name)))
+        elif a.table:
+            buf = buffers[a.name]
+            shape = spec.shape(a.name, sizes)
+            row = int(np.prod(shape[1:], dtype=np.int64)) * a.dtype.itemsize
+            out.append(Packed(bytes(8 * shape[0]), tuple((8 * i, buf, i * row) for i in range(shape[0])), True))
+        elif a.pointer:
+            out.append(buffers[a.name])
+        else:
+            out.append(Scalar(ctypes[a.name], spec.scalar(a.name, sizes), a.dtype.np.name))
+    return out
+
+
+def _struct(spec: Spec, a: ArgSpec, buffers: dict[str, Buffer], sizes: dict[str, int], lay) -> Packed:
+    if not isinstance(lay, layout.Layout):
+        raise LaunchError(f"struct parameter {a.name!r}: its layout was not read from the compiled module")
+    data = bytearray(lay.size)
+    pointers = []
+    for path in a.fields:
+        m, f = spec.args[f"{a.name}.{path}"], lay.fields[path]
+        if m.pointer:
+            if f.kind != "pointer":
+                raise LaunchError(f"`{m.name}` is described as a buffer, but the field is {_what(f)}")
+            if f.elem > 1 and f.elem % m.dtype.itemsize:
+                raise LaunchError(f"`{m.name}` is described as {m.dtype.name} ({m.dtype.itemsize} bytes), but the "
+                                  f"field points to elements of {f.elem} bytes")
+            pointers.append((f.offset, buffers[m.name], 0))
+            continue
+        data[f.offset:f.offset + f.size] = _field_bytes(m, f, exprs.evaluate(m.value, sizes))
+    return Packed(bytes(data), tuple(pointers))
+
+
+def _what(f: "layout.Field") -> str:
+    return f"{'an' if f.kind in ('other', 'integer') else 'a'} {f.kind} of {f.size} bytes"
+
+
+def _field_bytes(m: ArgSpec, f: "layout.Field", value) -> bytes:
+    """A scalar field's bytes: as the spec's `type` says (which must fit the field), else as the
+    compiler's type of the field (an integer or floating-point field of its size)."""
+    if f.kind == "pointer":
+        raise LaunchError(f"`{m.name}` is a pointer field: describe it as a buffer ({{ type = ..., shape = [...] }})")
+    if m.typed:
+        if m.dtype.itemsize != f.size or (f.kind == "integer" and m.dtype.is_float) or \
+                (f.kind == "floating" and not m.dtype.is_float):
+            raise LaunchError(f"`{m.name}` is given as {m.dtype.name}, but the field is {_what(f)}")
+        v = float(value) if m.dtype.is_float else int(value)
+        return np.array(v, dtype=m.dtype.np).tobytes()
+    if f.kind == "floating" and f.size in (4, 8):
+        return np.array(float(value), dtype=np.float32 if f.size == 4 else np.float64).tobytes()
+    if f.kind == "integer" and f.size in (1, 2, 4, 8):
+        v = int(value)
+        if not -(1 << (8 * f.size - 1)) <= v < (1 << (8 * f.size)):
+            raise LaunchError(f"`{m.name}` = {v} does not fit its field ({f.size} bytes)")
+        return (v & ((1 << (8 * f.size)) - 1)).to_bytes(f.size, "little")
+    raise LaunchError(f"`{m.name}`: the field is {_what(f)}, whose type Astra cannot tell (an enum, a half?): "
+                      f"give it with {{ value = ..., type = \"...\" }}")
 
 
 def launch_of(spec: Spec, sizes: dict[str, int]) -> Launch:
@@ -50,7 +135,6 @@ def launch_of(spec: Spec, sizes: dict[str, int]) -> Launch:
 def prepare(spec: Spec, backend: Backend, sizes: dict[str, int], host: dict[str, np.ndarray],
             ctypes: dict[str, str], poison: int) -> Run:
     """Upload the inputs (a fresh copy per call), allocate and poison the outputs."""
-    args: list[Buffer | Scalar] = []
     buffers: dict[str, Buffer] = {}
     for a in spec.args.values():
         if a.pointer:
@@ -60,10 +144,7 @@ def prepare(spec: Spec, backend: Backend, sizes: dict[str, int], host: dict[str,
             else:
                 buf = backend.upload(np.ascontiguousarray(host[a.name]))
             buffers[a.name] = buf
-            args.append(buf)
-        else:
-            args.append(Scalar(ctypes[a.name], spec.scalar(a.name, sizes), a.dtype.np.name))
-    return Run(args, buffers)
+    return Run(launch_args(spec, buffers, sizes, ctypes), buffers)
 
 
 def execute(spec: Spec, backend: Backend, kernel: Compiled, sizes: dict[str, int], run: Run,

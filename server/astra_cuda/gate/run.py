@@ -40,7 +40,8 @@ from ..backends.base import Backend, BackendUnavailable, CompileError, LaunchErr
 from ..errors import AstraError
 from ..spec import Spec
 from . import compare, screen as screening, suite as suites
-from .checks import POISONS, Compiled, Run, changed_inputs, execute, fill_host, run_case, scalar_ctypes, written
+from .checks import (POISONS, Compiled, Run, arg_types, changed_inputs, execute, fill_host, launch_args, run_case,
+                     written)
 from .verdict import CaseInfo, CheckResult, Failure, Verdict
 
 FILLS = (0x3C, 0xBA, 0x3A, 0xB8)  # byte refills for the same-pointer test: modest values of either sign
@@ -164,6 +165,25 @@ class _Gate:
     def compile(self, unit, role: str, sanitize: bool = False, races: bool = False) -> Compiled:
         mod = self.backend.compile_unit(unit, sanitize=sanitize, races=races)
         return Compiled(mod, unit.name_expression, role)
+
+    def read_layouts(self) -> bool:
+        """The C++ types of the scalar parameters and the layout of each struct parameter, as
+        the candidate's module has it; the reference's must be the same (a rewrite may not
+        change what the kernel is given)."""
+        assert self.cand is not None
+        try:
+            self.ctypes = arg_types(self.spec, self.backend, self.cand, self.cand_unit.param_types)
+            if self.ref is not None and self.ref_unit is not None and any(a.struct for a in self.spec.args.values()):
+                theirs = arg_types(self.rspec, self.backend, self.ref, self.ref_unit.param_types)
+                changed = [n for n, a in self.spec.args.items() if a.struct and theirs.get(n) != self.ctypes.get(n)]
+                if changed:
+                    self.fail("screen", f"the candidate lays out struct parameter {changed[0]!r} differently from the "
+                                        f"reference: a rewrite may not change what the kernel is given")
+                    return False
+        except LaunchError as e:
+            self.fail("compile", f"the struct parameters cannot be assembled: {e}")
+            return False
+        return True
 
     def start_builds(self) -> None:
         """Where builds are subprocesses (caps.build_prefetch: g++ on the CPU), start every build
@@ -362,7 +382,7 @@ class _Gate:
                     return {}
                 if self.rounding_ref is None:
                     unit = self.ref_unit
-                    self.rounding_ref = Compiled(be.compile(unit.source, [unit.name_expression], filename=unit.path,
+                    self.rounding_ref = Compiled(be.compile(unit.source + unit.appendix, [unit.name_expression], filename=unit.path,
                                                             options=unit.options()), unit.name_expression, "reference")
                 ref = self.rounding_ref
                 base = run_case(self.rspec, be, ref, sizes, host, self.ctypes, poison, written_only=True).after
@@ -537,18 +557,19 @@ class _Gate:
         try:
             first = run_case(self.spec, self.backend, self.cand, case.sizes, host, self.ctypes, POISONS[0])
             self.v.coverage.launches += 1
-            args, buffers, spoiled = list(first.args), dict(first.buffers), 0
-            for k, a in enumerate(self.spec.args.values()):
+            buffers, spoiled = dict(first.buffers), 0
+            for a in self.spec.args.values():
                 if a.pointer and a.output:
                     arr = first.after[a.name].copy()
                     flat = arr.reshape(-1).view(np.uint8).reshape(arr.size, -1)
                     picks = np.unique(np.concatenate([[0, arr.size - 1], rng.integers(0, arr.size, arr.size // 100)]))
                     flat[picks] = POISONS[1]
                     spoiled += picks.size
-                    buffers[a.name] = args[k] = self.backend.upload(arr)
+                    buffers[a.name] = self.backend.upload(arr)
                 elif a.pointer and a.inout:
-                    buffers[a.name] = args[k] = self.backend.upload(host[a.name])
-            again = execute(self.spec, self.backend, self.cand, case.sizes, Run(args, buffers))
+                    buffers[a.name] = self.backend.upload(host[a.name])
+            again = execute(self.spec, self.backend, self.cand, case.sizes,
+                            Run(launch_args(self.spec, buffers, case.sizes, self.ctypes), buffers))
             self.v.coverage.launches += 1
         except LaunchError as e:
             self.fail("launch", f"the candidate failed: {e}", info)
@@ -776,7 +797,9 @@ class _Gate:
         if not ok:
             self.finish()
             return
-        self.ctypes = scalar_ctypes(self.spec, self.cand_unit.param_types)
+        if not self.read_layouts():
+            self.finish()
+            return
         st = suites.build(self.rspec, measures_time=self.caps.timing, nonce=self.nonce, quick=self.quick)
         cov = v.coverage
         cov.sizes = len({tuple(sorted(c.sizes.items())) for c in st.cases})

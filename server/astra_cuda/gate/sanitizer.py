@@ -15,7 +15,7 @@ from ..backends.base import Backend, BackendUnavailable, CompileError, LaunchErr
 from ..extract import CompileUnit
 from ..spec import Spec
 from . import suite as suites
-from .checks import Compiled, launch_of, prepare, scalar_ctypes
+from .checks import Compiled, arg_types, launch_of, prepare
 from .verdict import CaseInfo, Failure
 
 TOOLS = ("memcheck", "racecheck")
@@ -79,7 +79,10 @@ def run_cases(job: SanitizeJob, backend: Backend) -> list[Report]:
     except CompileError as e:
         return [Report({}, f"does not compile: {e}")]
     kernel = Compiled(mod, unit.name_expression, "candidate")
-    ctypes = scalar_ctypes(spec, unit.param_types)
+    try:
+        ctypes = arg_types(spec, backend, kernel, unit.param_types)
+    except LaunchError as e:
+        return [Report({}, str(e))]
     found = []
     for case in job.sizes:
         host = suites.inputs(spec, case, suites.SPEC_DIST, job.seed)

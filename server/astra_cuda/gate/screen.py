@@ -174,9 +174,10 @@ def screen(reference: str | None, candidate: str, kernel: str, spec: Spec | None
                         f"candidate <{', '.join(ck.template_params)}>", line, True))
     elif spec is not None:
         names = [p.name for p in ck.params]
-        if names != list(spec.args):
+        given = [n for n, a in spec.args.items() if a.param]
+        if names != given:
             add(Finding("signature", f"the parameters ({', '.join(names)}) do not match the spec's "
-                        f"({', '.join(spec.args)})", line, True))
+                        f"({', '.join(given)})", line, True))
     if spec is not None:
         bound = _launch_bound(ck)
         need = _max_block(spec)

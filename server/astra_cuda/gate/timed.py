@@ -28,10 +28,10 @@ from typing import Sequence
 
 import numpy as np
 
-from ..backends.base import Backend, Buffer, Module, Scalar, TimedLaunch
+from ..backends.base import Backend, Buffer, Module, TimedLaunch
 from ..spec import Spec
 from . import compare, suite as suites
-from .checks import POISONS, Compiled, Run, launch_of, scalar_ctypes
+from .checks import POISONS, Compiled, Run, arg_types, launch_args, launch_of
 from .verdict import CaseInfo, Failure
 
 __all__ = ["TimedSet", "prepare_timed", "expect", "fresh_run", "check_outputs", "check_inputs_unchanged", "check_samples",
@@ -81,9 +81,9 @@ def _rotated(backend: Backend, src: Buffer, roll: int) -> Buffer:
     return backend.view(out, 0, src.dtype, src.shape)
 
 
-def fresh_run(spec: Spec, backend: Backend, ts: TimedSet, ctypes: dict[str, str], poison: int) -> Run:
+def fresh_run(spec: Spec, backend: Backend, ts: TimedSet, ctypes: dict, poison: int) -> Run:
     """Arguments for one untimed launch on set `ts`: copies of its inputs, poisoned outputs."""
-    args, buffers = [], {}
+    buffers = {}
     for a in spec.args.values():
         if a.pointer:
             shape = spec.shape(a.name, ts.sizes)
@@ -94,10 +94,7 @@ def fresh_run(spec: Spec, backend: Backend, ts: TimedSet, ctypes: dict[str, str]
             else:
                 backend.copy(buf, ts.pristine[a.name])
             buffers[a.name] = buf
-            args.append(buf)
-        else:
-            args.append(Scalar(ctypes[a.name], spec.scalar(a.name, ts.sizes), a.dtype.np.name))
-    return Run(args, buffers)
+    return Run(launch_args(spec, buffers, ts.sizes, ctypes), buffers)
 
 
 def prepare_timed(spec: Spec, backend: Backend, sizes: dict[str, int], *, sets: int = 2,
@@ -132,7 +129,8 @@ def expect(spec: Spec, backend: Backend, sets: Sequence[TimedSet], reference: tu
     brought over. Call it after the timing loop: a kernel that keeps a cache keyed on its inputs
     then meets them first while it is timed, where warming up shows."""
     ref = _compiled(reference)
-    ctypes = scalar_ctypes(spec, params or {})
+    assert ref is not None
+    ctypes = arg_types(spec, backend, ref, params or {})
     written = [a for a in spec.args.values() if a.pointer and a.written]
     for k, ts in enumerate(sets):
         run = fresh_run(spec, backend, ts, ctypes, POISONS[k % 2])

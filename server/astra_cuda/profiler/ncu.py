@@ -169,7 +169,8 @@ def ncu_driver(payload_path: str) -> None:
     b = GpuBackend()
     mod = compile_on(b, unit)
     host = suite.inputs(spec, sizes, suite.SPEC_DIST, 1)
-    run = checks.prepare(spec, b, sizes, host, checks.scalar_ctypes(spec, unit.param_types), checks.POISONS[0])
+    ctypes = checks.arg_types(spec, b, checks.Compiled(mod, unit.name_expression, "candidate"), unit.param_types)
+    run = checks.prepare(spec, b, sizes, host, ctypes, checks.POISONS[0])
     b.launch(mod, unit.name_expression, gate.launch_of(spec, sizes), run.args)
 
 

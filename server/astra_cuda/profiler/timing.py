@@ -30,7 +30,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from .. import gate
-from ..backends.base import Buffer, Scalar, TimedLaunch
+from ..backends.base import Buffer, TimedLaunch
 from ..gate import checks
 from . import distribution, model
 from .results import SizeProfile, Timing, size_label
@@ -87,10 +87,10 @@ class _Side:
     times, and what they left to check."""
 
     def __init__(self, who: str, backend, spec, sizes, module, name: str, launch, args: list[_Arg],
-                 scalars: dict[str, Scalar], sets: list, total: int, full_at: set[int]):
+                 ctypes: dict, sets: list, total: int, full_at: set[int]):
         self.who, self.backend, self.spec, self.sizes = who, backend, spec, sizes
         self.module, self.name, self.launch = module, name, launch
-        self.args, self.scalars, self.sets, self.total, self.full_at = args, scalars, sets, total, full_at
+        self.args, self.ctypes, self.sets, self.total, self.full_at = args, ctypes, sets, total, full_at
         self.series = distribution.Series()
         self.samples: list[_Sample] = []
         self.snapshots: list[_Snapshot] = []
@@ -122,7 +122,7 @@ class _Side:
                          for a in self.args}, [])
 
     def _args_of(self, buffers: dict[str, Buffer]) -> list:
-        return [buffers[n] if n in buffers else self.scalars[n] for n in self.spec.args]
+        return checks.launch_args(self.spec, buffers, self.sizes, self.ctypes)
 
     def loop_chunk(self, warm: int, n: int) -> Iterator[TimedLaunch]:
         """The next `warm + n` launches of the timing loop, on freshly allocated buffers (allocated
@@ -266,12 +266,9 @@ def measure_size(backend, spec, rspec, sizes: dict[str, int], cand: tuple[Any, s
     the backend raises for lack of memory) for the caller to report."""
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
-    ctypes = checks.scalar_ctypes(spec, params)
     nbytes, flops = model.floor_bytes(spec, sizes), spec.flop_count(sizes)  # an index-driven read: the rows it reaches
     sets = gate.prepare_timed(spec, backend, sizes, sets=SETS, seed=int(rng.integers(1, 2**31 - 1)))
     args = _arg_table(backend, spec, sizes, rng)
-    scalars = {a.name: Scalar(ctypes[a.name], spec.scalar(a.name, sizes), a.dtype.np.name)
-               for a in spec.args.values() if not a.pointer}
     total = _loop_launches(reps, warmup)
     timed_at = [g for g in range(total) if not _warm(g, warmup)]
     last = set(range(total - SETS, total))
@@ -279,7 +276,8 @@ def measure_size(backend, spec, rspec, sizes: dict[str, int], cand: tuple[Any, s
         if len(timed_at) > FULL_CHECKS + SETS else set()
 
     def side(who, kernel, sp):
-        return _Side(who, backend, spec, sizes, kernel[0], kernel[1], gate.launch_of(sp, sizes), args, scalars,
+        ctypes = checks.arg_types(spec, backend, checks.Compiled(kernel[0], kernel[1], who), params)
+        return _Side(who, backend, spec, sizes, kernel[0], kernel[1], gate.launch_of(sp, sizes), args, ctypes,
                      sets, total, last | picks)
 
     sides = [side("the candidate", cand, spec)] + ([side("the reference", ref, rspec)] if ref is not None else [])

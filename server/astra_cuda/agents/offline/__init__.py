@@ -25,8 +25,8 @@ def context_from_spec(kernel: str, spec) -> Context:
     if spec is None:
         return Context(kernel)
     try:
-        arg_bytes = {a.name: a.dtype.itemsize for a in spec.args.values() if a.pointer}
-        scalars = {a.name: str(a.value).strip() for a in spec.args.values() if not a.pointer}
+        arg_bytes = {a.name: a.dtype.itemsize for a in spec.args.values() if a.pointer and a.param}
+        scalars = {a.name: str(a.value).strip() for a in spec.args.values() if a.is_scalar and a.param}
         targs = dict(spec.template_args or {})
     except Exception:  # hints only: a spec problem is reported by the gate, not here
         return Context(kernel)
@@ -36,7 +36,7 @@ def context_from_spec(kernel: str, spec) -> Context:
         grid, block, _ = spec.launch_dims(case)
         rows = {}
         for a in spec.args.values():
-            if not a.pointer and not a.dtype.is_float:
+            if a.is_scalar and a.param and not a.dtype.is_float:
                 rows[a.name] = int(spec.scalar(a.name, case))
         return Context(kernel, block[0], rows, grid[0] * grid[1] * grid[2], targs, arg_bytes, scalars)
     except Exception:

@@ -129,7 +129,7 @@ class PackRows(base.Transform):
                     return None
                 used.add(b)
         # A grid dimension that counts rows up to a kernel parameter.
-        by_value = {a.value: a.name for a in spec.args.values() if not a.pointer and isinstance(a.value, str)}
+        by_value = {a.value: a.name for a in spec.args.values() if a.is_scalar and a.param and isinstance(a.value, str)}
         dim = next((d for d in range(len(spec.grid) - 1, -1, -1)
                     if spec.grid[d].strip() in by_value and ("blockIdx", DIMS[d]) in used), None)
         if dim is None:

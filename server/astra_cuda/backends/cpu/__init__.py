@@ -19,7 +19,7 @@ from typing import Sequence
 import numpy as np
 
 from astra_cuda.backends.base import (Backend, BackendUnavailable, Buffer, Capabilities, CompileError, Launch,
-                                 LaunchError, Module, ResourceUsage, Scalar, Schedule)
+                                 LaunchError, Module, Packed, ResourceUsage, Scalar, Schedule)
 
 from . import sandbox, toolchain
 from .isolation import Executor
@@ -162,7 +162,7 @@ class CpuBackend(Backend):
         return ex
 
     def launch(self, module: Module, name_expression: str, launch: Launch,
-               args: Sequence[Buffer | Scalar], *, schedule: Schedule | None = None,
+               args: Sequence[Buffer | Scalar | Packed], *, schedule: Schedule | None = None,
                timeout_s: float = 30.0) -> None:
         if not isinstance(module, CpuModule):
             raise LaunchError("module was not compiled by the CPU backend")
@@ -181,18 +181,43 @@ class CpuBackend(Backend):
 
     def _send_launch(self, module, name_expression, launch, args, schedule, timeout_s) -> dict:
         wire_args, index, fds, nbytes = [], {}, [], []  # index: a buffer's place among the launch's
+        relocs: list[list[int]] = []     # [argument, offset in it, argument pointed at, offset in that]
+        hidden: list[CpuBuffer] = []     # buffers reached only through a packed argument
+
+        def fd_of(b: CpuBuffer) -> int:
+            if b.id not in index:
+                index[b.id] = len(fds)
+                fds.append(b.fd)
+                nbytes.append(b.nbytes)
+            return index[b.id]
+
+        packed: list[tuple[int, Packed]] = []
         for a in args:
             if isinstance(a, Scalar):
                 wire_args.append(["val", _scalar_bytes(a).hex()])
+            elif isinstance(a, Packed):
+                packed.append((len(wire_args), a))
+                if a.in_memory:   # a table of pointers: its bytes in a buffer of their own
+                    table = self.upload(np.frombuffer(a.data, dtype=np.uint8))
+                    hidden.append(table)   # kept alive until the launch is done
+                    wire_args.append(["buf", fd_of(table)])
+                else:
+                    wire_args.append(["val", a.data.hex()])
             else:
-                b = self._own(a)
-                if b.id not in index:
-                    index[b.id] = len(fds)
-                    fds.append(b.fd)
-                    nbytes.append(b.nbytes)
-                wire_args.append(["buf", index[b.id]])
+                wire_args.append(["buf", fd_of(self._own(a))])
+        # Addresses exist only in the process that runs the launch: the executor writes them.
+        # A buffer that is no argument of the kernel travels as a hidden argument after them.
+        place = {index[self._own(a).id]: i for i, a in enumerate(args) if isinstance(a, CpuBuffer)}
+        for at, a in packed:
+            for offset, buf, within in a.pointers:
+                b = self._own(buf)
+                k = fd_of(b)
+                if k not in place:
+                    place[k] = len(wire_args)
+                    wire_args.append(["hidden", k])
+                relocs.append([at, int(offset), place[k], int(within)])
         msg = {
-            "entry": module.entry_index[name_expression], "args": wire_args,
+            "entry": module.entry_index[name_expression], "args": wire_args, "relocs": relocs,
             "grid": [int(x) for x in launch.grid], "block": [int(x) for x in launch.block],
             "shmem": int(launch.shared_mem), "order": ORDERS[schedule.order],
             "rounding": ROUNDINGS[schedule.rounding],
@@ -208,6 +233,29 @@ class CpuBackend(Backend):
         reply, self.last_output = self._executor(module.sanitize).launch(msg, module.path, fds, nbytes, timeout_s,
                                                                          module.filename)
         return reply
+
+    def read_global(self, module: Module, symbol: str, nbytes: int) -> bytes:
+        """Read from the built library's file (ELF, pyelftools): nothing of it runs here."""
+        if not isinstance(module, CpuModule):
+            raise LaunchError("module was not compiled by the CPU backend")
+        from elftools.elf.elffile import ELFFile
+        from elftools.elf.sections import SymbolTableSection
+        with open(module.path, "rb") as f:
+            elf = ELFFile(f)
+            for table in elf.iter_sections():
+                if not isinstance(table, SymbolTableSection):
+                    continue
+                for sym in table.iter_symbols():
+                    if sym.name != symbol or sym["st_shndx"] in ("SHN_UNDEF", "SHN_ABS", "SHN_COMMON"):
+                        continue
+                    sec = elf.get_section(sym["st_shndx"])
+                    start = sym["st_value"] - sec["sh_addr"]
+                    if sec["sh_type"] == "SHT_NOBITS" or start < 0 or start + nbytes > sec["sh_size"] \
+                            or nbytes > sym["st_size"]:
+                        break
+                    f.seek(sec["sh_offset"] + start)
+                    return f.read(nbytes)
+        raise LaunchError(f"{symbol} is not in the compiled module")
 
     def close(self) -> None:
         for ex in self._executors.values():

@@ -125,11 +125,14 @@ def request(msg: dict, nbytes: list[int]) -> bytes:
                                 msg["workers"], msg["stack_kib"], msg["handlers"], msg["copy_buffers"], msg["cpu_s"])]
     out += [struct.pack("<Q", n) for n in nbytes]
     for a in msg["args"]:
-        if a[0] == "buf":
-            out.append(struct.pack("<BI", 1, a[1]))
+        if a[0] in ("buf", "hidden"):
+            out.append(struct.pack("<BI", 1 if a[0] == "buf" else 2, a[1]))
         else:
             raw = bytes.fromhex(a[1])
             out.append(struct.pack("<BI", 0, len(raw)) + raw)
+    relocs = msg.get("relocs", [])
+    out.append(struct.pack("<I", len(relocs)))
+    out += [struct.pack("<IQIQ", *r) for r in relocs]
     return b"".join(out)
 
 

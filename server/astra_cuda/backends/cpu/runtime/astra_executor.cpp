@@ -241,12 +241,19 @@ std::string json_string(const char* s) {
 typedef int (*SigFn)(unsigned long long*, int*, int);
 typedef int (*LaunchFn)(void (*)(void**), void**, int, const unsigned long long*, int, const unsigned*,
                         const unsigned*, unsigned long long, int, int, unsigned long long, int, int, int, char*,
-                        int);
+                        int, const unsigned long long*, int);
+
+const uint32_t MAX_ARGS = 320;        // the kernel's (at most 64) and the hidden buffers after them
+const uint32_t MAX_RELOCS = 1u << 17;
 
 // Request: magic "ASTR", then (little-endian) u32 nargs, nbuffers, entry index, grid[3], block[3];
 // u64 shmem; i32 order, rounding; u64 seed; i32 workers, stack_kib, handlers, copy_buffers;
-// f64 cpu seconds; u64 bytes of each buffer; then each argument: u8 kind (1 buffer, 0 value),
-// u32 buffer index or value length, and a value's bytes. Descriptors: module, buffers in order.
+// f64 cpu seconds; u64 bytes of each buffer; then each argument: u8 kind (1 buffer, 0 value,
+// 2 a hidden buffer: reached through another argument, not passed to the kernel; hidden ones
+// come last), u32 buffer index or value length, and a value's bytes; then u32 relocations, each
+// u32 argument, u64 offset in it, u32 buffer argument, u64 offset in that: the address of the
+// second written at the offset of the first (a struct's pointer fields, a table of pointers).
+// Descriptors: module, buffers in order.
 std::string run_launch(const std::vector<char>& msg, const std::vector<int>& fds) {
   Reader r{msg.data(), msg.data() + msg.size()};
   char magic[4];
@@ -261,7 +268,7 @@ std::string run_launch(const std::vector<char>& msg, const std::vector<int>& fds
   int32_t workers = r.get<int32_t>(), stack_kib = r.get<int32_t>(), handlers = r.get<int32_t>(),
           copy_buffers = r.get<int32_t>();
   double cpu_s = r.get<double>();
-  if (!r.ok || memcmp(magic, "ASTR", 4) != 0 || nbuf + 1 != fds.size() || nargs > 64)
+  if (!r.ok || memcmp(magic, "ASTR", 4) != 0 || nbuf + 1 != fds.size() || nargs > MAX_ARGS)
     return "{\"ok\": false, \"error\": \"the executor got a malformed request\"}";
   std::vector<void*> maps(nbuf);
   std::vector<unsigned long long> nbytes(nbuf);
@@ -278,10 +285,14 @@ std::string run_launch(const std::vector<char>& msg, const std::vector<int>& fds
   std::vector<unsigned long long> lengths(nargs);    // ... and how many were given
   std::vector<void*> argv(nargs ? nargs : 1);
   std::vector<unsigned long long> sizes(nargs ? nargs : 1, 0);
+  uint32_t visible = 0;  // arguments the kernel takes: those before the first hidden one
   for (uint32_t i = 0; i < nargs; ++i) {
     kinds[i] = r.get<uint8_t>();
     uint32_t a = r.get<uint32_t>();
-    if (kinds[i] == 1) {
+    if (kinds[i] != 2 && visible != i)
+      return "{\"ok\": false, \"error\": \"the executor got a malformed request\"}";
+    if (kinds[i] != 2) visible = i + 1;
+    if (kinds[i] == 1 || kinds[i] == 2) {
       if (a >= nbuf) return "{\"ok\": false, \"error\": \"the executor got a malformed request\"}";
       ptrs[i] = maps[a];
       sizes[i] = nbytes[a];
@@ -297,6 +308,23 @@ std::string run_launch(const std::vector<char>& msg, const std::vector<int>& fds
     } else {
       return "{\"ok\": false, \"error\": \"the executor got a malformed request\"}";
     }
+  }
+  uint32_t nrelocs = r.get<uint32_t>();
+  if (!r.ok || nrelocs > MAX_RELOCS) return "{\"ok\": false, \"error\": \"the executor got a malformed request\"}";
+  std::vector<unsigned long long> relocs(4 * (size_t)nrelocs + 1);
+  for (uint32_t k = 0; k < nrelocs; ++k) {
+    uint32_t target = r.get<uint32_t>();
+    uint64_t at = r.get<uint64_t>();
+    uint32_t source = r.get<uint32_t>();
+    uint64_t within = r.get<uint64_t>();
+    if (!r.ok || target >= nargs || source >= nargs || kinds[source] == 0 || within > sizes[source])
+      return "{\"ok\": false, \"error\": \"the executor got a malformed request\"}";
+    unsigned long long room = kinds[target] == 0 ? lengths[target] : sizes[target];
+    if (room < 8 || at > room - 8) return "{\"ok\": false, \"error\": \"the executor got a malformed request\"}";
+    relocs[4 * k] = target;
+    relocs[4 * k + 1] = at;
+    relocs[4 * k + 2] = source;
+    relocs[4 * k + 3] = within;
   }
   if (!r.ok) return "{\"ok\": false, \"error\": \"the executor got a malformed request\"}";
 
@@ -320,10 +348,10 @@ std::string run_launch(const std::vector<char>& msg, const std::vector<int>& fds
   int pkinds[64];
   int n = sig(psizes, pkinds, 64);
   char problem[256] = "";
-  if ((uint32_t)n != nargs) {
-    snprintf(problem, sizeof problem, "the kernel takes %d argument(s), %u given", n, nargs);
+  if ((uint32_t)n != visible) {
+    snprintf(problem, sizeof problem, "the kernel takes %d argument(s), %u given", n, visible);
   } else {
-    for (uint32_t i = 0; i < nargs && !*problem; ++i) {
+    for (uint32_t i = 0; i < visible && !*problem; ++i) {
       if (kinds[i] == 1 && pkinds[i] != 1)
         snprintf(problem, sizeof problem,
                  "argument %u: the kernel takes a value (%llu bytes) here, a buffer was given", i + 1, psizes[i]);
@@ -344,7 +372,8 @@ std::string run_launch(const std::vector<char>& msg, const std::vector<int>& fds
 
   static char err[8192];
   int rc = launch((void (*)(void**))entry, argv.data(), (int)nargs, sizes.data(), copy_buffers, grid, block, shmem,
-                  order, rounding, seed, workers, stack_kib, handlers, err, (int)sizeof err);
+                  order, rounding, seed, workers, stack_kib, handlers, err, (int)sizeof err, relocs.data(),
+                  (int)nrelocs);
   fflush(stdout);
   if (rc == 0) return "{\"ok\": true}";
   err[sizeof err - 1] = 0;

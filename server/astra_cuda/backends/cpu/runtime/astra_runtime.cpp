@@ -1023,7 +1023,8 @@ extern "C" int astra_launch(void (*entry)(void**), void** args, int nargs,
                             const unsigned long long* buf_bytes, int copy_buffers,
                             const unsigned* grid, const unsigned* block,
                             unsigned long long shmem, int order, int rounding, unsigned long long seed,
-                            int workers, int stack_kib, int handlers, char* err, int errlen) {
+                            int workers, int stack_kib, int handlers, char* err, int errlen,
+                            const unsigned long long* relocs, int nrelocs) {
   static bool line_buffered = false;  // kernel printf output survives a crash that follows it
   if (!line_buffered) {
     setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -1059,6 +1060,14 @@ extern "C" int astra_launch(void (*entry)(void**), void** args, int nargs,
       ptr_vals[i] = copies[i];
       argv[i] = &ptr_vals[i];
     }
+  }
+  // Addresses inside arguments (a struct's pointer fields, a table of pointers): the buffers as
+  // this launch sees them — the copies, where there are copies. The executor checked the bounds.
+  for (int k = 0; k < nrelocs; ++k) {
+    unsigned long long target = relocs[4 * k], at = relocs[4 * k + 1], source = relocs[4 * k + 2];
+    char* where = buf_bytes[target] ? (char*)*(void**)argv[target] : (char*)argv[target];
+    void* address = (char*)*(void**)argv[source] + relocs[4 * k + 3];
+    std::memcpy(where + at, &address, sizeof address);
   }
   Launch L;
   L.entry = entry;

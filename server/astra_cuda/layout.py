@@ -1,0 +1,107 @@
+"""Structs passed by value: where each field the spec gives lies, as the compiler that builds the
+kernel lays it out.
+
+A spec describes a struct parameter by the fields the kernel needs (`p.out = {...}`, `p.n = "n"`,
+`p.inner.rows = ...`, `p."stride[1]" = ...`); Astra never computes a C++ layout itself. `probe`
+is C++ appended to what is compiled (`CompileUnit.appendix`): for each struct parameter, a
+global array `astra_layout_<i>` holding the struct's size and, per field, its offset
+(`__builtin_offsetof`), its size, what kind of type it has (pointer, floating point, integer,
+other) and, for a pointer, the size of what it points to. The backend reads the array back
+from the module it launches (`Backend.read_global`) and `parse` turns it into a `Layout`; the
+gate then assembles the struct's bytes (`gate.checks.launch_args`). A field path that names no
+member is a compile error at the probe's line, naming the field.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .spec import FIELD_STEP
+
+PROBE_FILE = "<astra-layout>"  # the appended probe's name in compiler messages: a pseudo-file, quoted as it is
+KINDS = {0: "other", 1: "pointer", 2: "floating", 3: "integer"}
+_INTEGERS = ("bool", "char", "signed char", "unsigned char", "short", "unsigned short", "int", "unsigned int",
+             "long", "unsigned long", "long long", "unsigned long long", "wchar_t", "char16_t", "char32_t")
+
+_HELPERS = """namespace astra_layout_ {
+template <unsigned I, class... P> struct nth;
+template <class H, class... T> struct nth<0, H, T...> { typedef H type; };
+template <unsigned I, class H, class... T> struct nth<I, H, T...> { typedef typename nth<I - 1, T...>::type type; };
+template <unsigned I, class F> struct param;
+template <unsigned I, class R, class... P> struct param<I, R (*)(P...)> { typedef typename nth<I, P...>::type type; };
+template <class T> struct bare { typedef T type; };
+template <class T> struct bare<T&> { typedef typename bare<T>::type type; };
+template <class T> struct bare<const T> { typedef typename bare<T>::type type; };
+template <class T> struct bare<volatile T> { typedef typename bare<T>::type type; };
+template <class T> struct bare<const volatile T> { typedef typename bare<T>::type type; };
+template <class T> struct size { enum { v = sizeof(T) }; };
+template <> struct size<void> { enum { v = 1 }; };
+template <class T> struct kind { enum { v = 0, elem = 0 }; };
+template <class T> struct kind<T*> { enum { v = 1, elem = size<typename bare<T>::type>::v }; };
+template <> struct kind<float> { enum { v = 2, elem = 0 }; };
+template <> struct kind<double> { enum { v = 2, elem = 0 }; };
+""" + "".join(f"template <> struct kind<{t}> {{ enum {{ v = 3, elem = 0 }}; }};\n" for t in _INTEGERS) + "}\n"
+
+
+@dataclass(frozen=True)
+class Field:
+    offset: int
+    size: int
+    kind: str          # one of KINDS' values
+    elem: int = 0      # a pointer's element size in bytes (void: 1)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A struct parameter as compiled: its size and the fields the spec gives, by path."""
+    size: int
+    fields: dict[str, Field]
+
+
+def symbol(param_index: int) -> str:
+    return f"astra_layout_{param_index}"
+
+
+def words(fields: tuple[str, ...]) -> int:
+    """How many 64-bit words the probe of a struct with `fields` holds."""
+    return 1 + 4 * len(fields)
+
+
+def _designator(path: str) -> str:
+    steps = path.split(".")
+    if not steps or not all(FIELD_STEP.fullmatch(s) for s in steps):
+        raise ValueError(f"not a field path: {path!r}")
+    return ".".join(steps)
+
+
+def probe(name_expression: str, structs: dict[int, tuple[str, ...]]) -> str:
+    """C++ to append to a unit whose kernel is `name_expression`: the layout of each struct
+    parameter (parameter index -> the field paths the spec gives). Empty when there is none."""
+    if not structs:
+        return ""
+    out = [f'\n#line 1 "{PROBE_FILE}"\n', _HELPERS]
+    for i, paths in structs.items():
+        t = f"astra_layout_t{i}_"
+        out.append(f"typedef astra_layout_::bare<astra_layout_::param<{i}, decltype(&{name_expression})>::type>::type {t};\n")
+        values = [f"sizeof({t})"]
+        for path in paths:
+            d = _designator(path)
+            member = f"astra_layout_::bare<decltype((({t}*)0)->{d})>::type"
+            values += [f"__builtin_offsetof({t}, {d})", f"sizeof((({t}*)0)->{d})",
+                       f"astra_layout_::kind<{member}>::v", f"astra_layout_::kind<{member}>::elem"]
+        out.append(f'extern "C" __device__ unsigned long long {symbol(i)}[] = {{{", ".join(values)}}};\n')
+    return "".join(out)
+
+
+def parse(raw: bytes, paths: tuple[str, ...]) -> Layout:
+    """The probe's array, read back from the module, as a Layout. ValueError if it is not one."""
+    n = words(paths)
+    if len(raw) < 8 * n:
+        raise ValueError(f"the layout probe holds {len(raw)} bytes, {8 * n} expected")
+    v = [int.from_bytes(raw[8 * k:8 * k + 8], "little") for k in range(n)]
+    fields = {}
+    for j, path in enumerate(paths):
+        off, size, kind, elem = v[1 + 4 * j:5 + 4 * j]
+        if off + size > v[0] or kind not in KINDS:
+            raise ValueError(f"the layout probe of field {path!r} is not one (offset {off}, size {size})")
+        fields[path] = Field(off, size, KINDS[kind], elem)
+    return Layout(v[0], fields)

@@ -1,0 +1,62 @@
+"""Spec format growth (issue 25, item 6): a struct passed by value described by its fields, a
+table of device pointers — each problem at its key, the flat `[args]` of a plain kernel unchanged."""
+import pytest
+
+from astra_cuda import source, spec
+
+STRUCTS = "struct Dims { int n; float scale; };\nstruct P { const float* x; float* y; Dims d; };\n"
+KERNEL = "__global__ void k(P p, const float* const* t, int m) {}\n"
+GOOD = '''grid = ["n"]
+block = [32]
+[sizes]
+n = [1, 5]
+[args]
+p.x = { type = "float", shape = ["n"] }
+p.y = { type = "float", shape = ["n"], output = true }
+p.d.n = "n"
+p.d.scale = { value = 2.5, type = "float" }
+t = { type = "float", shape = ["n"], table = 3 }
+m = "n"
+'''
+
+
+def load(body: str):
+    text = f"{STRUCTS}/* @astra\n{body}*/\n{KERNEL}"
+    m = source.parse(text)
+    return spec.load(m.kernel("k"), m), text
+
+
+def error_of(body: str):
+    text = f"{STRUCTS}/* @astra\n{body}*/\n{KERNEL}"
+    with pytest.raises(spec.SpecErrors) as e:
+        load(body)
+    d = e.value.diagnostics[0]
+    return d, text.splitlines()[d.line][d.col:d.end_col]
+
+
+def test_a_struct_is_its_fields_and_a_table_its_rows():
+    s, _ = load(GOOD)
+    p = s.args["p"]
+    assert p.struct and p.fields == ("x", "y", "d.n", "d.scale") and not p.pointer and not p.is_scalar
+    assert s.args["p.y"].output and s.args["p.y"].member_of == "p" and not s.args["p.y"].param
+    assert s.args["p.d.n"].is_scalar and not s.args["p.d.n"].typed and s.args["p.d.scale"].typed
+    assert s.args["t"].table == "3" and s.shape("t", {"n": 5}) == (3, 5)
+    assert [n for n, a in s.args.items() if a.param] == ["p", "t", "m"]
+    assert s.bytes_moved({"n": 5}) == 4 * 5 * 2 + 4 * 15   # fields' buffers and the table's rows count
+
+
+@pytest.mark.parametrize("old,new,message,at", [
+    ('p.d.n = "n"', 'p."d;n" = "n"', "a field is a member's name", '"d;n"'),
+    ('p.x = { type = "float", shape = ["n"] }', 'p.x = { type = "float", shape = ["w"] }', "unknown size", '"w"'),
+    ('p.x = { type = "float", shape = ["n"] }', 'p.x = { type = "float", shape = ["n"], table = 2 }',
+     "unknown key", "table"),
+    ('p.d.n = "n"', 'p.d.n = true', "is a scalar", "n"),
+    ('t = { type = "float", shape = ["n"], table = 3 }', 't = { type = "float", shape = ["n"] }',
+     "table of device pointers", "t"),
+    ('m = "n"', 'm = { type = "float", shape = ["n"], table = 3 }', "is a scalar (int)", "m"),
+])
+def test_each_problem_at_its_place(old, new, message, at):
+    d, where = error_of(GOOD.replace(old, new))
+    assert message in d.message, d.message
+    if at is not None:
+        assert where == at, (where, d.message)

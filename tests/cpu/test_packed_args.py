@@ -1,0 +1,134 @@
+"""Arguments Astra assembles (issue 25, item 6): a struct passed by value with the addresses of
+buffers in its pointer fields, a table of device pointers — written by the executor inside the
+process that runs the launch (addresses exist nowhere else), checked against the copies the
+AddressSanitizer build makes, and refused when a relocation points outside its argument."""
+import numpy as np
+import pytest
+from cpu_helpers import unit
+
+from astra_cuda import layout
+from astra_cuda.backends.base import Launch, LaunchError, Packed
+
+SRC = """
+struct Inner { int n; double scale; };
+struct Params { char tag; float* out; const float* inp; Inner in; long long pad[3]; };
+__global__ void k(Params p, const float* const* t) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < p.in.n) p.out[i] = (float)p.in.scale * p.inp[i] + t[0][i] + t[2][i] + p.pad[1];
+}
+"""
+FIELDS = ("out", "inp", "in.n", "in.scale", "pad[1]")
+
+
+def _build(cpu, sanitize=False):
+    probe = layout.probe("k", {0: FIELDS})
+    m = cpu.compile(unit(SRC) + probe, ["k"], filename="user.cu", sanitize=sanitize)
+    lay = layout.parse(cpu.read_global(m, layout.symbol(0), 8 * layout.words(FIELDS)), FIELDS)
+    return m, lay
+
+
+def _struct(lay, out, inp, n, scale, pad):
+    data = bytearray(lay.size)
+    f = lay.fields
+    data[f["in.n"].offset:f["in.n"].offset + 4] = np.int32(n).tobytes()
+    data[f["in.scale"].offset:f["in.scale"].offset + 8] = np.float64(scale).tobytes()
+    data[f["pad[1]"].offset:f["pad[1]"].offset + 8] = np.int64(pad).tobytes()
+    return Packed(bytes(data), ((f["out"].offset, out, 0), (f["inp"].offset, inp, 0)))
+
+
+def test_the_layout_is_the_compilers(cpu):
+    _, lay = _build(cpu)
+    f = lay.fields
+    assert lay.size == 64
+    assert (f["out"].offset, f["out"].kind, f["out"].elem) == (8, "pointer", 4)
+    assert (f["in.n"].offset, f["in.n"].kind, f["in.n"].size) == (24, "integer", 4)
+    assert (f["in.scale"].offset, f["in.scale"].kind) == (32, "floating")
+    assert (f["pad[1]"].offset, f["pad[1]"].size) == (48, 8)
+
+
+@pytest.mark.parametrize("sanitize", [False, True])
+def test_a_struct_and_a_table_reach_their_buffers(cpu, sanitize):
+    m, lay = _build(cpu, sanitize)
+    n = 300
+    rng = np.random.default_rng(1)
+    inp, rows = rng.standard_normal(n).astype(np.float32), rng.standard_normal((3, n)).astype(np.float32)
+    out, b_in, b_rows = cpu.upload(np.zeros(n, np.float32)), cpu.upload(inp), cpu.upload(rows)
+    table = Packed(bytes(24), tuple((8 * i, b_rows, 4 * n * i) for i in range(3)), in_memory=True)
+    cpu.launch(m, "k", Launch((2, 1, 1), (256, 1, 1)), [_struct(lay, out, b_in, n, 2.5, 7), table])
+    want = 2.5 * inp + rows[0] + rows[2] + 7
+    np.testing.assert_allclose(cpu.download(out), want, rtol=1e-6)
+    np.testing.assert_array_equal(cpu.download(b_rows), rows)   # the table's rows are untouched
+
+
+def test_a_relocation_outside_its_argument_is_refused(cpu, monkeypatch):
+    m, lay = _build(cpu)
+    out, inp = cpu.upload(np.zeros(4, np.float32)), cpu.upload(np.zeros(4, np.float32))
+    table = Packed(bytes(8), ((0, inp, 0),), in_memory=True)
+    struct = _struct(lay, out, inp, 4, 1.0, 0)
+    bad = Packed(struct.data, ((lay.size - 4, out, 0),))       # 8 bytes written at 4 before the end
+    with pytest.raises(LaunchError, match="malformed"):
+        cpu.launch(m, "k", Launch((1, 1, 1), (4, 1, 1)), [bad, table])
+    past = Packed(struct.data, ((8, out, out.nbytes + 1),))    # an address past the buffer's end
+    with pytest.raises(LaunchError, match="malformed"):
+        cpu.launch(m, "k", Launch((1, 1, 1), (4, 1, 1)), [past, table])
+
+
+def test_a_struct_of_the_wrong_size_is_refused(cpu):
+    m, lay = _build(cpu)
+    out = cpu.upload(np.zeros(4, np.float32))
+    table = Packed(bytes(8), ((0, out, 0),), in_memory=True)
+    with pytest.raises(LaunchError, match="bytes"):
+        cpu.launch(m, "k", Launch((1, 1, 1), (4, 1, 1)), [Packed(bytes(lay.size - 8)), table])
+
+
+def test_a_field_that_is_not_there_names_itself(cpu):
+    from astra_cuda.backends.base import CompileError
+    with pytest.raises(CompileError, match="nope"):
+        cpu.compile(unit(SRC) + layout.probe("k", {0: ("in.nope",)}), ["k"], filename="user.cu")
+
+
+def test_field_paths_are_checked_before_they_reach_cpp():
+    for bad in ("a;b", "x[1]]", "1x", "a.b(c)", "a..b"):
+        with pytest.raises(ValueError):
+            layout.probe("k", {0: (bad,)})
+
+
+GATED = """struct Dims { int n; float scale; };
+struct Params { const float* x; float* y; Dims d; };
+/* @astra
+grid = ["cdiv(n, 128)"]
+block = [128]
+[sizes]
+n = [1, 300]
+[args]
+p.x = { type = "float", shape = ["n"] }
+p.y = { type = "float", shape = ["n"], output = true }
+p.d.n = "n"
+p.d.scale = 2.5
+t = { type = "float", shape = ["n"], table = 3 }
+*/
+__global__ void k(Params p, const float* const* t) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < p.d.n) p.y[i] = p.d.scale * p.x[i] + t[0][i] + t[2][i];
+}
+"""
+
+
+@pytest.mark.parametrize("old,new,verdict", [("", "", "passed"),
+                                             ("p.d.scale * p.x[i]", "2.0f * p.x[i]", "compare")])
+def test_the_gate_checks_a_kernel_given_a_struct_and_a_table(cpu, tmp_path, old, new, verdict):
+    from astra_cuda import extract, gate, source, spec as spec_mod
+    path = str(tmp_path / "s.cu")
+
+    def unit_of(text):
+        model = source.parse(text)
+        s = spec_mod.load(model.kernel("k"), model)
+        return extract.spec_unit(model, path, "k", s), s
+
+    ref, s = unit_of(GATED)
+    cand, _ = unit_of(GATED.replace(old, new) if old else GATED)
+    v = gate.check(ref, cand, s, cpu, quick=True)
+    if verdict == "passed":
+        assert v.passed and v.compared, v.human()
+    else:
+        assert v.status == "failed" and v.failures[0].check == verdict, v.human()
