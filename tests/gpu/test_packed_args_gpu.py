@@ -1,0 +1,74 @@
+"""Structs passed by value and tables of device pointers on a real GPU (issue 25, item 6): the
+layout probe read back from the module (nvcc's cubin and NVRTC's alike), the struct's bytes with
+device addresses passed by value, the table in device memory — through the gate (a kernel that
+ignores a field is caught) and the timing loop."""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from astra_cuda import extract, jobs, source, spec as spec_mod, worker
+
+pytestmark = pytest.mark.gpu
+
+FILE = """\
+struct Dims { int n; float scale; };
+struct Params { char tag; const float* x; float* y; Dims d; long long pad[3]; };
+
+/* @astra
+grid = ["cdiv(n, 256)"]
+block = [256]
+[sizes]
+n = [1, 300, 5000]
+[bench]
+n = [16777216]
+[args]
+p.x = { type = "float", shape = ["n"] }
+p.y = { type = "float", shape = ["n"], output = true }
+p.d.n = "n"
+p.d.scale = 2.5
+p."pad[1]" = 7
+t = { type = "float", shape = ["n"], table = 3 }
+*/
+__global__ void k(Params p, const float* const* t) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < p.d.n) p.y[i] = p.d.scale * p.x[i] + t[0][i] + t[2][i] + (float)p.pad[1];
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def pool():
+    p = worker.Pool(1, name="gpu-packed-test")
+    yield p
+    p.close()
+
+
+def _unit(tmp_path: Path, text: str, nvrtc: bool):
+    path = tmp_path / "packed.cu"
+    path.write_text(FILE)
+    m = source.parse(text)
+    spec = spec_mod.load(m.kernel("k"), m)
+    u = extract.spec_unit(m, str(path), "k", spec)
+    return (dataclasses.replace(u, file_text="") if nvrtc else u), spec
+
+
+@pytest.mark.parametrize("nvrtc", [False, True])
+def test_a_struct_and_a_table_pass_the_gate_and_are_timed(pool, tmp_path, nvrtc):
+    ref, spec = _unit(tmp_path, FILE, nvrtc)
+    v = pool.run("astra_cuda.jobs:check_job", jobs.CheckJob("gpu", ref, ref, spec, quick=True), timeout=300)
+    assert v.passed and v.compared, v.human()
+    p = pool.run("astra_cuda.jobs:profile_job", jobs.ProfileJob("gpu", ref, ref, spec), timeout=300)
+    assert p.measured and p.valid, p.to_json()
+    print(p.summary_line(), "|", v.compiler)
+
+
+@pytest.mark.parametrize("old,new", [("p.d.scale * p.x[i]", "2.0f * p.x[i]"), ("t[2][i]", "t[1][i]"),
+                                     ("(float)p.pad[1]", "(float)p.pad[0]")])
+def test_a_kernel_that_misreads_its_struct_or_table_is_caught(pool, tmp_path, old, new):
+    ref, spec = _unit(tmp_path, FILE, False)
+    cand, _ = _unit(tmp_path, FILE.replace(old, new), False)
+    v = pool.run("astra_cuda.jobs:check_job", jobs.CheckJob("gpu", ref, cand, spec, quick=True), timeout=300)
+    assert v.status == "failed" and v.failures[0].check == "compare", v.human()
