@@ -84,13 +84,35 @@ class Commands {
     const k = await this.pickKernel(uri, name);
     if (!k) return;
     // The server reports work-done progress (with a cancel button) while this runs.
-    const r = await this.server.request<OptimizeAnswer>(SERVER.optimize, k.uri, k.name);
+    let r = await this.server.request<OptimizeAnswer>(SERVER.optimize, k.uri, k.name);
+    if (r?.status === "consent" && r.endpoint) {
+      if (!(await this.consent(r))) return;
+      r = await this.server.request<OptimizeAnswer>(SERVER.optimize, k.uri, k.name, r.endpoint);
+    }
     if (r?.status === "done") {
       const pick = await vscode.window.showInformationMessage(
         `Astra: ${k.name} — ${r.title}.`, "Preview and apply", "Show report");
       if (pick === "Preview and apply") await this.apply(k.uri, k.name);
       else if (pick === "Show report") await this.report(k.uri, k.name);
     }
+  }
+
+  /** The first-use notice: what goes to an LLM endpoint, accepted once per endpoint (per workspace
+   * when the endpoint comes from the project's astra.toml / [tool.astra], and only when trusted). */
+  private async consent(r: OptimizeAnswer): Promise<boolean> {
+    const endpoint = r.endpoint as string;
+    const store = r.fromProject ? this.ctx.workspaceState : this.ctx.globalState;
+    const key = "astra.llm.consented";
+    const given = store.get<string[]>(key, []);
+    if (given.includes(endpoint)) return true;
+    if (r.fromProject && !vscode.workspace.isTrusted) return false;
+    const where = r.fromProject ? ` (named by this project's ${r.source})` : "";
+    const pick = await vscode.window.showWarningMessage(
+      `Astra: optimizing with a model sends code to ${endpoint}${where}.`,
+      { modal: true, detail: `Model ${r.model}. Sent: ${r.sent}.` }, "Send");
+    if (pick !== "Send") return false;
+    await store.update(key, [...given, endpoint]);
+    return true;
   }
 
   async profile(uri?: string, name?: string): Promise<void> {

@@ -30,6 +30,8 @@ export interface DocStatus {
 export interface OptimizeAnswer {
   kernel?: string; status: string; message?: string; speedup?: number | null; verifiedCases?: number;
   improved?: boolean; title?: string; reportPath?: string;
+  // status "consent": what would be sent where, asked once per endpoint before anything is sent
+  endpoint?: string; model?: string; fromProject?: boolean; source?: string; sent?: string;
 }
 
 export interface ProfileAnswer { status: string; kernel?: string; summary?: string; hotLines?: number; message?: string }

@@ -13,7 +13,11 @@ function get<K extends Key>(c: vscode.WorkspaceConfiguration, key: K): (typeof S
 export function serverSettings(): Record<string, unknown> {
   const c = vscode.workspace.getConfiguration("astra");
   return {
-    llm: { baseUrl: get(c, "llm.baseUrl"), model: get(c, "llm.model") },
+    llm: {
+      baseUrl: get(c, "llm.baseUrl"), model: get(c, "llm.model"), reasoningEffort: get(c, "llm.reasoningEffort"),
+      temperature: get(c, "llm.temperature"), maxTokens: get(c, "llm.maxTokens"),
+    },
+    budget: { tokens: get(c, "budget.tokens"), seconds: get(c, "budget.seconds") },
     backend: get(c, "backend"),
     rounds: get(c, "rounds"),
     checkOnOpen: get(c, "checkOnOpen"),

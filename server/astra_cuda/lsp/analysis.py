@@ -60,7 +60,9 @@ def error_diagnostic(e: BaseException, lines: list[str], prefix: str,
     return diagnostic(rng, f"{prefix}: {user_message(e)}", "astra", types.DiagnosticSeverity.Error)
 
 
-def schedule(ls: AstraServer, uri: str, *, check: bool) -> None:
+def schedule(ls: AstraServer, uri: str, *, check: bool | str) -> None:
+    """Analyse `uri` soon; `check`: run its kernels' checks, or 'open' / 'save' to follow the
+    checkOnOpen / checkOnSave setting of the file's workspace folder."""
     st = ls.state(uri)
     st.check_cancel.set()  # a newer save cancels an older check
     st.check_cancel = threading.Event()
@@ -68,8 +70,9 @@ def schedule(ls: AstraServer, uri: str, *, check: bool) -> None:
     ls.spawn(analyze(ls, uri, st.check_generation, st.check_cancel, check))
 
 
-async def analyze(ls: AstraServer, uri: str, gen: int, cancel: threading.Event, check: bool) -> None:
+async def analyze(ls: AstraServer, uri: str, gen: int, cancel: threading.Event, check: bool | str) -> None:
     await asyncio.sleep(DEBOUNCE_S)
+    await ls.folders_known()
     st = ls.docs.get(uri)
     if st is None or st.check_generation != gen:
         return
@@ -79,12 +82,14 @@ async def analyze(ls: AstraServer, uri: str, gen: int, cancel: threading.Event, 
 
     doc, snap = await ls.snapshot(uri)
     version, path = doc.version, doc.path
+    if isinstance(check, str):
+        check = bool(getattr(ls.settings_for(path), f"check_on_{check}"))
     lines = doc.source.splitlines()
     try:
         if snap is None:
             raise RuntimeError(st.snapshot_error)
         snap = snap.with_context(ls.project(path))
-        arch = await ls.call(ls.fast, ls.arch)
+        arch = await ls.call(ls.fast, ls.arch, snap.path)
         t0 = time.monotonic()
         found = await ls.call(ls.static, core().diagnostics, snap, arch=arch)
         static = [lsp_diagnostic(d, lines) for d in found]
@@ -108,7 +113,9 @@ async def analyze(ls: AstraServer, uri: str, gen: int, cancel: threading.Event, 
         await ls.call(ls.fast, ls.machine_status)
     except Exception:
         ls.log_error("could not tell which backends run here", traceback.format_exc())
-    if snap is None or not check or not ls.settings.allow_execution or has_errors or not todo:
+    # A project whose astra.toml says `backend = "static"` runs no kernel code, in the editor too.
+    if snap is None or not check or not ls.settings.allow_execution or has_errors or not todo or \
+            ls.backend_for(path) == "static":
         ls.send_status(uri)
         return
     st.checking = True
@@ -137,9 +144,9 @@ async def check_one(ls: AstraServer, st: DocState, snap: Snapshot, k: KernelInfo
     ks = st.kernel(k.name)
     where = lsp_range(span_of(k.kernel.name_span))
     try:
-        arch = await ls.call(ls.fast, ls.arch)
+        arch = await ls.call(ls.fast, ls.arch, snap.path)
         t0 = time.monotonic()
-        verdicts = await ls.call(ls.slow, core().check, snap, k.name, backend=ls.settings.backend,
+        verdicts = await ls.call(ls.slow, core().check, snap, k.name, backend=ls.backend_for(snap.path),
                                  arch=arch, cancel=cancel)
     except Exception as e:
         if cancel.is_set():
@@ -147,13 +154,13 @@ async def check_one(ls: AstraServer, st: DocState, snap: Snapshot, k: KernelInfo
         if not is_user_error(e):
             ls.log_error(f"checking {k.name} failed", traceback.format_exc())
         ls.log_info(f"check {k.name}: could not run: {user_message(e)} — reproduce: "
-                    f"{core().command_line('check', snap, k.name, backend=ls.settings.backend)}")
+                    f"{core().command_line('check', snap, k.name, backend=ls.backend_for(snap.path))}")
         ks.verdict, ks.verdict_error = None, user_message(e)
         return [error_diagnostic(e, lines, f"{k.name}: the check could not run", where)]
     if cancel.is_set():
         return None
     from astra_cuda import standing
-    again = core().command_line("check", snap, k.name, backend=ls.settings.backend)
+    again = core().command_line("check", snap, k.name, backend=ls.backend_for(snap.path))
     for v in verdicts:
         kst = st.kernel(v.kernel)
         kst.verdict, kst.verdict_error = v, ""

@@ -27,12 +27,12 @@ async def profile(ls: AstraServer, uri: str, name: str) -> dict[str, Any]:
     ks.profiling = True
     ls.refresh_views()
     t0 = time.monotonic()
-    again = core().command_line("profile", snap, name, backend=ls.settings.backend) + \
+    again = core().command_line("profile", snap, name, backend=ls.backend_for(snap.path)) + \
         (" --ncu" if ls.settings.profile_ncu else "")
     try:
-        arch = await ls.call(ls.fast, ls.arch)
+        arch = await ls.call(ls.fast, ls.arch, snap.path)
         profiles = await ls.call(ls.slow, core().profile, snap.with_context(ls.project(doc.path)), name,
-                                 backend=ls.settings.backend, arch=arch,
+                                 backend=ls.backend_for(snap.path), arch=arch,
                                  ncu=ls.settings.profile_ncu)
         p = profiles[0]  # one profile per selected kernel; we selected one
     except Exception as e:
@@ -75,7 +75,7 @@ async def spec_edit(ls: AstraServer, uri: str, name: str) -> tuple[types.Workspa
     try:
         # the kernel is run under the draft before it is proposed: the pool that runs checks
         proposal = await ls.call(ls.slow, core().infer_spec, snap.with_context(ls.project(doc.path)), name,
-                                 backend=ls.settings.backend)
+                                 backend=ls.backend_for(snap.path))
     except Exception as e:
         return None, f"could not infer a spec for `{name}`: {user_message(e)}"
     if (ls.document(uri).version or 0) != (doc.version or 0):

@@ -21,12 +21,39 @@ if TYPE_CHECKING:
     from astra_cuda.agents.llm import LLMConfig
 
 
-def llm_config(ls: AstraServer) -> LLMConfig | None:
-    """None (the offline team) unless a model or endpoint is configured."""
-    s = ls.settings
-    config: LLMConfig | None = core().llm_config(model=s.llm_model or None, base_url=s.llm_base_url or None,
-                                                 api_key=s.llm_api_key or None)
-    return config
+# What an LLM endpoint is sent, as the first-use notice says it.
+SENT = ("the kernel's source (with the device functions it calls), its harness spec's sizes and launch, "
+        "Astra's own measurements and check results of each candidate, and the GPU's name; no other code "
+        "of your file or project, no path and no key but the API key itself")
+OPENAI = "https://api.openai.com/v1"
+
+
+def llm_config(ls: AstraServer, path: str) -> tuple[LLMConfig | None, str]:
+    """None (the offline team) unless a model or endpoint is configured; with where the endpoint
+    came from ('settings', a project file, 'default'). The folder's settings win over the
+    project's [llm], key by key; the API key is only ever the user's."""
+    eff = ls.effective(path)
+
+    def v(key: str) -> Any:
+        return eff[key].value
+    config: LLMConfig | None = core().llm_config(
+        model=v("llm.model"), base_url=v("llm.base_url"), api_key=ls.settings.llm_api_key or None,
+        reasoning_effort=v("llm.reasoning_effort"), temperature=v("llm.temperature"),
+        max_output_tokens=v("llm.max_tokens"), timeout_s=v("llm.timeout"))
+    return config, eff["llm.base_url"].source
+
+
+def consent_needed(config: LLMConfig | None, source: str, consent: str | None) -> dict[str, Any] | None:
+    """The first-use notice: before anything is sent to an endpoint the client asks the user once
+    (and keeps the answer per endpoint); an endpoint from a project file needs that answer every
+    time it is used (the client only sends it in a trusted workspace)."""
+    if config is None:
+        return None
+    endpoint = config.base_url or OPENAI
+    if consent == endpoint:
+        return None
+    return {"status": "consent", "endpoint": endpoint, "model": config.model,
+            "fromProject": source not in ("settings", "default"), "source": source, "sent": SENT}
 
 
 def report_dir(path: str) -> str | None:
@@ -36,7 +63,7 @@ def report_dir(path: str) -> str | None:
         return None
 
 
-async def optimize(ls: AstraServer, uri: str, name: str) -> dict[str, Any]:
+async def optimize(ls: AstraServer, uri: str, name: str, consent: str | None = None) -> dict[str, Any]:
     doc, snap = await ls.snapshot(uri)
     k = next((k for k in snap.kernels if k.name == name), None) if snap is not None else None
     if snap is None or k is None:
@@ -44,30 +71,35 @@ async def optimize(ls: AstraServer, uri: str, name: str) -> dict[str, Any]:
     ks = ls.state(uri).kernel(name)
     if ks.optimization and ks.optimization.status == "running":
         return ls.fail(f"`{name}` is already being optimized")
+    try:
+        llm, source = llm_config(ls, doc.path)
+    except Exception as e:
+        return ls.fail(f"the LLM settings are incomplete: {user_message(e)}")
+    ask = consent_needed(llm, source, consent)
+    if ask is not None:
+        return ask
     opt = Optimization("running", anchoring.anchor_for(k, doc.version or 0, doc.source), doc.source)
     ks.optimization = opt
-    s = ls.settings
-    try:
-        llm = llm_config(ls)
-    except Exception as e:
-        ks.optimization = None
-        return ls.fail(f"the LLM settings are incomplete: {user_message(e)}")
+    eff = ls.effective(doc.path)
+    backend, rounds = eff["backend"].value, eff["budgets.rounds"].value
+    tokens, seconds = eff["budgets.tokens"].value, eff["budgets.seconds"].value
     token = await ls.progress_begin(f"Astra: optimizing {name}", opt.cancel)
-    again = core().command_line("optimize", snap, name, backend=s.backend, rounds=s.rounds,
+    again = core().command_line("optimize", snap, name, backend=backend, rounds=rounds,
                                 llm="openai" if llm is not None else "offline")
     t0 = time.monotonic()
-    ls.log_info(f"optimize {name}: started ({s.rounds} round(s), {'model ' + (s.llm_model or 'default') if llm else 'offline team'})")
+    ls.log_info(f"optimize {name}: started ({rounds} round(s), {'model ' + llm.model if llm else 'offline team'})")
     loop = asyncio.get_running_loop()
 
     def progress(event: dict[str, Any]) -> None:  # called from the core's thread
-        loop.call_soon_threadsafe(on_progress, ls, uri, opt, token, event, s.rounds)
+        loop.call_soon_threadsafe(on_progress, ls, uri, opt, token, event, rounds)
 
     ls.send_status(uri)
     ls.refresh_views()
     try:
-        arch = await ls.call(ls.fast, ls.arch)
+        arch = await ls.call(ls.fast, ls.arch, snap.path)
         result = await ls.call(ls.opt, core().optimize, snap.with_context(ls.project(doc.path)), name,
-                               rounds=s.rounds, llm=llm, backend=s.backend, arch=arch,
+                               rounds=rounds, llm=llm, backend=backend, arch=arch, tokens=tokens or None,
+                               seconds=seconds or None,
                                progress=progress, cancel=opt.cancel, report=report_dir(doc.path))
         if opt.cancel.is_set() or result.cancelled:
             opt.status, opt.message = "cancelled", "cancelled"

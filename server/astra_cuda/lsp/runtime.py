@@ -8,6 +8,7 @@ only ever touches cached state. Everything the protocol sends is sent from the l
 from __future__ import annotations
 
 import asyncio
+import os
 import functools
 import logging
 import traceback
@@ -89,6 +90,9 @@ class AstraServer(LanguageServer):
     def __init__(self, version: str) -> None:
         super().__init__("astra", version, protocol_cls=Protocol)
         self.settings = settings_mod.Settings()
+        # A multi-root workspace's folders may each set their own (resource-scoped) settings.
+        self.folder_settings: dict[str, settings_mod.Settings] = {}
+        self.folders_read = asyncio.Event()   # set once they were asked for after `initialized`
         self.docs: dict[str, DocState] = {}
         # Separate pools, so quick core calls (parse, spec inference, pin) never queue behind
         # compiles or checks, and checks never queue behind an optimization.
@@ -226,21 +230,49 @@ class AstraServer(LanguageServer):
         """Untrusted workspace: nothing is built into a runnable module or run (the core's switch)."""
         core().set_execution(self.settings.allow_execution, self.RESTRICTED)
 
-    def arch(self) -> str:
-        """The architecture to compile for: the setting, else the GPU's own, else the default.
-        Blocking (it may probe the backends): call it in an executor."""
-        return self.settings.gpu_arch or str(core().device_arch(contract.DEFAULT_ARCH))
+    def arch(self, path: str) -> str:
+        """The architecture to compile `path` for: its folder's setting, else the project's
+        configuration (astra.toml, .clangd, compile_flags.txt), else the GPU's own, else the
+        default. Blocking (it may probe the backends): call it in an executor."""
+        return str(self.effective(path)["arch"].value or core().device_arch(contract.DEFAULT_ARCH))
 
     def machine_status(self) -> None:
         """Blocking: learn whether a GPU is here but not used (the probe is remembered a while)."""
         s = core().gpu_setup()
         self.gpu_setup = None if s is None else {"problem": s.reason, "fix": s.fix}
 
+    def settings_for(self, path: str) -> settings_mod.Settings:
+        """The settings of the workspace folder holding `path` (the innermost), else the window's."""
+        real = os.path.realpath(path)
+        best = max((f for f in self.folder_settings if real == f or real.startswith(f.rstrip(os.sep) + os.sep)),
+                   key=len, default=None)
+        return self.folder_settings[best] if best is not None else self.settings
+
+    def effective(self, path: str) -> dict[str, Any]:
+        """Every key of the project configuration for `path` (config.Value: value and source): its
+        folder's settings where the user set them, else the project's astra.toml / [tool.astra],
+        else the default — the precedence of the command line, whose flags stand for the settings."""
+        from astra_cuda import config
+        return config.effective(core().project_config(path), self.settings_for(path).over_project())
+
+    async def folders_known(self) -> None:
+        """Wait (briefly) until the folders' settings were read once, so the first analysis of a
+        file opened with the workspace already follows its folder's settings."""
+        try:
+            await asyncio.wait_for(self.folders_read.wait(), 6)
+        except asyncio.TimeoutError:
+            pass
+
+    def backend_for(self, path: str) -> str:
+        """Where `path`'s kernels run (auto, gpu, cpu, or static from a project file)."""
+        return str(self.effective(path)["backend"].value)
+
     def project(self, path: str) -> ProjectContext:
-        """The project context of `path`: the settings' include paths, macros and standard, then
-        the configured or nearest compile_commands.json. Raises AstraError for a bad setting."""
+        """The project context of `path`: its folder's settings (include paths, macros, standard),
+        then the project's configuration files and the configured or nearest
+        compile_commands.json. Raises AstraError for a bad setting."""
         api = core()
-        ctx, cc = self.settings.project(str(api.workspace.root_for(path)))
+        ctx, cc = self.settings_for(path).project(str(api.workspace.root_for(path)))
         context: ProjectContext = api.project_context(path, settings=ctx, compile_commands=cc)
         return context
 

@@ -13,6 +13,7 @@ import traceback
 from typing import Any
 
 from lsprotocol import types
+from pygls import uris
 
 from astra_cuda import contract, redact
 from astra_cuda.lsp import analysis, kernel_tools, optimization, views
@@ -56,6 +57,7 @@ def on_initialized(ls: AstraServer, params: types.InitializedParams) -> None:
                 f"python={sys.executable})")
     if s.cluster:
         ls.spawn(ls.apply_cluster())
+    ls.spawn(folder_settings(ls))
 
 
 @server.feature(types.SHUTDOWN)
@@ -82,6 +84,7 @@ async def on_configuration(ls: AstraServer, params: types.DidChangeConfiguration
             ls.log_error("could not read the astra settings", traceback.format_exc())
     before = ls.settings.cluster
     ls.settings, problems = ls.settings.updated(raw)
+    problems += await folder_settings(ls)
     ls.apply_execution()
     for p in problems:
         ls.show(f"Astra: {p}", types.MessageType.Warning)
@@ -92,17 +95,52 @@ async def on_configuration(ls: AstraServer, params: types.DidChangeConfiguration
                 f"gpuArch={ls.settings.gpu_arch or 'the GPU’s own'}")
 
 
+async def folder_settings(ls: AstraServer) -> list[str]:
+    """Each workspace folder's own `astra` settings (resource scope: multi-root workspaces), asked
+    with the folder as scope; over the window's, so an unset folder value reads as the window's."""
+    folders = list(ls.workspace.folders.values())
+    if len(folders) < 2 or not ls.can_ask_configuration():
+        ls.folder_settings = {}
+        ls.folders_read.set()
+        return []
+    try:
+        got = await asyncio.wait_for(ls.workspace_configuration_async(types.ConfigurationParams(
+            items=[types.ConfigurationItem(scope_uri=f.uri, section="astra") for f in folders])), 5)
+    except Exception:
+        ls.log_error("could not read the folders' astra settings", traceback.format_exc())
+        return []
+    finally:
+        ls.folders_read.set()
+    out: dict[str, Any] = {}
+    problems: list[str] = []
+    for f, raw in zip(folders, got or []):
+        s, p = ls.settings.updated(raw)
+        out[os.path.realpath(uris.to_fs_path(f.uri) or "")] = s
+        problems += [f"{f.name}: {x}" for x in p]
+    ls.folder_settings = out
+    return problems
+
+
+@server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+async def on_folders(ls: AstraServer, params: types.DidChangeWorkspaceFoldersParams) -> None:
+    # pygls has added or removed the folders already; their settings are read again.
+    for p in await folder_settings(ls):
+        ls.show(f"Astra: {p}", types.MessageType.Warning)
+
+
 # ---- documents ----------------------------------------------------------------------------------
 
 @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
 def did_open(ls: AstraServer, params: types.DidOpenTextDocumentParams) -> None:
     ls.docs[params.text_document.uri] = DocState()
-    analysis.schedule(ls, params.text_document.uri, check=ls.settings.check_on_open)
+    uri = params.text_document.uri
+    analysis.schedule(ls, uri, check="open")
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
 def did_save(ls: AstraServer, params: types.DidSaveTextDocumentParams) -> None:
-    analysis.schedule(ls, params.text_document.uri, check=ls.settings.check_on_save)
+    uri = params.text_document.uri
+    analysis.schedule(ls, uri, check="save")
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
@@ -208,8 +246,10 @@ async def inlay_hints(ls: AstraServer, params: types.InlayHintParams) -> list[ty
 # ---- commands (arguments arrive unpacked: uri, kernel) ------------------------------------------
 
 @server.command(contract.command("optimize"))
-async def cmd_optimize(ls: AstraServer, uri: str, kernel: str, *_: Any) -> dict[str, Any]:
-    return await optimization.optimize(ls, uri, kernel)
+async def cmd_optimize(ls: AstraServer, uri: str, kernel: str, *rest: Any) -> dict[str, Any]:
+    # rest[0]: the endpoint the user agreed to send the kernel to (the first-use notice)
+    consent = rest[0] if rest and isinstance(rest[0], str) else None
+    return await optimization.optimize(ls, uri, kernel, consent)
 
 
 @server.command(contract.command("cancelOptimize"))

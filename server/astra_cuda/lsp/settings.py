@@ -12,12 +12,24 @@ if TYPE_CHECKING:
 
 BACKENDS = ("auto", "gpu", "cpu")
 _D = contract.SETTINGS  # the defaults the client shows, from the shared contract
+# The settings that override a key of the project's astra.toml / [tool.astra] (config.KEYS), when
+# the user set them: one precedence for the editor and the command line (whose flags do the same).
+OVER_PROJECT = (("backend", "backend"), ("gpu_arch", "arch"), ("rounds", "budgets.rounds"),
+                ("budget_seconds", "budgets.seconds"), ("budget_tokens", "budgets.tokens"),
+                ("llm_base_url", "llm.base_url"), ("llm_model", "llm.model"),
+                ("llm_reasoning_effort", "llm.reasoning_effort"), ("llm_temperature", "llm.temperature"),
+                ("llm_max_tokens", "llm.max_tokens"))
 
 
 @dataclass(frozen=True)
 class Settings:
     llm_base_url: str = _D["llm.baseUrl"]
     llm_model: str = _D["llm.model"]
+    llm_reasoning_effort: str = _D["llm.reasoningEffort"]   # '' : not sent (then the temperature is)
+    llm_temperature: float = _D["llm.temperature"]
+    llm_max_tokens: int = _D["llm.maxTokens"]
+    budget_tokens: int = _D["budget.tokens"]       # 0: no limit; tokens as the endpoint reports them
+    budget_seconds: int = _D["budget.seconds"]     # 0: no limit; wall clock of one optimize run
     llm_api_key: str = field(default="", repr=False)  # never printed or logged
     backend: str = _D["backend"]
     rounds: int = _D["rounds"]
@@ -37,11 +49,24 @@ class Settings:
     def project(self, root: str) -> tuple[ProjectContext, str | None]:
         """The settings' part of the project context, and the compile_commands.json they name."""
         from astra_cuda import project
-        cc = self.compile_commands
+
+        def folder(p: str) -> str:   # ${workspaceFolder}, as VS Code's own settings write it
+            return p.replace("${workspaceFolder}", root)
+        cc = folder(self.compile_commands)
         if cc and not os.path.isabs(cc):
             cc = os.path.join(root, cc)
-        return project.from_flags(self.include_paths, self.defines, self.std or None, origin="settings",
-                                  base=root), cc or None
+        return project.from_flags([folder(d) for d in self.include_paths], self.defines, self.std or None,
+                                  origin="settings", base=root), cc or None
+
+    def given(self, attr: str) -> bool:
+        """Whether the user set `attr` (it differs from the contract's default): only then does it
+        override the project's astra.toml / [tool.astra]."""
+        return bool(getattr(self, attr) != getattr(Settings(), attr))
+
+    def over_project(self) -> dict[str, Any]:
+        """The config.Values these settings give (source 'settings'), for `config.effective`."""
+        from astra_cuda.config import Value
+        return {key: Value(getattr(self, attr), "settings") for attr, key in OVER_PROJECT if self.given(attr)}
 
     def updated(self, raw: Any) -> tuple["Settings", list[str]]:
         """These settings with the client's `astra` section applied: nested
@@ -57,6 +82,8 @@ class Settings:
             v = flat[key]
             if kind is int and isinstance(v, str) and v.strip().isdigit():
                 v = int(v)
+            if kind is float and isinstance(v, int) and not isinstance(v, bool):
+                v = float(v)
             if isinstance(v, kind) and not (kind is int and isinstance(v, bool)) and ok(v):
                 out[attr] = v.strip() if isinstance(v, str) else v
             else:
@@ -64,6 +91,11 @@ class Settings:
 
         take("llm.baseUrl", "llm_base_url", str)
         take("llm.model", "llm_model", str)
+        take("llm.reasoningEffort", "llm_reasoning_effort", str, lambda v: v in ("", "minimal", "low", "medium", "high"))
+        take("llm.temperature", "llm_temperature", float, lambda v: 0 <= v <= 2)
+        take("llm.maxTokens", "llm_max_tokens", int, lambda v: 16 <= v <= 1 << 20)
+        take("budget.tokens", "budget_tokens", int, lambda v: v >= 0)
+        take("budget.seconds", "budget_seconds", int, lambda v: v >= 0)
         take("backend", "backend", str, lambda v: v in BACKENDS)
         take("rounds", "rounds", int, lambda v: 1 <= v <= 100)
         take("checkOnOpen", "check_on_open", bool)
