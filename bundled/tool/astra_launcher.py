@@ -9,6 +9,8 @@ the environment (it must match the machine's driver).
 
     python astra_launcher.py           run the language server on stdio
     python astra_launcher.py --check   print whether this interpreter can run it (JSON), exit 0
+    python astra_launcher.py --cli ARGS...   the `astra` command (what "Astra: Install the astra
+                                       command" puts on PATH)
 
 Only the standard library is used before the check passes, so any Python 3 can run the check.
 """
@@ -54,6 +56,13 @@ def main(argv):
     if strategy not in ("useBundled", "fromEnvironment"):
         strategy = "useBundled"
     why = problem(strategy)
+    if argv[:1] == ["--cli"]:
+        if why is not None:
+            sys.stderr.write("astra: %s\n" % why)
+            return 2
+        sys.path.insert(0, LIBS)
+        from astra_cuda.cli import main as astra_main
+        return astra_main(argv[1:])
     if "--check" in argv:
         print(json.dumps({"ok": why is None, "message": why or "", "python": sys.executable,
                           "version": "%d.%d.%d" % sys.version_info[:3], "strategy": strategy}))

@@ -2,6 +2,9 @@
 // report, the Nsight Compute report, API key. Each asks
 // the server (contract.ts names the server commands and types their answers).
 import * as vscode from "vscode";
+import { promises as fs } from "fs";
+import * as os from "os";
+import * as path from "path";
 import { WorkspaceEdit as LspWorkspaceEdit } from "vscode-languageclient/node";
 import { CLIENT, EditAnswer, KernelEntry, OptimizeAnswer, ProfileAnswer, ReportAnswer, SECRETS, SERVER } from "./contract";
 import { ServerConnection, fail } from "./server";
@@ -23,6 +26,7 @@ export function registerCommands(ctx: vscode.ExtensionContext, server: ServerCon
   reg(CLIENT.setApiKey, () => commands.setApiKey());
   reg(CLIENT.restartServer, () => server.restart());
   reg(CLIENT.showLogs, () => server.log.show());
+  reg(CLIENT.installCli, () => commands.installCli());
   reg(CLIENT.gpuSetup, (setup?: { problem: string; fix: string }) => commands.gpuSetup(setup));
 }
 
@@ -185,6 +189,38 @@ class Commands {
     if (pick === "Open in Nsight Compute") await vscode.env.openExternal(file);
     else if (pick === "Reveal in explorer") await vscode.commands.executeCommand("revealInExplorer", file);
     else if (pick === "Copy path") await vscode.env.clipboard.writeText(file.fsPath);
+  }
+
+  /** Puts `astra` on PATH: a two-line script in ~/.local/bin that runs the bundled CLI with the
+   * server's interpreter (written again by this command after the extension updates, as its
+   * folder changes); an existing `astra` that Astra did not write is left alone, and the one line
+   * to run instead is offered. */
+  async installCli(): Promise<void> {
+    const cmd = await this.server.cliCommand();
+    if (!cmd) return;
+    const quote = (a: string) => `'${a.replace(/'/g, `'\\''`)}'`;
+    const line = `${cmd.map(quote).join(" ")} "$@"`;
+    const bin = path.join(os.homedir(), ".local", "bin");
+    const target = path.join(bin, "astra");
+    const mark = "# written by the Astra VS Code extension";
+    let existing = "";
+    try { existing = await fs.readFile(target, "utf8"); } catch { /* none yet */ }
+    if (existing && !existing.includes(mark)) {
+      const alias = `alias astra=${quote(cmd.map(quote).join(" "))}`;
+      const pick = await vscode.window.showWarningMessage(`Astra: ${target} exists and was not written by Astra; ` +
+        `it is left alone. To run the bundled CLI instead: ${alias}`, "Copy command");
+      if (pick) await vscode.env.clipboard.writeText(alias);
+      return;
+    }
+    await fs.mkdir(bin, { recursive: true });
+    await fs.writeFile(target, `#!/bin/sh\n${mark} (Astra: Install the astra command)\nexec ${line}\n`, { mode: 0o755 });
+    await fs.chmod(target, 0o755);
+    const onPath = (process.env.PATH ?? "").split(path.delimiter).some((d) => path.resolve(d) === bin);
+    const add = 'export PATH="$HOME/.local/bin:$PATH"';
+    const pick = await vscode.window.showInformationMessage(`Astra: installed ${target}` + (onPath
+      ? ": run `astra --help` in a new terminal."
+      : `; that folder is not on your PATH: add \`${add}\` to your shell's profile.`), ...(onPath ? [] : ["Copy command"]));
+    if (pick) await vscode.env.clipboard.writeText(add);
   }
 
   /** A GPU is visible but not used: say why and offer the one command that fixes it. */

@@ -38,6 +38,16 @@ export class ServerConnection {
     return this.starting;
   }
 
+  /** The `astra` command as the bundled launcher runs it with the server's interpreter
+   * ([python, launcher, "--cli"]); undefined (and said why) when that interpreter cannot. */
+  async cliCommand(): Promise<string[] | undefined> {
+    const python = await resolvePython(this.log);
+    const env: Record<string, string> = { ...(process.env as Record<string, string>) };
+    env.ASTRA_IMPORT_STRATEGY = importStrategy();
+    if (!(await this.checkInterpreter(python, env))) return undefined;
+    return [python, this.launcher, "--cli"];
+  }
+
   private get launcher(): string {
     return path.join(this.ctx.extensionPath, "bundled", "tool", "astra_launcher.py");
   }

@@ -874,6 +874,8 @@ def main(argv: list[str] | None = None) -> int:
         return e.code if isinstance(e.code, int) else EXIT_BAD_INPUT
     args.json = args.json or args.format in ("json", "sarif")
     args.argv = argv
+    from . import gpu_setup
+    gpu_setup.use_gpu_env()   # CuPy from the venv the GPU fix created, when Astra runs outside its own
     if not 1 <= getattr(args, "candidates", 1) <= 64:
         return _report_error(args, AstraError("--candidates must be between 1 and 64"))
     try:

@@ -3,6 +3,7 @@
 PATH and a /proc file; CuPy is absent here."""
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -61,7 +62,8 @@ def test_driver_from_proc_only_maps_the_version_to_cuda(tmp_path):
     (Driver("550.54.14", (12, 4)), Cupy("cupy-cuda12x", "14.2.0"), "python3 -m pip install 'cupy-cuda12x[ctk]>=14'"),
 ])
 def test_the_fix_fits_the_driver(drv, cupy, fix):
-    a = gpu_setup.advise(drv, cupy, "ImportError: no module named cupy", python="python3")
+    a = gpu_setup.advise(drv, cupy, "ImportError: no module named cupy", python="python3",
+                         target=gpu_setup.Target("python3 -m pip"))
     assert a.fix == fix
     assert a.problem.startswith(f"a GPU is visible (NVIDIA driver {drv.version}, CUDA {drv.cuda[0]}.{drv.cuda[1]})")
 
@@ -92,3 +94,30 @@ def test_astra_check_says_so(tmp_path):
     setup = json.loads(r.stdout)["gpu_setup"]
     assert "CuPy is not installed" in setup["problem"] and "cupy-cuda12x[ctk]" in setup["fix"]
     assert f"run `{setup['fix']}`" in r.stderr
+
+
+def test_outside_its_own_venv_the_fix_installs_into_a_venv_astra_creates(tmp_path, monkeypatch):
+    # The editor's bundled server on a system python3 (Debian 12's refuses pip: externally managed).
+    monkeypatch.setattr(gpu_setup, "in_own_venv", lambda: False)
+    monkeypatch.setenv("ASTRA_GPU_ENV", str(tmp_path / "gpu env"))
+    env = shlex.quote(str(tmp_path / "gpu env"))
+    a = gpu_setup.advise(Driver("550.54.14", (12, 4)), Cupy(None), "no cupy", python="/usr/bin/python3")
+    assert a.fix == (f"/usr/bin/python3 -m venv {env} && {shlex.quote(str(tmp_path / 'gpu env/bin/python'))} "
+                     "-m pip install 'cupy-cuda12x[ctk]>=14'")
+    # a CuPy for the wrong CUDA in the system's site-packages is shadowed, not uninstalled from there
+    a = gpu_setup.advise(Driver("550.54.14", (12, 4)), Cupy("cupy-cuda13x", "14.1", "other"), "x", python="python3")
+    assert "uninstall" not in a.fix and a.fix.endswith("install 'cupy-cuda12x[ctk]>=14'")
+
+
+def test_the_gpu_venv_goes_on_the_path_before_the_interpreters_site_packages(tmp_path, monkeypatch):
+    monkeypatch.setattr(gpu_setup, "in_own_venv", lambda: False)
+    monkeypatch.setenv("ASTRA_GPU_ENV", str(tmp_path))
+    site = tmp_path / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+    path = ["/ext/bundled/libs", "/usr/lib/python3.11", "/usr/lib/python3/dist-packages"]
+    monkeypatch.setattr(sys, "path", list(path))
+    gpu_setup.use_gpu_env()
+    assert sys.path == path          # no GPU venv yet: nothing added
+    site.mkdir(parents=True)
+    gpu_setup.use_gpu_env()
+    gpu_setup.use_gpu_env()
+    assert sys.path == [path[0], path[1], str(site), path[2]]
