@@ -1,7 +1,7 @@
 """Block-level semantics: barriers with predicates, shared memory, atomics, vector types."""
 import ml_dtypes
 import numpy as np
-from cpu_helpers import f32, i32, run
+from cpu_helpers import f32, i32, run, unit
 
 from astra_cuda.backends.base import Schedule
 
@@ -278,3 +278,69 @@ def test_every_launch_runs_in_a_fresh_process(cpu):
             pass
     assert len(set(pids)) == 3
     np.testing.assert_array_equal(cpu.download(buf), np.full(1024, 12.0, np.float32))  # 4 blocks x (0 + 1 + 2)
+
+
+def test_device_variables_keep_their_values_between_launches(cpu):
+    """As on a GPU, a module's __device__ variables live as long as the module, though each launch
+    runs in a fresh process: a counter counts on, an array keeps what a launch wrote, and so do a
+    template variable, a device function's static local, a pointer to another variable (also where
+    the module loads at another address) and the clock, in the AddressSanitizer and race-checker
+    builds too. A module compiled again — in
+    this run or in another document's — starts from the initialisers."""
+    from astra_cuda.backends.base import Launch
+    from astra_cuda.backends.cpu import CpuBackend
+
+    src = unit(r'''
+namespace state { __device__ unsigned launches = 0; }
+static __device__ int table[4] = {10, 20, 30, 40};
+__device__ const int step = 1;
+template <int N> __device__ int tvar = N;
+__device__ int* cursor = &table[0];
+__device__ int bump() { static int calls = 100; return calls++; }
+__global__ void k(int* out) {
+  if (threadIdx.x == 0) {
+    out[0] = state::launches; out[1] = table[state::launches % 4]; out[2] = tvar<7>++; out[3] = bump();
+    out[4] = *cursor; cursor = &table[(state::launches + 1) % 4]; out[5] = (int)(clock64() / 16);
+    table[state::launches % 4] += step; atomicAdd(&state::launches, 1u);
+  }
+}
+''')
+
+    def launches(backend, module, n):
+        seen = []
+        for _ in range(n):
+            out = backend.upload(np.zeros(6, np.int32))
+            backend.launch(module, "k", Launch((1, 1, 1), (32, 1, 1)), [out])
+            seen.append(backend.download(out).tolist())
+        return seen
+
+    for mode in ({}, {"sanitize": True}, {"races": True}):
+        m = cpu.compile(src, ["k"], filename="user.cu", **mode)
+        assert launches(cpu, m, 5) == [[0, 10, 7, 100, 10, 0], [1, 20, 8, 101, 20, 1], [2, 30, 9, 102, 30, 2],
+                                       [3, 40, 10, 103, 40, 3], [4, 11, 11, 104, 11, 4]], mode
+        cpu._executor(m.sanitize).kill()  # a new zygote: the module loads elsewhere, its pointer moves with it
+        assert launches(cpu, m, 1) == [[5, 21, 12, 105, 21, 5]], mode
+    assert launches(cpu, cpu.compile(src, ["k"], filename="user.cu"), 1) == [[0, 10, 7, 100, 10, 0]]
+    other = CpuBackend()  # another document's
+    try:
+        assert launches(other, other.compile(src, ["k"], filename="user.cu"), 1) == [[0, 10, 7, 100, 10, 0]]
+    finally:
+        other.close()
+
+
+def test_a_buffer_keeps_its_address_between_launches(cpu):
+    """As a GPU's device pointer, a buffer has one address for its life though each launch runs in
+    a fresh process (a kernel that keys state on a pointer behaves as on a GPU); two live buffers
+    never share one."""
+    from astra_cuda.backends.base import Launch
+
+    m = cpu.compile(unit("__global__ void k(unsigned long long* out, const float* x) "
+                         "{ out[0] = (unsigned long long)out; out[1] = (unsigned long long)x; }"),
+                    ["k"], filename="user.cu")
+    out, x = cpu.upload(np.zeros(2, np.uint64)), cpu.upload(np.zeros(1 << 20, np.float32))
+    seen = set()
+    for _ in range(3):
+        cpu.launch(m, "k", Launch((1, 1, 1), (1, 1, 1)), [out, x])
+        seen.add(tuple(cpu.download(out).tolist()))
+    ((at_out, at_x),) = seen
+    assert at_out + out.nbytes <= at_x or at_x + x.nbytes <= at_out

@@ -31,8 +31,44 @@ ORDERS = {"forward": 0, "reverse": 1, "random": 2}
 ROUNDINGS = {"nearest": 0, "upward": 1, "downward": 2, "towardzero": 3}
 
 
+class _DeviceAddresses:
+    """Where each buffer is mapped in every launch process: one address for the buffer's whole
+    life, as a GPU's device pointer (each launch runs in a fresh process; a kernel may key state
+    on a pointer, which the gate's statefulness check looks for). First fit in a range far below
+    where Linux places mappings and inside every sanitizer's application memory; a launch process
+    that finds the place taken maps the buffer elsewhere."""
+
+    BASE, SPAN, ALIGN = 0x7E80_0000_0000, 1 << 38, 1 << 21
+
+    def __init__(self) -> None:
+        self.live: dict[int, int] = {}  # start -> bytes
+        self.lock = threading.Lock()
+
+    def take(self, nbytes: int) -> int:
+        """An address for `nbytes`, or 0 (anywhere) when the range is full."""
+        size = -(-max(nbytes, 1) // self.ALIGN) * self.ALIGN
+        with self.lock:
+            at = self.BASE
+            for start in sorted(self.live):
+                if start - at >= size:
+                    break
+                at = max(at, start + self.live[start])
+            if at + size > self.BASE + self.SPAN:
+                return 0
+            self.live[at] = size
+            return at
+
+    def give_back(self, start: int) -> None:
+        with self.lock:
+            self.live.pop(start, None)
+
+
+_ADDRESSES = _DeviceAddresses()
+
+
 class CpuBuffer(Buffer):
-    """Host memory shared with the executor child (a memfd mapped in both processes)."""
+    """Host memory shared with the executor child (a memfd mapped in both processes), at the same
+    address in every launch (`device_address`)."""
 
     _next_id = 1
 
@@ -47,10 +83,12 @@ class CpuBuffer(Buffer):
         self._map = mmap.mmap(self.fd, max(self.nbytes, 1))
         self.array = np.ndarray(self.shape, self.dtype, buffer=self._map) if self.nbytes else \
             np.zeros(self.shape, self.dtype)
-        weakref.finalize(self, _release, self.fd)
+        self.device_address = _ADDRESSES.take(self.nbytes)
+        weakref.finalize(self, _release, self.fd, self.device_address)
 
 
-def _release(fd: int) -> None:
+def _release(fd: int, device_address: int) -> None:
+    _ADDRESSES.give_back(device_address)
     try:
         os.close(fd)  # the mapping itself goes with the last numpy view of it
     except OSError:
@@ -64,6 +102,13 @@ class CpuModule(Module):
     filename: str
     sanitize: str  # '', 'address' or 'thread'
     entry_index: dict[str, int] = field(default_factory=dict)
+    # The module's __device__ variables between its launches (each runs in a fresh process; a GPU
+    # keeps them for the module's life): where they are in the module (read from its sections),
+    # the buffer that holds them (8 bytes for where the module was loaded, then each range's
+    # bytes), and `state_kept` once a launch has left them there. Never shared between modules.
+    layout: toolchain.StateLayout = field(default_factory=lambda: toolchain.StateLayout((), 0))
+    state: CpuBuffer | None = None
+    state_kept: bool = False
 
     def kernel(self, expr: str) -> str:
         return expr
@@ -121,7 +166,9 @@ class CpuBackend(Backend):
             raise CompileError("sanitize (out-of-bounds) and races are separate builds: ask for one")
         mode = "thread" if races else "address" if sanitize else ""
         path = toolchain.compile_module(source, names, filename, options, mode)
-        return CpuModule(path, names, filename, mode, {n: i for i, n in enumerate(names)})
+        layout = toolchain.state_layout(path)
+        return CpuModule(path, names, filename, mode, {n: i for i, n in enumerate(names)}, layout,
+                         CpuBuffer((8 + layout.nbytes,), np.uint8) if layout.ranges else None)
 
     def resources(self, module: Module, name_expression: str) -> ResourceUsage:
         return ResourceUsage()  # static data (registers, spills) come from NVRTC, not from here
@@ -178,9 +225,10 @@ class CpuBackend(Backend):
             reply = self._send_launch(module, name_expression, launch, args, schedule, timeout_s)
         if not reply.get("ok"):
             raise LaunchError(f"{name_expression}: {reply.get('error', 'launch failed')}")
+        module.state_kept = module.state is not None
 
     def _send_launch(self, module, name_expression, launch, args, schedule, timeout_s) -> dict:
-        wire_args, index, fds, nbytes = [], {}, [], []  # index: a buffer's place among the launch's
+        wire_args, index, fds, nbytes, addresses = [], {}, [], [], []  # index: a buffer's place among the launch's
         relocs: list[list[int]] = []     # [argument, offset in it, argument pointed at, offset in that]
         hidden: list[CpuBuffer] = []     # buffers reached only through a packed argument
 
@@ -189,6 +237,7 @@ class CpuBackend(Backend):
                 index[b.id] = len(fds)
                 fds.append(b.fd)
                 nbytes.append(b.nbytes)
+                addresses.append(b.device_address)
             return index[b.id]
 
         packed: list[tuple[int, Packed]] = []
@@ -216,6 +265,12 @@ class CpuBackend(Backend):
                     place[k] = len(wire_args)
                     wire_args.append(["hidden", k])
                 relocs.append([at, int(offset), place[k], int(within)])
+        state = -1
+        if module.state is not None:  # the module's __device__ variables, after the arguments' buffers
+            state = len(fds)
+            fds.append(module.state.fd)
+            nbytes.append(module.state.nbytes)
+            addresses.append(module.state.device_address)
         msg = {
             "entry": module.entry_index[name_expression], "args": wire_args, "relocs": relocs,
             "grid": [int(x) for x in launch.grid], "block": [int(x) for x in launch.block],
@@ -229,6 +284,10 @@ class CpuBackend(Backend):
             "handlers": 0 if module.sanitize else 1,
             "copy_buffers": 1 if module.sanitize == "address" else 0,
             "cpu_s": float(timeout_s * self.workers + 5),
+            # the buffer of the module's __device__ variables (-1: none), whether a launch left them
+            # there, and where they are in the module
+            "state": state, "load_state": int(module.state_kept), "addresses": addresses,
+            "state_ranges": [list(r) for r in module.layout.ranges], "image_bytes": module.layout.image_bytes,
         }
         reply, self.last_output = self._executor(module.sanitize).launch(msg, module.path, fds, nbytes, timeout_s,
                                                                          module.filename)

@@ -120,10 +120,15 @@ def seccomp_program() -> bytes | None:
 
 def request(msg: dict, nbytes: list[int]) -> bytes:
     """The launch request in the executor's layout (astra_executor.cpp, run_launch)."""
-    out = [b"ASTR", struct.pack("<III3I3IQiiQiiiid", len(msg["args"]), len(nbytes), msg["entry"], *msg["grid"],
+    ranges = msg.get("state_ranges", [])
+    out = [b"ASTR", struct.pack("<III3I3IQiiQiiiidiiQI", len(msg["args"]), len(nbytes), msg["entry"], *msg["grid"],
                                 *msg["block"], msg["shmem"], msg["order"], msg["rounding"], msg["seed"],
-                                msg["workers"], msg["stack_kib"], msg["handlers"], msg["copy_buffers"], msg["cpu_s"])]
-    out += [struct.pack("<Q", n) for n in nbytes]
+                                msg["workers"], msg["stack_kib"], msg["handlers"], msg["copy_buffers"], msg["cpu_s"],
+                                msg.get("state", -1), msg.get("load_state", 0), msg.get("image_bytes", 0),
+                                len(ranges))]
+    out += [struct.pack("<QQ", at, n) for at, n in ranges]
+    addresses = msg.get("addresses") or [0] * len(nbytes)
+    out += [struct.pack("<QQ", n, a) for n, a in zip(nbytes, addresses)]
     for a in msg["args"]:
         if a[0] in ("buf", "hidden"):
             out.append(struct.pack("<BI", 1 if a[0] == "buf" else 2, a[1]))

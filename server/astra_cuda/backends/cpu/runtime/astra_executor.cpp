@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <link.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -45,6 +46,10 @@
 #include <algorithm>
 #include <string>
 #include <vector>
+
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000  // Linux >= 4.17; older kernels take the address as a hint
+#endif
 
 namespace {
 
@@ -238,6 +243,51 @@ std::string json_string(const char* s) {
   return out + "\"";
 }
 
+// The writable data of the user's unit — its __device__ variables, static locals, the clock —
+// which a GPU keeps for the module's life while each launch here runs in a fresh process: this
+// code (never the module's) copies it in from the state buffer before the launch and back out
+// after it. The ranges come from the module's section headers (toolchain.state_layout); the
+// buffer holds where the module was loaded, then each range's bytes. A pointer into the module
+// moves with it where the module loads elsewhere (a new zygote). The copies are volatile loops
+// no sanitizer intercepts: with AddressSanitizer the ranges hold the variables' redzones too.
+struct StateRange {
+  uint64_t at, bytes;
+};
+
+void copy_state(volatile unsigned char* to, const volatile unsigned char* from, uint64_t n) {
+  if (((uintptr_t)to | (uintptr_t)from | n) % 8 == 0) {
+    for (uint64_t i = 0; i < n / 8; ++i) ((volatile uint64_t*)to)[i] = ((const volatile uint64_t*)from)[i];
+    return;
+  }
+  for (uint64_t i = 0; i < n; ++i) to[i] = from[i];
+}
+
+void load_state(unsigned char* buf, uintptr_t base, uint64_t image, const std::vector<StateRange>& ranges) {
+  uint64_t was;
+  copy_state((unsigned char*)&was, buf, 8);
+  uint64_t pos = 8;
+  for (const StateRange& s : ranges) {
+    copy_state((unsigned char*)(base + s.at), buf + pos, s.bytes);
+    pos += s.bytes;
+  }
+  if (was == base) return;
+  for (const StateRange& s : ranges)
+    for (uintptr_t w = (base + s.at + 7) / 8 * 8; w + 8 <= base + s.at + s.bytes; w += 8) {
+      volatile uint64_t* p = (volatile uint64_t*)w;
+      if (*p >= was && *p < was + image) *p = *p - was + base;
+    }
+}
+
+void save_state(unsigned char* buf, uintptr_t base, const std::vector<StateRange>& ranges) {
+  uint64_t at = base;
+  copy_state(buf, (const unsigned char*)&at, 8);
+  uint64_t pos = 8;
+  for (const StateRange& s : ranges) {
+    copy_state(buf + pos, (const unsigned char*)(base + s.at), s.bytes);
+    pos += s.bytes;
+  }
+}
+
 typedef int (*SigFn)(unsigned long long*, int*, int);
 typedef int (*LaunchFn)(void (*)(void**), void**, int, const unsigned long long*, int, const unsigned*,
                         const unsigned*, unsigned long long, int, int, unsigned long long, int, int, int, char*,
@@ -248,11 +298,15 @@ const uint32_t MAX_RELOCS = 1u << 17;
 
 // Request: magic "ASTR", then (little-endian) u32 nargs, nbuffers, entry index, grid[3], block[3];
 // u64 shmem; i32 order, rounding; u64 seed; i32 workers, stack_kib, handlers, copy_buffers;
-// f64 cpu seconds; u64 bytes of each buffer; then each argument: u8 kind (1 buffer, 0 value,
-// 2 a hidden buffer: reached through another argument, not passed to the kernel; hidden ones
-// come last), u32 buffer index or value length, and a value's bytes; then u32 relocations, each
-// u32 argument, u64 offset in it, u32 buffer argument, u64 offset in that: the address of the
-// second written at the offset of the first (a struct's pointer fields, a table of pointers).
+// f64 cpu seconds; i32 the index of the buffer that holds the module's __device__ variables (-1:
+// none), i32 whether to load them from it before the launch, u64 the module's extent in memory,
+// u32 count and (u64 offset, u64 bytes) of each range of them in the module; u64 bytes and u64
+// address of each buffer (where every launch maps it, as a GPU keeps a buffer's device pointer;
+// 0: anywhere); then each argument: u8 kind (1 buffer, 0 value, 2 a hidden buffer: reached
+// through another argument, not passed to the kernel; hidden ones come last), u32 buffer index or
+// value length, and a value's bytes; then u32 relocations, each u32 argument, u64 offset in it,
+// u32 buffer argument, u64 offset in that: the address of the second written at the offset of
+// the first (a struct's pointer fields, a table of pointers).
 // Descriptors: module, buffers in order.
 std::string run_launch(const std::vector<char>& msg, const std::vector<int>& fds) {
   Reader r{msg.data(), msg.data() + msg.size()};
@@ -268,14 +322,29 @@ std::string run_launch(const std::vector<char>& msg, const std::vector<int>& fds
   int32_t workers = r.get<int32_t>(), stack_kib = r.get<int32_t>(), handlers = r.get<int32_t>(),
           copy_buffers = r.get<int32_t>();
   double cpu_s = r.get<double>();
-  if (!r.ok || memcmp(magic, "ASTR", 4) != 0 || nbuf + 1 != fds.size() || nargs > MAX_ARGS)
+  int32_t state = r.get<int32_t>(), load = r.get<int32_t>();
+  uint64_t image = r.get<uint64_t>();
+  uint32_t nranges = r.get<uint32_t>();
+  std::vector<StateRange> ranges(nranges <= 64 ? nranges : 0);
+  uint64_t state_bytes = 8;
+  for (StateRange& s : ranges) {
+    s.at = r.get<uint64_t>();
+    s.bytes = r.get<uint64_t>();
+    if (s.at > image || s.bytes > image - s.at) r.ok = false;
+    state_bytes += s.bytes;
+  }
+  if (!r.ok || memcmp(magic, "ASTR", 4) != 0 || nbuf + 1 != fds.size() || nargs > MAX_ARGS || nranges > 64 ||
+      state < -1 || state >= (int64_t)nbuf)
     return "{\"ok\": false, \"error\": \"the executor got a malformed request\"}";
   std::vector<void*> maps(nbuf);
   std::vector<unsigned long long> nbytes(nbuf);
   for (uint32_t i = 0; i < nbuf; ++i) {
     nbytes[i] = r.get<uint64_t>();
+    void* at = (void*)(uintptr_t)r.get<uint64_t>();
     size_t n = nbytes[i] ? nbytes[i] : 1;
-    maps[i] = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, fds[i + 1], 0);
+    maps[i] = at ? mmap(at, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fds[i + 1], 0) : MAP_FAILED;
+    if (maps[i] == MAP_FAILED)  // the place is taken here (or none was given): anywhere
+      maps[i] = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, fds[i + 1], 0);
     if (maps[i] == MAP_FAILED) return "{\"ok\": false, \"error\": \"cannot map a buffer\"}";
     close(fds[i + 1]);
   }
@@ -343,6 +412,15 @@ std::string run_launch(const std::vector<char>& msg, const std::vector<int>& fds
   void* entry = dlsym(lib, name);
   LaunchFn launch = (LaunchFn)dlsym(lib, "astra_launch");
   if (!sig || !entry || !launch) return "{\"ok\": false, \"error\": \"the compiled module lacks its entry points\"}";
+  // The module's __device__ variables as its last launch left them: this process is new.
+  uintptr_t base = 0;
+  if (state >= 0) {
+    struct link_map* map = nullptr;
+    if (nbytes[state] != state_bytes || dlinfo(lib, RTLD_DI_LINKMAP, &map) != 0 || !map)
+      return "{\"ok\": false, \"error\": \"the module's __device__ variables changed size; compile again\"}";
+    base = map->l_addr;
+    if (load) load_state((unsigned char*)maps[state], base, image, ranges);
+  }
 
   unsigned long long psizes[64];
   int pkinds[64];
@@ -375,6 +453,7 @@ std::string run_launch(const std::vector<char>& msg, const std::vector<int>& fds
                   order, rounding, seed, workers, stack_kib, handlers, err, (int)sizeof err, relocs.data(),
                   (int)nrelocs);
   fflush(stdout);
+  if (rc == 0 && state >= 0) save_state((unsigned char*)maps[state], base, ranges);
   if (rc == 0) return "{\"ok\": true}";
   err[sizeof err - 1] = 0;
   return std::string("{\"ok\": false, \"error\": ") + json_string(err) + "}";
