@@ -425,10 +425,12 @@ class _Builder:
         prev: Node | None = None
         for node in nodes:
             self._item(node, prev, namespaces, extern_c)
-            if node.type != "comment" or _is_spec_comment(node):
-                prev = node
-            elif node.type == "comment":
-                prev = node
+            # A macro invocation with no `;` (`INSTANTIATE(__half)`) is parsed as a statement that
+            # runs on, takes the comments after it as its last children and ends in a missing `;`:
+            # the last of those comments is still the one right above the next item.
+            kids = [c for c in node.children if not c.is_missing] if node.type != "comment" else []
+            last = kids[-1] if kids else None
+            prev = last if last is not None and last.type == "comment" else node
 
     def _item(self, node: Node, prev: Node | None, namespaces: tuple[str, ...], extern_c: bool) -> None:
         t = node.type
