@@ -318,7 +318,8 @@ def _gpu(k: Kernel, r: Record, o: "Options", work: Path, f: Path, name: str, fla
     if prof is None:
         r.gpu["profile"] = {"error": s.error}
     else:
-        big = max(prof.get("sizes") or [{}], key=lambda x: x.get("bytes_moved", 0))
+        bench = [x for x in prof.get("sizes") or [] if x.get("role", "") in ("", "bench")] or prof.get("sizes") or [{}]
+        big = max(bench, key=lambda x: x.get("bytes_moved", 0))
         cand = big.get("candidate") or {}
         r.gpu["profile"] = {"measured": prof.get("measured"), "device": prof.get("device"), "sizes": big.get("label"),
                             "median_us": cand.get("median_us"), "gbps": cand.get("gbps"),
@@ -332,12 +333,18 @@ def _gpu(k: Kernel, r: Record, o: "Options", work: Path, f: Path, name: str, fla
         r.gpu["optimize"] = {"error": _short(s.error or str((res.get("error") or {}).get("message", "no answer")))}
         return
 
-    def share(ev: dict | None) -> float | None:
+    def share(ev: dict | None) -> float | None:   # at the largest bench size (the ladder's others are per_size)
         sizes = ((ev or {}).get("profile") or {}).get("sizes") or []
-        return sizes[-1].get("copy_share") if sizes else None
+        bench = [t for t in sizes if t.get("role", "") in ("", "bench")] or sizes
+        return bench[-1].get("copy_share") if bench else None
+
+    def per_size(ev: dict | None) -> list[dict]:
+        return [{"role": t.get("role", ""), "sizes": t.get("sizes"), "speedup": t.get("speedup"),
+                 "copy_share": t.get("copy_share")} for t in ((ev or {}).get("profile") or {}).get("sizes") or []]
     r.gpu["optimize"] = {"speedup": res.get("speedup"), "improved": res.get("improved"),
                          "measured": res.get("measured"), "error": _short(res.get("error") or "") or None,
                          "share_before": share(res.get("baseline")), "share_after": share(res.get("best")),
+                         "per_size": per_size(res.get("best")),
                          "rounds": o.rounds, "tune": o.tune, "seconds": res.get("seconds")}
 
 

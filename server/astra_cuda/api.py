@@ -379,7 +379,10 @@ def with_inferred_spec(snap: Snapshot, kernel: str, *, backend: str = "auto",
 
 
 def profile(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto", ncu: bool = False,
-            arch: str = DEFAULT_ARCH, cancel: threading.Event | None = None) -> list[Profile]:
+            arch: str = DEFAULT_ARCH, cancel: threading.Event | None = None,
+            sizes: Literal["ladder", "bench"] = "ladder") -> list[Profile]:
+    """Time each selected kernel beside its reference at the size ladder (`astra_cuda.ladder`), or
+    at the spec's bench sizes alone."""
     from . import worker
     snap = _with_context(snap)
     infos = _selected(snap, kernel)
@@ -388,7 +391,7 @@ def profile(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto",
     for info in infos:
         assert info.spec is not None  # _selected keeps kernels with a spec
         ref, cand, _, ref_spec = _units(snap, info)
-        job = jobs.ProfileJob(chosen, ref, cand, info.spec, ref_spec, arch=arch, ncu=ncu)
+        job = jobs.ProfileJob(chosen, ref, cand, info.spec, ref_spec, arch=arch, ncu=ncu, sizes=sizes)
         if chosen == "static":  # resources only (NVRTC): always on this machine
             out.append(worker.run("astra_cuda.jobs:profile_job", job, timeout=PROFILE_TIMEOUT, cancel=cancel))
             continue
@@ -458,7 +461,8 @@ def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm:
              arch: str = DEFAULT_ARCH, progress: Progress | None = None, cancel: threading.Event | None = None,
              write: bool = False, report: str | None = None, quick: bool = False,
              resume: str | None = None, candidates: int = 1, run_id: str | None = None,
-             tune: int | None = None, seconds: float | None = None, tokens: int | None = None) -> OptimizeResult:
+             tune: int | None = None, seconds: float | None = None, tokens: int | None = None,
+             sizes: Literal["ladder", "bench"] = "ladder") -> OptimizeResult:
     """Run the agent team on one kernel. Every candidate is judged in a worker process by the
     gate (and timed by the profiler where the backend measures time).
     resume: a run id under `.astra/runs/` (or 'last') to continue; `rounds` is then the total
@@ -467,7 +471,9 @@ def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm:
     executor has room (one GPU per evaluation), and the best verified one is kept.
     run_id: the id a new run gets (default: made from the time and the kernel).
     seconds: a wall-time limit for the run (no round or tuning point starts after it).
-    tokens: the LLM tokens the run may use, as the endpoint reports them (no call starts after)."""
+    tokens: the LLM tokens the run may use, as the endpoint reports them (no call starts after).
+    sizes: candidates are timed at the size ladder (none may be slower than the best at any of
+    its sizes) or at the spec's bench sizes alone."""
     if rounds is not None and (isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= 1000):
         raise AstraError(f"rounds must be a whole number from 1 to 1000, got {rounds!r}")
     from . import agents, worker
@@ -495,7 +501,7 @@ def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm:
                          "for the CPU backend); none is available here")
     ref_text, ref_kernel = _reference_for_optimize(snap, info)
     job = jobs.EvaluateJob(chosen, path, info.kernel.name, info.spec, ref_text, ref_kernel, arch=arch, quick=quick,
-                           context=_with_context(snap).context)
+                           context=_with_context(snap).context, sizes=sizes)
 
     ex = executors.current()
     gpu, gpu_model = "", None

@@ -515,7 +515,8 @@ def cmd_profile(a) -> int:
                     print(f"{path}:{at.start_line + 1}:{at.start_col + 1}: note: {k.name}: no harness spec, "
                           f"not profiled [no-spec]")
                 continue
-            profiles += [(path, p) for p in api.profile(snap, k.name, backend=a.backend, ncu=a.ncu, arch=_arch(a))]
+            profiles += [(path, p) for p in api.profile(snap, k.name, backend=a.backend, ncu=a.ncu, arch=_arch(a),
+                                                        sizes=a.sizes)]
     failed = [p for _, p in profiles if p.errors or any(s.output_failures for s in p.sizes) or p.implausible]
     out = {"passed": not failed, "executor": ex, "profiles": [{"file": f, **_profile_json(p)} for f, p in profiles],
            "no_spec": no_spec}
@@ -554,7 +555,8 @@ def cmd_optimize(a) -> int:
     try:
         result = api.optimize(api.open_file(a.file, _project(a)), a.kernel, llm=llm,
                               backend=a.backend, arch=a.arch, progress=progress, cancel=cancel, write=a.write,
-                              report=a.report, resume=a.resume, candidates=a.candidates, **budgets)
+                              report=a.report, resume=a.resume, candidates=a.candidates, sizes=a.sizes,
+                              **budgets)
     except KeyboardInterrupt:
         cancel.set()
         raise
@@ -629,7 +631,8 @@ def _optimize_batch(a) -> int:
     def context_for(path: str):
         cli = project.from_flags(a.include or (), a.define or (), a.std, origin="command line") if flags else None
         return api.project_context(path, cli=cli, compile_commands=a.compile_commands)
-    options = {"llm": llm, "backend": a.backend, "arch": a.arch, "candidates": a.candidates, **_budgets(a, eff)}
+    options = {"llm": llm, "backend": a.backend, "arch": a.arch, "candidates": a.candidates, "sizes": a.sizes,
+               **_budgets(a, eff)}
     try:
         if display is not None:
             display.start()
@@ -777,7 +780,8 @@ def build_parser() -> argparse.ArgumentParser:
     spec_verb = verb("spec", "print a proposed harness spec for a kernel", cmd_spec, kernel_required=True)
     verb("pin", "pin the kernel's current source as its reference", cmd_pin, kernel_required=True)
     for name, help_, fn in (("check", "check kernels against their reference", cmd_check),
-                            ("profile", "time kernels on their bench sizes", cmd_profile),
+                            ("profile", "time kernels at their size ladder (the bench sizes, decode- and "
+                                        "prefill-like points)", cmd_profile),
                             ("optimize", "optimize kernels with the agent team", cmd_optimize)):
         s = verb(name, help_, fn, many=True)
         s.add_argument("--backend", choices=["auto", "gpu", "cpu", "static"], default=None,
@@ -806,6 +810,11 @@ def build_parser() -> argparse.ArgumentParser:
         s.add_argument("--compile-commands", metavar="PATH",
                        help="compile_commands.json to use (default: the nearest one, also under build/)")
     sub.choices["profile"].add_argument("--ncu", action="store_true", help="collect Nsight Compute metrics")
+    for v in ("profile", "optimize"):
+        sub.choices[v].add_argument(
+            "--sizes", choices=["ladder", "bench"], default="ladder",
+            help="time at the size ladder: the spec's bench sizes plus decode-like (1 and 32 rows) and "
+                 "prefill-like points (default), or at the bench sizes alone")
     o = sub.choices["optimize"]
     o.add_argument("--rounds", type=_rounds, default=None,
                    help="rounds in all (default 5; with --resume: an interrupted run's own total, "

@@ -43,6 +43,7 @@ class SizeTiming:
     baseline_us: float
     candidate_us: float
     copy_share: float | None = None   # achieved bandwidth / measured copy ceiling, 0..1
+    role: str = ""                    # on the size ladder: 'decode' | 'bench' | 'prefill' ('' before it)
 
     @property
     def speedup(self) -> float:
@@ -64,14 +65,38 @@ class ProfileSummary:
     notes: str = ""                    # anything else worth telling the planner (Nsight metrics...)
 
     @property
+    def bench(self) -> tuple[SizeTiming, ...]:
+        """The spec's bench sizes: the headline numbers come from these; the ladder's decode and
+        prefill points are judged one by one (`slowest_against`), never averaged in."""
+        roles = [t.role for t in self.sizes]
+        return tuple(self.sizes[i] for i in range(len(roles)) if roles[i] in ("", "bench")) or self.sizes
+
+    @property
     def geomean_speedup(self) -> float:
-        vals = [t.speedup for t in self.sizes if t.speedup > 0 and math.isfinite(t.speedup)]
+        vals = [t.speedup for t in self.bench if t.speedup > 0 and math.isfinite(t.speedup)]
         return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else float("nan")
 
     @property
     def best_copy_share(self) -> float | None:
-        shares = [t.copy_share for t in self.sizes if t.copy_share is not None]
+        shares = [t.copy_share for t in self.bench if t.copy_share is not None]
         return max(shares) if shares else None
+
+    def slowest_against(self, other: "ProfileSummary | None" = None) -> tuple[SizeTiming, float] | None:
+        """The size where this version fares worst, and its ratio there (below 1: slower): against
+        the original it was timed beside, or against `other` at the sizes both were timed at."""
+        worst: tuple[SizeTiming, float] | None = None
+        theirs = {_key(t): t for t in other.sizes} if other is not None else {}
+        for t in self.sizes:
+            if other is None:
+                ratio = t.speedup
+            else:
+                o = theirs.get(_key(t))
+                if o is None:
+                    continue
+                ratio = t.speedup / o.speedup if o.speedup > 0 else float("nan")
+            if math.isfinite(ratio) and (worst is None or ratio < worst[1]):
+                worst = (t, ratio)
+        return worst
 
     def to_json(self) -> dict:
         return {"sizes": [t.to_json() for t in self.sizes], "bottleneck": self.bottleneck,
@@ -80,8 +105,8 @@ class ProfileSummary:
 
     @classmethod
     def from_json(cls, d: dict) -> "ProfileSummary":
-        sizes = tuple(SizeTiming(dict(t["sizes"]), t["baseline_us"], t["candidate_us"], t.get("copy_share"))
-                      for t in d.get("sizes", ()))
+        sizes = tuple(SizeTiming(dict(t["sizes"]), t["baseline_us"], t["candidate_us"], t.get("copy_share"),
+                                 t.get("role", "")) for t in d.get("sizes", ()))
         return cls(sizes, d.get("bottleneck"), d.get("registers"), d.get("occupancy"), d.get("device", ""),
                    d.get("notes", ""))
 
@@ -120,6 +145,10 @@ class Evaluation:
                    ProfileSummary.from_json(d["profile"]) if d.get("profile") else None,
                    d.get("speed_note", ""), d.get("registers"), d.get("seconds", 0.0), d.get("gate_seconds", 0.0),
                    d.get("node", ""), d.get("gpu", ""))
+
+
+def _key(t: SizeTiming) -> tuple:
+    return tuple(sorted(t.sizes.items()))
 
 
 class InfrastructureError(AstraError):

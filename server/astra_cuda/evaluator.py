@@ -56,13 +56,13 @@ def to_evaluation(check: Check, prof: profiler.Profile | None, seconds: float = 
     if odd:
         return Evaluation(Check(False, "implausible timing (flagged for audit, not accepted)",
                                 "; ".join(odd[:3]), 0, "check"), None, "", registers, seconds)
-    sizes = tuple(SizeTiming(dict(s.sizes), s.reference.median_us, s.candidate.median_us, s.candidate.ceiling_share)
-                  for s in prof.sizes if s.reference is not None)
+    sizes = tuple(SizeTiming(dict(s.sizes), s.reference.median_us, s.candidate.median_us, s.candidate.ceiling_share,
+                             s.role) for s in prof.sizes if s.reference is not None)
     if not sizes:
         return Evaluation(check, None, "not profiled: " + (prof.errors[0] if prof.errors else "no timed size"),
                           registers, seconds)
     # The kernel's bottleneck: the class of the largest size.
-    largest = max(prof.sizes, key=lambda s: s.bytes_moved)
+    largest = max(prof.bench_sizes, key=lambda s: s.bytes_moved)
     bottleneck = (largest.bottleneck or "").split("-")[0] or None
     occ = (prof.occupancy or {}).get("theoretical")
     notes = largest.bottleneck_why or ""
@@ -74,9 +74,10 @@ def to_evaluation(check: Check, prof: profiler.Profile | None, seconds: float = 
 def local_evaluator(path: str, kernel: str, spec: Spec, backend: Backend, reference_text: str, *,
                     quick: bool = False, arch: str = DEFAULT_ARCH, reference_kernel: str | None = None,
                     context: ProjectContext | None = None,
-                    rounding: Backend | None = None) -> Callable[[str], Evaluation]:
+                    rounding: Backend | None = None, sizes: str = "ladder") -> Callable[[str], Evaluation]:
     """evaluate(file_text): the gate against the kernel cut from `reference_text` (the kernel
-    itself, or the spec's `reference` kernel), then (if it passed) the profiler, on `backend`.
+    itself, or the spec's `reference` kernel), then (if it passed) the profiler, on `backend`,
+    timed at the size ladder (`sizes="ladder"`) or the bench sizes alone (`"bench"`).
     Each text is parsed once. `rounding`: see `gate.check`."""
     ref_model = source.parse(reference_text)
     ref_unit = extract.spec_unit(ref_model, path, reference_kernel or kernel, spec, context=context)
@@ -98,7 +99,7 @@ def local_evaluator(path: str, kernel: str, spec: Spec, backend: Backend, refere
         gate_s = time.perf_counter() - t0
         if not check.passed:
             return Evaluation(check, seconds=gate_s, gate_seconds=gate_s)
-        prof = profiler.profile(ref_unit, cand, cand_spec, backend, arch=arch, reference_spec=ref_spec)
+        prof = profiler.profile(ref_unit, cand, cand_spec, backend, arch=arch, reference_spec=ref_spec, sizes=sizes)
         return dataclasses.replace(to_evaluation(check, prof, time.perf_counter() - t0), gate_seconds=gate_s)
 
     return evaluate

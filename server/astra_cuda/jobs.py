@@ -79,6 +79,7 @@ class ProfileJob:
     reference_spec: Spec | None = None
     arch: str = DEFAULT_ARCH
     ncu: bool = False
+    sizes: Literal["ladder", "bench"] = "ladder"   # the size ladder, or the spec's bench sizes alone
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,7 @@ class EvaluateJob:
     arch: str = DEFAULT_ARCH
     quick: bool = False
     context: ProjectContext | None = None   # include paths, defines, standard of the project
+    sizes: Literal["ladder", "bench"] = "ladder"   # where candidates are timed (astra_cuda.ladder)
 
 
 @dataclass(frozen=True)
@@ -189,7 +191,7 @@ def profile_job(job: ProfileJob) -> Profile:
     from . import profiler
     b = backend(job.backend) if job.backend != "static" else None
     return profiler.profile(job.reference, job.candidate, job.spec, b, ncu=job.ncu, arch=job.arch,
-                            reference_spec=job.reference_spec)
+                            reference_spec=job.reference_spec, sizes=job.sizes)
 
 
 _evaluators: dict[tuple, object] = {}
@@ -199,14 +201,15 @@ def evaluate_job(job: EvaluateJob) -> Evaluation:
     """Gate (then profile) one candidate file text for the orchestrator. The evaluator — with
     its reference — is kept per worker, so later rounds reuse its compiled modules."""
     from .evaluator import local_evaluator
-    key = (job.backend, job.path, job.kernel, job.reference_kernel, hash(job.reference_text), job.quick, job.context)
+    key = (job.backend, job.path, job.kernel, job.reference_kernel, hash(job.reference_text), job.quick, job.context,
+           job.sizes)
     evaluate = _evaluators.get(key)
     if evaluate is None:
         _evaluators.clear()  # one kernel at a time per worker keeps memory bounded
         evaluate = _evaluators[key] = local_evaluator(
             job.path, job.kernel, job.spec, backend(job.backend), job.reference_text, quick=job.quick,
             arch=job.arch, reference_kernel=job.reference_kernel, context=job.context,
-            rounding=rounding_backend(job.backend))
+            rounding=rounding_backend(job.backend), sizes=job.sizes)
     return evaluate(job.text)
 
 

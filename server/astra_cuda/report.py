@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from . import redact
+from .ladder import describe
 from .plain import printable
 
 if TYPE_CHECKING:
@@ -146,12 +147,17 @@ def profile_section(p: Profile) -> str:
     parts = ["<h2>Profile</h2>", markdown(p.summary_markdown())]
     timed = [s for s in p.sizes if s.candidate.median_us]
     if timed:
-        rows = [(s.label, [s.reference.median_us, s.candidate.median_us] if s.reference else [s.candidate.median_us])
+        label = lambda s: s.label + (f" ({s.role})" if s.role else "")  # noqa: E731
+        rows = [(label(s), [s.reference.median_us, s.candidate.median_us] if s.reference else [s.candidate.median_us])
                 for s in timed]
         parts.append("<p>Time per size (median):</p>")
         parts.append(bars(rows, unit="µs", legend=("reference", "this kernel") if timed[0].reference else (),
                           label="time per size"))
-        bw = [(s.label, [s.candidate.gbps]) for s in timed if s.candidate.gbps]
+        speed = [(label(s), s.speedup) for s in timed if s.speedup]
+        if speed and len(timed) > 1:
+            parts.append("<p>Speedup over the reference per size:</p>")
+            parts.append(_speedups(speed, "speedup per size"))
+        bw = [(label(s), [s.candidate.gbps]) for s in timed if s.candidate.gbps]
         if bw:
             parts.append("<p>Bandwidth against the measured copy ceiling:</p>")
             parts.append(bars(bw, unit="GB/s", rule=(p.ceiling_gbps, f"copy ceiling {p.ceiling_gbps:.0f} GB/s")
@@ -165,10 +171,14 @@ def optimize_section(r: OptimizeResult, uri: str = "", apply_command: str = "") 
     if where:
         parts.append(f"<p class='note'>Timed on {e(where)} ({e(r.best_eval.node or r.baseline.node)}).</p>")
     if r.measured:
-        rows = [(", ".join(f"{k}={v}" for k, v in t["sizes"].items()), [t["baseline_us"], t["best_us"]])
-                for t in r.per_size()]
+        rows = [(describe(t["sizes"], t["role"]), [t["baseline_us"], t["best_us"]]) for t in r.per_size()]
         parts.append("<p>Time per size, original and best:</p>")
         parts.append(bars(rows, unit="µs", legend=("original", "best"), label="time per size"))
+        if len(rows) > 1:
+            parts.append("<p>Speedup of the best version per size (every size of the ladder; the headline is the "
+                         "bench sizes' geomean):</p>")
+            parts.append(_speedups([(label, t["speedup"]) for (label, _), t in zip(rows, r.per_size())],
+                                   "speedup per size"))
         shares = [(label, [100 * t["copy_share"]]) for (label, _), t in zip(rows, r.per_size()) if t["copy_share"]]
         if shares:
             parts.append("<p>Best version's bandwidth as a share of the measured copy ceiling:</p>")
@@ -202,8 +212,8 @@ def optimize_section(r: OptimizeResult, uri: str = "", apply_command: str = "") 
     return "\n".join(parts)
 
 
-def _speedups(rows: Sequence[tuple[str, float]]) -> str:
-    svg = bars([(name, [v]) for name, v in rows], unit="×", rule=(1.0, "1.0× (original)"), label="speedup per round")
+def _speedups(rows: Sequence[tuple[str, float]], label: str = "speedup per round") -> str:
+    svg = bars([(name, [v]) for name, v in rows], unit="×", rule=(1.0, "1.0× (original)"), label=label)
     # Faster than the original in green, slower in red (one bar per row: colour each by its value).
     for name, v in rows:
         svg = svg.replace('<rect class="bar"', f'<rect class="{"good" if v >= 1.0 else "worse"}"', 1)

@@ -73,6 +73,29 @@ def test_adoption_needs_a_measured_gain():
     assert r.outcome == "failed" and "FAILED" in r.reason
 
 
+def _ladder(decode_us, bench_us, original=(10.0, 100.0)):
+    return Evaluation(OK, ProfileSummary((SizeTiming({"rows": 1}, original[0], decode_us, 0.01, "decode"),
+                                          SizeTiming({"rows": 4096}, original[1], bench_us, 0.8, "bench")), "memory"))
+
+
+def test_a_rewrite_slower_at_any_ladder_size_is_not_adopted():
+    """Issue 29: the headline is the bench sizes' geomean, but a rewrite that loses at a decode
+    size by more than the tolerance (3%) is kept out, against the original and against the best."""
+    text, path, kernel = example("silu_and_mul")
+    base = _ladder(10.0, 100.0)
+    s = Situation(kernel, path, text, text, base, base, Context(kernel))
+    for decode_us, outcome in ((10.2, "adopted"), (10.5, "slower at a size")):
+        r = Round(1, Plan("x", "x", "x"), s.best_hash)
+        _judge(r, Attempt(s.best + "\n// changed", _ladder(decode_us, 50.0)), s, Limits(), threading.Event())
+        assert r.outcome == outcome, (decode_us, r.reason)
+    assert "slower than the original at rows=1 (decode)" in r.reason and "2.000×" in r.reason
+    # against the best so far: the best is 1.25× at the decode size; a candidate at 1.1× there loses it
+    s.best_eval = _ladder(8.0, 60.0)
+    r = Round(1, Plan("x", "x", "x"), s.best_hash)
+    _judge(r, Attempt(s.best + "\n// other", _ladder(9.1, 40.0)), s, Limits(), threading.Event())
+    assert r.outcome == "slower at a size" and "than the best so far" in r.reason
+
+
 def test_a_reordered_sum_missing_the_tolerance_says_how_to_accept_it():
     """The gate keeps the spec's tolerance; a rewrite that sums in another order (rows,
     warp_reduce) and misses it by rounding says so, and how the user can accept it."""

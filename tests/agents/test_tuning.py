@@ -89,7 +89,7 @@ def test_the_loop_tunes_after_its_rounds(tmp_path):
     assert r.tuning and "tuning tried" in r.stopped
     assert launch(r.best) == (16, 512) and r.best_eval.speedup > r.rounds[0].evaluation.speedup
     md = r.summary_markdown()
-    assert "### Tuning" in md and "| 1 | coarsen | width=16, steps=2, block=None | adopted" in md
+    assert "### Tuning" in md and "| 1 | coarsen | width\\=16\\, steps\\=2\\, block\\=None | adopted" in md
     logged = json.loads((tmp_path / r.run_id / "tuning.json").read_text())
     assert len(logged) == len(r.tuning) and (tmp_path / r.run_id / "best.cu").read_text() == r.best
     assert r.to_json()["tuning"][0]["idea"] == "coarsen"

@@ -17,10 +17,10 @@ from astra_cuda.backends.base import Capabilities, CompileError
 from .fake_gpu import FakeGpu, mark, silu, units
 
 
-def run(marker, kernels, **kw):
+def run(marker, kernels, sizes="bench", **kw):
     ref, cand, spec = units(marker)
     backend = FakeGpu({"// reference": lambda a, n: silu(a) or 25.0, **kernels}, **kw)
-    return profiler.profile(ref, cand, spec, backend, seed=1)
+    return profiler.profile(ref, cand, spec, backend, seed=1, sizes=sizes)
 
 
 def test_honest_candidate_profiled_side_by_side():

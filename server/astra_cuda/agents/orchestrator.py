@@ -31,6 +31,7 @@ from .records import Plan, Round, Usage
 from .result import OptimizeResult
 from .runlog import RunLog, new_run_id
 from .situation import Situation, describe_sizes
+from .sizes import slower_at_a_size
 
 Progress = Callable[[dict], None]
 
@@ -41,6 +42,9 @@ class Limits:
     max_tokens: int | None = None         # LLM tokens (prompt + completion), as the endpoint reports them
     patience: int = 3                     # LLM mode: stop after this many rounds in a row without adoption
     min_gain: float = 0.01                # measured: must beat the best by 1%
+    size_tolerance: float = 0.03          # measured: slower than the best (or the original) at no size of the
+                                          # ladder by more than this (timing one kernel twice differs by <0.4%
+                                          # at bench sizes on an H100; the µs-scale decode points need more room)
     tune_points: int = 8                  # the tuning stage's budget of parameter points (0: no tuning)
 
 
@@ -279,7 +283,8 @@ class _Run:
         try:
             best, best_eval, points, _ = tuning.tune(
                 self.text, self.kernel, chain, self.ev, s.best, s.best_eval, spec=self.spec, points=limits.tune_points,
-                min_gain=limits.min_gain, deadline=deadline, cancel=self.cancel, parallel=self.candidates,
+                min_gain=limits.min_gain, size_tolerance=limits.size_tolerance, deadline=deadline, cancel=self.cancel,
+                parallel=self.candidates,
                 tell=lambda m: self.tell(len(result.rounds), "tune", s.best_eval.speedup, m))
         except InfrastructureError as e:   # the evaluations broke down: keep what the rounds found
             result.tuning_note = f"tuning stopped: {e.message}"
@@ -375,7 +380,11 @@ def _judge(r: Round, att: Attempt, s: Situation, limits: Limits, cancel: threadi
         return
     if e.measured and s.best_eval.measured:
         gain = e.speedup / s.best_eval.speedup
-        if gain >= 1.0 + limits.min_gain:
+        slower = slower_at_a_size(e, s.best_eval, limits.size_tolerance)
+        if gain >= 1.0 + limits.min_gain and slower:
+            r.outcome = "slower at a size"
+            r.reason = f"{e.speedup:.3f}× vs the original at the bench sizes, but {slower}"
+        elif gain >= 1.0 + limits.min_gain:
             r.outcome = "adopted"
             r.reason = f"{e.speedup:.3f}× vs the original ({gain:.3f}× vs the previous best)"
         else:

@@ -52,7 +52,7 @@ class Round:
     candidate: str | None = None       # whole file text
     candidate_hash: str | None = None
     evaluation: Evaluation | None = None
-    outcome: str = ""                  # 'adopted' | 'failed' | 'not faster' | 'no candidate' | 'cancelled'
+    outcome: str = ""                  # 'adopted' | 'failed' | 'not faster' | 'slower at a size' | 'no candidate' | 'cancelled'
     reason: str = ""                   # human explanation of the outcome
     changes: list[str] = field(default_factory=list)   # what the rewrite changed
     attempts: int = 0                  # coding attempts (1 + repairs)

@@ -6,6 +6,7 @@ import difflib
 from dataclasses import dataclass, field
 
 from .. import textedit
+from ..ladder import describe
 from ..plain import md
 from ..evaluation import NOT_MEASURED, Evaluation
 from .records import Round, Usage
@@ -84,7 +85,7 @@ class OptimizeResult:
     def per_size(self) -> list[dict]:
         if not self.measured:
             return []
-        return [{"sizes": t.sizes, "baseline_us": t.baseline_us, "best_us": t.candidate_us,
+        return [{"sizes": t.sizes, "role": t.role, "baseline_us": t.baseline_us, "best_us": t.candidate_us,
                  "speedup": t.speedup, "copy_share": t.copy_share,
                  "verified_cases": self.best_eval.check.cases} for t in self.best_eval.profile.sizes]
 
@@ -111,12 +112,15 @@ class OptimizeResult:
             return "\n".join(lines + [f"**Could not optimize:** {md(self.error)}"])
         if self.measured:
             gpu = (self.best_eval.profile.device if self.best_eval.profile else "") or self.best_eval.gpu or "the GPU"
-            lines.append(f"**Best: {self.speedup:.3f}× geomean** over the original, measured on {md(gpu)}; "
-                         f"matches the original on {self.best_eval.check.cases} cases.")
+            ladder = any(t["role"] not in ("", "bench") for t in self.per_size())
+            lines.append(f"**Best: {self.speedup:.3f}× geomean** over the original"
+                         f"{' at the bench sizes' if ladder else ''}, measured on {md(gpu)}; "
+                         f"matches the original on {self.best_eval.check.cases} cases."
+                         + (" Every size of the ladder below was timed beside the original." if ladder else ""))
             lines += ["", "| sizes | original µs | best µs | speedup | copy ceiling |", "|---|---:|---:|---:|---:|"]
             for t in self.per_size():
                 share = f"{t['copy_share']:.0%}" if t["copy_share"] is not None else "–"
-                size = ", ".join(f"{k}={v}" for k, v in t["sizes"].items())
+                size = describe(t["sizes"], t["role"])
                 lines.append(f"| {md(size)} | {t['baseline_us']:.2f} | {t['best_us']:.2f} | {t['speedup']:.3f}× | {share} |")
         elif self.improved:
             lines.append(f"**A rewrite verified correct on {self.best_eval.check.cases} cases, speed unknown — "

@@ -5,7 +5,8 @@ The adopted rounds form a chain `original -> t1(p1) -> t2(p2) -> ...`; each tran
 deterministic, so changing one step's parameters and replaying the chain from the original gives
 a new candidate (later steps re-size themselves to it). Each point goes through the same
 `evaluate` as every round — the gate, then timing side by side with the original — and is kept
-only when verified and faster than the best by `min_gain`. The search is greedy, one step at a
+only when verified, faster than the best by `min_gain` at the bench sizes and slower at no size
+of the ladder by more than `size_tolerance`. The search is greedy, one step at a
 time in the order the steps were adopted, each step's alternatives tried around its current
 point; it stops when the point budget, the time limit or a cancel says so. Speed must be
 measured for any of this to mean something: without a GPU the stage does not run.
@@ -20,6 +21,7 @@ from typing import Callable
 
 from ..evaluation import Evaluation, source_hash
 from .offline import TRANSFORMS, context_from_text
+from .sizes import slower_at_a_size
 
 
 @dataclass
@@ -76,6 +78,7 @@ def _neighbours(original: str, kernel: str, chain: list[tuple[str, dict]], j: in
 
 def tune(original: str, kernel: str, chain: list[tuple[int, str, dict]], evaluate: Callable[[str], Evaluation],
          best: str, best_eval: Evaluation, *, spec=None, points: int = 8, min_gain: float = 0.01,
+         size_tolerance: float = 0.03,
          deadline: float | None = None, cancel: threading.Event | None = None,
          tell: Callable[[str], None] | None = None,
          parallel: int = 1) -> tuple[str, Evaluation, list[TunePoint], list[tuple[int, str, dict]]]:
@@ -137,7 +140,10 @@ def tune(original: str, kernel: str, chain: list[tuple[int, str, dict]], evaluat
                         pt.outcome, pt.reason = "not faster", ev.speed_note or "speed not measured"
                     else:
                         pt.speedup = ev.speedup
-                        if ev.speedup / best_eval.speedup >= 1.0 + min_gain and \
+                        slower = slower_at_a_size(ev, best_eval, size_tolerance)
+                        if ev.speedup / best_eval.speedup >= 1.0 + min_gain and slower:
+                            pt.outcome, pt.reason = "slower at a size", f"{ev.speedup:.3f}× at the bench sizes, but {slower}"
+                        elif ev.speedup / best_eval.speedup >= 1.0 + min_gain and \
                                 (winner is None or ev.speedup > winner[2].speedup):
                             winner = (alt, text, ev, pt)
                         else:

@@ -93,6 +93,8 @@ def report_markdown(uri: str, k: KernelInfo, ks: KernelState | None, where: stan
         out.append(f"**{md(where.short)}** — {where.detail}")
     if ks and ks.profile is not None:
         out.append(f"**Profile**: {md(ks.profile.profile.summary_line())}")
+        if ks.profile.profile.per_size_line():
+            out.append(f"Per size: {md(ks.profile.profile.per_size_line())}")
     opt = ks.optimization if ks else None
     if opt is not None:
         if opt.status == "done" and opt.result is not None:

@@ -6,6 +6,7 @@ from dataclasses import asdict
 
 import numpy as np
 
+from .. import ladder as ladder_mod
 from .. import static
 from ..backends.base import CompileError, LaunchError
 from ..contract import DEFAULT_ARCH
@@ -22,17 +23,20 @@ def _static_resources(unit, arch: str) -> tuple[dict, list[str]]:
 
 
 def profile(reference_unit, candidate_unit, spec, backend, *, ncu: bool = False, arch: str = DEFAULT_ARCH,
-            reps: int = 100, warmup: int = 20, seed: int | None = None, reference_spec=None) -> Profile:
-    """Profile `candidate_unit` on the spec's bench sizes (see the package docstring). `backend`
-    is a Backend instance, or None for static data only. `reps` timed launches per size after
-    `warmup` (profiler.timing says what surrounds them). `spec` launches the candidate,
-    `reference_spec` (default `spec`) the reference."""
+            reps: int = 100, warmup: int = 20, seed: int | None = None, reference_spec=None,
+            sizes: str = "bench") -> Profile:
+    """Profile `candidate_unit` on the spec's bench sizes, and with `sizes="ladder"` on the size
+    ladder around them (`astra_cuda.ladder`: decode-like and prefill-like points; see the package
+    docstring). `backend` is a Backend instance, or None for static data only. `reps` timed
+    launches per size after `warmup` (profiler.timing says what surrounds them). `spec` launches
+    the candidate, `reference_spec` (default `spec`) the reference."""
     kernel = candidate_unit.kernel
     prof = Profile(kernel=kernel, backend=backend.name if backend is not None else "static", measured=False,
                    path=candidate_unit.path)
     resources, errs = _static_resources(candidate_unit, arch)
     prof.resources = resources
-    cases = spec.bench_cases()
+    rungs = ladder_mod.ladder(spec) if sizes == "ladder" else ladder_mod.bench(spec)
+    cases = [r.sizes for r in rungs if r.role == "bench"] or [r.sizes for r in rungs]
     block = spec.launch_dims(cases[0])[1] if cases else (1, 1, 1)
     smem = (resources.get("shared_static_bytes") or 0) + (spec.launch_dims(cases[0])[2] if cases else 0)
     prof.occupancy = model.theoretical_occupancy(block[0] * block[1] * block[2], resources.get("registers"), smem)
@@ -47,13 +51,14 @@ def profile(reference_unit, candidate_unit, spec, backend, *, ncu: bool = False,
         return prof
     # The kernel runs as the backend compiles it (its compiler, include paths and CCCL), so the
     # backend's compile decides; the static one only adds spill counts.
-    return _profile_measured(prof, reference_unit, candidate_unit, spec, backend, cases, ncu=ncu, reps=reps,
+    return _profile_measured(prof, reference_unit, candidate_unit, spec, backend, rungs, ncu=ncu, reps=reps,
                              warmup=warmup, seed=seed, rspec=reference_spec or spec, static_error=errs[0] if errs else "")
 
 
-def _profile_measured(prof: Profile, reference_unit, candidate_unit, spec, backend, cases, *, ncu: bool, reps: int,
+def _profile_measured(prof: Profile, reference_unit, candidate_unit, spec, backend, rungs, *, ncu: bool, reps: int,
                       warmup: int, seed: int | None, rspec, static_error: str = "") -> Profile:
     prof.measured = True
+    cases = [r.sizes for r in rungs if r.role == "bench"] or [r.sizes for r in rungs]
     info = backend.device_info() if backend.caps.device_info else {}
     prof.device = info.get("name")
     try:
@@ -79,11 +84,14 @@ def _profile_measured(prof: Profile, reference_unit, candidate_unit, spec, backe
     c = (cand, candidate_unit.name_expression)
     r = (ref, reference_unit.name_expression) if ref is not None else None
     rng = np.random.default_rng(seed)
-    for sizes in cases:
+    for rung in rungs:
+        sizes = rung.sizes
         try:
             seeds = (int(rng.integers(1, 2**31 - 1)), int(rng.integers(1, 2**31 - 1)))
-            prof.sizes.append(timing.measure_confirmed(backend, spec, rspec, sizes, c, r, params=params, reps=reps,
-                                                       warmup=warmup, seeds=seeds, ceiling=ceiling))
+            timed = timing.measure_confirmed(backend, spec, rspec, sizes, c, r, params=params, reps=reps,
+                                             warmup=warmup, seeds=seeds, ceiling=ceiling)
+            timed.role = rung.role
+            prof.sizes.append(timed)
         except LaunchError as e:
             prof.errors.append(f"at {size_label(sizes)}: {e}")
             break

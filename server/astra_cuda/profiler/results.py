@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ..ladder import headline
 from ..plain import md
 
 
@@ -59,6 +60,7 @@ class SizeProfile:
     output_failures: list[str] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)  # prepare / launches / expect / checks
     stats: dict[str, dict] = field(default_factory=dict)     # per kernel: the time statistics judged
+    role: str = ""                        # on the size ladder: 'decode' | 'bench' | 'prefill' ('' before it)
 
 
 @dataclass
@@ -94,9 +96,15 @@ class Profile:
             not any(s.output_failures for s in self.sizes) and not self.implausible
 
     @property
+    def bench_sizes(self) -> list[SizeProfile]:
+        """The sizes the headline numbers come from: the spec's bench sizes (the ladder's other
+        rungs are reported beside them, never averaged in)."""
+        return [self.sizes[i] for i in headline([s.role for s in self.sizes])]
+
+    @property
     def speedup(self) -> float | None:
-        """Geometric mean of the per-size speedups over the reference."""
-        vals = [s.speedup for s in self.sizes if s.speedup]
+        """Geometric mean of the per-size speedups over the reference, at the bench sizes."""
+        vals = [s.speedup for s in self.bench_sizes if s.speedup]
         return float(math.exp(sum(math.log(v) for v in vals) / len(vals))) if vals else None
 
     def summary_line(self) -> str:
@@ -106,7 +114,7 @@ class Profile:
             return f"{self.kernel}: speed not measured ({self.note or self.backend}){tail}"
         if self.errors and not self.sizes:
             return f"{self.kernel}: not profiled: {self.errors[0]}"
-        s = max(self.sizes, key=lambda x: x.bytes_moved)
+        s = max(self.bench_sizes, key=lambda x: x.bytes_moved)
         parts = [f"{fmt_us(s.candidate.median_us)} @ {s.label}"]
         if s.candidate.gbps:
             parts.append(fmt_bw(s.candidate.gbps))
@@ -123,6 +131,20 @@ class Profile:
             line += " · IMPLAUSIBLE (flagged)"
         return line
 
+    def per_size_line(self) -> str:
+        """Each timed size with its speedup and share of the copy ceiling, on one line ('' when
+        fewer than two sizes were timed): what a hover shows of the ladder."""
+        if not self.measured or len(self.sizes) < 2:
+            return ""
+        out = []
+        for s in self.sizes:
+            c = s.candidate
+            bits = [f"{s.speedup:.2f}×" if s.speedup else fmt_us(c.median_us)]
+            if c.ceiling_share is not None:
+                bits.append(f"{100 * c.ceiling_share:.0f}% of ceiling")
+            out.append(f"{s.label}{f' ({s.role})' if s.role else ''}: {', '.join(bits)}")
+        return " · ".join(out)
+
     def summary_markdown(self) -> str:
         """A fuller report (Markdown: the editor's hover renders it; readable as plain text)."""
         head = f"**{md(self.kernel)}** — {md(self.summary_line())}"
@@ -137,7 +159,8 @@ class Profile:
                      "|---|---|---|---|---|---|"]
             for s in self.sizes:
                 c = s.candidate
-                lines.append(f"| {md(s.label)} | {c.median_us:.1f} ({c.p10_us:.1f}–{c.p90_us:.1f}) | "
+                lines.append(f"| {md(s.label)}{f' ({s.role})' if s.role else ''} | "
+                             f"{c.median_us:.1f} ({c.p10_us:.1f}–{c.p90_us:.1f}) | "
                              f"{fmt_bw(c.gbps) if c.gbps else '–'} | "
                              f"{f'{100 * c.ceiling_share:.0f}%' if c.ceiling_share is not None else '–'} | "
                              f"{f'{s.speedup:.2f}×' if s.speedup else '–'} | {s.bottleneck} |")
