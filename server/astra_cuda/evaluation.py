@@ -44,6 +44,7 @@ class SizeTiming:
     candidate_us: float
     copy_share: float | None = None   # achieved bandwidth / measured copy ceiling, 0..1
     role: str = ""                    # on the size ladder: 'decode' | 'bench' | 'prefill' ('' before it)
+    step_us: float = 0.0              # the timer's step at this size, where its times come in steps (else 0)
 
     @property
     def speedup(self) -> float:
@@ -83,17 +84,23 @@ class ProfileSummary:
 
     def slowest_against(self, other: "ProfileSummary | None" = None) -> tuple[SizeTiming, float] | None:
         """The size where this version fares worst, and its ratio there (below 1: slower): against
-        the original it was timed beside, or against `other` at the sizes both were timed at."""
+        the original it was timed beside, or against `other` at the sizes both were timed at. A
+        difference within one step of the timer (µs-scale sizes) counts as none."""
         worst: tuple[SizeTiming, float] | None = None
         theirs = {_key(t): t for t in other.sizes} if other is not None else {}
         for t in self.sizes:
             if other is None:
-                ratio = t.speedup
+                mine, base, step = t.candidate_us, t.baseline_us, t.step_us
             else:
                 o = theirs.get(_key(t))
-                if o is None:
+                if o is None or not (t.baseline_us > 0 and o.baseline_us > 0):
                     continue
-                ratio = t.speedup / o.speedup if o.speedup > 0 else float("nan")
+                # both were timed beside the same original: compare their times relative to it
+                mine, base = t.candidate_us / t.baseline_us, o.candidate_us / o.baseline_us
+                step = max(t.step_us / t.baseline_us, o.step_us / o.baseline_us)
+            if not (mine > 0 and base > 0):
+                continue
+            ratio = 1.0 if step and abs(mine - base) <= step else base / mine   # within a step: nothing measured
             if math.isfinite(ratio) and (worst is None or ratio < worst[1]):
                 worst = (t, ratio)
         return worst
@@ -106,7 +113,7 @@ class ProfileSummary:
     @classmethod
     def from_json(cls, d: dict) -> "ProfileSummary":
         sizes = tuple(SizeTiming(dict(t["sizes"]), t["baseline_us"], t["candidate_us"], t.get("copy_share"),
-                                 t.get("role", "")) for t in d.get("sizes", ()))
+                                 t.get("role", ""), t.get("step_us", 0.0)) for t in d.get("sizes", ()))
         return cls(sizes, d.get("bottleneck"), d.get("registers"), d.get("occupancy"), d.get("device", ""),
                    d.get("notes", ""))
 

@@ -57,7 +57,8 @@ def to_evaluation(check: Check, prof: profiler.Profile | None, seconds: float = 
         return Evaluation(Check(False, "implausible timing (flagged for audit, not accepted)",
                                 "; ".join(odd[:3]), 0, "check"), None, "", registers, seconds)
     sizes = tuple(SizeTiming(dict(s.sizes), s.reference.median_us, s.candidate.median_us, s.candidate.ceiling_share,
-                             s.role) for s in prof.sizes if s.reference is not None)
+                             s.role, max(s.reference.step_us, s.candidate.step_us))
+                  for s in prof.sizes if s.reference is not None)
     if not sizes:
         return Evaluation(check, None, "not profiled: " + (prof.errors[0] if prof.errors else "no timed size"),
                           registers, seconds)

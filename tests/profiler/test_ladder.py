@@ -121,3 +121,18 @@ def test_summary_headline_and_the_slowest_size():
     assert ProfileSummary.from_json(s.to_json()).sizes == sizes
     old = ProfileSummary((SizeTiming({"r": 1}, 10.0, 5.0), SizeTiming({"r": 2}, 10.0, 2.5)))
     assert old.geomean_speedup == pytest.approx(8 ** 0.5)          # results from before the ladder
+
+
+def test_times_that_come_in_timer_steps_are_not_a_difference_within_one_step():
+    import numpy as np
+    from astra_cuda.profiler.results import Timing, timer_step
+    steps = np.array([4.096] * 55 + [5.12] * 45)
+    assert timer_step(steps) == pytest.approx(1.024)
+    assert timer_step(np.random.default_rng(0).normal(100.0, 1.0, 100)) == 0.0   # continuous
+    assert Timing.of(list(steps), 1000, None, None).step_us == pytest.approx(1.024)
+    # the candidate's median landed one step above the original's: no slowdown measured
+    quantized = ProfileSummary((SizeTiming({"r": 1}, 4.096, 5.12, None, "decode", 1.024),
+                                SizeTiming({"r": 4096}, 100.0, 50.0, None, "bench")))
+    assert quantized.slowest_against()[1] == pytest.approx(1.0)
+    continuous = ProfileSummary((SizeTiming({"r": 1}, 4.096, 5.12, None, "decode"),))
+    assert continuous.slowest_against()[1] == pytest.approx(0.8)

@@ -25,6 +25,7 @@ class Timing:
     gbps: float | None = None
     ceiling_share: float | None = None
     tflops: float | None = None
+    step_us: float = 0.0          # the timer's step where the times come in steps (µs-scale kernels), else 0
 
     @classmethod
     def of(cls, times_us: list[float], nbytes: int, flops: float | None, ceiling: float | None) -> "Timing":
@@ -34,7 +35,8 @@ class Timing:
         return cls(med, float(np.percentile(t, 10)), float(np.percentile(t, 90)), int(t.size),
                    gbps=bps / 1e9 if bps else None,
                    ceiling_share=(bps / ceiling) if (bps and ceiling) else None,
-                   tflops=(flops / (med * 1e-6) / 1e12) if (flops and med > 0) else None)
+                   tflops=(flops / (med * 1e-6) / 1e12) if (flops and med > 0) else None,
+                   step_us=timer_step(t))
 
     @property
     def spread(self) -> float:
@@ -212,6 +214,16 @@ class Profile:
         d["sizes"] = sizes
         d["hot_lines"] = [tuple(h) for h in d.get("hot_lines", [])]
         return cls(**d)
+
+
+def timer_step(t: np.ndarray) -> float:
+    """The step the times come in, when they come in steps: CUDA events resolve about half a
+    microsecond, so a kernel of a few µs shows few distinct times, and its median can move by a
+    whole step between two kernels that differ by less. 0 where the times are continuous."""
+    values = np.unique(np.round(t, 6))
+    if t.size < 8 or values.size > t.size // 4 or values.size < 2:
+        return 0.0
+    return float(np.min(np.diff(values)))
 
 
 def fmt_us(x: float) -> str:
