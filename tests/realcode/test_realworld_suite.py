@@ -195,7 +195,9 @@ def test_the_gpu_stages_read_the_profile_and_the_optimize_answers(monkeypatch, t
     run._gpu(m.kernels[0], r, o, tmp_path, tmp_path / "k.cu", "k", [])
     assert r.gpu["profile"]["ceiling_share"] == 0.3 and r.gpu["profile"]["sizes"] == "n=4096"
     assert r.gpu["optimize"] == {"speedup": 1.8, "improved": True, "measured": True, "error": None,
-                                 "share_before": 0.3, "share_after": 0.54, "rounds": 3, "tune": 2, "seconds": 42.0}
+                                 "share_before": 0.3, "share_after": 0.54, "rounds": 3, "tune": 2,
+                                 "per_size": [{"role": "", "sizes": None, "speedup": None, "copy_share": 0.54}],
+                                 "seconds": 42.0}
     table = report.markdown({"kernels": [json.loads(json.dumps(r.__dict__))], "backend": "gpu"})
     assert "| 30% | 1.80× | 54% |" in table
     monkeypatch.setattr(run, "astra", lambda args, limit, cwd: run.Step(False, None, "`astra optimize` did not finish "
