@@ -60,3 +60,19 @@ def test_each_problem_at_its_place(old, new, message, at):
     assert message in d.message, d.message
     if at is not None:
         assert where == at, (where, d.message)
+
+
+def test_inference_reads_a_struct_through_its_fields():
+    from astra_cuda import infer
+    text = ("struct Params { float* out; const float* inp; int rows; int cols; };\n"
+            "__global__ void scale(Params p) {\n"
+            "    int r = blockIdx.x, c = threadIdx.x;\n"
+            "    if (c < p.cols) p.out[r * p.cols + c] = 2.0f * p.inp[r * p.cols + c];\n}\n"
+            "void run(Params params) { scale<<<params.rows, params.cols>>>(params); }\n")
+    m = source.parse(text)
+    prop = infer.infer(m.kernel("scale"), m)
+    assert prop.valid, prop.problems
+    flat = " ".join(prop.comment.split())
+    assert 'p.out = { type = "float", shape = ["rows", "cols"], output = true }' in flat, prop.comment
+    assert 'p.rows = "rows"' in flat and 'grid = ["rows"]' in flat and 'block = ["cols"]' in flat, prop.comment
+    assert any("given by their fields" in n for n in prop.notes)

@@ -311,10 +311,6 @@ def test_a_template_argument_written_as_an_expression(project):
     assert v.passed, v.human()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 25: a struct of pointers and sizes passed by value (the params "
-                   "struct of mamba, TransformerEngine norms, flash-attention) is proposed as a 4-byte float scalar "
-                   "(`p = { value = 1.0, type = \"float\" }`) for a 24-byte struct, or gets no type: the spec "
-                   "format cannot say how to build it")
 def test_a_params_struct_passed_by_value(project):
     src = ("typedef struct {\n  float* out;\n  const float* inp;\n  int n;\n} Params;\n"
            "__global__ void scale(Params p) {\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"

@@ -9,6 +9,7 @@ from ..project import ProjectContext
 from ..source import Kernel, SourceModel
 from ..syntax import walk as _walk
 from .launches import _launch_of, _pick_site, host_locals, value_of
+from . import structs
 from .program import Program
 from .roles import TABLE, _Shapes, _shapes
 from .sizes import Draft, repair, size_bench, test_values
@@ -45,11 +46,23 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
           context: ProjectContext | None = None, decide: dict[str, str] | None = None) -> Proposal:
     """The best-ranked proposal. `decide` fixes decisions a run showed wrong: `roles = "inout"`
     (every written pointer read-modify-write), `grid = "rows"` (one block per row where the grid
-    was a guess)."""
+    was a guess). A struct passed by value is read through its fields (`structs`)."""
+    types = _Types(model, path, context)
+    flat = structs.flatten(kernel, model, types.items, lambda t: types.resolve(t)[0] is not None)
+    if flat is None:
+        return _infer(kernel, model, types, path=path, context=context, decide=decide)
+    p = _infer(flat.kernel, flat.model, _Types(flat.model, path, context), path=path, context=context, decide=decide)
+    comment, notes = structs.unflatten(p.comment, p.notes, flat.fields)
+    notes.append("struct parameter(s) " + ", ".join(f"`{n}`" for n in flat.fields) + " given by their fields "
+                 "(fields left out are zero)")
+    return Proposal(comment, notes, refusals(kernel, model, comment))
+
+
+def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | None = None,
+           context: ProjectContext | None = None, decide: dict[str, str] | None = None) -> Proposal:
     decide = decide or {}
     notes: list[str] = []
     errors: list[str] = []
-    types = _Types(model, path, context)
     program = Program(model, path, context)
     site, site_model = _pick_site(kernel, program)
     constants = {**enumerators([*program.headers_beside(), *(m.text for m in program.models)]), **types.constants()}

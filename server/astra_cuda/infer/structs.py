@@ -1,0 +1,179 @@
+"""Structs passed by value, read through their fields (issue 25, item 6).
+
+A kernel `k(Params p)` that reads `p.out[i]` and `p.n` is the kernel `k(float* p__out, int p__n)`
+for inference: `flatten` writes that kernel into a copy of the file — the parameter split into one
+per field, `p.f` in the kernel's body become `p__f`, and each launch of the kernel passes the
+fields of what it passed (`k<<<…>>>(q)` becomes `k<<<…>>>(q__out, q__n)`, `q.f` in the launching
+function become `q__f`) — so every other part of inference (launch, shapes, roles, sizes) reads it
+as it reads any kernel. `unflatten` turns the proposal back into the spec format's fields
+(`p.out = {…}`, `p.n = "n"`). Only structs whose fields are plain members (pointers and numbers,
+no arrays, bit-fields or nested structs) are flattened; a field's type stays as written.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .. import source
+from ..source import Kernel, SourceModel
+from ..syntax import walk
+
+SEP = "__"   # the flattened name of field `f` of `p` is `p__f`
+
+
+@dataclass(frozen=True)
+class Flat:
+    model: SourceModel
+    kernel: Kernel
+    fields: dict[str, tuple[str, ...]]   # struct parameter -> its fields, in order
+
+
+def struct_fields(type_name: str, items) -> list[tuple[str, str]] | None:
+    """(C++ type as written, name) of each member of the struct `type_name` defined by one of
+    `items` (`struct P {…};`, `typedef struct {…} P;`), or None where it is not such a struct."""
+    defs = [it for it in items if it.kind == "type" and type_name in it.defines]
+    if len(defs) != 1:
+        return None
+    tree = source.parser().parse(defs[0].text.encode())
+    body = next((n for n in walk(tree.root_node) if n.type == "field_declaration_list"), None)
+    if body is None or body.has_error:   # (the item's text may end without its `;`)
+        return None
+    out: list[tuple[str, str]] = []
+    for decl in body.named_children:
+        if decl.type == "comment":
+            continue
+        if decl.type != "field_declaration" or decl.child_by_field_name("type") is None:
+            return None
+        head = decl.child_by_field_name("type").text.decode()
+        if any(c.type == "bitfield_clause" for c in decl.children) or \
+                decl.child_by_field_name("type").type in ("struct_specifier", "union_specifier"):
+            return None
+        quals = " ".join(c.text.decode() for c in decl.children if c.type == "type_qualifier")
+        for d in decl.children_by_field_name("declarator"):
+            stars, node = "", d
+            while node.type == "pointer_declarator":
+                stars += "*"
+                node = node.child_by_field_name("declarator")
+            if node.type != "field_identifier":
+                return None   # an array, a function pointer: not flattened
+            out.append((" ".join(x for x in (quals, head) if x) + (" " + stars if stars else ""), node.text.decode()))
+    return out or None
+
+
+def flatten(kernel: Kernel, model: SourceModel, items, known) -> Flat | None:
+    """The file with the kernel's struct parameters split into their fields; None when it has
+    none that can be (a parameter whose type `known` resolves is not a struct)."""
+    structs: dict[str, list[tuple[str, str]]] = {}
+    for p in kernel.params:
+        if p.is_pointer or known(p.base_type):
+            continue
+        fields = struct_fields(p.base_type.replace("const", "").strip(), items)
+        if fields is None:
+            continue
+        structs[p.name] = fields
+    if not structs:
+        return None
+    text = model.text
+    data = text.encode("utf-8")
+    tree = source.parser().parse(data)
+    edits: list[tuple[int, int, str]] = []
+    kernel_fn = _function_at(tree.root_node, kernel.span.start_byte, kernel.name)
+    if kernel_fn is None:
+        return None
+    for p in kernel.params:
+        if p.name in structs:
+            edits.append((p.span.start_byte, p.span.end_byte,
+                          ", ".join(f"{t} {p.name}{SEP}{f}" for t, f in structs[p.name])))
+    edits += _member_edits(kernel_fn.child_by_field_name("body"), {p: [f for _, f in fs] for p, fs in structs.items()})
+    index = {p.name: i for i, p in enumerate(kernel.params)}
+    for site in model.launches_of(kernel.name):
+        call = _launch_call(tree.root_node, site)
+        fn = _enclosing_function(call) if call is not None else None
+        args = call.child_by_field_name("arguments") if call is not None else None
+        if fn is None or args is None:
+            continue
+        passed: dict[str, list[str]] = {}
+        for name, fields in structs.items():
+            i = index[name]
+            if i < len(args.named_children) and args.named_children[i].type == "identifier":
+                a = args.named_children[i]
+                var = a.text.decode()
+                passed[var] = [f for _, f in fields]
+                edits.append((a.start_byte, a.end_byte, ", ".join(f"{var}{SEP}{f}" for _, f in fields)))
+        if passed:
+            edits += _member_edits(fn.child_by_field_name("body"), passed, skip=args)
+    out = bytearray(data)
+    for start, end, new in sorted(set(edits), reverse=True):
+        out[start:end] = new.encode("utf-8")
+    flat_model = source.parse(out.decode("utf-8"), model.items[0].path if model.items else None)
+    flat = next((k for k in flat_model.kernels if k.qualified_name == kernel.qualified_name), None)
+    if flat is None:
+        return None
+    return Flat(flat_model, flat, {p: tuple(f for _, f in fs) for p, fs in structs.items()})
+
+
+def unflatten(comment: str, notes: list[str], fields: dict[str, tuple[str, ...]]) -> tuple[str, list[str]]:
+    """The proposal in the spec format's terms: `p__f = …` keys become `p.f = …`; a size named
+    `p__f` becomes `f` where no other name of the proposal is `f`."""
+    flat = {f"{p}{SEP}{f}": (p, f) for p, fs in fields.items() for f in fs}
+    taken = set(re.findall(r"\w+", comment)) - set(flat)
+    renames: dict[str, str] = {}
+    for name, (_, f) in flat.items():
+        renames[name] = f if f not in taken and f not in renames.values() else name
+    lines, table = comment.split("\n"), ""
+    for i, line in enumerate(lines):
+        if line.startswith("["):
+            table = line.strip()
+        m = re.match(r"(\w+)\s*=", line)
+        if table == "[args]" and m is not None and m.group(1) in flat:
+            p, f = flat[m.group(1)]
+            lines[i] = f"{p}.{f} " + line[len(m.group(1)):]   # as wide as `p__f`: the columns stay
+    comment = "\n".join(lines)
+
+    def sub(s: str) -> str:
+        return re.sub(r"\w+", lambda m: renames.get(m.group(0), m.group(0)), s)
+    named = [re.sub(r"`(\w+)`", lambda m: f"`{'.'.join(flat[m.group(1)])}`" if m.group(1) in flat else m.group(0), n)
+             for n in notes]
+    return sub(comment), [sub(n) for n in named]
+
+
+def _member_edits(body, fields: dict[str, list[str]], skip=None) -> list[tuple[int, int, str]]:
+    """`v.f` -> `v__f` for each struct variable `v` and field `f` inside `body`."""
+    out: list[tuple[int, int, str]] = []
+    if body is None:
+        return out
+    for n in walk(body):
+        if n.type != "field_expression" or (skip is not None and skip.start_byte <= n.start_byte < skip.end_byte
+                                            and n.parent is skip):
+            continue
+        arg, op, field = n.child_by_field_name("argument"), n.child_by_field_name("operator"), \
+            n.child_by_field_name("field")
+        if arg is None or field is None or arg.type != "identifier" or (op is not None and op.text != b"."):
+            continue
+        var, f = arg.text.decode(), field.text.decode()
+        if f in fields.get(var, ()):
+            out.append((n.start_byte, n.end_byte, f"{var}{SEP}{f}"))
+    return out
+
+
+def _function_at(root, start_byte: int, name: str):
+    for n in walk(root):
+        if n.type == "function_definition" and n.start_byte >= start_byte and name.encode() in (
+                n.child_by_field_name("declarator").text if n.child_by_field_name("declarator") else b""):
+            return n
+    return None
+
+
+def _launch_call(root, site):
+    """The `<<<…>>>` call of a launch site (by its position)."""
+    for n in walk(root):
+        if n.type == "call_expression" and n.start_point[0] == site.span.start_line and \
+                any(c.type == "kernel_call_syntax" for c in n.children):
+            return n
+    return None
+
+
+def _enclosing_function(node):
+    while node is not None and node.type != "function_definition":
+        node = node.parent
+    return node
