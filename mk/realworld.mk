@@ -3,11 +3,24 @@
 #   make realworld                 fetch into the git-ignored cache, run the CPU stages over every
 #                                  kernel, write benchmarks/results/realworld-cpu.json and the README table
 #   make realworld-pack            the cache as one .tar.xz to carry to the GPU machine
+#   make realworld-env             the suite's own environment, what a user building these projects has:
+#                                  the CUDA libraries' headers (pyproject's [realworld]) and torch's CUDA
+#                                  build, whose headers PyTorch extensions compile with (--no-deps: never
+#                                  imported, its CUDA libraries are not needed; ~3 GB, once)
 REALWORLD_JOBS ?= 2
 RW := benchmarks/realworld
 
-.PHONY: realworld realworld-fetch realworld-pack
-realworld-fetch: setup
+RW_TORCH := torch==2.14.1
+RW_ENV := $(VENV)/.realworld-$(shell (grep -A1 '^realworld = ' pyproject.toml; echo $(RW_TORCH)) | sha1sum | cut -c1-12)
+
+.PHONY: realworld realworld-fetch realworld-pack realworld-env
+realworld-env: $(RW_ENV)
+$(RW_ENV): $(STAMP)
+	$(PY) -m pip install -q -e '.[test,cluster,realworld]'
+	$(PY) -m pip install -q --no-deps '$(RW_TORCH)'
+	rm -f $(VENV)/.realworld-* && touch $@
+
+realworld-fetch: realworld-env
 	$(PY) $(RW)/fetch.py
 
 realworld: realworld-fetch

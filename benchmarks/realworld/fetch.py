@@ -116,13 +116,12 @@ def includes_of(text: bytes) -> list[tuple[str, bool]]:
     return out
 
 
-def resolve(inc: str, quoted: bool, including: str, include_dirs: tuple[str, ...], tree: Tree) -> str | None:
+def resolve(inc: str, quoted: bool, including: str, include_dirs: tuple[str, ...], tree: Tree) -> list[str]:
+    """Every file the include may name: the folders are the union of several kernels' -I lists, so
+    the first hit is not necessarily the one a given kernel reads (DeepSpeed has two ds_kernel_utils.h)."""
     dirs = ([posixpath.dirname(including)] if quoted else []) + list(include_dirs)
-    for d in dirs:
-        p = posixpath.normpath(posixpath.join(d, inc))
-        if not p.startswith("../") and p in tree.files:
-            return p
-    return None
+    hits = (posixpath.normpath(posixpath.join(d, inc)) for d in dirs)
+    return list(dict.fromkeys(p for p in hits if not p.startswith("../") and p in tree.files))
 
 
 def needed_files(kernels: list[Kernel], tree: Tree) -> set[str]:
@@ -140,7 +139,7 @@ def needed_files(kernels: list[Kernel], tree: Tree) -> set[str]:
         seen.update(batch)
         texts = tree.read(batch)
         todo = [q for p in batch for inc, quoted in includes_of(texts.get(p, b""))
-                if (q := resolve(inc, quoted, p, dirs, tree)) is not None and q not in seen]
+                for q in resolve(inc, quoted, p, dirs, tree) if q not in seen]
     return seen
 
 

@@ -143,20 +143,26 @@ def _kill(p: subprocess.Popen) -> None:
 def nvcc_compiles(k: Kernel, work: Path, limit: float = LIMITS["nvcc"]) -> dict:
     """Whether nvcc compiles the unedited file with the project's flags (device code for sm_90),
     confined like every compiler of user code (astra_cuda.confine)."""
-    from astra_cuda import confine
-    from astra_cuda.compile import toolkit
+    from astra_cuda import confine, project
+    from astra_cuda.compile import toolkit, torch_ext
     tk = toolkit.find()
     if tk is None:
         return {"ok": None, "message": "no CUDA toolkit (nvcc) found"}
     src = work / k.path
+    incs = [f"-I{work / d}" for d in k.includes]
+    # a PyTorch extension is built by torch's cpp_extension, which adds torch's folders and defines
+    ctx = project.from_flags([str(work / d) for d in k.includes], origin="suite")
+    ext = torch_ext.nvcc_flags(ctx) if torch_ext.uses_torch(src.read_text(errors="replace"), str(src), ctx) else None
+    if ext is not None:
+        incs += [f"-I{d}" for d in ext.include_dirs] + [f"-I{d}" for d in ext.system_dirs]
     # the library headers a compiler-only toolkit lacks, from NVIDIA's wheels, as Astra's own compiles
-    incs = [f"-I{work / d}" for d in k.includes] + toolkit.library_headers(tk)
-    cmd = [tk.nvcc, f"-std={k.standard}", "-arch=sm_90", "--cubin", "-x", "cu", *incs,
-           *[f"-D{d}" for d in k.macro_defines], *k.repo.nvcc]
+    incs += toolkit.library_headers(tk)
+    cmd = [tk.nvcc, f"-std={ext.std if ext else k.standard}", "-arch=sm_90", "--cubin", "-x", "cu", *incs,
+           *[f"-D{d}" for d in k.macro_defines], *(ext.defines + ext.flags if ext else ()), *k.repo.nvcc]
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="astra-rw-nvcc-") as tmp:
-        policy = confine.for_unit([f"-I{src.parent}", *incs], (tk.root, *tk.include_dirs), workdir=tmp,
-                                  exec_dirs=(tk.root,))
+        policy = confine.for_unit([f"-I{src.parent}", *incs], (tk.root, *tk.include_dirs, *torch_ext.read_dirs()),
+                                  workdir=tmp, exec_dirs=(tk.root,))
         try:
             p = confine.run([*cmd, "-o", str(Path(tmp) / "out.cubin"), str(src)], policy, limit)
         except subprocess.TimeoutExpired:
@@ -376,7 +382,7 @@ class Options:
         libs = toolkit.library_headers(tk) if tk else []
         extras = sorted(os.listdir(libs[0][2:])) if libs else []
         key = json.dumps([k.repo.source, k.repo.commit, k.path, k.includes, k.macro_defines, k.standard,
-                          k.repo.nvcc, _nvcc_version(), extras])
+                          k.repo.nvcc, _nvcc_version(), extras, _torch_version()])
         path = self.cache / "nvcc.json"
         with self._nvcc_lock:
             known = json.loads(path.read_text()) if path.exists() else {}
@@ -391,6 +397,17 @@ class Options:
                 tmp.write_text(json.dumps(known, indent=1) + "\n")
                 os.replace(tmp, path)
         return verdict
+
+
+@functools.cache
+def _torch_version() -> str:
+    """The version of the torch whose headers a PyTorch extension compiles with ('' for none),
+    read from its installed metadata (importing torch takes seconds)."""
+    from importlib import metadata
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return ""
 
 
 @functools.cache

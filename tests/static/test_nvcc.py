@@ -223,6 +223,17 @@ void gemm(cublasHandle_t h) { (void)h; }
     assert r.ok, r.log
 
 
+def test_nvrtc_header_from_the_core_wheel(tmp_path):
+    """<nvrtc.h>, which a full toolkit has and a compiler-only one lacks (TransformerEngine's rtc.h
+    includes it), comes from the nvidia-cuda-nvrtc wheel Astra depends on."""
+    tk = toolkit.find()
+    if tk is None or any((Path(d) / "nvrtc.h").is_file() for d in tk.include_dirs):
+        pytest.skip("no toolkit, or one that has nvrtc.h itself")
+    text = "#include <nvrtc.h>\n__global__ void k(int* o) { o[0] = 1; }\nnvrtcResult probe() { return NVRTC_SUCCESS; }\n"
+    r = compile_file(tmp_path, text, ["k"])
+    assert r.ok, r.log
+
+
 # ---- the cache ---------------------------------------------------------------------------------
 
 def test_repeated_compile_costs_nothing_and_a_header_edit_invalidates(tmp_path):

@@ -91,6 +91,16 @@ def test_include_folders_found_from_the_installed_torch_without_importing_it(ins
     assert "torch" not in sys.modules or not str(getattr(sys.modules["torch"], "__file__", "")).startswith(str(STANDIN))
 
 
+def test_an_extension_compiles_with_at_least_the_standard_torch_requires():
+    # vLLM sets CMAKE_CXX_STANDARD 17 and builds with torch 2.10, whose CMake target requires C++20
+    assert torch_ext.standard("c++17") == "c++20" and torch_ext.standard(None) == "c++20"
+    assert torch_ext.standard("c++23") == "c++23" and torch_ext.standard("gnu++14") == "c++20"
+    ctx = ProjectContext(std="c++17")
+    text = "#include <torch/all.h>\n__global__ void k(float* o) { o[0] = 1; }\n"
+    assert "-std=c++20" in nvcc.project_flags(ctx, text, "k.cu")
+    assert "-std=c++17" in nvcc.project_flags(ctx, "__global__ void k(float* o) { o[0] = 1; }\n", "k.cu")
+
+
 def test_torch_use_is_seen_through_project_headers(tmp_path):
     f = _file(tmp_path, '#include "ops.h"\n__global__ void k(float* o) { o[0] = 1; }\n', "k.cu")
     (f.parent / "ops.h").write_text("#pragma once\n#include <torch/all.h>\n")

@@ -82,7 +82,7 @@ def project_flags(context: ProjectContext, text: str = "", path: str = "") -> li
     for d in system:
         out += ["-isystem", d]
     out += list(dict.fromkeys(defines + (list(extra.defines) if extra else [])))
-    out.append(f"-std={context.std or (extra.std if extra else DEFAULT_STD)}")
+    out.append(f"-std={extra.std if extra else context.std or DEFAULT_STD}")
     out += list(dict.fromkeys([*context.flags, *(extra.flags if extra else ())]))
     return out
 

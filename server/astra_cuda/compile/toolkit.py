@@ -159,7 +159,7 @@ def for_file(text: str, path: str, context: ProjectContext) -> tuple[Toolkit | N
     return tk, ""
 
 
-LIBRARIES = ("cublas", "cusparse", "cufft", "curand", "cusolver", "nccl", "cudnn")  # header name prefixes
+LIBRARIES = ("cublas", "cusparse", "cufft", "curand", "cusolver", "nccl", "cudnn", "nvrtc")  # header name prefixes
 
 
 def _wheel_library_headers(toolkit: Toolkit) -> list[Path]:

@@ -25,9 +25,12 @@ TORCH_HEADERS = ("torch/", "ATen/", "c10/")
 DEFINES = ("-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
            "-D__CUDA_NO_HALF2_OPERATORS__", "-DTORCH_API_INCLUDE_EXTENSION_H")
 FLAGS = ("--expt-relaxed-constexpr",)
-# The standard when the project names none: PyTorch's own headers require C++20 since 2.10 (and
-# older ones compile under it too).
+# The least standard a PyTorch extension compiles with: torch's headers require C++20 since 2.10
+# (`#error C++20 or later compatible compiler is required`) and older ones compile under it too.
+# A project that names an older one still builds with C++20, as torch's CMake target requires it
+# (compile features: CMake takes the higher) — vLLM sets CMAKE_CXX_STANDARD 17 and pins torch 2.10.
 STD = "c++20"
+_ORDER = ("c++03", "c++11", "c++14", "c++17", "c++20", "c++23")
 MAX_HEADERS = 64
 
 
@@ -73,10 +76,16 @@ def available(context: ProjectContext) -> bool:
     return given(context) or bool(installed_include_dirs())
 
 
+def standard(project_std: str | None) -> str:
+    """The standard a PyTorch extension compiles with: the project's, raised to `STD`."""
+    std = (project_std or "").lower().replace("gnu++", "c++")
+    return std if std in _ORDER and _ORDER.index(std) > _ORDER.index(STD) else STD
+
+
 def nvcc_flags(context: ProjectContext) -> TorchFlags:
     include = () if given(context) else installed_include_dirs()
     py = python_include_dir()
-    return TorchFlags(include, (py,) if py else (), DEFINES, FLAGS)
+    return TorchFlags(include, (py,) if py else (), DEFINES, FLAGS, standard(context.std))
 
 
 def read_dirs() -> tuple[str, ...]:
