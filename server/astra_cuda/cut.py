@@ -151,7 +151,15 @@ def project_rows(pp: Preprocessed) -> tuple[list[Row], list[str | None]]:
                 lines.pop()
             for k, t in enumerate(lines):
                 # trailing blanks dropped: tree-sitter reads `#define X ` as running on
-                rows.append(Row(t.rstrip().encode(), file, line + k))
+                row = Row(t.rstrip().encode(), file, line + k)
+                last = rows[-1] if rows else None
+                if last is not None and (last.file, last.line) == (file, line + k) \
+                        and not last.text.lstrip().startswith(b"#") and not t.lstrip().startswith("#"):
+                    # one source line split by markers (a system header's macro, `NULL` as `__null`,
+                    # expanded mid-line): joined again, so no `#line` lands inside an expression
+                    rows[-1] = Row(last.text + b" " + row.text.lstrip(), file, line + k)
+                    continue
+                rows.append(row)
                 entered.append(None)
         if m is None:
             break

@@ -25,7 +25,7 @@ from . import confine
 from .contract import DEFAULT_ARCH
 
 TIMEOUT_S = 180.0
-CACHE_VERSION = 2  # bump when the comparison changes
+CACHE_VERSION = 3  # bump when the comparison changes
 
 
 @dataclass(frozen=True)
@@ -228,7 +228,11 @@ def check(unit, arch: str = DEFAULT_ARCH) -> CutCheck:
     except (OSError, ValueError, TypeError):
         pass
     with ThreadPoolExecutor(2) as pool:  # the two compiles are independent: use both cores
-        whole_f = pool.submit(_ptx, nvcc, unit.file_text + "\n" + _appendix(expr), unit.path, options, arch, [])
+        # the spec's type checks on both sides: a spec that names the wrong element type fails the
+        # file too (and is reported as such by the build), never as a fault of the cut
+        checks = getattr(unit, "type_checks", "")
+        whole_f = pool.submit(_ptx, nvcc, unit.file_text + "\n" + checks + _appendix(expr), unit.path, options,
+                              arch, [])
         cut_f = pool.submit(_ptx, nvcc, unit.source + "\n" + _appendix(expr), unit.path, options, arch,
                             [f"-D{_host_macro()}"])
         (whole, whole_log), (cut_ptx, cut_log) = whole_f.result(), cut_f.result()

@@ -45,6 +45,7 @@ class CompileUnit:
     left_out: tuple[str, ...] = ()  # declarations the cut left out whose names the kept code uses
     appendix: str = ""             # Astra's C++ appended to whatever compiles the unit (cut or whole
                                    # file): the layout probe of struct parameters (`astra_cuda.layout`)
+    type_checks: str = ""          # the spec's element-type checks at the end of `source` (see `type_checks`)
 
     @property
     def param_types(self) -> dict[str, str]:
@@ -153,7 +154,8 @@ def _host_only(item: Item) -> Item:
 def name_expression(kernel: Kernel, instantiate: str | None) -> str:
     if kernel.extern_c and not kernel.is_template:
         return kernel.name
-    base = kernel.qualified_name
+    # an anonymous namespace's part is empty (`ns::::k`); qualified lookup through `ns` finds `k`
+    base = "::".join(p for p in kernel.qualified_name.split("::") if p)
     if kernel.is_template:
         if not instantiate:
             raise AstraError(f"kernel {kernel.name!r} is a template: its spec needs instantiate = \"<...>\"")
@@ -182,6 +184,10 @@ def _names_in(instantiate: str | None) -> set[str]:
     return out - {"__astra_k"}
 
 
+_INTEGERS = ("char", "signed char", "unsigned char", "short", "unsigned short", "int", "unsigned int", "long",
+             "unsigned long", "long long", "unsigned long long")
+
+
 def type_checks(kernel: Kernel, name_expr: str, arg_types: dict[str, str], path: str, line: int) -> str:
     """Compile-time checks that pointer parameters whose element type Astra could not read
     (a typedef, a macro) are what the spec says: a `#define` missing or a header changed must
@@ -199,7 +205,7 @@ def type_checks(kernel: Kernel, name_expr: str, arg_types: dict[str, str], path:
             cond = f"__astra_is<{elem}, {want.cpp[0]}>::value"
         else:
             signed = "true" if want.name.startswith("int") else "false"
-            cond = f"sizeof({elem}) == {want.itemsize} && (({elem})(-1) < ({elem})(0)) == {signed}"
+            cond = f"__astra_int<{elem}>::bytes == {want.itemsize} && __astra_int<{elem}>::is_signed == {signed}"
         # a CUDA vector of that lane type (`half2` over a half buffer) is the same memory
         vectors = sorted(v for v, (lane, _) in dtypes.VECTORS.items() if lane == want.name)
         cond = " || ".join([f"({cond})"] + [f"__astra_is<{elem}, {v}>::value" for v in vectors])
@@ -212,6 +218,13 @@ def type_checks(kernel: Kernel, name_expr: str, arg_types: dict[str, str], path:
     return (f"// Astra: element types the spec gives, checked by the compiler\n{needs}"
             "template <class A, class B> struct __astra_is { static constexpr bool value = false; };\n"
             "template <class A> struct __astra_is<A, A> { static constexpr bool value = true; };\n"
+            # integers by size and sign, an enum by its underlying type, any other type (a struct such as
+            # uint4, whose cast from -1 would not compile) as size 0: never an error of its own
+            "template <class T, bool = __is_enum(T)> struct __astra_int "
+            "{ static constexpr int bytes = 0; static constexpr bool is_signed = false; };\n"
+            "template <class T> struct __astra_int<T, true> : __astra_int<__underlying_type(T)> {};\n"
+            + "".join(f"template <> struct __astra_int<{t}, false> {{ static constexpr int bytes = sizeof({t}); "
+                      f"static constexpr bool is_signed = ({t})(-1) < ({t})(0); }};\n" for t in _INTEGERS) +
             "template <class T> struct __astra_elem { typedef T type; };\n"
             "template <class T> struct __astra_elem<T*> { typedef T type; };\n"
             "template <class T> struct __astra_elem<const T*> { typedef T type; };\n"
@@ -253,7 +266,7 @@ def unit_from_model(model: SourceModel, path: str, kernel_name: str, *, instanti
     expr = name_expression(kernel, instantiate)
     path = os.path.abspath(path)
     pp = devicepp.preprocess(model.text, path, context.options())
-    namespaces = tuple(n for part in kernel.qualified_name.split("::")[:-1] for n in [part] if n)
+    namespaces = tuple(kernel.qualified_name.split("::")[:-1])   # '' for an anonymous namespace
     cut = cutting.cut(pp, kernel.name, namespaces, _names_in(instantiate), context.include_dirs)
     if not cut.found:
         raise AstraError(f"kernel {kernel.name!r} is not in the file as nvcc's device pass sees it "
@@ -272,15 +285,17 @@ def unit_from_model(model: SourceModel, path: str, kernel_name: str, *, instanti
             from .spec import split_template_args
             targs = dict(zip(kernel.template_param_names, split_template_args(instantiate)))
         todo = {n: arg_types[n] for n in unresolved_pointer_types(kernel, targs) if n in arg_types}
-        parts.append(type_checks(kernel, expr, todo, path,
-                                 spec_line if spec_line is not None else kernel.span.start_line))
+        checks = type_checks(kernel, expr, todo, path, spec_line if spec_line is not None else kernel.span.start_line)
+        parts.append(checks)
+    else:
+        checks = ""
     quoted = any('"' in i.text for i in model.includes)
     include_dirs = (os.path.dirname(path),) if quoted else ()
     return CompileUnit(source="".join(parts), kernel=kernel.name, name_expression=expr, path=path,
                        include_dirs=include_dirs, dropped=tuple(dict.fromkeys(cut.dropped)), context=context,
                        headers=tuple(cut.headers), notes=tuple(notes),
                        params=tuple((p.name, p.type) for p in kernel.params), file_text=model.text,
-                       left_out=tuple(cut.left_out))
+                       left_out=tuple(cut.left_out), type_checks=checks)
 
 
 def unit(text: str, path: str, kernel_name: str, *, instantiate: str | None = None,

@@ -7,7 +7,7 @@ import shutil
 import numpy as np
 import pytest
 
-from astra_cuda import cutcheck, extract
+from astra_cuda import cutcheck, extract, source
 from astra_cuda.backends.base import Launch
 
 from .conftest import needs_gxx
@@ -209,5 +209,19 @@ def test_a_specialization_of_a_toolkit_template_stays_with_the_kernel_that_names
     f = project("k.cu", text)
     u = extract.unit(text, str(f), "k")
     assert "numeric_limits<Q>" in u.source
+    r = cutcheck.check(u)
+    assert r.checked and r.ok, r.message
+
+
+@needs_nvcc
+def test_a_system_macro_expanded_mid_line_keeps_the_line_whole(project):
+    # cuda-samples shfl_scan: `int* partial_sums = NULL` and `partial_sums != NULL && ...`; the device
+    # pass splits such a line around `__null` with line markers, which must not become `#line`s inside it
+    text = ("#include <stdio.h>\n__global__ void k(int* o, int* partial = NULL) {\n"
+            "  if (partial != NULL && threadIdx.x == 0) partial[0] = 1;\n  o[threadIdx.x] = 2;\n}\n")
+    f = project("k.cu", text)
+    u = extract.unit(text, str(f), "k")
+    assert [k.name for k in source.parse(u.source).kernels] == ["k"]
+    assert "partial != __null && threadIdx.x == 0" in u.source
     r = cutcheck.check(u)
     assert r.checked and r.ok, r.message
