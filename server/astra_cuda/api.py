@@ -462,7 +462,7 @@ def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm:
              write: bool = False, report: str | None = None, quick: bool = False,
              resume: str | None = None, candidates: int = 1, run_id: str | None = None,
              tune: int | None = None, seconds: float | None = None, tokens: int | None = None,
-             sizes: Literal["ladder", "bench"] = "ladder") -> OptimizeResult:
+             sizes: Literal["ladder", "bench"] = "ladder", fresh: bool = False) -> OptimizeResult:
     """Run the agent team on one kernel. Every candidate is judged in a worker process by the
     gate (and timed by the profiler where the backend measures time).
     resume: a run id under `.astra/runs/` (or 'last') to continue; `rounds` is then the total
@@ -473,7 +473,9 @@ def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm:
     seconds: a wall-time limit for the run (no round or tuning point starts after it).
     tokens: the LLM tokens the run may use, as the endpoint reports them (no call starts after).
     sizes: candidates are timed at the size ladder (none may be slower than the best at any of
-    its sizes) or at the spec's bench sizes alone."""
+    its sizes) or at the spec's bench sizes alone.
+    fresh: search even where `.astra/tuning/` remembers this kernel's tuning on this GPU model
+    (what the search finds is remembered all the same)."""
     if rounds is not None and (isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= 1000):
         raise AstraError(f"rounds must be a whole number from 1 to 1000, got {rounds!r}")
     from . import agents, worker
@@ -526,11 +528,19 @@ def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm:
     runs_dir = workspace.ensure_astra_dir(path, "runs")  # .astra/ with its .gitignore; never through a link
     if run is not None and rounds > run.rounds_done:
         runlog.RunLog(run.dir).update_meta(rounds=rounds)   # the total asked for is now this
+    memory = None
+    if gpu_model and llm is None:   # remembered per GPU model; an LLM's rewrites cannot be replayed
+        from . import ladder
+        from .agents.memory import Memory
+        rungs = ladder.ladder(info.spec) if sizes == "ladder" else ladder.bench(info.spec)
+        content = (info.kernel.spec.text if info.kernel.spec else "") + "\n" + info.kernel.text
+        memory = Memory(workspace.ensure_astra_dir(path, "tuning"), info.kernel.name, content,
+                        [r.sizes for r in rungs], gpu_model, fresh=fresh)
     limits = agents.Limits(max_seconds=seconds, max_tokens=tokens, **({} if tune is None else {"tune_points": tune}))
     result = agents.optimize(text, path, info.kernel.name, evaluate, rounds=rounds, llm=llm, spec=info.spec,
                              gpu=gpu, runs_dir=runs_dir, cancel=cancel, progress=progress,
                              resume=run.id if run is not None else None, candidates=candidates, run_id=run_id,
-                             limits=limits)
+                             limits=limits, memory=memory)
     if write and result.improved:
         write_result(path, text, result.best)
     if report:

@@ -556,6 +556,7 @@ def cmd_optimize(a) -> int:
         result = api.optimize(api.open_file(a.file, _project(a)), a.kernel, llm=llm,
                               backend=a.backend, arch=a.arch, progress=progress, cancel=cancel, write=a.write,
                               report=a.report, resume=a.resume, candidates=a.candidates, sizes=a.sizes,
+                              fresh=a.fresh,
                               **budgets)
     except KeyboardInterrupt:
         cancel.set()
@@ -632,6 +633,7 @@ def _optimize_batch(a) -> int:
         cli = project.from_flags(a.include or (), a.define or (), a.std, origin="command line") if flags else None
         return api.project_context(path, cli=cli, compile_commands=a.compile_commands)
     options = {"llm": llm, "backend": a.backend, "arch": a.arch, "candidates": a.candidates, "sizes": a.sizes,
+               "fresh": a.fresh,
                **_budgets(a, eff)}
     try:
         if display is not None:
@@ -822,6 +824,9 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--tune", type=int, default=None, metavar="N",
                    help="parameter points the tuning stage may time after the offline team's rounds "
                         "(default 8; 0: none; needs a GPU)")
+    o.add_argument("--fresh", action="store_true",
+                   help="search even where .astra/tuning/ remembers this kernel's tuning on this GPU model "
+                        "(by default a rerun replays it, verifies and times it again, and stops there)")
     o.add_argument("--llm", choices=["offline", "openai"], default=None,
                    help="offline (default without an endpoint) or an OpenAI-compatible endpoint")
     o.add_argument("--model", metavar="NAME", help="model name at the endpoint (or ASTRA_MODEL, or the project's llm.model)")

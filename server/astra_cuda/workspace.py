@@ -158,6 +158,12 @@ def save_original(path: str | os.PathLike, text: str) -> Path:
     return f
 
 
+def write_own(path: Path, text: str) -> None:
+    """`text` into the file `path` of a folder `ensure_astra_dir` gave (atomically, never
+    through a link): for the agents' own records, such as `.astra/tuning/`."""
+    _atomic_write(path, text)
+
+
 def _atomic_write(path: Path, text: str, mode: int = 0o600) -> None:
     """Write `text` to a fresh temporary file beside `path` (never through a link planted at the
     temporary name), then rename it over `path`."""

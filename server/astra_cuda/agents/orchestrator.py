@@ -11,6 +11,10 @@ its GPUs) and at most one of them, the best verified, is adopted. Each candidate
 (`Round.index`), grouped by `Round.batch` (the round). Speedups are compared only between
 candidates timed on the same GPU model. When the place that evaluates is lost
 (InfrastructureError), the run stops there, resumable; nothing of that round is recorded.
+
+With a `memory` (`.astra/tuning/`), a finished offline search is remembered for the kernel, its
+sizes and the GPU model; a later run on the same model replays the remembered chain, gates and
+times it like any candidate, and stops there when it still holds (see `memory`).
 """
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ from . import tuning
 from .coder import Attempt, LLMCoder, OfflineCoder
 from ..evaluation import CachedEvaluate, Evaluation, InfrastructureError, source_hash
 from .llm import LLMClient, LLMConfig
+from .memory import Memory
 from .offline import context_from_spec, context_from_text
 from .planner import LLMPlanner, OfflinePlanner
 from .records import Plan, Round, Usage
@@ -53,7 +58,7 @@ def optimize(text: str, path: str, kernel: str, evaluate: Callable[[str], Evalua
              runs_dir: str | Path | None = None, limits: Limits = Limits(),
              cancel: threading.Event | None = None, progress: Progress | None = None,
              resume: str | None = None, repairs: int = 2, candidates: int = 1,
-             run_id: str | None = None) -> OptimizeResult:
+             run_id: str | None = None, memory: Memory | None = None) -> OptimizeResult:
     """Optimize `kernel` in the file text `text`.
 
     evaluate: file text -> Evaluation (gate + profiler; injected by astra_cuda.api).
@@ -64,10 +69,12 @@ def optimize(text: str, path: str, kernel: str, evaluate: Callable[[str], Evalua
     resume: a run id under runs_dir to continue (its rounds, best and evaluations are reused).
     candidates: candidates proposed and evaluated at once per round (1: one at a time).
     run_id: the new run's id (default: made from the time and the kernel).
+    memory: where this kernel's tuning is remembered for the run's GPU model (None: nothing is
+    recalled or kept).
     """
     return _Run(text, path, kernel, evaluate, rounds=rounds, llm=llm, spec=spec, gpu=gpu, runs_dir=runs_dir,
                 limits=limits, cancel=cancel, progress=progress, resume=resume, repairs=repairs,
-                candidates=candidates, run_id=run_id).run()
+                candidates=candidates, run_id=run_id, memory=memory).run()
 
 
 class _Run:
@@ -76,7 +83,7 @@ class _Run:
     def __init__(self, text: str, path: str, kernel: str, evaluate: Callable[[str], Evaluation], *,
                  rounds: int, llm: LLMConfig | None, spec, gpu: str, runs_dir: str | Path | None, limits: Limits,
                  cancel: threading.Event | None, progress: Progress | None, resume: str | None, repairs: int,
-                 candidates: int, run_id: str | None) -> None:
+                 candidates: int, run_id: str | None, memory: Memory | None = None) -> None:
         self.t0 = time.monotonic()
         deadline = self.t0 + limits.max_seconds if limits.max_seconds is not None else None
         # fails fast (e.g. no API key for OpenAI); the run's budgets bound every call
@@ -92,6 +99,7 @@ class _Run:
         self.mode = "llm" if llm is not None else "offline"
         self.history: list[Round] = []
         self.s: Situation | None = None
+        self.memory = memory
 
     # ---- plumbing ----------------------------------------------------------------------------
     def _measured(self, text: str) -> Evaluation:
@@ -186,6 +194,11 @@ class _Run:
             if r.adopted and r.candidate is not None and r.evaluation is not None:
                 self._adopt(r.candidate, r.evaluation)
 
+        if self.memory is not None and not self.history and self.mode == "offline":
+            recalled = self._recall(base)
+            if recalled:
+                return self.finish(recalled)
+
         stale = 0
         for b in sorted({r.batch for r in self.history}, reverse=True):  # patience carries over a resume
             if any(r.adopted for r in self.history if r.batch == b):
@@ -270,7 +283,11 @@ class _Run:
         s, result, limits = self.s, self.result, self.limits
         assert s is not None
         chain = [(r.index, r.plan.idea, r.plan.params) for r in result.rounds if r.adopted and r.plan is not None]
+        if not chain:
+            self._keep([])   # nothing beat the original: remembered too, so a rerun does not search again
         if not chain or limits.tune_points <= 0 or self.cancel.is_set() or _over_limits(limits, self.t0, result.usage):
+            if chain and limits.tune_points <= 0:
+                self._keep([(i, p) for _, i, p in chain])
             return stopped
         if not s.best_eval.measured:
             result.tuning_note = "no tuning: it compares timings, and speed is not measured here"
@@ -281,7 +298,7 @@ class _Run:
             return stopped
         deadline = self.t0 + limits.max_seconds if limits.max_seconds is not None else None
         try:
-            best, best_eval, points, _ = tuning.tune(
+            best, best_eval, points, steps = tuning.tune(
                 self.text, self.kernel, chain, self.ev, s.best, s.best_eval, spec=self.spec, points=limits.tune_points,
                 min_gain=limits.min_gain, size_tolerance=limits.size_tolerance, deadline=deadline, cancel=self.cancel,
                 parallel=self.candidates,
@@ -296,7 +313,73 @@ class _Run:
             self.log.tuning(points)
             self.log.best(s.best)
         kept = sum(p.outcome == "adopted" for p in points)
+        if not self.cancel.is_set() and not _over_limits(limits, self.t0, result.usage):
+            self._keep([(i, p) for _, i, p in steps])   # a search cut short is not remembered
         return f"{stopped}; tuning tried {len(points)} point(s), kept {kept}"
+
+    # ---- remembered tuning (.astra/tuning/) --------------------------------------------------
+    def _recall(self, base: Evaluation) -> str:
+        """Start from what a finished search on this GPU model found: replay its chain on the
+        file as it is, gate and time it like any candidate. The run's end when it still holds,
+        else '' (the search runs, with a note saying why the memory was not used)."""
+        memory, result = self.memory, self.result
+        assert memory is not None
+        if not base.measured or not memory.gpu:
+            return ""
+        entry, note = memory.recall()
+        result.memory_note = note
+        if entry is None:
+            return ""
+        what = f"the tuning remembered for {entry.describe()}"
+        if not entry.chain:
+            result.memory_note = f"{what}: nothing searched again"
+            return "remembered: no rewrite beat the original on this GPU model"
+        try:
+            text = tuning.replay(self.text, self.kernel, entry.chain, self.spec)
+        except Exception:   # noqa: BLE001 - a stored parameter a transformation cannot take
+            text = None
+        if text is None or text == self.text:
+            result.memory_note = f"{what} no longer applies to the file: searching afresh"
+            return ""
+        self.tell(1, "remembered", None, f"replaying {what}")
+        t0 = time.monotonic()
+        try:
+            e = self.ev(text)
+        except InfrastructureError as err:
+            result.memory_note = f"{what} could not be evaluated ({err.message}): searching afresh"
+            return ""
+        plan = Plan("remembered", f"the rewrites remembered for {memory.gpu}",
+                    "; ".join(f"{idea}({tuning.show(p)})" for idea, p in entry.chain), source="memory",
+                    params={"chain": [[idea, p] for idea, p in entry.chain]})
+        r = Round(1, plan, source_hash(self.text), text, source_hash(text), e, batch=1,
+                  changes=[f"{idea}: {tuning.show(p)}" for idea, p in entry.chain])
+        _judge(r, Attempt(text, e), self.s, self.limits, self.cancel)   # type: ignore[arg-type]
+        r.seconds = time.monotonic() - t0
+        if not r.adopted:
+            r.reason = f"{r.reason} (remembered from run {entry.run_id})"
+            result.memory_note = f"{what} did not hold again ({r.outcome}): searching afresh"
+            self._record(r)
+            return ""
+        self._record(r)
+        self._adopt(text, e)
+        result.memory_note = f"started from {what}; verified and timed again: {e.speedup:.3f}×"
+        return "remembered tuning verified again on this GPU model; nothing searched again (--fresh searches)"
+
+    def _record(self, r: Round) -> None:
+        self.history.append(r)
+        self.result.rounds.append(r)
+        if self.log is not None:
+            self.log.round(r)
+
+    def _keep(self, chain: list[tuple[str, dict]]) -> None:
+        """Remember a finished offline search for this GPU model (measured runs only)."""
+        s, memory = self.s, self.memory
+        if memory is None or not memory.gpu or s is None or not s.best_eval.measured or self.cancel.is_set():
+            return
+        try:
+            memory.keep(chain, s.best_eval.speedup or 1.0, self.run_id)
+        except Exception as e:  # noqa: BLE001 - remembering is a convenience; the run's result stands
+            self.result.memory_note = f"the tuning could not be remembered: {e}"
 
 
 def _plans(planner, s: Situation, k: int) -> tuple[list[Plan], Usage]:

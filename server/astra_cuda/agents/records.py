@@ -35,7 +35,7 @@ class Plan:
     title: str           # one line
     details: str         # the plan as given to the coding agent
     expected: str = ""   # expected effect
-    source: str = "offline"   # 'offline' | 'llm' | 'offline-fallback'
+    source: str = "offline"   # 'offline' | 'llm' | 'offline-fallback' | 'memory' (a remembered chain, replayed)
     params: dict = field(default_factory=dict)     # offline: the transform's parameters (tuning replays them)
     why: str = ""                                   # why this idea, now (from the profile)
     skipped: list[str] = field(default_factory=list)   # ideas passed over, each with its reason

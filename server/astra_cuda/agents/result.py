@@ -33,6 +33,7 @@ class OptimizeResult:
     interrupted: bool = False       # the evaluating machine was lost: resume the run to go on
     tuning: list = field(default_factory=list)   # tuning.TunePoint: the parameter points tried after the rounds
     tuning_note: str = ""                         # why there was no tuning, when there was none
+    memory_note: str = ""                         # what the tuning remembered in .astra/tuning/ did (or why not)
 
     # ---- what changed -----------------------------------------------------------------------
     @property
@@ -103,6 +104,7 @@ class OptimizeResult:
                 "baseline": self.baseline.to_json(), "best": self.best_eval.to_json(),
                 "rounds": [r.to_json() for r in self.rounds], "best_kernel_source": self.best_kernel_source,
                 "tuning": [p.to_json() for p in self.tuning], "tuning_note": self.tuning_note,
+                "memory_note": self.memory_note,
                 "text_edit": self.text_edit(),
                 "diff": self.diff}
 
@@ -142,6 +144,8 @@ class OptimizeResult:
                 lines.append(f"| {p.step} | {md(p.idea)} | {md(params)} | {md(p.outcome)}: {md(p.reason)} | {sp} |")
         elif self.tuning_note:
             lines += ["", f"_{md(self.tuning_note)}._"]
+        if self.memory_note:
+            lines += ["", f"_Remembered tuning: {md(self.memory_note)}._"]
         if self.failed():
             lines += ["", "### Tried and not kept"]
             for r in self.failed():

@@ -126,7 +126,7 @@ def tune(original: str, kernel: str, chain: list[tuple[int, str, dict]], evaluat
                         return best, best_eval, tried, steps
                     continue
                 if tell is not None:
-                    tell(f"tuning {idea} (round {rnd}): " + "; ".join(_show(a) for a, _, _ in batch))
+                    tell(f"tuning {idea} (round {rnd}): " + "; ".join(show(a) for a, _, _ in batch))
                 evals = _evaluate_all(evaluate, [t for _, t, _ in batch])
                 winner = None
                 for (alt, text, pt), (ev, seconds) in zip(batch, evals):
@@ -183,5 +183,5 @@ def _same(a: dict, b: dict) -> bool:
     return all(a.get(k) == b.get(k) for k in keys)
 
 
-def _show(params: dict) -> str:
+def show(params: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in params.items() if k != "elements")
