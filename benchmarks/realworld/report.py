@@ -97,17 +97,70 @@ def markdown(results: dict) -> str:
         lines.append(f"| {c} | {k} | {ex} |")
     gpu = [r for r in results.get("kernels", []) if r.get("gpu")]
     if gpu:
-        lines += ["", "| kernel | copy ceiling before | speedup (verified) | copy ceiling after |",
-                  "|---|---:|---:|---:|"]
-        for r in gpu:
-            opt = r["gpu"].get("optimize") or {}
-            prof = r["gpu"].get("profile") or {}
-            before = opt.get("share_before", prof.get("ceiling_share"))
-            sp = opt.get("speedup")
-            lines.append(f"| {r['repo']}: `{r['kernel']}` | {_share(before)} | "
-                         f"{f'{sp:.2f}×' if isinstance(sp, (int, float)) else _cell(str(opt.get('error') or '–'))} | "
-                         f"{_share(opt.get('share_after'))} |")
+        lines += ["", *speed_markdown(gpu)]
     return "\n".join(lines)
+
+
+# ---- the GPU stage: speed per kernel and per size ------------------------------------------------
+
+SLOWER_TOLERANCE = 0.03     # issue 29: no adopted rewrite slower than the original at any size by more than this
+
+
+def speed(records: list[dict]) -> dict:
+    """Issue 29's measures over the records of a GPU run: per kernel the copy-ceiling share before
+    and after (largest bench size), the speedup at the bench sizes and at each ladder size; over the
+    bandwidth-bound kernels that pass the check (the original's class is memory- or latency-bound:
+    the bytes set its floor, not the arithmetic) the median final share, those that start below
+    60% and end below 70%, and every adopted rewrite slower than the original at a size by more
+    than 3%."""
+    rows = []
+    for r in records:
+        opt = (r.get("gpu") or {}).get("optimize") or {}
+        prof = (r.get("gpu") or {}).get("profile") or {}
+        before = opt.get("share_before", prof.get("ceiling_share"))
+        after = opt.get("share_after")
+        sizes = [t for t in opt.get("per_size") or [] if isinstance(t.get("speedup"), (int, float))]
+        worst = min(sizes, key=lambda t: t["speedup"]) if sizes and opt.get("improved") else None
+        rows.append({"kernel": f"{r['repo']}: {r['kernel']}", "passed": bool(r.get("passed")),
+                     "bottleneck": opt.get("bottleneck"), "device": opt.get("device") or prof.get("device"),
+                     "before": before, "after": after, "speedup": opt.get("speedup"), "error": opt.get("error"),
+                     "per_size": sizes, "worst": worst})
+    bound = [x for x in rows if x["passed"] and x["bottleneck"] in ("memory", "latency")
+             and isinstance(x["after"], (int, float))]
+    finals = sorted(x["after"] for x in bound)
+    median = (finals[len(finals) // 2] if len(finals) % 2 else (finals[len(finals) // 2 - 1] + finals[len(finals) // 2]) / 2) \
+        if finals else None
+    low = [x["kernel"] for x in bound if isinstance(x["before"], (int, float)) and x["before"] < 0.6 and x["after"] < 0.7]
+    slower = [f"{x['kernel']} at {x['worst'].get('role') or 'bench'} {_sizes(x['worst'].get('sizes'))} "
+              f"({x['worst']['speedup']:.2f}×)" for x in rows
+              if x["worst"] is not None and x["worst"]["speedup"] < 1 - SLOWER_TOLERANCE]
+    devices = sorted({x["device"] for x in rows if x["device"]})
+    return {"kernels": rows, "devices": devices, "bandwidth_bound": len(bound), "median_final_share": median,
+            "start_below_60_end_below_70": low, "slower_at_a_size": slower}
+
+
+def speed_markdown(records: list[dict]) -> list[str]:
+    s = speed(records)
+    lines = [f"Speed on {', '.join(s['devices']) or 'an unnamed GPU'}: median final share of the copy ceiling "
+             f"{_share(s['median_final_share'])} over the {s['bandwidth_bound']} bandwidth-bound kernels that pass "
+             f"the check; starting below 60% and ending below 70%: "
+             f"{', '.join(s['start_below_60_end_below_70']) or 'none'}; adopted rewrites slower than the original "
+             f"at a size by more than {SLOWER_TOLERANCE:.0%}: {', '.join(s['slower_at_a_size']) or 'none'}.", "",
+             "| kernel | class | copy ceiling before | speedup (verified, bench sizes) | copy ceiling after | "
+             "speedup per size |", "|---|---|---:|---:|---:|---|"]
+    for x in s["kernels"]:
+        sp = x["speedup"]
+        per = "; ".join(f"{t.get('role') or 'bench'} {_sizes(t.get('sizes'))}: {t['speedup']:.2f}×"
+                        f"{' at ' + _share(t.get('copy_share')) if isinstance(t.get('copy_share'), (int, float)) else ''}"
+                        for t in x["per_size"])
+        lines.append(f"| {_cell(x['kernel'])} | {x['bottleneck'] or '–'} | {_share(x['before'])} | "
+                     f"{f'{sp:.2f}×' if isinstance(sp, (int, float)) else _cell(str(x['error'] or '–'))} | "
+                     f"{_share(x['after'])} | {per.replace('|', chr(92) + '|') or '–'} |")
+    return lines
+
+
+def _sizes(sizes) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sizes.items()) if isinstance(sizes, dict) else ""
 
 
 def _share(x) -> str:

@@ -351,6 +351,8 @@ def _gpu(k: Kernel, r: Record, o: "Options", work: Path, f: Path, name: str, fla
                          "measured": res.get("measured"), "error": _short(res.get("error") or "") or None,
                          "share_before": share(res.get("baseline")), "share_after": share(res.get("best")),
                          "per_size": per_size(res.get("best")),
+                         "bottleneck": ((res.get("baseline") or {}).get("profile") or {}).get("bottleneck"),
+                         "device": ((res.get("best") or {}).get("profile") or {}).get("device"),
                          "rounds": o.rounds, "tune": o.tune, "seconds": res.get("seconds")}
 
 

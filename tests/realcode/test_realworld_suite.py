@@ -116,6 +116,28 @@ def test_fetch_writes_the_kernels_file_and_every_header_it_reaches_and_reports_w
     assert fetch.status(cache, m.kernels[2]).startswith("not fetched")
 
 
+def rec(name, before, after, per_size=(), passed=True, bottleneck="memory", improved=True):
+    return {"repo": "r", "kernel": name, "passed": passed, "gpu": {"optimize": {
+        "speedup": 2.0, "improved": improved, "share_before": before, "share_after": after, "bottleneck": bottleneck,
+        "device": "NVIDIA H200", "per_size": [{"role": role, "sizes": {"n": n}, "speedup": sp, "copy_share": None}
+                                              for role, n, sp in per_size]}}}
+
+
+def test_the_speed_summary_gives_issue_29s_measures_from_given_answers():
+    s = report.speed([
+        rec("a", 0.5, 0.9), rec("b", 0.3, 0.65, [("decode", 1, 0.95), ("bench", 4096, 2.0)]),
+        rec("c", 0.8, 0.85, [("decode", 1, 0.98)]), rec("d", 0.1, 0.2, passed=False),       # failed check: not counted
+        rec("e", 0.2, 0.3, bottleneck="compute"),                                          # compute-bound: not counted
+        rec("f", 0.55, 0.8, bottleneck="latency"),
+        rec("g", 0.4, 0.4, [("decode", 1, 0.5)], improved=False)])                          # kept the original
+    assert s["bandwidth_bound"] == 5 and s["devices"] == ["NVIDIA H200"]
+    assert s["median_final_share"] == 0.8                         # of 0.4, 0.65, 0.8, 0.85, 0.9
+    assert s["start_below_60_end_below_70"] == ["r: b", "r: g"]
+    assert s["slower_at_a_size"] == ["r: b at decode n=1 (0.95×)"]  # 0.98× is within 3%; g adopted nothing
+    md = "\n".join(report.speed_markdown([rec("a", 0.5, 0.9), rec("b", 0.3, 0.65, [("decode", 1, 0.95)])]))
+    assert "median final share of the copy ceiling 78%" in md and "r: b at decode n=1 (0.95×)" in md
+
+
 def test_a_packed_cache_unpacks_where_the_cache_is_absent(mirror, tmp_path):
     m, mirrors, cache = mirror
     fetch.fetch(m, m.kernels[:1], mirrors, cache, log=lambda *_: None)
@@ -185,8 +207,10 @@ def test_the_gpu_stages_read_the_profile_and_the_optimize_answers(monkeypatch, t
             {"label": "n=128", "bytes_moved": 1, "candidate": {"median_us": 1.0, "gbps": 1.0, "ceiling_share": 0.01}},
             {"label": "n=4096", "bytes_moved": 9, "candidate": {"median_us": 9.0, "gbps": 900.0, "ceiling_share": 0.3}}]}]},
         "optimize": {"speedup": 1.8, "improved": True, "measured": True, "error": None, "seconds": 42.0,
-                     "baseline": {"profile": {"sizes": [{"copy_share": 0.3}]}},
-                     "best": {"profile": {"sizes": [{"copy_share": 0.54}]}}},
+                     "baseline": {"profile": {"sizes": [{"copy_share": 0.3}], "bottleneck": "memory"}},
+                     "best": {"profile": {"device": "NVIDIA H100", "sizes": [
+                         {"role": "decode", "sizes": {"n": 1}, "speedup": 0.96, "copy_share": 0.01},
+                         {"role": "bench", "sizes": {"n": 4096}, "speedup": 1.8, "copy_share": 0.54}]}}},
     }
     monkeypatch.setattr(run, "astra", lambda args, limit, cwd: run.Step(True, answers[args[0]], seconds=1.0))
     m = manifest.load()
@@ -194,12 +218,15 @@ def test_the_gpu_stages_read_the_profile_and_the_optimize_answers(monkeypatch, t
     o = run.Options("gpu", "optimize", tmp_path, tmp_path)
     run._gpu(m.kernels[0], r, o, tmp_path, tmp_path / "k.cu", "k", [])
     assert r.gpu["profile"]["ceiling_share"] == 0.3 and r.gpu["profile"]["sizes"] == "n=4096"
+    per_size = [{"role": "decode", "sizes": {"n": 1}, "speedup": 0.96, "copy_share": 0.01},
+                {"role": "bench", "sizes": {"n": 4096}, "speedup": 1.8, "copy_share": 0.54}]
     assert r.gpu["optimize"] == {"speedup": 1.8, "improved": True, "measured": True, "error": None,
-                                 "share_before": 0.3, "share_after": 0.54, "rounds": 3, "tune": 2,
-                                 "per_size": [{"role": "", "sizes": None, "speedup": None, "copy_share": 0.54}],
-                                 "seconds": 42.0}
+                                 "share_before": 0.3, "share_after": 0.54, "per_size": per_size,
+                                 "bottleneck": "memory", "device": "NVIDIA H100",
+                                 "rounds": 3, "tune": 2, "seconds": 42.0}
     table = report.markdown({"kernels": [json.loads(json.dumps(r.__dict__))], "backend": "gpu"})
-    assert "| 30% | 1.80× | 54% |" in table
+    assert "| memory | 30% | 1.80× | 54% | decode n=1: 0.96× at 1%; bench n=4096: 1.80× at 54% |" in table
+    assert "Speed on NVIDIA H100" in table
     monkeypatch.setattr(run, "astra", lambda args, limit, cwd: run.Step(False, None, "`astra optimize` did not finish "
                                                                         "in 420 s", timeout=True))
     run._gpu(m.kernels[0], r, o, tmp_path, tmp_path / "k.cu", "k", [])
