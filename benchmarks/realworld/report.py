@@ -109,10 +109,10 @@ SLOWER_TOLERANCE = 0.03     # issue 29: no adopted rewrite slower than the origi
 def speed(records: list[dict]) -> dict:
     """Issue 29's measures over the records of a GPU run: per kernel the copy-ceiling share before
     and after (largest bench size), the speedup at the bench sizes and at each ladder size; over the
-    bandwidth-bound kernels that pass the check (the original's class is memory- or latency-bound:
-    the bytes set its floor, not the arithmetic) the median final share, those that start below
+    memory-bound kernels that pass the check the median final share, those that start below
     60% and end below 70%, and every adopted rewrite slower than the original at a size by more
-    than 3%."""
+    than 3%. Memory-bound is the manifest's word where the record has it (`memory_bound`), else
+    the measured class of the original."""
     rows = []
     for r in records:
         opt = (r.get("gpu") or {}).get("optimize") or {}
@@ -121,12 +121,13 @@ def speed(records: list[dict]) -> dict:
         after = opt.get("share_after")
         sizes = [t for t in opt.get("per_size") or [] if isinstance(t.get("speedup"), (int, float))]
         worst = min(sizes, key=lambda t: t["speedup"]) if sizes and opt.get("improved") else None
-        rows.append({"kernel": f"{r['repo']}: {r['kernel']}", "passed": bool(r.get("passed")),
+        bound = r["memory_bound"] if isinstance(r.get("memory_bound"), bool) else \
+            opt.get("bottleneck") in ("memory", "latency")
+        rows.append({"kernel": f"{r['repo']}: {r['kernel']}", "passed": bool(r.get("passed")), "bound": bound,
                      "bottleneck": opt.get("bottleneck"), "device": opt.get("device") or prof.get("device"),
                      "before": before, "after": after, "speedup": opt.get("speedup"), "error": opt.get("error"),
                      "per_size": sizes, "worst": worst})
-    bound = [x for x in rows if x["passed"] and x["bottleneck"] in ("memory", "latency")
-             and isinstance(x["after"], (int, float))]
+    bound = [x for x in rows if x["passed"] and x["bound"] and isinstance(x["after"], (int, float))]
     finals = sorted(x["after"] for x in bound)
     median = (finals[len(finals) // 2] if len(finals) % 2 else (finals[len(finals) // 2 - 1] + finals[len(finals) // 2]) / 2) \
         if finals else None
@@ -135,14 +136,14 @@ def speed(records: list[dict]) -> dict:
               f"({x['worst']['speedup']:.2f}×)" for x in rows
               if x["worst"] is not None and x["worst"]["speedup"] < 1 - SLOWER_TOLERANCE]
     devices = sorted({x["device"] for x in rows if x["device"]})
-    return {"kernels": rows, "devices": devices, "bandwidth_bound": len(bound), "median_final_share": median,
+    return {"kernels": rows, "devices": devices, "memory_bound": len(bound), "median_final_share": median,
             "start_below_60_end_below_70": low, "slower_at_a_size": slower}
 
 
 def speed_markdown(records: list[dict]) -> list[str]:
     s = speed(records)
     lines = [f"Speed on {', '.join(s['devices']) or 'an unnamed GPU'}: median final share of the copy ceiling "
-             f"{_share(s['median_final_share'])} over the {s['bandwidth_bound']} bandwidth-bound kernels that pass "
+             f"{_share(s['median_final_share'])} over the {s['memory_bound']} memory-bound kernels that pass "
              f"the check; starting below 60% and ending below 70%: "
              f"{', '.join(s['start_below_60_end_below_70']) or 'none'}; adopted rewrites slower than the original "
              f"at a size by more than {SLOWER_TOLERANCE:.0%}: {', '.join(s['slower_at_a_size']) or 'none'}.", "",

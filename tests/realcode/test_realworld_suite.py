@@ -116,8 +116,9 @@ def test_fetch_writes_the_kernels_file_and_every_header_it_reaches_and_reports_w
     assert fetch.status(cache, m.kernels[2]).startswith("not fetched")
 
 
-def rec(name, before, after, per_size=(), passed=True, bottleneck="memory", improved=True):
-    return {"repo": "r", "kernel": name, "passed": passed, "gpu": {"optimize": {
+def rec(name, before, after, per_size=(), passed=True, bottleneck="memory", improved=True, memory_bound=None):
+    return {"repo": "r", "kernel": name, "passed": passed, **({} if memory_bound is None else {"memory_bound": memory_bound}),
+            "gpu": {"optimize": {
         "speedup": 2.0, "improved": improved, "share_before": before, "share_after": after, "bottleneck": bottleneck,
         "device": "NVIDIA H200", "per_size": [{"role": role, "sizes": {"n": n}, "speedup": sp, "copy_share": None}
                                               for role, n, sp in per_size]}}}
@@ -129,9 +130,10 @@ def test_the_speed_summary_gives_issue_29s_measures_from_given_answers():
         rec("c", 0.8, 0.85, [("decode", 1, 0.98)]), rec("d", 0.1, 0.2, passed=False),       # failed check: not counted
         rec("e", 0.2, 0.3, bottleneck="compute"),                                          # compute-bound: not counted
         rec("f", 0.55, 0.8, bottleneck="latency"),
+        rec("h", 0.1, 0.1, memory_bound=False), rec("i", 0.2, 0.95, bottleneck="compute", memory_bound=True),  # the manifest's word
         rec("g", 0.4, 0.4, [("decode", 1, 0.5)], improved=False)])                          # kept the original
-    assert s["bandwidth_bound"] == 5 and s["devices"] == ["NVIDIA H200"]
-    assert s["median_final_share"] == 0.8                         # of 0.4, 0.65, 0.8, 0.85, 0.9
+    assert s["memory_bound"] == 6 and s["devices"] == ["NVIDIA H200"]
+    assert s["median_final_share"] == pytest.approx(0.825)        # of 0.4, 0.65, 0.8, 0.85, 0.9, 0.95
     assert s["start_below_60_end_below_70"] == ["r: b", "r: g"]
     assert s["slower_at_a_size"] == ["r: b at decode n=1 (0.95×)"]  # 0.98× is within 3%; g adopted nothing
     md = "\n".join(report.speed_markdown([rec("a", 0.5, 0.9), rec("b", 0.3, 0.65, [("decode", 1, 0.95)])]))
