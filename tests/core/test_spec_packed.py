@@ -76,3 +76,21 @@ def test_inference_reads_a_struct_through_its_fields():
     assert 'p.out = { type = "float", shape = ["rows", "cols"], output = true }' in flat, prop.comment
     assert 'p.rows = "rows"' in flat and 'grid = ["rows"]' in flat and 'block = ["cols"]' in flat, prop.comment
     assert any("given by their fields" in n for n in prop.notes)
+
+
+def test_inference_reads_a_table_of_device_pointers_through_one_entry():
+    from astra_cuda import infer
+    text = ("template <typename scalar_t>\n"
+            "__global__ void copy_rows(long long* caches, const long long* mapping, const int numel) {\n"
+            "  const int layer = blockIdx.x;\n"
+            "  scalar_t* cache = reinterpret_cast<scalar_t*>(caches[layer]);\n"
+            "  long long src = mapping[2 * blockIdx.y], dst = mapping[2 * blockIdx.y + 1];\n"
+            "  for (int i = threadIdx.x; i < numel; i += blockDim.x) cache[dst * numel + i] = cache[src * numel + i];\n"
+            "}\nvoid run(long long* c, const long long* m, int layers, int pairs, int numel) {\n"
+            "  dim3 grid(layers, pairs);\n  copy_rows<float><<<grid, 256>>>(c, m, numel);\n}\n")
+    m = source.parse(text)
+    prop = infer.infer(m.kernel("copy_rows"), m)
+    assert prop.valid, prop.problems
+    flat = " ".join(prop.comment.split())
+    assert 'caches = { type = "float", shape = ["V", "numel"], inout = true, table = "layers" }' in flat, prop.comment
+    assert any("table of device pointers" in n for n in prop.notes)

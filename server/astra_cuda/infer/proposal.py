@@ -51,16 +51,25 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
     flat = structs.flatten(kernel, model, types.items, lambda t: types.resolve(t)[0] is not None)
     if flat is None:
         return _infer(kernel, model, types, path=path, context=context, decide=decide)
-    p = _infer(flat.kernel, flat.model, _Types(flat.model, path, context), path=path, context=context, decide=decide)
-    comment, notes = structs.unflatten(p.comment, p.notes, flat.fields)
-    notes.append("struct parameter(s) " + ", ".join(f"`{n}`" for n in flat.fields) + " given by their fields "
-                 "(fields left out are zero)")
+    p = _infer(flat.kernel, flat.model, _Types(flat.model, path, context), path=path, context=context, decide=decide,
+               tables={f"{t}{structs.SEP}{structs.ROW}": dim for t, dim in flat.tables.items()})
+    comment, notes = structs.unflatten(p.comment, p.notes, flat.fields, flat.tables)
+    if flat.fields:
+        notes.append("struct parameter(s) " + ", ".join(f"`{n}`" for n in flat.fields) + " given by their fields "
+                     "(fields left out are zero)")
+    for t, dim in flat.tables.items():
+        notes.append(f"`{t}` is a table of device pointers, one per block along the grid's {'xyz'[dim]}: each "
+                     f"entry's buffer measured from how the kernel reads it")
     return Proposal(comment, notes, refusals(kernel, model, comment))
 
 
 def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | None = None,
-           context: ProjectContext | None = None, decide: dict[str, str] | None = None) -> Proposal:
+           context: ProjectContext | None = None, decide: dict[str, str] | None = None,
+           tables: dict[str, int] | None = None) -> Proposal:
+    """`tables`: parameters that are one entry of a table of pointers (`structs`) -> the grid
+    dimension counting the entries, which becomes their buffer's first dimension."""
     decide = decide or {}
+    tables = tables or {}
     notes: list[str] = []
     errors: list[str] = []
     program = Program(model, path, context)
@@ -184,6 +193,8 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
                 if p.name in lanes:
                     shape[-1] = f"{lanes[p.name]} * {shape[-1]}"
                 guessed_shapes.append(p.name)
+            if p.name in tables and tables[p.name] < len(grid):
+                shape = [grid[tables[p.name]]] + shape
             role = ""
             if not p.is_const and decide.get("roles") == "inout":
                 role = ", inout = true"

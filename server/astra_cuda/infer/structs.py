@@ -8,11 +8,17 @@ function become `q__f`) — so every other part of inference (launch, shapes, ro
 as it reads any kernel. `unflatten` turns the proposal back into the spec format's fields
 (`p.out = {…}`, `p.n = "n"`). Only structs whose fields are plain members (pointers and numbers,
 no arrays, bit-fields or nested structs) are flattened; a field's type stays as written.
+
+A table of device pointers is read the same way: `T** t` (or 64-bit integers the kernel casts to
+pointers, `reinterpret_cast<T*>(t[layer])`) becomes `T* t__row`, and each entry it takes,
+`t[layer]`, becomes `t__row`: the entry's buffer is then measured like any buffer; `unflatten`
+writes `t = { …, table = "<count>" }`, the count being the grid dimension whose block index picks
+the entry (vLLM's copy_blocks: one block row per layer). An entry picked otherwise is not read.
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .. import source
 from ..source import Kernel, SourceModel
@@ -21,11 +27,16 @@ from ..syntax import walk
 SEP = "__"   # the flattened name of field `f` of `p` is `p__f`
 
 
+ROW = "row"   # the flattened name of one entry of table `t` is `t__row`
+_WORDS = ("int64_t", "uint64_t", "uintptr_t", "long long", "unsigned long long", "long", "unsigned long", "size_t")
+
+
 @dataclass(frozen=True)
 class Flat:
     model: SourceModel
     kernel: Kernel
     fields: dict[str, tuple[str, ...]]   # struct parameter -> its fields, in order
+    tables: dict[str, int] = field(default_factory=dict)   # table parameter -> the grid dimension counting it
 
 
 def struct_fields(type_name: str, items) -> list[tuple[str, str]] | None:
@@ -71,8 +82,6 @@ def flatten(kernel: Kernel, model: SourceModel, items, known) -> Flat | None:
         if fields is None:
             continue
         structs[p.name] = fields
-    if not structs:
-        return None
     text = model.text
     data = text.encode("utf-8")
     tree = source.parser().parse(data)
@@ -80,6 +89,14 @@ def flatten(kernel: Kernel, model: SourceModel, items, known) -> Flat | None:
     kernel_fn = _function_at(tree.root_node, kernel.span.start_byte, kernel.name)
     if kernel_fn is None:
         return None
+    tables = _tables(kernel, kernel_fn.child_by_field_name("body"))
+    if not structs and not tables:
+        return None
+    for p in kernel.params:
+        if p.name in tables:
+            entry, dim, uses = tables[p.name]
+            edits.append((p.span.start_byte, p.span.end_byte, f"{entry} {p.name}{SEP}{ROW}"))
+            edits += [(u.start_byte, u.end_byte, f"{p.name}{SEP}{ROW}") for u in uses]
     for p in kernel.params:
         if p.name in structs:
             edits.append((p.span.start_byte, p.span.end_byte,
@@ -109,12 +126,18 @@ def flatten(kernel: Kernel, model: SourceModel, items, known) -> Flat | None:
     flat = next((k for k in flat_model.kernels if k.qualified_name == kernel.qualified_name), None)
     if flat is None:
         return None
-    return Flat(flat_model, flat, {p: tuple(f for _, f in fs) for p, fs in structs.items()})
+    return Flat(flat_model, flat, {p: tuple(f for _, f in fs) for p, fs in structs.items()},
+                {p: dim for p, (_, dim, _) in tables.items()})
 
 
-def unflatten(comment: str, notes: list[str], fields: dict[str, tuple[str, ...]]) -> tuple[str, list[str]]:
+def unflatten(comment: str, notes: list[str], fields: dict[str, tuple[str, ...]],
+              tables: dict[str, int] | None = None) -> tuple[str, list[str]]:
     """The proposal in the spec format's terms: `p__f = …` keys become `p.f = …`; a size named
-    `p__f` becomes `f` where no other name of the proposal is `f`."""
+    `p__f` becomes `f` where no other name of the proposal is `f`; `t__row = {…}` becomes
+    `t = {…, table = "<count>"}` (its shape's first dimension, which `proposal` made the grid's
+    dimension that counts the entries)."""
+    tables = tables or {}
+    rows = {f"{t}{SEP}{ROW}": t for t in tables}
     flat = {f"{p}{SEP}{f}": (p, f) for p, fs in fields.items() for f in fs}
     taken = set(re.findall(r"\w+", comment)) - set(flat)
     renames: dict[str, str] = {}
@@ -128,13 +151,84 @@ def unflatten(comment: str, notes: list[str], fields: dict[str, tuple[str, ...]]
         if table == "[args]" and m is not None and m.group(1) in flat:
             p, f = flat[m.group(1)]
             lines[i] = f"{p}.{f} " + line[len(m.group(1)):]   # as wide as `p__f`: the columns stay
+        elif table == "[args]" and m is not None and m.group(1) in rows and line.rstrip().endswith("}"):
+            # the entry's buffer was proposed with the table's count as its first dimension
+            t, body = rows[m.group(1)], line[len(m.group(1)):].rstrip()[:-1].rstrip()
+            first = re.search(r'shape = \[("[^"]*")(, )?', body)
+            if first is not None and first.group(2):
+                body = body[:first.start(1)] + body[first.end(2):] + f", table = {first.group(1)}"
+                lines[i] = f"{t}{' ' * (len(m.group(1)) - len(t))}{body} }}"
     comment = "\n".join(lines)
 
     def sub(s: str) -> str:
         return re.sub(r"\w+", lambda m: renames.get(m.group(0), m.group(0)), s)
-    named = [re.sub(r"`(\w+)`", lambda m: f"`{'.'.join(flat[m.group(1)])}`" if m.group(1) in flat else m.group(0), n)
-             for n in notes]
+    named = [re.sub(r"`(\w+)`", lambda m: f"`{'.'.join(flat[m.group(1)])}`" if m.group(1) in flat else
+                    f"`{rows[m.group(1)]}`'s entries" if m.group(1) in rows else m.group(0), n) for n in notes]
     return sub(comment), [sub(n) for n in named]
+
+
+def _tables(kernel: Kernel, body) -> dict[str, tuple[str, int, list]]:
+    """Each table of device pointers the kernel reads: parameter -> (the C++ type of one entry,
+    the grid dimension whose block index picks it, the `t[i]` expressions that take one)."""
+    out: dict[str, tuple[str, int, list]] = {}
+    if body is None:
+        return out
+    params = {p.name: p for p in kernel.params if p.is_pointer}
+    found: dict[str, list[tuple[str, int | None, object]]] = {}
+    for n in walk(body):
+        arg = n.child_by_field_name("argument") if n.type == "subscript_expression" else None
+        if arg is None or arg.type != "identifier" or arg.text.decode() not in params:
+            continue
+        p = params[arg.text.decode()]
+        idx = n.child_by_field_name("indices") or n.child_by_field_name("index")
+        dim = _block_dim(idx.text.decode().strip("[] ") if idx is not None else "", body)
+        if p.type.count("*") == 2:
+            entry = p.type.rsplit("*", 1)[0].replace("__restrict__", "").strip()
+            found.setdefault(p.name, []).append((entry, dim, n))
+        elif p.type.count("*") == 1 and " ".join(p.base_type.replace("const", "").split()) in _WORDS:
+            cast = _cast_to_pointer(n)
+            if cast is None:
+                found.setdefault(p.name, []).append(("", None, n))   # read as a number too: not a table
+                continue
+            found.setdefault(p.name, []).append((cast, dim, n))
+    for name, uses in found.items():
+        entries = {e for e, _, _ in uses}
+        dims = {d for _, d, _ in uses}
+        if len(entries) == 1 and "" not in entries and len(dims) == 1 and None not in dims:
+            out[name] = (entries.pop(), dims.pop(), [u for _, _, u in uses])
+    return out
+
+
+def _cast_to_pointer(n) -> str | None:
+    """`reinterpret_cast<T*>(n)` or `(T*)n`: the pointer type `T*`."""
+    up = n.parent
+    while up is not None and up.type == "parenthesized_expression":
+        up = up.parent
+    if up is not None and up.type == "argument_list" and up.parent is not None and up.parent.type == "call_expression":
+        fn = up.parent.child_by_field_name("function")
+        if fn is not None and fn.type == "template_function" and fn.child_by_field_name("name") is not None \
+                and fn.child_by_field_name("name").text == b"reinterpret_cast":
+            targs = fn.child_by_field_name("arguments")
+            t = targs.text.decode().strip()[1:-1].strip() if targs is not None else ""
+            return t if t.endswith("*") else None
+    if up is not None and up.type == "cast_expression":
+        t = up.child_by_field_name("type")
+        text = t.text.decode().strip() if t is not None else ""
+        return text if text.endswith("*") else None
+    return None
+
+
+def _block_dim(index: str, body) -> int | None:
+    """The grid dimension a block index picks: `blockIdx.y`, or a local initialised with it."""
+    dims = {"blockIdx.x": 0, "blockIdx.y": 1, "blockIdx.z": 2}
+    if index in dims:
+        return dims[index]
+    for n in walk(body):
+        if n.type == "init_declarator" and n.child_by_field_name("declarator") is not None \
+                and n.child_by_field_name("declarator").text.decode() == index:
+            value = n.child_by_field_name("value")
+            return dims.get(value.text.decode().strip() if value is not None else "")
+    return None
 
 
 def _member_edits(body, fields: dict[str, list[str]], skip=None) -> list[tuple[int, int, str]]:
