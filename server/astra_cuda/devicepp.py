@@ -43,6 +43,8 @@ KEEP_HEADER = "".join(f"#undef {k}\n#define {k} {k}\n" for k in KEYWORDS) + "".j
 MAX_MISSING = 32      # headers read as empty before giving up
 TIMEOUT_S = 60.0
 _MISSING = re.compile(r"fatal error: (?P<name>[^:\n]+): No such file or directory")
+# What the confinement refused to open: a header outside the folders it lets a compiler read.
+_DENIED = re.compile(r"^(?P<at>[^\n]*?): fatal error: (?P<name>[^\n]+): Permission denied$", re.M)
 
 
 class PreprocessError(AstraError):
@@ -189,12 +191,20 @@ def _run(text: str, path: str, opts: tuple[str, ...], cmd: list[str], compiler: 
                 raise PreprocessError(f"cannot cut a unit out of {os.path.basename(path)}: {e}")
             if r.returncode == 0:
                 break
-            m = _MISSING.search(r.stderr)
+            # the copy's folder is the user's (quoted includes are looked for in both)
+            stderr = r.stderr.replace(str(src.parent) + os.sep, here + os.sep)
+            denied = _DENIED.search(stderr)
+            if denied:
+                raise PreprocessError(
+                    f"{denied['at']}: cannot read {denied['name']}: Astra's compilers read only your project's "
+                    "files, the CUDA toolkit's and the include folders your project gives; a header outside "
+                    "them (or a link that leads out of the project) is not read")
+            m = _MISSING.search(stderr)
             name = m.group("name").strip() if m else ""
             stub = (stubs / name).resolve()
             if not name or os.path.isabs(name) or not stub.is_relative_to(stubs.resolve()) \
                     or name in missing or len(missing) >= MAX_MISSING:
-                errors = [ln for ln in r.stderr.splitlines() if "error" in ln] or r.stderr.splitlines()
+                errors = [ln for ln in stderr.splitlines() if "error" in ln] or stderr.splitlines()
                 raise PreprocessError(f"{os.path.basename(path)} does not preprocess for the device ({compiler}): "
                                       + "; ".join(e.strip() for e in errors[:3]))
             missing.append(name)
