@@ -135,6 +135,7 @@ def _trial(snap: Snapshot, kernel: str, proposal: infer.Proposal, backend: Liter
            cancel: threading.Event | None) -> infer.validate.Trial:
     """The kernel run under one draft: the gate on its own test cases with no reference (every
     output written, inputs untouched, no fault, no out-of-bounds access, no constant output)."""
+    from . import worker
     k = snap.model.kernel(kernel)
     assert k is not None
     data = snap.text.encode("utf-8")
@@ -150,6 +151,10 @@ def _trial(snap: Snapshot, kernel: str, proposal: infer.Proposal, backend: Liter
                                       backend=backend, timeout=TRIAL_TIMEOUT, cancel=cancel)
     except AstraError as e:
         return infer.validate.Trial(False, False, f"could not run: {e.message}")
+    except worker.WorkerCancelled:
+        raise
+    except worker.WorkerError as e:   # the run hung or died (a loaded machine's timeout too): a draft not run
+        return infer.validate.Trial(False, False, f"could not run: {e}")
     v: Verdict = ran.value
     if v.passed:
         return infer.validate.Trial(True, True, f"the kernel ran on {v.coverage.cases} cases: every output written, "

@@ -335,3 +335,15 @@ def test_notes_say_what_inference_is_least_sure_of_first():
              "shape of `x` could not be read from the kernel's indexing: set to [\"n\"] — CHECK",
              "`y`: the element type `T` could not be resolved: took float"]
     assert ranked(notes) == [notes[3], notes[2], notes[1], notes[0]]
+
+
+def test_a_trial_run_that_times_out_is_a_draft_not_run_never_a_crash(project, monkeypatch):
+    from astra_cuda import executors, worker
+
+    def slow(*a, **k):
+        raise worker.WorkerTimeout("the job did not finish within 75 s")
+    monkeypatch.setattr(executors.current(), "run", slow)
+    f = project("s.cu", "__global__ void scale(float* out, const float* in, int n) {\n"
+                        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) out[i] = 2.f * in[i];\n}\n")
+    p = api.infer_spec(api.snapshot(f.read_text(), str(f)), "scale", backend="cpu")
+    assert p.valid and p.notes[0].startswith("NOT RUN before it was proposed: could not run: the job did not finish")
