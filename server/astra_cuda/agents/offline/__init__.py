@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from .base import Context, Rewrite, Transform
+from .block_atomic import BlockAtomic
 from .coarsen import Coarsen
 from .fast_math import FastMath
 from .hoist import Hoist
@@ -15,7 +16,7 @@ from .vectorize import Vectorize
 from .warp_reduce import WarpReduce
 
 TRANSFORMS: dict[str, Transform] = {t.name: t for t in (
-    PackRows(), Rows(), Coarsen(), LaunchShape(), UnitStride(), Hoist(), Vectorize(16), Vectorize(8), Vectorize(4), WarpReduce(), FastMath(), UnrollVectorLoop(), RestrictLdg(), Unroll())}
+    BlockAtomic(), PackRows(), Rows(), Coarsen(), LaunchShape(), UnitStride(), Hoist(), Vectorize(16), Vectorize(8), Vectorize(4), WarpReduce(), FastMath(), UnrollVectorLoop(), RestrictLdg(), Unroll())}
 
 
 def context_from_spec(kernel: str, spec) -> Context:
