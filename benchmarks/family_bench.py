@@ -18,9 +18,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNELS = ROOT / "tests" / "agents" / "kernels"
-# (file, kernel, family): the whole-array sum with one atomic per element; the Astra paper's
+# (file, kernel, family): the whole-array sum with one atomic per element; a byte histogram
+# with one global atomic per element; the Astra paper's
 # silu baseline (grid-stride rows, runtime strides) whose unit-stride path should be vectorized
 FAMILIES = [("sum_atomic.cu", "squared_norm_kernel", "whole-array reduction"),
+            ("histogram_atomic.cu", "histogram256_kernel", "histogram"),
             ("silu_strided.cu", "silu_and_mul_kernel", "vectorize after unit stride")]
 
 

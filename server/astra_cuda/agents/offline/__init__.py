@@ -8,6 +8,7 @@ from .fast_math import FastMath
 from .hoist import Hoist
 from .launch_shape import LaunchShape
 from .pack_rows import PackRows
+from .privatize import Privatize
 from .restrict_ldg import RestrictLdg
 from .rows import Rows
 from .strides import UnitStride
@@ -16,7 +17,7 @@ from .vectorize import Vectorize
 from .warp_reduce import WarpReduce
 
 TRANSFORMS: dict[str, Transform] = {t.name: t for t in (
-    BlockAtomic(), PackRows(), Rows(), Coarsen(), LaunchShape(), UnitStride(), Hoist(), Vectorize(16), Vectorize(8), Vectorize(4), WarpReduce(), FastMath(), UnrollVectorLoop(), RestrictLdg(), Unroll())}
+    BlockAtomic(), Privatize(), PackRows(), Rows(), Coarsen(), LaunchShape(), UnitStride(), Hoist(), Vectorize(16), Vectorize(8), Vectorize(4), WarpReduce(), FastMath(), UnrollVectorLoop(), RestrictLdg(), Unroll())}
 
 
 def context_from_spec(kernel: str, spec) -> Context:

@@ -17,6 +17,8 @@ rounding (`reorders_sums`), which the gate's tolerance for atomics already expec
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from tree_sitter import Node
 
 from ... import source
@@ -79,6 +81,79 @@ def _writes_memory(nodes: list[Node]) -> bool:
     return False
 
 
+@dataclass
+class AtomicLoop:
+    """A one-element-per-thread kernel whose work ends in its one `atomicAdd(address, value);`."""
+
+    spec: object
+    el: object          # coarsen's _Elementwise
+    stmt: Node          # the atomic's statement
+    address: Node
+    value: Node
+    changed: set        # names the work assigns
+
+    def indents(self, text: str) -> tuple[str, str]:
+        ind = line_indent(text.encode("utf-8"), self.el.decl.start_byte)
+        return ind, ind + "  "
+
+    def replace(self, text: str, before: str, atomic: str, after: str) -> str:
+        """The kernel with `index; guard; work` as `before` + a grid-stride loop over the work (its
+        atomic statement replaced by `atomic`) + `after`."""
+        data = text.encode("utf-8")
+        el = self.el
+        ind, inner = self.indents(text)
+        lines = [inner + (atomic if st == self.stmt else
+                          txt(st).replace("\n" + line_indent(data, st.start_byte), "\n" + inner))
+                 for st in el.mid + el.work]
+        loop = (f"for ({el.var_type} {el.var} = {el.start}; {el.var} < {el.bound}; "
+                f"{el.var} += blockDim.x * gridDim.x) {{\n" + "\n".join(lines) + f"\n{ind}}}")
+        end = max([el.guard.end_byte] + [st.end_byte for st in el.work])
+        return apply_edits(text, [Edit(el.decl.start_byte, end, before + loop + after)])
+
+
+def match_atomic_loop(text: str, ctx: Context, sc: base.Scope) -> AtomicLoop | None:
+    """The kernel as an AtomicLoop, where its launch is one-dimensional (shared memory is indexed
+    by threadIdx.x), its work is repeatable per thread and stores nothing but through the atomic."""
+    spec = spec_in(source.parse(text), ctx.kernel)
+    if spec is None or len(spec.grid) > 1 and any(g.strip() != "1" for g in spec.grid[1:]) \
+            or len(spec.block) > 1 and any(b.strip() != "1" for b in spec.block[1:]):
+        return None
+    el = match_elementwise(sc.kernel)
+    if el is None or "__shared__" in txt(sc.kernel):
+        return None
+    found = _the_atomic(el.work)
+    if found is None:
+        return None
+    stmt, address, value = found
+    from .tree import assigned_names
+    changed = set().union(*(assigned_names(st) for st in el.work + el.mid)) if el.work + el.mid else set()
+    if _writes_memory([st for st in el.work if st != stmt] + el.mid) or not _repeatable(el, sc, stmt):
+        return None
+    return AtomicLoop(spec, el, stmt, address, value, changed)
+
+
+def capped(name: str, text: str, ctx: Context, spec, new_text: str, blocks: int | None, changes: list[str],
+           note: str) -> Rewrite | None:
+    """The rewrite with its grid capped at `blocks` in the spec and at every launch site (None:
+    the file's grid; a grid-stride loop covers the elements whatever the grid)."""
+    if blocks is None:
+        return Rewrite(name, new_text, tuple(changes), {"blocks": None})
+    new_kernel = source.parse(new_text).kernel(ctx.kernel)
+    kernel = source.parse(text).kernel(ctx.kernel)
+    if new_kernel is None or kernel is None:
+        return None
+    g = spec.grid[0].strip()
+
+    def host(site):
+        return f"dim3(dim3({site.grid}).x < {blocks}u ? dim3({site.grid}).x : {blocks}u)", site.block
+    relaunched = relaunch(text, ctx.kernel, [f"min({g}, {blocks})"], list(spec.block), host, note,
+                          [(kernel.span.start_byte, kernel.span.end_byte, new_kernel.text)])
+    if relaunched is None:
+        return None
+    return Rewrite(name, relaunched, (*changes, f"grid capped at {blocks} blocks in the spec and at every launch site"),
+                   {"blocks": blocks})
+
+
 class BlockAtomic(base.Transform):
     name = "block_atomic"
     title = "one atomic per block: grid-stride sums per thread, the block's sum in shared memory"
@@ -88,43 +163,19 @@ class BlockAtomic(base.Transform):
 
     def rewrite(self, text: str, ctx: Context, sc: base.Scope, params: dict) -> Rewrite | None:
         blocks = params.get("blocks", 1024)
-        if blocks not in BLOCKS:
+        m = match_atomic_loop(text, ctx, sc)
+        if blocks not in BLOCKS or m is None:
             return None
-        spec = spec_in(source.parse(text), ctx.kernel)
-        if spec is None or len(spec.grid) > 1 and any(g.strip() != "1" for g in spec.grid[1:]) \
-                or len(spec.block) > 1 and any(b.strip() != "1" for b in spec.block[1:]):
-            return None     # one-dimensional launches: the block's sum indexes shared memory by threadIdx.x
-        el = match_elementwise(sc.kernel)
-        if el is None:
-            return None
-        found = _the_atomic(el.work)
-        if found is None:
-            return None
-        stmt, address, value = found
-        others = [st for st in el.work if st != stmt]
-        from .tree import assigned_names
-        changed = set().union(*(assigned_names(st) for st in el.work + el.mid)) if el.work + el.mid else set()
-        target = _target(address, sc, el.var, changed)
-        if target is None or _writes_memory(others + el.mid) or "__shared__" in txt(sc.kernel):
-            return None
-        if not _repeatable(el, sc, stmt):
+        target = _target(m.address, sc, m.el.var, m.changed)
+        if target is None:
             return None
         acc_type = " ".join(pointer_params(sc.kernel)[target].elem.replace("volatile", "").split())
         if acc_type not in ACCUMULATORS:
             return None
-        data = text.encode("utf-8")
-        ind = line_indent(data, el.decl.start_byte)
-        inner = ind + "  "
-        lines = []
-        for st in el.mid + el.work:
-            s = (f"astra_sum += {txt(value)};" if st == stmt else
-                 txt(st).replace("\n" + line_indent(data, st.start_byte), "\n" + inner))
-            lines.append(inner + s)
-        new_body = (
-            f"{acc_type} astra_sum = 0;   // astra: this thread's part of the sum\n"
-            f"{ind}for ({el.var_type} {el.var} = {el.start}; {el.var} < {el.bound}; "
-            f"{el.var} += blockDim.x * gridDim.x) {{\n" + "\n".join(lines) + f"\n{ind}}}\n"
-            f"{ind}// astra: the block's sum (a tree over shared memory, right for any block size), one atomic per block\n"
+        ind, inner = m.indents(text)
+        new_text = m.replace(text, f"{acc_type} astra_sum = 0;   // astra: this thread's part of the sum\n{ind}",
+                             f"astra_sum += {txt(m.value)};", (
+            f"\n{ind}// astra: the block's sum (a tree over shared memory, right for any block size), one atomic per block\n"
             f"{ind}__shared__ {acc_type} astra_part[1024];\n"
             f"{ind}astra_part[threadIdx.x] = astra_sum;\n"
             f"{ind}__syncthreads();\n"
@@ -133,28 +184,11 @@ class BlockAtomic(base.Transform):
             f"{inner}  astra_part[threadIdx.x] += astra_part[threadIdx.x + astra_s];\n"
             f"{inner}__syncthreads();\n"
             f"{ind}}}\n"
-            f"{ind}if (threadIdx.x == 0) atomicAdd({txt(address)}, astra_part[0]);")
-        end = max([el.guard.end_byte] + [st.end_byte for st in el.work])
-        new_text = apply_edits(text, [Edit(el.decl.start_byte, end, new_body)])
-        changes = [f"one `atomicAdd` into `{txt(address)}` per element became a grid-stride sum per thread, the "
+            f"{ind}if (threadIdx.x == 0) atomicAdd({txt(m.address)}, astra_part[0]);"))
+        changes = [f"one `atomicAdd` into `{txt(m.address)}` per element became a grid-stride sum per thread, the "
                    f"block's sum in shared memory and one `atomicAdd` per block"]
-        if blocks is None:
-            return Rewrite(self.name, new_text, tuple(changes), {"blocks": None})
-        new_kernel = source.parse(new_text).kernel(ctx.kernel)
-        kernel = source.parse(text).kernel(ctx.kernel)
-        if new_kernel is None or kernel is None:
-            return None
-        g = spec.grid[0].strip()
-
-        def host(site):
-            return f"dim3(dim3({site.grid}).x < {blocks}u ? dim3({site.grid}).x : {blocks}u)", site.block
-        relaunched = relaunch(text, ctx.kernel, [f"min({g}, {blocks})"], list(spec.block), host,
-                              f"at most {blocks} blocks: each thread sums many elements, each block adds once",
-                              [(kernel.span.start_byte, kernel.span.end_byte, new_kernel.text)])
-        if relaunched is None:
-            return None
-        changes.append(f"grid capped at {blocks} blocks in the spec and at every launch site")
-        return Rewrite(self.name, relaunched, tuple(changes), {"blocks": blocks})
+        return capped(self.name, text, ctx, m.spec, new_text, blocks, changes,
+                      f"at most {blocks} blocks: each thread sums many elements, each block adds once")
 
     def alternatives(self, rw: Rewrite, ctx: Context) -> list[dict]:
         return [{"blocks": b} for b in BLOCKS if b != rw.params.get("blocks")]
