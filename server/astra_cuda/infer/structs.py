@@ -62,10 +62,10 @@ def struct_fields(type_name: str, items) -> list[tuple[str, str]] | None:
         quals = " ".join(c.text.decode() for c in decl.children if c.type == "type_qualifier")
         for d in decl.children_by_field_name("declarator"):
             stars, node = "", d
-            while node.type == "pointer_declarator":
+            while node is not None and node.type == "pointer_declarator":
                 stars += "*"
                 node = node.child_by_field_name("declarator")
-            if node.type != "field_identifier":
+            if node is None or node.type != "field_identifier":
                 return None   # an array, a function pointer: not flattened
             out.append((" ".join(x for x in (quals, head) if x) + (" " + stars if stars else ""), node.text.decode()))
     return out or None
