@@ -19,10 +19,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 KERNELS = ROOT / "tests" / "agents" / "kernels"
 # (file, kernel, family): the whole-array sum with one atomic per element; a byte histogram
-# with one global atomic per element; the Astra paper's
+# with one global atomic per element; int8 dequantize with a scale per group; the Astra paper's
 # silu baseline (grid-stride rows, runtime strides) whose unit-stride path should be vectorized
 FAMILIES = [("sum_atomic.cu", "squared_norm_kernel", "whole-array reduction"),
             ("histogram_atomic.cu", "histogram256_kernel", "histogram"),
+            ("quant_int8.cu", "dequant_int8_kernel", "dequantize with group scales"),
             ("silu_strided.cu", "silu_and_mul_kernel", "vectorize after unit stride")]
 
 
@@ -34,8 +35,8 @@ def share(ev: dict | None, role: str = "bench") -> float | None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--backend", default="gpu")
-    ap.add_argument("--rounds", type=int, default=6)
-    ap.add_argument("--tune", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--tune", type=int, default=2)
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
     rows = []
