@@ -151,8 +151,11 @@ def _host_only(item: Item) -> Item:
     return replace(item, kind="host_include")
 
 
-def name_expression(kernel: Kernel, instantiate: str | None) -> str:
-    if kernel.extern_c and not kernel.is_template:
+def name_expression(kernel: Kernel, instantiate: str | None, overloaded: bool = False) -> str:
+    """The expression that names the kernel (every compile takes its address: `&E`). An overloaded
+    kernel is named with its own parameter list, `*static_cast<void (*)(float*, int)>(&k<float>)`,
+    so the overload the spec is written above is the one compiled, launched and checked."""
+    if kernel.extern_c and not kernel.is_template and not overloaded:
         return kernel.name
     # an anonymous namespace's part is empty (`ns::::k`); qualified lookup through `ns` finds `k`
     base = "::".join(p for p in kernel.qualified_name.split("::") if p)
@@ -162,8 +165,32 @@ def name_expression(kernel: Kernel, instantiate: str | None) -> str:
         inst = instantiate.strip()
         if not inst.startswith("<"):
             inst = f"<{inst}>"
-        return base + inst
+        base += inst
+    if overloaded:
+        return f"*static_cast<{_pointer_type(kernel, instantiate)}>(&{base})"
     return base
+
+
+def _pointer_type(kernel: Kernel, instantiate: str | None) -> str:
+    """`void (*)(T1, T2, ...)` of the kernel's parameters, its template parameters replaced by
+    the instantiation's arguments (token by token, through the parser)."""
+    from .spec import split_template_args
+    args = split_template_args(instantiate) if kernel.is_template and instantiate else []
+    subst = dict(zip(kernel.template_param_names, args))
+    decl = f"void __astra_f({', '.join(p.type for p in kernel.params)});"
+    data = decl.encode()
+    tree = source.parser().parse(data)
+    hits: list[tuple[int, int, str]] = []
+    stack = [tree.root_node]
+    while stack:
+        n = stack.pop()
+        if n.type in ("type_identifier", "identifier") and n.text is not None and n.text.decode() in subst:
+            hits.append((n.start_byte, n.end_byte, subst[n.text.decode()]))
+        stack.extend(n.children)
+    for start, end, arg in sorted(hits, reverse=True):
+        data = data[:start] + arg.encode() + data[end:]
+    params = data.decode()[len("void __astra_f("):-len(");")]
+    return f"void (*)({params})"
 
 
 def _names_in(instantiate: str | None) -> set[str]:
@@ -263,7 +290,8 @@ def unit_from_model(model: SourceModel, path: str, kernel_name: str, *, instanti
             instantiate = spec_mod.load(kernel, model).instantiate
         except AstraError:
             instantiate = None
-    expr = name_expression(kernel, instantiate)
+    overloaded = sum(k.qualified_name == kernel.qualified_name for k in model.kernels) > 1
+    expr = name_expression(kernel, instantiate, overloaded)
     path = os.path.abspath(path)
     pp = devicepp.preprocess(model.text, path, context.options())
     namespaces = tuple(kernel.qualified_name.split("::")[:-1])   # '' for an anonymous namespace

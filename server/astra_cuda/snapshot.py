@@ -64,9 +64,9 @@ class Snapshot:
         return dataclasses.replace(self, context=context)
 
     def kernel(self, name: str) -> KernelInfo:
-        for k in self.kernels:
-            if name in (k.kernel.name, k.kernel.qualified_name):
-                return k
+        hits = [k for k in self.kernels if name in (k.kernel.name, k.kernel.qualified_name)]
+        if hits:   # of overloads, the first with a spec above it (as `SourceModel.kernel`)
+            return next((k for k in hits if k.kernel.spec is not None), hits[0])
         raise NoSuchKernel(f"no __global__ kernel named {name!r} in {self.path} "
                            f"(kernels: {', '.join(k.name for k in self.kernels) or 'none'})")
 

@@ -208,7 +208,9 @@ class SourceModel:
     constants: dict[str, str] = field(default_factory=dict)
 
     def kernel(self, name: str) -> Kernel | None:
-        return next((k for k in self.kernels if name in (k.name, k.qualified_name)), None)
+        """The kernel of that name; of overloads, the first with a spec above it."""
+        hits = [k for k in self.kernels if name in (k.name, k.qualified_name)]
+        return next((k for k in hits if k.spec is not None), hits[0] if hits else None)
 
     def launches_of(self, name: str) -> list[LaunchSite]:
         short = name.split("::")[-1]
@@ -658,10 +660,14 @@ class _Builder:
             span=span, name_span=self.txt.span(name_node),
             signature_span=self.txt.span(plist if plist is not None else name_node, start=outer),
             body_span=self.txt.span(body) if body is not None else span, spec=spec, text=text, uses=uses)
-        first = next((i for i, k in enumerate(self.model.kernels) if k.qualified_name == qualified), None)
+        # the same name with the same parameters is one kernel with several definitions (enable_if on
+        # its template arguments); other parameters make another kernel of that name (an overload,
+        # named by its parameter list: `extract.name_expression`)
+        first = next((i for i, k in enumerate(self.model.kernels) if k.qualified_name == qualified
+                      and [q.type for q in k.params] == [q.type for q in params]), None)
         if first is None:
             self.model.kernels.append(kernel)
-        else:  # an overload (enable_if on the template arguments): one kernel, several definitions
+        else:
             k0 = self.model.kernels[first]
             self.model.kernels[first] = replace(k0, overloads=k0.overloads + (span,),
                                                 uses=k0.uses | uses, spec=k0.spec or spec)

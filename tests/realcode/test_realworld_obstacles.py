@@ -175,9 +175,12 @@ COMPILE = [
                  "template <typename T>\n__global__ void k(T* out, const T* inp, int n) {\n"
                  "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) out[i] = 2 * inp[i];\n}\n"
                  "template <typename T>\n__global__ void k(T* out, const T* inp, int n, float s) {\n"
-                 "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) out[i] = s * inp[i];\n}\n")},
-        _both("issue 24: a kernel template overloaded by parameter list cannot be named (cannot determine which "
-              "instance of overloaded function is intended; DeepSpeed dequantize.cu)")),
+                 "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) out[i] = s * inp[i];\n}\n")}),
+    Obstacle("overloaded-kernel-with-the-spec-above-the-second", {   # FasterTransformer quantized_kernel
+        "k.cu": ("__global__ void k(float4* out, const float4* inp, int n) {\n"
+                 "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) out[i] = inp[i];\n}\n" + SPEC +
+                 "__global__ void k(float* out, const float* inp, int n) {\n"
+                 "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) out[i] = 2.0f * inp[i];\n}\n")}),
 ]
 
 

@@ -65,7 +65,7 @@ def run_ncu(unit, spec, sizes: dict | None, timeout: float = 240.0
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([p for p in sys.path if p] +
                                                           [env.get("PYTHONPATH", "")]))
-        base = unit.name_expression.split("<")[0].split("::")[-1]
+        base = unit.kernel.split("::")[-1]   # the plain name (an overload's expression is a cast)
         cmd = [exe, "--target-processes", "all", "--kernel-name", f"regex:{re.escape(base)}", "--launch-count", "1",
                "--import-source", "yes", "-f", "-o", rep]
         for sec in NCU_SECTIONS:
