@@ -19,11 +19,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 KERNELS = ROOT / "tests" / "agents" / "kernels"
 # (file, kernel, family): the whole-array sum with one atomic per element; a byte histogram
-# with one global atomic per element; int8 dequantize with a scale per group; the Astra paper's
+# with one global atomic per element; int8 dequantize with a scale per group; a naive transpose; the Astra paper's
 # silu baseline (grid-stride rows, runtime strides) whose unit-stride path should be vectorized
 FAMILIES = [("sum_atomic.cu", "squared_norm_kernel", "whole-array reduction"),
             ("histogram_atomic.cu", "histogram256_kernel", "histogram"),
             ("quant_int8.cu", "dequant_int8_kernel", "dequantize with group scales"),
+            ("transpose_naive.cu", "transpose_naive_kernel", "transpose"),
             ("silu_strided.cu", "silu_and_mul_kernel", "vectorize after unit stride")]
 
 
@@ -37,6 +38,7 @@ def main(argv=None) -> int:
     ap.add_argument("--backend", default="gpu")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--tune", type=int, default=2)
+    ap.add_argument("--seconds", type=int, default=50, help="per kernel: no round or tuning point starts after it")
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
     rows = []
@@ -49,7 +51,7 @@ def main(argv=None) -> int:
             t0 = time.monotonic()
             p = subprocess.run([sys.executable, "-m", "astra_cuda", "optimize", str(f), "--kernel", kernel,
                                 "--backend", a.backend, "--llm", "offline", "--rounds", str(a.rounds), "--tune",
-                                str(a.tune), "--fresh", "--json"], capture_output=True, text=True, timeout=600)
+                                str(a.tune), "--seconds", str(a.seconds), "--fresh", "--json"], capture_output=True, text=True, timeout=600)
             seconds = time.monotonic() - t0
         try:
             out = json.loads(p.stdout)
@@ -73,7 +75,7 @@ def main(argv=None) -> int:
             if r["outcome"] != "adopted":
                 print(f"  not kept: {r['idea']} {r['params']}: {r['outcome']}: {str(r['reason'])[:160]}", flush=True)
     if a.out:
-        Path(a.out).write_text(json.dumps({"backend": a.backend, "rounds": a.rounds, "tune": a.tune,
+        Path(a.out).write_text(json.dumps({"backend": a.backend, "rounds": a.rounds, "tune": a.tune, "seconds": a.seconds,
                                            "kernels": rows}, indent=1) + "\n")
     print("; ".join(f"{r['kernel']} {r['speedup'] or 0:.2f}x {100 * (r['share_after'] or 0):.0f}%" for r in rows))
     return 0 if all(r["speedup"] for r in rows) else 1

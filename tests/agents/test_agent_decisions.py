@@ -116,12 +116,13 @@ def test_planner_order_follows_the_profile():
     def order(*a, **k):
         return [i for i, _ in ranked_ideas(_situation(1.0, *a, **k))]
     # memory-bound: how threads map to the data, then wider accesses
-    # (the atomic families first — a sum into one place, a histogram: they apply to nothing else)
-    assert order("memory")[:6] == ["block_atomic", "privatize", "rows", "pack_rows", "coarsen", "launch_shape"]
+    # (the families first — a sum into one place, a histogram, a transpose: they apply to nothing else)
+    assert order("memory")[:7] == ["block_atomic", "privatize", "transpose", "rows", "pack_rows", "coarsen",
+                                   "launch_shape"]
     assert order("memory").index("vectorize") < order("memory").index("fast_math")
     # latency-bound (or too few resident threads): the launch shape first
-    assert order("latency", share=0.13)[:3] == ["block_atomic", "privatize", "launch_shape"]
-    assert order("memory", share=0.6, occupancy=0.12)[:3] == ["block_atomic", "privatize", "launch_shape"]
+    assert order("latency", share=0.13)[:4] == ["block_atomic", "privatize", "transpose", "launch_shape"]
+    assert order("memory", share=0.6, occupancy=0.12)[:4] == ["block_atomic", "privatize", "transpose", "launch_shape"]
     # compute-bound: fewer instructions first
     assert order("compute", share=0.1)[:3] == ["hoist", "warp_reduce", "fast_math"]
     # near the copy ceiling: data-movement ideas are skipped, with the reason

@@ -12,12 +12,13 @@ from .privatize import Privatize
 from .restrict_ldg import RestrictLdg
 from .rows import Rows
 from .strides import UnitStride
+from .transpose import Transpose
 from .unroll import Unroll, UnrollVectorLoop
 from .vectorize import Vectorize
 from .warp_reduce import WarpReduce
 
 TRANSFORMS: dict[str, Transform] = {t.name: t for t in (
-    BlockAtomic(), Privatize(), PackRows(), Rows(), Coarsen(), LaunchShape(), UnitStride(), Hoist(), Vectorize(16), Vectorize(8), Vectorize(4), WarpReduce(), FastMath(), UnrollVectorLoop(), RestrictLdg(), Unroll())}
+    BlockAtomic(), Privatize(), Transpose(), PackRows(), Rows(), Coarsen(), LaunchShape(), UnitStride(), Hoist(), Vectorize(16), Vectorize(8), Vectorize(4), WarpReduce(), FastMath(), UnrollVectorLoop(), RestrictLdg(), Unroll())}
 
 
 def context_from_spec(kernel: str, spec) -> Context:
