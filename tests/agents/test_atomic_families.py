@@ -64,6 +64,7 @@ def test_the_rewrite_passes_the_gate_and_a_broken_one_does_not(evaluate):
     "if (i < n) { atomicAdd(out, x[i]); atomicAdd(out, 1.0f); }",    # two atomics
     "if (i < n) { __syncthreads(); atomicAdd(out, x[i]); }",         # a barrier
     "if (i < n) { float s = atomicAdd(out, x[i]); (void)s; }",       # the atomic's value is used
+    "if (i < n) { const float o = out[0]; atomicAdd(out, x[i] + o); }",   # reads the sum while it grows
 ])
 def test_what_is_not_a_sum_into_one_place_is_left_alone(body):
     text, sp = loaded()
@@ -105,6 +106,7 @@ def test_a_privatized_histogram_passes_the_gate_and_a_broken_one_does_not():
     ('type = "uint32", shape = ["256"]', 'type = "uint32", shape = ["65536"]'),      # too many for shared memory
     ("unsigned int* hist", "float* hist"),                                          # not counts: order matters
     ("atomicAdd(&hist[data[i]], 1u);", "{ atomicAdd(&hist[data[i]], 1u); hist[0] = 0; }"),   # another store
+    ("atomicAdd(&hist[data[i]], 1u);", "{ const unsigned int h = hist[0]; atomicAdd(&hist[data[i]], h & 1u); }"),
 ])
 def test_what_is_not_a_histogram_is_left_alone(change):
     text, _ = loaded(path=HIST_PATH, kernel=HIST)

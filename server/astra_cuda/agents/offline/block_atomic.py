@@ -92,6 +92,12 @@ class AtomicLoop:
     value: Node
     changed: set        # names the work assigns
 
+    def read_elsewhere(self, name: str) -> bool:
+        """`name` appears in the work outside the atomic (a value read there would change: the
+        sum or the counts now land elsewhere until the block is done)."""
+        return any(n.type == "identifier" and txt(n) == name for st in self.el.mid + self.el.work
+                   if st != self.stmt for n in walk(st))
+
     def indents(self, text: str) -> tuple[str, str]:
         ind = line_indent(text.encode("utf-8"), self.el.decl.start_byte)
         return ind, ind + "  "
@@ -167,7 +173,7 @@ class BlockAtomic(base.Transform):
         if blocks not in BLOCKS or m is None:
             return None
         target = _target(m.address, sc, m.el.var, m.changed)
-        if target is None:
+        if target is None or m.read_elsewhere(target):
             return None
         acc_type = " ".join(pointer_params(sc.kernel)[target].elem.replace("volatile", "").split())
         if acc_type not in ACCUMULATORS:

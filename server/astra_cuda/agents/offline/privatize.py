@@ -71,7 +71,7 @@ class Privatize(base.Transform):
         nbins = int(shape[0])
         if not 1 <= nbins * COUNTS[count_type] <= SHARED_BYTES:
             return None
-        if hist in {n for n in m.changed}:
+        if hist in m.changed or m.read_elsewhere(hist):
             return None
         ind, inner = m.indents(text)
         before = (f"// astra: this block's bins in shared memory (a bin outside them goes to `{hist}` directly)\n"
