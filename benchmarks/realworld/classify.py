@@ -88,7 +88,8 @@ def classify(rec: dict, triage: list[dict] | None = None) -> str:
             return "spec format"
         if "the spec's `instantiate`" in msg and "function template" in msg:
             return "inference"   # template arguments that fit no instance of the kernel (or its reference)
-        if "detected during instantiation" in msg and (rec.get("nvcc") or {}).get("ok"):
+        # nvcc says "detected during instantiation of" for one context, "detected during:" and a list for more
+        if re.search(r"detected during:?\W*instantiation", msg) and (rec.get("nvcc") or {}).get("ok"):
             return "inference"   # the file compiles; the template arguments the proposal chose do not
         if check == "compile" or ASTRA_COMPILE.search(msg):
             return _compile_class(rec)

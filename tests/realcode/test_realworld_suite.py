@@ -167,6 +167,12 @@ def test_the_spec_goes_directly_above_the_kernel_or_its_template_line():
     ({"failure": {"stage": "check", "check": "compile", "message": "does not compile"}, "nvcc": {"ok": False}},
      "nvcc fails too"),
     ({"failure": {"stage": "check", "check": "launch", "message": "the kernel crashed (SIGSEGV)"}}, "inference"),
+    # template arguments the proposal chose that the file's own code refuses (one context, or nvcc's list)
+    ({"failure": {"stage": "check", "check": "compile", "message": "error: static assertion failed (detected during:) "
+                  "(instantiation of class \"cub::BlockLoad<T, BLOCK_DIM_X> [with BLOCK_DIM_X=1]\")"},
+      "nvcc": {"ok": True}}, "inference"),
+    ({"failure": {"stage": "check", "check": "compile", "message": "error: x (detected during instantiation of k<1>)"},
+      "nvcc": {"ok": True}}, "inference"),
     ({"failure": {"stage": "check", "check": "determinism", "message": "two runs differ"}}, "check failed"),
     ({"failure": {"stage": "check", "message": "`astra check` did not finish in 420 s", "timeout": True}},
      "timeout"),
