@@ -34,7 +34,7 @@ def test_batch_over_a_folder_json_summary_report_and_resume(ws, capsys):
     assert r["executor"]["kind"] == "local"
     assert [s["kernel"] for s in r["summary"]] == ["fused_add_rmsnorm_kernel", "merge_attn_states", "silu_and_mul"]
     assert all(s["state"] == "done" and s["improved"] and s["rounds"] == 1 for s in r["summary"])
-    assert len(fake.evaluated) == 6                         # each original and one candidate
+    assert len(fake.evaluated) == 9                         # each original, one candidate and its readable form
     page = Path(r["report"]).read_text()
     assert page.count("<h2 id='run-") == 3 and "this machine" in page
     fake.evaluated.clear()

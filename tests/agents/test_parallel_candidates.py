@@ -9,6 +9,7 @@ import pytest
 
 from astra_cuda.agents import Check, Evaluation, ProfileSummary, SizeTiming, optimize
 from astra_cuda.agents.runlog import RunLog, read_run
+from astra_cuda.agents.offline import style
 from astra_cuda.evaluation import InfrastructureError
 
 from agent_helpers import example
@@ -58,7 +59,8 @@ def test_k_candidates_are_evaluated_at_once_and_one_is_adopted(tmp_path):
     adopted = [r for r in first if r.adopted]
     assert len(adopted) == 1
     best = max(first, key=lambda r: r.evaluation.speedup)
-    assert adopted[0] is best and res.best == best.candidate
+    assert adopted[0] is best
+    assert res.best == style.polish(best.candidate, text, str(path))   # offered in its readable form
     for r in first:
         if r is not best:
             assert r.outcome == "not faster" and f"candidate {best.index}" in r.reason
@@ -105,7 +107,7 @@ def test_lost_evaluator_stops_the_run_resumable_and_keeps_measurements(tmp_path)
     fake.fail_after = None
     again = optimize(text, path, kernel, fake, rounds=3, runs_dir=tmp_path / "runs", resume=res.run_id)
     assert not again.interrupted and [r.batch for r in again.rounds] == [1, 2, 3]
-    assert len(fake.calls) == 2 + 2      # only rounds 2 and 3 were evaluated again
+    assert len(fake.calls) == 2 + 2 + 1  # only rounds 2 and 3 were evaluated again, then the readable form
     whole = run(Fake(text), text, path, kernel, tmp_path / "whole", rounds=3)
     assert again.best == whole.best
 

@@ -82,7 +82,7 @@ def snapshot(root: Path) -> dict:
 def test_resume_continues_where_it_stopped(ws, capsys):
     f, fake = ws
     first = optimize_json(capsys, f, "--rounds", "1")
-    assert len(first["rounds"]) == 1 and len(fake.evaluated) == 2          # the original + 1 candidate
+    assert len(first["rounds"]) == 1 and len(fake.evaluated) == 3          # the original + 1 candidate + its readable form
     assert first["stopped"] == "all 1 rounds done"
     before = list(fake.evaluated)
     fake.evaluated.clear()
@@ -93,7 +93,7 @@ def test_resume_continues_where_it_stopped(ws, capsys):
     assert again["rounds"][:1] == first["rounds"]                             # replayed as logged
     assert again["baseline"] == first["baseline"]
     assert not set(fake.evaluated) & set(before)                             # nothing evaluated twice
-    assert len(fake.evaluated) == 2                                          # only the new rounds' candidates
+    assert len(fake.evaluated) == 3                                          # the new rounds' candidates + the readable form
     assert again["rounds"][1]["plan"]["idea"] != first["rounds"][0]["plan"]["idea"]
     assert again["speedup"] > first["speedup"] > 1.0                         # planned from the kept best
     assert again["rounds"][1]["base_hash"] == first["rounds"][0]["candidate_hash"]
@@ -117,7 +117,7 @@ def test_resume_last_of_an_interrupted_run(ws, capsys):
 
     r = optimize_json(capsys, f, "--resume", "last")              # no --rounds: the run's own total
     assert r["run_id"] == run_dir.name and [x["index"] for x in r["rounds"]] == [1, 2, 3]
-    assert not set(fake.evaluated) & set(logged) and len(fake.evaluated) == 2
+    assert not set(fake.evaluated) & set(logged) and len(fake.evaluated) == 3   # 2 candidates + the readable form
 
 
 def test_report_of_a_finished_run_evaluates_nothing(ws, capsys, tmp_path):

@@ -141,6 +141,8 @@ class _Run:
 
     def finish(self, stopped: str, status: str = "done") -> OptimizeResult:
         result = self.result
+        if status == "done" and result.improved and not self.cancel.is_set():
+            self._polish()
         result.stopped = stopped
         result.seconds = time.monotonic() - self.t0
         result.cancelled = self.cancel.is_set()
@@ -150,6 +152,26 @@ class _Run:
                                  seconds=round(result.seconds, 2), usage=result.usage.to_json())
         self.tell(len(result.rounds), "done", result.speedup, stopped)
         return result
+
+    def _polish(self) -> None:
+        """The best rewrite as a person would write it (offline.style: ordinary names, plain
+        comments, the project's .clang-format), verified — and, where speed is measured, timed —
+        again before it replaces the best; kept as it was if anything goes wrong."""
+        from .offline import style
+        result = self.result
+        try:
+            text = style.polish(result.best, result.original, str(self.path))
+        except Exception:
+            return
+        if text == result.best:
+            return
+        self.tell(len(result.rounds), "polish", result.speedup, "checking the readable form of the best version")
+        try:
+            e = self.ev(text)
+        except InfrastructureError:
+            return
+        if e.passed and e.measured == result.best_eval.measured:
+            result.best, result.best_eval = text, e
 
     def interrupted(self, e: InfrastructureError) -> OptimizeResult:
         self.result.error, self.result.interrupted = e.message, True

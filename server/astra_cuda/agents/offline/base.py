@@ -2,6 +2,8 @@
 whole file text (a Rewrite), or None when its pattern is not found in the kernel."""
 from __future__ import annotations
 
+import difflib
+
 from dataclasses import dataclass, field
 
 from tree_sitter import Node
@@ -47,6 +49,7 @@ class Transform:
     name = ""
     title = ""
     expected = ""      # the expected effect, for plans and reports
+    note = ""          # the one comment the rewrite carries when it writes none: what and why, briefly
     reorders_sums = False   # float sums combined in another order: results differ by rounding
 
     def apply(self, text: str, ctx: Context, params: dict | None = None) -> Rewrite | None:
@@ -55,7 +58,32 @@ class Transform:
         template of every transformation: the kernel and the device functions it calls, then
         its own `rewrite` of them."""
         sc = scope(text, ctx.kernel)
-        return None if sc is None else self.rewrite(text, ctx, sc, dict(params or {}))
+        rw = None if sc is None else self.rewrite(text, ctx, sc, dict(params or {}))
+        return None if rw is None else self.noted(text, rw, ctx.kernel)
+
+    def noted(self, before: str, rw: Rewrite, kernel: str) -> Rewrite:
+        """Every transformation leaves one comment saying what it did and why: a rewrite that
+        wrote none gets its `note` above the first statement it changed in the kernel or a device
+        function it calls (the top of the kernel's body when only a signature changed). Tagged
+        `astra-note:`, not `astra:`, so later transformations do not take the statement after it
+        for generated code."""
+        old = set(before.split("\n"))
+        if any("// astra:" in line for line in rw.text.split("\n") if line not in old) or not self.note:
+            return rw
+        sc = scope(rw.text, kernel)
+        if sc is None:
+            return rw
+        first = _first_changed_statement(before, rw.text, sc)
+        if first is None:
+            b = body(sc.kernel)
+            first = b.named_children[0] if b is not None and b.named_children else None
+        if first is None:
+            return rw
+        data = rw.text.encode("utf-8")
+        indent = tree.line_indent(data, first.start_byte)
+        note = f"// astra-note: {self.note}\n{indent}".encode("utf-8")
+        text = (data[:first.start_byte] + note + data[first.start_byte:]).decode("utf-8")
+        return Rewrite(rw.transform, text, rw.changes, rw.params)
 
     def rewrite(self, text: str, ctx: Context, sc: "Scope", params: dict) -> Rewrite | None:
         """The transformation proper, over the kernel's scope `sc` in `text`."""
@@ -101,6 +129,26 @@ def scope(text: str, kernel: str) -> Scope | None:
 
 def body(fn: Node) -> Node:
     return fn.child_by_field_name("body")
+
+
+def _first_changed_statement(before: str, after: str, sc: Scope) -> Node | None:
+    """The statement of a block, in `sc`'s functions of `after`, holding the first line that
+    differs from `before`."""
+    a, b = before.split("\n"), after.split("\n")
+    rows = [j for tag, _, _, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+            if tag in ("replace", "insert") for j in range(j1, j2)]
+    for row in rows:
+        for fn in sc.functions:
+            if not fn.start_point[0] <= row <= fn.end_point[0]:
+                continue
+            hit = None
+            for n in tree.walk(fn):
+                if n.parent is not None and n.parent.type == "compound_statement" and n.is_named \
+                        and n.type != "comment" and n.start_point[0] <= row <= n.end_point[0]:
+                    hit = n           # the innermost such statement (walk goes down)
+            if hit is not None:
+                return hit
+    return None
 
 
 @dataclass(frozen=True)

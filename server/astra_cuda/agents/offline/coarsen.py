@@ -23,7 +23,7 @@ from tree_sitter import Node
 
 from ... import source
 from ...launch_change import relaunch, side_effect_free, spec_in
-from . import base, split_index
+from . import base, split_index, style
 from .base import Context, Rewrite, body
 from .tree import apply_edits, assigned_names, callee, calls, declared_names, line_indent, txt, walk
 from .tree import Edit
@@ -171,6 +171,7 @@ def as_grid_stride(text: str, fn: Node, el: _Elementwise) -> str:
 class Coarsen(base.Transform):
     name = "coarsen"
     title = "several elements per thread in 16-byte vectors (grid shrunk at the launch site)"
+    note = "several elements per thread in 16-byte vectors, so fewer, longer threads and wider accesses"
     expected = ("one-element-per-thread kernels issue 2-4-byte accesses from many short threads: 16-byte vectors "
                 "and fewer, longer threads move the same bytes with far fewer instructions")
 
@@ -234,13 +235,13 @@ class Coarsen(base.Transform):
                 return (f"dim3(static_cast<unsigned int>((static_cast<size_t>({n}) + static_cast<size_t>({threads}) * "
                         f"{ept} - 1) / (static_cast<size_t>({threads}) * {ept})))", str(block) if block else site.block)
         elif block is None:
-            grid, blk = [f"cdiv({g}, {ept})"], list(spec.block)
+            grid, blk = [style.spec_div_up(g, ept)], list(spec.block)
 
             def host(site):
-                return f"dim3((dim3({site.grid}).x + {ept - 1}) / {ept})", site.block
+                return style.div_up(site.grid, ept, text), site.block
         else:
             per = block * ept
-            grid, blk = [f"cdiv(({g}) * ({b}), {per})"], [str(block)]
+            grid, blk = [style.spec_regrid(g, b, per)], [str(block)]
 
             def host(site):
                 return (f"dim3(static_cast<unsigned int>((static_cast<size_t>(dim3({site.grid}).x) * dim3({site.block}).x"

@@ -29,6 +29,7 @@ def _invariant(init: Node, variant: set[str], readonly: set[str]) -> bool:
 class Hoist(base.Transform):
     name = "hoist"
     title = "hoist loop-invariant computations out of loops"
+    note = "loop-invariant values computed once, before the loop"
     expected = "removes redundant per-iteration loads and math (exp, max) from the hot loop"
 
     def rewrite(self, text: str, ctx: Context, sc: base.Scope, params: dict) -> Rewrite | None:

@@ -98,6 +98,7 @@ def _is_first_thread_test(n: Node) -> bool:
 class LaunchShape(base.Transform):
     name = "launch_shape"
     title = "launch shape: one block per row, more threads per row (grid cap lifted at the launch site)"
+    note = "one block per row and more threads per row, so more of the GPU is busy"
     expected = ("a capped grid or narrow blocks leave most SMs idle (latency-bound): more rows and more bytes in "
                 "flight at once")
 

@@ -24,7 +24,7 @@ from tree_sitter import Node
 
 from ... import exprs, source
 from ...launch_change import relaunch, spec_in
-from . import base
+from . import base, style
 from .base import Context, Edit, Rewrite, body
 from .tree import callee, calls, line_indent, txt, walk
 
@@ -97,6 +97,7 @@ def _min_expr(expr: str, w: int) -> str:
 class PackRows(base.Transform):
     name = "pack_rows"
     title = "several rows per block (grid and block resized at the launch site)"
+    note = "several rows per block, so short rows do not each pay for a block"
     expected = "fewer, fuller blocks: short rows no longer pay for a block start each"
 
     def rewrite(self, text: str, ctx: Context, sc: base.Scope, params: dict) -> Rewrite | None:
@@ -166,7 +167,7 @@ class PackRows(base.Transform):
         # The spec: the grid shrinks along that dimension, the block becomes (W, R); every launch
         # site the same way.
         grid = list(spec.grid)
-        grid[dim] = f"cdiv({grid[dim].strip()}, {rows})"
+        grid[dim] = style.spec_div_up(grid[dim].strip(), rows)
         block = [_min_expr(spec.block[0], w), str(rows)]
 
         def host(site):

@@ -50,6 +50,7 @@ def _bins(address: Node, pointers: dict, var: str) -> tuple[str, str] | None:
 class Privatize(base.Transform):
     name = "privatize"
     title = "histogram bins privatized in shared memory, added to the global bins once per block"
+    note = "per-block bins in shared memory, added to the global bins once per block: fewer global atomics"
     expected = ("atomics of many threads into a few global bins serialize in the L2; counting in shared memory "
                 "per block and adding each bin once per block leaves the kernel bound by reading the data")
 

@@ -18,6 +18,7 @@ LDG_TYPES = {"float", "double", "int", "unsigned int", "__half", "__nv_bfloat16"
 class RestrictLdg(base.Transform):
     name = "restrict_ldg"
     title = "__ldg read-only loads from const __restrict__ pointers"
+    note = "__ldg: read-only inputs (const __restrict__) load through the read-only cache"
     expected = "loads through the read-only data path the parameters' `const __restrict__` already allows"
 
     def rewrite(self, text: str, ctx: Context, sc: base.Scope, params: dict) -> Rewrite | None:

@@ -27,7 +27,7 @@ from tree_sitter import Node
 
 from ... import source
 from ...launch_change import relaunch, side_effect_free, spec_in
-from . import base
+from . import base, style
 from .base import Context, Edit, Rewrite
 from .coarsen import _Elementwise, _safe, match_elementwise
 from .tree import (apply_edits, assigned_names, callee, declared_name, declared_names, is_lvalue, line_indent,
@@ -265,6 +265,7 @@ class Rows(base.Transform):
     name = "rows"
     reorders_sums = True
     title = "a warp or a block per row with shuffle reductions (was one thread per row)"
+    note = "a warp or a block per row instead of one thread, so loads coalesce"
     expected = ("one thread walking a whole row serialises the row and leaves loads uncoalesced: a row's "
                 "threads read consecutive elements and combine partial results with shuffles")
 
@@ -385,7 +386,7 @@ class Rows(base.Transform):
         k2 = source.parse(new_kernel).kernel(ctx.kernel)
         if k2 is None:
             return None
-        grid = [f"cdiv({spec_rows}, {r})" if r > 1 else spec_rows]
+        grid = [style.spec_div_up(spec_rows, r) if r > 1 else spec_rows]
         blk = [str(t), str(r)]
 
         def host(site):

@@ -41,6 +41,7 @@ def _product_with(n: Node, names: set[str]) -> Node | None:
 class UnitStride(base.Transform):
     name = "unit_stride"
     title = "a contiguous path for element strides the spec fixes to 1 (runtime check)"
+    note = "a contiguous path when the strides are 1, so the copy can use wide accesses"
     expected = "strided indexing hides contiguous rows from vectorization; the stride-1 copy can use wide accesses"
 
     def rewrite(self, text: str, ctx: Context, sc: base.Scope, params: dict) -> Rewrite | None:

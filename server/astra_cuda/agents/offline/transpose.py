@@ -72,6 +72,7 @@ def _along(index: str, var: str) -> bool:
 class Transpose(base.Transform):
     name = "transpose"
     title = "transpose through a padded 32 x 32 tile in shared memory (both sides coalesced)"
+    note = "through a padded 32 x 32 shared-memory tile, so reads and writes are both coalesced"
     expected = ("a naive transpose writes (or reads) with a stride, one transaction per element; through a "
                 "shared-memory tile both the reads and the writes of a warp are consecutive")
 

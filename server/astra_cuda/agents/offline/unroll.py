@@ -53,6 +53,7 @@ def macro_constants(root: Node) -> set[str]:
 class Unroll(base.Transform):
     name = "unroll"
     title = "#pragma unroll on fixed-trip loops"
+    note = "unrolled fixed-trip loops: no loop overhead, more independent work"
     expected = "removes loop overhead and exposes independent work to the scheduler"
 
     def rewrite(self, text: str, ctx: Context, sc: base.Scope, params: dict) -> Rewrite | None:
@@ -78,6 +79,7 @@ class UnrollVectorLoop(base.Transform):
 
     name = "unroll_vector"
     title = "two vector steps in flight per thread (#pragma unroll 2)"
+    note = "two vector steps in flight per thread, to hide memory latency in long rows"
     expected = "more independent 16-byte loads in flight per thread: hides memory latency in long rows"
 
     def rewrite(self, text: str, ctx: Context, sc: base.Scope, params: dict) -> Rewrite | None:

@@ -433,6 +433,7 @@ class Vectorize(base.Transform):
         self.width = width
         self.name = "vectorize" if width == 16 else f"vectorize{width * 8}"
         self.title = f"{width * 8}-bit vectorized loads/stores in strided element loops"
+        self.note = f"{width}-byte loads and stores: fewer, wider memory accesses"
         self.expected = (f"{width}-byte memory transactions: fewer load/store instructions and more bytes in "
                          f"flight per thread (memory-bound kernels)")
 
@@ -577,7 +578,8 @@ def _emit(m: _Loop, plan: Plan, hs: dict[str, Handle], vec: int, width: int, dat
     why = (f"{i1}// vector path only for aligned rows whose written range is apart from what is read\n"
            if plan.checks else "")
     return (
-        f"// astra: vectorized ({vec} elements per step, {width}-byte accesses); scalar tail\n"
+        f"// astra: {vec} elements per step in {width}-byte loads and stores (fewer, wider memory accesses); "
+        f"the loop after it takes the rest\n"
         f"{ind}{{\n"
         f"{i1}constexpr int astra_vec{sfx} = {vec};\n"
         f"{i1}const {C} astra_n{sfx} = {txt(m.bound)};\n"
@@ -595,6 +597,5 @@ def _emit(m: _Loop, plan: Plan, hs: dict[str, Handle], vec: int, width: int, dat
         f"{i2}}}\n"
         + "\n".join(lines_store) + ("\n" if lines_store else "")
         + f"{i1}}}\n"
-        f"{i1}// astra: scalar tail (and whole rows that are not aligned)\n"
         + tail + f"{ind}}}"
     )

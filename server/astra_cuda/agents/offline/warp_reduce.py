@@ -164,6 +164,7 @@ class WarpReduce(base.Transform):
     name = "warp_reduce"
     reorders_sums = True
     title = "warp-shuffle reduction instead of a shared-memory tree"
+    note = "warp-shuffle reduction: fewer barriers and shared-memory round trips"
     expected = "fewer barriers and shared-memory round trips in the reduction (latency)"
 
     def rewrite(self, text: str, ctx: Context, sc: base.Scope, params: dict) -> Rewrite | None:
