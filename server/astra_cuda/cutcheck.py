@@ -25,7 +25,7 @@ from . import confine
 from .contract import DEFAULT_ARCH
 
 TIMEOUT_S = 180.0
-CACHE_VERSION = 3  # bump when the comparison changes
+CACHE_VERSION = 4  # bump when the comparison changes
 
 
 @dataclass(frozen=True)
@@ -80,8 +80,17 @@ def symbols(ptx: str) -> dict[str, str]:
     return out
 
 
+# A function-scope static `__shared__` is declared in the one function that uses it, or at module
+# scope when several do (DeepSpeed's reduce::_block buffer in a file of many kernels): the same.
+_SHARED_IN_BODY = re.compile(r"(?<![\w.])\.shared\s[^;{}]*;")
+
+
 def _add(out: dict[str, str], stmt: str) -> None:
     words = " ".join(stmt.split())
+    if "{" in words:
+        for decl in _SHARED_IN_BODY.findall(words):
+            words = " ".join(words.replace(decl, " ", 1).split())
+            _add(out, decl)
     name = _declared(words)
     if name is not None and not (name in out and words.startswith(".extern")):
         out[name] = words

@@ -225,3 +225,14 @@ def test_a_system_macro_expanded_mid_line_keeps_the_line_whole(project):
     assert "partial != __null && threadIdx.x == 0" in u.source
     r = cutcheck.check(u)
     assert r.checked and r.ok, r.message
+
+
+def test_a_static_shared_buffer_declared_in_the_kernel_or_at_module_scope_is_the_same():
+    # DeepSpeed layer_norm.cu: reduce::_block's buffer sits in the one kernel of the cut, at module
+    # scope in the file (several kernels use it)
+    cut = ".visible .entry k( ) { .reg .b32 %r<3>; .shared .align 4 .b8 _ZZ5blockE3buf[128]; " \
+          "mov.u64 %rd1, _ZZ5blockE3buf; ld.shared.f32 %f1, [%rd1]; ret; }"
+    whole = ".shared .align 4 .b8 _ZZ5blockE3buf[128]; .visible .entry k( ) { .reg .b32 %r<3>; " \
+            "mov.u64 %rd1, _ZZ5blockE3buf; ld.shared.f32 %f1, [%rd1]; ret; }"
+    assert cutcheck.compare(cut, whole) is None
+    assert cutcheck.compare(cut.replace("[128]", "[64]"), whole) is not None
