@@ -18,6 +18,7 @@ times it like any candidate, and stops there when it still holds (see `memory`).
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -30,7 +31,7 @@ from .coder import Attempt, LLMCoder, OfflineCoder
 from ..evaluation import CachedEvaluate, Evaluation, InfrastructureError, source_hash
 from .llm import LLMClient, LLMConfig
 from .memory import Memory
-from .offline import context_from_spec, context_from_text
+from .offline import context_from_spec, context_from_text, style
 from .planner import LLMPlanner, OfflinePlanner
 from .records import Plan, Round, Usage
 from .result import OptimizeResult
@@ -154,24 +155,15 @@ class _Run:
         return result
 
     def _polish(self) -> None:
-        """The best rewrite as a person would write it (offline.style: ordinary names, plain
-        comments, the project's .clang-format), verified — and, where speed is measured, timed —
-        again before it replaces the best; kept as it was if anything goes wrong."""
-        from .offline import style
-        result = self.result
-        try:
-            text = style.polish(result.best, result.original, str(self.path))
-        except Exception:
-            return
-        if text == result.best:
-            return
-        self.tell(len(result.rounds), "polish", result.speedup, "checking the readable form of the best version")
-        try:
-            e = self.ev(text)
-        except InfrastructureError:
-            return
-        if e.passed and e.measured == result.best_eval.measured:
-            result.best, result.best_eval = text, e
+        """The best in its readable form (`offline/style.py`), gated and timed again before it is offered."""
+        r = self.result
+        text = style.readable(r.best, r.original, str(self.path))
+        if text is not None:
+            self.tell(len(r.rounds), "polish", r.speedup, "checking the readable form of the best version")
+            with contextlib.suppress(InfrastructureError):
+                e = self.ev(text)
+                if e.passed and e.measured == r.best_eval.measured:
+                    r.best, r.best_eval = text, e
 
     def interrupted(self, e: InfrastructureError) -> OptimizeResult:
         self.result.error, self.result.interrupted = e.message, True

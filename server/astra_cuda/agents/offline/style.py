@@ -189,6 +189,16 @@ def polish(text: str, original: str, path: str | None = None, root: str | None =
     return project_format(text, original, path, root)
 
 
+def readable(text: str, original: str, path: str | None = None) -> str | None:
+    """`polish(text)` where it differs from `text`; None where it does not, or where polishing
+    fails on a text this module did not foresee (the rewrite is then offered as written)."""
+    try:
+        out = polish(text, original, path)
+    except Exception:   # noqa: BLE001 - a readable form is a nicety, never a reason to lose the rewrite
+        return None
+    return out if out != text else None
+
+
 # ---- grids ---------------------------------------------------------------------------------------
 
 def _int(s: str) -> int | None:
