@@ -124,6 +124,18 @@ def test_missing_kernel_and_overloads(tmp_path):
     assert "overloaded" in said and "`nothing` is not in the compiled module" in said
 
 
+def test_an_overload_named_by_its_parameter_list(tmp_path):
+    # FasterTransformer quantized_kernel: two non-template overloads in a namespace (a `const int` too)
+    text = ("#include <cuda_fp16.h>\nnamespace ft {\n"
+            "__global__ void q(char4* d, const float4* s, const int n) { if (threadIdx.x < n) d[0].x = (char)s[0].x; }\n"
+            "__global__ void q(char4* d, const half2* s, const int n) { if (threadIdx.x < n) d[0].x = 1; }\n}\n")
+    names = ["*static_cast<void (*)(char4*, const float4*, const int)>(&ft::q)",
+             "*static_cast<void (*)(char4*, const half2*, const int)>(&ft::q)"]
+    r = compile_file(tmp_path, text, names)
+    assert r.ok and r.kernels[names[0]] == "_ZN2ft1qEP5char4PK6float4i", r.log
+    assert r.kernels[names[1]] == "_ZN2ft1qEP5char4PK7__half2i"
+
+
 def test_oversize_shared_memory_and_bad_inline_ptx(tmp_path):
     big = PLAIN.replace("  int i =", "  __shared__ float tile[20000];\n  tile[threadIdx.x] = 1.0f;\n  int i =").replace(
         "twice(in[i])", "twice(in[i]) + tile[threadIdx.x ^ 1]")

@@ -110,6 +110,33 @@ def _probe_argument(demangled: str, probe: str) -> str | None:
     return arg
 
 
+def _probe_type(demangled: str, probe: str) -> str | None:
+    """A probe's first template argument: the kernel's pointer type, `void (*)(float*, int)`."""
+    at = demangled.find(probe + "<")
+    if at < 0:
+        return None
+    args = demangled[at + len(probe) + 1:]
+    args = args[:_top_level(args, ">")]
+    cut = _top_level(args, ",")
+    return args[:cut].strip() if cut < len(args) else None
+
+
+def _param_list(text: str) -> str:
+    """The last top-level parenthesised list of a demangled function or function-pointer type
+    (`ns::k(float*, int)`, `void k<float>(float*, int)`, `void (*)(float*, int)`), blanks removed."""
+    depth, start, last = 0, -1, ""
+    for i, ch in enumerate(text):
+        if ch in "<([":
+            if ch == "(" and depth == 0:
+                start = i
+            depth += 1
+        elif ch in ">)]":
+            depth -= 1
+            if ch == ")" and depth == 0 and start >= 0:
+                last = text[start + 1:i]
+    return last.replace(" ", "")
+
+
 def kernel_names(found: list[Symbol], expressions: dict[str, int | None]) -> tuple[dict[str, str], list[str]]:
     """(name expression -> mangled name, problems). `expressions` maps each name expression to
     the number of its probe (None for a plain name, found by its demangled name)."""
@@ -121,6 +148,9 @@ def kernel_names(found: list[Symbol], expressions: dict[str, int | None]) -> tup
             held = [a for s in found if not s.entry
                     and (a := _probe_argument(s.demangled, f"{PROBE}{probe}")) is not None]
             hits = [e for e in entries for a in held if e.demangled and a in (e.demangled, plain_name(e.demangled))]
+            if len(hits) > 1:   # overloads: the probe's first argument is the kernel's pointer type
+                types = [t for s in found if not s.entry and (t := _probe_type(s.demangled, f"{PROBE}{probe}"))]
+                hits = [e for e in hits if any(_param_list(e.demangled) == _param_list(t) for t in types)] or hits
         else:
             want = expr.replace(" ", "")
             hits = [e for e in entries if e.name == expr or (e.demangled and _unqualified_anonymous(
