@@ -328,6 +328,28 @@ __global__ void k(int* out) {
         other.close()
 
 
+def test_a_large_device_array_keeps_what_launches_touch(cpu):
+    """A 64 MiB __device__ array of which a launch touches two elements, far apart: what it wrote
+    is there next launch, and a value set back to zero stays zero (the executor skips only pages
+    that are zero on both sides; the cost is measured in benchmarks/device_state.py)."""
+    from astra_cuda.backends.base import Launch
+
+    src = unit(r'''
+#define N (1 << 24)
+__device__ int big[N];
+__global__ void k(int* out) {
+  if (threadIdx.x == 0) { out[0] = big[0]; out[1] = big[N - 1]; big[0] += 1; big[N - 1] = out[1] ? 0 : 7; }
+}
+''')
+    m = cpu.compile(src, ["k"], filename="user.cu")
+    seen = []
+    for _ in range(4):
+        out = cpu.upload(np.zeros(2, np.int32))
+        cpu.launch(m, "k", Launch((1, 1, 1), (32, 1, 1)), [out])
+        seen.append(cpu.download(out).tolist())
+    assert seen == [[0, 0], [1, 7], [2, 0], [3, 7]]
+
+
 def test_a_buffer_keeps_its_address_between_launches(cpu):
     """As a GPU's device pointer, a buffer has one address for its life though each launch runs in
     a fresh process (a kernel that keys state on a pointer behaves as on a GPU); two live buffers

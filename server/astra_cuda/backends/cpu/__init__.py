@@ -104,8 +104,8 @@ class CpuModule(Module):
     entry_index: dict[str, int] = field(default_factory=dict)
     # The module's __device__ variables between its launches (each runs in a fresh process; a GPU
     # keeps them for the module's life): where they are in the module (read from its sections),
-    # the buffer that holds them (8 bytes for where the module was loaded, then each range's
-    # bytes), and `state_kept` once a launch has left them there. Never shared between modules.
+    # the buffer that holds them (where the module was loaded, then each range's bytes), and
+    # `state_kept` once a launch has left them there. Never shared between modules.
     layout: toolchain.StateLayout = field(default_factory=lambda: toolchain.StateLayout((), 0))
     state: CpuBuffer | None = None
     state_kept: bool = False
@@ -168,7 +168,7 @@ class CpuBackend(Backend):
         path = toolchain.compile_module(source, names, filename, options, mode)
         layout = toolchain.state_layout(path)
         return CpuModule(path, names, filename, mode, {n: i for i, n in enumerate(names)}, layout,
-                         CpuBuffer((8 + layout.nbytes,), np.uint8) if layout.ranges else None)
+                         CpuBuffer((layout.buffer_bytes,), np.uint8) if layout.ranges else None)
 
     def resources(self, module: Module, name_expression: str) -> ResourceUsage:
         return ResourceUsage()  # static data (registers, spills) come from NVRTC, not from here

@@ -484,6 +484,16 @@ class StateLayout:
     def nbytes(self) -> int:
         return sum(n for _, n in self.ranges)
 
+    @property
+    def buffer_bytes(self) -> int:
+        """The size of the buffer that holds them between launches (astra_executor.cpp,
+        state_position): a page for where the module was loaded, then each range at its own
+        offset within a page, so that its pages line up with the module's."""
+        pos = 4096
+        for at, n in self.ranges:
+            pos = -(-pos // 4096) * 4096 + at % 4096 + n
+        return pos
+
 
 def state_layout(module: Path) -> StateLayout:
     """Read from the compiled module's section headers (pyelftools), never from anything its code

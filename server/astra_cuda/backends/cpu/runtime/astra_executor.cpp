@@ -254,36 +254,69 @@ struct StateRange {
   uint64_t at, bytes;
 };
 
-void copy_state(volatile unsigned char* to, const volatile unsigned char* from, uint64_t n) {
-  if (((uintptr_t)to | (uintptr_t)from | n) % 8 == 0) {
-    for (uint64_t i = 0; i < n / 8; ++i) ((volatile uint64_t*)to)[i] = ((const volatile uint64_t*)from)[i];
-    return;
+const uint64_t kPage = 4096;
+
+// Where each range's bytes are in the state buffer: after a page for the module's address, each
+// range starts at its own offset within a page (isolation.state_buffer_bytes says the same), so
+// its pages line up with the module's.
+uint64_t state_position(uint64_t pos, const StateRange& s) { return (pos + kPage - 1) / kPage * kPage + s.at % kPage; }
+
+// Which pages of a range are resident (one mincore call): one that is not holds zeros — .bss no
+// launch has touched in this process, a hole of the state buffer — and is neither read nor
+// written, so a large __device__ array that a kernel barely touches costs next to nothing.
+std::vector<unsigned char> residency(const volatile unsigned char* p, uint64_t n) {
+  uintptr_t first = (uintptr_t)p / kPage * kPage, end = ((uintptr_t)p + n + kPage - 1) / kPage * kPage;
+  std::vector<unsigned char> v((end - first) / kPage + 1, 1);
+  if (n && mincore((void*)first, end - first, v.data()) != 0) std::fill(v.begin(), v.end(), 1);
+  return v;
+}
+
+bool zero_bytes(const volatile unsigned char* p, uint64_t n) {
+  for (uint64_t i = 0; i < n; ++i)
+    if (p[i]) return false;
+  return true;
+}
+
+// Page by page (`to` and `from` lie alike within their pages), in volatile loops no sanitizer
+// intercepts: with AddressSanitizer the ranges hold the variables' redzones too.
+void copy_range(volatile unsigned char* to, const volatile unsigned char* from, uint64_t n) {
+  std::vector<unsigned char> t_res = residency(to, n), f_res = residency(from, n);
+  for (uint64_t at = 0, page = 0; at < n; ++page) {
+    uint64_t len = std::min<uint64_t>(kPage - ((uintptr_t)(to + at) % kPage), n - at);
+    const volatile unsigned char* f = from + at;
+    volatile unsigned char* t = to + at;
+    bool f_in = f_res[page] & 1, t_in = t_res[page] & 1;
+    if ((f_in || t_in) && !((!f_in || zero_bytes(f, len)) && (!t_in || zero_bytes(t, len))))
+      for (uint64_t i = 0; i < len; ++i) t[i] = f[i];
+    at += len;
   }
-  for (uint64_t i = 0; i < n; ++i) to[i] = from[i];
 }
 
 void load_state(unsigned char* buf, uintptr_t base, uint64_t image, const std::vector<StateRange>& ranges) {
-  uint64_t was;
-  copy_state((unsigned char*)&was, buf, 8);
-  uint64_t pos = 8;
+  uint64_t was = *(volatile uint64_t*)buf, pos = kPage;
   for (const StateRange& s : ranges) {
-    copy_state((unsigned char*)(base + s.at), buf + pos, s.bytes);
+    pos = state_position(pos, s);
+    copy_range((unsigned char*)(base + s.at), buf + pos, s.bytes);
     pos += s.bytes;
   }
   if (was == base) return;
-  for (const StateRange& s : ranges)
-    for (uintptr_t w = (base + s.at + 7) / 8 * 8; w + 8 <= base + s.at + s.bytes; w += 8) {
+  for (const StateRange& s : ranges) {
+    uintptr_t from = base + s.at, first = from / kPage * kPage;
+    std::vector<unsigned char> res = residency((const volatile unsigned char*)from, s.bytes);
+    for (uintptr_t w = (from + 7) / 8 * 8; w + 8 <= from + s.bytes; w += 8) {
+      if (!(res[(w - first) / kPage] & 1)) continue;  // zeros
       volatile uint64_t* p = (volatile uint64_t*)w;
       if (*p >= was && *p < was + image) *p = *p - was + base;
     }
+  }
 }
 
 void save_state(unsigned char* buf, uintptr_t base, const std::vector<StateRange>& ranges) {
-  uint64_t at = base;
-  copy_state(buf, (const unsigned char*)&at, 8);
-  uint64_t pos = 8;
+  *(volatile uint64_t*)buf = base;
+  uint64_t pos = kPage;
   for (const StateRange& s : ranges) {
-    copy_state(buf + pos, (const unsigned char*)(base + s.at), s.bytes);
+    pos = state_position(pos, s);
+    copy_range(buf + pos, (const unsigned char*)(base + s.at), s.bytes);
     pos += s.bytes;
   }
 }
@@ -326,12 +359,12 @@ std::string run_launch(const std::vector<char>& msg, const std::vector<int>& fds
   uint64_t image = r.get<uint64_t>();
   uint32_t nranges = r.get<uint32_t>();
   std::vector<StateRange> ranges(nranges <= 64 ? nranges : 0);
-  uint64_t state_bytes = 8;
+  uint64_t state_bytes = kPage;
   for (StateRange& s : ranges) {
     s.at = r.get<uint64_t>();
     s.bytes = r.get<uint64_t>();
     if (s.at > image || s.bytes > image - s.at) r.ok = false;
-    state_bytes += s.bytes;
+    state_bytes = state_position(state_bytes, s) + s.bytes;
   }
   if (!r.ok || memcmp(magic, "ASTR", 4) != 0 || nbuf + 1 != fds.size() || nargs > MAX_ARGS || nranges > 64 ||
       state < -1 || state >= (int64_t)nbuf)
