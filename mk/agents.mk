@@ -11,3 +11,9 @@ agents-model:
 # On a GPU machine: the offline team on the three examples -> benchmarks/results/optimize.json
 bench-optimize: setup
 	$(PY) benchmarks/optimize_bench.py --backend auto
+
+# The LLM path against a real model (issue 27): xllamacpp serving SmolLM2-135M, astra optimize
+# --llm openai through a recording proxy. Minutes on two cores: not part of `make test`.
+.PHONY: test-llm
+test-llm: setup
+	ASTRA_TEST_LLM=1 $(PY) -m pytest tests/agents/test_llm_real.py tests/agents/test_llm_smoke.py -q -ra

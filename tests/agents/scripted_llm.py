@@ -45,6 +45,9 @@ class ScriptedLLM:
                     action = q.pop(0) if q else {"content": "I like turtles."}
                 if action.get("sleep"):
                     time.sleep(action["sleep"])
+                if "raw" in action:   # a body of the endpoint's own making, whatever its shape
+                    self._json(200, action["raw"])
+                    return
                 status = action.get("status", 200)
                 if status != 200:
                     self._json(status, {"error": {"message": f"scripted {status}", "type": "scripted",

@@ -157,6 +157,20 @@ def test_server_errors_never_raise(llm):
     assert not dead.ok and "connection" in dead.error
 
 
+@pytest.mark.parametrize("raw", [
+    {"id": "x", "choices": "this is not a list", "usage": 7},
+    {"id": "x", "choices": [{"index": 0, "message": {"role": "assistant", "content": 5}}]},
+    {"id": "x", "choices": [{"index": 0, "message": {"content": "hi"}}], "usage": {"prompt_tokens": "many"}},
+    ["not", "an", "object"],
+])
+def test_a_reply_of_the_wrong_shape_is_an_error_not_a_crash(llm, raw):
+    # Found by the real-model test's garbage proxy: the SDK does not validate a body's shape.
+    from astra_cuda.agents.llm import LLMClient
+    llm.script("coder", {"raw": raw})
+    reply = LLMClient(LLMConfig(model="m", base_url=llm.base_url, max_retries=0)).chat("s", "u")
+    assert not reply.ok and reply.error, reply
+
+
 def test_token_limit_stops_the_run(silu, llm, tmp_path):
     from astra_cuda.agents import Limits
     llm.script("planner", plan("fast-math SiLU"), plan("again"))

@@ -143,16 +143,33 @@ class LLMClient:
         except Exception as e:  # a malformed response body, an SDK surprise: never crash a run
             return Reply(error=f"{type(e).__name__}: {_brief(e)}", seconds=time.perf_counter() - t0)
         dt = time.perf_counter() - t0
-        usage = Usage(calls=1)
-        if getattr(resp, "usage", None) is not None:
-            usage.prompt_tokens = resp.usage.prompt_tokens or 0
-            usage.completion_tokens = resp.usage.completion_tokens or 0
-        choices = getattr(resp, "choices", None) or []
-        if not choices:
-            return Reply(usage=usage, error="the reply had no choices", seconds=dt)
-        msg = choices[0].message
-        text = (msg.content or "") if msg is not None else ""
-        return Reply(text=valid_text(text), finish_reason=choices[0].finish_reason, usage=usage, seconds=dt)
+        try:
+            return _read(resp, dt)
+        except (AttributeError, IndexError, KeyError, TypeError, ValueError) as e:
+            # The SDK builds its models without validating them: a body of the wrong shape
+            # (`"choices": "text"`, `"usage": 7`) arrives as attributes of the wrong type.
+            return Reply(usage=Usage(calls=1), error=f"a malformed reply ({type(e).__name__}: {_brief(e)})", seconds=dt)
+
+
+def _read(resp, dt: float) -> Reply:
+    """The text, finish reason and usage of a chat completion, each checked for its type."""
+    usage = Usage(calls=1)
+    u = getattr(resp, "usage", None)
+    if u is not None:
+        prompt, completion = u.prompt_tokens or 0, u.completion_tokens or 0
+        if not (isinstance(prompt, int) and isinstance(completion, int)):
+            raise TypeError("usage counts that are not integers")
+        usage.prompt_tokens, usage.completion_tokens = prompt, completion
+    choices = getattr(resp, "choices", None) or []
+    if not isinstance(choices, list):
+        raise TypeError(f"choices is a {type(choices).__name__}, not a list")
+    if not choices:
+        return Reply(usage=usage, error="the reply had no choices", seconds=dt)
+    msg = choices[0].message
+    text = (msg.content or "") if msg is not None else ""
+    if not isinstance(text, str):
+        raise TypeError(f"the message content is a {type(text).__name__}")
+    return Reply(text=valid_text(text), finish_reason=choices[0].finish_reason, usage=usage, seconds=dt)
 
 
 def valid_text(s: str) -> str:
