@@ -28,16 +28,21 @@ test-client: client-build
 
 # The libraries are unpacked again only when the dependencies change; the server package itself
 # is copied fresh on every `make package`.
-$(BUNDLE)/.deps-stamp: pyproject.toml scripts/bundle-libs
-	$(PY) scripts/bundle-libs $(BUNDLE) --python $(BUNDLE_PYTHONS) --platform $(PLATFORM)
+# One stamp per platform: `make package PLATFORM=linux-arm64` unpacks aarch64 wheels (from the
+# registry, checked by ELF machine; ARM64_PYTHON='qemu-aarch64 -L ROOT ROOT/usr/bin/python3.11'
+# also imports the server under an aarch64 Python 3.11), and the next x64 package unpacks again.
+ARM64_PYTHON ?=
+$(BUNDLE)/.deps-stamp-$(PLATFORM): pyproject.toml scripts/bundle-libs
+	$(PY) scripts/bundle-libs $(BUNDLE) --python $(BUNDLE_PYTHONS) --platform $(PLATFORM) \
+	  $(if $(ARM64_PYTHON),--run-python "3.11=$(ARM64_PYTHON)")
 	touch $@
 
 package-platform:
-	@test "$(PLATFORM)" = linux-x64 || { echo "make package: the $(PLATFORM) platform is not supported yet:" \
-	  "Astra's CPU backend and its bundled libraries are Linux x86-64 only (PLATFORM=linux-x64)"; exit 2; }
+	@case "$(PLATFORM)" in linux-x64|linux-arm64) ;; *) echo "make package: PLATFORM is linux-x64 or" \
+	  "linux-arm64 (not $(PLATFORM))"; exit 2;; esac
 
 package: package-platform client-build
-	$(MAKE) --no-print-directory $(BUNDLE)/.deps-stamp
+	$(MAKE) --no-print-directory $(BUNDLE)/.deps-stamp-$(PLATFORM)
 	$(PY) scripts/bundle-libs $(BUNDLE) --refresh-server
 	rm -f astra-cuda-*.vsix
 	@# vsce's secret scan would read the ~400 MB of bundled third-party libraries byte by byte

@@ -2,7 +2,7 @@
 
 The extension carries the server and every library it needs in `bundled/libs` (native ones built
 for each supported Python, side by side), so the interpreter only has to be a supported CPython
-on Linux x86-64: nothing is installed into it. `ASTRA_IMPORT_STRATEGY` says whose libraries win:
+on Linux (x86-64, or arm64 for that package): nothing is installed into it. `ASTRA_IMPORT_STRATEGY` says whose libraries win:
 `useBundled` (the default) puts the bundled ones first; `fromEnvironment` puts them last, so an
 Astra (and libraries) installed in the interpreter's environment are used. CuPy always comes from
 the environment (it must match the machine's driver).
@@ -43,8 +43,10 @@ def problem(strategy):
             return ("this build of the extension carries no bundled libraries: set astra.server.importStrategy "
                     "to fromEnvironment and install astra-cuda into the interpreter")
         return None
-    if (sys.platform, platform.machine()) != ("linux", "x86_64"):
-        return "Astra's bundled server runs on Linux x86-64 only (this is %s %s)" % (sys.platform, platform.machine())
+    machine = {"linux-x64": "x86_64", "linux-arm64": "aarch64"}.get(b.get("platform"), "x86_64")
+    if (sys.platform, platform.machine()) != ("linux", machine):
+        return "this Astra package is for Linux %s (this is %s %s): install the %s package" % (
+            machine, sys.platform, platform.machine(), "linux-arm64" if platform.machine() == "aarch64" else "linux-x64")
     if here not in b["python"]:
         return ("Astra needs Python %s; %s is Python %s: choose another interpreter with the setting "
                 "astra.server.python" % (" or ".join(b["python"]), sys.executable, here))

@@ -53,8 +53,8 @@ export class ServerConnection {
   }
 
   private async launch(): Promise<void> {
-    if (process.platform !== "linux" || process.arch !== "x64") {
-      showError(this.log, `Astra runs on Linux x86-64 only for now (this is ${process.platform} ${process.arch}); ` +
+    if (process.platform !== "linux" || (process.arch !== "x64" && process.arch !== "arm64")) {
+      showError(this.log, `Astra runs on Linux x86-64 and arm64 only (this is ${process.platform} ${process.arch}); ` +
         "use it over Remote-SSH or WSL on a Linux machine.");
       return;
     }
