@@ -175,8 +175,11 @@ def test_token_limit_stops_the_run(silu, llm, tmp_path):
     from astra_cuda.agents import Limits
     llm.script("planner", plan("fast-math SiLU"), plan("again"))
     llm.script("coder", reply(GOOD))
-    r = run(silu, llm, tmp_path, rounds=3, limits=Limits(max_tokens=50))
+    # The planner's call counts 118 tokens (under 150): the coder's call may still start; after
+    # it no call starts (the client refuses one past the budget) and the run stops.
+    r = run(silu, llm, tmp_path, rounds=3, limits=Limits(max_tokens=150))
     assert len(r.rounds) == 1 and "token limit" in r.stopped and r.improved
+    assert len(llm.requests) == 2
 
 
 def test_patience_stops_an_unhelpful_model(silu, llm, tmp_path):
