@@ -91,7 +91,8 @@ _WHEEL = re.compile(r"\S*/site-packages/nvidia/cu\d+/include/")
 def _short(msg: str, limit: int = 600) -> str:
     msg = _WHEEL.sub("<cuda>/", _SCRATCH.sub("", msg or ""))
     msg = re.sub(r"\s+", " ", msg).strip()
-    return msg if len(msg) <= limit else msg[:limit - 1] + "…"
+    # head and tail: a compile message's head is the flags (torch's folders are long), its tail the error
+    return msg if len(msg) <= limit else msg[:limit // 2 - 1] + " … " + msg[-(limit // 2 - 2):]
 
 
 # ---- running one step -------------------------------------------------------------------------
