@@ -213,7 +213,15 @@ def static_check(snap: Snapshot, *, arch: str = DEFAULT_ARCH, compile: bool = Tr
         out.extend(Diagnostic(0, 0, 0, 1, "info", n, code="unit") for n in unit.notes if "not found" in n)
     if compile and units:
         from . import worker
-        results = worker.run("astra_cuda.jobs:static_job", jobs.StaticJob(tuple(units), arch), timeout=STATIC_TIMEOUT)
+        try:
+            results = worker.run("astra_cuda.jobs:static_job", jobs.StaticJob(tuple(units), arch),
+                                 timeout=STATIC_TIMEOUT)
+        except worker.WorkerCancelled:
+            raise
+        except worker.WorkerError as e:  # the compiler crashed its worker (a fault deep in a parser) or hung
+            out.append(Diagnostic(0, 0, 0, 1, "error", f"the compiler could not finish on this file ({e}): an "
+                                  "expression or macro expansion nested too deeply?", code="compile"))
+            return StaticReport(out, {}, context)
         seen = set()
         compiler = next((r.compiler for r in results if r.compiler and r.compiler != "none"), "")
         for unit, r in zip(units, results):
@@ -316,6 +324,7 @@ def check(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto", a
     """Run the verification gate on each selected kernel that has a spec. Returns Verdicts.
     The first passing check of a kernel with no reference pins its current source. `seed`: the
     gate's input seed of an earlier verdict (its `nonce`), to replay it; default: fresh inputs."""
+    from . import worker
     snap = _with_context(snap)
     assert snap.context is not None
     infos = _selected(snap, kernel)
@@ -332,9 +341,14 @@ def check(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto", a
         if progress:
             progress({"step": "check", "kernel": info.name,
                       "message": f"checking {info.name} on the {chosen} backend (reference: {ref_from})"})
-        ran = executors.current().run("astra_cuda.jobs:check_job",
-                                      jobs.CheckJob(chosen, ref, cand, info.spec, ref_spec, quick=quick, seed=seed),
-                                      backend=chosen, timeout=CHECK_TIMEOUT, cancel=cancel)
+        try:
+            ran = executors.current().run("astra_cuda.jobs:check_job",
+                                          jobs.CheckJob(chosen, ref, cand, info.spec, ref_spec, quick=quick, seed=seed),
+                                          backend=chosen, timeout=CHECK_TIMEOUT, cancel=cancel)
+        except worker.WorkerCancelled:
+            raise
+        except worker.WorkerError as e:  # a compiler that crashed its worker, a hang: said, never a traceback
+            raise AstraError(f"{info.name}: the check could not finish: {e}") from None
         v: Verdict = ran.value
         v.ran_on = ran.where.describe()
         v.reference = ref_from

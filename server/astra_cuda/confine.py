@@ -34,6 +34,7 @@ import subprocess
 import sys
 import sysconfig
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence, TypeVar
@@ -45,6 +46,37 @@ SYSTEM_EXEC = ("/usr/bin", "/bin", "/usr/lib", "/usr/lib64", "/usr/libexec", "/l
 SYSTEM_READ = ("/usr/include", "/usr/local/include", "/usr/share/gcc", "/etc/ld.so.cache", "/etc/alternatives")
 CUDA_TOOLKITS = ("/usr/local/cuda", "/opt/cuda")  # a toolkit's folder, also as /usr/local/cuda-12.8
 COMPILE_TIMEOUT_S = 120.0
+MEMORY_ENV = "ASTRA_COMPILER_MEMORY"  # e.g. "8G": a project whose kernels need more to compile
+
+
+def _size(text: str) -> int | None:
+    """'2G', '512M', '1048576' -> bytes (None when it does not read)."""
+    t = text.strip().upper().removesuffix("B")
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(t[-1:], 1)
+    digits = t[:-1] if t[-1:] in ("K", "M", "G") else t
+    return int(digits) * scale if digits.isdigit() and int(digits) > 0 else None
+
+
+def compiler_memory() -> int:
+    """The address space each compiler process of user code gets: 2 GiB (a 835-byte macro
+    explosion drove the preprocessor to 4 GB, and what read its output to 22 GB), or $ASTRA_COMPILER_MEMORY."""
+    return _size(os.environ.get(MEMORY_ENV, "")) or 2 << 30
+
+
+COMPILER_FILE_SIZE = 64 << 20  # the largest file a compiler of user code writes (a module, a preprocessed unit)
+# What the limits look like when they are hit: a clear error instead of the compiler's words.
+OUT_OF_MEMORY = ("virtual memory exhausted", "out of memory", "Cannot allocate memory", "std::bad_alloc",
+                 "Killed signal terminated program")
+FILE_TOO_LARGE = ("File size limit exceeded", "signal 25", "File too large")
+
+
+def limit_hit(log: str, returncode: int) -> str | None:
+    """Which of the limits a failed compiler run hit ('memory', 'file size'), else None."""
+    if returncode in (-25, 128 + 25, 153) or any(s in log for s in FILE_TOO_LARGE):
+        return "file size"
+    if any(s in log for s in OUT_OF_MEMORY):
+        return "memory"
+    return None
 
 T = TypeVar("T")
 
@@ -56,6 +88,8 @@ class Confinement:
     workdir: str | None = None     # where it writes (None: nowhere)
     exec_dirs: tuple[str, ...] = ()  # programs beyond the system's (a CUDA toolkit's nvcc)
     devices: tuple[str, ...] = ()  # device files it opens read-write (the GPU driver's)
+    memory: int = 0                # address space of each of its processes (0: compiler_memory())
+    file_size: int = COMPILER_FILE_SIZE  # the largest file it writes
 
     def rules(self) -> list[tuple[str, str]]:
         """(path, 'read' | 'exec' | 'write') for the sandbox."""
@@ -192,8 +226,15 @@ def _warn_unconfined(e: Exception) -> None:
         sys.stderr.write(f"astra: compiling user code WITHOUT the sandbox ({_sandbox().OPT_OUT_ENV}=1): {e}\n")
 
 
+# Limits tighter than the wrapper's own, set by a POSIX shell just before it becomes the compiler
+# (limits only go down, so every process of the compile keeps them): address space in KiB,
+# file size in 512-byte blocks. A shell that cannot set one leaves the wrapper's.
+_LIMITS = 'ulimit -v {kb} 2>/dev/null; ulimit -f {blocks} 2>/dev/null; exec "$0" "$@"'
+
+
 def argv(cmd: list[str], c: Confinement) -> list[str]:
-    """The command run through the Landlock wrapper (sandbox.py as a script)."""
+    """The command run through the Landlock wrapper (sandbox.py as a script), under `c`'s
+    memory and file-size limits."""
     sb = _sandbox()
     exe = shutil.which(cmd[0]) or cmd[0]
     exe_dirs = {os.path.dirname(os.path.realpath(exe)), os.path.dirname(os.path.abspath(exe))}
@@ -201,7 +242,8 @@ def argv(cmd: list[str], c: Confinement) -> list[str]:
     rules: list[str] = ["--parent", str(os.getpid())]
     for path, kind in [*c.rules(), *((d, "exec") for d in sorted(exe_dirs))]:
         rules += [flags[kind], path]
-    return [sys.executable, "-S", "-I", sb.__file__, *rules, "--", exe, *cmd[1:]]
+    limits = _LIMITS.format(kb=(c.memory or compiler_memory()) >> 10, blocks=max(1, c.file_size >> 9))
+    return [sys.executable, "-S", "-I", sb.__file__, *rules, "--", "/bin/sh", "-c", limits, exe, *cmd[1:]]
 
 
 def run(cmd: list[str], c: Confinement, timeout_s: float) -> subprocess.CompletedProcess:
@@ -245,6 +287,26 @@ class CompileTimeout(CompileError):
     thread is left behind, so the caller retires its worker."""
 
 
+class CompileOverMemory(CompileTimeout):
+    """An in-process compile grew the process by more than its memory budget (an explosion):
+    given up like one that does not finish, and its worker retired with it."""
+
+
+COMPILE_STACK = 512 << 20  # an in-process compiler recurses once per nesting level of an
+                           # expression: 2**16 terms overflowed a thread's default 8 MiB
+
+
+def _rss() -> int:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+_stack_lock = threading.Lock()
+
+
 def call(c: Confinement, fn: Callable[..., T], *args: Any, timeout_s: float | None = None) -> T:
     """`fn(*args)` in a fresh thread that first confines itself to `c`: what an in-process
     compiler opens is checked like a sandboxed program's. Raises what `fn` raised,
@@ -270,14 +332,27 @@ def call(c: Confinement, fn: Callable[..., T], *args: Any, timeout_s: float | No
         except BaseException as e:  # handed to the caller's thread
             box["error"] = e
 
-    # A new thread per compile (threading never reuses one): the confinement ends with it.
+    # A new thread per compile (threading never reuses one): the confinement ends with it. Its
+    # stack is large (reserved, not used until needed), and what the process grows by while it
+    # runs is watched: a thread cannot be given limits of its own.
     t = threading.Thread(target=confined, name="astra-confined-compile", daemon=True)
     limit = COMPILE_TIMEOUT_S if timeout_s is None else timeout_s
-    t.start()
-    t.join(limit)
-    if t.is_alive():
-        raise CompileTimeout(f"the compile did not finish within {limit:g} s (an #include of a FIFO, "
-                             "or a template explosion?)")
+    budget = c.memory or compiler_memory()
+    with _stack_lock:
+        before = threading.stack_size(COMPILE_STACK)
+        try:
+            t.start()
+        finally:
+            threading.stack_size(before)
+    base, deadline = _rss(), time.monotonic() + limit
+    while t.is_alive():
+        t.join(min(0.05, max(0.0, deadline - time.monotonic())))
+        if t.is_alive() and _rss() > max(budget, base + budget // 2):  # the process, or what it grew by
+            raise CompileOverMemory(f"the compile used more than {budget >> 20} MiB of memory (a macro or "
+                                    f"template that explodes? a kernel that truly needs more: set {MEMORY_ENV}=8G)")
+        if t.is_alive() and time.monotonic() >= deadline:
+            raise CompileTimeout(f"the compile did not finish within {limit:g} s (an #include of a FIFO, "
+                                 "or a template explosion?)")
     if "error" in box:
         raise box["error"]
     return box["value"]

@@ -92,10 +92,15 @@ _GCC = re.compile(r"^(?P<path>[^:\s][^:]*?):(?P<line>\d+):(?:\d+:)? (?P<sev>fata
 _INCLUDED_FROM = re.compile(r"^(?:In file included from|\s+from) ")
 
 
+_TOOLS = frozenset(("cc1plus", "cc1", "gcc", "g++", "c++", "cpp", "clang", "clang++", "nvcc", "cicc", "ptxas",
+                    "nvlink", "fatbinary", "cudafe++", "collect2", "ld", "as", "nvrtc"))
+
+
 def quotable(path: str, own: str = "") -> bool:
     """Whether a compiler's message located in `path` may be shown as it is: the unit's own
-    file, a compiler's pseudo-file (`<built-in>`), or a file whose name says it is source."""
-    if path == own or (path.startswith("<") and path.endswith(">")):
+    file, a compiler's pseudo-file (`<built-in>`) or its own name (`cc1plus: fatal error`), or
+    a file whose name says it is source."""
+    if path == own or (path.startswith("<") and path.endswith(">")) or path in _TOOLS:
         return True
     if own and os.path.basename(path) == os.path.basename(own) and os.path.realpath(path) == os.path.realpath(own):
         return True

@@ -245,7 +245,7 @@ def confinement(options) -> confine.Confinement:
 # ---- compiling ---------------------------------------------------------------------------
 
 _cache: dict[str, StaticResult] = {}
-COMPILE_TIMEOUT_S = 120.0  # an NVRTC compile longer than this is stuck (an #include of a FIFO)
+COMPILE_TIMEOUT_S = 45.0  # an NVRTC compile longer than this is stuck (an #include of a FIFO, an explosion)
 _lock = threading.Lock()
 
 

@@ -170,6 +170,34 @@ SANDBOX = [
                 'pthread_detach(t); } r = n;'),
 ]
 
+# Macros that double: `#define B1 B0 B0` ... `B24`, a few hundred bytes that expand 2**N times.
+def doubling(n: int, term: str = "1+", name: str = "B") -> str:
+    return "\n".join([f"#define {name}0 {term}"] + [f"#define {name}{i} {name}{i - 1} {name}{i - 1}"
+                                                     for i in range(1, n + 1)]) + "\n"
+
+
+# Compiles before anything runs: each bounded in memory, output and time (tests/security/test_attacks.py
+# runs them through `astra check` with NVRTC, as a machine without a CUDA toolkit does).
+BOUNDS = [
+    Attack("macro_explosion_screen", "bounds", "an 835-byte file whose macro doubles 24 times inside "
+           "`#if __has_include(<unistd.h>)` (NVRTC never sees it; the name screen's preprocessor and what read its "
+           "output took 22.5 GB)", "a clear error within 60 s, the preprocessor under 1 GiB",
+           "the screen's g++ -E: 1 GiB of memory, 64 MiB of output, 60 s; at most 8 MiB of the user's lines parsed",
+           body=doubling(24, "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx+"),
+           arg="1.0f;\n#if __has_include(<unistd.h>)\n  { int y = B24 0; }\n#endif\n  x[0] = 1.0f"),
+    Attack("expression_explosion", "bounds", "a macro-made expression of 2**16 terms (NVRTC's worker died, "
+           "SIGSEGV, a traceback; g++'s front end needs minutes)", "a clear error, no traceback, within 60 s",
+           "NVRTC on a 512 MiB stack; a crashed or stuck compiler a clear error; g++ of user code 45 s",
+           body=doubling(16), arg="B16 1"),
+    Attack("static_array_module", "bounds", "a ~700-byte file with a 300 MB initialised `__device__` array (902 MB "
+           "added to the module cache; NVRTC grew its worker to 4.4 GB)",
+           "no file over 64 MiB written, the compile stopped at its memory bound",
+           "compilers of user code write files of at most 64 MiB; an in-process compile's growth watched (2 GiB)",
+           body="__device__ char astra_big[300 << 20] = {1};\n", arg="astra_big[i]"),
+    Attack("module_cache_flood", "bounds", "many large modules (each under the file bound) filling the module cache",
+           "the cache stays under its byte quota, the oldest first", "toolchain.prune_cache: 1 GiB of modules"),
+]
+
 COMPILE = [
     Attack("include_secret_file", "compile", "#include of a secret file by absolute path, to see it in a diagnostic",
            "the secret in no message", "compiler sandbox: Landlock (Permission denied)",
@@ -388,7 +416,7 @@ EXECUTION = [
            "no compiler process left", "the wrapper's parent-death signal kills the compile's group"),
 ]
 
-ALL = SANDBOX + EXECUTION + COMPILE + NVRTC + PROJECT + SCREEN + GATE + SPEC + INPUT + SECRET + EDITOR + REPLY + FILES
+ALL = SANDBOX + EXECUTION + BOUNDS + COMPILE + NVRTC + PROJECT + SCREEN + GATE + SPEC + INPUT + SECRET + EDITOR + REPLY + FILES
 
 
 HOSTILE_FLAGS = ["-include", "/etc/shadow", "--pre-include=/etc/shadow", "-Xcompiler", "-fplugin=/tmp/evil.so",
@@ -431,7 +459,8 @@ def markdown() -> str:
            "kernel's (the ABI the sandbox asks for capped, as on an older kernel; entries only resource limits "
            "stop run once); *compile* and *nvrtc* entries under ABI 1 and the kernel's.", ""]
     titles = {"sandbox": "Kernel code on the host (CPU backend executor)",
-              "exec": "Executors and compilers over time (leftovers, lifetime, other launches)", "compile": "The compiler over hostile source",
+              "exec": "Executors and compilers over time (leftovers, lifetime, other launches)",
+              "bounds": "Memory and time before anything runs", "compile": "The compiler over hostile source",
               "nvrtc": "NVRTC over hostile source (static checks, GPU backend)",
               "project": "A hostile compile_commands.json",
               "screen": "Known bypasses of the name screen", "gate": "Files and candidates through the gate",

@@ -289,6 +289,93 @@ def test_refuses_loudly_without_a_sandbox(monkeypatch):
     CpuBackend().close()
 
 
+# ---- memory and time before anything runs --------------------------------------------------------
+
+SMALL_KERNEL = """/* @astra
+grid = [1]
+block = [32]
+[sizes]
+n = [1, 7]
+[args]
+x = {{ type = "float", shape = ["n"], output = true }}
+n = "n"
+*/
+__global__ void k(float* x, int n) {{
+  int i = threadIdx.x; if (i < n) x[i] = {value};
+}}
+"""
+
+
+def _bounded_cli(*args, env=None, timeout=240) -> subprocess.CompletedProcess:
+    """The CLI under a 6 GiB address-space limit of its own: should a bound fail, the machine
+    does not (the attacks took up to 22.5 GB)."""
+    import resource
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))
+
+    return subprocess.run([sys.executable, "-m", "astra_cuda", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=ROOT, preexec_fn=limit)
+
+
+@pytest.mark.parametrize("attack", [a for a in by_kind("bounds") if a.name != "module_cache_flood"],
+                         ids=lambda a: a.name)
+def test_bounded_before_anything_runs(attack, tmp_path):
+    from astra_cuda import static
+    if static._nvrtc() is None:
+        pytest.skip("no NVRTC here")
+    (tmp_path / ".git").mkdir()
+    f = tmp_path / "k.cu"
+    f.write_text(attack.body + SMALL_KERNEL.format(value=attack.arg))
+    env = {**os.environ, "ASTRA_CUDA_TOOLKIT": "none"}  # NVRTC, as where no CUDA toolkit is installed
+    backends = ("static", "cpu") if attack.name == "expression_explosion" else ("cpu",)
+    for backend in backends:
+        t0 = time.monotonic()
+        r = _bounded_cli("check", str(f), "--backend", backend, env=env)
+        seconds = time.monotonic() - t0
+        said = r.stdout + r.stderr
+        print(f"{attack.name} ({backend}): {seconds:.1f} s, exit {r.returncode}: {said[-400:]}")
+        assert "Traceback" not in said and r.returncode in (0, 1), said[-3000:]
+        if attack.name == "macro_explosion_screen":
+            assert "needed more than 1024 MiB" in said or "expand to" in said, said[-3000:]
+        elif attack.name == "static_array_module":
+            assert "used more than" in said, said[-3000:]
+        elif backend == "cpu":  # NVRTC compiled it on its large stack; g++ would need minutes
+            assert "timed out after 45 s" in said, said[-3000:]
+        assert seconds < (70 if backend == "cpu" else 60), seconds
+
+
+def test_no_module_over_the_file_bound(cpu):
+    """The CPU build of a unit with a 300 MB static array (screened, then built by g++): the
+    compiler may write at most 64 MiB, so no such module reaches the cache."""
+    from astra_cuda.backends.cpu import toolchain
+    before = {p.name for p in toolchain.cache_dir().glob("mod-*.so")}
+    src = "__device__ char astra_big[300 << 20] = {1};\n__global__ void k(char* x) { x[0] = astra_big[1]; }\n"
+    t0 = time.monotonic()
+    with pytest.raises(CompileError, match="larger than 64 MiB"):
+        cpu.compile(src, ["k"], filename="big.cu")
+    assert time.monotonic() - t0 < 60
+    new = [p for p in toolchain.cache_dir().glob("mod-*.so") if p.name not in before]
+    assert not [p for p in new if p.stat().st_size > 64 << 20], new
+
+
+def test_module_cache_flood_is_pruned_to_its_quota(tmp_path, monkeypatch):
+    from astra_cuda.backends.cpu import toolchain
+    monkeypatch.setenv("ASTRA_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(toolchain, "MAX_MODULE_BYTES", 100 << 20)
+    d = toolchain.cache_dir()
+    now = time.time()
+    for i in range(40):  # 40 modules of 60 MiB (sparse: no disk used), the first the oldest
+        p = d / f"mod-{i:024x}.so"
+        with open(p, "wb") as fh:
+            fh.truncate(60 << 20)
+        os.utime(p, (now - 3600 + i * 60, now - 3600 + i * 60))
+    toolchain.prune_cache()
+    left = sorted(p.name for p in d.glob("mod-*.so"))
+    total = sum(p.stat().st_size for p in d.glob("mod-*.so"))
+    assert total <= 100 << 20 and left == [f"mod-{39:024x}.so"], (left, total)
+
+
 # ---- the compiler ----------------------------------------------------------------------------
 
 EDGE_ABIS = sorted({ABIS[0], ABIS[-1]})  # the oldest and the kernel's: the compilers' sandbox is Landlock's alone
@@ -863,13 +950,28 @@ def test_astra_dir_links_are_refused(attack, tmp_path):
         (proj / ".astra" / "runs").symlink_to("../../elsewhere")
     f = proj / "k$(id>x).cu"
     f.write_text(SILU)
-    if attack.arg == "top":
-        r = _cli("check", str(f), "--backend", "cpu")
+    if attack.arg == "top":  # (nvcc expands a `$(...)` in a file's name: the check runs on a plain name)
+        plain = proj / "k.cu"
+        plain.write_text(SILU)
+        r = _cli("check", str(plain), "--backend", "cpu")
         assert r.returncode == 0 and "not pinned" in r.stdout + r.stderr and "symbolic link" in r.stdout, r.stdout
     r = _cli("optimize", str(f), "--kernel", "silu_and_mul", "--backend", "cpu", "--rounds", "1")
     assert r.returncode == 2 and "symbolic link" in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert list(elsewhere.iterdir()) == []
     assert not list(tmp_path.rglob("x")), "a name ran as shell"
+
+
+def test_a_file_name_is_not_shell_for_nvcc(tmp_path):
+    """nvcc runs its steps through a shell: a `$(...)` in a file's name must never reach it (b25c0c8)."""
+    from astra_cuda.compile import toolkit
+    if toolkit.find() is None:
+        pytest.skip("no CUDA toolkit here")
+    (tmp_path / ".git").mkdir()
+    f = tmp_path / "k$(touch pwned).cu"
+    f.write_text(SILU)
+    r = _cli("check", str(f), "--backend", "static")
+    assert not list(tmp_path.rglob("pwned"))  # contained either way: only the build folder is writable
+    assert r.returncode == 0, r.stdout[-2000:]
 
 
 def test_batch_manifest_id_is_not_a_path(tmp_path):

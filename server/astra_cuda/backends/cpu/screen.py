@@ -245,9 +245,21 @@ def _name_of(node) -> str:
     return node.text.decode()
 
 
+MAX_SCREENED_CHARS = 8 << 20  # the user's lines after macro expansion (a real unit: tens of KB)
+
+
+class TooLarge(ValueError):
+    """The user's lines expand to more than the screen reads."""
+
+
 def screen_preprocessed(preprocessed: str, trusted: tuple[str, ...] = ()) -> tuple[list[str], list[str]]:
-    """(forbidden uses, unsupported uses) in the user's lines, each as 'what at file:line'."""
+    """(forbidden uses, unsupported uses) in the user's lines, each as 'what at file:line'.
+    TooLarge where macros expand them past MAX_SCREENED_CHARS (parsed, they would take gigabytes)."""
     text, places = user_lines(preprocessed, trusted)
+    size = len(text) - text.count("\n")
+    if size > MAX_SCREENED_CHARS:
+        raise TooLarge(f"the kernel's lines expand to {size / 2**20:.0f} MiB after macro expansion (at most "
+                       f"{MAX_SCREENED_CHARS >> 20} MiB): a macro that explodes?")
     tree = parse(text)
     own = _own_names(tree.root_node)
     forbidden: list[str] = []

@@ -2,6 +2,7 @@
 and a content-hash cache of compiled modules (and of the runtime object they link)."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import os
@@ -26,8 +27,14 @@ RUNTIME_DIR = Path(__file__).parent / "runtime"
 SHIM = RUNTIME_DIR / "astra_cuda_shim.h"
 RUNTIME_SRC = RUNTIME_DIR / "astra_runtime.cpp"
 FALLBACK_INCLUDE = RUNTIME_DIR / "fallback"
-COMPILE_TIMEOUT_S = 120
+COMPILE_TIMEOUT_S = 120     # Astra's own builds (the runtime, the precompiled shim)
+USER_COMPILE_TIMEOUT_S = 45  # a unit of user code: seconds, even sanitized on a loaded machine (a
+                             # 16,384-term macro-made expression keeps g++'s front end busy for minutes)
+PREPROCESS_TIMEOUT_S = 60   # `g++ -E` of a unit takes well under a second
+PREPROCESS_MEMORY = 1 << 30  # and a few hundred MB: an explosion stops twice as early as at 2 GiB
 MAX_HEADER_BYTES = 4 << 20  # a user header read for the screen
+MAX_MODULE_BYTES = 1 << 30  # the compiled modules of the cache together (each at most 64 MiB:
+                            # confine.COMPILER_FILE_SIZE); the oldest go first
 
 
 def cache_dir() -> Path:
@@ -180,10 +187,13 @@ def _atomic_build_unlocked(out: Path, cmd_for: "callable", what: str,
         os.close(fd)
     try:
         cmd = cmd_for(tmp)
+        limit = COMPILE_TIMEOUT_S if confined is None else USER_COMPILE_TIMEOUT_S
         try:
-            r = run_compiler(cmd, confined)
+            r = run_compiler(cmd, confined, limit)
         except subprocess.TimeoutExpired:
-            raise CompileError(f"{what}: the C++ compiler timed out after {COMPILE_TIMEOUT_S} s")
+            raise CompileError(f"{what}: the C++ compiler timed out after {limit} s")
+        if r.returncode != 0 and confined is not None and (hit := _limit_message(r)) is not None:
+            raise CompileError(f"{what}: {hit}", log=redact.included(r.stderr))
         if r.returncode != 0:
             launcher = [l for l in r.stderr.splitlines() if l.startswith("<astra launcher>") and ": error" in l]
             if launcher and not any(": error" in l and not l.startswith("<astra launcher>")
@@ -210,11 +220,24 @@ def confinement(workdir: str, options: Sequence[str]) -> confine.Confinement:
     return confine.for_unit(options, (*cuda_include_dirs(), str(RUNTIME_DIR), str(cache_dir())), workdir)
 
 
-def run_compiler(cmd: list[str], confined: "confine.Confinement | None") -> subprocess.CompletedProcess:
+def run_compiler(cmd: list[str], confined: "confine.Confinement | None",
+                 timeout_s: float = COMPILE_TIMEOUT_S) -> subprocess.CompletedProcess:
     """Run a compiler command; sandboxed (Landlock, limits, an empty environment) when `confined`."""
     if confined is None:
-        return confine.run_group(cmd, COMPILE_TIMEOUT_S)
-    return confine.run(cmd, confined, COMPILE_TIMEOUT_S)
+        return confine.run_group(cmd, timeout_s)
+    return confine.run(cmd, confined, timeout_s)
+
+
+def _limit_message(r: subprocess.CompletedProcess, memory: int = 0) -> str | None:
+    """What a compile of user code that hit one of its limits is told (None: it hit none)."""
+    hit = confine.limit_hit(r.stderr, r.returncode)
+    if hit == "memory":
+        return (f"the compiler needed more than {(memory or confine.compiler_memory()) >> 20} MiB of memory (a macro or template "
+                f"that explodes? a kernel that truly needs more: set {confine.MEMORY_ENV}=8G)")
+    if hit == "file size":
+        return (f"the compiler's output would be larger than {confine.COMPILER_FILE_SIZE >> 20} MiB (a large static "
+                "array, or a macro that explodes?)")
+    return None
 
 
 def _first_errors(log: str, limit: int = 12) -> str:
@@ -314,22 +337,30 @@ def preprocess(source: str, filename: str, options: Sequence[str]) -> str:
 
 
 def preprocess_with_headers(source: str, filename: str, options: Sequence[str]) -> tuple[str, list[str]]:
-    """`g++ -E` of the unit (sandboxed), and the real paths of the headers it read."""
+    """`g++ -E` of the unit (sandboxed), and the real paths of the headers it read. Bounded like
+    every compile of user code (memory, output file size; a minute): a macro that doubles
+    24 times in a few hundred bytes is an error here, not gigabytes read back."""
     with build_dir() as d:
         src = Path(d) / "unit.cpp"
         src.write_text(_named(source, filename))
-        deps = Path(d) / "unit.d"
+        deps, out = Path(d) / "unit.d", Path(d) / "unit.ii"
         cmd = [compiler(), *base_flags(""), *options, "-include", str(SHIM), "-E", "-MD", "-MF", str(deps),
-               "-x", "c++", str(src)]
+               "-o", str(out), "-x", "c++", str(src)]
         try:
-            r = run_compiler(cmd, confinement(d, options))
+            r = run_compiler(cmd, dataclasses.replace(confinement(d, options), memory=PREPROCESS_MEMORY),
+                             PREPROCESS_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            raise CompileError(f"preprocessing {filename} timed out after {COMPILE_TIMEOUT_S} s")
+            raise CompileError(f"preprocessing {filename} timed out after {PREPROCESS_TIMEOUT_S} s "
+                               "(a macro that explodes?)")
+        if r.returncode != 0 and (hit := _limit_message(r, PREPROCESS_MEMORY)) is not None:
+            raise CompileError(f"preprocessing {filename}: {hit}", log=redact.included(r.stderr, filename))
         if r.returncode != 0:
             log = redact.included(r.stderr, filename)
             raise CompileError(f"{filename} does not compile:\n{_first_errors(log)}", log=log)
         headers = _dependencies(deps.read_text()) if deps.exists() else []
-        return r.stdout, [h for h in headers if h != str(src)]
+        with open(out, encoding="utf-8", errors="replace") as f:
+            text = f.read(confine.COMPILER_FILE_SIZE + 1)
+        return text, [h for h in headers if h != str(src)]
 
 
 def _dependencies(make_rule: str) -> list[str]:
@@ -387,7 +418,10 @@ def check_source(source: str, filename: str, options: Sequence[str]) -> None:
     if tricks:
         raise CompileError("refused: preprocessor directives that disguise kernel code as a system header "
                            "or pull files by absolute path: " + ", ".join(tricks))
-    forbidden, unsupported = screen.screen_preprocessed(text, trusted)
+    try:
+        forbidden, unsupported = screen.screen_preprocessed(text, trusted)
+    except screen.TooLarge as e:
+        raise CompileError(f"refused: {e}") from None
     if forbidden:
         raise CompileError("refused: the kernel calls host APIs a kernel has no business using "
                            "(the CPU backend runs it as host code): " + ", ".join(forbidden))
@@ -423,8 +457,23 @@ def compile_module(source: str, name_expressions: Sequence[str], filename: str,
     key = hashlib.sha256("\0".join([source, *name_expressions, *opts, str(sanitize), headers,
                                     _runtime_digest(), *base_flags(sanitize)]).encode()).hexdigest()[:24]
     out = cache_dir() / f"mod-{key}{'-' + sanitize if sanitize else ''}.so"
+    asked = time.monotonic()
     with _one_build(out):
-        return _build_module(out, source, name_expressions, filename, opts, sanitize)
+        failed = _failed.get(str(out))
+        if failed is not None and failed[0] >= asked:
+            raise failed[1]  # the very build failed while this one waited for it (the reference is
+            #                  often the candidate's own text): not a second minute of the same
+        try:
+            return _build_module(out, source, name_expressions, filename, opts, sanitize)
+        except CompileError as e:
+            now = time.monotonic()
+            for k in [k for k, (t, _) in _failed.items() if now - t > 60]:
+                del _failed[k]
+            _failed[str(out)] = (now, e)
+            raise
+
+
+_failed: dict[str, tuple[float, CompileError]] = {}  # a module build that failed: when, and why
 
 
 def _build_module(out: Path, source: str, name_expressions: Sequence[str], filename: str,
@@ -451,13 +500,13 @@ def _build_module(out: Path, source: str, name_expressions: Sequence[str], filen
         what = f"compiling {filename} for the CPU"
         try:
             _atomic_build_unlocked(obj, compile_cmd, what, confined)
-        except CompileError:
-            if shim == SHIM:
-                raise
+        except CompileError as e:
+            if shim == SHIM or not any(w in e.log for w in ("PCH", ".gch", SHIM.name)):
+                raise  # the kernel's own error (a timeout, a limit): a second build would say it again
             shim = SHIM  # e.g. the precompiled header went away meanwhile: once more without it
             _atomic_build_unlocked(obj, compile_cmd, what, confined)
         built = _atomic_build(out, link_cmd, what, confined)
-    if len(os.listdir(out.parent)) > MAX_MODULES + 16:
+    if len(os.listdir(out.parent)) > MAX_MODULES + 16 or _module_bytes() > MAX_MODULE_BYTES:
         prune_cache()
     return built
 
@@ -523,8 +572,19 @@ def state_layout(module: Path) -> StateLayout:
     return layout
 
 
+def _module_bytes() -> int:
+    total = 0
+    for p in cache_dir().glob("mod-*.so"):
+        try:
+            total += p.stat().st_size
+        except FileNotFoundError:
+            pass
+    return total
+
+
 MAX_MODULES = 512
 PRUNE_MIN_AGE_S = 600  # a module used within this long may be loading in another process
+QUOTA_MIN_AGE_S = 60   # over MAX_MODULE_BYTES, only the last minute's modules are spared
 
 
 def _age(p: Path, now: float) -> float | None:
@@ -535,16 +595,29 @@ def _age(p: Path, now: float) -> float | None:
 
 
 def prune_cache() -> None:
-    """Keep the cache bounded: the newest modules, and only the current runtime's builds
+    """Keep the cache bounded: the newest modules (at most MAX_MODULES, MAX_MODULE_BYTES), and only the current runtime's builds
     (precompiled headers are ~30 MB each). Several processes share the cache, so anything may
     vanish under us, and nothing used in the last minutes is taken."""
     d, now = cache_dir(), time.time()
     aged = [(a, p) for p in d.glob("mod-*.so") if (a := _age(p, now)) is not None]
+    aged.sort(key=lambda ap: ap[0], reverse=True)  # oldest first
     if len(aged) > MAX_MODULES:
-        aged.sort(key=lambda ap: ap[0], reverse=True)  # oldest first
         for a, p in aged[:len(aged) - MAX_MODULES * 3 // 4]:
             if a > PRUNE_MIN_AGE_S:
                 p.unlink(missing_ok=True)
+    sizes = []
+    for a, p in aged:
+        try:
+            sizes.append((a, p, p.stat().st_size))
+        except FileNotFoundError:
+            pass
+    total = sum(n for _, _, n in sizes)
+    for a, p, n in sizes:  # a byte quota too: a few large modules (a static array) must not fill the disk
+        if total <= MAX_MODULE_BYTES * 3 // 4:
+            break
+        if a > QUOTA_MIN_AGE_S:
+            p.unlink(missing_ok=True)
+            total -= n
     current = _runtime_digest()
     for p in list(d.glob("runtime-*.o")) + list(d.glob("pch-*")) + list(d.glob("*.tmp")) + list(d.glob("build-*")):
         # other processes may run other versions (and leave builds they were killed in):
