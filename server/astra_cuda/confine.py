@@ -78,6 +78,19 @@ def limit_hit(log: str, returncode: int) -> str | None:
         return "memory"
     return None
 
+
+def limit_message(log: str, returncode: int, memory: int = 0) -> str | None:
+    """What a user is told when a compiler run of their code hit one of its limits (None: it
+    hit none); `memory` the run's address-space limit (0: compiler_memory())."""
+    hit = limit_hit(log, returncode)
+    if hit == "memory":
+        return (f"the compiler needed more than {(memory or compiler_memory()) >> 20} MiB of memory (a macro or "
+                f"template that explodes? a kernel that truly needs more: set {MEMORY_ENV}=8G)")
+    if hit == "file size":
+        return (f"the compiler's output would be larger than {COMPILER_FILE_SIZE >> 20} MiB (a large static "
+                "array, or a macro that explodes?)")
+    return None
+
 T = TypeVar("T")
 
 

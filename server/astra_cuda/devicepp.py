@@ -191,6 +191,8 @@ def _run(text: str, path: str, opts: tuple[str, ...], cmd: list[str], compiler: 
                 raise PreprocessError(f"cannot cut a unit out of {os.path.basename(path)}: {e}")
             if r.returncode == 0:
                 break
+            if (hit := confine.limit_message(r.stderr, r.returncode)) is not None:  # an explosion: said as such
+                raise PreprocessError(f"{os.path.basename(path)} does not preprocess for the device ({compiler}): {hit}")
             # the copy's folder is the user's (quoted includes are looked for in both)
             stderr = r.stderr.replace(str(src.parent) + os.sep, here + os.sep)
             denied = _DENIED.search(stderr)

@@ -229,12 +229,6 @@ def failed_without_message(log: str, compiler: str) -> Diagnostic:
     """A failed compile whose log held no message Astra reads: its last line, at the top (or the
     limit it hit: memory, output size)."""
     from .. import confine
-    hit = confine.limit_hit(log, 0)
-    if hit == "memory":
-        said = (f"the compiler needed more than {confine.compiler_memory() >> 20} MiB of memory (a macro or "
-                f"template that explodes? a kernel that truly needs more: set {confine.MEMORY_ENV}=8G)")
-    elif hit == "file size":
-        said = f"the compiler's output would be larger than {confine.COMPILER_FILE_SIZE >> 20} MiB (a large static array?)"
-    else:
-        said = "compilation failed: " + (log.strip().splitlines() or ["(no compiler log)"])[-1]
+    said = confine.limit_message(log, 0) or \
+        "compilation failed: " + (log.strip().splitlines() or ["(no compiler log)"])[-1]
     return Diagnostic(0, 0, 0, 1, "error", said, code="compile", source=compiler)

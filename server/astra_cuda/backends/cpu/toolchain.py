@@ -230,14 +230,7 @@ def run_compiler(cmd: list[str], confined: "confine.Confinement | None",
 
 def _limit_message(r: subprocess.CompletedProcess, memory: int = 0) -> str | None:
     """What a compile of user code that hit one of its limits is told (None: it hit none)."""
-    hit = confine.limit_hit(r.stderr, r.returncode)
-    if hit == "memory":
-        return (f"the compiler needed more than {(memory or confine.compiler_memory()) >> 20} MiB of memory (a macro or template "
-                f"that explodes? a kernel that truly needs more: set {confine.MEMORY_ENV}=8G)")
-    if hit == "file size":
-        return (f"the compiler's output would be larger than {confine.COMPILER_FILE_SIZE >> 20} MiB (a large static "
-                "array, or a macro that explodes?)")
-    return None
+    return confine.limit_message(r.stderr, r.returncode, memory)
 
 
 def _first_errors(log: str, limit: int = 12) -> str:
