@@ -37,7 +37,7 @@ Progress = Callable[[dict[str, Any]], None]
 # Worker time limits (seconds). A kernel that runs longer than this is treated as hung.
 CHECK_TIMEOUT = 600.0
 PROFILE_TIMEOUT = 600.0
-STATIC_TIMEOUT = 60.0
+STATIC_TIMEOUT = 15.0  # beyond the compiler's own limit (confine.compiler_seconds(): 45 s)
 
 
 def read(path: str) -> str:
@@ -212,10 +212,10 @@ def static_check(snap: Snapshot, *, arch: str = DEFAULT_ARCH, compile: bool = Tr
     for unit in units[:1]:  # what a user should know about how units were cut (same for each)
         out.extend(Diagnostic(0, 0, 0, 1, "info", n, code="unit") for n in unit.notes if "not found" in n)
     if compile and units:
-        from . import worker
+        from . import confine, worker
         try:
             results = worker.run("astra_cuda.jobs:static_job", jobs.StaticJob(tuple(units), arch),
-                                 timeout=STATIC_TIMEOUT)
+                                 timeout=STATIC_TIMEOUT + confine.compiler_seconds())
         except worker.WorkerCancelled:
             raise
         except worker.WorkerError as e:  # the compiler crashed its worker (a fault deep in a parser) or hung

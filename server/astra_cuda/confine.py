@@ -57,6 +57,20 @@ def _size(text: str) -> int | None:
     return int(digits) * scale if digits.isdigit() and int(digits) > 0 else None
 
 
+TIME_ENV = "ASTRA_COMPILER_TIMEOUT"  # e.g. "300": a project whose heavy templates take nvcc minutes
+
+
+def compiler_seconds() -> float:
+    """How long each compiler run of user code (nvcc, NVRTC, g++, their preprocessors) may take:
+    45 s (a real unit compiles in seconds to tens of seconds; a 2**16-term expression keeps g++
+    busy for minutes, a constexpr loop nvcc as long), or $ASTRA_COMPILER_TIMEOUT seconds."""
+    try:
+        seconds = float(os.environ.get(TIME_ENV, ""))
+    except ValueError:
+        return 45.0
+    return seconds if seconds > 0 else 45.0
+
+
 def compiler_memory() -> int:
     """The address space each compiler process of user code gets: 2 GiB (a 835-byte macro
     explosion drove the preprocessor to 4 GB, and what read its output to 22 GB), or $ASTRA_COMPILER_MEMORY."""

@@ -24,7 +24,6 @@ from pathlib import Path
 from . import confine
 from .contract import DEFAULT_ARCH
 
-TIMEOUT_S = 180.0
 CACHE_VERSION = 4  # bump when the comparison changes
 
 
@@ -190,9 +189,9 @@ def _ptx(nvcc: str, text: str, path: str, options: list[str], arch: str, extra: 
                str(cu)]
         jail = confine.for_unit([f"-I{folder}", *_as_include(options)], (toolkit,), workdir=tmp, exec_dirs=(toolkit,))
         try:
-            r = confine.run(cmd, jail, TIMEOUT_S)
+            r = confine.run(cmd, jail, confine.compiler_seconds())
         except subprocess.TimeoutExpired:
-            return None, f"nvcc did not finish within {TIMEOUT_S:.0f} s"
+            return None, f"nvcc did not finish within {confine.compiler_seconds():.0f} s"
         log = (r.stdout + r.stderr).replace(tmp + "/", "")
         if r.returncode != 0 or not out.is_file():
             return None, log

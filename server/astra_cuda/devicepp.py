@@ -16,6 +16,7 @@ of the nvidia-cuda-runtime wheel. Runs confined (astra_cuda.confine), cached by 
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import re
@@ -41,7 +42,7 @@ FUNCTION_KEYWORDS = ("__launch_bounds__", "__maxnreg__", "__cluster_dims__")
 KEEP_HEADER = "".join(f"#undef {k}\n#define {k} {k}\n" for k in KEYWORDS) + "".join(
     f"#undef {k}\n#define {k}(...) {k}(__VA_ARGS__)\n" for k in FUNCTION_KEYWORDS)
 MAX_MISSING = 32      # headers read as empty before giving up
-TIMEOUT_S = 60.0
+MEMORY = 1 << 30  # a preprocessor needs a few hundred MB: an explosion stops twice as early as at 2 GiB
 _MISSING = re.compile(r"fatal error: (?P<name>[^:\n]+): No such file or directory")
 # What the confinement refused to open: a header outside the folders it lets a compiler read.
 _DENIED = re.compile(r"^(?P<at>[^\n]*?): fatal error: (?P<name>[^\n]+): Permission denied$", re.M)
@@ -180,18 +181,20 @@ def _run(text: str, path: str, opts: tuple[str, ...], cmd: list[str], compiler: 
         out = Path(tmp) / "out.ii"
         full = [exe, *cmd[1:], "-include", str(keep), "-dD", "-dI", "-iquote", here,
                 "-idirafter", str(stubs), "-o", str(out), str(src)]
-        jail = confine.for_unit([*opts, f"-I{here}"], toolkit, workdir=tmp, exec_dirs=exec_dirs)
+        jail = dataclasses.replace(confine.for_unit([*opts, f"-I{here}"], toolkit, workdir=tmp, exec_dirs=exec_dirs),
+                                   memory=MEMORY)
+        limit = confine.compiler_seconds()
         missing: list[str] = []
         while True:
             try:
-                r = confine.run(full, jail, TIMEOUT_S)
+                r = confine.run(full, jail, limit)
             except subprocess.TimeoutExpired:
-                raise PreprocessError(f"preprocessing {os.path.basename(path)} took more than {TIMEOUT_S:.0f} s")
+                raise PreprocessError(f"preprocessing {os.path.basename(path)} took more than {limit:.0f} s")
             except BackendUnavailable as e:  # no Landlock: nothing of the user's is read
                 raise PreprocessError(f"cannot cut a unit out of {os.path.basename(path)}: {e}")
             if r.returncode == 0:
                 break
-            if (hit := confine.limit_message(r.stderr, r.returncode)) is not None:  # an explosion: said as such
+            if (hit := confine.limit_message(r.stderr, r.returncode, MEMORY)) is not None:  # an explosion: said as such
                 raise PreprocessError(f"{os.path.basename(path)} does not preprocess for the device ({compiler}): {hit}")
             # the copy's folder is the user's (quoted includes are looked for in both)
             stderr = r.stderr.replace(str(src.parent) + os.sep, here + os.sep)

@@ -245,7 +245,6 @@ def confinement(options) -> confine.Confinement:
 # ---- compiling ---------------------------------------------------------------------------
 
 _cache: dict[str, StaticResult] = {}
-COMPILE_TIMEOUT_S = 45.0  # an NVRTC compile longer than this is stuck (an #include of a FIFO, an explosion)
 _lock = threading.Lock()
 
 
@@ -275,7 +274,7 @@ def compile_unit(unit, arch: str = DEFAULT_ARCH, *, options: tuple[str, ...] = (
     try:
         if _nvrtc() is not None:
             result = confine.call(confinement(_options(unit, arch, options)), _compile_nvrtc, unit, arch, options,
-                                  names, why, timeout_s=COMPILE_TIMEOUT_S)
+                                  names, why, timeout_s=confine.compiler_seconds())
         else:
             result = _failed("no CUDA compiler available for static checks (install a CUDA toolkit, or "
                              "nvidia-cuda-nvrtc and cuda-bindings)", "compile", arch)

@@ -11,9 +11,11 @@ Kinds:
   processes — and whether it reaches the next launch, outlives its caller or a time limit.
 - compile: a hostile unit given to the CPU compiler (screen off): the compiler's own sandbox.
 - nvrtc: a hostile file through extract and NVRTC in this process (the static checks; the same
-  entries run through the GPU backend's CuPy compile on a GPU machine): `arg` says where the
-  `#include` stands — "file" scope (extract sees it) or inside the "kernel" (it reaches NVRTC
-  untouched, so the confined compile thread alone must stop it).
+  entries run through nvcc on the whole file, and through the GPU backend's CuPy compile on a GPU
+  machine): `arg` says where the `#include` stands — at "file" scope or inside the "kernel". The
+  unit is cut from the device pass's preprocessor output (devicepp, confined like every compiler
+  of user code), which meets every include first; NVRTC's confined thread is the second wall.
+- bounds: memory, output and time of every compile before anything runs (NVRTC and nvcc).
 - project: a hostile compile_commands.json in the project (include folders, flags, macros).
 - screen: a known bypass of the name screen, which must now be refused before any compile.
 - gate: a file or candidate through the whole gate on the CPU backend (GPU first, screen, ...).
@@ -242,7 +244,7 @@ NVRTC = [
     Attack("fifo_outside_project", "nvrtc", "#include of a FIFO outside the project", "no hang",
            "the device pass's preprocessor, confined by Landlock: refused before any compile", body="#include FIFO_OUT_Q\n", arg="kernel"),
     Attack("fifo_in_project", "nvrtc", "#include of a FIFO inside the project, which nobody writes to",
-           "no hang beyond the preprocessor's time limit (60 s); a clear refusal",
+           "no hang beyond the compile time limit (45 s); a clear refusal",
            "the device pass's time limit: its process group is killed", body="#include FIFO_IN_Q\n", arg="kernel"),
     Attack("huge_header", "nvrtc", "a 6 MB header in the project, #include'd at file scope",
            "none of it in the unit, quickly", "the device pass's preprocessor (confined, time-limited); the cut keeps no comment",
@@ -361,6 +363,11 @@ EDITOR = [
     Attack("malformed_hover", "editor", "a hover whose parameters do not read (`uri: 5`, `position: \"x\"`): "
            "no reply at all", "an InvalidParams error reply; the server goes on",
            "lsp.runtime: a request that cannot be read is answered with its error", arg="protocol"),
+    Attack("hover_during_attacks", "editor", "the memory and time attacks (the macro and expression explosions, the "
+           "300 MB array, the spec floods at the issue's sizes: 5,000 size names in 59 KB, 20,000 unknown keys, "
+           "50,000-deep nesting) open at once, then hovers on them and on a clean file (a hover took 103 s)",
+           "every hover answered within 100 ms; no process of the server's over 2 GiB; none left after shutdown",
+           "lsp: checks and compiles in workers, off the server's loop; the bounds above", arg="latency"),
 ]
 
 # An endpoint's replies: what a model (or whoever answers at its URL) sends back.

@@ -15,7 +15,9 @@ key the cache (`depcache`): a repeated compile costs a few `stat` calls, and edi
 invalidates.
 
 nvcc runs under `astra_cuda.confine`: it may read the toolkit, the project's folders (and
-torch's), the system's headers, and write only its build folder.
+torch's), the system's headers, and write only its build folder; like every compiler of user
+code it gets 2 GiB of address space, 64 MiB per file and 45 s (confine.compiler_memory,
+COMPILER_FILE_SIZE, compiler_seconds).
 """
 from __future__ import annotations
 
@@ -36,7 +38,6 @@ from ..project import DEFAULT_STD, ProjectContext
 from . import cubin, depcache, messages, torch_ext
 from .toolkit import Toolkit, library_headers
 
-COMPILE_TIMEOUT_S = 180.0
 APPENDIX = "astra-instantiations"  # the name of the appended probes in messages
 CACHE_VERSION = 2                  # bump when what an entry holds changes
 
@@ -181,7 +182,7 @@ def compile(text: str, path: str, context: ProjectContext, arch: str = DEFAULT_A
                           True, time.perf_counter() - t0)
     build = tempfile.mkdtemp(prefix="astra-nvcc-")
     try:
-        raw = _run(toolkit, copy, path, flags, arch, build, timeout_s if timeout_s is not None else COMPILE_TIMEOUT_S)
+        raw = _run(toolkit, copy, path, flags, arch, build, timeout_s if timeout_s is not None else confine.compiler_seconds())
         module = os.path.join(build, "module.cubin")
         entry = store.put(key, list(raw.headers), vars(raw), {"module.cubin": module} if raw.ok else {}) \
             if not raw.timed_out else None

@@ -89,7 +89,7 @@ async def analyze(ls: AstraServer, uri: str, gen: int, cancel: threading.Event, 
         if snap is None:
             raise RuntimeError(st.snapshot_error)
         snap = snap.with_context(ls.project(path))
-        arch = await ls.call(ls.fast, ls.arch, snap.path)
+        arch = await ls.call(ls.probe, ls.arch, snap.path)
         t0 = time.monotonic()
         found = await ls.call(ls.static, core().diagnostics, snap, arch=arch)
         static = [lsp_diagnostic(d, lines) for d in found]
@@ -110,7 +110,7 @@ async def analyze(ls: AstraServer, uri: str, gen: int, cancel: threading.Event, 
     has_errors = any(d.severity == types.DiagnosticSeverity.Error for d in static)
     todo = [k for k in kernels if k.spec is not None]  # loaded without errors
     try:
-        await ls.call(ls.fast, ls.machine_status)
+        await ls.call(ls.probe, ls.machine_status)
     except Exception:
         ls.log_error("could not tell which backends run here", traceback.format_exc())
     # A project whose astra.toml says `backend = "static"` runs no kernel code, in the editor too.
@@ -144,7 +144,7 @@ async def check_one(ls: AstraServer, st: DocState, snap: Snapshot, k: KernelInfo
     ks = st.kernel(k.name)
     where = lsp_range(span_of(k.kernel.name_span))
     try:
-        arch = await ls.call(ls.fast, ls.arch, snap.path)
+        arch = await ls.call(ls.probe, ls.arch, snap.path)
         t0 = time.monotonic()
         verdicts = await ls.call(ls.slow, core().check, snap, k.name, backend=ls.backend_for(snap.path),
                                  arch=arch, cancel=cancel)

@@ -30,7 +30,7 @@ async def profile(ls: AstraServer, uri: str, name: str) -> dict[str, Any]:
     again = core().command_line("profile", snap, name, backend=ls.backend_for(snap.path)) + \
         (" --ncu" if ls.settings.profile_ncu else "")
     try:
-        arch = await ls.call(ls.fast, ls.arch, snap.path)
+        arch = await ls.call(ls.probe, ls.arch, snap.path)
         profiles = await ls.call(ls.slow, core().profile, snap.with_context(ls.project(doc.path)), name,
                                  backend=ls.backend_for(snap.path), arch=arch,
                                  ncu=ls.settings.profile_ncu)

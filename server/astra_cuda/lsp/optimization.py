@@ -96,7 +96,7 @@ async def optimize(ls: AstraServer, uri: str, name: str, consent: str | None = N
     ls.send_status(uri)
     ls.refresh_views()
     try:
-        arch = await ls.call(ls.fast, ls.arch, snap.path)
+        arch = await ls.call(ls.probe, ls.arch, snap.path)
         result = await ls.call(ls.opt, core().optimize, snap.with_context(ls.project(doc.path)), name,
                                rounds=rounds, llm=llm, backend=backend, arch=arch, tokens=tokens or None,
                                seconds=seconds or None,

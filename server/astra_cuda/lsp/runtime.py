@@ -95,9 +95,10 @@ class AstraServer(LanguageServer):
         self.folders_read = asyncio.Event()   # set once they were asked for after `initialized`
         self.docs: dict[str, DocState] = {}
         # Separate pools, so quick core calls (parse, spec inference, pin) never queue behind
-        # compiles or checks, and checks never queue behind an optimization.
+        # probes, compiles or checks, and checks never queue behind an optimization.
         self.cluster_label = ""   # e.g. 'Ray ray://gpu-box:10001' while astra.cluster is connected
-        self.fast = ThreadPoolExecutor(2, "astra-fast")
+        self.fast = ThreadPoolExecutor(2, "astra-fast")    # what a hover waits for: the snapshot of a version
+        self.probe = ThreadPoolExecutor(1, "astra-probe")  # the machine's GPU, arch, cluster: may take seconds
         self.static = ThreadPoolExecutor(1, "astra-static")  # compiles every kernel: seconds
         self.slow = ThreadPoolExecutor(1, "astra-check")
         self.opt = ThreadPoolExecutor(2, "astra-optimize")
@@ -137,10 +138,10 @@ class AstraServer(LanguageServer):
         from astra_cuda import api
         wanted = self.settings.cluster
         try:
-            d = await self.call(self.fast, api.use_cluster, wanted)
+            d = await self.call(self.probe, api.use_cluster, wanted)
         except Exception as e:
             self.cluster_label = ""
-            await self.call(self.fast, api.use_cluster, "")
+            await self.call(self.probe, api.use_cluster, "")
             self.show(f"Astra: astra.cluster={wanted!r}: {getattr(e, 'message', e)}; kernels run on this machine",
                       types.MessageType.Warning)
             return

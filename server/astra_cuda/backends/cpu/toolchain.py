@@ -28,8 +28,6 @@ SHIM = RUNTIME_DIR / "astra_cuda_shim.h"
 RUNTIME_SRC = RUNTIME_DIR / "astra_runtime.cpp"
 FALLBACK_INCLUDE = RUNTIME_DIR / "fallback"
 COMPILE_TIMEOUT_S = 120     # Astra's own builds (the runtime, the precompiled shim)
-USER_COMPILE_TIMEOUT_S = 45  # a unit of user code: seconds, even sanitized on a loaded machine (a
-                             # 16,384-term macro-made expression keeps g++'s front end busy for minutes)
 PREPROCESS_TIMEOUT_S = 60   # `g++ -E` of a unit takes well under a second
 PREPROCESS_MEMORY = 1 << 30  # and a few hundred MB: an explosion stops twice as early as at 2 GiB
 MAX_HEADER_BYTES = 4 << 20  # a user header read for the screen
@@ -187,7 +185,7 @@ def _atomic_build_unlocked(out: Path, cmd_for: "callable", what: str,
         os.close(fd)
     try:
         cmd = cmd_for(tmp)
-        limit = COMPILE_TIMEOUT_S if confined is None else USER_COMPILE_TIMEOUT_S
+        limit = COMPILE_TIMEOUT_S if confined is None else confine.compiler_seconds()  # user code: 45 s
         try:
             r = run_compiler(cmd, confined, limit)
         except subprocess.TimeoutExpired:
