@@ -21,7 +21,7 @@ import numpy as np
 from astra_cuda.backends.base import (Backend, BackendUnavailable, Buffer, Capabilities, CompileError, Launch,
                                  LaunchError, Module, Packed, ResourceUsage, Scalar, Schedule)
 
-from . import sandbox, toolchain
+from . import device_state, sandbox, toolchain
 from .isolation import Executor
 from .screen import fast_math_swaps
 
@@ -106,7 +106,7 @@ class CpuModule(Module):
     # keeps them for the module's life): where they are in the module (read from its sections),
     # the buffer that holds them (where the module was loaded, then each range's bytes), and
     # `state_kept` once a launch has left them there. Never shared between modules.
-    layout: toolchain.StateLayout = field(default_factory=lambda: toolchain.StateLayout((), 0))
+    layout: device_state.StateLayout = field(default_factory=lambda: device_state.StateLayout((), 0))
     state: CpuBuffer | None = None
     state_kept: bool = False
 
@@ -166,7 +166,7 @@ class CpuBackend(Backend):
             raise CompileError("sanitize (out-of-bounds) and races are separate builds: ask for one")
         mode = "thread" if races else "address" if sanitize else ""
         path = toolchain.compile_module(source, names, filename, options, mode)
-        layout = toolchain.state_layout(path)
+        layout = device_state.layout(path)
         return CpuModule(path, names, filename, mode, {n: i for i, n in enumerate(names)}, layout,
                          CpuBuffer((layout.buffer_bytes,), np.uint8) if layout.ranges else None)
 

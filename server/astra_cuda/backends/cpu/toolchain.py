@@ -1,5 +1,10 @@
 """Compiling CUDA units as host C++ for the CPU backend: header discovery, the compile command,
-and a content-hash cache of compiled modules (and of the runtime object they link)."""
+and a content-hash cache of compiled modules (and of the runtime object they link).
+
+Long because the builds and the cache are one protocol: every build (runtime object, precompiled
+shim, module, executor) is named by the content it came from, written beside its final name and
+renamed in under one lock per name, and the pruning and the quotas rely on those names and on the
+times builds mark when they are reused."""
 from __future__ import annotations
 
 import dataclasses
@@ -13,7 +18,6 @@ import tempfile
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -21,7 +25,7 @@ from astra_cuda.backends.base import BackendUnavailable, CompileError, Unsupport
 
 from astra_cuda import confine, redact
 
-from . import screen
+from . import device_state, screen
 
 RUNTIME_DIR = Path(__file__).parent / "runtime"
 SHIM = RUNTIME_DIR / "astra_cuda_shim.h"
@@ -481,12 +485,7 @@ def _build_module(out: Path, source: str, name_expressions: Sequence[str], filen
         confined = confinement(d, opts)
 
         def compile_cmd(tmp: str) -> list[str]:
-            return [compiler(), *base_flags(sanitize), *opts, "-include", str(shim), "-c", "-x", "c++", str(src),
-                    "-o", tmp]
-
-        def link_cmd(tmp: str) -> list[str]:  # the unit's writable data in sections of its own
-            return [compiler(), *base_flags(sanitize), "-shared", str(obj), str(rt), f"-Wl,-T,{STATE_SCRIPT}",
-                    "-o", tmp]
+            return [compiler(), *base_flags(sanitize), *opts, "-include", str(shim), "-c", "-x", "c++", str(src), "-o", tmp]
 
         what = f"compiling {filename} for the CPU"
         try:
@@ -496,71 +495,11 @@ def _build_module(out: Path, source: str, name_expressions: Sequence[str], filen
                 raise  # the kernel's own error (a timeout, a limit): a second build would say it again
             shim = SHIM  # e.g. the precompiled header went away meanwhile: once more without it
             _atomic_build_unlocked(obj, compile_cmd, what, confined)
-        built = _atomic_build(out, link_cmd, what, confined)
+        built = _atomic_build(out, lambda tmp: [compiler(), *base_flags(sanitize), "-shared", str(obj), str(rt),
+                                                f"-Wl,-T,{device_state.SCRIPT}", "-o", tmp], what, confined)
     if len(os.listdir(out.parent)) > MAX_MODULES + 16 or _module_bytes() > MAX_MODULE_BYTES:
         prune_cache()
     return built
-
-
-MAX_STATE_BYTES = 1 << 30
-MAX_STATE_RANGES = 64
-STATE_SCRIPT = RUNTIME_DIR / "astra_state.ld"
-# The writable sections a link makes of its own (the runtime's data, the dynamic linker's tables):
-# any other writable section of a module holds the unit's data (STATE_SCRIPT's two, or a section
-# the source named in an attribute).
-LINKER_SECTIONS = (".data", ".bss", ".data.rel.ro", ".init_array", ".fini_array", ".preinit_array", ".dynamic",
-                   ".got", ".got.plt", ".tm_clone_table", ".ctors", ".dtors", ".jcr")
-
-
-@dataclass(frozen=True)
-class StateLayout:
-    """Where a module's __device__ variables are, as offsets from where it is loaded: a GPU keeps
-    them for the module's life, and the executor carries them from one launch (each in a fresh
-    process) to the next."""
-    ranges: tuple[tuple[int, int], ...]  # (offset, bytes) of each writable section of the unit's data
-    image_bytes: int                     # the module's extent in memory (a pointer into it moves with it)
-
-    @property
-    def nbytes(self) -> int:
-        return sum(n for _, n in self.ranges)
-
-    @property
-    def buffer_bytes(self) -> int:
-        """The size of the buffer that holds them between launches (astra_executor.cpp,
-        state_position): a page for where the module was loaded, then each range at its own
-        offset within a page, so that its pages line up with the module's."""
-        pos = 4096
-        for at, n in self.ranges:
-            pos = -(-pos // 4096) * 4096 + at % 4096 + n
-        return pos
-
-
-def state_layout(module: Path) -> StateLayout:
-    """Read from the compiled module's section headers (pyelftools), never from anything its code
-    says about itself."""
-    from elftools.common.exceptions import ELFError
-    from elftools.elf.constants import SH_FLAGS
-    from elftools.elf.elffile import ELFFile
-    try:
-        with open(module, "rb") as f:
-            elf = ELFFile(f)
-            image = max((int(seg["p_vaddr"]) + int(seg["p_memsz"]) for seg in elf.iter_segments("PT_LOAD")),
-                        default=0)
-            ranges = []
-            for sec in elf.iter_sections():
-                flags = int(sec["sh_flags"])
-                if (flags & SH_FLAGS.SHF_ALLOC and flags & SH_FLAGS.SHF_WRITE and not flags & SH_FLAGS.SHF_TLS
-                        and sec.name not in LINKER_SECTIONS and int(sec["sh_size"])):
-                    ranges.append((int(sec["sh_addr"]), int(sec["sh_size"])))
-    except (OSError, ELFError) as e:
-        raise CompileError(f"cannot read the compiled module {module.name}: {e}")
-    layout = StateLayout(tuple(sorted(ranges)), image)
-    if layout.nbytes > MAX_STATE_BYTES:
-        raise CompileError(f"the kernel's __device__ variables take {layout.nbytes >> 20} MiB: the CPU backend "
-                           f"keeps at most {MAX_STATE_BYTES >> 20} MiB of them between launches")
-    if len(ranges) > MAX_STATE_RANGES or any(at + n > image for at, n in ranges):
-        raise CompileError(f"the compiled module {module.name} has writable sections the CPU backend cannot keep")
-    return layout
 
 
 def _module_bytes() -> int:

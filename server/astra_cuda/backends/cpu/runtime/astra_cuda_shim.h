@@ -217,7 +217,7 @@ inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_
 inline void __nanosleep(unsigned) {}
 // The clock is a counter (results never depend on the host's timing). It runs on from one launch
 // of a module to the next, as a GPU's does: the counter is the module's own writable data, which
-// the executor carries between launches with the __device__ variables (toolchain.STATE_SCRIPT).
+// the executor carries between launches with the __device__ variables (runtime/astra_state.ld).
 inline long long clock64() { static std::atomic<long long> t{0}; return t.fetch_add(1) * 16; }
 inline unsigned long long __globaltimer() { return (unsigned long long)clock64(); }
 inline void __prof_trigger(int) {}

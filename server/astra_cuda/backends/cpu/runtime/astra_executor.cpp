@@ -246,7 +246,7 @@ std::string json_string(const char* s) {
 // The writable data of the user's unit — its __device__ variables, static locals, the clock —
 // which a GPU keeps for the module's life while each launch here runs in a fresh process: this
 // code (never the module's) copies it in from the state buffer before the launch and back out
-// after it. The ranges come from the module's section headers (toolchain.state_layout); the
+// after it. The ranges come from the module's section headers (device_state.layout); the
 // buffer holds where the module was loaded, then each range's bytes. A pointer into the module
 // moves with it where the module loads elsewhere (a new zygote). The copies are volatile loops
 // no sanitizer intercepts: with AddressSanitizer the ranges hold the variables' redzones too.
@@ -257,7 +257,7 @@ struct StateRange {
 const uint64_t kPage = 4096;
 
 // Where each range's bytes are in the state buffer: after a page for the module's address, each
-// range starts at its own offset within a page (isolation.state_buffer_bytes says the same), so
+// range starts at its own offset within a page (device_state.StateLayout.buffer_bytes says the same), so
 // its pages line up with the module's.
 uint64_t state_position(uint64_t pos, const StateRange& s) { return (pos + kPage - 1) / kPage * kPage + s.at % kPage; }
 
