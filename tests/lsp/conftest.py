@@ -21,7 +21,11 @@ SETTINGS = {"backend": "cpu", "rounds": 2, "checkOnSave": True, "llm": {"baseUrl
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "astra_cuda.lsp"]))
 async def client(lsp_client: LanguageClient):
     # VS Code answers the server's refresh requests; the test client must too.
-    lsp_client.feature(types.WORKSPACE_CODE_LENS_REFRESH)(lambda *_: None)
+    lsp_client.lens_refreshes = 0
+
+    def lens_refresh(*_):
+        lsp_client.lens_refreshes += 1
+    lsp_client.feature(types.WORKSPACE_CODE_LENS_REFRESH)(lens_refresh)
     lsp_client.feature(types.WORKSPACE_INLAY_HINT_REFRESH)(lambda *_: None)
     lsp_client.statuses = []
     lsp_client.feature("astra/status")(lambda params: lsp_client.statuses.append(params))

@@ -282,8 +282,12 @@ async def test_profile_fills_the_code_lens(client, example):
 async def test_check_on_open_and_on_save_follow_their_settings(client, example):
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
         settings={"astra": {"checkOnOpen": False, "checkOnSave": False}}))
+    refreshes = client.lens_refreshes
     doc = Doc(client, example())
     await until(lambda: doc.uri in client.diagnostics, 60)
+    # the compile changed the lens's words: the editor is asked to show them again
+    await until(lambda: client.lens_refreshes > refreshes, 30)
+    assert any(l.command.title == "compiled only — not run" for l in await doc.lenses())
     seen = len(client.statuses)
     doc.save(doc.text.replace(*WRONG))
     # The save was analysed (a new status) without starting a check.

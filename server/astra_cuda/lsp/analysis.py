@@ -107,6 +107,7 @@ async def analyze(ls: AstraServer, uri: str, gen: int, cancel: threading.Event, 
     names = {k.name for k in kernels}
     st.check_diags = {n: d for n, d in st.check_diags.items() if n in names}
     ls.publish(uri, version)
+    ls.refresh_views()   # the lens's words change with the compile ("not checked yet" -> "compiled only")
     has_errors = any(d.severity == types.DiagnosticSeverity.Error for d in static)
     todo = [k for k in kernels if k.spec is not None]  # loaded without errors
     try:
