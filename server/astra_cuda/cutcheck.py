@@ -24,7 +24,7 @@ from pathlib import Path
 from . import confine
 from .contract import DEFAULT_ARCH
 
-CACHE_VERSION = 4  # bump when the comparison changes
+CACHE_VERSION = 5  # bump when the comparison changes
 
 
 @dataclass(frozen=True)
@@ -117,6 +117,11 @@ def _declared(stmt: str) -> str | None:
     return None
 
 
+# A name as an operand, never an opcode or its part: `rsqrt.approx.f32` is an instruction even in a
+# module that also has a function named `rsqrt` (apex layer_norm_cuda_kernel.cu).
+_OPERAND = re.compile(r"(?<![\w$.%])[A-Za-z_$][\w$]*(?![\w$.])")
+
+
 def closure(entry: str, syms: dict[str, str]) -> list[str]:
     """The entry's statement and those of everything it reaches, in order of first use, each
     symbol renamed by that order (S1, S2, ...): two modules compare equal when the kernel's code
@@ -125,12 +130,12 @@ def closure(entry: str, syms: dict[str, str]) -> list[str]:
     order = [entry]
     i = 0
     while i < len(order):
-        for w in _WORD.findall(syms[order[i]]):
+        for w in _OPERAND.findall(syms[order[i]]):
             if w in syms and w not in names:
                 names[w] = f"S{len(names)}"
                 order.append(w)
         i += 1
-    return [_WORD.sub(lambda m: names.get(m.group(0), m.group(0)), syms[s]) for s in order]
+    return [_OPERAND.sub(lambda m: names.get(m.group(0), m.group(0)), syms[s]) for s in order]
 
 
 def entries(syms: dict[str, str]) -> list[str]:

@@ -236,3 +236,10 @@ def test_a_static_shared_buffer_declared_in_the_kernel_or_at_module_scope_is_the
             "mov.u64 %rd1, _ZZ5blockE3buf; ld.shared.f32 %f1, [%rd1]; ret; }"
     assert cutcheck.compare(cut, whole) is None
     assert cutcheck.compare(cut.replace("[128]", "[64]"), whole) is not None
+
+
+def test_an_opcode_named_like_a_function_of_the_file_is_not_that_function():
+    # apex layer_norm_cuda_kernel.cu defines `rsqrt`; `rsqrt.approx.f32` stays an instruction
+    body = ".visible .entry k( .param .u64 p ) { .reg .f32 %f<3>; rsqrt.approx.f32 %f2, %f1; ret; }"
+    assert cutcheck.compare(body, ".func (.param .b32 r) rsqrt( .param .b32 x ) { ret; } " + body) is None
+    assert cutcheck.compare(body, body.replace("rsqrt.approx", "sqrt.approx")) is not None
