@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import traceback
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -495,7 +496,9 @@ def main(argv=None) -> int:
         try:
             return run_kernel(k, o)
         except Exception as e:  # the runner's own failure on one kernel never stops the others
-            return Record.of(k).fail("runner", f"{type(e).__name__}: {e}", crash=True)
+            where = " <- ".join(f"{Path(fr.filename).name}:{fr.lineno} {fr.name}"
+                                for fr in reversed(traceback.extract_tb(e.__traceback__)[-3:]))
+            return Record.of(k).fail("runner", f"{type(e).__name__}: {e} (at {where})", crash=True)
 
     def save() -> None:
         recs = [asdict(records[k.id]) for k in kernels if k.id in records]
