@@ -10,10 +10,10 @@
 // reference)" -> hover report (screenshot) -> Optimize kernel (offline, CPU backend): the lens says
 // "verified correct, speed unknown — measure on a GPU" and opens the report, never applies -> apply
 // by the explicit palette command through VS Code's refactor preview -> save -> the on-save check
-// "matches the reference" -> the report view -> break the kernel, save -> error squiggle -> restart
+// "matches the reference", and what was applied has ordinary names and a comment -> the report view -> break the kernel, save -> error squiggle -> restart
 // -> a file with no spec: "not checked", the no-spec hint, Add spec (quick fix) marks what it
-// guessed -> inside the spec: completion of element types, a misspelt table underlined at its
-// header with "did you mean".
+// guessed -> inside the spec: completion of element types, a misspelt table underlined on its
+// header's line (not the comment's first) with "did you mean".
 // Screenshots of every step go to test-artifacts/e2e/.
 "use strict";
 const fs = require("fs");
@@ -233,6 +233,9 @@ async function main() {
       const apply = page.locator(".bulk-edit-panel .monaco-button", { hasText: /^Apply$/ }).first();
       await apply.waitFor();
       await snap("refactor preview");
+      // an edit that needs confirmation comes unticked in the preview: the user ticks it, then applies
+      const tick = page.locator(".bulk-edit-panel .edit-checkbox").first();
+      if (await tick.getAttribute("aria-checked") !== "true") await tick.click();
       await apply.click();
       await lens("optimized version in place").waitFor({ timeout: 30000 });
     });
@@ -245,6 +248,11 @@ async function main() {
       await lens("✓ matches the reference on").waitFor({ timeout: 240000 });
       await lens("optimized version in place").waitFor();
       if (await page.locator(".squiggly-error").count()) throw new Error("unexpected error squiggle");
+      // what was applied reads as a person would write it: ordinary names, a comment on what changed
+      const before = new Set(original.split("\n"));
+      const added = fs.readFileSync(file, "utf8").split("\n").filter((l) => !before.has(l));
+      if (/\bastra_\w+|astra:/.test(added.join("\n"))) throw new Error(`generated names in the rewrite: ${added.join("\n")}`);
+      if (!added.some((l) => l.trim().startsWith("//"))) throw new Error("the rewrite says nothing about what changed");
       await page.locator(".statusbar-item", { hasText: "Astra: 1 matches reference" }).first().waitFor();
     });
 
@@ -324,6 +332,18 @@ async function main() {
       await gotoLine(row + 1, 7);
       await page.keyboard.press("Backspace");   // [sizes] -> [size]
       await page.locator(".squiggly-error").first().waitFor({ timeout: 60000 });
+      // underlined at the key itself, not at the comment's first line
+      const on = async (text) => {
+        const line = await page.locator(".part.editor .view-lines .view-line", { hasText: text }).first().boundingBox();
+        const marks = page.locator(".part.editor .squiggly-error");
+        for (let i = 0; i < await marks.count(); i++) {
+          const b = await marks.nth(i).boundingBox();
+          if (b && line && Math.abs(b.y + b.height / 2 - (line.y + line.height / 2)) < line.height / 2) return true;
+        }
+        return false;
+      };
+      if (!await on("[size]")) throw new Error("the misspelt table is not underlined on its own line");
+      if (await on("/* @astra")) throw new Error("the spec's problem is underlined at the comment's first line");
       await gotoLine(row + 1, 3);
       await palette("Show or Focus Hover");
       const hover = page.locator(".monaco-hover-content", { hasText: "did you mean 'sizes'" }).first();
