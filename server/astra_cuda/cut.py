@@ -350,6 +350,17 @@ class _Reader:
             it.kind, it.device, it.defines = "type", True, frozenset(n for n in names if n)
             it.label = next(iter(sorted(it.defines)), it.label)
             return
+        if t == "declaration" and _text(inner.child_by_field_name("declarator")) == "typedef":
+            # `struct {...} typedef Name;` (DeepSpeed ragged_dtypes.h): tree-sitter takes the keyword
+            # for the declarator and the name for an error; it is a type definition all the same
+            names = {_text(c) for e in inner.children if e.type == "ERROR" for c in e.named_children
+                     if c.type == "identifier"}
+            spec = inner.child_by_field_name("type")
+            if spec is not None and spec.type in _TYPES:
+                names |= _type_names(spec)[0]
+            it.kind, it.device, it.defines = "type", True, frozenset(n for n in names if n)
+            it.label = next(iter(sorted(it.defines)), it.label)
+            return
         if t not in ("function_definition", "declaration", "field_declaration"):
             return
         specs = _specifiers(inner)

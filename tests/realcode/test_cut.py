@@ -243,3 +243,16 @@ def test_an_opcode_named_like_a_function_of_the_file_is_not_that_function():
     body = ".visible .entry k( .param .u64 p ) { .reg .f32 %f<3>; rsqrt.approx.f32 %f2, %f1; ret; }"
     assert cutcheck.compare(body, ".func (.param .b32 r) rsqrt( .param .b32 x ) { ret; } " + body) is None
     assert cutcheck.compare(body, body.replace("rsqrt.approx", "sqrt.approx")) is not None
+
+
+@needs_nvcc
+def test_a_typedef_written_after_the_struct_stays_with_the_kernel(project):
+    # DeepSpeed ragged_dtypes.h: `struct {...} typedef BatchWrapperCPP;`, a kernel parameter's type
+    text = ("struct {\n  const int* tokens;\n  int n;\n} typedef Batch;\n"
+            "__global__ void k(int* o, const Batch b) { if (threadIdx.x < b.n) o[threadIdx.x] = b.tokens[threadIdx.x]; }\n"
+            "void host_only(Batch b) { k<<<1, 32>>>(nullptr, b); }\n")
+    f = project("k.cu", text)
+    u = extract.unit(text, str(f), "k")
+    assert "typedef Batch;" in u.source
+    r = cutcheck.check(u)
+    assert r.checked and r.ok, r.message
