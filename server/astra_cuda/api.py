@@ -37,7 +37,7 @@ Progress = Callable[[dict[str, Any]], None]
 # Worker time limits (seconds). A kernel that runs longer than this is treated as hung.
 CHECK_TIMEOUT = 600.0
 PROFILE_TIMEOUT = 600.0
-STATIC_TIMEOUT = 15.0  # beyond the compiler's own limit (confine.compiler_seconds(): 45 s)
+STATIC_TIMEOUT = 15.0  # beyond the compiler's own limit (confine.compiler_seconds(): 45 s, 240 s for torch)
 
 
 def read(path: str) -> str:
@@ -215,7 +215,7 @@ def static_check(snap: Snapshot, *, arch: str = DEFAULT_ARCH, compile: bool = Tr
         from . import confine, worker
         try:
             results = worker.run("astra_cuda.jobs:static_job", jobs.StaticJob(tuple(units), arch),
-                                 timeout=STATIC_TIMEOUT + confine.compiler_seconds())
+                                 timeout=STATIC_TIMEOUT + confine.compiler_seconds(heavy=True))
         except worker.WorkerCancelled:
             raise
         except worker.WorkerError as e:  # the compiler crashed its worker (a fault deep in a parser) or hung

@@ -60,21 +60,35 @@ def _size(text: str) -> int | None:
 TIME_ENV = "ASTRA_COMPILER_TIMEOUT"  # e.g. "300": a project whose heavy templates take nvcc minutes
 
 
-def compiler_seconds() -> float:
+# A PyTorch extension's compile reads ~6,000 of torch's headers: nvcc's front end needs more than
+# 2 GiB of address space for them (`std::optional` instantiations ran out at 2 GiB on a 2-core
+# machine and on an H200) and 30-120 s on 2 cores. Such a compile gets these budgets instead.
+HEAVY_MEMORY = 6 << 30
+HEAVY_SECONDS = 240.0
+
+
+def heavy(options: Iterable[str]) -> bool:
+    """Whether a compile with these options is a PyTorch extension's (torch's define or include folder)."""
+    return any("TORCH_API_INCLUDE_EXTENSION_H" in o or o.rstrip("/").endswith("torch/include") for o in options)
+
+
+def compiler_seconds(heavy: bool = False) -> float:
     """How long each compiler run of user code (nvcc, NVRTC, g++, their preprocessors) may take:
     45 s (a real unit compiles in seconds to tens of seconds; a 2**16-term expression keeps g++
-    busy for minutes, a constexpr loop nvcc as long), or $ASTRA_COMPILER_TIMEOUT seconds."""
+    busy for minutes, a constexpr loop nvcc as long), 240 s for a PyTorch extension, or
+    $ASTRA_COMPILER_TIMEOUT seconds."""
     try:
         seconds = float(os.environ.get(TIME_ENV, ""))
     except ValueError:
-        return 45.0
-    return seconds if seconds > 0 else 45.0
+        seconds = 0.0
+    return seconds if seconds > 0 else (HEAVY_SECONDS if heavy else 45.0)
 
 
-def compiler_memory() -> int:
+def compiler_memory(heavy: bool = False) -> int:
     """The address space each compiler process of user code gets: 2 GiB (a 835-byte macro
-    explosion drove the preprocessor to 4 GB, and what read its output to 22 GB), or $ASTRA_COMPILER_MEMORY."""
-    return _size(os.environ.get(MEMORY_ENV, "")) or 2 << 30
+    explosion drove the preprocessor to 4 GB, and what read its output to 22 GB), 6 GiB for a
+    PyTorch extension, or $ASTRA_COMPILER_MEMORY."""
+    return _size(os.environ.get(MEMORY_ENV, "")) or (HEAVY_MEMORY if heavy else 2 << 30)
 
 
 COMPILER_FILE_SIZE = 64 << 20  # the largest file a compiler of user code writes (a module, a preprocessed unit)

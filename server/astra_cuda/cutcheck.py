@@ -10,6 +10,7 @@ disk: a repeated check costs nothing.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -192,11 +193,13 @@ def _ptx(nvcc: str, text: str, path: str, options: list[str], arch: str, extra: 
         out = Path(tmp) / "out.ptx"
         cmd = [nvcc, "--ptx", f"-arch={arch}", "-Xcicc", "-O0", f"-I{folder}", *options, *extra, "-o", str(out),
                str(cu)]
-        jail = confine.for_unit([f"-I{folder}", *_as_include(options)], (toolkit,), workdir=tmp, exec_dirs=(toolkit,))
+        big = confine.heavy(options)
+        jail = dataclasses.replace(confine.for_unit([f"-I{folder}", *_as_include(options)], (toolkit,), workdir=tmp,
+                                                    exec_dirs=(toolkit,)), memory=confine.compiler_memory(big))
         try:
-            r = confine.run(cmd, jail, confine.compiler_seconds())
+            r = confine.run(cmd, jail, confine.compiler_seconds(big))
         except subprocess.TimeoutExpired:
-            return None, f"nvcc did not finish within {confine.compiler_seconds():.0f} s"
+            return None, f"nvcc did not finish within {confine.compiler_seconds(big):.0f} s"
         log = (r.stdout + r.stderr).replace(tmp + "/", "")
         if r.returncode != 0 or not out.is_file():
             return None, log

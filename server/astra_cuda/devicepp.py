@@ -183,7 +183,7 @@ def _run(text: str, path: str, opts: tuple[str, ...], cmd: list[str], compiler: 
                 "-idirafter", str(stubs), "-o", str(out), str(src)]
         jail = dataclasses.replace(confine.for_unit([*opts, f"-I{here}"], toolkit, workdir=tmp, exec_dirs=exec_dirs),
                                    memory=MEMORY)
-        limit = confine.compiler_seconds()
+        limit = confine.compiler_seconds(confine.heavy(opts))
         missing: list[str] = []
         while True:
             try:

@@ -140,3 +140,22 @@ def test_without_torch_nvrtc_judges_the_cut_unit_and_says_why(absent, tmp_path):
         pytest.skip("no NVRTC")
     r = static.compile_unit(extract.unit(EXTENSION, str(f), "mix"))
     assert r.compiler.startswith("NVRTC ") and why in r.compiler
+
+
+def test_a_pytorch_extension_compile_gets_the_heavy_budgets(monkeypatch):
+    """torch's ~6,000 headers need more than 2 GiB of address space in nvcc's front end (an H200
+    run refused every vLLM file with 'out of memory' at 2 GiB): torch's define or include folder
+    in the options give 6 GiB and 240 s; anything else keeps 2 GiB and 45 s; the user's own
+    settings win over both."""
+    from astra_cuda import confine
+    monkeypatch.delenv(confine.MEMORY_ENV, raising=False)
+    monkeypatch.delenv(confine.TIME_ENV, raising=False)
+    torch_opts = ["-I/x/site-packages/torch/include", "-DTORCH_API_INCLUDE_EXTENSION_H"]
+    assert confine.heavy(torch_opts) and confine.heavy(torch_opts[1:]) and confine.heavy(torch_opts[:1])
+    assert not confine.heavy(["-I/proj/include", "-DNDEBUG", "-I/x/torch_like"])
+    assert confine.compiler_memory(confine.heavy(torch_opts)) == 6 << 30
+    assert confine.compiler_seconds(True) == 240 and confine.compiler_seconds(False) == 45
+    assert confine.compiler_memory(False) == 2 << 30
+    monkeypatch.setenv(confine.MEMORY_ENV, "3G")
+    monkeypatch.setenv(confine.TIME_ENV, "100")
+    assert confine.compiler_memory(True) == 3 << 30 and confine.compiler_seconds(True) == 100

@@ -21,6 +21,7 @@ COMPILER_FILE_SIZE, compiler_seconds).
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -141,8 +142,9 @@ def _confinement(toolkit: Toolkit, flags: Sequence[str], folder: str, build: str
             spelled.append(f"-I{next(it, '')}")
         elif f.startswith("-I"):
             spelled.append(f)
-    return confine.for_unit(spelled, (toolkit.root, *toolkit.include_dirs, *torch_ext.read_dirs()),
+    jail = confine.for_unit(spelled, (toolkit.root, *toolkit.include_dirs, *torch_ext.read_dirs()),
                             workdir=build, exec_dirs=(toolkit.root,))
+    return dataclasses.replace(jail, memory=confine.compiler_memory(confine.heavy(flags)))
 
 
 _cache: depcache.DepCache | None = None
@@ -182,7 +184,8 @@ def compile(text: str, path: str, context: ProjectContext, arch: str = DEFAULT_A
                           True, time.perf_counter() - t0)
     build = tempfile.mkdtemp(prefix="astra-nvcc-")
     try:
-        raw = _run(toolkit, copy, path, flags, arch, build, timeout_s if timeout_s is not None else confine.compiler_seconds())
+        raw = _run(toolkit, copy, path, flags, arch, build,
+                   timeout_s if timeout_s is not None else confine.compiler_seconds(confine.heavy(flags)))
         module = os.path.join(build, "module.cubin")
         entry = store.put(key, list(raw.headers), vars(raw), {"module.cubin": module} if raw.ok else {}) \
             if not raw.timed_out else None
