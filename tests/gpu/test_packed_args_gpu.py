@@ -55,7 +55,9 @@ def _unit(tmp_path: Path, text: str, nvrtc: bool):
     return (dataclasses.replace(u, file_text="") if nvrtc else u), spec
 
 
-@pytest.mark.parametrize("nvrtc", [False, True])
+@pytest.mark.parametrize("nvrtc", [False, pytest.param(True, marks=pytest.mark.xfail(
+    strict=True, reason="issue 25: through CuPy's NVRTC on an H200 the layout probe fails to compile ('type name "
+                        "is not allowed' at its line 35) though the PyPI NVRTC compiles it here; nvcc's cubin passes"))])
 def test_a_struct_and_a_table_pass_the_gate_and_are_timed(pool, tmp_path, nvrtc):
     ref, spec = _unit(tmp_path, FILE, nvrtc)
     v = pool.run("astra_cuda.jobs:check_job", jobs.CheckJob("gpu", ref, ref, spec, quick=True), timeout=300)
