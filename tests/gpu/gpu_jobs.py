@@ -165,9 +165,14 @@ def hostile_includes(files):
     """Compile each (name, path, text) with the GPU backend (CuPy's NVRTC, confined): what it said."""
     from astra_cuda import extract
     from astra_cuda.backends.base import CompileError
+    from astra_cuda.devicepp import PreprocessError
     out = {}
     for name, path, text in files:
-        unit = extract.unit(text, path, "k")
+        try:   # the device pass's preprocessor meets a hostile #include first (and refuses it)
+            unit = extract.unit(text, path, "k")
+        except PreprocessError as e:
+            out[name] = {"ok": False, "said": str(e)}
+            continue
         try:
             backend().compile(unit.source, [unit.name_expression], filename=unit.path, options=unit.options())
             out[name] = {"ok": True, "said": unit.source + "\n".join(unit.notes)}

@@ -84,8 +84,9 @@ def test_examples_pass_the_gate_and_profile(pool, path, text, name, spec):
     v = pool.run("astra_cuda.jobs:check_job", jobs.CheckJob("gpu", unit, unit, spec, quick=True), timeout=300)
     assert v.passed, v.human()
     p = pool.run("astra_cuda.jobs:profile_job", jobs.ProfileJob("gpu", unit, unit, spec), timeout=300)
-    assert p.measured and p.valid, p.to_json()
-    for s in p.sizes:
+    flagged = [(s.label, s.role, s.output_failures, s.implausible) for s in p.sizes if s.output_failures or s.implausible]
+    assert p.measured and p.valid, (p.errors, p.implausible, flagged)
+    for s in p.bench_sizes:   # the ladder's decode sizes are launch-bound: throughput is asked of the bench sizes
         assert s.reference is not None and 0.8 < s.speedup < 1.25  # the same code, side by side
         assert s.candidate.runs >= 100 and s.candidate.gbps > 100
     print(p.summary_line())
@@ -168,4 +169,5 @@ def test_cupy_compile_reads_nothing_private(pool, tmp_path):
     for name, r in said.items():
         assert "sk-canaryAstraSecretGpu" not in r["said"] and "root:" not in r["said"], (name, r)
     assert not said["absolute_include_in_kernel"]["ok"] and not said["dev_zero"]["ok"]
-    assert said["absolute_include_at_file_scope"]["ok"]  # left out of the unit by extract
+    # the device pass's preprocessor refuses a private header at file scope before any compile
+    assert not said["absolute_include_at_file_scope"]["ok"] and "cannot read" in said["absolute_include_at_file_scope"]["said"]
