@@ -31,6 +31,7 @@ import sys
 import tempfile
 import threading
 import traceback
+from typing import Any
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -127,11 +128,17 @@ def astra(args: list[str], limit: float, cwd: Path) -> Step:
         tail = " ".join((err or out).strip().splitlines()[-3:])
         return Step(False, None, f"`astra {args[0]}` exited {p.returncode} without an answer: {tail}",
                     crash=True, seconds=dt)
-    if isinstance(data, dict) and "error" in data:
+    return answer(data, p.returncode, dt)
+
+
+def answer(data: Any, returncode: int, seconds: float) -> Step:
+    """A verb's --json answer as a Step: the CLI's error answer ({"error": {"message", "diagnostics"}})
+    fails it; an optimize result's own `error` (None or a sentence) is part of a result."""
+    if isinstance(data, dict) and isinstance(data.get("error"), dict):
         e = data["error"]
-        msgs = [d.get("message", "") for d in e.get("diagnostics") or []]
-        return Step(False, data, "; ".join(msgs[:3]) or e.get("message", "error"), seconds=dt)
-    return Step(p.returncode == 0, data, seconds=dt)
+        msgs = [d.get("message", "") if isinstance(d, dict) else str(d) for d in e.get("diagnostics") or []]
+        return Step(False, data, "; ".join(msgs[:3]) or e.get("message", "error"), seconds=seconds)
+    return Step(returncode == 0, data, seconds=seconds)
 
 
 def _kill(p: subprocess.Popen) -> None:

@@ -239,3 +239,14 @@ def test_the_gpu_stages_read_the_profile_and_the_optimize_answers(monkeypatch, t
                                                                         "in 420 s", timeout=True))
     run._gpu(m.kernels[0], r, o, tmp_path, tmp_path / "k.cu", "k", [])
     assert r.gpu["optimize"] == {"error": "`astra optimize` did not finish in 420 s"}
+
+
+def test_an_optimize_result_with_no_error_is_a_result_and_the_clis_error_is_not():
+    """An H200 run crashed on every kernel that reached `astra optimize`: its result's own
+    `"error": null` was read as the CLI's error answer."""
+    ok = run.answer({"speedup": 1.2, "error": None}, 0, 1.0)
+    assert ok.ok and ok.out == {"speedup": 1.2, "error": None}
+    said = run.answer({"speedup": 1.0, "error": "the original kernel does not pass the gate"}, 0, 1.0)
+    assert said.ok and said.out["error"].startswith("the original")
+    bad = run.answer({"error": {"message": "no such file", "diagnostics": [{"message": "k.cu: not found"}, "x"]}}, 2, 1.0)
+    assert not bad.ok and bad.error == "k.cu: not found; x"
