@@ -323,7 +323,7 @@ async function main() {
       if (row < 0) throw new Error(`no 'in' line in the proposal: ${texts.join(" | ")}`);
       const col = texts[row].replace(/\u00a0/g, " ").indexOf('"float"') + 2;
       await gotoLine(row + 1, col);
-      await page.keyboard.press("Control+Space");
+      await palette("Trigger Suggest");   // the palette, as Ctrl+Space may be taken by the browser
       await page.locator(".suggest-widget .monaco-list-row", { hasText: "bfloat16" }).first().waitFor({ timeout: 30000 });
       await snap("completion inside the spec");
       await page.keyboard.press("Escape");
