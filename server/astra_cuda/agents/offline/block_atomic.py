@@ -206,7 +206,7 @@ def _repeatable(el, sc: base.Scope, stmt: Node) -> bool:
     in the index, no state carried from before the guard, index and bound unchanged), with the
     kernel's one atomic — the statement replaced by the register sum — allowed; no other atomic,
     barrier or warp collective anywhere in the kernel or its helpers."""
-    from .coarsen import BUILTINS, _idents_text, _inside_loop
+    from .coarsen import BUILTINS, _idents_text, _no_exit_nor_builtin
     from .tree import assigned_names, declared_names
     kernel_calls = [callee(c) for c in calls(body(sc.kernel))]
     if sum("atomic" in c for c in kernel_calls) != 1 or \
@@ -215,14 +215,8 @@ def _repeatable(el, sc: base.Scope, stmt: Node) -> bool:
     if any("__shared__" in txt(f) or any(any(b in callee(c) for b in BARRIERS) for c in calls(f))
            for f in sc.helpers):
         return False
-    for st in el.work + el.mid:
-        for n in walk(st):
-            if n.type in ("return_statement", "goto_statement", "break_statement", "continue_statement"):
-                if n.type in ("break_statement", "continue_statement") and _inside_loop(n, st):
-                    continue
-                return False
-            if n.type == "field_expression" and txt(n.child_by_field_name("argument")) in BUILTINS:
-                return False
+    if not _no_exit_nor_builtin(el):
+        return False
     for f in sc.helpers:
         if any(n.type == "identifier" and txt(n) in BUILTINS for n in walk(body(f))):
             return False

@@ -113,10 +113,9 @@ def _idents(n: Node) -> set[str]:
     return {txt(c) for c in walk(n) if c.type == "identifier"}
 
 
-def _safe(el: _Elementwise, sc: base.Scope) -> bool:
-    """The work of one element may run several times per thread: no returns, barriers, warp
-    collectives, atomics or shared memory; the built-ins only in the index; no state carried in
-    variables declared before the guard; the index and bound not changed."""
+def _no_exit_nor_builtin(el: _Elementwise) -> bool:
+    """The element's work leaves it only by its end (a break or continue only of a loop inside it)
+    and reads the built-ins (threadIdx, blockIdx...) nowhere: it may run several times per thread."""
     for st in el.work + el.mid:
         for n in walk(st):
             if n.type in ("return_statement", "goto_statement", "break_statement", "continue_statement"):
@@ -125,6 +124,15 @@ def _safe(el: _Elementwise, sc: base.Scope) -> bool:
                 return False
             if n.type == "field_expression" and txt(n.child_by_field_name("argument")) in BUILTINS:
                 return False
+    return True
+
+
+def _safe(el: _Elementwise, sc: base.Scope) -> bool:
+    """The work of one element may run several times per thread: no returns, barriers, warp
+    collectives, atomics or shared memory; the built-ins only in the index; no state carried in
+    variables declared before the guard; the index and bound not changed."""
+    if not _no_exit_nor_builtin(el):
+        return False
     for f in sc.functions:
         if "__shared__" in txt(f) or any(any(b in callee(c) for b in BARRIERS) for c in calls(f)):
             return False
