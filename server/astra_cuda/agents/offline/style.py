@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ... import source
 from ...syntax import walk
+from . import helpers
 
 PREFIX = "astra_"
 # Names a rename must never produce: C++ keywords and CUDA's built-in variables.
@@ -263,11 +264,15 @@ def div_up(grid: str, k: int, file_text: str = "") -> str:
     """C++ for ceil(grid / k) at a launch site, as the file would write it: a ceil-division of a
     literal folded (`(n + 255) / 256` -> `(n + 1023) / 1024`, `ceil_div(n, 256)` ->
     `ceil_div(n, 1024)`), else the file's own helper, else `(grid + k - 1) / k`; a grid that may
-    be a `dim3` keeps its `.x`."""
+    be a `dim3` keeps its `.x`. The file's helper is one whose definition is a ceil division
+    (`helpers.ceil_div`), whatever its name."""
     g = _strip_parens(grid)
     call = _split_call(g)
-    if call is not None and call[0].split("::")[-1] in CEIL_DIV_HELPERS and len(call[1]) == 2 \
-            and _int(call[1][1]) is not None:
+    own = helpers.ceil_div(file_text) if file_text else None
+    if call is not None and len(call[1]) == 2 and _int(call[1][1]) is not None and (
+            call[0] == own or call[0].split("::")[-1] in CEIL_DIV_HELPERS
+            and call[0].split("::")[-1] not in helpers.defined_functions(file_text)):
+        # the file's ceil-division (a helper of a well-known name it does not define otherwise)
         return f"{call[0]}({call[1][0]}, {_int(call[1][1]) * k})"  # type: ignore[operator]
     m = re.fullmatch(r"\((.+)\)\s*/\s*([A-Za-z_]\w*|\d+)", g, re.S)
     if m is not None and _balanced(m.group(1)):
@@ -283,9 +288,7 @@ def div_up(grid: str, k: int, file_text: str = "") -> str:
                 return f"({mm.group(1).strip()} + {a} * {k} - 1) / ({a} * {k})"
     dim3 = call is not None and call[0] == "dim3" or (re.fullmatch(r"[A-Za-z_]\w*", g) is not None and
                                                       re.search(rf"\bdim3\s+{re.escape(g)}\b", file_text))
-    x = f"dim3({g}).x" if dim3 else (g if re.fullmatch(r"[\w.]+", g) else f"({g})")
-    helper = next((h for h in CEIL_DIV_HELPERS if re.search(rf"\b{h}\s*\(", file_text)
-                   and re.search(rf"(#\s*define\s+{h}\b|\b{h}\s*\([^;{{]*\)\s*\{{)", file_text)), None)
-    if helper is not None:
-        return f"{helper}({x}, {k})"
+    x = f"dim3({g}).x" if dim3 else (g if re.fullmatch(r"[\w.]+", g) or call is not None else f"({g})")
+    if own is not None:
+        return f"{own}({x}, {k})"
     return f"({x} + {k - 1}) / {k}"

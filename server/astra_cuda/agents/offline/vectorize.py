@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
-from . import base
+from . import base, helpers
 from .base import Context, Edit, Rewrite, body, element_bytes, pointer_params
 from .tree import (apply_edits, assigned_names, callee, calls, declared_name, declared_names, function_name,
                    is_lvalue, line_indent, preceded_by_marker, txt, walk)
@@ -469,7 +469,7 @@ class Vectorize(base.Transform):
                 n = ctx.row_elements[txt(m.bound)]
                 if n // vec < ctx.block_threads // 8 and vec > 2:
                     continue
-            code = _emit(m, plan, hs, vec, width, data, counter)
+            code = _emit(m, plan, hs, vec, width, data, counter, (text, fn.start_byte))
             elements.append(vec)
             edits.append(Edit(loop.start_byte, loop.end_byte, code))
             arrays_ = sorted({a.array for a in acc})
@@ -489,8 +489,24 @@ class Vectorize(base.Transform):
         return [{"width": w} for w in (16, 8) if w != rw.params.get("width")]
 
 
+def _packs(acc: list[Access], hs: dict[str, Handle], vec: int, width: int, count_expr: str,
+           where: tuple[str, str] | None) -> dict[str, tuple[str, str]] | None:
+    """The file's own element pack (`helpers.Pack`) for each array's registers, where the file
+    has one that moves exactly one access of `width` bytes for every array; else None (the
+    registers are then plain aligned arrays copied in `width`-byte chunks)."""
+    if where is None or any(vec * (hs[a.array].size or 0) != width for a in acc):
+        return None
+    out = {}
+    for arr in {a.array for a in acc}:
+        found = helpers.pack_for(where[0], where[1], hs[arr].elem, vec, count_expr)
+        if found is None:
+            return None
+        out[arr] = found
+    return out
+
+
 def _emit(m: _Loop, plan: Plan, hs: dict[str, Handle], vec: int, width: int, data: bytes,
-          counter: list[int]) -> str:
+          counter: list[int], where: tuple[str, str] | None = None) -> str:
     acc = plan.accesses
     ind = line_indent(data, m.loop.start_byte)
     i1, i2, i3 = ind + "  ", ind + "    ", ind + "      "
@@ -498,6 +514,34 @@ def _emit(m: _Loop, plan: Plan, hs: dict[str, Handle], vec: int, width: int, dat
     counter[0] += 1
     sfx = f"_{u}" if u else ""
     chunk = CHUNK[width]
+    packs = _packs(acc, hs, vec, width, f"astra_vec{sfx}", where)
+    # one short name per pack type the step uses (`using pack = vec_n_t<half, vec>;`)
+    alias = {t: f"astra_pack{j or ''}{sfx}" for j, t in enumerate(dict.fromkeys(t for t, _ in (packs or {}).values()))}
+
+    def declare(v: str, arr: str, base_: str | None, const: bool = False) -> None:
+        """Registers `v` for `arr`'s elements of this step, loaded from the row at `base_` (None:
+        not loaded)."""
+        at = None if base_ is None else f"{_at(arr, base_)} + astra_i0{sfx}"
+        if packs is not None:
+            t = alias[packs[arr][0]]
+            load = "" if at is None else f" = *reinterpret_cast<const {t}*>({at})"
+            decls.append(f"{i2}{'const ' if const and at else ''}{t} {v}{load};")
+            return
+        decls.append(f"{i2}alignas(16) {hs[arr].elem} {v}[astra_vec{sfx}];")
+        for c in range(0 if at is None else vec * (hs[arr].size or 0) // width):
+            lines_load.append(f"{i2}reinterpret_cast<{chunk}*>({v})[{c}] = reinterpret_cast<const "
+                              f"{chunk}*>({at})[{c}];")
+
+    def store(v: str, arr: str, base_: str) -> None:
+        at = f"{_at(arr, base_)} + astra_i0{sfx}"
+        if packs is not None:
+            lines_store.append(f"{i2}*reinterpret_cast<{alias[packs[arr][0]]}*>({at}) = {v};")
+            return
+        for c in range(vec * (hs[arr].size or 0) // width):
+            lines_store.append(f"{i2}reinterpret_cast<{chunk}*>({at})[{c}] = reinterpret_cast<const {chunk}*>({v})[{c}];")
+
+    def element(v: str, arr: str) -> str:
+        return f"{v}.{packs[arr][1]}[astra_k{sfx}]" if packs is not None else f"{v}[astra_k{sfx}]"
     T = m.var_type
     # Grid-stride counters run up to n plus a whole grid's stride: 64-bit where the index is 32-bit.
     wide = "gridDim" in m.stride and " ".join(T.split()) in NARROW
@@ -509,39 +553,28 @@ def _emit(m: _Loop, plan: Plan, hs: dict[str, Handle], vec: int, width: int, dat
     lines_load, lines_store, decls = [], [], []
     body_edits = []
     for a in sorted(acc, key=lambda a: (a.store, a.node.start_byte)):  # loads first
-        elem = hs[a.array].elem
-        nbytes = vec * hs[a.array].size
-        nchunks = nbytes // width
         key = (a.array, a.base)
         if a.store or (a.array in plan.inplace and key not in loads):
             if a.array in plan.inplace and key not in loads:   # one register for the element's old and new value
                 v = f"astra_v{len(loads)}{sfx}"
                 loads[key] = v
-                decls.append(f"{i2}alignas(16) {elem} {v}[astra_vec{sfx}];")
-                for c in range(nchunks if a.array in plan.preload else 0):
-                    lines_load.append(f"{i2}reinterpret_cast<{chunk}*>({v})[{c}] = reinterpret_cast<const "
-                                      f"{chunk}*>({_at(a.array, a.base)} + astra_i0{sfx})[{c}];")
+                declare(v, a.array, a.base if a.array in plan.preload else None)
             if a.array not in stores:
                 if a.array in plan.inplace:
                     v = loads[key]
                 else:
                     v = f"astra_s{len(stores)}{sfx}"
-                    decls.append(f"{i2}alignas(16) {elem} {v}[astra_vec{sfx}];")
+                    declare(v, a.array, None)
                 stores[a.array] = v
-                for c in range(nchunks):
-                    lines_store.append(f"{i2}reinterpret_cast<{chunk}*>({_at(a.array, a.base)} + astra_i0{sfx})"
-                                       f"[{c}] = reinterpret_cast<const {chunk}*>({v})[{c}];")
+                store(v, a.array, a.base)
             if a.store:
-                body_edits.append(Edit(a.node.start_byte, a.node.end_byte, f"{stores[a.array]}[astra_k{sfx}]"))
+                body_edits.append(Edit(a.node.start_byte, a.node.end_byte, element(stores[a.array], a.array)))
                 continue
         if key not in loads:
             v = f"astra_v{len(loads)}{sfx}"
             loads[key] = v
-            decls.append(f"{i2}alignas(16) {elem} {v}[astra_vec{sfx}];")
-            for c in range(nchunks):
-                lines_load.append(f"{i2}reinterpret_cast<{chunk}*>({v})[{c}] = reinterpret_cast<const "
-                                  f"{chunk}*>({_at(a.array, a.base)} + astra_i0{sfx})[{c}];")
-        body_edits.append(Edit(a.node.start_byte, a.node.end_byte, f"{loads[key]}[astra_k{sfx}]"))
+            declare(v, a.array, a.base, const=True)
+        body_edits.append(Edit(a.node.start_byte, a.node.end_byte, element(loads[key], a.array)))
     bases = sorted({(a.array, a.base) for a in acc})
     conds = [f"reinterpret_cast<size_t>({_at(arr, b)}) % {width} == 0" for arr, b in bases]
     conds += [_apart(w, wb, r, rng, f"astra_n{sfx}") for w, wb, r, rng in plan.checks]
@@ -575,13 +608,15 @@ def _emit(m: _Loop, plan: Plan, hs: dict[str, Handle], vec: int, width: int, dat
     else:
         tail = f"{i1}for ({T} {var} = astra_vec_end{sfx} + {_paren(m.start)}; {var} < astra_n{sfx}; {var} += {m.stride}) " \
                f"{tail_body}\n"
+    of = f" of the file's {', '.join(dict.fromkeys(f'`{t.split(chr(60))[0]}`' for t in alias))}" if alias else ""
     why = (f"{i1}// vector path only for aligned rows whose written range is apart from what is read\n"
            if plan.checks else "")
     return (
-        f"// astra: {vec} elements per step in {width}-byte loads and stores (fewer, wider memory accesses); "
+        f"// astra: {vec} elements per step in {width}-byte loads and stores{of} (fewer, wider memory accesses); "
         f"the loop after it takes the rest\n"
         f"{ind}{{\n"
         f"{i1}constexpr int astra_vec{sfx} = {vec};\n"
+        + "".join(f"{i1}using {a} = {t};\n" for t, a in alias.items()) +
         f"{i1}const {C} astra_n{sfx} = {txt(m.bound)};\n"
         + why +
         f"{i1}const bool astra_aligned{sfx} =\n{aligned};\n"

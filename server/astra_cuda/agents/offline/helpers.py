@@ -1,0 +1,311 @@
+"""The file's own helpers, found by their structure, so that a rewrite uses what the project
+already wrote instead of code of its own (issue 26): an element pack (`aligned_vector<T, N>`,
+`vec_n_t`, `AlignedArray`: a struct holding one array of N elements, aligned to its whole size)
+and a ceil-division helper (`ceil_div`, `DIVUP`: a function or macro returning `(a + b - 1) / b`).
+
+A helper is taken only where its definition shows it does exactly what the rewrite needs — by
+the definition's tree, never by its name — and is visible where the rewrite uses it; anything
+else (a pack of packed pairs such as vLLM's `PackedVec<half>`, a member function that may be
+virtual, a definition inside `#if`) leaves the rewrite to write its own code. The gate verifies
+the result as it verifies every rewrite.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from tree_sitter import Node
+
+from ... import source
+from .tree import txt, walk
+from .types import SIZES
+
+# Where a definition may sit and still be visible by its (qualified) name from a later kernel.
+_OPEN_SCOPES = ("translation_unit", "namespace_definition", "declaration_list", "template_declaration",
+                "linkage_specification")
+
+
+@dataclass(frozen=True)
+class Pack:
+    """A struct holding exactly one array, `member[count]` of `elem`, aligned to its whole size:
+    copying one moves all its elements in one access of that many bytes. A template over the
+    element type and the count (`params` in declared order, 'T' and 'N') or a fixed pack."""
+
+    name: str                       # qualified as the kernel must write it
+    member: str
+    params: tuple[str, ...] = ()    # ('T', 'N') or ('N', 'T') for a template; () for a fixed pack
+    elem: str = ""                  # a fixed pack's element type
+    count: int = 0                  # a fixed pack's element count
+
+    def spelled(self, elem: str, count: int, count_expr: str) -> str | None:
+        """The pack type holding `count` elements of `elem` (the count written `count_expr`),
+        or None when this pack cannot."""
+        if not self.params:
+            return self.name if self.elem == elem and self.count == count else None
+        args = [elem if p == "T" else count_expr for p in self.params]
+        return f"{self.name}<{', '.join(args)}>"
+
+
+def _parse(text: str) -> Node:
+    # CUDA's `__align__(n)` is `alignas(n)`; tree-sitter knows only the latter (same length, so
+    # every offset holds).
+    return source.parser().parse(text.encode("utf-8").replace(b"__align__", b"alignas  ")).root_node
+
+
+def _canon(n: Node, names: dict[str, str]) -> str:
+    """An expression's tokens without spaces, names mapped through `names`, parentheses kept
+    only around compound operands (`((a) + (b) - 1) / (b)` -> `(a+b-1)/b`)."""
+    if n.type == "parenthesized_expression" and len(n.named_children) == 1:
+        inner = n.named_children[0]
+        s = _canon(inner, names)
+        return s if inner.type in ("identifier", "number_literal", "parenthesized_expression",
+                                   "call_expression", "sizeof_expression") else f"({s})"
+    if n.type in ("sizeof_expression", "alignof_expression") and n.named_children:
+        return f"{txt(n.children[0])}({_canon(_strip(n.named_children[-1]), names)})"
+    if n.type == "type_descriptor":
+        return names.get(txt(n), txt(n))
+    if n.child_count == 0:
+        return names.get(txt(n), txt(n))
+    return "".join(_canon(c, names) for c in n.children if c.type != "comment")
+
+
+def _top(n: Node) -> str:
+    """The whole expression, its outer parentheses dropped."""
+    while n.type == "parenthesized_expression" and len(n.named_children) == 1:
+        n = n.named_children[0]
+    return n.type
+
+
+def _strip(n: Node) -> Node:
+    while n.type == "parenthesized_expression" and len(n.named_children) == 1:
+        n = n.named_children[0]
+    return n
+
+
+def _namespaces(n: Node) -> tuple[str, ...] | None:
+    """The namespaces around a definition, outermost first; None where it is not visible by a
+    qualified name (inside a class, a function, an anonymous namespace or a preprocessor branch)."""
+    out = []
+    p = n.parent
+    while p is not None:
+        if p.type not in _OPEN_SCOPES:
+            return None
+        if p.type == "namespace_definition":
+            name = p.child_by_field_name("name")
+            if name is None:
+                return None
+            out.append(txt(name))
+        p = p.parent
+    return tuple(reversed(out))
+
+
+def _qualified(name: str, where: tuple[str, ...], user: tuple[str, ...]) -> str:
+    """`name` as code inside namespaces `user` writes a definition made inside `where`."""
+    return name if user[:len(where)] == where else "::".join((*where, name))
+
+
+def _alignment(spec: Node) -> Node | None:
+    q = next((c for c in spec.children if c.type == "alignas_qualifier"), None)
+    return None if q is None else next((c for c in q.named_children), None)
+
+
+def _pack(spec: Node, kernel_ns: tuple[str, ...]) -> Pack | None:
+    name, body = spec.child_by_field_name("name"), spec.child_by_field_name("body")
+    if name is None or body is None or any(c.type == "base_class_clause" for c in spec.children):
+        return None
+    if any(n.type == "virtual" or txt(n) == "virtual" for n in walk(body) if n.child_count == 0):
+        return None
+    fields = []
+    for f in body.named_children:
+        if f.type == "field_declaration":
+            if any(c.type == "storage_class_specifier" for c in f.children):
+                continue   # a static member takes no room in each pack
+            decls = f.children_by_field_name("declarator")
+            if any(d.type == "function_declarator" for d in decls):
+                continue   # a member function declared here takes no room either
+            fields.append(f)
+        elif f.type == "declaration" and any(c.type == "storage_class_specifier" and txt(c) == "static"
+                                             for c in f.children):
+            continue
+        elif f.type not in ("function_definition", "template_declaration", "comment", "access_specifier",
+                            "type_definition", "alias_declaration", "static_assert_declaration"):
+            return None    # a nested struct, a union, a bit-field...: a layout we do not read
+    if len(fields) != 1:
+        return None
+    decls = fields[0].children_by_field_name("declarator")
+    if len(decls) != 1 or decls[0].type != "array_declarator":
+        return None
+    arr = decls[0]
+    member, size = arr.child_by_field_name("declarator"), arr.child_by_field_name("size")
+    elem = fields[0].child_by_field_name("type")
+    if member is None or size is None or elem is None or member.type != "field_identifier" \
+            or any(c.type == "type_qualifier" for c in fields[0].children):
+        return None
+    where = _namespaces(spec.parent if spec.parent is not None and spec.parent.type == "template_declaration"
+                        else spec)
+    if where is None:
+        return None
+    align = _alignment(spec)
+    if align is None:
+        return None
+    qualified = _qualified(txt(name), where, kernel_ns)
+    tmpl = spec.parent if spec.parent is not None and spec.parent.type == "template_declaration" else None
+    if tmpl is None:
+        e, n = txt(elem), _strip(size)
+        if e not in SIZES or n.type != "number_literal" or not txt(n).isdigit():
+            return None
+        count = int(txt(n))
+        a = _strip(align)
+        whole = a.type == "number_literal" and txt(a).isdigit() and int(txt(a)) == SIZES[e] * count
+        if not whole and _canon(align, {}) not in (f"sizeof({e})*{count}", f"{count}*sizeof({e})"):
+            return None
+        return Pack(qualified, txt(member), (), e, count)
+    # a template over the element type T and the count N, any other parameter defaulted
+    plist = tmpl.child_by_field_name("parameters")
+    order: list[str] = []
+    roles: dict[str, str] = {}
+    defaults: dict[str, Node] = {}
+    for p in plist.named_children if plist is not None else ():
+        if p.type == "comment":
+            continue
+        if p.type == "type_parameter_declaration" and p.named_child_count == 1:
+            roles[txt(p.named_children[0])] = "T"
+            order.append(txt(p.named_children[0]))
+        elif p.type == "parameter_declaration":
+            d = p.child_by_field_name("declarator")
+            if d is None or d.type != "identifier":
+                return None
+            roles[txt(d)] = "N"
+            order.append(txt(d))
+        elif p.type in ("optional_parameter_declaration", "optional_type_parameter_declaration"):
+            d, v = p.child_by_field_name("declarator") or p.child_by_field_name("name"), p.child_by_field_name("default_value")
+            if d is None or v is None:
+                return None
+            defaults[txt(d)] = v
+        else:
+            return None
+    if sorted(roles.values()) != ["N", "T"] or roles.get(txt(elem)) != "T" \
+            or _strip(size).type != "identifier" or roles.get(txt(_strip(size))) != "N":
+        return None
+    a = _strip(align)
+    if a.type == "identifier" and txt(a) in defaults:
+        align = defaults[txt(a)]
+    # alignof(T) == sizeof(T) for the scalar element types a vector loop moves
+    if _canon(align, roles) not in ("sizeof(T)*N", "N*sizeof(T)", "alignof(T)*N", "N*alignof(T)"):
+        return None
+    return Pack(qualified, txt(member), tuple(roles[o] for o in order))
+
+
+def _kernel_namespaces(root: Node, kernel: Node) -> tuple[str, ...]:
+    out = []
+    p = kernel.parent
+    while p is not None:
+        if p.type == "namespace_definition" and p.child_by_field_name("name") is not None:
+            out.append(txt(p.child_by_field_name("name")))
+        p = p.parent
+    return tuple(reversed(out))
+
+
+@lru_cache(maxsize=64)
+def packs(text: str, kernel_start: int) -> tuple[Pack, ...]:
+    """The element packs defined in `text` before the kernel starting at byte `kernel_start`,
+    named as that kernel writes them; templates first (they fit any element type)."""
+    root = _parse(text)
+    kernel = root.descendant_for_byte_range(kernel_start, kernel_start)
+    while kernel is not None and kernel.type != "function_definition":
+        kernel = kernel.parent
+    kernel_ns = _kernel_namespaces(root, kernel) if kernel is not None else ()
+    found = []
+    for n in walk(root):
+        if n.type == "struct_specifier" and n.end_byte <= kernel_start:
+            p = _pack(n, kernel_ns)
+            if p is not None:
+                found.append(p)
+    return tuple(sorted(found, key=lambda p: not p.params))
+
+
+def pack_for(text: str, kernel_start: int, elem: str, count: int, count_expr: str) -> tuple[str, str] | None:
+    """The file's own type for `count` elements of `elem` moved in one access, spelled for the
+    kernel, and the name of its array member; or None."""
+    for p in packs(text, kernel_start):
+        t = p.spelled(elem, count, count_expr)
+        if t is not None:
+            return t, p.member
+    return None
+
+
+# ---- ceil division ---------------------------------------------------------------------------------
+
+CEIL_DIV = ("(a+b-1)/b", "(a+(b-1))/b", "(b-1+a)/b", "(a-1+b)/b", "(b+a-1)/b")
+
+
+def _function_ceil_div(fn: Node) -> str | None:
+    d = fn.child_by_field_name("declarator")
+    while d is not None and d.type != "function_declarator":
+        d = d.child_by_field_name("declarator")
+    if d is None:
+        return None
+    name, plist = d.child_by_field_name("declarator"), d.child_by_field_name("parameters")
+    params = [p for p in plist.named_children] if plist is not None else []
+    if name is None or name.type != "identifier" or len(params) != 2 \
+            or any(p.type != "parameter_declaration" for p in params):
+        return None
+    names = {}
+    for role, p in zip("ab", params):
+        pd = p.child_by_field_name("declarator")
+        if pd is None or pd.type != "identifier":
+            return None
+        names[txt(pd)] = role
+    body = fn.child_by_field_name("body")
+    stmts = [s for s in body.named_children if s.type != "comment"] if body is not None else []
+    if len(stmts) != 1 or stmts[0].type != "return_statement" or not stmts[0].named_children:
+        return None
+    value = stmts[0].named_children[0]
+    return txt(name) if _top(value) == "binary_expression" and _canon(_strip(value), names) in CEIL_DIV else None
+
+
+def _macro_ceil_div(m: Node) -> str | None:
+    name, plist, value = (m.child_by_field_name(f) for f in ("name", "parameters", "value"))
+    if name is None or plist is None or value is None:
+        return None
+    params = [txt(p) for p in plist.named_children]
+    expr = source.parse_expression(txt(value).strip())
+    if len(params) != 2 or expr is None:
+        return None
+    return txt(name) if _canon(_strip(expr), dict(zip(params, "ab"))) in CEIL_DIV else None
+
+
+@lru_cache(maxsize=64)
+def ceil_div(text: str) -> str | None:
+    """The name of the file's own ceil-division helper visible at file scope — a function (or
+    function template) of two parameters returning `(a + b - 1) / b`, or a macro expanding to
+    it — else None."""
+    root = _parse(text)
+    for n in walk(root):
+        if n.type == "preproc_function_def" and _namespaces(n) == ():
+            found = _macro_ceil_div(n)
+        elif n.type == "function_definition" and _namespaces(
+                n.parent if n.parent is not None and n.parent.type == "template_declaration" else n) == ():
+            found = _function_ceil_div(n)
+        else:
+            continue
+        if found is not None:
+            return found
+    return None
+
+
+@lru_cache(maxsize=64)
+def defined_functions(text: str) -> frozenset[str]:
+    """The names of the functions and function-like macros `text` defines."""
+    root = _parse(text)
+    out = set()
+    for n in walk(root):
+        if n.type == "preproc_function_def" and n.child_by_field_name("name") is not None:
+            out.add(txt(n.child_by_field_name("name")))
+        elif n.type == "function_definition":
+            d = n.child_by_field_name("declarator")
+            while d is not None and d.type != "function_declarator":
+                d = d.child_by_field_name("declarator")
+            if d is not None and d.child_by_field_name("declarator") is not None:
+                out.add(txt(d.child_by_field_name("declarator")).split("::")[-1])
+    return frozenset(out)
