@@ -43,6 +43,8 @@ class Iv:
 
 
 UNKNOWN = Iv(None, None)
+# thread and block indices a condition can narrow (kept in the environment under these names)
+_BUILTINS = frozenset(f"{a}.{f}" for a in ("threadIdx", "blockIdx") for f in "xyz")
 MAX_HELPER_DEPTH = 3   # device functions followed into, nested
 # calls that read or write exactly where their pointer argument points (width aside)
 _ACCESSORS = ("load", "store", "__ld", "__st", "atomic", "ld", "st", "Load", "Store", "read", "write", "fetch",
@@ -191,6 +193,8 @@ class Analyzer:
         out = {}
         for k in a.keys() | b.keys():
             x, y = a.get(k), b.get(k)
+            if k in _BUILTINS and (x is None or y is None):
+                continue   # narrowed on one branch only: the launch's own range again
             if isinstance(x, Iv) and isinstance(y, Iv):
                 out[k] = x.join(y)
             elif x is not None and (x == y or y is None):
@@ -314,9 +318,12 @@ class Analyzer:
             return
         if not truth:
             op = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}[op]
-        if left.type == "identifier" and isinstance(self.env.get(left.text.decode()), Iv):
+        for side in (left, right):   # `if (threadIdx.x < BINS)` narrows the index itself
+            if side.text.decode() in _BUILTINS and side.text.decode() not in self.env:
+                self.env[side.text.decode()] = self.field(side)
+        if left.type in ("identifier", "field_expression") and isinstance(self.env.get(left.text.decode()), Iv):
             self._bound(left.text.decode(), op, self.expr(right, evaluate_only=True))
-        if right.type == "identifier" and isinstance(self.env.get(right.text.decode()), Iv):
+        if right.type in ("identifier", "field_expression") and isinstance(self.env.get(right.text.decode()), Iv):
             flip = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}[op]
             self._bound(right.text.decode(), flip, self.expr(left, evaluate_only=True))
 
@@ -440,6 +447,8 @@ class Analyzer:
         arg, fld = n.child_by_field_name("argument"), n.child_by_field_name("field")
         a, f = (arg.text.decode() if arg is not None else ""), (fld.text.decode() if fld is not None else "")
         k = "xyz".find(f)
+        if isinstance(self.env.get(f"{a}.{f}"), Iv):   # narrowed by a condition (`threadIdx.x < 64`)
+            return self.env[f"{a}.{f}"]
         if k >= 0:
             if a == "threadIdx":
                 return Iv(0, self.block[k] - 1)

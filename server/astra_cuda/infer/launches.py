@@ -159,6 +159,54 @@ class Launch:
     new_sizes: list[str]                  # sizes the launch names that are no kernel parameter
     program_sizes: dict[str, list[int]]   # size -> the values the program itself uses
     derived: dict[str, str] = field(default_factory=dict)   # parameter -> its contiguous value (a stride)
+    require: list[str] = field(default_factory=list)         # the launcher's own checks over the sizes
+
+
+_CHECKS = ("assert", "TORCH_CHECK")
+_COMPARISONS = ("<", "<=", ">", ">=", "==", "!=")
+
+
+def launcher_checks(model: SourceModel, function: str | None, before: int) -> list[str]:
+    """The conditions a launcher asserts before it launches (`assert(n % 4 == 0)`,
+    `TORCH_CHECK(a >= 4 && a <= 1024, ...)`), split at `&&`: the sizes it accepts."""
+    if function is None:
+        return []
+    short = function.split("::")[-1]
+    fn = next((n for n in _functions(model.text) if (source._declarator_name(
+        source._function_declarator(n.child_by_field_name("declarator")))[0] or "").split("::")[-1] == short), None)
+    if fn is None:
+        return []
+    out: list[str] = []
+    for n in _walk(fn):
+        callee = n.child_by_field_name("function") if n.type == "call_expression" else None
+        if callee is None or callee.text.decode() not in _CHECKS or n.start_byte >= before:
+            continue
+        args = n.child_by_field_name("arguments")
+        first = next((c for c in args.named_children if c.type != "comment"), None) if args is not None else None
+        stack = [first] if first is not None else []
+        while stack:
+            c = stack.pop()
+            while c.type == "parenthesized_expression" and len(c.named_children) == 1:
+                c = c.named_children[0]
+            op = c.child_by_field_name("operator") if c.type == "binary_expression" else None
+            if op is not None and op.type == "&&":
+                stack += [c.child_by_field_name("right"), c.child_by_field_name("left")]
+            elif op is not None and op.type in _COMPARISONS:
+                out.append(c.text.decode())
+    return out
+
+
+def _condition(text: str, hx: _HostExprs) -> str | None:
+    """A host comparison over the sizes as a spec condition, or None where a side is not a size."""
+    node = source.parse_expression(text)
+    op = node.child_by_field_name("operator") if node is not None and node.type == "binary_expression" else None
+    if op is None or op.type not in _COMPARISONS:
+        return None
+    left, right = hx.spec(node.child_by_field_name("left").text.decode()), \
+        hx.spec(node.child_by_field_name("right").text.decode())
+    if left is None or right is None or not (exprs.names(left) or exprs.names(right)):
+        return None
+    return f"{left} {op.type} {right}"
 
 
 def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names: list[str],
@@ -270,7 +318,15 @@ def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names:
         vals = [v for v, _ in caller_values(program, site.function, host, constants) if v > 0]
         if vals:
             program_sizes[size] = sorted(set(vals))[:4]
-    return Launch(grid, block, shared, new, program_sizes, contiguous(kernel, site, local, size_names))
+    # the launcher's asserts that read over the sizes (`batch * n % 1024 == 0`, `n <= 1024`)
+    hx = _HostExprs(mapping, grid_values)
+    known = set(size_names) | set(new)
+    require = [c for c in (_condition(x, hx) for x in launcher_checks(model, site.function, site.span.start_byte))
+               if c is not None and set(exprs.names(c)) <= known]
+    for c in require:
+        notes.append(f"`{c}`: the launcher checks it before it launches ({where}): required")
+    return Launch(grid, block, shared, new, program_sizes, contiguous(kernel, site, local, size_names),
+                  list(dict.fromkeys(require)))
 
 
 def _tensor_call(expr: str) -> tuple[str, str, int] | None:

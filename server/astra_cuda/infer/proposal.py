@@ -118,6 +118,7 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
     grid = block = shared = None
     program_sizes: dict[str, list[int]] = {}
     derived: dict[str, str] = {}
+    launch_require: list[str] = []
     if site is not None and site_model is not None:
         launch = _launch_of(kernel, site_model, site, size_names, notes, program, constants)
         grid, block, shared, program_sizes = launch.grid, launch.block, launch.shared, launch.program_sizes
@@ -126,6 +127,7 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
         derived = {k: v for k, v in launch.derived.items() if all(n in size_names for n in exprs.names(v))}
         size_names = [n for n in size_names if n not in derived]
         grid, block = _substituted(grid, derived), _substituted(block, derived)
+        launch_require = [r for r in _substituted(launch.require, derived) if set(exprs.names(r)) <= set(size_names)]
         shared = _substituted([shared], derived)[0] if shared else shared
         for k, v in derived.items():
             notes.append(f"`{k}` is a stride or a dimension of a higher-rank tensor at the launch: took its value "
@@ -162,6 +164,7 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
     if found is not None and found.uses_table and TABLE not in size_names:
         size_names.append(TABLE)
     require = _requirements(grid, block, found, size_names, kernel)
+    require += [r for r in launch_require if r not in require]
     earlier = _earlier_version(kernel, model)
     if earlier is not None:
         notes.append(f"`{earlier}` is an earlier version of this kernel (same parameters): it is the reference; "

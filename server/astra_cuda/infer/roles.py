@@ -39,6 +39,22 @@ def _fit(values: list[tuple[dict[str, int], int]], names: list[str]) -> list[str
     return None
 
 
+def _per_block(grid: list[str], values: list[tuple[dict[str, int], int]]) -> list[str] | None:
+    """A shape of one row per block, each a fixed number of elements long, when every measured
+    extent is that multiple of a grid dimension's size: [blocks] or [blocks, 64]."""
+    for g in grid:
+        if g.strip().isdigit():
+            continue
+        blocks = [exprs.evaluate_int(g, s) for s, _ in values]
+        if min(blocks) < 1 or any(e % b for (_, e), b in zip(values, blocks)):
+            continue
+        per = {e // b for (_, e), b in zip(values, blocks)}
+        if len(per) == 1:
+            n = per.pop()
+            return [g] if n == 1 else [g, str(n)]
+    return None
+
+
 def _prod(xs) -> int:
     out = 1
     for x in xs:
@@ -86,9 +102,8 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
         if any(u.unknown or u.hi is None for u in uses):
             continue
         fitted = _fit([(s, u.hi + 1) for (s, _), u in zip(samples, uses)], names)
-        if fitted is None:   # one element per block (`out[blockIdx.x]`): the grid's own extent
-            fitted = next(([g] for g in grid if not g.strip().isdigit() and
-                           all(exprs.evaluate_int(g, s) == u.hi + 1 for (s, _), u in zip(samples, uses))), None)
+        if fitted is None:   # per-block partial results (`out[blockIdx.x * BINS + tid]`): the grid's extent times theirs
+            fitted = _per_block(grid, [(s, u.hi + 1) for (s, _), u in zip(samples, uses)])
         if fitted is not None:
             shapes[p.name] = fitted
     last = samples[-1][1].uses

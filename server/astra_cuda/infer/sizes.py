@@ -2,6 +2,7 @@
 sized by the bytes a launch moves, and the repair that keeps every proposed case valid."""
 from __future__ import annotations
 
+import ast
 import itertools
 from dataclasses import dataclass, field
 
@@ -173,12 +174,37 @@ def repair(d: Draft, notes: list[str]) -> bool:
 def _fit_requirements(d: Draft, name: str, values: list[int]) -> list[int]:
     mods = [int(r.split("%")[1].split("==")[0]) for r in d.require
             if r.replace(" ", "").startswith(f"{name}%") and r.split("%")[1].split("==")[0].strip().isdigit()]
+    lo, hi = _bounds(d, name)
     out = []
     for v in values:
+        v = min(max(v, lo), hi)   # a launcher's `n <= 1024`: the value at its bound
         for m in mods:
             v = -(-v // m) * m if m > 0 else v
         out.append(v)
     return sorted(set(out))
+
+
+def _bounds(d: Draft, name: str) -> tuple[int, int]:
+    """The range `require` gives one size on its own (`n >= 4`, `n <= 4 * 256`)."""
+    lo, hi = 1, MAX_DIM
+    for r in d.require:
+        try:
+            tree = exprs.parse(r).body
+        except exprs.ExprError:
+            continue
+        if not (isinstance(tree, ast.Compare) and len(tree.ops) == 1 and isinstance(tree.left, ast.Name)
+                and tree.left.id == name):
+            continue
+        try:
+            k = exprs.evaluate_int(ast.unparse(tree.comparators[0]), {})
+        except exprs.ExprError:
+            continue
+        op = type(tree.ops[0])
+        if op is ast.LtE or op is ast.Lt:
+            hi = min(hi, k if op is ast.LtE else k - 1)
+        elif op is ast.GtE or op is ast.Gt:
+            lo = max(lo, k if op is ast.GtE else k + 1)
+    return lo, max(lo, hi)
 
 
 def _combinations(table: dict[str, list[int]]) -> int:
@@ -210,6 +236,10 @@ def size_bench(d: Draft, program: dict[str, list[int]], notes: list[str]) -> Non
             break
         biggest = max(bench, key=lambda n: bench[n][0])
         bench[biggest] = _fit_requirements(d, biggest, [max(1, bench[biggest][0] // 2)])
+    if not ok(bench):   # a launcher's bounds (`n <= 1024`) the usual values break: grow from the largest test case
+        valid = [c for c in _cases(d.sizes, d) if problem(d, c) is None]
+        if valid:
+            bench = {n: [v] for n, v in max(valid, key=lambda c: bytes_moved(d, c) or 0).items()}
     if scalable is not None:
         for _ in range(40):
             c = {n: v[0] for n, v in bench.items()}
