@@ -276,7 +276,11 @@ def _stages(k: Kernel, r: Record, o: "Options", work: Path) -> None:
         return
     if o.stage == "check" or o.backend != "gpu":
         return
-    _gpu(k, r, o, work, f, name, flags)
+    with o.timing:
+        if o.deadline and time.monotonic() > o.deadline - 60:   # waited past the run's budget for the GPU
+            r.gpu["profile"] = {"error": "not timed: the run's budget was spent while it waited for the GPU"}
+            return
+        _gpu(k, r, o, work, f, name, flags)
 
 
 def _unedited(k: Kernel, o: "Options", work: Path) -> Path:
@@ -379,6 +383,9 @@ class Options:
     limit_scale: float = 1.0
     deadline: float = 0.0      # time.monotonic() after which no step may run on (0: none)
     _nvcc_lock: threading.Lock = field(default_factory=threading.Lock)
+    # One kernel at a time is timed (profile, optimize): with --jobs N on a GPU the other kernels'
+    # listing, inference and checks go on meanwhile, but never two timings on one GPU.
+    timing: threading.Lock = field(default_factory=threading.Lock)
 
     def limit(self, step: str) -> float:
         """The step's time limit, cut short where the run's deadline comes first."""
