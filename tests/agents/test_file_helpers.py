@@ -67,7 +67,7 @@ def rewritten(name: str, text: str) -> str:
 def test_vectorize_moves_elements_in_the_files_own_pack(name, count):
     text = SILU.replace("__device__ __forceinline__ float silu", VEC_N_T + "\n__device__ __forceinline__ float silu")
     out = rewritten(name, text)
-    assert f"constexpr int vec = {count};\n    using pack = vec_n_t<__half, vec>;" in out
+    assert f"constexpr int vec = {count};\n  using pack = vec_n_t<__half, vec>;" in out
     assert "const pack v0 = *reinterpret_cast<const pack*>(input + (token * 2 * d) + i0);" in out
     assert "s0.val[k] = __float2half(silu(x) * y);" in out and "*reinterpret_cast<pack*>(out + (token * d) + i0) = s0;" in out
     assert "uint4" not in out and "alignas(16) __half" not in out and "of the file's `vec_n_t`" in out

@@ -2,6 +2,7 @@
 applies to, the offered text (`offline.style.polish`) uses ordinary names (the `astra_` prefix only
 on a real clash), says what it did and why in a plain comment, keeps the spec's grid simple, and
 still parses; the grid arithmetic and the project's .clang-format on their own."""
+import difflib
 import re
 from pathlib import Path
 
@@ -121,3 +122,19 @@ def test_changed_lines_follow_the_projects_clang_format(tmp_path):
     out = style.project_format(text, original, str(tmp_path / "k.cu"), str(tmp_path))
     assert "  if (true) {\n      o[1] = 2.0f;\n  }" in out and "  o[0] = 1.0f;" in out   # only the new lines, by its style
     assert style.project_format(text, original, str(tmp_path / "sub" / "k.cu"), str(tmp_path / "sub")) == text
+
+
+def test_a_vectorized_loop_keeps_the_users_loop_as_its_tail():
+    """The smallest diff: the vector loop goes above the user's loop, whose only change is where
+    it starts; its body's lines stay as they were."""
+    text = (ROOT / "examples" / "silu_and_mul.cu").read_text()
+    out = style.polish(TRANSFORMS["vectorize"].apply(text, context_from_text("silu_and_mul", text)).text, text)
+    removed = [ln for ln in difflib.unified_diff(text.split("\n"), out.split("\n"), lineterm="", n=0)
+               if ln.startswith("-") and not ln.startswith("---")]
+    assert removed == ["-  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {"]
+    assert "  for (int64_t i = vec_end + threadIdx.x; i < d; i += blockDim.x) {" in out
+    assert "  for (int64_t i0 = threadIdx.x * vec; i0 < vec_end; i0 += blockDim.x * vec) {" in out   # one line where it fits
+    # a pragma of the user's loop stays right above it: the vector code then gets a block of its own
+    pragma = text.replace("  for (int64_t i = threadIdx.x;", "  #pragma unroll 4\n  for (int64_t i = threadIdx.x;")
+    out = TRANSFORMS["vectorize"].apply(pragma, context_from_text("silu_and_mul", pragma)).text
+    assert "  #pragma unroll 4\n  // astra:" in out and "\n    for (int64_t i = astra_vec_end + threadIdx.x;" in out

@@ -107,7 +107,9 @@ class UnrollVectorLoop(base.Transform):
         """At the largest timed size each thread takes at least two vector steps."""
         if not ctx.block_threads or not ctx.row_elements:
             return False
-        block = loop.parent  # the `{ constexpr int astra_vec = V; const T astra_n = N; ... }` block
+        block = loop.parent  # holds `constexpr int astra_vec = V; const T astra_n = N;` before the loop
+        init = loop.child_by_field_name("initializer")
+        sfx = txt(init).split("=")[0].split()[-1][len("astra_i0"):] if init is not None else ""
         vec = n = None
         for stmt in block.named_children if block is not None else ():
             if stmt.type != "declaration":
@@ -115,8 +117,8 @@ class UnrollVectorLoop(base.Transform):
             for d in stmt.children_by_field_name("declarator"):
                 name = txt(d.child_by_field_name("declarator"))
                 value = d.child_by_field_name("value")
-                if name.startswith("astra_vec") and not name.startswith("astra_vec_end") and value is not None:
+                if name == f"astra_vec{sfx}" and value is not None:
                     vec = int(txt(value)) if txt(value).isdigit() else None
-                elif name.startswith("astra_n") and value is not None:
+                elif name == f"astra_n{sfx}" and value is not None:
                     n = ctx.row_elements.get(txt(value))
         return bool(vec and n and n >= 2 * vec * ctx.block_threads)

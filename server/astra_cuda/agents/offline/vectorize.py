@@ -448,6 +448,7 @@ class Vectorize(base.Transform):
         data = text.encode("utf-8")
         edits, changes, elements = [], [], []
         counter = [0]
+        taken = {txt(n) for n in walk(sc.root) if n.type == "identifier"}   # an earlier round's names
         barriers = _barrier_calls(sc)
         tids = base.index_aliases(body(fn))
         for loop in [n for n in walk(body(fn)) if n.type == "for_statement"]:
@@ -469,7 +470,7 @@ class Vectorize(base.Transform):
                 n = ctx.row_elements[txt(m.bound)]
                 if n // vec < ctx.block_threads // 8 and vec > 2:
                     continue
-            code = _emit(m, plan, hs, vec, width, data, counter, (text, fn.start_byte))
+            code = _emit(m, plan, hs, vec, width, data, counter, (text, fn.start_byte), taken)
             elements.append(vec)
             edits.append(Edit(loop.start_byte, loop.end_byte, code))
             arrays_ = sorted({a.array for a in acc})
@@ -506,13 +507,23 @@ def _packs(acc: list[Access], hs: dict[str, Handle], vec: int, width: int, count
 
 
 def _emit(m: _Loop, plan: Plan, hs: dict[str, Handle], vec: int, width: int, data: bytes,
-          counter: list[int], where: tuple[str, str] | None = None) -> str:
+          counter: list[int], where: tuple[str, str] | None = None, taken: set[str] | None = None) -> str:
+    """The vector loop and its scalar tail in place of `m.loop`. Where the loop sits in a block,
+    the vector loop's constants go right before it and the tail is the user's loop itself with
+    only its first index moved (the smallest diff); elsewhere (the body of an `if`, say) all of it
+    is wrapped in a block of its own."""
     acc = plan.accesses
     ind = line_indent(data, m.loop.start_byte)
-    i1, i2, i3 = ind + "  ", ind + "    ", ind + "      "
     u = counter[0]
-    counter[0] += 1
+    while f"astra_vec{f'_{u}' if u else ''}" in (taken or ()):
+        u += 1
+    counter[0] = u + 1
     sfx = f"_{u}" if u else ""
+    before = m.loop.prev_sibling   # a `#pragma unroll` of the user's loop must stay right above it
+    flat = m.loop.parent is not None and m.loop.parent.type == "compound_statement" \
+        and not (before is not None and before.type.startswith("preproc"))
+    i1 = ind if flat else ind + "  "
+    i2, i3 = i1 + "  ", i1 + "    "
     chunk = CHUNK[width]
     packs = _packs(acc, hs, vec, width, f"astra_vec{sfx}", where)
     # one short name per pack type the step uses (`using pack = vec_n_t<half, vec>;`)
@@ -599,30 +610,37 @@ def _emit(m: _Loop, plan: Plan, hs: dict[str, Handle], vec: int, width: int, dat
     rel = [Edit(e.start - b.start_byte, e.end - b.start_byte, e.text) for e in body_edits]
     inner = apply_edits(txt(b), rel).replace("\n" + ind, "\n" + i3)
     inner = "\n".join(line for line in inner.split("\n") if line.strip())
-    tail_body = txt(b).replace("\n" + ind, "\n" + (i2 if wide else i1))
     var = m.var
     if wide:
+        # the body's statements beside `i`'s declaration: the body may not redeclare `i` anyway
+        stmts = data[b.children[0].end_byte:b.children[-1].start_byte].decode("utf-8").strip("\n").rstrip()
+        tail_body = stmts.replace("\n" + ind + "  ", "\n" + i2).lstrip()
         tail = (f"{i1}for (long long astra_j{sfx} = astra_vec_end{sfx} + {_paren(m.start)}; astra_j{sfx} < astra_n{sfx}; "
                 f"astra_j{sfx} += {m.stride}) {{\n{i2}const {T} {var} = static_cast<{T}>(astra_j{sfx});\n"
-                f"{i2}{tail_body}\n{i1}}}\n")
-    else:
-        tail = f"{i1}for ({T} {var} = astra_vec_end{sfx} + {_paren(m.start)}; {var} < astra_n{sfx}; {var} += {m.stride}) " \
-               f"{tail_body}\n"
+                f"{i2}{tail_body}\n{i1}}}")
+    else:   # the user's loop, from where the vector steps end
+        first = m.loop.child_by_field_name("initializer").children_by_field_name("declarator")[0].child_by_field_name("value")
+        tail = (data[m.loop.start_byte:first.start_byte].decode("utf-8") + f"astra_vec_end{sfx} + {_paren(m.start)}"
+                + data[first.end_byte:m.loop.end_byte].decode("utf-8"))
+        tail = i1 + tail.replace("\n" + ind, "\n" + i1)
+    head = (f"for ({C} astra_i0{sfx} = {cast}{_paren(m.start)} * astra_vec{sfx}; astra_i0{sfx} < astra_vec_end{sfx};"
+            f"\n{i1}     astra_i0{sfx} += {cast}{_paren(m.stride)} * astra_vec{sfx}) {{")
+    if len(i1 + head.replace("astra_", "").replace(f"\n{i1}    ", "")) <= 100:   # as long as the offered text shows it
+        head = head.replace(f"\n{i1}    ", "")
     of = f" of the file's {', '.join(dict.fromkeys(f'`{t.split(chr(60))[0]}`' for t in alias))}" if alias else ""
     why = (f"{i1}// vector path only for aligned rows whose written range is apart from what is read\n"
            if plan.checks else "")
     return (
         f"// astra: {vec} elements per step in {width}-byte loads and stores{of} (fewer, wider memory accesses); "
         f"the loop after it takes the rest\n"
-        f"{ind}{{\n"
+        + ("" if flat else f"{ind}{{\n") +
         f"{i1}constexpr int astra_vec{sfx} = {vec};\n"
         + "".join(f"{i1}using {a} = {t};\n" for t, a in alias.items()) +
         f"{i1}const {C} astra_n{sfx} = {txt(m.bound)};\n"
         + why +
         f"{i1}const bool astra_aligned{sfx} =\n{aligned};\n"
         f"{i1}const {C} astra_vec_end{sfx} = astra_aligned{sfx} ? astra_n{sfx} / astra_vec{sfx} * astra_vec{sfx} : 0;\n"
-        f"{i1}for ({C} astra_i0{sfx} = {cast}{_paren(m.start)} * astra_vec{sfx}; astra_i0{sfx} < astra_vec_end{sfx};\n"
-        f"{i1}     astra_i0{sfx} += {cast}{_paren(m.stride)} * astra_vec{sfx}) {{\n"
+        f"{i1}{head}\n"
         + "\n".join(decls) + "\n"
         + "\n".join(lines_load) + ("\n" if lines_load else "")
         + f"{i2}#pragma unroll\n"
@@ -632,5 +650,5 @@ def _emit(m: _Loop, plan: Plan, hs: dict[str, Handle], vec: int, width: int, dat
         f"{i2}}}\n"
         + "\n".join(lines_store) + ("\n" if lines_store else "")
         + f"{i1}}}\n"
-        + tail + f"{ind}}}"
+        + tail + ("" if flat else f"\n{ind}}}")
     )
