@@ -138,3 +138,15 @@ def test_a_vectorized_loop_keeps_the_users_loop_as_its_tail():
     pragma = text.replace("  for (int64_t i = threadIdx.x;", "  #pragma unroll 4\n  for (int64_t i = threadIdx.x;")
     out = TRANSFORMS["vectorize"].apply(pragma, context_from_text("silu_and_mul", pragma)).text
     assert "  #pragma unroll 4\n  // astra:" in out and "\n    for (int64_t i = astra_vec_end + threadIdx.x;" in out
+
+
+def test_rows_writes_only_the_helpers_its_kernel_calls():
+    text = (ROOT / "tests" / "agents" / "kernels" / "softmax_naive.cu").read_text()
+    out = style.polish(TRANSFORMS["rows"].apply(text, context_from_text("softmax_forward_kernel1", text)).text, text)
+    assert "row_max(maxval)" in out and "row_sum(sum)" in out and "row_sync();" in out
+    assert "row_min" not in out   # no reduction of that kind in this kernel
+    assert 'grid = ["N"]' in out and "<<<dim3(N), dim3(64, 1)>>>" in out   # no doubled parentheses
+    from astra_cuda.agents.offline.rows import helpers_for
+    assert helpers_for("astra_row_sync();", "").startswith("// the row's threads")   # no reduction: no reduce helper
+    assert helpers_for("x = astra_row_min(x);", "T astra_row_reduce(T v, int op) {") == \
+        "template <typename T> __device__ __forceinline__ T astra_row_min(T v) { return astra_row_reduce(v, 2); }\n\n"

@@ -41,7 +41,7 @@ EXPS = {"expf", "__expf", "exp", "exp2f", "hexp"}
 IDENTITY = {"sum": "0", "max": "-__int_as_float(0x7f800000)", "min": "__int_as_float(0x7f800000)"}  # 0, -inf, inf
 THREADS = (32, 64, 128, 256, 512, 1024)
 
-HELPERS = """// astra: reductions across the threads of one row (blockDim.x of them: one warp, or several warps
+REDUCE = """// astra: reductions across the threads of one row (blockDim.x of them: one warp, or several warps
 // when a block holds one row). Every thread of the row gets the result.
 template <typename T>
 __device__ __forceinline__ T astra_row_reduce(T v, int op) {
@@ -53,7 +53,7 @@ __device__ __forceinline__ T astra_row_reduce(T v, int op) {
   if (blockDim.x > 32) {
     __shared__ T astra_part[32];
     const unsigned lane = threadIdx.x % 32u, warp = threadIdx.x / 32u, warps = (blockDim.x + 31u) / 32u;
-    __syncthreads();  // the previous reduction's readers are done with astra_part
+    __syncthreads();  // the previous reduction's readers are done with the partials
     if (lane == 0) astra_part[warp] = v;
     __syncthreads();
     v = lane < warps ? astra_part[lane] : op == 0 ? T(0) : astra_part[0];  // max/min: a repeat is harmless
@@ -65,15 +65,23 @@ __device__ __forceinline__ T astra_row_reduce(T v, int op) {
   }
   return v;
 }
-template <typename T> __device__ __forceinline__ T astra_row_sum(T v) { return astra_row_reduce(v, 0); }
-template <typename T> __device__ __forceinline__ T astra_row_max(T v) { return astra_row_reduce(v, 1); }
-template <typename T> __device__ __forceinline__ T astra_row_min(T v) { return astra_row_reduce(v, 2); }
-// the row's threads see each other's writes (a later loop may give an element to another thread)
-__device__ __forceinline__ void astra_row_sync() {
-  if (blockDim.x > 32) __syncthreads(); else __syncwarp();
+"""
+# What the rewritten kernel calls, each written into the file only where it is used and not there yet.
+WRAPPERS = {
+    "astra_row_sum": "template <typename T> __device__ __forceinline__ T astra_row_sum(T v) { return astra_row_reduce(v, 0); }\n",
+    "astra_row_max": "template <typename T> __device__ __forceinline__ T astra_row_max(T v) { return astra_row_reduce(v, 1); }\n",
+    "astra_row_min": "template <typename T> __device__ __forceinline__ T astra_row_min(T v) { return astra_row_reduce(v, 2); }\n",
+    "astra_row_sync": "// the row's threads see each other's writes (a later loop may give an element to another thread)\n"
+                      "__device__ __forceinline__ void astra_row_sync() {\n"
+                      "  if (blockDim.x > 32) __syncthreads(); else __syncwarp();\n}\n",
 }
 
-"""
+
+def helpers_for(kernel_text: str, file_text: str) -> str:
+    """The row helpers `kernel_text` calls that `file_text` does not define yet (no unused ones)."""
+    used = [w for w in WRAPPERS if f"{w}(" in kernel_text and f"{w}(" not in file_text]
+    core = REDUCE if any(w != "astra_row_sync" for w in used) and "astra_row_reduce(" not in file_text else ""
+    return core + "".join(WRAPPERS[w] for w in used) + ("\n" if used else "")
 
 
 @dataclass
@@ -379,13 +387,14 @@ class Rows(base.Transform):
                 edits.append(Edit(st.start_byte, st.start_byte, pre))
             if combine:
                 edits.append(Edit(st.end_byte, st.end_byte, "\n" + "\n".join(sind + c for c in combine)))
-        helpers = "" if "astra_row_reduce" in text else HELPERS
         at = kernel.spec.span.start_byte if kernel.spec is not None else kernel.span.start_byte
         # helper text goes before the spec comment: outside the kernel's span
         new_kernel = apply_edits(text, edits)
         k2 = source.parse(new_kernel).kernel(ctx.kernel)
         if k2 is None:
             return None
+        helpers = helpers_for(k2.text, text)
+        spec_rows = style.strip_parens(spec_rows)
         grid = [style.spec_div_up(spec_rows, r) if r > 1 else spec_rows]
         blk = [str(t), str(r)]
 
@@ -394,7 +403,7 @@ class Rows(base.Transform):
             a = base.substitute(rows_expr, args) if all(side_effect_free(x) for x in args.values()) else None
             if a is None:
                 return None
-            g = f"dim3((({a}) + {r - 1}) / {r})" if r > 1 else f"dim3({a})"
+            g = f"dim3({style.div_up(a, r, text)})" if r > 1 else f"dim3({style.strip_parens(a)})"
             return g, f"dim3({t}, {r})"
 
         kedits = [(kernel.span.start_byte, kernel.span.end_byte, k2.text)]

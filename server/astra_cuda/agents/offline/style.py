@@ -207,7 +207,7 @@ def _int(s: str) -> int | None:
     return int(s) if re.fullmatch(r"\d+", s) else None
 
 
-def _strip_parens(s: str) -> str:
+def strip_parens(s: str) -> str:
     s = s.strip()
     while s.startswith("(") and s.endswith(")") and _balanced(s[1:-1]):
         s = s[1:-1].strip()
@@ -266,7 +266,7 @@ def div_up(grid: str, k: int, file_text: str = "") -> str:
     `ceil_div(n, 1024)`), else the file's own helper, else `(grid + k - 1) / k`; a grid that may
     be a `dim3` keeps its `.x`. The file's helper is one whose definition is a ceil division
     (`helpers.ceil_div`), whatever its name."""
-    g = _strip_parens(grid)
+    g = strip_parens(grid)
     call = _split_call(g)
     own = helpers.ceil_div(file_text) if file_text else None
     if call is not None and len(call[1]) == 2 and _int(call[1][1]) is not None and (
@@ -276,7 +276,7 @@ def div_up(grid: str, k: int, file_text: str = "") -> str:
         return f"{call[0]}({call[1][0]}, {_int(call[1][1]) * k})"  # type: ignore[operator]
     m = re.fullmatch(r"\((.+)\)\s*/\s*([A-Za-z_]\w*|\d+)", g, re.S)
     if m is not None and _balanced(m.group(1)):
-        inner, a = _strip_parens(m.group(1)), m.group(2)
+        inner, a = strip_parens(m.group(1)), m.group(2)
         adds = [rf"\+\s*{a}\s*-\s*1", rf"\+\s*\(\s*{a}\s*-\s*1\s*\)"]
         adds += [rf"\+\s*{int(a) - 1}"] if a.isdigit() else []
         for add in adds:
