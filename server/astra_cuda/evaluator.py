@@ -67,6 +67,9 @@ def to_evaluation(check: Check, prof: profiler.Profile | None, seconds: float = 
     bottleneck = (largest.bottleneck or "").split("-")[0] or None
     occ = (prof.occupancy or {}).get("theoretical")
     notes = largest.bottleneck_why or ""
+    model_notes = list(dict.fromkeys(n for s in prof.sizes for n in s.notes))  # the byte model refuted
+    if model_notes:
+        notes += ("\n" if notes else "") + model_notes[0]
     if prof.ncu:
         notes += ("\n" if notes else "") + "Nsight Compute: " + ", ".join(f"{k}={v}" for k, v in list(prof.ncu.items())[:8])
     return Evaluation(check, ProfileSummary(sizes, bottleneck, registers, occ, prof.device or "", notes), "", registers, seconds)

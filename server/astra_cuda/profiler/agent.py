@@ -84,12 +84,14 @@ def _profile_measured(prof: Profile, reference_unit, candidate_unit, spec, backe
     c = (cand, candidate_unit.name_expression)
     r = (ref, reference_unit.name_expression) if ref is not None else None
     rng = np.random.default_rng(seed)
+    # The original timed against itself (the optimizer's baseline): the same code on both sides.
+    original = reference_unit is not None and reference_unit == candidate_unit and (rspec is spec or rspec == spec)
     for rung in rungs:
         sizes = rung.sizes
         try:
             seeds = (int(rng.integers(1, 2**31 - 1)), int(rng.integers(1, 2**31 - 1)))
             timed = timing.measure_confirmed(backend, spec, rspec, sizes, c, r, params=params, reps=reps,
-                                             warmup=warmup, seeds=seeds, ceiling=ceiling)
+                                             warmup=warmup, seeds=seeds, ceiling=ceiling, original=original)
             timed.role = rung.role
             prof.sizes.append(timed)
         except LaunchError as e:

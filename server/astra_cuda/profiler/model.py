@@ -109,7 +109,25 @@ def floor_us(nbytes: int, ceiling: float | None) -> float | None:
     return nbytes / ceiling * 1e6 if ceiling else None
 
 
-def implausible(median_us: float, speedup: float | None, nbytes: int, ceiling: float | None) -> list[str]:
+def model_refuted(trusted_us: float | None, nbytes: int, ceiling: float | None) -> str:
+    """What a trusted kernel's time says of the byte model: '' when it holds, else the note.
+
+    The floor is a model: the spec's arrays, each read or written once in full. A kernel that
+    touches fewer bytes than its arrays hold (pairs of elements per thread over half of them, an
+    index-driven kernel that reaches a few rows, an array the spec calls read-write that is only
+    read) beats it without cheating. When the kernel whose work is trusted — the original, or
+    the spec's reference kernel — runs faster than the floor, the model is what is wrong, at this
+    size: the kernel is reported, never refused, and no floor is built from those bytes."""
+    floor = floor_us(nbytes, ceiling)
+    if floor is None or trusted_us is None or trusted_us <= 0 or trusted_us >= floor:
+        return ""
+    return (f"the byte model overcounts: the original measured {100 * floor / trusted_us:.0f}% of the copy "
+            f"ceiling for the spec's {nbytes / 1e6:.1f} MB (it moves fewer bytes than the spec's arrays hold); "
+            f"a rewrite is held to {BIG_SPEEDUP:g}× the original's speed instead of a floor from those bytes")
+
+
+def implausible(median_us: float, speedup: float | None, nbytes: int, ceiling: float | None, *,
+                reference_us: float | None = None, original: bool = False) -> list[str]:
     """Why a measured time cannot be right (empty when it can).
 
     A time below FLOOR_MARGIN of the roofline floor is physically impossible (the margin absorbs
@@ -121,9 +139,23 @@ def implausible(median_us: float, speedup: float | None, nbytes: int, ceiling: f
     bytes can overstate what a kernel must move (an output it writes, then reads back, counts as
     in-place). Without a floor (no measured ceiling, no bytes) nothing explains such a speedup:
     flagged. Skipped work and replayed results are the timing checks' job (poisoned outputs,
-    fresh addresses, checks of every launch, the time distributions)."""
+    fresh addresses, checks of every launch, the time distributions).
+
+    The floor judges rewrites, not the code they rewrite: `original` (the kernel timed is the
+    original itself, or there is no reference to compare with: the file's own kernel) is never
+    flagged — a trusted kernel faster than the floor refutes the byte model (`model_refuted`). A
+    refuted model is no floor: a rewrite is then held to BIG_SPEEDUP over the reference
+    (`reference_us`), as when there is no floor at all."""
+    if original:
+        return []
     out = []
     floor = floor_us(nbytes, ceiling)
+    if floor is not None and model_refuted(reference_us, nbytes, ceiling):
+        if speedup and speedup > BIG_SPEEDUP:
+            out.append(f"{speedup:.1f}× faster than the original, whose own time refutes the byte model (it beat "
+                       f"the roofline floor of {fmt_us(floor)} for the spec's {nbytes / 1e6:.1f} MB): no floor "
+                       f"explains a gain beyond {BIG_SPEEDUP:g}× — flagged for audit, not accepted silently")
+        return out
     if floor is not None and median_us < FLOOR_MARGIN * floor:
         out.append(f"{fmt_us(median_us)} is below the roofline floor of {fmt_us(floor)} for the "
                    f"{nbytes / 1e6:.1f} MB the kernel must move (the spec's arrays; of a table read through "

@@ -58,6 +58,7 @@ class SizeProfile:
     bottleneck_why: str = ""
     implausible: list[str] = field(default_factory=list)
     unconfirmed: list[str] = field(default_factory=list)   # flags of a first measurement the second did not repeat
+    notes: list[str] = field(default_factory=list)         # what the times say of the model (model.model_refuted)
     outputs_checked: str = ""             # what the checks of the timed launches compared
     output_failures: list[str] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)  # prepare / launches / expect / checks
@@ -170,6 +171,7 @@ class Profile:
             for s in self.sizes:
                 for msg in s.output_failures[:2] + s.implausible:
                     lines.append(f"- ⚠ {md(s.label)}: {md(msg)}")
+                lines += [f"- {md(s.label)}: {md(msg)}" for msg in s.notes]
             lines.append(f"- timed outputs: {md(self.sizes[0].outputs_checked)}")
         r, o = self.resources, self.occupancy
         if r:

@@ -260,10 +260,13 @@ def _loop_launches(reps: int, warmup: int) -> int:
 
 
 def measure_size(backend, spec, rspec, sizes: dict[str, int], cand: tuple[Any, str], ref: tuple[Any, str] | None, *,
-                 params: dict[str, str], reps: int, warmup: int, seed: int, ceiling: float | None) -> SizeProfile:
+                 params: dict[str, str], reps: int, warmup: int, seed: int, ceiling: float | None,
+                 original: bool = False) -> SizeProfile:
     """Time `cand` (module, name) and `ref` side by side at `sizes` (see the module docstring),
-    check what every launch left and apply the plausibility rules. Raises LaunchError (and what
-    the backend raises for lack of memory) for the caller to report."""
+    check what every launch left and apply the plausibility rules. `original`: `cand` is the very
+    code of `ref` (the original timed against itself: its outputs are checked, its times are the
+    baseline, never judged — two copies of one kernel differ only by what the machine did).
+    Raises LaunchError (and what the backend raises for lack of memory) for the caller to report."""
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
     nbytes, flops = model.floor_bytes(spec, sizes), spec.flop_count(sizes)  # an index-driven read: the rows it reaches
@@ -314,9 +317,14 @@ def measure_size(backend, spec, rspec, sizes: dict[str, int], cand: tuple[Any, s
         sp.output_failures += sd.failures(spec)
         sd.release()
     other = sides[1].series if ref is not None else None
-    sp.implausible = model.implausible(sp.candidate.median_us, sp.speedup, nbytes, ceiling)
-    sp.implausible += distribution.judge(c.series, other)
-    if ref is not None:
+    trusted = sp.reference if ref is not None else sp.candidate  # no reference: the file's own kernel
+    note = model.model_refuted(trusted.median_us, nbytes, ceiling)
+    sp.notes += [note] if note else []
+    sp.implausible = model.implausible(sp.candidate.median_us, sp.speedup, nbytes, ceiling,
+                                       reference_us=trusted.median_us, original=original or ref is None)
+    if not original:
+        sp.implausible += distribution.judge(c.series, other)
+    if ref is not None and not original:
         sp.implausible += distribution.judge(sides[1].series, c.series, who="the reference", other_name="the candidate")
     sp.floor_us = model.floor_us(nbytes, ceiling)
     sp.bottleneck, sp.bottleneck_why = model.classify(sp.candidate, nbytes, flops)

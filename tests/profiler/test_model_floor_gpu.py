@@ -1,0 +1,62 @@
+"""On a GPU (skipped elsewhere): originals that beat the floor their spec's bytes set are checked
+and timed, not refused (issue 29, issue 24's "no false refusals"), through the optimizer's own
+evaluation of the original and of a rewrite beside it. `tests/profiler/data/overcounted.cu`: a
+float2-pairs pricing kernel whose spec calls all five arrays read-write (cuda-samples
+BlackScholesGPU's inferred spec: 177% of the copy ceiling on an H200) and a kernel that reaches 256
+rows of arrays sized at 5,504 (apex index_mul_2d_float: 1092%). `scripts/gpu-check model-floor`
+runs it, then the timing-cheat catalogue, which must stay fully refused."""
+import functools
+from pathlib import Path
+
+import pytest
+
+from astra_cuda import jobs, source, spec as spec_mod, worker
+
+pytestmark = pytest.mark.gpu
+
+FILE = Path(__file__).resolve().parent / "data" / "overcounted.cu"
+
+
+@functools.lru_cache(maxsize=1)
+def _gpu() -> tuple[bool, str]:
+    try:
+        info = worker.run("astra_cuda.jobs:backends_job", None, timeout=120)["gpu"]
+        return info.available, info.reason
+    except Exception as e:  # noqa: BLE001
+        return False, str(e)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def need_gpu():
+    ok, why = _gpu()
+    if not ok:
+        pytest.skip(f"no GPU: {why}")
+
+
+# A rewrite each: the same work with read-only loads through the texture path (a real, small change).
+REWRITES = {
+    "pairs_price": ("reinterpret_cast<const float2*>(price)[i]", "__ldg(reinterpret_cast<const float2*>(price) + i)"),
+    "rows_scale": ("in1[src * fea + j] * in2[row * fea + j]", "__ldg(in1 + src * fea + j) * __ldg(in2 + row * fea + j)"),
+}
+
+
+def _evaluate(kernel: str, text: str):
+    original = FILE.read_text()
+    m = source.parse(original)
+    spec = spec_mod.load(m.kernel(kernel), m)
+    job = jobs.EvaluateJob("gpu", str(FILE), kernel, spec, original, kernel, text=text, quick=True)
+    return worker.run("astra_cuda.jobs:evaluate_job", job, timeout=600)
+
+
+@pytest.mark.parametrize("kernel", ["pairs_price", "rows_scale"])
+def test_an_original_faster_than_its_byte_model_is_measured_and_a_rewrite_beside_it_judged(kernel):
+    original = FILE.read_text()
+    base = _evaluate(kernel, original)
+    assert base.passed and base.measured, base.check.summary + " " + base.check.feedback
+    assert "byte model overcounts" in base.profile.notes, base.profile.notes
+    old, new = REWRITES[kernel]
+    assert old in original
+    e = _evaluate(kernel, original.replace(old, new, 1))
+    print(f"{kernel}: original {base.profile.sizes[-1].candidate_us:.1f} µs; rewrite {e.speedup if e.measured else None}x "
+          f"({e.check.summary}); {base.profile.notes.splitlines()[-1]}")
+    assert e.passed and e.measured, e.check.summary + " " + e.check.feedback
