@@ -1,5 +1,6 @@
 """The loop: baseline → profile → plan → code → gate → profile … for N rounds, keeping the BEST
-verified candidate and planning from it (a failed or slower round never becomes the base).
+verified candidate and planning from it (a failed or slower round never becomes the base). A
+rewrite faster at the bench sizes but slower at another may keep both versions, selected by size (`dispatch`).
 
 Where speed is measured, a candidate is adopted only when it beats the best by `min_gain`;
 where it is not (the CPU backend), a verified candidate whose transformation is expected to help
@@ -26,9 +27,9 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from . import tuning
+from . import dispatch, tuning
 from .coder import Attempt, LLMCoder, OfflineCoder
-from ..evaluation import CachedEvaluate, Evaluation, InfrastructureError, source_hash
+from ..evaluation import CachedEvaluate, Check, Evaluation, InfrastructureError, source_hash
 from .llm import LLMClient, LLMConfig
 from .memory import Memory
 from .offline import context_from_spec, context_from_text, style
@@ -185,7 +186,7 @@ class _Run:
         try:
             base = self.ev(self.text)
         except InfrastructureError as e:
-            result.baseline = result.best_eval = Evaluation(_infra_check(e))
+            result.baseline = result.best_eval = Evaluation(Check(False, e.message, e.message, 0, "infrastructure"))
             return self.interrupted(e)
         result.baseline = result.best_eval = base
         if self.log is not None:
@@ -271,6 +272,9 @@ class _Run:
             r.candidate, r.evaluation, r.changes, r.attempts = att.candidate, att.evaluation, att.changes, att.attempts
             r.candidate_hash = source_hash(att.candidate) if att.candidate is not None else None
             _judge(r, att, s, self.limits, self.cancel)
+            if r.outcome == "slower at a size":   # both versions, each at the sizes where it is faster
+                dispatch.attempt(r, s.best, s.best_eval, self.kernel, self.ev,
+                                 lambda rr, aa: _judge(rr, aa, s, self.limits, self.cancel), self.cancel)
             r.seconds = time.monotonic() - round_t0
             batch.append(r)
         _keep_best_of(batch)
@@ -434,11 +438,6 @@ def _keep_best_of(batch: list[Round]) -> None:
                         f"was faster ({best.evaluation.speedup:.3f}×)")
         else:
             r.reason = f"verified, but candidate {best.index} of this round was adopted (one per round)"
-
-
-def _infra_check(e: InfrastructureError):
-    from ..evaluation import Check
-    return Check(False, e.message, e.message, 0, "infrastructure")
 
 
 def _reordered_sums_note(r: Round, e: Evaluation) -> str:

@@ -1,0 +1,235 @@
+"""Two versions of a kernel selected by size (issue 29, item 1).
+
+A rewrite can win at the bench sizes and lose at a decode size: packing several short rows into a
+block is 1.76× faster on 16,384 tokens of merge_attn_states and 1.62× slower on one token, where
+the packed grid leaves most of the GPU idle. Such a rewrite is not adopted as it is (no adopted
+rewrite is slower than the original, or than the best so far, at any size of the ladder by more
+than `Limits.size_tolerance`, 3%). Instead it may keep both versions in one kernel, each where it
+is faster:
+
+- **Where to switch**: the ladder's sizes where the rewrite was timed, each with the number of
+  blocks of the best version's grid there (`blocks`) and whether the rewrite was faster there than
+  the best so far (both were timed beside the original; within a timer step it is neither). The
+  blocks of the grid are what separates a launch-bound size from a bandwidth-bound one; a
+  threshold on them must put every size where the rewrite won on one side and every size where it
+  lost on the other (`split`), else there is no dispatch. It is set just above the sizes on the
+  lower side, so the gate's small sizes reach the upper version as often as they can.
+- **One kernel** (`build`): the kernel's body becomes `if (<the rewrite's launch>) { the rewrite's
+  body } else { the best's body }`, in the rewrite's file (its helpers and its launch sites). When
+  both versions launch alike, the condition is the grid's block count itself (`gridDim`). When the
+  rewrite launches differently, the spec's grid and block and every launch site choose the
+  launch by the block count the best version's grid would have (`(r) if blocks >= T else (b)` in
+  the spec, `blocks >= T ? r : b` in C++), and the kernel tells the two launches apart by a block
+  dimension the rewrite fixes to a value the best's launch never takes at the sizes checked (the
+  packed rows' `blockDim.y == 4`); a pair of launches without one gets no dispatch. The condition
+  is the same for every thread of the grid, so barriers inside either version stay valid.
+- **Every branch checked**: the gate's own sizes must launch both versions (some below the
+  threshold, some at or above it), else there is no dispatch; the candidate then goes through the
+  whole gate and the timing at every size of the ladder like any other, and is adopted only under
+  the same rule — faster at the bench sizes, and slower than the original or the best so far at no
+  size beyond the tolerance (`orchestrator._judge`).
+
+Pure text in, text out (`split`, `build`); `attempt` ties them to a round of the orchestrator.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Callable
+
+from .. import exprs, source
+from ..evaluation import Evaluation, InfrastructureError, ProfileSummary, SizeTiming, source_hash
+from ..launch_change import relaunch, side_effect_free, spec_in
+from ..spec import Spec
+from .coder import Attempt
+from .records import Round
+
+DIMS = "xyz"
+
+
+@dataclass(frozen=True)
+class Split:
+    threshold: int      # blocks of the best version's grid from which `upper` runs
+    upper: str          # 'rewrite' | 'best': the version at `threshold` blocks and above
+    wins: tuple[int, ...]    # the block counts where the rewrite was faster
+    losses: tuple[int, ...]  # ... and where it was slower
+
+    def describe(self) -> str:
+        lower = "best" if self.upper == "rewrite" else "rewrite"
+        names = {"rewrite": "the rewrite", "best": "the previous version"}
+        return f"{names[self.upper]} from {self.threshold} blocks on, {names[lower]} below"
+
+
+def blocks(spec: Spec, sizes: dict[str, int]) -> int:
+    """The blocks of `spec`'s grid at `sizes`."""
+    g = spec.launch_dims(sizes)[0]
+    return g[0] * g[1] * g[2]
+
+
+def _key(t: SizeTiming) -> tuple:
+    return tuple(sorted(t.sizes.items()))
+
+
+def split(best_spec: Spec, best: ProfileSummary, rewrite: ProfileSummary) -> Split | None:
+    """Where to switch between the best version and the rewrite (see the module docstring), or
+    None when the rewrite wins nowhere, loses nowhere, or wins and loses at interleaved sizes."""
+    theirs = {_key(t): t for t in best.sizes}
+    wins, losses = [], []
+    for t in rewrite.sizes:
+        o = theirs.get(_key(t))
+        if o is None or not (t.baseline_us > 0 and o.baseline_us > 0 and t.candidate_us > 0 and o.candidate_us > 0):
+            continue
+        mine, base = t.candidate_us / t.baseline_us, o.candidate_us / o.baseline_us
+        step = max(t.step_us / t.baseline_us, o.step_us / o.baseline_us)
+        if step and abs(mine - base) <= step:
+            continue   # within a step of the timer: nothing measured either way
+        try:
+            n = blocks(best_spec, t.sizes)
+        except Exception:  # noqa: BLE001 - a size the spec cannot launch decides nothing
+            return None
+        (wins if mine < base else losses).append(n)
+    if not wins or not losses:
+        return None
+    if min(wins) > max(losses):
+        return Split(max(losses) + 1, "rewrite", tuple(sorted(wins)), tuple(sorted(losses)))
+    if min(losses) > max(wins):
+        return Split(max(wins) + 1, "best", tuple(sorted(wins)), tuple(sorted(losses)))
+    return None
+
+
+def _body(text: str, k: source.Kernel) -> str:
+    data = text.encode("utf-8")
+    return data[k.body_span.start_byte:k.body_span.end_byte].decode("utf-8")
+
+
+def _indented(body: str) -> str:
+    """A body one level deeper (its opening brace stays where it is put)."""
+    first, *rest = body.split("\n")
+    return "\n".join([first] + [("  " + line) if line.strip() else line for line in rest])
+
+
+def _padded(dims: tuple[str, ...] | list[str]) -> list[str]:
+    return [str(d).strip() for d in dims] + ["1"] * (3 - len(dims))
+
+
+def _marker(best: Spec, rewrite: Spec) -> str | None:
+    """`blockDim.d == c` where the rewrite's block dimension d is the constant c and the best's
+    another constant: how the kernel knows which launch it got, at every size (a dimension that
+    depends on a size could coincide at a size no one checked)."""
+    for d, (r, b) in enumerate(zip(_padded(rewrite.block), _padded(best.block))):
+        try:
+            if exprs.names(r) or exprs.names(b):
+                continue
+            rv, bv = exprs.evaluate_int(r, {}), exprs.evaluate_int(b, {})
+        except exprs.ExprError:
+            continue
+        if rv != bv:
+            return f"blockDim.{DIMS[d]} == {rv}u"
+    return None
+
+
+def build(best_text: str, rewrite_text: str, kernel: str, sp: Split,
+          gate_cases: list[dict[str, int]]) -> tuple[str | None, str]:
+    """(the rewrite's file with the two versions selected by size, '') or (None, why not).
+    `gate_cases`: the sizes the gate runs (both versions must be reached)."""
+    mb, mr = source.parse(best_text), source.parse(rewrite_text)
+    kb, kr = mb.kernel(kernel), mr.kernel(kernel)
+    sb, sr = spec_in(mb, kernel), spec_in(mr, kernel)
+    if kb is None or kr is None or sb is None or sr is None:
+        return None, "a version has no kernel or spec to dispatch between"
+    try:
+        reach = [blocks(sb, c) >= sp.threshold for c in gate_cases]
+    except Exception:  # noqa: BLE001
+        return None, "the gate's sizes cannot be launched"
+    if all(reach) or not any(reach):
+        return None, (f"the gate's sizes launch only one of the two versions (all {'at or above' if all(reach) else 'below'} "
+                      f"{sp.threshold} blocks): the other would go unchecked")
+    upper_is_rw = sp.upper == "rewrite"
+    note = f"two versions selected by size: {sp.describe()} (each is faster there)"
+    if sr.launch == sb.launch:
+        rw_runs = (f"(long long)gridDim.x * gridDim.y * gridDim.z {'>=' if upper_is_rw else '<'} {sp.threshold}")
+        combined = (f"{{\n  // astra-note: {note}\n  if ({rw_runs}) {_indented(_body(rewrite_text, kr))} "
+                    f"else {_indented(_body(best_text, kb))}\n}}")
+        data = rewrite_text.encode("utf-8")
+        out = data[:kr.body_span.start_byte] + combined.encode("utf-8") + data[kr.body_span.end_byte:]
+        return out.decode("utf-8"), ""
+    if (sr.shared_mem or "0").strip() != (sb.shared_mem or "0").strip():
+        return None, "the two versions use different dynamic shared memory"
+    marker = _marker(sb, sr)
+    if marker is None:
+        return None, ("the kernel could not tell the two versions' launches apart (no block dimension that is "
+                      "a different constant in each)")
+    grid_b, grid_r, block_b, block_r = _padded(sb.grid), _padded(sr.grid), _padded(sb.block), _padded(sr.block)
+    total = " * ".join(f"({g.strip()})" for g in sb.grid)
+    chosen = f"{total} >= {sp.threshold}"
+
+    def pick(r: str, b: str) -> str:
+        if r == b:
+            return r
+        u, lo = (r, b) if upper_is_rw else (b, r)
+        return f"({u}) if {chosen} else ({lo})"
+
+    grid = [pick(r, b) for r, b in zip(grid_r, grid_b)][:max(len(sb.grid), len(sr.grid))]
+    block = [pick(r, b) for r, b in zip(block_r, block_b)][:max(len(sb.block), len(sr.block))]
+    best_sites = sorted(mb.launches_of(kernel), key=lambda s: (s.span.start_line, s.span.start_col))
+    rw_sites = sorted(mr.launches_of(kernel), key=lambda s: (s.span.start_line, s.span.start_col))
+    if len(best_sites) != len(rw_sites) or not all(side_effect_free(s.grid) and side_effect_free(s.block)
+                                                     for s in best_sites):
+        return None, "the launch sites of the two versions do not pair up"
+    at = {(s.span.start_line, s.span.start_col): b for s, b in zip(rw_sites, best_sites)}
+
+    def host(site):
+        b = at.get((site.span.start_line, site.span.start_col))
+        if b is None:
+            return None
+        g = f"dim3({b.grid})"
+        many = f"(long long){g}.x * {g}.y * {g}.z >= {sp.threshold}"
+        u, lo = (site, b) if upper_is_rw else (b, site)
+        return (f"({many}) ? dim3({u.grid}) : dim3({lo.grid})", f"({many}) ? dim3({u.block}) : dim3({lo.block})")
+
+    combined = (f"{{\n  // astra-note: {note}\n  if ({marker}) {_indented(_body(rewrite_text, kr))} "
+                f"else {_indented(_body(best_text, kb))}\n}}")
+    new = relaunch(rewrite_text, kernel, grid, block, host, note,
+                   [(kr.body_span.start_byte, kr.body_span.end_byte, combined)])
+    if new is None:
+        return None, "the spec and the launch sites could not be changed together"
+    return new, ""
+
+
+def attempt(r: Round, best_text: str, best_eval: Evaluation, kernel: str, ev: Callable[[str], Evaluation],
+            judge: Callable[[Round, Attempt], None], cancel: threading.Event) -> None:
+    """Round `r`'s rewrite was faster at the bench sizes but slower at another: try both versions
+    selected by size. `r` becomes the dispatched candidate's round when it is adopted; otherwise it
+    keeps its outcome and its reason says why there is no dispatch."""
+    e = r.evaluation
+    if r.candidate is None or e is None or e.profile is None or best_eval.profile is None or cancel.is_set():
+        return
+    best_spec, rw_spec = spec_in(source.parse(best_text), kernel), spec_in(source.parse(r.candidate), kernel)
+    if best_spec is None or rw_spec is None:
+        return
+    sp = split(best_spec, best_eval.profile, e.profile)
+    if sp is None:
+        r.reason += "; no size dispatch: the sizes where it wins and loses are not separated by the grid's size"
+        return
+    try:
+        gate_cases = best_spec.cases()
+    except Exception:  # noqa: BLE001
+        return
+    text, why = build(best_text, r.candidate, kernel, sp, gate_cases)
+    if text is None:
+        r.reason += f"; no size dispatch: {why}"
+        return
+    try:
+        d = ev(text)
+    except InfrastructureError as err:
+        r.reason += f"; size dispatch not evaluated: {err.message}"
+        return
+    trial = Round(r.index, r.plan, r.base_hash, text, source_hash(text), d, batch=r.batch)
+    judge(trial, Attempt(text, d))
+    if not trial.adopted:
+        r.reason += f"; size dispatch ({sp.describe()}) not adopted: {trial.outcome}, {trial.reason}"
+        return
+    r.candidate, r.candidate_hash, r.evaluation = text, trial.candidate_hash, d
+    r.outcome = "adopted"
+    r.reason = f"dispatched by size ({sp.describe()}): {trial.reason}"
+    r.changes = list(r.changes) + [f"kept beside the previous version, selected by size: {sp.describe()}"]

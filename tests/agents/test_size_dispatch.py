@@ -1,0 +1,140 @@
+"""Two versions selected by size (issue 29, item 1; agents/dispatch.py): where to switch, the one
+kernel built from the best version and a rewrite, its check on the CPU (both versions reached by
+the gate's sizes), and the adoption rule (slower than the original at no ladder size by more than
+3%). The GPU measurement: `scripts/gpu-check optimize` (merge_attn_states' packed rows)."""
+import threading
+
+import pytest
+
+from astra_cuda import source
+from astra_cuda.agents import Check, Evaluation, Limits, ProfileSummary, SizeTiming
+from astra_cuda.agents import dispatch
+from astra_cuda.agents.coder import Attempt
+from astra_cuda.agents.offline import TRANSFORMS, Context, context_from_text
+from astra_cuda.agents.orchestrator import _judge
+from astra_cuda.agents.records import Plan, Round
+from astra_cuda.agents.situation import Situation
+from astra_cuda.evaluator import local_evaluator
+from astra_cuda.launch_change import spec_in
+
+from agent_helpers import example
+
+OK = Check(True, "passed", "", 10, "passed")
+NAME = "merge_attn_states"
+# merge_attn_states' ladder with 64 heads: 1 and 32 tokens (decode), 16,384 (bench)
+TOKENS = (1, 32, 16384)
+
+
+def _profile(us, original=(6.0, 8.0, 650.0), step=0.0):
+    return ProfileSummary(tuple(SizeTiming({"num_tokens": n, "num_heads": 64, "head_dim": 128}, o, u, 0.5,
+                                           "bench" if n == 16384 else "decode", step)
+                                for n, o, u in zip(TOKENS, original, us)), "memory")
+
+
+def _spec():
+    text, _, kernel = example(NAME)
+    return spec_in(source.parse(text), kernel)
+
+
+def test_where_to_switch_is_the_grid_size_that_separates_wins_from_losses():
+    best = _profile((6.0, 8.0, 650.0))                    # the original itself
+    packed = _profile((9.7, 8.4, 370.0))                  # 1.62x slower at one token, 1.76x faster at the bench
+    sp = dispatch.split(_spec(), best, packed)
+    assert sp == dispatch.Split(32 * 64 + 1, "rewrite", (16384 * 64,), (64, 32 * 64))
+    assert sp.describe() == "the rewrite from 2049 blocks on, the previous version below"
+    # the other way round: the rewrite wins small and loses large
+    assert dispatch.split(_spec(), best, _profile((5.0, 8.4, 700.0))).upper == "best"
+    # wins and losses interleaved, nowhere a loss, nowhere a win: nothing to dispatch
+    assert dispatch.split(_spec(), best, _profile((5.0, 8.4, 600.0))) is None
+    assert dispatch.split(_spec(), best, _profile((5.0, 7.0, 600.0))) is None
+    assert dispatch.split(_spec(), best, _profile((7.0, 9.0, 700.0))) is None
+    # a difference within one step of the timer is no loss
+    assert dispatch.split(_spec(), _profile((6.0, 8.0, 650.0), step=0.5),
+                          _profile((6.4, 8.0, 370.0), step=0.5)) is None
+
+
+def _packed():
+    text, path, kernel = example(NAME)
+    rw = TRANSFORMS["pack_rows"].apply(text, context_from_text(kernel, text))
+    assert rw is not None
+    return text, path, kernel, rw.text
+
+
+def _built(sp=dispatch.Split(2049, "rewrite", (1048576,), (64, 2048))):
+    text, _, kernel, packed = _packed()
+    spec = spec_in(source.parse(text), kernel)
+    return dispatch.build(text, packed, kernel, sp, spec.cases())
+
+
+def test_one_kernel_launched_by_size_in_the_spec_and_at_the_launch_site():
+    new, why = _built()
+    assert new is not None, why
+    m = source.parse(new)
+    spec = spec_in(m, NAME)
+    many = "(num_tokens) * (num_heads) >= 2049"
+    assert spec.grid == ("num_tokens", f"(cdiv(num_heads, 8)) if {many} else (num_heads)")
+    assert spec.block == (f"(min(head_dim, 16)) if {many} else (min(head_dim, 128))", f"(8) if {many} else (1)")
+    for tokens, heads, packed in ((1, 64, False), (300, 32, True)):
+        grid, block, _ = spec.launch_dims({"num_tokens": tokens, "num_heads": heads, "head_dim": 128})
+        assert (block[1] == 8) is packed and grid[1] == (heads // 8 if packed else heads)
+    k = m.kernel(NAME).text
+    assert "if (blockDim.y == 8u) {" in k and k.count("for (int i = threadIdx.x; i < head_dim; i += blockDim.x)") == 2
+    site = m.launches_of(NAME)[0]
+    assert site.grid.startswith("((long long)dim3(grid).x * dim3(grid).y * dim3(grid).z >= 2049) ? dim3(dim3(")
+    assert "two versions selected by size" in new
+
+
+def test_no_dispatch_when_the_gates_sizes_reach_one_version_only():
+    new, why = _built(dispatch.Split(10 ** 6, "rewrite", (1048576,), (2048,)))
+    assert new is None and "only one of the two versions" in why
+
+
+@pytest.fixture(scope="module")
+def evaluate():
+    from astra_cuda import spec as spec_mod
+    try:
+        from astra_cuda.backends.cpu import CpuBackend
+        cpu = CpuBackend()
+    except Exception as e:  # noqa: BLE001
+        pytest.skip(f"CPU backend unavailable: {e}")
+    text, path, kernel = example(NAME)
+    m = source.parse(text)
+    return local_evaluator(path, kernel, spec_mod.load(m.kernel(kernel), m), cpu, text, quick=True)
+
+
+def test_both_versions_are_checked_by_the_gate(evaluate):
+    new, _ = _built()
+    ev = evaluate(new)
+    assert ev.passed, ev.check.feedback
+    # a row dropped in the packed version only: a gate size launches it, so it is caught
+    bad = new.replace(">= static_cast<unsigned int>(num_heads)) return;",
+                      ">= static_cast<unsigned int>(num_heads) - 1) return;")
+    assert bad != new
+    ev = evaluate(bad)
+    assert not ev.passed and "never written" in ev.check.summary
+
+
+def test_a_dispatched_version_is_adopted_only_if_no_ladder_size_is_slower_than_3_percent():
+    text, path, kernel, packed = _packed()
+    base = Evaluation(OK, _profile((6.0, 8.0, 650.0)))
+    s = Situation(kernel, path, text, text, base, base, Context(kernel))
+    for decode_us, outcome in ((6.1, "adopted"), (6.3, "slower at a size")):   # 1.7% and 5% slower at one token
+        r = Round(1, Plan("pack_rows", "x", "x"), s.best_hash, packed, "h", Evaluation(OK, _profile((9.7, 8.4, 370.0))))
+        _judge(r, Attempt(packed, r.evaluation), s, Limits(), threading.Event())
+        assert r.outcome == "slower at a size"
+        seen = []
+
+        def ev(t, decode_us=decode_us):
+            seen.append(t)
+            return Evaluation(OK, _profile((decode_us, 8.0, 372.0)))
+        dispatch.attempt(r, s.best, s.best_eval, kernel, ev,
+                         lambda rr, aa: _judge(rr, aa, s, Limits(), threading.Event()), threading.Event())
+        assert len(seen) == 1 and "blockDim.y == 8u" in seen[0]
+        assert r.outcome == outcome, r.reason
+    assert "size dispatch (the rewrite from 2049 blocks on" in r.reason and "not adopted" in r.reason
+    r2 = Round(1, Plan("pack_rows", "x", "x"), s.best_hash, packed, "h", Evaluation(OK, _profile((9.7, 8.4, 370.0))))
+    _judge(r2, Attempt(packed, r2.evaluation), s, Limits(), threading.Event())
+    dispatch.attempt(r2, s.best, s.best_eval, kernel, lambda t: Evaluation(OK, _profile((6.1, 8.0, 372.0))),
+                     lambda rr, aa: _judge(rr, aa, s, Limits(), threading.Event()), threading.Event())
+    assert r2.adopted and r2.candidate != packed and r2.reason.startswith("dispatched by size")
+    assert r2.changes[-1].startswith("kept beside the previous version")
