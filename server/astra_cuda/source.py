@@ -23,6 +23,9 @@ from .syntax import walk as _walk
 SPEC_MARK = "@astra"
 # `using namespace X;` for these is kept in every unit that keeps their header (device code uses
 # the names unqualified); other using-directives are host code's business.
+# Nested namespace / extern "C" blocks read (real code nests a handful; 5,000 ran Python's
+# recursion out): deeper ones are a syntax problem, and the cut refuses them (cut.MAX_NAMESPACES).
+MAX_BLOCKS = 100
 DEVICE_NAMESPACES = ("cooperative_groups", "cg", "nvcuda", "cub", "cuda", "cute", "cutlass")
 
 
@@ -349,6 +352,7 @@ class _Builder:
         self._ambiguous: set[str] = set()  # names given two different constant values
         self.path = path
         self.guards: tuple[Guard, ...] = ()  # the conditionals around what is being read now
+        self._blocks = 0  # namespace / extern "C" blocks around what is being read now
 
     def _add(self, item: Item) -> None:
         if self.guards or self.path is not None:
@@ -424,6 +428,17 @@ class _Builder:
                 stack.extend(n.children)
 
     def _items(self, nodes: list[Node], namespaces: tuple[str, ...], extern_c: bool) -> None:
+        if self._blocks >= MAX_BLOCKS:  # read no deeper (each block is a level of this recursion)
+            if nodes:
+                self.model.syntax_errors.append(self.txt.span(nodes[0]))
+            return
+        self._blocks += 1
+        try:
+            self._items_in(nodes, namespaces, extern_c)
+        finally:
+            self._blocks -= 1
+
+    def _items_in(self, nodes: list[Node], namespaces: tuple[str, ...], extern_c: bool) -> None:
         prev: Node | None = None
         for node in nodes:
             self._item(node, prev, namespaces, extern_c)

@@ -89,6 +89,37 @@ def test_conditionals_are_decided_by_the_device_pass(project):
     assert "\\" not in u.source.split("stand-alone unit")[1]   # E2: no line continuation left over
 
 
+def test_code_nested_past_the_bound_is_refused_at_its_line(project):
+    """The cut reads at most cut.MAX_DEPTH levels below a declaration once macros are expanded
+    (real code: 82; a macro-made 2**16-term expression keeps g++ busy for minutes): a long chain
+    is cut, a longer one refused at its own line or header's, before any compiler sees it."""
+    from astra_cuda import cut
+    chain = "#define T4 x + x + x + x +\n#define T16 T4 T4 T4 T4\n#define T64 T16 T16 T16 T16\n"
+    ok = project("ok.cu", chain + "__global__ void k(float* o, float x) {\n  o[0] = T64 T64 T64 T64 x;\n}\n")
+    assert extract.unit(ok.read_text(), str(ok), "k").source.count("x + ") >= 256   # 256 terms, expanded
+    deep = project("deep.cu", chain + "__global__ void k(float* o, float x) {\n  o[0] = "
+                   + "T64 " * 16 + "x;\n}\n")
+    with pytest.raises(cut.TooDeep, match="more than 1000 levels deep") as e:
+        extract.unit(deep.read_text(), str(deep), "k")
+    assert e.value.line == 4
+    project("deep.cuh", "__device__ float f(float x) { return " + "(" * 1200 + "x" + ")" * 1200 + "; }\n")
+    inc = project("inc.cu", '#include "deep.cuh"\n__global__ void k(float* o) { o[0] = f(1.f); }\n')
+    with pytest.raises(cut.TooDeep, match=r"^deep\.cuh:1: the code nests") as e:
+        extract.unit(inc.read_text(), str(inc), "k")
+    assert e.value.line is None
+
+
+def test_deep_namespaces_are_a_syntax_problem_then_refused(project):
+    """5,000 nested namespaces ran the source model's recursion out (a RecursionError): it reads
+    source.MAX_BLOCKS of them and calls the rest a syntax problem; the cut refuses the file."""
+    from astra_cuda import cut
+    f = project("ns.cu", "namespace a {" * 5000 + "}" * 5000 + "\n__global__ void k(float* o) { o[0] = 1.f; }\n")
+    model = source.parse(f.read_text())
+    assert model.syntax_errors and [k.name for k in model.kernels] == ["k"]
+    with pytest.raises(cut.TooDeep, match="more than 100 nested namespace"):
+        extract.unit(f.read_text(), str(f), "k")
+
+
 def test_host_code_and_host_headers_are_left_out(project):
     files, _ = CASES["E7 host-only globals beside the kernel"]
     f = _write(project, files)

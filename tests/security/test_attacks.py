@@ -346,12 +346,31 @@ def test_bounded_before_anything_runs(attack, compiler, tmp_path):
     assert "Traceback" not in said, said[-3000:]
     if attack.name == "macro_explosion_screen":  # the device pass refuses the file: exit 2, said why
         assert r.returncode == 2 and "needed more than 1024 MiB of memory" in said, said[-3000:]
+    elif attack.name == "expression_explosion":  # refused by the cut, at the line of the expression
+        line = f.read_text().splitlines().index(f"  int i = threadIdx.x; if (i < n) x[i] = {attack.arg};") + 1
+        assert r.returncode == 2 and f"k.cu:{line}:" in said and "more than 1000 levels deep" in said, said[-3000:]
+    elif attack.name == "namespace_nesting":
+        assert r.returncode == 2 and "k.cu:1:" in said and "more than 100 nested namespace" in said, said[-3000:]
     elif attack.name == "static_array_module":
         assert r.returncode == 1, said[-3000:]
         assert ("used more than 2048 MiB" if compiler == "nvrtc" else "needed more than 2048 MiB") in said, said[-3000:]
-    else:  # compiled on NVRTC's large stack; nvcc's own stack suffices
-        assert r.returncode == 0, said[-3000:]
+    else:
+        pytest.fail(f"no expectation written for {attack.name}")
     assert seconds < 60, seconds
+
+
+def test_expression_explosion_on_the_cpu_backend(tmp_path):
+    """The 2**16-term expression through `astra check` on the CPU backend (74 s to a g++ timeout
+    before the cut's depth bound): refused before any compiler, within seconds."""
+    attack = next(a for a in BOUNDED if a.name == "expression_explosion")
+    (tmp_path / ".git").mkdir()
+    f = tmp_path / "k.cu"
+    f.write_text(attack.body + SMALL_KERNEL.format(value=attack.arg))
+    t0 = time.monotonic()
+    r = _bounded_cli("check", str(f), "--backend", "cpu")
+    said = r.stdout + r.stderr
+    assert r.returncode == 2 and "more than 1000 levels deep" in said and "Traceback" not in said, said[-3000:]
+    assert time.monotonic() - t0 < 30
 
 
 def test_no_module_over_the_file_bound(cpu):
