@@ -138,3 +138,24 @@ def test_a_dispatched_version_is_adopted_only_if_no_ladder_size_is_slower_than_3
                      lambda rr, aa: _judge(rr, aa, s, Limits(), threading.Event()), threading.Event())
     assert r2.adopted and r2.candidate != packed and r2.reason.startswith("dispatched by size")
     assert r2.changes[-1].startswith("kept beside the previous version")
+
+
+def test_a_rewrite_that_keeps_the_launch_is_selected_by_the_grid_it_runs_on():
+    from astra_cuda import spec as spec_mod
+    text, path, kernel = example("silu_and_mul")
+    rw = TRANSFORMS["vectorize"].apply(text, context_from_text(kernel, text))
+    assert rw is not None and spec_in(source.parse(rw.text), kernel).launch == spec_in(source.parse(text), kernel).launch
+    spec = spec_in(source.parse(text), kernel)
+    new, why = dispatch.build(text, rw.text, kernel, dispatch.Split(8, "rewrite", (4096,), (1, 7)), spec.cases())
+    assert new is not None, why
+    k = source.parse(new).kernel(kernel).text
+    assert "if ((long long)gridDim.x * gridDim.y * gridDim.z >= 8) {" in k and "} else {" in k
+    assert spec_in(source.parse(new), kernel) == spec         # the launch is the same: the spec stays
+    try:
+        from astra_cuda.backends.cpu import CpuBackend
+        cpu = CpuBackend()
+    except Exception as e:  # noqa: BLE001
+        pytest.skip(f"CPU backend unavailable: {e}")
+    m = source.parse(text)
+    ev = local_evaluator(path, kernel, spec_mod.load(m.kernel(kernel), m), cpu, text, quick=True)(new)
+    assert ev.passed, ev.check.feedback     # 333 rows run the vectorized body, 1 and 7 the original's
