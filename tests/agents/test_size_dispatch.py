@@ -159,3 +159,24 @@ def test_a_rewrite_that_keeps_the_launch_is_selected_by_the_grid_it_runs_on():
     m = source.parse(text)
     ev = local_evaluator(path, kernel, spec_mod.load(m.kernel(kernel), m), cpu, text, quick=True)(new)
     assert ev.passed, ev.check.feedback     # 333 rows run the vectorized body, 1 and 7 the original's
+
+
+def test_the_offline_loop_keeps_packed_rows_beside_the_original():
+    """The orchestrator's round: pack_rows is slower at one token, so its round tries the dispatch,
+    which is adopted (timings from a stand-in evaluation; the gate's part is tested above)."""
+    from astra_cuda.agents.orchestrator import optimize
+    text, path, kernel = example(NAME)
+    seen = []
+
+    def evaluate(t):
+        seen.append(t)
+        if "blockDim.y == 8u" in t:
+            return Evaluation(OK, _profile((6.1, 8.0, 372.0)))
+        if "blockDim.y + threadIdx.y" in t:
+            return Evaluation(OK, _profile((9.7, 8.4, 370.0)))
+        return Evaluation(OK, _profile((6.0, 8.0, 650.0)))
+    r = optimize(text, path, kernel, evaluate, rounds=12, spec=_spec(), limits=Limits(tune_points=0))
+    packed = [x for x in r.rounds if x.plan is not None and x.plan.idea == "pack_rows"]
+    assert packed and packed[0].adopted and packed[0].reason.startswith("dispatched by size"), \
+        [(x.plan.idea if x.plan else None, x.outcome, x.reason) for x in r.rounds]
+    assert "blockDim.y == 8u" in r.best and r.speedup > 1.7
