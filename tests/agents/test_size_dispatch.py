@@ -163,7 +163,8 @@ def test_a_rewrite_that_keeps_the_launch_is_selected_by_the_grid_it_runs_on():
 
 def test_the_offline_loop_keeps_packed_rows_beside_the_original():
     """The orchestrator's round: pack_rows is slower at one token, so its round tries the dispatch,
-    which is adopted (timings from a stand-in evaluation; the gate's part is tested above)."""
+    which is adopted and recorded in the round's plan so that the chain replays to it (timings
+    from a stand-in evaluation; the gate's part is tested above)."""
     from astra_cuda.agents.orchestrator import optimize
     text, path, kernel = example(NAME)
     seen = []
@@ -180,3 +181,9 @@ def test_the_offline_loop_keeps_packed_rows_beside_the_original():
     assert packed and packed[0].adopted and packed[0].reason.startswith("dispatched by size"), \
         [(x.plan.idea if x.plan else None, x.outcome, x.reason) for x in r.rounds]
     assert "blockDim.y == 8u" in r.best and r.speedup > 1.7
+    # the adopted chain replays to the same kernel (tuning and the remembered tuning start from it)
+    from astra_cuda.agents import tuning
+    chain = [(x.plan.idea, x.plan.params) for x in r.rounds if x.adopted]
+    k = next(i for i, (idea, _) in enumerate(chain) if idea == "pack_rows")
+    assert chain[k][1]["dispatch"] == {"threshold": 2049, "upper": "rewrite"}
+    assert tuning.replay(text, kernel, chain[:k + 1], _spec()) == packed[0].candidate

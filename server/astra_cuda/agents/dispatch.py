@@ -29,12 +29,17 @@ is faster:
   the same rule — faster at the bench sizes, and slower than the original or the best so far at no
   size beyond the tolerance (`orchestrator._judge`).
 
-Pure text in, text out (`split`, `build`); `attempt` ties them to a round of the orchestrator.
+The adopted round's plan records the threshold (parameter `KEY`), so the chain of adopted rounds
+replays to the same kernel (`rebuild`, from `tuning.replay`): the tuning stage varies the rewrite's
+own parameters at the same threshold, and the remembered tuning makes it again.
+
+Pure text in, text out (`split`, `build`, `rebuild`); `attempt` ties them to a round of the
+orchestrator.
 """
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from .. import exprs, source
@@ -45,6 +50,7 @@ from .coder import Attempt
 from .records import Round
 
 DIMS = "xyz"
+KEY = "dispatch"    # in an adopted round's plan parameters: where its rewrite was kept beside the version before
 
 
 @dataclass(frozen=True)
@@ -196,6 +202,19 @@ def build(best_text: str, rewrite_text: str, kernel: str, sp: Split,
     return new, ""
 
 
+def rebuild(before: str, rewritten: str, kernel: str, how: dict) -> str | None:
+    """The dispatch a round's plan parameters recorded (`KEY`), made again from the version before
+    the step and the step's rewrite (a remembered chain, a tuning point); None when it no longer
+    can be."""
+    spec = spec_in(source.parse(before), kernel)
+    try:
+        sp = Split(int(how["threshold"]), str(how["upper"]), (), ())
+        cases = spec.cases() if spec is not None else []
+    except Exception:  # noqa: BLE001 - a stored record of another shape, a spec that no longer loads
+        return None
+    return build(before, rewritten, kernel, sp, cases)[0] if sp.upper in ("rewrite", "best") else None
+
+
 def attempt(r: Round, best_text: str, best_eval: Evaluation, kernel: str, ev: Callable[[str], Evaluation],
             judge: Callable[[Round, Attempt], None], cancel: threading.Event) -> None:
     """Round `r`'s rewrite was faster at the bench sizes but slower at another: try both versions
@@ -230,6 +249,8 @@ def attempt(r: Round, best_text: str, best_eval: Evaluation, kernel: str, ev: Ca
         r.reason += f"; size dispatch ({sp.describe()}) not adopted: {trial.outcome}, {trial.reason}"
         return
     r.candidate, r.candidate_hash, r.evaluation = text, trial.candidate_hash, d
+    if r.plan is not None:   # replayable: tuning and the memory make the same kernel from the chain
+        r.plan = replace(r.plan, params={**r.plan.params, KEY: {"threshold": sp.threshold, "upper": sp.upper}})
     r.outcome = "adopted"
     r.reason = f"dispatched by size ({sp.describe()}): {trial.reason}"
     r.changes = list(r.changes) + [f"kept beside the previous version, selected by size: {sp.describe()}"]

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from typing import Callable
 
 from ..evaluation import Evaluation, source_hash
+from . import dispatch
 from .offline import TRANSFORMS, context_from_text
 from .sizes import slower_at_a_size
 
@@ -51,10 +52,14 @@ def replay(original: str, kernel: str, chain: list[tuple[str, dict]], spec=None)
         t = TRANSFORMS.get(idea)
         if t is None:
             return None
-        rw = t.apply(text, context_from_text(kernel, text, spec), dict(params))
+        own = dict(params)
+        how = own.pop(dispatch.KEY, None)   # the step was kept beside the version before it, by size
+        rw = t.apply(text, context_from_text(kernel, text, spec), own)
         if rw is None:
             return None
-        text = rw.text
+        text = rw.text if how is None else dispatch.rebuild(text, rw.text, kernel, how)
+        if text is None:
+            return None
     return text
 
 
@@ -65,14 +70,16 @@ def _neighbours(original: str, kernel: str, chain: list[tuple[str, dict]], j: in
         return []
     idea, params = chain[j]
     ctx = context_from_text(kernel, before, spec)
-    rw = TRANSFORMS[idea].apply(before, ctx, dict(params))
+    own = dict(params)
+    how = own.pop(dispatch.KEY, None)
+    rw = TRANSFORMS[idea].apply(before, ctx, own)
     if rw is None:
         return []
     seen, out = [dict(rw.params)], []
     for alt in TRANSFORMS[idea].alternatives(rw, ctx):
         if not any(_same(alt, x) for x in seen):
             seen.append(alt)
-            out.append(alt)
+            out.append(alt if how is None else {**alt, dispatch.KEY: how})   # dispatched at the same size
     return out
 
 
