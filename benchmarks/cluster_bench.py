@@ -69,7 +69,7 @@ def evaluate_all(ex, backend: str, work: list, repeat: int) -> dict:
     def one(item):
         label, job = item
         t0 = time.perf_counter()
-        ran = ex.run("astra_cuda.jobs:evaluate_job", job, backend=backend, timeout=TIMEOUT, gpu_model=gpu_model)
+        ran = ex.run(job, backend=backend, timeout=TIMEOUT, gpu_model=gpu_model)
         e = ran.value
         return {"candidate": label, "passed": e.passed, "cases": e.check.cases, "summary": e.check.summary,
                 "speedup": e.speedup, "seconds": round(time.perf_counter() - t0, 3),

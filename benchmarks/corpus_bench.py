@@ -159,7 +159,7 @@ def evaluator(path: str, kernel: str, spec, backend: str, text: str, quick: bool
 
     def evaluate(candidate: str):
         try:
-            return worker.run("astra_cuda.jobs:evaluate_job", dataclasses.replace(job, text=candidate),
+            return worker.run(dataclasses.replace(job, text=candidate),
                               timeout=api.CHECK_TIMEOUT + api.PROFILE_TIMEOUT)
         except worker.WorkerError as e:
             msg = f"the candidate could not be evaluated: {e}"
@@ -330,8 +330,8 @@ def main(argv=None) -> int:
         sys.exit("no backend can run kernels here")
     device = "CPU: speed not measured"
     if backend == "gpu":
-        from astra_cuda import worker
-        facts = worker.run("astra_cuda.jobs:gpu_facts_job", {}, timeout=60.0) or ""
+        from astra_cuda import jobs, worker
+        facts = worker.run(jobs.GpuFactsJob(), timeout=60.0) or ""
         device = next((f.split(": ", 1)[1] for f in facts.split(", ") if f.startswith("name: ")), "GPU")
     wanted = args.kernels.split(",") if args.kernels else []
     entries = [e for e in manifest(corpus_dir)

@@ -1,5 +1,5 @@
 # Lint and type check (seconds): ruff over the Python code, mypy strict on the facade, the
-# snapshot, the contract and the language server (configured in pyproject.toml).
+# snapshot, the contract, the language server, the jobs, executors and evaluation (pyproject.toml).
 TEST_EXTRA += test-lint
 
 .PHONY: test-lint

@@ -119,8 +119,8 @@ def main(argv=None) -> int:
     if a.json:
         device = ""
         if a.backend == "gpu":
-            from astra_cuda import worker
-            device = worker.run("astra_cuda.jobs:gpu_facts_job", None, timeout=60.0)
+            from astra_cuda import jobs, worker
+            device = worker.run(jobs.GpuFactsJob(), timeout=60.0)
         Path(a.json).write_text(json.dumps({"backend": a.backend, "device": device, "quick": a.quick,
                                             "passed": passed, "total": len(outcomes),
                                             "kernels": [asdict(o) for o in outcomes]}, indent=2) + "\n")

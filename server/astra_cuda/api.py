@@ -146,8 +146,7 @@ def _trial(snap: Snapshot, kernel: str, proposal: infer.Proposal, backend: Liter
         return infer.validate.Trial(False, False, "the draft is not read as the kernel's spec")
     try:
         unit = trial_snap.unit(info.kernel.name, info.spec)
-        ran = executors.current().run("astra_cuda.jobs:check_job",
-                                      jobs.CheckJob(backend, None, unit, info.spec, quick=True, bounds=True),
+        ran = executors.current().run(jobs.CheckJob(backend, None, unit, info.spec, quick=True, bounds=True),
                                       backend=backend, timeout=TRIAL_TIMEOUT, cancel=cancel)
     except AstraError as e:
         return infer.validate.Trial(False, False, f"could not run: {e.message}")
@@ -214,7 +213,7 @@ def static_check(snap: Snapshot, *, arch: str = DEFAULT_ARCH, compile: bool = Tr
     if compile and units:
         from . import confine, worker
         try:
-            results = worker.run("astra_cuda.jobs:static_job", jobs.StaticJob(tuple(units), arch),
+            results = worker.run(jobs.StaticJob(tuple(units), arch),
                                  timeout=STATIC_TIMEOUT + confine.compiler_seconds(heavy=True))
         except worker.WorkerCancelled:
             raise
@@ -342,8 +341,7 @@ def check(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto", a
             progress({"step": "check", "kernel": info.name,
                       "message": f"checking {info.name} on the {chosen} backend (reference: {ref_from})"})
         try:
-            ran = executors.current().run("astra_cuda.jobs:check_job",
-                                          jobs.CheckJob(chosen, ref, cand, info.spec, ref_spec, quick=quick, seed=seed),
+            ran = executors.current().run(jobs.CheckJob(chosen, ref, cand, info.spec, ref_spec, quick=quick, seed=seed),
                                           backend=chosen, timeout=CHECK_TIMEOUT, cancel=cancel)
         except worker.WorkerCancelled:
             raise
@@ -412,9 +410,9 @@ def profile(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto",
         ref, cand, _, ref_spec = _units(snap, info)
         job = jobs.ProfileJob(chosen, ref, cand, info.spec, ref_spec, arch=arch, ncu=ncu, sizes=sizes)
         if chosen == "static":  # resources only (NVRTC): always on this machine
-            out.append(worker.run("astra_cuda.jobs:profile_job", job, timeout=PROFILE_TIMEOUT, cancel=cancel))
+            out.append(worker.run(job, timeout=PROFILE_TIMEOUT, cancel=cancel))
             continue
-        ran = executors.current().run("astra_cuda.jobs:profile_job", job, backend=chosen, timeout=PROFILE_TIMEOUT,
+        ran = executors.current().run(job, backend=chosen, timeout=PROFILE_TIMEOUT,
                                       cancel=cancel)
         p: Profile = ran.value
         p.ran_on = ran.where.describe()
@@ -527,7 +525,7 @@ def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm:
     ex = executors.current()
     gpu, gpu_model = "", None
     if chosen == "gpu":  # the run's GPU model: every evaluation of the run is timed on one like it
-        facts = ex.run("astra_cuda.jobs:gpu_facts_job", None, backend="gpu", timeout=60.0)
+        facts = ex.run(jobs.GpuFactsJob(), backend="gpu", timeout=60.0)
         gpu, gpu_model = facts.value, facts.where.gpu or None
         prior = runlog.RunLog(run.dir).read_baseline() if run is not None else None
         if prior is not None and prior.gpu:
@@ -535,13 +533,13 @@ def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm:
 
     def evaluate(candidate_text: str) -> Evaluation:
         try:
-            ran = ex.run("astra_cuda.jobs:evaluate_job", dataclasses.replace(job, text=candidate_text), backend=chosen,
+            ran = ex.run(dataclasses.replace(job, text=candidate_text), backend=chosen,
                          timeout=CHECK_TIMEOUT + PROFILE_TIMEOUT, cancel=cancel, gpu_model=gpu_model)
         except worker.WorkerCancelled:
             raise
         except worker.WorkerError as e:  # a hang or a crash is this candidate's failure, not ours
             msg = f"the candidate could not be evaluated: {e}"
-            return Evaluation(Check(False, msg, msg, 0, chosen))
+            return Evaluation(Check(False, msg, msg, 0, stage="error"))
         ev: Evaluation = dataclasses.replace(ran.value, node=ran.where.node, gpu=ran.where.gpu)
         return ev
     runs_dir = workspace.ensure_astra_dir(path, "runs")  # .astra/ with its .gitignore; never through a link

@@ -17,9 +17,14 @@ import hashlib
 import math
 import threading
 from dataclasses import asdict, dataclass
-from typing import Callable, Protocol
+from typing import Any, Callable, Literal, Protocol
 
 from .errors import AstraError
+
+# Where a candidate's check stopped: before the gate ran it ('static': screening, the cut, the launch
+# rule; 'compile'), the gate's own outcome ('check' a check failed, 'passed', and the verdict statuses
+# 'failed', 'unsupported', 'error'), or the place that evaluated it was lost ('infrastructure').
+Stage = Literal["static", "compile", "check", "passed", "failed", "unsupported", "error", "infrastructure"]
 
 
 @dataclass(frozen=True)
@@ -30,10 +35,10 @@ class Check:
     summary: str                 # one line: 'passed 42 cases on cpu' / 'compile error' / ...
     feedback: str = ""           # failure details the agents may see (compiler log, failing case)
     cases: int = 0               # cases verified (0 when it did not get that far)
-    stage: str = "check"         # where it stopped: 'compile' | 'static' | 'check' | 'passed'
-    matrix: tuple[dict, ...] = ()  # the verification matrix (gate.verdict.Coverage.matrix), for reports
+    stage: Stage = "check"       # where it stopped
+    matrix: tuple[dict[str, Any], ...] = ()  # the verification matrix (gate.verdict.Coverage.matrix), for reports
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -50,7 +55,7 @@ class SizeTiming:
     def speedup(self) -> float:
         return self.baseline_us / self.candidate_us if self.candidate_us > 0 else float("nan")
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "speedup": self.speedup}
 
 
@@ -105,13 +110,13 @@ class ProfileSummary:
                 worst = (t, ratio)
         return worst
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"sizes": [t.to_json() for t in self.sizes], "bottleneck": self.bottleneck,
                 "registers": self.registers, "occupancy": self.occupancy, "device": self.device,
                 "notes": self.notes, "geomean_speedup": self.geomean_speedup}
 
     @classmethod
-    def from_json(cls, d: dict) -> "ProfileSummary":
+    def from_json(cls, d: dict[str, Any]) -> "ProfileSummary":
         sizes = tuple(SizeTiming(dict(t["sizes"]), t["baseline_us"], t["candidate_us"], t.get("copy_share"),
                                  t.get("role", ""), t.get("step_us", 0.0)) for t in d.get("sizes", ()))
         return cls(sizes, d.get("bottleneck"), d.get("registers"), d.get("occupancy"), d.get("device", ""),
@@ -139,22 +144,22 @@ class Evaluation:
 
     @property
     def speedup(self) -> float | None:
-        return self.profile.geomean_speedup if self.measured else None
+        return self.profile.geomean_speedup if self.profile is not None and self.measured else None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"check": self.check.to_json(), "profile": self.profile.to_json() if self.profile else None,
                 "speed_note": self.speed_note, "registers": self.registers, "seconds": self.seconds,
                 "gate_seconds": self.gate_seconds, "node": self.node, "gpu": self.gpu}
 
     @classmethod
-    def from_json(cls, d: dict) -> "Evaluation":
+    def from_json(cls, d: dict[str, Any]) -> "Evaluation":
         return cls(Check(**{**d["check"], "matrix": tuple(d["check"].get("matrix", ()))}),
                    ProfileSummary.from_json(d["profile"]) if d.get("profile") else None,
                    d.get("speed_note", ""), d.get("registers"), d.get("seconds", 0.0), d.get("gate_seconds", 0.0),
                    d.get("node", ""), d.get("gpu", ""))
 
 
-def _key(t: SizeTiming) -> tuple:
+def _key(t: SizeTiming) -> tuple[tuple[str, int], ...]:
     return tuple(sorted(t.sizes.items()))
 
 
@@ -213,5 +218,5 @@ class CachedEvaluate:
 
 NOT_MEASURED = "speed not measured (no GPU): correctness verified only"
 
-__all__ = ["Check", "SizeTiming", "ProfileSummary", "Evaluation", "Evaluate", "CachedEvaluate", "InfrastructureError",
+__all__ = ["Check", "Stage", "SizeTiming", "ProfileSummary", "Evaluation", "Evaluate", "CachedEvaluate", "InfrastructureError",
            "source_hash", "NOT_MEASURED"]

@@ -4,7 +4,7 @@ the profiling agent (astra_cuda.profiler) turned into the agents' Evaluation (as
 `to_check(verdict)` and `to_evaluation(check, profile)` are the conversions; `local_evaluator`
 builds an `evaluate(file_text)` that runs both in this process on a given backend (the CPU
 backend isolates kernel execution itself; on the GPU only NVRTC-compiled device code runs).
-`astra_cuda.jobs.evaluate_job` keeps one per worker; `astra_cuda.api` sends candidates there.
+`astra_cuda.jobs.EvaluateJob` keeps one per worker; `astra_cuda.api` sends candidates there.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from . import extract, gate, launch_change, profiler, source
 from .backends.base import Backend
 from .contract import DEFAULT_ARCH
 from .errors import AstraError
-from .evaluation import NOT_MEASURED, Check, Evaluation, ProfileSummary, SizeTiming
+from .evaluation import NOT_MEASURED, Check, Evaluation, ProfileSummary, SizeTiming, Stage
 from .gate import Verdict
 from .project import ProjectContext
 from .spec import Spec
@@ -25,6 +25,7 @@ from .spec import Spec
 def to_check(verdict: Verdict) -> Check:
     """From astra_cuda.gate's Verdict: what the agents may see (held-out failures only as counts)."""
     cases = verdict.coverage.cases if verdict.passed else 0
+    stage: Stage
     if verdict.passed:
         stage = "passed"
     elif verdict.status == "error" and verdict.log:
@@ -32,7 +33,7 @@ def to_check(verdict: Verdict) -> Check:
     elif verdict.status == "failed" and all(f.check in ("screen", "signature") for f in verdict.failures):
         stage = "static"
     else:
-        stage = verdict.status
+        stage = "unsupported" if verdict.status == "unsupported" else "failed" if verdict.status == "failed" else "error"
     return Check(verdict.passed, verdict.summary, verdict.visible_feedback(), cases, stage,
                  tuple(verdict.coverage.matrix))
 
@@ -94,7 +95,7 @@ def local_evaluator(path: str, kernel: str, spec: Spec, backend: Backend, refere
             cand = extract.spec_unit(model, path, kernel, spec, context=context)
         except AstraError as e:
             return Evaluation(Check(False, f"the candidate cannot be cut out: {e.message}", e.message, 0,
-                                    backend.name))
+                                    stage="static"))
         cand_spec, problem = launch_change.candidate_spec(ref_spec, ref_model, model, kernel)
         if problem:
             return Evaluation(Check(False, problem, problem, 0, "static"), seconds=time.perf_counter() - t0)

@@ -4,7 +4,7 @@ A machine with an NVIDIA GPU but no CuPy (or a CuPy built for a newer CUDA than 
 supports) would silently check kernels on the CPU. This module looks at what is there — the
 driver (`/proc/driver/nvidia/version`, `nvidia-smi`), the CUDA version it supports, the CuPy
 distribution installed for this interpreter — and says what to run. Called in a worker by the
-backend probe (`jobs.backends_job`) when the GPU backend is not usable; never imports CuPy.
+backend probe (`jobs.BackendsJob`) when the GPU backend is not usable; never imports CuPy.
 
 The fix installs into Astra's own environment, never into a system Python (Debian's and Ubuntu's
 `python3` refuse it: PEP 668's externally-managed environments): the venv Astra is installed in

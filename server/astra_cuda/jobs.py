@@ -1,34 +1,37 @@
 """The only entry point of the worker process (`astra_cuda.worker`): every job it runs is here.
 
-Each job is `NAME_job(payload)`: a typed, picklable payload (a frozen dataclass below) in, a
-picklable result out. The parent builds the payload and calls
-`worker.run("astra_cuda.jobs:check_job", CheckJob(...))`; this module is the only place that picks a
-backend — the gate, the profiler and the evaluator receive one. Backends are created once per
-worker process and reused, so compiled modules and the GPU context stay warm between jobs; a job
-that crashes the process takes only the worker with it.
+Each job is a `Job[T]` (`astra_cuda.worker.Job`): a typed, picklable frozen dataclass whose `run()`
+is called in the worker and returns a picklable `T`. The parent builds the job and calls
+`worker.run(CheckJob(...))` (or an executor's `run`), typed as `T`; this module is the only place
+that picks a backend — the gate, the profiler and the evaluator receive one. Backends are created
+once per worker process and reused, so compiled modules and the GPU context stay warm between
+jobs; a job that crashes the process takes only the worker with it.
 
-Heavy modules (CuPy, the gate, the profiler) are imported inside the jobs: the parent imports
-this module for the payload types only.
+Heavy modules (CuPy, the gate, the profiler) are imported inside `run`: the parent imports
+this module for the job types only.
 """
 from __future__ import annotations
 
 import shutil
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
+from .contract import DEFAULT_ARCH
 from .extract import CompileUnit
 from .gate.sanitizer import SanitizeJob
 from .project import ProjectContext
 from .spec import Spec
-from .contract import DEFAULT_ARCH
+from .worker import Job
 
 if TYPE_CHECKING:
     from .backends.base import Backend
     from .evaluation import Evaluation
     from .gate import Verdict
-    from .gate.sanitizer import Report
     from .profiler import Profile
     from .static import StaticResult
+
+__all__ = ["BackendStatus", "BackendsJob", "CheckJob", "DeviceJob", "EvaluateJob", "FidelityJob", "GpuFactsJob",
+           "ProfileJob", "RunsKernels", "SanitizeJob", "StaticJob", "backend", "rounding_backend"]
 
 RunsKernels = Literal["gpu", "cpu"]
 
@@ -47,13 +50,53 @@ class BackendStatus:
 
 
 @dataclass(frozen=True)
-class StaticJob:
-    units: tuple[CompileUnit, ...]
-    arch: str = DEFAULT_ARCH
+class BackendsJob(Job[dict[str, BackendStatus]]):
+    """Which backends can run here, and why not."""
+
+    def run(self) -> dict[str, BackendStatus]:
+        out = {}
+        try:
+            from .backends.gpu import GpuBackend
+            ok, why = GpuBackend.probe()
+        except Exception as e:  # noqa: BLE001 - any import/driver problem means "no GPU here"
+            ok, why = False, f"CuPy/GPU unavailable ({e.__class__.__name__}: {e})"
+        if ok:
+            info = backend("gpu").device_info()
+            out["gpu"] = BackendStatus(True, why, arch=f"sm_{info['major']}{info['minor']}")
+        else:
+            out["gpu"] = _gpu_unavailable(why)
+        cxx = shutil.which("g++") or shutil.which("clang++")
+        from .backends.cpu import sandbox
+        why = "" if cxx else "no C++ compiler (g++ or clang++) on PATH"
+        why = why or sandbox.unavailable_reason() or ""
+        out["cpu"] = BackendStatus(not why, why)
+        return out
+
+
+def _gpu_unavailable(why: str) -> BackendStatus:
+    """No usable GPU backend: when a GPU is visible, what is wrong and the one step that fixes it."""
+    from . import gpu_setup
+    advice = gpu_setup.advise(gpu_setup.driver(), gpu_setup.installed_cupy(), why)
+    if advice is None:
+        return BackendStatus(False, why)
+    return BackendStatus(False, advice.problem, fix=advice.fix, setup_needed=True)
 
 
 @dataclass(frozen=True)
-class CheckJob:
+class StaticJob(Job["list[StaticResult]"]):
+    """nvcc on the file, or NVRTC on each unit where no toolkit exists (no GPU needed): each
+    unit's diagnostics at the user's lines and its resources."""
+
+    units: tuple[CompileUnit, ...]
+    arch: str = DEFAULT_ARCH
+
+    def run(self) -> list[StaticResult]:
+        from . import static
+        return static.compile_units(self.units, arch=self.arch)
+
+
+@dataclass(frozen=True)
+class CheckJob(Job["Verdict"]):
     """The gate on one candidate. `reference` None: no pinned baseline yet (self-consistency
     only). `reference_spec` launches the reference when a rewrite changed the launch."""
 
@@ -67,9 +110,15 @@ class CheckJob:
     sanitizer: bool | None = None    # False: skip compute-sanitizer on the GPU
     bounds: bool = False             # quick, but with the address-sanitizer build (inference's trial runs)
 
+    def run(self) -> Verdict:
+        from . import gate
+        return gate.check(self.reference, self.candidate, self.spec, backend(self.backend), quick=self.quick,
+                          seed=self.seed, sanitizer=self.sanitizer, reference_spec=self.reference_spec,
+                          bounds=self.bounds, rounding=rounding_backend(self.backend))
+
 
 @dataclass(frozen=True)
-class ProfileJob:
+class ProfileJob(Job["Profile"]):
     """The profiler on one candidate; backend 'static' runs no kernel (resources only)."""
 
     backend: Literal["gpu", "cpu", "static"]
@@ -81,11 +130,18 @@ class ProfileJob:
     ncu: bool = False
     sizes: Literal["ladder", "bench"] = "ladder"   # the size ladder, or the spec's bench sizes alone
 
+    def run(self) -> Profile:
+        from . import profiler
+        b = backend(self.backend) if self.backend != "static" else None
+        return profiler.profile(self.reference, self.candidate, self.spec, b, ncu=self.ncu, arch=self.arch,
+                                reference_spec=self.reference_spec, sizes=self.sizes)
+
 
 @dataclass(frozen=True)
-class EvaluateJob:
+class EvaluateJob(Job["Evaluation"]):
     """One candidate file text for the orchestrator: the gate against the reference cut from
-    `reference_text`, then the profiler."""
+    `reference_text`, then the profiler. The evaluator — with its reference — is kept per worker,
+    so later rounds reuse its compiled modules."""
 
     backend: RunsKernels
     path: str
@@ -99,12 +155,52 @@ class EvaluateJob:
     context: ProjectContext | None = None   # include paths, defines, standard of the project
     sizes: Literal["ladder", "bench"] = "ladder"   # where candidates are timed (astra_cuda.ladder)
 
+    def run(self) -> Evaluation:
+        from .evaluator import local_evaluator
+        key = (self.backend, self.path, self.kernel, self.reference_kernel, hash(self.reference_text), self.quick,
+               self.context, self.sizes)
+        evaluate = _evaluators.get(key)
+        if evaluate is None:
+            _evaluators.clear()  # one kernel at a time per worker keeps memory bounded
+            evaluate = _evaluators[key] = local_evaluator(
+                self.path, self.kernel, self.spec, backend(self.backend), self.reference_text, quick=self.quick,
+                arch=self.arch, reference_kernel=self.reference_kernel, context=self.context,
+                rounding=rounding_backend(self.backend), sizes=self.sizes)
+        return evaluate(self.text)
+
+
+_evaluators: dict[tuple[Any, ...], Callable[[str], Evaluation]] = {}
+
 
 @dataclass(frozen=True)
-class FidelityJob:
-    """The CPU-vs-GPU numerics comparison (`backends.cpu.fidelity`); `npz`: a saved CPU run."""
+class GpuFactsJob(Job[str]):
+    """One line of facts about the GPU for the planning agent."""
+
+    def run(self) -> str:
+        info = backend("gpu").device_info()
+        return ", ".join(f"{k}: {v}" for k, v in info.items())
+
+
+@dataclass(frozen=True)
+class DeviceJob(Job[dict[str, Any]]):
+    """The GPU's properties (name, SMs, memory...): what a result records as the GPU that ran it."""
+
+    def run(self) -> dict[str, Any]:
+        return backend("gpu").device_info()
+
+
+@dataclass(frozen=True)
+class FidelityJob(Job[dict[str, Any]]):
+    """The CPU-vs-GPU numerics comparison (`backends.cpu.fidelity`) in a worker process (it creates
+    the CUDA context); `npz`: a saved CPU run."""
 
     npz: str | None = None
+
+    def run(self) -> dict[str, Any]:
+        from pathlib import Path
+
+        from .backends.cpu import fidelity
+        return fidelity.fidelity(Path(self.npz) if self.npz else None)
 
 
 # ---- the backends of this worker ----------------------------------------------------------
@@ -139,103 +235,3 @@ def rounding_backend(name: RunsKernels) -> Backend | None:
         return backend("cpu")
     except Exception:  # noqa: BLE001 - no CPU backend here: the tolerance alone
         return None
-
-
-# ---- jobs ---------------------------------------------------------------------------------
-
-def backends_job(_payload: None = None) -> dict[str, BackendStatus]:
-    """Which backends can run here, and why not."""
-    out = {}
-    try:
-        from .backends.gpu import GpuBackend
-        ok, why = GpuBackend.probe()
-    except Exception as e:  # noqa: BLE001 - any import/driver problem means "no GPU here"
-        ok, why = False, f"CuPy/GPU unavailable ({e.__class__.__name__}: {e})"
-    if ok:
-        info = backend("gpu").device_info()
-        out["gpu"] = BackendStatus(True, why, arch=f"sm_{info['major']}{info['minor']}")
-    else:
-        out["gpu"] = _gpu_unavailable(why)
-    cxx = shutil.which("g++") or shutil.which("clang++")
-    from .backends.cpu import sandbox
-    why = "" if cxx else "no C++ compiler (g++ or clang++) on PATH"
-    why = why or sandbox.unavailable_reason() or ""
-    out["cpu"] = BackendStatus(not why, why)
-    return out
-
-
-def _gpu_unavailable(why: str) -> BackendStatus:
-    """No usable GPU backend: when a GPU is visible, what is wrong and the one step that fixes it."""
-    from . import gpu_setup
-    advice = gpu_setup.advise(gpu_setup.driver(), gpu_setup.installed_cupy(), why)
-    if advice is None:
-        return BackendStatus(False, why)
-    return BackendStatus(False, advice.problem, fix=advice.fix, setup_needed=True)
-
-
-def static_job(job: StaticJob) -> list[StaticResult]:
-    """nvcc on the file, or NVRTC on each unit where no toolkit exists (no GPU needed): each
-    unit's diagnostics at the user's lines and its resources."""
-    from . import static
-    return static.compile_units(job.units, arch=job.arch)
-
-
-def check_job(job: CheckJob) -> Verdict:
-    from . import gate
-    return gate.check(job.reference, job.candidate, job.spec, backend(job.backend), quick=job.quick,
-                      seed=job.seed, sanitizer=job.sanitizer, reference_spec=job.reference_spec, bounds=job.bounds,
-                      rounding=rounding_backend(job.backend))
-
-
-def profile_job(job: ProfileJob) -> Profile:
-    from . import profiler
-    b = backend(job.backend) if job.backend != "static" else None
-    return profiler.profile(job.reference, job.candidate, job.spec, b, ncu=job.ncu, arch=job.arch,
-                            reference_spec=job.reference_spec, sizes=job.sizes)
-
-
-_evaluators: dict[tuple, object] = {}
-
-
-def evaluate_job(job: EvaluateJob) -> Evaluation:
-    """Gate (then profile) one candidate file text for the orchestrator. The evaluator — with
-    its reference — is kept per worker, so later rounds reuse its compiled modules."""
-    from .evaluator import local_evaluator
-    key = (job.backend, job.path, job.kernel, job.reference_kernel, hash(job.reference_text), job.quick, job.context,
-           job.sizes)
-    evaluate = _evaluators.get(key)
-    if evaluate is None:
-        _evaluators.clear()  # one kernel at a time per worker keeps memory bounded
-        evaluate = _evaluators[key] = local_evaluator(
-            job.path, job.kernel, job.spec, backend(job.backend), job.reference_text, quick=job.quick,
-            arch=job.arch, reference_kernel=job.reference_kernel, context=job.context,
-            rounding=rounding_backend(job.backend), sizes=job.sizes)
-    return evaluate(job.text)
-
-
-def gpu_facts_job(_payload: None = None) -> str:
-    """One line of facts about the GPU for the planning agent."""
-    info = backend("gpu").device_info()
-    return ", ".join(f"{k}: {v}" for k, v in info.items())
-
-
-def device_job(_payload: None = None) -> dict:
-    """The GPU's properties (name, SMs, memory...): what a result records as the GPU that ran it."""
-    return backend("gpu").device_info()
-
-
-def sanitize_job(job: SanitizeJob) -> list[Report]:
-    """compute-sanitizer's findings on the unit (this worker runs under it, started by
-    `backends.gpu.sanitizer_pool`): a GPU backend with exact-size allocations, so small
-    out-of-bounds accesses are not hidden by a pool."""
-    from .backends.gpu import GpuBackend
-    from .gate import sanitizer
-    return sanitizer.run_cases(job, GpuBackend(exact_alloc=True))
-
-
-def fidelity_job(job: FidelityJob) -> dict:
-    """The comparison in a worker process (it creates the CUDA context)."""
-    from pathlib import Path
-
-    from .backends.cpu import fidelity
-    return fidelity.fidelity(Path(job.npz) if job.npz else None)

@@ -4,10 +4,11 @@ A kernel that hangs, faults (an illegal address poisons the whole CUDA context),
 `__trap()`, or a CPU-backend build that segfaults takes down only its worker, which is
 replaced; the CLI or language-server process never imports CuPy or holds a CUDA context.
 
-    verdict = worker.run("astra_cuda.jobs:check_job", jobs.CheckJob(...), timeout=60)
+    verdict = worker.run(jobs.CheckJob(...), timeout=60)    # a Verdict
 
-A job is a module-level function named "package.module:function" taking one picklable
-payload and returning a picklable result. Its exceptions come back re-raised in the parent
+A job is a `Job[T]`: a picklable value (a frozen dataclass; pickle names its class, so the
+worker imports it — no job is named by a string) whose `run()` the worker calls, returning a
+picklable `T`. Its exceptions come back re-raised in the parent
 (AstraError, CompileError, LaunchError... with their messages and attributes); a hang becomes
 WorkerTimeout, a dead worker WorkerCrashed, a cancelled job WorkerCancelled.
 
@@ -21,7 +22,7 @@ stdout; the child's fd 1 is pointed at stderr so stray prints from user code can
 from __future__ import annotations
 
 import atexit
-import importlib
+import io
 import os
 import pickle
 import select
@@ -32,9 +33,25 @@ import sys
 import threading
 import time
 import traceback
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar, cast
 
 _HEADER = struct.Struct("<Q")
+
+T = TypeVar("T", covariant=True)
+
+
+class Job(Generic[T]):
+    """Work for a worker process. A subclass is a frozen dataclass of what the work needs (picklable)
+    and `run` does it inside the worker; `T` is what `Pool.run` and every executor return for it."""
+
+    def run(self) -> T:
+        raise NotImplementedError
+
+    @property
+    def name(self) -> str:
+        """For messages: the job's class ('CheckJob')."""
+        return type(self).__name__
 
 
 class WorkerError(Exception):
@@ -92,6 +109,9 @@ class _Worker:
         self.proc = subprocess.Popen(
             [*prefix, sys.executable, "-m", "astra_cuda.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, env=_child_env(env), start_new_session=True, close_fds=True)
+        assert self.proc.stdin is not None and self.proc.stdout is not None and self.proc.stderr is not None
+        self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
+        self.stderr = cast(io.BufferedReader, self.proc.stderr)   # a pipe with buffering: has read1
         self.jobs = 0
         self._stderr_tail = b""
         self._tail_lock = threading.Lock()
@@ -104,7 +124,7 @@ class _Worker:
     def _drain_stderr(self) -> None:
         # Keep the end of what the child says on stderr: it explains crashes.
         try:
-            for chunk in iter(lambda: self.proc.stderr.read1(4096), b""):
+            for chunk in iter(lambda: self.stderr.read1(4096), b""):
                 with self._tail_lock:
                     self._stderr_tail = (self._stderr_tail + chunk)[-4000:]
         except (OSError, ValueError):
@@ -119,11 +139,11 @@ class _Worker:
 
     def send(self, obj: Any) -> None:
         data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-        self.proc.stdin.write(_HEADER.pack(len(data)) + data)
-        self.proc.stdin.flush()
+        self.stdin.write(_HEADER.pack(len(data)) + data)
+        self.stdin.flush()
 
     def recv(self, deadline: float, cancel: threading.Event | None) -> Any:
-        fd = self.proc.stdout.fileno()
+        fd = self.stdout.fileno()
         buf = bytearray()
         need = _HEADER.size
         header_done = False
@@ -161,7 +181,7 @@ class _Worker:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
-        for f in (self.proc.stdin, self.proc.stdout):
+        for f in (self.stdin, self.stdout):
             try:
                 f.close()
             except OSError:
@@ -226,8 +246,10 @@ class Pool:
                 self.replaced += 1
         w.kill()
 
-    def run(self, func: str, payload: Any = None, *, timeout: float = 60.0,
-            cancel: threading.Event | None = None) -> Any:
+    def run(self, job: Job[T], *, timeout: float = 60.0, cancel: threading.Event | None = None) -> T:
+        if not isinstance(job, Job):
+            raise TypeError(f"a worker runs a Job, not {type(job).__name__}")
+        func = job.name
         if self._closed:
             raise WorkerError("the worker pool is closed")
         deadline = time.monotonic() + timeout
@@ -241,7 +263,7 @@ class Pool:
             w = self._take()
             outcome = "failed"
             try:
-                w.send((func, payload))
+                w.send(job)
                 status, value, retire = w.recv(deadline, cancel)
                 outcome = "retired" if retire else "healthy"
             except WorkerTimeout:
@@ -257,12 +279,13 @@ class Pool:
         finally:
             self._slots.release()
         if status == "ok":
-            return value
+            result: T = value
+            return result
         raise _rebuild(value)
 
     def warm(self) -> None:
         """Start a worker now (so the first job does not pay the start-up)."""
-        self.run("astra_cuda.worker:ping", None, timeout=60)
+        self.run(Ping(), timeout=60)
 
     def close(self) -> None:
         with self._lock:
@@ -273,7 +296,7 @@ class Pool:
             w.kill()
 
 
-def _rebuild(err: dict) -> BaseException:
+def _rebuild(err: dict[str, Any]) -> BaseException:
     exc = None
     if err.get("pickled") is not None:
         try:
@@ -283,7 +306,7 @@ def _rebuild(err: dict) -> BaseException:
     if not isinstance(exc, BaseException):
         exc = RemoteError(f"{err['type']}: {err['message']}")
     try:
-        exc.remote_traceback = err.get("traceback", "")
+        exc.remote_traceback = err.get("traceback", "")  # type: ignore[attr-defined]
     except AttributeError:
         pass
     return exc
@@ -305,10 +328,10 @@ def pool(name: str = "default", size: int | None = None, env: dict[str, str] | N
         return p
 
 
-def run(func: str, payload: Any = None, *, timeout: float = 60.0, cancel: threading.Event | None = None,
-        pool_name: str = "default") -> Any:
-    """Run `func(payload)` in a worker of the named pool. See the module docstring."""
-    return pool(pool_name).run(func, payload, timeout=timeout, cancel=cancel)
+def run(job: Job[T], *, timeout: float = 60.0, cancel: threading.Event | None = None,
+        pool_name: str = "default") -> T:
+    """Run `job` in a worker of the named pool. See the module docstring."""
+    return pool(pool_name).run(job, timeout=timeout, cancel=cancel)
 
 
 def shutdown() -> None:
@@ -335,21 +358,15 @@ def retire_after_reply() -> None:
     _retire = True
 
 
-def ping(_payload: Any = None) -> dict:
-    return {"pid": os.getpid(), "python": sys.version.split()[0]}
+@dataclass(frozen=True)
+class Ping(Job[dict[str, Any]]):
+    """Starts a worker (`Pool.warm`): its pid and Python version."""
+
+    def run(self) -> dict[str, Any]:
+        return {"pid": os.getpid(), "python": sys.version.split()[0]}
 
 
-def _resolve(func: str):
-    mod, sep, name = func.partition(":")
-    if not sep:
-        mod, _, name = func.rpartition(".")
-    obj = importlib.import_module(mod)
-    for part in name.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
-def _error_reply(exc: BaseException) -> dict:
+def _error_reply(exc: BaseException) -> dict[str, Any]:
     try:
         pickled = pickle.dumps(exc, protocol=pickle.HIGHEST_PROTOCOL)
         pickle.loads(pickled)  # some exceptions pickle but cannot be rebuilt
@@ -387,11 +404,14 @@ def _main() -> None:
     while True:
         try:
             (size,) = _HEADER.unpack(read_exact(_HEADER.size))
-            func, payload = pickle.loads(read_exact(size))
+            data = read_exact(size)
         except EOFError:
             return
+        func = "the job"
         try:
-            reply = ("ok", _resolve(func)(payload), False)
+            job = pickle.loads(data)   # imports the job's module: a failure is the job's error
+            func = job.name
+            reply = ("ok", job.run(), False)
         except (Exception, SystemExit) as exc:  # everything goes back to the parent
             reply = ("err", _error_reply(exc), False)
         reply = reply[:2] + (_retire,)

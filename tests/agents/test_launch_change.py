@@ -159,13 +159,13 @@ def test_packed_candidate_on_the_gpu_is_verified_and_timed_against_the_original_
     m = source.parse(text)
     job = jobs.EvaluateJob("gpu", path, kernel, spec_mod.load(m.kernel(kernel), m), text, kernel, arch="sm_90",
                            quick=True)
-    ev = worker.run("astra_cuda.jobs:evaluate_job", dataclasses.replace(job, text=rw.text),
+    ev = worker.run(dataclasses.replace(job, text=rw.text),
                     timeout=api.CHECK_TIMEOUT + api.PROFILE_TIMEOUT)
     assert ev.passed and ev.measured, ev.check.feedback
     assert all(t.baseline_us > 0 and t.candidate_us > 0 for t in ev.profile.sizes)
     bad = rw.text.replace(">= static_cast<unsigned int>(num_heads)) return;",
                           ">= static_cast<unsigned int>(num_heads) - 1) return;")
-    ev = worker.run("astra_cuda.jobs:evaluate_job", dataclasses.replace(job, text=bad),
+    ev = worker.run(dataclasses.replace(job, text=bad),
                     timeout=api.CHECK_TIMEOUT + api.PROFILE_TIMEOUT)
     assert not ev.passed
 

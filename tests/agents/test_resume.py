@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from astra_cuda import availability, cli
-from astra_cuda.jobs import BackendStatus
+from astra_cuda.jobs import BackendsJob, BackendStatus, EvaluateJob
 from astra_cuda.agents import Check, Evaluation, ProfileSummary, SizeTiming
 from astra_cuda.agents.runlog import RunLog
 
@@ -31,13 +31,13 @@ class FakeWorker:
         self.measured = True
         self.interrupt_after: int | None = None   # raise KeyboardInterrupt (Ctrl-C) after this many
 
-    def __call__(self, func, payload=None, **_):
-        if func == "astra_cuda.jobs:backends_job":
+    def __call__(self, job, **_):
+        if isinstance(job, BackendsJob):
             return {"cpu": BackendStatus(True), "gpu": BackendStatus(False, "no GPU in tests")}
-        assert func == "astra_cuda.jobs:evaluate_job", func
+        assert isinstance(job, EvaluateJob), job
         if self.interrupt_after is not None and len(self.evaluated) >= self.interrupt_after:
             raise KeyboardInterrupt
-        text = payload.text
+        text = job.text
         self.evaluated.append(text)
         check = Check(True, "passed 12 cases on cpu", "", 12, "passed")
         if not self.measured:

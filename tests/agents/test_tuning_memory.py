@@ -12,7 +12,7 @@ import pytest
 from astra_cuda import availability, launch_change, source, spec as spec_mod
 from astra_cuda.agents import Check, Evaluation, ProfileSummary, SizeTiming, optimize
 from astra_cuda.agents.memory import Memory
-from astra_cuda.jobs import BackendStatus
+from astra_cuda.jobs import BackendsJob, BackendStatus, DeviceJob, GpuFactsJob
 
 from agent_helpers import ROOT
 from test_resume import FakeWorker, astra
@@ -128,14 +128,14 @@ def test_an_unreadable_or_hostile_file_is_ignored(tmp_path, content):
 class GpuWorker(FakeWorker):
     """The counting fake as a GPU of one model."""
 
-    def __call__(self, func, payload=None, **kw):
-        if func == "astra_cuda.jobs:backends_job":
+    def __call__(self, job, **kw):
+        if isinstance(job, BackendsJob):
             return {"cpu": BackendStatus(True), "gpu": BackendStatus(True)}
-        if func == "astra_cuda.jobs:gpu_facts_job":
+        if isinstance(job, GpuFactsJob):
             return "name: Fake GPU A"
-        if func == "astra_cuda.jobs:device_job":
+        if isinstance(job, DeviceJob):
             return {"name": "Fake GPU A"}
-        return super().__call__(func, payload, **kw)
+        return super().__call__(job, **kw)
 
 
 def test_a_batch_reuses_the_remembered_tuning(tmp_path, monkeypatch, capsys):

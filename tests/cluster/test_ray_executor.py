@@ -73,9 +73,9 @@ def count_jobs(ex) -> list[str]:
     """Record the jobs `ex` runs from now on (`del ex.run` restores it)."""
     calls, real = [], ex.run
 
-    def counting(func, payload, **kw):
-        calls.append(func)
-        return real(func, payload, **kw)
+    def counting(job, **kw):
+        calls.append(job.name)
+        return real(job, **kw)
     ex.run = counting
     return calls
 
@@ -126,7 +126,7 @@ def test_batch_over_examples_equals_one_by_one(ws, on, ray_ex, local, monkeypatc
     finally:
         del ray_ex.run
     assert [outcome(r.result) for r in again.rows] == [outcome(r.result) for r in res.rows]
-    assert calls.count("astra_cuda.jobs:evaluate_job") == 0
+    assert calls.count("EvaluateJob") == 0
 
 
 def _kill_busy_slot(ex: RayExecutor, spared: set[int], stop: threading.Event, killed: list[int], times: int):
@@ -189,5 +189,5 @@ def test_lost_twice_is_an_infrastructure_error_and_resumes(ws, on, ray_ex, local
     finally:
         del ray_ex.run
     # the round's candidate and the readable form of the best (offline/style.py), never the baseline again
-    assert calls.count("astra_cuda.jobs:evaluate_job") == 2
+    assert calls.count("EvaluateJob") == 2
     assert outcome(again) == outcome(local)

@@ -10,7 +10,7 @@ import pytest
 
 from astra_cuda import __version__, availability, cli
 from astra_cuda.evaluation import Check, Evaluation
-from astra_cuda.jobs import BackendStatus
+from astra_cuda.jobs import BackendsJob, BackendStatus, EvaluateJob
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "silu_and_mul.cu"
@@ -112,10 +112,10 @@ def test_long_kernel_names_are_never_cut(tmp_path):
 class FailingOriginal:
     """The worker's stand-in: the original kernel fails the gate."""
 
-    def __call__(self, func, payload=None, **_):
-        if func == "astra_cuda.jobs:backends_job":
+    def __call__(self, job, **_):
+        if isinstance(job, BackendsJob):
             return {"cpu": BackendStatus(True), "gpu": BackendStatus(False, "no GPU in tests")}
-        assert func == "astra_cuda.jobs:evaluate_job", func
+        assert isinstance(job, EvaluateJob), job
         return Evaluation(Check(False, "silu_and_mul: FAILED compile: 'x' is undefined", "", 0, "failed"))
 
 

@@ -76,7 +76,7 @@ def test_a_driver_too_old_says_update_it():
 def test_the_probe_reports_the_fix(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(fake_smi(tmp_path)) + os.pathsep + os.environ["PATH"])
     monkeypatch.setattr(gpu_setup, "PROC_VERSION", str(tmp_path / "none"))
-    gpu = jobs.backends_job()["gpu"]   # CuPy is not installed in the test environment
+    gpu = jobs.BackendsJob().run()["gpu"]   # CuPy is not installed in the test environment
     assert not gpu.available and gpu.setup_needed
     assert "CuPy is not installed" in gpu.reason
     assert gpu.fix == f"{sys.executable} -m pip install 'cupy-cuda12x[ctk]>=14'"

@@ -39,7 +39,7 @@ def test_cpu_backend_matches_the_gpu():
         ok, why = False, str(e)
     if not ok:
         pytest.skip(f"no GPU: {why}")
-    report = worker.run("astra_cuda.jobs:fidelity_job", jobs.FidelityJob(str(fidelity.DEFAULT_NPZ)), timeout=600)
+    report = worker.run(jobs.FidelityJob(str(fidelity.DEFAULT_NPZ)), timeout=600)
     print("\n" + fidelity.markdown(report))
     missed = [r for r in report["results"] if r["meets_target"] is False]
     # Measured on an H200 (benchmarks/results/cpu_fidelity-H200.md): the GPU's rsqrtf (MUFU.RSQ)

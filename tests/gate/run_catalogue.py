@@ -27,7 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def profile_verdict(backend: str, ref, cand, spec, timeout: float) -> tuple[str, str | None, str, dict]:
     """(status, check, summary, numbers) of the entry's profile: 'failed' with `timed_outputs` or
     `timed_plausibility` when the profile is not valid."""
-    p = worker.run("astra_cuda.jobs:profile_job", jobs.ProfileJob(backend, ref, cand, spec), timeout=timeout)
+    p = worker.run(jobs.ProfileJob(backend, ref, cand, spec), timeout=timeout)
     numbers = {"speedup": p.speedup, "seconds": [s.seconds for s in p.sizes]}
     wrong = [m for s in p.sizes for m in s.output_failures]
     odd = [m for s in p.sizes for m in s.implausible]
@@ -53,7 +53,7 @@ def run(backend: str, only: list[str], sanitizer: bool | None, timeout: float, p
         cand = extract.unit(catalogue.candidate_text(e, text), path, e.kernel)
         t0 = time.perf_counter()
         try:
-            v = worker.run("astra_cuda.jobs:check_job", jobs.CheckJob(backend, ref, cand, spec, sanitizer=sanitizer),
+            v = worker.run(jobs.CheckJob(backend, ref, cand, spec, sanitizer=sanitizer),
                            timeout=timeout)
             status, first, summary = v.status, (v.failures[0].check if v.failures else None), v.summary
             warnings, numbers = v.warnings, {}

@@ -5,7 +5,7 @@ import functools
 
 import pytest
 
-from astra_cuda import worker
+from astra_cuda import jobs, worker
 
 from . import catalogue
 from .run_catalogue import run
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.gpu
 @functools.lru_cache(maxsize=1)
 def _gpu() -> tuple[bool, str]:
     try:
-        info = worker.run("astra_cuda.jobs:backends_job", None, timeout=120)["gpu"]
+        info = worker.run(jobs.BackendsJob(), timeout=120)["gpu"]
         return info.available, info.reason
     except Exception as e:  # noqa: BLE001
         return False, str(e)

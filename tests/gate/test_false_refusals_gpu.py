@@ -13,7 +13,7 @@ pytestmark = pytest.mark.gpu
 
 def gpu_check(name, kernel, body):
     ref, cand, spec = units(name, kernel, body)
-    return worker.run("astra_cuda.jobs:check_job", jobs.CheckJob("gpu", ref, cand, spec, quick=True, seed=5),
+    return worker.run(jobs.CheckJob("gpu", ref, cand, spec, quick=True, seed=5),
                       timeout=600)
 
 

@@ -2,12 +2,26 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 
 from astra_cuda.backends.base import Launch, LaunchError, Scalar
+from astra_cuda.worker import Job
 
 _backend = None
+
+
+@dataclass(frozen=True)
+class Call(Job[Any]):
+    """One of this module's functions on a payload, as a worker job (the function travels by reference)."""
+
+    func: Callable[[Any], Any]
+    payload: Any = None
+
+    def run(self) -> Any:
+        return self.func(self.payload)
 
 
 def backend():

@@ -8,6 +8,9 @@ import pytest
 
 from astra_cuda import extract, jobs, source, spec as spec_mod, worker
 
+import gpu_jobs
+from gpu_jobs import Call
+
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.cu"))
@@ -21,7 +24,7 @@ def pool():
 
 
 def test_roundtrip_all_float_types(pool):
-    res = pool.run("gpu_jobs:roundtrip", None, timeout=300)
+    res = pool.run(Call(gpu_jobs.roundtrip), timeout=300)
     for name, r in res.items():
         assert r["max_err"] == 0.0, (name, r)
         assert r["poison_nan"] and r["x_unchanged"] and r["regs"] > 0
@@ -29,30 +32,30 @@ def test_roundtrip_all_float_types(pool):
 
 
 def test_dynamic_shared_memory_above_48k(pool):
-    assert pool.run("gpu_jobs:big_shared", None, timeout=300) == 96 * 1024 // 4
+    assert pool.run(Call(gpu_jobs.big_shared), timeout=300) == 96 * 1024 // 4
 
 
 def test_hanging_kernel_is_stopped_and_next_job_works(pool):
-    before = pool.run("gpu_jobs:pid", None, timeout=120)
+    before = pool.run(Call(gpu_jobs.pid), timeout=120)
     with pytest.raises(Exception) as info:
-        pool.run("gpu_jobs:hang", {"launch_timeout": 3.0}, timeout=120)
+        pool.run(Call(gpu_jobs.hang, {"launch_timeout": 3.0}), timeout=120)
     assert "did not finish within 3 s" in str(info.value)
-    assert pool.run("gpu_jobs:pid", None, timeout=120) != before  # the stuck context was retired
+    assert pool.run(Call(gpu_jobs.pid), timeout=120) != before  # the stuck context was retired
     # And when the whole job overruns, the worker is killed.
     with pytest.raises(worker.WorkerTimeout):
-        pool.run("gpu_jobs:hang", {"launch_timeout": 600.0}, timeout=8)
-    assert pool.run("gpu_jobs:roundtrip", None, timeout=300)["axpy<float>"]["max_err"] == 0.0
+        pool.run(Call(gpu_jobs.hang, {"launch_timeout": 600.0}), timeout=8)
+    assert pool.run(Call(gpu_jobs.roundtrip), timeout=300)["axpy<float>"]["max_err"] == 0.0
 
 
 def test_illegal_address_reported_and_next_job_works(pool):
-    r = pool.run("gpu_jobs:illegal", None, timeout=300)
+    r = pool.run(Call(gpu_jobs.illegal), timeout=300)
     assert r["error"] and "illegal" in r["error"].lower() and r["poisoned"]
-    assert pool.run("gpu_jobs:pid", None, timeout=120) != r["pid"]
-    assert pool.run("gpu_jobs:roundtrip", None, timeout=300)["axpy<float>"]["max_err"] == 0.0
+    assert pool.run(Call(gpu_jobs.pid), timeout=120) != r["pid"]
+    assert pool.run(Call(gpu_jobs.roundtrip), timeout=300)["axpy<float>"]["max_err"] == 0.0
 
 
 def test_copy_ceiling_is_measured_and_cached(pool):
-    r = pool.run("gpu_jobs:ceiling", None, timeout=300)
+    r = pool.run(Call(gpu_jobs.ceiling), timeout=300)
     assert 5e11 < r["fresh"] < 2e13
     assert abs(r["cached"] - r["fresh"]) / r["fresh"] < 0.10
 
@@ -81,9 +84,9 @@ KERNELS = list(_kernels())
 def test_examples_pass_the_gate_and_profile(pool, path, text, name, spec):
     unit = extract.unit(text, str(path), name)
     spec = _smallest_bench(spec)
-    v = pool.run("astra_cuda.jobs:check_job", jobs.CheckJob("gpu", unit, unit, spec, quick=True), timeout=300)
+    v = pool.run(jobs.CheckJob("gpu", unit, unit, spec, quick=True), timeout=300)
     assert v.passed, v.human()
-    p = pool.run("astra_cuda.jobs:profile_job", jobs.ProfileJob("gpu", unit, unit, spec), timeout=300)
+    p = pool.run(jobs.ProfileJob("gpu", unit, unit, spec), timeout=300)
     flagged = [(s.label, s.role, s.output_failures, s.implausible) for s in p.sizes if s.output_failures or s.implausible]
     assert p.measured and p.valid, (p.errors, p.implausible, flagged)
     for s in p.bench_sizes:   # the ladder's decode sizes are launch-bound: throughput is asked of the bench sizes
@@ -99,7 +102,7 @@ def test_planted_wrong_kernel_is_caught(pool):
     assert wrong != text
     m = source.parse(text)
     spec = _smallest_bench(spec_mod.load(m.kernel("silu_and_mul"), m))
-    v = pool.run("astra_cuda.jobs:check_job", jobs.CheckJob("gpu", extract.unit(text, str(path), "silu_and_mul"),
+    v = pool.run(jobs.CheckJob("gpu", extract.unit(text, str(path), "silu_and_mul"),
                                                        extract.unit(wrong, str(path), "silu_and_mul"), spec,
                                                        quick=True), timeout=300)
     assert not v.passed
@@ -113,7 +116,7 @@ def test_same_kernel_timed_twice_agrees_within_2_percent(pool):
     m = source.parse(text)
     spec = _smallest_bench(spec_mod.load(m.kernel("silu_and_mul"), m))
     unit = extract.unit(text, str(path), "silu_and_mul")
-    a, b = pool.run("gpu_jobs:profile_twice", {"unit": unit, "spec": spec}, timeout=600)
+    a, b = pool.run(Call(gpu_jobs.profile_twice, {"unit": unit, "spec": spec}), timeout=600)
     assert a.sizes and len(a.sizes) == len(b.sizes)
     for sa, sb in zip(a.sizes, b.sizes):
         ratio = sb.candidate.median_us / sa.candidate.median_us
@@ -128,8 +131,8 @@ def test_ncu_metrics_and_hot_lines(pool):
     m = source.parse(text)
     spec = spec_mod.load(m.kernel("silu_and_mul"), m)
     unit = extract.unit(text, str(path), "silu_and_mul")
-    metrics, hot, report = pool.run("gpu_jobs:ncu_profile", {"unit": unit, "spec": spec,
-                                                     "sizes": {"num_tokens": 4096, "d": 11008}}, timeout=300)
+    metrics, hot, report = pool.run(Call(gpu_jobs.ncu_profile, {"unit": unit, "spec": spec,
+                                                          "sizes": {"num_tokens": 4096, "d": 11008}}), timeout=300)
     print(metrics, hot)
     assert metrics.get("duration_us", 0) > 0 and metrics.get("dram_pct", 0) > 10
     assert metrics.get("achieved_occupancy_pct", 0) > 0 and metrics["stalls"]
@@ -141,11 +144,11 @@ def test_ncu_metrics_and_hot_lines(pool):
 @pytest.mark.skipif(shutil.which("compute-sanitizer") is None, reason="compute-sanitizer not on the PATH")
 def test_sanitizer_pool_catches_a_one_element_overread(pool):
     from astra_cuda.backends import gpu
-    assert "compute-sanitizer" in pool.run("gpu_jobs:sanitize_refused", None, timeout=120)
+    assert "compute-sanitizer" in pool.run(Call(gpu_jobs.sanitize_refused), timeout=120)
     san = gpu.sanitizer_pool("memcheck")
     try:
         # 1000 floats: CuPy's pool would round this up to 4096 bytes and hide the overread.
-        r = san.run("gpu_jobs:off_by_one", {"n": 1000}, timeout=300)
+        r = san.run(Call(gpu_jobs.off_by_one, {"n": 1000}), timeout=300)
     finally:
         san.close()
     assert r["sanitizer"] == "memcheck" and r["exact"]
@@ -165,7 +168,7 @@ def test_cupy_compile_reads_nothing_private(pool, tmp_path):
         path = proj / f"{a.name}.cu"
         path.write_text(catalogue.nvrtc_source(a, subs))
         files.append((a.name, str(path), path.read_text()))
-    said = pool.run("gpu_jobs:hostile_includes", files, timeout=300)
+    said = pool.run(Call(gpu_jobs.hostile_includes, files), timeout=300)
     for name, r in said.items():
         assert "sk-canaryAstraSecretGpu" not in r["said"] and "root:" not in r["said"], (name, r)
     assert not said["absolute_include_in_kernel"]["ok"] and not said["dev_zero"]["ok"]

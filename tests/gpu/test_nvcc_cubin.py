@@ -91,11 +91,11 @@ def _units(tmp_path: Path, text: str):
 
 def test_cubin_passes_the_gate_and_is_timed(pool, tmp_path):
     ref, cand, spec, ref_spec = _units(tmp_path, FILE)
-    v = pool.run("astra_cuda.jobs:check_job", jobs.CheckJob("gpu", ref, cand, spec, reference_spec=ref_spec, quick=True),
+    v = pool.run(jobs.CheckJob("gpu", ref, cand, spec, reference_spec=ref_spec, quick=True),
                  timeout=300)
     assert v.passed, v.human()
     assert v.compiler.startswith("nvcc "), v.compiler
-    p = pool.run("astra_cuda.jobs:profile_job", jobs.ProfileJob("gpu", ref, cand, spec, reference_spec=ref_spec),
+    p = pool.run(jobs.ProfileJob("gpu", ref, cand, spec, reference_spec=ref_spec),
                  timeout=300)
     assert p.measured and p.valid, p.to_json()
     print(p.summary_line(), "|", v.compiler)
@@ -107,6 +107,6 @@ def test_planted_wrong_cubin_kernel_is_caught(pool, tmp_path):
     wrong = FILE.replace("? s * (float)(M_PI / M_PI)", "? 1.01f * s * (float)(M_PI / M_PI)")
     assert wrong != FILE
     ref, cand, spec, ref_spec = _units(tmp_path, wrong)
-    v = pool.run("astra_cuda.jobs:check_job", jobs.CheckJob("gpu", ref, cand, spec, reference_spec=ref_spec, quick=True),
+    v = pool.run(jobs.CheckJob("gpu", ref, cand, spec, reference_spec=ref_spec, quick=True),
                  timeout=300)
     assert not v.passed and "compare" in v.failed_checks(), v.human()

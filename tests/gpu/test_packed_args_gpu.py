@@ -60,9 +60,9 @@ def _unit(tmp_path: Path, text: str, nvrtc: bool):
                         "is not allowed' at its line 35) though the PyPI NVRTC compiles it here; nvcc's cubin passes"))])
 def test_a_struct_and_a_table_pass_the_gate_and_are_timed(pool, tmp_path, nvrtc):
     ref, spec = _unit(tmp_path, FILE, nvrtc)
-    v = pool.run("astra_cuda.jobs:check_job", jobs.CheckJob("gpu", ref, ref, spec, quick=True), timeout=300)
+    v = pool.run(jobs.CheckJob("gpu", ref, ref, spec, quick=True), timeout=300)
     assert v.passed and v.compared, v.human()
-    p = pool.run("astra_cuda.jobs:profile_job", jobs.ProfileJob("gpu", ref, ref, spec), timeout=300)
+    p = pool.run(jobs.ProfileJob("gpu", ref, ref, spec), timeout=300)
     assert p.measured and p.valid, p.to_json()
     print(p.summary_line(), "|", v.compiler)
 
@@ -72,5 +72,5 @@ def test_a_struct_and_a_table_pass_the_gate_and_are_timed(pool, tmp_path, nvrtc)
 def test_a_kernel_that_misreads_its_struct_or_table_is_caught(pool, tmp_path, old, new):
     ref, spec = _unit(tmp_path, FILE, False)
     cand, _ = _unit(tmp_path, FILE.replace(old, new), False)
-    v = pool.run("astra_cuda.jobs:check_job", jobs.CheckJob("gpu", ref, cand, spec, quick=True), timeout=300)
+    v = pool.run(jobs.CheckJob("gpu", ref, cand, spec, quick=True), timeout=300)
     assert v.status == "failed" and v.failures[0].check == "compare", v.human()

@@ -70,7 +70,7 @@ def test_extension_compiles_with_torch_and_passes_on_the_gpu(pool, tmp_path):
     t0 = time.perf_counter()
     assert static.compile_unit(unit).ok
     print(f"torch extension: first nvcc compile {first:.1f} s, repeated {time.perf_counter() - t0:.3f} s")
-    v = pool.run("astra_cuda.jobs:check_job", jobs.CheckJob("gpu", unit, unit, spec, quick=True), timeout=300)
+    v = pool.run(jobs.CheckJob("gpu", unit, unit, spec, quick=True), timeout=300)
     assert v.passed, v.human()
     assert v.compiler.startswith("nvcc "), v.compiler
 

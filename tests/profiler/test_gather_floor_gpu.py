@@ -19,7 +19,7 @@ EMBEDDING = Path(__file__).resolve().parent / "data" / "embedding.cu"
 @functools.lru_cache(maxsize=1)
 def _gpu() -> tuple[bool, str]:
     try:
-        info = worker.run("astra_cuda.jobs:backends_job", None, timeout=120)["gpu"]
+        info = worker.run(jobs.BackendsJob(), timeout=120)["gpu"]
         return info.available, info.reason
     except Exception as e:  # noqa: BLE001
         return False, str(e)
@@ -39,7 +39,7 @@ def test_embedding_lookup_of_a_50k_row_table_is_plausible():
     naive = spec_mod.load(model.kernel("embedding_naive"), model)
     ref = extract.spec_unit(model, str(EMBEDDING), "embedding_naive", naive)
     cand = extract.spec_unit(model, str(EMBEDDING), "embedding", spec)
-    p = worker.run("astra_cuda.jobs:profile_job", jobs.ProfileJob("gpu", ref, cand, spec, reference_spec=naive),
+    p = worker.run(jobs.ProfileJob("gpu", ref, cand, spec, reference_spec=naive),
                    timeout=600)
     assert p.measured and not p.errors, (p.note, p.errors)
     (s,) = p.bench_sizes   # the ladder's decode and prefill rungs are beside it

@@ -4,11 +4,25 @@ import os
 import signal
 import sys
 import time
+from dataclasses import dataclass
+from typing import Any, Callable
 
 from astra_cuda.backends.base import CompileError
 from astra_cuda.errors import AstraError
+from astra_cuda.worker import Job
 
 _calls = 0
+
+
+@dataclass(frozen=True)
+class Call(Job[Any]):
+    """One of this module's functions on a payload, as a worker job (the function travels by reference)."""
+
+    func: Callable[[Any], Any]
+    payload: Any = None
+
+    def run(self) -> Any:
+        return self.func(self.payload)
 
 
 def echo(payload):

@@ -1,8 +1,11 @@
 """Isolation: hangs are killed, crashes survived, cancellation, threads."""
 from __future__ import annotations
 
+import dataclasses
+import sys
 import threading
 import time
+import types
 
 import numpy as np
 import pytest
@@ -10,6 +13,9 @@ import pytest
 from astra_cuda import worker
 from astra_cuda.backends.base import CompileError
 from astra_cuda.errors import AstraError
+
+import jobs
+from jobs import Call
 
 
 @pytest.fixture
@@ -20,55 +26,71 @@ def pool():
 
 
 def test_job_result_and_warm_reuse(pool):
-    a = pool.run("jobs:echo", {"x": 1}, timeout=30)
-    b = pool.run("jobs:echo", [1, 2], timeout=30)
+    a = pool.run(Call(jobs.echo, {"x": 1}), timeout=30)
+    b = pool.run(Call(jobs.echo, [1, 2]), timeout=30)
     assert a["payload"] == {"x": 1} and b["payload"] == [1, 2]
     assert a["pid"] == b["pid"]  # the same warm worker
-    assert pool.run("jobs:count", None, timeout=30) == 1
-    assert pool.run("jobs:count", None, timeout=30) == 2  # per-process state survives between jobs
+    assert pool.run(Call(jobs.count), timeout=30) == 1
+    assert pool.run(Call(jobs.count), timeout=30) == 2  # per-process state survives between jobs
 
 
 def test_hang_killed_and_next_job_works(pool):
-    before = pool.run("jobs:echo", None, timeout=30)["pid"]
+    before = pool.run(Call(jobs.echo), timeout=30)["pid"]
     t0 = time.monotonic()
     with pytest.raises(worker.WorkerTimeout, match="timed out after 1 s"):
-        pool.run("jobs:spin", None, timeout=1.0)
+        pool.run(Call(jobs.spin), timeout=1.0)
     assert time.monotonic() - t0 < 5
-    after = pool.run("jobs:echo", None, timeout=30)["pid"]
+    after = pool.run(Call(jobs.echo), timeout=30)["pid"]
     assert after != before and pool.replaced == 1
 
 
-@pytest.mark.parametrize("job, reason", [("jobs:segfault", "SIGSEGV"), ("jobs:abort", "SIGABRT"),
-                                         ("jobs:hard_exit", "status 7")])
+@pytest.mark.parametrize("job, reason", [(jobs.segfault, "SIGSEGV"), (jobs.abort, "SIGABRT"),
+                                         (jobs.hard_exit, "status 7")])
 def test_crash_survived(pool, job, reason):
     with pytest.raises(worker.WorkerCrashed, match=reason) as info:
-        pool.run(job, None, timeout=30)
-    if job == "jobs:abort":
+        pool.run(Call(job), timeout=30)
+    if job == jobs.abort:
         assert "simulated CUDA context poisoned" in str(info.value)
-    assert pool.run("jobs:echo", 5, timeout=30)["payload"] == 5
+    assert pool.run(Call(jobs.echo, 5), timeout=30)["payload"] == 5
 
 
-def test_errors_come_back_as_themselves(pool):
+def _job_of_a_module_only_here(monkeypatch) -> worker.Job[None]:
+    module = types.ModuleType("no_such_module")
+
+    @dataclasses.dataclass(frozen=True)
+    class Lost(worker.Job[None]):
+        def run(self) -> None:
+            return None
+
+    Lost.__module__, Lost.__qualname__ = module.__name__, "Lost"
+    module.Lost = Lost
+    monkeypatch.setitem(sys.modules, module.__name__, module)   # pickled here; the worker has no such module
+    return Lost()
+
+
+def test_errors_come_back_as_themselves(pool, monkeypatch):
     with pytest.raises(AstraError, match="no harness spec") as info:
-        pool.run("jobs:bad_input", None, timeout=30)
+        pool.run(Call(jobs.bad_input), timeout=30)
     assert info.value.line == 3 and info.value.exit_code == 2
     with pytest.raises(CompileError) as info:
-        pool.run("jobs:compile_error", None, timeout=30)
+        pool.run(Call(jobs.compile_error), timeout=30)
     assert "identifier" in info.value.log
     with pytest.raises(ValueError, match="plain bug") as info:
-        pool.run("jobs:value_error", None, timeout=30)
+        pool.run(Call(jobs.value_error), timeout=30)
     assert "value_error" in info.value.remote_traceback
     with pytest.raises(worker.RemoteError, match="cannot be sent back"):
-        pool.run("jobs:unpicklable", None, timeout=30)
-    with pytest.raises(ModuleNotFoundError):
-        pool.run("no_such_module:f", None, timeout=30)
+        pool.run(Call(jobs.unpicklable), timeout=30)
+    with pytest.raises(ModuleNotFoundError):   # a job whose module the worker cannot import
+        pool.run(_job_of_a_module_only_here(monkeypatch), timeout=30)
+    with pytest.raises(TypeError, match="not str"):
+        pool.run("jobs:echo", timeout=30)   # a job is a value, not a name
     # None of these killed the worker.
     assert pool.replaced == 0
 
 
 def test_stdout_noise_does_not_break_protocol(pool):
-    assert pool.run("jobs:noisy", None, timeout=30) == "still fine"
-    arr = pool.run("jobs:big", 3_000_000, timeout=60)
+    assert pool.run(Call(jobs.noisy), timeout=30) == "still fine"
+    arr = pool.run(Call(jobs.big, 3_000_000), timeout=60)
     assert arr.shape == (3_000_000,) and arr[-1] == 2_999_999 and arr.dtype == np.float32
 
 
@@ -77,14 +99,14 @@ def test_cancellation_kills_the_running_job(pool):
     threading.Timer(0.5, cancel.set).start()
     t0 = time.monotonic()
     with pytest.raises(worker.WorkerCancelled):
-        pool.run("jobs:hang", None, timeout=60, cancel=cancel)
+        pool.run(Call(jobs.hang), timeout=60, cancel=cancel)
     assert time.monotonic() - t0 < 5
-    assert pool.run("jobs:echo", 1, timeout=30)["payload"] == 1
+    assert pool.run(Call(jobs.echo, 1), timeout=30)["payload"] == 1
 
 
 def _warm_two(p):
     """Start both workers first, so timings below measure jobs, not interpreter start-up."""
-    ts = [threading.Thread(target=p.run, args=("jobs:sleep", 0.5), kwargs={"timeout": 60}) for _ in range(2)]
+    ts = [threading.Thread(target=p.run, args=(Call(jobs.sleep, 0.5),), kwargs={"timeout": 60}) for _ in range(2)]
     for t in ts:
         t.start()
     for t in ts:
@@ -99,7 +121,7 @@ def test_concurrency_from_threads():
 
         def call(i):
             try:
-                results.append((i, p.run("jobs:sleep", 0.3, timeout=30)))
+                results.append((i, p.run(Call(jobs.sleep, 0.3), timeout=30)))
             except Exception as e:  # pragma: no cover - reported below
                 errors.append(e)
 
@@ -123,11 +145,11 @@ def test_a_hang_in_one_thread_does_not_block_others():
         _warm_two(p)
         out = {}
         t = threading.Thread(target=lambda: out.setdefault("hang", pytest.raises(
-            worker.WorkerTimeout, p.run, "jobs:hang", None, timeout=3)))
+            worker.WorkerTimeout, p.run, Call(jobs.hang), timeout=3)))
         t.start()
         time.sleep(0.2)
         t0 = time.monotonic()
-        assert p.run("jobs:echo", "ok", timeout=30)["payload"] == "ok"
+        assert p.run(Call(jobs.echo, "ok"), timeout=30)["payload"] == "ok"
         assert time.monotonic() - t0 < 2.5  # not waiting for the hung one (3 s)
         t.join()
     finally:
@@ -136,13 +158,13 @@ def test_a_hang_in_one_thread_does_not_block_others():
 
 def test_parent_never_imports_cupy(pool):
     import sys
-    pool.run("jobs:echo", None, timeout=30)
+    pool.run(Call(jobs.echo), timeout=30)
     assert "cupy" not in sys.modules
 
 
 def test_retire_after_reply_gives_a_fresh_worker(pool):
-    pid = pool.run("jobs:poisoned", None, timeout=30)
-    assert pool.run("jobs:echo", None, timeout=30)["pid"] != pid
+    pid = pool.run(Call(jobs.poisoned), timeout=30)
+    assert pool.run(Call(jobs.echo), timeout=30)["pid"] != pid
     assert pool.replaced == 0
 
 
@@ -150,6 +172,6 @@ def test_prefix_wraps_the_worker_command():
     # How the GPU backend runs workers under compute-sanitizer; `env` stands in for it here.
     p = worker.Pool(1, name="prefixed", prefix=("env", "ASTRA_WRAPPED=yes"))
     try:
-        assert p.run("jobs:getenv", "ASTRA_WRAPPED", timeout=30) == "yes"
+        assert p.run(Call(jobs.getenv, "ASTRA_WRAPPED"), timeout=30) == "yes"
     finally:
         p.close()

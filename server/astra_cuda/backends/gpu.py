@@ -3,7 +3,7 @@ the cubin nvcc made of the user's whole file (`astra_cuda.compile.nvcc`, with th
 loaded with `RawModule(path=...)` and launched by the kernel's mangled name; elsewhere CuPy's
 NVRTC compiles the cut unit (`compile`).
 
-CuPy is imported only inside the worker process (`astra_cuda.worker`; `astra_cuda.jobs.backends_job`
+CuPy is imported only inside the worker process (`astra_cuda.worker`; `astra_cuda.jobs.BackendsJob`
 probes it there). A fault that poisons the CUDA context (illegal address,
 trap) makes this backend refuse further work and asks the worker to retire after replying, so
 the next job gets a fresh process and context.

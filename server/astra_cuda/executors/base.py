@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from ..jobs import BackendStatus
+from ..worker import Job
+
+T = TypeVar("T")
+Where = Literal["gpu", "cpu", "static"]   # the backend a job needs a place for ('static': any place)
 
 
 @dataclass(frozen=True)
@@ -23,22 +27,24 @@ class Placement:
             where += f", GPU {self.gpu_index + ' ' if self.gpu_index else ''}({self.gpu})"
         return where.strip(", ")
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, str]:
         return {"node": self.node, "gpu": self.gpu, "gpu_index": self.gpu_index}
 
 
 @dataclass(frozen=True)
-class Ran:
-    value: Any
+class Ran(Generic[T]):
+    """A job's result and the place that produced it."""
+
+    value: T
     where: Placement
 
 
 class Executor(Protocol):
     kind: str
 
-    def run(self, func: str, payload: Any, *, backend: str, timeout: float,
-            cancel: threading.Event | None = None, gpu_model: str | None = None) -> Ran:
-        """Run the job `func(payload)` (an `astra_cuda.jobs` function) on a place that has `backend`
+    def run(self, job: Job[T], *, backend: str, timeout: float,
+            cancel: threading.Event | None = None, gpu_model: str | None = None) -> Ran[T]:
+        """Run `job` (an `astra_cuda.jobs` job) on a place that has `backend`
         ('gpu' or 'cpu'); on the GPU, only on a GPU named `gpu_model` when given. Raises what the
         job raised, the worker's errors (a timeout, a crash, a cancel: the job's own fault), or
         InfrastructureError when the place itself was lost (twice)."""
@@ -49,7 +55,7 @@ class Executor(Protocol):
     def capacity(self, backend: str) -> int:
         """How many evaluations on `backend` can run at once (never two timings on one GPU)."""
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         """For JSON output: {"kind": ..., ...}."""
 
     def close(self) -> None: ...

@@ -3,10 +3,13 @@ from __future__ import annotations
 
 import socket
 import threading
-from typing import Any
+from typing import Any, TypeVar
 
-from ..jobs import BackendStatus
+from ..jobs import BackendsJob, BackendStatus, DeviceJob
+from ..worker import Job
 from .base import Placement, Ran
+
+T = TypeVar("T")
 
 PROBE_TIMEOUT_S = 60.0
 
@@ -19,10 +22,10 @@ class LocalExecutor:
     def __init__(self) -> None:
         self._gpu_name: str | None = None
 
-    def run(self, func: str, payload: Any, *, backend: str, timeout: float,
-            cancel: threading.Event | None = None, gpu_model: str | None = None) -> Ran:
+    def run(self, job: Job[T], *, backend: str, timeout: float,
+            cancel: threading.Event | None = None, gpu_model: str | None = None) -> Ran[T]:
         from .. import worker
-        value = worker.run(func, payload, timeout=timeout, cancel=cancel)
+        value = worker.run(job, timeout=timeout, cancel=cancel)
         return Ran(value, Placement(socket.gethostname(), self._gpu(backend)))
 
     def _gpu(self, backend: str) -> str:
@@ -31,20 +34,20 @@ class LocalExecutor:
         if self._gpu_name is None:
             from .. import worker
             try:
-                self._gpu_name = str(worker.run("astra_cuda.jobs:device_job", None, timeout=60.0).get("name", ""))
+                self._gpu_name = str(worker.run(DeviceJob(), timeout=60.0).get("name", ""))
             except Exception:  # noqa: BLE001 - a name is a label; the job itself already ran
                 return ""
         return self._gpu_name
 
     def statuses(self) -> dict[str, BackendStatus]:
         from .. import worker
-        return worker.run("astra_cuda.jobs:backends_job", None, timeout=PROBE_TIMEOUT_S)
+        return worker.run(BackendsJob(), timeout=PROBE_TIMEOUT_S)
 
     def capacity(self, backend: str) -> int:
         from .. import worker
         return worker.pool().size
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         from .. import worker
         return {"kind": "local", "node": socket.gethostname(), "workers": worker.pool().size}
 

@@ -24,11 +24,14 @@ import shutil
 import tempfile
 import threading
 import time
-from typing import Any
+from typing import Any, Iterator, TypeVar
 
 from ..evaluation import InfrastructureError
-from ..jobs import BackendStatus
+from ..jobs import BackendsJob, BackendStatus, DeviceJob
+from ..worker import Job
 from .base import Placement, Ran
+
+T = TypeVar("T")
 
 # Names that look like secrets never reach a Ray runtime started here (the worker pool inside
 # each slot adds its own allow-list on top).
@@ -43,7 +46,7 @@ def _secret(name: str) -> bool:
 
 
 @contextlib.contextmanager
-def _without_secrets():
+def _without_secrets() -> Iterator[None]:
     """os.environ without secret-looking names while Ray starts its processes (they copy it)."""
     hidden = {k: os.environ.pop(k) for k in [k for k in os.environ if _secret(k)]}
     try:
@@ -76,11 +79,11 @@ class Slot:
         self.gpu_index = gpu_index
         self.gpu = ""
 
-    def info(self) -> dict:
+    def info(self) -> dict[str, Any]:
         """Start the worker and probe this slot's backend (a GPU slot also names its GPU)."""
-        status = self.pool.run("astra_cuda.jobs:backends_job", None, timeout=START_TIMEOUT_S)[self.backend]
+        status = self.pool.run(BackendsJob(), timeout=START_TIMEOUT_S)[self.backend]
         if self.backend == "gpu" and status.available:
-            self.gpu = str(self.pool.run("astra_cuda.jobs:device_job", None, timeout=START_TIMEOUT_S).get("name", ""))
+            self.gpu = str(self.pool.run(DeviceJob(), timeout=START_TIMEOUT_S).get("name", ""))
         return {"node": self.node, "host": self.host, "gpu": self.gpu, "gpu_index": self.gpu_index,
                 "pid": os.getpid(), "worker_pid": self._worker_pid(), "available": status.available,
                 "reason": status.reason}
@@ -89,11 +92,11 @@ class Slot:
         workers = list(self.pool._idle) + list(self.pool._busy)
         return workers[0].pid if workers else None
 
-    def run(self, func: str, payload: Any, timeout: float) -> tuple[str, Any, dict]:
+    def run(self, job: Job[Any], timeout: float) -> tuple[str, Any, dict[str, str]]:
         self.cancelled.clear()
         where = {"node": f"{self.host} ({self.node})", "gpu": self.gpu, "gpu_index": self.gpu_index}
         try:
-            return "ok", self.pool.run(func, payload, timeout=timeout, cancel=self.cancelled), where
+            return "ok", self.pool.run(job, timeout=timeout, cancel=self.cancelled), where
         except BaseException as e:  # noqa: BLE001 - the job's error travels back as a value
             return "err", e, where
 
@@ -111,14 +114,14 @@ class _Lost(Exception):
 
 
 class _Member:
-    def __init__(self, actor, info: dict):
+    def __init__(self, actor: Any, info: dict[str, Any]):
         self.actor = actor
         self.info = info
         self.busy = False
 
     @property
     def node(self) -> str:
-        return self.info.get("node", "")
+        return str(self.info.get("node", ""))
 
 
 class _Group:
@@ -133,7 +136,7 @@ class _Group:
         self.problem = ""
         self.pending = 0   # replacements being started
 
-    def _new_actor(self):
+    def _new_actor(self) -> Any:
         opts: dict[str, Any] = {"max_concurrency": 2, "max_restarts": 0, "num_cpus": 1}
         if self.backend == "gpu":
             opts["num_gpus"] = 1
@@ -261,7 +264,7 @@ class RayExecutor:
         self._cpu_probe: BackendStatus | None = None
         if ray.is_initialized():
             return  # someone in this process (a test, a notebook) already connected: use that
-        common = dict(include_dashboard=False, log_to_driver=False, configure_logging=False, namespace="astra")
+        common: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, configure_logging=False, namespace="astra")
         try:
             if address is None:
                 self._temp = tempfile.mkdtemp(prefix="astra-ray-", dir="/tmp")  # short: Ray's socket paths
@@ -281,8 +284,8 @@ class RayExecutor:
         self._owner = True
 
     # ---- sizing and description ---------------------------------------------------------
-    def _resources(self) -> dict:
-        return self.ray.cluster_resources()
+    def _resources(self) -> dict[str, float]:
+        return dict(self.ray.cluster_resources())
 
     def slot_count(self, backend: str) -> int:
         res = self._resources()
@@ -304,7 +307,7 @@ class RayExecutor:
         g.start()
         return max(1, len(g.members))
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         res = self._resources()
         nodes = [n for n in self.ray.nodes() if n.get("Alive")]
         models = sorted({m.info.get("gpu", "") for g in self._groups.values() for m in g.members} - {""})
@@ -335,15 +338,15 @@ class RayExecutor:
         return self._cpu_probe
 
     # ---- running a job ----------------------------------------------------------------------
-    def run(self, func: str, payload: Any, *, backend: str, timeout: float,
-            cancel: threading.Event | None = None, gpu_model: str | None = None) -> Ran:
+    def run(self, job: Job[T], *, backend: str, timeout: float,
+            cancel: threading.Event | None = None, gpu_model: str | None = None) -> Ran[T]:
         group = self._group(backend)
         deadline = time.monotonic() + timeout + GRACE_S
         lost: list[str] = []
         for _attempt in range(2):  # the first place, then once elsewhere
             member = group.acquire(gpu_model if backend == "gpu" else None, set(lost), deadline, cancel)
             try:
-                status, value, where = self._call(member, func, payload, timeout, cancel)
+                status, value, where = self._call(member, job, timeout, cancel)
             except _Lost as e:
                 lost.append(member.node)
                 lost_why = str(e)
@@ -356,16 +359,17 @@ class RayExecutor:
         raise InfrastructureError(f"infrastructure error: the Ray worker evaluating this was lost twice "
                                   f"({lost_why}); not a verdict on the kernel")
 
-    def _call(self, m: _Member, func: str, payload: Any, timeout: float, cancel: threading.Event | None):
+    def _call(self, m: _Member, job: Job[Any], timeout: float,
+              cancel: threading.Event | None) -> tuple[str, Any, dict[str, str]]:
         ray = self.ray
-        ref = m.actor.run.remote(func, payload, timeout)
+        ref = m.actor.run.remote(job, timeout)
         end = time.monotonic() + timeout + GRACE_S
         cancel_ref = None
         try:
             while True:
                 ready, _ = ray.wait([ref], timeout=0.1)
                 if ready:
-                    result = ray.get(ref)
+                    result: tuple[str, Any, dict[str, str]] = ray.get(ref)   # Slot.run's reply
                     if cancel_ref is not None:
                         ray.get(cancel_ref, timeout=30)  # the flag must not outlive this job
                     return result
@@ -377,7 +381,7 @@ class RayExecutor:
             raise _Lost(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
 
     # ---- for tests and benchmarks -------------------------------------------------------------
-    def slots(self, backend: str) -> list[dict]:
+    def slots(self, backend: str) -> list[dict[str, Any]]:
         """The started slots of `backend`: their node, GPU, actor pid and worker pid, and busy."""
         g = self._groups.get(backend)
         if g is None:
@@ -408,6 +412,6 @@ def _probe_backends() -> dict[str, BackendStatus]:
     from .. import worker
     pool = worker.Pool(1, name="ray-probe")
     try:
-        return pool.run("astra_cuda.jobs:backends_job", None, timeout=START_TIMEOUT_S)
+        return pool.run(BackendsJob(), timeout=START_TIMEOUT_S)
     finally:
         pool.close()

@@ -14,6 +14,7 @@ from typing import Sequence
 from ..backends.base import Backend, BackendUnavailable, CompileError, LaunchError
 from ..extract import CompileUnit
 from ..spec import Spec
+from ..worker import Job
 from . import suite as suites
 from .checks import Compiled, arg_types, launch_of, prepare
 from .verdict import CaseInfo, Failure
@@ -31,21 +32,28 @@ def small_cases(spec: Spec, limit: int = 2) -> list[dict[str, int]]:
 
 
 @dataclass(frozen=True)
-class SanitizeJob:
-    """The payload of `astra_cuda.jobs:sanitize_job`, run in a worker under compute-sanitizer."""
-
-    unit: CompileUnit
-    spec: Spec
-    sizes: tuple[dict[str, int], ...]
-    seed: int
-
-
-@dataclass(frozen=True)
 class Report:
     """One finding of a sanitizer worker: the case that triggered it and what the tool said."""
 
     sizes: dict[str, int]
     message: str
+
+
+@dataclass(frozen=True)
+class SanitizeJob(Job[list[Report]]):
+    """compute-sanitizer's findings on the unit, in a worker started under it by the backend's
+    `sanitizer_pool`. `backend` is the class of the backend the gate was given (no choice is made
+    here): made fresh in that worker, it uses exact-size allocations, so small out-of-bounds
+    accesses are not hidden by a pool."""
+
+    unit: CompileUnit
+    spec: Spec
+    sizes: tuple[dict[str, int], ...]
+    seed: int
+    backend: type[Backend]
+
+    def run(self) -> list[Report]:
+        return run_cases(self, self.backend())
 
 
 def compute_sanitizer(candidate: CompileUnit, spec: Spec, backend: Backend, *, tools: Sequence[str] = TOOLS,
@@ -58,11 +66,11 @@ def compute_sanitizer(candidate: CompileUnit, spec: Spec, backend: Backend, *, t
         pools = [(tool, backend.sanitizer_pool(tool)) for tool in tools]
     except BackendUnavailable:
         return None
-    job = SanitizeJob(candidate, spec, tuple(sizes or small_cases(spec)), seed)
+    job = SanitizeJob(candidate, spec, tuple(sizes or small_cases(spec)), seed, type(backend))
     failures: list[Failure] = []
     for tool, pool in pools:
         try:
-            found = pool.run("astra_cuda.jobs:sanitize_job", job, timeout=timeout, cancel=cancel)
+            found = pool.run(job, timeout=timeout, cancel=cancel)
         except BackendUnavailable:
             return None
         for item in found:
