@@ -7,7 +7,7 @@ started here with N GPUs), on the same candidates, with the same verdicts.
                                        [--optimize --candidates K] [--out FILE]
 
 The candidates are the original and the offline team's rewrites of each example kernel, each
-evaluated as the optimize loop does it (`astra_cuda.jobs:evaluate_job`: the quick gate, then timing
+evaluated as the optimize loop does it (`astra_cuda.jobs.EvaluateJob`: the quick gate, then timing
 against the original at every bench size). Each executor is warmed first (its workers started,
 one evaluation per kernel, not counted), then evaluates every candidate `--repeat` times with as
 many in flight as it has slots (the local pool: one; Ray: one per GPU, never two on one GPU).

@@ -3,9 +3,9 @@ output is committed):
 
     python -m tests.gate.run_catalogue --backend gpu --json gpu-out/gate-catalogue.json [--only NAME...]
 
-Every entry runs in a worker process (`astra_cuda.jobs:check_job`), so a kernel that faults and loses
+Every entry runs in a worker process (`astra_cuda.jobs.CheckJob`), so a kernel that faults and loses
 its CUDA context costs only that worker. On a backend that times kernels, every entry the gate
-passes is then profiled on the bench sizes (`astra_cuda.jobs:profile_job`): a cheat of the timing loop
+passes is then profiled on the bench sizes (`astra_cuda.jobs.ProfileJob`): a cheat of the timing loop
 is refused there (`timed_outputs`, `timed_plausibility`), and a correct variant needs a valid
 profile too. Exit status 1 when any cheat gets through or any correct variant is rejected.
 """
