@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
-from .backends.base import BackendUnavailable, CompileError
+from .errors import BackendUnavailable, CompileError
 
 SYSTEM_EXEC = ("/usr/bin", "/bin", "/usr/lib", "/usr/lib64", "/usr/libexec", "/lib", "/lib64", "/lib32",
                "/usr/lib32", "/usr/local/bin", "/usr/local/lib", "/usr/local/libexec")

@@ -31,7 +31,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from . import confine
-from .backends.base import BackendUnavailable
+from .errors import BackendUnavailable
 from .contract import DEFAULT_ARCH
 from .errors import AstraError
 

@@ -20,3 +20,27 @@ class SpecError(AstraError):
 
 class NoSuchKernel(AstraError):
     pass
+
+
+# ---- what a backend (astra_cuda.backends) raises ------------------------------------------
+
+class BackendUnavailable(Exception):
+    """This backend cannot run here (no GPU, no CuPy, no C++ compiler...)."""
+
+
+class CompileError(Exception):
+    """The kernel did not compile. `log` holds the compiler's messages (with #line mapping
+    to the user's file already applied by the compiler)."""
+
+    def __init__(self, message: str, log: str = ""):
+        super().__init__(message)
+        self.log = log
+
+
+class LaunchError(Exception):
+    """The launch failed or the kernel faulted (illegal address, trap, deadlock...)."""
+
+
+class Unsupported(Exception):
+    """The kernel uses something this backend cannot run faithfully (e.g. inline PTX on the
+    CPU). The caller reports 'static checks only — needs a GPU to verify', never a pass."""

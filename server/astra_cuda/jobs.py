@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from .contract import DEFAULT_ARCH
 from .extract import CompileUnit
-from .gate.sanitizer import SanitizeJob
 from .project import ProjectContext
 from .spec import Spec
 from .worker import Job
@@ -31,7 +30,7 @@ if TYPE_CHECKING:
     from .static import StaticResult
 
 __all__ = ["BackendStatus", "BackendsJob", "CheckJob", "DeviceJob", "EvaluateJob", "FidelityJob", "GpuFactsJob",
-           "ProfileJob", "RunsKernels", "SanitizeJob", "StaticJob", "backend", "rounding_backend"]
+           "ProfileJob", "RunsKernels", "StaticJob", "backend", "rounding_backend"]
 
 RunsKernels = Literal["gpu", "cpu"]
 
