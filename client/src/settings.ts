@@ -1,5 +1,5 @@
-// The `astra.*` settings the server reads, with the contract's defaults (package.json shows the
-// same defaults to the user; a test keeps them equal).
+// The `astra.*` settings, with the contract's defaults (package.json shows the same defaults to
+// the user; tests/lsp/test_contract.py keeps them equal). No setting is listed here by hand.
 import * as vscode from "vscode";
 import { SETTING_DEFAULTS } from "./contract";
 
@@ -9,26 +9,12 @@ function get<K extends Key>(c: vscode.WorkspaceConfiguration, key: K): (typeof S
   return c.get(key, SETTING_DEFAULTS[key]);
 }
 
-/** What the server gets in `initializationOptions.settings` (nested like the settings). */
+/** What the server gets in `initializationOptions.settings`: every setting of the contract, by its
+ * dotted name; the server structures them into its typed Settings (astra_cuda/lsp/settings.py),
+ * as it does the `astra` section it asks for with workspace/configuration on a change. */
 export function serverSettings(): Record<string, unknown> {
   const c = vscode.workspace.getConfiguration("astra");
-  return {
-    llm: {
-      baseUrl: get(c, "llm.baseUrl"), model: get(c, "llm.model"), reasoningEffort: get(c, "llm.reasoningEffort"),
-      temperature: get(c, "llm.temperature"), maxTokens: get(c, "llm.maxTokens"),
-    },
-    budget: { tokens: get(c, "budget.tokens"), seconds: get(c, "budget.seconds") },
-    backend: get(c, "backend"),
-    rounds: get(c, "rounds"),
-    checkOnOpen: get(c, "checkOnOpen"),
-    checkOnSave: get(c, "checkOnSave"),
-    gpuArch: get(c, "gpuArch"),
-    profile: { ncu: get(c, "profile.ncu") },
-    includePaths: get(c, "includePaths"),
-    defines: get(c, "defines"),
-    std: get(c, "std"),
-    compileCommands: get(c, "compileCommands"),
-  };
+  return Object.fromEntries((Object.keys(SETTING_DEFAULTS) as Key[]).map((key) => [key, get(c, key)]));
 }
 
 /** The interpreter the user chose for the server ('' when none). */

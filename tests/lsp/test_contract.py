@@ -1,5 +1,6 @@
 """The client/server contract (server/astra_cuda/contract.json) is what both sides and package.json
 say: the same command names, the same setting defaults, one default GPU architecture."""
+import dataclasses
 import json
 from pathlib import Path
 
@@ -62,3 +63,48 @@ def test_one_version_everywhere():
     from astra_cuda.lsp.server import _version
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     assert astra_cuda.__version__ == pyproject == PACKAGE["version"] == _version() != "0"
+
+
+# ---- one schema for the settings: contract.json, package.json, client/src/settings.ts, lsp/settings.py
+
+SERVER_SETTINGS = sorted(set(contract.SETTINGS) - set(settings.CLIENT_ONLY))
+
+
+def test_the_server_structures_every_contract_setting_with_its_default():
+    fields = {f.name: f for f in dataclasses.fields(settings.Settings)}
+    assert sorted(settings.RULES) == SERVER_SETTINGS
+    for key in SERVER_SETTINGS:
+        default = contract.SETTINGS[key]
+        assert getattr(settings.Settings(), settings.field_of(key)) == (
+            tuple(default) if isinstance(default, list) else default), key
+        assert settings.field_of(key) in fields
+    assert set(settings.CLIENT_ONLY) <= set(contract.SETTINGS)
+
+
+def test_package_json_limits_are_what_the_server_accepts():
+    props = PACKAGE["contributes"]["configuration"]["properties"]
+    for key in SERVER_SETTINGS:
+        p = props["astra." + key]
+        ok = lambda v, key=key: not settings.Settings().updated({key: v})[1]  # noqa: E731
+        kind, _ = settings.RULES[key]
+        assert {"string": str, "integer": int, "number": float, "boolean": bool, "array": tuple}[p["type"]] is kind, key
+        for v in p.get("enum", []):
+            assert ok(v), (key, v)
+        if "enum" in p:
+            assert not ok("not-" + p["enum"][-1]), key
+        if "minimum" in p:
+            assert ok(p["minimum"]) and not ok(p["minimum"] - 1), key
+        if "maximum" in p:
+            assert ok(p["maximum"]) and not ok(p["maximum"] + 1), key
+
+
+def test_the_client_sends_every_setting_by_the_contracts_names():
+    src = (ROOT / "client" / "src" / "settings.ts").read_text()
+    assert "Object.keys(SETTING_DEFAULTS)" in src
+    by_hand = [k for k in SERVER_SETTINGS if f'"{k}"' in src or f"'{k}'" in src]
+    assert not by_hand, f"settings.ts names {by_hand} by hand: they come from the contract"
+    # What it sends (flat names) is what the server reads: every setting, the cluster too.
+    sent = {key: contract.SETTINGS[key] for key in contract.SETTINGS}
+    sent["cluster"] = "local"
+    s, problems = settings.Settings().updated(sent)
+    assert not problems and s.cluster == "local"

@@ -1,7 +1,14 @@
-"""User settings of the server: sent by the client at initialisation and on change."""
+"""User settings of the server: the whole `astra` section, sent by the client at initialisation and
+read again on change (`workspace/configuration`), structured into one typed `Settings`.
+
+One schema: contract.json names every setting and its default (package.json shows them to the user
+with their enums and limits, the client sends every one of them from the contract); a setting's
+field here is its name in snake case (`llm.baseUrl` → `llm_base_url`), and tests/lsp/test_contract.py
+holds the four in agreement."""
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -11,6 +18,8 @@ if TYPE_CHECKING:
     from astra_cuda.project import ProjectContext
 
 BACKENDS = ("auto", "gpu", "cpu")
+# The contract's settings the client keeps for itself (how it starts the server, its trace).
+CLIENT_ONLY = ("server.python", "server.importStrategy", "trace.server")
 _D = contract.SETTINGS  # the defaults the client shows, from the shared contract
 # The settings that override a key of the project's astra.toml / [tool.astra] (config.KEYS), when
 # the user set them: one precedence for the editor and the command line (whose flags do the same).
@@ -76,45 +85,60 @@ class Settings:
         out: dict[str, Any] = {}
         problems: list[str] = []
 
-        def take(key: str, attr: str, kind: type, ok: Callable[[Any], bool] = lambda v: True) -> None:
+        for key, (kind, ok) in RULES.items():
             if key not in flat or flat[key] is None:
-                return
+                continue
             v = flat[key]
             if kind is int and isinstance(v, str) and v.strip().isdigit():
                 v = int(v)
             if kind is float and isinstance(v, int) and not isinstance(v, bool):
                 v = float(v)
-            if isinstance(v, kind) and not (kind is int and isinstance(v, bool)) and ok(v):
-                out[attr] = v.strip() if isinstance(v, str) else v
-            else:
-                problems.append(f"ignoring setting astra.{key}={v!r}")
-
-        take("llm.baseUrl", "llm_base_url", str)
-        take("llm.model", "llm_model", str)
-        take("llm.reasoningEffort", "llm_reasoning_effort", str, lambda v: v in ("", "minimal", "low", "medium", "high"))
-        take("llm.temperature", "llm_temperature", float, lambda v: 0 <= v <= 2)
-        take("llm.maxTokens", "llm_max_tokens", int, lambda v: 16 <= v <= 1 << 20)
-        take("budget.tokens", "budget_tokens", int, lambda v: v >= 0)
-        take("budget.seconds", "budget_seconds", int, lambda v: v >= 0)
-        take("backend", "backend", str, lambda v: v in BACKENDS)
-        take("rounds", "rounds", int, lambda v: 1 <= v <= 100)
-        take("checkOnOpen", "check_on_open", bool)
-        take("checkOnSave", "check_on_save", bool)
-        take("gpuArch", "gpu_arch", str, lambda v: v == "" or v.strip().startswith(("sm_", "compute_")))
-        take("profile.ncu", "profile_ncu", bool)
-        take("std", "std", str, lambda v: v in ("", "c++11", "c++14", "c++17", "c++20"))
-        take("compileCommands", "compile_commands", str)
-        take("cluster", "cluster", str, _valid_cluster)
-        for key, attr in (("includePaths", "include_paths"), ("defines", "defines")):
-            v = flat.get(key)
-            if v is None:
+            if kind is tuple:   # a list of strings (include folders, macros)
+                if isinstance(v, list) and all(isinstance(x, str) for x in v) and ok(v):
+                    out[field_of(key)] = tuple(x.strip() for x in v if x.strip())
+                    continue
+            elif isinstance(v, kind) and not (kind is int and isinstance(v, bool)) and ok(v):
+                out[field_of(key)] = v.strip() if isinstance(v, str) else v
                 continue
-            if isinstance(v, list) and all(isinstance(x, str) for x in v) and (
-                    key != "defines" or all(x.split("=")[0].strip().isidentifier() for x in v)):
-                out[attr] = tuple(x.strip() for x in v if x.strip())
-            else:
-                problems.append(f"ignoring setting astra.{key}={v!r}")
+            problems.append(f"ignoring setting astra.{key}={v!r}")
         return replace(self, **out), problems
+
+
+def _any(_v: Any) -> bool:
+    return True
+
+
+def _macros(v: list[str]) -> bool:
+    return all(x.split("=")[0].strip().isidentifier() for x in v)
+
+
+# Each setting the server reads (the contract's, but CLIENT_ONLY): its JSON type and what it accepts
+# (package.json's enum, minimum and maximum say the same to the user; a test holds them equal).
+RULES: dict[str, tuple[type, Callable[[Any], bool]]] = {
+    "llm.baseUrl": (str, _any),
+    "llm.model": (str, _any),
+    "llm.reasoningEffort": (str, lambda v: v in ("", "minimal", "low", "medium", "high")),
+    "llm.temperature": (float, lambda v: 0 <= v <= 2),
+    "llm.maxTokens": (int, lambda v: 16 <= v <= 1 << 20),
+    "budget.tokens": (int, lambda v: v >= 0),
+    "budget.seconds": (int, lambda v: v >= 0),
+    "backend": (str, lambda v: v in BACKENDS),
+    "rounds": (int, lambda v: 1 <= v <= 100),
+    "checkOnOpen": (bool, _any),
+    "checkOnSave": (bool, _any),
+    "gpuArch": (str, lambda v: v == "" or v.strip().startswith(("sm_", "compute_"))),
+    "profile.ncu": (bool, _any),
+    "includePaths": (tuple, _any),
+    "defines": (tuple, _macros),
+    "std": (str, lambda v: v in ("", "c++11", "c++14", "c++17", "c++20")),
+    "compileCommands": (str, _any),
+    "cluster": (str, lambda v: _valid_cluster(v)),
+}
+
+
+def field_of(key: str) -> str:
+    """The `Settings` field of the contract's setting `key`: 'llm.baseUrl' -> 'llm_base_url'."""
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", key).replace(".", "_").lower()
 
 
 def _valid_cluster(v: str) -> bool:
