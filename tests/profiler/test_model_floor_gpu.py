@@ -20,7 +20,7 @@ FILE = Path(__file__).resolve().parent / "data" / "overcounted.cu"
 @functools.lru_cache(maxsize=1)
 def _gpu() -> tuple[bool, str]:
     try:
-        info = worker.run("astra_cuda.jobs:backends_job", None, timeout=120)["gpu"]
+        info = worker.run(jobs.BackendsJob(), timeout=120)["gpu"]
         return info.available, info.reason
     except Exception as e:  # noqa: BLE001
         return False, str(e)
@@ -45,7 +45,7 @@ def _evaluate(kernel: str, text: str):
     m = source.parse(original)
     spec = spec_mod.load(m.kernel(kernel), m)
     job = jobs.EvaluateJob("gpu", str(FILE), kernel, spec, original, kernel, text=text, quick=True)
-    return worker.run("astra_cuda.jobs:evaluate_job", job, timeout=600)
+    return worker.run(job, timeout=600)
 
 
 @pytest.mark.parametrize("kernel", ["pairs_price", "rows_scale"])

@@ -732,7 +732,7 @@ def test_worker_environment_holds_no_key(monkeypatch):
     monkeypatch.setenv("ASTRA_BASE_URL", f"https://u:{SECRET_VALUE}@h/v1")
     pool = worker.Pool(1, name="security-test")
     try:
-        pid = pool.run("astra_cuda.worker:ping", None, timeout=60)["pid"]
+        pid = pool.run(worker.Ping(), timeout=60)["pid"]
         env = Path(f"/proc/{pid}/environ").read_bytes()
         assert SECRET_VALUE.encode() not in env and b"PATH=" in env
     finally:
