@@ -231,10 +231,9 @@ def attempt(r: Round, best_text: str, best_eval: Evaluation, kernel: str, ev: Ca
         r.reason += "; no size dispatch: the sizes where it wins and loses are not separated by the grid's size"
         return
     try:
-        gate_cases = best_spec.cases()
-    except Exception:  # noqa: BLE001
-        return
-    text, why = build(best_text, r.candidate, kernel, sp, gate_cases)
+        text, why = build(best_text, r.candidate, kernel, sp, best_spec.cases())
+    except Exception as err:  # noqa: BLE001 - a text the construction did not foresee ends the idea, not the run
+        text, why = None, f"the construction failed ({err.__class__.__name__}: {err})"
     if text is None:
         r.reason += f"; no size dispatch: {why}"
         return
