@@ -169,7 +169,6 @@ __global__ void k(float* x) { float read = x[threadIdx.x]; x[threadIdx.x] = writ
 
 @pytest.mark.parametrize("src, what", [
     ('__global__ void k(int* x) {\n  asm volatile("trap;");\n}\n', "inline PTX (asm) at user.cu:2"),
-    ('#include <mma.h>\n__global__ void k(int* x) {}\n', "WMMA"),
     ('#include <cub/device/device_scan.cuh>\n__global__ void k(int* x) {\n  size_t n = 0;\n'
      '  cub::DeviceScan::ExclusiveSum(nullptr, n, x, x, 4);\n}\n', "CUB (cub::DeviceScan) at user.cu:4"),
     ('#include <cub/cub.cuh>\n__global__ void k(int* x) {\n'

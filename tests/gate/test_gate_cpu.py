@@ -74,7 +74,7 @@ def test_compile_error_is_a_failure_with_the_log(cpu):
 
 def test_unsupported_code_is_never_a_pass(cpu):
     ref, cand, spec = silu_units(catalogue.silu(
-        '  unsigned lane; asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));' + catalogue.SILU_LOOP))
+        '  float r; asm volatile("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(2.0f));' + catalogue.SILU_LOOP))
     v = gate.check(ref, cand, spec, cpu)
     assert v.status == "unsupported" and not v.passed and "needs a GPU" in v.summary
 

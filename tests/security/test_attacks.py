@@ -107,8 +107,10 @@ def arena(tmp_path, monkeypatch):
 
 
 def _no_screen(monkeypatch):
-    from astra_cuda.backends.cpu import toolchain
+    """The screen off: no name screen, and inline asm left as written (not refused where reached)."""
+    from astra_cuda.backends.cpu import inline_asm, toolchain
     monkeypatch.setattr(toolchain, "check_source", lambda *a, **k: None)
+    monkeypatch.setattr(inline_asm, "mark", lambda source, filename: inline_asm.Marked(source, "", ()))
 
 
 # ---- kernel code on the host -----------------------------------------------------------------

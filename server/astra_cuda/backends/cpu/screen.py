@@ -65,12 +65,27 @@ UNSUPPORTED_IDENTIFIERS = {
 }
 UNSUPPORTED_INCLUDES = {
     "cub/": "CUB", "thrust/": "Thrust", "cutlass/": "CUTLASS", "cute/": "CuTe",
-    "mma.h": "tensor-core code (WMMA)", "cuda/barrier": "cuda::barrier (mbarrier)",
+    "cuda/barrier": "cuda::barrier (mbarrier)",
     "cuda/pipeline": "cuda::pipeline (cp.async)", "cuda/ptx": "inline PTX (cuda::ptx)",
     "cuda/": "libcu++ (cuda::)", "cuda_pipeline": "cp.async pipelines",
     "cuda_awbarrier": "mbarrier", "cooperative_groups/memcpy_async": "asynchronous copies (memcpy_async)",
     "cooperative_groups/scan": "cooperative-groups scans",
 }
+
+# libcu++ headers that support host compilers and mean the same there: the CPU build includes them
+# in host mode, ahead of the shim (toolchain.libcuxx_flags). Waiting and asynchronous ones stay
+# refused (UNSUPPORTED_INCLUDES): a barrier or semaphore between fibers would block their thread.
+LIBCUXX_HOST_HEADERS = ("cuda/std/", "cuda/functional", "cuda/cmath", "cuda/type_traits", "cuda/utility",
+                        "cuda/bit", "cuda/numeric")
+LIBCUXX_WAITING = ("cuda/std/barrier", "cuda/std/latch", "cuda/std/semaphore", "cuda/std/atomic",
+                   "cuda/std/chrono", "cuda/std/thread")
+
+
+def host_libcuxx(path: str) -> bool:
+    """True for a libcu++ header the CPU build compiles as host code."""
+    return path.startswith(LIBCUXX_HOST_HEADERS) and not path.startswith(LIBCUXX_WAITING) \
+        and not path.startswith("cuda/std/__")
+
 
 # CUB's headers all lead to the stand-in (runtime/include/cub/cub.cuh, toolchain.cub_header_names):
 # an include is never refused, a CUB name the stand-in lacks is (it needs a GPU).
@@ -143,7 +158,7 @@ def unsupported_includes(source: str, filename: str) -> list[str]:
         if path is None:
             continue
         p = path.text.decode().strip('<>"')
-        if p.startswith("cub/"):
+        if p.startswith("cub/") or host_libcuxx(p):
             continue
         for prefix, what in UNSUPPORTED_INCLUDES.items():
             if p.startswith(prefix):

@@ -25,7 +25,7 @@ from astra_cuda.backends.base import BackendUnavailable, CompileError, Unsupport
 
 from astra_cuda import confine, redact
 
-from . import device_state, screen
+from . import device_state, inline_asm, screen
 
 RUNTIME_DIR = Path(__file__).parent / "runtime"
 SHIM = RUNTIME_DIR / "astra_cuda_shim.h"
@@ -81,6 +81,22 @@ def cuda_include_dirs() -> tuple[str, ...]:
         if (c / "cuda_fp16.h").is_file():
             return (str(c),)
     raise BackendUnavailable("CUDA headers (cuda_fp16.h) not found: install nvidia-cuda-runtime")
+
+
+def libcuxx_flags(source: str) -> list[str]:
+    """Flags that include the unit's host-capable libcu++ headers (`cuda/std/limits`, ...) in host
+    mode — before the shim and NVRTC's macros, as a host compiler's build of them — and put CCCL's
+    folder (with its own `nv/target`) ahead of the stand-ins. Their `#include` in the unit then
+    finds them done. [] when the unit includes none."""
+    heads = list(dict.fromkeys(p for p in screen.includes(source) if screen.host_libcuxx(p)))
+    if not heads:
+        return []
+    folder = next((str(c) for d in cuda_include_dirs() for c in (Path(d) / "cccl", Path(d))
+                   if (c / "cuda" / "std" / "limits").is_file()), None)
+    if folder is None:
+        raise Unsupported("the CPU backend cannot run this kernel faithfully; needs a GPU to verify: libcu++ ("
+                          + ", ".join(heads) + ") is not installed for the host compiler (nvidia-cuda-cccl)")
+    return ["-isystem", folder, *(x for h in heads for x in ("-include", h))]
 
 
 SANITIZERS = ("", "address", "thread")  # plain build, ASan (out of bounds), TSan (data races)
@@ -339,7 +355,8 @@ def preprocess_with_headers(source: str, filename: str, options: Sequence[str]) 
         src = Path(d) / "unit.cpp"
         src.write_text(_named(source, filename))
         deps, out = Path(d) / "unit.d", Path(d) / "unit.ii"
-        cmd = [compiler(), *base_flags(""), *options, "-include", str(SHIM), "-E", "-MD", "-MF", str(deps),
+        cmd = [compiler(), *libcuxx_flags(source), *base_flags(""), *options, "-include", str(SHIM), "-E", "-MD",
+               "-MF", str(deps),
                "-o", str(out), "-x", "c++", str(src)]
         try:
             r = run_compiler(cmd, dataclasses.replace(confinement(d, options), memory=PREPROCESS_MEMORY),
@@ -475,17 +492,20 @@ def _build_module(out: Path, source: str, name_expressions: Sequence[str], filen
                   opts: list[str], sanitize: str) -> Path:
     if _reuse(out):
         return out
-    check_source(source, filename, opts)
+    marked = inline_asm.mark(source, filename)  # asm the kernel does not reach is dead code
+    check_source(marked.source, filename, opts)
     rt, shim = prepare(sanitize)
-    if any(o.startswith(("-D", "-U")) for o in opts):
-        shim = SHIM  # macros given before the header would not match the precompiled one
+    libcuxx = libcuxx_flags(source)
+    if libcuxx or any(o.startswith(("-D", "-U")) for o in opts):
+        shim = SHIM  # macros or headers before the shim would not match the precompiled one
     with build_dir() as d:
         src, obj = Path(d) / "unit.cpp", Path(d) / "unit.o"
-        src.write_text(_named(screen.rewrite_shared(source), filename) + entries(name_expressions))
+        src.write_text(_named(screen.rewrite_shared(marked.source), filename) + entries(name_expressions))
         confined = confinement(d, opts)
 
         def compile_cmd(tmp: str) -> list[str]:
-            return [compiler(), *base_flags(sanitize), *opts, "-include", str(shim), "-c", "-x", "c++", str(src), "-o", tmp]
+            return [compiler(), *libcuxx, *base_flags(sanitize), *opts, "-include", str(shim), "-c", "-x", "c++",
+                    str(src), "-o", tmp]
 
         what = f"compiling {filename} for the CPU"
         try:
@@ -495,6 +515,10 @@ def _build_module(out: Path, source: str, name_expressions: Sequence[str], filen
                 raise  # the kernel's own error (a timeout, a limit): a second build would say it again
             shim = SHIM  # e.g. the precompiled header went away meanwhile: once more without it
             _atomic_build_unlocked(obj, compile_cmd, what, confined)
+        reached = marked.reached(obj)
+        if reached:
+            raise Unsupported("the CPU backend cannot run this kernel faithfully; needs a GPU to verify: "
+                              + "; ".join(reached))
         built = _atomic_build(out, lambda tmp: [compiler(), *base_flags(sanitize), "-shared", str(obj), str(rt),
                                                 f"-Wl,-T,{device_state.SCRIPT}", "-o", tmp], what, confined)
     if len(os.listdir(out.parent)) > MAX_MODULES + 16 or _module_bytes() > MAX_MODULE_BYTES:

@@ -435,6 +435,14 @@ inline int __double2int_rn(double x) { return (int)nearbyint(x); }
 inline int __double2int_rz(double x) { return (int)x; }
 inline float __double2float_rn(double x) { return (float)x; }
 inline double __int2double_rn(int x) { return (double)x; }
+inline double __uint2double_rn(unsigned x) { return (double)x; }
+inline double __ll2double_rn(long long x) { return (double)x; }
+inline double __ull2double_rn(unsigned long long x) { return (double)x; }
+inline float __ull2float_rn(unsigned long long x) { return (float)x; }
+inline unsigned long long __float2ull_rn(float x) { return (unsigned long long)nearbyintf(x); }
+inline unsigned __double2uint_rn(double x) { return (unsigned)nearbyint(x); }
+inline long long __double2ll_rn(double x) { return (long long)nearbyint(x); }
+inline unsigned long long __double2ull_rn(double x) { return (unsigned long long)nearbyint(x); }
 
 // CUDA's overloaded min/max on device (mixed types promote as the usual arithmetic conversions).
 inline int min(int a, int b) { return a < b ? a : b; }
@@ -522,6 +530,12 @@ template <class H, std::enable_if_t<astra::is_h1<H>, int> = 0> inline int __half
 template <class H, std::enable_if_t<astra::is_h1<H>, int> = 0> inline int __half2int_rd(H a) { return (int)floorf(astra::f(a)); }
 template <class H, std::enable_if_t<astra::is_h1<H>, int> = 0> inline int __half2int_ru(H a) { return (int)ceilf(astra::f(a)); }
 template <class H, std::enable_if_t<astra::is_h1<H>, int> = 0> inline unsigned __half2uint_rn(H a) { return (unsigned)nearbyintf(astra::f(a)); }
+template <class H, std::enable_if_t<astra::is_h1<H>, int> = 0> inline long long __half2ll_rn(H a) { return (long long)nearbyintf(astra::f(a)); }
+template <class H, std::enable_if_t<astra::is_h1<H>, int> = 0> inline unsigned long long __half2ull_rn(H a) { return (unsigned long long)nearbyintf(astra::f(a)); }
+inline int __bfloat162int_rn(__nv_bfloat16 a) { return __half2int_rn(a); }
+inline unsigned __bfloat162uint_rn(__nv_bfloat16 a) { return __half2uint_rn(a); }
+inline long long __bfloat162ll_rn(__nv_bfloat16 a) { return __half2ll_rn(a); }
+inline unsigned long long __bfloat162ull_rn(__nv_bfloat16 a) { return __half2ull_rn(a); }
 
 
 // ---- Glue used by the generated launcher entries and the source rewrite.
@@ -545,6 +559,43 @@ template <class... P> inline int signature(void (*)(P...), unsigned long long* s
     static thread_local unsigned long long astra_epoch_;                    \
     astra::poison_shared((void*)&(v), sizeof(v), &astra_epoch_);            \
   } while (0)
+
+// Shared-window addresses have no meaning here: declared only, so a kernel that reaches them is
+// refused (inline_asm.DECLARED_ONLY reads the object's undefined symbols), one that does not compiles.
+extern "C" size_t __cvta_generic_to_shared(const void* p);
+extern "C" void* __cvta_shared_to_generic(size_t a);
+
+// The inline PTX idioms the CPU build runs exactly (inline_asm.py writes the calls): an operand's
+// bits move as a register's do, and an access faults where the GPU's would (misaligned).
+namespace astra {
+template <unsigned N, class T>
+inline auto asm_bits(const T& v) {
+  static_assert(sizeof(T) * 8 == N, "an inline PTX operand of another size than its register");
+  using B = std::conditional_t<N == 16, unsigned short, std::conditional_t<N == 32, unsigned, unsigned long long>>;
+  B b;
+  __builtin_memcpy(&b, &v, sizeof b);
+  return b;
+}
+template <class T, class B>
+inline void asm_set(T& out, B bits) {
+  static_assert(sizeof(T) == sizeof(B), "an inline PTX operand of another size than its register");
+  __builtin_memcpy(&out, &bits, sizeof bits);
+}
+template <class P>
+inline unsigned char* asm_addr(P p, unsigned long long align, const char* file, int line) {
+  unsigned char* a;
+  if constexpr (std::is_pointer_v<P>) a = (unsigned char*)(p);
+  else a = (unsigned char*)(unsigned long long)(p);
+  if ((unsigned long long)a % align != 0) trap(file, line);  // misaligned address
+  return a;
+}
+template <class T>
+inline float asm_f32(T v) {
+  static_assert(std::is_same_v<T, float>, "an inline PTX .f32 operand that is not a float");
+  return v;
+}
+inline unsigned asm_laneid() { return (unsigned)astra::self()->lane; }
+}  // namespace astra
 
 #define __CUDA_ARCH__ 900
 #define __CUDA_ARCH_LIST__ 900
