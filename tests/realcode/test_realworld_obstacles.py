@@ -231,6 +231,24 @@ def test_a_launch_bounds_macro_between_global_and_void(project):
     assert [k.name for k in source.parse(src).kernels] == ["k"]
 
 
+def test_the_cpu_runs_a_kernel_whose_headers_hold_ptx_it_does_not_reach(project):
+    # DeepSpeed conversion_utils.h / memory_access_utils.h, FasterTransformer cuda_type_utils.cuh,
+    # bitsandbytes compat_device.cuh, FlashInfer math.cuh: asm in specializations and helpers the
+    # kernel never calls, <mma.h> and libcu++ included for other kernels, and a cache-hinted load
+    # the kernel does use. Only what it reaches counts; the hinted load runs as exact C++.
+    header = ("#pragma once\n#include <mma.h>\n#include <cuda/std/limits>\n"
+              "template <typename T> __device__ __forceinline__ T load_nc(const T* p);\n"
+              "template <> __device__ __forceinline__ float load_nc<float>(const float* p) {\n"
+              '  float v; asm volatile("ld.global.nc.f32 %0, [%1];" : "=f"(v) : "l"(p)); return v;\n}\n'
+              "template <> __device__ __forceinline__ double load_nc<double>(const double* p) {\n"
+              '  double v; asm volatile("ld.volatile.global.f64 %0, [%1];" : "=d"(v) : "l"(p)); return v;\n}\n'
+              "__device__ __forceinline__ float fast_rsqrt(float x) {\n"
+              '  float y; asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y;\n}\n')
+    body = "y = fmaxf(2.0f * load_nc(inp + i), cuda::std::numeric_limits<float>::lowest());"
+    v = checked(project, "k", {"helpers.cuh": header, "k.cu": kernel_using(body, '#include "helpers.cuh"\n')})
+    assert v.passed, v.human()
+
+
 # ---- inferring the spec (issue 25) -----------------------------------------------------------------
 
 
