@@ -618,8 +618,11 @@ class _Builder:
                     # `typename T` by its identifier
                     decl = p.child_by_field_name("declarator")
                     nm = _declarator_name(decl)[0] if decl is not None else None
+                    # `template <typename> class Epilogue`: the name is in its last part
+                    named = p.named_children[-1:] if p.type == "template_template_parameter_declaration" \
+                        else p.named_children
                     if nm is None:
-                        nm = next((c.text.decode() for c in p.named_children
+                        nm = next((c.text.decode() for n in named for c in [n, *n.named_children]
                                    if c.type in ("type_identifier", "identifier")), None)
                     if nm:
                         template_names.append(nm)

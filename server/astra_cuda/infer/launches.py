@@ -10,7 +10,7 @@ from ..source import ConfigVar, Kernel, LaunchSite, SourceModel
 from ..syntax import walk as _walk
 from .hostexprs import _HostExprs
 from .program import Program, _functions
-from .types import split
+from .template_args import split
 
 
 def _strip_dim3(expr: str) -> list[str]:

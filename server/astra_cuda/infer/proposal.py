@@ -13,7 +13,8 @@ from . import structs
 from .program import Program
 from .roles import TABLE, _Shapes, _shapes
 from .sizes import Draft, repair, size_bench, test_values
-from .types import _template_args, _Types, dispatch_values, enumerators, known_names, split as _split
+from .template_args import _template_args, enumerators, known_names, split as _split
+from .types import _Types, dispatch_values
 
 
 @dataclass
@@ -83,7 +84,8 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
                          ", ".join(f"{k} = {v}" for k, v in around.items()) + " (one of the cases they offer)")
     # a template argument may be a local constant of the launcher (`constexpr int vec = 16 / sizeof(T)`)
     local = host_locals(site_model, site.function) if site is not None and site_model is not None else {}
-    instantiate = _template_args(kernel, site, notes, program, {**local, **constants}, known_names(types.items))
+    instantiate = _template_args(kernel, site, notes, program, {**local, **constants}, known_names(types.items),
+                                 types.items)
     targs = dict(zip(kernel.template_param_names, _split(instantiate))) if instantiate else {}
     if instantiate:   # `sizeof(T)` in the launcher: T as resolved (named at the launch, or deduced: same name)
         written = _split(site.template_args) if site is not None and site.template_args else kernel.template_param_names

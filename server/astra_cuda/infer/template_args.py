@@ -1,0 +1,357 @@
+"""Template arguments: the `instantiate` a proposal writes — one argument per template parameter,
+from the launch, the launcher's callers and explicit instantiations, defaults, constants, and
+guesses the notes name — each spelled as seen from the global scope, where Astra's instantiation
+is appended to the user's file."""
+from __future__ import annotations
+
+import re
+
+from .. import dtypes, exprs, source
+from ..source import Kernel, LaunchSite
+from ..syntax import walk as _walk
+
+_DISPATCH_TYPE = "float"   # what a dispatch macro's scalar_t becomes in the proposal
+_DISPATCH_NAMES = ("scalar_t", "scalar_type", "input_t", "output_t")
+
+
+def _dispatch_names(arg: str) -> list[str]:
+    """The names in `arg` that dispatch macros give the element type (`scalar_t`, apex's
+    `scalar_t_0`, `scalar_t_1`)."""
+    node = source.parse_expression(f"__astra_k<{arg}>")
+    names = {n.text.decode() for n in _walk(node) if n.type in ("identifier", "type_identifier")} if node else set()
+    return sorted(n for n in names if n in _DISPATCH_NAMES or (n.startswith("scalar_t_") and n[9:].isdigit()))
+
+
+def _template_args(kernel: Kernel, site: LaunchSite | None, notes: list[str], program=None,
+                   constants: dict[str, str] | None = None, known: frozenset[str] = frozenset(),
+                   items=None) -> str | None:
+    """`instantiate`: one argument per template parameter, from (in this order) the launch's own
+    template arguments — a launcher's template parameter followed to its callers, explicit
+    instantiations and default, a dispatch macro's scalar_t taken as float, names evaluated as
+    constants —, the file's explicit instantiations of the kernel, the parameter's default;
+    otherwise a type parameter is float, an enumeration its first enumerator, a device-function
+    parameter the first matching device function of the file, each with a note. A parameter pack
+    left to guess is empty. Names are written as seen from the global scope, where Astra's
+    instantiation stands (the file's and its headers' `items` say where each is defined)."""
+    if not kernel.is_template:
+        return None
+    given: list[str] = split(site.template_args) if site is not None and site.template_args else []
+    explicit = program.instantiations(kernel.name) if program is not None else []
+    qualified = qualified_names(items or [])
+    usable = [e for e in explicit if all(_acceptable(_qualify(a, qualified), known) for a in e)]
+    if not given and usable:
+        given = list(usable[0])
+        notes.append(f"template arguments from the file's explicit instantiation `{kernel.name}<{', '.join(given)}>`")
+        site = None   # the arguments are the instantiation's own: nothing of a launcher's to follow
+    out: list[str] = []
+    bound: dict[str, str] = {}
+    for k, (param, name) in enumerate(zip(kernel.template_params, kernel.template_param_names)):
+        if _is_pack(param):   # the rest of the launch's arguments, or none
+            rest = [_resolve_arg(g.strip(), site, program, constants or {}, notes, name, known) for g in given[k:]]
+            if all(r is not None for r in rest):
+                out += [_qualify(r, qualified) for r in rest if r is not None]
+            if not rest:
+                notes.append(f"template parameter pack `{name}`: no launch gives it; left empty")
+            break
+        arg = given[k].strip() if k < len(given) else None
+        if arg is not None:
+            arg = _resolve_arg(arg, site, program, constants or {}, notes, name, known)
+            arg = _qualify(arg, qualified) if arg is not None else None
+        if arg is None and "=" in param:   # a default argument, over the arguments so far
+            default = param.split("=", 1)[1].strip()
+            for pname, value in bound.items():
+                default = _replace_word(default, pname, value)
+            arg = default
+        if arg is None:
+            arg = _fallback_arg(param, name, kernel, program, bound, notes, items or [], qualified)
+        bound[name] = arg
+        out.append(arg)
+    if any(_dispatch_names(g) for g in given):
+        notes.append(f"instantiate: the dispatch macro's scalar_t became {_DISPATCH_TYPE} "
+                     f"(use __half or __nv_bfloat16 to test those)")
+    return "<" + ", ".join(out) + ">"
+
+
+def _resolve_arg(arg: str, site: LaunchSite | None, program, constants: dict[str, str], notes: list[str],
+                 name: str, known: frozenset[str]) -> str | None:
+    """One template argument of a launch as something the spec can name, or None."""
+    for host in _dispatch_names(arg):   # the type a dispatch macro's lambda names
+        arg = _replace_word(arg, host, _DISPATCH_TYPE)
+    arg = " ".join(re.sub(r"\btypename\s+", "", arg).split())   # not needed outside a template
+    if _acceptable(arg, known):
+        return arg
+    # a template parameter of the launching function: what its callers give it, else its default
+    if site is not None and program is not None and site.function:
+        fn = program.function(site.function)
+        params = _template_param_names(fn[0]) if fn is not None else []
+        if arg in params:
+            idx = params.index(arg)
+            default = _template_param_defaults(fn[0]).get(arg) if fn is not None else None
+            for inst in program.instantiations(site.function):
+                given = _usable(inst[idx], known, constants) if idx < len(inst) else None
+                if given is not None:
+                    notes.append(f"template parameter `{name}`: `{arg}` of `{site.function}` from its explicit "
+                                 f"instantiation `{site.function}<{', '.join(inst)}>`")
+                    return given
+            for call in program.calls(site.function):
+                given = _usable(call.template_args[idx], known, constants) if idx < len(call.template_args) else None
+                if given is not None:
+                    notes.append(f"template parameter `{name}`: `{arg}` of `{site.function}` as "
+                                 f"`{call.caller or 'its caller'}` calls it (`{site.function}<"
+                                 f"{', '.join(call.template_args)}>`)")
+                    return given
+            given = _usable(default, known, constants) if default is not None else None
+            if given is not None:
+                notes.append(f"template parameter `{name}`: `{arg}` of `{site.function}`, its default `{default}`")
+                return given
+    value = _constant_value(arg, constants)
+    if value is not None:
+        return value
+    return None
+
+
+def _acceptable(arg: str, known: frozenset[str] | set[str]) -> bool:
+    """An argument the spec's `instantiate` accepts and that names only what the program
+    defines (types, device functions, enumerators) — never a template parameter or a local of
+    the launcher left to resolve."""
+    from ..spec import parse_template_args
+    try:
+        parse_template_args(f"<{arg}>")
+    except ValueError:
+        return False
+    node = source.parse_expression(f"__astra_k<{arg}>")
+    if node is None:
+        return False
+    for n in _walk(node):
+        if n.type not in ("identifier", "type_identifier") or n.text.decode() == "__astra_k":
+            continue
+        parent = n.parent
+        if parent is not None and parent.type == "qualified_identifier" and parent.child_by_field_name("name") == n \
+                and parent.child_by_field_name("scope") is not None \
+                and parent.child_by_field_name("scope").type == "template_type":
+            continue   # `Traits<float>::Type`: the member of a type that is itself checked
+        name = n.text.decode()
+        if name not in known and dtypes.from_cpp(name) is None and name not in dtypes.VECTORS:
+            return False
+    return True
+
+
+def enumerators(texts) -> dict[str, str]:
+    """Enumerator -> its integer value, from the enums in these source texts."""
+    out: dict[str, str] = {}
+    for text in texts:
+        if "enum" not in text:
+            continue
+        root = source.parser().parse(text.encode("utf-8")).root_node
+        for lst in (n for n in _walk(root) if n.type == "enumerator_list"):
+            nxt = 0
+            for e in (c for c in lst.named_children if c.type == "enumerator"):
+                name, value = e.child_by_field_name("name"), e.child_by_field_name("value")
+                if name is None:
+                    continue
+                if value is not None:
+                    try:
+                        nxt = int(value.text.decode().rstrip("uUlL"), 0)
+                    except ValueError:
+                        out.pop(name.text.decode(), None)
+                        continue
+                out[name.text.decode()] = str(nxt)
+                nxt += 1
+    return out
+
+
+def known_names(items) -> frozenset[str]:
+    """What the file and its project headers define, enumerators included."""
+    out: set[str] = set()
+    for it in items:
+        out |= it.defines
+        if it.kind == "type" and "enum" in it.text:
+            root = source.parser().parse(it.text.encode()).root_node
+            out |= {e.child_by_field_name("name").text.decode() for e in _walk(root)
+                    if e.type == "enumerator" and e.child_by_field_name("name") is not None}
+    return frozenset(out)
+
+
+def _usable(arg: str, known: frozenset[str], constants: dict[str, str]) -> str | None:
+    """`arg` as the spec can name it: as it is, or the value of the constant it names (an
+    enumerator of a header beside the file: `General8bit` -> 0)."""
+    return arg if _acceptable(arg, known) else _constant_value(arg, constants)
+
+
+def _constant_value(arg: str, constants: dict[str, str]) -> str | None:
+    """An integer template argument written over constants (`1 * internal_unRoll`), evaluated."""
+    from .hostexprs import _HostExprs
+    expr = _HostExprs({}, constants).spec(arg)
+    if expr is None:
+        return None
+    try:
+        return str(exprs.evaluate_int(expr, {}))
+    except exprs.ExprError:
+        return None
+
+
+def _is_pack(param: str) -> bool:
+    """`typename... Args`, `int... Ns`: a template parameter pack."""
+    return "..." in param.split("=", 1)[0]
+
+
+def _qualify(arg: str, qualified: dict[str, str] | None) -> str:
+    """`arg` with each name that is not already qualified written from the global scope
+    (`GeluActivation` -> `fastertransformer::GeluActivation`)."""
+    if not qualified:
+        return arg
+    node = source.parse_expression(f"__astra_k<{arg}>")
+    if node is None:
+        return arg
+    code = f"__astra_k<{arg}>"
+    base = node.start_byte
+    edits = []
+    for n in _walk(node):
+        if n.type not in ("identifier", "type_identifier", "namespace_identifier"):
+            continue
+        word = n.text.decode()
+        if word not in qualified or code[:n.start_byte - base].rstrip().endswith("::"):
+            continue   # already named through a scope
+        edits.append((n.start_byte - base, n.end_byte - base, qualified[word]))
+    for s_, e_, by in sorted(edits, reverse=True):
+        code = code[:s_] + by + code[e_:]
+    return code[len("__astra_k<"):-1]
+
+
+def qualified_names(items) -> dict[str, str]:
+    """Each name a namespace of the file or its headers defines -> that name qualified, where
+    the name is defined in one namespace only (a name also defined at global scope stays)."""
+    where: dict[str, set[tuple[str, ...]]] = {}
+    for it in items:
+        if it.kind in ("type", "device_function", "kernel", "variable", "host_function"):
+            for n in it.defines:
+                where.setdefault(n, set()).add(tuple(ns for ns in it.namespaces if ns))
+    return {n: "::".join([*next(iter(nss)), n]) for n, nss in where.items()
+            if len(nss) == 1 and next(iter(nss))}
+
+
+def _template_param_defaults(fn) -> dict[str, str]:
+    """The default argument of each template parameter of a function definition that has one."""
+    parent = fn.parent
+    if parent is None or parent.type != "template_declaration":
+        return {}
+    params = parent.child_by_field_name("parameters")
+    names = _template_param_names(fn)
+    out = {}
+    for name, p in zip(names, params.named_children if params is not None else []):
+        default = p.child_by_field_name("default_value") or p.child_by_field_name("default_type")
+        if default is not None:
+            out[name] = " ".join(default.text.decode().split())
+    return out
+
+
+def _template_param_names(fn) -> list[str]:
+    """The template parameter names of a function definition's `template <...>` (or [])."""
+    parent = fn.parent
+    if parent is None or parent.type != "template_declaration":
+        return []
+    params = parent.child_by_field_name("parameters")
+    out = []
+    for p in (params.named_children if params is not None else []):
+        name = p.child_by_field_name("name") or p.child_by_field_name("declarator")
+        if name is None:
+            ids = [c for c in _walk(p) if c.type in ("type_identifier", "identifier")]
+            name = ids[-1] if ids else None
+        if name is not None:
+            out.append(source._declarator_name(name)[0] or name.text.decode())
+    return out
+
+
+_INDEX_WORDS = ("indices", "index", "idx", "ids", "offsets", "positions", "indptr")
+
+
+def _fallback_arg(param: str, name: str, kernel: Kernel, program, bound: dict[str, str], notes: list[str],
+                  items=(), qualified: dict[str, str] | None = None) -> str:
+    """No launch, instantiation or default gives this template parameter: a type becomes float,
+    a device function the first device function of the file that fits, a bool `false`, an
+    enumeration its first enumerator, an integer 1 — each a guess the notes name."""
+    head = param.split("=", 1)[0].strip()
+    enumerator = _first_enumerator(head.rsplit(None, 1)[0] if len(head.split()) > 1 else "",
+                                   [*(program.model.items if program is not None else ()), *items], qualified or {})
+    if enumerator is not None:
+        notes.append(f"template parameter `{name}`: no launch gives it; took `{enumerator}`, the first enumerator")
+        return enumerator
+    if head.split()[0] in ("typename", "class"):
+        # the type of index arrays (`IdType* batch_indices`) is an integer type
+        if name.lower().startswith(("id", "idx", "index", "int")) or any(
+                p.base_type == name and any(w in p.name.lower() for w in _INDEX_WORDS) for p in kernel.params):
+            notes.append(f"template parameter `{name}`: no launch gives it; took int32 (it types indices)")
+            return "int32_t"
+        notes.append(f"template parameter `{name}`: no launch gives it; took {_DISPATCH_TYPE}")
+        return _DISPATCH_TYPE
+    if "(" in head and "*" in head:   # a function pointer: `T (*ACT)(const T&)`
+        fn = _device_function_for(head, kernel, program, bound)
+        if fn is not None:
+            notes.append(f"template parameter `{name}`: no launch gives it; took the device function `{fn}`")
+            return fn
+    if head.split()[0] == "bool":
+        notes.append(f"template parameter `{name}`: no launch gives it; took false")
+        return "false"
+    notes.append(f"template parameter `{name}`: no launch gives it; took 1")
+    return "1"
+
+
+def _first_enumerator(type_name: str, items, qualified: dict[str, str]) -> str | None:
+    """`ns::Enum::first` for a non-type template parameter whose type is an enumeration of the
+    program (a scoped enumeration takes no integer: `1` would not compile)."""
+    short = type_name.replace("const ", "").strip().split("::")[-1]
+    if not short.isidentifier():
+        return None
+    for item in items:
+        if item.kind != "type" or short not in item.defines or "enum" not in item.text:
+            continue
+        root = source.parser().parse(item.text.encode()).root_node
+        for spec in (n for n in _walk(root) if n.type == "enum_specifier"):
+            name, body = spec.child_by_field_name("name"), spec.child_by_field_name("body")
+            first = next((e.child_by_field_name("name") for e in (body.named_children if body else ())
+                          if e.type == "enumerator"), None)
+            if name is not None and name.text.decode() == short and first is not None:
+                return f"{qualified.get(short, short)}::{first.text.decode()}"
+    return None
+
+
+def _device_function_for(head: str, kernel: Kernel, program, bound: dict[str, str]) -> str | None:
+    """The first device function of the file taking as many parameters as the function-pointer
+    parameter `head` (`scalar_t (*ACT_FN)(const scalar_t&)`), instantiated with the kernel's
+    first type argument when it is a template."""
+    if program is None:
+        return None
+    wanted = head.rsplit("(", 1)[1].count(",") + 1 if head.rstrip(")").rsplit("(", 1)[1].strip() else 0
+    first_type = next(iter(bound.values()), _DISPATCH_TYPE)
+    for item in program.model.items:
+        if item.kind != "device_function" or not item.defines:
+            continue
+        text = item.text.split("{", 1)[0]
+        if "(" not in text or text.count("(") > 2:
+            continue
+        args = text.rsplit("(", 1)[1].rsplit(")", 1)[0].strip()
+        if (args.count(",") + 1 if args else 0) != wanted:
+            continue
+        fn_name = next(iter(item.defines))
+        qualified = "::".join([*item.namespaces, fn_name]) if item.namespaces else fn_name
+        return f"{qualified}<{first_type}>" if text.lstrip().startswith("template") else qualified
+    return None
+
+
+def _replace_word(text: str, word: str, by: str) -> str:
+    node = source.parse_expression("__astra_k<" + text + ">")
+    if node is None:
+        return text
+    code = ("__astra_k<" + text + ">").encode()
+    edits = [(n.start_byte, n.end_byte) for n in _walk(node)
+             if n.type in ("type_identifier", "identifier") and n.text.decode() == word]
+    # parse_expression wraps the text: map its offsets back
+    base = node.start_byte
+    for s_, e_ in sorted(edits, reverse=True):
+        code = code[:s_ - base] + by.encode() + code[e_ - base:]
+    return code.decode()[len("__astra_k<"):-1]
+
+
+def split(instantiate: str) -> list[str]:
+    from ..spec import split_template_args
+    return split_template_args(instantiate)

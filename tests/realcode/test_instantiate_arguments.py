@@ -1,0 +1,108 @@
+"""Issue 24: the template arguments Astra proposes for `instantiate` must name an instantiation
+nvcc accepts — Astra appends it to the user's file at global scope. Each case is the shape of a
+public kernel that got an argument nvcc refused (vLLM act_and_mul and paged attention,
+FasterTransformer generic_activation, apex multi_tensor_apply and xentropy), written here."""
+from __future__ import annotations
+
+import pytest
+
+from astra_cuda import api, source
+from astra_cuda.compile import nvcc, toolkit
+from astra_cuda.project import ProjectContext
+
+# A device function whose packed type comes through `typename Traits<T>::Type` written right
+# after `<` (the word `typename` was kept, the argument refused, and another function guessed).
+PACKED = """\
+template <typename T> struct Packed { using Type = T; };
+template <typename T> __device__ T act(const T& x) { return x; }
+template <typename T> __device__ T packed_act(const T& x) { return x + x; }
+template <typename scalar_t, typename packed_t, scalar_t (*F)(const scalar_t&), packed_t (*PF)(const packed_t&)>
+__global__ void gate_kernel(scalar_t* out, const scalar_t* in, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = F(in[i]) * in[n + i];
+}
+#define LAUNCH(K, PK) \\
+  gate_kernel<float, typename Packed<float>::Type, K<float>, PK<typename Packed<float>::Type>><<<g, b>>>(o, x, n);
+void launch(float* o, const float* x, int n) { int g = (n + 255) / 256, b = 256; LAUNCH(act, packed_act) }
+"""
+
+# A launcher's template parameter with a default, and a scoped enumeration as a non-type
+# parameter (an integer does not convert to it).
+ATTENTION = """\
+namespace kv { enum class CacheKind { kAuto = 0, kFp8 = 1 }; }
+template <typename T, int NUM_THREADS, kv::CacheKind KIND>
+__global__ void attend_kernel(T* out, const T* q, int n) {
+  static_assert(NUM_THREADS % 32 == 0, "whole warps");
+  int i = blockIdx.x * NUM_THREADS + threadIdx.x;
+  if (i < n) out[i] = KIND == kv::CacheKind::kAuto ? q[i] : T(0);
+}
+template <typename T, kv::CacheKind KIND, int NUM_THREADS = 128>
+void attend_launcher(T* out, const T* q, int n) {
+  attend_kernel<T, NUM_THREADS, KIND><<<(n + NUM_THREADS - 1) / NUM_THREADS, NUM_THREADS>>>(out, q, n);
+}
+"""
+
+# A template template parameter the caller names inside a namespace.
+ACTIVATION = """\
+namespace ops {
+template <typename T> struct Gelu { static __device__ T apply(const T& v) { return v; } };
+template <template <typename T> class Activation, typename T, typename BT>
+__global__ void activate_kernel(T* out, const BT* bias, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = Activation<T>::apply(out[i] + T(bias[i]));
+}
+template <template <typename T> class Activation, typename T, typename BT>
+void invoke_activation(T* out, const BT* bias, int n) { activate_kernel<Activation, T, BT><<<(n + 255) / 256, 256>>>(out, bias, n); }
+void invoke_gelu(float* out, const float* bias, int n) { invoke_activation<Gelu>(out, bias, n); }
+}  // namespace ops
+"""
+
+# A trailing parameter pack no launch names: the pack is empty (an argument `1` is no type).
+PACK = """\
+template <typename T, typename... Extra>
+__global__ void pack_kernel(T* out, int n, Extra... extra) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = T(sizeof...(Extra));
+}
+"""
+
+CASES = [(PACKED, "gate_kernel", "<float, Packed<float>::Type, act<float>, packed_act<Packed<float>::Type>>"),
+         (ATTENTION, "attend_kernel", "<float, 128, kv::CacheKind::kAuto>"),
+         (ACTIVATION, "ops::activate_kernel", "<ops::Gelu, float, float>"),
+         (PACK, "pack_kernel", "<float>")]
+
+
+def _instantiate(tmp_path, text, kernel):
+    f = tmp_path / f"{kernel.replace(':', '_')}.cu"
+    f.write_text(text)
+    prop = api.infer_spec(api.snapshot(text, str(f)), kernel, run=False)
+    line = next(ln for ln in prop.comment.splitlines() if ln.strip().startswith("instantiate"))
+    return line.split("=", 1)[1].strip().strip('"'), prop
+
+
+@pytest.mark.parametrize("text,kernel,expected", CASES, ids=["typename-after-angle", "launcher-default-and-enum",
+                                                              "template-template-in-namespace", "empty-pack"])
+def test_the_proposed_template_arguments(tmp_path, text, kernel, expected):
+    got, prop = _instantiate(tmp_path, text, kernel)
+    assert got == expected, prop.notes
+
+
+def test_template_template_and_pack_parameters_are_named():
+    names = {k.name: k.template_param_names for k in source.parse(ACTIVATION + PACK).kernels}
+    assert names == {"activate_kernel": ("Activation", "T", "BT"), "pack_kernel": ("T", "Extra")}
+
+
+TK = toolkit.find()
+
+
+@pytest.mark.skipif(TK is None, reason="no CUDA toolkit (nvcc) here")
+@pytest.mark.parametrize("text,kernel,expected", CASES[:3], ids=["typename-after-angle", "launcher-default-and-enum",
+                                                                  "template-template-in-namespace"])
+def test_nvcc_accepts_the_proposed_instantiation(tmp_path, monkeypatch, text, kernel, expected):
+    """The proposal, appended to the file at global scope as Astra appends it, compiles."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    got, _ = _instantiate(tmp_path, text, kernel)
+    f = tmp_path / "k.cu"
+    f.write_text(text)
+    r = nvcc.compile(text, str(f), ProjectContext(), "sm_90", [f"{kernel}{got}"], toolkit=TK)
+    assert r.ok and len(r.kernels) == 1, [d.message for d in r.diagnostics]
