@@ -82,6 +82,9 @@ class Kernel:
             out += ["-I", str(root / d)]
         for d in self.macro_defines:
             out += ["-D", d]
+        for f in self.repo.nvcc:   # the build's -U (DeepSpeed's, apex's setup.py): Astra takes them too
+            if f.startswith("-U"):
+                out += ["-U", f[2:]]
         return out + ["--std", self.standard]
 
 

@@ -171,7 +171,8 @@ def _files(a) -> list[tuple[str, bool]]:
 def _project(a, path: str | None = None):
     """The project context from -I/-D/--std/--compile-commands (then the project's files)."""
     from . import project
-    cli = project.from_flags(a.include or (), a.define or (), a.std, origin="command line")
+    cli = project.from_flags(a.include or (), a.define or (), a.std, origin="command line",
+                              undefines=getattr(a, "undefine", None) or ())
     return api.project_context(path or a.file, cli=cli, compile_commands=a.compile_commands)
 
 
@@ -266,9 +267,11 @@ def cmd_config(a) -> int:
 
 def _project_flags(a):
     from . import project
-    if not (getattr(a, "include", None) or getattr(a, "define", None) or getattr(a, "std", None)):
+    if not (getattr(a, "include", None) or getattr(a, "define", None) or getattr(a, "undefine", None)
+            or getattr(a, "std", None)):
         return None
-    return project.from_flags(a.include or (), a.define or (), a.std, origin="command line")
+    return project.from_flags(a.include or (), a.define or (), a.std, origin="command line",
+                              undefines=getattr(a, "undefine", None) or ())
 
 
 def cmd_spec(a) -> int:
@@ -620,7 +623,7 @@ def _optimize_batch(a) -> int:
     from . import batch, project
     if a.list_runs:
         raise AstraError("--list-runs takes one file")
-    flags = bool(a.include or a.define or a.std or a.compile_commands)
+    flags = bool(a.include or a.define or a.undefine or a.std or a.compile_commands)
     eff = _apply_config(a, a.file[0])
     llm = _llm(a, eff)
     _executor(a)
@@ -630,7 +633,8 @@ def _optimize_batch(a) -> int:
     display = None if a.json else LiveTable(_console(stderr=True))
 
     def context_for(path: str):
-        cli = project.from_flags(a.include or (), a.define or (), a.std, origin="command line") if flags else None
+        cli = project.from_flags(a.include or (), a.define or (), a.std, origin="command line",
+                              undefines=getattr(a, "undefine", None) or ()) if flags else None
         return api.project_context(path, cli=cli, compile_commands=a.compile_commands)
     options = {"llm": llm, "backend": a.backend, "arch": a.arch, "candidates": a.candidates, "sizes": a.sizes,
                "fresh": a.fresh,
@@ -808,6 +812,9 @@ def build_parser() -> argparse.ArgumentParser:
         s.add_argument("-I", dest="include", action="append", metavar="DIR",
                        help="project include directory (repeatable; searched before compile_commands.json's)")
         s.add_argument("-D", dest="define", action="append", metavar="NAME[=VALUE]", help="define a macro (repeatable)")
+        s.add_argument("-U", dest="undefine", action="append", metavar="NAME",
+                       help="leave a macro undefined, also one Astra would add (a PyTorch extension's "
+                            "__CUDA_NO_HALF_OPERATORS__ …), as a build's -U does (repeatable)")
         s.add_argument("--std", choices=["c++11", "c++14", "c++17", "c++20"], help="C++ standard (default c++17)")
         s.add_argument("--compile-commands", metavar="PATH",
                        help="compile_commands.json to use (default: the nearest one, also under build/)")
@@ -864,6 +871,7 @@ def build_parser() -> argparse.ArgumentParser:
     cfg.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     cfg.add_argument("-I", dest="include", action="append", metavar="DIR", help=argparse.SUPPRESS)
     cfg.add_argument("-D", dest="define", action="append", metavar="NAME[=VALUE]", help=argparse.SUPPRESS)
+    cfg.add_argument("-U", dest="undefine", action="append", metavar="NAME", help=argparse.SUPPRESS)
     cfg.add_argument("--std", help=argparse.SUPPRESS)
     cfg.add_argument("--compile-commands", metavar="PATH", help=argparse.SUPPRESS)
     cfg.set_defaults(fn=cmd_config, format="text", quiet=False)

@@ -279,7 +279,8 @@ def unit_from_model(model: SourceModel, path: str, kernel_name: str, *, instanti
     compile-time checks of element types Astra cannot read itself (see `type_checks`)."""
     from . import cut as cutting
     from . import devicepp
-    context = context or ProjectContext()
+    from .compile import torch_ext
+    context = torch_ext.with_defines(context or ProjectContext(), model.text, path)
     kernel = model.kernel(kernel_name)
     if kernel is None:
         names = ", ".join(k.name for k in model.kernels) or "none"

@@ -37,6 +37,9 @@ class ProjectContext:
     include_dirs: tuple[str, ...] = ()         # absolute, searched in order
     system_dirs: tuple[str, ...] = ()          # -isystem: their headers are never copied into a unit
     defines: tuple[tuple[str, str | None], ...] = ()  # (name, value or None), in order
+    # -U: macros the project's build leaves undefined — also those Astra would add for it (a
+    # PyTorch extension's __CUDA_NO_HALF_* defines, which vLLM's and DeepSpeed's builds drop)
+    undefines: tuple[str, ...] = ()
     std: str | None = None                      # 'c++17'; None: the backends' default
     flags: tuple[str, ...] = ()                 # from DEVICE_FLAGS
     origin: tuple[str, ...] = ()                # where each part came from, for messages
@@ -45,12 +48,13 @@ class ProjectContext:
 
     @property
     def empty(self) -> bool:
-        return not (self.include_dirs or self.system_dirs or self.defines or self.std or self.flags)
+        return not (self.include_dirs or self.system_dirs or self.defines or self.undefines or self.std or self.flags)
 
     def options(self) -> list[str]:
         """Compiler options in the spelling NVRTC, nvcc and g++ share."""
         out = [f"-I{d}" for d in self.include_dirs] + [f"-I{d}" for d in self.system_dirs]
         out += [f"-D{n}" if v is None else f"-D{n}={v}" for n, v in self.defines]
+        out += [f"-U{n}" for n in self.undefines]
         if self.std:
             out.append(f"-std={self.std}")
         return out + list(self.flags)
@@ -64,6 +68,8 @@ class ProjectContext:
             parts.append("include " + ", ".join(self.include_dirs + self.system_dirs))
         if self.defines:
             parts.append("defines " + ", ".join(n if v is None else f"{n}={v}" for n, v in self.defines))
+        if self.undefines:
+            parts.append("undefines " + ", ".join(self.undefines))
         if self.std:
             parts.append(f"-std={self.std}")
         if self.flags:
@@ -73,7 +79,8 @@ class ProjectContext:
 
     def to_json(self) -> dict:
         return {"include_dirs": list(self.include_dirs), "system_dirs": list(self.system_dirs),
-                "defines": [[n, v] for n, v in self.defines], "std": self.std, "flags": list(self.flags),
+                "defines": [[n, v] for n, v in self.defines], "undefines": list(self.undefines),
+                "std": self.std, "flags": list(self.flags),
                 "origin": list(self.origin), "ignored": list(self.ignored), "compiler": self.compiler}
 
     def merged(self, later: "ProjectContext") -> "ProjectContext":
@@ -83,7 +90,8 @@ class ProjectContext:
         return ProjectContext(
             include_dirs=tuple(dict.fromkeys(self.include_dirs + later.include_dirs)),
             system_dirs=tuple(dict.fromkeys(self.system_dirs + later.system_dirs)),
-            defines=self.defines + tuple(d for d in later.defines if d[0] not in names),
+            defines=self.defines + tuple(d for d in later.defines if d[0] not in names and d[0] not in self.undefines),
+            undefines=self.undefines + tuple(n for n in later.undefines if n not in names and n not in self.undefines),
             std=self.std or later.std,
             flags=tuple(dict.fromkeys(self.flags + later.flags)),
             origin=self.origin + tuple(o for o in later.origin if o not in self.origin),
@@ -98,6 +106,13 @@ def parse_define(text: str) -> tuple[str, str | None]:
     return name, (value if eq else None)
 
 
+def _macro_name(text: str) -> str:
+    name = text.strip()
+    if not name.isidentifier():
+        raise AstraError(f"bad macro name to undefine {text!r}: expected NAME")
+    return name
+
+
 def _std(value: str | None, where: str) -> str | None:
     if not value:
         return None
@@ -108,7 +123,7 @@ def _std(value: str | None, where: str) -> str | None:
 
 
 def from_flags(include_dirs=(), defines=(), std: str | None = None, flags=(), *, origin: str,
-               base: str | None = None) -> ProjectContext:
+               base: str | None = None, undefines=()) -> ProjectContext:
     """A context from explicit values (command line or settings); relative directories are
     taken from `base` (default: the current directory)."""
     root = Path(base) if base else Path.cwd()
@@ -119,9 +134,10 @@ def from_flags(include_dirs=(), defines=(), std: str | None = None, flags=(), *,
     bad = [f for f in flags or () if f not in DEVICE_FLAGS]
     if bad:
         raise AstraError(f"{origin}: unsupported flag(s) {', '.join(bad)} (supported: {', '.join(DEVICE_FLAGS)})")
+    undef = tuple(dict.fromkeys(_macro_name(u) for u in undefines or ()))
     ctx = ProjectContext(include_dirs=tuple(dict.fromkeys(dirs)),
-                         defines=tuple(parse_define(d) for d in defines or ()),
-                         std=_std(std, origin), flags=tuple(flags or ()))
+                         defines=tuple(d for d in (parse_define(d) for d in defines or ()) if d[0] not in undef),
+                         undefines=undef, std=_std(std, origin), flags=tuple(flags or ()))
     return replace(ctx, origin=(origin,)) if not ctx.empty else ctx
 
 
@@ -217,21 +233,22 @@ def from_arguments(args: list[str], *, cwd: Path, origin: str, source: str, db: 
     inc: list[str] = []
     sysinc: list[str] = []
     defs: list[str] = []
+    undefs: list[str] = []
     flags: list[str] = []
     ignored: list[str] = []
     std = None
     takes_value = {"-I": inc, "--include-path": inc, "-isystem": sysinc, "--system-include": sysinc,
-                   "-D": defs, "--define-macro": defs}
+                   "-D": defs, "--define-macro": defs, "-U": undefs, "--undefine-macro": undefs}
     i = 0
     while i < len(args):
         a = args[i]
         joined = next((k for k in takes_value if a.startswith(k) and len(a) > len(k)), None)
         if a in takes_value and i + 1 < len(args):
-            takes_value[a].append(args[i + 1])
+            _take(takes_value[a], args[i + 1], defs, undefs)
             i += 2
             continue
         if joined is not None:
-            takes_value[joined].append(a[len(joined):].lstrip("="))
+            _take(takes_value[joined], a[len(joined):].lstrip("="), defs, undefs)
         elif a.startswith(("-std=", "--std=")):
             std = a.split("=", 1)[1]
         elif a in ("-std", "--std") and i + 1 < len(args):
@@ -259,7 +276,18 @@ def from_arguments(args: list[str], *, cwd: Path, origin: str, source: str, db: 
     return ProjectContext(include_dirs=tuple(dict.fromkeys(inc)),
                           system_dirs=tuple(dict.fromkeys(sysinc)),
                           defines=tuple(parse_define(x) for x in defs if x.split("=")[0].isidentifier()),
+                          undefines=tuple(dict.fromkeys(u for u in undefs if u.isidentifier())),
                           std=std_value, flags=tuple(flags), origin=(origin,), ignored=tuple(ignored))
+
+
+def _take(into: list[str], value: str, defs: list[str], undefs: list[str]) -> None:
+    """One -D or -U in command-line order: the later of the two for one name wins."""
+    name = value.split("=", 1)[0]
+    if into is undefs:
+        defs[:] = [d for d in defs if d.split("=", 1)[0] != name]
+    elif into is defs and name in undefs:
+        undefs.remove(name)
+    into.append(value)
 
 
 def resolve(path: str, *, cli: ProjectContext | None = None, settings: ProjectContext | None = None,

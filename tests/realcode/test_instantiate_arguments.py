@@ -106,3 +106,29 @@ def test_nvcc_accepts_the_proposed_instantiation(tmp_path, monkeypatch, text, ke
     f.write_text(text)
     r = nvcc.compile(text, str(f), ProjectContext(), "sm_90", [f"{kernel}{got}"], toolkit=TK)
     assert r.ok and len(r.kernels) == 1, [d.message for d in r.diagnostics]
+
+
+def test_a_macro_of_the_file_that_launches_names_the_argument(tmp_path):
+    """bitsandbytes launches its kernels in ops.cu, whose `#define BLOCKSIZE_2STATE 256` is the
+    block size (taken as 1, CUB's BlockLoad refused it: not a multiple of a warp)."""
+    kernel = """\
+template <typename T, int BLOCK_SIZE, int N_PER_TH>
+__global__ void step_kernel(T* p, int n) {
+  static_assert(BLOCK_SIZE % 32 == 0, "whole warps");
+  int i = blockIdx.x * BLOCK_SIZE + threadIdx.x * N_PER_TH;
+  if (i < n) p[i] += T(1);
+}
+"""
+    (tmp_path / "ops.cu").write_text("""\
+#include "kernels.cuh"
+#define BLOCKSIZE 256
+#define PER_THREAD 1
+template <typename T> void step(T* p, int n) {
+  step_kernel<T, BLOCKSIZE, PER_THREAD><<<(n + BLOCKSIZE - 1) / BLOCKSIZE, BLOCKSIZE / PER_THREAD>>>(p, n);
+}
+template void step<float>(float*, int);
+""")
+    f = tmp_path / "kernels.cuh"
+    f.write_text(kernel)
+    prop = api.infer_spec(api.snapshot(kernel, str(f)), "step_kernel", run=False)
+    assert 'instantiate = "<float, 256, 1>"' in prop.comment, prop.notes

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from astra_cuda import dtypes, extract, source, spec as spec_mod, static
+from astra_cuda import dtypes, extract, project, source, spec as spec_mod, static
 from astra_cuda.compile import nvcc, toolkit, torch_ext
+from astra_cuda.errors import AstraError
 from astra_cuda.project import ProjectContext
 
 STANDIN = Path(__file__).resolve().parent / "torch_standin"
@@ -159,3 +160,50 @@ def test_a_pytorch_extension_compile_gets_the_heavy_budgets(monkeypatch):
     monkeypatch.setenv(confine.MEMORY_ENV, "3G")
     monkeypatch.setenv(confine.TIME_ENV, "100")
     assert confine.compiler_memory(True) == 3 << 30 and confine.compiler_seconds(True) == 100
+
+
+HALF_OPERATORS = """\
+#include <torch/extension.h>
+#include <cuda_fp16.h>
+__global__ void add_half(__half* out, const __half* a, const __half* b, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+#ifdef __CUDA_NO_HALF_OPERATORS__
+  if (i < n) out[i] = __hadd(a[i], b[i]);
+#else
+  if (i < n) out[i] = a[i] + b[i];
+#endif
+}
+__global__ void add_half_operators(__half* out, const __half* a, const __half* b, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = a[i] + b[i];
+}
+"""
+NO_HALF = ("__CUDA_NO_HALF_OPERATORS__", "__CUDA_NO_HALF_CONVERSIONS__", "__CUDA_NO_BFLOAT16_CONVERSIONS__",
+           "__CUDA_NO_HALF2_OPERATORS__")
+
+
+def test_a_builds_undefines_drop_torchs_defines_everywhere(installed, tmp_path):
+    """vLLM's CMake and DeepSpeed's setup.py build without torch's __CUDA_NO_HALF* defines
+    (`-U`): nvcc, the device pass and the CPU build see the same macros, with and without."""
+    f = _file(tmp_path)
+    f.write_text(HALF_OPERATORS)
+    undefined = project.from_flags(undefines=NO_HALF, origin="test")
+    assert all(f"-U{n}" in undefined.options() for n in NO_HALF)
+    u = extract.unit(HALF_OPERATORS, str(f), "add_half")           # torch's macros, as nvcc has them
+    assert "-D__CUDA_NO_HALF_OPERATORS__" in u.options() and "__hadd" in u.source
+    u = extract.unit(HALF_OPERATORS, str(f), "add_half", context=undefined)
+    assert "-D__CUDA_NO_HALF_OPERATORS__" not in u.options() and "__hadd" not in u.source
+    if TK is None:
+        return
+    r = nvcc.compile(HALF_OPERATORS, str(f), ProjectContext(), "sm_90", ["add_half_operators"], toolkit=TK)
+    assert not r.ok and "-D__CUDA_NO_HALF_OPERATORS__" in r.compiler
+    r = nvcc.compile(HALF_OPERATORS, str(f), undefined, "sm_90", ["add_half_operators"], toolkit=TK)
+    assert r.ok and "-U__CUDA_NO_HALF_OPERATORS__" in r.compiler, r.log
+
+
+def test_undefines_from_a_compile_command_keep_command_line_order(tmp_path):
+    ctx = project.from_arguments(["nvcc", "-DA=1", "-UA", "-UB", "-DB", "-U", "C", "--undefine-macro=D"],
+                                 cwd=tmp_path, origin="test", source=str(tmp_path / "k.cu"))
+    assert ctx.defines == (("B", None),) and ctx.undefines == ("A", "C", "D")
+    with pytest.raises(AstraError):
+        project.from_flags(undefines=["A B"], origin="test")

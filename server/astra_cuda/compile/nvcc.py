@@ -84,6 +84,7 @@ def project_flags(context: ProjectContext, text: str = "", path: str = "") -> li
     for d in system:
         out += ["-isystem", d]
     out += list(dict.fromkeys(defines + (list(extra.defines) if extra else [])))
+    out += [f"-U{n}" for n in context.undefines]
     out.append(f"-std={extra.std if extra else context.std or DEFAULT_STD}")
     out += list(dict.fromkeys([*context.flags, *(extra.flags if extra else ())]))
     return out
@@ -219,8 +220,8 @@ def _safe_argv(flags: list[str], folder: str, build: str) -> tuple[list[str], st
     """nvcc runs its steps through a shell and does not quote every argument (a backquote in an
     include folder's name, `$(...)` in a macro's value or a file name are executed): so no
     argument comes from the user. Each include folder is reached through a link of ours in the
-    build folder (`i0` the file's own), each macro is a `#define` heading the copy; the file is
-    `astra_file.cu`. Returns (argv flags, the #define lines, link -> real folder)."""
+    build folder (`i0` the file's own), each macro is a `#define` heading the copy (an undefined one
+    an `#undef` after them); the file is `astra_file.cu`. Returns (argv flags, the #define lines, link -> real folder)."""
     argv, defines, links = [], [], {}
 
     def link(d: str) -> str:
@@ -239,6 +240,8 @@ def _safe_argv(flags: list[str], folder: str, build: str) -> tuple[list[str], st
         elif f.startswith("-D"):
             name, eq, value = f[2:].partition("=")
             defines.append(f"#define {name} {' '.join(value.splitlines()) if eq else '1'}\n")
+        elif f.startswith("-U"):   # after every -D: a macro name (project.from_flags checked it)
+            defines.append(f"#undef {f[2:]}\n")
         else:
             argv.append(f)  # -std=, the device flags: from fixed lists (project.DEVICE_FLAGS, torch_ext)
     return argv, "".join(defines), links

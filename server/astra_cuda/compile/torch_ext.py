@@ -10,6 +10,7 @@ folder for pybind11's `<Python.h>`. Its element types (`at::Half`, `c10::BFloat1
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
 import sysconfig
@@ -85,7 +86,24 @@ def standard(project_std: str | None) -> str:
 def nvcc_flags(context: ProjectContext) -> TorchFlags:
     include = () if given(context) else installed_include_dirs()
     py = python_include_dir()
-    return TorchFlags(include, (py,) if py else (), DEFINES, FLAGS, standard(context.std))
+    return TorchFlags(include, (py,) if py else (), defines(context), FLAGS, standard(context.std))
+
+
+def defines(context: ProjectContext) -> tuple[str, ...]:
+    """torch's defines less those the project's build undefines (`-U__CUDA_NO_HALF_OPERATORS__`:
+    DeepSpeed's and apex's setup.py; vLLM's CMake removes them for CUDA >= 12)."""
+    return tuple(d for d in DEFINES if d[2:].split("=", 1)[0] not in context.undefines)
+
+
+def with_defines(context: ProjectContext, text: str, path: str) -> ProjectContext:
+    """The context with torch's defines where the file is a PyTorch extension: the device pass,
+    the cut and the CPU build see the macros nvcc sees (a branch on `__CUDA_NO_HALF_OPERATORS__`
+    takes the same side everywhere)."""
+    if not uses_torch(text, path, context):
+        return context
+    have = {n for n, _ in context.defines}
+    extra = tuple((d[2:], None) for d in defines(context) if d[2:] not in have)
+    return dataclasses.replace(context, defines=context.defines + extra) if extra else context
 
 
 def read_dirs() -> tuple[str, ...]:

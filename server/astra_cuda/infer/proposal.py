@@ -78,7 +78,8 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
     constants = {**enumerators([*program.headers_beside(), *(m.text for m in program.models)]), **types.constants()}
     around = dispatch_values(program, site, types.items)   # names dispatch macros define
     if site is not None and site_model is not None:
-        constants = {**constants, **around}
+        # the launch's own file decides its names (`#define BLOCKSIZE_2STATE 256` in bitsandbytes' ops.cu)
+        constants = {**constants, **site_model.constants, **around}
         if around:
             notes.append("from the dispatch macros around the launch: " +
                          ", ".join(f"{k} = {v}" for k, v in around.items()) + " (one of the cases they offer)")
