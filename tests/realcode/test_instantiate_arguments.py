@@ -66,10 +66,30 @@ __global__ void pack_kernel(T* out, int n, Extra... extra) {
 }
 """
 
+# A type alias of the launcher over its template parameter, which only an explicit instantiation
+# without template arguments fixes (FasterTransformer addBiasGeluV2's T2: half2 for every T).
+ALIAS = """\
+template <typename T> struct Wide { using Type = float2; };
+template <typename T2>
+__global__ void wide_kernel(T2* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i].x = out[i].y;
+}
+template <typename T>
+void invoke_wide(T* out, int n) {
+  using T2 = typename Wide<T>::Type;
+  wide_kernel<T2><<<(n / 2 + 255) / 256, 256>>>(reinterpret_cast<T2*>(out), n / 2);
+}
+template void invoke_wide(float* out, int n);
+"""
+
 CASES = [(PACKED, "gate_kernel", "<float, Packed<float>::Type, act<float>, packed_act<Packed<float>::Type>>"),
          (ATTENTION, "attend_kernel", "<float, 128, kv::CacheKind::kAuto>"),
          (ACTIVATION, "ops::activate_kernel", "<ops::Gelu, float, float>"),
-         (PACK, "pack_kernel", "<float>")]
+         (PACK, "pack_kernel", "<float>"),
+         (ALIAS, "wide_kernel", "<Wide<float>::Type>")]
+IDS = ["typename-after-angle", "launcher-default-and-enum", "template-template-in-namespace", "empty-pack",
+       "launcher-alias-over-a-deduced-parameter"]
 
 
 def _instantiate(tmp_path, text, kernel):
@@ -80,8 +100,7 @@ def _instantiate(tmp_path, text, kernel):
     return line.split("=", 1)[1].strip().strip('"'), prop
 
 
-@pytest.mark.parametrize("text,kernel,expected", CASES, ids=["typename-after-angle", "launcher-default-and-enum",
-                                                              "template-template-in-namespace", "empty-pack"])
+@pytest.mark.parametrize("text,kernel,expected", CASES, ids=IDS)
 def test_the_proposed_template_arguments(tmp_path, text, kernel, expected):
     got, prop = _instantiate(tmp_path, text, kernel)
     assert got == expected, prop.notes
@@ -96,8 +115,7 @@ TK = toolkit.find()
 
 
 @pytest.mark.skipif(TK is None, reason="no CUDA toolkit (nvcc) here")
-@pytest.mark.parametrize("text,kernel,expected", CASES[:3], ids=["typename-after-angle", "launcher-default-and-enum",
-                                                                  "template-template-in-namespace"])
+@pytest.mark.parametrize("text,kernel,expected", CASES[:3] + CASES[4:], ids=IDS[:3] + IDS[4:])
 def test_nvcc_accepts_the_proposed_instantiation(tmp_path, monkeypatch, text, kernel, expected):
     """The proposal, appended to the file at global scope as Astra appends it, compiles."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))

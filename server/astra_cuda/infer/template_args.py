@@ -80,33 +80,102 @@ def _resolve_arg(arg: str, site: LaunchSite | None, program, constants: dict[str
     arg = " ".join(re.sub(r"\btypename\s+", "", arg).split())   # not needed outside a template
     if _acceptable(arg, known):
         return arg
-    # a template parameter of the launching function: what its callers give it, else its default
+    # a template parameter of the launching function: what its callers give it, else its default;
+    # a type alias of its body (`using T2 = typename TypeConverter<T>::Type;`) over those
     if site is not None and program is not None and site.function:
         fn = program.function(site.function)
         params = _template_param_names(fn[0]) if fn is not None else []
-        if arg in params:
-            idx = params.index(arg)
-            default = _template_param_defaults(fn[0]).get(arg) if fn is not None else None
-            for inst in program.instantiations(site.function):
-                given = _usable(inst[idx], known, constants) if idx < len(inst) else None
-                if given is not None:
-                    notes.append(f"template parameter `{name}`: `{arg}` of `{site.function}` from its explicit "
-                                 f"instantiation `{site.function}<{', '.join(inst)}>`")
-                    return given
-            for call in program.calls(site.function):
-                given = _usable(call.template_args[idx], known, constants) if idx < len(call.template_args) else None
-                if given is not None:
-                    notes.append(f"template parameter `{name}`: `{arg}` of `{site.function}` as "
-                                 f"`{call.caller or 'its caller'}` calls it (`{site.function}<"
-                                 f"{', '.join(call.template_args)}>`)")
-                    return given
-            given = _usable(default, known, constants) if default is not None else None
-            if given is not None:
-                notes.append(f"template parameter `{name}`: `{arg}` of `{site.function}`, its default `{default}`")
-                return given
+        if fn is not None and arg in params:
+            return _launcher_param(site.function, fn[0], arg, program, constants, notes, name, known)
+        alias = _local_alias(fn[0], arg) if fn is not None else None
+        if fn is not None and alias is not None:
+            for p in params:
+                if re.search(rf"\b{re.escape(p)}\b", alias):
+                    value = _launcher_param(site.function, fn[0], p, program, constants, [], name, known)
+                    if value is None:
+                        return None
+                    alias = _replace_word(alias, p, value)
+            if _acceptable(alias, known):
+                notes.append(f"template parameter `{name}`: `{arg}` of `{site.function}` is `{alias}`")
+                return alias
     value = _constant_value(arg, constants)
     if value is not None:
         return value
+    return None
+
+
+def _launcher_param(function: str, fn, param: str, program, constants: dict[str, str], notes: list[str],
+                    name: str, known: frozenset[str]) -> str | None:
+    """What the launching function's template parameter `param` is bound to: by its explicit
+    instantiations (written or deduced from their parameter types), its callers, its default."""
+    idx = _template_param_names(fn).index(param)
+    for inst in program.instantiations(function):
+        given = _usable(inst[idx], known, constants) if idx < len(inst) else None
+        if given is not None:
+            notes.append(f"template parameter `{name}`: `{param}` of `{function}` from its explicit "
+                         f"instantiation `{function}<{', '.join(inst)}>`")
+            return given
+    for call in program.calls(function):
+        given = _usable(call.template_args[idx], known, constants) if idx < len(call.template_args) else None
+        if given is not None:
+            notes.append(f"template parameter `{name}`: `{param}` of `{function}` as "
+                         f"`{call.caller or 'its caller'}` calls it (`{function}<{', '.join(call.template_args)}>`)")
+            return given
+    for model in program.models:
+        deduced = _deduced(fn, param, function, model.text)
+        given = _usable(deduced, known, constants) if deduced is not None else None
+        if given is not None:
+            notes.append(f"template parameter `{name}`: `{param}` of `{function}` is `{given}` in its first "
+                         f"explicit instantiation")
+            return given
+    default = _template_param_defaults(fn).get(param)
+    given = _usable(default, known, constants) if default is not None else None
+    if given is not None:
+        notes.append(f"template parameter `{name}`: `{param}` of `{function}`, its default `{default}`")
+    return given
+
+
+def _param_types(node) -> list[str]:
+    """The base type of each parameter of the first function declarator under `node`."""
+    decl = next((n for n in _walk(node) if n.type == "function_declarator"), None)
+    params = decl.child_by_field_name("parameters") if decl is not None else None
+    out = []
+    for p in (params.named_children if params is not None else []):
+        t = p.child_by_field_name("type")
+        out.append(" ".join(t.text.decode().split()) if t is not None else "")
+    return out
+
+
+def _deduced(fn, param: str, function: str, text: str) -> str | None:
+    """`param` as the first explicit instantiation without template arguments fixes it by its
+    parameter types: `template void invoke(float* out, ...);` makes `T* out`'s T float."""
+    if function.split("::")[-1] + "(" not in text.replace(" (", "("):
+        return None
+    mine = _param_types(fn)
+    if param not in mine:
+        return None
+    root = source.parser().parse(text.encode("utf-8")).root_node
+    for n in (n for n in _walk(root) if n.type == "template_instantiation"):   # in namespaces too
+        decl = next((d for d in _walk(n) if d.type == "function_declarator"), None)
+        head = decl.child_by_field_name("declarator") if decl is not None else None
+        if head is None or head.type != "identifier" or head.text.decode() != function.split("::")[-1]:
+            continue
+        theirs = _param_types(n)
+        if len(theirs) == len(mine):
+            return theirs[mine.index(param)] or None
+    return None
+
+
+def _local_alias(fn, name: str) -> str | None:
+    """What a type alias declared in the function's body stands for (`using` or `typedef`)."""
+    for n in _walk(fn):
+        if n.type == "alias_declaration" and n.child_by_field_name("name") is not None \
+                and n.child_by_field_name("name").text.decode() == name:
+            t = n.child_by_field_name("type")
+            return " ".join(re.sub(r"\btypename\s+", "", t.text.decode()).split()) if t is not None else None
+        if n.type == "type_definition" and any(d.text.decode() == name for d in n.children_by_field_name("declarator")):
+            t = n.child_by_field_name("type")
+            return " ".join(re.sub(r"\btypename\s+", "", t.text.decode()).split()) if t is not None else None
     return None
 
 
