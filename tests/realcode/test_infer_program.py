@@ -157,6 +157,23 @@ def test_a_draft_that_does_not_compile_is_said_first_and_no_alternative_is_run()
     assert chosen.notes[0].startswith("NOT RUN before it was proposed: compile: error")
 
 
+def test_an_instantiation_nvcc_refuses_says_which_template_arguments_were_guessed():
+    """Issue 24: a draft whose guessed template arguments nvcc refuses (sgl-kernel's topk softmax:
+    VPT = 1 fails its static_assert) says which were guessed, not only nvcc's error."""
+    from astra_cuda.infer import Proposal, validate
+    first = Proposal("/* @astra a */\n", ["template parameter `T`: no launch gives it; took float",
+                                          "template parameter `VPT`: no launch gives it; took 1",
+                                          "template parameter `N`: `N` of `launch`, its default `4`"])
+    error = "compile: error: in Astra's instantiation of `topk<float, 1>` (the spec's `instantiate`): static assertion"
+    chosen = validate.first_that_runs(first, lambda p: validate.Trial(False, False, error), lambda d: None, "cpu")
+    assert chosen.notes[1] == ("Astra could not name an instantiation nvcc accepts: no launch, explicit instantiation "
+                               "or default gives `T` (taken as float), `VPT` (taken as 1) — set `instantiate` to "
+                               "arguments the project launches the kernel with")
+    other = validate.first_that_runs(first, lambda p: validate.Trial(False, False, "compile: error: x"),
+                                     lambda d: None, "cpu")
+    assert not any("could not name" in n for n in other.notes)
+
+
 @needs_gxx
 def test_an_input_the_kernel_writes_is_proposed_as_inout_after_a_run(project):
     f = project("w.cu", "__global__ void rowsum(float* out, const float* in, int rows, int cols) {\n"

@@ -8,6 +8,7 @@ this module never starts a worker.
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -77,6 +78,9 @@ def first_that_runs(first: Proposal, trial: Callable[[Proposal], Trial],
         lines.append(f"ran before it was proposed ({backend} backend): {result.evidence}")
     elif not result.ran:
         lines.append(f"NOT RUN before it was proposed: {result.evidence}")
+        why = unnamed_instantiation(result.evidence, chosen.notes)
+        if why:
+            lines.append(why)
     else:
         lines.append(f"RAN and FAILED under this spec ({backend} backend): {result.evidence} — the spec or "
                      f"the kernel is wrong; check the notes below first")
@@ -84,3 +88,21 @@ def first_that_runs(first: Proposal, trial: Callable[[Proposal], Trial],
         if p is not chosen:
             lines.append(f"alternative tried and set aside: {t.evidence}")
     return dataclasses.replace(chosen, notes=lines + chosen.notes)
+
+
+_GUESSED = re.compile(r"template parameter `(\w+)`: no launch gives it; took `?([^`—]+?)`?(?:,|$| \()")
+
+
+def unnamed_instantiation(evidence: str, notes: list[str]) -> str | None:
+    """Why Astra could not name an instantiation nvcc accepts, where that is why the draft did
+    not compile: the template parameters no launch, explicit instantiation or default gave, and
+    what each was taken as."""
+    if "Astra's instantiation of" not in evidence:
+        return None
+    guessed = [m.groups() for n in notes for m in [_GUESSED.match(n)] if m]
+    if not guessed:
+        return ("Astra could not name an instantiation nvcc accepts although every template argument came "
+                "from the program: set `instantiate` to arguments the project launches the kernel with")
+    return ("Astra could not name an instantiation nvcc accepts: no launch, explicit instantiation or default "
+            "gives " + ", ".join(f"`{n}` (taken as {v.strip()})" for n, v in guessed)
+            + " — set `instantiate` to arguments the project launches the kernel with")
