@@ -64,6 +64,17 @@ __global__ void k(float* x) {
         cpu.compile(unit("#include <cuda/std/barrier>\n__global__ void k(float* x) {}\n"), ["k"], filename="user.cu")
 
 
+
+def test_cub_brings_libcuxx_function_objects_as_the_real_cub_does(cpu):
+    # bitsandbytes: `BlockReduce(...).Reduce(v, cuda::maximum<>{})` with only <cuda/std/functional>
+    src = ("#include <cub/block/block_reduce.cuh>\n#include <cuda/std/functional>\n"
+           "__global__ void k(float* x) {\n  using BR = cub::BlockReduce<float, 64>;\n"
+           "  __shared__ typename BR::TempStorage t;\n  float m = BR(t).Reduce(x[threadIdx.x], cuda::maximum<>{});\n"
+           "  if (threadIdx.x == 0) x[0] = m;\n}\n")
+    a = np.random.default_rng(0).standard_normal(64).astype(np.float32)
+    assert run(cpu, src, "k", (1,), (64,), [a.copy()])[0][0] == a.max()
+
+
 # Idioms the CPU runs as C++ with the instruction's exact effect (inline_asm.emulate).
 IDIOMS = r"""
 __device__ __forceinline__ void load16(void* dst, const void* src) {

@@ -88,15 +88,22 @@ def libcuxx_flags(source: str) -> list[str]:
     mode — before the shim and NVRTC's macros, as a host compiler's build of them — and put CCCL's
     folder (with its own `nv/target`) ahead of the stand-ins. Their `#include` in the unit then
     finds them done. [] when the unit includes none."""
-    heads = list(dict.fromkeys(p for p in screen.includes(source) if screen.host_libcuxx(p)))
-    if not heads:
+    included = screen.includes(source)
+    heads = list(dict.fromkeys(p for p in included if screen.host_libcuxx(p)))
+    # the real CUB brings libcu++'s function objects (cuda::maximum, cuda::std::plus); its stand-in does
+    # not, so a unit that includes CUB and names cuda:: gets them (one that does not keeps the PCH)
+    implied = ["cuda/std/functional", "cuda/functional"] \
+        if "cuda::" in source and any(p.startswith("cub/") for p in included) else []
+    if not heads and not implied:
         return []
     folder = next((str(c) for d in cuda_include_dirs() for c in (Path(d) / "cccl", Path(d))
                    if (c / "cuda" / "std" / "limits").is_file()), None)
     if folder is None:
+        if not heads:
+            return []
         raise Unsupported("the CPU backend cannot run this kernel faithfully; needs a GPU to verify: libcu++ ("
                           + ", ".join(heads) + ") is not installed for the host compiler (nvidia-cuda-cccl)")
-    return ["-isystem", folder, *(x for h in heads for x in ("-include", h))]
+    return ["-isystem", folder, *(x for h in dict.fromkeys(heads + implied) for x in ("-include", h))]
 
 
 SANITIZERS = ("", "address", "thread")  # plain build, ASan (out of bounds), TSan (data races)
