@@ -68,8 +68,22 @@ HEAVY_SECONDS = 240.0
 
 
 def heavy(options: Iterable[str]) -> bool:
-    """Whether a compile with these options is a PyTorch extension's (torch's define or include folder)."""
-    return any("TORCH_API_INCLUDE_EXTENSION_H" in o or o.rstrip("/").endswith("torch/include") for o in options)
+    """Whether a compile with these options reads the torch installed beside Astra (a PyTorch
+    extension's: `-I`/`-isystem` of its include folder, by real path). Never what a file or a
+    project can say of itself — a define, a project folder named torch/include — so hostile code
+    cannot buy the larger budgets; a project's own copy of torch gets them from the user
+    ($ASTRA_COMPILER_MEMORY, $ASTRA_COMPILER_TIMEOUT)."""
+    from .compile import torch_ext
+    installed = set(torch_ext.installed_include_dirs())
+    if not installed:
+        return False
+    folders, it = [], iter(options)
+    for o in it:
+        if o in ("-I", "-isystem"):
+            folders.append(next(it, ""))
+        elif o.startswith(("-I", "-isystem")):
+            folders.append(o.removeprefix("-isystem") if o.startswith("-isystem") else o[2:])
+    return any(f and os.path.realpath(f) in installed for f in folders)
 
 
 def compiler_seconds(heavy: bool = False) -> float:

@@ -202,6 +202,12 @@ BOUNDS = [
            "no file over 64 MiB written, the compile stopped at its memory bound",
            "compilers of user code write files of at most 64 MiB; an in-process compile's growth watched (2 GiB)",
            body="__device__ char astra_big[300 << 20] = {1};\n", arg="astra_big[i]"),
+    Attack("torch_budget_claimed", "bounds", "a project that claims to be a PyTorch extension to get its compile "
+           "budgets (6 GiB, 240 s): compile_commands.json with `-DTORCH_API_INCLUDE_EXTENSION_H` and `-I` of a "
+           "folder of its own named torch/include, then the 300 MB array",
+           "nvcc stopped at 2 GiB within 60 s", "confine.heavy: only the installed torch's own include "
+           "folders (by real path) buy the larger budgets, never a define or a project folder",
+           body='#include <torch/extension.h>\n__device__ char astra_big[300 << 20] = {1};\n', arg="astra_big[i]"),
     Attack("module_cache_flood", "bounds", "many large modules (each under the file bound) filling the module cache",
            "the cache stays under its byte quota, the oldest first", "toolchain.prune_cache: 1 GiB of modules"),
 ]
@@ -292,6 +298,17 @@ SCREEN = [
            "refused before compiling", "screen: weakref",
            body='static int run(const char*) __attribute__((weakref("system")));\n'
                 '__global__ void k(int* x) { x[0] = run("id"); }\n'),
+    Attack("dlvsym_lookup", "screen", "dlvsym(RTLD_DEFAULT, \"system\", \"GLIBC_2.2.5\") to reach system by "
+           "its versioned name (not on the name list)", "refused before compiling", "screen: names",
+           body='#include <dlfcn.h>\n__global__ void k(int* x) { void* f = dlvsym(RTLD_DEFAULT, "system", '
+                '"GLIBC_2.2.5"); x[0] = f != 0; }\n'),
+    Attack("dprintf_to_descriptor", "screen", "dprintf onto an inherited descriptor (a write the list did not "
+           "name)", "refused before compiling", "screen: names",
+           body='#include <cstdio>\n__global__ void k(int* x) { x[0] = dprintf(3, "x"); }\n'),
+    Attack("cxa_atexit_handler", "screen", "__cxa_atexit / atexit registering a handler that runs after the "
+           "check (the executor outlived `astra check`)", "refused before compiling", "screen: names",
+           body='#include <cstdlib>\nextern "C" int __cxa_atexit(void (*)(void*), void*, void*);\n'
+                'static void astra_h(void*) {}\n__global__ void k(int* x) { x[0] = __cxa_atexit(astra_h, 0, 0); }\n'),
     Attack("mkostemp_plain", "screen", "mkostemp and renameat2 called plainly", "refused before compiling",
            "screen: names", body='__global__ void k(int* x) { char t[] = "/tmp/aXXXXXX"; x[0] = mkostemp(t, 0); '
                                  'renameat2(0, t, 0, "/tmp/b", 0); }\n'),

@@ -320,7 +320,7 @@ def _bounded_cli(*args, env=None, timeout=240) -> subprocess.CompletedProcess:
                           timeout=timeout, env=env, cwd=ROOT, preexec_fn=limit)
 
 
-BOUNDED = [a for a in by_kind("bounds") if a.name != "module_cache_flood"]
+BOUNDED = [a for a in by_kind("bounds") if a.name not in ("module_cache_flood", "torch_budget_claimed")]
 
 
 @pytest.mark.parametrize("compiler", ["nvrtc", "nvcc"])
@@ -359,6 +359,31 @@ def test_bounded_before_anything_runs(attack, compiler, tmp_path):
     else:
         pytest.fail(f"no expectation written for {attack.name}")
     assert seconds < 60, seconds
+
+
+def test_torch_budget_claimed(tmp_path):
+    """A project cannot buy a PyTorch extension's compile budgets (6 GiB, 240 s) by saying it is
+    one: torch's define and a torch/include folder of its own in compile_commands.json leave
+    nvcc at 2 GiB (the 300 MB array stops there, as without them)."""
+    from astra_cuda.compile import toolkit
+    if toolkit.find() is None:
+        pytest.skip("no CUDA toolkit here")
+    attack = next(a for a in by_kind("bounds") if a.name == "torch_budget_claimed")
+    proj = tmp_path / "proj"
+    fake = proj / "third_party" / "torch" / "include"
+    (fake / "torch").mkdir(parents=True)
+    (proj / ".git").mkdir()
+    (fake / "torch" / "extension.h").write_text("#pragma once\n")
+    f = proj / "k.cu"
+    f.write_text(attack.body + SMALL_KERNEL.format(value=attack.arg))
+    (proj / "compile_commands.json").write_text(json.dumps([{"directory": str(proj), "file": "k.cu", "arguments": [
+        "nvcc", f"-I{fake}", "-DTORCH_API_INCLUDE_EXTENSION_H", "-c", "k.cu"]}]))
+    env = {k: v for k, v in os.environ.items() if k not in ("ASTRA_COMPILER_MEMORY", "ASTRA_COMPILER_TIMEOUT")}
+    t0 = time.monotonic()
+    r = _bounded_cli("check", str(f), "--backend", "static", env=env)
+    said = r.stdout + r.stderr
+    assert r.returncode == 1 and "needed more than 2048 MiB" in said and "Traceback" not in said, said[-3000:]
+    assert time.monotonic() - t0 < 60
 
 
 def test_expression_explosion_on_the_cpu_backend(tmp_path):

@@ -143,18 +143,25 @@ def test_without_torch_nvrtc_judges_the_cut_unit_and_says_why(absent, tmp_path):
     assert r.compiler.startswith("NVRTC ") and why in r.compiler
 
 
-def test_a_pytorch_extension_compile_gets_the_heavy_budgets(monkeypatch):
+def test_a_pytorch_extension_compile_gets_the_heavy_budgets(installed, monkeypatch, tmp_path):
     """torch's ~6,000 headers need more than 2 GiB of address space in nvcc's front end (an H200
-    run refused every vLLM file with 'out of memory' at 2 GiB): torch's define or include folder
-    in the options give 6 GiB and 240 s; anything else keeps 2 GiB and 45 s; the user's own
-    settings win over both."""
+    run refused every vLLM file with 'out of memory' at 2 GiB): the installed torch's include
+    folders in the options (by real path) give 6 GiB and 240 s; anything else keeps 2 GiB and
+    45 s — torch's define, a project folder named torch/include or a link to one of the project's
+    (what a hostile file or compile_commands.json can give itself); the user's settings win."""
     from astra_cuda import confine
     monkeypatch.delenv(confine.MEMORY_ENV, raising=False)
     monkeypatch.delenv(confine.TIME_ENV, raising=False)
-    torch_opts = ["-I/x/site-packages/torch/include", "-DTORCH_API_INCLUDE_EXTENSION_H"]
-    assert confine.heavy(torch_opts) and confine.heavy(torch_opts[1:]) and confine.heavy(torch_opts[:1])
-    assert not confine.heavy(["-I/proj/include", "-DNDEBUG", "-I/x/torch_like"])
-    assert confine.compiler_memory(confine.heavy(torch_opts)) == 6 << 30
+    inc, api = torch_ext.installed_include_dirs()
+    (tmp_path / "link").symlink_to(inc)
+    assert confine.heavy([f"-I{inc}"]) and confine.heavy(["-isystem", api]) and confine.heavy([f"-I{tmp_path}/link"])
+    fake = tmp_path / "proj" / "torch" / "include"
+    (fake / "torch").mkdir(parents=True)
+    (fake / "torch" / "extension.h").write_text("// not torch\n")
+    for hostile in (["-DTORCH_API_INCLUDE_EXTENSION_H"], [f"-I{fake}", "-DTORCH_API_INCLUDE_EXTENSION_H"],
+                    ["-I/x/site-packages/torch/include"], ["-I/proj/include", "-DNDEBUG", "-I/x/torch_like"]):
+        assert not confine.heavy(hostile), hostile
+    assert confine.compiler_memory(confine.heavy([f"-I{inc}"])) == 6 << 30
     assert confine.compiler_seconds(True) == 240 and confine.compiler_seconds(False) == 45
     assert confine.compiler_memory(False) == 2 << 30
     monkeypatch.setenv(confine.MEMORY_ENV, "3G")

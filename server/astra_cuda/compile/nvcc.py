@@ -214,6 +214,7 @@ class _Raw:
     symbols: list[list]     # [name, demangled, entry] of each cubin symbol
     ptx: str = ""           # when ptxas failed: the PTX, to map its messages to lines
     timed_out: float = 0.0  # the limit it ran past (0: finished)
+    memory: int = 0         # the address space it ran under (0: an older entry's, the default)
 
 
 def _safe_argv(flags: list[str], folder: str, build: str) -> tuple[list[str], str, dict[str, str]]:
@@ -278,7 +279,7 @@ def _run(toolkit: Toolkit, copy: str, path: str, flags: list[str], arch: str, bu
     symbols = [[s.name, s.demangled, s.entry] for s in cubin.symbols(Path(out).read_bytes())] if ok else []
     ptx = _ptx(cmd, sandbox, build, timeout_s) if not ok and "ptxas" in log and \
         not messages.FRONT_ERROR.search(log) else ""
-    return _Raw(ok, log, deps, symbols, _real(ptx, links, build))
+    return _Raw(ok, log, deps, symbols, _real(ptx, links, build), memory=sandbox.memory)
 
 
 def _interpret(raw: _Raw, text: str, path: str, names: dict[str, int | None], toolkit: Toolkit, label: str,
@@ -297,7 +298,7 @@ def _interpret(raw: _Raw, text: str, path: str, names: dict[str, int | None], to
     diags += messages.preprocessor_diagnostics(raw.log, path, said, places)
     diags += messages.ptxas_diagnostics(raw.log, raw.ptx, path, found, said)
     if not raw.ok and not any(d.severity == "error" for d in diags):
-        diags.append(messages.failed_without_message(raw.log, said))
+        diags.append(messages.failed_without_message(raw.log, said, raw.memory))
     diags += [Diagnostic(0, 0, 0, 1, "error", msg, code="kernel", source=said) for msg in problems]
     diags = _first_per_instantiation(diags)
     return NvccResult(raw.ok, cubin_path, tuple(diags), messages.resources(raw.log, found), found, raw.log, label,

@@ -39,6 +39,8 @@ execveat clone3 unshare setns prctl seccomp bpf perf_event_open process_vm_readv
 userfaultfd dl_iterate_phdr environ __environ fgets fputs fputc fgetc getc putc fwrite fread fprintf
 vfprintf fscanf vfscanf fflush fseek fseeko ftell rewind setvbuf setbuf getline getdelim stdin stdout
 stderr fileno popen2 daemon setsid setpgid
+dlvsym dladdr dlinfo dprintf vdprintf atexit __cxa_atexit at_quick_exit on_exit __cxa_thread_atexit
+__cxa_thread_atexit_impl pthread_atfork
 """.split())
 
 # Attributes that run code at load time, rename symbols or redirect calls: `__attribute__((constructor))`
