@@ -107,6 +107,9 @@ class Analyzer:
         self.constants = constants            # 'x128::size' -> 8
         self.facts = Facts({p.name: Use() for p in kernel.params if p.is_pointer})
         self.env: dict[str, Iv | Ptr | str] = {}
+        # `aEnd = aBegin + wA - 1`: aEnd is aBegin plus an offset (kept apart so a loop from aBegin
+        # to aEnd counts its trips although both vary with the block)
+        self.offsets: dict[str, tuple[str, Iv]] = {}
         for p in kernel.params:
             if p.is_pointer:   # a `half2*` over a half buffer steps two elements at a time
                 self.env[p.name] = Ptr(p.name, Iv.point(0), (lanes or {}).get(p.name, 1))
@@ -239,16 +242,19 @@ class Analyzer:
                 self.expr(init)
         # what the update steps (i++, i += blockDim.x) runs from its start up to the condition's bound
         update = st.child_by_field_name("update")
+        starts: dict[str, tuple[Iv, Iv | None]] = {}   # stepped name -> (its start, its step)
         for n in (source._walk(update) if update is not None else ()):
             if n.type in ("update_expression", "assignment_expression"):
                 target = n.child_by_field_name("argument") or n.child_by_field_name("left")
                 cur = self.env.get(target.text.decode()) if target is not None else None
                 if isinstance(cur, Iv):
+                    starts[target.text.decode()] = (cur, self._step(n))
                     self.env[target.text.decode()] = Iv(cur.lo, None)
         cond = st.child_by_field_name("condition")
         if cond is not None:
             self.expr(cond)
             self.refine(cond, True)
+            self._lockstep(init, cond, starts)
         body = st.child_by_field_name("body")
         if body is not None:
             self.stmt(body)
@@ -282,10 +288,68 @@ class Analyzer:
                 self.env[name] = UNKNOWN
                 continue
             v = self.expr(value)
+            rel = self._offset_of(value)
+            if rel is not None and rel[0] != name:
+                self.offsets[name] = rel
             if isinstance(v, Ptr) and target is not None and target.type == "pointer_declarator":
                 elem = type_text.split()[-1] if type_text else ""
                 v = self._rescale(v, elem)
             self.env[name] = v if isinstance(v, (Iv, Ptr)) else UNKNOWN
+
+    def _offset_of(self, n: Node | None) -> tuple[str, Iv] | None:
+        """`base + e - f` as (base, the interval of e - f), base a plain integer variable."""
+        n = _unparen(n)
+        if n is None:
+            return None
+        if n.type == "identifier" and isinstance(self.env.get(n.text.decode()), Iv):
+            return self.offsets.get(n.text.decode(), (n.text.decode(), Iv.point(0)))
+        op = n.child_by_field_name("operator") if n.type == "binary_expression" else None
+        if op is None or op.type not in ("+", "-"):
+            return None
+        left = self._offset_of(n.child_by_field_name("left"))
+        right = self.expr(n.child_by_field_name("right"), evaluate_only=True)
+        if left is None or not isinstance(right, Iv):
+            return None
+        return left[0], _add(left[1], right if op.type == "+" else _mul(right, Iv.point(-1)))
+
+    def _step(self, n: Node) -> Iv | None:
+        """What one update adds (`i++`: 1, `b += bStep`: bStep's value)."""
+        if n.type == "update_expression":
+            return Iv.point(1 if "++" in n.text.decode() else -1)
+        op = n.child_by_field_name("operator")
+        if op is None or op.type != "+=":
+            return None
+        v = self.expr(n.child_by_field_name("right"), evaluate_only=True)
+        return v if isinstance(v, Iv) else None
+
+    def _lockstep(self, init: Node | None, cond: Node, starts: dict[str, tuple[Iv, Iv | None]]) -> None:
+        """`for (a = aBegin, b = bBegin; a <= aEnd; a += aStep, b += bStep)`: the trips the first
+        name makes from its start to a bound that is that start plus an offset bound how far the
+        names stepped with it reach."""
+        cond = _unparen(cond)
+        op = cond.child_by_field_name("operator") if cond is not None and cond.type == "binary_expression" else None
+        if op is None or op.type not in ("<", "<=") or init is None:
+            return
+        left, right = _unparen(cond.child_by_field_name("left")), cond.child_by_field_name("right")
+        name = left.text.decode() if left is not None and left.type == "identifier" else ""
+        first = {}   # each stepped name's initializer
+        for n in source._walk(init):
+            if n.type in ("init_declarator", "assignment_expression"):
+                lhs = n.child_by_field_name("declarator") or n.child_by_field_name("left")
+                rhs = n.child_by_field_name("value") or n.child_by_field_name("right")
+                if lhs is not None and rhs is not None:
+                    first[lhs.text.decode()] = rhs
+        start, bound = self._offset_of(first.get(name)), self._offset_of(right)
+        step = starts.get(name, (None, None))[1]
+        if start is None or bound is None or start[0] != bound[0] or step is None or step.lo is None or step.lo < 1 \
+                or step.lo != step.hi or bound[1].hi is None or start[1].lo is None:
+            return
+        span = bound[1].hi - start[1].lo - (1 if op.type == "<" else 0)
+        trips = span // step.lo + 1 if span >= 0 else 0
+        for other, (begin, by) in starts.items():
+            if other == name or by is None or by.hi is None or by.lo is None or by.lo < 0 or begin.hi is None:
+                continue
+            self.env[other] = Iv(begin.lo, begin.hi + max(0, trips - 1) * by.hi)
 
     def _rescale(self, p: Ptr, elem: str) -> Ptr:
         """A pointer of another element type over the same parameter (uint4* over halves)."""
@@ -414,6 +478,7 @@ class Analyzer:
                 return None
             right = self.expr(rnode, evaluate_only=evaluate_only)
             if left is not None and left.type == "identifier":
+                self.offsets.pop(left.text.decode(), None)   # no longer its base plus an offset
                 name = left.text.decode()
                 cur = self.env.get(name)
                 if op == "=" and isinstance(right, (Iv, Ptr)):

@@ -38,3 +38,49 @@ def test_the_launchers_asserts_are_required_and_the_bench_meets_them(project):
     assert {"len >= 4", "len <= 256", "batch * len % 256 == 0"} <= set(s.require)
     assert s.args["dst"].shape in (("batch", "len"), (s.grid[0], "256"))
     assert s.bench_cases() and all(c["len"] <= 256 for c in s.bench_cases())
+
+
+TILED = ("template <int T> __global__ void tiled_mm(float* C, const float* A, const float* B, int wA, int wB) {\n"
+         "  int aBegin = wA * T * blockIdx.y, aEnd = aBegin + wA - 1, bBegin = T * blockIdx.x;\n"
+         "  float acc = 0;\n"
+         "  for (int a = aBegin, b = bBegin; a <= aEnd; a += T, b += T * wB) {\n"
+         "    __shared__ float As[T][T], Bs[T][T];\n"
+         "    As[threadIdx.y][threadIdx.x] = A[a + wA * threadIdx.y + threadIdx.x];\n"
+         "    Bs[threadIdx.y][threadIdx.x] = B[b + wB * threadIdx.y + threadIdx.x];\n    __syncthreads();\n"
+         "    for (int k = 0; k < T; ++k) acc += As[threadIdx.y][k] * Bs[k][threadIdx.x];\n    __syncthreads();\n  }\n"
+         "  C[wB * T * blockIdx.y + T * blockIdx.x + wB * threadIdx.y + threadIdx.x] = acc;\n}\n"
+         "void mm(float* C, const float* A, const float* B, int bs, const dim3& dimsA, const dim3& dimsB) {\n"
+         "  dim3 threads(bs, bs);\n  dim3 grid(dimsB.x / threads.x, dimsA.y / threads.y);\n"
+         "  if (bs == 16) tiled_mm<16><<<grid, threads>>>(C, A, B, dimsA.x, dimsB.x);\n"
+         "  else tiled_mm<32><<<grid, threads>>>(C, A, B, dimsA.x, dimsB.x);\n}\n"
+         "int main() { mm(0, 0, 0, 32, dim3(320, 320), dim3(640, 320)); }\n")
+
+
+def test_a_tiled_launch_is_read_in_the_branch_that_fixes_its_tile(project):
+    """`if (bs == 16) k<16><<<grid(dimsB.x / bs, dimsA.y / bs), dim3(bs, bs)>>>`: inside that branch
+    the block is 16 x 16 whatever main passes; a field of the launcher's dim3 is a size of its own,
+    and the second index stepped with the loop's (`b += T * wB`) reaches as far as its trips take it."""
+    project("mm.cu", TILED)
+    s, p = infer(project, "mm.cu", "tiled_mm")
+    assert s.instantiate == "<16>" and s.block == ("16", "16")
+    assert s.grid == ("wB / 16", "dimsA_y / 16")
+    assert s.args["C"].shape == ("dimsA_y", "wB") and s.args["A"].shape == ("dimsA_y", "wA")
+    assert s.args["B"].shape == ("wA", "wB")
+
+
+def test_a_fault_on_a_partial_tile_is_tried_again_with_whole_tiles(project):
+    from astra_cuda.infer import Proposal, validate
+    first = Proposal("/* @astra a */\n")
+    runs = {first.comment: validate.Trial(True, False, "launch: crashed", ("launch",), (("wA", 100),))}
+    asked = []
+
+    def redo(decide):
+        asked.append(decide)
+        return None
+    validate.first_that_runs(first, lambda p: runs[p.comment], redo, "cpu")
+    assert {"tiles": "block"} in asked
+    project("mm.cu", TILED)
+    path = project.root / "mm.cu"
+    snap = api.snapshot(path.read_text(), str(path))
+    tiled = api.infer.infer(snap.model.kernel("tiled_mm"), snap.model, path=str(path), decide={"tiles": "block"})
+    assert "wA % 16 == 0" in tiled.comment and any("whole tiles of 16" in n for n in tiled.notes)

@@ -132,6 +132,16 @@ class _HostExprs:
             value = self.constants.get(node.text.decode().replace(" ", ""))
             inner = source.parse_expression(value) if value is not None and depth < _MAX_CONSTANT_DEPTH else None
             r = self._expr(inner, free, depth + 1) if inner is not None else None
+            if r is None and value is None:   # `dimsA.y` of the launcher's own dim3 or struct: a size `dimsA_y`
+                arg, fld = node.child_by_field_name("argument"), node.child_by_field_name("field")
+                if arg is not None and fld is not None and arg.type == "identifier" and \
+                        node.child_by_field_name("operator") is not None and node.child_by_field_name("operator").type == ".":
+                    alias = f"{arg.text.decode()}_{fld.text.decode()}"
+                    if (alias,) in self.mapping:
+                        return self.mapping[(alias,)]
+                    if free is not None and self.keep_locals:
+                        free.append(alias)
+                        return alias
             return f"({r})" if r is not None else None
         if t == "call_expression":
             return self._call(node, ex)

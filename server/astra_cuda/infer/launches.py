@@ -109,7 +109,31 @@ def declared_names(model: SourceModel, function: str | None) -> set[str]:
 
 
 def _host_locals(model: SourceModel, site: LaunchSite) -> dict[str, str]:
-    return host_locals(model, site.function)
+    return {**host_locals(model, site.function), **_guards(model, site)}
+
+
+def _guards(model: SourceModel, site: LaunchSite) -> dict[str, str]:
+    """Names an enclosing `if (block_size == 16)` fixes where the launch is written: inside that
+    branch the launch is `k<16><<<..., dim3(block_size, block_size)>>>` with block_size 16."""
+    tree = source.parser().parse(model.text.encode()).root_node
+    node = tree.descendant_for_byte_range(site.span.start_byte, site.span.start_byte)
+    out: dict[str, str] = {}
+    while node is not None:
+        parent = node.parent
+        if parent is not None and parent.type == "if_statement" and parent.child_by_field_name("consequence") == node:
+            cond = parent.child_by_field_name("condition")
+            while cond is not None and cond.type in ("condition_clause", "parenthesized_expression") \
+                    and len(cond.named_children) == 1:
+                cond = cond.named_children[0]
+            op = cond.child_by_field_name("operator") if cond is not None and cond.type == "binary_expression" else None
+            if op is not None and op.type == "==":
+                a, b = cond.child_by_field_name("left"), cond.child_by_field_name("right")
+                if b.type == "identifier" and a.type == "number_literal":
+                    a, b = b, a
+                if a.type == "identifier" and b.type == "number_literal":
+                    out.setdefault(a.text.decode(), b.text.decode())
+        node = parent
+    return out
 
 
 def host_locals(model: SourceModel, function: str | None) -> dict[str, str]:

@@ -47,7 +47,7 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
           context: ProjectContext | None = None, decide: dict[str, str] | None = None) -> Proposal:
     """The best-ranked proposal. `decide` fixes decisions a run showed wrong: `roles = "inout"`
     (every written pointer read-modify-write), `grid = "rows"` (one block per row where the grid
-    was a guess). A struct passed by value is read through its fields (`structs`)."""
+    was a guess), `tiles` (every size a whole number of the block's width). A struct passed by value is read through its fields (`structs`)."""
     types = _Types(model, path, context)
     flat = structs.flatten(kernel, model, types.items, lambda t: types.resolve(t)[0] is not None)
     if flat is None:
@@ -168,6 +168,13 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
         size_names.append(TABLE)
     require = _requirements(grid, block, found, size_names, kernel)
     require += [r for r in launch_require if r not in require]
+    tile = max((int(b) for b in block if b.strip().isdigit()), default=1)
+    if decide.get("tiles") and tile > 1:   # it faulted on a partial tile: every size a whole number of them
+        tiled = [n for n in size_names if n != TABLE and not any(r.replace(" ", "").startswith(f"{n}%") for r in require)]
+        require += [f"{n} % {tile} == 0" for n in tiled]
+        if tiled:
+            notes.append(f"{', '.join(f'`{n}`' for n in tiled)}: whole tiles of {tile} (the block's width) — the "
+                         f"first guess faulted on a partial tile; CHECK the kernel handles no tail")
     earlier = _earlier_version(kernel, model)
     if earlier is not None:
         notes.append(f"`{earlier}` is an earlier version of this kernel (same parameters): it is the reference; "

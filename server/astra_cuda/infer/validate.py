@@ -32,7 +32,8 @@ class Trial:
 def alternatives(first: Proposal, trial: Trial, redo: Callable[[dict[str, str]], Proposal | None]) -> list[Proposal]:
     """The drafts worth running after `first` failed as `trial` says: an output left partly
     unwritten or an input the kernel writes is taken as read-modify-write (`inout`); a fault or
-    an out-of-bounds access with a guessed grid is tried with one block per row. `redo(changes)`
+    an out-of-bounds access with a guessed grid is tried with one block per row, and with sizes
+    that are whole tiles of the block (a kernel that handles no tail). `redo(changes)`
     infers again with those decisions fixed (None when they change nothing)."""
     out: list[Proposal] = []
     checks = set(trial.failed_checks)
@@ -42,6 +43,10 @@ def alternatives(first: Proposal, trial: Trial, redo: Callable[[dict[str, str]],
             out.append(alt)
     if checks & {"launch", "sanitize", "poison", "not_constant"}:
         alt = redo({"grid": "rows"})
+        if alt is not None:
+            out.append(alt)
+    if checks & {"launch", "sanitize"}:   # a fault on a partial tile: sizes that are whole tiles of the block
+        alt = redo({"tiles": "block"})
         if alt is not None:
             out.append(alt)
     if "not_constant" in checks and trial.case:   # no work at the smallest sizes: test larger ones
