@@ -1,5 +1,6 @@
 """How readable the offline team's rewrites are (issue 26): every offline transformation applied to
-the examples and to the real-world suite's unedited public kernels, measured as a reviewer meets
+the examples, the offline transformations' test kernels (`tests/agents/kernels/`) and the
+real-world suite's unedited public kernels, measured as a reviewer meets
 them — lines added, `astra_`-prefixed names, comments — as the transformation writes it and as
 it is offered (`offline.style.polish`, the form the orchestrator verifies again and offers);
 and a side-by-side with the hand-written faster versions the same public files hold (a kernel
@@ -106,9 +107,10 @@ def corpus(scratch: Path) -> list[tuple[str, str, str, str, str | None]]:
     and each suite kernel with its inferred spec pasted (the unedited file kept for finding
     hand-written siblings)."""
     out = []
-    for f in sorted((ROOT / "examples").glob("*.cu")):
+    for f in sorted((ROOT / "examples").glob("*.cu")) + sorted((ROOT / "tests" / "agents" / "kernels").glob("*.cu")):
         text = f.read_text()
-        out += [(f"examples/{f.name}", k.name, text, text, str(f)) for k in source.parse(text).kernels]
+        label = str(f.relative_to(ROOT))
+        out += [(label, k.name, text, text, str(f)) for k in source.parse(text).kernels]
     records = json.loads(SPECS.read_text())["kernels"] if SPECS.exists() else []
     for r in records:
         if not r.get("spec_valid") or not r.get("spec"):
@@ -158,6 +160,11 @@ def hand_written(text: str, kernel: str) -> dict | None:
     return None
 
 
+def local(label: str) -> bool:
+    """Code written here (the examples, the transformations' test kernels), not public code."""
+    return label.startswith(("examples/", "tests/"))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", type=Path)
@@ -175,7 +182,7 @@ def main() -> int:
     sides = []
     scratch = Path(tempfile.mkdtemp(prefix="rewrite-style-"))
     items = [c for c in corpus(scratch) if not a.only or a.only in c[0]]
-    styled = sum(1 for c in items if c[4] is not None and not c[0].startswith("examples/"))
+    styled = sum(1 for c in items if c[4] is not None and not local(c[0]))
     for n, (label, kernel, text, unedited, where) in enumerate(items, 1):
         print(f"[{time.monotonic() - t0:5.0f}s] {n}/{len(items)} {label} {kernel}", file=sys.stderr, flush=True)
         ctx = context_from_text(kernel, text)
@@ -194,27 +201,34 @@ def main() -> int:
                    "comments": comments(text, offered)}
             rows[name].append(row)
             ours[name] = row["added"]
-        if not label.startswith("examples/"):
+        if not local(label):
             theirs = hand_written(unedited, kernel)
             if theirs is not None:
                 sides.append({"file": label, "kernel": kernel, **theirs,
                               "ours": {n: ours[n] for n in ("vectorize", "vectorize64", "coarsen", "rows") if n in ours}})
     shutil.rmtree(scratch, ignore_errors=True)
     ok = {name: [x for x in r if "error" not in x] for name, r in rows.items()}
-    summary = {name: {"applied": len(r), "errors": len(rows[name]) - len(r),
-                      "added_median": median(x["added"] for x in r), "added_max": max(x["added"] for x in r),
+    def stats(r: list[dict]) -> dict:
+        return {"applied": len(r), "added_median": median(x["added"] for x in r) if r else None,
+                "added_max": max((x["added"] for x in r), default=None),
+                "removed_median": median(x["removed"] for x in r) if r else None}
+    summary = {name: {**stats([x for x in r if not local(x["file"])]), "errors": len(rows[name]) - len(r),
                       "prefixed_median": median(x["prefixed"] for x in r),
                       "comments_median": median(x["comments"] for x in r),
+                      "local": stats([x for x in r if local(x["file"])]),
                       "examples_added": {x["kernel"]: x["added"] for x in r if x["file"].startswith("examples/")}}
                for name, r in sorted(ok.items()) if r}
     seconds = time.monotonic() - t0
     print(f"{len(items)} kernels ({styled} suite kernels in a project with a .clang-format), "
           f"{sum(len(r) for r in ok.values())} applications, {seconds:.0f} s\n")
-    print("| transformation | applied | lines added (median / max) | new `astra_` names (median) | comments added |")
+    def cell(st: dict) -> str:
+        return "–" if not st["applied"] else \
+            f"{st['applied']}: +{st['added_median']:g} ({st['added_max']}) −{st['removed_median']:g}"
+    print("| transformation | suite: applied: lines added median (max) −removed median | examples and offline tests: "
+          "the same | new `astra_` names (median) | comments added |")
     print("|---|---:|---:|---:|---:|")
     for name, s in summary.items():
-        print(f"| {name} | {s['applied']} | {s['added_median']:g} / {s['added_max']} | {s['prefixed_median']:g} | "
-              f"{s['comments_median']:g} |")
+        print(f"| {name} | {cell(s)} | {cell(s['local'])} | {s['prefixed_median']:g} | {s['comments_median']:g} |")
     if sides:
         print("\n| file | kernel | hand-written faster version (lines) | the code it stands for (lines) | ours (+lines) |")
         print("|---|---|---|---:|---|")
