@@ -88,3 +88,13 @@ def test_ceil_division_helpers_are_recognised_by_their_body():
     # at a launch site: the file's helper whatever its name; a well-known name the file defines otherwise is not folded
     assert style.div_up("blocks", 4, "int blocks_for(int a, int b) { return (a + b - 1) / b; }") == "blocks_for(blocks, 4)"
     assert style.div_up("ceil_div(n, 256)", 4, "int ceil_div(int a, int b) { return a / b; }") == "(ceil_div(n, 256) + 3) / 4"
+    assert style.div_up("ceil_div(B * T * C, block_size)", 8) == "ceil_div(B * T * C, block_size * 8)"
+
+
+def test_an_index_split_by_rows_moves_its_steps_in_the_files_own_pack():
+    text = (ROOT / "tests" / "agents" / "kernels" / "encoder_bf16.cu").read_text()
+    text = text.replace("/* @astra", "template <typename T, int N>\nstruct alignas(sizeof(T) * N) Vec { T elt[N]; };\n\n/* @astra", 1)
+    rw = TRANSFORMS["coarsen"].apply(text, context_from_text("encoder_forward_kernel", text))
+    out = style.polish(rw.text, text)
+    assert "const Vec<floatX, vec> v0 = *reinterpret_cast<const Vec<floatX, vec>*>(&wte[ix * C + c]);" in out
+    assert "*reinterpret_cast<Vec<floatX, vec>*>(&out[b * T * C + t * C + c]) = s;" in out and "uint4" not in out

@@ -269,11 +269,16 @@ def div_up(grid: str, k: int, file_text: str = "") -> str:
     g = strip_parens(grid)
     call = _split_call(g)
     own = helpers.ceil_div(file_text) if file_text else None
-    if call is not None and len(call[1]) == 2 and _int(call[1][1]) is not None and (
+    if call is not None and len(call[1]) == 2 and (
             call[0] == own or call[0].split("::")[-1] in CEIL_DIV_HELPERS
             and call[0].split("::")[-1] not in helpers.defined_functions(file_text)):
-        # the file's ceil-division (a helper of a well-known name it does not define otherwise)
-        return f"{call[0]}({call[1][0]}, {_int(call[1][1]) * k})"  # type: ignore[operator]
+        # the file's ceil-division (a helper of a well-known name it does not define otherwise):
+        # ceil(ceil(x / b) / k) == ceil(x / (b * k)) for x >= 0, b, k >= 1
+        b = _int(call[1][1])
+        if b is not None:
+            return f"{call[0]}({call[1][0]}, {b * k})"
+        if re.fullmatch(r"[A-Za-z_]\w*", call[1][1]):
+            return f"{call[0]}({call[1][0]}, {call[1][1]} * {k})"
     m = re.fullmatch(r"\((.+)\)\s*/\s*([A-Za-z_]\w*|\d+)", g, re.S)
     if m is not None and _balanced(m.group(1)):
         inner, a = strip_parens(m.group(1)), m.group(2)
