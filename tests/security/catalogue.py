@@ -318,6 +318,10 @@ GATE = [
     Attack("zero_click_hidden_payload", "gate", "a correct kernel with freopen64/fputs inside `#ifndef __CUDACC_RTC__` "
            "(the issue's zero-click payload: NVRTC never sees it)", "no file written on open/check",
            "the CPU compile sees NVRTC's macros: the payload is not compiled"),
+    Attack("has_include_hidden_payload", "gate", "the same payload inside `#if __has_include(<unistd.h>)` (true for "
+           "a host compiler, false for NVRTC: the GPU-first compile never saw it), at file scope and in the kernel",
+           "no file written on check; the kernel's copy never compiles", "the unit is cut from nvcc's device pass: "
+           "a host variable's initialiser is left out; in a kernel, host I/O does not compile for the GPU"),
     Attack("candidate_with_host_io", "gate", "a candidate calling fopen/fputs in the kernel (NVRTC rejects it)",
            "never run on the CPU, never passes", "GPU first: NVRTC compile fails"),
 ]
@@ -437,6 +441,10 @@ EXECUTION = [
            "one channel per launch, owned by that launch's process"),
     Attack("malformed_reply", "exec", "the kernel writes a reply that is not JSON onto its socket",
            "a clear launch error, never a traceback", "replies are validated (shape, size) before use"),
+    Attack("no_process_outlives_astra_check", "exec", "`astra check` on the CPU backend run to its end, or killed "
+           "(SIGKILL) while its kernel runs: workers, executors and compilers below it", "no process of the check left "
+           "within 5 s", "workers watch their parent; executors and compiler wrappers die with theirs (parent-death "
+           "signal); process groups killed"),
     Attack("atexit_handler_lingers", "exec", "an atexit / __cxa_atexit handler that never returns, then the caller "
            "exits (after PASS) or is killed", "no process left", "executors never exit through their own handlers; "
            "parent-death signal; the caller kills the group"),

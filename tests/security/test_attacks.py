@@ -652,6 +652,25 @@ def test_gate_zero_click_hidden_payload(arena, tmp_path):
     assert not list(canary.iterdir())
 
 
+def test_gate_has_include_hidden_payload(arena, tmp_path):
+    """The payload behind `__has_include(<unistd.h>)`, which NVRTC answers false and a host
+    compiler true: at file scope it is a host variable the cut leaves out; in the kernel, host
+    I/O the GPU compile refuses. Nothing is written either way."""
+    canary, _ = arena
+    io = f'FILE* f = freopen64("{canary}/pwned", "w", stdout); if (f) fputs("x", f);'
+    top = ("#include <cstdio>\n#if __has_include(<unistd.h>)\n"
+           f"static int astra_pwn = [] {{ {io} return 0; }}();\n#endif\n")
+    inner = SILU.replace("  const int64_t token = blockIdx.x;",
+                         f"#if __has_include(<unistd.h>)\n  {{ {io} }}\n#endif\n  const int64_t token = blockIdx.x;")
+    assert inner != SILU
+    for name, text, codes in (("top.cu", top + SILU, (0,)), ("inner.cu", "#include <cstdio>\n" + inner, (1,))):
+        f = tmp_path / name
+        f.write_text(text)
+        r = _cli("check", str(f), "--backend", "cpu")
+        assert r.returncode in codes and "Traceback" not in r.stderr, (name, r.stdout[-2000:], r.stderr[-2000:])
+        assert not list(canary.iterdir()), name
+
+
 def test_gate_candidate_with_host_io_is_never_run(arena, cpu):
     from astra_cuda import extract, gate, source, spec as spec_mod
     canary, _ = arena
