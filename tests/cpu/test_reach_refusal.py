@@ -65,6 +65,16 @@ __global__ void k(float* x) {
 
 
 
+def test_a_shared_window_address_is_refused_only_where_reached(cpu):
+    # DeepSpeed memory_access_utils.h: convert_to_shared() for ld.shared in PTX
+    helper = "__device__ inline unsigned to_shared(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }\n"
+    plain = helper + "__global__ void k(unsigned* x) { x[threadIdx.x] += 1; }\n"
+    np.testing.assert_array_equal(run(cpu, plain, "k", (1,), (4,), [np.zeros(4, np.uint32)])[0], 1)
+    window = helper + "__global__ void k(unsigned* x) { __shared__ unsigned s[4]; x[threadIdx.x] = to_shared(s); }\n"
+    with pytest.raises(Unsupported, match=r"shared-window addresses \(__cvta_generic_to_shared\)"):
+        cpu.compile(unit(window), ["k"], filename="user.cu")
+
+
 def test_cub_brings_libcuxx_function_objects_as_the_real_cub_does(cpu):
     # bitsandbytes: `BlockReduce(...).Reduce(v, cuda::maximum<>{})` with only <cuda/std/functional>
     src = ("#include <cub/block/block_reduce.cuh>\n#include <cuda/std/functional>\n"
