@@ -50,3 +50,28 @@ def test_a_cached_module_pruned_away_is_built_again(tmp_path, monkeypatch):
     again = toolchain.compile_module(src, ["k"], "k.cu", [], "")
     assert again == first and again.exists()
     assert not list(toolchain.cache_dir().glob("*.tmp"))
+
+
+def test_precompiled_shims_are_kept_to_their_quota(tmp_path, monkeypatch):
+    """A day of several checkouts left 312 precompiled-shim sets (20 GB): over MAX_PCH_BYTES the
+    least recently used go, never one used in the last minutes nor the running version's."""
+    monkeypatch.setenv("ASTRA_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(toolchain, "MAX_PCH_BYTES", 4 << 20)
+    d = toolchain.cache_dir()
+    current = toolchain._runtime_digest()
+
+    def pch(name, age_s):
+        p = d / name
+        p.mkdir()
+        with open(p / "astra_cuda_shim.h.gch", "wb") as f:
+            f.truncate(1 << 20)  # sparse: no disk used
+        t = time.time() - age_s
+        os.utime(p, (t, t))
+        return p
+    old = [pch(f"pch-old{i}-x", 7200 + 60 * i) for i in range(6)]  # old[5] the least recently used
+    mine = pch(f"pch-{current}-x", 9000)
+    recent = pch("pch-recent-x", 5)
+    toolchain.prune_cache()
+    left = {p.name for p in d.glob("pch-*")}
+    assert mine.name in left and recent.name in left
+    assert left == {mine.name, recent.name, old[0].name}, left  # 8 MiB -> at most 3 MiB

@@ -544,6 +544,10 @@ def _module_bytes() -> int:
 
 
 MAX_MODULES = 512
+# Precompiled shims (~65 MB a set, one per runtime version and build flavour): every checkout
+# and version of Astra on a machine adds its own, and a day of several checkouts left 312 of them
+# (20 GB, a full disk). The least recently used go first, never the running version's.
+MAX_PCH_BYTES = 2 << 30
 PRUNE_MIN_AGE_S = 600  # a module used within this long may be loading in another process
 QUOTA_MIN_AGE_S = 60   # over MAX_MODULE_BYTES, only the last minute's modules are spared
 
@@ -590,6 +594,18 @@ def prune_cache() -> None:
                 shutil.rmtree(p, ignore_errors=True)
             else:
                 p.unlink(missing_ok=True)
+    pchs = []
+    for p in d.glob("pch-*"):
+        a = _age(p, now)  # a set's folder is touched whenever it is used
+        if a is not None:
+            pchs.append((a, p, sum(f.stat().st_size for f in p.iterdir() if f.is_file())))
+    total = sum(n for _, _, n in pchs)
+    for a, p, n in sorted(pchs, key=lambda apn: apn[0], reverse=True):  # least recently used first
+        if total <= MAX_PCH_BYTES * 3 // 4:
+            break
+        if a > PRUNE_MIN_AGE_S and current not in p.name:
+            shutil.rmtree(p, ignore_errors=True)
+            total -= n
 
 
 def warm() -> None:
