@@ -178,3 +178,21 @@ def test_conversions_packing_lanes_and_shuffles_run_exactly(cpu, idioms):
     np.testing.assert_array_equal(bf2, bf16(x) << 16 | bf16(-x))
     np.testing.assert_array_equal(lanes, np.arange(32))
     np.testing.assert_array_equal(sums, 1.5 * 496)  # the butterfly sums all 32 lanes in each
+
+
+@pytest.mark.parametrize("stmt", [
+    'asm volatile("ld.global.acquire.gpu.u32 %0, [%1];" : "=r"(v) : "l"(p));',     # ordering: not a hint
+    'asm volatile("ld.global.L2::cache_hint.u32 %0, [%1], %2;" : "=r"(v) : "l"(p), "l"(h));',
+    'asm volatile("ld.global.v2.u32 {%1, %0}, [%2];" : "=r"(v), "=r"(w) : "l"(p));',  # operands swapped
+    'asm volatile("ld.global.v2.u32 {%0, %1}, [%2];" : "=r"(v), "=r"(w) : "r"(q));',  # a 32-bit address
+    'asm volatile("cvt.rn.f16.f32 %0, %1;" : "+h"(u) : "f"(f));',                   # read and written
+    'asm volatile("cvt.rz.f16.f32 %0, %1;" : "=h"(u) : "f"(f));',                   # another rounding
+    'asm volatile("cvt.rni.sat.s8.f32 %0, %1;" : "=h"(u) : "f"(f));',
+    'asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x101f, 0xffffffff;" : "=f"(o) : "f"(s), "r"(m));',  # segments
+    'asm volatile("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(o) : "f"(s));',
+    'asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(a), "=r"(b), "=r"(c), "=r"(d) : "l"(p) : "cc");',
+])
+def test_only_exact_idioms_are_emulated(stmt):
+    from astra_cuda.backends.cpu import inline_asm
+    marked = inline_asm.mark("__device__ void f() {\n  " + stmt + "\n}\n", "user.cu")
+    assert len(marked.places) == 1 and "astra::" not in marked.source

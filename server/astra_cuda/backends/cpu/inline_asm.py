@@ -103,12 +103,12 @@ def mark(source: str, filename: str) -> Marked:
 
 def _opcode(asm) -> str:
     """The first instruction's name in an asm template (`ld.global.ca.v4.u32`), '' if unreadable."""
-    parsed = _parse(asm)
-    text = parsed[0] if parsed is not None else ""
+    literal = next((k for k in asm.children if k.type in ("string_literal", "concatenated_string")), None)
+    text = (_string(literal) if literal is not None else None) or ""
     for step in re.split(r"[;\n]", text):
-        word = step.strip().lstrip("{}").strip().split(" ")[0].split("\t")[0]
-        if word and not word.startswith((".reg", "//")) and re.fullmatch(r"@?!?\w*\s*[\w.:]+", word):
-            return word[:60]
+        words = [w for w in step.replace("{", " ").replace("}", " ").split() if not w.startswith("@")]
+        if words and not words[0].startswith((".", "//")):
+            return words[0][:60]
     return ""
 
 
