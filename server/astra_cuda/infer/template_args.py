@@ -78,26 +78,28 @@ def _resolve_arg(arg: str, site: LaunchSite | None, program, constants: dict[str
     for host in _dispatch_names(arg):   # the type a dispatch macro's lambda names
         arg = _replace_word(arg, host, _DISPATCH_TYPE)
     arg = " ".join(re.sub(r"\btypename\s+", "", arg).split())   # not needed outside a template
+    # a template parameter of the launching function: what its callers give it, else its default;
+    # a type alias of its body (`using T2 = typename TypeConverter<T>::Type;`) over those — both
+    # hide a name of the same spelling outside the launcher (flash-attention's `using
+    # Kernel_traits = Kernel_traits<...>`)
+    fn = program.function(site.function) if site is not None and program is not None and site.function else None
+    params = _template_param_names(fn[0]) if fn is not None else []
+    alias = _local_alias(fn[0], arg) if fn is not None else None
+    if site is not None and fn is not None and arg in params:
+        return _launcher_param(site.function, fn[0], arg, program, constants, notes, name, known)
+    if site is not None and fn is not None and alias is not None:
+        for p in params:
+            if re.search(rf"\b{re.escape(p)}\b", alias):
+                value = _launcher_param(site.function, fn[0], p, program, constants, [], name, known)
+                if value is None:
+                    return None
+                alias = _replace_word(alias, p, value)
+        if not _acceptable(alias, known):
+            return None
+        notes.append(f"template parameter `{name}`: `{arg}` of `{site.function}` is `{alias}`")
+        return alias
     if _acceptable(arg, known):
         return arg
-    # a template parameter of the launching function: what its callers give it, else its default;
-    # a type alias of its body (`using T2 = typename TypeConverter<T>::Type;`) over those
-    if site is not None and program is not None and site.function:
-        fn = program.function(site.function)
-        params = _template_param_names(fn[0]) if fn is not None else []
-        if fn is not None and arg in params:
-            return _launcher_param(site.function, fn[0], arg, program, constants, notes, name, known)
-        alias = _local_alias(fn[0], arg) if fn is not None else None
-        if fn is not None and alias is not None:
-            for p in params:
-                if re.search(rf"\b{re.escape(p)}\b", alias):
-                    value = _launcher_param(site.function, fn[0], p, program, constants, [], name, known)
-                    if value is None:
-                        return None
-                    alias = _replace_word(alias, p, value)
-            if _acceptable(alias, known):
-                notes.append(f"template parameter `{name}`: `{arg}` of `{site.function}` is `{alias}`")
-                return alias
     value = _constant_value(arg, constants)
     if value is not None:
         return value
