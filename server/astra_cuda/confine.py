@@ -12,7 +12,7 @@ symbolic link that leads out of the project fails with "Permission denied" inste
 the file in a diagnostic, and `#include "/dev/zero"` fails instead of reading forever.
 
 Enforced by Landlock (backends/cpu/sandbox.py) in two ways: a compiler program runs through the
-sandbox wrapper (`run`); an in-process compiler (NVRTC, through cuda-bindings or CuPy) runs in a
+sandbox wrapper (`run`); an in-process compiler (NVRTC, through ctypes or CuPy) runs in a
 fresh thread that confines itself first (`call`) — Landlock binds the calling thread and the
 threads it starts, never the rest of the worker. Why that is sound: the thread is new for every
 compile and ends with it (a Python thread is never reused), so no other job ever runs confined
@@ -216,7 +216,7 @@ def outside_project(folder: str, roots: Iterable[str]) -> bool:
 
 def python_dirs() -> tuple[str, ...]:
     """The interpreter's library folders: an in-process compiler runs Python and native code
-    from them (CuPy's, cuda-bindings', the NVIDIA wheels' headers and libraries)."""
+    from them (CuPy's, the NVIDIA wheels' headers and libraries)."""
     import site
 
     found = [sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")]

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from . import confine
 from .backends.base import BackendUnavailable, ResourceUsage
-from .compile import messages, toolkit
+from .compile import messages, nvrtc, toolkit
 from .contract import DEFAULT_ARCH
 from .diagnostics import Diagnostic
 
@@ -84,19 +84,9 @@ def cccl_include_dirs() -> list[str]:
     return [str(Path(inc) / "cccl")] if inc and (Path(inc) / "cccl" / "nv" / "target").is_file() else []
 
 
-@lru_cache(maxsize=1)
-def _nvrtc():
-    """The cuda.bindings NVRTC module, or None. cuda-bindings finds libnvrtc from the
-    nvidia-cuda-nvrtc wheel through cuda-pathfinder."""
-    try:
-        from cuda.bindings import nvrtc
-        err, major, minor = nvrtc.nvrtcVersion()
-        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-            return None
-        nvrtc._astra_version = f"{major}.{minor}"
-        return nvrtc
-    except Exception:  # ImportError, or the shared library not found
-        return None
+def _nvrtc() -> str | None:
+    """NVRTC's version ('13.0'), or None where libnvrtc is not found."""
+    return nvrtc.version()
 
 
 def available() -> str | None:
@@ -104,14 +94,13 @@ def available() -> str | None:
     tk = toolkit.find()
     if tk is not None:
         return tk.describe()
-    mod = _nvrtc()
-    return f"nvrtc {mod._astra_version}" if mod is not None else None
+    ver = _nvrtc()
+    return f"nvrtc {ver}" if ver is not None else None
 
 
 def nvrtc_label(why: str = "") -> str:
     """What judged when NVRTC did, and why it was NVRTC: 'NVRTC 13.5: no CUDA toolkit found'."""
-    mod = _nvrtc()
-    return f"NVRTC {mod._astra_version if mod is not None else '?'}: {why or toolkit.why_none()}"
+    return f"NVRTC {_nvrtc() or '?'}: {why or toolkit.why_none()}"
 
 
 # ---- what NVRTC lacks -----------------------------------------------------------------------
@@ -277,7 +266,7 @@ def compile_unit(unit, arch: str = DEFAULT_ARCH, *, options: tuple[str, ...] = (
                                   names, why, timeout_s=confine.compiler_seconds())
         else:
             result = _failed("no CUDA compiler available for static checks (install a CUDA toolkit, or "
-                             "nvidia-cuda-nvrtc and cuda-bindings)", "compile", arch)
+                             "the nvidia-cuda-nvrtc package)", "compile", arch)
     except BackendUnavailable as e:  # no Landlock here: nothing of the user's is compiled
         return _failed(f"static checks are off: {e}", "sandbox", arch)
     except confine.CompileTimeout as e:  # its thread is stuck in NVRTC: this worker is done
@@ -326,60 +315,19 @@ def _retire_worker() -> None:
     worker.retire_after_reply()
 
 
-def _nvrtc_program(nvrtc, source: str, filename: str, names: tuple[str, ...]):
-    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), filename.encode(), 0, [], [])
-    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-        raise RuntimeError(f"nvrtcCreateProgram: {err}")
-    for n in names:
-        nvrtc.nvrtcAddNameExpression(prog, n.encode())
-    return prog
-
-
-def _nvrtc_log(nvrtc, prog) -> str:
-    _, size = nvrtc.nvrtcGetProgramLogSize(prog)
-    buf = b" " * size
-    nvrtc.nvrtcGetProgramLog(prog, buf)
-    return buf.replace(b"\0", b"").rstrip().decode(errors="replace")
-
-
 def _compile_nvrtc(unit, arch: str, extra: tuple[str, ...], names: tuple[str, ...], why: str = "") -> StaticResult:
-    nvrtc = _nvrtc()
     filename = "astra_unit.cu"
-    opts = _options(unit, arch, extra) + ["--ptxas-options=-v"]
-    prog = _nvrtc_program(nvrtc, NVRTC_PRELUDE + unit.source, filename, names)
-    try:
-        (res,) = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
-        log = _nvrtc_log(nvrtc, prog)
-        ok = res == nvrtc.nvrtcResult.NVRTC_SUCCESS
-        lowered = _lowered(nvrtc, prog, names) if ok else {}
-    finally:
-        nvrtc.nvrtcDestroyProgram(prog)
-    ptx = ""
-    if not ok and "ptxas" in log and not _FRONT_ERROR.search(log):
+    source = NVRTC_PRELUDE + unit.source
+    done = nvrtc.compile_program(source, filename, _options(unit, arch, extra) + ["--ptxas-options=-v"], names)
+    ptx, lowered = "", done.lowered
+    if not done.ok and "ptxas" in done.log and not _FRONT_ERROR.search(done.log):
         # ptxas failed: the front end worked. Get the PTX (with .loc lines) and the lowered
         # names from a PTX-only compile, to map ptxas's messages back to the user's lines.
-        ptx_opts = [o for o in _options(unit, arch.replace("sm_", "compute_"), extra)]
-        prog = _nvrtc_program(nvrtc, NVRTC_PRELUDE + unit.source, filename, names)
-        try:
-            (res2,) = nvrtc.nvrtcCompileProgram(prog, len(ptx_opts), [o.encode() for o in ptx_opts])
-            if res2 == nvrtc.nvrtcResult.NVRTC_SUCCESS:
-                _, n = nvrtc.nvrtcGetPTXSize(prog)
-                buf = b" " * n
-                nvrtc.nvrtcGetPTX(prog, buf)
-                ptx = buf.rstrip(b"\0").decode(errors="replace")
-                lowered = _lowered(nvrtc, prog, names)
-        finally:
-            nvrtc.nvrtcDestroyProgram(prog)
-    return _result(unit, ok, log, ptx, lowered, nvrtc_label(why), arch)
-
-
-def _lowered(nvrtc, prog, names: tuple[str, ...]) -> dict[str, str]:
-    out = {}
-    for n in names:
-        err, low = nvrtc.nvrtcGetLoweredName(prog, n.encode())
-        if err == nvrtc.nvrtcResult.NVRTC_SUCCESS and low:
-            out[n] = (low.decode(errors="replace") if isinstance(low, bytes) else str(low)).rstrip("\0").strip()
-    return out
+        ptx_only = nvrtc.compile_program(source, filename, _options(unit, arch.replace("sm_", "compute_"), extra),
+                                         names, want_ptx=True)
+        if ptx_only.ok:
+            ptx, lowered = ptx_only.ptx, ptx_only.lowered
+    return _result(unit, done.ok, done.log, ptx, lowered, nvrtc_label(why), arch)
 
 
 # ---- reading the log ---------------------------------------------------------------------

@@ -10,6 +10,7 @@
 - `cubin`: the kernels of a cubin (ELF symbols, demangled).
 - `depcache`: a build cache keyed by the content of a file and of every header it read.
 - `torch_ext`: PyTorch-extension files: torch's include folders and flags, its element types.
+- `nvrtc`: NVRTC's C API through ctypes (libnvrtc found by cuda-pathfinder).
 
 NVRTC on a cut unit (`astra_cuda.static`) remains the compiler where no toolkit exists.
 """
