@@ -176,6 +176,13 @@ class Analyzer:
         elif t in ("while_statement", "do_statement"):
             cond = st.child_by_field_name("condition")
             saved = dict(self.env)
+            for n in source._walk(st.child_by_field_name("body")):   # `i += stride` in the body: i runs up to the bound
+                if n.type == "update_expression" or (n.type == "assignment_expression" and
+                                                      n.child_by_field_name("operator").type == "+="):
+                    target = n.child_by_field_name("argument") or n.child_by_field_name("left")
+                    cur = self.env.get(target.text.decode()) if target is not None else None
+                    if isinstance(cur, Iv):
+                        self.env[target.text.decode()] = Iv(cur.lo, None)
             if cond is not None:
                 self.expr(cond)
                 self.refine(cond, True)

@@ -866,14 +866,44 @@ def _dim3_var(ident: Node, fn: Node | None, fn_name: str | None, call: Node, roo
     if decl.end_byte > call.start_byte or scope is None or not (
             scope.start_byte <= call.start_byte and call.end_byte <= scope.end_byte):
         return ConfigVar(name, None, line, "is not declared before the launch in a scope enclosing it")
-    changed = next((n for n in _walk(fn) if n.type == "identifier" and n.text.decode() == name
-                    and n != _declarator_name(declarator)[1] and _may_change(n)), None)
+    changes = [n for n in _walk(fn) if n.type == "identifier" and n.text.decode() == name
+               and n != _declarator_name(declarator)[1] and _may_change(n)]
+    members = _member_assignments(changes, scope, call)
+    changed = next((n for n in changes if members is None or n.parent.parent not in members.values()), None)
     if changed is not None:
         return ConfigVar(name, None, line, f"may be changed on line {changed.start_point[0] + 1}")
     dims = _dim3_args(decl, declarator)
     if dims is None:
         return ConfigVar(name, None, line, "is initialised in a form that is not a dim3 constructor call")
+    if members:   # `g.x = DIVIDE(n, 256); g.y = h;` before the launch: those are its dimensions
+        full = list(dims) + ["1"] * (3 - len(dims))
+        for axis, assign in members.items():
+            right = assign.child_by_field_name("right")
+            full["xyz".index(axis)] = right.text.decode() if right is not None else full["xyz".index(axis)]
+        while len(full) > 1 and full[-1].strip() == "1":
+            full.pop()
+        dims = tuple(full)
     return ConfigVar(name, dims, line)
+
+
+def _member_assignments(changes: list[Node], scope: Node, call: Node) -> dict[str, Node] | None:
+    """`g.x = e;` statements, each axis once, written directly in the launch's own block before it
+    (so every path to the launch runs them): axis -> the assignment. None when a change is any
+    other kind (a second assignment, one in a branch or a loop, `g.x += 1`, `&g`)."""
+    out: dict[str, Node] = {}
+    for n in changes:
+        fe = n.parent
+        assign = fe.parent if fe is not None and fe.type == "field_expression" else None
+        field = fe.child_by_field_name("field") if fe is not None and fe.type == "field_expression" else None
+        if assign is None or assign.type != "assignment_expression" or field is None \
+                or assign.child_by_field_name("operator").type != "=" or field.text.decode() not in ("x", "y", "z"):
+            return None
+        stmt = assign.parent
+        if stmt is None or stmt.type != "expression_statement" or stmt.parent != scope \
+                or stmt.end_byte > call.start_byte or field.text.decode() in out:
+            return None
+        out[field.text.decode()] = assign
+    return out
 
 
 def _outside_functions(root: Node):

@@ -139,10 +139,16 @@ def test_host_names_mapped_through_the_launch_arguments():
     assert (g, b) == ('grid = ["n"]', 'block = ["min(d, 1024)"]')
 
 
+def test_members_assigned_once_before_the_launch_are_its_dimensions():
+    s = site("  dim3 grid(n);\n  grid.x = 2 * n;\n  grid.y = d;\n  k<<<grid, 128>>>(out, in, n, d);")
+    assert s.grid_var is not None and s.grid_var.dims == ("2 * n", "d")
+
+
 # --- not followed: reassigned, declared elsewhere ------------------------------------------------
 
 @pytest.mark.parametrize("body, problem", [
-    ("  dim3 grid(n);\n  grid.x = 2 * n;\n  k<<<grid, 128>>>(out, in, n, d);", "may be changed on line 4"),
+    ("  dim3 grid(n);\n  if (d) grid.x = 2 * n;\n  k<<<grid, 128>>>(out, in, n, d);", "may be changed on line 4"),
+    ("  dim3 grid(n);\n  grid.x = n;\n  grid.x = 2 * n;\n  k<<<grid, 128>>>(out, in, n, d);", "may be changed on line 4"),
     ("  dim3 grid(n);\n  grid = dim3(4);\n  k<<<grid, 128>>>(out, in, n, d);", "may be changed on line 4"),
     ("  dim3 grid(n);\n  k<<<grid, 128>>>(out, in, n, d);\n  grid.y *= 2;", "may be changed on line 5"),
     ("  dim3 grid(n);\n  ++grid.x;\n  k<<<grid, 128>>>(out, in, n, d);", "may be changed on line 4"),

@@ -84,3 +84,23 @@ def test_a_fault_on_a_partial_tile_is_tried_again_with_whole_tiles(project):
     snap = api.snapshot(path.read_text(), str(path))
     tiled = api.infer.infer(snap.model.kernel("tiled_mm"), snap.model, path=str(path), decide={"tiles": "block"})
     assert "wA % 16 == 0" in tiled.comment and any("whole tiles of 16" in n for n in tiled.notes)
+
+
+def test_a_dim3_set_member_by_member_before_the_launch_is_followed(project):
+    project("rows.cu", "__global__ void fill_rows(float* out, int width, int height) {\n"
+                       "  int x = blockIdx.x * blockDim.x + threadIdx.x;\n  if (x >= width) return;\n"
+                       "  out[blockIdx.y * width + x] = 1.0f;\n}\n"
+                       "void run(float* out, int width, int height) {\n  dim3 threads, blocks;\n"
+                       "  threads.x = 128;\n  blocks.x = (width + 127) / 128;\n  blocks.y = height;\n"
+                       "  fill_rows<<<blocks, threads>>>(out, width, height);\n}\n")
+    s, p = infer(project, "rows.cu", "fill_rows")
+    assert s.grid == ("(width + 127) / 128", "height") and s.block == ("128",)
+    assert sorted(s.args["out"].shape) == ["height", "width"]
+
+
+def test_a_while_loop_index_runs_to_its_bound():
+    from astra_cuda import access, source
+    k = source.parse("__global__ void col(float* out, int h, int w) {\n  int i = threadIdx.x, end = h * w;\n"
+                     "  while (i < end) { out[i] = 0.0f; i += w; }\n}\n").kernel("col")
+    facts = access.analyse(k, {"h": 8, "w": 32}, (1, 1, 1), (32, 1, 1), {"out": 4}, set(), 100, {})
+    assert facts.uses["out"].hi == 8 * 32 - 1   # not only the first row
