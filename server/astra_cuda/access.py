@@ -464,10 +464,16 @@ class Analyzer:
             if op == "-" and isinstance(v, Iv):
                 return Iv(None if v.hi is None else -v.hi, None if v.lo is None else -v.lo)
             return v if op == "+" else None
-        if t == "conditional_expression":
-            self.expr(n.child_by_field_name("condition"), evaluate_only=evaluate_only)
+        if t == "conditional_expression":   # `i < n ? x[i] : 0`: each branch under its side of the condition
+            cond = n.child_by_field_name("condition")
+            self.expr(cond, evaluate_only=evaluate_only)
+            before = dict(self.env)
+            self.refine(cond, True)
             a = self.expr(n.child_by_field_name("consequence"), evaluate_only=evaluate_only)
+            self.env = dict(before)
+            self.refine(cond, False)
             b = self.expr(n.child_by_field_name("alternative"), evaluate_only=evaluate_only)
+            self.env = before
             return a.join(b) if isinstance(a, Iv) and isinstance(b, Iv) else (a if a == b else None)
         if t == "subscript_expression":
             return self.subscript(n, evaluate_only, lhs)

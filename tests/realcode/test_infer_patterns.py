@@ -104,3 +104,12 @@ def test_a_while_loop_index_runs_to_its_bound():
                      "  while (i < end) { out[i] = 0.0f; i += w; }\n}\n").kernel("col")
     facts = access.analyse(k, {"h": 8, "w": 32}, (1, 1, 1), (32, 1, 1), {"out": 4}, set(), 100, {})
     assert facts.uses["out"].hi == 8 * 32 - 1   # not only the first row
+
+
+def test_a_conditional_read_is_bounded_by_its_condition():
+    from astra_cuda import access, source
+    k = source.parse("__global__ void r(int* out, const int* in, unsigned n) {\n"
+                     "  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                     "  int v = (i < n) ? in[i] : 0;\n  if (i < n) out[i] = v;\n}\n").kernel("r")
+    facts = access.analyse(k, {"n": 1000}, (4, 1, 1), (256, 1, 1), {"in": 4, "out": 4}, set(), 100, {})
+    assert facts.uses["in"].hi == 999
