@@ -51,7 +51,7 @@ def main(argv=None) -> int:
             t0 = time.monotonic()
             p = subprocess.run([sys.executable, "-m", "astra_cuda", "optimize", str(f), "--kernel", kernel,
                                 "--backend", a.backend, "--llm", "offline", "--rounds", str(a.rounds), "--tune",
-                                str(a.tune), "--seconds", str(a.seconds), "--fresh", "--json"], capture_output=True, text=True, timeout=600)
+                                str(a.tune), "--time-budget", str(a.seconds), "--fresh", "--json"], capture_output=True, text=True, timeout=600)
             seconds = time.monotonic() - t0
         try:
             out = json.loads(p.stdout)
