@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
+import dataclasses
 import functools
 import json
 import os
@@ -172,6 +173,8 @@ def nvcc_compiles(k: Kernel, work: Path, limit: float = LIMITS["nvcc"]) -> dict:
     with tempfile.TemporaryDirectory(prefix="astra-rw-nvcc-") as tmp:
         policy = confine.for_unit([f"-I{src.parent}", *incs], (tk.root, *tk.include_dirs, *torch_ext.read_dirs()),
                                   workdir=tmp, exec_dirs=(tk.root,))
+        # the budget Astra's own nvcc gets (torch's headers run the front end out of 2 GiB)
+        policy = dataclasses.replace(policy, memory=confine.compiler_memory(confine.heavy(incs)))
         try:
             p = confine.run([*cmd, "-o", str(Path(tmp) / "out.cubin"), str(src)], policy, limit)
         except subprocess.TimeoutExpired:
