@@ -118,6 +118,7 @@ unsigned long long warp_op(int op, unsigned mask, unsigned long long value, int 
 // The lanes of the warp that reach this call together (see astra_runtime.cpp).
 unsigned active_mask(const char* file, int line);
 [[noreturn]] void trap(const char* file, int line);
+[[noreturn]] void misaligned(const void* p, unsigned long long bytes, const char* file, int line);
 void* dyn_smem();
 // Namespace-scope `extern __shared__` arrays: pointer setters called at every block start.
 int register_dyn_shared(void (*set)(void*));
@@ -586,7 +587,7 @@ inline unsigned char* asm_addr(P p, unsigned long long align, const char* file, 
   unsigned char* a;
   if constexpr (std::is_pointer_v<P>) a = (unsigned char*)(p);
   else a = (unsigned char*)(unsigned long long)(p);
-  if ((unsigned long long)a % align != 0) trap(file, line);  // misaligned address
+  if ((unsigned long long)a % align != 0) misaligned(a, align, file, line);
   return a;
 }
 template <class T>

@@ -977,6 +977,15 @@ void trap(const char* file, int line) {
   abort();
 }
 
+void misaligned(const void* p, unsigned long long bytes, const char* file, int line) {
+  Fiber* f = self();  // an inline PTX access the GPU would fault on (inline_asm.py)
+  fprintf(stderr, "astra: misaligned address %p for a %llu-byte access at %s:%d in block (%u,%u,%u) thread (%u,%u,%u)\n",
+          p, bytes, file, line, f->info->bid.x, f->info->bid.y, f->info->bid.z, f->tid.x, f->tid.y, f->tid.z);
+  fflush(stderr);
+  signal(SIGABRT, SIG_DFL);
+  abort();
+}
+
 void* dyn_smem() { return self()->info->dyn_smem; }
 
 namespace {
