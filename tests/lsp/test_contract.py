@@ -2,10 +2,11 @@
 say: the same command names, the same setting defaults, one default GPU architecture."""
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 from astra_cuda import cli, contract, static
-from astra_cuda.lsp import settings
+from astra_cuda.lsp import answers, settings
 from astra_cuda.lsp.server import server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -108,3 +109,68 @@ def test_the_client_sends_every_setting_by_the_contracts_names():
     sent["cluster"] = "local"
     s, problems = settings.Settings().updated(sent)
     assert not problems and s.cluster == "local"
+
+
+# ---- the server's answers: dataclasses whose fields are client/src/contract.ts's interfaces
+
+def _split_top(body: str) -> list[str]:
+    """`a: T; b?: { c: U; d: V }[]` -> its members, split at the `;` outside braces."""
+    parts, depth, cur = [], 0, ""
+    for ch in body:
+        depth += ch == "{"
+        depth -= ch == "}"
+        if ch == ";" and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    return [p.strip() for p in parts + [cur] if p.strip()]
+
+
+def _members(body: str) -> dict[str, tuple[bool, str]]:
+    """name -> (optional, type) of an interface's or an object type's members."""
+    out = {}
+    for member in _split_top(body):
+        name, _, kind = member.partition(":")
+        out[name.strip().rstrip("?")] = (name.strip().endswith("?"), kind.strip())
+    return out
+
+
+def ts_interfaces() -> dict[str, dict[str, tuple[bool, str]]]:
+    src = (ROOT / "client" / "src" / "contract.ts").read_text()
+    src = re.sub(r"/\*.*?\*/", "", src, flags=re.S)
+    src = re.sub(r"//[^\n]*", "", src)
+    out = {}
+    for m in re.finditer(r"export interface (\w+)(?:<[^>]*>)? \{", src):
+        depth, i = 1, m.end()
+        while depth:
+            depth += {"{": 1, "}": -1}.get(src[i], 0)
+            i += 1
+        out[m.group(1)] = _members(src[m.end():i - 1])
+    return out
+
+
+def _fields(cls) -> dict[str, bool]:
+    return {answers.camel(f.name): bool(f.metadata.get("optional")) for f in dataclasses.fields(cls)}
+
+
+def test_every_answer_is_a_dataclass_with_the_clients_fields():
+    ts = ts_interfaces()
+    assert set(answers.INTERFACES) == set(ts)
+    for name, cls in answers.INTERFACES.items():
+        assert _fields(cls) == {k: opt for k, (opt, _) in ts[name].items()}, name
+    nested = {("DocStatus", "optimizing"): answers.Optimizing, ("DocStatus", "gpuSetup"): answers.GpuSetup}
+    for (name, member), cls in nested.items():
+        kind = ts[name][member][1]
+        assert _fields(cls) == {k: opt for k, (opt, _) in _members(kind[kind.index("{") + 1:kind.rindex("}")]).items()}
+
+
+def test_an_answer_goes_over_the_wire_in_the_clients_names():
+    s = answers.DocStatus("u", False, 0, 1, 0, "1 verified", "", [], ["k"], [answers.Optimizing("k", "round 1", None)],
+                          None, answers.GpuSetup("old CuPy", "pip install x"), where="")
+    assert s.to_json() == {"uri": "u", "checking": False, "errors": 0, "verified": 1, "failing": 0,
+                           "summary": "1 verified", "tooltip": "", "rewrites": [], "profilerReports": ["k"],
+                           "optimizing": [{"kernel": "k", "message": "round 1", "bestSpeedup": None}],
+                           "restricted": None, "gpuSetup": {"problem": "old CuPy", "fix": "pip install x"},
+                           "where": ""}
+    assert answers.ProfileAnswer("done", hot_lines=3).to_json() == {"status": "done", "hotLines": 3}

@@ -9,6 +9,7 @@ from typing import Any
 from lsprotocol import types
 
 from astra_cuda.lsp import anchor as anchoring
+from astra_cuda.lsp import answers
 from astra_cuda.lsp.convert import EditorSpan, span_of
 from astra_cuda import spec_help
 from astra_cuda.lsp.optimization import annotated, versioned_edit
@@ -49,7 +50,7 @@ async def profile(ls: AstraServer, uri: str, name: str) -> dict[str, Any]:
                 + (f"; errors: {'; '.join(p.errors[:3])}" if p.errors else "") + f" — reproduce: {again}")
     ls.send_status(uri)   # a kept Nsight Compute report can be opened now
     ls.refresh_views()
-    return {"status": "done", "kernel": name, "summary": p.summary_line(), "hotLines": len(p.hot_lines)}
+    return answers.ProfileAnswer("done", kernel=name, summary=p.summary_line(), hot_lines=len(p.hot_lines)).to_json()
 
 
 async def pin(ls: AstraServer, uri: str, name: str) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from lsprotocol import types
 
 from astra_cuda import redact
 from astra_cuda.lsp import anchor as anchoring
+from astra_cuda.lsp import answers
 from astra_cuda.lsp import views
 from astra_cuda.lsp.convert import EditorSpan, lsp_range
 from astra_cuda.lsp.runtime import AstraServer, core, is_user_error, user_message
@@ -52,8 +53,9 @@ def consent_needed(config: LLMConfig | None, source: str, consent: str | None) -
     endpoint = config.base_url or OPENAI
     if consent == endpoint:
         return None
-    return {"status": "consent", "endpoint": endpoint, "model": config.model,
-            "fromProject": source not in ("settings", "default"), "source": source, "sent": SENT}
+    return answers.OptimizeAnswer("consent", endpoint=endpoint, model=config.model,
+                                  from_project=source not in ("settings", "default"), source=source,
+                                  sent=SENT).to_json()
 
 
 def report_dir(path: str) -> str | None:
@@ -167,8 +169,8 @@ def cancel(ls: AstraServer, uri: str, name: str) -> dict[str, str]:
     ks = st.per_kernel.get(name) if st is not None else None
     if ks and ks.optimization and ks.optimization.status == "running":
         ks.optimization.cancel.set()
-        return {"status": "cancelling"}
-    return {"status": "idle"}
+        return answers.OptimizeAnswer("cancelling").to_json()
+    return answers.OptimizeAnswer("idle").to_json()
 
 
 def versioned_edit(uri: str, version: int | None, span: EditorSpan, new_text: str) -> types.WorkspaceEdit:
@@ -218,5 +220,6 @@ def edit_preview(ls: AstraServer, uri: str, name: str) -> dict[str, Any]:
     edit, why = rewrite_edit(ls, uri, name)
     opt = ls.state(uri).kernel(name).optimization
     if edit is None or opt is None or opt.rewrite is None:
-        return {"status": "declined", "message": why}
-    return {"status": "ok", "edit": edit, "newText": opt.rewrite.new, "title": opt.title(), "measured": opt.measured}
+        return answers.EditAnswer("declined", message=why).to_json()
+    return answers.EditAnswer("ok", edit=edit, new_text=opt.rewrite.new, title=opt.title(),
+                              measured=opt.measured).to_json()

@@ -16,7 +16,7 @@ from lsprotocol import types
 from pygls import uris
 
 from astra_cuda import contract, redact
-from astra_cuda.lsp import analysis, kernel_tools, optimization, views
+from astra_cuda.lsp import analysis, answers, kernel_tools, optimization, views
 from astra_cuda.lsp import settings as settings_mod
 from astra_cuda.lsp.runtime import DEBOUNCE_S, AstraServer, log
 from astra_cuda.lsp.state import DocState
@@ -283,10 +283,10 @@ async def cmd_report(ls: AstraServer, uri: str, kernel: str, *_: Any) -> dict[st
     st = ls.state(uri)
     k = next((k for k in st.kernels if k.name == kernel), None)
     if k is None:
-        return {"status": "error", "message": f"no kernel `{kernel}` in this file"}
+        return answers.ReportAnswer("error", message=f"no kernel `{kernel}` in this file").to_json()
     ks = st.per_kernel.get(kernel)
     kept = ks.profile.profile.ncu_report_path if ks is not None and ks.profile is not None else ""
-    return {"status": "ok", "html": views.report_page(uri, k, ks), "profilerReport": kept or None}
+    return answers.ReportAnswer("ok", html=views.report_page(uri, k, ks), profiler_report=kept or None).to_json()
 
 
 @server.command(contract.command("kernels"))

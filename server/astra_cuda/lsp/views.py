@@ -11,6 +11,7 @@ from lsprotocol import types
 
 from astra_cuda import contract, spec_help, standing
 from astra_cuda.lsp import anchor as anchoring
+from astra_cuda.lsp import answers
 from astra_cuda.plain import md, printable
 from astra_cuda.lsp.convert import EditorSpan, diagnostic, lsp_diagnostic, lsp_range, span_of, text_in
 from astra_cuda.lsp.state import DocState, KernelState, Optimization, verified_cases
@@ -280,38 +281,38 @@ def status(uri: str, st: DocState, cluster: str = "", restricted: str | None = N
     failing = sum(1 for v in verdicts if not v.passed and v.status != "unsupported") + \
         sum(1 for ks in st.per_kernel.values() if ks.verdict_error)
     words, tooltip = standing.summary(levels, failing)
-    return {
-        "uri": uri,
-        "checking": st.checking,
-        "errors": sum(1 for d in st.static_diags if d.severity == types.DiagnosticSeverity.Error),
-        "verified": sum(1 for v in verdicts if v.passed),
-        "failing": failing,
-        "summary": words,          # 'not checked' / '1 matches reference · 1 self-consistent': never '0 verified'
-        "tooltip": tooltip,
-        "rewrites": [n for n, ks in st.per_kernel.items() if ks.optimization and ks.optimization.rewrite],
-        "profilerReports": [n for n, ks in st.per_kernel.items()
-                            if ks.profile is not None and ks.profile.profile.ncu_report_path],
-        "optimizing": [{"kernel": n, "message": o.message, "bestSpeedup": o.best_speedup} for n, o in running],
-        "where": next((v.ran_on for v in verdicts if v.ran_on), ""),   # node (and GPU) of the checks
-        "cluster": cluster,
-        "restricted": restricted,
-        "gpuSetup": gpu_setup,
-    }
+    return answers.DocStatus(
+        uri=uri,
+        checking=st.checking,
+        errors=sum(1 for d in st.static_diags if d.severity == types.DiagnosticSeverity.Error),
+        verified=sum(1 for v in verdicts if v.passed),
+        failing=failing,
+        summary=words,
+        tooltip=tooltip,
+        rewrites=[n for n, ks in st.per_kernel.items() if ks.optimization and ks.optimization.rewrite],
+        profiler_reports=[n for n, ks in st.per_kernel.items()
+                          if ks.profile is not None and ks.profile.profile.ncu_report_path],
+        optimizing=[answers.Optimizing(n, o.message, o.best_speedup) for n, o in running],
+        where=next((v.ran_on for v in verdicts if v.ran_on), ""),
+        cluster=cluster,
+        restricted=restricted,
+        gpu_setup=answers.GpuSetup(gpu_setup["problem"], gpu_setup["fix"]) if gpu_setup else None,
+    ).to_json()
 
 
 def optimization_json(name: str, opt: Optimization) -> dict[str, Any]:
     """The optimize command's answer (client/src/contract.ts: OptimizeAnswer)."""
-    out: dict[str, Any] = {"kernel": name, "status": opt.status, "message": opt.message}
-    if opt.result is not None:
-        out.update(speedup=opt.result.speedup, verifiedCases=verified_cases(opt.result),
-                   improved=opt.improved, title=opt.title(), reportPath=opt.result.report_path or "")
-    return out
+    if opt.result is None:
+        return answers.OptimizeAnswer(opt.status, kernel=name, message=opt.message).to_json()
+    return answers.OptimizeAnswer(opt.status, kernel=name, message=opt.message, speedup=opt.result.speedup,
+                                  verified_cases=verified_cases(opt.result), improved=opt.improved,
+                                  title=opt.title(), report_path=opt.result.report_path or "").to_json()
 
 
 def kernel_list(kernels: Sequence[KernelInfo]) -> list[dict[str, Any]]:
     """The kernels command's answer (client/src/contract.ts: KernelEntry)."""
-    return [{"name": k.name, "startLine": span_of(k.kernel.span).start_line,
-             "endLine": span_of(k.kernel.span).end_line, "hasSpec": has_spec(k)} for k in kernels]
+    return [answers.KernelEntry(k.name, span_of(k.kernel.span).start_line, span_of(k.kernel.span).end_line,
+                                has_spec(k)).to_json() for k in kernels]
 
 
 def live_diagnostics(kernels: Sequence[KernelInfo], st: DocState, text: str) -> list[types.Diagnostic]:
