@@ -179,7 +179,7 @@ def run_one(entry, root: Path, backend: str, rounds: int, tune: int, seconds: fl
     path.write_text(text)
     m = source.parse(text)
     sp = spec_mod.load(m.kernel(entry.kernel), m)
-    say = lambda p: print(f"  [{entry.kernel}] {p['message']}", file=sys.stderr)  # noqa: E731
+    say = lambda p: print(f"  [{entry.kernel}] {p.message}", file=sys.stderr)  # noqa: E731
     r = optimize(text, str(path), entry.kernel, evaluator(str(path), entry.kernel, sp, backend, text, True),
                  rounds=rounds, spec=sp, progress=say, limits=Limits(max_seconds=seconds, tune_points=tune))
     # The final best passes the full gate again; where it does not (the quick gate ran fewer cases),

@@ -77,7 +77,7 @@ def run_one(file: str, kernel: str, backend, rounds: int, quick: bool, in_proces
     text = Path(path).read_text()
     m = source.parse(text)
     sp = spec_mod.load(m.kernel(kernel), m)
-    say = lambda p: print(f"  [{kernel}] {p['message']}", file=sys.stderr)  # noqa: E731
+    say = lambda p: print(f"  [{kernel}] {p.message}", file=sys.stderr)  # noqa: E731
     t0 = time.time()
     if in_process:
         ev = local_evaluator(path, kernel, sp, backend, text, quick=quick)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from . import availability, config, executors, extract, files, infer, jobs, launch_change, project, workspace
 from . import snapshot as snapshot_mod
@@ -21,6 +21,7 @@ from . import spec as spec_mod
 from .contract import DEFAULT_ARCH
 from .diagnostics import Diagnostic
 from .errors import AstraError, NoSuchKernel
+from .progress import Progress, ProgressEvent
 from .project import ProjectContext
 from .snapshot import KernelInfo, Snapshot
 
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
     from .gate import Verdict
     from .profiler import Profile
 
-Progress = Callable[[dict[str, Any]], None]
 
 # Worker time limits (seconds). A kernel that runs longer than this is treated as hung.
 CHECK_TIMEOUT = 600.0
@@ -338,8 +338,8 @@ def check(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto", a
         assert info.spec is not None  # _selected keeps kernels with a spec
         ref, cand, ref_from, ref_spec = _units(snap, info)
         if progress:
-            progress({"step": "check", "kernel": info.name,
-                      "message": f"checking {info.name} on the {chosen} backend (reference: {ref_from})"})
+            progress(ProgressEvent("check", f"checking {info.name} on the {chosen} backend (reference: {ref_from})",
+                                   kernel=info.name))
         try:
             ran = executors.current().run(jobs.CheckJob(chosen, ref, cand, info.spec, ref_spec, quick=quick, seed=seed),
                                           backend=chosen, timeout=CHECK_TIMEOUT, cancel=cancel)

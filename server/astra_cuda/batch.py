@@ -25,6 +25,7 @@ from typing import Callable
 from . import api, workspace
 from .errors import AstraError
 from .paths import expand
+from .progress import ProgressEvent
 
 
 
@@ -200,10 +201,10 @@ def run(paths: list[str], *, kernel: str | None = None, resume: str | None = Non
         # A run already logged is resumed (a finished one only reported), as `--resume ID` would.
         started = (workspace.astra_dir(t.path) / "runs" / row.run_id / "run.json").exists()
 
-        def progress(event: dict) -> None:
-            row.message = str(event.get("message") or event.get("step") or "")
-            if isinstance(event.get("best_speedup"), (int, float)):
-                row.speedup = event["best_speedup"]
+        def progress(event: ProgressEvent) -> None:
+            row.message = event.message or event.step
+            if event.best_speedup is not None:
+                row.speedup = event.best_speedup
             tell(row)
         t_row = time.monotonic()
         try:

@@ -17,6 +17,7 @@ import threading
 from . import __version__, api, plain, redact, sarif
 from .contract import DEFAULT_ARCH
 from .errors import AstraError
+from .progress import ProgressEvent
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_PIPE = 0, 1, 2, 130, 141
 
@@ -714,10 +715,10 @@ def _shown(text: object, markup: bool = False) -> str:
 def _progress_printer():
     con = _console(stderr=True)
 
-    def progress(event: dict) -> None:
-        msg = event.get("message") or event.get("step") or ""
-        rnd = event.get("round")
-        best = event.get("best_speedup")
+    def progress(event: ProgressEvent) -> None:
+        msg = event.message or event.step
+        rnd = event.round
+        best = event.best_speedup
         head = f"[round {rnd}] " if rnd is not None else ""
         tail = f"  (best {best:.2f}×)" if isinstance(best, (int, float)) else ""
         con.print(f"[dim]{head}{_shown(msg, markup=True)}{tail}[/]")

@@ -128,7 +128,7 @@ def test_cancel_mid_run_keeps_best(silu, llm, tmp_path):
                                                         "x / (1.0f + __expf(-x))")))
 
     def progress(p):
-        if p["step"] == "adopted":
+        if p.step == "adopted":
             cancel.set()
 
     r = run(silu, llm, tmp_path, rounds=3, cancel=cancel, progress=progress)

@@ -170,8 +170,8 @@ def test_lost_twice_is_an_infrastructure_error_and_resumes(ws, on, ray_ex, local
     seen = []
 
     def progress(ev):
-        seen.append(ev.get("step"))
-        if ev.get("step") == "code" and not killed:
+        seen.append(ev.step)
+        if ev.step == "code" and not killed:
             threading.Thread(target=_kill_busy_slot, args=(ray_ex, set(), stop, killed, 2), daemon=True).start()
     res = api.optimize(api.open_file(str(f)), KERNEL, progress=progress, **OPTIONS)
     stop.set()

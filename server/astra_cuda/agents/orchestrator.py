@@ -30,6 +30,7 @@ from typing import Callable
 from . import dispatch, tuning
 from .coder import Attempt, LLMCoder, OfflineCoder
 from ..evaluation import CachedEvaluate, Check, Evaluation, InfrastructureError, source_hash
+from ..progress import Progress, ProgressEvent
 from .llm import LLMClient, LLMConfig
 from .memory import Memory
 from .offline import context_from_spec, context_from_text, style
@@ -40,7 +41,6 @@ from .runlog import RunLog, new_run_id
 from .situation import Situation, describe_sizes
 from .sizes import slower_at_a_size
 
-Progress = Callable[[dict], None]
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ class _Run:
     def tell(self, round_: int, step: str, best: float | None, message: str) -> None:
         if self.progress is not None:
             try:
-                self.progress({"round": round_, "step": step, "best_speedup": best, "message": message})
+                self.progress(ProgressEvent(step, message, round_, best))
             except Exception:
                 pass  # a broken progress display must not stop the run
 

@@ -14,6 +14,7 @@ from astra_cuda import redact
 from astra_cuda.lsp import anchor as anchoring
 from astra_cuda.lsp import answers
 from astra_cuda.lsp import views
+from astra_cuda.progress import ProgressEvent
 from astra_cuda.lsp.convert import EditorSpan, lsp_range
 from astra_cuda.lsp.runtime import AstraServer, core, is_user_error, user_message
 from astra_cuda.lsp.state import Optimization
@@ -92,7 +93,7 @@ async def optimize(ls: AstraServer, uri: str, name: str, consent: str | None = N
     ls.log_info(f"optimize {name}: started ({rounds} round(s), {'model ' + llm.model if llm else 'offline team'})")
     loop = asyncio.get_running_loop()
 
-    def progress(event: dict[str, Any]) -> None:  # called from the core's thread
+    def progress(event: ProgressEvent) -> None:  # called from the core's thread
         loop.call_soon_threadsafe(on_progress, ls, uri, opt, token, event, rounds)
 
     ls.send_status(uri)
@@ -144,18 +145,16 @@ async def optimize(ls: AstraServer, uri: str, name: str, consent: str | None = N
     return views.optimization_json(name, opt)
 
 
-def on_progress(ls: AstraServer, uri: str, opt: Optimization, token: str | None, event: dict[str, Any],
+def on_progress(ls: AstraServer, uri: str, opt: Optimization, token: str | None, event: ProgressEvent,
                 rounds: int) -> None:
-    best = event.get("best_speedup", event.get("best"))
-    if isinstance(best, (int, float)):
-        opt.best_speedup = float(best)
-    opt.message = redact.text(str(event.get("message")
-                                  or " · ".join(f"{k} {v}" for k, v in event.items() if v is not None)))
+    if event.best_speedup is not None:
+        opt.best_speedup = float(event.best_speedup)
+    opt.message = redact.text(event.message or f"round {event.round} · {event.step}")
     ls.log_info(f"optimize: {opt.message}")
     if token is not None:
         pct = None
-        if isinstance(event.get("round"), int) and rounds:
-            pct = max(0, min(100, int(100 * (event["round"] - 1) / rounds)))
+        if event.round is not None and rounds:
+            pct = max(0, min(100, int(100 * (event.round - 1) / rounds)))
         ls.progress_report(token, opt.message, pct)
     ls.send_status(uri)
     now = time.monotonic()
