@@ -164,3 +164,38 @@ template <int N> void launch_traits(float* out) { using Traits = Traits<N>; trai
 """
     got, prop = _instantiate(tmp_path, text, "traits_kernel")
     assert got == "<float>" and "template parameter `K`: no launch gives it; took float" in prop.notes
+
+
+DISPATCH = """\
+#define DISPATCH_CASE_QUANT(...) AT_DISPATCH_CASE(at::ScalarType::Char, __VA_ARGS__)
+#define DISPATCH_QUANT(TYPE, NAME, ...) AT_DISPATCH_SWITCH(TYPE, NAME, DISPATCH_CASE_QUANT(__VA_ARGS__))
+#define DISPATCH_CASE_FLOATING(...) AT_DISPATCH_CASE(at::ScalarType::Half, __VA_ARGS__) \\
+  AT_DISPATCH_CASE(at::ScalarType::Float, __VA_ARGS__)
+#define DISPATCH_FLOATING(TYPE, NAME, ...) AT_DISPATCH_SWITCH(TYPE, NAME, DISPATCH_CASE_FLOATING(__VA_ARGS__))
+template <typename out_t> __global__ void quant_kernel(out_t* out, const float* in, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = static_cast<out_t>(in[i]);
+}
+template <typename T> __global__ void scale_kernel(T* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = out[i] * T(2);
+}
+void quant(torch::Tensor& out, torch::Tensor& in) {
+  int n = in.numel();
+  DISPATCH_QUANT(out.scalar_type(), "quant", [&] {
+    quant_kernel<scalar_t><<<(n + 255) / 256, 256>>>(out.data_ptr<scalar_t>(), in.data_ptr<float>(), n);
+  });
+  DISPATCH_FLOATING(out.scalar_type(), "scale", [&] {
+    scale_kernel<scalar_t><<<(n + 255) / 256, 256>>>(out.data_ptr<scalar_t>(), n);
+  });
+}
+"""
+
+
+@pytest.mark.parametrize("kernel,expected", [("quant_kernel", "<int8_t>"), ("scale_kernel", "<float>")])
+def test_a_dispatch_macros_scalar_t_is_a_type_it_dispatches_over(tmp_path, kernel, expected):
+    """vLLM's VLLM_DISPATCH_QUANT_TYPES dispatches over fp8 and int8 only: its scalar_t taken as
+    float named an instance nvcc refused (rms_norm_dynamic_per_token_quant_kernel); a macro that
+    offers float keeps float."""
+    got, prop = _instantiate(tmp_path, DISPATCH, kernel)
+    assert got == expected, prop.notes

@@ -86,7 +86,7 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
     # a template argument may be a local constant of the launcher (`constexpr int vec = 16 / sizeof(T)`)
     local = host_locals(site_model, site.function) if site is not None and site_model is not None else {}
     instantiate = _template_args(kernel, site, notes, program, {**local, **constants}, known_names(types.items),
-                                 types.items)
+                                 types.items, site_model)
     targs = dict(zip(kernel.template_param_names, _split(instantiate))) if instantiate else {}
     if instantiate:   # `sizeof(T)` in the launcher: T as resolved (named at the launch, or deduced: same name)
         written = _split(site.template_args) if site is not None and site.template_args else kernel.template_param_names

@@ -14,6 +14,46 @@ _DISPATCH_TYPE = "float"   # what a dispatch macro's scalar_t becomes in the pro
 _DISPATCH_NAMES = ("scalar_t", "scalar_type", "input_t", "output_t")
 
 
+# torch's ScalarType names -> the C++ element type a dispatch macro binds for them
+_SCALAR_TYPES = {"Float": "float", "Double": "double", "Half": "c10::Half", "BFloat16": "c10::BFloat16",
+                 "Char": "int8_t", "Byte": "uint8_t", "Short": "int16_t", "Int": "int32_t", "Long": "int64_t",
+                 "Float8_e4m3fn": "c10::Float8_e4m3fn", "Float8_e5m2": "c10::Float8_e5m2", "Bool": "bool"}
+_SCALAR_CASE = re.compile(r"\bScalarType::(\w+)")
+
+
+def dispatch_type(site: LaunchSite | None, site_model, items) -> str:
+    """What the scalar_t of the dispatch macro around the launch is taken as: float where the
+    macro dispatches over float (or is not read), else the first type its cases name (vLLM's
+    VLLM_DISPATCH_QUANT_TYPES: Float8_e4m3fn, Char — a float there is no instance its kernel has)."""
+    if site is None or site_model is None or "DISPATCH" not in site_model.text:
+        return _DISPATCH_TYPE
+    macros = {next(iter(it.defines)): it.text for it in [*site_model.items, *items]
+              if it.kind == "macro" and len(it.defines) == 1}
+    root = source.parser().parse(site_model.text.encode("utf-8")).root_node
+    line = site.span.start_line
+    around = [n for n in _walk(root) if n.type == "call_expression" and n.start_point[0] <= line <= n.end_point[0]
+              and (f := n.child_by_field_name("function")) is not None and "DISPATCH" in f.text.decode()]
+    for call in sorted(around, key=lambda n: n.start_byte, reverse=True):   # the innermost first
+        cases = _macro_cases(call.child_by_field_name("function").text.decode(), macros, 0)
+        if cases:
+            if "Float" in cases or not any(c in _SCALAR_TYPES for c in cases):
+                return _DISPATCH_TYPE
+            return next(_SCALAR_TYPES[c] for c in cases if c in _SCALAR_TYPES)
+    return _DISPATCH_TYPE
+
+
+def _macro_cases(name: str, macros: dict[str, str], depth: int) -> list[str]:
+    """The ScalarType cases a dispatch macro expands to, through the macros it names."""
+    body = macros.get(name)
+    if body is None or depth > 6:
+        return []
+    out = _SCALAR_CASE.findall(body)
+    for word in re.findall(r"\b[A-Z][A-Z0-9_]+\b", body.split(")", 1)[-1] if "(" in body.split()[1] else body):
+        if word != name and word in macros:
+            out += [c for c in _macro_cases(word, macros, depth + 1) if c not in out]
+    return list(dict.fromkeys(out))
+
+
 def _dispatch_names(arg: str) -> list[str]:
     """The names in `arg` that dispatch macros give the element type (`scalar_t`, apex's
     `scalar_t_0`, `scalar_t_1`)."""
@@ -24,7 +64,7 @@ def _dispatch_names(arg: str) -> list[str]:
 
 def _template_args(kernel: Kernel, site: LaunchSite | None, notes: list[str], program=None,
                    constants: dict[str, str] | None = None, known: frozenset[str] = frozenset(),
-                   items=None) -> str | None:
+                   items=None, site_model=None) -> str | None:
     """`instantiate`: one argument per template parameter, from (in this order) the launch's own
     template arguments — a launcher's template parameter followed to its callers, explicit
     instantiations and default, a dispatch macro's scalar_t taken as float, names evaluated as
@@ -38,6 +78,7 @@ def _template_args(kernel: Kernel, site: LaunchSite | None, notes: list[str], pr
     given: list[str] = split(site.template_args) if site is not None and site.template_args else []
     explicit = program.instantiations(kernel.name) if program is not None else []
     qualified = qualified_names(items or [])
+    scalar = dispatch_type(site, site_model, items or [])
     usable = [e for e in explicit if all(_acceptable(_qualify(a, qualified), known) for a in e)]
     if not given and usable:
         given = list(usable[0])
@@ -47,7 +88,8 @@ def _template_args(kernel: Kernel, site: LaunchSite | None, notes: list[str], pr
     bound: dict[str, str] = {}
     for k, (param, name) in enumerate(zip(kernel.template_params, kernel.template_param_names)):
         if _is_pack(param):   # the rest of the launch's arguments, or none
-            rest = [_resolve_arg(g.strip(), site, program, constants or {}, notes, name, known) for g in given[k:]]
+            rest = [_resolve_arg(g.strip(), site, program, constants or {}, notes, name, known, scalar)
+                    for g in given[k:]]
             if all(r is not None for r in rest):
                 out += [_qualify(r, qualified) for r in rest if r is not None]
             if not rest:
@@ -55,7 +97,7 @@ def _template_args(kernel: Kernel, site: LaunchSite | None, notes: list[str], pr
             break
         arg = given[k].strip() if k < len(given) else None
         if arg is not None:
-            arg = _resolve_arg(arg, site, program, constants or {}, notes, name, known)
+            arg = _resolve_arg(arg, site, program, constants or {}, notes, name, known, scalar)
             arg = _qualify(arg, qualified) if arg is not None else None
         if arg is None and "=" in param:   # a default argument, over the arguments so far
             default = param.split("=", 1)[1].strip()
@@ -66,17 +108,20 @@ def _template_args(kernel: Kernel, site: LaunchSite | None, notes: list[str], pr
             arg = _fallback_arg(param, name, kernel, program, bound, notes, items or [], qualified)
         bound[name] = arg
         out.append(arg)
-    if any(_dispatch_names(g) for g in given):
+    if any(_dispatch_names(g) for g in given) and scalar == _DISPATCH_TYPE:
         notes.append(f"instantiate: the dispatch macro's scalar_t became {_DISPATCH_TYPE} "
                      f"(use __half or __nv_bfloat16 to test those)")
+    elif any(_dispatch_names(g) for g in given):
+        notes.append(f"instantiate: the dispatch macro around the launch offers no float; its scalar_t became "
+                     f"{scalar}, the first type it dispatches over")
     return "<" + ", ".join(out) + ">"
 
 
 def _resolve_arg(arg: str, site: LaunchSite | None, program, constants: dict[str, str], notes: list[str],
-                 name: str, known: frozenset[str]) -> str | None:
+                 name: str, known: frozenset[str], scalar: str = _DISPATCH_TYPE) -> str | None:
     """One template argument of a launch as something the spec can name, or None."""
     for host in _dispatch_names(arg):   # the type a dispatch macro's lambda names
-        arg = _replace_word(arg, host, _DISPATCH_TYPE)
+        arg = _replace_word(arg, host, scalar)
     arg = " ".join(re.sub(r"\btypename\s+", "", arg).split())   # not needed outside a template
     # a template parameter of the launching function: what its callers give it, else its default;
     # a type alias of its body (`using T2 = typename TypeConverter<T>::Type;`) over those — both
@@ -190,6 +235,8 @@ def _acceptable(arg: str, known: frozenset[str] | set[str]) -> bool:
         parse_template_args(f"<{arg}>")
     except ValueError:
         return False
+    if dtypes.from_cpp(arg) is not None:   # an element type however spelled (`c10::Float8_e4m3fn`)
+        return True
     node = source.parse_expression(f"__astra_k<{arg}>")
     if node is None:
         return False
