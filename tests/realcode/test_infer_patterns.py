@@ -113,3 +113,14 @@ def test_a_conditional_read_is_bounded_by_its_condition():
                      "  int v = (i < n) ? in[i] : 0;\n  if (i < n) out[i] = v;\n}\n").kernel("r")
     facts = access.analyse(k, {"n": 1000}, (4, 1, 1), (256, 1, 1), {"in": 4, "out": 4}, set(), 100, {})
     assert facts.uses["in"].hi == 999
+
+
+def test_only_checks_on_the_launchs_own_path_are_required(project):
+    project("two.cu", "#include <cassert>\n"
+                      "__global__ void k(float* out, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                      "  if (i < n) out[i] = 1.0f;\n}\n"
+                      "void run(float* out, int n) {\n  assert(n >= 1);\n"
+                      "  if (n > 100000) { assert(n % 1024 == 0); return; }\n"
+                      "  k<<<(n + 255) / 256, 256>>>(out, n);\n}\n")
+    s, p = infer(project, "two.cu", "k")
+    assert "n >= 1" in s.require and not any("1024" in r for r in s.require)

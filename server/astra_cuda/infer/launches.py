@@ -192,7 +192,8 @@ _COMPARISONS = ("<", "<=", ">", ">=", "==", "!=")
 
 def launcher_checks(model: SourceModel, function: str | None, before: int) -> list[str]:
     """The conditions a launcher asserts before it launches (`assert(n % 4 == 0)`,
-    `TORCH_CHECK(a >= 4 && a <= 1024, ...)`), split at `&&`: the sizes it accepts."""
+    `TORCH_CHECK(a >= 4 && a <= 1024, ...)`), split at `&&`: the sizes it accepts. Only checks
+    on the launch's own path: written in a block that encloses it, not in another branch."""
     if function is None:
         return []
     short = function.split("::")[-1]
@@ -205,6 +206,11 @@ def launcher_checks(model: SourceModel, function: str | None, before: int) -> li
         callee = n.child_by_field_name("function") if n.type == "call_expression" else None
         if callee is None or callee.text.decode() not in _CHECKS or n.start_byte >= before:
             continue
+        block = n.parent
+        while block is not None and block.type != "compound_statement":
+            block = block.parent
+        if block is None or not block.start_byte <= before < block.end_byte:
+            continue   # in a branch the launch is not in
         args = n.child_by_field_name("arguments")
         first = next((c for c in args.named_children if c.type != "comment"), None) if args is not None else None
         stack = [first] if first is not None else []

@@ -267,7 +267,14 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
         if n in draft.sizes and len(draft.sizes[n]) > 1 and v.isdigit():
             draft.sizes[n] = [x for x in draft.sizes[n] if x > int(v)] or draft.sizes[n][-1:]
             notes.append(f"size `{n}`: values up to {v} left out of the tests — the output was constant there")
-    if not repair(draft, notes):
+    before = {n: list(v) for n, v in draft.sizes.items()}
+    ok = repair(draft, notes)
+    if not ok and any(r in draft.require for r in launch_require):   # the launcher's checks contradict the sizes
+        draft.require, draft.sizes = [r for r in draft.require if r not in launch_require], before
+        ok = repair(draft, notes)
+        if ok:
+            notes.append("the launcher's checks were left out of `require`: no test size meets them all — CHECK")
+    if not ok:
         errors.append("no test size gives a valid launch (grid, block): adjust [sizes] by hand")
     size_bench(draft, program_sizes, notes)
 
