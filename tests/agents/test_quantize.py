@@ -40,3 +40,22 @@ def test_coarsened_quantize_and_dequantize_pass_the_gate(kernel, broken):
     wrong = rw.text.replace(*broken)
     assert wrong.count(broken[1]) >= 1          # the scalar tail (last element) computes it wrong
     assert not evaluate(wrong).passed
+
+
+def test_a_scale_array_one_short_is_an_out_of_bounds_read_on_the_cpu():
+    """At n = 65537 (the gate's edge size) the last group has one element: a spec giving `scale`
+    floor(n / group) entries makes the kernel read one past the end. On an H200 that showed only as
+    a nondeterministic `out[65536]` (nan vs -0); the CPU backend's sanitizer build names the read."""
+    from astra_cuda import extract, gate
+    from astra_cuda.backends.cpu import CpuBackend
+    text = PATH.read_text()
+    assert '"cdiv(n, group)"' in text
+    for t, ok in ((text, True), (text.replace('"cdiv(n, group)"', '"n / group"'), False)):
+        m = source.parse(t)
+        sp = spec_mod.load(m.kernel("dequant_int8_kernel"), m)
+        v = gate.check(None, extract.spec_unit(m, str(PATH), "dequant_int8_kernel", sp), sp, CpuBackend(),
+                       quick=True, bounds=True)
+        assert v.passed == ok, v.summary
+        if not ok:
+            assert [c.name for c in v.checks if not c.passed] == ["sanitize"]
+            assert "out-of-bounds read" in v.failures[0].message

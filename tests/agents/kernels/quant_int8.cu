@@ -18,7 +18,7 @@ group = [128]
 [args]
 out = { type = "half", shape = ["n"], output = true }
 q = { type = "int8", shape = ["n"], init = "randint(-127, 128)" }
-scale = { type = "float", shape = ["n / group"] }
+scale = { type = "float", shape = ["cdiv(n, group)"] }
 n = "n"
 group = "group"
 */
@@ -46,7 +46,7 @@ group = [128]
 [args]
 q = { type = "int8", shape = ["n"], output = true }
 x = { type = "half", shape = ["n"] }
-scale = { type = "float", shape = ["n / group"] }
+scale = { type = "float", shape = ["cdiv(n, group)"] }
 n = "n"
 group = "group"
 */
