@@ -27,6 +27,7 @@ Where the kernel has no Landlock, compiles of user code are refused with the rea
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import signal
@@ -36,6 +37,7 @@ import sysconfig
 import threading
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
@@ -67,14 +69,29 @@ HEAVY_MEMORY = 6 << 30
 HEAVY_SECONDS = 240.0
 
 
+@lru_cache(maxsize=1)
+def installed_torch_include_dirs() -> tuple[str, ...]:
+    """The include folders of the torch installed beside Astra (as cpp_extension.include_paths()
+    lists them; found, never imported), or () when there is none."""
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return ()
+    for loc in list(spec.submodule_search_locations or []) if spec is not None else []:
+        inc = Path(loc) / "include"
+        if (inc / "torch" / "extension.h").is_file() or (inc / "torch" / "all.h").is_file():
+            api = inc / "torch" / "csrc" / "api" / "include"
+            return tuple(str(d.resolve()) for d in (inc, api) if d.is_dir())
+    return ()
+
+
 def heavy(options: Iterable[str]) -> bool:
     """Whether a compile with these options reads the torch installed beside Astra (a PyTorch
     extension's: `-I`/`-isystem` of its include folder, by real path). Never what a file or a
     project can say of itself — a define, a project folder named torch/include — so hostile code
     cannot buy the larger budgets; a project's own copy of torch gets them from the user
     ($ASTRA_COMPILER_MEMORY, $ASTRA_COMPILER_TIMEOUT)."""
-    from .compile import torch_ext
-    installed = set(torch_ext.installed_include_dirs())
+    installed = set(installed_torch_include_dirs())
     if not installed:
         return False
     folders, it = [], iter(options)

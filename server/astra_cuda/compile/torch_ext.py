@@ -11,7 +11,6 @@ folder for pybind11's `<Python.h>`. Its element types (`at::Half`, `c10::BFloat1
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import os
 import sysconfig
 from dataclasses import dataclass
@@ -44,21 +43,8 @@ class TorchFlags:
     std: str = STD
 
 
-@lru_cache(maxsize=1)
-def installed_include_dirs() -> tuple[str, ...]:
-    """The include folders of the torch installed beside Astra (as cpp_extension.include_paths()
-    lists them), or () when there is none."""
-    try:
-        spec = importlib.util.find_spec("torch")
-    except (ImportError, ValueError):
-        return ()
-    locations = list(spec.submodule_search_locations or []) if spec is not None else []
-    for loc in locations:
-        inc = Path(loc) / "include"
-        if (inc / "torch" / "extension.h").is_file() or (inc / "torch" / "all.h").is_file():
-            api = inc / "torch" / "csrc" / "api" / "include"
-            return tuple(str(d.resolve()) for d in (inc, api) if d.is_dir())
-    return ()
+# Where the installed torch's headers are is confine's to know (its compile budgets depend on it).
+installed_include_dirs = confine.installed_torch_include_dirs
 
 
 def python_include_dir() -> str | None:
