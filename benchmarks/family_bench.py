@@ -58,7 +58,10 @@ def main(argv=None) -> int:
         except ValueError:
             out = {"error": f"exit {p.returncode}: {p.stderr[-1500:]}"}
         rounds = [{"idea": (r.get("plan") or {}).get("idea"), "params": (r.get("plan") or {}).get("params"),
-                   "outcome": r.get("outcome"), "reason": r.get("reason")} for r in out.get("rounds") or []]
+                   "outcome": r.get("outcome"), "reason": r.get("reason"),
+                   # which timed-output comparison or plausibility rule refused it, in the gate's words
+                   "detail": (((r.get("evaluation") or {}).get("check") or {}).get("feedback") or "")[:1500]}
+                  for r in out.get("rounds") or []]
         row = {"file": file, "kernel": kernel, "family": family, "seconds": round(seconds, 1),
                "speedup": out.get("speedup"), "improved": out.get("improved"), "error": out.get("error"),
                "share_before": share(out.get("baseline")), "share_after": share(out.get("best")),
@@ -74,6 +77,8 @@ def main(argv=None) -> int:
         for r in rounds:
             if r["outcome"] != "adopted":
                 print(f"  not kept: {r['idea']} {r['params']}: {r['outcome']}: {str(r['reason'])[:160]}", flush=True)
+                if r["outcome"] == "failed" and r["detail"]:
+                    print(f"    {r['detail'][:600]}", flush=True)
     if a.out:
         Path(a.out).write_text(json.dumps({"backend": a.backend, "rounds": a.rounds, "tune": a.tune, "seconds": a.seconds,
                                            "kernels": rows}, indent=1) + "\n")
