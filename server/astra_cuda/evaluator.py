@@ -104,7 +104,8 @@ def local_evaluator(path: str, kernel: str, spec: Spec, backend: Backend, refere
         gate_s = time.perf_counter() - t0
         if not check.passed:
             return Evaluation(check, seconds=gate_s, gate_seconds=gate_s)
-        prof = profiler.profile(ref_unit, cand, cand_spec, backend, arch=arch, reference_spec=ref_spec, sizes=sizes)
+        prof = profiler.profile(ref_unit, cand, cand_spec, backend, arch=arch, reference_spec=ref_spec, sizes=sizes,
+                                rounding=rounding)
         return dataclasses.replace(to_evaluation(check, prof, time.perf_counter() - t0), gate_seconds=gate_s)
 
     return evaluate

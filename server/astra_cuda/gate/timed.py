@@ -28,14 +28,16 @@ from typing import Sequence
 
 import numpy as np
 
-from ..backends.base import Backend, Buffer, Module, TimedLaunch
+from ..backends.base import (Backend, BackendUnavailable, Buffer, CompileError, LaunchError, Module, Schedule,
+                             TimedLaunch, Unsupported)
 from ..spec import Spec
 from . import compare, suite as suites
-from .checks import POISONS, Compiled, Run, arg_types, launch_args, launch_of
+from .checks import POISONS, Compiled, Run, arg_types, launch_args, launch_of, run_case
+from .run import ROUNDING_DIRECTIONS, ROUNDING_FACTOR, ROUNDING_MAX_ELEMENTS
 from .verdict import CaseInfo, Failure
 
 __all__ = ["TimedSet", "prepare_timed", "expect", "fresh_run", "check_outputs", "check_inputs_unchanged", "check_samples",
-           "launch_of"]
+           "launch_of", "measure_rounding"]
 
 ROTATED = ("normal", "uniform", "randint")  # i.i.d. draws: any rotation is as likely a draw
 
@@ -49,6 +51,9 @@ class TimedSet:
     info: CaseInfo | None = None
     outputs: dict[str, Buffer] | None = None  # `expect`: the written arguments after one reference launch
     samples: dict[str, np.ndarray] = field(default_factory=dict)  # their values at the sampled positions
+    # `measure_rounding`: per floating-point written argument, each element's allowance on top of the
+    # tolerance (twice the reference's own rounding error on this set), measured only when needed
+    allowance: dict[str, np.ndarray] = field(default_factory=dict)
     _host_outputs: dict[str, np.ndarray] = field(default_factory=dict)
 
     def input_values(self, name: str, positions: np.ndarray) -> np.ndarray:
@@ -161,7 +166,7 @@ def check_outputs(spec: Spec, backend: Backend, ts: TimedSet, got: dict[str, Buf
         if fine:
             continue
         m = compare.compare(ts.expected(backend, name), backend.download(buf), atol, rtol,
-                            poison=poison if a.output else None)
+                            poison=poison if a.output else None, allowance=ts.allowance.get(name))
         if m is not None:
             failures.append(Failure("revalidate", f"{where}: " + m.message(name, atol, rtol), ts.info, output=name,
                                     index=list(m.index), bad=m.bad, total=m.total, expected=m.expected, got=m.got))
@@ -192,11 +197,13 @@ def check_samples(spec: Spec, ts: TimedSet, name: str, positions: np.ndarray, ro
     a = spec.args[name]
     want = ts.samples[name] if a.written else ts.input_values(name, positions)
     atol, rtol = a.tolerance
+    allowed = ts.allowance[name].reshape(-1)[positions] if name in ts.allowance else None
 
     def mismatch(got: np.ndarray, poison: int | None) -> compare.Mismatch | None:
         if a.written:
             return compare.compare(np.broadcast_to(want, got.shape), got, atol, rtol,
-                                   poison=poison if a.output else None, check_constant=False)
+                                   poison=poison if a.output else None, check_constant=False,
+                                   allowance=None if allowed is None else np.broadcast_to(allowed, got.shape))
         d = compare.first_difference(np.broadcast_to(want, got.shape), got)
         return None if d is None else compare.Mismatch("values", d[0], got.size, d[1], 0.0, 0.0)
 
@@ -217,3 +224,36 @@ def check_samples(spec: Spec, ts: TimedSet, name: str, positions: np.ndarray, ro
     return first, Failure("revalidate", f"after {labels[first]} ({len(wrong)} of the {len(poisons)} launches checked "
                    f"on this input set wrong): {what}", ts.info, output=name, index=list(element),
                    bad=m.bad, total=m.total)
+
+
+def measure_rounding(spec: Spec, backend: Backend, reference: Compiled, sets: Sequence[TimedSet], ctypes: dict) -> bool:
+    """Each set's `allowance`: ROUNDING_FACTOR times how far the reference's floating-point written
+    arguments move when its arithmetic rounds upward, downward or toward zero instead of to
+    nearest on the set's inputs — the untimed gate's allowance (gate.run), at the timed size.
+    `backend` has rounding modes (the CPU); `reference` is compiled on it and launched as `spec`
+    says. A float sum of millions of terms into one place is far from its exact value (at 16.7M
+    squares, 2.8% low), so a rewrite summing in another order differs from it beyond any
+    tolerance made for the checked sizes; a candidate that skips work still fails. False (nothing
+    measured) when the size is too large for the CPU, a set's inputs are not on the host or the
+    reference does not run there."""
+    floats = [a.name for a in spec.args.values() if a.pointer and a.written and a.dtype.is_float]
+    if not floats or not sets or spec.elements(sets[0].sizes) > ROUNDING_MAX_ELEMENTS:
+        return False
+    for ts in sets:
+        host = {name: np.roll(arr.reshape(-1), ts.rolls[name]).reshape(arr.shape) if name in ts.rolls else arr
+                for name, arr in ts.host.items()}
+        try:
+            base = run_case(spec, backend, reference, ts.sizes, host, ctypes, POISONS[0], written_only=True).after
+            runs = [run_case(spec, backend, reference, ts.sizes, host, ctypes, POISONS[0], Schedule(rounding=d),
+                             written_only=True).after for d in ROUNDING_DIRECTIONS]
+        except (LaunchError, CompileError, Unsupported, BackendUnavailable):
+            return False
+        for name in floats:
+            b = compare.as_f64(base[name])
+            with np.errstate(invalid="ignore", over="ignore"):
+                spread = np.zeros(b.shape)
+                for r in runs:
+                    d = np.abs(compare.as_f64(r[name]) - b)
+                    spread = np.maximum(spread, np.where(np.isfinite(d), d, 0.0))  # NaN/inf: no allowance
+            ts.allowance[name] = ROUNDING_FACTOR * spread
+    return True

@@ -8,7 +8,9 @@ import numpy as np
 
 from .. import ladder as ladder_mod
 from .. import static
-from ..backends.base import CompileError, LaunchError
+from .. import gate
+from ..backends.base import BackendUnavailable, CompileError, LaunchError, Unsupported
+from ..gate import checks
 from ..contract import DEFAULT_ARCH
 from . import model, timing
 from .ncu import NcuUnavailable, run_ncu
@@ -22,14 +24,33 @@ def _static_resources(unit, arch: str) -> tuple[dict, list[str]]:
     return (asdict(res) if res else {}), errs
 
 
+def _rounding_of(unit, rspec, backend, params):
+    """gate.measure_rounding for the timed sets, the reference compiled on `backend` when first
+    needed (once; a reference that does not compile there measures nothing)."""
+    compiled: list = []
+
+    def measure(sets) -> bool:
+        if not compiled:
+            try:
+                compiled.append(checks.Compiled(backend.compile_unit(unit), unit.name_expression, "reference"))
+            except (CompileError, Unsupported, BackendUnavailable):
+                compiled.append(None)
+        if compiled[0] is None:
+            return False
+        return gate.measure_rounding(rspec, backend, compiled[0], sets, checks.arg_types(rspec, backend, compiled[0], params))
+    return measure
+
+
 def profile(reference_unit, candidate_unit, spec, backend, *, ncu: bool = False, arch: str = DEFAULT_ARCH,
             reps: int = 100, warmup: int = 20, seed: int | None = None, reference_spec=None,
-            sizes: str = "bench") -> Profile:
+            sizes: str = "bench", rounding=None) -> Profile:
     """Profile `candidate_unit` on the spec's bench sizes, and with `sizes="ladder"` on the size
     ladder around them (`astra_cuda.ladder`: decode-like and prefill-like points; see the package
     docstring). `backend` is a Backend instance, or None for static data only. `reps` timed
     launches per size after `warmup` (profiler.timing says what surrounds them). `spec` launches
-    the candidate, `reference_spec` (default `spec`) the reference."""
+    the candidate, `reference_spec` (default `spec`) the reference. `rounding`: a backend with
+    rounding modes (the CPU) that measures the reference's own rounding error at a size where a
+    timed output differs from the reference's beyond the tolerance (gate.measure_rounding)."""
     kernel = candidate_unit.kernel
     prof = Profile(kernel=kernel, backend=backend.name if backend is not None else "static", measured=False,
                    path=candidate_unit.path)
@@ -52,11 +73,12 @@ def profile(reference_unit, candidate_unit, spec, backend, *, ncu: bool = False,
     # The kernel runs as the backend compiles it (its compiler, include paths and CCCL), so the
     # backend's compile decides; the static one only adds spill counts.
     return _profile_measured(prof, reference_unit, candidate_unit, spec, backend, rungs, ncu=ncu, reps=reps,
-                             warmup=warmup, seed=seed, rspec=reference_spec or spec, static_error=errs[0] if errs else "")
+                             warmup=warmup, seed=seed, rspec=reference_spec or spec, static_error=errs[0] if errs else "",
+                             rounding=rounding)
 
 
 def _profile_measured(prof: Profile, reference_unit, candidate_unit, spec, backend, rungs, *, ncu: bool, reps: int,
-                      warmup: int, seed: int | None, rspec, static_error: str = "") -> Profile:
+                      warmup: int, seed: int | None, rspec, static_error: str = "", rounding=None) -> Profile:
     prof.measured = True
     cases = [r.sizes for r in rungs if r.role == "bench"] or [r.sizes for r in rungs]
     info = backend.device_info() if backend.caps.device_info else {}
@@ -86,12 +108,14 @@ def _profile_measured(prof: Profile, reference_unit, candidate_unit, spec, backe
     rng = np.random.default_rng(seed)
     # The original timed against itself (the optimizer's baseline): the same code on both sides.
     original = reference_unit is not None and reference_unit == candidate_unit and (rspec is spec or rspec == spec)
+    allowances = _rounding_of(reference_unit, rspec, rounding, params) if rounding is not None and r is not None else None
     for rung in rungs:
         sizes = rung.sizes
         try:
             seeds = (int(rng.integers(1, 2**31 - 1)), int(rng.integers(1, 2**31 - 1)))
             timed = timing.measure_confirmed(backend, spec, rspec, sizes, c, r, params=params, reps=reps,
-                                             warmup=warmup, seeds=seeds, ceiling=ceiling, original=original)
+                                             warmup=warmup, seeds=seeds, ceiling=ceiling, original=original,
+                                             rounding=allowances)
             timed.role = rung.role
             prof.sizes.append(timed)
         except LaunchError as e:
