@@ -45,6 +45,7 @@ class Iv:
 UNKNOWN = Iv(None, None)
 # thread and block indices a condition can narrow (kept in the environment under these names)
 _BUILTINS = frozenset(f"{a}.{f}" for a in ("threadIdx", "blockIdx") for f in "xyz")
+UNSET = "unset"      # a local declared without a value: its first assignment gives it one
 MAX_HELPER_DEPTH = 3   # device functions followed into, nested
 # calls that read or write exactly where their pointer argument points (width aside)
 _ACCESSORS = ("load", "store", "__ld", "__st", "atomic", "ld", "st", "Load", "Store", "read", "write", "fetch",
@@ -100,6 +101,10 @@ class Analyzer:
         self.helpers = helpers or {}          # device function name -> its definition (followed into)
         self.const = {p.name: p.is_const for p in kernel.params if p.is_pointer}
         self.depth = 0
+        # locals with the expression that set them: a condition that narrows `i` narrows
+        # `offset = base + i * stride` too (`(i + half < n) ? x[offset + half] : ...`)
+        self.defs: dict[str, tuple[Node, frozenset[str]]] = {}
+        self.narrowing = False
         self.grid, self.block = grid, block
         self.elem_bytes = elem_bytes          # pointer parameter -> bytes per element
         self.int_params = int_params          # integer pointer parameters (their loads are table indices)
@@ -130,14 +135,15 @@ class Analyzer:
         body = fn.child_by_field_name("body")
         if body is None:
             return
-        saved = self.env
+        saved, saved_defs = self.env, self.defs
         self.env = {n: (v if isinstance(v, (Iv, Ptr)) else UNKNOWN) for n, v in zip(names, vals) if n}
+        self.defs = {}
         self.depth += 1
         try:
             self.block_stmt(body)
         finally:
             self.depth -= 1
-            self.env = saved
+            self.env, self.defs = saved, saved_defs
 
     # ---- statements ------------------------------------------------------------------------
     def run(self, body: Node) -> Facts:
@@ -222,6 +228,8 @@ class Analyzer:
         if cond is not None:
             self.expr(cond)
         before = dict(self.env)
+        # both branches are walked even where a condition cannot hold at the probe sizes: those
+        # may miss what the launcher keeps (`head_size / x` whole), and the branch is then the kernel
         if cond is not None:
             self.refine(cond, True)
         then_ret = self.stmt(cons) if cons is not None else False
@@ -258,12 +266,13 @@ class Analyzer:
                     starts[target.text.decode()] = (cur, self._step(n))
                     self.env[target.text.decode()] = Iv(cur.lo, None)
         cond = st.child_by_field_name("condition")
+        dead = False
         if cond is not None:
             self.expr(cond)
-            self.refine(cond, True)
+            dead = not self.refine_feasible(cond, True)
             self._lockstep(init, cond, starts)
         body = st.child_by_field_name("body")
-        if body is not None:
+        if body is not None and not dead:   # a loop that runs no iteration here is not walked
             self.stmt(body)
         self.env = self.merge(saved, {k: v for k, v in self.env.items() if k in saved})
 
@@ -286,8 +295,8 @@ class Analyzer:
             if "thread_block" in type_text or (value is not None and "this_thread_block" in value.text.decode()):
                 self.env[name] = "tile:block"
                 continue
-            if value is None:
-                self.env[name] = UNKNOWN
+            if value is None:   # declared, assigned later (`int x_index; if (..) x_index = ..`)
+                self.env[name] = UNSET
                 continue
             if value.type == "initializer_list":
                 for c in value.named_children:
@@ -302,6 +311,10 @@ class Analyzer:
                 elem = type_text.split()[-1] if type_text else ""
                 v = self._rescale(v, elem)
             self.env[name] = v if isinstance(v, (Iv, Ptr)) else UNKNOWN
+            self._forget(name)
+            if isinstance(v, (Iv, Ptr)):
+                self.defs[name] = (value, frozenset(x.text.decode() for x in source._walk(value)
+                                                    if x.type == "identifier"))
 
     def _offset_of(self, n: Node | None) -> tuple[str, Iv] | None:
         """`base + e - f` as (base, the interval of e - f), base a plain integer variable."""
@@ -369,6 +382,13 @@ class Analyzer:
         return Ptr(p.base, p.offset, nbytes // base)
 
     # ---- conditions ------------------------------------------------------------------------
+    def refine_feasible(self, cond: Node, truth: bool) -> bool:
+        """Narrow by `cond` being `truth`; False when that leaves a variable no value."""
+        before = {k: v for k, v in self.env.items() if isinstance(v, Iv)}
+        self.refine(cond, truth)
+        return not any(isinstance(v, Iv) and v.lo is not None and v.hi is not None and v.lo > v.hi
+                       and (k not in before or before[k] != v) for k, v in self.env.items())
+
     def refine(self, cond: Node, truth: bool) -> None:
         cond = _unparen(cond)
         if cond is None:
@@ -392,6 +412,17 @@ class Analyzer:
         for side in (left, right):   # `if (threadIdx.x < BINS)` narrows the index itself
             if side.text.decode() in _BUILTINS and side.text.decode() not in self.env:
                 self.env[side.text.decode()] = self.field(side)
+        if left.type == "binary_expression" and left.child_by_field_name("operator").type == "+":
+            # `i + half < n`: i < n - half (the offset taken at its largest: a bound that holds)
+            x, c = _unparen(left.child_by_field_name("left")), _unparen(left.child_by_field_name("right"))
+            if x is not None and x.type != "identifier":
+                x, c = c, x
+            off, bound = self.expr(c, evaluate_only=True), self.expr(right, evaluate_only=True)
+            if x is not None and x.type == "identifier" and isinstance(self.env.get(x.text.decode()), Iv) \
+                    and isinstance(off, Iv) and isinstance(bound, Iv) and off.lo is not None and off.lo == off.hi:
+                self._bound(x.text.decode(), op, Iv(None if bound.lo is None else bound.lo - off.lo,
+                                                    None if bound.hi is None else bound.hi - off.lo))
+            return
         if left.type in ("identifier", "field_expression") and isinstance(self.env.get(left.text.decode()), Iv):
             self._bound(left.text.decode(), op, self.expr(right, evaluate_only=True))
         if right.type in ("identifier", "field_expression") and isinstance(self.env.get(right.text.decode()), Iv):
@@ -412,6 +443,34 @@ class Analyzer:
         elif op == ">=" and other.lo is not None:
             lo = other.lo if lo is None else max(lo, other.lo)
         self.env[name] = Iv(lo, hi)
+        self._narrow_defs(name)
+
+    def _forget(self, name: str) -> None:
+        """`name` changed: what was set from it no longer follows from it."""
+        self.defs.pop(name, None)
+        for d in [d for d, (_, ids) in self.defs.items() if name in ids]:
+            self.defs.pop(d, None)
+
+    def _narrow_defs(self, name: str) -> None:
+        if self.narrowing:   # re-evaluating a definition narrows nothing further (a conditional in it)
+            return
+        self.narrowing = True
+        try:
+            self._narrow_defs_of(name)
+        finally:
+            self.narrowing = False
+
+    def _narrow_defs_of(self, name: str) -> None:
+        changed = {name}
+        for d, (node, ids) in list(self.defs.items()):
+            if not ids & changed:
+                continue
+            cur, new = self.env.get(d), self.expr(node, evaluate_only=True)
+            if isinstance(cur, Iv) and isinstance(new, Iv):
+                lo = new.lo if cur.lo is None else (cur.lo if new.lo is None else max(cur.lo, new.lo))
+                hi = new.hi if cur.hi is None else (cur.hi if new.hi is None else min(cur.hi, new.hi))
+                self.env[d] = Iv(lo, hi)
+                changed.add(d)
 
     # ---- expressions -----------------------------------------------------------------------
     def access(self, p: Ptr, index: Iv, *, write: bool = False, read: bool = True, width: int = 1) -> None:
@@ -494,6 +553,7 @@ class Analyzer:
                 self.offsets.pop(left.text.decode(), None)   # no longer its base plus an offset
                 name = left.text.decode()
                 cur = self.env.get(name)
+                self._forget(name)
                 if op == "=" and isinstance(right, (Iv, Ptr)):
                     self.env[name] = right.join(cur) if isinstance(cur, Iv) and isinstance(right, Iv) else right
                 elif isinstance(cur, Ptr) and op in ("+=", "-="):
@@ -715,16 +775,35 @@ def kernel_body(kernel: source.Kernel) -> Node | None:
     return None
 
 
-def helpers_of(texts: list[str]) -> dict[str, Node]:
-    """Device function definitions by name, from the texts of the file's device-function items."""
+def helpers_of(texts: list[str], macros: list[str] = ()) -> dict[str, Node]:
+    """Device function definitions by name, from the texts of the file's device-function items,
+    and function-like macros whose body is one expression (`#define VLLM_LDG(arg) __ldg(arg)`),
+    each read as a function of its parameters so a load through it is followed."""
     out: dict[str, Node] = {}
-    for text in texts:
+    for text in [*texts, *filter(None, map(_macro_as_function, macros))]:
         root = source.parser().parse(text.encode("utf-8")).root_node
         for fn in (n for n in source._walk(root) if n.type == "function_definition"):
             name = source._declarator_name(source._function_declarator(fn.child_by_field_name("declarator")))[0]
             if name:
                 out.setdefault(name.split("::")[-1], fn)
     return out
+
+
+def _macro_as_function(text: str) -> str | None:
+    """`#define F(a, b) expr` as `void F(auto a, auto b) { expr; }` (None for anything else)."""
+    root = source.parser().parse(text.encode("utf-8")).root_node
+    node = next((n for n in source._walk(root) if n.type == "preproc_function_def"), None)
+    if node is None:
+        return None
+    name, params, value = (node.child_by_field_name(f) for f in ("name", "parameters", "value"))
+    if name is None or params is None or value is None:
+        return None
+    body = value.text.decode().replace("\\\n", " ").strip()
+    expr = source.parse_expression(body)
+    if expr is None or expr.has_error or "#" in body or "<<<" in body:
+        return None
+    names = [c.text.decode() for c in params.named_children if c.type == "identifier"]
+    return f"void {name.text.decode()}({', '.join(f'auto {n}' for n in names)}) {{ {body}; }}"
 
 
 def analyse(kernel: source.Kernel, sizes: dict[str, int], grid, block, elem_bytes: dict[str, int],

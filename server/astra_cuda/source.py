@@ -855,6 +855,15 @@ def _dim3_var(ident: Node, fn: Node | None, fn_name: str | None, call: Node, roo
         return ConfigVar(name, None, None, f"is declared outside {where}") if at_file_scope else None
     if not any(_declares_dim3(d, dd) for d, dd in local):
         return None
+    if len(local) > 1:
+        # one name declared in several scopes (a branch that launches another kernel and returns):
+        # a launch in the function's own scope sees the declaration in that scope; launches in
+        # branches that each declare their own are still not followed (which branch runs is unknown)
+        body = fn.child_by_field_name("body") if fn is not None else None
+        seen = [(d, dd) for d, dd in local if d.type == "declaration" and d.parent == body and body is not None
+                and d.end_byte <= call.start_byte and call.parent is not None and call.parent.parent == body]
+        if len(seen) == 1:
+            local = seen
     decl, declarator = local[0]
     line = decl.start_point[0]
     if len(local) > 1:
@@ -866,8 +875,9 @@ def _dim3_var(ident: Node, fn: Node | None, fn_name: str | None, call: Node, roo
     if decl.end_byte > call.start_byte or scope is None or not (
             scope.start_byte <= call.start_byte and call.end_byte <= scope.end_byte):
         return ConfigVar(name, None, line, "is not declared before the launch in a scope enclosing it")
+    declared_at = {_declarator_name(dd)[1] for _, dd in _local_declarations(name, fn)}
     changes = [n for n in _walk(fn) if n.type == "identifier" and n.text.decode() == name
-               and n != _declarator_name(declarator)[1] and _may_change(n)]
+               and n not in declared_at and _may_change(n)]
     members = _member_assignments(changes, scope, call)
     changed = next((n for n in changes if members is None or n.parent.parent not in members.values()), None)
     if changed is not None:

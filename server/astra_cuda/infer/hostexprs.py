@@ -168,8 +168,8 @@ class _HostExprs:
 
     def _min_max(self, node, ex) -> str | None:
         """`a < b ? a : b` is min(a, b), `a > b ? a : b` max(a, b) (also with <=, >= and the
-        branches swapped): exactly, since with a == b both branches agree. Other conditionals
-        are not sizes we can write."""
+        branches swapped): exactly, since with a == b both branches agree. Another choice by a
+        comparison (`h < 16 ? 4 : 8`) is the spec's conditional, `(4 if h < 16 else 8)`."""
         cond = _unparen(node.child_by_field_name("condition"))
         yes = _unparen(node.child_by_field_name("consequence"))
         no = _unparen(node.child_by_field_name("alternative"))
@@ -181,13 +181,19 @@ class _HostExprs:
             return None
         ta, tb, ty, tn = _tokens(a), _tokens(b), _tokens(yes), _tokens(no)
         less = op.type in ("<", "<=")
-        if (ty, tn) == (ta, tb):
-            fn = "min" if less else "max"
-        elif (ty, tn) == (tb, ta):
-            fn = "max" if less else "min"
-        else:
-            return None
         ra, rb = ex(a), ex(b)
-        return f"{fn}({ra}, {rb})" if ra is not None and rb is not None else None
+        if ra is None or rb is None:
+            return None
+        if (ty, tn) == (ta, tb):
+            return f"{'min' if less else 'max'}({ra}, {rb})"
+        if (ty, tn) == (tb, ta):
+            return f"{'max' if less else 'min'}({ra}, {rb})"
+        # a choice by a size the launch passes (`h < 16 ? 4 : 8` warps): the spec's own conditional;
+        # a condition on anything else (a template parameter, a local not read) is not a size
+        sizes = set(self.mapping.values())
+        if not all(n in sizes for n in exprs.names(f"{ra} < {rb}")):
+            return None
+        ry, rn = ex(yes), ex(no)
+        return f"({ry} if {ra} {op.type} {rb} else {rn})" if ry is not None and rn is not None else None
 
 

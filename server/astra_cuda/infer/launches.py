@@ -323,7 +323,8 @@ def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names:
         shared = _HostExprs(mapping, block_values).spec(site.shared_mem)
         if shared is None and b and all(b):
             parts = [x for x in b if x is not None and x.strip() != "1"] or ["1"]
-            shared = " * ".join([f"({x})" if len(parts) > 1 else x for x in parts] + [str(SHARED_PER_THREAD)])
+            shared = " * ".join([x if x.isidentifier() or x.isdigit() else f"({x})" for x in parts] +
+                                [str(SHARED_PER_THREAD)])
             notes.append(f"dynamic shared memory `{site.shared_mem}` ({where}) could not be read over the sizes: "
                          f"took {SHARED_PER_THREAD} bytes per thread — CHECK")
         elif shared is None:

@@ -47,7 +47,9 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
           context: ProjectContext | None = None, decide: dict[str, str] | None = None) -> Proposal:
     """The best-ranked proposal. `decide` fixes decisions a run showed wrong: `roles = "inout"`
     (every written pointer read-modify-write), `grid = "rows"` (one block per row where the grid
-    was a guess), `tiles` (every size a whole number of the block's width). A struct passed by value is read through its fields (`structs`)."""
+    was a guess), `tiles` (every size a whole number of the block's width), `sizes = "equal"` (two
+    sizes taken equal where only then the accesses fit a shape). A struct passed by value is read
+    through its fields (`structs`)."""
     types = _Types(model, path, context)
     flat = structs.flatten(kernel, model, types.items, lambda t: types.resolve(t)[0] is not None)
     if flat is None:
@@ -163,7 +165,21 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
     known_values.update(types.packet_sizes())
     known_values.update({k: int(v) for k, v in targs.items() if v.strip().isdigit()})  # template `width = 1`
     found = _shapes(kernel, [n for n in size_names if n != TABLE], grid, block, elem_bytes, int_params, known_values,
-                    lanes, derived, access.helpers_of([it.text for it in types.items if it.kind == "device_function"]))
+                    lanes, derived, access.helpers_of([it.text for it in types.items if it.kind == "device_function"],
+                                     [it.text for it in types.items if it.kind == "macro"]),
+                    equal_sizes=decide.get("sizes") == "equal")
+    if found is not None and (found.derived or found.equal):
+        for k, v in found.derived.items():
+            notes.append(f"`{k}` is a stride of a contiguous layout: took {v}, the extent the kernel reaches "
+                         f"inside it (strides listed outermost first)")
+        for k, v in found.equal.items():
+            notes.append(f"`{k}` taken equal to `{v}`: only then do the kernel's accesses fit a tensor's shape "
+                         f"(other values of `{k}` are not tested) — CHECK")
+        more = {**found.derived, **found.equal}
+        derived = {**derived, **{k: _substituted([v], more)[0] for k, v in more.items()}}
+        size_names = [n for n in size_names if n not in derived]
+        grid, block = _substituted(grid, more), _substituted(block, more)
+        shared = _substituted([shared], more)[0] if shared else shared
     if found is not None and found.uses_table and TABLE not in size_names:
         size_names.append(TABLE)
     require = _requirements(grid, block, found, size_names, kernel)
@@ -443,6 +459,16 @@ def _requirements(grid: list[str], block: list[str], found: _Shapes | None, size
             if a.type == "identifier" and a.text.decode() in size_names and b.type == "number_literal" \
                     and b.text.decode().isdigit() and int(b.text.decode()) > 1:
                 out.append(f"{a.text.decode()} % {b.text.decode()} == 0")
+    for x in grid + block:   # `hidden_dim / heads` threads: the launcher's heads divide the row
+        node = source.parse_expression(x)
+        for d in (_walk(node) if node is not None else ()):
+            if d.type == "binary_expression" and d.child_by_field_name("operator").type == "/":
+                a, b = d.child_by_field_name("left"), d.child_by_field_name("right")
+                if a is not None and b is not None and a.type == b.type == "identifier" and a.text != b.text \
+                        and a.text.decode() in size_names and b.text.decode() in size_names:
+                    req = f"{a.text.decode()} % {b.text.decode()} == 0"
+                    if req not in out:
+                        out.append(req)
     # a loop over `size / 8` packets handles no tail: the size must be a multiple of 8
     body = source.parser().parse(kernel.text.encode()).root_node
     for n in _walk(body):

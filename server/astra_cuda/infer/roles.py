@@ -4,21 +4,22 @@ read-modify-write; index arrays bounded by the table they index."""
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .. import access, exprs
 from ..source import Kernel
 
 # ---- shapes from the kernel's accesses ----------------------------------------------------------
 
-_PROBE_VALUES = (37, 53, 29, 41, 23)
+# one per size, no two equal; neighbours in both orders across the samples (`if (d > d2)` taken in one, not another)
+_PROBE_VALUES = (37, 53, 29, 41, 23, 47, 31, 59, 43, 67, 61, 73, 71, 79)
 TABLE = "V"
 
 
 def _fit(values: list[tuple[dict[str, int], int]], names: list[str]) -> list[str] | None:
     """A shape (a list of size names, possibly with a leading factor) whose product equals
-    every measured extent: [N, C], [B, T, C], [2 * d]."""
-    for r in range(1, min(3, len(names)) + 1):
+    every measured extent: [N, C], [B, T, C], [S, B, H, D], [2 * d]."""
+    for r in range(1, min(4, len(names)) + 1):
         for combo in itertools.combinations(names, r):
             prod = [_prod(s[n] for n in combo) for s, _ in values]
             if not all(p > 0 for p in prod):
@@ -69,45 +70,163 @@ class _Shapes:
     read_only: set[str]
     tables: set[str]        # integer parameters whose values index a table of TABLE rows
     uses_table: bool
+    derived: dict[str, str] = field(default_factory=dict)   # size -> its value over the others (a stride)
+    equal: dict[str, str] = field(default_factory=dict)     # size -> the size it was taken equal to
+
+
+_STRIDE_PROBE = 100003   # a stride set far from every probe size: what it moves depends on it
+MAX_EQUAL_TRIES = 12     # pairs of sizes tried equal when the accesses fit no shape otherwise
+
+
+def _divisions(parts: list[str], names: list[str]) -> list[tuple[str, str]]:
+    """(a, b) for each `a / b` of two sizes in the launch's expressions."""
+    import ast
+    out = []
+    for x in parts:
+        try:
+            tree = exprs.parse(x)
+        except exprs.ExprError:
+            continue
+        for n in ast.walk(tree):
+            if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Div, ast.FloorDiv)) and isinstance(n.left, ast.Name) \
+                    and isinstance(n.right, ast.Name) and n.left.id in names and n.right.id in names \
+                    and n.left.id != n.right.id and (n.left.id, n.right.id) not in out:
+                out.append((n.left.id, n.right.id))
+    return out
+
+
+def _same_shapes(good: dict, tried, fitted, equal: dict[str, str]) -> bool:
+    fixed, samples = tried
+    now = {p: fitted(samples, e, fixed) for p, e in _extents_of(samples).items() if e is not None}
+    def norm(shape):
+        return sorted(equal.get(d.strip(), d.strip()) for dim in shape for d in dim.split("*"))
+    return all(p in now and now[p] is not None and norm(now[p]) == norm(shape) for p, shape in good.items())
+
+
+def _extents_of(samples: list) -> dict[str, list[int] | None]:
+    out: dict[str, list[int] | None] = {}
+    for p in samples[0][1].uses:
+        uses = [f.uses[p] for _, f in samples]
+        out[p] = None if any(u.unknown or u.hi is None for u in uses) else [u.hi + 1 for u in uses]
+    return out
+
+
+def is_stride(name: str) -> bool:
+    return "stride" in name.lower()
 
 
 def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[str], elem_bytes: dict[str, int],
             int_params: set[str], constants: dict[str, int], lanes: dict[str, int] | None = None,
-            derived: dict[str, str] | None = None, helpers=None) -> _Shapes | None:
-    samples = []
+            derived: dict[str, str] | None = None, helpers=None, equal_sizes: bool = False) -> _Shapes | None:
+    """Each pointer's shape fitted to the extents the kernel reaches. A stride parameter of a
+    contiguous layout (`token_idx * query_stride + head_idx * head_stride + i`) gets its
+    contiguous value: innermost first (strides are listed outermost first), each stride is the
+    extent the kernel reaches with it and the outer ones zero, so rows neither overlap nor leave
+    gaps. With `equal_sizes` (an alternative once a first draft faulted), when the accesses still
+    fit no shape two sizes are tried equal (a kernel that rotates the first `rot_dim` elements of
+    each `head_size` row fits [.., head_size] when they are)."""
     names = size_names + [TABLE]
-    for k in range(3):
-        # multiples of 16: a row split into packets of 8 (`hidden / 8`) is then read whole
-        sizes = {n: _PROBE_VALUES[(i + k) % len(_PROBE_VALUES)] * (k + 2) * 16 for i, n in enumerate(names)}
-        try:
-            probe = dict(sizes)   # the parameters derived from the sizes (a row stride) take their values
-            for name, e in (derived or {}).items():
-                probe[name] = exprs.evaluate_int(e, sizes)
-            g = [exprs.evaluate_int(x, sizes) for x in grid]
-            b = [exprs.evaluate_int(x, sizes) for x in block]
-        except exprs.ExprError:
-            return None
-        g, b = (g + [1, 1, 1])[:3], (b + [1, 1, 1])[:3]
-        if min(g + b) < 1:
-            return None
-        facts = access.analyse(kernel, probe, g, b, elem_bytes, int_params, sizes[TABLE], constants, lanes, helpers)
-        if facts is None:
-            return None
-        samples.append((sizes, facts))
+    pointers = [p.name for p in kernel.params if p.is_pointer]
+
+    divided = _divisions(grid + block, names)
+
+    def sample(extra: dict[str, str]) -> list | None:
+        samples = []
+        for k in range(3):
+            # multiples of 16: a row split into packets of 8 (`hidden / 8`) is then read whole; as
+            # many distinct values as there are sizes (at least the first five)
+            values = _PROBE_VALUES[:max(5, len(names))]
+            sizes = {n: values[(i + k) % len(values)] * (k + 2) * 16 for i, n in enumerate(names)}
+            for num, den in divided:   # `hidden_dim / heads` threads: a whole multiple, as the launcher has it
+                sizes[num] *= sizes[den] // 16
+            try:
+                probe = dict(sizes)   # the parameters derived from the sizes (a row stride) take their values
+                for name, e in {**(derived or {}), **extra}.items():
+                    probe[name] = exprs.evaluate_int(e, probe)
+                g = [exprs.evaluate_int(x, probe) for x in grid]
+                b = [exprs.evaluate_int(x, probe) for x in block]
+            except exprs.ExprError:
+                return None
+            g, b = (g + [1, 1, 1])[:3], (b + [1, 1, 1])[:3]
+            if min(g + b) < 1:
+                return None
+            facts = access.analyse(kernel, probe, g, b, elem_bytes, int_params, sizes[TABLE], constants, lanes,
+                                   helpers)
+            if facts is None:
+                return None
+            samples.append((sizes, facts))
+        return samples
+
+    extents = _extents_of
+
+    def fitted(samples: list, extent: list[int], fixed: dict[str, str]) -> list[str] | None:
+        free = [n for n in names if n not in fixed and n not in (derived or {})]
+        return _fit([(s, e) for (s, _), e in zip(samples, extent)], free)
+
+    # a stride the launch's grid or block is sized by is more than a stride (a guessed grid): kept free
+    launch_names = {n for x in grid + block for n in exprs.names(x)}
+    strides = [n for n in size_names if is_stride(n) and n not in (derived or {}) and n not in launch_names]
+
+    def solve(equal: dict[str, str]) -> tuple[dict[str, str], list] | None:
+        fixed = {**equal, **{s: "0" for s in strides}}
+        base = sample(fixed)
+        for s in reversed(strides):
+            moved = sample({**fixed, s: str(_STRIDE_PROBE)})
+            if base is None or moved is None:
+                return None
+            before, after = extents(base), extents(moved)
+            deps = [p for p in pointers if before[p] != after[p]]
+            # the widest row when several pointers share the stride (query's and key's heads)
+            rows = [before[p] for p in deps]
+            widest = max(rows, key=lambda r: r[0]) if rows and all(r is not None for r in rows) else None
+            fit = fitted(base, widest, fixed) if widest is not None else None
+            if fit is None or not all(all(a <= b for a, b in zip(r, widest)) for r in rows):
+                del fixed[s]   # unused, or not a contiguous layout's stride: it stays a free size
+            else:
+                fixed[s] = " * ".join(fit)
+            base = sample(fixed)
+        return (fixed, base) if base is not None else None
+
+    def unfit(result) -> int:
+        fixed, samples = result
+        return sum(1 for p, e in extents(samples).items() if e is not None and fitted(samples, e, fixed) is None)
+
+    result = solve({})
+    if result is None:
+        return None
+    equal: dict[str, str] = {}
+    if equal_sizes and unfit(result):
+        # the sizes an unfitted pointer's extent depends on; pairs of them tried equal
+        fixed, base = result
+        known = extents(base)
+        bad = [p for p, e in known.items() if e is not None and fitted(base, e, fixed) is None]
+        cands = []
+        for n in names:
+            if n == TABLE or n in fixed or n in (derived or {}) or is_stride(n):
+                continue
+            moved = sample({**fixed, n: f"{n} + 16"})
+            if moved is not None and any(extents(moved)[p] != known[p] for p in bad):
+                cands.append(n)
+        good = {p: fitted(base, e, fixed) for p, e in known.items() if e is not None and p not in bad}
+        for a, b in list(itertools.combinations(cands, 2))[:MAX_EQUAL_TRIES]:
+            tried = solve({a: b})
+            # taken only where every pointer then fits and those that fitted before keep their shape
+            if tried is not None and not unfit(tried) and _same_shapes(good, tried, fitted, {a: b}):
+                result, equal = tried, {a: b}
+                break
+    fixed, samples = result
     shapes: dict[str, list[str]] = {}
-    for p in kernel.params:
-        if not p.is_pointer:
+    for p, extent in extents(samples).items():
+        if extent is None:
             continue
-        uses = [f.uses[p.name] for _, f in samples]
-        if any(u.unknown or u.hi is None for u in uses):
-            continue
-        fitted = _fit([(s, u.hi + 1) for (s, _), u in zip(samples, uses)], names)
-        if fitted is None:   # per-block partial results (`out[blockIdx.x * BINS + tid]`): the grid's extent times theirs
-            fitted = _per_block(grid, [(s, u.hi + 1) for (s, _), u in zip(samples, uses)])
-        if fitted is not None:
-            shapes[p.name] = fitted
+        fit = fitted(samples, extent, fixed)
+        if fit is None:   # per-block partial results (`out[blockIdx.x * BINS + tid]`): the grid's extent times theirs
+            fit = _per_block(grid, [(s, e) for (s, _), e in zip(samples, extent)])
+        if fit is not None:
+            shapes[p] = fit
     last = samples[-1][1].uses
     uses_table = any(TABLE in " ".join(v) for v in shapes.values())
     return _Shapes(shapes, {n for n, u in last.items() if u.read and u.written},
                    {n for n, u in last.items() if u.read and not u.written},
-                   {n for n, u in last.items() if u.table_loads} if uses_table else set(), uses_table)
+                   {n for n, u in last.items() if u.table_loads} if uses_table else set(), uses_table,
+                   {k: v for k, v in fixed.items() if k not in equal}, equal)

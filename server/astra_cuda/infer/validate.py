@@ -32,13 +32,19 @@ class Trial:
 def alternatives(first: Proposal, trial: Trial, redo: Callable[[dict[str, str]], Proposal | None]) -> list[Proposal]:
     """The drafts worth running after `first` failed as `trial` says: an output left partly
     unwritten or an input the kernel writes is taken as read-modify-write (`inout`); a fault or
-    an out-of-bounds access with a guessed grid is tried with one block per row, and with sizes
-    that are whole tiles of the block (a kernel that handles no tail). `redo(changes)`
+    an out-of-bounds access is tried with two sizes taken equal where only then the accesses fit
+    a shape (a rotation over the first `rot_dim` of each `head_size` row), and, with a guessed
+    grid, with one block per row, and with sizes that are whole tiles of the block (a kernel that
+    handles no tail). `redo(changes)`
     infers again with those decisions fixed (None when they change nothing)."""
     out: list[Proposal] = []
     checks = set(trial.failed_checks)
     if checks & {"poison", "inputs_unchanged"}:
         alt = redo({"roles": "inout"})
+        if alt is not None:
+            out.append(alt)
+    if checks & {"launch", "sanitize"}:   # a fault or an out-of-bounds access: sizes the shapes fit only equal
+        alt = redo({"sizes": "equal"})
         if alt is not None:
             out.append(alt)
     if checks & {"launch", "sanitize", "poison", "not_constant"}:
