@@ -11,7 +11,7 @@ from ..syntax import walk as _walk
 from .launches import _launch_of, _pick_site, host_locals, value_of
 from . import structs
 from .program import Program
-from .roles import TABLE, _Shapes, _shapes
+from .roles import TABLE, _divisions, _Shapes, _shapes
 from .sizes import Draft, repair, size_bench, test_values
 from .template_args import _template_args, enumerators, known_names, split as _split
 from .types import _Types, dispatch_values
@@ -459,16 +459,8 @@ def _requirements(grid: list[str], block: list[str], found: _Shapes | None, size
             if a.type == "identifier" and a.text.decode() in size_names and b.type == "number_literal" \
                     and b.text.decode().isdigit() and int(b.text.decode()) > 1:
                 out.append(f"{a.text.decode()} % {b.text.decode()} == 0")
-    for x in grid + block:   # `hidden_dim / heads` threads: the launcher's heads divide the row
-        node = source.parse_expression(x)
-        for d in (_walk(node) if node is not None else ()):
-            if d.type == "binary_expression" and d.child_by_field_name("operator").type == "/":
-                a, b = d.child_by_field_name("left"), d.child_by_field_name("right")
-                if a is not None and b is not None and a.type == b.type == "identifier" and a.text != b.text \
-                        and a.text.decode() in size_names and b.text.decode() in size_names:
-                    req = f"{a.text.decode()} % {b.text.decode()} == 0"
-                    if req not in out:
-                        out.append(req)
+    # `hidden_dim / heads` threads: the launcher's heads divide the row
+    out += [r for r in dict.fromkeys(f"{a} % {b} == 0" for a, b in _divisions(grid + block, size_names)) if r not in out]
     # a loop over `size / 8` packets handles no tail: the size must be a multiple of 8
     body = source.parser().parse(kernel.text.encode()).root_node
     for n in _walk(body):
