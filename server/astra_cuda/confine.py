@@ -64,7 +64,9 @@ TIME_ENV = "ASTRA_COMPILER_TIMEOUT"  # e.g. "300": a project whose heavy templat
 
 # A PyTorch extension's compile reads ~6,000 of torch's headers: nvcc's front end needs more than
 # 2 GiB of address space for them (`std::optional` instantiations ran out at 2 GiB on a 2-core
-# machine and on an H200) and 30-120 s on 2 cores. Such a compile gets these budgets instead.
+# machine and on an H200) and 30-120 s on 2 cores. Such a compile gets these budgets instead
+# (vLLM files with torch 2.14.1: cicc peaks at 3.5-4.0 GiB of address space, 2.7-3.0 GB resident,
+# up to 167 s of CPU; benchmarks/results/hostile-bounds-cpu.md).
 HEAVY_MEMORY = 6 << 30
 HEAVY_SECONDS = 240.0
 
