@@ -500,7 +500,8 @@ class Analyzer:
             name = n.text.decode()
             if name not in self.env and name in self.constants:   # a template argument: width = 8
                 return Iv.point(self.constants[name])
-            return self.env.get(name)
+            value = self.env.get(name)
+            return UNKNOWN if value == UNSET else value
         if t == "qualified_identifier":
             c = self.constants.get(n.text.decode().replace(" ", ""))
             return Iv.point(c) if c is not None else None
@@ -558,7 +559,7 @@ class Analyzer:
                     self.env[name] = right.join(cur) if isinstance(cur, Iv) and isinstance(right, Iv) else right
                 elif isinstance(cur, Ptr) and op in ("+=", "-="):
                     self.env[name] = Ptr(cur.base, UNKNOWN, cur.scale)
-                elif not isinstance(cur, str):
+                elif not isinstance(cur, str) or cur == UNSET:
                     self.env[name] = UNKNOWN
                 return None
             self.expr(left, evaluate_only=evaluate_only, lhs=op)
@@ -566,7 +567,7 @@ class Analyzer:
         if t == "update_expression":
             arg = n.child_by_field_name("argument")
             if arg is not None and arg.type == "identifier":
-                if not isinstance(self.env.get(arg.text.decode()), str):
+                if not isinstance(self.env.get(arg.text.decode()), str) or self.env.get(arg.text.decode()) == UNSET:
                     if not evaluate_only:
                         self.env[arg.text.decode()] = UNKNOWN
                 return None
