@@ -359,6 +359,11 @@ class _Reader:
                 spec.child_by_field_name("name") if spec is not None else None)})
             it.device = True
             return
+        if t == "alias_declaration":   # an alias template: `template <typename T> using vec4_t = vec_n_t<T, 4>;`
+            name = inner.child_by_field_name("name")
+            it.kind, it.device, it.defines = "type", True, frozenset({_text(name)} if name is not None else ())
+            it.label = _text(name) or it.label
+            return
         if t in _TYPES:
             defines, attach = _type_names(inner)
             it.kind, it.device, it.defines, it.attach = "type", True, frozenset(defines), frozenset(attach)

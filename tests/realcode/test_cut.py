@@ -287,3 +287,36 @@ def test_a_typedef_written_after_the_struct_stays_with_the_kernel(project):
     assert "typedef Batch;" in u.source
     r = cutcheck.check(u)
     assert r.checked and r.ok, r.message
+
+
+ALIAS_HEADER = """\
+#pragma once
+namespace ns {
+template <typename scalar_t, size_t vec_size>
+struct __align__(vec_size * sizeof(scalar_t)) vec_n_t { scalar_t val[vec_size]; };
+template <typename scalar_t>
+using vec4_t = vec_n_t<scalar_t, 4>;
+}
+"""
+ALIAS_KERNEL = """\
+#include "vec.cuh"
+namespace ns {
+template <typename scalar_t>
+__global__ void first_of_four(scalar_t* out, const scalar_t* in, int n) {
+  vec4_t<scalar_t> const* v = reinterpret_cast<vec4_t<scalar_t> const*>(in);
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n / 4) out[i] = v[i].val[0];
+}
+}
+"""
+
+
+def test_an_alias_template_the_kernel_uses_is_in_the_cut(project):
+    """vLLM's vectorization.cuh: `template <typename T> using vec4_t = vec_n_t<T, 4>;` was left out
+    of the cut (silently: 'vec4_t is undefined' when nvcc compiled the cut), with the struct it names."""
+    project("vec.cuh", ALIAS_HEADER)
+    f = project("k.cu", ALIAS_KERNEL)
+    u = extract.unit(ALIAS_KERNEL, str(f), "first_of_four", instantiate="<float>")
+    assert "using vec4_t = vec_n_t<scalar_t, 4>;" in u.source and "vec_n_t { scalar_t val[vec_size]; }" in u.source
+    check = cutcheck.check(u)
+    assert check.ok or not check.checked, check.message
