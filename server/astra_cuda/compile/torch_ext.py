@@ -86,8 +86,9 @@ def defines(context: ProjectContext) -> tuple[str, ...]:
 def with_defines(context: ProjectContext, text: str, path: str) -> ProjectContext:
     """The context with torch's defines where the file is a PyTorch extension: the device pass,
     the cut and the CPU build see the macros nvcc sees (a branch on `__CUDA_NO_HALF_OPERATORS__`
-    takes the same side everywhere)."""
-    if not uses_torch(text, path, context):
+    takes the same side everywhere). Where torch's headers are not found the file goes to NVRTC,
+    which never sees torch's defines (`toolkit.for_file`), so neither does the rest."""
+    if not uses_torch(text, path, context) or not available(context):
         return context
     have = {n for n, _ in context.defines}
     extra = tuple((d[2:], None) for d in defines(context) if d[2:] not in have)
