@@ -264,6 +264,15 @@ def _function_declarator(d: Node | None) -> Node | None:
     return d
 
 
+def _typedef(it, inner: Node, names: set[str]) -> None:
+    """A typedef's item: the names it declares and those of the struct/enum it defines inline."""
+    spec = inner.child_by_field_name("type")
+    if spec is not None and spec.type in _TYPES:
+        names |= _type_names(spec)[0]
+    it.kind, it.device, it.defines = "type", True, frozenset(n for n in names if n)
+    it.label = next(iter(sorted(it.defines)), it.label)
+
+
 def _type_names(spec: Node) -> tuple[set[str], set[str]]:
     """(names a struct/class/union/enum specifier defines, names it attaches to): a
     specialization `vec_t<float, N>` defines nothing new and belongs with `vec_t`."""
@@ -370,23 +379,13 @@ class _Reader:
             it.label = next(iter(defines | attach), it.label)
             return
         if t == "type_definition":
-            names = {_base(_declarator_name(d)) for d in inner.children_by_field_name("declarator")}
-            spec = inner.child_by_field_name("type")
-            if spec is not None and spec.type in _TYPES:
-                names |= _type_names(spec)[0]
-            it.kind, it.device, it.defines = "type", True, frozenset(n for n in names if n)
-            it.label = next(iter(sorted(it.defines)), it.label)
+            _typedef(it, inner, {_base(_declarator_name(d)) for d in inner.children_by_field_name("declarator")})
             return
         if t == "declaration" and _text(inner.child_by_field_name("declarator")) == "typedef":
             # `struct {...} typedef Name;` (DeepSpeed ragged_dtypes.h): tree-sitter takes the keyword
             # for the declarator and the name for an error; it is a type definition all the same
-            names = {_text(c) for e in inner.children if e.type == "ERROR" for c in e.named_children
-                     if c.type == "identifier"}
-            spec = inner.child_by_field_name("type")
-            if spec is not None and spec.type in _TYPES:
-                names |= _type_names(spec)[0]
-            it.kind, it.device, it.defines = "type", True, frozenset(n for n in names if n)
-            it.label = next(iter(sorted(it.defines)), it.label)
+            _typedef(it, inner, {_text(c) for e in inner.children if e.type == "ERROR" for c in e.named_children
+                                 if c.type == "identifier"})
             return
         if t not in ("function_definition", "declaration", "field_declaration"):
             return
