@@ -459,8 +459,12 @@ def _environment(backend: str) -> dict:
         except (OSError, subprocess.SubprocessError):
             return ""
     nv = out(["nvcc", "--version"]).splitlines()
-    return {"astra_commit": out(["git", "rev-parse", "HEAD"]), "astra_dirty": bool(out(["git", "status", "--porcelain",
-                                                                                      "--", "server", "benchmarks/realworld"])),
+    # A copied working tree (the device machine's) may carry stale git metadata: the caller that
+    # knows the commit says it.
+    commit = os.environ.get("ASTRA_COMMIT") or out(["git", "rev-parse", "HEAD"])
+    dirty = False if os.environ.get("ASTRA_COMMIT") else bool(out(["git", "status", "--porcelain", "--", "server",
+                                                                   "benchmarks/realworld"]))
+    return {"astra_commit": commit, "astra_dirty": dirty,
             "nvcc": nv[-1] if nv else "none", "python": sys.version.split()[0], "cores": os.cpu_count(),
             "device": out(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"]) if backend == "gpu" else ""}
 
