@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from tree_sitter import Node
 
-from . import source
+from . import dtypes, source
 
 VECTOR_BYTES = {"int4": 16, "uint4": 16, "float4": 16, "double2": 16, "longlong2": 16, "ulonglong2": 16,
                 "int2": 8, "uint2": 8, "float2": 8, "half2": 4, "__half2": 4, "__nv_bfloat162": 4,
@@ -45,6 +45,8 @@ class Iv:
 UNKNOWN = Iv(None, None)
 # thread and block indices a condition can narrow (kept in the environment under these names)
 _BUILTINS = frozenset(f"{a}.{f}" for a in ("threadIdx", "blockIdx") for f in "xyz")
+# `#if`/`#ifdef` blocks inside a body, and their `#elif`/`#else`: walked as branches
+_PREPROC_BRANCHES = frozenset({"preproc_if", "preproc_ifdef", "preproc_elif", "preproc_elifdef", "preproc_else"})
 UNSET = "unset"      # a local declared without a value: its first assignment gives it one
 MAX_HELPER_DEPTH = 3   # device functions followed into, nested
 # calls that read or write exactly where their pointer argument points (width aside)
@@ -68,6 +70,7 @@ class Use:
     hi: int | None = None          # largest element index reached (inclusive), None: unknown
     unknown: bool = False          # some access could not be bounded
     table_loads: bool = False      # integer values were loaded from it (an index array)
+    packet: int = 1                # most elements one access touches (a uint4 over floats: 4)
 
     def reach(self, hi: int | None) -> None:
         if hi is None:
@@ -199,10 +202,36 @@ class Analyzer:
         elif t in ("attributed_statement", "labeled_statement"):
             for c in st.named_children:
                 self.stmt(c)
+        elif t in _PREPROC_BRANCHES:
+            return self.preproc_branch(st)
         else:
             for c in st.named_children:
                 if c.type.endswith("expression"):
                     self.expr(c)
+        return False
+
+    def preproc_branch(self, st: Node) -> bool:
+        """`#if PTX_AVAILABLE asm(...) #else data[0] = src[0]; #endif` (DeepSpeed's load_global):
+        which branch the build takes is not known here, so each is walked like an `if`'s and what
+        either reaches counts."""
+        alt = st.child_by_field_name("alternative")
+        skip = {c.id for c in (st.child_by_field_name("name"), st.child_by_field_name("condition"), alt)
+                if c is not None}
+        before = dict(self.env)
+        done = False
+        for c in st.named_children:
+            if c.id not in skip and c.type != "comment" and self.stmt(c):
+                done = True
+                break
+        if alt is None:
+            self.env = before if done else self.merge(before, self.env)
+            return False
+        after_this = self.env
+        self.env = dict(before)
+        alt_done = self.preproc_branch(alt) if alt.type in _PREPROC_BRANCHES else False
+        if done and alt_done:
+            return True
+        self.env = self.env if done else (after_this if alt_done else self.merge(after_this, self.env))
         return False
 
     def merge(self, a: dict, b: dict) -> dict:
@@ -479,6 +508,7 @@ class Analyzer:
             return
         use.read |= read
         use.written |= write
+        use.packet = max(use.packet, p.scale * width)
         if index.hi is None or p.offset.hi is None:
             use.reach(None)
         else:
@@ -508,6 +538,13 @@ class Analyzer:
         if t == "parenthesized_expression":
             inner = [c for c in n.named_children if c.type != "comment"]
             return self.expr(inner[-1], evaluate_only=evaluate_only, lhs=lhs) if inner else None
+        if t == "sizeof_expression":   # `16 / sizeof(T)` values per access: T as instantiated
+            inner = n.child_by_field_name("type") or n.child_by_field_name("value")
+            what = " ".join(inner.text.decode().strip("() ").split()) if inner is not None else ""
+            known = self.constants.get(f"sizeof({what})")
+            dt = dtypes.from_cpp(what) if known is None else None
+            size = known if known is not None else (dt.itemsize if dt is not None else VECTOR_BYTES.get(what))
+            return Iv.point(size) if size is not None else None
         if t == "field_expression":
             return self.field(n)
         if t == "cast_expression":

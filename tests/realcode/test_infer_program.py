@@ -343,7 +343,9 @@ def test_sizeof_the_launchers_template_parameter_is_the_resolved_types(project):
                     "template void launch<float>(float*, const float*, int, int);\n")
     s, p = infer(project, "g.cu", "k")
     from astra_cuda import exprs
-    assert exprs.evaluate_int(s.grid[0], {"total": 8192}) == 2 and s.instantiate == "<float>"   # 4096 per block
+    # 4096 per block; `total` is the launcher's batch * width (tests/realcode/test_infer_relations.py)
+    assert exprs.evaluate_int(s.grid[0], {"batch": 4, "width": 2048}) == 2 and s.instantiate == "<float>"
+    assert s.args["total"].value == "batch * width"
 
 
 def test_notes_say_what_inference_is_least_sure_of_first():

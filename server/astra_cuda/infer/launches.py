@@ -3,6 +3,7 @@ rewritten over the kernel's sizes (dim3 variables and the launcher's locals foll
 constants by value, a block size the caller chooses taken as a default)."""
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 
 from .. import exprs, source
@@ -183,6 +184,7 @@ class Launch:
     new_sizes: list[str]                  # sizes the launch names that are no kernel parameter
     program_sizes: dict[str, list[int]]   # size -> the values the program itself uses
     derived: dict[str, str] = field(default_factory=dict)   # parameter -> its contiguous value (a stride)
+    relations: dict[str, str] = field(default_factory=dict)  # parameter -> the sizes the launcher computes it from
     require: list[str] = field(default_factory=list)         # the launcher's own checks over the sizes
 
 
@@ -356,8 +358,55 @@ def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names:
                if c is not None and set(exprs.names(c)) <= known]
     for c in require:
         notes.append(f"`{c}`: the launcher checks it before it launches ({where}): required")
-    return Launch(grid, block, shared, new, program_sizes, contiguous(kernel, site, local, size_names),
-                  list(dict.fromkeys(require)))
+    strides = contiguous(kernel, site, local, size_names)
+    relations, more = _relations(kernel, site, size_names, grid_values, set(strides), model)
+    for name in more:
+        if name not in new:
+            new.append(name)
+            vals = [v for v, _ in caller_values(program, site.function, name, constants) if v > 0]
+            if vals:
+                program_sizes[name] = sorted(set(vals))[:4]
+    return Launch(grid, block, shared, new, program_sizes, strides, relations, list(dict.fromkeys(require)))
+
+
+def _relations(kernel: Kernel, site: LaunchSite, size_names: list[str], values: dict[str, str], taken: set[str],
+               model: SourceModel) -> tuple[dict[str, str], list[str]]:
+    """Size parameters the launcher computes from the others (`total_count = batch_size *
+    intermediate_size` passed with `intermediate_size`): each with that expression, and the
+    launcher's own parameters it names (`batch_size`), which become sizes. Only sums and products
+    that name another size of the kernel: that relation is what the kernel's indexing assumes
+    (a flat buffer of whole rows), where two free sizes would leave part of it unwritten."""
+    args = {p.name: arg.strip() for p, arg in zip(kernel.params, site.args) if p.name in size_names}
+    launcher = set(launcher_params(model, site.function))
+    out: dict[str, str] = {}
+    new: list[str] = []
+    for name, arg in args.items():
+        if name in taken:
+            continue
+        others = {a: n for n, a in args.items() if n != name and source.parse_expression(a) is not None
+                  and source.parse_expression(a).type != "number_literal"}
+        free: list[str] = []
+        expr = _HostExprs(others, values).spec(arg, free)
+        if expr is None or not free or not set(free) <= launcher or set(free) & set(size_names):
+            continue
+        tree = exprs.parse(expr)
+        ops = {type(n.op) for n in ast.walk(tree) if isinstance(n, ast.BinOp)}
+        names = set(exprs.names(expr))
+        if not ops or not ops <= {ast.Add, ast.Sub, ast.Mult} or not names & set(others.values()):
+            continue
+        out[name] = expr
+        new += [f for f in free if f not in new]
+    return out, new
+
+
+def launcher_params(model: SourceModel, function: str | None) -> list[str]:
+    """The parameter names of the host function `function` in `model` ([] when not found)."""
+    if function is None:
+        return []
+    short = function.split("::")[-1]
+    fn = next((n for n in _functions(model.text) if (source._declarator_name(
+        source._function_declarator(n.child_by_field_name("declarator")))[0] or "").split("::")[-1] == short), None)
+    return param_names(fn) if fn is not None else []
 
 
 def _tensor_call(expr: str) -> tuple[str, str, int] | None:

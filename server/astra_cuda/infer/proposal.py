@@ -129,13 +129,15 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
         grid, block, shared, program_sizes = launch.grid, launch.block, launch.shared, launch.program_sizes
         for name in reversed(launch.new_sizes):
             size_names.insert(0, name)
-        derived = {k: v for k, v in launch.derived.items() if all(n in size_names for n in exprs.names(v))}
+        derived = {k: v for k, v in {**launch.derived, **launch.relations}.items()
+                   if all(n in size_names for n in exprs.names(v))}
         size_names = [n for n in size_names if n not in derived]
         grid, block = _substituted(grid, derived), _substituted(block, derived)
         launch_require = [r for r in _substituted(launch.require, derived) if set(exprs.names(r)) <= set(size_names)]
         shared = _substituted([shared], derived)[0] if shared else shared
         for k, v in derived.items():
-            notes.append(f"`{k}` is a stride or a dimension of a higher-rank tensor at the launch: took its value "
+            notes.append(f"`{k}` = {v}, as the launcher computes it" if k in launch.relations else
+                         f"`{k}` is a stride or a dimension of a higher-rank tensor at the launch: took its value "
                          f"for a contiguous tensor of the lowest rank, {v}")
         if site_model is not model and site_model.items and site_model.items[0].path:
             notes.append(f"launch read from {site_model.items[0].path.rsplit('/', 1)[-1]} "
@@ -164,6 +166,8 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
     known_values = _integer_constants(constants, kernel)   # TILE_DIM, BIN_COUNT: the project's macros
     known_values.update(types.packet_sizes())
     known_values.update({k: int(v) for k, v in targs.items() if v.strip().isdigit()})  # template `width = 1`
+    known_values.update({f"sizeof({k})": dt.itemsize for k, v in targs.items()   # `16 / sizeof(T)` in the body
+                         if (dt := dtypes.from_cpp(v.strip())) is not None})
     found = _shapes(kernel, [n for n in size_names if n != TABLE], grid, block, elem_bytes, int_params, known_values,
                     lanes, derived, access.helpers_of([it.text for it in types.items if it.kind == "device_function"],
                                      [it.text for it in types.items if it.kind == "macro"]),
@@ -183,6 +187,13 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
     if found is not None and found.uses_table and TABLE not in size_names:
         size_names.append(TABLE)
     require = _requirements(grid, block, found, size_names, kernel)
+    if found is not None:   # a vector access past a shape's end: whole packets of the innermost size
+        require += [r for n, w in found.packets.items() if n in size_names and
+                    (r := f"{n} % {w} == 0") not in require]
+        for n, w in found.packets.items():
+            if n in size_names:
+                notes.append(f"`{n}` % {w} == 0: the kernel reads or writes packets of {w} elements past the "
+                             f"last index it checks (a vector access) — required")
     require += [r for r in launch_require if r not in require]
     tile = max((int(b) for b in block if b.strip().isdigit()), default=1)
     if decide.get("tiles") and tile > 1:   # it faulted on a partial tile: every size a whole number of them

@@ -13,6 +13,7 @@ from ..source import Kernel
 
 _PROBE_VALUES = (37, 53, 29, 41, 23)
 TABLE = "V"
+MAX_OVERHANG = 16   # elements a vector access may reach past a shape's end (a packet past the last aligned index)
 
 
 def _fit(values: list[tuple[dict[str, int], int]], names: list[str]) -> list[str] | None:
@@ -24,16 +25,13 @@ def _fit(values: list[tuple[dict[str, int], int]], names: list[str]) -> list[str
             if not all(p > 0 for p in prod):
                 continue
             # A vector access reaches up to a packet past the last aligned index (`i < n` on an
-            # index stepping by 8): the same small overhang at every size is that, not the shape.
-            for over in range(16):
-                ratios = {(e - over) / p for (_, e), p in zip(values, prod)}
-                if len(ratios) != 1:
-                    continue
-                c = ratios.pop()
-                if c == 1:
-                    return list(combo)
-                if c == int(c) and 1 < c <= 16:
-                    return list(combo[:-1]) + [f"{int(c)} * {combo[-1]}"]
+            # index stepping by 8): a small overhang is that, not the shape. It may differ between
+            # sizes (none where the grid's last packet ends exactly at n).
+            ratios = {e // p for (_, e), p in zip(values, prod)}
+            c = ratios.pop() if len(ratios) == 1 else 0
+            if not 1 <= c <= 16 or any(e - c * p >= MAX_OVERHANG for (_, e), p in zip(values, prod)):
+                continue
+            return list(combo) if c == 1 else list(combo[:-1]) + [f"{c} * {combo[-1]}"]
     if all(e == values[0][1] for _, e in values) and values[0][1] > 0:
         return [str(values[0][1])]
     return None
@@ -71,6 +69,7 @@ class _Shapes:
     uses_table: bool
     derived: dict[str, str] = field(default_factory=dict)   # size -> its value over the others (a stride)
     equal: dict[str, str] = field(default_factory=dict)     # size -> the size it was taken equal to
+    packets: dict[str, int] = field(default_factory=dict)   # size -> the packet width it must be a multiple of
 
 
 _STRIDE_PROBE = 100003   # a stride set far from every probe size: what it moves depends on it
@@ -214,6 +213,7 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
                 break
     fixed, samples = result
     shapes: dict[str, list[str]] = {}
+    packets: dict[str, int] = {}
     for p, extent in extents(samples).items():
         if extent is None:
             continue
@@ -222,9 +222,33 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
             fit = _per_block(grid, [(s, e) for (s, _), e in zip(samples, extent)])
         if fit is not None:
             shapes[p] = fit
+            width = min(_packet(fit, [(s, e) for (s, _), e in zip(samples, extent)], {**fixed, **(derived or {})}),
+                        max(f.uses[p].packet for _, f in samples))
+            last = fit[-1].strip()
+            if width > 1 and last in size_names and last not in fixed and last not in (derived or {}):
+                packets[last] = max(packets.get(last, 1), width)
     last = samples[-1][1].uses
     uses_table = any(TABLE in " ".join(v) for v in shapes.values())
     return _Shapes(shapes, {n for n, u in last.items() if u.read and u.written},
                    {n for n, u in last.items() if u.read and not u.written},
                    {n for n, u in last.items() if u.table_loads} if uses_table else set(), uses_table,
-                   {k: v for k, v in fixed.items() if k not in equal}, equal)
+                   {k: v for k, v in fixed.items() if k not in equal}, equal, packets)
+
+
+def _packet(shape: list[str], values: list[tuple[dict[str, int], int]], given: dict[str, str]) -> int:
+    """The packet width a vector access reaches past the shape's end by (`load_global<16>` of
+    floats at `offset < n`: up to 3 elements, so packets of 4), as a power of two; 1 for none.
+    The kernel stays in bounds only where the innermost dimension is whole packets."""
+    over = 0
+    for sizes, extent in values:
+        probe = dict(sizes)
+        try:
+            for name, e in given.items():
+                probe[name] = exprs.evaluate_int(e, probe)
+            over = max(over, extent - exprs.evaluate_int(" * ".join(f"({d})" for d in shape), probe))
+        except exprs.ExprError:
+            return 1
+    width = 1
+    while width <= over:
+        width *= 2
+    return width

@@ -1,0 +1,62 @@
+"""Issue 25: sizes the launcher relates (a flat count computed from rows and a row width) and the
+packets a vector access reads — minimal cases written here of what DeepSpeed's in-place bias
+kernels showed: `input` was taken as [total, width] with total free, so most of it stayed unwritten."""
+from astra_cuda import access, api, source, spec
+
+PACKED = (
+    "template <int Bytes> __device__ void load_packet(void* dst, const void* src) {\n"
+    "#ifdef USE_PTX\n"
+    "  asm volatile(\"ld.global.v4.u32 {%0}, [%1];\" : \"=r\"(*(unsigned*)dst) : \"l\"(src));\n"
+    "#else\n"
+    "  reinterpret_cast<uint4*>(dst)[0] = reinterpret_cast<const uint4*>(src)[0];\n"
+    "#endif\n}\n"
+    "template <int Bytes> __device__ void store_packet(void* dst, const void* src) {\n"
+    "  reinterpret_cast<uint4*>(dst)[0] = reinterpret_cast<const uint4*>(src)[0];\n}\n"
+    "template <typename T>\n"
+    "__global__ void bias_add(T* x, const T* bias, int total, int width) {\n"
+    "  constexpr int vec = 16 / sizeof(T);\n"
+    "  const int offset = (blockIdx.x * blockDim.x + threadIdx.x) * vec;\n"
+    "  if (offset < total) {\n"
+    "    T d[vec], b[vec];\n"
+    "    load_packet<16>(d, x + offset);\n    load_packet<16>(b, bias + offset % width);\n"
+    "    for (int i = 0; i < vec; i++) d[i] += b[i];\n"
+    "    store_packet<16>(x + offset, d);\n  }\n}\n"
+    "template <typename T> void launch_bias_add(T* x, const T* bias, int width, int rows) {\n"
+    "  const int total = rows * width;\n"
+    "  const int per_block = 256 * (16 / sizeof(T));\n"
+    "  bias_add<<<(total + per_block - 1) / per_block, 256>>>(x, bias, total, width);\n}\n"
+    "template void launch_bias_add<float>(float*, const float*, int, int);\n")
+
+
+def _inferred(project, rel, text, kernel):
+    path = project(rel, text)
+    p = api.infer_spec(api.snapshot(path.read_text(), str(path)), kernel, run=False)
+    k = source.parse(text).kernel(kernel)
+    m = source.parse(text[:k.span.start_byte] + p.comment + text[k.span.start_byte:])
+    return spec.load(m.kernel(kernel), m), p
+
+
+def test_a_count_the_launcher_computes_from_the_row_width_is_that_product(project):
+    s, p = _inferred(project, "bias.cu", PACKED, "bias_add")
+    assert s.args["total"].value == "rows * width"
+    assert s.args["x"].shape == ("rows", "width") and s.args["bias"].shape == ("width",)
+    assert s.args["x"].inout
+    # 16-byte packets of floats read past the last checked offset: the row is whole packets
+    assert "width % 4 == 0" in s.require
+    assert all(c["width"] % 4 == 0 for c in s.cases())
+
+
+def test_both_sides_of_a_preprocessor_branch_in_a_helper_are_walked():
+    k = source.parse("__global__ void k(float* out, int n) {\n  int i = threadIdx.x;\n"
+                     "#if defined(WIDE)\n  out[i] = 0.0f;\n#elif defined(ODD)\n  out[2 * i] = 0.0f;\n"
+                     "#else\n  out[i + 1] = 0.0f;\n#endif\n}\n").kernel("k")
+    facts = access.analyse(k, {"n": 64}, (1, 1, 1), (32, 1, 1), {"out": 4}, set(), 100, {})
+    assert facts.uses["out"].written and facts.uses["out"].hi == 62
+
+
+def test_sizeof_of_the_instantiated_type_sets_the_values_per_access():
+    k = source.parse("template <typename T> __global__ void k(T* out, int n) {\n"
+                     "  constexpr int vec = 16 / sizeof(T);\n  int i = threadIdx.x * vec;\n"
+                     "  if (i < n) out[i] = 0;\n}\n").kernel("k")
+    facts = access.analyse(k, {"n": 1 << 20}, (1, 1, 1), (32, 1, 1), {"out": 2}, set(), 100, {"sizeof(T)": 2})
+    assert facts.uses["out"].hi == 31 * 8
