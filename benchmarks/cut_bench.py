@@ -105,8 +105,9 @@ def _instantiation(infer, kernel, model, path: str, ctx) -> str | None:
 
 
 def main() -> int:
-    from astra_cuda import extract, infer, source
-    from astra_cuda import project as proj
+    from astra_cuda.compile import extract
+    from astra_cuda import infer, source
+    from astra_cuda.compile import project as proj
     from astra_cuda.backends.base import CompileError, Unsupported
     from astra_cuda.backends.cpu import toolchain
     from astra_cuda.errors import AstraError
@@ -171,7 +172,7 @@ def main() -> int:
                     row["cut_gxx"], row["cut_gxx_why"] = "error", str(e)[:240]
                 row["gxx_s"] = round(time.perf_counter() - t0, 2)
                 try:
-                    from astra_cuda import cutcheck
+                    from astra_cuda.compile import cutcheck
                     c = cutcheck.check(u)
                     row["check"] = "ok" if c.ok and c.checked else ("not checked" if not c.checked else "changed")
                     if row["check"] != "ok":

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 
 from astra_cuda import source  # noqa: E402
 from astra_cuda.compile import nvcc, toolkit  # noqa: E402
-from astra_cuda.project import ProjectContext  # noqa: E402
+from astra_cuda.compile.project import ProjectContext  # noqa: E402
 
 
 def plain(nv: str, f: Path, flags: list[str], timeout: float) -> tuple[bool | None, float, str]:

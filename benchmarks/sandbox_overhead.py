@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from astra_cuda.backends.base import Launch
-from astra_cuda.backends.cpu import CpuBackend, sandbox, toolchain
+from astra_cuda.backends.cpu import CpuBackend, toolchain
+from astra_cuda.compile import sandbox
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -58,7 +59,8 @@ def launches(n: int) -> dict[str, float]:
 
 def check_s(repeat: int) -> float:
     """gate.check of examples/silu_and_mul.cu against itself on the CPU backend (~100 launches)."""
-    from astra_cuda import extract, gate, source
+    from astra_cuda.compile import extract
+    from astra_cuda import gate, source
     from astra_cuda import spec as spec_mod
     path = ROOT / "examples" / "silu_and_mul.cu"
     text = path.read_text()

@@ -152,8 +152,8 @@ def _kill(p: subprocess.Popen) -> None:
 
 def nvcc_compiles(k: Kernel, work: Path, limit: float = LIMITS["nvcc"]) -> dict:
     """Whether nvcc compiles the unedited file with the project's flags (device code for sm_90),
-    confined like every compiler of user code (astra_cuda.confine)."""
-    from astra_cuda import confine, project
+    confined like every compiler of user code (astra_cuda.compile.confine)."""
+    from astra_cuda.compile import confine, project
     from astra_cuda.compile import toolkit, torch_ext
     tk = toolkit.find()
     if tk is None:

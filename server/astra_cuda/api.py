@@ -15,14 +15,15 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from . import availability, config, executors, extract, files, infer, jobs, launch_change, project, workspace
+from . import availability, config, executors, files, infer, jobs, launch_change, workspace
+from .compile import extract, project
 from . import snapshot as snapshot_mod
 from . import spec as spec_mod
 from .contract import DEFAULT_ARCH
 from .diagnostics import Diagnostic
 from .errors import AstraError, NoSuchKernel
 from .progress import Progress, ProgressEvent
-from .project import ProjectContext
+from .compile.project import ProjectContext
 from .snapshot import KernelInfo, Snapshot
 
 if TYPE_CHECKING:
@@ -211,7 +212,8 @@ def static_check(snap: Snapshot, *, arch: str = DEFAULT_ARCH, compile: bool = Tr
     for unit in units[:1]:  # what a user should know about how units were cut (same for each)
         out.extend(Diagnostic(0, 0, 0, 1, "info", n, code="unit") for n in unit.notes if "not found" in n)
     if compile and units:
-        from . import confine, worker
+        from .compile import confine
+        from . import worker
         try:
             results = worker.run(jobs.StaticJob(tuple(units), arch),
                                  timeout=STATIC_TIMEOUT + confine.compiler_seconds(heavy=True))

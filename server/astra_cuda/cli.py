@@ -171,7 +171,7 @@ def _files(a) -> list[tuple[str, bool]]:
 
 def _project(a, path: str | None = None):
     """The project context from -I/-D/--std/--compile-commands (then the project's files)."""
-    from . import project
+    from .compile import project
     cli = project.from_flags(a.include or (), a.define or (), a.std, origin="command line",
                               undefines=getattr(a, "undefine", None) or ())
     return api.project_context(path or a.file, cli=cli, compile_commands=a.compile_commands)
@@ -224,7 +224,7 @@ def cmd_config(a) -> int:
     if cli is not None and not cli.empty:
         parts.append(cli)
     parts += cfg.contexts(path)
-    from .project import find_compile_commands, from_compile_commands
+    from .compile.project import find_compile_commands, from_compile_commands
     from . import workspace
     db = a.compile_commands or cfg.compile_commands() or find_compile_commands(path, str(workspace.root_for(path)))
     problems = list(cfg.problems)
@@ -267,7 +267,7 @@ def cmd_config(a) -> int:
 
 
 def _project_flags(a):
-    from . import project
+    from .compile import project
     if not (getattr(a, "include", None) or getattr(a, "define", None) or getattr(a, "undefine", None)
             or getattr(a, "std", None)):
         return None
@@ -621,7 +621,8 @@ def _is_batch(a) -> bool:
 
 
 def _optimize_batch(a) -> int:
-    from . import batch, project
+    from . import batch
+    from .compile import project
     if a.list_runs:
         raise AstraError("--list-runs takes one file")
     flags = bool(a.include or a.define or a.undefine or a.std or a.compile_commands)

@@ -97,7 +97,7 @@ class ProjectConfig:
     def contexts(self, path: str):
         """The compile part as `ProjectContext`s, most specific first: the configuration file's,
         then the flag files'."""
-        from . import project
+        from .compile import project
         out = []
         if self.file is not None and any(k in self.values for k in ("include", "defines", "std")):
             base = self.file.parent

@@ -12,13 +12,14 @@ import dataclasses
 import time
 from typing import Callable
 
-from . import extract, gate, launch_change, profiler, source
+from .compile import extract
+from . import gate, launch_change, profiler, source
 from .backends.base import Backend
 from .contract import DEFAULT_ARCH
 from .errors import AstraError
 from .evaluation import NOT_MEASURED, Check, Evaluation, ProfileSummary, SizeTiming, Stage
 from .gate import Verdict
-from .project import ProjectContext
+from .compile.project import ProjectContext
 from .spec import Spec
 
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from .contract import DEFAULT_ARCH
-from .extract import CompileUnit
-from .project import ProjectContext
+from .compile.extract import CompileUnit
+from .compile.project import ProjectContext
 from .spec import Spec
 from .worker import Job
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .evaluation import Evaluation
     from .gate import Verdict
     from .profiler import Profile
-    from .static import StaticResult
+    from .compile.static import StaticResult
 
 __all__ = ["BackendStatus", "BackendsJob", "CheckJob", "DeviceJob", "EvaluateJob", "FidelityJob", "GpuFactsJob",
            "ProfileJob", "RunsKernels", "StaticJob", "backend", "rounding_backend"]
@@ -65,7 +65,7 @@ class BackendsJob(Job[dict[str, BackendStatus]]):
         else:
             out["gpu"] = _gpu_unavailable(why)
         cxx = shutil.which("g++") or shutil.which("clang++")
-        from .backends.cpu import sandbox
+        from .compile import sandbox
         why = "" if cxx else "no C++ compiler (g++ or clang++) on PATH"
         why = why or sandbox.unavailable_reason() or ""
         out["cpu"] = BackendStatus(not why, why)
@@ -90,7 +90,7 @@ class StaticJob(Job["list[StaticResult]"]):
     arch: str = DEFAULT_ARCH
 
     def run(self) -> list[StaticResult]:
-        from . import static
+        from .compile import static
         return static.compile_units(self.units, arch=self.arch)
 
 
@@ -227,7 +227,7 @@ def rounding_backend(name: RunsKernels) -> Backend | None:
     if name != "gpu":
         return None
     if "cpu" not in _backends:
-        from .backends.cpu import sandbox
+        from .compile import sandbox
         if not (shutil.which("g++") or shutil.which("clang++")) or sandbox.unavailable_reason():
             return None
     try:

@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from . import extract, source
+from .compile import extract
+from . import source
 from . import spec as spec_mod
 from .diagnostics import Diagnostic
 from .errors import AstraError, NoSuchKernel
-from .project import ProjectContext
+from .compile.project import ProjectContext
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ class Snapshot:
     text: str
     model: source.SourceModel
     kernels: tuple[KernelInfo, ...]
-    # Include paths, macros, standard (astra_cuda.project); None: discovered from the path when a
+    # Include paths, macros, standard (astra_cuda.compile.project); None: discovered from the path when a
     # unit is first needed (`api` does that), so listing kernels reads no project files.
     context: ProjectContext | None = None
 

@@ -3,7 +3,7 @@
 `parse(text)` finds every `__global__` kernel (name, template parameters, parameters,
 launch bounds, spec comment, exact ranges), every `<<<...>>>` launch site, and the top-level
 items (device functions, types, constants, macros, includes) with the identifiers each one
-uses — what `astra_cuda.extract` needs to cut a stand-alone compilation unit.
+uses — what `astra_cuda.compile.extract` needs to cut a stand-alone compilation unit.
 
 Positions are 0-based lines and character columns (LSP's convention for ASCII text).
 

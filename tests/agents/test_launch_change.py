@@ -5,7 +5,8 @@ import dataclasses
 
 import pytest
 
-from astra_cuda import extract, launch_change, source, static
+from astra_cuda.compile import extract, static
+from astra_cuda import launch_change, source
 from astra_cuda.agents.offline import TRANSFORMS, Context, context_from_text
 from astra_cuda.evaluator import local_evaluator
 

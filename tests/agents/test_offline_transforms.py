@@ -2,7 +2,8 @@
 produced from the examples must compile (NVRTC)."""
 import pytest
 
-from astra_cuda import extract, source, static
+from astra_cuda.compile import extract, static
+from astra_cuda import source
 from astra_cuda.agents.offline import TRANSFORMS, Context
 
 from agent_helpers import EXAMPLES, example

@@ -81,7 +81,7 @@ def test_clangd_and_compile_flags_give_flags_and_the_arch(tmp_path):
 
 
 def test_precedence_cli_then_settings_then_project_file_then_compile_commands(tmp_path):
-    from astra_cuda import project
+    from astra_cuda.compile import project
     r = repo(tmp_path)
     (r / "astra.toml").write_text('defines = ["A=project"]\nstd = "c++14"\n')
     (r / "compile_commands.json").write_text(json.dumps([{"directory": str(r), "file": "src/deep/k.cu",

@@ -1,7 +1,7 @@
 """Stand-alone compilation units: what is kept, what is dropped, and #line mapping."""
 from pathlib import Path
 
-from astra_cuda import extract
+from astra_cuda.compile import extract
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from cpu_helpers import f32, i32, run
 
-from astra_cuda import extract
+from astra_cuda.compile import extract
 from astra_cuda.backends.base import Launch, Schedule
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -117,7 +117,8 @@ __global__ void k(Params p, const float* const* t) {
 @pytest.mark.parametrize("old,new,verdict", [("", "", "passed"),
                                              ("p.d.scale * p.x[i]", "2.0f * p.x[i]", "compare")])
 def test_the_gate_checks_a_kernel_given_a_struct_and_a_table(cpu, tmp_path, old, new, verdict):
-    from astra_cuda import extract, gate, source, spec as spec_mod
+    from astra_cuda.compile import extract
+    from astra_cuda import gate, source, spec as spec_mod
     path = str(tmp_path / "s.cu")
 
     def unit_of(text):

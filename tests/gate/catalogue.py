@@ -609,7 +609,7 @@ ALL = CHEATS + CORRECT
 
 def candidate_text(entry: Entry, example_text: str) -> str:
     """The example file with the kernel rewritten as `entry` says."""
-    from astra_cuda import extract
+    from astra_cuda.compile import extract
     text = extract.replace_kernel(example_text, entry.kernel, entry.body)
     if entry.prelude:
         text = text.replace("/* @astra", entry.prelude + "\n\n/* @astra", 1)

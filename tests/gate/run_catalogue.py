@@ -17,7 +17,8 @@ import os
 import sys
 import time
 
-from astra_cuda import extract, jobs, source, spec as spec_mod, worker
+from astra_cuda.compile import extract
+from astra_cuda import jobs, source, spec as spec_mod, worker
 
 from . import catalogue
 

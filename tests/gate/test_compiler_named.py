@@ -27,7 +27,7 @@ def test_cpu_verdict_names_nvcc_with_its_flags(cpu, monkeypatch, tmp_path):
 
 
 def test_cpu_verdict_names_nvrtc_and_why(cpu, monkeypatch):
-    from astra_cuda import static
+    from astra_cuda.compile import static
     if static._nvrtc() is None:
         pytest.skip("no NVRTC here")
     monkeypatch.setenv(toolkit.TOOLKIT_ENV, "none")

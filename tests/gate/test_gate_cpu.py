@@ -4,7 +4,8 @@ import threading
 
 import pytest
 
-from astra_cuda import extract, gate, source, spec as spec_mod
+from astra_cuda.compile import extract
+from astra_cuda import gate, source, spec as spec_mod
 from astra_cuda.backends.base import Capabilities
 
 from . import catalogue

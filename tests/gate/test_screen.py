@@ -1,4 +1,4 @@
-from astra_cuda import extract
+from astra_cuda.compile import extract
 from astra_cuda.gate import screen
 
 from .conftest import example_path, example_spec

@@ -177,9 +177,9 @@ def sanitize_refused(_):
 
 def hostile_includes(files):
     """Compile each (name, path, text) with the GPU backend (CuPy's NVRTC, confined): what it said."""
-    from astra_cuda import extract
+    from astra_cuda.compile import extract
     from astra_cuda.backends.base import CompileError
-    from astra_cuda.devicepp import PreprocessError
+    from astra_cuda.compile.devicepp import PreprocessError
     out = {}
     for name, path, text in files:
         try:   # the device pass's preprocessor meets a hostile #include first (and refuses it)

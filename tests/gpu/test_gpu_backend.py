@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from astra_cuda import extract, jobs, source, spec as spec_mod, worker
+from astra_cuda.compile import extract
+from astra_cuda import jobs, source, spec as spec_mod, worker
 
 import gpu_jobs
 from gpu_jobs import Call

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from astra_cuda import extract, jobs, source, spec as spec_mod, worker
+from astra_cuda.compile import extract
+from astra_cuda import jobs, source, spec as spec_mod, worker
 from astra_cuda.compile import toolkit
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(toolkit.find() is None, reason="no CUDA toolkit (nvcc)")]

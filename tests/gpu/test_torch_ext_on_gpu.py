@@ -7,9 +7,10 @@ import time
 
 import pytest
 
-from astra_cuda import extract, jobs, source, spec as spec_mod, static, worker
+from astra_cuda.compile import extract, static
+from astra_cuda import jobs, source, spec as spec_mod, worker
 from astra_cuda.compile import toolkit, torch_ext
-from astra_cuda.project import ProjectContext
+from astra_cuda.compile.project import ProjectContext
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(toolkit.find() is None, reason="no CUDA toolkit (nvcc)"),
               pytest.mark.skipif(not torch_ext.installed_include_dirs(), reason="torch is not installed")]

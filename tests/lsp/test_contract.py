@@ -5,7 +5,8 @@ import json
 import re
 from pathlib import Path
 
-from astra_cuda import cli, contract, static
+from astra_cuda import cli, contract
+from astra_cuda.compile import static
 from astra_cuda.lsp import answers, settings
 from astra_cuda.lsp.server import server
 

@@ -12,7 +12,8 @@ import pathlib
 import numpy as np
 import pytest
 
-from astra_cuda import extract, profiler, source, spec as spec_mod
+from astra_cuda.compile import extract
+from astra_cuda import profiler, source, spec as spec_mod
 
 from .fake_gpu import FakeGpu, mark
 

@@ -7,7 +7,8 @@ import shutil
 import numpy as np
 import pytest
 
-from astra_cuda import cutcheck, extract, source
+from astra_cuda.compile import cutcheck, extract
+from astra_cuda import source
 from astra_cuda.backends.base import Launch
 
 from .conftest import needs_gxx
@@ -93,7 +94,7 @@ def test_code_nested_past_the_bound_is_refused_at_its_line(project):
     """The cut reads at most cut.MAX_DEPTH levels below a declaration once macros are expanded
     (real code: 82; a macro-made 2**16-term expression keeps g++ busy for minutes): a long chain
     is cut, a longer one refused at its own line or header's, before any compiler sees it."""
-    from astra_cuda import cut
+    from astra_cuda.compile import cut
     chain = "#define T4 x + x + x + x +\n#define T16 T4 T4 T4 T4\n#define T64 T16 T16 T16 T16\n"
     ok = project("ok.cu", chain + "__global__ void k(float* o, float x) {\n  o[0] = T64 T64 T64 T64 x;\n}\n")
     assert extract.unit(ok.read_text(), str(ok), "k").source.count("x + ") >= 256   # 256 terms, expanded
@@ -112,7 +113,7 @@ def test_code_nested_past_the_bound_is_refused_at_its_line(project):
 def test_deep_namespaces_are_a_syntax_problem_then_refused(project):
     """5,000 nested namespaces ran the source model's recursion out (a RecursionError): it reads
     source.MAX_BLOCKS of them and calls the rest a syntax problem; the cut refuses the file."""
-    from astra_cuda import cut
+    from astra_cuda.compile import cut
     f = project("ns.cu", "namespace a {" * 5000 + "}" * 5000 + "\n__global__ void k(float* o) { o[0] = 1.f; }\n")
     model = source.parse(f.read_text())
     assert model.syntax_errors and [k.name for k in model.kernels] == ["k"]
@@ -203,7 +204,7 @@ def test_a_project_header_included_again_is_not_included_twice(project):
     project("inc/a.h", '#pragma once\n#include "util.h"\n__device__ inline int lanes() { return hw_warp_size; }\n')
     project("inc/b.h", '#pragma once\n#include <util.h>\n')
     f = project("k.cu", '#include "a.h"\n#include "b.h"\n__global__ void k(int* o) { o[0] = lanes(); }\n')
-    from astra_cuda import project as proj
+    from astra_cuda.compile import project as proj
     ctx = proj.from_flags([str(f.parent / "inc")], origin="test")
     u = extract.unit(f.read_text(), str(f), "k", context=ctx)
     assert "#include <util.h>" not in u.source and u.source.count("hw_warp_size = 32") == 1

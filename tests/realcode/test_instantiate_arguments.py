@@ -8,7 +8,7 @@ import pytest
 
 from astra_cuda import api, source
 from astra_cuda.compile import nvcc, toolkit
-from astra_cuda.project import ProjectContext
+from astra_cuda.compile.project import ProjectContext
 
 # A device function whose packed type comes through `typename Traits<T>::Type` written right
 # after `<` (the word `typename` was kept, the argument refused, and another function guessed).

@@ -5,8 +5,9 @@ import json
 
 import pytest
 
-from astra_cuda import api, extract, static
-from astra_cuda import project as proj
+from astra_cuda import api
+from astra_cuda.compile import extract, static
+from astra_cuda.compile import project as proj
 from astra_cuda.errors import AstraError
 from astra_cuda.lsp.settings import Settings
 

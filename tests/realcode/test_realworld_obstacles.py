@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from astra_cuda import api, extract, source, static
+from astra_cuda import api, source
+from astra_cuda.compile import extract, static
 from astra_cuda.compile import toolkit
-from astra_cuda import project as proj
+from astra_cuda.compile import project as proj
 
 from .conftest import needs_gxx
 

@@ -5,7 +5,8 @@ import dataclasses
 
 import pytest
 
-from astra_cuda import cli, extract, source
+from astra_cuda import cli, source
+from astra_cuda.compile import extract
 
 ACT = """#include <cuda_fp16.h>
 #define LAUNCH_ACT_KERNEL(KERNEL)                                                   \\
@@ -56,7 +57,7 @@ def test_a_launch_inside_a_dispatch_macro_is_found_at_the_macros_use():
 def test_a_device_function_passed_as_template_argument_is_in_the_unit(tmp_path):
     u = extract.unit(ACT, str(tmp_path / "act.cu"), "act_and_mul_kernel", instantiate="<float, silu<float>>")
     assert "T silu(const T& x)" in u.source and "unused_act" not in u.source
-    from astra_cuda import static
+    from astra_cuda.compile import static
     # the cut unit compiles (NVRTC, as where no toolkit is installed); the file itself does not
     # under nvcc — its host wrapper names torch::Tensor without including torch — and nvcc says so
     assert static.compile_unit(dataclasses.replace(u, file_text="")).ok
@@ -71,7 +72,7 @@ def test_enable_if_overloads_are_one_kernel_and_both_reach_the_unit(tmp_path):
     f.write_text(OVERLOADS)
     u = extract.unit(OVERLOADS, str(f), "scale_kernel", instantiate="<float, 1>")
     assert u.source.count("scale_kernel(T* out") == 2
-    from astra_cuda import static
+    from astra_cuda.compile import static
     assert static.compile_unit(u).ok
     u4 = extract.unit(OVERLOADS, str(f), "scale_kernel", instantiate="<float, 4>")
     assert static.compile_unit(dataclasses.replace(u4, file_text="")).ok   # the cut unit, NVRTC
@@ -82,7 +83,7 @@ def test_enable_if_overloads_are_one_kernel_and_both_reach_the_unit(tmp_path):
 def test_enable_if_overloads_through_nvcc(tmp_path):
     f = tmp_path / "o.cu"
     f.write_text(OVERLOADS)
-    from astra_cuda import static
+    from astra_cuda.compile import static
     assert static.compile_unit(extract.unit(OVERLOADS, str(f), "scale_kernel", instantiate="<float, 4>")).ok
 
 

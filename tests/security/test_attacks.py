@@ -119,7 +119,7 @@ def _no_screen(monkeypatch):
 # model" says which Linux has which): the sandbox must hold on each. Entries that only resource
 # limits stop do not depend on it and run once, at the kernel's own ABI.
 def _kernel_abi() -> int:
-    from astra_cuda.backends.cpu import sandbox
+    from astra_cuda.compile import sandbox
     return sandbox.kernel_landlock_abi()
 
 
@@ -246,7 +246,8 @@ def test_the_executor_is_sandboxed(cpu, monkeypatch):
 def test_the_abi_cap_reaches_every_sandbox(monkeypatch, tmp_path):
     """$ASTRA_LANDLOCK_ABI (and CpuBackend(landlock_abi=)) make the sandbox ask for no newer ABI
     than an older kernel would have: what the ABI-parametrized entries above rely on."""
-    from astra_cuda.backends.cpu import CpuBackend, sandbox
+    from astra_cuda.backends.cpu import CpuBackend
+    from astra_cuda.compile import sandbox
     monkeypatch.setenv(sandbox.ABI_CAP_ENV, "2")
     assert sandbox.landlock_abi() == min(2, sandbox.kernel_landlock_abi())
     monkeypatch.delenv(sandbox.ABI_CAP_ENV)
@@ -282,7 +283,8 @@ __global__ void hog(long long* out) {
 
 def test_refuses_loudly_without_a_sandbox(monkeypatch):
     from astra_cuda.backends.base import BackendUnavailable
-    from astra_cuda.backends.cpu import CpuBackend, sandbox
+    from astra_cuda.backends.cpu import CpuBackend
+    from astra_cuda.compile import sandbox
     monkeypatch.setattr(sandbox, "landlock_abi", lambda: 0)
     monkeypatch.delenv(sandbox.OPT_OUT_ENV, raising=False)
     with pytest.raises(BackendUnavailable, match="only inside a sandbox.*Landlock"):
@@ -330,7 +332,7 @@ def test_bounded_before_anything_runs(attack, compiler, tmp_path):
     and nvcc (where one is) stop at their memory, output and time bounds with a clear error. The
     device pass's preprocessor (g++ emulating nvcc's, or nvcc's own) meets the macro explosion
     first; g++'s 45 s for the expression is test_compile_timeout_leaves_cc1plus's limit."""
-    from astra_cuda import static
+    from astra_cuda.compile import static
     from astra_cuda.compile import toolkit
     if compiler == "nvrtc" and static._nvrtc() is None:
         pytest.skip("no NVRTC here")
@@ -439,7 +441,7 @@ EDGE_ABIS = sorted({ABIS[0], ABIS[-1]})  # the oldest and the kernel's: the comp
 @pytest.mark.parametrize("abi", EDGE_ABIS, ids=[f"abi{a}" for a in EDGE_ABIS])
 @pytest.mark.parametrize("attack", by_kind("compile"), ids=lambda a: a.name)
 def test_compiler_sandbox_contains(attack, abi, cpu, arena, monkeypatch, tmp_path):
-    from astra_cuda.backends.cpu import sandbox
+    from astra_cuda.compile import sandbox
     canary, secret = arena
     _no_screen(monkeypatch)
     monkeypatch.setenv(sandbox.ABI_CAP_ENV, str(abi))
@@ -472,8 +474,9 @@ def test_nvrtc_reads_nothing_private(attack, abi, arena, tmp_path, monkeypatch):
     """Where no toolkit is installed: the device pass's preprocessor (confined as every compiler)
     refuses a header it may not read, clearly and before any compile; NVRTC compiles only what
     the cut unit holds."""
-    from astra_cuda import devicepp, extract, static, worker
-    from astra_cuda.backends.cpu import sandbox
+    from astra_cuda.compile import devicepp, extract, static
+    from astra_cuda import worker
+    from astra_cuda.compile import sandbox
     if static._nvrtc() is None:
         pytest.skip("no NVRTC here")
     monkeypatch.setenv("ASTRA_CUDA_TOOLKIT", "none")  # NVRTC on the cut unit: nvcc's test is below
@@ -517,7 +520,7 @@ def test_nvcc_reads_nothing_private(attack, arena, tmp_path, monkeypatch):
     """The same hostile files through nvcc on the whole file (where a CUDA toolkit is
     installed): its preprocessor and front end run under the same Landlock policy."""
     from astra_cuda.compile import nvcc, toolkit
-    from astra_cuda.project import ProjectContext
+    from astra_cuda.compile.project import ProjectContext
     if toolkit.find() is None:
         pytest.skip("no CUDA toolkit here")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
@@ -543,8 +546,8 @@ def test_nvcc_reads_nothing_private(attack, arena, tmp_path, monkeypatch):
 
 def test_nvrtc_refuses_loudly_without_landlock(monkeypatch, tmp_path):
     """No Landlock: no NVRTC compile of user code (the reason shown); the opt-out compiles."""
-    from astra_cuda import extract, static
-    from astra_cuda.backends.cpu import sandbox
+    from astra_cuda.compile import extract, static
+    from astra_cuda.compile import sandbox
     if static._nvrtc() is None:
         pytest.skip("no NVRTC here")
     monkeypatch.setattr(sandbox, "landlock_abi", lambda: 0)
@@ -562,7 +565,7 @@ def test_the_confined_thread_is_fresh_and_confined(tmp_path):
     """Each confined call runs on a new thread that can read only what the policy allows; the
     caller's thread keeps its rights."""
     import threading
-    from astra_cuda import confine
+    from astra_cuda.compile import confine
     inside, outside = tmp_path / "proj", tmp_path / "outside.txt"
     (inside / ".git").mkdir(parents=True)
     (inside / "a.h").write_text("ok")
@@ -586,7 +589,7 @@ def test_the_confined_thread_is_fresh_and_confined(tmp_path):
 
 @pytest.mark.parametrize("attack", by_kind("project"), ids=lambda a: a.name)
 def test_hostile_compile_commands(attack, tmp_path):
-    from astra_cuda import devicepp, extract, project, static
+    from astra_cuda.compile import devicepp, extract, project, static
     proj = tmp_path / "proj"
     (proj / ".git").mkdir(parents=True)
     args = {"-I/root": ["-I/root", f"-I{Path.home()}"],
@@ -672,7 +675,8 @@ def test_gate_has_include_hidden_payload(arena, tmp_path):
 
 
 def test_gate_candidate_with_host_io_is_never_run(arena, cpu):
-    from astra_cuda import extract, gate, source, spec as spec_mod
+    from astra_cuda.compile import extract
+    from astra_cuda import gate, source, spec as spec_mod
     canary, _ = arena
     model = source.parse(SILU)
     spec = spec_mod.load(model.kernel("silu_and_mul"), model)

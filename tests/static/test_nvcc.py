@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from astra_cuda import extract, static
+from astra_cuda.compile import extract, static
 from astra_cuda.compile import cubin, nvcc, toolkit
-from astra_cuda.project import ProjectContext
+from astra_cuda.compile.project import ProjectContext
 
 TK = toolkit.find()
 pytestmark = pytest.mark.skipif(TK is None, reason="no CUDA toolkit (nvcc) here")

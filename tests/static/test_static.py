@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from astra_cuda import extract, static
+from astra_cuda.compile import extract, static
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from astra_cuda import dtypes, extract, project, source, spec as spec_mod, static
+from astra_cuda import dtypes, source, spec as spec_mod
+from astra_cuda.compile import extract, project, static
 from astra_cuda.compile import nvcc, toolkit, torch_ext
 from astra_cuda.errors import AstraError
-from astra_cuda.project import ProjectContext
+from astra_cuda.compile.project import ProjectContext
 
 STANDIN = Path(__file__).resolve().parent / "torch_standin"
 TK = toolkit.find()
@@ -149,7 +150,7 @@ def test_a_pytorch_extension_compile_gets_the_heavy_budgets(installed, monkeypat
     folders in the options (by real path) give 6 GiB and 240 s; anything else keeps 2 GiB and
     45 s — torch's define, a project folder named torch/include or a link to one of the project's
     (what a hostile file or compile_commands.json can give itself); the user's settings win."""
-    from astra_cuda import confine
+    from astra_cuda.compile import confine
     monkeypatch.delenv(confine.MEMORY_ENV, raising=False)
     monkeypatch.delenv(confine.TIME_ENV, raising=False)
     inc, api = torch_ext.installed_include_dirs()

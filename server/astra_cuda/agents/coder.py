@@ -9,7 +9,7 @@ from typing import Callable
 
 from .. import redact, source
 from ..evaluation import Evaluation
-from ..extract import splice
+from ..compile.extract import splice
 from .llm import LLMClient, load_prompt
 from .offline import TRANSFORMS
 from .records import Plan, Usage

@@ -142,13 +142,13 @@ class Backend(ABC):
     @abstractmethod
     def compile(self, source: str, name_expressions: Sequence[str], *, filename: str = "kernel.cu",
                 options: Sequence[str] = (), sanitize: bool = False, races: bool = False) -> Module:
-        """Compile a stand-alone unit (from `astra_cuda.extract`). `name_expressions` are the kernel
+        """Compile a stand-alone unit (from `astra_cuda.compile.extract`). `name_expressions` are the kernel
         names to look up, e.g. 'silu_and_mul' or 'act_and_mul<__half>'. Cached by content
         hash. `sanitize` / `races`: an instrumented build (caps.address_sanitizer /
         caps.race_checker; Unsupported elsewhere). Raises CompileError or Unsupported."""
 
     def compile_unit(self, unit: Any, *, sanitize: bool = False, races: bool = False) -> Module:
-        """Compile the kernel of `unit` (an `astra_cuda.extract.CompileUnit`): the cut unit's text
+        """Compile the kernel of `unit` (an `astra_cuda.compile.extract.CompileUnit`): the cut unit's text
         here. A backend that compiles the user's whole file instead (the GPU's, with nvcc where a
         CUDA toolkit is installed) overrides this; its module is launched by the unit's name
         expression all the same."""

@@ -111,7 +111,7 @@ def compile_confinement(cp, options: Sequence[str]):
     """What CuPy's compile of a unit with these options may touch: the project's folders, CUDA's
     and CCCL's headers, the stand-ins, the CUDA toolkit CuPy uses, NVRTC's and the Python
     libraries; it writes only CuPy's kernel cache (and opens the driver's device files)."""
-    from .. import confine, static
+    from ..compile import confine, static
     inc = static.cuda_include_dir()
     ours = [*([inc] if inc else []), *static.cccl_include_dirs(), static.nvrtc_shim_dir()]
     try:
@@ -157,7 +157,7 @@ def _private_tempdir() -> None:
 def _require_confinement() -> None:
     """No Landlock here: CuPy's NVRTC would read a hostile `#include` unconfined, so the backend
     refuses, like the CPU backend (ASTRA_UNSAFE_NO_SANDBOX=1 is the informed user's way on)."""
-    from .. import confine
+    from ..compile import confine
     reason = confine.unavailable_reason()
     if reason:
         raise BackendUnavailable(f"the GPU backend {reason}")
@@ -267,7 +267,7 @@ class GpuBackend(Backend):
         if sanitize and not self.sanitizer:
             raise Unsupported("a sanitizer build needs a worker running under compute-sanitizer "
                               "(astra_cuda.backends.gpu.sanitizer_pool())")
-        from .. import static
+        from ..compile import static
         names = list(dict.fromkeys(name_expressions))
         # CuPy adds the architecture of the current device itself.
         opts = [o for o in options if not o.startswith(("--gpu-architecture", "-arch"))]
@@ -275,7 +275,7 @@ class GpuBackend(Backend):
         opts = list(dict.fromkeys([*std, "-lineinfo", *opts, f"-I{static.nvrtc_shim_dir()}"]))
         if filename and os.path.dirname(os.path.abspath(filename)):
             opts.append(f"-I{os.path.dirname(os.path.abspath(filename))}")
-        from ..extract import header_digest
+        from ..compile.extract import header_digest
         # CuPy's own cache keys on the source text only: the headers' digest goes into the text
         ours = {f"-I{static.nvrtc_shim_dir()}", f"-I{static.cuda_include_dir()}"}
         headers = header_digest(source, filename, [o for o in opts if o not in ours])
@@ -349,10 +349,10 @@ class GpuBackend(Backend):
 
     def _confined_raw_module(self, code: str, opts: list[str], names: list[str]):
         """NVRTC opens the unit's `#include`s inside this process: CuPy compiles (and loads) the
-        module in a thread confined to what a compiler of user code may read (astra_cuda.confine),
+        module in a thread confined to what a compiler of user code may read (astra_cuda.compile.confine),
         plus CuPy's kernel cache and the driver's device files. A compile that never finishes
         (an `#include` of a FIFO in the project) retires this worker."""
-        from .. import confine
+        from ..compile import confine
         try:
             return confine.call(compile_confinement(self.cp, opts), self._raw_module, code, opts, names)
         except confine.CompileTimeout:

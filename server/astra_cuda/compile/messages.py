@@ -228,7 +228,7 @@ def resources(log: str, lowered: dict[str, str], lowered_names: tuple[str, ...] 
 def failed_without_message(log: str, compiler: str, memory: int = 0) -> Diagnostic:
     """A failed compile whose log held no message Astra reads: its last line, at the top (or the
     limit it hit: memory — `memory` the address space it ran under, 0 the default —, output size)."""
-    from .. import confine
+    from . import confine
     said = confine.limit_message(log, 0, memory) or \
         "compilation failed: " + (log.strip().splitlines() or ["(no compiler log)"])[-1]
     return Diagnostic(0, 0, 0, 1, "error", said, code="compile", source=compiler)

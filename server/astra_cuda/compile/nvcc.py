@@ -14,7 +14,7 @@ shared memory come from `-Xptxas -v`; the headers read, from nvcc's dependency l
 key the cache (`depcache`): a repeated compile costs a few `stat` calls, and editing a header
 invalidates.
 
-nvcc runs under `astra_cuda.confine`: it may read the toolkit, the project's folders (and
+nvcc runs under `astra_cuda.compile.confine`: it may read the toolkit, the project's folders (and
 torch's), the system's headers, and write only its build folder; like every compiler of user
 code it gets 2 GiB of address space, 64 MiB per file and 45 s (confine.compiler_memory,
 COMPILER_FILE_SIZE, compiler_seconds).
@@ -31,11 +31,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from .. import confine, source
+from . import confine
+from .. import source
 from ..backends.base import BackendUnavailable, ResourceUsage
 from ..contract import DEFAULT_ARCH
 from ..diagnostics import Diagnostic
-from ..project import DEFAULT_STD, ProjectContext
+from .project import DEFAULT_STD, ProjectContext
 from . import cubin, depcache, messages, torch_ext
 from .toolkit import Toolkit, library_headers
 

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from .. import confine
-from ..project import ProjectContext
+from . import confine
+from .project import ProjectContext
 
 TOOLKIT_ENV = "ASTRA_CUDA_TOOLKIT"
 DEFAULT_ROOTS = ("/usr/local/cuda",)

@@ -19,8 +19,9 @@ from pathlib import Path
 
 from tree_sitter import Query, QueryCursor
 
-from .. import confine, source
-from ..project import ProjectContext
+from . import confine
+from .. import source
+from .project import ProjectContext
 
 TORCH_HEADERS = ("torch/", "ATen/", "c10/")
 # torch.utils.cpp_extension's COMMON_NVCC_FLAGS, and the defines its builder adds.

@@ -218,7 +218,7 @@ class _Gate:
         where a CUDA toolkit is installed, else NVRTC on the unit; nothing runs) before any of
         their code runs on the host: host-only code in a kernel (file I/O, processes, hidden
         behind `#ifndef __CUDACC_RTC__` or not) is an error, never a pass."""
-        from .. import static
+        from ..compile import static
 
         for unit, role in ((self.ref_unit, "reference"), (self.cand_unit, "candidate")):
             if unit is None:
@@ -243,9 +243,9 @@ class _Gate:
 
     def cut_check(self) -> bool:
         """CPU backend: each unit cut out of its file for the host compiler must mean what the
-        file means (`astra_cuda.cutcheck`, nvcc): a cut that changes the kernel is an error that
+        file means (`astra_cuda.compile.cutcheck`, nvcc): a cut that changes the kernel is an error that
         names what it left out, never a run of other code."""
-        from .. import cutcheck
+        from ..compile import cutcheck
 
         for unit, role in ((self.ref_unit, "reference"), (self.cand_unit, "candidate")):
             if unit is None:
@@ -858,7 +858,7 @@ def check(reference: Any | None, candidate: Any, spec: Spec, backend: Backend, *
           cancel: Cancel = None, seed: int | None = None, max_failures: int | None = None,
           sanitizer: bool | None = None, reference_spec: Spec | None = None, bounds: bool = False,
           rounding: Backend | None = None) -> Verdict:
-    """Run the gate. `reference` and `candidate` are `astra_cuda.extract.CompileUnit`s (reference None:
+    """Run the gate. `reference` and `candidate` are `astra_cuda.compile.extract.CompileUnit`s (reference None:
     no pinned baseline yet — self-consistency only). `cancel`: a threading.Event or a callable
     returning True to stop (raises Cancelled). `seed`: reproduce an earlier run (its verdict's
     `nonce`); by default inputs are fresh every run. `quick`: one seed, fewer sizes, no sanitizer

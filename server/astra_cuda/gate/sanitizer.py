@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..backends.base import Backend, BackendUnavailable, CompileError, LaunchError
-from ..extract import CompileUnit
+from ..compile.extract import CompileUnit
 from ..spec import Spec
 from ..worker import Job
 from . import suite as suites

@@ -16,9 +16,10 @@ from functools import lru_cache
 
 from tree_sitter import Node
 
-from .. import confine, files, source
+from ..compile import confine
+from .. import files, source
 from ..errors import AstraError
-from ..project import ProjectContext
+from ..compile.project import ProjectContext
 from ..source import LaunchSite, SourceModel
 from ..syntax import text as _text, walk as _walk
 

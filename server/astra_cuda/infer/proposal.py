@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .. import access, dtypes, exprs, source
-from ..project import ProjectContext
+from ..compile.project import ProjectContext
 from ..source import Kernel, SourceModel
 from ..syntax import walk as _walk
 from .launches import _launch_of, _pick_site, host_locals, value_of

@@ -4,7 +4,7 @@ template arguments a launch gives are `template_args`."""
 from __future__ import annotations
 
 from .. import dtypes, exprs, source
-from ..project import ProjectContext
+from ..compile.project import ProjectContext
 from ..source import SourceModel
 from ..syntax import walk as _walk
 
@@ -16,7 +16,7 @@ class _Types:
     `#define ENABLE_BF16` is __nv_bfloat16."""
 
     def __init__(self, model: SourceModel, path: str | None, context: ProjectContext | None):
-        from .. import extract
+        from ..compile import extract
         self.items = []
         if path is not None:
             try:

@@ -31,7 +31,7 @@ from astra_cuda.lsp.state import DocState
 if TYPE_CHECKING:
     from types import ModuleType
 
-    from astra_cuda.project import ProjectContext
+    from astra_cuda.compile.project import ProjectContext
     from astra_cuda.snapshot import Snapshot
 
 log = logging.getLogger("astra_cuda.lsp")

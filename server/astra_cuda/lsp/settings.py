@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from astra_cuda import contract
 
 if TYPE_CHECKING:
-    from astra_cuda.project import ProjectContext
+    from astra_cuda.compile.project import ProjectContext
 
 BACKENDS = ("auto", "gpu", "cpu")
 # The contract's settings the client keeps for itself (how it starts the server, its trace).
@@ -57,7 +57,7 @@ class Settings:
 
     def project(self, root: str) -> tuple[ProjectContext, str | None]:
         """The settings' part of the project context, and the compile_commands.json they name."""
-        from astra_cuda import project
+        from astra_cuda.compile import project
 
         def folder(p: str) -> str:   # ${workspaceFolder}, as VS Code's own settings write it
             return p.replace("${workspaceFolder}", root)

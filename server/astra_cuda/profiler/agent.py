@@ -7,7 +7,7 @@ from dataclasses import asdict
 import numpy as np
 
 from .. import ladder as ladder_mod
-from .. import static
+from ..compile import static
 from .. import gate
 from ..backends.base import BackendUnavailable, CompileError, LaunchError, Unsupported
 from ..gate import checks

@@ -21,7 +21,8 @@ import numpy as np
 from astra_cuda.backends.base import (Backend, BackendUnavailable, Buffer, Capabilities, CompileError, Launch,
                                  LaunchError, Module, Packed, ResourceUsage, Scalar, Schedule)
 
-from . import device_state, sandbox, toolchain
+from . import device_state, toolchain
+from ...compile import sandbox
 from .isolation import Executor
 from .screen import fast_math_swaps
 

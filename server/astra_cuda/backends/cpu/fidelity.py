@@ -46,7 +46,7 @@ class Case:
 
 def _example(file: str, kernel: str) -> Callable[[], tuple[str, str]]:
     def get():
-        from astra_cuda import extract
+        from astra_cuda.compile import extract
 
         path = ROOT / "examples" / file
         u = extract.unit(path.read_text(), str(path), kernel)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from astra_cuda.backends.base import CompileError, LaunchError
 
-from . import sandbox
+from ...compile import sandbox
 from .sanitizer_summary import asan_summary, tsan_summary
 
 # A word on the executor's command line naming this checkout (tests find its processes by it;

@@ -23,7 +23,8 @@ from typing import Sequence
 
 from astra_cuda.backends.base import BackendUnavailable, CompileError, Unsupported
 
-from astra_cuda import confine, redact
+from astra_cuda.compile import confine
+from astra_cuda import redact
 
 from . import device_state, inline_asm, screen
 
@@ -134,7 +135,7 @@ def cub_header_names() -> Path | None:
     including the stand-in `cub/cub.cuh`: a kernel reaches CUB through whichever header its
     project includes, and a file that includes CUB but whose kernel uses none of it is never
     refused for the include (a CUB name the stand-in lacks is refused by the screen)."""
-    from astra_cuda import static
+    from astra_cuda.compile import static
     real = next((Path(d) / "cub" for d in static.cccl_include_dirs() if (Path(d) / "cub").is_dir()), None)
     if real is None:
         return None
@@ -470,7 +471,7 @@ def host_options(options: Sequence[str], source: str = "") -> list[str]:
 def compile_module(source: str, name_expressions: Sequence[str], filename: str,
                    options: Sequence[str], sanitize: str) -> Path:
     """Screen, rewrite and compile a unit into a cached shared object; returns its path."""
-    from astra_cuda.headers import header_digest
+    from astra_cuda.compile.headers import header_digest
     opts = host_options(options, source)
     headers = header_digest(source, filename, opts)  # an edited header is a new build
     key = hashlib.sha256("\0".join([source, *name_expressions, *opts, str(sanitize), headers,

@@ -8,7 +8,8 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from . import confine, files, source
+from . import confine
+from .. import files, source
 from .project import ProjectContext
 
 MAX_HEADERS = 64          # project headers read into one unit

@@ -11,7 +11,7 @@ a folder above it, where dotfiles with credentials live. It writes only its own 
 symbolic link that leads out of the project fails with "Permission denied" instead of quoting
 the file in a diagnostic, and `#include "/dev/zero"` fails instead of reading forever.
 
-Enforced by Landlock (backends/cpu/sandbox.py) in two ways: a compiler program runs through the
+Enforced by Landlock (compile/sandbox.py) in two ways: a compiler program runs through the
 sandbox wrapper (`run`); an in-process compiler (NVRTC, through ctypes or CuPy) runs in a
 fresh thread that confines itself first (`call`) — Landlock binds the calling thread and the
 threads it starts, never the rest of the worker. Why that is sound: the thread is new for every
@@ -41,7 +41,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
-from .errors import BackendUnavailable, CompileError
+from ..errors import BackendUnavailable, CompileError
 
 SYSTEM_EXEC = ("/usr/bin", "/bin", "/usr/lib", "/usr/lib64", "/usr/libexec", "/lib", "/lib64", "/lib32",
                "/usr/lib32", "/usr/local/bin", "/usr/local/lib", "/usr/local/libexec")
@@ -191,7 +191,7 @@ def _beneath(path: str, top: str) -> bool:
 def project_root(folder: str | os.PathLike) -> str | None:
     """The workspace root of `folder` (its nearest ancestor with `.git`, else itself), or None
     where that is the home folder, a folder above it, or the filesystem root."""
-    from .workspace import root_for
+    from ..workspace import root_for
 
     root = root_for(folder)
     home = Path.home().resolve()
@@ -243,7 +243,7 @@ def python_dirs() -> tuple[str, ...]:
         found += site.getsitepackages() + [site.getusersitepackages()]
     except AttributeError:  # a virtualenv's old site.py
         pass
-    found.append(str(Path(__file__).resolve().parent))
+    found.append(str(Path(__file__).resolve().parents[1]))  # the astra_cuda package
     home = Path.home().resolve()
     out = []
     for d in found:
@@ -271,7 +271,7 @@ def loaded_library_dirs(prefix: str) -> tuple[str, ...]:
 # ---- enforcing it ------------------------------------------------------------------------------
 
 def _sandbox():
-    from .backends.cpu import sandbox
+    from . import sandbox
     return sandbox
 
 

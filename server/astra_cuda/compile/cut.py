@@ -1,5 +1,5 @@
 """Cut one kernel's stand-alone unit out of the device pass's preprocessed file
-(`astra_cuda.devicepp`): conditionals are decided and macros expanded there, so this module
+(`astra_cuda.compile.devicepp`): conditionals are decided and macros expanded there, so this module
 only chooses declarations, by their C++ structure (tree-sitter).
 
 What is kept, in the file's order and under the file's namespaces and `extern "C"` blocks:
@@ -18,7 +18,7 @@ What is kept, in the file's order and under the file's namespaces and `extern "C
 
 Host functions and host variables are left out (device code cannot use them); what a cut
 leaves out that the kernel needed shows when the cut unit is compiled and checked against the
-whole file (`astra_cuda.cutcheck`), never as a silent change. Every line keeps its origin
+whole file (`astra_cuda.compile.cutcheck`), never as a silent change. Every line keeps its origin
 through `#line`, so compiler messages land on the user's file (or header) and line.
 
 Long because the three steps are one pipeline over one text: the preprocessor's lines by
@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 
 from tree_sitter import Node
 
-from . import source
+from .. import source
 from .devicepp import Preprocessed
-from .errors import AstraError
+from ..errors import AstraError
 
 HOST_HEADERS_MACRO = "ASTRA_HOST_HEADERS"
 

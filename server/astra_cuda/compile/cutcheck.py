@@ -1,4 +1,4 @@
-"""Check a cut: the unit cut out of a user's file for the CPU backend (`astra_cuda.cut`) must
+"""Check a cut: the unit cut out of a user's file for the CPU backend (`astra_cuda.compile.cut`) must
 mean what the file means. Both are compiled by nvcc for the device, to PTX and unoptimised
 (`-Xcicc -O0`: inlining, which depends on the rest of the file, cannot make them differ), and
 the kernel's code — its entry with every function it calls and every variable it reads, each
@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import confine
-from .contract import DEFAULT_ARCH
+from ..contract import DEFAULT_ARCH
 
 CACHE_VERSION = 5  # bump when the comparison changes
 
@@ -221,8 +221,8 @@ def _errors(log: str, limit: int = 3) -> str:
 
 def check(unit, arch: str = DEFAULT_ARCH) -> CutCheck:
     """Whether `unit` (an `extract.CompileUnit` with its `file_text`) means what its file means."""
-    from .compile import nvcc as nvcc_compile
-    from .compile import toolkit
+    from . import nvcc as nvcc_compile
+    from . import toolkit
     from .headers import header_digest
     if not unit.file_text:
         return CutCheck(True, False, "the cut is not checked: the unit does not carry its file")

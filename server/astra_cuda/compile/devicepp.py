@@ -7,12 +7,12 @@ expanded, line markers kept (so every line is known by file and line) and, throu
 `-dI`, the `#define`s and `#include`s of each file in place. The CUDA keywords stay keywords
 (`__device__`, `__shared__`, ... are defined as themselves after cuda_runtime.h), so the text
 is still CUDA C++ that tree-sitter reads, nvcc compiles and the CPU backend's shim gives its
-own meaning to. `astra_cuda.cut` cuts a kernel's unit out of it.
+own meaning to. `astra_cuda.compile.cut` cuts a kernel's unit out of it.
 
 A header that is not found is read as empty (and named in `missing`): a file whose host code
 includes `<torch/extension.h>` still has kernels to cut where torch is not installed. Where no
 toolkit is installed the command is built by hand from the same macros, with the CUDA headers
-of the nvidia-cuda-runtime wheel. Runs confined (astra_cuda.confine), cached by content.
+of the nvidia-cuda-runtime wheel. Runs confined (astra_cuda.compile.confine), cached by content.
 """
 from __future__ import annotations
 
@@ -31,9 +31,9 @@ from functools import lru_cache
 from pathlib import Path
 
 from . import confine
-from .errors import BackendUnavailable
-from .contract import DEFAULT_ARCH
-from .errors import AstraError
+from ..errors import BackendUnavailable
+from ..contract import DEFAULT_ARCH
+from ..errors import AstraError
 
 # Defined as themselves once cuda_runtime.h has defined them as attributes: the text keeps them.
 KEYWORDS = ("__global__", "__device__", "__host__", "__shared__", "__constant__", "__managed__",
@@ -63,7 +63,7 @@ class Preprocessed:
 
 def _nvcc() -> str | None:
     """The toolkit's nvcc, found as every compile of Astra finds it (`compile.toolkit`)."""
-    from .compile import toolkit
+    from . import toolkit
     tk = toolkit.find()
     return tk.nvcc if tk is not None else None
 
@@ -116,7 +116,7 @@ def _emulated_command(arch: str, options: tuple[str, ...]) -> tuple[list[str], s
 def command(options: tuple[str, ...], arch: str = DEFAULT_ARCH) -> tuple[list[str], str]:
     """The preprocessor command with the project's options (nvcc puts each where it belongs),
     then the CUDA library headers a compiler-only toolkit lacks (as every nvcc compile)."""
-    from .compile import toolkit
+    from . import toolkit
     tk = toolkit.find()
     if tk is None:
         return _emulated_command(arch, options)

@@ -32,10 +32,10 @@ from functools import lru_cache
 from pathlib import Path
 
 from . import confine
-from .backends.base import BackendUnavailable, ResourceUsage
-from .compile import messages, nvrtc, toolkit
-from .contract import DEFAULT_ARCH
-from .diagnostics import Diagnostic
+from ..backends.base import BackendUnavailable, ResourceUsage
+from . import messages, nvrtc, toolkit
+from ..contract import DEFAULT_ARCH
+from ..diagnostics import Diagnostic
 
 
 @dataclass
@@ -243,7 +243,7 @@ def _options(unit, arch: str, extra: tuple[str, ...]) -> list[str]:
 
 def compile_unit(unit, arch: str = DEFAULT_ARCH, *, options: tuple[str, ...] = (),
                  extra_name_expressions: tuple[str, ...] = ()) -> StaticResult:
-    """Compile `unit` (an `astra_cuda.extract.CompileUnit`) for `arch` and report diagnostics at the
+    """Compile `unit` (an `astra_cuda.compile.extract.CompileUnit`) for `arch` and report diagnostics at the
     user's lines plus per-kernel resources: the unit's whole file with nvcc where a toolkit is
     installed, else the unit with NVRTC. `extra_name_expressions`: other kernels of the file to
     instantiate in the same compile. Never raises for bad code: `ok` is False."""
@@ -293,7 +293,7 @@ def compile_units(units, arch: str = DEFAULT_ARCH) -> list[StaticResult]:
 
 def _compile_file(unit, arch: str, names: tuple[str, ...], tk: toolkit.Toolkit) -> StaticResult:
     """nvcc on the unit's whole file (cached by the file's and its headers' content)."""
-    from .compile import nvcc
+    from . import nvcc
     try:
         r = nvcc.compile(unit.file_text, unit.path, unit.context, arch, names, toolkit=tk)
     except BackendUnavailable as e:
@@ -311,7 +311,7 @@ def _failed(message: str, code: str, arch: str) -> StaticResult:
 
 
 def _retire_worker() -> None:
-    from . import worker
+    from .. import worker
     worker.retire_after_reply()
 
 

@@ -20,7 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from . import confine
-from .errors import AstraError
+from ..errors import AstraError
 
 # Flags that mean the same to NVRTC, nvcc and (where it matters) the CPU build; others from a
 # compile command are listed in `ignored`, never passed on blindly.
@@ -229,7 +229,7 @@ def from_arguments(args: list[str], *, cwd: Path, origin: str, source: str, db: 
     as ignored. Relative folders are taken from `cwd`. These come with the project, so they may
     point a compile only at the project itself, CUDA and the system's headers: `-I /root` or
     `-I /etc` from a cloned repository would open those folders to the compilers
-    (astra_cuda.confine)."""
+    (astra_cuda.compile.confine)."""
     inc: list[str] = []
     sysinc: list[str] = []
     defs: list[str] = []

@@ -3,7 +3,7 @@
 runs over a user's source. Linux only, unprivileged, no setuid helper:
 
 - Landlock (kernel >= 5.13, through its three system calls via ctypes here, and in the executor,
-  runtime/astra_executor.cpp, with the same rights) confines the filesystem: a launch may open
+  backends/cpu/runtime/astra_executor.cpp, with the same rights) confines the filesystem: a launch may open
   nothing but the system's libraries, its own /proc entries (the sanitizers read their maps) and
   the module it is handed as a memfd; a compiler run may read the system's and CUDA's headers and
   libraries and write only its build directory. Where the kernel has them (Landlock ABI >= 4 and

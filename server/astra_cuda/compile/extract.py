@@ -1,10 +1,10 @@
 """A kernel's stand-alone compilation unit, and splicing kernels into files.
 
 `unit` cuts the unit for one kernel out of the file as nvcc's device pass sees it
-(`astra_cuda.devicepp` preprocesses it with the toolkit's own command and the project's flags;
-`astra_cuda.cut` keeps the kernel and what it needs, `#line`-mapped to the user's file and
+(`astra_cuda.compile.devicepp` preprocesses it with the toolkit's own command and the project's flags;
+`astra_cuda.compile.cut` keeps the kernel and what it needs, `#line`-mapped to the user's file and
 headers) and appends compile-time checks of element types Astra cannot read itself. The unit
-carries its file's text too: nvcc compiles the file itself, and `astra_cuda.cutcheck` checks that
+carries its file's text too: nvcc compiles the file itself, and `astra_cuda.compile.cutcheck` checks that
 the cut means what the file means.
 
 Also here: `header_reader` (a file's project headers read item by item, for inference),
@@ -18,12 +18,13 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from . import confine, dtypes, files, layout, source, textedit
+from . import confine
+from .. import dtypes, files, layout, source, textedit
 from .cut import HOST_HEADERS_MACRO, header_kind  # noqa: F401 (HOST_HEADERS_MACRO: for callers)
 from .headers import find_header, header_digest  # noqa: F401 (header_digest: extract's public name too)
-from .errors import AstraError, NoSuchKernel
+from ..errors import AstraError, NoSuchKernel
 from .project import ProjectContext
-from .source import Guard, Item, Kernel, SourceModel
+from ..source import Guard, Item, Kernel, SourceModel
 
 MAX_HEADERS = 64          # project headers read into one unit
 MAX_HEADER_DEPTH = 16
@@ -174,7 +175,7 @@ def name_expression(kernel: Kernel, instantiate: str | None, overloaded: bool = 
 def _pointer_type(kernel: Kernel, instantiate: str | None) -> str:
     """`void (*)(T1, T2, ...)` of the kernel's parameters, its template parameters replaced by
     the instantiation's arguments (token by token, through the parser)."""
-    from .spec import split_template_args
+    from ..spec import split_template_args
     args = split_template_args(instantiate) if kernel.is_template and instantiate else []
     subst = dict(zip(kernel.template_param_names, args))
     decl = f"void __astra_f({', '.join(p.type for p in kernel.params)});"
@@ -275,18 +276,18 @@ def unit_from_model(model: SourceModel, path: str, kernel_name: str, *, instanti
                     context: ProjectContext | None = None, arg_types: dict[str, str] | None = None,
                     spec_line: int | None = None) -> CompileUnit:
     """The unit for `kernel_name`, cut from the device pass's preprocessed file
-    (`astra_cuda.devicepp`, `astra_cuda.cut`). `arg_types` (parameter -> spec type name) adds
+    (`astra_cuda.compile.devicepp`, `astra_cuda.compile.cut`). `arg_types` (parameter -> spec type name) adds
     compile-time checks of element types Astra cannot read itself (see `type_checks`)."""
     from . import cut as cutting
     from . import devicepp
-    from .compile import torch_ext
+    from . import torch_ext
     context = torch_ext.with_defines(context or ProjectContext(), model.text, path)
     kernel = model.kernel(kernel_name)
     if kernel is None:
         names = ", ".join(k.name for k in model.kernels) or "none"
         raise NoSuchKernel(f"no __global__ kernel named {kernel_name!r} in {path} (kernels: {names})")
     if instantiate is None and kernel.is_template and kernel.spec is not None:
-        from . import spec as spec_mod  # local: spec imports source, not extract
+        from .. import spec as spec_mod  # local: spec imports source, not extract
         try:
             instantiate = spec_mod.load(kernel, model).instantiate
         except AstraError:
@@ -311,7 +312,7 @@ def unit_from_model(model: SourceModel, path: str, kernel_name: str, *, instanti
     if arg_types:
         targs = {}
         if kernel.is_template and instantiate:
-            from .spec import split_template_args
+            from ..spec import split_template_args
             targs = dict(zip(kernel.template_param_names, split_template_args(instantiate)))
         todo = {n: arg_types[n] for n in unresolved_pointer_types(kernel, targs) if n in arg_types}
         checks = type_checks(kernel, expr, todo, path, spec_line if spec_line is not None else kernel.span.start_line)
