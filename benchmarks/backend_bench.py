@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "server"))
 
 from astra_cuda.compile import extract, static  # noqa: E402
-from astra_cuda import source  # noqa: E402
-from astra_cuda import spec as spec_mod  # noqa: E402
+from astra_cuda.model import source  # noqa: E402
+from astra_cuda.model import spec as spec_mod  # noqa: E402
 
 
 def examples():

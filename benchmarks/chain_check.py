@@ -22,7 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "server"))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
-from astra_cuda import source, spec as spec_mod  # noqa: E402
+from astra_cuda.model import source, spec as spec_mod  # noqa: E402
 from astra_cuda.agents import Limits, optimize  # noqa: E402
 from astra_cuda.agents.tuning import _neighbours, replay  # noqa: E402
 from astra_cuda.evaluation import Check, Evaluation  # noqa: E402

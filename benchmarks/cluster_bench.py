@@ -31,7 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "server"))
 
-from astra_cuda import api, availability, executors, jobs, source, spec as spec_mod  # noqa: E402
+from astra_cuda import api, availability, executors, jobs  # noqa: E402
+from astra_cuda.model import source, spec as spec_mod  # noqa: E402
 from astra_cuda.agents.offline import TRANSFORMS, context_from_spec  # noqa: E402
 from astra_cuda.executors.local import LocalExecutor  # noqa: E402
 

@@ -40,7 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "server"))
 
-from astra_cuda import source, spec as spec_mod  # noqa: E402
+from astra_cuda.model import source, spec as spec_mod  # noqa: E402
 from astra_cuda.agents import Limits, optimize  # noqa: E402
 
 # Timed sizes per kernel (names that the inferred spec does not use are left alone).

@@ -106,7 +106,8 @@ def _instantiation(infer, kernel, model, path: str, ctx) -> str | None:
 
 def main() -> int:
     from astra_cuda.compile import extract
-    from astra_cuda import infer, source
+    from astra_cuda import infer
+    from astra_cuda.model import source
     from astra_cuda.compile import project as proj
     from astra_cuda.backends.base import CompileError, Unsupported
     from astra_cuda.backends.cpu import toolchain

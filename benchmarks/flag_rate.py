@@ -15,7 +15,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "benchmarks" / "corpus"))
 import corpus_bench as cb  # noqa: E402
 import corpus as corpus_mod  # noqa: E402
-from astra_cuda import source, spec as spec_mod  # noqa: E402
+from astra_cuda.model import source, spec as spec_mod  # noqa: E402
 from astra_cuda.agents.offline import TRANSFORMS, context_from_text  # noqa: E402
 
 K = "encoder_forward_kernel2"

@@ -27,7 +27,8 @@ sys.path.insert(0, str(ROOT / "server"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import corpus_bench  # noqa: E402
-from astra_cuda import api, source, spec as spec_mod  # noqa: E402
+from astra_cuda import api  # noqa: E402
+from astra_cuda.model import source, spec as spec_mod  # noqa: E402
 
 EXAMPLES = [("silu_and_mul.cu", "silu_and_mul"), ("fused_add_rmsnorm.cu", "fused_add_rmsnorm_kernel"),
             ("merge_attn_states.cu", "merge_attn_states")]

@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 
-from astra_cuda import source  # noqa: E402
+from astra_cuda.model import source  # noqa: E402
 from astra_cuda.compile import nvcc, toolkit  # noqa: E402
 from astra_cuda.compile.project import ProjectContext  # noqa: E402
 

@@ -38,9 +38,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import astra_cuda  # noqa: E402
-from astra_cuda import source  # noqa: E402
+from astra_cuda.model import source  # noqa: E402
 from astra_cuda.agents.offline import TRANSFORMS, context_from_text  # noqa: E402
-from astra_cuda.syntax import walk  # noqa: E402
+from astra_cuda.model.syntax import walk  # noqa: E402
 
 MIRRORS = Path("/work/.mirror")
 SPECS = ROOT / "benchmarks" / "results" / "realworld-cpu.json"

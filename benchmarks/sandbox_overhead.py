@@ -60,8 +60,9 @@ def launches(n: int) -> dict[str, float]:
 def check_s(repeat: int) -> float:
     """gate.check of examples/silu_and_mul.cu against itself on the CPU backend (~100 launches)."""
     from astra_cuda.compile import extract
-    from astra_cuda import gate, source
-    from astra_cuda import spec as spec_mod
+    from astra_cuda import gate
+    from astra_cuda.model import source
+    from astra_cuda.model import spec as spec_mod
     path = ROOT / "examples" / "silu_and_mul.cu"
     text = path.read_text()
     model = source.parse(text)

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "server"))
 
 from astra_cuda.compile import extract  # noqa: E402
-from astra_cuda import source, spec as spec_mod  # noqa: E402
+from astra_cuda.model import source, spec as spec_mod  # noqa: E402
 
 EXAMPLES = [("silu_and_mul", "silu_and_mul"), ("fused_add_rmsnorm", "fused_add_rmsnorm_kernel"),
             ("merge_attn_states", "merge_attn_states")]

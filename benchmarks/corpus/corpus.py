@@ -53,7 +53,8 @@ def manifest(root: Path = HERE) -> list[Entry]:
 def with_inferred_specs(root: Path, dest: Path, entries: list[Entry]) -> dict[tuple[str, str], list[str]]:
     """Copy the corpus to `dest` (a git root of its own, so pins stay there) and paste each
     kernel's proposed spec above it. Returns (file, kernel) -> inference notes."""
-    from astra_cuda import api, source
+    from astra_cuda import api
+    from astra_cuda.model import source
     shutil.copytree(root, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", ".astra"))
     (dest / ".git").mkdir(exist_ok=True)
     notes: dict[tuple[str, str], list[str]] = {}

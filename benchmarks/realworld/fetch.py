@@ -101,7 +101,7 @@ def open_tree(repo: Repo, mirrors: Path) -> tuple[Tree | None, str | None]:
 
 def includes_of(text: bytes) -> list[tuple[str, bool]]:
     """(path, quoted) of every `#include` in the text, in every preprocessor branch."""
-    from astra_cuda import source, syntax
+    from astra_cuda.model import source, syntax
     tree = source.parser().parse(text)
     out = []
     for node in syntax.of_type(tree.root_node, ("preproc_include",)):

@@ -15,10 +15,11 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from . import availability, config, executors, files, infer, jobs, launch_change, workspace
+from . import availability, config, executors, files, infer, jobs, workspace
+from .model import launch_change
 from .compile import extract, project
 from . import snapshot as snapshot_mod
-from . import spec as spec_mod
+from .model import spec as spec_mod
 from .contract import DEFAULT_ARCH
 from .diagnostics import Diagnostic
 from .errors import AstraError, NoSuchKernel
@@ -400,7 +401,7 @@ def with_inferred_spec(snap: Snapshot, kernel: str, *, backend: str = "auto",
 def profile(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto", ncu: bool = False,
             arch: str = DEFAULT_ARCH, cancel: threading.Event | None = None,
             sizes: Literal["ladder", "bench"] = "ladder") -> list[Profile]:
-    """Time each selected kernel beside its reference at the size ladder (`astra_cuda.ladder`), or
+    """Time each selected kernel beside its reference at the size ladder (`astra_cuda.model.ladder`), or
     at the spec's bench sizes alone."""
     from . import worker
     snap = _with_context(snap)
@@ -549,7 +550,7 @@ def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm:
         runlog.RunLog(run.dir).update_meta(rounds=rounds)   # the total asked for is now this
     memory = None
     if gpu_model and llm is None:   # remembered per GPU model; an LLM's rewrites cannot be replayed
-        from . import ladder
+        from .model import ladder
         from .agents.memory import Memory
         rungs = ladder.ladder(info.spec) if sizes == "ladder" else ladder.bench(info.spec)
         content = (info.kernel.spec.text if info.kernel.spec else "") + "\n" + info.kernel.text

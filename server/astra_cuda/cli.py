@@ -393,7 +393,7 @@ class _CheckRun:
 
     def error(self, path: str, e: AstraError) -> None:
         from .findings import Finding, from_diagnostic
-        from .spec import SpecErrors
+        from .model.spec import SpecErrors
         self.bad_input = True
         diags = e.diagnostics if isinstance(e, SpecErrors) else []
         self.errors.append({"file": path, "message": e.message,
@@ -441,7 +441,7 @@ def _check_file(a, path: str, named: bool, run: _CheckRun) -> None:
         if k.spec_errors:
             raise_spec = len(a.file) == 1 and named and len(infos) == 1
             if raise_spec:
-                from .spec import SpecErrors
+                from .model.spec import SpecErrors
                 raise SpecErrors(list(k.spec_errors))
             run.bad_input = True
             for d in k.spec_errors:
@@ -933,7 +933,7 @@ def _run(args) -> int:
 def _report_error(args, e: AstraError) -> int:
     """An error as the user reads it on stderr (every spec problem at its line) and, with --json,
     as a JSON object on stdout."""
-    from .spec import SpecErrors
+    from .model.spec import SpecErrors
     path = getattr(args, "file", None)
     if isinstance(path, list):  # optimize PATH…
         path = path[0] if len(path) == 1 else None

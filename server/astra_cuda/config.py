@@ -221,7 +221,7 @@ def _parse(file: Path) -> tuple[dict[str, Value], dict[str, tuple[float | None, 
     values: dict[str, Value] = {}
     tolerances: dict[str, tuple[float | None, float | None]] = {}
     problems: list[str] = []
-    from . import dtypes
+    from .model import dtypes
 
     def walk(d: dict, dotted: str) -> None:
         for k, v in d.items():

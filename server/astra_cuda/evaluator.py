@@ -13,14 +13,15 @@ import time
 from typing import Callable
 
 from .compile import extract
-from . import gate, launch_change, profiler, source
+from . import gate, profiler
+from .model import launch_change, source
 from .backends.base import Backend
 from .contract import DEFAULT_ARCH
 from .errors import AstraError
 from .evaluation import NOT_MEASURED, Check, Evaluation, ProfileSummary, SizeTiming, Stage
 from .gate import Verdict
 from .compile.project import ProjectContext
-from .spec import Spec
+from .model.spec import Spec
 
 
 def to_check(verdict: Verdict) -> Check:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal
 from .contract import DEFAULT_ARCH
 from .compile.extract import CompileUnit
 from .compile.project import ProjectContext
-from .spec import Spec
+from .model.spec import Spec
 from .worker import Job
 
 if TYPE_CHECKING:
@@ -152,7 +152,7 @@ class EvaluateJob(Job["Evaluation"]):
     arch: str = DEFAULT_ARCH
     quick: bool = False
     context: ProjectContext | None = None   # include paths, defines, standard of the project
-    sizes: Literal["ladder", "bench"] = "ladder"   # where candidates are timed (astra_cuda.ladder)
+    sizes: Literal["ladder", "bench"] = "ladder"   # where candidates are timed (astra_cuda.model.ladder)
 
     def run(self) -> Evaluation:
         from .evaluator import local_evaluator

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from . import redact
-from .ladder import describe
+from .model.ladder import describe
 from .plain import printable
 
 if TYPE_CHECKING:

@@ -15,8 +15,8 @@ from functools import lru_cache
 from typing import Any
 
 from .compile import extract
-from . import source
-from . import spec as spec_mod
+from .model import source
+from .model import spec as spec_mod
 from .diagnostics import Diagnostic
 from .errors import AstraError, NoSuchKernel
 from .compile.project import ProjectContext

@@ -21,7 +21,7 @@ def example(name: str) -> tuple[str, str, str]:
 def silu_evaluator():
     """(text, path, kernel, spec, evaluate) for silu_and_mul on the CPU backend (quick gate);
     skips the test where the CPU backend cannot run."""
-    from astra_cuda import source, spec as spec_mod
+    from astra_cuda.model import source, spec as spec_mod
     from astra_cuda.evaluator import local_evaluator
     try:
         from astra_cuda.backends.cpu import CpuBackend

@@ -8,7 +8,7 @@ import pathlib
 
 import pytest
 
-from astra_cuda import source, spec as spec_mod
+from astra_cuda.model import source, spec as spec_mod
 from astra_cuda.agents import Check, Evaluation, ProfileSummary, SizeTiming
 from astra_cuda.agents.offline import TRANSFORMS, context_from_spec, context_from_text
 from astra_cuda.agents.planner import OfflinePlanner

@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 
 from astra_cuda.compile import extract, static
-from astra_cuda import launch_change, source
+from astra_cuda.model import launch_change, source
 from astra_cuda.agents.offline import TRANSFORMS, Context, context_from_text
 from astra_cuda.evaluator import local_evaluator
 
@@ -91,7 +91,7 @@ def test_candidate_spec_rules():
 
 @pytest.fixture(scope="module")
 def evaluate():
-    from astra_cuda import spec as spec_mod
+    from astra_cuda.model import spec as spec_mod
     try:
         from astra_cuda.backends.cpu import CpuBackend
         cpu = CpuBackend()
@@ -148,7 +148,8 @@ def test_check_against_a_pinned_baseline_launches_the_baseline_its_own_way(tmp_p
 def test_packed_candidate_on_the_gpu_is_verified_and_timed_against_the_original_launch():
     """On a GPU: the quick gate passes the packed rewrite, the profiler times it and the original
     (each with its own launch) side by side, and the version that drops a row is refused."""
-    from astra_cuda import api, availability, jobs, spec as spec_mod, worker
+    from astra_cuda import api, availability, jobs, worker
+    from astra_cuda.model import spec as spec_mod
     try:
         gpu = availability.statuses()["gpu"]
         ok, why = gpu.available, gpu.reason

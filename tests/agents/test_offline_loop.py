@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from astra_cuda import source, spec as spec_mod
+from astra_cuda.model import source, spec as spec_mod
 from astra_cuda.agents import Limits, optimize, report
 from astra_cuda.evaluator import local_evaluator
 

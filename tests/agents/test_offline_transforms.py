@@ -3,7 +3,7 @@ produced from the examples must compile (NVRTC)."""
 import pytest
 
 from astra_cuda.compile import extract, static
-from astra_cuda import source
+from astra_cuda.model import source
 from astra_cuda.agents.offline import TRANSFORMS, Context
 
 from agent_helpers import EXAMPLES, example
@@ -283,7 +283,7 @@ def test_hoist_turns_invariant_division_into_reciprocal():
 
 
 def test_unroll_vector_only_for_long_rows():
-    from astra_cuda import spec as spec_mod
+    from astra_cuda.model import spec as spec_mod
     from astra_cuda.agents.offline import context_from_spec
     text, path, kernel = example("silu_and_mul")
     m = source.parse(text)
@@ -354,7 +354,7 @@ __global__ void k(floatX* __restrict__ o, const T* __restrict__ x, int n) {
 
 def test_coarsen_one_element_per_thread():
     import pathlib
-    from astra_cuda import launch_change
+    from astra_cuda.model import launch_change
     from astra_cuda.agents.offline import context_from_text
     path = pathlib.Path(__file__).parent / "kernels" / "residual_bf16.cu"
     text = path.read_text()
@@ -393,7 +393,7 @@ def test_coarsen_splits_a_divided_index_into_vector_steps():
     """The one-element-per-thread gather with `idx / C`, `idx % C`: a step of 8 bf16 elements
     shares its row where `C % 8 == 0`; the row's token id is read once per step."""
     import pathlib
-    from astra_cuda import launch_change
+    from astra_cuda.model import launch_change
     from astra_cuda.agents.offline import context_from_text
     text = (pathlib.Path(__file__).parent / "kernels" / "encoder_bf16.cu").read_text()
     kernel = "encoder_forward_kernel"

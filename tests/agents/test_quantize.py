@@ -6,7 +6,7 @@ import pathlib
 
 import pytest
 
-from astra_cuda import source, spec as spec_mod
+from astra_cuda.model import source, spec as spec_mod
 from astra_cuda.agents.offline import TRANSFORMS, context_from_text
 
 PATH = pathlib.Path(__file__).parent / "kernels" / "quant_int8.cu"

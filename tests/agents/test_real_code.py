@@ -10,7 +10,7 @@ import pathlib
 import pytest
 
 from astra_cuda.compile import extract, project, static
-from astra_cuda import launch_change, source, spec as spec_mod
+from astra_cuda.model import launch_change, source, spec as spec_mod
 from astra_cuda.agents import optimize
 from astra_cuda.evaluator import local_evaluator
 from astra_cuda.agents.offline import TRANSFORMS, context_from_text

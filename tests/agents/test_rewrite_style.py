@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from astra_cuda import source
+from astra_cuda.model import source
 from astra_cuda.agents.offline import TRANSFORMS, context_from_text, style, tree
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from astra_cuda import source
+from astra_cuda.model import source
 from astra_cuda.agents import Check, Evaluation, Limits, ProfileSummary, SizeTiming
 from astra_cuda.agents import dispatch
 from astra_cuda.agents.coder import Attempt
@@ -15,7 +15,7 @@ from astra_cuda.agents.orchestrator import _judge
 from astra_cuda.agents.records import Plan, Round
 from astra_cuda.agents.situation import Situation
 from astra_cuda.evaluator import local_evaluator
-from astra_cuda.launch_change import spec_in
+from astra_cuda.model.launch_change import spec_in
 
 from agent_helpers import example
 
@@ -91,7 +91,7 @@ def test_no_dispatch_when_the_gates_sizes_reach_one_version_only():
 
 @pytest.fixture(scope="module")
 def evaluate():
-    from astra_cuda import spec as spec_mod
+    from astra_cuda.model import spec as spec_mod
     try:
         from astra_cuda.backends.cpu import CpuBackend
         cpu = CpuBackend()
@@ -141,7 +141,7 @@ def test_a_dispatched_version_is_adopted_only_if_no_ladder_size_is_slower_than_3
 
 
 def test_a_rewrite_that_keeps_the_launch_is_selected_by_the_grid_it_runs_on():
-    from astra_cuda import spec as spec_mod
+    from astra_cuda.model import spec as spec_mod
     text, path, kernel = example("silu_and_mul")
     rw = TRANSFORMS["vectorize"].apply(text, context_from_text(kernel, text))
     assert rw is not None and spec_in(source.parse(rw.text), kernel).launch == spec_in(source.parse(text), kernel).launch

@@ -6,7 +6,7 @@ import pathlib
 
 import pytest
 
-from astra_cuda import launch_change, source, spec as spec_mod
+from astra_cuda.model import launch_change, source, spec as spec_mod
 from astra_cuda.agents import Check, Evaluation, Limits, ProfileSummary, SizeTiming, optimize
 from astra_cuda.agents.offline import TRANSFORMS, context_from_text
 from astra_cuda.agents.tuning import replay, tune

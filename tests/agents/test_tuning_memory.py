@@ -9,7 +9,8 @@ import shutil
 
 import pytest
 
-from astra_cuda import availability, launch_change, source, spec as spec_mod
+from astra_cuda import availability
+from astra_cuda.model import launch_change, source, spec as spec_mod
 from astra_cuda.agents import Check, Evaluation, ProfileSummary, SizeTiming, optimize
 from astra_cuda.agents.memory import Memory
 from astra_cuda.jobs import BackendsJob, BackendStatus, DeviceJob, GpuFactsJob

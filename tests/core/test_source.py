@@ -1,5 +1,5 @@
 """Discovery of kernels, parameters, ranges and launch sites on tricky sources."""
-from astra_cuda import source
+from astra_cuda.model import source
 
 TRICKY = r'''
 #include <cuda_fp16.h>

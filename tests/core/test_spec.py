@@ -3,7 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from astra_cuda import infer, source, spec
+from astra_cuda import infer
+from astra_cuda.model import source, spec
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -1,6 +1,6 @@
-"""Help inside a spec comment (astra_cuda.spec_help, astra_cuda.tomlpos): positions of keys and
+"""Help inside a spec comment (astra_cuda.model.spec_help, astra_cuda.model.tomlpos): positions of keys and
 values, completion by context, hover docs per key, and where each of inference's notes belongs."""
-from astra_cuda import source, spec_help, tomlpos
+from astra_cuda.model import source, spec_help, tomlpos
 
 TEXT = '''/* @astra
 grid = ["n"]   # a comment that says grid = 3

@@ -2,7 +2,7 @@
 table of device pointers — each problem at its key, the flat `[args]` of a plain kernel unchanged."""
 import pytest
 
-from astra_cuda import source, spec
+from astra_cuda.model import source, spec
 
 STRUCTS = "struct Dims { int n; float scale; };\nstruct P { const float* x; float* y; Dims d; };\n"
 KERNEL = "__global__ void k(P p, const float* const* t, int m) {}\n"

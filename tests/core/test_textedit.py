@@ -1,5 +1,5 @@
-"""Positions and minimal edits (astra_cuda.textedit)."""
-from astra_cuda import textedit
+"""Positions and minimal edits (astra_cuda.model.textedit)."""
+from astra_cuda.model import textedit
 
 TEXT = "ab\ncde\n\nf"
 

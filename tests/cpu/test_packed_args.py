@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from cpu_helpers import unit
 
-from astra_cuda import layout
+from astra_cuda.model import layout
 from astra_cuda.backends.base import Launch, LaunchError, Packed
 
 SRC = """
@@ -118,7 +118,8 @@ __global__ void k(Params p, const float* const* t) {
                                              ("p.d.scale * p.x[i]", "2.0f * p.x[i]", "compare")])
 def test_the_gate_checks_a_kernel_given_a_struct_and_a_table(cpu, tmp_path, old, new, verdict):
     from astra_cuda.compile import extract
-    from astra_cuda import gate, source, spec as spec_mod
+    from astra_cuda import gate
+    from astra_cuda.model import source, spec as spec_mod
     path = str(tmp_path / "s.cu")
 
     def unit_of(text):

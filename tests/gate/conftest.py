@@ -1,6 +1,6 @@
 import os
 
-from astra_cuda import source, spec as spec_mod
+from astra_cuda.model import source, spec as spec_mod
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

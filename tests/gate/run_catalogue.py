@@ -18,7 +18,8 @@ import sys
 import time
 
 from astra_cuda.compile import extract
-from astra_cuda import jobs, source, spec as spec_mod, worker
+from astra_cuda import jobs, worker
+from astra_cuda.model import source, spec as spec_mod
 
 from . import catalogue
 

@@ -5,7 +5,8 @@ import os
 import pytest
 
 from astra_cuda.compile import extract
-from astra_cuda import gate, source, spec as spec_mod
+from astra_cuda import gate
+from astra_cuda.model import source, spec as spec_mod
 
 from . import catalogue
 from .conftest import ROOT, example_path

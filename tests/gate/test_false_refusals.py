@@ -7,7 +7,8 @@ import os
 import pytest
 
 from astra_cuda.compile import extract
-from astra_cuda import gate, source, spec as spec_mod
+from astra_cuda import gate
+from astra_cuda.model import source, spec as spec_mod
 
 from .test_catalogue import cpu  # noqa: F401 - fixture
 

@@ -5,7 +5,8 @@ import threading
 import pytest
 
 from astra_cuda.compile import extract
-from astra_cuda import gate, source, spec as spec_mod
+from astra_cuda import gate
+from astra_cuda.model import source, spec as spec_mod
 from astra_cuda.backends.base import Capabilities
 
 from . import catalogue

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from astra_cuda.compile import extract
-from astra_cuda import jobs, source, spec as spec_mod, worker
+from astra_cuda import jobs, worker
+from astra_cuda.model import source, spec as spec_mod
 from astra_cuda.compile import toolkit
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(toolkit.find() is None, reason="no CUDA toolkit (nvcc)")]

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from astra_cuda.compile import extract
-from astra_cuda import source, spec as spec_mod
+from astra_cuda.model import source, spec as spec_mod
 from astra_cuda.backends.base import Backend, Buffer, Capabilities, Module, ResourceUsage, TimingResult
 from astra_cuda.backends.gpu import within_tolerance
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from astra_cuda import source, spec as spec_mod
+from astra_cuda.model import source, spec as spec_mod
 from astra_cuda.profiler import model
 
 EMBEDDING = Path(__file__).resolve().parent / "data" / "embedding.cu"

@@ -1,11 +1,12 @@
-"""The size ladder (astra_cuda.ladder): the bench sizes plus decode-like and prefill-like points,
+"""The size ladder (astra_cuda.model.ladder): the bench sizes plus decode-like and prefill-like points,
 each a valid case of the spec; the profiler times every rung and reports each, while the
 headline speedup and copy-ceiling share stay the bench sizes' own."""
 from __future__ import annotations
 
 import pytest
 
-from astra_cuda import ladder, profiler, source, spec as spec_mod
+from astra_cuda.model import ladder, source, spec as spec_mod
+from astra_cuda import profiler
 from astra_cuda.evaluation import ProfileSummary, SizeTiming
 
 from .fake_gpu import FakeGpu, silu, units

@@ -97,7 +97,7 @@ def test_the_gpu_steps_kernels_overcount_as_the_public_ones_do():
     # the kernels touch at their bench sizes
     from pathlib import Path
 
-    from astra_cuda import source, spec as spec_mod
+    from astra_cuda.model import source, spec as spec_mod
     m = source.parse((Path(__file__).resolve().parent / "data" / "overcounted.cu").read_text())
     pairs = spec_mod.load(m.kernel("pairs_price"), m)
     n = 8_000_000

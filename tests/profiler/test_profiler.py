@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from astra_cuda.compile import extract
-from astra_cuda import profiler, source, spec as spec_mod
+from astra_cuda import profiler
+from astra_cuda.model import source, spec as spec_mod
 from astra_cuda.backends.base import Capabilities, CompileError
 
 from .fake_gpu import FakeGpu, mark, silu, units

@@ -23,7 +23,7 @@ def load():
 
 
 def test_the_manifest_lists_every_kernel_of_the_corpus_once():
-    from astra_cuda import source
+    from astra_cuda.model import source
     corpus = load()
     entries = corpus.manifest()
     assert len(entries) >= 15

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from astra_cuda.compile import cutcheck, extract
-from astra_cuda import source
+from astra_cuda.model import source
 from astra_cuda.backends.base import Launch
 
 from .conftest import needs_gxx

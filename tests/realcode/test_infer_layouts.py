@@ -3,7 +3,8 @@ rotary-embedding and RoPE kernels of the real-world suite): strides of contiguou
 contiguous values, positions index a table of cos/sin rows, a dimension the kernel covers only in
 part is taken equal to the whole, a load through a project macro is followed, a condition narrows
 the offsets computed before it, and the launch's dim3 is the one in the launch's scope."""
-from astra_cuda import api, infer, source, spec
+from astra_cuda import api, infer
+from astra_cuda.model import source, spec
 
 ROTARY = """#define MY_LDG(p) __ldg(p)
 __global__ void rotary(const long* positions, float* query, float* key, const float* cache, int rot_dim,

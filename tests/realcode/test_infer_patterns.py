@@ -1,6 +1,7 @@
 """Issue 25: patterns of public kernels that inference got wrong, each as a minimal case written
 here: per-block partial results sized by the grid, the launcher's own asserts as requirements."""
-from astra_cuda import api, source, spec
+from astra_cuda import api
+from astra_cuda.model import source, spec
 
 
 def infer(project, rel, kernel):
@@ -99,7 +100,7 @@ def test_a_dim3_set_member_by_member_before_the_launch_is_followed(project):
 
 
 def test_a_while_loop_index_runs_to_its_bound():
-    from astra_cuda import access, source
+    from astra_cuda.model import access, source
     k = source.parse("__global__ void col(float* out, int h, int w) {\n  int i = threadIdx.x, end = h * w;\n"
                      "  while (i < end) { out[i] = 0.0f; i += w; }\n}\n").kernel("col")
     facts = access.analyse(k, {"h": 8, "w": 32}, (1, 1, 1), (32, 1, 1), {"out": 4}, set(), 100, {})
@@ -107,7 +108,7 @@ def test_a_while_loop_index_runs_to_its_bound():
 
 
 def test_a_conditional_read_is_bounded_by_its_condition():
-    from astra_cuda import access, source
+    from astra_cuda.model import access, source
     k = source.parse("__global__ void r(int* out, const int* in, unsigned n) {\n"
                      "  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n"
                      "  int v = (i < n) ? in[i] : 0;\n  if (i < n) out[i] = v;\n}\n").kernel("r")

@@ -3,7 +3,8 @@ public files do: launches in a sibling file, through a function pointer or `cuda
 template arguments from a launcher's caller or the file's explicit instantiations, project
 macros as block sizes, CUDA vector pointer types, the program's own sizes, bench sizes sized by
 the bytes a launch moves — and every proposal is one Astra's own validator accepts."""
-from astra_cuda import api, source, spec
+from astra_cuda import api
+from astra_cuda.model import source, spec
 
 from .conftest import needs_gxx
 
@@ -249,7 +250,7 @@ def test_the_block_stays_within_the_kernels_launch_bounds(project):
 
 
 def exprs_max(e):
-    from astra_cuda import exprs
+    from astra_cuda.model import exprs
     return exprs.evaluate_int(e, {"n": 1 << 20}) if exprs.names(e) <= {"n"} else 0
 
 
@@ -342,7 +343,7 @@ def test_sizeof_the_launchers_template_parameter_is_the_resolved_types(project):
                     "  dim3 grid((total + per_block - 1) / per_block);\n  k<<<grid, threads>>>(x, b, total, width);\n}\n"
                     "template void launch<float>(float*, const float*, int, int);\n")
     s, p = infer(project, "g.cu", "k")
-    from astra_cuda import exprs
+    from astra_cuda.model import exprs
     # 4096 per block; `total` is the launcher's batch * width (tests/realcode/test_infer_relations.py)
     assert exprs.evaluate_int(s.grid[0], {"batch": 4, "width": 2048}) == 2 and s.instantiate == "<float>"
     assert s.args["total"].value == "batch * width"

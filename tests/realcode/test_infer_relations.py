@@ -1,7 +1,8 @@
 """Issue 25: sizes the launcher relates (a flat count computed from rows and a row width) and the
 packets a vector access reads — minimal cases written here of what DeepSpeed's in-place bias
 kernels showed: `input` was taken as [total, width] with total free, so most of it stayed unwritten."""
-from astra_cuda import access, api, source, spec
+from astra_cuda.model import access, source, spec
+from astra_cuda import api
 
 PACKED = (
     "template <int Bytes> __device__ void load_packet(void* dst, const void* src) {\n"

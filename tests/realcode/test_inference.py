@@ -3,7 +3,8 @@ and small snippets): grid/block through the launcher's locals, typedefs behind a
 shapes from index arithmetic, inout, unsigned sizes, index arrays bounded by their table."""
 from pathlib import Path
 
-from astra_cuda import api, source, spec
+from astra_cuda import api
+from astra_cuda.model import source, spec
 
 CORPUS = Path(__file__).resolve().parents[2] / "benchmarks" / "corpus"
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from astra_cuda import api, source
+from astra_cuda import api
+from astra_cuda.model import source
 from astra_cuda.compile import nvcc, toolkit
 from astra_cuda.compile.project import ProjectContext
 

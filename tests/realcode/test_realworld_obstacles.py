@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from astra_cuda import api, source
+from astra_cuda import api
+from astra_cuda.model import source
 from astra_cuda.compile import extract, static
 from astra_cuda.compile import toolkit
 from astra_cuda.compile import project as proj

@@ -5,7 +5,8 @@ import dataclasses
 
 import pytest
 
-from astra_cuda import cli, source
+from astra_cuda import cli
+from astra_cuda.model import source
 from astra_cuda.compile import extract
 
 ACT = """#include <cuda_fp16.h>

@@ -676,7 +676,8 @@ def test_gate_has_include_hidden_payload(arena, tmp_path):
 
 def test_gate_candidate_with_host_io_is_never_run(arena, cpu):
     from astra_cuda.compile import extract
-    from astra_cuda import gate, source, spec as spec_mod
+    from astra_cuda import gate
+    from astra_cuda.model import source, spec as spec_mod
     canary, _ = arena
     model = source.parse(SILU)
     spec = spec_mod.load(model.kernel("silu_and_mul"), model)
@@ -868,7 +869,7 @@ class _Chat(http.server.BaseHTTPRequestHandler):
 
 
 def test_candidate_includes_env(tmp_path):
-    from astra_cuda import source, spec as spec_mod
+    from astra_cuda.model import source, spec as spec_mod
     from astra_cuda.agents import LLMConfig, optimize
     from astra_cuda.backends.cpu import CpuBackend
     from astra_cuda.evaluator import local_evaluator

@@ -42,7 +42,7 @@ int main() { printf("host only\\n"); return 0; }
 def test_examples_compile_with_resources():
     for f in sorted(EXAMPLES.glob("*.cu")):
         text = f.read_text()
-        from astra_cuda import source
+        from astra_cuda.model import source
         for k in source.parse(text).kernels:
             r = static.compile_unit(extract.unit(text, str(f), k.name))
             assert r.ok, (f.name, k.name, r.log)

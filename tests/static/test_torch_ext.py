@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from astra_cuda import dtypes, source, spec as spec_mod
+from astra_cuda.model import dtypes, source, spec as spec_mod
 from astra_cuda.compile import extract, project, static
 from astra_cuda.compile import nvcc, toolkit, torch_ext
 from astra_cuda.errors import AstraError

@@ -7,7 +7,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .. import redact, source
+from .. import redact
+from ..model import source
 from ..evaluation import Evaluation
 from ..compile.extract import splice
 from .llm import LLMClient, load_prompt

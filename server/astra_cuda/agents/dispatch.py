@@ -42,10 +42,10 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from .. import exprs, source
+from ..model import exprs, source
 from ..evaluation import Evaluation, InfrastructureError, ProfileSummary, SizeTiming, source_hash
-from ..launch_change import relaunch, side_effect_free, spec_in
-from ..spec import Spec
+from ..model.launch_change import relaunch, side_effect_free, spec_in
+from ..model.spec import Spec
 from .coder import Attempt
 from .records import Round
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 
-from .. import textedit
-from ..ladder import describe
+from ..model import textedit
+from ..model.ladder import describe
 from ..plain import md
 from ..evaluation import NOT_MEASURED, Evaluation
 from .records import Round, Usage

@@ -1,10 +1,10 @@
-"""How a candidate fares size by size on the ladder (`astra_cuda.ladder`): the rule that no
+"""How a candidate fares size by size on the ladder (`astra_cuda.model.ladder`): the rule that no
 adopted rewrite is slower than the original, or than the best so far, at any size by more than
 the tolerance. Pure: evaluations in, a reason out."""
 from __future__ import annotations
 
 from ..evaluation import Evaluation
-from ..ladder import describe
+from ..model.ladder import describe
 
 
 def slower_at_a_size(e: Evaluation, best: Evaluation, tolerance: float) -> str:

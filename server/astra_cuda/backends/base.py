@@ -158,7 +158,7 @@ class Backend(ABC):
 
     def read_global(self, module: Module, symbol: str, nbytes: int) -> bytes:
         """The first `nbytes` of an `extern "C"` global of the module as compiled (the layout
-        probe of struct parameters, `astra_cuda.layout`). LaunchError if it is not there."""
+        probe of struct parameters, `astra_cuda.model.layout`). LaunchError if it is not there."""
         raise LaunchError(f"the {self.name} backend cannot read {symbol} from a module")
 
     @abstractmethod

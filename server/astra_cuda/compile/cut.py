@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from tree_sitter import Node
 
-from .. import source
+from ..model import source
 from .devicepp import Preprocessed
 from ..errors import AstraError
 

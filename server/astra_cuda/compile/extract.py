@@ -19,12 +19,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from . import confine
-from .. import dtypes, files, layout, source, textedit
+from ..model import dtypes, layout, source, textedit
+from .. import files
 from .cut import HOST_HEADERS_MACRO, header_kind  # noqa: F401 (HOST_HEADERS_MACRO: for callers)
 from .headers import find_header, header_digest  # noqa: F401 (header_digest: extract's public name too)
 from ..errors import AstraError, NoSuchKernel
 from .project import ProjectContext
-from ..source import Guard, Item, Kernel, SourceModel
+from ..model.source import Guard, Item, Kernel, SourceModel
 
 MAX_HEADERS = 64          # project headers read into one unit
 MAX_HEADER_DEPTH = 16
@@ -45,7 +46,7 @@ class CompileUnit:
     file_text: str = ""            # the whole file the unit was cut from: what nvcc compiles (compile.nvcc)
     left_out: tuple[str, ...] = ()  # declarations the cut left out whose names the kept code uses
     appendix: str = ""             # Astra's C++ appended to whatever compiles the unit (cut or whole
-                                   # file): the layout probe of struct parameters (`astra_cuda.layout`)
+                                   # file): the layout probe of struct parameters (`astra_cuda.model.layout`)
     type_checks: str = ""          # the spec's element-type checks at the end of `source` (see `type_checks`)
 
     @property
@@ -175,7 +176,7 @@ def name_expression(kernel: Kernel, instantiate: str | None, overloaded: bool = 
 def _pointer_type(kernel: Kernel, instantiate: str | None) -> str:
     """`void (*)(T1, T2, ...)` of the kernel's parameters, its template parameters replaced by
     the instantiation's arguments (token by token, through the parser)."""
-    from ..spec import split_template_args
+    from ..model.spec import split_template_args
     args = split_template_args(instantiate) if kernel.is_template and instantiate else []
     subst = dict(zip(kernel.template_param_names, args))
     decl = f"void __astra_f({', '.join(p.type for p in kernel.params)});"
@@ -287,7 +288,7 @@ def unit_from_model(model: SourceModel, path: str, kernel_name: str, *, instanti
         names = ", ".join(k.name for k in model.kernels) or "none"
         raise NoSuchKernel(f"no __global__ kernel named {kernel_name!r} in {path} (kernels: {names})")
     if instantiate is None and kernel.is_template and kernel.spec is not None:
-        from .. import spec as spec_mod  # local: spec imports source, not extract
+        from ..model import spec as spec_mod  # local: spec imports source, not extract
         try:
             instantiate = spec_mod.load(kernel, model).instantiate
         except AstraError:
@@ -312,7 +313,7 @@ def unit_from_model(model: SourceModel, path: str, kernel_name: str, *, instanti
     if arg_types:
         targs = {}
         if kernel.is_template and instantiate:
-            from ..spec import split_template_args
+            from ..model.spec import split_template_args
             targs = dict(zip(kernel.template_param_names, split_template_args(instantiate)))
         todo = {n: arg_types[n] for n in unresolved_pointer_types(kernel, targs) if n in arg_types}
         checks = type_checks(kernel, expr, todo, path, spec_line if spec_line is not None else kernel.span.start_line)

@@ -9,7 +9,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from . import confine
-from .. import files, source
+from .. import files
+from ..model import source
 from .project import ProjectContext
 
 MAX_HEADERS = 64          # project headers read into one unit

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Sequence
 
 from . import confine
-from .. import source
+from ..model import source
 from ..backends.base import BackendUnavailable, ResourceUsage
 from ..contract import DEFAULT_ARCH
 from ..diagnostics import Diagnostic

@@ -6,7 +6,7 @@ operators are the ones used, and `--expt-relaxed-constexpr`). The folders come f
 project's include paths when they hold torch's headers, else from the torch installed beside
 Astra — found without importing it (its package folder's `include/`), with Python's own include
 folder for pybind11's `<Python.h>`. Its element types (`at::Half`, `c10::BFloat16`,
-`c10::Float8_e4m3fn`) are the spec's `half`, `bfloat16`, `float8_e4m3fn` (`astra_cuda.dtypes`).
+`c10::Float8_e4m3fn`) are the spec's `half`, `bfloat16`, `float8_e4m3fn` (`astra_cuda.model.dtypes`).
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from pathlib import Path
 from tree_sitter import Query, QueryCursor
 
 from . import confine
-from .. import source
+from ..model import source
 from .project import ProjectContext
 
 TORCH_HEADERS = ("torch/", "ATen/", "c10/")

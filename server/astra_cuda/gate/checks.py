@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import exprs, layout
+from ..model import exprs, layout
 from ..backends.base import Backend, Buffer, Launch, LaunchError, Module, Packed, Scalar, Schedule
-from ..spec import ArgSpec, Spec
+from ..model.spec import ArgSpec, Spec
 from . import compare
 
 POISONS = (0xFF, 0xA5)  # NaN for every float type; then a plausible small negative number

@@ -38,7 +38,7 @@ import numpy as np
 from .. import redact
 from ..backends.base import Backend, BackendUnavailable, CompileError, LaunchError, Schedule, Unsupported
 from ..errors import AstraError
-from ..spec import Spec
+from ..model.spec import Spec
 from . import compare, screen as screening, suite as suites
 from .checks import (POISONS, Compiled, Run, arg_types, changed_inputs, execute, fill_host, launch_args, run_case,
                      written)

@@ -1,4 +1,4 @@
-"""Static screening of a candidate, before anything runs (tree-sitter, via astra_cuda.source).
+"""Static screening of a candidate, before anything runs (tree-sitter, via astra_cuda.model.source).
 
 Errors (the candidate is rejected): the kernel is missing or renamed; its parameters (names,
 types, order) or template parameters changed; `__launch_bounds__` below the spec's block size;
@@ -16,8 +16,8 @@ from functools import lru_cache
 
 from tree_sitter import Node
 
-from .. import exprs, source, syntax
-from ..spec import Spec
+from ..model import exprs, source, syntax
+from ..model.spec import Spec
 
 TIMERS = {"clock", "clock64", "__nanosleep", "__globaltimer", "globaltimer", "__clock", "__clock64"}
 TIMER_ASM = re.compile(r"%(global)?timer|%clock|%globaltimer")  # inside an asm string literal

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import exprs
-from ..spec import ArgSpec, Spec
+from ..model import exprs
+from ..model.spec import ArgSpec, Spec
 from .verdict import CaseInfo
 
 # Distributions for free floating-point inputs: name -> sampler(rng, shape).

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..backends.base import (Backend, BackendUnavailable, Buffer, CompileError, LaunchError, Module, Schedule,
                              TimedLaunch, Unsupported)
-from ..spec import Spec
+from ..model.spec import Spec
 from . import compare, suite as suites
 from .checks import POISONS, Compiled, Run, arg_types, launch_args, launch_of, run_case
 from .run import ROUNDING_DIRECTIONS, ROUNDING_FACTOR, ROUNDING_MAX_ELEMENTS

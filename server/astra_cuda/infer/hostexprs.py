@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import ast
 
-from .. import dtypes, exprs, source
-from ..syntax import walk as _walk
+from ..model import dtypes, exprs, source
+from ..model.syntax import walk as _walk
 
 _INT_WORDS = frozenset({"int", "unsigned", "signed", "long", "short", "const", "size_t", "ssize_t",
                         "int32_t", "int64_t", "uint32_t", "uint64_t", "std::size_t", "std::int64_t",

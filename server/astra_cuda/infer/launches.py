@@ -6,9 +6,9 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from .. import exprs, source
-from ..source import ConfigVar, Kernel, LaunchSite, SourceModel
-from ..syntax import walk as _walk
+from ..model import exprs, source
+from ..model.source import ConfigVar, Kernel, LaunchSite, SourceModel
+from ..model.syntax import walk as _walk
 from .hostexprs import _HostExprs
 from .program import Program, _functions
 from .template_args import split

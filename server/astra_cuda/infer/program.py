@@ -17,11 +17,12 @@ from functools import lru_cache
 from tree_sitter import Node
 
 from ..compile import confine
-from .. import files, source
+from .. import files
+from ..model import source
 from ..errors import AstraError
 from ..compile.project import ProjectContext
-from ..source import LaunchSite, SourceModel
-from ..syntax import text as _text, walk as _walk
+from ..model.source import LaunchSite, SourceModel
+from ..model.syntax import text as _text, walk as _walk
 
 SIBLING_EXTS = (".cu", ".cuh", ".cpp", ".cc", ".cxx")
 MAX_SIBLINGS = 24            # files beside the kernel's that are read for launchers
@@ -71,7 +72,7 @@ class Program:
     def instantiations(self, kernel: str) -> list[tuple[str, ...]]:
         """The template arguments of the file's explicit instantiations of `kernel`
         (`template __global__ void kfunc<float, FILL>(...);`)."""
-        from ..spec import split_template_args
+        from ..model.spec import split_template_args
         short = kernel.split("::")[-1]
         out = []
         for m in self.models:
@@ -155,7 +156,7 @@ def _function_name(fn: Node) -> str | None:
 
 def _callee(node: Node | None) -> tuple[str, tuple[str, ...]]:
     """('name', template args) of a callee or a function named as a value: `ns::k<float, 4>`, `&k`."""
-    from ..spec import split_template_args
+    from ..model.spec import split_template_args
     while node is not None and node.type in ("pointer_expression", "parenthesized_expression", "cast_expression"):
         node = node.child_by_field_name("argument") or node.child_by_field_name("value") or \
             (node.named_children[-1] if node.named_children else None)

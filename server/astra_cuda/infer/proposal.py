@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .. import access, dtypes, exprs, source
+from ..model import access, dtypes, exprs, source
 from ..compile.project import ProjectContext
-from ..source import Kernel, SourceModel
-from ..syntax import walk as _walk
+from ..model.source import Kernel, SourceModel
+from ..model.syntax import walk as _walk
 from .launches import _launch_of, _pick_site, host_locals, value_of
 from . import structs
 from .program import Program
@@ -340,7 +340,7 @@ def ranked(notes: list[str]) -> list[str]:
 def refusals(kernel: Kernel, model: SourceModel, comment: str) -> list[str]:
     """What Astra's own validator says of `comment` pasted above the kernel ([] when it accepts it)."""
     from ..errors import AstraError
-    from ..spec import SpecErrors, load
+    from ..model.spec import SpecErrors, load
     data = model.text.encode("utf-8")
     text = (data[:kernel.span.start_byte] + comment.encode("utf-8") + data[kernel.span.start_byte:]).decode("utf-8")
     m = source.parse(text)

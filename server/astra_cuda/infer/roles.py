@@ -6,8 +6,8 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from .. import access, exprs
-from ..source import Kernel
+from ..model import access, exprs
+from ..model.source import Kernel
 
 # ---- shapes from the kernel's accesses ----------------------------------------------------------
 

@@ -6,7 +6,7 @@ import ast
 import itertools
 from dataclasses import dataclass, field
 
-from .. import exprs
+from ..model import exprs
 
 # LLaMA-7B/13B/70B-like sizes: (test sizes, bench sizes) by what a size name suggests.
 _SIZE_HINTS = [

@@ -20,9 +20,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .. import source
-from ..source import Kernel, SourceModel
-from ..syntax import walk
+from ..model import source
+from ..model.source import Kernel, SourceModel
+from ..model.syntax import walk
 
 SEP = "__"   # the flattened name of field `f` of `p` is `p__f`
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import re
 
-from .. import dtypes, exprs, source
-from ..source import Kernel, LaunchSite
-from ..syntax import walk as _walk
+from ..model import dtypes, exprs, source
+from ..model.source import Kernel, LaunchSite
+from ..model.syntax import walk as _walk
 
 _DISPATCH_TYPE = "float"   # what a dispatch macro's scalar_t becomes in the proposal
 _DISPATCH_NAMES = ("scalar_t", "scalar_type", "input_t", "output_t")
@@ -230,7 +230,7 @@ def _acceptable(arg: str, known: frozenset[str] | set[str]) -> bool:
     """An argument the spec's `instantiate` accepts and that names only what the program
     defines (types, device functions, enumerators) — never a template parameter or a local of
     the launcher left to resolve."""
-    from ..spec import parse_template_args
+    from ..model.spec import parse_template_args
     try:
         parse_template_args(f"<{arg}>")
     except ValueError:
@@ -471,5 +471,5 @@ def _replace_word(text: str, word: str, by: str) -> str:
 
 
 def split(instantiate: str) -> list[str]:
-    from ..spec import split_template_args
+    from ..model.spec import split_template_args
     return split_template_args(instantiate)

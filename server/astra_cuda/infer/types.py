@@ -3,10 +3,10 @@ macros that select them), and the names the dispatch macros around a launch defi
 template arguments a launch gives are `template_args`."""
 from __future__ import annotations
 
-from .. import dtypes, exprs, source
+from ..model import dtypes, exprs, source
 from ..compile.project import ProjectContext
-from ..source import SourceModel
-from ..syntax import walk as _walk
+from ..model.source import SourceModel
+from ..model.syntax import walk as _walk
 
 # ---- element types: typedefs and the macros that select them -----------------------------------
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
-from astra_cuda import textedit
+from astra_cuda.model import textedit
 from astra_cuda.lsp.convert import EditorSpan, span_of, text_in
 
 if TYPE_CHECKING:

@@ -11,10 +11,11 @@ from lsprotocol import types
 
 import re
 
-from astra_cuda import contract, textedit
+from astra_cuda import contract
+from astra_cuda.model import textedit
 
 if TYPE_CHECKING:
-    from astra_cuda import source
+    from astra_cuda.model import source
     from astra_cuda.diagnostics import Diagnostic
 
 _SEVERITY = {

@@ -11,7 +11,7 @@ from lsprotocol import types
 from astra_cuda.lsp import anchor as anchoring
 from astra_cuda.lsp import answers
 from astra_cuda.lsp.convert import EditorSpan, span_of
-from astra_cuda import spec_help
+from astra_cuda.model import spec_help
 from astra_cuda.lsp.optimization import annotated, versioned_edit
 from astra_cuda.lsp.runtime import AstraServer, core, is_user_error, user_message
 from astra_cuda.lsp.state import Guessed, Profiled

@@ -9,7 +9,8 @@ from urllib.parse import quote
 
 from lsprotocol import types
 
-from astra_cuda import contract, spec_help, standing
+from astra_cuda import contract, standing
+from astra_cuda.model import spec_help
 from astra_cuda.lsp import anchor as anchoring
 from astra_cuda.lsp import answers
 from astra_cuda.plain import md, printable
@@ -346,7 +347,7 @@ def live_diagnostics(kernels: Sequence[KernelInfo], st: DocState, text: str) -> 
 
 
 def completion(kernels: Sequence[KernelInfo], position: types.Position) -> list[types.CompletionItem]:
-    """Completion inside a spec comment (astra_cuda.spec_help): keys, tables, element types,
+    """Completion inside a spec comment (astra_cuda.model.spec_help): keys, tables, element types,
     inits, the kernel's parameter and size names."""
     kinds = {"key": types.CompletionItemKind.Property, "table": types.CompletionItemKind.Module,
              "type": types.CompletionItemKind.TypeParameter, "init": types.CompletionItemKind.EnumMember,

@@ -6,7 +6,7 @@ from dataclasses import asdict
 
 import numpy as np
 
-from .. import ladder as ladder_mod
+from ..model import ladder as ladder_mod
 from ..compile import static
 from .. import gate
 from ..backends.base import BackendUnavailable, CompileError, LaunchError, Unsupported
@@ -45,7 +45,7 @@ def profile(reference_unit, candidate_unit, spec, backend, *, ncu: bool = False,
             reps: int = 100, warmup: int = 20, seed: int | None = None, reference_spec=None,
             sizes: str = "bench", rounding=None) -> Profile:
     """Profile `candidate_unit` on the spec's bench sizes, and with `sizes="ladder"` on the size
-    ladder around them (`astra_cuda.ladder`: decode-like and prefill-like points; see the package
+    ladder around them (`astra_cuda.model.ladder`: decode-like and prefill-like points; see the package
     docstring). `backend` is a Backend instance, or None for static data only. `reps` timed
     launches per size after `warmup` (profiler.timing says what surrounds them). `spec` launches
     the candidate, `reference_spec` (default `spec`) the reference. `rounding`: a backend with

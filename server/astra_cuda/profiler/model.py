@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from .results import Timing, fmt_bw, fmt_us
 
 if TYPE_CHECKING:
-    from ..spec import Spec
+    from ..model.spec import Spec
 
 # Hopper (H100/H200) per-SM limits, used when no device can be asked.
 HOPPER = {"regs_per_sm": 65536, "smem_per_sm": 228 * 1024, "threads_per_sm": 2048, "blocks_per_sm": 32,

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..ladder import headline
+from ..model.ladder import headline
 from ..plain import md
 
 

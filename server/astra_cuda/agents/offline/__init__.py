@@ -48,8 +48,8 @@ def context_from_spec(kernel: str, spec) -> Context:
 
 def context_from_text(kernel: str, text: str, fallback_spec=None) -> Context:
     """The hints for a version of the file: its own spec (a rewrite may have changed the launch)."""
-    from ... import source
-    from ...launch_change import spec_in
+    from ...model import source
+    from ...model.launch_change import spec_in
     return context_from_spec(kernel, spec_in(source.parse(text), kernel) or fallback_spec)
 
 

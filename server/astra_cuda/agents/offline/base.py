@@ -274,7 +274,7 @@ def return_types(root_node: Node) -> dict[str, str]:
 def substitute(expr: str, mapping: dict[str, str]) -> str | None:
     """`expr` with each identifier replaced by `(mapping[name])`; None when an identifier has no
     mapping or the expression is more than arithmetic on names and numbers."""
-    from ... import source
+    from ...model import source
     r = source.parser().parse(f"auto _ = {expr};".encode()).root_node
     decl = r.named_children[0] if r.named_children else None
     value = None

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
-from ... import source
-from ...launch_change import relaunch, spec_in
+from ...model import source
+from ...model.launch_change import relaunch, spec_in
 from . import base
 from .base import Context, Rewrite, body, pointer_params
 from .coarsen import BARRIERS, match_elementwise

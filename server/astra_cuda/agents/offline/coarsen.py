@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from tree_sitter import Node
 
-from ... import source
-from ...launch_change import relaunch, side_effect_free, spec_in
+from ...model import source
+from ...model.launch_change import relaunch, side_effect_free, spec_in
 from . import base, split_index, style
 from .base import Context, Rewrite, body
 from .tree import apply_edits, assigned_names, callee, calls, declared_names, line_indent, txt, walk

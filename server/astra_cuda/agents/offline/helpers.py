@@ -16,7 +16,7 @@ from functools import lru_cache
 
 from tree_sitter import Node
 
-from ... import source
+from ...model import source
 from .tree import txt, walk
 from .types import SIZES
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from tree_sitter import Node
 
-from ... import source
-from ...launch_change import relaunch, side_effect_free, spec_in
+from ...model import source
+from ...model.launch_change import relaunch, side_effect_free, spec_in
 from . import base
 from .base import Context, Rewrite, body
 from .pack_rows import UNSAFE_CALLS

@@ -22,8 +22,8 @@ import ast
 
 from tree_sitter import Node
 
-from ... import exprs, source
-from ...launch_change import relaunch, spec_in
+from ...model import exprs, source
+from ...model.launch_change import relaunch, spec_in
 from . import base, style
 from .base import Context, Edit, Rewrite, body
 from .tree import callee, calls, line_indent, txt, walk

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
-from ... import source
-from ...launch_change import relaunch, side_effect_free, spec_in
+from ...model import source
+from ...model.launch_change import relaunch, side_effect_free, spec_in
 from . import base, style
 from .base import Context, Edit, Rewrite
 from .coarsen import _Elementwise, _safe, match_elementwise

@@ -22,8 +22,8 @@ import re
 import subprocess
 from pathlib import Path
 
-from ... import source
-from ...syntax import walk
+from ...model import source
+from ...model.syntax import walk
 from . import helpers
 
 PREFIX = "astra_"

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from tree_sitter import Node
 
-from ... import source
-from ...launch_change import relaunch, spec_in
+from ...model import source
+from ...model.launch_change import relaunch, spec_in
 from . import base
 from .base import Context, Rewrite, body, pointer_params
 from .tree import calls, line_indent, txt, walk

@@ -8,7 +8,7 @@ from typing import Iterator
 
 from tree_sitter import Node
 
-from ... import source, syntax
+from ...model import source, syntax
 
 
 @dataclass(frozen=True)

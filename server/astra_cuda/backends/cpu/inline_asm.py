@@ -30,7 +30,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from astra_cuda.syntax import walk
+from astra_cuda.model.syntax import walk
 
 from . import screen
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import tree_sitter
 import tree_sitter_cuda
 
-from astra_cuda.syntax import walk as _walk
+from astra_cuda.model.syntax import walk as _walk
 
 # Host APIs with no place in a kernel: processes, files, sockets, dynamic loading, raw memory
 # mapping and system calls, environment, threads, signals, resource limits.

@@ -17,7 +17,7 @@ from typing import Callable
 
 from . import source
 from . import spec as spec_mod
-from .errors import AstraError
+from ..errors import AstraError
 from .source import SourceModel
 from .spec import Spec
 

@@ -1,5 +1,5 @@
 """Tree-sitter helpers every reader of CUDA source shares: walking a tree, the nodes of some
-types, a node's text. (The parser and the source model are `astra_cuda.source`.)"""
+types, a node's text. (The parser and the source model are `astra_cuda.model.source`.)"""
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator

@@ -29,8 +29,8 @@ import tomllib
 from dataclasses import dataclass, field
 
 from . import dtypes, exprs, tomlpos
-from .diagnostics import Diagnostic
-from .errors import AstraError
+from ..diagnostics import Diagnostic
+from ..errors import AstraError
 from . import source
 from .source import Kernel, SourceModel
 
@@ -55,7 +55,7 @@ MAX_FIELDS = 64                   # fields given for one struct parameter (neste
 MAX_FIELD_DEPTH = 4               # a field of a field of ... (`p.inner.x` is depth 2)
 MAX_TABLE_ENTRIES = 1 << 16       # pointers in one table of device pointers (`table = "layers"`)
 # One step of a field path: a member, or one element of an array member (`stride[1]`). The path
-# ends up in generated C++ (the layout probe, `astra_cuda.layout`): nothing else may pass.
+# ends up in generated C++ (the layout probe, `astra_cuda.model.layout`): nothing else may pass.
 FIELD_STEP = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}(\[[0-9]{1,6}\])?")
 
 
@@ -768,7 +768,7 @@ class _Validator:
     def struct_arg(self, p, v: dict) -> list[ArgSpec]:
         """A struct passed by value: the fields the spec gives, each described like an argument
         (`p.out = { type = "float", shape = ["n"], output = true }`, `p.n = "n"`); fields left out
-        are zero. Where each lies in the struct comes from the compiler (`astra_cuda.layout`)."""
+        are zero. Where each lies in the struct comes from the compiler (`astra_cuda.model.layout`)."""
         members: list[ArgSpec] = []
         paths: list[str] = []
 
