@@ -61,3 +61,37 @@ def test_sizeof_of_the_instantiated_type_sets_the_values_per_access():
                      "  if (i < n) out[i] = 0;\n}\n").kernel("k")
     facts = access.analyse(k, {"n": 1 << 20}, (1, 1, 1), (32, 1, 1), {"out": 2}, set(), 100, {"sizeof(T)": 2})
     assert facts.uses["out"].hi == 31 * 8
+
+
+def test_a_read_only_input_modified_on_a_gpu_asks_for_sizes_taken_equal():
+    """On a GPU a write past one buffer lands in the next, so an out-of-bounds write shows as an
+    input modified (llm-awq's rotary wrote past `query` into `cos_sin_cache`)."""
+    from astra_cuda.infer import Proposal, validate
+    first = Proposal("/* @astra first */\n")
+    asked: list[dict[str, str]] = []
+
+    def redo(decide):
+        asked.append(decide)
+        return None
+    validate.alternatives(first, validate.Trial(True, False, "inputs_unchanged: `cache` was modified",
+                                                ("inputs_unchanged",)), redo)
+    assert {"sizes": "equal"} in asked and {"roles": "inout"} in asked
+
+
+ROPE = ("template <typename T>\n"
+        "__global__ void rope(T* q, const T* cache, int rot_dim, int stride, int heads, int head_size) {\n"
+        "  const int half = rot_dim / 2;\n"
+        "  for (int i = threadIdx.x; i < heads * half; i += blockDim.x) {\n"
+        "    const int h = i / half, r = i % half;\n"
+        "    const int base = blockIdx.x * stride + h * head_size;\n"
+        "    const T x = q[base + r], y = q[base + half + r];\n"
+        "    q[base + r] = x * cache[r] - y * cache[half + r];\n"
+        "    q[base + half + r] = y * cache[r] + x * cache[half + r];\n  }\n}\n"
+        "void launch(float* q, const float* cache, int tokens, int heads, int head_size, int rot_dim) {\n"
+        "  int stride = heads * head_size;\n"
+        "  rope<float><<<tokens, 256>>>(q, cache, rot_dim, stride, heads, head_size);\n}\n")
+
+
+def test_a_stride_the_launcher_computes_from_two_sizes_is_their_product(project):
+    s, p = _inferred(project, "rope.cu", ROPE, "rope")
+    assert s.args["stride"].value == "heads * head_size" and "stride" not in s.sizes

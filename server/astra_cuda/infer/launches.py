@@ -11,6 +11,7 @@ from ..model.source import ConfigVar, Kernel, LaunchSite, SourceModel
 from ..model.syntax import walk as _walk
 from .hostexprs import _HostExprs
 from .program import Program, _functions
+from .roles import is_stride
 from .template_args import split
 
 
@@ -381,21 +382,32 @@ def _relations(kernel: Kernel, site: LaunchSite, size_names: list[str], values: 
     out: dict[str, str] = {}
     new: list[str] = []
     for name, arg in args.items():
-        if name in taken:
+        if name in taken or (arg == name and arg not in values):   # its namesake, no local: a size of its own
             continue
-        others = {a: n for n, a in args.items() if n != name and source.parse_expression(a) is not None
-                  and source.parse_expression(a).type != "number_literal"}
+        others: dict[str, str] = {}   # argument text -> the size it passes (its namesake first: `d` is d)
+        for n, a in args.items():
+            node = source.parse_expression(a)
+            if n != name and node is not None and node.type != "number_literal" and (a not in others or a == n):
+                others[a] = n
         free: list[str] = []
         expr = _HostExprs(others, values).spec(arg, free)
-        if expr is None or not free or not set(free) <= launcher or set(free) & set(size_names):
+        if expr is None or not set(free) <= launcher or set(free) & set(size_names):
             continue
         tree = exprs.parse(expr)
         ops = {type(n.op) for n in ast.walk(tree) if isinstance(n, ast.BinOp)}
         names = set(exprs.names(expr))
-        if not ops or not ops <= {ast.Add, ast.Sub, ast.Mult} or not names & set(others.values()):
+        alias = not ops and len(names) == 1 and names <= set(others.values()) and not free   # `stride_h` passed `d`
+        unit = is_stride(name) and not names and not free   # a stride passed as a number (`1`)
+        if not (alias or unit) and (not ops or not ops <= {ast.Add, ast.Sub, ast.Mult}
+                                    or not names & set(others.values())):
             continue
         out[name] = expr
         new += [f for f in free if f not in new]
+    # strides are read together: where the launch gives only some, the kernel's indexing decides them
+    # all (`roles`: innermost first, each from the others at zero)
+    if any(is_stride(n) and n not in out and n not in taken for n in args):
+        out = {n: v for n, v in out.items() if not is_stride(n)}
+        new = [f for f in new if any(f in exprs.names(v) for v in out.values())]
     return out, new
 
 
