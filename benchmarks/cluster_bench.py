@@ -7,7 +7,7 @@ started here with N GPUs), on the same candidates, with the same verdicts.
                                        [--optimize --candidates K] [--out FILE]
 
 The candidates are the original and the offline team's rewrites of each example kernel, each
-evaluated as the optimize loop does it (`astra_cuda.jobs.EvaluateJob`: the quick gate, then timing
+evaluated as the optimize loop does it (`astra_cuda.execution.jobs.EvaluateJob`: the quick gate, then timing
 against the original at every bench size). Each executor is warmed first (its workers started,
 one evaluation per kernel, not counted), then evaluates every candidate `--repeat` times with as
 many in flight as it has slots (the local pool: one; Ray: one per GPU, never two on one GPU).
@@ -31,10 +31,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "server"))
 
-from astra_cuda import api, availability, executors, jobs  # noqa: E402
+from astra_cuda import api  # noqa: E402
+from astra_cuda.execution import availability, executors, jobs  # noqa: E402
 from astra_cuda.model import source, spec as spec_mod  # noqa: E402
 from astra_cuda.agents.offline import TRANSFORMS, context_from_spec  # noqa: E402
-from astra_cuda.executors.local import LocalExecutor  # noqa: E402
+from astra_cuda.execution.executors.local import LocalExecutor  # noqa: E402
 
 EXAMPLES = [("silu_and_mul", "silu_and_mul"), ("fused_add_rmsnorm", "fused_add_rmsnorm_kernel"),
             ("merge_attn_states", "merge_attn_states")]
@@ -135,7 +136,7 @@ def main() -> int:
         out["optimize_local"] = optimize_examples(backend, a.candidates, kernels)
     print(f"local pool: {local['per_minute']} candidates/min", file=sys.stderr)
 
-    from astra_cuda.executors.ray_cluster import RayExecutor
+    from astra_cuda.execution.executors.ray_cluster import RayExecutor
     counts = [int(x) for x in a.gpus.split(",")] if backend == "gpu" else [0]
     for n in counts:
         ex = RayExecutor(None, num_cpus=a.cpus or None, num_gpus=n)

@@ -153,7 +153,8 @@ def prepared(path: Path, kernel: str, category: str) -> tuple[str, list[str]]:
 def evaluator(path: str, kernel: str, spec, backend: str, text: str, quick: bool):
     """evaluate(file_text) in a worker process, as `astra optimize` judges candidates."""
     import dataclasses
-    from astra_cuda import api, jobs, worker
+    from astra_cuda import api
+    from astra_cuda.execution import jobs, worker
     from astra_cuda.evaluation import Check, Evaluation
     job = jobs.EvaluateJob(backend, path, kernel, spec, text, spec.reference or kernel, arch="sm_90", quick=quick)
 
@@ -330,7 +331,7 @@ def main(argv=None) -> int:
         sys.exit("no backend can run kernels here")
     device = "CPU: speed not measured"
     if backend == "gpu":
-        from astra_cuda import jobs, worker
+        from astra_cuda.execution import jobs, worker
         facts = worker.run(jobs.GpuFactsJob(), timeout=60.0) or ""
         device = next((f.split(": ", 1)[1] for f in facts.split(", ") if f.startswith("name: ")), "GPU")
     wanted = args.kernels.split(",") if args.kernels else []

@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT / "server"))
 
 from astra_cuda.model import source, spec as spec_mod  # noqa: E402
 from astra_cuda.agents import Limits, optimize  # noqa: E402
-from astra_cuda.evaluator import local_evaluator  # noqa: E402
+from astra_cuda.execution.evaluator import local_evaluator  # noqa: E402
 
 EXAMPLES = [("silu_and_mul", "silu_and_mul"), ("fused_add_rmsnorm", "fused_add_rmsnorm_kernel"),
             ("merge_attn_states", "merge_attn_states")]
@@ -87,7 +87,8 @@ def run_one(file: str, kernel: str, backend, rounds: int, quick: bool, in_proces
     else:
         import dataclasses
 
-        from astra_cuda import api, jobs, worker
+        from astra_cuda import api
+        from astra_cuda.execution import jobs, worker
         r = api.optimize(api.snapshot(text, path), kernel, rounds=rounds, llm=None, backend=backend.name, progress=say,
                          quick=quick, tune=tune, seconds=seconds)
         job = jobs.EvaluateJob(backend.name, path, kernel, sp, text, kernel, arch="sm_90", quick=False)

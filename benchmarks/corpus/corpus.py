@@ -120,7 +120,7 @@ def main(argv=None) -> int:
     if a.json:
         device = ""
         if a.backend == "gpu":
-            from astra_cuda import jobs, worker
+            from astra_cuda.execution import jobs, worker
             device = worker.run(jobs.GpuFactsJob(), timeout=60.0)
         Path(a.json).write_text(json.dumps({"backend": a.backend, "device": device, "quick": a.quick,
                                             "passed": passed, "total": len(outcomes),

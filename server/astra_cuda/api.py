@@ -2,8 +2,8 @@
 
 Pure orchestration on a document snapshot (`snapshot(text, path)` or `open_file(path)`: parsed
 once, kernels and specs loaded): cut compilation units and send the work that runs kernel code
-(compile, check, time) to a worker process where `astra_cuda.jobs` drives the gate, the profiler and
-the backends: through the current executor (`astra_cuda.executors`: this machine's workers, or a Ray
+(compile, check, time) to a worker process where `astra_cuda.execution.jobs` drives the gate, the profiler and
+the backends: through the current executor (`astra_cuda.execution.executors`: this machine's workers, or a Ray
 cluster), which also says where each job ran. Nothing here holds a CUDA context or runs user code.
 Long because it is the one facade: every verb the CLI and the server share is here, each a short
 function over the snapshot, so both front ends look in one place.
@@ -15,7 +15,8 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from . import availability, config, executors, files, infer, jobs, workspace
+from .execution import availability, executors, jobs
+from . import config, files, infer, workspace
 from .model import launch_change
 from .compile import extract, project
 from . import snapshot as snapshot_mod
@@ -137,7 +138,7 @@ def _trial(snap: Snapshot, kernel: str, proposal: infer.Proposal, backend: Liter
            cancel: threading.Event | None) -> infer.validate.Trial:
     """The kernel run under one draft: the gate on its own test cases with no reference (every
     output written, inputs untouched, no fault, no out-of-bounds access, no constant output)."""
-    from . import worker
+    from .execution import worker
     k = snap.model.kernel(kernel)
     assert k is not None
     data = snap.text.encode("utf-8")
@@ -214,7 +215,7 @@ def static_check(snap: Snapshot, *, arch: str = DEFAULT_ARCH, compile: bool = Tr
         out.extend(Diagnostic(0, 0, 0, 1, "info", n, code="unit") for n in unit.notes if "not found" in n)
     if compile and units:
         from .compile import confine
-        from . import worker
+        from .execution import worker
         try:
             results = worker.run(jobs.StaticJob(tuple(units), arch),
                                  timeout=STATIC_TIMEOUT + confine.compiler_seconds(heavy=True))
@@ -277,7 +278,7 @@ def execution_allowed() -> bool:
 
 def resolve_backend(name: str) -> Literal["gpu", "cpu", "static"]:
     """'auto' -> the best backend available here; an explicit unavailable one is an error.
-    Availability is probed in a worker and remembered a while (`astra_cuda.availability`). With
+    Availability is probed in a worker and remembered a while (`astra_cuda.execution.availability`). With
     execution off, 'static' whatever was asked."""
     if _execution_off is not None:
         return "static"
@@ -326,7 +327,7 @@ def check(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto", a
     """Run the verification gate on each selected kernel that has a spec. Returns Verdicts.
     The first passing check of a kernel with no reference pins its current source. `seed`: the
     gate's input seed of an earlier verdict (its `nonce`), to replay it; default: fresh inputs."""
-    from . import worker
+    from .execution import worker
     snap = _with_context(snap)
     assert snap.context is not None
     infos = _selected(snap, kernel)
@@ -403,7 +404,7 @@ def profile(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto",
             sizes: Literal["ladder", "bench"] = "ladder") -> list[Profile]:
     """Time each selected kernel beside its reference at the size ladder (`astra_cuda.model.ladder`), or
     at the spec's bench sizes alone."""
-    from . import worker
+    from .execution import worker
     snap = _with_context(snap)
     infos = _selected(snap, kernel)
     chosen = resolve_backend(backend)
@@ -498,7 +499,8 @@ def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm:
     (what the search finds is remembered all the same)."""
     if rounds is not None and (isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= 1000):
         raise AstraError(f"rounds must be a whole number from 1 to 1000, got {rounds!r}")
-    from . import agents, worker
+    from . import agents
+    from .execution import worker
     from .agents import runlog
     from .evaluation import Check, Evaluation
     text, path = snap.text, snap.path

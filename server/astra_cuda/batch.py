@@ -155,7 +155,7 @@ def run(paths: list[str], *, kernel: str | None = None, resume: str | None = Non
     candidates...). `resume`: a batch id (or 'last'): its finished runs are reported, its
     unfinished ones resumed (`rounds` None: to their own totals), its unstarted ones started.
     `on_row` is told of every change."""
-    from . import executors
+    from .execution import executors
     t0 = time.monotonic()
     options = dict(options or {})
     anchor = paths[0] if paths else "."

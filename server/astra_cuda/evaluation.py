@@ -1,5 +1,5 @@
 """What the agents learn about a candidate: the Evaluation, and the `evaluate` protocol — the
-contract between the worker side (`astra_cuda.evaluator`, which builds Evaluations from the gate and
+contract between the worker side (`astra_cuda.execution.evaluator`, which builds Evaluations from the gate and
 the profiler) and the agents (`astra_cuda.agents`, which only read them). Pure data: no imports from
 either side.
 

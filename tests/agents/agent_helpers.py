@@ -22,7 +22,7 @@ def silu_evaluator():
     """(text, path, kernel, spec, evaluate) for silu_and_mul on the CPU backend (quick gate);
     skips the test where the CPU backend cannot run."""
     from astra_cuda.model import source, spec as spec_mod
-    from astra_cuda.evaluator import local_evaluator
+    from astra_cuda.execution.evaluator import local_evaluator
     try:
         from astra_cuda.backends.cpu import CpuBackend
         backend = CpuBackend()

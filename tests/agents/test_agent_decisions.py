@@ -5,7 +5,7 @@ import threading
 from astra_cuda import profiler
 from astra_cuda.agents import Check, Evaluation, Limits, ProfileSummary, SizeTiming
 from astra_cuda.agents.coder import Attempt
-from astra_cuda.evaluator import to_evaluation
+from astra_cuda.execution.evaluator import to_evaluation
 from astra_cuda.agents.offline import Context
 from astra_cuda.agents.orchestrator import _judge
 from astra_cuda.agents.planner import OfflinePlanner, ranked_ideas

@@ -29,7 +29,7 @@ def loaded(text=None, path=PATH, kernel=KERNEL):
 
 
 def evaluator(path, kernel):
-    from astra_cuda.evaluator import local_evaluator
+    from astra_cuda.execution.evaluator import local_evaluator
     try:
         from astra_cuda.backends.cpu import CpuBackend
         backend = CpuBackend()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from astra_cuda import availability
+from astra_cuda.execution import availability
 
 from agent_helpers import ROOT
 from test_resume import FakeWorker, astra
@@ -18,8 +18,8 @@ def ws(tmp_path, monkeypatch):
     shutil.copytree(ROOT / "examples", tmp_path / "examples")
     (tmp_path / "examples" / "notes.txt").write_text("not CUDA")
     fake = FakeWorker("")
-    import astra_cuda.worker
-    monkeypatch.setattr(astra_cuda.worker, "run", fake)
+    import astra_cuda.execution.worker
+    monkeypatch.setattr(astra_cuda.execution.worker, "run", fake)
     availability.forget()
     monkeypatch.chdir(tmp_path)
     return tmp_path, fake

@@ -8,7 +8,7 @@ import pytest
 from astra_cuda.compile import extract, static
 from astra_cuda.model import launch_change, source
 from astra_cuda.agents.offline import TRANSFORMS, Context, context_from_text
-from astra_cuda.evaluator import local_evaluator
+from astra_cuda.execution.evaluator import local_evaluator
 
 from agent_helpers import example
 
@@ -148,7 +148,8 @@ def test_check_against_a_pinned_baseline_launches_the_baseline_its_own_way(tmp_p
 def test_packed_candidate_on_the_gpu_is_verified_and_timed_against_the_original_launch():
     """On a GPU: the quick gate passes the packed rewrite, the profiler times it and the original
     (each with its own launch) side by side, and the version that drops a row is refused."""
-    from astra_cuda import api, availability, jobs, worker
+    from astra_cuda import api
+    from astra_cuda.execution import availability, jobs, worker
     from astra_cuda.model import spec as spec_mod
     try:
         gpu = availability.statuses()["gpu"]

@@ -6,7 +6,7 @@ import pytest
 
 from astra_cuda.model import source, spec as spec_mod
 from astra_cuda.agents import Limits, optimize, report
-from astra_cuda.evaluator import local_evaluator
+from astra_cuda.execution.evaluator import local_evaluator
 
 from agent_helpers import example
 

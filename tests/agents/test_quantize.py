@@ -13,7 +13,7 @@ PATH = pathlib.Path(__file__).parent / "kernels" / "quant_int8.cu"
 
 
 def evaluator(kernel):
-    from astra_cuda.evaluator import local_evaluator
+    from astra_cuda.execution.evaluator import local_evaluator
     try:
         from astra_cuda.backends.cpu import CpuBackend
         backend = CpuBackend()

@@ -12,7 +12,7 @@ import pytest
 from astra_cuda.compile import extract, project, static
 from astra_cuda.model import launch_change, source, spec as spec_mod
 from astra_cuda.agents import optimize
-from astra_cuda.evaluator import local_evaluator
+from astra_cuda.execution.evaluator import local_evaluator
 from astra_cuda.agents.offline import TRANSFORMS, context_from_text
 from astra_cuda.gate import screen
 

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from astra_cuda import availability, cli
-from astra_cuda.jobs import BackendsJob, BackendStatus, EvaluateJob
+from astra_cuda.execution import availability
+from astra_cuda import cli
+from astra_cuda.execution.jobs import BackendsJob, BackendStatus, EvaluateJob
 from astra_cuda.agents import Check, Evaluation, ProfileSummary, SizeTiming
 from astra_cuda.agents.runlog import RunLog
 
@@ -22,7 +23,7 @@ KERNEL = "silu_and_mul"
 
 
 class FakeWorker:
-    """Stands in for `astra_cuda.worker.run`: the CPU backend is 'available' and every candidate passes;
+    """Stands in for `astra_cuda.execution.worker.run`: the CPU backend is 'available' and every candidate passes;
     where `measured`, each line a rewrite adds makes it 10% faster (deterministic, from the text)."""
 
     def __init__(self, original: str):
@@ -55,8 +56,8 @@ def ws(tmp_path, monkeypatch):
     f = tmp_path / "silu.cu"
     f.write_text(text)
     fake = FakeWorker(text)
-    import astra_cuda.worker
-    monkeypatch.setattr(astra_cuda.worker, "run", fake)
+    import astra_cuda.execution.worker
+    monkeypatch.setattr(astra_cuda.execution.worker, "run", fake)
     availability.forget()  # the fake worker answers the probe
     monkeypatch.delenv("ASTRA_MODEL", raising=False)
     monkeypatch.delenv("ASTRA_BASE_URL", raising=False)

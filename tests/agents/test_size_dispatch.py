@@ -14,7 +14,7 @@ from astra_cuda.agents.offline import TRANSFORMS, Context, context_from_text
 from astra_cuda.agents.orchestrator import _judge
 from astra_cuda.agents.records import Plan, Round
 from astra_cuda.agents.situation import Situation
-from astra_cuda.evaluator import local_evaluator
+from astra_cuda.execution.evaluator import local_evaluator
 from astra_cuda.model.launch_change import spec_in
 
 from agent_helpers import example

@@ -24,7 +24,7 @@ def loaded(text=None):
 
 
 def test_the_tiled_transpose_passes_the_gate_and_a_wrong_one_does_not():
-    from astra_cuda.evaluator import local_evaluator
+    from astra_cuda.execution.evaluator import local_evaluator
     try:
         from astra_cuda.backends.cpu import CpuBackend
         backend = CpuBackend()

@@ -98,7 +98,7 @@ def test_the_loop_tunes_after_its_rounds(tmp_path):
 @pytest.mark.slow
 def test_every_tuning_point_of_a_coarsened_kernel_passes_the_gate(tmp_path):
     """The alternatives the tuner would time are correct too (CPU backend, quick gate)."""
-    from astra_cuda.evaluator import local_evaluator
+    from astra_cuda.execution.evaluator import local_evaluator
     from astra_cuda.agents.tuning import _neighbours
     try:
         from astra_cuda.backends.cpu import CpuBackend

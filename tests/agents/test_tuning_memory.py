@@ -9,11 +9,11 @@ import shutil
 
 import pytest
 
-from astra_cuda import availability
+from astra_cuda.execution import availability
 from astra_cuda.model import launch_change, source, spec as spec_mod
 from astra_cuda.agents import Check, Evaluation, ProfileSummary, SizeTiming, optimize
 from astra_cuda.agents.memory import Memory
-from astra_cuda.jobs import BackendsJob, BackendStatus, DeviceJob, GpuFactsJob
+from astra_cuda.execution.jobs import BackendsJob, BackendStatus, DeviceJob, GpuFactsJob
 
 from agent_helpers import ROOT
 from test_resume import FakeWorker, astra
@@ -143,8 +143,8 @@ def test_a_batch_reuses_the_remembered_tuning(tmp_path, monkeypatch, capsys):
     (tmp_path / ".git").mkdir()
     shutil.copytree(ROOT / "examples", tmp_path / "examples")
     fake = GpuWorker("")
-    import astra_cuda.worker
-    monkeypatch.setattr(astra_cuda.worker, "run", fake)
+    import astra_cuda.execution.worker
+    monkeypatch.setattr(astra_cuda.execution.worker, "run", fake)
     availability.forget()
     monkeypatch.chdir(tmp_path)
     args = ("optimize", "examples", "--backend", "gpu", "--rounds", "3", "--tune", "0", "--json")

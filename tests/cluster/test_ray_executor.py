@@ -14,9 +14,10 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from astra_cuda import api, batch, executors  # noqa: E402
-from astra_cuda.executors.local import LocalExecutor  # noqa: E402
-from astra_cuda.executors.ray_cluster import RayExecutor  # noqa: E402
+from astra_cuda import api, batch  # noqa: E402
+from astra_cuda.execution import executors  # noqa: E402
+from astra_cuda.execution.executors.local import LocalExecutor  # noqa: E402
+from astra_cuda.execution.executors.ray_cluster import RayExecutor  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNEL = "silu_and_mul"
@@ -53,7 +54,7 @@ def on(ray_ex):
     """Run with a given executor as the current one."""
     def use(ex):
         executors.install(ex)
-        from astra_cuda import availability
+        from astra_cuda.execution import availability
         availability.forget()
         return ex
     yield use

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from astra_cuda import __version__, availability, cli
+from astra_cuda import __version__, cli
+from astra_cuda.execution import availability
 from astra_cuda.evaluation import Check, Evaluation
-from astra_cuda.jobs import BackendsJob, BackendStatus, EvaluateJob
+from astra_cuda.execution.jobs import BackendsJob, BackendStatus, EvaluateJob
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "silu_and_mul.cu"
@@ -120,11 +121,11 @@ class FailingOriginal:
 
 
 def test_optimize_exits_1_when_the_original_fails_the_gate(capsys, tmp_path, monkeypatch):
-    import astra_cuda.worker
+    import astra_cuda.execution.worker
     (tmp_path / ".git").mkdir()
     f = tmp_path / "silu.cu"
     f.write_text(EXAMPLE.read_text())
-    monkeypatch.setattr(astra_cuda.worker, "run", FailingOriginal())
+    monkeypatch.setattr(astra_cuda.execution.worker, "run", FailingOriginal())
     availability.forget()
     try:
         code, out, err = run(capsys, "optimize", f, "--backend", "cpu", "--llm", "offline", "--json")

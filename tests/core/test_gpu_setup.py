@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from astra_cuda import gpu_setup, jobs
+from astra_cuda import gpu_setup
+from astra_cuda.execution import jobs
 from astra_cuda.gpu_setup import Advice, Cupy, Driver
 
 ROOT = Path(__file__).resolve().parents[2]

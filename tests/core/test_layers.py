@@ -90,8 +90,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_graph_sees_lazy_imports():
     g = import_graph()
-    assert "astra_cuda.gate" in g["astra_cuda.jobs"]          # imported inside a job function
-    assert "astra_cuda.backends.gpu" in g["astra_cuda.jobs"]
+    assert "astra_cuda.gate" in g["astra_cuda.execution.jobs"]          # imported inside a job function
+    assert "astra_cuda.backends.gpu" in g["astra_cuda.execution.jobs"]
 
 
 def test_no_import_circle():
@@ -147,35 +147,35 @@ def test_a_long_module_says_why():
 # area -> areas it must not import (an area is a module or a package with everything under it)
 FORBIDDEN = {
     # The agents run in the caller's process: what they learn of a candidate is astra_cuda.evaluation.
-    "astra_cuda.agents": ("astra_cuda.gate", "astra_cuda.profiler", "astra_cuda.backends", "astra_cuda.jobs", "astra_cuda.evaluator",
-                     "astra_cuda.worker", "astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli"),
-    # The worker side receives its backend from astra_cuda.jobs and never reaches back up.
-    "astra_cuda.gate": ("astra_cuda.jobs", "astra_cuda.api", "astra_cuda.agents", "astra_cuda.lsp", "astra_cuda.cli"),
-    "astra_cuda.profiler": ("astra_cuda.jobs", "astra_cuda.api", "astra_cuda.agents", "astra_cuda.lsp", "astra_cuda.cli"),
-    "astra_cuda.evaluator": ("astra_cuda.jobs", "astra_cuda.api", "astra_cuda.agents", "astra_cuda.lsp", "astra_cuda.cli"),
-    # Executors only move astra_cuda.jobs payloads to worker processes (here or on Ray), never run them.
-    "astra_cuda.executors": ("astra_cuda.gate", "astra_cuda.profiler", "astra_cuda.backends", "astra_cuda.evaluator", "astra_cuda.api",
+    "astra_cuda.agents": ("astra_cuda.gate", "astra_cuda.profiler", "astra_cuda.backends", "astra_cuda.execution.jobs", "astra_cuda.execution.evaluator",
+                     "astra_cuda.execution.worker", "astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli"),
+    # The worker side receives its backend from astra_cuda.execution.jobs and never reaches back up.
+    "astra_cuda.gate": ("astra_cuda.execution.jobs", "astra_cuda.api", "astra_cuda.agents", "astra_cuda.lsp", "astra_cuda.cli"),
+    "astra_cuda.profiler": ("astra_cuda.execution.jobs", "astra_cuda.api", "astra_cuda.agents", "astra_cuda.lsp", "astra_cuda.cli"),
+    "astra_cuda.execution.evaluator": ("astra_cuda.execution.jobs", "astra_cuda.api", "astra_cuda.agents", "astra_cuda.lsp", "astra_cuda.cli"),
+    # Executors only move astra_cuda.execution.jobs payloads to worker processes (here or on Ray), never run them.
+    "astra_cuda.execution.executors": ("astra_cuda.gate", "astra_cuda.profiler", "astra_cuda.backends", "astra_cuda.execution.evaluator", "astra_cuda.api",
                         "astra_cuda.agents", "astra_cuda.lsp", "astra_cuda.cli"),
-    "astra_cuda.backends": ("astra_cuda.gate", "astra_cuda.profiler", "astra_cuda.jobs", "astra_cuda.evaluator", "astra_cuda.api",
+    "astra_cuda.backends": ("astra_cuda.gate", "astra_cuda.profiler", "astra_cuda.execution.jobs", "astra_cuda.execution.evaluator", "astra_cuda.api",
                        "astra_cuda.agents", "astra_cuda.lsp", "astra_cuda.cli"),
     # The language server reaches the core through the facade; kernel code runs only in workers.
-    "astra_cuda.lsp": ("astra_cuda.gate", "astra_cuda.profiler", "astra_cuda.backends", "astra_cuda.jobs", "astra_cuda.evaluator",
-                  "astra_cuda.worker", "astra_cuda.cli"),
-    "astra_cuda.cli": ("astra_cuda.gate", "astra_cuda.profiler", "astra_cuda.backends", "astra_cuda.jobs", "astra_cuda.evaluator",
-                  "astra_cuda.worker"),
+    "astra_cuda.lsp": ("astra_cuda.gate", "astra_cuda.profiler", "astra_cuda.backends", "astra_cuda.execution.jobs", "astra_cuda.execution.evaluator",
+                  "astra_cuda.execution.worker", "astra_cuda.cli"),
+    "astra_cuda.cli": ("astra_cuda.gate", "astra_cuda.profiler", "astra_cuda.backends", "astra_cuda.execution.jobs", "astra_cuda.execution.evaluator",
+                  "astra_cuda.execution.worker"),
     # The pure core (model, spec, units, snapshot, contract, text edits) knows no caller.
-    "astra_cuda.model.source": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.jobs", "astra_cuda.worker"),
-    "astra_cuda.model.spec": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.jobs", "astra_cuda.worker"),
-    "astra_cuda.compile.extract": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.jobs", "astra_cuda.worker"),
-    "astra_cuda.snapshot": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.jobs", "astra_cuda.worker"),
-    "astra_cuda.contract": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.jobs", "astra_cuda.worker"),
-    "astra_cuda.model.textedit": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.jobs", "astra_cuda.worker"),
-    "astra_cuda.model.syntax": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.jobs", "astra_cuda.worker"),
-    "astra_cuda.report": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.jobs", "astra_cuda.worker",
+    "astra_cuda.model.source": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.execution.jobs", "astra_cuda.execution.worker"),
+    "astra_cuda.model.spec": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.execution.jobs", "astra_cuda.execution.worker"),
+    "astra_cuda.compile.extract": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.execution.jobs", "astra_cuda.execution.worker"),
+    "astra_cuda.snapshot": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.execution.jobs", "astra_cuda.execution.worker"),
+    "astra_cuda.contract": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.execution.jobs", "astra_cuda.execution.worker"),
+    "astra_cuda.model.textedit": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.execution.jobs", "astra_cuda.execution.worker"),
+    "astra_cuda.model.syntax": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.execution.jobs", "astra_cuda.execution.worker"),
+    "astra_cuda.report": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.execution.jobs", "astra_cuda.execution.worker",
                      "astra_cuda.gate", "astra_cuda.profiler", "astra_cuda.backends"),
-    "astra_cuda.sarif": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.jobs", "astra_cuda.worker"),
-    "astra_cuda.gpu_setup": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.jobs", "astra_cuda.worker"),
-    "astra_cuda.evaluation": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.jobs", "astra_cuda.worker",
+    "astra_cuda.sarif": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.execution.jobs", "astra_cuda.execution.worker"),
+    "astra_cuda.gpu_setup": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.execution.jobs", "astra_cuda.execution.worker"),
+    "astra_cuda.evaluation": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.execution.jobs", "astra_cuda.execution.worker",
                          "astra_cuda.gate", "astra_cuda.profiler", "astra_cuda.backends"),
 }
 

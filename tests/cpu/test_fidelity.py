@@ -30,7 +30,7 @@ def test_saved_cpu_outputs_are_current(cpu):
 
 @pytest.mark.gpu
 def test_cpu_backend_matches_the_gpu():
-    from astra_cuda import availability, jobs, worker
+    from astra_cuda.execution import availability, jobs, worker
 
     try:
         gpu = availability.statuses()["gpu"]

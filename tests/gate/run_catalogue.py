@@ -3,9 +3,9 @@ output is committed):
 
     python -m tests.gate.run_catalogue --backend gpu --json gpu-out/gate-catalogue.json [--only NAME...]
 
-Every entry runs in a worker process (`astra_cuda.jobs.CheckJob`), so a kernel that faults and loses
+Every entry runs in a worker process (`astra_cuda.execution.jobs.CheckJob`), so a kernel that faults and loses
 its CUDA context costs only that worker. On a backend that times kernels, every entry the gate
-passes is then profiled on the bench sizes (`astra_cuda.jobs.ProfileJob`): a cheat of the timing loop
+passes is then profiled on the bench sizes (`astra_cuda.execution.jobs.ProfileJob`): a cheat of the timing loop
 is refused there (`timed_outputs`, `timed_plausibility`), and a correct variant needs a valid
 profile too. Exit status 1 when any cheat gets through or any correct variant is rejected.
 """
@@ -18,7 +18,7 @@ import sys
 import time
 
 from astra_cuda.compile import extract
-from astra_cuda import jobs, worker
+from astra_cuda.execution import jobs, worker
 from astra_cuda.model import source, spec as spec_mod
 
 from . import catalogue

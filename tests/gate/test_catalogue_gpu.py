@@ -5,7 +5,7 @@ import functools
 
 import pytest
 
-from astra_cuda import jobs, worker
+from astra_cuda.execution import jobs, worker
 
 from . import catalogue
 from .run_catalogue import run

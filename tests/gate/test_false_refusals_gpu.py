@@ -3,7 +3,7 @@
 sigmoid does not. `scripts/gpu-check gather-floor` runs it."""
 import pytest
 
-from astra_cuda import jobs, worker
+from astra_cuda.execution import jobs, worker
 
 from .test_false_refusals import LN_WARP_PER_ROW, SIGMOID_APPROX, units
 from .test_catalogue_gpu import need_gpu  # noqa: F401 - fixture

@@ -9,7 +9,7 @@ import pytest
 
 @functools.lru_cache(maxsize=1)
 def gpu_available() -> tuple[bool, str]:
-    from astra_cuda import availability
+    from astra_cuda.execution import availability
     try:
         gpu = availability.statuses()["gpu"]
         return gpu.available, gpu.reason

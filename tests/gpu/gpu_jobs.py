@@ -8,7 +8,7 @@ from typing import Any, Callable
 import numpy as np
 
 from astra_cuda.backends.base import Launch, LaunchError, Scalar
-from astra_cuda.worker import Job
+from astra_cuda.execution.worker import Job
 
 _backend = None
 

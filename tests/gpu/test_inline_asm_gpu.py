@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from astra_cuda import worker
+from astra_cuda.execution import worker
 from astra_cuda.backends.base import Launch, Scalar
 
 import gpu_jobs

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from astra_cuda.compile import extract
-from astra_cuda import jobs, worker
+from astra_cuda.execution import jobs, worker
 from astra_cuda.model import source, spec as spec_mod
 from astra_cuda.compile import toolkit
 

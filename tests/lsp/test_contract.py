@@ -37,8 +37,8 @@ def test_one_default_gpu_architecture():
 
 
 def test_the_cli_takes_the_gpus_architecture_else_the_default(monkeypatch):
-    from astra_cuda import availability
-    from astra_cuda.jobs import BackendStatus
+    from astra_cuda.execution import availability
+    from astra_cuda.execution.jobs import BackendStatus
     for gpu, want in ((BackendStatus(True, "H100", arch="sm_90a"), "sm_90a"),
                       (BackendStatus(False, "no GPU"), contract.DEFAULT_ARCH)):
         monkeypatch.setattr(availability, "statuses", lambda gpu=gpu: {"gpu": gpu, "cpu": BackendStatus(True)})

@@ -12,7 +12,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(shutil.which("ncu") is None, r
 
 
 def _gpu() -> bool:
-    from astra_cuda import availability
+    from astra_cuda.execution import availability
     try:
         return availability.statuses()["gpu"].available
     except Exception:  # noqa: BLE001 - any failure means no GPU here

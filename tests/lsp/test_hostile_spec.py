@@ -87,11 +87,11 @@ async def test_hover_stays_fast_on_hostile_specs_and_after_a_killed_worker(clien
 
     # a worker killed in the middle of the file's checks
     server = next(p for p in _children(os.getpid(), b"astra_cuda.lsp"))
-    await until(lambda: _children(server, b"astra_cuda.worker"), 120)
-    for pid in _children(server, b"astra_cuda.worker"):
+    await until(lambda: _children(server, b"astra_cuda.execution.worker"), 120)
+    for pid in _children(server, b"astra_cuda.execution.worker"):
         os.kill(pid, signal.SIGKILL)
     assert await _p90_hover(doc, line, col) < 0.1
     # and the server goes on: the next save is checked by a fresh worker
     doc.save(doc.text + "\n")
-    await until(lambda: _children(server, b"astra_cuda.worker"), 120)
+    await until(lambda: _children(server, b"astra_cuda.execution.worker"), 120)
     assert await _p90_hover(doc, line, col, n=10) < 0.1

@@ -358,7 +358,7 @@ def test_notes_say_what_inference_is_least_sure_of_first():
 
 
 def test_a_trial_run_that_times_out_is_a_draft_not_run_never_a_crash(project, monkeypatch):
-    from astra_cuda import executors, worker
+    from astra_cuda.execution import executors, worker
 
     def slow(*a, **k):
         raise worker.WorkerTimeout("the job did not finish within 75 s")

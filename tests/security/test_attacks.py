@@ -475,7 +475,7 @@ def test_nvrtc_reads_nothing_private(attack, abi, arena, tmp_path, monkeypatch):
     refuses a header it may not read, clearly and before any compile; NVRTC compiles only what
     the cut unit holds."""
     from astra_cuda.compile import devicepp, extract, static
-    from astra_cuda import worker
+    from astra_cuda.execution import worker
     from astra_cuda.compile import sandbox
     if static._nvrtc() is None:
         pytest.skip("no NVRTC here")
@@ -777,7 +777,7 @@ def test_hostile_input_is_exit_2(attack, tmp_path):
 # ---- secrets ----------------------------------------------------------------------------------
 
 def test_worker_environment_holds_no_key(monkeypatch):
-    from astra_cuda import worker
+    from astra_cuda.execution import worker
     monkeypatch.setenv("OPENAI_API_KEY", SECRET_VALUE)
     monkeypatch.setenv("MY_SERVICE_TOKEN", SECRET_VALUE)
     monkeypatch.setenv("ASTRA_BASE_URL", f"https://u:{SECRET_VALUE}@h/v1")
@@ -872,7 +872,7 @@ def test_candidate_includes_env(tmp_path):
     from astra_cuda.model import source, spec as spec_mod
     from astra_cuda.agents import LLMConfig, optimize
     from astra_cuda.backends.cpu import CpuBackend
-    from astra_cuda.evaluator import local_evaluator
+    from astra_cuda.execution.evaluator import local_evaluator
     (tmp_path / ".git").mkdir()
     (tmp_path / ".env").write_text(ENV_FILE)
     path = tmp_path / "silu_and_mul.cu"

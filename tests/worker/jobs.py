@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from astra_cuda.backends.base import CompileError
 from astra_cuda.errors import AstraError
-from astra_cuda.worker import Job
+from astra_cuda.execution.worker import Job
 
 _calls = 0
 
@@ -92,7 +92,7 @@ def big(n):
 
 
 def poisoned(_):
-    from astra_cuda import worker
+    from astra_cuda.execution import worker
     worker.retire_after_reply()
     return os.getpid()
 

@@ -10,7 +10,7 @@ import types
 import numpy as np
 import pytest
 
-from astra_cuda import worker
+from astra_cuda.execution import worker
 from astra_cuda.backends.base import CompileError
 from astra_cuda.errors import AstraError
 

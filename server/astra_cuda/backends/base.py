@@ -2,7 +2,7 @@
 
 The gate (testing agent) and the profiler drive kernels only through this interface, so
 they run unchanged on either backend. Backends live inside a worker process
-(`astra_cuda.worker`): user and candidate code never runs in the CLI or language-server process.
+(`astra_cuda.execution.worker`): user and candidate code never runs in the CLI or language-server process.
 
 Host data are NumPy arrays (bfloat16 through `ml_dtypes.bfloat16`). A backend owns its
 buffers; the gate moves data in and out explicitly, so poisoning, input-mutation checks and
@@ -200,7 +200,7 @@ class Backend(ABC):
         raise NotImplementedError(f"the {self.name} backend has no device to describe")
 
     def sanitizer_pool(self, tool: str) -> Any:
-        """A worker pool (`astra_cuda.worker.Pool`) whose workers run under compute-sanitizer --tool
+        """A worker pool (`astra_cuda.execution.worker.Pool`) whose workers run under compute-sanitizer --tool
         TOOL. Only backends with `caps.compute_sanitizer`; BackendUnavailable when the tool is
         not installed."""
         raise BackendUnavailable(f"the {self.name} backend has no compute-sanitizer")

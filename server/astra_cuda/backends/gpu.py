@@ -3,7 +3,7 @@ the cubin nvcc made of the user's whole file (`astra_cuda.compile.nvcc`, with th
 loaded with `RawModule(path=...)` and launched by the kernel's mangled name; elsewhere CuPy's
 NVRTC compiles the cut unit (`compile`).
 
-CuPy is imported only inside the worker process (`astra_cuda.worker`; `astra_cuda.jobs.BackendsJob`
+CuPy is imported only inside the worker process (`astra_cuda.execution.worker`; `astra_cuda.execution.jobs.BackendsJob`
 probes it there). A fault that poisons the CUDA context (illegal address,
 trap) makes this backend refuse further work and asks the worker to retire after replying, so
 the next job gets a fresh process and context.
@@ -178,7 +178,7 @@ def _env_true(name: str) -> bool:
 
 def _retire_worker() -> None:
     try:
-        from .. import worker
+        from ..execution import worker
         worker.retire_after_reply()
     except Exception:
         pass
@@ -749,7 +749,7 @@ def sanitizer_pool(tool: str = "memcheck"):
     a LaunchError. Raises BackendUnavailable when compute-sanitizer is not installed."""
     import shutil
     import tempfile
-    from .. import worker
+    from ..execution import worker
     exe = shutil.which("compute-sanitizer") or (
         "/usr/local/cuda/bin/compute-sanitizer" if os.access("/usr/local/cuda/bin/compute-sanitizer", os.X_OK) else None)
     if exe is None:

@@ -311,7 +311,7 @@ def _failed(message: str, code: str, arch: str) -> StaticResult:
 
 
 def _retire_worker() -> None:
-    from .. import worker
+    from ..execution import worker
     worker.retire_after_reply()
 
 

@@ -14,7 +14,7 @@ from typing import Sequence
 from ..backends.base import Backend, BackendUnavailable, CompileError, LaunchError
 from ..compile.extract import CompileUnit
 from ..model.spec import Spec
-from ..worker import Job
+from ..execution.worker import Job
 from . import suite as suites
 from .checks import Compiled, arg_types, launch_of, prepare
 from .verdict import CaseInfo, Failure

@@ -142,7 +142,7 @@ def field_of(key: str) -> str:
 
 
 def _valid_cluster(v: str) -> bool:
-    from astra_cuda import executors
+    from astra_cuda.execution import executors
     from astra_cuda.errors import AstraError
     try:
         executors.parse(v)

@@ -1,6 +1,6 @@
 """The Ray executor: evaluations on a Ray cluster (or a Ray runtime started here).
 
-Each evaluation slot is a Ray actor (`Slot`) holding its own `astra_cuda.worker` pool of one worker:
+Each evaluation slot is a Ray actor (`Slot`) holding its own `astra_cuda.execution.worker` pool of one worker:
 the actor receives a job and runs it in that worker process exactly as the local pool would, so
 the sandbox, the timeouts and "a faulting kernel kills only its own process" are the same code.
 A crash of the kernel's process is the candidate's failure (the actor survives and says so); the
@@ -26,7 +26,7 @@ import threading
 import time
 from typing import Any, Iterator, TypeVar
 
-from ..evaluation import InfrastructureError
+from ...evaluation import InfrastructureError
 from ..jobs import BackendsJob, BackendStatus, DeviceJob
 from ..worker import Job
 from .base import Placement, Ran
@@ -58,7 +58,7 @@ def _without_secrets() -> Iterator[None]:
 # ---- the slot: runs inside a Ray worker process ----------------------------------------------
 
 class Slot:
-    """One evaluation place: an `astra_cuda.worker` pool of one worker (on the GPU Ray assigned it)."""
+    """One evaluation place: an `astra_cuda.execution.worker` pool of one worker (on the GPU Ray assigned it)."""
 
     def __init__(self, backend: str):
         import socket
@@ -252,7 +252,7 @@ class RayExecutor:
         try:
             import ray
         except ImportError:
-            from ..errors import AstraError
+            from ...errors import AstraError
             raise AstraError("--cluster needs Ray: install astra-cuda[cluster] (pip install 'ray==2.60.0')") from None
         self.ray = ray
         self.address = address
@@ -278,7 +278,7 @@ class RayExecutor:
                 ray.init(address=address, runtime_env={"py_modules": [os.path.dirname(astra_cuda.__file__)]}, **common)
         except Exception as e:  # noqa: BLE001 - Ray says why in many ways; the user gets one message
             self._cleanup_temp()
-            from ..errors import AstraError
+            from ...errors import AstraError
             where = "start a local Ray runtime" if address is None else f"connect to the Ray cluster at {address}"
             raise AstraError(f"could not {where}: {type(e).__name__}: {e}") from None
         self._owner = True

@@ -1,11 +1,11 @@
 """Where evaluations run: the executor interface, the local worker pool, and the choice of one.
 
 Every job that runs kernel code (a check, a profile, a candidate's evaluation) goes through the
-process-wide executor (`current()`); each one runs the *same* `astra_cuda.jobs` job in the *same*
-per-job worker process (`astra_cuda.worker`), only the place differs:
+process-wide executor (`current()`); each one runs the *same* `astra_cuda.execution.jobs` job in the *same*
+per-job worker process (`astra_cuda.execution.worker`), only the place differs:
 
 - `LocalExecutor` (the default): the worker pool of this machine, exactly as before.
-- `astra_cuda.executors.ray_cluster.RayExecutor` (`--cluster local|auto|ray://HOST:PORT`, setting `astra.cluster`):
+- `astra_cuda.execution.executors.ray_cluster.RayExecutor` (`--cluster local|auto|ray://HOST:PORT`, setting `astra.cluster`):
   one Ray actor per GPU (or per CPU for the CPU backend), each holding its own worker pool.
 
 `run` returns the job's result with the place that produced it (`Placement`: node and GPU), so
@@ -17,8 +17,8 @@ import atexit
 import os
 import threading
 
-from ..errors import AstraError
-from ..evaluation import InfrastructureError
+from ...errors import AstraError
+from ...evaluation import InfrastructureError
 from .base import Executor, Placement, Ran
 from .local import LocalExecutor
 

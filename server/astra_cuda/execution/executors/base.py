@@ -44,7 +44,7 @@ class Executor(Protocol):
 
     def run(self, job: Job[T], *, backend: str, timeout: float,
             cancel: threading.Event | None = None, gpu_model: str | None = None) -> Ran[T]:
-        """Run `job` (an `astra_cuda.jobs` job) on a place that has `backend`
+        """Run `job` (an `astra_cuda.execution.jobs` job) on a place that has `backend`
         ('gpu' or 'cpu'); on the GPU, only on a GPU named `gpu_model` when given. Raises what the
         job raised, the worker's errors (a timeout, a crash, a cancel: the job's own fault), or
         InfrastructureError when the place itself was lost (twice)."""

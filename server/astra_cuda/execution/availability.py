@@ -3,7 +3,7 @@
 A probe creates a CUDA context (in a worker), so it is not repeated on every save: what a
 machine offers changes rarely (a driver installed, a compiler removed). After `LIFETIME_S`, or
 when the executor changes (`--cluster`, `astra.cluster`), the next request asks again. "Here" is where
-the current executor (`astra_cuda.executors`) runs kernels: this machine, or a Ray cluster.
+the current executor (`astra_cuda.execution.executors`) runs kernels: this machine, or a Ray cluster.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import threading
 import time
 from typing import Literal
 
-from .errors import AstraError
+from ..errors import AstraError
 from .jobs import BackendStatus
 
 LIFETIME_S = 300.0

@@ -12,7 +12,7 @@ picklable `T`. Its exceptions come back re-raised in the parent
 (AstraError, CompileError, LaunchError... with their messages and attributes); a hang becomes
 WorkerTimeout, a dead worker WorkerCrashed, a cancelled job WorkerCancelled.
 
-Workers are long-lived (`python -m astra_cuda.worker`, the parent's interpreter), so per-process
+Workers are long-lived (`python -m astra_cuda.execution.worker`, the parent's interpreter), so per-process
 caches (compiled modules, a CUDA context) stay warm between jobs. A pool is thread-safe and
 starts at most `size` workers; the language server calls it from several threads.
 
@@ -107,7 +107,7 @@ def _child_env(extra: dict[str, str] | None) -> dict[str, str]:
 class _Worker:
     def __init__(self, env: dict[str, str] | None, prefix: tuple[str, ...] = ()):
         self.proc = subprocess.Popen(
-            [*prefix, sys.executable, "-m", "astra_cuda.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            [*prefix, sys.executable, "-m", "astra_cuda.execution.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, env=_child_env(env), start_new_session=True, close_fds=True)
         assert self.proc.stdin is not None and self.proc.stdout is not None and self.proc.stderr is not None
         self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
@@ -428,6 +428,6 @@ def _main() -> None:
 
 
 if __name__ == "__main__":
-    # Run as the module `astra_cuda.worker` (not `__main__`), so jobs that import it share its state.
-    from astra_cuda import worker as _worker_module
+    # Run as the module `astra_cuda.execution.worker` (not `__main__`), so jobs that import it share its state.
+    from astra_cuda.execution import worker as _worker_module
     _worker_module._main()

@@ -1,6 +1,6 @@
-"""The only entry point of the worker process (`astra_cuda.worker`): every job it runs is here.
+"""The only entry point of the worker process (`astra_cuda.execution.worker`): every job it runs is here.
 
-Each job is a `Job[T]` (`astra_cuda.worker.Job`): a typed, picklable frozen dataclass whose `run()`
+Each job is a `Job[T]` (`astra_cuda.execution.worker.Job`): a typed, picklable frozen dataclass whose `run()`
 is called in the worker and returns a picklable `T`. The parent builds the job and calls
 `worker.run(CheckJob(...))` (or an executor's `run`), typed as `T`; this module is the only place
 that picks a backend — the gate, the profiler and the evaluator receive one. Backends are created
@@ -16,18 +16,18 @@ import shutil
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Literal
 
-from .contract import DEFAULT_ARCH
-from .compile.extract import CompileUnit
-from .compile.project import ProjectContext
-from .model.spec import Spec
+from ..contract import DEFAULT_ARCH
+from ..compile.extract import CompileUnit
+from ..compile.project import ProjectContext
+from ..model.spec import Spec
 from .worker import Job
 
 if TYPE_CHECKING:
-    from .backends.base import Backend
-    from .evaluation import Evaluation
-    from .gate import Verdict
-    from .profiler import Profile
-    from .compile.static import StaticResult
+    from ..backends.base import Backend
+    from ..evaluation import Evaluation
+    from ..gate import Verdict
+    from ..profiler import Profile
+    from ..compile.static import StaticResult
 
 __all__ = ["BackendStatus", "BackendsJob", "CheckJob", "DeviceJob", "EvaluateJob", "FidelityJob", "GpuFactsJob",
            "ProfileJob", "RunsKernels", "StaticJob", "backend", "rounding_backend"]
@@ -55,7 +55,7 @@ class BackendsJob(Job[dict[str, BackendStatus]]):
     def run(self) -> dict[str, BackendStatus]:
         out = {}
         try:
-            from .backends.gpu import GpuBackend
+            from ..backends.gpu import GpuBackend
             ok, why = GpuBackend.probe()
         except Exception as e:  # noqa: BLE001 - any import/driver problem means "no GPU here"
             ok, why = False, f"CuPy/GPU unavailable ({e.__class__.__name__}: {e})"
@@ -65,7 +65,7 @@ class BackendsJob(Job[dict[str, BackendStatus]]):
         else:
             out["gpu"] = _gpu_unavailable(why)
         cxx = shutil.which("g++") or shutil.which("clang++")
-        from .compile import sandbox
+        from ..compile import sandbox
         why = "" if cxx else "no C++ compiler (g++ or clang++) on PATH"
         why = why or sandbox.unavailable_reason() or ""
         out["cpu"] = BackendStatus(not why, why)
@@ -74,7 +74,7 @@ class BackendsJob(Job[dict[str, BackendStatus]]):
 
 def _gpu_unavailable(why: str) -> BackendStatus:
     """No usable GPU backend: when a GPU is visible, what is wrong and the one step that fixes it."""
-    from . import gpu_setup
+    from .. import gpu_setup
     advice = gpu_setup.advise(gpu_setup.driver(), gpu_setup.installed_cupy(), why)
     if advice is None:
         return BackendStatus(False, why)
@@ -90,7 +90,7 @@ class StaticJob(Job["list[StaticResult]"]):
     arch: str = DEFAULT_ARCH
 
     def run(self) -> list[StaticResult]:
-        from .compile import static
+        from ..compile import static
         return static.compile_units(self.units, arch=self.arch)
 
 
@@ -110,7 +110,7 @@ class CheckJob(Job["Verdict"]):
     bounds: bool = False             # quick, but with the address-sanitizer build (inference's trial runs)
 
     def run(self) -> Verdict:
-        from . import gate
+        from .. import gate
         return gate.check(self.reference, self.candidate, self.spec, backend(self.backend), quick=self.quick,
                           seed=self.seed, sanitizer=self.sanitizer, reference_spec=self.reference_spec,
                           bounds=self.bounds, rounding=rounding_backend(self.backend))
@@ -130,7 +130,7 @@ class ProfileJob(Job["Profile"]):
     sizes: Literal["ladder", "bench"] = "ladder"   # the size ladder, or the spec's bench sizes alone
 
     def run(self) -> Profile:
-        from . import profiler
+        from .. import profiler
         b = backend(self.backend) if self.backend != "static" else None
         return profiler.profile(self.reference, self.candidate, self.spec, b, ncu=self.ncu, arch=self.arch,
                                 reference_spec=self.reference_spec, sizes=self.sizes)
@@ -198,7 +198,7 @@ class FidelityJob(Job[dict[str, Any]]):
     def run(self) -> dict[str, Any]:
         from pathlib import Path
 
-        from .backends.cpu import fidelity
+        from ..backends.cpu import fidelity
         return fidelity.fidelity(Path(self.npz) if self.npz else None)
 
 
@@ -210,10 +210,10 @@ _backends: dict[str, Backend] = {}
 def backend(name: RunsKernels) -> Backend:
     if name not in _backends:
         if name == "gpu":
-            from .backends.gpu import GpuBackend
+            from ..backends.gpu import GpuBackend
             _backends[name] = GpuBackend()
         elif name == "cpu":
-            from .backends.cpu import CpuBackend
+            from ..backends.cpu import CpuBackend
             _backends[name] = CpuBackend()
         else:
             raise ValueError(f"unknown backend {name!r}")
@@ -227,7 +227,7 @@ def rounding_backend(name: RunsKernels) -> Backend | None:
     if name != "gpu":
         return None
     if "cpu" not in _backends:
-        from .compile import sandbox
+        from ..compile import sandbox
         if not (shutil.which("g++") or shutil.which("clang++")) or sandbox.unavailable_reason():
             return None
     try:

@@ -1,4 +1,4 @@
-"""The default executor: this machine's worker pool (`astra_cuda.worker`), exactly as before executors."""
+"""The default executor: this machine's worker pool (`astra_cuda.execution.worker`), exactly as before executors."""
 from __future__ import annotations
 
 import socket

@@ -1,10 +1,10 @@
-"""The evaluate glue, beside `astra_cuda.jobs` on the worker side: the testing agent (astra_cuda.gate) and
+"""The evaluate glue, beside `astra_cuda.execution.jobs` on the worker side: the testing agent (astra_cuda.gate) and
 the profiling agent (astra_cuda.profiler) turned into the agents' Evaluation (astra_cuda.evaluation).
 
 `to_check(verdict)` and `to_evaluation(check, profile)` are the conversions; `local_evaluator`
 builds an `evaluate(file_text)` that runs both in this process on a given backend (the CPU
 backend isolates kernel execution itself; on the GPU only NVRTC-compiled device code runs).
-`astra_cuda.jobs.EvaluateJob` keeps one per worker; `astra_cuda.api` sends candidates there.
+`astra_cuda.execution.jobs.EvaluateJob` keeps one per worker; `astra_cuda.api` sends candidates there.
 """
 from __future__ import annotations
 
@@ -12,16 +12,16 @@ import dataclasses
 import time
 from typing import Callable
 
-from .compile import extract
-from . import gate, profiler
-from .model import launch_change, source
-from .backends.base import Backend
-from .contract import DEFAULT_ARCH
-from .errors import AstraError
-from .evaluation import NOT_MEASURED, Check, Evaluation, ProfileSummary, SizeTiming, Stage
-from .gate import Verdict
-from .compile.project import ProjectContext
-from .model.spec import Spec
+from ..compile import extract
+from .. import gate, profiler
+from ..model import launch_change, source
+from ..backends.base import Backend
+from ..contract import DEFAULT_ARCH
+from ..errors import AstraError
+from ..evaluation import NOT_MEASURED, Check, Evaluation, ProfileSummary, SizeTiming, Stage
+from ..gate import Verdict
+from ..compile.project import ProjectContext
+from ..model.spec import Spec
 
 
 def to_check(verdict: Verdict) -> Check:
