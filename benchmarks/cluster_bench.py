@@ -91,7 +91,7 @@ def evaluate_all(ex, backend: str, work: list, repeat: int) -> dict:
 
 
 def optimize_examples(backend: str, candidates: int, kernels: list[str]) -> dict:
-    from astra_cuda import batch
+    from astra_cuda.cli import batch
     paths = [str(ROOT / "examples" / f"{f}.cu") for f, k in EXAMPLES if k in kernels]
     t0 = time.perf_counter()
     res = batch.run(paths, options={"rounds": 5, "backend": backend, "candidates": candidates, "quick": True})

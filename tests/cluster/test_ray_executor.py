@@ -14,7 +14,8 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from astra_cuda import api, batch  # noqa: E402
+from astra_cuda import api  # noqa: E402
+from astra_cuda.cli import batch  # noqa: E402
 from astra_cuda.execution import executors  # noqa: E402
 from astra_cuda.execution.executors.local import LocalExecutor  # noqa: E402
 from astra_cuda.execution.executors.ray_cluster import RayExecutor  # noqa: E402

@@ -173,7 +173,7 @@ FORBIDDEN = {
     "astra_cuda.model.syntax": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.execution.jobs", "astra_cuda.execution.worker"),
     "astra_cuda.report": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.execution.jobs", "astra_cuda.execution.worker",
                      "astra_cuda.gate", "astra_cuda.profiler", "astra_cuda.backends"),
-    "astra_cuda.sarif": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.execution.jobs", "astra_cuda.execution.worker"),
+    "astra_cuda.cli.sarif": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.agents", "astra_cuda.execution.jobs", "astra_cuda.execution.worker"),
     "astra_cuda.gpu_setup": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.execution.jobs", "astra_cuda.execution.worker"),
     "astra_cuda.evaluation": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.execution.jobs", "astra_cuda.execution.worker",
                          "astra_cuda.gate", "astra_cuda.profiler", "astra_cuda.backends"),

@@ -15,7 +15,7 @@ def render(result: OptimizeResult) -> str:
 
 
 def render_batch(batch) -> str:
-    """One page for a batch (`astra_cuda.batch.BatchResult`)."""
+    """One page for a batch (`astra_cuda.cli.batch.BatchResult`)."""
     e = html.escape
     ex = batch.executor
     where = (f"Ray ({ex.get('address')}, {ex.get('nodes')} node(s), {ex.get('gpus')} GPU(s))"

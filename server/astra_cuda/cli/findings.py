@@ -1,6 +1,6 @@
 """What a run found, one finding per defect, in the forms CI reads: compiler-style lines
 (`file:line:col: severity: message [code]`, what `$gcc` problem matchers and annotators parse) and
-the results of a SARIF log (`astra_cuda.sarif`). Pure: diagnostics and verdicts in, findings out.
+the results of a SARIF log (`astra_cuda.cli.sarif`). Pure: diagnostics and verdicts in, findings out.
 
 A gate failure is one defect however many cases show it: failures of one kernel, check, output
 and line are grouped, with the number of cases and the first one's inputs and seed.

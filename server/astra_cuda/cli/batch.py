@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from . import api, workspace
-from .errors import AstraError
+from .. import api, workspace
+from ..errors import AstraError
 from .paths import expand
-from .progress import ProgressEvent
+from ..progress import ProgressEvent
 
 
 
@@ -155,7 +155,7 @@ def run(paths: list[str], *, kernel: str | None = None, resume: str | None = Non
     candidates...). `resume`: a batch id (or 'last'): its finished runs are reported, its
     unfinished ones resumed (`rounds` None: to their own totals), its unstarted ones started.
     `on_row` is told of every change."""
-    from .execution import executors
+    from ..execution import executors
     t0 = time.monotonic()
     options = dict(options or {})
     anchor = paths[0] if paths else "."
@@ -242,11 +242,11 @@ def run(paths: list[str], *, kernel: str | None = None, resume: str | None = Non
     result = BatchResult(batch_id, rows, ex.describe(), time.monotonic() - t0, str(manifest))
     result.geomeans = geomeans(rows)
     if report:
-        from .agents import report as report_mod
+        from ..agents import report as report_mod
         result.report_path = str(report_mod.write_batch(result, report))
     return result
 
 
 def _new_run_id(kernel: str) -> str:
-    from .agents.runlog import new_run_id
+    from ..agents.runlog import new_run_id
     return new_run_id(kernel)

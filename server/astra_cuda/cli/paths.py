@@ -6,7 +6,7 @@ from __future__ import annotations
 import glob
 import os
 
-from .errors import AstraError
+from ..errors import AstraError
 
 SUFFIXES = (".cu", ".cuh")
 SKIP_DIRS = {".astra", ".git", "node_modules", "build", ".venv", "__pycache__"}

@@ -14,10 +14,11 @@ import json
 import sys
 import threading
 
-from . import __version__, api, plain, redact, sarif
-from .contract import DEFAULT_ARCH
-from .errors import AstraError
-from .progress import ProgressEvent
+from .. import __version__, api, plain, redact
+from . import sarif
+from ..contract import DEFAULT_ARCH
+from ..errors import AstraError
+from ..progress import ProgressEvent
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_PIPE = 0, 1, 2, 130, 141
 
@@ -171,7 +172,7 @@ def _files(a) -> list[tuple[str, bool]]:
 
 def _project(a, path: str | None = None):
     """The project context from -I/-D/--std/--compile-commands (then the project's files)."""
-    from .compile import project
+    from ..compile import project
     cli = project.from_flags(a.include or (), a.define or (), a.std, origin="command line",
                               undefines=getattr(a, "undefine", None) or ())
     return api.project_context(path or a.file, cli=cli, compile_commands=a.compile_commands)
@@ -190,7 +191,7 @@ def _effective(a, path: str) -> dict:
     the project's files, the default."""
     import os
 
-    from . import config
+    from .. import config
     given = {key: config.Value(getattr(a, attr), "command line") for key, attr in _GIVEN
              if getattr(a, attr, None) is not None}
     for key, env in _ENV:
@@ -215,7 +216,7 @@ def cmd_config(a) -> int:
     """The effective configuration for a file (or the current folder) and where each value came from."""
     import os
 
-    from . import config
+    from .. import config
     path = a.file or os.path.join(os.getcwd(), "_")
     cfg = api.project_config(path)
     eff = _effective(a, path)
@@ -224,8 +225,8 @@ def cmd_config(a) -> int:
     if cli is not None and not cli.empty:
         parts.append(cli)
     parts += cfg.contexts(path)
-    from .compile.project import find_compile_commands, from_compile_commands
-    from . import workspace
+    from ..compile.project import find_compile_commands, from_compile_commands
+    from .. import workspace
     db = a.compile_commands or cfg.compile_commands() or find_compile_commands(path, str(workspace.root_for(path)))
     problems = list(cfg.problems)
     if db:
@@ -267,7 +268,7 @@ def cmd_config(a) -> int:
 
 
 def _project_flags(a):
-    from .compile import project
+    from ..compile import project
     if not (getattr(a, "include", None) or getattr(a, "define", None) or getattr(a, "undefine", None)
             or getattr(a, "std", None)):
         return None
@@ -347,7 +348,8 @@ def cmd_check(a) -> int:
             run.error(path, e)
     code = EXIT_BAD_INPUT if run.bad_input else (EXIT_FAILED if run.failed else EXIT_OK)
     if a.format == "sarif":
-        from . import sarif, workspace
+        from . import sarif
+        from .. import workspace
         import os
         inv = sarif.Invocation(sys.argv[1:] if a.argv is None else a.argv, code, os.getcwd(), started,
                                _utc(time.time()), notes=run.notes)
@@ -393,7 +395,7 @@ class _CheckRun:
 
     def error(self, path: str, e: AstraError) -> None:
         from .findings import Finding, from_diagnostic
-        from .model.spec import SpecErrors
+        from ..model.spec import SpecErrors
         self.bad_input = True
         diags = e.diagnostics if isinstance(e, SpecErrors) else []
         self.errors.append({"file": path, "message": e.message,
@@ -441,7 +443,7 @@ def _check_file(a, path: str, named: bool, run: _CheckRun) -> None:
         if k.spec_errors:
             raise_spec = len(a.file) == 1 and named and len(infos) == 1
             if raise_spec:
-                from .model.spec import SpecErrors
+                from ..model.spec import SpecErrors
                 raise SpecErrors(list(k.spec_errors))
             run.bad_input = True
             for d in k.spec_errors:
@@ -593,7 +595,7 @@ def _budgets(a, eff: dict) -> dict:
 def _llm(a, eff: dict):
     """The endpoint's configuration from the flags, the environment and the project's [llm];
     an endpoint a project file names is used only with the user's consent."""
-    from . import config
+    from .. import config
     url = eff["llm.base_url"]
     if url.value is not None and not config.endpoint_allowed(url.source):
         raise AstraError(f"the LLM endpoint {url.value} comes from {url.source}, a project file: Astra sends your "
@@ -622,7 +624,7 @@ def _is_batch(a) -> bool:
 
 def _optimize_batch(a) -> int:
     from . import batch
-    from .compile import project
+    from ..compile import project
     if a.list_runs:
         raise AstraError("--list-runs takes one file")
     flags = bool(a.include or a.define or a.undefine or a.std or a.compile_commands)
@@ -697,7 +699,7 @@ def _list_runs(runs, a) -> int:
 
 
 def cmd_serve(a) -> int:
-    from .lsp.server import main as serve_main
+    from ..lsp.server import main as serve_main
     serve_main()
     return EXIT_OK
 
@@ -898,7 +900,7 @@ def main(argv: list[str] | None = None) -> int:
         return e.code if isinstance(e.code, int) else EXIT_BAD_INPUT
     args.json = args.json or args.format in ("json", "sarif")
     args.argv = argv
-    from . import gpu_setup
+    from .. import gpu_setup
     gpu_setup.use_gpu_env()   # CuPy from the venv the GPU fix created, when Astra runs outside its own
     if not 1 <= getattr(args, "candidates", 1) <= 64:
         return _report_error(args, AstraError("--candidates must be between 1 and 64"))
@@ -933,7 +935,7 @@ def _run(args) -> int:
 def _report_error(args, e: AstraError) -> int:
     """An error as the user reads it on stderr (every spec problem at its line) and, with --json,
     as a JSON object on stdout."""
-    from .model.spec import SpecErrors
+    from ..model.spec import SpecErrors
     path = getattr(args, "file", None)
     if isinstance(path, list):  # optimize PATH…
         path = path[0] if len(path) == 1 else None
@@ -946,7 +948,7 @@ def _report_error(args, e: AstraError) -> int:
         print(f"astra: {where}{_shown(e.message)}", file=sys.stderr)
     if args.json:
         if args.format == "sarif" and diagnostics and path:
-            from . import workspace
+            from .. import workspace
             _emit_json(sarif.log([(path, sarif.from_diagnostic(d)) for d in diagnostics],
                                  root=str(workspace.root_for(path))))
         else:

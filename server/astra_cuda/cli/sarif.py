@@ -1,5 +1,5 @@
 """SARIF 2.1.0 for CI code scanning (`astra check --format sarif`): one result per defect
-(`astra_cuda.findings`), at its place in its file, with a partial fingerprint that survives code
+(`astra_cuda.cli.findings`), at its place in its file, with a partial fingerprint that survives code
 moving above it, the rules with a help link each, and the invocation (command line, exit code,
 times). Pure: plain data in, a JSON-ready dict out; tests validate it against the OASIS schema.
 
@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from urllib.parse import quote
 
-from . import __version__
-from .contract import DIAGNOSTICS_DOCS
+from .. import __version__
+from ..contract import DIAGNOSTICS_DOCS
 from .findings import Finding, from_diagnostic
 
 SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
