@@ -163,14 +163,19 @@ FORBIDDEN = {
                   "astra_cuda.execution.worker", "astra_cuda.cli"),
     "astra_cuda.cli": ("astra_cuda.gate", "astra_cuda.profiler", "astra_cuda.backends", "astra_cuda.execution.jobs", "astra_cuda.execution.evaluator",
                   "astra_cuda.execution.worker"),
-    # The pure core (model, spec, units, snapshot, contract, text edits) knows no caller.
-    "astra_cuda.model.source": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.execution.jobs", "astra_cuda.execution.worker"),
-    "astra_cuda.model.spec": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.execution.jobs", "astra_cuda.execution.worker"),
+    # The kernel model is the bottom layer: it reads text, never compiles, runs or calls up.
+    "astra_cuda.model": ("astra_cuda.compile", "astra_cuda.infer", "astra_cuda.execution", "astra_cuda.gate",
+                         "astra_cuda.profiler", "astra_cuda.backends", "astra_cuda.agents", "astra_cuda.snapshot",
+                         "astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.config"),
+    # Compiling user code sits under the worker side and the callers (it may retire the worker it runs in).
+    "astra_cuda.compile": ("astra_cuda.infer", "astra_cuda.execution.jobs", "astra_cuda.execution.executors",
+                           "astra_cuda.execution.evaluator", "astra_cuda.execution.availability", "astra_cuda.gate",
+                           "astra_cuda.profiler", "astra_cuda.agents", "astra_cuda.snapshot", "astra_cuda.api",
+                           "astra_cuda.lsp", "astra_cuda.cli"),
+    # The rest of the pure core (units, snapshot, contract) knows no caller.
     "astra_cuda.compile.extract": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.execution.jobs", "astra_cuda.execution.worker"),
     "astra_cuda.snapshot": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.execution.jobs", "astra_cuda.execution.worker"),
     "astra_cuda.contract": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.execution.jobs", "astra_cuda.execution.worker"),
-    "astra_cuda.model.textedit": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.execution.jobs", "astra_cuda.execution.worker"),
-    "astra_cuda.model.syntax": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.execution.jobs", "astra_cuda.execution.worker"),
     "astra_cuda.report": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.cli", "astra_cuda.agents", "astra_cuda.execution.jobs", "astra_cuda.execution.worker",
                      "astra_cuda.gate", "astra_cuda.profiler", "astra_cuda.backends"),
     "astra_cuda.cli.sarif": ("astra_cuda.api", "astra_cuda.lsp", "astra_cuda.agents", "astra_cuda.execution.jobs", "astra_cuda.execution.worker"),
