@@ -80,3 +80,17 @@ def test_mutable_globals():
     assert screen._mutable("__device__ const __half* cached = nullptr;")
     assert not screen._mutable("__device__ const float table[4] = {1, 2, 3, 4};")
     assert not screen._mutable("__device__ const float* const p = nullptr;")
+
+
+CONSTEXPR_HELPER = """template <int N>
+constexpr int bias() { return (1 << (N - 1)) - 1; }
+__global__ void k(int* out) { out[threadIdx.x] = bias<5>(); }
+"""
+
+
+def test_a_constexpr_function_the_kernel_calls_is_device_code():
+    # CUTLASS's exponent_bias_cxx17 (cute tutorials, xformers sparse24): nvcc compiles a constexpr
+    # function for the device under --expt-relaxed-constexpr, so it is not host code "added"
+    assert not screen.screen(None, CONSTEXPR_HELPER, "k").errors
+    host = CONSTEXPR_HELPER.replace("constexpr int bias", "int bias")
+    assert [f.kind for f in screen.screen(None, host, "k").errors] == ["host_code"]

@@ -654,8 +654,10 @@ class _Builder:
         uses = frozenset(_idents(outer) - {name} - set(template_names))
         if "__global__" not in specs:
             kind = "device_function" if "__device__" in specs else "host_function"
+            # a constexpr function is usable on both sides (nvcc compiles it for the device too
+            # under --expt-relaxed-constexpr): CUTLASS's exponent_bias_cxx17 is device code
             self._add(Item(kind, frozenset({name}), uses, span, text, namespaces, extern_c,
-                                         device=kind == "device_function"))
+                                         device=kind == "device_function" or "constexpr" in specs))
             return
         params = []
         plist = fdecl.child_by_field_name("parameters") if fdecl else None
