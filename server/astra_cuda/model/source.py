@@ -371,6 +371,7 @@ class _Builder:
 
     def run(self, root: Node) -> SourceModel:
         self._collect_errors(root)
+        self._kernel_macros, self._object_macros = _macros(root)
         self._items(root.children, namespaces=(), extern_c=False)
         self._launches(root)
         self._macro_launches(root)
@@ -652,6 +653,9 @@ class _Builder:
         if name is None:
             return
         uses = frozenset(_idents(outer) - {name} - set(template_names))
+        if name in self._kernel_macros and not template_params and fdecl is not None \
+                and self._macro_kernel(outer, fn, fdecl, prev, namespaces, extern_c):
+            return
         if "__global__" not in specs:
             kind = "device_function" if "__device__" in specs else "host_function"
             # a constexpr function is usable on both sides (nvcc compiles it for the device too
@@ -693,6 +697,46 @@ class _Builder:
                                                 uses=k0.uses | uses, spec=k0.spec or spec)
         self._add(Item("kernel", frozenset({name}), uses, span, text, namespaces, extern_c,
                                      device=True))
+
+    def _macro_kernel(self, outer: Node, fn: Node, fdecl: Node, prev: Node | None, namespaces: tuple[str, ...],
+                      extern_c: bool) -> bool:
+        """A kernel whose head is written by a macro of this file: `DEFINE_KERNEL(name, bool A) {...}`
+        with `#define DEFINE_KERNEL(k, ...) template <typename T, __VA_ARGS__> __global__ void k(P p)`
+        (flash-attention's flash_fwd_launch_template.h), which tree-sitter reads as a host function
+        named after the macro. The use is expanded (its arguments, then the file's object-like
+        macros in the result, first definition) and parsed with the body; the kernel keeps the
+        spans of the user's text: its head is the macro's use, its name the argument that names it."""
+        callee = fdecl.child_by_field_name("declarator")
+        plist = fdecl.child_by_field_name("parameters")
+        body = fn.child_by_field_name("body")
+        if callee is None or plist is None or body is None:
+            return False
+        params, variadic, value = self._kernel_macros[callee.text.decode()]
+        args = [a for a in plist.named_children if a.type != "comment"]
+        if len(args) < len(params) or (len(args) > len(params) and not variadic):
+            return False
+        given = {p: a.text.decode() for p, a in zip(params, args)}
+        if variadic:
+            given["__VA_ARGS__"] = ", ".join(a.text.decode() for a in args[len(params):])
+        head = _substitute(_substitute(value, given), self._object_macros)
+        sub_text = " ".join(head.split()) + " " + body.text.decode("utf-8", errors="replace")
+        found = _Builder(sub_text).run(parser().parse(sub_text.encode()).root_node).kernels
+        if len(found) != 1:
+            return False
+        k = found[0]
+        where = self.txt.span(plist, start=outer)
+        named = next((a for a in args if a.text.decode() == k.name), callee)
+        spec = None
+        if _is_spec_comment(prev) and self._only_space_between(prev, outer):
+            spec = SpecComment(self.txt.slice(prev.start_byte, prev.end_byte), self.txt.span(prev))
+        span, text = self.txt.span(outer), self.txt.slice(outer.start_byte, outer.end_byte)
+        kernel = replace(k, qualified_name="::".join(namespaces + (k.name,)), extern_c=extern_c, span=span,
+                         name_span=self.txt.span(named), signature_span=where, body_span=self.txt.span(body),
+                         params=tuple(replace(q, span=where) for q in k.params), spec=spec, text=text,
+                         uses=k.uses | frozenset(_idents(outer) - {k.name}))
+        self.model.kernels.append(kernel)
+        self._add(Item("kernel", frozenset({k.name}), kernel.uses, span, text, namespaces, extern_c, device=True))
+        return True
 
     def _only_space_between(self, a: Node, b: Node) -> bool:
         return self.txt.slice(a.end_byte, b.start_byte).strip() == ""  # blank lines are fine
@@ -737,6 +781,27 @@ class _Builder:
             kernel=name, template_args=targs, grid=cfg[0] or "", block=cfg[1] or "", shared_mem=cfg[2],
             stream=cfg[3], args=args, span=self.txt.span(call), function=fn_name, grid_var=grid_var,
             block_var=block_var))
+
+
+def _macros(root: Node) -> tuple[dict[str, tuple[list[str], bool, str]], dict[str, str]]:
+    """The file's function-like macros that write a kernel's head (`__global__` in the body):
+    name -> (parameters, variadic, body); and its object-like macros: name -> the first
+    definition's value."""
+    kernels: dict[str, tuple[list[str], bool, str]] = {}
+    objects: dict[str, str] = {}
+    for n in _walk(root):
+        name, value = n.child_by_field_name("name"), n.child_by_field_name("value")
+        if name is None:
+            continue
+        body = value.text.decode("utf-8", errors="replace").replace("\\\n", " ") if value is not None else ""
+        if n.type == "preproc_function_def" and "__global__" in body:
+            ps = n.child_by_field_name("parameters")
+            kids = ps.children if ps is not None else []
+            kernels[name.text.decode()] = ([c.text.decode() for c in kids if c.type == "identifier"],
+                                           any(c.type == "..." for c in kids), body)
+        elif n.type == "preproc_def":
+            objects.setdefault(name.text.decode(), body.strip())
+    return kernels, objects
 
 
 def _substitute(body: str, args: dict[str, str]) -> str:
@@ -958,5 +1023,41 @@ def parse(text: str, path: str | None = None) -> SourceModel:
 def parse_with_tree(text: str, path: str | None = None) -> tuple[SourceModel, Tree]:
     """The source model and the tree-sitter tree it was built from, for checks that walk the
     tree themselves (one parse for both)."""
-    tree = parser().parse(text.encode("utf-8"))
+    data = text.encode("utf-8")
+    tree = parser().parse(data)
+    masks = _attribute_macros(tree.root_node, data) if tree.root_node.has_error else []
+    if masks:
+        buf = bytearray(data)
+        for a, b in masks:
+            buf[a:b] = bytes(c if c == 0x0A else 0x20 for c in buf[a:b])
+        tree = parser().parse(bytes(buf))
     return _Builder(text, path).run(tree.root_node), tree
+
+
+def _attribute_macros(root: Node, data: bytes) -> list[tuple[int, int]]:
+    """Byte ranges of a macro invocation written between `__global__` and the kernel's return
+    type (`__global__ LAUNCH_BOUNDS(256) void k(...)`: FlashInfer's sampling kernels). Without the
+    macro's definition tree-sitter reads `LAUNCH_BOUNDS` as the return type and the rest as an
+    error (or a declaration missing its `;`, the kernel then a host function without its
+    template). The parse reads those bytes as blanks (offsets and lines unchanged: every span
+    still points into the user's text). A kernel returns void, so a type name right after
+    `__global__` followed by `(` in a node that does not parse is such a macro."""
+    out = []
+    for n in _walk(root):
+        if n.type not in ("declaration", "function_definition") or not n.has_error:
+            continue
+        kids = n.children
+        for g, name in zip(kids, kids[1:]):
+            if g.type != "__global__" or name.type != "type_identifier":
+                continue
+            i = name.end_byte
+            while i < len(data) and data[i] in b" \t\r\n":
+                i += 1
+            depth, j = 0, i
+            for j in range(i, len(data)):
+                depth += {0x28: 1, 0x29: -1}.get(data[j], 0)
+                if depth == 0:
+                    break
+            if i < len(data) and data[i] == 0x28 and depth == 0:
+                out.append((name.start_byte, j + 1))
+    return out
