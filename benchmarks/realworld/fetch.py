@@ -6,8 +6,10 @@ A mirror is a bare git directory, `<mirrors>/<owner>+<name>/repo` (the `fetch` t
 default /work/.mirror or $ASTRA_MIRRORS). Only what the suite reads is written: each kernel's
 file, every project header it reaches through `#include` (read with tree-sitter, every branch of
 every `#if`, resolved like the project's build: the including file's folder, then its -I
-folders), the source files beside it (where a user's workspace keeps its launchers) and the
-manifest's `launch_files`. That keeps the cache small enough to travel to the GPU machine as one
+folders), the source files beside it (where a user's workspace keeps its launchers), the
+manifest's `launch_files` and the build files Astra reads for the project's flags (`CMakeLists.txt`,
+`setup.py`, from the kernel's folder up: astra_cuda.buildfiles). A kernel whose cache entry was
+filled for other inputs (include folders, files, mounts) is "not fetched" until fetched again. That keeps the cache small enough to travel to the GPU machine as one
 `carry` path. Files are written read-only; each repository's tree gets an empty `.git` so Astra
 takes it as the workspace root. A missing mirror, commit or file is recorded per kernel in
 `<cache>/fetch.json` ("not fetched: ...") and never stops the rest.
@@ -15,6 +17,7 @@ takes it as the workspace root. A missing mirror, commit or file is recorded per
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import posixpath
@@ -32,6 +35,11 @@ CACHE = HERE / ".cache"
 PACKED = HERE / "cache.tar.xz"    # the cache packed for the GPU machine (git-ignored, carried)
 SOURCE_EXT = (".cu", ".cuh", ".h", ".hpp", ".hh", ".cpp", ".cc", ".cxx", ".inl", ".inc", ".ipp", ".tcc", ".def")
 MAX_FILE = 4 << 20       # a generated 4 MB table is not a header the suite needs
+# The build files Astra reads for a project's flags (astra_cuda.buildfiles), from the kernel's
+# folder up to the repository's root.
+BUILD_FILES = ("CMakeLists.txt", "setup.py")
+# Bumped when what a kernel's fetch copies changes: a cache filled before is refetched.
+FETCH_VERSION = 2
 
 
 def mirror_dir(mirrors: Path, source: str) -> Path:
@@ -82,9 +90,16 @@ def _ls_tree(git_dir: Path, commit: str, prefix: str, tree: Tree) -> str | None:
     for line in r.stdout.splitlines():
         meta, _, path = line.partition("\t")
         mode, typ, sha, size = meta.split()
-        if typ == "blob" and path.endswith(SOURCE_EXT) and size != "-" and int(size) <= MAX_FILE:
+        if typ == "blob" and _wanted(path) and size != "-" and int(size) <= MAX_FILE:
             tree.files[posixpath.join(prefix, path) if prefix else path] = (git_dir, sha, int(size))
     return None
+
+
+def _wanted(path: str) -> bool:
+    """A source file, a build file, or a header without an extension (libcu++'s <cuda/cmath>,
+    reached only through an #include)."""
+    name = posixpath.basename(path)
+    return path.endswith(SOURCE_EXT) or name in BUILD_FILES or "." not in name
 
 
 def open_tree(repo: Repo, mirrors: Path) -> tuple[Tree | None, str | None]:
@@ -132,7 +147,7 @@ def needed_files(kernels: list[Kernel], tree: Tree) -> set[str]:
     for k in kernels:
         todo += [p for p in (k.path, *k.launch_files) if p in tree.files]
         folder = posixpath.dirname(k.path)
-        todo += [p for p in tree.files if posixpath.dirname(p) == folder]
+        todo += [p for p in tree.files if posixpath.dirname(p) == folder and p.endswith(SOURCE_EXT)]
     seen: set[str] = set()
     while todo:
         batch = [p for p in dict.fromkeys(todo) if p not in seen]
@@ -140,7 +155,21 @@ def needed_files(kernels: list[Kernel], tree: Tree) -> set[str]:
         texts = tree.read(batch)
         todo = [q for p in batch for inc, quoted in includes_of(texts.get(p, b""))
                 for q in resolve(inc, quoted, p, dirs, tree) if q not in seen]
+    for k in kernels:
+        d = posixpath.dirname(k.path)
+        while True:
+            seen.update(f for f in (posixpath.join(d, b) if d else b for b in BUILD_FILES) if f in tree.files)
+            if not d:
+                break
+            d = posixpath.dirname(d)
     return seen
+
+
+def inputs(k: Kernel) -> str:
+    """What decides which files a kernel's fetch copies: a cache filled for other inputs is stale."""
+    key = [FETCH_VERSION, k.repo.commit, [(m.path, m.source, m.commit) for m in k.repo.mounts], k.path,
+           list(k.includes), list(k.launch_files)]
+    return hashlib.sha1(json.dumps(key).encode()).hexdigest()[:16]
 
 
 def _write(root: Path, files: dict[str, bytes]) -> int:
@@ -164,6 +193,7 @@ def fetch(m: Manifest, kernels: list[Kernel], mirrors: Path, cache: Path = CACHE
     cache.mkdir(parents=True, exist_ok=True)
     index_path = cache / "fetch.json"
     index = json.loads(index_path.read_text()) if index_path.exists() else {"repos": {}, "kernels": {}}
+    index.setdefault("inputs", {})
     by_repo: dict[str, list[Kernel]] = {}
     for k in kernels:
         by_repo.setdefault(k.repo.key, []).append(k)
@@ -193,6 +223,7 @@ def fetch(m: Manifest, kernels: list[Kernel], mirrors: Path, cache: Path = CACHE
                 index["kernels"][k.id] = f"not fetched: the mirror lacks the contents of {k.path}"
             else:
                 index["kernels"][k.id] = "ok"
+                index["inputs"][k.id] = inputs(k)
         log(f"{key}: {len(have)} files ({entry['bytes'] / 1e6:.1f} MB, {written / 1e6:.1f} MB new) in {root}"
             + (f"; mounts not fetched: {'; '.join(tree.problems)}" if tree.problems else ""))
     tmp = index_path.with_name(index_path.name + ".part")   # a run reading it meanwhile sees old or new
@@ -206,9 +237,14 @@ def status(cache: Path, k: Kernel) -> str:
     index_path = cache / "fetch.json"
     if not index_path.exists():
         return f"not fetched: no {index_path} (run benchmarks/realworld/fetch.py)"
-    said = json.loads(index_path.read_text()).get("kernels", {}).get(k.id)
+    index = json.loads(index_path.read_text())
+    said = index.get("kernels", {}).get(k.id)
     if said is None:
         return "not fetched: not in the cache index (run benchmarks/realworld/fetch.py)"
+    if said == "ok" and index.get("inputs", {}).get(k.id) != inputs(k):
+        # DeepSpeed's v2 kernels ran without the include folders the manifest had gained since
+        return ("not fetched: the cache was filled for other include folders, files or fetch rules than the "
+                "manifest's now (run benchmarks/realworld/fetch.py)")
     if said == "ok" and not (cache / k.repo.cache_name / k.path).is_file():
         return f"not fetched: {k.path} is missing from the cache"
     return said

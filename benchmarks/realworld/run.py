@@ -483,6 +483,8 @@ def main(argv=None) -> int:
     ap.add_argument("--cache", default=str(fetch.CACHE))
     ap.add_argument("--out", help="results JSON (default benchmarks/results/realworld-<machine>[-shardIofN].json)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch copies (to look at a failure)")
+    ap.add_argument("--slower", type=float, default=1.0, metavar="F",
+                    help="multiply every step's time limit by F (a loaded machine; default 1)")
     a = ap.parse_args(argv)
     stage = a.stage or ("optimize" if a.backend == "gpu" else "check")
     if a.backend == "cpu" and STAGES.index(stage) > STAGES.index("check"):
@@ -499,13 +501,14 @@ def main(argv=None) -> int:
     machine = machine_name(a.backend)
     out = Path(a.out) if a.out else RESULTS / f"realworld-{machine}{suffix}.json"
     scratch = Path(tempfile.mkdtemp(prefix="astra-realworld-"))
-    o = Options(a.backend, stage, cache, scratch, a.keep, a.rounds, a.tune)
+    o = Options(a.backend, stage, cache, scratch, a.keep, a.rounds, a.tune, limit_scale=max(a.slower, 0.1))
     t0 = time.monotonic()
     if a.budget:   # a kernel under way when the budget is spent gets another minute, no more
         o.deadline = t0 + a.budget + 60
     triage = classify.load_triage()
     head = {"suite": "realworld", "machine": machine, "backend": a.backend, "stage": stage, "jobs": a.jobs,
-            "only": a.only, "shard": a.shard, "limits_s": LIMITS, **_environment(a.backend)}
+            "only": a.only, "shard": a.shard, "limits_s": {k: v * o.limit_scale for k, v in LIMITS.items()},
+            **_environment(a.backend)}
     records: dict[str, Record] = {}
     lock = threading.Lock()
     print(f"realworld: {len(kernels)} kernels, backend {a.backend}, through {stage}, {a.jobs} at once; "

@@ -2,6 +2,7 @@
 cache (and what it reports when a mirror, a commit or a file is missing), pasting the proposed
 spec, the failure classes, and one kernel taken through every CPU stage. The suite's kernels
 themselves are public code and run with `make realworld`, never here."""
+import dataclasses
 import json
 import subprocess
 import sys
@@ -53,7 +54,9 @@ def mirror(tmp_path):
     """A bare mirror `owner+demo/repo` of a tiny project: a kernel, its headers, an unrelated file."""
     work = tmp_path / "work"
     files = {"src/k.cu": KERNEL, "src/launcher.cpp": "// a sibling: where launchers often live\n",
-             "inc/common.cuh": '#pragma once\n#include "detail/more.cuh"\n',
+             "inc/common.cuh": '#pragma once\n#include "detail/more.cuh"\n#include <lib/cmath>\n',
+             "include/lib/cmath": "#pragma once\n", "src/README": "not a header\n",
+             "CMakeLists.txt": "find_package(Torch)\n", "docs/CMakeLists.txt": "\n", "src/setup.py": "\n",
              "inc/detail/more.cuh": "#pragma once\n#define SCALE 2.0f\n", "include/lib/extra.h": "#pragma once\n",
              "inc/only_in_a_branch.cuh": "#pragma once\n", "inc/unused.cuh": "#pragma once\n",
              "docs/unrelated/other.cu": "__global__ void x() {}\n"}
@@ -106,14 +109,20 @@ def test_fetch_writes_the_kernels_file_and_every_header_it_reaches_and_reports_w
     index = fetch.fetch(m, m.kernels, mirrors, cache, log=lambda *_: None)
     root = cache / m.repos["demo"].cache_name
     got = {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+    # a header without an extension only where an #include reaches it (libcu++'s <cuda/cmath>); the
+    # build files Astra reads for flags on the kernel's way up (astra_cuda.buildfiles)
     assert got == {"src/k.cu", "src/launcher.cpp", "inc/common.cuh", "inc/detail/more.cuh", "include/lib/extra.h",
-                   "inc/only_in_a_branch.cuh"}
+                   "inc/only_in_a_branch.cuh", "include/lib/cmath", "CMakeLists.txt", "src/setup.py"}
     assert (root / ".git").is_dir()
     kernels = index["kernels"]
     assert kernels["demo:src/k.cu:scale"] == "ok"
     assert kernels["demo:src/renamed.cu:scale"].startswith("not fetched: src/renamed.cu is not in owner/demo@")
     assert kernels["gone:k.cu:k"].startswith("not fetched: no mirror at")
     assert fetch.status(cache, m.kernels[2]).startswith("not fetched")
+    # a kernel whose include folders changed in the manifest since is stale (DeepSpeed's v2 kernels)
+    assert fetch.status(cache, m.kernels[0]) == "ok"
+    moved = dataclasses.replace(m.kernels[0], include=("include", "inc"))
+    assert fetch.status(cache, moved).startswith("not fetched: the cache was filled for other include folders")
 
 
 def rec(name, before, after, per_size=(), passed=True, bottleneck="memory", improved=True, memory_bound=None):

@@ -26,7 +26,11 @@ from ..errors import AstraError
 # compile command are listed in `ignored`, never passed on blindly.
 DEVICE_FLAGS = ("--use_fast_math", "-use_fast_math", "--expt-relaxed-constexpr", "-expt-relaxed-constexpr",
                 "--extended-lambda", "-extended-lambda", "--ftz=true", "--ftz=false", "--prec-div=true",
-                "--prec-div=false", "--prec-sqrt=true", "--prec-sqrt=false", "--fmad=true", "--fmad=false")
+                "--prec-div=false", "--prec-sqrt=true", "--prec-sqrt=false", "--fmad=true", "--fmad=false",
+                "--expt-extended-lambda", "-expt-extended-lambda")
+# nvcc's older spellings (torch's CMake and most setup.py files write them), passed on as NVRTC
+# spells them too
+SPELLINGS = {"--expt-extended-lambda": "--extended-lambda", "-expt-extended-lambda": "--extended-lambda"}
 STANDARDS = ("c++11", "c++14", "c++17", "c++20")
 DEFAULT_STD = "c++17"
 MAX_COMPILE_COMMANDS_BYTES = 64 * 1024 * 1024
@@ -137,7 +141,8 @@ def from_flags(include_dirs=(), defines=(), std: str | None = None, flags=(), *,
     undef = tuple(dict.fromkeys(_macro_name(u) for u in undefines or ()))
     ctx = ProjectContext(include_dirs=tuple(dict.fromkeys(dirs)),
                          defines=tuple(d for d in (parse_define(d) for d in defines or ()) if d[0] not in undef),
-                         undefines=undef, std=_std(std, origin), flags=tuple(flags or ()))
+                         undefines=undef, std=_std(std, origin),
+                         flags=tuple(dict.fromkeys(SPELLINGS.get(f, f) for f in flags or ())))
     return replace(ctx, origin=(origin,)) if not ctx.empty else ctx
 
 
@@ -254,7 +259,7 @@ def from_arguments(args: list[str], *, cwd: Path, origin: str, source: str, db: 
         elif a in ("-std", "--std") and i + 1 < len(args):
             std, i = args[i + 1], i + 1
         elif a in DEVICE_FLAGS:
-            flags.append(a)
+            flags.append(SPELLINGS.get(a, a))
         elif a.startswith(("--cuda-gpu-arch=", "--offload-arch=")):
             pass   # the GPU architecture: read by astra_cuda.config, not a compile flag here
         elif a.startswith("-"):
@@ -277,7 +282,7 @@ def from_arguments(args: list[str], *, cwd: Path, origin: str, source: str, db: 
                           system_dirs=tuple(dict.fromkeys(sysinc)),
                           defines=tuple(parse_define(x) for x in defs if x.split("=")[0].isidentifier()),
                           undefines=tuple(dict.fromkeys(u for u in undefs if u.isidentifier())),
-                          std=std_value, flags=tuple(flags), origin=(origin,), ignored=tuple(ignored))
+                          std=std_value, flags=tuple(dict.fromkeys(flags)), origin=(origin,), ignored=tuple(ignored))
 
 
 def _take(into: list[str], value: str, defs: list[str], undefs: list[str]) -> None:
@@ -295,7 +300,9 @@ def resolve(path: str, *, cli: ProjectContext | None = None, settings: ProjectCo
             discover: bool = True, files: tuple[ProjectContext, ...] = ()) -> ProjectContext:
     """The context for `path`: `cli`, then `settings`, then the project's configuration `files`
     (astra.toml or [tool.astra], compile_flags.txt, .clangd: `config.ProjectConfig.contexts`), then
-    a compile_commands.json (the given one, else the nearest up to `root` when `discover`)."""
+    a compile_commands.json (the given one, else the nearest up to `root` when `discover`), or
+    where there is none and `discover`, what the project's CMakeLists.txt / setup.py give nvcc
+    (`buildfiles`)."""
     ctx = ProjectContext()
     for part in (cli, settings, *files):
         if part is not None:
@@ -305,6 +312,9 @@ def resolve(path: str, *, cli: ProjectContext | None = None, settings: ProjectCo
         raise AstraError(f"compile_commands.json not found: {compile_commands}")
     if db is not None:
         ctx = ctx.merged(from_compile_commands(db, path))
+    elif discover:
+        from . import buildfiles
+        ctx = ctx.merged(buildfiles.context(path))
     return ctx
 
 
