@@ -8,7 +8,7 @@ file, every project header it reaches through `#include` (read with tree-sitter,
 every `#if`, resolved like the project's build: the including file's folder, then its -I
 folders), the source files beside it (where a user's workspace keeps its launchers), the
 manifest's `launch_files` and the build files Astra reads for the project's flags (`CMakeLists.txt`,
-`setup.py`, from the kernel's folder up: astra_cuda.buildfiles). A kernel whose cache entry was
+`setup.py`, from the kernel's folder up: astra_cuda.compile.buildfiles). A kernel whose cache entry was
 filled for other inputs (include folders, files, mounts) is "not fetched" until fetched again. That keeps the cache small enough to travel to the GPU machine as one
 `carry` path. Files are written read-only; each repository's tree gets an empty `.git` so Astra
 takes it as the workspace root. A missing mirror, commit or file is recorded per kernel in
@@ -35,11 +35,11 @@ CACHE = HERE / ".cache"
 PACKED = HERE / "cache.tar.xz"    # the cache packed for the GPU machine (git-ignored, carried)
 SOURCE_EXT = (".cu", ".cuh", ".h", ".hpp", ".hh", ".cpp", ".cc", ".cxx", ".inl", ".inc", ".ipp", ".tcc", ".def")
 MAX_FILE = 4 << 20       # a generated 4 MB table is not a header the suite needs
-# The build files Astra reads for a project's flags (astra_cuda.buildfiles), from the kernel's
+# The build files Astra reads for a project's flags (astra_cuda.compile.buildfiles), from the kernel's
 # folder up to the repository's root.
 BUILD_FILES = ("CMakeLists.txt", "setup.py")
 # Bumped when what a kernel's fetch copies changes: a cache filled before is refetched.
-FETCH_VERSION = 2
+FETCH_VERSION = 3
 
 
 def mirror_dir(mirrors: Path, source: str) -> Path:
@@ -128,6 +128,16 @@ def includes_of(text: bytes) -> list[tuple[str, bool]]:
             out.append((t[1:-1], True))
         elif path.type == "system_lib_string" and len(t) >= 2:
             out.append((t[1:-1], False))
+    # An #include after a macro tree-sitter cannot read as a statement (libcu++'s
+    # `_CCCL_BEGIN_NAMESPACE_CUDA_PTX` then `#include <cuda/__ptx/instructions/generated/…>`) is an
+    # ERROR `#include` followed by the path read as something else.
+    for node in syntax.of_type(tree.root_node, ("ERROR",)):
+        nxt = node.next_sibling
+        if syntax.text(node).strip() != "#include" or nxt is None:
+            continue
+        t = syntax.text(nxt).strip()
+        if len(t) >= 2 and (t[0], t[-1]) in (("<", ">"), ('"', '"')) and "\n" not in t:
+            out.append((t[1:-1], t[0] == '"'))
     return out
 
 

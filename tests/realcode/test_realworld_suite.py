@@ -57,7 +57,8 @@ def mirror(tmp_path):
              "inc/common.cuh": '#pragma once\n#include "detail/more.cuh"\n#include <lib/cmath>\n',
              "include/lib/cmath": "#pragma once\n", "src/README": "not a header\n",
              "CMakeLists.txt": "find_package(Torch)\n", "docs/CMakeLists.txt": "\n", "src/setup.py": "\n",
-             "inc/detail/more.cuh": "#pragma once\n#define SCALE 2.0f\n", "include/lib/extra.h": "#pragma once\n",
+             "inc/detail/more.cuh": "#pragma once\n#define SCALE 2.0f\nBEGIN_NS\n\n#include <lib/gen.h>\n\nEND_NS\n",
+             "include/lib/gen.h": "#pragma once\n", "include/lib/extra.h": "#pragma once\n",
              "inc/only_in_a_branch.cuh": "#pragma once\n", "inc/unused.cuh": "#pragma once\n",
              "docs/unrelated/other.cu": "__global__ void x() {}\n"}
     for rel, text in files.items():
@@ -112,7 +113,8 @@ def test_fetch_writes_the_kernels_file_and_every_header_it_reaches_and_reports_w
     # a header without an extension only where an #include reaches it (libcu++'s <cuda/cmath>); the
     # build files Astra reads for flags on the kernel's way up (astra_cuda.buildfiles)
     assert got == {"src/k.cu", "src/launcher.cpp", "inc/common.cuh", "inc/detail/more.cuh", "include/lib/extra.h",
-                   "inc/only_in_a_branch.cuh", "include/lib/cmath", "CMakeLists.txt", "src/setup.py"}
+                   "inc/only_in_a_branch.cuh", "include/lib/cmath", "CMakeLists.txt", "src/setup.py",
+                   "include/lib/gen.h"}   # included after a macro tree-sitter cannot read (libcu++'s)
     assert (root / ".git").is_dir()
     kernels = index["kernels"]
     assert kernels["demo:src/k.cu:scale"] == "ok"
