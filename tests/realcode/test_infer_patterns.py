@@ -125,3 +125,21 @@ def test_only_checks_on_the_launchs_own_path_are_required(project):
                       "  k<<<(n + 255) / 256, 256>>>(out, n);\n}\n")
     s, p = infer(project, "two.cu", "k")
     assert "n >= 1" in s.require and not any("1024" in r for r in s.require)
+
+
+def test_a_row_moved_by_vectors_is_a_whole_number_of_them(project):
+    """vLLM rms_norm: rows read and written through `vec_n_t<T, VEC>` (a vector template over the
+    element): the accesses are measured in elements of the vector, and the row length is a multiple
+    of its width (a GPU faults on a misaligned vector access; the loop leaves a tail unwritten)."""
+    project("vec.cu", "template <typename T, int N> struct alignas(sizeof(T) * N) vec_n_t { T v[N]; };\n"
+                      "template <typename T, int VEC>\n"
+                      "__global__ void rows_copy(T* out, const T* in, int hidden) {\n"
+                      "  const T* row = in + blockIdx.x * hidden;\n"
+                      "  auto* vi = reinterpret_cast<const vec_n_t<T, VEC>*>(row);\n"
+                      "  auto* vo = reinterpret_cast<vec_n_t<T, VEC>*>(out + blockIdx.x * hidden);\n"
+                      "  for (int i = threadIdx.x; i < hidden / VEC; i += blockDim.x) vo[i] = vi[i];\n}\n"
+                      "void launch(float* o, const float* i, int rows, int hidden) {\n"
+                      "  rows_copy<float, 4><<<rows, 256>>>(o, i, hidden);\n}\n")
+    s, p = infer(project, "vec.cu", "rows_copy")
+    assert s.args["out"].shape == ("rows", "hidden") and s.args["in"].shape == ("rows", "hidden")
+    assert "hidden % 4 == 0" in s.require and all(c["hidden"] % 4 == 0 for c in s.cases())

@@ -171,7 +171,8 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
     found = _shapes(kernel, [n for n in size_names if n != TABLE], grid, block, elem_bytes, int_params, known_values,
                     lanes, derived, access.helpers_of([it.text for it in types.items if it.kind == "device_function"],
                                      [it.text for it in types.items if it.kind == "macro"]),
-                    equal_sizes=decide.get("sizes") == "equal")
+                    equal_sizes=decide.get("sizes") == "equal",
+                    type_bytes=lambda t: types.vector_bytes(t, targs))
     if found is not None and (found.derived or found.equal):
         for k, v in found.derived.items():
             notes.append(f"`{k}` is a stride of a contiguous layout: took {v}, the extent the kernel reaches "
@@ -284,6 +285,7 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
         notes.append(f"shape of {', '.join(f'`{n}`' for n in guessed_shapes)} could not be read from the kernel's "
                      f"indexing: set to {_toml_list(fallback_shape)} — CHECK each against the real extent")
 
+    require += _vector_requirements(found, buffers, size_names, require, notes)
     draft = Draft(grid, block, shared, require, {n: test_values(n, program_sizes.get(n, [])) for n in size_names},
                   {}, buffers, scalars)
     for n, vals in program_sizes.items():
@@ -501,6 +503,30 @@ def _requirements(grid: list[str], block: list[str], found: _Shapes | None, size
         chunk = [f for f in factors if f.isdigit() and f not in block and int(f) > 1]
         if len(factors) > 1 and chunk:
             out.append(f"{total} % {chunk[-1]} == 0")
+    return out
+
+
+def _vector_requirements(found: _Shapes | None, buffers: dict[str, tuple[list[str], int, bool]],
+                         size_names: list[str], require: list[str], notes: list[str]) -> list[str]:
+    """`hidden % 4 == 0` where the kernel moves a buffer W elements at a time (a `uint4` or
+    `vec_n_t<float, 4>` over floats): its rows then start on a W-element boundary, as a vector
+    access needs on a GPU (else a misaligned-address fault) and as the launcher that picks the
+    width arranges; a vector loop also leaves a partial vector's tail unwritten."""
+    import math
+    widths: dict[str, int] = {}      # size -> the width every vector access over it needs (their lcm)
+    names: dict[str, list[str]] = {}
+    for name, width in (found.vectors if found is not None else {}).items():
+        shape = buffers.get(name, ([], 0, False))[0]
+        last = shape[-1].strip() if shape else ""
+        if last not in size_names or any(r.replace(" ", "").startswith(f"{last}%") for r in require):
+            continue
+        widths[last] = math.lcm(widths.get(last, 1), width)
+        names.setdefault(last, []).append(name)
+    out = [f"{last} % {w} == 0" for last, w in widths.items()]
+    for req, last in zip(out, widths):
+        notes.append(f"{', '.join(f'`{n}`' for n in names[last])} moved {widths[last]} elements at a time (vector "
+                     f"accesses): `{req}` keeps each row aligned to a vector, as a GPU needs — CHECK whether the "
+                     f"kernel handles a tail")
     return out
 
 

@@ -70,6 +70,7 @@ class _Shapes:
     derived: dict[str, str] = field(default_factory=dict)   # size -> its value over the others (a stride)
     equal: dict[str, str] = field(default_factory=dict)     # size -> the size it was taken equal to
     packets: dict[str, int] = field(default_factory=dict)   # size -> the packet width it must be a multiple of
+    vectors: dict[str, int] = field(default_factory=dict)   # pointer -> elements one access moves, where > 1
 
 
 _STRIDE_PROBE = 100003   # a stride set far from every probe size: what it moves depends on it
@@ -115,7 +116,8 @@ def is_stride(name: str) -> bool:
 
 def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[str], elem_bytes: dict[str, int],
             int_params: set[str], constants: dict[str, int], lanes: dict[str, int] | None = None,
-            derived: dict[str, str] | None = None, helpers=None, equal_sizes: bool = False) -> _Shapes | None:
+            derived: dict[str, str] | None = None, helpers=None, equal_sizes: bool = False,
+            type_bytes=None) -> _Shapes | None:
     """Each pointer's shape fitted to the extents the kernel reaches. A stride parameter of a
     contiguous layout (`token_idx * query_stride + head_idx * head_stride + i`) gets its
     contiguous value: innermost first (strides are listed outermost first), each stride is the
@@ -148,7 +150,7 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
             if min(g + b) < 1:
                 return None
             facts = access.analyse(kernel, probe, g, b, elem_bytes, int_params, sizes[TABLE], constants, lanes,
-                                   helpers)
+                                   helpers, type_bytes)
             if facts is None:
                 return None
             samples.append((sizes, facts))
@@ -232,7 +234,8 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
     return _Shapes(shapes, {n for n, u in last.items() if u.read and u.written},
                    {n for n, u in last.items() if u.read and not u.written},
                    {n for n, u in last.items() if u.table_loads} if uses_table else set(), uses_table,
-                   {k: v for k, v in fixed.items() if k not in equal}, equal, packets)
+                   {k: v for k, v in fixed.items() if k not in equal}, equal, packets,
+                   {n: u.packet for n, u in last.items() if u.packet > 1})
 
 
 def _packet(shape: list[str], values: list[tuple[dict[str, int], int]], given: dict[str, str]) -> int:

@@ -160,6 +160,34 @@ class _Types:
                         out[f"{name}::size"] = 16 // dt.itemsize
         return out
 
+    def vector_bytes(self, spelled: str, bound: dict[str, str]) -> int | None:
+        """sizeof a type a kernel reinterprets its pointers as, with the kernel's template
+        parameters `bound` to their arguments: an element or CUDA vector type (through typedefs),
+        or a vector template over one — `vec_n_t<scalar_t, VEC_SIZE>`, `AlignedVector<T, 8>`:
+        that many of the element, the convention of every such helper; `Packed128<T>`: 16 bytes."""
+        from ..model.spec import split_template_args
+        text = " ".join(w for w in spelled.replace("*", " ").split() if w not in ("const", "volatile", "typename"))
+        text = bound.get(text, text)
+        if "<" not in text:
+            name, _ = self.resolve(text)
+            dt = dtypes.from_cpp(name) if name else None
+            vec = dtypes.vector_of(name) if name else None
+            return dt.itemsize if dt is not None else vec[0].itemsize * vec[1] if vec is not None else None
+        head = text.split("<", 1)[0].split("::")[-1].strip()
+        args = [bound.get(a.strip(), a.strip()) for a in split_template_args("<" + text.split("<", 1)[1])]
+        elem = self.vector_bytes(args[0], bound) if args else None
+        if elem is None:
+            return None
+        if len(args) == 1 and "128" in head:
+            return 16
+        if len(args) != 2:
+            return None
+        try:
+            count = exprs.evaluate_int(args[1], {})
+        except exprs.ExprError:
+            return None
+        return elem * count if 0 < count <= 64 else None
+
 
 def _why_branch(item) -> str:
     g = item.guards[-1]

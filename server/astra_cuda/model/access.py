@@ -15,6 +15,7 @@ Long because the interval arithmetic over a kernel's body is one walker with its
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tree_sitter import Node
@@ -99,8 +100,9 @@ class Analyzer:
     def __init__(self, kernel: source.Kernel, sizes: dict[str, int], grid: tuple[int, int, int],
                  block: tuple[int, int, int], elem_bytes: dict[str, int], int_params: set[str],
                  table_size: int, constants: dict[str, int], lanes: dict[str, int] | None = None,
-                 helpers: dict[str, Node] | None = None):
+                 helpers: dict[str, Node] | None = None, type_bytes: Callable[[str], int | None] | None = None):
         self.kernel = kernel
+        self.type_bytes = type_bytes          # sizeof a type the table above does not know (`vec_n_t<T, 4>`)
         self.helpers = helpers or {}          # device function name -> its definition (followed into)
         self.const = {p.name: p.is_const for p in kernel.params if p.is_pointer}
         self.depth = 0
@@ -337,8 +339,7 @@ class Analyzer:
             if rel is not None and rel[0] != name:
                 self.offsets[name] = rel
             if isinstance(v, Ptr) and target is not None and target.type == "pointer_declarator":
-                elem = type_text.split()[-1] if type_text else ""
-                v = self._rescale(v, elem)
+                v = self._rescale(v, type_text)
             self.env[name] = v if isinstance(v, (Iv, Ptr)) else UNKNOWN
             self._forget(name)
             if isinstance(v, (Iv, Ptr)):
@@ -400,9 +401,12 @@ class Analyzer:
                 continue
             self.env[other] = Iv(begin.lo, begin.hi + max(0, trips - 1) * by.hi)
 
-    def _rescale(self, p: Ptr, elem: str) -> Ptr:
+    def _rescale(self, p: Ptr, spelled: str) -> Ptr:
         """A pointer of another element type over the same parameter (uint4* over halves)."""
-        nbytes = VECTOR_BYTES.get(elem)
+        elem = " ".join(w for w in spelled.replace("*", " ").split() if w not in ("const", "volatile", "__restrict__"))
+        nbytes = VECTOR_BYTES.get(elem.split()[-1] if elem else "")
+        if nbytes is None and self.type_bytes is not None and elem:
+            nbytes = self.type_bytes(elem)
         base = self.elem_bytes.get(p.base)
         if nbytes is None or base is None or nbytes == base * p.scale:
             return p
@@ -551,7 +555,7 @@ class Analyzer:
             v = self.expr(n.child_by_field_name("value"), evaluate_only=evaluate_only)
             tn = n.child_by_field_name("type")
             if isinstance(v, Ptr) and tn is not None and "*" in tn.text.decode():
-                return self._rescale(v, tn.text.decode().replace("*", " ").replace("const", " ").split()[-1])
+                return self._rescale(v, tn.text.decode())
             return v
         if t == "binary_expression":
             return self.binary(n, evaluate_only)
@@ -732,7 +736,7 @@ class Analyzer:
             targs = fn.child_by_field_name("arguments") if fn is not None else None
             to = targs.text.decode().strip("<> ") if targs is not None else ""
             if isinstance(v, Ptr) and "*" in to:
-                return self._rescale(v, to.replace("*", " ").replace("const", " ").split()[-1])
+                return self._rescale(v, to)
             return v
         vals = [self.expr(a, evaluate_only=evaluate_only) for a in args]
         if short in ("min", "fminf", "umin") and len(vals) == 2 and all(isinstance(v, Iv) for v in vals):
@@ -846,9 +850,10 @@ def _macro_as_function(text: str) -> str | None:
 
 def analyse(kernel: source.Kernel, sizes: dict[str, int], grid, block, elem_bytes: dict[str, int],
             int_params: set[str], table_size: int, constants: dict[str, int],
-            lanes: dict[str, int] | None = None, helpers: dict[str, Node] | None = None) -> Facts | None:
+            lanes: dict[str, int] | None = None, helpers: dict[str, Node] | None = None,
+            type_bytes: Callable[[str], int | None] | None = None) -> Facts | None:
     body = kernel_body(kernel)
     if body is None:
         return None
     return Analyzer(kernel, sizes, tuple(grid), tuple(block), elem_bytes, int_params, table_size,
-                    constants, lanes, helpers).run(body)
+                    constants, lanes, helpers, type_bytes).run(body)
