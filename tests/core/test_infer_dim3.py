@@ -288,6 +288,10 @@ def test_a_dim3_declared_again_in_an_inner_scope_is_the_outer_one_at_an_outer_la
     # launcher declares `blocks` once per branch)
     body = "  dim3 grid(n);\n  if (d) { dim3 grid(1); }\n  k<<<grid, 128>>>(out, in, n, d);"
     assert site(body).grid_var.dims == ("n",)
-    # launches in branches that each declare their own: which runs is unknown, not followed
+    # a launch in a branch that declares its own sees that one (vLLM's activation launcher declares
+    # `dim3 block` in each branch, each with its own launch)
     body = "  if (d) { dim3 grid(1); k<<<grid, 128>>>(out, in, n, d); }\n  else { dim3 grid(n); }"
-    assert site(body).grid_var.dims is None
+    assert site(body).grid_var.dims == ("1",)
+    # declared after the launch in its block: the outer one
+    body = "  dim3 grid(n);\n  if (d) { k<<<grid, 128>>>(out, in, n, d); dim3 grid(1); }"
+    assert site(body).grid_var.dims == ("n",)

@@ -143,3 +143,32 @@ def test_a_row_moved_by_vectors_is_a_whole_number_of_them(project):
     s, p = infer(project, "vec.cu", "rows_copy")
     assert s.args["out"].shape == ("rows", "hidden") and s.args["in"].shape == ("rows", "hidden")
     assert "hidden % 4 == 0" in s.require and all(c["hidden"] % 4 == 0 for c in s.cases())
+
+
+def test_the_general_launch_is_read_in_its_own_branch_and_only_its_constexpr_path_walked(project):
+    """vLLM activation_kernel: a launcher macro launches `<.., true, true>` (vector loads, 256-bit on a
+    newer GPU: an assert elsewhere), `<.., true, false>` and `<.., false>` (any width), each branch
+    declaring its own `dim3 block`. The general launch is the one without a switched-on feature; its
+    block is the declaration in its own branch; the kernel's accesses are read on the `if constexpr`
+    path that instance compiles (the vector path's types would make them unreadable)."""
+    project("act.cu", "template <typename T> __device__ T twice(const T& x) { return x * 2; }\n"
+                      "template <typename T, T (*F)(const T&), bool use_vec, bool wide = false>\n"
+                      "__global__ void act_kernel(T* out, const T* in, const int d) {\n"
+                      "  const T* ip = in + blockIdx.x * d;\n  T* op = out + blockIdx.x * d;\n"
+                      "  if constexpr (use_vec) {\n"
+                      "    using vec_t = typename Traits<wide>::vec_t;\n"
+                      "    const vec_t* v = reinterpret_cast<const vec_t*>(ip);\n"
+                      "    for (int i = threadIdx.x; i < d / 4; i += blockDim.x) reinterpret_cast<vec_t*>(op)[i] = v[i];\n"
+                      "  } else {\n"
+                      "    for (int i = threadIdx.x; i < d; i += blockDim.x) op[i] = F(ip[i]);\n  }\n}\n"
+                      "#define LAUNCH(K) \\\n  dim3 grid(n); \\\n"
+                      "  if (d % 4 == 0) { \\\n    dim3 block(d / 4 < 1024 ? d / 4 : 1024); \\\n"
+                      "    if (wide) act_kernel<float, K<float>, true, true><<<grid, block>>>(o, i, d); \\\n"
+                      "    else act_kernel<float, K<float>, true, false><<<grid, block>>>(o, i, d); \\\n"
+                      "  } else { \\\n    dim3 block(d < 1024 ? d : 1024); \\\n"
+                      "    act_kernel<float, K<float>, false><<<grid, block>>>(o, i, d); \\\n  }\n"
+                      "void run(float* o, const float* i, int n, int d, bool wide) { LAUNCH(twice); }\n")
+    s, p = infer(project, "act.cu", "act_kernel")
+    assert s.instantiate.replace(" ", "").endswith("twice<float>,false,false>")
+    assert s.block == ("min(d, 1024)",)
+    assert s.args["out"].shape == ("n", "d") and s.args["in"].shape == ("n", "d") and s.args["out"].output

@@ -482,10 +482,13 @@ def _pick_site(kernel: Kernel, program: Program) -> tuple[LaunchSite, SourceMode
     if not sites:
         return None, None
     # outside main first; among launches that differ in template arguments, the general one
-    # (`<scalar_t, 1>` rather than the `<scalar_t, 8>` a launcher takes only for aligned widths)
+    # (`<scalar_t, 1>` rather than the `<scalar_t, 8>` a launcher takes only for aligned widths;
+    # `<scalar_t, false>` rather than the `use_vec = true` or `use_256b = true` it takes only for
+    # aligned rows or a newer GPU: a switched-on feature counts one)
     def rank(pair: tuple[LaunchSite, SourceModel]):
         s, m = pair
-        numbers = [int(t) for t in split(s.template_args or "<>") if t.strip().isdigit()]
+        args = [t.strip() for t in split(s.template_args or "<>")]
+        numbers = [int(t) for t in args if t.isdigit()] + [1 for t in args if t == "true"]
         return (m is not program.model, s.function == "main", sum(numbers))
     return min(sites, key=rank)
 

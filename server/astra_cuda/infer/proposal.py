@@ -168,6 +168,7 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
     known_values.update({k: int(v) for k, v in targs.items() if v.strip().isdigit()})  # template `width = 1`
     known_values.update({f"sizeof({k})": dt.itemsize for k, v in targs.items()   # `16 / sizeof(T)` in the body
                          if (dt := dtypes.from_cpp(v.strip())) is not None})
+    known_values.update({k: int(v.strip() == "true") for k, v in targs.items() if v.strip() in ("true", "false")})
     found = _shapes(kernel, [n for n in size_names if n != TABLE], grid, block, elem_bytes, int_params, known_values,
                     lanes, derived, access.helpers_of([it.text for it in types.items if it.kind == "device_function"],
                                      [it.text for it in types.items if it.kind == "macro"]),
@@ -187,7 +188,7 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
         shared = _substituted([shared], more)[0] if shared else shared
     if found is not None and found.uses_table and TABLE not in size_names:
         size_names.append(TABLE)
-    require = _requirements(grid, block, found, size_names, kernel)
+    require = _requirements(grid, block, found, size_names, kernel, known_values)
     if found is not None:   # a vector access past a shape's end: whole packets of the innermost size
         require += [r for n, w in found.packets.items() if n in size_names and
                     (r := f"{n} % {w} == 0") not in require]
@@ -460,7 +461,7 @@ def _integer_constants(constants: dict[str, str], kernel: Kernel) -> dict[str, i
 
 
 def _requirements(grid: list[str], block: list[str], found: _Shapes | None, size_names: list[str],
-                  kernel: Kernel) -> list[str]:
+                  kernel: Kernel, values: dict[str, int] | None = None) -> list[str]:
     """`n % 8 == 0` when the launch gives each thread a fixed chunk (`cdiv(n, 256 * 8)`) or
     divides a size by a constant (`width / 32` blocks): the kernel then handles no tail, as its
     launcher assumes."""
@@ -476,8 +477,10 @@ def _requirements(grid: list[str], block: list[str], found: _Shapes | None, size
     out += [r for r in dict.fromkeys(f"{a} % {b} == 0" for a, b in _divisions(grid + block, size_names)) if r not in out]
     # a loop over `size / 8` packets handles no tail: the size must be a multiple of 8
     body = source.parser().parse(kernel.text.encode()).root_node
+    dead = access.not_compiled(body, values or {})   # `if constexpr (use_vec)` of an instance without it
     for n in _walk(body):
-        if n.type == "for_statement" and n.child_by_field_name("condition") is not None:
+        if n.type == "for_statement" and n.child_by_field_name("condition") is not None \
+                and not any(a <= n.start_byte < b for a, b in dead):
             for d in _walk(n.child_by_field_name("condition")):
                 if d.type == "binary_expression" and d.child_by_field_name("operator").type == "/":
                     a, b = d.child_by_field_name("left"), d.child_by_field_name("right")

@@ -256,6 +256,11 @@ class Analyzer:
         cond = st.child_by_field_name("condition")
         cons = st.child_by_field_name("consequence")
         alt = st.child_by_field_name("alternative")
+        decided = constexpr_branch(st, self.constants)
+        if decided is not None:   # `if constexpr (use_vec)`: only the branch the instance compiles
+            taken = cons if decided else (
+                next((c for c in alt.named_children), None) if alt is not None and alt.type == "else_clause" else alt)
+            return self.stmt(taken) if taken is not None else False
         if cond is not None:
             self.expr(cond)
         before = dict(self.env)
@@ -781,6 +786,52 @@ class Analyzer:
         if short in ("__ldg", "__ldcs", "__ldcg", "__ldlu", "__ldca") and vals and isinstance(vals[0], Ptr):
             return self.loaded(vals[0])
         return None
+
+
+def constexpr_branch(st: Node, values: dict[str, int]) -> bool | None:
+    """Which branch of an `if constexpr` over the template's arguments an instance compiles
+    (`use_vec`, `!flag`, `NUM_DIMS == 2`, with `values` the arguments), None for any other `if`
+    or a condition not read."""
+    cond = _unparen(st.child_by_field_name("condition"))
+    if cond is None or not any(c.type == "constexpr" for c in st.children):
+        return None
+
+    def value(n: Node | None) -> int | None:
+        n = _unparen(n)
+        if n is None:
+            return None
+        if n.type in ("true", "false"):
+            return int(n.type == "true")
+        if n.type == "identifier":
+            return values.get(n.text.decode())
+        if n.type == "number_literal" and n.text.decode().rstrip("uUlL").isdigit():
+            return int(n.text.decode().rstrip("uUlL"))
+        return None
+    op = cond.child_by_field_name("operator") if cond.type in ("unary_expression", "binary_expression") else None
+    if cond.type == "unary_expression" and op is not None and op.type == "!":
+        v = value(cond.child_by_field_name("argument"))
+        return None if v is None else not v
+    if cond.type == "binary_expression" and op is not None and op.type in ("==", "!="):
+        a, b = value(cond.child_by_field_name("left")), value(cond.child_by_field_name("right"))
+        return None if a is None or b is None else (a == b) == (op.type == "==")
+    v = value(cond)
+    return None if v is None else bool(v)
+
+
+def not_compiled(root: Node, values: dict[str, int]) -> list[tuple[int, int]]:
+    """(start, end) bytes of the `if constexpr` branches an instance with template arguments
+    `values` does not compile."""
+    out = []
+    for n in source._walk(root):
+        if n.type != "if_statement":
+            continue
+        taken = constexpr_branch(n, values)
+        if taken is None:
+            continue
+        dead = n.child_by_field_name("alternative") if taken else n.child_by_field_name("consequence")
+        if dead is not None:
+            out.append((dead.start_byte, dead.end_byte))
+    return out
 
 
 def _add(a: Iv, b: Iv) -> Iv:

@@ -923,12 +923,14 @@ def _dim3_var(ident: Node, fn: Node | None, fn_name: str | None, call: Node, roo
     if not any(_declares_dim3(d, dd) for d, dd in local):
         return None
     if len(local) > 1:
-        # one name declared in several scopes (a branch that launches another kernel and returns):
-        # a launch in the function's own scope sees the declaration in that scope; launches in
-        # branches that each declare their own are still not followed (which branch runs is unknown)
-        body = fn.child_by_field_name("body") if fn is not None else None
-        seen = [(d, dd) for d, dd in local if d.type == "declaration" and d.parent == body and body is not None
-                and d.end_byte <= call.start_byte and call.parent is not None and call.parent.parent == body]
+        # one name declared in several scopes (`if (use_vec) { dim3 block(d / 4); k<..>(..); } else
+        # { dim3 block(d); ... }`): the launch sees the declaration C++ name lookup finds, the one
+        # before it in the innermost block that encloses it
+        enclosing = [(d, dd) for d, dd in local if d.type == "declaration" and d.parent is not None
+                     and d.end_byte <= call.start_byte and d.parent.start_byte <= call.start_byte
+                     and call.end_byte <= d.parent.end_byte]
+        innermost = max((d.parent.start_byte for d, _ in enclosing), default=None)
+        seen = [(d, dd) for d, dd in enclosing if d.parent.start_byte == innermost]
         if len(seen) == 1:
             local = seen
     decl, declarator = local[0]
