@@ -13,7 +13,8 @@ root (`confine.project_root`):
   list every extension shares. llm-awq's gives `-U__CUDA_NO_HALF_OPERATORS__ …` (the torch defines
   its half and bfloat16 code needs undone) and `--expt-extended-lambda`.
 
-What is taken goes through `project.from_arguments`, as a compile command's flags do: include
+What is taken goes through `project.from_arguments` (`project.resolve` calls `flags`), as a
+compile command's flags do: include
 folders outside the project are dropped and flags Astra does not pass on are listed as ignored.
 """
 from __future__ import annotations
@@ -24,7 +25,6 @@ from functools import lru_cache
 from pathlib import Path
 
 from . import confine
-from .project import ProjectContext, from_arguments
 
 MAX_BYTES = 1 << 20           # a build file is a few pages
 TORCH_CMAKE_FLAGS = ("--expt-relaxed-constexpr", "--expt-extended-lambda")
@@ -55,25 +55,24 @@ def _read(f: Path) -> str | None:
         return None
 
 
-def context(path: str) -> ProjectContext:
-    """The context the nearest build files give `path` (empty where none says anything)."""
-    ctx = ProjectContext()
+def flags(path: str) -> list[tuple[list[str], Path, str]]:
+    """What the nearest build files give `path`: (compiler arguments, the folder they are relative
+    to, where they come from) per file, for `project.from_arguments`."""
+    out: list[tuple[list[str], Path, str]] = []
     for d in _folders(path):
         text = _read(d / "CMakeLists.txt")
         if text is not None and _FIND_TORCH.search(text):
-            ctx = ctx.merged(from_arguments(list(TORCH_CMAKE_FLAGS), cwd=d, source=path,
-                                            origin=f"{d / 'CMakeLists.txt'} (find_package(Torch): torch's CUDA flags)"))
+            out.append((list(TORCH_CMAKE_FLAGS), d, f"{d / 'CMakeLists.txt'} (find_package(Torch): torch's CUDA flags)"))
             break
     for d in _folders(path):
         text = _read(d / "setup.py")
         if text is None:
             continue
-        flags = setup_nvcc_flags(text, Path(path).resolve().relative_to(d).as_posix())
-        if flags:
-            ctx = ctx.merged(from_arguments(list(flags), cwd=d, source=path,
-                                            origin=f"{d / 'setup.py'} (extra_compile_args['nvcc'])"))
+        given = setup_nvcc_flags(text, Path(path).resolve().relative_to(d).as_posix())
+        if given:
+            out.append((list(given), d, f"{d / 'setup.py'} (extra_compile_args['nvcc'])"))
         break
-    return ctx
+    return out
 
 
 @lru_cache(maxsize=32)
@@ -136,4 +135,4 @@ def _strings(node: ast.expr | None, names: dict[str, ast.expr], depth: int = 0) 
     return None
 
 
-__all__ = ["context", "setup_nvcc_flags", "TORCH_CMAKE_FLAGS"]
+__all__ = ["flags", "setup_nvcc_flags", "TORCH_CMAKE_FLAGS"]

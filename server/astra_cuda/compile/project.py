@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
-from . import confine
+from . import buildfiles, confine
 from ..errors import AstraError
 
 # Flags that mean the same to NVRTC, nvcc and (where it matters) the CPU build; others from a
@@ -313,8 +313,8 @@ def resolve(path: str, *, cli: ProjectContext | None = None, settings: ProjectCo
     if db is not None:
         ctx = ctx.merged(from_compile_commands(db, path))
     elif discover:
-        from . import buildfiles
-        ctx = ctx.merged(buildfiles.context(path))
+        for args, folder, origin in buildfiles.flags(path):
+            ctx = ctx.merged(from_arguments(args, cwd=folder, origin=origin, source=path))
     return ctx
 
 
