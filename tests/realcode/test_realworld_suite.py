@@ -57,7 +57,8 @@ def mirror(tmp_path):
              "inc/common.cuh": '#pragma once\n#include "detail/more.cuh"\n#include <lib/cmath>\n',
              "include/lib/cmath": "#pragma once\n", "src/README": "not a header\n",
              "CMakeLists.txt": "find_package(Torch)\n", "docs/CMakeLists.txt": "\n", "src/setup.py": "\n",
-             "inc/detail/more.cuh": "#pragma once\n#define SCALE 2.0f\nBEGIN_NS\n\n#include <lib/gen.h>\n\nEND_NS\n",
+             "inc/detail/more.cuh": ("#pragma once\n#define SCALE 2.0f\n#define BEGIN_NS namespace demo {\n"
+                                     "#define END_NS }\nBEGIN_NS\n\n#include <lib/gen.h>\n\nEND_NS\n"),
              "include/lib/gen.h": "#pragma once\n", "include/lib/extra.h": "#pragma once\n",
              "inc/only_in_a_branch.cuh": "#pragma once\n", "inc/unused.cuh": "#pragma once\n",
              "docs/unrelated/other.cu": "__global__ void x() {}\n"}
