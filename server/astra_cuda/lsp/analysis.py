@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from lsprotocol import types
 
 from astra_cuda.lsp.convert import diagnostic, line_range, lsp_diagnostic, lsp_range, span_of
-from astra_cuda.lsp.runtime import DEBOUNCE_S, AstraServer, core, is_user_error, user_message
+from astra_cuda.lsp.runtime import DEBOUNCE_S, AstraServer, is_user_error, user_message
 
 if TYPE_CHECKING:
     from astra_cuda.gate.verdict import Verdict
@@ -71,6 +71,7 @@ def schedule(ls: AstraServer, uri: str, *, check: bool | str) -> None:
 
 
 async def analyze(ls: AstraServer, uri: str, gen: int, cancel: threading.Event, check: bool | str) -> None:
+    from astra_cuda import api
     await asyncio.sleep(DEBOUNCE_S)
     await ls.folders_known()
     st = ls.docs.get(uri)
@@ -91,12 +92,12 @@ async def analyze(ls: AstraServer, uri: str, gen: int, cancel: threading.Event, 
         snap = snap.with_context(ls.project(path))
         arch = await ls.call(ls.probe, ls.arch, snap.path)
         t0 = time.monotonic()
-        found = await ls.call(ls.static, core().diagnostics, snap, arch=arch)
+        found = await ls.call(ls.static, api.diagnostics, snap, arch=arch)
         static = [lsp_diagnostic(d, lines) for d in found]
         errors = sum(1 for d in found if d.severity == "error")
         ls.log_info(f"static check of {path}: {errors} error(s), {len(found) - errors} other diagnostic(s) "
                     f"in {time.monotonic() - t0:.1f} s — reproduce: "
-                    f"{core().command_line('check', snap, backend='static', arch=arch)}")
+                    f"{api.command_line('check', snap, backend='static', arch=arch)}")
     except Exception as e:
         ls.log_error(f"static diagnostics of {path} failed", traceback.format_exc())
         static = [error_diagnostic(e, lines, "Astra could not analyse this file")]
@@ -142,12 +143,13 @@ async def check_one(ls: AstraServer, st: DocState, snap: Snapshot, k: KernelInfo
                     lines: list[str]) -> list[types.Diagnostic] | None:
     """Diagnostics of one kernel's check; None when a newer save cancelled it (then the newer
     check owns the state, and this one changes nothing)."""
+    from astra_cuda import api
     ks = st.kernel(k.name)
     where = lsp_range(span_of(k.kernel.name_span))
     try:
         arch = await ls.call(ls.probe, ls.arch, snap.path)
         t0 = time.monotonic()
-        verdicts = await ls.call(ls.slow, core().check, snap, k.name, backend=ls.backend_for(snap.path),
+        verdicts = await ls.call(ls.slow, api.check, snap, k.name, backend=ls.backend_for(snap.path),
                                  arch=arch, cancel=cancel)
     except Exception as e:
         if cancel.is_set():
@@ -155,13 +157,13 @@ async def check_one(ls: AstraServer, st: DocState, snap: Snapshot, k: KernelInfo
         if not is_user_error(e):
             ls.log_error(f"checking {k.name} failed", traceback.format_exc())
         ls.log_info(f"check {k.name}: could not run: {user_message(e)} — reproduce: "
-                    f"{core().command_line('check', snap, k.name, backend=ls.backend_for(snap.path))}")
+                    f"{api.command_line('check', snap, k.name, backend=ls.backend_for(snap.path))}")
         ks.verdict, ks.verdict_error = None, user_message(e)
         return [error_diagnostic(e, lines, f"{k.name}: the check could not run", where)]
     if cancel.is_set():
         return None
     from astra_cuda import standing
-    again = core().command_line("check", snap, k.name, backend=ls.backend_for(snap.path))
+    again = api.command_line("check", snap, k.name, backend=ls.backend_for(snap.path))
     for v in verdicts:
         kst = st.kernel(v.kernel)
         kst.verdict, kst.verdict_error = v, ""

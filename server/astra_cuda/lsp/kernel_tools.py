@@ -13,13 +13,14 @@ from astra_cuda.lsp import answers
 from astra_cuda.lsp.convert import EditorSpan, span_of
 from astra_cuda.model import spec_help
 from astra_cuda.lsp.optimization import annotated, versioned_edit
-from astra_cuda.lsp.runtime import AstraServer, core, is_user_error, user_message
+from astra_cuda.lsp.runtime import AstraServer, is_user_error, user_message
 from astra_cuda.lsp.state import Guessed, Profiled
 
 __all__ = ["annotated", "profile", "pin", "spec_edit", "add_spec"]
 
 
 async def profile(ls: AstraServer, uri: str, name: str) -> dict[str, Any]:
+    from astra_cuda import api
     doc, snap = await ls.snapshot(uri)
     k = anchoring.find(snap.kernels, name) if snap is not None else None
     if snap is None or k is None:
@@ -28,11 +29,11 @@ async def profile(ls: AstraServer, uri: str, name: str) -> dict[str, Any]:
     ks.profiling = True
     ls.refresh_views()
     t0 = time.monotonic()
-    again = core().command_line("profile", snap, name, backend=ls.backend_for(snap.path)) + \
+    again = api.command_line("profile", snap, name, backend=ls.backend_for(snap.path)) + \
         (" --ncu" if ls.settings.profile_ncu else "")
     try:
         arch = await ls.call(ls.probe, ls.arch, snap.path)
-        profiles = await ls.call(ls.slow, core().profile, snap.with_context(ls.project(doc.path)), name,
+        profiles = await ls.call(ls.slow, api.profile, snap.with_context(ls.project(doc.path)), name,
                                  backend=ls.backend_for(snap.path), arch=arch,
                                  ncu=ls.settings.profile_ncu)
         p = profiles[0]  # one profile per selected kernel; we selected one
@@ -54,11 +55,12 @@ async def profile(ls: AstraServer, uri: str, name: str) -> dict[str, Any]:
 
 
 async def pin(ls: AstraServer, uri: str, name: str) -> dict[str, Any]:
+    from astra_cuda import api
     _, snap = await ls.snapshot(uri)
     try:
         if snap is None:
             raise RuntimeError(ls.state(uri).snapshot_error)
-        pinned = await ls.call(ls.fast, core().pin, snap, name)
+        pinned = await ls.call(ls.fast, api.pin, snap, name)
     except Exception as e:
         return ls.fail(f"pinning `{name}` failed: {user_message(e)}")
     msg = f"pinned the current `{name}` as the reference ({pinned.digest[:12]})"
@@ -68,6 +70,7 @@ async def pin(ls: AstraServer, uri: str, name: str) -> dict[str, Any]:
 
 async def spec_edit(ls: AstraServer, uri: str, name: str) -> tuple[types.WorkspaceEdit | None, str]:
     """The proposed spec comment, inserted above the kernel of this version of the document."""
+    from astra_cuda import api
     doc, snap = await ls.snapshot(uri)
     k = anchoring.find(snap.kernels, name) if snap is not None else None
     if snap is None or k is None:
@@ -75,7 +78,7 @@ async def spec_edit(ls: AstraServer, uri: str, name: str) -> tuple[types.Workspa
     t0 = time.monotonic()
     try:
         # the kernel is run under the draft before it is proposed: the pool that runs checks
-        proposal = await ls.call(ls.slow, core().infer_spec, snap.with_context(ls.project(doc.path)), name,
+        proposal = await ls.call(ls.slow, api.infer_spec, snap.with_context(ls.project(doc.path)), name,
                                  backend=ls.backend_for(snap.path))
     except Exception as e:
         return None, f"could not infer a spec for `{name}`: {user_message(e)}"
@@ -92,7 +95,7 @@ async def spec_edit(ls: AstraServer, uri: str, name: str) -> tuple[types.Workspa
     st.guesses = [g for g in st.guesses if g.kernel != name] + [
         Guessed(name, lines[g.line], g.note) for g in spec_help.guessed_lines(proposal.comment, proposal.notes)]
     ls.log_info(f"spec for {name} inferred in {time.monotonic() - t0:.1f} s, {len(st.guesses)} line note(s) on "
-                f"what was guessed — reproduce: {core().command_line('spec', snap, name)}")
+                f"what was guessed — reproduce: {api.command_line('spec', snap, name)}")
     return versioned_edit(uri, doc.version, at, text), ""
 
 

@@ -16,7 +16,7 @@ from astra_cuda.lsp import answers
 from astra_cuda.lsp import views
 from astra_cuda.progress import ProgressEvent
 from astra_cuda.lsp.convert import EditorSpan, lsp_range
-from astra_cuda.lsp.runtime import AstraServer, core, is_user_error, user_message
+from astra_cuda.lsp.runtime import AstraServer, is_user_error, user_message
 from astra_cuda.lsp.state import Optimization
 
 if TYPE_CHECKING:
@@ -34,11 +34,12 @@ def llm_config(ls: AstraServer, path: str) -> tuple[LLMConfig | None, str]:
     """None (the offline team) unless a model or endpoint is configured; with where the endpoint
     came from ('settings', a project file, 'default'). The folder's settings win over the
     project's [llm], key by key; the API key is only ever the user's."""
+    from astra_cuda import api
     eff = ls.effective(path)
 
     def v(key: str) -> Any:
         return eff[key].value
-    config: LLMConfig | None = core().llm_config(
+    config: LLMConfig | None = api.llm_config(
         model=v("llm.model"), base_url=v("llm.base_url"), api_key=ls.settings.llm_api_key or None,
         reasoning_effort=v("llm.reasoning_effort"), temperature=v("llm.temperature"),
         max_output_tokens=v("llm.max_tokens"), timeout_s=v("llm.timeout"))
@@ -60,13 +61,15 @@ def consent_needed(config: LLMConfig | None, source: str, consent: str | None) -
 
 
 def report_dir(path: str) -> str | None:
+    from astra_cuda import workspace
     try:
-        return str(core().workspace.ensure_astra_dir(path, "reports"))
+        return str(workspace.ensure_astra_dir(path, "reports"))
     except Exception:
         return None
 
 
 async def optimize(ls: AstraServer, uri: str, name: str, consent: str | None = None) -> dict[str, Any]:
+    from astra_cuda import api
     doc, snap = await ls.snapshot(uri)
     k = next((k for k in snap.kernels if k.name == name), None) if snap is not None else None
     if snap is None or k is None:
@@ -87,7 +90,7 @@ async def optimize(ls: AstraServer, uri: str, name: str, consent: str | None = N
     backend, rounds = eff["backend"].value, eff["budgets.rounds"].value
     tokens, seconds = eff["budgets.tokens"].value, eff["budgets.seconds"].value
     token = await ls.progress_begin(f"Astra: optimizing {name}", opt.cancel)
-    again = core().command_line("optimize", snap, name, backend=backend, rounds=rounds,
+    again = api.command_line("optimize", snap, name, backend=backend, rounds=rounds,
                                 llm="openai" if llm is not None else "offline")
     t0 = time.monotonic()
     ls.log_info(f"optimize {name}: started ({rounds} round(s), {'model ' + llm.model if llm else 'offline team'})")
@@ -100,7 +103,7 @@ async def optimize(ls: AstraServer, uri: str, name: str, consent: str | None = N
     ls.refresh_views()
     try:
         arch = await ls.call(ls.probe, ls.arch, snap.path)
-        result = await ls.call(ls.opt, core().optimize, snap.with_context(ls.project(doc.path)), name,
+        result = await ls.call(ls.opt, api.optimize, snap.with_context(ls.project(doc.path)), name,
                                rounds=rounds, llm=llm, backend=backend, arch=arch, tokens=tokens or None,
                                seconds=seconds or None,
                                progress=progress, cancel=opt.cancel, report=report_dir(doc.path))

@@ -15,7 +15,7 @@ import traceback
 import uuid
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
@@ -29,23 +29,14 @@ from astra_cuda.lsp import views
 from astra_cuda.lsp.state import DocState
 
 if TYPE_CHECKING:
-    from types import ModuleType
-
     from astra_cuda.compile.project import ProjectContext
     from astra_cuda.snapshot import Snapshot
 
 log = logging.getLogger("astra_cuda.lsp")
 T = TypeVar("T")
+P = ParamSpec("P")
 
 DEBOUNCE_S = 0.25  # saves closer together than this start one check
-
-
-def core() -> ModuleType:
-    """The core's facade, imported on first use: a broken core becomes a message, not a dead
-    server."""
-    import astra_cuda.api as api
-
-    return api
 
 
 def user_message(e: BaseException) -> str:
@@ -114,7 +105,8 @@ class AstraServer(LanguageServer):
 
     # ---- plumbing -------------------------------------------------------------------------
 
-    async def call(self, pool: ThreadPoolExecutor, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    async def call(self, pool: ThreadPoolExecutor, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """`fn(*args, **kwargs)` in `pool`, off the event loop (its arguments type-checked as a direct call's)."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(pool, functools.partial(fn, *args, **kwargs))
 
@@ -218,8 +210,9 @@ class AstraServer(LanguageServer):
         return doc, snap
 
     async def _read(self, text: str, path: str) -> tuple[Snapshot | None, str]:
+        from astra_cuda import api
         try:
-            return await self.call(self.fast, core().snapshot, text, path), ""
+            return await self.call(self.fast, api.snapshot, text, path), ""
         except Exception as e:
             if not is_user_error(e):
                 self.log_error(f"could not read the kernels of {path}", traceback.format_exc())
@@ -229,17 +222,20 @@ class AstraServer(LanguageServer):
 
     def apply_execution(self) -> None:
         """Untrusted workspace: nothing is built into a runnable module or run (the core's switch)."""
-        core().set_execution(self.settings.allow_execution, self.RESTRICTED)
+        from astra_cuda import api
+        api.set_execution(self.settings.allow_execution, self.RESTRICTED)
 
     def arch(self, path: str) -> str:
         """The architecture to compile `path` for: its folder's setting, else the project's
         configuration (astra.toml, .clangd, compile_flags.txt), else the GPU's own, else the
         default. Blocking (it may probe the backends): call it in an executor."""
-        return str(self.effective(path)["arch"].value or core().device_arch(contract.DEFAULT_ARCH))
+        from astra_cuda import api
+        return str(self.effective(path)["arch"].value or api.device_arch(contract.DEFAULT_ARCH))
 
     def machine_status(self) -> None:
         """Blocking: learn whether a GPU is here but not used (the probe is remembered a while)."""
-        s = core().gpu_setup()
+        from astra_cuda import api
+        s = api.gpu_setup()
         self.gpu_setup = None if s is None else {"problem": s.reason, "fix": s.fix}
 
     def settings_for(self, path: str) -> settings_mod.Settings:
@@ -253,8 +249,9 @@ class AstraServer(LanguageServer):
         """Every key of the project configuration for `path` (config.Value: value and source): its
         folder's settings where the user set them, else the project's astra.toml / [tool.astra],
         else the default — the precedence of the command line, whose flags stand for the settings."""
+        from astra_cuda import api
         from astra_cuda import config
-        return config.effective(core().project_config(path), self.settings_for(path).over_project())
+        return config.effective(api.project_config(path), self.settings_for(path).over_project())
 
     async def folders_known(self) -> None:
         """Wait (briefly) until the folders' settings were read once, so the first analysis of a
@@ -272,10 +269,9 @@ class AstraServer(LanguageServer):
         """The project context of `path`: its folder's settings (include paths, macros, standard),
         then the project's configuration files and the configured or nearest
         compile_commands.json. Raises AstraError for a bad setting."""
-        api = core()
-        ctx, cc = self.settings_for(path).project(str(api.workspace.root_for(path)))
-        context: ProjectContext = api.project_context(path, settings=ctx, compile_commands=cc)
-        return context
+        from astra_cuda import api, workspace
+        ctx, cc = self.settings_for(path).project(str(workspace.root_for(path)))
+        return api.project_context(path, settings=ctx, compile_commands=cc)
 
     # ---- what the client is told ------------------------------------------------------------
 
