@@ -13,6 +13,10 @@ Classes (issue 23):
   compile         Astra's compile refuses a file that nvcc compiles with the project's flags
   nvcc fails too  Astra's compile fails and so does nvcc (what nvcc misses is recorded: often a
                   header of a framework that is not installed, like torch/all.h)
+  external header Astra's compile fails and nvcc stops at a header the repository does not hold at
+                  its pin: one its build generates (TransformerEngine's string_code_*.h), a
+                  submodule not mounted or a dependency CMake downloads — the file cannot compile
+                  without building the project first
   needs a GPU     the CPU backend cannot run the kernel faithfully (its verdict is "unsupported":
                   static checks only); the GPU run decides
   false refusal   a check refuses a correct kernel: confirmed by hand in triage.toml, or a screen
@@ -34,7 +38,7 @@ HERE = Path(__file__).resolve().parent
 TRIAGE = HERE / "triage.toml"
 
 CLASSES = ("passed", "not fetched", "listing", "inference", "spec format", "compile", "nvcc fails too",
-           "needs a GPU", "false refusal", "check failed", "kernel bug", "timeout", "crash")
+           "external header", "needs a GPU", "false refusal", "check failed", "kernel bug", "timeout", "crash")
 
 # What a wrong spec does at run time (the gate's words for it).
 _SPEC_CAUSED = re.compile(r"the kernel crashed|out of bounds|outside (the|its) (buffer|shape)|beyond (the|its) (end|buffer|extent)|illegal (memory|address)|"
@@ -110,5 +114,5 @@ def _compile_class(rec: dict) -> str:
     if nv.get("ok") is True:
         return "compile"
     if nv.get("ok") is False:
-        return "nvcc fails too"
+        return "external header" if nv.get("outside_repository") else "nvcc fails too"
     return "compile"   # nvcc not available: Astra's refusal stands as Astra's

@@ -149,9 +149,12 @@ def resolve(inc: str, quoted: bool, including: str, include_dirs: tuple[str, ...
     return list(dict.fromkeys(p for p in hits if not p.startswith("../") and p in tree.files))
 
 
-def needed_files(kernels: list[Kernel], tree: Tree) -> set[str]:
+def needed_files(kernels: list[Kernel], tree: Tree, outside: set[str] | None = None) -> set[str]:
     """Every file the suite reads for these kernels (see the module's docstring); headers are
-    resolved with the union of their -I folders (an over-approximation costs a few files)."""
+    resolved with the union of their -I folders (an over-approximation costs a few files).
+    `outside` receives the #includes no file of the repository (with its mounts) can be: the
+    toolkit's, a framework's, and the headers its build generates or downloads."""
+    names = {posixpath.basename(p) for p in tree.files}
     dirs = tuple(dict.fromkeys(d for k in kernels for d in k.includes))
     todo: list[str] = []
     for k in kernels:
@@ -163,8 +166,13 @@ def needed_files(kernels: list[Kernel], tree: Tree) -> set[str]:
         batch = [p for p in dict.fromkeys(todo) if p not in seen]
         seen.update(batch)
         texts = tree.read(batch)
-        todo = [q for p in batch for inc, quoted in includes_of(texts.get(p, b""))
-                for q in resolve(inc, quoted, p, dirs, tree) if q not in seen]
+        todo = []
+        for p in batch:
+            for inc, quoted in includes_of(texts.get(p, b"")):
+                hits = resolve(inc, quoted, p, dirs, tree)
+                todo += [q for q in hits if q not in seen]
+                if not hits and outside is not None and posixpath.basename(inc) not in names:
+                    outside.add(inc)
     for k in kernels:
         d = posixpath.dirname(k.path)
         while True:
@@ -218,13 +226,15 @@ def fetch(m: Manifest, kernels: list[Kernel], mirrors: Path, cache: Path = CACHE
             index["repos"][key] = entry
             log(f"{key}: {entry['status']}")
             continue
-        needed = needed_files(ks, tree)
+        outside: set[str] = set()
+        needed = needed_files(ks, tree, outside)
         root = cache / repo.cache_name
         (root / ".git").mkdir(parents=True, exist_ok=True)
         files = tree.read(sorted(p for p in needed if not (root / p).exists()))
         written = _write(root, files)
         have = {p for p in needed if (root / p).exists()}
-        entry.update(status="ok", files=len(have), bytes=sum(tree.files[p][2] for p in have), problems=tree.problems)
+        entry.update(status="ok", files=len(have), bytes=sum(tree.files[p][2] for p in have), problems=tree.problems,
+                     outside=sorted(outside))
         index["repos"][key] = entry
         for k in ks:
             if k.path not in tree.files:
@@ -258,6 +268,18 @@ def status(cache: Path, k: Kernel) -> str:
     if said == "ok" and not (cache / k.repo.cache_name / k.path).is_file():
         return f"not fetched: {k.path} is missing from the cache"
     return said
+
+
+def outside_repository(cache: Path, k: Kernel, header: str) -> bool | None:
+    """Whether `header` (as an #include names it) is none of the repository's files at its pin
+    (None: the cache does not say)."""
+    index_path = cache / "fetch.json"
+    if not index_path.exists():
+        return None
+    entry = json.loads(index_path.read_text()).get("repos", {}).get(k.repo.key) or {}
+    if "outside" not in entry:
+        return None
+    return header in entry["outside"]
 
 
 def pack(cache: Path, dest: Path) -> int:

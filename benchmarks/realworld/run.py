@@ -275,7 +275,8 @@ def _stages(k: Kernel, r: Record, o: "Options", work: Path) -> None:
     s = _step(r, "check", ["check", str(f), "--kernel", name, "--backend", o.backend, *flags], o, work)
     if not _judge(r, s):
         if _compile_failure(r):
-            r.nvcc = o.nvcc_verdict(k, lambda: nvcc_compiles(k, _unedited(k, o, work), o.limit("nvcc")))
+            r.nvcc = _missing_header(o.nvcc_verdict(k, lambda: nvcc_compiles(k, _unedited(k, o, work),
+                                                                               o.limit("nvcc"))), k, o)
         return
     if o.stage == "check" or o.backend != "gpu":
         return
@@ -284,6 +285,16 @@ def _stages(k: Kernel, r: Record, o: "Options", work: Path) -> None:
             r.gpu["profile"] = {"error": "not timed: the run's budget was spent while it waited for the GPU"}
             return
         _gpu(k, r, o, work, f, name, flags)
+
+
+def _missing_header(verdict: dict, k: Kernel, o: "Options") -> dict:
+    """Where nvcc stops at a header it cannot find, which one, and whether the repository holds it
+    at all: one it does not (TransformerEngine's generated string_code_*.h, a submodule's
+    cudnn_frontend.h, a header CMake downloads) is outside what the suite can compile."""
+    m = re.search(r"fatal error: (\S+): No such file or directory", verdict.get("message") or "")
+    if verdict.get("ok") is not False or m is None:
+        return verdict
+    return {**verdict, "missing_header": m.group(1), "outside_repository": fetch.outside_repository(o.cache, k, m.group(1))}
 
 
 def _unedited(k: Kernel, o: "Options", work: Path) -> Path:

@@ -40,6 +40,8 @@ KERNEL = """#include "../inc/common.cuh"
 #if defined(NEVER) && \\
     defined(EVER)
 #include "../inc/only_in_a_branch.cuh"
+#include "generated/string_code.h"
+#include <cuda_runtime.h>
 #endif
 __global__ void scale(float* out, const float* in, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -122,6 +124,10 @@ def test_fetch_writes_the_kernels_file_and_every_header_it_reaches_and_reports_w
     assert kernels["demo:src/renamed.cu:scale"].startswith("not fetched: src/renamed.cu is not in owner/demo@")
     assert kernels["gone:k.cu:k"].startswith("not fetched: no mirror at")
     assert fetch.status(cache, m.kernels[2]).startswith("not fetched")
+    # the #includes no file of the repository can be: a generated header, not one it holds elsewhere
+    assert fetch.outside_repository(cache, m.kernels[0], "generated/string_code.h") is True
+    assert fetch.outside_repository(cache, m.kernels[0], "cuda_runtime.h") is True
+    assert fetch.outside_repository(cache, m.kernels[0], "unused.cuh") is False
     # a kernel whose include folders changed in the manifest since is stale (DeepSpeed's v2 kernels)
     assert fetch.status(cache, m.kernels[0]) == "ok"
     moved = dataclasses.replace(m.kernels[0], include=("include", "inc"))
@@ -178,6 +184,11 @@ def test_the_spec_goes_directly_above_the_kernel_or_its_template_line():
      "compile"),
     ({"failure": {"stage": "check", "check": "compile", "message": "does not compile"}, "nvcc": {"ok": False}},
      "nvcc fails too"),
+    # a header the repository does not hold at its pin (generated or downloaded by the build), and one it does
+    ({"failure": {"stage": "check", "check": "compile", "message": "does not compile"},
+      "nvcc": {"ok": False, "missing_header": "string_code_t.h", "outside_repository": True}}, "external header"),
+    ({"failure": {"stage": "check", "check": "compile", "message": "does not compile"},
+      "nvcc": {"ok": False, "missing_header": "ds_kernel_utils.h", "outside_repository": False}}, "nvcc fails too"),
     ({"failure": {"stage": "check", "check": "launch", "message": "the kernel crashed (SIGSEGV)"}}, "inference"),
     # template arguments the proposal chose that the file's own code refuses (one context, or nvcc's list)
     ({"failure": {"stage": "check", "check": "compile", "message": "error: static assertion failed (detected during:) "

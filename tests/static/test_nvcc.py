@@ -419,3 +419,26 @@ def test_nothing_of_the_users_reaches_nvccs_shell(tmp_path, monkeypatch):
     (err,) = errors(r)
     assert err.line == 1 and "nope" in err.message and str(f) not in err.message
     assert not [p for p in tmp_path.rglob("INJ*")]
+
+
+def test_a_header_found_nowhere_is_named_as_one_the_build_generates_or_fetches(tmp_path):
+    # TransformerEngine's generated string_code_*.h, a submodule's cudnn_frontend.h, sgl-kernel's
+    # header CMake downloads: the message says what such a header usually is and what to do
+    r = compile_file(tmp_path, '#include "string_code_transpose.h"\n' + PLAIN, ["scale"])
+    [e] = errors(r)
+    assert e.line == 0 and "string_code_transpose.h: No such file or directory" in e.message
+    assert "generates or downloads" in e.message and "-I" in e.message
+
+
+def test_a_device_lambda_compiles_with_the_flag_a_torch_cmake_project_gives(tmp_path):
+    # vLLM scaled_quant.cu: its CMake finds torch, whose CUDA flags include --expt-extended-lambda
+    from astra_cuda.compile import project
+    text = ("template <typename F> __device__ float apply(F f, float x) { return f(x); }\n"
+            "__global__ void k(float* out) { out[threadIdx.x] = apply([] __device__ (float v) { return 2 * v; }, 1.f); }\n")
+    (tmp_path / "proj" / ".git").mkdir(parents=True)
+    (tmp_path / "proj" / "CMakeLists.txt").write_text("find_package(Torch REQUIRED)\n")
+    assert not compile_file(tmp_path, text, ["k"]).ok
+    ctx = project.resolve(str(tmp_path / "proj" / "k.cu"), root=str(tmp_path / "proj"))
+    r = compile_file(tmp_path, text, ["k"], context=ctx)
+    assert r.ok, r.log
+    assert "--extended-lambda" in r.compiler

@@ -113,6 +113,13 @@ def front_diagnostics(log: str, user_path: str, compiler: str, code_prefix: str 
     return out
 
 
+_MISSING = re.compile(r"^(\S+): No such file or directory$")
+# A header found nowhere the compile looks: what such headers usually are, and what to do.
+NOT_FOUND = (" (not in the file's folder, the project's include folders or the CUDA toolkit: a header the "
+             "project's build generates or downloads — a git submodule, CMake's FetchContent — or one of a "
+             "library not installed here; give its folder with -I, or a compile_commands.json, once it exists)")
+
+
 def preprocessor_diagnostics(log: str, user_path: str, compiler: str,
                              places: Places | None = None) -> list[Diagnostic]:
     """The host preprocessor's errors (a header not found, or not readable: `Permission
@@ -124,6 +131,9 @@ def preprocessor_diagnostics(log: str, user_path: str, compiler: str,
             continue
         line, col = int(m.group("line") or 1) - 1, int(m.group("col") or 1) - 1
         msg = m.group("msg").strip()
+        missing = _MISSING.match(msg)
+        if missing and not missing.group(1).startswith("/"):
+            msg += NOT_FOUND
         sev = "warning" if m.group("sev") == "warning" else "error"
         if not same_file(m.group("path"), user_path):
             msg = _elsewhere(m.group("path"), line, msg, places or {})
