@@ -73,6 +73,7 @@ class Record:
     spec: str = ""                    # the comment Astra proposed (Astra's output, not the project's)
     spec_notes: list[str] = field(default_factory=list)
     gpu: dict = field(default_factory=dict)
+    cpu_optimize: dict = field(default_factory=dict)   # --backend cpu --stage optimize: what applies and passes the gate
     seconds: dict = field(default_factory=dict)
 
     @classmethod
@@ -278,7 +279,14 @@ def _stages(k: Kernel, r: Record, o: "Options", work: Path) -> None:
             r.nvcc = _missing_header(o.nvcc_verdict(k, lambda: nvcc_compiles(k, _unedited(k, o, work),
                                                                                o.limit("nvcc"))), k, o)
         return
-    if o.stage == "check" or o.backend != "gpu":
+    if o.stage == "check":
+        return
+    if o.backend != "gpu":   # the optimize stage on the CPU: which rewrites apply and pass the gate (no timing)
+        s = _step(r, "optimize", ["optimize", str(f), "--kernel", name, "--backend", "cpu", "--llm", "offline",
+                                  "--rounds", str(o.rounds), *flags], o, work)
+        res = s.out or {}
+        r.cpu_optimize = {"error": _short(s.error or str((res.get("error") or {}).get("message", "no answer")))} \
+            if "rounds" not in res else {"improved": res.get("improved"), **_tried(res)}
         return
     with o.timing:
         if o.deadline and time.monotonic() > o.deadline - 60:   # waited past the run's budget for the GPU
@@ -380,7 +388,16 @@ def _gpu(k: Kernel, r: Record, o: "Options", work: Path, f: Path, name: str, fla
                          "per_size": per_size(res.get("best")),
                          "bottleneck": ((res.get("baseline") or {}).get("profile") or {}).get("bottleneck"),
                          "device": ((res.get("best") or {}).get("profile") or {}).get("device"),
-                         "rounds": o.rounds, "tune": o.tune, "seconds": res.get("seconds")}
+                         "rounds": o.rounds, "tune": o.tune, "seconds": res.get("seconds"), **_tried(res)}
+
+
+def _tried(res: dict) -> dict:
+    """What the planner tried and what became of each idea, and what it passed over at the first
+    round and why (why a family did or did not fire on this kernel)."""
+    rounds = res.get("rounds") or []
+    return {"tried": [{"idea": (x.get("plan") or {}).get("idea"), "outcome": x.get("outcome"),
+                       "reason": _short(x.get("reason") or "", 300)} for x in rounds],
+            "passed_over": [_short(w, 160) for w in ((rounds[0].get("plan") or {}).get("skipped") or [])] if rounds else []}
 
 
 # ---- the run ----------------------------------------------------------------------------------
@@ -484,7 +501,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="Run the real-world suite through the new-user path.")
     ap.add_argument("--backend", default="cpu", choices=["cpu", "gpu"])
     ap.add_argument("--stage", choices=STAGES, help="the last stage to run (default: check on the CPU, "
-                    "optimize on a GPU)")
+                    "optimize on a GPU; optimize on the CPU says which rewrites apply and pass the gate, untimed)")
     ap.add_argument("--only", help="kernels whose id (repo:path:kernel) contains this; comma-separated alternatives")
     ap.add_argument("--shard", help="I/N: only the I-th of N equal parts of the selection (for one device call each)")
     ap.add_argument("--jobs", type=int, default=1, help="kernels at once (default 1)")
@@ -498,8 +515,8 @@ def main(argv=None) -> int:
                     help="multiply every step's time limit by F (a loaded machine; default 1)")
     a = ap.parse_args(argv)
     stage = a.stage or ("optimize" if a.backend == "gpu" else "check")
-    if a.backend == "cpu" and STAGES.index(stage) > STAGES.index("check"):
-        ap.error("profile and optimize need --backend gpu")
+    if a.backend == "cpu" and stage == "profile":
+        ap.error("profile needs --backend gpu (on the CPU, --stage optimize says which rewrites apply and pass the gate)")
     cache = Path(a.cache)
     fetch.unpack_if_needed(cache)
     m = load()

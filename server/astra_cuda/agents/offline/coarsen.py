@@ -27,15 +27,39 @@ from . import base, split_index, style
 from .base import Context, Rewrite, body
 from .tree import apply_edits, assigned_names, callee, calls, declared_names, line_indent, txt, walk
 from .tree import Edit
-from .vectorize import STRIDES, Vectorize, _squash, match_loop
+from .vectorize import STRIDES, Vectorize, index_form, match_loop
 
 BUILTINS = {"threadIdx", "blockIdx", "blockDim", "gridDim"}
 BARRIERS = ("sync", "__shfl", "__ballot", "__any", "__all", "__activemask", "__match", "__reduce", "atomic")
 STARTS = {s0 for s0, _ in STRIDES if "blockIdx" in s0}
 
 
-def _is_index(value: Node | None) -> bool:
-    return value is not None and _squash(value) in STARTS
+def _is_index(value: Node | None, block_names: frozenset[str] = frozenset()) -> bool:
+    return value is not None and index_form(value, block_names) in STARTS
+
+
+def fixed_block_names(root_node: Node, spec) -> frozenset[str]:
+    """Spellings of the launch's threads per block where the spec fixes them to one number K for
+    every case: the literal K and the file's `#define NAME K` (a kernel indexing with
+    `blockIdx.x * NUM_THREADS + threadIdx.x` launched with NUM_THREADS threads)."""
+    b = spec.block[0].strip() if spec is not None and spec.block else ""
+    if not b.isdigit():
+        return frozenset()
+    names = {b}
+    for n in walk(root_node):
+        if n.type == "preproc_def":
+            name, value = n.child_by_field_name("name"), n.child_by_field_name("value")
+            if name is not None and value is not None and txt(value).strip().strip("()u").strip() == b:
+                names.add(txt(name))
+    return frozenset(names)
+
+
+def _start_text(value: Node, block_names: frozenset[str]) -> str:
+    """The index expression as written, the names of the block size spelled `blockDim.x` (a
+    grid-stride loop must step by the launch it runs under, whatever tuning makes it)."""
+    edits = [Edit(n.start_byte - value.start_byte, n.end_byte - value.start_byte, "blockDim.x")
+             for n in walk(value) if n.type in ("identifier", "number_literal") and txt(n) in block_names]
+    return apply_edits(txt(value), edits) if edits else txt(value)
 
 
 def _unbraced(stmt: Node) -> list[Node]:
@@ -78,13 +102,16 @@ class _Elementwise:
         self.var, self.var_type, self.bound, self.start = var, var_type, bound, start
 
 
-def match_elementwise(fn: Node) -> _Elementwise | None:
+def match_elementwise(fn: Node, block_names: frozenset[str] = frozenset()) -> _Elementwise | None:
+    """`pre; T i = <global index>; mid; guard; work`. The index may cast (`(uint64_t)blockIdx.x *
+    ...`) and spell the block size as one of `block_names` (see fixed_block_names)."""
     stmts = [c for c in body(fn).named_children if c.type != "comment"]
     for k, st in enumerate(stmts):
         if st.type != "declaration":
             continue
         ds = st.children_by_field_name("declarator")
-        if len(ds) != 1 or ds[0].type != "init_declarator" or not _is_index(ds[0].child_by_field_name("value")):
+        if len(ds) != 1 or ds[0].type != "init_declarator" or \
+                not _is_index(ds[0].child_by_field_name("value"), block_names):
             continue
         var = txt(ds[0].child_by_field_name("declarator"))
         vtype = " ".join(w for w in txt(st.child_by_field_name("type")).split() if w != "const")
@@ -104,7 +131,7 @@ def match_elementwise(fn: Node) -> _Elementwise | None:
             work = rest[1:]
         else:
             return None
-        start = txt(ds[0].child_by_field_name("value"))
+        start = _start_text(ds[0].child_by_field_name("value"), block_names)
         return _Elementwise(pre, st, mid, rest[0], work, var, vtype, bound, start)
     return None
 
@@ -196,7 +223,7 @@ class Coarsen(base.Transform):
         kernel = model.kernel(ctx.kernel)
         if kernel is None or kernel.launch_bounds and block is not None:
             return None
-        el = match_elementwise(sc.kernel)
+        el = match_elementwise(sc.kernel, fixed_block_names(sc.root, spec))
         cover = None     # the element count, over the parameters, for a grid that must grow to it
         if el is not None:
             if not _safe(el, sc):

@@ -292,8 +292,19 @@ def div_up(grid: str, k: int, file_text: str = "") -> str:
                     return f"({mm.group(1).strip()} + {int(a) * k - 1}) / {int(a) * k}"
                 return f"({mm.group(1).strip()} + {a} * {k} - 1) / ({a} * {k})"
     dim3 = call is not None and call[0] == "dim3" or (re.fullmatch(r"[A-Za-z_]\w*", g) is not None and
-                                                      re.search(rf"\bdim3\s+{re.escape(g)}\b", file_text))
+                                                      _declared_dim3(file_text, g))
     x = f"dim3({g}).x" if dim3 else (g if re.fullmatch(r"[\w.]+", g) or call is not None else f"({g})")
     if own is not None:
         return f"{own}({x}, {k})"
     return f"({x} + {k - 1}) / {k}"
+
+
+def _declared_dim3(file_text: str, name: str) -> bool:
+    """The file declares `name` as a `dim3` (`dim3 grid(...)`, `dim3 block, grid;` ...)."""
+    from ... import source
+    from .tree import declared_name, txt, walk
+    if name not in file_text:
+        return False
+    r = source.parser().parse(file_text.encode("utf-8", "surrogateescape")).root_node
+    return any(n.type == "declaration" and txt(n.child_by_field_name("type")).split("::")[-1] == "dim3" and
+               any(declared_name(d)[0] == name for d in n.children_by_field_name("declarator")) for n in walk(r))

@@ -15,8 +15,22 @@ write index E1 along `y` (`... + y`: a warp writes with a stride — the slow pa
 the threads of a warp along `y`. Every (x, y) the original handled is read from IN[E2] and
 written to OUT[E1] exactly once, as before; only which thread moves it changes. The launch
 becomes blocks of 32 x 8 threads over a grid of 32 x 32 tiles (the spec and every launch site).
+
+The tiled-loop form of NVIDIA's samples is recognised too, where the block already covers a tile
+of T x T elements with T x R threads, each thread moving T / R elements down a loop:
+
+    int x = blockIdx.x * T + threadIdx.x;   int y = blockIdx.y * T + threadIdx.y;
+    int a = <index over x, y>;  ...                     (index helpers, none written again)
+    for (int i = 0; i < T; i += R) OUT[E1] = IN[E2];
+
+Each index is checked as a function (evaluated exactly at random points, not matched as text):
+the loop variable only shifts `y` (E(x, y, i) == E(x, y + i, 0)), E2 steps by one along `x` and
+E1 along `y`. The rewrite keeps the launch (it covers the same tile) and moves the tile through
+shared memory as above.
 """
 from __future__ import annotations
+
+import random
 
 from tree_sitter import Node
 
@@ -82,6 +96,8 @@ class Transpose(base.Transform):
                 "__shared__" in txt(sc.kernel) or any(True for _ in calls(body(sc.kernel))):
             return None
         stmts = [c for c in body(sc.kernel).named_children if c.type != "comment"]
+        if stmts and stmts[-1].type == "for_statement":
+            return _tile_loop(text, ctx, sc, spec, stmts)
         if len(stmts) != 3:
             return None
         dx, dy = _index_decl(stmts[0], "x"), _index_decl(stmts[1], "y")
@@ -162,3 +178,201 @@ class Transpose(base.Transform):
 def _param_names(fn: Node) -> list[str]:
     from .tree import declared_name, params
     return [n for n in (declared_name(p.child_by_field_name("declarator"))[0] for p in params(fn)) if n]
+
+
+# ---- the tiled-loop form (NVIDIA's samples) ------------------------------------------------------
+
+class _NotIndex(Exception):
+    pass
+
+
+def _value(n: Node, env: dict[str, int]) -> int:
+    """An integer index expression evaluated exactly (C's truncating / and % on the non-negative
+    values used here); _NotIndex for anything else."""
+    t = n.type
+    if t == "number_literal":
+        v = txt(n).rstrip("uUlL")
+        if not v.isdigit():
+            raise _NotIndex(v)
+        return int(v)
+    if t in ("identifier", "field_expression"):
+        if txt(n) not in env:
+            raise _NotIndex(txt(n))
+        return env[txt(n)]
+    if t == "parenthesized_expression" and len(n.named_children) == 1:
+        return _value(n.named_children[0], env)
+    if t == "cast_expression":
+        return _value(n.child_by_field_name("value"), env)
+    if t == "binary_expression":
+        a, b = _value(n.child_by_field_name("left"), env), _value(n.child_by_field_name("right"), env)
+        op = txt(n.child_by_field_name("operator"))
+        if op == "+":
+            return a + b
+        if op == "-":
+            return a - b
+        if op == "*":
+            return a * b
+        if op in ("/", "%") and b > 0 and a >= 0:
+            return a // b if op == "/" else a % b
+    raise _NotIndex(txt(n))
+
+
+def _constants(root_node: Node) -> dict[str, int]:
+    """`#define NAME <integer>` of the file."""
+    out = {}
+    for n in walk(root_node):
+        if n.type == "preproc_def":
+            name, value = n.child_by_field_name("name"), n.child_by_field_name("value")
+            v = txt(value).strip().strip("()").rstrip("uU") if value is not None else ""
+            if name is not None and v.isdigit():
+                out[txt(name)] = int(v)
+    return out
+
+
+def _number(n: Node | None, consts: dict[str, int]) -> int | None:
+    if n is None:
+        return None
+    t = txt(n).strip()
+    return int(t) if t.isdigit() else consts.get(t)
+
+
+def _tile_loop(text: str, ctx: Context, sc: base.Scope, spec, stmts: list[Node]) -> Rewrite | None:
+    consts = _constants(sc.root)
+    bx, by = (b.strip() for b in spec.block)
+    if not (bx.isdigit() and by.isdigit()):
+        return None
+    tile, rows = int(bx), int(by)
+    if tile > 64 or rows < 1 or tile % rows:
+        return None
+    loop, head = stmts[-1], stmts[:-1]
+    if len(head) < 2:
+        return None
+    axes = {}
+    for st, axis, along in ((head[0], "x", "blockIdx.x"), (head[1], "y", "blockIdx.y")):
+        if st.type != "declaration" or len(st.children_by_field_name("declarator")) != 1:
+            return None
+        d = st.children_by_field_name("declarator")[0]
+        v = d.child_by_field_name("value") if d.type == "init_declarator" else None
+        if v is None or v.type != "binary_expression" or txt(v.child_by_field_name("operator")) != "+":
+            return None
+        prod, tid = v.child_by_field_name("left"), v.child_by_field_name("right")
+        if txt(tid).replace(" ", "") != f"threadIdx.{axis}":
+            prod, tid = tid, prod
+        if txt(tid).replace(" ", "") != f"threadIdx.{axis}" or prod.type != "binary_expression" or \
+                txt(prod.child_by_field_name("operator")) != "*":
+            return None
+        factors = {txt(prod.child_by_field_name("left")).replace(" ", ""), txt(prod.child_by_field_name("right")).replace(" ", "")}
+        if along not in factors:
+            return None
+        (k,) = factors - {along} or {along}
+        if _number_text(k, consts) != tile and not (axis == "x" and k == "blockDim.x"):
+            return None
+        vtype = " ".join(w for w in txt(st.child_by_field_name("type")).split() if w != "const")
+        axes[axis] = (txt(d.child_by_field_name("declarator")), vtype)
+    (x, xtype), (y, ytype) = axes["x"], axes["y"]
+    mids = head[2:]
+    written = tree_assigned(body(sc.kernel))
+    mid_names = []
+    for st in mids:   # index helpers: declared once, never written again
+        if st.type != "declaration" or "__shared__" in txt(st):
+            return None
+        for d in st.children_by_field_name("declarator"):
+            if d.type != "init_declarator" or d.child_by_field_name("declarator").type != "identifier":
+                return None
+            mid_names.append(txt(d.child_by_field_name("declarator")))
+    if ({x, y} | set(mid_names)) & written:
+        return None
+    # for (int i = 0; i < T; i += R) OUT[E1] = IN[E2];
+    init, cond, upd = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update"))
+    if init is None or init.type != "declaration" or cond is None or upd is None:
+        return None
+    ds = init.children_by_field_name("declarator")
+    if len(ds) != 1 or ds[0].type != "init_declarator" or txt(ds[0].child_by_field_name("value")).strip() != "0":
+        return None
+    i = txt(ds[0].child_by_field_name("declarator"))
+    if cond.type != "binary_expression" or txt(cond.child_by_field_name("operator")) != "<" or \
+            txt(cond.child_by_field_name("left")) != i or _number(cond.child_by_field_name("right"), consts) != tile:
+        return None
+    if upd.type != "assignment_expression" or txt(upd.child_by_field_name("operator")) != "+=" or \
+            txt(upd.child_by_field_name("left")) != i or \
+            (_number(upd.child_by_field_name("right"), consts) != rows and txt(upd.child_by_field_name("right")) != "blockDim.y"):
+        return None
+    work = loop.child_by_field_name("body")
+    while work is not None and work.type == "compound_statement" and len(work.named_children) == 1:
+        work = work.named_children[0]
+    if work is None or work.type != "expression_statement" or work.named_children[0].type != "assignment_expression":
+        return None
+    assign = work.named_children[0]
+    left, right = assign.child_by_field_name("left"), assign.child_by_field_name("right")
+    if txt(assign.child_by_field_name("operator")) != "=" or left.type != "subscript_expression" or \
+            right.type != "subscript_expression":
+        return None
+    pointers = pointer_params(sc.kernel)
+    out, inp = txt(left.child_by_field_name("argument")), txt(right.child_by_field_name("argument"))
+    if out not in pointers or inp not in pointers or out == inp or pointers[out].const:
+        return None
+    scalars = [p for p in _param_names(sc.kernel) if p not in pointers]
+    e1, e2 = left.child_by_field_name("indices"), right.child_by_field_name("indices")
+    e1 = e1.named_children[0] if e1 is not None and e1.named_children else None
+    e2 = e2.named_children[0] if e2 is not None and e2.named_children else None
+    if e1 is None or e2 is None:
+        return None
+    mid_values = [(txt(d.child_by_field_name("declarator")), d.child_by_field_name("value"))
+                  for st in mids for d in st.children_by_field_name("declarator")]
+
+    def index(e: Node, xv: int, yv: int, iv: int, ps: dict[str, int]) -> int:
+        env = {**ps, **{k: v for k, v in consts.items()}, x: xv, y: yv, i: iv}
+        for name, v in mid_values:
+            env[name] = _value(v, env)
+        return _value(e, env)
+
+    rng = random.Random(29)
+    try:
+        for _ in range(12):
+            ps = {p: rng.randint(1, 5000) for p in scalars}
+            xv, yv, iv = rng.randint(0, 5000), rng.randint(0, 5000), rng.randint(0, 64)
+            for e in (e1, e2):
+                if index(e, xv, yv, iv, ps) != index(e, xv, yv + iv, 0, ps):
+                    return None
+            if index(e2, xv + 1, yv, 0, ps) - index(e2, xv, yv, 0, ps) != 1 or \
+                    index(e1, xv, yv + 1, 0, ps) - index(e1, xv, yv, 0, ps) != 1:
+                return None
+    except _NotIndex:
+        return None
+    elem = pointers[inp].elem
+    data = text.encode("utf-8")
+    ind = line_indent(data, stmts[0].start_byte)
+    inner = ind + "  "
+    helpers = "".join(f"{inner}{txt(st)}\n" for st in mids)
+    itype = txt(init.child_by_field_name("type"))
+
+    def fixed(xv: str, yv: str) -> str:
+        return (f"{inner}const {xtype} {x} = {xv};\n{inner}const {ytype} {y} = {yv};\n{helpers}"
+                f"{inner}const {itype} {i} = 0;   // each element at its own row of the tile\n")
+    new_body = (
+        f"{{\n{ind}// astra: through a {tile} x {tile} tile in shared memory, padded by one column (no bank "
+        f"conflicts):\n{ind}// a warp reads `{inp}` along `{x}` and writes `{out}` along `{y}`, both consecutive\n"
+        f"{ind}__shared__ {elem} astra_tile[{tile}][{tile + 1}];\n"
+        f"{ind}for (int astra_r = threadIdx.y; astra_r < {tile}; astra_r += blockDim.y) {{\n"
+        + fixed(f"blockIdx.x * {tile} + threadIdx.x", f"blockIdx.y * {tile} + astra_r") +
+        f"{inner}astra_tile[astra_r][threadIdx.x] = {inp}[{txt(e2)}];\n"
+        f"{ind}}}\n"
+        f"{ind}__syncthreads();\n"
+        f"{ind}for (int astra_r = threadIdx.y; astra_r < {tile}; astra_r += blockDim.y) {{\n"
+        + fixed(f"blockIdx.x * {tile} + astra_r", f"blockIdx.y * {tile} + threadIdx.x") +
+        f"{inner}{out}[{txt(e1)}] = astra_tile[threadIdx.x][astra_r];\n"
+        f"{ind}}}\n}}")
+    b = body(sc.kernel)
+    new = (data[:b.start_byte] + new_body.encode("utf-8") + data[b.end_byte:]).decode("utf-8")
+    return Rewrite("transpose", new, (
+        f"`{out}[…] = {inp}[…]` through a padded {tile} x {tile} shared-memory tile: reads along `{x}`, writes "
+        f"along `{y}`, both by consecutive threads (the launch, {tile} x {rows} threads per tile, is kept)",), {})
+
+
+def _number_text(t: str, consts: dict[str, int]) -> int | None:
+    return int(t) if t.isdigit() else consts.get(t)
+
+
+def tree_assigned(n: Node) -> set[str]:
+    from .tree import assigned_names
+    return assigned_names(n)

@@ -122,6 +122,30 @@ def _squash(n: Node | None) -> str:
     return "".join(txt(c) for c in walk(n) if c.child_count == 0 and c.type != "comment")
 
 
+def index_form(n: Node | None, block_names: frozenset[str] = frozenset()) -> str:
+    """`_squash` of an index expression with the types of its casts left out (`(uint64_t)blockIdx.x
+    * blockDim.x` reads as `blockIdx.x*blockDim.x`: the cast only widens the arithmetic) and the
+    names or literals in `block_names` (known to equal blockDim.x at every launch) read as
+    `blockDim.x`."""
+    if n is None:
+        return ""
+    out = []
+
+    def visit(m: Node) -> None:
+        if m.type == "comment":
+            return
+        if m.type == "cast_expression":
+            visit(m.child_by_field_name("value"))
+            return
+        if m.child_count == 0 or m.type == "number_literal":
+            out.append("blockDim.x" if txt(m) in block_names else txt(m))
+            return
+        for c in m.children:
+            visit(c)
+    visit(n)
+    return "".join(out)
+
+
 def match_loop(loop: Node, aliases: dict[str, str] | None = None) -> _Loop | None:
     """The loop, when it is a block- or grid-stride element loop. `aliases`: locals holding a
     thread index (`tid` for `threadIdx.x`), see base.index_aliases."""
@@ -136,7 +160,7 @@ def match_loop(loop: Node, aliases: dict[str, str] | None = None) -> _Loop | Non
     decls = init.children_by_field_name("declarator")
     if len(decls) != 1 or decls[0].type != "init_declarator":
         return None
-    start = _squash(decls[0].child_by_field_name("value"))
+    start = index_form(decls[0].child_by_field_name("value"))
     start = (aliases or {}).get(start, start)
     stride = next((st for s0, st in STRIDES if s0 == start), None)
     if stride is None and start.endswith(".thread_rank()"):   # a cooperative-groups tile or block
