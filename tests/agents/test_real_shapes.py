@@ -7,7 +7,7 @@ transpose whose indices are checked as functions (transpose). What only looks li
 alone. The rewrites that change what threads do pass the real gate on the CPU backend."""
 import pytest
 
-from astra_cuda import source, spec as spec_mod
+from astra_cuda.model import source, spec as spec_mod
 from astra_cuda.agents.offline import TRANSFORMS, context_from_text
 
 
@@ -16,7 +16,7 @@ def _apply(idea, text, kernel):
 
 
 def _gate(text, kernel, candidate):
-    from astra_cuda.evaluator import local_evaluator
+    from astra_cuda.execution.evaluator import local_evaluator
     try:
         from astra_cuda.backends.cpu import CpuBackend
         backend = CpuBackend()

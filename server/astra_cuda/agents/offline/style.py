@@ -301,8 +301,7 @@ def div_up(grid: str, k: int, file_text: str = "") -> str:
 
 def _declared_dim3(file_text: str, name: str) -> bool:
     """The file declares `name` as a `dim3` (`dim3 grid(...)`, `dim3 block, grid;` ...)."""
-    from ... import source
-    from .tree import declared_name, txt, walk
+    from .tree import declared_name, txt
     if name not in file_text:
         return False
     r = source.parser().parse(file_text.encode("utf-8", "surrogateescape")).root_node
