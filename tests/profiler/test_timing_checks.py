@@ -222,7 +222,10 @@ def test_a_reference_that_cheats_while_timed_invalidates_the_comparison():
     assert not p.valid and any("the reference's" in m for m in p.sizes[0].output_failures)
 
 
-def test_a_reference_faster_once_warm_is_flagged_not_the_candidate():
+def test_a_reference_faster_once_warm_is_noted_and_cannot_flatter_the_candidate():
+    """Issue 29: what the distribution rules find in the reference is not the candidate's doing (a
+    histogram's atomics run faster over its own earlier outputs): a note, not a refusal, and the
+    speedup is taken against the reference's fastest credible time."""
     memo: dict[bytes, np.ndarray] = {}
 
     def warm_reference(args, n):
@@ -232,8 +235,26 @@ def test_a_reference_faster_once_warm_is_flagged_not_the_candidate():
         memo[key] = True
         return 15.0 if hit else 25.0
     p, _ = profile(lambda a, n: silu(a) or 20.0, reference=warm_reference)
-    flags = p.sizes[0].implausible
-    assert not p.valid and flags and all(m.startswith("the reference's") for m in flags), flags
+    s = p.sizes[0]
+    assert not s.implausible, s.implausible
+    assert any(m.startswith("the reference") and "not held against the candidate" in m for m in s.notes), s.notes
+    assert s.speedup <= 15.0 / 20.0 * 1.02     # against the warm reference, never its cold 25 µs
+
+
+def test_a_reference_in_two_groups_is_compared_by_its_fast_group():
+    """A byte histogram's original on an H200: a quarter of its launches (an input set that contends
+    less) twice as fast. A steady rewrite is judged against the fast group, not the median."""
+    count = {"n": 0}
+
+    def contended(args, n):
+        count["n"] += 1
+        silu(args)
+        return 10.0 if count["n"] % 4 == 0 else 25.0
+    p, _ = profile(lambda a, n: silu(a) or 8.0, reference=contended)
+    s = p.sizes[0]
+    assert not s.implausible and p.valid, s.implausible
+    assert s.speedup == pytest.approx(10.0 / 8.0, rel=0.05)
+    assert any("two groups" in m for m in s.notes), s.notes
 
 
 def test_a_hiccup_of_the_machine_is_measured_again_not_held_against_the_kernel():

@@ -136,3 +136,19 @@ def judge(kernel: Series, other: Series | None, *, who: str = "the candidate",
                      f"{np.median(kernel.timed):.1f} µs" + (f"; {other_name} {100 * fo:.0f}%" if fo else "") +
                      ") — it remembers buffers or results between launches; the timing is not accepted")
     return flags
+
+
+def fastest(s: Series) -> float:
+    """The least of a kernel's credible times: the median of its timed launches, of their faster
+    group where they fall in two, of its launches once warm, and of those on fixed buffers. A
+    reference whose times move is compared by this, so its slow launches never flatter a rival."""
+    out = [float(np.median(s.timed))] if s.timed else []
+    m = modes(s.timed)
+    if m is not None:
+        out.append(m.fast_us)
+    st = step_down(s.loop)
+    if st is not None:
+        out.append(st.after_us)
+    if s.fixed:
+        out.append(float(np.median(s.fixed)))
+    return min(out) if out else float("inf")
