@@ -172,3 +172,24 @@ def test_the_general_launch_is_read_in_its_own_branch_and_only_its_constexpr_pat
     assert s.instantiate.replace(" ", "").endswith("twice<float>,false,false>")
     assert s.block == ("min(d, 1024)",)
     assert s.args["out"].shape == ("n", "d") and s.args["in"].shape == ("n", "d") and s.args["out"].output
+
+
+def test_a_launch_in_an_else_branch_sees_the_sizes_that_reach_it(project):
+    """exllamav2 cuda_vector_add_: `if (width % 8 == 0) { dim3 blockDim, gridDim; ... k8<<<..>>> }
+    else { dim3 blockDim, gridDim; blockDim.x = 32; gridDim.x = DIVIDE(width, 64); ... k<<<..>>> }`:
+    the else branch's own dim3s (set member by member) through the project's function-like macro,
+    and only widths that are not multiples of 8 reach that launch."""
+    project("add.cu", "#define DIVIDE(x, size) (((x) + (size) - 1) / (size))\n#define TX 32\n"
+                      "__global__ void add8(float* d, const float* s, int h, int w) {}\n"
+                      "__global__ void add1(float* d, const float* s, int h, int w) {\n"
+                      "  int x = blockIdx.x * TX + threadIdx.x;\n  if (x >= w) return;\n"
+                      "  for (int y = blockIdx.y * 16; y < min(blockIdx.y * 16 + 16, h); ++y) d[y * w + x] += s[x];\n}\n"
+                      "void add(float* d, const float* s, int h, int w) {\n"
+                      "  if (w % 8 == 0) {\n    dim3 blockDim, gridDim;\n    blockDim.x = 128;\n"
+                      "    gridDim.x = DIVIDE(w, 1024);\n    add8<<<gridDim, blockDim>>>(d, s, h, w);\n  } else {\n"
+                      "    dim3 blockDim, gridDim;\n    blockDim.x = TX;\n    gridDim.x = DIVIDE(w, TX);\n"
+                      "    gridDim.y = DIVIDE(h, 16);\n    add1<<<gridDim, blockDim>>>(d, s, h, w);\n  }\n}\n")
+    s, p = infer(project, "add.cu", "add1")
+    assert s.block == ("32",) and s.grid == ("(w + 32 - 1) / 32", "(h + 16 - 1) / 16")
+    assert "w % 8 != 0" in s.require and s.cases() and all(c["w"] % 8 for c in s.cases())
+    assert s.args["d"].shape == ("h", "w") and s.args["s"].shape == ("w",)

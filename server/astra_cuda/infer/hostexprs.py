@@ -40,6 +40,25 @@ def _is_int_type(node) -> bool:
     return node is not None and bool(node.text.decode().split()) and set(node.text.decode().split()) <= _INT_WORDS
 
 
+def function_macros(texts: list[str]) -> dict[str, str]:
+    """The project's function-like macros whose body is one expression (`#define DIVIDE(x, size)
+    (((x) + (size) - 1) / (size))`), keyed `NAME(x, size)` so they travel with the constants."""
+    out: dict[str, str] = {}
+    for text in texts:
+        root = source.parser().parse(text.encode("utf-8")).root_node
+        for d in (n for n in _walk(root) if n.type == "preproc_function_def"):
+            name, params, value = (d.child_by_field_name(f) for f in ("name", "parameters", "value"))
+            if name is None or params is None or value is None:
+                continue
+            body = value.text.decode().replace("\\\n", " ").strip()
+            expr = source.parse_expression(body)
+            if expr is None or expr.has_error or "#" in body:
+                continue
+            names = [c.text.decode() for c in params.named_children if c.type == "identifier"]
+            out.setdefault(f"{name.text.decode()}({', '.join(names)})", body)
+    return out
+
+
 class _HostExprs:
     """Host C++ launch expressions -> spec expressions over the sizes, read by their tree-sitter
     structure: host names become sizes through `mapping` (host expression text -> size name),
@@ -54,6 +73,12 @@ class _HostExprs:
             if node is not None:
                 self.mapping[_tokens(node)] = size
         self.constants = constants
+        # the project's function-like macros ride in `constants` as `NAME(a, b)` -> body (`function_macros`)
+        self.macros: dict[str, tuple[list[str], str]] = {}
+        for key, body in constants.items():
+            if "(" in key and key.endswith(")"):
+                name, _, params = key[:-1].partition("(")
+                self.macros[name] = ([x.strip() for x in params.split(",") if x.strip()], body)
 
     def spec(self, text: str, free: list[str] | None = None) -> str | None:
         """The spec expression for `text`, or None. With `free`, unknown plain names are kept
@@ -144,6 +169,16 @@ class _HostExprs:
                         return alias
             return f"({r})" if r is not None else None
         if t == "call_expression":
+            fn = node.child_by_field_name("function")
+            macro = self.macros.get(fn.text.decode()) if fn is not None and fn.type == "identifier" else None
+            args_node = node.child_by_field_name("arguments")
+            args = [a.text.decode() for a in args_node.named_children if a.type != "comment"] if args_node else []
+            if macro is not None and len(args) == len(macro[0]) and depth < _MAX_CONSTANT_DEPTH:
+                # `DIVIDE(width, NUM_THREADS_X * 2)`: the macro's body with its parameters replaced
+                inner = source.parse_expression(source._substitute(macro[1], {
+                    p: f"({a})" for p, a in zip(macro[0], args)}))
+                r = self._expr(inner, free, depth + 1) if inner is not None else None
+                return f"({r})" if r is not None else None
             return self._call(node, ex)
         if t == "conditional_expression":
             return self._min_max(node, ex)

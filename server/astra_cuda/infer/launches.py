@@ -229,6 +229,61 @@ def launcher_checks(model: SourceModel, function: str | None, before: int) -> li
     return out
 
 
+_NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
+
+
+def _negated(cond: str) -> str | None:
+    """`a % 8 != 0` for `a % 8 == 0`: a spec comparison with its operator reversed."""
+    import ast
+    try:
+        tree = exprs.parse(cond).body
+    except exprs.ExprError:
+        return None
+    if not isinstance(tree, ast.Compare) or len(tree.ops) != 1:
+        return None
+    op = next((o for o, cls in (("<", ast.Lt), ("<=", ast.LtE), (">", ast.Gt), (">=", ast.GtE), ("==", ast.Eq),
+                                ("!=", ast.NotEq)) if isinstance(tree.ops[0], cls)), None)
+    return f"{ast.unparse(tree.left)} {_NEGATED[op]} {ast.unparse(tree.comparators[0])}" if op else None
+
+
+def branch_conditions(model: SourceModel, site: LaunchSite, local: dict[str, str]) -> list[tuple[str, bool]]:
+    """(condition, taken) of each `if` the launch is written under: True in its `then` branch,
+    False in its `else` — the sizes the launcher sends this launch (`if (width % 8 == 0) k8<<<..>>>
+    else k<<<..>>>`: k sees only widths that are not multiples of 8). A `then` condition is split at
+    `&&`; a local flag (`use_vec = (d % 4 == 0)`) read as its value."""
+    tree = source.parser().parse(model.text.encode()).root_node
+    node = tree.descendant_for_byte_range(site.span.start_byte, site.span.start_byte)
+    out: list[tuple[str, bool]] = []
+    while node is not None:
+        parent = node.parent
+        if parent is not None and parent.type in ("if_statement", "else_clause") and parent.type == "else_clause":
+            node = parent   # `else { ... }`: the if_statement above decides
+            continue
+        if parent is not None and parent.type == "if_statement" and node in (
+                parent.child_by_field_name("consequence"), parent.child_by_field_name("alternative")):
+            taken = node == parent.child_by_field_name("consequence")
+            cond = parent.child_by_field_name("condition")
+            while cond is not None and cond.type in ("condition_clause", "parenthesized_expression") \
+                    and len(cond.named_children) == 1:
+                cond = cond.named_children[0]
+            if cond is not None and cond.type == "identifier" and cond.text.decode() in local:
+                cond = source.parse_expression(local[cond.text.decode()])
+                while cond is not None and cond.type == "parenthesized_expression" and len(cond.named_children) == 1:
+                    cond = cond.named_children[0]
+            stack = [cond] if cond is not None else []
+            while stack:
+                c = stack.pop()
+                while c.type == "parenthesized_expression" and len(c.named_children) == 1:
+                    c = c.named_children[0]
+                op = c.child_by_field_name("operator") if c.type == "binary_expression" else None
+                if taken and op is not None and op.type == "&&":
+                    stack += [c.child_by_field_name("right"), c.child_by_field_name("left")]
+                elif op is not None and op.type in _COMPARISONS:
+                    out.append((c.text.decode(), taken))
+        node = parent
+    return out
+
+
 def _condition(text: str, hx: _HostExprs) -> str | None:
     """A host comparison over the sizes as a spec condition, or None where a side is not a size."""
     node = source.parse_expression(text)
@@ -359,6 +414,12 @@ def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names:
                if c is not None and set(exprs.names(c)) <= known]
     for c in require:
         notes.append(f"`{c}`: the launcher checks it before it launches ({where}): required")
+    for text, taken in branch_conditions(model, site, local):
+        c = _condition(text, hx)
+        c = c if c is None or taken else _negated(c)
+        if c is not None and set(exprs.names(c)) <= known and c not in require:
+            require.append(c)
+            notes.append(f"`{c}`: the launch is written where the launcher's `if` has it so ({where}): required")
     strides = contiguous(kernel, site, local, size_names)
     relations, more = _relations(kernel, site, size_names, grid_values, set(strides), model)
     for name in more:

@@ -8,6 +8,7 @@ from ..model import access, dtypes, exprs, source
 from ..compile.project import ProjectContext
 from ..model.source import Kernel, SourceModel
 from ..model.syntax import walk as _walk
+from .hostexprs import function_macros
 from .launches import _launch_of, _pick_site, host_locals, value_of
 from . import structs
 from .program import Program
@@ -77,7 +78,8 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
     errors: list[str] = []
     program = Program(model, path, context)
     site, site_model = _pick_site(kernel, program)
-    constants = {**enumerators([*program.headers_beside(), *(m.text for m in program.models)]), **types.constants()}
+    constants = {**enumerators([*program.headers_beside(), *(m.text for m in program.models)]), **types.constants(),
+                 **function_macros([it.text for it in types.items if it.kind == "macro"])}
     around = dispatch_values(program, site, types.items)   # names dispatch macros define
     if site is not None and site_model is not None:
         # the launch's own file decides its names (`#define BLOCKSIZE_2STATE 256` in bitsandbytes' ops.cu)

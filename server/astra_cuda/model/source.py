@@ -945,7 +945,8 @@ def _dim3_var(ident: Node, fn: Node | None, fn_name: str | None, call: Node, roo
             scope.start_byte <= call.start_byte and call.end_byte <= scope.end_byte):
         return ConfigVar(name, None, line, "is not declared before the launch in a scope enclosing it")
     declared_at = {_declarator_name(dd)[1] for _, dd in _local_declarations(name, fn)}
-    changes = [n for n in _walk(fn) if n.type == "identifier" and n.text.decode() == name
+    # only uses in the declaration's own scope name it (another branch's `dim3 grid` is another variable)
+    changes = [n for n in _walk(scope) if n.type == "identifier" and n.text.decode() == name
                and n not in declared_at and _may_change(n)]
     members = _member_assignments(changes, scope, call)
     changed = next((n for n in changes if members is None or n.parent.parent not in members.values()), None)
