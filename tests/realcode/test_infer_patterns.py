@@ -193,3 +193,23 @@ def test_a_launch_in_an_else_branch_sees_the_sizes_that_reach_it(project):
     assert s.block == ("32",) and s.grid == ("(w + 32 - 1) / 32", "(h + 16 - 1) / 16")
     assert "w % 8 != 0" in s.require and s.cases() and all(c["w"] % 8 for c in s.cases())
     assert s.args["d"].shape == ("h", "w") and s.args["s"].shape == ("w",)
+
+
+def test_a_vector_type_named_in_the_body_is_followed_to_its_width(project):
+    """vLLM merge_attn_states: `using pack_128b_t = uint4;` inside the kernel, then
+    `reinterpret_cast<const pack_128b_t*>(head_ptr)[pack]`: 4 floats per access, so the heads'
+    extent is read and their stride gets its contiguous value (a free stride misaligned the packs)."""
+    project("merge.cu", "__global__ void merge(float* out, const float* in, const unsigned tokens,\n"
+                        "                      const unsigned heads, const unsigned head_size, const unsigned head_stride) {\n"
+                        "  using pack_t = uint4;\n  const unsigned pack = 16 / sizeof(float);\n"
+                        "  const unsigned per_head = head_size / pack;\n"
+                        "  const unsigned g = blockIdx.x * 128 + threadIdx.x;\n"
+                        "  if (g >= tokens * heads * per_head) return;\n"
+                        "  const unsigned th = g / per_head, p = g % per_head;\n"
+                        "  const float* src = in + th * head_stride;\n  float* dst = out + th * head_size;\n"
+                        "  reinterpret_cast<pack_t*>(dst)[p] = reinterpret_cast<const pack_t*>(src)[p];\n}\n"
+                        "void run(float* o, const float* i, unsigned t, unsigned h, unsigned d, unsigned s) {\n"
+                        "  merge<<<(t * h * (d / 4) + 127) / 128, 128>>>(o, i, t, h, d, s);\n}\n")
+    s, p = infer(project, "merge.cu", "merge")
+    assert s.args["in"].shape == ("tokens", "heads", "head_size") == s.args["out"].shape
+    assert s.args["head_stride"].value == "head_size" and "head_stride" not in s.sizes

@@ -103,6 +103,7 @@ class Analyzer:
                  helpers: dict[str, Node] | None = None, type_bytes: Callable[[str], int | None] | None = None):
         self.kernel = kernel
         self.type_bytes = type_bytes          # sizeof a type the table above does not know (`vec_n_t<T, 4>`)
+        self.aliases: dict[str, str] = {}     # the body's own `using` and `typedef` names
         self.helpers = helpers or {}          # device function name -> its definition (followed into)
         self.const = {p.name: p.is_const for p in kernel.params if p.is_pointer}
         self.depth = 0
@@ -173,6 +174,13 @@ class Analyzer:
             return done
         if t == "declaration":
             self.declaration(st)
+        elif t in ("alias_declaration", "type_definition"):   # `using pack_128b_t = uint4;` in the body
+            tn = st.child_by_field_name("type")
+            names = [st.child_by_field_name("name")] if t == "alias_declaration" else \
+                st.children_by_field_name("declarator")
+            for n in names:
+                if n is not None and tn is not None:
+                    self.aliases[n.text.decode()] = tn.text.decode()
         elif t == "expression_statement":
             for c in st.named_children:
                 self.expr(c)
@@ -409,6 +417,8 @@ class Analyzer:
     def _rescale(self, p: Ptr, spelled: str) -> Ptr:
         """A pointer of another element type over the same parameter (uint4* over halves)."""
         elem = " ".join(w for w in spelled.replace("*", " ").split() if w not in ("const", "volatile", "__restrict__"))
+        for _ in range(4):   # through the body's own aliases
+            elem = " ".join(w for w in self.aliases.get(elem, elem).split() if w not in ("const", "typename"))
         nbytes = VECTOR_BYTES.get(elem.split()[-1] if elem else "")
         if nbytes is None and self.type_bytes is not None and elem:
             nbytes = self.type_bytes(elem)
