@@ -247,7 +247,17 @@ def test_completion_and_hover_inside_the_spec():
     lines = TEXT.split("\n")
     row = next(i for i, t in enumerate(lines) if t.startswith("out   ="))
     col = lines[row].index('"half"') + 1
-    labels = [c.label for c in views.completion([k], types.Position(line=row, character=col))]
+    items = views.completion([k], types.Position(line=row, character=col))
+    labels = [c.label for c in items]
     assert "bfloat16" in labels and "float" in labels
+    # choosing an item replaces the string's whole text, wherever in it the cursor is
+    for at in (col, col + 2, col + 4):
+        edit = views.completion([k], types.Position(line=row, character=at))[1].text_edit
+        r = edit.range
+        assert (r.start.line, r.end.line) == (row, row) and lines[row][r.start.character:r.end.character] == "half"
+        assert edit.new_text == "bfloat16"
+    key = views.completion([k], types.Position(line=row, character=lines[row].index("shape") + 2))
+    r = key[0].text_edit.range
+    assert lines[row][r.start.character:r.end.character] == "shape"
     h = views.hover("u", [k], DocState(), types.Position(line=row, character=lines[row].index("shape") + 1))
     assert h is not None and "shape" in h.contents.value and "size expressions" in h.contents.value

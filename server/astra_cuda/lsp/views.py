@@ -360,7 +360,12 @@ def completion(kernels: Sequence[KernelInfo], position: types.Position) -> list[
             return [types.CompletionItem(
                 label=c.label, kind=kinds.get(c.kind), detail=c.detail,
                 documentation=types.MarkupContent(types.MarkupKind.Markdown, c.doc) if c.doc else None,
-                insert_text=c.insert or c.label,
+                # an edit of the word (or the string's text) under the cursor, not an insertion
+                # before it: choosing `bfloat16` inside `"float"` must not give `"bfloat16float"`
+                text_edit=types.TextEdit(types.Range(types.Position(position.line, c.replace[0]),
+                                                     types.Position(position.line, c.replace[1])),
+                                         c.insert or c.label) if c.replace else None,
+                insert_text=None if c.replace else c.insert or c.label,
                 insert_text_format=types.InsertTextFormat.Snippet if c.insert else types.InsertTextFormat.PlainText,
                 sort_text=f"{i:03d}") for i, c in enumerate(items)]
     return []

@@ -9,7 +9,7 @@ the file. The language server turns these into LSP types.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import dtypes, tomlpos
 from .source import Kernel
@@ -64,6 +64,7 @@ class Completion:
     detail: str = ""
     doc: str = ""
     insert: str = ""     # a snippet ($1, ${1:...}); '' means the label
+    replace: tuple[int, int] | None = None   # file columns on the cursor's line the item replaces
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,8 @@ class Where:
     key: str | None              # the key of the value the cursor is in (None: at a key position)
     in_string: bool              # inside a quoted string
     word: str                    # the identifier being typed
+    span: tuple[int, int] = (0, 0)   # file columns of what a chosen item replaces: the word under
+                                     # the cursor, or inside a string its whole text between the quotes
 
 
 def _body_position(kernel: Kernel, line: int, col: int) -> tuple[int, int] | None:
@@ -101,11 +104,21 @@ def where(kernel: Kernel, line: int, col: int) -> Where | None:
         m = re.match(r"\s*\[\s*([A-Za-z0-9_.-]+)\s*\]", text)
         if m:
             section = m.group(1).split(".")[0]
-    before = lines[pos[0]][:pos[1]]
+    text = lines[pos[0]]
+    before, after = text[:pos[1]], text[pos[1]:]
+    shift = col - pos[1]   # body columns -> file columns (the comment's first line starts mid-line)
     if re.match(r"\s*\[[A-Za-z0-9_]*$", before):
-        return Where("[", None, None, False, before.strip()[1:])
+        word = before.strip()[1:]
+        end = pos[1] + len(re.match(r"[A-Za-z0-9_]*", after).group(0))  # type: ignore[union-attr]
+        return Where("[", None, None, False, word, (shift + pos[1] - len(word), shift + end))
     word = re.search(r"[A-Za-z0-9_]*$", before).group(0)  # type: ignore[union-attr]
     in_string = before.count('"') % 2 == 1
+    if in_string:   # the string's whole text: choosing `bfloat16` in `"fl|oat"` gives `"bfloat16"`
+        start, close = before.rfind('"') + 1, after.find('"')
+        span = (shift + start, shift + pos[1] + (close if close >= 0 else len(after)))
+    else:
+        end = pos[1] + len(re.match(r"[A-Za-z0-9_]*", after).group(0))  # type: ignore[union-attr]
+        span = (shift + pos[1] - len(word), shift + end)
     plain = re.sub(r'"[^"]*"?', '""', before)   # strings blanked: their commas and braces do not count
     inline = None
     brace = plain.rfind("{")
@@ -120,7 +133,7 @@ def where(kernel: Kernel, line: int, col: int) -> Where | None:
         segment = "" if ch == "," and depth == 0 else segment + ch
     m = re.match(r"\s*\"?([A-Za-z0-9_]+)\"?\s*=", segment)
     key = m.group(1) if m else None
-    return Where(section, inline, key, in_string, word)
+    return Where(section, inline, key, in_string, word, span)
 
 
 def _size_names(kernel: Kernel) -> list[str]:
@@ -153,11 +166,16 @@ def _present(kernel: Kernel) -> set[tuple[str, ...]]:
 
 
 def completions(kernel: Kernel, line: int, col: int, sizes: list[str] | None = None) -> list[Completion]:
-    """What may be written at (line, col) inside the kernel's spec comment ([] outside it).
+    """What may be written at (line, col) inside the kernel's spec comment ([] outside it), each
+    with the columns of the cursor's line it replaces (the word, or a string's whole text).
     `sizes`: the size names the spec already defines (else read from the comment)."""
     w = where(kernel, line, col)
     if w is None:
         return []
+    return [replace(c, replace=w.span) for c in _completions(kernel, w, sizes)]
+
+
+def _completions(kernel: Kernel, w: Where, sizes: list[str] | None) -> list[Completion]:
     present = _present(kernel)
     if sizes is None:
         sizes = [p[1] for p in present if len(p) == 2 and p[0] == "sizes"]
