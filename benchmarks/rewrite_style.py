@@ -38,11 +38,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import astra_cuda  # noqa: E402
+from astra_cuda.compile import extract, project  # noqa: E402
 from astra_cuda.model import source  # noqa: E402
-from astra_cuda.agents.offline import TRANSFORMS, context_from_text  # noqa: E402
+from astra_cuda.agents.offline import TRANSFORMS, context_from_text, helpers  # noqa: E402
+from astra_cuda.errors import AstraError  # noqa: E402
 from astra_cuda.model.syntax import walk  # noqa: E402
+from realworld import manifest  # noqa: E402
 
 MIRRORS = Path("/work/.mirror")
+CACHE = ROOT / "benchmarks" / "realworld" / ".cache"
 SPECS = ROOT / "benchmarks" / "results" / "realworld-cpu.json"
 # what distinguishes a hand-written faster sibling's name from the plain kernel's
 SIBLING = re.compile(r"vec(tor(ized)?)?|v\d+|opt(imized)?\d?|fast|packed|x\d|half2?|float4|bf162", re.I)
@@ -102,16 +106,34 @@ def style_path(git: Path, commit: str, path: str, scratch: Path) -> str | None:
     return None
 
 
-def corpus(scratch: Path) -> list[tuple[str, str, str, str, str | None]]:
-    """(label, kernel, text, unedited text, path for the project's style): each example kernel,
-    and each suite kernel with its inferred spec pasted (the unedited file kept for finding
-    hand-written siblings)."""
+def project_headers(r: dict, text: str, kernels: dict) -> tuple[str, ...]:
+    """The project headers the suite file includes, read from the suite's cache of its repository
+    (`benchmarks/realworld/.cache`, fetch.py) with the manifest's include folders, as `astra
+    optimize` reads them; () where the cache does not hold the repository."""
+    k = kernels.get((r["repo"], r["path"], r["kernel"]))
+    if k is None:
+        return ()
+    root = CACHE / k.repo.cache_name
+    if not (root / k.path).is_file():
+        return ()
+    ctx = project.from_flags([str(root / d) for d in k.includes], k.macro_defines, k.standard, origin="suite")
+    try:
+        return extract.project_header_texts(source.parse(text, path=str(root / k.path)), str(root / k.path), ctx)
+    except AstraError:
+        return ()
+
+
+def corpus(scratch: Path) -> list[tuple[str, str, str, str, str | None, tuple[str, ...]]]:
+    """(label, kernel, text, unedited text, path for the project's style, the project headers'
+    texts): each example kernel, and each suite kernel with its inferred spec pasted (the unedited
+    file kept for finding hand-written siblings)."""
     out = []
     for f in sorted((ROOT / "examples").glob("*.cu")) + sorted((ROOT / "tests" / "agents" / "kernels").glob("*.cu")):
         text = f.read_text()
         label = str(f.relative_to(ROOT))
-        out += [(label, k.name, text, text, str(f)) for k in source.parse(text).kernels]
+        out += [(label, k.name, text, text, str(f), ()) for k in source.parse(text).kernels]
     records = json.loads(SPECS.read_text())["kernels"] if SPECS.exists() else []
+    kernels = {(k.repo.key, k.path, k.kernel): k for k in manifest.load().kernels}
     for r in records:
         if not r.get("spec_valid") or not r.get("spec"):
             continue
@@ -123,7 +145,7 @@ def corpus(scratch: Path) -> list[tuple[str, str, str, str, str | None]]:
         pasted = paste(text, r["kernel"], r["spec"])
         if pasted is not None:
             out.append((f"{r['repo']}:{r['path']}", r["kernel"], pasted, text,
-                        style_path(git, r["commit"], r["path"], scratch)))
+                        style_path(git, r["commit"], r["path"], scratch), project_headers(r, text, kernels)))
     return out
 
 
@@ -160,6 +182,24 @@ def hand_written(text: str, kernel: str) -> dict | None:
     return None
 
 
+def own_helpers(text: str, kernel: str, headers: tuple[str, ...]) -> set[str]:
+    """The names of the helpers the project defines (`offline/helpers.py`: element packs, load/store
+    and ceil-division helpers, in the file or its headers) that a rewrite could use."""
+    k = source.parse(text).kernel(kernel.split("::")[-1])
+    if k is None:
+        return set()
+    start = k.span.start_byte
+    names = {p.name for p in helpers.packs(text, start, headers)} | {m.name for m in helpers.movers(text, start, headers)}
+    names |= {helpers.ceil_div(text, headers)} - {None}   # type: ignore[arg-type]
+    return {n.split("::")[-1] for n in names}
+
+
+def used(a: str, b: str, names: set[str]) -> list[str]:
+    """The project's helpers the added lines call or name."""
+    new = "\n".join(ln for ln in b.split("\n") if ln not in set(a.split("\n")))
+    return sorted(n for n in names if re.search(rf"\b{re.escape(n)}\b", new))
+
+
 def local(label: str) -> bool:
     """Code written here (the examples, the transformations' test kernels), not public code."""
     return label.startswith(("examples/", "tests/"))
@@ -171,6 +211,8 @@ def main() -> int:
     ap.add_argument("--baseline", action="store_true", help="the transformations as written, no polish")
     ap.add_argument("--only", help="a substring of the labels to measure (a quick look)")
     ap.add_argument("--commit", help="the Astra commit measured, where its package is not a git checkout")
+    ap.add_argument("--no-headers", action="store_true",
+                    help="leave the project headers out (the file's own helpers only: main before 26's headers)")
     a = ap.parse_args()
     if a.baseline:
         def polish(text: str, original: str, path: str | None = None, root: str | None = None) -> str:
@@ -183,9 +225,10 @@ def main() -> int:
     scratch = Path(tempfile.mkdtemp(prefix="rewrite-style-"))
     items = [c for c in corpus(scratch) if not a.only or a.only in c[0]]
     styled = sum(1 for c in items if c[4] is not None and not local(c[0]))
-    for n, (label, kernel, text, unedited, where) in enumerate(items, 1):
+    for n, (label, kernel, text, unedited, where, headers) in enumerate(items, 1):
         print(f"[{time.monotonic() - t0:5.0f}s] {n}/{len(items)} {label} {kernel}", file=sys.stderr, flush=True)
-        ctx = context_from_text(kernel, text)
+        ctx = context_from_text(kernel, text, headers=() if a.no_headers else headers)
+        own = own_helpers(text, kernel, ctx.headers)
         ours: dict[str, int] = {}
         for name, t in TRANSFORMS.items():
             try:
@@ -198,7 +241,8 @@ def main() -> int:
                 continue
             row = {"file": label, "kernel": kernel, "added": added(text, offered),
                    "removed": added(offered, text), "prefixed": prefixed(text, offered),
-                   "comments": comments(text, offered)}
+                   "comments": comments(text, offered), "headers": len(headers),
+                   "project_helpers": used(text, offered, own)}
             rows[name].append(row)
             ours[name] = row["added"]
         if not local(label):
@@ -211,7 +255,8 @@ def main() -> int:
     def stats(r: list[dict]) -> dict:
         return {"applied": len(r), "added_median": median(x["added"] for x in r) if r else None,
                 "added_max": max((x["added"] for x in r), default=None),
-                "removed_median": median(x["removed"] for x in r) if r else None}
+                "removed_median": median(x["removed"] for x in r) if r else None,
+                "with_project_helpers": sum(1 for x in r if x.get("project_helpers"))}
     summary = {name: {**stats([x for x in r if not local(x["file"])]), "errors": len(rows[name]) - len(r),
                       "prefixed_median": median(x["prefixed"] for x in r),
                       "comments_median": median(x["comments"] for x in r),
@@ -219,11 +264,14 @@ def main() -> int:
                       "examples_added": {x["kernel"]: x["added"] for x in r if x["file"].startswith("examples/")}}
                for name, r in sorted(ok.items()) if r}
     seconds = time.monotonic() - t0
-    print(f"{len(items)} kernels ({styled} suite kernels in a project with a .clang-format), "
+    with_headers = sum(1 for c in items if c[5])
+    print(f"{len(items)} kernels ({styled} suite kernels in a project with a .clang-format, {with_headers} "
+          f"with project headers read from the suite's cache), "
           f"{sum(len(r) for r in ok.values())} applications, {seconds:.0f} s\n")
     def cell(st: dict) -> str:
         return "–" if not st["applied"] else \
-            f"{st['applied']}: +{st['added_median']:g} ({st['added_max']}) −{st['removed_median']:g}"
+            f"{st['applied']}: +{st['added_median']:g} ({st['added_max']}) −{st['removed_median']:g}" + \
+            (f", {st['with_project_helpers']} with the project's helpers" if st["with_project_helpers"] else "")
     print("| transformation | suite: applied: lines added median (max) −removed median | examples and offline tests: "
           "the same | new `astra_` names (median) | comments added |")
     print("|---|---:|---:|---:|---:|")
@@ -240,6 +288,7 @@ def main() -> int:
         commit = a.commit or subprocess.run(["git", "-C", str(Path(astra_cuda.__file__).parent), "rev-parse", "--short", "HEAD"],
                                 capture_output=True, text=True).stdout.strip()
         a.json.write_text(json.dumps({"astra_commit": commit, "polished": not a.baseline, "kernels": len(items),
+                                      "project_headers": not a.no_headers, "with_headers": with_headers,
                                       "with_clang_format": styled,
                                       "seconds": round(seconds), "summary": summary, "side_by_side": sides,
                                       "applications": rows}, indent=1) + "\n")

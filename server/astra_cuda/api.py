@@ -559,10 +559,12 @@ def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm:
         memory = Memory(workspace.ensure_astra_dir(path, "tuning"), info.kernel.name, content,
                         [r.sizes for r in rungs], gpu_model, fresh=fresh)
     limits = agents.Limits(max_seconds=seconds, max_tokens=tokens, **({} if tune is None else {"tune_points": tune}))
+    # the project headers' own helpers (element packs, load/store, ceil division) for the rewrites
+    headers = extract.project_header_texts(snap.model, path, job.context or ProjectContext())
     result = agents.optimize(text, path, info.kernel.name, evaluate, rounds=rounds, llm=llm, spec=info.spec,
                              gpu=gpu, runs_dir=runs_dir, cancel=cancel, progress=progress,
                              resume=run.id if run is not None else None, candidates=candidates, run_id=run_id,
-                             limits=limits, memory=memory)
+                             limits=limits, memory=memory, headers=headers)
     if write and result.improved:
         write_result(path, text, result.best)
     if report:

@@ -60,7 +60,7 @@ def optimize(text: str, path: str, kernel: str, evaluate: Callable[[str], Evalua
              runs_dir: str | Path | None = None, limits: Limits = Limits(),
              cancel: threading.Event | None = None, progress: Progress | None = None,
              resume: str | None = None, repairs: int = 2, candidates: int = 1,
-             run_id: str | None = None, memory: Memory | None = None) -> OptimizeResult:
+             run_id: str | None = None, memory: Memory | None = None, headers: tuple[str, ...] = ()) -> OptimizeResult:
     """Optimize `kernel` in the file text `text`.
 
     evaluate: file text -> Evaluation (gate + profiler; injected by astra_cuda.api).
@@ -73,10 +73,12 @@ def optimize(text: str, path: str, kernel: str, evaluate: Callable[[str], Evalua
     run_id: the new run's id (default: made from the time and the kernel).
     memory: where this kernel's tuning is remembered for the run's GPU model (None: nothing is
     recalled or kept).
+    headers: the texts of the project headers the file includes (their helpers: element packs,
+    load/store and ceil-division helpers a rewrite may use).
     """
     return _Run(text, path, kernel, evaluate, rounds=rounds, llm=llm, spec=spec, gpu=gpu, runs_dir=runs_dir,
                 limits=limits, cancel=cancel, progress=progress, resume=resume, repairs=repairs,
-                candidates=candidates, run_id=run_id, memory=memory).run()
+                candidates=candidates, run_id=run_id, memory=memory, headers=headers).run()
 
 
 class _Run:
@@ -85,12 +87,14 @@ class _Run:
     def __init__(self, text: str, path: str, kernel: str, evaluate: Callable[[str], Evaluation], *,
                  rounds: int, llm: LLMConfig | None, spec, gpu: str, runs_dir: str | Path | None, limits: Limits,
                  cancel: threading.Event | None, progress: Progress | None, resume: str | None, repairs: int,
-                 candidates: int, run_id: str | None, memory: Memory | None = None) -> None:
+                 candidates: int, run_id: str | None, memory: Memory | None = None,
+                 headers: tuple[str, ...] = ()) -> None:
         self.t0 = time.monotonic()
         deadline = self.t0 + limits.max_seconds if limits.max_seconds is not None else None
         # fails fast (e.g. no API key for OpenAI); the run's budgets bound every call
         self.client = LLMClient(llm, token_budget=limits.max_tokens, deadline=deadline) if llm is not None else None
         self.text, self.path, self.kernel, self.evaluate = text, path, kernel, evaluate
+        self.headers = headers
         self.rounds, self.llm, self.spec, self.gpu, self.limits = rounds, llm, spec, gpu, limits
         self.cancel = cancel or threading.Event()
         self.progress, self.resume, self.repairs = progress, resume, repairs
@@ -174,7 +178,7 @@ class _Run:
         s = self.s
         assert s is not None
         s.best, s.best_eval = candidate, evaluation
-        s.context = context_from_text(self.kernel, s.best, self.spec)  # the launch may have changed
+        s.context = context_from_text(self.kernel, s.best, self.spec, self.headers)  # the launch may have changed
         self.result.best, self.result.best_eval = s.best, s.best_eval
 
     # ---- the run -----------------------------------------------------------------------------
@@ -201,7 +205,7 @@ class _Run:
         planner = LLMPlanner(self.client) if self.client else OfflinePlanner()
         coder = LLMCoder(self.client, repairs=self.repairs) if self.client else OfflineCoder()
         self.s = Situation(self.kernel, str(self.path), self.text, self.text, base, base,
-                           context_from_spec(self.kernel, self.spec), describe_sizes(self.spec), self.gpu, self.history)
+                           context_from_spec(self.kernel, self.spec, self.headers), describe_sizes(self.spec), self.gpu, self.history)
         # Replay a resumed run's rounds: the best adopted candidate becomes the base again.
         for r in self.history:
             result.rounds.append(r)
@@ -311,7 +315,7 @@ class _Run:
             result.tuning_note = "no tuning: it compares timings, and speed is not measured here"
             return stopped
         if any(r.plan is None or r.plan.source != "offline" for r in result.rounds if r.adopted) or \
-                tuning.replay(self.text, self.kernel, [(i, p) for _, i, p in chain], self.spec) != s.best:
+                tuning.replay(self.text, self.kernel, [(i, p) for _, i, p in chain], self.spec, self.headers) != s.best:
             result.tuning_note = "no tuning: the adopted rewrites cannot be replayed with other parameters"
             return stopped
         deadline = self.t0 + limits.max_seconds if limits.max_seconds is not None else None
@@ -319,7 +323,7 @@ class _Run:
             best, best_eval, points, steps = tuning.tune(
                 self.text, self.kernel, chain, self.ev, s.best, s.best_eval, spec=self.spec, points=limits.tune_points,
                 min_gain=limits.min_gain, size_tolerance=limits.size_tolerance, deadline=deadline, cancel=self.cancel,
-                parallel=self.candidates,
+                parallel=self.candidates, headers=self.headers,
                 tell=lambda m: self.tell(len(result.rounds), "tune", s.best_eval.speedup, m))
         except InfrastructureError as e:   # the evaluations broke down: keep what the rounds found
             result.tuning_note = f"tuning stopped: {e.message}"
@@ -353,7 +357,7 @@ class _Run:
             result.memory_note = f"{what}: nothing searched again"
             return "remembered: no rewrite beat the original on this GPU model"
         try:
-            text = tuning.replay(self.text, self.kernel, entry.chain, self.spec)
+            text = tuning.replay(self.text, self.kernel, entry.chain, self.spec, self.headers)
         except Exception:   # noqa: BLE001 - a stored parameter a transformation cannot take
             text = None
         if text is None or text == self.text:

@@ -44,9 +44,10 @@ class TunePoint:
         return cls(**d)
 
 
-def replay(original: str, kernel: str, chain: list[tuple[str, dict]], spec=None) -> str | None:
+def replay(original: str, kernel: str, chain: list[tuple[str, dict]], spec=None,
+           headers: tuple[str, ...] = ()) -> str | None:
     """The file after applying `chain` [(idea, params)] to `original` in order (None when a step
-    no longer applies)."""
+    no longer applies); `headers`: the texts of the project headers the file includes."""
     text = original
     for idea, params in chain:
         t = TRANSFORMS.get(idea)
@@ -54,7 +55,7 @@ def replay(original: str, kernel: str, chain: list[tuple[str, dict]], spec=None)
             return None
         own = dict(params)
         how = own.pop(dispatch.KEY, None)   # the step was kept beside the version before it, by size
-        rw = t.apply(text, context_from_text(kernel, text, spec), own)
+        rw = t.apply(text, context_from_text(kernel, text, spec, headers), own)
         if rw is None:
             return None
         text = rw.text if how is None else dispatch.rebuild(text, rw.text, kernel, how)
@@ -63,13 +64,14 @@ def replay(original: str, kernel: str, chain: list[tuple[str, dict]], spec=None)
     return text
 
 
-def _neighbours(original: str, kernel: str, chain: list[tuple[str, dict]], j: int, spec) -> list[dict]:
+def _neighbours(original: str, kernel: str, chain: list[tuple[str, dict]], j: int, spec,
+                headers: tuple[str, ...] = ()) -> list[dict]:
     """Step j's alternative parameter points, as its transformation proposes them."""
-    before = replay(original, kernel, chain[:j], spec)
+    before = replay(original, kernel, chain[:j], spec, headers)
     if before is None:
         return []
     idea, params = chain[j]
-    ctx = context_from_text(kernel, before, spec)
+    ctx = context_from_text(kernel, before, spec, headers)
     own = dict(params)
     how = own.pop(dispatch.KEY, None)
     rw = TRANSFORMS[idea].apply(before, ctx, own)
@@ -88,7 +90,7 @@ def tune(original: str, kernel: str, chain: list[tuple[int, str, dict]], evaluat
          size_tolerance: float = 0.03,
          deadline: float | None = None, cancel: threading.Event | None = None,
          tell: Callable[[str], None] | None = None,
-         parallel: int = 1) -> tuple[str, Evaluation, list[TunePoint], list[tuple[int, str, dict]]]:
+         parallel: int = 1, headers: tuple[str, ...] = ()) -> tuple[str, Evaluation, list[TunePoint], list[tuple[int, str, dict]]]:
     """Search the parameters of `chain` [(round, idea, params)] around the adopted point.
     `parallel` points are evaluated at once (the executor spreads them over its GPUs); of a batch
     the fastest verified improvement is kept, so one point at a time is the plain greedy climb.
@@ -109,7 +111,7 @@ def tune(original: str, kernel: str, chain: list[tuple[int, str, dict]], evaluat
         moved = True
         while moved:   # climb: after a step's point improves, look around the new point
             moved = False
-            fresh = [alt for alt in _neighbours(original, kernel, plain, j, spec)]
+            fresh = [alt for alt in _neighbours(original, kernel, plain, j, spec, headers)]
             while fresh and not moved:
                 batch: list[tuple[dict, str, TunePoint]] = []
                 while fresh and len(batch) < parallel:
@@ -120,7 +122,7 @@ def tune(original: str, kernel: str, chain: list[tuple[int, str, dict]], evaluat
                         fresh = []
                         break
                     seen.append(alt)
-                    text = replay(original, kernel, plain[:j] + [(idea, alt)] + plain[j + 1:], spec)
+                    text = replay(original, kernel, plain[:j] + [(idea, alt)] + plain[j + 1:], spec, headers)
                     pt = TunePoint(rnd, idea, alt, "not applicable")
                     if text is None or text == best:
                         pt.reason = "the chain no longer applies with these parameters" if text is None else \

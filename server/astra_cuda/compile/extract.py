@@ -135,6 +135,21 @@ def header_reader(path: str, context: ProjectContext, notes: list[str] | None = 
                    [] if headers is None else headers, set(), policy)
 
 
+def project_header_texts(model: SourceModel, path: str, context: ProjectContext) -> tuple[str, ...]:
+    """The texts of the project headers the file includes, directly or through each other, in the
+    order a compiler reads them: only those a compiler of its unit may read (`header_reader`), each
+    at most once. For the offline transformations, which use the helpers a project already wrote."""
+    read: list[str] = []
+    header_reader(path, context, headers=read).items(model, path)
+    out = []
+    for h in read:
+        try:
+            out.append(files.read_source(h))
+        except AstraError:
+            continue   # the reader said why; a header it could not read holds no helper we may use
+    return tuple(out)
+
+
 @lru_cache(maxsize=128)
 def _header_model(path: str, text: str) -> SourceModel:
     """A project header's model, parsed once per content (every kernel of a file, and every

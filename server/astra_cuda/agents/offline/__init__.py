@@ -21,18 +21,19 @@ TRANSFORMS: dict[str, Transform] = {t.name: t for t in (
     BlockAtomic(), Privatize(), Transpose(), PackRows(), Rows(), Coarsen(), LaunchShape(), UnitStride(), Hoist(), Vectorize(16), Vectorize(8), Vectorize(4), WarpReduce(), FastMath(), UnrollVectorLoop(), RestrictLdg(), Unroll())}
 
 
-def context_from_spec(kernel: str, spec) -> Context:
+def context_from_spec(kernel: str, spec, headers: tuple[str, ...] = ()) -> Context:
     """Hints from the spec: the launch at the largest bench case (threads along x are the stride
     of block-stride loops), each integer scalar's value there, the buffers' element sizes, the
-    scalars' expressions and the template arguments (None-safe: no spec, no hints)."""
+    scalars' expressions and the template arguments (None-safe: no spec, no hints); `headers`:
+    the texts of the project headers the file includes, whose helpers a rewrite may use."""
     if spec is None:
-        return Context(kernel)
+        return Context(kernel, headers=headers)
     try:
         arg_bytes = {a.name: a.dtype.itemsize for a in spec.args.values() if a.pointer and a.param}
         scalars = {a.name: str(a.value).strip() for a in spec.args.values() if a.is_scalar and a.param}
         targs = dict(spec.template_args or {})
     except Exception:  # hints only: a spec problem is reported by the gate, not here
-        return Context(kernel)
+        return Context(kernel, headers=headers)
     try:
         cases = spec.bench_cases() or spec.cases()
         case = max(cases, key=spec.elements)
@@ -41,16 +42,16 @@ def context_from_spec(kernel: str, spec) -> Context:
         for a in spec.args.values():
             if a.is_scalar and a.param and not a.dtype.is_float:
                 rows[a.name] = int(spec.scalar(a.name, case))
-        return Context(kernel, block[0], rows, grid[0] * grid[1] * grid[2], targs, arg_bytes, scalars)
+        return Context(kernel, block[0], rows, grid[0] * grid[1] * grid[2], targs, arg_bytes, scalars, headers)
     except Exception:
-        return Context(kernel, template_args=targs, arg_bytes=arg_bytes, scalar_exprs=scalars)
+        return Context(kernel, template_args=targs, arg_bytes=arg_bytes, scalar_exprs=scalars, headers=headers)
 
 
-def context_from_text(kernel: str, text: str, fallback_spec=None) -> Context:
+def context_from_text(kernel: str, text: str, fallback_spec=None, headers: tuple[str, ...] = ()) -> Context:
     """The hints for a version of the file: its own spec (a rewrite may have changed the launch)."""
     from ...model import source
     from ...model.launch_change import spec_in
-    return context_from_spec(kernel, spec_in(source.parse(text), kernel) or fallback_spec)
+    return context_from_spec(kernel, spec_in(source.parse(text), kernel) or fallback_spec, headers)
 
 
 __all__ = ["TRANSFORMS", "Context", "Rewrite", "Transform", "context_from_spec", "context_from_text"]

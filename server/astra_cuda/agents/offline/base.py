@@ -35,6 +35,7 @@ class Context:
     template_args: dict[str, str] = field(default_factory=dict)  # template parameter -> argument
     arg_bytes: dict[str, int] = field(default_factory=dict)      # pointer arg -> element bytes (spec)
     scalar_exprs: dict[str, str] = field(default_factory=dict)   # scalar arg -> its spec expression
+    headers: tuple[str, ...] = ()   # the texts of the project headers the file includes (their helpers)
 
 
 @dataclass(frozen=True)

@@ -273,7 +273,7 @@ class Coarsen(base.Transform):
             grid, blk = [style.spec_div_up(g, ept)], list(spec.block)
 
             def host(site):
-                return style.div_up(site.grid, ept, text), site.block
+                return style.div_up(site.grid, ept, text, ctx.headers), site.block
         else:
             per = block * ept
             grid, blk = [style.spec_regrid(g, b, per)], [str(block)]

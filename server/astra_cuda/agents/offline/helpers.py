@@ -1,7 +1,11 @@
-"""The file's own helpers, found by their structure, so that a rewrite uses what the project
+"""The project's own helpers, found by their structure, so that a rewrite uses what the project
 already wrote instead of code of its own (issue 26): an element pack (`aligned_vector<T, N>`,
-`vec_n_t`, `AlignedArray`: a struct holding one array of N elements, aligned to its whole size)
-and a ceil-division helper (`ceil_div`, `DIVUP`: a function or macro returning `(a + b - 1) / b`).
+`vec_n_t`, `AlignedArray`: a struct holding one array of N elements, aligned to its whole size),
+a ceil-division helper (`ceil_div`, `DIVUP`: a function or macro returning `(a + b - 1) / b`) and
+load/store helpers (`ld128`/`st128`, an `__ldg` wrapper: a function moving one value between a
+register and memory in one access, `Mover`). They are looked for in the file, then in the project
+headers it includes (`headers`: their texts, as `extract.header_reader` reads them — only what a
+compiler of the unit may read), in that order.
 
 A helper is taken only where its definition shows it does exactly what the rewrite needs — by
 the definition's tree, never by its name — and is visible where the rewrite uses it; anything
@@ -11,7 +15,8 @@ the result as it verifies every rewrite.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from tree_sitter import Node
@@ -207,31 +212,197 @@ def _kernel_namespaces(root: Node, kernel: Node) -> tuple[str, ...]:
 
 
 @lru_cache(maxsize=64)
-def packs(text: str, kernel_start: int) -> tuple[Pack, ...]:
-    """The element packs defined in `text` before the kernel starting at byte `kernel_start`,
-    named as that kernel writes them; templates first (they fit any element type)."""
+def _kernel_at(text: str, kernel_start: int) -> tuple[str, ...]:
     root = _parse(text)
     kernel = root.descendant_for_byte_range(kernel_start, kernel_start)
     while kernel is not None and kernel.type != "function_definition":
         kernel = kernel.parent
-    kernel_ns = _kernel_namespaces(root, kernel) if kernel is not None else ()
-    found = []
-    for n in walk(root):
-        if n.type == "struct_specifier" and n.end_byte <= kernel_start:
-            p = _pack(n, kernel_ns)
-            if p is not None:
-                found.append(p)
+    return _kernel_namespaces(root, kernel) if kernel is not None else ()
+
+
+@lru_cache(maxsize=256)
+def _packs_in(text: str, before: int | None, kernel_ns: tuple[str, ...]) -> tuple[Pack, ...]:
+    root = _parse(text)
+    return tuple(p for n in walk(root) if n.type == "struct_specifier" and (before is None or n.end_byte <= before)
+                 for p in [_pack(n, kernel_ns)] if p is not None)
+
+
+def packs(text: str, kernel_start: int, headers: tuple[str, ...] = ()) -> tuple[Pack, ...]:
+    """The element packs defined in `text` before the kernel starting at byte `kernel_start`, then
+    those of the project headers it includes, named as that kernel writes them; templates first
+    (they fit any element type)."""
+    kernel_ns = _kernel_at(text, kernel_start)
+    found = [*_packs_in(text, kernel_start, kernel_ns), *(p for h in headers for p in _packs_in(h, None, kernel_ns))]
     return tuple(sorted(found, key=lambda p: not p.params))
 
 
-def pack_for(text: str, kernel_start: int, elem: str, count: int, count_expr: str) -> tuple[str, str] | None:
-    """The file's own type for `count` elements of `elem` moved in one access, spelled for the
+def pack_for(text: str, kernel_start: int, elem: str, count: int, count_expr: str,
+             headers: tuple[str, ...] = ()) -> tuple[str, str] | None:
+    """The project's own type for `count` elements of `elem` moved in one access, spelled for the
     kernel, and the name of its array member; or None."""
-    for p in packs(text, kernel_start):
+    for p in packs(text, kernel_start, headers):
         t = p.spelled(elem, count, count_expr)
         if t is not None:
             return t, p.member
     return None
+
+
+# ---- load and store helpers ------------------------------------------------------------------------
+
+# A helper's one statement (after any `static_assert`), its parameters named v (the value) and p
+# (the pointer), C a fixed type it moves: what it does, by its tree's tokens.
+_LOAD = (r"v=\*p;", r"v=__ldg\(p\);", r"\*reinterpret_cast<(?P<c>\w+)\*>\(&v\)=\*reinterpret_cast<const (?P=c)\*>\(p\);",
+         r"\*reinterpret_cast<(?P<c>\w+)\*>\(&v\)=__ldg\(reinterpret_cast<const (?P=c)\*>\(p\)\);")
+_LOAD_VALUE = (r"return\*p;", r"return__ldg\(p\);")
+_STORE = (r"\*p=v;", r"\*reinterpret_cast<(?P<c>\w+)\*>\(p\)=\*reinterpret_cast<(const )?(?P=c)\*>\(&v\);")
+
+
+@dataclass(frozen=True)
+class Mover:
+    """A load or store helper: it moves one value between a register and memory in one access.
+    `load`: `f(v, p)` sets v to *p; `load_value`: `v = f(p)`; `store`: `f(v, p)` (or `f(p, v)`
+    where `value_first` is False) sets *p to v. A template moves any type (`width` bytes when it
+    moves them through a fixed type, `int4` say), a plain function its own `type`; `cached`: it
+    reads through `__ldg`, the read-only cache, so only memory the kernel never writes may be
+    read with it."""
+
+    name: str
+    kind: str
+    value_first: bool = True
+    type: str | None = None
+    width: int | None = None
+    cached: bool = False
+
+    direct: bool = False   # applies `__ldg` to the type itself: only CUDA's own types have one
+
+    def moves(self, typ: str, nbytes: int) -> bool:
+        """Whether it moves one `typ` (of `nbytes`) in one access."""
+        if self.direct and typ not in SIZES:
+            return False
+        if self.type is not None:
+            return self.type == typ and (self.width is None or self.width == nbytes)
+        return self.width is None or self.width == nbytes
+
+    def load(self, register: str, pointer: str) -> str:
+        """The statement loading `*pointer` into `register` (a `load_value` is an assignment)."""
+        return f"{register} = {self.name}({pointer});" if self.kind == "load_value" else \
+            f"{self.name}({register}, {pointer});"
+
+    def store(self, register: str, pointer: str) -> str:
+        return f"{self.name}({register}, {pointer});" if self.value_first else f"{self.name}({pointer}, {register});"
+
+
+def _param(p: Node) -> tuple[str, str, bool, str] | None:
+    """(name, base type, const, 'value' | 'ref' | 'pointer') of a simple parameter, else None."""
+    t, d = p.child_by_field_name("type"), p.child_by_field_name("declarator")
+    if p.type != "parameter_declaration" or t is None or d is None:
+        return None
+    const = any(c.type == "type_qualifier" and txt(c) == "const" for c in p.children)
+    how = {"identifier": "value", "reference_declarator": "ref", "pointer_declarator": "pointer"}.get(d.type)
+    if how is None:
+        return None
+    name = d if d.type == "identifier" else next((c for c in d.named_children if c.type == "identifier"), None)
+    if name is None or (how == "pointer" and d.child_by_field_name("declarator") != name):
+        return None
+    return txt(name), txt(t), const, how
+
+
+def _mover(fn: Node, tparams: list[str]) -> Mover | None:
+    d = fn.child_by_field_name("declarator")
+    if d is None or d.type != "function_declarator":
+        return None
+    name, plist = d.child_by_field_name("declarator"), d.child_by_field_name("parameters")
+    if name is None or name.type != "identifier" or plist is None:
+        return None
+    params = [_param(p) for p in plist.named_children if p.type != "comment"]
+    if any(p is None for p in params) or len(tparams) > 1:
+        return None
+    body = fn.child_by_field_name("body")
+    stmts = [s for s in body.named_children if s.type not in ("comment", "static_assert_declaration")] \
+        if body is not None else []
+    if len(stmts) != 1:
+        return None
+    types = {p[1] for p in params if p is not None}
+    if len(types) != 1:
+        return None
+    typ = next(iter(types))
+    if (typ in tparams) == (typ in SIZES):   # the template's parameter, or a fixed type of known size
+        return None
+    ret = fn.child_by_field_name("type")
+    kinds = {p[3]: p for p in params if p is not None}
+    if len(params) == 1 and set(kinds) == {"pointer"} and kinds["pointer"][2] and ret is not None and txt(ret) == typ:
+        roles, forms, kind = {kinds["pointer"][0]: "p"}, _LOAD_VALUE, "load_value"
+    elif len(params) == 2 and "pointer" in kinds and len(kinds) == 2 and ret is not None and txt(ret) == "void":
+        (vname, _, vconst, vhow), (pname, _, pconst, _) = next(p for p in params if p and p[3] != "pointer"), kinds["pointer"]
+        roles = {vname: "v", pname: "p"}
+        if vhow == "ref" and not vconst and pconst:
+            forms, kind = _LOAD, "load"
+        elif not pconst:
+            forms, kind = _STORE, "store"
+        else:
+            return None
+    else:
+        return None
+    canon = _canon(stmts[0], {**roles, **{t: "T" for t in tparams}})
+    m = next((m for m in (re.fullmatch(f, canon) for f in forms) if m is not None), None)
+    if m is None:
+        return None
+    c = m.groupdict().get("c")
+    if c is not None and c not in SIZES:
+        return None
+    widths = {SIZES[c]} if c is not None else set()
+    widths |= {SIZES[typ]} if typ in SIZES else set()
+    for a in (s for s in body.named_children if s.type == "static_assert_declaration"):   # type: ignore[union-attr]
+        size = re.match(r"static_assert\(sizeof\(T\)==(\d+)[,)]", _canon(a, {t: "T" for t in tparams}))
+        if size is None:
+            return None   # a condition this reading does not follow
+        widths.add(int(size.group(1)))
+    if len(widths) > 1:
+        return None
+    width = next(iter(widths), None)
+    value_first = kind != "store" or next(i for i, p in enumerate(params) if p and p[3] != "pointer") == 0
+    return Mover(txt(name), kind, value_first, None if typ in tparams else typ, width, "__ldg" in canon,
+                 "__ldg(p)" in canon)
+
+
+@lru_cache(maxsize=256)
+def _movers_in(text: str, kernel_ns: tuple[str, ...]) -> tuple[Mover, ...]:
+    out = []
+    for n in walk(_parse(text)):
+        if n.type != "function_definition":
+            continue
+        tmpl = n.parent if n.parent is not None and n.parent.type == "template_declaration" else None
+        tparams: list[str] = []
+        if tmpl is not None:
+            plist = tmpl.child_by_field_name("parameters")
+            for p in plist.named_children if plist is not None else ():
+                if p.type != "type_parameter_declaration" or p.named_child_count != 1:
+                    tparams = ["", ""]   # anything but one plain type parameter: not read
+                    break
+                tparams.append(txt(p.named_children[0]))
+        where = _namespaces(tmpl or n)
+        if where is None or any(c.type == "storage_class_specifier" and txt(c) == "static" for c in n.children):
+            continue
+        m = _mover(n, tparams)
+        if m is not None:
+            out.append(replace(m, name=_qualified(m.name, where, kernel_ns)))
+    return tuple(out)
+
+
+def movers(text: str, kernel_start: int, headers: tuple[str, ...] = ()) -> tuple[Mover, ...]:
+    """The load/store helpers the kernel starting at byte `kernel_start` of `text` can call: the
+    file's own (before the kernel), then its project headers', named as the kernel writes them."""
+    kernel_ns = _kernel_at(text, kernel_start)
+    head = text.encode("utf-8")[:kernel_start].decode("utf-8", "ignore")
+    return (*_movers_in(head, kernel_ns), *(m for h in headers for m in _movers_in(h, kernel_ns)))
+
+
+def mover(found: tuple[Mover, ...], kind: str, typ: str, nbytes: int, read_only: bool) -> Mover | None:
+    """The first helper that loads (`kind` 'load': either form) or stores one `typ` of `nbytes`;
+    one reading through the read-only cache only for memory the kernel never writes."""
+    kinds = ("load_value", "load") if kind == "load" else ("store",)
+    return next((m for k in kinds for m in found if m.kind == k and m.moves(typ, nbytes)
+                 and (read_only or not m.cached)), None)
 
 
 # ---- ceil division ---------------------------------------------------------------------------------
@@ -275,11 +446,8 @@ def _macro_ceil_div(m: Node) -> str | None:
     return txt(name) if _canon(_strip(expr), dict(zip(params, "ab"))) in CEIL_DIV else None
 
 
-@lru_cache(maxsize=64)
-def ceil_div(text: str) -> str | None:
-    """The name of the file's own ceil-division helper visible at file scope — a function (or
-    function template) of two parameters returning `(a + b - 1) / b`, or a macro expanding to
-    it — else None."""
+@lru_cache(maxsize=256)
+def _ceil_div_in(text: str) -> str | None:
     root = _parse(text)
     for n in walk(root):
         if n.type == "preproc_function_def" and _namespaces(n) == ():
@@ -294,9 +462,20 @@ def ceil_div(text: str) -> str | None:
     return None
 
 
-@lru_cache(maxsize=64)
-def defined_functions(text: str) -> frozenset[str]:
-    """The names of the functions and function-like macros `text` defines."""
+def ceil_div(text: str, headers: tuple[str, ...] = ()) -> str | None:
+    """The name of the project's ceil-division helper visible at file scope — a function (or
+    function template) of two parameters returning `(a + b - 1) / b`, or a macro expanding to
+    it — in the file, else in the headers it includes; else None."""
+    return next((f for f in (_ceil_div_in(t) for t in (text, *headers)) if f is not None), None)
+
+
+def defined_functions(text: str, headers: tuple[str, ...] = ()) -> frozenset[str]:
+    """The names of the functions and function-like macros `text` and its headers define."""
+    return frozenset().union(*(_defined_in(t) for t in (text, *headers)))
+
+
+@lru_cache(maxsize=256)
+def _defined_in(text: str) -> frozenset[str]:
     root = _parse(text)
     out = set()
     for n in walk(root):

@@ -403,7 +403,7 @@ class Rows(base.Transform):
             a = base.substitute(rows_expr, args) if all(side_effect_free(x) for x in args.values()) else None
             if a is None:
                 return None
-            g = f"dim3({style.div_up(a, r, text)})" if r > 1 else f"dim3({style.strip_parens(a)})"
+            g = f"dim3({style.div_up(a, r, text, ctx.headers)})" if r > 1 else f"dim3({style.strip_parens(a)})"
             return g, f"dim3({t}, {r})"
 
         kedits = [(kernel.span.start_byte, kernel.span.end_byte, k2.text)]

@@ -29,7 +29,7 @@ from tree_sitter import Node
 from . import base, helpers
 from .base import Context
 from .tree import Edit, apply_edits, declared_name, is_lvalue, line_indent, txt, walk
-from .vectorize import CHUNK, Handle, _squash, _strip, handles
+from .vectorize import CHUNK, Handle, _squash, _strip, handles, read_only
 
 MUTATING = {"assignment_expression", "update_expression"}
 
@@ -151,9 +151,11 @@ def match(work: list[Node], var: str, hs: dict[str, Handle]) -> Split | None:
     return Split(lane, divisor, prefix, store, accesses)
 
 
-def emit(text: str, el, sp: Split, hs: dict[str, Handle], width: int, kernel_start: int = 0) -> tuple[str, int]:
+def emit(text: str, el, sp: Split, hs: dict[str, Handle], width: int, kernel_start: int = 0,
+         headers: tuple[str, ...] = (), unwritten: frozenset[str] | set[str] = frozenset()) -> tuple[str, int]:
     """The kernel text with `decl; mid; guard; work` replaced by the vector-step loop, and the
-    elements per step. Registers are the file's own element pack where it has one (vectorize.py)."""
+    elements per step. Registers are the project's own element pack where it has one, moved by
+    its own load/store helpers where it has them (vectorize.py)."""
     data = text.encode("utf-8")
     size = hs[sp.accesses[0][1]].size
     vec = width // size
@@ -164,8 +166,12 @@ def emit(text: str, el, sp: Split, hs: dict[str, Handle], width: int, kernel_sta
 
     def reindent(st: Node, to: str) -> str:
         return to + txt(st).replace("\n" + line_indent(data, st.start_byte), "\n" + to)
-    packs = {a: helpers.pack_for(text, kernel_start, hs[a].elem, vec, "astra_vec") for _, a, _ in sp.accesses}
+    packs = {a: helpers.pack_for(text, kernel_start, hs[a].elem, vec, "astra_vec", headers) for _, a, _ in sp.accesses}
     own = all(p is not None for p in packs.values())
+    found = helpers.movers(text, kernel_start, headers)
+
+    def move(kind: str, arr: str) -> helpers.Mover | None:
+        return helpers.mover(found, kind, packs[arr][0] if own else chunk, width, arr in unwritten)  # type: ignore[index]
     regs: dict[tuple[str, str], str] = {}
     loads: list[str] = []
     lhs = _strip(sp.store.child_by_field_name("left"))
@@ -176,19 +182,29 @@ def emit(text: str, el, sp: Split, hs: dict[str, Handle], width: int, kernel_sta
         if _same(n, lhs) or (arr, idx) in regs:
             continue
         regs[(arr, idx)] = f"astra_v{len(regs)}"
+        h, reg = move("load", arr), regs[(arr, idx)]
         if own:
             t = packs[arr][0]  # type: ignore[index]
-            loads.append(f"{i1}const {t} {regs[(arr, idx)]} = *reinterpret_cast<const {t}*>(&{arr}[{idx}]);")
+            src = f"reinterpret_cast<const {t}*>(&{arr}[{idx}])"
+            loads.append(f"{i1}const {t} {reg} = *{src};" if h is None else
+                         f"{i1}const {t} {reg} = {h.name}({src});" if h.kind == "load_value" else
+                         f"{i1}{t} {reg};\n{i1}{h.load(reg, src)}")
             continue
-        loads.append(f"{i1}alignas(16) {hs[arr].elem} {regs[(arr, idx)]}[astra_vec];\n"
-                     f"{i1}*reinterpret_cast<{chunk}*>({regs[(arr, idx)]}) = "
-                     f"*reinterpret_cast<const {chunk}*>(&{arr}[{idx}]);")
+        src = f"reinterpret_cast<const {chunk}*>(&{arr}[{idx}])"
+        loads.append(f"{i1}alignas(16) {hs[arr].elem} {reg}[astra_vec];\n" +
+                     (f"{i1}*reinterpret_cast<{chunk}*>({reg}) = *{src};" if h is None else
+                      f"{i1}{h.load(f'*reinterpret_cast<{chunk}*>({reg})', src)}"))
     out_arr, out_idx = next((a, i) for n, a, i in sp.accesses if _same(n, lhs))
     rhs = sp.store.child_by_field_name("right")
     value = data[rhs.start_byte:rhs.end_byte]
     for n, arr, idx in sorted((x for x in sp.accesses if not _same(x[0], lhs)), key=lambda x: -x[0].start_byte):
         value = value[:n.start_byte - rhs.start_byte] + element(arr, regs[(arr, idx)]).encode() + \
             value[n.end_byte - rhs.start_byte:]
+    st = move("store", out_arr)
+    t_out = packs[out_arr][0] if own else chunk  # type: ignore[index]
+    dst, reg_out = f"reinterpret_cast<{t_out}*>(&{out_arr}[{out_idx}])", "astra_s" if own else f"*reinterpret_cast<{chunk}*>(astra_s)"
+    put = st.store(reg_out, dst) if st is not None else \
+        f"*{dst} = astra_s;" if own else f"*{dst} = *reinterpret_cast<const {chunk}*>(astra_s);"
     aligned = " &&\n".join(f"{i2}reinterpret_cast<size_t>(&{a}[{i}]) % {width} == 0"
                            for a, i in dict.fromkeys((a, i) for _, a, i in sp.accesses))
     prefix = "\n".join(reindent(st, i1) for st in sp.prefix)
@@ -218,8 +234,7 @@ def emit(text: str, el, sp: Split, hs: dict[str, Handle], width: int, kernel_sta
            f"{i1}alignas(16) {hs[out_arr].elem} astra_s[astra_vec];\n") +
         f"{i1}#pragma unroll\n"
         f"{i1}for (int astra_k = 0; astra_k < astra_vec; ++astra_k) {element(out_arr, 'astra_s')} = {value.decode()};\n"
-        + (f"{i1}*reinterpret_cast<{packs[out_arr][0]}*>(&{out_arr}[{out_idx}]) = astra_s;\n" if own else  # type: ignore[index]
-           f"{i1}*reinterpret_cast<{chunk}*>(&{out_arr}[{out_idx}]) = *reinterpret_cast<const {chunk}*>(astra_s);\n") +
+        + f"{i1}{put}\n" +
         f"{ind}}}\n"
         f"{ind}// astra: element by element: the last partial step, every step where `{sp.divisor}` is not a "
         f"multiple of {vec},\n{ind}// and a thread's steps from its first misaligned one on\n"
@@ -242,7 +257,7 @@ def apply(text: str, ctx: Context, sc: base.Scope, el, width: int) -> tuple[str,
     sp = match(el.work, el.var, hs)
     if sp is None or width // hs[sp.accesses[0][1]].size < 2 or width % hs[sp.accesses[0][1]].size:
         return None
-    new, vec = emit(text, el, sp, hs, width, sc.kernel.start_byte)
+    new, vec = emit(text, el, sp, hs, width, sc.kernel.start_byte, ctx.headers, read_only(sc.kernel, hs))
     arrays = ", ".join(f"`{a}`" for a in dict.fromkeys(a for _, a, _ in sp.accesses))
     return new, (f"one element per thread with the index split by `{sp.divisor}` (`/`, `%`) became a grid-stride "
                  f"loop of {vec}-element steps: the row values once per step, {width}-byte accesses to {arrays} "

@@ -260,18 +260,18 @@ def spec_regrid(grid: str, block: str, per: int) -> str:
     return f"cdiv({g} * {bl}, {per})"
 
 
-def div_up(grid: str, k: int, file_text: str = "") -> str:
+def div_up(grid: str, k: int, file_text: str = "", headers: tuple[str, ...] = ()) -> str:
     """C++ for ceil(grid / k) at a launch site, as the file would write it: a ceil-division of a
     literal folded (`(n + 255) / 256` -> `(n + 1023) / 1024`, `ceil_div(n, 256)` ->
     `ceil_div(n, 1024)`), else the file's own helper, else `(grid + k - 1) / k`; a grid that may
     be a `dim3` keeps its `.x`. The file's helper is one whose definition is a ceil division
-    (`helpers.ceil_div`), whatever its name."""
+    (`helpers.ceil_div`), whatever its name, in the file or the project headers it includes."""
     g = strip_parens(grid)
     call = _split_call(g)
-    own = helpers.ceil_div(file_text) if file_text else None
+    own = helpers.ceil_div(file_text, headers) if file_text or headers else None
     if call is not None and len(call[1]) == 2 and (
             call[0] == own or call[0].split("::")[-1] in CEIL_DIV_HELPERS
-            and call[0].split("::")[-1] not in helpers.defined_functions(file_text)):
+            and call[0].split("::")[-1] not in helpers.defined_functions(file_text, headers)):
         # the file's ceil-division (a helper of a well-known name it does not define otherwise):
         # ceil(ceil(x / b) / k) == ceil(x / (b * k)) for x >= 0, b, k >= 1
         b = _int(call[1][1])

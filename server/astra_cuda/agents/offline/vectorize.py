@@ -393,6 +393,32 @@ def _barrier_calls(sc: base.Scope) -> set[str]:
     return out
 
 
+def read_only(fn: Node, hs: dict[str, Handle]) -> set[str]:
+    """The handles into memory the kernel cannot write: a `const` pointee the kernel never casts
+    away (no `const_cast`, no C cast naming it) — what a read-only-cache (`__ldg`) helper may read."""
+    def pointers(v: Node | None) -> set[str]:
+        """The handles a cast's operand is (`p`, `p + k`, `&p[i]`), as their parameters."""
+        v = None if v is None else _strip(v)
+        if v is None:
+            return set()
+        if v.type == "identifier":
+            return {hs[txt(v)].root} if txt(v) in hs else {txt(v)}
+        if v.type == "binary_expression":
+            return pointers(v.child_by_field_name("left")) | pointers(v.child_by_field_name("right"))
+        if v.type == "pointer_expression" and txt(v.child(0)) == "&":
+            a = _strip(v.child_by_field_name("argument"))
+            return pointers(a.child_by_field_name("argument")) if a.type == "subscript_expression" else set()
+        return set()
+    consts = {n for n, p in base.pointer_params(fn).items() if p.const}
+    for n in walk(body(fn)):
+        if n.type == "cast_expression":
+            consts -= pointers(n.child_by_field_name("value"))
+        elif n.type == "call_expression" and txt(n.child_by_field_name("function")).startswith("const_cast"):
+            args = n.child_by_field_name("arguments")
+            consts -= pointers(args.named_children[0] if args is not None and args.named_children else None)
+    return {a for a, h in hs.items() if h.root in consts}
+
+
 def _touches(loop: Node, hs: dict[str, Handle]) -> tuple[set[str], set[str]]:
     """(parameters the loop writes, parameters it reads) through the handles."""
     w, r = set(), set()
@@ -494,7 +520,8 @@ class Vectorize(base.Transform):
                 n = ctx.row_elements[txt(m.bound)]
                 if n // vec < ctx.block_threads // 8 and vec > 2:
                     continue
-            code = _emit(m, plan, hs, vec, width, data, counter, (text, fn.start_byte), taken)
+            code = _emit(m, plan, hs, vec, width, data, counter, (text, fn.start_byte), taken, ctx.headers,
+                         read_only(fn, hs))
             elements.append(vec)
             edits.append(Edit(loop.start_byte, loop.end_byte, code))
             arrays_ = sorted({a.array for a in acc})
@@ -515,7 +542,7 @@ class Vectorize(base.Transform):
 
 
 def _packs(acc: list[Access], hs: dict[str, Handle], vec: int, width: int, count_expr: str,
-           where: tuple[str, str] | None) -> dict[str, tuple[str, str]] | None:
+           where: tuple[str, int] | None, headers: tuple[str, ...] = ()) -> dict[str, tuple[str, str]] | None:
     """The file's own element pack (`helpers.Pack`) for each array's registers, where the file
     has one that moves exactly one access of `width` bytes for every array; else None (the
     registers are then plain aligned arrays copied in `width`-byte chunks)."""
@@ -523,7 +550,7 @@ def _packs(acc: list[Access], hs: dict[str, Handle], vec: int, width: int, count
         return None
     out = {}
     for arr in {a.array for a in acc}:
-        found = helpers.pack_for(where[0], where[1], hs[arr].elem, vec, count_expr)
+        found = helpers.pack_for(where[0], where[1], hs[arr].elem, vec, count_expr, headers)
         if found is None:
             return None
         out[arr] = found
@@ -531,7 +558,8 @@ def _packs(acc: list[Access], hs: dict[str, Handle], vec: int, width: int, count
 
 
 def _emit(m: _Loop, plan: Plan, hs: dict[str, Handle], vec: int, width: int, data: bytes,
-          counter: list[int], where: tuple[str, str] | None = None, taken: set[str] | None = None) -> str:
+          counter: list[int], where: tuple[str, int] | None = None, taken: set[str] | None = None,
+          headers: tuple[str, ...] = (), unwritten: set[str] | frozenset[str] = frozenset()) -> str:
     """The vector loop and its scalar tail in place of `m.loop`. Where the loop sits in a block,
     the vector loop's constants go right before it and the tail is the user's loop itself with
     only its first index moved (the smallest diff); elsewhere (the body of an `if`, say) all of it
@@ -549,7 +577,16 @@ def _emit(m: _Loop, plan: Plan, hs: dict[str, Handle], vec: int, width: int, dat
     i1 = ind if flat else ind + "  "
     i2, i3 = i1 + "  ", i1 + "    "
     chunk = CHUNK[width]
-    packs = _packs(acc, hs, vec, width, f"astra_vec{sfx}", where)
+    packs = _packs(acc, hs, vec, width, f"astra_vec{sfx}", where, headers)
+    # the project's load/store helpers (`ld128`, `st128`), where one moves exactly one access
+    found = helpers.movers(where[0], where[1], headers) if where is not None else ()
+    used: list[str] = []
+
+    def move(kind: str, typ: str, arr: str) -> helpers.Mover | None:
+        h = helpers.mover(found, kind, typ, width, arr in unwritten)
+        if h is not None and h.name not in used:
+            used.append(h.name)
+        return h
     # one short name per pack type the step uses (`using pack = vec_n_t<half, vec>;`)
     alias = {t: f"astra_pack{j or ''}{sfx}" for j, t in enumerate(dict.fromkeys(t for t, _ in (packs or {}).values()))}
 
@@ -559,21 +596,34 @@ def _emit(m: _Loop, plan: Plan, hs: dict[str, Handle], vec: int, width: int, dat
         at = None if base_ is None else f"{_at(arr, base_)} + astra_i0{sfx}"
         if packs is not None:
             t = alias[packs[arr][0]]
-            load = "" if at is None else f" = *reinterpret_cast<const {t}*>({at})"
+            h = None if at is None else move("load", packs[arr][0], arr)
+            if h is not None and h.kind == "load":
+                decls.append(f"{i2}{t} {v};")
+                decls.append(f"{i2}{h.load(v, f'reinterpret_cast<const {t}*>({at})')}")
+                return
+            load = "" if at is None else f" = *reinterpret_cast<const {t}*>({at})" if h is None else \
+                f" = {h.name}(reinterpret_cast<const {t}*>({at}))"
             decls.append(f"{i2}{'const ' if const and at else ''}{t} {v}{load};")
             return
         decls.append(f"{i2}alignas(16) {hs[arr].elem} {v}[astra_vec{sfx}];")
         for c in range(0 if at is None else vec * (hs[arr].size or 0) // width):
-            lines_load.append(f"{i2}reinterpret_cast<{chunk}*>({v})[{c}] = reinterpret_cast<const "
-                              f"{chunk}*>({at})[{c}];")
+            h = move("load", chunk, arr)
+            reg, src = f"reinterpret_cast<{chunk}*>({v})[{c}]", f"reinterpret_cast<const {chunk}*>({at})"
+            lines_load.append(f"{i2}{reg} = {src}[{c}];" if h is None else f"{i2}{h.load(reg, src + (f' + {c}' if c else ''))}")
 
     def store(v: str, arr: str, base_: str) -> None:
         at = f"{_at(arr, base_)} + astra_i0{sfx}"
         if packs is not None:
-            lines_store.append(f"{i2}*reinterpret_cast<{alias[packs[arr][0]]}*>({at}) = {v};")
+            t = alias[packs[arr][0]]
+            h = move("store", packs[arr][0], arr)
+            lines_store.append(f"{i2}*reinterpret_cast<{t}*>({at}) = {v};" if h is None else
+                               f"{i2}{h.store(v, f'reinterpret_cast<{t}*>({at})')}")
             return
         for c in range(vec * (hs[arr].size or 0) // width):
-            lines_store.append(f"{i2}reinterpret_cast<{chunk}*>({at})[{c}] = reinterpret_cast<const {chunk}*>({v})[{c}];")
+            h = move("store", chunk, arr)
+            dst = f"reinterpret_cast<{chunk}*>({at})"
+            lines_store.append(f"{i2}{dst}[{c}] = reinterpret_cast<const {chunk}*>({v})[{c}];" if h is None else
+                               f"{i2}{h.store(f'reinterpret_cast<{chunk}*>({v})[{c}]', dst + (f' + {c}' if c else ''))}")
 
     def element(v: str, arr: str) -> str:
         return f"{v}.{packs[arr][1]}[astra_k{sfx}]" if packs is not None else f"{v}[astra_k{sfx}]"
@@ -651,7 +701,8 @@ def _emit(m: _Loop, plan: Plan, hs: dict[str, Handle], vec: int, width: int, dat
             f"\n{i1}     astra_i0{sfx} += {cast}{_paren(m.stride)} * astra_vec{sfx}) {{")
     if len(i1 + head.replace("astra_", "").replace(f"\n{i1}    ", "")) <= 100:   # as long as the offered text shows it
         head = head.replace(f"\n{i1}    ", "")
-    of = f" of the file's {', '.join(dict.fromkeys(f'`{t.split(chr(60))[0]}`' for t in alias))}" if alias else ""
+    own = [*dict.fromkeys(f'`{t.split(chr(60))[0]}`' for t in alias), *(f"`{u}`" for u in used)]
+    of = f" with the project's {', '.join(own)}" if own else ""
     why = (f"{i1}// vector path only for aligned rows whose written range is apart from what is read\n"
            if plan.checks else "")
     return (
