@@ -193,3 +193,17 @@ def test_a_pointer_cast_away_from_const_is_not_read_only():
             "  for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = (float)a[i] + b[i] + c[i];\n}\n")
     sc = base.scope(text, "k")
     assert read_only(sc.kernel, handles(sc.kernel, context_from_text("k", text), sc.root)) == {"a"}
+
+
+def test_the_project_headers_are_read_as_a_compiler_of_the_unit_may(tmp_path):
+    from astra_cuda import extract, project, source
+    proj = tmp_path / "proj"
+    (proj / "inc").mkdir(parents=True)
+    (proj / "inc" / "vec.cuh").write_text('#pragma once\n#include "deeper.cuh"\n' + LD_ST)
+    (proj / "inc" / "deeper.cuh").write_text(VEC_N_T)
+    (tmp_path / "outside.cuh").write_text("// not the project's\n")
+    text = '#include <cuda_fp16.h>\n#include "inc/vec.cuh"\n#include "../outside.cuh"\n' + KERNEL
+    (proj / "k.cu").write_text(text)
+    (proj / ".git").mkdir()   # the project's root: a compiler of its units reads nothing above it
+    got = extract.project_header_texts(source.parse(text), str(proj / "k.cu"), project.ProjectContext())
+    assert got == ((proj / "inc" / "vec.cuh").read_text(), VEC_N_T)
