@@ -196,7 +196,8 @@ def test_a_pointer_cast_away_from_const_is_not_read_only():
 
 
 def test_the_project_headers_are_read_as_a_compiler_of_the_unit_may(tmp_path):
-    from astra_cuda import extract, project, source
+    from astra_cuda.compile import extract, project
+    from astra_cuda.model import source
     proj = tmp_path / "proj"
     (proj / "inc").mkdir(parents=True)
     (proj / "inc" / "vec.cuh").write_text('#pragma once\n#include "deeper.cuh"\n' + LD_ST)
