@@ -95,3 +95,34 @@ ROPE = ("template <typename T>\n"
 def test_a_stride_the_launcher_computes_from_two_sizes_is_their_product(project):
     s, p = _inferred(project, "rope.cu", ROPE, "rope")
     assert s.args["stride"].value == "heads * head_size" and "stride" not in s.sizes
+
+
+def test_an_element_passed_to_a_reference_parameter_or_a_functor_is_written():
+    """vLLM writes its outputs through `from_float(out[i], acc)` (a `float&` parameter) and
+    `v_op(value_dst[i], value_src[i])` (a functor the kernel holds): those pointers are outputs."""
+    text = ("__device__ void from_float(float& dst, float src) { dst = src; }\n"
+            "struct Copy { __device__ void operator()(float& d, const float s) const { d = s; } };\n"
+            "__global__ void k(float* out, float* cache, const float* src, int n) {\n"
+            "  int i = threadIdx.x;\n  Copy op{};\n"
+            "  if (i < n) { from_float(out[i], src[i]); op(cache[2 * i], src[i]); }\n}\n")
+    k = source.parse(text).kernel("k")
+    helpers = access.helpers_of(["__device__ void from_float(float& dst, float src) { dst = src; }"])
+    facts = access.analyse(k, {"n": 64}, (1, 1, 1), (64, 1, 1), {"out": 4, "cache": 4, "src": 4}, set(), 100, {},
+                           helpers=helpers)
+    assert facts.uses["out"].written and facts.uses["out"].hi == 63
+    assert facts.uses["cache"].written and facts.uses["cache"].hi == 126
+    assert not facts.uses["src"].written
+
+
+def test_a_launch_macro_handed_to_a_dispatch_macro_is_a_launch():
+    """`DISPATCH_BY_KV_CACHE_DTYPE(dt, kv, CALL_RESHAPE_AND_CACHE)`: the launch macro is never
+    invoked by name in the file, the dispatch macro (in a header) calls it once per case."""
+    text = ("template <typename T> __global__ void fill(T* out, int n) {\n"
+            "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) out[i] = T(0);\n}\n"
+            "#define CALL_FILL(T) fill<T><<<grid, block, 0, stream>>>(reinterpret_cast<T*>(out), n)\n"
+            "void run(void* out, int n, int dt, cudaStream_t stream) {\n"
+            "  dim3 grid((n + 127) / 128);\n  dim3 block(128);\n  DISPATCH_BY_DTYPE(dt, CALL_FILL);\n}\n")
+    m = source.parse(text)
+    sites = m.launches_of("fill")
+    assert len(sites) == 1 and sites[0].via_macro == "CALL_FILL" and sites[0].function == "run"
+    assert sites[0].block == "block" and sites[0].args[1] == "n"

@@ -111,6 +111,7 @@ class Analyzer:
         # `offset = base + i * stride` too (`(i + half < n) ? x[offset + half] : ...`)
         self.defs: dict[str, tuple[Node, frozenset[str]]] = {}
         self.narrowing = False
+        self.objects: set[str] = set()         # locals of a class type or lambdas: called, they are functors
         self.grid, self.block = grid, block
         self.elem_bytes = elem_bytes          # pointer parameter -> bytes per element
         self.int_params = int_params          # integer pointer parameters (their loads are table indices)
@@ -339,6 +340,10 @@ class Analyzer:
             if "thread_block" in type_text or (value is not None and "this_thread_block" in value.text.decode()):
                 self.env[name] = "tile:block"
                 continue
+            plain = target is not None and target.type == "identifier"
+            if plain and (type_node is not None and type_node.type in ("template_type", "type_identifier")
+                          or value is not None and value.type == "lambda_expression"):
+                self.objects.add(name)   # an object the kernel may call (a functor, a lambda)
             if value is None:   # declared, assigned later (`int x_index; if (..) x_index = ..`)
                 self.env[name] = UNSET
                 continue
@@ -722,6 +727,36 @@ class Analyzer:
             return v if isinstance(v, Ptr) else None
         return None
 
+    def _element(self, a: Node) -> tuple[Ptr, Iv] | None:
+        """The pointer and index of an element argument (`out[i]`, `*(out + i)`), or None."""
+        a = _unparen(a)
+        if a is not None and a.type == "subscript_expression":
+            idx = a.child_by_field_name("indices") or a.child_by_field_name("index")
+            if idx is not None and idx.type == "subscript_argument_list":
+                inner = [c for c in idx.named_children if c.type != "comment"]
+                idx = inner[0] if inner else None
+            p, i = self.expr(a.child_by_field_name("argument"), evaluate_only=True), \
+                self.expr(idx, evaluate_only=True)
+            return (p, i if isinstance(i, Iv) else UNKNOWN) if isinstance(p, Ptr) else None
+        op = a.child_by_field_name("operator") if a is not None and a.type == "pointer_expression" else None
+        if op is not None and op.type == "*":
+            p = self.expr(a.child_by_field_name("argument"), evaluate_only=True)
+            return (p, Iv.point(0)) if isinstance(p, Ptr) else None
+        return None
+
+    def _written_through(self, name: str, args: list[Node]) -> None:
+        """An element passed to a helper's non-const reference parameter (`from_float(out[i], acc)`)
+        is written there; one passed to a functor the kernel holds (`op(dst[i], src[i])`, a local
+        object called) is taken as read and written, as its operator() is not read here."""
+        short = name.split("::")[-1].split("<")[0]
+        functor = name in self.objects
+        helper = self.helpers.get(short)
+        refs = set(range(len(args))) if functor else (_reference_params(helper) if helper is not None else set())
+        for i in sorted(refs):
+            el = self._element(args[i]) if i < len(args) else None
+            if el is not None and not self.const.get(el[0].base, True):
+                self.access(el[0], el[1], write=True, read=functor)
+
     def call(self, n: Node, evaluate_only: bool):
         fn = n.child_by_field_name("function")
         name = fn.text.decode() if fn is not None else ""
@@ -754,6 +789,8 @@ class Analyzer:
                 return self._rescale(v, to)
             return v
         vals = [self.expr(a, evaluate_only=evaluate_only) for a in args]
+        if not evaluate_only:
+            self._written_through(name, args)
         if short in ("min", "fminf", "umin") and len(vals) == 2 and all(isinstance(v, Iv) for v in vals):
             a, b = vals
             return Iv(None if a.lo is None or b.lo is None else min(a.lo, b.lo),
@@ -842,6 +879,18 @@ def not_compiled(root: Node, values: dict[str, int]) -> list[tuple[int, int]]:
         if dead is not None:
             out.append((dead.start_byte, dead.end_byte))
     return out
+
+
+def _reference_params(fn: Node) -> set[int]:
+    """The positions of a function's non-const reference parameters (`float& dst`): what it is
+    passed there it may write."""
+    decl = source._function_declarator(fn.child_by_field_name("declarator"))
+    plist = decl.child_by_field_name("parameters") if decl is not None else None
+    params = [p for p in (plist.named_children if plist is not None else [])
+              if p.type in ("parameter_declaration", "optional_parameter_declaration")]
+    return {i for i, p in enumerate(params) if p.child_by_field_name("declarator") is not None
+            and p.child_by_field_name("declarator").type == "reference_declarator"
+            and not any(c.type == "type_qualifier" and c.text == b"const" for c in p.children)}
 
 
 def _add(a: Iv, b: Iv) -> Iv:

@@ -396,13 +396,21 @@ class _Builder:
         for fn in (n for n in _walk(root) if n.type == "function_definition"):
             for call in (c for c in _walk(fn) if c.type == "call_expression"):
                 callee = call.child_by_field_name("function")
-                if callee is None or callee.type != "identifier" or callee.text.decode() not in macros:
-                    continue
-                params, body = macros[callee.text.decode()]
                 args_node = call.child_by_field_name("arguments")
                 args = [a.text.decode() for a in args_node.named_children if a.type != "comment"] \
                     if args_node is not None else []
-                expanded = _substitute(body, dict(zip(params, args)))
+                if callee is not None and callee.type == "identifier" and callee.text.decode() in macros:
+                    params, body = macros[callee.text.decode()]
+                    expanded = _substitute(body, dict(zip(params, args)))
+                else:
+                    # a launch macro handed to a dispatch macro (`DISPATCH_BY_KV_CACHE_DTYPE(dt, name,
+                    # CALL_RESHAPE_AND_CACHE)`), which calls it with each case's types: the launch
+                    # read with the macro's own parameter names, which template inference resolves
+                    passed = next((a for a in args if a in macros), None)
+                    if passed is None:
+                        continue
+                    callee, body = args_node.named_children[args.index(passed)], macros[passed][1]
+                    expanded = _substitute(body, {})
                 start, end = call.start_byte - fn.start_byte, call.end_byte - fn.start_byte
                 fn_bytes = fn.text
                 text = (fn_bytes[:start] + b"{ " + expanded.encode() + b"; }" + fn_bytes[end:]).decode(
