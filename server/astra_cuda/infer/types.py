@@ -173,9 +173,11 @@ class _Types:
             dt = dtypes.from_cpp(name) if name else None
             vec = dtypes.vector_of(name) if name else None
             return dt.itemsize if dt is not None else vec[0].itemsize * vec[1] if vec is not None else None
+        if not text.endswith(">"):   # a dependent member (`Vec<scalar_t, VEC_SIZE>::Type`): not read here
+            return None
         head = text.split("<", 1)[0].split("::")[-1].strip()
         args = [bound.get(a.strip(), a.strip()) for a in split_template_args("<" + text.split("<", 1)[1])]
-        elem = self.vector_bytes(args[0], bound) if args else None
+        elem = self.vector_bytes(args[0], bound) if args and args[0] != text else None
         if elem is None:
             return None
         if len(args) == 1 and "128" in head:
