@@ -213,3 +213,18 @@ def test_a_vector_type_named_in_the_body_is_followed_to_its_width(project):
     s, p = infer(project, "merge.cu", "merge")
     assert s.args["in"].shape == ("tokens", "heads", "head_size") == s.args["out"].shape
     assert s.args["head_stride"].value == "head_size" and "head_stride" not in s.sizes
+
+
+def test_a_type_its_traits_are_defined_for_not_float(project):
+    """FlashInfer ConcatMLAKKernel: `using Traits = ConcatMLAVecTraits<DType>;` where the traits are
+    only declared, then specialized for half, bfloat16 and fp8: float would not compile (an
+    incomplete type), so the type parameter takes a type the traits offer."""
+    project("cat.cu", "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
+                      "template <typename T> struct VecTraits;\n"
+                      "template <> struct VecTraits<__half> { using V = int2; };\n"
+                      "template <> struct VecTraits<__nv_bfloat16> { using V = int2; };\n"
+                      "template <typename DType>\n__global__ void cat(DType* out, const DType* a, int n) {\n"
+                      "  using Traits = VecTraits<DType>;\n  typename Traits::V unused;\n"
+                      "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) out[i] = a[i];\n}\n")
+    s, p = infer(project, "cat.cu", "cat")
+    assert s.instantiate == "<__half>" and s.args["out"].dtype.name == "half"

@@ -400,6 +400,12 @@ def _fallback_arg(param: str, name: str, kernel: Kernel, program, bound: dict[st
                 p.base_type == name and any(w in p.name.lower() for w in _INDEX_WORDS) for p in kernel.params):
             notes.append(f"template parameter `{name}`: no launch gives it; took int32 (it types indices)")
             return "int32_t"
+        special = _specialized_type(name, kernel, [*(program.model.items if program is not None else ()), *items])
+        if special is not None:
+            traits, chosen, offered = special
+            notes.append(f"template parameter `{name}`: no launch gives it; took {chosen}: `{traits}<{name}>` is "
+                         f"defined only for {', '.join(offered)} (float would not compile)")
+            return chosen
         notes.append(f"template parameter `{name}`: no launch gives it; took {_DISPATCH_TYPE}")
         return _DISPATCH_TYPE
     if "(" in head and "*" in head:   # a function pointer: `T (*ACT)(const T&)`
@@ -412,6 +418,27 @@ def _fallback_arg(param: str, name: str, kernel: Kernel, program, bound: dict[st
         return "false"
     notes.append(f"template parameter `{name}`: no launch gives it; took 1")
     return "1"
+
+
+def _specialized_type(name: str, kernel: Kernel, items) -> tuple[str, str, list[str]] | None:
+    """(traits, type, the types it offers) where the kernel uses `Traits<name>` and `Traits` is only
+    declared, defined for explicit specializations that exclude float (FlashInfer's
+    `ConcatMLAVecTraits<nv_half>`, `<nv_bfloat16>`, fp8): the first of them Astra has a dtype for."""
+    root = source.parser().parse(kernel.text.encode()).root_node
+    used = [n.child_by_field_name("name").text.decode().split("::")[-1] for n in _walk(root)
+            if n.type == "template_type" and n.child_by_field_name("name") is not None
+            and n.child_by_field_name("arguments") is not None
+            and n.child_by_field_name("arguments").text.decode().replace(" ", "") == f"<{name}>"]
+    for traits in dict.fromkeys(used):
+        primary = [it for it in items if it.kind == "type" and it.defines == frozenset({traits})]
+        offered = list(dict.fromkeys(d[len(traits) + 1:-1].strip() for it in items if it.kind == "type"
+                                     for d in it.defines if d.startswith(traits + "<") and d.endswith(">")))
+        if not primary or any("{" in it.text for it in primary) or not offered:
+            continue
+        known = [t for t in offered if dtypes.from_cpp(t) is not None]
+        if known and not any(dtypes.from_cpp(t).name == "float" for t in known):
+            return traits, known[0], offered
+    return None
 
 
 def _first_enumerator(type_name: str, items, qualified: dict[str, str]) -> str | None:
