@@ -187,3 +187,54 @@ def test_the_offline_loop_keeps_packed_rows_beside_the_original():
     k = next(i for i, (idea, _) in enumerate(chain) if idea == "pack_rows")
     assert chain[k][1]["dispatch"] == {"threshold": 2049, "upper": "rewrite"}
     assert tuning.replay(text, kernel, chain[:k + 1], _spec()) == packed[0].candidate
+
+
+def test_a_threshold_the_gate_sizes_never_reach_adds_a_timed_size_for_the_gate():
+    """Issue 29: dequantize and transpose won at the bench sizes and lost at a decode size, and no
+    dispatch was possible because the spec's test sizes all launch the smaller grid. The smallest
+    timed size on the other side joins [sizes] (never replacing one), so the gate runs both
+    versions: a fault in the branch only that size reaches is caught."""
+    from astra_cuda.model import spec as spec_mod
+    text, path, kernel = example("silu_and_mul")
+    rw = TRANSFORMS["vectorize"].apply(text, context_from_text(kernel, text))
+    spec = spec_in(source.parse(text), kernel)
+    top = max(dispatch.blocks(spec, c) for c in spec.cases())           # 333 tokens: one block each
+    sp = dispatch.Split(top + 1, "rewrite", (4096,), (1, 7, 333))
+    ladder = [{"num_tokens": 4096, "d": 11008}, {"num_tokens": 400, "d": 128}, {"num_tokens": 1, "d": 128}]
+    none, why = dispatch.build(text, rw.text, kernel, sp, spec.cases())
+    assert none is None and "no timed size launches the other" in why
+    new, why = dispatch.build(text, rw.text, kernel, sp, spec.cases(), ladder)
+    assert new is not None, why
+    grown = spec_in(source.parse(new), kernel)
+    assert grown.sizes["num_tokens"] == [1, 7, 333, 400] and grown.sizes["d"] == spec.sizes["d"]
+    assert spec.only_adds_cases(grown) and not spec.changed_beyond_launch(grown)
+    gated = spec.with_cases_of(grown)        # what the gate runs: the spec's own cases, then the added ones
+    assert gated.cases() == spec.cases() and {dict(c)["num_tokens"] for c in gated.added_cases} == {400}
+    from astra_cuda.gate import suite
+    built = suite.build(gated, measures_time=False, nonce=1, quick=True)
+    labels = [c.label for c in built.cases]
+    assert len(gated.added_cases) == 3 and labels.count("spec") == 4        # quick: its own 4 picks kept
+    assert labels.count("added") == 2 and any("the rewrite added exceed" in n for n in built.notes)  # 400 x 4096 is over the CPU's limit
+    assert "[sizes] gained num_tokens = 400, d = 128" in new
+    try:
+        from astra_cuda.backends.cpu import CpuBackend
+        cpu = CpuBackend()
+    except Exception as e:  # noqa: BLE001
+        pytest.skip(f"CPU backend unavailable: {e}")
+    m = source.parse(text)
+    evaluate = local_evaluator(path, kernel, spec_mod.load(m.kernel(kernel), m), cpu, text, quick=True)
+    ev = evaluate(new)
+    assert ev.passed, ev.check.feedback
+    k = source.parse(new).kernel(kernel)
+    upper = new[:k.span.start_byte] + k.text.replace("silu(", "0.5f * silu(", 1) + new[k.span.end_byte:]
+    assert upper != new and not evaluate(upper).passed          # the branch only 400 tokens reach is checked
+
+
+def test_a_rewrite_may_add_sizes_never_take_one_away():
+    from astra_cuda.model import launch_change
+    text, _, kernel = example("silu_and_mul")
+    spec = spec_in(source.parse(text), kernel)
+    fewer = text.replace("num_tokens = [1, 7, 333]", "num_tokens = [1, 7]")
+    assert spec.changed_beyond_launch(spec_in(source.parse(fewer), kernel)) == ["sizes"]
+    assert launch_change.add_sizes(text, kernel, {"num_tokens": 500, "d": 4096}) is not None
+    assert launch_change.add_sizes(text, kernel, {"hidden": 5}) is None     # no such size

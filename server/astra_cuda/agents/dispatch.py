@@ -24,10 +24,14 @@ is faster:
   packed rows' `blockDim.y == 4`); a pair of launches without one gets no dispatch. The condition
   is the same for every thread of the grid, so barriers inside either version stay valid.
 - **Every branch checked**: the gate's own sizes must launch both versions (some below the
-  threshold, some at or above it), else there is no dispatch; the candidate then goes through the
-  whole gate and the timing at every size of the ladder like any other, and is adopted only under
-  the same rule — faster at the bench sizes, and slower than the original or the best so far at no
-  size beyond the tolerance (`orchestrator._judge`).
+  threshold, some at or above it). Where they launch only one (the spec's small test sizes all
+  below a threshold of thousands of blocks), the smallest ladder size that launches the other —
+  one the rewrite was timed at — is added to the spec's [sizes] (`launch_change.add_sizes`: a
+  rewrite may add test cases, never remove one), so the gate checks it, and the user's later checks
+  do too; the spec says so. Without such a size there is no dispatch. The candidate then goes
+  through the whole gate and the timing at every size of the ladder like any other, and is adopted
+  only under the same rule — faster at the bench sizes, and slower than the original or the best so
+  far at no size beyond the tolerance (`orchestrator._judge`).
 
 The adopted round's plan records the threshold (parameter `KEY`), so the chain of adopted rounds
 replays to the same kernel (`rebuild`, from `tuning.replay`): the tuning stage varies the rewrite's
@@ -44,7 +48,7 @@ from typing import Callable
 
 from ..model import exprs, source
 from ..evaluation import Evaluation, InfrastructureError, ProfileSummary, SizeTiming, source_hash
-from ..model.launch_change import relaunch, side_effect_free, spec_in
+from ..model.launch_change import add_sizes, relaunch, side_effect_free, spec_in
 from ..model.spec import Spec
 from .coder import Attempt
 from .records import Round
@@ -134,24 +138,56 @@ def _marker(best: Spec, rewrite: Spec) -> str | None:
     return None
 
 
+def gate_size(best_spec: Spec, sp: Split, gate_cases: list[dict[str, int]],
+              ladder: list[dict[str, int]]) -> tuple[dict[str, int] | None, str]:
+    """({} when the gate's sizes launch both versions, else the smallest of the `ladder`'s sizes
+    that launches the one they miss, to add to the gate's sizes), or (None, why there is none)."""
+    try:
+        reach = [blocks(best_spec, c) >= sp.threshold for c in gate_cases]
+    except Exception:  # noqa: BLE001
+        return None, "the gate's sizes cannot be launched"
+    if any(reach) and not all(reach):
+        return {}, ""
+    side = "at or above" if all(reach) else "below"
+    try:
+        other = [c for c in ladder if (blocks(best_spec, c) >= sp.threshold) != all(reach)]
+    except Exception:  # noqa: BLE001
+        other = []
+    if not other:
+        return None, (f"the gate's sizes launch only one of the two versions (all {side} {sp.threshold} blocks) and "
+                      f"no timed size launches the other: it would go unchecked")
+    return min(other, key=best_spec.elements), ""
+
+
 def build(best_text: str, rewrite_text: str, kernel: str, sp: Split,
-          gate_cases: list[dict[str, int]]) -> tuple[str | None, str]:
+          gate_cases: list[dict[str, int]], ladder: list[dict[str, int]] = ()) -> tuple[str | None, str]:
     """(the rewrite's file with the two versions selected by size, '') or (None, why not).
-    `gate_cases`: the sizes the gate runs (both versions must be reached)."""
+    `gate_cases`: the sizes the gate runs (both versions must be reached); `ladder`: sizes the
+    rewrite was timed at, one of which is added to the spec's [sizes] where the gate's miss a
+    version (see gate_size)."""
     mb, mr = source.parse(best_text), source.parse(rewrite_text)
     kb, kr = mb.kernel(kernel), mr.kernel(kernel)
     sb, sr = spec_in(mb, kernel), spec_in(mr, kernel)
     if kb is None or kr is None or sb is None or sr is None:
         return None, "a version has no kernel or spec to dispatch between"
-    try:
-        reach = [blocks(sb, c) >= sp.threshold for c in gate_cases]
-    except Exception:  # noqa: BLE001
-        return None, "the gate's sizes cannot be launched"
-    if all(reach) or not any(reach):
-        return None, (f"the gate's sizes launch only one of the two versions (all {'at or above' if all(reach) else 'below'} "
-                      f"{sp.threshold} blocks): the other would go unchecked")
-    upper_is_rw = sp.upper == "rewrite"
+    extra, why = gate_size(sb, sp, gate_cases, list(ladder))
+    if extra is None:
+        return None, why
     note = f"two versions selected by size: {sp.describe()} (each is faster there)"
+    if extra:
+        note += "; [sizes] gained " + ", ".join(f"{n} = {v}" for n, v in extra.items()) + " so the checks launch both"
+    text, why = _build(best_text, rewrite_text, kernel, sp, note, mb, mr, kb, kr, sb, sr)
+    if text is None or not extra:
+        return text, why
+    grown = add_sizes(text, kernel, extra)
+    if grown is None:
+        return None, f"the timed size {extra} that launches the other version could not be added to the spec's [sizes]"
+    return grown, ""
+
+
+def _build(best_text: str, rewrite_text: str, kernel: str, sp: Split, note: str, mb: source.SourceModel,
+           mr: source.SourceModel, kb: source.Kernel, kr: source.Kernel, sb: Spec, sr: Spec) -> tuple[str | None, str]:
+    upper_is_rw = sp.upper == "rewrite"
     if sr.launch == sb.launch:
         rw_runs = (f"(long long)gridDim.x * gridDim.y * gridDim.z {'>=' if upper_is_rw else '<'} {sp.threshold}")
         combined = (f"{{\n  // astra-note: {note}\n  if ({rw_runs}) {_indented(_body(rewrite_text, kr))} "
@@ -210,9 +246,10 @@ def rebuild(before: str, rewritten: str, kernel: str, how: dict) -> str | None:
     try:
         sp = Split(int(how["threshold"]), str(how["upper"]), (), ())
         cases = spec.cases() if spec is not None else []
+        ladder = [{str(n): int(v) for n, v in how["gate_size"].items()}] if how.get("gate_size") else []
     except Exception:  # noqa: BLE001 - a stored record of another shape, a spec that no longer loads
         return None
-    return build(before, rewritten, kernel, sp, cases)[0] if sp.upper in ("rewrite", "best") else None
+    return build(before, rewritten, kernel, sp, cases, ladder)[0] if sp.upper in ("rewrite", "best") else None
 
 
 def attempt(r: Round, best_text: str, best_eval: Evaluation, kernel: str, ev: Callable[[str], Evaluation],
@@ -230,8 +267,11 @@ def attempt(r: Round, best_text: str, best_eval: Evaluation, kernel: str, ev: Ca
     if sp is None:
         r.reason += "; no size dispatch: the sizes where it wins and loses are not separated by the grid's size"
         return
+    ladder = [dict(t.sizes) for t in e.profile.sizes]
+    extra: dict[str, int] | None = None
     try:
-        text, why = build(best_text, r.candidate, kernel, sp, best_spec.cases())
+        extra, _ = gate_size(best_spec, sp, best_spec.cases(), ladder)
+        text, why = build(best_text, r.candidate, kernel, sp, best_spec.cases(), ladder)
     except Exception as err:  # noqa: BLE001 - a text the construction did not foresee ends the idea, not the run
         text, why = None, f"the construction failed ({err.__class__.__name__}: {err})"
     if text is None:
@@ -249,7 +289,9 @@ def attempt(r: Round, best_text: str, best_eval: Evaluation, kernel: str, ev: Ca
         return
     r.candidate, r.candidate_hash, r.evaluation = text, trial.candidate_hash, d
     if r.plan is not None:   # replayable: tuning and the memory make the same kernel from the chain
-        r.plan = replace(r.plan, params={**r.plan.params, KEY: {"threshold": sp.threshold, "upper": sp.upper}})
+        r.plan = replace(r.plan, params={**r.plan.params, KEY: {"threshold": sp.threshold, "upper": sp.upper,
+                                                                 **({"gate_size": extra} if extra else {})}})
     r.outcome = "adopted"
     r.reason = f"dispatched by size ({sp.describe()}): {trial.reason}"
-    r.changes = list(r.changes) + [f"kept beside the previous version, selected by size: {sp.describe()}"]
+    r.changes = list(r.changes) + [f"kept beside the previous version, selected by size: {sp.describe()}"] + \
+        ([f"the spec's [sizes] gained {extra} so that the gate checks both versions"] if extra else [])

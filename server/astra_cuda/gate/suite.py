@@ -62,7 +62,7 @@ class Case:
     distribution: str
     seed: int
     visible: bool
-    label: str  # 'spec' | 'edge' | 'bench' | 'distribution'
+    label: str  # 'spec' | 'added' (by the rewrite's spec) | 'edge' | 'bench' | 'distribution'
 
     def info(self) -> CaseInfo:
         return CaseInfo(dict(self.sizes), self.distribution, self.seed, self.visible, self.label)
@@ -187,6 +187,12 @@ def build(spec: Spec, *, measures_time: bool, nonce: int, quick: bool = False,
     for i, seed in enumerate(seeds):
         for c in spec_cases:
             cases.append(Case(c, SPEC_DIST, seed, visible=(i == 0), label="spec"))
+    added = [dict(c) for c in spec.added_cases]
+    for k, c in enumerate(a for a in added if _valid(spec, a, max_elements)):
+        cases.append(Case(c, SPEC_DIST, seeds[k % len(seeds)], visible=False, label="added"))
+    if sum(_valid(spec, a, max_elements) for a in added) < len(added):
+        notes.append(f"{sum(not _valid(spec, a, max_elements) for a in added)} size(s) the rewrite added exceed "
+                     f"{max_elements} elements on this backend and were skipped")
     edges = edge_sizes(spec, max_elements, limit=3 if quick else 8)
     for j, c in enumerate(edges):
         cases.append(Case(c, SPEC_DIST, seeds[(j + 1) % len(seeds)], visible=(j % 2 == 0), label="edge"))

@@ -61,7 +61,9 @@ def candidate_spec(ref_spec: Spec, reference: SourceModel, candidate: SourceMode
     changed = ref_spec.changed_beyond_launch(cand)
     if changed:
         return ref_spec, (f"the rewrite changed the harness spec's {', '.join(changed)}: only the launch "
-                          f"configuration (grid, block, shared_mem) may change with a rewrite")
+                          f"configuration (grid, block, shared_mem) may change with a rewrite, and [sizes] "
+                          f"may only gain cases")
+    ref_spec = ref_spec.with_cases_of(cand)   # sizes it added: the gate checks them too
     if cand.launch == ref_spec.launch:
         return ref_spec, ""
     # The launch this kernel had before the rewrite (its own spec in the reference file: another
@@ -119,6 +121,38 @@ def _spec_line(text: str, kernel: source.Kernel, key: str, values: list[str]) ->
     start = len("\n".join(lines[:line]).encode()) + (1 if line else 0) + len(row[:col].encode())
     end = start + len(rest.encode())
     return start, end, f"{key} = {json.dumps(values)}"
+
+
+def add_sizes(text: str, kernel: str, case: dict[str, int]) -> str | None:
+    """`text` with each value of `case` added to the kernel's spec's [sizes] line of its name (a
+    size for the gate to check too); None when a name has no [sizes] line of one line, or the
+    spec would then lose one of its own cases (see Spec.only_adds_cases)."""
+    model = source.parse(text)
+    k, old = model.kernel(kernel), spec_in(model, kernel)
+    if k is None or old is None or set(case) - set(old.sizes):
+        return None
+    edits = []
+    for name, value in case.items():
+        if name not in old.sizes or value in old.sizes[name]:
+            continue
+        line, col, _ = spec_mod._Locator(k).key(name, "sizes")
+        lines = text.split("\n")
+        row = lines[line] if line < len(lines) else ""
+        rest = row[col:]
+        if not rest.lstrip().startswith(name) or "]" not in rest or rest.count("[") != rest.count("]"):
+            return None
+        rest = rest[:rest.rindex("]") + 1]    # a comment after the value stays
+        start = len("\n".join(lines[:line]).encode()) + (1 if line else 0) + len(row[:col].encode())
+        values = sorted(set(old.sizes[name]) | {int(value)})
+        edits.append((start, start + len(rest.encode()), f"{name} = {json.dumps(values)}"))
+    if not edits:
+        return text
+    data = text.encode("utf-8")
+    for a, b, new in sorted(edits, reverse=True):
+        data = data[:a] + new.encode("utf-8") + data[b:]
+    out = data.decode("utf-8")
+    grown = spec_in(source.parse(out), kernel)
+    return out if grown is not None and old.only_adds_cases(grown) and not old.changed_beyond_launch(grown) else None
 
 
 def _indent(data: bytes, byte: int) -> str:

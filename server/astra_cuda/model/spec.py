@@ -148,6 +148,9 @@ class Spec:
     seeds: int = 2
     max_cases: int = DEFAULT_MAX_CASES
     template_args: dict[str, str] = field(default_factory=dict)  # template parameter -> argument
+    # Test cases a rewrite's own spec added to these [sizes] (a size dispatch's other side, see
+    # with_cases_of): the gate runs them beside the spec's cases, never instead of one.
+    added_cases: tuple[tuple[tuple[str, int], ...], ...] = ()
 
     # ---- cases -------------------------------------------------------------------------
     def satisfies(self, sizes: dict[str, int]) -> bool:
@@ -236,9 +239,34 @@ class Spec:
 
     def changed_beyond_launch(self, other: "Spec") -> list[str]:
         """Fields other than the launch configuration in which `other` differs from this spec:
-        what the test harness means (sizes, arguments, tolerances) must not move with a rewrite."""
+        what the test harness means (sizes, arguments, tolerances) must not move with a rewrite.
+        [sizes] may gain values (`only_adds_cases`): more cases checked, never fewer."""
         return [f.name for f in dataclasses.fields(self)
-                if f.name not in self.LAUNCH_FIELDS and getattr(self, f.name) != getattr(other, f.name)]
+                if f.name not in self.LAUNCH_FIELDS + ("added_cases",) and getattr(self, f.name) != getattr(other, f.name)
+                and not (f.name == "sizes" and self.only_adds_cases(other))]
+
+    def only_adds_cases(self, other: "Spec") -> bool:
+        """`other`'s [sizes] hold every value of this one's (the same names) and its test cases every
+        case of this one's: a rewrite may add sizes for the gate to check (both versions of a size
+        dispatch), never take one away."""
+        if set(other.sizes) != set(self.sizes) or any(not set(v) <= set(other.sizes[n]) for n, v in self.sizes.items()):
+            return False
+        try:
+            mine, theirs = self.cases(), dataclasses.replace(self, sizes=other.sizes).cases()
+        except exprs.ExprError:
+            return False
+        seen = {tuple(sorted(c.items())) for c in theirs}
+        return all(tuple(sorted(c.items())) in seen for c in mine)
+
+    def with_cases_of(self, other: "Spec") -> "Spec":
+        """This spec with the cases `other`'s [sizes] add to its own as `added_cases` (where they
+        only add, see only_adds_cases). Its [sizes] stay as they are, so every case it chose before
+        — the quick gate's picks, the edge sizes around its largest values — is chosen still."""
+        if other.sizes == self.sizes or not self.only_adds_cases(other):
+            return self
+        mine = {tuple(sorted(c.items())) for c in self.cases()}
+        extra = [tuple(sorted(c.items())) for c in dataclasses.replace(self, sizes=other.sizes).cases()]
+        return dataclasses.replace(self, added_cases=tuple(c for c in extra if c not in mine))
 
 
 
