@@ -35,7 +35,6 @@ from astra_cuda import api  # noqa: E402
 from astra_cuda.execution import availability, executors, jobs  # noqa: E402
 from astra_cuda.model import source, spec as spec_mod  # noqa: E402
 from astra_cuda.agents.offline import TRANSFORMS, context_from_spec  # noqa: E402
-from astra_cuda.execution.executors.local import LocalExecutor  # noqa: E402
 
 EXAMPLES = [("silu_and_mul", "silu_and_mul"), ("fused_add_rmsnorm", "fused_add_rmsnorm_kernel"),
             ("merge_attn_states", "merge_attn_states")]
@@ -90,11 +89,13 @@ def evaluate_all(ex, backend: str, work: list, repeat: int) -> dict:
             "per_minute": round(60.0 * len(evals) / wall, 2), "evals": evals}
 
 
-def optimize_examples(backend: str, candidates: int, kernels: list[str]) -> dict:
+def optimize_examples(backend: str, candidates: int, kernels: list[str], ex: executors.Executor) -> dict:
     from astra_cuda.cli import batch
+    from astra_cuda.session import Session
     paths = [str(ROOT / "examples" / f"{f}.cu") for f, k in EXAMPLES if k in kernels]
     t0 = time.perf_counter()
-    res = batch.run(paths, options={"rounds": 5, "backend": backend, "candidates": candidates, "quick": True})
+    res = batch.run(paths, options={"rounds": 5, "backend": backend, "candidates": candidates, "quick": True,
+                                      "session": Session(ex)})
     return {"wall_s": round(time.perf_counter() - t0, 1),
             "kernels": {r.target.kernel: {"speedup": r.speedup, "state": r.state, "gpu": r.gpu,
                                           "adopted": [x.plan.idea for x in r.result.rounds if x.adopted]
@@ -128,12 +129,11 @@ def main() -> int:
     print(f"{len(work)} candidates x {a.repeat} on the {backend} backend", file=sys.stderr)
     out: dict = {"backend": backend, "candidates": [w[0] for w in work], "repeat": a.repeat, "runs": {}}
 
-    executors.install(LocalExecutor())
-    local = evaluate_all(executors.current(), backend, work, a.repeat)
+    local = evaluate_all(executors.LOCAL, backend, work, a.repeat)
     out["runs"]["local"] = local
     out["device"] = next((e["gpu"] for e in local["evals"] if e["gpu"]), "") or f"CPU ({os.cpu_count()} cores)"
     if a.optimize:
-        out["optimize_local"] = optimize_examples(backend, a.candidates, kernels)
+        out["optimize_local"] = optimize_examples(backend, a.candidates, kernels, executors.LOCAL)
     print(f"local pool: {local['per_minute']} candidates/min", file=sys.stderr)
 
     from astra_cuda.execution.executors.ray_cluster import RayExecutor
@@ -141,16 +141,14 @@ def main() -> int:
     for n in counts:
         ex = RayExecutor(None, num_cpus=a.cpus or None, num_gpus=n)
         try:
-            executors.install(ex)
             availability.forget()
             key = f"ray-{n}gpu" if backend == "gpu" else "ray"
             run = evaluate_all(ex, backend, work, a.repeat)
             out["runs"][key] = run
             if a.optimize:
-                out[f"optimize_{key}"] = optimize_examples(backend, a.candidates, kernels)
+                out[f"optimize_{key}"] = optimize_examples(backend, a.candidates, kernels, ex)
             print(f"{key}: {run['per_minute']} candidates/min on {run['slots']} slot(s)", file=sys.stderr)
         finally:
-            executors.install(LocalExecutor())
             ex.close()
 
     base = out["runs"]["local"]

@@ -3,8 +3,9 @@
 Pure orchestration on a document snapshot (`snapshot(text, path)` or `open_file(path)`: parsed
 once, kernels and specs loaded): cut compilation units and send the work that runs kernel code
 (compile, check, time) to a worker process where `astra_cuda.execution.jobs` drives the gate, the profiler and
-the backends: through the current executor (`astra_cuda.execution.executors`: this machine's workers, or a Ray
-cluster), which also says where each job ran. Nothing here holds a CUDA context or runs user code.
+the backends: through the executor of the caller's session (`astra_cuda.session.Session`: this machine's
+workers, or a Ray cluster), which also says where each job ran; the session also says whether kernel code may
+run at all (Workspace Trust). Nothing here holds a CUDA context or runs user code.
 Long because it is the one facade: every verb the CLI and the server share is here, each a short
 function over the snapshot, so both front ends look in one place.
 """
@@ -15,7 +16,7 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from .execution import availability, executors, jobs
+from .execution import jobs
 from . import config, files, infer, workspace
 from .model import launch_change
 from .compile import extract, project
@@ -26,6 +27,7 @@ from .diagnostics import Diagnostic
 from .errors import AstraError, NoSuchKernel
 from .progress import Progress, ProgressEvent
 from .compile.project import ProjectContext
+from .session import LOCAL, Session
 from .snapshot import KernelInfo, Snapshot
 
 if TYPE_CHECKING:
@@ -113,7 +115,7 @@ TRIAL_TIMEOUT = 75.0    # one run of the kernel under a draft spec (compile incl
 
 
 def infer_spec(snap: Snapshot, kernel: str, *, run: bool = True, backend: str = "auto",
-               cancel: threading.Event | None = None) -> infer.Proposal:
+               cancel: threading.Event | None = None, session: Session = LOCAL) -> infer.Proposal:
     """A proposed spec for `kernel`. With `run` (and a backend that runs kernels here), the
     original kernel is run under each draft before one is proposed (`infer.validate`)."""
     k = snap.model.kernel(kernel)
@@ -125,17 +127,17 @@ def infer_spec(snap: Snapshot, kernel: str, *, run: bool = True, backend: str = 
     def draft(decide: dict[str, str] | None = None) -> infer.Proposal:
         return infer.infer(k, snap.model, path=snap.path, context=snap.context, decide=decide)
     first = draft()
-    chosen = resolve_backend(backend) if run else "static"
+    chosen = session.resolve_backend(backend) if run else "static"
     if chosen == "static" or not first.valid:
         if run and first.valid:
             first.notes.insert(0, "NOT RUN before it was proposed: no backend runs kernels here")
         return first
-    return infer.validate.first_that_runs(first, lambda p: _trial(snap, k.qualified_name, p, chosen, cancel),
+    return infer.validate.first_that_runs(first, lambda p: _trial(snap, k.qualified_name, p, chosen, cancel, session),
                                           lambda decide: draft(decide), chosen)
 
 
 def _trial(snap: Snapshot, kernel: str, proposal: infer.Proposal, backend: Literal["gpu", "cpu"],
-           cancel: threading.Event | None) -> infer.validate.Trial:
+           cancel: threading.Event | None, session: Session) -> infer.validate.Trial:
     """The kernel run under one draft: the gate on its own test cases with no reference (every
     output written, inputs untouched, no fault, no out-of-bounds access, no constant output)."""
     from .execution import worker
@@ -149,8 +151,8 @@ def _trial(snap: Snapshot, kernel: str, proposal: infer.Proposal, backend: Liter
         return infer.validate.Trial(False, False, "the draft is not read as the kernel's spec")
     try:
         unit = trial_snap.unit(info.kernel.name, info.spec)
-        ran = executors.current().run(jobs.CheckJob(backend, None, unit, info.spec, quick=True, bounds=True),
-                                      backend=backend, timeout=TRIAL_TIMEOUT, cancel=cancel)
+        ran = session.executor.run(jobs.CheckJob(backend, None, unit, info.spec, quick=True, bounds=True),
+                                   backend=backend, timeout=TRIAL_TIMEOUT, cancel=cancel)
     except AstraError as e:
         return infer.validate.Trial(False, False, f"could not run: {e.message}")
     except worker.WorkerCancelled:
@@ -245,55 +247,21 @@ def diagnostics(snap: Snapshot, *, arch: str = DEFAULT_ARCH, compile: bool = Tru
 
 # ---- running kernels ----------------------------------------------------------------------
 
-def use_cluster(setting: str | None) -> dict[str, Any]:
-    """Run kernels where `setting` says ('' this machine, 'local', 'auto', 'ray://HOST:PORT'; a Ray
-    connection is made once per setting) and describe that executor (the JSON's "executor")."""
-    return executors.use(setting).describe()
+def resolve_backend(name: str, session: Session = LOCAL) -> Literal["gpu", "cpu", "static"]:
+    """'auto' -> the best backend available where `session` runs kernels; an explicit unavailable
+    one is an error (`Session.resolve_backend`)."""
+    return session.resolve_backend(name)
 
 
-def executor() -> dict[str, Any]:
-    """The current executor, as the JSON output describes it."""
-    return executors.current().describe()
-
-
-def close_cluster() -> None:
-    """Stop a Ray runtime started here (the CLI does at exit)."""
-    executors.shutdown()
-
-
-_execution_off: str | None = None  # why running kernel code is off (None: it is allowed)
-
-
-def set_execution(allowed: bool, why: str = "running kernel code is turned off") -> None:
-    """The switch for untrusted workspaces: when off, nothing is compiled into a runnable module
-    or run — every backend resolves to 'static' (NVRTC diagnostics only: NVRTC compiles device
-    code to PTX and runs nothing) and check, profile and optimize refuse with `why`."""
-    global _execution_off
-    _execution_off = None if allowed else why
-
-
-def execution_allowed() -> bool:
-    return _execution_off is None
-
-
-def resolve_backend(name: str) -> Literal["gpu", "cpu", "static"]:
-    """'auto' -> the best backend available here; an explicit unavailable one is an error.
-    Availability is probed in a worker and remembered a while (`astra_cuda.execution.availability`). With
-    execution off, 'static' whatever was asked."""
-    if _execution_off is not None:
-        return "static"
-    return availability.resolve(name)
-
-
-def device_arch(default: str = DEFAULT_ARCH) -> str:
+def device_arch(default: str = DEFAULT_ARCH, session: Session = LOCAL) -> str:
     """The GPU's own architecture when the GPU backend can run here, else `default`."""
-    return availability.device_arch(default)
+    return session.device_arch(default)
 
 
-def gpu_setup() -> jobs.BackendStatus | None:
+def gpu_setup(session: Session = LOCAL) -> jobs.BackendStatus | None:
     """When a GPU is visible but the GPU backend cannot use it: the status saying why, with the
     one command that fixes it (`fix`). None otherwise."""
-    return availability.gpu_setup()
+    return session.gpu_setup()
 
 
 def _units(snap: Snapshot, info: KernelInfo
@@ -323,7 +291,7 @@ def _units(snap: Snapshot, info: KernelInfo
 
 def check(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto", arch: str = DEFAULT_ARCH,
           cancel: threading.Event | None = None, progress: Progress | None = None, pin_first: bool = True,
-          quick: bool = False, seed: int | None = None) -> list[Verdict]:
+          quick: bool = False, seed: int | None = None, session: Session = LOCAL) -> list[Verdict]:
     """Run the verification gate on each selected kernel that has a spec. Returns Verdicts.
     The first passing check of a kernel with no reference pins its current source. `seed`: the
     gate's input seed of an earlier verdict (its `nonce`), to replay it; default: fresh inputs."""
@@ -331,9 +299,8 @@ def check(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto", a
     snap = _with_context(snap)
     assert snap.context is not None
     infos = _selected(snap, kernel)
-    chosen = resolve_backend(backend)
-    if _execution_off is not None:
-        raise AstraError(f"{_execution_off}: static checks only (kernels are not run)")
+    chosen = session.resolve_backend(backend)
+    session.refuse_if_off("static checks only (kernels are not run)")
     if chosen == "static":
         raise AstraError("no backend can run kernels here (no GPU with CuPy, no C++ compiler): "
                          "use --backend static for compile-only checks")
@@ -345,8 +312,8 @@ def check(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto", a
             progress(ProgressEvent("check", f"checking {info.name} on the {chosen} backend (reference: {ref_from})",
                                    kernel=info.name))
         try:
-            ran = executors.current().run(jobs.CheckJob(chosen, ref, cand, info.spec, ref_spec, quick=quick, seed=seed),
-                                          backend=chosen, timeout=CHECK_TIMEOUT, cancel=cancel)
+            ran = session.executor.run(jobs.CheckJob(chosen, ref, cand, info.spec, ref_spec, quick=quick, seed=seed),
+                                       backend=chosen, timeout=CHECK_TIMEOUT, cancel=cancel)
         except worker.WorkerCancelled:
             raise
         except worker.WorkerError as e:  # a compiler that crashed its worker, a hang: said, never a traceback
@@ -383,10 +350,10 @@ class Inferred:
 
 
 def with_inferred_spec(snap: Snapshot, kernel: str, *, backend: str = "auto",
-                       cancel: threading.Event | None = None) -> Inferred:
+                       cancel: threading.Event | None = None, session: Session = LOCAL) -> Inferred:
     """`snap` with a proposed spec for `kernel` pasted above it (in memory only; nothing is
     written), for `astra check --infer`. AstraError when no valid spec can be proposed."""
-    proposal = infer_spec(snap, kernel, backend=backend, cancel=cancel)
+    proposal = infer_spec(snap, kernel, backend=backend, cancel=cancel, session=session)
     if not proposal.valid:
         raise AstraError(f"no spec could be inferred for {kernel}: {'; '.join(proposal.problems) or 'invalid draft'}")
     k = snap.kernel(kernel).kernel
@@ -401,13 +368,13 @@ def with_inferred_spec(snap: Snapshot, kernel: str, *, backend: str = "auto",
 
 def profile(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto", ncu: bool = False,
             arch: str = DEFAULT_ARCH, cancel: threading.Event | None = None,
-            sizes: Literal["ladder", "bench"] = "ladder") -> list[Profile]:
+            sizes: Literal["ladder", "bench"] = "ladder", session: Session = LOCAL) -> list[Profile]:
     """Time each selected kernel beside its reference at the size ladder (`astra_cuda.model.ladder`), or
     at the spec's bench sizes alone."""
     from .execution import worker
     snap = _with_context(snap)
     infos = _selected(snap, kernel)
-    chosen = resolve_backend(backend)
+    chosen = session.resolve_backend(backend)
     out = []
     for info in infos:
         assert info.spec is not None  # _selected keeps kernels with a spec
@@ -416,8 +383,7 @@ def profile(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto",
         if chosen == "static":  # resources only (NVRTC): always on this machine
             out.append(worker.run(job, timeout=PROFILE_TIMEOUT, cancel=cancel))
             continue
-        ran = executors.current().run(job, backend=chosen, timeout=PROFILE_TIMEOUT,
-                                      cancel=cancel)
+        ran = session.executor.run(job, backend=chosen, timeout=PROFILE_TIMEOUT, cancel=cancel)
         p: Profile = ran.value
         p.ran_on = ran.where.describe()
         keep_ncu_report(p, snap.path)
@@ -483,7 +449,8 @@ def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm:
              write: bool = False, report: str | None = None, quick: bool = False,
              resume: str | None = None, candidates: int = 1, run_id: str | None = None,
              tune: int | None = None, seconds: float | None = None, tokens: int | None = None,
-             sizes: Literal["ladder", "bench"] = "ladder", fresh: bool = False) -> OptimizeResult:
+             sizes: Literal["ladder", "bench"] = "ladder", fresh: bool = False,
+             session: Session = LOCAL) -> OptimizeResult:
     """Run the agent team on one kernel. Every candidate is judged in a worker process by the
     gate (and timed by the profiler where the backend measures time).
     resume: a run id under `.astra/runs/` (or 'last') to continue; `rounds` is then the total
@@ -517,9 +484,8 @@ def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm:
         run = runlog.resolve_resume(text, path, info.kernel.name, resume, runs_dir, workspace.root_for(path))
         rounds = runlog.resume_rounds(run, rounds, "llm" if llm is not None else "offline")
     rounds = 5 if rounds is None else rounds
-    chosen = resolve_backend(backend)
-    if _execution_off is not None:
-        raise AstraError(f"{_execution_off}: optimizing runs kernels, so it is off")
+    chosen = session.resolve_backend(backend)
+    session.refuse_if_off("optimizing runs kernels, so it is off")
     if chosen == "static":
         raise AstraError("optimizing needs a backend that runs kernels (a GPU with CuPy, or a C++ compiler "
                          "for the CPU backend); none is available here")
@@ -527,7 +493,7 @@ def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm:
     job = jobs.EvaluateJob(chosen, path, info.kernel.name, info.spec, ref_text, ref_kernel, arch=arch, quick=quick,
                            context=_with_context(snap).context, sizes=sizes)
 
-    ex = executors.current()
+    ex = session.executor
     gpu, gpu_model = "", None
     if chosen == "gpu":  # the run's GPU model: every evaluation of the run is timed on one like it
         facts = ex.run(jobs.GpuFactsJob(), backend="gpu", timeout=60.0)

@@ -16,9 +16,8 @@ ray = pytest.importorskip("ray")
 
 from astra_cuda import api  # noqa: E402
 from astra_cuda.cli import batch  # noqa: E402
-from astra_cuda.execution import executors  # noqa: E402
-from astra_cuda.execution.executors.local import LocalExecutor  # noqa: E402
 from astra_cuda.execution.executors.ray_cluster import RayExecutor  # noqa: E402
+from astra_cuda.session import Session  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNEL = "silu_and_mul"
@@ -46,20 +45,17 @@ def local(tmp_path_factory):
     root = tmp_path_factory.mktemp("local")
     (root / ".git").mkdir()
     shutil.copytree(ROOT / "examples", root / "examples")
-    executors.install(LocalExecutor())
     return optimize(root / "examples" / "silu_and_mul.cu")
 
 
 @pytest.fixture
 def on(ray_ex):
-    """Run with a given executor as the current one."""
+    """The options of a run in a session on a given executor."""
     def use(ex):
-        executors.install(ex)
         from astra_cuda.execution import availability
         availability.forget()
-        return ex
-    yield use
-    executors.install(LocalExecutor())
+        return {**OPTIONS, "session": Session(ex)}
+    return use
 
 
 def outcome(res) -> dict:
@@ -96,8 +92,7 @@ def test_describe_and_probe(ray_ex):
 
 def test_single_run_equals_local_executor(ws, on, ray_ex, local):
     f = ws / "examples" / "silu_and_mul.cu"
-    on(ray_ex)
-    remote = optimize(f)
+    remote = optimize(f, **on(ray_ex))
     assert outcome(remote) == outcome(local)
     assert local.baseline.passed and local.rounds
     host = ray_ex.slots("cpu")[0]["host"]
@@ -108,9 +103,9 @@ def test_single_run_equals_local_executor(ws, on, ray_ex, local):
 
 def test_batch_over_examples_equals_one_by_one(ws, on, ray_ex, local, monkeypatch):
     monkeypatch.chdir(ws)
-    on(ray_ex)
+    opts = on(ray_ex)
     rows = []
-    res = batch.run(["examples"], options=OPTIONS, on_row=lambda r: rows.append(r.state), report=str(ws / "rep"))
+    res = batch.run(["examples"], options=opts, on_row=lambda r: rows.append(r.state), report=str(ws / "rep"))
     got = {r.target.kernel: r for r in res.rows}
     assert set(got) == {"silu_and_mul", "fused_add_rmsnorm_kernel", "merge_attn_states"}
     assert all(r.state == "done" for r in res.rows), [(r.target.kernel, r.message) for r in res.rows]
@@ -124,7 +119,7 @@ def test_batch_over_examples_equals_one_by_one(ws, on, ray_ex, local, monkeypatc
     # resuming a finished batch reports it without evaluating anything again
     calls = count_jobs(ray_ex)
     try:
-        again = batch.run(["examples"], resume="last", options=OPTIONS)
+        again = batch.run(["examples"], resume="last", options=opts)
     finally:
         del ray_ex.run
     assert [outcome(r.result) for r in again.rows] == [outcome(r.result) for r in res.rows]
@@ -145,12 +140,12 @@ def _kill_busy_slot(ex: RayExecutor, spared: set[int], stop: threading.Event, ki
 
 def test_killed_ray_worker_is_retried_elsewhere(ws, on, ray_ex, local):
     f = ws / "examples" / "silu_and_mul.cu"
-    on(ray_ex)
+    opts = on(ray_ex)
     ray_ex.capacity("cpu")
     stop, killed = threading.Event(), []
     t = threading.Thread(target=_kill_busy_slot, args=(ray_ex, set(), stop, killed, 1), daemon=True)
     t.start()
-    res = optimize(f)
+    res = optimize(f, **opts)
     stop.set()
     t.join()
     assert len(killed) == 1
@@ -165,7 +160,7 @@ def test_killed_ray_worker_is_retried_elsewhere(ws, on, ray_ex, local):
 
 def test_lost_twice_is_an_infrastructure_error_and_resumes(ws, on, ray_ex, local):
     f = ws / "examples" / "silu_and_mul.cu"
-    on(ray_ex)
+    opts = on(ray_ex)
     ray_ex.capacity("cpu")
     # the baseline is measured, then both tries of the round's candidate are lost
     stop, killed = threading.Event(), []
@@ -175,7 +170,7 @@ def test_lost_twice_is_an_infrastructure_error_and_resumes(ws, on, ray_ex, local
         seen.append(ev.step)
         if ev.step == "code" and not killed:
             threading.Thread(target=_kill_busy_slot, args=(ray_ex, set(), stop, killed, 2), daemon=True).start()
-    res = api.optimize(api.open_file(str(f)), KERNEL, progress=progress, **OPTIONS)
+    res = api.optimize(api.open_file(str(f)), KERNEL, progress=progress, **opts)
     stop.set()
     assert len(killed) == 2
     assert res.interrupted and "infrastructure error" in res.error and "not a verdict" in res.error
@@ -187,7 +182,7 @@ def test_lost_twice_is_an_infrastructure_error_and_resumes(ws, on, ray_ex, local
     # resumed: the baseline is not measured again, the round is made, the result is the local one's
     calls = count_jobs(ray_ex)
     try:
-        again = api.optimize(api.open_file(str(f)), KERNEL, resume=res.run_id, **{**OPTIONS, "rounds": None})
+        again = api.optimize(api.open_file(str(f)), KERNEL, resume=res.run_id, **{**opts, "rounds": None})
     finally:
         del ray_ex.run
     # the round's candidate and the readable form of the best (offline/style.py), never the baseline again

@@ -202,3 +202,11 @@ def test_each_layer_imports_only_what_it_may():
 ])
 def test_cycle_finder(graph, expected):
     assert cycles(graph) == expected
+
+
+def test_the_facade_flips_no_process_wide_switch():
+    """Where kernel code runs and whether it may run are the caller's `Session`, passed to each
+    call: neither the facade nor the executors keep a module global that a `global` statement sets."""
+    for rel in ("api.py", "session.py", "execution/executors/__init__.py"):
+        tree = ast.parse((PACKAGE / rel).read_text())
+        assert not [n.names for n in ast.walk(tree) if isinstance(n, ast.Global)], rel

@@ -358,11 +358,12 @@ def test_notes_say_what_inference_is_least_sure_of_first():
 
 
 def test_a_trial_run_that_times_out_is_a_draft_not_run_never_a_crash(project, monkeypatch):
-    from astra_cuda.execution import executors, worker
+    from astra_cuda.execution import worker
+    from astra_cuda.session import LOCAL
 
     def slow(*a, **k):
         raise worker.WorkerTimeout("the job did not finish within 75 s")
-    monkeypatch.setattr(executors.current(), "run", slow)
+    monkeypatch.setattr(LOCAL.executor, "run", slow)
     f = project("s.cu", "__global__ void scale(float* out, const float* in, int n) {\n"
                         "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) out[i] = 2.f * in[i];\n}\n")
     p = api.infer_spec(api.snapshot(f.read_text(), str(f)), "scale", backend="cpu")

@@ -1069,21 +1069,21 @@ def test_catalogue_table_is_current():
 
 
 def test_execution_switch_runs_nothing(tmp_path):
-    """What Workspace Trust will drive: with execution off, nothing is compiled to run or run."""
+    """What Workspace Trust drives: in a session with execution off, nothing is compiled to run or
+    run; another session of the same process is not affected."""
     from astra_cuda import api, snapshot
     from astra_cuda.errors import AstraError
+    from astra_cuda.session import LOCAL
     f = tmp_path / "k.cu"
     f.write_text(SILU)
     snap = snapshot.of(SILU, str(f))
-    api.set_execution(False, "the workspace is not trusted")
-    try:
-        assert api.resolve_backend("cpu") == "static"
-        with pytest.raises(AstraError, match="not trusted: static checks only"):
-            api.check(snap, backend="cpu")
-        with pytest.raises(AstraError, match="not trusted: optimizing runs kernels"):
-            api.optimize(snap, "silu_and_mul", backend="cpu")
-    finally:
-        api.set_execution(True)
+    untrusted = LOCAL.restricted("the workspace is not trusted")
+    assert api.resolve_backend("cpu", untrusted) == "static"
+    with pytest.raises(AstraError, match="not trusted: static checks only"):
+        api.check(snap, backend="cpu", session=untrusted)
+    with pytest.raises(AstraError, match="not trusted: optimizing runs kernels"):
+        api.optimize(snap, "silu_and_mul", backend="cpu", session=untrusted)
+    assert LOCAL.runs_kernels and untrusted.restricted(None).runs_kernels
 
 
 def test_report_page_masks_keys():

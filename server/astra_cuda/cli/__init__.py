@@ -19,6 +19,7 @@ from . import sarif
 from ..contract import DEFAULT_ARCH
 from ..errors import AstraError
 from ..progress import ProgressEvent
+from ..session import LOCAL, Session
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_PIPE = 0, 1, 2, 130, 141
 
@@ -277,7 +278,7 @@ def _project_flags(a):
 
 
 def cmd_spec(a) -> int:
-    proposal = api.infer_spec(api.open_file(a.file, _project(a)), a.kernel)
+    proposal = api.infer_spec(api.open_file(a.file, _project(a)), a.kernel, session=_session(a))
     if a.json:
         _emit_json({"kernel": a.kernel, "comment": proposal.comment if proposal.valid else None,
                     "notes": proposal.notes, "valid": proposal.valid, "problems": proposal.problems,
@@ -310,14 +311,14 @@ def cmd_pin(a) -> int:
 def _arch(a) -> str:
     """--arch, else the architecture of the GPU here, else the default."""
     if a.arch is None:
-        a.arch = api.device_arch(DEFAULT_ARCH)
+        a.arch = api.device_arch(DEFAULT_ARCH, _session(a))
     return a.arch
 
 
 def _gpu_setup(a, out: dict | None = None) -> None:
     """When a GPU is visible but not used (no CuPy, or one built for another CUDA): say so with
     the one command that fixes it — on stderr, and in the JSON output."""
-    s = api.gpu_setup() if a.backend == "auto" else None
+    s = api.gpu_setup(_session(a)) if a.backend == "auto" else None
     if s is None:
         return
     if out is not None:
@@ -458,7 +459,7 @@ def _check_file(a, path: str, named: bool, run: _CheckRun) -> None:
                                       f"it under one)", *at, kernel=k.name), a.quiet, machine)
                 continue
             try:
-                inferred = api.with_inferred_spec(snap, k.name, backend=a.backend)
+                inferred = api.with_inferred_spec(snap, k.name, backend=a.backend, session=_session(a))
             except AstraError as e:
                 run.failed = True
                 run.add(path, Finding("no-spec", "error", f"{k.name}: no spec, and none could be inferred: "
@@ -466,7 +467,7 @@ def _check_file(a, path: str, named: bool, run: _CheckRun) -> None:
                 continue
             target = inferred.snapshot
         (v,) = api.check(target, k.name, backend=a.backend, arch=arch, progress=progress, seed=a.seed,
-                         pin_first=inferred is None)
+                         pin_first=inferred is None, session=_session(a))
         run.checked += 1
         d = {"file": path, **v.to_dict()}
         if inferred is not None:
@@ -480,7 +481,7 @@ def _check_file(a, path: str, named: bool, run: _CheckRun) -> None:
             if inferred is not None:
                 f = _moved(f, inferred)
             run.add(path, f, a.quiet, machine)
-    s = api.gpu_setup() if a.backend == "auto" else None
+    s = api.gpu_setup(_session(a)) if a.backend == "auto" else None
     if s is not None and run.gpu_setup is None:
         run.gpu_setup = {"problem": s.reason, "fix": s.fix}
         _gpu_note(s)
@@ -522,7 +523,7 @@ def cmd_profile(a) -> int:
                           f"not profiled [no-spec]")
                 continue
             profiles += [(path, p) for p in api.profile(snap, k.name, backend=a.backend, ncu=a.ncu, arch=_arch(a),
-                                                        sizes=a.sizes)]
+                                                        sizes=a.sizes, session=_session(a))]
     failed = [p for _, p in profiles if p.errors or any(s.output_failures for s in p.sizes) or p.implausible]
     out = {"passed": not failed, "executor": ex, "profiles": [{"file": f, **_profile_json(p)} for f, p in profiles],
            "no_spec": no_spec}
@@ -562,7 +563,7 @@ def cmd_optimize(a) -> int:
         result = api.optimize(api.open_file(a.file, _project(a)), a.kernel, llm=llm,
                               backend=a.backend, arch=a.arch, progress=progress, cancel=cancel, write=a.write,
                               report=a.report, resume=a.resume, candidates=a.candidates, sizes=a.sizes,
-                              fresh=a.fresh,
+                              fresh=a.fresh, session=_session(a),
                               **budgets)
     except KeyboardInterrupt:
         cancel.set()
@@ -641,7 +642,7 @@ def _optimize_batch(a) -> int:
                               undefines=getattr(a, "undefine", None) or ()) if flags else None
         return api.project_context(path, cli=cli, compile_commands=a.compile_commands)
     options = {"llm": llm, "backend": a.backend, "arch": a.arch, "candidates": a.candidates, "sizes": a.sizes,
-               "fresh": a.fresh,
+               "fresh": a.fresh, "session": _session(a),
                **_budgets(a, eff)}
     try:
         if display is not None:
@@ -662,8 +663,15 @@ def _optimize_batch(a) -> int:
 
 
 def _executor(a) -> dict:
-    """Run kernels where --cluster says (this machine's workers without it); its description."""
-    return api.use_cluster(getattr(a, "cluster", None))
+    """The command's session: kernels run where --cluster says (this machine's workers without
+    it); its executor's description."""
+    a.session = Session.open(getattr(a, "cluster", None))
+    return dict(a.session.executor.describe())
+
+
+def _session(a) -> Session:
+    """The session `_executor` opened for this command, else this machine's workers."""
+    return getattr(a, "session", LOCAL)
 
 
 def _edit_json(edit: dict | None) -> dict | None:
@@ -929,7 +937,9 @@ def _run(args) -> int:
         print("astra: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     finally:
-        api.close_cluster()  # a Ray runtime started here stops with the command
+        session = getattr(args, "session", None)
+        if session is not None:
+            session.close()  # a Ray runtime started here stops with the command
 
 
 def _report_error(args, e: AstraError) -> int:

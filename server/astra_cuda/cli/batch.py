@@ -152,10 +152,10 @@ def run(paths: list[str], *, kernel: str | None = None, resume: str | None = Non
         options: dict | None = None, context_for: Callable[[str], object] | None = None,
         cancel: threading.Event | None = None) -> BatchResult:
     """Optimize every target. `options` go to `api.optimize` unchanged (rounds, llm, backend, arch,
-    candidates...). `resume`: a batch id (or 'last'): its finished runs are reported, its
+    candidates..., the `session` kernels run in). `resume`: a batch id (or 'last'): its finished runs are reported, its
     unfinished ones resumed (`rounds` None: to their own totals), its unstarted ones started.
     `on_row` is told of every change."""
-    from ..execution import executors
+    from ..session import LOCAL
     t0 = time.monotonic()
     options = dict(options or {})
     anchor = paths[0] if paths else "."
@@ -169,7 +169,8 @@ def run(paths: list[str], *, kernel: str | None = None, resume: str | None = Non
     manifest = workspace.ensure_astra_dir(anchor, "batches") / f"{batch_id}.json"
     lock = threading.Lock()
     cancel = cancel or threading.Event()
-    ex = executors.current()
+    session = options.get("session", LOCAL)
+    ex = session.executor
     logged_options = {k: v for k, v in options.items() if k in ("rounds", "backend", "arch", "candidates", "quick")}
     logged_options["mode"] = "llm" if options.get("llm") is not None else "offline"
 
@@ -233,7 +234,7 @@ def run(paths: list[str], *, kernel: str | None = None, resume: str | None = Non
     backend = options.get("backend") or "auto"
     width = 1
     try:
-        width = max(1, min(len(by_file), ex.capacity(api.resolve_backend(backend))))
+        width = max(1, min(len(by_file), ex.capacity(api.resolve_backend(backend, session))))
     except AstraError:
         width = 1  # the first target will say why the backend is not available
     with ThreadPoolExecutor(width, thread_name_prefix="astra-batch") as pool:

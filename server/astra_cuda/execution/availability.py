@@ -2,17 +2,21 @@
 
 A probe creates a CUDA context (in a worker), so it is not repeated on every save: what a
 machine offers changes rarely (a driver installed, a compiler removed). After `LIFETIME_S`, or
-when the executor changes (`--cluster`, `astra.cluster`), the next request asks again. "Here" is where
-the current executor (`astra_cuda.execution.executors`) runs kernels: this machine, or a Ray cluster.
+for another executor (`--cluster`, `astra.cluster`), the next request asks again. "Here" is where
+the given executor (`astra_cuda.execution.executors`; a session's) runs kernels: this machine, or a Ray
+cluster.
 """
 from __future__ import annotations
 
 import threading
 import time
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from ..errors import AstraError
 from .jobs import BackendStatus
+
+if TYPE_CHECKING:
+    from .executors import Executor
 
 LIFETIME_S = 300.0
 
@@ -20,11 +24,12 @@ _lock = threading.Lock()
 _cached: tuple[float, object, dict[str, BackendStatus]] | None = None
 
 
-def statuses() -> dict[str, BackendStatus]:
-    """Each backend's availability (from the cache while it is fresh)."""
+def statuses(ex: Executor | None = None) -> dict[str, BackendStatus]:
+    """Each backend's availability where `ex` runs kernels (default: this machine's workers), from
+    the cache while it is fresh."""
     global _cached
-    from . import executors
-    ex = executors.current()
+    from .executors import LOCAL
+    ex = LOCAL if ex is None else ex
     with _lock:  # one probe at a time; whoever waits gets its answer
         if _cached is not None and _cached[1] is ex and time.monotonic() - _cached[0] < LIFETIME_S:
             return _cached[2]
@@ -40,12 +45,12 @@ def forget() -> None:
         _cached = None
 
 
-def resolve(name: str) -> Literal["gpu", "cpu", "static"]:
+def resolve(name: str, ex: Executor | None = None) -> Literal["gpu", "cpu", "static"]:
     """'auto' -> the best backend available here ('gpu', 'cpu', else 'static'); an explicit
     backend that is not available is an error that says why."""
     if name == "static":
         return "static"
-    avail = statuses()
+    avail = statuses(ex)
     if name == "auto":
         return "gpu" if avail["gpu"].available else "cpu" if avail["cpu"].available else "static"
     if name not in ("gpu", "cpu"):
@@ -57,14 +62,14 @@ def resolve(name: str) -> Literal["gpu", "cpu", "static"]:
     return "gpu" if name == "gpu" else "cpu"
 
 
-def device_arch(default: str) -> str:
+def device_arch(default: str, ex: Executor | None = None) -> str:
     """The architecture of the GPU the GPU backend uses ('sm_90'), else `default`."""
-    gpu = statuses().get("gpu")
+    gpu = statuses(ex).get("gpu")
     return gpu.arch if gpu is not None and gpu.available and gpu.arch else default
 
 
-def gpu_setup() -> BackendStatus | None:
+def gpu_setup(ex: Executor | None = None) -> BackendStatus | None:
     """The GPU backend's status when a GPU is visible here but cannot be used: what is wrong
     and (in `fix`) the one command that fixes it. None when there is nothing to say."""
-    gpu = statuses().get("gpu")
+    gpu = statuses(ex).get("gpu")
     return gpu if gpu is not None and not gpu.available and gpu.setup_needed else None

@@ -150,7 +150,7 @@ async def check_one(ls: AstraServer, st: DocState, snap: Snapshot, k: KernelInfo
         arch = await ls.call(ls.probe, ls.arch, snap.path)
         t0 = time.monotonic()
         verdicts = await ls.call(ls.slow, api.check, snap, k.name, backend=ls.backend_for(snap.path),
-                                 arch=arch, cancel=cancel)
+                                 arch=arch, cancel=cancel, session=ls.session)
     except Exception as e:
         if cancel.is_set():
             return None

@@ -35,7 +35,7 @@ async def profile(ls: AstraServer, uri: str, name: str) -> dict[str, Any]:
         arch = await ls.call(ls.probe, ls.arch, snap.path)
         profiles = await ls.call(ls.slow, api.profile, snap.with_context(ls.project(doc.path)), name,
                                  backend=ls.backend_for(snap.path), arch=arch,
-                                 ncu=ls.settings.profile_ncu)
+                                 ncu=ls.settings.profile_ncu, session=ls.session)
         p = profiles[0]  # one profile per selected kernel; we selected one
     except Exception as e:
         if not is_user_error(e):
@@ -79,7 +79,7 @@ async def spec_edit(ls: AstraServer, uri: str, name: str) -> tuple[types.Workspa
     try:
         # the kernel is run under the draft before it is proposed: the pool that runs checks
         proposal = await ls.call(ls.slow, api.infer_spec, snap.with_context(ls.project(doc.path)), name,
-                                 backend=ls.backend_for(snap.path))
+                                 backend=ls.backend_for(snap.path), session=ls.session)
     except Exception as e:
         return None, f"could not infer a spec for `{name}`: {user_message(e)}"
     if (ls.document(uri).version or 0) != (doc.version or 0):

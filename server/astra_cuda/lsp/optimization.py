@@ -106,7 +106,7 @@ async def optimize(ls: AstraServer, uri: str, name: str, consent: str | None = N
         result = await ls.call(ls.opt, api.optimize, snap.with_context(ls.project(doc.path)), name,
                                rounds=rounds, llm=llm, backend=backend, arch=arch, tokens=tokens or None,
                                seconds=seconds or None,
-                               progress=progress, cancel=opt.cancel, report=report_dir(doc.path))
+                               progress=progress, cancel=opt.cancel, report=report_dir(doc.path), session=ls.session)
         if opt.cancel.is_set() or result.cancelled:
             opt.status, opt.message = "cancelled", "cancelled"
         elif result.error:

@@ -30,6 +30,7 @@ from astra_cuda.lsp.state import DocState
 
 if TYPE_CHECKING:
     from astra_cuda.compile.project import ProjectContext
+    from astra_cuda.session import Session
     from astra_cuda.snapshot import Snapshot
 
 log = logging.getLogger("astra_cuda.lsp")
@@ -88,6 +89,9 @@ class AstraServer(LanguageServer):
         # Separate pools, so quick core calls (parse, spec inference, pin) never queue behind
         # probes, compiles or checks, and checks never queue behind an optimization.
         self.cluster_label = ""   # e.g. 'Ray ray://gpu-box:10001' while astra.cluster is connected
+        # What kernel code runs with (Workspace Trust, astra.cluster): made on first use, replaced
+        # when either changes, passed to every core call that may run kernel code.
+        self._session: Session | None = None
         self.fast = ThreadPoolExecutor(2, "astra-fast")    # what a hover waits for: the snapshot of a version
         self.probe = ThreadPoolExecutor(1, "astra-probe")  # the machine's GPU, arch, cluster: may take seconds
         self.static = ThreadPoolExecutor(1, "astra-static")  # compiles every kernel: seconds
@@ -124,19 +128,28 @@ class AstraServer(LanguageServer):
         except Exception:
             self.log_error("background task failed", traceback.format_exc())
 
+    @property
+    def session(self) -> Session:
+        if self._session is None:
+            from astra_cuda.session import Session
+            self._session = Session(execution_off=self._execution_off())
+        return self._session
+
     async def apply_cluster(self) -> None:
         """Run kernels where `astra.cluster` says (Ray starts in seconds: off the event loop). A
         failure is shown and this machine's workers stay in use."""
-        from astra_cuda import api
+        from astra_cuda.session import Session
         wanted = self.settings.cluster
+        old = self.session
         try:
-            d = await self.call(self.probe, api.use_cluster, wanted)
+            self._session = await self.call(self.probe, Session.open, wanted, execution_off=self._execution_off())
         except Exception as e:
             self.cluster_label = ""
-            await self.call(self.probe, api.use_cluster, "")
+            self._session = Session(execution_off=self._execution_off())
             self.show(f"Astra: astra.cluster={wanted!r}: {getattr(e, 'message', e)}; kernels run on this machine",
                       types.MessageType.Warning)
-            return
+        await self.call(self.probe, old.close)
+        d = await self.call(self.probe, self.session.executor.describe)
         self.cluster_label = f"Ray {d.get('address')}" if d.get("kind") == "ray" else ""
         if self.cluster_label:
             self.log_info(f"kernels run on {self.cluster_label}: {d.get('nodes')} node(s), {d.get('gpus')} GPU(s)")
@@ -220,22 +233,24 @@ class AstraServer(LanguageServer):
 
     RESTRICTED = "this workspace is not trusted (Workspace Trust)"
 
+    def _execution_off(self) -> str | None:
+        return None if self.settings.allow_execution else self.RESTRICTED
+
     def apply_execution(self) -> None:
-        """Untrusted workspace: nothing is built into a runnable module or run (the core's switch)."""
-        from astra_cuda import api
-        api.set_execution(self.settings.allow_execution, self.RESTRICTED)
+        """Untrusted workspace: nothing is built into a runnable module or run (the session's policy)."""
+        self._session = self.session.restricted(self._execution_off())
 
     def arch(self, path: str) -> str:
         """The architecture to compile `path` for: its folder's setting, else the project's
         configuration (astra.toml, .clangd, compile_flags.txt), else the GPU's own, else the
         default. Blocking (it may probe the backends): call it in an executor."""
         from astra_cuda import api
-        return str(self.effective(path)["arch"].value or api.device_arch(contract.DEFAULT_ARCH))
+        return str(self.effective(path)["arch"].value or api.device_arch(contract.DEFAULT_ARCH, self.session))
 
     def machine_status(self) -> None:
         """Blocking: learn whether a GPU is here but not used (the probe is remembered a while)."""
         from astra_cuda import api
-        s = api.gpu_setup()
+        s = api.gpu_setup(self.session)
         self.gpu_setup = None if s is None else {"problem": s.reason, "fix": s.fix}
 
     def settings_for(self, path: str) -> settings_mod.Settings:

@@ -70,6 +70,7 @@ def on_shutdown(ls: AstraServer, *_: Any) -> None:
                 ks.optimization.cancel.set()
     for task in list(ls.tasks):
         task.cancel()
+    ls.session.close()  # a Ray runtime started for astra.cluster stops with the server
 
 
 @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)

@@ -1,7 +1,7 @@
 """Where evaluations run: the executor interface, the local worker pool, and the choice of one.
 
 Every job that runs kernel code (a check, a profile, a candidate's evaluation) goes through the
-process-wide executor (`current()`); each one runs the *same* `astra_cuda.execution.jobs` job in the *same*
+executor of the caller's session (`astra_cuda.session.Session`); each one runs the *same* `astra_cuda.execution.jobs` job in the *same*
 per-job worker process (`astra_cuda.execution.worker`), only the place differs:
 
 - `LocalExecutor` (the default): the worker pool of this machine, exactly as before.
@@ -13,9 +13,7 @@ every number can say where it was measured. Static compiles (NVRTC, no GPU) alwa
 """
 from __future__ import annotations
 
-import atexit
 import os
-import threading
 
 from ...errors import AstraError
 from ...evaluation import InfrastructureError
@@ -26,11 +24,9 @@ CLUSTER_CHOICES = "none (this machine's workers), local (a Ray runtime started h
                   "if set, else none) or ray://HOST:PORT"
 
 
-# ---- the process-wide executor -------------------------------------------------------------
+# ---- choosing one -------------------------------------------------------------------------
 
-_lock = threading.Lock()
-_current: Executor | None = None
-_setting = ""
+LOCAL: Executor = LocalExecutor()  # this machine's workers: a session's executor unless it names a cluster
 
 
 def parse(setting: str | None) -> str | None:
@@ -49,54 +45,14 @@ def parse(setting: str | None) -> str | None:
     raise AstraError(f"unknown cluster {setting!r}: use {CLUSTER_CHOICES}")
 
 
-def use(setting: str | None) -> Executor:
-    """Make the executor named by `setting` the current one (a Ray connection is made once and
-    kept while the setting stays the same)."""
-    global _current, _setting
+def make(setting: str | None) -> Executor:
+    """The executor named by `setting`: `LOCAL`, or a new Ray connection (its owner closes it)."""
     target = parse(setting)
-    key = target or ""
-    with _lock:
-        if _current is not None and key == _setting:
-            return _current
-        old, _current, _setting = _current, None, key
-    if old is not None:
-        old.close()
     if target is None:
-        ex: Executor = LocalExecutor()
-    else:
-        from .ray_cluster import RayExecutor
-        ex = RayExecutor(None if target == "local" else target)
-    with _lock:
-        _current, _setting = ex, key
-    return ex
+        return LOCAL
+    from .ray_cluster import RayExecutor
+    return RayExecutor(None if target == "local" else target)
 
 
-def install(ex: Executor) -> Executor:
-    """Make `ex` (already built, e.g. a RayExecutor with chosen sizes) the current executor; the
-    one it replaces is not closed (its owner closes it)."""
-    global _current, _setting
-    with _lock:
-        _current, _setting = ex, f"<{ex.kind} {id(ex)}>"
-    return ex
-
-
-def current() -> Executor:
-    global _current
-    with _lock:
-        if _current is None:
-            _current = LocalExecutor()
-        return _current
-
-
-def shutdown() -> None:
-    global _current, _setting
-    with _lock:
-        old, _current, _setting = _current, None, ""
-    if old is not None:
-        old.close()
-
-
-atexit.register(shutdown)
-
-__all__ = ["Executor", "LocalExecutor", "Placement", "Ran", "InfrastructureError", "parse", "use", "install", "current",
-           "shutdown", "CLUSTER_CHOICES"]
+__all__ = ["Executor", "LocalExecutor", "Placement", "Ran", "InfrastructureError", "LOCAL", "parse", "make",
+           "CLUSTER_CHOICES"]
