@@ -22,6 +22,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   context.subscriptions.push(
     vscode.workspace.onDidChangeConfiguration((e) => {
       if (e.affectsConfiguration("astra.server")) void srv.restart();
+      if (e.affectsConfiguration("astra.trace.server")) explainTrace(log);
     }),
     // Trust granted: start again with kernel checks allowed (the server was started restricted).
     vscode.workspace.onDidGrantWorkspaceTrust(() => void srv.restart()),
@@ -29,7 +30,20 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   );
   // A failing start must not fail activation: the commands stay usable (restart, logs).
   await srv.start().catch((e) => fail(log, "Astra: could not start the language server", e));
+  explainTrace(log);
   context.subscriptions.push(await onInterpreterChange(log, () => void srv.restart()));
+}
+
+/** `astra.trace.server` chooses what is traced, but vscode-languageclient writes the trace only while
+ * the log's level is Trace: say so (and offer the command that sets it) instead of staying silent. */
+function explainTrace(log: vscode.LogOutputChannel): void {
+  const want = vscode.workspace.getConfiguration("astra").get<string>("trace.server", "off");
+  if (want === "off" || log.logLevel === vscode.LogLevel.Trace) return;
+  const msg = `astra.trace.server is '${want}': the LSP messages are written to the Astra log once its level is Trace`;
+  log.info(`${msg} (Developer: Set Log Level… → Astra → Trace)`);
+  void vscode.window.showInformationMessage(`${msg}.`, "Set Log Level").then((pick) => {
+    if (pick) void vscode.commands.executeCommand("workbench.action.setLogLevel");
+  });
 }
 
 export async function deactivate(): Promise<void> {
