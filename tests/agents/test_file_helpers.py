@@ -75,7 +75,8 @@ def test_vectorize_moves_elements_in_the_files_own_pack(name, count):
 
 def test_without_a_pack_vectorize_writes_its_own_registers():
     out = rewritten("vectorize", SILU)
-    assert "alignas(16) __half v0[vec];" in out and "reinterpret_cast<uint4*>(v0)[0]" in out and "using pack" not in out
+    assert "alignas(16) __half v0[vec], v1[vec], s0[vec];" in out and "reinterpret_cast<uint4*>(v0)[0]" in out \
+        and "using pack" not in out
 
 
 def test_ceil_division_helpers_are_recognised_by_their_body():
@@ -168,7 +169,7 @@ def test_vectorize_moves_its_registers_with_the_projects_load_and_store_helpers(
     assert "with the project's `ld16`, `st16`" in out
     # with the project's pack too: its registers, moved by its helpers
     out = rewritten_with("vectorize", SILU, (VEC_N_T + LD_ST,))
-    assert "ld16(v0, reinterpret_cast<const pack*>(input + (token * 2 * d) + i0));" in out
+    assert "pack v0, v1, s0;\n    ld16(v0, reinterpret_cast<const pack*>(input + (token * 2 * d) + i0));" in out
     assert "st16(s0, reinterpret_cast<pack*>(out + (token * d) + i0));" in out and "uint4" not in out
 
 

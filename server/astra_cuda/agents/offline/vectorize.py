@@ -597,15 +597,16 @@ def _emit(m: _Loop, plan: Plan, hs: dict[str, Handle], vec: int, width: int, dat
         if packs is not None:
             t = alias[packs[arr][0]]
             h = None if at is None else move("load", packs[arr][0], arr)
-            if h is not None and h.kind == "load":
-                decls.append(f"{i2}{t} {v};")
-                decls.append(f"{i2}{h.load(v, f'reinterpret_cast<const {t}*>({at})')}")
+            if at is None or (h is not None and h.kind == "load"):
+                plain.setdefault(t, []).append(v)
+                if at is not None:
+                    lines_load.append(f"{i2}{h.load(v, f'reinterpret_cast<const {t}*>({at})')}")  # type: ignore[union-attr]
                 return
-            load = "" if at is None else f" = *reinterpret_cast<const {t}*>({at})" if h is None else \
+            load = f" = *reinterpret_cast<const {t}*>({at})" if h is None else \
                 f" = {h.name}(reinterpret_cast<const {t}*>({at}))"
-            decls.append(f"{i2}{'const ' if const and at else ''}{t} {v}{load};")
+            decls.append(f"{i2}{'const ' if const else ''}{t} {v}{load};")
             return
-        decls.append(f"{i2}alignas(16) {hs[arr].elem} {v}[astra_vec{sfx}];")
+        plain.setdefault(f"alignas(16) {hs[arr].elem}", []).append(f"{v}[astra_vec{sfx}]")
         for c in range(0 if at is None else vec * (hs[arr].size or 0) // width):
             h = move("load", chunk, arr)
             reg, src = f"reinterpret_cast<{chunk}*>({v})[{c}]", f"reinterpret_cast<const {chunk}*>({at})"
@@ -636,6 +637,7 @@ def _emit(m: _Loop, plan: Plan, hs: dict[str, Handle], vec: int, width: int, dat
     loads: dict[tuple[str, str], str] = {}
     stores: dict[str, str] = {}
     lines_load, lines_store, decls = [], [], []
+    plain: dict[str, list[str]] = {}   # registers declared without a value, one line per type
     body_edits = []
     for a in sorted(acc, key=lambda a: (a.store, a.node.start_byte)):  # loads first
         key = (a.array, a.base)
@@ -716,7 +718,7 @@ def _emit(m: _Loop, plan: Plan, hs: dict[str, Handle], vec: int, width: int, dat
         f"{i1}const bool astra_aligned{sfx} =\n{aligned};\n"
         f"{i1}const {C} astra_vec_end{sfx} = astra_aligned{sfx} ? astra_n{sfx} / astra_vec{sfx} * astra_vec{sfx} : 0;\n"
         f"{i1}{head}\n"
-        + "\n".join(decls) + "\n"
+        + "\n".join([*(f"{i2}{t} {', '.join(vs)};" for t, vs in plain.items()), *decls]) + "\n"
         + "\n".join(lines_load) + ("\n" if lines_load else "")
         + f"{i2}#pragma unroll\n"
         f"{i2}for (int astra_k{sfx} = 0; astra_k{sfx} < astra_vec{sfx}; ++astra_k{sfx}) {{\n"
