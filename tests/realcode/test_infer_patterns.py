@@ -228,3 +228,27 @@ def test_a_type_its_traits_are_defined_for_not_float(project):
                       "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) out[i] = a[i];\n}\n")
     s, p = infer(project, "cat.cu", "cat")
     assert s.instantiate == "<__half>" and s.args["out"].dtype.name == "half"
+
+
+def test_a_thread_blocks_indices_and_a_namespaces_constant_are_read(project):
+    """DeepSpeed gather_tokens: `tb.group_index().x` / `tb.thread_index().x` of a cooperative-groups
+    thread_block are blockIdx / threadIdx, and `td_data::granularity` (a namespace's constexpr) is its
+    value in the kernel and in the launcher's block (`(channels + vals - 1) / vals` threads)."""
+    project("gather.cu", "#include <cooperative_groups.h>\nnamespace cg = cooperative_groups;\n"
+                         "namespace td { constexpr int granularity = 16; }\n"
+                         "template <typename T>\n__global__ void pick(T* out, const int* idx, int tokens, int channels) {\n"
+                         "  constexpr int vals = td::granularity / sizeof(T);\n"
+                         "  cg::thread_block tb = cg::this_thread_block();\n"
+                         "  const int g = idx[tb.group_index().x * tokens + tb.group_index().y];\n"
+                         "  for (int i = tb.thread_index().x * vals; i < channels; i += blockDim.x * vals)\n"
+                         "    out[(tb.group_index().x * tokens + tb.group_index().y) * channels + i] = g;\n}\n"
+                         "template <typename T>\nvoid launch(T* out, const int* idx, int batch, int tokens, int channels) {\n"
+                         "  constexpr int vals = td::granularity / sizeof(T);\n"
+                         "  const int steps = (channels + vals - 1) / vals;\n"
+                         "  const int threads = (steps >= 1024) ? 1024 : steps;\n"
+                         "  dim3 block(threads);\n  dim3 grid(batch, tokens);\n"
+                         "  pick<T><<<grid, block>>>(out, idx, tokens, channels);\n}\n"
+                         "template void launch<float>(float*, const int*, int, int, int);\n")
+    s, p = infer(project, "gather.cu", "pick")
+    assert s.block == ("min((channels + 16 / 4 - 1) / (16 / 4), 1024)",)
+    assert s.args["idx"].shape == ("batch", "tokens")

@@ -124,6 +124,13 @@ class _HostExprs:
                 free.append(name)
                 return name
             return None
+        if t == "qualified_identifier":   # `td_data::granularity`: a namespace's constant
+            text = node.text.decode().replace(" ", "")
+            value = self.constants.get(text) or self.constants.get(text.removeprefix("::")) \
+                or self.constants.get(text.split("::")[-1])
+            inner = source.parse_expression(value) if value is not None and depth < _MAX_CONSTANT_DEPTH else None
+            r = self._expr(inner, free, depth + 1) if inner is not None else None
+            return f"({r})" if r is not None else None
         if t == "number_literal":
             digits = node.text.decode().replace("'", "").rstrip("uUlL")
             try:

@@ -556,8 +556,10 @@ class Analyzer:
                 return Iv.point(self.constants[name])
             value = self.env.get(name)
             return UNKNOWN if value == UNSET else value
-        if t == "qualified_identifier":
-            c = self.constants.get(n.text.decode().replace(" ", ""))
+        if t == "qualified_identifier":   # `x128::size`, or a namespace's constant `td_data::granularity`
+            text = n.text.decode().replace(" ", "")
+            c = self.constants.get(text)
+            c = self.constants.get(text.split("::")[-1]) if c is None and "<" not in text else c
             return Iv.point(c) if c is not None else None
         if t == "parenthesized_expression":
             inner = [c for c in n.named_children if c.type != "comment"]
@@ -646,6 +648,13 @@ class Analyzer:
     def field(self, n: Node):
         arg, fld = n.child_by_field_name("argument"), n.child_by_field_name("field")
         a, f = (arg.text.decode() if arg is not None else ""), (fld.text.decode() if fld is not None else "")
+        if arg is not None and arg.type == "call_expression":   # `tb.group_index().x` of a thread_block
+            fn = arg.child_by_field_name("function")
+            obj = fn.child_by_field_name("argument") if fn is not None and fn.type == "field_expression" else None
+            method = fn.child_by_field_name("field") if obj is not None else None
+            if obj is not None and method is not None and self.env.get(obj.text.decode()) == "tile:block":
+                a = {"group_index": "blockIdx", "thread_index": "threadIdx", "dim_threads": "blockDim",
+                     "group_dim": "blockDim"}.get(method.text.decode(), a)
         k = "xyz".find(f)
         if isinstance(self.env.get(f"{a}.{f}"), Iv):   # narrowed by a condition (`threadIdx.x < 64`)
             return self.env[f"{a}.{f}"]
