@@ -39,7 +39,7 @@ MAX_FILE = 4 << 20       # a generated 4 MB table is not a header the suite need
 # folder up to the repository's root.
 BUILD_FILES = ("CMakeLists.txt", "setup.py")
 # Bumped when what a kernel's fetch copies changes: a cache filled before is refetched.
-FETCH_VERSION = 3
+FETCH_VERSION = 4
 
 
 def mirror_dir(mirrors: Path, source: str) -> Path:
@@ -161,6 +161,13 @@ def needed_files(kernels: list[Kernel], tree: Tree, outside: set[str] | None = N
         todo += [p for p in (k.path, *k.launch_files) if p in tree.files]
         folder = posixpath.dirname(k.path)
         todo += [p for p in tree.files if posixpath.dirname(p) == folder and p.endswith(SOURCE_EXT)]
+    # An include folder of a mounted library (FlashInfer's vendored CCCL) is copied whole: its
+    # headers include one another through macros a reading cannot follow, and a header missing
+    # there would be taken from the toolkit's older copy instead (a mix that does not compile).
+    mounts = {m.path for k in kernels for m in k.repo.mounts}
+    for d in dirs:
+        if any(d == m or d.startswith(m + "/") for m in mounts):
+            todo += [p for p in tree.files if p.startswith(d + "/")]
     seen: set[str] = set()
     while todo:
         batch = [p for p in dict.fromkeys(todo) if p not in seen]

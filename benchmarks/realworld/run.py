@@ -431,7 +431,7 @@ class Options:
         libs = toolkit.library_headers(tk) if tk else []
         extras = sorted(os.listdir(libs[0][2:])) if libs else []
         key = json.dumps([k.repo.source, k.repo.commit, k.path, k.includes, k.macro_defines, k.standard,
-                          k.repo.nvcc, _nvcc_version(), extras, _torch_version()])
+                          k.repo.nvcc, _nvcc_version(), extras, _torch_version(), fetch.inputs(k)])
         path = self.cache / "nvcc.json"
         with self._nvcc_lock:
             known = json.loads(path.read_text()) if path.exists() else {}

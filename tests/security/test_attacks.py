@@ -634,6 +634,17 @@ def test_screen_refuses_known_bypasses(attack, cpu, tmp_path):
         cpu.compile(attack.body, ["k"], filename=str(tmp_path / f"{attack.name}.cu"), options=[f"-I{tmp_path}"])
 
 
+def test_a_header_that_declares_itself_a_system_header_is_screened_not_refused(cpu, tmp_path):
+    # CCCL's nv/target vendored in FlashInfer's 3rdparty/: the pragma flags the header's lines, and
+    # lines outside the trusted folders are screened whatever the flag (the popen case above)
+    (tmp_path / "lib.cuh").write_text("#pragma GCC system_header\nstatic __device__ int twice(int v) { return 2 * v; }\n")
+    cpu.compile('#include "lib.cuh"\n__global__ void k(int* x) { x[0] = twice(x[0]); }\n', ["k"],
+                filename=str(tmp_path / "k.cu"), options=[f"-I{tmp_path}"])
+    with pytest.raises(CompileError, match="system_header"):   # in the unit itself it is still refused
+        cpu.compile('#pragma GCC system_header\n__global__ void k(int* x) { x[0] = 1; }\n', ["k"],
+                    filename=str(tmp_path / "own.cu"), options=[f"-I{tmp_path}"])
+
+
 # ---- files and candidates through the gate ----------------------------------------------------
 
 SILU = (ROOT / "examples" / "silu_and_mul.cu").read_text()

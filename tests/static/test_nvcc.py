@@ -442,3 +442,15 @@ def test_a_device_lambda_compiles_with_the_flag_a_torch_cmake_project_gives(tmp_
     r = compile_file(tmp_path, text, ["k"], context=ctx)
     assert r.ok, r.log
     assert "--extended-lambda" in r.compiler
+
+
+def test_a_kernel_in_a_namespace_spelled_through_a_macro(tmp_path):
+    # flash-attention: `namespace FLASH_NAMESPACE {` (the macro from a header); the source model
+    # reads it as written, the compiled module by its expansion
+    text = ("#define FLASH_NAMESPACE flash\nnamespace FLASH_NAMESPACE {\n"
+            "__global__ void k(float* o) { o[threadIdx.x] = 1.f; }\n}\n")
+    r = compile_file(tmp_path, text, ["FLASH_NAMESPACE::k"])
+    assert r.ok and r.kernels == {"FLASH_NAMESPACE::k": "_ZN5flash1kEPf"}, r.log
+    f = tmp_path / "proj" / "k.cu"
+    u = extract.unit(text, str(f), "k")   # the cut finds it under its preprocessed name
+    assert "namespace flash {" in u.source and u.name_expression == "FLASH_NAMESPACE::k"

@@ -314,6 +314,10 @@ def unit_from_model(model: SourceModel, path: str, kernel_name: str, *, instanti
     pp = devicepp.preprocess(model.text, path, context.options())
     namespaces = tuple(kernel.qualified_name.split("::")[:-1])   # '' for an anonymous namespace
     cut = cutting.cut(pp, kernel.name, namespaces, _names_in(instantiate), context.include_dirs)
+    if not cut.found and namespaces and sum(k.name == kernel.name for k in model.kernels) == 1:
+        # a namespace spelled through a macro (flash-attention's `namespace FLASH_NAMESPACE {`) has
+        # another name once preprocessed; the kernel's name alone tells it apart in this file
+        cut = cutting.cut(pp, kernel.name, None, _names_in(instantiate), context.include_dirs)
     if not cut.found:
         raise AstraError(f"kernel {kernel.name!r} is not in the file as nvcc's device pass sees it "
                          f"({pp.compiler}): a preprocessor conditional leaves it out")

@@ -115,7 +115,9 @@ def _check_names(kernels: Sequence[str]) -> dict[str, int | None]:
     for i, expr in enumerate(dict.fromkeys(kernels)):
         if source.parse_expression(expr) is None or any(c in expr for c in ";{}#\"'\\\n"):
             raise InvalidName(f"not a kernel name: {expr!r}")
-        out[expr] = i if "<" in expr else None
+        # a template, or a qualified name (its namespace may be spelled through a macro: the
+        # compiler resolves it in the probe, as it does the template arguments)
+        out[expr] = i if "<" in expr or "::" in expr else None
     return out
 
 

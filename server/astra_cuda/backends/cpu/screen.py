@@ -180,12 +180,14 @@ def includes(source: str) -> list[str]:
     return out
 
 
-def directive_problems(text: str, filename: str) -> list[str]:
+def directive_problems(text: str, filename: str, pragma: bool = True) -> list[str]:
     """Preprocessor tricks that would make user code pass for a system header: GNU line markers
-    (`# 1 "/usr/include/stdlib.h" 3`, whose flag 3 the compiler passes on) and the
+    (`# 1 "/usr/include/stdlib.h" 3`, whose flag 3 the compiler passes on) and, with `pragma`, the
     `system_header` pragma in any spelling. Checked on the raw text of the unit and of each user
     header (the preprocessed output cannot tell a real system header from a forged one). `#line`
-    is harmless: it renames, but cannot make a file a system header."""
+    is harmless: it renames, but cannot make a file a system header. The pragma only flags the
+    file it is in, under its real path, which `user_lines` screens unless it lies in a trusted
+    folder: in a header it hides nothing (vendored libraries carry it: CCCL's `nv/target`)."""
     tree = parse(text)
     marks = line_directives(tree, filename)
     found = []
@@ -199,7 +201,7 @@ def directive_problems(text: str, filename: str) -> list[str]:
             if directive[1:].strip()[:1].isdigit():
                 found.append(f"a line marker ({directive} {arg}) at {where}")
         if n.child_count == 0 or n.type in ("preproc_arg", "string_content"):
-            if b"system_header" in n.text:
+            if pragma and b"system_header" in n.text:
                 found.append(f"the system_header pragma at {where}")
     return _dedup(found)
 

@@ -434,7 +434,7 @@ def check_source(source: str, filename: str, options: Sequence[str]) -> None:
                         raw = f.read(MAX_HEADER_BYTES).decode(errors="replace")
                 except OSError:
                     continue
-                tricks += screen.directive_problems(raw, h)
+                tricks += screen.directive_problems(raw, h, pragma=False)   # forged line markers only
     if tricks:
         raise CompileError("refused: preprocessor directives that disguise kernel code as a system header "
                            "or pull files by absolute path: " + ", ".join(tricks))
