@@ -135,3 +135,23 @@ def test_a_dependent_member_of_a_vector_template_is_not_measured():
     t = _Types(source.parse("__global__ void k(float* x) {}\n"), None, None)
     assert t.vector_bytes("Vec<scalar_t, VEC_SIZE>::Type", {"scalar_t": "float", "VEC_SIZE": "4"}) is None
     assert t.vector_bytes("AlignedVector<T, 8>", {"T": "float"}) == 32
+
+
+PICKED = ("template <bool use_map, bool wide>\n"
+          "__global__ void mm(const float* x, float* out, int n, const unsigned* map) {\n"
+          "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) out[i] = x[use_map ? map[i] : i];\n}\n"
+          "typedef void (*fp_mm)(const float*, float*, int, const unsigned*);\n"
+          "fp_mm mm_pick(bool wide, const unsigned* map) {\n"
+          "  if (wide) { if (map) return mm<true, true>; else return mm<false, true>; }\n"
+          "  if (map) return mm<true, false>;\n  return mm<false, false>;\n}\n"
+          "void run(const float* x, float* out, int n, const unsigned* map) {\n"
+          "  dim3 threads(128);\n  dim3 blocks((n + 127) / 128);\n"
+          "  fp_mm kernel = mm_pick(n > 4096, map);\n  kernel<<<blocks, threads>>>(x, out, n, map);\n}\n")
+
+
+def test_a_launch_through_the_pointer_a_picker_function_returns(project):
+    """exllama's `fp_q4_matmul_kernel kernel = q4_matmul_kernel_pick(...); kernel<<<...>>>`: the
+    launch is read as one of the instances the picker returns, the general one."""
+    s, p = _inferred(project, "pick.cu", PICKED, "mm")
+    assert s.instantiate == "<false, false>" and s.block == ("128",)
+    assert s.args["out"].shape == ("n",)

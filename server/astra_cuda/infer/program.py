@@ -193,11 +193,12 @@ def _indirect_launches(model: SourceModel, kernel: str) -> list[LaunchSite]:
     if kernel not in model.text:
         return []
     out = []
+    pickers = _pickers(model, kernel)
     for fn in _functions(model.text):
         body = _text(fn)
-        if kernel not in body:
+        if kernel not in body and not any(p in body for p in pickers):
             continue
-        edits = _rewrites(fn, kernel)
+        edits = _rewrites(fn, kernel, pickers)
         if not edits:
             continue
         data = fn.text
@@ -220,9 +221,30 @@ def _moved(var, shift: int):
     return replace(var, line=var.line + shift) if var is not None and var.line is not None else var
 
 
-def _rewrites(fn: Node, kernel: str) -> list[tuple[int, int, str]]:
+def _pickers(model: SourceModel, kernel: str) -> dict[str, str]:
+    """Host functions that return an instance of `kernel` (`fp_kernel pick(...) { if (a) return
+    k<true, false>; ... return k<false, false>; }`): name -> the instance a launch through what
+    they return is read as — the general one, with the fewest features switched on (`true`
+    flags, larger numbers), as `_pick_site` ranks launches."""
+    out: dict[str, str] = {}
+    for fn in _functions(model.text):
+        found = []
+        for ret in (n for n in _walk(fn) if n.type == "return_statement"):
+            value = next((c for c in ret.named_children if c.type != "comment"), None)
+            name, targs = _callee(value)
+            if name == kernel:
+                found.append(targs)
+        if found:
+            def rank(targs: tuple[str, ...]) -> tuple[int, int]:
+                return (sum(t.strip() == "true" for t in targs), sum(int(t) for t in targs if t.strip().isdigit()))
+            best = min(found, key=rank)
+            out[_function_name(fn)] = kernel + (f"<{', '.join(best)}>" if best else "")
+    return out
+
+
+def _rewrites(fn: Node, kernel: str, pickers: dict[str, str] | None = None) -> list[tuple[int, int, str]]:
     """(start, end, replacement) byte edits that turn the function's indirect launches of
-    `kernel` into `<<<>>>` launches of it."""
+    `kernel` into `<<<>>>` launches of it (a pointer a picker function returned included)."""
     pointers: dict[str, str] = {}   # a local naming the kernel -> 'kernel<targs>'
     fields: dict[str, str] = {}     # 'config.gridDim' -> its value
     field_sets: list[Node] = []     # those assignments: gone from the rewrite, so a dim3 they read stays followed
@@ -250,6 +272,8 @@ def _rewrites(fn: Node, kernel: str) -> list[tuple[int, int, str]]:
         callee, targs = _callee(value)
         if callee == kernel:
             pointers[name] = kernel + (f"<{', '.join(targs)}>" if targs else "")
+        elif value.type == "call_expression" and (pickers or {}).get(_callee(value.child_by_field_name("function"))[0]):
+            pointers[name] = (pickers or {})[_callee(value.child_by_field_name("function"))[0]]
     edits = []
     for call in (n for n in _walk(fn) if n.type == "call_expression"):
         callee = call.child_by_field_name("function")
