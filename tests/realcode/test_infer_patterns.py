@@ -252,3 +252,17 @@ def test_a_thread_blocks_indices_and_a_namespaces_constant_are_read(project):
     s, p = infer(project, "gather.cu", "pick")
     assert s.block == ("min((channels + 16 / 4 - 1) / (16 / 4), 1024)",)
     assert s.args["idx"].shape == ("batch", "tokens")
+
+
+def test_a_local_constant_the_launch_passes_as_a_template_argument_is_no_size(project):
+    """sgl-kernel per_token_quant_fp8: `const int TOKENS_PER_CTA = 8; dim3 grid((n + TOKENS_PER_CTA - 1)
+    / TOKENS_PER_CTA); k<T, TOKENS_PER_CTA><<<grid, ...>>>`: a compile-time constant, not a problem size."""
+    project("tok.cu", "template <typename T, int TPC>\n__global__ void per_token(T* out, const T* in, int n, int d) {\n"
+                      "  int t = blockIdx.x * TPC + threadIdx.x / 32;\n  if (t >= n) return;\n"
+                      "  for (int i = threadIdx.x % 32; i < d; i += 32) out[t * d + i] = in[t * d + i];\n}\n"
+                      "void run(float* o, const float* i, int n, int d) {\n  const int TOKENS_PER_CTA = 8;\n"
+                      "  dim3 grid((n + TOKENS_PER_CTA - 1) / TOKENS_PER_CTA);\n  dim3 block(TOKENS_PER_CTA * 32);\n"
+                      "  per_token<float, TOKENS_PER_CTA><<<grid, block>>>(o, i, n, d);\n}\n")
+    s, p = infer(project, "tok.cu", "per_token")
+    assert s.grid == ("(n + 8 - 1) / 8",) and s.block in (("8 * 32",), ("256",))
+    assert set(s.sizes) == {"n", "d"} and s.instantiate == "<float, 8>"

@@ -321,6 +321,9 @@ def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names:
     # but the problem's size in a grid (`const int num_tokens = 16` in main): that stays a size.
     literal = {k for k, v in local.items() if source.parse_expression(v) is not None
                and source.parse_expression(v).type == "number_literal"}
+    # ... unless the launch also hands it to the kernel as a template argument (`k<T, TOKENS_PER_CTA>`):
+    # a compile-time constant, not a size
+    literal -= {a.strip() for a in split(site.template_args or "<>")}
     for var in (site.grid_var, site.block_var):   # `threads.x` in the grid is the block's first dimension
         if var is not None and var.dims is not None:
             for axis, dim in zip("xyz", list(var.dims) + ["1", "1"]):
