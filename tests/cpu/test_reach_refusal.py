@@ -135,12 +135,24 @@ __global__ void conv(const float* x, unsigned short* h, float* back, unsigned* b
   }
   sums[i] = s;
 }
+__global__ void quant(const float* x, unsigned* q8, int* q32, unsigned* s8, unsigned short* h8) {
+  int i = threadIdx.x;
+  unsigned d; unsigned short e; int w;
+  asm volatile("cvt.rni.sat.s8.f32 %0, %1;" : "=r"(d) : "f"(x[i]));
+  q8[i] = d;
+  asm volatile("cvt.rni.sat.s8.f32 %0, %1;" : "=h"(e) : "f"(x[i]));
+  h8[i] = e;
+  asm volatile("cvt.rni.sat.s32.f32 %0, %1;" : "=r"(w) : "f"(x[i] * 3e6f));
+  q32[i] = w;
+  asm volatile("cvt.sat.s8.s32 %0, %1;" : "=r"(d) : "r"(w / 1000));
+  s8[i] = d;
+}
 """
 
 
 @pytest.fixture(scope="module")
 def idioms(cpu):
-    return cpu.compile(unit(IDIOMS), ["copy", "conv"], filename="user.cu")
+    return cpu.compile(unit(IDIOMS), ["copy", "conv", "quant"], filename="user.cu")
 
 
 def _launch(cpu, module, name, block, args):
@@ -180,6 +192,22 @@ def test_conversions_packing_lanes_and_shuffles_run_exactly(cpu, idioms):
     np.testing.assert_array_equal(sums, 1.5 * 496)  # the butterfly sums all 32 lanes in each
 
 
+def test_saturating_integer_conversions_run_exactly(cpu, idioms):
+    # vLLM's int8 quantization (scaled_quant.cu): ties to even, saturation, NaN to 0, sign-extended
+    x = np.array([0.5, 1.5, 2.5, -0.5, -1.5, 126.5, 127.5, -128.5, 300, -300, np.nan, np.inf, -np.inf, 1e9, -1e9,
+                  0.49999997, *np.random.default_rng(2).standard_normal(16) * 100], np.float32)
+    q8, q32, s8, h8 = _launch(cpu, idioms, "quant", 32, [x, np.zeros(32, np.uint32), np.zeros(32, np.int32),
+                                                          np.zeros(32, np.uint32), np.zeros(32, np.uint16)])[1:]
+    def sat(v, lo, hi):
+        return np.where(np.isnan(v), 0, np.clip(np.nan_to_num(np.rint(v.astype(np.float64)), posinf=hi, neginf=lo),
+                                                lo, hi)).astype(np.int64)
+    np.testing.assert_array_equal(q8.view(np.int32), sat(x, -128, 127))
+    np.testing.assert_array_equal(h8.view(np.int16), sat(x, -128, 127))
+    w = sat(x * np.float32(3e6), -2**31, 2**31 - 1)
+    np.testing.assert_array_equal(q32, w)
+    np.testing.assert_array_equal(s8.view(np.int32), np.clip(np.trunc(w / 1000), -128, 127))
+
+
 @pytest.mark.parametrize("stmt", [
     'asm volatile("ld.global.acquire.gpu.u32 %0, [%1];" : "=r"(v) : "l"(p));',     # ordering: not a hint
     'asm volatile("ld.global.L2::cache_hint.u32 %0, [%1], %2;" : "=r"(v) : "l"(p), "l"(h));',
@@ -187,7 +215,8 @@ def test_conversions_packing_lanes_and_shuffles_run_exactly(cpu, idioms):
     'asm volatile("ld.global.v2.u32 {%0, %1}, [%2];" : "=r"(v), "=r"(w) : "r"(q));',  # a 32-bit address
     'asm volatile("cvt.rn.f16.f32 %0, %1;" : "+h"(u) : "f"(f));',                   # read and written
     'asm volatile("cvt.rz.f16.f32 %0, %1;" : "=h"(u) : "f"(f));',                   # another rounding
-    'asm volatile("cvt.rni.sat.s8.f32 %0, %1;" : "=h"(u) : "f"(f));',
+    'asm volatile("cvt.rzi.sat.s8.f32 %0, %1;" : "=h"(u) : "f"(f));',                # another rounding
+    'asm volatile("cvt.rni.sat.s32.f32 %0, %1;" : "=h"(u) : "f"(f));',               # 32 bits in a 16-bit register
     'asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x101f, 0xffffffff;" : "=f"(o) : "f"(s), "r"(m));',  # segments
     'asm volatile("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(o) : "f"(s));',
     'asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(a), "=r"(b), "=r"(c), "=r"(d) : "l"(p) : "cc");',

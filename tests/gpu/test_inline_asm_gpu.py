@@ -1,7 +1,8 @@
 """The inline PTX idioms the CPU backend runs as C++ (backends/cpu/inline_asm.py) against the GPU
 running the real instructions: the same kernels (tests/cpu/test_reach_refusal.py's IDIOMS), the
 same inputs, every output bit for bit — hinted vector and predicated loads, stores, f16/bf16
-conversions (NaN, infinity, overflow, ties), 16-bit packing, %laneid, a butterfly shuffle."""
+conversions (NaN, infinity, overflow, ties), saturating integer conversions (vLLM's int8
+quantization: cvt.rni.sat.s8/s32.f32, cvt.sat.s8.s32), 16-bit packing, %laneid, a butterfly shuffle."""
 from __future__ import annotations
 
 import ast
@@ -30,10 +31,14 @@ def _plan():
     a = np.random.default_rng(0).standard_normal(32).astype(np.float32)
     x = np.concatenate([np.random.default_rng(1).standard_normal(26).astype(np.float32) * 900,
                         np.array([np.nan, np.inf, 65520.0, 65519.99, 2.0**-25, -2.0**-25], np.float32)])
+    q = np.array([0.5, 1.5, 2.5, -0.5, -1.5, 126.5, 127.5, -128.5, 300, -300, np.nan, np.inf, -np.inf, 1e9, -1e9,
+                  0.49999997, *np.random.default_rng(2).standard_normal(16) * 100], np.float32)
     i32 = lambda v: Scalar("int", v, "int32")  # noqa: E731
     return [("copy", 8, [np.full(32, 7, np.float32), a, i32(24), i32(0)]),
             ("conv", 32, [x, np.zeros(32, np.uint16), np.zeros(32, np.float32), np.zeros(32, np.uint32),
-                          np.zeros(32, np.uint32), np.zeros(32, np.float32)])]
+                          np.zeros(32, np.uint32), np.zeros(32, np.float32)]),
+            ("quant", 32, [q, np.zeros(32, np.uint32), np.zeros(32, np.int32), np.zeros(32, np.uint32),
+                           np.zeros(32, np.uint16)])]
 
 
 def test_the_cpu_emulation_of_ptx_idioms_matches_the_gpu_bit_for_bit():

@@ -16,6 +16,8 @@ ordering or scope qualifiers:
 - vector and scalar global loads and stores of 16/32/64-bit elements with cache hints only
   (`ld.global.nc.v4.u32`, `ld.global.ca.v2.f32`, `st.global.cs.v4.u32`, ...): hints change no
   value; a misaligned address traps, as on the GPU;
+- integer conversions with saturation (`cvt.rni.sat.s8.f32`, `cvt.rni.sat.s32.f32`,
+  `cvt.sat.s8.s32`: vLLM's int8 quantization), ties to even, NaN to 0, sign-extended;
 - conversions between f32 and f16/bf16 rounding to nearest even (`cvt.rn.f16.f32`,
   `cvt.rn.bf16x2.f32`, `cvt.f32.f16`, ...), done by the CUDA headers' own exact host conversions;
 - packing and unpacking 16-bit halves (`mov.b32 {%0, %1}, %2;`, `mov.b32 %0, {%1, %2};`) and
@@ -144,6 +146,15 @@ _CVT = {  # instruction -> constraints (output, inputs...), the output's value f
                                  "__bfloat16_as_ushort(__float2bfloat16_rn({1})))"),
 }
 # shfl.sync.MODE.b32 d, a, b, c, membermask: c is the warp-wide clamp (no segments) only
+# Integer conversions with saturation: instruction -> (input constraint, C++ of the int value,
+# the types' range). A destination register wider than the type gets the value sign-extended (PTX:
+# a signed instruction type extends by sign), as `(short)` / `(int)` do.
+_ICVT = {
+    "cvt.rni.sat.s8.f32": ("f", "astra::cvt_rni_sat(astra::asm_f32({0}), -128, 127)"),
+    "cvt.rni.sat.s32.f32": ("f", "astra::cvt_rni_sat(astra::asm_f32({0}), -2147483647 - 1, 2147483647)"),
+    "cvt.sat.s8.s32": ("r", "astra::cvt_sat((int)astra::asm_bits<32>({0}), -128, 127)"),
+}
+_ICVT_RE = re.compile(r"(cvt\.(?:rni\.)?sat\.s(?:8|32)\.(?:f32|s32)) %0, %1")
 _SHFL = re.compile(r"shfl\.sync\.(bfly|down|up|idx)\.b32 %0, %1, %2, ((0x[0-9a-fA-F]+|\d+)), (?:(%3)|(0x[0-9a-fA-F]+|\d+))")
 _CVT_RE = re.compile(r"(cvt(?:\.rn)?\.(?:f32|f16|bf16)(?:x2)?\.(?:f32|f16|bf16)) %0, %1(?:, %2)?")
 
@@ -194,6 +205,11 @@ def emulate(asm) -> str | None:
                                                   f"astra::asm_f32({o.expr});") for i, o in enumerate(ins))
         value = form[1].format(*(f"astra_i{i}_" for i in range(len(ins))))
         return f"{{ {reads} astra::asm_set({outs[0].expr}, {value}); }}"
+    if (m := _ICVT_RE.fullmatch(text)) and (form := _ICVT.get(m.group(1))) and len(outs) == 1 and len(ins) == 1 \
+            and ins[0].constraint == form[0] and outs[0].constraint in ("r", "h") \
+            and not (outs[0].constraint == "h" and ".s32." in m.group(1)):
+        wide = "(unsigned)(int)" if outs[0].constraint == "r" else "(unsigned short)(short)"
+        return f"{{ astra::asm_set({outs[0].expr}, {wide}({form[1].format(ins[0].expr)})); }}"
     letters = "".join(o.constraint for o in ops)
     if text == "mov.b32 {%0, %1}, %2" and letters == "hhr":
         return (f"{{ unsigned astra_i0_ = astra::asm_bits<32>({ins[0].expr}); "

@@ -596,6 +596,16 @@ inline float asm_f32(T v) {
   return v;
 }
 inline unsigned asm_laneid() { return (unsigned)astra::self()->lane; }
+// cvt.rni.sat.{s8,s32}.f32: round to the nearest integer, ties to even (the default rounding
+// mode), saturate to [lo, hi], NaN to 0; compared in float: (float)INT_MAX is 2^31, above it.
+inline int cvt_rni_sat(float x, int lo, int hi) {
+  if (x != x) return 0;
+  float r = __builtin_nearbyintf(x);
+  if (r <= (float)lo) return lo;
+  if (r >= (float)hi) return hi;
+  return (int)r;
+}
+inline int cvt_sat(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 }  // namespace astra
 
 #define __CUDA_ARCH__ 900
