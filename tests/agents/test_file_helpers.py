@@ -209,3 +209,8 @@ def test_the_project_headers_are_read_as_a_compiler_of_the_unit_may(tmp_path):
     (proj / ".git").mkdir()   # the project's root: a compiler of its units reads nothing above it
     got = extract.project_header_texts(source.parse(text), str(proj / "k.cu"), project.ProjectContext())
     assert got == ((proj / "inc" / "vec.cuh").read_text(), VEC_N_T)
+
+
+def test_helpers_in_the_kernels_own_namespace_are_named_as_it_writes_them():
+    text = "namespace proj {\n" + LD_ST + KERNEL + "}\n" + "template <class E> __device__ E late(const E* p) { return *p; }\n"
+    assert [m.name for m in helpers.movers(text, text.index("__global__"))] == ["ld16", "st16"]   # not `late`: after it

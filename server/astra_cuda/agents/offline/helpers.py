@@ -366,10 +366,10 @@ def _mover(fn: Node, tparams: list[str]) -> Mover | None:
 
 
 @lru_cache(maxsize=256)
-def _movers_in(text: str, kernel_ns: tuple[str, ...]) -> tuple[Mover, ...]:
+def _movers_in(text: str, before: int | None, kernel_ns: tuple[str, ...]) -> tuple[Mover, ...]:
     out = []
     for n in walk(_parse(text)):
-        if n.type != "function_definition":
+        if n.type != "function_definition" or (before is not None and n.end_byte > before):
             continue
         tmpl = n.parent if n.parent is not None and n.parent.type == "template_declaration" else None
         tparams: list[str] = []
@@ -393,8 +393,7 @@ def movers(text: str, kernel_start: int, headers: tuple[str, ...] = ()) -> tuple
     """The load/store helpers the kernel starting at byte `kernel_start` of `text` can call: the
     file's own (before the kernel), then its project headers', named as the kernel writes them."""
     kernel_ns = _kernel_at(text, kernel_start)
-    head = text.encode("utf-8")[:kernel_start].decode("utf-8", "ignore")
-    return (*_movers_in(head, kernel_ns), *(m for h in headers for m in _movers_in(h, kernel_ns)))
+    return (*_movers_in(text, kernel_start, kernel_ns), *(m for h in headers for m in _movers_in(h, None, kernel_ns)))
 
 
 def mover(found: tuple[Mover, ...], kind: str, typ: str, nbytes: int, read_only: bool) -> Mover | None:
