@@ -155,3 +155,23 @@ def test_a_launch_through_the_pointer_a_picker_function_returns(project):
     s, p = _inferred(project, "pick.cu", PICKED, "mm")
     assert s.instantiate == "<false, false>" and s.block == ("128",)
     assert s.args["out"].shape == ("n",)
+
+
+DEFAULTS = ("__device__ void scales_of(float* all, const float* in, int n, int group = 0) {\n"
+            "  if (group > 0) {\n    for (int i = threadIdx.x; i < n; i += blockDim.x) all[i * group] = in[i];\n"
+            "  } else if (threadIdx.x == 0) {\n    all[blockIdx.x] = in[blockIdx.x * n];\n  }\n}\n"
+            "template <bool has_residual>\n"
+            "__global__ void quant(float* scales, const float* in, int n, float* residual = nullptr) {\n"
+            "  scales_of(scales, in, n);\n"
+            "  if constexpr (has_residual) { residual[blockIdx.x * n + threadIdx.x] += 1.0f; }\n}\n"
+            "void run(float* s, const float* in, int tokens, int n) {\n"
+            "  quant<false><<<tokens, 256>>>(s, in, n);\n}\n")
+
+
+def test_a_helper_parameter_left_at_its_default_decides_its_branch(project):
+    """vLLM's compute_dynamic_per_token_scales(..., group_size = 0): the grouped branch is not the
+    call's, so `scales` is one value per token; `residual`, untouched without has_residual, is
+    no output (it would be reported as never written)."""
+    s, p = _inferred(project, "q.cu", DEFAULTS, "quant")
+    assert s.args["scales"].shape == ("tokens",) and s.args["scales"].output
+    assert not s.args["residual"].output and not s.args["residual"].inout

@@ -248,7 +248,8 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
                 if found is not None and p.name in found.inout:
                     role = ", inout = true"
                 elif found is not None and p.name in found.read_only:
-                    notes.append(f"`{p.name}` is not const but the kernel only reads it: taken as an input")
+                    notes.append(f"`{p.name}` is not const but the kernel only reads it (or never touches it): "
+                                 f"taken as an input")
                 else:
                     role = ", output = true"
                     if found is None:

@@ -64,7 +64,7 @@ def _prod(xs) -> int:
 class _Shapes:
     shapes: dict[str, list[str]]
     inout: set[str]
-    read_only: set[str]
+    read_only: set[str]     # read and never written, or not touched at all
     tables: set[str]        # integer parameters whose values index a table of TABLE rows
     uses_table: bool
     derived: dict[str, str] = field(default_factory=dict)   # size -> its value over the others (a stride)
@@ -232,7 +232,8 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
     last = samples[-1][1].uses
     uses_table = any(TABLE in " ".join(v) for v in shapes.values())
     return _Shapes(shapes, {n for n, u in last.items() if u.read and u.written},
-                   {n for n, u in last.items() if u.read and not u.written},
+                   # a pointer never touched (`residual` where has_residual is false) is no output either
+                   {n for n, u in last.items() if not u.written},
                    {n for n, u in last.items() if u.table_loads} if uses_table else set(), uses_table,
                    {k: v for k, v in fixed.items() if k not in equal}, equal, packets,
                    {n: u.packet for n, u in last.items() if u.packet > 1})

@@ -112,6 +112,7 @@ class Analyzer:
         self.defs: dict[str, tuple[Node, frozenset[str]]] = {}
         self.narrowing = False
         self.objects: set[str] = set()         # locals of a class type or lambdas: called, they are functors
+        self.defaults: set[str] = set()        # a helper's parameters the call left at their default value
         self.grid, self.block = grid, block
         self.elem_bytes = elem_bytes          # pointer parameter -> bytes per element
         self.int_params = int_params          # integer pointer parameters (their loads are table indices)
@@ -136,21 +137,30 @@ class Analyzer:
         writes counts for the kernel's own parameters."""
         decl = source._function_declarator(fn.child_by_field_name("declarator"))
         plist = decl.child_by_field_name("parameters") if decl is not None else None
-        names = [source._declarator_name(p.child_by_field_name("declarator"))[0]
-                 for p in (plist.named_children if plist is not None else [])
-                 if p.type in ("parameter_declaration", "optional_parameter_declaration")]
+        params = [p for p in (plist.named_children if plist is not None else [])
+                  if p.type in ("parameter_declaration", "optional_parameter_declaration")]
+        names = [source._declarator_name(p.child_by_field_name("declarator"))[0] for p in params]
         body = fn.child_by_field_name("body")
         if body is None:
             return
-        saved, saved_defs = self.env, self.defs
+        saved, saved_defs, saved_defaults = self.env, self.defs, self.defaults
         self.env = {n: (v if isinstance(v, (Iv, Ptr)) else UNKNOWN) for n, v in zip(names, vals) if n}
+        # a parameter the call leaves out takes its default (`int32_t const group_size = 0`): a
+        # branch that default rules out (`if (group_size > 0)`) is not this call's
+        self.defaults = set()
+        for p, n in list(zip(params, names))[len(vals):]:
+            default = p.child_by_field_name("default_value")
+            v = self.expr(default, evaluate_only=True) if default is not None else None
+            if n and isinstance(v, Iv) and v.lo is not None and v.lo == v.hi:
+                self.env[n] = v
+                self.defaults.add(n)
         self.defs = {}
         self.depth += 1
         try:
             self.block_stmt(body)
         finally:
             self.depth -= 1
-            self.env, self.defs = saved, saved_defs
+            self.env, self.defs, self.defaults = saved, saved_defs, saved_defaults
 
     # ---- statements ------------------------------------------------------------------------
     def run(self, body: Node) -> Facts:
@@ -272,6 +282,15 @@ class Analyzer:
             return self.stmt(taken) if taken is not None else False
         if cond is not None:
             self.expr(cond)
+        names = {n.text.decode() for n in source._walk(cond) if n.type == "identifier"} if cond is not None else set()
+        if names and names <= self.defaults:   # decided by defaults alone: only the branch they take
+            before = dict(self.env)
+            holds = self.refine_feasible(cond, True)
+            self.env = before
+            if not holds:
+                inner = next((c for c in alt.named_children), None) if alt is not None and alt.type == "else_clause" \
+                    else alt
+                return self.stmt(inner) if inner is not None else False
         before = dict(self.env)
         # both branches are walked even where a condition cannot hold at the probe sizes: those
         # may miss what the launcher keeps (`head_size / x` whole), and the branch is then the kernel
