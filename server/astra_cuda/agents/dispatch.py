@@ -180,8 +180,12 @@ def build(best_text: str, rewrite_text: str, kernel: str, sp: Split,
     if text is None or not extra:
         return text, why
     grown = add_sizes(text, kernel, extra)
-    if grown is None:
+    grown_spec = spec_in(source.parse(grown), kernel) if grown is not None else None
+    if grown is None or grown_spec is None:
         return None, f"the timed size {extra} that launches the other version could not be added to the spec's [sizes]"
+    checked = gate_cases + [dict(c) for c in sb.with_cases_of(grown_spec).added_cases]
+    if gate_size(sb, sp, checked, [])[0] != {}:
+        return None, f"with {extra} added, the gate's sizes still launch only one of the two versions"
     return grown, ""
 
 

@@ -125,8 +125,8 @@ def _spec_line(text: str, kernel: source.Kernel, key: str, values: list[str]) ->
 
 def add_sizes(text: str, kernel: str, case: dict[str, int]) -> str | None:
     """`text` with each value of `case` added to the kernel's spec's [sizes] line of its name (a
-    size for the gate to check too); None when a name has no [sizes] line of one line, or the
-    spec would then lose one of its own cases (see Spec.only_adds_cases)."""
+    size for the gate to check too, see Spec.with_cases_of); None when a name has no [sizes] line
+    of one line."""
     model = source.parse(text)
     k, old = model.kernel(kernel), spec_in(model, kernel)
     if k is None or old is None or set(case) - set(old.sizes):
