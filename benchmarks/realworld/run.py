@@ -153,13 +153,18 @@ def _kill(p: subprocess.Popen) -> None:
 
 def nvcc_compiles(k: Kernel, work: Path, limit: float = LIMITS["nvcc"]) -> dict:
     """Whether nvcc compiles the unedited file with the project's flags (device code for sm_90),
-    confined like every compiler of user code (astra_cuda.compile.confine)."""
+    confined like every compiler of user code (astra_cuda.compile.confine). A header is compiled
+    as the project's build compiles it: through the source file of its `launch_files` that
+    includes it (apex's megatron softmax headers are not self-contained: the .cu including them
+    brings torch's headers first)."""
     from astra_cuda.compile import confine, project
     from astra_cuda.compile import toolkit, torch_ext
     tk = toolkit.find()
     if tk is None:
         return {"ok": None, "message": "no CUDA toolkit (nvcc) found"}
     src = work / k.path
+    through = includer(k, work)
+    src = through or src
     incs = [f"-I{work / d}" for d in k.includes]
     # a PyTorch extension is built by torch's cpp_extension, which adds torch's folders and defines
     ctx = project.from_flags([str(work / d) for d in k.includes], origin="suite")
@@ -184,8 +189,22 @@ def nvcc_compiles(k: Kernel, work: Path, limit: float = LIMITS["nvcc"]) -> dict:
             return {"ok": None, "message": f"nvcc not run: {e}"}
     log = (p.stdout + p.stderr).replace(str(work) + "/", "")
     first = next((ln for ln in log.splitlines() if re.search(r"\berror\b", ln)), log.strip()[-300:])
-    return {"ok": p.returncode == 0, "message": "" if p.returncode == 0 else _short(first, 300),
-            "seconds": round(time.monotonic() - t0, 1)}
+    out = {"ok": p.returncode == 0, "message": "" if p.returncode == 0 else _short(first, 300),
+           "seconds": round(time.monotonic() - t0, 1)}
+    return {**out, "through": str(through.relative_to(work))} if through else out
+
+
+def includer(k: Kernel, work: Path) -> Path | None:
+    """For a kernel in a header, the source file among its `launch_files` that #includes it."""
+    if k.path.endswith((".cu", ".cpp", ".cc", ".cxx")):
+        return None
+    name = Path(k.path).name
+    for rel in k.launch_files:
+        f = work / rel
+        if rel.endswith(".cu") and f.is_file() and any(
+                Path(inc).name == name for inc, _ in fetch.includes_of(f.read_bytes())):
+            return f
+    return None
 
 
 # ---- one kernel -------------------------------------------------------------------------------
@@ -431,7 +450,8 @@ class Options:
         libs = toolkit.library_headers(tk) if tk else []
         extras = sorted(os.listdir(libs[0][2:])) if libs else []
         key = json.dumps([k.repo.source, k.repo.commit, k.path, k.includes, k.macro_defines, k.standard,
-                          k.repo.nvcc, _nvcc_version(), extras, _torch_version(), fetch.inputs(k)])
+                          k.repo.nvcc, _nvcc_version(), extras, _torch_version(), fetch.inputs(k),
+                          "a header through its includer"])
         path = self.cache / "nvcc.json"
         with self._nvcc_lock:
             known = json.loads(path.read_text()) if path.exists() else {}

@@ -128,6 +128,9 @@ def test_fetch_writes_the_kernels_file_and_every_header_it_reaches_and_reports_w
     assert fetch.outside_repository(cache, m.kernels[0], "generated/string_code.h") is True
     assert fetch.outside_repository(cache, m.kernels[0], "cuda_runtime.h") is True
     assert fetch.outside_repository(cache, m.kernels[0], "unused.cuh") is False
+    # a header's reference compile goes through the launch file that includes it (apex megatron)
+    header = dataclasses.replace(m.kernels[0], path="inc/common.cuh", launch_files=("src/launcher.cpp", "src/k.cu"))
+    assert run.includer(header, root) == root / "src/k.cu" and run.includer(m.kernels[0], root) is None
     # a kernel whose include folders changed in the manifest since is stale (DeepSpeed's v2 kernels)
     assert fetch.status(cache, m.kernels[0]) == "ok"
     moved = dataclasses.replace(m.kernels[0], include=("include", "inc"))
