@@ -175,3 +175,17 @@ def test_a_helper_parameter_left_at_its_default_decides_its_branch(project):
     s, p = _inferred(project, "q.cu", DEFAULTS, "quant")
     assert s.args["scales"].shape == ("tokens",) and s.args["scales"].output
     assert not s.args["residual"].output and not s.args["residual"].inout
+
+
+def test_a_vector_objects_load_and_store_move_one_vector_of_the_pointer():
+    """FlashInfer's `vec_t<float, 4> v; v.cast_load(v_a + off); ... out.cast_store(v_m + off)`: the
+    object's methods read and write one vector's elements where they are pointed (before, a method
+    Astra could not see into made every extent unknown and every pointer an output)."""
+    k = source.parse("template <int vec> __global__ void merge(float* a, float* m, int d) {\n"
+                     "  vec_t<float, vec> va, vm;\n  va.cast_load(a + blockIdx.x * d + threadIdx.x * vec);\n"
+                     "  vm.cast_store(m + blockIdx.x * d + threadIdx.x * vec);\n}\n").kernel("merge")
+    sizes = {"float": 4, "vec_t<float, vec>": 16}
+    facts = access.analyse(k, {"d": 64}, (8, 1, 1), (16, 1, 1), {"a": 4, "m": 4}, set(), 100, {"vec": 4},
+                           type_bytes=sizes.get)
+    assert facts.uses["a"].read and not facts.uses["a"].written and facts.uses["a"].hi == 8 * 64 - 1
+    assert facts.uses["m"].written and not facts.uses["m"].read and facts.uses["m"].hi == 8 * 64 - 1

@@ -46,6 +46,8 @@ class Iv:
 UNKNOWN = Iv(None, None)
 # thread and block indices a condition can narrow (kept in the environment under these names)
 _BUILTINS = frozenset(f"{a}.{f}" for a in ("threadIdx", "blockIdx") for f in "xyz")
+# methods of a vector object that move one vector through the pointer they are given (FlashInfer's vec_t)
+_VECTOR_METHODS = frozenset({"load", "store", "cast_load", "cast_store", "load_global", "store_global"})
 # `#if`/`#ifdef` blocks inside a body, and their `#elif`/`#else`: walked as branches
 _PREPROC_BRANCHES = frozenset({"preproc_if", "preproc_ifdef", "preproc_elif", "preproc_elifdef", "preproc_else"})
 UNSET = "unset"      # a local declared without a value: its first assignment gives it one
@@ -113,6 +115,7 @@ class Analyzer:
         self.narrowing = False
         self.objects: set[str] = set()         # locals of a class type or lambdas: called, they are functors
         self.defaults: set[str] = set()        # a helper's parameters the call left at their default value
+        self.obj_bytes: dict[str, int] = {}    # a local vector object (`vec_t<float, 4> v`) -> its bytes
         self.grid, self.block = grid, block
         self.elem_bytes = elem_bytes          # pointer parameter -> bytes per element
         self.int_params = int_params          # integer pointer parameters (their loads are table indices)
@@ -360,6 +363,10 @@ class Analyzer:
                 self.env[name] = "tile:block"
                 continue
             plain = target is not None and target.type == "identifier"
+            if plain and "<" in type_text and self.type_bytes is not None:
+                nbytes = self.type_bytes(type_text)
+                if nbytes:
+                    self.obj_bytes[name] = nbytes
             if plain and (type_node is not None and type_node.type in ("template_type", "type_identifier")
                           or value is not None and value.type == "lambda_expression"):
                 self.objects.add(name)   # an object the kernel may call (a functor, a lambda)
@@ -808,6 +815,15 @@ class Analyzer:
                     return Iv(0, max(1, nthreads // size) - 1)
                 if method == "meta_group_size":
                     return Iv.point(max(1, nthreads // size))
+                return None
+            nbytes = self.obj_bytes.get(obj.text.decode()) if obj is not None else None
+            if nbytes is not None and method in _VECTOR_METHODS:   # `v.cast_load(v_a + off)`: one vector's elements
+                vals = [self.expr(a, evaluate_only=evaluate_only) for a in args]
+                p = next((v for v in vals if isinstance(v, Ptr)), None)
+                if p is not None and not evaluate_only:
+                    width = max(1, nbytes // max(1, self.elem_bytes.get(p.base, nbytes) * p.scale))
+                    store = "store" in method
+                    self.access(p, Iv.point(0), write=store, read=not store, width=width)
                 return None
         if short in ("reinterpret_cast", "static_cast", "const_cast") and len(args) == 1:
             v = self.expr(args[0], evaluate_only=evaluate_only)
