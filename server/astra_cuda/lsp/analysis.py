@@ -89,7 +89,7 @@ async def analyze(ls: AstraServer, uri: str, gen: int, cancel: threading.Event, 
     try:
         if snap is None:
             raise RuntimeError(st.snapshot_error)
-        snap = snap.with_context(ls.project(path))
+        snap = snap.with_context(await ls.call(ls.fast, ls.project, path))  # reads project files: off the loop
         arch = await ls.call(ls.probe, ls.arch, snap.path)
         t0 = time.monotonic()
         found = await ls.call(ls.static, api.diagnostics, snap, arch=arch)

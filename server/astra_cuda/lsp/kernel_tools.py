@@ -33,7 +33,8 @@ async def profile(ls: AstraServer, uri: str, name: str) -> dict[str, Any]:
         (" --ncu" if ls.settings.profile_ncu else "")
     try:
         arch = await ls.call(ls.probe, ls.arch, snap.path)
-        profiles = await ls.call(ls.slow, api.profile, snap.with_context(ls.project(doc.path)), name,
+        context = await ls.call(ls.fast, ls.project, doc.path)  # reads project files: off the loop
+        profiles = await ls.call(ls.slow, api.profile, snap.with_context(context), name,
                                  backend=ls.backend_for(snap.path), arch=arch,
                                  ncu=ls.settings.profile_ncu, session=ls.session)
         p = profiles[0]  # one profile per selected kernel; we selected one
@@ -77,8 +78,9 @@ async def spec_edit(ls: AstraServer, uri: str, name: str) -> tuple[types.Workspa
         return None, f"no kernel `{name}` in this file"
     t0 = time.monotonic()
     try:
+        context = await ls.call(ls.fast, ls.project, doc.path)  # reads project files: off the loop
         # the kernel is run under the draft before it is proposed: the pool that runs checks
-        proposal = await ls.call(ls.slow, api.infer_spec, snap.with_context(ls.project(doc.path)), name,
+        proposal = await ls.call(ls.slow, api.infer_spec, snap.with_context(context), name,
                                  backend=ls.backend_for(snap.path), session=ls.session)
     except Exception as e:
         return None, f"could not infer a spec for `{name}`: {user_message(e)}"

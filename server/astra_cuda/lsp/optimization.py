@@ -103,7 +103,8 @@ async def optimize(ls: AstraServer, uri: str, name: str, consent: str | None = N
     ls.refresh_views()
     try:
         arch = await ls.call(ls.probe, ls.arch, snap.path)
-        result = await ls.call(ls.opt, api.optimize, snap.with_context(ls.project(doc.path)), name,
+        context = await ls.call(ls.fast, ls.project, doc.path)  # reads project files: off the loop
+        result = await ls.call(ls.opt, api.optimize, snap.with_context(context), name,
                                rounds=rounds, llm=llm, backend=backend, arch=arch, tokens=tokens or None,
                                seconds=seconds or None,
                                progress=progress, cancel=opt.cancel, report=report_dir(doc.path), session=ls.session)
