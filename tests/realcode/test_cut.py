@@ -110,6 +110,34 @@ def test_code_nested_past_the_bound_is_refused_at_its_line(project):
     assert e.value.line is None
 
 
+def _doubling(n: int) -> str:
+    return "#define C0 1,\n" + "".join(f"#define C{i} C{i - 1} C{i - 1}\n" for i in range(1, n + 1))
+
+
+def test_code_that_outgrows_its_files_is_refused_at_its_line(project, monkeypatch):
+    """The cut reads at most a floor plus a multiple of the project's file bytes once macros are
+    expanded (cut.FLOOR_BYTES, BYTES_PER_SOURCE_BYTE, FLOOR_NODES, NODES_PER_SOURCE_BYTE; a
+    600-byte file made a 2**20-element list, 6 minutes of walks): large code written out is cut,
+    code that macros multiply is refused at its line or header's, before any walk. Floors made
+    small here; the real sizes are in tests/security (initializer_explosion)."""
+    from astra_cuda.compile import cut
+    monkeypatch.setattr(cut, "FLOOR_BYTES", 16 << 10)
+    monkeypatch.setattr(cut, "FLOOR_NODES", 4000)
+    project("big.cuh", "".join(f"__device__ float f{i}(float x) {{ return x * {i}.f + {i}; }}\n" for i in range(3000)))
+    ok = project("ok.cu", '#include "big.cuh"\n__global__ void k(float* o) { o[0] = f7(1.f); }\n')
+    assert "f7(float x)" in extract.unit(ok.read_text(), str(ok), "k").source   # ~150 KB, 60,000 nodes: cut
+    nodes = project("nodes.cu", _doubling(12) + "__device__ int t[] = {C12 1};\n"
+                    "__global__ void k(int* o) { o[0] = t[3]; }\n")   # 8 KiB, 8,200 nodes
+    with pytest.raises(cut.TooLarge, match="bytes of the project's files become more than 4,[0-9]{3} syntax nodes") as e:
+        extract.unit(nodes.read_text(), str(nodes), "k")
+    assert e.value.line == 13   # 0-based: the list, line 14
+    project("table.cuh", _doubling(14) + "__device__ int t[] = {C14 1};\n")   # 32 KiB
+    inc = project("inc.cu", '#include "table.cuh"\n__global__ void k(int* o) { o[0] = t[3]; }\n')
+    with pytest.raises(cut.TooLarge, match=r"^table\.cuh:16: .* become more than [12][0-9] KiB of code") as e:
+        extract.unit(inc.read_text(), str(inc), "k")
+    assert e.value.line is None
+
+
 def test_deep_namespaces_are_a_syntax_problem_then_refused(project):
     """5,000 nested namespaces ran the source model's recursion out (a RecursionError): it reads
     source.MAX_BLOCKS of them and calls the rest a syntax problem; the cut refuses the file."""

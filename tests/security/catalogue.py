@@ -193,6 +193,14 @@ BOUNDS = [
            "the cut: at most 1,000 levels of C++ structure below a declaration once macros are expanded (real "
            "code: 82); behind it NVRTC on a 512 MiB stack and g++ of user code 45 s",
            body=doubling(16), arg="B16 1"),
+    Attack("initializer_explosion", "bounds", "a ~600-byte file whose doubling macros make a 2**20-element "
+           "initialiser list (3 MiB and 2.1 million syntax nodes once expanded, flat: under the depth bound; "
+           "`astra check --backend cpu` ran 6 minutes to a verdict, the cut, the screen and the source model "
+           "walking it in Python)", "exit 2 naming the line, within seconds, before any walk or compiler",
+           "the cut: the project's code may grow, once macros are expanded, to 512 KiB and 100,000 syntax nodes "
+           "plus 8 bytes and 2 nodes per byte of the project's files read (real code: at most 1.8 and 0.5; "
+           "CUTLASS read in as a project's headers: 4.1 MiB, 1.2 million nodes)",
+           body=doubling(20, "1,", "C") + "__device__ int astra_table[] = {C20 1};\n", arg="astra_table[i]"),
     Attack("namespace_nesting", "bounds", "5,000 nested `namespace a {` blocks (Python's recursion ran out "
            "reading them: a RecursionError traceback)", "exit 2 naming the line, no traceback",
            "the source model reads 100 nested blocks, the cut refuses more",

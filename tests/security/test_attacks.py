@@ -353,6 +353,9 @@ def test_bounded_before_anything_runs(attack, compiler, tmp_path):
     elif attack.name == "expression_explosion":  # refused by the cut, at the line of the expression
         line = f.read_text().splitlines().index(f"  int i = threadIdx.x; if (i < n) x[i] = {attack.arg};") + 1
         assert r.returncode == 2 and f"k.cu:{line}:" in said and "more than 1000 levels deep" in said, said[-3000:]
+    elif attack.name == "initializer_explosion":  # refused by the cut before it reads the unit, at the list's line
+        line = f.read_text().splitlines().index("__device__ int astra_table[] = {C20 1};") + 1
+        assert r.returncode == 2 and f"k.cu:{line}:" in said and "once macros are expanded" in said, said[-3000:]
     elif attack.name == "namespace_nesting":
         assert r.returncode == 2 and "k.cu:1:" in said and "more than 100 nested namespace" in said, said[-3000:]
     elif attack.name == "static_array_module":
@@ -399,6 +402,20 @@ def test_expression_explosion_on_the_cpu_backend(tmp_path):
     r = _bounded_cli("check", str(f), "--backend", "cpu")
     said = r.stdout + r.stderr
     assert r.returncode == 2 and "more than 1000 levels deep" in said and "Traceback" not in said, said[-3000:]
+    assert time.monotonic() - t0 < 30
+
+
+def test_initializer_explosion_on_the_cpu_backend(tmp_path):
+    """The 2**20-element initialiser list through `astra check` on the CPU backend (6 minutes to a
+    verdict before the cut's bound on expanded code): refused before any walk, within seconds."""
+    attack = next(a for a in BOUNDED if a.name == "initializer_explosion")
+    (tmp_path / ".git").mkdir()
+    f = tmp_path / "k.cu"
+    f.write_text(attack.body + SMALL_KERNEL.format(value=attack.arg))
+    t0 = time.monotonic()
+    r = _bounded_cli("check", str(f), "--backend", "cpu")
+    said = r.stdout + r.stderr
+    assert r.returncode == 2 and "once macros are expanded" in said and "Traceback" not in said, said[-3000:]
     assert time.monotonic() - t0 < 30
 
 

@@ -74,6 +74,20 @@ _IDENTS = ("identifier", "type_identifier", "namespace_identifier")
 # macro-made 2**16-term expression is 2**16 levels deep, and g++'s front end takes minutes on
 # 2**14 (time grows with the square of the length). Checked before any compiler sees the unit.
 MAX_DEPTH = 1000
+# How much code the project's files may become once macros are expanded and headers read in
+# (what the cut, the name screen and the source model each walk, node by node, in Python),
+# bounded before tree-sitter reads it and before any walk: a 600-byte file of doubling macros
+# made a 2**20-element initialiser list of 3 MiB and 2.1 million nodes, and its check ran 6
+# minutes without an error. Real code is large only where its files are (CUTLASS/CuTe read in
+# as a project's own headers: 4.1 MiB and 1.2 million nodes from 4 MB of headers), so the bound
+# is a floor plus a multiple of the bytes of the project's files that were read. Measured over
+# the real-world suite (benchmarks/expanded_size.py, benchmarks/results/hostile-expanded-size.md):
+# at most 1.77 bytes and 0.48 nodes per byte of those files; 0.66 MiB and 180,000 nodes at most
+# outside CUTLASS's own tree. A tiny file may grow to the floors (a check of ~30 s at worst).
+FLOOR_BYTES = 512 << 10
+BYTES_PER_SOURCE_BYTE = 8
+FLOOR_NODES = 100_000
+NODES_PER_SOURCE_BYTE = 2
 MAX_NAMESPACES = source.MAX_BLOCKS  # nested namespace / extern "C" blocks (each a level of the reader's recursion)
 _TYPES = ("struct_specifier", "class_specifier", "union_specifier", "enum_specifier")
 _DEVICE_SPECS = {"__device__", "__global__", "constexpr", "__constant__", "__managed__", "__shared__", "consteval"}
@@ -125,33 +139,44 @@ def _marker(line: str) -> tuple[int, str, set[str]] | None:
     return int(num), name, set(rest[end + 1:].split())
 
 
-def project_rows(pp: Preprocessed) -> tuple[list[Row], list[str | None]]:
+def project_rows(pp: Preprocessed) -> tuple[list[Row], list[str | None], int]:
     """The lines that come from the project's own files (the user's file and the headers it
-    reads from its folders, not the toolkit's or the system's), each with its origin; and for
+    reads from its folders, not the toolkit's or the system's), each with its origin; for
     each row that is an `#include` directive (from -dI), the file the preprocessor entered for it
-    when that file is the project's (None otherwise)."""
+    when that file is the project's (None otherwise); and the bytes of those files. TooLarge
+    where the lines outgrow the files (FLOOR_BYTES, BYTES_PER_SOURCE_BYTE)."""
     system: set[str] = set()
     roots = tuple(r.rstrip("/") + "/" for r in pp.toolkit_dirs)
 
     known: dict[str, bool] = {}
+    read = 0   # bytes of the project's files read
 
     def own(name: str) -> bool:
+        nonlocal read
         if name.startswith("<") or name in system:
             return False
         if name not in known:
             real = os.path.realpath(name)
             known[name] = not any(real.startswith(r) for r in roots)
+            if known[name]:
+                read += os.path.getsize(real) if os.path.isfile(real) else 0
         return known[name]
 
     rows: list[Row] = []
     entered: list[str | None] = []
     file, line, mine = "", 1, False
     text = pp.text
-    at = 0
+    at = size = 0
     # Only the markers are looked at one by one; the toolkit's long stretches are skipped whole.
     for m in [*_MARKERS.finditer(text), None]:
         end = m.start() if m is not None else len(text)
         if mine and end > at:
+            size += end - at
+            allowed = FLOOR_BYTES + BYTES_PER_SOURCE_BYTE * read
+            if size > allowed:  # before this stretch is split into rows
+                raise too_large(pp, [*rows, _longest(text[at:at + allowed + 1], file, line)],
+                                f"{_amount(read)} of the project's files become more than {_amount(allowed)} "
+                                "of code once macros are expanded")
             body = text[at:end]
             lines = body.split("\n")
             if lines and lines[-1] == "":
@@ -178,7 +203,41 @@ def project_rows(pp: Preprocessed) -> tuple[list[Row], list[str | None]]:
             entered[-1] = name  # the #include just read is of this project file
         file, line, mine = name, num, own(name)
         at = m.end() + 1
-    return rows, entered
+    return rows, entered, read
+
+
+def _amount(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MiB" if n >= 1 << 20 else f"{n / 1024:.0f} KiB" if n >= 1024 else f"{n} bytes"
+
+
+def _longest(body: str, file: str, first: int) -> Row:
+    """The longest line of `body` (whose first line is `first` of `file`), its text left out."""
+    best = k = pos = 0
+    most = -1
+    while pos <= len(body):
+        nl = body.find("\n", pos)
+        nl = len(body) if nl < 0 else nl
+        if nl - pos > most:
+            most, best = nl - pos, k
+        k, pos = k + 1, nl + 1
+    return Row(b" " * most, file, first + best)
+
+
+class TooLarge(AstraError):
+    """The project's code, once macros are expanded, outgrows its files more than real code does
+    (FLOOR_BYTES, BYTES_PER_SOURCE_BYTE, FLOOR_NODES, NODES_PER_SOURCE_BYTE)."""
+
+
+def too_large(pp: Preprocessed, rows: list[Row], what: str) -> TooLarge:
+    """The error at the longest row (where a macro explosion lands), in the user's file or a header."""
+    at = max(rows, key=lambda r: len(r.text), default=None)
+    hint = ("real code grows less than twice: a macro that multiplies its argument?"
+            " Compilers and Astra's own reading would take minutes")
+    if at is None:
+        return TooLarge(f"{what} ({hint}): not compiled")
+    own = at.file == pp.path
+    return TooLarge(("" if own else f"{os.path.basename(at.file)}:{at.line}: ") + f"{what} ({hint}): not compiled",
+                    line=at.line - 1 if own else None)
 
 
 def header_kind(header: str) -> str:
@@ -504,13 +563,17 @@ def cut(pp: Preprocessed, kernel: str, kernel_namespaces: tuple[str, ...] | None
     """The unit for `kernel` (its unqualified name; `kernel_namespaces` tells overloads in other
     namespaces apart) from the preprocessed file. `extra_names` are kept too (names in the
     kernel's template arguments: a device function passed as one)."""
-    rows, entered = project_rows(pp)
+    rows, entered, read = project_rows(pp)
     data = b"\n".join(r.text for r in rows)
     starts, pos = [], 0
     for r in rows:
         starts.append(pos)
         pos += len(r.text) + 1
     tree = source.parser().parse(data)
+    allowed = FLOOR_NODES + NODES_PER_SOURCE_BYTE * read
+    if tree.root_node.descendant_count > allowed:  # counted by tree-sitter (no walk): before every walk
+        raise too_large(pp, rows, f"{_amount(read)} of the project's files become more than {allowed:,} syntax "
+                                  "nodes once macros are expanded")
     reader = _Reader(data)
     try:
         reader.read(tree.root_node.children, ())
