@@ -327,8 +327,8 @@ def check(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto", a
             try:
                 workspace.pin(snap.path, info.kernel.name, snap.text)
                 v.reference = "none: this version is now pinned as the baseline"
-            except AstraError as e:  # e.g. a `.astra` that is a link: the check stands, nothing is written
-                v.reference = "none: not pinned"
+            except AstraError as e:  # e.g. a `.astra` that is a link, a full disk: the check stands, nothing is written
+                v.reference = f"none: not pinned ({e.message})"
                 v.warnings.append(f"not pinned as the baseline: {e.message}")
         verdicts.append(v)
     return verdicts
@@ -531,11 +531,18 @@ def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm:
                              gpu=gpu, runs_dir=runs_dir, cancel=cancel, progress=progress,
                              resume=run.id if run is not None else None, candidates=candidates, run_id=run_id,
                              limits=limits, memory=memory, headers=headers)
+    from .storage import NoSpace
     if write and result.improved:
-        write_result(path, text, result.best)
+        try:
+            write_result(path, text, result.best)
+        except NoSpace as e:   # the file is as it was; the result is in the run log, or shown whole
+            result.unsaved.append(e.message)
     if report:
         from .agents import report as report_mod
-        result.report_path = str(report_mod.write(result, report))
+        try:
+            result.report_path = str(report_mod.write(result, report))
+        except NoSpace as e:
+            result.unsaved.append(e.message)
     return result
 
 

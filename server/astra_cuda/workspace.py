@@ -44,14 +44,17 @@ def ensure_astra_dir(path: str | os.PathLike, *parts: str) -> Path:
     """`.astra/` for `path` (or the folder `parts` inside it), created if missing, `.astra/` with
     its own `.gitignore`. AstraError where `.astra/` is a symbolic link, not a folder, or holds a
     symbolic link: Astra then writes nothing (the user removes it; nothing is deleted for them)."""
+    from .storage import writing
+
     top = astra_dir(path)
     d = top
     for name in ("", *parts):
         d = d / name if name else d
         try:
-            os.mkdir(d, 0o700)
-            if d == top:
-                _atomic_write(top / ".gitignore", GITIGNORE)
+            with writing("Astra's folder", d):
+                os.mkdir(d, 0o700)
+                if d == top:
+                    _atomic_write(top / ".gitignore", GITIGNORE)
         except FileExistsError:
             pass
         if d == top:
@@ -140,12 +143,12 @@ def pin(path: str | os.PathLike, kernel: str, text: str) -> Pin:
     blob = ensure_astra_dir(path, "baselines") / f"{digest}.cu"
     base = blob.parent.parent
     if not blob.exists():
-        _atomic_write(blob, text)
+        _atomic_write(blob, text, what="the pinned baseline")
     index = _read_index(path)
     rel = os.path.relpath(Path(path).resolve(), root_for(path))
     entry = {"file": rel, "kernel": kernel, "digest": digest, "pinned_at": time.time()}
     index[_key(path, kernel)] = entry
-    _atomic_write(base / "pins.json", json.dumps(index, indent=2, sort_keys=True))
+    _atomic_write(base / "pins.json", json.dumps(index, indent=2, sort_keys=True), what="the pins")
     return Pin(kernel, rel, digest, entry["pinned_at"], text)
 
 
@@ -154,31 +157,35 @@ def save_original(path: str | os.PathLike, text: str) -> Path:
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
     f = ensure_astra_dir(path, "originals") / f"{Path(path).name}.{digest[:12]}"
     if not f.exists():
-        _atomic_write(f, text)
+        _atomic_write(f, text, what="the copy of the original")
     return f
 
 
-def write_own(path: Path, text: str) -> None:
+def write_own(path: Path, text: str, what: str = "Astra's records") -> None:
     """`text` into the file `path` of a folder `ensure_astra_dir` gave (atomically, never
     through a link): for the agents' own records, such as `.astra/tuning/`."""
-    _atomic_write(path, text)
+    _atomic_write(path, text, what=what)
 
 
-def _atomic_write(path: Path, text: str, mode: int = 0o600) -> None:
+def _atomic_write(path: Path, text: str, mode: int = 0o600, what: str = "Astra's folder") -> None:
     """Write `text` to a fresh temporary file beside `path` (never through a link planted at the
-    temporary name), then rename it over `path`."""
+    temporary name), then rename it over `path`: a full disk leaves `path` as it was
+    (storage.NoSpace naming `what`)."""
+    from .storage import writing
+
     tmp = path.with_name(f".{path.name}.astra-{os.getpid()}-{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(text.encode("utf-8"))
-            f.flush()
-            os.fchmod(f.fileno(), mode)  # the umask must not narrow or widen what the file had
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with writing(what, path):
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(text.encode("utf-8"))
+                f.flush()
+                os.fchmod(f.fileno(), mode)  # the umask must not narrow or widen what the file had
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
 
 
 def replace_if_unchanged(path: str | os.PathLike, expected: str, new_text: str) -> Path:
@@ -188,6 +195,7 @@ def replace_if_unchanged(path: str | os.PathLike, expected: str, new_text: str) 
     folder, right after a last check that the file was not touched since it was compared."""
     from . import files
     from .errors import AstraError
+    from .storage import writing
 
     real = Path(os.path.realpath(path))
     before = os.stat(real)
@@ -195,22 +203,23 @@ def replace_if_unchanged(path: str | os.PathLike, expected: str, new_text: str) 
         raise AstraError(f"{path} changed on disk; not writing (nothing you typed is lost)")
     mode = stat.S_IMODE(before.st_mode)
     tmp = real.with_name(f".{real.name}.astra-{os.getpid()}-{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(new_text.encode("utf-8"))
-            f.flush()
-            try:
-                os.fchown(f.fileno(), before.st_uid, before.st_gid)
-            except PermissionError:
-                pass
-            os.fchmod(f.fileno(), mode)
-            os.fsync(f.fileno())
-        now = os.stat(real)
-        if (now.st_ino, now.st_size, now.st_mtime_ns) != (before.st_ino, before.st_size, before.st_mtime_ns):
-            raise AstraError(f"{path} changed on disk while writing; not written (nothing you typed is lost)")
-        os.replace(tmp, real)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with writing("the new text", path):  # a full disk: the file stays as it was
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(new_text.encode("utf-8"))
+                f.flush()
+                try:
+                    os.fchown(f.fileno(), before.st_uid, before.st_gid)
+                except PermissionError:
+                    pass
+                os.fchmod(f.fileno(), mode)
+                os.fsync(f.fileno())
+            now = os.stat(real)
+            if (now.st_ino, now.st_size, now.st_mtime_ns) != (before.st_ino, before.st_size, before.st_mtime_ns):
+                raise AstraError(f"{path} changed on disk while writing; not written (nothing you typed is lost)")
+            os.replace(tmp, real)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
     return real

@@ -462,7 +462,29 @@ EXECUTION = [
            "no compiler process left", "the wrapper's parent-death signal kills the compile's group"),
 ]
 
-ALL = SANDBOX + EXECUTION + BOUNDS + COMPILE + NVRTC + PROJECT + SCREEN + GATE + SPEC + INPUT + SECRET + EDITOR + REPLY + FILES
+# A full disk, a quota or a read-only folder under every write Astra does (tests/security/
+# test_full_disk.py and test_full_disk_editor.py: a tmpfs filled to its last byte, or a read-only
+# bind, in a mount namespace of the test's own).
+DISK = [
+    Attack("full_disk_pin", "disk", "`astra check` with `.astra/` on a full disk (the pin's write failed: a "
+           "traceback, or a half-written baseline)", "the verdict stands, \"not pinned\" says why; no half-written file",
+           "storage.writing around every write of workspace; atomic writes remove their temporary file"),
+    Attack("read_only_astra_optimize", "disk", "`astra optimize --write` with `.astra/` read-only (EROFS)",
+           "exit 2 before any round; the file unchanged", "the run log's folder is made first (storage.NoSpace)"),
+    Attack("run_log_fills_mid_run", "disk", "the disk fills while an optimization runs (the run log's writes, "
+           "`--write`, the report)", "the run goes on; its result is shown whole, with what was not saved; exit 2",
+           "RunLog: a write after the start is noted (`unsaved`), never raised; OptimizeResult.unsaved"),
+    Attack("full_module_cache", "disk", "the CPU backend's module cache on a full disk (g++ could not write the "
+           "module: the check said the kernel failed to compile)", "exit 2 naming the cache, not a verdict",
+           "storage.after_compiler: a compiler's \"No space left on device\" confirmed by a real allocation"),
+    Attack("full_module_cache_editor", "disk", "the same in the editor: a check on open with the module cache full",
+           "a diagnostic naming the cache; the server answers on", "lsp: the check's error shown as a diagnostic"),
+    Attack("compile_error_claims_full_disk", "disk", "`#error No space left on device` in a kernel (to pass its "
+           "compile error off as the machine's)", "the kernel's own error", "storage.confirm_room: the file "
+           "system is asked, the message is not believed"),
+]
+
+ALL = SANDBOX + EXECUTION + BOUNDS + COMPILE + NVRTC + PROJECT + SCREEN + GATE + SPEC + INPUT + SECRET + EDITOR + REPLY + FILES + DISK
 
 
 HOSTILE_FLAGS = ["-include", "/etc/shadow", "--pre-include=/etc/shadow", "-Xcompiler", "-fplugin=/tmp/evil.so",
@@ -512,7 +534,7 @@ def markdown() -> str:
               "screen": "Known bypasses of the name screen", "gate": "Files and candidates through the gate",
               "spec": "Hostile specs", "input": "Hostile inputs to the CLI", "secret": "Secrets",
               "editor": "The editor (a real language server)", "reply": "Hostile model replies",
-              "file": "Writing results"}
+              "file": "Writing results", "disk": "A full disk, a quota, a read-only folder"}
     for kind, title in titles.items():
         rows = [a for a in ALL if a.kind == kind]
         out += [f"## {title} ({len(rows)})", "", "| attack | what it does | stopped by | contained |", "|---|---|---|---|"]

@@ -156,6 +156,7 @@ class _Run:
             self.log.best(result.best)
             self.log.update_meta(status=status, stopped=stopped, improved=result.improved, speedup=result.speedup,
                                  seconds=round(result.seconds, 2), usage=result.usage.to_json())
+            result.unsaved += [f"{self.log.unsaved} (the run log is incomplete)"] if self.log.unsaved else []
         self.tell(len(result.rounds), "done", result.speedup, stopped)
         return result
 

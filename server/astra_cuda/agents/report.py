@@ -4,6 +4,7 @@ per GPU model, never pooled across models), then each run's sections. Self-conta
 from __future__ import annotations
 
 import html
+import os
 from pathlib import Path
 
 from .. import report
@@ -41,16 +42,23 @@ def render_batch(batch) -> str:
 
 
 def write_batch(batch, directory: str | Path) -> Path:
-    d = Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
-    path = d / f"astra-batch-{batch.id}.html"
-    path.write_text(render_batch(batch), encoding="utf-8")
-    return path
+    return _page(Path(directory) / f"astra-batch-{batch.id}.html", render_batch(batch))
 
 
 def write(result: OptimizeResult, directory: str | Path) -> Path:
-    d = Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
-    path = d / f"astra-{result.kernel.split('::')[-1]}.html"
-    path.write_text(render(result), encoding="utf-8")
+    return _page(Path(directory) / f"astra-{result.kernel.split('::')[-1]}.html", render(result))
+
+
+def _page(path: Path, html: str) -> Path:
+    """The page, whole or not at all (storage.NoSpace on a full disk: no half page left)."""
+    from ..storage import writing
+    tmp = path.with_name(f".{path.name}.tmp")
+    with writing("the report", path):
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(html, encoding="utf-8")
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
     return path

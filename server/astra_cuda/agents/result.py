@@ -34,6 +34,7 @@ class OptimizeResult:
     tuning: list = field(default_factory=list)   # tuning.TunePoint: the parameter points tried after the rounds
     tuning_note: str = ""                         # why there was no tuning, when there was none
     memory_note: str = ""                         # what the tuning remembered in .astra/tuning/ did (or why not)
+    unsaved: list[str] = field(default_factory=list)  # writes a full disk refused (run log, report, the file)
 
     # ---- what changed -----------------------------------------------------------------------
     @property
@@ -104,7 +105,7 @@ class OptimizeResult:
                 "baseline": self.baseline.to_json(), "best": self.best_eval.to_json(),
                 "rounds": [r.to_json() for r in self.rounds], "best_kernel_source": self.best_kernel_source,
                 "tuning": [p.to_json() for p in self.tuning], "tuning_note": self.tuning_note,
-                "memory_note": self.memory_note,
+                "memory_note": self.memory_note, "unsaved": self.unsaved,
                 "text_edit": self.text_edit(),
                 "diff": self.diff}
 
@@ -150,6 +151,8 @@ class OptimizeResult:
             lines += ["", "### Tried and not kept"]
             for r in self.failed():
                 lines.append(f"- round {r.index}: {md(r.plan.title)} — {md(r.outcome)}: {md(r.reason)}")
+        for u in self.unsaved:
+            lines += ["", f"**Not saved:** {md(u)}"]
         lines += ["", f"Stopped: {md(self.stopped)}. {len(self.rounds)} round(s), {self.seconds:.1f} s"
                   + (f", {self.usage.calls} LLM calls, {self.usage.tokens} tokens" if self.usage.calls else "")
                   + (f". Run log: {md(self.run_dir)}" if self.run_dir else "") + "."]

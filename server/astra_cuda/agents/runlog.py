@@ -21,6 +21,7 @@ from pathlib import Path
 
 from .. import redact
 from ..evaluation import Evaluation
+from ..storage import NoSpace, writing
 from .records import Round
 
 
@@ -32,14 +33,32 @@ def _write(path: Path, text: str) -> None:
     """Every run-log file goes through here: secrets are masked on the way to disk, except in
     the kernel sources (.cu), which must stay byte for byte what was run (resume compares them)."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text if path.suffix == ".cu" else redact.text(text), encoding="utf-8")
-    os.replace(tmp, path)
+    with writing("the run log", path.parent):
+        try:
+            tmp.write_text(text if path.suffix == ".cu" else redact.text(text), encoding="utf-8")
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
 
 
 class RunLog:
+    """Its first writes (`start`) fail as NoSpace on a full disk, before the run has done
+    anything; a write later in the run that fails for lack of room is noted in `unsaved` and
+    the run goes on (its result is in memory and shown), so a disk filling up mid-run loses
+    nothing the user did not already have."""
+
     def __init__(self, directory: Path):
         self.dir = directory
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self.unsaved: str | None = None   # the first write refused after the start
+        with writing("the run log", directory):
+            self.dir.mkdir(parents=True, exist_ok=True)
+
+    def _later(self, write, *args) -> None:
+        try:
+            write(*args)
+        except NoSpace as e:
+            self.unsaved = self.unsaved or e.message
 
     def start(self, meta: dict, original: str) -> None:
         _write(self.dir / "run.json", json.dumps(meta, indent=2))
@@ -48,18 +67,22 @@ class RunLog:
     def update_meta(self, **kv) -> None:
         meta = self.meta()
         meta.update(kv)
-        _write(self.dir / "run.json", json.dumps(meta, indent=2, default=str))
+        self._later(_write, self.dir / "run.json", json.dumps(meta, indent=2, default=str))
 
     def meta(self) -> dict:
         p = self.dir / "run.json"
         return json.loads(p.read_text()) if p.exists() else {}
 
     def baseline(self, ev: Evaluation) -> None:
-        _write(self.dir / "baseline.json", json.dumps(ev.to_json(), indent=2))
+        self._later(_write, self.dir / "baseline.json", json.dumps(ev.to_json(), indent=2))
 
     def round(self, r: Round) -> None:
+        self._later(self._round, r)
+
+    def _round(self, r: Round) -> None:
         d = self.dir / f"round-{r.index:02d}"
-        d.mkdir(exist_ok=True)
+        with writing("the run log", d):
+            d.mkdir(exist_ok=True)
         if r.plan is not None:
             _write(d / "plan.md", f"# {r.plan.title}\n\nsource: {r.plan.source}\n\n{r.plan.details}\n\n"
                                   f"Expected effect: {r.plan.expected}\n"
@@ -74,18 +97,26 @@ class RunLog:
             _write(d / "llm.json", json.dumps(r.transcript, indent=2))
 
     def best(self, text: str) -> None:
-        _write(self.dir / "best.cu", text)
+        self._later(_write, self.dir / "best.cu", text)
 
     def measured(self, key: str, ev: Evaluation) -> None:
+        self._later(self._measured, key, ev)
+
+    def _measured(self, key: str, ev: Evaluation) -> None:
         """Called from several threads (candidates evaluated at once): a temporary file each."""
         d = self.dir / "measured"
-        d.mkdir(exist_ok=True)
         tmp = d / f".{key}.{uuid.uuid4().hex[:8]}.tmp"
-        tmp.write_text(json.dumps(ev.to_json(), indent=2), encoding="utf-8")
-        os.replace(tmp, d / f"{key}.json")
+        with writing("the run log", d):
+            try:
+                d.mkdir(exist_ok=True)
+                tmp.write_text(json.dumps(ev.to_json(), indent=2), encoding="utf-8")
+                os.replace(tmp, d / f"{key}.json")
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
 
     def tuning(self, points: list) -> None:
-        _write(self.dir / "tuning.json", json.dumps([p.to_json() for p in points], indent=2))
+        self._later(_write, self.dir / "tuning.json", json.dumps([p.to_json() for p in points], indent=2))
 
     # ---- reading back (resume / inspect) ----------------------------------------------------
     def rounds(self) -> list[Round]:

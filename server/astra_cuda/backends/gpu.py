@@ -284,8 +284,10 @@ class GpuBackend(Backend):
         mod = self._modules.get(key)
         if mod is not None:
             return mod
+        from ..storage import writing
         try:
-            raw = self._confined_raw_module(code, opts, names)
+            with writing("CuPy's kernel cache", cupy_cache_dir()):  # a full disk: said, not a traceback
+                raw = self._confined_raw_module(code, opts, names)
         except CompileError as e:
             inc = static.cuda_include_dir()
             more = [f"-I{d}" for d in ([inc] if inc else []) + static.cccl_include_dirs() if f"-I{d}" not in opts]
@@ -643,15 +645,15 @@ class GpuBackend(Backend):
         except (OSError, ValueError):
             pass
         bps = self.measure_copy_ceiling()
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".tmp{os.getpid()}")
             tmp.write_text(json.dumps({"device": self.props["name"], "bytes_per_s": bps,
                                        "measured_at": time.time(), "method": "device-to-device copy, "
                                        "bytes read + written, median of 20"}))
             os.replace(tmp, path)
-        except OSError:
-            pass
+        except OSError:  # a cache only: a full disk keeps nothing, half-written or whole
+            tmp.unlink(missing_ok=True)
         return bps
 
     def measure_copy_ceiling(self, nbytes: int = 1 << 30) -> float:

@@ -576,6 +576,12 @@ def cmd_optimize(a) -> int:
         _emit_json(out)
     else:
         _print_markdown(redact.text(result.summary_markdown()))
+    if result.unsaved:  # a full disk: said, and the best kernel shown whole where it was not kept
+        if result.improved and not a.json:
+            print(f"\nThe best kernel (verified; not saved):\n\n{result.best_kernel_source}")
+        for u in result.unsaved:
+            print(f"astra: {a.file}: {_shown(u)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     if result.interrupted:  # the cluster lost the evaluation twice: not a verdict on the kernel
         print(f"astra: {a.file}: {_shown(result.error or '')}; resume with --resume {result.run_id}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -929,10 +935,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args) -> int:
+    from ..storage import is_full, no_space
     try:
         return args.fn(args)
     except AstraError as e:
         return _report_error(args, e)
+    except OSError as e:   # a full disk, a quota, a read-only folder where no writer said which
+        if not is_full(e):
+            raise
+        return _report_error(args, no_space(e, "a file"))
     except KeyboardInterrupt:
         print("astra: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

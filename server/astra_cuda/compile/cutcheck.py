@@ -185,8 +185,10 @@ def _appendix(expr: str) -> str:
 
 def _ptx(nvcc: str, text: str, path: str, options: list[str], arch: str, extra: list[str]) -> tuple[str | None, str]:
     folder = os.path.dirname(path)
+    from ..storage import after_compiler, writing
     toolkit = str(Path(os.path.realpath(nvcc)).parent.parent)
-    with tempfile.TemporaryDirectory(prefix="astra-cutcheck-") as tmp:
+    scratch = "the cut check's build folder"
+    with writing(scratch, tempfile.gettempdir()), tempfile.TemporaryDirectory(prefix="astra-cutcheck-") as tmp:
         cu = Path(tmp) / (os.path.basename(path) if path.endswith(".cu") else "astra_file.cu")
         quoted = path.replace("\\", "\\\\").replace('"', '\\"')
         cu.write_text(f'#line 1 "{quoted}"\n{text}')
@@ -202,6 +204,7 @@ def _ptx(nvcc: str, text: str, path: str, options: list[str], arch: str, extra: 
             return None, f"nvcc did not finish within {confine.compiler_seconds(big):.0f} s"
         log = (r.stdout + r.stderr).replace(tmp + "/", "")
         if r.returncode != 0 or not out.is_file():
+            after_compiler(log, tmp, scratch)
             return None, log
         return out.read_text(errors="replace"), log
 
@@ -267,13 +270,13 @@ def check(unit, arch: str = DEFAULT_ARCH) -> CutCheck:
                           f"the unit cut for the CPU would change what the kernel does: {diff}"
                           + (f"; left out of it: {', '.join(left)}" if left else ""), compiler=compiler)
     result = CutCheck(result.ok, result.checked, result.message, time.perf_counter() - t0, result.compiler)
+    tmp = cached.with_suffix(f".tmp{os.getpid()}")
     try:
         cached.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cached.with_suffix(f".tmp{os.getpid()}")
         tmp.write_text(json.dumps(asdict(result)))
         os.replace(tmp, cached)
-    except OSError:
-        pass
+    except OSError:  # a cache only: a full disk stores nothing, half-written or whole
+        tmp.unlink(missing_ok=True)
     return result
 
 

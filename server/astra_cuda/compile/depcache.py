@@ -91,6 +91,7 @@ class DepCache:
         """Store `data` and copies of `files` (name -> path) under `key`, with the digest of each
         header in `deps`. None when the cache cannot be written (the result is still good)."""
         digests = [(p, d) for p in dict.fromkeys(deps) if (d := file_digest(p)) is not None]
+        tmp: Path | None = None
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.root))
@@ -103,7 +104,9 @@ class DepCache:
                 os.rename(tmp, folder)
             except OSError:  # another process stored it meanwhile
                 shutil.rmtree(tmp, ignore_errors=True)
-        except OSError:
+        except OSError:  # a full disk: nothing half-copied stays behind
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
             return None
         self.prune()
         return Entry(folder, data) if (folder / META).is_file() else None

@@ -169,7 +169,9 @@ def _run(text: str, path: str, opts: tuple[str, ...], cmd: list[str], compiler: 
     exe = shutil.which(cmd[0]) or cmd[0]
     nvcc = _nvcc()
     exec_dirs = (str(Path(os.path.realpath(nvcc)).parent.parent),) if nvcc else ()
-    with tempfile.TemporaryDirectory(prefix="astra-pp-") as tmp:
+    from ..storage import after_compiler, writing
+    scratch = "the device pass's scratch folder"
+    with writing(scratch, tempfile.gettempdir()), tempfile.TemporaryDirectory(prefix="astra-pp-") as tmp:
         src = Path(tmp) / "src" / os.path.basename(path)
         src.parent.mkdir()
         # The user's name for every line (and __FILE__), its folder for quoted includes.
@@ -194,6 +196,7 @@ def _run(text: str, path: str, opts: tuple[str, ...], cmd: list[str], compiler: 
                 raise PreprocessError(f"cannot cut a unit out of {os.path.basename(path)}: {e}")
             if r.returncode == 0:
                 break
+            after_compiler(r.stderr, tmp, scratch)
             if (hit := confine.limit_message(r.stderr, r.returncode, MEMORY)) is not None:  # an explosion: said as such
                 raise PreprocessError(f"{os.path.basename(path)} does not preprocess for the device ({compiler}): {hit}")
             # the copy's folder is the user's (quoted includes are looked for in both)

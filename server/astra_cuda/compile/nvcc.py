@@ -186,16 +186,23 @@ def compile(text: str, path: str, context: ProjectContext, arch: str = DEFAULT_A
     if hit is not None and raw is not None:
         return _interpret(raw, text, path, names, toolkit, label, arch, hit.path("module.cubin") if raw.ok else None,
                           True, time.perf_counter() - t0)
-    build = tempfile.mkdtemp(prefix="astra-nvcc-")
+    from ..storage import after_compiler, writing
+    scratch = "nvcc's build folder"
+    with writing(scratch, tempfile.gettempdir()):
+        build = tempfile.mkdtemp(prefix="astra-nvcc-")
     try:
-        raw = _run(toolkit, copy, path, flags, arch, build,
-                   timeout_s if timeout_s is not None else confine.compiler_seconds(confine.heavy(flags)))
+        with writing(scratch, build):
+            raw = _run(toolkit, copy, path, flags, arch, build,
+                       timeout_s if timeout_s is not None else confine.compiler_seconds(confine.heavy(flags)))
+        if not raw.ok:
+            after_compiler(raw.log, build, scratch)
         module = os.path.join(build, "module.cubin")
         entry = store.put(key, list(raw.headers), vars(raw), {"module.cubin": module} if raw.ok else {}) \
             if not raw.timed_out else None
         cubin_path = entry.path("module.cubin") if entry is not None and raw.ok else None
         if raw.ok and cubin_path is None:  # no cache here: keep the cubin elsewhere
-            cubin_path = shutil.copy(module, tempfile.mkdtemp(prefix="astra-cubin-"))
+            with writing("the compiled module", tempfile.gettempdir()):
+                cubin_path = shutil.copy(module, tempfile.mkdtemp(prefix="astra-cubin-"))
         return _interpret(raw, text, path, names, toolkit, label, arch, cubin_path, False, time.perf_counter() - t0)
     finally:
         shutil.rmtree(build, ignore_errors=True)

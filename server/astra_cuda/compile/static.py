@@ -203,12 +203,18 @@ def nvrtc_shim_dir() -> str:
     except OSError:
         root = Path(tempfile.gettempdir()) / f"astra-nvrtc-shim-{digest}"
         root.mkdir(parents=True, exist_ok=True)
+    from ..storage import writing
     for name, text in _SHIM.items():
         f = root / name
         if not f.is_file() or f.read_text() != text:
             tmp = f.with_suffix(f".tmp{os.getpid()}")
-            tmp.write_text(text)
-            os.replace(tmp, f)
+            with writing("NVRTC's stand-in headers", root):
+                try:
+                    tmp.write_text(text)
+                    os.replace(tmp, f)
+                except BaseException:
+                    tmp.unlink(missing_ok=True)
+                    raise
     return str(root)
 
 

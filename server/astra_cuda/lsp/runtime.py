@@ -43,15 +43,19 @@ DEBOUNCE_S = 0.25  # saves closer together than this start one check
 def user_message(e: BaseException) -> str:
     """An AstraError carries a message fit to show; anything else is a bug worth its type name."""
     from astra_cuda.errors import AstraError
+    from astra_cuda.storage import is_full, no_space
 
+    if isinstance(e, OSError) and is_full(e):   # a full disk where no writer said which
+        return no_space(e, "a file").message
     return e.message if isinstance(e, AstraError) and e.message else f"{type(e).__name__}: {e}"
 
 
 def is_user_error(e: BaseException) -> bool:
     """A problem with the user's input (reported as such), not a bug in Astra (logged)."""
     from astra_cuda.errors import AstraError
+    from astra_cuda.storage import is_full
 
-    return isinstance(e, AstraError)
+    return isinstance(e, AstraError) or is_full(e)
 
 
 class Protocol(LanguageServerProtocol):

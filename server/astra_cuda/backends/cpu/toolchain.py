@@ -24,7 +24,7 @@ from typing import Sequence
 from astra_cuda.backends.base import BackendUnavailable, CompileError, Unsupported
 
 from astra_cuda.compile import confine
-from astra_cuda import redact
+from astra_cuda import redact, storage
 
 from . import device_state, inline_asm, screen
 
@@ -36,6 +36,7 @@ COMPILE_TIMEOUT_S = 120     # Astra's own builds (the runtime, the precompiled s
 PREPROCESS_TIMEOUT_S = 60   # `g++ -E` of a unit takes well under a second
 PREPROCESS_MEMORY = 1 << 30  # and a few hundred MB: an explosion stops twice as early as at 2 GiB
 MAX_HEADER_BYTES = 4 << 20  # a user header read for the screen
+CACHE = "the CPU backend's module cache"  # what a full disk stops writing (storage.NoSpace)
 MAX_MODULE_BYTES = 1 << 30  # the compiled modules of the cache together (each at most 64 MiB:
                             # confine.COMPILER_FILE_SIZE); the oldest go first
 
@@ -218,6 +219,8 @@ def _atomic_build_unlocked(out: Path, cmd_for: "callable", what: str,
             r = run_compiler(cmd, confined, limit)
         except subprocess.TimeoutExpired:
             raise CompileError(f"{what}: the C++ compiler timed out after {limit} s")
+        if r.returncode != 0:  # out of room for its output: the cache's disk, not the kernel
+            storage.after_compiler(r.stderr, Path(tmp).parent, CACHE)
         if r.returncode != 0 and confined is not None and (hit := _limit_message(r)) is not None:
             raise CompileError(f"{what}: {hit}", log=redact.included(r.stderr))
         if r.returncode != 0:
@@ -359,7 +362,7 @@ def preprocess_with_headers(source: str, filename: str, options: Sequence[str]) 
     """`g++ -E` of the unit (sandboxed), and the real paths of the headers it read. Bounded like
     every compile of user code (memory, output file size; a minute): a macro that doubles
     24 times in a few hundred bytes is an error here, not gigabytes read back."""
-    with build_dir() as d:
+    with storage.writing(CACHE, cache_dir()), build_dir() as d:
         src = Path(d) / "unit.cpp"
         src.write_text(_named(source, filename))
         deps, out = Path(d) / "unit.d", Path(d) / "unit.ii"
@@ -372,6 +375,8 @@ def preprocess_with_headers(source: str, filename: str, options: Sequence[str]) 
         except subprocess.TimeoutExpired:
             raise CompileError(f"preprocessing {filename} timed out after {PREPROCESS_TIMEOUT_S} s "
                                "(a macro that explodes?)")
+        if r.returncode != 0:
+            storage.after_compiler(r.stderr, d, CACHE)
         if r.returncode != 0 and (hit := _limit_message(r, PREPROCESS_MEMORY)) is not None:
             raise CompileError(f"preprocessing {filename}: {hit}", log=redact.included(r.stderr, filename))
         if r.returncode != 0:
@@ -484,7 +489,8 @@ def compile_module(source: str, name_expressions: Sequence[str], filename: str,
             raise failed[1]  # the very build failed while this one waited for it (the reference is
             #                  often the candidate's own text): not a second minute of the same
         try:
-            return _build_module(out, source, name_expressions, filename, opts, sanitize)
+            with storage.writing(CACHE, out.parent):  # a full disk or read-only cache: said, not a traceback
+                return _build_module(out, source, name_expressions, filename, opts, sanitize)
         except CompileError as e:
             now = time.monotonic()
             for k in [k for k, (t, _) in _failed.items() if now - t > 60]:
