@@ -106,6 +106,7 @@ class _Run:
         self.history: list[Round] = []
         self.s: Situation | None = None
         self.memory = memory
+        self.polished = False   # the best is already in its readable form, gated and timed (a recall)
 
     # ---- plumbing ----------------------------------------------------------------------------
     def _measured(self, text: str) -> Evaluation:
@@ -147,7 +148,7 @@ class _Run:
 
     def finish(self, stopped: str, status: str = "done") -> OptimizeResult:
         result = self.result
-        if status == "done" and result.improved and not self.cancel.is_set():
+        if status == "done" and result.improved and not self.cancel.is_set() and not self.polished:
             self._polish()
         result.stopped = stopped
         result.seconds = time.monotonic() - self.t0
@@ -366,8 +367,15 @@ class _Run:
             return ""
         self.tell(1, "remembered", None, f"replaying {what}")
         t0 = time.monotonic()
+        # The chain's readable form is what the search that found it offered: gated and timed once
+        # here, in place of the chain and then its readable form (a rerun's fixed cost, issue 29).
+        readable, polished = style.readable(text, self.text, str(self.path)), False
         try:
-            e = self.ev(text)
+            e = self.ev(readable) if readable is not None else None
+            if e is not None and readable is not None and e.passed and e.measured:
+                text, polished = readable, True
+            else:
+                e = self.ev(text)
         except InfrastructureError as err:
             result.memory_note = f"{what} could not be evaluated ({err.message}): searching afresh"
             return ""
@@ -385,6 +393,7 @@ class _Run:
             return ""
         self._record(r)
         self._adopt(text, e)
+        self.polished = polished
         result.memory_note = f"started from {what}; verified and timed again: {e.speedup:.3f}×"
         return "remembered tuning verified again on this GPU model; nothing searched again (--fresh searches)"
 
