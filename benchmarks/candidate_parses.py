@@ -1,0 +1,112 @@
+"""How often the caller side re-derives a candidate: source parses and spec loads per evaluation
+during an offline `optimize` of each example (issue 28, "one candidate value").
+
+    .venv/bin/python benchmarks/candidate_parses.py [--rounds 3] [--out results.json]
+
+The planner, the coder, the adoption of a best and the tuning stage run as in `astra optimize`
+(`agents.optimize`); the evaluation itself is a stand-in that passes every candidate and makes
+each a little faster, so no worker runs and the counts are the caller's own (the worker parses
+each candidate once more and its reference once per run). Counted: source models built
+(`model.source.parse_with_tree`, which `parse` calls), tree-sitter parses of a whole text (any over
+200 bytes, models' included; snippets such as one expression are left out) and spec loads
+(`model.spec.load`), with the functions that asked most.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "server"))
+
+from astra_cuda import agents  # noqa: E402
+from astra_cuda.evaluation import Check, Evaluation, ProfileSummary, SizeTiming  # noqa: E402
+from astra_cuda.model import source, spec as spec_mod  # noqa: E402
+
+EXAMPLES = [("silu_and_mul", "silu_and_mul"), ("fused_add_rmsnorm", "fused_add_rmsnorm_kernel"),
+            ("merge_attn_states", "merge_attn_states")]
+
+
+def count(kernel: str, path: Path, rounds: int) -> dict:
+    text = path.read_text()
+    model = source.parse(text)
+    k = model.kernel(kernel)
+    assert k is not None, kernel
+    sp = spec_mod.load(k, model)
+    counts: collections.Counter = collections.Counter()
+    callers: collections.Counter = collections.Counter()
+    parse, load, parser = source.parse_with_tree, spec_mod.load, source.parser
+
+    def caller(depth: int) -> str:
+        f = traceback.extract_stack()[-depth]
+        return f"{f.filename.split('astra_cuda/')[-1]}:{f.name}"
+
+    def counted_parse(*a, **kw):
+        counts["parses"] += 1
+        # parse() -> parse_with_tree(): name whoever called parse() (or parse_with_tree itself)
+        callers["parse " + caller(4 if traceback.extract_stack()[-2].name == "parse" else 3)] += 1
+        return parse(*a, **kw)
+
+    def counted_load(*a, **kw):
+        counts["spec_loads"] += 1
+        callers["load " + caller(4 if traceback.extract_stack()[-2].name == "spec_in" else 3)] += 1
+        return load(*a, **kw)
+
+    class CountedParser:
+        def __init__(self, real):
+            self.real = real
+
+        def parse(self, data, *a, **kw):
+            if len(data) > 200:
+                counts["tree_parses"] += 1
+                if traceback.extract_stack()[-2].name != "parse_with_tree":
+                    callers["tree " + caller(3)] += 1
+            return self.real.parse(data, *a, **kw)
+
+    def counted_parser():
+        return CountedParser(parser())
+
+    evaluations = [0]
+
+    def evaluate(candidate: str) -> Evaluation:
+        evaluations[0] += 1
+        us = 100.0 if evaluations[0] == 1 else 100.0 - evaluations[0]
+        return Evaluation(Check(True, "passed", "", 10, "passed"),
+                          ProfileSummary((SizeTiming({"n": 1 << 20}, 100.0, us, 0.4),), "memory"))
+
+    source.parse_with_tree, spec_mod.load, source.parser = counted_parse, counted_load, counted_parser
+    try:
+        with tempfile.TemporaryDirectory() as runs:
+            agents.optimize(text, str(path), kernel, evaluate, rounds=rounds, spec=sp, gpu="stand-in", runs_dir=runs)
+    finally:
+        source.parse_with_tree, spec_mod.load, source.parser = parse, load, parser
+    n = max(1, evaluations[0])
+    return {"evaluations": evaluations[0], **counts,
+            "parses_per_evaluation": round(counts["parses"] / n, 2),
+            "tree_parses_per_evaluation": round(counts["tree_parses"] / n, 2),
+            "spec_loads_per_evaluation": round(counts["spec_loads"] / n, 2),
+            "top_callers": dict(callers.most_common(12))}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--out", default="")
+    a = ap.parse_args()
+    out = {name: count(kernel, ROOT / "examples" / f"{name}.cu", a.rounds) for name, kernel in EXAMPLES}
+    for name, r in out.items():
+        print(f"{name}: {r['evaluations']} evaluations, {r['parses']} source models, {r['tree_parses']} whole-text "
+              f"tree-sitter parses, {r['spec_loads']} spec loads (per evaluation: {r['parses_per_evaluation']}, "
+              f"{r['tree_parses_per_evaluation']}, {r['spec_loads_per_evaluation']})")
+    if a.out:
+        Path(a.out).write_text(json.dumps(out, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
