@@ -33,4 +33,4 @@ demo: setup
 	$(ASTRA) optimize examples/silu_and_mul.cu --kernel silu_and_mul --llm offline --backend auto
 
 clean:
-	rm -rf $(VENV) .astra build *.egg-info bundled/libs .e2e-python astra-cuda-*.vsix
+	rm -rf $(VENV) .astra build *.egg-info bundled/libs bundled/libs.tar.xz bundled/deps .e2e-python astra-cuda-*.vsix

@@ -41,8 +41,14 @@ package-platform:
 	@case "$(PLATFORM)" in linux-x64|linux-arm64) ;; *) echo "make package: PLATFORM is linux-x64 or" \
 	  "linux-arm64 (not $(PLATFORM))"; exit 2;; esac
 
+# The libraries travel packed in one .tar.xz (the launcher unpacks it on first start), rebuilt
+# only when they change; the astra package and the manifest stay plain files (.vscodeignore).
+$(BUNDLE).tar.xz: $(BUNDLE)/.deps-stamp-$(PLATFORM)
+	$(PY) scripts/bundle-libs $(BUNDLE) --archive $@
+
 package: package-platform client-build
 	$(MAKE) --no-print-directory $(BUNDLE)/.deps-stamp-$(PLATFORM)
+	$(MAKE) --no-print-directory $(BUNDLE).tar.xz
 	$(PY) scripts/bundle-libs $(BUNDLE) --refresh-server
 	rm -f astra-cuda-*.vsix
 	@# vsce's secret scan would read the ~400 MB of bundled third-party libraries byte by byte

@@ -12,14 +12,22 @@ the environment (it must match the machine's driver).
     python astra_launcher.py --cli ARGS...   the `astra` command (what "Astra: Install the astra
                                        command" puts on PATH)
 
+In the .vsix the third-party libraries come packed in `bundled/libs.tar.xz` (a third of their zipped
+size: scripts/bundle-libs --archive); the first start unpacks them once into `bundled/deps`, or, where
+the extension's folder is read-only, into ~/.cache/astra (one folder per bundle digest).
+
 Only the standard library is used before the check passes, so any Python 3 can run the check.
 """
 import json
 import os
 import platform
+import shutil
 import sys
+import tarfile
+import tempfile
 
-LIBS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "libs")
+BUNDLED = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LIBS = os.path.join(BUNDLED, "libs")
 MANIFEST = "ASTRA_BUNDLE.json"
 
 
@@ -30,6 +38,47 @@ def bundle():
             return json.load(f)
     except (OSError, ValueError):
         return None
+
+
+def unpacked(b):
+    """The folder holding the archive's libraries, unpacked now if they are not yet; None when the
+    bundle has no archive or its libraries are plain files in LIBS (a checkout). Raises ImportError
+    (a Python built without lzma) or the error that stopped the unpacking; nothing is left half done."""
+    a = b.get("archive")
+    if not a or os.path.exists(os.path.join(LIBS, a["probe"])):
+        return None
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    places = [os.path.join(BUNDLED, "deps"),
+              os.path.join(cache, "astra", "libs-%s-%s" % (b.get("platform", ""), a["digest"]))]
+    for place in places:
+        if os.path.exists(os.path.join(place, a["probe"])):
+            return place
+    import lzma  # noqa: F401  (tarfile's "r:xz" needs it; a Python built without liblzma lacks it)
+    error = None
+    for place in places:
+        try:
+            os.makedirs(os.path.dirname(place), exist_ok=True)
+            tmp = tempfile.mkdtemp(prefix=".unpacking-", dir=os.path.dirname(place))
+        except OSError as e:   # a read-only extension folder: the next place
+            error = e
+            continue
+        try:
+            with tarfile.open(os.path.join(BUNDLED, a["name"]), "r:xz") as tar:
+                if hasattr(tarfile, "data_filter"):   # 3.11.4+: nothing outside tmp, no devices or links out
+                    tar.extractall(tmp, filter="data")
+                else:
+                    tar.extractall(tmp)
+            try:
+                os.rename(tmp, place)   # atomic: a folder there is complete
+            except OSError:
+                if not os.path.exists(os.path.join(place, a["probe"])):
+                    raise
+                shutil.rmtree(tmp, ignore_errors=True)   # another start unpacked it first
+            return place
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    raise error if error else OSError("nowhere to unpack the libraries")
 
 
 def problem(strategy):
@@ -50,7 +99,21 @@ def problem(strategy):
     if here not in b["python"]:
         return ("Astra needs Python %s; %s is Python %s: choose another interpreter with the setting "
                 "astra.server.python" % (" or ".join(b["python"]), sys.executable, here))
+    try:
+        unpacked(b)
+    except ImportError:
+        return ("%s was built without the lzma module, which unpacks Astra's libraries: choose another "
+                "interpreter with the setting astra.server.python" % sys.executable)
+    except Exception as e:   # OSError (disk full), TarError, EOFError and LZMAError (a damaged archive)
+        return "could not unpack Astra's libraries (%s): %s" % (os.path.join(BUNDLED, b["archive"]["name"]), e)
     return None
+
+
+def library_path():
+    """The bundle's sys.path entries: LIBS, then where its archive was unpacked (if it has one)."""
+    b = bundle()
+    deps = unpacked(b) if b else None
+    return [LIBS] + ([deps] if deps else [])
 
 
 def main(argv):
@@ -62,7 +125,7 @@ def main(argv):
         if why is not None:
             sys.stderr.write("astra: %s\n" % why)
             return 2
-        sys.path.insert(0, LIBS)
+        sys.path[0:0] = library_path()
         from astra_cuda.cli import main as astra_main
         return astra_main(argv[1:])
     if "--check" in argv:
@@ -73,9 +136,9 @@ def main(argv):
         sys.stderr.write("astra: %s\n" % why)
         return 3
     if strategy == "useBundled":
-        sys.path.insert(0, LIBS)
+        sys.path[0:0] = library_path()
     else:
-        sys.path.append(LIBS)
+        sys.path.extend(library_path())
     from astra_cuda.cli import main as astra_main
     return astra_main(["serve"])
 

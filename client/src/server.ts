@@ -87,7 +87,8 @@ export class ServerConnection {
 
   /** True when `python` can run the server; else says why, with a way to choose another one. */
   private async checkInterpreter(python: string, env: Record<string, string>): Promise<boolean> {
-    const probe = await run(python, [this.launcher, "--check"], env);
+    // The first check of a new install unpacks the bundled libraries (seconds; minutes on a busy machine).
+    const probe = await run(python, [this.launcher, "--check"], env, 600_000);
     if (probe.error) {
       this.offerInterpreter(`Astra: cannot run the Python interpreter '${python}' (${probe.error}). ` +
         "Astra needs Python 3.11–3.13: set astra.server.python.");

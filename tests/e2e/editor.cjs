@@ -2,7 +2,8 @@
 // Chromium through playwright-core. Run by `make test-e2e` (tools from scripts/e2e-tools.sh).
 //
 // The .vsix is installed into a clean code-server and runs with a bare Python (a venv made
-// --without-pip: the server and its libraries come from the .vsix's bundled/libs, nothing is
+// --without-pip: the server and its libraries come from the .vsix (bundled/libs, the libraries
+// packed in bundled/libs.tar.xz that the first start unpacks), nothing is
 // installed anywhere).
 //
 // Scenario: open examples/silu_and_mul.cu in an untrusted folder -> code lens, "restricted", the lens
@@ -161,6 +162,14 @@ async function main() {
       await page.locator("#status\\.editor\\.mode", { hasText: "CUDA" }).waitFor();
     });
 
+    await step("the first start unpacks the libraries the .vsix carries packed", async () => {
+      // bundled/libs.tar.xz -> bundled/deps, once (the launcher's check); then the server starts on them
+      const ext = fs.readdirSync(exts).find((d) => d.includes("astra-cuda"));
+      if (!ext) throw new Error(`no Astra extension in ${exts}`);
+      const deps = path.join(exts, ext, "bundled", "deps");
+      await waitFor(() => fs.existsSync(path.join(deps, "numpy")), 240000, `the libraries unpacked into ${deps}`);
+      await waitFor(() => astraLog(data).includes("Astra language server started"), 120000, "the server to start");
+    });
     await step("code lens above the kernel", async () => {
       await lens("Profile").waitFor();
       await lens("Optimize").waitFor();
