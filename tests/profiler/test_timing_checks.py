@@ -254,6 +254,7 @@ def test_a_reference_in_two_groups_is_compared_by_its_fast_group():
     s = p.sizes[0]
     assert not s.implausible and p.valid, s.implausible
     assert s.speedup == pytest.approx(10.0 / 8.0, rel=0.05)
+    assert s.reference.median_us == pytest.approx(10.0, rel=0.05)    # the baseline every evaluation reads
     assert any("two groups" in m for m in s.notes), s.notes
 
 

@@ -5,6 +5,8 @@ verdict-like views (`valid`, `speedup`, `summary_line`, `summary_markdown`) and 
 """
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import math
 from dataclasses import asdict, dataclass, field
@@ -37,6 +39,14 @@ class Timing:
                    ceiling_share=(bps / ceiling) if (bps and ceiling) else None,
                    tflops=(flops / (med * 1e-6) / 1e12) if (flops and med > 0) else None,
                    step_us=timer_step(t))
+
+    def at(self, median_us: float) -> "Timing":
+        """This timing with its median (and the rates from it) at `median_us`: a reference whose
+        times move, compared by its fastest credible time (timing.measure_size)."""
+        k = self.median_us / median_us if median_us > 0 else 1.0
+        return dataclasses.replace(self, median_us=median_us, gbps=self.gbps * k if self.gbps else self.gbps,
+                                   ceiling_share=self.ceiling_share * k if self.ceiling_share else self.ceiling_share,
+                                   tflops=self.tflops * k if self.tflops else self.tflops)
 
     @property
     def spread(self) -> float:
