@@ -16,6 +16,9 @@ candidates timed on the same GPU model. When the place that evaluates is lost
 With a `memory` (`.astra/tuning/`), a finished offline search is remembered for the kernel, its
 sizes and the GPU model; a later run on the same model replays the remembered chain, gates and
 times it like any candidate, and stops there when it still holds (see `memory`).
+
+Long because one run is one class, `_Run`, with a method per step (open or resume, baseline, round,
+tuning, recall, finish) over the run's shared state; the functions after it judge a round.
 """
 from __future__ import annotations
 

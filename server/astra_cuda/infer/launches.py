@@ -1,6 +1,10 @@
 """Where and how a kernel is launched: the launch site to read, its grid, block and shared memory
 rewritten over the kernel's sizes (dim3 variables and the launcher's locals followed, macros and
-constants by value, a block size the caller chooses taken as a default)."""
+constants by value, a block size the caller chooses taken as a default).
+
+Long because the grid, block and shared memory, the branch conditions, the launcher's checks and
+the relations between sizes are all read from one launch site and its launcher's locals
+(`_launch_of`), and the callers' values and contiguous strides read the same ones."""
 from __future__ import annotations
 
 import ast

@@ -1,5 +1,8 @@
 """The proposal: every part inferred (launch, types, sizes, shapes and roles) assembled into one
-spec comment, with what was guessed listed in `notes`."""
+spec comment, with what was guessed listed in `notes`.
+
+Long because `_infer` assembles every section in one pass (launch, types, sizes, shapes, roles),
+and the checks on the assembled draft (launch bounds, requirements) read its intermediate values."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -1,7 +1,11 @@
 """Template arguments: the `instantiate` a proposal writes — one argument per template parameter,
 from the launch, the launcher's callers and explicit instantiations, defaults, constants, and
 guesses the notes name — each spelled as seen from the global scope, where Astra's instantiation
-is appended to the user's file."""
+is appended to the user's file.
+
+Long because each source of an argument is the fallback of the one before (the launch, the
+launcher's parameters and callers, defaults, enumerators, specializations: `_resolve_arg`,
+`_launcher_param`, `_fallback_arg`), all reading the program's names and constants."""
 from __future__ import annotations
 
 import re
