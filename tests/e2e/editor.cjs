@@ -13,7 +13,7 @@
 // by the explicit palette command through VS Code's refactor preview -> save -> the on-save check
 // "matches the reference", and what was applied has ordinary names and a comment -> the report view -> break the kernel, save -> error squiggle -> restart
 // -> a file with no spec: "not checked", the no-spec hint, Add spec (quick fix) marks what it
-// guessed -> inside the spec: completion of element types, a misspelt table underlined on its
+// guessed -> inside the spec: completion of element types (Ctrl+Space; the chosen one replaces the value), a misspelt table underlined on its
 // header's line (not the comment's first) with "did you mean".
 // Screenshots of every step go to test-artifacts/e2e/.
 "use strict";
@@ -42,10 +42,6 @@ async function step(name, fn) {
   await fn();
   await snap(name);
   console.log(`ok (${((Date.now() - t) / 1000).toFixed(1)}s)`);
-}
-
-async function gap(name) {
-  console.log(`e2e [${elapsed()}] ${name} ... KNOWN GAP, not run (see the comment at this step)`);
 }
 
 async function snap(name) {
@@ -78,6 +74,17 @@ async function palette(title) {
   await input.fill(">" + title);
   await page.locator(".quick-input-list .monaco-list-row", { hasText: title }).first().waitFor();
   await page.keyboard.press("Enter");
+}
+
+/** Presses `key` until `shown` appears, at most three times, as a user asks again when the first key
+ * press reached the editor before its focus did (seen at load 16 after Go to Line). */
+async function pressUntil(key, shown) {
+  for (let attempt = 1; ; attempt++) {
+    await page.keyboard.press(key);
+    if (await shown.waitFor({ timeout: 15000 }).then(() => true, () => false)) return;
+    if (attempt === 3) throw new Error(`nothing appeared after pressing ${key} three times`);
+    await page.keyboard.press("Escape");
+  }
 }
 
 async function gotoLine(line, col) {
@@ -318,7 +325,8 @@ async function main() {
     });
     await step("quick fix: add a harness spec; what it guessed is marked", async () => {
       await gotoLine(1, 20);
-      await page.keyboard.press("Control+.");
+      await page.locator(".statusbar-item", { hasText: "Ln 1, Col 20" }).first().waitFor();
+      await pressUntil("Control+.", page.locator(".action-widget .monaco-list-row", { hasText: "Add harness spec" }).first());
       await page.locator(".action-widget .monaco-list-row", { hasText: "Add harness spec" }).first().click();
       await page.locator(".part.editor .view-lines", { hasText: "@astra" }).first().waitFor();
       // `a` has no value in the program: inference guessed it, and says so on its line
@@ -329,20 +337,25 @@ async function main() {
       await page.locator(".markers-panel .monaco-list-row", { hasText: "is a guess" }).first().waitFor({ timeout: 60000 });
       await page.locator(".part.editor .monaco-editor .view-lines").first().click();
     });
-    // KNOWN GAP (issue 26): in code-server no suggestion list appears inside the spec comment (Ctrl+Space
-    // and Trigger Suggest alike, 30 s); the server's completion there is tested through pytest-lsp
-    // (tests/lsp). Reported, not run, until the editor side is found.
-    await gap("inside the spec: completion of element types", async () => {
+    // Ctrl+Space, as a user asks for suggestions (the palette's Trigger Suggest sends no request from a
+    // headless browser: the palette keeps the focus, so the editor's suggest precondition fails).
+    await step("inside the spec: completion of element types, replacing the value", async () => {
       const lines = () => page.locator(".part.editor .view-lines .view-line");
-      const texts = await lines().allInnerTexts();
-      const row = texts.findIndex((t) => /^in\s+=\s*\{ type = "float"/.test(t.replace(/\u00a0/g, " ")));
+      const inLine = async () => (await lines().allInnerTexts()).map((t) => t.replace(/\u00a0/g, " "))
+        .find((t) => /^in\s+=\s*\{ type = "/.test(t));
+      const texts = (await lines().allInnerTexts()).map((t) => t.replace(/\u00a0/g, " "));
+      const row = texts.findIndex((t) => /^in\s+=\s*\{ type = "float"/.test(t));
       if (row < 0) throw new Error(`no 'in' line in the proposal: ${texts.join(" | ")}`);
-      const col = texts[row].replace(/\u00a0/g, " ").indexOf('"float"') + 2;
+      const col = texts[row].indexOf('"float"') + 2;   // right after the opening quote
       await gotoLine(row + 1, col);
-      await palette("Trigger Suggest");   // the palette, as Ctrl+Space may be taken by the browser
-      await page.locator(".suggest-widget .monaco-list-row", { hasText: "bfloat16" }).first().waitFor({ timeout: 30000 });
+      await page.locator(".statusbar-item", { hasText: `Ln ${row + 1}, Col ${col}` }).first().waitFor();
+      await pressUntil("Control+Space", page.locator(".suggest-widget .monaco-list-row", { hasText: "bfloat16" }).first());
       await snap("completion inside the spec");
-      await page.keyboard.press("Escape");
+      // choosing `float` replaces the string's text (an insertion at the cursor would give "floatfloat")
+      await page.locator(".suggest-widget .monaco-list-row .label-name", { hasText: /^float$/ }).first().click();
+      await page.locator(".suggest-widget").waitFor({ state: "hidden", timeout: 10000 });
+      const after = await inLine();
+      if (!/type = "float",/.test(after)) throw new Error(`the item was inserted, not replaced: ${after}`);
     });
     await step("inside the spec: a misspelt table is underlined at its header, with did you mean", async () => {
       const texts = await page.locator(".part.editor .view-lines .view-line").allInnerTexts();
