@@ -153,18 +153,23 @@ def _kill(p: subprocess.Popen) -> None:
 
 def nvcc_compiles(k: Kernel, work: Path, limit: float = LIMITS["nvcc"]) -> dict:
     """Whether nvcc compiles the unedited file with the project's flags (device code for sm_90),
-    confined like every compiler of user code (astra_cuda.compile.confine). A header is compiled
-    as the project's build compiles it: through the source file of its `launch_files` that
-    includes it (apex's megatron softmax headers are not self-contained: the .cu including them
-    brings torch's headers first)."""
+    confined like every compiler of user code (astra_cuda.compile.confine). A header nvcc does not
+    compile alone is compiled as the project's build compiles it: through the source file of its
+    `launch_files` that includes it (apex's megatron softmax headers are not self-contained: the
+    .cu including them brings torch's headers first)."""
+    alone = _nvcc_once(k, work, work / k.path, limit)
+    through = includer(k, work) if alone.get("ok") is False else None
+    if through is None:
+        return alone
+    return {**_nvcc_once(k, work, through, limit), "through": str(through.relative_to(work)), "alone": alone["message"]}
+
+
+def _nvcc_once(k: Kernel, work: Path, src: Path, limit: float) -> dict:
     from astra_cuda.compile import confine, project
     from astra_cuda.compile import toolkit, torch_ext
     tk = toolkit.find()
     if tk is None:
         return {"ok": None, "message": "no CUDA toolkit (nvcc) found"}
-    src = work / k.path
-    through = includer(k, work)
-    src = through or src
     incs = [f"-I{work / d}" for d in k.includes]
     # a PyTorch extension is built by torch's cpp_extension, which adds torch's folders and defines
     ctx = project.from_flags([str(work / d) for d in k.includes], origin="suite")
@@ -189,9 +194,8 @@ def nvcc_compiles(k: Kernel, work: Path, limit: float = LIMITS["nvcc"]) -> dict:
             return {"ok": None, "message": f"nvcc not run: {e}"}
     log = (p.stdout + p.stderr).replace(str(work) + "/", "")
     first = next((ln for ln in log.splitlines() if re.search(r"\berror\b", ln)), log.strip()[-300:])
-    out = {"ok": p.returncode == 0, "message": "" if p.returncode == 0 else _short(first, 300),
-           "seconds": round(time.monotonic() - t0, 1)}
-    return {**out, "through": str(through.relative_to(work))} if through else out
+    return {"ok": p.returncode == 0, "message": "" if p.returncode == 0 else _short(first, 300),
+            "seconds": round(time.monotonic() - t0, 1)}
 
 
 def includer(k: Kernel, work: Path) -> Path | None:
@@ -451,7 +455,7 @@ class Options:
         extras = sorted(os.listdir(libs[0][2:])) if libs else []
         key = json.dumps([k.repo.source, k.repo.commit, k.path, k.includes, k.macro_defines, k.standard,
                           k.repo.nvcc, _nvcc_version(), extras, _torch_version(), fetch.inputs(k),
-                          "a header through its includer"])
+                          "a header alone, else through its includer"])
         path = self.cache / "nvcc.json"
         with self._nvcc_lock:
             known = json.loads(path.read_text()) if path.exists() else {}
