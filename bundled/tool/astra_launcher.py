@@ -14,10 +14,13 @@ the environment (it must match the machine's driver).
 
 In the .vsix the third-party libraries come packed in `bundled/libs.tar.xz` (a third of their zipped
 size: scripts/bundle-libs --archive); the first start unpacks them once into `bundled/deps`, or, where
-the extension's folder is read-only, into ~/.cache/astra (one folder per bundle digest).
+the extension's folder is read-only, into ~/.cache/astra (one folder per bundle digest); under a lock,
+so two starts at once unpack once, and what a start killed mid-way left is removed by the next.
 
 Only the standard library is used before the check passes, so any Python 3 can run the check.
 """
+import fcntl
+import glob
 import json
 import os
 import platform
@@ -56,29 +59,43 @@ def unpacked(b):
     import lzma  # noqa: F401  (tarfile's "r:xz" needs it; a Python built without liblzma lacks it)
     error = None
     for place in places:
+        parent = os.path.dirname(place)
         try:
-            os.makedirs(os.path.dirname(place), exist_ok=True)
-            tmp = tempfile.mkdtemp(prefix=".unpacking-", dir=os.path.dirname(place))
+            os.makedirs(parent, exist_ok=True)
+            lock = os.open(os.path.join(parent, ".unpacking.lock"), os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as e:   # a read-only extension folder: the next place
             error = e
             continue
         try:
-            with tarfile.open(os.path.join(BUNDLED, a["name"]), "r:xz") as tar:
-                if hasattr(tarfile, "data_filter"):   # 3.11.4+: nothing outside tmp, no devices or links out
-                    tar.extractall(tmp, filter="data")
-                else:
-                    tar.extractall(tmp)
-            try:
-                os.rename(tmp, place)   # atomic: a folder there is complete
-            except OSError:
-                if not os.path.exists(os.path.join(place, a["probe"])):
-                    raise
-                shutil.rmtree(tmp, ignore_errors=True)   # another start unpacked it first
+            fcntl.flock(lock, fcntl.LOCK_EX)   # a second start waits for the first, then finds its work done
+            if not os.path.exists(os.path.join(place, a["probe"])):
+                unpack(os.path.join(BUNDLED, a["name"]), place)
             return place
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+        finally:
+            os.close(lock)
     raise error if error else OSError("nowhere to unpack the libraries")
+
+
+def unpack(archive, place):
+    """Unpack `archive` into a temporary folder beside `place`, then rename it into place (a
+    folder there is complete). The caller holds the lock, so any other temporary folder is what a
+    start killed mid-way left: removed first."""
+    parent = os.path.dirname(place)
+    for stale in glob.glob(os.path.join(parent, ".unpacking-*")):
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp = tempfile.mkdtemp(prefix=".unpacking-", dir=parent)
+    try:
+        with tarfile.open(archive, "r:xz") as tar:
+            if hasattr(tarfile, "data_filter"):   # 3.11.4+: nothing outside tmp, no devices or links out
+                tar.extractall(tmp, filter="data")
+            else:
+                tar.extractall(tmp)
+        if os.path.exists(place):   # a folder without the libraries (damaged by hand): replaced
+            shutil.rmtree(place)
+        os.rename(tmp, place)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def problem(strategy):

@@ -90,4 +90,18 @@ def test_a_damaged_archive_is_a_clear_check_failure_that_leaves_nothing(tmp_path
     r = subprocess.run([sys.executable, str(bundled / "tool" / "astra_launcher.py"), "--check"], capture_output=True,
                        text=True, env=env, timeout=60)
     assert r.returncode == 0 and '"ok": false' in r.stdout and "could not unpack Astra's libraries" in r.stdout, r
-    assert sorted(p.name for p in bundled.iterdir()) == ["libs", "libs.tar.xz", "tool"]
+    # nothing unpacked or half unpacked (the empty lock file stays)
+    assert sorted(p.name for p in bundled.iterdir()) == [".unpacking.lock", "libs", "libs.tar.xz", "tool"]
+
+
+def test_what_a_start_killed_while_unpacking_left_is_removed_by_the_next(tmp_path):
+    bundled = _bundle_with_archive(tmp_path)
+    stale = bundled / ".unpacking-killed"
+    (stale / "numpy").mkdir(parents=True)
+    (stale / "numpy" / "half.so").write_bytes(b"\0" * 4096)
+    (bundled / "deps").mkdir()   # an empty folder where the libraries belong (removed by hand, say)
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    r = subprocess.run([sys.executable, str(bundled / "tool" / "astra_launcher.py"), "--check"], capture_output=True,
+                       text=True, env=env, timeout=60)
+    assert '"ok": true' in r.stdout, r
+    assert not stale.exists() and (bundled / "deps" / "packed_probe" / "__init__.py").is_file()
