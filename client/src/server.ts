@@ -3,6 +3,7 @@
 // the bundled launcher with the settings, the workspace's trust and the API key (by environment,
 // never in settings or logs), stop and restart it, and send it commands.
 import * as vscode from "vscode";
+import * as fs from "fs";
 import * as path from "path";
 import { execFile } from "child_process";
 import {
@@ -87,8 +88,16 @@ export class ServerConnection {
 
   /** True when `python` can run the server; else says why, with a way to choose another one. */
   private async checkInterpreter(python: string, env: Record<string, string>): Promise<boolean> {
-    // The first check of a new install unpacks the bundled libraries (seconds; minutes on a busy machine).
-    const probe = await run(python, [this.launcher, "--check"], env, 600_000);
+    // The first check of a new install unpacks the bundled libraries (seconds; a minute on a busy
+    // machine): said in the status bar meanwhile. (Where the extension's folder is read-only they
+    // go to ~/.cache/astra, and this says so at every start: the check itself is then instant.)
+    const bundled = path.join(this.ctx.extensionPath, "bundled");
+    const first = fs.existsSync(path.join(bundled, "libs.tar.xz")) && !fs.existsSync(path.join(bundled, "deps"));
+    const check = run(python, [this.launcher, "--check"], env, 600_000);
+    const probe = first
+      ? await vscode.window.withProgress({ location: vscode.ProgressLocation.Window,
+        title: "Astra: unpacking its libraries (first start, once)" }, () => check)
+      : await check;
     if (probe.error) {
       this.offerInterpreter(`Astra: cannot run the Python interpreter '${python}' (${probe.error}). ` +
         "Astra needs Python 3.11–3.13: set astra.server.python.");
