@@ -190,8 +190,9 @@ BOUNDS = [
     Attack("expression_explosion", "bounds", "a macro-made expression of 2**16 terms (NVRTC's worker died, "
            "SIGSEGV, a traceback; g++'s front end needs minutes: the CPU backend's check took 74 s to its error)",
            "exit 2 naming the line, within seconds, before any compiler",
-           "the cut: at most 1,000 levels of C++ structure below a declaration once macros are expanded (real "
-           "code: 82); behind it NVRTC on a 512 MiB stack and g++ of user code 45 s",
+           "the cut: code may grow only so much once macros are expanded (its 131,000 nodes from 516 bytes; see "
+           "initializer_explosion), and at most 1,000 levels of C++ structure below a declaration (real code: 82); "
+           "behind it NVRTC on a 512 MiB stack and g++ of user code 45 s",
            body=doubling(16), arg="B16 1"),
     Attack("initializer_explosion", "bounds", "a ~600-byte file whose doubling macros make a 2**20-element "
            "initialiser list (3 MiB and 2.1 million syntax nodes once expanded, flat: under the depth bound; "
