@@ -4,7 +4,9 @@ from the real cache), it says why a check could not run and goes on answering.""
 from __future__ import annotations
 
 import asyncio
+import atexit
 import shlex
+import shutil
 import sys
 import tempfile
 import time
@@ -20,7 +22,8 @@ from .test_full_disk import SILU, UNSHARE
 pytestmark = pytest.mark.skipif(UNSHARE is None, reason="no mount namespace here (unshare -m) for a real full disk")
 
 SETTINGS = {"backend": "cpu", "rounds": 1, "checkOnOpen": True, "checkOnSave": True, "llm": {"baseUrl": "", "model": ""}}
-CACHE = Path(tempfile.mkdtemp(prefix="astra-full-cache-"))
+CACHE = Path(tempfile.mkdtemp(prefix="astra-full-cache-"))  # a mount point inside the server's namespace only
+atexit.register(shutil.rmtree, CACHE, True)
 PY = shlex.quote(sys.executable)
 # In the namespace: this checkout's runtime built in the real cache, then the cache a full tmpfs
 # with those entries bound in, then the server.
