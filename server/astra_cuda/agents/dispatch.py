@@ -160,11 +160,14 @@ def gate_size(best_spec: Spec, sp: Split, gate_cases: list[dict[str, int]],
 
 
 def build(best_text: str, rewrite_text: str, kernel: str, sp: Split,
-          gate_cases: list[dict[str, int]], ladder: list[dict[str, int]] = ()) -> tuple[str | None, str]:
+          gate_cases: list[dict[str, int]], ladder: list[dict[str, int]] = (),
+          any_grid: bool = False) -> tuple[str | None, str]:
     """(the rewrite's file with the two versions selected by size, '') or (None, why not).
     `gate_cases`: the sizes the gate runs (both versions must be reached); `ladder`: sizes the
     rewrite was timed at, one of which is added to the spec's [sizes] where the gate's miss a
-    version (see gate_size)."""
+    version (see gate_size). `any_grid`: the rewrite is right for any grid (a grid-stride loop:
+    coarsen, block_atomic, privatize); where it changes only the grid, the kernel need not tell
+    the launches apart — it keeps the rewrite's body and each size gets its own grid."""
     mb, mr = source.parse(best_text), source.parse(rewrite_text)
     kb, kr = mb.kernel(kernel), mr.kernel(kernel)
     sb, sr = spec_in(mb, kernel), spec_in(mr, kernel)
@@ -176,7 +179,7 @@ def build(best_text: str, rewrite_text: str, kernel: str, sp: Split,
     note = f"two versions selected by size: {sp.describe()} (each is faster there)"
     if extra:
         note += "; [sizes] gained " + ", ".join(f"{n} = {v}" for n, v in extra.items()) + " so the checks launch both"
-    text, why = _build(best_text, rewrite_text, kernel, sp, note, mb, mr, kb, kr, sb, sr)
+    text, why = _build(best_text, rewrite_text, kernel, sp, note, mb, mr, kb, kr, sb, sr, any_grid)
     if text is None or not extra:
         return text, why
     grown = add_sizes(text, kernel, extra)
@@ -190,7 +193,8 @@ def build(best_text: str, rewrite_text: str, kernel: str, sp: Split,
 
 
 def _build(best_text: str, rewrite_text: str, kernel: str, sp: Split, note: str, mb: source.SourceModel,
-           mr: source.SourceModel, kb: source.Kernel, kr: source.Kernel, sb: Spec, sr: Spec) -> tuple[str | None, str]:
+           mr: source.SourceModel, kb: source.Kernel, kr: source.Kernel, sb: Spec, sr: Spec,
+           any_grid: bool = False) -> tuple[str | None, str]:
     upper_is_rw = sp.upper == "rewrite"
     if sr.launch == sb.launch:
         rw_runs = (f"(long long)gridDim.x * gridDim.y * gridDim.z {'>=' if upper_is_rw else '<'} {sp.threshold}")
@@ -202,7 +206,8 @@ def _build(best_text: str, rewrite_text: str, kernel: str, sp: Split, note: str,
     if (sr.shared_mem or "0").strip() != (sb.shared_mem or "0").strip():
         return None, "the two versions use different dynamic shared memory"
     marker = _marker(sb, sr)
-    if marker is None:
+    grid_only = marker is None and any_grid and _padded(sb.block) == _padded(sr.block)
+    if marker is None and not grid_only:
         return None, ("the kernel could not tell the two versions' launches apart (no block dimension that is "
                       "a different constant in each)")
     grid_b, grid_r, block_b, block_r = _padded(sb.grid), _padded(sr.grid), _padded(sb.block), _padded(sr.block)
@@ -233,10 +238,16 @@ def _build(best_text: str, rewrite_text: str, kernel: str, sp: Split, note: str,
         u, lo = (site, b) if upper_is_rw else (b, site)
         return (f"({many}) ? dim3({u.grid}) : dim3({lo.grid})", f"({many}) ? dim3({u.block}) : dim3({lo.block})")
 
-    combined = (f"{{\n  // astra-note: {note}\n  if ({marker}) {_indented(_body(rewrite_text, kr))} "
-                f"else {_indented(_body(best_text, kb))}\n}}")
-    new = relaunch(rewrite_text, kernel, grid, block, host, note,
-                   [(kr.body_span.start_byte, kr.body_span.end_byte, combined)])
+    if grid_only:   # the rewrite is right for any grid: one body, each size launched with its own grid
+        note = (note.replace("two versions selected by size", "two grids selected by size (one body, right for any grid)", 1)
+                .replace("the rewrite from", "the rewrite's grid from", 1).replace("the previous version", "the previous grid", 1))
+        edits = [(kr.body_span.start_byte, kr.body_span.end_byte,
+                  f"{{\n  // astra-note: {note}{_body(rewrite_text, kr)[1:]}")]
+    else:
+        combined = (f"{{\n  // astra-note: {note}\n  if ({marker}) {_indented(_body(rewrite_text, kr))} "
+                    f"else {_indented(_body(best_text, kb))}\n}}")
+        edits = [(kr.body_span.start_byte, kr.body_span.end_byte, combined)]
+    new = relaunch(rewrite_text, kernel, grid, block, host, note, edits)
     if new is None:
         return None, "the spec and the launch sites could not be changed together"
     return new, ""
@@ -253,7 +264,8 @@ def rebuild(before: str, rewritten: str, kernel: str, how: dict) -> str | None:
         ladder = [{str(n): int(v) for n, v in how["gate_size"].items()}] if how.get("gate_size") else []
     except Exception:  # noqa: BLE001 - a stored record of another shape, a spec that no longer loads
         return None
-    return build(before, rewritten, kernel, sp, cases, ladder)[0] if sp.upper in ("rewrite", "best") else None
+    return build(before, rewritten, kernel, sp, cases, ladder, bool(how.get("any_grid")))[0] \
+        if sp.upper in ("rewrite", "best") else None
 
 
 def attempt(r: Round, best_text: str, best_eval: Evaluation, kernel: str, ev: Callable[[str], Evaluation],
@@ -272,10 +284,13 @@ def attempt(r: Round, best_text: str, best_eval: Evaluation, kernel: str, ev: Ca
         r.reason += "; no size dispatch: the sizes where it wins and loses are not separated by the grid's size"
         return
     ladder = [dict(t.sizes) for t in e.profile.sizes]
+    from .offline import TRANSFORMS
+    t = TRANSFORMS.get(r.plan.idea) if r.plan is not None else None
+    any_grid = bool(getattr(t, "any_grid", False))
     extra: dict[str, int] | None = None
     try:
         extra, _ = gate_size(best_spec, sp, best_spec.cases(), ladder)
-        text, why = build(best_text, r.candidate, kernel, sp, best_spec.cases(), ladder)
+        text, why = build(best_text, r.candidate, kernel, sp, best_spec.cases(), ladder, any_grid)
     except Exception as err:  # noqa: BLE001 - a text the construction did not foresee ends the idea, not the run
         text, why = None, f"the construction failed ({err.__class__.__name__}: {err})"
     if text is None:
@@ -294,7 +309,8 @@ def attempt(r: Round, best_text: str, best_eval: Evaluation, kernel: str, ev: Ca
     r.candidate, r.candidate_hash, r.evaluation = text, trial.candidate_hash, d
     if r.plan is not None:   # replayable: tuning and the memory make the same kernel from the chain
         r.plan = replace(r.plan, params={**r.plan.params, KEY: {"threshold": sp.threshold, "upper": sp.upper,
-                                                                 **({"gate_size": extra} if extra else {})}})
+                                                                 **({"gate_size": extra} if extra else {}),
+                                                                 **({"any_grid": True} if any_grid else {})}})
     r.outcome = "adopted"
     r.reason = f"dispatched by size ({sp.describe()}): {trial.reason}"
     r.changes = list(r.changes) + [f"kept beside the previous version, selected by size: {sp.describe()}"] + \

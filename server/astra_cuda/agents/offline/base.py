@@ -52,6 +52,7 @@ class Transform:
     expected = ""      # the expected effect, for plans and reports
     note = ""          # the one comment the rewrite carries when it writes none: what and why, briefly
     reorders_sums = False   # float sums combined in another order: results differ by rounding
+    any_grid = False        # the rewrite is right whatever grid launches it
 
     def apply(self, text: str, ctx: Context, params: dict | None = None) -> Rewrite | None:
         """The rewritten file, or None when the pattern is not there. `params` overrides the

@@ -161,6 +161,7 @@ def capped(name: str, text: str, ctx: Context, spec, new_text: str, blocks: int 
 
 
 class BlockAtomic(base.Transform):
+    any_grid = True   # a grid-stride loop: right for any grid (a size dispatch may choose the grid alone)
     name = "block_atomic"
     title = "one atomic per block: grid-stride sums per thread, the block's sum in shared memory"
     note = "one atomic per block instead of one per element: far less contention on one address"

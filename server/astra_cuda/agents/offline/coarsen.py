@@ -204,6 +204,7 @@ def as_grid_stride(text: str, fn: Node, el: _Elementwise) -> str:
 
 
 class Coarsen(base.Transform):
+    any_grid = True   # a grid-stride loop: right for any grid (a size dispatch may choose the grid alone)
     name = "coarsen"
     title = "several elements per thread in 16-byte vectors (grid shrunk at the launch site)"
     note = "several elements per thread in 16-byte vectors, so fewer, longer threads and wider accesses"

@@ -48,6 +48,7 @@ def _bins(address: Node, pointers: dict, var: str) -> tuple[str, str] | None:
 
 
 class Privatize(base.Transform):
+    any_grid = True   # a grid-stride loop: right for any grid (a size dispatch may choose the grid alone)
     name = "privatize"
     title = "histogram bins privatized in shared memory, added to the global bins once per block"
     note = "per-block bins in shared memory, added to the global bins once per block: fewer global atomics"
