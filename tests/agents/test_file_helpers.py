@@ -143,6 +143,7 @@ def test_load_and_store_helpers_are_recognised_by_what_their_body_does():
     "template <class E> __device__ void st(const E& v, const E* p) { *p = v; }\n",           # a const pointer
     "template <class E, int N> __device__ void ld(E& v, const E* p) { v = *p; }\n",
     "#if FAST\ntemplate <class E> __device__ void ld(E& v, const E* p) { v = *p; }\n#endif\n",
+    "template <class E> void ld(E& v, const E* p) { v = *p; }\n",                          # host code only
 ])
 def test_a_helper_that_does_anything_else_is_not_taken(defs):
     assert movers(defs) == ()

@@ -381,7 +381,8 @@ def _movers_in(text: str, before: int | None, kernel_ns: tuple[str, ...]) -> tup
                     break
                 tparams.append(txt(p.named_children[0]))
         where = _namespaces(tmpl or n)
-        if where is None or any(c.type == "storage_class_specifier" and txt(c) == "static" for c in n.children):
+        if where is None or any(c.type == "storage_class_specifier" and txt(c) == "static" for c in n.children) \
+                or not any(c.type == "__device__" for c in n.children):   # a kernel can call only device code
             continue
         m = _mover(n, tparams)
         if m is not None:
