@@ -244,7 +244,10 @@ def test_the_gpu_stages_read_the_profile_and_the_optimize_answers(monkeypatch, t
                      "baseline": {"profile": {"sizes": [{"copy_share": 0.3}], "bottleneck": "memory"}},
                      "best": {"profile": {"device": "NVIDIA H100", "sizes": [
                          {"role": "decode", "sizes": {"n": 1}, "speedup": 0.96, "copy_share": 0.01},
-                         {"role": "bench", "sizes": {"n": 4096}, "speedup": 1.8, "copy_share": 0.54}]}}},
+                         {"role": "bench", "sizes": {"n": 4096}, "speedup": 1.8, "copy_share": 0.54}]}},
+                     "rounds": [{"plan": {"idea": "vectorize", "skipped": ["transpose: no 2-D tile access"]},
+                                 "outcome": "kept", "reason": "1.8x at the bench sizes"},
+                                {"plan": {"idea": "coarsen"}, "outcome": "slower", "reason": "0.97x"}]},
     }
     monkeypatch.setattr(run, "astra", lambda args, limit, cwd: run.Step(True, answers[args[0]], seconds=1.0))
     m = manifest.load()
@@ -257,7 +260,10 @@ def test_the_gpu_stages_read_the_profile_and_the_optimize_answers(monkeypatch, t
     assert r.gpu["optimize"] == {"speedup": 1.8, "improved": True, "measured": True, "error": None,
                                  "share_before": 0.3, "share_after": 0.54, "per_size": per_size,
                                  "bottleneck": "memory", "device": "NVIDIA H100",
-                                 "rounds": 3, "tune": 2, "seconds": 42.0}
+                                 "rounds": 3, "tune": 2, "seconds": 42.0,
+                                 "tried": [{"idea": "vectorize", "outcome": "kept", "reason": "1.8x at the bench sizes"},
+                                           {"idea": "coarsen", "outcome": "slower", "reason": "0.97x"}],
+                                 "passed_over": ["transpose: no 2-D tile access"]}
     table = report.markdown({"kernels": [json.loads(json.dumps(r.__dict__))], "backend": "gpu"})
     assert "| memory | 30% | 1.80× | 54% | decode n=1: 0.96× at 1%; bench n=4096: 1.80× at 54% |" in table
     assert "Speed on NVIDIA H100" in table
