@@ -266,3 +266,17 @@ def test_a_local_constant_the_launch_passes_as_a_template_argument_is_no_size(pr
     s, p = infer(project, "tok.cu", "per_token")
     assert s.grid == ("(n + 8 - 1) / 8",) and s.block in (("8 * 32",), ("256",))
     assert set(s.sizes) == {"n", "d"} and s.instantiate == "<float, 8>"
+
+
+def test_an_input_is_drawn_from_the_range_the_program_fills_it_with(project):
+    """cuda-samples BlackScholes: `h_S[i] = RandFloat(5.0f, 30.0f); cudaMemcpy(d_S, h_S, ...)`: the
+    kernel's input is drawn from that range (a normal draw gives negative prices, NaN everywhere)."""
+    project("bs.cu", "float RandFloat(float lo, float hi) { return lo + (hi - lo) * 0.5f; }\n"
+                     "__global__ void price(float* out, const float* s, int n) {\n"
+                     "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) out[i] = sqrtf(s[i]);\n}\n"
+                     "int main() {\n  const int N = 4096;\n  float *h_S = new float[N], *d_S, *d_O;\n"
+                     "  for (int i = 0; i < N; i++) h_S[i] = RandFloat(5.0f, 30.0f);\n"
+                     "  cudaMemcpy(d_S, h_S, N * sizeof(float), cudaMemcpyHostToDevice);\n"
+                     "  price<<<(N + 127) / 128, 128>>>(d_O, d_S, N);\n}\n")
+    s, p = infer(project, "bs.cu", "price")
+    assert s.args["s"].init.kind == "uniform" and s.args["s"].init.params == (5.0, 30.0) and s.args["out"].output

@@ -609,3 +609,41 @@ def caller_values(program: Program, function: str | None, expr: str, constants: 
         if idx < len(call.args):
             out += caller_values(program, call.caller, call.args[idx], constants, depth + 1)
     return list(dict.fromkeys(out))
+
+
+def program_inits(kernel: Kernel, model: SourceModel, site: LaunchSite) -> dict[str, tuple[str, str]]:
+    """Parameter -> (low, high) where the program fills the host array it copies to the launch's
+    argument with a random draw in a range (`h_S[i] = RandFloat(5.0f, 30.0f); cudaMemcpy(d_S, h_S, ..)`):
+    the values the kernel expects (BlackScholes' prices and years are positive; a normal draw gives NaN)."""
+    def bare(n):
+        while n is not None and n.type in ("cast_expression", "parenthesized_expression", "pointer_expression"):
+            n = n.child_by_field_name("value") or n.child_by_field_name("argument") or \
+                (n.named_children[-1] if n.named_children else None)
+        return n.text.decode() if n is not None and n.type == "identifier" else None
+    root = source.parser().parse(model.text.encode()).root_node
+    hosts: dict[str, str] = {}    # device array -> the host array copied into it
+    ranges: dict[str, tuple[str, str]] = {}
+    for n in _walk(root):
+        if n.type == "call_expression":
+            fn, args = n.child_by_field_name("function"), n.child_by_field_name("arguments")
+            a = [c for c in args.named_children if c.type != "comment"] if args is not None else []
+            if fn is not None and "Memcpy" in fn.text.decode() and len(a) >= 2 and bare(a[0]) and bare(a[1]):
+                hosts[bare(a[0])] = bare(a[1])
+        elif n.type == "assignment_expression":
+            left, right = n.child_by_field_name("left"), n.child_by_field_name("right")
+            if left is None or right is None or left.type != "subscript_expression" or right.type != "call_expression":
+                continue
+            fn, args = right.child_by_field_name("function"), right.child_by_field_name("arguments")
+            a = [c for c in args.named_children if c.type != "comment"] if args is not None else []
+            nums = [c.text.decode().rstrip("fF") for c in a if c.type == "number_literal"]
+            name = bare(left.child_by_field_name("argument"))
+            if name and fn is not None and "rand" in fn.text.decode().lower() and len(a) == 2 and len(nums) == 2:
+                ranges.setdefault(name, (nums[0], nums[1]))
+    out = {}
+    for p, arg in zip(kernel.params, site.args):
+        device = bare(source.parse_expression(arg.strip()))
+        host = hosts.get(device or "")
+        if p.is_pointer and host in ranges:
+            out[p.name] = ranges[host]
+    return out
+

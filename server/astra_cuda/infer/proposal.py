@@ -12,7 +12,7 @@ from ..compile.project import ProjectContext
 from ..model.source import Kernel, SourceModel
 from ..model.syntax import walk as _walk
 from .hostexprs import function_macros
-from .launches import _launch_of, _pick_site, host_locals, value_of
+from .launches import _launch_of, _pick_site, host_locals, program_inits, value_of
 from . import structs
 from .program import Program
 from .roles import TABLE, _divisions, _Shapes, _shapes
@@ -215,6 +215,7 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
                      f"give it a spec of its own so it runs with its own launch")
 
     fallback_shape = size_names if len(size_names) <= 2 else size_names[:2]
+    drawn = program_inits(kernel, site_model, site) if site is not None and site_model is not None else {}
     guessed_shapes = []
     args: list[tuple[str, str]] = []     # (parameter, its TOML value)
     buffers: dict[str, tuple[list[str], int, bool]] = {}
@@ -263,6 +264,10 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
                 init = ", atol = 1e-4, rtol = 1e-3"
                 notes.append(f"`{p.name}`: this version sums in another order than `{earlier}`: float tolerance "
                              f"loosened to atol 1e-4, rtol 1e-3")
+            if not role and p.name in drawn:
+                init = f', init = "uniform({drawn[p.name][0]}, {drawn[p.name][1]})"'
+                notes.append(f"`{p.name}` drawn from uniform({drawn[p.name][0]}, {drawn[p.name][1]}), as the program "
+                             f"fills the array it copies there")
             if found is not None and p.name in found.tables:
                 init = f', init = "randint(0, {TABLE})"'
                 notes.append(f"`{p.name}` holds indices into a table of {TABLE} rows: drawn from randint(0, {TABLE})")
@@ -292,9 +297,14 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
         notes.append(f"shape of {', '.join(f'`{n}`' for n in guessed_shapes)} could not be read from the kernel's "
                      f"indexing: set to {_toml_list(fallback_shape)} — CHECK each against the real extent")
 
-    require += _vector_requirements(found, buffers, size_names, require, notes)
+    vectors = _vector_requirements(found, buffers, size_names, require, notes)
+    require += vectors
     draft = Draft(grid, block, shared, require, {n: test_values(n, program_sizes.get(n, [])) for n in size_names},
                   {}, buffers, scalars)
+    for r in vectors:   # a row shorter than one vector is no row of vectors: not raised to one, left out
+        n, width = r.split()[0], int(r.split()[2])
+        if n in draft.sizes and any(v >= width for v in draft.sizes[n]):
+            draft.sizes[n] = [v for v in draft.sizes[n] if v >= width]
     for n, vals in program_sizes.items():
         if n in draft.sizes:
             notes.append(f"size `{n}`: the program itself uses {', '.join(map(str, vals))}")
