@@ -46,6 +46,11 @@ def test_flags_computed_at_build_time_are_not_guessed():
     assert buildfiles.setup_nvcc_flags(two, "csrc/b.cu") == ("-DB",)
     assert buildfiles.setup_nvcc_flags(two, "csrc/other.cuh") == ()   # extensions differ, none lists it
     assert buildfiles.setup_nvcc_flags("def broken(:\n", "a.cu") == ()
+    # a name assigned again under a condition (apex's version macros) is not a literal
+    again = SETUP.replace("extra_compile_args = {", "import sys\nextra = []\nif sys.version_info > (3,):\n"
+                          "    extra = ['-DNEW']\nextra_compile_args = {").replace('"nvcc": [', '"nvcc": extra + [')
+    assert buildfiles.setup_nvcc_flags(again, "csrc/act.cu") == ()
+    assert buildfiles.setup_nvcc_flags(again.replace("    extra = ['-DNEW']\n", "    pass\n"), "csrc/act.cu")[0] == "-O3"
 
 
 def test_a_cmake_project_that_finds_torch_gets_torchs_cuda_flags(tmp_path):

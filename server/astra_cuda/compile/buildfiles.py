@@ -84,9 +84,18 @@ def setup_nvcc_flags(text: str, rel: str) -> tuple[str, ...]:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return ()
+    # module-level names assigned exactly once in the whole file: one assigned again (apex's
+    # `version_ge_1_1 = []`, then `= [...]` under an `if`) is computed at build time
+    counts: dict[str, int] = {}
+    for node in ast.walk(tree):
+        for t in (node.targets if isinstance(node, ast.Assign) else [node.target]
+                  if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []):
+            if isinstance(t, ast.Name):
+                counts[t.id] = counts.get(t.id, 0) + 1
     names: dict[str, ast.expr] = {}
     for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and counts.get(node.targets[0].id) == 1:
             names[node.targets[0].id] = node.value
     found: list[tuple[list[str] | None, list[str]]] = []   # (sources, nvcc flags) per extension
     for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
