@@ -282,3 +282,42 @@ def test_an_optimize_result_with_no_error_is_a_result_and_the_clis_error_is_not(
     assert said.ok and said.out["error"].startswith("the original")
     bad = run.answer({"error": {"message": "no such file", "diagnostics": [{"message": "k.cu: not found"}, "x"]}}, 2, 1.0)
     assert not bad.ok and bad.error == "k.cu: not found; x"
+
+
+def test_a_mounted_librarys_include_folder_is_fetched_whole(tmp_path):
+    # FlashInfer's vendored CCCL: its headers include one another through macros, and one missing
+    # in the cache would be taken from the toolkit's older copy
+    def bare(name: str, files: dict[str, str]) -> str:
+        work = tmp_path / name
+        for rel, text in files.items():
+            (work / rel).parent.mkdir(parents=True, exist_ok=True)
+            (work / rel).write_text(text)
+        _git(work, "init", "-q")
+        _git(work, "add", ".")
+        _git(work, "commit", "-q", "-m", "x")
+        _git(tmp_path, "clone", "-q", "--bare", str(work), str(tmp_path / "mirrors" / f"owner+{name}" / "repo"))
+        return _git(work, "rev-parse", "HEAD")
+    lib = bare("lib", {"include/cuda/cmath": "#pragma once\n#include _LIB_HEADER(detail)\n",
+                       "include/cuda/detail": "#pragma once\n", "docs/readme.md": "not copied\n"})
+    app = bare("app", {"k.cu": "#include <cuda/cmath>\n__global__ void k() {}\n"})
+    (tmp_path / "manifest.toml").write_text(f"""
+[repo.app]
+project = "owner/app"
+source = "owner/app"
+commit = "{app}"
+include = ["third/lib/include"]
+flags_from = "a test"
+[repo.app.mounts]
+"third/lib" = "owner/lib@{lib}"
+[[kernel]]
+repo = "app"
+path = "k.cu"
+kernel = "k"
+category = "elementwise"
+memory_bound = true
+""")
+    m = manifest.load(tmp_path / "manifest.toml")
+    fetch.fetch(m, m.kernels, tmp_path / "mirrors", tmp_path / "cache", log=lambda *_: None)
+    root = tmp_path / "cache" / m.repos["app"].cache_name
+    got = {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+    assert got == {"k.cu", "third/lib/include/cuda/cmath", "third/lib/include/cuda/detail"}
