@@ -108,21 +108,10 @@ class Transpose(base.Transform):
         (x, xtype), (y, ytype) = dx, dy
         if not _bounds(guard.child_by_field_name("condition"), x, y):
             return None
-        work = guard.child_by_field_name("consequence")
-        while work.type == "compound_statement" and len(work.named_children) == 1:
-            work = work.named_children[0]
-        if work.type != "expression_statement" or work.named_children[0].type != "assignment_expression":
+        copy = _element_copy(guard.child_by_field_name("consequence"), sc)
+        if copy is None:
             return None
-        assign = work.named_children[0]
-        left, right = assign.child_by_field_name("left"), assign.child_by_field_name("right")
-        if txt(assign.child_by_field_name("operator")) != "=" or left.type != "subscript_expression" or \
-                right.type != "subscript_expression":
-            return None
-        pointers = pointer_params(sc.kernel)
-        out, inp = txt(left.child_by_field_name("argument")), txt(right.child_by_field_name("argument"))
-        if out not in pointers or inp not in pointers or out == inp or pointers[out].const:
-            return None
-        e1, e2 = left.child_by_field_name("indices"), right.child_by_field_name("indices")
+        pointers, out, inp, e1, e2 = copy
         scalars = {p for p in (n for n in _param_names(sc.kernel)) if p not in pointers}
         for e in (e1, e2):
             if e is None or {txt(n) for n in walk(e) if n.type == "identifier"} - ({x, y} | scalars):
@@ -173,6 +162,25 @@ class Transpose(base.Transform):
             f"`{out}[…] = {inp}[…]` through a padded {TILE} x {TILE} shared-memory tile: reads along `{x}`, "
             f"writes along `{y}`, both by consecutive threads",
             f"blocks of {TILE} x {ROWS} threads over {TILE} x {TILE} tiles in the spec and at every launch site"), {})
+
+
+def _element_copy(work: Node | None, sc: base.Scope):
+    """The one statement `out[i] = in[j]` a body holds (braces around it allowed), between two
+    different pointer parameters, the written one not const: (pointers, out, in, i, j), else None."""
+    while work is not None and work.type == "compound_statement" and len(work.named_children) == 1:
+        work = work.named_children[0]
+    if work is None or work.type != "expression_statement" or work.named_children[0].type != "assignment_expression":
+        return None
+    assign = work.named_children[0]
+    left, right = assign.child_by_field_name("left"), assign.child_by_field_name("right")
+    if txt(assign.child_by_field_name("operator")) != "=" or left.type != "subscript_expression" or \
+            right.type != "subscript_expression":
+        return None
+    pointers = pointer_params(sc.kernel)
+    out, inp = txt(left.child_by_field_name("argument")), txt(right.child_by_field_name("argument"))
+    if out not in pointers or inp not in pointers or out == inp or pointers[out].const:
+        return None
+    return pointers, out, inp, left.child_by_field_name("indices"), right.child_by_field_name("indices")
 
 
 def _param_names(fn: Node) -> list[str]:
@@ -297,22 +305,11 @@ def _tile_loop(text: str, ctx: Context, sc: base.Scope, spec, stmts: list[Node])
             txt(upd.child_by_field_name("left")) != i or \
             (_number(upd.child_by_field_name("right"), consts) != rows and txt(upd.child_by_field_name("right")) != "blockDim.y"):
         return None
-    work = loop.child_by_field_name("body")
-    while work is not None and work.type == "compound_statement" and len(work.named_children) == 1:
-        work = work.named_children[0]
-    if work is None or work.type != "expression_statement" or work.named_children[0].type != "assignment_expression":
+    copy = _element_copy(loop.child_by_field_name("body"), sc)
+    if copy is None:
         return None
-    assign = work.named_children[0]
-    left, right = assign.child_by_field_name("left"), assign.child_by_field_name("right")
-    if txt(assign.child_by_field_name("operator")) != "=" or left.type != "subscript_expression" or \
-            right.type != "subscript_expression":
-        return None
-    pointers = pointer_params(sc.kernel)
-    out, inp = txt(left.child_by_field_name("argument")), txt(right.child_by_field_name("argument"))
-    if out not in pointers or inp not in pointers or out == inp or pointers[out].const:
-        return None
+    pointers, out, inp, e1, e2 = copy
     scalars = [p for p in _param_names(sc.kernel) if p not in pointers]
-    e1, e2 = left.child_by_field_name("indices"), right.child_by_field_name("indices")
     e1 = e1.named_children[0] if e1 is not None and e1.named_children else None
     e2 = e2.named_children[0] if e2 is not None and e2.named_children else None
     if e1 is None or e2 is None:
