@@ -459,6 +459,11 @@ EXECUTION = [
            "parent-death signal; the caller kills the group"),
     Attack("compile_timeout_leaves_cc1plus", "exec", "a compile past its time limit (constexpr evaluation that takes "
            "minutes)", "no compiler process left", "a process group per compile, killed on the timeout"),
+    Attack("stale_build_folders", "exec", "a check killed (SIGKILL) in the middle of a CPU build leaves its build "
+           "folder in the module cache (`~/.cache/astra/cpu/build-*`: 2.5 GB of them were seen)",
+           "the folder of a dead owner removed; a live process's, another user's, a link's target never",
+           "toolchain.prune_builds: build folders named by their owner (pid, start time, boot and pid namespace), "
+           "removed once it is gone; a name it cannot judge only after a day"),
     Attack("compile_outlives_caller", "exec", "the caller is killed (SIGKILL) in the middle of that compile",
            "no compiler process left", "the wrapper's parent-death signal kills the compile's group"),
 ]

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from astra_cuda.backends.base import CompileError, Launch, LaunchError
+from astra_cuda.backends.cpu import toolchain
 
 from .test_attacks import CLEAN, PAYLOAD_HEADERS, _executor_pids, _no_screen, by_kind
 
@@ -193,6 +194,8 @@ import sys
 from astra_cuda.backends.base import Launch
 from astra_cuda.backends.cpu import CpuBackend, toolchain
 import numpy as np
+
+from astra_cuda.backends.cpu import toolchain
 toolchain.check_source = lambda *a, **k: None
 be = CpuBackend()
 mod = be.compile(open(sys.argv[2]).read(), ["linger"], filename="linger.cu")
@@ -312,3 +315,79 @@ def _descendants(pid: int) -> set[int]:
                 out.add(c)
                 todo.append(c)
     return out
+
+
+# ---- stale build folders ----------------------------------------------------------------------
+
+
+def _folder(cache: Path, name: str, days_old: float = 0) -> Path:
+    d = cache / name
+    d.mkdir()
+    (d / "unit.o").write_bytes(b"x" * 1024)
+    if days_old:
+        t = time.time() - days_old * 86400
+        os.utime(d, (t, t))
+    return d
+
+
+def test_stale_build_folders(tmp_path, monkeypatch):
+    """A process killed mid-build (SIGKILL: no cleanup of its own) left its build folder in the
+    CPU backend's cache (2.5 GB of them were seen). A real owner: a process that made its build folder through `build_dir` and waits in it.
+    While it lives its folder stays; once it is killed the next prune removes it
+    (toolchain.prune_builds: only this user's real folders, never a link, and a name it cannot
+    judge only after a day)."""
+    monkeypatch.setenv("ASTRA_CACHE_DIR", str(tmp_path))
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom astra_cuda.backends.cpu import toolchain\n"
+         "d = toolchain.build_dir()\nopen(d.name + '/unit.cpp', 'w').write('int x;')\n"
+         "print(d.name, flush=True)\ntime.sleep(60)\n"],
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "ASTRA_CACHE_DIR": str(tmp_path)})
+    try:
+        folder = Path(child.stdout.readline().strip())  # type: ignore[union-attr]
+        assert folder.parent == toolchain.cache_dir() and folder.name.startswith(f"build-{child.pid}-")
+        assert toolchain.prune_builds() == [] and (folder / "unit.cpp").exists()   # alive: kept
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    assert folder.exists()   # what a killed process leaves
+    assert toolchain.prune_builds() == [folder.name] and not folder.exists()
+
+
+def test_only_stale_folders_of_ours_go(tmp_path, monkeypatch):
+    monkeypatch.setenv("ASTRA_CACHE_DIR", str(tmp_path))
+    cache = toolchain.cache_dir()
+    where = toolchain._where()
+    me = _folder(cache, f"build-{toolchain._owner()}-live1")               # this process: alive
+    start = toolchain._start_time(os.getpid())
+    reused = _folder(cache, f"build-{os.getpid()}-{start + 1}-{where}-re")  # this pid, another start: reused pid
+    p = subprocess.Popen(["sleep", "30"])
+    dead_start = toolchain._start_time(p.pid)
+    p.kill()
+    p.wait()
+    dead = _folder(cache, f"build-{p.pid}-{dead_start}-{where}-dead")
+    foreign = _folder(cache, f"build-1-1-{'0' if where[0] != '0' else '1'}{where[1:]}-ns")  # another namespace
+    foreign_old = _folder(cache, "build-1-1-abcdef01-ns2", days_old=2)
+    legacy = _folder(cache, "build-k3j4h5")                                 # an older Astra's name
+    legacy_old = _folder(cache, "build-zz9yy8", days_old=2)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("mine")
+    link = cache / f"build-{p.pid}-{dead_start}-{where}-link"
+    link.symlink_to(outside)
+    gone = set(toolchain.prune_builds())
+    assert gone == {reused.name, dead.name, foreign_old.name, legacy_old.name}, gone
+    for d in (me, foreign, legacy):
+        assert (d / "unit.o").exists(), d
+    assert link.is_symlink() and (outside / "keep.txt").read_text() == "mine"
+
+
+def test_prune_cache_prunes_builds_too(tmp_path, monkeypatch):
+    """`make setup` (toolchain.warm) and a full module cache run prune_cache: stale builds go there too."""
+    monkeypatch.setenv("ASTRA_CACHE_DIR", str(tmp_path))
+    p = subprocess.Popen(["sleep", "30"])
+    start = toolchain._start_time(p.pid)
+    p.kill()
+    p.wait()
+    dead = _folder(toolchain.cache_dir(), f"build-{p.pid}-{start}-{toolchain._where()}-x")
+    toolchain.prune_cache()
+    assert not dead.exists()

@@ -12,7 +12,9 @@ import functools
 import hashlib
 import os
 import platform
+import re
 import shutil
+import stat
 import subprocess
 import tempfile
 import threading
@@ -240,8 +242,77 @@ def _atomic_build_unlocked(out: Path, cmd_for: "callable", what: str,
 
 
 def build_dir() -> tempfile.TemporaryDirectory:
-    """A private build directory inside the cache (same filesystem: the result is renamed in)."""
-    return tempfile.TemporaryDirectory(prefix="build-", dir=cache_dir())
+    """A private build directory inside the cache (same filesystem: the result is renamed in),
+    named by its owner (`_owner`) so that one a killed process left is known as stale."""
+    global _builds_pruned
+    if time.monotonic() - _builds_pruned > BUILD_PRUNE_EVERY_S:
+        _builds_pruned = time.monotonic()
+        prune_builds()
+    return tempfile.TemporaryDirectory(prefix=f"build-{_owner()}-", dir=cache_dir())
+
+
+# A process killed mid-build (SIGKILL, the machine's OOM killer, a closed editor) leaves its build
+# folder (a unit, its objects: 2.5 GB of them here). Each folder is named by its owner: pid, start
+# time (pids are reused) and the boot and pid namespace they mean something in; a folder whose
+# owner is gone is removed, one of a live process never. A folder named otherwise (another
+# namespace or an older Astra) goes only after a day unused.
+BUILD_PRUNE_EVERY_S = 600
+_builds_pruned = -float(BUILD_PRUNE_EVERY_S)
+_BUILD_NAME = re.compile(r"build-(\d+)-(\d+)-([0-9a-f]{8})-[^/]+")
+
+
+def _start_time(pid: int) -> int | None:
+    """When `pid` started (clock ticks since boot), or None where there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            line = f.read()
+        return int(line[line.rindex(b")") + 2:].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+@functools.lru_cache(maxsize=1)
+def _where() -> str:
+    """The boot and pid namespace a pid means something in ('' where either cannot be read)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+        return hashlib.sha256(f"{boot} {os.readlink('/proc/self/ns/pid')}".encode()).hexdigest()[:8]
+    except OSError:
+        return ""
+
+
+def _owner() -> str:
+    start, where = _start_time(os.getpid()), _where()
+    return f"{os.getpid()}-{start}-{where}" if start is not None and where else "x"
+
+
+def prune_builds() -> list[str]:
+    """Remove the build folders in the cache whose owner is gone (or, named otherwise, unused for
+    a day): only this user's real folders, never a link. Returns the names removed."""
+    d, now, gone = cache_dir(), time.time(), []
+    try:
+        entries = list(os.scandir(d))
+    except OSError:
+        return gone
+    for e in entries:
+        if not e.name.startswith("build-"):
+            continue
+        try:
+            st = e.stat(follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+            continue
+        m = _BUILD_NAME.fullmatch(e.name)
+        if m and _where() and m.group(3) == _where():
+            stale = _start_time(int(m.group(1))) != int(m.group(2))
+        else:
+            stale = now - st.st_mtime > 86400
+        if stale:
+            shutil.rmtree(e.path, ignore_errors=True)  # never follows a link inside
+            gone.append(e.name)
+    return gone
 
 
 def confinement(workdir: str, options: Sequence[str]) -> confine.Confinement:
@@ -591,12 +662,11 @@ def prune_cache() -> None:
             p.unlink(missing_ok=True)
             total -= n
     current = _runtime_digest()
-    for p in list(d.glob("runtime-*.o")) + list(d.glob("pch-*")) + list(d.glob("*.tmp")) + list(d.glob("build-*")):
-        # other processes may run other versions (and leave builds they were killed in):
-        # only what is unused for a day goes
+    prune_builds()
+    for p in list(d.glob("runtime-*.o")) + list(d.glob("pch-*")) + list(d.glob("*.tmp")):
+        # other processes may run other versions: only what is unused for a day goes
         a = _age(p, now)
-        if a is not None and a > 86400 and (p.suffix == ".tmp" or p.name.startswith("build-")
-                                            or current not in p.name):
+        if a is not None and a > 86400 and (p.suffix == ".tmp" or current not in p.name):
             if p.is_dir():
                 shutil.rmtree(p, ignore_errors=True)
             else:
