@@ -10,6 +10,14 @@ row-count argument) and up to `block` threads per row (`min(n, block)`).
 
 Only kernels whose built-ins appear in exactly those roles qualify (no shared memory, barriers or
 warp collectives: nothing may depend on the block size).
+
+The grid alone is free in more kernels: where the only use of `blockIdx` and `gridDim` (the
+kernel's and the device functions' it calls) is one row loop `for (r = blockIdx.A; r < R; r +=
+gridDim.A)` along any axis A, each row is one block's work whatever the block does inside it
+(shared memory, barriers: apex's two-pass Welford norms), so any grid along A computes the same.
+A capped grid there (`min(rows, 4)` blocks) becomes one block per row up to the axis's limit,
+with the block untouched. Blocks that meet through global atomics or a grid-wide sync are left
+alone (their order, and so a float sum's rounding, would change).
 """
 from __future__ import annotations
 
@@ -20,11 +28,13 @@ from ...model.launch_change import relaunch, side_effect_free, spec_in
 from . import base
 from .base import Context, Rewrite, body
 from .pack_rows import UNSAFE_CALLS
-from .tree import callee, calls, declared_name, txt, walk
+from .tree import assigned_names, callee, calls, declared_name, function_name, txt, walk
 from .tree import params as fn_params
 from .vectorize import _squash
 
 BLOCKS = (256, 512, 1024)
+GRID_LIMITS = {"x": 2**31 - 1, "y": 65535, "z": 65535}   # the most blocks a launch may have along each axis
+GRID_WIDE = ("this_grid", "grid_group", "__threadfence")    # calls by which blocks meet (with atomics)
 
 
 def _loop_role(n: Node) -> tuple[str, Node] | None:
@@ -88,6 +98,71 @@ def analyse(sc: base.Scope) -> tuple[str | None, list[str], bool, bool] | None:
     return (next(iter(rows)) if rows else None), elems, grid_free, block_free
 
 
+def row_grid(sc: base.Scope) -> tuple[str, str] | None:
+    """(axis, the kernel parameter bounding the rows) when the grid is free along that axis: the
+    only uses of `blockIdx`/`gridDim` anywhere in `sc` are the start and step of one row loop
+    `for (r = blockIdx.A; r < R; r += gridDim.A)` whose `r` and `R` nothing writes, and no block
+    meets another (atomics, grid-wide sync). `R` is a parameter of the kernel, or of a device
+    function the kernel calls once, passing it a parameter of its own."""
+    loops: dict[int, tuple[Node, Node, str]] = {}
+    for f in sc.functions:
+        if any(callee(c).split("::")[-1].startswith("atomic") or callee(c).split("::")[-1] in GRID_WIDE
+               for c in calls(f)):
+            return None
+        for n in walk(body(f)):
+            if n.type != "field_expression" or txt(n.child_by_field_name("argument")) not in ("blockIdx", "gridDim"):
+                continue
+            loop = _grid_loop(n)
+            if loop is None:
+                return None
+            loops[loop[0].start_byte] = (f, *loop)
+    if len(loops) != 1:
+        return None
+    ((f, loop, axis),) = loops.values()
+    var = txt(loop.child_by_field_name("initializer").children_by_field_name("declarator")[0]
+              .child_by_field_name("declarator"))
+    bound = _bound(loop)
+    if bound is None or var in assigned_names(loop.child_by_field_name("body")) or bound in assigned_names(body(f)):
+        return None
+    names = [declared_name(p.child_by_field_name("declarator"))[0] for p in fn_params(f)]
+    if bound not in names:
+        return None
+    if f is not sc.kernel:   # a device function's parameter: what the kernel's one call passes it
+        kernel_names = [declared_name(p.child_by_field_name("declarator"))[0] for p in fn_params(sc.kernel)]
+        fname = function_name(f)
+        sites = [c for g in sc.functions for c in calls(g) if callee(c).split("::")[-1] == fname]
+        if len(sites) != 1 or not any(c.start_byte == sites[0].start_byte for c in calls(sc.kernel)):
+            return None
+        args = [a for a in sites[0].child_by_field_name("arguments").named_children if a.type != "comment"]
+        k = names.index(bound)
+        if k >= len(args) or txt(args[k]) not in kernel_names or \
+                txt(args[k]) in assigned_names(body(sc.kernel)):
+            return None
+        bound = txt(args[k])
+    return axis, bound
+
+
+def _grid_loop(n: Node) -> tuple[Node, str] | None:
+    """(loop, axis) when `n` (blockIdx.A or gridDim.A) is the start or the step of a row loop
+    `for (r = blockIdx.A; ...; r += gridDim.A)`."""
+    p = n.parent
+    while p is not None and p.type not in ("for_statement", "compound_statement"):
+        p = p.parent
+    if p is None or p.type != "for_statement":
+        return None
+    init, upd = p.child_by_field_name("initializer"), p.child_by_field_name("update")
+    if init is None or upd is None or init.type != "declaration" or upd.type != "assignment_expression" or \
+            not (init.start_byte <= n.start_byte < init.end_byte or upd.start_byte <= n.start_byte < upd.end_byte):
+        return None
+    ds = init.children_by_field_name("declarator")
+    if len(ds) != 1 or ds[0].type != "init_declarator" or txt(upd.child_by_field_name("operator")) != "+=" or \
+            txt(upd.child_by_field_name("left")) != txt(ds[0].child_by_field_name("declarator")):
+        return None
+    start, step = _squash(ds[0].child_by_field_name("value")), _squash(upd.child_by_field_name("right"))
+    axis = start[-1:]
+    return (p, axis) if axis in GRID_LIMITS and (start, step) == (f"blockIdx.{axis}", f"gridDim.{axis}") else None
+
+
 def _is_first_thread_test(n: Node) -> bool:
     """`threadIdx.x == 0` (true for one thread whatever the block size)."""
     p = n.parent
@@ -105,13 +180,13 @@ class LaunchShape(base.Transform):
     def rewrite(self, text: str, ctx: Context, sc: base.Scope, params: dict) -> Rewrite | None:
         params = params or {}
         spec = spec_in(source.parse(text), ctx.kernel)
-        if spec is None or len(spec.grid) != 1 or len(spec.block) != 1:
+        if spec is None:
             return None
+        roles = analyse(sc) if len(spec.grid) == 1 and len(spec.block) == 1 else None
+        if roles is None:
+            return _lift_row_grid(text, ctx, sc, spec)
         kernel = source.parse(text).kernel(ctx.kernel)
         if kernel is None or kernel.launch_bounds:
-            return None
-        roles = analyse(sc)
-        if roles is None:
             return None
         row_bound, elem_bounds, grid_free, block_free = roles
         names = [declared_name(p.child_by_field_name("declarator"))[0] for p in fn_params(sc.kernel)]
@@ -158,4 +233,38 @@ class LaunchShape(base.Transform):
                        {"rows": lift, "block": block})
 
     def alternatives(self, rw: Rewrite, ctx: Context) -> list[dict]:
+        if "grid_axis" in rw.params:   # the grid alone changed: no block to tune
+            return []
         return [{**rw.params, "block": b} for b in BLOCKS if b != rw.params.get("block") and b != ctx.block_threads]
+
+
+def _lift_row_grid(text: str, ctx: Context, sc: base.Scope, spec) -> Rewrite | None:
+    """One block per row along the axis of a free grid (`row_grid`), up to the axis's limit, when the
+    bench launch has fewer blocks than rows; the block and everything in the kernel unchanged."""
+    found = row_grid(sc)
+    if found is None:
+        return None
+    axis, rows = found
+    expr, at_bench = ctx.scalar_exprs.get(rows), ctx.row_elements.get(rows, 0)
+    if not expr or not ctx.grid_blocks or at_bench <= ctx.grid_blocks:
+        return None
+    k, limit = "xyz".index(axis), GRID_LIMITS[axis]
+    grid = (list(spec.grid) + ["1"] * 3)[:max(len(spec.grid), k + 1)]
+    grid[k] = f"min({expr}, {limit})"
+    names = [declared_name(p.child_by_field_name("declarator"))[0] for p in fn_params(sc.kernel)]
+
+    def host(site):
+        a = dict(zip(names, site.args)).get(rows)
+        if a is None or not side_effect_free(a):
+            return None
+        dims = [f"dim3({site.grid}).{d}" for d in "xyz"]
+        dims[k] = f"(({a}) < {limit} ? ({a}) : {limit})"
+        return f"dim3({', '.join(dims)})", site.block
+
+    what = f"one block per row along {axis} (grid.{axis} = {grid[k]})"
+    new = relaunch(text, ctx.kernel, grid, list(spec.block), host, what)
+    if new is None:
+        return None
+    return Rewrite("launch_shape", new, (
+        f"{what} in the spec and at every launch site, the block unchanged (each row is one block's work "
+        f"in a grid-stride row loop: any grid computes the same)",), {"grid_axis": axis})
