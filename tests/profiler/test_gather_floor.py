@@ -78,3 +78,36 @@ def test_arrays_without_index_reads_keep_the_specs_count():
     spec = spec_of(ex.read_text(), "silu_and_mul")
     for sizes in spec.bench_cases():
         assert model.floor_bytes(spec, sizes) == spec.bytes_moved(sizes)
+
+
+BLOCK_COPY = """
+/* @astra
+grid = ["layers"]
+block = ["256"]
+[sizes]
+layers = [2]
+C = [64]
+V = [100]
+[args]
+keys    = { type = "float", shape = ["V", "C"], inout = true, table = "layers" }
+values  = { type = "float", shape = ["V", "C"], inout = true }
+log     = { type = "float", shape = ["C", "V"], inout = true }
+mapping = { type = "int64", shape = ["2"], init = "randint(0, V)" }
+C = "C"
+*/
+__global__ void copy_pairs(long* keys, float* values, float* log, const long* mapping, int C) {}
+"""
+
+
+def test_a_read_write_table_counts_the_rows_its_mapping_reaches():
+    # A KV-cache block copy (vLLM copy_blocks' shape): one pair of rows named by the mapping is read
+    # and written in each layer's cache; counting every row of every cache put the original at 29x
+    # the copy ceiling.
+    spec = spec_of(BLOCK_COPY, "copy_pairs")
+    sizes = {"layers": 11, "C": 2752, "V": 3144}
+    row = 2752 * 4
+    reached = math.ceil(3144 * -math.expm1(2 * math.log1p(-1 / 3144)))   # 2 draws: 2 rows
+    assert reached == 2
+    want = 11 * reached * row * 2 + reached * row * 2 + 3144 * row * 2 + 2 * 8
+    assert model.floor_bytes(spec, sizes) == want
+    assert spec.bytes_moved(sizes) == 11 * 3144 * row * 2 + 3144 * row * 2 * 2 + 2 * 8

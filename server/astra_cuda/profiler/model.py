@@ -77,7 +77,11 @@ def floor_bytes(spec: "Spec", sizes: dict[str, int]) -> int:
     `ids = randint(0, V)`): an embedding lookup of B·T ids touches B·T of a 50k-row table's rows
     at most, not all of them. The rows counted are the distinct ones the ids are expected to hit,
     V·(1 - (1 - 1/V)^n) for n uniform draws over V rows (the suite's and the timing loop's ids are
-    such draws; each distinct row must come from memory at least once, repeats may hit the cache)."""
+    such draws; each distinct row must come from memory at least once, repeats may hit the cache).
+    The same holds for a read-write table (a KV cache whose blocks a mapping names: the rows it
+    reaches are read and written, the others never touched) and behind a table of device pointers'
+    entry dimension (each entry's buffer is a table of its own: `["layers", "V", "C"]`). An
+    output is always counted whole: the gate holds the kernel to writing every element of it."""
     draws: dict[str, int] = {}   # bound expression -> index elements drawn below it
     spans: dict[str, int] = {}   # bound expression -> rows the draws can reach (hi - lo)
     for a in spec.args.values():
@@ -93,14 +97,15 @@ def floor_bytes(spec: "Spec", sizes: dict[str, int]) -> int:
         if not a.pointer:
             continue
         shape = spec.shape(a.name, sizes)
-        rows = shape[0] if shape else 1
-        row_bytes = a.dtype.itemsize * math.prod(shape[1:])
-        lead = _squash(a.shape[0]) if a.shape else ""
-        if a.is_input and not a.inout and lead in draws and rows > 0:
+        d = 1 if a.table else 0          # a table of pointers: its rows are each entry's first dimension
+        entries, rows = math.prod(shape[:d]), (shape[d] if len(shape) > d else 1)
+        row_bytes = a.dtype.itemsize * math.prod(shape[d + 1:])
+        lead = _squash(a.shape[d]) if len(a.shape) > d else ""
+        if a.is_input and lead in draws and rows > 0:   # inputs and read-write arrays, never outputs
             m, n = min(rows, spans[lead]), draws[lead]
             reached = m * -math.expm1(n * math.log1p(-1 / m)) if m > 1 else min(m, n)
             rows = min(rows, math.ceil(reached))
-        total += rows * row_bytes * (2 if a.inout else 1)
+        total += entries * rows * row_bytes * (2 if a.inout else 1)
     return total
 
 
