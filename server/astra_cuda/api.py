@@ -150,7 +150,9 @@ def _trial(snap: Snapshot, kernel: str, proposal: infer.Proposal, backend: Liter
     if info is None or info.spec is None:
         return infer.validate.Trial(False, False, "the draft is not read as the kernel's spec")
     try:
-        unit = trial_snap.unit(info.kernel.name, info.spec)
+        # The file as the user has it, the draft beside it: every draft compiles the same text, so
+        # only the first pays for the compile (a PyTorch extension's nvcc run takes 20-40 s).
+        unit = snap.unit(info.kernel.name, info.spec)
         ran = session.executor.run(jobs.CheckJob(backend, None, unit, info.spec, quick=True, bounds=True),
                                    backend=backend, timeout=TRIAL_TIMEOUT, cancel=cancel)
     except AstraError as e:

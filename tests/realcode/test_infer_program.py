@@ -368,3 +368,22 @@ def test_a_trial_run_that_times_out_is_a_draft_not_run_never_a_crash(project, mo
                         "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) out[i] = 2.f * in[i];\n}\n")
     p = api.infer_spec(api.snapshot(f.read_text(), str(f)), "scale", backend="cpu")
     assert p.valid and p.notes[0].startswith("NOT RUN before it was proposed: could not run: the job did not finish")
+
+
+def test_every_draft_is_run_on_the_users_file_as_it_is_so_its_compile_is_cached(project, monkeypatch):
+    # Drafts differ only in their comment: compiling the file with the comment pasted in would key
+    # every draft's compile apart (a PyTorch extension's nvcc run takes 20-40 s each).
+    from astra_cuda.execution import worker
+    from astra_cuda.session import LOCAL
+    seen = []
+
+    def record(job, **k):
+        seen.append(job.candidate)
+        raise worker.WorkerTimeout("stop after the first draft")
+    monkeypatch.setattr(LOCAL.executor, "run", record)
+    text = ("__global__ void scale(float* out, const float* in, int n) {\n"
+            "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) out[i] = 2.f * in[i];\n}\n")
+    f = project("s.cu", text)
+    api.infer_spec(api.snapshot(text, str(f)), "scale", backend="cpu")
+    assert len(seen) == 1 and "@astra" not in seen[0].source and "@astra" not in seen[0].file_text
+    assert seen[0].file_text in ("", text)
