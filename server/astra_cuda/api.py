@@ -114,6 +114,14 @@ def _selected(snap: Snapshot, name: str | None, *, need_spec: bool = True) -> li
 TRIAL_TIMEOUT = 75.0    # one run of the kernel under a draft spec (compile included)
 
 
+def _trial_timeout(unit: extract.CompileUnit) -> float:
+    """A PyTorch extension's compile alone may take minutes on a loaded machine (nvcc reads all of
+    torch's headers): its trial gets that compile's own limit on top (later drafts reuse it)."""
+    from .compile import confine, nvcc
+    flags = nvcc.project_flags(unit.context, unit.file_text or unit.source, unit.path)
+    return TRIAL_TIMEOUT + (confine.compiler_seconds(True) if confine.heavy(flags) else 0.0)
+
+
 def infer_spec(snap: Snapshot, kernel: str, *, run: bool = True, backend: str = "auto",
                cancel: threading.Event | None = None, session: Session = LOCAL) -> infer.Proposal:
     """A proposed spec for `kernel`. With `run` (and a backend that runs kernels here), the
@@ -154,7 +162,7 @@ def _trial(snap: Snapshot, kernel: str, proposal: infer.Proposal, backend: Liter
         # only the first pays for the compile (a PyTorch extension's nvcc run takes 20-40 s).
         unit = snap.unit(info.kernel.name, info.spec)
         ran = session.executor.run(jobs.CheckJob(backend, None, unit, info.spec, quick=True, bounds=True),
-                                   backend=backend, timeout=TRIAL_TIMEOUT, cancel=cancel)
+                                   backend=backend, timeout=_trial_timeout(unit), cancel=cancel)
     except AstraError as e:
         return infer.validate.Trial(False, False, f"could not run: {e.message}")
     except worker.WorkerCancelled:

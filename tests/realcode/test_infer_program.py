@@ -387,3 +387,18 @@ def test_every_draft_is_run_on_the_users_file_as_it_is_so_its_compile_is_cached(
     api.infer_spec(api.snapshot(text, str(f)), "scale", backend="cpu")
     assert len(seen) == 1 and "@astra" not in seen[0].source and "@astra" not in seen[0].file_text
     assert seen[0].file_text in ("", text)
+
+
+def test_a_pytorch_extensions_trial_gets_its_compiles_limit_on_top(tmp_path, monkeypatch):
+    # Its nvcc run alone can pass the 75 s of a trial on a loaded machine (seen on a 4-GPU host).
+    from astra_cuda.compile import confine
+    from astra_cuda.compile.extract import CompileUnit
+    from astra_cuda.compile.project import ProjectContext
+    torch_inc = tmp_path / "torch" / "include"
+    torch_inc.mkdir(parents=True)
+    monkeypatch.setattr(confine, "installed_torch_include_dirs", lambda: (str(torch_inc),))
+    plain = CompileUnit("__global__ void k() {}\n", "k", "k", str(tmp_path / "k.cu"))
+    ext = CompileUnit("__global__ void k() {}\n", "k", "k", str(tmp_path / "k.cu"),
+                      context=ProjectContext(system_dirs=(str(torch_inc),)))
+    assert api._trial_timeout(plain) == api.TRIAL_TIMEOUT
+    assert api._trial_timeout(ext) == api.TRIAL_TIMEOUT + confine.compiler_seconds(True)
