@@ -150,6 +150,22 @@ def test_drafts_are_tried_in_order_and_the_evidence_is_kept():
     assert chosen.notes[0].startswith("ran before it was proposed") and "set aside: poison" in chosen.notes[1]
 
 
+def test_a_first_draft_that_compiled_for_minutes_still_leaves_time_for_the_alternatives(monkeypatch):
+    # The first run pays for the compile (a PyTorch extension's: minutes under load); the
+    # alternatives reuse it and run in seconds, so the budget counts from the first run's end.
+    from astra_cuda.infer import Proposal, validate
+    clock = [0.0]
+    monkeypatch.setattr(validate.time, "monotonic", lambda: clock[0])
+    first, second = Proposal("/* @astra a */\n"), Proposal("/* @astra b */\n")
+
+    def trial(p):
+        clock[0] += 200.0 if p is first else 2.0
+        return (validate.Trial(True, False, "poison: `out` left unwritten", ("poison",)) if p is first
+                else validate.Trial(True, True, "the kernel ran on 4 cases"))
+    chosen = validate.first_that_runs(first, trial, lambda d: second if d == {"roles": "inout"} else None, "cpu")
+    assert chosen.comment == second.comment
+
+
 def test_a_draft_that_does_not_compile_is_said_first_and_no_alternative_is_run():
     from astra_cuda.infer import Proposal, validate
     first = Proposal("/* @astra a */\n")

@@ -16,7 +16,8 @@ from typing import Callable
 from .proposal import Proposal
 
 MAX_TRIALS = 3      # drafts run before the best is proposed with what was seen
-BUDGET_S = 90.0     # no further alternative is started after this long (a proposal must not take minutes)
+BUDGET_S = 90.0     # no further alternative is started this long after the first draft's run ended
+                    # (that run pays for the compile, which may take minutes; the others reuse it)
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,8 @@ def first_that_runs(first: Proposal, trial: Callable[[Proposal], Trial],
             continue
         t = trial(draft)
         tried.append((draft, t))
+        if len(tried) == 1:
+            start = time.monotonic()
         if t.passed:
             break
         if not t.ran:   # it did not compile or cannot run here: no alternative runs differently
