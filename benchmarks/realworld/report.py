@@ -172,11 +172,21 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")[:220]
 
 
+def _span(parts: list[dict]) -> float:
+    """The run's wall time: from the first shard's start to the last one's end where each says
+    when it started (shards side by side on the GPUs of one machine), else their sum (one device
+    call each)."""
+    if all("started" in p for p in parts):
+        return round(max(p["started"] + p.get("wall_s", 0) for p in parts) - min(p["started"] for p in parts), 1)
+    return sum(p.get("wall_s", 0) for p in parts)
+
+
 def merge(parts: list[dict]) -> dict:
     """One results file from the shards of a GPU run (each from its own device call)."""
     kernels = [r for p in parts for r in p.get("kernels", [])]
-    head = {k: v for k, v in parts[0].items() if k not in ("kernels", "summary", "shard", "wall_s", "complete")}
-    return {**head, "shards": [p.get("shard") for p in parts], "wall_s": sum(p.get("wall_s", 0) for p in parts),
+    head = {k: v for k, v in parts[0].items() if k not in ("kernels", "summary", "shard", "wall_s", "complete", "started")}
+    return {**head, "shards": [p.get("shard") for p in parts], "wall_s": _span(parts),
+            "shard_wall_s": [p.get("wall_s", 0) for p in parts],
             "complete": all(p.get("complete") for p in parts), "summary": summary(kernels), "kernels": kernels}
 
 

@@ -555,7 +555,7 @@ def main(argv=None) -> int:
     out = Path(a.out) if a.out else RESULTS / f"realworld-{machine}{suffix}.json"
     scratch = Path(tempfile.mkdtemp(prefix="astra-realworld-"))
     o = Options(a.backend, stage, cache, scratch, a.keep, a.rounds, a.tune, limit_scale=max(a.slower, 0.1))
-    t0 = time.monotonic()
+    t0, started = time.monotonic(), time.time()
     if a.budget:   # a kernel under way when the budget is spent gets another minute, no more
         o.deadline = t0 + a.budget + 60
     triage = classify.load_triage()
@@ -579,7 +579,7 @@ def main(argv=None) -> int:
 
     def save() -> None:
         recs = [asdict(records[k.id]) for k in kernels if k.id in records]
-        data = {**head, "wall_s": round(time.monotonic() - t0, 1), "complete": len(recs) == len(kernels),
+        data = {**head, "started": round(started, 1), "wall_s": round(time.monotonic() - t0, 1), "complete": len(recs) == len(kernels),
                 "summary": report.summary(recs), "kernels": recs}
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_suffix(".part")

@@ -321,3 +321,11 @@ memory_bound = true
     root = tmp_path / "cache" / m.repos["app"].cache_name
     got = {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
     assert got == {"k.cu", "third/lib/include/cuda/cmath", "third/lib/include/cuda/detail"}
+
+
+def test_shards_run_side_by_side_report_the_span_not_the_sum():
+    side = [{"shard": "1/2", "started": 1000.0, "wall_s": 400.0, "kernels": []},
+            {"shard": "2/2", "started": 1005.0, "wall_s": 460.0, "kernels": []}]
+    assert report.merge(side)["wall_s"] == 465.0 and report.merge(side)["shard_wall_s"] == [400.0, 460.0]
+    apart = [{k: v for k, v in p.items() if k != "started"} for p in side]   # older files: one call each
+    assert report.merge(apart)["wall_s"] == 860.0
