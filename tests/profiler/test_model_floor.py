@@ -62,6 +62,10 @@ def test_the_original_timed_against_itself_below_the_floor_is_valid_and_says_why
     assert p.valid and not s.implausible, s.implausible
     assert s.notes and "byte model overcounts" in s.notes[0] and "200%" in s.notes[0]
     assert "byte model overcounts" in p.summary_markdown()
+    # no share above the physical limit is reported from the refuted bytes (it read 200%)
+    assert s.candidate.ceiling_share is None and s.reference.ceiling_share is None and s.candidate.gbps is None
+    assert s.floor_us is None and s.bottleneck == "unknown" and "no share of the copy ceiling" in s.bottleneck_why
+    assert "200% of ceiling" not in p.summary_markdown()
 
 
 def test_without_a_reference_the_files_own_kernel_is_not_refused_for_the_model():

@@ -48,6 +48,11 @@ class Timing:
                                    ceiling_share=self.ceiling_share * k if self.ceiling_share else self.ceiling_share,
                                    tflops=self.tflops * k if self.tflops else self.tflops)
 
+    def unrated(self) -> "Timing":
+        """This timing without the rates taken from the byte model (GB/s, share of the copy ceiling):
+        for a size where the model is refuted (model.model_refuted)."""
+        return dataclasses.replace(self, gbps=None, ceiling_share=None)
+
     @property
     def spread(self) -> float:
         """(p90 - p10) / median."""

@@ -342,8 +342,16 @@ def measure_size(backend, spec, rspec, sizes: dict[str, int], cand: tuple[Any, s
                                        reference_us=trusted.median_us, original=original or ref is None)
     if not original:
         sp.implausible += distribution.judge(c.series, other)
-    sp.floor_us = model.floor_us(nbytes, ceiling)
-    sp.bottleneck, sp.bottleneck_why = model.classify(sp.candidate, nbytes, flops)
+    if note:
+        # The spec's bytes overstate what the kernel moves at these sizes (an inferred shape larger than
+        # what the launch reaches, a read-write array only read): a share of the copy ceiling or a
+        # bandwidth from them would be a number above the physical limit, so none is reported here.
+        sp.candidate = sp.candidate.unrated()
+        sp.reference = sp.reference.unrated() if sp.reference is not None else None
+        sp.bottleneck, sp.bottleneck_why = "unknown", f"no share of the copy ceiling is known: {note}"
+    else:
+        sp.floor_us = model.floor_us(nbytes, ceiling)
+        sp.bottleneck, sp.bottleneck_why = model.classify(sp.candidate, nbytes, flops)
     whom = "the reference" if ref is not None else "the candidate’s own first launch"
     sp.outputs_checked = (f"every launch checked against {whom}: {total} in the timing loop (outputs poisoned and "
                           f"at fresh addresses before each) and {c.f} on fixed buffers over their previous outputs, "
