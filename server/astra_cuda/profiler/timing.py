@@ -348,7 +348,7 @@ def measure_size(backend, spec, rspec, sizes: dict[str, int], cand: tuple[Any, s
         # bandwidth from them would be a number above the physical limit, so none is reported here.
         sp.candidate = sp.candidate.unrated()
         sp.reference = sp.reference.unrated() if sp.reference is not None else None
-        sp.bottleneck, sp.bottleneck_why = "unknown", f"no share of the copy ceiling is known: {note}"
+        sp.bottleneck, sp.bottleneck_why = "unknown", "no share of the copy ceiling is known (see the byte model's note)"
     else:
         sp.floor_us = model.floor_us(nbytes, ceiling)
         sp.bottleneck, sp.bottleneck_why = model.classify(sp.candidate, nbytes, flops)
