@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from astra_cuda import api
 from astra_cuda.model import dtypes, source, spec as spec_mod
 from astra_cuda.compile import extract, project, static
 from astra_cuda.compile import nvcc, toolkit, torch_ext
@@ -215,3 +216,54 @@ def test_undefines_from_a_compile_command_keep_command_line_order(tmp_path):
     assert ctx.defines == (("B", None),) and ctx.undefines == ("A", "C", "D")
     with pytest.raises(AstraError):
         project.from_flags(undefines=["A B"], origin="test")
+
+
+DEVICE_NAMES = """\
+#include <torch/extension.h>
+#include <ATen/cuda/DeviceUtils.cuh>
+
+/* @astra
+grid = ["cdiv(n, 32)"]
+block = [32]
+
+[sizes]
+n = [32, 96]
+
+[args]
+out = { type = "float", shape = ["n"], output = true }
+h   = { type = "half", shape = ["n"] }
+n   = "n"
+*/
+__global__ void plus_lane0(float* out, const at::Half* h, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float v = i < n ? float(h[i]) : 0.0f;
+  float first = WARP_SHFL(v, 0);
+  __nv_bfloat16 one = hexp(__float2bfloat16(0.0f));
+  if (i < n) out[i] = first + v + __bfloat162float(one);
+}
+"""
+
+
+@pytest.mark.skipif(TK is None, reason="no CUDA toolkit (nvcc) here")
+def test_the_cpu_build_of_an_extension_reads_the_torch_names_device_code_uses(installed, tmp_path):
+    """apex's layer norm, vLLM's activations: `at::Half` and torch's `WARP_SHFL` in device code. The
+    CPU build reads torch's element types as a host compiler does and its warp helpers after the
+    shim, in place of the torch #includes nvcc reads whole; the shim's bf16 math works under
+    torch's -D__CUDA_NO_BFLOAT16_CONVERSIONS__."""
+    f = _file(tmp_path, DEVICE_NAMES, "names.cu")
+    u = extract.unit(DEVICE_NAMES, str(f), "plus_lane0")
+    assert "#elif defined(ASTRA_TORCH_DEVICE)\n#include <astra_torch_device.h>" in u.source
+    assert "-D__CUDA_NO_BFLOAT16_CONVERSIONS__" in u.options()
+    (v,) = api.check(api.snapshot(DEVICE_NAMES, str(f), ProjectContext()), "plus_lane0", backend="cpu",
+                     quick=True, pin_first=False)
+    assert v.passed, v.human()
+    import numpy as np
+    from astra_cuda.backends.base import Launch, Scalar
+    from astra_cuda.backends.cpu import CpuBackend
+    be = CpuBackend(workers=1)
+    m = be.compile_unit(u)
+    h = (np.arange(64, dtype=np.float16) * np.float16(0.5))
+    out, hb = be.alloc((64,), np.float32), be.upload(h)
+    be.launch(m, u.name_expression, Launch((2, 1, 1), (32, 1, 1)), [out, hb, Scalar("int", 64, "int32")])
+    want = h.astype(np.float32) + np.repeat(h[::32].astype(np.float32), 32) + 1.0
+    assert np.array_equal(be.download(out), want)

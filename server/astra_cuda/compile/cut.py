@@ -14,7 +14,8 @@ What is kept, in the file's order and under the file's namespaces and `extern "C
 - every `#define`/`#undef` of the project's files in place (a header of the toolkit included
   after it may read it), every `#include` of a header that is not the project's (the project's
   own are read in place), host-only ones behind `#if defined(ASTRA_HOST_HEADERS)` (defined
-  only where nvcc compiles the unit), and `using namespace` of namespaces that exist in it.
+  only where nvcc compiles the unit; torch's also lead the CPU build to the parts of torch
+  device code names, `TORCH_DEVICE_HEADER`), and `using namespace` of namespaces that exist in it.
 
 Host functions and host variables are left out (device code cannot use them); what a cut
 leaves out that the kernel needed shows when the cut unit is compiled and checked against the
@@ -37,6 +38,11 @@ from .devicepp import Preprocessed
 from ..errors import AstraError
 
 HOST_HEADERS_MACRO = "ASTRA_HOST_HEADERS"
+# The CPU build of a PyTorch extension defines this and reads, for each of the unit's torch
+# #includes, the parts of torch device code names (the CPU runtime's astra_torch_device.h).
+TORCH_DEVICE_MACRO = "ASTRA_TORCH_DEVICE"
+TORCH_DEVICE_HEADER = "astra_torch_device.h"
+TORCH_HEADERS = ("torch/", "ATen/", "c10/")   # the header folders torch installs (compile.torch_ext)
 
 # Headers device code may use and the CPU shim or NVRTC provide; any other header that is not
 # the project's is host-only in effect (kept for nvcc behind HOST_HEADERS_MACRO).
@@ -622,7 +628,11 @@ def cut(pp: Preprocessed, kernel: str, kernel_namespaces: tuple[str, ...] | None
             line = f'#line {origin.line} "{_quote(origin.file)}"\n{data[it.start:it.end].decode(errors="replace").rstrip()}\n'
             if kind == "host":
                 result.dropped.append(f"#include {it.header}")
-                line = f"#if defined({HOST_HEADERS_MACRO})\n{line}#endif\n"
+                # torch's headers are host code to the CPU build too, but their element types and warp
+                # helpers are device code's: that build reads those parts (TORCH_DEVICE_HEADER)
+                torch = f"#elif defined({TORCH_DEVICE_MACRO})\n#include <{TORCH_DEVICE_HEADER}>\n" \
+                    if name.startswith(TORCH_HEADERS) else ""
+                line = f"#if defined({HOST_HEADERS_MACRO})\n{line}{torch}#endif\n"
             out.append(line)
             continue
         if it.kind == "using":

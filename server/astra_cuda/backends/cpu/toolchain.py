@@ -26,11 +26,13 @@ from typing import Sequence
 from astra_cuda.backends.base import BackendUnavailable, CompileError, Unsupported
 
 from astra_cuda.compile import confine
+from astra_cuda.compile.cut import TORCH_DEVICE_HEADER, TORCH_DEVICE_MACRO
 from astra_cuda import redact, storage
 
 from . import device_state, inline_asm, screen
 
 RUNTIME_DIR = Path(__file__).parent / "runtime"
+TORCH_TYPES_HEADER = "astra_torch_types.h"   # in runtime/include, beside TORCH_DEVICE_HEADER
 SHIM = RUNTIME_DIR / "astra_cuda_shim.h"
 RUNTIME_SRC = RUNTIME_DIR / "astra_runtime.cpp"
 FALLBACK_INCLUDE = RUNTIME_DIR / "fallback"
@@ -317,7 +319,27 @@ def prune_builds() -> list[str]:
 
 def confinement(workdir: str, options: Sequence[str]) -> confine.Confinement:
     """What a compile of user code in `workdir` may touch (confine.py says what and why)."""
-    return confine.for_unit(options, (*cuda_include_dirs(), str(RUNTIME_DIR), str(cache_dir())), workdir)
+    from astra_cuda.compile import torch_ext
+    torch = torch_ext.read_dirs() if f"-D{TORCH_DEVICE_MACRO}" in options else ()
+    return confine.for_unit(options, (*cuda_include_dirs(), str(RUNTIME_DIR), str(cache_dir()), *torch), workdir)
+
+
+def torch_options(source: str, options: Sequence[str]) -> list[str]:
+    """A PyTorch extension's unit (its torch #includes lead to TORCH_DEVICE_HEADER, `compile.cut`):
+    the macro that reads those parts of torch, the installed torch's folders as system headers
+    where the project gives none, its element types read before the shim as a host compiler reads
+    them (`-include astra_torch_types.h`: a later `-include` comes after it), and the standard torch
+    compiles with (`compile.torch_ext.STD`, as nvcc's compile of the file). [] for any other unit."""
+    from astra_cuda.compile import torch_ext
+    from astra_cuda.compile.project import ProjectContext
+    if TORCH_DEVICE_HEADER not in screen.includes(source):
+        return []
+    given = torch_ext.given(ProjectContext(include_dirs=tuple(o[2:] for o in options if o.startswith("-I"))))
+    dirs = () if given else torch_ext.installed_include_dirs()
+    if not given and not dirs:
+        return []   # no torch here: the unit compiles without it, or says which name it lacks
+    return [f"-D{TORCH_DEVICE_MACRO}", *(x for d in dirs for x in ("-isystem", d)), f"-std={torch_ext.STD}",
+            "-include", TORCH_TYPES_HEADER]
 
 
 def run_compiler(cmd: list[str], confined: "confine.Confinement | None",
@@ -482,9 +504,12 @@ def _dependencies(make_rule: str) -> list[str]:
 
 
 def trusted_header_dirs() -> tuple[str, ...]:
-    """Where real system headers live: the compiler's own include folders, CUDA's, Astra's runtime
-    (and its precompiled copy in the cache). Only there may a header be a 'system header'."""
-    dirs = ["/usr/include", "/usr/lib/gcc", "/usr/local/include", *cuda_include_dirs(), str(RUNTIME_DIR),
+    """Where real system headers live: the compiler's own include folders, CUDA's, the torch
+    installed beside Astra, Astra's runtime (and its precompiled copy in the cache). Only there
+    may a header be a 'system header'."""
+    from astra_cuda.compile import torch_ext
+    dirs = ["/usr/include", "/usr/lib/gcc", "/usr/local/include", *cuda_include_dirs(),
+            *torch_ext.installed_include_dirs(), str(RUNTIME_DIR),
             *(str(p) for p in cache_dir().glob("pch-*")), *(str(p) for p in cache_dir().glob("cub-names-*"))]
     exe = shutil.which(compiler())
     if exe:
@@ -541,7 +566,7 @@ def host_options(options: Sequence[str], source: str = "") -> list[str]:
                 out.append(o)
         elif o.startswith(_SAFE_OPTION_PREFIXES):
             out.append(o)
-    return out
+    return out + torch_options(source, out)
 
 
 def compile_module(source: str, name_expressions: Sequence[str], filename: str,
@@ -581,7 +606,7 @@ def _build_module(out: Path, source: str, name_expressions: Sequence[str], filen
     check_source(marked.source, filename, opts)
     rt, shim = prepare(sanitize)
     libcuxx = libcuxx_flags(source)
-    if libcuxx or any(o.startswith(("-D", "-U")) for o in opts):
+    if libcuxx or any(o.startswith(("-D", "-U", "-include")) for o in opts):
         shim = SHIM  # macros or headers before the shim would not match the precompiled one
     with build_dir() as d:
         src, obj = Path(d) / "unit.cpp", Path(d) / "unit.o"

@@ -473,8 +473,13 @@ inline int umin(unsigned a, unsigned b) { return a < b ? a : b; }
 namespace astra {
 template <class H> constexpr bool is_h1 = std::is_same_v<H, __half> || std::is_same_v<H, __nv_bfloat16>;
 template <class H> constexpr bool is_h2 = std::is_same_v<H, __half2> || std::is_same_v<H, __nv_bfloat162>;
-template <class H> inline float f(H h) { return (float)h; }
-template <class H> inline H h(float x) { return H(x); }
+// Through the conversion functions, not casts: torch's -D__CUDA_NO_HALF_CONVERSIONS__ and
+// -D__CUDA_NO_BFLOAT16_CONVERSIONS__ take the casts away, as they do under nvcc.
+inline float f(__half h) { return __half2float(h); }
+inline float f(__nv_bfloat16 h) { return __bfloat162float(h); }
+template <class H> inline H h(float x) {
+  if constexpr (std::is_same_v<H, __half>) return __float2half_rn(x); else return __float2bfloat16_rn(x);
+}
 template <class H2> using lane_t = std::conditional_t<std::is_same_v<H2, __half2>, __half, __nv_bfloat16>;
 template <class H2, class Fn> inline H2 map2(H2 a, Fn fn) { H2 r; r.x = fn(a.x); r.y = fn(a.y); return r; }
 }  // namespace astra
