@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
+import contextlib
 import dataclasses
 import functools
 import json
@@ -312,11 +313,19 @@ def _stages(k: Kernel, r: Record, o: "Options", work: Path) -> None:
         r.cpu_optimize = {"error": _short(s.error or str((res.get("error") or {}).get("message", "no answer")))} \
             if "rounds" not in res else {"improved": res.get("improved"), **_tried(res)}
         return
-    with o.timing:
+    late = "not timed: the run's budget was spent while it waited for the GPU"
+    with o.timing.turn(PROFILE):
         if o.deadline and time.monotonic() > o.deadline - 60:   # waited past the run's budget for the GPU
-            r.gpu["profile"] = {"error": "not timed: the run's budget was spent while it waited for the GPU"}
+            r.gpu["profile"] = {"error": late}
             return
-        _gpu(k, r, o, work, f, name, flags)
+        _profile(r, o, work, f, name, flags)
+    if o.stage == "profile":
+        return
+    with o.timing.turn(OPTIMIZE):
+        if o.deadline and time.monotonic() > o.deadline - 60:
+            r.gpu["optimize"] = {"error": late}
+            return
+        _optimize(r, o, work, f, name, flags)
 
 
 def _missing_header(verdict: dict, k: Kernel, o: "Options") -> dict:
@@ -377,7 +386,7 @@ def _compile_failure(r: Record) -> bool:
     return f.get("check") == "compile" or bool(classify.ASTRA_COMPILE.search(f.get("message", "")))
 
 
-def _gpu(k: Kernel, r: Record, o: "Options", work: Path, f: Path, name: str, flags: list[str]) -> None:
+def _profile(r: Record, o: "Options", work: Path, f: Path, name: str, flags: list[str]) -> None:
     s = _step(r, "profile", ["profile", str(f), "--kernel", name, "--backend", "gpu", *flags], o, work)
     prof = ((s.out or {}).get("profiles") or [None])[0]
     if prof is None:
@@ -389,8 +398,9 @@ def _gpu(k: Kernel, r: Record, o: "Options", work: Path, f: Path, name: str, fla
         r.gpu["profile"] = {"measured": prof.get("measured"), "device": prof.get("device"), "sizes": big.get("label"),
                             "median_us": cand.get("median_us"), "gbps": cand.get("gbps"),
                             "ceiling_share": cand.get("ceiling_share"), "errors": prof.get("errors", [])[:2]}
-    if o.stage == "profile":
-        return
+
+
+def _optimize(r: Record, o: "Options", work: Path, f: Path, name: str, flags: list[str]) -> None:
     s = _step(r, "optimize", ["optimize", str(f), "--kernel", name, "--backend", "gpu", "--llm", "offline",
                               "--rounds", str(o.rounds), "--tune", str(o.tune), *flags], o, work)
     res = s.out or {}
@@ -426,6 +436,35 @@ def _tried(res: dict) -> dict:
 
 # ---- the run ----------------------------------------------------------------------------------
 
+PROFILE, OPTIMIZE = 0, 1   # turns on the GPU, most urgent first
+
+
+class Turns:
+    """The GPU, one timing at a time, a profile before any waiting optimization: a profile takes
+    seconds and an optimization a minute or more, so when the run's budget ends the kernels that
+    passed have at least their share of the copy ceiling measured."""
+
+    def __init__(self) -> None:
+        self._cv = threading.Condition()
+        self._busy = False
+        self._waiting = [0, 0]
+
+    @contextlib.contextmanager
+    def turn(self, rank: int):
+        with self._cv:
+            self._waiting[rank] += 1
+            while self._busy or any(self._waiting[:rank]):
+                self._cv.wait()
+            self._waiting[rank] -= 1
+            self._busy = True
+        try:
+            yield
+        finally:
+            with self._cv:
+                self._busy = False
+                self._cv.notify_all()
+
+
 @dataclass
 class Options:
     backend: str
@@ -440,7 +479,7 @@ class Options:
     _nvcc_lock: threading.Lock = field(default_factory=threading.Lock)
     # One kernel at a time is timed (profile, optimize): with --jobs N on a GPU the other kernels'
     # listing, inference and checks go on meanwhile, but never two timings on one GPU.
-    timing: threading.Lock = field(default_factory=threading.Lock)
+    timing: "Turns" = field(default_factory=lambda: Turns())
 
     def limit(self, step: str) -> float:
         """The step's time limit, cut short where the run's deadline comes first."""

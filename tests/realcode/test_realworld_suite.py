@@ -329,3 +329,33 @@ def test_shards_run_side_by_side_report_the_span_not_the_sum():
     assert report.merge(side)["wall_s"] == 465.0 and report.merge(side)["shard_wall_s"] == [400.0, 460.0]
     apart = [{k: v for k, v in p.items() if k != "started"} for p in side]   # older files: one call each
     assert report.merge(apart)["wall_s"] == 860.0
+
+
+def test_a_waiting_profile_takes_the_gpu_before_a_waiting_optimization():
+    import threading
+    import time
+    turns, order = run.Turns(), []
+    holding = threading.Event()
+    release = threading.Event()
+
+    def first():
+        with turns.turn(run.OPTIMIZE):
+            holding.set()
+            release.wait(5)
+
+    def later(rank, name):
+        with turns.turn(rank):
+            order.append(name)
+    t0 = threading.Thread(target=first)
+    t0.start()
+    holding.wait(5)
+    opt = threading.Thread(target=later, args=(run.OPTIMIZE, "optimize"))
+    opt.start()
+    time.sleep(0.1)   # the optimization waits first
+    prof = threading.Thread(target=later, args=(run.PROFILE, "profile"))
+    prof.start()
+    time.sleep(0.1)
+    release.set()
+    for t in (t0, opt, prof):
+        t.join(5)
+    assert order == ["profile", "optimize"]
