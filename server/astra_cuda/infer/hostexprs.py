@@ -12,7 +12,8 @@ _INT_WORDS = frozenset({"int", "unsigned", "signed", "long", "short", "const", "
                         "std::int32_t", "std::uint32_t", "std::uint64_t"})
 _MIN_MAX = {"min": "min", "max": "max", "std::min": "min", "std::max": "max", "::min": "min", "::max": "max",
             "cdiv": "cdiv", "ceil_div": "cdiv", "CEIL_DIV": "cdiv", "DIV_UP": "cdiv", "div_up": "cdiv",
-            "ceildiv": "cdiv", "DIVUP": "cdiv", "divUp": "cdiv"}
+            "ceildiv": "cdiv", "DIVUP": "cdiv", "divUp": "cdiv",
+            "gcd": "gcd", "std::gcd": "gcd"}   # `std::gcd(16 / sizeof(T), d)`: the widest vector dividing a row
 _ARITH = frozenset({"+", "-", "*", "/", "%", "<<", ">>"})
 _MAX_CONSTANT_DEPTH = 8  # a macro defined through macros; a cycle stops here
 

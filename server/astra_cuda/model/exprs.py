@@ -77,7 +77,7 @@ def _cdiv(a, b):
     return -((-a) // b)
 
 
-FUNCTIONS = {"min": min, "max": max, "cdiv": _cdiv, "ceil_div": _cdiv, "abs": abs,
+FUNCTIONS = {"min": min, "max": max, "cdiv": _cdiv, "ceil_div": _cdiv, "abs": abs, "gcd": _math(math.gcd),
              "sqrt": _math(math.sqrt), "log2": _math(math.log2)}
 
 

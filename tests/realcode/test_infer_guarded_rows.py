@@ -1,0 +1,57 @@
+"""Issue 25: rows a kernel guards by a compound condition and a launcher that sizes its block by
+the widest vector dividing the row — minimal cases written here of what FlashInfer's norms showed:
+`if ((i * num_threads + tid) * VEC < d) v.load(in + row * stride + i * num_threads * VEC + tid * VEC)`
+launched through `cudaLaunchKernelEx` with `vec_size = std::gcd(16 / sizeof(T), d)`. The offset
+was taken past the row (the condition was not seen to bound it), so the strides stayed free sizes
+(`stride = 1`: rows overlapping) and the block a guess without its shared memory (a fault)."""
+from astra_cuda.model import access, exprs, source
+
+from .test_infer_patterns import infer
+
+NORM = """#include <numeric>
+template <typename T, int N> struct vec_t {
+  T d[N];
+  __device__ void load(const T* p) { for (int i = 0; i < N; i++) d[i] = p[i]; }
+  __device__ void store(T* p) const { for (int i = 0; i < N; i++) p[i] = d[i]; }
+};
+template <int VEC, typename T>
+__global__ void scale_rows(const T* in, T* out, unsigned d, unsigned stride_in, unsigned stride_out) {
+  const unsigned tid = threadIdx.x + threadIdx.y * 32, num_threads = blockDim.y * 32;
+  extern __shared__ float smem[];
+  smem[threadIdx.y] = 1.f;
+  for (unsigned i = 0; i < (d + VEC * num_threads - 1) / (VEC * num_threads); i++) {
+    vec_t<T, VEC> v;
+    if ((i * num_threads + tid) * VEC < d) {
+      v.load(in + blockIdx.x * stride_in + i * num_threads * VEC + tid * VEC);
+      v.store(out + blockIdx.x * stride_out + i * num_threads * VEC + tid * VEC);
+    }
+  }
+}
+template <typename T>
+void launch(const T* in, T* out, unsigned rows, unsigned d, unsigned stride_in, unsigned stride_out) {
+  const unsigned vec_size = std::gcd(16 / sizeof(T), d);
+  const unsigned block_size = std::min<unsigned>(1024, d / vec_size);
+  const unsigned num_warps = (block_size + 31) / 32;
+  dim3 nthrs(32, num_warps);
+  cudaLaunchConfig_t config;
+  config.gridDim = dim3(rows);
+  config.blockDim = nthrs;
+  config.dynamicSmemBytes = num_warps * sizeof(float);
+  auto kernel = scale_rows<4, T>;
+  cudaLaunchKernelEx(&config, kernel, in, out, d, stride_in, stride_out);
+}
+template void launch<float>(const float*, float*, unsigned, unsigned, unsigned, unsigned);
+"""
+
+
+def test_gcd_is_a_size_function():
+    assert exprs.evaluate_int("gcd(16 / 4, 1004)", {}) == 4 and exprs.evaluate_int("gcd(4, d)", {"d": 6}) == 2
+
+
+def test_a_block_sized_by_the_widest_vector_dividing_the_row_is_read(project):
+    project("norm.cu", NORM)
+    s, p = infer(project, "norm.cu", "scale_rows")
+    assert s.block == ("32", "(min(1024, d / gcd(16 / 4, d)) + 31) / 32")
+    case = s.cases()[0]
+    warps = exprs.evaluate_int(s.block[1], case)
+    assert exprs.evaluate_int(s.shared_mem, case) == 4 * warps
