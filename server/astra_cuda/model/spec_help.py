@@ -54,7 +54,7 @@ KEY_DOCS: dict[str, str] = {
              "table of that many device pointers, each to its own buffer of `shape`.",
 }
 TABLES = ("sizes", "bench", "args")
-FUNCTIONS = ("min", "max", "cdiv")
+FUNCTIONS = ("min", "max", "cdiv", "gcd")
 
 
 @dataclass(frozen=True)
