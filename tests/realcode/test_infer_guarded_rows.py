@@ -48,6 +48,23 @@ def test_gcd_is_a_size_function():
     assert exprs.evaluate_int("gcd(16 / 4, 1004)", {}) == 4 and exprs.evaluate_int("gcd(4, d)", {"d": 6}) == 2
 
 
+def test_a_compound_condition_bounds_an_offset_however_it_is_spelled():
+    k = source.parse("template <int VEC> __global__ void k(float* out, int n) {\n"
+                     "  int nt = blockDim.x;\n"
+                     "  for (int i = 0; i < 8; i++)\n"
+                     "    if ((i * nt + threadIdx.x) * VEC < n) out[i * nt * VEC + threadIdx.x * VEC] = 0.f;\n"
+                     "}\n").kernel("k")
+    facts = access.analyse(k, {"n": 1000}, (1, 1, 1), (64, 1, 1), {"out": 4}, set(), 100, {"VEC": 4})
+    assert facts.uses["out"].hi == 999   # not 2044: the condition bounds the sum it spells otherwise
+    # the bound holds only under the condition: the same store outside it reaches the loop's end
+    k = source.parse("template <int VEC> __global__ void k(float* out, int n) {\n"
+                     "  int nt = blockDim.x;\n  for (int i = 0; i < 8; i++) {\n"
+                     "    if ((i * nt + threadIdx.x) * VEC < n) out[0] = 1.f;\n"
+                     "    out[i * nt * VEC + threadIdx.x * VEC] = 0.f;\n  }\n}\n").kernel("k")
+    facts = access.analyse(k, {"n": 1000}, (1, 1, 1), (64, 1, 1), {"out": 4}, set(), 100, {"VEC": 4})
+    assert facts.uses["out"].hi == 7 * 64 * 4 + 63 * 4
+
+
 def test_a_block_sized_by_the_widest_vector_dividing_the_row_is_read(project):
     project("norm.cu", NORM)
     s, p = infer(project, "norm.cu", "scale_rows")
@@ -55,3 +72,10 @@ def test_a_block_sized_by_the_widest_vector_dividing_the_row_is_read(project):
     case = s.cases()[0]
     warps = exprs.evaluate_int(s.block[1], case)
     assert exprs.evaluate_int(s.shared_mem, case) == 4 * warps
+
+
+def test_rows_guarded_by_a_compound_condition_get_contiguous_strides(project):
+    project("norm.cu", NORM)
+    s, p = infer(project, "norm.cu", "scale_rows")
+    assert s.args["stride_in"].value == "d" and s.args["stride_out"].value == "d"
+    assert s.args["in"].shape == ("rows", "d") and s.args["out"].shape == ("rows", "d")

@@ -96,6 +96,34 @@ def _mul(a: Iv, b: Iv) -> Iv:
     return Iv(min(c), max(c))
 
 
+# a bound a condition puts on a compound expression (`(i * num_threads + tid) * VEC < d`), kept in
+# the environment under this prefix and its polynomial, so it scopes and merges like a variable's
+_GUARD = "#guard:"
+MAX_GUARD_TERMS = 8   # terms of a sum searched for a guarded part (2**8 subsets at most)
+
+Poly = dict[tuple[str, ...], int]   # monomial (its names, sorted) -> coefficient; () is the constant
+
+
+def _poly_add(a: Poly, b: Poly, sign: int = 1) -> Poly:
+    out = dict(a)
+    for m, c in b.items():
+        out[m] = out.get(m, 0) + sign * c
+    return {m: c for m, c in out.items() if c}
+
+
+def _poly_mul(a: Poly, b: Poly) -> Poly:
+    out: Poly = {}
+    for ma, ca in a.items():
+        for mb, cb in b.items():
+            m = tuple(sorted(ma + mb))
+            out[m] = out.get(m, 0) + ca * cb
+    return {m: c for m, c in out.items() if c}
+
+
+def _guard_key(p: Poly) -> str:
+    return _GUARD + repr(sorted(p.items()))
+
+
 class Analyzer:
     """One evaluation of one kernel body at one point (sizes, grid, block)."""
 
@@ -262,7 +290,7 @@ class Analyzer:
         out = {}
         for k in a.keys() | b.keys():
             x, y = a.get(k), b.get(k)
-            if k in _BUILTINS and (x is None or y is None):
+            if (k in _BUILTINS or k.startswith(_GUARD)) and (x is None or y is None):
                 continue   # narrowed on one branch only: the launch's own range again
             if isinstance(x, Iv) and isinstance(y, Iv):
                 out[k] = x.join(y)
@@ -491,6 +519,7 @@ class Analyzer:
         for side in (left, right):   # `if (threadIdx.x < BINS)` narrows the index itself
             if side.text.decode() in _BUILTINS and side.text.decode() not in self.env:
                 self.env[side.text.decode()] = self.field(side)
+        self._guard(left, op, right)
         if left.type == "binary_expression" and left.child_by_field_name("operator").type == "+":
             # `i + half < n`: i < n - half (the offset taken at its largest: a bound that holds)
             x, c = _unparen(left.child_by_field_name("left")), _unparen(left.child_by_field_name("right"))
@@ -507,6 +536,103 @@ class Analyzer:
         if right.type in ("identifier", "field_expression") and isinstance(self.env.get(right.text.decode()), Iv):
             flip = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}[op]
             self._bound(right.text.decode(), flip, self.expr(left, evaluate_only=True))
+
+    def _guard(self, left: Node, op: str, right: Node) -> None:
+        """`(i * num_threads + tid) * VEC < d`: the bound held by that compound expression, for
+        an access whose offset sums to it however it is spelled (`i * num_threads * VEC + tid * VEC`)."""
+        if left.type in ("identifier", "field_expression"):
+            return
+        poly = self._poly(left)
+        if poly is None or len(poly) < 2 and all(len(m) < 2 for m in poly):
+            return   # a single name (times a number) narrows through that name already
+        cur, bound = self.expr(left, evaluate_only=True), self.expr(right, evaluate_only=True)
+        key = _guard_key(poly)
+        if not isinstance(self.env.get(key), Iv):
+            self.env[key] = cur if isinstance(cur, Iv) else UNKNOWN
+        self._bound(key, op, bound)
+
+    def _poly(self, n: Node | None) -> Poly | None:
+        """The expression as a polynomial over the names it reads (the launch's constants and
+        template arguments by value), or None for anything else."""
+        n = _unparen(n)
+        if n is None:
+            return None
+        t = n.type
+        if t == "number_literal":
+            v = self.expr(n, evaluate_only=True)
+            return ({(): v.lo} if v.lo else {}) if isinstance(v, Iv) and v.lo is not None and v.lo == v.hi else None
+        if t in ("identifier", "field_expression", "qualified_identifier", "sizeof_expression"):
+            name = n.text.decode().replace(" ", "")
+            if t != "field_expression" and name not in self.env:
+                v = self.expr(n, evaluate_only=True)
+                if isinstance(v, Iv) and v.lo is not None and v.lo == v.hi:   # VEC_SIZE, sizeof(T)
+                    return {(): v.lo} if v.lo else {}
+            return {(name,): 1} if t != "sizeof_expression" else None
+        if t == "cast_expression":
+            return self._poly(n.child_by_field_name("value"))
+        if t == "binary_expression":
+            op = n.child_by_field_name("operator").type
+            a, b = self._poly(n.child_by_field_name("left")), self._poly(n.child_by_field_name("right"))
+            if a is None or b is None:
+                return None
+            if op in ("+", "-"):
+                return _poly_add(a, b, 1 if op == "+" else -1)
+            if op == "*":
+                return _poly_mul(a, b)
+        return None
+
+    def _terms(self, n: Node, sign: int = 1) -> list[tuple[Node, int]]:
+        """The terms of a sum (`p + a + b - c`), each with its sign."""
+        n = _unparen(n)
+        if n is not None and n.type == "binary_expression" and n.child_by_field_name("operator").type in ("+", "-"):
+            right_sign = sign if n.child_by_field_name("operator").type == "+" else -sign
+            return self._terms(n.child_by_field_name("left"), sign) + self._terms(n.child_by_field_name("right"),
+                                                                                   right_sign)
+        return [(n, sign)]
+
+    def _guarded_sum(self, n: Node, value):
+        """A sum (an offset into a pointer or an index) part of which a condition bounds: that
+        part takes the bound, the rest its own value."""
+        guards = {k: v for k, v in self.env.items() if k.startswith(_GUARD) and isinstance(v, Iv)}
+        if not guards or not isinstance(value, (Iv, Ptr)):
+            return value
+        terms = self._terms(n)
+        if len(terms) < 2 or len(terms) > MAX_GUARD_TERMS:
+            return value
+        vals = [self.expr(t, evaluate_only=True) for t, _ in terms]
+        polys = [None if isinstance(v, Ptr) else self._poly(t) for (t, _), v in zip(terms, vals)]
+        best = value
+        for mask in range(1, 1 << len(terms)):
+            part = [i for i in range(len(terms)) if mask >> i & 1]
+            if any(polys[i] is None for i in part):
+                continue
+            total: Poly = {}
+            for i in part:
+                total = _poly_add(total, polys[i], terms[i][1])
+            bound = guards.get(_guard_key(total))
+            if bound is None:
+                continue
+            acc: Iv | Ptr = bound
+            for i in (i for i in range(len(terms)) if i not in part):
+                v = vals[i]
+                if isinstance(v, Ptr) and isinstance(acc, Iv) and terms[i][1] > 0:
+                    acc = Ptr(v.base, _add(v.offset, _mul(acc, Iv.point(v.scale))), v.scale)
+                elif isinstance(v, Iv) and isinstance(acc, Ptr):
+                    acc = Ptr(acc.base, _add(acc.offset, _mul(v, Iv.point(acc.scale * terms[i][1]))), acc.scale)
+                elif isinstance(v, Iv) and isinstance(acc, Iv):
+                    acc = _add(acc, _mul(v, Iv.point(terms[i][1])))
+                else:
+                    acc = None
+                    break
+            if acc is None or type(acc) is not type(best):
+                continue
+            old, new = (best.offset, acc.offset) if isinstance(best, Ptr) else (best, acc)
+            if isinstance(best, Ptr) and (best.base, best.scale) != (acc.base, acc.scale):
+                continue
+            if new.hi is not None and (old.hi is None or new.hi < old.hi):
+                tighter = Iv(old.lo if old.lo is not None else new.lo, new.hi)
+                best = Ptr(best.base, tighter, best.scale) if isinstance(best, Ptr) else tighter
+        return best
 
     def _bound(self, name: str, op: str, other) -> None:
         cur = self.env[name]
@@ -529,6 +655,8 @@ class Analyzer:
         self.defs.pop(name, None)
         for d in [d for d, (_, ids) in self.defs.items() if name in ids]:
             self.defs.pop(d, None)
+        for g in [g for g in self.env if g.startswith(_GUARD) and f"'{name}'" in g]:
+            del self.env[g]
 
     def _narrow_defs(self, name: str) -> None:
         if self.narrowing:   # re-evaluating a definition narrows nothing further (a conditional in it)
@@ -698,6 +826,12 @@ class Analyzer:
         return None
 
     def binary(self, n: Node, evaluate_only: bool):
+        out = self._binary(n, evaluate_only)
+        if n.child_by_field_name("operator").type in ("+", "-") and not self.narrowing:
+            return self._guarded_sum(n, out)
+        return out
+
+    def _binary(self, n: Node, evaluate_only: bool):
         op = n.child_by_field_name("operator").type
         a = self.expr(n.child_by_field_name("left"), evaluate_only=evaluate_only)
         b = self.expr(n.child_by_field_name("right"), evaluate_only=evaluate_only)
