@@ -48,6 +48,9 @@ def test_the_capped_row_grid_is_lifted_and_passes_the_gate():
     ("const float* x = in + r * cols;", "const float* x = in + r * cols; r += 0;"),
     # the rows visited along x by blocks of the other axis: not a row loop of one axis
     ("r += gridDim.y", "r += gridDim.x"),
+    # an overload of the device function (the compiler picks one) uses the grid some other way
+    ("/* @astra", "__device__ void normalize_rows(double* out, const double* in, int rows, int cols) {\n"
+                  "  out[blockIdx.y] = in[0];\n}\n\n/* @astra"),
 ])
 def test_what_does_not_leave_the_grid_free_is_left_alone(change):
     text, sp = loaded()

@@ -28,7 +28,7 @@ from ...model.launch_change import relaunch, side_effect_free, spec_in
 from . import base
 from .base import Context, Rewrite, body
 from .pack_rows import UNSAFE_CALLS
-from .tree import assigned_names, callee, calls, declared_name, function_name, txt, walk
+from .tree import assigned_names, callee, calls, declared_name, function_name, functions, is_kernel, txt, walk
 from .tree import params as fn_params
 from .vectorize import _squash
 
@@ -105,7 +105,8 @@ def row_grid(sc: base.Scope) -> tuple[str, str] | None:
     meets another (atomics, grid-wide sync). `R` is a parameter of the kernel, or of a device
     function the kernel calls once, passing it a parameter of its own."""
     loops: dict[int, tuple[Node, Node, str]] = {}
-    for f in sc.functions:
+    reached = _every_overload(sc)
+    for f in reached:
         if any(callee(c).split("::")[-1].startswith("atomic") or callee(c).split("::")[-1] in GRID_WIDE
                for c in calls(f)):
             return None
@@ -130,7 +131,7 @@ def row_grid(sc: base.Scope) -> tuple[str, str] | None:
     if f is not sc.kernel:   # a device function's parameter: what the kernel's one call passes it
         kernel_names = [declared_name(p.child_by_field_name("declarator"))[0] for p in fn_params(sc.kernel)]
         fname = function_name(f)
-        sites = [c for g in sc.functions for c in calls(g) if callee(c).split("::")[-1] == fname]
+        sites = [c for g in reached for c in calls(g) if callee(c).split("::")[-1] == fname]
         if len(sites) != 1 or not any(c.start_byte == sites[0].start_byte for c in calls(sc.kernel)):
             return None
         args = [a for a in sites[0].child_by_field_name("arguments").named_children if a.type != "comment"]
@@ -140,6 +141,25 @@ def row_grid(sc: base.Scope) -> tuple[str, str] | None:
             return None
         bound = txt(args[k])
     return axis, bound
+
+
+def _every_overload(sc: base.Scope) -> list[Node]:
+    """The kernel and every device function of the file it may reach by name, each overload of a
+    name included (which one a call picks is the compiler's choice: apex's `cuWelfordMuSigma2` has
+    a template and an `at::Half` one)."""
+    by_name: dict[str, list[Node]] = {}
+    for f in functions(sc.root):
+        if not is_kernel(f):
+            by_name.setdefault(function_name(f) or "", []).append(f)
+    out, todo, seen = [sc.kernel], [sc.kernel], set()
+    while todo:
+        for c in calls(todo.pop()):
+            name = callee(c).split("::")[-1]
+            if name not in seen:
+                seen.add(name)
+                out += by_name.get(name, [])
+                todo += by_name.get(name, [])
+    return out
 
 
 def _grid_loop(n: Node) -> tuple[Node, str] | None:
