@@ -60,3 +60,42 @@ def test_what_is_not_a_naive_transpose_is_left_alone(change):
     changed = text.replace(*change)
     assert changed != text
     assert TRANSFORMS["transpose"].apply(changed, context_from_text(KERNEL, changed, sp)) is None
+
+
+# ---- a tile already in shared memory, read down its columns unpadded (cuda-samples transposeCoalesced) ----
+
+TILED = "transpose_tile_kernel"
+TILED_PATH = pathlib.Path(__file__).parent / "kernels" / "transpose_tile_unpadded.cu"
+
+
+def test_an_unpadded_tile_read_down_its_columns_gets_a_column_of_padding():
+    from astra_cuda.execution.evaluator import local_evaluator
+    try:
+        from astra_cuda.backends.cpu import CpuBackend
+        backend = CpuBackend()
+    except Exception as e:  # noqa: BLE001 - any reason means this machine cannot run it
+        pytest.skip(f"CPU backend unavailable: {e}")
+    text = TILED_PATH.read_text()
+    m = source.parse(text)
+    sp = spec_mod.load(m.kernel(TILED), m)
+    rw = TRANSFORMS["transpose"].apply(text, context_from_text(TILED, text, sp))
+    assert rw is not None and "__shared__ float tile[TILE][TILE + 1];" in rw.text
+    assert rw.text.replace("[TILE + 1]", "[TILE]").replace(
+        "// astra-note: " + TRANSFORMS["transpose"].note + "\n  ", "") == text   # nothing else changed
+    ev = local_evaluator(str(TILED_PATH), TILED, sp, backend, text, quick=True)(rw.text)
+    assert ev.passed, ev.check.summary + ev.check.feedback
+
+
+@pytest.mark.parametrize("change", [
+    ("__shared__ float tile[TILE][TILE];", "__shared__ float tile[TILE][TILE + 1];"),         # padded already
+    ("= tile[lane][threadIdx.y + j];", "= tile[threadIdx.y + j][lane];"),                    # rows only: no conflict
+    ("__syncthreads();", "__syncthreads();\n  float* flat = &tile[0][0];"),                  # the tile as memory
+    ("__shared__ float tile[TILE][TILE];", "__shared__ double tile[TILE][TILE];"),           # not one bank a word
+])
+def test_a_tile_padding_cannot_help_or_would_change_is_left_alone(change):
+    text = TILED_PATH.read_text()
+    changed = text.replace(*change)
+    assert changed != text
+    m = source.parse(changed)
+    sp = spec_mod.load(m.kernel(TILED), m)
+    assert TRANSFORMS["transpose"].apply(changed, context_from_text(TILED, changed, sp)) is None

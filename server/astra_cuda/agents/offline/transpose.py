@@ -16,6 +16,12 @@ the threads of a warp along `y`. Every (x, y) the original handled is read from 
 written to OUT[E1] exactly once, as before; only which thread moves it changes. The launch
 becomes blocks of 32 x 8 threads over a grid of 32 x 32 tiles (the spec and every launch site).
 
+A kernel that already moves the tile through shared memory but reads a column of an unpadded
+`__shared__ T tile[R][C]` (4-byte elements, C a multiple of the 32 banks) with the threads of a warp
+(`tile[threadIdx.x][...]`) has every thread of the warp in one bank: 32-way conflicts on each read
+(cuda-samples' transposeCoalesced). The tile gets one column of padding (`[C + 1]`); each element
+keeps its indices, so what the kernel computes is unchanged — only where the tile's rows start.
+
 The tiled-loop form of NVIDIA's samples is recognised too, where the block already covers a tile
 of T x T elements with T x R threads, each thread moving T / R elements down a loop:
 
@@ -36,7 +42,7 @@ from tree_sitter import Node
 
 from ...model import source
 from ...model.launch_change import relaunch, spec_in
-from . import base
+from . import base, types
 from .base import Context, Rewrite, body, pointer_params
 from .tree import calls, line_indent, txt, walk
 from .vectorize import _squash
@@ -91,9 +97,11 @@ class Transpose(base.Transform):
                 "shared-memory tile both the reads and the writes of a warp are consecutive")
 
     def rewrite(self, text: str, ctx: Context, sc: base.Scope, params: dict) -> Rewrite | None:
+        if "__shared__" in txt(sc.kernel):
+            return _pad_tile(text, ctx, sc)
         spec = spec_in(source.parse(text), ctx.kernel)
         if spec is None or len(spec.grid) != 2 or len(spec.block) != 2 or sc.helpers or \
-                "__shared__" in txt(sc.kernel) or any(True for _ in calls(body(sc.kernel))):
+                any(True for _ in calls(body(sc.kernel))):
             return None
         stmts = [c for c in body(sc.kernel).named_children if c.type != "comment"]
         if stmts and stmts[-1].type == "for_statement":
@@ -373,3 +381,59 @@ def _number_text(t: str, consts: dict[str, int]) -> int | None:
 def tree_assigned(n: Node) -> set[str]:
     from .tree import assigned_names
     return assigned_names(n)
+
+
+# ---- a tile already in shared memory, read down its columns without padding ----------------------
+
+BANKS = 32
+
+
+def _pad_tile(text: str, ctx: Context, sc: base.Scope) -> Rewrite | None:
+    """`__shared__ T tile[R][C]` -> `[C + 1]` where T has 4 bytes, C is a multiple of the banks, every
+    use of `tile` is a whole element `tile[i][j]`, and some use has the warp's threads along its rows
+    (`i` depends on threadIdx.x, `j` does not); no element's address is taken."""
+    kb = body(sc.kernel)
+    consts = _constants(sc.root)
+    lane = {"threadIdx.x"} | {k for k, v in base.index_aliases(kb).items() if "threadIdx.x" in v}
+    edits = []
+    for decl in (n for n in walk(kb) if n.type == "declaration" and "__shared__" in txt(n) and "extern" not in txt(n)):
+        ds = decl.children_by_field_name("declarator")
+        if len(ds) != 1 or ds[0].type != "array_declarator":
+            continue
+        inner, outer = ds[0], ds[0].child_by_field_name("declarator")
+        if outer is None or outer.type != "array_declarator" or outer.child_by_field_name("declarator").type != "identifier":
+            continue
+        name = txt(outer.child_by_field_name("declarator"))
+        cols = _number(inner.child_by_field_name("size"), consts)
+        elem = " ".join(w for w in txt(decl.child_by_field_name("type")).split() if w not in ("__shared__", "volatile"))
+        if cols is None or cols % BANKS or types.element_bytes(elem, types.aliases(sc.root), ctx.template_args, None) != 4:
+            continue
+        uses = [n for n in walk(kb) if n.type == "identifier" and txt(n) == name and n.parent != outer]
+        column_read = False
+        for u in uses:
+            row = u.parent
+            if row.type != "subscript_expression" or row.child_by_field_name("argument") != u or \
+                    row.parent.type != "subscript_expression" or row.parent.child_by_field_name("argument") != row or \
+                    (row.parent.parent.type == "pointer_expression" and txt(row.parent.parent).lstrip().startswith("&")):
+                break   # the tile as memory (a row, an element's address): padding would move what it reaches
+            i, j = _lanes(row.child_by_field_name("indices"), lane), _lanes(row.parent.child_by_field_name("indices"), lane)
+            column_read = column_read or (i and not j)
+        else:
+            if column_read:
+                size = inner.child_by_field_name("size")
+                edits.append((size.start_byte, size.end_byte, f"{txt(size)} + 1", name))
+    if not edits:
+        return None
+    data = text.encode("utf-8")
+    for start, end, new, _ in sorted(edits, reverse=True):
+        data = data[:start] + new.encode("utf-8") + data[end:]
+    names = ", ".join(f"`{e[3]}`" for e in edits)
+    return Rewrite("transpose", data.decode("utf-8"), (
+        f"shared tile {names} padded by one column: a warp reading down a column touches {BANKS} different banks "
+        f"(it was one, {BANKS}-way conflicts on every read); each element keeps its indices",), {})
+
+
+def _lanes(n: Node | None, lane: set[str]) -> bool:
+    """Whether index expression `n` varies across a warp's threads (reads threadIdx.x or an alias)."""
+    return n is not None and any(txt(c).replace(" ", "") in lane for c in walk(n)
+                                 if c.type in ("identifier", "field_expression"))
