@@ -394,14 +394,23 @@ def _version(name: str) -> tuple[str, int] | None:
 
 def _earlier_version(kernel: Kernel, model: SourceModel) -> str | None:
     """The closest lower-numbered version of this kernel in the file with the same parameters
-    (kernel-development files keep kernel1, kernel2, ... side by side)."""
+    and template parameters (kernel-development files keep kernel1, kernel2, ... side by side);
+    the reference is instantiated with this kernel's `instantiate`, so another template list
+    (`reduce5<T, blockSize>` beside `reduce6<T, blockSize, nIsPow2>`) cannot be one."""
     mine = _version(kernel.name)
     if mine is None:
         return None
     def sig(k: Kernel) -> list[tuple[str, str]]:   # __restrict__ does not change the interface
         return [(p.name, " ".join(p.type.replace("__restrict__", " ").split())) for p in k.params]
+
+    def kinds(k: Kernel) -> list[str]:   # `class T` and `typename U` are one kind; names and defaults aside
+        out = []
+        for t in k.template_params:
+            words = t.split("=")[0].replace("...", " ... ").split()[:-1]
+            out.append(" ".join("typename" if w == "class" else w for w in words))
+        return out
     older = [(v[1], k.name) for k in model.kernels if k is not kernel and (v := _version(k.name)) is not None
-             and v[0] == mine[0] and v[1] < mine[1] and sig(k) == sig(kernel)]
+             and v[0] == mine[0] and v[1] < mine[1] and sig(k) == sig(kernel) and kinds(k) == kinds(kernel)]
     return max(older)[1] if older else None
 
 
