@@ -90,9 +90,19 @@ def _template_args(kernel: Kernel, site: LaunchSite | None, notes: list[str], pr
         site = None   # the arguments are the instantiation's own: nothing of a launcher's to follow
     out: list[str] = []
     bound: dict[str, str] = {}
-    for k, (param, name) in enumerate(zip(kernel.template_params, kernel.template_param_names)):
+    constants = dict(constants or {})
+    params = list(zip(kernel.template_params, kernel.template_param_names))
+    # type arguments first: a value argument may be the launcher's constant over their sizes
+    # (`constexpr uint32_t vec_size = std::max(16U / sizeof(DTypeIn), HEAD_DIM / 32U)` before
+    # `DTypeIn` in `kernel<vec_size, DTypeIn, DTypeO>`)
+    order = list(range(len(params)))
+    if not any(_is_pack(p) for p, _ in params):
+        order.sort(key=lambda k: not _is_type_param(params[k][0]))
+    chosen: dict[int, str] = {}
+    for k in order:
+        param, name = params[k]
         if _is_pack(param):   # the rest of the launch's arguments, or none
-            rest = [_resolve_arg(g.strip(), site, program, constants or {}, notes, name, known, scalar)
+            rest = [_resolve_arg(g.strip(), site, program, constants, notes, name, known, scalar)
                     for g in given[k:]]
             if all(r is not None for r in rest):
                 out += [_qualify(r, qualified) for r in rest if r is not None]
@@ -101,7 +111,7 @@ def _template_args(kernel: Kernel, site: LaunchSite | None, notes: list[str], pr
             break
         arg = given[k].strip() if k < len(given) else None
         if arg is not None:
-            arg = _resolve_arg(arg, site, program, constants or {}, notes, name, known, scalar)
+            arg = _resolve_arg(arg, site, program, constants, notes, name, known, scalar)
             arg = _qualify(arg, qualified) if arg is not None else None
         if arg is None and "=" in param:   # a default argument, over the arguments so far
             default = param.split("=", 1)[1].strip()
@@ -111,7 +121,14 @@ def _template_args(kernel: Kernel, site: LaunchSite | None, notes: list[str], pr
         if arg is None:
             arg = _fallback_arg(param, name, kernel, program, bound, notes, items or [], qualified)
         bound[name] = arg
+        chosen[k] = arg
         out.append(arg)
+        dt = dtypes.from_cpp(arg) if _is_type_param(param) else None
+        if dt is not None:   # `sizeof(DTypeIn)` as the launcher spells it, and as the kernel does
+            for spelled in {name, given[k].strip() if k < len(given) else name}:
+                constants.setdefault(f"sizeof({spelled})", str(dt.itemsize))
+    if len(chosen) == len(params):
+        out = [chosen[k] for k in range(len(params))]
     if any(_dispatch_names(g) for g in given) and scalar == _DISPATCH_TYPE:
         notes.append(f"instantiate: the dispatch macro's scalar_t became {_DISPATCH_TYPE} "
                      f"(use __half or __nv_bfloat16 to test those)")
@@ -310,6 +327,11 @@ def _constant_value(arg: str, constants: dict[str, str]) -> str | None:
         return str(exprs.evaluate_int(expr, {}))
     except exprs.ExprError:
         return None
+
+
+def _is_type_param(param: str) -> bool:
+    """`typename T`, `class T = float` (not a template template parameter)."""
+    return param.split()[0] in ("typename", "class") if param.split() else False
 
 
 def _is_pack(param: str) -> bool:

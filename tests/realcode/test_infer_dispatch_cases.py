@@ -1,0 +1,37 @@
+"""Issue 25: what a dispatch macro's case fixes — minimal cases written here of FlashInfer's
+MergeStateKernel: `DISPATCH_HEAD_DIM(head_dim, HEAD_DIM, { constexpr uint32_t vec_size =
+std::max(16U / sizeof(DTypeIn), HEAD_DIM / 32U); ... kernel<vec_size, DTypeIn, DTypeO> })`. The
+vector width was taken as 1 (`sizeof(DTypeIn)` was read before `DTypeIn` was), and `head_dim` as
+a free size beside the case's 64: 48 of 64 elements of each row were never written."""
+from .test_infer_patterns import infer
+
+MERGE = """#include <algorithm>
+#define DISPATCH_HEAD_DIM(head_dim, HEAD_DIM, ...) \\
+  switch (head_dim) {                              \\
+    case 64: { constexpr size_t HEAD_DIM = 64; __VA_ARGS__ break; } \\
+    case 128: { constexpr size_t HEAD_DIM = 128; __VA_ARGS__ break; } \\
+  }
+template <unsigned vec_size, typename DTypeIn, typename DTypeO>
+__global__ void merge(const DTypeIn* a, const DTypeIn* b, DTypeO* out, unsigned num_heads, unsigned head_dim) {
+  unsigned row = blockIdx.x * num_heads + threadIdx.y;
+  for (unsigned i = 0; i < vec_size; ++i) {
+    unsigned j = row * head_dim + threadIdx.x * vec_size + i;
+    out[j] = a[j] + b[j];
+  }
+}
+template <typename DTypeIn, typename DTypeO>
+void launch(const DTypeIn* a, const DTypeIn* b, DTypeO* out, unsigned seq_len, unsigned num_heads, unsigned head_dim) {
+  DISPATCH_HEAD_DIM(head_dim, HEAD_DIM, {
+    constexpr unsigned vec_size = std::max(16U / sizeof(DTypeIn), HEAD_DIM / 32U);
+    dim3 nthrs(HEAD_DIM / vec_size, num_heads);
+    merge<vec_size, DTypeIn, DTypeO><<<seq_len, nthrs>>>(a, b, out, num_heads, head_dim);
+  });
+}
+"""
+
+
+def test_a_value_argument_over_the_size_of_a_later_type_argument(project):
+    project("merge.cu", MERGE)
+    s, p = infer(project, "merge.cu", "merge")
+    assert s.instantiate == "<4, float, float>"
+
