@@ -35,3 +35,9 @@ def test_a_value_argument_over_the_size_of_a_later_type_argument(project):
     s, p = infer(project, "merge.cu", "merge")
     assert s.instantiate == "<4, float, float>"
 
+
+def test_the_size_a_dispatch_macro_switches_on_is_its_cases_value(project):
+    project("merge.cu", MERGE)
+    s, p = infer(project, "merge.cu", "merge")
+    assert s.args["head_dim"].value == "64" and s.block == ("16", "num_heads")
+    assert s.args["out"].shape == ("seq_len", "num_heads", "64") and s.args["a"].shape == ("seq_len", "num_heads", "64")

@@ -18,7 +18,7 @@ from .program import Program
 from .roles import TABLE, _divisions, _Shapes, _shapes
 from .sizes import Draft, repair, size_bench, test_values
 from .template_args import _template_args, enumerators, known_names, split as _split
-from .types import _Types, dispatch_values
+from .types import _Types, dispatch_subjects, dispatch_values
 
 
 @dataclass
@@ -136,11 +136,18 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
             size_names.insert(0, name)
         derived = {k: v for k, v in {**launch.derived, **launch.relations}.items()
                    if all(n in size_names for n in exprs.names(v))}
+        switched = dispatch_subjects(program, site, types.items, around)
+        dispatched = {p.name: switched[arg.strip()] for p, arg in zip(kernel.params, site.args)
+                      if p.name in size_names and arg.strip() in switched}
+        for k, v in dispatched.items():
+            notes.append(f"`{k}` = {v}: the dispatch macro around the launch switches on it, and the case "
+                         f"taken is {v}")
+        derived = {**derived, **dispatched}
         size_names = [n for n in size_names if n not in derived]
         grid, block = _substituted(grid, derived), _substituted(block, derived)
         launch_require = [r for r in _substituted(launch.require, derived) if set(exprs.names(r)) <= set(size_names)]
         shared = _substituted([shared], derived)[0] if shared else shared
-        for k, v in derived.items():
+        for k, v in ((k, v) for k, v in derived.items() if k not in dispatched):
             notes.append(f"`{k}` = {v}, as the launcher computes it" if k in launch.relations else
                          f"`{k}` is a stride or a dimension of a higher-rank tensor at the launch: took its value "
                          f"for a contiguous tensor of the lowest rank, {v}")

@@ -29,8 +29,10 @@ def _fit(values: list[tuple[dict[str, int], int]], names: list[str]) -> list[str
             # sizes (none where the grid's last packet ends exactly at n).
             ratios = {e // p for (_, e), p in zip(values, prod)}
             c = ratios.pop() if len(ratios) == 1 else 0
-            if not 1 <= c <= 16 or any(e - c * p >= MAX_OVERHANG for (_, e), p in zip(values, prod)):
+            if c < 1 or any(e - c * p >= MAX_OVERHANG for (_, e), p in zip(values, prod)):
                 continue
+            if c > 16:   # a fixed innermost dimension (`head_dim` a dispatch macro fixed at 64)
+                return list(combo) + [str(c)]
             return list(combo) if c == 1 else list(combo[:-1]) + [f"{c} * {combo[-1]}"]
     if all(e == values[0][1] for _, e in values) and values[0][1] > 0:
         return [str(values[0][1])]

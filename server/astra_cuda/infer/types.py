@@ -211,11 +211,12 @@ def _typedef_target(text: str, name: str) -> str | None:
 
 # ---- names a dispatch macro defines ---------------------------------------------------------
 
-def macro_constants(items) -> dict[str, list[tuple[list[str], str, list[int]]]]:
+def macro_constants(items) -> dict[str, list[tuple[list[str], str, list[int], str | None]]]:
     """Function-like macros that declare integer constants in their cases (`case 64: { constexpr
     size_t HEAD_DIM = 64; __VA_ARGS__ }`): macro name -> [(its parameters, the declared name,
-    the values it takes)], read from each body's tree."""
-    out: dict[str, list[tuple[list[str], str, list[int]]]] = {}
+    the values it takes, the parameter switched on where each case declares its own label)],
+    read from each body's tree."""
+    out: dict[str, list[tuple[list[str], str, list[int], str | None]]] = {}
     for it in items:
         if it.kind != "macro" or "constexpr" not in it.text and "const " not in it.text:
             continue
@@ -238,9 +239,25 @@ def macro_constants(items) -> dict[str, list[tuple[list[str], str, list[int]]]]:
                                 int(v.text.decode().rstrip("uUlL"), 0))
                         except ValueError:
                             continue
+            # `switch (head_dim) { case 64: { constexpr size_t HEAD_DIM = 64; ...` : the constant is the
+            # value of the parameter switched on (which the kernel may be passed too)
+            cases = [int(c.text.decode().rstrip("uUlL"), 0) for sw in _walk(body) if sw.type == "switch_statement"
+                     for c in _walk(sw) if c.type == "number_literal" and c.parent is not None
+                     and c.parent.type == "case_statement"]
+            subject = next((c.text.decode() for sw in _walk(body) if sw.type == "switch_statement"
+                            for c in [_unparen_cond(sw.child_by_field_name("condition"))]
+                            if c is not None and c.type == "identifier" and c.text.decode() in plist), None)
             for declared, values in found.items():
-                out.setdefault(name.text.decode(), []).append((plist, declared, values))
+                switched = subject if subject is not None and values == cases else None
+                out.setdefault(name.text.decode(), []).append((plist, declared, values, switched))
     return out
+
+
+def _unparen_cond(node):
+    while node is not None and node.type in ("parenthesized_expression", "condition_clause") \
+            and node.named_child_count == 1:
+        node = node.named_children[0]
+    return node
 
 
 def dispatch_values(program, site, items, type_size: int = 4) -> dict[str, str]:
@@ -254,7 +271,7 @@ def dispatch_values(program, site, items, type_size: int = 4) -> dict[str, str]:
         return {}
     out: dict[str, str] = {}
     for call in program.calls_in(site.function):
-        for plist, declared, values in macros.get(call.function, ()):
+        for plist, declared, values, _ in macros.get(call.function, ()):
             name = declared
             if declared in plist:   # declared through a parameter: the name the use passes there
                 idx = plist.index(declared)
@@ -264,3 +281,24 @@ def dispatch_values(program, site, items, type_size: int = 4) -> dict[str, str]:
             vec = "vec" in name.lower() and (16 // max(1, type_size)) in values
             out[name] = str(16 // max(1, type_size) if vec else min(values))
     return out
+
+
+def dispatch_subjects(program, site, items, around: dict[str, str]) -> dict[str, str]:
+    """The launcher's values a dispatch macro switches on (`DISPATCH_HEAD_DIM(head_dim, HEAD_DIM,
+    ...)`: `head_dim`), each equal to the constant `around` took for its case: a kernel passed
+    that value runs only with it."""
+    if program is None or site is None or not site.function or not around:
+        return {}
+    out: dict[str, str] = {}
+    for call in program.calls_in(site.function):
+        for plist, declared, _, switched in macro_constants(items).get(call.function, ()):
+            if switched is None:
+                continue
+            name = call.args[plist.index(declared)].strip() if declared in plist and \
+                plist.index(declared) < len(call.args) else declared
+            idx = plist.index(switched)
+            host = call.args[idx].strip() if idx < len(call.args) else ""
+            if host.isidentifier() and name in around:
+                out.setdefault(host, around[name])
+    return out
+
