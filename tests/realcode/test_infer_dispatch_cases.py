@@ -1,4 +1,4 @@
-"""Issue 25: what a dispatch macro's case fixes — minimal cases written here of FlashInfer's
+"""Issue 25: what the case a launch stands in fixes — minimal cases written here of FlashInfer's
 MergeStateKernel: `DISPATCH_HEAD_DIM(head_dim, HEAD_DIM, { constexpr uint32_t vec_size =
 std::max(16U / sizeof(DTypeIn), HEAD_DIM / 32U); ... kernel<vec_size, DTypeIn, DTypeO> })`. The
 vector width was taken as 1 (`sizeof(DTypeIn)` was read before `DTypeIn` was), and `head_dim` as
@@ -41,3 +41,20 @@ def test_the_size_a_dispatch_macro_switches_on_is_its_cases_value(project):
     s, p = infer(project, "merge.cu", "merge")
     assert s.args["head_dim"].value == "64" and s.block == ("16", "num_heads")
     assert s.args["out"].shape == ("seq_len", "num_heads", "64") and s.args["a"].shape == ("seq_len", "num_heads", "64")
+
+
+def test_a_launch_in_the_case_of_a_switch_over_the_block_is_read_at_the_default_block(project):
+    """cuda-samples reduce6: `switch (threads) { case 512: k<T, 512, false><<<g, dimBlock>>>; ...
+    case 1: k<T, 1, false> }` — the launch whose case is the block size taken (256), not the one
+    with the smallest template arguments (a blockSize of 1 under a block of 256 threads)."""
+    project("red.cu", "template <class T, unsigned B, bool P>\n"
+            "__global__ void red(T* in, T* out, unsigned n) {\n"
+            "  unsigned i = blockIdx.x * B + threadIdx.x;\n  if (i < n) out[i] = in[i];\n}\n"
+            "template <class T> void reduce(int size, int threads, int blocks, T* in, T* out) {\n"
+            "  dim3 dimBlock(threads, 1, 1), dimGrid(blocks, 1, 1);\n  switch (threads) {\n"
+            "    case 512: red<T, 512, false><<<dimGrid, dimBlock>>>(in, out, size); break;\n"
+            "    case 256: red<T, 256, false><<<dimGrid, dimBlock>>>(in, out, size); break;\n"
+            "    case 1: red<T, 1, false><<<dimGrid, dimBlock>>>(in, out, size); break;\n  }\n}\n"
+            "template void reduce<int>(int, int, int, int*, int*);\n")
+    s, _ = infer(project, "red.cu", "red")
+    assert s.instantiate == "<int, 256, false>" and s.block[0] == "256"

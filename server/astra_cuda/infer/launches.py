@@ -553,12 +553,43 @@ def _pick_site(kernel: Kernel, program: Program) -> tuple[LaunchSite, SourceMode
     # (`<scalar_t, 1>` rather than the `<scalar_t, 8>` a launcher takes only for aligned widths;
     # `<scalar_t, false>` rather than the `use_vec = true` or `use_256b = true` it takes only for
     # aligned rows or a newer GPU: a switched-on feature counts one)
+    trees: dict[int, object] = {}
+
     def rank(pair: tuple[LaunchSite, SourceModel]):
         s, m = pair
         args = [t.strip() for t in split(s.template_args or "<>")]
         numbers = [int(t) for t in args if t.isdigit()] + [1 for t in args if t == "true"]
-        return (m is not program.model, s.function == "main", sum(numbers))
+        if id(m) not in trees:
+            trees[id(m)] = source.parser().parse(m.text.encode("utf-8")).root_node
+        case = _block_case(trees[id(m)], s)
+        # a launch under `switch (threads) case 256:` is the one for the block it takes by default
+        return (m is not program.model, s.function == "main", case is not None and case != BLOCK_DEFAULT,
+                sum(numbers))
     return min(sites, key=rank)
+
+
+def _identifiers(node) -> set[str]:
+    return {n.text.decode() for n in _walk(node) if n.type == "identifier"} if node is not None else set()
+
+
+def _block_case(root, site: LaunchSite) -> int | None:
+    """V where the launch stands in `case V:` of a `switch` over a name its block is sized by
+    (cuda-samples' `switch (threads) { case 512: reduce6<T, 512, false><<<grid, dimBlock>>>`)."""
+    node = root.descendant_for_byte_range(site.span.start_byte, site.span.start_byte)
+    parts = [site.block, *(site.block_var.dims or ())] if site.block_var is not None else [site.block]
+    block_names = {n for x in parts for n in _identifiers(source.parse_expression(x))}
+    while node is not None:
+        if node.type == "case_statement":
+            value = node.child_by_field_name("value")
+            switch = node.parent.parent if node.parent is not None else None
+            cond = switch.child_by_field_name("condition") if switch is not None else None
+            if value is None or switch is None or switch.type != "switch_statement" or cond is None:
+                return None
+            subject = _identifiers(cond)
+            digits = value.text.decode().rstrip("uUlL")
+            return int(digits) if digits.isdigit() and subject & block_names else None
+        node = node.parent
+    return None
 
 
 MAX_CALLER_DEPTH = 3   # callers followed up from a launcher for the value of one of its parameters
