@@ -4,12 +4,15 @@ during an offline `optimize` of each example (issue 28, "one candidate value").
     .venv/bin/python benchmarks/candidate_parses.py [--rounds 3] [--out results.json]
 
 The planner, the coder, the adoption of a best and the tuning stage run as in `astra optimize`
-(`agents.optimize`); the evaluation itself is a stand-in that passes every candidate and makes
-each a little faster, so no worker runs and the counts are the caller's own (the worker parses
-each candidate once more and its reference once per run). Counted: source models built
+(`agents.optimize`); the evaluation does what `api.optimize`'s does on the caller side — it takes
+the candidate read (`OnCandidates`) and resolves its launch against the reference
+(`launch_change.launch`) — and then, in place of a worker, passes every candidate and makes each a
+little faster: the counts are the caller's own (the worker parses each candidate once more, to cut
+its unit, and its reference once per run). Counted: source models built
 (`model.source.parse_with_tree`, which `parse` calls), tree-sitter parses of a whole text (any over
 200 bytes, models' included; snippets such as one expression are left out) and spec loads
-(`model.spec.load`), with the functions that asked most.
+(`model.spec.load`), with the functions that asked most. `tests/agents/test_candidate_reads.py`
+holds the per-evaluation counts to their ceiling.
 """
 from __future__ import annotations
 
@@ -25,8 +28,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "server"))
 
 from astra_cuda import agents  # noqa: E402
-from astra_cuda.evaluation import Check, Evaluation, ProfileSummary, SizeTiming  # noqa: E402
-from astra_cuda.model import source, spec as spec_mod  # noqa: E402
+from astra_cuda.evaluation import Check, Evaluation, OnCandidates, ProfileSummary, SizeTiming  # noqa: E402
+from astra_cuda.model import launch_change, source, spec as spec_mod  # noqa: E402
+from astra_cuda.model.candidate import Candidate  # noqa: E402
 
 EXAMPLES = [("silu_and_mul", "silu_and_mul"), ("fused_add_rmsnorm", "fused_add_rmsnorm_kernel"),
             ("merge_attn_states", "merge_attn_states")]
@@ -73,16 +77,22 @@ def count(kernel: str, path: Path, rounds: int) -> dict:
 
     evaluations = [0]
 
-    def evaluate(candidate: str) -> Evaluation:
+    def evaluate(candidate: Candidate) -> Evaluation:
         evaluations[0] += 1
+        _, problem = launch_change.launch(candidate, reference, ref_spec)   # as api.optimize does
+        if problem:
+            return Evaluation(Check(False, problem, problem, 0, "static"))
         us = 100.0 if evaluations[0] == 1 else 100.0 - evaluations[0]
         return Evaluation(Check(True, "passed", "", 10, "passed"),
                           ProfileSummary((SizeTiming({"n": 1 << 20}, 100.0, us, 0.4),), "memory"))
 
     source.parse_with_tree, spec_mod.load, source.parser = counted_parse, counted_load, counted_parser
     try:
+        reference = Candidate.of(text, kernel)   # api.optimize reads the file once: original and reference
+        ref_spec = launch_change.reference_spec(sp, reference.model, kernel, (reference.spec,))
         with tempfile.TemporaryDirectory() as runs:
-            agents.optimize(text, str(path), kernel, evaluate, rounds=rounds, spec=sp, gpu="stand-in", runs_dir=runs)
+            agents.optimize(reference, str(path), kernel, OnCandidates(evaluate), rounds=rounds, spec=sp,
+                            gpu="stand-in", runs_dir=runs)
     finally:
         source.parse_with_tree, spec_mod.load, source.parser = parse, load, parser
     n = max(1, evaluations[0])

@@ -5,7 +5,8 @@ either side.
 
 The orchestrator never runs kernels itself. Whoever drives it (`astra_cuda.api`) injects
 `evaluate(file_text) -> Evaluation`, built from the gate (testing agent) and the profiler
-(profiling agent). A candidate is always a whole file text in which the kernel was rewritten.
+(profiling agent), or one given the candidate read (`OnCandidates`). A candidate is always a whole
+file text in which the kernel was rewritten.
 
 `Check.feedback` is the only failure text the planning and coding agents see (held-out cases
 stay hidden inside the gate). `Evaluation.profile` is None where speed is not measured (the CPU
@@ -20,6 +21,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Literal, Protocol
 
 from .errors import AstraError
+from .model.candidate import Candidate
 
 # Where a candidate's check stopped: before the gate ran it ('static': screening, the cut, the launch
 # rule; 'compile'), the gate's own outcome ('check' a check failed, 'passed', and the verdict statuses
@@ -176,6 +178,18 @@ class Evaluate(Protocol):
     def __call__(self, file_text: str) -> Evaluation: ...
 
 
+class OnCandidates:
+    """An evaluate given each candidate read (`model.candidate.Candidate`: its model and its own
+    spec) instead of its text: `api`'s, which resolves the candidate's launch on the caller side
+    and sends the worker the text with it. The orchestrator reads a text it is given once."""
+
+    def __init__(self, evaluate: Callable[[Candidate], Evaluation]):
+        self.evaluate = evaluate
+
+    def __call__(self, candidate: Candidate) -> Evaluation:
+        return self.evaluate(candidate)
+
+
 def source_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
@@ -198,14 +212,15 @@ class CachedEvaluate:
         with self._lock:
             self._cache[key] = evaluation
 
-    def __call__(self, file_text: str) -> Evaluation:
-        key = source_hash(file_text)
+    def __call__(self, file_text: str | Candidate) -> Evaluation:
+        """`file_text`: a text, or a candidate read (given to the evaluate as it is)."""
+        key = source_hash(file_text.text if isinstance(file_text, Candidate) else file_text)
         with self._lock:
             if key in self._cache:
                 return self._cache[key]
         self.calls += 1
         try:
-            ev = self._evaluate(file_text)
+            ev = self._evaluate(file_text)  # type: ignore[arg-type]
         except InfrastructureError:
             raise  # not the candidate's fault, and not remembered: a resume evaluates it again
         except Exception as e:  # an evaluator bug must not kill the run
@@ -218,5 +233,6 @@ class CachedEvaluate:
 
 NOT_MEASURED = "speed not measured (no GPU): correctness verified only"
 
-__all__ = ["Check", "Stage", "SizeTiming", "ProfileSummary", "Evaluation", "Evaluate", "CachedEvaluate", "InfrastructureError",
+__all__ = ["Check", "Stage", "SizeTiming", "ProfileSummary", "Evaluation", "Evaluate", "OnCandidates", "CachedEvaluate",
+           "InfrastructureError",
            "source_hash", "NOT_MEASURED"]

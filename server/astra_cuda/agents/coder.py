@@ -12,7 +12,9 @@ from ..model import source
 from ..evaluation import Evaluation
 from ..compile.extract import splice
 from .llm import LLMClient, load_prompt
+from ..model.candidate import Candidate
 from .offline import TRANSFORMS
+from .offline.base import Rewrite
 from .records import Plan, Usage
 from .situation import Situation
 
@@ -27,6 +29,7 @@ class Attempt:
     attempts: int = 0
     usage: Usage = field(default_factory=Usage)
     problem: str = ""                      # why there is no usable candidate
+    read: Candidate | None = None          # `candidate` read once
 
 
 # ---- the file <-> kernel text ------------------------------------------------------------------
@@ -81,10 +84,14 @@ class OfflineCoder:
     def code(self, plan: Plan, s: Situation, evaluate: Callable[[str], Evaluation],
              cancel: threading.Event | None = None) -> Attempt:
         t = TRANSFORMS.get(plan.idea)
-        rw = t.apply(s.best, s.context, plan.params or None) if t is not None else None
+        if plan.rewrite is not None and plan.rewrite_base == s.best_hash:
+            rw: Rewrite | None = plan.rewrite   # made by the planner from this very version
+        else:
+            rw = t.apply(s.base, s.context, plan.params or None) if t is not None else None
         if rw is None:
             return Attempt(problem=f"transformation {plan.idea!r} does not apply to the current best version")
-        return Attempt(rw.text, evaluate(rw.text), list(rw.changes), attempts=1)
+        c = rw.candidate or Candidate.of(rw.text, s.kernel)
+        return Attempt(rw.text, evaluate(c), list(rw.changes), attempts=1, read=c)
 
 
 # ---- LLM ----------------------------------------------------------------------------------------

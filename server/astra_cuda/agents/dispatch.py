@@ -250,7 +250,7 @@ def _build(best_text: str, rewrite_text: str, kernel: str, sp: Split, note: str,
     new = relaunch(rewrite_text, kernel, grid, block, host, note, edits)
     if new is None:
         return None, "the spec and the launch sites could not be changed together"
-    return new, ""
+    return new.text, ""
 
 
 def rebuild(before: str, rewritten: str, kernel: str, how: dict) -> str | None:

@@ -32,11 +32,12 @@ from typing import Callable
 
 from . import dispatch, tuning
 from .coder import Attempt, LLMCoder, OfflineCoder
-from ..evaluation import CachedEvaluate, Check, Evaluation, InfrastructureError, source_hash
+from ..evaluation import CachedEvaluate, Check, Evaluation, InfrastructureError, OnCandidates, source_hash
+from ..model.candidate import Candidate
 from ..progress import Progress, ProgressEvent
 from .llm import LLMClient, LLMConfig
 from .memory import Memory
-from .offline import context_from_spec, context_from_text, style
+from .offline import context_from_spec, style
 from .planner import LLMPlanner, OfflinePlanner
 from .records import Plan, Round, Usage
 from .result import OptimizeResult
@@ -58,15 +59,16 @@ class Limits:
     tune_points: int = 8                  # the tuning stage's budget of parameter points (0: no tuning)
 
 
-def optimize(text: str, path: str, kernel: str, evaluate: Callable[[str], Evaluation], *,
+def optimize(text: str | Candidate, path: str, kernel: str, evaluate: Callable[[str], Evaluation] | OnCandidates, *,
              rounds: int = 5, llm: LLMConfig | None = None, spec=None, gpu: str = "",
              runs_dir: str | Path | None = None, limits: Limits = Limits(),
              cancel: threading.Event | None = None, progress: Progress | None = None,
              resume: str | None = None, repairs: int = 2, candidates: int = 1,
              run_id: str | None = None, memory: Memory | None = None, headers: tuple[str, ...] = ()) -> OptimizeResult:
-    """Optimize `kernel` in the file text `text`.
+    """Optimize `kernel` in the file text `text` (or that text read already, `Candidate.of`).
 
-    evaluate: file text -> Evaluation (gate + profiler; injected by astra_cuda.api).
+    evaluate: file text -> Evaluation (gate + profiler; injected by astra_cuda.api, which takes
+    each candidate read instead: `OnCandidates`).
     llm: None for the offline team (deterministic transformations), else an endpoint.
     spec: the kernel's loaded harness spec (hints: sizes for the prompts and vector widths).
     gpu: the GPU's facts for the planner ('' on the CPU).
@@ -87,7 +89,8 @@ def optimize(text: str, path: str, kernel: str, evaluate: Callable[[str], Evalua
 class _Run:
     """One optimization run: its log, its result and the situation it plans from; `run` is the loop."""
 
-    def __init__(self, text: str, path: str, kernel: str, evaluate: Callable[[str], Evaluation], *,
+    def __init__(self, text: str | Candidate, path: str, kernel: str,
+                 evaluate: Callable[[str], Evaluation] | OnCandidates, *,
                  rounds: int, llm: LLMConfig | None, spec, gpu: str, runs_dir: str | Path | None, limits: Limits,
                  cancel: threading.Event | None, progress: Progress | None, resume: str | None, repairs: int,
                  candidates: int, run_id: str | None, memory: Memory | None = None,
@@ -96,7 +99,13 @@ class _Run:
         deadline = self.t0 + limits.max_seconds if limits.max_seconds is not None else None
         # fails fast (e.g. no API key for OpenAI); the run's budgets bound every call
         self.client = LLMClient(llm, token_budget=limits.max_tokens, deadline=deadline) if llm is not None else None
-        self.text, self.path, self.kernel, self.evaluate = text, path, kernel, evaluate
+        self.read = text if isinstance(text, Candidate) else None   # the original, read once (`original`)
+        self.text = text.text if isinstance(text, Candidate) else text
+        self.path, self.kernel = path, kernel
+        self.evaluate: Callable[[str | Candidate], Evaluation] = (
+            (lambda v: evaluate(v if isinstance(v, Candidate) else Candidate.of(v, kernel)))
+            if isinstance(evaluate, OnCandidates) else
+            (lambda v: evaluate(v.text if isinstance(v, Candidate) else v)))
         self.headers = headers
         self.rounds, self.llm, self.spec, self.gpu, self.limits = rounds, llm, spec, gpu, limits
         self.cancel = cancel or threading.Event()
@@ -112,10 +121,16 @@ class _Run:
         self.polished = False   # the best is already in its readable form, gated and timed (a recall)
 
     # ---- plumbing ----------------------------------------------------------------------------
-    def _measured(self, text: str) -> Evaluation:
-        e = self.evaluate(text)
-        if self.log is not None:
-            self.log.measured(source_hash(text), e)  # kept at once: an interrupted round loses nothing
+    def original(self) -> Candidate:
+        """The original version read once (a resumed run's original is its log's)."""
+        if self.read is None or self.read.text != self.text:
+            self.read = Candidate.of(self.text, self.kernel)
+        return self.read
+
+    def _measured(self, version: str | Candidate) -> Evaluation:
+        e = self.evaluate(version)
+        if self.log is not None:   # kept at once: an interrupted round loses nothing
+            self.log.measured(source_hash(version.text if isinstance(version, Candidate) else version), e)
         return e
 
     def tell(self, round_: int, step: str, best: float | None, message: str) -> None:
@@ -179,11 +194,13 @@ class _Run:
         self.result.error, self.result.interrupted = e.message, True
         return self.finish(f"{e.message}; resume with --resume {self.run_id}", status="interrupted")
 
-    def _adopt(self, candidate: str, evaluation: Evaluation) -> None:
+    def _adopt(self, candidate: str, evaluation: Evaluation, read: Candidate | None = None) -> None:
+        """`candidate` becomes the best; `read`: that text read already (made where it was rewritten)."""
         s = self.s
         assert s is not None
-        s.best, s.best_eval = candidate, evaluation
-        s.context = context_from_text(self.kernel, s.best, self.spec, self.headers)  # the launch may have changed
+        c = read if read is not None and read.text == candidate else Candidate.of(candidate, self.kernel)
+        s.adopt(c, evaluation)
+        s.context = context_from_spec(self.kernel, c.spec or self.spec, self.headers)  # the launch may have changed
         self.result.best, self.result.best_eval = s.best, s.best_eval
 
     # ---- the run -----------------------------------------------------------------------------
@@ -193,7 +210,7 @@ class _Run:
         self.tell(0, "baseline", None, f"resuming run {self.run_id}" if self.history else
                   f"checking and timing the original {self.kernel}")
         try:
-            base = self.ev(self.text)
+            base = self.ev(self.original())
         except InfrastructureError as e:
             result.baseline = result.best_eval = Evaluation(Check(False, e.message, e.message, 0, "infrastructure"))
             return self.interrupted(e)
@@ -210,7 +227,8 @@ class _Run:
         planner = LLMPlanner(self.client) if self.client else OfflinePlanner()
         coder = LLMCoder(self.client, repairs=self.repairs) if self.client else OfflineCoder()
         self.s = Situation(self.kernel, str(self.path), self.text, self.text, base, base,
-                           context_from_spec(self.kernel, self.spec, self.headers), describe_sizes(self.spec), self.gpu, self.history)
+                           context_from_spec(self.kernel, self.spec, self.headers), describe_sizes(self.spec), self.gpu,
+                           self.history, self.original())
         # Replay a resumed run's rounds: the best adopted candidate becomes the base again.
         for r in self.history:
             result.rounds.append(r)
@@ -279,6 +297,7 @@ class _Run:
             r = Round(next_index + j, plan, s.best_hash, usage=usage if j == 0 else Usage(), batch=i)
             r.usage.add(att.usage)
             r.candidate, r.evaluation, r.changes, r.attempts = att.candidate, att.evaluation, att.changes, att.attempts
+            r.read = att.read
             r.candidate_hash = source_hash(att.candidate) if att.candidate is not None else None
             _judge(r, att, s, self.limits, self.cancel)
             if r.outcome == "slower at a size":   # both versions, each at the sizes where it is faster
@@ -295,7 +314,7 @@ class _Run:
             result.rounds.append(r)
             result.usage.add(r.usage)
         if winner is not None:
-            self._adopt(winner.candidate, winner.evaluation)  # type: ignore[arg-type]
+            self._adopt(winner.candidate, winner.evaluation, winner.read)  # type: ignore[arg-type]
         if self.log is not None:
             for r in batch:
                 self.log.round(r)
@@ -320,13 +339,13 @@ class _Run:
             result.tuning_note = "no tuning: it compares timings, and speed is not measured here"
             return stopped
         if any(r.plan is None or r.plan.source != "offline" for r in result.rounds if r.adopted) or \
-                tuning.replay(self.text, self.kernel, [(i, p) for _, i, p in chain], self.spec, self.headers) != s.best:
+                tuning.replay(self.original(), self.kernel, [(i, p) for _, i, p in chain], self.spec, self.headers) != s.best:
             result.tuning_note = "no tuning: the adopted rewrites cannot be replayed with other parameters"
             return stopped
         deadline = self.t0 + limits.max_seconds if limits.max_seconds is not None else None
         try:
             best, best_eval, points, steps = tuning.tune(
-                self.text, self.kernel, chain, self.ev, s.best, s.best_eval, spec=self.spec, points=limits.tune_points,
+                self.original(), self.kernel, chain, self.ev, s.best, s.best_eval, spec=self.spec, points=limits.tune_points,
                 min_gain=limits.min_gain, size_tolerance=limits.size_tolerance, deadline=deadline, cancel=self.cancel,
                 parallel=self.candidates, headers=self.headers,
                 tell=lambda m: self.tell(len(result.rounds), "tune", s.best_eval.speedup, m))
@@ -362,7 +381,7 @@ class _Run:
             result.memory_note = f"{what}: nothing searched again"
             return "remembered: no rewrite beat the original on this GPU model"
         try:
-            text = tuning.replay(self.text, self.kernel, entry.chain, self.spec, self.headers)
+            text = tuning.replay(self.original(), self.kernel, entry.chain, self.spec, self.headers)
         except Exception:   # noqa: BLE001 - a stored parameter a transformation cannot take
             text = None
         if text is None or text == self.text:

@@ -62,12 +62,12 @@ class OfflinePlanner:
                 skipped.append(f"{idea}: tried on this version already")
                 continue
             t = TRANSFORMS[idea]
-            rw = t.apply(s.best, s.context)
+            rw = t.apply(s.base, s.context)
             if rw is None:
                 skipped.append(f"{idea}: its pattern is not in this version of the kernel")
                 continue
             return Plan(idea, t.title, "; ".join(rw.changes), expected=t.expected, params=dict(rw.params),
-                        why=why, skipped=skipped), Usage()
+                        why=why, skipped=skipped, rewrite=rw, rewrite_base=s.best_hash), Usage()
         return None, Usage()
 
 

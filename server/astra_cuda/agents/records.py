@@ -1,9 +1,11 @@
 """Plain records of a run: plans, coding attempts, rounds and LLM usage (all JSON-serialisable)."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from ..evaluation import Evaluation
+from ..model.candidate import Candidate
+from .offline.base import Rewrite
 
 
 @dataclass
@@ -39,9 +41,15 @@ class Plan:
     params: dict = field(default_factory=dict)     # offline: the transform's parameters (tuning replays them)
     why: str = ""                                   # why this idea, now (from the profile)
     skipped: list[str] = field(default_factory=list)   # ideas passed over, each with its reason
+    # offline: the rewrite the planner made of the version it planned from (that version's hash):
+    # the coder takes it as it is instead of making it again. Not logged.
+    rewrite: Rewrite | None = field(default=None, compare=False, repr=False)
+    rewrite_base: str = field(default="", compare=False, repr=False)
 
     def to_json(self) -> dict:
-        return asdict(self)
+        d = asdict(replace(self, rewrite=None))
+        del d["rewrite"], d["rewrite_base"]
+        return d
 
 
 @dataclass
@@ -60,6 +68,7 @@ class Round:
     seconds: float = 0.0
     transcript: list[dict] = field(default_factory=list)   # LLM exchanges of this round
     batch: int = 0                     # the round it belongs to (several candidates per round); 0: `index`
+    read: Candidate | None = field(default=None, compare=False, repr=False)   # `candidate` read once (not logged)
 
     def __post_init__(self) -> None:
         if not self.batch:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..evaluation import Evaluation, source_hash
+from ..model.candidate import Candidate
 from .offline import Context
 from .records import Round
 
@@ -20,6 +21,17 @@ class Situation:
     sizes: str = ""            # human description of the spec's test and bench sizes
     gpu: str = ""              # GPU facts, or '' on the CPU
     history: list[Round] = field(default_factory=list)
+    _read: Candidate | None = field(default=None, repr=False, compare=False)   # `best`, read once
+
+    @property
+    def base(self) -> Candidate:
+        """The best version read once: what the planner's and the coder's rewrites start from."""
+        if self._read is None or (self._read.text is not self.best and self._read.text != self.best):
+            self._read = Candidate.of(self.best, self.kernel)
+        return self._read
+
+    def adopt(self, best: Candidate, evaluation: Evaluation) -> None:
+        self.best, self.best_eval, self._read = best.text, evaluation, best
 
     @property
     def best_hash(self) -> str:

@@ -21,7 +21,8 @@ from typing import Callable
 
 from ..evaluation import Evaluation, source_hash
 from . import dispatch
-from .offline import TRANSFORMS, context_from_text
+from ..model.candidate import Candidate
+from .offline import TRANSFORMS, context_from_spec
 from .sizes import slower_at_a_size
 
 
@@ -44,34 +45,47 @@ class TunePoint:
         return cls(**d)
 
 
-def replay(original: str, kernel: str, chain: list[tuple[str, dict]], spec=None,
+def replay(original: str | Candidate, kernel: str, chain: list[tuple[str, dict]], spec=None,
            headers: tuple[str, ...] = ()) -> str | None:
-    """The file after applying `chain` [(idea, params)] to `original` in order (None when a step
-    no longer applies); `headers`: the texts of the project headers the file includes."""
-    text = original
+    """The file after applying `chain` [(idea, params)] to `original` (a text, or read) in order
+    (None when a step no longer applies); `headers`: the texts of the project headers the file includes."""
+    c = replay_read(original if isinstance(original, Candidate) else Candidate.of(original, kernel), chain, spec,
+                    headers)
+    return c.text if c is not None else None
+
+
+def replay_read(original: Candidate, chain: list[tuple[str, dict]], spec=None,
+                headers: tuple[str, ...] = ()) -> Candidate | None:
+    """`replay` from a version read, each step's version read once (where its rewrite is made)."""
+    c, kernel = original, original.kernel
     for idea, params in chain:
         t = TRANSFORMS.get(idea)
         if t is None:
             return None
         own = dict(params)
         how = own.pop(dispatch.KEY, None)   # the step was kept beside the version before it, by size
-        rw = t.apply(text, context_from_text(kernel, text, spec, headers), own)
+        rw = t.apply(c, context_from_spec(kernel, c.spec or spec, headers), own)
         if rw is None:
             return None
-        text = rw.text if how is None else dispatch.rebuild(text, rw.text, kernel, how)
+        if how is None:
+            c = rw.candidate or Candidate.of(rw.text, kernel)
+            continue
+        text = dispatch.rebuild(c.text, rw.text, kernel, how)
         if text is None:
             return None
-    return text
+        c = Candidate.of(text, kernel)
+    return c
 
 
-def _neighbours(original: str, kernel: str, chain: list[tuple[str, dict]], j: int, spec,
+def _neighbours(original: str | Candidate, kernel: str, chain: list[tuple[str, dict]], j: int, spec,
                 headers: tuple[str, ...] = ()) -> list[dict]:
     """Step j's alternative parameter points, as its transformation proposes them."""
-    before = replay(original, kernel, chain[:j], spec, headers)
+    start = original if isinstance(original, Candidate) else Candidate.of(original, kernel)
+    before = replay_read(start, chain[:j], spec, headers)
     if before is None:
         return []
     idea, params = chain[j]
-    ctx = context_from_text(kernel, before, spec, headers)
+    ctx = context_from_spec(kernel, before.spec or spec, headers)
     own = dict(params)
     how = own.pop(dispatch.KEY, None)
     rw = TRANSFORMS[idea].apply(before, ctx, own)
@@ -85,7 +99,7 @@ def _neighbours(original: str, kernel: str, chain: list[tuple[str, dict]], j: in
     return out
 
 
-def tune(original: str, kernel: str, chain: list[tuple[int, str, dict]], evaluate: Callable[[str], Evaluation],
+def tune(original: str | Candidate, kernel: str, chain: list[tuple[int, str, dict]], evaluate: Callable[[str], Evaluation],
          best: str, best_eval: Evaluation, *, spec=None, points: int = 8, min_gain: float = 0.01,
          size_tolerance: float = 0.03,
          deadline: float | None = None, cancel: threading.Event | None = None,
@@ -101,6 +115,7 @@ def tune(original: str, kernel: str, chain: list[tuple[int, str, dict]], evaluat
         return best, best_eval, tried, steps
     parallel = max(1, int(parallel))
     plain = [(idea, p) for _, idea, p in steps]
+    start = original if isinstance(original, Candidate) else Candidate.of(original, kernel)   # replayed from
 
     def stop() -> bool:
         return len(tried) >= points or (cancel is not None and cancel.is_set()) or \
@@ -111,7 +126,7 @@ def tune(original: str, kernel: str, chain: list[tuple[int, str, dict]], evaluat
         moved = True
         while moved:   # climb: after a step's point improves, look around the new point
             moved = False
-            fresh = [alt for alt in _neighbours(original, kernel, plain, j, spec, headers)]
+            fresh = [alt for alt in _neighbours(start, kernel, plain, j, spec, headers)]
             while fresh and not moved:
                 batch: list[tuple[dict, str, TunePoint]] = []
                 while fresh and len(batch) < parallel:
@@ -122,7 +137,8 @@ def tune(original: str, kernel: str, chain: list[tuple[int, str, dict]], evaluat
                         fresh = []
                         break
                     seen.append(alt)
-                    text = replay(original, kernel, plain[:j] + [(idea, alt)] + plain[j + 1:], spec, headers)
+                    c = replay_read(start, plain[:j] + [(idea, alt)] + plain[j + 1:], spec, headers)
+                    text = c.text if c is not None else None
                     pt = TunePoint(rnd, idea, alt, "not applicable")
                     if text is None or text == best:
                         pt.reason = "the chain no longer applies with these parameters" if text is None else \

@@ -17,7 +17,7 @@ from typing import Callable
 
 from . import source
 from . import spec as spec_mod
-from ..errors import AstraError
+from .candidate import Candidate, own_spec
 from .source import SourceModel
 from .spec import Spec
 
@@ -27,37 +27,40 @@ PURE_HOST_CALLS = {"min", "max", "std::min", "std::max", "dim3", "ceil_div", "CE
 
 def spec_in(m: SourceModel, kernel: str) -> Spec | None:
     """The loaded spec above `kernel` in the file `m`, or None (no kernel, no spec, or it does not load)."""
-    k = m.kernel(kernel)
-    if k is None or k.spec is None:
-        return None
-    try:
-        return spec_mod.load(k, m)
-    except (spec_mod.SpecErrors, AstraError):
-        return None
+    return own_spec(m, kernel)[0]
 
 
-def reference_spec(spec: Spec, reference: SourceModel, reference_kernel: str) -> Spec:
-    """`spec` launched the way the reference version (e.g. a pinned baseline) launches."""
-    ref = spec_in(reference, reference_kernel)
+def reference_spec(spec: Spec, reference: SourceModel, reference_kernel: str,
+                   loaded: tuple[Spec | None] | None = None) -> Spec:
+    """`spec` launched the way the reference version (e.g. a pinned baseline) launches.
+    `loaded`: the reference kernel's own spec (`spec_in`), when the caller has it already."""
+    ref = loaded[0] if loaded is not None else spec_in(reference, reference_kernel)
     return spec.with_launch(ref) if ref is not None and ref.launch != spec.launch else spec
+
+
+def launch(candidate: Candidate, reference: Candidate, reference_spec: Spec) -> tuple[Spec, str]:
+    """(the spec that launches `candidate`, '' or why its launch is not acceptable) against the
+    version `reference` (read for the same kernel) launched by `reference_spec`: `candidate_spec`
+    on what both reads hold, nothing read again."""
+    return candidate_spec(reference_spec, reference.model, candidate.model, candidate.kernel,
+                          loaded=(candidate.spec, candidate.spec_error), reference_own=(reference.spec,))
 
 
 def _configs(m: SourceModel, kernel: str) -> list[tuple[str, str, str]]:
     return [(s.grid, s.block, s.shared_mem or "0") for s in m.launches_of(kernel)]
 
 
-def candidate_spec(ref_spec: Spec, reference: SourceModel, candidate: SourceModel, kernel: str) -> tuple[Spec, str]:
-    """(the spec that launches the candidate, '' or why the candidate's launch is not acceptable)."""
-    m = candidate
-    k = m.kernel(kernel)
-    if k is None or k.spec is None:
+def candidate_spec(ref_spec: Spec, reference: SourceModel, candidate: SourceModel, kernel: str,
+                   loaded: tuple[Spec | None, str] | None = None,
+                   reference_own: tuple[Spec | None] | None = None) -> tuple[Spec, str]:
+    """(the spec that launches the candidate, '' or why the candidate's launch is not acceptable).
+    `loaded`: the candidate's own spec as `own_spec` read it, `reference_own`: the reference
+    file's spec above `kernel` (`spec_in`), when the caller has them already."""
+    cand, error = loaded if loaded is not None else own_spec(candidate, kernel)
+    if error:
+        return ref_spec, f"the rewrite's harness spec does not load: {error}"
+    if cand is None:
         return ref_spec, ""  # no spec of its own: it runs as the reference does
-    try:
-        cand = spec_mod.load(k, m)
-    except spec_mod.SpecErrors as e:
-        return ref_spec, f"the rewrite's harness spec does not load: {e.diagnostics[0].message}"
-    except AstraError as e:
-        return ref_spec, f"the rewrite's harness spec does not load: {e.message}"
     changed = ref_spec.changed_beyond_launch(cand)
     if changed:
         return ref_spec, (f"the rewrite changed the harness spec's {', '.join(changed)}: only the launch "
@@ -68,7 +71,7 @@ def candidate_spec(ref_spec: Spec, reference: SourceModel, candidate: SourceMode
         return ref_spec, ""
     # The launch this kernel had before the rewrite (its own spec in the reference file: another
     # reference kernel, an earlier version, keeps its launch in ref_spec and is no guide here).
-    own = spec_in(reference, kernel)
+    own = reference_own[0] if reference_own is not None else spec_in(reference, kernel)
     if own is not None and cand.launch == own.launch:
         return ref_spec.with_launch(cand), ""
     sites = _configs(candidate, kernel)
@@ -163,16 +166,18 @@ def _indent(data: bytes, byte: int) -> str:
 
 def relaunch(text: str, kernel: str, grid: list[str], block: list[str],
              host: Callable[[source.LaunchSite], tuple[str, str] | None], note: str,
-             kernel_edits: list[tuple[int, int, str]] = ()) -> str | None:
+             kernel_edits: list[tuple[int, int, str]] = (), base: Candidate | None = None) -> Candidate | None:
     """`text` with the kernel's spec launching (grid, block) and every launch site of the kernel in
     the file changed to `host(site)` = (grid text, block text), a comment `note` above each, plus
-    `kernel_edits` (byte ranges of the kernel's own rewrite). None when that cannot be done
-    safely: no spec or launch site, a launch the parser cannot see all of, configuration
-    arguments with side effects, or a spec that would change beyond its launch. (It writes a new
-    text, so unlike the functions above it parses: the text it is given and the one it makes.)"""
-    model = source.parse(text)
+    `kernel_edits` (byte ranges of the kernel's own rewrite), read (the read that checks it). None
+    when that cannot be done safely: no spec or launch site, a launch the parser cannot see all
+    of, configuration arguments with side effects, or a spec that would change beyond its launch.
+    `base`: `text` read already, else it is read here. (It writes a new text, so unlike the
+    functions above it reads the one it makes.)"""
+    if base is None or base.text != text or base.kernel != kernel:
+        base = Candidate.of(text, kernel)
+    model, old = base.model, base.spec
     k = model.kernel(kernel)
-    old = spec_in(model, kernel)
     sites = model.launches_of(kernel)
     if k is None or old is None or not sites:
         return None
@@ -187,7 +192,7 @@ def relaunch(text: str, kernel: str, grid: list[str], block: list[str],
     data = text.encode("utf-8")
     short = kernel.split("::")[-1]
     calls = []
-    stack = [source.parser().parse(data).root_node]
+    stack = [base.root]
     while stack:
         n = stack.pop()
         stack.extend(n.children)
@@ -222,11 +227,11 @@ def relaunch(text: str, kernel: str, grid: list[str], block: list[str],
         out.append(t.encode("utf-8"))
         pos = e_
     out.append(data[pos:])
-    new_text = b"".join(out).decode("utf-8")
-    check = spec_in(source.parse(new_text), kernel)
+    new = Candidate.of(b"".join(out).decode("utf-8"), kernel)
+    check = new.spec
     if check is None or list(check.grid) != grid or list(check.block) != block or old.changed_beyond_launch(check):
         return None
-    return new_text
+    return new
 
 
-__all__ = ["spec_in", "reference_spec", "candidate_spec", "relaunch", "side_effect_free"]
+__all__ = ["spec_in", "launch", "reference_spec", "candidate_spec", "relaunch", "side_effect_free"]

@@ -1031,11 +1031,11 @@ def parse(text: str, path: str | None = None) -> SourceModel:
     return parse_with_tree(text, path)[0]
 
 
-def parse_with_tree(text: str, path: str | None = None) -> tuple[SourceModel, Tree]:
+def parse_with_tree(text: str, path: str | None = None, tree: Tree | None = None) -> tuple[SourceModel, Tree]:
     """The source model and the tree-sitter tree it was built from, for checks that walk the
-    tree themselves (one parse for both)."""
+    tree themselves (one parse for both). `tree`: the text's own parse, when the caller has it."""
     data = text.encode("utf-8")
-    tree = parser().parse(data)
+    tree = tree or parser().parse(data)
     masks = _attribute_macros(tree.root_node, data) if tree.root_node.has_error else []
     if masks:
         buf = bytearray(data)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import difflib
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tree_sitter import Node
 
+from ...model import source
+from ...model.candidate import Candidate
+from ...model.spec import Spec
 from . import tree, types
 from .tree import Edit, txt, walk
 
@@ -44,6 +47,8 @@ class Rewrite:
     text: str
     changes: tuple[str, ...]
     params: dict = field(default_factory=dict)   # the parameters this rewrite used (for tuning)
+    # the rewritten version read once (`Transform.apply` sets it): what the plan, the round and the best carry
+    candidate: Candidate | None = field(default=None, compare=False, repr=False)
 
 
 class Transform:
@@ -54,38 +59,43 @@ class Transform:
     reorders_sums = False   # float sums combined in another order: results differ by rounding
     any_grid = False        # the rewrite is right whatever grid launches it
 
-    def apply(self, text: str, ctx: Context, params: dict | None = None) -> Rewrite | None:
-        """The rewritten file, or None when the pattern is not there. `params` overrides the
-        transform's own choices (the tuning stage's points); unknown keys are ignored. The
-        template of every transformation: the kernel and the device functions it calls, then
-        its own `rewrite` of them."""
-        sc = scope(text, ctx.kernel)
-        rw = None if sc is None else self.rewrite(text, ctx, sc, dict(params or {}))
-        return None if rw is None else self.noted(text, rw, ctx.kernel)
+    def apply(self, base: str | Candidate, ctx: Context, params: dict | None = None) -> Rewrite | None:
+        """The rewritten file, or None when the pattern is not there; the rewrite carries its
+        version read once (`Rewrite.candidate`). `base`: the file, as a text or already read.
+        `params` overrides the transform's own choices (the tuning stage's points); unknown keys
+        are ignored. The template of every transformation: the kernel and the device functions
+        it calls, then its own `rewrite` of them."""
+        c = base if isinstance(base, Candidate) else Candidate.of(base, ctx.kernel)
+        sc = scope(c, ctx.kernel)
+        rw = None if sc is None else self.rewrite(c.text, ctx, sc, dict(params or {}))
+        return None if rw is None else self.noted(c.text, rw, ctx.kernel)
 
     def noted(self, before: str, rw: Rewrite, kernel: str) -> Rewrite:
         """Every transformation leaves one comment saying what it did and why: a rewrite that
         wrote none gets its `note` above the first statement it changed in the kernel or a device
         function it calls (the top of the kernel's body when only a signature changed). Tagged
         `astra-note:`, not `astra:`, so later transformations do not take the statement after it
-        for generated code."""
+        for generated code. The result carries its version read (`candidate`)."""
+        def read() -> Rewrite:
+            ok = rw.candidate is not None and rw.candidate.text == rw.text
+            return rw if ok else replace(rw, candidate=Candidate.of(rw.text, kernel))
         old = set(before.split("\n"))
         if any("// astra:" in line for line in rw.text.split("\n") if line not in old) or not self.note:
-            return rw
-        sc = scope(rw.text, kernel)
+            return read()
+        sc = _scope(tree.root(rw.text), kernel)   # only where the note goes: the noted text is what is read
         if sc is None:
-            return rw
+            return read()
         first = _first_changed_statement(before, rw.text, sc)
         if first is None:
             b = body(sc.kernel)
             first = b.named_children[0] if b is not None and b.named_children else None
         if first is None:
-            return rw
+            return read()
         data = rw.text.encode("utf-8")
         indent = tree.line_indent(data, first.start_byte)
         note = f"// astra-note: {self.note}\n{indent}".encode("utf-8")
         text = (data[:first.start_byte] + note + data[first.start_byte:]).decode("utf-8")
-        return Rewrite(rw.transform, text, rw.changes, rw.params)
+        return Rewrite(rw.transform, text, rw.changes, rw.params, Candidate.of(text, kernel))
 
     def rewrite(self, text: str, ctx: Context, sc: "Scope", params: dict) -> Rewrite | None:
         """The transformation proper, over the kernel's scope `sc` in `text`."""
@@ -98,19 +108,36 @@ class Transform:
 
 @dataclass
 class Scope:
-    """A kernel and the device functions it calls (transitively) in the same file."""
+    """A kernel and the device functions it calls (transitively) in the same file, with the
+    file's version read (`file`: its source model and its own spec, so a rewrite reads neither again)."""
 
     root: Node
     kernel: Node
     helpers: list[Node]
+    file: Candidate | None = None
 
     @property
     def functions(self) -> list[Node]:
         return [self.kernel] + self.helpers
 
+    @property
+    def model(self) -> source.SourceModel:
+        assert self.file is not None
+        return self.file.model
 
-def scope(text: str, kernel: str) -> Scope | None:
-    r = tree.root(text)
+    @property
+    def spec(self) -> Spec | None:
+        """The file's own spec above the kernel, loaded (None: none, or it does not load)."""
+        assert self.file is not None
+        return self.file.spec
+
+
+def scope(base: str | Candidate, kernel: str) -> Scope | None:
+    file = base if isinstance(base, Candidate) else Candidate.of(base, kernel)
+    return _scope(file.root, kernel, file)
+
+
+def _scope(r: Node, kernel: str, file: Candidate | None = None) -> Scope | None:
     k = tree.find_function(r, kernel)
     if k is None or not tree.is_kernel(k):
         return None
@@ -126,7 +153,7 @@ def scope(text: str, kernel: str) -> Scope | None:
                 seen.add(name)
                 helpers.append(by_name[name])
                 todo.append(by_name[name])
-    return Scope(r, k, helpers)
+    return Scope(r, k, helpers, file)
 
 
 def body(fn: Node) -> Node:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from tree_sitter import Node
 
 from ...model import source
-from ...model.launch_change import relaunch, spec_in
+from ...model.launch_change import relaunch
 from . import base
 from .base import Context, Rewrite, body, pointer_params
 from .coarsen import BARRIERS, match_elementwise
@@ -120,7 +120,7 @@ class AtomicLoop:
 def match_atomic_loop(text: str, ctx: Context, sc: base.Scope) -> AtomicLoop | None:
     """The kernel as an AtomicLoop, where its launch is one-dimensional (shared memory is indexed
     by threadIdx.x), its work is repeatable per thread and stores nothing but through the atomic."""
-    spec = spec_in(source.parse(text), ctx.kernel)
+    spec = sc.spec
     if spec is None or len(spec.grid) > 1 and any(g.strip() != "1" for g in spec.grid[1:]) \
             or len(spec.block) > 1 and any(b.strip() != "1" for b in spec.block[1:]):
         return None
@@ -156,8 +156,8 @@ def capped(name: str, text: str, ctx: Context, spec, new_text: str, blocks: int 
                           [(kernel.span.start_byte, kernel.span.end_byte, new_kernel.text)])
     if relaunched is None:
         return None
-    return Rewrite(name, relaunched, (*changes, f"grid capped at {blocks} blocks in the spec and at every launch site"),
-                   {"blocks": blocks})
+    return Rewrite(name, relaunched.text, (*changes, f"grid capped at {blocks} blocks in the spec and at every launch site"),
+                   {"blocks": blocks}, relaunched)
 
 
 class BlockAtomic(base.Transform):

@@ -22,7 +22,7 @@ from __future__ import annotations
 from tree_sitter import Node
 
 from ...model import source
-from ...model.launch_change import relaunch, side_effect_free, spec_in
+from ...model.launch_change import relaunch, side_effect_free
 from . import base, split_index, style
 from .base import Context, Rewrite, body
 from .tree import apply_edits, assigned_names, callee, calls, declared_names, line_indent, txt, walk
@@ -216,11 +216,11 @@ class Coarsen(base.Transform):
         width, steps, block = int(params.get("width", 16)), int(params.get("steps", 1)), params.get("block")
         if width not in (16, 8) or steps not in (1, 2, 4) or block not in (None, 128, 256, 512, 1024):
             return None
-        spec = spec_in(source.parse(text), ctx.kernel)
+        spec = sc.spec
         if spec is None or len(spec.grid) > 1 and any(g.strip() != "1" for g in spec.grid[1:]) \
                 or len(spec.block) > 1 and any(b.strip() != "1" for b in spec.block[1:]):
             return None
-        model = source.parse(text)
+        model = sc.model
         kernel = model.kernel(ctx.kernel)
         if kernel is None or kernel.launch_bounds and block is not None:
             return None
@@ -285,14 +285,14 @@ class Coarsen(base.Transform):
         note = (f"{ept} elements per thread: grid " + (f"covers `{cover}`" if cover else f"/ {ept}")
                 + (f", {block} threads per block" if block else ""))
         new = relaunch(text, ctx.kernel, grid, blk, host, note,
-                       [(kernel.span.start_byte, kernel.span.end_byte, new_kernel.text)])
+                       [(kernel.span.start_byte, kernel.span.end_byte, new_kernel.text)], base=sc.file)
         if new is None:
             return None
         changes = (*([what] if what else []), *vchanges,
                    (f"grid sized to cover `{cover}` with {ept} elements per thread" if cover else
                     f"grid divided by {ept} (each thread takes {ept} elements)") +
                    (f" and {block} threads per block" if block else "") + " in the spec and at every launch site")
-        return Rewrite(self.name, new, changes, {"width": width, "steps": steps, "block": block})
+        return Rewrite(self.name, new.text, changes, {"width": width, "steps": steps, "block": block}, new)
 
     def alternatives(self, rw: Rewrite, ctx: Context) -> list[dict]:
         p = rw.params

@@ -23,8 +23,7 @@ from __future__ import annotations
 
 from tree_sitter import Node
 
-from ...model import source
-from ...model.launch_change import relaunch, side_effect_free, spec_in
+from ...model.launch_change import relaunch, side_effect_free
 from . import base
 from .base import Context, Rewrite, body
 from .pack_rows import UNSAFE_CALLS
@@ -199,13 +198,13 @@ class LaunchShape(base.Transform):
 
     def rewrite(self, text: str, ctx: Context, sc: base.Scope, params: dict) -> Rewrite | None:
         params = params or {}
-        spec = spec_in(source.parse(text), ctx.kernel)
+        spec = sc.spec
         if spec is None:
             return None
         roles = analyse(sc) if len(spec.grid) == 1 and len(spec.block) == 1 else None
         if roles is None:
             return _lift_row_grid(text, ctx, sc, spec)
-        kernel = source.parse(text).kernel(ctx.kernel)
+        kernel = sc.model.kernel(ctx.kernel)
         if kernel is None or kernel.launch_bounds:
             return None
         row_bound, elem_bounds, grid_free, block_free = roles
@@ -245,12 +244,12 @@ class LaunchShape(base.Transform):
 
         what = (["one block per row (grid = " + grid[0] + ")"] if lift else []) + \
                ([f"up to {block} threads per row (block = {blk[0]})"] if block else [])
-        new = relaunch(text, ctx.kernel, grid, blk, host, "; ".join(what))
+        new = relaunch(text, ctx.kernel, grid, blk, host, "; ".join(what), base=sc.file)
         if new is None:
             return None
-        return Rewrite(self.name, new, ("; ".join(what) + " in the spec and at every launch site (the kernel "
+        return Rewrite(self.name, new.text, ("; ".join(what) + " in the spec and at every launch site (the kernel "
                                         "computes the same for any launch: grid- and block-stride loops)",),
-                       {"rows": lift, "block": block})
+                       {"rows": lift, "block": block}, new)
 
     def alternatives(self, rw: Rewrite, ctx: Context) -> list[dict]:
         if "grid_axis" in rw.params:   # the grid alone changed: no block to tune
@@ -282,9 +281,9 @@ def _lift_row_grid(text: str, ctx: Context, sc: base.Scope, spec) -> Rewrite | N
         return f"dim3({', '.join(dims)})", site.block
 
     what = f"one block per row along {axis} (grid.{axis} = {grid[k]})"
-    new = relaunch(text, ctx.kernel, grid, list(spec.block), host, what)
+    new = relaunch(text, ctx.kernel, grid, list(spec.block), host, what, base=sc.file)
     if new is None:
         return None
-    return Rewrite("launch_shape", new, (
+    return Rewrite("launch_shape", new.text, (
         f"{what} in the spec and at every launch site, the block unchanged (each row is one block's work "
-        f"in a grid-stride row loop: any grid computes the same)",), {"grid_axis": axis})
+        f"in a grid-stride row loop: any grid computes the same)",), {"grid_axis": axis}, new)

@@ -22,8 +22,8 @@ import ast
 
 from tree_sitter import Node
 
-from ...model import exprs, source
-from ...model.launch_change import relaunch, spec_in
+from ...model import exprs
+from ...model.launch_change import relaunch
 from . import base, style
 from .base import Context, Edit, Rewrite, body
 from .tree import callee, calls, line_indent, txt, walk
@@ -101,8 +101,7 @@ class PackRows(base.Transform):
     expected = "fewer, fuller blocks: short rows no longer pay for a block start each"
 
     def rewrite(self, text: str, ctx: Context, sc: base.Scope, params: dict) -> Rewrite | None:
-        model = source.parse(text)
-        spec = spec_in(model, ctx.kernel)
+        model, spec = sc.model, sc.spec
         if spec is None:
             return None
         kernel = model.kernel(ctx.kernel)
@@ -177,12 +176,12 @@ class PackRows(base.Transform):
             return f"dim3({', '.join(parts)})", f"dim3({B}.x < {w} ? {B}.x : {w}, {rows})"
 
         new = relaunch(text, ctx.kernel, grid, block, host, f"{rows} rows per block ({w} threads each): grid.{g} / {rows}",
-                       [(e.start, e.end, e.text) for e in edits])
+                       [(e.start, e.end, e.text) for e in edits], base=sc.file)
         if new is None:
             return None
-        return Rewrite(self.name, new, (f"{rows} rows per block along {g}, {w} threads per row "
+        return Rewrite(self.name, new.text, (f"{rows} rows per block along {g}, {w} threads per row "
                                         f"(block {w}×{rows}); grid.{g} divided by {rows} in the spec and at "
-                                        f"{len(sites)} launch site(s)",), {"row_threads": w, "block_threads": threads})
+                                        f"{len(sites)} launch site(s)",), {"row_threads": w, "block_threads": threads}, new)
 
     def alternatives(self, rw: Rewrite, ctx: Context) -> list[dict]:
         w, t = rw.params["row_threads"], rw.params["block_threads"]

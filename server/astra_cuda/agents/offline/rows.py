@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from tree_sitter import Node
 
 from ...model import source
-from ...model.launch_change import relaunch, side_effect_free, spec_in
+from ...model.launch_change import relaunch, side_effect_free
 from . import base, style
 from .base import Context, Edit, Rewrite
 from .coarsen import _Elementwise, _safe, match_elementwise
@@ -278,10 +278,10 @@ class Rows(base.Transform):
                 "threads read consecutive elements and combine partial results with shuffles")
 
     def rewrite(self, text: str, ctx: Context, sc: base.Scope, params: dict) -> Rewrite | None:
-        spec = spec_in(source.parse(text), ctx.kernel)
+        spec = sc.spec
         if spec is None or len(spec.grid) != 1 or len(spec.block) != 1:
             return None
-        kernel = source.parse(text).kernel(ctx.kernel)
+        kernel = sc.model.kernel(ctx.kernel)
         if kernel is None or kernel.launch_bounds:
             return None
         el = match_elementwise(sc.kernel)
@@ -409,17 +409,18 @@ class Rows(base.Transform):
         kedits = [(kernel.span.start_byte, kernel.span.end_byte, k2.text)]
         if helpers:
             kedits.append((at, at, helpers))
-        new = relaunch(text, ctx.kernel, grid, blk, host, f"{t} threads per row, {r} row(s) per block", kedits)
+        new = relaunch(text, ctx.kernel, grid, blk, host, f"{t} threads per row, {r} row(s) per block", kedits,
+                       base=sc.file)
         if new is None:
             return None
         kinds = sorted({a.kind for _, _, accs in loops for a in accs.values()})
-        return Rewrite(self.name, new, (
+        return Rewrite(self.name, new.text, (
             f"{t} threads per row ({'one warp' if t == 32 else f'{t // 32} warps'}), {r} row(s) per block: "
             f"{len(loops)} row loop(s) strided over the row's threads, "
             f"{', '.join(kinds) or 'no'} reduction(s) combined with warp shuffles"
             + (" and shared memory across warps" if t > 32 else "")
             + f"; block ({t}, {r}), grid cdiv(rows, {r}) in the spec and at every launch site",),
-            {"threads": t})
+            {"threads": t}, new)
 
     def alternatives(self, rw: Rewrite, ctx: Context) -> list[dict]:
         t = rw.params["threads"]

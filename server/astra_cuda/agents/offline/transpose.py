@@ -40,8 +40,7 @@ import random
 
 from tree_sitter import Node
 
-from ...model import source
-from ...model.launch_change import relaunch, spec_in
+from ...model.launch_change import relaunch
 from . import base, types
 from .base import Context, Rewrite, body, pointer_params
 from .tree import calls, line_indent, txt, walk
@@ -99,7 +98,7 @@ class Transpose(base.Transform):
     def rewrite(self, text: str, ctx: Context, sc: base.Scope, params: dict) -> Rewrite | None:
         if "__shared__" in txt(sc.kernel):
             return _pad_tile(text, ctx, sc)
-        spec = spec_in(source.parse(text), ctx.kernel)
+        spec = sc.spec
         if spec is None or len(spec.grid) != 2 or len(spec.block) != 2 or sc.helpers or \
                 any(True for _ in calls(body(sc.kernel))):
             return None
@@ -148,7 +147,7 @@ class Transpose(base.Transform):
             f"{inner}const {ytype} {y} = blockIdx.y * {TILE} + threadIdx.x;\n"
             f"{inner}if ({cond}) {out}[{txt(e1).strip('[]')}] = astra_tile[threadIdx.x][astra_r];\n"
             f"{ind}}}\n}}")
-        kernel = source.parse(text).kernel(ctx.kernel)
+        kernel = sc.model.kernel(ctx.kernel)
         if kernel is None:
             return None
         b = body(sc.kernel)
@@ -163,13 +162,13 @@ class Transpose(base.Transform):
                     f"(dim3({site.grid}).y * dim3({site.block}).y + {TILE - 1}) / {TILE})", f"dim3({TILE}, {ROWS})")
         new = relaunch(text, ctx.kernel, [f"cdiv(({g0}) * ({b0}), {TILE})", f"cdiv(({g1}) * ({b1}), {TILE})"],
                        [str(TILE), str(ROWS)], host, f"{TILE} x {ROWS} threads per {TILE} x {TILE} tile",
-                       [(kernel.span.start_byte, kernel.span.end_byte, new_kernel)])
+                       [(kernel.span.start_byte, kernel.span.end_byte, new_kernel)], base=sc.file)
         if new is None:
             return None
-        return Rewrite(self.name, new, (
+        return Rewrite(self.name, new.text, (
             f"`{out}[…] = {inp}[…]` through a padded {TILE} x {TILE} shared-memory tile: reads along `{x}`, "
             f"writes along `{y}`, both by consecutive threads",
-            f"blocks of {TILE} x {ROWS} threads over {TILE} x {TILE} tiles in the spec and at every launch site"), {})
+            f"blocks of {TILE} x {ROWS} threads over {TILE} x {TILE} tiles in the spec and at every launch site"), {}, new)
 
 
 def _element_copy(work: Node | None, sc: base.Scope):

@@ -1,0 +1,84 @@
+"""A candidate is read once, where its rewrite is made (issue 28, "one candidate value"): an
+offline optimize of an example parses and loads specs no more often per evaluation than the
+ceiling below (benchmarks/candidate_parses.py measures the same; it was 12.6-17.2 whole-text
+parses and 4.8-5.4 spec loads per evaluation when every hop read the text again).
+
+The floor, per evaluation: the candidate's one read (its tree, the model built from it, its
+spec); beside that, per run, the original's read, and text that is not a candidate: a rewrite
+that writes no comment of its own is parsed once more to place its note, the project's helpers are
+looked up in the file's text, the readable form of the best takes a parse per pass.
+"""
+from __future__ import annotations
+
+import collections
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from astra_cuda import agents
+from astra_cuda.evaluation import Check, Evaluation, OnCandidates, ProfileSummary, SizeTiming
+from astra_cuda.model import launch_change, source, spec as spec_mod
+from astra_cuda.model.candidate import Candidate
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+MODELS_PER_EVALUATION = 1.0   # a source model and its spec: the candidate's one read
+SPEC_LOADS_PER_EVALUATION = 1.0
+TREES_PER_EVALUATION = 3.0   # whole-text tree-sitter parses, the candidates' own included (see above)
+
+
+def _counted_run(monkeypatch, name: str, kernel: str, rounds: int):
+    text = (EXAMPLES / f"{name}.cu").read_text()
+    sp = launch_change.spec_in(source.parse(text), kernel)
+    counts: collections.Counter = collections.Counter()
+    parse, load, parser = source.parse_with_tree, spec_mod.load, source.parser
+
+    def counted_parse(*a, **kw):
+        counts["models"] += 1
+        return parse(*a, **kw)
+
+    def counted_load(*a, **kw):
+        counts["spec_loads"] += 1
+        return load(*a, **kw)
+
+    class CountedParser:
+        def __init__(self, real):
+            self.real = real
+
+        def parse(self, data, *a, **kw):
+            if len(data) > 200:   # whole texts, not the snippets (one expression) some checks parse
+                counts["trees"] += 1
+            return self.real.parse(data, *a, **kw)
+
+    monkeypatch.setattr(source, "parse_with_tree", counted_parse)
+    monkeypatch.setattr(spec_mod, "load", counted_load)
+    monkeypatch.setattr(source, "parser", lambda: CountedParser(parser()))
+    seen: list[Candidate] = []
+
+    def evaluate(c: Candidate) -> Evaluation:   # what api.optimize does before a worker runs it
+        seen.append(c)
+        launch, problem = launch_change.launch(c, original, ref_spec)
+        assert not problem and launch is not None
+        us = 100.0 - len(seen) + 1
+        return Evaluation(Check(True, "passed", "", 10, "passed"),
+                          ProfileSummary((SizeTiming({"n": 1 << 20}, 100.0, us, 0.4),), "memory"))
+
+    original = Candidate.of(text, kernel)   # api reads the file once: the reference and the original
+    ref_spec = launch_change.reference_spec(sp, original.model, kernel, (original.spec,))
+    with tempfile.TemporaryDirectory() as runs:
+        r = agents.optimize(original, name, kernel, OnCandidates(evaluate), rounds=rounds, spec=sp, gpu="stand-in",
+                            runs_dir=runs)
+    return r, seen, counts
+
+
+@pytest.mark.parametrize("name,kernel,rounds", [("silu_and_mul", "silu_and_mul", 3),
+                                                ("merge_attn_states", "merge_attn_states", 3)])
+def test_a_candidate_is_read_once_where_it_is_made(monkeypatch, name, kernel, rounds):
+    r, seen, counts = _counted_run(monkeypatch, name, kernel, rounds)
+    n = len(seen)
+    assert n >= 4 and r.improved and all(isinstance(c, Candidate) for c in seen)
+    assert sum(x.adopted for x in r.rounds) >= 2, [(x.plan.idea if x.plan else None, x.outcome) for x in r.rounds]
+    per = {k: counts[k] / n for k in ("models", "spec_loads", "trees")}
+    assert per["models"] <= MODELS_PER_EVALUATION, (per, counts, n)
+    assert per["spec_loads"] <= SPEC_LOADS_PER_EVALUATION, (per, counts, n)
+    assert per["trees"] <= TREES_PER_EVALUATION, (per, counts, n)
