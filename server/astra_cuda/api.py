@@ -479,7 +479,8 @@ def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm:
     from . import agents
     from .execution import worker
     from .agents import runlog
-    from .evaluation import Check, Evaluation
+    from .evaluation import Check, Evaluation, OnCandidates
+    from .model.candidate import Candidate
     text, path = snap.text, snap.path
     if not kernel:
         names = [k.name for k in kernels(snap)]
@@ -502,6 +503,12 @@ def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm:
     ref_text, ref_kernel = _reference_for_optimize(snap, info)
     job = jobs.EvaluateJob(chosen, path, info.kernel.name, info.spec, ref_text, ref_kernel, arch=arch, quick=quick,
                            context=_with_context(snap).context, sizes=sizes)
+    # What launches each candidate is decided here, once, from the candidate read where its
+    # rewrite was made; the worker is sent the text with it.
+    original = Candidate.of(text, info.kernel.name)
+    reference = original if ref_text == text else Candidate.of(ref_text, info.kernel.name)
+    ref_spec = launch_change.reference_spec(info.spec, reference.model, ref_kernel,
+                                            (reference.spec,) if ref_kernel == info.kernel.name else None)
 
     ex = session.executor
     gpu, gpu_model = "", None
@@ -512,9 +519,12 @@ def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm:
         if prior is not None and prior.gpu:
             gpu_model = prior.gpu  # a resumed run goes on timing on its own GPU model
 
-    def evaluate(candidate_text: str) -> Evaluation:
+    def evaluate(candidate: Candidate) -> Evaluation:
+        launch, problem = launch_change.launch(candidate, reference, ref_spec)
+        if problem:   # a launch the rewrite may not make: judged without running anything
+            return Evaluation(Check(False, problem, problem, 0, "static"))
         try:
-            ran = ex.run(dataclasses.replace(job, text=candidate_text), backend=chosen,
+            ran = ex.run(dataclasses.replace(job, text=candidate.text, launch=launch), backend=chosen,
                          timeout=CHECK_TIMEOUT + PROFILE_TIMEOUT, cancel=cancel, gpu_model=gpu_model)
         except worker.WorkerCancelled:
             raise
@@ -537,7 +547,7 @@ def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm:
     limits = agents.Limits(max_seconds=seconds, max_tokens=tokens, **({} if tune is None else {"tune_points": tune}))
     # the project headers' own helpers (element packs, load/store, ceil division) for the rewrites
     headers = extract.project_header_texts(snap.model, path, job.context or ProjectContext())
-    result = agents.optimize(text, path, info.kernel.name, evaluate, rounds=rounds, llm=llm, spec=info.spec,
+    result = agents.optimize(original, path, info.kernel.name, OnCandidates(evaluate), rounds=rounds, llm=llm, spec=info.spec,
                              gpu=gpu, runs_dir=runs_dir, cancel=cancel, progress=progress,
                              resume=run.id if run is not None else None, candidates=candidates, run_id=run_id,
                              limits=limits, memory=memory, headers=headers)

@@ -81,16 +81,18 @@ def to_evaluation(check: Check, prof: profiler.Profile | None, seconds: float = 
 def local_evaluator(path: str, kernel: str, spec: Spec, backend: Backend, reference_text: str, *,
                     quick: bool = False, arch: str = DEFAULT_ARCH, reference_kernel: str | None = None,
                     context: ProjectContext | None = None,
-                    rounding: Backend | None = None, sizes: str = "ladder") -> Callable[[str], Evaluation]:
-    """evaluate(file_text): the gate against the kernel cut from `reference_text` (the kernel
-    itself, or the spec's `reference` kernel), then (if it passed) the profiler, on `backend`,
-    timed at the size ladder (`sizes="ladder"`) or the bench sizes alone (`"bench"`).
-    Each text is parsed once. `rounding`: see `gate.check`."""
+                    rounding: Backend | None = None, sizes: str = "ladder") -> Callable[..., Evaluation]:
+    """evaluate(file_text, launch=None): the gate against the kernel cut from `reference_text`
+    (the kernel itself, or the spec's `reference` kernel), then (if it passed) the profiler, on
+    `backend`, timed at the size ladder (`sizes="ladder"`) or the bench sizes alone (`"bench"`).
+    `launch`: the spec that launches the candidate, as its caller resolved it (`api` does, from
+    the candidate it read: `launch_change.launch`); None: resolved here. Each text is parsed once.
+    `rounding`: see `gate.check`."""
     ref_model = source.parse(reference_text)
     ref_unit = extract.spec_unit(ref_model, path, reference_kernel or kernel, spec, context=context)
     ref_spec = launch_change.reference_spec(spec, ref_model, reference_kernel or kernel)
 
-    def evaluate(text: str) -> Evaluation:
+    def evaluate(text: str, launch: Spec | None = None) -> Evaluation:
         t0 = time.perf_counter()
         model = source.parse(text)
         try:
@@ -98,7 +100,8 @@ def local_evaluator(path: str, kernel: str, spec: Spec, backend: Backend, refere
         except AstraError as e:
             return Evaluation(Check(False, f"the candidate cannot be cut out: {e.message}", e.message, 0,
                                     stage="static"))
-        cand_spec, problem = launch_change.candidate_spec(ref_spec, ref_model, model, kernel)
+        cand_spec, problem = (launch, "") if launch is not None else \
+            launch_change.candidate_spec(ref_spec, ref_model, model, kernel)
         if problem:
             return Evaluation(Check(False, problem, problem, 0, "static"), seconds=time.perf_counter() - t0)
         check = to_check(gate.check(ref_unit, cand, cand_spec, backend, quick=quick, reference_spec=ref_spec,

@@ -153,6 +153,9 @@ class EvaluateJob(Job["Evaluation"]):
     quick: bool = False
     context: ProjectContext | None = None   # include paths, defines, standard of the project
     sizes: Literal["ladder", "bench"] = "ladder"   # where candidates are timed (astra_cuda.model.ladder)
+    # the spec that launches `text`, resolved by the caller (`model.launch_change.launch`);
+    # None: resolved here, from the text
+    launch: Spec | None = None
 
     def run(self) -> Evaluation:
         from .evaluator import local_evaluator
@@ -165,10 +168,10 @@ class EvaluateJob(Job["Evaluation"]):
                 self.path, self.kernel, self.spec, backend(self.backend), self.reference_text, quick=self.quick,
                 arch=self.arch, reference_kernel=self.reference_kernel, context=self.context,
                 rounding=rounding_backend(self.backend), sizes=self.sizes)
-        return evaluate(self.text)
+        return evaluate(self.text, self.launch)
 
 
-_evaluators: dict[tuple[Any, ...], Callable[[str], Evaluation]] = {}
+_evaluators: dict[tuple[Any, ...], Callable[[str, Spec | None], Evaluation]] = {}
 
 
 @dataclass(frozen=True)
