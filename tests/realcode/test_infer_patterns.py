@@ -280,3 +280,25 @@ def test_an_input_is_drawn_from_the_range_the_program_fills_it_with(project):
                      "  price<<<(N + 127) / 128, 128>>>(d_O, d_S, N);\n}\n")
     s, p = infer(project, "bs.cu", "price")
     assert s.args["s"].init.kind == "uniform" and s.args["s"].init.params == (5.0, 30.0) and s.args["out"].output
+
+
+NESTED = ("template <typename T, int UNROLL, int THREADS> __global__ void scale_rows(T* out, const T* in, int width) {\n"
+          "  const int row = blockIdx.x * width;\n"
+          "  for (int u = 0; u < UNROLL; u++) {\n"
+          "    const int i = threadIdx.x + u * THREADS;\n    if (i < width) out[row + i] = in[row + i] * 2;\n  }\n}\n"
+          "#define LAUNCH_ONE(U, TH) scale_rows<T, U, TH><<<rows, TH, 0, stream>>>(out, in, width);\n"
+          "#define LAUNCH_ANY(U, TH) if (in_place) { LAUNCH_ONE(U, TH) } else { LAUNCH_ONE(U, TH) }\n"
+          "template <typename T> void launch(T* out, const T* in, int rows, int width, bool in_place, int stream) {\n"
+          "  constexpr int per_thread = sizeof(T) == 4 ? 4 : 2;\n"
+          "  LAUNCH_ANY(1 * per_thread, 128);\n}\n"
+          "template void launch<float>(float*, const float*, int, int, bool, int);\n")
+
+
+def test_a_launch_macro_used_inside_another_macro_is_a_launch(project):
+    """`#define LAUNCH_ANY(U) if (p) { LAUNCH_ONE(U) } else { ... }`: the launch two macros deep is
+    found where the outer one is used, its grid and block read there."""
+    project("nested.cu", NESTED)
+    s, p = infer(project, "nested.cu", "scale_rows")
+    assert s.block == ("128",) and s.grid == ("rows",)
+    assert not any("no launch site" in n for n in p.notes)
+

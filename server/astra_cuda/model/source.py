@@ -26,6 +26,8 @@ SPEC_MARK = "@astra"
 # Nested namespace / extern "C" blocks read (real code nests a handful; 5,000 ran Python's
 # recursion out): deeper ones are a syntax problem, and the cut refuses them (cut.MAX_NAMESPACES).
 MAX_BLOCKS = 100
+MAX_MACRO_NESTING = 4          # launch macros used inside launch macros, levels expanded
+MAX_EXPANSION = 1 << 16        # bytes of one expanded launch macro (a hostile file's nesting blows up)
 DEVICE_NAMESPACES = ("cooperative_groups", "cg", "nvcuda", "cub", "cuda", "cute", "cutlass")
 
 
@@ -383,14 +385,15 @@ class _Builder:
         the using function is parsed again with the macro expanded there, so its dim3
         variables are followed as for a launch written in place. Each such launch is placed at
         the macro's use and says which macro it came through."""
-        macros: dict[str, tuple[list[str], str]] = {}
+        every: dict[str, tuple[list[str], str]] = {}
         for n in _walk(root):
             if n.type == "preproc_function_def":
                 name, params, value = (n.child_by_field_name(f) for f in ("name", "parameters", "value"))
                 body = value.text.decode().replace("\\\n", "\n") if value is not None else ""
-                if name is not None and "<<<" in body:
-                    macros[name.text.decode()] = ([c.text.decode() for c in params.named_children
-                                                   if c.type == "identifier"] if params is not None else [], body)
+                if name is not None:
+                    every[name.text.decode()] = ([c.text.decode() for c in params.named_children
+                                                  if c.type == "identifier"] if params is not None else [], body)
+        macros = _launch_macros(every)
         if not macros:
             return
         for fn in (n for n in _walk(root) if n.type == "function_definition"):
@@ -810,6 +813,42 @@ def _macros(root: Node) -> tuple[dict[str, tuple[list[str], bool, str]], dict[st
         elif n.type == "preproc_def":
             objects.setdefault(name.text.decode(), body.strip())
     return kernels, objects
+
+
+def _launch_macros(every: dict[str, tuple[list[str], str]]) -> dict[str, tuple[list[str], str]]:
+    """The function-like macros that launch a kernel, with their bodies expanded: one whose body
+    writes `<<<`, and one whose body uses such a macro (`#define LAUNCH_ALL(U) if (pre) { LAUNCH_PRE(U) }
+    else { LAUNCH(U) }`), its uses of them replaced by their expansions, as the preprocessor would."""
+    launching = {name: m for name, m in every.items() if "<<<" in m[1]}
+    for _ in range(MAX_MACRO_NESTING):
+        grown = False
+        for name, (params, body) in every.items():
+            expanded = _expand_uses(body, launching)
+            if expanded != body and len(expanded) <= MAX_EXPANSION and launching.get(name, (None, body))[1] != expanded:
+                launching[name], grown = (params, expanded), True
+        if not grown:
+            break
+    return launching
+
+
+def _expand_uses(body: str, macros: dict[str, tuple[list[str], str]]) -> str:
+    """`body` with its uses of `macros` replaced by their expansions (one level)."""
+    code = ("void __astra_m() { " + body + "; }").encode()
+    tree = parser().parse(code).root_node
+    edits: list[tuple[int, int, str]] = []
+    for call in (n for n in _walk(tree) if n.type == "call_expression"):
+        callee = call.child_by_field_name("function")
+        args_node = call.child_by_field_name("arguments")
+        if callee is None or callee.type != "identifier" or callee.text.decode() not in macros or args_node is None \
+                or any(s <= call.start_byte and call.end_byte <= e for s, e, _ in edits):
+            continue
+        params, inner = macros[callee.text.decode()]
+        args = [a.text.decode() for a in args_node.named_children if a.type != "comment"]
+        edits.append((call.start_byte, call.end_byte, "{ " + _substitute(inner, dict(zip(params, args))) + "; }"))
+    for start, end, value in sorted(edits, reverse=True):
+        code = code[:start] + value.encode() + code[end:]
+    text = code.decode("utf-8", errors="replace")
+    return text[len("void __astra_m() { "):-len("; }")]
 
 
 def _substitute(body: str, args: dict[str, str]) -> str:
