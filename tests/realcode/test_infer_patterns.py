@@ -302,3 +302,11 @@ def test_a_launch_macro_used_inside_another_macro_is_a_launch(project):
     assert s.block == ("128",) and s.grid == ("rows",)
     assert not any("no launch site" in n for n in p.notes)
 
+
+def test_a_launchers_constant_chosen_by_sizeof_its_type_is_a_template_argument(project):
+    """`constexpr int per_thread = sizeof(T) == 4 ? 4 : 2` with T = float: the launch's
+    `1 * per_thread` is 4, not a guess."""
+    project("nested.cu", NESTED)
+    s, p = infer(project, "nested.cu", "scale_rows")
+    assert s.instantiate == "<float, 4, 128>"
+

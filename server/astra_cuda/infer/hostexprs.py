@@ -209,6 +209,17 @@ class _HostExprs:
             return f"{_MIN_MAX[name]}({a}, {b})" if a is not None and b is not None else None
         return None
 
+    @staticmethod
+    def _decided(op: str, a: str | None, b: str | None) -> bool | None:
+        """A comparison of two constants (no size in either), decided; None otherwise."""
+        if a is None or b is None or op not in ("<", "<=", ">", ">=", "==", "!=") or exprs.names(a) or exprs.names(b):
+            return None
+        try:
+            x, y = exprs.evaluate_int(a, {}), exprs.evaluate_int(b, {})
+        except exprs.ExprError:
+            return None
+        return {"<": x < y, "<=": x <= y, ">": x > y, ">=": x >= y, "==": x == y, "!=": x != y}[op]
+
     def _min_max(self, node, ex) -> str | None:
         """`a < b ? a : b` is min(a, b), `a > b ? a : b` max(a, b) (also with <=, >= and the
         branches swapped): exactly, since with a == b both branches agree. Another choice by a
@@ -220,7 +231,12 @@ class _HostExprs:
             return None
         op = cond.child_by_field_name("operator")
         a, b = _unparen(cond.child_by_field_name("left")), _unparen(cond.child_by_field_name("right"))
-        if op is None or op.type not in ("<", "<=", ">", ">=") or a is None or b is None:
+        if op is None or a is None or b is None:
+            return None
+        decided = self._decided(op.type, ex(a), ex(b))
+        if decided is not None:   # `sizeof(T) == 4 ? 4 : 2` once T is known: the branch it takes
+            return ex(yes if decided else no)
+        if op.type not in ("<", "<=", ">", ">="):
             return None
         ta, tb, ty, tn = _tokens(a), _tokens(b), _tokens(yes), _tokens(no)
         less = op.type in ("<", "<=")
