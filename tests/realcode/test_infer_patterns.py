@@ -310,3 +310,47 @@ def test_a_launchers_constant_chosen_by_sizeof_its_type_is_a_template_argument(p
     s, p = infer(project, "nested.cu", "scale_rows")
     assert s.instantiate == "<float, 4, 128>"
 
+
+SCHEDULED = ("__global__ void norm_small(float* out, const float* in, int width);\n"
+             "template <int UNROLL, int GROUP> __global__ void norm_rows(float* out, const float* in, int width) {\n"
+             "  const int row = blockIdx.x * width;\n"
+             "  for (int u = 0; u < UNROLL; u++) {\n"
+             "    const int i = threadIdx.x + u * blockDim.x;\n    if (i < width) out[row + i] = in[row + i];\n  }\n}\n"
+             "inline int next_pow2(int v) { int n = v - 1; n |= n >> 1; n |= n >> 2; n |= n >> 4; n |= n >> 8;"
+             " n |= n >> 16; return n + 1; }\n"
+             "void launch(float* out, const float* in, int rows, int width) {\n"
+             "  constexpr int most = 256;\n"
+             "  const bool small = (width <= 128) ? true : false;\n"
+             "  const int per_step = small ? 1 : 4;\n"
+             "  const int wanted = next_pow2((width + per_step - 1) / per_step);\n"
+             "  const int threads = (wanted < most) ? wanted : most;\n"
+             "  const int unroll = (width + threads * per_step - 1) / (threads * per_step);\n"
+             "  dim3 block(threads);\n"
+             "  if (small) {\n    norm_small<<<rows, block>>>(out, in, width);\n"
+             "  } else if (unroll == 1) {\n    norm_rows<4, most><<<rows, block>>>(out, in, width);\n  }\n}\n")
+
+
+def test_a_block_the_launcher_computes_through_flags_and_next_pow2_is_read_in_the_launchs_branch(project):
+    """`threads = min(next_pow2(cdiv(width, small ? 1 : 4)), 256)`, launched in the `else if (unroll
+    == 1)` branch of `if (small)`: the block is that expression with the flag decided by the branch
+    (`small` false: per_step 4), and both conditions are required of the sizes."""
+    from astra_cuda.model import exprs
+    project("sched.cu", SCHEDULED)
+    s, p = infer(project, "sched.cu", "norm_rows")
+    assert s.instantiate == "<4, 256>"
+    assert s.block == ("min(next_pow2((width + 4 - 1) / 4), 256)",)
+    assert "width > 128" in s.require and len(s.require) == 2
+    for width, block in ((129, 64), (300, 128), (1024, 256)):
+        assert exprs.evaluate_int(s.block[0], {"width": width}) == block
+    assert all(exprs.evaluate(r, {"width": 1024}) for r in s.require)
+    assert not exprs.evaluate(s.require[0] if s.require[0] != "width > 128" else s.require[1], {"width": 1025})
+
+
+def test_simplify_folds_constants_and_the_branches_a_condition_decides():
+    from astra_cuda.model import exprs
+    assert exprs.simplify("min(next_pow2((n + (16 / 4 if n <= 128 else 16 / 4 * 4) - 1) / 16), 256)", ["n > 128"]) \
+        == "min(next_pow2((n + 16 - 1) / 16), 256)"
+    assert exprs.simplify("a if n == 1 else b", ["n != 1"]) == "b"
+    assert exprs.simplify("a if n < 2 else b", []) == "a if n < 2 else b"
+    assert exprs.evaluate_int("next_pow2(5)", {}) == 8 and exprs.evaluate_int("next_pow2(8)", {}) == 8
+

@@ -14,7 +14,11 @@ _MIN_MAX = {"min": "min", "max": "max", "std::min": "min", "std::max": "max", ":
             "cdiv": "cdiv", "ceil_div": "cdiv", "CEIL_DIV": "cdiv", "DIV_UP": "cdiv", "div_up": "cdiv",
             "ceildiv": "cdiv", "DIVUP": "cdiv", "divUp": "cdiv",
             "gcd": "gcd", "std::gcd": "gcd"}   # `std::gcd(16 / sizeof(T), d)`: the widest vector dividing a row
+# a launcher's block size rounded up to a power of two, however the project spells the helper
+_NEXT_POW2 = frozenset({"next_pow2", "nextPow2", "next_power_of_2", "next_power_of_two", "nextPowerOf2",
+                        "next_pow_2", "roundUpPow2"})
 _ARITH = frozenset({"+", "-", "*", "/", "%", "<<", ">>"})
+_COMPARE = frozenset({"<", "<=", ">", ">=", "==", "!="})
 _MAX_CONSTANT_DEPTH = 8  # a macro defined through macros; a cycle stops here
 
 
@@ -132,6 +136,8 @@ class _HostExprs:
             inner = source.parse_expression(value) if value is not None and depth < _MAX_CONSTANT_DEPTH else None
             r = self._expr(inner, free, depth + 1) if inner is not None else None
             return f"({r})" if r is not None else None
+        if t in ("true", "false"):   # a flag (`is_small = n <= 128 ? true : false`) as the spec's 1 or 0
+            return str(int(t == "true"))
         if t == "number_literal":
             digits = node.text.decode().replace("'", "").rstrip("uUlL")
             try:
@@ -144,7 +150,7 @@ class _HostExprs:
             return f"({r})" if r is not None else None
         if t == "binary_expression":
             op = node.child_by_field_name("operator")
-            if op is None or op.type not in _ARITH:
+            if op is None or op.type not in _ARITH | _COMPARE:   # a comparison is C's 0 or 1, as in the spec
                 return None
             left, right = ex(node.child_by_field_name("left")), ex(node.child_by_field_name("right"))
             return f"{left} {op.type} {right}" if left is not None and right is not None else None
@@ -204,6 +210,9 @@ class _HostExprs:
         if name == "static_cast" and targs is not None and len(args) == 1:
             types = [c for c in targs.named_children if c.type != "comment"]
             return ex(args[0]) if len(types) == 1 and _is_int_type(types[0]) else None
+        if name.split("::")[-1] in _NEXT_POW2 and len(args) == 1:
+            a = ex(args[0])
+            return f"next_pow2({a})" if a is not None else None
         if name in _MIN_MAX and len(args) == 2:
             a, b = ex(args[0]), ex(args[1])
             return f"{_MIN_MAX[name]}({a}, {b})" if a is not None and b is not None else None
@@ -220,6 +229,21 @@ class _HostExprs:
             return None
         return {"<": x < y, "<=": x <= y, ">": x > y, ">=": x >= y, "==": x == y, "!=": x != y}[op]
 
+    def _choice(self, rc: str | None, yes, no, ex) -> str | None:
+        """`c ? yes : no` for a condition `rc` already read: decided where it is a constant, the spec's
+        conditional where it is over the sizes only, else None."""
+        if rc is None:
+            return None
+        if not exprs.names(rc):
+            try:
+                return ex(yes if exprs.evaluate_int(rc, {}) else no)
+            except exprs.ExprError:
+                return None
+        if not exprs.names(rc) <= set(self.mapping.values()):
+            return None
+        ry, rn = ex(yes), ex(no)
+        return f"({ry} if {rc} else {rn})" if ry is not None and rn is not None else None
+
     def _min_max(self, node, ex) -> str | None:
         """`a < b ? a : b` is min(a, b), `a > b ? a : b` max(a, b) (also with <=, >= and the
         branches swapped): exactly, since with a == b both branches agree. Another choice by a
@@ -227,8 +251,12 @@ class _HostExprs:
         cond = _unparen(node.child_by_field_name("condition"))
         yes = _unparen(node.child_by_field_name("consequence"))
         no = _unparen(node.child_by_field_name("alternative"))
-        if cond is None or yes is None or no is None or cond.type != "binary_expression":
+        if cond is None or yes is None or no is None:
             return None
+        if (yes.type, no.type) == ("true", "false"):   # `c ? true : false` is c
+            return ex(cond)
+        if cond.type != "binary_expression":   # `flag ? a : b`, the flag a comparison over the sizes
+            return self._choice(ex(cond), yes, no, ex)
         op = cond.child_by_field_name("operator")
         a, b = _unparen(cond.child_by_field_name("left")), _unparen(cond.child_by_field_name("right"))
         if op is None or a is None or b is None:

@@ -115,7 +115,13 @@ def declared_names(model: SourceModel, function: str | None) -> set[str]:
 
 
 def _host_locals(model: SourceModel, site: LaunchSite) -> dict[str, str]:
-    return {**host_locals(model, site.function), **_guards(model, site)}
+    local = host_locals(model, site.function)
+    # a guard fixes a name the caller chooses (`if (block_size == 16)`), not one the launcher
+    # computes from the sizes (`if (unroll == 1)`, unroll = cdiv(width, step)): that one stays an
+    # expression, and the guard a condition on the sizes (`branch_conditions`)
+    computed = {k for k, v in local.items() if (e := source.parse_expression(v)) is not None
+                and e.type != "number_literal"}
+    return {**local, **{k: v for k, v in _guards(model, site).items() if k not in computed}}
 
 
 def _guards(model: SourceModel, site: LaunchSite) -> dict[str, str]:
@@ -271,9 +277,7 @@ def branch_conditions(model: SourceModel, site: LaunchSite, local: dict[str, str
                     and len(cond.named_children) == 1:
                 cond = cond.named_children[0]
             if cond is not None and cond.type == "identifier" and cond.text.decode() in local:
-                cond = source.parse_expression(local[cond.text.decode()])
-                while cond is not None and cond.type == "parenthesized_expression" and len(cond.named_children) == 1:
-                    cond = cond.named_children[0]
+                cond = _flag(source.parse_expression(local[cond.text.decode()]))
             stack = [cond] if cond is not None else []
             while stack:
                 c = stack.pop()
@@ -286,6 +290,16 @@ def branch_conditions(model: SourceModel, site: LaunchSite, local: dict[str, str
                     out.append((c.text.decode(), taken))
         node = parent
     return out
+
+
+def _flag(cond):
+    """A local flag's value as the comparison it holds: `(n <= 128)`, `(n <= 128) ? true : false`."""
+    while cond is not None and cond.type == "parenthesized_expression" and len(cond.named_children) == 1:
+        cond = cond.named_children[0]
+    if cond is not None and cond.type == "conditional_expression" and \
+            (cond.child_by_field_name("consequence").type, cond.child_by_field_name("alternative").type) == ("true", "false"):
+        return _flag(cond.child_by_field_name("condition"))
+    return cond
 
 
 def _condition(text: str, hx: _HostExprs) -> str | None:
@@ -427,6 +441,17 @@ def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names:
         if c is not None and set(exprs.names(c)) <= known and c not in require:
             require.append(c)
             notes.append(f"`{c}`: the launch is written where the launcher's `if` has it so ({where}): required")
+    # what the launcher computes through its flags and helpers, written out at what this launch's
+    # branch decides (`h = n <= 128 ? 4 : 16` is 16 under `n > 128`)
+    # (only what holds a choice: `cdiv(N, 256 * 8)` keeps the 8 its requirement is read from)
+    def simpler(x: str, given: list[str]) -> str:
+        return exprs.simplify(x, given) if " if " in x else x
+    plain = {c: simpler(c, [r for r in require if r != c]) for c in require}
+    notes[:] = [next((n.replace(c, v) for c, v in plain.items() if c != v and f"`{c}`" in n), n) for n in notes]
+    require = list(plain.values())
+    grid = [simpler(x, require) for x in grid] if grid else grid
+    block = [simpler(x, require) for x in block] if block else block
+    shared = simpler(shared, require) if shared else shared
     strides = contiguous(kernel, site, local, size_names)
     relations, more = _relations(kernel, site, size_names, grid_values, set(strides), model)
     for name in more:

@@ -77,8 +77,14 @@ def _cdiv(a, b):
     return -((-a) // b)
 
 
+def _next_pow2(a):
+    """The least power of two >= a (0 for a <= 0, as the usual bit-smearing host helper gives)."""
+    a = int(a)
+    return 0 if a <= 0 else 1 << (a - 1).bit_length()
+
+
 FUNCTIONS = {"min": min, "max": max, "cdiv": _cdiv, "ceil_div": _cdiv, "abs": abs, "gcd": _math(math.gcd),
-             "sqrt": _math(math.sqrt), "log2": _math(math.log2)}
+             "sqrt": _math(math.sqrt), "log2": _math(math.log2), "next_pow2": _next_pow2}
 
 
 def _div(a, b):
@@ -238,3 +244,49 @@ def evaluate_int(expr: str | int, env: dict[str, int | float]) -> int:
             raise ExprError(f"{expr!r} = {v} is not an integer")
         v = int(v)
     return int(v)
+
+
+_NEGATED = {ast.Lt: ast.GtE, ast.LtE: ast.Gt, ast.Gt: ast.LtE, ast.GtE: ast.Lt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq}
+
+
+def simplify(expr: str, given: list[str] = ()) -> str:
+    """`expr` with what it does not need written out: every part over no size replaced by its value
+    (`16 / 4 * 4` -> 16) and every conditional whose test one of `given` decides (`a if n <= 128
+    else b` under `n > 128` -> b). The value is the same wherever `given` holds; an expression
+    this cannot read comes back unchanged."""
+    try:
+        tree = parse(expr)
+        known: dict[str, bool] = {}
+        for g in given:
+            t = parse(g).body
+            if isinstance(t, ast.Compare) and len(t.ops) == 1:
+                known[ast.dump(t)] = True
+                known[ast.dump(ast.Compare(t.left, [_NEGATED[type(t.ops[0])]()], t.comparators))] = False
+    except (ExprError, KeyError):
+        return expr
+
+    class Fold(ast.NodeTransformer):
+        def visit_IfExp(self, n: ast.IfExp) -> ast.AST:
+            self.generic_visit(n)
+            decided = known.get(ast.dump(n.test))
+            if decided is None and isinstance(n.test, ast.Constant):
+                decided = bool(n.test.value)
+            return n if decided is None else (n.body if decided else n.orelse)
+
+        def generic_visit(self, n: ast.AST) -> ast.AST:
+            n = super().generic_visit(n)
+            if isinstance(n, (ast.BinOp, ast.UnaryOp, ast.Call, ast.Compare, ast.IfExp)) and \
+                    not any(isinstance(x, ast.Name) and x.id not in FUNCTIONS for x in ast.walk(n)):
+                try:
+                    v = evaluate(ast.unparse(n), {})
+                except ExprError:
+                    return n
+                if isinstance(v, bool) or (isinstance(v, (int, float)) and float(v).is_integer()):
+                    return ast.Constant(int(v))
+            return n
+    try:
+        out = ast.unparse(Fold().visit(tree).body)
+        parse(out)
+        return out
+    except (ExprError, ValueError, RecursionError):
+        return expr
