@@ -54,7 +54,7 @@ KEY_DOCS: dict[str, str] = {
              "table of that many device pointers, each to its own buffer of `shape`.",
 }
 TABLES = ("sizes", "bench", "args")
-FUNCTIONS = ("min", "max", "cdiv", "gcd")
+FUNCTIONS = ("min", "max", "cdiv", "gcd", "next_pow2")
 
 
 @dataclass(frozen=True)
