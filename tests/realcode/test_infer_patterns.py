@@ -354,3 +354,21 @@ def test_simplify_folds_constants_and_the_branches_a_condition_decides():
     assert exprs.simplify("a if n < 2 else b", []) == "a if n < 2 else b"
     assert exprs.evaluate_int("next_pow2(5)", {}) == 8 and exprs.evaluate_int("next_pow2(8)", {}) == 8
 
+
+def test_a_vector_helper_called_with_a_namespaced_template_argument_is_followed(project):
+    """`mem::load<cfg::bytes>(dst, src)`: the helper is `load` (not `bytes>`), followed into its
+    16-byte `uint4` copy, so rows move 4 floats at a time and must be whole vectors."""
+    project("vec16.cu", "namespace cfg { constexpr int bytes = 16; }\n"
+                        "namespace mem {\ntemplate <int N> __device__ void load(void* dst, const void* src);\n"
+                        "template <> __device__ void load<16>(void* dst, const void* src) {\n"
+                        "  *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);\n}\n}\n"
+                        "__global__ void copy_rows(float* out, const float* in, int width) {\n"
+                        "  const int i = threadIdx.x * 4;\n  if (i < width) {\n    float v[4];\n"
+                        "    mem::load<cfg::bytes>(v, in + blockIdx.x * width + i);\n"
+                        "    for (int j = 0; j < 4; j++) out[blockIdx.x * width + i + j] = v[j];\n  }\n}\n"
+                        "void run(float* o, const float* x, int rows, int width) {\n"
+                        "  copy_rows<<<rows, (width + 3) / 4>>>(o, x, width);\n}\n")
+    s, p = infer(project, "vec16.cu", "copy_rows")
+    assert "width % 4 == 0" in s.require
+    assert s.args["in"].shape == ("rows", "width")
+

@@ -386,7 +386,7 @@ def _reduces(kernel: Kernel) -> bool:
     """The kernel combines values across threads (warp shuffles, cooperative-groups reductions,
     shared-memory partials, atomics): its rounding differs from a sequential version's."""
     body = access.kernel_body(kernel)
-    calls = {n.child_by_field_name("function").text.decode().split("::")[-1].split("<")[0]
+    calls = {n.child_by_field_name("function").text.decode().split("<")[0].split("::")[-1]
              for n in _walk(body) if n.type == "call_expression" and n.child_by_field_name("function") is not None} \
         if body is not None else set()
     return any(c.startswith(("__shfl", "atomicAdd", "warp_sum", "warp_reduce", "block_reduce", "block_sum"))

@@ -917,7 +917,7 @@ class Analyzer:
         """An element passed to a helper's non-const reference parameter (`from_float(out[i], acc)`)
         is written there; one passed to a functor the kernel holds (`op(dst[i], src[i])`, a local
         object called) is taken as read and written, as its operator() is not read here."""
-        short = name.split("::")[-1].split("<")[0]
+        short = name.split("<")[0].split("::")[-1]   # `ns::f<ns::k>`: f
         functor = name in self.objects
         helper = self.helpers.get(short)
         refs = set(range(len(args))) if functor else (_reference_params(helper) if helper is not None else set())
@@ -929,7 +929,7 @@ class Analyzer:
     def call(self, n: Node, evaluate_only: bool):
         fn = n.child_by_field_name("function")
         name = fn.text.decode() if fn is not None else ""
-        short = name.split("::")[-1].split("<")[0]
+        short = name.split("<")[0].split("::")[-1]   # `ns::f<ns::k>`: f
         args_node = n.child_by_field_name("arguments")
         args = [a for a in args_node.named_children if a.type != "comment"] if args_node is not None else []
         if fn is not None and fn.type == "field_expression":  # cooperative-groups methods
