@@ -372,3 +372,16 @@ def test_a_vector_helper_called_with_a_namespaced_template_argument_is_followed(
     assert "width % 4 == 0" in s.require
     assert s.args["in"].shape == ("rows", "width")
 
+
+def test_a_branch_a_template_flag_rules_out_writes_nothing(project):
+    """`if (STORE && i < n) side[i] = ...` in the instance with STORE false: `side` is untouched
+    (the launcher passes nullptr for it), so it is no output whose writes the check would wait for."""
+    project("flag.cu", "template <bool STORE> __global__ void add_res(float* out, float* side, const float* a, int n) {\n"
+                       "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                       "  if (STORE && i < n) side[i] = a[i];\n  if (i < n) out[i] = a[i] + 1;\n}\n"
+                       "void run(float* o, const float* a, int n) {\n"
+                       "  add_res<false><<<(n + 255) / 256, 256>>>(o, nullptr, a, n);\n}\n")
+    s, p = infer(project, "flag.cu", "add_res")
+    assert s.instantiate == "<false>"
+    assert not s.args["side"].output and not s.args["side"].inout and s.args["out"].output
+

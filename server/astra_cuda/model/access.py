@@ -307,6 +307,8 @@ class Analyzer:
         cons = st.child_by_field_name("consequence")
         alt = st.child_by_field_name("alternative")
         decided = constexpr_branch(st, self.constants)
+        if decided is None and cond is not None:   # `if (store_res && i < n)` with store_res false
+            decided = _truth(cond, self.constants)
         if decided is not None:   # `if constexpr (use_vec)`: only the branch the instance compiles
             taken = cons if decided else (
                 next((c for c in alt.named_children), None) if alt is not None and alt.type == "else_clause" else alt)
@@ -1041,6 +1043,31 @@ def constexpr_branch(st: Node, values: dict[str, int]) -> bool | None:
         return None if a is None or b is None else (a == b) == (op.type == "==")
     v = value(cond)
     return None if v is None else bool(v)
+
+
+def _truth(cond: Node, values: dict[str, int]) -> bool | None:
+    """A plain `if`'s condition decided by the template's arguments alone (`flag && i < n` with
+    flag false is false, `!flag || ...` with flag false true), None where the sizes decide it:
+    the branch an argument rules out is dead code in this instance."""
+    cond = _unparen(cond)
+    if cond is None:
+        return None
+    if cond.type in ("true", "false"):
+        return cond.type == "true"
+    if cond.type == "identifier":
+        v = values.get(cond.text.decode())
+        return None if v is None else bool(v)
+    op = cond.child_by_field_name("operator")
+    if cond.type == "unary_expression" and op is not None and op.type == "!":
+        v = _truth(cond.child_by_field_name("argument"), values)
+        return None if v is None else not v
+    if cond.type == "binary_expression" and op is not None and op.type in ("&&", "||"):
+        a, b = _truth(cond.child_by_field_name("left"), values), _truth(cond.child_by_field_name("right"), values)
+        short = op.type == "||"   # the value either side settles it at
+        if a is short or b is short:
+            return short
+        return (not short) if a is not None and b is not None else None
+    return None
 
 
 def not_compiled(root: Node, values: dict[str, int]) -> list[tuple[int, int]]:
