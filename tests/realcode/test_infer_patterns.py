@@ -385,3 +385,16 @@ def test_a_branch_a_template_flag_rules_out_writes_nothing(project):
     assert s.instantiate == "<false>"
     assert not s.args["side"].output and not s.args["side"].inout and s.args["out"].output
 
+
+def test_an_index_modulo_a_size_addresses_a_table_of_that_many_entries(project):
+    """`bias[i % width]` with i < total: the table has `width` entries (two floats each through a
+    float2), however few of them a small total reaches."""
+    project("mod.cu", "__global__ void add_bias(float* x, const float* bias, int total, int width) {\n"
+                      "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                      "  if (i < total) {\n    float2* x2 = reinterpret_cast<float2*>(x);\n"
+                      "    const float2* b2 = reinterpret_cast<const float2*>(bias);\n"
+                      "    float2 v = x2[i], b = b2[i % width];\n    v.x += b.x; v.y += b.y;\n    x2[i] = v;\n  }\n}\n"
+                      "void run(float* x, const float* b, int total, int width) {\n"
+                      "  add_bias<<<(total + 255) / 256, 256>>>(x, b, total, width);\n}\n")
+    s, p = infer(project, "mod.cu", "add_bias")
+    assert s.args["bias"].shape == ("2 * width",) and s.args["x"].shape == ("2 * total",)

@@ -136,6 +136,7 @@ class Analyzer:
         self.aliases: dict[str, str] = {}     # the body's own `using` and `typedef` names
         self.helpers = helpers or {}          # device function name -> its definition (followed into)
         self.const = {p.name: p.is_const for p in kernel.params if p.is_pointer}
+        self.sizes = {p.name for p in kernel.params if not p.is_pointer}   # the kernel's scalar parameters
         self.depth = 0
         # locals with the expression that set them: a condition that narrows `i` narrows
         # `offset = base + i * stride` too (`(i + half < n) ? x[offset + half] : ...`)
@@ -859,7 +860,11 @@ class Analyzer:
         if op == "<<" and b.lo is not None and b.hi is not None and b.lo >= 0:
             return _mul(a, Iv(1 << b.lo, 1 << b.hi))
         if op == "%" and b.hi is not None and b.lo is not None and b.lo > 0 and a.lo is not None and a.lo >= 0:
-            return Iv(0, b.hi - 1 if a.hi is None else min(a.hi, b.hi - 1))
+            # `bias[i % hidden]`: an index taken modulo a size addresses a table of that many
+            # entries, however few of them the other sizes reach (the table is sized by the modulus)
+            by_size = any(x.type == "identifier" and x.text.decode() in self.sizes
+                          for x in source._walk(n.child_by_field_name("right")))
+            return Iv(0, b.hi - 1 if a.hi is None or by_size else min(a.hi, b.hi - 1))
         if op == "&" and a.lo is not None and a.lo >= 0 and b.lo is not None and b.lo >= 0:
             return Iv(0, None if a.hi is None or b.hi is None else min(a.hi, b.hi))
         return None
