@@ -398,3 +398,17 @@ def test_an_index_modulo_a_size_addresses_a_table_of_that_many_entries(project):
                       "  add_bias<<<(total + 255) / 256, 256>>>(x, b, total, width);\n}\n")
     s, p = infer(project, "mod.cu", "add_bias")
     assert s.args["bias"].shape == ("2 * width",) and s.args["x"].shape == ("2 * total",)
+
+
+def test_a_namespaces_constant_is_read_where_a_launcher_local_of_the_same_name_hides_it(project):
+    """`const int threads = std::min(steps, cfg::threads)`: the right side is the namespace's 1024,
+    not the local being defined (which read itself and left the block a guess)."""
+    project("ns.cu", "namespace cfg { constexpr int threads = 1024; }\n"
+                     "__global__ void halve(float* out, const float* in, int rows, int cols) {\n"
+                     "  const int c = threadIdx.x;\n  if (c < cols) out[blockIdx.x * cols + c] = in[blockIdx.x * cols + c] / 2;\n}\n"
+                     "void run(float* o, const float* x, int rows, int cols) {\n"
+                     "  const int threads = std::min(cols, cfg::threads);\n  dim3 block(threads);\n"
+                     "  halve<<<rows, block>>>(o, x, rows, cols);\n}\n")
+    s, p = infer(project, "ns.cu", "halve")
+    assert s.block == ("min(cols, 1024)",) and not any(n.startswith("block") for n in p.notes)
+

@@ -614,6 +614,8 @@ class _Builder:
                 if d.type == "init_declarator" and target is not None and target.type == "identifier" \
                         and value is not None:
                     self._constant(target.text.decode(), value.text.decode())
+                    if namespaces:   # `gated_act::threads` too, which a launcher's local `threads` cannot hide
+                        self._constant("::".join((*namespaces, target.text.decode())), value.text.decode())
 
     def _function(self, node: Node, prev: Node | None, namespaces: tuple[str, ...], extern_c: bool,
                   wrapper: Node | None = None) -> None:
