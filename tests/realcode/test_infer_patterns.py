@@ -412,3 +412,14 @@ def test_a_namespaces_constant_is_read_where_a_launcher_local_of_the_same_name_h
     s, p = infer(project, "ns.cu", "halve")
     assert s.block == ("min(cols, 1024)",) and not any(n.startswith("block") for n in p.notes)
 
+
+def test_an_output_of_half_the_inputs_row_is_a_fraction_of_the_size(project):
+    """A gated activation reads `cols` per row and writes `cols / 2` (`out + row * cols / 2`): the
+    output's shape is [rows, cols / 2], not [rows, cols] with half of it never written."""
+    project("gate.cu", "__global__ void gate(float* out, const float* in, int rows, int cols) {\n"
+                       "  const float* x = in + blockIdx.x * cols;\n  float* y = out + blockIdx.x * cols / 2;\n"
+                       "  for (int c = threadIdx.x; c < cols / 2; c += blockDim.x) y[c] = x[2 * c] * x[2 * c + 1];\n}\n"
+                       "void run(float* o, const float* x, int rows, int cols) {\n"
+                       "  gate<<<rows, 256>>>(o, x, rows, cols);\n}\n")
+    s, p = infer(project, "gate.cu", "gate")
+    assert s.args["out"].shape == ("rows", "cols / 2") and s.args["in"].shape == ("rows", "cols")

@@ -34,6 +34,13 @@ def _fit(values: list[tuple[dict[str, int], int]], names: list[str]) -> list[str
             if c > 16:   # a fixed innermost dimension (`head_dim` a dispatch macro fixed at 64)
                 return list(combo) + [str(c)]
             return list(combo) if c == 1 else list(combo[:-1]) + [f"{c} * {combo[-1]}"]
+    # a fraction of a size (`out + row * cols / 2`: a gated activation writes half of each row)
+    for r in range(1, min(4, len(names)) + 1):
+        for combo in itertools.combinations(names, r):
+            prod = [_prod(s[n] for n in combo) for s, _ in values]
+            for d in (2, 4, 8):
+                if all(p > 0 and p % d == 0 and 0 <= e - p // d < MAX_OVERHANG for (_, e), p in zip(values, prod)):
+                    return list(combo[:-1]) + [f"{combo[-1]} / {d}"]
     if all(e == values[0][1] for _, e in values) and values[0][1] > 0:
         return [str(values[0][1])]
     return None
