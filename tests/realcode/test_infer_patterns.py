@@ -423,3 +423,20 @@ def test_an_output_of_half_the_inputs_row_is_a_fraction_of_the_size(project):
                        "  gate<<<rows, 256>>>(o, x, rows, cols);\n}\n")
     s, p = infer(project, "gate.cu", "gate")
     assert s.args["out"].shape == ("rows", "cols / 2") and s.args["in"].shape == ("rows", "cols")
+
+
+def test_a_schedule_the_launcher_computes_from_the_sizes_is_passed_as_that_expression(project):
+    """`reduce_width = min(max(next_pow2(cdiv(len, 4)), 32), 256)` handed to the kernel, which
+    partitions its block by it: the parameter is that expression of `len`, not a free size."""
+    project("sched2.cu", "inline int next_pow2(int v) { int p = 1; while (p < v) p <<= 1; return p; }\n"
+                         "__global__ void row_max(float* out, const float* in, int rows, int len, int width) {\n"
+                         "  const int row = blockIdx.x * (blockDim.x / width) + threadIdx.x / width;\n"
+                         "  if (row < rows && threadIdx.x % width == 0) {\n    float m = in[row * len];\n"
+                         "    for (int i = 1; i < len; i++) m = fmaxf(m, in[row * len + i]);\n    out[row] = m;\n  }\n}\n"
+                         "void run(float* o, const float* x, int rows, int len) {\n"
+                         "  const int steps = next_pow2((len + 3) / 4);\n"
+                         "  const int at_least = steps < 32 ? 32 : steps;\n"
+                         "  const int width = at_least < 256 ? at_least : 256;\n"
+                         "  row_max<<<(rows + 256 / width - 1) / (256 / width), 256>>>(o, x, rows, len, width);\n}\n")
+    s, p = infer(project, "sched2.cu", "row_max")
+    assert s.args["width"].value == "min(max(next_pow2((len + 3) / 4), 32), 256)"

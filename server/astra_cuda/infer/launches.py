@@ -491,8 +491,13 @@ def _relations(kernel: Kernel, site: LaunchSite, size_names: list[str], values: 
         names = set(exprs.names(expr))
         alias = not ops and len(names) == 1 and names <= set(others.values()) and not free   # `stride_h` passed `d`
         unit = is_stride(name) and not names and not free   # a stride passed as a number (`1`)
-        if not (alias or unit) and (not ops or not ops <= {ast.Add, ast.Sub, ast.Mult}
-                                    or not names & set(others.values())):
+        # a schedule the launcher computes from the sizes alone (`reduce_width = min(max(next_pow2(
+        # cdiv(seq, 4)), 32), 256)`): the kernel's partition of its block assumes exactly that value
+        calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+        schedule = bool(calls) and calls <= {"min", "max", "next_pow2", "cdiv"} and not free \
+            and bool(names) and names <= set(others.values())
+        if not (alias or unit or schedule) and (not ops or not ops <= {ast.Add, ast.Sub, ast.Mult}
+                                                or not names & set(others.values())):
             continue
         out[name] = expr
         new += [f for f in free if f not in new]
