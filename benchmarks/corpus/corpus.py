@@ -50,9 +50,10 @@ def manifest(root: Path = HERE) -> list[Entry]:
     return [Entry(**k) for k in data["kernel"]]
 
 
-def with_inferred_specs(root: Path, dest: Path, entries: list[Entry]) -> dict[tuple[str, str], list[str]]:
+def with_inferred_specs(root: Path, dest: Path, entries: list[Entry], run: bool = True) -> dict[tuple[str, str], list[str]]:
     """Copy the corpus to `dest` (a git root of its own, so pins stay there) and paste each
-    kernel's proposed spec above it. Returns (file, kernel) -> inference notes."""
+    kernel's proposed spec above it (`run`: each draft run before it is proposed, as `astra spec`
+    does). Returns (file, kernel) -> inference notes."""
     from astra_cuda import api
     from astra_cuda.model import source
     shutil.copytree(root, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", ".astra"))
@@ -66,7 +67,7 @@ def with_inferred_specs(root: Path, dest: Path, entries: list[Entry]) -> dict[tu
         text = path.read_text()
         proposals = {}
         for e in es:
-            p = api.infer_spec(api.snapshot(text, str(path)), e.kernel)
+            p = api.infer_spec(api.snapshot(text, str(path)), e.kernel, run=run)
             proposals[e.kernel] = p.comment
             notes[(rel, e.kernel)] = p.notes
         # paste from the bottom up, so earlier offsets stay valid
