@@ -34,21 +34,26 @@ class Attempt:
 
 # ---- the file <-> kernel text ------------------------------------------------------------------
 
-def kernel_text(file_text: str, kernel: str) -> str:
-    k = source.parse(file_text).kernel(kernel)
+def _model(file: str | Candidate) -> source.SourceModel:
+    return file.model if isinstance(file, Candidate) else source.parse(file)
+
+
+def kernel_text(file: str | Candidate, kernel: str) -> str:
+    """The kernel's text in the file (a text, or read already: `Candidate`)."""
+    k = _model(file).kernel(kernel)
     return k.text if k is not None else ""
 
 
-def signature(file_text: str, kernel: str) -> str:
-    k = source.parse(file_text).kernel(kernel)
+def signature(file: str | Candidate, kernel: str) -> str:
+    k = _model(file).kernel(kernel)
     if k is None:
         return kernel
-    data = file_text.encode("utf-8")
+    data = (file.text if isinstance(file, Candidate) else file).encode("utf-8")
     return " ".join(data[k.signature_span.start_byte:k.signature_span.end_byte].decode().split())
 
 
-def helper_texts(file_text: str, kernel: str) -> str:
-    m = source.parse(file_text)
+def helper_texts(file: str | Candidate, kernel: str) -> str:
+    m = _model(file)
     k = m.kernel(kernel)
     if k is None:
         return ""
@@ -81,7 +86,7 @@ def fenced_blocks(reply: str) -> list[str]:
 # ---- offline ------------------------------------------------------------------------------------
 
 class OfflineCoder:
-    def code(self, plan: Plan, s: Situation, evaluate: Callable[[str], Evaluation],
+    def code(self, plan: Plan, s: Situation, evaluate: Callable[[Candidate], Evaluation],
              cancel: threading.Event | None = None) -> Attempt:
         t = TRANSFORMS.get(plan.idea)
         if plan.rewrite is not None and plan.rewrite_base == s.best_hash:
@@ -106,11 +111,11 @@ class LLMCoder:
         self.repair = load_prompt(f"coder.repair.{prompt_version}")
         self.fmt = load_prompt(f"coder.format.{prompt_version}")
 
-    def code(self, plan: Plan, s: Situation, evaluate: Callable[[str], Evaluation],
+    def code(self, plan: Plan, s: Situation, evaluate: Callable[[Candidate], Evaluation],
              cancel: threading.Event | None = None) -> Attempt:
-        sig = signature(s.best, s.kernel)
-        fields = dict(kernel_name=s.kernel, signature=sig, plan=plan.details, code=kernel_text(s.best, s.kernel),
-                      helpers=helper_texts(s.best, s.kernel))
+        sig = signature(s.base, s.kernel)
+        fields = dict(kernel_name=s.kernel, signature=sig, plan=plan.details, code=kernel_text(s.base, s.kernel),
+                      helpers=helper_texts(s.base, s.kernel))
         prompt = self.user.safe_substitute(fields)
         att = Attempt()
         last_eval: Evaluation | None = None
@@ -120,9 +125,9 @@ class LLMCoder:
             if text is None:
                 att.problem = problem
                 break
-            last_text = text
+            last_text, att.read = text, Candidate.of(text, s.kernel)   # the spliced file, read once here
             att.attempts += 1
-            last_eval = evaluate(text)
+            last_eval = evaluate(att.read)
             if last_eval.passed or (cancel is not None and cancel.is_set()):
                 break
             # what goes to the endpoint: the gate's feedback, keys and included files' text masked

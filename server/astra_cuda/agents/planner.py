@@ -117,7 +117,7 @@ class LLMPlanner:
     def plan(self, s: Situation) -> tuple[Plan | None, Usage]:
         from .coder import kernel_text
         user = self.template.safe_substitute(
-            kernel_name=s.kernel, code=kernel_text(s.best, s.kernel), sizes=s.sizes or "(not given)",
+            kernel_name=s.kernel, code=kernel_text(s.base, s.kernel), sizes=s.sizes or "(not given)",
             profile=profile_text(s), gpu=s.gpu or "no GPU here: speed is not measured, only correctness",
             history=history_text(s))
         usage = Usage()
