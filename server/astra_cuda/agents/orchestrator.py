@@ -315,6 +315,10 @@ class _Run:
             result.usage.add(r.usage)
         if winner is not None:
             self._adopt(winner.candidate, winner.evaluation, winner.read)  # type: ignore[arg-type]
+        for r in batch:   # the best keeps its read; the history keeps texts (a read's tree is many times its text)
+            r.read = None
+            if r.plan is not None:
+                r.plan.rewrite = None
         if self.log is not None:
             for r in batch:
                 self.log.round(r)

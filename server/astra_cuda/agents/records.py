@@ -42,7 +42,7 @@ class Plan:
     why: str = ""                                   # why this idea, now (from the profile)
     skipped: list[str] = field(default_factory=list)   # ideas passed over, each with its reason
     # offline: the rewrite the planner made of the version it planned from (that version's hash):
-    # the coder takes it as it is instead of making it again. Not logged.
+    # the coder takes it as it is instead of making it again. Not logged; dropped once the round ends.
     rewrite: Rewrite | None = field(default=None, compare=False, repr=False)
     rewrite_base: str = field(default="", compare=False, repr=False)
 
@@ -68,7 +68,8 @@ class Round:
     seconds: float = 0.0
     transcript: list[dict] = field(default_factory=list)   # LLM exchanges of this round
     batch: int = 0                     # the round it belongs to (several candidates per round); 0: `index`
-    read: Candidate | None = field(default=None, compare=False, repr=False)   # `candidate` read once (not logged)
+    # `candidate` read once, until the round is judged and its winner adopted (not logged, not kept)
+    read: Candidate | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.batch:
