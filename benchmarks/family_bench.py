@@ -20,12 +20,16 @@ ROOT = Path(__file__).resolve().parents[1]
 KERNELS = ROOT / "tests" / "agents" / "kernels"
 # (file, kernel, family): the whole-array sum with one atomic per element; a byte histogram
 # with one global atomic per element; int8 dequantize with a scale per group; a naive transpose; the Astra paper's
-# silu baseline (grid-stride rows, runtime strides) whose unit-stride path should be vectorized
+# silu baseline (grid-stride rows, runtime strides) whose unit-stride path should be vectorized; a
+# tiled transpose whose unpadded tile is read down its columns (bank conflicts); a row norm over a
+# grid-stride row loop in a device function launched with a capped grid (apex's norms' shape)
 FAMILIES = [("sum_atomic.cu", "squared_norm_kernel", "whole-array reduction"),
             ("histogram_atomic.cu", "histogram256_kernel", "histogram"),
             ("quant_int8.cu", "dequant_int8_kernel", "dequantize with group scales"),
             ("transpose_naive.cu", "transpose_naive_kernel", "transpose"),
-            ("silu_strided.cu", "silu_and_mul_kernel", "vectorize after unit stride")]
+            ("silu_strided.cu", "silu_and_mul_kernel", "vectorize after unit stride"),
+            ("transpose_tile_unpadded.cu", "transpose_tile_kernel", "transpose tile padding"),
+            ("rownorm_capped_grid.cu", "rownorm_kernel", "row grid lift")]
 
 
 def share(ev: dict | None, role: str = "bench") -> float | None:
