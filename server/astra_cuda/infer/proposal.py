@@ -175,14 +175,14 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
             elem_bytes[p.name] = dt.itemsize
             if not dt.is_float:
                 int_params.add(p.name)
-    known_values = _integer_constants(constants, kernel)   # TILE_DIM, BIN_COUNT: the project's macros
+    known_values = _integer_constants(constants, _names_used(kernel, types.items))   # TILE_DIM: the project's macros
     known_values.update(types.packet_sizes())
     known_values.update({k: int(v) for k, v in targs.items() if v.strip().isdigit()})  # template `width = 1`
     known_values.update({f"sizeof({k})": dt.itemsize for k, v in targs.items()   # `16 / sizeof(T)` in the body
                          if (dt := dtypes.from_cpp(v.strip())) is not None})
     known_values.update({k: int(v.strip() == "true") for k, v in targs.items() if v.strip() in ("true", "false")})
     found = _shapes(kernel, [n for n in size_names if n != TABLE], grid, block, elem_bytes, int_params, known_values,
-                    lanes, derived, access.helpers_of([it.text for it in types.items if it.kind == "device_function"],
+                    lanes, derived, access.helpers_of([it.text for it in types.items if it.kind in ("device_function", "type")],
                                      [it.text for it in types.items if it.kind == "macro"]),
                     equal_sizes=decide.get("sizes") == "equal",
                     type_bytes=lambda t: types.vector_bytes(t, targs))
@@ -481,10 +481,27 @@ def _launch_value(site, kernel: Kernel, name: str, constants: dict[str, str]) ->
     return repr(value) if value == value and abs(value) < 1e30 else None
 
 
-def _integer_constants(constants: dict[str, str], kernel: Kernel) -> dict[str, int]:
-    """The integer value of each constant the kernel names (macros through macros)."""
+def _names_used(kernel: Kernel, items) -> set[str]:
+    """The names the kernel uses, and those the device functions and classes it reaches use
+    (`THREADS_X` in the helper the kernel calls, the view class's method)."""
+    by_name: dict[str, list] = {}
+    for it in items:
+        if it.kind in ("device_function", "type"):
+            for n in it.defines:
+                by_name.setdefault(n, []).append(it)
+    seen, todo = set(kernel.uses), list(kernel.uses)
+    while todo:
+        for it in by_name.pop(todo.pop(), []):
+            new = set(it.uses) - seen
+            seen |= new
+            todo += new
+    return seen
+
+
+def _integer_constants(constants: dict[str, str], used: set[str]) -> dict[str, int]:
+    """The integer value of each constant the kernel's code names (macros through macros)."""
     out = {}
-    for name in kernel.uses:
+    for name in sorted(used):
         if name in constants:
             v = value_of(name, constants)
             if v is not None:

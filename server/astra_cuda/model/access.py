@@ -66,6 +66,14 @@ class Ptr:
     scale: int = 1
 
 
+@dataclass(frozen=True, eq=False)
+class View:
+    """A local object of a class of the project built over the kernel's pointers (`MatrixView_half_rw
+    dest_(dest, height, width)`): its class and the values its constructor gave its fields."""
+    cls: Node
+    fields: tuple[tuple[str, "Iv | Ptr"], ...]
+
+
 @dataclass
 class Use:
     read: bool = False
@@ -145,6 +153,7 @@ class Analyzer:
         self.objects: set[str] = set()         # locals of a class type or lambdas: called, they are functors
         self.defaults: set[str] = set()        # a helper's parameters the call left at their default value
         self.obj_bytes: dict[str, int] = {}    # a local vector object (`vec_t<float, 4> v`) -> its bytes
+        self.returns: list | None = None       # the values a followed function returns (None: in the kernel)
         self.grid, self.block = grid, block
         self.elem_bytes = elem_bytes          # pointer parameter -> bytes per element
         self.int_params = int_params          # integer pointer parameters (their loads are table indices)
@@ -163,10 +172,11 @@ class Analyzer:
             else:
                 self.env[p.name] = UNKNOWN
 
-    def inline(self, fn: Node, vals: list) -> None:
+    def inline(self, fn: Node, vals: list, fields: dict[str, Iv | Ptr] | None = None) -> Iv | Ptr | None:
         """A device function of the file called with pointers into the parameters (`apply_rotary(query,
         ...)`): its body walked with its parameters bound to the call's values, so what it reads and
-        writes counts for the kernel's own parameters."""
+        writes counts for the kernel's own parameters. `fields`: a view object's fields, in scope
+        in its methods. Returns what it returns where that is one pointer or interval."""
         decl = source._function_declarator(fn.child_by_field_name("declarator"))
         plist = decl.child_by_field_name("parameters") if decl is not None else None
         params = [p for p in (plist.named_children if plist is not None else [])
@@ -175,8 +185,10 @@ class Analyzer:
         body = fn.child_by_field_name("body")
         if body is None:
             return
-        saved, saved_defs, saved_defaults = self.env, self.defs, self.defaults
-        self.env = {n: (v if isinstance(v, (Iv, Ptr)) else UNKNOWN) for n, v in zip(names, vals) if n}
+        saved, saved_defs, saved_defaults, saved_returns = self.env, self.defs, self.defaults, self.returns
+        self.env = {**(fields or {}),
+                    **{n: (v if isinstance(v, (Iv, Ptr, View)) else UNKNOWN) for n, v in zip(names, vals) if n}}
+        self.returns = []
         # a parameter the call leaves out takes its default (`int32_t const group_size = 0`): a
         # branch that default rules out (`if (group_size > 0)`) is not this call's
         self.defaults = set()
@@ -190,9 +202,11 @@ class Analyzer:
         self.depth += 1
         try:
             self.block_stmt(body)
+            returned = _joined(self.returns)
         finally:
             self.depth -= 1
-            self.env, self.defs, self.defaults = saved, saved_defs, saved_defaults
+            self.env, self.defs, self.defaults, self.returns = saved, saved_defs, saved_defaults, saved_returns
+        return returned
 
     # ---- statements ------------------------------------------------------------------------
     def run(self, body: Node) -> Facts:
@@ -228,8 +242,9 @@ class Analyzer:
             for c in st.named_children:
                 self.expr(c)
         elif t == "return_statement":
-            for c in st.named_children:
-                self.expr(c)
+            vals = [self.expr(c) for c in st.named_children if c.type != "comment"]
+            if self.returns is not None:
+                self.returns.append(vals[-1] if vals else None)
             return True
         elif t == "if_statement":
             return self.if_stmt(st)
@@ -393,6 +408,10 @@ class Analyzer:
             if "thread_block" in type_text or (value is not None and "this_thread_block" in value.text.decode()):
                 self.env[name] = "tile:block"
                 continue
+            view = self._view(type_text, d, value)
+            if view is not None:   # its methods are followed where it is called, here or in a helper it is passed to
+                self.env[name] = view
+                continue
             plain = target is not None and target.type == "identifier"
             if plain and "<" in type_text and self.type_bytes is not None:
                 nbytes = self.type_bytes(type_text)
@@ -420,6 +439,80 @@ class Analyzer:
             if isinstance(v, (Iv, Ptr)):
                 self.defs[name] = (value, frozenset(x.text.decode() for x in source._walk(value)
                                                     if x.type == "identifier"))
+
+    def _view(self, type_text: str, d: Node, value: Node | None) -> View | None:
+        """A local object of a class of the project constructed from the kernel's values (`MatrixView_half_rw
+        dest_(dest, height, width)`, which the grammar reads as a function declaration): its class and
+        the fields its constructor's initializer list (or, without a constructor, a brace list in
+        field order) sets to a pointer or an integer."""
+        cls = self.helpers.get(type_text.split("<")[0].split("::")[-1].strip())
+        if cls is None or cls.type not in ("class_specifier", "struct_specifier"):
+            return None
+        if d.type == "function_declarator":   # `View v(a, b);`: parameters that are only a name are arguments
+            plist = d.child_by_field_name("parameters")
+            params = plist.named_children if plist is not None else []
+            if not params or any(p.type != "parameter_declaration" or p.child_by_field_name("declarator") is not None
+                                 or len(p.named_children) != 1 for p in params):
+                return None
+            vals = [self._name_value(p.named_children[0].text.decode()) for p in params]
+            brace = False
+        elif value is not None and value.type in ("argument_list", "initializer_list"):
+            vals = [self.expr(a) for a in value.named_children if a.type != "comment"]
+            brace = value.type == "initializer_list"
+        else:
+            return None
+        body = cls.child_by_field_name("body")
+        members = body.named_children if body is not None else []
+        cname = (cls.child_by_field_name("name").text.decode() if cls.child_by_field_name("name") is not None else "")
+        ctors = [m for m in members if m.type == "function_definition" and _method_name(m) == cname
+                 and _arity(m)[0] <= len(vals) <= _arity(m)[1]]
+        fields: dict[str, Iv | Ptr] = {}
+        if ctors:
+            decl = source._function_declarator(ctors[0].child_by_field_name("declarator"))
+            plist = decl.child_by_field_name("parameters") if decl is not None else None
+            names = [source._declarator_name(p.child_by_field_name("declarator"))[0]
+                     for p in (plist.named_children if plist is not None else [])
+                     if p.type in ("parameter_declaration", "optional_parameter_declaration")]
+            saved = self.env
+            self.env = {n: v for n, v in zip(names, vals) if n and isinstance(v, (Iv, Ptr))}
+            try:
+                inits = next((c for c in ctors[0].named_children if c.type == "field_initializer_list"), None)
+                for fi in (inits.named_children if inits is not None else []):
+                    fname = next((c.text.decode() for c in fi.named_children if c.type == "field_identifier"), None)
+                    args = next((c for c in fi.named_children if c.type in ("argument_list", "initializer_list")), None)
+                    inner = [a for a in args.named_children if a.type != "comment"] if args is not None else []
+                    v = self.expr(inner[0], evaluate_only=True) if len(inner) == 1 else None
+                    if fname and isinstance(v, (Iv, Ptr)):
+                        fields[fname] = v
+            finally:
+                self.env = saved
+        elif brace:   # an aggregate: `View v{ptr, rows, cols}` sets its fields in order
+            order = [source._declarator_name(f.child_by_field_name("declarator"))[0]
+                     for f in members if f.type == "field_declaration"]
+            fields = {n: v for n, v in zip(order, vals) if n and isinstance(v, (Iv, Ptr))}
+        else:
+            return None
+        return View(cls, tuple(fields.items())) if any(isinstance(v, Ptr) for v in fields.values()) else None
+
+    def _name_value(self, name: str) -> Iv | Ptr | None:
+        if name not in self.env and name in self.constants:
+            return Iv.point(self.constants[name])
+        v = self.env.get(name)
+        return v if isinstance(v, (Iv, Ptr)) else None
+
+    def _method(self, view: View, method: str, vals: list) -> Iv | Ptr | None:
+        """A method of a view object called: its body followed with the object's fields in scope."""
+        body = view.cls.child_by_field_name("body")
+        members = []
+        for m in (body.named_children if body is not None else []):
+            m = next((c for c in m.named_children if c.type == "function_definition"), m) \
+                if m.type == "template_declaration" else m
+            if m.type == "function_definition" and _method_name(m) == method:
+                members.append(m)
+        fn = next((m for m in members if _arity(m)[0] <= len(vals) <= _arity(m)[1]), None)
+        if fn is None or self.depth >= MAX_HELPER_DEPTH:
+            return None
+        return self.inline(fn, vals, dict(view.fields))
 
     def _offset_of(self, n: Node | None) -> tuple[str, Iv] | None:
         """`base + e - f` as (base, the interval of e - f), base a plain integer variable."""
@@ -812,6 +905,8 @@ class Analyzer:
             if obj is not None and method is not None and self.env.get(obj.text.decode()) == "tile:block":
                 a = {"group_index": "blockIdx", "thread_index": "threadIdx", "dim_threads": "blockDim",
                      "group_dim": "blockDim"}.get(method.text.decode(), a)
+        if a == "this" and isinstance(self.env.get(f), (Iv, Ptr)):   # a view's field in its method
+            return self.env[f]
         k = "xyz".find(f)
         if isinstance(self.env.get(f"{a}.{f}"), Iv):   # narrowed by a condition (`threadIdx.x < 64`)
             return self.env[f"{a}.{f}"]
@@ -894,6 +989,18 @@ class Analyzer:
     def deref(self, n: Node, evaluate_only: bool, lhs: str):
         op = n.child_by_field_name("operator")
         arg = n.child_by_field_name("argument")
+        inner = _unparen(arg)
+        if op is not None and op.type == "&" and inner is not None and inner.type == "subscript_expression":
+            # `&data[i]` is an address, not an access: the pointer `data + i`
+            idx = inner.child_by_field_name("indices") or inner.child_by_field_name("index")
+            if idx is not None and idx.type == "subscript_argument_list":
+                idx = next((c for c in idx.named_children if c.type != "comment"), None)
+            p = self.expr(inner.child_by_field_name("argument"), evaluate_only=evaluate_only)
+            i = self.expr(idx, evaluate_only=evaluate_only)
+            if isinstance(p, Ptr):
+                return Ptr(p.base, _add(p.offset, _mul(i if isinstance(i, Iv) else UNKNOWN, Iv.point(p.scale))),
+                           p.scale)
+            return None
         v = self.expr(arg, evaluate_only=evaluate_only)
         if op is not None and op.type == "*" and isinstance(v, Ptr):
             if not evaluate_only:
@@ -957,6 +1064,10 @@ class Analyzer:
                 if method == "meta_group_size":
                     return Iv.point(max(1, nthreads // size))
                 return None
+            view = self.env.get(obj.text.decode()) if obj is not None else None
+            if isinstance(view, View):
+                vals = [self.expr(a, evaluate_only=evaluate_only) for a in args]
+                return None if evaluate_only else self._method(view, method, vals)
             nbytes = self.obj_bytes.get(obj.text.decode()) if obj is not None else None
             if nbytes is not None and method in _VECTOR_METHODS:   # `v.cast_load(v_a + off)`: one vector's elements
                 vals = [self.expr(a, evaluate_only=evaluate_only) for a in args]
@@ -992,10 +1103,10 @@ class Analyzer:
                 return Iv(0, -(-a.hi // b.lo))
             return None
         helper = self.helpers.get(short)
-        if helper is not None and not evaluate_only and self.depth < MAX_HELPER_DEPTH \
-                and any(isinstance(v, Ptr) for v in vals):
-            self.inline(helper, vals)
-            return None
+        if helper is not None and helper.type == "function_definition" and not evaluate_only \
+                and self.depth < MAX_HELPER_DEPTH \
+                and any(isinstance(v, (Ptr, View)) for v in vals):
+            return self.inline(helper, vals)
         accessor = "128" in short or "256" in short or short.startswith(_ACCESSORS)
         if not evaluate_only and not accessor:
             # a function Astra cannot see into (a library's, a member): what it does with the
@@ -1103,6 +1214,39 @@ def _reference_params(fn: Node) -> set[int]:
             and not any(c.type == "type_qualifier" and c.text == b"const" for c in p.children)}
 
 
+def _method_name(fn: Node) -> str | None:
+    decl = source._function_declarator(fn.child_by_field_name("declarator"))
+    return source._declarator_name(decl.child_by_field_name("declarator"))[0] if decl is not None else None
+
+
+def _arity(fn: Node) -> tuple[int, int]:
+    """(required, all) parameters of a function definition."""
+    decl = source._function_declarator(fn.child_by_field_name("declarator"))
+    plist = decl.child_by_field_name("parameters") if decl is not None else None
+    ps = [p for p in (plist.named_children if plist is not None else [])
+          if p.type in ("parameter_declaration", "optional_parameter_declaration")]
+    if len(ps) == 1 and ps[0].text.decode().strip() == "void":
+        ps = []
+    return sum(1 for p in ps if p.type == "parameter_declaration"), len(ps)
+
+
+def _joined(values: list) -> Iv | Ptr | None:
+    """What a function returns, where every return gives an interval, or a pointer into one buffer."""
+    if not values:
+        return None
+    if all(isinstance(v, Iv) for v in values):
+        out = values[0]
+        for v in values[1:]:
+            out = out.join(v)
+        return out
+    if all(isinstance(v, Ptr) for v in values) and len({(v.base, v.scale) for v in values}) == 1:
+        off = values[0].offset
+        for v in values[1:]:
+            off = off.join(v.offset)
+        return Ptr(values[0].base, off, values[0].scale)
+    return None
+
+
 def _add(a: Iv, b: Iv) -> Iv:
     return Iv(None if a.lo is None or b.lo is None else a.lo + b.lo,
               None if a.hi is None or b.hi is None else a.hi + b.hi)
@@ -1144,7 +1288,13 @@ def helpers_of(texts: list[str], macros: list[str] = ()) -> dict[str, Node]:
     out: dict[str, Node] = {}
     for text in [*texts, *filter(None, map(_macro_as_function, macros))]:
         root = source.parser().parse(text.encode("utf-8")).root_node
-        for fn in (n for n in source._walk(root) if n.type == "function_definition"):
+        members: set[int] = set()   # a class's methods are its own, not free functions
+        for n in source._walk(root):
+            if n.type in ("class_specifier", "struct_specifier") and n.child_by_field_name("body") is not None \
+                    and n.child_by_field_name("name") is not None:
+                out.setdefault(n.child_by_field_name("name").text.decode(), n)
+                members |= {m.id for m in source._walk(n.child_by_field_name("body"))}
+        for fn in (n for n in source._walk(root) if n.type == "function_definition" and n.id not in members):
             name = source._declarator_name(source._function_declarator(fn.child_by_field_name("declarator")))[0]
             if name:
                 out.setdefault(name.split("::")[-1], fn)
