@@ -15,7 +15,7 @@ from .hostexprs import function_macros
 from .launches import _launch_of, _pick_site, host_locals, program_inits, value_of
 from . import structs
 from .program import Program
-from .roles import TABLE, _divisions, _Shapes, _shapes
+from .roles import TABLE, _differences, _divisions, _Shapes, _shapes
 from .sizes import Draft, repair, size_bench, test_values
 from .template_args import _template_args, enumerators, known_names, split as _split
 from .types import _Types, dispatch_subjects, dispatch_values
@@ -312,6 +312,13 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
         n, width = r.split()[0], int(r.split()[2])
         if n in draft.sizes and any(v >= width for v in draft.sizes[n]):
             draft.sizes[n] = [v for v in draft.sizes[n] if v >= width]
+    # `(max - min) / 8` blocks: a window [min, max) of the rows; tested and timed from the rows' start
+    starts = [b for a, b in _differences(draft.grid + draft.block, size_names)
+              if a in draft.sizes and b in draft.sizes and not program_sizes.get(b)]
+    for b in starts:
+        draft.sizes[b] = [0]
+        notes.append(f"size `{b}` = 0: the launch covers a window that starts at `{b}`; tested from the start "
+                     f"(other starts are not tested)")
     for n, vals in program_sizes.items():
         if n in draft.sizes:
             notes.append(f"size `{n}`: the program itself uses {', '.join(map(str, vals))}")
@@ -330,6 +337,8 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
     if not ok:
         errors.append("no test size gives a valid launch (grid, block): adjust [sizes] by hand")
     size_bench(draft, program_sizes, notes)
+    for b in starts:
+        draft.bench[b] = [0]
 
     lines = ["/* @astra", f"grid = {_toml_list(draft.grid)}", f"block = {_toml_list(draft.block)}"]
     if earlier is not None:
@@ -524,6 +533,8 @@ def _requirements(grid: list[str], block: list[str], found: _Shapes | None, size
                 out.append(f"{a.text.decode()} % {b.text.decode()} == 0")
     # `hidden_dim / heads` threads: the launcher's heads divide the row
     out += [r for r in dict.fromkeys(f"{a} % {b} == 0" for a, b in _divisions(grid + block, size_names)) if r not in out]
+    # `(max - min) / 8` blocks: the launcher has the first above the second
+    out += [r for r in dict.fromkeys(f"{a} > {b}" for a, b in _differences(grid + block, size_names)) if r not in out]
     # a loop over `size / 8` packets handles no tail: the size must be a multiple of 8
     body = source.parser().parse(kernel.text.encode()).root_node
     dead = access.not_compiled(body, values or {})   # `if constexpr (use_vec)` of an instance without it

@@ -103,6 +103,24 @@ def _divisions(parts: list[str], names: list[str]) -> list[tuple[str, str]]:
     return out
 
 
+def _differences(parts: list[str], names: list[str]) -> list[tuple[str, str]]:
+    """(a, b) for each `a - b` of two sizes in the launch's expressions (`(max - min) / 8` blocks:
+    the launcher has a above b)."""
+    import ast
+    out = []
+    for x in parts:
+        try:
+            tree = exprs.parse(x)
+        except exprs.ExprError:
+            continue
+        for n in ast.walk(tree):
+            if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Sub) and isinstance(n.left, ast.Name) \
+                    and isinstance(n.right, ast.Name) and n.left.id in names and n.right.id in names \
+                    and n.left.id != n.right.id and (n.left.id, n.right.id) not in out:
+                out.append((n.left.id, n.right.id))
+    return out
+
+
 def _same_shapes(good: dict, tried, fitted, equal: dict[str, str]) -> bool:
     fixed, samples = tried
     now = {p: fitted(samples, e, fixed) for p, e in _extents_of(samples).items() if e is not None}
@@ -138,6 +156,7 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
     pointers = [p.name for p in kernel.params if p.is_pointer]
 
     divided = _divisions(grid + block, names)
+    differences = _differences(grid + block, names)
 
     def sample(extra: dict[str, str]) -> list | None:
         samples = []
@@ -147,6 +166,8 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
             sizes = {n: (_PROBE_VALUES[(i + k) % 5] + i // 5) * (k + 2) * 16 for i, n in enumerate(names)}
             for num, den in divided:   # `hidden_dim / heads` threads: a whole multiple, as the launcher has it
                 sizes[num] *= sizes[den] // 16
+            for hi, lo in differences:   # `(max - min) / 8` blocks: the first above the second
+                sizes[hi] += sizes[lo]
             try:
                 probe = dict(sizes)   # the parameters derived from the sizes (a row stride) take their values
                 for name, e in {**(derived or {}), **extra}.items():

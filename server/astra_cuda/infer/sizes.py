@@ -159,8 +159,10 @@ def repair(d: Draft, notes: list[str]) -> bool:
             name = max(in_block, key=lambda n: case[n])
             d.sizes[name] = sorted({max(1, v // 2) if v == case[name] else v for v in d.sizes[name]})
             continue
-        # drop the smallest offending value of a name that has others; else double it
-        name = next((n for n in sorted(case, key=lambda n: case[n]) if len(d.sizes[n]) > 1), None)
+        # drop the smallest offending value of a name that has others; else double it (a grid or
+        # block dimension out of range: a name of that dimension's expression)
+        suspects = _launch_names(d, case, why) or set(case)
+        name = next((n for n in sorted(case, key=lambda n: case[n]) if len(d.sizes[n]) > 1 and n in suspects), None)
         if name is not None:
             d.sizes[name] = [v for v in d.sizes[name] if v != case[name]]
         else:
@@ -169,6 +171,20 @@ def repair(d: Draft, notes: list[str]) -> bool:
                 return False
             d.sizes[name] = [max(1, case[name]) * 2]
     return False
+
+
+def _launch_names(d: Draft, case: dict[str, int], why: str) -> set[str]:
+    """The sizes of the grid (or block) dimensions out of range in `case`."""
+    if why not in ("grid", "block"):
+        return set()
+    parts = d.grid if why == "grid" else d.block
+    limits = (MAX_DIM - 1, 65535, 65535) if why == "grid" else (1024, 1024, 64)
+    out: set[str] = set()
+    for i, e in enumerate(parts):
+        v = _ev(e, case)
+        if v is None or v < 1 or v > limits[min(i, 2)]:
+            out |= exprs.names(e) & set(case)
+    return out
 
 
 def _fit_requirements(d: Draft, name: str, values: list[int]) -> list[int]:
@@ -186,7 +202,7 @@ def _fit_requirements(d: Draft, name: str, values: list[int]) -> list[int]:
 
 def _bounds(d: Draft, name: str) -> tuple[int, int]:
     """The range `require` gives one size on its own (`n >= 4`, `n <= 4 * 256`)."""
-    lo, hi = 1, MAX_DIM
+    lo, hi = 0, MAX_DIM   # a 0 given (a window's start) stays
     for r in d.require:
         try:
             tree = exprs.parse(r).body

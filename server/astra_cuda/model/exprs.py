@@ -188,8 +188,11 @@ def _check_size(tree: ast.AST, expr: str) -> None:
 
 
 def names(expr: str | int | float) -> set[str]:
-    """The size names an expression refers to."""
-    return {n.id for n in ast.walk(parse(expr)) if isinstance(n, ast.Name) and n.id not in FUNCTIONS}
+    """The size names an expression refers to: a name called is a function, any other is a size
+    (a kernel's `int min, int max` parameters are sizes named like the functions)."""
+    tree = parse(expr)
+    called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in called}
 
 
 def evaluate(expr: str | int | float, env: dict[str, int | float]):
