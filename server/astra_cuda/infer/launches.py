@@ -435,7 +435,8 @@ def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names:
                if c is not None and set(exprs.names(c)) <= known]
     for c in require:
         notes.append(f"`{c}`: the launcher checks it before it launches ({where}): required")
-    for text, taken in branch_conditions(model, site, local):
+    # a picker's `if` the instance launched is returned under (`blocks_per_warp == 1`), then the launch's own
+    for text, taken in [(c, True) for c in site.conditions] + branch_conditions(model, site, local):
         c = _condition(text, hx)
         c = c if c is None or taken else _negated(c)
         if c is not None and set(exprs.names(c)) <= known and c not in require:

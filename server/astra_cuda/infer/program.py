@@ -198,12 +198,16 @@ def _indirect_launches(model: SourceModel, kernel: str) -> list[LaunchSite]:
         body = _text(fn)
         if kernel not in body and not any(p in body for p in pickers):
             continue
-        edits = _rewrites(fn, kernel, pickers)
+        guards: dict[int, str] = {}
+        edits = _rewrites(fn, kernel, pickers, guards)
         if not edits:
             continue
         data = fn.text
         for start, end, new in sorted(edits, reverse=True):
             data = data[:start - fn.start_byte] + new.encode() + data[end - fn.start_byte:]
+        # where each guarded launch's edit lands in the rewritten text
+        moved = {start - fn.start_byte + sum(len(n.encode()) - (e - b) for b, e, n in edits if b < start): cond
+                 for start, cond in guards.items()}
         sub = source._Builder(data.decode("utf-8", errors="replace"))
         sub._launches(source.parser().parse(data).root_node)
         shift = fn.start_point[0]
@@ -212,8 +216,9 @@ def _indirect_launches(model: SourceModel, kernel: str) -> list[LaunchSite]:
                 continue
             line = site.span.start_line + shift   # where the launch is written in the file
             span = source.Span(line, 0, line, 0, fn.start_byte, fn.end_byte)
+            conds = tuple(c for at, c in moved.items() if site.span.start_byte <= at < site.span.end_byte)
             out.append(replace(site, span=span, grid_var=_moved(site.grid_var, shift),
-                               block_var=_moved(site.block_var, shift)))
+                               block_var=_moved(site.block_var, shift), conditions=site.conditions + conds))
     return out
 
 
@@ -221,30 +226,118 @@ def _moved(var, shift: int):
     return replace(var, line=var.line + shift) if var is not None and var.line is not None else var
 
 
-def _pickers(model: SourceModel, kernel: str) -> dict[str, str]:
+@dataclass(frozen=True)
+class Picker:
+    """A host function that returns an instance of a kernel: the instance a launch through what it
+    returns is read as, and the condition over its parameters under which it returns that one
+    (`blocks_per_warp == 1`), or None."""
+    instance: str
+    condition: str | None
+    params: tuple[str, ...]
+
+    def condition_at(self, args: list[str]) -> str | None:
+        """The condition with the call's arguments for the parameters."""
+        if self.condition is None or len(args) != len(self.params):
+            return None
+        return _substituted(self.condition, dict(zip(self.params, (f"({a})" for a in args))))
+
+
+def _pickers(model: SourceModel, kernel: str) -> dict[str, Picker]:
     """Host functions that return an instance of `kernel` (`fp_kernel pick(...) { if (a) return
-    k<true, false>; ... return k<false, false>; }`): name -> the instance a launch through what
-    they return is read as — the general one, with the fewest features switched on (`true`
-    flags, larger numbers), as `_pick_site` ranks launches."""
-    out: dict[str, str] = {}
+    k<true, false>; ... return k<false, false>; }`, the returns written directly or by a macro of
+    the file: `#define instance(n) if (bpw == n) return k<n>`): name -> the instance a launch through
+    what they return is read as — the general one, with the fewest features switched on (`true`
+    flags, larger numbers), as `_pick_site` ranks launches — with the `if` it is returned under."""
+    out: dict[str, Picker] = {}
+    macros = _statement_macros(model)
     for fn in _functions(model.text):
-        found = []
-        for ret in (n for n in _walk(fn) if n.type == "return_statement"):
-            value = next((c for c in ret.named_children if c.type != "comment"), None)
-            name, targs = _callee(value)
-            if name == kernel:
-                found.append(targs)
+        found: list[tuple[tuple[str, ...], str | None]] = []
+        for node in _walk(fn):
+            rets: list[Node] = []
+            if node.type == "return_statement":
+                rets = [node]
+            elif node.type == "call_expression" and _text(node.child_by_field_name("function")) in macros:
+                rets = _expanded_returns(macros[_text(node.child_by_field_name("function"))], node)
+            for ret in rets:
+                value = next((c for c in ret.named_children if c.type != "comment"), None)
+                name, targs = _callee(value)
+                if name == kernel:
+                    found.append((targs, _guard(ret)))
         if found:
-            def rank(targs: tuple[str, ...]) -> tuple[int, int]:
+            def rank(item: tuple[tuple[str, ...], str | None]) -> tuple[int, int]:
+                targs = item[0]
                 return (sum(t.strip() == "true" for t in targs), sum(int(t) for t in targs if t.strip().isdigit()))
-            best = min(found, key=rank)
-            out[_function_name(fn)] = kernel + (f"<{', '.join(best)}>" if best else "")
+            best, cond = min(found, key=rank)
+            out[_function_name(fn)] = Picker(kernel + (f"<{', '.join(best)}>" if best else ""), cond, _param_names(fn))
     return out
 
 
-def _rewrites(fn: Node, kernel: str, pickers: dict[str, str] | None = None) -> list[tuple[int, int, str]]:
+def _statement_macros(model: SourceModel) -> dict[str, tuple[tuple[str, ...], str]]:
+    """The file's function-like macros whose body returns (`#define kernel_instance(bpw) if (...)
+    return k<bpw>`): name -> (parameters, body)."""
+    out: dict[str, tuple[tuple[str, ...], str]] = {}
+    root = source.parser().parse(model.text.encode("utf-8")).root_node
+    for d in (n for n in _walk(root) if n.type == "preproc_function_def"):
+        name, params, value = (d.child_by_field_name(f) for f in ("name", "parameters", "value"))
+        if name is None or params is None or value is None or b"return" not in value.text:
+            continue
+        names = tuple(_text(c) for c in params.named_children if c.type == "identifier")
+        out[_text(name)] = (names, _text(value).replace("\\\n", " "))
+    return out
+
+
+def _expanded_returns(macro: tuple[tuple[str, ...], str], call: Node) -> list[Node]:
+    """The return statements of a statement macro's body with the call's arguments substituted."""
+    params, body = macro
+    args_node = call.child_by_field_name("arguments")
+    args = [_text(a) for a in args_node.named_children if a.type != "comment"] if args_node is not None else []
+    if len(args) != len(params):
+        return []
+    text = _substituted("void __astra_macro() { " + body + "; }", dict(zip(params, args)))
+    root = source.parser().parse(text.encode("utf-8")).root_node
+    return [n for n in _walk(root) if n.type == "return_statement"]
+
+
+def _substituted(text: str, values: dict[str, str]) -> str:
+    """C++ text with the identifiers named in `values` replaced (tokens, not substrings)."""
+    data = text.encode("utf-8")
+    root = source.parser().parse(data).root_node
+    spots = [(n.start_byte, n.end_byte, values[_text(n)]) for n in _walk(root)
+             if n.type in ("identifier", "type_identifier") and _text(n) in values]
+    for start, end, new in sorted(spots, reverse=True):
+        data = data[:start] + new.encode("utf-8") + data[end:]
+    return data.decode("utf-8", errors="replace")
+
+
+def _guard(ret: Node) -> str | None:
+    """The condition of the `if` a return is the whole `then` branch of (`if (n == 1) return k<1>;`)."""
+    node, parent = ret, ret.parent
+    while parent is not None and parent.type == "compound_statement" and len(parent.named_children) == 1:
+        node, parent = parent, parent.parent
+    if parent is None or parent.type != "if_statement" or node != parent.child_by_field_name("consequence"):
+        return None
+    cond = parent.child_by_field_name("condition")
+    while cond is not None and cond.type in ("condition_clause", "parenthesized_expression") \
+            and len(cond.named_children) == 1:
+        cond = cond.named_children[0]
+    return _text(cond) if cond is not None else None
+
+
+def _param_names(fn: Node) -> tuple[str, ...]:
+    decl = source._function_declarator(fn.child_by_field_name("declarator"))
+    plist = decl.child_by_field_name("parameters") if decl is not None else None
+    return tuple(source._declarator_name(p.child_by_field_name("declarator"))[0] or ""
+                 for p in (plist.named_children if plist is not None else [])
+                 if p.type in ("parameter_declaration", "optional_parameter_declaration"))
+
+
+def _rewrites(fn: Node, kernel: str, pickers: dict[str, Picker] | None = None,
+              guards: dict[int, str] | None = None) -> list[tuple[int, int, str]]:
     """(start, end, replacement) byte edits that turn the function's indirect launches of
-    `kernel` into `<<<>>>` launches of it (a pointer a picker function returned included)."""
+    `kernel` into `<<<>>>` launches of it (a pointer a picker function returned included).
+    `guards` gets, per launch through a picker's pointer (by the byte its edit starts at), the
+    condition under which the picker returned that instance, in the launcher's terms."""
+    picked: dict[str, str] = {}    # a local a picker set -> the picker's condition at that call
     pointers: dict[str, str] = {}   # a local naming the kernel -> 'kernel<targs>'
     fields: dict[str, str] = {}     # 'config.gridDim' -> its value
     field_sets: list[Node] = []     # those assignments: gone from the rewrite, so a dim3 they read stays followed
@@ -273,7 +366,13 @@ def _rewrites(fn: Node, kernel: str, pickers: dict[str, str] | None = None) -> l
         if callee == kernel:
             pointers[name] = kernel + (f"<{', '.join(targs)}>" if targs else "")
         elif value.type == "call_expression" and (pickers or {}).get(_callee(value.child_by_field_name("function"))[0]):
-            pointers[name] = (pickers or {})[_callee(value.child_by_field_name("function"))[0]]
+            picker = (pickers or {})[_callee(value.child_by_field_name("function"))[0]]
+            pointers[name] = picker.instance
+            args_node = value.child_by_field_name("arguments")
+            cond = picker.condition_at([_text(a) for a in args_node.named_children if a.type != "comment"]
+                                       if args_node is not None else [])
+            if cond is not None:
+                picked[name] = cond
     edits = []
     for call in (n for n in _walk(fn) if n.type == "call_expression"):
         callee = call.child_by_field_name("function")
@@ -283,6 +382,8 @@ def _rewrites(fn: Node, kernel: str, pickers: dict[str, str] | None = None) -> l
         kcs = next((c for c in call.children if c.type == "kernel_call_syntax"), None)
         if kcs is not None and callee.type == "identifier" and _text(callee) in pointers:
             edits.append((callee.start_byte, callee.end_byte, pointers[_text(callee)]))
+            if guards is not None and _text(callee) in picked:
+                guards[callee.start_byte] = picked[_text(callee)]
             continue
         api = _text(callee).split("::")[-1]
         args = [a for a in args_node.named_children if a.type != "comment"]

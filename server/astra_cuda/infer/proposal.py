@@ -171,6 +171,8 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
     int_params = set()
     for p in kernel.params:
         dt = dtypes.from_cpp(resolved[p.name][0]) if resolved[p.name][0] else None
+        if p.is_pointer and dt is None and p.base_type.replace("const", "").strip() == "void":
+            dt = dtypes.BY_NAME["uint8"]   # a `void*` buffer is bytes: its casts (`(float*)x`) measured in them
         if p.is_pointer and dt is not None:
             elem_bytes[p.name] = dt.itemsize
             if not dt.is_float:
@@ -185,7 +187,7 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
                     lanes, derived, access.helpers_of([it.text for it in types.items if it.kind in ("device_function", "type")],
                                      [it.text for it in types.items if it.kind == "macro"]),
                     equal_sizes=decide.get("sizes") == "equal",
-                    type_bytes=lambda t: types.vector_bytes(t, targs))
+                    type_bytes=lambda t: types.vector_bytes(t, targs), require=launch_require)
     if found is not None and (found.derived or found.equal):
         for k, v in found.derived.items():
             notes.append(f"`{k}` is a stride of a contiguous layout: took {v}, the extent the kernel reaches "
@@ -233,7 +235,16 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
         if p.is_pointer:
             if dt is None and p.base_type.replace("const", "").strip() == "void":
                 dt = dtypes.BY_NAME["uint8"]   # a `void*` buffer: bytes
-                notes.append(f"`{p.name}` is a `void*`: taken as bytes (uint8)")
+                shape = found.shapes.get(p.name) if found is not None else None
+                typed = _cast_type(found.casts.get(p.name, set()) if found is not None else set(), shape)
+                if typed is not None:   # read as the widest type the kernel casts it to, its shape in those
+                    dt, found.shapes[p.name] = typed
+                    if p.name in found.vectors:   # its vector accesses in those elements too
+                        found.vectors[p.name] = max(1, found.vectors[p.name] // dt.itemsize)
+                    notes.append(f"`{p.name}` is a `void*` the kernel casts to {', '.join(sorted(found.casts[p.name]))}: "
+                                 f"taken as {dt.name} (the widest; the flags chosen read it so) — CHECK")
+                else:
+                    notes.append(f"`{p.name}` is a `void*`: taken as bytes (uint8)")
             elif dt is None:   # never "?": float, which the compiler checks against the real type
                 dt = dtypes.BY_NAME["float"]
                 errors.append(f"`{p.name}`: the element type `{p.base_type}` could not be resolved ({why}): took "
@@ -591,6 +602,21 @@ def _vector_requirements(found: _Shapes | None, buffers: dict[str, tuple[list[st
                      f"accesses): `{req}` keeps each row aligned to a vector, as a GPU needs — CHECK whether the "
                      f"kernel handles a tail")
     return out
+
+
+def _cast_type(casts: set[str], shape: list[str] | None) -> tuple[dtypes.DType, list[str]] | None:
+    """A `void*` buffer's element type, the widest scalar the kernel casts it to, and its shape
+    in those elements (a row of `4 * dim` bytes is `dim` floats), or None where it is not one."""
+    types = [dt for c in casts if (dt := dtypes.BY_NAME.get(c)) is not None]
+    if not types or not shape:
+        return None
+    widest = max(types, key=lambda t: t.itemsize)
+    last = shape[-1].replace(" ", "")
+    if widest.itemsize == 1:
+        return widest, shape
+    if last.startswith(f"{widest.itemsize}*"):
+        return widest, shape[:-1] + [shape[-1].split("*", 1)[1].strip()]
+    return None
 
 
 def _toml_list(items: list[str]) -> str:

@@ -80,6 +80,7 @@ class _Shapes:
     equal: dict[str, str] = field(default_factory=dict)     # size -> the size it was taken equal to
     packets: dict[str, int] = field(default_factory=dict)   # size -> the packet width it must be a multiple of
     vectors: dict[str, int] = field(default_factory=dict)   # pointer -> elements one access moves, where > 1
+    casts: dict[str, set[str]] = field(default_factory=dict)  # pointer -> the scalar types the kernel casts it to
 
 
 _STRIDE_PROBE = 100003   # a stride set far from every probe size: what it moves depends on it
@@ -101,6 +102,13 @@ def _divisions(parts: list[str], names: list[str]) -> list[tuple[str, str]]:
                     and n.left.id != n.right.id and (n.left.id, n.right.id) not in out:
                 out.append((n.left.id, n.right.id))
     return out
+
+
+def _holds(require: list[str], sizes: dict[str, int]) -> bool:
+    try:
+        return all(bool(exprs.evaluate(r, sizes)) for r in require)
+    except exprs.ExprError:
+        return True
 
 
 def _differences(parts: list[str], names: list[str]) -> list[tuple[str, str]]:
@@ -144,7 +152,7 @@ def is_stride(name: str) -> bool:
 def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[str], elem_bytes: dict[str, int],
             int_params: set[str], constants: dict[str, int], lanes: dict[str, int] | None = None,
             derived: dict[str, str] | None = None, helpers=None, equal_sizes: bool = False,
-            type_bytes=None) -> _Shapes | None:
+            type_bytes=None, require: list[str] = ()) -> _Shapes | None:
     """Each pointer's shape fitted to the extents the kernel reaches. A stride parameter of a
     contiguous layout (`token_idx * query_stride + head_idx * head_stride + i`) gets its
     contiguous value: innermost first (strides are listed outermost first), each stride is the
@@ -168,6 +176,13 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
                 sizes[num] *= sizes[den] // 16
             for hi, lo in differences:   # `(max - min) / 8` blocks: the first above the second
                 sizes[hi] += sizes[lo]
+            for n in names:   # a launcher's bound on one size (`cdiv(dim, 2048) == 1`): probed within it
+                own = [r for r in require if exprs.names(r) == {n}]
+                v = sizes[n]
+                while v > 16 and not _holds(own, {n: v}):
+                    v = v // 32 * 16
+                if _holds(own, {n: v}):   # an upper bound (a `% 8 != 0` no probe meets leaves it be)
+                    sizes[n] = v
             try:
                 probe = dict(sizes)   # the parameters derived from the sizes (a row stride) take their values
                 for name, e in {**(derived or {}), **extra}.items():
@@ -266,7 +281,8 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
                    {n for n, u in last.items() if not u.written},
                    {n for n, u in last.items() if u.table_loads} if uses_table else set(), uses_table,
                    {k: v for k, v in fixed.items() if k not in equal}, equal, packets,
-                   {n: u.packet for n, u in last.items() if u.packet > 1})
+                   {n: u.packet for n, u in last.items() if u.packet > 1},
+                   {n: set(u.casts) for n, u in last.items() if u.casts})
 
 
 def _packet(shape: list[str], values: list[tuple[dict[str, int], int]], given: dict[str, str]) -> int:

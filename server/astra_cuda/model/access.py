@@ -25,7 +25,8 @@ from . import dtypes, source
 VECTOR_BYTES = {"int4": 16, "uint4": 16, "float4": 16, "double2": 16, "longlong2": 16, "ulonglong2": 16,
                 "int2": 8, "uint2": 8, "float2": 8, "half2": 4, "__half2": 4, "__nv_bfloat162": 4,
                 "nv_bfloat162": 4, "int": 4, "float": 4, "uint32_t": 4, "int32_t": 4, "unsigned": 4,
-                "double": 8, "int64_t": 8, "uint64_t": 8, "short": 2, "char": 1, "int8_t": 1, "uint8_t": 1}
+                "double": 8, "int64_t": 8, "uint64_t": 8, "short": 2, "char": 1, "int8_t": 1, "uint8_t": 1,
+                "half": 2, "__half": 2, "__nv_bfloat16": 2, "nv_bfloat16": 2, "uint16_t": 2, "int16_t": 2}
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,7 @@ class Use:
     unknown: bool = False          # some access could not be bounded
     table_loads: bool = False      # integer values were loaded from it (an index array)
     packet: int = 1                # most elements one access touches (a uint4 over floats: 4)
+    casts: set[str] = field(default_factory=set)   # scalar types it is cast to (`(float*)x` of a void* buffer)
 
     def reach(self, hi: int | None) -> None:
         if hi is None:
@@ -246,6 +248,8 @@ class Analyzer:
             if self.returns is not None:
                 self.returns.append(vals[-1] if vals else None)
             return True
+        elif t in ("break_statement", "continue_statement"):
+            return True   # this iteration ends here: `if (column >= n) break;` narrows what follows, as a return does
         elif t == "if_statement":
             return self.if_stmt(st)
         elif t == "for_statement":
@@ -575,6 +579,9 @@ class Analyzer:
         for _ in range(4):   # through the body's own aliases
             elem = " ".join(w for w in self.aliases.get(elem, elem).split() if w not in ("const", "typename"))
         nbytes = VECTOR_BYTES.get(elem.split()[-1] if elem else "")
+        dt = dtypes.from_cpp(elem) if elem else None
+        if dt is not None and p.base in self.facts.uses and dtypes.vector_of(elem) is None:
+            self.facts.uses[p.base].casts.add(dt.name)
         if nbytes is None and self.type_bytes is not None and elem:
             nbytes = self.type_bytes(elem)
         base = self.elem_bytes.get(p.base)

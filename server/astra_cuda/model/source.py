@@ -128,6 +128,7 @@ class LaunchSite:
     grid_var: ConfigVar | None = None   # set when `grid` is the name of a dim3 variable
     block_var: ConfigVar | None = None  # likewise for `block`
     via_macro: str | None = None        # the launch is written in this macro's body, used here
+    conditions: tuple[str, ...] = ()    # host conditions it is launched under that its span does not show
 
     def to_json(self) -> dict:
         out = {"kernel": self.kernel, "template_args": self.template_args, "grid": self.grid,
