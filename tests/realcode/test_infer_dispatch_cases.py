@@ -58,3 +58,18 @@ def test_a_launch_in_the_case_of_a_switch_over_the_block_is_read_at_the_default_
             "template void reduce<int>(int, int, int, int*, int*);\n")
     s, _ = infer(project, "red.cu", "red")
     assert s.instantiate == "<int, 256, false>" and s.block[0] == "256"
+
+
+def test_a_dispatch_macro_behind_a_vendored_librarys_many_headers_is_read(project):
+    """FlashInfer's cascade.cuh includes cp_async.cuh (and through it 60-odd CCCL headers of its
+    3rdparty/ folder) before utils.cuh, which defines DISPATCH_HEAD_DIM: a compile unit's budget of
+    project headers was spent before it, so the macro went unread."""
+    for i in range(80):
+        project(f"vendor/v{i}.h", f"#pragma once\n#define VENDOR_{i} {i}\n")
+    project("vendor/all.h", "".join(f'#include "v{i}.h"\n' for i in range(80)))
+    macro, rest = MERGE.split("template <unsigned vec_size", 1)
+    project("utils.h", macro.replace("#include <algorithm>\n", ""))
+    project("merge.cu", '#include <algorithm>\n#include "vendor/all.h"\n#include "utils.h"\n'
+            "template <unsigned vec_size" + rest)
+    s, p = infer(project, "merge.cu", "merge")
+    assert s.args["head_dim"].value == "64" and s.instantiate == "<4, float, float>"

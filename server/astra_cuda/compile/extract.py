@@ -75,6 +75,7 @@ class _Reader:
     headers: list[str]
     seen: set[str]
     policy: confine.Confinement
+    max_headers: int = MAX_HEADERS
 
     def items(self, model: SourceModel, path: str, guards: tuple[Guard, ...] = (), depth: int = 0) -> list[Item]:
         out: list[Item] = []
@@ -100,8 +101,8 @@ class _Reader:
                 key = str(found)
                 if key in self.seen:
                     continue  # read once, as `#pragma once` or an include guard would
-                if depth >= MAX_HEADER_DEPTH or len(self.headers) >= MAX_HEADERS:
-                    self.notes.append(f"{written} not read into the unit: more than {MAX_HEADERS} project headers "
+                if depth >= MAX_HEADER_DEPTH or len(self.headers) >= self.max_headers:
+                    self.notes.append(f"{written} not read into the unit: more than {self.max_headers} project headers "
                                       f"or {MAX_HEADER_DEPTH} levels deep")
                     out.append(_host_only(item))
                     continue
@@ -128,11 +129,12 @@ class _Reader:
 
 
 def header_reader(path: str, context: ProjectContext, notes: list[str] | None = None,
-                  dropped: list[str] | None = None, headers: list[str] | None = None) -> _Reader:
+                  dropped: list[str] | None = None, headers: list[str] | None = None,
+                  max_headers: int = MAX_HEADERS) -> _Reader:
     """A reader of the project headers of the file at `path`, under the compilers' read policy."""
     policy = confine.for_unit([f"-I{os.path.dirname(os.path.abspath(path))}", *context.options()])
     return _Reader(context, [] if notes is None else notes, [] if dropped is None else dropped,
-                   [] if headers is None else headers, set(), policy)
+                   [] if headers is None else headers, set(), policy, max_headers)
 
 
 def project_header_texts(model: SourceModel, path: str, context: ProjectContext) -> tuple[str, ...]:

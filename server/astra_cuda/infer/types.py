@@ -10,6 +10,12 @@ from ..model.syntax import walk as _walk
 
 # ---- element types: typedefs and the macros that select them -----------------------------------
 
+# project headers read for the names inference resolves: more than a unit's, since a vendored
+# library a header includes first (FlashInfer's CCCL under 3rdparty/, through cp_async.cuh) fills a
+# unit's 64 before the project's own dispatch macros (utils.cuh) are reached
+MAX_HEADERS_READ = 512
+
+
 class _Types:
     """C++ names read through the unit's items (the file and its project headers, with the
     macros defined before each, `#if`/`#ifdef` branches evaluated): `floatX` behind
@@ -20,7 +26,7 @@ class _Types:
         self.items = []
         if path is not None:
             try:
-                reader = extract.header_reader(path, context or ProjectContext())
+                reader = extract.header_reader(path, context or ProjectContext(), max_headers=MAX_HEADERS_READ)
                 self.items = reader.items(model, path)
             except Exception:  # a header that cannot be read: what the file itself says still counts
                 self.items = list(model.items)
