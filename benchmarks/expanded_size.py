@@ -50,7 +50,7 @@ def measure(path: Path, includes: list[str], defines: list[str], undefines: list
     sizes = {f: os.path.getsize(f) for f in per_file if os.path.isfile(f)}
     ratios = {f: n / max(sizes.get(f, 0), 1) for f, n in per_file.items()}
     worst = max(ratios, key=lambda f: ratios[f], default="")
-    out = {"source_bytes": read, "largest_file_ratio": round(ratios.get(worst, 0), 2),
+    out = {"source_bytes": read.bytes, "code_bytes": read.code, "largest_file_ratio": round(ratios.get(worst, 0), 2),
            "largest_ratio_file": os.path.basename(worst), "file_bytes": len(text.encode()), "preprocessed_bytes": len(pp.text.encode()), "project_bytes": len(data),
            "nodes": tree.root_node.descendant_count, "longest_row": max((len(r.text) for r in rows), default=0),
            "headers": len({r.file for r in rows}) - 1, "preprocess_s": round(t1 - t0, 2),
@@ -99,7 +99,10 @@ def main() -> int:
     ok = {k: v for k, v in results.items() if "error" not in v}
     for v in ok.values():
         v["expansion"] = round(v["project_bytes"] / max(v["source_bytes"], 1), 2)
-    for field in ("project_bytes", "nodes", "longest_row", "cut_s", "expansion", "largest_file_ratio"):
+        v["code_expansion"] = round(v["project_bytes"] / max(v["code_bytes"], 1), 2)   # what the bound reads
+        v["nodes_per_code_byte"] = round(v["nodes"] / max(v["code_bytes"], 1), 2)
+    for field in ("project_bytes", "nodes", "longest_row", "cut_s", "expansion", "code_expansion",
+                  "nodes_per_code_byte", "largest_file_ratio"):
         top = sorted(ok.items(), key=lambda kv: -kv[1].get(field, 0))[:3]
         print(f"largest {field}: " + "; ".join(f"{k} {v.get(field)}" for k, v in top))
     if a.out:

@@ -128,14 +128,42 @@ def test_code_that_outgrows_its_files_is_refused_at_its_line(project, monkeypatc
     assert "f7(float x)" in extract.unit(ok.read_text(), str(ok), "k").source   # ~150 KB, 60,000 nodes: cut
     nodes = project("nodes.cu", _doubling(12) + "__device__ int t[] = {C12 1};\n"
                     "__global__ void k(int* o) { o[0] = t[3]; }\n")   # 8 KiB, 8,200 nodes
-    with pytest.raises(cut.TooLarge, match="bytes of the project's files become more than 4,[0-9]{3} syntax nodes") as e:
+    with pytest.raises(cut.TooLarge, match="bytes of code in the project's files become more than 4,[0-9]{3} syntax nodes") as e:
         extract.unit(nodes.read_text(), str(nodes), "k")
     assert e.value.line == 13   # 0-based: the list, line 14
     project("table.cuh", _doubling(14) + "__device__ int t[] = {C14 1};\n")   # 32 KiB
     inc = project("inc.cu", '#include "table.cuh"\n__global__ void k(int* o) { o[0] = t[3]; }\n')
-    with pytest.raises(cut.TooLarge, match=r"^table\.cuh:16: .* become more than [12][0-9] KiB of code") as e:
+    with pytest.raises(cut.TooLarge, match=r"^table\.cuh:16: .* become more than [12][0-9] KiB once macros") as e:
         extract.unit(inc.read_text(), str(inc), "k")
     assert e.value.line is None
+
+
+def test_only_code_earns_growth_and_never_past_the_ceiling(project, monkeypatch):
+    """Comments and blank space earn no allowance (280 KB of them let a 2**18-element list
+    through: 2 minutes to a verdict), and however much code a project holds, what the cut reads
+    stays under the ceilings (cut.CEILING_BYTES, CEILING_NODES)."""
+    from astra_cuda.compile import cut
+    monkeypatch.setattr(cut, "FLOOR_BYTES", 16 << 10)
+    monkeypatch.setattr(cut, "FLOOR_NODES", 4000)
+    padded = project("pad.cu", "// " + "c" * 60 + "\n" + "/* " + "b" * 60 + " */\n" + " " * 100 + "\n\t\n"
+                     + "int x; // trailing\n")
+    assert cut.code_bytes(str(padded)) == len("intx;")
+    table = _doubling(12) + "__device__ int t[] = {C12 1};\n__global__ void k(int* o) { o[0] = t[3]; }\n"
+    pad = ("// " + "p" * 77 + "\n") * 2000 + "/*\n" + ("q" * 79 + "\n") * 1000 + "*/\n"   # 240 KB: 3.8 MB earned before
+    f = project("k.cu", pad + table)
+    with pytest.raises(cut.TooLarge, match="once macros are expanded") as e:
+        extract.unit(f.read_text(), str(f), "k")
+    assert e.value.line == f.read_text().splitlines().index("__device__ int t[] = {C12 1};")
+    project("big.cuh", "".join(f"__device__ float f{i}(float x) {{ return x * {i}.f + {i}; }}\n"
+                            for i in range(3000)))   # ~150 KB of code, 60,000 nodes
+    ok = project("ok.cu", '#include "big.cuh"\n__global__ void k(float* o) { o[0] = f7(1.f); }\n')
+    assert "f7(float x)" in extract.unit(ok.read_text(), str(ok), "k").source
+    monkeypatch.setattr(cut, "CEILING_NODES", 50_000)   # code earns, but never past the ceiling
+    with pytest.raises(cut.TooLarge, match="more than 50,000 syntax nodes"):
+        extract.unit(ok.read_text(), str(ok), "k")
+    monkeypatch.setattr(cut, "CEILING_BYTES", 64 << 10)
+    with pytest.raises(cut.TooLarge, match="more than 64 KiB once macros"):
+        extract.unit(ok.read_text(), str(ok), "k")
 
 
 def test_deep_namespaces_are_a_syntax_problem_then_refused(project):

@@ -202,6 +202,14 @@ BOUNDS = [
            "plus 8 bytes and 2 nodes per byte of the project's files read (real code: at most 1.8 and 0.5; "
            "CUTLASS read in as a project's headers: 4.1 MiB, 1.2 million nodes)",
            body=doubling(20, "1,", "C") + "__device__ int astra_table[] = {C20 1};\n", arg="astra_table[i]"),
+    Attack("comment_padding", "bounds", "the 2**18-element list of doubling macros behind 280 KB of padding: "
+           "line comments, a block comment and blank lines (each padded byte earned 8 bytes and 2 nodes of "
+           "allowance: the list passed the bound, `astra check --backend cpu` ran 2 min 8 s to a verdict; 4 MB of "
+           "padding would have let the 2**20 list through)", "exit 2 naming the line, within seconds, before any "
+           "walk or compiler", "the cut: only code earns allowance (the files' bytes less comments and blank "
+           "space, read by tree-sitter), and never past 6 MiB and 1.8 million nodes (1.5 times CUTLASS's)",
+           body=("// " + "x" * 77 + "\n") * 1750 + "/*" + ("y" * 79 + "\n") * 875 + "*/\n" + (" " * 79 + "\n") * 875
+           + doubling(18, "1,", "C") + "__device__ int astra_table[] = {C18 1};\n", arg="astra_table[i]"),
     Attack("namespace_nesting", "bounds", "5,000 nested `namespace a {` blocks (Python's recursion ran out "
            "reading them: a RecursionError traceback)", "exit 2 naming the line, no traceback",
            "the source model reads 100 nested blocks, the cut refuses more",

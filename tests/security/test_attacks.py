@@ -356,6 +356,9 @@ def test_bounded_before_anything_runs(attack, compiler, tmp_path):
     elif attack.name == "initializer_explosion":  # refused by the cut before it reads the unit, at the list's line
         line = f.read_text().splitlines().index("__device__ int astra_table[] = {C20 1};") + 1
         assert r.returncode == 2 and f"k.cu:{line}:" in said and "once macros are expanded" in said, said[-3000:]
+    elif attack.name == "comment_padding":  # the padding earns nothing: refused as the list alone is
+        line = f.read_text().splitlines().index("__device__ int astra_table[] = {C18 1};") + 1
+        assert r.returncode == 2 and f"k.cu:{line}:" in said and "once macros are expanded" in said, said[-3000:]
     elif attack.name == "namespace_nesting":
         assert r.returncode == 2 and "k.cu:1:" in said and "more than 100 nested namespace" in said, said[-3000:]
     elif attack.name == "static_array_module":
@@ -410,6 +413,21 @@ def test_initializer_explosion_on_the_cpu_backend(tmp_path):
     """The 2**20-element initialiser list through `astra check` on the CPU backend (6 minutes to a
     verdict before the cut's bound on expanded code): refused before any walk, within seconds."""
     attack = next(a for a in BOUNDED if a.name == "initializer_explosion")
+    (tmp_path / ".git").mkdir()
+    f = tmp_path / "k.cu"
+    f.write_text(attack.body + SMALL_KERNEL.format(value=attack.arg))
+    t0 = time.monotonic()
+    r = _bounded_cli("check", str(f), "--backend", "cpu")
+    said = r.stdout + r.stderr
+    assert r.returncode == 2 and "once macros are expanded" in said and "Traceback" not in said, said[-3000:]
+    assert time.monotonic() - t0 < 30
+
+
+def test_comment_padding_on_the_cpu_backend(tmp_path):
+    """The 2**18-element list behind 280 KB of comments and blank lines through `astra check` on
+    the CPU backend (2 min 8 s to a verdict while padding earned allowance): refused within
+    seconds, as the list alone is."""
+    attack = next(a for a in BOUNDED if a.name == "comment_padding")
     (tmp_path / ".git").mkdir()
     f = tmp_path / "k.cu"
     f.write_text(attack.body + SMALL_KERNEL.format(value=attack.arg))

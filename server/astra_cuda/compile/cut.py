@@ -31,7 +31,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from tree_sitter import Node
+from tree_sitter import Node, Query, QueryCursor
 
 from ..model import source
 from .devicepp import Preprocessed
@@ -90,10 +90,16 @@ MAX_DEPTH = 1000
 # the real-world suite (benchmarks/expanded_size.py, benchmarks/results/hostile-expanded-size.md):
 # at most 1.77 bytes and 0.48 nodes per byte of those files; 0.66 MiB and 180,000 nodes at most
 # outside CUTLASS's own tree. A tiny file may grow to the floors (a check of ~30 s at worst).
+# Only code earns: the bytes of those files less comments and blank space (a file padded with
+# 280 KB of comments made a 2**18-element list pass, 2 minutes to a verdict), and never beyond
+# the ceilings, 1.5 times the largest real code (CUTLASS's 4.1 MiB, 1.21 million nodes): however
+# many files a project holds, what is walked in Python is bounded outright.
 FLOOR_BYTES = 512 << 10
 BYTES_PER_SOURCE_BYTE = 8
 FLOOR_NODES = 100_000
 NODES_PER_SOURCE_BYTE = 2
+CEILING_BYTES = 6 << 20
+CEILING_NODES = 1_800_000
 MAX_NAMESPACES = source.MAX_BLOCKS  # nested namespace / extern "C" blocks (each a level of the reader's recursion)
 _TYPES = ("struct_specifier", "class_specifier", "union_specifier", "enum_specifier")
 _DEVICE_SPECS = {"__device__", "__global__", "constexpr", "__constant__", "__managed__", "__shared__", "consteval"}
@@ -145,28 +151,86 @@ def _marker(line: str) -> tuple[int, str, set[str]] | None:
     return int(num), name, set(rest[end + 1:].split())
 
 
-def project_rows(pp: Preprocessed) -> tuple[list[Row], list[str | None], int]:
+_COMMENTS: Query | None = None
+_code_cache: dict[tuple[str, int, int], int] = {}
+
+
+def code_bytes(path: str) -> int:
+    """The bytes of the file at `path` that are code: neither comment nor blank space (what a
+    file earns in growth allowance). Read by tree-sitter; remembered by size and time."""
+    global _COMMENTS
+    try:
+        st = os.stat(path)
+    except OSError:
+        return 0
+    key = (path, st.st_size, st.st_mtime_ns)
+    if key not in _code_cache:
+        with open(path, "rb") as f:
+            data = f.read(st.st_size)
+        if _COMMENTS is None:
+            _COMMENTS = Query(source.language(), "(comment) @c")
+        spans = sorted((n.start_byte, n.end_byte) for n in
+                       QueryCursor(_COMMENTS).captures(source.parser().parse(data).root_node).get("c", []))
+        code, at = [], 0
+        for a, b in spans:
+            code.append(data[at:a])
+            at = max(at, b)
+        code.append(data[at:])
+        if len(_code_cache) > 4096:
+            _code_cache.clear()
+        _code_cache[key] = len(b"".join(code).translate(None, b" \t\n\r\f\v"))
+    return _code_cache[key]
+
+
+@dataclass
+class Read:
+    """The project's files whose lines the cut reads."""
+    files: list[str] = field(default_factory=list)   # real paths
+    bytes: int = 0                                     # their size on disk
+    _code: int = 0
+    _counted: int = 0                                  # files[:_counted] are in _code
+
+    @property
+    def code(self) -> int:
+        """Their bytes of code (`code_bytes`): what earns growth allowance."""
+        while self._counted < len(self.files):
+            self._code += code_bytes(self.files[self._counted])
+            self._counted += 1
+        return self._code
+
+    def allowed_bytes(self) -> int:
+        return min(CEILING_BYTES, FLOOR_BYTES + BYTES_PER_SOURCE_BYTE * self.code)
+
+    def allowed_nodes(self) -> int:
+        return min(CEILING_NODES, FLOOR_NODES + NODES_PER_SOURCE_BYTE * self.code)
+
+
+def project_rows(pp: Preprocessed) -> tuple[list[Row], list[str | None], Read]:
     """The lines that come from the project's own files (the user's file and the headers it
     reads from its folders, not the toolkit's or the system's), each with its origin; for
     each row that is an `#include` directive (from -dI), the file the preprocessor entered for it
-    when that file is the project's (None otherwise); and the bytes of those files. TooLarge
-    where the lines outgrow the files (FLOOR_BYTES, BYTES_PER_SOURCE_BYTE)."""
+    when that file is the project's (None otherwise); and those files. TooLarge where the lines
+    outgrow the files' code (Read.allowed_bytes)."""
     system: set[str] = set()
     roots = tuple(r.rstrip("/") + "/" for r in pp.toolkit_dirs)
 
     known: dict[str, bool] = {}
-    read = 0   # bytes of the project's files read
+    read = Read()
 
     def own(name: str) -> bool:
-        nonlocal read
         if name.startswith("<") or name in system:
             return False
         if name not in known:
             real = os.path.realpath(name)
             known[name] = not any(real.startswith(r) for r in roots)
-            if known[name]:
-                read += os.path.getsize(real) if os.path.isfile(real) else 0
+            if known[name] and os.path.isfile(real):
+                read.files.append(real)
+                read.bytes += os.path.getsize(real)
         return known[name]
+
+    def refuse(rows: list[Row], allowed: int) -> TooLarge:
+        return too_large(pp, rows, f"{_amount(read.code)} of code in the project's files become more than "
+                                   f"{_amount(allowed)} once macros are expanded")
 
     rows: list[Row] = []
     entered: list[str | None] = []
@@ -178,11 +242,12 @@ def project_rows(pp: Preprocessed) -> tuple[list[Row], list[str | None], int]:
         end = m.start() if m is not None else len(text)
         if mine and end > at:
             size += end - at
-            allowed = FLOOR_BYTES + BYTES_PER_SOURCE_BYTE * read
-            if size > allowed:  # before this stretch is split into rows
-                raise too_large(pp, [*rows, _longest(text[at:at + allowed + 1], file, line)],
-                                f"{_amount(read)} of the project's files become more than {_amount(allowed)} "
-                                "of code once macros are expanded")
+            # before this stretch is split into rows: first against the files' whole size (no
+            # reading), then, past it or past the floor, against their code
+            if size > min(CEILING_BYTES, FLOOR_BYTES + BYTES_PER_SOURCE_BYTE * read.bytes) \
+                    or size > FLOOR_BYTES and size > read.allowed_bytes():
+                allowed = read.allowed_bytes()
+                raise refuse([*rows, _longest(text[at:at + allowed + 1], file, line)], allowed)
             body = text[at:end]
             lines = body.split("\n")
             if lines and lines[-1] == "":
@@ -576,10 +641,10 @@ def cut(pp: Preprocessed, kernel: str, kernel_namespaces: tuple[str, ...] | None
         starts.append(pos)
         pos += len(r.text) + 1
     tree = source.parser().parse(data)
-    allowed = FLOOR_NODES + NODES_PER_SOURCE_BYTE * read
-    if tree.root_node.descendant_count > allowed:  # counted by tree-sitter (no walk): before every walk
-        raise too_large(pp, rows, f"{_amount(read)} of the project's files become more than {allowed:,} syntax "
-                                  "nodes once macros are expanded")
+    nodes = tree.root_node.descendant_count  # counted by tree-sitter (no walk): before every walk
+    if nodes > FLOOR_NODES and nodes > (allowed := read.allowed_nodes()):
+        raise too_large(pp, rows, f"{_amount(read.code)} of code in the project's files become more than "
+                                  f"{allowed:,} syntax nodes once macros are expanded")
     reader = _Reader(data)
     try:
         reader.read(tree.root_node.children, ())
