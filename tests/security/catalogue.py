@@ -496,6 +496,13 @@ DISK = [
     Attack("compile_error_claims_full_disk", "disk", "`#error No space left on device` in a kernel (to pass its "
            "compile error off as the machine's)", "the kernel's own error", "storage.confirm_room: the file "
            "system is asked, the message is not believed"),
+    Attack("full_disk_gpu", "disk", "the GPU backend on a full disk: CuPy's kernel cache (NVRTC's modules; CuPy's "
+           "failed write was caught with the compile's own errors: \"could not load the compiled module\", a compile "
+           "failure of the kernel), nvcc's cache and scratch folder, the project's `.astra/`",
+           "exit 2 naming CuPy's kernel cache; a verdict or a clear error, never a kernel's compile failure; the "
+           "verdict unpinned; `optimize --write` exit 2 with the file unchanged",
+           "storage.writing around CuPy's compile, its failed writes kept apart from compile errors (on a GPU: "
+           "`scripts/gpu-check full-disk-gpu`)"),
 ]
 
 ALL = SANDBOX + EXECUTION + BOUNDS + COMPILE + NVRTC + PROJECT + SCREEN + GATE + SPEC + INPUT + SECRET + EDITOR + REPLY + FILES + DISK

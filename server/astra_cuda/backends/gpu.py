@@ -145,11 +145,13 @@ def _private_tempdir() -> None:
     import atexit
     import shutil
     import tempfile
+    from ..storage import writing
     if _env_true("CUPY_CACHE_IN_MEMORY"):
         base = tempfile.mkdtemp(prefix="astra-gpu-")
     else:
-        os.makedirs(cupy_cache_dir(), exist_ok=True)
-        base = tempfile.mkdtemp(prefix="astra-tmp-", dir=cupy_cache_dir())
+        with writing("CuPy's kernel cache", cupy_cache_dir()):
+            os.makedirs(cupy_cache_dir(), exist_ok=True)
+            base = tempfile.mkdtemp(prefix="astra-tmp-", dir=cupy_cache_dir())
     tempfile.tempdir = base
     atexit.register(shutil.rmtree, base, True)
 
@@ -285,16 +287,16 @@ class GpuBackend(Backend):
         if mod is not None:
             return mod
         from ..storage import writing
-        try:
-            with writing("CuPy's kernel cache", cupy_cache_dir()):  # a full disk: said, not a traceback
+        with writing("CuPy's kernel cache", cupy_cache_dir()):  # a full disk: said, not a traceback
+            try:
                 raw = self._confined_raw_module(code, opts, names)
-        except CompileError as e:
-            inc = static.cuda_include_dir()
-            more = [f"-I{d}" for d in ([inc] if inc else []) + static.cccl_include_dirs() if f"-I{d}" not in opts]
-            if "cannot open source file" in e.log and more:
-                raw = self._confined_raw_module(code, opts + more, names)
-            else:
-                raise
+            except CompileError as e:
+                inc = static.cuda_include_dir()
+                more = [f"-I{d}" for d in ([inc] if inc else []) + static.cccl_include_dirs() if f"-I{d}" not in opts]
+                if "cannot open source file" in e.log and more:
+                    raw = self._confined_raw_module(code, opts + more, names)
+                else:
+                    raise
         mod = GpuModule(raw, names, key)
         for n in names:  # load now: a missing name is a compile problem, not a launch one
             mod.function(n)
@@ -374,6 +376,9 @@ class GpuBackend(Backend):
             first = next((ln for ln in log.splitlines() if "error" in ln), log.strip().splitlines()[0] if log.strip() else "")
             raise CompileError(f"NVRTC: {first.strip()}", log=log) from None
         except Exception as e:
+            from ..storage import is_full
+            if is_full(e):
+                raise  # CuPy's kernel cache on a full disk: the caller says so (storage.writing), not the kernel
             raise CompileError(f"could not load the compiled module: {e}", log=str(e)) from None
 
     def resources(self, module: GpuModule, name_expression: str) -> ResourceUsage:
