@@ -166,6 +166,21 @@ def test_only_code_earns_growth_and_never_past_the_ceiling(project, monkeypatch)
         extract.unit(ok.read_text(), str(ok), "k")
 
 
+def test_code_bytes_are_lexed_in_linear_time(project):
+    """What is code is lexed before any bound holds: literals keep what looks like a comment, and
+    no hostile text makes the lexer quadratic (tree-sitter took 16 s of CPU on 4 MB of `a<`; a
+    backtracking literal pattern minutes on `"\\"\\...`)."""
+    import time
+    from astra_cuda.compile import cut
+    f = project("lit.cu", 'const char* s = "// not /* a comment";\nchar c = \'"\'; // gone\n/* gone */ int y;\n')
+    assert cut.code_bytes(str(f)) == len('constchar*s="//not/*acomment";charc=\'"\';inty;')
+    for i, hostile in enumerate(['"\\', "'\\", "a<", "/*", "// \\\n", '"\\"']):
+        g = project(f"h{i}.cu", hostile * (1_000_000 // len(hostile)))
+        t0 = time.process_time()
+        cut.code_bytes(str(g))
+        assert time.process_time() - t0 < 5, hostile   # ~0.3 s; the quadratic pattern: hours
+
+
 def test_deep_namespaces_are_a_syntax_problem_then_refused(project):
     """5,000 nested namespaces ran the source model's recursion out (a RecursionError): it reads
     source.MAX_BLOCKS of them and calls the rest a syntax problem; the cut refuses the file."""

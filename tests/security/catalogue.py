@@ -207,7 +207,7 @@ BOUNDS = [
            "allowance: the list passed the bound, `astra check --backend cpu` ran 2 min 8 s to a verdict; 4 MB of "
            "padding would have let the 2**20 list through)", "exit 2 naming the line, within seconds, before any "
            "walk or compiler", "the cut: only code earns allowance (the files' bytes less comments and blank "
-           "space, read by tree-sitter), and never past 6 MiB and 1.8 million nodes (1.5 times CUTLASS's)",
+           "space, lexed in linear time), and never past 6 MiB and 1.8 million nodes (1.5 times CUTLASS's)",
            body=("// " + "x" * 77 + "\n") * 1750 + "/*" + ("y" * 79 + "\n") * 875 + "*/\n" + (" " * 79 + "\n") * 875
            + doubling(18, "1,", "C") + "__device__ int astra_table[] = {C18 1};\n", arg="astra_table[i]"),
     Attack("namespace_nesting", "bounds", "5,000 nested `namespace a {` blocks (Python's recursion ran out "

@@ -31,7 +31,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from tree_sitter import Node, Query, QueryCursor
+from tree_sitter import Node
 
 from ..model import source
 from .devicepp import Preprocessed
@@ -151,14 +151,19 @@ def _marker(line: str) -> tuple[int, str, set[str]] | None:
     return int(num), name, set(rest[end + 1:].split())
 
 
-_COMMENTS: Query | None = None
+# Comments and the literals they may hide in, as the compiler's first phase reads them. A lexer's
+# job, done by `re` in C and in linear time: tree-sitter's parse of a hostile file is not (4 MB of
+# `a<a<...` took 16 s of CPU), and this runs before any bound holds.
+# Each alternative matches wherever it starts (a literal left open ends with its line) and gives
+# nothing back (possessive `*+`), so no start is tried twice: `"\\"\\"...` cannot make it quadratic.
+_LEXED = re.compile(rb'//(?:[^\n\\]|\\.|\\\Z)*+|/\*.*?(?:\*/|\Z)|"(?:[^"\\\n]|\\.|\\\Z)*+(?:"|$)'
+                    rb"|'(?:[^'\\\n]|\\.|\\\Z)*+(?:'|$)", re.S | re.M)
 _code_cache: dict[tuple[str, int, int], int] = {}
 
 
 def code_bytes(path: str) -> int:
     """The bytes of the file at `path` that are code: neither comment nor blank space (what a
-    file earns in growth allowance). Read by tree-sitter; remembered by size and time."""
-    global _COMMENTS
+    file earns in growth allowance). Remembered by size and time."""
     try:
         st = os.stat(path)
     except OSError:
@@ -167,18 +172,10 @@ def code_bytes(path: str) -> int:
     if key not in _code_cache:
         with open(path, "rb") as f:
             data = f.read(st.st_size)
-        if _COMMENTS is None:
-            _COMMENTS = Query(source.language(), "(comment) @c")
-        spans = sorted((n.start_byte, n.end_byte) for n in
-                       QueryCursor(_COMMENTS).captures(source.parser().parse(data).root_node).get("c", []))
-        code, at = [], 0
-        for a, b in spans:
-            code.append(data[at:a])
-            at = max(at, b)
-        code.append(data[at:])
+        code = _LEXED.sub(lambda m: m.group(0) if m.group(0)[:1] in b"\"'" else b"", data)
         if len(_code_cache) > 4096:
             _code_cache.clear()
-        _code_cache[key] = len(b"".join(code).translate(None, b" \t\n\r\f\v"))
+        _code_cache[key] = len(code.translate(None, b" \t\n\r\f\v"))
     return _code_cache[key]
 
 
