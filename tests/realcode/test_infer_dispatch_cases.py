@@ -73,3 +73,25 @@ def test_a_dispatch_macro_behind_a_vendored_librarys_many_headers_is_read(projec
             "template <unsigned vec_size" + rest)
     s, p = infer(project, "merge.cu", "merge")
     assert s.args["head_dim"].value == "64" and s.instantiate == "<4, float, float>"
+
+
+def test_a_defaulted_type_argument_is_resolved_after_the_arguments_its_default_names(project):
+    """sgl-kernel per_token_group_quant_8bit: `typename scale_packed_t = std::conditional_t<SCALE_UE8M0,
+    uint32_t, float>` after `bool SCALE_UE8M0`: resolving type arguments first must not leave the
+    default naming a parameter not yet bound."""
+    project("q.cu", "#include <type_traits>\n"
+            "template <typename T, bool S, typename P = std::conditional_t<S, unsigned, float>>\n"
+            "__global__ void q(const T* in, P* out, int n) {\n"
+            "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) out[i] = (P)in[i];\n}\n"
+            "void launch(const float* in, float* out, int n) {\n"
+            "  q<float, false><<<(n + 255) / 256, 256>>>(in, out, n);\n}\n")
+    s, _ = infer(project, "q.cu", "q")
+    assert s.instantiate == "<float, false, std::conditional_t<false, unsigned, float>>"
+
+
+def test_a_fixed_multiple_is_a_dimension_only_where_a_size_is_fixed_to_it():
+    """An extent 256 times a size is [n, 256] where a dimension is fixed to 256 (a dispatch's case),
+    not where a guessed grid of 256 blocks bounds the rows written (apex index_mul_2d)."""
+    from astra_cuda.infer.roles import _fit
+    values = [({"n": n}, n * 256 - 1 + 1) for n in (96, 160, 288)]
+    assert _fit(values, ["n"]) is None and _fit(values, ["n"], frozenset({256})) == ["n", "256"]

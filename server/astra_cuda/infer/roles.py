@@ -16,9 +16,11 @@ TABLE = "V"
 MAX_OVERHANG = 16   # elements a vector access may reach past a shape's end (a packet past the last aligned index)
 
 
-def _fit(values: list[tuple[dict[str, int], int]], names: list[str]) -> list[str] | None:
+def _fit(values: list[tuple[dict[str, int], int]], names: list[str],
+         fixed: frozenset[int] = frozenset()) -> list[str] | None:
     """A shape (a list of size names, possibly with a leading factor) whose product equals
-    every measured extent: [N, C], [B, T, C], [S, B, H, D], [2 * d]."""
+    every measured extent: [N, C], [B, T, C], [S, B, H, D], [2 * d]; `fixed`: the values of
+    dimensions fixed to a number (`head_dim` = 64), which may end it: [S, H, 64]."""
     for r in range(1, min(4, len(names)) + 1):
         for combo in itertools.combinations(names, r):
             prod = [_prod(s[n] for n in combo) for s, _ in values]
@@ -31,7 +33,9 @@ def _fit(values: list[tuple[dict[str, int], int]], names: list[str]) -> list[str
             c = ratios.pop() if len(ratios) == 1 else 0
             if c < 1 or any(e - c * p >= MAX_OVERHANG for (_, e), p in zip(values, prod)):
                 continue
-            if c > 16:   # a fixed innermost dimension (`head_dim` a dispatch macro fixed at 64)
+            if c > 16:   # a fixed innermost dimension (`head_dim` a dispatch macro fixed at 64), else none
+                if c not in fixed:
+                    continue
                 return list(combo) + [str(c)]
             return list(combo) if c == 1 else list(combo[:-1]) + [f"{c} * {combo[-1]}"]
     # a fraction of a size (`out + row * cols / 2`: a gated activation writes half of each row)
@@ -205,7 +209,8 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
 
     def fitted(samples: list, extent: list[int], fixed: dict[str, str]) -> list[str] | None:
         free = [n for n in names if n not in fixed and n not in (derived or {})]
-        return _fit([(s, e) for (s, _), e in zip(samples, extent)], free)
+        numbers = frozenset(int(v) for v in (derived or {}).values() if v.strip().isdigit())
+        return _fit([(s, e) for (s, _), e in zip(samples, extent)], free, numbers)
 
     # a stride the launch's grid or block is sized by is more than a stride (a guessed grid): kept free
     launch_names = {n for x in grid + block for n in exprs.names(x)}

@@ -92,12 +92,13 @@ def _template_args(kernel: Kernel, site: LaunchSite | None, notes: list[str], pr
     bound: dict[str, str] = {}
     constants = dict(constants or {})
     params = list(zip(kernel.template_params, kernel.template_param_names))
-    # type arguments first: a value argument may be the launcher's constant over their sizes
-    # (`constexpr uint32_t vec_size = std::max(16U / sizeof(DTypeIn), HEAD_DIM / 32U)` before
-    # `DTypeIn` in `kernel<vec_size, DTypeIn, DTypeO>`)
+    # type arguments the launch gives first: a value argument may be the launcher's constant over
+    # their sizes (`constexpr uint32_t vec_size = std::max(16U / sizeof(DTypeIn), HEAD_DIM / 32U)`
+    # before `DTypeIn` in `kernel<vec_size, DTypeIn, DTypeO>`); a defaulted one keeps its place, as
+    # its default may name the arguments before it (`std::conditional_t<SCALE_UE8M0, uint32_t, float>`)
     order = list(range(len(params)))
     if not any(_is_pack(p) for p, _ in params):
-        order.sort(key=lambda k: not _is_type_param(params[k][0]))
+        order.sort(key=lambda k: not (_is_type_param(params[k][0]) and k < len(given)))
     chosen: dict[int, str] = {}
     for k in order:
         param, name = params[k]
