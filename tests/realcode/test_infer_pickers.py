@@ -48,3 +48,16 @@ def test_a_break_ends_the_iteration_for_what_follows_it():
                      "    if (c >= n) break;\n    out[c] = 0.0f;\n  }\n}\n").kernel("k")
     facts = access.analyse(k, {"n": 100}, (1, 1, 1), (64, 1, 1), {"out": 4}, set(), 100, {})
     assert facts.uses["out"].hi == 99
+
+
+def test_a_void_slot_an_atomic_updates_is_one_value_of_its_type(project):
+    text = ("__global__ void absmax(const float* x, void* amax, int n) {\n"
+            "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+            "  if (i < n) atomicMax((int*)amax, __float_as_int(fabsf(x[i])));\n}\n"
+            "void absmax_cuda(const float* x, void* amax, int n) { absmax<<<(n + 255) / 256, 256>>>(x, amax, n); }\n")
+    path = project("a.cu", text)
+    p = api.infer_spec(api.snapshot(path.read_text(), str(path)), "absmax", run=False)
+    k = source.parse(text).kernel("absmax")
+    m = source.parse(text[:k.span.start_byte] + p.comment + text[k.span.start_byte:])
+    s = spec.load(m.kernel("absmax"), m)
+    assert s.args["amax"].dtype.name == "int32" and s.args["amax"].shape == ("1",) and s.args["amax"].inout

@@ -616,6 +616,8 @@ def _cast_type(casts: set[str], shape: list[str] | None) -> tuple[dtypes.DType, 
         return widest, shape
     if last.startswith(f"{widest.itemsize}*"):
         return widest, shape[:-1] + [shape[-1].split("*", 1)[1].strip()]
+    if last.isdigit() and int(last) % widest.itemsize == 0:   # a slot of 4 bytes an atomic updates: 1 float
+        return widest, shape[:-1] + [str(int(last) // widest.itemsize)]
     return None
 
 
