@@ -35,6 +35,7 @@ from tree_sitter import Node
 
 from ..model import source
 from .devicepp import Preprocessed
+from .torch_ext import TORCH_HEADERS
 from ..errors import AstraError
 
 HOST_HEADERS_MACRO = "ASTRA_HOST_HEADERS"
@@ -42,7 +43,6 @@ HOST_HEADERS_MACRO = "ASTRA_HOST_HEADERS"
 # #includes, the parts of torch device code names (the CPU runtime's astra_torch_device.h).
 TORCH_DEVICE_MACRO = "ASTRA_TORCH_DEVICE"
 TORCH_DEVICE_HEADER = "astra_torch_device.h"
-TORCH_HEADERS = ("torch/", "ATen/", "c10/")   # the header folders torch installs (compile.torch_ext)
 
 # Headers device code may use and the CPU shim or NVRTC provide; any other header that is not
 # the project's is host-only in effect (kept for nvcc behind HOST_HEADERS_MACRO).

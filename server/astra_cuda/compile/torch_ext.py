@@ -21,8 +21,9 @@ from tree_sitter import Query, QueryCursor
 
 from . import confine
 from ..model import source
-from .cut import TORCH_HEADERS
 from .project import ProjectContext
+
+TORCH_HEADERS = ("torch/", "ATen/", "c10/")   # the header folders torch installs
 
 # torch.utils.cpp_extension's COMMON_NVCC_FLAGS, and the defines its builder adds.
 DEFINES = ("-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
