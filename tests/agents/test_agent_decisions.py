@@ -146,3 +146,20 @@ def test_planner_never_retries_an_idea_on_the_same_base():
     s.history.append(Round(1, first, s.best_hash, outcome="not faster"))
     second, _ = OfflinePlanner().plan(s)
     assert second.idea == "vectorize64"   # the next width, on the same base
+
+
+def test_the_readable_form_is_offered_only_where_it_measures_as_fast(monkeypatch):
+    """The best is offered in its readable form, gated and timed again; a readable form that
+    measures slower at a ladder size (or at the bench sizes) is not offered in the best's place
+    (seen on an H100: a 0.689x decode size reported after rounds that each passed the rule)."""
+    from astra_cuda.agents import orchestrator
+    from astra_cuda.agents.offline import style
+    text, path, kernel = example("silu_and_mul")
+    monkeypatch.setattr(style, "readable", lambda best, original, p=None: best + "// readable\n")
+    for readable_decode_us, offered in ((9.1, True), (14.0, False)):
+        def evaluate(t):
+            if t == text:
+                return _ladder(10.0, 100.0)
+            return _ladder(readable_decode_us, 50.0) if t.endswith("// readable\n") else _ladder(9.0, 50.0)
+        res = orchestrator.optimize(text, path, kernel, evaluate, rounds=1)
+        assert res.improved and res.best.endswith("// readable\n") == offered, (readable_decode_us, res.best[-40:])

@@ -187,8 +187,20 @@ class _Run:
             self.tell(len(r.rounds), "polish", r.speedup, "checking the readable form of the best version")
             with contextlib.suppress(InfrastructureError):
                 e = self.ev(text)
-                if e.passed and e.measured == r.best_eval.measured:
+                if e.passed and e.measured == r.best_eval.measured and not self._polish_slower(e):
                     r.best, r.best_eval = text, e
+
+    def _polish_slower(self, e: Evaluation) -> str:
+        """Why the readable form is not offered in place of the best: it measured slower than the
+        best at the bench sizes, or slower at a size of the ladder than the original or the best
+        (the same rule as adoption; '' when neither)."""
+        best, tol = self.result.best_eval, self.limits.size_tolerance
+        if not (e.measured and best.measured):
+            return ""
+        mine, theirs = e.speedup or 0.0, best.speedup or 0.0
+        if mine < theirs * (1.0 - tol):
+            return f"{mine:.3f}× vs the best's {theirs:.3f}× at the bench sizes"
+        return slower_at_a_size(e, best, tol)
 
     def interrupted(self, e: InfrastructureError) -> OptimizeResult:
         self.result.error, self.result.interrupted = e.message, True
