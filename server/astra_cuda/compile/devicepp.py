@@ -57,7 +57,7 @@ class Preprocessed:
     text: str                     # the preprocessor's output, line markers included
     path: str                     # the user's file, as the markers spell it
     missing: tuple[str, ...]      # headers not found, read as empty
-    toolkit_dirs: tuple[str, ...]  # the toolkit's own header folders (never the project's)
+    toolkit_dirs: tuple[str, ...]  # the toolkit's own header folders and CCCL copies (`library_dirs`), never the project's code
     compiler: str                 # which preprocessor: 'nvcc 13.0 device pass (gcc)'
 
 
@@ -123,6 +123,32 @@ def command(options: tuple[str, ...], arch: str = DEFAULT_ARCH) -> tuple[list[st
     return _nvcc_command(tk.nvcc, arch, (*options, *toolkit.library_headers(tk)))
 
 
+# What marks a folder as the root of a copy of CCCL (libcu++, CUB, Thrust: the toolkit's own
+# library) that a project vendors and puts on its include path ahead of the toolkit's, as
+# FlashInfer does for a newer libcu++ (`cuda::fast_mod_div`).
+CCCL_MARKERS = ("cuda/std/version", "cub/cub.cuh", "thrust/version.h")
+
+
+def library_dirs(options: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """The include folders of the options that hold a copy of CCCL. Their headers are a library's,
+    as the toolkit's are: the cut keeps their #includes (compilers read them whole, the CPU build
+    as libcu++ for the host and CUB's stand-ins) instead of cutting CCCL's code item by item."""
+    out, take = [], False
+    for w in options:
+        d = None
+        if take:
+            d, take = w, False
+        elif w in ("-I", "-isystem"):
+            take = True
+        elif w.startswith("-I") and len(w) > 2:
+            d = w[2:]
+        elif w.startswith("-isystem") and len(w) > 8:
+            d = w[8:]
+        if d and any(os.path.isfile(os.path.join(d, m)) for m in CCCL_MARKERS):
+            out.append(os.path.realpath(d))
+    return tuple(dict.fromkeys(out))
+
+
 def _toolkit_dirs(cmd: list[str]) -> tuple[str, ...]:
     """The header folders the command itself brings (the toolkit's, CCCL's)."""
     out, take = [], False
@@ -165,7 +191,8 @@ def preprocess(text: str, path: str, options: list[str] | tuple[str, ...], arch:
 
 def _run(text: str, path: str, opts: tuple[str, ...], cmd: list[str], compiler: str) -> Preprocessed:
     here = os.path.dirname(path)
-    toolkit = _toolkit_dirs(command((), DEFAULT_ARCH)[0])  # without the project's own -I folders
+    # without the project's own -I folders, but with the CCCL copies among them
+    toolkit = _toolkit_dirs(command((), DEFAULT_ARCH)[0]) + library_dirs(opts)
     exe = shutil.which(cmd[0]) or cmd[0]
     nvcc = _nvcc()
     exec_dirs = (str(Path(os.path.realpath(nvcc)).parent.parent),) if nvcc else ()
