@@ -508,11 +508,15 @@ class _Reader:
         if t == "type_definition":
             _typedef(it, inner, {_base(_declarator_name(d)) for d in inner.children_by_field_name("declarator")})
             return
-        if t == "declaration" and _text(inner.child_by_field_name("declarator")) == "typedef":
-            # `struct {...} typedef Name;` (DeepSpeed ragged_dtypes.h): tree-sitter takes the keyword
-            # for the declarator and the name for an error; it is a type definition all the same
-            _typedef(it, inner, {_text(c) for e in inner.children if e.type == "ERROR" for c in e.named_children
-                                 if c.type == "identifier"})
+        if t == "declaration" and "typedef" in {_text(inner.child_by_field_name("declarator"))} | {
+                _text(e).strip() for e in inner.children if e.type == "ERROR"}:
+            # `struct {...} typedef Name;` (DeepSpeed ragged_dtypes.h): tree-sitter reads the keyword as
+            # the declarator and the name as an error, or the keyword as an error and the name as the
+            # declarator (after a multi-line `struct`); it is a type definition all the same
+            names = {_text(c) for e in inner.children if e.type == "ERROR" for c in e.named_children
+                     if c.type == "identifier"} | {_base(_declarator_name(d)) for d in
+                                                   inner.children_by_field_name("declarator")}
+            _typedef(it, inner, names - {"typedef", ""})
             return
         if t not in ("function_definition", "declaration", "field_declaration"):
             return
