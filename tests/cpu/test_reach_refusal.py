@@ -124,6 +124,9 @@ __global__ void conv(const float* x, unsigned short* h, float* back, unsigned* b
   unsigned lane, packed;
   unsigned short lo, hi;
   asm("mov.u32 %0, %%laneid;" : "=r"(lane));
+  int slane;
+  asm("mov.s32 %0, %laneid;" : "=r"(slane));   // one % and .s32, as sgl-kernel writes it
+  lane += slane == (int)lane ? 0u : 50000u;
   asm("mov.b32 %0, {%1, %2};" : "=r"(packed) : "h"((unsigned short)lane), "h"(u));
   asm("mov.b32 {%0, %1}, %2;" : "=h"(lo), "=h"(hi) : "r"(packed));
   lanes[i] = lo + (hi == u ? 0 : 1000);

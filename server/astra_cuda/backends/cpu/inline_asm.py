@@ -21,7 +21,7 @@ ordering or scope qualifiers:
 - conversions between f32 and f16/bf16 rounding to nearest even (`cvt.rn.f16.f32`,
   `cvt.rn.bf16x2.f32`, `cvt.f32.f16`, ...), done by the CUDA headers' own exact host conversions;
 - packing and unpacking 16-bit halves (`mov.b32 {%0, %1}, %2;`, `mov.b32 %0, {%1, %2};`) and
-  `mov.u32 %0, %%laneid;`.
+  `mov.{u32,b32,s32} %0, %%laneid;`.
 Inputs are read before outputs are written, each operand expression is evaluated once, and an
 operand whose size is not its register's fails to compile rather than run.
 """
@@ -229,7 +229,8 @@ def emulate(asm) -> str | None:
         return (f"{{ auto astra_v_ = astra::asm_bits<32>({ins[0].expr}); auto astra_b_ = astra::asm_bits<32>("
                 f"{ins[1].expr}); unsigned astra_m_ = {mask}; {t} astra_x_; __builtin_memcpy(&astra_x_, &astra_v_, 4); "
                 f"astra::asm_set({outs[0].expr}, {call}(astra_m_, astra_x_, (int)astra_b_)); }}")
-    if text in ("mov.u32 %0, %%laneid", "mov.b32 %0, %%laneid") and letters == "r":
+    # `%laneid` with one `%` too: nvcc passes it to ptxas as written (sgl-kernel's `mov.s32`)
+    if re.fullmatch(r"mov\.[ubs]32 %0, %%?laneid", text) and letters == "r":
         return f"{{ astra::asm_set({outs[0].expr}, astra::asm_laneid()); }}"
     return None
 
