@@ -212,6 +212,45 @@ def test_astra_compiles_what_nvcc_compiles(project, monkeypatch, case, path):
         assert r.ok and r.compiler.lower().startswith("nvrtc"), "; ".join(d.human(str(f)) for d in errors[:4]) or r.log
 
 
+def test_a_copy_of_cccl_the_project_vendors_is_read_as_a_library(project):
+    # FlashInfer puts its own CCCL (3rdparty/cccl: a libcu++ newer than the toolkit's, for
+    # cuda::fast_mod_div) on the include path ahead of the toolkit's. Its headers are a library's,
+    # as the toolkit's CCCL is: the cut keeps the #include (cutting CCCL's code item by item left
+    # fast_mod_div out), and every compile reads the project's copy.
+    lib = {"third/cccl/thrust/version.h": "#pragma once\n",
+           # a header of libcu++'s that a host compiler reads too (the CPU build does, before its shim)
+           "third/cccl/cuda/cmath": ("#pragma once\n#ifdef __CUDACC__\n#define HALVER_API __host__ __device__\n"
+                                     "#else\n#define HALVER_API\n#endif\nnamespace cuda {\ntemplate <class T> struct halver "
+                                     "{\n  HALVER_API T operator()(T v) const { return v / T(2); }\n};\n}\n")}
+    files = {**lib, "fast.cuh": "#pragma once\n#include <cuda/cmath>\n",
+             "k.cu": kernel_using("y = cuda::halver<float>{}(4.0f * x);", '#include "fast.cuh"\n')}
+    v = checked(project, "k", files, include=("third/cccl",))
+    assert v.passed, v.human()
+    f = project.root / "k.cu"
+    snap = api.snapshot(f.read_text(), str(f), _context(project.root, ("third/cccl",)))
+    u = extract.spec_unit(snap.model, str(f), "k", snap.kernel("k").spec, context=snap.context)
+    assert "#include <cuda/cmath>" in u.source and "struct halver" not in u.source
+
+
+def test_a_header_kernel_compiles_as_the_cu_beside_it_includes_it(project):
+    # apex csrc/megatron/scaled_masked_softmax.h names c10::BFloat16 and includes no torch header:
+    # its scaled_masked_softmax_cuda.cu includes torch first, and nvcc compiles the header there
+    files = {"scale.h": "#pragma once\nstruct Scale {\n  float s;\n};\n",
+             "k.cuh": "#pragma once\n" + kernel_using("Scale c{2.0f}; y = c.s * x;"),
+             "host_first.cu": '#include "other.h"\n',   # before it by name, includes something else
+             "k_cuda.cu": '#include <cstdio>\n#include "scale.h"\n#include "k.cuh"\nvoid run() {}\n'}
+    v = checked(project, "k", files, main="k.cuh")
+    assert v.passed, v.human()
+    # an error in the header still lands on the header's own line
+    bad = files["k.cuh"].replace("y = c.s * x;", "y = c.s * undefined_name;")
+    f = project("k.cuh", bad)
+    snap = api.snapshot(bad, str(f), _context(project.root, ()))
+    r = static.compile_unit(extract.spec_unit(snap.model, str(f), "k", snap.kernel("k").spec, context=snap.context))
+    errors = [d for d in r.diagnostics if d.severity == "error"]
+    assert not r.ok and errors, r.log
+    assert errors[0].line == next(i for i, ln in enumerate(bad.splitlines()) if "undefined_name" in ln), errors
+
+
 def test_an_instantiation_macro_invoked_above_the_kernel(project):
     # the macro invocation with no `;` takes the comments below it into its statement (DeepSpeed
     # gelu.cu fused_bias_add): the spec pasted above the kernel is its last comment

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from astra_cuda import api
 from astra_cuda.model import dtypes, source, spec as spec_mod
 from astra_cuda.compile import extract, project, static
 from astra_cuda.compile import nvcc, toolkit, torch_ext
@@ -244,7 +243,6 @@ __global__ void plus_lane0(float* out, const at::Half* h, int n) {
 """
 
 
-@pytest.mark.skipif(TK is None, reason="no CUDA toolkit (nvcc) here")
 def test_the_cpu_build_of_an_extension_reads_the_torch_names_device_code_uses(installed, tmp_path):
     """apex's layer norm, vLLM's activations: `at::Half` and torch's `WARP_SHFL` in device code. The
     CPU build reads torch's element types as a host compiler does and its warp helpers after the
@@ -254,9 +252,7 @@ def test_the_cpu_build_of_an_extension_reads_the_torch_names_device_code_uses(in
     u = extract.unit(DEVICE_NAMES, str(f), "plus_lane0")
     assert "#elif defined(ASTRA_TORCH_DEVICE)\n#include <astra_torch_device.h>" in u.source
     assert "-D__CUDA_NO_BFLOAT16_CONVERSIONS__" in u.options()
-    (v,) = api.check(api.snapshot(DEVICE_NAMES, str(f), ProjectContext()), "plus_lane0", backend="cpu",
-                     quick=True, pin_first=False)
-    assert v.passed, v.human()
+    # (built and run here, in this process, with the stand-in torch: a check's worker finds the installed one)
     import numpy as np
     from astra_cuda.backends.base import Launch, Scalar
     from astra_cuda.backends.cpu import CpuBackend

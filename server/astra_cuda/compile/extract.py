@@ -43,7 +43,7 @@ class CompileUnit:
     headers: tuple[str, ...] = ()  # project headers read into the unit, by path
     notes: tuple[str, ...] = ()    # what a user should know about how the unit was cut
     params: tuple[tuple[str, str], ...] = ()  # the kernel's (parameter, C++ type): no re-parse to launch it
-    file_text: str = ""            # the whole file the unit was cut from: what nvcc compiles (compile.nvcc)
+    file_text: str = ""            # the whole file the unit was cut from (a header after its includer's lines: headers.translation_unit): what nvcc compiles (compile.nvcc)
     left_out: tuple[str, ...] = ()  # declarations the cut left out whose names the kept code uses
     appendix: str = ""             # Astra's C++ appended to whatever compiles the unit (cut or whole
                                    # file): the layout probe of struct parameters (`astra_cuda.model.layout`)
@@ -299,7 +299,10 @@ def unit_from_model(model: SourceModel, path: str, kernel_name: str, *, instanti
     from . import cut as cutting
     from . import devicepp
     from . import torch_ext
-    context = torch_ext.with_defines(context or ProjectContext(), model.text, path)
+    from .headers import translation_unit
+    context = context or ProjectContext()
+    text = translation_unit(model.text, path, context)   # a header as the .cu beside it includes it
+    context = torch_ext.with_defines(context, text, path)
     kernel = model.kernel(kernel_name)
     if kernel is None:
         names = ", ".join(k.name for k in model.kernels) or "none"
@@ -313,7 +316,7 @@ def unit_from_model(model: SourceModel, path: str, kernel_name: str, *, instanti
     overloaded = sum(k.qualified_name == kernel.qualified_name for k in model.kernels) > 1
     expr = name_expression(kernel, instantiate, overloaded)
     path = os.path.abspath(path)
-    pp = devicepp.preprocess(model.text, path, context.options())
+    pp = devicepp.preprocess(text, path, context.options())
     namespaces = tuple(kernel.qualified_name.split("::")[:-1])   # '' for an anonymous namespace
     cut = cutting.cut(pp, kernel.name, namespaces, _names_in(instantiate), context.include_dirs)
     if not cut.found and namespaces and sum(k.name == kernel.name for k in model.kernels) == 1:
@@ -346,7 +349,7 @@ def unit_from_model(model: SourceModel, path: str, kernel_name: str, *, instanti
     return CompileUnit(source="".join(parts), kernel=kernel.name, name_expression=expr, path=path,
                        include_dirs=include_dirs, dropped=tuple(dict.fromkeys(cut.dropped)), context=context,
                        headers=tuple(cut.headers), notes=tuple(notes),
-                       params=tuple((p.name, p.type) for p in kernel.params), file_text=model.text,
+                       params=tuple((p.name, p.type) for p in kernel.params), file_text=text,
                        left_out=tuple(cut.left_out), type_checks=checks)
 
 

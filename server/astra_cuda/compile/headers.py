@@ -10,6 +10,7 @@ from pathlib import Path
 
 from . import confine
 from .. import files
+from ..errors import AstraError
 from ..model import source
 from .project import ProjectContext
 
@@ -71,3 +72,68 @@ def header_digest(text: str, filename: str, options) -> str:
                         todo.append((data.decode("utf-8", errors="replace"), str(f.resolve().parent)))
                     break
     return h.hexdigest()[:16] if seen else ""
+
+
+HEADER_SUFFIXES = (".h", ".cuh", ".hpp", ".hxx", ".hh", ".inl")
+MAX_INCLUDERS = 64                 # .cu files beside a header looked at for its includer
+MAX_INCLUDER_BYTES = 1 << 20
+
+
+def includer(path: str, context: ProjectContext) -> tuple[str, str] | None:
+    """For a header, the project's translation unit that includes it: the first `.cu` beside it
+    (by name) with a top-level `#include` that opens this very header, read under the compilers'
+    read policy. (its path, its text before that #include); None for a source file or a header
+    no `.cu` beside it includes."""
+    if not path.endswith(HEADER_SUFFIXES):
+        return None
+    here = os.path.dirname(os.path.abspath(path))
+    me = Path(path).resolve()
+    policy = confine.for_unit([f"-I{here}", *context.options()])
+    try:
+        names = sorted(n for n in os.listdir(here) if n.endswith(".cu"))[:MAX_INCLUDERS]
+    except OSError:
+        return None
+    for name in names:
+        full = os.path.join(here, name)
+        try:
+            if not policy.allows(full) or os.path.getsize(full) > MAX_INCLUDER_BYTES:
+                continue
+            text = files.read_source(full)
+        except (OSError, AstraError):
+            continue
+        if me.name not in text:
+            continue
+        data = text.encode("utf-8", errors="surrogateescape")
+        for node in source.parser().parse(data).root_node.children:   # top level: not inside an #if
+            if node.type != "preproc_include" or node.child_by_field_name("path") is None:
+                continue
+            written = (node.child_by_field_name("path").text or b"").decode(errors="replace")
+            found, _ = find_header(written.strip('<>"'), written.startswith('"'), here, context)
+            if found == me:
+                return full, data[:node.start_byte].decode("utf-8", errors="surrogateescape")
+    return None
+
+
+def translation_unit(text: str, path: str, context: ProjectContext) -> str:
+    """What nvcc compiles for the file `text` (at `path`): a source file as it is; a header that a
+    `.cu` beside it includes, as in that `.cu` — its lines before the #include (the headers and
+    macros the project's build gives the header first: apex's megatron softmax headers use
+    `c10::BFloat16`, which only their `.cu` includes) ahead of the header's text, each part
+    under a `#line` of its own file, so messages and the kernel's lines stay the header's."""
+    found = includer(path, context)
+    if found is None:
+        return text
+    where, before = found
+    return (f'#line 1 "{_quote(where)}"\n{before}' + ("" if before.endswith("\n") or not before else "\n")
+            + f'#line 1 "{_quote(os.path.abspath(path))}"\n{text}')
+
+
+def _quote(path: str) -> str:
+    return path.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def own_text(unit_text: str, path: str) -> str:
+    """The file's own text out of `translation_unit`'s (what follows its `#line 1`)."""
+    mark = f'#line 1 "{_quote(os.path.abspath(path))}"\n'
+    at = unit_text.find(mark) if unit_text.startswith("#line 1 ") else -1
+    return unit_text[at + len(mark):] if at >= 0 else unit_text

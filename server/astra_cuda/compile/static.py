@@ -345,7 +345,9 @@ def _result(unit, ok: bool, log: str, ptx: str, lowered: dict[str, str], compile
             arch: str) -> StaticResult:
     said = compiler.split(":")[0]  # 'NVRTC 13.5'
     # the unit's lines are the device pass's (its spacing, macros expanded): columns re-anchored in the file's own
-    diags = messages.front_diagnostics(log, unit.path, said, user_text=unit.file_text or None)
+    from .headers import own_text
+    diags = messages.front_diagnostics(log, unit.path, said,
+                                       user_text=own_text(unit.file_text, unit.path) if unit.file_text else None)
     diags += messages.ptxas_diagnostics(log, ptx, unit.path, lowered, said)
     if not ok and not any(d.severity == "error" for d in diags):
         diags.append(messages.failed_without_message(log, said))
