@@ -367,6 +367,21 @@ def test_a_typedef_written_after_the_struct_stays_with_the_kernel(project):
     assert "typedef Batch;" in u.source and not u.left_out, u.left_out
 
 
+@needs_nvcc
+def test_a_primary_template_whose_default_argument_holds_a_comparison_is_kept(project):
+    # CUTLASS array.h: `template <typename T, int N, bool RegisterSized = sizeof_bits<T>::value >= 32>
+    # struct Array;`, which only its specializations define (tree-sitter reads the `>` as the list's end)
+    text = ("template <typename T> struct bits { static constexpr int value = 8 * sizeof(T); };\n"
+            "template <typename T, int N, bool Big = bits<T>::value >= 32>\nstruct Arr;\n"
+            "template <typename T, int N>\nstruct Arr<T, N, true> { T v[N]; };\n"
+            "__global__ void k(float* o) { Arr<float, 2> a; a.v[0] = 1.0f; o[0] = a.v[0]; }\n")
+    f = project("k.cu", text)
+    u = extract.unit(text, str(f), "k")
+    assert "struct Arr;" in u.source
+    r = cutcheck.check(u)
+    assert r.checked and r.ok, r.message
+
+
 ALIAS_HEADER = """\
 #pragma once
 namespace ns {

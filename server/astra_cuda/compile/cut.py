@@ -482,7 +482,10 @@ class _Reader:
     def declaration(self, node: Node, it: _Item) -> None:
         inner = node
         while inner.type == "template_declaration":
-            nxt = next((c for c in inner.named_children if c.type not in ("template_parameter_list", "comment")), None)
+            # an ERROR beside the parameter list is tree-sitter's misreading of a default argument
+            # with `>` in it (`bool RegisterSized = sizeof_bits<T>::value >= 32`: CUTLASS's Array)
+            nxt = next((c for c in inner.named_children if c.type not in ("template_parameter_list", "comment", "ERROR")),
+                       None)
             if nxt is None:
                 return
             inner = nxt
