@@ -440,3 +440,22 @@ def test_a_schedule_the_launcher_computes_from_the_sizes_is_passed_as_that_expre
                          "  row_max<<<(rows + 256 / width - 1) / (256 / width), 256>>>(o, x, rows, len, width);\n}\n")
     s, p = infer(project, "sched2.cu", "row_max")
     assert s.args["width"].value == "min(max(next_pow2((len + 3) / 4), 32), 256)"
+
+
+DEQUANT = ("__global__ void dequant(float* out, const signed char* in, const float* scale, int rows, int cols,\n"
+           "                        int groups, int merge) {\n"
+           "  unsigned merged = cols >> merge;\n  unsigned per_group = (merged * rows) / groups;\n"
+           "  for (unsigned t = threadIdx.x; t < rows; t += blockDim.x) {\n"
+           "    unsigned i = t + blockIdx.x * rows;\n    out[i] = scale[i / per_group] * (float)in[i];\n  }\n}\n"
+           "void run(float* o, const signed char* q, const float* s, int rows, int cols, int groups, int merge) {\n"
+           "  dequant<<<cols, 1024>>>(o, q, s, rows, cols, groups, merge);\n}\n")
+
+
+def test_a_parameter_the_kernel_shifts_by_is_a_bit_count_not_a_size(project):
+    """`cols >> merge`: merge is a bit count — a size's values (128, 4096) would shift every bit
+    out and divide by zero after; it is taken 0, with a note, and is no size of the tests."""
+    project("dq.cu", DEQUANT)
+    s, p = infer(project, "dq.cu", "dequant")
+    assert s.args["merge"].value == "0" and "merge" not in s.sizes
+    assert any("shift count" in n for n in p.notes)
+

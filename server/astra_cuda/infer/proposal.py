@@ -5,6 +5,8 @@ Long because `_infer` assembles every section in one pass (launch, types, sizes,
 and the checks on the assembled draft (launch bounds, requirements) read its intermediate values."""
 from __future__ import annotations
 
+import ast
+
 from dataclasses import dataclass, field
 
 from ..model import access, dtypes, exprs, source
@@ -156,6 +158,12 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
                          f"(line {site.span.start_line + 1}, in `{site.function}`)")
     else:
         notes.append("no launch site of this kernel in the file or beside it: grid and block are guesses")
+    for n in _shift_counts(kernel, size_names):   # `hidden_dim >> merge_count`: a bit count, not a size
+        derived[n] = "0"
+        size_names.remove(n)
+        notes.append(f"`{n}` is a shift count (`x >> {n}`), not a size: took 0 — CHECK the counts the program uses")
+    if not size_names:
+        size_names = ["n"]
     first = size_names[0]
     guessed_grid = grid is None or any("is a block count the caller computes" in n for n in notes)
     if grid is None:
@@ -400,6 +408,24 @@ def refusals(kernel: Kernel, model: SourceModel, comment: str) -> list[str]:
     except AstraError as e:
         return [e.message]
     return []
+
+
+def _shift_counts(kernel: Kernel, size_names: list[str]) -> list[str]:
+    """The kernel's integer parameters it shifts by (`hidden_dim >> merge_count`) and uses for
+    nothing else a size is used for: bit counts, which a size's values (128, 4096) would shift
+    every bit out of."""
+    body = access.kernel_body(kernel)
+    if body is None:
+        return []
+    shifts: set[str] = set()
+    for n in _walk(body):
+        if n.type == "binary_expression" and n.child_by_field_name("operator").type in ("<<", ">>"):
+            right = n.child_by_field_name("right")
+            while right is not None and right.type == "parenthesized_expression" and right.named_child_count == 1:
+                right = right.named_children[0]
+            if right is not None and right.type == "identifier" and right.text.decode() in size_names:
+                shifts.add(right.text.decode())
+    return [n for n in size_names if n in shifts]
 
 
 def _reduces(kernel: Kernel) -> bool:
