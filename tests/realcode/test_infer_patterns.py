@@ -459,3 +459,12 @@ def test_a_parameter_the_kernel_shifts_by_is_a_bit_count_not_a_size(project):
     assert s.args["merge"].value == "0" and "merge" not in s.sizes
     assert any("shift count" in n for n in p.notes)
 
+
+def test_a_product_of_sizes_divided_into_groups_requires_whole_groups(project):
+    """`per_group = (cols * rows) / groups` computed once at the top: the launcher passes a
+    divisor, so `cols * rows % groups == 0` is required (else the last index's group is past the
+    table of `groups` scales)."""
+    project("dq.cu", DEQUANT)
+    s, p = infer(project, "dq.cu", "dequant")
+    assert "cols * rows % groups == 0" in s.require
+    assert s.args["scale"].shape == ("groups",)

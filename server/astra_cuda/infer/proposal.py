@@ -211,6 +211,10 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
     if found is not None and found.uses_table and TABLE not in size_names:
         size_names.append(TABLE)
     require = _requirements(grid, block, found, size_names, kernel, known_values)
+    for r in _whole_groups(kernel, size_names, derived):
+        if r not in require:
+            require.append(r)
+            notes.append(f"`{r}`: the kernel divides the sizes into that many equal parts, remainder dropped — required")
     if found is not None:   # a vector access past a shape's end: whole packets of the innermost size
         require += [r for n, w in found.packets.items() if n in size_names and
                     (r := f"{n} % {w} == 0") not in require]
@@ -408,6 +412,39 @@ def refusals(kernel: Kernel, model: SourceModel, comment: str) -> list[str]:
     except AstraError as e:
         return [e.message]
     return []
+
+
+def _whole_groups(kernel: Kernel, size_names: list[str], derived: dict[str, str]) -> list[str]:
+    """`hidden * rows % groups == 0` where the kernel's body computes, once and before any loop,
+    a product of sizes divided by a size (`stride = (hidden * rows) / groups`): each of that many
+    parts is taken whole, so its launcher passes a divisor (a remainder's elements would be read
+    from past the parts' table)."""
+    from .hostexprs import _HostExprs
+    body = access.kernel_body(kernel)
+    if body is None:
+        return []
+    local: dict[str, str] = dict(derived)
+    out: list[str] = []
+    for st in body.named_children:
+        if st.type != "declaration":
+            continue
+        for d in st.children_by_field_name("declarator"):
+            target, value = d.child_by_field_name("declarator"), d.child_by_field_name("value")
+            if d.type != "init_declarator" or target is None or target.type != "identifier" or value is None:
+                continue
+            v = value
+            while v.type == "parenthesized_expression" and v.named_child_count == 1:
+                v = v.named_children[0]
+            hx = _HostExprs({n: n for n in size_names}, local)
+            if v.type == "binary_expression" and v.child_by_field_name("operator").type == "/":
+                num, den = v.child_by_field_name("left"), v.child_by_field_name("right")
+                a, b = hx.spec(num.text.decode()), hx.spec(den.text.decode())
+                if a is not None and b in size_names and exprs.names(a) and b not in exprs.names(a) \
+                        and any(isinstance(x, ast.BinOp) for x in ast.walk(exprs.parse(a))):
+                    out.append(f"{exprs.simplify(a, [])} % {b} == 0")
+            if hx.spec(value.text.decode()) is not None:
+                local[target.text.decode()] = value.text.decode()
+    return out
 
 
 def _shift_counts(kernel: Kernel, size_names: list[str]) -> list[str]:

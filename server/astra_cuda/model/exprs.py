@@ -278,6 +278,10 @@ def simplify(expr: str, given: list[str] = ()) -> str:
 
         def generic_visit(self, n: ast.AST) -> ast.AST:
             n = super().generic_visit(n)
+            if isinstance(n, ast.BinOp) and isinstance(n.right, ast.Constant) and (
+                    (isinstance(n.op, (ast.LShift, ast.RShift, ast.Add, ast.Sub)) and n.right.value == 0)
+                    or (isinstance(n.op, (ast.Mult, ast.Div, ast.FloorDiv)) and n.right.value == 1)):
+                return n.left   # `x >> 0`, `x * 1`: x
             if isinstance(n, (ast.BinOp, ast.UnaryOp, ast.Call, ast.Compare, ast.IfExp)) and \
                     not any(isinstance(x, ast.Name) and x.id not in FUNCTIONS for x in ast.walk(n)):
                 try:
