@@ -468,3 +468,17 @@ def test_a_product_of_sizes_divided_into_groups_requires_whole_groups(project):
     s, p = infer(project, "dq.cu", "dequant")
     assert "cols * rows % groups == 0" in s.require
     assert s.args["scale"].shape == ("groups",)
+
+
+def test_a_buffer_this_instance_never_touches_is_one_element(project):
+    """`if (STOCHASTIC) r = rand[...]` in the instance with STOCHASTIC false: `rand` is never read,
+    so its shape is one element (not a guess of the sizes that would be allocated and timed)."""
+    project("stoch.cu", "template <int STOCHASTIC> __global__ void q(unsigned char* out, const float* a, const float* rand,\n"
+                        "                                          int rand_offset, int n) {\n"
+                        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  float r = 0.5f;\n"
+                        "  if (STOCHASTIC) r = rand[(i + rand_offset) % 1020];\n"
+                        "  if (i < n) out[i] = (unsigned char)(a[i] + r);\n}\n"
+                        "void run(unsigned char* o, const float* a, int n) {\n"
+                        "  q<0><<<(n + 255) / 256, 256>>>(o, a, nullptr, 0, n);\n}\n")
+    s, p = infer(project, "stoch.cu", "q")
+    assert s.instantiate == "<0>" and s.args["rand"].shape == ("1",)

@@ -267,6 +267,9 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
     shapes: dict[str, list[str]] = {}
     packets: dict[str, int] = {}
     for p, extent in extents(samples).items():
+        if all(not f.uses[p].read and not f.uses[p].written for _, f in samples):
+            shapes[p] = ["1"]   # never touched by this instance (`rand` under `if (STOCHASTIC)`, false): one element
+            continue
         if extent is None:
             continue
         fit = fitted(samples, extent, fixed)
