@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from ..model import access, exprs
 from ..model.source import Kernel
+from ..model.syntax import walk
 
 # ---- shapes from the kernel's accesses ----------------------------------------------------------
 
@@ -266,9 +267,10 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
     fixed, samples = result
     shapes: dict[str, list[str]] = {}
     packets: dict[str, int] = {}
+    dead = _only_in_dead_branches(kernel, pointers, constants)
     for p, extent in extents(samples).items():
-        if all(not f.uses[p].read and not f.uses[p].written for _, f in samples):
-            shapes[p] = ["1"]   # never touched by this instance (`rand` under `if (STOCHASTIC)`, false): one element
+        if p in dead and all(not f.uses[p].read and not f.uses[p].written for _, f in samples):
+            shapes[p] = ["1"]   # named only where this instance never goes (`if (STOCHASTIC)`, false): one element
             continue
         if extent is None:
             continue
@@ -291,6 +293,33 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
                    {k: v for k, v in fixed.items() if k not in equal}, equal, packets,
                    {n: u.packet for n, u in last.items() if u.packet > 1},
                    {n: set(u.casts) for n, u in last.items() if u.casts})
+
+
+def _only_in_dead_branches(kernel: Kernel, pointers: list[str], constants: dict[str, int]) -> set[str]:
+    """The pointers the kernel's body names only inside branches its template arguments rule out
+    (`if (STOCHASTIC) ... rand[i]` with STOCHASTIC 0): this instance never touches them. A pointer
+    named anywhere else (copied into a local table, say) may be touched where the walk cannot see."""
+    body = access.kernel_body(kernel)
+    if body is None:
+        return set()
+    dead: list[tuple[int, int]] = []
+    for n in walk(body):
+        if n.type != "if_statement" or any(s <= n.start_byte < e for s, e in dead):
+            continue
+        taken = access.constexpr_branch(n, constants)
+        cond = n.child_by_field_name("condition")
+        if taken is None and cond is not None:
+            taken = access._truth(cond, constants)
+        if taken is None:
+            continue
+        gone = n.child_by_field_name("alternative" if taken else "consequence")
+        if gone is not None:
+            dead.append((gone.start_byte, gone.end_byte))
+    named = {p: False for p in pointers}
+    for n in walk(body):
+        if n.type == "identifier" and n.text.decode() in named and not any(s <= n.start_byte < e for s, e in dead):
+            named[n.text.decode()] = True
+    return {p for p, live in named.items() if not live}
 
 
 def _packet(shape: list[str], values: list[tuple[dict[str, int], int]], given: dict[str, str]) -> int:
