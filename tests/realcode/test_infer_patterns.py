@@ -482,3 +482,16 @@ def test_a_buffer_this_instance_never_touches_is_one_element(project):
                         "  q<0><<<(n + 255) / 256, 256>>>(o, a, nullptr, 0, n);\n}\n")
     s, p = infer(project, "stoch.cu", "q")
     assert s.instantiate == "<0>" and s.args["rand"].shape == ("1",)
+
+
+
+
+def test_a_buffer_handed_to_a_view_object_is_not_taken_for_untouched():
+    """`RowView out_(out, rows, cols)` is read as a declaration whose `out` is a type: `out` is
+    still named outside the dead branch, so it may be touched (vLLM's gptq MatrixView) — only
+    `rand`, named nowhere but under `if (first)` with first false, is one element."""
+    from astra_cuda.infer.roles import _only_in_dead_branches
+    k = source.parse("template <bool first> __global__ void fill(float* out, const float* rand, int rows, int cols) {\n"
+                     "  RowView out_(out, rows, cols);\n  if (first) out_.set(0, 0, rand[0]);\n}\n").kernel("fill")
+    assert _only_in_dead_branches(k, ["out", "rand"], {"first": 0}) == {"rand"}
+    assert _only_in_dead_branches(k, ["out", "rand"], {"first": 1}) == set()

@@ -317,7 +317,8 @@ def _only_in_dead_branches(kernel: Kernel, pointers: list[str], constants: dict[
             dead.append((gone.start_byte, gone.end_byte))
     named = {p: False for p in pointers}
     for n in walk(body):
-        if n.type == "identifier" and n.text.decode() in named and not any(s <= n.start_byte < e for s, e in dead):
+        # any token spelled so (`View c_(c, m, n)` is read as a declaration whose `c` is a type)
+        if n.child_count == 0 and n.text.decode() in named and not any(s <= n.start_byte < e for s, e in dead):
             named[n.text.decode()] = True
     return {p for p, live in named.items() if not live}
 
