@@ -339,7 +339,7 @@ def test_a_pointer_given_to_a_function_not_seen_into_has_an_unknown_extent_and_m
     assert any("could not be read" in x and "`out`" in x for x in p.notes)
 
 
-def test_a_device_property_in_the_grid_is_read_at_run_time(project):
+def test_a_device_limit_every_gpu_shares_is_its_number_at_the_bench_sizes(project):
     project("p.cu", "__global__ void k(float* out, int rows, int cols) {\n"
                     "  for (int r = blockIdx.y; r < rows; r += gridDim.y)\n"
                     "    for (int c = threadIdx.x; c < cols; c += blockDim.x) out[r * cols + c] = 1.0f;\n}\n"
@@ -347,7 +347,11 @@ def test_a_device_property_in_the_grid_is_read_at_run_time(project):
                     "  const unsigned maxGridY = getCurrentDeviceProperties()->maxGridSize[1];\n"
                     "  dim3 blocks(1, std::min((unsigned)rows, maxGridY), 1);\n  k<<<blocks, 128>>>(o, rows, cols);\n}\n")
     s, p = infer(project, "p.cu", "k")
-    assert "maxGridY" not in s.sizes and s.args["out"].shape == ("rows", "cols")
+    # maxGridSize[1] is 65535 on every GPU: the bench launches one block per row as the program
+    # does (taken as a run-time value, apex's norms were benched on 4 blocks and every rewrite
+    # raising them looked like a win), while the tests' small grids still wrap the row loop
+    assert s.args["out"].shape == ("rows", "cols") and min(s.sizes["maxGridY"]) == 1
+    assert "maxGridY = [65535]" in p.comment.split("[bench]")[1].split("[args]")[0], p.comment
 
 
 def test_sizeof_the_launchers_template_parameter_is_the_resolved_types(project):

@@ -148,6 +148,30 @@ def _guards(model: SourceModel, site: LaunchSite) -> dict[str, str]:
     return out
 
 
+# Device properties every CUDA GPU since compute capability 3.0 reports alike: read as the number,
+# not as a run-time value (apex launches one block per row up to `maxGridSize[1]` rows; taken as
+# RUNTIME_DEFAULT, its bench launch had 4 blocks and every rewrite that raised them looked like a win).
+_FIXED_LIMITS = {("maxGridSize", "0"): "2147483647", ("maxGridSize", "1"): "65535", ("maxGridSize", "2"): "65535",
+                 ("maxThreadsPerBlock", None): "1024", ("warpSize", None): "32"}
+
+
+def _device_limit(value) -> str | None:
+    """The number a device property that is the same on every GPU stands for
+    (`props->maxGridSize[1]` -> '65535'), else None."""
+    index = None
+    if value.type == "subscript_expression":
+        idx = value.child_by_field_name("indices") or value.child_by_field_name("index")
+        nums = [c for c in (idx.named_children if idx is not None else []) if c.type == "number_literal"]
+        if idx is None or (idx.type != "number_literal" and len(nums) != 1):
+            return None
+        index = (idx if idx.type == "number_literal" else nums[0]).text.decode()
+        value = value.child_by_field_name("argument")
+    if value is None or value.type != "field_expression":
+        return None
+    field_name = value.child_by_field_name("field")
+    return _FIXED_LIMITS.get((field_name.text.decode(), index)) if field_name is not None else None
+
+
 def host_locals(model: SourceModel, function: str | None) -> dict[str, str]:
     """Plain local variables of a host function with one initialised declaration and no
     later assignment (`const int grid_size = ceil_div(N, block_size);`): name -> initializer."""
@@ -170,12 +194,12 @@ def host_locals(model: SourceModel, function: str | None) -> dict[str, str]:
                 counts[name] = counts.get(name, 0) + 1
                 value = d.child_by_field_name("value") if d.type == "init_declarator" else None
                 if value is not None and value.type not in ("initializer_list", "argument_list"):
-                    out[name] = value.text.decode()
+                    out[name] = _device_limit(value) or value.text.decode()
         elif n.type in ("assignment_expression", "update_expression"):
             target = n.child_by_field_name("left") or n.child_by_field_name("argument")
             if target is not None and target.type == "identifier":
                 changed.add(target.text.decode())
-    for k, v in list(out.items()):   # `props->maxGridSize[1]`, `getCurrentDeviceProperties()->...`
+    for k, v in list(out.items()):   # `props->multiProcessorCount`, `getCurrentDeviceProperties()->...`
         if any(w in v for w in _DEVICE_QUERIES):
             out[k] = RUNTIME
     for n in _walk(fn):   # `cudaDeviceGetAttribute(&sms, ...)`: a value the host reads at run time
