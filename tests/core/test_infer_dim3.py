@@ -148,10 +148,11 @@ def test_members_assigned_once_before_the_launch_are_its_dimensions():
 # --- not followed: reassigned, declared elsewhere ------------------------------------------------
 
 @pytest.mark.parametrize("body, problem", [
-    ("  dim3 grid(n);\n  if (d) grid.x = 2 * n;\n  k<<<grid, 128>>>(out, in, n, d);", "may be changed on line 4"),
-    ("  dim3 grid(n);\n  grid.x = n;\n  grid.x = 2 * n;\n  k<<<grid, 128>>>(out, in, n, d);", "may be changed on line 4"),
+    ("  dim3 grid(n);\n  while (grid.x > 1024) grid.x /= 2;\n  k<<<grid, 128>>>(out, in, n, d);", "may be changed on line 4"),
+    ("  dim3 grid(n);\n  if (grid.x++ > d) d = 1;\n  k<<<grid, 128>>>(out, in, n, d);", "may be changed on line 4"),
     ("  dim3 grid(n);\n  grid = dim3(4);\n  k<<<grid, 128>>>(out, in, n, d);", "may be changed on line 4"),
-    ("  dim3 grid(n);\n  k<<<grid, 128>>>(out, in, n, d);\n  grid.y *= 2;", "may be changed on line 5"),
+    ("  dim3 grid(n);\n  for (int i = 0; i < d; ++i) {\n    k<<<grid, 128>>>(out, in, n, d);\n    grid.y *= 2;\n  }",
+     "may be changed on line 6"),
     ("  dim3 grid(n);\n  ++grid.x;\n  k<<<grid, 128>>>(out, in, n, d);", "may be changed on line 4"),
     ("  dim3 grid(n);\n  tune(&grid);\n  k<<<grid, 128>>>(out, in, n, d);", "may be changed on line 4"),
     ("  dim3 grid(n);\n  tune(grid);\n  k<<<grid, 128>>>(out, in, n, d);", "may be changed on line 4"),
@@ -162,6 +163,29 @@ def test_changed_dim3_not_followed(body, problem):
     g, _, notes = grid_block(body)
     assert g == 'grid = ["cdiv(n, 128)"]'  # a block count not followed: one thread per element
     assert any("`grid`" in x and "not followed" in x and problem in x for x in notes), notes
+
+
+@pytest.mark.parametrize("body, dims", [
+    # an `if`/`else` that sets a member: the C conditional over the sizes (FasterTransformer's
+    # layernorm launcher: `dim3 block(min(n, 1024)); if (n % 32 != 0) block.x = 1024;`)
+    ("  dim3 grid(n);\n  if (d > 4) grid.x = 2 * n;\n  k<<<grid, 128>>>(out, in, n, d);", ("(d > 4) ? (2 * n) : (n)",)),
+    ("  dim3 grid;\n  if (n <= 1024) { grid.x = d; }\n  else { grid.x = n / 4; grid.y = 2; }\n"
+     "  k<<<grid, 128>>>(out, in, n, d);", ("(n <= 1024) ? (d) : (n / 4)", "(n <= 1024) ? (1) : (2)")),
+    # assigned twice, and reading its own value so far
+    ("  dim3 grid(n);\n  grid.x = n;\n  grid.x /= 2;\n  k<<<grid, 128>>>(out, in, n, d);", ("(n) / (2)",)),
+    ("  dim3 grid(n);\n  grid.x = (grid.x + 31) / 32;\n  k<<<grid, 128>>>(out, in, n, d);", ("((n) + 31) / 32",)),
+    # changes no run of the launcher makes before this launch: after it, in the other branch of
+    # an `if`, in an earlier `case` that breaks, or in the launch's own branch before it
+    ("  dim3 grid(n);\n  k<<<grid, 128>>>(out, in, n, d);\n  grid.y *= 2;", ("n",)),
+    ("  dim3 grid(n);\n  if (d) { grid.x /= 2; k<<<grid, 64>>>(out, in, n, d); }\n"
+     "  else { k<<<grid, 128>>>(out, in, n, d); }", ("n",)),
+    ("  dim3 grid(n);\n  switch (d) {\n    case 1: grid.x /= 2; tune(grid); break;\n"
+     "    case 2: k<<<grid, 128>>>(out, in, n, d); break;\n  }", ("n",)),
+    ("  dim3 grid(n);\n  if (d > 2) {\n    grid.x /= d;\n    k<<<grid, 128>>>(out, in, n, d);\n  }", ("(n) / (d)",)),
+])
+def test_dim3_members_followed_along_the_launchs_path(body, dims):
+    s = next(x for x in source.parse(launch(body)).launches if x.block == "128")
+    assert s.grid_var is not None and s.grid_var.problem is None and s.grid_var.dims == dims
 
 
 def test_dim3_read_only_uses_are_fine():
@@ -240,13 +264,18 @@ def test_host_expressions(expr, want):
     ("d < 1024 ? d : 512", "d if d < 1024 else 512"),        # not a min: the spec's own conditional
     ("d < 1024 ? n : 1024", "n if d < 1024 else 1024"),
     ("d < 1024 ? d + 1 : 1024", "d + 1 if d < 1024 else 1024"),
+    ("d == 1024 ? d : 1024", "d if d == 1024 else 1024"),
+    # any comparison, joined by && || ! (FasterTransformer: `if (n % 32 != 0) block.x = 1024;`)
+    ("(n % 32 != 0) ? (1024) : (d)", "1024 if n % 32 != 0 else d"),
+    ("n > 4 && !(d == 2) ? n : d", "n if n > 4 and (not d == 2) else d"),
 ])
 def test_host_conditionals_by_size_are_the_specs_conditional(expr, spec):
     assert infer._HostExprs({"n": "n", "d": "d"}, {}).spec(expr) == spec
 
 
 @pytest.mark.parametrize("expr", [
-    "d == 1024 ? d : 1024",
+    "flag ? d : 1024",           # a condition on a name that is no size
+    "d & 1 ? d : 1024",
     "(float)d",
     "foo(d)",
     "x.size(0)",

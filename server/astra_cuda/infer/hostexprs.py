@@ -256,7 +256,8 @@ class _HostExprs:
         if (yes.type, no.type) == ("true", "false"):   # `c ? true : false` is c
             return ex(cond)
         if cond.type != "binary_expression":   # `flag ? a : b`, the flag a comparison over the sizes
-            return self._choice(ex(cond), yes, no, ex)
+            rc = ex(cond)
+            return self._choice(rc if rc is not None else self._condition(cond, ex), yes, no, ex)
         op = cond.child_by_field_name("operator")
         a, b = _unparen(cond.child_by_field_name("left")), _unparen(cond.child_by_field_name("right"))
         if op is None or a is None or b is None:
@@ -264,8 +265,8 @@ class _HostExprs:
         decided = self._decided(op.type, ex(a), ex(b))
         if decided is not None:   # `sizeof(T) == 4 ? 4 : 2` once T is known: the branch it takes
             return ex(yes if decided else no)
-        if op.type not in ("<", "<=", ">", ">="):
-            return None
+        if op.type not in ("<", "<=", ">", ">="):   # `n % 32 != 0 ? 1024 : n`, `a && b ? x : y`
+            return self._choice(self._condition(cond, ex), yes, no, ex)
         ta, tb, ty, tn = _tokens(a), _tokens(b), _tokens(yes), _tokens(no)
         less = op.type in ("<", "<=")
         ra, rb = ex(a), ex(b)
@@ -283,4 +284,25 @@ class _HostExprs:
         ry, rn = ex(yes), ex(no)
         return f"({ry} if {ra} {op.type} {rb} else {rn})" if ry is not None and rn is not None else None
 
-
+    def _condition(self, node, ex) -> str | None:
+        """A host condition over sizes as the spec writes it: comparisons of arithmetic, joined by
+        `&&`, `||` and `!`."""
+        node = _unparen(node)
+        if node is None:
+            return None
+        if node.type == "unary_expression":
+            op = node.child_by_field_name("operator")
+            inner = self._condition(node.child_by_field_name("argument"), ex)
+            return f"(not {inner})" if op is not None and op.type == "!" and inner is not None else None
+        if node.type != "binary_expression":
+            return None
+        op = node.child_by_field_name("operator")
+        left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+        if op is not None and op.type in ("&&", "||"):
+            a, b = self._condition(left, ex), self._condition(right, ex)
+            word = "and" if op.type == "&&" else "or"
+            return f"({a} {word} {b})" if a is not None and b is not None else None
+        if op is None or op.type not in ("<", "<=", ">", ">=", "==", "!="):
+            return None
+        a, b = ex(left), ex(right)
+        return f"{a} {op.type} {b}" if a is not None and b is not None else None

@@ -997,43 +997,164 @@ def _dim3_var(ident: Node, fn: Node | None, fn_name: str | None, call: Node, roo
     declared_at = {_declarator_name(dd)[1] for _, dd in _local_declarations(name, fn)}
     # only uses in the declaration's own scope name it (another branch's `dim3 grid` is another variable)
     changes = [n for n in _walk(scope) if n.type == "identifier" and n.text.decode() == name
-               and n not in declared_at and _may_change(n)]
-    members = _member_assignments(changes, scope, call)
-    changed = next((n for n in changes if members is None or n.parent.parent not in members.values()), None)
-    if changed is not None:
-        return ConfigVar(name, None, line, f"may be changed on line {changed.start_point[0] + 1}")
+               and n not in declared_at and _may_change(n) and _reaches(n, call, scope)]
     dims = _dim3_args(decl, declarator)
-    if dims is None:
-        return ConfigVar(name, None, line, "is initialised in a form that is not a dim3 constructor call")
-    if members:   # `g.x = DIVIDE(n, 256); g.y = h;` before the launch: those are its dimensions
-        full = list(dims) + ["1"] * (3 - len(dims))
-        for axis, assign in members.items():
-            right = assign.child_by_field_name("right")
-            full["xyz".index(axis)] = right.text.decode() if right is not None else full["xyz".index(axis)]
+    if changes:   # `g.x = DIVIDE(n, 256);`, `if (c) g.x = 1024;` before the launch: its dimensions
+        full = _member_values(name, changes, scope, call, list(dims or ()) + ["1"] * (3 - len(dims or ())))
+        if full is None:
+            changed = changes[0]
+            return ConfigVar(name, None, line, f"may be changed on line {changed.start_point[0] + 1}")
         while len(full) > 1 and full[-1].strip() == "1":
             full.pop()
-        dims = tuple(full)
+        dims = tuple(full) if dims is not None else None
+    if dims is None:
+        return ConfigVar(name, None, line, "is initialised in a form that is not a dim3 constructor call")
     return ConfigVar(name, dims, line)
 
 
-def _member_assignments(changes: list[Node], scope: Node, call: Node) -> dict[str, Node] | None:
-    """`g.x = e;` statements, each axis once, written directly in the launch's own block before it
-    (so every path to the launch runs them): axis -> the assignment. None when a change is any
-    other kind (a second assignment, one in a branch or a loop, `g.x += 1`, `&g`)."""
-    out: dict[str, Node] = {}
-    for n in changes:
-        fe = n.parent
-        assign = fe.parent if fe is not None and fe.type == "field_expression" else None
-        field = fe.child_by_field_name("field") if fe is not None and fe.type == "field_expression" else None
-        if assign is None or assign.type != "assignment_expression" or field is None \
-                or assign.child_by_field_name("operator").type != "=" or field.text.decode() not in ("x", "y", "z"):
+_LOOPS = ("for_statement", "for_range_loop", "while_statement", "do_statement")
+_LEAVES = ("break_statement", "return_statement", "continue_statement", "goto_statement")
+
+
+def _reaches(change: Node, call: Node, scope: Node) -> bool:
+    """Whether a change written at `change` may run before the launch `call` on some path of
+    one call of the launcher (`scope`: the block that declares the variable). Not when it comes
+    after the launch with no loop inside `scope` around both, nor when the two sit in the two
+    branches of one `if`/`else` (or `?:`), nor in an earlier `case` of a switch that leaves it
+    (`break`) before the launch's case: another branch's `grid.x /= 2` is not this launch's."""
+    def up(n: Node) -> list[Node]:
+        out = []
+        while n is not None and n != scope:
+            out.append(n)
+            n = n.parent
+        return out
+    mine, its = up(change), up(call)
+    common = next((n for n in mine if n in its), scope)
+    if common == change or common == call:
+        return True
+    n = common
+    while n is not None and n != scope:
+        if n.type in _LOOPS:
+            return True
+        n = n.parent
+    if change.start_byte > call.start_byte:
+        return False
+    a, b = (mine[mine.index(common) - 1], its[its.index(common) - 1]) if common != scope else (mine[-1], its[-1])
+    if common.type in ("if_statement", "conditional_expression"):
+        branches = {common.child_by_field_name("consequence"), common.child_by_field_name("alternative")}
+        if a in branches and b in branches:
+            return False
+    if common.type == "compound_statement" and common.parent is not None \
+            and common.parent.type == "switch_statement" and a.type == b.type == "case_statement":
+        last = [c for c in a.named_children if c.type != "comment"][-1:]
+        if last and last[0].type in _LEAVES:
+            return False
+    return True
+
+
+def _member_values(name: str, changes: list[Node], scope: Node, call: Node, dims: list[str]) -> list[str] | None:
+    """The dimensions at the launch of a dim3 whose members the statements before it set, on the
+    launch's own path down from the dim3's block: `g.x = e;` (also `g.x /= 2`, reading the value so
+    far), and such statements in the branches of an `if`/`else` before it, whose value is then the
+    C conditional `(c) ? (then) : (else)`. None when a change is of any other kind (`&g`,
+    `tune(g)`, in a loop, in a condition)."""
+    left = set(changes)
+    values = _run_until(name, scope, call, dict(zip("xyz", dims)), left)
+    return [values[a] for a in "xyz"] if values is not None and not left else None
+
+
+def _inside(c: Node, n: Node) -> bool:
+    return n.start_byte <= c.start_byte < n.end_byte
+
+
+def _run_until(name: str, node: Node, call: Node, values: dict[str, str], left: set[Node]) -> dict[str, str] | None:
+    """The members when the launch `call` inside `node` runs (see `_member_values`); the
+    changes read are taken out of `left`."""
+    if node.type in ("compound_statement", "case_statement"):
+        for s in node.named_children:
+            if _inside(call, s):
+                return _run_until(name, s, call, values, left)
+            mine = {c for c in left if _inside(c, s)}
+            out = _run_members(name, s, values, mine)
+            if out is None:
+                return None
+            values = out
+            left -= mine
+        return values
+    if node.type == "if_statement":
+        branch = next((b for f in ("consequence", "alternative") if (b := node.child_by_field_name(f)) is not None
+                       and _inside(call, b)), None)
+        if branch is not None and not any(_inside(c, node.child_by_field_name("condition")) for c in left):
+            return _run_until(name, branch, call, values, left)
+        return None
+    if node.type == "else_clause":
+        inner = next((c for c in node.named_children if _inside(call, c)), None)
+        return _run_until(name, inner, call, values, left) if inner is not None else None
+    # the launch's own statement (or one this does not follow, such as a loop): no change inside
+    return None if any(_inside(c, node) and c.start_byte < call.start_byte for c in left) else values
+
+
+def _run_members(name: str, stmt: Node, values: dict[str, str], changes: set[Node]) -> dict[str, str] | None:
+    """The dim3's members after `stmt` runs (see `_member_values`)."""
+    if not any(stmt.start_byte <= c.start_byte < stmt.end_byte for c in changes):
+        return values
+    if stmt.type in ("compound_statement", "case_statement"):
+        for s in stmt.named_children:
+            if s.type == "comment":
+                continue
+            out = _run_members(name, s, values, changes)
+            if out is None:
+                return None
+            values = out
+        return values
+    if stmt.type == "if_statement":
+        cond = stmt.child_by_field_name("condition")
+        then, other = stmt.child_by_field_name("consequence"), stmt.child_by_field_name("alternative")
+        if cond is None or then is None or any(cond.start_byte <= c.start_byte < cond.end_byte for c in changes):
             return None
-        stmt = assign.parent
-        if stmt is None or stmt.type != "expression_statement" or stmt.parent != scope \
-                or stmt.end_byte > call.start_byte or field.text.decode() in out:
+        branch = next((c for c in other.named_children if c.type != "comment"), None) if other is not None else None
+        a = _run_members(name, then, values, changes)
+        b = _run_members(name, branch, values, changes) if branch is not None else values
+        if a is None or b is None:
             return None
-        out[field.text.decode()] = assign
-    return out
+        test = cond.text.decode()
+        test = test[1:-1].strip() if test.startswith("(") and test.endswith(")") else test
+        return {k: a[k] if a[k] == b[k] else f"({test}) ? ({a[k]}) : ({b[k]})" for k in "xyz"}
+    if stmt.type != "expression_statement":
+        return None
+    assign = next((c for c in stmt.named_children if c.type != "comment"), None)
+    if assign is None or assign.type != "assignment_expression":
+        return None
+    target, right, op = (assign.child_by_field_name(f) for f in ("left", "right", "operator"))
+    if target is None or right is None or op is None or target.type != "field_expression":
+        return None
+    arg, field = target.child_by_field_name("argument"), target.child_by_field_name("field")
+    if arg is None or field is None or arg.text.decode() != name or field.text.decode() not in values:
+        return None
+    value = _members_read(right, name, values)
+    if value is None:
+        return None
+    axis = field.text.decode()
+    if op.type != "=":
+        value = f"({values[axis]}) {op.type[:-1]} ({value})"
+    return {**values, axis: value}
+
+
+def _members_read(expr: Node, name: str, values: dict[str, str]) -> str | None:
+    """`expr`'s text with each `g.x` it reads replaced by the value so far; None if it names `g`
+    otherwise (`f(g)`)."""
+    edits = []
+    for n in _walk(expr):
+        if n.type == "identifier" and n.text.decode() == name:
+            fe = n.parent
+            field = fe.child_by_field_name("field") if fe is not None and fe.type == "field_expression" else None
+            if field is None or field.text.decode() not in values or fe.child_by_field_name("argument") != n:
+                return None
+            edits.append((fe.start_byte, fe.end_byte, f"({values[field.text.decode()]})"))
+    text = expr.text
+    for a, b, v in sorted(edits, reverse=True):
+        text = text[:a - expr.start_byte] + v.encode() + text[b - expr.start_byte:]
+    return text.decode()
 
 
 def _outside_functions(root: Node):
