@@ -495,3 +495,32 @@ def test_a_buffer_handed_to_a_view_object_is_not_taken_for_untouched():
                      "  RowView out_(out, rows, cols);\n  if (first) out_.set(0, 0, rand[0]);\n}\n").kernel("fill")
     assert _only_in_dead_branches(k, ["out", "rand"], {"first": 0}) == {"rand"}
     assert _only_in_dead_branches(k, ["out", "rand"], {"first": 1}) == set()
+
+
+def test_a_member_type_of_a_class_template_is_read_from_its_specialization(project):
+    """FasterTransformer addBiasGeluV2: the launcher's `using T2 = typename TypeConverter<T>::Type;`
+    launches `k<T2, N>`; `TypeConverter` is a primary template (`using Type = half2;`) and explicit
+    specializations: the element type is the member type for those arguments (half2: halves), not
+    a guess of float the CPU build refuses."""
+    project("conv.cuh", "#include <cuda_fp16.h>\n"
+                        "template <typename T> struct Conv { using Type = half2; };\n"
+                        "template <> struct Conv<half2> { using Type = half; };\n"
+                        "template <typename T, int K> struct Pack;\n"
+                        "template <typename T> struct Pack<T, 1> { using type = T; };\n"
+                        "template <> struct Pack<float, 2> { typedef float2 type; };\n")
+    project("act.cu", "#include \"conv.cuh\"\n"
+                      "template <typename T2>\n__global__ void act(T2* out, const T2* in, int n) {\n"
+                      "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) out[i] = in[i];\n}\n"
+                      "template <typename T>\nvoid run(T* o, const T* x, int n) {\n"
+                      "  using T2 = typename Conv<T>::Type;\n"
+                      "  act<T2><<<(n / 2 + 255) / 256, 256>>>((T2*)o, (const T2*)x, n / 2);\n}\n"
+                      "template void run(half* o, const half* x, int n);\n")
+    s, p = infer(project, "act.cu", "act")
+    assert s.args["out"].dtype.name == "half" and s.args["in"].dtype.name == "half"
+    from astra_cuda.infer.types import _Types
+    act = project.root / "act.cu"
+    t = _Types(source.parse(act.read_text()), str(act), None)
+    assert t.resolve("typename Conv<half2>::Type")[0] == "half"      # the explicit specialization
+    assert t.resolve("Conv<float>::Type")[0] == "half2"              # the primary template
+    assert t.resolve("Pack<float, 2>::type")[0] == "float2"
+    assert t.resolve("Pack<half, 1>::type")[0] is None               # a partial specialization may match

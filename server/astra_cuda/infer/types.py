@@ -133,6 +133,9 @@ class _Types:
             return name, ""
         if depth > 8:
             return None, f"`{name}` is defined through too many typedefs"
+        member = _member_of(name)
+        if member is not None:
+            return self._member_type(*member, depth)
         cands = [(pos, it) for pos, it in enumerate(self.items) if it.kind == "type" and name in it.defines]
         live = [(pos, it) for pos, it in cands if self._active(it, pos)]
         unknown = [(pos, it) for pos, it in cands if self._active(it, pos) is None]
@@ -148,6 +151,44 @@ class _Types:
         if spelled is None:
             return None, why
         return spelled, f"`{name}` is {spelled}" + (f" ({_why_branch(live[0][1])})" if live[0][1].guards else "")
+
+    def _member_type(self, template: str, args: list[str], member: str, depth: int) -> tuple[str | None, str]:
+        """`Traits<float>::Type`: the member type of the class template's explicit specialization
+        for those arguments (`template<> struct Traits<half> {using Type = half2;};`), else of
+        its primary template with its parameters bound to them; never guessed past a partial
+        specialization, which might be the one that matches."""
+        written = f"{template}<{', '.join(args)}>::{member}"
+        wanted = [self._canonical(a) for a in args]
+        primary, partial = None, False
+        for pos, it in enumerate(self.items):
+            if it.kind != "type" or template not in it.text or not self._active(it, pos):
+                continue
+            for params, specialized, body in _class_templates(it.text, template):
+                if specialized is None:
+                    primary = (params, body)
+                elif not params and [self._canonical(a) for a in specialized] == wanted:
+                    return self._resolved_member(_member_alias(body, member), {}, written, depth)
+                elif params:
+                    partial = True
+        if partial:
+            return None, f"`{written}`: `{template}` has a partial specialization that may match"
+        if primary is None:
+            return None, f"no definition of the class template `{template}` in the file or its project headers"
+        params, body = primary
+        return self._resolved_member(_member_alias(body, member), dict(zip(params, args)), written, depth)
+
+    def _resolved_member(self, target: str | None, bound: dict[str, str], written: str,
+                         depth: int) -> tuple[str | None, str]:
+        if target is None:
+            return None, f"`{written}` is not a plain member type"
+        target = " ".join(bound.get(w, w) for w in target.replace("<", " < ").replace(">", " > ").split()) \
+            .replace(" < ", "<").replace(" > ", ">").replace(" >", ">")
+        spelled, why = self.resolve(target, depth + 1)
+        return (spelled, f"`{written}` is {spelled}") if spelled is not None else (None, why)
+
+    def _canonical(self, name: str) -> str:
+        spelled, _ = self.resolve(name.strip())
+        return spelled or " ".join(name.split())
 
     def packet_sizes(self) -> dict[str, int]:
         """`x128::size` for typedefs of a 128-bit packet template (`Packed128<floatX>`):
@@ -195,6 +236,56 @@ class _Types:
         except exprs.ExprError:
             return None
         return elem * count if 0 < count <= 64 else None
+
+
+def _member_of(name: str) -> tuple[str, list[str], str] | None:
+    """`typename ns::Traits<float, 2>::Type` -> ('Traits', ['float', '2'], 'Type'), else None."""
+    from ..model.spec import split_template_args
+    text = " ".join(name.split()).removeprefix("typename ").strip()
+    head, sep, member = text.rpartition(">::")
+    if not sep or not member.isidentifier() or "<" not in head:
+        return None
+    template, _, args = head.partition("<")
+    template = template.strip().split("::")[-1]
+    return (template, [a.strip() for a in split_template_args(f"<{args}>")], member) if template.isidentifier() else None
+
+
+def _class_templates(text: str, name: str) -> list[tuple[list[str], list[str] | None, object]]:
+    """The class templates named `name` an item defines: (its template parameters, the
+    arguments it is specialized for or None for the primary template, its body node)."""
+    from ..model.spec import split_template_args
+    root = source.parser().parse(text.encode()).root_node
+    out = []
+    for t in (n for n in _walk(root) if n.type == "template_declaration"):
+        plist = t.child_by_field_name("parameters")
+        params = [d.text.decode() for p in (plist.named_children if plist is not None else ())
+                  for d in [p.child_by_field_name("name") or next((c for c in p.named_children if c.type in
+                                                                   ("type_identifier", "identifier")), None)]
+                  if d is not None]
+        for spec in (c for c in t.named_children if c.type in ("struct_specifier", "class_specifier")):
+            n, body = spec.child_by_field_name("name"), spec.child_by_field_name("body")
+            if n is None or body is None:
+                continue
+            if n.type == "template_type":
+                base, targs = n.child_by_field_name("name"), n.child_by_field_name("arguments")
+                if base is not None and base.text.decode() == name and targs is not None:
+                    out.append((params, split_template_args(targs.text.decode()), body))
+            elif n.text.decode() == name:
+                out.append((params, None, body))
+    return out
+
+
+def _member_alias(body, member: str) -> str | None:
+    """The type a class body's `using member = T;` or `typedef T member;` names."""
+    for n in body.named_children:
+        if n.type == "alias_declaration" and n.child_by_field_name("name") is not None \
+                and n.child_by_field_name("name").text.decode() == member:
+            tn = n.child_by_field_name("type")
+            return " ".join(tn.text.decode().split()) if tn is not None else None
+        if n.type == "type_definition" and any(d.text.decode() == member for d in n.children_by_field_name("declarator")):
+            tn = n.child_by_field_name("type")
+            return " ".join(tn.text.decode().split()) if tn is not None else None
+    return None
 
 
 def _why_branch(item) -> str:
