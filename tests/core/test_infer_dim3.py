@@ -273,7 +273,23 @@ def test_host_conditionals_by_size_are_the_specs_conditional(expr, spec):
     assert infer._HostExprs({"n": "n", "d": "d"}, {}).spec(expr) == spec
 
 
+@pytest.mark.parametrize("expr, spec", [
+    # a float division of whole numbers rounded up (FasterTransformer: `ceil(float(q) / 32.0f)`)
+    ("ceil(float(n) / 32.0f)", "cdiv(n, 32)"),
+    ("std::ceil(n * d / 1024.)", "cdiv(n * d, 1024)"),
+    ("ceilf((float)n / d)", "cdiv(n, d)"),
+    # a local flag read as its value, decided where the template's sizeof decides it
+    ("(n / (half2 ? 2 : 1) + 31) / 32 * 32", "(n / 1 + 31) / 32 * 32"),
+    ("wide ? n : d", "n if n % 2 == 0 else d"),
+])
+def test_host_ceilings_and_flags(expr, spec):
+    consts = {"half2": "sizeof(T) == 2 && n % 2 == 0", "wide": "sizeof(T) == 4 && n % 2 == 0", "sizeof(T)": "4"}
+    assert infer._HostExprs({"n": "n", "d": "d"}, consts).spec(expr) == spec
+
+
 @pytest.mark.parametrize("expr", [
+    "ceil(n / d)",               # integers divide first: a truncation, not a ceiling
+    "ceil(n / 2.5)",
     "flag ? d : 1024",           # a condition on a name that is no size
     "d & 1 ? d : 1024",
     "(float)d",

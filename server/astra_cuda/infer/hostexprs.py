@@ -64,6 +64,37 @@ def function_macros(texts: list[str]) -> dict[str, str]:
     return out
 
 
+def _folded(node: ast.expr) -> ast.expr:
+    """`2 if 4 == 2 and n % 2 == 0 else 1` -> `1`: a test the template's `sizeof(T)` decides is
+    decided here, so the spec reads as the launch the instance makes."""
+    if isinstance(node, ast.IfExp):
+        test = _folded(node.test)
+        if isinstance(test, ast.Constant):
+            return _folded(node.body if test.value else node.orelse)
+        return ast.IfExp(test, _folded(node.body), _folded(node.orelse))
+    if isinstance(node, ast.BoolOp):
+        values = [_folded(v) for v in node.values]
+        decided = [v for v in values if isinstance(v, ast.Constant)]
+        stop = isinstance(node.op, ast.Or)   # the value that decides the whole: True for or, False for and
+        if any(bool(v.value) is stop for v in decided):
+            return ast.Constant(stop)
+        rest = [v for v in values if not isinstance(v, ast.Constant)]
+        return ast.Constant(not stop) if not rest else rest[0] if len(rest) == 1 else ast.BoolOp(node.op, rest)
+    if isinstance(node, ast.Compare) and not exprs.names(ast.unparse(node)):
+        try:
+            return ast.Constant(bool(exprs.evaluate(ast.unparse(node), {})))
+        except exprs.ExprError:
+            return node
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        inner = _folded(node.operand)
+        return ast.Constant(not inner.value) if isinstance(inner, ast.Constant) else ast.UnaryOp(node.op, inner)
+    if isinstance(node, ast.BinOp):
+        return ast.BinOp(_folded(node.left), node.op, _folded(node.right))
+    if isinstance(node, ast.Call):
+        return ast.Call(node.func, [_folded(a) for a in node.args], node.keywords)
+    return node
+
+
 class _HostExprs:
     """Host C++ launch expressions -> spec expressions over the sizes, read by their tree-sitter
     structure: host names become sizes through `mapping` (host expression text -> size name),
@@ -94,7 +125,7 @@ class _HostExprs:
         if out is None:
             return None
         try:
-            out = ast.unparse(exprs.parse(out).body)
+            out = ast.unparse(_folded(exprs.parse(out).body))
         except exprs.ExprError:
             return None
         if free is not None:
@@ -213,6 +244,8 @@ class _HostExprs:
         if name.split("::")[-1] in _NEXT_POW2 and len(args) == 1:
             a = ex(args[0])
             return f"next_pow2({a})" if a is not None else None
+        if name in ("ceil", "std::ceil", "ceilf", "::ceil") and len(args) == 1:
+            return self._ceil_div(args[0], ex)
         if name in _MIN_MAX and len(args) == 2:
             a, b = ex(args[0]), ex(args[1])
             return f"{_MIN_MAX[name]}({a}, {b})" if a is not None and b is not None else None
@@ -243,6 +276,52 @@ class _HostExprs:
             return None
         ry, rn = ex(yes), ex(no)
         return f"({ry} if {rc} else {rn})" if ry is not None and rn is not None else None
+
+    def _ceil_div(self, node, ex) -> str | None:
+        """`ceil(float(q) / 32.0f)`, `ceil(m * n / 1024.)`: a float division of whole numbers
+        rounded up is cdiv — the float casts and a float literal with no fraction read as the
+        integers. `ceil(n / d)` of two integers divides first (truncating): not read."""
+        node = _unparen(node)
+        op = node.child_by_field_name("operator") if node is not None and node.type == "binary_expression" else None
+        if op is None or op.type != "/":
+            return None
+        a, b = (self._whole(node.child_by_field_name(f), ex) for f in ("left", "right"))
+        if a is None or b is None or not (a[1] or b[1]):
+            return None
+        return f"cdiv({a[0]}, {b[0]})"
+
+    def _whole(self, node, ex) -> tuple[str, bool] | None:
+        """(an integer expression, whether C computes it as a float) under float casts
+        (`float(n)`, `(float)n`) and float literals with no fraction (`1024.`, `32.0f`)."""
+        node = _unparen(node)
+        if node is None:
+            return None
+        t = node.type
+        if t == "number_literal":
+            text = node.text.decode().lower()
+            if text.startswith("0x") or not any(c in text for c in ".ef"):
+                r = ex(node)
+                return (r, False) if r is not None else None
+            try:
+                value = float(text.rstrip("f"))
+            except ValueError:
+                return None
+            return (str(int(value)), True) if value == int(value) else None
+        cast = node.child_by_field_name("type") if t == "cast_expression" else None
+        if cast is not None and cast.text.decode() in ("float", "double"):
+            inner = self._whole(node.child_by_field_name("value"), ex)
+            return (inner[0], True) if inner is not None else None
+        fn, args = node.child_by_field_name("function"), node.child_by_field_name("arguments")
+        if t == "call_expression" and fn is not None and fn.text.decode() in ("float", "double") \
+                and args is not None and len(args.named_children) == 1:
+            inner = self._whole(args.named_children[0], ex)
+            return (inner[0], True) if inner is not None else None
+        op = node.child_by_field_name("operator") if t == "binary_expression" else None
+        if op is not None and op.type in ("*", "+", "-"):
+            a, b = (self._whole(node.child_by_field_name(f), ex) for f in ("left", "right"))
+            return (f"({a[0]} {op.type} {b[0]})", a[1] or b[1]) if a is not None and b is not None else None
+        r = ex(node)
+        return (r, False) if r is not None else None
 
     def _min_max(self, node, ex) -> str | None:
         """`a < b ? a : b` is min(a, b), `a > b ? a : b` max(a, b) (also with <=, >= and the
@@ -284,22 +363,28 @@ class _HostExprs:
         ry, rn = ex(yes), ex(no)
         return f"({ry} if {ra} {op.type} {rb} else {rn})" if ry is not None and rn is not None else None
 
-    def _condition(self, node, ex) -> str | None:
+    def _condition(self, node, ex, depth: int = 0) -> str | None:
         """A host condition over sizes as the spec writes it: comparisons of arithmetic, joined by
         `&&`, `||` and `!`."""
         node = _unparen(node)
-        if node is None:
+        if node is None or depth > _MAX_CONSTANT_DEPTH:
             return None
+        if node.type in ("true", "false"):
+            return "(1 == 1)" if node.type == "true" else "(1 == 0)"
+        if node.type == "identifier" and node.text.decode() in self.constants:   # a local flag: its value
+            inner = source.parse_expression(self.constants[node.text.decode()])
+            cond = self._condition(inner, ex, depth + 1) if inner is not None else None
+            return f"({cond})" if cond is not None else None
         if node.type == "unary_expression":
             op = node.child_by_field_name("operator")
-            inner = self._condition(node.child_by_field_name("argument"), ex)
+            inner = self._condition(node.child_by_field_name("argument"), ex, depth)
             return f"(not {inner})" if op is not None and op.type == "!" and inner is not None else None
         if node.type != "binary_expression":
             return None
         op = node.child_by_field_name("operator")
         left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
         if op is not None and op.type in ("&&", "||"):
-            a, b = self._condition(left, ex), self._condition(right, ex)
+            a, b = self._condition(left, ex, depth), self._condition(right, ex, depth)
             word = "and" if op.type == "&&" else "or"
             return f"({a} {word} {b})" if a is not None and b is not None else None
         if op is None or op.type not in ("<", "<=", ">", ">=", "==", "!="):
