@@ -524,3 +524,35 @@ def test_a_member_type_of_a_class_template_is_read_from_its_specialization(proje
     assert t.resolve("Conv<float>::Type")[0] == "half2"              # the primary template
     assert t.resolve("Pack<float, 2>::type")[0] == "float2"
     assert t.resolve("Pack<half, 1>::type")[0] is None               # a partial specialization may match
+
+
+def test_a_plain_if_over_a_template_flag_is_decided_by_the_instance(project):
+    """FasterTransformer generalLayerNorm<T, DYNAMIC_SCALING>: `if (DYNAMIC_SCALING)` (a plain if)
+    writes `dynamic_scale[blockIdx.x]`; launched with false the instance never touches it, so it
+    is no output (a poison check would fail on it), and one element is enough."""
+    project("ln.cu", "template <typename T, bool DYN>\n"
+                     "__global__ void ln(T* out, const T* in, float* dyn, int m, int n) {\n"
+                     "  for (int i = threadIdx.x; i < n; i += blockDim.x) out[blockIdx.x * n + i] = in[blockIdx.x * n + i];\n"
+                     "  if (DYN) {\n    if (threadIdx.x == 0) dyn[blockIdx.x] = 1.f;\n  }\n}\n"
+                     "void run(float* o, const float* x, float* d, int m, int n) {\n"
+                     "  if (d != nullptr) ln<float, true><<<m, 256>>>(o, x, d, m, n);\n"
+                     "  else ln<float, false><<<m, 256>>>(o, x, d, m, n);\n}\n")
+    s, p = infer(project, "ln.cu", "ln")
+    assert s.instantiate == "<float, false>"
+    assert s.args["dyn"].shape == ("1",) and not (s.args["dyn"].output or s.args["dyn"].inout)
+    assert s.args["out"].shape == ("m", "n") and s.args["out"].output
+
+
+def test_a_write_through_a_local_table_of_the_parameters_pointers_writes_them(project):
+    """FasterTransformer add_fusedQKV_bias_transpose_kernel: `T* qkv_ptr[3] = {q_buf, k_buf, v_buf};`
+    then `qkv_ptr[qkv_id][...] = val`: the three buffers are outputs, measured by that index (they
+    were taken as read-only inputs, and the check saw them modified)."""
+    project("split.cu", "__global__ void split(float* q, float* k, const float* qk, int n) {\n"
+                        "  float* dst[2] = {q, k};\n"
+                        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                        "  if (i < 2 * n) dst[i / n][i % n] = qk[i];\n}\n"
+                        "void run(float* q, float* k, const float* qk, int n) {\n"
+                        "  split<<<(2 * n + 255) / 256, 256>>>(q, k, qk, n);\n}\n")
+    s, p = infer(project, "split.cu", "split")
+    assert s.args["q"].output and s.args["k"].output
+    assert s.args["q"].shape == ("n",) == s.args["k"].shape and s.args["qk"].shape == ("2 * n",)

@@ -66,13 +66,20 @@ class Ptr:
     offset: Iv
     scale: int = 1
 
-
 @dataclass(frozen=True, eq=False)
 class View:
     """A local object of a class of the project built over the kernel's pointers (`MatrixView_half_rw
     dest_(dest, height, width)`): its class and the values its constructor gave its fields."""
     cls: Node
     fields: tuple[tuple[str, "Iv | Ptr"], ...]
+
+
+@dataclass(frozen=True)
+class Table:
+    """A local array of pointers into parameters (`T* qkv_ptr[3] = {q_buf, k_buf, v_buf}`);
+    `element`: one entry of it (`qkv_ptr[j]`), which may be any of them."""
+    entries: tuple[Ptr, ...]
+    element: bool = False
 
 
 @dataclass
@@ -428,9 +435,11 @@ class Analyzer:
                 self.env[name] = UNSET
                 continue
             if value.type == "initializer_list":
-                for c in value.named_children:
-                    self.expr(c)
-                self.env[name] = UNKNOWN
+                entries = [self.expr(c) for c in value.named_children if c.type != "comment"]
+                arrays = target is not None and any(x.type == "array_declarator" for x in source._walk(target))
+                # a local table of the parameters' pointers: a write through an entry writes them
+                self.env[name] = Table(tuple(entries)) if arrays and entries and all(  # type: ignore[arg-type]
+                    isinstance(e, Ptr) for e in entries) else UNKNOWN
                 continue
             v = self.expr(value)
             rel = self._offset_of(value)
@@ -795,7 +804,7 @@ class Analyzer:
         else:
             use.reach(p.offset.hi + (index.hi + 1) * p.scale * width - 1)
 
-    def expr(self, n: Node | None, *, evaluate_only: bool = False, lhs: str = "") -> Iv | Ptr | str | None:
+    def expr(self, n: Node | None, *, evaluate_only: bool = False, lhs: str = "") -> Iv | Ptr | Table | str | None:
         """The value of an expression (an interval, a pointer, or None), recording accesses.
         `lhs`: '=' when it is the target of a plain assignment, '+=' of a compound one."""
         if n is None:
@@ -979,6 +988,12 @@ class Analyzer:
             idx_node = inner[0] if inner else None
         p = self.expr(arr, evaluate_only=evaluate_only)
         i = self.expr(idx_node, evaluate_only=evaluate_only)
+        if isinstance(p, Table) and not p.element:   # `qkv_ptr[j]`: one of the table's pointers
+            return Table(p.entries, element=True)
+        if isinstance(p, Table):   # `qkv_ptr[j][idx]`: any of them, at idx
+            for e in p.entries if not evaluate_only else ():
+                self.access(e, i if isinstance(i, Iv) else UNKNOWN, write=bool(lhs), read=lhs != "=")
+            return None
         if not isinstance(p, Ptr):
             return None
         if not evaluate_only:
