@@ -340,3 +340,15 @@ def test_a_dim3_declared_again_in_an_inner_scope_is_the_outer_one_at_an_outer_la
     # declared after the launch in its block: the outer one
     body = "  dim3 grid(n);\n  if (d) { k<<<grid, 128>>>(out, in, n, d); dim3 grid(1); }"
     assert site(body).grid_var.dims == ("n",)
+
+
+def test_a_local_declared_in_each_branch_is_the_one_the_launch_sees():
+    # TransformerEngine's permute launcher: `int threads = 64; int blocks = ...;` in one branch,
+    # `int threads = 32; int blocks = num_rows;` in the other, where this launch is
+    body = ("  if (d > 1) { int threads = 64; int blocks = 2 * n; blocks = n / 4; }\n"
+            "  else { int threads = 32; int blocks = n; k<<<blocks, threads>>>(out, in, n, d); }")
+    g, b, _ = grid_block(body)
+    assert (g, b) == ('grid = ["n"]', 'block = ["32"]')
+    # a change that reaches the launch is still not followed
+    g, b, notes = grid_block("  int threads = 32;\n  if (d > 2) threads = 64;\n  k<<<n, threads>>>(out, in, n, d);")
+    assert b != 'block = ["32"]' and any("`threads`" in x for x in notes)

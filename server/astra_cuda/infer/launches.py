@@ -115,7 +115,7 @@ def declared_names(model: SourceModel, function: str | None) -> set[str]:
 
 
 def _host_locals(model: SourceModel, site: LaunchSite) -> dict[str, str]:
-    local = host_locals(model, site.function)
+    local = host_locals(model, site.function, site.span.start_byte)
     # a guard fixes a name the caller chooses (`if (block_size == 16)`), not one the launcher
     # computes from the sizes (`if (unroll == 1)`, unroll = cdiv(width, step)): that one stays an
     # expression, and the guard a condition on the sizes (`branch_conditions`)
@@ -172,33 +172,64 @@ def _device_limit(value) -> str | None:
     return _FIXED_LIMITS.get((field_name.text.decode(), index)) if field_name is not None else None
 
 
-def host_locals(model: SourceModel, function: str | None) -> dict[str, str]:
+def host_locals(model: SourceModel, function: str | None, at: int | None = None) -> dict[str, str]:
     """Plain local variables of a host function with one initialised declaration and no
-    later assignment (`const int grid_size = ceil_div(N, block_size);`): name -> initializer."""
+    later assignment (`const int grid_size = ceil_div(N, block_size);`): name -> initializer.
+    With `at` (a launch's byte offset), the function that holds it, and each name as the launch
+    sees it: the declaration C++ name lookup finds there (`int threads = 32;` of its own branch,
+    where another branch declares its own), unless a change reaches the launch."""
     if function is None:
         return {}
+    whole = _function_locals(model, function, None)
+    # over what the whole function says, what the launch's own scope says (a launch site read
+    # from a rewritten launcher, cudaLaunchKernelEx's, may fall outside it: then the whole's)
+    return whole if at is None else {**whole, **_function_locals(model, function, at)}
+
+
+def _function_locals(model: SourceModel, function: str, at: int | None) -> dict[str, str]:
     short = function.split("::")[-1]
-    fn = next((n for n in _functions(model.text) if (source._declarator_name(
-        source._function_declarator(n.child_by_field_name("declarator")))[0] or "").split("::")[-1] == short), None)
+    fns = [n for n in _functions(model.text) if (source._declarator_name(
+        source._function_declarator(n.child_by_field_name("declarator")))[0] or "").split("::")[-1] == short]
+    fn = next((n for n in fns if at is not None and n.start_byte <= at < n.end_byte), fns[0] if fns else None)
     if fn is None:
         return {}
     out: dict[str, str] = {}
     counts: dict[str, int] = {}
     changed: set[str] = set()
+    launch = fn.descendant_for_byte_range(at, at) if at is not None and fn.start_byte <= at < fn.end_byte else None
+    seen: dict[str, object] = {}   # name -> the scope of the declaration the launch sees
     for n in _walk(fn):
         if n.type == "declaration":
+            scope = n.parent
+            visible = launch is not None and scope is not None and n.end_byte <= at <= scope.end_byte \
+                and scope.start_byte <= at   # type: ignore[operator]
             for d in n.children_by_field_name("declarator"):
                 name = source._declarator_name(d)[0]
                 if name is None:
                     continue
-                counts[name] = counts.get(name, 0) + 1
                 value = d.child_by_field_name("value") if d.type == "init_declarator" else None
+                if launch is not None:
+                    if not visible or (name in seen and seen[name].start_byte > scope.start_byte):  # type: ignore[attr-defined]
+                        counts.setdefault(name, 0)
+                        continue
+                    seen[name] = scope
+                    counts[name] = 1
+                    out.pop(name, None)
+                else:
+                    counts[name] = counts.get(name, 0) + 1
                 if value is not None and value.type not in ("initializer_list", "argument_list"):
                     out[name] = _device_limit(value) or value.text.decode()
-        elif n.type in ("assignment_expression", "update_expression"):
+    for n in _walk(fn):
+        if n.type in ("assignment_expression", "update_expression"):
             target = n.child_by_field_name("left") or n.child_by_field_name("argument")
-            if target is not None and target.type == "identifier":
-                changed.add(target.text.decode())
+            if target is None or target.type != "identifier":
+                continue
+            name = target.text.decode()
+            scope = seen.get(name)
+            if launch is None or scope is None:
+                changed.add(name)
+            elif scope.start_byte <= n.start_byte < scope.end_byte and source._reaches(n, launch, scope):  # type: ignore[attr-defined]
+                changed.add(name)
     for k, v in list(out.items()):   # `props->multiProcessorCount`, `getCurrentDeviceProperties()->...`
         if any(w in v for w in _DEVICE_QUERIES):
             out[k] = RUNTIME

@@ -93,7 +93,8 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
             notes.append("from the dispatch macros around the launch: " +
                          ", ".join(f"{k} = {v}" for k, v in around.items()) + " (one of the cases they offer)")
     # a template argument may be a local constant of the launcher (`constexpr int vec = 16 / sizeof(T)`)
-    local = host_locals(site_model, site.function) if site is not None and site_model is not None else {}
+    local = host_locals(site_model, site.function, site.span.start_byte) \
+        if site is not None and site_model is not None else {}
     instantiate = _template_args(kernel, site, notes, program, {**local, **constants}, known_names(types.items),
                                  types.items, site_model)
     targs = dict(zip(kernel.template_param_names, _split(instantiate))) if instantiate else {}
