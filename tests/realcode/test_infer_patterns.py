@@ -556,3 +556,22 @@ def test_a_write_through_a_local_table_of_the_parameters_pointers_writes_them(pr
     s, p = infer(project, "split.cu", "split")
     assert s.args["q"].output and s.args["k"].output
     assert s.args["q"].shape == ("n",) == s.args["k"].shape and s.args["qk"].shape == ("2 * n",)
+
+
+def test_an_offset_variable_reused_loop_after_loop_is_measured_in_each(project):
+    """FasterTransformer softmax_kernel: `int64_t qk_offset;` set in the first loop (reading qk) and
+    set again in the last (writing attn_score): after the first loop it held nothing known, and
+    joining the new value with that lost attn_score's extent (a guessed shape, a write past it)."""
+    project("sm.cu", "__global__ void sm(float* out, const float* in, int rows, int n) {\n"
+                     "  long off;\n  float v = 0.f;\n"
+                     "  for (long i = 0; blockDim.x * i + threadIdx.x < n; i++) {\n"
+                     "    off = blockIdx.x * n + blockDim.x * i + threadIdx.x;\n    v += in[off];\n  }\n"
+                     "  for (long i = 0; blockDim.x * i + threadIdx.x < n; i++) {\n"
+                     "    off = blockIdx.x * n + blockDim.x * i + threadIdx.x;\n    out[off] = v;\n  }\n}\n"
+                     "void run(float* o, const float* x, int rows, int n) {\n  sm<<<rows, 128>>>(o, x, rows, n);\n}\n")
+    s, p = infer(project, "sm.cu", "sm")
+    assert s.args["out"].shape == ("rows", "n") == s.args["in"].shape
+    from astra_cuda.model import access
+    k = source.parse((project.root / "sm.cu").read_text()).kernel("sm")
+    facts = access.analyse(k, {"rows": 3, "n": 100}, (3, 1, 1), (128, 1, 1), {"out": 4, "in": 4}, set(), 100, {})
+    assert facts.uses["out"].hi == 299 and not facts.uses["out"].unknown

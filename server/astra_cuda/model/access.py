@@ -885,7 +885,10 @@ class Analyzer:
                 cur = self.env.get(name)
                 self._forget(name)
                 if op == "=" and isinstance(right, (Iv, Ptr)):
-                    self.env[name] = right.join(cur) if isinstance(cur, Iv) and isinstance(right, Iv) else right
+                    # joined with what it held, except where that is nothing known (a variable
+                    # declared before an earlier loop that set it, `qk_offset` reused loop after loop)
+                    known = isinstance(cur, Iv) and (cur.lo is not None or cur.hi is not None)
+                    self.env[name] = right.join(cur) if known and isinstance(right, Iv) else right
                 elif isinstance(cur, Ptr) and op in ("+=", "-="):
                     self.env[name] = Ptr(cur.base, UNKNOWN, cur.scale)
                 elif not isinstance(cur, str) or cur == UNSET:
