@@ -66,6 +66,7 @@ class Ptr:
     offset: Iv
     scale: int = 1
 
+
 @dataclass(frozen=True, eq=False)
 class View:
     """A local object of a class of the project built over the kernel's pointers (`MatrixView_half_rw
