@@ -352,3 +352,11 @@ def test_a_local_declared_in_each_branch_is_the_one_the_launch_sees():
     # a change that reaches the launch is still not followed
     g, b, notes = grid_block("  int threads = 32;\n  if (d > 2) threads = 64;\n  k<<<n, threads>>>(out, in, n, d);")
     assert b != 'block = ["32"]' and any("`threads`" in x for x in notes)
+
+
+def test_a_braced_block_is_its_dimensions():
+    # apex index_mul_2d: `k<<<BLOCK_NUMS, {BLOCK_THREADS_DIMX, BLOCK_THREADS_DIMY, 1}, 0, stream>>>`
+    g, b, _ = grid_block("  k<<<(n + 7) / 8, {32, 8, 1}, 0>>>(out, in, n, d);")
+    assert (g, b) == ('grid = ["(n + 7) / 8"]', 'block = ["32", "8"]')
+    g, b, _ = grid_block("  k<<<n, dim3{64}, 0>>>(out, in, n, d);")
+    assert b == 'block = ["64"]'

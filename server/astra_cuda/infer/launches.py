@@ -20,10 +20,16 @@ from .template_args import split
 
 
 def _strip_dim3(expr: str) -> list[str]:
-    """'dim3(a, b)' -> ['a', 'b']; 'a' -> ['a']."""
+    """'dim3(a, b)' -> ['a', 'b']; '{a, b, 1}' (a braced dim3, apex's index_mul launches) ->
+    ['a', 'b']; 'a' -> ['a']."""
     e = expr.strip()
     if e.startswith("dim3(") and e.endswith(")"):
         return exprs.split_top_level(e[5:-1])
+    if e.startswith(("{", "dim3{")) and e.endswith("}"):
+        parts = [x.strip() for x in exprs.split_top_level(e[e.index("{") + 1:-1])]
+        while len(parts) > 1 and parts[-1] == "1":
+            parts.pop()
+        return parts if 1 <= len(parts) <= 3 and all(parts) else [e]
     return [e]
 
 
