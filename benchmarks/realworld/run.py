@@ -313,19 +313,7 @@ def _stages(k: Kernel, r: Record, o: "Options", work: Path) -> None:
         r.cpu_optimize = {"error": _short(s.error or str((res.get("error") or {}).get("message", "no answer")))} \
             if "rounds" not in res else {"improved": res.get("improved"), **_tried(res)}
         return
-    late = "not timed: the run's budget was spent while it waited for the GPU"
-    with o.timing.turn(PROFILE):
-        if o.deadline and time.monotonic() > o.deadline - 60:   # waited past the run's budget for the GPU
-            r.gpu["profile"] = {"error": late}
-            return
-        _profile(r, o, work, f, name, flags)
-    if o.stage == "profile":
-        return
-    with o.timing.turn(OPTIMIZE):
-        if o.deadline and time.monotonic() > o.deadline - 60:
-            r.gpu["optimize"] = {"error": late}
-            return
-        _optimize(r, o, work, f, name, flags)
+    _gpu(k, r, o, work, f, name, flags)
 
 
 def _missing_header(verdict: dict, k: Kernel, o: "Options") -> dict:
@@ -384,6 +372,23 @@ def _compiler(backend: str, details: str, passed: bool) -> str:
 def _compile_failure(r: Record) -> bool:
     f = r.failure or {}
     return f.get("check") == "compile" or bool(classify.ASTRA_COMPILE.search(f.get("message", "")))
+
+
+def _gpu(k: Kernel, r: Record, o: "Options", work: Path, f: Path, name: str, flags: list[str]) -> None:
+    """The timed stages, each when the GPU is free (a profile before a waiting optimization)."""
+    late = "not timed: the run's budget was spent while it waited for the GPU"
+    with o.timing.turn(PROFILE):
+        if o.deadline and time.monotonic() > o.deadline - 60:   # waited past the run's budget for the GPU
+            r.gpu["profile"] = {"error": late}
+            return
+        _profile(r, o, work, f, name, flags)
+    if o.stage == "profile":
+        return
+    with o.timing.turn(OPTIMIZE):
+        if o.deadline and time.monotonic() > o.deadline - 60:
+            r.gpu["optimize"] = {"error": late}
+            return
+        _optimize(r, o, work, f, name, flags)
 
 
 def _profile(r: Record, o: "Options", work: Path, f: Path, name: str, flags: list[str]) -> None:
