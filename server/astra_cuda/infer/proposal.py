@@ -17,7 +17,7 @@ from .hostexprs import function_macros
 from .launches import _launch_of, _pick_site, host_locals, program_inits, value_of
 from . import structs
 from .program import Program
-from .roles import TABLE, _differences, _divisions, _Shapes, _shapes
+from .roles import DIFFERENCES, DIVISIONS, TABLE, _Shapes, _shapes, _size_pairs
 from .sizes import Draft, repair, size_bench, test_values
 from .template_args import _template_args, enumerators, known_names, split as _split
 from .types import _Types, dispatch_subjects, dispatch_values
@@ -337,7 +337,7 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
         if n in draft.sizes and any(v >= width for v in draft.sizes[n]):
             draft.sizes[n] = [v for v in draft.sizes[n] if v >= width]
     # `(max - min) / 8` blocks: a window [min, max) of the rows; tested and timed from the rows' start
-    starts = [b for a, b in _differences(draft.grid + draft.block, size_names)
+    starts = [b for a, b in _size_pairs(draft.grid + draft.block, size_names, DIFFERENCES)
               if a in draft.sizes and b in draft.sizes and not program_sizes.get(b)]
     for b in starts:
         draft.sizes[b] = [0]
@@ -607,9 +607,9 @@ def _requirements(grid: list[str], block: list[str], found: _Shapes | None, size
                     and b.text.decode().isdigit() and int(b.text.decode()) > 1:
                 out.append(f"{a.text.decode()} % {b.text.decode()} == 0")
     # `hidden_dim / heads` threads: the launcher's heads divide the row
-    out += [r for r in dict.fromkeys(f"{a} % {b} == 0" for a, b in _divisions(grid + block, size_names)) if r not in out]
+    out += [r for r in dict.fromkeys(f"{a} % {b} == 0" for a, b in _size_pairs(grid + block, size_names, DIVISIONS)) if r not in out]
     # `(max - min) / 8` blocks: the launcher has the first above the second
-    out += [r for r in dict.fromkeys(f"{a} > {b}" for a, b in _differences(grid + block, size_names)) if r not in out]
+    out += [r for r in dict.fromkeys(f"{a} > {b}" for a, b in _size_pairs(grid + block, size_names, DIFFERENCES)) if r not in out]
     # a loop over `size / 8` packets handles no tail: the size must be a multiple of 8
     body = source.parser().parse(kernel.text.encode()).root_node
     dead = access.not_compiled(body, values or {})   # `if constexpr (use_vec)` of an instance without it

@@ -3,6 +3,7 @@ extent measured at a few size assignments and fitted to a product of sizes; read
 read-modify-write; index arrays bounded by the table they index."""
 from __future__ import annotations
 
+import ast
 import itertools
 from dataclasses import dataclass, field
 
@@ -92,21 +93,26 @@ _STRIDE_PROBE = 100003   # a stride set far from every probe size: what it moves
 MAX_EQUAL_TRIES = 12     # pairs of sizes tried equal when the accesses fit no shape otherwise
 
 
-def _divisions(parts: list[str], names: list[str]) -> list[tuple[str, str]]:
-    """(a, b) for each `a / b` of two sizes in the launch's expressions."""
-    import ast
-    out = []
+def _size_pairs(parts: list[str], names: list[str], ops: tuple[type, ...]) -> list[tuple[str, str]]:
+    """(a, b) for each `a OP b` of two different sizes in the launch's expressions, OP one of `ops`
+    (ast operator classes): `a / b` — the launcher divides a into b-sized parts —, `a - b` —
+    `(max - min) / 8` blocks: the launcher has a above b."""
+    out: list[tuple[str, str]] = []
     for x in parts:
         try:
             tree = exprs.parse(x)
         except exprs.ExprError:
             continue
         for n in ast.walk(tree):
-            if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Div, ast.FloorDiv)) and isinstance(n.left, ast.Name) \
+            if isinstance(n, ast.BinOp) and isinstance(n.op, ops) and isinstance(n.left, ast.Name) \
                     and isinstance(n.right, ast.Name) and n.left.id in names and n.right.id in names \
                     and n.left.id != n.right.id and (n.left.id, n.right.id) not in out:
                 out.append((n.left.id, n.right.id))
     return out
+
+
+DIVISIONS = (ast.Div, ast.FloorDiv)
+DIFFERENCES = (ast.Sub,)
 
 
 def _holds(require: list[str], sizes: dict[str, int]) -> bool:
@@ -114,24 +120,6 @@ def _holds(require: list[str], sizes: dict[str, int]) -> bool:
         return all(bool(exprs.evaluate(r, sizes)) for r in require)
     except exprs.ExprError:
         return True
-
-
-def _differences(parts: list[str], names: list[str]) -> list[tuple[str, str]]:
-    """(a, b) for each `a - b` of two sizes in the launch's expressions (`(max - min) / 8` blocks:
-    the launcher has a above b)."""
-    import ast
-    out = []
-    for x in parts:
-        try:
-            tree = exprs.parse(x)
-        except exprs.ExprError:
-            continue
-        for n in ast.walk(tree):
-            if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Sub) and isinstance(n.left, ast.Name) \
-                    and isinstance(n.right, ast.Name) and n.left.id in names and n.right.id in names \
-                    and n.left.id != n.right.id and (n.left.id, n.right.id) not in out:
-                out.append((n.left.id, n.right.id))
-    return out
 
 
 def _same_shapes(good: dict, tried, fitted, equal: dict[str, str]) -> bool:
@@ -168,8 +156,8 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
     names = size_names + [TABLE]
     pointers = [p.name for p in kernel.params if p.is_pointer]
 
-    divided = _divisions(grid + block, names)
-    differences = _differences(grid + block, names)
+    divided = _size_pairs(grid + block, names, DIVISIONS)
+    differences = _size_pairs(grid + block, names, DIFFERENCES)
 
     def sample(extra: dict[str, str]) -> list | None:
         samples = []
