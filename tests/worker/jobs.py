@@ -50,6 +50,13 @@ def sleep(seconds):
     return os.getpid()
 
 
+def span(seconds):
+    """Sleep; say which process slept and when (CLOCK_MONOTONIC is one clock for every process)."""
+    start = time.monotonic()
+    time.sleep(seconds)
+    return os.getpid(), start, time.monotonic()
+
+
 def segfault(_):
     ctypes.string_at(0)  # a real SIGSEGV, like a CPU-backend kernel reading a bad pointer
 

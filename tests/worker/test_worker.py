@@ -39,7 +39,7 @@ def test_hang_killed_and_next_job_works(pool):
     t0 = time.monotonic()
     with pytest.raises(worker.WorkerTimeout, match="timed out after 1 s"):
         pool.run(Call(jobs.spin), timeout=1.0)
-    assert time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 < 30  # a hang guard only: the error above names the 1 s limit
     after = pool.run(Call(jobs.echo), timeout=30)["pid"]
     assert after != before and pool.replaced == 1
 
@@ -100,7 +100,7 @@ def test_cancellation_kills_the_running_job(pool):
     t0 = time.monotonic()
     with pytest.raises(worker.WorkerCancelled):
         pool.run(Call(jobs.hang), timeout=60, cancel=cancel)
-    assert time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 < 30  # well before the job's own 60 s limit: the cancel stopped it
     assert pool.run(Call(jobs.echo, 1), timeout=30)["payload"] == 1
 
 
@@ -121,20 +121,19 @@ def test_concurrency_from_threads():
 
         def call(i):
             try:
-                results.append((i, p.run(Call(jobs.sleep, 0.3), timeout=30)))
+                results.append(p.run(Call(jobs.span, 0.3), timeout=30))
             except Exception as e:  # pragma: no cover - reported below
                 errors.append(e)
 
         threads = [threading.Thread(target=call, args=(i,)) for i in range(6)]
-        t0 = time.monotonic()
         for t in threads:
             t.start()
         for t in threads:
             t.join()
         assert not errors and len(results) == 6
-        pids = {pid for _, pid in results}
-        assert len(pids) == 2  # never more than `size` workers
-        assert time.monotonic() - t0 < 0.3 * 6  # they really ran side by side
+        assert len({pid for pid, _, _ in results}) == 2  # never more than `size` workers
+        # They really ran side by side: some job of one worker overlaps a job of the other.
+        assert any(a[0] != b[0] and a[1] < b[2] and b[1] < a[2] for a in results for b in results)
     finally:
         p.close()
 
@@ -143,14 +142,14 @@ def test_a_hang_in_one_thread_does_not_block_others():
     p = worker.Pool(2, name="mixed")
     try:
         _warm_two(p)
-        out = {}
+        out, stop = {}, threading.Event()
         t = threading.Thread(target=lambda: out.setdefault("hang", pytest.raises(
-            worker.WorkerTimeout, p.run, Call(jobs.hang), timeout=3)))
+            worker.WorkerCancelled, p.run, Call(jobs.hang), timeout=120, cancel=stop)))
         t.start()
         time.sleep(0.2)
-        t0 = time.monotonic()
         assert p.run(Call(jobs.echo, "ok"), timeout=30)["payload"] == "ok"
-        assert time.monotonic() - t0 < 2.5  # not waiting for the hung one (3 s)
+        assert t.is_alive()  # answered while the hung job still holds the other worker
+        stop.set()
         t.join()
     finally:
         p.close()
