@@ -1,8 +1,10 @@
 """A second run of the same kernel on the same GPU (issue 29 item 2): `astra optimize` twice on a
 fresh copy of an example, each a whole CLI process as a user runs it. The first search finishes
 and is remembered in `.astra/tuning/`; the second replays it, gates and times it again, and must
-finish in at most 25% of the first run's wall time with the same rewrite. A third run with
---fresh searches again (its time and result are recorded beside the others).
+finish in at most 25% of the first run's wall time with the same rewrite. Its original goes through
+the gate alone (`baseline_s` equals `baseline_gate_s`): the original's times are those taken beside
+the replayed rewrite. A third run with --fresh searches again (its time and result are recorded
+beside the others).
 
     python benchmarks/rerun_bench.py [--example silu_and_mul] [--backend gpu] [--out FILE.json]
 """
@@ -57,6 +59,9 @@ def main(argv=None) -> int:
                          "memory_note": out.get("memory_note"), "rounds": len(out.get("rounds") or []),
                          "tuning_points": len(out.get("tuning") or []), "best_kernel": out.get("best_kernel_source"),
                          "device": ((out.get("best") or {}).get("profile") or {}).get("device"),
+                         # a rerun checks the original without timing it (the replay times it beside the rewrite)
+                         "baseline_s": (out.get("baseline") or {}).get("seconds"),
+                         "baseline_gate_s": (out.get("baseline") or {}).get("gate_seconds"),
                          "error": out.get("error")})
             print(f"run {len(runs)}{' ' + ' '.join(extra) if extra else ''}: {seconds:.1f} s, "
                   f"{out.get('speedup') or 0:.3f}×, {len(out.get('rounds') or [])} rounds, "

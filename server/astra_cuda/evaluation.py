@@ -135,6 +135,10 @@ class Evaluation:
     gate_seconds: float = 0.0      # of `seconds`, the part the gate (testing agent) took
     node: str = ""                 # where it ran (the host; a Ray node's address)
     gpu: str = ""                  # the GPU that ran it ('' on the CPU backend)
+    # The reference as timed beside the candidate, read as its own evaluation would read it (its
+    # times on both sides, its share of the copy ceiling, its class): the original's profile
+    # without timing it again (a rerun's baseline, `agents.orchestrator`). None where not timed.
+    reference: ProfileSummary | None = None
 
     @property
     def passed(self) -> bool:
@@ -151,14 +155,16 @@ class Evaluation:
     def to_json(self) -> dict[str, Any]:
         return {"check": self.check.to_json(), "profile": self.profile.to_json() if self.profile else None,
                 "speed_note": self.speed_note, "registers": self.registers, "seconds": self.seconds,
-                "gate_seconds": self.gate_seconds, "node": self.node, "gpu": self.gpu}
+                "gate_seconds": self.gate_seconds, "node": self.node, "gpu": self.gpu,
+                **({"reference": self.reference.to_json()} if self.reference is not None else {})}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Evaluation":
         return cls(Check(**{**d["check"], "matrix": tuple(d["check"].get("matrix", ()))}),
                    ProfileSummary.from_json(d["profile"]) if d.get("profile") else None,
                    d.get("speed_note", ""), d.get("registers"), d.get("seconds", 0.0), d.get("gate_seconds", 0.0),
-                   d.get("node", ""), d.get("gpu", ""))
+                   d.get("node", ""), d.get("gpu", ""),
+                   ProfileSummary.from_json(d["reference"]) if d.get("reference") else None)
 
 
 def _key(t: SizeTiming) -> tuple[tuple[str, int], ...]:
@@ -183,8 +189,10 @@ class OnCandidates:
     spec) instead of its text: `api`'s, which resolves the candidate's launch on the caller side
     and sends the worker the text with it. The orchestrator reads a text it is given once."""
 
-    def __init__(self, evaluate: Callable[[Candidate], Evaluation]):
+    def __init__(self, evaluate: Callable[[Candidate], Evaluation],
+                 check: Callable[[Candidate], Evaluation] | None = None):
         self.evaluate = evaluate
+        self.check = check   # the gate alone, nothing timed (None: not offered)
 
     def __call__(self, candidate: Candidate) -> Evaluation:
         return self.evaluate(candidate)

@@ -36,6 +36,19 @@ def test_profile_conversion():
     assert e.profile.best_copy_share == 0.8 and e.profile.device == "H100"
 
 
+def test_the_reference_side_reads_as_the_originals_own_profile():
+    ref_share = profiler.Timing(20.0, 20.0, 20.0, 100, ceiling_share=0.2, step_us=0.5)
+    e = to_evaluation(OK, prof(size(20.0, 10.0, 0.4), size(40.0, 10.0, 0.9)))
+    e2 = to_evaluation(OK, prof(profiler.SizeProfile(sizes={"n": 1}, label="n=1", bytes_moved=10**9, flops=None,
+                                                     candidate=profiler.Timing(10.0, 10.0, 10.0, 100, ceiling_share=0.4),
+                                                     reference=ref_share, speedup=2.0, bottleneck="memory-bound")))
+    assert [(t.baseline_us, t.candidate_us, t.speedup) for t in e.reference.sizes] == [(20.0, 20.0, 1.0), (40.0, 40.0, 1.0)]
+    only = e2.reference.sizes[0]
+    assert only.copy_share == 0.2 and only.step_us == 0.5 and e2.reference.bottleneck == "latency"  # its own class
+    assert e2.profile.bottleneck == "memory"
+    assert Evaluation.from_json(e2.to_json()).reference == e2.reference
+
+
 def test_wrong_timed_outputs_and_implausible_timings_fail():
     wrong = to_evaluation(OK, prof(size(20.0, 10.0, output_failures=["out differs at [3]"])))
     assert not wrong.passed and "timed" in wrong.check.summary

@@ -29,6 +29,7 @@ class FakeWorker:
     def __init__(self, original: str):
         self.original = original
         self.evaluated: list[str] = []
+        self.checked_only: list[str] = []   # evaluated through the gate alone (EvaluateJob.timed False)
         self.measured = True
         self.interrupt_after: int | None = None   # raise KeyboardInterrupt (Ctrl-C) after this many
 
@@ -40,12 +41,17 @@ class FakeWorker:
             raise KeyboardInterrupt
         text = job.text
         self.evaluated.append(text)
+        if not job.timed:
+            self.checked_only.append(text)
         check = Check(True, "passed 12 cases on cpu", "", 12, "passed")
-        if not self.measured:
-            return Evaluation(check, speed_note="speed not measured on the CPU backend")
+        if not self.measured or not job.timed:
+            return Evaluation(check, speed_note="speed not measured on the CPU backend" if not self.measured
+                              else "checked only: not timed")
         new_lines = len(set(text.splitlines()) - set(self.original.splitlines()))
         us = 100.0 / (1.0 + 0.1 * new_lines)
-        return Evaluation(check, ProfileSummary((SizeTiming({"num_tokens": 64, "d": 4096}, 100.0, us),)))
+        sizes = {"num_tokens": 64, "d": 4096}
+        return Evaluation(check, ProfileSummary((SizeTiming(sizes, 100.0, us),)),
+                          reference=ProfileSummary((SizeTiming(sizes, 100.0, 100.0),)))
 
 
 @pytest.fixture

@@ -6,12 +6,14 @@ fake worker of test_resume standing in for a GPU."""
 import json
 import pathlib
 import shutil
+from dataclasses import replace
 
 import pytest
 
 from astra_cuda.execution import availability
 from astra_cuda.model import launch_change, source, spec as spec_mod
 from astra_cuda.agents import Check, Evaluation, ProfileSummary, SizeTiming, optimize
+from astra_cuda.evaluation import OnCandidates
 from astra_cuda.agents.memory import Memory
 from astra_cuda.execution.jobs import BackendsJob, BackendStatus, DeviceJob, GpuFactsJob
 
@@ -82,6 +84,48 @@ def test_a_rerun_on_the_same_gpu_starts_from_the_remembered_tuning(tmp_path):
     calls.clear()                                           # --fresh: searches, and remembers again
     fresh = run(text, path, sp, evaluate, memory(tmp_path / "tuning", "Fake GPU A", text, fresh=True), tmp_path)
     assert len(calls) == first_calls and fresh.best == first.best and "--fresh" in fresh.memory_note
+
+
+def on_candidates(evaluate):
+    """`evaluate` as `api.optimize` offers it: timed (the reference's times beside the candidate's)
+    or through the gate alone."""
+    timed, checked = [], []
+
+    def full(c):
+        timed.append(c.text)
+        e = evaluate(c.text)
+        return replace(e, reference=ProfileSummary((SizeTiming({"N": N}, 100.0, 100.0, 0.4),), "memory")) \
+            if e.measured else e
+
+    def check(c):
+        checked.append(c.text)
+        return replace(evaluate(c.text), profile=None, speed_note="checked only: not timed")
+    return OnCandidates(full, check), timed, checked
+
+
+def test_a_rerun_checks_the_original_and_times_it_only_beside_the_remembered_rewrite(tmp_path):
+    text, path, sp = gelu()
+    evaluate, _ = made_up_gpu("Fake GPU A")
+    oc, timed, checked = on_candidates(evaluate)
+    mem = memory(tmp_path / "tuning", "Fake GPU A", text)
+    first = run(text, path, sp, oc, mem, tmp_path)
+    assert first.improved and checked == [] and timed[0] == text       # a search times the original first
+    timed.clear()
+    second = run(text, path, sp, oc, mem, tmp_path)
+    assert checked == [text] and timed == [second.best]                  # the gate on the original, one timing
+    assert second.best == first.best and second.speedup == pytest.approx(first.speedup)
+    assert second.baseline.passed and second.baseline.profile.sizes[0].baseline_us == 100.0
+    assert second.baseline.gpu == "Fake GPU A" and second.rounds[0].adopted
+
+    checked.clear()
+    timed.clear()
+    block = launch_change.spec_in(source.parse(first.best), GELU).launch_dims({"N": N})[1][0]
+    failing, _ = made_up_gpu("Fake GPU A", fail_block=block)
+    oc2, timed, checked = on_candidates(failing)
+    again = run(text, path, sp, oc2, mem, tmp_path)                      # the rewrite fails: time the original, search
+    assert checked == [text] and timed[0] == second.best and timed.count(text) == 1   # timed once, after the replay
+    assert again.rounds[0].outcome == "failed"
+    assert again.baseline.measured and again.improved and again.best != first.best
 
 
 def test_another_gpu_model_never_reuses_it_silently(tmp_path):
@@ -162,4 +206,5 @@ def test_a_batch_reuses_the_remembered_tuning(tmp_path, monkeypatch, capsys):
     assert code == 0, err
     again = json.loads(out)["summary"]
     assert len(fake.evaluated) == 2 * len(again)            # per kernel: its original, its remembered best in its readable form
+    assert len(fake.checked_only) == len(again)             # the original through the gate alone, timed beside the rewrite
     assert [s["speedup"] for s in again] == pytest.approx([s["speedup"] for s in finished])

@@ -36,7 +36,7 @@ from ..evaluation import CachedEvaluate, Check, Evaluation, InfrastructureError,
 from ..model.candidate import Candidate
 from ..progress import Progress, ProgressEvent
 from .llm import LLMClient, LLMConfig
-from .memory import Memory
+from .memory import Memory, Remembered
 from .offline import context_from_spec, style
 from .planner import LLMPlanner, OfflinePlanner
 from .records import Plan, Round, Usage
@@ -106,6 +106,10 @@ class _Run:
             (lambda v: evaluate(v if isinstance(v, Candidate) else Candidate.of(v, kernel)))
             if isinstance(evaluate, OnCandidates) else
             (lambda v: evaluate(v.text if isinstance(v, Candidate) else v)))
+        # the gate alone, nothing timed (a rerun's original: the remembered rewrite's evaluation times it)
+        self.check: Callable[[Candidate], Evaluation] | None = (
+            (lambda c: evaluate.check(c)) if isinstance(evaluate, OnCandidates) and evaluate.check is not None  # type: ignore[misc]
+            else None)
         self.headers = headers
         self.rounds, self.llm, self.spec, self.gpu, self.limits = rounds, llm, spec, gpu, limits
         self.cancel = cancel or threading.Event()
@@ -221,13 +225,20 @@ class _Run:
         result = self.result
         self.tell(0, "baseline", None, f"resuming run {self.run_id}" if self.history else
                   f"checking and timing the original {self.kernel}")
+        entry = None
+        if self.memory is not None and self.memory.gpu and not self.history and self.mode == "offline":
+            entry, result.memory_note = self.memory.recall()
         try:
-            base = self.ev(self.original())
+            # A remembered rewrite is timed beside the original, which gives the original's times:
+            # the original is only checked here (every check of the gate), not timed twice.
+            base = self._checked_original() if entry is not None and entry.chain else None
+            untimed = base is not None and not base.measured
+            base = base or self.ev(self.original())
         except InfrastructureError as e:
             result.baseline = result.best_eval = Evaluation(Check(False, e.message, e.message, 0, "infrastructure"))
             return self.interrupted(e)
         result.baseline = result.best_eval = base
-        if self.log is not None:
+        if self.log is not None and not untimed:
             self.log.baseline(base)
         if not base.passed and self.cancel.is_set():
             result.error = "cancelled before the original was measured"
@@ -248,10 +259,15 @@ class _Run:
             if r.adopted and r.candidate is not None and r.evaluation is not None:
                 self._adopt(r.candidate, r.evaluation)
 
-        if self.memory is not None and not self.history and self.mode == "offline":
-            recalled = self._recall(base)
+        if entry is not None:
+            recalled = self._recall(base, entry)
             if recalled:
                 return self.finish(recalled)
+        if not self.result.baseline.measured and untimed:   # the remembered rewrite did not hold: time the original
+            try:
+                self._set_baseline(self.ev(self.original()))
+            except InfrastructureError as e:
+                return self.interrupted(e)
 
         stale = 0
         for b in sorted({r.batch for r in self.history}, reverse=True):  # patience carries over a resume
@@ -380,17 +396,40 @@ class _Run:
         return f"{stopped}; tuning tried {len(points)} point(s), kept {kept}"
 
     # ---- remembered tuning (.astra/tuning/) --------------------------------------------------
-    def _recall(self, base: Evaluation) -> str:
+    def _checked_original(self) -> Evaluation | None:
+        """The original through the gate alone (None where the evaluate offers no such path, or
+        it failed for a reason of its own: the original is then evaluated in full)."""
+        if self.check is None:
+            return None
+        try:
+            e = self.check(self.original())
+        except InfrastructureError:
+            raise
+        except Exception:   # noqa: BLE001 - the full evaluation says what is wrong
+            return None
+        return e if e.passed else None
+
+    def _set_baseline(self, base: Evaluation) -> None:
+        """The original's evaluation, timed (it was only checked so far): the baseline, and the
+        best's while nothing was adopted."""
+        s, result = self.s, self.result
+        assert s is not None
+        if s.best == s.original:
+            s.best_eval = result.best_eval = base
+        s.baseline_eval = result.baseline = base
+        self.ev.seed(self.text, base)
+        if self.log is not None:
+            self.log.baseline(base)
+
+    def _recall(self, base: Evaluation, entry: Remembered) -> str:
         """Start from what a finished search on this GPU model found: replay its chain on the
-        file as it is, gate and time it like any candidate. The run's end when it still holds,
-        else '' (the search runs, with a note saying why the memory was not used)."""
+        file as it is, gate and time it like any candidate (beside the original: where the
+        original was only checked, `base`, its times come from there). The run's end when it
+        still holds, else '' (the search runs, with a note saying why the memory was not used)."""
         memory, result = self.memory, self.result
         assert memory is not None
-        if not base.measured or not memory.gpu:
-            return ""
-        entry, note = memory.recall()
-        result.memory_note = note
-        if entry is None:
+        untimed = base.passed and not base.measured
+        if not (base.measured or untimed and entry.chain):
             return ""
         what = f"the tuning remembered for {entry.describe()}"
         if not entry.chain:
@@ -417,6 +456,11 @@ class _Run:
         except InfrastructureError as err:
             result.memory_note = f"{what} could not be evaluated ({err.message}): searching afresh"
             return ""
+        if untimed and e.passed:   # the original's times, as they were taken beside the rewrite
+            if not (e.measured and e.reference is not None):
+                result.memory_note = f"{what} was not timed beside the original: searching afresh"
+                return ""
+            self._set_baseline(replace(base, profile=e.reference, speed_note="", node=e.node, gpu=e.gpu))
         plan = Plan("remembered", f"the rewrites remembered for {memory.gpu}",
                     "; ".join(f"{idea}({tuning.show(p)})" for idea, p in entry.chain), source="memory",
                     params={"chain": [[idea, p] for idea, p in entry.chain]})

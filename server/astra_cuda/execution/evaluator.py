@@ -75,24 +75,43 @@ def to_evaluation(check: Check, prof: profiler.Profile | None, seconds: float = 
         notes += ("\n" if notes else "") + model_notes[0]
     if prof.ncu:
         notes += ("\n" if notes else "") + "Nsight Compute: " + ", ".join(f"{k}={v}" for k, v in list(prof.ncu.items())[:8])
-    return Evaluation(check, ProfileSummary(sizes, bottleneck, registers, occ, prof.device or "", notes), "", registers, seconds)
+    return Evaluation(check, ProfileSummary(sizes, bottleneck, registers, occ, prof.device or "", notes), "", registers,
+                      seconds, reference=_reference_summary(prof))
+
+
+def _reference_summary(prof: profiler.Profile) -> ProfileSummary | None:
+    """The reference's side of the timing, as its own baseline evaluation would read it: its time
+    on both sides at each size, its share of the copy ceiling, the class of its largest size."""
+    timed = [s for s in prof.sizes if s.reference is not None]
+    if not timed:
+        return None
+    sizes = tuple(SizeTiming(dict(s.sizes), s.reference.median_us, s.reference.median_us,  # type: ignore[union-attr]
+                             s.reference.ceiling_share, s.role, s.reference.step_us)  # type: ignore[union-attr]
+                  for s in timed)
+    largest = max(timed, key=lambda s: s.bytes_moved)
+    if largest.bottleneck == "unknown":   # the byte model refuted: no class for either
+        bottleneck = "unknown"
+    else:
+        bottleneck = profiler.classify(largest.reference, largest.bytes_moved, largest.flops)[0]  # type: ignore[arg-type]
+    return ProfileSummary(sizes, bottleneck.split("-")[0] or None, device=prof.device or "")
 
 
 def local_evaluator(path: str, kernel: str, spec: Spec, backend: Backend, reference_text: str, *,
                     quick: bool = False, arch: str = DEFAULT_ARCH, reference_kernel: str | None = None,
                     context: ProjectContext | None = None,
                     rounding: Backend | None = None, sizes: str = "ladder") -> Callable[..., Evaluation]:
-    """evaluate(file_text, launch=None): the gate against the kernel cut from `reference_text`
+    """evaluate(file_text, launch=None, timed=True): the gate against the kernel cut from `reference_text`
     (the kernel itself, or the spec's `reference` kernel), then (if it passed) the profiler, on
     `backend`, timed at the size ladder (`sizes="ladder"`) or the bench sizes alone (`"bench"`).
     `launch`: the spec that launches the candidate, as its caller resolved it (`api` does, from
-    the candidate it read: `launch_change.launch`); None: resolved here. Each text is parsed once.
+    the candidate it read: `launch_change.launch`); None: resolved here. `timed=False`: the gate
+    alone. Each text is parsed once.
     `rounding`: see `gate.check`."""
     ref_model = source.parse(reference_text)
     ref_unit = extract.spec_unit(ref_model, path, reference_kernel or kernel, spec, context=context)
     ref_spec = launch_change.reference_spec(spec, ref_model, reference_kernel or kernel)
 
-    def evaluate(text: str, launch: Spec | None = None) -> Evaluation:
+    def evaluate(text: str, launch: Spec | None = None, timed: bool = True) -> Evaluation:
         t0 = time.perf_counter()
         model = source.parse(text)
         try:
@@ -107,8 +126,9 @@ def local_evaluator(path: str, kernel: str, spec: Spec, backend: Backend, refere
         check = to_check(gate.check(ref_unit, cand, cand_spec, backend, quick=quick, reference_spec=ref_spec,
                                     rounding=rounding))
         gate_s = time.perf_counter() - t0
-        if not check.passed:
-            return Evaluation(check, seconds=gate_s, gate_seconds=gate_s)
+        if not check.passed or not timed:
+            return Evaluation(check, speed_note="" if not check.passed else "checked only: not timed",
+                              seconds=gate_s, gate_seconds=gate_s)
         prof = profiler.profile(ref_unit, cand, cand_spec, backend, arch=arch, reference_spec=ref_spec, sizes=sizes,
                                 rounding=rounding)
         return dataclasses.replace(to_evaluation(check, prof, time.perf_counter() - t0), gate_seconds=gate_s)

@@ -156,6 +156,7 @@ class EvaluateJob(Job["Evaluation"]):
     # the spec that launches `text`, resolved by the caller (`model.launch_change.launch`);
     # None: resolved here, from the text
     launch: Spec | None = None
+    timed: bool = True          # False: the gate alone (an original whose times a later evaluation gives)
 
     def run(self) -> Evaluation:
         from .evaluator import local_evaluator
@@ -168,10 +169,10 @@ class EvaluateJob(Job["Evaluation"]):
                 self.path, self.kernel, self.spec, backend(self.backend), self.reference_text, quick=self.quick,
                 arch=self.arch, reference_kernel=self.reference_kernel, context=self.context,
                 rounding=rounding_backend(self.backend), sizes=self.sizes)
-        return evaluate(self.text, self.launch)
+        return evaluate(self.text, self.launch, self.timed)
 
 
-_evaluators: dict[tuple[Any, ...], Callable[[str, Spec | None], Evaluation]] = {}
+_evaluators: dict[tuple[Any, ...], Callable[[str, Spec | None, bool], Evaluation]] = {}
 
 
 @dataclass(frozen=True)
