@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "server"))
 
 from astra_cuda import api  # noqa: E402
-from astra_cuda.execution import availability, executors, jobs  # noqa: E402
+from astra_cuda.execution import executors, jobs  # noqa: E402
 from astra_cuda.model import source, spec as spec_mod  # noqa: E402
 from astra_cuda.agents.offline import TRANSFORMS, context_from_spec  # noqa: E402
 
@@ -122,18 +122,20 @@ def main() -> int:
     a = ap.parse_args()
     kernels = a.kernels.split(",")
     os.environ["ASTRA_RAY_CPU_SLOTS"] = str(a.cpu_slots)
-    backend = availability.resolve(a.backend)
+    from astra_cuda.session import Session
+    backend = Session().resolve_backend(a.backend)
     if backend == "static":
         sys.exit("no backend runs kernels here")
     work = workload(backend, kernels, a.per_kernel)
     print(f"{len(work)} candidates x {a.repeat} on the {backend} backend", file=sys.stderr)
     out: dict = {"backend": backend, "candidates": [w[0] for w in work], "repeat": a.repeat, "runs": {}}
 
-    local = evaluate_all(executors.LOCAL, backend, work, a.repeat)
+    local_ex = executors.LocalExecutor()
+    local = evaluate_all(local_ex, backend, work, a.repeat)
     out["runs"]["local"] = local
     out["device"] = next((e["gpu"] for e in local["evals"] if e["gpu"]), "") or f"CPU ({os.cpu_count()} cores)"
     if a.optimize:
-        out["optimize_local"] = optimize_examples(backend, a.candidates, kernels, executors.LOCAL)
+        out["optimize_local"] = optimize_examples(backend, a.candidates, kernels, local_ex)
     print(f"local pool: {local['per_minute']} candidates/min", file=sys.stderr)
 
     from astra_cuda.execution.executors.ray_cluster import RayExecutor
@@ -141,7 +143,6 @@ def main() -> int:
     for n in counts:
         ex = RayExecutor(None, num_cpus=a.cpus or None, num_gpus=n)
         try:
-            availability.forget()
             key = f"ray-{n}gpu" if backend == "gpu" else "ray"
             run = evaluate_all(ex, backend, work, a.repeat)
             out["runs"][key] = run

@@ -27,7 +27,7 @@ from .diagnostics import Diagnostic
 from .errors import AstraError, NoSuchKernel
 from .progress import Progress, ProgressEvent
 from .compile.project import ProjectContext
-from .session import LOCAL, Session
+from .session import Session
 from .snapshot import KernelInfo, Snapshot
 
 if TYPE_CHECKING:
@@ -123,7 +123,7 @@ def _trial_timeout(unit: extract.CompileUnit) -> float:
 
 
 def infer_spec(snap: Snapshot, kernel: str, *, run: bool = True, backend: str = "auto",
-               cancel: threading.Event | None = None, session: Session = LOCAL) -> infer.Proposal:
+               cancel: threading.Event | None = None, session: Session | None = None) -> infer.Proposal:
     """A proposed spec for `kernel`. With `run` (and a backend that runs kernels here), the
     original kernel is run under each draft before one is proposed (`infer.validate`)."""
     k = snap.model.kernel(kernel)
@@ -135,6 +135,7 @@ def infer_spec(snap: Snapshot, kernel: str, *, run: bool = True, backend: str = 
     def draft(decide: dict[str, str] | None = None) -> infer.Proposal:
         return infer.infer(k, snap.model, path=snap.path, context=snap.context, decide=decide)
     first = draft()
+    session = session or Session()
     chosen = session.resolve_backend(backend) if run else "static"
     if chosen == "static" or not first.valid:
         if run and first.valid:
@@ -257,21 +258,21 @@ def diagnostics(snap: Snapshot, *, arch: str = DEFAULT_ARCH, compile: bool = Tru
 
 # ---- running kernels ----------------------------------------------------------------------
 
-def resolve_backend(name: str, session: Session = LOCAL) -> Literal["gpu", "cpu", "static"]:
+def resolve_backend(name: str, session: Session | None = None) -> Literal["gpu", "cpu", "static"]:
     """'auto' -> the best backend available where `session` runs kernels; an explicit unavailable
-    one is an error (`Session.resolve_backend`)."""
-    return session.resolve_backend(name)
+    one is an error (`Session.resolve_backend`). Without a session, a fresh one probes."""
+    return (session or Session()).resolve_backend(name)
 
 
-def device_arch(default: str = DEFAULT_ARCH, session: Session = LOCAL) -> str:
+def device_arch(default: str = DEFAULT_ARCH, session: Session | None = None) -> str:
     """The GPU's own architecture when the GPU backend can run here, else `default`."""
-    return session.device_arch(default)
+    return (session or Session()).device_arch(default)
 
 
-def gpu_setup(session: Session = LOCAL) -> jobs.BackendStatus | None:
+def gpu_setup(session: Session | None = None) -> jobs.BackendStatus | None:
     """When a GPU is visible but the GPU backend cannot use it: the status saying why, with the
     one command that fixes it (`fix`). None otherwise."""
-    return session.gpu_setup()
+    return (session or Session()).gpu_setup()
 
 
 def _units(snap: Snapshot, info: KernelInfo
@@ -301,7 +302,7 @@ def _units(snap: Snapshot, info: KernelInfo
 
 def check(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto", arch: str = DEFAULT_ARCH,
           cancel: threading.Event | None = None, progress: Progress | None = None, pin_first: bool = True,
-          quick: bool = False, seed: int | None = None, session: Session = LOCAL) -> list[Verdict]:
+          quick: bool = False, seed: int | None = None, session: Session | None = None) -> list[Verdict]:
     """Run the verification gate on each selected kernel that has a spec. Returns Verdicts.
     The first passing check of a kernel with no reference pins its current source. `seed`: the
     gate's input seed of an earlier verdict (its `nonce`), to replay it; default: fresh inputs."""
@@ -309,6 +310,7 @@ def check(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto", a
     snap = _with_context(snap)
     assert snap.context is not None
     infos = _selected(snap, kernel)
+    session = session or Session()
     chosen = session.resolve_backend(backend)
     session.refuse_if_off("static checks only (kernels are not run)")
     if chosen == "static":
@@ -360,7 +362,7 @@ class Inferred:
 
 
 def with_inferred_spec(snap: Snapshot, kernel: str, *, backend: str = "auto",
-                       cancel: threading.Event | None = None, session: Session = LOCAL) -> Inferred:
+                       cancel: threading.Event | None = None, session: Session | None = None) -> Inferred:
     """`snap` with a proposed spec for `kernel` pasted above it (in memory only; nothing is
     written), for `astra check --infer`. AstraError when no valid spec can be proposed."""
     proposal = infer_spec(snap, kernel, backend=backend, cancel=cancel, session=session)
@@ -378,12 +380,13 @@ def with_inferred_spec(snap: Snapshot, kernel: str, *, backend: str = "auto",
 
 def profile(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto", ncu: bool = False,
             arch: str = DEFAULT_ARCH, cancel: threading.Event | None = None,
-            sizes: Literal["ladder", "bench"] = "ladder", session: Session = LOCAL) -> list[Profile]:
+            sizes: Literal["ladder", "bench"] = "ladder", session: Session | None = None) -> list[Profile]:
     """Time each selected kernel beside its reference at the size ladder (`astra_cuda.model.ladder`), or
     at the spec's bench sizes alone."""
     from .execution import worker
     snap = _with_context(snap)
     infos = _selected(snap, kernel)
+    session = session or Session()
     chosen = session.resolve_backend(backend)
     out = []
     for info in infos:
@@ -460,7 +463,7 @@ def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm:
              resume: str | None = None, candidates: int = 1, run_id: str | None = None,
              tune: int | None = None, seconds: float | None = None, tokens: int | None = None,
              sizes: Literal["ladder", "bench"] = "ladder", fresh: bool = False,
-             session: Session = LOCAL) -> OptimizeResult:
+             session: Session | None = None) -> OptimizeResult:
     """Run the agent team on one kernel. Every candidate is judged in a worker process by the
     gate (and timed by the profiler where the backend measures time).
     resume: a run id under `.astra/runs/` (or 'last') to continue; `rounds` is then the total
@@ -495,6 +498,7 @@ def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm:
         run = runlog.resolve_resume(text, path, info.kernel.name, resume, runs_dir, workspace.root_for(path))
         rounds = runlog.resume_rounds(run, rounds, "llm" if llm is not None else "offline")
     rounds = 5 if rounds is None else rounds
+    session = session or Session()
     chosen = session.resolve_backend(backend)
     session.refuse_if_off("optimizing runs kernels, so it is off")
     if chosen == "static":

@@ -7,6 +7,8 @@ may run at all: in an untrusted workspace nothing is compiled into a runnable mo
 backend resolves to 'static' (NVRTC compiles device code to PTX and runs nothing) and check,
 profile and optimize refuse saying why. A session is a frozen value: a change (trust granted, the
 cluster setting changed) makes a new one, so two callers in one process never see each other's.
+What a session learns as it runs (which backends its executor offers) stays in it: nothing of a
+session is kept process-wide, so a caller that made none gets a fresh one per call.
 """
 from __future__ import annotations
 
@@ -14,15 +16,18 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from .errors import AstraError
-from .execution import availability, executors
-from .execution.executors import Executor
+from .execution import executors
+from .execution.availability import Availability
+from .execution.executors import Executor, LocalExecutor
 from .execution.jobs import BackendStatus
 
 
 @dataclass(frozen=True)
 class Session:
-    executor: Executor = field(default=executors.LOCAL)
+    executor: Executor = field(default_factory=LocalExecutor)
     execution_off: str | None = None   # why running kernel code is off here; None: it may run
+    # which backends the executor offers, probed once and remembered a while (kept by `restricted`)
+    backends: Availability = field(default_factory=Availability, compare=False, repr=False)
 
     @classmethod
     def open(cls, cluster: str | None = None, *, execution_off: str | None = None) -> Session:
@@ -49,21 +54,21 @@ class Session:
         code off, 'static' whatever was asked."""
         if self.execution_off is not None:
             return "static"
-        return availability.resolve(name, self.executor)
+        return self.backends.resolve(name, self.executor)
 
     def device_arch(self, default: str) -> str:
         """The GPU's own architecture where the GPU backend runs here, else `default`."""
-        return availability.device_arch(default, self.executor)
+        return self.backends.device_arch(default, self.executor)
 
     def gpu_setup(self) -> BackendStatus | None:
         """When a GPU is visible but the GPU backend cannot use it: the status saying why, with
         the one command that fixes it (`fix`). None otherwise."""
-        return availability.gpu_setup(self.executor)
+        return self.backends.gpu_setup(self.executor)
+
+    def statuses(self) -> dict[str, BackendStatus]:
+        """Each backend's availability where this session runs kernels (probed once, remembered a while)."""
+        return self.backends.statuses(self.executor)
 
     def close(self) -> None:
         """End what the session opened (a Ray connection; this machine's workers stay)."""
-        if self.executor is not executors.LOCAL:
-            self.executor.close()
-
-
-LOCAL = Session()  # this machine's workers, kernel code allowed: for a caller that made none
+        self.executor.close()

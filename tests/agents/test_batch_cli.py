@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from astra_cuda.execution import availability
 
 from agent_helpers import ROOT
 from test_resume import FakeWorker, astra
@@ -20,7 +19,6 @@ def ws(tmp_path, monkeypatch):
     fake = FakeWorker("")
     import astra_cuda.execution.worker
     monkeypatch.setattr(astra_cuda.execution.worker, "run", fake)
-    availability.forget()
     monkeypatch.chdir(tmp_path)
     return tmp_path, fake
 

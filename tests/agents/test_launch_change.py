@@ -149,10 +149,11 @@ def test_packed_candidate_on_the_gpu_is_verified_and_timed_against_the_original_
     """On a GPU: the quick gate passes the packed rewrite, the profiler times it and the original
     (each with its own launch) side by side, and the version that drops a row is refused."""
     from astra_cuda import api
-    from astra_cuda.execution import availability, jobs, worker
+    from astra_cuda.execution import jobs, worker
+    from astra_cuda.session import Session
     from astra_cuda.model import spec as spec_mod
     try:
-        gpu = availability.statuses()["gpu"]
+        gpu = Session().statuses()["gpu"]
         ok, why = gpu.available, gpu.reason
     except Exception as e:  # noqa: BLE001 - any failure means no GPU here
         ok, why = False, str(e)

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from astra_cuda.execution import availability
 from astra_cuda import cli
 from astra_cuda.execution.jobs import BackendsJob, BackendStatus, EvaluateJob
 from astra_cuda.agents import Check, Evaluation, ProfileSummary, SizeTiming
@@ -64,7 +63,6 @@ def ws(tmp_path, monkeypatch):
     fake = FakeWorker(text)
     import astra_cuda.execution.worker
     monkeypatch.setattr(astra_cuda.execution.worker, "run", fake)
-    availability.forget()  # the fake worker answers the probe
     monkeypatch.delenv("ASTRA_MODEL", raising=False)
     monkeypatch.delenv("ASTRA_BASE_URL", raising=False)
     return f, fake

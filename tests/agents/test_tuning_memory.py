@@ -10,7 +10,6 @@ from dataclasses import replace
 
 import pytest
 
-from astra_cuda.execution import availability
 from astra_cuda.model import launch_change, source, spec as spec_mod
 from astra_cuda.agents import Check, Evaluation, ProfileSummary, SizeTiming, optimize
 from astra_cuda.evaluation import OnCandidates
@@ -189,7 +188,6 @@ def test_a_batch_reuses_the_remembered_tuning(tmp_path, monkeypatch, capsys):
     fake = GpuWorker("")
     import astra_cuda.execution.worker
     monkeypatch.setattr(astra_cuda.execution.worker, "run", fake)
-    availability.forget()
     monkeypatch.chdir(tmp_path)
     args = ("optimize", "examples", "--backend", "gpu", "--rounds", "3", "--tune", "0", "--json")
     code, out, err = astra(capsys, *args)

@@ -52,8 +52,6 @@ def local(tmp_path_factory):
 def on(ray_ex):
     """The options of a run in a session on a given executor."""
     def use(ex):
-        from astra_cuda.execution import availability
-        availability.forget()
         return {**OPTIONS, "session": Session(ex)}
     return use
 

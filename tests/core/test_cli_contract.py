@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from astra_cuda import __version__, cli
-from astra_cuda.execution import availability
 from astra_cuda.evaluation import Check, Evaluation
 from astra_cuda.execution.jobs import BackendsJob, BackendStatus, EvaluateJob
 
@@ -126,11 +125,7 @@ def test_optimize_exits_1_when_the_original_fails_the_gate(capsys, tmp_path, mon
     f = tmp_path / "silu.cu"
     f.write_text(EXAMPLE.read_text())
     monkeypatch.setattr(astra_cuda.execution.worker, "run", FailingOriginal())
-    availability.forget()
-    try:
-        code, out, err = run(capsys, "optimize", f, "--backend", "cpu", "--llm", "offline", "--json")
-    finally:
-        availability.forget()
+    code, out, err = run(capsys, "optimize", f, "--backend", "cpu", "--llm", "offline", "--json")
     assert code == 1
     assert "does not pass the gate" in json.loads(out)["error"] and "does not pass the gate" in err
 

@@ -206,7 +206,9 @@ def test_cycle_finder(graph, expected):
 
 def test_the_facade_flips_no_process_wide_switch():
     """Where kernel code runs and whether it may run are the caller's `Session`, passed to each
-    call: neither the facade nor the executors keep a module global that a `global` statement sets."""
-    for rel in ("api.py", "session.py", "execution/executors/__init__.py"):
+    call: neither the facade, the executors, what the backends offer (remembered by the session) nor
+    the language server keep a module global that a `global` statement sets."""
+    for rel in ("api.py", "session.py", "execution/executors/__init__.py", "execution/availability.py",
+                "lsp/runtime.py"):
         tree = ast.parse((PACKAGE / rel).read_text())
         assert not [n.names for n in ast.walk(tree) if isinstance(n, ast.Global)], rel

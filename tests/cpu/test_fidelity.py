@@ -30,10 +30,11 @@ def test_saved_cpu_outputs_are_current(cpu):
 
 @pytest.mark.gpu
 def test_cpu_backend_matches_the_gpu():
-    from astra_cuda.execution import availability, jobs, worker
+    from astra_cuda.execution import jobs, worker
+    from astra_cuda.session import Session
 
     try:
-        gpu = availability.statuses()["gpu"]
+        gpu = Session().statuses()["gpu"]
         ok, why = gpu.available, gpu.reason
     except Exception as e:  # noqa: BLE001 - any failure means no GPU here
         ok, why = False, str(e)

@@ -9,9 +9,9 @@ import pytest
 
 @functools.lru_cache(maxsize=1)
 def gpu_available() -> tuple[bool, str]:
-    from astra_cuda.execution import availability
+    from astra_cuda.session import Session
     try:
-        gpu = availability.statuses()["gpu"]
+        gpu = Session().statuses()["gpu"]
         return gpu.available, gpu.reason
     except Exception as e:  # noqa: BLE001 - any failure means no GPU here
         return False, f"{e.__class__.__name__}: {e}"

@@ -41,7 +41,7 @@ def test_the_cli_takes_the_gpus_architecture_else_the_default(monkeypatch):
     from astra_cuda.execution.jobs import BackendStatus
     for gpu, want in ((BackendStatus(True, "H100", arch="sm_90a"), "sm_90a"),
                       (BackendStatus(False, "no GPU"), contract.DEFAULT_ARCH)):
-        monkeypatch.setattr(availability, "statuses", lambda ex=None, gpu=gpu: {"gpu": gpu, "cpu": BackendStatus(True)})
+        monkeypatch.setattr(availability.Availability, "statuses", lambda self, ex, gpu=gpu: {"gpu": gpu, "cpu": BackendStatus(True)})
         assert cli._arch(cli.build_parser().parse_args(["check", "x.cu"])) == want
 
 

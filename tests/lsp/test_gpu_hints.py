@@ -12,9 +12,9 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(shutil.which("ncu") is None, r
 
 
 def _gpu() -> bool:
-    from astra_cuda.execution import availability
+    from astra_cuda.session import Session
     try:
-        return availability.statuses()["gpu"].available
+        return Session().statuses()["gpu"].available
     except Exception:  # noqa: BLE001 - any failure means no GPU here
         return False
 

@@ -380,14 +380,15 @@ def test_notes_say_what_inference_is_least_sure_of_first():
 
 def test_a_trial_run_that_times_out_is_a_draft_not_run_never_a_crash(project, monkeypatch):
     from astra_cuda.execution import worker
-    from astra_cuda.session import LOCAL
+    from astra_cuda.session import Session
 
     def slow(*a, **k):
         raise worker.WorkerTimeout("the job did not finish within 75 s")
-    monkeypatch.setattr(LOCAL.executor, "run", slow)
+    session = Session()
+    monkeypatch.setattr(session.executor, "run", slow)
     f = project("s.cu", "__global__ void scale(float* out, const float* in, int n) {\n"
                         "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) out[i] = 2.f * in[i];\n}\n")
-    p = api.infer_spec(api.snapshot(f.read_text(), str(f)), "scale", backend="cpu")
+    p = api.infer_spec(api.snapshot(f.read_text(), str(f)), "scale", backend="cpu", session=session)
     assert p.valid and p.notes[0].startswith("NOT RUN before it was proposed: could not run: the job did not finish")
 
 
@@ -395,17 +396,18 @@ def test_every_draft_is_run_on_the_users_file_as_it_is_so_its_compile_is_cached(
     # Drafts differ only in their comment: compiling the file with the comment pasted in would key
     # every draft's compile apart (a PyTorch extension's nvcc run takes 20-40 s each).
     from astra_cuda.execution import worker
-    from astra_cuda.session import LOCAL
+    from astra_cuda.session import Session
     seen = []
 
     def record(job, **k):
         seen.append(job.candidate)
         raise worker.WorkerTimeout("stop after the first draft")
-    monkeypatch.setattr(LOCAL.executor, "run", record)
+    session = Session()
+    monkeypatch.setattr(session.executor, "run", record)
     text = ("__global__ void scale(float* out, const float* in, int n) {\n"
             "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) out[i] = 2.f * in[i];\n}\n")
     f = project("s.cu", text)
-    api.infer_spec(api.snapshot(text, str(f)), "scale", backend="cpu")
+    api.infer_spec(api.snapshot(text, str(f)), "scale", backend="cpu", session=session)
     assert len(seen) == 1 and "@astra" not in seen[0].source and "@astra" not in seen[0].file_text
     assert seen[0].file_text in ("", text)
 

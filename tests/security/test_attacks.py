@@ -1120,17 +1120,19 @@ def test_execution_switch_runs_nothing(tmp_path):
     run; another session of the same process is not affected."""
     from astra_cuda import api, snapshot
     from astra_cuda.errors import AstraError
-    from astra_cuda.session import LOCAL
+    from astra_cuda.session import Session
     f = tmp_path / "k.cu"
     f.write_text(SILU)
     snap = snapshot.of(SILU, str(f))
-    untrusted = LOCAL.restricted("the workspace is not trusted")
+    trusted = Session()
+    untrusted = trusted.restricted("the workspace is not trusted")
     assert api.resolve_backend("cpu", untrusted) == "static"
     with pytest.raises(AstraError, match="not trusted: static checks only"):
         api.check(snap, backend="cpu", session=untrusted)
     with pytest.raises(AstraError, match="not trusted: optimizing runs kernels"):
         api.optimize(snap, "silu_and_mul", backend="cpu", session=untrusted)
-    assert LOCAL.runs_kernels and untrusted.restricted(None).runs_kernels
+    assert trusted.runs_kernels and untrusted.restricted(None).runs_kernels
+    assert untrusted.backends is trusted.backends   # what the session learned of its backends is kept
 
 
 def test_report_page_masks_keys():

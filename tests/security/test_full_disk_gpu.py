@@ -90,8 +90,8 @@ def _how() -> str | None:
 def _gpu() -> tuple[bool, str]:
     if importlib.util.find_spec("cupy") is None:
         return False, "no CuPy"
-    from astra_cuda.execution import availability
-    gpu = availability.statuses()["gpu"]
+    from astra_cuda.session import Session
+    gpu = Session().statuses()["gpu"]
     return gpu.available, gpu.reason
 
 

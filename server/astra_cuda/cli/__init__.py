@@ -19,7 +19,7 @@ from . import sarif
 from ..contract import DEFAULT_ARCH
 from ..errors import AstraError
 from ..progress import ProgressEvent
-from ..session import LOCAL, Session
+from ..session import Session
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_PIPE = 0, 1, 2, 130, 141
 
@@ -676,8 +676,11 @@ def _executor(a) -> dict:
 
 
 def _session(a) -> Session:
-    """The session `_executor` opened for this command, else this machine's workers."""
-    return getattr(a, "session", LOCAL)
+    """The command's session: the one `_executor` opened, else one on this machine's workers,
+    made on first use and kept for the command (its backend probe is asked once)."""
+    if getattr(a, "session", None) is None:
+        a.session = Session()
+    return a.session
 
 
 def _edit_json(edit: dict | None) -> dict | None:

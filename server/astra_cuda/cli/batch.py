@@ -161,7 +161,7 @@ def run(paths: list[str], *, kernel: str | None = None, resume: str | None = Non
     candidates..., the `session` kernels run in). `resume`: a batch id (or 'last'): its finished runs are reported, its
     unfinished ones resumed (`rounds` None: to their own totals), its unstarted ones started.
     `on_row` is told of every change."""
-    from ..session import LOCAL
+    from ..session import Session
     t0 = time.monotonic()
     options = dict(options or {})
     anchor = paths[0] if paths else "."
@@ -175,7 +175,8 @@ def run(paths: list[str], *, kernel: str | None = None, resume: str | None = Non
     manifest = workspace.ensure_astra_dir(anchor, "batches") / f"{batch_id}.json"
     lock = threading.Lock()
     cancel = cancel or threading.Event()
-    session = options.get("session", LOCAL)
+    session = options.get("session") or Session()
+    options["session"] = session   # one session for every target: its backend probe is asked once
     ex = session.executor
     logged_options = {k: v for k, v in options.items() if k in ("rounds", "backend", "arch", "candidates", "quick")}
     logged_options["mode"] = "llm" if options.get("llm") is not None else "offline"

@@ -26,9 +26,6 @@ CLUSTER_CHOICES = "none (this machine's workers), local (a Ray runtime started h
 
 # ---- choosing one -------------------------------------------------------------------------
 
-LOCAL: Executor = LocalExecutor()  # this machine's workers: a session's executor unless it names a cluster
-
-
 def parse(setting: str | None) -> str | None:
     """The cluster setting -> None (local workers), 'local' (start Ray here) or a Ray address.
     'auto' takes RAY_ADDRESS when it is set. Raises AstraError for anything else."""
@@ -46,13 +43,14 @@ def parse(setting: str | None) -> str | None:
 
 
 def make(setting: str | None) -> Executor:
-    """The executor named by `setting`: `LOCAL`, or a new Ray connection (its owner closes it)."""
+    """The executor named by `setting`: this machine's workers (`LocalExecutor`), or a new Ray
+    connection (its owner closes it)."""
     target = parse(setting)
     if target is None:
-        return LOCAL
+        return LocalExecutor()
     from .ray_cluster import RayExecutor
     return RayExecutor(None if target == "local" else target)
 
 
-__all__ = ["Executor", "LocalExecutor", "Placement", "Ran", "InfrastructureError", "LOCAL", "parse", "make",
+__all__ = ["Executor", "LocalExecutor", "Placement", "Ran", "InfrastructureError", "parse", "make",
            "CLUSTER_CHOICES"]
