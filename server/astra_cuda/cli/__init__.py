@@ -669,17 +669,16 @@ def _optimize_batch(a) -> int:
 
 
 def _executor(a) -> dict:
-    """The command's session: kernels run where --cluster says (this machine's workers without
-    it); its executor's description."""
-    a.session = Session.open(getattr(a, "cluster", None))
-    return dict(a.session.executor.describe())
+    """The description of the executor of the command's session."""
+    return dict(_session(a).executor.describe())
 
 
 def _session(a) -> Session:
-    """The command's session: the one `_executor` opened, else one on this machine's workers,
-    made on first use and kept for the command (its backend probe is asked once)."""
+    """The command's session, opened on first use and kept for the command (its backend probe is
+    asked once; `_run` closes it): kernels run where --cluster says, this machine's workers
+    without it."""
     if getattr(a, "session", None) is None:
-        a.session = Session()
+        a.session = Session.open(getattr(a, "cluster", None))
     return a.session
 
 
