@@ -239,6 +239,24 @@ def failed_without_message(log: str, compiler: str, memory: int = 0) -> Diagnost
     """A failed compile whose log held no message Astra reads: its last line, at the top (or the
     limit it hit: memory — `memory` the address space it ran under, 0 the default —, output size)."""
     from . import confine
-    said = confine.limit_message(log, 0, memory) or \
+    said = confine.limit_message(log, 0, memory) or _broken_module(log) or \
         "compilation failed: " + (log.strip().splitlines() or ["(no compiler log)"])[-1]
     return Diagnostic(0, 0, 0, 1, "error", said, code="compile", source=compiler)
+
+
+_UNDEFINED = re.compile(r'warning #114-D: (function "[^"\n]+") was referenced but not defined')
+
+
+def _broken_module(log: str) -> str | None:
+    """NVVM's "Broken module found" after the front end's warning that a function was referenced
+    but never defined: a device function declared for every type but defined only in explicit
+    specializations for others (apex's `copy_vector<float, 1>`), which nvcc turns into a module
+    it cannot link — said as that, not as NVVM's last line."""
+    if "Broken module found" not in log:
+        return None
+    named = list(dict.fromkeys(_UNDEFINED.findall(log)))
+    if not named:
+        return None
+    return (f"{named[0]} is called but never defined for these template arguments (declared, but defined only "
+            f"for others, e.g. in explicit specializations){' (and ' + str(len(named) - 1) + ' more)' if len(named) > 1 else ''}:"
+            f" NVVM refuses the module ('Broken module found')")

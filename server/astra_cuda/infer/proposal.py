@@ -19,7 +19,7 @@ from . import structs
 from .program import Program
 from .roles import DIFFERENCES, DIVISIONS, TABLE, _Shapes, _shapes, _size_pairs
 from .sizes import Draft, repair, size_bench, test_values
-from .template_args import _template_args, enumerators, known_names, split as _split
+from .template_args import _template_args, enumerators, known_names, project_instance, split as _split
 from .types import _Types, dispatch_subjects, dispatch_values
 
 
@@ -95,8 +95,12 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
     # a template argument may be a local constant of the launcher (`constexpr int vec = 16 / sizeof(T)`)
     local = host_locals(site_model, site.function, site.span.start_byte) \
         if site is not None and site_model is not None else {}
+    before = len(notes)
     instantiate = _template_args(kernel, site, notes, program, {**local, **constants}, known_names(types.items),
                                  types.items, site_model)
+    instantiate, made = project_instance(kernel, instantiate, notes[before:], path, context)
+    if made is not None:
+        notes.append(made)
     targs = dict(zip(kernel.template_param_names, _split(instantiate))) if instantiate else {}
     if instantiate:   # `sizeof(T)` in the launcher: T as resolved (named at the launch, or deduced: same name)
         written = _split(site.template_args) if site is not None and site.template_args else kernel.template_param_names

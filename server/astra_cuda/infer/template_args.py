@@ -8,6 +8,7 @@ launcher's parameters and callers, defaults, enumerators, specializations: `_res
 `_launcher_param`, `_fallback_arg`), all reading the program's names and constants."""
 from __future__ import annotations
 
+import os
 import re
 
 from ..model import dtypes, exprs, source
@@ -527,3 +528,47 @@ def _replace_word(text: str, word: str, by: str) -> str:
 def split(instantiate: str) -> list[str]:
     from ..model.spec import split_template_args
     return split_template_args(instantiate)
+
+
+# What `_template_args` writes in the notes when it guessed an argument.
+_GUESSED = ("no launch gives it", "scalar_t became")
+
+
+def project_instance(kernel: Kernel, instantiate: str | None, new_notes: list[str], path: str | None,
+                     context) -> tuple[str | None, str | None]:
+    """Where the arguments were guessed for a kernel in a header, an instance the project's own
+    code makes instead, as nvcc's front end instantiates it over the `.cu` beside the header that
+    includes it (`compile.instances`): a launcher whose traits class is an alias of its template
+    parameters, set by macros in that `.cu` (flash-attention's `REGISTER_FWD_LAUNCHER`), or a
+    dispatch over torch's scalar types that offers no float (apex's softmax headers) is read as
+    the compiler reads it. Of the instances, the one agreeing with the most arguments that were
+    not guessed, then with the guesses (the first such). (instantiate, a note) — unchanged
+    and None where nothing was guessed, no toolkit is found, or the unit makes no instance."""
+    if not instantiate or path is None or not any(g in n for n in new_notes for g in _GUESSED):
+        return instantiate, None
+    from ..compile import headers, instances, toolkit
+    from ..compile.project import ProjectContext
+    ctx = context or ProjectContext()
+    found = headers.includer(path, ctx)
+    tk = toolkit.find(ctx) if found is not None else None
+    if found is None or tk is None:
+        return instantiate, None
+    short = kernel.name.split("::")[-1]
+    made = instances.of(short, path, ctx, toolkit=tk)
+    guess = [" ".join(a.split()) for a in split(instantiate)]
+    packs = any(_is_pack(p) for p in kernel.template_params)
+    fits = [m for m in made if len(m) == len(guess) or (packs and len(m) >= len(guess) - 1)]
+    if not fits:
+        return instantiate, None
+    named = [n for n, _ in zip(kernel.template_param_names, guess)]
+    guessed_names = {n for n in named if any(f"`{n}`" in note and "no launch gives it" in note for note in new_notes)}
+    firm = [i for i, n in enumerate(named) if n not in guessed_names]
+
+    def score(m: tuple[str, ...]) -> tuple[int, int]:
+        same = [i for i, (a, b) in enumerate(zip(m, guess)) if a.replace(" ", "") == b.replace(" ", "")]
+        return sum(1 for i in same if i in firm), len(same)
+    best = max(fits, key=score)   # max keeps the first of equals
+    chosen = "<" + ", ".join(best) + ">"
+    where = os.path.basename(found[0])
+    return chosen, (f"instantiate: the project's own instance {short}{chosen} (of {len(made)} that nvcc's front end "
+                    f"instantiates over {where}, which includes this header), not the guess {instantiate}")

@@ -1,0 +1,180 @@
+"""The instances of a kernel template that the project's own code makes, as nvcc sees them.
+
+A templated kernel in a header is often instantiated only through layers a reader cannot
+follow: a launcher template whose traits class is an alias of its parameters, called from
+macros in other files (flash-attention's `ln_fwd_kernel<Kernel_traits, …>` from
+`REGISTER_FWD_LAUNCHER(256, fp32, …)`), or a dispatch switch over torch's scalar types (apex's
+softmax headers, instantiated for `c10::Half` and `c10::BFloat16` only). The compiler knows the
+answer: nvcc's host front end (`cudafe++`) writes one host stub per kernel instance of the
+translation unit, `__wrapper__device_stub_<kernel><args>`, its arguments spelled from the global
+scope. `of()` runs nvcc's own first two host steps — the host preprocessor and `cudafe++`, as
+`nvcc -dryrun` lists them, with nothing of the device compile — on the unit that holds the file
+(the file itself, or the `.cu` beside a header that includes it: `headers.translation_unit`) and
+reads the stubs. Confined like every compiler of user code; cached by the unit and every header
+it read (`depcache`), so a repeated call costs a few `stat`s.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from ..model.spec import split_template_args
+from . import confine, depcache, headers, nvcc
+from ..contract import DEFAULT_ARCH
+from .project import ProjectContext
+from .toolkit import Toolkit, library_headers
+
+CACHE_VERSION = 1
+MAX_INSTANCES = 256
+
+
+def of(kernel: str, path: str, context: ProjectContext, *, toolkit: Toolkit,
+       timeout_s: float | None = None) -> list[tuple[str, ...]]:
+    """The template argument lists of `kernel` (its unqualified name) that the project's
+    translation unit of the file at `path` instantiates (a header's: the first `.cu` beside it
+    that includes it, whole), in the order nvcc wrote their stubs; [] when there are
+    none, the unit does not compile, or nvcc cannot be confined."""
+    if confine.unavailable_reason() is not None or not kernel.isidentifier():
+        return []
+    found = headers.includer(os.path.abspath(path), context)
+    path = found[0] if found is not None else os.path.abspath(path)
+    try:
+        unit = Path(path).read_text(errors="surrogateescape")
+    except OSError:
+        return []
+    flags = nvcc.project_flags(context, unit, path) + library_headers(toolkit)
+    key = depcache.key_of("instances", CACHE_VERSION, toolkit.nvcc, toolkit.version, flags, path, unit)
+    store = nvcc._store()
+    hit = store.get(key)
+    stubs: list[str] | None = hit.data.get("stubs") if hit is not None else None
+    if stubs is None:
+        from ..storage import writing
+        with writing("nvcc's build folder", tempfile.gettempdir()):
+            build = tempfile.mkdtemp(prefix="astra-instances-")
+        try:
+            with writing("nvcc's build folder", build):
+                stubs, deps, finished = _host_stubs(toolkit, unit, path, flags, build,
+                                                    timeout_s if timeout_s is not None
+                                                    else confine.compiler_seconds(confine.heavy(flags)))
+            if finished:
+                store.put(key, deps, {"stubs": stubs}, {})
+        finally:
+            shutil.rmtree(build, ignore_errors=True)
+    return stub_instances(stubs or [], kernel)
+
+
+_STUB = re.compile(r"\b__wrapper__device_stub_(\w+)<")
+
+
+def stub_instances(stubs, kernel: str) -> list[tuple[str, ...]]:
+    """The argument lists of `kernel`'s stubs among the stub lines (`template<> void
+    __wrapper__device_stub_k< ::Tr<float> ,true>(…)`): each argument without its leading `::`."""
+    out: list[tuple[str, ...]] = []
+    for line in stubs:
+        m = _STUB.search(line)
+        if m is None or m.group(1) != kernel or not line.lstrip().startswith("template<>"):
+            continue
+        args = _balanced(line[m.end() - 1:])
+        if args is None:
+            continue
+        found = tuple(_plain(a) for a in split_template_args(args))
+        if found not in out:
+            out.append(found)
+        if len(out) >= MAX_INSTANCES:
+            break
+    return out
+
+
+_CAST = re.compile(r"\((?:unsigned |signed )?(?:int|long|short|char|long long|unsigned)\)(-?\d+)[uUlL]*")
+
+
+def _plain(arg: str) -> str:
+    """An argument as a user writes it: no leading `::`, no cast on a literal (`(unsigned int)256u`: 256),
+    `(bool)1` as true."""
+    arg = re.sub(r"(?<![\w:])::(?=\w)", "", " ".join(arg.split()))
+    arg = re.sub(r"\(bool\)([01])\b", lambda m: "true" if m.group(1) == "1" else "false", arg)
+    return _CAST.sub(r"\1", arg).replace("< ", "<").replace(" >", ">")
+
+
+def _balanced(text: str) -> str | None:
+    """The `<…>` at the start of `text` (angle brackets balanced; parentheses too)."""
+    depth = 0
+    for i, c in enumerate(text):
+        if c in "<(":
+            depth += 1
+        elif c in ">)":
+            depth -= 1
+            if depth == 0:
+                return text[:i + 1]
+    return None
+
+
+def _host_stubs(toolkit: Toolkit, unit: str, path: str, flags: list[str], build: str,
+                timeout_s: float) -> tuple[list[str], list[str], bool]:
+    """(the stub lines of the unit's kernel instances, the headers read, whether it finished)."""
+    folder = os.path.dirname(path)
+    argv, defines, links = nvcc._safe_argv(flags, folder, build)
+    cu = os.path.join(build, "astra_file.cu")
+    quoted = path.replace("\\", "\\\\").replace('"', '\\"')
+    Path(cu).write_text(f'{defines}#line 1 "{quoted}"\n{unit}\n')
+    sandbox = nvcc._confinement(toolkit, flags, folder, build)
+    plan = [toolkit.nvcc, "-cuda", f"-arch={DEFAULT_ARCH}", "-dryrun", "-keep", "-keep-dir", build, *argv, "-o", os.path.join(build, "host.ii"), cu]
+    try:
+        listed = confine.run(plan, sandbox, timeout_s)
+        steps = _steps(listed.stdout + listed.stderr)
+        if not steps:
+            return [], [], True
+        script = os.path.join(build, "host.sh")
+        bindir = os.path.dirname(toolkit.nvcc)
+        Path(script).write_text(f"PATH={shlex.quote(bindir)}:$PATH\nset -e\n" + "\n".join(steps) + "\n")
+        confine.run(["/bin/sh", script], sandbox, timeout_s)
+    except subprocess.TimeoutExpired:
+        return [], [], False
+    stub = next((os.path.join(build, n) for n in os.listdir(build) if n.endswith(".stub.c")), None)
+    lines = [ln for ln in Path(stub).read_text(errors="replace").splitlines()
+             if "__wrapper__device_stub_" in ln and ln.lstrip().startswith("template<>")] if stub else []
+    return lines, _read_headers(build, links, path), True
+
+
+def _read_headers(build: str, links: dict[str, str], path: str) -> list[str]:
+    """The headers the host preprocessor read: the files its line markers (`# 12 "x.h" 2`) name."""
+    ii = next((os.path.join(build, n) for n in os.listdir(build) if n.endswith(".ii")), None)
+    if ii is None:
+        return []
+    named: dict[str, None] = {}
+    with open(ii, errors="replace") as f:
+        for line in f:
+            if line.startswith("# ") and '"' in line:
+                named[line.split('"', 2)[1]] = None
+    return nvcc._deps("x: " + " ".join(n for n in named if " " not in n and not n.startswith("<")), links, build, path)
+
+
+def _steps(dryrun: str) -> list[str]:
+    """nvcc's steps up to `cicc` (which writes the stubs), from its `-dryrun` listing: its variable
+    settings that are one word (`CICC_PATH=…`), exported; the commands before cicc, but for the
+    steps nvcc does itself (`-- Filter Dependencies --`); nothing after it (ptxas, fatbinary, the
+    host compiler)."""
+    out = []
+    for raw in dryrun.splitlines():
+        if not raw.startswith("#$ "):
+            continue
+        line = raw[3:].strip()
+        try:
+            words = shlex.split(line)
+        except ValueError:
+            return []
+        if not words or line.startswith("--"):
+            continue
+        if re.match(r"^[A-Za-z_]\w*=", line):
+            if len(words) == 1:
+                out.append("export " + shlex.quote(words[0]))
+            continue
+        out.append(line)
+        if "cicc" in os.path.basename(words[0]):
+            return out
+    return []

@@ -1,0 +1,106 @@
+"""Issue 24: a kernel template in a header whose template arguments only the compiler can tell —
+a traits class that a launcher template builds from its own parameters, its instances made by
+macros in the `.cu` that includes the header (flash-attention's layer norm), or a dispatch that
+offers no float — takes an instance the project's own code makes, as nvcc's front end
+instantiates it (`compile.instances`); and a module NVVM refuses because a function the instance
+calls is declared but never defined for it (apex's `copy_vector<float, 1>`) says so."""
+import pytest
+
+from astra_cuda import api
+from astra_cuda.compile import instances, toolkit
+from astra_cuda.compile import project as proj
+
+from .test_realworld_obstacles import paste_above
+
+TK = toolkit.find()
+needs_nvcc = pytest.mark.skipif(TK is None, reason="no CUDA toolkit (nvcc) here")
+
+
+def test_the_instances_are_read_from_nvccs_host_stubs():
+    stubs = [
+        "template<> __specialization_static void __wrapper__device_stub_k< ::ns::Traits<float, (unsigned int)256u, "
+        " ::ns::Base<(unsigned int)128u> > ,true,(bool)0>(  _ZN2ns6ParamsE &__cuda_0){}",
+        "template<> __specialization_static void __wrapper__device_stub_other< ::ns::Traits<int> ,true>(int &){}",
+        "template<> __specialization_static void __wrapper__device_stub_k< ::c10::Half, float,(int)-3>(int &){}",
+    ]
+    assert instances.stub_instances(stubs, "k") == [
+        ("ns::Traits<float, 256, ns::Base<128>>", "true", "false"), ("c10::Half", "float", "-3")]
+    assert instances.stub_instances(stubs, "missing") == []
+
+
+HEADER = """#pragma once
+namespace ln {
+struct Params { float* out; const float* inp; int n; };
+template <typename T, int VEC> struct Traits { using elem_t = T; enum { VEC_N = VEC, THREADS = 128 }; };
+template <typename Kt, bool Is_even>
+__global__ void __launch_bounds__(Kt::THREADS) ln_kernel(Params p) {
+    using elem_t = typename Kt::elem_t;
+    int i = (blockIdx.x * blockDim.x + threadIdx.x) * Kt::VEC_N;
+    for (int v = 0; v < Kt::VEC_N; ++v)
+        if (Is_even || i + v < p.n) p.out[i + v] = (elem_t)2 * p.inp[i + v];
+}
+}  // namespace ln
+#define BOOL_SWITCH(COND, NAME, ...) [&] { if (COND) { constexpr bool NAME = true; return __VA_ARGS__(); } \\
+    else { constexpr bool NAME = false; return __VA_ARGS__(); } }()
+template <typename T, int VEC>
+void launch_(ln::Params p) {
+    using Kernel_traits = ln::Traits<T, VEC>;
+    BOOL_SWITCH(p.n % (128 * VEC) == 0, IsEven, [&] {
+        auto kernel = &ln::ln_kernel<Kernel_traits, IsEven>;
+        kernel<<<(p.n + 128 * VEC - 1) / (128 * VEC), Kernel_traits::THREADS>>>(p);
+    });
+}
+"""
+CU = """#include "ln.cuh"
+#define REGISTER(T, VEC) void run_##VEC(ln::Params p) { launch_<T, VEC>(p); }
+REGISTER(float, 4)
+REGISTER(float, 2)
+"""
+
+
+@needs_nvcc
+def test_a_traits_class_a_launcher_builds_from_macros_in_the_cu_beside_the_header(project):
+    project("ln.cuh", HEADER)
+    project("ln_4.cu", CU)
+    path = project.root / "ln.cuh"
+    ctx = proj.from_flags([], [], "c++17", flags=["--expt-extended-lambda"], origin="command line")
+    p = api.infer_spec(api.snapshot(path.read_text(), str(path), ctx), "ln::ln_kernel", run=False)
+    assert 'instantiate = "<ln::Traits<float, 4>, false>"' in p.comment, p.comment
+    assert any("the project's own instance" in n and "ln_4.cu" in n for n in p.notes), p.notes
+    # the instance compiles where the guess (`<float, false>`: `float::THREADS`) did not, and runs
+    text = paste_above(path.read_text(), "ln::ln_kernel", p.comment)
+    (v,) = api.check(api.snapshot(text, str(path), ctx), "ln::ln_kernel", backend="cpu", quick=True, pin_first=False)
+    assert not any(f.check == "compile" for f in v.failures), v.human()
+
+
+COPY = """namespace {
+template <typename T, int N> __device__ __inline__ void copy_vector(T* dst, const T* src);
+template <> __device__ __inline__ void copy_vector<int, 1>(int* dst, const int* src) { *dst = *src; }
+/* @astra
+grid = ["cdiv(n, 128)"]
+block = ["128"]
+instantiate = "<float>"
+[sizes]
+n = [1, 300]
+[args]
+out = { type = "float", shape = ["n"], output = true }
+inp = { type = "float", shape = ["n"] }
+n = "n"
+*/
+template <typename T>
+__global__ void copy(T* out, const T* inp, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) copy_vector<T, 1>(out + i, inp + i);
+}
+}  // namespace
+"""
+
+
+@needs_nvcc
+def test_a_function_declared_for_every_type_but_defined_for_others_is_named(project):
+    path = project("k.cu", COPY)
+    (v,) = api.check(api.snapshot(COPY, str(path), proj.ProjectContext()), "copy", backend="cpu", quick=True,
+                     pin_first=False)
+    assert not v.passed
+    text = v.human()
+    assert "copy_vector" in text and "never defined for these template arguments" in text, text
