@@ -90,6 +90,8 @@ def classify(rec: dict, triage: list[dict] | None = None) -> str:
     if stage == "check":
         if _FORMAT.search(msg):
             return "spec format"
+        if (rec.get("nvcc") or {}).get("ok") is False and (check == "compile" or ASTRA_COMPILE.search(msg)):
+            return _compile_class(rec)   # nvcc refuses the file itself: whatever Astra instantiated in it
         if "the spec's `instantiate`" in msg and "function template" in msg:
             return "inference"   # template arguments that fit no instance of the kernel (or its reference)
         # nvcc says "detected during instantiation of" for one context, "detected during:" and a list for more

@@ -70,7 +70,36 @@ def summary(records: list[dict]) -> dict:
         top[c] = [{"count": k, "example": example[p]} for p, k in msgs.most_common(5)]
     compilers = Counter(r.get("compiler") for r in records if r.get("compiler"))
     return {"total": n, "stages": stages, "repos": repos, "classes": dict(classes.most_common()),
-            "top_messages": top, "compilers": dict(compilers)}
+            "top_messages": top, "compilers": dict(compilers), "nvcc_compilable": nvcc_compilable(records)}
+
+
+def nvcc_compilable(records: list[dict]) -> dict:
+    """Issue 24's measure: of the kernels whose file nvcc compiles with the project's flags (Astra
+    compiled it — with nvcc where a toolkit is found —, or the runner's nvcc did after Astra's
+    refusal), how many Astra compiled. A file nvcc refuses as checked out is not counted: one
+    that stops at a header the repository does not hold (generated or downloaded by the
+    project's build: `external`), or at anything else (`refused`). A kernel that stopped before
+    its compile and has no nvcc verdict is `unmeasured`."""
+    out = {"compiled": 0, "of": 0, "external": [], "refused": [], "unmeasured": [], "not_compiled": []}
+    for r in records:
+        nv = (r.get("nvcc") or {}).get("ok")
+        if r.get("compiled") or nv is True:
+            out["of"] += 1
+            out["compiled"] += bool(r.get("compiled"))
+            if not r.get("compiled"):
+                out["not_compiled"].append(r["id"])
+        elif nv is False:
+            out["external" if r["nvcc"].get("outside_repository") else "refused"].append(r["id"])
+        elif r.get("fetched", True):
+            out["unmeasured"].append(r["id"])
+    return out
+
+
+def _compilable_line(c: dict) -> str:
+    return (f"Issue 24: compiled by Astra where nvcc compiles the file: {_pct(c['compiled'], c['of'])}; not counted: "
+            f"{len(c['external'])} stop nvcc at a header the repository does not hold (the project's build generates "
+            f"or downloads it), {len(c['refused'])} nvcc refuses otherwise, {len(c['unmeasured'])} stopped before "
+            f"a compile (no verdict).")
 
 
 def _pct(k: int, n: int) -> str:
@@ -86,6 +115,7 @@ def markdown(results: dict) -> str:
              f"{' (uncommitted changes)' if results.get('astra_dirty') else ''}; {results.get('nvcc', '')}.", "",
              "| stage | kernels |", "|---|---:|"]
     lines += [f"| {label} | {_pct(s['stages'][key], n)} |" for key, label in STAGE_KEYS]
+    lines += ["", _compilable_line(s.get("nvcc_compilable") or nvcc_compilable(results.get("kernels", [])))]
     lines += ["", "| repository | kernels | listed | spec proposed | spec valid | compiled | passed |",
               "|---|---:|---:|---:|---:|---:|---:|"]
     for repo, d in sorted(s["repos"].items(), key=lambda x: (-x[1]["passed"] / x[1]["kernels"], x[0])):

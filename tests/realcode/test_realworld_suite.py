@@ -199,6 +199,10 @@ def test_the_spec_goes_directly_above_the_kernel_or_its_template_line():
       "nvcc": {"ok": True}}, "inference"),
     ({"failure": {"stage": "check", "check": "compile", "message": "error: x (detected during instantiation of k<1>)"},
       "nvcc": {"ok": True}}, "inference"),
+    # Astra's instantiation fails in a file nvcc refuses anyway (xformers sparse24 against another torch)
+    ({"failure": {"stage": "check", "check": "compile", "message": "in Astra's instantiation of `k<float>` (the "
+                  "spec's `instantiate`): cannot determine which instance of function template \"k\" is intended"},
+      "nvcc": {"ok": False, "message": "identifier \"xf_getCurrentCUDAStream\" is undefined"}}, "nvcc fails too"),
     ({"failure": {"stage": "check", "check": "determinism", "message": "two runs differ"}}, "check failed"),
     ({"failure": {"stage": "check", "message": "`astra check` did not finish in 420 s", "timeout": True}},
      "timeout"),
@@ -359,3 +363,15 @@ def test_a_waiting_profile_takes_the_gpu_before_a_waiting_optimization():
     for t in (t0, opt, prof):
         t.join(5)
     assert order == ["profile", "optimize"]
+
+
+def test_issue_24s_measure_counts_only_kernels_whose_file_nvcc_compiles():
+    recs = [{"id": "a", "compiled": True, "nvcc": None},                     # Astra's nvcc compiled it
+            {"id": "b", "compiled": False, "nvcc": {"ok": True}},            # nvcc compiles it, Astra did not
+            {"id": "c", "compiled": False, "nvcc": {"ok": False, "outside_repository": True}},   # a generated header
+            {"id": "d", "compiled": False, "nvcc": {"ok": False}},           # nvcc refuses the file
+            {"id": "e", "compiled": False, "nvcc": None}]                    # stopped before its compile
+    c = report.nvcc_compilable(recs)
+    assert (c["compiled"], c["of"]) == (1, 2) and c["not_compiled"] == ["b"]
+    assert (c["external"], c["refused"], c["unmeasured"]) == (["c"], ["d"], ["e"])
+    assert "compiled by Astra where nvcc compiles the file: 1/2 (50%)" in report._compilable_line(c)
