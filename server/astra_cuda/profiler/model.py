@@ -7,6 +7,7 @@ bytes allow at the copy ceiling; a large speedup the roofline does not explain).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .results import Timing, fmt_bw, fmt_us
@@ -69,7 +70,16 @@ def _squash(expr: str) -> str:
     return "".join(expr.split())
 
 
-def floor_bytes(spec: "Spec", sizes: dict[str, int]) -> int:
+@dataclass(frozen=True)
+class Touched:
+    """What the trusted kernel was seen to need at one size (`profiler.touched`): per array it
+    reads, how many of its leading elements its results depend on (counted high, to a
+    bisection step); per read-write array, how many of its elements it changed (0: only read)."""
+    read: dict[str, int]
+    written: dict[str, int]
+
+
+def floor_bytes(spec: "Spec", sizes: dict[str, int], touched: Touched | None = None) -> int:
     """The fewest bytes the kernel must move at `sizes`: the spec's bytes (every input read
     once, every output written once), except that a table read through an index array counts
     only the rows the indices reach. An index array is one whose init is `randint(lo, V)`; a
@@ -81,7 +91,13 @@ def floor_bytes(spec: "Spec", sizes: dict[str, int]) -> int:
     The same holds for a read-write table (a KV cache whose blocks a mapping names: the rows it
     reaches are read and written, the others never touched) and behind a table of device pointers'
     entry dimension (each entry's buffer is a table of its own: `["layers", "V", "C"]`). An
-    output is always counted whole: the gate holds the kernel to writing every element of it."""
+    output is always counted whole: the gate holds the kernel to writing every element of it.
+
+    `touched` (measured on the trusted kernel at these sizes) narrows what the spec's arrays
+    overstate: an array read only in part (an inferred shape larger than the launch reaches)
+    counts the part its results depend on, a read-write array whose initial content the results
+    do not depend on counts its write alone (an output the spec calls read-write), and its write
+    only the elements the kernel changed (none: an array the spec calls read-write only read)."""
     draws: dict[str, int] = {}   # bound expression -> index elements drawn below it
     spans: dict[str, int] = {}   # bound expression -> rows the draws can reach (hi - lo)
     for a in spec.args.values():
@@ -105,7 +121,14 @@ def floor_bytes(spec: "Spec", sizes: dict[str, int]) -> int:
             m, n = min(rows, spans[lead]), draws[lead]
             reached = m * -math.expm1(n * math.log1p(-1 / m)) if m > 1 else min(m, n)
             rows = min(rows, math.ceil(reached))
-        total += entries * rows * row_bytes * (2 if a.inout else 1)
+        nbytes = entries * rows * row_bytes
+        read = nbytes if a.is_input else 0
+        write = nbytes if a.written else 0
+        if touched is not None and a.name in touched.read:
+            read = min(read, touched.read[a.name] * a.dtype.itemsize)
+        if touched is not None and a.inout and a.name in touched.written:
+            write = min(write, touched.written[a.name] * a.dtype.itemsize)
+        total += read + write
     return total
 
 

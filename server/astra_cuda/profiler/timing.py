@@ -32,7 +32,7 @@ import numpy as np
 from .. import gate
 from ..backends.base import Buffer, TimedLaunch
 from ..gate import checks
-from . import distribution, model
+from . import distribution, model, touched
 from .results import SizeProfile, Timing, size_label
 
 CHUNK = 25          # timed launches per interleaving chunk
@@ -271,7 +271,6 @@ def measure_size(backend, spec, rspec, sizes: dict[str, int], cand: tuple[Any, s
     Raises LaunchError (and what the backend raises for lack of memory) for the caller to report."""
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
-    nbytes, flops = model.floor_bytes(spec, sizes), spec.flop_count(sizes)  # an index-driven read: the rows it reaches
     sets = gate.prepare_timed(spec, backend, sizes, sets=SETS, seed=int(rng.integers(1, 2**31 - 1)))
     args = _arg_table(backend, spec, sizes, rng)
     total = _loop_launches(reps, warmup)
@@ -307,6 +306,9 @@ def measure_size(backend, spec, rspec, sizes: dict[str, int], cand: tuple[Any, s
         gate.expect(spec, backend, sets, ref, samples, params=params, reference_spec=rspec)
     else:
         gate.expect(spec, backend, sets, cand, samples, params=params)
+    # The bytes the trusted kernel was seen to need (an index-driven read: the rows it reaches), seen
+    # only now, as the expectations are: nothing run before the loop warms what is timed.
+    nbytes, flops = model.floor_bytes(spec, sizes, _touched(backend, rspec, sets, ref, params)), spec.flop_count(sizes)
     t_expect = time.perf_counter() - t0 - t_prep - t_loop
     c = sides[0]
     sp = SizeProfile(sizes=dict(sizes), label=size_label(sizes), bytes_moved=nbytes, flops=flops,
@@ -361,6 +363,18 @@ def measure_size(backend, spec, rspec, sizes: dict[str, int], cand: tuple[Any, s
     sp.seconds = {"prepare": round(t_prep, 4), "launches": round(t_loop, 4), "expect": round(t_expect, 4),
                   "checks": round(time.perf_counter() - t0 - t_prep - t_loop - t_expect, 4)}
     return sp
+
+
+def _touched(backend, rspec, sets, ref: tuple[Any, str] | None, params: dict[str, str]) -> model.Touched | None:
+    """`touched.measure` on the reference (never on a candidate: it would meet the inputs before
+    it is timed); None without a reference, or where the probe itself failed."""
+    if ref is None:
+        return None
+    try:
+        kernel = checks.Compiled(ref[0], ref[1], "reference")
+        return touched.measure(rspec, backend, kernel, sets, checks.arg_types(rspec, backend, kernel, params))
+    except Exception:  # noqa: BLE001 - the spec's bytes stand; the timing reports what fails
+        return None
 
 
 def measure_confirmed(backend, spec, rspec, sizes: dict[str, int], cand: tuple[Any, str], ref: tuple[Any, str] | None,
