@@ -2,6 +2,7 @@
 backend measures time, Nsight Compute on request."""
 from __future__ import annotations
 
+import hashlib
 from dataclasses import asdict
 
 import numpy as np
@@ -109,13 +110,16 @@ def _profile_measured(prof: Profile, reference_unit, candidate_unit, spec, backe
     # The original timed against itself (the optimizer's baseline): the same code on both sides.
     original = reference_unit is not None and reference_unit == candidate_unit and (rspec is spec or rspec == spec)
     allowances = _rounding_of(reference_unit, rspec, rounding, params) if rounding is not None and r is not None else None
+    ref_code = hashlib.sha256("\0".join((reference_unit.file_text, reference_unit.source, reference_unit.appendix,
+                                         reference_unit.name_expression, repr(getattr(reference_unit, "context", None))))
+                              .encode()).hexdigest() if r is not None else ""
     for rung in rungs:
         sizes = rung.sizes
         try:
             seeds = (int(rng.integers(1, 2**31 - 1)), int(rng.integers(1, 2**31 - 1)))
             timed = timing.measure_confirmed(backend, spec, rspec, sizes, c, r, params=params, reps=reps,
                                              warmup=warmup, seeds=seeds, ceiling=ceiling, original=original,
-                                             rounding=allowances)
+                                             rounding=allowances, ref_code=ref_code)
             timed.role = rung.role
             prof.sizes.append(timed)
         except LaunchError as e:

@@ -261,13 +261,15 @@ def _loop_launches(reps: int, warmup: int) -> int:
 
 def measure_size(backend, spec, rspec, sizes: dict[str, int], cand: tuple[Any, str], ref: tuple[Any, str] | None, *,
                  params: dict[str, str], reps: int, warmup: int, seed: int, ceiling: float | None,
-                 original: bool = False, rounding: Callable[[list], bool] | None = None) -> SizeProfile:
+                 original: bool = False, rounding: Callable[[list], bool] | None = None,
+                 ref_code: str = "") -> SizeProfile:
     """Time `cand` (module, name) and `ref` side by side at `sizes` (see the module docstring),
     check what every launch left and apply the plausibility rules. `original`: `cand` is the very
     code of `ref` (the original timed against itself: its outputs are checked, its times are the
     baseline, never judged — two copies of one kernel differ only by what the machine did).
     `rounding(sets)`: fills the sets' allowances (gate.measure_rounding), called only when an output
-    differs from the reference's beyond the tolerance; True when it measured them.
+    differs from the reference's beyond the tolerance; True when it measured them. `ref_code`: a
+    digest of the reference's code (what it was seen to need is kept by it: `touched`).
     Raises LaunchError (and what the backend raises for lack of memory) for the caller to report."""
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
@@ -308,7 +310,7 @@ def measure_size(backend, spec, rspec, sizes: dict[str, int], cand: tuple[Any, s
         gate.expect(spec, backend, sets, cand, samples, params=params)
     # The bytes the trusted kernel was seen to need (an index-driven read: the rows it reaches), seen
     # only now, as the expectations are: nothing run before the loop warms what is timed.
-    nbytes, flops = model.floor_bytes(spec, sizes, _touched(backend, rspec, sets, ref, params)), spec.flop_count(sizes)
+    nbytes, flops = model.floor_bytes(spec, sizes, _touched(backend, rspec, sets, ref, params, ref_code)), spec.flop_count(sizes)
     t_expect = time.perf_counter() - t0 - t_prep - t_loop
     c = sides[0]
     sp = SizeProfile(sizes=dict(sizes), label=size_label(sizes), bytes_moved=nbytes, flops=flops,
@@ -365,14 +367,15 @@ def measure_size(backend, spec, rspec, sizes: dict[str, int], cand: tuple[Any, s
     return sp
 
 
-def _touched(backend, rspec, sets, ref: tuple[Any, str] | None, params: dict[str, str]) -> model.Touched | None:
+def _touched(backend, rspec, sets, ref: tuple[Any, str] | None, params: dict[str, str],
+             code: str) -> model.Touched | None:
     """`touched.measure` on the reference (never on a candidate: it would meet the inputs before
     it is timed); None without a reference, or where the probe itself failed."""
     if ref is None:
         return None
     try:
         kernel = checks.Compiled(ref[0], ref[1], "reference")
-        return touched.measure(rspec, backend, kernel, sets, checks.arg_types(rspec, backend, kernel, params))
+        return touched.measure(rspec, backend, kernel, sets, checks.arg_types(rspec, backend, kernel, params), code)
     except Exception:  # noqa: BLE001 - the spec's bytes stand; the timing reports what fails
         return None
 

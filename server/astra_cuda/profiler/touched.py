@@ -33,21 +33,25 @@ from .model import Touched
 STEP = 64                 # the bisection stops at 1/STEP of an array
 MIN_ELEMENTS = 4 * STEP   # smaller arrays are counted whole (their bytes hardly matter)
 MIN_SPAN = 1 << 16        # integer inputs drawn from fewer values are not probed (a changed read may keep its value)
-_cache: dict[tuple, tuple[object, Touched | None]] = {}   # per worker: (module kept alive, what was seen)
+_cache: dict[tuple, Touched | None] = {}   # per worker: what was seen, by the kernel's code, spec and sizes
 
 
-def measure(spec: Spec, backend: Backend, kernel: checks.Compiled, sets: list[TimedSet], ctypes: dict) -> Touched | None:
+def measure(spec: Spec, backend: Backend, kernel: checks.Compiled, sets: list[TimedSet], ctypes: dict,
+            code: str = "") -> Touched | None:
     """What `kernel` (launched as `spec` says) needs of its arguments at the sets' size; None
-    where it cannot be told (one set, results that vary between identical runs)."""
+    where it cannot be told (one set, results that vary between identical runs). `code`: what
+    identifies the kernel's code (its unit's digest), so that each later evaluation of a run,
+    which compiles the reference again, finds it seen ('' : measured every time)."""
     if len(sets) < 2:
         return None
-    key = (id(kernel.module), kernel.name, tuple(sorted(sets[0].sizes.items())), _spec_key(spec))
-    if key in _cache:
-        return _cache[key][1]
+    key = (code, kernel.name, tuple(sorted(sets[0].sizes.items())), _spec_key(spec))
+    if code and key in _cache:
+        return _cache[key]
     if len(_cache) > 64:
         _cache.clear()
     seen = _measure(spec, backend, kernel, sets, ctypes)
-    _cache[key] = (kernel.module, seen)
+    if code:
+        _cache[key] = seen
     return seen
 
 
