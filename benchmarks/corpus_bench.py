@@ -212,14 +212,21 @@ def run_one(entry, root: Path, backend: str, rounds: int, tune: int, seconds: fl
     if r.measured and r.baseline.measured:
         sizes = []
         for b, c in zip(r.baseline.profile.sizes, r.best_eval.profile.sizes):
-            sizes.append({"sizes": b.sizes, "bytes": sp.bytes_moved(b.sizes), "original_us": b.candidate_us,
-                          "best_us": c.candidate_us, "speedup": b.candidate_us / c.candidate_us,
+            sizes.append({"sizes": b.sizes, "role": b.role, "bytes": sp.bytes_moved(b.sizes),
+                          "original_us": b.candidate_us, "best_us": c.candidate_us,
+                          "speedup": b.candidate_us / c.candidate_us,
                           "original_share": b.copy_share, "best_share": c.copy_share})
         out["per_size"] = sizes
-        out["speedup"] = _geomean([s["speedup"] for s in sizes])
-        out["original_share"] = min(s["original_share"] for s in sizes if s["original_share"] is not None)
-        out["best_share"] = min(s["best_share"] for s in sizes if s["best_share"] is not None)
-        out["meets_target"] = out["original_share"] >= START_BELOW or out["best_share"] >= COPY_TARGET
+        # the headline numbers come from the spec's bench sizes, as `astra optimize` reports them: the
+        # ladder's decode and prefill points are judged one by one (per_size), never averaged in (a
+        # spec with one bench size and two launch-bound decode points read as ~1x: silu's inferred spec)
+        bench = [s for s in sizes if s["role"] in ("", "bench")] or sizes
+        out["speedup"] = _geomean([s["speedup"] for s in bench])
+        out["original_share"] = min((s["original_share"] for s in bench if s["original_share"] is not None),
+                                    default=None)
+        out["best_share"] = min((s["best_share"] for s in bench if s["best_share"] is not None), default=None)
+        out["slowest_size"] = min(sizes, key=lambda s: s["speedup"])
+        out["meets_target"] = (out["original_share"] or 0) >= START_BELOW or (out["best_share"] or 0) >= COPY_TARGET
     return out
 
 
@@ -301,9 +308,9 @@ def table(results: list[dict], device: str) -> str:
             lines.append(f"| {r['kernel']} | {'✓' if r['naive'] else ''} | – | – | not measured | – | – | "
                          f"{', '.join(r['adopted']) or '–'} | {gate} |")
             continue
-        s = r["per_size"][0]
+        s = next((x for x in r["per_size"] if x.get("role", "") in ("", "bench")), r["per_size"][0])
         lines.append(f"| {r['kernel']} | {'✓' if r['naive'] else ''} | {s['original_us']:.1f} | {s['best_us']:.1f} | "
-                     f"{r['speedup']:.2f}× | {r['original_share']:.0%} → {r['best_share']:.0%} | "
+                     f"{r['speedup']:.2f}× | {_pct(r['original_share'])} → {_pct(r['best_share'])} | "
                      f"{_pct(r.get('same_bytes_copy_share'))} | {', '.join(r['adopted']) or '–'} | {gate} |")
     return "\n".join(lines)
 

@@ -9,7 +9,8 @@ For each kernel of examples/ (their specs are written by hand): the file as it i
 file with its spec removed and replaced by what `astra spec` proposes for it (run first, as a
 user gets it). Each is optimized by the offline team exactly as `benchmarks/corpus_bench.py` does
 (quick gate per candidate, timed beside the original, the final best through the full gate), and
-the table gives both speedups, their ratio and each spec's timed sizes. On the CPU only
+the table gives both speedups (at the spec's bench sizes, as `astra optimize` reports them; each
+ladder size is in the JSON's `per_size`), their ratio and each spec's timed sizes. On the CPU only
 correctness is reported (no speedup). Results -> benchmarks/results/inferred_vs_hand.json.
 """
 from __future__ import annotations
@@ -91,6 +92,10 @@ def main(argv=None) -> int:
                 row[which] = {"bench": bench_of(text, kernel), "speedup": r.get("speedup"),
                               "original_share": r.get("original_share"), "best_share": r.get("best_share"),
                               "adopted": r.get("adopted"), "error": r.get("error"),
+                              # each timed size with its role: whether the bench size is launch-bound shows here
+                              "per_size": [{k: x.get(k) for k in ("sizes", "role", "original_us", "best_us", "speedup",
+                                                                   "original_share", "best_share")}
+                                           for x in r.get("per_size") or []],
                               "full_gate": r.get("final_full_gate", {}).get("passed")}
                 if which == "inferred":
                     row["inferred_spec"] = text.split("/* @astra", 1)[1].split("*/", 1)[0]
