@@ -1,7 +1,7 @@
 """A session: what the facade runs with, made by its caller instead of switched process-wide.
 
-The CLI makes one per command (`--cluster`), the language server one per window (Workspace
-Trust, `astra.cluster`), and each passes it to the `api` calls that run kernel code. A session
+The CLI makes one per command (`--cluster`), the language server one per workspace folder
+(Workspace Trust, the folder's `astra.cluster`), and each passes it to the `api` calls that run kernel code. A session
 says where kernel code runs (its executor: this machine's workers or a Ray cluster) and whether it
 may run at all: in an untrusted workspace nothing is compiled into a runnable module or run, every
 backend resolves to 'static' (NVRTC compiles device code to PTX and runs nothing) and check,

@@ -112,7 +112,7 @@ async def analyze(ls: AstraServer, uri: str, gen: int, cancel: threading.Event, 
     has_errors = any(d.severity == types.DiagnosticSeverity.Error for d in static)
     todo = [k for k in kernels if k.spec is not None]  # loaded without errors
     try:
-        await ls.call(ls.probe, ls.machine_status)
+        await ls.call(ls.probe, ls.machine_status, path)
     except Exception:
         ls.log_error("could not tell which backends run here", traceback.format_exc())
     # A project whose astra.toml says `backend = "static"` runs no kernel code, in the editor too.
@@ -150,7 +150,7 @@ async def check_one(ls: AstraServer, st: DocState, snap: Snapshot, k: KernelInfo
         arch = await ls.call(ls.probe, ls.arch, snap.path)
         t0 = time.monotonic()
         verdicts = await ls.call(ls.slow, api.check, snap, k.name, backend=ls.backend_for(snap.path),
-                                 arch=arch, cancel=cancel, session=ls.session)
+                                 arch=arch, cancel=cancel, session=ls.session_for(snap.path))
     except Exception as e:
         if cancel.is_set():
             return None

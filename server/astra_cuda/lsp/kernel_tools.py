@@ -36,7 +36,7 @@ async def profile(ls: AstraServer, uri: str, name: str) -> dict[str, Any]:
         context = await ls.call(ls.fast, ls.project, doc.path)  # reads project files: off the loop
         profiles = await ls.call(ls.slow, api.profile, snap.with_context(context), name,
                                  backend=ls.backend_for(snap.path), arch=arch,
-                                 ncu=ls.settings.profile_ncu, session=ls.session)
+                                 ncu=ls.settings.profile_ncu, session=ls.session_for(snap.path))
         p = profiles[0]  # one profile per selected kernel; we selected one
     except Exception as e:
         if not is_user_error(e):
@@ -81,7 +81,7 @@ async def spec_edit(ls: AstraServer, uri: str, name: str) -> tuple[types.Workspa
         context = await ls.call(ls.fast, ls.project, doc.path)  # reads project files: off the loop
         # the kernel is run under the draft before it is proposed: the pool that runs checks
         proposal = await ls.call(ls.slow, api.infer_spec, snap.with_context(context), name,
-                                 backend=ls.backend_for(snap.path), session=ls.session)
+                                 backend=ls.backend_for(snap.path), session=ls.session_for(snap.path))
     except Exception as e:
         return None, f"could not infer a spec for `{name}`: {user_message(e)}"
     if (ls.document(uri).version or 0) != (doc.version or 0):

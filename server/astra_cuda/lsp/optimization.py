@@ -107,7 +107,8 @@ async def optimize(ls: AstraServer, uri: str, name: str, consent: str | None = N
         result = await ls.call(ls.opt, api.optimize, snap.with_context(context), name,
                                rounds=rounds, llm=llm, backend=backend, arch=arch, tokens=tokens or None,
                                seconds=seconds or None,
-                               progress=progress, cancel=opt.cancel, report=report_dir(doc.path), session=ls.session)
+                               progress=progress, cancel=opt.cancel, report=report_dir(doc.path),
+                               session=ls.session_for(snap.path))
         if opt.cancel.is_set() or result.cancelled:
             opt.status, opt.message = "cancelled", "cancelled"
         elif result.error:

@@ -11,6 +11,7 @@ import asyncio
 import os
 import functools
 import logging
+import threading
 import traceback
 import uuid
 from collections.abc import Callable, Coroutine
@@ -30,6 +31,7 @@ from astra_cuda.lsp.state import DocState
 
 if TYPE_CHECKING:
     from astra_cuda.compile.project import ProjectContext
+    from astra_cuda.execution.executors import Executor
     from astra_cuda.session import Session
     from astra_cuda.snapshot import Snapshot
 
@@ -92,10 +94,14 @@ class AstraServer(LanguageServer):
         self.docs: dict[str, DocState] = {}
         # Separate pools, so quick core calls (parse, spec inference, pin) never queue behind
         # probes, compiles or checks, and checks never queue behind an optimization.
-        self.cluster_label = ""   # e.g. 'Ray ray://gpu-box:10001' while astra.cluster is connected
-        # What kernel code runs with (Workspace Trust, astra.cluster): made on first use, replaced
-        # when either changes, passed to every core call that may run kernel code.
-        self._session: Session | None = None
+        # What kernel code runs with, one session per workspace folder ('': the window's, for a
+        # file in none): its trust and its astra.cluster; made on first use, replaced when either
+        # changes, passed to every core call that may run kernel code (`session_for`).
+        self.sessions: dict[str, Session] = {}
+        self._sessions_lock = threading.Lock()   # `session_for` is called from the pools too
+        # astra.cluster value -> its Ray connection (one per address, shared by the folders naming
+        # it) and its label, e.g. 'Ray ray://gpu-box:10001'
+        self.clusters: dict[str, tuple[Executor, str]] = {}
         self.fast = ThreadPoolExecutor(2, "astra-fast")    # what a hover waits for: the snapshot of a version
         self.probe = ThreadPoolExecutor(1, "astra-probe")  # the machine's GPU, arch, cluster: may take seconds
         self.static = ThreadPoolExecutor(1, "astra-static")  # compiles every kernel: seconds
@@ -108,8 +114,9 @@ class AstraServer(LanguageServer):
         # Lenses are rebuilt only when the document or what we know about it changed.
         self.view_gen = 0
         self.lens_cache: dict[str, tuple[tuple[int | None, int, int], list[types.CodeLens]]] = {}
-        # What the status bar says about this machine: the GPU not used and why (with its fix).
-        self.gpu_setup: dict[str, str] | None = None
+        # What the status bar says about where a folder's kernels run: the GPU not used and why
+        # (with its fix), per folder as `sessions`.
+        self.gpu_setups: dict[str, dict[str, str] | None] = {}
 
     # ---- plumbing -------------------------------------------------------------------------
 
@@ -132,33 +139,76 @@ class AstraServer(LanguageServer):
         except Exception:
             self.log_error("background task failed", traceback.format_exc())
 
-    @property
-    def session(self) -> Session:
-        if self._session is None:
-            from astra_cuda.session import Session
-            self._session = Session(execution_off=self._execution_off())
-        return self._session
-
-    async def apply_cluster(self) -> None:
-        """Run kernels where `astra.cluster` says (Ray starts in seconds: off the event loop). A
-        failure is shown and this machine's workers stay in use."""
+    def session_for(self, path: str | None) -> Session:
+        """The session of the workspace folder holding `path` (None, or a file in no folder: the
+        window's), with the trust the client gave now: a session made before its cluster was
+        connected runs kernels on this machine until `apply_sessions` connects it."""
         from astra_cuda.session import Session
-        wanted = self.settings.cluster
-        old = self.session
-        try:
-            self._session = await self.call(self.probe, Session.open, wanted, execution_off=self._execution_off())
-        except Exception as e:
-            self.cluster_label = ""
-            self._session = Session(execution_off=self._execution_off())
-            self.show(f"Astra: astra.cluster={wanted!r}: {getattr(e, 'message', e)}; kernels run on this machine",
-                      types.MessageType.Warning)
-        await self.call(self.probe, old.close)
-        d = await self.call(self.probe, self.session.executor.describe)
-        self.cluster_label = f"Ray {d.get('address')}" if d.get("kind") == "ray" else ""
-        if self.cluster_label:
-            self.log_info(f"kernels run on {self.cluster_label}: {d.get('nodes')} node(s), {d.get('gpus')} GPU(s)")
+        key = "" if path is None else self.folder_of(path)
+        settings = self.folder_settings.get(key, self.settings)
+        off = self._execution_off(settings)
+        with self._sessions_lock:
+            s = self.sessions.get(key)
+            if s is None:
+                ex = self.clusters.get(settings.cluster)
+                s = Session(execution_off=off) if ex is None else Session(ex[0], off)
+            elif s.execution_off != off:
+                s = s.restricted(off)   # trust is applied at once, never after a probe
+            self.sessions[key] = s
+            return s
+
+    def cluster_label(self, path: str | None) -> str:
+        """Where the kernels of `path` run when not on this machine ('Ray ray://gpu-box:10001'), else ''.
+        Cheap, for the event loop: it reads the sessions made so far and makes none (making the
+        first one loads the core)."""
+        s = self.sessions.get("" if path is None else self.folder_of(path))
+        return "" if s is None else next((label for e, label in self.clusters.values() if e is s.executor), "")
+
+    async def apply_sessions(self) -> None:
+        """Each folder's session as its settings say now: a Ray connection opened once per
+        `astra.cluster` address the window or a folder names (Ray starts in seconds: off the event
+        loop) and shared by those naming it, one named no more closed. A cluster that cannot be
+        reached is shown, and kernels run on this machine."""
+        from astra_cuda.session import Session
+        wanted = {"": self.settings, **self.folder_settings}
+        named = {s.cluster for s in wanted.values()} - {""}
+        for cluster in sorted(named - set(self.clusters)):
+            try:
+                opened = await self.call(self.probe, Session.open, cluster)
+            except Exception as e:
+                self.show(f"Astra: astra.cluster={cluster!r}: {getattr(e, 'message', e)}; kernels run on this machine",
+                          types.MessageType.Warning)
+                continue
+            d = await self.call(self.probe, opened.executor.describe)
+            label = f"Ray {d.get('address')}" if d.get("kind") == "ray" else ""
+            self.clusters[cluster] = (opened.executor, label)
+            self.log_info(f"kernels run on {label}: {d.get('nodes')} node(s), {d.get('gpus')} GPU(s)")
+        sessions: dict[str, Session] = {}
+        for key, settings in wanted.items():
+            ex = self.clusters[settings.cluster][0] if settings.cluster in self.clusters else None
+            old = self.sessions.get(key)
+            on_ray = old is not None and any(old.executor is e for e, _ in self.clusters.values())
+            if old is not None and (old.executor is ex if ex is not None else not on_ray):
+                sessions[key] = old   # where its kernels run did not change: what it learned is kept
+            else:
+                off = self._execution_off(settings)
+                sessions[key] = Session(execution_off=off) if ex is None else Session(ex, off)
+        self.sessions = sessions
+        for cluster in set(self.clusters) - named:
+            ex, _ = self.clusters.pop(cluster)
+            await self.call(self.probe, ex.close)
         for uri in list(self.docs):
             self.send_status(uri)
+
+    def cluster_settings(self) -> set[str]:
+        """The astra.cluster values the window and its folders name (a change means `apply_sessions`)."""
+        return {s.cluster for s in (self.settings, *self.folder_settings.values())}
+
+    def close_sessions(self) -> None:
+        """End every Ray connection the sessions opened (this machine's workers stay)."""
+        for ex, _ in self.clusters.values():
+            ex.close()
+        self.clusters, self.sessions = {}, {}
 
     # Everything the editor is told goes through redact.text: an endpoint's error may echo the key.
     def log_info(self, msg: str) -> None:
@@ -237,32 +287,33 @@ class AstraServer(LanguageServer):
 
     RESTRICTED = "this workspace is not trusted (Workspace Trust)"
 
-    def _execution_off(self) -> str | None:
-        return None if self.settings.allow_execution else self.RESTRICTED
-
-    def apply_execution(self) -> None:
+    def _execution_off(self, settings: settings_mod.Settings) -> str | None:
         """Untrusted workspace: nothing is built into a runnable module or run (the session's policy)."""
-        self._session = self.session.restricted(self._execution_off())
+        return None if settings.allow_execution else self.RESTRICTED
 
     def arch(self, path: str) -> str:
         """The architecture to compile `path` for: its folder's setting, else the project's
         configuration (astra.toml, .clangd, compile_flags.txt), else the GPU's own, else the
         default. Blocking (it may probe the backends): call it in an executor."""
         from astra_cuda import api
-        return str(self.effective(path)["arch"].value or api.device_arch(contract.DEFAULT_ARCH, self.session))
+        return str(self.effective(path)["arch"].value or api.device_arch(contract.DEFAULT_ARCH, self.session_for(path)))
 
-    def machine_status(self) -> None:
-        """Blocking: learn whether a GPU is here but not used (the probe is remembered a while)."""
+    def machine_status(self, path: str) -> None:
+        """Blocking: learn whether a GPU is where `path`'s kernels run but is not used (the
+        probe is remembered a while by its folder's session)."""
         from astra_cuda import api
-        s = api.gpu_setup(self.session)
-        self.gpu_setup = None if s is None else {"problem": s.reason, "fix": s.fix}
+        s = api.gpu_setup(self.session_for(path))
+        self.gpu_setups[self.folder_of(path)] = None if s is None else {"problem": s.reason, "fix": s.fix}
+
+    def folder_of(self, path: str) -> str:
+        """The innermost workspace folder with settings of its own that holds `path`, else ''."""
+        real = os.path.realpath(path)
+        return max((f for f in self.folder_settings if real == f or real.startswith(f.rstrip(os.sep) + os.sep)),
+                   key=len, default="")
 
     def settings_for(self, path: str) -> settings_mod.Settings:
         """The settings of the workspace folder holding `path` (the innermost), else the window's."""
-        real = os.path.realpath(path)
-        best = max((f for f in self.folder_settings if real == f or real.startswith(f.rstrip(os.sep) + os.sep)),
-                   key=len, default=None)
-        return self.folder_settings[best] if best is not None else self.settings
+        return self.folder_settings.get(self.folder_of(path), self.settings)
 
     def effective(self, path: str) -> dict[str, Any]:
         """Every key of the project configuration for `path` (config.Value: value and source): its
@@ -325,8 +376,10 @@ class AstraServer(LanguageServer):
             return
         self.view_gen += 1  # every status change is also a lens change
         restricted = None if self.settings.allow_execution else self.RESTRICTED
+        path = self.document(uri).path
         self.protocol.notify(contract.STATUS_NOTIFICATION,
-                             views.status(uri, st, self.cluster_label, restricted, self.gpu_setup, self.why_not_run()))
+                             views.status(uri, st, self.cluster_label(path), restricted,
+                                          self.gpu_setups.get(self.folder_of(path)), self.why_not_run()))
 
     async def progress_begin(self, title: str, cancel: Any) -> str | None:
         """Server-initiated work-done progress whose cancel button sets `cancel`."""

@@ -42,7 +42,6 @@ server = AstraServer(_version())
 @server.feature(types.INITIALIZE)
 def on_initialize(ls: AstraServer, params: types.InitializeParams) -> None:
     ls.settings, problems = settings_mod.initial(params.initialization_options)
-    ls.apply_execution()
     for p in problems:
         log.warning(p)
 
@@ -55,9 +54,14 @@ def on_initialized(ls: AstraServer, params: types.InitializedParams) -> None:
     ls.log_info(f"Astra server {_version()} ready (backend={s.backend}, rounds={s.rounds}, "
                 f"llm={'offline' if not s.llm_base_url else s.llm_model or 'default model'}, "
                 f"python={sys.executable})")
-    if s.cluster:
-        ls.spawn(ls.apply_cluster())
-    ls.spawn(folder_settings(ls))
+    ls.spawn(_folders_then_sessions(ls))
+
+
+async def _folders_then_sessions(ls: AstraServer) -> None:
+    for p in await folder_settings(ls):
+        log.warning(p)
+    if ls.cluster_settings() != {""}:
+        await ls.apply_sessions()
 
 
 @server.feature(types.SHUTDOWN)
@@ -70,7 +74,7 @@ def on_shutdown(ls: AstraServer, *_: Any) -> None:
                 ks.optimization.cancel.set()
     for task in list(ls.tasks):
         task.cancel()
-    ls.session.close()  # a Ray runtime started for astra.cluster stops with the server
+    ls.close_sessions()  # a Ray runtime started for astra.cluster stops with the server
 
 
 @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
@@ -83,14 +87,13 @@ async def on_configuration(ls: AstraServer, params: types.DidChangeConfiguration
             raw = got[0] if got else None
         except Exception:
             ls.log_error("could not read the astra settings", traceback.format_exc())
-    before = ls.settings.cluster
+    before = ls.cluster_settings()
     ls.settings, problems = ls.settings.updated(raw)
     problems += await folder_settings(ls)
-    ls.apply_execution()
     for p in problems:
         ls.show(f"Astra: {p}", types.MessageType.Warning)
-    if ls.settings.cluster != before:
-        ls.spawn(ls.apply_cluster())
+    if ls.cluster_settings() != before:
+        ls.spawn(ls.apply_sessions())
     ls.log_info(f"settings: backend={ls.settings.backend}, rounds={ls.settings.rounds}, "
                 f"checkOnOpen={ls.settings.check_on_open}, checkOnSave={ls.settings.check_on_save}, "
                 f"gpuArch={ls.settings.gpu_arch or 'the GPU’s own'}")
@@ -127,6 +130,7 @@ async def on_folders(ls: AstraServer, params: types.DidChangeWorkspaceFoldersPar
     # pygls has added or removed the folders already; their settings are read again.
     for p in await folder_settings(ls):
         ls.show(f"Astra: {p}", types.MessageType.Warning)
+    await ls.apply_sessions()   # a folder's own session; a folder gone, its session (and Ray connection)
 
 
 # ---- documents ----------------------------------------------------------------------------------
