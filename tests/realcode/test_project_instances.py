@@ -7,10 +7,8 @@ calls is declared but never defined for it (apex's `copy_vector<float, 1>`) says
 import pytest
 
 from astra_cuda import api
-from astra_cuda.compile import instances, toolkit
+from astra_cuda.compile import headers, instances, nvcc, toolkit
 from astra_cuda.compile import project as proj
-
-from .test_realworld_obstacles import paste_above
 
 TK = toolkit.find()
 needs_nvcc = pytest.mark.skipif(TK is None, reason="no CUDA toolkit (nvcc) here")
@@ -67,10 +65,12 @@ def test_a_traits_class_a_launcher_builds_from_macros_in_the_cu_beside_the_heade
     p = api.infer_spec(api.snapshot(path.read_text(), str(path), ctx), "ln::ln_kernel", run=False)
     assert 'instantiate = "<ln::Traits<float, 4>, false>"' in p.comment, p.comment
     assert any("the project's own instance" in n and "ln_4.cu" in n for n in p.notes), p.notes
-    # the instance compiles where the guess (`<float, false>`: `float::THREADS`) did not, and runs
-    text = paste_above(path.read_text(), "ln::ln_kernel", p.comment)
-    (v,) = api.check(api.snapshot(text, str(path), ctx), "ln::ln_kernel", backend="cpu", quick=True, pin_first=False)
-    assert not any(f.check == "compile" for f in v.failures), v.human()
+    # the instance compiles (as the header's kernels do: through the .cu that includes it) where the
+    # guess `<float, false>` (`float::THREADS`) did not
+    unit = headers.translation_unit(HEADER, str(path), ctx)
+    for expr, ok in (("ln::ln_kernel<ln::Traits<float, 4>, false>", True), ("ln::ln_kernel<float, false>", False)):
+        r = nvcc.compile(unit, str(path), ctx, kernels=[expr], toolkit=TK)
+        assert r.ok is ok, (expr, r.diagnostics)
 
 
 COPY = """namespace {
@@ -104,3 +104,29 @@ def test_a_function_declared_for_every_type_but_defined_for_others_is_named(proj
     assert not v.passed
     text = v.human()
     assert "copy_vector" in text and "never defined for these template arguments" in text, text
+
+
+DEDUCED = """template <int N> struct Tile { static constexpr int size = N; };
+template <class T> struct Holder { using type = T; };
+template <class TileT, class H>
+__global__ void tiled(float* out, const float* inp, TileT tile, H holder, int n) {
+    using elem_t = typename H::type;
+    int i = blockIdx.x * TileT::size + threadIdx.x;
+    if (i < n) out[i] = (elem_t)2 * inp[i];
+}
+template <class T> auto make_holder() { return Holder<T>{}; }
+void run(float* out, const float* inp, int n) {
+    auto tile = Tile<128>{};
+    auto holder = make_holder<float>();
+    tiled<<<(n + 127) / 128, 128>>>(out, inp, tile, holder, n);
+}
+"""
+
+
+@needs_nvcc
+def test_template_arguments_deduced_from_what_the_launch_passes_are_the_compilers(project):
+    # CuTe's tutorials: the kernel's layouts and tensors are deduced from objects the launcher builds
+    path = project("k.cu", DEDUCED)
+    p = api.infer_spec(api.snapshot(DEDUCED, str(path), proj.ProjectContext()), "tiled", run=False)
+    assert 'instantiate = "<Tile<128>, Holder<float>>"' in p.comment, p.comment
+    assert any("the project's own instance" in n and "over this file" in n for n in p.notes), p.notes

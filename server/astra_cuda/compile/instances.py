@@ -31,6 +31,7 @@ from .toolkit import Toolkit, library_headers
 
 CACHE_VERSION = 1
 MAX_INSTANCES = 256
+_ran: dict[str, list[str]] = {}   # this process's answers, those not cached (a time limit) included
 
 
 def of(kernel: str, path: str, context: ProjectContext, *, toolkit: Toolkit,
@@ -51,7 +52,7 @@ def of(kernel: str, path: str, context: ProjectContext, *, toolkit: Toolkit,
     key = depcache.key_of("instances", CACHE_VERSION, toolkit.nvcc, toolkit.version, flags, path, unit)
     store = nvcc._store()
     hit = store.get(key)
-    stubs: list[str] | None = hit.data.get("stubs") if hit is not None else None
+    stubs: list[str] | None = hit.data.get("stubs") if hit is not None else _ran.get(key)
     if stubs is None:
         from ..storage import writing
         with writing("nvcc's build folder", tempfile.gettempdir()):
@@ -63,6 +64,7 @@ def of(kernel: str, path: str, context: ProjectContext, *, toolkit: Toolkit,
                                                     else confine.compiler_seconds(confine.heavy(flags)))
             if finished:
                 store.put(key, deps, {"stubs": stubs}, {})
+            _ran[key] = stubs   # a unit that ran past its limit is not tried again by this process
         finally:
             shutil.rmtree(build, ignore_errors=True)
     return stub_instances(stubs or [], kernel)

@@ -98,7 +98,8 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
     before = len(notes)
     instantiate = _template_args(kernel, site, notes, program, {**local, **constants}, known_names(types.items),
                                  types.items, site_model)
-    instantiate, made = project_instance(kernel, instantiate, notes[before:], path, context)
+    instantiate, made = project_instance(kernel, instantiate, notes[before:], path, context,
+                                         launched_here=site is not None and site_model is program.model)
     if made is not None:
         notes.append(made)
     targs = dict(zip(kernel.template_param_names, _split(instantiate))) if instantiate else {}

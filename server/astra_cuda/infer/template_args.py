@@ -530,28 +530,34 @@ def split(instantiate: str) -> list[str]:
     return split_template_args(instantiate)
 
 
-# What `_template_args` writes in the notes when it guessed an argument.
-_GUESSED = ("no launch gives it", "scalar_t became")
+# What `_template_args` writes in the notes when nothing gave an argument (a dispatch macro's
+# scalar_t taken as float is a choice among the types it offers, not a guess).
+_GUESSED = ("no launch gives it",)
 
 
 def project_instance(kernel: Kernel, instantiate: str | None, new_notes: list[str], path: str | None,
-                     context) -> tuple[str | None, str | None]:
+                     context, launched_here: bool = False) -> tuple[str | None, str | None]:
     """Where the arguments were guessed for a kernel in a header, an instance the project's own
     code makes instead, as nvcc's front end instantiates it over the `.cu` beside the header that
     includes it (`compile.instances`): a launcher whose traits class is an alias of its template
     parameters, set by macros in that `.cu` (flash-attention's `REGISTER_FWD_LAUNCHER`), or a
     dispatch over torch's scalar types that offers no float (apex's softmax headers) is read as
-    the compiler reads it. Of the instances, the one agreeing with the most arguments that were
-    not guessed, then with the guesses (the first such). (instantiate, a note) — unchanged
-    and None where nothing was guessed, no toolkit is found, or the unit makes no instance."""
+    the compiler reads it. A source file that launches the kernel itself (`launched_here`) is its
+    own unit: arguments deduced from what the launch passes (CuTe's layouts and tensors, built
+    by `make_layout` in the launcher) are the compiler's too. Of the instances, the one agreeing
+    with the most arguments that were not guessed, then with the guesses (the first such).
+    (instantiate, a note) — unchanged and None where nothing was guessed, no toolkit is found, or
+    the unit makes no instance."""
     if not instantiate or path is None or not any(g in n for n in new_notes for g in _GUESSED):
         return instantiate, None
     from ..compile import headers, instances, toolkit
     from ..compile.project import ProjectContext
     ctx = context or ProjectContext()
     found = headers.includer(path, ctx)
-    tk = toolkit.find(ctx) if found is not None else None
-    if found is None or tk is None:
+    if found is None and not (launched_here and not path.endswith(headers.HEADER_SUFFIXES)):
+        return instantiate, None
+    tk = toolkit.find(ctx)
+    if tk is None:
         return instantiate, None
     short = kernel.name.split("::")[-1]
     made = instances.of(short, path, ctx, toolkit=tk)
@@ -569,6 +575,6 @@ def project_instance(kernel: Kernel, instantiate: str | None, new_notes: list[st
         return sum(1 for i in same if i in firm), len(same)
     best = max(fits, key=score)   # max keeps the first of equals
     chosen = "<" + ", ".join(best) + ">"
-    where = os.path.basename(found[0])
+    where = f"{os.path.basename(found[0])}, which includes this header" if found is not None else "this file"
     return chosen, (f"instantiate: the project's own instance {short}{chosen} (of {len(made)} that nvcc's front end "
-                    f"instantiates over {where}, which includes this header), not the guess {instantiate}")
+                    f"instantiates over {where}), not the guess {instantiate}")
