@@ -78,9 +78,10 @@ def nvcc_compilable(records: list[dict]) -> dict:
     compiled it — with nvcc where a toolkit is found —, or the runner's nvcc did after Astra's
     refusal), how many Astra compiled. A file nvcc refuses as checked out is not counted: one
     that stops at a header the repository does not hold (generated or downloaded by the
-    project's build: `external`), or at anything else (`refused`). A kernel that stopped before
+    project's build: `external`; `build_step` those its build files name, which the build writes),
+    or at anything else (`refused`). A kernel that stopped before
     its compile and has no nvcc verdict is `unmeasured`."""
-    out = {"compiled": 0, "of": 0, "external": [], "refused": [], "unmeasured": [], "not_compiled": []}
+    out = {"compiled": 0, "of": 0, "external": [], "build_step": [], "refused": [], "unmeasured": [], "not_compiled": []}
     for r in records:
         nv = (r.get("nvcc") or {}).get("ok")
         if r.get("compiled") or nv is True:
@@ -90,6 +91,8 @@ def nvcc_compilable(records: list[dict]) -> dict:
                 out["not_compiled"].append(r["id"])
         elif nv is False:
             out["external" if r["nvcc"].get("outside_repository") else "refused"].append(r["id"])
+            if r["nvcc"].get("made_by_build"):
+                out["build_step"].append(r["id"])
         elif r.get("fetched", True):
             out["unmeasured"].append(r["id"])
     return out
@@ -97,8 +100,9 @@ def nvcc_compilable(records: list[dict]) -> dict:
 
 def _compilable_line(c: dict) -> str:
     return (f"Issue 24: compiled by Astra where nvcc compiles the file: {_pct(c['compiled'], c['of'])}; not counted: "
-            f"{len(c['external'])} stop nvcc at a header the repository does not hold (the project's build generates "
-            f"or downloads it), {len(c['refused'])} nvcc refuses otherwise, {len(c['unmeasured'])} stopped before "
+            f"{len(c['external'])} stop nvcc at a header the repository does not hold ({len(c.get('build_step', []))} "
+            f"named by its build files: they need the project's build step; the others a dependency its build "
+            f"installs or downloads), {len(c['refused'])} nvcc refuses otherwise, {len(c['unmeasured'])} stopped before "
             f"a compile (no verdict).")
 
 

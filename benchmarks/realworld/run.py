@@ -323,7 +323,30 @@ def _missing_header(verdict: dict, k: Kernel, o: "Options") -> dict:
     m = re.search(r"fatal error: (\S+): No such file or directory", verdict.get("message") or "")
     if verdict.get("ok") is not False or m is None:
         return verdict
-    return {**verdict, "missing_header": m.group(1), "outside_repository": fetch.outside_repository(o.cache, k, m.group(1))}
+    header = m.group(1)
+    out = {**verdict, "missing_header": header, "outside_repository": fetch.outside_repository(o.cache, k, header)}
+    made_by = _build_file_naming(o.cache / k.repo.cache_name, header)
+    return {**out, "made_by_build": made_by} if made_by else out
+
+
+def _build_file_naming(root: Path, header: str) -> str | None:
+    """The repository's build file that names a header it does not hold (TransformerEngine's CMake
+    writes `string_code_transpose_rtc_transpose_cu.h` from its RTC sources): the file needs the
+    project's build step before any compiler can read it. None where no build file names it."""
+    stem = Path(header).stem
+    if not stem or not root.is_dir():
+        return None
+    # its name without the extension handed to the build (`make_string_header_from_file(… NAME)`),
+    # in a build file that writes files; a dependency's header is named whole (`cudnn_frontend.h`)
+    named = re.compile(rf"(?<![\w.]){re.escape(stem)}(?![\w.])")
+    for f in sorted(root.rglob("CMakeLists.txt")) + sorted(root.rglob("*.cmake")):
+        try:
+            text = f.read_text(errors="replace")
+        except OSError:
+            continue
+        if named.search(text) and re.search(r"configure_file|OUTPUT|file\s*\(\s*WRITE", text):
+            return str(f.relative_to(root))
+    return None
 
 
 def _unedited(k: Kernel, o: "Options", work: Path) -> Path:

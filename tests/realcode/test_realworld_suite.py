@@ -368,10 +368,22 @@ def test_a_waiting_profile_takes_the_gpu_before_a_waiting_optimization():
 def test_issue_24s_measure_counts_only_kernels_whose_file_nvcc_compiles():
     recs = [{"id": "a", "compiled": True, "nvcc": None},                     # Astra's nvcc compiled it
             {"id": "b", "compiled": False, "nvcc": {"ok": True}},            # nvcc compiles it, Astra did not
-            {"id": "c", "compiled": False, "nvcc": {"ok": False, "outside_repository": True}},   # a generated header
+            {"id": "c", "compiled": False, "nvcc": {"ok": False, "outside_repository": True,   # a generated header
+                                                    "made_by_build": "common/CMakeLists.txt"}},
             {"id": "d", "compiled": False, "nvcc": {"ok": False}},           # nvcc refuses the file
             {"id": "e", "compiled": False, "nvcc": None}]                    # stopped before its compile
     c = report.nvcc_compilable(recs)
     assert (c["compiled"], c["of"]) == (1, 2) and c["not_compiled"] == ["b"]
-    assert (c["external"], c["refused"], c["unmeasured"]) == (["c"], ["d"], ["e"])
+    assert (c["external"], c["build_step"], c["refused"], c["unmeasured"]) == (["c"], ["c"], ["d"], ["e"])
     assert "compiled by Astra where nvcc compiles the file: 1/2 (50%)" in report._compilable_line(c)
+
+
+def test_a_header_the_build_files_name_needs_the_projects_build_step(tmp_path):
+    (tmp_path / "common").mkdir()
+    (tmp_path / "common/CMakeLists.txt").write_text(
+        'function(make_string_header file_ NAME)\n  configure_file(h.in "string_headers/${NAME}.h" @ONLY)\nendfunction()\n'
+        "make_string_header(rtc/transpose.cu string_code_rtc_transpose_cu)\n"
+        'if(NOT EXISTS "${CUDNN_FRONTEND_INCLUDE_DIR}/cudnn_frontend.h")\n  message(FATAL_ERROR "no cudnn_frontend.h")\n'
+        "endif()\n")
+    assert run._build_file_naming(tmp_path, "string_code_rtc_transpose_cu.h") == "common/CMakeLists.txt"
+    assert run._build_file_naming(tmp_path, "cudnn_frontend.h") is None
