@@ -198,7 +198,8 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
 
     def fitted(samples: list, extent: list[int], fixed: dict[str, str]) -> list[str] | None:
         free = [n for n in names if n not in fixed and n not in (derived or {})]
-        numbers = frozenset(int(v) for v in (derived or {}).values() if v.strip().isdigit())
+        # a dimension fixed to a number: a launch's (`head_dim` = 64) or a stride's (`k_stride_1` = 192)
+        numbers = frozenset(int(v) for v in [*(derived or {}).values(), *fixed.values()] if v.strip().isdigit())
         return _fit([(s, e) for (s, _), e in zip(samples, extent)], free, numbers)
 
     # a stride the launch's grid or block is sized by is more than a stride (a guessed grid): kept free

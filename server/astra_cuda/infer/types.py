@@ -220,8 +220,14 @@ class _Types:
             dt = dtypes.from_cpp(name) if name else None
             vec = dtypes.vector_of(name) if name else None
             return dt.itemsize if dt is not None else vec[0].itemsize * vec[1] if vec is not None else None
-        if not text.endswith(">"):   # a dependent member (`Vec<scalar_t, VEC_SIZE>::Type`): not read here
-            return None
+        if not text.endswith(">"):   # a member type (`Traits<T>::NopeVec`): of the class the arguments name
+            if _member_of(text) is None:
+                return None
+            head, _, member = text.rpartition(">::")
+            template, _, args = head.partition("<")
+            bound_args = ", ".join(bound.get(a.strip(), a.strip()) for a in split_template_args(f"<{args}>"))
+            name, _ = self.resolve(f"{template}<{bound_args}>::{member}")
+            return self.vector_bytes(name, bound) if name is not None and name != text else None
         head = text.split("<", 1)[0].split("::")[-1].strip()
         args = [bound.get(a.strip(), a.strip()) for a in split_template_args("<" + text.split("<", 1)[1])]
         elem = self.vector_bytes(args[0], bound) if args and args[0] != text else None

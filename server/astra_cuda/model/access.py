@@ -15,6 +15,7 @@ Long because the interval arithmetic over a kernel's body is one walker with its
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -174,6 +175,9 @@ class Analyzer:
         # `aEnd = aBegin + wA - 1`: aEnd is aBegin plus an offset (kept apart so a loop from aBegin
         # to aEnd counts its trips although both vary with the block)
         self.offsets: dict[str, tuple[str, Iv]] = {}
+        # pointers a loop steps once per trip -> (its variable, the variable's first value, the
+        # pointer at the loop's start, base elements per trip, the variable's step)
+        self.stepped: dict[str, tuple[str, int, Ptr, int, int]] = {}
         for p in kernel.params:
             if p.is_pointer:   # a `half2*` over a half buffer steps two elements at a time
                 self.env[p.name] = Ptr(p.name, Iv.point(0), (lanes or {}).get(p.name, 1))
@@ -397,9 +401,52 @@ class Analyzer:
             dead = not self.refine_feasible(cond, True)
             self._lockstep(init, cond, starts)
         body = st.child_by_field_name("body")
+        stepped = self._stepped_pointers(st, starts) if body is not None and not dead else []
         if body is not None and not dead:   # a loop that runs no iteration here is not walked
             self.stmt(body)
+        for name in stepped:   # past the loop: advanced by a number of trips not followed
+            start = self.stepped.pop(name)[2]
+            self.env[name] = Ptr(start.base, UNKNOWN, start.scale)
         self.env = self.merge(saved, {k: v for k, v in self.env.items() if k in saved})
+
+    def _stepped_pointers(self, loop: Node, starts: dict[str, tuple[Iv, Iv | None]]) -> list[str]:
+        """Pointers the loop's body steps once per trip (`src += stride;` after its last use of
+        `src`): inside the body each is its start plus the trips made so far, read off the loop
+        variable's current range (`stepped`), so a guard on the variable (`if (i + 1 < N)`)
+        narrows it too. Returns their names."""
+        var = next(((n, iv, by.lo) for n, (_, by) in starts.items() if by is not None and by.lo is not None
+                    and by.lo == by.hi and by.lo > 0 and isinstance(iv := self.env.get(n), Iv)
+                    and iv.lo is not None and iv.hi is not None), None)
+        body = loop.child_by_field_name("body")
+        if var is None or body is None:
+            return []
+        steps: dict[str, list[Node]] = {}
+        for n in source._walk(body):
+            if n.type not in ("assignment_expression", "update_expression"):
+                continue
+            enclosing = n.parent
+            while enclosing is not None and enclosing.type not in ("for_statement", "while_statement", "do_statement"):
+                enclosing = enclosing.parent
+            target = n.child_by_field_name("argument") or n.child_by_field_name("left")
+            if enclosing == loop and target is not None and target.type == "identifier" \
+                    and isinstance(self.env.get(target.text.decode()), Ptr):
+                steps.setdefault(target.text.decode(), []).append(n)
+        out = []
+        name, iv, by = var
+        for p, incs in steps.items():
+            step = Iv.point(1) if incs[0].type == "update_expression" else (
+                self.expr(incs[0].child_by_field_name("right"), evaluate_only=True)
+                if incs[0].child_by_field_name("operator").type == "+=" else None)
+            last = max(x.end_byte for x in incs)
+            used_after = any(x.type == "identifier" and x.text.decode() == p and x.start_byte >= last
+                             for x in source._walk(body))
+            if len(incs) != 1 or "++" in incs[0].text.decode()[:2] or used_after or not isinstance(step, Iv) \
+                    or step.lo is None or step.lo != step.hi or step.lo < 0:
+                continue
+            start = self.env[p]
+            self.stepped[p] = (name, iv.lo, start, step.lo * start.scale, by)
+            out.append(p)
+        return out
 
     def declaration(self, st: Node) -> None:
         type_node = st.child_by_field_name("type")
@@ -586,8 +633,11 @@ class Analyzer:
     def _rescale(self, p: Ptr, spelled: str) -> Ptr:
         """A pointer of another element type over the same parameter (uint4* over halves)."""
         elem = " ".join(w for w in spelled.replace("*", " ").split() if w not in ("const", "volatile", "__restrict__"))
-        for _ in range(4):   # through the body's own aliases
+        for _ in range(4):   # through the body's own aliases, a member's class too (`Traits::NopeVec`)
             elem = " ".join(w for w in self.aliases.get(elem, elem).split() if w not in ("const", "typename"))
+            owner, sep, member = elem.rpartition("::")
+            if sep and owner in self.aliases:
+                elem = f"{self.aliases[owner]}::{member}"
         nbytes = VECTOR_BYTES.get(elem.split()[-1] if elem else "")
         dt = dtypes.from_cpp(elem) if elem else None
         if dt is not None and p.base in self.facts.uses and dtypes.vector_of(elem) is None:
@@ -821,6 +871,13 @@ class Analyzer:
             name = n.text.decode()
             if name not in self.env and name in self.constants:   # a template argument: width = 8
                 return Iv.point(self.constants[name])
+            if name in self.stepped:   # a pointer the loop steps: its start plus the trips made so far
+                var, first, start, step, by = self.stepped[name]
+                iv = self.env.get(var)
+                if isinstance(iv, Iv) and iv.lo is not None and iv.hi is not None:
+                    trips = Iv((iv.lo - first) // by, (iv.hi - first) // by)
+                    return Ptr(start.base, _add(start.offset, _mul(trips, Iv.point(step))), start.scale)
+                return Ptr(start.base, UNKNOWN, start.scale)
             value = self.env.get(name)
             return UNKNOWN if value == UNSET else value
         if t == "qualified_identifier":   # `x128::size`, or a namespace's constant `td_data::granularity`
@@ -880,6 +937,8 @@ class Analyzer:
                 self.env[name] = f"tile:{next(iter(_numbers(rnode.text.decode())), 32)}"
                 return None
             right = self.expr(rnode, evaluate_only=evaluate_only)
+            if left is not None and left.type == "identifier" and left.text.decode() in self.stepped:
+                return None   # the loop's step, already counted in its value
             if left is not None and left.type == "identifier":
                 self.offsets.pop(left.text.decode(), None)   # no longer its base plus an offset
                 name = left.text.decode()
@@ -908,11 +967,49 @@ class Analyzer:
             return None
         if t == "call_expression":
             return self.call(n, evaluate_only)
+        if t == "gnu_asm_expression":
+            return self.asm(n, evaluate_only)
         if t in ("template_function", "sizeof_expression", "string_literal", "char_literal", "true", "false",
                  "null", "nullptr", "lambda_expression"):
             return None
         for c in n.named_children:
             self.expr(c, evaluate_only=evaluate_only)
+        return None
+
+    def asm(self, n: Node, evaluate_only: bool) -> None:
+        """Inline PTX (`asm volatile("ld.global.nc.v2.s32 {%0, %1}, [%2];" : ... : "l"(p))`): each
+        instruction's `[%k]` operand that points into a parameter is read by an `ld`, written by an
+        `st`, read and written by an `atom`/`red`, as wide as the instruction's vector of its type."""
+        code = n.child_by_field_name("assembly_code")
+        text = "".join(c.text.decode() for c in source._walk(code) if c.type == "string_content") \
+            if code is not None else ""
+        operands = [op.child_by_field_name("value") for kind in ("output_operands", "input_operands")
+                    for lst in [n.child_by_field_name(kind)] if lst is not None
+                    for op in lst.named_children if op.type in ("gnu_asm_output_operand", "gnu_asm_input_operand")]
+        vals = [self.expr(v, evaluate_only=True) for v in operands]
+        for v in operands:   # what the operand expressions themselves read (`"r"(x[i])`)
+            self.expr(v, evaluate_only=evaluate_only)
+        if "%laneid" in text:   # `mov.u32 %0, %%laneid;`: the output is the thread's lane
+            for v in operands[:1]:
+                if v is not None and v.type == "identifier":
+                    self.env[v.text.decode()] = Iv(0, 31)
+        if evaluate_only:
+            return None
+        for instr in text.replace("\\n", ";").split(";"):
+            words = instr.split()
+            m = re.search(r"\[\s*%(\d+)\s*\]", instr)
+            if not words or m is None or int(m.group(1)) >= len(vals) or not isinstance(vals[int(m.group(1))], Ptr):
+                continue
+            op, p = words[0], vals[int(m.group(1))]
+            kind = op.split(".")[0]
+            if kind not in ("ld", "st", "atom", "red"):
+                continue
+            parts = op.split(".")
+            lanes = next((int(x[1:]) for x in parts if re.fullmatch(r"v[248]", x)), 1)
+            bits = next((int(x[1:]) for x in reversed(parts) if re.fullmatch(r"[bsuf](8|16|32|64|128)", x)), 0)
+            base = self.elem_bytes.get(p.base, 0) * p.scale
+            width = max(1, lanes * bits // 8 // base) if bits and base else 1
+            self.access(p, Iv.point(0), write=kind != "ld", read=kind != "st", width=width)
         return None
 
     def field(self, n: Node):
@@ -1131,7 +1228,8 @@ class Analyzer:
         helper = self.helpers.get(short)
         if helper is not None and helper.type == "function_definition" and not evaluate_only \
                 and self.depth < MAX_HELPER_DEPTH \
-                and any(isinstance(v, (Ptr, View)) for v in vals):
+                and (any(isinstance(v, (Ptr, View)) for v in vals) or not args):
+            # one given pointers, or one of no arguments whose value comes from the thread (`get_lane_id()`)
             return self.inline(helper, vals)
         accessor = "128" in short or "256" in short or short.startswith(_ACCESSORS)
         if not evaluate_only and not accessor:

@@ -1,0 +1,58 @@
+"""Issue 25: accesses inference reads where public kernels make them through inline PTX (sgl-kernel
+and FlashInfer's concat_mla: `ld.global.nc` / `st.global` helpers, `%laneid`), pointers a loop
+steps once per trip, and the member types of a traits class the body names through an alias."""
+from astra_cuda import api
+from astra_cuda.model import source, spec
+
+PTX = ("__device__ __forceinline__ int lane() { int l; asm(\"mov.s32 %0, %laneid;\" : \"=r\"(l)); return l; }\n"
+       "__device__ __forceinline__ int2 ld_v2(const int2* p) {\n  int2 r;\n"
+       "  asm volatile(\"ld.global.nc.v2.s32 {%0, %1}, [%2];\" : \"=r\"(r.x), \"=r\"(r.y) : \"l\"(p));\n  return r;\n}\n"
+       "__device__ __forceinline__ void st_v2(int2* p, int2 v) {\n"
+       "  asm volatile(\"st.global.v2.s32 [%0], {%1, %2};\" ::\"l\"(p), \"r\"(v.x), \"r\"(v.y));\n}\n")
+
+
+def infer(project, name, text, kernel):
+    project(name, text)
+    path = project.root / name
+    p = api.infer_spec(api.snapshot(path.read_text(), str(path)), kernel, run=False)
+    k = source.parse(text).kernel(kernel)
+    m = source.parse(text[:k.span.start_byte] + p.comment + text[k.span.start_byte:])
+    return spec.load(m.kernel(kernel), m), p
+
+
+def test_ptx_loads_and_stores_through_a_pointer_stepped_per_trip_give_roles_and_strides(project):
+    """A warp per (row, chunk of 4 heads) copies 4 rows of 128 halves through `int2` PTX accesses,
+    stepping both pointers by a row stride per trip: `out` is written (not an input), and the
+    strides come out as the contiguous layout's (128 per head, 512 per row)."""
+    s, p = infer(project, "mla.cu", PTX +
+                 "__global__ void copy_heads(__half* out, const __half* in, int rows, long row_stride, int head_stride) {\n"
+                 "  int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32, row = warp;\n"
+                 "  if (row >= rows) return;\n"
+                 "  const int2* src = reinterpret_cast<const int2*>(in + row * row_stride) + lane();\n"
+                 "  int2* dst = reinterpret_cast<int2*>(out + row * row_stride) + lane();\n"
+                 "  int2 cur = ld_v2(src);\n"
+                 "  for (int i = 0; i < 4; ++i) {\n    int2 next;\n"
+                 "    if (i + 1 < 4) next = ld_v2(src + (head_stride >> 2));\n"
+                 "    st_v2(dst, cur);\n    cur = next;\n"
+                 "    src += head_stride >> 2;\n    dst += head_stride >> 2;\n  }\n}\n"
+                 "void run(__half* o, const __half* i, int rows, long rs, int hs) {\n"
+                 "  copy_heads<<<(rows + 3) / 4, 128>>>(o, i, rows, rs, hs);\n}\n",
+                 "copy_heads")
+    assert s.args["out"].output and not s.args["in"].output and not s.args["in"].inout
+    assert s.args["out"].shape == ("rows", "512") and s.args["in"].shape == ("rows", "512")
+    assert s.args["head_stride"].value == "128" and s.args["row_stride"].value == "512"
+
+
+def test_a_traits_member_type_named_through_an_alias_sizes_the_vector_access(project):
+    """`using Traits = VecTraits<T>; using Vec = typename Traits::Vec;` with `VecTraits<__half>`'s
+    `Vec` an int2: a `Vec*` over halves moves 4 of them per access."""
+    s, p = infer(project, "tr.cu", PTX +
+                 "template <typename T> struct VecTraits;\n"
+                 "template <> struct VecTraits<__half> { using Vec = int2; };\n"
+                 "template <typename T> __global__ void copy4(T* out, const T* in, int n) {\n"
+                 "  using Traits = VecTraits<T>;\n  using Vec = typename Traits::Vec;\n"
+                 "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i >= n) return;\n"
+                 "  st_v2(reinterpret_cast<Vec*>(out) + i, ld_v2(reinterpret_cast<const Vec*>(in) + i));\n}\n"
+                 "void run(__half* o, const __half* i, int n) { copy4<__half><<<(n + 127) / 128, 128>>>(o, i, n); }\n",
+                 "copy4")
+    assert s.args["out"].output and s.args["out"].shape == ("4 * n",)
