@@ -56,3 +56,17 @@ def test_a_traits_member_type_named_through_an_alias_sizes_the_vector_access(pro
                  "void run(__half* o, const __half* i, int n) { copy4<__half><<<(n + 127) / 128, 128>>>(o, i, n); }\n",
                  "copy4")
     assert s.args["out"].output and s.args["out"].shape == ("4 * n",)
+
+
+def test_a_pointer_moved_once_and_reads_under_a_named_condition_are_measured(project):
+    """DeepSpeed attn_softmax_v2: `vals += row * len;` once, outside any loop, moves the pointer by
+    exactly that; `bool ok = i < len; ... ok ? vals[i] : 0` reads only where the condition holds."""
+    s, p = infer(project, "sm.cu",
+                 "__global__ void row_scale(float* vals, int len, int scale, int rows) {\n"
+                 "  int row = blockIdx.x;\n  if (row < rows) {\n    vals += row * len;\n"
+                 "    for (int i = threadIdx.x; i < 16384; i += blockDim.x) {\n"
+                 "      bool ok = i < len;\n      float v = ok ? vals[i] : 0.0f;\n"
+                 "      if (ok) vals[i] = scale * v;\n    }\n  }\n}\n"
+                 "void run(float* v, int rows, int len) { row_scale<<<rows, 256>>>(v, len, 2, rows); }\n",
+                 "row_scale")
+    assert s.args["vals"].inout and sorted(s.args["vals"].shape) == ["len", "rows"]

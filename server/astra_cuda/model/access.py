@@ -178,6 +178,7 @@ class Analyzer:
         # pointers a loop steps once per trip -> (its variable, the variable's first value, the
         # pointer at the loop's start, base elements per trip, the variable's step)
         self.stepped: dict[str, tuple[str, int, Ptr, int, int]] = {}
+        self.loops = 0    # loops the walk is inside (their bodies are walked once)
         for p in kernel.params:
             if p.is_pointer:   # a `half2*` over a half buffer steps two elements at a time
                 self.env[p.name] = Ptr(p.name, Iv.point(0), (lanes or {}).get(p.name, 1))
@@ -281,7 +282,11 @@ class Analyzer:
                 self.refine(cond, True)
             body = st.child_by_field_name("body")
             if body is not None:
-                self.stmt(body)
+                self.loops += 1
+                try:
+                    self.stmt(body)
+                finally:
+                    self.loops -= 1
             self.env = self.merge(saved, self.env)
         elif t in ("attributed_statement", "labeled_statement"):
             for c in st.named_children:
@@ -403,7 +408,11 @@ class Analyzer:
         body = st.child_by_field_name("body")
         stepped = self._stepped_pointers(st, starts) if body is not None and not dead else []
         if body is not None and not dead:   # a loop that runs no iteration here is not walked
-            self.stmt(body)
+            self.loops += 1
+            try:
+                self.stmt(body)
+            finally:
+                self.loops -= 1
         for name in stepped:   # past the loop: advanced by a number of trips not followed
             start = self.stepped.pop(name)[2]
             self.env[name] = Ptr(start.base, UNKNOWN, start.scale)
@@ -497,7 +506,7 @@ class Analyzer:
                 v = self._rescale(v, type_text)
             self.env[name] = v if isinstance(v, (Iv, Ptr)) else UNKNOWN
             self._forget(name)
-            if isinstance(v, (Iv, Ptr)):
+            if isinstance(v, (Iv, Ptr)) or _condition(value):   # a condition kept: `x_check ? x[i] : 0` narrows by it
                 self.defs[name] = (value, frozenset(x.text.decode() for x in source._walk(value)
                                                     if x.type == "identifier"))
 
@@ -666,6 +675,10 @@ class Analyzer:
         if cond.type == "unary_expression" and cond.child_by_field_name("operator") is not None \
                 and cond.child_by_field_name("operator").type == "!":
             self.refine(cond.child_by_field_name("argument"), not truth)
+            return
+        if cond.type == "identifier" and cond.text.decode() in self.defs \
+                and _condition(self.defs[cond.text.decode()][0]):   # `bool ok = i < n && ...; if (ok)`
+            self.refine(self.defs[cond.text.decode()][0], truth)
             return
         if cond.type != "binary_expression":
             return
@@ -949,6 +962,9 @@ class Analyzer:
                     # declared before an earlier loop that set it, `qk_offset` reused loop after loop)
                     known = isinstance(cur, Iv) and (cur.lo is not None or cur.hi is not None)
                     self.env[name] = right.join(cur) if known and isinstance(right, Iv) else right
+                elif isinstance(cur, Ptr) and op == "+=" and isinstance(right, Iv) and not self.loops:
+                    # `vals += row * n;` once, outside any loop: the pointer moves by exactly that
+                    self.env[name] = Ptr(cur.base, _add(cur.offset, _mul(right, Iv.point(cur.scale))), cur.scale)
                 elif isinstance(cur, Ptr) and op in ("+=", "-="):
                     self.env[name] = Ptr(cur.base, UNKNOWN, cur.scale)
                 elif not isinstance(cur, str) or cur == UNSET:
@@ -1374,6 +1390,13 @@ def _joined(values: list) -> Iv | Ptr | None:
 def _add(a: Iv, b: Iv) -> Iv:
     return Iv(None if a.lo is None or b.lo is None else a.lo + b.lo,
               None if a.hi is None or b.hi is None else a.hi + b.hi)
+
+
+def _condition(n: Node | None) -> bool:
+    """A comparison or a logical combination of them (`check && i < n`)."""
+    n = _unparen(n)
+    return n is not None and n.type == "binary_expression" and n.child_by_field_name("operator").type in (
+        "&&", "||", "<", "<=", ">", ">=", "==", "!=")
 
 
 def _unparen(n: Node | None) -> Node | None:
