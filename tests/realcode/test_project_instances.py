@@ -130,3 +130,16 @@ def test_template_arguments_deduced_from_what_the_launch_passes_are_the_compiler
     p = api.infer_spec(api.snapshot(DEDUCED, str(path), proj.ProjectContext()), "tiled", run=False)
     assert 'instantiate = "<Tile<128>, Holder<float>>"' in p.comment, p.comment
     assert any("the project's own instance" in n and "over this file" in n for n in p.notes), p.notes
+
+
+def test_nvccs_steps_stop_at_cicc_and_write_no_ptx():
+    listing = "\n".join([
+        "#$ _HERE_=/cuda/bin", '#$ INCLUDES="-I/cuda/include"  ', '#$ SYSTEM_INCLUDES="-isystem" "/cuda/cccl"',
+        '#$ gcc -E -x c++ "a.cu" -o "/b/a.cpp4.ii" ', "#$ cudafe++ --gen_c_file_name \"/b/a.cudafe1.cpp\" \"/b/a.cpp4.ii\"",
+        "#$ -- Filter Dependencies -- > /b/deps.d",
+        '#$ gcc -D__CUDA_ARCH__=900 -E -x c++ "a.cu" -o "/b/a.cpp1.ii" ',
+        '#$ "$CICC_PATH/cicc" --stub_file_name "a.cudafe1.stub.c" "/b/a.cpp1.ii" -o "/b/a.ptx"',
+        '#$ ptxas -arch=sm_90 "/b/a.ptx" -o "/b/a.cubin"'])
+    steps = instances._steps(listing)
+    assert steps[0] == "export _HERE_=/cuda/bin" and not any("SYSTEM_INCLUDES" in s or "Filter" in s for s in steps)
+    assert steps[-1].endswith("-o /dev/null") and "cicc" in steps[-1] and not any("ptxas" in s for s in steps)

@@ -159,8 +159,8 @@ def _read_headers(build: str, links: dict[str, str], path: str) -> list[str]:
 def _steps(dryrun: str) -> list[str]:
     """nvcc's steps up to `cicc` (which writes the stubs), from its `-dryrun` listing: its variable
     settings that are one word (`CICC_PATH=…`), exported; the commands before cicc, but for the
-    steps nvcc does itself (`-- Filter Dependencies --`); nothing after it (ptxas, fatbinary, the
-    host compiler)."""
+    steps nvcc does itself (`-- Filter Dependencies --`); cicc with its PTX sent to /dev/null;
+    nothing after it (ptxas, fatbinary, the host compiler)."""
     out = []
     for raw in dryrun.splitlines():
         if not raw.startswith("#$ "):
@@ -176,7 +176,8 @@ def _steps(dryrun: str) -> list[str]:
             if len(words) == 1:
                 out.append("export " + shlex.quote(words[0]))
             continue
-        out.append(line)
         if "cicc" in os.path.basename(words[0]):
-            return out
+            # its PTX is not needed: not written (a large one ran into the 64 MiB file limit)
+            return out + [re.sub(r'(\s-o\s+)("[^"]*"|\S+)', r"\1/dev/null", line)]
+        out.append(line)
     return []
