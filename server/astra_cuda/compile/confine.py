@@ -39,7 +39,8 @@ import time
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence, TypeVar
+from types import ModuleType
+from typing import Any, Callable, Iterable, Sequence, TypeVar, cast
 
 from ..errors import BackendUnavailable, CompileError
 
@@ -174,7 +175,7 @@ class Confinement:
         out += [(d, "write") for d in self.devices]
         return out
 
-    def allows(self, path: str | os.PathLike) -> bool:
+    def allows(self, path: str | os.PathLike[str]) -> bool:
         """Whether the sandbox would let a compiler read `path` (its real path decides, as for
         Landlock): the same answer for Astra's own reads of project headers."""
         try:
@@ -188,7 +189,7 @@ def _beneath(path: str, top: str) -> bool:
     return path == top or path.startswith(top.rstrip("/") + "/")
 
 
-def project_root(folder: str | os.PathLike) -> str | None:
+def project_root(folder: str | os.PathLike[str]) -> str | None:
     """The workspace root of `folder` (its nearest ancestor with `.git`, else itself), or None
     where that is the home folder, a folder above it, or the filesystem root."""
     from ..workspace import root_for
@@ -270,7 +271,7 @@ def loaded_library_dirs(prefix: str) -> tuple[str, ...]:
 
 # ---- enforcing it ------------------------------------------------------------------------------
 
-def _sandbox():
+def _sandbox() -> ModuleType:
     from . import sandbox
     return sandbox
 
@@ -317,10 +318,10 @@ def argv(cmd: list[str], c: Confinement) -> list[str]:
     for path, kind in [*c.rules(), *((d, "exec") for d in sorted(exe_dirs))]:
         rules += [flags[kind], path]
     limits = _LIMITS.format(kb=(c.memory or compiler_memory()) >> 10, blocks=max(1, c.file_size >> 9))
-    return [sys.executable, "-S", "-I", sb.__file__, *rules, "--", "/bin/sh", "-c", limits, exe, *cmd[1:]]
+    return [sys.executable, "-S", "-I", str(sb.__file__), *rules, "--", "/bin/sh", "-c", limits, exe, *cmd[1:]]
 
 
-def run(cmd: list[str], c: Confinement, timeout_s: float) -> subprocess.CompletedProcess:
+def run(cmd: list[str], c: Confinement, timeout_s: float) -> subprocess.CompletedProcess[str]:
     """A compiler program, confined to `c` (which names its build directory), with an empty
     environment and limits, in a process group of its own that dies with it (`run_group`)."""
     sb = _sandbox()
@@ -337,7 +338,7 @@ def run(cmd: list[str], c: Confinement, timeout_s: float) -> subprocess.Complete
     return r
 
 
-def run_group(cmd: list[str], timeout_s: float, **popen: Any) -> subprocess.CompletedProcess:
+def run_group(cmd: list[str], timeout_s: float, **popen: Any) -> subprocess.CompletedProcess[str]:
     """`subprocess.run(cmd, capture_output=True, text=True, timeout=...)` in a new process
     group, all of which is killed on the time limit or an exception (subprocess.run kills only
     the program it started: a compiler driver's cc1plus would go on, and nvcc's preprocessor
@@ -433,4 +434,4 @@ def call(c: Confinement, fn: Callable[..., T], *args: Any, timeout_s: float | No
                                  "or a template explosion?)")
     if "error" in box:
         raise box["error"]
-    return box["value"]
+    return cast(T, box["value"])

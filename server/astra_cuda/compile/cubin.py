@@ -26,7 +26,7 @@ class Symbol:
 def demangle(name: str) -> str:
     import cxxfilt
     try:
-        return cxxfilt.demangle(name, external_only=False)
+        return str(cxxfilt.demangle(name, external_only=False))
     except cxxfilt.InvalidName:
         return ""
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
+from typing import AbstractSet
 
 from tree_sitter import Node
 
@@ -319,7 +320,7 @@ def header_kind(header: str) -> str:
 # ---- reading the items ---------------------------------------------------------------------
 
 def _text(n: Node | None) -> str:
-    return n.text.decode("utf-8", errors="replace") if n is not None else ""
+    return (n.text or b"").decode("utf-8", errors="replace") if n is not None else ""
 
 
 class TooDeep(AstraError):
@@ -391,7 +392,7 @@ def _function_declarator(d: Node | None) -> Node | None:
     return d
 
 
-def _typedef(it, inner: Node, names: set[str]) -> None:
+def _typedef(it: _Item, inner: Node, names: set[str]) -> None:
     """A typedef's item: the names it declares and those of the struct/enum it defines inline."""
     spec = inner.child_by_field_name("type")
     if spec is not None and spec.type in _TYPES:
@@ -504,9 +505,9 @@ class _Reader:
             it.label = _text(name) or it.label
             return
         if t in _TYPES:
-            defines, attach = _type_names(inner)
-            it.kind, it.device, it.defines, it.attach = "type", True, frozenset(defines), frozenset(attach)
-            it.label = next(iter(defines | attach), it.label)
+            declared, attach = _type_names(inner)
+            it.kind, it.device, it.defines, it.attach = "type", True, frozenset(declared), frozenset(attach)
+            it.label = next(iter(declared | attach), it.label)
             return
         if t == "type_definition":
             _typedef(it, inner, {_base(_declarator_name(d)) for d in inner.children_by_field_name("declarator")})
@@ -560,7 +561,7 @@ class _Reader:
 # ---- choosing and writing --------------------------------------------------------------------
 
 def _closure(items: list[_Item], kernel: str, kernel_scope: tuple[str, ...] | None,
-             extra: frozenset[str] | set[str] = frozenset()) -> set[int]:
+             extra: AbstractSet[str] = frozenset()) -> set[int]:
     providers: dict[str, list[int]] = {}
     attached: dict[str, list[int]] = {}
     project_types = {n for it in items if it.kind == "type" for n in it.defines}
@@ -634,7 +635,7 @@ def _project_header(written: str, includer: str, include_dirs: tuple[str, ...], 
 
 
 def cut(pp: Preprocessed, kernel: str, kernel_namespaces: tuple[str, ...] | None = None,
-        extra_names: set[str] = frozenset(), include_dirs: tuple[str, ...] = ()) -> Cut:
+        extra_names: AbstractSet[str] = frozenset(), include_dirs: tuple[str, ...] = ()) -> Cut:
     """The unit for `kernel` (its unqualified name; `kernel_namespaces` tells overloads in other
     namespaces apart) from the preprocessed file. `extra_names` are kept too (names in the
     kernel's template arguments: a device function passed as one)."""

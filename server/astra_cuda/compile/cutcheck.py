@@ -21,9 +21,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import confine
 from ..contract import DEFAULT_ARCH
+
+if TYPE_CHECKING:
+    from .extract import CompileUnit
 
 CACHE_VERSION = 5  # bump when the comparison changes
 
@@ -114,7 +118,7 @@ def _declared(stmt: str) -> str | None:
         elif depth == 0 and t in kinds:
             seen_kind = True
         elif depth == 0 and seen_kind and _WORD.fullmatch(t) and not t.startswith("."):
-            return t
+            return str(t)
     return None
 
 
@@ -222,7 +226,7 @@ def _errors(log: str, limit: int = 3) -> str:
     return "; ".join(lines[:limit]) or log.strip()[-300:]
 
 
-def check(unit, arch: str = DEFAULT_ARCH) -> CutCheck:
+def check(unit: CompileUnit, arch: str = DEFAULT_ARCH) -> CutCheck:
     """Whether `unit` (an `extract.CompileUnit` with its `file_text`) means what its file means."""
     from . import nvcc as nvcc_compile
     from . import toolkit
@@ -285,5 +289,5 @@ def _host_macro() -> str:
     return HOST_HEADERS_MACRO
 
 
-def _left_out(unit) -> list[str]:
+def _left_out(unit: CompileUnit) -> list[str]:
     return list(getattr(unit, "left_out", ()))

@@ -68,7 +68,7 @@ class Entry:
 
 
 class DepCache:
-    def __init__(self, root: str | os.PathLike):
+    def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
 
     def get(self, key: str) -> Entry | None:

@@ -17,6 +17,7 @@ import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
 from . import confine
 from ..model import dtypes, layout, source, textedit
@@ -26,6 +27,9 @@ from .headers import find_header, header_digest  # noqa: F401 (header_digest: ex
 from ..errors import AstraError, NoSuchKernel
 from .project import ProjectContext
 from ..model.source import Guard, Item, Kernel, SourceModel
+
+if TYPE_CHECKING:
+    from ..model.spec import Spec
 
 MAX_HEADERS = 64          # project headers read into one unit
 MAX_HEADER_DEPTH = 16
@@ -57,7 +61,7 @@ class CompileUnit:
         """Compiler options every backend passes (the file's folder, then the project's)."""
         return list(dict.fromkeys([f"-I{d}" for d in self.include_dirs] + self.context.options()))
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"kernel": self.kernel, "name_expression": self.name_expression, "path": self.path,
                 "include_dirs": list(self.include_dirs), "dropped": list(self.dropped),
                 "context": self.context.to_json(), "headers": list(self.headers), "notes": list(self.notes),
@@ -225,7 +229,7 @@ def _names_in(instantiate: str | None) -> set[str]:
     while stack:
         n = stack.pop()
         if n.type in ("identifier", "type_identifier", "namespace_identifier"):
-            out.add(n.text.decode())
+            out.add((n.text or b"").decode())
         stack.extend(n.children)
     return out - {"__astra_k"}
 
@@ -260,7 +264,7 @@ def type_checks(kernel: Kernel, name_expr: str, arg_types: dict[str, str], path:
         return ""
     needs = "".join(f"#include <{h}>\n" for t, h in (("half", "cuda_fp16.h"), ("bfloat16", "cuda_bf16.h"),
                                                      ("float8_e4m3fn", "cuda_fp8.h"), ("float8_e5m2", "cuda_fp8.h"))
-                    if any(dtypes.lookup(v) is not None and dtypes.lookup(v).name == t for v in arg_types.values()))
+                    if any(getattr(dtypes.lookup(v), "name", None) == t for v in arg_types.values()))
     return (f"// Astra: element types the spec gives, checked by the compiler\n{needs}"
             "template <class A, class B> struct __astra_is { static constexpr bool value = false; };\n"
             "template <class A> struct __astra_is<A, A> { static constexpr bool value = true; };\n"
@@ -361,7 +365,7 @@ def unit(text: str, path: str, kernel_name: str, *, instantiate: str | None = No
                            arg_types=arg_types, spec_line=spec_line)
 
 
-def spec_unit(model: SourceModel, path: str, kernel_name: str, spec, *,
+def spec_unit(model: SourceModel, path: str, kernel_name: str, spec: Spec, *,
               context: ProjectContext | None = None) -> CompileUnit:
     """The unit a check runs: instantiated as the spec says, with the spec's element types
     checked by the compiler wherever Astra cannot read the C++ type itself."""

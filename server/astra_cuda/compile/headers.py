@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
+from typing import Sequence
 
 from . import confine
 from .. import files
@@ -45,7 +46,7 @@ def _includes_in(text: str) -> tuple[tuple[str, bool], ...]:
     return tuple(out)
 
 
-def header_digest(text: str, filename: str, options) -> str:
+def header_digest(text: str, filename: str, options: Sequence[str]) -> str:
     """A digest of every header `text` includes (transitively) from the file's folder or the
     `-I` folders in `options`: build caches key on it, so editing a header is never answered
     with a build (or a verdict) of its old contents. CUDA's and the system's headers are not
@@ -105,9 +106,10 @@ def includer(path: str, context: ProjectContext) -> tuple[str, str] | None:
             continue
         data = text.encode("utf-8", errors="surrogateescape")
         for node in source.parser().parse(data).root_node.children:   # top level: not inside an #if
-            if node.type != "preproc_include" or node.child_by_field_name("path") is None:
+            target = node.child_by_field_name("path")
+            if node.type != "preproc_include" or target is None:
                 continue
-            written = (node.child_by_field_name("path").text or b"").decode(errors="replace")
+            written = (target.text or b"").decode(errors="replace")
             found, _ = find_header(written.strip('<>"'), written.startswith('"'), here, context)
             if found == me:
                 return full, data[:node.start_byte].decode("utf-8", errors="surrogateescape")

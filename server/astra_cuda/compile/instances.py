@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Iterable
 
 from ..model.spec import split_template_args
 from . import confine, depcache, headers, nvcc
@@ -73,7 +74,7 @@ def of(kernel: str, path: str, context: ProjectContext, *, toolkit: Toolkit,
 _STUB = re.compile(r"\b__wrapper__device_stub_(\w+)<")
 
 
-def stub_instances(stubs, kernel: str) -> list[tuple[str, ...]]:
+def stub_instances(stubs: Iterable[str], kernel: str) -> list[tuple[str, ...]]:
     """The argument lists of `kernel`'s stubs among the stub lines (`template<> void
     __wrapper__device_stub_k< ::Tr<float> ,true>(…)`): each argument without its leading `::`."""
     out: list[tuple[str, ...]] = []

@@ -142,7 +142,7 @@ def preprocessor_diagnostics(log: str, user_path: str, compiler: str,
     return out
 
 
-def _ptx_locations(ptx: str, user_path: str):
+def _ptx_locations(ptx: str, user_path: str) -> tuple[list[int | None], dict[str, int]]:
     """(line -> user line) for each PTX line, and entry (mangled) -> its first user line."""
     files: dict[str, str] = {}
     for m in re.finditer(r'^\s*\.file\s+(\d+)\s+"([^"]*)"', ptx, re.M):
@@ -151,12 +151,12 @@ def _ptx_locations(ptx: str, user_path: str):
     first: dict[str, int] = {}
     entry, cur = None, None
     for text in ptx.splitlines():
-        m = re.match(r"\s*(?:\.visible\s+|\.weak\s+)?\.entry\s+([\w$.]+)", text)
-        if m:
-            entry, cur = m.group(1), None
-        m = re.match(r"\s*\.loc\s+(\d+)\s+(\d+)\s+(\d+)", text)
-        if m and same_file(files.get(m.group(1), ""), user_path):
-            cur = int(m.group(2)) - 1
+        e = re.match(r"\s*(?:\.visible\s+|\.weak\s+)?\.entry\s+([\w$.]+)", text)
+        if e:
+            entry, cur = e.group(1), None
+        loc = re.match(r"\s*\.loc\s+(\d+)\s+(\d+)\s+(\d+)", text)
+        if loc and same_file(files.get(loc.group(1), ""), user_path):
+            cur = int(loc.group(2)) - 1
             if entry and entry not in first:
                 first[entry] = cur
         at.append(cur)
@@ -179,7 +179,7 @@ def ptxas_diagnostics(log: str, ptx: str, user_path: str, lowered: dict[str, str
         m = _PTXAS_LINE.search(text)
         if m:
             n = int(m.group("ptxline")) - 1
-            line = at[n] if 0 <= n < len(at) and at[n] is not None else 0
+            line = at[n] or 0 if 0 <= n < len(at) else 0
             msg, sev = f"inline PTX / ptxas: {m.group('msg').strip()}", m.group("sev")
         elif (m := _PTXAS_ENTRY.search(text)) is not None:
             entry = m.group("entry")
@@ -210,7 +210,7 @@ def resources(log: str, lowered: dict[str, str], lowered_names: tuple[str, ...] 
     """Registers, spills, static shared memory and stack per kernel from `-Xptxas -v`, keyed by
     the name expression where `lowered` (expression -> mangled) knows it, else the mangled name."""
     names = {v: k for k, v in lowered.items()}
-    raw: dict[str, dict] = {}
+    raw: dict[str, dict[str, int]] = {}
     cur = None
     for text in log.splitlines():
         m = _RES_ENTRY.search(text)

@@ -29,7 +29,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from . import confine
 from ..model import source
@@ -62,7 +62,7 @@ class NvccResult:
     seconds: float = 0.0                 # what this call took (a cache hit: about nothing)
     cached: bool = False
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "cubin": self.cubin, "diagnostics": [d.to_json() for d in self.diagnostics],
                 "resources": {k: vars(v) for k, v in self.resources.items()}, "kernels": self.kernels,
                 "log": self.log, "compiler": self.compiler, "arch": self.arch, "seconds": self.seconds,
@@ -208,7 +208,7 @@ def compile(text: str, path: str, context: ProjectContext, arch: str = DEFAULT_A
         shutil.rmtree(build, ignore_errors=True)
 
 
-def _raw_of(data: dict) -> "_Raw | None":
+def _raw_of(data: dict[str, Any]) -> "_Raw | None":
     try:
         return _Raw(**data)
     except TypeError:  # an entry of another shape: compiled again
@@ -221,7 +221,7 @@ class _Raw:
     ok: bool
     log: str
     headers: list[str]
-    symbols: list[list]     # [name, demangled, entry] of each cubin symbol
+    symbols: list[list[Any]]     # [name, demangled, entry] of each cubin symbol
     ptx: str = ""           # when ptxas failed: the PTX, to map its messages to lines
     timed_out: float = 0.0  # the limit it ran past (0: finished)
     memory: int = 0         # the address space it ran under (0: an older entry's, the default)
@@ -233,7 +233,9 @@ def _safe_argv(flags: list[str], folder: str, build: str) -> tuple[list[str], st
     argument comes from the user. Each include folder is reached through a link of ours in the
     build folder (`i0` the file's own), each macro is a `#define` heading the copy (an undefined one
     an `#undef` after them); the file is `astra_file.cu`. Returns (argv flags, the #define lines, link -> real folder)."""
-    argv, defines, links = [], [], {}
+    argv: list[str] = []
+    defines: list[str] = []
+    links: dict[str, str] = {}
 
     def link(d: str) -> str:
         name = os.path.join(build, f"i{len(links)}")
@@ -286,7 +288,7 @@ def _run(toolkit: Toolkit, copy: str, path: str, flags: list[str], arch: str, bu
     log = _real(p.stdout + p.stderr, links, build)
     ok = p.returncode == 0 and os.path.isfile(out)
     deps = _deps(Path(dep).read_text(errors="replace"), links, build, path) if os.path.isfile(dep) else []
-    symbols = [[s.name, s.demangled, s.entry] for s in cubin.symbols(Path(out).read_bytes())] if ok else []
+    symbols: list[list[Any]] = [[s.name, s.demangled, s.entry] for s in cubin.symbols(Path(out).read_bytes())] if ok else []
     ptx = _ptx(cmd, sandbox, build, timeout_s) if not ok and "ptxas" in log and \
         not messages.FRONT_ERROR.search(log) else ""
     return _Raw(ok, log, deps, symbols, _real(ptx, links, build), memory=sandbox.memory)

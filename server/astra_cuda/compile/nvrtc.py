@@ -58,7 +58,7 @@ class NvrtcError(RuntimeError):
     pass
 
 
-def _argv(items: list[bytes]):
+def _argv(items: list[bytes]) -> ctypes.Array[ctypes.c_char_p]:
     return (ctypes.c_char_p * max(1, len(items)))(*items)
 
 

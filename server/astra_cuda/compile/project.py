@@ -18,6 +18,7 @@ import shlex
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
+from typing import Any, Iterable
 
 from . import buildfiles, confine
 from ..errors import AstraError
@@ -81,7 +82,7 @@ class ProjectContext:
         text = "; ".join(parts)
         return text + (f" (from {', '.join(self.origin)})" if self.origin else "")
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"include_dirs": list(self.include_dirs), "system_dirs": list(self.system_dirs),
                 "defines": [[n, v] for n, v in self.defines], "undefines": list(self.undefines),
                 "std": self.std, "flags": list(self.flags),
@@ -126,8 +127,9 @@ def _std(value: str | None, where: str) -> str | None:
     return v
 
 
-def from_flags(include_dirs=(), defines=(), std: str | None = None, flags=(), *, origin: str,
-               base: str | None = None, undefines=()) -> ProjectContext:
+def from_flags(include_dirs: Iterable[str] = (), defines: Iterable[str] = (), std: str | None = None,
+               flags: Iterable[str] = (), *, origin: str, base: str | None = None,
+               undefines: Iterable[str] = ()) -> ProjectContext:
     """A context from explicit values (command line or settings); relative directories are
     taken from `base` (default: the current directory)."""
     root = Path(base) if base else Path.cwd()
@@ -162,7 +164,7 @@ def find_compile_commands(path: str, root: str | None = None) -> Path | None:
     return None
 
 
-def _arguments(entry: dict) -> list[str]:
+def _arguments(entry: dict[str, Any]) -> list[str]:
     if isinstance(entry.get("arguments"), list):
         return [str(a) for a in entry["arguments"]]
     if isinstance(entry.get("command"), str):
@@ -173,16 +175,15 @@ def _arguments(entry: dict) -> list[str]:
     return []
 
 
-def _entry_for(entries: list, path: Path, base: Path) -> tuple[dict | None, str]:
-    def file_of(e: dict) -> Path | None:
+def _entry_for(entries: list[Any], path: Path, base: Path) -> tuple[dict[str, Any] | None, str]:
+    def file_of(e: dict[str, Any]) -> Path | None:
         f, d = e.get("file"), e.get("directory", ".")
         if not isinstance(f, str) or not isinstance(d, str):
             return None
         dd = Path(d) if Path(d).is_absolute() else base / d
         return (Path(f) if Path(f).is_absolute() else dd / f).resolve()
 
-    valid = [(e, file_of(e)) for e in entries if isinstance(e, dict)]
-    valid = [(e, f) for e, f in valid if f is not None]
+    valid = [(e, f) for e, f in ((e, file_of(e)) for e in entries if isinstance(e, dict)) if f is not None]
     for e, f in valid:
         if f == path:
             return e, "its entry"
@@ -193,7 +194,7 @@ def _entry_for(entries: list, path: Path, base: Path) -> tuple[dict | None, str]
 
 
 @lru_cache(maxsize=8)
-def _entries(db: Path, mtime_ns: int, size: int) -> list:
+def _entries(db: Path, mtime_ns: int, size: int) -> list[Any]:
     """The database's entries, read once per version of the file (editors ask on every save)."""
     if size > MAX_COMPILE_COMMANDS_BYTES:
         raise AstraError(f"{db}: larger than {MAX_COMPILE_COMMANDS_BYTES >> 20} MiB; not read")
@@ -265,7 +266,9 @@ def from_arguments(args: list[str], *, cwd: Path, origin: str, source: str, db: 
         elif a.startswith("-"):
             ignored.append(a)
         i += 1
-    resolve = lambda x: str((Path(x) if Path(x).is_absolute() else cwd / x).resolve())  # noqa: E731
+
+    def resolve(x: str) -> str:
+        return str((Path(x) if Path(x).is_absolute() else cwd / x).resolve())
     try:
         std_value = _std(std, origin)
     except AstraError:

@@ -32,6 +32,7 @@ import platform
 import resource
 import stat
 import sys
+from typing import Any
 
 OPT_OUT_ENV = "ASTRA_UNSAFE_NO_SANDBOX"
 ABI_CAP_ENV = "ASTRA_LANDLOCK_ABI"
@@ -225,7 +226,7 @@ AT_EMPTY_PATH = 0x1000
 O_WRITE_MASK = 0o3 | 0o100 | 0o1000 | 0o2000 | 0o20000000  # O_ACCMODE, CREAT, TRUNC, APPEND, __O_TMPFILE
 
 
-def seccomp_library():
+def seccomp_library() -> Any:
     """pyseccomp (it finds libseccomp with ldconfig: import it before the filesystem is closed)."""
     try:
         import pyseccomp
@@ -234,12 +235,12 @@ def seccomp_library():
     return pyseccomp
 
 
-def syscall_filter(pid: int):
+def syscall_filter(pid: int) -> Any:
     """The executor's allow-list for the process `pid` (a libseccomp filter, not loaded)."""
     sc = seccomp_library()
     f = sc.SyscallFilter(sc.ERRNO(errno.EPERM))
 
-    def rule(action, name, *args):
+    def rule(action: Any, name: str, *args: Any) -> None:
         try:
             f.add_rule(action, name, *args)
         except (OSError, RuntimeError, ValueError):

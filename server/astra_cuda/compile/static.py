@@ -30,12 +30,16 @@ import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
 
 from . import confine
 from ..backends.base import BackendUnavailable, ResourceUsage
 from . import messages, nvrtc, toolkit
 from ..contract import DEFAULT_ARCH
 from ..diagnostics import Diagnostic
+
+if TYPE_CHECKING:
+    from .extract import CompileUnit
 
 
 @dataclass
@@ -49,7 +53,7 @@ class StaticResult:
     arch: str = DEFAULT_ARCH
     lowered: dict[str, str] = field(default_factory=dict)  # name expression -> mangled name
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "diagnostics": [d.to_json() for d in self.diagnostics],
                 "resources": {k: vars(v) for k, v in self.resources.items()}, "log": self.log,
                 "seconds": self.seconds, "compiler": self.compiler, "arch": self.arch,
@@ -218,7 +222,7 @@ def nvrtc_shim_dir() -> str:
     return str(root)
 
 
-def nvrtc_options(unit, arch: str) -> list[str]:
+def nvrtc_options(unit: CompileUnit, arch: str) -> list[str]:
     """Options shared by the static check and the GPU backend (CuPy's RawModule)."""
     project = unit.options()  # the file's folder, the project's include paths, macros, standard
     std = [] if any(o.startswith("-std=") for o in project) else ["-std=c++17"]
@@ -229,7 +233,7 @@ def nvrtc_options(unit, arch: str) -> list[str]:
     return list(dict.fromkeys(opts + [f"-I{d}" for d in dirs] + project + [f"-I{d}" for d in tail]))
 
 
-def confinement(options) -> confine.Confinement:
+def confinement(options: Sequence[str]) -> confine.Confinement:
     """What an NVRTC compile with these options may read: the project's folders, CUDA's and
     CCCL's headers, the stand-ins, NVRTC's own libraries and the Python ones it runs from."""
     inc = cuda_include_dir()
@@ -243,11 +247,11 @@ _cache: dict[str, StaticResult] = {}
 _lock = threading.Lock()
 
 
-def _options(unit, arch: str, extra: tuple[str, ...]) -> list[str]:
+def _options(unit: CompileUnit, arch: str, extra: tuple[str, ...]) -> list[str]:
     return nvrtc_options(unit, arch) + list(extra)
 
 
-def compile_unit(unit, arch: str = DEFAULT_ARCH, *, options: tuple[str, ...] = (),
+def compile_unit(unit: CompileUnit, arch: str = DEFAULT_ARCH, *, options: tuple[str, ...] = (),
                  extra_name_expressions: tuple[str, ...] = ()) -> StaticResult:
     """Compile `unit` (an `astra_cuda.compile.extract.CompileUnit`) for `arch` and report diagnostics at the
     user's lines plus per-kernel resources: the unit's whole file with nvcc where a toolkit is
@@ -284,7 +288,7 @@ def compile_unit(unit, arch: str = DEFAULT_ARCH, *, options: tuple[str, ...] = (
     return result
 
 
-def compile_units(units, arch: str = DEFAULT_ARCH) -> list[StaticResult]:
+def compile_units(units: Sequence[CompileUnit], arch: str = DEFAULT_ARCH) -> list[StaticResult]:
     """`compile_unit` for each unit; the kernels of one file share one nvcc compile."""
     together: dict[tuple[str, str], list[str]] = {}
     for u in units:
@@ -297,7 +301,7 @@ def compile_units(units, arch: str = DEFAULT_ARCH) -> list[StaticResult]:
     return out
 
 
-def _compile_file(unit, arch: str, names: tuple[str, ...], tk: toolkit.Toolkit) -> StaticResult:
+def _compile_file(unit: CompileUnit, arch: str, names: tuple[str, ...], tk: toolkit.Toolkit) -> StaticResult:
     """nvcc on the unit's whole file (cached by the file's and its headers' content)."""
     from . import nvcc
     try:
@@ -321,7 +325,7 @@ def _retire_worker() -> None:
     worker.retire_after_reply()
 
 
-def _compile_nvrtc(unit, arch: str, extra: tuple[str, ...], names: tuple[str, ...], why: str = "") -> StaticResult:
+def _compile_nvrtc(unit: CompileUnit, arch: str, extra: tuple[str, ...], names: tuple[str, ...], why: str = "") -> StaticResult:
     filename = "astra_unit.cu"
     source = NVRTC_PRELUDE + unit.source
     done = nvrtc.compile_program(source, filename, _options(unit, arch, extra) + ["--ptxas-options=-v"], names)
@@ -341,7 +345,7 @@ def _compile_nvrtc(unit, arch: str, extra: tuple[str, ...], names: tuple[str, ..
 _FRONT_ERROR = messages.FRONT_ERROR
 
 
-def _result(unit, ok: bool, log: str, ptx: str, lowered: dict[str, str], compiler: str,
+def _result(unit: CompileUnit, ok: bool, log: str, ptx: str, lowered: dict[str, str], compiler: str,
             arch: str) -> StaticResult:
     said = compiler.split(":")[0]  # 'NVRTC 13.5'
     # the unit's lines are the device pass's (its spacing, macros expanded): columns re-anchored in the file's own

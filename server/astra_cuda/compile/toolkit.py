@@ -178,7 +178,7 @@ def _wheel_library_headers(toolkit: Toolkit) -> list[Path]:
     return list(found.values())
 
 
-def _fingerprint(entry: Path) -> list:
+def _fingerprint(entry: Path) -> list[list[str | int]]:
     files = sorted(entry.rglob("*")) if entry.is_dir() else [entry]
     return [[str(f), f.stat().st_size, f.stat().st_mtime_ns] for f in files if f.is_file()]
 

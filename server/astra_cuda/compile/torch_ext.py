@@ -105,7 +105,7 @@ def read_dirs() -> tuple[str, ...]:
 
 @lru_cache(maxsize=1)
 def _include_query() -> Query:
-    return Query(source.language(), "(preproc_include path: (_) @path)")
+    return Query(source.language(), "(preproc_include path: (_) @path)")  # type: ignore[no-any-return]
 
 
 @lru_cache(maxsize=256)
@@ -128,7 +128,7 @@ def uses_torch(text: str, path: str, context: ProjectContext) -> bool:
     here = os.path.dirname(os.path.abspath(path)) if path else os.getcwd()
     dirs = list(context.include_dirs)
     policy = confine.for_unit([f"-I{here}", *context.options()])  # what the compiler may read
-    todo, seen = [(text, here)], set()
+    todo, seen = [(text, here)], set[str]()
     while todo and len(seen) < MAX_HEADERS:
         body, folder = todo.pop()
         for header, quoted in _includes(body):
