@@ -101,7 +101,7 @@ def _plain(arg: str) -> str:
     `(bool)1` as true."""
     arg = re.sub(r"(?<![\w:])::(?=\w)", "", " ".join(arg.split()))
     arg = re.sub(r"\(bool\)([01])\b", lambda m: "true" if m.group(1) == "1" else "false", arg)
-    return _CAST.sub(r"\1", arg).replace("< ", "<").replace(" >", ">")
+    return _CAST.sub(r"\1", arg).replace("< ", "<").replace(" >", ">").replace(" ,", ",")
 
 
 def _balanced(text: str) -> str | None:
