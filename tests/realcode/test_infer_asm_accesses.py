@@ -70,3 +70,37 @@ def test_a_pointer_moved_once_and_reads_under_a_named_condition_are_measured(pro
                  "void run(float* v, int rows, int len) { row_scale<<<rows, 256>>>(v, len, 2, rows); }\n",
                  "row_scale")
     assert s.args["vals"].inout and sorted(s.args["vals"].shape) == ["len", "rows"]
+
+
+def test_a_scatter_through_an_index_array_draws_a_permutation(project):
+    """TransformerEngine moe_permute: `out[map[row] * cols + i] = in[row * cols + i]`, `out` never
+    read: the destinations must be distinct (randint's repeats race for a row and leave others
+    unwritten), so the index array is a permutation and `out` has as many rows as it has entries."""
+    s, p = infer(project, "perm.cu",
+                 "__global__ void scatter_rows(const float* in, float* out, const int* map, int rows, int cols) {\n"
+                 "  int row = blockIdx.x;\n  int dest = map[row];\n"
+                 "  for (int i = threadIdx.x; i < cols; i += blockDim.x) out[dest * cols + i] = in[row * cols + i];\n}\n"
+                 "void run(const float* i, float* o, const int* m, int rows, int cols) {\n"
+                 "  scatter_rows<<<rows, 128>>>(i, o, m, rows, cols);\n}\n",
+                 "scatter_rows")
+    assert str(s.args["map"].init) == "permutation" and s.args["map"].shape == ("rows",)
+    assert s.args["out"].shape == ("rows", "cols") and "V" not in s.sizes
+
+
+def test_a_permutation_init_holds_each_index_once():
+    from astra_cuda.gate import suite
+    from astra_cuda.model import spec as spec_mod
+    m = source.parse('/* @astra\ngrid = ["1"]\nblock = ["1"]\n[sizes]\nn = [1000]\n[args]\n'
+                     'idx = { type = "int32", shape = ["n"], init = "permutation" }\n'
+                     'out = { type = "float", shape = ["n"], output = true }\nn = "n"\n*/\n'
+                     '__global__ void k(const int* idx, float* out, int n) { out[idx[0]] = 0; }\n')
+    s = spec_mod.load(m.kernel("k"), m)
+    drawn = suite.inputs(s, {"n": 1000}, "normal", 7)["idx"]
+    assert sorted(drawn.tolist()) == list(range(1000)) and drawn.tolist() != list(range(1000))
+    bad = source.parse(m.text.replace('"permutation"', '"permutation(0, 8)"'))
+    try:
+        spec_mod.load(bad.kernel("k"), bad)
+    except spec_mod.SpecErrors as e:
+        assert "permutation takes no bounds" in e.diagnostics[0].message
+    else:
+        raise AssertionError("permutation(0, 8) was accepted")

@@ -263,6 +263,8 @@ def _sample(arg: ArgSpec, shape: tuple[int, ...], rng: np.random.Generator, dist
         vals = rng.integers(lo, max(hi, lo + 1), shape)
     elif init.kind == "arange":
         vals = np.arange(int(np.prod(shape)), dtype=np.float64).reshape(shape)
+    elif init.kind == "permutation":  # 0 .. n-1 each once, shuffled: a scatter's indices (no two alike)
+        vals = rng.permutation(int(np.prod(shape))).reshape(shape)
     elif init.kind == "ones":
         vals = np.ones(shape)
     elif init.kind == "zeros":  # only when the spec asks for it
@@ -306,6 +308,6 @@ def inputs(spec: Spec, sizes: dict[str, int], distribution: str, seed: int) -> d
         if a.pointer and not a.output:
             a = dataclasses.replace(a, init=a.init.at(sizes))  # bounds over the sizes: randint(0, V)
             shape = spec.shape(a.name, sizes)
-            large = int(np.prod(shape)) >= PARALLEL_MIN and a.init.kind not in ("arange", "ones", "zeros")
+            large = int(np.prod(shape)) >= PARALLEL_MIN and a.init.kind not in ("arange", "ones", "zeros", "permutation")
             out[a.name] = (_sample_large if large else _sample)(a, shape, rng, distribution)
     return out

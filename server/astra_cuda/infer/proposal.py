@@ -214,6 +214,14 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
         size_names = [n for n in size_names if n not in derived]
         grid, block = _substituted(grid, more), _substituted(block, more)
         shared = _substituted([shared], more)[0] if shared else shared
+    scatter = _scatter(found) if found is not None else None
+    if scatter is not None:   # the table is as long as the index array: a permutation of its rows
+        index, count = scatter
+        found.shapes = {p: [_substituted([d], {TABLE: count})[0] for d in s if TABLE in exprs.names(d)] +   # rows first
+                        [d for d in s if TABLE not in exprs.names(d)] for p, s in found.shapes.items()}
+        found.uses_table = False
+        notes.append(f"`{index}` places rows of an output the kernel never reads (a scatter): drawn as a "
+                     f"permutation of its {count} elements, the output that many rows — CHECK")
     if found is not None and found.uses_table and TABLE not in size_names:
         size_names.append(TABLE)
     require = _requirements(grid, block, found, size_names, kernel, known_values)
@@ -304,7 +312,9 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
                 init = f', init = "uniform({drawn[p.name][0]}, {drawn[p.name][1]})"'
                 notes.append(f"`{p.name}` drawn from uniform({drawn[p.name][0]}, {drawn[p.name][1]}), as the program "
                              f"fills the array it copies there")
-            if found is not None and p.name in found.tables:
+            if scatter is not None and p.name == scatter[0]:
+                init = ', init = "permutation"'
+            elif found is not None and p.name in found.tables:
                 init = f', init = "randint(0, {TABLE})"'
                 notes.append(f"`{p.name}` holds indices into a table of {TABLE} rows: drawn from randint(0, {TABLE})")
             args.append((p.name, f'{{ type = "{dt.name}", shape = {_toml_list(shape)}{role}{init} }}'))
@@ -418,6 +428,18 @@ def refusals(kernel: Kernel, model: SourceModel, comment: str) -> list[str]:
     except AstraError as e:
         return [e.message]
     return []
+
+
+def _scatter(found: _Shapes) -> tuple[str, str] | None:
+    """(the index array, its element count) where the kernel's one index array places rows of
+    outputs it never reads (`out[idx[row] * cols + i] = x`): a scatter, whose destinations are
+    distinct — drawn with repeats, two rows would race for one destination and others stay unwritten."""
+    shape = found.shapes.get(next(iter(found.tables))) if found.uses_table and len(found.tables) == 1 else None
+    users = [p for p, s in found.shapes.items() if any(TABLE in exprs.names(d) for d in s)]
+    if not shape or any(TABLE in exprs.names(d) for d in shape) or not users \
+            or any(p in found.read_only or p in found.inout for p in users):
+        return None
+    return next(iter(found.tables)), " * ".join(d if d.isidentifier() or d.isdigit() else f"({d})" for d in shape)
 
 
 def _whole_groups(kernel: Kernel, size_names: list[str], derived: dict[str, str]) -> list[str]:

@@ -38,7 +38,7 @@ TOP_KEYS = {"grid", "block", "shared_mem", "reference", "instantiate", "require"
             "flops", "seeds", "max_cases"}
 ARRAY_KEYS = {"type", "shape", "output", "inout", "init", "atol", "rtol", "table"}
 SCALAR_KEYS = {"value", "type"}
-INITS = ("normal", "uniform", "randint", "arange", "zeros", "ones")
+INITS = ("normal", "uniform", "randint", "arange", "zeros", "ones", "permutation")
 DEFAULT_MAX_CASES = 24
 # Caps that keep a hostile or mistaken spec from exhausting the machine (checked in `load`,
 # before anything is allocated): each a clear spec error at its line.
@@ -342,7 +342,7 @@ def _parse_init(text: str, sizes: set[str] = frozenset()) -> Init:
     m = re.fullmatch(r"([a-z_]+)\s*(?:\((.*)\))?", text)
     if not m or m.group(1) not in INITS:
         raise ValueError(f"unknown init {text!r}; expected one of: normal, uniform(a, b), randint(a, b), "
-                         f"arange, zeros, ones")
+                         f"arange, zeros, ones, permutation")
     raw = [p.strip() for p in m.group(2).split(",")] if m.group(2) else []
     uses = set().union(*(exprs.names(p) for p in raw)) if raw else set()
     if uses - set(sizes):
@@ -354,6 +354,8 @@ def _parse_init(text: str, sizes: set[str] = frozenset()) -> Init:
     params = tuple(float(exprs.evaluate(p, {})) for p in raw)
     if m.group(1) in ("uniform", "randint") and len(params) != 2:
         raise ValueError(f"init {m.group(1)} needs two bounds, e.g. {m.group(1)}(-1, 1)")
+    if m.group(1) == "permutation" and params:
+        raise ValueError("init permutation takes no bounds: its values are 0 .. n-1, n the array's elements")
     if m.group(1) == "normal" and len(params) not in (0, 2):
         raise ValueError("init normal takes no bounds or (mean, std)")
     return Init(m.group(1), params)
