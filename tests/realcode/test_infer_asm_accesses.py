@@ -104,3 +104,18 @@ def test_a_permutation_init_holds_each_index_once():
         assert "permutation takes no bounds" in e.diagnostics[0].message
     else:
         raise AssertionError("permutation(0, 8) was accepted")
+
+
+def test_an_input_read_at_a_sum_of_sizes_gets_the_polynomial_that_measures_it(project):
+    """DeepSpeed attn_softmax_v2's alibi: `alibi[(row * heads * mp + head_offset + head) * len + i]`
+    reaches no product of sizes; its extent is a polynomial of degree one in each size, fitted
+    exactly, the name every term shares (`len`) the last dimension."""
+    s, p = infer(project, "ab.cu",
+                 "__global__ void add_bias(float* out, const float* alibi, int rows, int heads, int mp, int head_offset, int len) {\n"
+                 "  int row = blockIdx.x / heads, head = blockIdx.x % heads;\n"
+                 "  int off = (row * heads * mp + head_offset + head) * len;\n"
+                 "  for (int i = threadIdx.x; i < len; i += blockDim.x) out[blockIdx.x * len + i] += alibi[off + i];\n}\n"
+                 "void run(float* o, const float* a, int rows, int heads, int mp, int ho, int len) {\n"
+                 "  add_bias<<<rows * heads, 128>>>(o, a, rows, heads, mp, ho, len);\n}\n",
+                 "add_bias")
+    assert s.args["alibi"].shape == ("rows * heads * mp - heads * mp + head_offset + heads", "len")

@@ -176,23 +176,27 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
                     v = v // 32 * 16
                 if _holds(own, {n: v}):   # an upper bound (a `% 8 != 0` no probe meets leaves it be)
                     sizes[n] = v
-            try:
-                probe = dict(sizes)   # the parameters derived from the sizes (a row stride) take their values
-                for name, e in {**(derived or {}), **extra}.items():
-                    probe[name] = exprs.evaluate_int(e, probe)
-                g = [exprs.evaluate_int(x, probe) for x in grid]
-                b = [exprs.evaluate_int(x, probe) for x in block]
-            except exprs.ExprError:
-                return None
-            g, b = (g + [1, 1, 1])[:3], (b + [1, 1, 1])[:3]
-            if min(g + b) < 1:
-                return None
-            facts = access.analyse(kernel, probe, g, b, elem_bytes, int_params, sizes[TABLE], constants, lanes,
-                                   helpers, type_bytes)
+            facts = at(sizes, extra)
             if facts is None:
                 return None
             samples.append((sizes, facts))
         return samples
+
+    def at(sizes: dict[str, int], extra: dict[str, str]):
+        """The kernel's accesses at one assignment of the sizes (None where the launch is invalid)."""
+        try:
+            probe = dict(sizes)   # the parameters derived from the sizes (a row stride) take their values
+            for name, e in {**(derived or {}), **extra}.items():
+                probe[name] = exprs.evaluate_int(e, probe)
+            g = [exprs.evaluate_int(x, probe) for x in grid]
+            b = [exprs.evaluate_int(x, probe) for x in block]
+        except exprs.ExprError:
+            return None
+        g, b = (g + [1, 1, 1])[:3], (b + [1, 1, 1])[:3]
+        if min(g + b) < 1:
+            return None
+        return access.analyse(kernel, probe, g, b, elem_bytes, int_params, sizes[TABLE], constants, lanes,
+                              helpers, type_bytes)
 
     extents = _extents_of
 
@@ -257,6 +261,14 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
     shapes: dict[str, list[str]] = {}
     packets: dict[str, int] = {}
     dead = _only_in_dead_branches(kernel, pointers, constants)
+    read_only = {n for n, u in samples[-1][1].uses.items() if not u.written}
+    seen: dict[tuple, object] = {}   # the polynomial fits of several inputs evaluate the same points
+
+    def at_fixed(sizes: dict[str, int]):
+        key = tuple(sorted(sizes.items()))
+        if key not in seen:
+            seen[key] = at(sizes, fixed)
+        return seen[key]
     for p, extent in extents(samples).items():
         if p in dead and all(not f.uses[p].read and not f.uses[p].written for _, f in samples):
             shapes[p] = ["1"]   # named only where this instance never goes (`if (STOCHASTIC)`, false): one element
@@ -266,6 +278,9 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
         fit = fitted(samples, extent, fixed)
         if fit is None:   # per-block partial results (`out[blockIdx.x * BINS + tid]`): the grid's extent times theirs
             fit = _per_block(grid, [(s, e) for (s, _), e in zip(samples, extent)])
+        if fit is None and p in read_only:   # an input reached at a sum of sizes: the polynomial that measures it
+            fit = _polynomial(p, samples, [n for n in names if n not in fixed and n not in (derived or {})],
+                              at_fixed)
         if fit is not None:
             shapes[p] = fit
             width = min(_packet(fit, [(s, e) for (s, _), e in zip(samples, extent)], {**fixed, **(derived or {})}),
@@ -282,6 +297,72 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
                    {k: v for k, v in fixed.items() if k not in equal}, equal, packets,
                    {n: u.packet for n, u in last.items() if u.packet > 1},
                    {n: set(u.casts) for n, u in last.items() if u.casts})
+
+
+MAX_POLY_NAMES = 5   # sizes an extent may depend on for a polynomial fit (2**5 evaluations)
+
+
+def _polynomial(p: str, samples: list, free: list[str], run) -> list[str] | None:
+    """The extent of `p` as a polynomial of degree at most one in each size (`(b * h * m + o + h) * s`,
+    an offset made of sums: `alibi[(batch * heads * mp + head_offset + head) * seq + i]`), fitted
+    exactly at every corner of a box of sizes around the first probe and checked at the other
+    probes: integer coefficients only (a division or a `min` in the index fits none). The
+    innermost name every term shares becomes the last dimension. `run(sizes)`: the accesses there."""
+    import numpy as np
+    base = dict(samples[0][0])
+
+    def extent(sizes: dict[str, int]) -> int | None:
+        facts = run(sizes)
+        u = facts.uses.get(p) if facts is not None else None
+        return None if u is None or u.unknown or u.hi is None else u.hi + 1
+
+    here = extent(base)
+    if here is None:
+        return None
+    deps = []
+    for n in free:
+        moved = extent({**base, n: base[n] + 16})
+        if moved is None:
+            return None
+        if moved != here:
+            deps.append(n)
+    if not deps or len(deps) > MAX_POLY_NAMES:
+        return None
+    corners = list(itertools.product((0, 1), repeat=len(deps)))
+    monomials = [tuple(n for n, bit in zip(deps, c) if bit) for c in corners]
+    rows, values = [], []
+    for c in corners:
+        point = {**base, **{n: base[n] + 16 * bit for n, bit in zip(deps, c)}}
+        e = extent(point)
+        if e is None:
+            return None
+        rows.append([_prod(point[n] for n in m) for m in monomials])
+        values.append(e)
+    coef = np.linalg.solve(np.array(rows, dtype=float), np.array(values, dtype=float))
+    ints = [int(round(c)) for c in coef]
+    if any(abs(c - i) > 1e-6 * max(1.0, abs(c)) for c, i in zip(coef, ints)):
+        return None
+    terms = [(m, c) for m, c in zip(monomials, ints) if c]
+    for sizes, facts in samples:   # the other probes: the same polynomial, or no fit
+        u = facts.uses.get(p)
+        if u is None or u.hi is None or sum(c * _prod(sizes[n] for n in m) for m, c in terms) != u.hi + 1:
+            return None
+    shared = [n for n in reversed(free) if terms and all(n in m for m, _ in terms)]
+    last = shared[0] if shared else None
+    if last is not None:
+        terms = [(tuple(x for x in m if x != last), c) for m, c in terms]
+
+    def term(m: tuple[str, ...], c: int) -> str:
+        body = " * ".join(m) if m else ""
+        return body if abs(c) == 1 and body else f"{abs(c)} * {body}" if body else str(abs(c))
+    ordered = sorted(terms, key=lambda t: (-len(t[0]), t[1] < 0))
+    text = ""
+    for m, c in ordered:
+        text += (term(m, c) if not text and c > 0 else f"{' - ' if c < 0 else ' + '}{term(m, c)}" if text
+                 else f"-{term(m, c)}")
+    if not text or text.startswith("-"):
+        return None
+    return [text, last] if last is not None and text != "1" else [last] if last is not None else [text]
 
 
 def _only_in_dead_branches(kernel: Kernel, pointers: list[str], constants: dict[str, int]) -> set[str]:
