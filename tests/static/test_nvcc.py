@@ -452,3 +452,10 @@ def test_a_kernel_in_a_namespace_spelled_through_a_macro(tmp_path):
     f = tmp_path / "proj" / "k.cu"
     u = extract.unit(text, str(f), "k")   # the cut finds it under its preprocessed name
     assert "namespace flash {" in u.source and u.name_expression == "FLASH_NAMESPACE::k"
+
+
+def test_a_comparison_in_a_demangled_return_type_is_no_template_bracket():
+    entry = "std::enable_if<((4)>(1)), void>::type scale_kernel<float, 4>(float*, float const*, int)"
+    assert cubin.plain_name(entry) == "scale_kernel<float, 4>"
+    probe = "__astra_probe_0<void (*)(float*, float const*, int), &(" + entry + ")>"
+    assert cubin._probe_argument(probe, "__astra_probe_0") == entry

@@ -11,6 +11,7 @@ A kernel's mangled name is found without guessing at mangling rules:
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 PROBE = "__astra_probe_"
@@ -56,10 +57,20 @@ def symbols(data: bytes) -> list[Symbol]:
     return out
 
 
+_OPERATOR = re.compile(r"(?<=\))[<>=!]+(?=\()")
+
+
+def _masked(text: str) -> str:
+    """`text` with the comparison and shift operators of template-argument expressions blanked
+    (the demangler writes them between parentheses: `enable_if<((4)>(1)), void>`), so that only
+    template brackets are left as `<` and `>`; same length, so indices carry over."""
+    return _OPERATOR.sub(lambda m: "~" * len(m.group(0)), text)
+
+
 def _top_level(text: str, stop: str) -> int:
     """The index of the first `stop` character outside brackets (len(text) if none)."""
     depth = 0
-    for i, ch in enumerate(text):
+    for i, ch in enumerate(_masked(text)):
         if ch in stop and depth == 0:
             return i
         if ch in "<([":
@@ -72,7 +83,8 @@ def _top_level(text: str, stop: str) -> int:
 def plain_name(demangled: str) -> str:
     """`ns::scale(float*, int)` -> `ns::scale`; `void k<float>(float*)` -> `k<float>`."""
     depth, cut = 0, len(demangled)
-    for i, ch in enumerate(demangled):  # the parameter list: the first '(' outside template brackets
+    masked = _masked(demangled)
+    for i, ch in enumerate(masked):  # the parameter list: the first '(' outside template brackets
         if ch == "<":
             depth += 1
         elif ch == ">":
@@ -83,8 +95,9 @@ def plain_name(demangled: str) -> str:
     head = demangled[:cut].strip()
     # A template function's demangling starts with its return type: 'void k<float>'.
     depth = 0
+    masked_head = _masked(head)
     for i in range(len(head) - 1, -1, -1):
-        ch = head[i]
+        ch = masked_head[i]
         if ch in ">)":
             depth += 1
         elif ch in "<(":
@@ -125,7 +138,7 @@ def _param_list(text: str) -> str:
     """The last top-level parenthesised list of a demangled function or function-pointer type
     (`ns::k(float*, int)`, `void k<float>(float*, int)`, `void (*)(float*, int)`), blanks removed."""
     depth, start, last = 0, -1, ""
-    for i, ch in enumerate(text):
+    for i, ch in enumerate(_masked(text)):
         if ch in "<([":
             if ch == "(" and depth == 0:
                 start = i
