@@ -214,6 +214,17 @@ BOUNDS = [
            "reading them: a RecursionError traceback)", "exit 2 naming the line, no traceback",
            "the source model reads 100 nested blocks, the cut refuses more",
            body="namespace a {" * 5000 + "}" * 5000 + "\n", arg="1.0f"),
+    Attack("slow_parse", "bounds", "4 MB of `a<a<…` (under the 4 MiB file limit): tree-sitter took 16 s of CPU per "
+           "parse, and a check parses the file several times (3 min 51 s of wall time at load 20)",
+           "exit 2 naming the file within seconds, before any compiler; the language server answers on",
+           "model.parse_time: every parse keeps a pace of 1.5 s of CPU per MiB it reads (real code: at most 0.6), "
+           "0.1 s beyond it per file at most, checked while it parses, which stops there",
+           body="int astra_z = " + "a<" * 1_950_000 + "1;\n", arg="1.0f"),
+    Attack("slow_parse_macros", "bounds", "the same text as 1,000 macro bodies of 4 KB (`#define M1 a<a<…`): the "
+           "file's own parse skips them, the source model parses each body alone (each fast, together 20 s of CPU)",
+           "exit 2 within seconds", "model.parse_time: the time beyond the pace is summed over all the parses "
+           "made for one file", body="".join(f"#define ASTRA_M{i}(x) x " + "a<" * 2000 + "\n" for i in range(1000)),
+           arg="1.0f"),
     Attack("static_array_module", "bounds", "a ~700-byte file with a 300 MB initialised `__device__` array (902 MB "
            "added to the module cache; NVRTC grew its worker to 4.4 GB)",
            "no file over 64 MiB written, the compile stopped at its memory bound",

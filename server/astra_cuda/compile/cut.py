@@ -34,7 +34,7 @@ from typing import AbstractSet
 
 from tree_sitter import Node
 
-from ..model import source
+from ..model import parse_time, source
 from .devicepp import Preprocessed
 from .torch_ext import TORCH_HEADERS
 from ..errors import AstraError
@@ -645,7 +645,15 @@ def cut(pp: Preprocessed, kernel: str, kernel_namespaces: tuple[str, ...] | None
     for r in rows:
         starts.append(pos)
         pos += len(r.text) + 1
-    tree = source.parser().parse(data)
+    try:
+        with parse_time.reading("the project's code once macros are expanded"):
+            tree = source.parser().parse(data)
+    except parse_time.TooSlowToParse as e:
+        if e.offset is not None:   # at the line tree-sitter was stopped at, as the cut's other refusals
+            row = rows[_row_of(starts, e.offset)]
+            e.message = ("" if row.file == pp.path else f"{os.path.basename(row.file)}:{row.line}: ") + e.message
+            e.line = row.line - 1 if row.file == pp.path else None
+        raise
     nodes = tree.root_node.descendant_count  # counted by tree-sitter (no walk): before every walk
     if nodes > FLOOR_NODES and nodes > (allowed := read.allowed_nodes()):
         raise too_large(pp, rows, f"{_amount(read.code)} of code in the project's files become more than "

@@ -20,7 +20,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from . import confine
-from ..model import dtypes, layout, source, textedit
+from ..model import dtypes, layout, parse_time, source, textedit
 from .. import files
 from .cut import HOST_HEADERS_MACRO, header_kind  # noqa: F401 (HOST_HEADERS_MACRO: for callers)
 from .headers import find_header, header_digest  # noqa: F401 (header_digest: extract's public name too)
@@ -409,7 +409,11 @@ def splice(file_text: str, kernel: str, block: str) -> tuple[str | None, str]:
     Returns (text, problem). A block may include nothing the file does not already include:
     `#include ".env"` in a model's kernel would put the file's secrets into the compiler's
     messages, and so into the next prompt."""
-    new = source.parse(block)
+    try:
+        with parse_time.reading("the model's code block"):
+            new = source.parse(block)
+    except parse_time.TooSlowToParse as e:
+        return None, e.message
     k_new = new.kernel(kernel)
     if new.syntax_errors:
         s = new.syntax_errors[0]

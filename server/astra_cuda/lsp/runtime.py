@@ -40,6 +40,7 @@ T = TypeVar("T")
 P = ParamSpec("P")
 
 DEBOUNCE_S = 0.25  # saves closer together than this start one check
+LARGE_TEXT = 256 << 10  # characters: a document this long is read in the pool for large ones
 
 
 def user_message(e: BaseException) -> str:
@@ -103,6 +104,9 @@ class AstraServer(LanguageServer):
         # it) and its label, e.g. 'Ray ray://gpu-box:10001'
         self.clusters: dict[str, tuple[Executor, str]] = {}
         self.fast = ThreadPoolExecutor(2, "astra-fast")    # what a hover waits for: the snapshot of a version
+        # the snapshot of a large document (tree-sitter and the source model take up to seconds on
+        # megabytes, hostile ones up to their limit): a hover on another document never queues behind it
+        self.large = ThreadPoolExecutor(1, "astra-large")
         self.probe = ThreadPoolExecutor(1, "astra-probe")  # the machine's GPU, arch, cluster: may take seconds
         self.static = ThreadPoolExecutor(1, "astra-static")  # compiles every kernel: seconds
         self.slow = ThreadPoolExecutor(1, "astra-check")
@@ -279,7 +283,8 @@ class AstraServer(LanguageServer):
     async def _read(self, text: str, path: str) -> tuple[Snapshot | None, str]:
         from astra_cuda import api
         try:
-            return await self.call(self.fast, api.snapshot, text, path), ""
+            pool = self.large if len(text) > LARGE_TEXT else self.fast
+            return await self.call(pool, api.snapshot, text, path), ""
         except Exception as e:
             if not is_user_error(e):
                 self.log_error(f"could not read the kernels of {path}", traceback.format_exc())

@@ -16,8 +16,9 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 import tree_sitter_cuda
-from tree_sitter import Language, Node, Parser, Tree
+from tree_sitter import Language, Node, Tree
 
+from . import parse_time
 from .syntax import walk as _walk
 
 SPEC_MARK = "@astra"
@@ -36,8 +37,9 @@ def language() -> Language:
     return Language(tree_sitter_cuda.language())
 
 
-def parser() -> Parser:
-    return Parser(language())
+def parser() -> parse_time.Parser:
+    """tree-sitter-cuda's parser, within its CPU-time limit (`parse_time`: a hostile text is refused)."""
+    return parse_time.Parser(language())
 
 
 @dataclass(frozen=True)
@@ -1189,7 +1191,8 @@ def parse_expression(text: str) -> Node | None:
 
 def parse(text: str, path: str | None = None) -> SourceModel:
     """Build the source model of a CUDA source text. Never raises on malformed code: syntax
-    problems are listed in `syntax_errors` and the rest of the file is still modelled.
+    problems are listed in `syntax_errors` and the rest of the file is still modelled; only a text
+    tree-sitter reads too slowly is refused (`parse_time.TooSlowToParse`, at the line it stopped).
     `path` is recorded on the items (for a header read into another file's unit)."""
     return parse_with_tree(text, path)[0]
 
@@ -1198,14 +1201,19 @@ def parse_with_tree(text: str, path: str | None = None, tree: Tree | None = None
     """The source model and the tree-sitter tree it was built from, for checks that walk the
     tree themselves (one parse for both). `tree`: the text's own parse, when the caller has it."""
     data = text.encode("utf-8")
-    tree = tree or parser().parse(data)
-    masks = _attribute_macros(tree.root_node, data) if tree.root_node.has_error else []
-    if masks:
-        buf = bytearray(data)
-        for a, b in masks:
-            buf[a:b] = bytes(c if c == 0x0A else 0x20 for c in buf[a:b])
-        tree = parser().parse(bytes(buf))
-    return _Builder(text, path).run(tree.root_node), tree
+    with parse_time.reading(path or "the file"):   # its parses and its macros' and launches' share one limit
+        try:
+            tree = tree or parser().parse(data)
+        except parse_time.TooSlowToParse as e:
+            e.line = data.count(b"\n", 0, e.offset) if e.offset is not None else None
+            raise
+        masks = _attribute_macros(tree.root_node, data) if tree.root_node.has_error else []
+        if masks:
+            buf = bytearray(data)
+            for a, b in masks:
+                buf[a:b] = bytes(c if c == 0x0A else 0x20 for c in buf[a:b])
+            tree = parser().parse(bytes(buf))
+        return _Builder(text, path).run(tree.root_node), tree
 
 
 def _attribute_macros(root: Node, data: bytes) -> list[tuple[int, int]]:

@@ -11,12 +11,11 @@
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import tree_sitter
-import tree_sitter_cuda
 
+from astra_cuda.model import source as _source
 from astra_cuda.model.syntax import walk as _walk
 
 # Host APIs with no place in a kernel: processes, files, sockets, dynamic loading, raw memory
@@ -107,13 +106,8 @@ FAST_MATH_SWAPS = (("sinf", "__sinf"), ("cosf", "__cosf"), ("logf", "__logf"),
                    ("exp10f", "__exp10f"))
 
 
-@functools.cache
-def _parser() -> tree_sitter.Parser:
-    return tree_sitter.Parser(tree_sitter.Language(tree_sitter_cuda.language()))
-
-
 def parse(text: str) -> tree_sitter.Tree:
-    return _parser().parse(text.encode())
+    return _source.parser().parse(text.encode())
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,127 @@
+"""tree-sitter's parser with a CPU-time limit that holds while it parses.
+
+tree-sitter reads real code fast: at most 0.6 s of CPU per MiB on every file of the real-world
+suite's repositories and on the cut's expanded units of CUTLASS and flash-attention (4 MiB), most
+at 0.1-0.2 s (benchmarks/parse_time.py). Some texts it reads 10-40 times slower: 4 MB of `a<a<...`,
+under the 4 MiB file limit, took 16 s of CPU per parse, and Astra parses a file more than once.
+
+So every parse must keep the pace of `S_PER_MIB` seconds of CPU per MiB it has read; the time
+it takes beyond that pace, summed over all the parses made for one input (`reading`: the source
+model parses the file, then each macro body and each launch through a macro again), may be at
+most `SLACK_S`. Past that, `TooSlowToParse` (exit 2): checked in tree-sitter's progress callback,
+which stops the parse there, and measured in the parsing thread's CPU time (tree-sitter's own),
+so a loaded machine does not make real code look slow. Real code never falls behind the pace
+(0.0001 s at most); a hostile text is stopped after ~0.3 s of CPU. The slack is small because
+freeing a stopped parse holds the language server's GIL for about a third of its time. Any
+input's parses take at most `SLACK_S` plus `S_PER_MIB` per MiB they read.
+A parse outside any `reading` is an input of its own.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+import tree_sitter
+
+from ..errors import AstraError
+
+S_PER_MIB = 1.5    # the pace every parse keeps: CPU seconds per MiB read (real code: at most 0.6)
+SLACK_S = 0.1      # CPU seconds one input's parses may take beyond that pace, together (real code: 0.0001)
+_MIB = 1 << 20
+_CHUNK = 1 << 16   # bytes handed to tree-sitter per read
+
+
+class TooSlowToParse(AstraError):
+    """tree-sitter fell behind the pace on a text: it is not read further. `offset`: the byte of
+    the parse that raised it where tree-sitter was stopped (None: it had finished that parse)."""
+
+    def __init__(self, message: str, offset: int | None = None):
+        super().__init__(message)
+        self.offset = offset
+
+
+@dataclass
+class Account:
+    """What tree-sitter has spent on one input."""
+    what: str
+    spent: float = 0.0   # CPU seconds of its parses
+    read: int = 0        # bytes they read
+    behind: float = 0.0  # CPU seconds its finished parses took beyond the pace, summed
+
+
+_open: ContextVar[Account | None] = ContextVar("astra_parse_account", default=None)
+
+
+@contextmanager
+def reading(what: str) -> Iterator[Account]:
+    """Every parse inside is charged to one account for `what` ('the file', 'the model's code
+    block'), named by its error; inside an open account, that one keeps counting."""
+    outer = _open.get()
+    if outer is not None:
+        yield outer
+        return
+    account = Account(what)
+    token = _open.set(account)
+    try:
+        yield account
+    finally:
+        _open.reset(token)
+
+
+class Parser:
+    """tree-sitter's `Parser` for one language, whose `parse` keeps the pace."""
+
+    def __init__(self, language: tree_sitter.Language):
+        self._language = language
+
+    def parse(self, data: bytes) -> tree_sitter.Tree:
+        """The tree of `data` (UTF-8); `TooSlowToParse` once its input is too far behind the pace."""
+        account = _open.get() or Account("the text")
+        view = memoryview(data)
+        # tree-sitter's own CPU time: the callbacks' is left out (Python code, where a garbage
+        # collection of the whole process may run and would be charged to a small file)
+        took, resumed, stopped_at = 0.0, time.thread_time(), -1
+
+        def progress(offset: int, _has_error: bool) -> bool:
+            nonlocal took, resumed, stopped_at
+            took += time.thread_time() - resumed
+            stop = account.behind + took - S_PER_MIB * offset / _MIB > SLACK_S
+            if stop:
+                stopped_at = offset   # tree-sitter stops here
+            resumed = time.thread_time()
+            return stop
+
+        tree: tree_sitter.Tree | None = None
+        try:
+            # a fresh parser each time: one stopped midway would resume its old parse on the next call
+            checked = tree_sitter.Parser(self._language).parse(lambda at, _point: bytes(view[at:at + _CHUNK]),
+                                                               progress_callback=progress)
+            # py-tree-sitter reads a node's text of a tree parsed through a callback by calling it
+            # again (a Python call per node): the tree kept is parsed from the bytes, reusing every
+            # node of the checked one it can (free for code without syntax errors, at most as long)
+            tree = tree_sitter.Parser(self._language).parse(data, old_tree=checked)
+        except ValueError:    # what py-tree-sitter raises for a stopped parse
+            if stopped_at < 0:
+                raise
+        took += time.thread_time() - resumed   # the end of the parse, the parse again, a stopped one's cleanup
+        read = len(data) if tree is not None else stopped_at
+        account.spent += took
+        account.read += read
+        account.behind += max(0.0, took - S_PER_MIB * read / _MIB)
+        if tree is None or account.behind > SLACK_S:
+            raise TooSlowToParse(
+                f"{account.what} takes too long to parse: tree-sitter fell {SLACK_S} s of CPU time behind a pace of "
+                f"{S_PER_MIB} s per MiB, where real CUDA code needs at most 0.6 ({account.spent:.1f} s for "
+                f"{_amount(account.read)} read); Astra reads no further",
+                offset=None if tree is not None else stopped_at)
+        return tree
+
+
+def _amount(n: int) -> str:
+    return f"{n / _MIB:.1f} MiB" if n >= _MIB else f"{n / 1024:.0f} KiB" if n >= 1024 else f"{n} bytes"
+
+
+__all__ = ["S_PER_MIB", "SLACK_S", "Account", "Parser", "TooSlowToParse", "reading"]

@@ -1,0 +1,86 @@
+"""tree-sitter's parses keep a pace (astra_cuda.model.parse_time): a text tree-sitter reads
+slowly is stopped midway, many slow parses made for one input add up, real code is untouched.
+The slack is made small here so that each hostile text is stopped within milliseconds."""
+import re
+from pathlib import Path
+
+import pytest
+
+from astra_cuda.compile import extract
+from astra_cuda.model import parse_time, source
+
+ROOT = Path(__file__).resolve().parents[2]
+SLOW = b"int z = " + b"a<" * 100_000 + b"1;\n"   # ~4 s of CPU per MiB: far behind the pace
+
+
+@pytest.fixture
+def small_slack(monkeypatch):
+    monkeypatch.setattr(parse_time, "SLACK_S", 0.02)
+
+
+def test_a_slow_text_is_stopped_where_it_falls_behind(small_slack):
+    with pytest.raises(parse_time.TooSlowToParse, match="the text takes too long to parse") as e:
+        source.parser().parse(SLOW)
+    assert e.value.offset is not None and 0 < e.value.offset < len(SLOW)   # stopped midway, not at the end
+
+
+def test_the_source_model_names_the_line_it_stopped_at(small_slack):
+    text = "__global__ void k(float* x) { x[0] = 1; }\n\n" + SLOW.decode()
+    with pytest.raises(parse_time.TooSlowToParse, match="the file takes too long to parse") as e:
+        source.parse(text)
+    assert e.value.line == 2
+
+
+def test_many_small_slow_parses_of_one_input_add_up(small_slack):
+    """1,000 macro bodies of 1 KB of `a<`: the file's own parse reads them as macro text (fast),
+    the source model parses each alone; each alone keeps within the slack, together they do not."""
+    body = "a<" * 500
+    text = "__global__ void k(float* x) { x[0] = 1; }\n" + "".join(f"#define M{i}(x) x {body}\n" for i in range(1000))
+    one = f"void __astra_m() {{ x {body}; }}".encode()
+    source.parser().parse(one)   # alone, within the slack
+    with pytest.raises(parse_time.TooSlowToParse, match="the file takes too long to parse"):
+        source.parse(text)
+
+
+def test_a_stopped_parse_leaves_nothing_behind(small_slack):
+    with pytest.raises(parse_time.TooSlowToParse):
+        source.parser().parse(SLOW)
+    text = (ROOT / "examples" / "silu_and_mul.cu").read_text()
+    assert [k.name for k in source.parse(text).kernels] == ["silu_and_mul"]
+
+
+def test_real_code_keeps_the_pace_and_its_tree_reads_its_text():
+    """Every example with the real limits: not a second behind; the tree kept is a parse of the bytes
+    (a tree parsed through the read callback would call it again for each node's text)."""
+    for path in sorted((ROOT / "examples").glob("*.cu")):
+        data = path.read_bytes()
+        with parse_time.reading(path.name) as account:
+            tree = source.parser().parse(data)
+            source.parse(data.decode())
+        assert account.behind < parse_time.SLACK_S and account.read >= 2 * len(data)
+        assert tree.root_node.text == data
+        assert all(n.text == data[n.start_byte:n.end_byte] for n in tree.root_node.children)
+
+
+def test_an_open_account_keeps_counting_in_nested_readings():
+    with parse_time.reading("the file") as outer:
+        with parse_time.reading("the model's code block") as inner:
+            source.parser().parse(b"int x;")
+    assert inner is outer and outer.read == len(b"int x;") and outer.what == "the file"
+
+
+def test_a_models_slow_code_block_is_a_problem_of_the_reply(small_slack):
+    """A model's reply that tree-sitter reads slowly is refused as that reply's problem (the
+    coder asks again), never an error that ends the optimization."""
+    file_text = (ROOT / "examples" / "silu_and_mul.cu").read_text()
+    block = "__global__ void silu_and_mul_kernel(float* x) { int z = " + "a<" * 100_000 + "1; }"
+    text, problem = extract.splice(file_text, "silu_and_mul", block)
+    assert text is None and problem.startswith("the model's code block takes too long to parse")
+
+
+def test_nothing_parses_around_the_limit():
+    """Every parse of user text goes through `source.parser()` (ARCHITECTURE "Invariants")."""
+    package = ROOT / "server" / "astra_cuda"
+    direct = [str(p.relative_to(package)) for p in package.rglob("*.py") if p.name != "parse_time.py"
+              and "tree_sitter" in (t := p.read_text()) and re.search(r"(?<!parse_time\.)\bParser\(", t)]
+    assert not direct, direct
