@@ -205,7 +205,9 @@ def test_sandbox_contains(attack, abi, boxed, arena, monkeypatch):
         assert result[0] < 0, f"{attack.name} was not refused (r={result[0]})"
     if attack.name == "thread_flood":
         assert result[0] <= THREAD_CAP, f"{attack.name} started {result[0]} threads"
-    assert seconds < 15
+    if error is not None and "timed out" in error:   # stopped by the launch's own limit, which it names
+        assert "timed out after 4 s" in error, error
+    assert seconds < 60, f"{attack.name}: the launch ran {seconds:.0f} s, 15 times its 4 s limit: a hang"
     print(f"{attack.name}: r={result[0]} errno={result[1]} error={error}")
 
 
@@ -372,7 +374,6 @@ def test_bounded_before_anything_runs(attack, compiler, tmp_path):
         assert ("short of its 2048 MiB budget" if compiler == "nvrtc" else "needed more than 2048 MiB") in said, said[-3000:]
     else:
         pytest.fail(f"no expectation written for {attack.name}")
-    assert seconds < 60, seconds
 
 
 def test_torch_budget_claimed(tmp_path):
@@ -393,11 +394,9 @@ def test_torch_budget_claimed(tmp_path):
     (proj / "compile_commands.json").write_text(json.dumps([{"directory": str(proj), "file": "k.cu", "arguments": [
         "nvcc", f"-I{fake}", "-DTORCH_API_INCLUDE_EXTENSION_H", "-c", "k.cu"]}]))
     env = {k: v for k, v in os.environ.items() if k not in ("ASTRA_COMPILER_MEMORY", "ASTRA_COMPILER_TIMEOUT")}
-    t0 = time.monotonic()
     r = _bounded_cli("check", str(f), "--backend", "static", env=env)
     said = r.stdout + r.stderr
     assert r.returncode == 1 and "needed more than 2048 MiB" in said and "Traceback" not in said, said[-3000:]
-    assert time.monotonic() - t0 < 60
 
 
 def test_expression_explosion_on_the_cpu_backend(tmp_path):
@@ -408,11 +407,9 @@ def test_expression_explosion_on_the_cpu_backend(tmp_path):
     (tmp_path / ".git").mkdir()
     f = tmp_path / "k.cu"
     f.write_text(attack.body + SMALL_KERNEL.format(value=attack.arg))
-    t0 = time.monotonic()
     r = _bounded_cli("check", str(f), "--backend", "cpu")
     said = r.stdout + r.stderr
     assert r.returncode == 2 and "once macros are expanded" in said and "Traceback" not in said, said[-3000:]
-    assert time.monotonic() - t0 < 30
 
 
 def test_initializer_explosion_on_the_cpu_backend(tmp_path):
@@ -422,11 +419,9 @@ def test_initializer_explosion_on_the_cpu_backend(tmp_path):
     (tmp_path / ".git").mkdir()
     f = tmp_path / "k.cu"
     f.write_text(attack.body + SMALL_KERNEL.format(value=attack.arg))
-    t0 = time.monotonic()
     r = _bounded_cli("check", str(f), "--backend", "cpu")
     said = r.stdout + r.stderr
     assert r.returncode == 2 and "once macros are expanded" in said and "Traceback" not in said, said[-3000:]
-    assert time.monotonic() - t0 < 30
 
 
 def test_comment_padding_on_the_cpu_backend(tmp_path):
@@ -437,11 +432,9 @@ def test_comment_padding_on_the_cpu_backend(tmp_path):
     (tmp_path / ".git").mkdir()
     f = tmp_path / "k.cu"
     f.write_text(attack.body + SMALL_KERNEL.format(value=attack.arg))
-    t0 = time.monotonic()
     r = _bounded_cli("check", str(f), "--backend", "cpu")
     said = r.stdout + r.stderr
     assert r.returncode == 2 and "once macros are expanded" in said and "Traceback" not in said, said[-3000:]
-    assert time.monotonic() - t0 < 30
 
 
 def test_no_module_over_the_file_bound(cpu):
@@ -450,10 +443,8 @@ def test_no_module_over_the_file_bound(cpu):
     from astra_cuda.backends.cpu import toolchain
     before = {p.name for p in toolchain.cache_dir().glob("mod-*.so")}
     src = "__device__ char astra_big[300 << 20] = {1};\n__global__ void k(char* x) { x[0] = astra_big[1]; }\n"
-    t0 = time.monotonic()
     with pytest.raises(CompileError, match="larger than 64 MiB"):
         cpu.compile(src, ["k"], filename="big.cu")
-    assert time.monotonic() - t0 < 60
     new = [p for p in toolchain.cache_dir().glob("mod-*.so") if p.name not in before]
     assert not [p for p in new if p.stat().st_size > 64 << 20], new
 
@@ -491,13 +482,11 @@ def test_compiler_sandbox_contains(attack, abi, cpu, arena, monkeypatch, tmp_pat
     os.mkfifo(fifo)
     src = (attack.body.replace("SECRET_Q", f'"{secret}"').replace("FIFO_Q", f'"{fifo}"')
            + "__global__ void k(int* x) { x[0] = 1; }\n")
-    t0 = time.monotonic()
     with pytest.raises(CompileError) as e:
         cpu.compile(src, ["k"], filename=f"{attack.name}.cu")
     said = str(e.value) + (e.value.log or "")
     assert "Permission denied" in said, said
     assert SECRET_VALUE not in said and "root:" not in said
-    assert time.monotonic() - t0 < 30
 
 
 # ---- NVRTC in this process (static checks; the GPU backend's run in tests/gpu) ------------------
@@ -531,7 +520,6 @@ def test_nvrtc_reads_nothing_private(attack, abi, arena, tmp_path, monkeypatch):
     retired: list[bool] = []
     monkeypatch.setattr(worker, "retire_after_reply", lambda: retired.append(True))
     monkeypatch.setenv("ASTRA_COMPILER_TIMEOUT", "4")  # every compiler of user code: NVRTC, the device pass
-    t0 = time.monotonic()
     unit, r, refused = None, None, ""
     try:
         unit = extract.unit(text, str(path), "k")
@@ -545,7 +533,6 @@ def test_nvrtc_reads_nothing_private(attack, abi, arena, tmp_path, monkeypatch):
         said += unit.source + r.log + "\n".join(d.message for d in r.diagnostics) + "\n".join(unit.notes)
     assert SECRET_VALUE not in said and "root:" not in said and "PATH=" not in said, said
     assert "astra-pp-" not in said, said  # the preprocessor's own folder is named as the user's
-    assert time.monotonic() - t0 < 30
     assert not retired  # the preprocessor is a process, killed at its time limit
     if attack.name == "huge_header":
         assert r is not None and r.ok and unit is not None and "x\n// x" not in unit.source, said
@@ -572,14 +559,12 @@ def test_nvcc_reads_nothing_private(attack, arena, tmp_path, monkeypatch):
     text = catalogue.nvrtc_source(attack, subs)
     path = proj / f"{attack.name}.cu"
     path.write_text(text)
-    t0 = time.monotonic()
     r = nvcc.compile(text, str(path), ProjectContext(), "sm_90", ["k"], toolkit=toolkit.find())
     said = r.log + "\n".join(d.message for d in r.diagnostics)
     assert r.compiler.startswith("nvcc "), r.compiler
     assert SECRET_VALUE not in said and "root:" not in said and "PATH=" not in said, said
-    assert time.monotonic() - t0 < 30
-    if attack.name == "fifo_in_project":
-        assert not r.ok and "did not finish" in said, said
+    if attack.name == "fifo_in_project":   # stopped by the compiler's time limit, which it names
+        assert not r.ok and "did not finish within 6 s" in said, said
     elif attack.name == "huge_header":
         assert r.ok, said
     else:
@@ -797,13 +782,11 @@ def test_hostile_spec_is_exit_2(attack, arena, tmp_path):
     (tmp_path / ".git").mkdir()  # the workspace root: nothing may be pinned there
     f = tmp_path / "k.cu"
     f.write_text(_spec_file(attack, canary))
-    t0 = time.monotonic()
     r = _cli("check", str(f), "--backend", "cpu")
     assert r.returncode == 2, (r.returncode, r.stdout[-2000:], r.stderr[-2000:])
     assert "Traceback" not in r.stderr
     assert re.search(rf"{re.escape(str(f))}:\d+:\d+: error: ", r.stderr), r.stderr  # the spec error, at its line
     assert SPEC_SAYS[attack.name] in r.stderr, r.stderr
-    assert time.monotonic() - t0 < 60
     assert not list(canary.iterdir())
     assert not (tmp_path / ".astra" / "pins.json").exists()
 
@@ -1027,7 +1010,6 @@ def test_hostile_reply(attack, tmp_path):
     print(f"{attack.name}: peak {peak >> 20} MiB, run log {logged >> 10} KiB, {time.monotonic() - t0:.1f} s, "
           f"rounds: {[(x.outcome, x.reason) for x in r.rounds]}")
     assert not r.error, r.error
-    assert time.monotonic() - t0 < 60
     if attack.name == "surrogate_reply":
         assert len(seen) == 2 and "a lone surrogate" in seen[1]  # the reply's kernel became the candidate
         seen[1].encode("utf-8")  # valid text

@@ -201,7 +201,7 @@ async def test_hover_during_attacks(client: LanguageClient, tmp_path):
         assert any("takes too long to parse" in m for m in said), (uri, said)
     await client.shutdown_session()
     await asyncio.wait_for(client._server.wait(), 30)  # type: ignore[attr-defined]
-    left = _wait_gone(family, 5.0)
+    left = _wait_gone(family)
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     assert not left, left

@@ -122,7 +122,14 @@ def _clean_launch(cpu) -> np.ndarray:
     return out
 
 
-def _wait_gone(pids: set[int], seconds: float) -> set[int]:
+# How long a process that should be gone may take to go: a hang guard (it returns as soon as they
+# are gone), far beyond what a kill takes on a loaded machine. Every process these tests leave
+# behind would otherwise run on for minutes or forever (a spinning thread, a handler that never
+# returns, a constexpr loop of minutes), so waiting longer masks nothing.
+GONE_S = 30.0
+
+
+def _wait_gone(pids: set[int], seconds: float = GONE_S) -> set[int]:
     """The pids of `pids` still alive (not zombies) after up to `seconds`."""
     deadline = time.monotonic() + seconds
     while True:
@@ -166,7 +173,7 @@ def test_background_thread_after_launch(cpu, monkeypatch):
     cpu.launch(mod, "background", ONE, [out])
     pid = int(cpu.download(out)[0])
     assert pid > 0
-    assert not _wait_gone({pid}, 0.5), "the launch's process still runs after the launch returned"
+    assert not _wait_gone({pid}), "the launch's process still runs after the launch returned"
 
 
 def test_forged_reply_other_launch(cpu, monkeypatch):
@@ -222,7 +229,7 @@ def test_atexit_handler_lingers(how, tmp_path):
         p.stdin.write("exit\n")
         p.stdin.flush()
     p.wait(timeout=60)
-    left = _wait_gone(family, 3.0)
+    left = _wait_gone(family)
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     assert not left, f"executor processes outlived their caller ({how})"
@@ -232,11 +239,9 @@ def test_compile_timeout_leaves_cc1plus(cpu, monkeypatch):
     _no_screen(monkeypatch)
     monkeypatch.setenv("ASTRA_COMPILER_TIMEOUT", "3")
     mark = f"-DASTRA_MARK_{uuid.uuid4().hex}"
-    t0 = time.monotonic()
-    with pytest.raises(CompileError, match="timed out"):
+    with pytest.raises(CompileError, match="timed out after 3 s"):   # stopped by its limit, which it names
         cpu.compile(SLOW_COMPILE, ["k"], filename="slow.cu", options=[mark])
-    assert time.monotonic() - t0 < 30
-    left = _wait_gone(_pids_with(mark[2:]), 1.0)
+    left = _wait_gone(_pids_with(mark[2:]))
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     assert not left, "the compiler kept running after its time limit"
@@ -262,7 +267,7 @@ def test_compile_outlives_caller(tmp_path):
         time.sleep(0.1)
     p.kill()
     p.wait()
-    left = _wait_gone(_pids_with(mark[2:]), 3.0)
+    left = _wait_gone(_pids_with(mark[2:]))
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     assert not left, "the compiler kept running after its caller was killed"
@@ -293,7 +298,7 @@ def test_no_process_outlives_astra_check(how, tmp_path):
         time.sleep(0.05)
     p.wait(timeout=120)
     assert family, "the check started no worker"
-    left = _wait_gone(family | (_executor_pids() - before), 5.0)
+    left = _wait_gone(family | (_executor_pids() - before))
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     assert not left, [_cmdline(q)[:200] for q in left]

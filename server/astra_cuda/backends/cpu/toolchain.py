@@ -222,7 +222,7 @@ def _atomic_build_unlocked(out: Path, cmd_for: "callable", what: str,
         try:
             r = run_compiler(cmd, confined, limit)
         except subprocess.TimeoutExpired:
-            raise CompileError(f"{what}: the C++ compiler timed out after {limit} s")
+            raise CompileError(f"{what}: the C++ compiler timed out after {limit:g} s")
         if r.returncode != 0:  # out of room for its output: the cache's disk, not the kernel
             storage.after_compiler(r.stderr, Path(tmp).parent, CACHE)
         if r.returncode != 0 and confined is not None and (hit := _limit_message(r)) is not None:
