@@ -117,7 +117,7 @@ async def analyze(ls: AstraServer, uri: str, gen: int, cancel: threading.Event, 
         ls.log_error("could not tell which backends run here", traceback.format_exc())
     # A project whose astra.toml says `backend = "static"` runs no kernel code, in the editor too.
     if snap is None or not check or not ls.settings.allow_execution or has_errors or not todo or \
-            ls.backend_for(path) == "static":
+            await ls.call(ls.fast, ls.backend_for, path) == "static":
         ls.send_status(uri)
         return
     st.checking = True
@@ -146,10 +146,12 @@ async def check_one(ls: AstraServer, st: DocState, snap: Snapshot, k: KernelInfo
     from astra_cuda import api
     ks = st.kernel(k.name)
     where = lsp_range(span_of(k.kernel.name_span))
+    backend = "auto"
     try:
+        backend = await ls.call(ls.fast, ls.backend_for, snap.path)   # reads project files: off the loop
         arch = await ls.call(ls.probe, ls.arch, snap.path)
         t0 = time.monotonic()
-        verdicts = await ls.call(ls.slow, api.check, snap, k.name, backend=ls.backend_for(snap.path),
+        verdicts = await ls.call(ls.slow, api.check, snap, k.name, backend=backend,
                                  arch=arch, cancel=cancel, session=ls.session_for(snap.path))
     except Exception as e:
         if cancel.is_set():
@@ -157,13 +159,13 @@ async def check_one(ls: AstraServer, st: DocState, snap: Snapshot, k: KernelInfo
         if not is_user_error(e):
             ls.log_error(f"checking {k.name} failed", traceback.format_exc())
         ls.log_info(f"check {k.name}: could not run: {user_message(e)} — reproduce: "
-                    f"{api.command_line('check', snap, k.name, backend=ls.backend_for(snap.path))}")
+                    f"{api.command_line('check', snap, k.name, backend=backend)}")
         ks.verdict, ks.verdict_error = None, user_message(e)
         return [error_diagnostic(e, lines, f"{k.name}: the check could not run", where)]
     if cancel.is_set():
         return None
     from astra_cuda import standing
-    again = api.command_line("check", snap, k.name, backend=ls.backend_for(snap.path))
+    again = api.command_line("check", snap, k.name, backend=backend)
     for v in verdicts:
         kst = st.kernel(v.kernel)
         kst.verdict, kst.verdict_error = v, ""

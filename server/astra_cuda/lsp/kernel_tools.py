@@ -25,17 +25,19 @@ async def profile(ls: AstraServer, uri: str, name: str) -> dict[str, Any]:
     k = anchoring.find(snap.kernels, name) if snap is not None else None
     if snap is None or k is None:
         return ls.fail(f"no kernel `{name}` in this file")
+    try:
+        backend = await ls.call(ls.fast, ls.backend_for, snap.path)   # reads project files: off the loop
+    except Exception as e:
+        return ls.fail(f"profiling `{name}` failed: {user_message(e)}")
     ks = ls.state(uri).kernel(name)
     ks.profiling = True
     ls.refresh_views()
     t0 = time.monotonic()
-    again = api.command_line("profile", snap, name, backend=ls.backend_for(snap.path)) + \
-        (" --ncu" if ls.settings.profile_ncu else "")
+    again = api.command_line("profile", snap, name, backend=backend) + (" --ncu" if ls.settings.profile_ncu else "")
     try:
         arch = await ls.call(ls.probe, ls.arch, snap.path)
         context = await ls.call(ls.fast, ls.project, doc.path)  # reads project files: off the loop
-        profiles = await ls.call(ls.slow, api.profile, snap.with_context(context), name,
-                                 backend=ls.backend_for(snap.path), arch=arch,
+        profiles = await ls.call(ls.slow, api.profile, snap.with_context(context), name, backend=backend, arch=arch,
                                  ncu=ls.settings.profile_ncu, session=ls.session_for(snap.path))
         p = profiles[0]  # one profile per selected kernel; we selected one
     except Exception as e:
@@ -79,9 +81,10 @@ async def spec_edit(ls: AstraServer, uri: str, name: str) -> tuple[types.Workspa
     t0 = time.monotonic()
     try:
         context = await ls.call(ls.fast, ls.project, doc.path)  # reads project files: off the loop
+        backend = await ls.call(ls.fast, ls.backend_for, snap.path)
         # the kernel is run under the draft before it is proposed: the pool that runs checks
         proposal = await ls.call(ls.slow, api.infer_spec, snap.with_context(context), name,
-                                 backend=ls.backend_for(snap.path), session=ls.session_for(snap.path))
+                                 backend=backend, session=ls.session_for(snap.path))
     except Exception as e:
         return None, f"could not infer a spec for `{name}`: {user_message(e)}"
     if (ls.document(uri).version or 0) != (doc.version or 0):

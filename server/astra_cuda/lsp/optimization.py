@@ -74,19 +74,22 @@ async def optimize(ls: AstraServer, uri: str, name: str, consent: str | None = N
     k = next((k for k in snap.kernels if k.name == name), None) if snap is not None else None
     if snap is None or k is None:
         return ls.fail(f"no kernel `{name}` in this file")
-    ks = ls.state(uri).kernel(name)
-    if ks.optimization and ks.optimization.status == "running":
-        return ls.fail(f"`{name}` is already being optimized")
-    try:
-        llm, source = llm_config(ls, doc.path)
+    try:   # the project's configuration files are read off the loop
+        llm, source = await ls.call(ls.fast, llm_config, ls, doc.path)
     except Exception as e:
         return ls.fail(f"the LLM settings are incomplete: {user_message(e)}")
+    try:
+        eff = await ls.call(ls.fast, ls.effective, doc.path)
+    except Exception as e:
+        return ls.fail(f"the project's configuration cannot be read: {user_message(e)}")
+    ks = ls.state(uri).kernel(name)
+    if ks.optimization and ks.optimization.status == "running":   # no await from here to its start
+        return ls.fail(f"`{name}` is already being optimized")
     ask = consent_needed(llm, source, consent)
     if ask is not None:
         return ask
     opt = Optimization("running", anchoring.anchor_for(k, doc.version or 0, doc.source), doc.source)
     ks.optimization = opt
-    eff = ls.effective(doc.path)
     backend, rounds = eff["backend"].value, eff["budgets.rounds"].value
     tokens, seconds = eff["budgets.tokens"].value, eff["budgets.seconds"].value
     token = await ls.progress_begin(f"Astra: optimizing {name}", opt.cancel)
