@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import itertools
+import re
 from dataclasses import dataclass, field
 
 from ..model import access, exprs
@@ -139,7 +140,9 @@ def _extents_of(samples: list) -> dict[str, list[int] | None]:
 
 
 def is_stride(name: str) -> bool:
-    return "stride" in name.lower()
+    """A stride by its name: `stride` in it, or BLAS's leading dimension (`lda`, `ldc`, `ld_out`)."""
+    low = name.lower()
+    return "stride" in low or re.fullmatch(r"ld[a-z]|ld_\w+", low) is not None
 
 
 def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[str], elem_bytes: dict[str, int],

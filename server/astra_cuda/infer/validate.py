@@ -36,7 +36,7 @@ def alternatives(first: Proposal, trial: Trial, redo: Callable[[dict[str, str]],
     an out-of-bounds access is tried with two sizes taken equal where only then the accesses fit
     a shape (a rotation over the first `rot_dim` of each `head_size` row), and, with a guessed
     grid, with one block per row, and with sizes that are whole tiles of the block (a kernel that
-    handles no tail). `redo(changes)`
+    handles no tail); two runs that disagree are taken as such an access that did not fault. `redo(changes)`
     infers again with those decisions fixed (None when they change nothing)."""
     out: list[Proposal] = []
     checks = set(trial.failed_checks)
@@ -44,6 +44,10 @@ def alternatives(first: Proposal, trial: Trial, redo: Callable[[dict[str, str]],
         alt = redo({"roles": "inout"})
         if alt is not None:
             out.append(alt)
+    # two runs that disagree read memory the draft did not give the kernel (past a buffer, or
+    # before it was written): an out-of-bounds access that did not fault
+    if "determinism" in checks:
+        checks |= {"sanitize"}
     # a fault or an out-of-bounds access (on a GPU, a write past one buffer lands in the next and
     # shows as an input modified): sizes the shapes fit only equal
     if checks & {"launch", "sanitize", "inputs_unchanged"}:

@@ -746,6 +746,9 @@ class Analyzer:
             return {(name,): 1} if t != "sizeof_expression" else None
         if t == "cast_expression":
             return self._poly(n.child_by_field_name("value"))
+        if t == "call_expression" and _functional_cast(n.child_by_field_name("function")):
+            inner = [a for a in n.child_by_field_name("arguments").named_children if a.type != "comment"]
+            return self._poly(inner[0]) if len(inner) == 1 else None
         if t == "binary_expression":
             op = n.child_by_field_name("operator").type
             a, b = self._poly(n.child_by_field_name("left")), self._poly(n.child_by_field_name("right"))
@@ -1223,6 +1226,8 @@ class Analyzer:
             if isinstance(v, Ptr) and "*" in to:
                 return self._rescale(v, to)
             return v
+        if len(args) == 1 and _functional_cast(fn):   # `int64_t(d)`: d
+            return self.expr(args[0], evaluate_only=evaluate_only)
         vals = [self.expr(a, evaluate_only=evaluate_only) for a in args]
         if not evaluate_only:
             self._written_through(name, args)
@@ -1397,6 +1402,12 @@ def _condition(n: Node | None) -> bool:
     n = _unparen(n)
     return n is not None and n.type == "binary_expression" and n.child_by_field_name("operator").type in (
         "&&", "||", "<", "<=", ">", ">=", "==", "!=")
+
+
+def _functional_cast(fn: Node | None) -> bool:
+    """`int64_t(d)`, `float(x)`: a call whose function is a scalar type, a cast written as a call."""
+    return fn is not None and fn.type in ("primitive_type", "type_identifier", "identifier", "qualified_identifier") \
+        and dtypes.from_cpp(fn.text.decode()) is not None
 
 
 def _unparen(n: Node | None) -> Node | None:
