@@ -54,3 +54,40 @@ def test_a_cast_written_as_a_call_keeps_its_value():
                      "    out[row + i] = in[row * 2 + i] * in[row * 2 + d + i];\n}\n").kernel("gated")
     facts = access.analyse(k, {"d": 48}, (5, 1, 1), (32, 1, 1), {"in": 4, "out": 4}, set(), 100, {})
     assert facts.uses["out"].hi == 5 * 48 - 1 and facts.uses["in"].hi == 5 * 96 - 1
+
+
+def test_a_constexpr_tile_of_the_launcher_is_no_size_and_its_template_value_is_read(project):
+    """bitsandbytes dequantizeBlockwise: `constexpr int tile = (DATA_TYPE > 0) ? 1024 : 512;
+    int blocks = ((int64_t)n + tile - 1) / tile;` in a launcher whose DATA_TYPE its explicit
+    instantiation fixes at 0: the grid is cdiv(n, 512), not a guessed block count."""
+    project("dq.cu", "template <typename T, int DATA_TYPE>\n"
+                     "__global__ void kdq(const float* code, const unsigned char* A, T* out, const int n) {\n"
+                     "  int i = blockIdx.x * 512 + threadIdx.x * 8;\n"
+                     "  for (int j = 0; j < 8; j++) if (i + j < n) out[i + j] = code[A[i + j]];\n}\n"
+                     "template <typename T, int DATA_TYPE>\n"
+                     "void dq(const float* code, const unsigned char* A, T* out, const int n) {\n"
+                     "  constexpr int tile_size = (DATA_TYPE > 0) ? 1024 : 512;\n"
+                     "  int grid_blocks = ((int64_t)n + tile_size - 1) / tile_size;\n"
+                     "  kdq<T, DATA_TYPE><<<grid_blocks, 64>>>(code, A, out, n);\n}\n"
+                     "template void dq<float, 0>(const float* code, const unsigned char* A, float* out, const int n);\n")
+    s, p = infer(project, "dq.cu", "kdq")
+    assert s.instantiate == "<float, 0>" and s.block == ("64",)
+    assert s.grid == ("(n + 512 - 1) / 512",) and s.args["out"].shape == ("n",)
+
+
+def test_a_template_type_argument_that_is_a_pointer_makes_its_parameter_a_buffer(project):
+    """llm-awq quant_kernel: `scale_type scale` launched as `quant<T, at::Half *, true>` writes
+    `scale[token]`: the argument is kept (not replaced by float, which does not compile) and
+    `scale` is a buffer, in the proposal and in the spec Astra loads."""
+    project("q.cu", "#include <cuda_fp16.h>\n#include <cstdint>\n"
+                    "template <typename T, typename scale_type, bool per_token>\n"
+                    "__global__ void quant(const T* in, int8_t* out, scale_type scale, int hidden) {\n"
+                    "  if constexpr (per_token) {\n"
+                    "    if (threadIdx.x == 0) scale[blockIdx.x] = __float2half_rn(1.0f);\n"
+                    "    for (int i = threadIdx.x; i < hidden; i += blockDim.x) out[blockIdx.x * hidden + i] = (int8_t)in[blockIdx.x * hidden + i];\n"
+                    "  }\n}\n"
+                    "void run(int8_t* out, const float* in, __half* scale, int tokens, int hidden) {\n"
+                    "  quant<float, __half *, true><<<tokens, 256>>>(in, out, scale, hidden);\n}\n")
+    s, p = infer(project, "q.cu", "quant")
+    assert s.instantiate == "<float, __half *, true>"
+    assert s.args["scale"].pointer and s.args["scale"].output and s.args["scale"].shape == ("tokens",)

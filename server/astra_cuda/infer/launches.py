@@ -120,6 +120,21 @@ def declared_names(model: SourceModel, function: str | None) -> set[str]:
     return {n for n in out if n} - set(param_names(fn))
 
 
+def constexpr_names(model: SourceModel, function: str | None) -> set[str]:
+    """The locals the host function declares `constexpr`: compile-time choices (`constexpr int
+    tile_size = 512`), never a size of the problem."""
+    if function is None:
+        return set()
+    short = function.split("::")[-1]
+    fn = next((n for n in _functions(model.text) if (source._declarator_name(
+        source._function_declarator(n.child_by_field_name("declarator")))[0] or "").split("::")[-1] == short), None)
+    if fn is None:
+        return set()
+    return {name for n in _walk(fn) if n.type == "declaration"
+            and any(c.type == "type_qualifier" and c.text.decode() == "constexpr" for c in n.children)
+            for d in n.children_by_field_name("declarator") if (name := source._declarator_name(d)[0])}
+
+
 def _host_locals(model: SourceModel, site: LaunchSite) -> dict[str, str]:
     local = host_locals(model, site.function, site.span.start_byte)
     # a guard fixes a name the caller chooses (`if (block_size == 16)`), not one the launcher
@@ -403,6 +418,7 @@ def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names:
     # ... unless the launch also hands it to the kernel as a template argument (`k<T, TOKENS_PER_CTA>`):
     # a compile-time constant, not a size
     literal -= {a.strip() for a in split(site.template_args or "<>")}
+    literal -= constexpr_names(model, site.function)   # nor a compile-time constant (`constexpr int tile = 512`)
     for var in (site.grid_var, site.block_var):   # `threads.x` in the grid is the block's first dimension
         if var is not None and var.dims is not None:
             for axis, dim in zip("xyz", list(var.dims) + ["1", "1"]):

@@ -6,7 +6,7 @@ and the checks on the assembled draft (launch bounds, requirements) read its int
 from __future__ import annotations
 
 import ast
-
+import re
 from dataclasses import dataclass, field
 
 from ..model import access, dtypes, exprs, source
@@ -42,6 +42,13 @@ _SCALAR_GUESSES = (("eps", "1e-5"), ("epsilon", "1e-5"), ("learning_rate", "1e-3
 
 
 _PER_ROW = ("weight", "bias", "gamma", "beta", "w", "b", "scale", "norm_weight", "ln_weight", "ln_bias")
+
+
+def _launcher_template_params(program: Program, site) -> set[str]:
+    """The template parameter names of the function that holds the launch."""
+    from .template_args import _template_param_names
+    fn = program.function(site.function) if site is not None and site.function else None
+    return set(_template_param_names(fn[0])) if fn is not None else set()
 
 
 def _scalar_guess(name: str) -> str:
@@ -103,12 +110,18 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
     if made is not None:
         notes.append(made)
     targs = dict(zip(kernel.template_param_names, _split(instantiate))) if instantiate else {}
+    kernel = kernel.instantiated(targs)   # `scale_type scale` with `at::Half *`: a buffer
     if instantiate:   # `sizeof(T)` in the launcher: T as resolved (named at the launch, or deduced: same name)
         written = _split(site.template_args) if site is not None and site.template_args else kernel.template_param_names
+        launcher = _launcher_template_params(program, site)
         for name, value in zip(written, _split(instantiate)):
             dt = dtypes.from_cpp(value)
             if name.strip().isidentifier() and dt is not None:
                 constants[f"sizeof({name.strip()})"] = str(dt.itemsize)
+            # a value parameter of the launcher handed on to the kernel (`kdq<T, DATA_TYPE>`) has the
+            # value taken for it in the launcher's own expressions (`(DATA_TYPE > 0) ? 1024 : 512`)
+            if name.strip() in launcher and re.fullmatch(r"-?\d+|true|false", value.strip()):
+                constants.setdefault(name.strip(), value.strip())
 
     def cpp(p) -> tuple[str | None, str]:
         base = targs.get(p.base_type, p.base_type)

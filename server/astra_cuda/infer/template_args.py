@@ -254,6 +254,9 @@ def _acceptable(arg: str, known: frozenset[str] | set[str]) -> bool:
     defines (types, device functions, enumerators) — never a template parameter or a local of
     the launcher left to resolve."""
     from ..model.spec import parse_template_args
+    if arg.rstrip().endswith("*"):   # a pointer type (`at::Half *`): the kernel's parameter of it is a buffer
+        pointee = " ".join(w for w in arg.rstrip()[:-1].split() if w != "const")
+        return bool(pointee) and "*" not in pointee and _acceptable(pointee, known)
     try:
         parse_template_args(f"<{arg}>")
     except ValueError:

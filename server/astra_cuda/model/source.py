@@ -164,6 +164,21 @@ class Kernel:
     def param(self, name: str) -> Param | None:
         return next((p for p in self.params if p.name == name), None)
 
+    def instantiated(self, targs: dict[str, str]) -> "Kernel":
+        """The kernel with each parameter whose type is a template parameter instantiated with a
+        pointer type (`scale_type scale` with `at::Half *`) a pointer parameter to that pointee."""
+        params = []
+        for p in self.params:
+            arg = " ".join(targs.get(p.base_type, "").split())
+            if p.is_pointer or not arg.endswith("*") or arg.count("*") != 1:
+                params.append(p)
+                continue
+            words = arg[:-1].split()
+            pointee = " ".join(w for w in words if w not in ("const", "volatile", "__restrict__"))
+            params.append(replace(p, type=arg, base_type=pointee, is_pointer=True,
+                                              is_const="const" in words))
+        return replace(self, params=tuple(params)) if params != list(self.params) else self
+
     def to_json(self) -> dict:
         return {"name": self.name, "qualified_name": self.qualified_name,
                 "params": [p.to_json() for p in self.params],

@@ -670,8 +670,9 @@ class _Validator:
 
     def args(self, targs: dict[str, str]) -> dict[str, ArgSpec]:
         """[args]: one entry per kernel parameter, each a pointer's, a scalar's or a struct's
-        description (a struct's fields follow it, as entries of their own)."""
-        kernel, data, loc = self.kernel, self.data, self.loc
+        description (a struct's fields follow it, as entries of their own). A parameter whose
+        type the instantiation makes a pointer (`scale_type` = `at::Half *`) is a pointer's."""
+        kernel, data, loc = self.kernel.instantiated(targs), self.data, self.loc
         raw_args = data.get("args", {})
         if not isinstance(raw_args, dict):
             self.err("[args] must be a table with one entry per kernel parameter", "args")
