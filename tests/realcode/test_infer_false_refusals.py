@@ -91,3 +91,32 @@ def test_a_template_type_argument_that_is_a_pointer_makes_its_parameter_a_buffer
     s, p = infer(project, "q.cu", "quant")
     assert s.instantiate == "<float, __half *, true>"
     assert s.args["scale"].pointer and s.args["scale"].output and s.args["scale"].shape == ("tokens",)
+
+
+UB = ("__global__ void per_token_scale(float* scales, const float* in, const float* scale_ub, int hidden) {\n"
+      "  if (threadIdx.x == 0) {\n    float m = 0.0f;\n"
+      "    for (int i = 0; i < hidden; ++i) m = fmaxf(m, fabsf(in[blockIdx.x * hidden + i]));\n"
+      "    if (scale_ub) m = fminf(m, *scale_ub);\n    scales[blockIdx.x] = fmaxf(m / 448.0f, 1e-6f);\n  }\n}\n"
+      "void run(float* s, const float* in, const float* ub, int tokens, int hidden) {\n"
+      "  per_token_scale<<<tokens, 32>>>(s, in, ub, hidden);\n}\n")
+
+
+def test_a_constant_output_is_tried_again_with_its_one_value_inputs_far_above_the_data(project):
+    """vLLM rms_norm_dynamic_per_token_quant: `min(absmax, *scale_ub)` with scale_ub drawn like
+    the data clamps every token's scale to one value; the retry draws it far above the data."""
+    from astra_cuda.infer import Proposal, validate
+    asked = []
+    validate.alternatives(Proposal("/* @astra a */\n"), validate.Trial(True, False, "not_constant: ...",
+                                                                         ("not_constant",)),
+                          lambda decide: asked.append(decide))
+    assert {"bounds": "large"} in asked
+    project("ub.cu", UB)
+    path = project.root / "ub.cu"
+    snap = api.snapshot(path.read_text(), str(path))
+    k = snap.model.kernel("per_token_scale")
+    assert "uniform(1000" not in api.infer.infer(k, snap.model, path=str(path)).comment
+    alt = api.infer.infer(k, snap.model, path=str(path), decide={"bounds": "large"})
+    m = source.parse(alt.comment + path.read_text())
+    s = spec.load(m.kernel("per_token_scale"), m)
+    assert s.args["scale_ub"].init.kind == "uniform" and s.args["scale_ub"].init.params[0] >= 1000
+    assert s.args["in"].init.kind == "normal"

@@ -325,6 +325,12 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
                 init = f', init = "uniform({drawn[p.name][0]}, {drawn[p.name][1]})"'
                 notes.append(f"`{p.name}` drawn from uniform({drawn[p.name][0]}, {drawn[p.name][1]}), as the program "
                              f"fills the array it copies there")
+            if not role and not init and decide.get("bounds") == "large" and dt.is_float and shape == ["1"]:
+                # one value the kernel reads beside the data (`min(absmax, *scale_ub)`) drawn like the data
+                # clamped every output to it: drawn far above the data instead
+                init = ', init = "uniform(1000, 10000)"'
+                notes.append(f"`{p.name}` (one value read beside the data: a bound?) drawn from uniform(1000, 10000): "
+                             f"drawn like the data it left an output constant — CHECK the values the program passes")
             if scatter is not None and p.name == scatter[0]:
                 init = ', init = "permutation"'
             elif found is not None and p.name in found.tables:

@@ -36,7 +36,8 @@ def alternatives(first: Proposal, trial: Trial, redo: Callable[[dict[str, str]],
     an out-of-bounds access is tried with two sizes taken equal where only then the accesses fit
     a shape (a rotation over the first `rot_dim` of each `head_size` row), and, with a guessed
     grid, with one block per row, and with sizes that are whole tiles of the block (a kernel that
-    handles no tail); two runs that disagree are taken as such an access that did not fault. `redo(changes)`
+    handles no tail); a constant output with its one-value inputs (a bound) drawn far above the
+    data; two runs that disagree are taken as such an access that did not fault. `redo(changes)`
     infers again with those decisions fixed (None when they change nothing)."""
     out: list[Proposal] = []
     checks = set(trial.failed_checks)
@@ -60,6 +61,10 @@ def alternatives(first: Proposal, trial: Trial, redo: Callable[[dict[str, str]],
             out.append(alt)
     if checks & {"launch", "sanitize"}:   # a fault on a partial tile: sizes that are whole tiles of the block
         alt = redo({"tiles": "block"})
+        if alt is not None:
+            out.append(alt)
+    if "not_constant" in checks:   # a one-value input (a bound) drawn like the data clamps every output
+        alt = redo({"bounds": "large"})
         if alt is not None:
             out.append(alt)
     if "not_constant" in checks and trial.case:   # no work at the smallest sizes: test larger ones
