@@ -120,3 +120,17 @@ def test_a_constant_output_is_tried_again_with_its_one_value_inputs_far_above_th
     s = spec.load(m.kernel("per_token_scale"), m)
     assert s.args["scale_ub"].init.kind == "uniform" and s.args["scale_ub"].init.params[0] >= 1000
     assert s.args["in"].init.kind == "normal"
+
+
+def test_a_change_under_an_if_the_macros_rule_out_does_not_reach_the_launch(project):
+    """bitsandbytes gemm_4bit_inference_naive: `int num_blocks = (m + 3) / 4;` then, under
+    `#if BNB_HIP` (0 here), another value: the grid is (m + 3) / 4, not a guessed block count."""
+    project("hip.cu", "#define ON_HIP 0\n"
+                      "__global__ void rows4(float* out, const float* in, int m, int k) {\n"
+                      "  int row = blockIdx.x * 4 + threadIdx.x / 32;\n"
+                      "  if (row < m && threadIdx.x % 32 == 0) out[row] = in[row * k];\n}\n"
+                      "void run(float* out, const float* in, int m, int k) {\n"
+                      "  int num_blocks = (m + 3) / 4;\n#if ON_HIP\n  num_blocks = (m + 1) / 2;\n#endif\n"
+                      "  rows4<<<num_blocks, 128>>>(out, in, m, k);\n}\n")
+    s, p = infer(project, "hip.cu", "rows4")
+    assert s.grid == ("(m + 3) / 4",) and s.args["out"].shape == ("m",)

@@ -8,6 +8,7 @@ the relations between sizes are all read from one launch site and its launcher's
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 
 from ..model import exprs, source
@@ -135,8 +136,8 @@ def constexpr_names(model: SourceModel, function: str | None) -> set[str]:
             for d in n.children_by_field_name("declarator") if (name := source._declarator_name(d)[0])}
 
 
-def _host_locals(model: SourceModel, site: LaunchSite) -> dict[str, str]:
-    local = host_locals(model, site.function, site.span.start_byte)
+def _host_locals(model: SourceModel, site: LaunchSite, macros: dict[str, str] | None = None) -> dict[str, str]:
+    local = host_locals(model, site.function, site.span.start_byte, macros)
     # a guard fixes a name the caller chooses (`if (block_size == 16)`), not one the launcher
     # computes from the sizes (`if (unroll == 1)`, unroll = cdiv(width, step)): that one stays an
     # expression, and the guard a condition on the sizes (`branch_conditions`)
@@ -193,21 +194,52 @@ def _device_limit(value) -> str | None:
     return _FIXED_LIMITS.get((field_name.text.decode(), index)) if field_name is not None else None
 
 
-def host_locals(model: SourceModel, function: str | None, at: int | None = None) -> dict[str, str]:
+def host_locals(model: SourceModel, function: str | None, at: int | None = None,
+                macros: dict[str, str] | None = None) -> dict[str, str]:
     """Plain local variables of a host function with one initialised declaration and no
     later assignment (`const int grid_size = ceil_div(N, block_size);`): name -> initializer.
     With `at` (a launch's byte offset), the function that holds it, and each name as the launch
     sees it: the declaration C++ name lookup finds there (`int threads = 32;` of its own branch,
-    where another branch declares its own), unless a change reaches the launch."""
+    where another branch declares its own), unless a change reaches the launch. `macros`: what
+    decides the function's own `#if`s (a change under `#if BNB_HIP` with BNB_HIP 0 is none)."""
     if function is None:
         return {}
-    whole = _function_locals(model, function, None)
+    whole = _function_locals(model, function, None, macros)
     # over what the whole function says, what the launch's own scope says (a launch site read
     # from a rewritten launcher, cudaLaunchKernelEx's, may fall outside it: then the whole's)
-    return whole if at is None else {**whole, **_function_locals(model, function, at)}
+    return whole if at is None else {**whole, **_function_locals(model, function, at, macros)}
 
 
-def _function_locals(model: SourceModel, function: str, at: int | None) -> dict[str, str]:
+def _dead_branches(fn, macros: dict[str, str] | None) -> list[tuple[int, int]]:
+    """Byte ranges of the function's `#if` branches its macros rule out (each name in the
+    condition a known number; `defined(X)` decided only by a known X)."""
+    out: list[tuple[int, int]] = []
+    for n in _walk(fn) if macros else ():
+        if n.type not in ("preproc_if", "preproc_elif"):
+            continue
+        cond = n.child_by_field_name("condition")
+        text = cond.text.decode() if cond is not None else ""
+        text = re.sub(r"\bdefined\s*\(?\s*(\w+)\s*\)?", lambda m: "1" if m.group(1) in macros else "X_", text)
+        names = set(re.findall(r"[A-Za-z_]\w*", text))
+        if not names <= {k for k, v in macros.items() if re.fullmatch(r"-?\d+[uUlL]*", v.strip())}:
+            continue
+        try:
+            taken = bool(exprs.evaluate(text.replace("&&", " and ").replace("||", " or ").replace("!", " not ")
+                                        .replace(" not =", "!="),
+                                        {k: int(macros[k].strip().rstrip("uUlL")) for k in names}))
+        except (exprs.ExprError, ValueError):
+            continue
+        alt = n.child_by_field_name("alternative")
+        body_end = alt.start_byte if alt is not None else n.end_byte
+        if not taken:
+            out.append((cond.end_byte, body_end))
+        elif alt is not None:
+            out.append((alt.start_byte, alt.end_byte))
+    return out
+
+
+def _function_locals(model: SourceModel, function: str, at: int | None,
+                     macros: dict[str, str] | None = None) -> dict[str, str]:
     short = function.split("::")[-1]
     fns = [n for n in _functions(model.text) if (source._declarator_name(
         source._function_declarator(n.child_by_field_name("declarator")))[0] or "").split("::")[-1] == short]
@@ -240,8 +272,10 @@ def _function_locals(model: SourceModel, function: str, at: int | None) -> dict[
                     counts[name] = counts.get(name, 0) + 1
                 if value is not None and value.type not in ("initializer_list", "argument_list"):
                     out[name] = _device_limit(value) or value.text.decode()
+    dead = _dead_branches(fn, macros)
     for n in _walk(fn):
-        if n.type in ("assignment_expression", "update_expression"):
+        if n.type in ("assignment_expression", "update_expression") \
+                and not any(a <= n.start_byte < b for a, b in dead):
             target = n.child_by_field_name("left") or n.child_by_field_name("argument")
             if target is None or target.type != "identifier":
                 continue
@@ -406,7 +440,7 @@ def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names:
     mapping = _site_mapping(kernel, site, size_names)
     grid_parts = _config_parts("grid", site.grid, site.grid_var, line, notes)
     block_parts = _config_parts("block", site.block, site.block_var, line, notes)
-    local = _host_locals(model, site)
+    local = _host_locals(model, site, constants)
     for name in [k for k, v in local.items() if v == RUNTIME]:
         local[name] = str(RUNTIME_DEFAULT)
         if any(name in x for x in grid_parts + block_parts):
