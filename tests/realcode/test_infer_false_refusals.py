@@ -59,8 +59,9 @@ def test_a_cast_written_as_a_call_keeps_its_value():
 def test_a_constexpr_tile_of_the_launcher_is_no_size_and_its_template_value_is_read(project):
     """bitsandbytes dequantizeBlockwise: `constexpr int tile = (DATA_TYPE > 0) ? 1024 : 512;
     int blocks = ((int64_t)n + tile - 1) / tile;` in a launcher whose DATA_TYPE its explicit
-    instantiation fixes at 0: the grid is cdiv(n, 512), not a guessed block count."""
-    project("dq.cu", "template <typename T, int DATA_TYPE>\n"
+    instantiation fixes at General8bit (0): the grid is cdiv(n, 512), not a guessed block count."""
+    project("dq.cu", "typedef enum DataType_t { General8bit = 0, FP4 = 1 } DataType_t;\n"
+                     "template <typename T, int DATA_TYPE>\n"
                      "__global__ void kdq(const float* code, const unsigned char* A, T* out, const int n) {\n"
                      "  int i = blockIdx.x * 512 + threadIdx.x * 8;\n"
                      "  for (int j = 0; j < 8; j++) if (i + j < n) out[i + j] = code[A[i + j]];\n}\n"
@@ -69,9 +70,9 @@ def test_a_constexpr_tile_of_the_launcher_is_no_size_and_its_template_value_is_r
                      "  constexpr int tile_size = (DATA_TYPE > 0) ? 1024 : 512;\n"
                      "  int grid_blocks = ((int64_t)n + tile_size - 1) / tile_size;\n"
                      "  kdq<T, DATA_TYPE><<<grid_blocks, 64>>>(code, A, out, n);\n}\n"
-                     "template void dq<float, 0>(const float* code, const unsigned char* A, float* out, const int n);\n")
+                     "template void dq<float, General8bit>(const float* code, const unsigned char* A, float* out, const int n);\n")
     s, p = infer(project, "dq.cu", "kdq")
-    assert s.instantiate == "<float, 0>" and s.block == ("64",)
+    assert s.instantiate == "<float, General8bit>" and s.block == ("64",)
     assert s.grid == ("(n + 512 - 1) / 512",) and s.args["out"].shape == ("n",)
 
 

@@ -120,8 +120,9 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
                 constants[f"sizeof({name.strip()})"] = str(dt.itemsize)
             # a value parameter of the launcher handed on to the kernel (`kdq<T, DATA_TYPE>`) has the
             # value taken for it in the launcher's own expressions (`(DATA_TYPE > 0) ? 1024 : 512`)
-            if name.strip() in launcher and re.fullmatch(r"-?\d+|true|false", value.strip()):
-                constants.setdefault(name.strip(), value.strip())
+            number = constants.get(value.strip(), value.strip())   # an enumerator (`General8bit`): its value
+            if name.strip() in launcher and re.fullmatch(r"-?\d+|true|false", number.strip()):
+                constants.setdefault(name.strip(), number.strip())
 
     def cpp(p) -> tuple[str | None, str]:
         base = targs.get(p.base_type, p.base_type)
