@@ -82,3 +82,18 @@ def test_spec_comment_attached_across_blank_lines_but_not_across_code():
 def test_malformed_source_never_raises():
     m = source.parse("__global__ void broken(float* x { x[0] = ; }\n@@@@\n")
     assert m.syntax_errors
+
+
+def test_columns_count_characters_without_decoding_each_line():
+    """A column is the characters before it on its line, a part of a character counted as one (as
+    decoding with replacement counts it); found from the continuation bytes, so a 4 MB line of
+    items is linear, not quadratic."""
+    text = "a\u00e9b\u4e2dc\U0001f600d\n\u00e9\u00e9 x\n\nplain ascii\n\U0001f600"
+    t = source._Text(text)
+    data = text.encode()
+    for line, start in enumerate(t.line_starts):
+        for byte_col in range(len(data) - start + 1):
+            want = len(data[start:start + byte_col].decode("utf-8", errors="replace"))
+            assert t.col(line, byte_col) == want, (line, byte_col)
+    ascii_only = source._Text("a;" * 1000)
+    assert not ascii_only.continuations and ascii_only.col(0, 1500) == 1500
