@@ -119,3 +119,17 @@ def test_an_input_read_at_a_sum_of_sizes_gets_the_polynomial_that_measures_it(pr
                  "  add_bias<<<rows * heads, 128>>>(o, a, rows, heads, mp, ho, len);\n}\n",
                  "add_bias")
     assert s.args["alibi"].shape == ("rows * heads * mp - heads * mp + head_offset + heads", "len")
+
+
+def test_an_integer_only_compared_with_numbers_is_a_mode_not_a_size(project):
+    """FasterTransformer's `int8_mode`: `if (int8_mode == 2)` picks a quantized path; as a size its
+    values (1, 100, 4096) pick one by accident and it led the guessed grid. It takes 0, the path no
+    comparison selects, and is no size."""
+    s, p = infer(project, "mode.cu",
+                 "__global__ void act(float* out, const float* scale, int int8_mode, int m, int n) {\n"
+                 "  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < m * n; i += blockDim.x * gridDim.x) {\n"
+                 "    float v = out[i];\n    if (int8_mode == 2) v *= scale[0];\n"
+                 "    out[i] = v > 0.f ? v : 0.f;\n  }\n}\n",
+                 "act")
+    assert s.args["int8_mode"].value == "0" and "int8_mode" not in s.sizes
+    assert s.grid[0] != "int8_mode" and sorted(s.args["out"].shape) == ["m", "n"]

@@ -182,6 +182,11 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
         derived[n] = "0"
         size_names.remove(n)
         notes.append(f"`{n}` is a shift count (`x >> {n}`), not a size: took 0 — CHECK the counts the program uses")
+    for n, value, tested in _modes(kernel, size_names):   # `if (int8_mode == 2)`: a mode, not a size
+        derived[n] = str(value)
+        size_names.remove(n)
+        notes.append(f"`{n}` is a mode the kernel only compares with {', '.join(map(str, tested))}: took {value}, "
+                     f"the path none of those comparisons selects — CHECK the mode the program uses")
     if not size_names:
         size_names = ["n"]
     first = size_names[0]
@@ -511,6 +516,39 @@ def _shift_counts(kernel: Kernel, size_names: list[str]) -> list[str]:
             if right is not None and right.type == "identifier" and right.text.decode() in size_names:
                 shifts.add(right.text.decode())
     return [n for n in size_names if n in shifts]
+
+
+def _modes(kernel: Kernel, size_names: list[str]) -> list[tuple[str, int, list[int]]]:
+    """(name, value, the numbers it is compared with) for each integer parameter the kernel's body
+    names only in `==`/`!=` comparisons with numbers (`if (int8_mode == 2)`): a mode, whose sizes'
+    values would pick a path by accident; the value is the least non-negative number none of the
+    comparisons names, so each of them takes its `else` (the plain path: FasterTransformer's int8_mode 0)."""
+    body = access.kernel_body(kernel)
+    if body is None:
+        return []
+    tested: dict[str, set[int]] = {n: set() for n in size_names}
+    plain: set[str] = set()
+    for n in _walk(body):
+        if n.type != "identifier" or n.text.decode() not in tested:
+            continue
+        parent = n.parent
+        while parent is not None and parent.type == "parenthesized_expression":
+            parent = parent.parent
+        op = parent.child_by_field_name("operator") if parent is not None and parent.type == "binary_expression" \
+            else None
+        other = [c for c in (parent.child_by_field_name("left"), parent.child_by_field_name("right"))
+                 if c is not None and c.end_byte <= n.start_byte or c is not None and c.start_byte >= n.end_byte] \
+            if op is not None else []
+        literal = other[0].text.decode().rstrip("uUlL") if len(other) == 1 and other[0].type == "number_literal" else ""
+        if op is not None and op.type in ("==", "!=") and literal.isdigit():
+            tested[n.text.decode()].add(int(literal))
+        else:
+            plain.add(n.text.decode())
+    out = []
+    for name, values in tested.items():
+        if values and name not in plain:
+            out.append((name, next(v for v in range(len(values) + 1) if v not in values), sorted(values)))
+    return out
 
 
 def _reduces(kernel: Kernel) -> bool:
