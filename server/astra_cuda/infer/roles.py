@@ -309,7 +309,8 @@ def _polynomial(p: str, samples: list, free: list[str], run) -> list[str] | None
     """The extent of `p` as a polynomial of degree at most one in each size (`(b * h * m + o + h) * s`,
     an offset made of sums: `alibi[(batch * heads * mp + head_offset + head) * seq + i]`), fitted
     exactly at every corner of a box of sizes around the first probe and checked at the other
-    probes: integer coefficients only (a division or a `min` in the index fits none). The
+    probes: integer coefficients only (a division or a `min` in the index fits none), no constant
+    term (a fixed overhang, not a layout) and some product of sizes among the terms. The
     innermost name every term shares becomes the last dimension. `run(sizes)`: the accesses there."""
     import numpy as np
     base = dict(samples[0][0])
@@ -346,6 +347,8 @@ def _polynomial(p: str, samples: list, free: list[str], run) -> list[str] | None
     if any(abs(c - i) > 1e-6 * max(1.0, abs(c)) for c, i in zip(coef, ints)):
         return None
     terms = [(m, c) for m, c in zip(monomials, ints) if c]
+    if any(not m for m, _ in terms) or all(len(m) < 2 for m, _ in terms):
+        return None   # a fixed reach past the sizes (`n + 4096`: a tile's overhang) or no layout's product
     for sizes, facts in samples:   # the other probes: the same polynomial, or no fit
         u = facts.uses.get(p)
         if u is None or u.hi is None or sum(c * _prod(sizes[n] for n in m) for m, c in terms) != u.hi + 1:
