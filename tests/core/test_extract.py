@@ -54,3 +54,17 @@ def test_replace_kernel_keeps_spec_and_rest():
     text = "/* @astra\ngrid=[1]\n*/\n__global__ void k(float* o) { o[0] = 1.f; }\nint main() {}\n"
     new = extract.replace_kernel(text, "k", "__global__ void k(float* o) { o[0] = 2.f; }")
     assert new.startswith("/* @astra") and "2.f" in new and new.endswith("int main() {}\n")
+
+
+def test_a_kernel_behind_an_included_non_source_file_is_said_so(tmp_path):
+    """`#include ".env"` before the kernel: the device pass reads it in, the kernel no longer reads
+    as C++ — said as a possible cause, not only a conditional (and the .env's text is not shown)."""
+    import pytest
+    from astra_cuda.errors import AstraError
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".env").write_text("KEY=canaryValue123\n")
+    f = tmp_path / "k.cu"
+    f.write_text('#include ".env"\n__global__ void k(float* x) { x[0] = 1; }\n')
+    with pytest.raises(AstraError, match="not in the file as nvcc's device pass sees it") as e:
+        extract.unit(f.read_text(), str(f), "k")
+    assert "an #include of a file that is not source" in e.value.message and "canary" not in e.value.message

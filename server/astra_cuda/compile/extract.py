@@ -329,7 +329,8 @@ def unit_from_model(model: SourceModel, path: str, kernel_name: str, *, instanti
         cut = cutting.cut(pp, kernel.name, None, _names_in(instantiate), context.include_dirs)
     if not cut.found:
         raise AstraError(f"kernel {kernel.name!r} is not in the file as nvcc's device pass sees it "
-                         f"({pp.compiler}): a preprocessor conditional leaves it out")
+                         f"({pp.compiler}): a preprocessor conditional leaves it out, or what stands before it "
+                         "does not read as C++ once preprocessed (an #include of a file that is not source?)")
     notes = []
     if cut.headers:
         notes.append("project headers read into the unit: " + ", ".join(os.path.basename(h) for h in cut.headers))
