@@ -2,7 +2,8 @@
 fresh uploads of the host inputs, outputs poisoned first, everything downloaded afterwards."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -28,13 +29,13 @@ class Run:
 
     args: list[Buffer | Scalar | Packed]
     buffers: dict[str, Buffer]
-    after: dict[str, np.ndarray] | None = None  # every pointer argument, downloaded after the launch
+    after: dict[str, np.ndarray] = field(default_factory=dict)  # every pointer argument, downloaded after the launch
 
 
-def scalar_ctypes(spec: Spec, params: dict[str, str]) -> dict:
+def scalar_ctypes(spec: Spec, params: dict[str, str]) -> dict[str, Any]:
     """C++ types of the by-value parameters, const removed and template parameters substituted
     (a struct parameter's layout is added by `arg_types`, from the compiled module)."""
-    out: dict = {}
+    out: dict[str, Any] = {}
     for a in spec.args.values():
         if not a.is_scalar or not a.param:
             continue
@@ -44,7 +45,7 @@ def scalar_ctypes(spec: Spec, params: dict[str, str]) -> dict:
     return out
 
 
-def arg_types(spec: Spec, backend: Backend, kernel: "Compiled", params: dict[str, str]) -> dict:
+def arg_types(spec: Spec, backend: Backend, kernel: "Compiled", params: dict[str, str]) -> dict[str, Any]:
     """`scalar_ctypes`, and for each struct parameter its `layout.Layout` as compiled into the
     kernel's module (the probe `extract.spec_unit` appended). LaunchError when it cannot be read."""
     out = scalar_ctypes(spec, params)
@@ -60,7 +61,7 @@ def arg_types(spec: Spec, backend: Backend, kernel: "Compiled", params: dict[str
     return out
 
 
-def launch_args(spec: Spec, buffers: dict[str, Buffer], sizes: dict[str, int], ctypes: dict) -> list:
+def launch_args(spec: Spec, buffers: dict[str, Buffer], sizes: dict[str, int], ctypes: dict[str, Any]) -> list[Any]:
     """The kernel's arguments in its parameter order: its buffers, its scalars, each struct
     assembled from its fields (pointer fields point at their buffers), each table of pointers
     pointing at the rows of its buffer."""
@@ -82,7 +83,7 @@ def launch_args(spec: Spec, buffers: dict[str, Buffer], sizes: dict[str, int], c
     return out
 
 
-def _struct(spec: Spec, a: ArgSpec, buffers: dict[str, Buffer], sizes: dict[str, int], lay) -> Packed:
+def _struct(spec: Spec, a: ArgSpec, buffers: dict[str, Buffer], sizes: dict[str, int], lay: Any) -> Packed:
     if not isinstance(lay, layout.Layout):
         raise LaunchError(f"struct parameter {a.name!r}: its layout was not read from the compiled module")
     data = bytearray(lay.size)
@@ -97,7 +98,9 @@ def _struct(spec: Spec, a: ArgSpec, buffers: dict[str, Buffer], sizes: dict[str,
                                   f"field points to elements of {f.elem} bytes")
             pointers.append((f.offset, buffers[m.name], 0))
             continue
-        data[f.offset:f.offset + f.size] = _field_bytes(m, f, exprs.evaluate(m.value, sizes))
+        if m.value is None:
+            raise LaunchError(f"`{m.name}` has no value")
+        data[f.offset:f.offset + f.size] = _field_bytes(m, f, exprs.evaluate(m.value, dict(sizes)))
     return Packed(bytes(data), tuple(pointers))
 
 
@@ -105,7 +108,7 @@ def _what(f: "layout.Field") -> str:
     return f"{'an' if f.kind in ('other', 'integer') else 'a'} {f.kind} of {f.size} bytes"
 
 
-def _field_bytes(m: ArgSpec, f: "layout.Field", value) -> bytes:
+def _field_bytes(m: ArgSpec, f: "layout.Field", value: Any) -> bytes:
     """A scalar field's bytes: as the spec's `type` says (which must fit the field), else as the
     compiler's type of the field (an integer or floating-point field of its size)."""
     if f.kind == "pointer":
@@ -169,7 +172,7 @@ def written(spec: Spec) -> list[str]:
     return [a.name for a in spec.args.values() if a.written]
 
 
-def changed_inputs(spec: Spec, host: dict[str, np.ndarray], after: dict[str, np.ndarray]) -> list[tuple[str, int, tuple]]:
+def changed_inputs(spec: Spec, host: dict[str, np.ndarray], after: dict[str, np.ndarray]) -> list[tuple[str, int, tuple[int, ...]]]:
     """(name, changed elements, first index) for every read-only input that the launch modified."""
     out = []
     for a in spec.args.values():

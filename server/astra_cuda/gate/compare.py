@@ -13,6 +13,7 @@ Rules (computed in float64; 16-bit floats in float32, where their differences ar
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterator
 
 import numpy as np
 
@@ -61,13 +62,13 @@ def as_f64(a: np.ndarray) -> np.ndarray:
 def poison_mask(a: np.ndarray, byte: int) -> np.ndarray:
     """Elements whose every byte equals `byte` (left untouched since poisoning)."""
     raw = np.ascontiguousarray(a).view(np.uint8).reshape(a.shape + (a.dtype.itemsize,))
-    return np.all(raw == byte, axis=-1)
+    return np.asarray(np.all(raw == byte, axis=-1))
 
 
 CHUNK = 1 << 22  # elements per step: bounded memory on the GPU's timed sizes (10^8+ elements)
 
 
-def _chunks(n: int):
+def _chunks(n: int) -> Iterator[slice]:
     for start in range(0, n, CHUNK):
         yield slice(start, min(n, start + CHUNK))
 
@@ -109,7 +110,8 @@ def _first(mask: np.ndarray) -> tuple[int, ...]:
     return tuple(int(i) for i in np.unravel_index(flat, mask.shape))
 
 
-def _bad_chunk(r: np.ndarray, g: np.ndarray, atol: float, rtol: float, exact: bool, extra=None):
+def _bad_chunk(r: np.ndarray, g: np.ndarray, atol: float, rtol: float, exact: bool,
+               extra: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(bad mask, absolute errors, relative errors) for one chunk, in float64. `extra`: each
     element's allowance beyond the tolerance (or None)."""
     rn, gn = np.isnan(r), np.isnan(g)
@@ -155,7 +157,7 @@ def compare(ref: np.ndarray, got: np.ndarray, atol: float, rtol: float, *,
     work = np.float32 if ref.dtype.itemsize <= 2 and not integer and allowance is None else np.float64
     extra = _flat(allowance).astype(np.float64) if allowance is not None else None
     bits = f"u{ref.dtype.itemsize}" if ref.dtype.itemsize in (1, 2, 4, 8) else None
-    bad = np.zeros(total, dtype=bool)
+    bad: np.ndarray = np.zeros(total, dtype=bool)
     max_abs = max_rel = float("-inf")
     for sl in _chunks(total):
         if bits and np.array_equal(rf[sl].view(bits), gf[sl].view(bits)):
@@ -171,7 +173,7 @@ def compare(ref: np.ndarray, got: np.ndarray, atol: float, rtol: float, *,
             max_rel = max(max_rel, float(re.max()))
     bad = bad.reshape(ref.shape)
 
-    def at(i):
+    def at(i: tuple[int, ...]) -> tuple[float, float]:
         return float(as_f64(ref[i])), float(as_f64(got[i]))
 
     if poison is not None and bad.any():

@@ -31,7 +31,7 @@ import secrets
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -43,6 +43,11 @@ from . import compare, screen as screening, suite as suites
 from .checks import (POISONS, Compiled, Run, arg_types, changed_inputs, execute, fill_host, launch_args, run_case,
                      written)
 from .verdict import CaseInfo, CheckResult, Failure, Verdict
+
+if TYPE_CHECKING:
+    from ..compile.extract import CompileUnit
+
+Arrays = dict[str, np.ndarray]   # argument name -> its values on the host
 
 FILLS = (0x3C, 0xBA, 0x3A, 0xB8)  # byte refills for the same-pointer test: modest values of either sign
 EXTRA_LAUNCHES = 150              # more launches when the candidate keeps state or reads clocks (> a
@@ -66,7 +71,7 @@ Cancel = threading.Event | Callable[[], bool] | None
 
 
 class Cancelled(AstraError):
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__("the check was cancelled")
 
 
@@ -75,7 +80,8 @@ CHECK_ORDER = ("screen", "compile", "compare", "poison", "not_constant", "inputs
 
 
 class _Gate:
-    def __init__(self, reference, candidate, spec: Spec, backend: Backend, quick: bool, cancel, seed: int | None,
+    def __init__(self, reference: CompileUnit | None, candidate: CompileUnit, spec: Spec, backend: Backend,
+                 quick: bool, cancel: Cancel, seed: int | None,
                  max_failures: int | None, sanitizer: bool | None = None, reference_spec: Spec | None = None,
                  bounds: bool = False, rounding: Backend | None = None):
         self.sanitizer = sanitizer
@@ -107,8 +113,20 @@ class _Gate:
         self.atomics = False
         self.suspect = False
         self.caps = backend.caps
-        self.builds: dict[str, Future] = {}
+        self.builds: dict[str, Future[Compiled]] = {}
         self.pool: ThreadPoolExecutor | None = None
+
+    @property
+    def reference(self) -> Compiled:
+        """The reference, built (asked for only where there is one)."""
+        assert self.ref is not None
+        return self.ref
+
+    @property
+    def candidate(self) -> Compiled:
+        """The candidate, built: every check after 'compile' runs on it."""
+        assert self.cand is not None
+        return self.cand
 
     # ---- bookkeeping -------------------------------------------------------------------------
     def cancelled(self) -> None:
@@ -121,7 +139,7 @@ class _Gate:
         r[0] += 1
         r[1] += 0 if ok else 1
 
-    def fail(self, check: str, message: str, case: CaseInfo | None = None, **kw) -> None:
+    def fail(self, check: str, message: str, case: CaseInfo | None = None, **kw: Any) -> None:
         self.count(check, False)
         if "line" not in kw:  # sanitizer and fault reports name the user's file and line
             m = re.search(re.escape(os.path.basename(self.cand_unit.path)) + r":(\d+)", message)
@@ -162,7 +180,7 @@ class _Gate:
                                          f"{len(res.errors)} error(s), {len(res.warnings)} flag(s)"))
         return not res.errors
 
-    def compile(self, unit, role: str, sanitize: bool = False, races: bool = False) -> Compiled:
+    def compile(self, unit: CompileUnit, role: str, sanitize: bool = False, races: bool = False) -> Compiled:
         mod = self.backend.compile_unit(unit, sanitize=sanitize, races=races)
         return Compiled(mod, unit.name_expression, role)
 
@@ -193,9 +211,10 @@ class _Gate:
         compile takes ~35 ms."""
         if not self.caps.build_prefetch or BUILD_THREADS < 2:
             return
-        plan = {"reference": (self.ref_unit, "reference", {}), "candidate": (self.cand_unit, "candidate", {})}
-        if self.ref_unit is None:
-            del plan["reference"]
+        plan: dict[str, tuple[CompileUnit, str, dict[str, bool]]] = {}
+        if self.ref_unit is not None:
+            plan["reference"] = (self.ref_unit, "reference", {})
+        plan["candidate"] = (self.cand_unit, "candidate", {})
         if (not self.quick or self.bounds) and self.caps.address_sanitizer:
             plan["sanitize"] = (self.cand_unit, "candidate", {"sanitize": True})
         if not self.quick and self.caps.race_checker:
@@ -203,7 +222,7 @@ class _Gate:
         self.pool = ThreadPoolExecutor(BUILD_THREADS, thread_name_prefix="astra-build")
         self.builds = {key: self.pool.submit(self.compile, unit, role, **kw) for key, (unit, role, kw) in plan.items()}
 
-    def built(self, key: str, unit, role: str, **kw) -> Compiled:
+    def built(self, key: str, unit: CompileUnit, role: str, **kw: bool) -> Compiled:
         """The build started for `key`, else a compile now. Raises what the compile raised."""
         future = self.builds.pop(key, None)
         return future.result() if future is not None else self.compile(unit, role, **kw)
@@ -288,7 +307,8 @@ class _Gate:
         self.v.checks.append(CheckResult("compile", True, ("reference and candidate" if self.ref else "candidate") + said))
         return True
 
-    def expected(self, sizes, host, poison: int, info: CaseInfo, schedule=None) -> dict[str, np.ndarray] | None:
+    def expected(self, sizes: dict[str, int], host: Arrays, poison: int, info: CaseInfo,
+                 schedule: Schedule | None = None) -> Arrays | None:
         """The reference's outputs (None when there is no reference). A failing reference is the
         user's problem, reported as an error."""
         if self.ref is None:
@@ -301,7 +321,8 @@ class _Gate:
         except LaunchError as e:
             raise _ReferenceFailed(f"the reference kernel failed on {info.describe()}: {e}") from None
 
-    def reference_writes_everything(self, after, sizes, host, poison: int, info: CaseInfo) -> None:
+    def reference_writes_everything(self, after: Arrays, sizes: dict[str, int], host: Arrays, poison: int,
+                                    info: CaseInfo) -> None:
         """A reference that leaves part of an output unwritten (launched with another
         version's grid, or a spec whose shapes are larger than what it writes) gives nothing to
         compare with: that is a spec problem, reported as such, never a comparison."""
@@ -310,7 +331,7 @@ class _Gate:
         if not suspect:
             return
         other = POISONS[1] if poison == POISONS[0] else POISONS[0]  # a value may equal the poison by chance
-        again = run_case(self.rspec, self.backend, self.ref, sizes, host, self.ctypes, other,
+        again = run_case(self.rspec, self.backend, self.reference, sizes, host, self.ctypes, other,
                          written_only=True).after
         for name in suspect:
             unwritten = compare.poison_mask(after[name], poison) & compare.poison_mask(again[name], other)
@@ -322,7 +343,8 @@ class _Gate:
                     f"compared. Check the reference's own spec (its grid and block: a reference with a spec of its "
                     f"own runs with its own launch) and the shape of `{name}`.")
 
-    def judge(self, check_values: str, info: CaseInfo, host, after, expected, poison: int) -> bool:
+    def judge(self, check_values: str, info: CaseInfo, host: Arrays, after: Arrays, expected: Arrays | None,
+              poison: int) -> bool:
         """Compare one launch's results. `check_values` names the check a value mismatch counts
         against ('compare', 'statefulness', 'schedules', ...). True when all is well."""
         ok = True
@@ -365,7 +387,7 @@ class _Gate:
             ok = False
         return ok
 
-    def rounding_allowance(self, info: CaseInfo, host, poison: int, expected) -> dict[str, np.ndarray]:
+    def rounding_allowance(self, info: CaseInfo, host: Arrays, poison: int, expected: Arrays) -> Arrays:
         """Per floating-point written argument: ROUNDING_FACTOR times how far the reference's result
         moves when its arithmetic rounds upward, downward or toward zero instead of to nearest, on
         these inputs. Empty where that cannot be measured (no backend with rounding modes, a
@@ -382,6 +404,7 @@ class _Gate:
                     return {}
                 if self.rounding_ref is None:
                     unit = self.ref_unit
+                    assert unit is not None   # a built reference has its unit
                     self.rounding_ref = Compiled(be.compile(unit.source + unit.appendix, [unit.name_expression], filename=unit.path,
                                                             options=unit.options()), unit.name_expression, "reference")
                 ref = self.rounding_ref
@@ -407,7 +430,8 @@ class _Gate:
             out[a.name] = ROUNDING_FACTOR * spread
         return out
 
-    def self_consistency(self, info: CaseInfo, host, first, second, poisons: tuple[int, int]) -> bool:
+    def self_consistency(self, info: CaseInfo, host: Arrays, first: Arrays, second: Arrays,
+                         poisons: tuple[int, int]) -> bool:
         """No reference: two runs with different poisons must agree, and be written everywhere."""
         ok = True
         for name in written(self.spec):
@@ -469,11 +493,11 @@ class _Gate:
             poison = POISONS[i % 2]
             expected = self.expected(case.sizes, host, poison, info)
             try:
-                run = run_case(self.spec, self.backend, self.cand, case.sizes, host, self.ctypes, poison)
+                run = run_case(self.spec, self.backend, self.candidate, case.sizes, host, self.ctypes, poison)
                 cov.launches += 1
                 if self.ref is None:
                     other = POISONS[(i + 1) % 2]
-                    second = run_case(self.spec, self.backend, self.cand, case.sizes, host, self.ctypes, other)
+                    second = run_case(self.spec, self.backend, self.candidate, case.sizes, host, self.ctypes, other)
                     cov.launches += 1
             except LaunchError as e:
                 # A crash rejects the candidate; on a GPU it may also have lost the context, so
@@ -508,7 +532,7 @@ class _Gate:
         host = suites.inputs(self.spec, case.sizes, "spec", info.seed)
         expected = self.expected(case.sizes, host, POISONS[0], info)
         try:
-            run = run_case(self.spec, self.backend, self.cand, case.sizes, host, self.ctypes, POISONS[0])
+            run = run_case(self.spec, self.backend, self.candidate, case.sizes, host, self.ctypes, POISONS[0])
         except LaunchError as e:
             self.fail("launch", f"the candidate failed: {e}", info)
             return
@@ -525,11 +549,11 @@ class _Gate:
             refill = fill_host(self.spec, case.sizes, patterns)
             rinfo = CaseInfo(dict(case.sizes), f"refilled bytes {sorted(set(patterns.values()))}", 0, False, "stateful")
             try:
-                execute(self.spec, self.backend, self.cand, case.sizes, run)
+                execute(self.spec, self.backend, self.candidate, case.sizes, run)
                 self.v.coverage.launches += 1
                 fresh = self.expected(case.sizes, refill, poison, rinfo)
                 if fresh is None:  # no reference: the same values in fresh buffers must give the same result
-                    fresh = run_case(self.spec, self.backend, self.cand, case.sizes, refill, self.ctypes, poison).after
+                    fresh = run_case(self.spec, self.backend, self.candidate, case.sizes, refill, self.ctypes, poison).after
             except LaunchError as e:
                 self.fail("launch", f"the candidate failed on refilled buffers: {e}", rinfo)
                 return
@@ -542,7 +566,7 @@ class _Gate:
         if self.suspect:
             self.many_launches(by_size[0])
 
-    def over_its_own_output(self, case) -> bool:
+    def over_its_own_output(self, case: suites.Case) -> bool:
         """Launched again on the same inputs over its own output with a few elements spoiled, the
         candidate must write them again. A kernel that skips work where the output already holds
         the answer is correct on poisoned outputs and fast only where a launch is repeated — in a
@@ -555,7 +579,7 @@ class _Gate:
         expected = self.expected(case.sizes, host, POISONS[0], info)
         rng = np.random.default_rng(self.nonce)
         try:
-            first = run_case(self.spec, self.backend, self.cand, case.sizes, host, self.ctypes, POISONS[0])
+            first = run_case(self.spec, self.backend, self.candidate, case.sizes, host, self.ctypes, POISONS[0])
             self.v.coverage.launches += 1
             buffers, spoiled = dict(first.buffers), 0
             for a in self.spec.args.values():
@@ -568,7 +592,7 @@ class _Gate:
                     buffers[a.name] = self.backend.upload(arr)
                 elif a.pointer and a.inout:
                     buffers[a.name] = self.backend.upload(host[a.name])
-            again = execute(self.spec, self.backend, self.cand, case.sizes,
+            again = execute(self.spec, self.backend, self.candidate, case.sizes,
                             Run(launch_args(self.spec, buffers, case.sizes, self.ctypes), buffers))
             self.v.coverage.launches += 1
         except LaunchError as e:
@@ -581,7 +605,7 @@ class _Gate:
                              f"spoiled, it did not write them all (it skips work where the output looks computed): ")
         return len(self.v.failures) == before
 
-    def many_launches(self, case) -> None:
+    def many_launches(self, case: suites.Case) -> None:
         """A kernel that keeps state or reads clocks may change behaviour after some launches
         or some time (warm-up detection): launch it EXTRA_LAUNCHES more times on a small case,
         rotating fresh buffers over a few input sets, and check every result."""
@@ -591,7 +615,7 @@ class _Gate:
             host = suites.inputs(self.spec, case.sizes, "spec", info.seed)
             exp = self.expected(case.sizes, host, POISONS[k % 2], info)
             if exp is None:  # no reference: the candidate's own first result on these inputs
-                exp = run_case(self.spec, self.backend, self.cand, case.sizes, host, self.ctypes, POISONS[k % 2]).after
+                exp = run_case(self.spec, self.backend, self.candidate, case.sizes, host, self.ctypes, POISONS[k % 2]).after
             sets.append((info, host, exp))
         for n in range(EXTRA_LAUNCHES):
             if n % 16 == 0:
@@ -599,7 +623,7 @@ class _Gate:
             info, host, exp = sets[n % len(sets)]
             poison = POISONS[n % 2]
             try:
-                got = run_case(self.spec, self.backend, self.cand, case.sizes, host, self.ctypes, poison)
+                got = run_case(self.spec, self.backend, self.candidate, case.sizes, host, self.ctypes, poison)
             except LaunchError as e:
                 self.fail("launch", f"the candidate failed on extra launch {n + 1}: {e}", info)
                 return
@@ -616,11 +640,13 @@ class _Gate:
         (a race otherwise); elsewhere (the GPU) repeated runs must agree."""
         scheduled = self.caps.thread_schedules
         check = "schedules" if scheduled else "determinism"
+        schedules: list[Schedule | None]
         if scheduled:
-            schedules = [Schedule("forward"), Schedule("reverse")] + ([] if self.quick else
-                                                                       [Schedule("random", self.nonce)])
+            schedules = [Schedule("forward"), Schedule("reverse")]
+            if not self.quick:
+                schedules.append(Schedule("random", self.nonce))
         else:
-            schedules = [None, None]
+            schedules = [None, None]   # repeated runs
         spec_cases = sorted([c for c in st.cases if c.label == "spec"], key=lambda c: self.spec.elements(c.sizes))
         edges = [c for c in st.cases if c.label == "edge"]
         picks = [spec_cases[len(spec_cases) // 2]] if spec_cases else st.cases[:1]
@@ -634,7 +660,7 @@ class _Gate:
             runs = []
             for k, sch in enumerate(schedules):
                 try:
-                    runs.append(run_case(self.spec, self.backend, self.cand, case.sizes, host, self.ctypes,
+                    runs.append(run_case(self.spec, self.backend, self.candidate, case.sizes, host, self.ctypes,
                                          POISONS[k % 2], sch).after)
                     self.v.coverage.launches += 1
                 except LaunchError as e:
@@ -668,7 +694,7 @@ class _Gate:
                     if len(self.v.failures) > before:
                         return
 
-    def compile_variant(self, **kw) -> Compiled:
+    def compile_variant(self, **kw: bool) -> Compiled:
         """A sanitizer/race-checker build; a compiler timeout (a loaded machine) gets one retry."""
         try:
             return self.built("races" if kw.get("races") else "sanitize", self.cand_unit, "candidate", **kw)
@@ -752,7 +778,7 @@ class _Gate:
         if not found:
             self.count("compute_sanitizer")
 
-    def _sanitized_run(self, mod: Compiled, sizes, host):
+    def _sanitized_run(self, mod: Compiled, sizes: dict[str, int], host: Arrays) -> Run:
         """A report that does not point into the user's file and does not repeat on a re-run is
         the sanitizer runtime's own noise (fiber stack switches can confuse it): a warning, not
         a failure. A real out-of-bounds access in the kernel repeats and names its line."""
@@ -854,11 +880,11 @@ class _ReferenceFailed(Exception):
     pass
 
 
-def check(reference: Any | None, candidate: Any, spec: Spec, backend: Backend, *, quick: bool = False,
+def check(reference: CompileUnit | None, candidate: CompileUnit, spec: Spec, backend: Backend, *, quick: bool = False,
           cancel: Cancel = None, seed: int | None = None, max_failures: int | None = None,
           sanitizer: bool | None = None, reference_spec: Spec | None = None, bounds: bool = False,
           rounding: Backend | None = None) -> Verdict:
-    """Run the gate. `reference` and `candidate` are `astra_cuda.compile.extract.CompileUnit`s (reference None:
+    """Run the gate on two compile units (reference None:
     no pinned baseline yet — self-consistency only). `cancel`: a threading.Event or a callable
     returning True to stop (raises Cancelled). `seed`: reproduce an earlier run (its verdict's
     `nonce`); by default inputs are fresh every run. `quick`: one seed, fewer sizes, no sanitizer

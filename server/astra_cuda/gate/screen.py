@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Iterator
 
 from tree_sitter import Node
 
@@ -87,14 +88,14 @@ class _Unit:
             if current is not None:
                 current += 1
 
-    def user_line(self, node_or_line) -> int:
+    def user_line(self, node_or_line: Node | int) -> int:
         row = node_or_line.start_point[0] if isinstance(node_or_line, Node) else node_or_line
         return self._line_map[row] + 1 if 0 <= row < len(self._line_map) and self._line_map[row] >= 0 else row + 1
 
-    def nodes(self, types: set[str]):
+    def nodes(self, types: set[str]) -> Iterator[Node]:
         return syntax.of_type(self.tree.root_node, types)
 
-    def calls(self):
+    def calls(self) -> Iterator[tuple[str, Node]]:
         """(name, node) of every call expression's callee (plain or qualified identifier)."""
         for n in self.nodes({"call_expression"}):
             f = n.child_by_field_name("function")
@@ -105,10 +106,10 @@ class _Unit:
             if f.type == "qualified_identifier":
                 f = f.child_by_field_name("name") or f
             if f.type == "identifier":
-                yield f.text.decode("utf-8", "replace"), n
+                yield (f.text or b"").decode("utf-8", "replace"), n
 
     def identifiers(self) -> set[str]:
-        return {n.text.decode("utf-8", "replace") for n in self.nodes({"identifier"})}
+        return {(n.text or b"").decode("utf-8", "replace") for n in self.nodes({"identifier"})}
 
 
 def _norm_type(t: str) -> str:
@@ -173,10 +174,10 @@ def screen(reference: str | None, candidate: str, kernel: str, spec: Spec | None
             add(Finding("template", f"the template parameters changed: reference <{', '.join(rk.template_params)}>, "
                         f"candidate <{', '.join(ck.template_params)}>", line, True))
     elif spec is not None:
-        names = [p.name for p in ck.params]
+        params = [p.name for p in ck.params]
         given = [n for n, a in spec.args.items() if a.param]
-        if names != given:
-            add(Finding("signature", f"the parameters ({', '.join(names)}) do not match the spec's "
+        if params != given:
+            add(Finding("signature", f"the parameters ({', '.join(params)}) do not match the spec's "
                         f"({', '.join(given)})", line, True))
     if spec is not None:
         bound = _launch_bound(ck)
@@ -203,7 +204,7 @@ def screen(reference: str | None, candidate: str, kernel: str, spec: Spec | None
             add(Finding("timer", f"reads a clock ({name}): a kernel's result must not depend on time; "
                         f"checked with extra launches", cu.user_line(node), False))
     for n in cu.nodes({"string_literal"}):
-        if TIMER_ASM.search(n.text.decode("utf-8", "replace")):
+        if TIMER_ASM.search((n.text or b"").decode("utf-8", "replace")):
             res.stateful_suspect = True
             add(Finding("timer", "reads a hardware timer register in inline assembly; checked with extra launches",
                         cu.user_line(n), False))
@@ -251,12 +252,12 @@ def _sig(params: list[tuple[str, str]]) -> str:
     return ", ".join(f"{t} {n}" for n, t in params)
 
 
-def _static_locals_nodes(u: _Unit):
+def _static_locals_nodes(u: _Unit) -> Iterator[tuple[str, Node]]:
     for n in u.nodes({"declaration"}):
         parent = n.parent
         if parent is None or parent.type == "translation_unit" or parent.type == "declaration_list":
             continue
-        words = set(n.text.decode("utf-8", "replace").replace("(", " ").split())
+        words = set((n.text or b"").decode("utf-8", "replace").replace("(", " ").split())
         if words & {"__shared__", "const", "constexpr", "__constant__"}:
             continue  # per-block or read-only: no state across launches
         if any(c.type == "storage_class_specifier" and c.text == b"static" for c in n.children):

@@ -21,6 +21,7 @@ import dataclasses
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -34,11 +35,11 @@ from .verdict import CaseInfo
 F32 = np.float32
 
 
-def _uniform(rng, lo: float, hi: float, shape, ft=F32):
+def _uniform(rng: np.random.Generator, lo: float, hi: float, shape: Any, ft: Any = F32) -> Any:
     return rng.random(shape, dtype=ft) * ft(hi - lo) + ft(lo)
 
 
-def _normal(rng, shape, ft=F32):
+def _normal(rng: np.random.Generator, shape: Any, ft: Any = F32) -> Any:
     return rng.standard_normal(shape, dtype=ft)
 
 
@@ -276,7 +277,7 @@ def _sample(arg: ArgSpec, shape: tuple[int, ...], rng: np.random.Generator, dist
     if arg.dtype.is_float:
         return np.asarray(vals, dtype=ft).astype(dt)
     info = np.iinfo(dt)
-    return np.clip(vals, info.min, info.max).astype(dt)
+    return np.asarray(np.clip(vals, info.min, info.max).astype(dt))
 
 
 PARALLEL_MIN = 1 << 22   # elements: larger arrays are drawn in chunks, one random stream each

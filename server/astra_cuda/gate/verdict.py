@@ -168,12 +168,12 @@ class Verdict:
     # ---- JSON ----------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON data; non-finite floats become the strings 'nan', 'inf', '-inf' (strict JSON)."""
-        d = _finite(asdict(self))
+        d: dict[str, Any] = _finite(asdict(self))
         d["passed"] = self.passed
         d["summary"] = self.summary
         return d
 
-    def to_json(self, **kw) -> str:
+    def to_json(self, **kw: Any) -> str:
         return json.dumps(self.to_dict(), allow_nan=False, **kw)
 
     @classmethod
@@ -194,7 +194,7 @@ class Verdict:
 _FLOATS = ("max_abs_err", "max_rel_err", "expected", "got")
 
 
-def _finite(x):
+def _finite(x: Any) -> Any:
     if isinstance(x, float) and not math.isfinite(x):
         return "nan" if x != x else ("inf" if x > 0 else "-inf")
     if isinstance(x, dict):
@@ -204,5 +204,5 @@ def _finite(x):
     return x
 
 
-def _float(v):
+def _float(v: Any) -> Any:
     return float(v) if isinstance(v, str) else v
