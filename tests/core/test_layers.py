@@ -144,6 +144,18 @@ def test_a_long_module_says_why():
     assert not quiet, f"modules over {LONG} lines without 'Long because ...' in their docstring: {quiet}"
 
 
+MOST = 600  # lines: issue 28's bound for every module
+
+
+@pytest.mark.xfail(strict=True, reason="issue 28: twelve modules are over 600 lines (model/access, model/source, "
+                   "cli/__init__, model/spec, gate/run, infer/launches, backends/gpu, compile/cut, "
+                   "agents/offline/vectorize, backends/cpu/toolchain, infer/proposal, api), each saying why")
+def test_no_module_over_600_lines():
+    long = {str(p.relative_to(PACKAGE)): n for p in sorted(PACKAGE.rglob("*.py"))
+            if (n := len(p.read_text().splitlines())) > MOST}
+    assert not long, long
+
+
 # area -> areas it must not import (an area is a module or a package with everything under it)
 FORBIDDEN = {
     # The agents run in the caller's process: what they learn of a candidate is astra_cuda.evaluation.

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from astra_cuda import api
+from astra_cuda import api, contract
 from astra_cuda.gate.verdict import CaseInfo, Coverage, Failure, Verdict
 from astra_cuda.lsp import analysis, anchor, views
 from astra_cuda.lsp.state import DocState, KernelState, Optimization
@@ -38,7 +38,7 @@ def test_lenses_follow_the_state_of_check_profile_and_optimization():
     st = DocState()
     assert titles(views.lenses("u", TEXT, [k], st)) == [("not checked yet", "astra.checkFile"),
                                                          ("Profile", "astra_cuda.lsp.profile"),
-                                                         ("Optimize", "astra_cuda.lsp.optimize")]
+                                                         ("Optimize", "astra.optimizeKernel")]
     st.checking = True
     assert titles(views.lenses("u", TEXT, [k], st))[0] == ("checking…", "astra.showReport")
     st.kernel(k.name).verdict = passed()
@@ -78,6 +78,10 @@ def test_code_actions_offer_optimize_and_pin_or_a_spec():
     acts = views.code_actions("u", 1, TEXT, k, None, None)
     assert [a.title for a in acts] == ["Optimize kernel `silu_and_mul`", "Pin current version of `silu_and_mul` as "
                                                                            "reference"]
+    # the light bulb starts Optimize as the lens and the palette do: the client's command, which asks
+    # the first-use consent and ends in the same preview-and-apply (the server's own command, run by
+    # the editor, would drop a consent answer unseen)
+    assert acts[0].command.command == contract.client_command("optimizeKernel") == "astra.optimizeKernel"
     (bare,) = kernels(NO_SPEC)
     acts = views.code_actions("u", 1, NO_SPEC, bare, None, [types.CodeActionKind.QuickFix])
     assert [(a.title, a.data["action"]) for a in acts] == [("Add harness spec for `silu_and_mul`", "spec")]

@@ -128,20 +128,24 @@ def hover(uri: str, kernels: Sequence[KernelInfo], st: DocState, position: types
     return None
 
 
+# Optimize starts through the client's command wherever it is offered (lens, light bulb, palette,
+# report): the client asks the first-use consent and ends in the same preview-and-apply.
+OPTIMIZE = contract.client_command("optimizeKernel")
+
+
 def _optimize_lens(opt: Optimization | None, text: str) -> tuple[str, str]:
     """(title, client or server command) of the optimization lens."""
-    cmd = contract.command
     if opt is None or opt.status in ("failed", "cancelled"):
-        return f"Optimize{f' (last: {opt.status})' if opt else ''}", cmd("optimize")
+        return f"Optimize{f' (last: {opt.status})' if opt else ''}", OPTIMIZE
     if opt.status == "running":
         best = f", best {opt.best_speedup:.2f}×" if opt.best_speedup else ""
-        return f"Optimizing… {opt.message}{best} (cancel)", cmd("cancelOptimize")
+        return f"Optimizing… {opt.message}{best} (cancel)", contract.command("cancelOptimize")
     if opt.rewrite is None:
-        return "No better version found (Optimize again)", cmd("optimize")
+        return "No better version found (Optimize again)", OPTIMIZE
     if opt.rewrite.applied(text):
         return f"✓ optimized version in place ({opt.title()})", contract.client_command("showReport")
     if opt.rewrite.old not in text:
-        return "Optimization result is stale (kernel edited): Optimize again", cmd("optimize")
+        return "Optimization result is stale (kernel edited): Optimize again", OPTIMIZE
     if not opt.measured:   # never the default action: the report says so; Apply is a deliberate command
         return f"Rewrite {opt.title()}", contract.client_command("showReport")
     return f"Apply optimized kernel ({opt.title()})", contract.client_command("applyOptimized")
@@ -253,7 +257,7 @@ def code_actions(uri: str, version: int, text: str, k: KernelInfo, ks: KernelSta
     else:
         actions.append(types.CodeAction(
             title=f"Optimize kernel `{k.name}`", kind=OPTIMIZE_KIND,
-            command=types.Command(title="Optimize kernel", command=contract.command("optimize"),
+            command=types.Command(title="Optimize kernel", command=OPTIMIZE,
                                   arguments=[uri, k.name])))
     if not has_spec(k):
         answers = [d for d in diagnostics if d.code == NO_SPEC]
