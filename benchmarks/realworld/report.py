@@ -19,6 +19,7 @@ from pathlib import Path
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from realworld import traffic  # noqa: E402
 
 STAGE_KEYS = (("fetched", "fetched"), ("listed", "listed by `astra kernels`"), ("spec_proposed", "spec proposed"),
               ("spec_valid", "spec accepted by Astra's validator"), ("compiled", "compiled by Astra"),
@@ -70,7 +71,8 @@ def summary(records: list[dict]) -> dict:
         top[c] = [{"count": k, "example": example[p]} for p, k in msgs.most_common(5)]
     compilers = Counter(r.get("compiler") for r in records if r.get("compiler"))
     return {"total": n, "stages": stages, "repos": repos, "classes": dict(classes.most_common()),
-            "top_messages": top, "compilers": dict(compilers), "nvcc_compilable": nvcc_compilable(records)}
+            "top_messages": top, "compilers": dict(compilers), "nvcc_compilable": nvcc_compilable(records),
+            "bench_traffic": traffic.summary(records)}
 
 
 def nvcc_compilable(records: list[dict]) -> dict:
@@ -120,6 +122,8 @@ def markdown(results: dict) -> str:
              "| stage | kernels |", "|---|---:|"]
     lines += [f"| {label} | {_pct(s['stages'][key], n)} |" for key, label in STAGE_KEYS]
     lines += ["", _compilable_line(s.get("nvcc_compilable") or nvcc_compilable(results.get("kernels", [])))]
+    moved = traffic.markdown(s.get("bench_traffic") or traffic.summary(results.get("kernels", [])))
+    lines += ["", *moved] if moved else []
     lines += ["", "| repository | kernels | listed | spec proposed | spec valid | compiled | passed |",
               "|---|---:|---:|---:|---:|---:|---:|"]
     for repo, d in sorted(s["repos"].items(), key=lambda x: (-x[1]["passed"] / x[1]["kernels"], x[0])):

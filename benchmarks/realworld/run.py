@@ -40,7 +40,7 @@ from pathlib import Path
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from realworld import classify, fetch, report  # noqa: E402
+from realworld import classify, fetch, report, traffic  # noqa: E402
 from realworld.manifest import Kernel, load  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,6 +74,7 @@ class Record:
     nvcc: dict | None = None          # whether nvcc compiles the file with the project's flags
     spec: str = ""                    # the comment Astra proposed (Astra's output, not the project's)
     spec_notes: list[str] = field(default_factory=list)
+    bench_traffic: dict = field(default_factory=dict)   # per bench case the bytes the profiler's floor counts (traffic.py)
     gpu: dict = field(default_factory=dict)
     cpu_optimize: dict = field(default_factory=dict)   # --backend cpu --stage optimize: what applies and passes the gate
     seconds: dict = field(default_factory=dict)
@@ -296,6 +297,7 @@ def _stages(k: Kernel, r: Record, o: "Options", work: Path) -> None:
                f"the pasted comment is not read as {name}'s spec")
         return
     r.spec_valid = True
+    r.bench_traffic = traffic.of_text(text, str(f), name, r.spec_notes)   # from the spec alone: no compile, no run
     if o.stage == "spec":
         return
     s = _step(r, "check", ["check", str(f), "--kernel", name, "--backend", o.backend, *flags], o, work)

@@ -41,6 +41,7 @@ SETTING_MAX = 64              # a value the program fixes at or below this is a 
 TEST_CAP = 8192               # a program's own value above this is timed, not tested (the CPU runs tests)
 MAX_TEST_COMBINATIONS = 192   # [sizes]' cartesian product before `require` (cases are sampled from it)
 BENCH_TARGET = 256 << 20      # bytes a timed launch should move: far past launch latency and the L2
+BENCH_ENOUGH = 64 << 20       # the program's own sizes moving this much are timed as they are (issue 25's line)
 BENCH_CAP = 2 << 30           # bytes of all buffers of one bench case (the profiler holds several sets)
 TEST_BYTES = 1 << 30          # bytes of all buffers of one test case (they run on the CPU too)
 MAX_DIM = 1 << 31             # CUDA's grid.x limit; a size is kept below it
@@ -232,8 +233,10 @@ def _combinations(table: dict[str, list[int]]) -> int:
 
 def size_bench(d: Draft, program: dict[str, list[int]], notes: list[str]) -> None:
     """Bench sizes that move about BENCH_TARGET bytes: the program's own sizes (else the name's
-    usual bench size), then the size that scales the work (a row or token count, else the grid's
-    first size) doubled until the traffic is there — within BENCH_CAP and CUDA's grid limits."""
+    usual bench size) — kept as they are when they give every size and move BENCH_ENOUGH —, then
+    the size that scales the work (a row or token count, else the grid's first size) doubled
+    until the traffic is there, then the others where it stops short (a launcher's bound on the
+    rows) — within BENCH_CAP and CUDA's grid limits."""
     bench = {n: [max(program[n])] if program.get(n) else [max(_size_values(n)[1])] for n in d.sizes}
     for name in d.sizes:
         bench[name] = _fit_requirements(d, name, bench[name])
@@ -256,17 +259,21 @@ def size_bench(d: Draft, program: dict[str, list[int]], notes: list[str]) -> Non
         valid = [c for c in _cases(d.sizes, d) if problem(d, c) is None]
         if valid:
             bench = {n: [v] for n, v in max(valid, key=lambda c: bytes_moved(d, c) or 0).items()}
-    if scalable is not None:
+    c = {n: v[0] for n, v in bench.items()}
+    own = bool(d.sizes) and all(program.get(n) and c[n] == max(program[n]) for n in d.sizes)
+    if own and ok(bench) and (bytes_moved(d, c) or 0) >= BENCH_ENOUGH:
+        scalable = None   # the program's own sizes already time the memory system: timed as they are
+    for name in _growth_order(d, scalable):
         for _ in range(40):
             c = {n: v[0] for n, v in bench.items()}
             moved = bytes_moved(d, c)
             if moved is None or moved >= BENCH_TARGET:
                 break
             trial = dict(bench)
-            trial[scalable] = _fit_requirements(d, scalable, [bench[scalable][0] * 2])
+            trial[name] = _fit_requirements(d, name, [bench[name][0] * 2])
             grown = bytes_moved(d, {n: v[0] for n, v in trial.items()})
-            if not ok(trial) or grown is None or grown <= moved or trial[scalable][0] >= MAX_DIM:
-                break   # a size that moves no more bytes is not the one to grow
+            if not ok(trial) or grown is None or grown <= moved or trial[name][0] >= MAX_DIM:
+                break   # a size that moves no more bytes (or may not grow) is not the one to grow
             bench = trial
     if not ok(bench):
         bench = {n: [max(v)] for n, v in d.sizes.items()}
@@ -290,6 +297,15 @@ def _buffer_bytes(d: Draft, case: dict[str, int]) -> int:
 
 
 _SCALE_WORDS = ("token", "batch", "row", "rows", "n", "num", "count", "size", "len", "elements", "b", "m", "t")
+
+
+def _growth_order(d: Draft, scalable: str | None) -> list[str]:
+    """The sizes to grow, in turn, while a bench case moves too little: the one that scales the
+    work, then the other outer sizes, then the inner ones (a row length)."""
+    if scalable is None:
+        return []
+    rest = [n for n in d.sizes if n != scalable]
+    return [scalable] + [n for n in rest if not _is_inner(n)] + [n for n in rest if _is_inner(n)]
 
 
 def _scalable(d: Draft) -> str | None:
