@@ -150,7 +150,7 @@ async def test_cancel_from_progress_and_stay_responsive(client, example):
         await doc.actions(line)
         worst = max(worst, time.perf_counter() - t0)
         await asyncio.sleep(0.05)
-    assert worst < 0.5, worst
+    assert worst < 2.0, worst  # an optimization takes minutes; an answer waiting for it would show
     assert any(l.command.title.startswith("Optimizing") for l in await doc.lenses())
     client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token=token))
     result = await asyncio.wait_for(task, 120)
