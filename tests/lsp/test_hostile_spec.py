@@ -97,3 +97,16 @@ async def test_hover_stays_fast_on_hostile_specs_and_after_a_killed_worker(clien
     doc.save(doc.text + "\n")
     await until(lambda: _children(server, b"astra_cuda.execution.worker"), 120)
     assert await _p90_hover(doc, line, col, n=10) < 0.3
+
+
+async def test_a_file_refused_before_analysis_gets_its_line_and_no_traceback(client, tmp_path):
+    """A file tree-sitter reads too slowly is refused where the parse stopped (line 3 here), as the
+    CLI says it (`k.cu:3:`), and the server logs no traceback for the user's input problem."""
+    path = tmp_path / "slow.cu"
+    path.write_text("__global__ void k(float* x) { x[0] = 1; }\n\nint z = " + "a<" * 100_000 + "1;\n")
+    doc = Doc(client, path)
+    diags = await doc.diagnostics_where(lambda ds: any("takes too long to parse" in d.message for d in ds))
+    said = next(d for d in diags if "takes too long to parse" in d.message)
+    assert said.range.start.line == 2, said
+    assert not any("Traceback" in m.message for m in client.log_messages), \
+        [m.message[:200] for m in client.log_messages if "Traceback" in m.message]

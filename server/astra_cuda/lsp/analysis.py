@@ -88,7 +88,7 @@ async def analyze(ls: AstraServer, uri: str, gen: int, cancel: threading.Event, 
     lines = doc.source.splitlines()
     try:
         if snap is None:
-            raise RuntimeError(st.snapshot_error)
+            raise st.snapshot_error or RuntimeError("the file could not be read")
         snap = snap.with_context(await ls.call(ls.fast, ls.project, path))  # reads project files: off the loop
         arch = await ls.call(ls.probe, ls.arch, snap.path)
         t0 = time.monotonic()
@@ -99,7 +99,8 @@ async def analyze(ls: AstraServer, uri: str, gen: int, cancel: threading.Event, 
                     f"in {time.monotonic() - t0:.1f} s — reproduce: "
                     f"{api.command_line('check', snap, backend='static', arch=arch)}")
     except Exception as e:
-        ls.log_error(f"static diagnostics of {path} failed", traceback.format_exc())
+        if not is_user_error(e):  # the user's input problem is the diagnostic, not a traceback
+            ls.log_error(f"static diagnostics of {path} failed", traceback.format_exc())
         static = [error_diagnostic(e, lines, "Astra could not analyse this file")]
     if stale():
         return

@@ -62,7 +62,7 @@ async def pin(ls: AstraServer, uri: str, name: str) -> dict[str, Any]:
     _, snap = await ls.snapshot(uri)
     try:
         if snap is None:
-            raise RuntimeError(ls.state(uri).snapshot_error)
+            raise ls.state(uri).snapshot_error or RuntimeError("the file could not be read")
         pinned = await ls.call(ls.fast, api.pin, snap, name)
     except Exception as e:
         return ls.fail(f"pinning `{name}` failed: {user_message(e)}")

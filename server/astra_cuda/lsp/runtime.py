@@ -111,7 +111,7 @@ class AstraServer(LanguageServer):
         self.static = ThreadPoolExecutor(1, "astra-static")  # compiles every kernel: seconds
         self.slow = ThreadPoolExecutor(1, "astra-check")
         self.opt = ThreadPoolExecutor(2, "astra-optimize")
-        self._snapshot_tasks: dict[tuple[str, int], asyncio.Future[tuple[Snapshot | None, str]]] = {}
+        self._snapshot_tasks: dict[tuple[str, int], asyncio.Future[tuple[Snapshot | None, Exception | None]]] = {}
         self.change_gen: dict[str, int] = {}
         self.tasks: set[asyncio.Task[None]] = set()
         self.last_refresh = 0.0
@@ -280,15 +280,15 @@ class AstraServer(LanguageServer):
                 self.publish(uri, version)
         return doc, snap
 
-    async def _read(self, text: str, path: str) -> tuple[Snapshot | None, str]:
+    async def _read(self, text: str, path: str) -> tuple[Snapshot | None, Exception | None]:
         from astra_cuda import api
         try:
             pool = self.large if len(text) > LARGE_TEXT else self.fast
-            return await self.call(pool, api.snapshot, text, path), ""
+            return await self.call(pool, api.snapshot, text, path), None
         except Exception as e:
             if not is_user_error(e):
                 self.log_error(f"could not read the kernels of {path}", traceback.format_exc())
-            return None, user_message(e)
+            return None, e  # kept whole: a user error keeps its line for the diagnostic
 
     RESTRICTED = "this workspace is not trusted (Workspace Trust)"
 

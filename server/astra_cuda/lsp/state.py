@@ -76,7 +76,7 @@ class KernelState:
 class DocState:
     snapshot: Snapshot | None = None   # of `snapshot_version` (None: it could not be read)
     snapshot_version: int | None = None
-    snapshot_error: str = ""
+    snapshot_error: Exception | None = None  # why it could not be read (its line, when it has one)
     static_diags: list[types.Diagnostic] = field(default_factory=list)
     check_diags: dict[str, list[types.Diagnostic]] = field(default_factory=dict)  # kernel -> diagnostics
     per_kernel: dict[str, KernelState] = field(default_factory=dict)
