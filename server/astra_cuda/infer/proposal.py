@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from ..model import access, dtypes, exprs, source
 from ..compile.project import ProjectContext
 from ..model.source import Kernel, SourceModel
+from ..model.spec import NULL
 from ..model.syntax import walk as _walk
 from .hostexprs import function_macros
 from .launches import _launch_of, _pick_site, host_locals, program_inits, value_of
@@ -59,7 +60,8 @@ def _scalar_guess(name: str) -> str:
 def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
           context: ProjectContext | None = None, decide: dict[str, str] | None = None) -> Proposal:
     """The best-ranked proposal. `decide` fixes decisions a run showed wrong: `roles = "inout"`
-    (every written pointer read-modify-write), `grid = "rows"` (one block per row where the grid
+    (every written pointer read-modify-write), `optional = "null"` (a pointer the kernel tests
+    against null passed as null), `grid = "rows"` (one block per row where the grid
     was a guess), `tiles` (every size a whole number of the block's width), `sizes = "equal"` (two
     sizes taken equal where only then the accesses fit a shape). A struct passed by value is read
     through its fields (`structs`)."""
@@ -274,9 +276,16 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
     args: list[tuple[str, str]] = []     # (parameter, its TOML value)
     buffers: dict[str, tuple[list[str], int, bool]] = {}
     scalars: dict[str, str] = {}
+    optional = _null_tested(kernel) if decide.get("optional") == "null" else set()
     for p in kernel.params:
         spelled, why = resolved[p.name]
         dt = dtypes.from_cpp(spelled) if spelled else None
+        if p.name in optional:
+            args.append((p.name, f'"{NULL}"'))
+            notes.append(f"`{p.name}` passed as a null pointer: the kernel tests it against null (an optional "
+                         f"input), and given as a buffer it did not run cleanly — CHECK the path a null takes is "
+                         f"the one to test")
+            continue
         if p.is_pointer:
             if dt is None and p.base_type.replace("const", "").strip() == "void":
                 dt = dtypes.BY_NAME["uint8"]   # a `void*` buffer: bytes
@@ -497,6 +506,40 @@ def _whole_groups(kernel: Kernel, size_names: list[str], derived: dict[str, str]
                     out.append(f"{exprs.simplify(a, [])} % {b} == 0")
             if hx.spec(value.text.decode()) is not None:
                 local[target.text.decode()] = value.text.decode()
+    return out
+
+
+def _null_tested(kernel: Kernel) -> set[str]:
+    """Pointer parameters the kernel compares with null (`p != nullptr`, `p == NULL`, `!p`, `if (p)`,
+    `p ? p[i] : x`): optional inputs its caller may leave out, a layout or a feature chosen by their
+    absence (TransformerEngine rope's `cu_seqlens`: THD when given, SBHD when null)."""
+    body = access.kernel_body(kernel)
+    pointers = {p.name for p in kernel.params if p.is_pointer}
+    if body is None or not pointers:
+        return set()
+
+    def bare(n):
+        while n is not None and n.type == "parenthesized_expression" and n.named_child_count == 1:
+            n = n.named_children[0]
+        return n.text.decode() if n is not None and n.type == "identifier" and n.text.decode() in pointers else None
+
+    def is_null(n) -> bool:
+        return n is not None and (n.type == "null" or (n.type == "number_literal" and n.text.decode() == "0"))
+
+    out: set[str] = set()
+    for n in _walk(body):
+        if n.type == "binary_expression" and n.child_by_field_name("operator").type in ("==", "!="):
+            left, right = n.child_by_field_name("left"), n.child_by_field_name("right")
+            name = bare(left) if is_null(right) else bare(right) if is_null(left) else None
+        elif n.type == "unary_expression" and n.child_by_field_name("operator").type == "!":
+            name = bare(n.child_by_field_name("argument"))
+        elif n.type in ("condition_clause", "conditional_expression"):
+            name = bare(n.child_by_field_name("value") if n.type == "condition_clause"
+                        else n.child_by_field_name("condition"))
+        else:
+            continue
+        if name is not None:
+            out.add(name)
     return out
 
 

@@ -32,7 +32,8 @@ class Trial:
 
 def alternatives(first: Proposal, trial: Trial, redo: Callable[[dict[str, str]], Proposal | None]) -> list[Proposal]:
     """The drafts worth running after `first` failed as `trial` says: an output left partly
-    unwritten or an input the kernel writes is taken as read-modify-write (`inout`); a fault or
+    unwritten or an input the kernel writes is taken as read-modify-write (`inout`); any of these
+    failures, with the pointers the kernel tests against null passed as null; a fault or
     an out-of-bounds access is tried with two sizes taken equal where only then the accesses fit
     a shape (a rotation over the first `rot_dim` of each `head_size` row), and, with a guessed
     grid, with one block per row, and with sizes that are whole tiles of the block (a kernel that
@@ -41,6 +42,13 @@ def alternatives(first: Proposal, trial: Trial, redo: Callable[[dict[str, str]],
     infers again with those decisions fixed (None when they change nothing)."""
     out: list[Proposal] = []
     checks = set(trial.failed_checks)
+    # a pointer the kernel tests against null, given a buffer of random values (a table of offsets,
+    # flags, per-row counts), takes the path built for it and leaves its outputs unwritten or
+    # reaches past them: the caller's usual call leaves it out (no such pointer: no new draft)
+    if checks & {"launch", "sanitize", "poison", "not_constant", "inputs_unchanged"}:
+        alt = redo({"optional": "null"})
+        if alt is not None:
+            out.append(alt)
     if checks & {"poison", "inputs_unchanged"}:
         alt = redo({"roles": "inout"})
         if alt is not None:

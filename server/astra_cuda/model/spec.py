@@ -36,6 +36,7 @@ from .source import Kernel, SourceModel
 
 TOP_KEYS = {"grid", "block", "shared_mem", "reference", "instantiate", "require", "sizes", "bench", "args",
             "flops", "seeds", "max_cases"}
+NULL = "null"                     # a pointer parameter passed as a null pointer: `bias = "null"`
 ARRAY_KEYS = {"type", "shape", "output", "inout", "init", "atol", "rtol", "table"}
 SCALAR_KEYS = {"value", "type"}
 INITS = ("normal", "uniform", "randint", "arange", "zeros", "ones", "permutation")
@@ -107,6 +108,10 @@ class ArgSpec:
     # entries; the buffer is shape[0] entries of shape[1:] each, and the kernel gets a table of
     # pointers to them.
     table: str = ""
+    # A pointer parameter given as `"null"`: the kernel gets a null pointer (its optional input
+    # absent, as `if (p != nullptr)` tests). Carried as an 8-byte integer zero, which is how a
+    # null pointer is passed by value; it has no buffer.
+    null: bool = False
 
     @property
     def param(self) -> bool:
@@ -711,9 +716,11 @@ class _Validator:
         return args
 
     def pointer_arg(self, p, v, cpp_dtype) -> ArgSpec | None:
+        if v == NULL:
+            return ArgSpec(p.name, False, dtypes.BY_NAME["uint64"], value=0, null=True)
         if not isinstance(v, dict):
             self.err(f"parameter {p.name!r} is a pointer ({p.type}): describe it as "
-                     f"{{ type = \"...\", shape = [...] }}", p.name, "args")
+                     f"{{ type = \"...\", shape = [...] }}, or as \"{NULL}\" for a null pointer", p.name, "args")
             return None
         table = v.get("table")
         if table is not None:

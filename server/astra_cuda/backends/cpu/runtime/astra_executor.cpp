@@ -341,6 +341,13 @@ const uint32_t MAX_RELOCS = 1u << 17;
 // u32 buffer argument, u64 offset in that: the address of the second written at the offset of
 // the first (a struct's pointer fields, a table of pointers).
 // Descriptors: module, buffers in order.
+// A value argument of a pointer's size, all zero bytes: a null pointer (the spec's `p = "null"`,
+// an optional input left out) — the one value a pointer parameter takes.
+bool null_pointer(const std::vector<char>& bytes, unsigned long long given, unsigned long long size) {
+  return given == size && given <= bytes.size() &&
+         zero_bytes(reinterpret_cast<const unsigned char*>(bytes.data()), given);
+}
+
 std::string run_launch(const std::vector<char>& msg, const std::vector<int>& fds) {
   Reader r{msg.data(), msg.data() + msg.size()};
   char magic[4];
@@ -466,7 +473,7 @@ std::string run_launch(const std::vector<char>& msg, const std::vector<int>& fds
       if (kinds[i] == 1 && pkinds[i] != 1)
         snprintf(problem, sizeof problem,
                  "argument %u: the kernel takes a value (%llu bytes) here, a buffer was given", i + 1, psizes[i]);
-      else if (kinds[i] == 0 && pkinds[i] == 1)
+      else if (kinds[i] == 0 && pkinds[i] == 1 && !null_pointer(values[i], lengths[i], psizes[i]))
         snprintf(problem, sizeof problem, "argument %u: the kernel takes a pointer here, a scalar was given", i + 1);
       else if (kinds[i] == 0 && lengths[i] != psizes[i])
         snprintf(problem, sizeof problem,
