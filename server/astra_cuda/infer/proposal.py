@@ -228,6 +228,8 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
             notes.append(f"`{k}` is a stride of a contiguous layout: took {v}, the extent the kernel reaches "
                          f"inside it (strides listed outermost first)")
         for k, v in found.equal.items():
+            if k == TABLE:   # said where the index arrays are drawn
+                continue
             notes.append(f"`{k}` taken equal to `{v}`: only then do the kernel's accesses fit a tensor's shape "
                          f"(other values of `{k}` are not tested) — CHECK")
         more = {**found.derived, **found.equal}
@@ -349,8 +351,11 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
             if scatter is not None and p.name == scatter[0]:
                 init = ', init = "permutation"'
             elif found is not None and p.name in found.tables:
-                init = f', init = "randint(0, {TABLE})"'
-                notes.append(f"`{p.name}` holds indices into a table of {TABLE} rows: drawn from randint(0, {TABLE})")
+                rows = found.equal.get(TABLE, TABLE)   # indices within a row of that size
+                init = f', init = "randint(0, {rows})"'
+                notes.append(f"`{p.name}` holds indices into a table of {rows} rows: drawn from randint(0, {rows})"
+                             if rows == TABLE else f"`{p.name}` holds indices within a row of `{rows}` elements (only "
+                             f"then do the kernel's accesses fit a tensor's shape): drawn from randint(0, {rows}) — CHECK")
             args.append((p.name, f'{{ type = "{dt.name}", shape = {_toml_list(shape)}{role}{init} }}'))
             buffers[p.name] = (shape, dt.itemsize, role == ", inout = true")
         elif p.name in size_names:

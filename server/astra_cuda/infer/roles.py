@@ -198,7 +198,7 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
         g, b = (g + [1, 1, 1])[:3], (b + [1, 1, 1])[:3]
         if min(g + b) < 1:
             return None
-        return access.analyse(kernel, probe, g, b, elem_bytes, int_params, sizes[TABLE], constants, lanes,
+        return access.analyse(kernel, probe, g, b, elem_bytes, int_params, probe[TABLE], constants, lanes,
                               helpers, type_bytes)
 
     extents = _extents_of
@@ -260,6 +260,22 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
             if tried is not None and not unfit(tried) and _same_shapes(good, tried, fitted, {a: b}):
                 result, equal = tried, {a: b}
                 break
+    if not equal and unfit(result):
+        # an index loaded from the kernel's own input reaching past a row (`input[labels[row]]` after
+        # `input += row * classes`): it indexes within a row, so the table is that row's size
+        fixed, base = result
+        known = extents(base)
+        bad = [p for p, e in known.items() if e is not None and fitted(base, e, fixed) is None]
+        moved = sample({**fixed, TABLE: f"{TABLE} + 16"})
+        if moved is not None and any(extents(moved)[p] != known[p] for p in bad):
+            good = {p: fitted(base, e, fixed) for p, e in known.items() if e is not None and p not in bad}
+            for n in size_names:
+                if n in fixed or n in (derived or {}) or is_stride(n):
+                    continue
+                tried = solve({TABLE: n})
+                if tried is not None and not unfit(tried) and _same_shapes(good, tried, fitted, {TABLE: n}):
+                    result, equal = tried, {TABLE: n}
+                    break
     fixed, samples = result
     shapes: dict[str, list[str]] = {}
     packets: dict[str, int] = {}
@@ -296,7 +312,7 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
     return _Shapes(shapes, {n for n, u in last.items() if u.read and u.written},
                    # a pointer never touched (`residual` where has_residual is false) is no output either
                    {n for n, u in last.items() if not u.written},
-                   {n for n, u in last.items() if u.table_loads} if uses_table else set(), uses_table,
+                   {n for n, u in last.items() if u.table_loads} if uses_table or TABLE in equal else set(), uses_table,
                    {k: v for k, v in fixed.items() if k not in equal}, equal, packets,
                    {n: u.packet for n, u in last.items() if u.packet > 1},
                    {n: set(u.casts) for n, u in last.items() if u.casts})

@@ -1,0 +1,48 @@
+"""Issue 25: a pointer parameter moved to its block's row once (`input += blockIdx.x * classes`,
+apex xentropy) is read from there, and an index the kernel loads from its labels into that row
+(`input[labels[row]]`) is drawn within the row, not from a table of its own."""
+from astra_cuda import api
+from astra_cuda.model import access, source
+
+from .conftest import needs_gxx
+
+XENT = ("#include <cstdint>\n"
+        "__global__ void xent(float* losses, float* input, int64_t* labels, int64_t classes) {\n"
+        "  input += blockIdx.x * classes;\n"
+        "  int64_t label = labels[blockIdx.x];\n"
+        "  float m = 0;\n"
+        "  for (int64_t i = threadIdx.x; i < classes; i += blockDim.x) m += input[i];\n"
+        "  if (threadIdx.x == 0) losses[blockIdx.x] = m - input[label];\n}\n"
+        "void run(float* l, float* in, int64_t* lab, int64_t rows, int64_t classes) {\n"
+        "  xent<<<rows, 128>>>(l, in, lab, classes);\n}\n")
+
+
+def _reach(body: str, name: str = "p") -> access.Use:
+    k = source.parse(f"__global__ void k(float* p, int n) {{\n{body}\n}}\n").kernel("k")
+    return access.analyse(k, {"n": 100}, [5, 1, 1], [32, 1, 1], {"p": 4}, set(), 7, {}).uses[name]
+
+
+def test_a_pointer_moved_once_before_any_loop_is_read_from_its_new_start():
+    assert _reach("p += blockIdx.x * n;\nfloat x = p[threadIdx.x];").hi == 4 * 100 + 31
+
+
+def test_a_pointer_stepped_in_a_loop_is_not_bounded_by_one_step():
+    # the body is walked once: one step would undercount how far the loop moves it
+    assert _reach("for (int i = 0; i < n; ++i) { p += n; p[0] = 1.0f; }").unknown
+
+
+def test_labels_index_within_the_row_the_pointer_was_moved_to(project):
+    path = project("k.cu", XENT)
+    p = api.infer_spec(api.snapshot(XENT, str(path)), "xent", run=False)
+    assert 'input   = { type = "float", shape = ["rows", "classes"] }' in p.comment, p.comment
+    assert 'init = "randint(0, classes)"' in p.comment, p.comment
+
+
+@needs_gxx
+def test_the_row_pointer_kernel_passes_as_inferred(project):
+    path = project("k.cu", XENT)
+    p = api.infer_spec(api.snapshot(XENT, str(path)), "xent", run=False)
+    at = XENT.index("__global__")
+    text = XENT[:at] + p.comment + XENT[at:]
+    (v,) = api.check(api.snapshot(text, str(path)), "xent", backend="cpu", quick=True, pin_first=False)
+    assert v.passed, v.human()
