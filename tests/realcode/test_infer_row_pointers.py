@@ -46,3 +46,19 @@ def test_the_row_pointer_kernel_passes_as_inferred(project):
     text = XENT[:at] + p.comment + XENT[at:]
     (v,) = api.check(api.snapshot(text, str(path)), "xent", backend="cpu", quick=True, pin_first=False)
     assert v.passed, v.human()
+
+
+def test_a_pointer_with_an_unbounded_access_is_measured_by_the_others(project):
+    """`tmp[best.p] = -inf` (an index a reduction returns): unbounded, while every other access
+    of `tmp` is a row of `vocab` per block (FasterTransformer topk_stage1's tmp_log_probs)."""
+    src = ("struct Best { float v; int p; };\n"
+           "__global__ void pick(float* tmp, int* ids, const int k, const int vocab) {\n"
+           "  Best best{-1e30f, 0};\n"
+           "  for (int e = threadIdx.x; e < vocab; e += blockDim.x)\n"
+           "    if (tmp[blockIdx.x * vocab + e] > best.v) best = Best{tmp[blockIdx.x * vocab + e], e};\n"
+           "  if (threadIdx.x == 0) { ids[blockIdx.x * k] = best.p; tmp[best.p] = -1e30f; }\n}\n"
+           "void run(float* t, int* ids, int batch, int k, int vocab) { pick<<<batch, 1>>>(t, ids, k, vocab); }\n")
+    path = project("k.cu", src)
+    p = api.infer_spec(api.snapshot(src, str(path)), "pick", run=False)
+    assert 'tmp   = { type = "float", shape = ["batch", "vocab"]' in p.comment, p.comment
+    assert any("could not be bounded" in n for n in p.notes)

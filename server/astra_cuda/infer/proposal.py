@@ -306,6 +306,9 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
                 errors.append(f"`{p.name}`: the element type `{p.base_type}` could not be resolved ({why}): took "
                               f"float — the compiler checks it against the real type; set it if that fails")
             shape = found.shapes.get(p.name) if found is not None else None
+            if found is not None and p.name in found.partial:
+                notes.append(f"`{p.name}`: some of its accesses could not be bounded; shape {_toml_list(shape)} is "
+                             f"what the others reach — CHECK")
             if shape is not None and TABLE in shape:   # a table's rows come first: [V, C]
                 shape = [TABLE] + [d for d in shape if d != TABLE]
             if shape is None:

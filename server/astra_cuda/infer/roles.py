@@ -88,6 +88,7 @@ class _Shapes:
     packets: dict[str, int] = field(default_factory=dict)   # size -> the packet width it must be a multiple of
     vectors: dict[str, int] = field(default_factory=dict)   # pointer -> elements one access moves, where > 1
     casts: dict[str, set[str]] = field(default_factory=dict)  # pointer -> the scalar types the kernel casts it to
+    partial: set[str] = field(default_factory=set)   # pointers measured by the accesses that could be bounded
 
 
 _STRIDE_PROBE = 100003   # a stride set far from every probe size: what it moves depends on it
@@ -307,6 +308,14 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
             last = fit[-1].strip()
             if width > 1 and last in size_names and last not in fixed and last not in (derived or {}):
                 packets[last] = max(packets.get(last, 1), width)
+    partial: set[str] = set()
+    for p in pointers:   # some access unbounded (`tmp[total.p]`, an index a reduction returns): the
+        # extent its other accesses reach, rather than no evidence at all
+        uses = [f.uses[p] for _, f in samples]
+        if p not in shapes and all(u.unknown and u.hi is not None for u in uses):
+            fit = fitted(samples, [u.hi + 1 for u in uses], fixed)
+            if fit is not None:
+                shapes[p], partial = fit, partial | {p}
     last = samples[-1][1].uses
     uses_table = any(TABLE in " ".join(v) for v in shapes.values())
     return _Shapes(shapes, {n for n, u in last.items() if u.read and u.written},
@@ -315,7 +324,7 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
                    {n for n, u in last.items() if u.table_loads} if uses_table or TABLE in equal else set(), uses_table,
                    {k: v for k, v in fixed.items() if k not in equal}, equal, packets,
                    {n: u.packet for n, u in last.items() if u.packet > 1},
-                   {n: set(u.casts) for n, u in last.items() if u.casts})
+                   {n: set(u.casts) for n, u in last.items() if u.casts}, partial)
 
 
 MAX_POLY_NAMES = 5   # sizes an extent may depend on for a polynomial fit (2**5 evaluations)
