@@ -67,3 +67,30 @@ def test_an_optional_table_of_offsets_is_proposed_null_after_its_draft_leaves_ou
     text = p.comment + ROPE
     v = _check(project, text, "shift")
     assert v.passed, v.human()
+
+
+TOPK = ("__global__ void first_k(const float* x, int* ids, const int* top_ks, const bool* finished,\n"
+        "                        const int* end_ids, int max_k, int vocab) {\n"
+        "  int b = blockIdx.x;\n"
+        "  int k = (top_ks != nullptr) ? top_ks[b] : max_k;\n"
+        "  if (finished != nullptr && finished[b]) { ids[b * max_k] = end_ids[b]; return; }\n"
+        "  for (int i = threadIdx.x; i < k; i += blockDim.x) ids[b * max_k + i] = x[b * vocab + i] > 0;\n}\n"
+        "#define CASE_K(K_MIN, K_MAX, B) case K_MIN ... K_MAX: first_k<<<batch, B>>>(x, ids, top_ks, fin, e, k, v); break;\n"
+        "void run(const float* x, int* ids, const int* top_ks, const bool* fin, const int* e, int batch, int k, int v) {\n"
+        "  switch (k) {\n    CASE_K(1, 16, 32);\n    CASE_K(17, 64, 64);\n  }\n}\n")
+
+
+def test_with_optional_pointers_null_the_branches_that_test_them_are_decided(project):
+    path = project("k.cu", TOPK)
+    snap = api.snapshot(TOPK, str(path))
+    p = api.infer.infer(snap.model.kernel("first_k"), snap.model, path=str(path), decide={"optional": "null"})
+    # k is max_k (no table of per-row counts), end_ids is read only where `finished` is given: one element
+    assert "V" not in p.comment and "randint" not in p.comment, p.comment
+    assert 'end_ids  = { type = "int32", shape = ["1"] }' in p.comment, p.comment
+    assert 'top_ks   = "null"' in p.comment and 'finished = "null"' in p.comment
+
+
+def test_a_launch_under_a_case_range_of_a_macro_requires_the_range(project):
+    path = project("k.cu", TOPK)
+    p = api.infer_spec(api.snapshot(TOPK, str(path)), "first_k", run=False)
+    assert 'require = ["max_k >= 1", "max_k <= 16"]' in p.comment, p.comment

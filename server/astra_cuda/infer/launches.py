@@ -373,7 +373,7 @@ def branch_conditions(model: SourceModel, site: LaunchSite, local: dict[str, str
     `&&`; a local flag (`use_vec = (d % 4 == 0)`) read as its value."""
     tree = source.parser().parse(model.text.encode()).root_node
     node = tree.descendant_for_byte_range(site.span.start_byte, site.span.start_byte)
-    out: list[tuple[str, bool]] = []
+    out: list[tuple[str, bool]] = [(c, True) for c in _case_conditions(tree, node, site)]
     while node is not None:
         parent = node.parent
         if parent is not None and parent.type in ("if_statement", "else_clause") and parent.type == "else_clause":
@@ -400,6 +400,46 @@ def branch_conditions(model: SourceModel, site: LaunchSite, local: dict[str, str
                     out.append((c.text.decode(), taken))
         node = parent
     return out
+
+
+def _case_conditions(tree, node, site: LaunchSite) -> list[str]:
+    """`k >= 1`, `k <= 16` where the launch stands under `case 1 ... 16:` (a GNU case range) or
+    `k == 20` under `case 20:` of a `switch (k)` — written in place, or in the body of the launch
+    macro the switch's body uses (FasterTransformer's `CASE_K(1, 16, ...)`: `case K_MIN ... K_MAX:`)."""
+    label = None
+    at = node
+    while at is not None and at.type not in ("case_statement", "switch_statement", "function_definition"):
+        at = at.parent
+    if at is not None and at.type == "case_statement":
+        text = at.text.decode()
+        label = text[len("case"):text.index(":")] if text.startswith("case") and ":" in text else None
+    elif site.via_macro:
+        macro = next((n for n in source._walk(tree) if n.type == "preproc_function_def"
+                      and n.child_by_field_name("name") is not None
+                      and n.child_by_field_name("name").text.decode() == site.via_macro), None)
+        call = node
+        while call is not None and call.type != "call_expression":
+            call = call.parent
+        value = macro.child_by_field_name("value") if macro is not None else None
+        body = value.text.decode().replace("\\\n", " ").strip() if value is not None else ""
+        if call is not None and body.startswith("case") and ":" in body:
+            params = [c.text.decode() for c in macro.child_by_field_name("parameters").named_children
+                      if c.type == "identifier"]
+            args = [a.text.decode() for a in call.child_by_field_name("arguments").named_children
+                    if a.type != "comment"]
+            words = dict(zip(params, args))
+            label = " ".join(words.get(w, w) for w in body[len("case"):body.index(":")].split())
+        at = call
+    if label is None:
+        return []
+    while at is not None and at.type != "switch_statement":
+        at = at.parent
+    cond = at.child_by_field_name("condition") if at is not None else None
+    if cond is None:
+        return []
+    subject = cond.text.decode().strip().strip("()").strip()
+    lo, dots, hi = label.partition("...")
+    return [f"{subject} >= {lo.strip()}", f"{subject} <= {hi.strip()}"] if dots else [f"{subject} == {label.strip()}"]
 
 
 def _flag(cond):

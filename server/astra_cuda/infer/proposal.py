@@ -218,6 +218,8 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
     known_values.update({f"sizeof({k})": dt.itemsize for k, v in targs.items()   # `16 / sizeof(T)` in the body
                          if (dt := dtypes.from_cpp(v.strip())) is not None})
     known_values.update({k: int(v.strip() == "true") for k, v in targs.items() if v.strip() in ("true", "false")})
+    optional = _null_tested(kernel) if decide.get("optional") == "null" else set()
+    known_values.update({p: 0 for p in optional})   # passed null: the branches that test it are decided
     found = _shapes(kernel, [n for n in size_names if n != TABLE], grid, block, elem_bytes, int_params, known_values,
                     lanes, derived, access.helpers_of([it.text for it in types.items if it.kind in ("device_function", "type")],
                                      [it.text for it in types.items if it.kind == "macro"]),
@@ -278,7 +280,6 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
     args: list[tuple[str, str]] = []     # (parameter, its TOML value)
     buffers: dict[str, tuple[list[str], int, bool]] = {}
     scalars: dict[str, str] = {}
-    optional = _null_tested(kernel) if decide.get("optional") == "null" else set()
     for p in kernel.params:
         spelled, why = resolved[p.name]
         dt = dtypes.from_cpp(spelled) if spelled else None

@@ -929,6 +929,10 @@ class Analyzer:
             return v if op == "+" else None
         if t == "conditional_expression":   # `i < n ? x[i] : 0`: each branch under its side of the condition
             cond = n.child_by_field_name("condition")
+            decided = _truth(cond, self.constants)   # `top_ks != nullptr ? top_ks[b] : k`, top_ks null
+            if decided is not None:
+                return self.expr(n.child_by_field_name("consequence" if decided else "alternative"),
+                                 evaluate_only=evaluate_only)
             self.expr(cond, evaluate_only=evaluate_only)
             before = dict(self.env)
             self.refine(cond, True)
@@ -1322,6 +1326,15 @@ def _truth(cond: Node, values: dict[str, int]) -> bool | None:
     if cond.type == "unary_expression" and op is not None and op.type == "!":
         v = _truth(cond.child_by_field_name("argument"), values)
         return None if v is None else not v
+    if cond.type == "binary_expression" and op is not None and op.type in ("==", "!="):
+        # a pointer the spec passes as null (values 0) against null: `cu_seqlens != nullptr`
+        left, right = _unparen(cond.child_by_field_name("left")), _unparen(cond.child_by_field_name("right"))
+        if left is not None and left.type == "null":
+            left, right = right, left
+        if right is not None and right.type == "null" and left is not None and left.type == "identifier" \
+                and left.text.decode() in values:
+            return (values[left.text.decode()] == 0) == (op.type == "==")
+        return None
     if cond.type == "binary_expression" and op is not None and op.type in ("&&", "||"):
         a, b = _truth(cond.child_by_field_name("left"), values), _truth(cond.child_by_field_name("right"), values)
         short = op.type == "||"   # the value either side settles it at
