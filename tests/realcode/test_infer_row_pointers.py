@@ -62,3 +62,27 @@ def test_a_pointer_with_an_unbounded_access_is_measured_by_the_others(project):
     p = api.infer_spec(api.snapshot(src, str(path)), "pick", run=False)
     assert 'tmp   = { type = "float", shape = ["batch", "vocab"]' in p.comment, p.comment
     assert any("could not be bounded" in n for n in p.notes)
+
+
+def test_one_row_of_a_size_per_block_under_a_guessed_launch_and_its_shared_memory(project):
+    """apex xentropy: the grid counts rows in a host loop, the block comes from a host helper and
+    the shared memory is `2 * block.x * sizeof(float)`: none read. The guessed grid is one block
+    per row of `classes`, and the shared memory a slot per thread of the guessed block."""
+    src = ("#include <cstdint>\n"
+           "unsigned pick_block(int64_t n) { unsigned b = 1; while (b < n / 2 && b < 1024) b *= 2; return b; }\n"
+           "__global__ void xent(float* losses, float* input, int64_t* labels, int64_t classes) {\n"
+           "  extern __shared__ float sdata[];\n"
+           "  input += blockIdx.x * classes;\n"
+           "  float m = 0;\n"
+           "  for (int64_t i = threadIdx.x; i < classes; i += blockDim.x) m += input[i];\n"
+           "  sdata[threadIdx.x] = m;\n  __syncthreads();\n"
+           "  if (threadIdx.x == 0) losses[blockIdx.x] = sdata[0] - input[labels[blockIdx.x]];\n}\n"
+           "void run(float* l, float* in, int64_t* lab, const int64_t* dims, int ndim, int64_t classes) {\n"
+           "  int64_t rows = 1;\n  for (int i = 0; i < ndim - 1; ++i) rows *= dims[i];\n"
+           "  dim3 grid(rows);\n  dim3 block = pick_block(classes);\n"
+           "  xent<<<grid, block, 2 * block.x * sizeof(float)>>>(l, in, lab, classes);\n}\n")
+    path = project("k.cu", src)
+    p = api.infer_spec(api.snapshot(src, str(path)), "xent", run=False)
+    g = p.comment.split('grid = ["', 1)[1].split('"', 1)[0]
+    assert f'input   = {{ type = "float", shape = ["{g}", "classes"] }}' in p.comment, p.comment
+    assert 'shared_mem = "' in p.comment and 'init = "randint(0, classes)"' in p.comment, p.comment

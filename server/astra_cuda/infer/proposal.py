@@ -15,7 +15,7 @@ from ..model.source import Kernel, SourceModel
 from ..model.spec import NULL
 from ..model.syntax import walk as _walk
 from .hostexprs import function_macros
-from .launches import _launch_of, _pick_site, host_locals, program_inits, value_of
+from .launches import SHARED_PER_THREAD, _launch_of, _pick_site, host_locals, program_inits, value_of
 from . import structs
 from .program import Program
 from .roles import DIFFERENCES, DIVISIONS, TABLE, _Shapes, _shapes, _size_pairs
@@ -197,6 +197,14 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
         grid = [f"cdiv({first}, 256)"] if len(size_names) == 1 else [size_names[0]]
     if block is None:
         block = ["256"] if len(size_names) == 1 else [f"min({size_names[-1]}, 1024)"]
+        if shared is None and site is not None and (site.shared_mem or "0").strip() not in ("0", "0u"):
+            # the launch sets dynamic shared memory over a block not read either: a slot per thread
+            # of the guessed block, as where only the shared memory could not be read
+            shared = f"{' * '.join(f'({b})' if not b.isidentifier() and not b.isdigit() else b for b in block)} " \
+                     f"* {SHARED_PER_THREAD}"
+            notes[:] = [n for n in notes if not n.endswith("could not be read over the sizes: set shared_mem")]
+            notes.append(f"dynamic shared memory `{site.shared_mem}`: took {SHARED_PER_THREAD} bytes per thread of "
+                         f"the guessed block — CHECK")
     if decide.get("grid") == "rows" and guessed_grid and len(size_names) > 1:
         grid, block = [size_names[0]], [f"min({size_names[-1]}, 1024)"]
         notes.append(f"grid: one block per row of `{size_names[0]}` (the first guess did not run cleanly)")

@@ -53,9 +53,11 @@ def _fit(values: list[tuple[dict[str, int], int]], names: list[str],
     return None
 
 
-def _per_block(grid: list[str], values: list[tuple[dict[str, int], int]]) -> list[str] | None:
-    """A shape of one row per block, each a fixed number of elements long, when every measured
-    extent is that multiple of a grid dimension's size: [blocks] or [blocks, 64]."""
+def _per_block(grid: list[str], values: list[tuple[dict[str, int], int]],
+               names: list[str] = ()) -> list[str] | None:
+    """A shape of one row per block, each a fixed number of elements long or one size long, when
+    every measured extent is that multiple of a grid dimension's size: [blocks], [blocks, 64] or
+    [blocks, classes] (`input += blockIdx.x * classes` under a grid that is a guess)."""
     for g in grid:
         if g.strip().isdigit():
             continue
@@ -66,6 +68,9 @@ def _per_block(grid: list[str], values: list[tuple[dict[str, int], int]]) -> lis
         if len(per) == 1:
             n = per.pop()
             return [g] if n == 1 else [g, str(n)]
+        row = next((n for n in names if all(e == b * s[n] for (s, e), b in zip(values, blocks))), None)
+        if row is not None:
+            return [g, row]
     return None
 
 
@@ -261,20 +266,33 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
             if tried is not None and not unfit(tried) and _same_shapes(good, tried, fitted, {a: b}):
                 result, equal = tried, {a: b}
                 break
-    if not equal and unfit(result):
+    def reach(samples: list) -> dict[str, list[int] | None]:   # an unbounded access aside (see `partial`)
+        return {p: [f.uses[p].hi + 1 for _, f in samples] if all(f.uses[p].hi is not None for _, f in samples)
+                else None for p in pointers}
+
+    def shaped(samples: list, extent: list[int], fixed: dict[str, str]) -> bool:
+        free = [n for n in size_names if n not in fixed and n not in (derived or {})]
+        return fitted(samples, extent, fixed) is not None or \
+            _per_block(grid, [(s, e) for (s, _), e in zip(samples, extent)], free) is not None
+
+    def misfits(result) -> list[str]:
+        fixed, samples = result
+        return [p for p, e in reach(samples).items() if e is not None and not shaped(samples, e, fixed)]
+
+    if not equal and misfits(result):
         # an index loaded from the kernel's own input reaching past a row (`input[labels[row]]` after
         # `input += row * classes`): it indexes within a row, so the table is that row's size
         fixed, base = result
-        known = extents(base)
-        bad = [p for p, e in known.items() if e is not None and fitted(base, e, fixed) is None]
+        known, bad = reach(base), misfits(result)
         moved = sample({**fixed, TABLE: f"{TABLE} + 16"})
-        if moved is not None and any(extents(moved)[p] != known[p] for p in bad):
-            good = {p: fitted(base, e, fixed) for p, e in known.items() if e is not None and p not in bad}
+        if moved is not None and any(reach(moved)[p] != known[p] for p in bad):
+            good = {p: fitted(base, e, fixed) for p, e in extents(base).items()
+                    if e is not None and p not in bad and fitted(base, e, fixed) is not None}
             for n in size_names:
                 if n in fixed or n in (derived or {}) or is_stride(n):
                     continue
                 tried = solve({TABLE: n})
-                if tried is not None and not unfit(tried) and _same_shapes(good, tried, fitted, {TABLE: n}):
+                if tried is not None and not misfits(tried) and _same_shapes(good, tried, fitted, {TABLE: n}):
                     result, equal = tried, {TABLE: n}
                     break
     fixed, samples = result
@@ -297,7 +315,8 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
             continue
         fit = fitted(samples, extent, fixed)
         if fit is None:   # per-block partial results (`out[blockIdx.x * BINS + tid]`): the grid's extent times theirs
-            fit = _per_block(grid, [(s, e) for (s, _), e in zip(samples, extent)])
+            fit = _per_block(grid, [(s, e) for (s, _), e in zip(samples, extent)],
+                             [n for n in size_names if n not in fixed and n not in (derived or {})])
         if fit is None and p in read_only:   # an input reached at a sum of sizes: the polynomial that measures it
             fit = _polynomial(p, samples, [n for n in names if n not in fixed and n not in (derived or {})],
                               at_fixed)
@@ -313,7 +332,10 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
         # extent its other accesses reach, rather than no evidence at all
         uses = [f.uses[p] for _, f in samples]
         if p not in shapes and all(u.unknown and u.hi is not None for u in uses):
-            fit = fitted(samples, [u.hi + 1 for u in uses], fixed)
+            extent = [u.hi + 1 for u in uses]
+            fit = fitted(samples, extent, fixed) or _per_block(
+                grid, [(s, e) for (s, _), e in zip(samples, extent)],
+                [n for n in size_names if n not in fixed and n not in (derived or {})])
             if fit is not None:
                 shapes[p], partial = fit, partial | {p}
     last = samples[-1][1].uses
