@@ -362,7 +362,9 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
                              f"drawn like the data it left an output constant — CHECK the values the program passes")
             if scatter is not None and p.name == scatter[0]:
                 init = ', init = "permutation"'
-            elif found is not None and p.name in found.tables:
+            # indices within a row are integers the kernel reads (a flag or an output holds none)
+            elif found is not None and p.name in found.tables and (TABLE not in found.equal or (
+                    not role and not dt.is_float and dt.name != "bool")):
                 rows = found.equal.get(TABLE, TABLE)   # indices within a row of that size
                 init = f', init = "randint(0, {rows})"'
                 notes.append(f"`{p.name}` holds indices into a table of {rows} rows: drawn from randint(0, {rows})"
