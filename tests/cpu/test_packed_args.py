@@ -134,3 +134,24 @@ def test_the_gate_checks_a_kernel_given_a_struct_and_a_table(cpu, tmp_path, old,
         assert v.passed and v.compared, v.human()
     else:
         assert v.status == "failed" and v.failures[0].check == verdict, v.human()
+
+
+NULLABLE = """
+__global__ void k(float* out, const float* bias, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = bias != nullptr ? bias[i] : 1.0f;
+}
+"""
+
+
+def test_a_pointer_parameter_takes_a_null_value_and_no_other(cpu):
+    """The spec's `bias = "null"` is 8 zero bytes where a pointer goes; any other value there is
+    still refused (a value never becomes an address the kernel reaches)."""
+    from astra_cuda.backends.base import Scalar
+    m = cpu.compile(unit(NULLABLE), ["k"], filename="user.cu")
+    out = cpu.upload(np.zeros(8, np.float32))
+    cpu.launch(m, "k", Launch((1, 1, 1), (8, 1, 1)), [out, Scalar("const float *", 0, "uint64"), Scalar("int", 8, "int32")])
+    np.testing.assert_array_equal(cpu.download(out), np.ones(8, np.float32))
+    with pytest.raises(LaunchError, match="takes a pointer here"):
+        cpu.launch(m, "k", Launch((1, 1, 1), (8, 1, 1)),
+                   [out, Scalar("const float *", 4096, "uint64"), Scalar("int", 8, "int32")])
