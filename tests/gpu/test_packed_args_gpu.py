@@ -76,3 +76,39 @@ def test_a_kernel_that_misreads_its_struct_or_table_is_caught(pool, tmp_path, ol
     cand, _ = _unit(tmp_path, FILE.replace(old, new), False)
     v = pool.run(jobs.CheckJob("gpu", ref, cand, spec, quick=True), timeout=300)
     assert v.status == "failed" and v.failures[0].check == "compare", v.human()
+
+
+NULLABLE = """\
+/* @astra
+grid = ["cdiv(n, 256)"]
+block = [256]
+[sizes]
+n = [1, 300, 5000]
+[args]
+out = { type = "float", shape = ["n"], output = true }
+x = { type = "float", shape = ["n"] }
+bias = "null"
+n = "n"
+*/
+__global__ void k(float* out, const float* x, const float* bias, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = 2.0f * x[i] + (bias != nullptr ? bias[i] : 1.0f);
+}
+"""
+
+
+def test_a_null_pointer_argument_passes_the_gate(pool, tmp_path):
+    """The spec's `bias = "null"` (issue 25): an 8-byte zero where the pointer goes; a kernel that
+    takes the other path (reads `bias` as if given) faults or differs."""
+    path = tmp_path / "nullable.cu"
+    path.write_text(NULLABLE)
+    m = source.parse(NULLABLE)
+    spec = spec_mod.load(m.kernel("k"), m)
+    ref = extract.spec_unit(m, str(path), "k", spec)
+    v = pool.run(jobs.CheckJob("gpu", ref, ref, spec, quick=True), timeout=300)
+    assert v.passed and v.compared, v.human()
+    bad = NULLABLE.replace("(bias != nullptr ? bias[i] : 1.0f)", "0.5f")
+    mb = source.parse(bad)
+    cand = extract.spec_unit(mb, str(path), "k", spec)
+    v = pool.run(jobs.CheckJob("gpu", ref, cand, spec, quick=True), timeout=300)
+    assert v.status == "failed", v.human()
