@@ -459,3 +459,12 @@ def test_a_comparison_in_a_demangled_return_type_is_no_template_bracket():
     assert cubin.plain_name(entry) == "scale_kernel<float, 4>"
     probe = "__astra_probe_0<void (*)(float*, float const*, int), &(" + entry + ")>"
     assert cubin._probe_argument(probe, "__astra_probe_0") == entry
+
+
+def test_a_function_pointer_template_argument_closes_its_template_before_the_parameters():
+    entry = ("void gate_kernel<float, float, &(float act<float>(float const&)), "
+             "&(float packed_act<float>(float const&))>(float*, float const*, int)")
+    want = "gate_kernel<float, float, &(float act<float>(float const&)), &(float packed_act<float>(float const&))>"
+    assert cubin.plain_name(entry) == want
+    probe = "__astra_probe_0<void (*)(float*, float const*, int), &(" + entry + ")>"
+    assert cubin._probe_argument(probe, "__astra_probe_0") == entry

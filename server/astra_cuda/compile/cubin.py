@@ -63,8 +63,23 @@ _OPERATOR = re.compile(r"(?<=\))[<>=!]+(?=\()")
 def _masked(text: str) -> str:
     """`text` with the comparison and shift operators of template-argument expressions blanked
     (the demangler writes them between parentheses: `enable_if<((4)>(1)), void>`), so that only
-    template brackets are left as `<` and `>`; same length, so indices carry over."""
-    return _OPERATOR.sub(lambda m: "~" * len(m.group(0)), text)
+    template brackets are left as `<` and `>`; same length, so indices carry over. An operator's
+    left operand is itself parenthesised inside the expression's own parentheses (`((4)>`); a
+    `>(` after a function-pointer argument (`&(float act<float>(float const&))>(float*)`) closes
+    the template before the parameter list."""
+    opened: dict[int, int] = {}   # index of ')' -> index of its '('
+    stack: list[int] = []
+    for i, ch in enumerate(text):
+        if ch == "(":
+            stack.append(i)
+        elif ch == ")" and stack:
+            opened[i] = stack.pop()
+
+    def blank(m: re.Match[str]) -> str:
+        left = opened.get(m.start() - 1)
+        operand = left is not None and left > 0 and text[left - 1] == "("
+        return "~" * len(m.group(0)) if operand else m.group(0)
+    return _OPERATOR.sub(blank, text)
 
 
 def _top_level(text: str, stop: str) -> int:
