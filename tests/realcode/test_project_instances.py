@@ -26,6 +26,16 @@ def test_the_instances_are_read_from_nvccs_host_stubs():
     assert instances.stub_instances(stubs, "missing") == []
 
 
+def test_an_enumerator_argument_is_written_as_the_spec_takes_it():
+    """The stub writes an enumerator in parentheses (vLLM's reshape_and_cache_kernel); the
+    proposal writes it as a user would, and the spec's validator takes it."""
+    from astra_cuda.infer.template_args import _valid
+    stub = "template<> void __wrapper__device_stub_k<float,float,( ::vllm::Fp8KVCacheDataType::kAuto)>(float *&){}"
+    (found,) = instances.stub_instances([stub], "k")
+    assert found == ("float", "float", "vllm::Fp8KVCacheDataType::kAuto") and _valid(found)
+    assert not _valid(("float", "( vllm::E::kAuto)"))  # such an instance is never proposed
+
+
 HEADER = """#pragma once
 namespace ln {
 struct Params { float* out; const float* inp; int n; };

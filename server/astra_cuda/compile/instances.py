@@ -101,7 +101,11 @@ def _plain(arg: str) -> str:
     `(bool)1` as true."""
     arg = re.sub(r"(?<![\w:])::(?=\w)", "", " ".join(arg.split()))
     arg = re.sub(r"\(bool\)([01])\b", lambda m: "true" if m.group(1) == "1" else "false", arg)
-    return _CAST.sub(r"\1", arg).replace("< ", "<").replace(" >", ">").replace(" ,", ",")
+    arg = _CAST.sub(r"\1", arg).replace("< ", "<").replace(" >", ">").replace(" ,", ",")
+    arg = arg.replace("( ", "(").replace(" )", ")")
+    while arg.startswith("(") and arg.endswith(")") and _balanced("<" + arg[1:-1] + ">") == "<" + arg[1:-1] + ">":
+        arg = arg[1:-1].strip()   # `( ::ns::E::kAuto)`, an enumerator as the stub writes it: ns::E::kAuto
+    return arg
 
 
 def _balanced(text: str) -> str | None:

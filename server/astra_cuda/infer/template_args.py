@@ -538,6 +538,17 @@ def split(instantiate: str) -> list[str]:
 _GUESSED = ("no launch gives it",)
 
 
+def _valid(args: tuple[str, ...]) -> bool:
+    """Whether the spec's validator takes these arguments as `instantiate` (a proposal never
+    carries what Astra's own checker refuses)."""
+    from ..model.spec import parse_template_args
+    try:
+        parse_template_args("<" + ", ".join(args) + ">")
+    except ValueError:
+        return False
+    return True
+
+
 def project_instance(kernel: Kernel, instantiate: str | None, new_notes: list[str], path: str | None,
                      context, launched_here: bool = False) -> tuple[str | None, str | None]:
     """Where the arguments were guessed for a kernel in a header, an instance the project's own
@@ -566,7 +577,7 @@ def project_instance(kernel: Kernel, instantiate: str | None, new_notes: list[st
     made = instances.of(short, path, ctx, toolkit=tk)
     guess = [" ".join(a.split()) for a in split(instantiate)]
     packs = any(_is_pack(p) for p in kernel.template_params)
-    fits = [m for m in made if len(m) == len(guess) or (packs and len(m) >= len(guess) - 1)]
+    fits = [m for m in made if (len(m) == len(guess) or (packs and len(m) >= len(guess) - 1)) and _valid(m)]
     if not fits:
         return instantiate, None
     named = [n for n, _ in zip(kernel.template_param_names, guess)]
