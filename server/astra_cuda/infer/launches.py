@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from ..model import exprs, source
 from ..model.source import ConfigVar, Kernel, LaunchSite, SourceModel
 from ..model.syntax import walk as _walk
+from tree_sitter import Node
 from .hostexprs import _HostExprs
 from .program import Program, _functions
 from .roles import is_stride
@@ -107,13 +108,18 @@ def _names(expr: str) -> list[str]:
     return [n.text.decode() for n in _walk(node) if n.type == "identifier"] if node is not None else []
 
 
+def _host_functions(model: SourceModel, function: str) -> list[Node]:
+    """The definitions of the host function `function` (by its last name) in `model`, in order."""
+    short = function.split("::")[-1]
+    return [n for n in _functions(model.text) if (source._declarator_name(
+        source._function_declarator(n.child_by_field_name("declarator")))[0] or "").split("::")[-1] == short]
+
+
 def declared_names(model: SourceModel, function: str | None) -> set[str]:
     """Every name the host function declares (locals and parameters)."""
     if function is None:
         return set()
-    short = function.split("::")[-1]
-    fn = next((n for n in _functions(model.text) if (source._declarator_name(
-        source._function_declarator(n.child_by_field_name("declarator")))[0] or "").split("::")[-1] == short), None)
+    fn = next(iter(_host_functions(model, function)), None)
     if fn is None:
         return set()
     out = {source._declarator_name(d)[0] for n in _walk(fn) if n.type == "declaration"
@@ -126,9 +132,7 @@ def constexpr_names(model: SourceModel, function: str | None) -> set[str]:
     tile_size = 512`), never a size of the problem."""
     if function is None:
         return set()
-    short = function.split("::")[-1]
-    fn = next((n for n in _functions(model.text) if (source._declarator_name(
-        source._function_declarator(n.child_by_field_name("declarator")))[0] or "").split("::")[-1] == short), None)
+    fn = next(iter(_host_functions(model, function)), None)
     if fn is None:
         return set()
     return {name for n in _walk(fn) if n.type == "declaration"
@@ -240,9 +244,7 @@ def _dead_branches(fn, macros: dict[str, str] | None) -> list[tuple[int, int]]:
 
 def _function_locals(model: SourceModel, function: str, at: int | None,
                      macros: dict[str, str] | None = None) -> dict[str, str]:
-    short = function.split("::")[-1]
-    fns = [n for n in _functions(model.text) if (source._declarator_name(
-        source._function_declarator(n.child_by_field_name("declarator")))[0] or "").split("::")[-1] == short]
+    fns = _host_functions(model, function)
     fn = next((n for n in fns if at is not None and n.start_byte <= at < n.end_byte), fns[0] if fns else None)
     if fn is None:
         return {}
@@ -319,9 +321,7 @@ def launcher_checks(model: SourceModel, function: str | None, before: int) -> li
     on the launch's own path: written in a block that encloses it, not in another branch."""
     if function is None:
         return []
-    short = function.split("::")[-1]
-    fn = next((n for n in _functions(model.text) if (source._declarator_name(
-        source._function_declarator(n.child_by_field_name("declarator")))[0] or "").split("::")[-1] == short), None)
+    fn = next(iter(_host_functions(model, function)), None)
     if fn is None:
         return []
     out: list[str] = []
@@ -665,9 +665,7 @@ def launcher_params(model: SourceModel, function: str | None) -> list[str]:
     """The parameter names of the host function `function` in `model` ([] when not found)."""
     if function is None:
         return []
-    short = function.split("::")[-1]
-    fn = next((n for n in _functions(model.text) if (source._declarator_name(
-        source._function_declarator(n.child_by_field_name("declarator")))[0] or "").split("::")[-1] == short), None)
+    fn = next(iter(_host_functions(model, function)), None)
     return param_names(fn) if fn is not None else []
 
 
