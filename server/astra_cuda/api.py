@@ -405,20 +405,14 @@ def profile(snap: Snapshot, kernel: str | None = None, *, backend: str = "auto",
 
 
 def keep_ncu_report(p: Profile, path: str) -> None:
-    """Nsight Compute's report, written to `.astra/profiles/<kernel>-<time>.ncu-rep` beside the
-    file (the editor opens it); a folder Astra may not write leaves a warning, never a failure."""
-    import re
-    import time
+    """Nsight Compute's report, kept beside the file (`workspace.save_profile_report`); a folder
+    Astra may not write leaves a warning, never a failure."""
     data, p.ncu_report = p.ncu_report, None
-    if not data:
-        return
-    try:
-        folder = workspace.ensure_astra_dir(path, "profiles")
-        dest = folder / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', p.kernel)}-{time.strftime('%Y%m%d-%H%M%S')}.ncu-rep"
-        dest.write_bytes(data)
-        p.ncu_report_path = str(dest)
-    except (AstraError, OSError) as e:
-        p.errors.append(f"the Nsight Compute report was not kept: {getattr(e, 'message', e)}")
+    if data:
+        try:
+            p.ncu_report_path = str(workspace.save_profile_report(path, p.kernel, data))
+        except (AstraError, OSError) as e:
+            p.errors.append(f"the Nsight Compute report was not kept: {getattr(e, 'message', e)}")
 
 
 # ---- optimizing ---------------------------------------------------------------------------
@@ -426,25 +420,10 @@ def keep_ncu_report(p: Profile, path: str) -> None:
 def llm_config(mode: str | None = None, model: str | None = None, base_url: str | None = None,
                api_key: str | None = None, *, reasoning_effort: str | None = None, temperature: float | None = None,
                max_output_tokens: int | None = None, timeout_s: float | None = None) -> LLMConfig | None:
-    """None for the offline team; an LLMConfig for an OpenAI-compatible endpoint. Without an
-    explicit mode, an endpoint is used when a model or base URL is given (or ASTRA_MODEL is set).
-    The sampling controls left None keep LLMConfig's defaults."""
-    import os
-    from .agents import LLMConfig
-    model = model or os.environ.get("ASTRA_MODEL")
-    base_url = base_url or os.environ.get("ASTRA_BASE_URL")
-    if mode == "offline" or (mode is None and not (model or base_url)):
-        return None
-    if not model:
-        raise AstraError("--llm openai needs a model: --model NAME (or ASTRA_MODEL)")
-    cfg = LLMConfig(model=model, base_url=base_url, api_key=api_key, reasoning_effort=reasoning_effort)
-    if temperature is not None:
-        cfg = dataclasses.replace(cfg, temperature=temperature)
-    if max_output_tokens is not None:
-        cfg = dataclasses.replace(cfg, max_output_tokens=max_output_tokens)
-    if timeout_s is not None:
-        cfg = dataclasses.replace(cfg, timeout_s=timeout_s)
-    return cfg
+    """None for the offline team; else the endpoint's `LLMConfig` (`agents.llm.config_for`)."""
+    from .agents.llm import config_for
+    return config_for(mode, model, base_url, api_key, reasoning_effort=reasoning_effort, temperature=temperature,
+                      max_output_tokens=max_output_tokens, timeout_s=timeout_s)
 
 
 def _reference_for_optimize(snap: Snapshot, info: KernelInfo) -> tuple[str, str]:

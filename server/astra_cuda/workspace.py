@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import secrets
 import stat
 import time
@@ -161,14 +162,23 @@ def save_original(path: str | os.PathLike, text: str) -> Path:
     return f
 
 
+def save_profile_report(path: str | os.PathLike, kernel: str, data: bytes) -> Path:
+    """Nsight Compute's report of `kernel`, kept as `.astra/profiles/<kernel>-<time>.ncu-rep` beside
+    the file (the editor opens it); whole or not at all."""
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", kernel)
+    dest = ensure_astra_dir(path, "profiles") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}.ncu-rep"
+    _atomic_write(dest, data, what="the Nsight Compute report")
+    return dest
+
+
 def write_own(path: Path, text: str, what: str = "Astra's records") -> None:
     """`text` into the file `path` of a folder `ensure_astra_dir` gave (atomically, never
     through a link): for the agents' own records, such as `.astra/tuning/`."""
     _atomic_write(path, text, what=what)
 
 
-def _atomic_write(path: Path, text: str, mode: int = 0o600, what: str = "Astra's folder") -> None:
-    """Write `text` to a fresh temporary file beside `path` (never through a link planted at the
+def _atomic_write(path: Path, text: str | bytes, mode: int = 0o600, what: str = "Astra's folder") -> None:
+    """Write `text` (or bytes) to a fresh temporary file beside `path` (never through a link planted at the
     temporary name), then rename it over `path`: a full disk leaves `path` as it was
     (storage.NoSpace naming `what`)."""
     from .storage import writing
@@ -178,7 +188,7 @@ def _atomic_write(path: Path, text: str, mode: int = 0o600, what: str = "Astra's
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode)
         try:
             with os.fdopen(fd, "wb") as f:
-                f.write(text.encode("utf-8"))
+                f.write(text.encode("utf-8") if isinstance(text, str) else text)
                 f.flush()
                 os.fchmod(f.fileno(), mode)  # the umask must not narrow or widen what the file had
                 os.fsync(f.fileno())

@@ -64,3 +64,26 @@ def test_a_pin_reads_back_without_a_git_folder(tmp_path):
     f.write_text("__global__ void k() {}\n")
     workspace.pin(f, "k", f.read_text())
     assert workspace.pinned(f, "k").text == f.read_text()
+
+
+def test_an_ncu_report_is_kept_whole_beside_the_file_and_a_link_refused(tmp_path):
+    from astra_cuda import api
+    from astra_cuda.profiler.results import Profile
+    (tmp_path / ".git").mkdir()
+    f = tmp_path / "k.cu"
+    f.write_text("__global__ void k() {}\n")
+    p = Profile(kernel="ns::k<float>", backend="gpu", measured=True)
+    p.ncu_report = b"\x00report"
+    api.keep_ncu_report(p, str(f))
+    kept = tmp_path / ".astra" / "profiles"
+    assert p.ncu_report is None and p.errors == []
+    assert [x.name for x in kept.iterdir()] == [p.ncu_report_path.rpartition("/")[2]]
+    assert p.ncu_report_path.startswith(str(kept / "ns__k_float_-")) and kept.joinpath(
+        p.ncu_report_path).read_bytes() == b"\x00report"
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    (tmp_path / ".astra" / "profiles").rename(tmp_path / "old")
+    (tmp_path / ".astra" / "profiles").symlink_to(other)
+    p.ncu_report = b"again"
+    api.keep_ncu_report(p, str(f))
+    assert p.ncu_report is None and "not kept" in p.errors[0] and list(other.iterdir()) == []

@@ -12,6 +12,7 @@ JSON can carry) has them replaced, so a reply can be logged, parsed and compiled
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import time
@@ -48,6 +49,29 @@ class LLMConfig:
         return {"model": self.model, "base_url": redact.url(self.base_url), "timeout_s": self.timeout_s,
                 "max_retries": self.max_retries, "temperature": self.temperature,
                 "reasoning_effort": self.reasoning_effort, "max_output_tokens": self.max_output_tokens}
+
+
+def config_for(mode: str | None = None, model: str | None = None, base_url: str | None = None,
+               api_key: str | None = None, *, reasoning_effort: str | None = None, temperature: float | None = None,
+               max_output_tokens: int | None = None, timeout_s: float | None = None) -> LLMConfig | None:
+    """None for the offline team; an LLMConfig for an OpenAI-compatible endpoint. Without an
+    explicit mode, an endpoint is used when a model or base URL is given (or ASTRA_MODEL is set).
+    The sampling controls left None keep LLMConfig's defaults."""
+    from ..errors import AstraError
+    model = model or os.environ.get("ASTRA_MODEL")
+    base_url = base_url or os.environ.get("ASTRA_BASE_URL")
+    if mode == "offline" or (mode is None and not (model or base_url)):
+        return None
+    if not model:
+        raise AstraError("--llm openai needs a model: --model NAME (or ASTRA_MODEL)")
+    cfg = LLMConfig(model=model, base_url=base_url, api_key=api_key, reasoning_effort=reasoning_effort)
+    if temperature is not None:
+        cfg = dataclasses.replace(cfg, temperature=temperature)
+    if max_output_tokens is not None:
+        cfg = dataclasses.replace(cfg, max_output_tokens=max_output_tokens)
+    if timeout_s is not None:
+        cfg = dataclasses.replace(cfg, timeout_s=timeout_s)
+    return cfg
 
 
 @dataclass
