@@ -34,7 +34,7 @@ from . import dispatch, tuning
 from .coder import Attempt, LLMCoder, OfflineCoder
 from ..evaluation import CachedEvaluate, Check, Evaluation, InfrastructureError, OnCandidates, source_hash
 from ..model.candidate import Candidate
-from ..progress import Progress, ProgressEvent
+from ..progress import Progress, ProgressEvent, Step
 from .llm import LLMClient, LLMConfig
 from .memory import Memory, Remembered
 from .offline import context_from_spec, style
@@ -137,7 +137,7 @@ class _Run:
             self.log.measured(source_hash(version.text if isinstance(version, Candidate) else version), e)
         return e
 
-    def tell(self, round_: int, step: str, best: float | None, message: str) -> None:
+    def tell(self, round_: int, step: Step, best: float | None, message: str) -> None:
         if self.progress is not None:
             try:
                 self.progress(ProgressEvent(step, message, round_, best))
@@ -352,8 +352,9 @@ class _Run:
                 self.log.round(r)
             self.log.best(s.best)
         for r in batch:
-            self.tell(i, r.outcome, s.best_eval.speedup, f"round {i}: {r.plan.title if r.plan else ''}: {r.outcome}"
-                      + (f" ({r.reason})" if r.reason else ""))
+            if r.outcome:   # every round of a batch is judged by now
+                self.tell(i, r.outcome, s.best_eval.speedup, f"round {i}: {r.plan.title if r.plan else ''}: "
+                          f"{r.outcome}" + (f" ({r.reason})" if r.reason else ""))
         return winner is not None
 
     def _tune(self, stopped: str) -> str:

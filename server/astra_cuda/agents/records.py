@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
+from typing import Literal
 
 from ..evaluation import Evaluation
 from ..model.candidate import Candidate
+from ..progress import RoundOutcome
 from .offline.base import Rewrite
 
 
@@ -60,7 +62,7 @@ class Round:
     candidate: str | None = None       # whole file text
     candidate_hash: str | None = None
     evaluation: Evaluation | None = None
-    outcome: str = ""                  # 'adopted' | 'failed' | 'not faster' | 'slower at a size' | 'no candidate' | 'cancelled'
+    outcome: RoundOutcome | Literal[""] = ""   # '' until the round is judged
     reason: str = ""                   # human explanation of the outcome
     changes: list[str] = field(default_factory=list)   # what the rewrite changed
     attempts: int = 0                  # coding attempts (1 + repairs)
