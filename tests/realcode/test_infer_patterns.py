@@ -575,3 +575,20 @@ def test_an_offset_variable_reused_loop_after_loop_is_measured_in_each(project):
     k = source.parse((project.root / "sm.cu").read_text()).kernel("sm")
     facts = access.analyse(k, {"rows": 3, "n": 100}, (3, 1, 1), (128, 1, 1), {"out": 4, "in": 4}, set(), 100, {})
     assert facts.uses["out"].hi == 299 and not facts.uses["out"].unknown
+
+
+def test_a_size_masked_minus_one_in_a_helper_is_a_power_of_two(project):
+    # cuda-samples scan: `tid & (size - 1)` two helpers deep, with size / 4 passed down; its launcher's
+    # power-of-two check is a call no spec expression reads. Non-powers (the usual 1001) left lanes
+    # overlapping in shared memory: two runs on a GPU disagreed.
+    project("pow2.cu", "__device__ unsigned lane_of(unsigned i, unsigned n) { return i & (n - 1); }\n"
+                       "__device__ unsigned part(unsigned i, unsigned n) { return lane_of(i, n / 4); }\n"
+                       "__global__ void segs(unsigned* out, const unsigned* in, unsigned size) {\n"
+                       "  unsigned pos = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                       "  out[pos] = in[pos] + part(threadIdx.x, size);\n}\n"
+                       "void run(unsigned* o, const unsigned* i, unsigned batch, unsigned size) {\n"
+                       "  segs<<<batch * size / 256, 256>>>(o, i, size);\n}\n")
+    s, p = infer(project, "pow2.cu", "segs")
+    assert "((size / 4) & (size / 4 - 1)) == 0" in s.require, s.require
+    assert s.cases() and all((c["size"] // 4) & (c["size"] // 4 - 1) == 0 for c in s.cases())
+    assert 1024 in {c["size"] for c in s.cases()}   # the usual 1001 raised to the next power of two

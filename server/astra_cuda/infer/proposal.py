@@ -16,7 +16,7 @@ from ..model.spec import NULL
 from ..model.syntax import walk as _walk
 from .hostexprs import function_macros
 from .launches import SHARED_PER_THREAD, _launch_of, _pick_site, host_locals, program_inits, value_of
-from . import structs
+from . import masks, structs
 from .program import Program
 from .roles import DIFFERENCES, DIVISIONS, TABLE, _Shapes, _shapes, _size_pairs
 from .sizes import Draft, repair, size_bench, test_values
@@ -228,9 +228,10 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
     known_values.update({k: int(v.strip() == "true") for k, v in targs.items() if v.strip() in ("true", "false")})
     optional = _null_tested(kernel) if decide.get("optional") == "null" else set()
     known_values.update({p: 0 for p in optional})   # passed null: the branches that test it are decided
+    helpers = access.helpers_of([it.text for it in types.items if it.kind in ("device_function", "type")],
+                                [it.text for it in types.items if it.kind == "macro"])
     found = _shapes(kernel, [n for n in size_names if n != TABLE], grid, block, elem_bytes, int_params, known_values,
-                    lanes, derived, access.helpers_of([it.text for it in types.items if it.kind in ("device_function", "type")],
-                                     [it.text for it in types.items if it.kind == "macro"]),
+                    lanes, derived, helpers,
                     equal_sizes=decide.get("sizes") == "equal",
                     type_bytes=lambda t: types.vector_bytes(t, targs), require=launch_require)
     if found is not None and (found.derived or found.equal):
@@ -262,6 +263,11 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
         if r not in require:
             require.append(r)
             notes.append(f"`{r}`: the kernel divides the sizes into that many equal parts, remainder dropped — required")
+    for r, line in masks.power_of_two(kernel, helpers, size_names):
+        if r not in require:
+            require.append(r)
+            notes.append(f"`{r}`: the kernel masks an index with it minus one (`i & (n - 1)`, line {line}): a "
+                         f"power of two — required")
     if found is not None:   # a vector access past a shape's end: whole packets of the innermost size
         require += [r for n, w in found.packets.items() if n in size_names and
                     (r := f"{n} % {w} == 0") not in require]

@@ -192,11 +192,21 @@ def _fit_requirements(d: Draft, name: str, values: list[int]) -> list[int]:
     mods = [int(r.split("%")[1].split("==")[0]) for r in d.require
             if r.replace(" ", "").startswith(f"{name}%") and r.split("%")[1].split("==")[0].strip().isdigit()]
     lo, hi = _bounds(d, name)
+    alone = [r for r in d.require if exprs.names(r) == {name}]   # `(n & (n - 1)) == 0`, `n >= 4`
+
+    def meets(v: int) -> bool:
+        try:
+            return all(bool(exprs.evaluate(r, {name: v})) for r in alone)
+        except exprs.ExprError:
+            return True
     out = []
     for v in values:
         v = min(max(v, lo), hi)   # a launcher's `n <= 1024`: the value at its bound
         for m in mods:
             v = -(-v // m) * m if m > 0 else v
+        if not meets(v):   # the next value that meets them (a power of two: 1001 -> 1024), else the last below
+            v = next((u for u in range(v, min(2 * v, hi, v + (1 << 14)) + 1) if meets(u)),
+                     next((u for u in range(v, max(lo, v // 2) - 1, -1) if meets(u)), v))
         out.append(v)
     return sorted(set(out))
 

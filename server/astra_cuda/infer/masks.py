@@ -1,0 +1,100 @@
+"""Sizes a kernel masks with (`i & (n - 1)`, the modulo by a power of two): `n` must be a power of
+two, or the lanes the mask groups overlap (cuda-samples scan: `threadIdx.x & (size / 4 - 1)` two
+helpers deep, and its launcher's power-of-two check is a call no spec expression reads). Followed
+through the device helpers the kernel calls, their parameters bound to the caller's arguments."""
+from __future__ import annotations
+
+from tree_sitter import Node
+
+from ..model import access, exprs, source
+from .launches import param_names
+
+MAX_DEPTH = 6   # helper calls followed from the kernel's body
+
+
+def _bare(n: Node | None) -> Node | None:
+    while n is not None and n.type == "parenthesized_expression" and n.named_child_count == 1:
+        n = n.named_children[0]
+    return n
+
+
+def _spelled(n: Node, env: dict[str, str]) -> str | None:
+    """`n` in the kernel's terms: every identifier one of `env` (a helper's parameter bound to its
+    argument), numbers and arithmetic only; None for anything else (a local, a call, a member)."""
+    n = _bare(n)
+    if n is None:
+        return None
+    if n.type == "number_literal":
+        text = n.text.decode().rstrip("uUlL")
+        return text if text.isdigit() else None
+    if n.type == "identifier":
+        return env.get(n.text.decode())
+    if n.type == "binary_expression":
+        op = n.child_by_field_name("operator").type
+        if op not in ("+", "-", "*", "/", "<<", ">>"):
+            return None
+        left, right = _spelled(n.child_by_field_name("left"), env), _spelled(n.child_by_field_name("right"), env)
+        return None if left is None or right is None else f"({left} {op} {right})"
+    return None
+
+
+def _masked(n: Node, env: dict[str, str]) -> str | None:
+    """The size `x` of a mask `… & (x - 1)` (either operand), in the kernel's terms."""
+    for side in ("left", "right"):
+        m = _bare(n.child_by_field_name(side))
+        if m is None or m.type != "binary_expression" or m.child_by_field_name("operator").type != "-":
+            continue
+        one = _bare(m.child_by_field_name("right"))
+        if one is None or one.type != "number_literal" or one.text.decode().rstrip("uUlL") != "1":
+            continue
+        x = _spelled(m.child_by_field_name("left"), env)
+        if x is not None and exprs.names(x):   # a constant mask (`i & (32 - 1)`) says nothing of a size
+            return x
+    return None
+
+
+def _strip(x: str) -> str:
+    return x[1:-1] if x.startswith("(") and x.endswith(")") else x
+
+
+def power_of_two(kernel: source.Kernel, helpers: dict[str, Node], size_names: list[str]) -> list[tuple[str, int]]:
+    """(`require` condition, line in the kernel's file) for each size expression the kernel, or a
+    helper it calls, masks with minus one: `((size / 4) & ((size / 4) - 1)) == 0`."""
+    body = access.kernel_body(kernel)
+    if body is None:
+        return []
+    out: dict[str, int] = {}
+
+    def walk(node: Node, env: dict[str, str], depth: int, line: int | None) -> None:
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            here = line if line is not None else kernel.span.start_line + n.start_point[0] + 1
+            if n.type == "binary_expression" and n.child_by_field_name("operator").type == "&":
+                x = _masked(n, env)
+                if x is not None and exprs.names(x) <= set(size_names):
+                    x = _strip(x)
+                    x = x if x.isidentifier() else f"({x})"   # read alike in C and in the spec's syntax
+                    out.setdefault(f"({x} & ({_strip(x)} - 1)) == 0", here)
+            elif n.type == "call_expression" and depth < MAX_DEPTH:
+                fn = n.child_by_field_name("function")
+                name = fn.text.decode().split("<")[0].split("::")[-1].strip() if fn is not None else ""
+                target = helpers.get(name)
+                args = n.child_by_field_name("arguments")
+                if target is not None and target.type == "function_definition" and args is not None:
+                    given = [a for a in args.named_children if a.type != "comment"]
+                    bound = {p: s for p, a in zip(param_names(target), given) if p and (s := _spelled(a, env))}
+                    inner = target.child_by_field_name("body")
+                    if bound and inner is not None:
+                        walk(inner, bound, depth + 1, here)
+            stack.extend(reversed(n.named_children))
+
+    walk(body, {n: n for n in size_names}, 0, None)
+    valid = []
+    for cond, line in out.items():
+        try:
+            exprs.parse(cond)
+        except exprs.ExprError:
+            continue
+        valid.append((cond, line))
+    return valid
