@@ -142,14 +142,35 @@ def test_template_arguments_deduced_from_what_the_launch_passes_are_the_compiler
     assert any("the project's own instance" in n and "over this file" in n for n in p.notes), p.notes
 
 
-def test_nvccs_steps_stop_at_cicc_and_write_no_ptx():
+def test_nvccs_steps_are_the_device_preprocessor_and_cicc_writing_no_ptx():
     listing = "\n".join([
         "#$ _HERE_=/cuda/bin", '#$ INCLUDES="-I/cuda/include"  ', '#$ SYSTEM_INCLUDES="-isystem" "/cuda/cccl"',
-        '#$ gcc -E -x c++ "a.cu" -o "/b/a.cpp4.ii" ', "#$ cudafe++ --gen_c_file_name \"/b/a.cudafe1.cpp\" \"/b/a.cpp4.ii\"",
+        '#$ gcc -E -x c++ "a.cu" -o "/b/a.cpp4.ii" ',
+        '#$ cudafe++ --gen_c_file_name "/b/a.cudafe1.cpp" --module_id_file_name "/b/a.module_id" "/b/a.cpp4.ii"',
         "#$ -- Filter Dependencies -- > /b/deps.d",
         '#$ gcc -D__CUDA_ARCH__=900 -E -x c++ "a.cu" -o "/b/a.cpp1.ii" ',
-        '#$ "$CICC_PATH/cicc" --stub_file_name "a.cudafe1.stub.c" "/b/a.cpp1.ii" -o "/b/a.ptx"',
+        '#$ "$CICC_PATH/cicc" --module_id_file_name "/b/a.module_id" --stub_file_name "a.cudafe1.stub.c" "/b/a.cpp1.ii" -o "/b/a.ptx"',
         '#$ ptxas -arch=sm_90 "/b/a.ptx" -o "/b/a.cubin"'])
     steps = instances._steps(listing)
     assert steps[0] == "export _HERE_=/cuda/bin" and not any("SYSTEM_INCLUDES" in s or "Filter" in s for s in steps)
-    assert steps[-1].endswith("-o /dev/null") and "cicc" in steps[-1] and not any("ptxas" in s for s in steps)
+    # the host preprocessor and cudafe++ (the host compiler's input, and cicc's module id) are left out
+    assert not any("cpp4.ii" in s or "cudafe++" in s for s in steps)
+    assert steps[-2].endswith('-o "/b/a.cpp1.ii"')
+    cicc = steps[-1]
+    assert cicc.endswith("-o /dev/null") and "cicc" in cicc and "--gen_module_id_file --module_id_file_name" in cicc
+    assert not any("ptxas" in s for s in steps)
+    # a listing whose cicc reads a file no step writes gives no plan (rather than a wrong one)
+    assert instances._steps(listing.replace('-o "/b/a.cpp1.ii"', '-o "/b/other.ii"')) == []
+
+
+@needs_nvcc
+def test_a_unit_that_does_not_compile_is_not_remembered(project, monkeypatch):
+    # its headers are unknown, so no entry could notice the header it missed arriving
+    monkeypatch.setenv("XDG_CACHE_HOME", str(project.root / "cache"))
+    cu = project("k.cu", '#include "later.h"\ntemplate <int N> __global__ void k(float* x) { x[N] = V; }\n'
+                         "void run(float* x) { k<3><<<1, 1>>>(x); }\n")
+    ctx = proj.ProjectContext()
+    assert instances.of("k", str(cu), ctx, toolkit=TK) == []
+    project("later.h", "#define V 1.0f\n")
+    instances._ran.clear()   # as a later process
+    assert instances.of("k", str(cu), ctx, toolkit=TK) == [("3",)]

@@ -5,13 +5,14 @@ follow: a launcher template whose traits class is an alias of its parameters, ca
 macros in other files (flash-attention's `ln_fwd_kernel<Kernel_traits, …>` from
 `REGISTER_FWD_LAUNCHER(256, fp32, …)`), or a dispatch switch over torch's scalar types (apex's
 softmax headers, instantiated for `c10::Half` and `c10::BFloat16` only). The compiler knows the
-answer: nvcc's host front end (`cudafe++`) writes one host stub per kernel instance of the
-translation unit, `__wrapper__device_stub_<kernel><args>`, its arguments spelled from the global
-scope. `of()` runs nvcc's own first two host steps — the host preprocessor and `cudafe++`, as
-`nvcc -dryrun` lists them, with nothing of the device compile — on the unit that holds the file
-(the file itself, or the `.cu` beside a header that includes it: `headers.translation_unit`) and
-reads the stubs. Confined like every compiler of user code; cached by the unit and every header
-it read (`depcache`), so a repeated call costs a few `stat`s.
+answer: the front end of nvcc's device compiler (`cicc`) writes one host stub per kernel
+instance of the translation unit, `__wrapper__device_stub_<kernel><args>`, its arguments spelled
+from the global scope. `of()` runs the two steps of nvcc's that make them — the device
+preprocessor and cicc, as `nvcc -dryrun` lists them, its PTX thrown away — on the unit that holds
+the file (the file itself, or the `.cu` beside a header that includes it:
+`headers.translation_unit`) and reads the stubs. Confined like every compiler of user code;
+cached by the unit and every header it read (`depcache`), so a repeated call costs a few
+`stat`s.
 """
 from __future__ import annotations
 
@@ -123,7 +124,8 @@ def _balanced(text: str) -> str | None:
 
 def _host_stubs(toolkit: Toolkit, unit: str, path: str, flags: list[str], build: str,
                 timeout_s: float) -> tuple[list[str], list[str], bool]:
-    """(the stub lines of the unit's kernel instances, the headers read, whether it finished)."""
+    """(the stub lines of the unit's kernel instances, the headers read, whether it finished and
+    compiled)."""
     folder = os.path.dirname(path)
     argv, defines, links = nvcc._safe_argv(flags, folder, build)
     cu = os.path.join(build, "astra_file.cu")
@@ -139,13 +141,14 @@ def _host_stubs(toolkit: Toolkit, unit: str, path: str, flags: list[str], build:
         script = os.path.join(build, "host.sh")
         bindir = os.path.dirname(toolkit.nvcc)
         Path(script).write_text(f"PATH={shlex.quote(bindir)}:$PATH\nset -e\n" + "\n".join(steps) + "\n")
-        confine.run(["/bin/sh", script], sandbox, timeout_s)
+        ran = confine.run(["/bin/sh", script], sandbox, timeout_s)
     except subprocess.TimeoutExpired:
         return [], [], False
     stub = next((os.path.join(build, n) for n in os.listdir(build) if n.endswith(".stub.c")), None)
     lines = [ln for ln in Path(stub).read_text(errors="replace").splitlines()
              if "__wrapper__device_stub_" in ln and ln.lstrip().startswith("template<>")] if stub else []
-    return lines, _read_headers(build, links, path), True
+    # a unit that does not compile is not cached: the headers it read do not key an entry (one it missed may come)
+    return lines, _read_headers(build, links, path), ran.returncode == 0
 
 
 def _read_headers(build: str, links: dict[str, str], path: str) -> list[str]:
@@ -162,11 +165,14 @@ def _read_headers(build: str, links: dict[str, str], path: str) -> list[str]:
 
 
 def _steps(dryrun: str) -> list[str]:
-    """nvcc's steps up to `cicc` (which writes the stubs), from its `-dryrun` listing: its variable
-    settings that are one word (`CICC_PATH=…`), exported; the commands before cicc, but for the
-    steps nvcc does itself (`-- Filter Dependencies --`); cicc with its PTX sent to /dev/null;
-    nothing after it (ptxas, fatbinary, the host compiler)."""
-    out = []
+    """The steps of nvcc's `-dryrun` listing that make the stubs: its variable settings that are one
+    word (`CICC_PATH=…`), exported; the device preprocessor that writes cicc's input; cicc, with
+    its PTX sent to /dev/null and the module id written by itself (`--gen_module_id_file`).
+    cicc's front end instantiates the kernels and writes the stubs; the host preprocessor and
+    `cudafe++` before it (whose output the host compiler reads, and which only gives cicc the
+    module id) and everything after it (ptxas, fatbinary, the host compiler) are left out —
+    `cudafe++` alone parsed a PyTorch extension's headers for as long as cicc did."""
+    out, commands = [], []
     for raw in dryrun.splitlines():
         if not raw.startswith("#$ "):
             continue
@@ -181,8 +187,21 @@ def _steps(dryrun: str) -> list[str]:
             if len(words) == 1:
                 out.append("export " + shlex.quote(words[0]))
             continue
-        if "cicc" in os.path.basename(words[0]):
-            # its PTX is not needed: not written (a large one ran into the 64 MiB file limit)
-            return out + [re.sub(r'(\s-o\s+)("[^"]*"|\S+)', r"\1/dev/null", line)]
-        out.append(line)
+        if "cicc" not in os.path.basename(words[0]):
+            commands.append((line, words))
+            continue
+        source = next((w for w in reversed(words) if w.endswith(".ii")), None)
+        writer = next((c for c, w in commands if source is not None and _output(w) == source), None)
+        if writer is None:
+            return []
+        # its PTX is not needed: not written (a large one ran into the 64 MiB file limit)
+        cicc = re.sub(r'(\s-o\s+)("[^"]*"|\S+)', r"\1/dev/null", line)
+        if "--gen_module_id_file" not in words:
+            cicc = cicc.replace("--module_id_file_name", "--gen_module_id_file --module_id_file_name", 1)
+        return out + [writer, cicc]
     return []
+
+
+def _output(words: list[str]) -> str | None:
+    """The file a command writes (`-o FILE`)."""
+    return next((words[i + 1] for i, w in enumerate(words[:-1]) if w == "-o"), None)
