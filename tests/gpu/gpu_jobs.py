@@ -141,7 +141,7 @@ def profile_twice(payload):
 
 def ncu_profile(payload):
     from astra_cuda import profiler
-    return profiler.run_ncu(payload["unit"], payload["spec"], payload["sizes"])
+    return profiler.run_ncu(payload["unit"], payload["spec"], payload["sizes"], type(backend()))
 
 
 OFF_BY_ONE = """

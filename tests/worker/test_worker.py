@@ -174,3 +174,16 @@ def test_prefix_wraps_the_worker_command():
         assert p.run(Call(jobs.getenv, "ASTRA_WRAPPED"), timeout=30) == "yes"
     finally:
         p.close()
+
+
+def test_run_alone_ends_its_worker_normally_and_waits_for_the_tool(tmp_path):
+    """A tool that reports at its target's exit (Nsight Compute) sees the worker exit normally —
+    its exit hooks run — and is waited for before `run_alone` returns."""
+    left, status = tmp_path / "left", tmp_path / "status"
+    tool = ("sh", "-c", f'"$@"; echo $? > {status}', "sh")
+    pid = worker.run_alone(Call(jobs.exit_leaves, str(left)), prefix=tool, timeout=60)
+    assert pid > 0 and left.read_text() == "exited normally" and status.read_text().strip() == "0"
+    with pytest.raises(AstraError, match="has no harness spec"):
+        worker.run_alone(Call(jobs.bad_input), prefix=("env",), timeout=60)
+    with pytest.raises(worker.WorkerTimeout, match="timed out after 1 s"):
+        worker.run_alone(Call(jobs.spin), prefix=("env",), timeout=1.0)

@@ -334,6 +334,33 @@ def run(job: Job[T], *, timeout: float = 60.0, cancel: threading.Event | None = 
     return pool(pool_name).run(job, timeout=timeout, cancel=cancel)
 
 
+def run_alone(job: Job[T], *, prefix: tuple[str, ...], timeout: float = 60.0) -> T:
+    """Run `job` in a worker of its own started under `prefix` (a tool that reports once its target
+    has exited, as Nsight Compute writes its report), which then ends as a worker does when its
+    parent is done with it — its input closed, so it returns and exits normally — and is waited
+    for, within `timeout` in all; killed (with everything it started) beyond, or when anything
+    fails."""
+    func = job.name
+    deadline = time.monotonic() + timeout
+    w = _Worker(None, prefix)
+    try:
+        try:
+            w.send(job)
+            status, value, _ = w.recv(deadline, None)
+            w.stdin.close()
+            w.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except (WorkerTimeout, subprocess.TimeoutExpired):
+            raise WorkerTimeout(f"{func}: timed out after {timeout:g} s (the worker was killed)") from None
+        except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
+            raise WorkerCrashed(f"{func}: the worker process died ({w.death_reason()})") from None
+    finally:
+        w.kill()
+    if status == "ok":
+        result: T = value
+        return result
+    raise _rebuild(value)
+
+
 def shutdown() -> None:
     with _pools_lock:
         pools = list(_pools.values())

@@ -131,7 +131,8 @@ def _profile_measured(prof: Profile, reference_unit, candidate_unit, spec, backe
     if ncu:
         try:
             # The smallest bench size: ncu replays the kernel many times, saving memory each time.
-            prof.ncu, prof.hot_lines, prof.ncu_report = run_ncu(candidate_unit, spec, min(cases, key=spec.elements) if cases else None)
+            smallest = min(cases, key=spec.elements) if cases else None
+            prof.ncu, prof.hot_lines, prof.ncu_report = run_ncu(candidate_unit, spec, smallest, type(backend))
         except NcuUnavailable as e:
             prof.ncu = {"error": str(e)}
     return prof

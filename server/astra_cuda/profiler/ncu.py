@@ -1,22 +1,27 @@
-"""Nsight Compute: one launch profiled in a subprocess, and its CSV pages parsed.
+"""Nsight Compute: one launch profiled in a worker that ncu starts, and its CSV pages parsed.
 
-`run_ncu(unit, spec, sizes)` runs `ncu` over `python -m astra_cuda.profiler ncu-driver PAYLOAD` (the
-driver compiles the unit on the GPU and launches it once on fresh inputs) and returns DRAM/SM
-throughput, achieved occupancy, warp-stall reasons, and per-line counters mapped to the user's
-file (`hot_lines`, the data for editor annotations). The parsers are pure and tested offline.
+`run_ncu(unit, spec, sizes, backend)` runs the `NcuLaunch` job in a worker of its own started under
+`ncu` (`execution.worker.run_alone`: the one worker entry point, `python -m astra_cuda.execution.worker`;
+the job compiles the unit on the backend it was given and launches it once on fresh inputs), and
+returns DRAM/SM throughput, achieved occupancy, warp-stall reasons, and per-line counters mapped to
+the user's file (`hot_lines`, the data for editor annotations). The parsers are pure and tested offline.
 """
 from __future__ import annotations
 
 import csv
 import io
 import os
-import pickle
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
+from dataclasses import dataclass
 from typing import Any
+
+from ..backends.base import Backend
+from ..compile.extract import CompileUnit
+from ..execution import worker
+from ..model.spec import Spec
 
 
 class NcuUnavailable(Exception):
@@ -47,34 +52,54 @@ def _num(text: str) -> float | None:
 MAX_REPORT_BYTES = 64 << 20   # a report of one launch with its source is a few MB
 
 
-def run_ncu(unit, spec, sizes: dict | None, timeout: float = 240.0
-            ) -> tuple[dict, list[tuple[int, float, str]], bytes | None]:
-    """Profile one launch of `unit` at `sizes` under Nsight Compute (a subprocess driving
-    `python -m astra_cuda.profiler ncu-driver`). Returns (metrics, hot lines, the `.ncu-rep`
-    report's bytes — None when larger than MAX_REPORT_BYTES — for the user to open)."""
+@dataclass(frozen=True)
+class NcuLaunch(worker.Job[None]):
+    """The launch Nsight Compute profiles: the unit compiled on a fresh instance of `backend` (the
+    class of the backend the profiler was given: no choice is made here) and launched once on fresh
+    inputs at `sizes`."""
+
+    unit: CompileUnit
+    spec: Spec
+    sizes: dict[str, int]
+    backend: type[Backend]
+
+    def run(self) -> None:
+        from .. import gate
+        from ..gate import checks, suite
+        b = self.backend()
+        mod = b.compile_unit(self.unit)
+        host = suite.inputs(self.spec, self.sizes, suite.SPEC_DIST, 1)
+        ctypes = checks.arg_types(self.spec, b, checks.Compiled(mod, self.unit.name_expression, "candidate"),
+                                  self.unit.param_types)
+        run = checks.prepare(self.spec, b, self.sizes, host, ctypes, checks.POISONS[0])
+        b.launch(mod, self.unit.name_expression, gate.launch_of(self.spec, self.sizes), run.args)
+
+
+def run_ncu(unit: CompileUnit, spec: Spec, sizes: dict[str, int] | None, backend: type[Backend],
+            timeout: float = 240.0) -> tuple[dict[str, Any], list[tuple[int, float, str]], bytes | None]:
+    """Profile one launch of `unit` at `sizes` under Nsight Compute (`NcuLaunch` in a worker that
+    ncu starts). Returns (metrics, hot lines, the `.ncu-rep` report's bytes — None when larger than
+    MAX_REPORT_BYTES — for the user to open)."""
     exe = _ncu_exe()
     if exe is None:
         raise NcuUnavailable("Nsight Compute (ncu) is not on the PATH")
     if sizes is None:
         raise NcuUnavailable("no bench size to profile")
     with tempfile.TemporaryDirectory(prefix="astra-ncu-") as tmp:
-        payload = os.path.join(tmp, "job.pkl")
-        with open(payload, "wb") as f:
-            pickle.dump({"unit": unit, "spec": spec, "sizes": sizes}, f)
-        rep = os.path.join(tmp, "report")
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([p for p in sys.path if p] +
-                                                          [env.get("PYTHONPATH", "")]))
+        rep, log = os.path.join(tmp, "report"), os.path.join(tmp, "ncu.log")
         base = unit.kernel.split("::")[-1]   # the plain name (an overload's expression is a cast)
+        # ncu's own lines go to its log: the worker's replies share the standard output it passes on.
         cmd = [exe, "--target-processes", "all", "--kernel-name", f"regex:{re.escape(base)}", "--launch-count", "1",
-               "--import-source", "yes", "-f", "-o", rep]
+               "--import-source", "yes", "-f", "-o", rep, "--log-file", log]
         for sec in NCU_SECTIONS:
             cmd += ["--section", sec]
-        cmd += ["--metrics", ",".join(NCU_METRICS.values()), sys.executable, "-m", "astra_cuda.profiler", "ncu-driver",
-                payload]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-        if p.returncode != 0 or not os.path.exists(rep + ".ncu-rep"):
-            raise NcuUnavailable(f"ncu failed ({p.returncode}): {(p.stderr or p.stdout).strip()[-400:]}")
+        cmd += ["--metrics", ",".join(NCU_METRICS.values())]
+        try:
+            worker.run_alone(NcuLaunch(unit, spec, dict(sizes), backend), prefix=tuple(cmd), timeout=timeout)
+        except worker.WorkerError as e:
+            raise NcuUnavailable(f"ncu failed: {e}{_tail(log)}") from None
+        if not os.path.exists(rep + ".ncu-rep"):
+            raise NcuUnavailable(f"ncu wrote no report{_tail(log)}")
         raw = subprocess.run([exe, "-i", rep + ".ncu-rep", "--csv", "--page", "raw"], capture_output=True,
                              text=True, timeout=timeout).stdout
         # Metrics are correlated with source lines only in the 'cuda,sass' view.
@@ -90,6 +115,16 @@ def run_ncu(unit, spec, sizes: dict | None, timeout: float = 240.0
     if not hot:  # keep the start of what ncu printed, to see why no line data came back
         metrics["source_page_head"] = src[:600]
     return metrics, hot, report
+
+
+def _tail(log: str) -> str:
+    """The end of ncu's log, for the message (': …'), or ''."""
+    try:
+        with open(log, errors="replace") as f:
+            text = f.read()[-400:].strip()
+    except OSError:
+        return ""
+    return f": {text}" if text else ""
 
 
 def parse_ncu_raw(text: str) -> dict:
@@ -155,22 +190,3 @@ def parse_ncu_source(text: str, user_path: str, top: int = 8) -> list[tuple[int,
         return []
     ranked = sorted(samples.items(), key=lambda kv: -kv[1])[:top]
     return [(line, round(v / total, 3), f"{100 * v / total:.0f}% of warp stall samples") for line, v in ranked]
-
-
-def ncu_driver(payload_path: str) -> None:
-    """Run once under ncu: compile the unit on the GPU, launch it on fresh inputs."""
-    from .. import gate
-    from ..backends.gpu import GpuBackend
-    from ..gate import checks, suite
-    from .timing import compile_on
-    with open(payload_path, "rb") as f:
-        job = pickle.load(f)
-    unit, spec, sizes = job["unit"], job["spec"], job["sizes"]
-    b = GpuBackend()
-    mod = compile_on(b, unit)
-    host = suite.inputs(spec, sizes, suite.SPEC_DIST, 1)
-    ctypes = checks.arg_types(spec, b, checks.Compiled(mod, unit.name_expression, "candidate"), unit.param_types)
-    run = checks.prepare(spec, b, sizes, host, ctypes, checks.POISONS[0])
-    b.launch(mod, unit.name_expression, gate.launch_of(spec, sizes), run.args)
-
-
