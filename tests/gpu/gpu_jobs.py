@@ -141,7 +141,8 @@ def profile_twice(payload):
 
 def ncu_profile(payload):
     from astra_cuda import profiler
-    return profiler.run_ncu(payload["unit"], payload["spec"], payload["sizes"], type(backend()))
+    from astra_cuda.backends.gpu import GpuBackend
+    return profiler.run_ncu(payload["unit"], payload["spec"], payload["sizes"], GpuBackend)
 
 
 OFF_BY_ONE = """
