@@ -592,3 +592,18 @@ def test_a_size_masked_minus_one_in_a_helper_is_a_power_of_two(project):
     assert "((size / 4) & (size / 4 - 1)) == 0" in s.require, s.require
     assert s.cases() and all((c["size"] // 4) & (c["size"] // 4 - 1) == 0 for c in s.cases())
     assert 1024 in {c["size"] for c in s.cases()}   # the usual 1001 raised to the next power of two
+
+
+def test_a_kernel_that_counts_the_blocks_warps_gets_at_least_one_warp(project):
+    # vLLM reshape_and_cache_flash: `head += blockDim.x >> 5` never ends under a block of 1 thread
+    project("heads.cu", "__global__ void copy_heads(const float* src, float* dst, int num_heads, int head_size) {\n"
+                        "  const int lane = threadIdx.x & 31, warps = blockDim.x >> 5;\n"
+                        "  for (int h = threadIdx.x >> 5; h < num_heads; h += warps)\n"
+                        "    for (int i = lane; i < head_size; i += 32)\n"
+                        "      dst[(blockIdx.x * num_heads + h) * head_size + i] = "
+                        "src[(blockIdx.x * num_heads + h) * head_size + i];\n}\n"
+                        "void run(const float* s, float* d, int tokens, int num_heads, int head_size) {\n"
+                        "  copy_heads<<<tokens, std::min(num_heads * head_size, 512)>>>(s, d, num_heads, head_size);\n}\n")
+    s, _ = infer(project, "heads.cu", "copy_heads")
+    assert "min(num_heads * head_size, 512) >= 32" in s.require
+    assert s.cases() and all(s.launch_dims(c)[1][0] >= 32 for c in s.cases() + s.bench_cases())

@@ -96,3 +96,29 @@ def test_a_view_handed_to_a_helper_is_followed_there(project):
     s, _ = _inferred(project, PASSED, "double_rows")
     assert s.args["in"].shape == ("rows", "cols") and not s.args["in"].output
     assert s.args["out"].shape == ("rows", "cols") and s.args["out"].output and not s.args["out"].inout
+
+
+# a method that reaches the data through another method of the same object, called unqualified
+# (vLLM gptq's `item4_f` calls `item_ptr`), and a sum added atomically into the written view's
+# elements: read before written, so in/out
+OWN_METHOD = (
+    "#include <cuda_fp16.h>\n#include \"view.cuh\"\n"
+    "class Pairs {\npublic:\n  const half* data;\n  const int width;\n"
+    "  __device__ Pairs(const half* data, const int width) : data(data), width(width) { }\n"
+    "  __device__ const half* at(int row, int column) const { return &data[row * width + column]; }\n"
+    "  __device__ void pair_f(float (&v)[2], int row, int column) const {\n"
+    "    half2* p = (half2*)at(row, column);\n    v[0] = __low2float(p[0]);\n    v[1] = __high2float(p[0]);\n  }\n};\n"
+    "__global__ void add_scaled(const half* s, half* c, int rows, int cols) {\n"
+    "  Pairs s_(s, cols);\n  View_rw c_(c, rows, cols);\n"
+    "  int n = (blockIdx.x * blockDim.x + threadIdx.x) * 2;\n  if (n >= cols) return;\n"
+    "  float v[2];\n  s_.pair_f(v, blockIdx.y, n);\n"
+    "  atomicAdd((half2*)c_.item_ptr(blockIdx.y, n), __floats2half2_rn(v[0], v[1]));\n}\n"
+    "void add_scaled_cuda(const half* s, half* c, int rows, int cols) {\n"
+    "  add_scaled<<<dim3((cols / 2 + 127) / 128, rows), 128>>>(s, c, rows, cols);\n}\n")
+
+
+def test_a_method_calling_another_method_of_its_object_is_followed(project):
+    s, p = _inferred(project, OWN_METHOD, "add_scaled")
+    assert s.args["s"].shape == ("rows", "cols") and not s.args["s"].output
+    assert s.args["c"].shape == ("rows", "cols") and s.args["c"].inout
+    assert not any("could not be read" in n for n in p.notes)

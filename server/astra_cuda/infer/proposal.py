@@ -777,6 +777,12 @@ def _requirements(grid: list[str], block: list[str], found: _Shapes | None, size
                         req = f"{a.text.decode()} % {b.text.decode()} == 0"
                         if req not in out:
                             out.append(req)
+    # warps per block (`blockDim.x >> 5`, `blockDim.x / WARP_SIZE`): a block under a warp has none,
+    # and a loop stepping by them (`head += warps_per_block`) never ends — the launcher's block
+    # is at least a warp (vLLM reshape_and_cache_flash: `min(num_heads * head_size, 512)` threads)
+    if block and not block[0].strip().isdigit() and _counts_warps(body, values or {}) \
+            and (r := f"{block[0]} >= 32") not in out:
+        out.append(r)
     if "gridDim" in kernel.text:   # a grid-stride loop takes any size
         return out
     for g in grid:
@@ -795,6 +801,21 @@ def _requirements(grid: list[str], block: list[str], found: _Shapes | None, size
         if len(factors) > 1 and chunk:
             out.append(f"{total} % {chunk[-1]} == 0")
     return out
+
+
+def _counts_warps(body, values: dict[str, int]) -> bool:
+    """Whether the kernel divides `blockDim.x` into warps (`>> 5`, `/ 32`, `/ WARP_SIZE`)."""
+    for n in _walk(body):
+        if n.type != "binary_expression" or n.child_by_field_name("operator").type not in (">>", "/"):
+            continue
+        a, b = n.child_by_field_name("left"), n.child_by_field_name("right")
+        if a is None or b is None or a.text.decode().replace(" ", "") != "blockDim.x":
+            continue
+        word = b.text.decode().strip()
+        number = int(word) if word.isdigit() else values.get(word, 32 if word in ("warpSize", "WARP_SIZE") else 0)
+        if number == (5 if n.child_by_field_name("operator").type == ">>" else 32):
+            return True
+    return False
 
 
 def _vector_requirements(found: _Shapes | None, buffers: dict[str, tuple[list[str], int, bool]],

@@ -157,6 +157,7 @@ class Analyzer:
         self.const = {p.name: p.is_const for p in kernel.params if p.is_pointer}
         self.sizes = {p.name for p in kernel.params if not p.is_pointer}   # the kernel's scalar parameters
         self.depth = 0
+        self.view: View | None = None   # the object whose method is being walked
         # locals with the expression that set them: a condition that narrows `i` narrows
         # `offset = base + i * stride` too (`(i + half < n) ? x[offset + half] : ...`)
         self.defs: dict[str, tuple[Node, frozenset[str]]] = {}
@@ -582,7 +583,11 @@ class Analyzer:
         fn = next((m for m in members if _arity(m)[0] <= len(vals) <= _arity(m)[1]), None)
         if fn is None or self.depth >= MAX_HELPER_DEPTH:
             return None
-        return self.inline(fn, vals, dict(view.fields))
+        saved, self.view = self.view, view   # its own methods, called unqualified in its body, are on it
+        try:
+            return self.inline(fn, vals, dict(view.fields))
+        finally:
+            self.view = saved
 
     def _offset_of(self, n: Node | None) -> tuple[str, Iv] | None:
         """`base + e - f` as (base, the interval of e - f), base a plain integer variable."""
@@ -1211,6 +1216,8 @@ class Analyzer:
                     return Iv.point(max(1, nthreads // size))
                 return None
             view = self.env.get(obj.text.decode()) if obj is not None else None
+            if view is None and obj is not None and obj.type == "this":   # `this->item_ptr(r, c)`
+                view = self.view
             if isinstance(view, View):
                 vals = [self.expr(a, evaluate_only=evaluate_only) for a in args]
                 return None if evaluate_only else self._method(view, method, vals)
@@ -1232,7 +1239,17 @@ class Analyzer:
             return v
         if len(args) == 1 and _functional_cast(fn):   # `int64_t(d)`: d
             return self.expr(args[0], evaluate_only=evaluate_only)
-        vals = [self.expr(a, evaluate_only=evaluate_only) for a in args]
+        if self.view is not None and fn is not None and fn.type == "identifier" and name not in self.env:
+            # inside a method, `item_ptr(row, column)` is another method of the same object
+            vals = [self.expr(a, evaluate_only=evaluate_only) for a in args]
+            if not evaluate_only and _has_method(self.view, name, len(vals)):
+                return self._method(self.view, name, vals)
+            if _has_method(self.view, name, len(vals)):
+                return None
+            args_vals = vals
+        else:
+            args_vals = None
+        vals = args_vals if args_vals is not None else [self.expr(a, evaluate_only=evaluate_only) for a in args]
         if not evaluate_only:
             self._written_through(name, args)
         if short in ("min", "fminf", "umin") and len(vals) == 2 and all(isinstance(v, Iv) for v in vals):
@@ -1370,6 +1387,17 @@ def _reference_params(fn: Node) -> set[int]:
     return {i for i, p in enumerate(params) if p.child_by_field_name("declarator") is not None
             and p.child_by_field_name("declarator").type == "reference_declarator"
             and not any(c.type == "type_qualifier" and c.text == b"const" for c in p.children)}
+
+
+def _has_method(view: View, name: str, nargs: int) -> bool:
+    """Whether the view's class defines a method `name` taking `nargs` arguments."""
+    body = view.cls.child_by_field_name("body")
+    for m in (body.named_children if body is not None else []):
+        m = next((c for c in m.named_children if c.type == "function_definition"), m) \
+            if m.type == "template_declaration" else m
+        if m.type == "function_definition" and _method_name(m) == name and _arity(m)[0] <= nargs <= _arity(m)[1]:
+            return True
+    return False
 
 
 def _method_name(fn: Node) -> str | None:
