@@ -99,7 +99,7 @@ def test_cubin_passes_the_gate_and_is_timed(pool, tmp_path):
     assert v.compiler.startswith("nvcc "), v.compiler
     p = pool.run(jobs.ProfileJob("gpu", ref, cand, spec, reference_spec=ref_spec),
                  timeout=300)
-    assert p.measured and p.valid, p.to_json()
+    assert p.measured and p.valid, p.summary_markdown()
     print(p.summary_line(), "|", v.compiler)
 
 

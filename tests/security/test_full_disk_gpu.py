@@ -14,6 +14,7 @@ import contextlib
 import errno
 import importlib.util
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -109,9 +110,10 @@ def on_full_disk(staging: Path, command: str, env: dict[str, str]) -> tuple[subp
         full = Path("/dev/shm") / f"astra-full-{uuid.uuid4().hex[:8]}"
         setup = f"mkdir -p {full}\n"
         wrap = []
+    run = re.sub(r"\bASTRA\b", lambda _: astra, command)  # not ASTRA_CUDA_TOOLKIT's prefix
     script = (f"set -e\n{setup}cp -a {shlex.quote(str(staging))}/. {full}/\n"
               f"head -c 2G /dev/zero > {full}/.filler 2>/dev/null || true\nset +e\n"
-              f"export FULL={full}\n{command.replace('ASTRA', astra)}\nrm -f {full}/.filler\n")
+              f"export FULL={full}\n{run}\nrm -f {full}/.filler\n")
     try:
         r = subprocess.run([*wrap, "sh", "-c", script], capture_output=True, text=True, timeout=400,
                            env={**os.environ, **env}, cwd=ROOT)
