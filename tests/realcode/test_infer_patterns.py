@@ -607,3 +607,58 @@ def test_a_kernel_that_counts_the_blocks_warps_gets_at_least_one_warp(project):
     s, _ = infer(project, "heads.cu", "copy_heads")
     assert "min(num_heads * head_size, 512) >= 32" in s.require
     assert s.cases() and all(s.launch_dims(c)[1][0] >= 32 for c in s.cases() + s.bench_cases())
+
+
+def test_a_projects_own_atomic_add_is_an_atomic_read_and_write(project):
+    # vLLM gptq's compat.cuh: `atomicAdd(half2*, half2)` for old GPUs, a CAS loop over the address's
+    # bits; followed as a helper, the output it accumulates into was never touched (an input, then
+    # "the read-only input `c` was modified")
+    project("acc.cu", "#include <cuda_fp16.h>\n"
+                      "__device__ __forceinline__ void atomicAdd(half* address, half val) {\n"
+                      "  unsigned int* word = (unsigned int*)((char*)address - ((size_t)address & 2));\n"
+                      "  unsigned int old = *word, assumed;\n"
+                      "  do { assumed = old;\n"
+                      "       unsigned short h = (size_t)address & 2 ? (old >> 16) : (old & 0xffff);\n"
+                      "       unsigned short s = __half_as_ushort(__hadd(__ushort_as_half(h), val));\n"
+                      "       old = atomicCAS(word, assumed, (size_t)address & 2 ? (old & 0xffff) | (s << 16)"
+                      " : (old & 0xffff0000) | s);\n"
+                      "  } while (assumed != old);\n}\n"
+                      "__global__ void acc(const half* x, half* out, int n) {\n"
+                      "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) atomicAdd(&out[i], x[i]);\n}\n"
+                      "void run(const half* x, half* out, int n) { acc<<<(n + 255) / 256, 256>>>(x, out, n); }\n")
+    s, _ = infer(project, "acc.cu", "acc")
+    assert s.args["out"].shape == ("n",) and s.args["out"].inout
+
+
+def test_a_group_size_the_kernel_divides_by_is_a_whole_part(project):
+    # vLLM gptq: `groupsize = size_k / groups` then `offset_k / groupsize`: probes with fewer rows
+    # than groups divided by 0 and left every access after it unread
+    project("dq.cu", "__global__ void dq(const float* w, const float* scales, float* out, int size_k, int n,"
+                     " int groups) {\n"
+                     "  int col = blockIdx.x * blockDim.x + threadIdx.x, k = blockIdx.y;\n  if (col >= n) return;\n"
+                     "  int groupsize = size_k / groups;\n  int g = k / groupsize;\n"
+                     "  out[k * n + col] = w[k * n + col] * scales[g * n + col];\n}\n"
+                     "void run(const float* w, const float* s, float* o, int size_k, int n, int groups) {\n"
+                     "  dq<<<dim3((n + 127) / 128, size_k), 128>>>(w, s, o, size_k, n, groups);\n}\n")
+    s, _ = infer(project, "dq.cu", "dq")
+    assert "size_k % groups == 0" in s.require and s.args["out"].shape == ("size_k", "n")
+    assert sorted(s.args["scales"].shape) == ["groups", "n"]
+
+
+def test_a_launchers_value_named_like_the_kernels_template_parameter_is_its_argument(project):
+    # vLLM gptq: the launcher's `m_count` sizes the grid and picks `kernel<true, m_count>` through a
+    # function pointer: a free size of 1 … 8192 beside the instance's 1 fitted no shape
+    project("pick.cu", "template <int m_count> __global__ void rows_k(const float* a, float* c, int size_m,"
+                       " int size_n) {\n"
+                       "  int col = blockIdx.x * blockDim.x + threadIdx.x;\n  if (col >= size_n) return;\n"
+                       "  for (int m = 0; m < m_count; m++) {\n    int r = blockIdx.y * m_count + m;\n"
+                       "    if (r < size_m) c[r * size_n + col] = a[r * size_n + col];\n  }\n}\n"
+                       "typedef void (*fp)(const float*, float*, int, int);\n"
+                       "fp pick(int m_count) {\n  if (m_count == 1) return rows_k<1>;\n"
+                       "  if (m_count == 2) return rows_k<2>;\n  return nullptr;\n}\n"
+                       "void run(const float* a, float* c, int size_m, int size_n, int m_count) {\n"
+                       "  dim3 grid((size_n + 127) / 128, (size_m + m_count - 1) / m_count);\n"
+                       "  fp k = pick(m_count);\n  k<<<grid, 128>>>(a, c, size_m, size_n);\n}\n")
+    s, _ = infer(project, "pick.cu", "rows_k")
+    assert s.instantiate.strip("<>") == "1" and "m_count" not in s.sizes
+    assert s.args["a"].shape == ("size_m", "size_n") == s.args["c"].shape and not s.require

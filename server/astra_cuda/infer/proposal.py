@@ -167,11 +167,23 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
             notes.append(f"`{k}` = {v}: the dispatch macro around the launch switches on it, and the case "
                          f"taken is {v}")
         derived = {**derived, **dispatched}
+        # a launcher's value named like a template parameter of the kernel it picks (vLLM gptq:
+        # `m_count` chooses `..._kernel<true, m_count>` through a function pointer and sizes the
+        # grid) is that parameter's argument in this instance
+        picked: set[str] = set()
+        for n in launch.new_sizes:
+            value = targs.get(n, "").strip()
+            if re.fullmatch(r"\d+", value) and n not in derived:
+                derived[n] = value
+                picked.add(n)
+                notes.append(f"`{n}` = {value}: the launch's `{n}` is the kernel's template parameter of that name, "
+                             f"{value} in this instance")
         size_names = [n for n in size_names if n not in derived]
         grid, block = _substituted(grid, derived), _substituted(block, derived)
-        launch_require = [r for r in _substituted(launch.require, derived) if set(exprs.names(r)) <= set(size_names)]
+        launch_require = [r for r in _substituted(launch.require, derived) if set(exprs.names(r)) <= set(size_names)
+                          and not (not exprs.names(r) and _holds_true(r))]   # `1 == 1` once m_count is 1
         shared = _substituted([shared], derived)[0] if shared else shared
-        for k, v in ((k, v) for k, v in derived.items() if k not in dispatched):
+        for k, v in ((k, v) for k, v in derived.items() if k not in dispatched and k not in picked):
             notes.append(f"`{k}` = {v}, as the launcher computes it" if k in launch.relations else
                          f"`{k}` is a stride or a dimension of a higher-rank tensor at the launch: took its value "
                          f"for a contiguous tensor of the lowest rank, {v}")
@@ -527,7 +539,7 @@ def _whole_groups(kernel: Kernel, size_names: list[str], derived: dict[str, str]
                 num, den = v.child_by_field_name("left"), v.child_by_field_name("right")
                 a, b = hx.spec(num.text.decode()), hx.spec(den.text.decode())
                 if a is not None and b in size_names and exprs.names(a) and b not in exprs.names(a) \
-                        and any(isinstance(x, ast.BinOp) for x in ast.walk(exprs.parse(a))):
+                        and (a in size_names or any(isinstance(x, ast.BinOp) for x in ast.walk(exprs.parse(a)))):
                     out.append(f"{exprs.simplify(a, [])} % {b} == 0")
             if hx.spec(value.text.decode()) is not None:
                 local[target.text.decode()] = value.text.decode()
@@ -688,6 +700,13 @@ def _prod(xs: list[int]) -> int:
     for x in xs:
         out *= x
     return out
+
+
+def _holds_true(r: str) -> bool:
+    try:
+        return bool(exprs.evaluate(r, {}))
+    except exprs.ExprError:
+        return False
 
 
 def _substituted(parts: list[str] | None, values: dict[str, str]) -> list[str] | None:

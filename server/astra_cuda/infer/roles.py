@@ -118,6 +118,23 @@ def _size_pairs(parts: list[str], names: list[str], ops: tuple[type, ...]) -> li
     return out
 
 
+def _body_divisions(kernel: Kernel, names: list[str]) -> list[tuple[str, str]]:
+    """(a, b) for each `a / b` of two sizes in the kernel's body (`groupsize = size_k / groups`):
+    parts the kernel takes whole, so the probes make a a multiple of b (else a group of 0 and a
+    division by it leave every access after it unread)."""
+    out: list[tuple[str, str]] = []
+    body = access.kernel_body(kernel)
+    for n in walk(body) if body is not None else ():
+        if n.type != "binary_expression" or n.child_by_field_name("operator").type != "/":
+            continue
+        a, b = n.child_by_field_name("left"), n.child_by_field_name("right")
+        if a is not None and b is not None and a.type == b.type == "identifier":
+            pair = (a.text.decode(), b.text.decode())
+            if pair[0] != pair[1] and pair[0] in names and pair[1] in names and pair not in out:
+                out.append(pair)
+    return out
+
+
 DIVISIONS = (ast.Div, ast.FloorDiv)
 DIFFERENCES = (ast.Sub,)
 
@@ -166,6 +183,7 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
     pointers = [p.name for p in kernel.params if p.is_pointer]
 
     divided = _size_pairs(grid + block, names, DIVISIONS)
+    divided += [d for d in _body_divisions(kernel, names) if d not in divided]
     differences = _size_pairs(grid + block, names, DIFFERENCES)
 
     def sample(extra: dict[str, str]) -> list | None:

@@ -1267,7 +1267,9 @@ class Analyzer:
             if a.hi is not None and b.lo and b.lo > 0:
                 return Iv(0, -(-a.hi // b.lo))
             return None
-        helper = self.helpers.get(short)
+        # the project's own `atomicAdd(half2*, half2)` (exllama's compat.cuh, for old GPUs: a CAS
+        # loop over the address's bits) is an atomic all the same: one element read and written
+        helper = None if short.startswith("atomic") else self.helpers.get(short)
         if helper is not None and helper.type == "function_definition" and not evaluate_only \
                 and self.depth < MAX_HELPER_DEPTH \
                 and (any(isinstance(v, (Ptr, View)) for v in vals) or not args):
