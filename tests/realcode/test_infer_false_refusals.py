@@ -135,3 +135,17 @@ def test_a_change_under_an_if_the_macros_rule_out_does_not_reach_the_launch(proj
                       "  rows4<<<num_blocks, 128>>>(out, in, m, k);\n}\n")
     s, p = infer(project, "hip.cu", "rows4")
     assert s.grid == ("(m + 3) / 4",) and s.args["out"].shape == ("m",)
+
+
+def test_two_runs_that_disagree_are_tried_again_with_optional_pointers_null():
+    """A per-row table given random values sends a read outside the table it offsets, which a GPU
+    does not fault on (FasterTransformer's `padding_count`): the null draft is tried too."""
+    from astra_cuda.infer import Proposal, validate
+    asked = []
+
+    def redo(decide):
+        asked.append(decide)
+        return None
+    validate.alternatives(Proposal("/* @astra a */\n"), validate.Trial(True, False, "determinism: ...",
+                                                                         ("determinism",)), redo)
+    assert asked[0] == {"optional": "null"}

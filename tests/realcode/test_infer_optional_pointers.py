@@ -94,3 +94,29 @@ def test_a_launch_under_a_case_range_of_a_macro_requires_the_range(project):
     path = project("k.cu", TOPK)
     p = api.infer_spec(api.snapshot(TOPK, str(path)), "first_k", run=False)
     assert 'require = ["max_k >= 1", "max_k <= 16"]' in p.comment, p.comment
+
+
+# a position table read at `step` rows, less a per-row count when one is given (FasterTransformer's
+# embeddingLookupPosEncoding: the count a `const bool` flag tests, the offset updated in place)
+POS = ("__global__ void add_pos(float* out, const float* pos, const int* pad, int n, int h, int step) {\n"
+       "  const bool use_pad = pad != nullptr;\n"
+       "  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n * h; i += blockDim.x * gridDim.x) {\n"
+       "    int row = i / h, off = step;\n"
+       "    if (use_pad) off -= pad[row];\n"
+       "    off *= h;\n"
+       "    out[i] = pos[off + i % h];\n  }\n}\n")
+
+
+def test_a_local_updated_in_place_once_per_trip_keeps_its_interval():
+    from astra_cuda.model import access
+    k = source.parse(POS).kernel("add_pos")
+    facts = access.analyse(k, {"n": 64, "h": 32, "step": 100}, (4, 1, 1), (32, 1, 1),
+                           {"out": 4, "pos": 4, "pad": 4}, {"pad"}, 1000, {})
+    assert facts.uses["pos"].hi == 100 * 32 + 31 and not facts.uses["pos"].unknown
+
+
+def test_a_const_flag_a_null_pointer_sets_decides_its_branch(project):
+    path = project("k.cu", POS)
+    snap = api.snapshot(POS, str(path))
+    p = api.infer.infer(snap.model.kernel("add_pos"), snap.model, path=str(path), decide={"optional": "null"})
+    assert 'pad  = "null"' in p.comment and '"step + 1", "h"' in p.comment, p.comment

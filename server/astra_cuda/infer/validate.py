@@ -42,6 +42,10 @@ def alternatives(first: Proposal, trial: Trial, redo: Callable[[dict[str, str]],
     infers again with those decisions fixed (None when they change nothing)."""
     out: list[Proposal] = []
     checks = set(trial.failed_checks)
+    # two runs that disagree read memory the draft did not give the kernel (past a buffer, or
+    # before it was written): an out-of-bounds access that did not fault
+    if "determinism" in checks:
+        checks |= {"sanitize"}
     # a pointer the kernel tests against null, given a buffer of random values (a table of offsets,
     # flags, per-row counts), takes the path built for it and leaves its outputs unwritten or
     # reaches past them: the caller's usual call leaves it out (no such pointer: no new draft)
@@ -53,10 +57,6 @@ def alternatives(first: Proposal, trial: Trial, redo: Callable[[dict[str, str]],
         alt = redo({"roles": "inout"})
         if alt is not None:
             out.append(alt)
-    # two runs that disagree read memory the draft did not give the kernel (past a buffer, or
-    # before it was written): an out-of-bounds access that did not fault
-    if "determinism" in checks:
-        checks |= {"sanitize"}
     # a fault or an out-of-bounds access (on a GPU, a write past one buffer lands in the next and
     # shows as an input modified): sizes the shapes fit only equal
     if checks & {"launch", "sanitize", "inputs_unchanged"}:

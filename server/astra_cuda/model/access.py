@@ -170,7 +170,8 @@ class Analyzer:
         self.elem_bytes = elem_bytes          # pointer parameter -> bytes per element
         self.int_params = int_params          # integer pointer parameters (their loads are table indices)
         self.table_size = table_size
-        self.constants = constants            # 'x128::size' -> 8
+        # 'x128::size' -> 8; also a const local flag a null pointer decides (`use_len = len != nullptr`)
+        self.constants = dict(constants)
         self.facts = Facts({p.name: Use() for p in kernel.params if p.is_pointer})
         self.env: dict[str, Iv | Ptr | str] = {}
         # `aEnd = aBegin + wA - 1`: aEnd is aBegin plus an offset (kept apart so a loop from aBegin
@@ -180,6 +181,7 @@ class Analyzer:
         # pointer at the loop's start, base elements per trip, the variable's step)
         self.stepped: dict[str, tuple[str, int, Ptr, int, int]] = {}
         self.loops = 0    # loops the walk is inside (their bodies are walked once)
+        self.declared_at: dict[str, int] = {}   # local -> the loops it is declared inside
         for p in kernel.params:
             if p.is_pointer:   # a `half2*` over a half buffer steps two elements at a time
                 self.env[p.name] = Ptr(p.name, Iv.point(0), (lanes or {}).get(p.name, 1))
@@ -467,6 +469,7 @@ class Analyzer:
                 continue
             value = d.child_by_field_name("value") if d.type == "init_declarator" else None
             target = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
+            self.declared_at[name] = self.loops
             if target is not None and target.type == "array_declarator":
                 self.env[name] = "array"
                 continue
@@ -499,6 +502,10 @@ class Analyzer:
                 self.env[name] = Table(tuple(entries)) if arrays and entries and all(  # type: ignore[arg-type]
                     isinstance(e, Ptr) for e in entries) else UNKNOWN
                 continue
+            if any(c.type == "type_qualifier" and c.text == b"const" for c in st.children) and _condition(value):
+                flag = _truth(value, self.constants)   # `use_len = input_lengths != nullptr` with it null: false
+                if flag is not None:
+                    self.constants[name] = int(flag)
             v = self.expr(value)
             rel = self._offset_of(value)
             if rel is not None and rel[0] != name:
@@ -979,6 +986,13 @@ class Analyzer:
                     self.env[name] = Ptr(cur.base, _add(cur.offset, _mul(right, Iv.point(cur.scale))), cur.scale)
                 elif isinstance(cur, Ptr) and op in ("+=", "-="):
                     self.env[name] = Ptr(cur.base, UNKNOWN, cur.scale)
+                elif isinstance(cur, Iv) and isinstance(right, Iv) and op in ("+=", "-=", "*=") \
+                        and self.declared_at.get(name) == self.loops:
+                    # a local of this trip (or of no loop) updated in sequence (`step_offset -=
+                    # padding[row]; step_offset *= hidden;`): each update happens once, so exactly
+                    self.env[name] = _add(cur, right) if op == "+=" else \
+                        _add(cur, Iv(None if right.hi is None else -right.hi, None if right.lo is None else -right.lo)) \
+                        if op == "-=" else _mul(cur, right)
                 elif not isinstance(cur, str) or cur == UNSET:
                     self.env[name] = UNKNOWN
                 return None
