@@ -225,6 +225,15 @@ BOUNDS = [
            "exit 2 within seconds", "model.parse_time: the time beyond the pace is summed over all the parses "
            "made for one file", body="".join(f"#define ASTRA_M{i}(x) x " + "a<" * 2000 + "\n" for i in range(1000)),
            arg="1.0f"),
+    Attack("syntax_node_flood", "bounds", "3.7 MiB of `a;` on one line (under the 4 MiB file limit; tree-sitter "
+           "reads it within its pace, 0.7 s of CPU per MiB, but makes 5.9 million syntax nodes: `astra check` took "
+           "38 s of CPU and 1.4 GB, the source model walking 2 million items, before the cut's node ceiling refused "
+           "it; the language server's GIL was held 5 s by a second parse from bytes)",
+           "exit 2 naming the file within seconds and under 2 GiB, before any walk or compiler; the language server "
+           "answers on", "parse_time.MAX_NODES: at most 1.8 million nodes per parse (the largest real file: 0.95 "
+           "million), counted by tree-sitter as it builds the tree, checked before any walk; one parse per text, "
+           "through a callable (py-tree-sitter lets the GIL go at each callback)",
+           body="a;" * 1_950_000 + "\n", arg="1.0f"),
     Attack("static_array_module", "bounds", "a ~700-byte file with a 300 MB initialised `__device__` array (902 MB "
            "added to the module cache; NVRTC grew its worker to 4.4 GB)",
            "no file over 64 MiB written, the compile stopped at its memory bound",

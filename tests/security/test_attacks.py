@@ -312,19 +312,21 @@ __global__ void k(float* x, int n) {{
 """
 
 
-def _bounded_cli(*args, env=None, timeout=240) -> subprocess.CompletedProcess:
-    """The CLI under a 6 GiB address-space limit of its own: should a bound fail, the machine
-    does not (the attacks took up to 22.5 GB)."""
+def _bounded_cli(*args, env=None, timeout=240, memory=6 << 30) -> subprocess.CompletedProcess:
+    """The CLI under a 6 GiB address-space limit of its own (or `memory`): should a bound fail,
+    the machine does not (the attacks took up to 22.5 GB)."""
     import resource
 
     def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
 
     return subprocess.run([sys.executable, "-m", "astra_cuda", *args], capture_output=True, text=True,
                           timeout=timeout, env=env, cwd=ROOT, preexec_fn=limit)
 
 
 BOUNDED = [a for a in by_kind("bounds") if a.name not in ("module_cache_flood", "torch_budget_claimed")]
+READ_REFUSES = {"slow_parse": "takes too long to parse", "slow_parse_macros": "takes too long to parse",
+                "syntax_node_flood": "too large to read"}   # refused as the file is read: the message
 
 
 @pytest.mark.parametrize("compiler", ["nvrtc", "nvcc"])
@@ -343,11 +345,14 @@ def test_bounded_before_anything_runs(attack, compiler, tmp_path):
     (tmp_path / ".git").mkdir()
     f = tmp_path / "k.cu"
     f.write_text(attack.body + SMALL_KERNEL.format(value=attack.arg))
-    if attack.name.startswith("slow_parse") and compiler == "nvcc":
+    if attack.name in READ_REFUSES and compiler == "nvcc":
         pytest.skip("refused by the source model before any compiler: the NVRTC run is the same run")
     env = {**os.environ, **({"ASTRA_CUDA_TOOLKIT": "none"} if compiler == "nvrtc" else {})}
     t0 = time.monotonic()
-    r = _bounded_cli("check", str(f), "--backend", "static", env=env)
+    # the node flood within the issue's 2 GiB of address space (resident memory is less): a
+    # walk of its tree would have needed 1.4 GB resident, and more address space
+    r = _bounded_cli("check", str(f), "--backend", "static", env=env,
+                     **({"memory": 2 << 30} if attack.name == "syntax_node_flood" else {}))
     seconds = time.monotonic() - t0
     said = r.stdout + r.stderr
     print(f"{attack.name} ({compiler}): {seconds:.1f} s, exit {r.returncode}: {said[-400:]}")
@@ -369,6 +374,8 @@ def test_bounded_before_anything_runs(attack, compiler, tmp_path):
         assert r.returncode == 2 and "k.cu:1:" in said and "takes too long to parse" in said, said[-3000:]
     elif attack.name == "slow_parse_macros":   # the macro bodies' parses add up to the file's limit
         assert r.returncode == 2 and "the file takes too long to parse" in said, said[-3000:]
+    elif attack.name == "syntax_node_flood":   # refused once tree-sitter has counted its nodes, before any walk
+        assert r.returncode == 2 and "k.cu:1:" in said and "syntax nodes, more than the 1,800,000" in said, said[-3000:]
     elif attack.name == "static_array_module":
         assert r.returncode == 1, said[-3000:]
         assert ("short of its 2048 MiB budget" if compiler == "nvrtc" else "needed more than 2048 MiB") in said, said[-3000:]

@@ -100,7 +100,7 @@ BYTES_PER_SOURCE_BYTE = 8
 FLOOR_NODES = 100_000
 NODES_PER_SOURCE_BYTE = 2
 CEILING_BYTES = 6 << 20
-CEILING_NODES = 1_800_000
+CEILING_NODES = parse_time.MAX_NODES  # what any parse may build (1.8 million)
 MAX_NAMESPACES = source.MAX_BLOCKS  # nested namespace / extern "C" blocks (each a level of the reader's recursion)
 _TYPES = ("struct_specifier", "class_specifier", "union_specifier", "enum_specifier")
 _DEVICE_SPECS = {"__device__", "__global__", "constexpr", "__constant__", "__managed__", "__shared__", "consteval"}
@@ -647,17 +647,17 @@ def cut(pp: Preprocessed, kernel: str, kernel_namespaces: tuple[str, ...] | None
         pos += len(r.text) + 1
     try:
         with parse_time.reading("the project's code once macros are expanded"):
-            tree = source.parser().parse(data)
+            # counted by tree-sitter as it builds the tree (no walk): refused before every walk
+            tree = source.parser().parse(data, max_nodes=max(FLOOR_NODES, read.allowed_nodes()))
+    except parse_time.TooManyNodes as e:
+        raise too_large(pp, rows, f"{_amount(read.code)} of code in the project's files become more than "
+                                  f"{read.allowed_nodes():,} syntax nodes once macros are expanded") from e
     except parse_time.TooSlowToParse as e:
         if e.offset is not None:   # at the line tree-sitter was stopped at, as the cut's other refusals
             row = rows[_row_of(starts, e.offset)]
             e.message = ("" if row.file == pp.path else f"{os.path.basename(row.file)}:{row.line}: ") + e.message
             e.line = row.line - 1 if row.file == pp.path else None
         raise
-    nodes = tree.root_node.descendant_count  # counted by tree-sitter (no walk): before every walk
-    if nodes > FLOOR_NODES and nodes > (allowed := read.allowed_nodes()):
-        raise too_large(pp, rows, f"{_amount(read.code)} of code in the project's files become more than "
-                                  f"{allowed:,} syntax nodes once macros are expanded")
     reader = _Reader(data)
     try:
         reader.read(tree.root_node.children, ())

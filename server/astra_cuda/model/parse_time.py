@@ -31,7 +31,13 @@ from ..errors import AstraError
 S_PER_MIB = 1.5    # the pace every parse keeps: CPU seconds per MiB read (real code: at most 0.6)
 SLACK_S = 0.1      # CPU seconds one input's parses may take beyond that pace, together (real code: 0.0001)
 _MIB = 1 << 20
-_CHUNK = 1 << 16   # bytes handed to tree-sitter per read
+_FIRST = 64        # bytes handed to tree-sitter by a read that does not follow the last one
+# Syntax nodes one parse may build (tree-sitter counts them as it builds; 65 bytes each). The
+# largest real file of the suite's repositories has 945,895 (CUTLASS `mma_sm90_gmma_sparse_ext.hpp`,
+# 2.8 MiB), the cut's largest expanded unit 1.21 million; everything Astra does with a tree walks
+# it in Python, a few microseconds a node: 4 MB of `a;` made 5.9 million nodes, 15 s of the
+# source model's walk and 1.4 GB before the cut's ceiling refused it.
+MAX_NODES = 1_800_000
 
 
 class TooSlowToParse(AstraError):
@@ -71,16 +77,49 @@ def reading(what: str) -> Iterator[Account]:
         _open.reset(token)
 
 
+class TooManyNodes(TooSlowToParse):
+    """The text's tree holds more syntax nodes than Astra walks (`MAX_NODES`, or the caller's
+    own bound): refused as soon as tree-sitter has built it, before any walk. `nodes`: its count."""
+
+    def __init__(self, message: str, nodes: int):
+        super().__init__(message)
+        self.nodes = nodes
+
+
+class _Source:
+    """What tree-sitter reads a text through: the parse, then every node's text (py-tree-sitter
+    reads a node's text of a tree parsed from a callable by calling it until it has the node's
+    bytes, then counts their lines). A read where the last one ended gets twice the last one's
+    bytes, any other `_FIRST`: a node's text costs a few calls and O(its length), the parse
+    reads in growing chunks. Two threads reading texts of one tree only make this guess worse."""
+
+    __slots__ = ("_view", "_next", "_size")
+
+    def __init__(self, data: bytes):
+        self._view = memoryview(data)
+        self._next = -1
+        self._size = _FIRST
+
+    def __call__(self, at: int, _point: object) -> bytes:
+        size = self._size * 2 if at == self._next else _FIRST
+        self._next, self._size = at + size, size
+        return bytes(self._view[at:at + size])   # bytes: py-tree-sitter 0.26.1 reads a node's text as such
+
+
 class Parser:
-    """tree-sitter's `Parser` for one language, whose `parse` keeps the pace."""
+    """tree-sitter's `Parser` for one language, whose `parse` keeps the pace and the node ceiling."""
 
     def __init__(self, language: tree_sitter.Language):
         self._language = language
 
-    def parse(self, data: bytes) -> tree_sitter.Tree:
-        """The tree of `data` (UTF-8); `TooSlowToParse` once its input is too far behind the pace."""
+    def parse(self, data: bytes, max_nodes: int | None = None) -> tree_sitter.Tree:
+        """The tree of `data` (UTF-8); `TooSlowToParse` once its input is too far behind the pace,
+        `TooManyNodes` where the tree holds more than `max_nodes` (default `MAX_NODES`).
+
+        One parse, through a callable: py-tree-sitter holds the GIL for the whole of a parse from
+        bytes, but lets it go whenever it calls back into Python (the progress callback runs every
+        few dozen bytes), so the language server answers while a large file is read."""
         account = _open.get() or Account("the text")
-        view = memoryview(data)
         # tree-sitter's own CPU time: the callbacks' is left out (Python code, where a garbage
         # collection of the whole process may run and would be charged to a small file)
         took, resumed, stopped_at = 0.0, time.thread_time(), -1
@@ -97,16 +136,11 @@ class Parser:
         tree: tree_sitter.Tree | None = None
         try:
             # a fresh parser each time: one stopped midway would resume its old parse on the next call
-            checked = tree_sitter.Parser(self._language).parse(lambda at, _point: bytes(view[at:at + _CHUNK]),
-                                                               progress_callback=progress)
-            # py-tree-sitter reads a node's text of a tree parsed through a callback by calling it
-            # again (a Python call per node): the tree kept is parsed from the bytes, reusing every
-            # node of the checked one it can (free for code without syntax errors, at most as long)
-            tree = tree_sitter.Parser(self._language).parse(data, old_tree=checked)
+            tree = tree_sitter.Parser(self._language).parse(_Source(data), progress_callback=progress)
         except ValueError:    # what py-tree-sitter raises for a stopped parse
             if stopped_at < 0:
                 raise
-        took += time.thread_time() - resumed   # the end of the parse, the parse again, a stopped one's cleanup
+        took += time.thread_time() - resumed   # the end of the parse, a stopped one's cleanup
         read = len(data) if tree is not None else stopped_at
         account.spent += took
         account.read += read
@@ -117,6 +151,14 @@ class Parser:
                 f"{S_PER_MIB} s per MiB, where real CUDA code needs at most 0.6 ({account.spent:.1f} s for "
                 f"{_amount(account.read)} read); Astra reads no further",
                 offset=None if tree is not None else stopped_at)
+        nodes = tree.root_node.descendant_count   # kept by tree-sitter: no walk
+        limit = MAX_NODES if max_nodes is None else max_nodes
+        if nodes > limit:
+            del tree   # freed here, before the error travels
+            raise TooManyNodes(
+                f"{account.what} is too large to read: {_amount(len(data))} make {nodes:,} syntax nodes, more than "
+                f"the {limit:,} Astra reads (the largest real CUDA file has under a million: a file made to be "
+                f"slow?)", nodes)
         return tree
 
 
@@ -124,4 +166,4 @@ def _amount(n: int) -> str:
     return f"{n / _MIB:.1f} MiB" if n >= _MIB else f"{n / 1024:.0f} KiB" if n >= 1024 else f"{n} bytes"
 
 
-__all__ = ["S_PER_MIB", "SLACK_S", "Account", "Parser", "TooSlowToParse", "reading"]
+__all__ = ["MAX_NODES", "S_PER_MIB", "SLACK_S", "Account", "Parser", "TooManyNodes", "TooSlowToParse", "reading"]

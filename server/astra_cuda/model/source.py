@@ -1214,7 +1214,8 @@ def parse_expression(text: str) -> Node | None:
 def parse(text: str, path: str | None = None) -> SourceModel:
     """Build the source model of a CUDA source text. Never raises on malformed code: syntax
     problems are listed in `syntax_errors` and the rest of the file is still modelled; only a text
-    tree-sitter reads too slowly is refused (`parse_time.TooSlowToParse`, at the line it stopped).
+    tree-sitter reads too slowly is refused (`parse_time.TooSlowToParse`, at the line it stopped),
+    or one whose tree is larger than Astra walks (`parse_time.TooManyNodes`, before any walk).
     `path` is recorded on the items (for a header read into another file's unit)."""
     return parse_with_tree(text, path)[0]
 
@@ -1226,6 +1227,9 @@ def parse_with_tree(text: str, path: str | None = None, tree: Tree | None = None
     with parse_time.reading(path or "the file"):   # its parses and its macros' and launches' share one limit
         try:
             tree = tree or parser().parse(data)
+        except parse_time.TooManyNodes as e:
+            e.line = 0   # the whole file: shown at its start
+            raise
         except parse_time.TooSlowToParse as e:
             e.line = data.count(b"\n", 0, e.offset) if e.offset is not None else None
             raise
