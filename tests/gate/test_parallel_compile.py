@@ -9,7 +9,7 @@ import pytest
 
 from astra_cuda import gate
 from astra_cuda.backends.base import Backend, CompileError
-from astra_cuda.gate import run as gate_run
+from astra_cuda.gate import building, run as gate_run
 
 from . import catalogue
 from .test_catalogue import cpu  # noqa: F401 - fixture
@@ -84,7 +84,7 @@ def test_the_verdict_is_the_sequential_one(cpu, monkeypatch):
     ref, cand, spec = fresh_silu()
     parallel = Recording(cpu)
     a = gate.check(ref, cand, spec, parallel, seed=5)
-    monkeypatch.setattr(gate_run, "BUILD_THREADS", 0)
+    monkeypatch.setattr(building, "BUILD_THREADS", 0)
     sequential = Recording(cpu, pause=0.05)
     b = gate.check(ref, cand, spec, sequential, seed=5)
     assert sequential.most_at_once() == 1 and parallel.most_at_once() >= 2

@@ -3,12 +3,13 @@
     verdict = gate.check(reference_unit, candidate_unit, spec, backend)
     verdict.passed, verdict.summary, verdict.to_json(), verdict.visible_feedback()
 
-See run.py for the checks, suite.py for the test cases, compare.py for the tolerances,
+See run.py for the checks (state.py, building.py and judging.py for their parts), suite.py for the test cases, compare.py for the tolerances,
 screen.py for static screening, timed.py for the correctness of timed launches.
 """
 from .checks import launch_of
 from .compare import Mismatch
-from .run import Cancelled, check
+from .run import check
+from .state import Cancelled
 from .screen import ScreenResult, fast_math_swaps
 from .suite import Suite, build as build_suite
 from .timed import (TimedSet, check_inputs_unchanged, check_outputs, check_samples, expect, fresh_run,

@@ -33,7 +33,7 @@ from ..backends.base import (Backend, BackendUnavailable, Buffer, CompileError, 
 from ..model.spec import Spec
 from . import compare, suite as suites
 from .checks import POISONS, Compiled, Run, arg_types, launch_args, launch_of, run_case
-from .run import ROUNDING_DIRECTIONS, ROUNDING_FACTOR, ROUNDING_MAX_ELEMENTS
+from .judging import ROUNDING_DIRECTIONS, ROUNDING_FACTOR, ROUNDING_MAX_ELEMENTS
 from .verdict import CaseInfo, Failure
 
 __all__ = ["TimedSet", "prepare_timed", "expect", "fresh_run", "check_outputs", "check_inputs_unchanged", "check_samples",
@@ -231,7 +231,7 @@ def check_samples(spec: Spec, ts: TimedSet, name: str, positions: np.ndarray, ro
 def measure_rounding(spec: Spec, backend: Backend, reference: Compiled, sets: Sequence[TimedSet], ctypes: dict[str, Any]) -> bool:
     """Each set's `allowance`: ROUNDING_FACTOR times how far the reference's floating-point written
     arguments move when its arithmetic rounds upward, downward or toward zero instead of to
-    nearest on the set's inputs — the untimed gate's allowance (gate.run), at the timed size.
+    nearest on the set's inputs — the untimed gate's allowance (gate.judging), at the timed size.
     `backend` has rounding modes (the CPU); `reference` is compiled on it and launched as `spec`
     says. A float sum of millions of terms into one place is far from its exact value (at 16.7M
     squares, 2.8% low), so a rewrite summing in another order differs from it beyond any
