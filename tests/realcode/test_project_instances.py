@@ -174,3 +174,43 @@ def test_a_unit_that_does_not_compile_is_not_remembered(project, monkeypatch):
     project("later.h", "#define V 1.0f\n")
     instances._ran.clear()   # as a later process
     assert instances.of("k", str(cu), ctx, toolkit=TK) == [("3",)]
+
+
+TOP1 = """template <int E> struct Consts { static constexpr int VPT = E < 4 ? E : 4; };
+template <int VPT, int EXPERTS>
+__global__ void top1(const float* in, int* idx, int rows) {
+  int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= rows) return;
+  int best = 0;
+  for (int e = 1; e < EXPERTS; e++) if (in[r * EXPERTS + e] > in[r * EXPERTS + best]) best = e;
+  idx[r] = best * VPT / VPT;
+}
+template <int EXPERTS> void launch_(const float* in, int* idx, int rows) {
+  static constexpr int VPT = Consts<EXPERTS>::VPT;
+  top1<VPT, EXPERTS><<<(rows + 127) / 128, 128>>>(in, idx, rows);
+}
+#define LAUNCH(E) launch_<E>(in, idx, rows)
+void run(const float* in, int* idx, int rows, int experts) {
+  switch (experts) { case 1: LAUNCH(1); break; case 8: LAUNCH(8); break; case 64: LAUNCH(64); break; }
+}
+"""
+
+
+@needs_nvcc
+def test_a_constant_output_takes_the_projects_instance_with_the_largest_numbers(project):
+    # sgl-kernel topkGatingSoftmax: its numbers hidden in a traits class, the first instance has one
+    # expert and a constant top-k index; after that run, the instance of 256 experts is proposed
+    from astra_cuda import infer
+    from astra_cuda.infer import validate
+    path = project("top1.cu", TOP1)
+    snap = api._with_context(api.snapshot(TOP1, str(path), proj.ProjectContext()))
+    k = snap.model.kernel("top1")
+
+    def redo(decide):
+        return infer.infer(k, snap.model, path=snap.path, context=snap.context, decide=decide)
+    first = redo(None)
+    assert 'instantiate = "<1, 1>"' in first.comment, first.comment
+    alts = validate.alternatives(first, validate.Trial(True, False, "not_constant: `idx` is constant",
+                                                       ("not_constant",)), redo)
+    assert alts and 'instantiate = "<4, 64>"' in alts[0].comment, [a.comment for a in alts]
+    assert any("the largest numbers" in n for n in alts[0].notes)

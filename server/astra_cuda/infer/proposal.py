@@ -63,7 +63,8 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
     (every written pointer read-modify-write), `optional = "null"` (a pointer the kernel tests
     against null passed as null), `grid = "rows"` (one block per row where the grid
     was a guess), `tiles` (every size a whole number of the block's width), `sizes = "equal"` (two
-    sizes taken equal where only then the accesses fit a shape). A struct passed by value is read
+    sizes taken equal where only then the accesses fit a shape), `instance = "largest"` (of the project's
+    instances, where the numbers were guessed, the one with the largest). A struct passed by value is read
     through its fields (`structs`)."""
     types = _Types(model, path, context)
     flat = structs.flatten(kernel, model, types.items, lambda t: types.resolve(t)[0] is not None)
@@ -108,7 +109,8 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
     instantiate = _template_args(kernel, site, notes, program, {**local, **constants}, known_names(types.items),
                                  types.items, site_model)
     instantiate, made = project_instance(kernel, instantiate, notes[before:], path, context,
-                                         launched_here=site is not None and site_model is program.model)
+                                         launched_here=site is not None and site_model is program.model,
+                                         largest=decide.get("instance") == "largest")
     if made is not None:
         notes.append(made)
     targs = dict(zip(kernel.template_param_names, _split(instantiate))) if instantiate else {}

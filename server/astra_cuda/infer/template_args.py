@@ -550,7 +550,7 @@ def _valid(args: tuple[str, ...]) -> bool:
 
 
 def project_instance(kernel: Kernel, instantiate: str | None, new_notes: list[str], path: str | None,
-                     context, launched_here: bool = False) -> tuple[str | None, str | None]:
+                     context, launched_here: bool = False, largest: bool = False) -> tuple[str | None, str | None]:
     """Where the arguments were guessed for a kernel in a header, an instance the project's own
     code makes instead, as nvcc's front end instantiates it over the `.cu` beside the header that
     includes it (`compile.instances`): a launcher whose traits class is an alias of its template
@@ -561,7 +561,10 @@ def project_instance(kernel: Kernel, instantiate: str | None, new_notes: list[st
     by `make_layout` in the launcher) are the compiler's too. Of the instances, the one agreeing
     with the most arguments that were not guessed, then with the guesses (the first such).
     (instantiate, a note) — unchanged and None where nothing was guessed, no toolkit is found, or
-    the unit makes no instance."""
+    the unit makes no instance. With `largest` (a first draft's output was constant), the guessed
+    numbers are no evidence: of the instances agreeing with the rest, the one with the largest
+    numeric arguments (sgl-kernel topkGatingSoftmax's first, `<float, 1, 1, 4, 4>`, has one expert,
+    so its top-k indices are constant; `<float, 8, 256, 4, 16>` has 256)."""
     if not instantiate or path is None or not any(g in n for n in new_notes for g in _GUESSED):
         return instantiate, None
     from ..compile import headers, instances, toolkit
@@ -584,11 +587,16 @@ def project_instance(kernel: Kernel, instantiate: str | None, new_notes: list[st
     guessed_names = {n for n in named if any(f"`{n}`" in note and "no launch gives it" in note for note in new_notes)}
     firm = [i for i, n in enumerate(named) if n not in guessed_names]
 
-    def score(m: tuple[str, ...]) -> tuple[int, int]:
+    def score(m: tuple[str, ...]) -> tuple[int, ...]:
         same = [i for i, (a, b) in enumerate(zip(m, guess)) if a.replace(" ", "") == b.replace(" ", "")]
+        if largest:
+            numbers = [int(a) for a in m if re.fullmatch(r"\d+", a.strip())]
+            return (sum(1 for i in same if i in firm),
+                    sum(1 for i in same if not re.fullmatch(r"\d+|true|false", guess[i].strip())), sum(numbers))
         return sum(1 for i in same if i in firm), len(same)
     best = max(fits, key=score)   # max keeps the first of equals
     chosen = "<" + ", ".join(best) + ">"
     where = f"{os.path.basename(found[0])}, which includes this header" if found is not None else "this file"
+    why = " — the one with the largest numbers: the first draft's output was constant" if largest else ""
     return chosen, (f"instantiate: the project's own instance {short}{chosen} (of {len(made)} that nvcc's front end "
-                    f"instantiates over {where}), not the guess {instantiate}")
+                    f"instantiates over {where}), not the guess {instantiate}{why}")

@@ -33,7 +33,8 @@ class Trial:
 def alternatives(first: Proposal, trial: Trial, redo: Callable[[dict[str, str]], Proposal | None]) -> list[Proposal]:
     """The drafts worth running after `first` failed as `trial` says: an output left partly
     unwritten or an input the kernel writes is taken as read-modify-write (`inout`); any of these
-    failures, with the pointers the kernel tests against null passed as null; a fault or
+    failures, with the pointers the kernel tests against null passed as null; a constant output
+    with the project's instance of the largest numbers where the numbers were guessed; a fault or
     an out-of-bounds access is tried with two sizes taken equal where only then the accesses fit
     a shape (a rotation over the first `rot_dim` of each `head_size` row), and, with a guessed
     grid, with one block per row, and with sizes that are whole tiles of the block (a kernel that
@@ -46,6 +47,12 @@ def alternatives(first: Proposal, trial: Trial, redo: Callable[[dict[str, str]],
     # before it was written): an out-of-bounds access that did not fault
     if "determinism" in checks:
         checks |= {"sanitize"}
+    # a constant output under the project's instance of guessed numbers (one expert: every top-k
+    # index the same): its instance with the largest numbers (none chosen that way: no new draft)
+    if "not_constant" in checks:
+        alt = redo({"instance": "largest"})
+        if alt is not None:
+            out.append(alt)
     # a pointer the kernel tests against null, given a buffer of random values (a table of offsets,
     # flags, per-row counts), takes the path built for it and leaves its outputs unwritten or
     # reaches past them: the caller's usual call leaves it out (no such pointer: no new draft)
