@@ -27,7 +27,8 @@ from . import base, split_index, style
 from .base import Context, Rewrite, body
 from .tree import apply_edits, assigned_names, callee, calls, declared_names, line_indent, txt, walk
 from .tree import Edit
-from .vectorize import STRIDES, Vectorize, index_form, match_loop
+from .loops import STRIDES, index_form, match_loop
+from .vectorize import Vectorize
 
 BUILTINS = {"threadIdx", "blockIdx", "blockDim", "gridDim"}
 BARRIERS = ("sync", "__shfl", "__ballot", "__any", "__all", "__activemask", "__match", "__reduce", "atomic")

@@ -7,7 +7,7 @@ from tree_sitter import Node
 
 from . import base
 from .base import Context, Edit, Rewrite, body, expr_kind, pointer_params, return_types, variable_types
-from .tree import apply_edits, callee, txt
+from .tree import apply_edits, callee, txt, unparenthesized
 
 ONE = {"1.0f", "1.f", "1.0F", "1.F"}
 
@@ -22,7 +22,7 @@ def _rewrite(node: Node, types, ptrs, rets, counts: dict) -> str | None:
         return "__expf" + inner
     if t == "binary_expression" and txt(node.child_by_field_name("operator")) == "/":
         left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
-        r = _strip(right)
+        r = unparenthesized(right)
         if txt(left) in ONE and r.type == "call_expression" and callee(r) == "sqrtf":
             counts["rsqrtf"] = counts.get("rsqrtf", 0) + 1
             return "rsqrtf" + _children_text(r.child_by_field_name("arguments"), types, ptrs, rets, counts)
@@ -38,14 +38,8 @@ def _rewrite(node: Node, types, ptrs, rets, counts: dict) -> str | None:
 def _arg(n: Node) -> Node:
     """An operand as a call argument: `(1.0f + e)` needs no parentheses there (a comma
     expression keeps them)."""
-    inner = _strip(n)
+    inner = unparenthesized(n)
     return n if inner.type == "comma_expression" else inner
-
-
-def _strip(n: Node) -> Node:
-    while n.type == "parenthesized_expression" and n.named_children:
-        n = n.named_children[0]
-    return n
 
 
 def _children_text(node: Node, types, ptrs, rets, counts) -> str:

@@ -22,7 +22,7 @@ from functools import lru_cache
 from tree_sitter import Node
 
 from ...model import source
-from .tree import txt, walk
+from .tree import txt, unparenthesized, walk
 from .types import SIZES
 
 # Where a definition may sit and still be visible by its (qualified) name from a later kernel.
@@ -66,7 +66,7 @@ def _canon(n: Node, names: dict[str, str]) -> str:
         return s if inner.type in ("identifier", "number_literal", "parenthesized_expression",
                                    "call_expression", "sizeof_expression") else f"({s})"
     if n.type in ("sizeof_expression", "alignof_expression") and n.named_children:
-        return f"{txt(n.children[0])}({_canon(_strip(n.named_children[-1]), names)})"
+        return f"{txt(n.children[0])}({_canon(unparenthesized(n.named_children[-1]), names)})"
     if n.type == "type_descriptor":
         return names.get(txt(n), txt(n))
     if n.child_count == 0:
@@ -79,12 +79,6 @@ def _top(n: Node) -> str:
     while n.type == "parenthesized_expression" and len(n.named_children) == 1:
         n = n.named_children[0]
     return n.type
-
-
-def _strip(n: Node) -> Node:
-    while n.type == "parenthesized_expression" and len(n.named_children) == 1:
-        n = n.named_children[0]
-    return n
 
 
 def _namespaces(n: Node) -> tuple[str, ...] | None:
@@ -156,11 +150,11 @@ def _pack(spec: Node, kernel_ns: tuple[str, ...]) -> Pack | None:
     qualified = _qualified(txt(name), where, kernel_ns)
     tmpl = spec.parent if spec.parent is not None and spec.parent.type == "template_declaration" else None
     if tmpl is None:
-        e, n = txt(elem), _strip(size)
+        e, n = txt(elem), unparenthesized(size)
         if e not in SIZES or n.type != "number_literal" or not txt(n).isdigit():
             return None
         count = int(txt(n))
-        a = _strip(align)
+        a = unparenthesized(align)
         whole = a.type == "number_literal" and txt(a).isdigit() and int(txt(a)) == SIZES[e] * count
         if not whole and _canon(align, {}) not in (f"sizeof({e})*{count}", f"{count}*sizeof({e})"):
             return None
@@ -190,9 +184,9 @@ def _pack(spec: Node, kernel_ns: tuple[str, ...]) -> Pack | None:
         else:
             return None
     if sorted(roles.values()) != ["N", "T"] or roles.get(txt(elem)) != "T" \
-            or _strip(size).type != "identifier" or roles.get(txt(_strip(size))) != "N":
+            or unparenthesized(size).type != "identifier" or roles.get(txt(unparenthesized(size))) != "N":
         return None
-    a = _strip(align)
+    a = unparenthesized(align)
     if a.type == "identifier" and txt(a) in defaults:
         align = defaults[txt(a)]
     # alignof(T) == sizeof(T) for the scalar element types a vector loop moves
@@ -432,7 +426,7 @@ def _function_ceil_div(fn: Node) -> str | None:
     if len(stmts) != 1 or stmts[0].type != "return_statement" or not stmts[0].named_children:
         return None
     value = stmts[0].named_children[0]
-    return txt(name) if _top(value) == "binary_expression" and _canon(_strip(value), names) in CEIL_DIV else None
+    return txt(name) if _top(value) == "binary_expression" and _canon(unparenthesized(value), names) in CEIL_DIV else None
 
 
 def _macro_ceil_div(m: Node) -> str | None:
@@ -443,7 +437,7 @@ def _macro_ceil_div(m: Node) -> str | None:
     expr = source.parse_expression(txt(value).strip())
     if len(params) != 2 or expr is None:
         return None
-    return txt(name) if _canon(_strip(expr), dict(zip(params, "ab"))) in CEIL_DIV else None
+    return txt(name) if _canon(unparenthesized(expr), dict(zip(params, "ab"))) in CEIL_DIV else None
 
 
 @lru_cache(maxsize=256)

@@ -28,8 +28,7 @@ from . import base
 from .base import Context, Rewrite, body
 from .pack_rows import UNSAFE_CALLS
 from .tree import assigned_names, callee, calls, declared_name, function_name, functions, is_kernel, txt, walk
-from .tree import params as fn_params
-from .vectorize import _squash
+from .tree import params as fn_params, squashed
 
 BLOCKS = (256, 512, 1024)
 GRID_LIMITS = {"x": 2**31 - 1, "y": 65535, "z": 65535}   # the most blocks a launch may have along each axis
@@ -49,8 +48,8 @@ def _loop_role(n: Node) -> tuple[str, Node] | None:
                                            upd.start_byte <= n.start_byte < upd.end_byte):
         return None
     ds = init.children_by_field_name("declarator") if init.type == "declaration" else []
-    start = _squash(ds[0].child_by_field_name("value")) if len(ds) == 1 and ds[0].type == "init_declarator" else ""
-    step = _squash(upd.child_by_field_name("right")) if upd.type == "assignment_expression" and \
+    start = squashed(ds[0].child_by_field_name("value")) if len(ds) == 1 and ds[0].type == "init_declarator" else ""
+    step = squashed(upd.child_by_field_name("right")) if upd.type == "assignment_expression" and \
         txt(upd.child_by_field_name("operator")) == "+=" else ""
     if (start, step) == ("blockIdx.x", "gridDim.x"):
         return "rows", p
@@ -177,7 +176,7 @@ def _grid_loop(n: Node) -> tuple[Node, str] | None:
     if len(ds) != 1 or ds[0].type != "init_declarator" or txt(upd.child_by_field_name("operator")) != "+=" or \
             txt(upd.child_by_field_name("left")) != txt(ds[0].child_by_field_name("declarator")):
         return None
-    start, step = _squash(ds[0].child_by_field_name("value")), _squash(upd.child_by_field_name("right"))
+    start, step = squashed(ds[0].child_by_field_name("value")), squashed(upd.child_by_field_name("right"))
     axis = start[-1:]
     return (p, axis) if axis in GRID_LIMITS and (start, step) == (f"blockIdx.{axis}", f"gridDim.{axis}") else None
 

@@ -32,8 +32,8 @@ from .base import Context, Edit, Rewrite
 from .coarsen import _Elementwise, _safe, match_elementwise
 from .tree import (apply_edits, assigned_names, callee, declared_name, declared_names, is_lvalue, line_indent,
                    txt, walk)
-from .tree import params as fn_params
-from .vectorize import _Loop, _strip
+from .tree import params as fn_params, unparenthesized
+from .loops import StridedLoop
 
 MAXES = {"fmaxf", "fmax", "max", "__hmax", "std::max"}
 MINS = {"fminf", "fmin", "min", "__hmin", "std::min"}
@@ -150,29 +150,29 @@ def _classify(a: Node, acc: str, temps: dict[str, Node]) -> tuple[str, str] | No
         return ("sum", "") if not _mentions(rhs, acc) else None
     if op != "=" or rhs is None:
         return None
-    r = _strip(rhs)
+    r = unparenthesized(rhs)
     if r.type == "identifier" and txt(r) in temps:           # m = mn, with const mn = fmaxf(m, x)
-        r = _strip(temps[txt(r)])
+        r = unparenthesized(temps[txt(r)])
     if r.type == "binary_expression" and txt(r.child_by_field_name("operator")) == "+":
-        left, right = _strip(r.child_by_field_name("left")), _strip(r.child_by_field_name("right"))
+        left, right = unparenthesized(r.child_by_field_name("left")), unparenthesized(r.child_by_field_name("right"))
         for x, y in ((left, right), (right, left)):
             if x.type == "identifier" and txt(x) == acc and not _mentions(y, acc):
                 return "sum", ""
             # online: acc * EXP(old - new) + rest
             if x.type == "binary_expression" and txt(x.child_by_field_name("operator")) == "*" and not _mentions(y, acc):
-                f, g = _strip(x.child_by_field_name("left")), _strip(x.child_by_field_name("right"))
+                f, g = unparenthesized(x.child_by_field_name("left")), unparenthesized(x.child_by_field_name("right"))
                 for u, v in ((f, g), (g, f)):
                     if u.type == "identifier" and txt(u) == acc and v.type == "call_expression" and callee(v) in EXPS:
                         return "online", callee(v)
     if r.type == "call_expression" and callee(r) in MAXES | MINS:
         args = [c for c in r.child_by_field_name("arguments").named_children if c.type != "comment"]
-        if len(args) == 2 and sum(txt(_strip(x)) == acc for x in args) == 1 and \
-                not any(_mentions(x, acc) for x in args if txt(_strip(x)) != acc):
+        if len(args) == 2 and sum(txt(unparenthesized(x)) == acc for x in args) == 1 and \
+                not any(_mentions(x, acc) for x in args if txt(unparenthesized(x)) != acc):
             return ("max" if callee(r) in MAXES else "min"), ""
     if r.type == "conditional_expression":
         t = _cmp_target(r.child_by_field_name("condition"), acc)
-        if t is not None and txt(_strip(r.child_by_field_name("consequence"))) == t[1] and \
-                txt(_strip(r.child_by_field_name("alternative"))) == acc:
+        if t is not None and txt(unparenthesized(r.child_by_field_name("consequence"))) == t[1] and \
+                txt(unparenthesized(r.child_by_field_name("alternative"))) == acc:
             return t[0], ""
     # `if (e > acc) acc = e;`
     p = a.parent
@@ -300,7 +300,7 @@ class Rows(base.Transform):
                 accs = accumulators(st, rl[0])
                 if accs is None:
                     return None
-                lp = _Loop(st, rl[0], "int", st.child_by_field_name("condition").child_by_field_name("right"))
+                lp = StridedLoop(st, rl[0], "int", st.child_by_field_name("condition").child_by_field_name("right"))
                 for w in _writes(st.child_by_field_name("body")):
                     if w.type != "subscript_expression":
                         return None

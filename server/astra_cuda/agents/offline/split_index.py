@@ -28,8 +28,8 @@ from tree_sitter import Node
 
 from . import base, helpers
 from .base import Context
-from .tree import Edit, apply_edits, declared_name, is_lvalue, line_indent, txt, walk
-from .vectorize import CHUNK, Handle, _squash, _strip, handles, read_only
+from .tree import Edit, apply_edits, declared_name, is_lvalue, line_indent, squashed, txt, unparenthesized, walk
+from .vectorize import CHUNK, Handle, handles, read_only
 
 MUTATING = {"assignment_expression", "update_expression"}
 
@@ -48,19 +48,19 @@ def _split_decl(st: Node, var: str) -> tuple[str, str, str] | None:
     ds = st.children_by_field_name("declarator")
     if st.type != "declaration" or len(ds) != 1 or ds[0].type != "init_declarator":
         return None
-    v = _strip(ds[0].child_by_field_name("value"))
+    v = unparenthesized(ds[0].child_by_field_name("value"))
     if v.type != "binary_expression" or txt(v.child_by_field_name("operator")) not in ("/", "%"):
         return None
-    if txt(_strip(v.child_by_field_name("left"))) != var:
+    if txt(unparenthesized(v.child_by_field_name("left"))) != var:
         return None
     name, is_ptr = declared_name(ds[0])
-    return (name, txt(v.child_by_field_name("operator")), _squash(v.child_by_field_name("right"))) \
+    return (name, txt(v.child_by_field_name("operator")), squashed(v.child_by_field_name("right"))) \
         if name and not is_ptr else None
 
 
 def _lane_offset(idx: Node, lane: str) -> bool:
     """`idx` is `lane`, `base + lane` or `lane + base` with `base` free of `lane`."""
-    e = _strip(idx)
+    e = unparenthesized(idx)
     if e.type == "identifier":
         return txt(e) == lane
     if e.type != "binary_expression" or txt(e.child_by_field_name("operator")) != "+":
@@ -97,7 +97,7 @@ def match(work: list[Node], var: str, hs: dict[str, Handle]) -> Split | None:
     if len(lanes) != 1 or any(s[2] != lanes[0][2] for s in splits.values()):
         return None
     lane, divisor = lanes[0][0], lanes[0][2]
-    dnode = next(_strip(st.children_by_field_name("declarator")[0].child_by_field_name("value"))
+    dnode = next(unparenthesized(st.children_by_field_name("declarator")[0].child_by_field_name("value"))
                  .child_by_field_name("right") for st in prefix if _split_decl(st, var) == lanes[0])
     local = {declared_name(d)[0] for st in prefix for d in st.children_by_field_name("declarator")}
     if any(n.type in ("call_expression", "subscript_expression", "field_expression", *MUTATING) or
@@ -117,7 +117,7 @@ def match(work: list[Node], var: str, hs: dict[str, Handle]) -> Split | None:
     store = last.named_children[0] if last.named_children else None
     if store is None or store.type != "assignment_expression" or txt(store.child_by_field_name("operator")) != "=":
         return None
-    lhs, rhs = _strip(store.child_by_field_name("left")), store.child_by_field_name("right")
+    lhs, rhs = unparenthesized(store.child_by_field_name("left")), store.child_by_field_name("right")
     if lhs.type != "subscript_expression" or any(n.type in MUTATING or n.type == "call_expression" and
                                                  "atomic" in txt(n.child_by_field_name("function"))
                                                  for n in walk(rhs)):
@@ -174,7 +174,7 @@ def emit(text: str, el, sp: Split, hs: dict[str, Handle], width: int, kernel_sta
         return helpers.mover(found, kind, packs[arr][0] if own else chunk, width, arr in unwritten)  # type: ignore[index]
     regs: dict[tuple[str, str], str] = {}
     loads: list[str] = []
-    lhs = _strip(sp.store.child_by_field_name("left"))
+    lhs = unparenthesized(sp.store.child_by_field_name("left"))
 
     def element(arr: str, reg: str) -> str:
         return f"{reg}.{packs[arr][1]}[astra_k]" if own else f"{reg}[astra_k]"  # type: ignore[index]

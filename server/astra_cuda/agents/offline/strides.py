@@ -14,16 +14,10 @@ from tree_sitter import Node
 
 from . import base
 from .base import Context, Edit, Rewrite, body
-from .tree import apply_edits, assigned_names, line_indent, txt, walk
+from .tree import apply_edits, assigned_names, line_indent, txt, unparenthesized, walk
 
 INTEGER = {"int", "long", "long long", "unsigned", "unsigned int", "int64_t", "int32_t", "size_t",
            "unsigned long", "ptrdiff_t", "uint32_t", "uint64_t", "index_t"}
-
-
-def _strip(n: Node) -> Node:
-    while n.type == "parenthesized_expression" and n.named_children:
-        n = n.named_children[0]
-    return n
 
 
 def _product_with(n: Node, names: set[str]) -> Node | None:
@@ -31,9 +25,9 @@ def _product_with(n: Node, names: set[str]) -> Node | None:
     if n.type != "binary_expression" or txt(n.child_by_field_name("operator")) != "*":
         return None
     left, right = n.child_by_field_name("left"), n.child_by_field_name("right")
-    if _strip(right).type == "identifier" and txt(_strip(right)) in names:
+    if unparenthesized(right).type == "identifier" and txt(unparenthesized(right)) in names:
         return left
-    if _strip(left).type == "identifier" and txt(_strip(left)) in names:
+    if unparenthesized(left).type == "identifier" and txt(unparenthesized(left)) in names:
         return right
     return None
 
@@ -64,8 +58,8 @@ class UnitStride(base.Transform):
                 continue
             if any(e.start <= n.start_byte < e.end for e in edits):
                 continue   # inside a product already rewritten
-            stride = next(txt(_strip(c)) for c in (n.child_by_field_name("left"), n.child_by_field_name("right"))
-                          if _strip(c).type == "identifier" and txt(_strip(c)) in ones and c is not x)
+            stride = next(txt(unparenthesized(c)) for c in (n.child_by_field_name("left"), n.child_by_field_name("right"))
+                          if unparenthesized(c).type == "identifier" and txt(unparenthesized(c)) in ones and c is not x)
             used.add(stride)
             inner = txt(x)
             edits.append(Edit(n.start_byte, n.end_byte,

@@ -43,8 +43,7 @@ from tree_sitter import Node
 from ...model.launch_change import relaunch
 from . import base, types
 from .base import Context, Rewrite, body, pointer_params
-from .tree import calls, line_indent, txt, walk
-from .vectorize import _squash
+from .tree import calls, line_indent, squashed, txt, walk
 
 TILE = 32
 ROWS = 8          # threads along y per block: each thread moves TILE / ROWS elements each way
@@ -59,7 +58,7 @@ def _index_decl(st: Node, axis: str) -> tuple[str, str] | None:
     if st.type != "declaration":
         return None
     ds = st.children_by_field_name("declarator")
-    if len(ds) != 1 or ds[0].type != "init_declarator" or _squash(ds[0].child_by_field_name("value")) not in STARTS[axis]:
+    if len(ds) != 1 or ds[0].type != "init_declarator" or squashed(ds[0].child_by_field_name("value")) not in STARTS[axis]:
         return None
     vtype = " ".join(w for w in txt(st.child_by_field_name("type")).split() if w != "const")
     return txt(ds[0].child_by_field_name("declarator")), vtype
@@ -123,7 +122,7 @@ class Transpose(base.Transform):
         for e in (e1, e2):
             if e is None or {txt(n) for n in walk(e) if n.type == "identifier"} - ({x, y} | scalars):
                 return None
-        i1, i2 = _squash(e1).strip("[]"), _squash(e2).strip("[]")
+        i1, i2 = squashed(e1).strip("[]"), squashed(e2).strip("[]")
         if not (_along(i2, x) and _along(i1, y)):
             return None
         elem = pointers[inp].elem

@@ -165,3 +165,20 @@ def declared_names(node: Node) -> set[str]:
                 if name:
                     out.add(name)
     return out
+
+
+def unparenthesized(n: Node) -> Node:
+    """The expression inside any parentheses around it (a comment beside it is not it)."""
+    while n.type == "parenthesized_expression":
+        inner = [c for c in n.named_children if c.type != "comment"]
+        if len(inner) != 1:
+            break
+        n = inner[0]
+    return n
+
+
+def squashed(n: Node | None) -> str:
+    """The expression's tokens without spaces (leaves of the tree, so comments drop out)."""
+    if n is None:
+        return ""
+    return "".join(txt(c) for c in walk(n) if c.child_count == 0 and c.type != "comment")

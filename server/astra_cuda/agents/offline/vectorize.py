@@ -27,14 +27,13 @@ from tree_sitter import Node
 
 from . import base, helpers
 from .base import Context, Edit, Rewrite, body, element_bytes, pointer_params
-from .tree import (apply_edits, assigned_names, callee, calls, declared_name, declared_names, function_name,
-                   is_lvalue, line_indent, preceded_by_marker, txt, walk)
+from .loops import StridedLoop, match_loop
+from .tree import (apply_edits, assigned_names, callee, calls, declared_name, function_name, is_lvalue, line_indent,
+                   txt, unparenthesized, walk)
 
 CHUNK = {16: "uint4", 8: "uint2", 4: "unsigned int"}
 NARROW = {"int", "unsigned", "unsigned int", "int32_t", "uint32_t", "uint", "const int", "const unsigned int"}
 ASSIGN = {"=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>="}
-FORBIDDEN = {"break_statement", "continue_statement", "return_statement", "goto_statement",
-             "for_statement", "while_statement", "do_statement"}
 
 
 @dataclass(frozen=True)
@@ -57,45 +56,6 @@ class Access:
     invariant: str = ""   # an irregular index that does not change in the loop (one element)
 
 
-def _strip(n: Node) -> Node:
-    while n.type == "parenthesized_expression" and n.named_children:
-        n = n.named_children[0]
-    return n
-
-
-class _Loop:
-    """One matched loop and what its body accesses."""
-
-    def __init__(self, loop: Node, var: str, var_type: str, bound: Node):
-        self.loop, self.var, self.var_type, self.bound = loop, var, var_type, bound
-        self.body = loop.child_by_field_name("body")
-        self.variant = assigned_names(self.body) | declared_names(self.body) | {var}
-        self.aliases: dict[str, str] = {}  # const local -> base
-        self.start, self.stride = "threadIdx.x", "blockDim.x"
-
-    def offset_base(self, expr: Node) -> str | None:
-        """`base` when expr == base + i with loop-invariant base, else None."""
-        e = _strip(expr)
-        if e.type == "identifier":
-            name = txt(e)
-            if name == self.var:
-                return "0"
-            return self.aliases.get(name)
-        if e.type == "binary_expression" and txt(e.child_by_field_name("operator")) == "+":
-            left, right = e.child_by_field_name("left"), e.child_by_field_name("right")
-            lb = self.offset_base(left)
-            if lb is not None and self.invariant(right):
-                return _plus(lb, txt(right))
-            rb = self.offset_base(right)
-            if rb is not None and self.invariant(left):
-                return _plus(rb, txt(left))
-        return None
-
-    def invariant(self, n: Node) -> bool:
-        return all(not (c.type == "identifier" and txt(c) in self.variant) and c.type != "call_expression"
-                   and c.type != "subscript_expression" for c in walk(n))
-
-
 def _at(array: str, base_: str) -> str:
     return array if base_ == "0" else f"{array} + ({base_})"
 
@@ -104,102 +64,11 @@ def _paren(e: str) -> str:
     return e if e in ("threadIdx.x", "blockDim.x") else f"({e})"
 
 
-def _plus(a: str, b: str) -> str:
-    return b if a == "0" else f"{a} + {b}"
-
-
-# (first index, accepted strides) of the loops we vectorize, compared without spaces.
-STRIDES = [("threadIdx.x", ("blockDim.x",)),
-           ("blockIdx.x*blockDim.x+threadIdx.x", ("blockDim.x*gridDim.x", "gridDim.x*blockDim.x")),
-           ("threadIdx.x+blockIdx.x*blockDim.x", ("blockDim.x*gridDim.x", "gridDim.x*blockDim.x")),
-           ("blockDim.x*blockIdx.x+threadIdx.x", ("blockDim.x*gridDim.x", "gridDim.x*blockDim.x"))]
-
-
-def _squash(n: Node | None) -> str:
-    """The expression's tokens without spaces (leaves of the tree, so comments drop out)."""
-    if n is None:
-        return ""
-    return "".join(txt(c) for c in walk(n) if c.child_count == 0 and c.type != "comment")
-
-
-def index_form(n: Node | None, block_names: frozenset[str] = frozenset()) -> str:
-    """`_squash` of an index expression with the types of its casts left out (`(uint64_t)blockIdx.x
-    * blockDim.x` reads as `blockIdx.x*blockDim.x`: the cast only widens the arithmetic) and the
-    names or literals in `block_names` (known to equal blockDim.x at every launch) read as
-    `blockDim.x`."""
-    if n is None:
-        return ""
-    out = []
-
-    def visit(m: Node) -> None:
-        if m.type == "comment":
-            return
-        if m.type == "cast_expression":
-            visit(m.child_by_field_name("value"))
-            return
-        if m.child_count == 0 or m.type == "number_literal":
-            out.append("blockDim.x" if txt(m) in block_names else txt(m))
-            return
-        for c in m.children:
-            visit(c)
-    visit(n)
-    return "".join(out)
-
-
-def match_loop(loop: Node, aliases: dict[str, str] | None = None) -> _Loop | None:
-    """The loop, when it is a block- or grid-stride element loop. `aliases`: locals holding a
-    thread index (`tid` for `threadIdx.x`), see base.index_aliases."""
-    if loop.type != "for_statement" or preceded_by_marker(loop):
-        return None
-    init, cond, upd = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update"))
-    b = loop.child_by_field_name("body")
-    if init is None or cond is None or upd is None or b is None or b.type != "compound_statement":
-        return None
-    if init.type != "declaration":
-        return None
-    decls = init.children_by_field_name("declarator")
-    if len(decls) != 1 or decls[0].type != "init_declarator":
-        return None
-    start = index_form(decls[0].child_by_field_name("value"))
-    start = (aliases or {}).get(start, start)
-    stride = next((st for s0, st in STRIDES if s0 == start), None)
-    if stride is None and start.endswith(".thread_rank()"):   # a cooperative-groups tile or block
-        group = start[:-len(".thread_rank()")]
-        stride = (f"{group}.size()", f"{group}.num_threads()")
-    if stride is None:
-        return None
-    var = txt(decls[0].child_by_field_name("declarator"))
-    if cond.type != "binary_expression" or txt(cond.child_by_field_name("operator")) != "<" or \
-            txt(cond.child_by_field_name("left")) != var:
-        return None
-    if upd.type != "assignment_expression" or txt(upd.child_by_field_name("operator")) != "+=" or \
-            txt(upd.child_by_field_name("left")) != var or _squash(upd.child_by_field_name("right")) not in stride:
-        return None
-    if any(n.type in FORBIDDEN for n in walk(b) if n != b) or \
-            any(n.type == "call_expression" and "sync" in txt(n.child_by_field_name("function")) for n in walk(b)):
-        return None
-    m = _Loop(loop, var, txt(init.child_by_field_name("type")), cond.child_by_field_name("right"))
-    m.start, m.stride = txt(decls[0].child_by_field_name("value")), txt(upd.child_by_field_name("right"))
-    if not m.invariant(m.bound) or var in assigned_names(b):
-        return None
-    # const aliases `const T idx = base + i;` at the top level of the body
-    for stmt in b.named_children:
-        if stmt.type == "declaration" and any(c.type == "type_qualifier" and txt(c) == "const" for c in stmt.children):
-            for d in stmt.children_by_field_name("declarator"):
-                name, _ = declared_name(d)
-                v = d.child_by_field_name("value")
-                if name and v is not None and name not in assigned_names(b):
-                    ob = m.offset_base(v)
-                    if ob is not None:
-                        m.aliases[name] = ob
-    return m
-
-
 # ---- which names point into which parameter --------------------------------------------------
 
 def _pointee(value: Node, known: dict[str, Handle]) -> str | None:
     """The handle a pointer initialiser points into: `P`, `P + e`, `e + P`, `&P[e]`."""
-    v = _strip(value)
+    v = unparenthesized(value)
     if v.type == "identifier":
         return txt(v) if txt(v) in known else None
     if v.type == "binary_expression" and txt(v.child_by_field_name("operator")) == "+":
@@ -207,7 +76,7 @@ def _pointee(value: Node, known: dict[str, Handle]) -> str | None:
         found = [f for f in found if f is not None]
         return found[0] if len(found) == 1 else None
     if v.type == "pointer_expression" and txt(v.child(0)) == "&":
-        arg = _strip(v.child_by_field_name("argument"))
+        arg = unparenthesized(v.child_by_field_name("argument"))
         if arg.type == "subscript_expression":
             a = arg.child_by_field_name("argument")
             return txt(a) if a is not None and a.type == "identifier" and txt(a) in known else None
@@ -279,7 +148,7 @@ def _ldg_call(n: Node) -> Node | None:
     return call if name == "__ldg" or "LDG" in name.upper() else None
 
 
-def plan_accesses(m: _Loop, hs: dict[str, Handle], arrays: set[str], independent: bool = False) -> Plan | None:
+def plan_accesses(m: StridedLoop, hs: dict[str, Handle], arrays: set[str], independent: bool = False) -> Plan | None:
     """The accesses to vectorize and the overlap checks the vector path needs. `independent`: the
     loop's elements were each a thread of their own in the original (coarsen.py), so elements can
     only interact through what were data races there; only a read placed after a write within one
@@ -398,7 +267,7 @@ def read_only(fn: Node, hs: dict[str, Handle]) -> set[str]:
     away (no `const_cast`, no C cast naming it) — what a read-only-cache (`__ldg`) helper may read."""
     def pointers(v: Node | None) -> set[str]:
         """The handles a cast's operand is (`p`, `p + k`, `&p[i]`), as their parameters."""
-        v = None if v is None else _strip(v)
+        v = None if v is None else unparenthesized(v)
         if v is None:
             return set()
         if v.type == "identifier":
@@ -406,7 +275,7 @@ def read_only(fn: Node, hs: dict[str, Handle]) -> set[str]:
         if v.type == "binary_expression":
             return pointers(v.child_by_field_name("left")) | pointers(v.child_by_field_name("right"))
         if v.type == "pointer_expression" and txt(v.child(0)) == "&":
-            a = _strip(v.child_by_field_name("argument"))
+            a = unparenthesized(v.child_by_field_name("argument"))
             return pointers(a.child_by_field_name("argument")) if a.type == "subscript_expression" else set()
         return set()
     consts = {n for n, p in base.pointer_params(fn).items() if p.const}
@@ -557,7 +426,7 @@ def _packs(acc: list[Access], hs: dict[str, Handle], vec: int, width: int, count
     return out
 
 
-def _emit(m: _Loop, plan: Plan, hs: dict[str, Handle], vec: int, width: int, data: bytes,
+def _emit(m: StridedLoop, plan: Plan, hs: dict[str, Handle], vec: int, width: int, data: bytes,
           counter: list[int], where: tuple[str, int] | None = None, taken: set[str] | None = None,
           headers: tuple[str, ...] = (), unwritten: set[str] | frozenset[str] = frozenset()) -> str:
     """The vector loop and its scalar tail in place of `m.loop`. Where the loop sits in a block,
