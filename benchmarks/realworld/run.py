@@ -278,7 +278,11 @@ def _stages(k: Kernel, r: Record, o: "Options", work: Path) -> None:
     name = info["qualified_name"]
     s = _step(r, "spec", ["spec", str(f), "--kernel", name, *flags], o, work)
     if not s.ok or s.out is None or not s.out.get("comment"):
-        r.fail("spec", s.error or "no spec proposed", timeout=s.timeout, crash=s.crash)
+        # why: the draft Astra's own validator refused says which of its parts is wrong
+        problems = [str(x) for x in (s.out or {}).get("problems") or []]
+        why = f"no spec proposed: Astra's own validator refuses the draft: {'; '.join(problems[:2])}" if problems \
+            else "no spec proposed"
+        r.fail("spec", s.error or why, timeout=s.timeout, crash=s.crash)
         return
     r.spec_proposed, r.spec, r.spec_notes = True, s.out["comment"], list(s.out.get("notes") or [])
     (line, col) = info["range"]["start"]

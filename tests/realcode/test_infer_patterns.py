@@ -662,3 +662,19 @@ def test_a_launchers_value_named_like_the_kernels_template_parameter_is_its_argu
     s, _ = infer(project, "pick.cu", "rows_k")
     assert s.instantiate.strip("<>") == "1" and "m_count" not in s.sizes
     assert s.args["a"].shape == ("size_m", "size_n") == s.args["c"].shape and not s.require
+
+
+def test_addresses_computed_through_a_function_template_argument_are_named_as_unread(project):
+    # sgl-kernel transfer_kernel_impl: `SrcOffsetFn(src_k, tbl, layer, ...)`, the function a template
+    # argument; the note says why the shapes were not read rather than leaving a bare guess
+    project("fn.cu", "template <typename T> __device__ T* at_row(T* base, long row, long bytes) "
+                     "{ return base + row * bytes; }\n"
+                     "template <auto Fn>\n"
+                     "__global__ void copy_rows(const char* src, char* dst, const long* rows, long n, long bytes) {\n"
+                     "  long i = blockIdx.x;\n  if (i >= n) return;\n  const char* s = Fn(src, rows[i], bytes);\n"
+                     "  for (long b = threadIdx.x; b < bytes; b += blockDim.x) dst[i * bytes + b] = s[b];\n}\n"
+                     "void run(const char* src, char* dst, const long* rows, long n, long bytes) {\n"
+                     "  copy_rows<at_row<const char>><<<n, 128>>>(src, dst, rows, n, bytes);\n}\n")
+    s, p = infer(project, "fn.cu", "copy_rows")
+    assert s.args["dst"].shape == ("n", "bytes") and s.args["dst"].output
+    assert any("`Fn` (here `at_row<const char>`)" in n and "template argument" in n for n in p.notes), p.notes

@@ -415,6 +415,12 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
     if guessed_shapes:
         notes.append(f"shape of {', '.join(f'`{n}`' for n in guessed_shapes)} could not be read from the kernel's "
                      f"indexing: set to {_toml_list(fallback_shape)} — CHECK each against the real extent")
+        called = _called_template_params(kernel)
+        if called:   # sgl-kernel transfer_kernel_impl: `SrcOffsetFn(src_k, tbl, layer, ...)` gives the address
+            notes.append("the kernel computes addresses through "
+                         + ", ".join(f"`{n}` (here `{targs.get(n, '?')}`)" for n in called)
+                         + ", a function it takes as a template argument: Astra does not follow calls through "
+                           "template parameters, so what the kernel reaches through their results is not read")
 
     vectors = _vector_requirements(found, buffers, size_names, require, notes)
     require += vectors
@@ -701,6 +707,18 @@ def _prod(xs: list[int]) -> int:
     out = 1
     for x in xs:
         out *= x
+    return out
+
+
+def _called_template_params(kernel: Kernel) -> list[str]:
+    """The kernel's template parameters its body calls as functions (`template <auto Fn>` … `Fn(p, i)`)."""
+    names = set(kernel.template_param_names)
+    body = access.kernel_body(kernel)
+    out: list[str] = []
+    for n in _walk(body) if body is not None and names else ():
+        fn = n.child_by_field_name("function") if n.type == "call_expression" else None
+        if fn is not None and fn.type == "identifier" and fn.text.decode() in names and fn.text.decode() not in out:
+            out.append(fn.text.decode())
     return out
 
 
