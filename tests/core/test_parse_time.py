@@ -102,3 +102,16 @@ def test_nothing_parses_around_the_limit():
     direct = [str(p.relative_to(package)) for p in package.rglob("*.py") if p.name != "parse_time.py"
               and "tree_sitter" in (t := p.read_text()) and re.search(r"(?<!parse_time\.)\bParser\(", t)]
     assert not direct, direct
+
+
+def test_a_large_documents_parse_is_refused_by_a_child_first(monkeypatch):
+    """The language server's large documents: what the file's own parse would refuse is refused
+    by the same parse in a child, at the same line, and never parsed (nor freed) in this process
+    — freeing a stopped parse held the server's GIL for ~0.5 s at load 10."""
+    from astra_cuda.model import parse_apart
+    monkeypatch.setattr(parse_time.Parser, "parse", lambda *a, **k: pytest.fail("parsed in this process"))
+    text = "__global__ void k(float* x) { x[0] = 1; }\n\n" + SLOW.decode()
+    with pytest.raises(parse_time.TooSlowToParse, match="the file takes too long to parse") as e:
+        parse_apart.check(text)
+    assert e.value.line == 2 and not isinstance(e.value, parse_time.TooManyNodes)
+    assert parse_apart.check((ROOT / "examples" / "silu_and_mul.cu").read_text()) is None

@@ -107,6 +107,9 @@ class AstraServer(LanguageServer):
         # the snapshot of a large document (tree-sitter and the source model take up to seconds on
         # megabytes, hostile ones up to their limit): a hover on another document never queues behind it
         self.large = ThreadPoolExecutor(1, "astra-large")
+        # a large document's parse made first in a child (`parse_apart`): these threads only wait for
+        # it, one document's never behind another's
+        self.apart = ThreadPoolExecutor(4, "astra-apart")
         self.probe = ThreadPoolExecutor(1, "astra-probe")  # the machine's GPU, arch, cluster: may take seconds
         self.static = ThreadPoolExecutor(1, "astra-static")  # compiles every kernel: seconds
         self.slow = ThreadPoolExecutor(1, "astra-check")
@@ -282,9 +285,14 @@ class AstraServer(LanguageServer):
 
     async def _read(self, text: str, path: str) -> tuple[Snapshot | None, Exception | None]:
         from astra_cuda import api
+        from astra_cuda.model import parse_apart
         try:
-            pool = self.large if len(text) > LARGE_TEXT else self.fast
-            return await self.call(pool, api.snapshot, text, path), None
+            if len(text) <= LARGE_TEXT:
+                return await self.call(self.fast, api.snapshot, text, path), None
+            # what tree-sitter would refuse is refused by a child's parse: freeing a stopped parse or
+            # a tree past the node ceiling holds the GIL, and so this loop, for up to a second
+            await self.call(self.apart, parse_apart.check, text)
+            return await self.call(self.large, api.snapshot, text, path), None
         except Exception as e:
             if not is_user_error(e):
                 self.log_error(f"could not read the kernels of {path}", traceback.format_exc())

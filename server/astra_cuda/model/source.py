@@ -1227,12 +1227,8 @@ def parse_with_tree(text: str, path: str | None = None, tree: Tree | None = None
     with parse_time.reading(path or "the file"):   # its parses and its macros' and launches' share one limit
         try:
             tree = tree or parser().parse(data)
-        except parse_time.TooManyNodes as e:
-            e.line = 0   # the whole file: shown at its start
-            raise
         except parse_time.TooSlowToParse as e:
-            e.line = data.count(b"\n", 0, e.offset) if e.offset is not None else None
-            raise
+            raise placed(e, data) from None
         masks = _attribute_macros(tree.root_node, data) if tree.root_node.has_error else []
         if masks:
             buf = bytearray(data)
@@ -1240,6 +1236,16 @@ def parse_with_tree(text: str, path: str | None = None, tree: Tree | None = None
                 buf[a:b] = bytes(c if c == 0x0A else 0x20 for c in buf[a:b])
             tree = parser().parse(bytes(buf))
         return _Builder(text, path).run(tree.root_node), tree
+
+
+def placed(e: parse_time.TooSlowToParse, data: bytes) -> parse_time.TooSlowToParse:
+    """`e`, refusing the file's own parse of `data`, at its line: where tree-sitter was stopped,
+    or the file's start for a tree with too many nodes (the whole file)."""
+    if isinstance(e, parse_time.TooManyNodes):
+        e.line = 0
+    else:
+        e.line = data.count(b"\n", 0, e.offset) if e.offset is not None else None
+    return e
 
 
 def _attribute_macros(root: Node, data: bytes) -> list[tuple[int, int]]:
