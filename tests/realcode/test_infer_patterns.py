@@ -678,3 +678,17 @@ def test_addresses_computed_through_a_function_template_argument_are_named_as_un
     s, p = infer(project, "fn.cu", "copy_rows")
     assert s.args["dst"].shape == ("n", "bytes") and s.args["dst"].output
     assert any("`Fn` (here `at_row<const char>`)" in n and "template argument" in n for n in p.notes), p.notes
+
+
+def test_a_block_size_the_launcher_rounds_from_itself_is_read(project):
+    # vLLM moe_align_block_size: `int threads = 1024; threads = ((threads + WARP_SIZE - 1) / WARP_SIZE)
+    # * WARP_SIZE;` was "chosen by the caller: took 256" (its cub::BlockScan<int, 1024> needs 1024)
+    project("thr.cu", "#define WARP_SIZE 32\n"
+                      "__global__ void count(const int* ids, int* counts, int n) {\n"
+                      "  for (int i = threadIdx.x; i < n; i += blockDim.x) counts[i] = ids[i] + 1;\n}\n"
+                      "void launch(const int* ids, int* counts, int n) {\n  int threads = 1000;\n"
+                      "  threads = ((threads + WARP_SIZE - 1) / WARP_SIZE) * WARP_SIZE;\n"
+                      "  count<<<2, threads>>>(ids, counts, n);\n}\n")
+    s, p = infer(project, "thr.cu", "count")
+    assert s.block == ("1024",) or list(s.block) == ["1024"], s.block
+    assert not any("chosen by the caller" in n for n in p.notes), p.notes

@@ -275,6 +275,7 @@ def _function_locals(model: SourceModel, function: str, at: int | None,
                 if value is not None and value.type not in ("initializer_list", "argument_list"):
                     out[name] = _device_limit(value) or value.text.decode()
     dead = _dead_branches(fn, macros)
+    folded: set[str] = set()
     for n in _walk(fn):
         if n.type in ("assignment_expression", "update_expression") \
                 and not any(a <= n.start_byte < b for a, b in dead):
@@ -283,6 +284,12 @@ def _function_locals(model: SourceModel, function: str, at: int | None,
                 continue
             name = target.text.decode()
             scope = seen.get(name)
+            # `threads = ((threads + WARP_SIZE - 1) / WARP_SIZE) * WARP_SIZE;` once, in the scope that
+            # declares it, over itself and the program's constants: its value from there on
+            if (at is None or n.start_byte < at) and _self_update(n, name, out, folded):
+                out[name] = _replace_word(n.child_by_field_name("right").text.decode(), name, f"({out[name]})")
+                folded.add(name)
+                continue
             if launch is None or scope is None:
                 changed.add(name)
             elif scope.start_byte <= n.start_byte < scope.end_byte and source._reaches(n, launch, scope):  # type: ignore[attr-defined]
@@ -297,6 +304,28 @@ def _function_locals(model: SourceModel, function: str, at: int | None,
             if arg is not None and arg.type == "identifier" and arg.text.decode() in out:
                 out[arg.text.decode()] = RUNTIME
     return {k: v for k, v in out.items() if counts.get(k) == 1 and (k not in changed or v == RUNTIME)}
+
+
+def _self_update(n, name: str, values: dict[str, str], folded: set[str]) -> bool:
+    """Whether `n` is `name = expr` of its own value and upper-case constants (`WARP_SIZE`) only, a
+    statement of the block that declares `name` (run whenever the declaration is), changing a
+    value read from its declaration (not already changed once)."""
+    right = n.child_by_field_name("right")
+    op = n.child_by_field_name("operator")
+    if n.type != "assignment_expression" or right is None or op is None or op.type != "=" or name not in values \
+            or name in folded or n.parent is None or n.parent.type != "expression_statement":
+        return False
+    words = {w.text.decode() for w in _walk(right) if w.type == "identifier"}
+    if name not in words or any(w != name and not w.isupper() for w in words):
+        return False
+    block = n.parent.parent
+    return block is not None and any(c.type == "declaration" and any(
+        source._declarator_name(d)[0] == name for d in c.children_by_field_name("declarator"))
+        for c in block.named_children if c.start_byte < n.start_byte)
+
+
+def _replace_word(text: str, word: str, by: str) -> str:
+    return re.sub(rf"\b{re.escape(word)}\b", lambda _: by, text)
 
 
 @dataclass
