@@ -190,9 +190,11 @@ class OnCandidates:
     and sends the worker the text with it. The orchestrator reads a text it is given once."""
 
     def __init__(self, evaluate: Callable[[Candidate], Evaluation],
-                 check: Callable[[Candidate], Evaluation] | None = None):
+                 with_original: Callable[[Candidate], Evaluation] | None = None):
         self.evaluate = evaluate
-        self.check = check   # the gate alone, nothing timed (None: not offered)
+        # a candidate evaluated with the original checked in the same gate, which has not passed
+        # it on its own in this run (a rerun's remembered rewrite); None: not offered
+        self.with_original = with_original
 
     def __call__(self, candidate: Candidate) -> Evaluation:
         return self.evaluate(candidate)

@@ -74,6 +74,7 @@ def test_a_rerun_on_the_same_gpu_starts_from_the_remembered_tuning(tmp_path):
     calls.clear()
     second = run(text, path, sp, evaluate, mem, tmp_path)
     assert len(calls) == 2 < first_calls     # the original and the remembered best in its readable form, once (issue 29)
+    assert calls[0] == text and calls[1] == second.best   # a plain evaluate: the original alone first
     assert second.best == first.best and second.speedup == pytest.approx(first.speedup)
     assert [r.plan.source for r in second.rounds] == ["memory"] and second.rounds[0].adopted
     assert "started from the tuning remembered for" in second.memory_note
@@ -86,43 +87,47 @@ def test_a_rerun_on_the_same_gpu_starts_from_the_remembered_tuning(tmp_path):
 
 
 def on_candidates(evaluate):
-    """`evaluate` as `api.optimize` offers it: timed (the reference's times beside the candidate's)
-    or through the gate alone."""
-    timed, checked = [], []
+    """`evaluate` as `api.optimize` offers it: each candidate against the original, timed beside it
+    (the reference's times with the candidate's), alone or with the original gated in the same gate."""
+    alone, together = [], []
 
-    def full(c):
-        timed.append(c.text)
+    def timed(c):
         e = evaluate(c.text)
         return replace(e, reference=ProfileSummary((SizeTiming({"N": N}, 100.0, 100.0, 0.4),), "memory")) \
             if e.measured else e
 
-    def check(c):
-        checked.append(c.text)
-        return replace(evaluate(c.text), profile=None, speed_note="checked only: not timed")
-    return OnCandidates(full, check), timed, checked
+    def full(c):
+        alone.append(c.text)
+        return timed(c)
+
+    def with_original(c):
+        together.append(c.text)
+        return timed(c)
+    return OnCandidates(full, with_original), alone, together
 
 
-def test_a_rerun_checks_the_original_and_times_it_only_beside_the_remembered_rewrite(tmp_path):
+def test_a_rerun_gates_and_times_the_original_only_with_the_remembered_rewrite(tmp_path):
     text, path, sp = gelu()
     evaluate, _ = made_up_gpu("Fake GPU A")
-    oc, timed, checked = on_candidates(evaluate)
+    oc, alone, together = on_candidates(evaluate)
     mem = memory(tmp_path / "tuning", "Fake GPU A", text)
     first = run(text, path, sp, oc, mem, tmp_path)
-    assert first.improved and checked == [] and timed[0] == text       # a search times the original first
-    timed.clear()
+    assert first.improved and together == [] and alone[0] == text       # a search evaluates the original first
+    alone.clear()
     second = run(text, path, sp, oc, mem, tmp_path)
-    assert checked == [text] and timed == [second.best]                  # the gate on the original, one timing
+    # one evaluation in all: the rewrite, the original gated with it and timed beside it (issue 29)
+    assert alone == [] and together == [second.best]
     assert second.best == first.best and second.speedup == pytest.approx(first.speedup)
     assert second.baseline.passed and second.baseline.profile.sizes[0].baseline_us == 100.0
     assert second.baseline.gpu == "Fake GPU A" and second.rounds[0].adopted
 
-    checked.clear()
-    timed.clear()
+    together.clear()
     block = launch_change.spec_in(source.parse(first.best), GELU).launch_dims({"N": N})[1][0]
     failing, _ = made_up_gpu("Fake GPU A", fail_block=block)
-    oc2, timed, checked = on_candidates(failing)
-    again = run(text, path, sp, oc2, mem, tmp_path)                      # the rewrite fails: time the original, search
-    assert checked == [text] and timed[0] == second.best and timed.count(text) == 1   # timed once, after the replay
+    oc2, alone, together = on_candidates(failing)
+    again = run(text, path, sp, oc2, mem, tmp_path)       # the rewrite fails: the original alone, then the search
+    assert together[0] == second.best and alone[0] == text and alone.count(text) == 1   # its readable form, then
+    assert not set(together) & set(alone)                 # the chain's text: failures judged, not evaluated again
     assert again.rounds[0].outcome == "failed"
     assert again.baseline.measured and again.improved and again.best != first.best
 
@@ -203,6 +208,6 @@ def test_a_batch_reuses_the_remembered_tuning(tmp_path, monkeypatch, capsys):
     code, out, err = astra(capsys, "optimize", "examples", "--backend", "gpu", "--rounds", "20", "--json")
     assert code == 0, err
     again = json.loads(out)["summary"]
-    assert len(fake.evaluated) == 2 * len(again)            # per kernel: its original, its remembered best in its readable form
-    assert len(fake.checked_only) == len(again)             # the original through the gate alone, timed beside the rewrite
+    # per kernel one evaluation: its remembered best in its readable form, the original gated with it
+    assert len(fake.evaluated) == len(fake.with_original) == len(again)
     assert [s["speedup"] for s in again] == pytest.approx([s["speedup"] for s in finished])

@@ -137,3 +137,83 @@ def test_backends_that_time_check_every_timed_size_in_full_and_repeat_runs(cpu):
     cand = extract.unit(catalogue.candidate_text(e, text), path, "silu_and_mul")
     bad = gate.check(ref, cand, spec, TimingCpu(cpu), sanitizer=False)
     assert bad.failures[0].check == "poison"
+
+
+SCALE = """/* @astra
+grid = ["(n + 127) / 128"]
+block = [128]
+
+[sizes]
+n = [100, 1000]
+
+[args]
+out = { type = "float", shape = ["n"], output = true }
+x   = { type = "float", shape = ["n"] }
+n   = "n"
+*/
+__global__ void scale(float* out, const float* x, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) { BODY }
+}
+"""
+
+
+def scale_units(tmp_path, *bodies):
+    """A small kernel (fast on the CPU) in versions differing in the body only."""
+    out = []
+    for k, body in enumerate(bodies):
+        f = tmp_path / f"scale{k}.cu"
+        f.write_text(SCALE.replace("BODY", body))
+        out.append(extract.unit(f.read_text(), str(f), "scale"))
+    model = source.parse(f.read_text())
+    return (*out, spec_mod.load(model.kernel("scale"), model))
+
+
+def count_launches(backend, monkeypatch, original):
+    """Launches per version: 'original' (the unit `original`, any build of it) or 'rewrite'."""
+    counts = {"original": 0, "rewrite": 0}
+    whose: dict[int, str] = {}
+    compile_unit, launch = backend.compile_unit, backend.launch
+
+    def compiled(unit, **kw):
+        mod = compile_unit(unit, **kw)
+        whose[id(mod)] = "original" if unit.source == original.source else "rewrite"
+        return mod
+
+    def launched(module, *a, **kw):
+        counts[whose[id(module)]] += 1
+        return launch(module, *a, **kw)
+    monkeypatch.setattr(backend, "compile_unit", compiled)
+    monkeypatch.setattr(backend, "launch", launched)
+    return counts
+
+
+def test_an_original_checked_in_its_rewrites_gate_runs_once_per_case(cpu, tmp_path, monkeypatch):
+    """Issue 29: a rerun gates its original with the remembered rewrite (`verify_reference`): each
+    case of the suite runs the original once, as the rewrite's reference, instead of once in its
+    own gate (twice there: as reference and as candidate) and again as the rewrite's reference.
+    The rewrite's own checks are the same; the original's single-kernel checks still run."""
+    original, rewrite, spec = scale_units(tmp_path, "out[i] = 2.0f * x[i];", "out[i] = x[i] + x[i];")
+    counts = count_launches(cpu, monkeypatch, original)
+    alone = gate.check(original, original, spec, cpu, seed=5, quick=True)
+    then = gate.check(original, rewrite, spec, cpu, seed=5, quick=True)
+    assert alone.passed and then.passed, alone.human() + then.human()
+    separate = dict(counts)
+    counts.update(original=0, rewrite=0)
+    v = gate.check(original, rewrite, spec, cpu, seed=5, quick=True, verify_reference=True)
+    assert v.passed and "reference" in v.timings, v.human()
+    cases = v.coverage.cases
+    assert counts["rewrite"] == separate["rewrite"] > 0 and cases == then.coverage.cases > 0
+    assert separate["original"] - counts["original"] == 2 * cases   # 3 runs a case (2 alone, 1 as reference): now 1
+    # its runs outside the suite (statefulness, schedules, as reference and as itself) are all kept
+    assert separate["original"] - 3 * cases == counts["original"] - cases > 0
+
+
+def test_an_original_that_fails_its_own_gate_fails_the_gate_it_shares(cpu, tmp_path):
+    original, rewrite, spec = scale_units(
+        tmp_path, "out[i] = 2.0f * x[i]; const_cast<float*>(x)[i] = 0.0f;", "out[i] = x[i] + x[i];")
+    assert gate.check(original, rewrite, spec, cpu, quick=True).passed   # as a reference only: not judged
+    alone = gate.check(original, original, spec, cpu, quick=True)
+    v = gate.check(original, rewrite, spec, cpu, quick=True, verify_reference=True)
+    assert not alone.passed and alone.failures[0].check == "inputs_unchanged", alone.human()
+    assert v.status == "error" and "the reference modified its read-only input `x`" in v.log, v.human()

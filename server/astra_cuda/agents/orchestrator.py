@@ -15,7 +15,8 @@ candidates timed on the same GPU model. When the place that evaluates is lost
 
 With a `memory` (`.astra/tuning/`), a finished offline search is remembered for the kernel, its
 sizes and the GPU model; a later run on the same model replays the remembered chain, gates and
-times it like any candidate, and stops there when it still holds (see `memory`).
+times it like any candidate, and stops there when it still holds (see `memory`); its original is
+gated in the same gate and timed beside it, not evaluated alone first.
 
 Long because one run is one class, `_Run`, with a method per step (open or resume, baseline, round,
 tuning, recall, finish) over the run's shared state; the functions after it judge a round.
@@ -106,10 +107,9 @@ class _Run:
             (lambda v: evaluate(v if isinstance(v, Candidate) else Candidate.of(v, kernel)))
             if isinstance(evaluate, OnCandidates) else
             (lambda v: evaluate(v.text if isinstance(v, Candidate) else v)))
-        # the gate alone, nothing timed (a rerun's original: the remembered rewrite's evaluation times it)
-        self.check: Callable[[Candidate], Evaluation] | None = (
-            (lambda c: evaluate.check(c)) if isinstance(evaluate, OnCandidates) and evaluate.check is not None  # type: ignore[misc]
-            else None)
+        # a rerun's remembered rewrite with the original checked in the same gate (`_recalled_original`)
+        self.with_original: Callable[[Candidate], Evaluation] | None = (
+            evaluate.with_original if isinstance(evaluate, OnCandidates) else None)
         self.headers = headers
         self.rounds, self.llm, self.spec, self.gpu, self.limits = rounds, llm, spec, gpu, limits
         self.cancel = cancel or threading.Event()
@@ -229,16 +229,15 @@ class _Run:
         if self.memory is not None and self.memory.gpu and not self.history and self.mode == "offline":
             entry, result.memory_note = self.memory.recall()
         try:
-            # A remembered rewrite is timed beside the original, which gives the original's times:
-            # the original is only checked here (every check of the gate), not timed twice.
-            base = self._checked_original() if entry is not None and entry.chain else None
-            untimed = base is not None and not base.measured
+            # A rerun: the original is gated and timed in the evaluation of its remembered rewrite
+            # (one suite, one timing side by side), not once alone and again as the reference.
+            base = self._recalled_original(entry) if entry is not None and entry.chain else None
             base = base or self.ev(self.original())
         except InfrastructureError as e:
             result.baseline = result.best_eval = Evaluation(Check(False, e.message, e.message, 0, "infrastructure"))
             return self.interrupted(e)
         result.baseline = result.best_eval = base
-        if self.log is not None and not untimed:
+        if self.log is not None:
             self.log.baseline(base)
         if not base.passed and self.cancel.is_set():
             result.error = "cancelled before the original was measured"
@@ -263,11 +262,6 @@ class _Run:
             recalled = self._recall(base, entry)
             if recalled:
                 return self.finish(recalled)
-        if not self.result.baseline.measured and untimed:   # the remembered rewrite did not hold: time the original
-            try:
-                self._set_baseline(self.ev(self.original()))
-            except InfrastructureError as e:
-                return self.interrupted(e)
 
         stale = 0
         for b in sorted({r.batch for r in self.history}, reverse=True):  # patience carries over a resume
@@ -397,71 +391,75 @@ class _Run:
         return f"{stopped}; tuning tried {len(points)} point(s), kept {kept}"
 
     # ---- remembered tuning (.astra/tuning/) --------------------------------------------------
-    def _checked_original(self) -> Evaluation | None:
-        """The original through the gate alone (None where the evaluate offers no such path, or
-        it failed for a reason of its own: the original is then evaluated in full)."""
-        if self.check is None:
-            return None
-        try:
-            e = self.check(self.original())
-        except InfrastructureError:
-            raise
-        except Exception:   # noqa: BLE001 - the full evaluation says what is wrong
-            return None
-        return e if e.passed else None
-
-    def _set_baseline(self, base: Evaluation) -> None:
-        """The original's evaluation, timed (it was only checked so far): the baseline, and the
-        best's while nothing was adopted."""
-        s, result = self.s, self.result
-        assert s is not None
-        if s.best == s.original:
-            s.best_eval = result.best_eval = base
-        s.baseline_eval = result.baseline = base
-        self.ev.seed(self.text, base)
-        if self.log is not None:
-            self.log.baseline(base)
-
-    def _recall(self, base: Evaluation, entry: Remembered) -> str:
-        """Start from what a finished search on this GPU model found: replay its chain on the
-        file as it is, gate and time it like any candidate (beside the original: where the
-        original was only checked, `base`, its times come from there). The run's end when it
-        still holds, else '' (the search runs, with a note saying why the memory was not used)."""
-        memory, result = self.memory, self.result
-        assert memory is not None
-        untimed = base.passed and not base.measured
-        if not (base.measured or untimed and entry.chain):
-            return ""
-        what = f"the tuning remembered for {entry.describe()}"
-        if not entry.chain:
-            result.memory_note = f"{what}: nothing searched again"
-            return "remembered: no rewrite beat the original on this GPU model"
+    def _replayed(self, entry: Remembered) -> list[str]:
+        """The remembered chain replayed on the file as it is: its readable form first (what the
+        search that found it offered), then the chain's own text; [] where it no longer applies."""
         try:
             text = tuning.replay(self.original(), self.kernel, entry.chain, self.spec, self.headers)
         except Exception:   # noqa: BLE001 - a stored parameter a transformation cannot take
             text = None
         if text is None or text == self.text:
+            return []
+        readable = style.readable(text, self.text, str(self.path))
+        return list(dict.fromkeys(t for t in (readable, text) if t is not None))
+
+    def _recalled_original(self, entry: Remembered) -> Evaluation | None:
+        """A rerun's original, gated in the same gate as its remembered rewrite (each case's inputs
+        drawn once, the original run once: the rewrite's reference, judged as the original's own
+        gate judges it, then the original's own checks) and timed beside it: its evaluation, with
+        the times taken there. None (the original is then evaluated alone, as a search does) where
+        the evaluate offers no such path, the chain no longer applies, or either version failed.
+        The rewrite's evaluation is kept for `_recall`, which judges it."""
+        if self.with_original is None:
+            return None
+        for text in self._replayed(entry):
+            try:
+                e = self.with_original(Candidate.of(text, self.kernel))
+            except InfrastructureError:
+                raise
+            except Exception:   # noqa: BLE001 - an evaluator bug: the usual path says what is wrong
+                return None
+            if self.log is not None:
+                self.log.measured(source_hash(text), e)
+            self.ev.seed(text, e)   # `_recall` judges it (a failure too: the rewrite is not evaluated again)
+            if e.passed and e.measured and e.reference is not None:
+                return Evaluation(e.check, e.reference, node=e.node, gpu=e.gpu)
+        return None
+
+    def _recall(self, base: Evaluation, entry: Remembered) -> str:
+        """Start from what a finished search on this GPU model found: replay its chain on the
+        file as it is, gate and time it like any candidate, beside the original (where the two
+        were gated together, `_recalled_original`, that evaluation is judged here). The run's end
+        when it still holds, else '' (the search runs, with a note saying why the memory was not used)."""
+        memory, result = self.memory, self.result
+        assert memory is not None
+        if not base.measured:
+            return ""
+        what = f"the tuning remembered for {entry.describe()}"
+        if not entry.chain:
+            result.memory_note = f"{what}: nothing searched again"
+            return "remembered: no rewrite beat the original on this GPU model"
+        texts = self._replayed(entry)
+        if not texts:
             result.memory_note = f"{what} no longer applies to the file: searching afresh"
             return ""
         self.tell(1, "remembered", None, f"replaying {what}")
         t0 = time.monotonic()
         # The chain's readable form is what the search that found it offered: gated and timed once
-        # here, in place of the chain and then its readable form (a rerun's fixed cost, issue 29).
-        readable, polished = style.readable(text, self.text, str(self.path)), False
+        # here, in place of the chain and then its readable form (a rerun's fixed cost, issue 29);
+        # where the original was gated with it (`_recalled_original`), its evaluation is cached.
         try:
-            e = self.ev(readable) if readable is not None else None
-            if e is not None and readable is not None and e.passed and e.measured:
-                text, polished = readable, True
-            else:
-                e = self.ev(text)
+            text, e = texts[-1], None
+            for t in texts:
+                e = self.ev(t)
+                if e.passed and e.measured:
+                    text = t
+                    break
+            assert e is not None
         except InfrastructureError as err:
             result.memory_note = f"{what} could not be evaluated ({err.message}): searching afresh"
             return ""
-        if untimed and e.passed:   # the original's times, as they were taken beside the rewrite
-            if not (e.measured and e.reference is not None):
-                result.memory_note = f"{what} was not timed beside the original: searching afresh"
-                return ""
-            self._set_baseline(replace(base, profile=e.reference, speed_note="", node=e.node, gpu=e.gpu))
+        polished = len(texts) == 2 and text == texts[0]
         plan = Plan("remembered", f"the rewrites remembered for {memory.gpu}",
                     "; ".join(f"{idea}({tuning.show(p)})" for idea, p in entry.chain), source="memory",
                     params={"chain": [[idea, p] for idea, p in entry.chain]})

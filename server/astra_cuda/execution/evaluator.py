@@ -100,18 +100,20 @@ def local_evaluator(path: str, kernel: str, spec: Spec, backend: Backend, refere
                     quick: bool = False, arch: str = DEFAULT_ARCH, reference_kernel: str | None = None,
                     context: ProjectContext | None = None,
                     rounding: Backend | None = None, sizes: str = "ladder") -> Callable[..., Evaluation]:
-    """evaluate(file_text, launch=None, timed=True): the gate against the kernel cut from `reference_text`
+    """evaluate(file_text, launch=None, with_original=False): the gate against the kernel cut from `reference_text`
     (the kernel itself, or the spec's `reference` kernel), then (if it passed) the profiler, on
     `backend`, timed at the size ladder (`sizes="ladder"`) or the bench sizes alone (`"bench"`).
     `launch`: the spec that launches the candidate, as its caller resolved it (`api` does, from
-    the candidate it read: `launch_change.launch`); None: resolved here. `timed=False`: the gate
-    alone. Each text is parsed once.
+    the candidate it read: `launch_change.launch`); None: resolved here. `with_original`: the
+    reference has not passed the gate on its own in this run (a rerun's original): the same gate
+    checks it too, in the candidate's suite (`gate.check`'s `verify_reference`), before the two are
+    timed side by side. Each text is parsed once.
     `rounding`: see `gate.check`."""
     ref_model = source.parse(reference_text)
     ref_unit = extract.spec_unit(ref_model, path, reference_kernel or kernel, spec, context=context)
     ref_spec = launch_change.reference_spec(spec, ref_model, reference_kernel or kernel)
 
-    def evaluate(text: str, launch: Spec | None = None, timed: bool = True) -> Evaluation:
+    def evaluate(text: str, launch: Spec | None = None, with_original: bool = False) -> Evaluation:
         t0 = time.perf_counter()
         model = source.parse(text)
         try:
@@ -124,11 +126,10 @@ def local_evaluator(path: str, kernel: str, spec: Spec, backend: Backend, refere
         if problem:
             return Evaluation(Check(False, problem, problem, 0, "static"), seconds=time.perf_counter() - t0)
         check = to_check(gate.check(ref_unit, cand, cand_spec, backend, quick=quick, reference_spec=ref_spec,
-                                    rounding=rounding))
+                                    rounding=rounding, verify_reference=with_original))
         gate_s = time.perf_counter() - t0
-        if not check.passed or not timed:
-            return Evaluation(check, speed_note="" if not check.passed else "checked only: not timed",
-                              seconds=gate_s, gate_seconds=gate_s)
+        if not check.passed:
+            return Evaluation(check, seconds=gate_s, gate_seconds=gate_s)
         prof = profiler.profile(ref_unit, cand, cand_spec, backend, arch=arch, reference_spec=ref_spec, sizes=sizes,
                                 rounding=rounding)
         return dataclasses.replace(to_evaluation(check, prof, time.perf_counter() - t0), gate_seconds=gate_s)

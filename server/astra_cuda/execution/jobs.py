@@ -156,7 +156,7 @@ class EvaluateJob(Job["Evaluation"]):
     # the spec that launches `text`, resolved by the caller (`model.launch_change.launch`);
     # None: resolved here, from the text
     launch: Spec | None = None
-    timed: bool = True          # False: the gate alone (an original whose times a later evaluation gives)
+    with_original: bool = False   # the original not gated alone in this run: checked in the same gate (a rerun's)
 
     def run(self) -> Evaluation:
         from .evaluator import local_evaluator
@@ -169,7 +169,7 @@ class EvaluateJob(Job["Evaluation"]):
                 self.path, self.kernel, self.spec, backend(self.backend), self.reference_text, quick=self.quick,
                 arch=self.arch, reference_kernel=self.reference_kernel, context=self.context,
                 rounding=rounding_backend(self.backend), sizes=self.sizes)
-        return evaluate(self.text, self.launch, self.timed)
+        return evaluate(self.text, self.launch, self.with_original)
 
 
 _evaluators: dict[tuple[Any, ...], Callable[[str, Spec | None, bool], Evaluation]] = {}

@@ -33,11 +33,15 @@ class Judging(GateState):
             return None
         try:
             after = run_case(self.rspec, self.backend, self.ref, sizes, host, self.ctypes, poison, schedule,
-                             written_only=True).after
-            self.reference_writes_everything(after, sizes, host, poison, info)
-            return after
+                             written_only=not self.verify_reference).after
         except LaunchError as e:
             raise ReferenceFailed(f"the reference kernel failed on {info.describe()}: {e}") from None
+        if self.verify_reference:   # the reference's run judged as its own gate would judge it
+            for name, n, idx in changed_inputs(self.rspec, host, after):
+                raise ReferenceFailed(f"the reference modified its read-only input `{name}` on {info.describe()}: "
+                                      f"{n} element(s) changed, first at {name}[{', '.join(map(str, idx))}]")
+        self.reference_writes_everything(after, sizes, host, poison, info)
+        return after
 
     def reference_writes_everything(self, after: Arrays, sizes: dict[str, int], host: Arrays, poison: int,
                                     info: CaseInfo) -> None:

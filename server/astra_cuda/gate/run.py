@@ -417,6 +417,20 @@ class _Gate(Building, Judging):
             v.log = (f"no test case fits the {self.backend.name} backend's limits (every size is too large); "
                      f"add smaller [sizes] to the spec")
             return
+        for name, step in self.steps():
+            if v.failures:
+                break
+            t = time.perf_counter()
+            step(st)
+            v.timings[name] = round(time.perf_counter() - t, 3)
+        if self.verify_reference and not v.failures:
+            t = time.perf_counter()
+            self.reference_on_its_own(st)
+            v.timings["reference"] = round(time.perf_counter() - t, 3)
+        self.finish()
+
+    def steps(self) -> list[tuple[str, Callable[[suites.Suite], None]]]:
+        """The checks after the build, in order, each over the suite."""
         steps: list[tuple[str, Callable[[suites.Suite], None]]] = [
             ("suite", self.main_suite), ("statefulness", self.statefulness),
             ("schedules" if self.caps.thread_schedules else "determinism", self.orders)]
@@ -429,13 +443,33 @@ class _Gate(Building, Judging):
                 steps.append(("races", self.races))
             if self.caps.compute_sanitizer and self.sanitizer is not False:
                 steps.append(("compute_sanitizer", lambda _st: self.compute_sanitizer()))
-        for name, step in steps:
-            if v.failures:
-                break
-            t = time.perf_counter()
-            step(st)
-            v.timings[name] = round(time.perf_counter() - t, 3)
-        self.finish()
+        return steps
+
+    def reference_on_its_own(self, st: suites.Suite) -> None:
+        """`verify_reference`: the reference through the checks of its own gate (itself as its
+        reference) that the suite did not already make of its runs here — screening, statefulness,
+        determinism or thread schedules, the sanitizers — sharing this gate's build and suite. Any
+        failure makes this verdict an error that names the reference."""
+        unit = self.ref_unit
+        assert unit is not None and self.ref is not None
+        own = _Gate(unit, unit, self.rspec, self.backend, self.quick, self.cancel, self.nonce, self.max_failures,
+                    self.sanitizer, None, self.bounds, self.rounding)
+        own.ref = own.cand = self.ref
+        own.ctypes = self.ctypes
+        own.rounding_ref = self.rounding_ref
+        if own.screen():
+            for name, step in own.steps():
+                if own.v.failures:
+                    break
+                if name != "suite":   # its runs there are this gate's reference runs, judged as they ran
+                    step(st)
+        self.v.coverage.launches += own.v.coverage.launches
+        own.finish()
+        if own.v.failures:
+            f = own.v.failures[0]
+            self.v.status = "error"
+            self.v.log = (f"the reference does not pass the gate on its own ({f.check}"
+                          f"{': ' + f.case.describe() if f.case else ''}): {f.message}")
 
     def finish(self) -> None:
         v = self.v
@@ -456,7 +490,7 @@ class _Gate(Building, Judging):
 def check(reference: CompileUnit | None, candidate: CompileUnit, spec: Spec, backend: Backend, *, quick: bool = False,
           cancel: Cancel = None, seed: int | None = None, max_failures: int | None = None,
           sanitizer: bool | None = None, reference_spec: Spec | None = None, bounds: bool = False,
-          rounding: Backend | None = None) -> Verdict:
+          rounding: Backend | None = None, verify_reference: bool = False) -> Verdict:
     """Run the gate on two compile units (reference None:
     no pinned baseline yet — self-consistency only). `cancel`: a threading.Event or a callable
     returning True to stop (raises Cancelled). `seed`: reproduce an earlier run (its verdict's
@@ -466,7 +500,12 @@ def check(reference: CompileUnit | None, candidate: CompileUnit, spec: Spec, bac
     `reference_spec` (default: `spec`) launches the reference, when a rewrite changed the launch.
     `bounds`: a quick check that still runs the address-sanitizer build (out-of-bounds accesses).
     `rounding`: a backend with rounding modes (the CPU) that measures the reference's own rounding
-    error where `backend` cannot (the GPU); see ROUNDING_FACTOR."""
+    error where `backend` cannot (the GPU); see ROUNDING_FACTOR.
+    `verify_reference`: the reference has not passed the gate on its own yet (an original that a
+    rerun checks together with its remembered rewrite): in the same suite — each case's inputs
+    drawn once, the reference run once — its runs are judged as its own gate judges them (read-only
+    inputs unchanged, every output written), and its own checks of a single kernel run after the
+    candidate's; a failure of the reference makes the verdict an error that names it."""
     return _Gate(reference, candidate, spec, backend, quick, cancel, seed, max_failures, sanitizer,
-                 reference_spec, bounds, rounding).run()
+                 reference_spec, bounds, rounding, verify_reference).run()
 

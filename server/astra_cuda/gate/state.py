@@ -45,8 +45,9 @@ class GateState:
     def __init__(self, reference: CompileUnit | None, candidate: CompileUnit, spec: Spec, backend: Backend,
                  quick: bool, cancel: Cancel, seed: int | None,
                  max_failures: int | None, sanitizer: bool | None = None, reference_spec: Spec | None = None,
-                 bounds: bool = False, rounding: Backend | None = None):
+                 bounds: bool = False, rounding: Backend | None = None, verify_reference: bool = False):
         self.sanitizer = sanitizer
+        self.verify_reference = verify_reference and reference is not None   # see `run.check`
         self.bounds = bounds   # the address-sanitizer build even when quick (inference's trial runs)
         # Where the reference runs with directed rounding: this backend if it can, else `rounding`
         # (the CPU beside a GPU), else nowhere (no allowance: the tolerance alone).
