@@ -1,10 +1,12 @@
 """A second run of the same kernel on the same GPU (issue 29 item 2): `astra optimize` twice on a
 fresh copy of an example, each a whole CLI process as a user runs it. The first search finishes
 and is remembered in `.astra/tuning/`; the second replays it, gates and times it again, and must
-finish in at most 25% of the first run's wall time with the same rewrite. Its original goes through
-the gate alone (`baseline_s` equals `baseline_gate_s`): the original's times are those taken beside
-the replayed rewrite. A third run with --fresh searches again (its time and result are recorded
-beside the others).
+finish in at most 25% of the first run's wall time with the same rewrite. Its original is gated
+in the same gate as the replayed rewrite and timed beside it (`baseline_s` is 0: no evaluation of
+its own). Each run's `phases` say where its time went: every evaluation's gate steps
+(`gate.Verdict.timings`; `reference`: a rerun's original checked on its own) and timing, and the
+rest of the process (start, the GPU worker, planning, the readable form's check). A third run with --fresh searches again (its
+time and result are recorded beside the others).
 
     python benchmarks/rerun_bench.py [--example silu_and_mul] [--backend gpu] [--out FILE.json]
 """
@@ -36,6 +38,21 @@ def optimize(f: Path, kernel: str, backend: str, rounds: int, tune: int, *extra:
     return seconds, out
 
 
+def phases(out: dict, seconds: float) -> dict:
+    """Where a run's wall time went: its evaluations (the baseline's, each round's; tuning points
+    count only their seconds), each split into gate steps and timing, and what is left."""
+    evals = [e for e in [out.get("baseline")] + [r.get("evaluation") for r in out.get("rounds") or []] if e]
+    steps: dict[str, float] = {}
+    for e in evals:
+        for k, v in (e.get("gate_timings") or {}).items():
+            steps[k] = round(steps.get(k, 0.0) + v, 2)
+    gate = sum(e.get("gate_seconds") or 0.0 for e in evals)
+    total = sum(e.get("seconds") or 0.0 for e in evals) + sum(p.get("seconds") or 0.0 for p in out.get("tuning") or [])
+    return {"evaluations": len(evals), "evaluations_s": round(total, 2), "gate_s": round(gate, 2),
+            "timing_s": round(sum((e.get("seconds") or 0.0) - (e.get("gate_seconds") or 0.0) for e in evals), 2),
+            "gate_steps_s": steps, "outside_evaluations_s": round(seconds - total, 2)}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--example", default="silu_and_mul")
@@ -62,10 +79,15 @@ def main(argv=None) -> int:
                          # a rerun checks the original without timing it (the replay times it beside the rewrite)
                          "baseline_s": (out.get("baseline") or {}).get("seconds"),
                          "baseline_gate_s": (out.get("baseline") or {}).get("gate_seconds"),
-                         "error": out.get("error")})
+                         "phases": phases(out, seconds), "error": out.get("error")})
             print(f"run {len(runs)}{' ' + ' '.join(extra) if extra else ''}: {seconds:.1f} s, "
                   f"{out.get('speedup') or 0:.3f}×, {len(out.get('rounds') or [])} rounds, "
                   f"{len(out.get('tuning') or [])} tuning points; {out.get('memory_note') or 'no memory note'}",
+                  flush=True)
+            ph = runs[-1]["phases"]
+            print(f"  {ph['evaluations']} evaluation(s) {ph['evaluations_s']:.1f} s (gate {ph['gate_s']:.1f} s: "
+                  + ", ".join(f"{k} {v:.1f}" for k, v in ph["gate_steps_s"].items())
+                  + f"; timing {ph['timing_s']:.1f} s), outside evaluations {ph['outside_evaluations_s']:.1f} s",
                   flush=True)
         remembered = sorted(p.name for p in (ws / ".astra" / "tuning").glob("*.json")) \
             if (ws / ".astra" / "tuning").is_dir() else []

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import math
 import threading
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Literal, Protocol
 
 from .errors import AstraError
@@ -139,6 +139,7 @@ class Evaluation:
     # times on both sides, its share of the copy ceiling, its class): the original's profile
     # without timing it again (a rerun's baseline, `agents.orchestrator`). None where not timed.
     reference: ProfileSummary | None = None
+    gate_timings: dict[str, float] = field(default_factory=dict)   # seconds per gate step (`Verdict.timings`)
 
     @property
     def passed(self) -> bool:
@@ -156,7 +157,8 @@ class Evaluation:
         return {"check": self.check.to_json(), "profile": self.profile.to_json() if self.profile else None,
                 "speed_note": self.speed_note, "registers": self.registers, "seconds": self.seconds,
                 "gate_seconds": self.gate_seconds, "node": self.node, "gpu": self.gpu,
-                **({"reference": self.reference.to_json()} if self.reference is not None else {})}
+                **({"reference": self.reference.to_json()} if self.reference is not None else {}),
+                **({"gate_timings": self.gate_timings} if self.gate_timings else {})}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Evaluation":
@@ -164,7 +166,8 @@ class Evaluation:
                    ProfileSummary.from_json(d["profile"]) if d.get("profile") else None,
                    d.get("speed_note", ""), d.get("registers"), d.get("seconds", 0.0), d.get("gate_seconds", 0.0),
                    d.get("node", ""), d.get("gpu", ""),
-                   ProfileSummary.from_json(d["reference"]) if d.get("reference") else None)
+                   ProfileSummary.from_json(d["reference"]) if d.get("reference") else None,
+                   {str(k): float(v) for k, v in (d.get("gate_timings") or {}).items()})
 
 
 def _key(t: SizeTiming) -> tuple[tuple[str, int], ...]:

@@ -125,13 +125,15 @@ def local_evaluator(path: str, kernel: str, spec: Spec, backend: Backend, refere
             launch_change.candidate_spec(ref_spec, ref_model, model, kernel)
         if problem:
             return Evaluation(Check(False, problem, problem, 0, "static"), seconds=time.perf_counter() - t0)
-        check = to_check(gate.check(ref_unit, cand, cand_spec, backend, quick=quick, reference_spec=ref_spec,
-                                    rounding=rounding, verify_reference=with_original))
+        verdict = gate.check(ref_unit, cand, cand_spec, backend, quick=quick, reference_spec=ref_spec,
+                             rounding=rounding, verify_reference=with_original)
+        check, steps = to_check(verdict), dict(verdict.timings)
         gate_s = time.perf_counter() - t0
         if not check.passed:
-            return Evaluation(check, seconds=gate_s, gate_seconds=gate_s)
+            return Evaluation(check, seconds=gate_s, gate_seconds=gate_s, gate_timings=steps)
         prof = profiler.profile(ref_unit, cand, cand_spec, backend, arch=arch, reference_spec=ref_spec, sizes=sizes,
                                 rounding=rounding)
-        return dataclasses.replace(to_evaluation(check, prof, time.perf_counter() - t0), gate_seconds=gate_s)
+        return dataclasses.replace(to_evaluation(check, prof, time.perf_counter() - t0), gate_seconds=gate_s,
+                                   gate_timings=steps)
 
     return evaluate
