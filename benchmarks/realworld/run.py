@@ -278,9 +278,9 @@ def _stages(k: Kernel, r: Record, o: "Options", work: Path) -> None:
     name = info["qualified_name"]
     s = _step(r, "spec", ["spec", str(f), "--kernel", name, *flags], o, work)
     if not s.ok or s.out is None or not s.out.get("comment"):
-        # why: the draft Astra's own validator refused says which of its parts is wrong
+        # why: what inference cannot know, or which part of the draft Astra's own validator refuses
         problems = [str(x) for x in (s.out or {}).get("problems") or []]
-        why = f"no spec proposed: Astra's own validator refuses the draft: {'; '.join(problems[:2])}" if problems \
+        why = f"no spec proposed: {'; '.join(problems[:2])}" if problems \
             else "no spec proposed"
         r.fail("spec", s.error or why, timeout=s.timeout, crash=s.crash)
         return

@@ -156,15 +156,17 @@ template void step<float>(float*, int);
 def test_a_launcher_alias_hides_the_class_template_of_its_name(tmp_path):
     """flash-attention's launcher declares `using Kernel_traits = Kernel_traits<...>;` over its
     own template parameters, which no call fixes: the launch's `Kernel_traits` is that alias,
-    never the class template named bare (nvcc: 'cannot determine which instance'); the
-    parameter is a guess the notes name."""
+    never the class template named bare (nvcc: 'cannot determine which instance'); no float can
+    stand for a class whose members the kernel reads: said, and no draft is proposed."""
     text = """\
 template <int N> struct Traits { static constexpr int THREADS = N; };
 template <typename K> __global__ void traits_kernel(float* out) { out[threadIdx.x] = K::THREADS; }
 template <int N> void launch_traits(float* out) { using Traits = Traits<N>; traits_kernel<Traits><<<1, N>>>(out); }
 """
     got, prop = _instantiate(tmp_path, text, "traits_kernel")
-    assert got == "<float>" and "template parameter `K`: no launch gives it; took float" in prop.notes
+    assert got == "<float>" and not prop.valid and prop.problems[0].startswith(
+        "cannot be inferred: template parameter `K`: no launch gives it, and it is a class the kernel reads members "
+        "of (`K::THREADS`)")
 
 
 DISPATCH = """\

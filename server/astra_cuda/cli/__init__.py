@@ -75,7 +75,7 @@ def cmd_spec(a) -> int:
         return EXIT_OK if proposal.valid else EXIT_FAILED
     con = console(stderr=True)
     if not proposal.valid:   # never proposed: the draft and why, on stderr only
-        con.print("[red]No spec proposed: Astra's own validator refuses the draft:[/]")
+        con.print("[red]No spec proposed (what inference cannot know, or what Astra's own validator refuses):[/]")
         for p in proposal.problems:
             con.print(f"  • {p}")
         con.print(proposal.comment, markup=False, highlight=False)

@@ -266,6 +266,8 @@ def _sample(arg: ArgSpec, shape: tuple[int, ...], rng: np.random.Generator, dist
         vals = np.arange(int(np.prod(shape)), dtype=np.float64).reshape(shape)
     elif init.kind == "permutation":  # 0 .. n-1 each once, shuffled: a scatter's indices (no two alike)
         vals = rng.permutation(int(np.prod(shape))).reshape(shape)
+    elif init.kind == "offsets":  # segment boundaries (a CSR indptr): 0, never decreasing, the total last
+        vals = _offsets(rng, int(np.prod(shape)), int(init.params[0])).reshape(shape)
     elif init.kind == "ones":
         vals = np.ones(shape)
     elif init.kind == "zeros":  # only when the spec asks for it
@@ -278,6 +280,15 @@ def _sample(arg: ArgSpec, shape: tuple[int, ...], rng: np.random.Generator, dist
         return np.asarray(vals, dtype=ft).astype(dt)
     info = np.iinfo(dt)
     return np.asarray(np.clip(vals, info.min, info.max).astype(dt))
+
+
+def _offsets(rng: np.random.Generator, n: int, total: int) -> np.ndarray:
+    """n boundaries of n - 1 segments that cover 0 .. total: the first 0, the last `total` (one
+    boundary: 0), in between sorted draws, so segments of every length, empty ones included."""
+    if n <= 1:
+        return np.zeros(n, dtype=np.int64)
+    inner = np.sort(rng.integers(0, max(total, 0) + 1, n - 2))
+    return np.concatenate(([0], inner, [max(total, 0)])).astype(np.int64)
 
 
 PARALLEL_MIN = 1 << 22   # elements: larger arrays are drawn in chunks, one random stream each
@@ -309,6 +320,6 @@ def inputs(spec: Spec, sizes: dict[str, int], distribution: str, seed: int) -> d
         if a.pointer and not a.output:
             a = dataclasses.replace(a, init=a.init.at(sizes))  # bounds over the sizes: randint(0, V)
             shape = spec.shape(a.name, sizes)
-            large = int(np.prod(shape)) >= PARALLEL_MIN and a.init.kind not in ("arange", "ones", "zeros", "permutation")
+            large = int(np.prod(shape)) >= PARALLEL_MIN and a.init.kind not in ("arange", "ones", "zeros", "permutation", "offsets")
             out[a.name] = (_sample_large if large else _sample)(a, shape, rng, distribution)
     return out

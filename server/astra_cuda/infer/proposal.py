@@ -20,7 +20,7 @@ from . import masks, structs
 from .program import Program
 from .roles import DIFFERENCES, DIVISIONS, TABLE, _Shapes, _shapes, _size_pairs
 from .sizes import Draft, repair, size_bench, test_values
-from .template_args import _template_args, enumerators, known_names, project_instance, split as _split
+from .template_args import CANNOT, _template_args, enumerators, known_names, project_instance, split as _split
 from .types import _Types, dispatch_subjects, dispatch_values
 
 
@@ -79,7 +79,12 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
     for t, dim in flat.tables.items():
         notes.append(f"`{t}` is a table of device pointers, one per block along the grid's {'xyz'[dim]}: each "
                      f"entry's buffer measured from how the kernel reads it")
-    return Proposal(comment, notes, refusals(kernel, model, comment))
+    return Proposal(comment, notes, _problems(notes, kernel, model, comment))
+
+
+def _problems(notes: list[str], kernel: Kernel, model: SourceModel, comment: str) -> list[str]:
+    """Why the draft is not proposed: what inference says it cannot know, then the validator's refusals."""
+    return [n for n in notes if n.startswith(CANNOT)] + refusals(kernel, model, comment)
 
 
 def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | None = None,
@@ -111,7 +116,8 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
     instantiate, made = project_instance(kernel, instantiate, notes[before:], path, context,
                                          launched_here=site is not None and site_model is program.model,
                                          largest=decide.get("instance") == "largest")
-    if made is not None:
+    if made is not None:   # the compiler's own instance: what no launch gave is known after all
+        notes[before:] = [n for n in notes[before:] if not n.startswith(CANNOT)]
         notes.append(made)
     targs = dict(zip(kernel.template_param_names, _split(instantiate))) if instantiate else {}
     kernel = kernel.instantiated(targs)   # `scale_type scale` with `at::Half *`: a buffer
@@ -383,6 +389,11 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
             if scatter is not None and p.name == scatter[0]:
                 init = ', init = "permutation"'
             # indices within a row are integers the kernel reads (a flag or an output holds none)
+            elif found is not None and p.name in found.tables and p.name in found.boundaries and not role:
+                rows = found.equal.get(TABLE, TABLE)
+                init = f', init = "offsets({rows})"'
+                notes.append(f"`{p.name}` is read at `i` and `i + 1`: the boundaries of segments of {rows} rows (a CSR "
+                             f"indptr), drawn from 0 up to {rows}, never decreasing")
             elif found is not None and p.name in found.tables and (TABLE not in found.equal or (
                     not role and not dt.is_float and dt.name != "bool")):
                 rows = found.equal.get(TABLE, TABLE)   # indices within a row of that size
@@ -402,7 +413,14 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
             given = _launch_value(site, kernel, p.name, {**constants, **site_model.constants}) \
                 if site is not None and site_model is not None else None
             value = given if given is not None else _scalar_guess(p.name)
-            if dt is None:
+            member = _member_read(kernel, p.name) if dt is None else None
+            if member is not None:   # a struct `structs` could not split into its fields: no float stands for it
+                args.append((p.name, f'{{ value = {value}, type = "float" }}'))
+                notes.append(f"{CANNOT}`{p.name}` is a `{p.type}` passed by value and the kernel reads its members "
+                             f"(`{member}`), but Astra reads only structs of plain fields (pointers and numbers): "
+                             f"this one has constructors, member functions, nested structs or arrays, or is a "
+                             f"template — the spec format cannot give it yet")
+            elif dt is None:
                 args.append((p.name, f'{{ value = {value}, type = "float" }}'))
                 notes.append(f"`{p.name}`: type {p.type!r} unknown, assumed float")
             else:
@@ -473,7 +491,8 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
     lines += ["", "[args]"] + [f"{name:<{width}} = {value}" for name, value in args]
     lines.append("*/")
     comment = "\n".join(lines) + "\n"
-    return Proposal(comment, ranked(errors + notes), refusals(kernel, model, comment))
+    notes = ranked(errors + notes)
+    return Proposal(comment, notes, _problems(notes, kernel, model, comment))
 
 
 # What a note says about how sure inference is, least sure first: a type taken without evidence,
@@ -486,6 +505,8 @@ _UNSURE = (("could not be resolved", "took float", "took 1", "took false", "took
 def ranked(notes: list[str]) -> list[str]:
     """The notes, what inference is least sure of first (the order within a rank kept)."""
     def rank(note: str) -> int:
+        if note.startswith(CANNOT):   # what no reading of the program gives: before any guess
+            return -1
         return next((i for i, words in enumerate(_UNSURE) if any(w in note for w in words)), len(_UNSURE))
     return sorted(notes, key=rank)
 
@@ -552,6 +573,16 @@ def _whole_groups(kernel: Kernel, size_names: list[str], derived: dict[str, str]
             if hx.spec(value.text.decode()) is not None:
                 local[target.text.decode()] = value.text.decode()
     return out
+
+
+def _member_read(kernel: Kernel, name: str) -> str | None:
+    """The first `name.member` (or `name.method(…)`) of the kernel's body, or None."""
+    root = source.parser().parse(kernel.text.encode()).root_node
+    for n in _walk(root):
+        if n.type == "field_expression" and (arg := n.child_by_field_name("argument")) is not None \
+                and arg.type == "identifier" and arg.text == name.encode():
+            return " ".join(n.text.decode().split())[:60]
+    return None
 
 
 def _null_tested(kernel: Kernel) -> set[str]:

@@ -94,6 +94,7 @@ class _Shapes:
     vectors: dict[str, int] = field(default_factory=dict)   # pointer -> elements one access moves, where > 1
     casts: dict[str, set[str]] = field(default_factory=dict)  # pointer -> the scalar types the kernel casts it to
     partial: set[str] = field(default_factory=set)   # pointers measured by the accesses that could be bounded
+    boundaries: set[str] = field(default_factory=set)   # index arrays of segment boundaries (a CSR `indptr`)
 
 
 _STRIDE_PROBE = 100003   # a stride set far from every probe size: what it moves depends on it
@@ -338,6 +339,10 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
         if fit is None and p in read_only:   # an input reached at a sum of sizes: the polynomial that measures it
             fit = _polynomial(p, samples, [n for n in names if n not in fixed and n not in (derived or {})],
                               at_fixed)
+        if fit is not None and all(f.uses[p].boundaries for _, f in samples) and len(fit) == 1 and all(
+                e == int(exprs.evaluate(fit[0], {**s, **{k: int(v) for k, v in fixed.items() if v.strip().isdigit()}})) + 1
+                for (s, _), e in zip(samples, extent)):
+            fit = [f"{fit[0]} + 1"]   # the boundaries of n segments: n + 1 of them (the overhang is no packet)
         if fit is not None:
             shapes[p] = fit
             width = min(_packet(fit, [(s, e) for (s, _), e in zip(samples, extent)], {**fixed, **(derived or {})}),
@@ -364,7 +369,8 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
                    {n for n, u in last.items() if u.table_loads} if uses_table or TABLE in equal else set(), uses_table,
                    {k: v for k, v in fixed.items() if k not in equal}, equal, packets,
                    {n: u.packet for n, u in last.items() if u.packet > 1},
-                   {n: set(u.casts) for n, u in last.items() if u.casts}, partial)
+                   {n: set(u.casts) for n, u in last.items() if u.casts}, partial,
+                   {n for n, u in last.items() if u.boundaries})
 
 
 MAX_POLY_NAMES = 5   # sizes an extent may depend on for a polynomial fit (2**5 evaluations)

@@ -16,6 +16,9 @@ from ..model.source import Kernel, LaunchSite
 from ..model.syntax import walk as _walk
 
 _DISPATCH_TYPE = "float"   # what a dispatch macro's scalar_t becomes in the proposal
+# a note that begins so says what no reading of the program can give (a value only the caller or
+# a running program knows): the draft is never proposed, and this is why (`proposal.infer`)
+CANNOT = "cannot be inferred: "
 _DISPATCH_NAMES = ("scalar_t", "scalar_type", "input_t", "output_t")
 
 
@@ -437,6 +440,13 @@ def _fallback_arg(param: str, name: str, kernel: Kernel, program, bound: dict[st
             notes.append(f"template parameter `{name}`: no launch gives it; took {chosen}: `{traits}<{name}>` is "
                          f"defined only for {', '.join(offered)} (float would not compile)")
             return chosen
+        used = class_use(name, kernel)
+        if used is not None:
+            notes.append(f"{CANNOT}template parameter `{name}`: no launch gives it, and it is a class the kernel "
+                         f"reads members of (`{used}`), which no float stands for; no caller or instantiation in the "
+                         f"project's C++ gives it either (its caller chooses it: a JIT template, a registry, another "
+                         f"project) — write `instantiate` by hand")
+            return _DISPATCH_TYPE
         notes.append(f"template parameter `{name}`: no launch gives it; took {_DISPATCH_TYPE}")
         return _DISPATCH_TYPE
     if "(" in head and "*" in head:   # a function pointer: `T (*ACT)(const T&)`
@@ -444,11 +454,33 @@ def _fallback_arg(param: str, name: str, kernel: Kernel, program, bound: dict[st
         if fn is not None:
             notes.append(f"template parameter `{name}`: no launch gives it; took the device function `{fn}`")
             return fn
+        notes.append(f"{CANNOT}template parameter `{name}`: no launch gives it, and it is a device function "
+                     f"`{' '.join(head.split())}` that no file of the project defines (its caller supplies it: a JIT "
+                     f"template, another project) — define one and name it in `instantiate`")
+        return "1"
     if head.split()[0] == "bool":
         notes.append(f"template parameter `{name}`: no launch gives it; took false")
         return "false"
     notes.append(f"template parameter `{name}`: no launch gives it; took 1")
     return "1"
+
+
+def class_use(name: str, kernel: Kernel) -> str | None:
+    """How the kernel uses the type `name` as a class, where it does: a member named through it
+    (`Params::DTypeQ`, `KT::kernel(...)`) or read from a parameter of that type passed by value
+    (`params.q`); None where it does not (a plain element type, which float may stand for)."""
+    root = source.parser().parse(kernel.text.encode()).root_node
+    by_value = {p.name for p in kernel.params if not p.is_pointer and
+                p.base_type.replace("const", "").replace("__grid_constant__", "").strip() == name}
+    for n in _walk(root):
+        if n.type == "qualified_identifier" or n.type == "nested_namespace_specifier":
+            scope = n.child_by_field_name("scope")
+            if scope is not None and scope.text.decode().split("<")[0].strip() == name:
+                return " ".join(n.text.decode().split())[:60]
+        if n.type == "field_expression" and (arg := n.child_by_field_name("argument")) is not None \
+                and arg.type == "identifier" and arg.text.decode() in by_value:
+            return " ".join(n.text.decode().split())[:60]
+    return None
 
 
 def _specialized_type(name: str, kernel: Kernel, items) -> tuple[str, str, list[str]] | None:

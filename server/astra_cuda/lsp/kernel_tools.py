@@ -89,8 +89,8 @@ async def spec_edit(ls: AstraServer, uri: str, name: str) -> tuple[types.Workspa
         return None, f"could not infer a spec for `{name}`: {user_message(e)}"
     if (ls.document(uri).version or 0) != (doc.version or 0):
         return None, "the file changed while the spec was inferred; try again"
-    if not proposal.valid:   # never inserted: what Astra's own validator refuses
-        return None, f"no spec proposed for `{name}`: Astra's validator refuses the draft ({proposal.problems[0]})"
+    if not proposal.valid:   # never inserted: what inference cannot know, or what Astra's own validator refuses
+        return None, f"no spec proposed for `{name}`: {proposal.problems[0]}"
     start = span_of(k.kernel.span)
     at = EditorSpan(start.start_line, start.start_col, start.start_line, start.start_col)
     text = proposal.comment if proposal.comment.endswith("\n") else proposal.comment + "\n"

@@ -91,6 +91,7 @@ class Use:
     hi: int | None = None          # largest element index reached (inclusive), None: unknown
     unknown: bool = False          # some access could not be bounded
     table_loads: bool = False      # integer values were loaded from it (an index array)
+    boundaries: bool = False       # read at `i` and `i + 1`: segment boundaries (a CSR `indptr`)
     packet: int = 1                # most elements one access touches (a uint4 over floats: 4)
     casts: set[str] = field(default_factory=set)   # scalar types it is cast to (`(float*)x` of a void* buffer)
 
@@ -119,6 +120,9 @@ def _mul(a: Iv, b: Iv) -> Iv:
 # the environment under this prefix and its polynomial, so it scopes and merges like a variable's
 _GUARD = "#guard:"
 MAX_GUARD_TERMS = 8   # terms of a sum searched for a guarded part (2**8 subsets at most)
+# an expression a condition keeps below a segment's length (`i < indptr[b + 1] - indptr[b]`), kept
+# under this prefix and its polynomial, its value the segment's start as written (`indptr[b]`)
+_SEGMENT = "#segment:"
 
 Poly = dict[tuple[str, ...], int]   # monomial (its names, sorted) -> coefficient; () is the constant
 
@@ -182,6 +186,7 @@ class Analyzer:
         self.stepped: dict[str, tuple[str, int, Ptr, int, int]] = {}
         self.loops = 0    # loops the walk is inside (their bodies are walked once)
         self.declared_at: dict[str, int] = {}   # local -> the loops it is declared inside
+        self.boundaries: set[str] = set()   # integer pointers holding segment boundaries (`boundary_arrays`)
         for p in kernel.params:
             if p.is_pointer:   # a `half2*` over a half buffer steps two elements at a time
                 self.env[p.name] = Ptr(p.name, Iv.point(0), (lanes or {}).get(p.name, 1))
@@ -228,6 +233,9 @@ class Analyzer:
 
     # ---- statements ------------------------------------------------------------------------
     def run(self, body: Node) -> Facts:
+        self.boundaries = boundary_arrays(body, self.int_params)
+        for name in self.boundaries:
+            self.facts.uses[name].boundaries = True
         self.block_stmt(body)
         return self.facts
 
@@ -330,7 +338,7 @@ class Analyzer:
         out = {}
         for k in a.keys() | b.keys():
             x, y = a.get(k), b.get(k)
-            if (k in _BUILTINS or k.startswith(_GUARD)) and (x is None or y is None):
+            if (k in _BUILTINS or k.startswith((_GUARD, _SEGMENT))) and (x is None or y is None):
                 continue   # narrowed on one branch only: the launch's own range again
             if isinstance(x, Iv) and isinstance(y, Iv):
                 out[k] = x.join(y)
@@ -708,6 +716,10 @@ class Analyzer:
             if side.text.decode() in _BUILTINS and side.text.decode() not in self.env:
                 self.env[side.text.decode()] = self.field(side)
         self._guard(left, op, right)
+        start = self._segment_start(right) if op == "<" else None
+        poly = self._poly(left) if start is not None else None
+        if start is not None and poly is not None:
+            self.env[_SEGMENT + repr(sorted(poly.items()))] = start
         if left.type == "binary_expression" and left.child_by_field_name("operator").type == "+":
             # `i + half < n`: i < n - half (the offset taken at its largest: a bound that holds)
             x, c = _unparen(left.child_by_field_name("left")), _unparen(left.child_by_field_name("right"))
@@ -784,6 +796,7 @@ class Analyzer:
     def _guarded_sum(self, n: Node, value):
         """A sum (an offset into a pointer or an index) part of which a condition bounds: that
         part takes the bound, the rest its own value."""
+        value = self._within_segment(n, value)
         guards = {k: v for k, v in self.env.items() if k.startswith(_GUARD) and isinstance(v, Iv)}
         if not guards or not isinstance(value, (Iv, Ptr)):
             return value
@@ -824,6 +837,43 @@ class Analyzer:
                 tighter = Iv(old.lo if old.lo is not None else new.lo, new.hi)
                 best = Ptr(best.base, tighter, best.scale) if isinstance(best, Ptr) else tighter
         return best
+
+    def _segment_start(self, n: Node | None) -> str | None:
+        """`indptr[b]` where `n` is the length of that segment, `indptr[b + 1] - indptr[b]` (or a
+        local set to it) of an array of segment boundaries; else None."""
+        n = _unparen(n)
+        for _ in range(2):
+            if n is not None and n.type == "identifier" and n.text.decode() in self.defs:
+                n = _unparen(self.defs[n.text.decode()][0])
+            elif n is not None and n.type == "cast_expression":
+                n = _unparen(n.child_by_field_name("value"))
+        if n is None or n.type != "binary_expression" or n.child_by_field_name("operator").type != "-":
+            return None
+        end, start = (_subscript_of(_unparen(n.child_by_field_name(side)), self.boundaries) for side in ("left", "right"))
+        if end is None or start is None or end[0] != start[0] or end[1] not in (f"{start[1]}+1", f"1+{start[1]}",
+                                                                                f"({start[1]})+1"):
+            return None
+        return f"{start[0]}[{start[1]}]"
+
+    def _within_segment(self, n: Node, value):
+        """`indptr[b] + i` where a condition keeps `i` below the segment's length: an index below
+        the segment's end, so below the size the boundaries end at (the table's size)."""
+        segments = {k: v for k, v in self.env.items() if k.startswith(_SEGMENT) and isinstance(v, str)}
+        if not segments or not isinstance(value, Iv):
+            return value
+        terms = self._terms(n)
+        for k, (t, sign) in enumerate(terms):
+            at = _subscript_of(_unparen(t), self.boundaries)
+            if sign != 1 or at is None or f"{at[0]}[{at[1]}]" not in segments.values():
+                continue
+            rest: Poly | None = {}
+            for j, (u, s) in enumerate(terms):
+                poly = self._poly(u) if j != k else {}
+                rest = None if poly is None or rest is None else _poly_add(rest, poly, s)
+            if rest is not None and segments.get(_SEGMENT + repr(sorted(rest.items()))) == f"{at[0]}[{at[1]}]":
+                hi = self.table_size - 1
+                return Iv(value.lo, hi if value.hi is None else min(value.hi, hi))
+        return value
 
     def _bound(self, name: str, op: str, other) -> None:
         cur = self.env[name]
@@ -1084,6 +1134,8 @@ class Analyzer:
 
     def binary(self, n: Node, evaluate_only: bool):
         out = self._binary(n, evaluate_only)
+        if self.boundaries and self._segment_start(n) is not None:   # a segment's length: never negative
+            return Iv(0, self.table_size)
         if n.child_by_field_name("operator").type in ("+", "-") and not self.narrowing:
             return self._guarded_sum(n, out)
         return out
@@ -1148,7 +1200,8 @@ class Analyzer:
         parameter (token ids), else unknown."""
         if p.base in self.int_params and p.scale == 1:
             self.facts.uses[p.base].table_loads = True
-            return Iv(0, self.table_size - 1)
+            # segment boundaries run from 0 to the table's size, that one included (the last one ends it)
+            return Iv(0, self.table_size - (p.base not in self.boundaries))
         return None
 
     def deref(self, n: Node, evaluate_only: bool, lhs: str):
@@ -1284,10 +1337,11 @@ class Analyzer:
         # the project's own `atomicAdd(half2*, half2)` (exllama's compat.cuh, for old GPUs: a CAS
         # loop over the address's bits) is an atomic all the same: one element read and written
         helper = None if short.startswith("atomic") else self.helpers.get(short)
-        if helper is not None and helper.type == "function_definition" and not evaluate_only \
-                and self.depth < MAX_HELPER_DEPTH \
-                and (any(isinstance(v, (Ptr, View)) for v in vals) or not args):
-            # one given pointers, or one of no arguments whose value comes from the thread (`get_lane_id()`)
+        if helper is not None and helper.type == "function_definition" and self.depth < MAX_HELPER_DEPTH and (
+                not evaluate_only and (any(isinstance(v, (Ptr, View)) for v in vals) or not args)
+                or args and all(isinstance(v, Iv) for v in vals)):
+            # one given pointers, one of no arguments whose value comes from the thread (`get_lane_id()`),
+            # or index arithmetic over numbers only (`get_elem_offset(row, head, stride_n, stride_h)`)
             return self.inline(helper, vals)
         accessor = "128" in short or "256" in short or short.startswith(_ACCESSORS)
         if not evaluate_only and not accessor:
@@ -1531,6 +1585,32 @@ def _macro_as_function(text: str) -> str | None:
         return None
     names = [c.text.decode() for c in params.named_children if c.type == "identifier"]
     return f"void {name.text.decode()}({', '.join(f'auto {n}' for n in names)}) {{ {body}; }}"
+
+
+def _subscript_of(n: Node | None, arrays: set[str]) -> tuple[str, str] | None:
+    """(array, index without blanks) of `a[i]` where `a` is one of `arrays`."""
+    if n is None or n.type != "subscript_expression":
+        return None
+    arr = _unparen(n.child_by_field_name("argument"))
+    idx = n.child_by_field_name("indices") or n.child_by_field_name("index")
+    if idx is not None and idx.type == "subscript_argument_list":
+        idx = next((c for c in idx.named_children if c.type != "comment"), None)
+    if arr is None or arr.type != "identifier" or arr.text.decode() not in arrays or idx is None:
+        return None
+    return arr.text.decode(), re.sub(r"\s+", "", idx.text.decode())
+
+
+def boundary_arrays(body: Node, int_params: set[str]) -> set[str]:
+    """The integer pointer parameters read both at some index `i` and at `i + 1` (`indptr[b + 1] -
+    indptr[b]`): the boundaries of segments, as a CSR `indptr` or `cu_seqlens` holds them — values
+    that never decrease, from 0 to the size of what they segment, not indices drawn at random."""
+    seen: dict[str, set[str]] = {}
+    for n in source._walk(body):
+        at = _subscript_of(n, int_params)
+        if at is not None:
+            seen.setdefault(at[0], set()).add(at[1])
+    return {name for name, indices in seen.items()
+            if any(f"{i}+1" in indices or f"({i})+1" in indices or f"1+{i}" in indices for i in indices)}
 
 
 def analyse(kernel: source.Kernel, sizes: dict[str, int], grid, block, elem_bytes: dict[str, int],

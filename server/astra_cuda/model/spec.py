@@ -39,7 +39,7 @@ TOP_KEYS = {"grid", "block", "shared_mem", "reference", "instantiate", "require"
 NULL = "null"                     # a pointer parameter passed as a null pointer: `bias = "null"`
 ARRAY_KEYS = {"type", "shape", "output", "inout", "init", "atol", "rtol", "table"}
 SCALAR_KEYS = {"value", "type"}
-INITS = ("normal", "uniform", "randint", "arange", "zeros", "ones", "permutation")
+INITS = ("normal", "uniform", "randint", "arange", "zeros", "ones", "permutation", "offsets")
 DEFAULT_MAX_CASES = 24
 # Caps that keep a hostile or mistaken spec from exhausting the machine (checked in `load`,
 # before anything is allocated): each a clear spec error at its line.
@@ -347,16 +347,21 @@ def _parse_init(text: str, sizes: set[str] = frozenset()) -> Init:
     m = re.fullmatch(r"([a-z_]+)\s*(?:\((.*)\))?", text)
     if not m or m.group(1) not in INITS:
         raise ValueError(f"unknown init {text!r}; expected one of: normal, uniform(a, b), randint(a, b), "
-                         f"arange, zeros, ones, permutation")
+                         f"arange, zeros, ones, permutation, offsets(total)")
     raw = [p.strip() for p in m.group(2).split(",")] if m.group(2) else []
     uses = set().union(*(exprs.names(p) for p in raw)) if raw else set()
     if uses - set(sizes):
         raise ValueError(f"init {text!r} uses unknown size(s) {', '.join(sorted(uses - set(sizes)))}")
+    if m.group(1) == "offsets" and len(raw) != 1:
+        raise ValueError("init offsets takes one bound, the total its segments add up to: offsets(V)")
     if uses:  # bounds over the sizes (randint(0, V)): evaluated per case
-        if m.group(1) not in ("uniform", "randint") or len(raw) != 2:
-            raise ValueError(f"only uniform(a, b) and randint(a, b) may use sizes in their bounds ({text!r})")
+        if m.group(1) not in ("uniform", "randint", "offsets") or len(raw) != (1 if m.group(1) == "offsets" else 2):
+            raise ValueError(f"only uniform(a, b), randint(a, b) and offsets(total) may use sizes in their bounds "
+                             f"({text!r})")
         return Init(m.group(1), (), tuple(raw))
     params = tuple(float(exprs.evaluate(p, {})) for p in raw)
+    if m.group(1) == "offsets" and params[0] < 0:
+        raise ValueError("init offsets: the total must not be negative")
     if m.group(1) in ("uniform", "randint") and len(params) != 2:
         raise ValueError(f"init {m.group(1)} needs two bounds, e.g. {m.group(1)}(-1, 1)")
     if m.group(1) == "permutation" and params:

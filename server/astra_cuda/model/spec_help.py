@@ -47,7 +47,8 @@ KEY_DOCS: dict[str, str] = {
     "inout": "`inout = true`: read, then written in place; compared with the reference's.",
     "init": "How inputs are filled: `normal`, `normal(mean, std)`, `uniform(a, b)`, `randint(a, b)` "
             "(b excluded; the bounds may use sizes), `arange`, `zeros`, `ones`, `permutation` (0 … n-1 each once, "
-            "shuffled: the indices of a scatter).",
+            "shuffled: the indices of a scatter), `offsets(total)` (segment boundaries, a CSR `indptr`: 0 first, "
+            "`total` last, never decreasing).",
     "atol": "Absolute tolerance of this output (default: by its type).",
     "rtol": "Relative tolerance of this output (default: by its type).",
     "value": "The scalar's value: an expression over the sizes.",
