@@ -94,3 +94,32 @@ def test_inference_reads_a_table_of_device_pointers_through_one_entry():
     flat = " ".join(prop.comment.split())
     assert 'caches = { type = "float", shape = ["V", "numel"], inout = true, table = "layers" }' in flat, prop.comment
     assert any("table of device pointers" in n for n in prop.notes)
+
+
+def test_records_read_through_a_pointer_are_refused_with_why():
+    """DeepSpeed's ragged ops read counts and offsets from descriptor structs in device memory
+    (`batch->n_seqs`, `seqs[i].start`): no spec can give them, so no draft is proposed, and the
+    refusal says why."""
+    from astra_cuda import infer
+    text = ("struct Batch { int n_seqs; };\nstruct Seq { int start; int len; };\n"
+            "__global__ void last_rows(float* out, const float* acts, const Batch* batch, const Seq* seqs, int d) {\n"
+            "  if (blockIdx.x >= batch->n_seqs) return;\n"
+            "  const int row = seqs[blockIdx.x].start + seqs[blockIdx.x].len - 1;\n"
+            "  for (int i = threadIdx.x; i < d; i += blockDim.x) out[blockIdx.x * d + i] = acts[row * d + i];\n}\n")
+    m = source.parse(text)
+    prop = infer.infer(m.kernel("last_rows"), m)
+    assert not prop.valid
+    assert any("`batch` points to `Batch` records" in p and "batch->n_seqs" in p for p in prop.problems), prop.problems
+
+
+def test_a_struct_with_a_member_type_is_no_alias_and_its_refusal_names_the_member():
+    """mamba's SSMParamsBase declares `using index_t = uint64_t;` among its fields: the struct is
+    not uint64_t, and the refusal names the member it cannot give."""
+    from astra_cuda import infer
+    text = ("struct Params { using index_t = unsigned long; index_t stride; float* out; int n; };\n"
+            "__global__ void fill(Params p) {\n"
+            "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < p.n) p.out[i * p.stride] = 1.0f;\n}\n")
+    m = source.parse(text)
+    prop = infer.infer(m.kernel("fill"), m)
+    assert not prop.valid
+    assert any("`p` is a `Params` passed by value" in p and "using index_t" in p for p in prop.problems), prop.problems

@@ -692,3 +692,21 @@ def test_a_block_size_the_launcher_rounds_from_itself_is_read(project):
     s, p = infer(project, "thr.cu", "count")
     assert s.block == ("1024",) or list(s.block) == ["1024"], s.block
     assert not any("chosen by the caller" in n for n in p.notes), p.notes
+
+
+# each row's largest element, the row split between P blocks of B threads (FasterTransformer's
+# topk_stage1): a block whose lane starts past the row's end has nothing and writes at index -1
+SPLIT_ROWS = ("template <int B, int P>\n"
+              "__global__ void lane_max(const float* x, int* arg, int n) {\n"
+              "  const int row = blockIdx.x / P, lane = blockIdx.x % P;\n"
+              "  __shared__ int best;\n  if (threadIdx.x == 0) best = -1;\n  __syncthreads();\n"
+              "  for (int e = threadIdx.x + lane * B; e < n; e += B * P)\n"
+              "    if (x[row * n + e] > 0.0f) atomicMax(&best, row * n + e);\n"
+              "  __syncthreads();\n  if (threadIdx.x == 0) arg[blockIdx.x] = x[best] > 0.0f ? best : 0;\n}\n"
+              "void run(const float* x, int* arg, int rows, int n) { lane_max<128, 8><<<rows * 8, 128>>>(x, arg, n); }\n")
+
+
+def test_a_row_several_blocks_split_is_at_least_their_whole_step(project):
+    project("split.cu", SPLIT_ROWS)
+    s, p = infer(project, "split.cu", "lane_max")
+    assert "n >= 1024" in s.require, p.comment

@@ -6,6 +6,7 @@ and the checks on the assembled draft (launch bounds, requirements) read its int
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from dataclasses import dataclass, field
 
@@ -69,7 +70,8 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
     types = _Types(model, path, context)
     flat = structs.flatten(kernel, model, types.items, lambda t: types.resolve(t)[0] is not None)
     if flat is None:
-        return _infer(kernel, model, types, path=path, context=context, decide=decide)
+        p = _infer(kernel, model, types, path=path, context=context, decide=decide)
+        return dataclasses.replace(p, problems=p.problems + _records(kernel, types))
     p = _infer(flat.kernel, flat.model, _Types(flat.model, path, context), path=path, context=context, decide=decide,
                tables={f"{t}{structs.SEP}{structs.ROW}": dim for t, dim in flat.tables.items()})
     comment, notes = structs.unflatten(p.comment, p.notes, flat.fields, flat.tables)
@@ -79,12 +81,44 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
     for t, dim in flat.tables.items():
         notes.append(f"`{t}` is a table of device pointers, one per block along the grid's {'xyz'[dim]}: each "
                      f"entry's buffer measured from how the kernel reads it")
-    return Proposal(comment, notes, _problems(notes, kernel, model, comment))
+    return Proposal(comment, notes, _problems(notes, kernel, model, comment)
+                    + _records(flat.kernel, _Types(flat.model, path, context)))
 
 
 def _problems(notes: list[str], kernel: Kernel, model: SourceModel, comment: str) -> list[str]:
     """Why the draft is not proposed: what inference says it cannot know, then the validator's refusals."""
     return [n for n in notes if n.startswith(CANNOT)] + refusals(kernel, model, comment)
+
+
+def _records(kernel: Kernel, types: _Types) -> list[str]:
+    """Why no spec can describe a pointer to records whose fields the kernel reads
+    (`batch->n_tokens`, `seqs[i].start_idx`; DeepSpeed's ragged `RaggedBatchDescriptor*`): the spec
+    format has no buffer of structs, and the counts and offsets the kernel takes from them decide
+    what it reads — a draft that guessed them would only fail for a reason it hides. (A struct
+    passed by value is `CANNOT`'s note where `structs` cannot split it.)"""
+    body = access.kernel_body(kernel)
+    if body is None:
+        return []
+    out: list[str] = []
+    for p in kernel.params:
+        base = p.base_type.replace("const", "").replace("__restrict__", "").strip()
+        if not p.is_pointer or types.resolve(base)[0] is not None or base == "void" or "<" in base:
+            continue
+        read = None
+        for n in _walk(body):
+            if n.type != "field_expression":
+                continue
+            arg = n.child_by_field_name("argument")
+            while arg is not None and arg.type in ("parenthesized_expression", "subscript_expression"):
+                arg = arg.child_by_field_name("argument") if arg.type == "subscript_expression" else arg.named_children[0]
+            if arg is not None and arg.type == "identifier" and arg.text.decode() == p.name:
+                read = n.text.decode()
+                break
+        if read is not None:
+            out.append(f"{CANNOT}`{p.name}` points to `{base}` records whose fields the kernel reads (`{read}`): the spec "
+                       f"format has no buffer of structs, so the counts and offsets the kernel takes from them "
+                       f"cannot be given — this kernel cannot be checked from a spec yet")
+    return out
 
 
 def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | None = None,
@@ -283,6 +317,11 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
         if r not in require:
             require.append(r)
             notes.append(f"`{r}`: the kernel divides the sizes into that many equal parts, remainder dropped — required")
+    for r, line in _shared_rows(kernel, size_names, block, known_values):
+        if r not in require:
+            require.append(r)
+            notes.append(f"`{r}`: several blocks share each row of it, each from its own start in steps of the "
+                         f"whole group (line {line}): every block gets elements only from there on — required")
     for r, line in masks.power_of_two(kernel, helpers, size_names):
         if r not in require:
             require.append(r)
@@ -418,8 +457,8 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
                 args.append((p.name, f'{{ value = {value}, type = "float" }}'))
                 notes.append(f"{CANNOT}`{p.name}` is a `{p.type}` passed by value and the kernel reads its members "
                              f"(`{member}`), but Astra reads only structs of plain fields (pointers and numbers): "
-                             f"this one has constructors, member functions, nested structs or arrays, or is a "
-                             f"template — the spec format cannot give it yet")
+                             f"{structs.not_flattened(p.base_type.replace('const', '').strip(), types.items)} — the "
+                             f"spec format cannot give it yet")
             elif dt is None:
                 args.append((p.name, f'{{ value = {value}, type = "float" }}'))
                 notes.append(f"`{p.name}`: type {p.type!r} unknown, assumed float")
@@ -540,6 +579,46 @@ def _scatter(found: _Shapes) -> tuple[str, str] | None:
             or any(p in found.read_only or p in found.inout for p in users):
         return None
     return next(iter(found.tables)), " * ".join(d if d.isidentifier() or d.isdigit() else f"({d})" for d in shape)
+
+
+def _shared_rows(kernel: Kernel, size_names: list[str], block: list[str], values: dict[str, int]) -> list[tuple[str, int]]:
+    """(`n >= S`, line) for a loop over size `n` that several blocks split (FasterTransformer's
+    topk_stage1: `for (e = tid + lane * BLOCK; e < vocab; e += BLOCK * BLOCKS_PER_BEAM)`, `lane`
+    read from blockIdx): it starts at a block's own offset and steps a constant S wider than the
+    block. Below S elements some block has none, and its partial result is empty (an index of -1
+    the kernel writes through): the program's rows are far longer, so that is no edge to test."""
+    body = access.kernel_body(kernel)
+    threads = [int(b) for b in block if b.strip().isdigit()]
+    if body is None or len(threads) != len(block) or not threads:
+        return []
+    width = _prod(threads)
+    from_block: set[str] = {"blockIdx"}   # locals computed from the block's index, transitively
+    for d in _walk(body):
+        if d.type == "init_declarator" and d.child_by_field_name("value") is not None:
+            name = d.child_by_field_name("declarator")
+            used = {n.text.decode() for n in _walk(d.child_by_field_name("value")) if n.type == "identifier"}
+            if name is not None and name.type == "identifier" and used & from_block:
+                from_block.add(name.text.decode())
+    out: list[tuple[str, int]] = []
+    for loop in _walk(body):
+        if loop.type != "for_statement":
+            continue
+        init, cond, step = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update"))
+        if init is None or cond is None or step is None or step.type != "assignment_expression" \
+                or step.child_by_field_name("operator").type != "+=":
+            continue
+        if not {n.text.decode() for n in _walk(init) if n.type == "identifier"} & from_block:
+            continue
+        op, bound = cond.child_by_field_name("operator"), cond.child_by_field_name("right")
+        if op is None or op.type != "<" or bound is None or bound.text.decode() not in size_names:
+            continue
+        try:
+            stride = exprs.evaluate_int(step.child_by_field_name("right").text.decode(), values)
+        except exprs.ExprError:
+            continue
+        if stride >= 2 * width:
+            out.append((f"{bound.text.decode()} >= {stride}", kernel.span.start_line + loop.start_point[0] + 1))
+    return list(dict.fromkeys(out))
 
 
 def _whole_groups(kernel: Kernel, size_names: list[str], derived: dict[str, str]) -> list[str]:

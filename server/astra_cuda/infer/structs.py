@@ -42,23 +42,34 @@ class Flat:
 def struct_fields(type_name: str, items) -> list[tuple[str, str]] | None:
     """(C++ type as written, name) of each member of the struct `type_name` defined by one of
     `items` (`struct P {…};`, `typedef struct {…} P;`), or None where it is not such a struct."""
+    return _members(type_name, items)[0]
+
+
+def not_flattened(type_name: str, items) -> str:
+    """Why the struct `type_name` is not given field by field (for a kernel that reads its fields)."""
+    return _members(type_name, items)[1]
+
+
+def _members(type_name: str, items) -> tuple[list[tuple[str, str]] | None, str]:
     defs = [it for it in items if it.kind == "type" and type_name in it.defines]
     if len(defs) != 1:
-        return None
+        return None, (f"no definition of `{type_name}` read in the file or its project headers" if not defs else
+                      f"`{type_name}` is defined {len(defs)} times")
     tree = source.parser().parse(defs[0].text.encode())
     body = next((n for n in walk(tree.root_node) if n.type == "field_declaration_list"), None)
     if body is None or body.has_error:   # (the item's text may end without its `;`)
-        return None
+        return None, f"`{type_name}` is not a struct whose members Astra reads"
     out: list[tuple[str, str]] = []
     for decl in body.named_children:
         if decl.type == "comment":
             continue
+        what = decl.text.decode().split("\n")[0].strip()
         if decl.type != "field_declaration" or decl.child_by_field_name("type") is None:
-            return None
+            return None, f"its member `{what}` is no plain field"
         head = decl.child_by_field_name("type").text.decode()
         if any(c.type == "bitfield_clause" for c in decl.children) or \
                 decl.child_by_field_name("type").type in ("struct_specifier", "union_specifier"):
-            return None
+            return None, f"its member `{what}` is a bit-field or a nested struct"
         quals = " ".join(c.text.decode() for c in decl.children if c.type == "type_qualifier")
         for d in decl.children_by_field_name("declarator"):
             stars, node = "", d
@@ -66,9 +77,9 @@ def struct_fields(type_name: str, items) -> list[tuple[str, str]] | None:
                 stars += "*"
                 node = node.child_by_field_name("declarator")
             if node is None or node.type != "field_identifier":
-                return None   # an array, a function pointer: not flattened
+                return None, f"its member `{what}` is an array or a function pointer"   # not flattened
             out.append((" ".join(x for x in (quals, head) if x) + (" " + stars if stars else ""), node.text.decode()))
-    return out or None
+    return (out, "") if out else (None, f"`{type_name}` has no fields")
 
 
 def flatten(kernel: Kernel, model: SourceModel, items, known) -> Flat | None:

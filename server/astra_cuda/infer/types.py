@@ -300,15 +300,20 @@ def _why_branch(item) -> str:
 
 
 def _typedef_target(text: str, name: str) -> str | None:
-    """'typedef __nv_bfloat16 floatX;' -> '__nv_bfloat16'; 'using T = float;' -> 'float'."""
+    """'typedef __nv_bfloat16 floatX;' -> '__nv_bfloat16'; 'using T = float;' -> 'float'. Only the
+    declaration of `name` itself: a struct's member type (`struct P { using index_t = uint64_t; …}`,
+    mamba's SSMParamsBase) says nothing of what P is."""
     node = source.parser().parse(text.encode()).root_node
     for n in _walk(node):
         if n.type == "type_definition":
+            declared = {d.text.decode().lstrip("*& ") for d in n.children_by_field_name("declarator")}
             tn = n.child_by_field_name("type")
-            return " ".join(tn.text.decode().split()) if tn is not None else None
+            if name in declared or not declared:
+                return " ".join(tn.text.decode().split()) if tn is not None else None
         if n.type == "alias_declaration":
-            tn = n.child_by_field_name("type")
-            return " ".join(tn.text.decode().split()) if tn is not None else None
+            tn, alias = n.child_by_field_name("type"), n.child_by_field_name("name")
+            if alias is None or alias.text.decode() == name:
+                return " ".join(tn.text.decode().split()) if tn is not None else None
     return None
 
 
