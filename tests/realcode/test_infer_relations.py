@@ -189,3 +189,22 @@ def test_a_vector_objects_load_and_store_move_one_vector_of_the_pointer():
                            type_bytes=sizes.get)
     assert facts.uses["a"].read and not facts.uses["a"].written and facts.uses["a"].hi == 8 * 64 - 1
     assert facts.uses["m"].written and not facts.uses["m"].read and facts.uses["m"].hi == 8 * 64 - 1
+
+
+# tokens of `batch` padded sequences, written head by head (FasterTransformer's
+# add_fusedQKV_bias_transpose without padding): the output is whole only when tokens = batch * seq
+SPLIT_HEADS = ("__global__ void split_heads(float* q, const float* qkv, int batch, int seq, int tokens, int heads, int d) {\n"
+               "  int n = heads * d;\n"
+               "  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < tokens * n; i += blockDim.x * gridDim.x) {\n"
+               "    int t = i / n, b = t / seq, s = t % seq, h = (i % n) / d, c = i % d;\n"
+               "    q[((b * heads + h) * seq + s) * d + c] = qkv[i];\n  }\n}\n"
+               "void run(float* q, const float* qkv, int batch, int seq, int tokens, int heads, int d) {\n"
+               "  split_heads<<<(tokens * heads * d + 255) / 256, 256>>>(q, qkv, batch, seq, tokens, heads, d);\n}\n")
+
+
+def test_a_count_of_rows_is_tried_as_the_product_of_two_sizes(project):
+    from astra_cuda import api
+    path = project("heads.cu", SPLIT_HEADS)
+    snap = api.snapshot(SPLIT_HEADS, str(path))
+    p = api.infer.infer(snap.model.kernel("split_heads"), snap.model, path=str(path), decide={"sizes": "equal"})
+    assert 'tokens = "batch * seq"' in " ".join(p.comment.split()), p.comment

@@ -151,7 +151,7 @@ def _same_shapes(good: dict, tried, fitted, equal: dict[str, str]) -> bool:
     fixed, samples = tried
     now = {p: fitted(samples, e, fixed) for p, e in _extents_of(samples).items() if e is not None}
     def norm(shape):
-        return sorted(equal.get(d.strip(), d.strip()) for dim in shape for d in dim.split("*"))
+        return sorted(x.strip() for dim in shape for d in dim.split("*") for x in equal.get(d.strip(), d.strip()).split("*"))
     return all(p in now and now[p] is not None and norm(now[p]) == norm(shape) for p, shape in good.items())
 
 
@@ -279,7 +279,16 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
             if moved is not None and any(extents(moved)[p] != known[p] for p in bad):
                 cands.append(n)
         good = {p: fitted(base, e, fixed) for p, e in known.items() if e is not None and p not in bad}
-        for a, b in list(itertools.combinations(cands, 2))[:MAX_EQUAL_TRIES]:
+        free = [n for n in names if n != TABLE and n not in fixed and n not in (derived or {}) and not is_stride(n)]
+        # a count of rows that is the product of two others (`token_num` tokens of `batch_size`
+        # sequences of `seq_len`, written to [batch, heads, seq, d]) after two sizes equal; the
+        # count the launch sizes its grid by first (it is the work, the others the output's layout)
+        # (any size: a count the output's extent moves with only at whole multiples is no candidate)
+        counts = sorted(free, key=lambda n: n not in launch_names)
+        tries = [(a, b) for a, b in itertools.combinations(cands, 2)][:MAX_EQUAL_TRIES] + \
+            [(a, f"{b} * {c}") for a in counts for b, c in itertools.combinations([n for n in free if n != a], 2)
+             ][:MAX_EQUAL_TRIES]
+        for a, b in tries:
             tried = solve({a: b})
             # taken only where every pointer then fits and those that fitted before keep their shape
             if tried is not None and not unfit(tried) and _same_shapes(good, tried, fitted, {a: b}):

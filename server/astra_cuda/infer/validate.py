@@ -57,7 +57,9 @@ def alternatives(first: Proposal, trial: Trial, redo: Callable[[dict[str, str]],
     # flags, per-row counts), takes the path built for it and leaves its outputs unwritten or
     # reaches past them: the caller's usual call leaves it out (no such pointer: no new draft)
     if checks & {"launch", "sanitize", "poison", "not_constant", "inputs_unchanged"}:
-        alt = redo({"optional": "null"})
+        # with sizes taken equal (or one the product of two) where only then the accesses fit: the
+        # table's offsets out, a count of tokens is batch times sequence (FasterTransformer's padding_offset)
+        alt = redo({"optional": "null", "sizes": "equal"})
         if alt is not None:
             out.append(alt)
     if checks & {"poison", "inputs_unchanged"}:
