@@ -1,5 +1,6 @@
 """The gate's behaviour end to end on the CPU backend: modes, errors, cancellation, timing
 re-validation, feedback."""
+import hashlib
 import threading
 
 import pytest
@@ -158,11 +159,17 @@ __global__ void scale(float* out, const float* x, int n) {
 """
 
 
-def scale_units(tmp_path, *bodies):
-    """A small kernel (fast on the CPU) in versions differing in the body only."""
+@pytest.fixture(scope="module")
+def scale_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("scale")
+
+
+def scale_units(folder, *bodies):
+    """A small kernel (fast on the CPU) in versions differing in the body only; one file per body
+    (the same version in two tests is built once)."""
     out = []
-    for k, body in enumerate(bodies):
-        f = tmp_path / f"scale{k}.cu"
+    for body in bodies:
+        f = folder / f"scale-{hashlib.sha256(body.encode()).hexdigest()[:12]}.cu"
         f.write_text(SCALE.replace("BODY", body))
         out.append(extract.unit(f.read_text(), str(f), "scale"))
     model = source.parse(f.read_text())
@@ -188,12 +195,12 @@ def count_launches(backend, monkeypatch, original):
     return counts
 
 
-def test_an_original_checked_in_its_rewrites_gate_runs_once_per_case(cpu, tmp_path, monkeypatch):
+def test_an_original_checked_in_its_rewrites_gate_runs_once_per_case(cpu, scale_dir, monkeypatch):
     """Issue 29: a rerun gates its original with the remembered rewrite (`verify_reference`): each
     case of the suite runs the original once, as the rewrite's reference, instead of once in its
     own gate (twice there: as reference and as candidate) and again as the rewrite's reference.
     The rewrite's own checks are the same; the original's single-kernel checks still run."""
-    original, rewrite, spec = scale_units(tmp_path, "out[i] = 2.0f * x[i];", "out[i] = x[i] + x[i];")
+    original, rewrite, spec = scale_units(scale_dir, "out[i] = 2.0f * x[i];", "out[i] = x[i] + x[i];")
     counts = count_launches(cpu, monkeypatch, original)
     alone = gate.check(original, original, spec, cpu, seed=5, quick=True)
     then = gate.check(original, rewrite, spec, cpu, seed=5, quick=True)
@@ -209,11 +216,24 @@ def test_an_original_checked_in_its_rewrites_gate_runs_once_per_case(cpu, tmp_pa
     assert separate["original"] - 3 * cases == counts["original"] - cases > 0
 
 
-def test_an_original_that_fails_its_own_gate_fails_the_gate_it_shares(cpu, tmp_path):
+def test_an_original_that_fails_its_own_gate_fails_the_gate_it_shares(cpu, scale_dir):
+    """Judged on its runs in the suite: a read-only input it overwrites."""
     original, rewrite, spec = scale_units(
-        tmp_path, "out[i] = 2.0f * x[i]; const_cast<float*>(x)[i] = 0.0f;", "out[i] = x[i] + x[i];")
+        scale_dir, "out[i] = 2.0f * x[i]; const_cast<float*>(x)[i] = 0.0f;", "out[i] = x[i] + x[i];")
     assert gate.check(original, rewrite, spec, cpu, quick=True).passed   # as a reference only: not judged
     alone = gate.check(original, original, spec, cpu, quick=True)
     v = gate.check(original, rewrite, spec, cpu, quick=True, verify_reference=True)
     assert not alone.passed and alone.failures[0].check == "inputs_unchanged", alone.human()
     assert v.status == "error" and "the reference modified its read-only input `x`" in v.log, v.human()
+
+
+def test_an_original_that_fails_a_check_of_its_own_fails_the_gate_it_shares(cpu, scale_dir):
+    """Judged by its single-kernel checks after the suite: a shared-memory race that the default
+    thread order hides (the rewrite matches the original's result in that order), which the
+    reversed order shows."""
+    racy = ("__shared__ float t[128]; t[threadIdx.x] = x[i]; "
+            "out[i] = 2.0f * t[threadIdx.x > 0 ? threadIdx.x - 1 : 0];")
+    original, rewrite, spec = scale_units(scale_dir, racy, "out[i] = 2.0f * x[threadIdx.x > 0 ? i - 1 : i];")
+    assert gate.check(original, rewrite, spec, cpu, quick=True).passed   # as a reference only: not judged
+    v = gate.check(original, rewrite, spec, cpu, quick=True, verify_reference=True)
+    assert v.status == "error" and "the reference does not pass the gate on its own (schedules" in v.log, v.human()
