@@ -710,3 +710,20 @@ def test_a_row_several_blocks_split_is_at_least_their_whole_step(project):
     project("split.cu", SPLIT_ROWS)
     s, p = infer(project, "split.cu", "lane_max")
     assert "n >= 1024" in s.require, p.comment
+
+
+# a launcher's width passed halved to a kernel over pairs (FasterTransformer's half2 transpose:
+# `size_per_head / 2`, its block `seq_per_block * size_per_head / 2`): in the launch's grid and block
+# the launcher's width is twice the kernel's
+PAIRS = ("__global__ void twice(float2* out, const float2* in, int d) {\n"
+         "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+         "  out[i] = make_float2(2.0f * in[i].x, 2.0f * in[i].y);\n}\n"
+         "void run(float* out, const float* in, int rows, int d) {\n"
+         "  twice<<<rows / 4, 4 * d / 2>>>((float2*)out, (const float2*)in, d / 2);\n}\n")
+
+
+def test_a_size_passed_halved_is_half_the_launchers_in_the_launch(project):
+    from astra_cuda.model import exprs
+    project("pairs.cu", PAIRS)
+    s, p = infer(project, "pairs.cu", "twice")
+    assert exprs.evaluate_int(s.block[0], {"d": 5}) == 20, p.comment   # four rows of 5 pairs

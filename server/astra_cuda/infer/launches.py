@@ -54,6 +54,15 @@ def _site_mapping(kernel: Kernel, site: LaunchSite, size_names: list[str]) -> di
         # a literal argument (`32`) says nothing of other 32s in the launch: it is no size's name
         if p.name in size_names and (node is None or node.type != "number_literal"):
             mapping[arg.strip()] = p.name
+            # a launcher's value passed halved (`size_per_head / 2` to a half2 kernel): that host
+            # name is twice the kernel's size wherever the launch's grid and block name it
+            if node is not None and node.type == "binary_expression":
+                op = node.child_by_field_name("operator").type
+                left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+                if op in ("/", ">>") and left is not None and left.type == "identifier" and right is not None \
+                        and right.type == "number_literal" and right.text.decode().isdigit():
+                    k = int(right.text.decode())
+                    mapping[left.text.decode()] = f"({p.name} * {k if op == '/' else 2 ** k})"
     return mapping
 
 

@@ -115,8 +115,8 @@ def _records(kernel: Kernel, types: _Types) -> list[str]:
                 read = n.text.decode()
                 break
         if read is not None:
-            out.append(f"{CANNOT}`{p.name}` points to `{base}` records whose fields the kernel reads (`{read}`): the spec "
-                       f"format has no buffer of structs, so the counts and offsets the kernel takes from them "
+            out.append(f"{CANNOT}`{p.name}` points to `{base}` records whose fields the kernel reads (`{read}`): a buffer "
+                       f"of structs cannot be expressed in the spec format, so the counts and offsets the kernel takes from them "
                        f"cannot be given — this kernel cannot be checked from a spec yet")
     return out
 
