@@ -238,9 +238,6 @@ MEANING = {
     # device code picks the host overload in an unevaluated operand: sizeof is 8 in the file
     "a left-out overload": ("double pick(int x) { return x; }\n__device__ float pick(float x) { return x; }\n"
                             "__global__ void k(int* o) { o[0] = sizeof(decltype(pick(1))); }\n", "pick"),
-    "a left-out declaration": ("double host_helper(int x);\n"
-                               "__global__ void k(int* o) { o[0] = sizeof(decltype(host_helper(1))); }\n",
-                               "host_helper"),
 }
 
 
@@ -416,3 +413,36 @@ def test_an_alias_template_the_kernel_uses_is_in_the_cut(project):
     assert "using vec4_t = vec_n_t<scalar_t, 4>;" in u.source and "vec_n_t { scalar_t val[vec_size]; }" in u.source
     check = cutcheck.check(u)
     assert check.ok or not check.checked, check.message
+
+
+KEPT = {
+    # a declaration has no code to leave out: device code names it where nothing runs (CuTe's
+    # `decltype(detail::has_tuple_size((T*)0))`), so it stays
+    "a host declaration in an unevaluated operand": "double host_helper(int x);\n"
+    "__global__ void k(int* o) { o[0] = sizeof(decltype(host_helper(1))); }\n",
+    # the `;` after a namespace is not the `;` of the last item in it (CUTLASS's float_subbyte.h)
+    "a namespace closed with `};`": "namespace detail { struct S { int v; }; };\n"
+    "template <class T> struct sz;\ntemplate <> struct sz<detail::S> { static constexpr int value = 4; };\n"
+    "__global__ void k(int* o) { o[0] = sz<detail::S>::value; }\n",
+}
+
+
+@needs_nvcc
+@pytest.mark.parametrize("case", sorted(KEPT))
+def test_what_device_code_names_only_in_types_is_kept(project, case):
+    f = project("k.cu", KEPT[case])
+    r = cutcheck.check(extract.unit(KEPT[case], str(f), "k"))
+    assert r.checked and r.ok, r.message
+
+
+def test_a_parameter_is_not_the_type_of_its_name(project):
+    # CUTLASS's basic_gemm: the kernel's parameter `C` pulled CuTe's `C<N>` and with it 30,000
+    # lines of CuTe into the cut of a kernel that uses none of it
+    text = ("template <int N> struct C { static constexpr int value = N; };\n"
+            "__device__ float scale(float A) { float B = A; return 2 * B; }\n"
+            "struct B { int x; };\n"
+            "__global__ void k(float* C, const float* A) { float acc = scale(A[0]); C[0] = acc; }\n")
+    f = project("k.cu", text)
+    u = extract.unit(text, str(f), "k")
+    assert "scale" in u.source and "struct C" not in u.source and "struct B" not in u.source, u.source
+

@@ -8,7 +8,9 @@ What is kept, in the file's order and under the file's namespaces and `extern "C
   and host-device functions (every overload), `constexpr` functions, types of every kind (whole:
   a struct with its trailing `;`, an enum with its enumerators, a template with all its partial
   and explicit specializations and its members defined outside it), device, constant and
-  `const` variables, aliases and using-declarations;
+  `const` variables, aliases and using-declarations, and function declarations (no code: device
+  code may name a host one where nothing runs, in `decltype`) — a name the item declares for
+  itself, a parameter or local variable, is not a reference (a parameter `C` is not CuTe's `C<N>`);
 - free device operators (their calls have no names): those of the project's types with the
   type, the others always;
 - every `#define`/`#undef` of the project's files in place (a header of the toolkit included
@@ -333,17 +335,33 @@ class _Deep(Exception):
 
 
 def _idents(node: Node) -> set[str]:
-    """The names under `node`; raises _Deep where it nests past MAX_DEPTH."""
-    out, stack = set(), [(node, 0)]
+    """The names under `node` but those of its own parameters and local variables where they stand
+    for them (a kernel's parameter `C` is not CuTe's `C<N>`: names are all the cut goes by);
+    raises _Deep where it nests past MAX_DEPTH."""
+    out: set[str] = set()
+    plain: set[str] = set()
+    local: set[str] = set()
+    stack: list[tuple[Node, int, str]] = [(node, 0, "")]
     while stack:
-        n, depth = stack.pop()
+        n, depth, parent = stack.pop()
         if n.type in _IDENTS:
-            out.add(_text(n))
+            (plain if n.type == "identifier" and parent not in _NAMING else out).add(_text(n))
+        elif depth and n.type in _LOCALS:
+            for d in n.children_by_field_name("declarator"):
+                name = _declarator_name(d)
+                if name is not None and name.type == "identifier":
+                    local.add(_text(name))
         if depth >= MAX_DEPTH and n.child_count:
             raise _Deep(n.start_byte, f"the code nests more than {MAX_DEPTH} levels deep once macros are expanded "
                         "(an expression or macro that explodes? compilers take minutes on such code)")
-        stack.extend((c, depth + 1) for c in n.children)
-    return out
+        stack.extend((c, depth + 1, n.type) for c in n.children)
+    return out | (plain - local)
+
+
+# Where a plain identifier is a name of something else than a local: `C<3>{}`, `cute::C`.
+_NAMING = ("template_function", "qualified_identifier")
+# Declarations of names local to an item (below its top).
+_LOCALS = ("parameter_declaration", "optional_parameter_declaration", "declaration")
 
 
 def _base(name_node: Node | None) -> str:
@@ -430,8 +448,11 @@ class _Reader:
     def read(self, nodes: list[Node], scope: tuple[str, ...]) -> None:
         for node in nodes:
             t = node.type
-            if t == ";":
-                if self.items and self.items[-1].kind not in ("directive", "include"):
+            if t == ";" or t == "expression_statement" and node.child_count == 1:
+                # an empty statement is the `;` of the item before it that tree-sitter's recovery
+                # from a construct it misreads (`cute::tuple<T...>> &&>`) left outside it; never of
+                # an item inside the namespace this `;` follows (`namespace detail {...};`)
+                if self.items and self.items[-1].kind not in ("directive", "include") and self.items[-1].scope == scope:
                     self.items[-1].end = node.end_byte  # `struct S {...};` ends at its `;`
                 continue
             if t in ("comment", "{", "}"):
@@ -530,7 +551,7 @@ class _Reader:
         if spec is not None and spec.type in _TYPES and spec.child_by_field_name("body") is not None:
             defines |= _type_names(spec)[0]   # `struct S {...} s;`
         fdecl = _function_declarator(inner.child_by_field_name("declarator"))
-        if fdecl is not None and (t == "function_definition" or inner.child_by_field_name("declarator") is fdecl
+        if fdecl is not None and (t == "function_definition" or inner.child_by_field_name("declarator") == fdecl  # `is`: never (a new Node each call)
                                   or fdecl.parent is not None and fdecl.parent.type in (
                                       "pointer_declarator", "reference_declarator")):
             name = _declarator_name(fdecl.child_by_field_name("declarator"))
@@ -547,9 +568,13 @@ class _Reader:
                 it.kind, it.defines = "kernel", frozenset({base})
                 return
             it.kind = "function"
-            it.device = bool(specs & _DEVICE_SPECS)
+            # a declaration alone has no code to leave out: device code may name it where nothing
+            # runs (CuTe's `decltype(detail::has_tuple_size((T*)0))`); not an operator's, which
+            # nothing names (the host's `operator<<(std::ostream&, half_t)` would come with its type)
+            it.device = bool(specs & _DEVICE_SPECS) or t == "declaration"
             if name is not None and name.type == "operator_name" or base.startswith("operator"):
                 it.kind = "operator"
+                it.device = bool(specs & _DEVICE_SPECS)
             it.defines = frozenset({base} | defines) if base else frozenset(defines)
             return
         names = {_base(_declarator_name(d)) for d in inner.children_by_field_name("declarator")}
