@@ -29,7 +29,7 @@ from ..contract import DEFAULT_ARCH
 if TYPE_CHECKING:
     from .extract import CompileUnit
 
-CACHE_VERSION = 5  # bump when the comparison changes
+CACHE_VERSION = 6  # bump when the comparison changes
 
 
 @dataclass(frozen=True)
@@ -51,11 +51,11 @@ _NUMBERED = re.compile(r"(__local_depot|\$L__BB)\d+")  # numbered by the functio
 
 def _internal_names(ptx: str) -> str:
     """Names of internal linkage carry a hash of the file's path and build: `_ZN43_INTERNAL_
-    e97c5749_7_cub1_cu_a3d46045_17955...`; the mangled length says where each ends."""
+    e97c5749_7_cub1_cu_a3d46045_17955...`; the mangled length says where each ends. Read one after
+    the other: an anonymous namespace right after the file's (`…_a3d46045_1795552_GLOBAL__N__…`,
+    apex's softmax headers) has its length next to the hash's last digits."""
     out, at = [], 0
-    for m in _INTERNAL.finditer(ptx):
-        if m.start() < at:
-            continue
+    while (m := _INTERNAL.search(ptx, at)) is not None:
         n = int(m.group(1))
         out.append(ptx[at:m.start()])
         out.append("9_INTERNAL" if m.group(2) == "_INTERNAL_" else "11_GLOBAL__N_")
