@@ -157,7 +157,8 @@ def test_nvccs_steps_are_the_device_preprocessor_and_cicc_writing_no_ptx():
     assert not any("cpp4.ii" in s or "cudafe++" in s for s in steps)
     assert steps[-2].endswith('-o "/b/a.cpp1.ii"')
     cicc = steps[-1]
-    assert cicc.endswith("-o /dev/null") and "cicc" in cicc and "--gen_module_id_file --module_id_file_name" in cicc
+    assert cicc.endswith("-o /dev/null") and cicc.startswith('"$CICC_PATH/cicc" -O0 ')
+    assert "--gen_module_id_file --module_id_file_name" in cicc
     assert not any("ptxas" in s for s in steps)
     # a listing whose cicc reads a file no step writes gives no plan (rather than a wrong one)
     assert instances._steps(listing.replace('-o "/b/a.cpp1.ii"', '-o "/b/other.ii"')) == []

@@ -166,9 +166,9 @@ def _read_headers(build: str, links: dict[str, str], path: str) -> list[str]:
 
 def _steps(dryrun: str) -> list[str]:
     """The steps of nvcc's `-dryrun` listing that make the stubs: its variable settings that are one
-    word (`CICC_PATH=…`), exported; the device preprocessor that writes cicc's input; cicc, with
-    its PTX sent to /dev/null and the module id written by itself (`--gen_module_id_file`).
-    cicc's front end instantiates the kernels and writes the stubs; the host preprocessor and
+    word (`CICC_PATH=…`), exported; the device preprocessor that writes cicc's input; cicc,
+    unoptimised (`-O0`), its PTX sent to /dev/null, the module id written by itself
+    (`--gen_module_id_file`). cicc's front end instantiates the kernels and writes the stubs; the host preprocessor and
     `cudafe++` before it (whose output the host compiler reads, and which only gives cicc the
     module id) and everything after it (ptxas, fatbinary, the host compiler) are left out —
     `cudafe++` alone parsed a PyTorch extension's headers for as long as cicc did."""
@@ -198,6 +198,8 @@ def _steps(dryrun: str) -> list[str]:
         cicc = re.sub(r'(\s-o\s+)("[^"]*"|\S+)', r"\1/dev/null", line)
         if "--gen_module_id_file" not in words:
             cicc = cicc.replace("--module_id_file_name", "--gen_module_id_file --module_id_file_name", 1)
+        # unoptimised: the stubs are the front end's, and NVVM's optimizer is a quarter of the rest
+        cicc = re.sub(r'^("[^"]*"|\S+)', r"\1 -O0", cicc, count=1)
         return out + [writer, cicc]
     return []
 
