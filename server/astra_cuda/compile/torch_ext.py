@@ -14,13 +14,10 @@ import dataclasses
 import os
 import sysconfig
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
-from tree_sitter import Query, QueryCursor
-
 from . import confine
-from ..model import source
+from .headers import includes_in
 from .project import ProjectContext
 
 TORCH_HEADERS = ("torch/", "ATen/", "c10/")   # the header folders torch installs
@@ -103,26 +100,6 @@ def read_dirs() -> tuple[str, ...]:
     return (*installed_include_dirs(), *((py,) if py else ()))
 
 
-@lru_cache(maxsize=1)
-def _include_query() -> Query:
-    return Query(source.language(), "(preproc_include path: (_) @path)")  # type: ignore[no-any-return]
-
-
-@lru_cache(maxsize=256)
-def _includes(text: str) -> tuple[tuple[str, bool], ...]:
-    """(header, quoted) of each #include of a text, parsed once per content. A tree-sitter query
-    (in C) rather than the source model, which makes an item of every comment and line: a 6 MB
-    header of comments took 50 s here."""
-    tree = source.parser().parse(text.encode("utf-8", errors="replace"))
-    paths = QueryCursor(_include_query()).captures(tree.root_node).get("path", [])
-    out = []
-    for node in sorted(paths, key=lambda n: n.start_byte):
-        header = (node.text or b"").decode("utf-8", errors="replace").strip('<>"')
-        if header:
-            out.append((header, node.type == "string_literal"))
-    return tuple(out)
-
-
 def uses_torch(text: str, path: str, context: ProjectContext) -> bool:
     """Whether the file, or a project header it includes (transitively), includes torch's."""
     here = os.path.dirname(os.path.abspath(path)) if path else os.getcwd()
@@ -131,7 +108,7 @@ def uses_torch(text: str, path: str, context: ProjectContext) -> bool:
     todo, seen = [(text, here)], set[str]()
     while todo and len(seen) < MAX_HEADERS:
         body, folder = todo.pop()
-        for header, quoted in _includes(body):
+        for header, quoted in includes_in(body):
             if header.startswith(TORCH_HEADERS):
                 return True
             for d in ([folder] if quoted else []) + dirs:
