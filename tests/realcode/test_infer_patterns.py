@@ -727,3 +727,18 @@ def test_a_size_passed_halved_is_half_the_launchers_in_the_launch(project):
     project("pairs.cu", PAIRS)
     s, p = infer(project, "pairs.cu", "twice")
     assert exprs.evaluate_int(s.block[0], {"d": 5}) == 20, p.comment   # four rows of 5 pairs
+
+
+def test_indices_a_block_index_outreaches_at_the_probes_are_still_drawn_within_their_rows(project):
+    """FlashInfer SamplingFromProb: `row = idx == nullptr ? blockIdx.x : idx[blockIdx.x]`. Where the
+    probes' table was smaller than the grid, the block index alone set the reach and `idx` got no
+    bounds (small signed numbers: a negative row faulted); probed with the table the largest size,
+    its values are drawn below the rows they pick."""
+    project("pick.cu", "__global__ void pick_rows(float* out, const float* x, const int* idx, int d) {\n"
+                       "  int row = idx == nullptr ? blockIdx.x : idx[blockIdx.x];\n"
+                       "  for (int j = threadIdx.x; j < d; j += blockDim.x) out[blockIdx.x * d + j] = x[row * d + j];\n}\n"
+                       "void run(float* o, const float* x, const int* idx, int rows, int d) {\n"
+                       "  pick_rows<<<rows, 128>>>(o, x, idx, d);\n}\n")
+    s, p = infer(project, "pick.cu", "pick_rows")
+    init = s.args["idx"].init
+    assert init.kind == "randint" and init.exprs[0] == "0" and init.exprs[1] == s.args["x"].shape[0], (init, p.comment)

@@ -172,7 +172,7 @@ def is_stride(name: str) -> bool:
 def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[str], elem_bytes: dict[str, int],
             int_params: set[str], constants: dict[str, int], lanes: dict[str, int] | None = None,
             derived: dict[str, str] | None = None, helpers=None, equal_sizes: bool = False,
-            type_bytes=None, require: list[str] = ()) -> _Shapes | None:
+            type_bytes=None, require: list[str] = (), table_first: bool = False) -> _Shapes | None:
     """Each pointer's shape fitted to the extents the kernel reaches. A stride parameter of a
     contiguous layout (`token_idx * query_stride + head_idx * head_stride + i`) gets its
     contiguous value: innermost first (strides are listed outermost first), each stride is the
@@ -193,6 +193,8 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
             # multiples of 16: a row split into packets of 8 (`hidden / 8`) is then read whole; the
             # sixth size on is one more than the size five before it, so no two sizes are equal
             sizes = {n: (_PROBE_VALUES[(i + k) % 5] + i // 5) * (k + 2) * 16 for i, n in enumerate(names)}
+            if table_first:   # the table larger than every other size: what its indices reach shows
+                sizes[TABLE] = 2 * sum(v for n, v in sizes.items() if n != TABLE) + 16
             for num, den in divided:   # `hidden_dim / heads` threads: a whole multiple, as the launcher has it
                 sizes[num] *= sizes[den] // 16
             for hi, lo in differences:   # `(max - min) / 8` blocks: the first above the second
@@ -372,6 +374,15 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
                 shapes[p], partial = fit, partial | {p}
     last = samples[-1][1].uses
     uses_table = any(TABLE in " ".join(v) for v in shapes.values())
+    if not uses_table and not table_first and not equal and any(
+            u.table_loads and not u.written for n, u in last.items() if n in int_params):
+        # indices read but no shape measured by them: at the probe sizes another bound reached further
+        # (`row = indices ? indices[bx] : bx`) — probed again with the table the largest size, the
+        # arrays they index are that many rows and the indices are drawn below it
+        again = _shapes(kernel, size_names, grid, block, elem_bytes, int_params, constants, lanes, derived, helpers,
+                        equal_sizes, type_bytes, require, table_first=True)
+        if again is not None and again.uses_table:
+            return again
     return _Shapes(shapes, {n for n, u in last.items() if u.read and u.written},
                    # a pointer never touched (`residual` where has_residual is false) is no output either
                    {n for n, u in last.items() if not u.written},
