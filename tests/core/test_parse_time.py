@@ -115,3 +115,15 @@ def test_a_large_documents_parse_is_refused_by_a_child_first(monkeypatch):
         parse_apart.check(text)
     assert e.value.line == 2 and not isinstance(e.value, parse_time.TooManyNodes)
     assert parse_apart.check((ROOT / "examples" / "silu_and_mul.cu").read_text()) is None
+
+
+def test_a_headers_refusal_names_the_header(monkeypatch, tmp_path):
+    """A project header past the bounds, met while its includes are read (the header digest, the
+    PyTorch check): refused under its own name, not as 'the text'."""
+    from astra_cuda.compile import headers
+    monkeypatch.setattr(parse_time, "MAX_NODES", 3_000)
+    (tmp_path / "flood.cuh").write_text("a;" * 2_000 + "\n")
+    k = tmp_path / "k.cu"
+    k.write_text('#include "flood.cuh"\n__global__ void k(float* x) { x[0] = 1; }\n')
+    with pytest.raises(parse_time.TooManyNodes, match="^flood.cuh is too large to read"):
+        headers.header_digest(k.read_text(), str(k), [])

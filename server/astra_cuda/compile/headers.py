@@ -14,7 +14,7 @@ from tree_sitter import Query, QueryCursor
 from . import confine
 from .. import files
 from ..errors import AstraError
-from ..model import source
+from ..model import parse_time, source
 from .project import ProjectContext
 
 MAX_HEADERS = 64          # project headers read into one unit
@@ -42,12 +42,14 @@ def _include_query() -> Query:
 
 
 @lru_cache(maxsize=512)
-def includes_in(text: str) -> tuple[tuple[str, bool], ...]:
+def includes_in(text: str, name: str = "the file") -> tuple[tuple[str, bool], ...]:
     """(header, quoted) of each #include of a text, parsed once per content (the digest below runs
     before every build-cache lookup). A tree-sitter query (in C) rather than the source model,
     which makes an item of every comment and line: a 6 MB header of comments took 50 s, and a
-    check built the file's model here a third time (1.7 million nodes of `a;`: ~5 s of CPU)."""
-    tree = source.parser().parse(text.encode("utf-8", errors="replace"))
+    check built the file's model here a third time (1.7 million nodes of `a;`: ~5 s of CPU).
+    `name`: the file as a refusal of its parse names it (a header as its #include writes it)."""
+    with parse_time.reading(name):
+        tree = source.parser().parse(text.encode("utf-8", errors="replace"))
     paths = QueryCursor(_include_query()).captures(tree.root_node).get("path", [])
     out = []
     for node in sorted(paths, key=lambda n: n.start_byte):
@@ -67,11 +69,11 @@ def header_digest(text: str, filename: str, options: Sequence[str]) -> str:
     h = hashlib.sha256()
     top = os.path.dirname(os.path.abspath(filename)) if filename else os.getcwd()
     policy = confine.for_unit([f"-I{top}", *options])  # what the compiler itself may read
-    todo = [(text, top)]
+    todo = [(text, top, os.path.basename(filename) if filename else "the file")]
     seen: set[str] = set()
     while todo and len(seen) < 4 * MAX_HEADERS:
-        body, here = todo.pop()
-        for header, quoted in includes_in(body):
+        body, here, name = todo.pop()
+        for header, quoted in includes_in(body, name):
             for d in ([here] if quoted else []) + dirs:
                 f = Path(d) / header
                 if f.is_file():
@@ -81,7 +83,7 @@ def header_digest(text: str, filename: str, options: Sequence[str]) -> str:
                         with open(key, "rb") as fh:
                             data = fh.read(files.MAX_BYTES)
                         h.update(key.encode() + b"\0" + data + b"\0")
-                        todo.append((data.decode("utf-8", errors="replace"), str(f.resolve().parent)))
+                        todo.append((data.decode("utf-8", errors="replace"), str(f.resolve().parent), header))
                     break
     return h.hexdigest()[:16] if seen else ""
 

@@ -105,10 +105,10 @@ def uses_torch(text: str, path: str, context: ProjectContext) -> bool:
     here = os.path.dirname(os.path.abspath(path)) if path else os.getcwd()
     dirs = list(context.include_dirs)
     policy = confine.for_unit([f"-I{here}", *context.options()])  # what the compiler may read
-    todo, seen = [(text, here)], set[str]()
+    todo, seen = [(text, here, os.path.basename(path) if path else "the file")], set[str]()
     while todo and len(seen) < MAX_HEADERS:
-        body, folder = todo.pop()
-        for header, quoted in includes_in(body):
+        body, folder, name = todo.pop()
+        for header, quoted in includes_in(body, name):
             if header.startswith(TORCH_HEADERS):
                 return True
             for d in ([folder] if quoted else []) + dirs:
@@ -118,7 +118,7 @@ def uses_torch(text: str, path: str, context: ProjectContext) -> bool:
                     if real not in seen and policy.allows(real):
                         seen.add(real)
                         try:
-                            todo.append((f.read_text(errors="replace")[:1 << 22], str(Path(real).parent)))
+                            todo.append((f.read_text(errors="replace")[:1 << 22], str(Path(real).parent), header))
                         except OSError:
                             pass
                     break
