@@ -1,5 +1,7 @@
 """Issue 25: patterns of public kernels that inference got wrong, each as a minimal case written
 here: per-block partial results sized by the grid, the launcher's own asserts as requirements."""
+import pytest
+
 from astra_cuda import api
 from astra_cuda.model import source, spec
 
@@ -722,9 +724,13 @@ PAIRS = ("__global__ void twice(float2* out, const float2* in, int d) {\n"
          "  twice<<<rows / 4, 4 * d / 2>>>((float2*)out, (const float2*)in, d / 2);\n}\n")
 
 
-def test_a_size_passed_halved_is_half_the_launchers_in_the_launch(project):
+@pytest.mark.parametrize("text", [PAIRS, PAIRS.replace("(const float2*)in, d / 2)", "(const float2*)in, pairs)")
+                                  .replace("  twice<<<", "  const int pairs = d / 2;\n  twice<<<")],
+                         ids=["argument", "local"])
+def test_a_size_passed_halved_is_half_the_launchers_in_the_launch(project, text):
     from astra_cuda.model import exprs
-    project("pairs.cu", PAIRS)
+    assert "d / 2" in text
+    project("pairs.cu", text)
     s, p = infer(project, "pairs.cu", "twice")
     assert exprs.evaluate_int(s.block[0], {"d": 5}) == 20, p.comment   # four rows of 5 pairs
 

@@ -54,16 +54,24 @@ def _site_mapping(kernel: Kernel, site: LaunchSite, size_names: list[str]) -> di
         # a literal argument (`32`) says nothing of other 32s in the launch: it is no size's name
         if p.name in size_names and (node is None or node.type != "number_literal"):
             mapping[arg.strip()] = p.name
-            # a launcher's value passed halved (`size_per_head / 2` to a half2 kernel): that host
-            # name is twice the kernel's size wherever the launch's grid and block name it
-            if node is not None and node.type == "binary_expression":
-                op = node.child_by_field_name("operator").type
-                left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
-                if op in ("/", ">>") and left is not None and left.type == "identifier" and right is not None \
-                        and right.type == "number_literal" and right.text.decode().isdigit():
-                    k = int(right.text.decode())
-                    mapping[left.text.decode()] = f"({p.name} * {k if op == '/' else 2 ** k})"
+            mapping.update(_scaled_host(p.name, arg))
     return mapping
+
+
+def _scaled_host(size: str, host: str) -> dict[str, str]:
+    """A launcher's value passed divided (`size_per_head / 2` to a half2 kernel, `seq_length4 =
+    sequence_length / 4`): that host name is the kernel's size times as much wherever the
+    launch's grid and block name it."""
+    node = source.parse_expression(host.strip())
+    if node is None or node.type != "binary_expression":
+        return {}
+    op = node.child_by_field_name("operator").type
+    left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+    if op in ("/", ">>") and left is not None and left.type == "identifier" and right is not None \
+            and right.type == "number_literal" and right.text.decode().isdigit():
+        k = int(right.text.decode())
+        return {left.text.decode(): f"({size} * {k if op == '/' else 2 ** k})"}
+    return {}
 
 
 # ---- reading the launching function ---------------------------------------------------------
@@ -519,6 +527,9 @@ def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names:
     grid_parts = _config_parts("grid", site.grid, site.grid_var, line, notes)
     block_parts = _config_parts("block", site.block, site.block_var, line, notes)
     local = _host_locals(model, site, constants)
+    for p, arg in zip(kernel.params, site.args):   # a size passed through such a local (`seq_length4`)
+        if p.name in size_names and arg.strip() in local:
+            mapping.update(_scaled_host(p.name, local[arg.strip()]))
     for name in [k for k, v in local.items() if v == RUNTIME]:
         local[name] = str(RUNTIME_DEFAULT)
         if any(name in x for x in grid_parts + block_parts):
