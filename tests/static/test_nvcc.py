@@ -262,6 +262,15 @@ def test_repeated_compile_costs_nothing_and_a_header_edit_invalidates(tmp_path):
     assert not edited.cached and not edited.ok and any("oops" in d.message for d in errors(edited))
 
 
+def test_a_compile_that_missed_a_header_is_not_remembered(tmp_path):
+    # the headers read key the cache: one not found is not among them, so its arrival would go unseen
+    text = '#include "later.cuh"\n__global__ void k(float* o) { o[0] = LATER; }\n'
+    assert not compile_file(tmp_path, text, ["k"]).ok
+    (tmp_path / "proj" / "later.cuh").write_text("#pragma once\nconstexpr float LATER = 1.0f;\n")
+    r = compile_file(tmp_path, text, ["k"])
+    assert r.ok and not r.cached and str(tmp_path / "proj" / "later.cuh") in r.headers
+
+
 def test_cache_hit_answers_other_kernels_of_the_same_text(tmp_path):
     text = PLAIN + "__global__ void other(int* o) { o[0] = 1; }\n"
     compile_file(tmp_path, text, ["scale"])

@@ -148,20 +148,7 @@ def _host_stubs(toolkit: Toolkit, unit: str, path: str, flags: list[str], build:
     lines = [ln for ln in Path(stub).read_text(errors="replace").splitlines()
              if "__wrapper__device_stub_" in ln and ln.lstrip().startswith("template<>")] if stub else []
     # a unit that does not compile is not cached: the headers it read do not key an entry (one it missed may come)
-    return lines, _read_headers(build, links, path), ran.returncode == 0
-
-
-def _read_headers(build: str, links: dict[str, str], path: str) -> list[str]:
-    """The headers the host preprocessor read: the files its line markers (`# 12 "x.h" 2`) name."""
-    ii = next((os.path.join(build, n) for n in os.listdir(build) if n.endswith(".ii")), None)
-    if ii is None:
-        return []
-    named: dict[str, None] = {}
-    with open(ii, errors="replace") as f:
-        for line in f:
-            if line.startswith("# ") and '"' in line:
-                named[line.split('"', 2)[1]] = None
-    return nvcc._deps("x: " + " ".join(n for n in named if " " not in n and not n.startswith("<")), links, build, path)
+    return lines, nvcc.read_headers(build, links, path), ran.returncode == 0
 
 
 def _steps(dryrun: str) -> list[str]:
