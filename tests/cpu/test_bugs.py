@@ -228,6 +228,28 @@ __global__ void k(float* y) {
         run(cpu, src, "k", (1,), (64,), [np.zeros(64, np.float32)], shmem=256, sanitize=True)
 
 
+def test_static_shared_memory_overflow_found_with_sanitize(cpu):
+    # ASan keeps no redzones around thread_local storage (static __shared__ on the CPU): a read past
+    # one shared array landed unseen in the next (cuda-samples scan at sizes its launcher forbids)
+    src = r'''
+__global__ void k(const unsigned* x, unsigned* y, int size) {
+  __shared__ unsigned s[64];
+  __shared__ unsigned t[64];
+  s[threadIdx.x] = x[threadIdx.x];
+  t[threadIdx.x] = 0;
+  __syncthreads();
+  y[threadIdx.x] = s[threadIdx.x + size] + t[threadIdx.x];
+}
+'''
+    args = [np.ones(64, np.uint32), np.zeros(64, np.uint32)]
+    run(cpu, src, "k", (1,), (64,), [*args, i32(0)], sanitize=True)   # in bounds: runs
+    with pytest.raises(LaunchError) as e:
+        run(cpu, src, "k", (1,), (64,), [*args, i32(8)], sanitize=True)
+    msg = str(e.value)
+    assert "shared memory `s` accessed at element 64, past the end of its 64 elements of 4 bytes" in msg, msg
+    assert "at user.cu:7" in msg and "thread (56,0,0)" in msg, msg
+
+
 def test_race_checker_names_the_racing_lines_and_threads(cpu):
     # ThreadSanitizer over the fibers: the racing accesses themselves, with lines and threads.
     src = r'''

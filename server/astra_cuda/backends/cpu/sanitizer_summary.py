@@ -77,7 +77,8 @@ def tsan_summary(output: str, filename: str = "") -> str | None:
 
 
 def asan_summary(output: str, filename: str = "") -> str | None:
-    """'out-of-bounds read of 4 bytes at file.cu:12 in block (..) thread (..)' from an ASan report."""
+    """'out-of-bounds read of 4 bytes at file.cu:12 in block (..) thread (..)' from an ASan report
+    (of a static shared array: which, and the element reached)."""
     lines = output.splitlines()
     err = next((l for l in lines if "ERROR: AddressSanitizer:" in l), None)
     if err is None:
@@ -102,8 +103,12 @@ def asan_summary(output: str, filename: str = "") -> str | None:
                     frame = filename + ":" + parts[1]  # the symbolizer prefixes the build dir
                 break
     where = next((l.strip()[len("astra: "):] for l in lines if l.startswith("astra: in block")), "")
-    what = "out-of-bounds" if "overflow" in kind else kind
+    # a static __shared__ array's redzone (the runtime names the array and the element reached)
+    shared = next((l.strip()[len("astra: "):] for l in lines if l.startswith("astra: shared memory ")), "")
+    what = "out-of-bounds" if "overflow" in kind or shared else kind
     msg = f"{what} {rw} of {size} bytes".replace("  ", " ") if rw else what
+    if shared:
+        msg += f" ({shared})"
     if frame:
         msg += f" at {frame}"
     if where:

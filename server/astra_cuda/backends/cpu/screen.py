@@ -354,7 +354,8 @@ def _dedup(items: list[str]) -> list[str]:
 def rewrite_shared(source: str) -> str:
     """Same-line source edits for shared memory (so #line mapping is untouched):
     `extern __shared__ T name[];` becomes a pointer to the block's dynamic shared memory, and
-    each local static `__shared__` declaration is followed by ASTRA_POISON_SHARED(name)."""
+    each local static `__shared__` declaration is wrapped in the shim's ASTRA_SHARED_OPEN/CLOSE/BIND
+    (redzones ASan checks, in its build) and followed by ASTRA_POISON_SHARED(name)."""
     data = source.encode()
     tree = parse(source)
     edits: list[tuple[int, int, bytes]] = []
@@ -399,6 +400,11 @@ def rewrite_shared(source: str) -> str:
                         and k != n.child_by_field_name("type"):
                     names.append(d.text.decode())
             tail = "".join(f" ASTRA_POISON_SHARED({x});" for x in names)
+            if names:   # the shim's bounds-guarded form (under AddressSanitizer; plainly `static thread_local`)
+                tag = names[0]
+                edits.append((n.start_byte, n.start_byte, f"ASTRA_SHARED_OPEN({tag}) ".encode()))
+                edits.append((qualifier.start_byte, qualifier.end_byte, b" " * len(qualifier.text)))
+                tail = f" ASTRA_SHARED_CLOSE({tag})" + "".join(f" ASTRA_SHARED_BIND({tag}, {x})" for x in names) + tail
             if tail:
                 edits.append((n.end_byte, n.end_byte, tail.encode()))
     for start, end, repl in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):

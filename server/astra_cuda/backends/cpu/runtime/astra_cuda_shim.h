@@ -123,6 +123,7 @@ void* dyn_smem();
 // Namespace-scope `extern __shared__` arrays: pointer setters called at every block start.
 int register_dyn_shared(void (*set)(void*));
 void poison_shared(void* p, size_t n, unsigned long long* epoch);
+bool guard_shared(const char* name, void* base, size_t bytes, size_t elem, void* lo, void* hi, size_t rz);
 
 template <class T> inline unsigned long long to_bits(T v) {
   static_assert(sizeof(T) <= 8, "warp shuffles move at most 64 bits");
@@ -565,6 +566,31 @@ template <class... P> inline int signature(void (*)(P...), unsigned long long* s
     static thread_local unsigned long long astra_epoch_;                    \
     astra::poison_shared((void*)&(v), sizeof(v), &astra_epoch_);            \
   } while (0)
+
+// A function-scope static __shared__ declaration, as the source screen rewrites it:
+// `ASTRA_SHARED_OPEN(s) float s[64]; ASTRA_SHARED_CLOSE(s) ASTRA_SHARED_BIND(s, s)`. Plainly it is
+// `static thread_local float s[64];`. Under AddressSanitizer the declaration becomes a member of a
+// local struct between two redzones the runtime poisons, and `s` a reference to it: ASan keeps no
+// redzones around thread_local storage, so an access past a shared array would land unseen in
+// the next one.
+#if defined(__SANITIZE_ADDRESS__)
+#define ASTRA_SHARED_RZ 64
+#define ASTRA_SHARED_OPEN(tag) struct astra_sh_##tag { char astra_lo_[ASTRA_SHARED_RZ];
+#define ASTRA_SHARED_CLOSE(tag) \
+  char astra_hi_[ASTRA_SHARED_RZ]; }; static thread_local astra_sh_##tag astra_shv_##tag;
+#define ASTRA_SHARED_BIND(tag, v)                                                               \
+  auto& v = astra_shv_##tag.v;                                                                 \
+  do {                                                                                         \
+    static thread_local bool astra_guarded_ = astra::guard_shared(                             \
+        #v, (void*)&(v), sizeof(v), sizeof(std::remove_all_extents_t<std::remove_reference_t<decltype(v)>>), \
+        astra_shv_##tag.astra_lo_, astra_shv_##tag.astra_hi_, ASTRA_SHARED_RZ);                \
+    (void)astra_guarded_;                                                                      \
+  } while (0);
+#else
+#define ASTRA_SHARED_OPEN(tag) static thread_local
+#define ASTRA_SHARED_CLOSE(tag)
+#define ASTRA_SHARED_BIND(tag, v)
+#endif
 
 // Shared-window addresses have no meaning here: declared only, so a kernel that reaches them is
 // refused (inline_asm.DECLARED_ONLY reads the object's undefined symbols), one that does not compiles.

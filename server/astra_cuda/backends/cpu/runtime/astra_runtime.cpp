@@ -19,9 +19,22 @@
 #include <vector>
 
 #if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #define ASTRA_ASAN 1
 #endif
+
+// Static __shared__ arrays of an ASan build sit between two poisoned redzones (the shim's
+// ASTRA_SHARED_* macros): an access past either end is reported, and named from this table (the
+// worker thread's own arrays: static shared memory is thread_local) when ASan dies.
+struct AstraSharedArray {
+  const char* name;
+  uintptr_t base;
+  size_t bytes, elem, rz;
+};
+namespace {
+thread_local std::vector<AstraSharedArray>* t_shared = nullptr;
+}  // namespace
 
 #if defined(ASTRA_TSAN_ANNOTATE)
 // ThreadSanitizer sees each CUDA thread as a fiber. Switches do not synchronize; barriers and
@@ -752,7 +765,22 @@ void crash_handler(int sig, siginfo_t*, void* ctx) {
 }
 
 #ifdef ASTRA_ASAN
+// The static __shared__ array an ASan report's address is in or beside: its name, the element
+// the access reached and the array's extent.
+void name_shared_access() {
+  if (!t_shared || !__asan_report_present()) return;
+  uintptr_t a = (uintptr_t)__asan_get_report_address();
+  for (const AstraSharedArray& s : *t_shared) {
+    if (a + s.rz < s.base || a >= s.base + s.bytes + s.rz) continue;
+    long long index = a >= s.base ? (long long)((a - s.base) / s.elem) : -(long long)((s.base - a + s.elem - 1) / s.elem);
+    fprintf(stderr, "astra: shared memory `%s` accessed at element %lld, %s its %zu elements of %zu bytes\n",
+            s.name, index, a >= s.base ? "past the end of" : "before the start of", s.bytes / s.elem, s.elem);
+    return;
+  }
+}
+
 void asan_death() {
+  name_shared_access();
   Fiber* f = fiber_at((uintptr_t)__builtin_frame_address(0));
   if (f)
     fprintf(stderr, "astra: in block (%u,%u,%u) thread (%u,%u,%u)\n", f->info->bid.x,
@@ -997,6 +1025,18 @@ std::vector<void (*)(void*)>& dyn_setters() {
 int register_dyn_shared(void (*set)(void*)) {
   dyn_setters().push_back(set);
   return 0;
+}
+
+bool guard_shared(const char* name, void* base, size_t bytes, size_t elem, void* lo, void* hi, size_t rz) {
+#ifdef ASTRA_ASAN
+  ASAN_POISON_MEMORY_REGION(lo, rz);
+  ASAN_POISON_MEMORY_REGION(hi, rz);
+  if (!t_shared) t_shared = new std::vector<AstraSharedArray>();
+  t_shared->push_back({name, (uintptr_t)base, bytes, elem ? elem : 1, rz});
+#else
+  (void)name, (void)base, (void)bytes, (void)elem, (void)lo, (void)hi, (void)rz;
+#endif
+  return true;
 }
 
 void poison_shared(void* p, size_t n, unsigned long long* epoch) {
