@@ -748,3 +748,19 @@ def test_indices_a_block_index_outreaches_at_the_probes_are_still_drawn_within_t
     s, p = infer(project, "pick.cu", "pick_rows")
     init = s.args["idx"].init
     assert init.kind == "randint" and init.exprs[0] == "0" and init.exprs[1] == s.args["x"].shape[0], (init, p.comment)
+def test_a_block_store_method_writes_and_a_shift_by_log2_requires_a_power_of_two(project):
+    # bitsandbytes kDequantizeBlockwise: `StoreT(tmp).Store(&out[i], vals, n - i)` (CUB's block store,
+    # a method of an object) writes `out`; `i >> (31 - __clz(blocksize))` divides by a power of two
+    project("deq.cu", "template <typename T> struct BlockStore {\n"
+                      "  struct TempStorage {};\n  __device__ BlockStore(TempStorage& t) {}\n"
+                      "  template <typename P> __device__ void Store(P* p, T (&v)[4], int valid);\n};\n"
+                      "__global__ void deq(const float* absmax, float* out, int blocksize, int n) {\n"
+                      "  __shared__ BlockStore<float>::TempStorage tmp;\n  float v[4];\n"
+                      "  const int i = blockIdx.x * 256;\n"
+                      "  for (int j = 0; j < 4; j++) v[j] = absmax[(i + threadIdx.x * 4) >> (31 - __clz(blocksize))];\n"
+                      "  BlockStore<float>(tmp).Store(&out[i], v, n - i);\n}\n"
+                      "void run(const float* a, float* o, int bs, int n) { deq<<<(n + 255) / 256, 64>>>(a, o, bs, n); }\n")
+    s, p = infer(project, "deq.cu", "deq")
+    assert s.args["out"].output and not s.args["out"].inout, p.comment
+    assert "(blocksize & (blocksize - 1)) == 0" in s.require, s.require
+    assert all(c["blocksize"] & (c["blocksize"] - 1) == 0 for c in s.cases())

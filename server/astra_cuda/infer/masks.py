@@ -1,7 +1,8 @@
-"""Sizes a kernel masks with (`i & (n - 1)`, the modulo by a power of two): `n` must be a power of
-two, or the lanes the mask groups overlap (cuda-samples scan: `threadIdx.x & (size / 4 - 1)` two
-helpers deep, and its launcher's power-of-two check is a call no spec expression reads). Followed
-through the device helpers the kernel calls, their parameters bound to the caller's arguments."""
+"""Sizes a kernel masks with (`i & (n - 1)`, the modulo by a power of two) or divides by with a
+shift (`i >> (31 - __clz(n))`, bitsandbytes' blocks): `n` must be a power of two, or the lanes the
+mask groups overlap (cuda-samples scan: `threadIdx.x & (size / 4 - 1)` two helpers deep, and its
+launcher's power-of-two check is a call no spec expression reads). Followed through the device
+helpers the kernel calls, their parameters bound to the caller's arguments."""
 from __future__ import annotations
 
 from tree_sitter import Node
@@ -53,13 +54,30 @@ def _masked(n: Node, env: dict[str, str]) -> str | None:
     return None
 
 
+def _log2_of(n: Node | None, env: dict[str, str]) -> str | None:
+    """The size `b` of a shift count `31 - __clz(b)` (`63 - __clzll(b)`), in the kernel's terms."""
+    n = _bare(n)
+    if n is None or n.type != "binary_expression" or n.child_by_field_name("operator").type != "-":
+        return None
+    width, call = _bare(n.child_by_field_name("left")), _bare(n.child_by_field_name("right"))
+    if width is None or call is None or call.type != "call_expression" or width.type != "number_literal":
+        return None
+    fn, args = call.child_by_field_name("function"), call.child_by_field_name("arguments")
+    name = fn.text.decode() if fn is not None else ""
+    if (name, width.text.decode()) not in (("__clz", "31"), ("__clzll", "63")) or args is None \
+            or len(args.named_children) != 1:
+        return None
+    x = _spelled(args.named_children[0], env)
+    return x if x is not None and exprs.names(x) else None
+
+
 def _strip(x: str) -> str:
     return x[1:-1] if x.startswith("(") and x.endswith(")") else x
 
 
 def power_of_two(kernel: source.Kernel, helpers: dict[str, Node], size_names: list[str]) -> list[tuple[str, int]]:
     """(`require` condition, line in the kernel's file) for each size expression the kernel, or a
-    helper it calls, masks with minus one: `((size / 4) & ((size / 4) - 1)) == 0`."""
+    helper it calls, masks with minus one or shifts by the log2 of: `((size / 4) & (size / 4 - 1)) == 0`."""
     body = access.kernel_body(kernel)
     if body is None:
         return []
@@ -70,7 +88,14 @@ def power_of_two(kernel: source.Kernel, helpers: dict[str, Node], size_names: li
         while stack:
             n = stack.pop()
             here = line if line is not None else kernel.span.start_line + n.start_point[0] + 1
-            if n.type == "binary_expression" and n.child_by_field_name("operator").type == "&":
+            op = n.child_by_field_name("operator").type if n.type == "binary_expression" else ""
+            if op in (">>", "<<"):   # a shift by `31 - __clz(b)`, log2 of b: a division by b, a power of two
+                x = _log2_of(n.child_by_field_name("right"), env)
+                if x is not None and exprs.names(x) <= set(size_names):
+                    x = _strip(x)
+                    x = x if x.isidentifier() else f"({x})"
+                    out.setdefault(f"({x} & ({_strip(x)} - 1)) == 0", here)
+            if op == "&":
                 x = _masked(n, env)
                 if x is not None and exprs.names(x) <= set(size_names):
                     x = _strip(x)

@@ -325,8 +325,8 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
     for r, line in masks.power_of_two(kernel, helpers, size_names):
         if r not in require:
             require.append(r)
-            notes.append(f"`{r}`: the kernel masks an index with it minus one (`i & (n - 1)`, line {line}): a "
-                         f"power of two — required")
+            notes.append(f"`{r}`: the kernel masks an index with it minus one or shifts by its log2 (`i & (n - 1)`, "
+                         f"`i >> (31 - __clz(n))`, line {line}): a power of two — required")
     if found is not None:   # a vector access past a shape's end: whole packets of the innermost size
         require += [r for n, w in found.packets.items() if n in size_names and
                     (r := f"{n} % {w} == 0") not in require]

@@ -1328,6 +1328,11 @@ class Analyzer:
             a, b = vals
             return Iv(None if a.lo is None or b.lo is None else max(a.lo, b.lo),
                       None if a.hi is None or b.hi is None else max(a.hi, b.hi))
+        if short in ("__clz", "__clzll") and len(vals) == 1 and isinstance(vals[0], Iv) \
+                and vals[0].lo is not None and vals[0].lo > 0 and vals[0].hi is not None:
+            # leading zeros: `x >> (31 - __clz(blocksize))` divides by blocksize (a power of two)
+            bits = 32 if short == "__clz" else 64
+            return Iv(bits - vals[0].hi.bit_length(), bits - vals[0].lo.bit_length())
         if short in ("ceil_div", "cdiv", "CEIL_DIV", "div_up", "DIV_UP") and len(vals) == 2 \
                 and all(isinstance(v, Iv) for v in vals):
             a, b = vals
@@ -1343,7 +1348,10 @@ class Analyzer:
             # one given pointers, one of no arguments whose value comes from the thread (`get_lane_id()`),
             # or index arithmetic over numbers only (`get_elem_offset(row, head, stride_n, stride_h)`)
             return self.inline(helper, vals)
-        accessor = "128" in short or "256" in short or short.startswith(_ACCESSORS)
+        # a method called on an object (`StoreT(tmp).Store(&out[i], v, n)`, CUB's block store): its name
+        field = fn.child_by_field_name("field") if fn is not None and fn.type == "field_expression" else None
+        method = field.text.decode().split("<")[0] if field is not None else short
+        accessor = "128" in short or "256" in short or short.startswith(_ACCESSORS) or method.startswith(_ACCESSORS)
         if not evaluate_only and not accessor:
             # a function Astra cannot see into (a library's, a member): what it does with the
             # pointer is unknown — its extent is, and a non-const pointer may be written
@@ -1359,8 +1367,9 @@ class Analyzer:
             for a, v in zip(args, vals):
                 if isinstance(v, Ptr):
                     width = 16 // max(1, self.elem_bytes.get(v.base, 16) * v.scale) if wide else 1
-                    write = short.startswith(("store", "__st", "atomic"))
-                    self.access(v, Iv.point(0), write=write, read=not short.startswith(("store", "__st")),
+                    write = short.startswith(("store", "__st", "atomic")) or method.startswith(("store", "Store"))
+                    self.access(v, Iv.point(0), write=write, read=not (short.startswith(("store", "__st"))
+                                                                      or method.startswith(("store", "Store"))),
                                 width=max(1, width))
         if short in ("__ldg", "__ldcs", "__ldcg", "__ldlu", "__ldca") and vals and isinstance(vals[0], Ptr):
             return self.loaded(vals[0])
