@@ -18,6 +18,8 @@ A parse outside any `reading` is an input of its own.
 """
 from __future__ import annotations
 
+import gc
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -38,6 +40,26 @@ _FIRST = 64        # bytes handed to tree-sitter by a read that does not follow 
 # it in Python, a few microseconds a node: 4 MB of `a;` made 5.9 million nodes, 15 s of the
 # source model's walk and 1.4 GB before the cut's ceiling refused it.
 MAX_NODES = 1_800_000
+
+
+class _Collections(threading.local):
+    """CPU seconds this thread has spent in Python's garbage collector (`gc.callbacks`): a
+    collection of the whole process that a parse's callbacks happen to trigger is not the parse's."""
+    spent = 0.0
+    start = 0.0
+
+
+_collections = _Collections()
+
+
+def _count_collection(phase: str, _info: dict) -> None:
+    if phase == "start":
+        _collections.start = time.thread_time()
+    else:
+        _collections.spent += time.thread_time() - _collections.start
+
+
+gc.callbacks.append(_count_collection)
 
 
 class TooSlowToParse(AstraError):
@@ -120,13 +142,16 @@ class Parser:
         bytes, but lets it go whenever it calls back into Python (the progress callback runs every
         few dozen bytes), so the language server answers while a large file is read."""
         account = _open.get() or Account("the text")
-        # tree-sitter's own CPU time: the callbacks' is left out (Python code, where a garbage
-        # collection of the whole process may run and would be charged to a small file)
+        # tree-sitter's own CPU time: the callbacks' is left out (Python code), as is every garbage
+        # collection of the whole process run meanwhile (triggered by the reads' or the callbacks'
+        # objects, it was charged to a small file: 0.1 s for 61 bytes of FlashInfer's sampling.cuh)
         took, resumed, stopped_at = 0.0, time.thread_time(), -1
+        collected = _collections.spent
 
         def progress(offset: int, _has_error: bool) -> bool:
-            nonlocal took, resumed, stopped_at
-            took += time.thread_time() - resumed
+            nonlocal took, resumed, stopped_at, collected
+            took += time.thread_time() - resumed - (_collections.spent - collected)
+            collected = _collections.spent
             stop = account.behind + took - S_PER_MIB * offset / _MIB > SLACK_S
             if stop:
                 stopped_at = offset   # tree-sitter stops here
@@ -140,7 +165,7 @@ class Parser:
         except ValueError:    # what py-tree-sitter raises for a stopped parse
             if stopped_at < 0:
                 raise
-        took += time.thread_time() - resumed   # the end of the parse, a stopped one's cleanup
+        took += time.thread_time() - resumed - (_collections.spent - collected)   # the end, a stopped one's cleanup
         read = len(data) if tree is not None else stopped_at
         account.spent += took
         account.read += read
