@@ -94,3 +94,12 @@ def test_a_constexpr_function_the_kernel_calls_is_device_code():
     assert not screen.screen(None, CONSTEXPR_HELPER, "k").errors
     host = CONSTEXPR_HELPER.replace("constexpr int bias", "int bias")
     assert [f.kind for f in screen.screen(None, host, "k").errors] == ["host_code"]
+
+
+def test_a_host_declaration_device_code_names_in_decltype_is_no_host_code():
+    # CuTe's `decltype(detail::has_tuple_size((T*)0))`: the cut keeps the declaration, which has no code
+    text = ("template <class T> auto has_size(T*) -> int;\nauto has_size(...) -> char;\n"
+            "__global__ void k(int* out) { out[0] = sizeof(decltype(has_size((int*)0))); }\n")
+    assert not screen.screen(None, text, "k").errors
+    defined = text.replace("auto has_size(...) -> char;", "auto has_size(...) -> char { return 0; }")
+    assert [f.kind for f in screen.screen(None, defined, "k").errors] == ["host_code"]

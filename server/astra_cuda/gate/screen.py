@@ -188,7 +188,10 @@ def screen(reference: str | None, candidate: str, kernel: str, spec: Spec | None
     # Host code.
     ref_hosts = {n for i in ru.model.items if i.kind == "host_function" for n in i.defines} if ru else set()
     for item in cu.model.items:
-        if item.kind == "host_function" and not item.device and not (item.defines & ref_hosts):
+        # a declaration (`auto has_tuple_size(T*) -> …;`, which CuTe's device code names in decltype
+        # and the cut keeps) is no code: only a definition is host code added
+        if item.kind == "host_function" and not item.device and not (item.defines & ref_hosts) \
+                and not item.text.rstrip().endswith(";"):
             add(Finding("host_code", f"host function {', '.join(sorted(item.defines))} added: a candidate may only "
                         f"change device code", cu.user_line(item.span.start_line), True))
     ref_calls = {n for n, _ in ru.calls()} if ru else set()
