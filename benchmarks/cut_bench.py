@@ -110,7 +110,7 @@ def main() -> int:
     from astra_cuda.model import source
     from astra_cuda.compile import project as proj
     from astra_cuda.backends.base import CompileError, Unsupported
-    from astra_cuda.backends.cpu import toolchain
+    from astra_cuda.backends.cpu import unit_build
     from astra_cuda.errors import AstraError
 
     ap = argparse.ArgumentParser()
@@ -165,7 +165,7 @@ def main() -> int:
                     row["cut_nvcc_why"] = why
                 t0 = time.perf_counter()
                 try:
-                    toolchain.compile_module(u.source, [expr], str(f), u.options(), "")
+                    unit_build.compile_module(u.source, [expr], str(f), u.options(), "")
                     row["cut_gxx"] = "ok"
                 except Unsupported as e:
                     row["cut_gxx"], row["cut_gxx_why"] = "needs a GPU", str(e)[:240]

@@ -3,7 +3,7 @@ that vanish under it and must never take a module another process may be loading
 import os
 import time
 
-from astra_cuda.backends.cpu import toolchain
+from astra_cuda.backends.cpu import toolchain, unit_build
 
 
 def _make(d, name, age_s):
@@ -45,9 +45,9 @@ def test_prune_does_nothing_under_the_limit(tmp_path, monkeypatch):
 def test_a_cached_module_pruned_away_is_built_again(tmp_path, monkeypatch):
     monkeypatch.setenv("ASTRA_CACHE_DIR", str(tmp_path))
     src = '__global__ void k(float* x) { x[threadIdx.x] = 1.0f; }'
-    first = toolchain.compile_module(src, ["k"], "k.cu", [], "")
+    first = unit_build.compile_module(src, ["k"], "k.cu", [], "")
     first.unlink()  # as another process's prune would
-    again = toolchain.compile_module(src, ["k"], "k.cu", [], "")
+    again = unit_build.compile_module(src, ["k"], "k.cu", [], "")
     assert again == first and again.exists()
     assert not list(toolchain.cache_dir().glob("*.tmp"))
 
@@ -58,7 +58,7 @@ def test_precompiled_shims_are_kept_to_their_quota(tmp_path, monkeypatch):
     monkeypatch.setenv("ASTRA_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(toolchain, "MAX_PCH_BYTES", 4 << 20)
     d = toolchain.cache_dir()
-    current = toolchain._runtime_digest()
+    current = toolchain.runtime_digest()
 
     def pch(name, age_s):
         p = d / name

@@ -109,13 +109,13 @@ def test_editing_a_header_is_never_answered_from_the_build_cache(project):
 
 @needs_gxx
 def test_cpu_build_cache_keys_on_headers_included_verbatim(project, tmp_path):
-    from astra_cuda.backends.cpu import toolchain
+    from astra_cuda.backends.cpu import unit_build
     project("inc/h.h", "#define VALUE 1\n")
     src = '#include "h.h"\n__global__ void k(int* o) { o[0] = VALUE; }\n'
     opts = [f"-I{project.root / 'inc'}"]
-    first = toolchain.compile_module(src, ["k"], str(project.root / "k.cu"), opts, "")
+    first = unit_build.compile_module(src, ["k"], str(project.root / "k.cu"), opts, "")
     project("inc/h.h", "#define VALUE 2\n")
-    second = toolchain.compile_module(src, ["k"], str(project.root / "k.cu"), opts, "")
+    second = unit_build.compile_module(src, ["k"], str(project.root / "k.cu"), opts, "")
     assert first != second
     assert extract.header_digest(src, str(project.root / "k.cu"), opts) != ""
 

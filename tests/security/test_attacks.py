@@ -108,8 +108,8 @@ def arena(tmp_path, monkeypatch):
 
 def _no_screen(monkeypatch):
     """The screen off: no name screen, and inline asm left as written (not refused where reached)."""
-    from astra_cuda.backends.cpu import inline_asm, toolchain
-    monkeypatch.setattr(toolchain, "check_source", lambda *a, **k: None)
+    from astra_cuda.backends.cpu import inline_asm, unit_build
+    monkeypatch.setattr(unit_build, "check_source", lambda *a, **k: None)
     monkeypatch.setattr(inline_asm, "mark", lambda source, filename: inline_asm.Marked(source, "", ()))
 
 

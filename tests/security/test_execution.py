@@ -202,8 +202,8 @@ from astra_cuda.backends.base import Launch
 from astra_cuda.backends.cpu import CpuBackend, toolchain
 import numpy as np
 
-from astra_cuda.backends.cpu import toolchain
-toolchain.check_source = lambda *a, **k: None
+from astra_cuda.backends.cpu import unit_build
+unit_build.check_source = lambda *a, **k: None
 be = CpuBackend()
 mod = be.compile(open(sys.argv[2]).read(), ["linger"], filename="linger.cu")
 be.launch(mod, "linger", Launch((1, 1, 1), (1, 1, 1), 0), [be.upload(np.zeros(4, np.int64))])
@@ -249,8 +249,8 @@ def test_compile_timeout_leaves_cc1plus(cpu, monkeypatch):
 
 COMPILER_CALLER = """
 import sys
-from astra_cuda.backends.cpu import CpuBackend, toolchain
-toolchain.check_source = lambda *a, **k: None
+from astra_cuda.backends.cpu import CpuBackend, unit_build
+unit_build.check_source = lambda *a, **k: None
 CpuBackend().compile(sys.stdin.read(), ["k"], filename="slow.cu", options=[sys.argv[1]])
 """
 

@@ -117,7 +117,7 @@ def warm_cache():
     toolchain.prepare("")
     toolchain.executor_program()
     toolchain.cub_header_names()
-    return toolchain.cache_dir(), toolchain._runtime_digest()
+    return toolchain.cache_dir(), toolchain.runtime_digest()
 
 
 def test_full_module_cache_is_a_clear_error(tmp_path, warm_cache):

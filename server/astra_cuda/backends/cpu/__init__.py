@@ -21,7 +21,7 @@ import numpy as np
 from astra_cuda.backends.base import (Backend, BackendUnavailable, Buffer, Capabilities, CompileError, Launch,
                                  LaunchError, Module, Packed, ResourceUsage, Scalar, Schedule)
 
-from . import device_state, toolchain
+from . import device_state, toolchain, unit_build
 from ...compile import sandbox
 from .isolation import Executor
 from .screen import fast_math_swaps
@@ -166,7 +166,7 @@ class CpuBackend(Backend):
         if sanitize and races:
             raise CompileError("sanitize (out-of-bounds) and races are separate builds: ask for one")
         mode = "thread" if races else "address" if sanitize else ""
-        path = toolchain.compile_module(source, names, filename, options, mode)
+        path = unit_build.compile_module(source, names, filename, options, mode)
         layout = device_state.layout(path)
         return CpuModule(path, names, filename, mode, {n: i for i, n in enumerate(names)}, layout,
                          CpuBuffer((layout.buffer_bytes,), np.uint8) if layout.ranges else None)

@@ -1,5 +1,7 @@
-"""Compiling CUDA units as host C++ for the CPU backend: header discovery, the compile command,
-and a content-hash cache of compiled modules (and of the runtime object they link).
+"""The CPU backend's host compiler: which compiler and flags (CUDA's and libcu++'s headers, torch's),
+Astra's own builds (the runtime object, the precompiled shim, the executor) and the content-hash
+cache every build goes into, pruned by age and size; a user's unit is built by `unit_build` through
+these same steps.
 
 Long because the builds and the cache are one protocol: every build (runtime object, precompiled
 shim, module, executor) is named by the content it came from, written beside its final name and
@@ -7,7 +9,6 @@ renamed in under one lock per name, and the pruning and the quotas rely on those
 times builds mark when they are reused."""
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
 import os
@@ -29,7 +30,7 @@ from astra_cuda.compile import confine
 from astra_cuda.compile.cut import TORCH_DEVICE_HEADER, TORCH_DEVICE_MACRO
 from astra_cuda import redact, storage
 
-from . import device_state, inline_asm, screen
+from . import screen
 
 RUNTIME_DIR = Path(__file__).parent / "runtime"
 TORCH_TYPES_HEADER = "astra_torch_types.h"   # in runtime/include, beside TORCH_DEVICE_HEADER
@@ -37,9 +38,6 @@ SHIM = RUNTIME_DIR / "astra_cuda_shim.h"
 RUNTIME_SRC = RUNTIME_DIR / "astra_runtime.cpp"
 FALLBACK_INCLUDE = RUNTIME_DIR / "fallback"
 COMPILE_TIMEOUT_S = 120     # Astra's own builds (the runtime, the precompiled shim)
-PREPROCESS_TIMEOUT_S = 60   # `g++ -E` of a unit takes well under a second
-PREPROCESS_MEMORY = 1 << 30  # and a few hundred MB: an explosion stops twice as early as at 2 GiB
-MAX_HEADER_BYTES = 4 << 20  # a user header read for the screen
 CACHE = "the CPU backend's module cache"  # what a full disk stops writing (storage.NoSpace)
 MAX_MODULE_BYTES = 1 << 30  # the compiled modules of the cache together (each at most 64 MiB:
                             # confine.COMPILER_FILE_SIZE); the oldest go first
@@ -163,7 +161,7 @@ def cub_header_names() -> Path | None:
 
 
 @functools.cache
-def _runtime_digest() -> str:
+def runtime_digest() -> str:
     h = hashlib.sha256()
     for p in sorted(RUNTIME_DIR.rglob("*")):
         if p.is_file():
@@ -179,7 +177,7 @@ _build_locks_guard = threading.Lock()
 
 
 @contextmanager
-def _one_build(out: Path):
+def one_build(out: Path):
     """One build of a given output at a time in this process: a second thread that wants the same
     module (the gate builds in parallel, and the reference is often the candidate's very text)
     waits and then finds it cached instead of compiling it again."""
@@ -189,14 +187,14 @@ def _one_build(out: Path):
         yield
 
 
-def _atomic_build(out: Path, cmd_for: "callable", what: str, confined: "confine.Confinement | None" = None) -> Path:
+def atomic_build(out: Path, cmd_for: "callable", what: str, confined: "confine.Confinement | None" = None) -> Path:
     """Run a compile into a temporary file and rename it into place (safe across processes).
     With `confined`, the compiler runs sandboxed and writes only into its build directory."""
-    with _one_build(out):
-        return _atomic_build_unlocked(out, cmd_for, what, confined)
+    with one_build(out):
+        return atomic_build_unlocked(out, cmd_for, what, confined)
 
 
-def _reuse(out: Path) -> bool:
+def reuse(out: Path) -> bool:
     """Mark a cached build as just used (pruning spares recent ones); False when there is none,
     or when another process pruned it a moment ago."""
     try:
@@ -206,9 +204,9 @@ def _reuse(out: Path) -> bool:
         return False
 
 
-def _atomic_build_unlocked(out: Path, cmd_for: "callable", what: str,
+def atomic_build_unlocked(out: Path, cmd_for: "callable", what: str,
                            confined: "confine.Confinement | None" = None) -> Path:
-    if _reuse(out):
+    if reuse(out):
         return out
     if confined is not None:
         tmp = str(Path(confined.workdir) / "out.tmp")
@@ -225,7 +223,7 @@ def _atomic_build_unlocked(out: Path, cmd_for: "callable", what: str,
             raise CompileError(f"{what}: the C++ compiler timed out after {limit:g} s")
         if r.returncode != 0:  # out of room for its output: the cache's disk, not the kernel
             storage.after_compiler(r.stderr, Path(tmp).parent, CACHE)
-        if r.returncode != 0 and confined is not None and (hit := _limit_message(r)) is not None:
+        if r.returncode != 0 and confined is not None and (hit := limit_message(r)) is not None:
             raise CompileError(f"{what}: {hit}", log=redact.included(r.stderr))
         if r.returncode != 0:
             launcher = [l for l in r.stderr.splitlines() if l.startswith("<astra launcher>") and ": error" in l]
@@ -235,7 +233,7 @@ def _atomic_build_unlocked(out: Path, cmd_for: "callable", what: str,
                                    f"name right, and are template arguments given?):\n"
                                    + "\n".join(launcher[:4]), log=redact.included(r.stderr))
             log = redact.included(r.stderr)  # never the text of an included .env
-            raise CompileError(f"{what} failed:\n{_first_errors(log)}", log=log)
+            raise CompileError(f"{what} failed:\n{first_errors(log)}", log=log)
         os.replace(tmp, out)
     finally:
         if os.path.exists(tmp):
@@ -350,12 +348,12 @@ def run_compiler(cmd: list[str], confined: "confine.Confinement | None",
     return confine.run(cmd, confined, timeout_s)
 
 
-def _limit_message(r: subprocess.CompletedProcess, memory: int = 0) -> str | None:
+def limit_message(r: subprocess.CompletedProcess, memory: int = 0) -> str | None:
     """What a compile of user code that hit one of its limits is told (None: it hit none)."""
     return confine.limit_message(r.stderr, r.returncode, memory)
 
 
-def _first_errors(log: str, limit: int = 12) -> str:
+def first_errors(log: str, limit: int = 12) -> str:
     lines = [l for l in log.splitlines() if ": error" in l or ": fatal error" in l]
     return "\n".join((lines or log.splitlines())[:limit])
 
@@ -365,28 +363,28 @@ def _flags_digest(sanitize: str) -> str:
 
 
 def runtime_object(sanitize: str) -> Path:
-    out = cache_dir() / f"runtime-{_runtime_digest()}-{_flags_digest(sanitize)}.o"
+    out = cache_dir() / f"runtime-{runtime_digest()}-{_flags_digest(sanitize)}.o"
     flags = base_flags(sanitize)
     if sanitize == "thread":  # not instrumented itself: it only annotates fibers and barriers
         flags = [f for f in flags if f != "-fsanitize=thread"] + ["-DASTRA_TSAN_ANNOTATE"]
     # -O2: built once per cache, and the scheduler is on every thread's path.
-    return _atomic_build(out, lambda tmp: [compiler(), *flags, "-O2", "-c", str(RUNTIME_SRC), "-o", tmp],
+    return atomic_build(out, lambda tmp: [compiler(), *flags, "-O2", "-c", str(RUNTIME_SRC), "-o", tmp],
                          "building the CPU runtime")
 
 
 def tsan_hook() -> Path:
     """The small library the race checker's child preloads ahead of libtsan, through which the
     runtime filters ThreadSanitizer's reports (runtime/astra_tsan_hook.cpp)."""
-    out = cache_dir() / f"tsan-hook-{_runtime_digest()}.so"
-    return _atomic_build(out, lambda tmp: [compiler(), "-shared", "-fPIC", "-O2", str(RUNTIME_DIR / "astra_tsan_hook.cpp"),
+    out = cache_dir() / f"tsan-hook-{runtime_digest()}.so"
+    return atomic_build(out, lambda tmp: [compiler(), "-shared", "-fPIC", "-O2", str(RUNTIME_DIR / "astra_tsan_hook.cpp"),
                                            "-o", tmp], "building the race checker's report hook")
 
 
 def executor_program() -> Path:
     """The CPU backend's executor (runtime/astra_executor.cpp: the zygote and its launch
     processes), built once per runtime version."""
-    out = cache_dir() / f"executor-{_runtime_digest()}"
-    _atomic_build(out, lambda tmp: [compiler(), "-std=c++17", "-O2", str(RUNTIME_DIR / "astra_executor.cpp"),
+    out = cache_dir() / f"executor-{runtime_digest()}"
+    atomic_build(out, lambda tmp: [compiler(), "-std=c++17", "-O2", str(RUNTIME_DIR / "astra_executor.cpp"),
                                     "-o", tmp, "-ldl"], "building the CPU backend's executor")
     if out.stat().st_mode & 0o555 != 0o555:  # readable by the user it runs as (the symbolizer reads it)
         out.chmod(0o755)
@@ -396,7 +394,7 @@ def executor_program() -> Path:
 def precompiled_shim(sanitize: str) -> Path:
     """The shim header with a precompiled (.gch) twin next to it: a unit then compiles ~3x
     faster. Falls back to the plain header if precompiling fails."""
-    d = cache_dir() / f"pch-{_runtime_digest()}-{_flags_digest(sanitize)}"
+    d = cache_dir() / f"pch-{runtime_digest()}-{_flags_digest(sanitize)}"
     header, gch = d / SHIM.name, d / (SHIM.name + ".gch")
     if gch.exists():
         os.utime(d)
@@ -408,7 +406,7 @@ def precompiled_shim(sanitize: str) -> Path:
             f.write(SHIM.read_text())
         os.replace(tmp, header)
     try:
-        _atomic_build(gch, lambda tmp: [compiler(), *base_flags(sanitize), "-x", "c++-header", str(header), "-o", tmp],
+        atomic_build(gch, lambda tmp: [compiler(), *base_flags(sanitize), "-x", "c++-header", str(header), "-o", tmp],
                       "precompiling the CUDA shim")
     except CompileError:
         return SHIM
@@ -426,217 +424,7 @@ def prepare(sanitize: str = "") -> tuple[Path, Path]:
         return rt, shim.result()
 
 
-def entries(name_expressions: Sequence[str]) -> str:
-    """Per kernel: a launcher entry (unpacks the argument array and calls the kernel; the name
-    expression instantiates templates) and a signature query."""
-    out = ['\n#line 1 "<astra launcher>"']
-    for i, expr in enumerate(name_expressions):
-        out.append(f'extern "C" void astra_entry_{i}(void** astra_a_) {{ astra::invoke(&{expr}, astra_a_); }}')
-        out.append(f'extern "C" int astra_sig_{i}(unsigned long long* astra_s_, int* astra_k_, int astra_m_) '
-                   f'{{ return astra::signature(&{expr}, astra_s_, astra_k_, astra_m_); }}')
-    return "\n".join(out) + "\n"
-
-
-# The user's code sees the macros NVRTC defines, so the CPU compiles exactly the code the GPU
-# compile accepted: `#ifndef __CUDACC_RTC__` cannot hide host code from the GPU-first check.
-NVRTC_VIEW = "#define __CUDACC__ 1\n#define __CUDACC_RTC__ 1\n"
-
-
-def _named(source: str, filename: str) -> str:
-    """Messages name the user's file even where the unit has no #line of its own."""
-    return NVRTC_VIEW + f'#line 1 "{filename}"\n' + source
-
-
-def preprocess(source: str, filename: str, options: Sequence[str]) -> str:
-    return preprocess_with_headers(source, filename, options)[0]
-
-
-def preprocess_with_headers(source: str, filename: str, options: Sequence[str]) -> tuple[str, list[str]]:
-    """`g++ -E` of the unit (sandboxed), and the real paths of the headers it read. Bounded like
-    every compile of user code (memory, output file size; a minute): a macro that doubles
-    24 times in a few hundred bytes is an error here, not gigabytes read back."""
-    with storage.writing(CACHE, cache_dir()), build_dir() as d:
-        src = Path(d) / "unit.cpp"
-        src.write_text(_named(source, filename))
-        deps, out = Path(d) / "unit.d", Path(d) / "unit.ii"
-        cmd = [compiler(), *libcuxx_flags(source), *base_flags(""), *options, "-include", str(SHIM), "-E", "-MD",
-               "-MF", str(deps),
-               "-o", str(out), "-x", "c++", str(src)]
-        try:
-            r = run_compiler(cmd, dataclasses.replace(confinement(d, options), memory=PREPROCESS_MEMORY),
-                             PREPROCESS_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            raise CompileError(f"preprocessing {filename} timed out after {PREPROCESS_TIMEOUT_S} s "
-                               "(a macro that explodes?)")
-        if r.returncode != 0:
-            storage.after_compiler(r.stderr, d, CACHE)
-        if r.returncode != 0 and (hit := _limit_message(r, PREPROCESS_MEMORY)) is not None:
-            raise CompileError(f"preprocessing {filename}: {hit}", log=redact.included(r.stderr, filename))
-        if r.returncode != 0:
-            log = redact.included(r.stderr, filename)
-            raise CompileError(f"{filename} does not compile:\n{_first_errors(log)}", log=log)
-        headers = _dependencies(deps.read_text()) if deps.exists() else []
-        with open(out, encoding="utf-8", errors="replace") as f:
-            text = f.read(confine.COMPILER_FILE_SIZE + 1)
-        return text, [h for h in headers if h != str(src)]
-
-
-def _dependencies(make_rule: str) -> list[str]:
-    """The prerequisites of a `-MD` rule ('out: a.h b\\ c.h \\<newline> d.h')."""
-    body = make_rule.replace("\\\n", " ").split(":", 1)[-1]
-    out, cur, i = [], "", 0
-    while i < len(body):
-        ch = body[i]
-        if ch == "\\" and i + 1 < len(body) and body[i + 1] in " #":
-            cur += body[i + 1]
-            i += 2
-            continue
-        if ch.isspace():
-            if cur:
-                out.append(cur)
-            cur = ""
-        else:
-            cur += ch
-        i += 1
-    if cur:
-        out.append(cur)
-    return [os.path.realpath(p) for p in out]
-
-
-def trusted_header_dirs() -> tuple[str, ...]:
-    """Where real system headers live: the compiler's own include folders, CUDA's, the torch
-    installed beside Astra, Astra's runtime (and its precompiled copy in the cache). Only there
-    may a header be a 'system header'."""
-    from astra_cuda.compile import torch_ext
-    dirs = ["/usr/include", "/usr/lib/gcc", "/usr/local/include", *cuda_include_dirs(),
-            *torch_ext.installed_include_dirs(), str(RUNTIME_DIR),
-            *(str(p) for p in cache_dir().glob("pch-*")), *(str(p) for p in cache_dir().glob("cub-names-*"))]
-    exe = shutil.which(compiler())
-    if exe:
-        dirs.append(str(Path(os.path.realpath(exe)).parent.parent))  # a toolchain outside /usr
-    return tuple(os.path.realpath(d) for d in dirs)
-
-
-def check_source(source: str, filename: str, options: Sequence[str]) -> None:
-    """Refuse forbidden host APIs and preprocessor tricks (CompileError) and detect unsupported
-    features (Unsupported). A first, friendly error: the sandbox is the guarantee."""
-    found = screen.unsupported_includes(source, filename)
-    if found:
-        raise Unsupported("the CPU backend cannot run this kernel faithfully; needs a GPU to verify: "
-                          + "; ".join(found))
-    tricks = screen.absolute_includes(source, filename) + screen.directive_problems(source, filename)
-    if not tricks:
-        text, headers = preprocess_with_headers(source, filename, options)
-        trusted = trusted_header_dirs()
-        for h in headers:
-            if not screen._under(h, trusted):
-                try:
-                    with open(h, "rb") as f:
-                        raw = f.read(MAX_HEADER_BYTES).decode(errors="replace")
-                except OSError:
-                    continue
-                tricks += screen.directive_problems(raw, h, pragma=False)   # forged line markers only
-    if tricks:
-        raise CompileError("refused: preprocessor directives that disguise kernel code as a system header "
-                           "or pull files by absolute path: " + ", ".join(tricks))
-    try:
-        forbidden, unsupported = screen.screen_preprocessed(text, trusted)
-    except screen.TooLarge as e:
-        raise CompileError(f"refused: {e}") from None
-    if forbidden:
-        raise CompileError("refused: the kernel calls host APIs a kernel has no business using "
-                           "(the CPU backend runs it as host code): " + ", ".join(forbidden))
-    if unsupported:
-        raise Unsupported("the CPU backend cannot run this kernel faithfully; needs a GPU to verify: "
-                          + "; ".join(unsupported))
-
-
-_SAFE_OPTION_PREFIXES = ("-D", "-U", "-std=", "-I")
-
-
-def host_options(options: Sequence[str], source: str = "") -> list[str]:
-    """Keep the options that mean the same for g++ (macros, includes); drop nvcc/NVRTC ones
-    such as -arch or --use_fast_math (fast-math intrinsics are already GPU-emulated)."""
-    out = []
-    if any(p.startswith(("cuda_fp8", "cuda_fp6", "cuda_fp4")) for p in screen.includes(source)):
-        out.append("-DASTRA_WITH_FP8")  # included before __CUDA_ARCH__ is defined (host code paths)
-    for o in options:
-        if o.startswith("-std="):
-            if o in ("-std=c++20", "-std=gnu++20"):  # the shim needs C++17 at least: older ones stay 17
-                out.append(o)
-        elif o.startswith(_SAFE_OPTION_PREFIXES):
-            out.append(o)
-    return out + torch_options(source, out)
-
-
-def compile_module(source: str, name_expressions: Sequence[str], filename: str,
-                   options: Sequence[str], sanitize: str) -> Path:
-    """Screen, rewrite and compile a unit into a cached shared object; returns its path."""
-    from astra_cuda.compile.headers import header_digest
-    opts = host_options(options, source)
-    headers = header_digest(source, filename, opts)  # an edited header is a new build
-    key = hashlib.sha256("\0".join([source, *name_expressions, *opts, str(sanitize), headers,
-                                    _runtime_digest(), *base_flags(sanitize)]).encode()).hexdigest()[:24]
-    out = cache_dir() / f"mod-{key}{'-' + sanitize if sanitize else ''}.so"
-    asked = time.monotonic()
-    with _one_build(out):
-        failed = _failed.get(str(out))
-        if failed is not None and failed[0] >= asked:
-            raise failed[1]  # the very build failed while this one waited for it (the reference is
-            #                  often the candidate's own text): not a second minute of the same
-        try:
-            with storage.writing(CACHE, out.parent):  # a full disk or read-only cache: said, not a traceback
-                return _build_module(out, source, name_expressions, filename, opts, sanitize)
-        except CompileError as e:
-            now = time.monotonic()
-            for k in [k for k, (t, _) in _failed.items() if now - t > 60]:
-                del _failed[k]
-            _failed[str(out)] = (now, e)
-            raise
-
-
-_failed: dict[str, tuple[float, CompileError]] = {}  # a module build that failed: when, and why
-
-
-def _build_module(out: Path, source: str, name_expressions: Sequence[str], filename: str,
-                  opts: list[str], sanitize: str) -> Path:
-    if _reuse(out):
-        return out
-    marked = inline_asm.mark(source, filename)  # asm the kernel does not reach is dead code
-    check_source(marked.source, filename, opts)
-    rt, shim = prepare(sanitize)
-    libcuxx = libcuxx_flags(source)
-    if libcuxx or any(o.startswith(("-D", "-U", "-include")) for o in opts):
-        shim = SHIM  # macros or headers before the shim would not match the precompiled one
-    with build_dir() as d:
-        src, obj = Path(d) / "unit.cpp", Path(d) / "unit.o"
-        src.write_text(_named(screen.rewrite_shared(marked.source), filename) + entries(name_expressions))
-        confined = confinement(d, opts)
-
-        def compile_cmd(tmp: str) -> list[str]:
-            return [compiler(), *libcuxx, *base_flags(sanitize), *opts, "-include", str(shim), "-c", "-x", "c++",
-                    str(src), "-o", tmp]
-
-        what = f"compiling {filename} for the CPU"
-        try:
-            _atomic_build_unlocked(obj, compile_cmd, what, confined)
-        except CompileError as e:
-            if shim == SHIM or not any(w in e.log for w in ("PCH", ".gch", SHIM.name)):
-                raise  # the kernel's own error (a timeout, a limit): a second build would say it again
-            shim = SHIM  # e.g. the precompiled header went away meanwhile: once more without it
-            _atomic_build_unlocked(obj, compile_cmd, what, confined)
-        reached = marked.reached(obj)
-        if reached:
-            raise Unsupported("the CPU backend cannot run this kernel faithfully; needs a GPU to verify: "
-                              + "; ".join(reached))
-        built = _atomic_build(out, lambda tmp: [compiler(), *base_flags(sanitize), "-shared", str(obj), str(rt),
-                                                f"-Wl,-T,{device_state.SCRIPT}", "-o", tmp], what, confined)
-    if len(os.listdir(out.parent)) > MAX_MODULES + 16 or _module_bytes() > MAX_MODULE_BYTES:
-        prune_cache()
-    return built
-
-
-def _module_bytes() -> int:
+def module_bytes() -> int:
     total = 0
     for p in cache_dir().glob("mod-*.so"):
         try:
@@ -686,7 +474,7 @@ def prune_cache() -> None:
         if a > QUOTA_MIN_AGE_S:
             p.unlink(missing_ok=True)
             total -= n
-    current = _runtime_digest()
+    current = runtime_digest()
     prune_builds()
     for p in list(d.glob("runtime-*.o")) + list(d.glob("pch-*")) + list(d.glob("*.tmp")):
         # other processes may run other versions: only what is unused for a day goes
