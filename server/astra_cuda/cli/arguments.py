@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Callable, Mapping
+from typing import Callable, Mapping, NoReturn
 
 from .. import __version__
 from ..contract import DEFAULT_ARCH
@@ -17,7 +17,7 @@ Verb = Callable[[argparse.Namespace], int]
 class Parser(argparse.ArgumentParser):
     json_errors = False  # set from the raw arguments: a usage error is JSON too when --json was asked
 
-    def error(self, message: str):  # usage errors exit 2 with a one-line hint, as promised
+    def error(self, message: str) -> NoReturn:  # usage errors exit 2 with a one-line hint, as promised
         self.print_usage(sys.stderr)
         print(f"astra: error: {message}", file=sys.stderr)
         if self.json_errors:
@@ -49,7 +49,7 @@ def _seed(value: str) -> int:
     return n
 
 
-def _whole(lo: int, hi: int):
+def _whole(lo: int, hi: int) -> Callable[[str], int]:
     def parse(value: str) -> int:
         try:
             n = int(value)
@@ -61,7 +61,7 @@ def _whole(lo: int, hi: int):
     return parse
 
 
-def _number(lo: float, hi: float):
+def _number(lo: float, hi: float) -> Callable[[str], float]:
     def parse(value: str) -> float:
         import math
         try:
@@ -82,7 +82,8 @@ def build_parser(verbs: Mapping[str, Verb]) -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"astra {__version__}")
     sub = p.add_subparsers(dest="verb", required=True, parser_class=Parser, metavar="VERB")
 
-    def verb(name, help_, fn, kernel_required=False, many=False):
+    def verb(name: str, help_: str, fn: Verb, kernel_required: bool = False,
+             many: bool = False) -> argparse.ArgumentParser:
         s = sub.add_parser(name, help=help_, description=help_)
         if many:
             s.add_argument("file", nargs="+", metavar="PATH",

@@ -3,14 +3,20 @@
 belong to another project), its project context (`project_context`), and `astra config`, which prints them."""
 from __future__ import annotations
 
+import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from .. import api
 from ..errors import AstraError
 from .terminal import EXIT_OK, emit_json, shown
 
+if TYPE_CHECKING:
+    from ..compile.project import ProjectContext
+    from ..config import Value
 
-def project_context(a, path: str | None = None):
+
+def project_context(a: argparse.Namespace, path: str | None = None) -> ProjectContext:
     """The project context from -I/-D/--std/--compile-commands (then the project's files)."""
     from ..compile import project
     cli = project.from_flags(a.include or (), a.define or (), a.std, origin="command line",
@@ -26,7 +32,7 @@ _GIVEN = (("backend", "backend"), ("arch", "arch"), ("budgets.rounds", "rounds")
 _ENV = (("llm.model", "ASTRA_MODEL"), ("llm.base_url", "ASTRA_BASE_URL"))
 
 
-def effective(a, path: str) -> dict:
+def effective(a: argparse.Namespace, path: str) -> dict[str, Value]:
     """Every configuration key for `path` with its source: the command line, the environment,
     the project's files, the default."""
     import os
@@ -40,7 +46,7 @@ def effective(a, path: str) -> dict:
     return config.effective(api.project_config(path), given)
 
 
-def apply_config(a, path: str) -> dict:
+def apply_config(a: argparse.Namespace, path: str) -> dict[str, Value]:
     """Fill the run's options the command line left open from `path`'s project configuration
     (each file of a run may belong to another project)."""
     flags = a.__dict__.setdefault("_flags", {"backend": a.backend, "arch": a.arch})
@@ -52,7 +58,7 @@ def apply_config(a, path: str) -> dict:
     return eff
 
 
-def cmd_config(a) -> int:
+def cmd_config(a: argparse.Namespace) -> int:
     """The effective configuration for a file (or the current folder) and where each value came from."""
     import os
 
@@ -107,7 +113,7 @@ def cmd_config(a) -> int:
     return EXIT_OK
 
 
-def project_flags(a):
+def project_flags(a: argparse.Namespace) -> ProjectContext | None:
     from ..compile import project
     if not (getattr(a, "include", None) or getattr(a, "define", None) or getattr(a, "undefine", None)
             or getattr(a, "std", None)):

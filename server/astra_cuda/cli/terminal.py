@@ -3,15 +3,26 @@
 compiler or a model masked and stripped of control characters on its way out (`shown`)."""
 from __future__ import annotations
 
+import argparse
 import json
+from typing import TYPE_CHECKING, Any, Sequence
 
 from .. import plain, redact
-from ..progress import ProgressEvent
+from ..diagnostics import Diagnostic
+from ..progress import Progress, ProgressEvent
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from ..agents.runlog import RunInfo
+    from ..gate import Verdict
+    from ..profiler import Profile
+    from ..snapshot import KernelInfo
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_PIPE = 0, 1, 2, 130, 141
 
 
-def console(stderr: bool = False):
+def console(stderr: bool = False) -> Console:
     from rich.console import Console
     return Console(stderr=stderr, highlight=False, soft_wrap=True)
 
@@ -22,14 +33,15 @@ def print_markdown(text: str) -> None:
     console().print(Markdown(text))
 
 
-def emit_json(obj) -> None:
+def emit_json(obj: object) -> None:
     print(redact.text(json.dumps(obj, indent=2, default=str)))
 
 
 def error_json(message: str, *, kind: str = "bad_input", file: str | None = None, line: int | None = None,
-                col: int | None = None, diagnostics: list | None = None, exit_code: int = EXIT_BAD_INPUT) -> dict:
+               col: int | None = None, diagnostics: Sequence[Diagnostic] | None = None,
+               exit_code: int = EXIT_BAD_INPUT) -> dict[str, Any]:
     """What `--json` prints when a verb cannot do its work (lines and columns 1-based)."""
-    err: dict = {"kind": kind, "message": message}
+    err: dict[str, Any] = {"kind": kind, "message": message}
     if file is not None:
         err["file"] = file
     if line is not None:
@@ -48,7 +60,7 @@ def shown(text: object, markup: bool = False) -> str:
     return escape(out) if markup else out
 
 
-def progress_printer():
+def progress_printer() -> Progress:
     con = console(stderr=True)
 
     def progress(event: ProgressEvent) -> None:
@@ -61,7 +73,7 @@ def progress_printer():
     return progress
 
 
-def print_verdicts(verdicts, inferred: bool = False) -> None:
+def print_verdicts(verdicts: Sequence[Verdict], inferred: bool = False) -> None:
     """Each verdict's summary and where it ran; its defects follow as compiler-style lines."""
     con = console()
     for v in verdicts:
@@ -84,11 +96,11 @@ def print_verdicts(verdicts, inferred: bool = False) -> None:
             con.print(f"   ! {shown(w)}", markup=False)
 
 
-def print_profile(p) -> None:
+def print_profile(p: Profile) -> None:
     print_markdown(p.summary_markdown())
 
 
-def kernel_table(path: str, infos, wide: bool) -> None:
+def kernel_table(path: str, infos: Sequence[KernelInfo], wide: bool) -> None:
     from rich.table import Table
     t = Table(title=f"Kernels in {path}")
     con = console()
@@ -109,7 +121,7 @@ def kernel_table(path: str, infos, wide: bool) -> None:
     con.print(t)
 
 
-def list_runs(runs, a) -> int:
+def list_runs(runs: Sequence[RunInfo], a: argparse.Namespace) -> int:
     if a.json:
         emit_json([r.to_json() for r in runs])
         return EXIT_OK

@@ -127,7 +127,7 @@ def _tail(log: str) -> str:
     return f": {text}" if text else ""
 
 
-def parse_ncu_raw(text: str) -> dict:
+def parse_ncu_raw(text: str) -> dict[str, Any]:
     """The `--page raw --csv` table: header row, units row, one row per profiled launch."""
     rows = list(csv.reader(io.StringIO(text[text.find('"ID"'):] if '"ID"' in text else text)))
     if len(rows) < 3:
