@@ -448,7 +448,7 @@ class _Reader:
     def read(self, nodes: list[Node], scope: tuple[str, ...]) -> None:
         for node in nodes:
             t = node.type
-            if t == ";" or t == "expression_statement" and node.child_count == 1:
+            if t == ";" or t == "expression_statement" and node.child_count == 1 and node.children[0].type == ";":
                 # an empty statement is the `;` of the item before it that tree-sitter's recovery
                 # from a construct it misreads (`cute::tuple<T...>> &&>`) left outside it; never of
                 # an item inside the namespace this `;` follows (`namespace detail {...};`)
