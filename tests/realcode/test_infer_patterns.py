@@ -764,3 +764,18 @@ def test_a_block_store_method_writes_and_a_shift_by_log2_requires_a_power_of_two
     assert s.args["out"].output and not s.args["out"].inout, p.comment
     assert "(blocksize & (blocksize - 1)) == 0" in s.require, s.require
     assert all(c["blocksize"] & (c["blocksize"] - 1) == 0 for c in s.cases())
+
+
+def test_a_launch_through_a_function_pointer_sees_the_launchers_locals(project):
+    # vLLM moe_align_block_size: `auto align_kernel = …kernel<scalar_t>; align_kernel<<<2, threads, …>>>`
+    # is read as the launch it stands for, with its function's bytes: no local was visible at it
+    # where another branch declares its own `threads` (block "chosen by the caller: took 256")
+    project("ptr.cu", "__global__ void fill(int* out, int n) {\n"
+                      "  for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = i;\n}\n"
+                      "__global__ void small(int* out, int n) { out[threadIdx.x] = n; }\n"
+                      "void run(int* out, int n) {\n  int threads = 512;\n"
+                      "  if (n < 64) {\n    const int threads = 64;\n    small<<<1, threads>>>(out, n);\n"
+                      "  } else {\n    auto kern = fill;\n    kern<<<2, threads>>>(out, n);\n  }\n}\n")
+    s, p = infer(project, "ptr.cu", "fill")
+    assert list(s.block) == ["512"], s.block
+    assert not any("chosen by the caller" in n for n in p.notes), p.notes

@@ -158,7 +158,7 @@ def constexpr_names(model: SourceModel, function: str | None) -> set[str]:
 
 
 def _host_locals(model: SourceModel, site: LaunchSite, macros: dict[str, str] | None = None) -> dict[str, str]:
-    local = host_locals(model, site.function, site.span.start_byte, macros)
+    local = host_locals(model, site.function, launch_byte(model, site), macros)
     # a guard fixes a name the caller chooses (`if (block_size == 16)`), not one the launcher
     # computes from the sizes (`if (unroll == 1)`, unroll = cdiv(width, step)): that one stays an
     # expression, and the guard a condition on the sizes (`branch_conditions`)
@@ -213,6 +213,21 @@ def _device_limit(value) -> str | None:
         return None
     field_name = value.child_by_field_name("field")
     return _FIXED_LIMITS.get((field_name.text.decode(), index)) if field_name is not None else None
+
+
+def launch_byte(model: SourceModel, site: LaunchSite) -> int:
+    """Where the launch starts in the model's text. A launch inside a macro's argument (a lambda
+    in vLLM's `VLLM_DISPATCH_…(…, [&] { … align_kernel<<<…>>>(…); })`) has its line right and the
+    bytes of the function around it: its line's first character then."""
+    text, at, line = model.text, site.span.start_byte, site.span.start_line
+    if text.count("\n", 0, at) == line:
+        return at
+    start = 0
+    for _ in range(line):
+        start = text.find("\n", start) + 1
+        if start == 0:
+            return at
+    return start + len(text[start:].split("\n", 1)[0]) - len(text[start:].split("\n", 1)[0].lstrip())
 
 
 def host_locals(model: SourceModel, function: str | None, at: int | None = None,
@@ -631,7 +646,7 @@ def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names:
     # the launcher's asserts that read over the sizes (`batch * n % 1024 == 0`, `n <= 1024`)
     hx = _HostExprs(mapping, grid_values)
     known = set(size_names) | set(new)
-    require = [c for c in (_condition(x, hx) for x in launcher_checks(model, site.function, site.span.start_byte))
+    require = [c for c in (_condition(x, hx) for x in launcher_checks(model, site.function, launch_byte(model, site)))
                if c is not None and set(exprs.names(c)) <= known]
     for c in require:
         notes.append(f"`{c}`: the launcher checks it before it launches ({where}): required")

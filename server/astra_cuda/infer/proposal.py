@@ -16,7 +16,7 @@ from ..model.source import Kernel, SourceModel
 from ..model.spec import NULL
 from ..model.syntax import walk as _walk
 from .hostexprs import function_macros
-from .launches import SHARED_PER_THREAD, _launch_of, _pick_site, host_locals, program_inits, value_of
+from .launches import SHARED_PER_THREAD, _launch_of, _pick_site, host_locals, launch_byte, program_inits, value_of
 from . import masks, structs
 from .program import Program
 from .roles import DIFFERENCES, DIVISIONS, TABLE, _Shapes, _shapes, _size_pairs
@@ -142,7 +142,7 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
             notes.append("from the dispatch macros around the launch: " +
                          ", ".join(f"{k} = {v}" for k, v in around.items()) + " (one of the cases they offer)")
     # a template argument may be a local constant of the launcher (`constexpr int vec = 16 / sizeof(T)`)
-    local = host_locals(site_model, site.function, site.span.start_byte) \
+    local = host_locals(site_model, site.function, launch_byte(site_model, site)) \
         if site is not None and site_model is not None else {}
     before = len(notes)
     instantiate = _template_args(kernel, site, notes, program, {**local, **constants}, known_names(types.items),
