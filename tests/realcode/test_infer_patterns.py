@@ -779,3 +779,17 @@ def test_a_launch_through_a_function_pointer_sees_the_launchers_locals(project):
     s, p = infer(project, "ptr.cu", "fill")
     assert list(s.block) == ["512"], s.block
     assert not any("chosen by the caller" in n for n in p.notes), p.notes
+
+
+def test_a_size_the_launcher_rounds_up_to_a_multiple_is_computed_from_the_other(project):
+    # vLLM moe_align_block_size: `padded_num_experts = ((num_experts + WARP_SIZE - 1) / WARP_SIZE) *
+    # WARP_SIZE` passed beside num_experts was a free size (1 … 4096, below num_experts too)
+    project("pad.cu", "#define WARP_SIZE 32\n"
+                      "__global__ void zero(int* counts, int experts, int padded) {\n"
+                      "  for (int i = threadIdx.x; i < padded; i += blockDim.x) counts[i] = i < experts;\n}\n"
+                      "void run(int* counts, long experts) {\n"
+                      "  long padded = ((experts + WARP_SIZE - 1) / WARP_SIZE) * WARP_SIZE;\n"
+                      "  zero<<<1, 256>>>(counts, experts, padded);\n}\n")
+    s, _ = infer(project, "pad.cu", "zero")
+    assert "padded" not in s.sizes and s.cases()
+    assert all(s.scalar("padded", c) == -(-c["experts"] // 32) * 32 for c in s.cases())

@@ -712,7 +712,12 @@ def _relations(kernel: Kernel, site: LaunchSite, size_names: list[str], values: 
         calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
         schedule = bool(calls) and calls <= {"min", "max", "next_pow2", "cdiv"} and not free \
             and bool(names) and names <= set(others.values())
-        if not (alias or unit or schedule) and (not ops or not ops <= {ast.Add, ast.Sub, ast.Mult}
+        # a size rounded up to a multiple of a constant (vLLM moe_align's `padded_num_experts =
+        # ((num_experts + WARP_SIZE - 1) / WARP_SIZE) * WARP_SIZE`): the kernel's shared counts assume it
+        rounded = ops <= {ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv} and not free and bool(names) \
+            and names <= set(others.values()) and all(isinstance(n.right, ast.Constant) for n in ast.walk(tree)
+                                                      if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Div, ast.FloorDiv)))
+        if not (alias or unit or schedule or rounded) and (not ops or not ops <= {ast.Add, ast.Sub, ast.Mult}
                                                 or not names & set(others.values())):
             continue
         out[name] = expr
