@@ -1,7 +1,8 @@
 """What one run of the gate holds: its inputs (the units, the specs, the backend), what it has built,
 and its verdict's bookkeeping — the counts of each check, the failures, cancelling. The stages that
 fill it are its subclasses: `building` (screen, compile), `judging` (the reference's outputs and how a
-candidate's are judged) and `run` (the checks and the whole gate)."""
+candidate's are judged), `instrumented` (sanitizer and race-checker builds) and `run` (the other checks
+and the whole gate)."""
 from __future__ import annotations
 
 import os
