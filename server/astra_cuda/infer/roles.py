@@ -1,6 +1,10 @@
 """Shapes and roles of the pointer parameters from the kernel's own accesses (`access`): each
 extent measured at a few size assignments and fitted to a product of sizes; read-only, written,
-read-modify-write; index arrays bounded by the table they index."""
+read-modify-write; index arrays bounded by the table they index.
+
+Long because every shape, stride, packet and index table here is fitted to the same probes of
+the kernel's accesses (`_shapes` samples them once; the fits, the polynomial of an input reached
+at a sum of sizes and the per-block rows all read those samples)."""
 from __future__ import annotations
 
 import ast
