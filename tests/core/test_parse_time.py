@@ -108,7 +108,7 @@ def test_a_large_documents_parse_is_refused_by_a_child_first(monkeypatch):
     """The language server's large documents: what the file's own parse would refuse is refused
     by the same parse in a child, at the same line, and never parsed (nor freed) in this process
     — freeing a stopped parse held the server's GIL for ~0.5 s at load 10."""
-    from astra_cuda.model import parse_apart
+    from astra_cuda.lsp import parse_apart
     monkeypatch.setattr(parse_time.Parser, "parse", lambda *a, **k: pytest.fail("parsed in this process"))
     text = "__global__ void k(float* x) { x[0] = 1; }\n\n" + SLOW.decode()
     with pytest.raises(parse_time.TooSlowToParse, match="the file takes too long to parse") as e:

@@ -285,7 +285,7 @@ class AstraServer(LanguageServer):
 
     async def _read(self, text: str, path: str) -> tuple[Snapshot | None, Exception | None]:
         from astra_cuda import api
-        from astra_cuda.model import parse_apart
+        from astra_cuda.lsp import parse_apart
         try:
             if len(text) <= LARGE_TEXT:
                 return await self.call(self.fast, api.snapshot, text, path), None

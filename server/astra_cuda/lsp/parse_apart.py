@@ -17,7 +17,7 @@ import os
 import subprocess
 import sys
 
-from . import parse_time
+from ..model import parse_time
 
 log = logging.getLogger(__name__)
 TIMEOUT_S = 60   # far beyond the pace's worst (1.5 s per MiB of a 4 MiB file, CPU), at any load
@@ -27,7 +27,7 @@ def check(text: str) -> None:
     """Raise what `source.parse(text)`'s own parse of the file would (`TooSlowToParse`,
     `TooManyNodes`, at their line), from a child's parse; return when the child read it, or could
     not say (then the server's own parse, under the same bounds, decides)."""
-    from . import source
+    from ..model import source
     data = text.encode("utf-8")
     what = "the file"   # as the diagnostic on it says
     try:
@@ -45,7 +45,7 @@ def check(text: str) -> None:
 
 def _main(argv: list[str]) -> int:
     from ..compile import sandbox
-    from . import source
+    from ..model import source
     sandbox.die_with_parent(int(argv[0]))
     data = sys.stdin.buffer.read()
     out: dict[str, object] = {}
