@@ -29,12 +29,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from . import dispatch, tuning
 from .coder import Attempt, LLMCoder, OfflineCoder
 from ..evaluation import CachedEvaluate, Check, Evaluation, InfrastructureError, OnCandidates, source_hash
 from ..model.candidate import Candidate
+from ..model.spec import Spec
 from ..progress import Progress, ProgressEvent, Step
 from .llm import LLMClient, LLMConfig
 from .memory import Memory, Remembered
@@ -61,7 +62,7 @@ class Limits:
 
 
 def optimize(text: str | Candidate, path: str, kernel: str, evaluate: Callable[[str], Evaluation] | OnCandidates, *,
-             rounds: int = 5, llm: LLMConfig | None = None, spec=None, gpu: str = "",
+             rounds: int = 5, llm: LLMConfig | None = None, spec: Spec | None = None, gpu: str = "",
              runs_dir: str | Path | None = None, limits: Limits = Limits(),
              cancel: threading.Event | None = None, progress: Progress | None = None,
              resume: str | None = None, repairs: int = 2, candidates: int = 1,
@@ -92,7 +93,8 @@ class _Run:
 
     def __init__(self, text: str | Candidate, path: str, kernel: str,
                  evaluate: Callable[[str], Evaluation] | OnCandidates, *,
-                 rounds: int, llm: LLMConfig | None, spec, gpu: str, runs_dir: str | Path | None, limits: Limits,
+                 rounds: int, llm: LLMConfig | None, spec: Spec | None, gpu: str, runs_dir: str | Path | None,
+                 limits: Limits,
                  cancel: threading.Event | None, progress: Progress | None, resume: str | None, repairs: int,
                  candidates: int, run_id: str | None, memory: Memory | None = None,
                  headers: tuple[str, ...] = ()) -> None:
@@ -288,7 +290,8 @@ class _Run:
             result.tuning_note = "no tuning yet: the rounds ran out before the ideas did (resume with more rounds)"
         return self.finish(f"all {self.rounds} rounds done")
 
-    def _round(self, i: int, planner, coder) -> OptimizeResult | bool:
+    def _round(self, i: int, planner: OfflinePlanner | LLMPlanner, coder: OfflineCoder | LLMCoder
+               ) -> OptimizeResult | bool:
         """Round i: plan, code, judge, keep the best of its candidates. The run's end where the
         round ends it, else whether a candidate was adopted."""
         s, result, client = self.s, self.result, self.client
@@ -484,7 +487,7 @@ class _Run:
         if self.log is not None:
             self.log.round(r)
 
-    def _keep(self, chain: list[tuple[str, dict]]) -> None:
+    def _keep(self, chain: list[tuple[str, dict[str, Any]]]) -> None:
         """Remember a finished offline search for this GPU model (measured runs only)."""
         s, memory = self.s, self.memory
         if memory is None or not memory.gpu or s is None or not s.best_eval.measured or self.cancel.is_set():
@@ -495,7 +498,7 @@ class _Run:
             self.result.memory_note = f"the tuning could not be remembered: {e}"
 
 
-def _plans(planner, s: Situation, k: int) -> tuple[list[Plan], Usage]:
+def _plans(planner: OfflinePlanner | LLMPlanner, s: Situation, k: int) -> tuple[list[Plan], Usage]:
     """Up to k plans for one round. The offline team gives its next k different ideas (each idea
     chosen is seen as tried when picking the next); an LLM plan is coded k times."""
     usage = Usage()
@@ -521,16 +524,18 @@ def _keep_best_of(batch: list[Round]) -> None:
     if len(adopted) < 2:
         return
     best = max(adopted, key=lambda r: r.evaluation.speedup if r.evaluation is not None and r.evaluation.measured
-               else float("-inf"))
+               and r.evaluation.speedup is not None else float("-inf"))
     if not (best.evaluation is not None and best.evaluation.measured):
         best = adopted[0]
     for r in adopted:
         if r is best:
             continue
         r.outcome = "not faster"
-        if r.evaluation is not None and r.evaluation.measured:
-            r.reason = (f"{r.evaluation.speedup:.3f}× vs the original, but candidate {best.index} of this round "
-                        f"was faster ({best.evaluation.speedup:.3f}×)")
+        mine = r.evaluation.speedup if r.evaluation is not None else None
+        theirs = best.evaluation.speedup if best.evaluation is not None else None
+        if mine is not None and theirs is not None:   # both measured
+            r.reason = (f"{mine:.3f}× vs the original, but candidate {best.index} of this round "
+                        f"was faster ({theirs:.3f}×)")
         else:
             r.reason = f"verified, but candidate {best.index} of this round was adopted (one per round)"
 
@@ -569,18 +574,19 @@ def _judge(r: Round, att: Attempt, s: Situation, limits: Limits, cancel: threadi
         r.reason = (f"timed on {e.gpu}, the best on {s.best_eval.gpu}: speedups are never compared across "
                     f"GPU models")
         return
-    if e.measured and s.best_eval.measured:
-        gain = e.speedup / s.best_eval.speedup
+    new, best = e.speedup, s.best_eval.speedup
+    if new is not None and best is not None:   # both measured
+        gain = new / best
         slower = slower_at_a_size(e, s.best_eval, limits.size_tolerance)
         if gain >= 1.0 + limits.min_gain and slower:
             r.outcome = "slower at a size"
-            r.reason = f"{e.speedup:.3f}× vs the original at the bench sizes, but {slower}"
+            r.reason = f"{new:.3f}× vs the original at the bench sizes, but {slower}"
         elif gain >= 1.0 + limits.min_gain:
             r.outcome = "adopted"
-            r.reason = f"{e.speedup:.3f}× vs the original ({gain:.3f}× vs the previous best)"
+            r.reason = f"{new:.3f}× vs the original ({gain:.3f}× vs the previous best)"
         else:
             r.outcome = "not faster"
-            r.reason = f"{e.speedup:.3f}× vs the original, not better than the best ({s.best_eval.speedup:.3f}×)"
+            r.reason = f"{new:.3f}× vs the original, not better than the best ({best:.3f}×)"
         return
     r.outcome = "adopted"
     r.reason = f"verified on {e.check.cases} cases; {e.speed_note or 'speed not measured'}"

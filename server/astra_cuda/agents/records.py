@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
-from typing import Literal
+from typing import Any, Literal
 
 from ..evaluation import Evaluation
 from ..model.candidate import Candidate
@@ -25,11 +25,11 @@ class Usage:
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "tokens": self.tokens}
 
     @classmethod
-    def from_json(cls, d: dict) -> "Usage":
+    def from_json(cls, d: dict[str, Any]) -> "Usage":
         return cls(d.get("calls", 0), d.get("prompt_tokens", 0), d.get("completion_tokens", 0))
 
 
@@ -40,7 +40,7 @@ class Plan:
     details: str         # the plan as given to the coding agent
     expected: str = ""   # expected effect
     source: str = "offline"   # 'offline' | 'llm' | 'offline-fallback' | 'memory' (a remembered chain, replayed)
-    params: dict = field(default_factory=dict)     # offline: the transform's parameters (tuning replays them)
+    params: dict[str, Any] = field(default_factory=dict)     # offline: the transform's parameters (tuning replays them)
     why: str = ""                                   # why this idea, now (from the profile)
     skipped: list[str] = field(default_factory=list)   # ideas passed over, each with its reason
     # offline: the rewrite the planner made of the version it planned from (that version's hash):
@@ -48,7 +48,7 @@ class Plan:
     rewrite: Rewrite | None = field(default=None, compare=False, repr=False)
     rewrite_base: str = field(default="", compare=False, repr=False)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         d = asdict(replace(self, rewrite=None))
         del d["rewrite"], d["rewrite_base"]
         return d
@@ -68,7 +68,7 @@ class Round:
     attempts: int = 0                  # coding attempts (1 + repairs)
     usage: Usage = field(default_factory=Usage)
     seconds: float = 0.0
-    transcript: list[dict] = field(default_factory=list)   # LLM exchanges of this round
+    transcript: list[dict[str, Any]] = field(default_factory=list)   # LLM exchanges of this round
     batch: int = 0                     # the round it belongs to (several candidates per round); 0: `index`
     # `candidate` read once, until the round is judged and its winner adopted (not logged, not kept)
     read: Candidate | None = field(default=None, compare=False, repr=False)
@@ -81,7 +81,7 @@ class Round:
     def adopted(self) -> bool:
         return self.outcome == "adopted"
 
-    def to_json(self, with_code: bool = False) -> dict:
+    def to_json(self, with_code: bool = False) -> dict[str, Any]:
         d = {"index": self.index, "plan": self.plan.to_json() if self.plan else None, "base_hash": self.base_hash,
              "candidate_hash": self.candidate_hash,
              "evaluation": self.evaluation.to_json() if self.evaluation else None, "outcome": self.outcome,
@@ -92,7 +92,7 @@ class Round:
         return d
 
     @classmethod
-    def from_json(cls, d: dict) -> "Round":
+    def from_json(cls, d: dict[str, Any]) -> "Round":
         return cls(d["index"], Plan(**d["plan"]) if d.get("plan") else None, d["base_hash"], d.get("candidate"),
                    d.get("candidate_hash"), Evaluation.from_json(d["evaluation"]) if d.get("evaluation") else None,
                    d.get("outcome", ""), d.get("reason", ""), list(d.get("changes", [])), d.get("attempts", 0),
