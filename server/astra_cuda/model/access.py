@@ -1609,6 +1609,22 @@ def _subscript_of(n: Node | None, arrays: set[str]) -> tuple[str, str] | None:
     return arr.text.decode(), re.sub(r"\s+", "", idx.text.decode())
 
 
+def _strided_index(n: Node) -> bool:
+    """`a[2 * b]` or `a[2 * b + 1]`: records of several entries (vLLM copy_blocks' (src, dst)
+    pairs), whose `+ 1` is the next field of one record, not the next boundary."""
+    idx = n.child_by_field_name("indices") or n.child_by_field_name("index")
+    if idx is not None and idx.type == "subscript_argument_list":
+        idx = next((c for c in idx.named_children if c.type != "comment"), None)
+    idx = _unparen(idx)
+    if idx is not None and idx.type == "binary_expression" and idx.child_by_field_name("operator").type == "+":
+        idx = _unparen(idx.child_by_field_name("left"))
+    if idx is None or idx.type != "binary_expression" or idx.child_by_field_name("operator").type != "*":
+        return False
+    factors = (_unparen(idx.child_by_field_name(side)) for side in ("left", "right"))
+    return any(f is not None and f.type == "number_literal" and f.text.decode().rstrip("uUlL").isdigit()
+               and int(f.text.decode().rstrip("uUlL")) > 1 for f in factors)
+
+
 def boundary_arrays(body: Node, int_params: set[str]) -> set[str]:
     """The integer pointer parameters read both at some index `i` and at `i + 1` (`indptr[b + 1] -
     indptr[b]`): the boundaries of segments, as a CSR `indptr` or `cu_seqlens` holds them — values
@@ -1616,7 +1632,7 @@ def boundary_arrays(body: Node, int_params: set[str]) -> set[str]:
     seen: dict[str, set[str]] = {}
     for n in source._walk(body):
         at = _subscript_of(n, int_params)
-        if at is not None:
+        if at is not None and not _strided_index(n):
             seen.setdefault(at[0], set()).add(at[1])
     return {name for name, indices in seen.items()
             if any(f"{i}+1" in indices or f"({i})+1" in indices or f"1+{i}" in indices for i in indices)}
