@@ -140,3 +140,32 @@ void launch(float* out, int n) { k<<<(n + 255) / 256, 256>>>(out, n); }
 """
     prop, s = _loaded(text, "k")
     assert s.args["out"].shape == ("n",)
+
+
+BLOCKWISE = """__global__ void dequant(const signed char* q, const float* absmax, float* out, int blocksize, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = q[i] * absmax[i / blocksize];
+}
+void launch(const signed char* q, const float* absmax, float* out, int blocksize, int n) {
+  dequant<<<(n + 255) / 256, 256>>>(q, absmax, out, blocksize, n);
+}
+"""
+
+GROUPWISE = """__global__ void deq(const signed char* q, const float* scales, float* out, int cols, int group) {
+  for (int c = threadIdx.x; c < cols; c += blockDim.x)
+    out[blockIdx.x * cols + c] = q[blockIdx.x * cols + c] * scales[blockIdx.x * (cols / group) + c / group];
+}
+void launch(const signed char* q, const float* s, float* out, int rows, int cols, int group) {
+  deq<<<rows, 256>>>(q, s, out, cols, group);
+}
+"""
+
+
+def test_one_scale_per_block_or_group_a_quotient_of_two_sizes():
+    # the ceiling where nothing makes the divisor divide the size: it covers what the kernel reads
+    _, s = _loaded(BLOCKWISE, "dequant")
+    assert s.args["absmax"].shape == ("cdiv(n, blocksize)",)
+    assert s.shape("absmax", {"n": 1001, "blocksize": 100}) == (11,)
+    _, s = _loaded(GROUPWISE, "deq")
+    assert s.args["scales"].shape == ("rows", "cdiv(cols, group)")
+    assert _product(s.args["q"].shape) == {"rows", "cols"}

@@ -57,6 +57,70 @@ def _fit(values: list[tuple[dict[str, int], int]], names: list[str],
     return None
 
 
+def _quotient(values: list[tuple[dict[str, int], int]], names: list[str], divisors: list[str],
+              whole: list[tuple[str, str]]) -> list[str] | None:
+    """A shape whose last dimension is a quotient of two sizes, every measured extent equal to it
+    times a product of at most two other sizes: one scale per block of `blocksize` elements
+    (`absmax[i / blocksize]`: [cdiv(n, blocksize)]), per group of a row ([rows, cdiv(cols, group)]).
+    Only divisors the kernel or its launch divide by; `m / d` where the launch divides m by d
+    (`whole`: the proposal then requires `m % d == 0`), else the ceiling, which holds either way."""
+    for d in divisors:
+        for m in names:
+            if m == d or any(s[d] < 1 for s, _ in values):
+                continue
+            others = [n for n in names if n not in (m, d)]
+            for r in range(0, 3):
+                for outer in itertools.combinations(others, r):
+                    if all(e == _prod(s[n] for n in outer) * -(-s[m] // s[d]) for s, e in values):
+                        exact = (m, d) in whole and all(s[m] % s[d] == 0 for s, _ in values)
+                        return list(outer) + [f"{m} / {d}" if exact else f"cdiv({m}, {d})"]
+    return None
+
+
+def _confirmed(shape: list[str], p: str, base: dict[str, int], run) -> bool:
+    """Whether a quotient shape still measures `p` where its divisor is 16 (many blocks, where the
+    probes may have had one or two) and, for a ceiling, still covers it where the numerator is one
+    past a multiple (a kernel that assumes whole groups reaches less there). `run(sizes)`: the
+    accesses there."""
+    call = exprs.parse(shape[-1]).body
+    node = call.args if isinstance(call, ast.Call) else [call.left, call.right]
+    m, d = node[0].id, node[1].id
+    points = [{**base, d: 16}] + ([{**base, d: 16, m: base[m] + 1}] if isinstance(call, ast.Call) else [])
+    for i, sizes in enumerate(points):
+        facts = run(sizes)
+        u = facts.uses.get(p) if facts is not None else None
+        if u is None or u.unknown or u.hi is None:
+            if i == 0:
+                return False
+            continue   # a numerator the launch needs whole: the first point alone
+        want = exprs.evaluate_int(" * ".join(f"({x})" for x in shape), sizes)
+        if u.hi + 1 > want or (i == 0 and u.hi + 1 != want):
+            return False
+    return True
+
+
+def _divisors(kernel: Kernel, launch: list[str], names: list[str]) -> list[str]:
+    """The sizes the kernel's body (`i / blocksize`) or its launch (`cdiv(n, blocksize)`) divide by."""
+    out: list[str] = []
+    body = access.kernel_body(kernel)
+    for n in walk(body) if body is not None else ():
+        if n.type == "binary_expression" and n.child_by_field_name("operator").type == "/":
+            b = n.child_by_field_name("right")
+            if b is not None and b.type == "identifier" and b.text.decode() in names:
+                out.append(b.text.decode())
+    for x in launch:
+        try:
+            tree = exprs.parse(x)
+        except exprs.ExprError:
+            continue
+        for t in ast.walk(tree):
+            if isinstance(t, ast.BinOp) and isinstance(t.op, DIVISIONS) and isinstance(t.right, ast.Name):
+                out.append(t.right.id)
+            elif isinstance(t, ast.Call) and len(t.args) == 2 and isinstance(t.args[1], ast.Name):
+                out.append(t.args[1].id)
+    return [n for n in dict.fromkeys(out) if n in names and n != TABLE]
+
+
 def _per_block(grid: list[str], values: list[tuple[dict[str, int], int]],
                names: list[str] = ()) -> list[str] | None:
     """A shape of one row per block, each a fixed number of elements long or one size long, when
@@ -354,6 +418,13 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
         if fit is None and p in read_only:   # an input reached at a sum of sizes: the polynomial that measures it
             fit = _polynomial(p, samples, [n for n in names if n not in fixed and n not in (derived or {})],
                               at_fixed)
+        if fit is None:   # a quotient (one scale per block of elements), confirmed where the divisor is small
+            free = [n for n in names if n not in fixed and n not in (derived or {})]
+            fit = _quotient([(s, e) for (s, _), e in zip(samples, extent)], free,
+                            [d for d in _divisors(kernel, grid + block, names) if d in free],
+                            _size_pairs(grid + block, names, DIVISIONS))
+            if fit is not None and not _confirmed(fit, p, samples[0][0], at_fixed):
+                fit = None
         if fit is not None and all(f.uses[p].boundaries for _, f in samples) and len(fit) == 1 and all(
                 e == int(exprs.evaluate(fit[0], {**s, **{k: int(v) for k, v in fixed.items() if v.strip().isdigit()}})) + 1
                 for (s, _), e in zip(samples, extent)):
