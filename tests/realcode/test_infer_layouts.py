@@ -160,6 +160,9 @@ void launch(const signed char* q, const float* s, float* out, int rows, int cols
 }
 """
 
+# bitsandbytes' form: a shift by the log2 of the block size (a power of two, so probed as one)
+SHIFTED = BLOCKWISE.replace("absmax[i / blocksize]", "__ldg(&absmax[i >> (31 - __clz(blocksize))])")
+
 
 def test_one_scale_per_block_or_group_a_quotient_of_two_sizes():
     # the ceiling where nothing makes the divisor divide the size: it covers what the kernel reads
@@ -169,3 +172,6 @@ def test_one_scale_per_block_or_group_a_quotient_of_two_sizes():
     _, s = _loaded(GROUPWISE, "deq")
     assert s.args["scales"].shape == ("rows", "cdiv(cols, group)")
     assert _product(s.args["q"].shape) == {"rows", "cols"}
+    _, s = _loaded(SHIFTED, "dequant")
+    assert s.args["absmax"].shape == ("cdiv(n, blocksize)",)
+    assert "(blocksize & (blocksize - 1)) == 0" in s.require

@@ -54,7 +54,7 @@ def _masked(n: Node, env: dict[str, str]) -> str | None:
     return None
 
 
-def _log2_of(n: Node | None, env: dict[str, str]) -> str | None:
+def log2_of(n: Node | None, env: dict[str, str]) -> str | None:
     """The size `b` of a shift count `31 - __clz(b)` (`63 - __clzll(b)`), in the kernel's terms."""
     n = _bare(n)
     if n is None or n.type != "binary_expression" or n.child_by_field_name("operator").type != "-":
@@ -75,9 +75,11 @@ def _strip(x: str) -> str:
     return x[1:-1] if x.startswith("(") and x.endswith(")") else x
 
 
-def power_of_two(kernel: source.Kernel, helpers: dict[str, Node], size_names: list[str]) -> list[tuple[str, int]]:
+def power_of_two(kernel: source.Kernel, helpers: dict[str, Node], size_names: list[str],
+                 shifts_only: bool = False) -> list[tuple[str, int]]:
     """(`require` condition, line in the kernel's file) for each size expression the kernel, or a
-    helper it calls, masks with minus one or shifts by the log2 of: `((size / 4) & (size / 4 - 1)) == 0`."""
+    helper it calls, masks with minus one or shifts by the log2 of: `((size / 4) & (size / 4 - 1)) == 0`
+    (`shifts_only`: the shifts alone, the sizes the kernel divides by)."""
     body = access.kernel_body(kernel)
     if body is None:
         return []
@@ -90,12 +92,12 @@ def power_of_two(kernel: source.Kernel, helpers: dict[str, Node], size_names: li
             here = line if line is not None else kernel.span.start_line + n.start_point[0] + 1
             op = n.child_by_field_name("operator").type if n.type == "binary_expression" else ""
             if op in (">>", "<<"):   # a shift by `31 - __clz(b)`, log2 of b: a division by b, a power of two
-                x = _log2_of(n.child_by_field_name("right"), env)
+                x = log2_of(n.child_by_field_name("right"), env)
                 if x is not None and exprs.names(x) <= set(size_names):
                     x = _strip(x)
                     x = x if x.isidentifier() else f"({x})"
                     out.setdefault(f"({x} & ({_strip(x)} - 1)) == 0", here)
-            if op == "&":
+            if op == "&" and not shifts_only:
                 x = _masked(n, env)
                 if x is not None and exprs.names(x) <= set(size_names):
                     x = _strip(x)

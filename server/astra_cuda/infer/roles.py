@@ -100,14 +100,19 @@ def _confirmed(shape: list[str], p: str, base: dict[str, int], run) -> bool:
 
 
 def _divisors(kernel: Kernel, launch: list[str], names: list[str]) -> list[str]:
-    """The sizes the kernel's body (`i / blocksize`) or its launch (`cdiv(n, blocksize)`) divide by."""
+    """The sizes the kernel's body (`i / blocksize`, `i >> (31 - __clz(blocksize))`) or its launch
+    (`cdiv(n, blocksize)`) divide by."""
+    from .masks import log2_of
     out: list[str] = []
     body = access.kernel_body(kernel)
     for n in walk(body) if body is not None else ():
-        if n.type == "binary_expression" and n.child_by_field_name("operator").type == "/":
+        op = n.child_by_field_name("operator").type if n.type == "binary_expression" else ""
+        if op == "/":
             b = n.child_by_field_name("right")
             if b is not None and b.type == "identifier" and b.text.decode() in names:
                 out.append(b.text.decode())
+        elif op == ">>" and (x := log2_of(n.child_by_field_name("right"), {s: s for s in names})) is not None:
+            out.append(x)   # a shift by log2 of a size: a division by it (a power of two)
     for x in launch:
         try:
             tree = exprs.parse(x)
