@@ -125,3 +125,14 @@ def power_of_two(kernel: source.Kernel, helpers: dict[str, Node], size_names: li
             continue
         valid.append((cond, line))
     return valid
+
+
+def shifted_by(kernel: source.Kernel, helpers: dict[str, Node], size_names: list[str]) -> list[str]:
+    """The sizes the kernel (or a helper) shifts an index by the log2 of (`i >> (31 - __clz(n))`):
+    a division by them, where they are powers of two."""
+    out = []
+    for cond, _ in power_of_two(kernel, helpers, size_names, shifts_only=True):
+        name = cond[1:cond.index(" ")]   # `(n & (n - 1)) == 0`: a bare size, not an expression of several
+        if name in size_names and name not in out:
+            out.append(name)
+    return out

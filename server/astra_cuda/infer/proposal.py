@@ -289,8 +289,7 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
                     equal_sizes=decide.get("sizes") == "equal",
                     type_bytes=lambda t: types.vector_bytes(t, targs),
                     # a shift by a size's log2 divides by it only where it is a power of two: probed so
-                    require=launch_require + [r for r, _ in masks.power_of_two(kernel, helpers, size_names, True)
-                                              if r not in launch_require])
+                    require=launch_require, powers=masks.shifted_by(kernel, helpers, size_names))
     if found is not None and (found.derived or found.equal):
         for k, v in found.derived.items():
             notes.append(f"`{k}` is a stride of a contiguous layout: took {v}, the extent the kernel reaches "

@@ -245,12 +245,13 @@ def is_stride(name: str) -> bool:
 def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[str], elem_bytes: dict[str, int],
             int_params: set[str], constants: dict[str, int], lanes: dict[str, int] | None = None,
             derived: dict[str, str] | None = None, helpers=None, equal_sizes: bool = False,
-            type_bytes=None, require: list[str] = (), table_first: bool = False) -> _Shapes | None:
+            type_bytes=None, require: list[str] = (), table_first: bool = False,
+            powers: list[str] = ()) -> _Shapes | None:
     """Each pointer's shape fitted to the extents the kernel reaches. A stride parameter of a
     contiguous layout (`token_idx * query_stride + head_idx * head_stride + i`) gets its
     contiguous value: innermost first (strides are listed outermost first), each stride is the
     extent the kernel reaches with it and the outer ones zero, so rows neither overlap nor leave
-    gaps. With `equal_sizes` (an alternative once a first draft faulted), when the accesses still
+    gaps. `powers`: sizes probed as powers of two (the kernel shifts by their log2). With `equal_sizes` (an alternative once a first draft faulted), when the accesses still
     fit no shape two sizes are tried equal (a kernel that rotates the first `rot_dim` elements of
     each `head_size` row fits [.., head_size] when they are)."""
     names = size_names + [TABLE]
@@ -272,6 +273,9 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
                 sizes[num] *= sizes[den] // 16
             for hi, lo in differences:   # `(max - min) / 8` blocks: the first above the second
                 sizes[hi] += sizes[lo]
+            for n in powers:   # a size the kernel shifts by the log2 of: the power of two at or below its probe
+                if n in sizes:
+                    sizes[n] = 1 << (sizes[n].bit_length() - 1)
             for n in names:   # a launcher's bound on one size (`cdiv(dim, 2048) == 1`): probed within it
                 own = [r for r in require if exprs.names(r) == {n}]
                 v = sizes[n]
@@ -460,7 +464,7 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
         # (`row = indices ? indices[bx] : bx`) — probed again with the table the largest size, the
         # arrays they index are that many rows and the indices are drawn below it
         again = _shapes(kernel, size_names, grid, block, elem_bytes, int_params, constants, lanes, derived, helpers,
-                        equal_sizes, type_bytes, require, table_first=True)
+                        equal_sizes, type_bytes, require, table_first=True, powers=powers)
         if again is not None and again.uses_table:
             return again
     return _Shapes(shapes, {n for n, u in last.items() if u.read and u.written},
