@@ -64,7 +64,8 @@ y = { type = "float", shape = ["rows"], output = true }
 n = "n"
 */
 __global__ void rowsum_naive(const float* x, float* y, int n) {
-  double s = 0;
+  float s = 0;   // a float sum, as the kernel it checks: a double one is more accurate than any float
+                 // reordering, and the timed check at n = 4096 rightly said so (H100, fab651f)
   for (int i = 0; i < n; ++i) s += x[(size_t)blockIdx.x * n + i];
   y[blockIdx.x] = (float)s;
 }
