@@ -117,7 +117,7 @@ def markdown(results: dict) -> str:
     n = s["total"]
     lines = [f"Run: {results.get('backend')} backend through `{results.get('stage')}`, {n} kernels from "
              f"{len(s['repos'])} repositories, {results.get('jobs')} at once, {results.get('wall_s', 0) / 60:.1f} min "
-             f"on {results.get('cores')} cores; Astra {str(results.get('astra_commit', ''))[:10]}"
+             f"on {results.get('cores')} cores; Astra {str(results.get('astra_commit', ''))[:24]}"
              f"{' (uncommitted changes)' if results.get('astra_dirty') else ''}; {results.get('nvcc', '')}.", "",
              "| stage | kernels |", "|---|---:|"]
     lines += [f"| {label} | {_pct(s['stages'][key], n)} |" for key, label in STAGE_KEYS]
