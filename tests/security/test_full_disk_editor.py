@@ -30,7 +30,7 @@ PY = shlex.quote(sys.executable)
 SCRIPT = f"""set -e
 {PY} -c "from astra_cuda.backends.cpu import toolchain as t; t.prepare(''); t.executor_program(); t.cub_header_names()"
 real=$({PY} -c "from astra_cuda.backends.cpu import toolchain as t; print(t.cache_dir())")
-digest=$({PY} -c "from astra_cuda.backends.cpu import toolchain as t; print(t._runtime_digest())")
+digest=$({PY} -c "from astra_cuda.backends.cpu import toolchain as t; print(t.runtime_digest())")
 mount -t tmpfs -o size=512k tmpfs {CACHE}
 mkdir -p {CACHE}/cpu
 for p in "$real"/*"$digest"* "$real"/cub-names-*; do
