@@ -16,7 +16,7 @@ from ..model.source import ConfigVar, Kernel, LaunchSite, SourceModel
 from ..model.syntax import walk as _walk
 from tree_sitter import Node
 from .hostexprs import _HostExprs
-from .program import Program, _functions
+from .program import Program, _functions, param_names
 from .roles import is_stride
 from .template_args import split
 
@@ -842,16 +842,6 @@ def _block_case(root, site: LaunchSite) -> int | None:
 
 
 MAX_CALLER_DEPTH = 3   # callers followed up from a launcher for the value of one of its parameters
-
-
-def param_names(fn) -> list[str]:
-    decl = source._function_declarator(fn.child_by_field_name("declarator"))
-    params = decl.child_by_field_name("parameters") if decl is not None else None
-    out = []
-    for p in (params.named_children if params is not None else []):
-        if p.type in ("parameter_declaration", "optional_parameter_declaration"):
-            out.append(source._declarator_name(p.child_by_field_name("declarator"))[0] or "")
-    return out
 
 
 def value_of(expr: str, values: dict[str, str]) -> int | None:

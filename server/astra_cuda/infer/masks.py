@@ -8,7 +8,7 @@ from __future__ import annotations
 from tree_sitter import Node
 
 from ..model import access, exprs, source
-from .launches import param_names
+from .program import param_names
 
 MAX_DEPTH = 6   # helper calls followed from the kernel's body
 

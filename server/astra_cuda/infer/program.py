@@ -416,3 +416,14 @@ def _rewrites(fn: Node, kernel: str, pickers: dict[str, Picker] | None = None,
     if any(e[2].count("<<<") for e in edits):
         edits += [(n.start_byte, n.end_byte, "0") for n in field_sets]
     return edits
+
+
+def param_names(fn: Node) -> list[str]:
+    """A function definition's parameter names, in order ("" for an unnamed one)."""
+    decl = source._function_declarator(fn.child_by_field_name("declarator"))
+    params = decl.child_by_field_name("parameters") if decl is not None else None
+    out = []
+    for p in (params.named_children if params is not None else []):
+        if p.type in ("parameter_declaration", "optional_parameter_declaration"):
+            out.append(source._declarator_name(p.child_by_field_name("declarator"))[0] or "")
+    return out
