@@ -145,9 +145,9 @@ def test_ncu_metrics_and_hot_lines(pool):
 
 @pytest.mark.skipif(shutil.which("compute-sanitizer") is None, reason="compute-sanitizer not on the PATH")
 def test_sanitizer_pool_catches_a_one_element_overread(pool):
-    from astra_cuda.backends import gpu
+    from astra_cuda.backends import gpu_sanitizer
     assert "compute-sanitizer" in pool.run(Call(gpu_jobs.sanitize_refused), timeout=120)
-    san = gpu.sanitizer_pool("memcheck")
+    san = gpu_sanitizer.sanitizer_pool("memcheck")
     try:
         # 1000 floats: CuPy's pool would round this up to 4096 bytes and hide the overread.
         r = san.run(Call(gpu_jobs.off_by_one, {"n": 1000}), timeout=300)

@@ -11,7 +11,7 @@ import numpy as np
 from astra_cuda.compile import extract
 from astra_cuda.model import source, spec as spec_mod
 from astra_cuda.backends.base import Backend, Buffer, Capabilities, Module, ResourceUsage, TimingResult
-from astra_cuda.backends.gpu import within_tolerance
+from astra_cuda.backends.device_compare import within_tolerance
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXT = (ROOT / "examples" / "silu_and_mul.cu").read_text()

@@ -77,7 +77,7 @@ def test_one_slow_first_launch_is_a_cold_start_two_are_a_pattern():
 def test_on_device_comparison_is_never_more_lenient_than_the_host():
     import ml_dtypes
 
-    from astra_cuda.backends.gpu import within_tolerance
+    from astra_cuda.backends.device_compare import within_tolerance
     from astra_cuda.gate import compare
     rng = np.random.default_rng(0)
     for dt in (np.float16, np.float32, np.float64, ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2,

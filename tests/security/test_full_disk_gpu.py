@@ -47,8 +47,9 @@ class _FakeCupy:
             pass
 
         def compile(self):
-            from astra_cuda.backends import gpu
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), os.path.join(gpu.cupy_cache_dir(), "k.cubin"))
+            from astra_cuda.backends import cupy_confinement
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), os.path.join(cupy_confinement.cupy_cache_dir(),
+                                                                              "k.cubin"))
 
 
 def test_cupy_cache_write_failure_is_no_space_not_a_compile_error(tmp_path, monkeypatch):

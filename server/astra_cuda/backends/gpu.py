@@ -12,20 +12,21 @@ Timing follows the method of ../shared/notes/gpu-machine.md: CUDA events around 
 the L2 flushed (a memset of twice the L2 size) before each, and the caller's plan of copies,
 poison fills and snapshots (`TimedLaunch`) done outside the events; after an idle spell the GPU
 is kept busy for a few milliseconds first, so clocks that dropped while idle do not slow the first
-launches. The device copy ceiling (bytes read + written by a large device-to-device
-copy) is measured once per device and cached on disk.
+launches.
 
-Long because it is the one place CuPy is called: compiling, memory and buffer placement,
-launches with their fault handling, the timing loop, on-device comparisons and the copy
-ceiling share the device, its stream and its lost-context state.
+Beside it: where CuPy's NVRTC compile may reach (`cupy_confinement`), the pass rule on device
+arrays (`device_compare`), the compute-sanitizer pool and log (`gpu_sanitizer`) and the device's
+copy ceiling (`copy_ceiling`).
+
+Long because it is the one place CuPy's device is driven: compiling, memory and buffer placement,
+launches with their fault handling and the timing loop share the device, its stream and its
+lost-context state.
 """
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import time
-from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -33,10 +34,10 @@ import numpy as np
 from .. import redact
 from .base import (Backend, BackendUnavailable, Buffer, Capabilities, CompileError, Launch, LaunchError, Module,
                    Packed, ResourceUsage, Scalar, Schedule, TimedLaunch, TimingResult, Unsupported)
-
-# Set in workers started by `sanitizer_pool()`: the tool name and its log file.
-SANITIZER_ENV = "ASTRA_SANITIZER"
-SANITIZER_LOG_ENV = "ASTRA_SANITIZER_LOG"
+from . import copy_ceiling
+from .cupy_confinement import compile_confinement, cupy_cache_dir, load_nvrtc, private_tempdir, require_confinement
+from .device_compare import within_tolerance
+from .gpu_sanitizer import SANITIZER_ENV, SANITIZER_LOG_ENV, SanitizerLog, sanitizer_pool
 
 IDLE_S = 0.001       # idle longer than this before a timing loop: wake the GPU first ...
 WAKE_FLUSHES = 20    # ... with this many L2-flush memsets (~0.7 ms on an H100),
@@ -107,77 +108,6 @@ def _device_index() -> int:
     return 0
 
 
-def compile_confinement(cp, options: Sequence[str]):
-    """What CuPy's compile of a unit with these options may touch: the project's folders, CUDA's
-    and CCCL's headers, the stand-ins, the CUDA toolkit CuPy uses, NVRTC's and the Python
-    libraries; it writes only CuPy's kernel cache (and opens the driver's device files)."""
-    from ..compile import confine, static
-    inc = static.cuda_include_dir()
-    ours = [*([inc] if inc else []), *static.cccl_include_dirs(), static.nvrtc_shim_dir()]
-    try:
-        toolkit = cp.cuda.get_cuda_path()
-        if toolkit:
-            ours.append(toolkit)
-    except Exception:  # no toolkit: CuPy's wheels bring NVRTC and the headers
-        pass
-    import tempfile
-    if _env_true("CUPY_CACHE_IN_MEMORY"):
-        cache = tempfile.gettempdir()   # this worker's own (see _private_tempdir)
-    else:
-        cache = cupy_cache_dir()
-        os.makedirs(cache, exist_ok=True)  # created here: the confined thread may not write its parent
-    devices = sorted(str(d) for d in Path("/dev").glob("nvidia*") if not d.is_dir())
-    return confine.for_unit(options, (*ours, *confine.loaded_library_dirs("libnvrtc"), *confine.python_dirs()),
-                            workdir=cache, devices=devices)
-
-
-def cupy_cache_dir() -> str:
-    """CuPy's kernel cache (its documented `CUPY_CACHE_DIR`, else `~/.cupy/kernel_cache`), read
-    the way CuPy reads it: CuPy has no public call for it, so the backend sets the variable when it
-    starts and both always agree."""
-    return os.environ.get("CUPY_CACHE_DIR") or os.path.expanduser("~/.cupy/kernel_cache")
-
-
-def _private_tempdir() -> None:
-    """CuPy's compile writes its source to a temporary folder (tempfile's default): the confined
-    thread may write only under CuPy's cache, so this worker's temporary files go to a folder of
-    its own there, removed when it exits."""
-    import atexit
-    import shutil
-    import tempfile
-    from ..storage import writing
-    if _env_true("CUPY_CACHE_IN_MEMORY"):
-        base = tempfile.mkdtemp(prefix="astra-gpu-")
-    else:
-        with writing("CuPy's kernel cache", cupy_cache_dir()):
-            os.makedirs(cupy_cache_dir(), exist_ok=True)
-            base = tempfile.mkdtemp(prefix="astra-tmp-", dir=cupy_cache_dir())
-    tempfile.tempdir = base
-    atexit.register(shutil.rmtree, base, True)
-
-
-def _require_confinement() -> None:
-    """No Landlock here: CuPy's NVRTC would read a hostile `#include` unconfined, so the backend
-    refuses, like the CPU backend (ASTRA_UNSAFE_NO_SANDBOX=1 is the informed user's way on)."""
-    from ..compile import confine
-    reason = confine.unavailable_reason()
-    if reason:
-        raise BackendUnavailable(f"the GPU backend {reason}")
-
-
-def _load_nvrtc(cp) -> None:
-    """Load NVRTC now, so its folder is known (and open) before the first confined compile."""
-    try:
-        from cupy.cuda import nvrtc
-        nvrtc.getVersion()
-    except Exception:  # found later by CuPy itself, or reported by the compile
-        pass
-
-
-def _env_true(name: str) -> bool:
-    return os.environ.get(name, "") not in ("", "0")
-
-
 def _retire_worker() -> None:
     try:
         from ..execution import worker
@@ -186,18 +116,14 @@ def _retire_worker() -> None:
         pass
 
 
-def _cache_dir() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "astra"
-
-
 class GpuBackend(Backend):
     name = "gpu"
     caps = Capabilities(timing=True, copy_ceiling=True, device_info=True, compute_sanitizer=True)
 
     def __init__(self, *, exact_alloc: bool = False):
-        _require_confinement()
+        require_confinement()
         os.environ["CUPY_CACHE_DIR"] = cupy_cache_dir()   # the folder the confined compile may write
-        _private_tempdir()
+        private_tempdir()
         cp = _cupy()
         try:
             n = cp.cuda.runtime.getDeviceCount()
@@ -212,12 +138,11 @@ class GpuBackend(Backend):
         self.arch = f"sm_{self.props['major']}{self.props['minor']}"
         self.exact_alloc = False
         self.sanitizer = os.environ.get(SANITIZER_ENV) or None
-        self._san_log = os.environ.get(SANITIZER_LOG_ENV) or None
-        self._san_offset = os.path.getsize(self._san_log) if self._san_log and os.path.exists(self._san_log) else 0
+        self._sanitizer_log = SanitizerLog(os.environ.get(SANITIZER_LOG_ENV) or None)
         if exact_alloc or self.sanitizer:
             self.use_exact_allocations()
         self._modules: dict[str, GpuModule] = {}
-        _load_nvrtc(cp)
+        load_nvrtc(cp)
         self._flush = None
         self._busy_until = 0.0  # time.monotonic() when the last timing loop ended
         self.poisoned: str | None = None
@@ -227,7 +152,7 @@ class GpuBackend(Backend):
     def probe(cls) -> tuple[bool, str]:
         """(usable, why) — call inside a worker: it creates a CUDA context."""
         try:
-            _require_confinement()
+            require_confinement()
             cp = _cupy()
             n = cp.cuda.runtime.getDeviceCount()
             if n < 1:
@@ -268,7 +193,7 @@ class GpuBackend(Backend):
                               "the kernel instead)")
         if sanitize and not self.sanitizer:
             raise Unsupported("a sanitizer build needs a worker running under compute-sanitizer "
-                              "(astra_cuda.backends.gpu.sanitizer_pool())")
+                              "(astra_cuda.backends.gpu_sanitizer.sanitizer_pool())")
         from ..compile import static
         names = list(dict.fromkeys(name_expressions))
         # CuPy adds the architecture of the current device itself.
@@ -321,7 +246,7 @@ class GpuBackend(Backend):
                               "the kernel instead)")
         if sanitize and not self.sanitizer:
             raise Unsupported("a sanitizer build needs a worker running under compute-sanitizer "
-                              "(astra_cuda.backends.gpu.sanitizer_pool())")
+                              "(astra_cuda.backends.gpu_sanitizer.sanitizer_pool())")
         try:
             r = nvcc.compile(unit.file_text + unit.appendix, unit.path, unit.context, self.arch,
                              [unit.name_expression], toolkit=tk)
@@ -492,8 +417,8 @@ class GpuBackend(Backend):
         except LaunchError:
             raise
         except Exception as e:
-            raise self._fault(e, self._sanitizer_report()) from None
-        report = self._sanitizer_report()
+            raise self._fault(e, self._sanitizer_log.new_errors()) from None
+        report = self._sanitizer_log.new_errors()
         if report:
             raise LaunchError(f"compute-sanitizer ({self.sanitizer}) found errors in {name_expression}:\n{report}")
 
@@ -507,24 +432,6 @@ class GpuBackend(Backend):
         if status == 600:  # cudaErrorNotReady
             return False
         raise runtime.CUDARuntimeError(status)
-
-    def _sanitizer_report(self) -> str:
-        """New error reports in the sanitizer's log since the last look ('' if none)."""
-        if not self._san_log:
-            return ""
-        time.sleep(0.05)  # the tool writes its report as the kernel retires
-        try:
-            with open(self._san_log, "rb") as f:
-                f.seek(self._san_offset)
-                new = f.read().decode(errors="replace")
-                self._san_offset = f.tell()
-        except OSError:
-            return ""
-        noise = ("COMPUTE-SANITIZER", "Host Frame", "Saved host backtrace", "Device Frame:")
-        lines = [ln.removeprefix("=========").strip() for ln in new.splitlines()
-                 if ln.startswith("=========") and not any(n in ln for n in noise)]
-        errors = [ln for ln in lines if ln and not ln.startswith("ERROR SUMMARY: 0")]
-        return "\n".join(errors[:12])
 
     def _fault(self, e: Exception, report: str = "") -> Exception:
         if isinstance(e, (LaunchError, CompileError, BackendUnavailable)):
@@ -641,48 +548,10 @@ class GpuBackend(Backend):
 
     def copy_ceiling(self) -> float:
         """Device copy bandwidth in bytes/s (read + written), measured once per device and cached."""
-        name = "".join(c if c.isalnum() else "-" for c in self.props["name"]).strip("-")
-        path = _cache_dir() / f"ceiling-{name}.json"
-        try:
-            data = json.loads(path.read_text())
-            if data.get("bytes_per_s", 0) > 0:
-                return float(data["bytes_per_s"])
-        except (OSError, ValueError):
-            pass
-        bps = self.measure_copy_ceiling()
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(json.dumps({"device": self.props["name"], "bytes_per_s": bps,
-                                       "measured_at": time.time(), "method": "device-to-device copy, "
-                                       "bytes read + written, median of 20"}))
-            os.replace(tmp, path)
-        except OSError:  # a cache only: a full disk keeps nothing, half-written or whole
-            tmp.unlink(missing_ok=True)
-        return bps
+        return copy_ceiling.cached(self.props["name"], self.measure_copy_ceiling)
 
     def measure_copy_ceiling(self, nbytes: int = 1 << 30) -> float:
-        cp = self.cp
-        free, _ = cp.cuda.runtime.memGetInfo()
-        nbytes = int(min(nbytes, free // 4)) // 256 * 256
-        src = cp.empty(nbytes, dtype=cp.uint8)
-        dst = cp.empty(nbytes, dtype=cp.uint8)
-        cp.cuda.runtime.memsetAsync(src.data.ptr, 1, nbytes, cp.cuda.get_current_stream().ptr)
-        stream = cp.cuda.get_current_stream().ptr
-        kind = cp.cuda.runtime.memcpyDeviceToDevice
-        for _ in range(3):
-            cp.cuda.runtime.memcpyAsync(dst.data.ptr, src.data.ptr, nbytes, kind, stream)
-        times = []
-        for _ in range(20):
-            s, e = cp.cuda.Event(), cp.cuda.Event()
-            s.record()
-            cp.cuda.runtime.memcpyAsync(dst.data.ptr, src.data.ptr, nbytes, kind, stream)
-            e.record()
-            e.synchronize()
-            times.append(cp.cuda.get_elapsed_time(s, e) / 1000.0)
-        del src, dst
-        cp.get_default_memory_pool().free_all_blocks()
-        return 2.0 * nbytes / float(np.median(times))
+        return copy_ceiling.measure(self.cp, nbytes)
 
     def close(self) -> None:
         self._modules.clear()
@@ -691,42 +560,6 @@ class GpuBackend(Backend):
             self.cp.get_default_memory_pool().free_all_blocks()
         except Exception:
             pass
-
-
-TOLERANCE_CHUNK = 1 << 25  # elements per step of the on-device comparison (bounded temporaries)
-
-
-def within_tolerance(xp, got, want, dtype: np.dtype, atol: float, rtol: float) -> bool | None:
-    """astra_cuda.gate.compare's pass rule on arrays of the array module `xp` (CuPy here; NumPy in the
-    tests), in storage types (bfloat16 as uint16): every element bitwise equal, both NaN, or both
-    finite within atol + rtol * |want|, 16-bit floats compared in float32 and the others in
-    float64 like the host. None for a constant `got` (the host's constant-output rule decides)."""
-    g, w = got.reshape(-1), want.reshape(-1)
-    if g.size == 0:
-        return True
-    eight = dtype.itemsize == 1 and dtype.name.startswith("float8")
-    if dtype.kind != "f" and dtype.name != "bfloat16" and not eight:  # integers, booleans: exact
-        return bool(xp.array_equal(g, w))
-    if g.size > 1 and bool(xp.all(g == g[0])):
-        return None
-    # 8-bit floats: every bit pattern's value, looked up (they are stored as bytes)
-    table = xp.asarray(np.arange(256, dtype=np.uint8).view(dtype).astype(np.float32)) if eight else None
-    for start in range(0, g.size, TOLERANCE_CHUNK):
-        a, b = g[start:start + TOLERANCE_CHUNK], w[start:start + TOLERANCE_CHUNK]
-        if dtype.name == "bfloat16":  # the upper half of a float32
-            a = (a.astype(xp.uint32) << 16).view(xp.float32)
-            b = (b.astype(xp.uint32) << 16).view(xp.float32)
-        elif table is not None:
-            a, b = table[a.view(xp.uint8)], table[b.view(xp.uint8)]
-        else:
-            work = xp.float32 if dtype.itemsize <= 2 else xp.float64
-            a, b = a.astype(work), b.astype(work)
-        with np.errstate(invalid="ignore", over="ignore"):
-            close = xp.isfinite(a) & xp.isfinite(b) & (xp.abs(a - b) <= atol + rtol * xp.abs(b))
-            ok = (a == b) | (xp.isnan(a) & xp.isnan(b)) | close
-        if not bool(xp.all(ok)):
-            return False
-    return True
 
 
 def _bytes_of(cp, buf: GpuBuffer):
@@ -747,21 +580,3 @@ def _props(p: dict) -> dict:
             "threads_per_sm": int(g.get("maxThreadsPerMultiProcessor", 2048)),
             "blocks_per_sm": int(g.get("maxBlocksPerMultiProcessor", 32)),
             "total_mem": int(g.get("totalGlobalMem", 0))}
-
-
-def sanitizer_pool(tool: str = "memcheck"):
-    """A worker pool whose workers run under `compute-sanitizer --tool TOOL` (memcheck,
-    racecheck, initcheck, synccheck). Inside, GpuBackend uses exact-size allocations (CuPy's
-    pool rounds sizes up and would hide small out-of-bounds accesses) and turns each report into
-    a LaunchError. Raises BackendUnavailable when compute-sanitizer is not installed."""
-    import shutil
-    import tempfile
-    from ..execution import worker
-    exe = shutil.which("compute-sanitizer") or (
-        "/usr/local/cuda/bin/compute-sanitizer" if os.access("/usr/local/cuda/bin/compute-sanitizer", os.X_OK) else None)
-    if exe is None:
-        raise BackendUnavailable("compute-sanitizer is not installed")
-    log = os.path.join(tempfile.gettempdir(), f"astra-sanitizer-{tool}-{os.getpid()}.log")
-    return worker.pool(f"gpu-sanitizer-{tool}", size=1, env={SANITIZER_ENV: tool, SANITIZER_LOG_ENV: log},
-                       prefix=(exe, "--tool", tool, "--log-file", log, "--print-limit", "20",
-                               "--target-processes", "application-only"))

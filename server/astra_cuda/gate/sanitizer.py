@@ -2,7 +2,7 @@
 (shared-memory hazards) on small cases, with exact-size allocations.
 
 Each tool runs in its own worker process started under `compute-sanitizer --tool TOOL`
-(`astra_cuda.backends.gpu.sanitizer_pool`); the GPU backend turns every report into a LaunchError,
+(`astra_cuda.backends.gpu_sanitizer.sanitizer_pool`); the GPU backend turns every report into a LaunchError,
 which comes back here as a Failure with the case that triggered it.
 """
 from __future__ import annotations
