@@ -1,8 +1,8 @@
 """How large real files are once nvcc's device pass has expanded their macros and read in their
-project headers: the text the cut parses (`astra_cuda.compile.cut.project_rows`), in bytes and in
+project headers: the text the cut parses (`astra_cuda.compile.project_lines.project_rows`), in bytes and in
 tree-sitter nodes, and the time the cut takes over it. It calibrates the cut's bounds
-(`cut.FLOOR_BYTES`, `cut.BYTES_PER_SOURCE_BYTE`, `cut.FLOOR_NODES`,
-`cut.NODES_PER_SOURCE_BYTE`): no real kernel may be refused.
+(`project_lines.FLOOR_BYTES`, `BYTES_PER_SOURCE_BYTE`, `FLOOR_NODES`,
+`NODES_PER_SOURCE_BYTE`): no real kernel may be refused.
 
     .venv/bin/python benchmarks/expanded_size.py [--only PATTERN] [--out results.json]
         [--extra REPO:PATH:INCLUDE[,INCLUDE…]] …
@@ -30,7 +30,7 @@ from benchmarks.realworld import fetch, manifest  # noqa: E402
 def measure(path: Path, includes: list[str], defines: list[str], undefines: list[str], std: str,
             kernel: str | None) -> dict:
     from astra_cuda import api
-    from astra_cuda.compile import cut, devicepp, project
+    from astra_cuda.compile import cut, devicepp, project, project_lines
     from astra_cuda.model import source
     from astra_cuda.compile import torch_ext
     text = path.read_text(errors="replace")
@@ -40,7 +40,7 @@ def measure(path: Path, includes: list[str], defines: list[str], undefines: list
     t0 = time.monotonic()
     pp = devicepp.preprocess(text, str(path), context.options())
     t1 = time.monotonic()
-    rows, _, read = cut.project_rows(pp)
+    rows, _, read = project_lines.project_rows(pp)
     data = b"\n".join(r.text for r in rows)
     tree = source.parser().parse(data)
     t2 = time.monotonic()

@@ -95,7 +95,7 @@ def models(cache: Path, n: int) -> None:
 def units(pattern: str) -> None:
     from benchmarks.realworld import fetch, manifest
     from astra_cuda import api
-    from astra_cuda.compile import cut, devicepp, project, torch_ext
+    from astra_cuda.compile import devicepp, project, project_lines, torch_ext
     from astra_cuda.model import source
     done = set()
     for k in manifest.load().select(pattern):
@@ -109,7 +109,7 @@ def units(pattern: str) -> None:
         cli = project.from_flags([str(root / d) for d in k.includes], list(k.macro_defines), k.standard,
                                  origin="command line", undefines=[x[2:] for x in k.repo.nvcc if x.startswith("-U")])
         context = torch_ext.with_defines(api.project_context(str(f), cli=cli, compile_commands=None), text, str(f))
-        rows, _, _ = cut.project_rows(devicepp.preprocess(text, str(f), context.options()))
+        rows, _, _ = project_lines.project_rows(devicepp.preprocess(text, str(f), context.options()))
         data = b"\n".join(r.text for r in rows)
         spent, read, behind, error = _measure(key, lambda: source.parser().parse(data))
         print(f"unit: {key}: {len(data) / MIB:.2f} MiB in {spent:.3f} s ({spent / len(data) * MIB:.2f} s/MiB), "

@@ -91,21 +91,21 @@ def test_conditionals_are_decided_by_the_device_pass(project):
 
 
 def test_code_nested_past_the_bound_is_refused_at_its_line(project):
-    """The cut reads at most cut.MAX_DEPTH levels below a declaration once macros are expanded
+    """The cut reads at most declarations.MAX_DEPTH levels below a declaration once macros are expanded
     (real code: 82; a macro-made 2**16-term expression keeps g++ busy for minutes): a long chain
     is cut, a longer one refused at its own line or header's, before any compiler sees it."""
-    from astra_cuda.compile import cut
+    from astra_cuda.compile import declarations
     chain = "#define T4 x + x + x + x +\n#define T16 T4 T4 T4 T4\n#define T64 T16 T16 T16 T16\n"
     ok = project("ok.cu", chain + "__global__ void k(float* o, float x) {\n  o[0] = T64 T64 T64 T64 x;\n}\n")
     assert extract.unit(ok.read_text(), str(ok), "k").source.count("x + ") >= 256   # 256 terms, expanded
     deep = project("deep.cu", chain + "__global__ void k(float* o, float x) {\n  o[0] = "
                    + "T64 " * 16 + "x;\n}\n")
-    with pytest.raises(cut.TooDeep, match="more than 1000 levels deep") as e:
+    with pytest.raises(declarations.TooDeep, match="more than 1000 levels deep") as e:
         extract.unit(deep.read_text(), str(deep), "k")
     assert e.value.line == 4
     project("deep.cuh", "__device__ float f(float x) { return " + "(" * 1200 + "x" + ")" * 1200 + "; }\n")
     inc = project("inc.cu", '#include "deep.cuh"\n__global__ void k(float* o) { o[0] = f(1.f); }\n')
-    with pytest.raises(cut.TooDeep, match=r"^deep\.cuh:1: the code nests") as e:
+    with pytest.raises(declarations.TooDeep, match=r"^deep\.cuh:1: the code nests") as e:
         extract.unit(inc.read_text(), str(inc), "k")
     assert e.value.line is None
 
@@ -116,24 +116,24 @@ def _doubling(n: int) -> str:
 
 def test_code_that_outgrows_its_files_is_refused_at_its_line(project, monkeypatch):
     """The cut reads at most a floor plus a multiple of the project's file bytes once macros are
-    expanded (cut.FLOOR_BYTES, BYTES_PER_SOURCE_BYTE, FLOOR_NODES, NODES_PER_SOURCE_BYTE; a
+    expanded (project_lines.FLOOR_BYTES, BYTES_PER_SOURCE_BYTE, FLOOR_NODES, NODES_PER_SOURCE_BYTE; a
     600-byte file made a 2**20-element list, 6 minutes of walks): large code written out is cut,
     code that macros multiply is refused at its line or header's, before any walk. Floors made
     small here; the real sizes are in tests/security (initializer_explosion)."""
-    from astra_cuda.compile import cut
-    monkeypatch.setattr(cut, "FLOOR_BYTES", 16 << 10)
-    monkeypatch.setattr(cut, "FLOOR_NODES", 4000)
+    from astra_cuda.compile import project_lines
+    monkeypatch.setattr(project_lines, "FLOOR_BYTES", 16 << 10)
+    monkeypatch.setattr(project_lines, "FLOOR_NODES", 4000)
     project("big.cuh", "".join(f"__device__ float f{i}(float x) {{ return x * {i}.f + {i}; }}\n" for i in range(3000)))
     ok = project("ok.cu", '#include "big.cuh"\n__global__ void k(float* o) { o[0] = f7(1.f); }\n')
     assert "f7(float x)" in extract.unit(ok.read_text(), str(ok), "k").source   # ~150 KB, 60,000 nodes: cut
     nodes = project("nodes.cu", _doubling(12) + "__device__ int t[] = {C12 1};\n"
                     "__global__ void k(int* o) { o[0] = t[3]; }\n")   # 8 KiB, 8,200 nodes
-    with pytest.raises(cut.TooLarge, match="bytes of code in the project's files become more than 4,[0-9]{3} syntax nodes") as e:
+    with pytest.raises(project_lines.TooLarge, match="bytes of code in the project's files become more than 4,[0-9]{3} syntax nodes") as e:
         extract.unit(nodes.read_text(), str(nodes), "k")
     assert e.value.line == 13   # 0-based: the list, line 14
     project("table.cuh", _doubling(14) + "__device__ int t[] = {C14 1};\n")   # 32 KiB
     inc = project("inc.cu", '#include "table.cuh"\n__global__ void k(int* o) { o[0] = t[3]; }\n')
-    with pytest.raises(cut.TooLarge, match=r"^table\.cuh:16: .* become more than [12][0-9] KiB once macros") as e:
+    with pytest.raises(project_lines.TooLarge, match=r"^table\.cuh:16: .* become more than [12][0-9] KiB once macros") as e:
         extract.unit(inc.read_text(), str(inc), "k")
     assert e.value.line is None
 
@@ -141,28 +141,28 @@ def test_code_that_outgrows_its_files_is_refused_at_its_line(project, monkeypatc
 def test_only_code_earns_growth_and_never_past_the_ceiling(project, monkeypatch):
     """Comments and blank space earn no allowance (280 KB of them let a 2**18-element list
     through: 2 minutes to a verdict), and however much code a project holds, what the cut reads
-    stays under the ceilings (cut.CEILING_BYTES, CEILING_NODES)."""
-    from astra_cuda.compile import cut
-    monkeypatch.setattr(cut, "FLOOR_BYTES", 16 << 10)
-    monkeypatch.setattr(cut, "FLOOR_NODES", 4000)
+    stays under the ceilings (project_lines.CEILING_BYTES, CEILING_NODES)."""
+    from astra_cuda.compile import project_lines
+    monkeypatch.setattr(project_lines, "FLOOR_BYTES", 16 << 10)
+    monkeypatch.setattr(project_lines, "FLOOR_NODES", 4000)
     padded = project("pad.cu", "// " + "c" * 60 + "\n" + "/* " + "b" * 60 + " */\n" + " " * 100 + "\n\t\n"
                      + "int x; // trailing\n")
-    assert cut.code_bytes(str(padded)) == len("intx;")
+    assert project_lines.code_bytes(str(padded)) == len("intx;")
     table = _doubling(12) + "__device__ int t[] = {C12 1};\n__global__ void k(int* o) { o[0] = t[3]; }\n"
     pad = ("// " + "p" * 77 + "\n") * 2000 + "/*\n" + ("q" * 79 + "\n") * 1000 + "*/\n"   # 240 KB: 3.8 MB earned before
     f = project("k.cu", pad + table)
-    with pytest.raises(cut.TooLarge, match="once macros are expanded") as e:
+    with pytest.raises(project_lines.TooLarge, match="once macros are expanded") as e:
         extract.unit(f.read_text(), str(f), "k")
     assert e.value.line == f.read_text().splitlines().index("__device__ int t[] = {C12 1};")
     project("big.cuh", "".join(f"__device__ float f{i}(float x) {{ return x * {i}.f + {i}; }}\n"
                             for i in range(3000)))   # ~150 KB of code, 60,000 nodes
     ok = project("ok.cu", '#include "big.cuh"\n__global__ void k(float* o) { o[0] = f7(1.f); }\n')
     assert "f7(float x)" in extract.unit(ok.read_text(), str(ok), "k").source
-    monkeypatch.setattr(cut, "CEILING_NODES", 50_000)   # code earns, but never past the ceiling
-    with pytest.raises(cut.TooLarge, match="more than 50,000 syntax nodes"):
+    monkeypatch.setattr(project_lines, "CEILING_NODES", 50_000)   # code earns, but never past the ceiling
+    with pytest.raises(project_lines.TooLarge, match="more than 50,000 syntax nodes"):
         extract.unit(ok.read_text(), str(ok), "k")
-    monkeypatch.setattr(cut, "CEILING_BYTES", 64 << 10)
-    with pytest.raises(cut.TooLarge, match="more than 64 KiB once macros"):
+    monkeypatch.setattr(project_lines, "CEILING_BYTES", 64 << 10)
+    with pytest.raises(project_lines.TooLarge, match="more than 64 KiB once macros"):
         extract.unit(ok.read_text(), str(ok), "k")
 
 
@@ -171,24 +171,24 @@ def test_code_bytes_are_lexed_in_linear_time(project):
     no hostile text makes the lexer quadratic (tree-sitter took 16 s of CPU on 4 MB of `a<`; a
     backtracking literal pattern minutes on `"\\"\\...`)."""
     import time
-    from astra_cuda.compile import cut
+    from astra_cuda.compile import project_lines
     f = project("lit.cu", 'const char* s = "// not /* a comment";\nchar c = \'"\'; // gone\n/* gone */ int y;\n')
-    assert cut.code_bytes(str(f)) == len('constchar*s="//not/*acomment";charc=\'"\';inty;')
+    assert project_lines.code_bytes(str(f)) == len('constchar*s="//not/*acomment";charc=\'"\';inty;')
     for i, hostile in enumerate(['"\\', "'\\", "a<", "/*", "// \\\n", '"\\"']):
         g = project(f"h{i}.cu", hostile * (1_000_000 // len(hostile)))
         t0 = time.process_time()
-        cut.code_bytes(str(g))
+        project_lines.code_bytes(str(g))
         assert time.process_time() - t0 < 5, hostile   # ~0.3 s; the quadratic pattern: hours
 
 
 def test_deep_namespaces_are_a_syntax_problem_then_refused(project):
     """5,000 nested namespaces ran the source model's recursion out (a RecursionError): it reads
     source.MAX_BLOCKS of them and calls the rest a syntax problem; the cut refuses the file."""
-    from astra_cuda.compile import cut
+    from astra_cuda.compile import declarations
     f = project("ns.cu", "namespace a {" * 5000 + "}" * 5000 + "\n__global__ void k(float* o) { o[0] = 1.f; }\n")
     model = source.parse(f.read_text())
     assert model.syntax_errors and [k.name for k in model.kernels] == ["k"]
-    with pytest.raises(cut.TooDeep, match="more than 100 nested namespace"):
+    with pytest.raises(declarations.TooDeep, match="more than 100 nested namespace"):
         extract.unit(f.read_text(), str(f), "k")
 
 

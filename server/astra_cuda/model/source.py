@@ -26,7 +26,7 @@ SPEC_MARK = "@astra"
 # `using namespace X;` for these is kept in every unit that keeps their header (device code uses
 # the names unqualified); other using-directives are host code's business.
 # Nested namespace / extern "C" blocks read (real code nests a handful; 5,000 ran Python's
-# recursion out): deeper ones are a syntax problem, and the cut refuses them (cut.MAX_NAMESPACES).
+# recursion out): deeper ones are a syntax problem, and the cut refuses them (compile.declarations.MAX_NAMESPACES).
 MAX_BLOCKS = 100
 MAX_MACRO_NESTING = 4          # launch macros used inside launch macros, levels expanded
 MAX_EXPANSION = 1 << 16        # bytes of one expanded launch macro (a hostile file's nesting blows up)
