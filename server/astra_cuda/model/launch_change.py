@@ -16,7 +16,7 @@ import json
 from typing import Callable
 
 from . import source
-from . import spec as spec_mod
+from . import spec_places
 from .candidate import Candidate, own_spec
 from .source import SourceModel
 from .spec import Spec
@@ -113,7 +113,7 @@ def side_effect_free(code: str) -> bool:
 def _spec_line(text: str, kernel: source.Kernel, key: str, values: list[str]) -> tuple[int, int, str] | None:
     """(start byte, end byte, new text) replacing the spec's top-level `key = [...]` line (the
     value must be on one line)."""
-    line, col, _ = spec_mod._Locator(kernel).key(key)
+    line, col, _ = spec_places.Locator(kernel).key(key)
     lines = text.split("\n")
     if line >= len(lines):
         return None
@@ -138,7 +138,7 @@ def add_sizes(text: str, kernel: str, case: dict[str, int]) -> str | None:
     for name, value in case.items():
         if name not in old.sizes or value in old.sizes[name]:
             continue
-        line, col, _ = spec_mod._Locator(k).key(name, "sizes")
+        line, col, _ = spec_places.Locator(k).key(name, "sizes")
         lines = text.split("\n")
         row = lines[line] if line < len(lines) else ""
         rest = row[col:]
