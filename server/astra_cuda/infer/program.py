@@ -54,11 +54,7 @@ class Program:
     def launches(self, kernel: str) -> list[tuple[LaunchSite, SourceModel]]:
         """Every launch of `kernel` in the program, with the model it is written in."""
         short = kernel.split("::")[-1]
-        out = []
-        for m in self.models:
-            out += [(s, m) for s in m.launches_of(short)]
-            out += [(s, m) for s in _indirect_launches(m, short)]
-        return out
+        return [(s, m) for m in self.models for s in launches_in(m, short)]
 
     def calls(self, function: str) -> list[Call]:
         short = function.split("::")[-1]
@@ -185,6 +181,13 @@ def _calls_cached(text: str) -> list[tuple[str, tuple[str, ...], tuple[str, ...]
 
 def _calls(model: SourceModel) -> list[Call]:
     return [Call(n, t, a, c, model) for n, t, a, c in _calls_cached(model.text)]
+
+
+def launches_in(model: SourceModel, kernel: str) -> list[LaunchSite]:
+    """The launches of `kernel` written in one file: `<<<>>>` ones, then those through a function
+    pointer or a launch API."""
+    short = kernel.split("::")[-1]
+    return model.launches_of(short) + _indirect_launches(model, short)
 
 
 def _indirect_launches(model: SourceModel, kernel: str) -> list[LaunchSite]:

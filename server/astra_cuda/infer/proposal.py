@@ -74,7 +74,7 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
         return dataclasses.replace(p, problems=p.problems + _records(kernel, types))
     p = _infer(flat.kernel, flat.model, _Types(flat.model, path, context), path=path, context=context, decide=decide,
                tables={f"{t}{structs.SEP}{structs.ROW}": dim for t, dim in flat.tables.items()})
-    comment, notes = structs.unflatten(p.comment, p.notes, flat.fields, flat.tables)
+    comment, notes = structs.unflatten(p.comment, p.notes, flat.fields, flat.tables, flat.opaque)
     if flat.fields:
         notes.append("struct parameter(s) " + ", ".join(f"`{n}`" for n in flat.fields) + " given by their fields "
                      "(fields left out are zero)")

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from ..model import source
 from ..model.source import Kernel, SourceModel
 from ..model.syntax import walk
+from .program import launches_in
 
 SEP = "__"   # the flattened name of field `f` of `p` is `p__f`
 
@@ -37,6 +38,9 @@ class Flat:
     kernel: Kernel
     fields: dict[str, tuple[str, ...]]   # struct parameter -> its fields, in order
     tables: dict[str, int] = field(default_factory=dict)   # table parameter -> the grid dimension counting it
+    # fields whose type is a class of their own (`at::PhiloxCudaState philox_args`): no number or
+    # buffer stands for one, so the proposal leaves them out (zero) — "struct field" -> its C++ type
+    opaque: dict[str, str] = field(default_factory=dict)
 
 
 def struct_fields(type_name: str, items) -> list[tuple[str, str]] | None:
@@ -50,7 +54,7 @@ def not_flattened(type_name: str, items) -> str:
     return _members(type_name, items)[1]
 
 
-def _members(type_name: str, items) -> tuple[list[tuple[str, str]] | None, str]:
+def _members(type_name: str, items, depth: int = 0) -> tuple[list[tuple[str, str]] | None, str]:
     defs = [it for it in items if it.kind == "type" and type_name in it.defines]
     if len(defs) != 1:
         return None, (f"no definition of `{type_name}` read in the file or its project headers" if not defs else
@@ -60,15 +64,46 @@ def _members(type_name: str, items) -> tuple[list[tuple[str, str]] | None, str]:
     if body is None or body.has_error:   # (the item's text may end without its `;`)
         return None, f"`{type_name}` is not a struct whose members Astra reads"
     out: list[tuple[str, str]] = []
-    for decl in body.named_children:
-        if decl.type == "comment":
+    # A base's fields come first, as the compiler lays them out (`struct FwdParams : ParamsBase`).
+    bases = next((c for c in (body.parent.children if body.parent is not None else []) if c.type == "base_class_clause"),
+                 None)
+    for base in (bases.named_children if bases is not None else []):
+        if base.type == "access_specifier":
             continue
+        name = base.text.decode().strip()
+        if depth >= 4 or not re.fullmatch(r"[A-Za-z_]\w*", name):
+            return None, f"its base `{name}` is not a struct whose members Astra reads"
+        inherited, why = _members(name, items, depth + 1)
+        if inherited is None:
+            return None, f"its base `{name}`: {why}"
+        out += inherited
+    # A member type (`using index_t = uint64_t;`) is the struct's own name for a type: a field
+    # declared with it is written with what it names, so the flattened parameter means the same.
+    aliases: dict[str, str] = {}
+    for decl in body.named_children:
+        if decl.type in ("comment", "access_specifier", "friend_declaration", "function_definition",
+                         "template_declaration", "declaration", "static_assert_declaration", "using_declaration"):
+            continue   # no data: methods, constructors, friends, access labels
         what = decl.text.decode().split("\n")[0].strip()
+        if decl.type in ("alias_declaration", "type_definition"):
+            named = decl.child_by_field_name("name") if decl.type == "alias_declaration" else \
+                decl.child_by_field_name("declarator")
+            target = decl.child_by_field_name("type")
+            if named is None or target is None or named.type != "type_identifier":
+                return None, f"its member `{what}` is no plain type alias"
+            aliases[named.text.decode()] = _aliased(target.text.decode(), aliases)
+            continue
         if decl.type != "field_declaration" or decl.child_by_field_name("type") is None:
             return None, f"its member `{what}` is no plain field"
-        head = decl.child_by_field_name("type").text.decode()
-        if any(c.type == "bitfield_clause" for c in decl.children) or \
-                decl.child_by_field_name("type").type in ("struct_specifier", "union_specifier"):
+        if any(c.type == "storage_class_specifier" for c in decl.children) or \
+                any(c.type == "function_declarator" for c in decl.children):
+            continue   # a static member or a method's declaration: not in the struct's bytes
+        kind = decl.child_by_field_name("type").type
+        if kind in ("enum_specifier", "struct_specifier", "union_specifier") and \
+                not decl.children_by_field_name("declarator"):
+            continue   # a nested type's definition declares no member
+        head = _aliased(decl.child_by_field_name("type").text.decode(), aliases)
+        if any(c.type == "bitfield_clause" for c in decl.children) or kind in ("struct_specifier", "union_specifier"):
             return None, f"its member `{what}` is a bit-field or a nested struct"
         quals = " ".join(c.text.decode() for c in decl.children if c.type == "type_qualifier")
         for d in decl.children_by_field_name("declarator"):
@@ -80,6 +115,12 @@ def _members(type_name: str, items) -> tuple[list[tuple[str, str]] | None, str]:
                 return None, f"its member `{what}` is an array or a function pointer"   # not flattened
             out.append((" ".join(x for x in (quals, head) if x) + (" " + stars if stars else ""), node.text.decode()))
     return (out, "") if out else (None, f"`{type_name}` has no fields")
+
+
+def _aliased(type_text: str, aliases: dict[str, str]) -> str:
+    """`type_text` with the struct's member types written out (`index_t` -> `uint64_t`)."""
+    return re.sub(r"(?<![\w:])[A-Za-z_]\w*", lambda m: aliases.get(m.group(0), m.group(0)), type_text) \
+        if aliases else type_text
 
 
 def flatten(kernel: Kernel, model: SourceModel, items, known) -> Flat | None:
@@ -114,7 +155,7 @@ def flatten(kernel: Kernel, model: SourceModel, items, known) -> Flat | None:
                           ", ".join(f"{t} {p.name}{SEP}{f}" for t, f in structs[p.name])))
     edits += _member_edits(kernel_fn.child_by_field_name("body"), {p: [f for _, f in fs] for p, fs in structs.items()})
     index = {p.name: i for i, p in enumerate(kernel.params)}
-    for site in model.launches_of(kernel.name):
+    for site in launches_in(model, kernel.name):
         call = _launch_call(tree.root_node, site)
         fn = _enclosing_function(call) if call is not None else None
         args = call.child_by_field_name("arguments") if call is not None else None
@@ -137,29 +178,44 @@ def flatten(kernel: Kernel, model: SourceModel, items, known) -> Flat | None:
     flat = next((k for k in flat_model.kernels if k.qualified_name == kernel.qualified_name), None)
     if flat is None:
         return None
+    opaque = {f"{p}{SEP}{f}": t for p, fs in structs.items() for t, f in fs
+              if "*" not in t and not known(t.replace("const", "").strip()) and _is_class(t, items)}
     return Flat(flat_model, flat, {p: tuple(f for _, f in fs) for p, fs in structs.items()},
-                {p: dim for p, (_, dim, _) in tables.items()})
+                {p: dim for p, (_, dim, _) in tables.items()}, opaque)
+
+
+def _is_class(type_text: str, items) -> bool:
+    """A qualified name (`at::PhiloxCudaState`) or a type the project defines that is not a plain
+    alias of a number: a class of its own."""
+    name = " ".join(w for w in type_text.split() if w not in ("const", "volatile"))
+    return "::" in name or any(it.kind == "type" and name in it.defines and "{" in it.text for it in items)
 
 
 def unflatten(comment: str, notes: list[str], fields: dict[str, tuple[str, ...]],
-              tables: dict[str, int] | None = None) -> tuple[str, list[str]]:
+              tables: dict[str, int] | None = None, opaque: dict[str, str] | None = None) -> tuple[str, list[str]]:
     """The proposal in the spec format's terms: `p__f = …` keys become `p.f = …`; a size named
     `p__f` becomes `f` where no other name of the proposal is `f`; `t__row = {…}` becomes
     `t = {…, table = "<count>"}` (its shape's first dimension, which `proposal` made the grid's
-    dimension that counts the entries)."""
+    dimension that counts the entries). An `opaque` field is left out (zero), with a note."""
     tables = tables or {}
+    opaque = opaque or {}
     rows = {f"{t}{SEP}{ROW}": t for t in tables}
     flat = {f"{p}{SEP}{f}": (p, f) for p, fs in fields.items() for f in fs}
     taken = set(re.findall(r"\w+", comment)) - set(flat)
     renames: dict[str, str] = {}
     for name, (_, f) in flat.items():
         renames[name] = f if f not in taken and f not in renames.values() else name
-    lines, table = comment.split("\n"), ""
+    lines, table, dropped = comment.split("\n"), "", set()
     for i, line in enumerate(lines):
         if line.startswith("["):
             table = line.strip()
         m = re.match(r"(\w+)\s*=", line)
-        if table == "[args]" and m is not None and m.group(1) in flat:
+        if table == "[args]" and m is not None and m.group(1) in opaque:
+            dropped.add(i)
+            notes = [n for n in notes if f"`{m.group(1)}`" not in n] + [
+                f"`{'.'.join(flat[m.group(1)])}` (a `{opaque[m.group(1)]}`) left out: zero, as no number or buffer "
+                f"stands for a class — CHECK that the kernel needs it only where the template arguments switch it off"]
+        elif table == "[args]" and m is not None and m.group(1) in flat:
             p, f = flat[m.group(1)]
             lines[i] = f"{p}.{f} " + line[len(m.group(1)):]   # as wide as `p__f`: the columns stay
         elif table == "[args]" and m is not None and m.group(1) in rows and line.rstrip().endswith("}"):
@@ -169,7 +225,7 @@ def unflatten(comment: str, notes: list[str], fields: dict[str, tuple[str, ...]]
             if first is not None and first.group(2):
                 body = body[:first.start(1)] + body[first.end(2):] + f", table = {first.group(1)}"
                 lines[i] = f"{t}{' ' * (len(m.group(1)) - len(t))}{body} }}"
-    comment = "\n".join(lines)
+    comment = "\n".join(ln for i, ln in enumerate(lines) if i not in dropped)
 
     def sub(s: str) -> str:
         return re.sub(r"\w+", lambda m: renames.get(m.group(0), m.group(0)), s)
