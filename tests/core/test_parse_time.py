@@ -160,3 +160,33 @@ def test_a_garbage_collection_during_a_parse_is_not_charged_to_the_text():
         gc.callbacks.remove(slow)
         gc.set_threshold(*old)
     assert len(burns) == 3   # the collections ran, inside the parse
+
+
+def test_in_the_language_server_every_large_text_is_parsed_in_a_child_first(monkeypatch, tmp_path):
+    """With `parse_apart.check_data` installed (the language server): a header past the node
+    ceiling, met by the header digest, is refused by name from a child's parse, never parsed
+    here; a large text that passes starts one child for all its parses; a small one none."""
+    from astra_cuda.compile import headers
+    from astra_cuda.lsp import parse_apart
+    children = []
+    run = parse_apart.subprocess.run
+    monkeypatch.setattr(parse_apart.subprocess, "run", lambda *a, **k: children.append(a) or run(*a, **k))
+    monkeypatch.setattr(parse_time, "_apart", None)
+    parse_time.parse_apart_first(parse_apart.check_data)
+    monkeypatch.setattr(parse_time, "MAX_NODES", 300_000)   # the child is told the ceiling
+    flood = "a;" * (parse_time.APART_BYTES // 2 + 1) + "\n"   # 393,000 nodes
+    (tmp_path / "flood.cuh").write_text(flood)
+    k = tmp_path / "k.cu"
+    k.write_text('#include "flood.cuh"\n__global__ void k(float* x) { x[0] = 1; }\n')
+    built = []
+    real_parse = parse_time.tree_sitter.Parser.parse
+    monkeypatch.setattr(parse_time.tree_sitter.Parser, "parse",
+                        lambda self, src, **kw: built.append(len(src._view)) or real_parse(self, src, **kw))
+    with pytest.raises(parse_time.TooManyNodes, match="^flood.cuh is too large to read"):
+        headers.header_digest(k.read_text(), str(k), [])
+    assert len(children) == 1 and max(built, default=0) < 100, built   # at most k.cu parsed here
+    large = "".join(f"int x{i};\n" for i in range(30_000))
+    assert len(large) > parse_time.APART_BYTES
+    source.parse(large)
+    source.parse(large)
+    assert len(children) == 2 and built[-2:] == [len(large)] * 2

@@ -432,6 +432,14 @@ EDITOR = [
            "50,000-deep nesting) open at once, then hovers on them and on a clean file (a hover took 103 s)",
            "every hover answered within 100 ms; no process of the server's over 2 GiB; none left after shutdown",
            "lsp: checks and compiles in workers, off the server's loop; the bounds above", arg="latency"),
+    Attack("hostile_project_header", "editor", "a small file that includes a project header of 3.7 MiB of `a;` "
+           "(5.9 million syntax nodes): the file's own parse is small, so the server parsed the header itself, in "
+           "the static check's thread (the header digest), and freeing its tree held the GIL: the event loop "
+           "stalled 533 ms at load 11, the server grew by 400 MB", "the header refused by name ('h.cuh is too large "
+           "to read'); the server's process never builds its tree (its peak memory stays small); hovers answered "
+           "meanwhile", "lsp.parse_apart: in the server every text over 256 KiB that tree-sitter reads (a "
+           "document, a header, an expanded unit) is parsed first in a child, which refuses it",
+           body="a;" * 1_950_000 + "\n", arg="header"),
 ]
 
 # An endpoint's replies: what a model (or whoever answers at its URL) sends back.

@@ -1,46 +1,77 @@
-"""A file's own parse made first in a process of its own, for the language server's large documents.
+"""Large texts parsed first in a process of their own, for the language server.
 
 py-tree-sitter lets the GIL go while it parses (at each callback) but not while it frees what a
 parse built: a parse stopped behind its pace (`parse_time`) frees its stacks, a tree past the
 node ceiling its nodes, each holding the GIL for about a third of the parse (0.1-0.2 s of CPU,
-0.5-0.9 s of the server's event loop at load 10). Here the same parse runs in a child first; a
-text it refuses is refused with the same error, and never parsed in the server's process, where
-what is parsed is then real-sized. The child dies with the thread that started it.
+0.5-0.9 s of the server's event loop at load 10). The server installs `check_data` as
+`parse_time`'s `apart`: every text over `parse_time.APART_BYTES` it parses — a large document,
+and as much a project header or an expanded unit met by a check (a hostile header stalled the
+loop 533 ms at load 11 when the header digest parsed it in a pool thread) — is parsed in a child
+first; a text it refuses is refused with the same error and never parsed in the server's
+process, where what is parsed is then real-sized. What a child said is remembered per content,
+so the text's parses here (the snapshot's, the digest's, the cut's) start one child between them.
+The child dies with the thread that started it.
 
-    python -m astra_cuda.model.parse_apart PARENT_PID WHAT < TEXT   ->  one JSON line
+    python -m astra_cuda.lsp.parse_apart PARENT_PID MAX_NODES WHAT < DATA   ->  one JSON line
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import subprocess
 import sys
+import threading
+from collections import OrderedDict
 
 from ..model import parse_time
 
 log = logging.getLogger(__name__)
 TIMEOUT_S = 60   # far beyond the pace's worst (1.5 s per MiB of a 4 MiB file, CPU), at any load
+REMEMBERED = 64  # contents whose child's answer is kept
+
+_said: OrderedDict[tuple[bytes, str, int], dict[str, object]] = OrderedDict()
+_said_lock = threading.Lock()
+
+
+def check_data(data: bytes, what: str, max_nodes: int) -> None:
+    """Raise what `parse_time.Parser().parse(data, max_nodes)` would within `reading(what)`
+    (`TooSlowToParse` at the byte it stopped, `TooManyNodes`), from a child's parse; return when
+    the child read it, or could not say (then this process's parse, under the same bounds, decides)."""
+    key = (hashlib.sha256(data).digest(), what, max_nodes)
+    with _said_lock:
+        said = _said.get(key)
+        if said is not None:
+            _said.move_to_end(key)
+    if said is None:
+        try:
+            r = subprocess.run([sys.executable, "-m", __name__, str(os.getpid()), str(max_nodes), what],
+                               input=data, capture_output=True, timeout=TIMEOUT_S)
+            said = json.loads(r.stdout.decode("utf-8", "replace").strip().splitlines()[-1])
+        except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as e:
+            log.warning("the parse of %s in a process of its own said nothing (%s): read here", what, e)
+            return
+        with _said_lock:
+            _said[key] = said
+            while len(_said) > REMEMBERED:
+                _said.popitem(last=False)
+    nodes, offset = said.get("nodes"), said.get("offset")
+    if isinstance(nodes, int):
+        raise parse_time.TooManyNodes(str(said["message"]), nodes)
+    if said.get("message"):
+        raise parse_time.TooSlowToParse(str(said["message"]), offset if isinstance(offset, int) else None)
 
 
 def check(text: str) -> None:
-    """Raise what `source.parse(text)`'s own parse of the file would (`TooSlowToParse`,
-    `TooManyNodes`, at their line), from a child's parse; return when the child read it, or could
-    not say (then the server's own parse, under the same bounds, decides)."""
+    """Raise what `source.parse(text)`'s own parse of the file would, at its line, from a child's
+    parse (`check_data`); return when the child read it."""
     from ..model import source
     data = text.encode("utf-8")
-    what = "the file"   # as the diagnostic on it says
     try:
-        r = subprocess.run([sys.executable, "-m", __name__, str(os.getpid()), what], input=data,
-                           capture_output=True, timeout=TIMEOUT_S)
-        said = json.loads(r.stdout.decode("utf-8", "replace").strip().splitlines()[-1])
-    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as e:
-        log.warning("the parse of %s in a process of its own said nothing (%s): read here", what, e)
-        return
-    if said.get("nodes") is not None:
-        raise source.placed(parse_time.TooManyNodes(said["message"], said["nodes"]), data)
-    if said.get("message"):
-        raise source.placed(parse_time.TooSlowToParse(said["message"], said.get("offset")), data)
+        check_data(data, "the file", parse_time.MAX_NODES)   # 'the file': as the diagnostic on it says
+    except parse_time.TooSlowToParse as e:
+        raise source.placed(e, data) from None
 
 
 def _main(argv: list[str]) -> int:
@@ -50,8 +81,8 @@ def _main(argv: list[str]) -> int:
     data = sys.stdin.buffer.read()
     out: dict[str, object] = {}
     try:
-        with parse_time.reading(argv[1]):
-            source.parser().parse(data)
+        with parse_time.reading(argv[2]):
+            source.parser().parse(data, max_nodes=int(argv[1]))
     except parse_time.TooManyNodes as e:
         out = {"message": e.message, "nodes": e.nodes}
     except parse_time.TooSlowToParse as e:

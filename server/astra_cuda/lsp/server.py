@@ -311,6 +311,9 @@ def main() -> None:
     # errors, gets only warnings and worse.
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="astra-lsp %(levelname)s %(message)s")
     redact.install_log_filter()
+    from astra_cuda.lsp import parse_apart
+    from astra_cuda.model import parse_time
+    parse_time.parse_apart_first(parse_apart.check_data)   # no large parse frees its tree in this process
     server.start_io()
     # stdout belonged to the protocol and is closed now; later flushes must not fail.
     sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - held for the life of the process

@@ -21,7 +21,7 @@ from __future__ import annotations
 import gc
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -40,6 +40,22 @@ _FIRST = 64        # bytes handed to tree-sitter by a read that does not follow 
 # it in Python, a few microseconds a node: 4 MB of `a;` made 5.9 million nodes, 15 s of the
 # source model's walk and 1.4 GB before the cut's ceiling refused it.
 MAX_NODES = 1_800_000
+# Freeing what a parse built holds py-tree-sitter's GIL (a stopped parse's stacks, a tree past the
+# ceiling: 0.1-0.2 s of CPU, up to 0.9 s of a loaded machine's wall time). A process that must
+# keep answering meanwhile (the language server) installs `apart` (`parse_apart_first`): every
+# text over `APART_BYTES` is then parsed by it first, in another process, which raises what the
+# parse here would; a text it passes is real-sized. Smaller texts make at most ~0.5 million nodes,
+# freed in ~0.02 s of CPU.
+APART_BYTES = 256 << 10
+_apart: Callable[[bytes, str, int], None] | None = None
+
+
+def parse_apart_first(check: Callable[[bytes, str, int], None] | None) -> None:
+    """Have `check(data, what, max_nodes)` see every text over `APART_BYTES` before this process
+    parses it (None: parse here only): it raises `TooSlowToParse` / `TooManyNodes` as
+    `Parser.parse` would, or returns."""
+    global _apart
+    _apart = check
 
 
 class _Collections(threading.local):
@@ -142,6 +158,9 @@ class Parser:
         bytes, but lets it go whenever it calls back into Python (the progress callback runs every
         few dozen bytes), so the language server answers while a large file is read."""
         account = _open.get() or Account("the text")
+        limit = MAX_NODES if max_nodes is None else max_nodes
+        if _apart is not None and len(data) > APART_BYTES:
+            _apart(data, account.what, limit)
         # tree-sitter's own CPU time: the callbacks' is left out (Python code), as is every garbage
         # collection of the whole process run meanwhile (triggered by the reads' or the callbacks'
         # objects, it was charged to a small file: 0.1 s for 61 bytes of FlashInfer's sampling.cuh)
@@ -177,7 +196,6 @@ class Parser:
                 f"{_amount(account.read)} read); Astra reads no further",
                 offset=None if tree is not None else stopped_at)
         nodes = tree.root_node.descendant_count   # kept by tree-sitter: no walk
-        limit = MAX_NODES if max_nodes is None else max_nodes
         if nodes > limit:
             del tree   # freed here, before the error travels
             raise TooManyNodes(
@@ -191,4 +209,4 @@ def _amount(n: int) -> str:
     return f"{n / _MIB:.1f} MiB" if n >= _MIB else f"{n / 1024:.0f} KiB" if n >= 1024 else f"{n} bytes"
 
 
-__all__ = ["MAX_NODES", "S_PER_MIB", "SLACK_S", "Account", "Parser", "TooManyNodes", "TooSlowToParse", "reading"]
+__all__ = ["APART_BYTES", "MAX_NODES", "S_PER_MIB", "SLACK_S", "Account", "Parser", "TooManyNodes", "TooSlowToParse", "parse_apart_first", "reading"]
