@@ -793,3 +793,19 @@ def test_a_size_the_launcher_rounds_up_to_a_multiple_is_computed_from_the_other(
     s, _ = infer(project, "pad.cu", "zero")
     assert "padded" not in s.sizes and s.cases()
     assert all(s.scalar("padded", c) == -(-c["experts"] // 32) * 32 for c in s.cases())
+
+
+def test_a_launcher_loop_that_halves_the_grid_up_to_a_bound_is_read_trip_by_trip(project):
+    """FasterTransformer's transpose: `while (per_block < 4 && grid.x % 2 == 0) { grid.x /= 2;
+    per_block *= 2; }` runs its two trips where the sizes allow, each trip's condition required."""
+    project("halve.cu", "__global__ void copy_rows(const float* src, float* dst, int rows, int width) {\n"
+                        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  dst[i] = src[i];\n}\n"
+                        "void run(const float* src, float* dst, int batch, int heads, int width) {\n"
+                        "  dim3 grid, block;\n  int per_block = 1;\n  grid.x = batch * heads / per_block;\n"
+                        "  while (per_block < 4 && grid.x % 2 == 0) {\n    grid.x /= 2;\n    per_block *= 2;\n  }\n"
+                        "  block.x = per_block * width;\n"
+                        "  copy_rows<<<grid, block>>>(src, dst, batch * heads, width);\n}\n")
+    s, p = infer(project, "halve.cu", "copy_rows")
+    assert s.grid == ("rows / 1 / 2 / 2",) and s.block == ("4 * width",)
+    assert set(s.require) == {"rows / 1 % 2 == 0", "rows / 1 / 2 % 2 == 0"}
+    assert sorted(s.args["dst"].shape) == ["rows", "width"]

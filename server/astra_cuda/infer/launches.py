@@ -812,7 +812,7 @@ def _pick_site(kernel: Kernel, program: Program) -> tuple[LaunchSite, SourceMode
             trees[id(m)] = source.parser().parse(m.text.encode("utf-8")).root_node
         case = _block_case(trees[id(m)], s)
         # a launch under `switch (threads) case 256:` is the one for the block it takes by default
-        return (m is not program.model, s.function == "main", case is not None and case != BLOCK_DEFAULT,
+        return (program.original(m) is not program.model, s.function == "main", case is not None and case != BLOCK_DEFAULT,
                 sum(numbers))
     return min(sites, key=rank)
 

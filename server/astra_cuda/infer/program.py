@@ -18,6 +18,7 @@ from tree_sitter import Node
 
 from ..compile import confine
 from .. import files
+from . import launcher_loops
 from ..model import source
 from ..errors import AstraError
 from ..compile.project import ProjectContext
@@ -47,6 +48,7 @@ class Program:
         self.model = model
         self.models: list[SourceModel] = [model]
         self._headers: list[str] = []
+        self._rewritten: dict[int, SourceModel] = {}
         if path is not None:
             self.models += _siblings(path, context or ProjectContext())
             self._headers = _headers_beside(path, context or ProjectContext())
@@ -54,7 +56,23 @@ class Program:
     def launches(self, kernel: str) -> list[tuple[LaunchSite, SourceModel]]:
         """Every launch of `kernel` in the program, with the model it is written in."""
         short = kernel.split("::")[-1]
-        return [(s, m) for m in self.models for s in launches_in(m, short)]
+        out = []
+        for m in self.models:
+            sites = [(s, m) for s in launches_in(m, short)]
+            # a launcher whose loop steps a counter to a bound is read with the loop written out
+            loops = launcher_loops.unrolled(m.text, short) if "<<<" in m.text and "while" in m.text else None
+            if loops is not None:
+                text, functions = loops
+                rewritten = _model(text, "")
+                self._rewritten[id(rewritten)] = m
+                sites = [p for p in sites if p[0].function not in functions] + \
+                    [(s, rewritten) for s in launches_in(rewritten, short) if s.function in functions]
+            out += sites
+        return out
+
+    def original(self, model: SourceModel) -> SourceModel:
+        """The model a launcher's rewritten model (`launches`) was read from; else itself."""
+        return self._rewritten.get(id(model), model)
 
     def calls(self, function: str) -> list[Call]:
         short = function.split("::")[-1]
