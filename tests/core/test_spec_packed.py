@@ -132,3 +132,55 @@ def test_a_struct_with_a_member_type_a_base_and_a_constructor_is_read_through_it
     flat = " ".join(prop.comment.split())
     assert 'p.n = "n"' in flat and "p.out = {" in flat and "p.stride" in flat and "p.seed" not in flat, prop.comment
     assert any("`p.seed` (a `at::Seed`) left out" in n for n in prop.notes), prop.notes
+
+
+RECORD_STRUCTS = "struct Batch { int n; };\nstruct Seq { int start; int len; };\nstruct W { const Seq* seqs; float* y; };\n"
+RECORD_KERNEL = "__global__ void r(const Batch* b, const Seq* s, W w, float* out) {}\n"
+RECORDS_GOOD = '''grid = ["n"]
+block = [32]
+[sizes]
+n = [1, 5]
+[args]
+b = { records = 1, n = "n" }
+s = { records = "n", start = { init = "randint(0, n)" }, len = 1 }
+w.seqs = { records = "n + 1", start = { init = "arange", type = "int32" } }
+w.y = { type = "float", shape = ["n"], output = true }
+out = { type = "float", shape = ["n"], output = true }
+'''
+
+
+def load_records(body: str):
+    text = f"{RECORD_STRUCTS}/* @astra\n{body}*/\n{RECORD_KERNEL}"
+    m = source.parse(text)
+    return spec.load(m.kernel("r"), m), text
+
+
+def test_pointers_to_records_are_structs_laid_out_in_device_memory():
+    s, _ = load_records(RECORDS_GOOD)
+    assert s.args["b"].struct and s.args["b"].records == "1" and s.args["b"].fields == ("n",)
+    assert s.args["s"].records == "n" and s.args["s.start"].drawn and not s.args["s.start"].is_scalar
+    assert str(s.args["s.start"].init) == "randint(0, n)" and s.args["s.len"].is_scalar
+    assert s.args["w"].fields == ("seqs", "y") and s.args["w.seqs"].records == "n + 1"
+    assert s.args["w.seqs"].member_of == "w" and s.args["w.seqs.start"].member_of == "w.seqs"
+    assert s.args["w.seqs.start"].typed and s.args["w.seqs.start"].dtype.name == "int32"
+    assert [n for n, a in s.args.items() if a.param] == ["b", "s", "w", "out"]
+
+
+@pytest.mark.parametrize("old,new,message,at", [
+    ('out = { type = "float", shape = ["n"], output = true }', 'out = { records = 1, x = 1 }',
+     "describes a pointer to structs", "records"),
+    ('len = 1 }', 'len = { type = "float", shape = ["n"] } }', "a record's fields are numbers", "len"),
+    ('w.y = { type = "float", shape = ["n"], output = true }', 'w.y = { init = "ones" }',
+     "belongs to a pointer to structs", "init"),
+    ('s = { records = "n",', 's = { records = "m",', "unknown size", '"m"'),
+    ('b = { records = 1,', 'b = { records = "n - 1",', "0 records", None),
+])
+def test_each_records_problem_at_its_place(old, new, message, at):
+    text = f"{RECORD_STRUCTS}/* @astra\n{RECORDS_GOOD.replace(old, new)}*/\n{RECORD_KERNEL}"
+    m = source.parse(text)
+    with pytest.raises(spec.SpecErrors) as e:
+        spec.load(m.kernel("r"), m)
+    d = e.value.diagnostics[0]
+    assert message in d.message, d.message
+    if at is not None:
+        assert text.splitlines()[d.line][d.col:d.end_col] == at, d.message

@@ -155,3 +155,60 @@ def test_a_pointer_parameter_takes_a_null_value_and_no_other(cpu):
     with pytest.raises(LaunchError, match="takes a pointer here"):
         cpu.launch(m, "k", Launch((1, 1, 1), (8, 1, 1)),
                    [out, Scalar("const float *", 4096, "uint64"), Scalar("int", 8, "int32")])
+
+
+RECORDS = """struct Batch { int n_tokens; int n_seqs; };
+struct __align__(16) Seq { int start; int len; int seen; int pad; };
+struct Wrap { const Batch* batch; const Seq* seqs; };
+/* @astra
+grid = ["seqs"]
+block = [64]
+[sizes]
+seqs = [1, 7]
+tokens = [50]
+d = [64]
+[args]
+out = { type = "float", shape = ["seqs", "d"], output = true }
+acts = { type = "float", shape = ["tokens", "d"] }
+batch = { records = 1, n_seqs = "seqs", n_tokens = "tokens" }
+seqs_ = { records = "seqs", start = { init = "randint(0, tokens)" }, len = 1, seen = "d" }
+w.batch = { records = 1, n_seqs = "seqs" }
+w.seqs = { records = "seqs", start = { init = "randint(0, tokens)" }, len = 1 }
+d = "d"
+*/
+__global__ void k(float* out, const float* acts, const Batch* batch, const Seq* seqs_, Wrap w, int d) {
+    const int s = blockIdx.x;
+    if (s >= batch->n_seqs || s >= w.batch->n_seqs) return;
+    const Seq q = seqs_[s];
+    const int row = q.start + q.len - 1, other = w.seqs[s].start;
+    for (int i = threadIdx.x; i < d; i += blockDim.x)
+        out[s * d + i] = acts[row * d + i] + 0.5f * acts[other * d + i] + (float)(q.seen - d);
+}
+"""
+
+
+@pytest.mark.parametrize("old,new,verdict", [
+    ("", "", "passed"),
+    ("const Seq q = seqs_[s];", "const Seq q = seqs_[0];", "compare"),      # every sequence reads the first
+    ("other = w.seqs[s].start", "other = w.seqs[s].len", "compare")])       # a field misread
+def test_the_gate_checks_a_kernel_given_pointers_to_records(cpu, tmp_path, old, new, verdict):
+    """DeepSpeed's ragged ops read descriptor structs in device memory (issue 25, item 6): a
+    parameter pointing to records and a struct field pointing to them, each record's fields the
+    same in all of them or drawn per record — laid out as the compiler lays out the struct."""
+    from astra_cuda.compile import extract
+    from astra_cuda import gate
+    from astra_cuda.model import source, spec as spec_mod
+    path = str(tmp_path / "r.cu")
+
+    def unit_of(text):
+        model = source.parse(text)
+        s = spec_mod.load(model.kernel("k"), model)
+        return extract.spec_unit(model, path, "k", s), s
+
+    ref, s = unit_of(RECORDS)
+    cand, _ = unit_of(RECORDS.replace(old, new) if old else RECORDS)
+    v = gate.check(ref, cand, s, cpu, quick=True)
+    if verdict == "passed":
+        assert v.passed and v.compared, v.human()
+    else:
+        assert v.status == "failed" and v.failures[0].check == verdict, v.human()

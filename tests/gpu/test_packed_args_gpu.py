@@ -112,3 +112,61 @@ def test_a_null_pointer_argument_passes_the_gate(pool, tmp_path):
     cand = extract.spec_unit(mb, str(path), "k", spec)
     v = pool.run(jobs.CheckJob("gpu", ref, cand, spec, quick=True), timeout=300)
     assert v.status == "failed", v.human()
+
+
+RECORDS = """\
+struct Batch { int n_tokens; int n_seqs; };
+struct __align__(16) Seq { int start; int len; int seen; int pad; };
+struct Wrap { const Batch* batch; const Seq* seqs; };
+/* @astra
+grid = ["seqs"]
+block = [64]
+[sizes]
+seqs = [1, 7, 300]
+tokens = [50, 4096]
+d = [64, 1000]
+[args]
+out = { type = "float", shape = ["seqs", "d"], output = true }
+acts = { type = "float", shape = ["tokens", "d"] }
+batch = { records = 1, n_seqs = "seqs", n_tokens = "tokens" }
+seqs_ = { records = "seqs", start = { init = "randint(0, tokens)" }, len = 1, seen = "d" }
+w.batch = { records = 1, n_seqs = "seqs" }
+w.seqs = { records = "seqs", start = { init = "randint(0, tokens)" }, len = 1 }
+d = "d"
+*/
+__global__ void k(float* out, const float* acts, const Batch* batch, const Seq* seqs_, Wrap w, int d) {
+    const int s = blockIdx.x;
+    if (s >= batch->n_seqs || s >= w.batch->n_seqs) return;
+    const Seq q = seqs_[s];
+    const int row = q.start + q.len - 1, other = w.seqs[s].start;
+    for (int i = threadIdx.x; i < d; i += blockDim.x)
+        out[s * d + i] = acts[row * d + i] + 0.5f * acts[other * d + i] + (float)(q.seen - d);
+}
+"""
+
+
+@pytest.mark.parametrize("old,new,verdict", [
+    ("", "", "passed"),
+    ("const Seq q = seqs_[s];", "const Seq q = seqs_[0];", "compare"),
+    ("other = w.seqs[s].start", "other = w.seqs[s].len", "compare")])
+def test_pointers_to_records_pass_the_gate_and_a_misread_is_caught(pool, tmp_path, old, new, verdict):
+    """DeepSpeed's ragged descriptors (issue 25, item 6): records in device memory, given as a
+    parameter and through a struct's field (held alive by the backend until the launch), laid out
+    as nvcc lays them out (Seq is 16-byte aligned)."""
+    path = tmp_path / "records.cu"
+    path.write_text(RECORDS)
+
+    def unit_of(text):
+        m = source.parse(text)
+        s = spec_mod.load(m.kernel("k"), m)
+        return extract.spec_unit(m, str(path), "k", s), s
+
+    ref, spec = unit_of(RECORDS)
+    cand, _ = unit_of(RECORDS.replace(old, new) if old else RECORDS)
+    v = pool.run(jobs.CheckJob("gpu", ref, cand, spec, quick=True), timeout=300)
+    if verdict == "passed":
+        assert v.passed and v.compared, v.human()
+        p = pool.run(jobs.ProfileJob("gpu", ref, ref, spec), timeout=300)
+        assert p.measured and p.valid, p.to_json()
+    else:
+        assert v.status == "failed" and v.failures[0].check == verdict, v.human()

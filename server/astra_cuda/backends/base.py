@@ -42,10 +42,11 @@ class Packed:
     `in_memory` — a table of device pointers, placed in device memory and passed as a pointer
     to it. `pointers`: (byte offset into `data`, buffer, byte offset into the buffer); the
     backend writes each address where the launch can use it (on the CPU, inside the process
-    that runs the launch)."""
+    that runs the launch). A pointer may point at another `in_memory` Packed (a struct's field
+    pointing to records, `gate.checks`): the backend places its bytes in device memory first."""
 
     data: bytes
-    pointers: tuple[tuple[int, "Buffer", int], ...] = ()
+    pointers: tuple[tuple[int, "Buffer | Packed", int], ...] = ()
     in_memory: bool = False
 
 

@@ -145,6 +145,7 @@ class GpuBackend(Backend):
         load_nvrtc(cp)
         self._flush = None
         self._busy_until = 0.0  # time.monotonic() when the last timing loop ended
+        self._held: list = []   # the last launch's records (see _args)
         self.poisoned: str | None = None
 
     # ---- device facts ---------------------------------------------------------------------
@@ -337,6 +338,10 @@ class GpuBackend(Backend):
 
     # ---- running --------------------------------------------------------------------------
     def _args(self, args: Sequence[GpuBuffer | Scalar | Packed]) -> tuple:
+        # records a struct's field points to: no kernel argument holds them, so they are held here
+        # until the next launch's arguments are made (by then this launch is enqueued, and CuPy's
+        # pool reuses their memory in stream order)
+        self._held = []
         out = []
         for a in args:
             if isinstance(a, GpuBuffer):
@@ -362,6 +367,12 @@ class GpuBackend(Backend):
         until the stream has run the launch: CuPy's pool reuses memory in stream order)."""
         data = bytearray(a.data)
         for offset, buf, within in a.pointers:
+            if isinstance(buf, Packed) and buf.in_memory and within == 0 and offset + 8 <= len(data):
+                # records a field points to: in device memory like a table, alive as long as one
+                records = self._packed(buf)
+                self._held.append(records)
+                data[offset:offset + 8] = int(records.data.ptr).to_bytes(8, "little")
+                continue
             if not isinstance(buf, GpuBuffer) or within > buf.nbytes or offset + 8 > len(data):
                 raise LaunchError("a packed argument points outside its data or at a buffer of another backend")
             data[offset:offset + 8] = int(buf.array.data.ptr + within).to_bytes(8, "little")

@@ -375,8 +375,9 @@ def spec_unit(model: SourceModel, path: str, kernel_name: str, spec: Spec, *,
     types = {a.name: a.dtype.name for a in spec.args.values() if a.pointer and a.param and not a.table}
     u = unit_from_model(model, path, kernel_name, instantiate=spec.instantiate, context=context,
                         arg_types=types, spec_line=line)
-    structs = {i: spec.args[p].fields for i, (p, _) in enumerate(u.params) if p in spec.args and spec.args[p].struct}
-    return dataclasses.replace(u, appendix=layout.probe(u.name_expression, structs)) if structs else u
+    structs, records = layout.targets(spec, [p for p, _ in u.params])
+    return dataclasses.replace(u, appendix=layout.probe(u.name_expression, structs, records)) \
+        if structs or records else u
 
 
 def replace_kernel(text: str, kernel_name: str, new_kernel_text: str) -> str:

@@ -11,6 +11,7 @@ from ..model import exprs, layout
 from ..backends.base import Backend, Buffer, Launch, LaunchError, Module, Packed, Scalar, Schedule
 from ..model.spec import ArgSpec, Spec
 from . import compare
+from .suite import record_values
 
 POISONS = (0xFF, 0xA5)  # NaN for every float type; then a plausible small negative number
 LAUNCH_TIMEOUT_S = 60.0
@@ -49,15 +50,20 @@ def arg_types(spec: Spec, backend: Backend, kernel: "Compiled", params: dict[str
     """`scalar_ctypes`, and for each struct parameter its `layout.Layout` as compiled into the
     kernel's module (the probe `extract.spec_unit` appended). LaunchError when it cannot be read."""
     out = scalar_ctypes(spec, params)
-    for i, name in enumerate(params):
-        a = spec.args.get(name)
-        if a is None or not a.struct:
-            continue
-        raw = backend.read_global(kernel.module, layout.symbol(i), 8 * layout.words(a.fields))
+
+    def read(name: str, symbol: str, fields: tuple[str, ...]) -> None:
+        raw = backend.read_global(kernel.module, symbol, 8 * layout.words(fields))
         try:
-            out[name] = layout.parse(raw, a.fields)
+            out[name] = layout.parse(raw, fields)
         except ValueError as e:
             raise LaunchError(f"struct parameter {name!r}: {e}") from None
+
+    structs, records = layout.targets(spec, list(params))
+    names = list(params)
+    for i, fields in structs.items():
+        read(names[i], layout.symbol(i), fields)
+    for (i, k), fields in records.items():   # a pointer to records: the layout of the struct it points to
+        read(names[i] if k < 0 else f"{names[i]}.{structs[i][k]}", layout.records_symbol(i, k), fields)
     return out
 
 
@@ -69,8 +75,10 @@ def launch_args(spec: Spec, buffers: dict[str, Buffer], sizes: dict[str, int], c
     for a in spec.args.values():
         if not a.param:
             continue
-        if a.struct:
-            out.append(_struct(spec, a, buffers, sizes, ctypes.get(a.name)))
+        if a.records:
+            out.append(_records(spec, a, sizes, ctypes.get(a.name)))
+        elif a.struct:
+            out.append(_struct(spec, a, buffers, sizes, ctypes))
         elif a.table:
             buf = buffers[a.name]
             shape = spec.shape(a.name, sizes)
@@ -83,13 +91,19 @@ def launch_args(spec: Spec, buffers: dict[str, Buffer], sizes: dict[str, int], c
     return out
 
 
-def _struct(spec: Spec, a: ArgSpec, buffers: dict[str, Buffer], sizes: dict[str, int], lay: Any) -> Packed:
+def _struct(spec: Spec, a: ArgSpec, buffers: dict[str, Buffer], sizes: dict[str, int], ctypes: dict[str, Any]) -> Packed:
+    lay = ctypes.get(a.name)
     if not isinstance(lay, layout.Layout):
         raise LaunchError(f"struct parameter {a.name!r}: its layout was not read from the compiled module")
     data = bytearray(lay.size)
-    pointers = []
+    pointers: list[tuple[int, Buffer | Packed, int]] = []
     for path in a.fields:
         m, f = spec.args[f"{a.name}.{path}"], lay.fields[path]
+        if m.records:
+            if f.kind != "pointer":
+                raise LaunchError(f"`{m.name}` is described as records, but the field is {_what(f)}")
+            pointers.append((f.offset, _records(spec, m, sizes, ctypes.get(m.name)), 0))
+            continue
         if m.pointer:
             if f.kind != "pointer":
                 raise LaunchError(f"`{m.name}` is described as a buffer, but the field is {_what(f)}")
@@ -102,6 +116,26 @@ def _struct(spec: Spec, a: ArgSpec, buffers: dict[str, Buffer], sizes: dict[str,
             raise LaunchError(f"`{m.name}` has no value")
         data[f.offset:f.offset + f.size] = _field_bytes(m, f, exprs.evaluate(m.value, dict(sizes)))
     return Packed(bytes(data), tuple(pointers))
+
+
+def _records(spec: Spec, a: ArgSpec, sizes: dict[str, int], lay: Any) -> Packed:
+    """`records` structs one after another, each field the same number in every record or drawn
+    per record: bytes placed in device memory, the kernel given their address."""
+    if not isinstance(lay, layout.Layout):
+        raise LaunchError(f"{a.name!r}: the layout of its records was not read from the compiled module")
+    n = exprs.evaluate_int(a.records, dict(sizes))
+    data = bytearray(lay.size * n)
+    for path in a.fields:
+        m, f = spec.args[f"{a.name}.{path}"], lay.fields[path]
+        if m.drawn:
+            values = [_field_bytes(m, f, v) for v in record_values(m, n, sizes).tolist()]
+        else:
+            if m.value is None:
+                raise LaunchError(f"`{m.name}` has no value")
+            values = [_field_bytes(m, f, exprs.evaluate(m.value, dict(sizes)))] * n
+        for r, b in enumerate(values):
+            data[r * lay.size + f.offset:r * lay.size + f.offset + f.size] = b
+    return Packed(bytes(data), (), in_memory=True)
 
 
 def _what(f: "layout.Field") -> str:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 
 import os
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -309,6 +310,15 @@ def _sample_large(arg: ArgSpec, shape: tuple[int, ...], rng: np.random.Generator
     with ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 1)) as pool:
         list(pool.map(draw, range(len(bounds))))  # NumPy fills and casts release the GIL
     return out.reshape(shape)
+
+
+def record_values(arg: ArgSpec, n: int, sizes: dict[str, int]) -> np.ndarray:
+    """The values of a field of `n` records drawn per record (`init`) at `sizes`: drawn once per
+    case, the same for every seed — records describe the case (its sequences and where each
+    starts), as its sizes do, so the reference and the candidate always read the same ones."""
+    key = f"{arg.name}|{sorted(sizes.items())}".encode()
+    rng = np.random.Generator(np.random.PCG64(zlib.crc32(key)))
+    return _sample(dataclasses.replace(arg, init=arg.init.at(sizes)), (n,), rng, SPEC_DIST)
 
 
 def inputs(spec: Spec, sizes: dict[str, int], distribution: str, seed: int) -> dict[str, np.ndarray]:

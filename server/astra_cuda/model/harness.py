@@ -32,6 +32,8 @@ TOP_KEYS = {"grid", "block", "shared_mem", "reference", "instantiate", "require"
 NULL = "null"                     # a pointer parameter passed as a null pointer: `bias = "null"`
 ARRAY_KEYS = {"type", "shape", "output", "inout", "init", "atol", "rtol", "table"}
 SCALAR_KEYS = {"value", "type"}
+RECORDS = "records"               # a pointer to structs: `batch = { records = "seqs", start = {...} }`
+DRAWN_KEYS = {"init", "type"}     # a field of records drawn per record: `start = { init = "randint(0, n)" }`
 INITS = ("normal", "uniform", "randint", "arange", "zeros", "ones", "permutation", "offsets")
 DEFAULT_MAX_CASES = 24
 # Caps that keep a hostile or mistaken spec from exhausting the machine (checked in `load`,
@@ -105,6 +107,12 @@ class ArgSpec:
     # absent, as `if (p != nullptr)` tests). Carried as an 8-byte integer zero, which is how a
     # null pointer is passed by value; it has no buffer.
     null: bool = False
+    # A pointer to structs (a parameter, or a pointer field of a struct passed by value): `struct`
+    # is set, `fields` as for a struct, and `records` the number of structs that lie one after
+    # another in device memory (an expression over the sizes); the kernel gets their address.
+    # Their fields are numbers: one value for every record, or `drawn` per record by `init`.
+    records: str = ""
+    drawn: bool = False
 
     @property
     def param(self) -> bool:
@@ -114,7 +122,7 @@ class ArgSpec:
     @property
     def is_scalar(self) -> bool:
         """A by-value number (a kernel parameter or a struct's field): `Spec.scalar` evaluates it."""
-        return not self.pointer and not self.struct
+        return not self.pointer and not self.struct and not self.drawn
 
     @property
     def is_input(self) -> bool:

@@ -9,13 +9,16 @@ global array `astra_layout_<i>` holding the struct's size and, per field, its of
 other) and, for a pointer, the size of what it points to. The backend reads the array back
 from the module it launches (`Backend.read_global`) and `parse` turns it into a `Layout`; the
 gate then assembles the struct's bytes (`gate.checks.launch_args`). A field path that names no
-member is a compile error at the probe's line, naming the field.
+member is a compile error at the probe's line, naming the field. A pointer to records (a
+parameter or a struct parameter's field, `records = "n"` in the spec) gets the same probe of the
+struct it points to (`astra_records_<i>`, `astra_records_<i>_<field>`): the gate lays out that
+many of them and passes their address.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .spec import FIELD_STEP
+from .harness import FIELD_STEP, Spec
 
 PROBE_FILE = "<astra-layout>"  # the appended probe's name in compiler messages: a pseudo-file, quoted as it is
 KINDS = {0: "other", 1: "pointer", 2: "floating", 3: "integer"}
@@ -33,6 +36,8 @@ template <class T> struct bare<T&> { typedef typename bare<T>::type type; };
 template <class T> struct bare<const T> { typedef typename bare<T>::type type; };
 template <class T> struct bare<volatile T> { typedef typename bare<T>::type type; };
 template <class T> struct bare<const volatile T> { typedef typename bare<T>::type type; };
+template <class T> struct pointee { typedef T type; };
+template <class T> struct pointee<T*> { typedef typename bare<T>::type type; };
 template <class T> struct size { enum { v = sizeof(T) }; };
 template <> struct size<void> { enum { v = 1 }; };
 template <class T> struct kind { enum { v = 0, elem = 0 }; };
@@ -61,6 +66,12 @@ def symbol(param_index: int) -> str:
     return f"astra_layout_{param_index}"
 
 
+def records_symbol(param_index: int, field_index: int = -1) -> str:
+    """The probe of the structs a pointer points to: parameter `param_index` itself, or the
+    `field_index`-th field the spec gives of that struct parameter."""
+    return f"astra_records_{param_index}" if field_index < 0 else f"astra_records_{param_index}_{field_index}"
+
+
 def words(fields: tuple[str, ...]) -> int:
     """How many 64-bit words the probe of a struct with `fields` holds."""
     return 1 + 4 * len(fields)
@@ -73,22 +84,59 @@ def _designator(path: str) -> str:
     return ".".join(steps)
 
 
-def probe(name_expression: str, structs: dict[int, tuple[str, ...]]) -> str:
+def targets(spec: Spec, params: list[str]) -> tuple[dict[int, tuple[str, ...]], dict[tuple[int, int], tuple[str, ...]]]:
+    """What `probe` lays out for a spec whose kernel takes `params`: its struct
+    parameters passed by value, and its pointers to records (see `probe`)."""
+    structs: dict[int, tuple[str, ...]] = {}
+    records: dict[tuple[int, int], tuple[str, ...]] = {}
+    for i, name in enumerate(params):
+        a = spec.args.get(name)
+        if a is None or not a.struct:
+            continue
+        if a.records:
+            records[(i, -1)] = a.fields
+            continue
+        structs[i] = a.fields
+        for k, path in enumerate(a.fields):
+            m = spec.args.get(f"{name}.{path}")
+            if m is not None and m.records:
+                records[(i, k)] = m.fields
+    return structs, records
+
+
+def probe(name_expression: str, structs: dict[int, tuple[str, ...]],
+          records: dict[tuple[int, int], tuple[str, ...]] | None = None) -> str:
     """C++ to append to a unit whose kernel is `name_expression`: the layout of each struct
-    parameter (parameter index -> the field paths the spec gives). Empty when there is none."""
-    if not structs:
+    parameter (parameter index -> the field paths the spec gives) and of the structs each pointer
+    to records points to ((parameter index, -1 for the parameter itself or the index of the
+    struct parameter's field that points to them) -> their field paths). Empty when there is none."""
+    records = records or {}
+    if not structs and not records:
         return ""
     out = [f'\n#line 1 "{PROBE_FILE}"\n', _HELPERS]
-    for i, paths in structs.items():
-        t = f"astra_layout_t{i}_"
-        out.append(f"typedef astra_layout_::bare<astra_layout_::param<{i}, decltype(&{name_expression})>::type>::type {t};\n")
+
+    def one(t: str, sym: str, paths: tuple[str, ...]) -> None:
         values = [f"sizeof({t})"]
         for path in paths:
             d = _designator(path)
             member = f"astra_layout_::bare<decltype((({t}*)0)->{d})>::type"
             values += [f"__builtin_offsetof({t}, {d})", f"sizeof((({t}*)0)->{d})",
                        f"astra_layout_::kind<{member}>::v", f"astra_layout_::kind<{member}>::elem"]
-        out.append(f'extern "C" __device__ unsigned long long {symbol(i)}[] = {{{", ".join(values)}}};\n')
+        out.append(f'extern "C" __device__ unsigned long long {sym}[] = {{{", ".join(values)}}};\n')
+
+    for i in sorted({i for i in structs} | {i for i, _ in records}):
+        param = f"astra_layout_::bare<astra_layout_::param<{i}, decltype(&{name_expression})>::type>::type"
+        t = f"astra_layout_t{i}_"
+        out.append(f"typedef {param} {t};\n")
+        if i in structs:
+            one(t, symbol(i), structs[i])
+        for (j, k), paths in sorted(records.items()):
+            if j != i:
+                continue
+            r = f"astra_records_t{i}_{k if k >= 0 else 'p'}_"
+            inner = f"{t}" if k < 0 else f"astra_layout_::bare<decltype((({t}*)0)->{_designator(structs[i][k])})>::type"
+            out.append(f"typedef astra_layout_::pointee<{inner}>::type {r};\n")
+            one(r, records_symbol(i, k), paths)
     return "".join(out)
 
 

@@ -57,6 +57,12 @@ def _case_bytes(spec: Spec, case: dict[str, int]) -> int:
     """Bytes of all buffers of one case, or _TooLarge naming the argument that breaks the cap."""
     total = 0
     for a in spec.args.values():
+        if a.records:
+            n = exprs.evaluate_int(a.records, case)
+            if not 1 <= n <= MAX_TABLE_ENTRIES:
+                raise _TooLarge(a.name, f"{a.name!r}: {n} records at sizes {case} (from 1 to {MAX_TABLE_ENTRIES})")
+        if a.drawn:
+            a.init.at(case)   # its bounds evaluate at every case
         if not a.pointer:
             continue
         shape = spec.shape(a.name, case)

@@ -1,7 +1,11 @@
 """`astra_cuda.model.spec.load`'s checks of a spec comment: its TOML (a syntax error at its place),
 one validator per section (`Validator`: every problem collected at the line and column of its key
 or value, with the closest known word as a "did you mean" and the `fix` an editor applies); the
-checks that evaluate every case are `spec_cases`."""
+checks that evaluate every case are `spec_cases`.
+
+Long because [args] is one validator over every kind of argument the format has (buffers,
+scalars, null pointers, tables, structs by value, pointers to records): they share its checks of
+types, expressions and places, and split apart they would each need the whole `Validator`."""
 from __future__ import annotations
 
 import dataclasses
@@ -12,7 +16,7 @@ from . import dtypes, exprs
 from ..diagnostics import Diagnostic
 from .harness import (ARRAY_KEYS, ArgSpec, DEFAULT_MAX_CASES, FIELD_STEP, Init, MAX_CASES_CAP,
                        MAX_COMBINATIONS, MAX_FIELDS, MAX_FIELD_DEPTH, MAX_SEEDS, MAX_SIZE_NAMES,
-                       MAX_SIZE_VALUES, MAX_SPEC_ERRORS, NULL, SCALAR_KEYS, SpecErrors, TOP_KEYS,
+                       MAX_SIZE_VALUES, MAX_SPEC_ERRORS, NULL, DRAWN_KEYS, RECORDS, SCALAR_KEYS, SpecErrors, TOP_KEYS,
                        combinations, parse_init)
 from .source import Kernel, SourceModel
 from .spec_places import Locator, diag, did_you_mean
@@ -269,10 +273,18 @@ class Validator:
                 continue
             v = raw_args[p.name]
             cpp_dtype = dtypes.from_cpp(targs.get(p.base_type, p.base_type))
+            if p.is_pointer and isinstance(v, dict) and RECORDS in v:
+                if cpp_dtype is not None or p.type.count("*") != 1 or p.base_type.replace("const", "").strip() == "void":
+                    self.err_at(f"parameter {p.name!r} ({p.type}): `{RECORDS}` describes a pointer to structs, "
+                                f"not to numbers: give it {{ type = \"...\", shape = [...] }}", ("args", p.name, RECORDS))
+                    continue
+                for a in self.struct_arg(p.name, v, ("args", p.name)):
+                    args[a.name] = a
+                continue
             if p.is_pointer:
                 arg = self.pointer_arg(p, v, cpp_dtype)
             elif cpp_dtype is None and _describes_struct(v):
-                for a in self.struct_arg(p, v):
+                for a in self.struct_arg(p.name, v, ("args", p.name)):
                     args[a.name] = a
                 continue
             else:
@@ -369,41 +381,88 @@ class Validator:
             return None
         return dataclasses.replace(a, shape=(str(table), *a.shape), table=str(table))
 
-    def struct_arg(self, p, v: dict) -> list[ArgSpec]:
+    def struct_arg(self, name: str, v: dict, at: tuple[str, ...], member_of: str = "") -> list[ArgSpec]:
         """A struct passed by value: the fields the spec gives, each described like an argument
         (`p.out = { type = "float", shape = ["n"], output = true }`, `p.n = "n"`); fields left out
-        are zero. Where each lies in the struct comes from the compiler (`astra_cuda.model.layout`)."""
+        are zero. Where each lies in the struct comes from the compiler (`astra_cuda.model.layout`).
+        With `records` (a pointer to structs: a parameter, or a pointer field of a struct), that
+        many structs lie in device memory, each field a number the same in every record or drawn
+        per record (`start = { init = "randint(0, n)" }`)."""
         members: list[ArgSpec] = []
         paths: list[str] = []
+        count = v.get(RECORDS)
+        if count is not None:
+            if not isinstance(count, (str, int)) or isinstance(count, bool) or \
+                    not self.check_expr(str(count), name, "args", what=f"{name!r} records: ", path=(*at, RECORDS)):
+                if not isinstance(count, (str, int)) or isinstance(count, bool):
+                    self.err_at(f"{name!r}: `{RECORDS}` is the number of structs, a size expression such as \"seqs\"",
+                                (*at, RECORDS), value=True)
+                count = None
 
-        def walk(table: dict, prefix: str, at: tuple[str, ...], depth: int) -> None:
+        def walk(table: dict, prefix: str, here_at: tuple[str, ...], depth: int) -> None:
             for key, value in table.items():
-                here = (*at, key)
+                here = (*here_at, key)
+                if key == RECORDS and not prefix and count is not None:
+                    continue
                 if not FIELD_STEP.fullmatch(key):
-                    self.err_at(f"`{p.name}.{prefix}{key}`: a field is a member's name, or one element of an "
+                    self.err_at(f"`{name}.{prefix}{key}`: a field is a member's name, or one element of an "
                                 f"array member (\"stride[1]\")", here)
                     continue
                 path = prefix + key
-                if isinstance(value, dict) and not value.keys() & {"shape", "value", "type", "table"}:
+                leaf = isinstance(value, dict) and value.keys() & {"shape", "value", "type", "table", "init", RECORDS}
+                if isinstance(value, dict) and not leaf:
                     if depth + 1 >= MAX_FIELD_DEPTH:
-                        self.err_at(f"`{p.name}.{path}`: fields nest at most {MAX_FIELD_DEPTH} deep", here)
+                        self.err_at(f"`{name}.{path}`: fields nest at most {MAX_FIELD_DEPTH} deep", here)
                     else:
                         walk(value, path + ".", here, depth + 1)
                     continue
                 if len(paths) >= MAX_FIELDS:
-                    self.err_at(f"struct parameter {p.name!r}: at most {MAX_FIELDS} fields", here)
+                    self.err_at(f"struct parameter {name!r}: at most {MAX_FIELDS} fields", here)
                     return
-                full = f"{p.name}.{path}"
-                if isinstance(value, dict) and "shape" in value:
-                    a = self.buffer(full, "a field", False, value, None, here, member_of=p.name)
+                full = f"{name}.{path}"
+                got: list[ArgSpec | None]
+                if count is not None and isinstance(value, dict) and value.keys() & {"shape", "table", RECORDS}:
+                    self.err_at(f"`{full}`: a record's fields are numbers (the same in every record, or drawn per "
+                                f"record with {{ init = \"...\" }}), not buffers", here)
+                    got = []
+                elif isinstance(value, dict) and RECORDS in value:
+                    got = list(self.struct_arg(full, value, here, member_of=name))
+                elif isinstance(value, dict) and "shape" in value:
+                    got = [self.buffer(full, "a field", False, value, None, here, member_of=name)]
+                elif isinstance(value, dict) and "init" in value:
+                    got = [self.drawn_field(full, value, here, name, count is not None)]
                 else:
-                    a = self.scalar_value(full, "a field", value, None, here, member_of=p.name)
+                    got = [self.scalar_value(full, "a field", value, None, here, member_of=name)]
                 paths.append(path)
-                if a is not None:
-                    members.append(a)
+                members.extend(a for a in got if a is not None)
 
-        walk(v, "", ("args", p.name), 0)
-        return [ArgSpec(p.name, False, dtypes.BY_NAME["uint8"], struct=True, fields=tuple(paths))] + members
+        walk(v, "", at, 0)
+        head = ArgSpec(name, False, dtypes.BY_NAME["uint8"], struct=True, fields=tuple(paths), member_of=member_of,
+                       records=str(count) if count is not None else "")
+        return [head] + members
+
+    def drawn_field(self, name: str, v: dict, at: tuple[str, ...], owner: str, in_records: bool) -> ArgSpec | None:
+        """A field of records drawn per record: `{ init = "...", type = "..." }` (without `type`,
+        the compiler's type of the field decides, as for a number field)."""
+        if not in_records:
+            self.err_at(f"`{name}`: `init` draws a field per record, so it belongs to a pointer to structs "
+                        f"(`{{ {RECORDS} = \"n\", ... }}`); a struct passed by value gives each field one value", (*at, "init"))
+            return None
+        for k in v:
+            if k not in DRAWN_KEYS:
+                self.unknown(f"key for a field drawn per record {name!r}:", k, DRAWN_KEYS, (*at, k))
+        tname = v.get("type")
+        dt = dtypes.lookup(tname) if isinstance(tname, str) else None
+        if tname is not None and dt is None:
+            self.unknown_type(at, tname)
+            return None
+        try:
+            init = parse_init(str(v.get("init")), self.known)
+        except (ValueError, exprs.ExprError) as e:
+            self.err_at(f"field {name!r}: {e}", (*at, "init"), value=True)
+            return None
+        return ArgSpec(name, False, dt or dtypes.BY_NAME["double"], init=init, member_of=owner, typed=dt is not None,
+                       drawn=True)
 
     def unknown_type(self, where: tuple[str, ...], tname) -> None:
         at = (*where, "type")

@@ -33,7 +33,8 @@ KEY_DOCS: dict[str, str] = {
              "Default: the largest test case.",
     "args": "`[args]`: every kernel parameter by name: a pointer as `{ type = ..., shape = [...] }`, a "
             "scalar as an expression over the sizes, a struct passed by value by its fields "
-            "(`p.out = { type = ..., shape = [...] }`, `p.n = \"n\"`).",
+            "(`p.out = { type = ..., shape = [...] }`, `p.n = \"n\"`), a pointer to structs by `records` and "
+            "their fields.",
     "flops": "FLOP count of one launch, an expression over the sizes (for FLOP/s in the profile).",
     "seeds": "Input seeds per case (1 to 16, default 2).",
     "max_cases": "At most this many test cases (1 to 1024, default 24): the smallest, the largest and an "
@@ -54,6 +55,8 @@ KEY_DOCS: dict[str, str] = {
     "value": "The scalar's value: an expression over the sizes.",
     "table": "`table = \"layers\"`: this `T**` (or pointer to 64-bit integers holding addresses) is a "
              "table of that many device pointers, each to its own buffer of `shape`.",
+    "records": "`records = \"n\"`: this pointer points to that many structs in device memory (descriptor "
+               "records), given by their fields: `{ records = \"n\", start = { init = \"randint(0, t)\" }, len = 1 }`.",
 }
 TABLES = ("sizes", "bench", "args")
 FUNCTIONS = ("min", "max", "cdiv", "gcd", "next_pow2")

@@ -260,6 +260,11 @@ class CpuBackend(Backend):
         place = {index[self._own(a).id]: i for i, a in enumerate(args) if isinstance(a, CpuBuffer)}
         for at, a in packed:
             for offset, buf, within in a.pointers:
+                if isinstance(buf, Packed):   # records a field points to: their bytes in a buffer of their own
+                    if not buf.in_memory or buf.pointers:
+                        raise LaunchError("a packed argument may point only at bytes of its own (records)")
+                    buf = self.upload(np.frombuffer(buf.data, dtype=np.uint8))
+                    hidden.append(buf)
                 b = self._own(buf)
                 k = fd_of(b)
                 if k not in place:
