@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from astra_cuda.compile import extract
-from astra_cuda.model import parse_time, source
+from astra_cuda.model import parse_time, source, source_builder
 
 ROOT = Path(__file__).resolve().parents[2]
 SLOW = b"int z = " + b"a<" * 100_000 + b"1;\n"   # ~4 s of CPU per MiB: far behind the pace
@@ -71,7 +71,7 @@ def test_a_tree_over_the_node_ceiling_is_refused_before_any_walk(monkeypatch):
     """4 MB of `a;` kept tree-sitter's pace but made 5.9 million nodes (the source model's walk:
     15 s of CPU, 1.4 GB): the count tree-sitter keeps is checked before anything walks the tree."""
     monkeypatch.setattr(parse_time, "MAX_NODES", 3_000)
-    monkeypatch.setattr(source._Builder, "run", lambda *a: pytest.fail("the tree was walked"))
+    monkeypatch.setattr(source_builder.Builder, "run", lambda *a: pytest.fail("the tree was walked"))
     text = "__global__ void k(float* x) { x[0] = 1; }\n" + "a;" * 1_000 + "\n"
     with pytest.raises(parse_time.TooManyNodes, match=r"the file is too large to read: .* make 3,0\d\d syntax "
                                                       r"nodes, more than the 3,000") as e:

@@ -1,5 +1,5 @@
 """Discovery of kernels, parameters, ranges and launch sites on tricky sources."""
-from astra_cuda.model import source
+from astra_cuda.model import file_model, source
 
 TRICKY = r'''
 #include <cuda_fp16.h>
@@ -89,11 +89,11 @@ def test_columns_count_characters_without_decoding_each_line():
     decoding with replacement counts it); found from the continuation bytes, so a 4 MB line of
     items is linear, not quadratic."""
     text = "a\u00e9b\u4e2dc\U0001f600d\n\u00e9\u00e9 x\n\nplain ascii\n\U0001f600"
-    t = source._Text(text)
+    t = file_model.Positions(text)
     data = text.encode()
     for line, start in enumerate(t.line_starts):
         for byte_col in range(len(data) - start + 1):
             want = len(data[start:start + byte_col].decode("utf-8", errors="replace"))
             assert t.col(line, byte_col) == want, (line, byte_col)
-    ascii_only = source._Text("a;" * 1000)
+    ascii_only = file_model.Positions("a;" * 1000)
     assert not ascii_only.continuations and ascii_only.col(0, 1500) == 1500

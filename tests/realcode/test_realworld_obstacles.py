@@ -263,7 +263,7 @@ def test_an_instantiation_macro_invoked_above_the_kernel(project):
 
 def test_a_launch_bounds_macro_between_global_and_void(project):
     # FlashInfer sampling.cuh: `__global__ MACRO(n) void k(` parses as a declaration missing its `;`
-    # unless the macro is read as blanks (source._attribute_macros); the template stays the kernel's
+    # unless the macro is read as blanks (model.macros.attribute_macros); the template stays the kernel's
     src = ("#define LAUNCH_BOUNDS(n) __launch_bounds__(n)\n" + SPEC +
            "__global__ LAUNCH_BOUNDS(128) void k(float* out, const float* inp, int n) {\n"
            "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) out[i] = 2.0f * inp[i];\n}\n")

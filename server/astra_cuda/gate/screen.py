@@ -265,7 +265,7 @@ def _static_locals_nodes(u: _Unit) -> Iterator[tuple[str, Node]]:
             continue  # per-block or read-only: no state across launches
         if any(c.type == "storage_class_specifier" and c.text == b"static" for c in n.children):
             for d in n.children_by_field_name("declarator"):
-                name, _ = source._declarator_name(d)
+                name, _ = syntax.declarator_name(d)
                 if name:
                     yield name, n
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from ..model import dtypes, exprs, source
+from ..model import dtypes, exprs, macros, source
 from ..model.syntax import walk as _walk
 
 _INT_WORDS = frozenset({"int", "unsigned", "signed", "long", "short", "const", "size_t", "ssize_t",
@@ -220,7 +220,7 @@ class _HostExprs:
             args = [a.text.decode() for a in args_node.named_children if a.type != "comment"] if args_node else []
             if macro is not None and len(args) == len(macro[0]) and depth < _MAX_CONSTANT_DEPTH:
                 # `DIVIDE(width, NUM_THREADS_X * 2)`: the macro's body with its parameters replaced
-                inner = source.parse_expression(source._substitute(macro[1], {
+                inner = source.parse_expression(macros.substitute(macro[1], {
                     p: f"({a})" for p, a in zip(macro[0], args)}))
                 r = self._expr(inner, free, depth + 1) if inner is not None else None
                 return f"({r})" if r is not None else None

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from tree_sitter import Node
 
-from ..model import source
-from ..model.syntax import text as _text, walk as _walk
+from ..model import dim3, source
+from ..model.syntax import declarator_name, function_declarator, text as _text, walk as _walk
 
 MAX_TRIPS = 8   # a loop the bound does not stop within this many trips is left as it is
 _STEPS = {"*=": lambda v, k: v * k, "+=": lambda v, k: v + k, "<<=": lambda v, k: v << k,
@@ -38,7 +38,7 @@ def unrolled(text: str, kernel: str) -> tuple[str, set[str]] | None:
             found = _unroll(fn, loop)
             if found is not None:
                 edits += found
-                name = source._declarator_name(source._function_declarator(fn.child_by_field_name("declarator")))[0]
+                name = declarator_name(function_declarator(fn.child_by_field_name("declarator")))[0]
                 changed.add((name or "").split("::")[-1])
     if not edits:
         return None
@@ -84,9 +84,9 @@ def _declaration(fn: Node, name: str, loop: Node) -> tuple[Node, int, Node] | No
     seen = []
     for n in _walk(fn):
         if n.type in ("parameter_declaration", "optional_parameter_declaration") \
-                and source._declarator_name(n.child_by_field_name("declarator"))[0] == name:
+                and declarator_name(n.child_by_field_name("declarator"))[0] == name:
             return None
-        if n.type == "init_declarator" and source._declarator_name(n)[0] == name:
+        if n.type == "init_declarator" and declarator_name(n)[0] == name:
             decl = n.parent
             scope = decl.parent if decl is not None else None
             if scope is not None and n.end_byte <= loop.start_byte and loop.end_byte <= scope.end_byte:
@@ -159,9 +159,9 @@ def _edits(fn: Node, loop: Node, stmts: list[Node], cond: Node, bound: Node, nam
             if _counter_step(s) is not None and _counter_step(s)[0] == name:   # type: ignore[index]
                 continue
             for d, values in dims.items():
-                changes = {n for n in _walk(s) if n.type == "identifier" and _text(n) == d and source._may_change(n)}
+                changes = {n for n in _walk(s) if n.type == "identifier" and _text(n) == d and dim3.may_change(n)}
                 if changes:
-                    after = source._run_members(d, s, values, changes)
+                    after = dim3.run_members(d, s, values, changes)
                     if after is None:
                         return None
                     dims[d] = {k: _with(v, name, at) for k, v in after.items()}
@@ -192,21 +192,21 @@ def _dim3_values(fn: Node, loop: Node) -> dict[str, dict[str, str]] | None:
     reads them); None when one is changed any other way there."""
     out: dict[str, dict[str, str]] = {}
     for n in _walk(loop):
-        if n.type != "identifier" or not source._may_change(n) or n.parent is None or n.parent.type != "field_expression":
+        if n.type != "identifier" or not dim3.may_change(n) or n.parent is None or n.parent.type != "field_expression":
             continue
         name = _text(n)
         if name in out:
             continue
-        decl = next(((d, dd) for d, dd in source._local_declarations(name, fn) if source._declares_dim3(d, dd)), None)
+        decl = next(((d, dd) for d, dd in dim3.local_declarations(name, fn) if dim3.declares_dim3(d, dd)), None)
         scope = decl[0].parent if decl is not None else None
         if decl is None or scope is None or not (decl[0].end_byte <= loop.start_byte and loop.end_byte <= scope.end_byte):
             return None
-        args = list(source._dim3_args(*decl) or ())
+        args = list(dim3.dim3_args(*decl) or ())
         if not args:
             return None
-        left = {m for m in _walk(scope) if m.type == "identifier" and _text(m) == name and source._may_change(m)
+        left = {m for m in _walk(scope) if m.type == "identifier" and _text(m) == name and dim3.may_change(m)
                 and decl[0].end_byte <= m.start_byte < loop.start_byte}
-        values = source._run_until(name, scope, loop, dict(zip("xyz", args + ["1"] * (3 - len(args)))), left)
+        values = dim3.run_until(name, scope, loop, dict(zip("xyz", args + ["1"] * (3 - len(args)))), left)
         if values is None or left:
             return None
         out[name] = values
@@ -218,7 +218,7 @@ def _dim3_read(cond: Node, dims: dict[str, dict[str, str]]) -> str | None:
     text = _text(cond)
     for name, values in dims.items():
         if any(n.type == "identifier" and _text(n) == name for n in _walk(cond)):
-            text = source._members_read(source.parse_expression(text), name, values) \
+            text = dim3.members_read(source.parse_expression(text), name, values) \
                 if source.parse_expression(text) is not None else None
             if text is None:
                 return None

@@ -23,7 +23,8 @@ from ..model import source
 from ..errors import AstraError
 from ..compile.project import ProjectContext
 from ..model.source import LaunchSite, SourceModel
-from ..model.syntax import text as _text, walk as _walk
+from ..model.source_builder import Builder
+from ..model.syntax import declarator_name, function_declarator, text as _text, walk as _walk
 
 SIBLING_EXTS = (".cu", ".cuh", ".cpp", ".cc", ".cxx")
 MAX_SIBLINGS = 24            # files beside the kernel's that are read for launchers
@@ -164,7 +165,7 @@ def _functions(text: str) -> list[Node]:
 
 
 def _function_name(fn: Node) -> str | None:
-    name = source._declarator_name(source._function_declarator(fn.child_by_field_name("declarator")))[0]
+    name = declarator_name(function_declarator(fn.child_by_field_name("declarator")))[0]
     return name.split("::")[-1] if name else None
 
 
@@ -229,7 +230,7 @@ def _indirect_launches(model: SourceModel, kernel: str) -> list[LaunchSite]:
         # where each guarded launch's edit lands in the rewritten text
         moved = {start - fn.start_byte + sum(len(n.encode()) - (e - b) for b, e, n in edits if b < start): cond
                  for start, cond in guards.items()}
-        sub = source._Builder(data.decode("utf-8", errors="replace"))
+        sub = Builder(data.decode("utf-8", errors="replace"))
         sub._launches(source.parser().parse(data).root_node)
         shift = fn.start_point[0]
         for site in sub.model.launches:
@@ -345,9 +346,9 @@ def _guard(ret: Node) -> str | None:
 
 
 def _param_names(fn: Node) -> tuple[str, ...]:
-    decl = source._function_declarator(fn.child_by_field_name("declarator"))
+    decl = function_declarator(fn.child_by_field_name("declarator"))
     plist = decl.child_by_field_name("parameters") if decl is not None else None
-    return tuple(source._declarator_name(p.child_by_field_name("declarator"))[0] or ""
+    return tuple(declarator_name(p.child_by_field_name("declarator"))[0] or ""
                  for p in (plist.named_children if plist is not None else [])
                  if p.type in ("parameter_declaration", "optional_parameter_declaration"))
 
@@ -376,7 +377,7 @@ def _rewrites(fn: Node, kernel: str, pickers: dict[str, Picker] | None = None,
             if _text(target).rsplit(".", 1)[-1].rsplit(">", 1)[-1] in ("gridDim", "blockDim", "dynamicSmemBytes"):
                 field_sets.append(n)
             continue
-        name = source._declarator_name(target)[0] if target.type != "identifier" else _text(target)
+        name = declarator_name(target)[0] if target.type != "identifier" else _text(target)
         if name is None:
             continue
         if value.type == "initializer_list":
@@ -441,10 +442,10 @@ def _rewrites(fn: Node, kernel: str, pickers: dict[str, Picker] | None = None,
 
 def param_names(fn: Node) -> list[str]:
     """A function definition's parameter names, in order ("" for an unnamed one)."""
-    decl = source._function_declarator(fn.child_by_field_name("declarator"))
+    decl = function_declarator(fn.child_by_field_name("declarator"))
     params = decl.child_by_field_name("parameters") if decl is not None else None
     out = []
     for p in (params.named_children if params is not None else []):
         if p.type in ("parameter_declaration", "optional_parameter_declaration"):
-            out.append(source._declarator_name(p.child_by_field_name("declarator"))[0] or "")
+            out.append(declarator_name(p.child_by_field_name("declarator"))[0] or "")
     return out

@@ -1,10 +1,48 @@
-"""Tree-sitter helpers every reader of CUDA source shares: walking a tree, the nodes of some
-types, a node's text. (The parser and the source model are `astra_cuda.model.source`.)"""
+"""Tree-sitter-cuda as every reader of CUDA source uses it: the parser (within its CPU-time limit,
+`parse_time`), one expression parsed alone, walking a tree, the nodes of some types, a node's
+text, the names under a node, a definition's specifiers and the name a declarator declares. (The
+source model built from a tree is `astra_cuda.model.source`.)"""
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
+from functools import lru_cache
 
-from tree_sitter import Node
+import tree_sitter_cuda
+from tree_sitter import Language, Node
+
+from . import parse_time
+
+
+@lru_cache(maxsize=1)
+def language() -> Language:
+    return Language(tree_sitter_cuda.language())
+
+
+def parser() -> parse_time.Parser:
+    """tree-sitter-cuda's parser, within its CPU-time limit (`parse_time`: a hostile text is refused)."""
+    return parse_time.Parser(language())
+
+
+@lru_cache(maxsize=512)
+def parse_expression(text: str) -> Node | None:
+    """One C++ expression as tree-sitter reads it; None unless `text` is exactly one well-formed
+    expression (so a launch's `a < b ? a : b` can be read by its structure)."""
+    code = f"void __astra_expr() {{ ({text}); }}".encode("utf-8")
+    root = parser().parse(code).root_node
+    if root.has_error:
+        return None
+    body = root.named_children[0].child_by_field_name("body") if root.named_children else None
+    stmts = [c for c in body.named_children if c.type != "comment"] if body is not None else []
+    if len(stmts) != 1 or stmts[0].type != "expression_statement" or not stmts[0].named_children:
+        return None
+    wrapped = stmts[0].named_children[0]
+    prefix = len("void __astra_expr() { (")
+    if wrapped.type != "parenthesized_expression" or wrapped.start_byte != prefix - 1 \
+            or wrapped.end_byte != prefix + len(text.encode("utf-8")) + 1:
+        return None
+    inner = [c for c in wrapped.named_children if c.type != "comment"]
+    return inner[0] if len(inner) == 1 else None
 
 
 def walk(node: Node) -> Iterator[Node]:
@@ -25,3 +63,62 @@ def of_type(node: Node, types: Iterable[str]) -> Iterator[Node]:
 def text(node: Node | None) -> str:
     """The node's source text ('' for no node); invalid UTF-8 is replaced, never raised."""
     return node.text.decode("utf-8", errors="replace") if node is not None and node.text is not None else ""
+
+
+IDENT_TYPES = {"identifier", "type_identifier", "namespace_identifier"}
+WORD = re.compile(r"[A-Za-z_]\w*")  # lexing an opaque macro body; C++ structure comes from the tree
+
+
+def identifiers(node: Node) -> set[str]:
+    out: set[str] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n.type in IDENT_TYPES:
+            out.add(n.text.decode("utf-8", errors="replace"))
+        elif n.type in ("preproc_arg",):
+            out.update(WORD.findall(n.text.decode("utf-8", errors="replace")))
+        stack.extend(n.children)
+    return out
+
+
+def specifiers(fn: Node) -> set[str]:
+    """CUDA execution-space and storage specifiers written on a definition/declaration."""
+    out = set()
+    for c in fn.children:
+        t = c.text.decode("utf-8", errors="replace")
+        if c.type in ("__global__", "__device__", "__host__", "__forceinline__", "__noinline__"):
+            out.add(c.type)
+        elif c.type in ("storage_class_specifier", "type_qualifier", "attribute_specifier",
+                        "attribute_declaration", "ms_declspec_modifier"):
+            out.update(t.split())
+        elif not c.is_named and t.startswith("__") and t.endswith("__"):
+            out.add(t)
+    return out
+
+
+def declarator_name(decl: Node | None) -> tuple[str | None, Node | None]:
+    """The declared name (and its node) inside a possibly nested declarator."""
+    while decl is not None:
+        if decl.type in ("identifier", "field_identifier", "type_identifier", "operator_name",
+                         "destructor_name"):
+            return decl.text.decode("utf-8", errors="replace"), decl
+        if decl.type == "qualified_identifier":
+            name = decl.child_by_field_name("name")
+            return decl.text.decode("utf-8", errors="replace"), name
+        nxt = decl.child_by_field_name("declarator")
+        if nxt is None:
+            for c in decl.named_children:
+                if c.type in ("identifier", "qualified_identifier", "field_identifier",
+                              "function_declarator", "pointer_declarator", "reference_declarator",
+                              "array_declarator", "init_declarator"):
+                    nxt = c
+                    break
+        decl = nxt
+    return None, None
+
+
+def function_declarator(decl: Node | None) -> Node | None:
+    while decl is not None and decl.type != "function_declarator":
+        decl = decl.child_by_field_name("declarator")
+    return decl
