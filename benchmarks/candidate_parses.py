@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT / "server"))
 
 from astra_cuda import agents  # noqa: E402
 from astra_cuda.evaluation import Check, Evaluation, OnCandidates, ProfileSummary, SizeTiming  # noqa: E402
-from astra_cuda.model import launch_change, source, spec as spec_mod  # noqa: E402
+from astra_cuda.model import launch_change, parse_time, source, spec as spec_mod  # noqa: E402
 from astra_cuda.model.candidate import Candidate  # noqa: E402
 
 EXAMPLES = [("silu_and_mul", "silu_and_mul"), ("fused_add_rmsnorm", "fused_add_rmsnorm_kernel"),
@@ -44,7 +44,7 @@ def count(kernel: str, path: Path, rounds: int) -> dict:
     sp = spec_mod.load(k, model)
     counts: collections.Counter = collections.Counter()
     callers: collections.Counter = collections.Counter()
-    parse, load, parser = source.parse_with_tree, spec_mod.load, source.parser
+    parse, load, tree = source.parse_with_tree, spec_mod.load, parse_time.Parser.parse
 
     def caller(depth: int) -> str:
         f = traceback.extract_stack()[-depth]
@@ -61,19 +61,12 @@ def count(kernel: str, path: Path, rounds: int) -> dict:
         callers["load " + caller(4 if traceback.extract_stack()[-2].name == "spec_in" else 3)] += 1
         return load(*a, **kw)
 
-    class CountedParser:
-        def __init__(self, real):
-            self.real = real
-
-        def parse(self, data, *a, **kw):
-            if len(data) > 200:
-                counts["tree_parses"] += 1
-                if traceback.extract_stack()[-2].name != "parse_with_tree":
-                    callers["tree " + caller(3)] += 1
-            return self.real.parse(data, *a, **kw)
-
-    def counted_parser():
-        return CountedParser(parser())
+    def counted_tree(self, data, *a, **kw):   # every parse, whoever holds the parser (source.parser() is one)
+        if len(data) > 200:
+            counts["tree_parses"] += 1
+            if traceback.extract_stack()[-2].name != "parse_with_tree":
+                callers["tree " + caller(3)] += 1
+        return tree(self, data, *a, **kw)
 
     evaluations = [0]
 
@@ -86,7 +79,7 @@ def count(kernel: str, path: Path, rounds: int) -> dict:
         return Evaluation(Check(True, "passed", "", 10, "passed"),
                           ProfileSummary((SizeTiming({"n": 1 << 20}, 100.0, us, 0.4),), "memory"))
 
-    source.parse_with_tree, spec_mod.load, source.parser = counted_parse, counted_load, counted_parser
+    source.parse_with_tree, spec_mod.load, parse_time.Parser.parse = counted_parse, counted_load, counted_tree
     try:
         reference = Candidate.of(text, kernel)   # api.optimize reads the file once: original and reference
         ref_spec = launch_change.reference_spec(sp, reference.model, kernel, (reference.spec,))
@@ -94,7 +87,7 @@ def count(kernel: str, path: Path, rounds: int) -> dict:
             agents.optimize(reference, str(path), kernel, OnCandidates(evaluate), rounds=rounds, spec=sp,
                             gpu="stand-in", runs_dir=runs)
     finally:
-        source.parse_with_tree, spec_mod.load, source.parser = parse, load, parser
+        source.parse_with_tree, spec_mod.load, parse_time.Parser.parse = parse, load, tree
     n = max(1, evaluations[0])
     return {"evaluations": evaluations[0], **counts,
             "parses_per_evaluation": round(counts["parses"] / n, 2),

@@ -18,7 +18,7 @@ import pytest
 
 from astra_cuda import agents
 from astra_cuda.evaluation import Check, Evaluation, OnCandidates, ProfileSummary, SizeTiming
-from astra_cuda.model import launch_change, source, spec as spec_mod
+from astra_cuda.model import launch_change, parse_time, source, spec as spec_mod
 from astra_cuda.model.candidate import Candidate
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -31,7 +31,7 @@ def _counted_run(monkeypatch, name: str, kernel: str, rounds: int):
     text = (EXAMPLES / f"{name}.cu").read_text()
     sp = launch_change.spec_in(source.parse(text), kernel)
     counts: collections.Counter = collections.Counter()
-    parse, load, parser = source.parse_with_tree, spec_mod.load, source.parser
+    parse, load, tree = source.parse_with_tree, spec_mod.load, parse_time.Parser.parse
 
     def counted_parse(*a, **kw):
         counts["models"] += 1
@@ -41,18 +41,14 @@ def _counted_run(monkeypatch, name: str, kernel: str, rounds: int):
         counts["spec_loads"] += 1
         return load(*a, **kw)
 
-    class CountedParser:
-        def __init__(self, real):
-            self.real = real
-
-        def parse(self, data, *a, **kw):
-            if len(data) > 200:   # whole texts, not the snippets (one expression) some checks parse
-                counts["trees"] += 1
-            return self.real.parse(data, *a, **kw)
+    def counted_tree(self, data, *a, **kw):   # every parse, whoever holds the parser (source.parser() is one)
+        if len(data) > 200:   # whole texts, not the snippets (one expression) some checks parse
+            counts["trees"] += 1
+        return tree(self, data, *a, **kw)
 
     monkeypatch.setattr(source, "parse_with_tree", counted_parse)
     monkeypatch.setattr(spec_mod, "load", counted_load)
-    monkeypatch.setattr(source, "parser", lambda: CountedParser(parser()))
+    monkeypatch.setattr(parse_time.Parser, "parse", counted_tree)
     seen: list[Candidate] = []
 
     def evaluate(c: Candidate) -> Evaluation:   # what api.optimize does before a worker runs it
