@@ -91,7 +91,7 @@ def bytes_moved(d: Draft, case: dict[str, int]) -> int | None:
 
 
 def problem(d: Draft, case: dict[str, int]) -> str | None:
-    """Why the spec's validator would refuse this case (as `spec._check_cases` does), or None."""
+    """Why the spec's validator would refuse this case (as `spec.check_cases` does), or None."""
     g = [_ev(e, case) for e in d.grid]
     b = [_ev(e, case) for e in d.block]
     if any(v is None for v in g + b) or (d.shared and _ev(d.shared, case) is None):
