@@ -809,3 +809,19 @@ def test_a_launcher_loop_that_halves_the_grid_up_to_a_bound_is_read_trip_by_trip
     assert s.grid == ("rows / 1 / 2 / 2",) and s.block == ("4 * width",)
     assert set(s.require) == {"rows / 1 % 2 == 0", "rows / 1 / 2 % 2 == 0"}
     assert sorted(s.args["dst"].shape) == ["rows", "width"]
+
+
+def test_a_launcher_loop_that_keeps_the_grid_within_the_device_limit_runs_no_trip(project):
+    """exllamav2's rope: `while (DIVIDE(rows, threads_y) > 65535) threads_y *= 2;` moves rows into
+    the block only past the grid's limit: the block keeps the launcher's 4 and the limit is required."""
+    project("limit.cu", "#define DIVIDE(x, size) (((x) + (size) - 1) / (size))\nconst int THREADS_Y = 4;\n"
+                        "__global__ void scale_rows(float* x, int rows, int cols) {\n"
+                        "  int c = blockIdx.x * 32 + threadIdx.x, r = blockIdx.y * blockDim.y + threadIdx.y;\n"
+                        "  if (c < cols && r < rows) x[r * cols + c] *= 2.0f;\n}\n"
+                        "void run(float* x, int rows, int cols) {\n  int threads_y = THREADS_Y;\n"
+                        "  while (DIVIDE(rows, threads_y) > 65535) threads_y *= 2;\n"
+                        "  dim3 block(32, threads_y), grid(DIVIDE(cols, 32), DIVIDE(rows, threads_y));\n"
+                        "  scale_rows<<<grid, block>>>(x, rows, cols);\n}\n")
+    s, p = infer(project, "limit.cu", "scale_rows")
+    assert s.block == ("32", "4") and s.grid[1] == "(rows + 4 - 1) / 4"
+    assert list(s.require) == ["(rows + 4 - 1) / 4 <= 65535"]

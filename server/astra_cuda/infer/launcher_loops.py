@@ -1,4 +1,5 @@
-"""A launcher's loop that steps a counter to a constant bound, read as the trips it makes.
+"""A launcher's loop read as the trips it makes: one that steps a counter to a constant bound, or
+one that keeps the launch within a device limit (none).
 
 FasterTransformer's transpose launcher halves its grid while it can, up to four rows a block:
 `int per_block = 1; grid.x = rows / per_block; while (per_block < 4 && grid.x % 2 == 0) { grid.x /= 2;
@@ -35,7 +36,7 @@ def unrolled(text: str, kernel: str) -> tuple[str, set[str]] | None:
         if not launches:
             continue
         for loop in (n for n in _walk(fn) if n.type == "while_statement" and n.end_byte <= max(launches)):
-            found = _unroll(fn, loop)
+            found = _unroll(fn, loop) or _within_limit(loop)
             if found is not None:
                 edits += found
                 name = declarator_name(function_declarator(fn.child_by_field_name("declarator")))[0]
@@ -45,6 +46,43 @@ def unrolled(text: str, kernel: str) -> tuple[str, set[str]] | None:
     for start, end, new in sorted(edits, reverse=True):
         data = data[:start] + new.encode("utf-8") + data[end:]
     return data.decode("utf-8", errors="replace"), changed
+
+
+# CUDA's launch limits, the same on every GPU since compute capability 3.0: threads per block,
+# blocks along y and z, blocks along x
+DEVICE_LIMITS = (1024, 65535, 65536, 2147483647)
+_NEGATED = {">": "<=", ">=": "<", "<": ">=", "<=": ">"}
+
+
+def _within_limit(loop: Node) -> list[tuple[int, int, str]] | None:
+    """A loop that keeps a launch within a device limit (exllamav2's rope: `while (DIVIDE(rows,
+    threads_y) > 65535) threads_y *= 2;` moves rows from the grid into the block past 65535 of
+    them) runs no trip at the sizes a spec tests: it becomes an `assert` of the limit (a `require`),
+    so what it would change keeps its value from before."""
+    body, cond = loop.child_by_field_name("body"), loop.child_by_field_name("condition")
+    parts = _conjuncts(cond) if cond is not None else []
+    if body is None or len(parts) != 1 or parts[0].type != "binary_expression":
+        return None
+    stmts = [c for c in body.named_children if c.type != "comment"] if body.type == "compound_statement" else [body]
+    if not stmts or any(s.type != "expression_statement" for s in stmts):
+        return None
+    left, op, right = (parts[0].child_by_field_name(f) for f in ("left", "operator", "right"))
+    if left is None or op is None or right is None or op.type not in _NEGATED:
+        return None
+    if left.type == "number_literal" and right.type != "number_literal":   # `65535 < x`: x > 65535
+        left, right, flipped = right, left, {"<": ">", "<=": ">=", ">": "<", ">=": "<="}[op.type]
+    else:
+        flipped = op.type
+    if right.type != "number_literal" or flipped not in (">", ">="):
+        return None
+    try:
+        limit = int(_text(right).rstrip("uUlL"), 0)
+    except ValueError:
+        return None
+    if limit not in DEVICE_LIMITS:
+        return None
+    return [(loop.start_byte, loop.end_byte,
+             f"assert({_text(left)} {_NEGATED[flipped]} {limit});" + "\n" * _text(loop).count("\n"))]
 
 
 def _conjuncts(cond: Node) -> list[Node]:
