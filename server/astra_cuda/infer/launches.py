@@ -15,6 +15,7 @@ from ..model import exprs, source
 from ..model.source import ConfigVar, Kernel, LaunchSite, SourceModel
 from ..model.syntax import walk as _walk
 from tree_sitter import Node
+from . import hostcalls
 from .hostexprs import _HostExprs
 from .program import Program, _functions, param_names
 from .roles import is_stride
@@ -162,8 +163,11 @@ def _host_locals(model: SourceModel, site: LaunchSite, macros: dict[str, str] | 
     # a guard fixes a name the caller chooses (`if (block_size == 16)`), not one the launcher
     # computes from the sizes (`if (unroll == 1)`, unroll = cdiv(width, step)): that one stays an
     # expression, and the guard a condition on the sizes (`branch_conditions`)
+    # ... unless the spec cannot write what it is computed with (`log2_ceil(n)`, a helper of the
+    # project): inside `case 12:` of `switch (log2_elements)` the launch sees 12, and the sizes that
+    # reach that case are required (`helper_ranges`)
     computed = {k for k, v in local.items() if (e := source.parse_expression(v)) is not None
-                and e.type != "number_literal"}
+                and e.type != "number_literal" and _HostExprs({}, macros or {}).spec(v, []) is not None}
     return {**local, **{k: v for k, v in _guards(model, site).items() if k not in computed}}
 
 
@@ -175,6 +179,15 @@ def _guards(model: SourceModel, site: LaunchSite) -> dict[str, str]:
     out: dict[str, str] = {}
     while node is not None:
         parent = node.parent
+        if node.type == "case_statement" and parent is not None and parent.parent is not None \
+                and parent.parent.type == "switch_statement":   # `case 12:` of `switch (log2_elements)`
+            value, subject = node.child_by_field_name("value"), parent.parent.child_by_field_name("condition")
+            while subject is not None and subject.type in ("condition_clause", "parenthesized_expression") \
+                    and len(subject.named_children) == 1:
+                subject = subject.named_children[0]
+            if value is not None and value.type == "number_literal" and subject is not None \
+                    and subject.type == "identifier":
+                out.setdefault(subject.text.decode(), value.text.decode())
         if parent is not None and parent.type == "if_statement" and parent.child_by_field_name("consequence") == node:
             cond = parent.child_by_field_name("condition")
             while cond is not None and cond.type in ("condition_clause", "parenthesized_expression") \
@@ -372,7 +385,7 @@ class Launch:
     require: list[str] = field(default_factory=list)         # the launcher's own checks over the sizes
 
 
-_CHECKS = ("assert", "TORCH_CHECK")
+_CHECKS = ("assert", "TORCH_CHECK", "TORCH_INTERNAL_ASSERT")
 _COMPARISONS = ("<", "<=", ">", ">=", "==", "!=")
 
 
@@ -503,6 +516,44 @@ def _case_conditions(tree, node, site: LaunchSite) -> list[str]:
     return [f"{subject} >= {lo.strip()}", f"{subject} <= {hi.strip()}"] if dots else [f"{subject} == {label.strip()}"]
 
 
+def helper_ranges(model: SourceModel, site: LaunchSite, program: Program,
+                  mapping: dict[str, str]) -> list[tuple[str, int, int]]:
+    """(size, lo, hi) for each condition the launch is written under (`case 12:` of `switch
+    (log2_elements)`, `if (log2_elements == 12)`) on a local the launcher computes with a helper of
+    the project the spec cannot write (`log2_elements = log2_ceil(key_seq_len)`): the sizes that
+    reach this launch, found by running the helper (`hostcalls`) — 2049 … 4096."""
+    raw = host_locals(model, site.function, launch_byte(model, site))
+    out: list[tuple[str, int, int]] = []
+    for text, taken in branch_conditions(model, site, {}):
+        node = source.parse_expression(text)
+        if not taken or node is None or node.type != "binary_expression":
+            continue
+        left, right, op = (node.child_by_field_name(f) for f in ("left", "right", "operator"))
+        if left.type != "identifier" or right.type != "number_literal" or left.text.decode() not in raw:
+            continue
+        call = source.parse_expression(raw[left.text.decode()])
+        fn = call.child_by_field_name("function") if call is not None and call.type == "call_expression" else None
+        args = [a for a in call.child_by_field_name("arguments").named_children if a.type != "comment"] \
+            if fn is not None else []
+        found = program.function(fn.text.decode()) if fn is not None and fn.type == "identifier" else None
+        size = _HostExprs(mapping, {}).spec(args[0].text.decode()) if len(args) == 1 else None
+        if found is None or size is None or not size.isidentifier():
+            continue
+        try:
+            value = int(right.text.decode().rstrip("uUlL"), 0)
+        except ValueError:
+            continue
+        rng = hostcalls.range_where(found[0], op.type, value)
+        if rng is not None:
+            out.append((size, *rng))
+    return out
+
+
+def _range_requires(ranges: list[tuple[str, int, int]]) -> list[str]:
+    return [c for size, lo, hi in ranges
+            for c in ([f"{size} >= {lo}"] if lo > 1 else []) + ([f"{size} <= {hi}"] if hi < hostcalls.LIMIT else [])]
+
+
 def _flag(cond):
     """A local flag's value as the comparison it holds: `(n <= 128)`, `(n <= 128) ? true : false`."""
     while cond is not None and cond.type == "parenthesized_expression" and len(cond.named_children) == 1:
@@ -557,6 +608,9 @@ def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names:
     # a compile-time constant, not a size
     literal -= {a.strip() for a in split(site.template_args or "<>")}
     literal -= constexpr_names(model, site.function)   # nor a compile-time constant (`constexpr int tile = 512`)
+    # nor a local computed by a helper the spec cannot write, fixed by the `case 12:` the launch is under
+    raw = host_locals(model, site.function, launch_byte(model, site), constants)
+    literal -= {k for k in _guards(model, site) if k in raw and raw[k] != local.get(k)}
     for var in (site.grid_var, site.block_var):   # `threads.x` in the grid is the block's first dimension
         if var is not None and var.dims is not None:
             for axis, dim in zip("xyz", list(var.dims) + ["1", "1"]):
@@ -657,6 +711,11 @@ def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names:
         if c is not None and set(exprs.names(c)) <= known and c not in require:
             require.append(c)
             notes.append(f"`{c}`: the launch is written where the launcher's `if` has it so ({where}): required")
+    for c in _range_requires(helper_ranges(model, site, program, mapping)):
+        if c not in require:
+            require.append(c)
+            notes.append(f"`{c}`: the sizes the launcher sends to this launch, by the helper it chooses it with "
+                         f"({where}): required")
     # what the launcher computes through its flags and helpers, written out at what this launch's
     # branch decides (`h = n <= 128 ? 4 : 16` is 16 under `n > 128`)
     # (only what holds a choice: `cdiv(N, 256 * 8)` keeps the 8 its requirement is read from)
@@ -669,7 +728,7 @@ def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names:
     block = [simpler(x, require) for x in block] if block else block
     shared = simpler(shared, require) if shared else shared
     strides = contiguous(kernel, site, local, size_names)
-    relations, more = _relations(kernel, site, size_names, grid_values, set(strides), model)
+    relations, more = _relations(kernel, site, size_names, grid_values, set(strides), model, new)
     for name in more:
         if name not in new:
             new.append(name)
@@ -680,12 +739,14 @@ def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names:
 
 
 def _relations(kernel: Kernel, site: LaunchSite, size_names: list[str], values: dict[str, str], taken: set[str],
-               model: SourceModel) -> tuple[dict[str, str], list[str]]:
+               model: SourceModel, grid_sizes: list[str] = ()) -> tuple[dict[str, str], list[str]]:   # type: ignore[assignment]
     """Size parameters the launcher computes from the others (`total_count = batch_size *
     intermediate_size` passed with `intermediate_size`): each with that expression, and the
     launcher's own parameters it names (`batch_size`), which become sizes. Only sums and products
-    that name another size of the kernel: that relation is what the kernel's indexing assumes
-    (a flat buffer of whole rows), where two free sizes would leave part of it unwritten."""
+    that name another size of the kernel, or only sizes the launch's grid is made of (`batch_count =
+    batches * heads * rows` over `dim3(rows / 4, heads, batches)`): that relation is what the
+    kernel's indexing assumes (a flat buffer of whole rows, the rows the grid covers), where free
+    sizes would leave part of it unwritten."""
     args = {p.name: arg.strip() for p, arg in zip(kernel.params, site.args) if p.name in size_names}
     launcher = set(launcher_params(model, site.function))
     out: dict[str, str] = {}
@@ -717,8 +778,9 @@ def _relations(kernel: Kernel, site: LaunchSite, size_names: list[str], values: 
         rounded = ops <= {ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv} and not free and bool(names) \
             and names <= set(others.values()) and all(isinstance(n.right, ast.Constant) for n in ast.walk(tree)
                                                       if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Div, ast.FloorDiv)))
+        gridded = bool(names) and names <= set(grid_sizes) and set(free) <= set(grid_sizes)
         if not (alias or unit or schedule or rounded) and (not ops or not ops <= {ast.Add, ast.Sub, ast.Mult}
-                                                or not names & set(others.values())):
+                                                or not (names & set(others.values()) or gridded)):
             continue
         out[name] = expr
         new += [f for f in free if f not in new]
@@ -811,9 +873,13 @@ def _pick_site(kernel: Kernel, program: Program) -> tuple[LaunchSite, SourceMode
         if id(m) not in trees:
             trees[id(m)] = source.parser().parse(m.text.encode("utf-8")).root_node
         case = _block_case(trees[id(m)], s)
+        # of the cases a helper of the launcher's sizes picks (`switch (log2_ceil(n))`), the one the
+        # most sizes reach (`case 0` takes n = 1 alone)
+        mapping = {arg.strip(): p.name for p, arg in zip(kernel.params, s.args) if not p.is_pointer}
+        reached = [hi - lo + 1 for _, lo, hi in helper_ranges(m, s, program, mapping)]
         # a launch under `switch (threads) case 256:` is the one for the block it takes by default
         return (program.original(m) is not program.model, s.function == "main", case is not None and case != BLOCK_DEFAULT,
-                sum(numbers))
+                hostcalls.LIMIT - min(reached) if reached else 0, sum(numbers))
     return min(sites, key=rank)
 
 

@@ -121,6 +121,21 @@ def _records(kernel: Kernel, types: _Types) -> list[str]:
     return out
 
 
+WARP_WIDTH = 32   # threads of a warp on every NVIDIA GPU
+
+
+def _warp_width_names(kernel: Kernel, site_model: SourceModel | None, constants: dict[str, str]) -> list[str]:
+    """Macros named for the warp's width (`C10_WARP_SIZE`, defined by torch's headers, which
+    inference does not read) that the kernel or its launcher uses and the project does not define."""
+    texts = [kernel.text] + ([site_model.text] if site_model is not None else [])
+    nodes = [n for t in texts for n in _walk(source.parser().parse(t.encode("utf-8")).root_node)]
+    found = {n.text.decode() for n in nodes if n.type == "identifier"}
+    # a name the code declares itself (the kernel's own `constexpr int WARP_SIZE = ...`) is its own
+    declared = {d.text.decode() for n in nodes if n.type in ("init_declarator", "preproc_def", "preproc_function_def")
+                if (d := n.child_by_field_name("declarator") or n.child_by_field_name("name")) is not None}
+    return sorted(n for n in found - declared if n.isupper() and n.endswith("WARP_SIZE") and n not in constants)
+
+
 def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | None = None,
            context: ProjectContext | None = None, decide: dict[str, str] | None = None,
            tables: dict[str, int] | None = None) -> Proposal:
@@ -135,6 +150,9 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
     constants = {**enumerators([*program.headers_beside(), *(m.text for m in program.models)]), **types.constants(),
                  **function_macros([it.text for it in types.items if it.kind == "macro"])}
     around = dispatch_values(program, site, types.items)   # names dispatch macros define
+    for name in _warp_width_names(kernel, site_model, constants):
+        constants[name] = str(WARP_WIDTH)
+        notes.append(f"`{name}` is defined in no file of the project read here: took the warp width, {WARP_WIDTH}")
     if site is not None and site_model is not None:
         # the launch's own file decides its names (`#define BLOCKSIZE_2STATE 256` in bitsandbytes' ops.cu)
         constants = {**constants, **site_model.constants, **around}

@@ -146,8 +146,9 @@ def repair(d: Draft, notes: list[str]) -> bool:
         if bad is None:
             return bool(_cases(d.sizes, d))
         case, why = bad
-        if why == "bytes":   # too large to test: drop the largest value, or halve it
-            name = max(case, key=lambda n: case[n])
+        if why == "bytes":   # too large to test: drop the largest value of a size that has others, or halve one
+            several = [n for n in case if len(d.sizes[n]) > 1]
+            name = max(several or case, key=lambda n: case[n])
             if len(d.sizes[name]) > 1:
                 d.sizes[name] = [v for v in d.sizes[name] if v != case[name]]
             elif case[name] > 1:

@@ -15,13 +15,14 @@ Long because the interval arithmetic over a kernel's body is one walker with its
 """
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tree_sitter import Node
 
-from . import dtypes, source
+from . import dtypes, exprs, source
 
 VECTOR_BYTES = {"int4": 16, "uint4": 16, "float4": 16, "double2": 16, "longlong2": 16, "ulonglong2": 16,
                 "int2": 8, "uint2": 8, "float2": 8, "half2": 4, "__half2": 4, "__nv_bfloat162": 4,
@@ -187,6 +188,10 @@ class Analyzer:
         self.loops = 0    # loops the walk is inside (their bodies are walked once)
         self.declared_at: dict[str, int] = {}   # local -> the loops it is declared inside
         self.boundaries: set[str] = set()   # integer pointers holding segment boundaries (`boundary_arrays`)
+        # pointer parameters -> what they were moved by, as a polynomial (`src += first * n + tid`),
+        # while every move is one of exactly that: a guard on a local (`tid + it * 32 < n`) narrows
+        # the part of an address made of its terms, wherever each term was added
+        self.moved: dict[str, Poly] = {p.name: {} for p in kernel.params if p.is_pointer}
         for p in kernel.params:
             if p.is_pointer:   # a `half2*` over a half buffer steps two elements at a time
                 self.env[p.name] = Ptr(p.name, Iv.point(0), (lanes or {}).get(p.name, 1))
@@ -209,6 +214,7 @@ class Analyzer:
         if body is None:
             return
         saved, saved_defs, saved_defaults, saved_returns = self.env, self.defs, self.defaults, self.returns
+        saved_moved, self.moved = self.moved, {}
         self.env = {**(fields or {}),
                     **{n: (v if isinstance(v, (Iv, Ptr, View)) else UNKNOWN) for n, v in zip(names, vals) if n}}
         self.returns = []
@@ -229,6 +235,7 @@ class Analyzer:
         finally:
             self.depth -= 1
             self.env, self.defs, self.defaults, self.returns = saved, saved_defs, saved_defaults, saved_returns
+            self.moved = saved_moved
         return returned
 
     # ---- statements ------------------------------------------------------------------------
@@ -521,6 +528,7 @@ class Analyzer:
             if isinstance(v, Ptr) and target is not None and target.type == "pointer_declarator":
                 v = self._rescale(v, type_text)
             self.env[name] = v if isinstance(v, (Iv, Ptr)) else UNKNOWN
+            self.moved.pop(name, None)
             self._forget(name)
             if isinstance(v, (Iv, Ptr)) or _condition(value):   # a condition kept: `x_check ? x[i] : 0` narrows by it
                 self.defs[name] = (value, frozenset(x.text.decode() for x in source._walk(value)
@@ -740,6 +748,17 @@ class Analyzer:
     def _guard(self, left: Node, op: str, right: Node) -> None:
         """`(i * num_threads + tid) * VEC < d`: the bound held by that compound expression, for
         an access whose offset sums to it however it is spelled (`i * num_threads * VEC + tid * VEC`)."""
+        if left.type == "identifier" and left.text.decode() in self.defs:
+            # `element_index < count`, element_index = tid + it * 32: what it is made of is bounded,
+            # for an address that adds those terms apart (`src += tid; src[it * 32]`)
+            poly = self._expanded(left)
+            if poly is not None and (len(poly) > 1 or any(len(m) > 1 for m in poly)):
+                key = _guard_key(poly)
+                cur = self.expr(left, evaluate_only=True)
+                if not isinstance(self.env.get(key), Iv):
+                    self.env[key] = cur if isinstance(cur, Iv) else UNKNOWN
+                self._bound(key, op, self.expr(right, evaluate_only=True))
+            return
         if left.type in ("identifier", "field_expression"):
             return
         poly = self._poly(left)
@@ -784,6 +803,92 @@ class Analyzer:
                 return _poly_mul(a, b)
         return None
 
+    def _compared(self, cond: Node | None) -> bool | None:
+        """A comparison its sides' intervals decide (`1024 <= 128`), else None."""
+        cond = _unparen(cond)
+        op = cond.child_by_field_name("operator") if cond is not None and cond.type == "binary_expression" else None
+        if op is None or op.type not in ("<", "<=", ">", ">=", "==", "!="):
+            return None
+        a = self.expr(cond.child_by_field_name("left"), evaluate_only=True)
+        b = self.expr(cond.child_by_field_name("right"), evaluate_only=True)
+        if not isinstance(a, Iv) or not isinstance(b, Iv) or None in (a.lo, a.hi, b.lo, b.hi):
+            return None
+        lt, le = (a.hi < b.lo, a.lo >= b.hi), (a.hi <= b.lo, a.lo > b.hi)   # (surely, surely not)
+        yes_no = {"<": lt, "<=": le, ">": (le[1], le[0]), ">=": (lt[1], lt[0]),
+                  "==": (a.lo == a.hi == b.lo == b.hi, a.hi < b.lo or a.lo > b.hi),
+                  "!=": (a.hi < b.lo or a.lo > b.hi, a.lo == a.hi == b.lo == b.hi)}[op.type]
+        return True if yes_no[0] else False if yes_no[1] else None
+
+    def _expanded(self, n: Node | None, depth: int = 0) -> Poly | None:
+        """The expression as a polynomial with each local that a definition still holds for
+        replaced by that definition's own (`element_index` -> `threadIdx.x + it * 32`)."""
+        poly = self._poly(n)
+        if poly is None or depth > 4:
+            return poly
+        out: Poly = {}
+        for mono, coef in poly.items():
+            term: Poly = {(): coef}
+            for name in mono:
+                d = self.defs.get(name)
+                # only while the definition still is its value (not a loop's `int it = 0`, stepped since)
+                held = d is not None and name not in self.stepped and isinstance(self.env.get(name), Iv) \
+                    and self.expr(d[0], evaluate_only=True) == self.env.get(name)
+                sub = self._expanded(d[0], depth + 1) if held else None
+                term = _poly_mul(term, sub if sub is not None else {(name,): 1})
+            out = _poly_add(out, term)
+        return out
+
+    def _monomial(self, names: tuple[str, ...], coef: int) -> Iv:
+        value: Iv = Iv.point(coef)
+        for name in names:
+            node = source.parse_expression(name)
+            v = self.field(node) if node is not None and node.type == "field_expression" else \
+                self.env.get(name) if isinstance(self.env.get(name), Iv) else \
+                self.expr(node, evaluate_only=True) if node is not None else None
+            if not isinstance(v, Iv):
+                return UNKNOWN
+            value = _mul(value, v)
+        return value
+
+    def _guarded_address(self, terms: list[tuple[Node, int]]) -> Ptr | None:
+        """`src + itr_idx` where `src` was moved by `first * n + tid` and a condition bounds
+        `tid + it * 32`, which `itr_idx = i * n + it * 32` completes: the pointer with that part
+        taken at its bound, the rest at its own value. None where no guard applies."""
+        guards = {k: v for k, v in self.env.items() if k.startswith(_GUARD) and isinstance(v, Iv) and v.hi is not None}
+        if not guards:
+            return None
+        base: Ptr | None = None
+        total: Poly = {}
+        for t, sign in terms:
+            t = _unparen(t)
+            v = self.expr(t, evaluate_only=True)
+            if isinstance(v, Ptr):
+                name = t.text.decode() if t is not None and t.type == "identifier" else None
+                if base is not None or sign < 0 or name is None or name not in self.moved or v.base != name:
+                    return None
+                base, poly = v, self.moved[name]
+            else:
+                poly = self._expanded(t)
+            if poly is None:
+                return None
+            total = _poly_add(total, poly, sign)
+        if base is None:
+            return None
+        best: Ptr | None = None
+        for key, bound in guards.items():
+            part: Poly = dict(ast.literal_eval(key[len(_GUARD):]))   # the key is the polynomial's repr
+            if not part or any(total.get(m) != c for m, c in part.items()):
+                continue
+            rest = bound
+            for m, c in _poly_add(total, part, -1).items():
+                rest = _add(rest, self._monomial(m, c))
+            if rest.hi is None:
+                continue
+            offset = _mul(rest, Iv.point(base.scale))
+            if best is None or offset.hi < best.offset.hi:   # type: ignore[operator]
+                best = Ptr(base.base, offset, base.scale)
+        return best
+
     def _terms(self, n: Node, sign: int = 1) -> list[tuple[Node, int]]:
         """The terms of a sum (`p + a + b - c`), each with its sign."""
         n = _unparen(n)
@@ -797,6 +902,11 @@ class Analyzer:
         """A sum (an offset into a pointer or an index) part of which a condition bounds: that
         part takes the bound, the rest its own value."""
         value = self._within_segment(n, value)
+        if isinstance(value, Ptr) and value.offset.hi is not None:
+            tight = self._guarded_address(self._terms(n))
+            if tight is not None and tight.base == value.base and tight.scale == value.scale \
+                    and tight.offset.hi is not None and tight.offset.hi < value.offset.hi:
+                value = Ptr(value.base, Iv(value.offset.lo, tight.offset.hi), value.scale)
         guards = {k: v for k, v in self.env.items() if k.startswith(_GUARD) and isinstance(v, Iv)}
         if not guards or not isinstance(value, (Iv, Ptr)):
             return value
@@ -992,6 +1102,8 @@ class Analyzer:
         if t == "conditional_expression":   # `i < n ? x[i] : 0`: each branch under its side of the condition
             cond = n.child_by_field_name("condition")
             decided = _truth(cond, self.constants)   # `top_ks != nullptr ? top_ks[b] : k`, top_ks null
+            if decided is None:   # `(next_power_of_two <= 128) ? 2 : 1` with the instance's 1024
+                decided = self._compared(cond)
             if decided is not None:
                 return self.expr(n.child_by_field_name("consequence" if decided else "alternative"),
                                  evaluate_only=evaluate_only)
@@ -1026,6 +1138,10 @@ class Analyzer:
                 name = left.text.decode()
                 cur = self.env.get(name)
                 self._forget(name)
+                moved = self.moved.pop(name, None)
+                if moved is not None and isinstance(cur, Ptr) and op == "+=" and isinstance(right, Iv) \
+                        and not self.loops and (by := self._expanded(rnode)) is not None:
+                    self.moved[name] = _poly_add(moved, by)
                 if op == "=" and isinstance(right, (Iv, Ptr)):
                     # joined with what it held, except where that is nothing known (a variable
                     # declared before an earlier loop that set it, `qk_offset` reused loop after loop)
@@ -1192,7 +1308,14 @@ class Analyzer:
         if not isinstance(p, Ptr):
             return None
         if not evaluate_only:
-            self.access(p, i if isinstance(i, Iv) else UNKNOWN, write=bool(lhs), read=lhs != "=")
+            tight = self._guarded_address([(arr, 1), (idx_node, 1)]) if isinstance(i, Iv) and i.hi is not None \
+                and p.offset.hi is not None else None
+            if tight is not None and tight.base == p.base and tight.scale == p.scale and tight.offset.hi is not None \
+                    and tight.offset.hi < p.offset.hi + i.hi * p.scale:   # type: ignore[operator]
+                self.access(Ptr(p.base, Iv(p.offset.lo, tight.offset.hi), p.scale), Iv.point(0),
+                            write=bool(lhs), read=lhs != "=")
+            else:
+                self.access(p, i if isinstance(i, Iv) else UNKNOWN, write=bool(lhs), read=lhs != "=")
         return self.loaded(p)
 
     def loaded(self, p: Ptr):
@@ -1244,6 +1367,32 @@ class Analyzer:
             p = self.expr(a.child_by_field_name("argument"), evaluate_only=True)
             return (p, Iv.point(0)) if isinstance(p, Ptr) else None
         return None
+
+    def _specialized(self, fn: Node | None, short: str) -> Node | None:
+        """The explicit specialization a call with template arguments picks (`copy_vector<input_t,
+        ELEMENTS>` with ELEMENTS 4 and input_t half: `copy_vector<c10::Half, 4>`, a float2 copy, not
+        the first one written, `<c10::BFloat16, 1>`): its numbers equal, its types as wide."""
+        targs = fn.child_by_field_name("arguments") if fn is not None and fn.type == "template_function" else None
+        if targs is None:
+            return None
+        called = [a.strip() for a in exprs.split_top_level(targs.text.decode().strip()[1:-1])]
+        for key, helper in self.helpers.items():
+            if not key.startswith(short + "<"):
+                continue
+            written = [a.strip() for a in exprs.split_top_level(key[len(short) + 1:-1])]
+            if len(written) == len(called) and all(self._same_argument(c, w) for c, w in zip(called, written)):
+                return helper
+        return None
+
+    def _same_argument(self, called: str, written: str) -> bool:
+        if re.fullmatch(r"-?\d+[uUlL]*", written):
+            node = source.parse_expression(called)
+            v = self.expr(node, evaluate_only=True) if node is not None else None
+            return isinstance(v, Iv) and v.lo == v.hi == int(written.rstrip("uUlL"))
+        if self.type_bytes is None:
+            return False
+        a, b = self.type_bytes(called), self.type_bytes(written)
+        return a is not None and a == b
 
     def _written_through(self, name: str, args: list[Node]) -> None:
         """An element passed to a helper's non-const reference parameter (`from_float(out[i], acc)`)
@@ -1341,7 +1490,7 @@ class Analyzer:
             return None
         # the project's own `atomicAdd(half2*, half2)` (exllama's compat.cuh, for old GPUs: a CAS
         # loop over the address's bits) is an atomic all the same: one element read and written
-        helper = None if short.startswith("atomic") else self.helpers.get(short)
+        helper = None if short.startswith("atomic") else self._specialized(fn, short) or self.helpers.get(short)
         if helper is not None and helper.type == "function_definition" and self.depth < MAX_HELPER_DEPTH and (
                 not evaluate_only and (any(isinstance(v, (Ptr, View)) for v in vals) or not args)
                 or args and all(isinstance(v, Iv) for v in vals)):
@@ -1573,9 +1722,15 @@ def helpers_of(texts: list[str], macros: list[str] = ()) -> dict[str, Node]:
                 out.setdefault(n.child_by_field_name("name").text.decode(), n)
                 members |= {m.id for m in source._walk(n.child_by_field_name("body"))}
         for fn in (n for n in source._walk(root) if n.type == "function_definition" and n.id not in members):
-            name = source._declarator_name(source._function_declarator(fn.child_by_field_name("declarator")))[0]
+            decl = source._function_declarator(fn.child_by_field_name("declarator"))
+            name = source._declarator_name(decl)[0]
             if name:
                 out.setdefault(name.split("::")[-1], fn)
+            spelled = decl.child_by_field_name("declarator") if decl is not None else None
+            if name and spelled is not None and spelled.type == "template_function":
+                # an explicit specialization (`copy_vector<c10::Half, 4>`), kept under its arguments too
+                out.setdefault(name.split("::")[-1] + "".join(spelled.child_by_field_name("arguments").text.decode()
+                                                              .split()), fn)
     return out
 
 

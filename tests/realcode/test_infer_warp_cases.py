@@ -1,0 +1,132 @@
+"""Issue 25: warp-per-row softmax launchers (apex's megatron softmax) — minimal cases written here.
+The launcher picks an instance per range of row lengths with a helper of its own (`switch
+(log2_ceil(n))`), sizes its block from that case and the warp width (`C10_WARP_SIZE`, a torch macro
+inference does not read), passes the rows its grid covers as a product, and the kernel guards a
+local (`tid + it * 32 < n`) whose terms reach the address apart (`src += tid; src[it * 32]`)."""
+from astra_cuda import api
+from astra_cuda.infer import hostcalls
+from astra_cuda.infer.program import _functions
+from astra_cuda.model import access, exprs, source, spec
+
+LOG2 = ("int log2_ceil(int value) {\n  int log2_value = 0;\n"
+        "  while ((1 << log2_value) < value) ++log2_value;\n  return log2_value;\n}\n")
+
+KERNEL = """
+template <typename T, int log2_elements>
+__global__ void rows_softmax(T* dst, const T* src, int micro_batch_size, int element_count) {
+  constexpr int pow2 = 1 << log2_elements;
+  constexpr int WARP_SIZE = (pow2 < C10_WARP_SIZE) ? pow2 : C10_WARP_SIZE;
+  constexpr int ITERATIONS = pow2 / WARP_SIZE;
+  constexpr int BATCH = (pow2 <= 128) ? 2 : 1;
+  long int first = (blockDim.y * (blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z)) + threadIdx.y) * BATCH;
+  int local_batches = micro_batch_size - first;
+  if (local_batches > BATCH) local_batches = BATCH;
+  src += first * element_count + threadIdx.x;
+  dst += first * element_count + threadIdx.x;
+  for (int i = 0; i < BATCH; ++i) {
+    int count = (i >= local_batches) ? 0 : element_count;
+    for (int it = 0; it < ITERATIONS; ++it) {
+      int element_index = threadIdx.x + it * WARP_SIZE;
+      if (element_index < count) dst[i * element_count + it * WARP_SIZE] = src[i * element_count + it * WARP_SIZE];
+    }
+  }
+}
+"""
+
+LAUNCHER = """
+template <typename T>
+void launch_rows_softmax(T* dst, const T* src, int rows, int heads, int batches, int cols) {
+  if (cols == 0) return;
+  int log2_elements = log2_ceil(cols);
+  const int pow2 = 1 << log2_elements;
+  int batch_count = batches * heads * rows;
+  int width = (pow2 < C10_WARP_SIZE) ? pow2 : C10_WARP_SIZE;
+  int warps_per_block = 128 / width;
+  int batches_per_block = warps_per_block * ((pow2 <= 128) ? 2 : 1);
+  assert(rows % batches_per_block == 0);
+  dim3 blocks(rows / batches_per_block, heads, batches);
+  dim3 threads(width, warps_per_block, 1);
+  switch (log2_elements) {
+    case 0:
+      rows_softmax<T, 0><<<blocks, threads>>>(dst, src, batch_count, cols);
+      break;
+    case 7:
+      rows_softmax<T, 7><<<blocks, threads>>>(dst, src, batch_count, cols);
+      break;
+    case 10:
+      rows_softmax<T, 10><<<blocks, threads>>>(dst, src, batch_count, cols);
+      break;
+    default:
+      break;
+  }
+}
+template void launch_rows_softmax<float>(float*, const float*, int, int, int, int);
+"""
+
+FILE = "#include <assert.h>\n" + LOG2 + KERNEL + LAUNCHER
+
+
+def test_a_small_integer_host_helper_is_run_for_the_sizes_each_of_its_values_takes():
+    fn = _functions(LOG2)[0]
+    assert [hostcalls.evaluate(fn, [n]) for n in (1, 2, 3, 32, 33, 4096)] == [0, 1, 2, 5, 6, 12]
+    assert hostcalls.range_where(fn, "==", 12) == (2049, 4096)
+    assert hostcalls.range_where(fn, "==", 0) == (1, 1)
+    assert hostcalls.range_where(fn, "<=", 5) == (1, 32)
+    # what it does not run (a call, a pointer) is no value, never a guess
+    assert hostcalls.evaluate(_functions("int f(int n) { return g(n); }\n")[0], [3]) is None
+    assert hostcalls.evaluate(_functions("int f(int n) { while (1) ++n; return n; }\n")[0], [3]) is None
+
+
+def test_the_case_a_helper_picks_fixes_the_launch_and_requires_its_sizes(project):
+    path = project("rows_softmax.cu", FILE)
+    p = api.infer_spec(api.snapshot(FILE, str(path)), "rows_softmax", run=False)
+    k = source.parse(FILE).kernel("rows_softmax")
+    m = source.parse(FILE[:k.span.start_byte] + p.comment + FILE[k.span.start_byte:])
+    s = spec.load(m.kernel("rows_softmax"), m)
+    # of the cases, the one the most row lengths reach (`case 0` takes one length alone)
+    assert s.instantiate == "<float, 10>"
+    assert {"element_count >= 513", "element_count <= 1024"} <= set(s.require)
+    # inside `case 10:` the block is read with log2_elements 10 and a warp of 32 threads
+    assert [int(b) for b in s.block] == [32, 4, 1]
+    assert any("C10_WARP_SIZE" in n and "32" in n for n in p.notes)
+    assert not any("`WARP_SIZE`" in n for n in p.notes)   # the kernel's own constexpr is its own
+    # the rows the kernel is told of are those its grid covers, a product of the grid's sizes
+    assert s.args["micro_batch_size"].value == "batches * heads * rows"
+    assert any("rows %" in r for r in s.require)
+    cases = s.cases()
+    assert cases and all(513 <= c["element_count"] <= 1024 for c in cases)
+    # the rows are read whole: every case's buffers hold exactly its rows
+    for c in cases:
+        rows = c["batches"] * c["heads"] * c["rows"]
+        assert exprs.evaluate_int(" * ".join(f"({d})" for d in s.args["src"].shape), c) == rows * c["element_count"]
+
+
+def test_a_guard_on_a_local_narrows_an_address_that_adds_its_terms_apart():
+    k = source.parse(KERNEL).kernel("rows_softmax")
+    for log2, batch, cols in ((10, 1, 600), (7, 2, 100)):
+        inst = k.instantiated({"T": "float", "log2_elements": str(log2)})
+        warps = 2 * 3 * 4 * 4   # grid (2, 3, 4) of 4 warps
+        facts = access.analyse(inst, {"micro_batch_size": warps * batch, "element_count": cols}, (2, 3, 4),
+                               (32, 4, 1), {"dst": 4, "src": 4}, set(), 100, {"C10_WARP_SIZE": 32, "log2_elements": log2})
+        assert facts is not None
+        assert facts.uses["src"].hi == facts.uses["dst"].hi == warps * batch * cols - 1
+
+
+def test_a_helper_called_with_template_arguments_is_its_matching_specialization():
+    # apex's `copy_vector<input_t, 4>`: the float2 copy of `<c10::Half, 4>`, not the first written
+    text = """
+template <typename D, int N> __device__ void copy_vec(D* dst, const D* src);
+template <> __device__ void copy_vec<float, 1>(float* dst, const float* src) { *dst = *src; }
+template <> __device__ void copy_vec<float, 4>(float* dst, const float* src) { *((float4*)dst) = *((float4*)src); }
+template <typename T, int N>
+__global__ void k(T* out, const T* in, int n) {
+  int i = (blockIdx.x * blockDim.x + threadIdx.x) * N;
+  if (i < n) copy_vec<T, N>(out + i, in + i);
+}
+"""
+    k = source.parse(text).kernel("k")
+    helpers = access.helpers_of([text])
+    for n, packet in ((1, 1), (4, 4)):
+        facts = access.analyse(k, {"n": 1024}, (1, 1, 1), (256, 1, 1), {"out": 4, "in": 4}, set(), 100, {"N": n},
+                               helpers=helpers, type_bytes=lambda t: {"T": 4, "float": 4}.get(t.strip()))
+        assert facts is not None and facts.uses["out"].packet == packet and facts.uses["out"].written
