@@ -96,20 +96,34 @@ def test_inference_reads_a_table_of_device_pointers_through_one_entry():
     assert any("table of device pointers" in n for n in prop.notes)
 
 
-def test_records_read_through_a_pointer_are_refused_with_why():
+def test_records_read_through_a_pointer_are_proposed_by_the_fields_read():
     """DeepSpeed's ragged ops read counts and offsets from descriptor structs in device memory
-    (`batch->n_seqs`, `seqs[i].start`): no spec can give them, so no draft is proposed, and the
-    refusal says why."""
+    (`batch->n_seqs`, `seqs[i].start`): a pointer read at its first record gives numbers, one
+    read at an index arrays of the records' count, each proposed as a field of `records`."""
     from astra_cuda import infer
-    text = ("struct Batch { int n_seqs; };\nstruct Seq { int start; int len; };\n"
+    text = ("struct Batch { int n_seqs; int unused; };\nstruct Seq { int start; int len; };\n"
             "__global__ void last_rows(float* out, const float* acts, const Batch* batch, const Seq* seqs, int d) {\n"
             "  if (blockIdx.x >= batch->n_seqs) return;\n"
-            "  const int row = seqs[blockIdx.x].start + seqs[blockIdx.x].len - 1;\n"
+            "  const Seq s = seqs[blockIdx.x];\n  const int row = s.start + seqs[blockIdx.x].len - 1;\n"
             "  for (int i = threadIdx.x; i < d; i += blockDim.x) out[blockIdx.x * d + i] = acts[row * d + i];\n}\n")
     m = source.parse(text)
     prop = infer.infer(m.kernel("last_rows"), m)
+    assert prop.valid, prop.problems
+    flat = " ".join(prop.comment.split())
+    assert 'batch = { records = 1, n_seqs = "n_seqs" }' in flat and "unused" not in flat, prop.comment
+    assert 'seqs = { records = "n_seqs", start = { init = "randint(0, V)" }, len = { init = "randint(0, V)" } }' \
+        in flat, prop.comment
+
+
+def test_a_pointer_to_records_used_whole_is_still_refused_with_why():
+    from astra_cuda import infer
+    text = ("struct Batch { int n_seqs; };\n__device__ int count(const Batch* b) { return b->n_seqs; }\n"
+            "__global__ void k(float* out, const Batch* batch) {\n"
+            "  if (threadIdx.x < count(batch) && batch->n_seqs > 0) out[threadIdx.x] = 1.0f;\n}\n")
+    m = source.parse(text)
+    prop = infer.infer(m.kernel("k"), m)
     assert not prop.valid
-    assert any("`batch` points to `Batch` records" in p and "batch->n_seqs" in p for p in prop.problems), prop.problems
+    assert any("`batch` points to `Batch` records" in p for p in prop.problems), prop.problems
 
 
 def test_a_struct_with_a_member_type_a_base_and_a_constructor_is_read_through_its_fields():
@@ -184,3 +198,22 @@ def test_each_records_problem_at_its_place(old, new, message, at):
     assert message in d.message, d.message
     if at is not None:
         assert text.splitlines()[d.line][d.col:d.end_col] == at, d.message
+
+
+def test_records_a_struct_field_points_to_are_proposed_through_the_struct():
+    """DeepSpeed's BatchWrapperCPP: `struct { … } typedef W;` (typedef after the type, an `#ifdef`
+    between `struct` and a descriptor's body), passed by value, its fields pointing to records;
+    a nested struct field no number gives (`kv`) is left out."""
+    from astra_cuda import infer
+    text = ("struct\n#ifdef __CUDA_CC__\n    __align__(8)\n#endif\n{ int n_tokens; int n_seqs; }\ntypedef Batch;\n"
+            "struct { int blocks; } typedef Kv;\n"
+            "struct { const Batch* batch; const int* tok2seq; const Kv kv; } typedef W;\n"
+            "__global__ void k(float* out, const float* x, const W w, int d) {\n"
+            "  const int t = blockIdx.y;\n  if (t >= w.batch->n_tokens) return;\n"
+            "  for (int i = threadIdx.x; i < d; i += blockDim.x) out[t * d + i] = x[t * d + i];\n}\n"
+            "void run(float* out, const float* x, W w, int tokens, int d) { k<<<dim3(1, tokens), 256>>>(out, x, w, d); }\n")
+    m = source.parse(text)
+    prop = infer.infer(m.kernel("k"), m)
+    assert prop.valid, prop.problems
+    flat = " ".join(prop.comment.split())
+    assert "w.batch = { records = 1, n_tokens = " in flat and "w.kv" not in flat, prop.comment

@@ -17,7 +17,7 @@ from ..model.spec import NULL
 from ..model.syntax import walk as _walk
 from .hostexprs import function_macros
 from .launches import SHARED_PER_THREAD, _launch_of, _pick_site, host_locals, launch_byte, program_inits, value_of
-from . import masks, structs
+from . import masks, records, structs
 from .program import Program
 from .roles import DIFFERENCES, DIVISIONS, TABLE, _Shapes, _shapes, _size_pairs
 from .sizes import Draft, repair, size_bench, test_values
@@ -69,20 +69,32 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
     through its fields (`structs`)."""
     types = _Types(model, path, context)
     flat = structs.flatten(kernel, model, types.items, lambda t: types.resolve(t)[0] is not None)
-    if flat is None:
+    k, m = (flat.kernel, flat.model) if flat is not None else (kernel, model)
+    ktypes = _Types(m, path, context) if flat is not None else types
+    # pointers to records (a parameter, or a struct's field just split off) read through their fields
+    rec = records.flatten(k, m, ktypes.items, lambda t: ktypes.resolve(t)[0] is not None)
+    if rec is not None:
+        k, m, ktypes = rec.kernel, rec.model, _Types(rec.model, path, context)
+    if flat is None and rec is None:
         p = _infer(kernel, model, types, path=path, context=context, decide=decide)
         return dataclasses.replace(p, problems=p.problems + _records(kernel, types))
-    p = _infer(flat.kernel, flat.model, _Types(flat.model, path, context), path=path, context=context, decide=decide,
-               tables={f"{t}{structs.SEP}{structs.ROW}": dim for t, dim in flat.tables.items()})
-    comment, notes = structs.unflatten(p.comment, p.notes, flat.fields, flat.tables, flat.opaque)
+    p = _infer(k, m, ktypes, path=path, context=context, decide=decide,
+               tables={f"{t}{structs.SEP}{structs.ROW}": dim for t, dim in flat.tables.items()} if flat else None)
+    comment, notes = p.comment, p.notes
+    if rec is not None:
+        comment, notes = records.unflatten(comment, notes, rec)
+        notes.append("pointer(s) to records " + ", ".join(f"`{n}`" for n in rec.fields) + " given by the fields the "
+                     "kernel reads (the others are zero)")
+    if flat is None:
+        return Proposal(comment, notes, _problems(notes, kernel, model, comment) + _records(k, ktypes))
+    comment, notes = structs.unflatten(comment, notes, flat.fields, flat.tables, flat.opaque)
     if flat.fields:
         notes.append("struct parameter(s) " + ", ".join(f"`{n}`" for n in flat.fields) + " given by their fields "
                      "(fields left out are zero)")
     for t, dim in flat.tables.items():
         notes.append(f"`{t}` is a table of device pointers, one per block along the grid's {'xyz'[dim]}: each "
                      f"entry's buffer measured from how the kernel reads it")
-    return Proposal(comment, notes, _problems(notes, kernel, model, comment)
-                    + _records(flat.kernel, _Types(flat.model, path, context)))
+    return Proposal(comment, notes, _problems(notes, kernel, model, comment) + _records(k, ktypes))
 
 
 def _problems(notes: list[str], kernel: Kernel, model: SourceModel, comment: str) -> list[str]:
@@ -91,11 +103,11 @@ def _problems(notes: list[str], kernel: Kernel, model: SourceModel, comment: str
 
 
 def _records(kernel: Kernel, types: _Types) -> list[str]:
-    """Why no spec can describe a pointer to records whose fields the kernel reads
-    (`batch->n_tokens`, `seqs[i].start_idx`; DeepSpeed's ragged `RaggedBatchDescriptor*`): the spec
-    format has no buffer of structs, and the counts and offsets the kernel takes from them decide
-    what it reads — a draft that guessed them would only fail for a reason it hides. (A struct
-    passed by value is `CANNOT`'s note where `structs` cannot split it.)"""
+    """Why no draft gives a pointer to records whose fields the kernel reads (`batch->n_tokens`)
+    that `records` could not split into its fields (it is also used otherwise): the counts and
+    offsets the kernel takes from them decide what it reads — a draft that guessed them would only
+    fail for a reason it hides. (A struct passed by value is `CANNOT`'s note where `structs`
+    cannot split it.)"""
     body = access.kernel_body(kernel)
     if body is None:
         return []
@@ -115,9 +127,9 @@ def _records(kernel: Kernel, types: _Types) -> list[str]:
                 read = n.text.decode()
                 break
         if read is not None:
-            out.append(f"{CANNOT}`{p.name}` points to `{base}` records whose fields the kernel reads (`{read}`): a buffer "
-                       f"of structs cannot be expressed in the spec format, so the counts and offsets the kernel takes from them "
-                       f"cannot be given — this kernel cannot be checked from a spec yet")
+            out.append(f"{CANNOT}`{p.name}` points to `{base}` records whose fields the kernel reads (`{read}`), "
+                       f"but it also uses the pointer otherwise (hands it on whole, offsets it), so Astra cannot tell "
+                       f"which fields decide what it reads — give it by hand as {{ records = \"n\", <field> = ... }}")
     return out
 
 

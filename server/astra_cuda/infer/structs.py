@@ -55,11 +55,11 @@ def not_flattened(type_name: str, items) -> str:
 
 
 def _members(type_name: str, items, depth: int = 0) -> tuple[list[tuple[str, str]] | None, str]:
-    defs = [it for it in items if it.kind == "type" and type_name in it.defines]
+    defs = [it.text for it in items if it.kind == "type" and type_name in it.defines] or _typedef_after(type_name, items)
     if len(defs) != 1:
         return None, (f"no definition of `{type_name}` read in the file or its project headers" if not defs else
                       f"`{type_name}` is defined {len(defs)} times")
-    tree = source.parser().parse(defs[0].text.encode())
+    tree = source.parser().parse(defs[0].encode())
     body = next((n for n in walk(tree.root_node) if n.type == "field_declaration_list"), None)
     if body is None or body.has_error:   # (the item's text may end without its `;`)
         return None, f"`{type_name}` is not a struct whose members Astra reads"
@@ -117,6 +117,22 @@ def _members(type_name: str, items, depth: int = 0) -> tuple[list[tuple[str, str
     return (out, "") if out else (None, f"`{type_name}` has no fields")
 
 
+def _typedef_after(type_name: str, items) -> list[str]:
+    """`struct { … } typedef P;` — C allows `typedef` after the type, as DeepSpeed's ragged
+    descriptors write it — which tree-sitter reads as a variable, or, where an `#ifdef` stands
+    between `struct` and its body (`__align__(8)` for nvcc only), as a body then `typedef P;`."""
+    out = []
+    for i, it in enumerate(items):
+        text = it.text.strip()
+        if it.kind == "variable" and re.fullmatch(rf"struct\s*\{{.*\}}\s*typedef\s+{re.escape(type_name)}\s*;?", text, re.S):
+            out.append(text)
+        elif it.kind == "type" and re.fullmatch(rf"typedef\s+{re.escape(type_name)}\s*;", text) and i > 0 and \
+                items[i - 1].kind == "other" and items[i - 1].text.strip().startswith("{") and \
+                items[i - 1].text.strip().endswith("}"):
+            out.append("struct " + items[i - 1].text.strip() + ";")
+    return out
+
+
 def _aliased(type_text: str, aliases: dict[str, str]) -> str:
     """`type_text` with the struct's member types written out (`index_t` -> `uint64_t`)."""
     return re.sub(r"(?<![\w:])[A-Za-z_]\w*", lambda m: aliases.get(m.group(0), m.group(0)), type_text) \
@@ -138,10 +154,12 @@ def flatten(kernel: Kernel, model: SourceModel, items, known) -> Flat | None:
     data = text.encode("utf-8")
     tree = source.parser().parse(data)
     edits: list[tuple[int, int, str]] = []
-    kernel_fn = _function_at(tree.root_node, kernel.span.start_byte, kernel.name)
+    kernel_fn = function_at(tree.root_node, kernel.span.start_byte, kernel.name)
     if kernel_fn is None:
         return None
     tables = _tables(kernel, kernel_fn.child_by_field_name("body"))
+    # a struct the kernel also uses whole (calls it, hands it on: a functor) stays one parameter
+    structs = {p: fs for p, fs in structs.items() if _only_fields(kernel_fn.child_by_field_name("body"), p)}
     if not structs and not tables:
         return None
     for p in kernel.params:
@@ -156,8 +174,8 @@ def flatten(kernel: Kernel, model: SourceModel, items, known) -> Flat | None:
     edits += _member_edits(kernel_fn.child_by_field_name("body"), {p: [f for _, f in fs] for p, fs in structs.items()})
     index = {p.name: i for i, p in enumerate(kernel.params)}
     for site in launches_in(model, kernel.name):
-        call = _launch_call(tree.root_node, site)
-        fn = _enclosing_function(call) if call is not None else None
+        call = launch_call(tree.root_node, site)
+        fn = enclosing_function(call) if call is not None else None
         args = call.child_by_field_name("arguments") if call is not None else None
         if fn is None or args is None:
             continue
@@ -188,7 +206,8 @@ def _is_class(type_text: str, items) -> bool:
     """A qualified name (`at::PhiloxCudaState`) or a type the project defines that is not a plain
     alias of a number: a class of its own."""
     name = " ".join(w for w in type_text.split() if w not in ("const", "volatile"))
-    return "::" in name or any(it.kind == "type" and name in it.defines and "{" in it.text for it in items)
+    return "::" in name or any(it.kind == "type" and name in it.defines and "{" in it.text for it in items) \
+        or bool(_typedef_after(name, items))
 
 
 def unflatten(comment: str, notes: list[str], fields: dict[str, tuple[str, ...]],
@@ -298,6 +317,16 @@ def _block_dim(index: str, body) -> int | None:
     return None
 
 
+def _only_fields(body, name: str) -> bool:
+    """Whether the body uses `name` only as `name.f`."""
+    for n in walk(body) if body is not None else ():
+        if n.type == "identifier" and n.text.decode() == name:
+            up = n.parent
+            if up is None or up.type != "field_expression" or up.child_by_field_name("argument") != n:
+                return False
+    return True
+
+
 def _member_edits(body, fields: dict[str, list[str]], skip=None) -> list[tuple[int, int, str]]:
     """`v.f` -> `v__f` for each struct variable `v` and field `f` inside `body`."""
     out: list[tuple[int, int, str]] = []
@@ -317,7 +346,7 @@ def _member_edits(body, fields: dict[str, list[str]], skip=None) -> list[tuple[i
     return out
 
 
-def _function_at(root, start_byte: int, name: str):
+def function_at(root, start_byte: int, name: str):
     for n in walk(root):
         if n.type == "function_definition" and n.start_byte >= start_byte and name.encode() in (
                 n.child_by_field_name("declarator").text if n.child_by_field_name("declarator") else b""):
@@ -325,7 +354,7 @@ def _function_at(root, start_byte: int, name: str):
     return None
 
 
-def _launch_call(root, site):
+def launch_call(root, site):
     """The `<<<…>>>` call of a launch site (by its position)."""
     for n in walk(root):
         if n.type == "call_expression" and n.start_point[0] == site.span.start_line and \
@@ -334,7 +363,7 @@ def _launch_call(root, site):
     return None
 
 
-def _enclosing_function(node):
+def enclosing_function(node):
     while node is not None and node.type != "function_definition":
         node = node.parent
     return node
