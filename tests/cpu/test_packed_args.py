@@ -88,7 +88,7 @@ def test_a_field_that_is_not_there_names_itself(cpu):
 
 
 def test_field_paths_are_checked_before_they_reach_cpp():
-    for bad in ("a;b", "x[1]]", "1x", "a.b(c)", "a..b"):
+    for bad in ("a;b", "x[1]]", "1x", "a.b(c)", "a..b", "a[1][2][3][4]", "a[1]b"):
         with pytest.raises(ValueError):
             layout.probe("k", {0: (bad,)})
 
@@ -207,6 +207,56 @@ def test_the_gate_checks_a_kernel_given_pointers_to_records(cpu, tmp_path, old, 
 
     ref, s = unit_of(RECORDS)
     cand, _ = unit_of(RECORDS.replace(old, new) if old else RECORDS)
+    v = gate.check(ref, cand, s, cpu, quick=True)
+    if verdict == "passed":
+        assert v.passed and v.compared, v.human()
+    else:
+        assert v.status == "failed" and v.failures[0].check == verdict, v.human()
+
+
+POINTER_TABLE = """template <int n> struct Lists { void* addresses[n][4]; long long sizes[4]; int start; };
+/* @astra
+grid = ["cdiv(m, 128)", 2]
+block = [128]
+instantiate = "<2>"
+[sizes]
+m = [1, 300]
+[args]
+tl."addresses[0][0]" = { type = "float", shape = ["m"] }
+tl."addresses[0][1]" = { type = "float", shape = ["2 * m"] }
+tl."addresses[1][0]" = { type = "float", shape = ["m"], output = true }
+tl."addresses[1][1]" = { type = "float", shape = ["2 * m"], output = true }
+tl."sizes[0]" = "m"
+tl."sizes[1]" = "2 * m"
+*/
+template <int n>
+__global__ void k(Lists<n> tl) {
+    const int t = blockIdx.y, i = blockIdx.x * blockDim.x + threadIdx.x;
+    const float* x = (const float*)tl.addresses[0][t];
+    float* y = (float*)tl.addresses[1][t];
+    for (int j = i; j < tl.sizes[t]; j += gridDim.x * blockDim.x) y[j] = 3.0f * x[j] + t;
+}
+"""
+
+
+@pytest.mark.parametrize("old,new,verdict", [("", "", "passed"),
+                                             ("tl.addresses[0][t]", "tl.addresses[0][0]", "compare")])
+def test_the_gate_checks_a_kernel_given_a_struct_holding_a_table_of_pointers(cpu, tmp_path, old, new, verdict):
+    """apex's TensorListMetadata holds `void* addresses[depth][max_tensors]` by value (issue 25,
+    item 6): each entry a field of its own (`tl."addresses[1][0]"`), laid out by the compiler."""
+    from astra_cuda.compile import extract
+    from astra_cuda import gate
+    from astra_cuda.model import source, spec as spec_mod
+    path = str(tmp_path / "t.cu")
+
+    def unit_of(text):
+        model = source.parse(text)
+        s = spec_mod.load(model.kernel("k"), model)
+        return extract.spec_unit(model, path, "k", s), s
+
+    ref, s = unit_of(POINTER_TABLE)
+    assert s.args["tl"].fields[:2] == ("addresses[0][0]", "addresses[0][1]")
+    cand, _ = unit_of(POINTER_TABLE.replace(old, new) if old else POINTER_TABLE)
     v = gate.check(ref, cand, s, cpu, quick=True)
     if verdict == "passed":
         assert v.passed and v.compared, v.human()

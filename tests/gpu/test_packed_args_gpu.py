@@ -170,3 +170,51 @@ def test_pointers_to_records_pass_the_gate_and_a_misread_is_caught(pool, tmp_pat
         assert p.measured and p.valid, p.to_json()
     else:
         assert v.status == "failed" and v.failures[0].check == verdict, v.human()
+
+
+POINTER_TABLE = """\
+template <int n> struct Lists { void* addresses[n][4]; long long sizes[4]; int start; };
+/* @astra
+grid = ["cdiv(m, 128)", 2]
+block = [128]
+instantiate = "<2>"
+[sizes]
+m = [1, 300, 100000]
+[args]
+tl."addresses[0][0]" = { type = "float", shape = ["m"] }
+tl."addresses[0][1]" = { type = "float", shape = ["2 * m"] }
+tl."addresses[1][0]" = { type = "float", shape = ["m"], output = true }
+tl."addresses[1][1]" = { type = "float", shape = ["2 * m"], output = true }
+tl."sizes[0]" = "m"
+tl."sizes[1]" = "2 * m"
+*/
+template <int n>
+__global__ void k(Lists<n> tl) {
+    const int t = blockIdx.y, i = blockIdx.x * blockDim.x + threadIdx.x;
+    const float* x = (const float*)tl.addresses[0][t];
+    float* y = (float*)tl.addresses[1][t];
+    for (int j = i; j < tl.sizes[t]; j += gridDim.x * blockDim.x) y[j] = 3.0f * x[j] + t;
+}
+"""
+
+
+@pytest.mark.parametrize("old,new,verdict", [("", "", "passed"),
+                                             ("tl.addresses[0][t]", "tl.addresses[0][0]", "compare")])
+def test_a_struct_holding_a_table_of_pointers_passes_the_gate(pool, tmp_path, old, new, verdict):
+    """apex's TensorListMetadata (issue 25, item 6): `void* addresses[2][4]` held by value, each
+    entry a field (`tl."addresses[1][0]"`) whose offset nvcc's layout gives."""
+    path = tmp_path / "lists.cu"
+    path.write_text(POINTER_TABLE)
+
+    def unit_of(text):
+        m = source.parse(text)
+        s = spec_mod.load(m.kernel("k"), m)
+        return extract.spec_unit(m, str(path), "k", s), s
+
+    ref, spec = unit_of(POINTER_TABLE)
+    cand, _ = unit_of(POINTER_TABLE.replace(old, new) if old else POINTER_TABLE)
+    v = pool.run(jobs.CheckJob("gpu", ref, cand, spec, quick=True), timeout=300)
+    if verdict == "passed":
+        assert v.passed and v.compared, v.human()
+    else:
+        assert v.status == "failed" and v.failures[0].check == verdict, v.human()

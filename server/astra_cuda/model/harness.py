@@ -50,9 +50,10 @@ MAX_CASE_BYTES = 256 << 30        # bytes of all buffers of one case: more than 
 MAX_FIELDS = 64                   # fields given for one struct parameter (nested ones included)
 MAX_FIELD_DEPTH = 4               # a field of a field of ... (`p.inner.x` is depth 2)
 MAX_TABLE_ENTRIES = 1 << 16       # pointers in one table of device pointers (`table = "layers"`)
-# One step of a field path: a member, or one element of an array member (`stride[1]`). The path
-# ends up in generated C++ (the layout probe, `astra_cuda.model.layout`): nothing else may pass.
-FIELD_STEP = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}(\[[0-9]{1,6}\])?")
+# One step of a field path: a member, or one element of an array member (`stride[1]`, up to three
+# dimensions: apex's table of device pointers `addresses[1][3]`). The path ends up in generated
+# C++ (the layout probe, `astra_cuda.model.layout`): nothing else may pass.
+FIELD_STEP = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}(\[[0-9]{1,6}\]){0,3}")
 
 
 class SpecErrors(AstraError):

@@ -406,7 +406,7 @@ class Validator:
                     continue
                 if not FIELD_STEP.fullmatch(key):
                     self.err_at(f"`{name}.{prefix}{key}`: a field is a member's name, or one element of an "
-                                f"array member (\"stride[1]\")", here)
+                                f"array member (\"stride[1]\", \"addresses[1][3]\")", here)
                     continue
                 path = prefix + key
                 leaf = isinstance(value, dict) and value.keys() & {"shape", "value", "type", "table", "init", RECORDS}
