@@ -130,3 +130,20 @@ __global__ void k(T* out, const T* in, int n) {
         facts = access.analyse(k, {"n": 1024}, (1, 1, 1), (256, 1, 1), {"out": 4, "in": 4}, set(), 100, {"N": n},
                                helpers=helpers, type_bytes=lambda t: {"T": 4, "float": 4}.get(t.strip()))
         assert facts is not None and facts.uses["out"].packet == packet and facts.uses["out"].written
+
+
+def test_an_array_object_the_kernel_indexes_is_said_to_be_beyond_the_format(project):
+    # TGI's fused attention softmax takes torch's PackedTensorAccessor32 by value: assumed a float,
+    # its proposal faulted on the GPU; it is no proposal, and says why
+    text = """
+template <typename scalar_t>
+__global__ void masked(const torch::PackedTensorAccessor32<scalar_t, 2, torch::RestrictPtrTraits> scores,
+                       torch::PackedTensorAccessor32<scalar_t, 2, torch::RestrictPtrTraits> result, int rows, int cols) {
+  int r = blockIdx.x, c = threadIdx.x;
+  if (r < rows && c < cols) result[r][c] = scores[r][c];
+}
+"""
+    path = project("accessor.cu", text)
+    p = api.infer_spec(api.snapshot(text, str(path)), "masked", run=False)
+    assert len(p.problems) == 2 and all("indexes like an array" in m and "passed by value" in m for m in p.problems)
+    assert "`result[r][c]`" in p.problems[1]

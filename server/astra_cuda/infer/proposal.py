@@ -491,6 +491,12 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
                              f"(`{member}`), but Astra reads only structs of plain fields (pointers and numbers): "
                              f"{structs.not_flattened(p.base_type.replace('const', '').strip(), types.items)} — the "
                              f"spec format cannot give it yet")
+            elif dt is None and not p.is_pointer and (indexed := _first_use(kernel, p.name, "subscript_expression")):
+                # torch's `PackedTensorAccessor32<T, 2>`: a pointer with its sizes and strides in one object
+                args.append((p.name, f'{{ value = {value}, type = "float" }}'))
+                notes.append(f"{CANNOT}`{p.name}` is a `{p.type}` passed by value that the kernel indexes like an "
+                             f"array (`{indexed}`): an array object (a tensor accessor: a pointer with its sizes and "
+                             f"strides) cannot be given by the spec format yet")
             elif dt is None:
                 args.append((p.name, f'{{ value = {value}, type = "float" }}'))
                 notes.append(f"`{p.name}`: type {p.type!r} unknown, assumed float")
@@ -688,10 +694,18 @@ def _whole_groups(kernel: Kernel, size_names: list[str], derived: dict[str, str]
 
 def _member_read(kernel: Kernel, name: str) -> str | None:
     """The first `name.member` (or `name.method(…)`) of the kernel's body, or None."""
+    return _first_use(kernel, name, "field_expression")
+
+
+def _first_use(kernel: Kernel, name: str, kind: str) -> str | None:
+    """The first expression of type `kind` (`field_expression`, `subscript_expression`) of the kernel's
+    body applied to `name` (`name.member`, `name[i][j]`), or None."""
     root = source.parser().parse(kernel.text.encode()).root_node
     for n in _walk(root):
-        if n.type == "field_expression" and (arg := n.child_by_field_name("argument")) is not None \
+        if n.type == kind and (arg := n.child_by_field_name("argument")) is not None \
                 and arg.type == "identifier" and arg.text == name.encode():
+            while n.parent is not None and n.parent.type == kind:   # `a[i][j]`, whole
+                n = n.parent
             return " ".join(n.text.decode().split())[:60]
     return None
 
