@@ -175,3 +175,39 @@ def test_one_scale_per_block_or_group_a_quotient_of_two_sizes():
     _, s = _loaded(SHIFTED, "dequant")
     assert s.args["absmax"].shape == ("cdiv(n, blocksize)",)
     assert "(blocksize & (blocksize - 1)) == 0" in s.require
+
+
+# FlashInfer's RoPE shape: each thread moves a vector of a HEAD_DIM row and rotates the first
+# `rot` elements with their partner half a rotation away, picked by a conditional on the thread
+ROPE_HALF = """template <unsigned head_dim, unsigned vec>
+__global__ void rope_half(const float* in, float* out, unsigned rot, unsigned long stride_n) {
+  const float* x = in + blockIdx.x * stride_n;
+  float4 v = *reinterpret_cast<const float4*>(x + threadIdx.x * vec);
+  if (threadIdx.x * vec < rot) {
+    const float* partner = x + (threadIdx.x * vec < rot / 2 ? threadIdx.x * vec + rot / 2
+                                                            : threadIdx.x * vec - rot / 2);
+    float4 p = *reinterpret_cast<const float4*>(partner);
+    v.x -= p.x; v.y -= p.y; v.z -= p.z; v.w -= p.w;
+  }
+  *reinterpret_cast<float4*>(out + blockIdx.x * head_dim + threadIdx.x * vec) = v;
+}
+void launch(const float* in, float* out, unsigned n, unsigned rot) {
+  CHECK_ROT
+  rope_half<64, 4><<<n, 16>>>(in, out, rot, 64);
+}
+"""
+
+
+def test_a_conditional_on_a_scaled_thread_index_keeps_each_branch_inside_the_row():
+    # `t * vec < rot / 2 ? t * vec + rot / 2 : t * vec - rot / 2` under `rot <= 64` stays in the
+    # row of 64: the condition narrows the thread index itself, not only a name compared bare
+    prop, s = _loaded(ROPE_HALF.replace("CHECK_ROT", "if (rot > 64) throw 1;"), "rope_half")
+    assert "rot <= 64" in s.require
+    assert s.args["in"].shape == ("n", "64")
+
+
+def test_a_size_that_reads_past_a_fixed_row_is_taken_equal_to_it_once_a_draft_faulted():
+    # no check in the launcher: `rot` past 64 reads past the row, so the row's width is tried
+    prop, s = _loaded(ROPE_HALF.replace("CHECK_ROT", ""), "rope_half", {"sizes": "equal"})
+    assert s.args["rot"].value == "64" and s.args["in"].shape == ("n", "64")
+    assert any("taken equal to `64`" in n for n in prop.notes)

@@ -825,3 +825,22 @@ def test_a_launcher_loop_that_keeps_the_grid_within_the_device_limit_runs_no_tri
     s, p = infer(project, "limit.cu", "scale_rows")
     assert s.block == ("32", "4") and s.grid[1] == "(rows + 4 - 1) / 4"
     assert list(s.require) == ["(rows + 4 - 1) / 4 <= 65535"]
+
+
+def test_an_if_that_throws_and_a_projects_check_macro_are_the_launchers_checks(project):
+    # FlashInfer's `if (head_dim < rotary_dim) { ...; FLASHINFER_ERROR(msg); }` and FLASHINFER_CHECK
+    project("checked.cu", "#include <stdexcept>\n"
+                          "#define MY_ERROR(msg) throw std::runtime_error(msg)\n"
+                          "#define MY_CHECK(cond, ...) do { if (!(cond)) { MY_ERROR(\"failed: \" #cond); } } while (0)\n"
+                          "__global__ void scale(float* out, const float* in, unsigned n, unsigned w) {\n"
+                          "  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                          "  if (i < n) out[i] = in[i] * w;\n}\n"
+                          "void launch(float* out, const float* in, unsigned n, unsigned w) {\n"
+                          "  if (w > 1024) { throw std::invalid_argument(\"w\"); }\n"
+                          "  if (n % 4 != 0 || n < 8) MY_ERROR(\"n\");\n"
+                          "  if (n > 100) { printf(\"large\"); }\n"
+                          "  MY_CHECK(w >= 2, \"w\");\n"
+                          "  scale<<<(n + 255) / 256, 256>>>(out, in, n, w);\n}\n")
+    s, p = infer(project, "checked.cu", "scale")
+    assert {"w <= 1024", "n % 4 == 0", "n >= 8", "w >= 2"} <= set(s.require)
+    assert "n <= 100" not in s.require   # an `if` that does not throw rules nothing out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from ..model import dtypes, exprs, macros, source
 from ..model.syntax import walk as _walk
@@ -61,6 +62,75 @@ def function_macros(texts: list[str]) -> dict[str, str]:
                 continue
             names = [c.text.decode() for c in params.named_children if c.type == "identifier"]
             out.setdefault(f"{name.text.decode()}({', '.join(names)})", body)
+    return out
+
+
+def raises(node, raising: dict[str, int | None]) -> bool:
+    """Whether a statement always ends in an exception: a `throw`, a call of a project macro that
+    always throws (`raising[name]` None), a block with such a statement, an `if` whose branches
+    both throw, a `do { ... } while (0)` whose body does."""
+    if node is None:
+        return False
+    if node.type == "throw_statement":
+        return True
+    if node.type == "expression_statement" and node.named_children:
+        call = node.named_children[0]
+        fn = call.child_by_field_name("function") if call.type == "call_expression" else None
+        return fn is not None and fn.type == "identifier" and fn.text.decode() in raising \
+            and raising[fn.text.decode()] is None
+    if node.type in ("compound_statement", "else_clause"):
+        return any(raises(c, raising) for c in node.named_children)
+    if node.type == "if_statement":
+        return raises(node.child_by_field_name("consequence"), raising) and \
+            raises(node.child_by_field_name("alternative"), raising)
+    if node.type == "do_statement":
+        return raises(node.child_by_field_name("body"), raising)
+    return False
+
+
+def _checked_param(body, params: list[str], raising: dict[str, int | None]) -> int | None:
+    """The parameter a macro body throws unless it holds (`if (!(condition)) { ...; throw ...; }`)."""
+    for n in _walk(body):
+        cond = n.child_by_field_name("condition") if n.type == "if_statement" else None
+        cond = _unparen(cond.named_children[0]) if cond is not None and cond.named_children else None
+        if cond is None or cond.type != "unary_expression" or cond.child_by_field_name("operator").type != "!":
+            continue
+        held = _unparen(cond.child_by_field_name("argument")).text.decode()
+        if held in params and raises(n.child_by_field_name("consequence"), raising):
+            return params.index(held)
+    return None
+
+
+def raising_macros(texts: list[str]) -> dict[str, int | None]:
+    """The project's function-like macros that throw: name -> None where the macro always throws
+    (`#define ERROR(msg) throw Error(msg)`), or the index of the argument it throws unless true (a
+    check macro, `#define CHECK(cond, ...) if (!(cond)) { ERROR(...); }`, read like `assert`)."""
+    defs = []
+    for text in texts:
+        root = source.parser().parse(text.encode("utf-8")).root_node
+        for d in (n for n in _walk(root) if n.type == "preproc_function_def"):
+            name, params, value = (d.child_by_field_name(f) for f in ("name", "parameters", "value"))
+            if name is None or params is None or value is None:
+                continue
+            # `a ## b` pasted, `#x` a string: the statements' shape is what is read
+            body = re.sub(r"\s*##\s*", "", value.text.decode().replace("\\\n", " "))
+            body = re.sub(r"#\s*(\w+)", r'"\1"', body).strip()
+            fn = source.parser().parse(f"void f() {{ {body}; }}".encode()).root_node
+            block = next((n for n in _walk(fn) if n.type == "compound_statement"), None)
+            if block is not None and not block.has_error:
+                defs.append((name.text.decode(), [c.text.decode() for c in params.named_children
+                                                  if c.type == "identifier"], block))
+    out: dict[str, int | None] = {}
+    grew = True
+    while grew:   # a macro that throws through another (`CHECK` through `ERROR`)
+        grew = False
+        for name, params, block in defs:
+            if name in out:
+                continue
+            if raises(block, out):
+                out[name], grew = None, True
+            elif (i := _checked_param(block, params, out)) is not None:
+                out[name], grew = i, True
     return out
 
 

@@ -16,7 +16,7 @@ from ..model.source import ConfigVar, Kernel, LaunchSite, SourceModel
 from ..model.syntax import walk as _walk
 from tree_sitter import Node
 from . import hostcalls
-from .hostexprs import _HostExprs
+from .hostexprs import _HostExprs, raises
 from .program import Program, _functions, param_names
 from .roles import is_stride
 from .template_args import split
@@ -389,37 +389,55 @@ _CHECKS = ("assert", "TORCH_CHECK", "TORCH_INTERNAL_ASSERT")
 _COMPARISONS = ("<", "<=", ">", ">=", "==", "!=")
 
 
-def launcher_checks(model: SourceModel, function: str | None, before: int) -> list[str]:
+def launcher_checks(model: SourceModel, function: str | None, before: int,
+                    raising: dict[str, int | None] | None = None) -> list[str]:
     """The conditions a launcher asserts before it launches (`assert(n % 4 == 0)`,
-    `TORCH_CHECK(a >= 4 && a <= 1024, ...)`), split at `&&`: the sizes it accepts. Only checks
-    on the launch's own path: written in a block that encloses it, not in another branch."""
+    `TORCH_CHECK(a >= 4 && a <= 1024, ...)`, a project check macro `raising` names), split at
+    `&&`, and those an `if` that throws rules out (`if (head_dim < rotary_dim) { ...; throw ...; }`:
+    `head_dim >= rotary_dim`, split at `||`): the sizes it accepts. Only checks on the launch's own
+    path: written in a block that encloses it, not in another branch."""
     if function is None:
         return []
     fn = next(iter(_host_functions(model, function)), None)
     if fn is None:
         return []
+    raising = raising or {}
+    checks = {**{c: 0 for c in _CHECKS}, **{m: i for m, i in raising.items() if i is not None}}
     out: list[str] = []
     for n in _walk(fn):
-        callee = n.child_by_field_name("function") if n.type == "call_expression" else None
-        if callee is None or callee.text.decode() not in _CHECKS or n.start_byte >= before:
+        if n.start_byte >= before:
+            continue
+        held = None   # (the condition, whether the launcher needs it true)
+        if n.type == "call_expression" and n.child_by_field_name("function").text.decode() in checks:
+            args = n.child_by_field_name("arguments")
+            given = [c for c in args.named_children if c.type != "comment"] if args is not None else []
+            i = checks[n.child_by_field_name("function").text.decode()]
+            held = (given[i], True) if i < len(given) else None
+        elif n.type == "if_statement" and n.child_by_field_name("alternative") is None and \
+                raises(n.child_by_field_name("consequence"), raising):
+            cond = n.child_by_field_name("condition")
+            held = (cond.named_children[0], False) if cond is not None and cond.named_children else None
+        if held is None:
             continue
         block = n.parent
         while block is not None and block.type != "compound_statement":
             block = block.parent
         if block is None or not block.start_byte <= before < block.end_byte:
             continue   # in a branch the launch is not in
-        args = n.child_by_field_name("arguments")
-        first = next((c for c in args.named_children if c.type != "comment"), None) if args is not None else None
-        stack = [first] if first is not None else []
+        stack = [held]
         while stack:
-            c = stack.pop()
+            c, true = stack.pop()
             while c.type == "parenthesized_expression" and len(c.named_children) == 1:
                 c = c.named_children[0]
+            if c.type == "unary_expression" and c.child_by_field_name("operator").type == "!":
+                stack.append((c.child_by_field_name("argument"), not true))
+                continue
             op = c.child_by_field_name("operator") if c.type == "binary_expression" else None
-            if op is not None and op.type == "&&":
-                stack += [c.child_by_field_name("right"), c.child_by_field_name("left")]
+            if op is not None and op.type == ("&&" if true else "||"):
+                stack += [(c.child_by_field_name("right"), true), (c.child_by_field_name("left"), true)]
             elif op is not None and op.type in _COMPARISONS:
-                out.append(c.text.decode())
+                left, right = (c.child_by_field_name(f).text.decode() for f in ("left", "right"))
+                out.append(c.text.decode() if true else f"{left} {_NEGATED[op.type]} {right}")
     return out
 
 
@@ -579,12 +597,13 @@ def _condition(text: str, hx: _HostExprs) -> str | None:
 
 def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names: list[str],
                notes: list[str], program: Program | None = None,
-               constants: dict[str, str] | None = None) -> Launch:
+               constants: dict[str, str] | None = None, raising: dict[str, int | None] | None = None) -> Launch:
     """Grid, block, shared memory and new sizes over the kernel's sizes, read from a launch
     site: dim3 variables and plain locals followed to their definitions, macros and constants
     (the project's too) by value; a block size the caller chooses followed to the callers
     (`int block_size = 32` in main), else 256 with a note. With the program, the values the
-    program itself gives each size (its `main`'s literals, a caller's arguments)."""
+    program itself gives each size (its `main`'s literals, a caller's arguments). `raising`: the
+    project's macros that throw (`hostexprs.raising_macros`), read as the launcher's checks."""
     program = program or Program(model)
     constants = {**(constants or {}), **model.constants}
     line = site.span.start_line + 1
@@ -700,7 +719,7 @@ def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names:
     # the launcher's asserts that read over the sizes (`batch * n % 1024 == 0`, `n <= 1024`)
     hx = _HostExprs(mapping, grid_values)
     known = set(size_names) | set(new)
-    require = [c for c in (_condition(x, hx) for x in launcher_checks(model, site.function, launch_byte(model, site)))
+    require = [c for c in (_condition(x, hx) for x in launcher_checks(model, site.function, launch_byte(model, site), raising))
                if c is not None and set(exprs.names(c)) <= known]
     for c in require:
         notes.append(f"`{c}`: the launcher checks it before it launches ({where}): required")

@@ -15,7 +15,7 @@ from ..compile.project import ProjectContext
 from ..model.source import Kernel, SourceModel
 from ..model.spec import NULL
 from ..model.syntax import walk as _walk
-from .hostexprs import function_macros
+from .hostexprs import function_macros, raising_macros
 from .launches import SHARED_PER_THREAD, _launch_of, _pick_site, host_locals, launch_byte, program_inits, value_of
 from . import masks, records, structs
 from .program import Program
@@ -226,13 +226,16 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
     derived: dict[str, str] = {}
     launch_require: list[str] = []
     if site is not None and site_model is not None:
-        launch = _launch_of(kernel, site_model, site, size_names, notes, program, constants)
+        switched = dispatch_subjects(program, site, types.items, around)
+        # the launcher's checks read the value a dispatch switches on as its case's (`head_dim`
+        # 64 in `if (head_dim < rotary_dim) throw ...` before `DISPATCH_HEAD_DIM(head_dim, ...)`)
+        launch = _launch_of(kernel, site_model, site, size_names, notes, program, {**constants, **switched},
+                            raising_macros([it.text for it in types.items if it.kind == "macro"] + [site_model.text]))
         grid, block, shared, program_sizes = launch.grid, launch.block, launch.shared, launch.program_sizes
         for name in reversed(launch.new_sizes):
             size_names.insert(0, name)
         derived = {k: v for k, v in {**launch.derived, **launch.relations}.items()
                    if all(n in size_names for n in exprs.names(v))}
-        switched = dispatch_subjects(program, site, types.items, around)
         dispatched = {p.name: switched[arg.strip()] for p, arg in zip(kernel.params, site.args)
                       if p.name in size_names and arg.strip() in switched}
         for k, v in dispatched.items():

@@ -364,7 +364,11 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
         # count the launch sizes its grid by first (it is the work, the others the output's layout)
         # (any size: a count the output's extent moves with only at whole multiples is no candidate)
         counts = sorted(free, key=lambda n: n not in launch_names)
+        # a size taken equal to a width the launch fixes (`rotary_dim` rotating the first elements
+        # of a row of HEAD_DIM = 64, its reads past the row's end otherwise) after two sizes equal
+        widths = sorted({int(v) for v in [*(derived or {}).values(), *fixed.values()] if v.strip().isdigit()} - {0})
         tries = [(a, b) for a, b in itertools.combinations(cands, 2)][:MAX_EQUAL_TRIES] + \
+            [(a, str(w)) for a in cands for w in widths][:MAX_EQUAL_TRIES] + \
             [(a, f"{b} * {c}") for a in counts for b, c in itertools.combinations([n for n in free if n != a], 2)
              ][:MAX_EQUAL_TRIES]
         for a, b in tries:

@@ -739,11 +739,37 @@ class Analyzer:
                 self._bound(x.text.decode(), op, Iv(None if bound.lo is None else bound.lo - off.lo,
                                                     None if bound.hi is None else bound.hi - off.lo))
             return
+        if left.type == "binary_expression" and left.child_by_field_name("operator").type == "*":
+            self._scaled_bound(left, op, right)
         if left.type in ("identifier", "field_expression") and isinstance(self.env.get(left.text.decode()), Iv):
             self._bound(left.text.decode(), op, self.expr(right, evaluate_only=True))
         if right.type in ("identifier", "field_expression") and isinstance(self.env.get(right.text.decode()), Iv):
             flip = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}[op]
             self._bound(right.text.decode(), flip, self.expr(left, evaluate_only=True))
+
+    def _scaled_bound(self, left: Node, op: str, right: Node) -> None:
+        """`threadIdx.x * vec_size < rotary_dim / 2`: the index itself below the bound divided by
+        the (positive, constant) scale, so a branch taken under it reaches no further."""
+        x, c = _unparen(left.child_by_field_name("left")), _unparen(left.child_by_field_name("right"))
+        if x is not None and x.type not in ("identifier", "field_expression"):
+            x, c = c, x
+        if x is None or c is None or x.type not in ("identifier", "field_expression"):
+            return
+        if x.text.decode() in _BUILTINS and x.text.decode() not in self.env:
+            self.env[x.text.decode()] = self.field(x)
+        scale, bound = self.expr(c, evaluate_only=True), self.expr(right, evaluate_only=True)
+        if not isinstance(self.env.get(x.text.decode()), Iv) or not isinstance(scale, Iv) or \
+                scale.lo is None or scale.lo != scale.hi or scale.lo <= 0 or not isinstance(bound, Iv):
+            return
+        s, lo, hi = scale.lo, bound.lo, bound.hi
+        if op == "<" and hi is not None:      # x * s < hi: x <= (hi - 1) // s
+            self._bound(x.text.decode(), "<=", Iv(None, (hi - 1) // s))
+        elif op == "<=" and hi is not None:
+            self._bound(x.text.decode(), "<=", Iv(None, hi // s))
+        elif op == ">" and lo is not None:    # x * s > lo: x >= lo // s + 1
+            self._bound(x.text.decode(), ">=", Iv(lo // s + 1, None))
+        elif op == ">=" and lo is not None:
+            self._bound(x.text.decode(), ">=", Iv(-(-lo // s), None))
 
     def _guard(self, left: Node, op: str, right: Node) -> None:
         """`(i * num_threads + tid) * VEC < d`: the bound held by that compound expression, for
