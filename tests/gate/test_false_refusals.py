@@ -160,6 +160,44 @@ def test_a_constant_output_on_a_degenerate_size_is_no_constant_writer(cpu):
     assert any("`out` is constant on T=16, C=1" in n and "degenerate" in n for n in v.coverage.notes), v.coverage.notes
 
 
+# FlashInfer sampling's shape: `valid` reports whether a row had any positive entry, written only
+# as constants — true on every row of random data, as the kernel says of valid inputs.
+PICK = """/* @astra
+grid = ["rows"]
+block = ["32"]
+[sizes]
+rows = [64]
+d = [100]
+[args]
+probs = { type = "float", shape = ["rows", "d"] }
+out = { type = "int32", shape = ["rows"], output = true }
+valid = { type = "bool", shape = ["rows"], output = true FLAG}
+d = "d"
+*/
+__global__ void pick(const float* probs, int* out, bool* valid, int d) {
+  if (threadIdx.x != 0) return;
+  int last = -1;
+  for (int i = 0; i < d; ++i) if (probs[blockIdx.x * d + i] > 0.f) last = i;
+  if (last < 0) { out[blockIdx.x] = 0; valid[blockIdx.x] = false; return; }
+  out[blockIdx.x] = last;
+  valid[blockIdx.x] = true;
+}
+"""
+
+
+@pytest.mark.parametrize("flag", [True, False], ids=["flag", "no_flag"])
+def test_a_status_flag_may_be_the_same_everywhere_where_the_spec_says_so(cpu, flag):
+    text = PICK.replace("FLAG", ", flag = true" if flag else "")
+    model = source.parse(text)
+    s = spec_mod.load(model.kernel("pick"), model)
+    v = gate.check(None, extract.unit(text, "pick.cu", "pick"), s, cpu, quick=True, seed=5)
+    if flag:
+        assert v.passed, v.human()
+    else:
+        assert v.status == "failed" and v.failures[0].check == "not_constant", v.human()
+        assert "`valid` is constant" in v.failures[0].message
+
+
 # Its loop starts a block past the row's start (cuda-samples fp16ScalarProduct's `+` for `*`): rows
 # shorter than that are all zeros, longer ones vary with the inputs.
 LN_SKIPS_SHORT_ROWS = LN_SIG + r""" {

@@ -844,3 +844,16 @@ def test_an_if_that_throws_and_a_projects_check_macro_are_the_launchers_checks(p
     s, p = infer(project, "checked.cu", "scale")
     assert {"w <= 1024", "n % 4 == 0", "n >= 8", "w >= 2"} <= set(s.require)
     assert "n <= 100" not in s.require   # an `if` that does not throw rules nothing out
+
+
+def test_an_output_written_only_as_constants_is_a_status_flag(project):
+    # FlashInfer SamplingFromProb's `valid[bx] = true` / `false`: constant on valid inputs, by design
+    project("pick.cu", "__global__ void pick(const float* probs, int* out, bool* valid, int d) {\n"
+                       "  int last = -1;\n"
+                       "  for (int i = 0; i < d; ++i) if (probs[blockIdx.x * d + i] > 0.f) last = i;\n"
+                       "  if (last < 0) { out[blockIdx.x] = 0; valid[blockIdx.x] = false; return; }\n"
+                       "  out[blockIdx.x] = last;\n  valid[blockIdx.x] = (true);\n}\n"
+                       "void launch(const float* p, int* o, bool* v, int rows, int d) { pick<<<rows, 1>>>(p, o, v, d); }\n")
+    s, p = infer(project, "pick.cu", "pick")
+    assert s.args["valid"].flag and s.args["valid"].output
+    assert not s.args["out"].flag   # it also holds what the kernel computes

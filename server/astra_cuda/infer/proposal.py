@@ -442,6 +442,10 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
                                  f"taken as an input")
                 else:
                     role = ", output = true"
+                    if _written_as_constants(kernel, p.name):
+                        role += ", flag = true"
+                        notes.append(f"`{p.name}` is written only as constants (a status): `flag = true`, the same "
+                                     f"value everywhere is what valid inputs give")
                     if found is None:
                         notes.append(f"`{p.name}` is a non-const pointer: assumed an output (use inout = true if "
                                      f"the kernel also reads it)")
@@ -796,6 +800,29 @@ def _modes(kernel: Kernel, size_names: list[str]) -> list[tuple[str, int, list[i
         if values and name not in plain:
             out.append((name, next(v for v in range(len(values) + 1) if v not in values), sorted(values)))
     return out
+
+
+def _written_as_constants(kernel: Kernel, name: str) -> bool:
+    """A status output: every use of the pointer in the body stores a literal through it
+    (FlashInfer sampling's `valid[bx] = true;` and `valid[bx] = false;`) — nothing it computes."""
+    body = access.kernel_body(kernel)
+    uses = [n for n in _walk(body) if n.type == "identifier" and n.text.decode() == name] if body is not None else []
+    for u in uses:
+        store = u.parent
+        if store is None or store.type not in ("subscript_expression", "pointer_expression") or \
+                store.child_by_field_name("argument") != u:
+            return False
+        assign = store.parent
+        if assign is None or assign.type != "assignment_expression" or assign.child_by_field_name("left") != store \
+                or assign.child_by_field_name("operator").type != "=":
+            return False
+        value = assign.child_by_field_name("right")
+        while value is not None and value.type in ("parenthesized_expression", "unary_expression") \
+                and value.named_child_count == 1:
+            value = value.named_children[0]   # `(-1)`, `-1`
+        if value is None or value.type not in ("true", "false", "number_literal"):
+            return False
+    return bool(uses)
 
 
 def _reduces(kernel: Kernel) -> bool:

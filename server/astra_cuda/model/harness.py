@@ -30,7 +30,7 @@ from ..errors import AstraError
 TOP_KEYS = {"grid", "block", "shared_mem", "reference", "instantiate", "require", "sizes", "bench", "args",
             "flops", "seeds", "max_cases"}
 NULL = "null"                     # a pointer parameter passed as a null pointer: `bias = "null"`
-ARRAY_KEYS = {"type", "shape", "output", "inout", "init", "atol", "rtol", "table"}
+ARRAY_KEYS = {"type", "shape", "output", "inout", "init", "atol", "rtol", "table", "flag"}
 SCALAR_KEYS = {"value", "type"}
 RECORDS = "records"               # a pointer to structs: `batch = { records = "seqs", start = {...} }`
 DRAWN_KEYS = {"init", "type"}     # a field of records drawn per record: `start = { init = "randint(0, n)" }`
@@ -114,6 +114,9 @@ class ArgSpec:
     # Their fields are numbers: one value for every record, or `drawn` per record by `init`.
     records: str = ""
     drawn: bool = False
+    # An output that reports a status, written only as constants (`valid[b] = true` / `false`):
+    # the same value everywhere is what the kernel says of valid inputs, not a sign it did nothing.
+    flag: bool = False
 
     @property
     def param(self) -> bool:

@@ -346,6 +346,11 @@ class Validator:
         except (ValueError, exprs.ExprError) as e:
             self.err_at(f"parameter {name!r}: {e}", (*at, "init"), value=True)
             init = Init("normal")
+        flag = v.get("flag", False)
+        if not isinstance(flag, bool) or flag and not (output or inout):
+            self.err_at(f"parameter {name!r}: `flag = true` marks an output (a status it writes as constants)",
+                        (*at, "flag"), value=True)
+            flag = False
         tol = {}
         for tk in ("atol", "rtol"):
             if tk in v:
@@ -354,7 +359,7 @@ class Validator:
                 else:
                     tol[tk] = float(v[tk])
         return ArgSpec(name, True, dt, shape, output=output and not inout, inout=inout, init=init,
-                       member_of=member_of, **tol)
+                       member_of=member_of, flag=flag, **tol)
 
     def table_arg(self, p, v: dict, table) -> ArgSpec | None:
         """`T** p` (or 64-bit integers holding addresses): `table` pointers, each to a buffer of

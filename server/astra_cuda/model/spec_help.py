@@ -50,6 +50,8 @@ KEY_DOCS: dict[str, str] = {
             "(b excluded; the bounds may use sizes), `arange`, `zeros`, `ones`, `permutation` (0 … n-1 each once, "
             "shuffled: the indices of a scatter), `offsets(total)` (segment boundaries, a CSR `indptr`: 0 first, "
             "`total` last, never decreasing).",
+    "flag": "`flag = true`: an output that reports a status, written only as constants (`valid[b] = true`): "
+            "the same value everywhere is no failure; it is still compared with the reference's.",
     "atol": "Absolute tolerance of this output (default: by its type).",
     "rtol": "Relative tolerance of this output (default: by its type).",
     "value": "The scalar's value: an expression over the sizes.",
