@@ -837,13 +837,15 @@ def test_an_if_that_throws_and_a_projects_check_macro_are_the_launchers_checks(p
                           "  if (i < n) out[i] = in[i] * w;\n}\n"
                           "void launch(float* out, const float* in, unsigned n, unsigned w) {\n"
                           "  if (w > 1024) { throw std::invalid_argument(\"w\"); }\n"
-                          "  if (n % 4 != 0 || n < 8) MY_ERROR(\"n\");\n"
+                          "  if (n % 4 != 0 || 8 > n) MY_ERROR(\"n\");\n"
                           "  if (n > 100) { printf(\"large\"); }\n"
                           "  MY_CHECK(w >= 2, \"w\");\n"
                           "  scale<<<(n + 255) / 256, 256>>>(out, in, n, w);\n}\n")
     s, p = infer(project, "checked.cu", "scale")
-    assert {"w <= 1024", "n % 4 == 0", "n >= 8", "w >= 2"} <= set(s.require)
+    assert {"w <= 1024", "n % 4 == 0", "8 <= n", "w >= 2"} <= set(s.require)
     assert "n <= 100" not in s.require   # an `if` that does not throw rules nothing out
+    # every test value meets them on its own, a bound written either way round (`8 <= n`)
+    assert all(8 <= n and n % 4 == 0 for n in s.sizes["n"]) and all(2 <= w <= 1024 for w in s.sizes["w"])
 
 
 def test_an_output_written_only_as_constants_is_a_status_flag(project):

@@ -212,6 +212,9 @@ def _fit_requirements(d: Draft, name: str, values: list[int]) -> list[int]:
     return sorted(set(out))
 
 
+_FLIPPED = {ast.Lt: ast.Gt, ast.LtE: ast.GtE, ast.Gt: ast.Lt, ast.GtE: ast.LtE}
+
+
 def _bounds(d: Draft, name: str) -> tuple[int, int]:
     """The range `require` gives one size on its own (`n >= 4`, `n <= 4 * 256`)."""
     lo, hi = 0, MAX_DIM   # a 0 given (a window's start) stays
@@ -220,14 +223,17 @@ def _bounds(d: Draft, name: str) -> tuple[int, int]:
             tree = exprs.parse(r).body
         except exprs.ExprError:
             continue
-        if not (isinstance(tree, ast.Compare) and len(tree.ops) == 1 and isinstance(tree.left, ast.Name)
-                and tree.left.id == name):
+        if not (isinstance(tree, ast.Compare) and len(tree.ops) == 1):
+            continue
+        op, bound = type(tree.ops[0]), tree.comparators[0]
+        if isinstance(bound, ast.Name) and bound.id == name:   # `64 >= rotary_dim`: read as `rotary_dim <= 64`
+            op, bound = _FLIPPED.get(op, op), tree.left
+        elif not (isinstance(tree.left, ast.Name) and tree.left.id == name):
             continue
         try:
-            k = exprs.evaluate_int(ast.unparse(tree.comparators[0]), {})
+            k = exprs.evaluate_int(ast.unparse(bound), {})
         except exprs.ExprError:
             continue
-        op = type(tree.ops[0])
         if op is ast.LtE or op is ast.Lt:
             hi = min(hi, k if op is ast.LtE else k - 1)
         elif op is ast.GtE or op is ast.Gt:
