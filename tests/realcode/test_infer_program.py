@@ -166,6 +166,25 @@ def test_a_first_draft_that_compiled_for_minutes_still_leaves_time_for_the_alter
     assert chosen.comment == second.comment
 
 
+def test_each_alternative_is_inferred_only_when_it_is_run(monkeypatch):
+    # A redo costs seconds of inference (tens at load 14 on 2 cores): inferring every alternative
+    # up front spent the budget before the first one ran (FlashInfer BatchQKApplyRotary on the CPU).
+    from astra_cuda.infer import Proposal, validate
+    clock = [0.0]
+    monkeypatch.setattr(validate.time, "monotonic", lambda: clock[0])
+    first, second = Proposal("/* @astra a */\n"), Proposal("/* @astra b */\n")
+    asked = []
+
+    def redo(decide):
+        asked.append(decide)
+        clock[0] += 40.0
+        return second if "sizes" in decide else Proposal(f"/* @astra {len(asked)} */\n")
+    chosen = validate.first_that_runs(
+        first, lambda p: validate.Trial(True, p is second, "launch: the kernel crashed (SIGSEGV)", ("launch",)),
+        redo, "cpu")
+    assert chosen.comment == second.comment and asked == [{"optional": "null", "sizes": "equal"}]
+
+
 def test_a_draft_that_does_not_compile_is_said_first_and_no_alternative_is_run():
     from astra_cuda.infer import Proposal, validate
     first = Proposal("/* @astra a */\n")

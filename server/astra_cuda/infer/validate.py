@@ -11,7 +11,7 @@ import dataclasses
 import re
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 from .proposal import Proposal
 
@@ -41,7 +41,13 @@ def alternatives(first: Proposal, trial: Trial, redo: Callable[[dict[str, str]],
     handles no tail); a constant output with its one-value inputs (a bound) drawn far above the
     data; two runs that disagree are taken as such an access that did not fault. `redo(changes)`
     infers again with those decisions fixed (None when they change nothing)."""
-    out: list[Proposal] = []
+    return list(_alternatives(first, trial, redo))
+
+
+def _alternatives(first: Proposal, trial: Trial,
+                  redo: Callable[[dict[str, str]], Proposal | None]) -> Iterator[Proposal]:
+    """`alternatives`, each inferred only when asked for: a draft inference takes seconds (tens on
+    a loaded machine), and the one after a draft that runs is never needed."""
     checks = set(trial.failed_checks)
     # two runs that disagree read memory the draft did not give the kernel (past a buffer, or
     # before it was written): an out-of-bounds access that did not fault
@@ -51,8 +57,8 @@ def alternatives(first: Proposal, trial: Trial, redo: Callable[[dict[str, str]],
     # index the same): its instance with the largest numbers (none chosen that way: no new draft)
     if "not_constant" in checks:
         alt = redo({"instance": "largest"})
-        if alt is not None:
-            out.append(alt)
+        if alt is not None and alt.comment != first.comment:
+            yield alt
     # a pointer the kernel tests against null, given a buffer of random values (a table of offsets,
     # flags, per-row counts), takes the path built for it and leaves its outputs unwritten or
     # reaches past them: the caller's usual call leaves it out (no such pointer: no new draft)
@@ -60,35 +66,34 @@ def alternatives(first: Proposal, trial: Trial, redo: Callable[[dict[str, str]],
         # with sizes taken equal (or one the product of two) where only then the accesses fit: the
         # table's offsets out, a count of tokens is batch times sequence (FasterTransformer's padding_offset)
         alt = redo({"optional": "null", "sizes": "equal"})
-        if alt is not None:
-            out.append(alt)
+        if alt is not None and alt.comment != first.comment:
+            yield alt
     if checks & {"poison", "inputs_unchanged"}:
         alt = redo({"roles": "inout"})
-        if alt is not None:
-            out.append(alt)
+        if alt is not None and alt.comment != first.comment:
+            yield alt
     # a fault or an out-of-bounds access (on a GPU, a write past one buffer lands in the next and
     # shows as an input modified): sizes the shapes fit only equal
     if checks & {"launch", "sanitize", "inputs_unchanged"}:
         alt = redo({"sizes": "equal"})
-        if alt is not None:
-            out.append(alt)
+        if alt is not None and alt.comment != first.comment:
+            yield alt
     if checks & {"launch", "sanitize", "poison", "not_constant"}:
         alt = redo({"grid": "rows"})
-        if alt is not None:
-            out.append(alt)
+        if alt is not None and alt.comment != first.comment:
+            yield alt
     if checks & {"launch", "sanitize"}:   # a fault on a partial tile: sizes that are whole tiles of the block
         alt = redo({"tiles": "block"})
-        if alt is not None:
-            out.append(alt)
+        if alt is not None and alt.comment != first.comment:
+            yield alt
     if "not_constant" in checks:   # a one-value input (a bound) drawn like the data clamps every output
         alt = redo({"bounds": "large"})
-        if alt is not None:
-            out.append(alt)
+        if alt is not None and alt.comment != first.comment:
+            yield alt
     if "not_constant" in checks and trial.case:   # no work at the smallest sizes: test larger ones
         alt = redo({"drop": ",".join(f"{n}={v}" for n, v in trial.case)})
-        if alt is not None:
-            out.append(alt)
-    return [p for p in out if p.comment != first.comment]
+        if alt is not None and alt.comment != first.comment:
+            yield alt
 
 
 def first_that_runs(first: Proposal, trial: Callable[[Proposal], Trial],
@@ -98,10 +103,12 @@ def first_that_runs(first: Proposal, trial: Callable[[Proposal], Trial],
     if not first.valid:
         return first
     tried: list[tuple[Proposal, Trial]] = []
-    queue = [first]
+    queue = iter([first])
     start = time.monotonic()
-    while queue and len(tried) < MAX_TRIALS and (not tried or time.monotonic() - start < BUDGET_S):
-        draft = queue.pop(0)
+    while len(tried) < MAX_TRIALS and (not tried or time.monotonic() - start < BUDGET_S):
+        draft = next(queue, None)
+        if draft is None:
+            break
         if not draft.valid or any(draft.comment == p.comment for p, _ in tried):
             continue
         t = trial(draft)
@@ -113,7 +120,7 @@ def first_that_runs(first: Proposal, trial: Callable[[Proposal], Trial],
         if not t.ran:   # it did not compile or cannot run here: no alternative runs differently
             break
         if len(tried) == 1:
-            queue += alternatives(draft, t, redo)
+            queue = _alternatives(draft, t, redo)
     chosen, result = next(((p, t) for p, t in tried if t.passed), tried[0])
     lines = []
     if result.passed:
