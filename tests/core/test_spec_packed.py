@@ -217,3 +217,23 @@ def test_records_a_struct_field_points_to_are_proposed_through_the_struct():
     assert prop.valid, prop.problems
     flat = " ".join(prop.comment.split())
     assert "w.batch = { records = 1, n_tokens = " in flat and "w.kv" not in flat, prop.comment
+
+
+def test_a_count_a_block_returns_early_at_is_the_grids_count():
+    """DeepSpeed's logits_gather: `if (seq_id >= ragged_batch->n_sequences) return;` with seq_id the
+    block index along y: the count is the grid's along y (every block of a padded batch works),
+    not a size of its own that would leave output rows unwritten."""
+    from astra_cuda import infer
+    text = ("struct Batch { int n_seqs; };\nstruct Seq { int start; int len; };\n"
+            "__global__ void last_rows(float* out, const float* acts, const Batch* batch, const Seq* seqs, int d) {\n"
+            "  const int s = blockIdx.y;\n  if (s >= batch->n_seqs) return;\n"
+            "  const Seq q = seqs[s];\n  const int off = (q.start + q.len - 1) * d;\n"
+            "  const int t = threadIdx.x + blockIdx.x * blockDim.x;\n  if (t < d) out[s * d + t] = acts[off + t];\n}\n"
+            "void run(float* out, const float* acts, const Batch* b, const Seq* q, int n_seqs, int d) {\n"
+            "  dim3 grid((d + 511) / 512, n_seqs, 1);\n  last_rows<<<grid, 512>>>(out, acts, b, q, d);\n}\n")
+    m = source.parse(text)
+    prop = infer.infer(m.kernel("last_rows"), m)
+    assert prop.valid, prop.problems
+    flat = " ".join(prop.comment.split())
+    assert 'batch = { records = 1, n_seqs = "n_seqs" }' in flat and "batch_n_seqs" not in flat, prop.comment
+    assert 'out = { type = "float", shape = ["n_seqs", "d"], output = true }' in flat, prop.comment

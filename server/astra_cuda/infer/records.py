@@ -21,7 +21,7 @@ from ..model import source
 from ..model.source import Kernel, SourceModel
 from ..model.syntax import walk
 from .program import launches_in
-from .structs import SEP, enclosing_function, function_at, launch_call, struct_fields
+from .structs import SEP, block_dim, enclosing_function, function_at, launch_call, struct_fields
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,9 @@ class Records:
     kernel: Kernel
     fields: dict[str, tuple[str, ...]]   # pointer parameter -> the fields the kernel reads, in order
     single: frozenset[str]               # parameters read only at their first record: numbers, not arrays
+    # a count the kernel returns early at (`if (blockIdx.y >= batch->n_seqs) return;`) -> the grid
+    # dimension: given as the grid's count along it (a padded batch's every block works)
+    counts: dict[tuple[str, str], int]
 
 
 def flatten(kernel: Kernel, model: SourceModel, items, known) -> Records | None:
@@ -44,6 +47,7 @@ def flatten(kernel: Kernel, model: SourceModel, items, known) -> Records | None:
     edits: list[tuple[int, int, str]] = []
     fields: dict[str, tuple[str, ...]] = {}
     single: set[str] = set()
+    counts: dict[tuple[str, str], int] = {}
     for p in kernel.params:
         base = " ".join(w for w in p.base_type.split() if w not in ("const", "volatile", "__restrict__", "struct"))
         if not p.is_pointer or p.type.count("*") != 1 or base == "void" or known(base):
@@ -65,6 +69,11 @@ def flatten(kernel: Kernel, model: SourceModel, items, known) -> Records | None:
         edits.append((p.span.start_byte, p.span.end_byte, ", ".join(
             f"{t} {p.name}{SEP}{f}" if one else f"const {t}* {p.name}{SEP}{f}" for t, f in zip(typed, read))))
         for node, f, idx in reads:
+            dim = _guard_dim(node, body) if one else None
+            if dim is not None:   # read as the grid's count, so inference does not take it for a size of its own
+                counts[(p.name, f)] = dim
+                edits.append((node.start_byte, node.end_byte, f"gridDim.{'xyz'[dim]}"))
+                continue
             edits.append((node.start_byte, node.end_byte, f"{p.name}{SEP}{f}" if one else f"{p.name}{SEP}{f}[{idx}]"))
         edits += [(d.start_byte, d.end_byte, "") for d in copies]
     if not fields:
@@ -87,7 +96,28 @@ def flatten(kernel: Kernel, model: SourceModel, items, known) -> Records | None:
     flat = next((k for k in flat_model.kernels if k.qualified_name == kernel.qualified_name), None)
     if flat is None:
         return None
-    return Records(flat_model, flat, fields, frozenset(single))
+    return Records(flat_model, flat, fields, frozenset(single), counts)
+
+
+def _guard_dim(node, body) -> int | None:
+    """The grid dimension D where `node` is the count of `if (i >= node) return;`, i a block index
+    along D (or a local set from it)."""
+    up = node.parent
+    while up is not None and up.type == "parenthesized_expression":
+        up = up.parent
+    if up is None or up.type != "binary_expression" or up.child_by_field_name("right") != node:
+        return None
+    op = up.child_by_field_name("operator")
+    cond = up.parent
+    while cond is not None and cond.type in ("parenthesized_expression", "condition_clause"):
+        cond = cond.parent
+    if op is None or op.text != b">=" or cond is None or cond.type != "if_statement":
+        return None
+    then = cond.child_by_field_name("consequence")
+    if then is None or not then.text.decode().strip(" {};\n").startswith("return"):
+        return None
+    left = up.child_by_field_name("left")
+    return block_dim(left.text.decode().strip(), body) if left is not None else None
 
 
 def _number(type_text: str) -> str:
@@ -137,6 +167,11 @@ def _uses(body, name: str):
         if n.text.decode() in copy_of and n.start_byte not in copy_ids:
             return None
     return reads, copies
+
+
+def _grid(comment: str) -> list[str]:
+    m = re.search(r"^grid = \[(.*)\]$", comment, re.M)
+    return [x.strip().strip('"') for x in m.group(1).split('", ')] if m else []
 
 
 def _is(node, name: str) -> bool:
@@ -190,6 +225,13 @@ def unflatten(comment: str, notes: list[str], rec: Records) -> tuple[str, list[s
         else:
             first[r] = i
             width[r] = len(line) - len(line[len(m.group(1)):].lstrip())   # the column of `=`: kept
+    grid = _grid(comment)
+    for (r, f), dim in rec.counts.items():
+        if dim < len(grid):
+            given.setdefault(r, [])
+            given[r] = [(g, v) for g, v in given[r] if g != f] + [(f, f'"{grid[dim]}"')]
+            if r not in first:   # no line of its own (the count was its only field read)
+                continue
     for r, i in first.items():
         count = "1" if r in rec.single else counts.get(r, "1")
         lines[i] = f"{r:<{width[r]}}= {{ records = {count}, " + ", ".join(f"{f} = {v}" for f, v in given[r]) + " }"
@@ -199,4 +241,10 @@ def unflatten(comment: str, notes: list[str], rec: Records) -> tuple[str, list[s
         return re.sub(r"\w+", lambda m: renames.get(m.group(0), m.group(0)), s)
     named = [re.sub(r"`(\w+)`", lambda m: f"`{'->'.join(flat[m.group(1)])}`" if m.group(1) in flat else m.group(0), n)
              for n in notes]
-    return sub(comment), [sub(n) for n in named]
+    comment = sub(comment)
+    for r, f in rec.counts:   # the size the count's own parameter was given, now unused
+        size = renames.get(f"{r}{SEP}{f}", "")
+        body = [ln for ln in comment.split("\n") if not re.match(rf"{re.escape(size)}\s*=", ln)]
+        if size and not re.search(rf"\b{re.escape(size)}\b", "\n".join(body)):
+            comment = "\n".join(body)
+    return comment, [sub(n) for n in named]

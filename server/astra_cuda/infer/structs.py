@@ -267,7 +267,7 @@ def _tables(kernel: Kernel, body) -> dict[str, tuple[str, int, list]]:
             continue
         p = params[arg.text.decode()]
         idx = n.child_by_field_name("indices") or n.child_by_field_name("index")
-        dim = _block_dim(idx.text.decode().strip("[] ") if idx is not None else "", body)
+        dim = block_dim(idx.text.decode().strip("[] ") if idx is not None else "", body)
         if p.type.count("*") == 2:
             entry = p.type.rsplit("*", 1)[0].replace("__restrict__", "").strip()
             found.setdefault(p.name, []).append((entry, dim, n))
@@ -304,7 +304,7 @@ def _cast_to_pointer(n) -> str | None:
     return None
 
 
-def _block_dim(index: str, body) -> int | None:
+def block_dim(index: str, body) -> int | None:
     """The grid dimension a block index picks: `blockIdx.y`, or a local initialised with it."""
     dims = {"blockIdx.x": 0, "blockIdx.y": 1, "blockIdx.z": 2}
     if index in dims:
