@@ -32,10 +32,10 @@ def test_the_source_model_names_the_line_it_stopped_at(small_slack):
 
 
 def test_many_small_slow_parses_of_one_input_add_up(small_slack):
-    """1,000 macro bodies of 1 KB of `a<`: the file's own parse reads them as macro text (fast),
+    """300 macro bodies of 1 KB of `a<`: the file's own parse reads them as macro text (fast),
     the source model parses each alone; each alone keeps within the slack, together they do not."""
     body = "a<" * 500
-    text = "__global__ void k(float* x) { x[0] = 1; }\n" + "".join(f"#define M{i}(x) x {body}\n" for i in range(1000))
+    text = "__global__ void k(float* x) { x[0] = 1; }\n" + "".join(f"#define M{i}(x) x {body}\n" for i in range(300))
     one = f"void __astra_m() {{ x {body}; }}".encode()
     source.parser().parse(one)   # alone, within the slack
     with pytest.raises(parse_time.TooSlowToParse, match="the file takes too long to parse"):
@@ -190,3 +190,24 @@ def test_in_the_language_server_every_large_text_is_parsed_in_a_child_first(monk
     source.parse(large)
     source.parse(large)
     assert len(children) == 2 and built[-2:] == [len(large)] * 2
+
+
+def test_a_file_of_too_many_tokens_is_refused_before_it_is_parsed(monkeypatch):
+    """A file's own parse (no bound of its caller's) counts the text's tokens first: past
+    `MAX_TOKENS` it is refused at the file's start, and tree-sitter never reads it; a parse with
+    its caller's node bound (the cut's expanded unit) or none of tokens (the screen's unit, the
+    cut's output) counts none."""
+    assert parse_time.tokens(b'int a = "x y"; // a b c\n/* d e */ x += 1.5f;') == 12
+    monkeypatch.setattr(parse_time, "MAX_TOKENS", 1_000)
+    monkeypatch.setattr(parse_time.tree_sitter.Parser, "parse", lambda *a, **k: pytest.fail("parsed"))
+    text = "__global__ void k(float* x) { x[0] = 1; }\n" + "a;" * 500 + "\n"
+    with pytest.raises(parse_time.TooManyTokens, match=r"^the file is too large to read: .* 1,0\d\d tokens, "
+                       r"more than the 1,000 Astra reads") as e:
+        source.parse(text)
+    assert e.value.line == 0
+    monkeypatch.undo()
+    monkeypatch.setattr(parse_time, "MAX_TOKENS", 1_000)
+    assert source.parser().parse(("a;" * 600).encode(), max_nodes=4_000).root_node.descendant_count > 1_000
+    assert source.parse_with_tree(text, max_tokens=0)[0].kernels   # the gate's screen of a cut unit
+    comments = "// " + "x " * 2_000 + "\n__global__ void k(float* x) { x[0] = 1; }\n"   # one token however long
+    assert source.parse(comments).kernels

@@ -214,26 +214,37 @@ BOUNDS = [
            "reading them: a RecursionError traceback)", "exit 2 naming the line, no traceback",
            "the source model reads 100 nested blocks, the cut refuses more",
            body="namespace a {" * 5000 + "}" * 5000 + "\n", arg="1.0f"),
-    Attack("slow_parse", "bounds", "4 MB of `a<a<…` (under the 4 MiB file limit): tree-sitter took 16 s of CPU per "
-           "parse, and a check parses the file several times (3 min 51 s of wall time at load 20)",
+    Attack("slow_parse", "bounds", "`a<a<…` (4 MB of it, under the 4 MiB file limit: tree-sitter took 16 s of CPU per "
+           "parse, and a check parses the file several times, 3 min 51 s of wall time at load 20; here 0.75 MB, "
+           "under the token ceiling of token_flood, which refuses the 4 MB first)",
            "exit 2 naming the file within seconds, before any compiler; the language server answers on",
            "model.parse_time: every parse keeps a pace of 1.5 s of CPU per MiB it reads (real code: at most 0.6), "
            "0.1 s beyond it per file at most, checked while it parses, which stops there",
-           body="int astra_z = " + "a<" * 1_950_000 + "1;\n", arg="1.0f"),
-    Attack("slow_parse_macros", "bounds", "the same text as 1,000 macro bodies of 4 KB (`#define M1 a<a<…`): the "
-           "file's own parse skips them, the source model parses each body alone (each fast, together 20 s of CPU)",
+           body="int astra_z = " + "a<" * 375_000 + "1;\n", arg="1.0f"),
+    Attack("slow_parse_macros", "bounds", "the same text as macro bodies of 4 KB (`#define M1 a<a<…`; 1,000 of them: "
+           "the file's own parse skips them, the source model parses each body alone, each fast, together 20 s of CPU; "
+           "here 190, under the token ceiling)",
            "exit 2 within seconds", "model.parse_time: the time beyond the pace is summed over all the parses "
-           "made for one file", body="".join(f"#define ASTRA_M{i}(x) x " + "a<" * 2000 + "\n" for i in range(1000)),
+           "made for one file", body="".join(f"#define ASTRA_M{i}(x) x " + "a<" * 2000 + "\n" for i in range(190)),
            arg="1.0f"),
     Attack("syntax_node_flood", "bounds", "3.7 MiB of `a;` on one line (under the 4 MiB file limit; tree-sitter "
            "reads it within its pace, 0.7 s of CPU per MiB, but makes 5.9 million syntax nodes: `astra check` took "
            "38 s of CPU and 1.4 GB, the source model walking 2 million items, before the cut's node ceiling refused "
            "it; the language server's GIL was held 5 s by a second parse from bytes)",
            "exit 2 naming the file within seconds and under 2 GiB, before any walk or compiler; the language server "
-           "answers on", "parse_time.MAX_NODES: at most 1.8 million nodes per parse (the largest real file: 0.95 "
-           "million), counted by tree-sitter as it builds the tree, checked before any walk; one parse per text, "
+           "answers on", "parse_time.MAX_TOKENS first (3.9 million tokens, counted before any parse: see "
+           "token_flood); behind it parse_time.MAX_NODES: at most 1.8 million nodes per parse (the largest real file: "
+           "0.95 million), counted by tree-sitter as it builds the tree, checked before any walk; one parse per text, "
            "through a callable (py-tree-sitter lets the GIL go at each callback)",
            body="a;" * 1_950_000 + "\n", arg="1.0f"),
+    Attack("token_flood", "bounds", "1.15 MiB of `a;` (1.18 million tokens, 1.77 million syntax nodes: just under "
+           "the node ceiling, so read in full; `astra check --backend static` came to a compile error after 13 s of "
+           "CPU and 706 MB, 79 s of wall time at load 14: the source model's and the cut's walks of 590,000 items)",
+           "exit 2 naming the file within seconds, before any parse", "parse_time.MAX_TOKENS: at most 800,000 tokens "
+           "in a file's own parse (a header's too; the largest real file: 568,009), counted in linear time before "
+           "tree-sitter reads it (~0.1 s of CPU per MiB); real code and floods alike make 1.5-1.7 nodes a token, "
+           "what is read after costs per node: 0.8 million tokens of `a;` take 9 s of CPU",
+           body="a;" * 590_000 + "\n", arg="1.0f"),
     Attack("static_array_module", "bounds", "a ~700-byte file with a 300 MB initialised `__device__` array (902 MB "
            "added to the module cache; NVRTC grew its worker to 4.4 GB)",
            "no file over 64 MiB written, the compile stopped at its memory bound",
@@ -436,9 +447,9 @@ EDITOR = [
            "(5.9 million syntax nodes): the file's own parse is small, so the server parsed the header itself, in "
            "the static check's thread (the header digest), and freeing its tree held the GIL: the event loop "
            "stalled 533 ms at load 11, the server grew by 400 MB", "the header refused by name ('h.cuh is too large "
-           "to read'); the server's process never builds its tree (its peak memory stays small); hovers answered "
-           "meanwhile", "lsp.parse_apart: in the server every text over 256 KiB that tree-sitter reads (a "
-           "document, a header, an expanded unit) is parsed first in a child, which refuses it",
+           "to read') from a child's parse (nothing of it counted or parsed in the server's process); hovers "
+           "answered meanwhile", "lsp.parse_apart: in the server every text over 256 KiB that tree-sitter reads (a "
+           "document, a header, an expanded unit) is counted and parsed first in a child, which refuses it",
            body="a;" * 1_950_000 + "\n", arg="header"),
 ]
 

@@ -326,7 +326,7 @@ def _bounded_cli(*args, env=None, timeout=240, memory=6 << 30) -> subprocess.Com
 
 BOUNDED = [a for a in by_kind("bounds") if a.name not in ("module_cache_flood", "torch_budget_claimed")]
 READ_REFUSES = {"slow_parse": "takes too long to parse", "slow_parse_macros": "takes too long to parse",
-                "syntax_node_flood": "too large to read"}   # refused as the file is read: the message
+                "syntax_node_flood": "too large to read", "token_flood": "too large to read"}   # refused as the file is read
 
 
 @pytest.mark.parametrize("compiler", ["nvrtc", "nvcc"])
@@ -374,8 +374,8 @@ def test_bounded_before_anything_runs(attack, compiler, tmp_path):
         assert r.returncode == 2 and "k.cu:1:" in said and "takes too long to parse" in said, said[-3000:]
     elif attack.name == "slow_parse_macros":   # the macro bodies' parses add up to the file's limit
         assert r.returncode == 2 and "the file takes too long to parse" in said, said[-3000:]
-    elif attack.name == "syntax_node_flood":   # refused once tree-sitter has counted its nodes, before any walk
-        assert r.returncode == 2 and "k.cu:1:" in said and "syntax nodes, more than the 1,800,000" in said, said[-3000:]
+    elif attack.name in ("syntax_node_flood", "token_flood"):   # refused by its tokens, before any parse
+        assert r.returncode == 2 and "k.cu:1:" in said and "tokens, more than the 800,000" in said, said[-3000:]
     elif attack.name == "static_array_module":
         assert r.returncode == 1, said[-3000:]
         assert ("short of its 2048 MiB budget" if compiler == "nvrtc" else "needed more than 2048 MiB") in said, said[-3000:]

@@ -212,19 +212,14 @@ async def test_hover_during_attacks(client: LanguageClient, tmp_path):
     assert not left, left
 
 
-def _peak_resident(pid: int) -> int:
-    """The highest resident bytes process `pid` has had (VmHWM)."""
-    with open(f"/proc/{pid}/status") as f:
-        return next(int(line.split()[1]) << 10 for line in f if line.startswith("VmHWM:"))
-
-
 async def test_hostile_project_header_is_parsed_apart(client: LanguageClient, tmp_path):
-    """A small file includes a header of 5.9 million syntax nodes. The file's own parse is small,
-    so nothing sent it to a child; its static check reads the header's includes. The server
-    answers hovers on the file meanwhile and refuses the header by name — from a child's parse:
-    its own peak memory stays far below the ~400 MB that building (and freeing, GIL held) the
-    header's tree in it takes."""
+    """A small file includes a 3.7 MiB header of `a;`. The file's own parse is small, so nothing
+    sent it to a child; its static check reads the header's includes (the header digest). The
+    server answers hovers on the file meanwhile and refuses the header by name — from a child's
+    parse of the header (counting its tokens in the server held the GIL ~0.4 s; parsing it there,
+    before the token bound, 533 ms at load 11 and 400 MB)."""
     from .test_attacks import SMALL_KERNEL
+    from .test_execution import _descendants
     attack = next(a for a in catalogue.ALL if a.name == "hostile_project_header")
     (tmp_path / ".git").mkdir()
     (tmp_path / "h.cuh").write_text(attack.body)
@@ -236,17 +231,30 @@ async def test_hostile_project_header_is_parsed_apart(client: LanguageClient, tm
     client.text_document_did_open(types.DidOpenTextDocumentParams(
         types.TextDocumentItem(uri=uri, language_id="cuda-cpp", version=1, text=text)))
     kernel = text.splitlines().index("__global__ void k(float* x, int n) {")
-    answered, said = 0, []
+    answered, said, apart = 0, [], set()
+
+    def children_reading_the_header() -> set[int]:
+        out = set()
+        for pid in _descendants(server):
+            try:
+                argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+            except OSError:
+                continue
+            if b"astra_cuda.lsp.parse_apart" in argv and b"h.cuh" in argv:
+                out.add(pid)
+        return out
+
     end = time.monotonic() + 180
     while time.monotonic() < end:
+        apart |= children_reading_the_header()
         hover = await asyncio.wait_for(client.text_document_hover_async(types.HoverParams(
             types.TextDocumentIdentifier(uri=uri), types.Position(line=kernel, character=16))), 30)
         answered += hover is not None and "Astra" in hover.contents.value
         said = [d.message for d in client.diagnostics.get(uri, [])]
         if any("h.cuh is too large to read" in m for m in said):
             break
-        await asyncio.sleep(0.05)
+        apart |= children_reading_the_header()
+        await asyncio.sleep(0.02)
     assert any("h.cuh is too large to read" in m for m in said), said
     assert answered >= 1, "no hover answered while the header was read"
-    peak = _peak_resident(server)
-    assert peak < 300 << 20, f"the server's process grew to {peak >> 20} MiB: it built the header's tree"
+    assert apart, "the header was read in the server's own process"

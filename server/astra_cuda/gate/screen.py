@@ -75,7 +75,9 @@ class _Unit:
 
     def __init__(self, text: str):
         self.text = text
-        self.model, self.tree = source.parse_with_tree(text)
+        # no token bound: a unit is the cut's output, within the cut's own ceilings (CUTLASS read
+        # in as a project's headers makes units larger than any real file, 1.2 million nodes)
+        self.model, self.tree = source.parse_with_tree(text, max_tokens=0)
         self._line_map: list[int] = []
         current = None
         for i, line in enumerate(text.split("\n")):

@@ -12,7 +12,7 @@ process, where what is parsed is then real-sized. What a child said is remembere
 so the text's parses here (the snapshot's, the digest's, the cut's) start one child between them.
 The child dies with the thread that started it.
 
-    python -m astra_cuda.lsp.parse_apart PARENT_PID MAX_NODES WHAT < DATA   ->  one JSON line
+    python -m astra_cuda.lsp.parse_apart PARENT_PID MAX_NODES MAX_TOKENS WHAT < DATA   ->  one JSON line
 """
 from __future__ import annotations
 
@@ -31,22 +31,23 @@ log = logging.getLogger(__name__)
 TIMEOUT_S = 60   # far beyond the pace's worst (1.5 s per MiB of a 4 MiB file, CPU), at any load
 REMEMBERED = 64  # contents whose child's answer is kept
 
-_said: OrderedDict[tuple[bytes, str, int], dict[str, object]] = OrderedDict()
+_said: OrderedDict[tuple[bytes, str, int, int], dict[str, object]] = OrderedDict()
 _said_lock = threading.Lock()
 
 
-def check_data(data: bytes, what: str, max_nodes: int) -> None:
-    """Raise what `parse_time.Parser().parse(data, max_nodes)` would within `reading(what)`
-    (`TooSlowToParse` at the byte it stopped, `TooManyNodes`), from a child's parse; return when
-    the child read it, or could not say (then this process's parse, under the same bounds, decides)."""
-    key = (hashlib.sha256(data).digest(), what, max_nodes)
+def check_data(data: bytes, what: str, max_nodes: int, max_tokens: int) -> None:
+    """Raise what `parse_time.Parser().parse(data, max_nodes, max_tokens)` would within
+    `reading(what)` (`TooSlowToParse` at the byte it stopped, `TooManyNodes`, `TooManyTokens`),
+    from a child's parse; return when the child read it, or could not say (then this process's
+    parse, under the same bounds, decides)."""
+    key = (hashlib.sha256(data).digest(), what, max_nodes, max_tokens)
     with _said_lock:
         said = _said.get(key)
         if said is not None:
             _said.move_to_end(key)
     if said is None:
         try:
-            r = subprocess.run([sys.executable, "-m", __name__, str(os.getpid()), str(max_nodes), what],
+            r = subprocess.run([sys.executable, "-m", __name__, str(os.getpid()), str(max_nodes), str(max_tokens), what],
                                input=data, capture_output=True, timeout=TIMEOUT_S)
             said = json.loads(r.stdout.decode("utf-8", "replace").strip().splitlines()[-1])
         except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as e:
@@ -56,7 +57,9 @@ def check_data(data: bytes, what: str, max_nodes: int) -> None:
             _said[key] = said
             while len(_said) > REMEMBERED:
                 _said.popitem(last=False)
-    nodes, offset = said.get("nodes"), said.get("offset")
+    nodes, tokens, offset = said.get("nodes"), said.get("tokens"), said.get("offset")
+    if isinstance(tokens, int):
+        raise parse_time.TooManyTokens(str(said["message"]), tokens)
     if isinstance(nodes, int):
         raise parse_time.TooManyNodes(str(said["message"]), nodes)
     if said.get("message"):
@@ -69,7 +72,7 @@ def check(text: str) -> None:
     from ..model import source
     data = text.encode("utf-8")
     try:
-        check_data(data, "the file", parse_time.MAX_NODES)   # 'the file': as the diagnostic on it says
+        check_data(data, "the file", parse_time.MAX_NODES, parse_time.MAX_TOKENS)   # as the diagnostic says
     except parse_time.TooSlowToParse as e:
         raise source.placed(e, data) from None
 
@@ -81,8 +84,10 @@ def _main(argv: list[str]) -> int:
     data = sys.stdin.buffer.read()
     out: dict[str, object] = {}
     try:
-        with parse_time.reading(argv[2]):
-            source.parser().parse(data, max_nodes=int(argv[1]))
+        with parse_time.reading(argv[3]):
+            source.parser().parse(data, max_nodes=int(argv[1]), max_tokens=int(argv[2]))
+    except parse_time.TooManyTokens as e:
+        out = {"message": e.message, "tokens": e.nodes}
     except parse_time.TooManyNodes as e:
         out = {"message": e.message, "nodes": e.nodes}
     except parse_time.TooSlowToParse as e:

@@ -19,6 +19,7 @@ A parse outside any `reading` is an input of its own.
 from __future__ import annotations
 
 import gc
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -40,6 +41,15 @@ _FIRST = 64        # bytes handed to tree-sitter by a read that does not follow 
 # it in Python, a few microseconds a node: 4 MB of `a;` made 5.9 million nodes, 15 s of the
 # source model's walk and 1.4 GB before the cut's ceiling refused it.
 MAX_NODES = 1_800_000
+# Tokens a file's own parse may read (a header's, a model's code block's: every parse without a
+# bound of its caller's), counted before tree-sitter sees the text, in linear time (~0.1 s of CPU
+# per MiB; a comment or a string counts one). The largest real file of the suite's 5,062 has
+# 568,009 (that CUTLASS header); everything after a parse costs per node, ~1.5-1.7 nodes a token
+# in real code and floods alike: 1.18 million tokens of `a;` (1.77 million nodes, under the node
+# ceiling) took `astra check` 13 s of CPU, 79 s of wall time at load 14; 0.8 million take 9 s.
+MAX_TOKENS = 800_000
+_TOKEN = re.compile(rb'//[^\n]*|/\*.*?(?:\*/|\Z)|"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|[A-Za-z_]\w*|\d[\w.]*|\S',
+                    re.S)
 # Freeing what a parse built holds py-tree-sitter's GIL (a stopped parse's stacks, a tree past the
 # ceiling: 0.1-0.2 s of CPU, up to 0.9 s of a loaded machine's wall time). A process that must
 # keep answering meanwhile (the language server) installs `apart` (`parse_apart_first`): every
@@ -47,13 +57,13 @@ MAX_NODES = 1_800_000
 # parse here would; a text it passes is real-sized. Smaller texts make at most ~0.5 million nodes,
 # freed in ~0.02 s of CPU.
 APART_BYTES = 256 << 10
-_apart: Callable[[bytes, str, int], None] | None = None
+_apart: Callable[[bytes, str, int, int], None] | None = None
 
 
-def parse_apart_first(check: Callable[[bytes, str, int], None] | None) -> None:
-    """Have `check(data, what, max_nodes)` see every text over `APART_BYTES` before this process
-    parses it (None: parse here only): it raises `TooSlowToParse` / `TooManyNodes` as
-    `Parser.parse` would, or returns."""
+def parse_apart_first(check: Callable[[bytes, str, int, int], None] | None) -> None:
+    """Have `check(data, what, max_nodes, max_tokens)` see every text over `APART_BYTES` before
+    this process counts its tokens or parses it (None: here only): it raises `TooSlowToParse`,
+    `TooManyNodes` or `TooManyTokens` as `Parser.parse` would, or returns."""
     global _apart
     _apart = check
 
@@ -124,6 +134,16 @@ class TooManyNodes(TooSlowToParse):
         self.nodes = nodes
 
 
+class TooManyTokens(TooManyNodes):
+    """The text holds more tokens than Astra reads (`MAX_TOKENS`): refused before it is parsed.
+    `nodes`: its token count."""
+
+
+def tokens(data: bytes) -> int:
+    """C-like tokens in `data` (a comment, a string or a character literal counts one)."""
+    return _TOKEN.subn(b"", data)[1]
+
+
 class _Source:
     """What tree-sitter reads a text through: the parse, then every node's text (py-tree-sitter
     reads a node's text of a tree parsed from a callable by calling it until it has the node's
@@ -150,17 +170,24 @@ class Parser:
     def __init__(self, language: tree_sitter.Language):
         self._language = language
 
-    def parse(self, data: bytes, max_nodes: int | None = None) -> tree_sitter.Tree:
+    def parse(self, data: bytes, max_nodes: int | None = None, max_tokens: int | None = None) -> tree_sitter.Tree:
         """The tree of `data` (UTF-8); `TooSlowToParse` once its input is too far behind the pace,
-        `TooManyNodes` where the tree holds more than `max_nodes` (default `MAX_NODES`).
+        `TooManyNodes` where the tree holds more than `max_nodes` (default `MAX_NODES`),
+        `TooManyTokens` before any parse where `data` holds more than `max_tokens` tokens (default:
+        `MAX_TOKENS` where the caller sets no `max_nodes`, else none; 0: none).
 
         One parse, through a callable: py-tree-sitter holds the GIL for the whole of a parse from
         bytes, but lets it go whenever it calls back into Python (the progress callback runs every
         few dozen bytes), so the language server answers while a large file is read."""
         account = _open.get() or Account("the text")
         limit = MAX_NODES if max_nodes is None else max_nodes
+        token_limit = max_tokens if max_tokens is not None else MAX_TOKENS if max_nodes is None else 0
         if _apart is not None and len(data) > APART_BYTES:
-            _apart(data, account.what, limit)
+            _apart(data, account.what, limit, token_limit)
+        elif 0 < token_limit < len(data) and (count := tokens(data)) > token_limit:   # a token is a byte at least
+            raise TooManyTokens(
+                f"{account.what} is too large to read: {_amount(len(data))} hold {count:,} tokens, more than the "
+                f"{token_limit:,} Astra reads (the largest real CUDA file has 568,009: a file made to be slow?)", count)
         # tree-sitter's own CPU time: the callbacks' is left out (Python code), as is every garbage
         # collection of the whole process run meanwhile (triggered by the reads' or the callbacks'
         # objects, it was charged to a small file: 0.1 s for 61 bytes of FlashInfer's sampling.cuh)
@@ -209,4 +236,5 @@ def _amount(n: int) -> str:
     return f"{n / _MIB:.1f} MiB" if n >= _MIB else f"{n / 1024:.0f} KiB" if n >= 1024 else f"{n} bytes"
 
 
-__all__ = ["APART_BYTES", "MAX_NODES", "S_PER_MIB", "SLACK_S", "Account", "Parser", "TooManyNodes", "TooSlowToParse", "parse_apart_first", "reading"]
+__all__ = ["APART_BYTES", "MAX_NODES", "MAX_TOKENS", "S_PER_MIB", "SLACK_S", "Account", "Parser", "TooManyNodes",
+           "TooManyTokens", "TooSlowToParse", "parse_apart_first", "reading", "tokens"]

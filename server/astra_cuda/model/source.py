@@ -45,13 +45,15 @@ def parse(text: str, path: str | None = None) -> SourceModel:
     return parse_with_tree(text, path)[0]
 
 
-def parse_with_tree(text: str, path: str | None = None, tree: Tree | None = None) -> tuple[SourceModel, Tree]:
+def parse_with_tree(text: str, path: str | None = None, tree: Tree | None = None,
+                    max_tokens: int | None = None) -> tuple[SourceModel, Tree]:
     """The source model and the tree-sitter tree it was built from, for checks that walk the
-    tree themselves (one parse for both). `tree`: the text's own parse, when the caller has it."""
+    tree themselves (one parse for both). `tree`: the text's own parse, when the caller has it;
+    `max_tokens`: the text's token bound (`parse_time.Parser.parse`: a file's by default)."""
     data = text.encode("utf-8")
     with parse_time.reading(path or "the file"):   # its parses and its macros' and launches' share one limit
         try:
-            tree = tree or parser().parse(data)
+            tree = tree or parser().parse(data, max_tokens=max_tokens)
         except parse_time.TooSlowToParse as e:
             raise placed(e, data) from None
         masks = attribute_macros(tree.root_node, data) if tree.root_node.has_error else []
@@ -59,7 +61,7 @@ def parse_with_tree(text: str, path: str | None = None, tree: Tree | None = None
             buf = bytearray(data)
             for a, b in masks:
                 buf[a:b] = bytes(c if c == 0x0A else 0x20 for c in buf[a:b])
-            tree = parser().parse(bytes(buf))
+            tree = parser().parse(bytes(buf), max_tokens=max_tokens)
         return Builder(text, path).run(tree.root_node), tree
 
 
