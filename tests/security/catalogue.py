@@ -245,6 +245,13 @@ BOUNDS = [
            "tree-sitter reads it (~0.1 s of CPU per MiB); real code and floods alike make 1.5-1.7 nodes a token, "
            "what is read after costs per node: 0.8 million tokens of `a;` take 9 s of CPU",
            body="a;" * 590_000 + "\n", arg="1.0f"),
+    Attack("header_byte_flood", "bounds", "a small file that includes ten project headers of 3.9 MB each (`aaaaaaaaaa;`: "
+           "each under the file size, token and node bounds); every header is parsed for its own #includes (the "
+           "PyTorch-extension check, the header digest) before any bound on the unit: 16 such headers took 11 s of "
+           "CPU, 74 s of wall time at load 13, before the cut refused the unit", "exit 2 within seconds, having "
+           "parsed none of them", "headers.MAX_HEADER_BYTES: one walk of a file's project headers reads at most 32 "
+           "MiB (the largest real walk: 13.6 MB, flash-attention with CUTLASS and CuTe as its own headers), counted "
+           "as each is read, before it is parsed", body="aaaaaaaaaa;" * 350_000 + "\n", arg="1.0f"),
     Attack("static_array_module", "bounds", "a ~700-byte file with a 300 MB initialised `__device__` array (902 MB "
            "added to the module cache; NVRTC grew its worker to 4.4 GB)",
            "no file over 64 MiB written, the compile stopped at its memory bound",

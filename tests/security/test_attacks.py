@@ -324,7 +324,7 @@ def _bounded_cli(*args, env=None, timeout=240, memory=6 << 30) -> subprocess.Com
                           timeout=timeout, env=env, cwd=ROOT, preexec_fn=limit)
 
 
-BOUNDED = [a for a in by_kind("bounds") if a.name not in ("module_cache_flood", "torch_budget_claimed")]
+BOUNDED = [a for a in by_kind("bounds") if a.name not in ("module_cache_flood", "torch_budget_claimed", "header_byte_flood")]
 READ_REFUSES = {"slow_parse": "takes too long to parse", "slow_parse_macros": "takes too long to parse",
                 "syntax_node_flood": "too large to read", "token_flood": "too large to read"}   # refused as the file is read
 
@@ -381,6 +381,23 @@ def test_bounded_before_anything_runs(attack, compiler, tmp_path):
         assert ("short of its 2048 MiB budget" if compiler == "nvrtc" else "needed more than 2048 MiB") in said, said[-3000:]
     else:
         pytest.fail(f"no expectation written for {attack.name}")
+
+
+def test_header_byte_flood(tmp_path):
+    """Ten project headers of 3.9 MB, each within every per-file bound, included by a small file:
+    refused by name once the walk of its includes has read 32 MiB, before it parses them."""
+    from astra_cuda.compile import headers
+    attack = next(a for a in by_kind("bounds") if a.name == "header_byte_flood")
+    (tmp_path / ".git").mkdir()
+    n = headers.MAX_HEADER_BYTES // len(attack.body) + 2
+    for i in range(n):
+        (tmp_path / f"h{i}.cuh").write_text(attack.body)
+    f = tmp_path / "k.cu"
+    f.write_text("".join(f'#include "h{i}.cuh"\n' for i in range(n)) + SMALL_KERNEL.format(value=attack.arg))
+    r = _bounded_cli("check", str(f), "--backend", "static", memory=2 << 30)
+    said = r.stdout + r.stderr
+    assert r.returncode == 2 and "the project headers k.cu includes come to more than 32 MiB" in said, said[-3000:]
+    assert "Traceback" not in said
 
 
 def test_torch_budget_claimed(tmp_path):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import confine
-from .headers import includes_in
+from .headers import HeaderBytes, includes_in
 from .project import ProjectContext
 
 TORCH_HEADERS = ("torch/", "ATen/", "c10/")   # the header folders torch installs
@@ -106,6 +106,7 @@ def uses_torch(text: str, path: str, context: ProjectContext) -> bool:
     dirs = list(context.include_dirs)
     policy = confine.for_unit([f"-I{here}", *context.options()])  # what the compiler may read
     todo, seen = [(text, here, os.path.basename(path) if path else "the file")], set[str]()
+    budget = HeaderBytes(todo[0][2])
     while todo and len(seen) < MAX_HEADERS:
         body, folder, name = todo.pop()
         for header, quoted in includes_in(body, name):
@@ -118,8 +119,10 @@ def uses_torch(text: str, path: str, context: ProjectContext) -> bool:
                     if real not in seen and policy.allows(real):
                         seen.add(real)
                         try:
-                            todo.append((f.read_text(errors="replace")[:1 << 22], str(Path(real).parent), header))
+                            data = f.read_text(errors="replace")[:1 << 22]
                         except OSError:
-                            pass
+                            break
+                        budget.add(len(data), header)
+                        todo.append((data, str(Path(real).parent), header))
                     break
     return False
