@@ -3,13 +3,15 @@ compares on the GPU without copying outputs back: written for any array module w
 interface (CuPy in the GPU backend, NumPy in the tests), in bounded chunks."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 
 TOLERANCE_CHUNK = 1 << 25  # elements per step of the on-device comparison (bounded temporaries)
 
 
-def within_tolerance(xp, got, want, dtype: np.dtype, atol: float, rtol: float) -> bool | None:
+def within_tolerance(xp: Any, got: Any, want: Any, dtype: np.dtype, atol: float, rtol: float) -> bool | None:
     """astra_cuda.gate.compare's pass rule on arrays of the array module `xp` (CuPy here; NumPy in the
     tests), in storage types (bfloat16 as uint16): every element bitwise equal, both NaN, or both
     finite within atol + rtol * |want|, 16-bit floats compared in float32 and the others in

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import os
 import time
+from typing import TYPE_CHECKING
 
 from .base import BackendUnavailable
+
+if TYPE_CHECKING:
+    from ..execution.worker import Pool
 
 # Set in workers started by `sanitizer_pool()`: the tool name and its log file.
 SANITIZER_ENV = "ASTRA_SANITIZER"
@@ -40,7 +44,7 @@ class SanitizerLog:
         return "\n".join(errors[:12])
 
 
-def sanitizer_pool(tool: str = "memcheck"):
+def sanitizer_pool(tool: str = "memcheck") -> "Pool":
     """A worker pool whose workers run under `compute-sanitizer --tool TOOL` (memcheck,
     racecheck, initcheck, synccheck). Inside, GpuBackend uses exact-size allocations (CuPy's
     pool rounds sizes up and would hide small out-of-bounds accesses) and turns each report into

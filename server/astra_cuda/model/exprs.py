@@ -14,6 +14,8 @@ from __future__ import annotations
 import ast
 import math
 import operator
+from collections.abc import Mapping
+from typing import Any
 
 
 class ExprError(ValueError):
@@ -195,7 +197,7 @@ def names(expr: str | int | float) -> set[str]:
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in called}
 
 
-def evaluate(expr: str | int | float, env: dict[str, int | float]):
+def evaluate(expr: str | int | float, env: Mapping[str, int | float]) -> Any:
     tree = parse(expr)
 
     def ev(n):
@@ -240,7 +242,7 @@ def evaluate(expr: str | int | float, env: dict[str, int | float]):
         raise ExprError(f"bad expression {_short(str(expr))}: {e}") from None
 
 
-def evaluate_int(expr: str | int, env: dict[str, int | float]) -> int:
+def evaluate_int(expr: str | int, env: Mapping[str, int | float]) -> int:
     v = evaluate(expr, env)
     if isinstance(v, float):
         if not v.is_integer():

@@ -9,6 +9,7 @@ from __future__ import annotations
 import bisect
 import re
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from tree_sitter import Node
 
@@ -27,7 +28,7 @@ class Span:
     def contains_line(self, line: int) -> bool:
         return self.start_line <= line <= self.end_line
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """[line, column] pairs counted from 1, as a user reads them (the end column exclusive)."""
         return {"start": [self.start_line + 1, self.start_col + 1], "end": [self.end_line + 1, self.end_col + 1]}
 
@@ -43,7 +44,7 @@ class Param:
     restrict: bool
     span: Span
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"index": self.index, "name": self.name, "type": self.type, "base_type": self.base_type,
                 "pointer": self.is_pointer, "const": self.is_const, "restrict": self.restrict}
 
@@ -105,7 +106,7 @@ class LaunchSite:
     via_macro: str | None = None        # the launch is written in this macro's body, used here
     conditions: tuple[str, ...] = ()    # host conditions it is launched under that its span does not show
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         out = {"kernel": self.kernel, "template_args": self.template_args, "grid": self.grid,
                "block": self.block, "shared_mem": self.shared_mem, "stream": self.stream,
                "args": list(self.args), "line": self.span.start_line + 1, "function": self.function}
@@ -152,7 +153,7 @@ class Kernel:
                                               is_const="const" in words))
         return replace(self, params=tuple(params)) if params != list(self.params) else self
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "qualified_name": self.qualified_name,
                 "params": [p.to_json() for p in self.params],
                 "template_params": list(self.template_params), "launch_bounds": self.launch_bounds,

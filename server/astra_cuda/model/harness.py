@@ -22,6 +22,7 @@ import dataclasses
 import itertools
 import re
 from dataclasses import dataclass, field
+from typing import AbstractSet
 
 from . import dtypes, exprs
 from ..diagnostics import Diagnostic
@@ -205,8 +206,9 @@ class Spec:
     def shape(self, arg: str, sizes: dict[str, int]) -> tuple[int, ...]:
         return tuple(exprs.evaluate_int(e, sizes) for e in self.args[arg].shape)
 
-    def scalar(self, arg: str, sizes: dict[str, int]):
+    def scalar(self, arg: str, sizes: dict[str, int]) -> int | float:
         a = self.args[arg]
+        assert a.value is not None, arg   # every by-value argument has one (the validator's rule)
         v = exprs.evaluate(a.value, sizes)
         return float(v) if a.dtype.is_float else int(v)
 
@@ -240,7 +242,7 @@ class Spec:
     LAUNCH_FIELDS = ("grid", "block", "shared_mem")
 
     @property
-    def launch(self) -> tuple:
+    def launch(self) -> tuple[tuple[str, ...], tuple[str, ...], str]:
         return self.grid, self.block, self.shared_mem
 
     def with_launch(self, other: "Spec") -> "Spec":
@@ -291,7 +293,7 @@ def combinations(table: dict[str, list[int]]) -> int:
     return n
 
 
-def parse_init(text: str, sizes: set[str] = frozenset()) -> Init:
+def parse_init(text: str, sizes: AbstractSet[str] = frozenset()) -> Init:
     text = text.strip()
     m = re.fullmatch(r"([a-z_]+)\s*(?:\((.*)\))?", text)
     if not m or m.group(1) not in INITS:

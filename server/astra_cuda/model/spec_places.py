@@ -4,6 +4,7 @@ word for a misspelt one."""
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterable
 
 from . import tomlpos
 from ..diagnostics import Diagnostic
@@ -57,7 +58,7 @@ def diag(line: int, col: int, end_col: int, message: str, *, end_line: int | Non
     return Diagnostic(line, col, end_line, end_col, "error", message, code="spec", fix=fix)
 
 
-def did_you_mean(word: str, known) -> str:
+def did_you_mean(word: str, known: Iterable[str]) -> str:
     """The closest known word (difflib), or ''."""
     close = difflib.get_close_matches(word, sorted(known), n=1, cutoff=0.6)
     return close[0] if close else ""

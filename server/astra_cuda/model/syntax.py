@@ -70,23 +70,24 @@ WORD = re.compile(r"[A-Za-z_]\w*")  # lexing an opaque macro body; C++ structure
 
 
 def identifiers(node: Node) -> set[str]:
+    """The names under `node`, those in an opaque macro body too (lexed: it has no tree)."""
     out: set[str] = set()
     stack = [node]
     while stack:
         n = stack.pop()
         if n.type in IDENT_TYPES:
-            out.add(n.text.decode("utf-8", errors="replace"))
+            out.add(text(n))
         elif n.type in ("preproc_arg",):
-            out.update(WORD.findall(n.text.decode("utf-8", errors="replace")))
+            out.update(WORD.findall(text(n)))
         stack.extend(n.children)
     return out
 
 
 def specifiers(fn: Node) -> set[str]:
     """CUDA execution-space and storage specifiers written on a definition/declaration."""
-    out = set()
+    out: set[str] = set()
     for c in fn.children:
-        t = c.text.decode("utf-8", errors="replace")
+        t = text(c)
         if c.type in ("__global__", "__device__", "__host__", "__forceinline__", "__noinline__"):
             out.add(c.type)
         elif c.type in ("storage_class_specifier", "type_qualifier", "attribute_specifier",
@@ -102,10 +103,10 @@ def declarator_name(decl: Node | None) -> tuple[str | None, Node | None]:
     while decl is not None:
         if decl.type in ("identifier", "field_identifier", "type_identifier", "operator_name",
                          "destructor_name"):
-            return decl.text.decode("utf-8", errors="replace"), decl
+            return text(decl), decl
         if decl.type == "qualified_identifier":
             name = decl.child_by_field_name("name")
-            return decl.text.decode("utf-8", errors="replace"), name
+            return text(decl), name
         nxt = decl.child_by_field_name("declarator")
         if nxt is None:
             for c in decl.named_children:

@@ -2,7 +2,11 @@
 ends up in generated C++), checked with tree-sitter and written in canonical form."""
 from __future__ import annotations
 
-from . import exprs, source
+from collections.abc import Iterator
+
+from tree_sitter import Node
+
+from . import exprs, source, syntax
 
 
 def split_template_args(instantiate: str) -> list[str]:
@@ -39,21 +43,21 @@ def parse_template_args(instantiate: str) -> str:
     lists = [n for n in _nodes(tree.root_node) if n.type == "template_argument_list"]
     outer = lists[0] if lists else None
     if (tree.root_node.has_error or len(decls) != 1 or outer is None
-            or outer.text.decode() != text or outer.parent.type != "template_function"):
+            or syntax.text(outer) != text or outer.parent is None or outer.parent.type != "template_function"):
         raise ValueError(f"`instantiate` must be template arguments only, e.g. \"<__half, 4>\" (got {text!r})")
     args = []
     for child in outer.named_children:
         for n in _nodes(child):
             if n.type not in _TEMPLATE_ARG_NODES:
                 raise ValueError(f"`instantiate` takes types and integer constants only; "
-                                 f"{n.text.decode()!r} is not one")
-        args.append(" ".join(child.text.decode().split()))
+                                 f"{syntax.text(n)!r} is not one")
+        args.append(" ".join(syntax.text(child).split()))
     if not args:
         raise ValueError("`instantiate` gives no template argument")
     return "<" + ", ".join(args) + ">"
 
 
-def _nodes(root):
+def _nodes(root: Node) -> Iterator[Node]:
     stack = [root]
     while stack:
         n = stack.pop()
