@@ -52,7 +52,7 @@ def of(kernel: str, path: str, context: ProjectContext, *, toolkit: Toolkit,
         return []
     flags = nvcc.project_flags(context, unit, path) + library_headers(toolkit)
     key = depcache.key_of("instances", CACHE_VERSION, toolkit.nvcc, toolkit.version, flags, path, unit)
-    store = nvcc._store()
+    store = nvcc.build_cache()
     hit = store.get(key)
     stubs: list[str] | None = hit.data.get("stubs") if hit is not None else _ran.get(key)
     if stubs is None:
@@ -127,11 +127,11 @@ def _host_stubs(toolkit: Toolkit, unit: str, path: str, flags: list[str], build:
     """(the stub lines of the unit's kernel instances, the headers read, whether it finished and
     compiled)."""
     folder = os.path.dirname(path)
-    argv, defines, links = nvcc._safe_argv(flags, folder, build)
+    argv, defines, links = nvcc.safe_argv(flags, folder, build)
     cu = os.path.join(build, "astra_file.cu")
     quoted = path.replace("\\", "\\\\").replace('"', '\\"')
     Path(cu).write_text(f'{defines}#line 1 "{quoted}"\n{unit}\n')
-    sandbox = nvcc._confinement(toolkit, flags, folder, build)
+    sandbox = nvcc.confinement(toolkit, flags, folder, build)
     plan = [toolkit.nvcc, "-cuda", f"-arch={DEFAULT_ARCH}", "-dryrun", "-keep", "-keep-dir", build, *argv, "-o", os.path.join(build, "host.ii"), cu]
     try:
         listed = confine.run(plan, sandbox, timeout_s)

@@ -153,7 +153,7 @@ def _deps(text: str, links: dict[str, str], build: str, user_path: str) -> list[
     return list(dict.fromkeys(out))
 
 
-def _confinement(toolkit: Toolkit, flags: Sequence[str], folder: str, build: str) -> confine.Confinement:
+def confinement(toolkit: Toolkit, flags: Sequence[str], folder: str, build: str) -> confine.Confinement:
     """What this nvcc run may read: the toolkit, the project's folders (-I and -isystem), torch's
     (`torch_ext.read_dirs`), the system's headers; it writes the build folder only."""
     spelled = [f"-I{folder}"]
@@ -171,7 +171,7 @@ def _confinement(toolkit: Toolkit, flags: Sequence[str], folder: str, build: str
 _cache: depcache.DepCache | None = None
 
 
-def _store() -> depcache.DepCache:
+def build_cache() -> depcache.DepCache:
     global _cache
     if _cache is None or _cache.root != cache_root():
         _cache = depcache.DepCache(cache_root())
@@ -197,7 +197,7 @@ def compile(text: str, path: str, context: ProjectContext, arch: str = DEFAULT_A
     copy = f'#line 1 "{quoted}"\n{text}' + ("" if text.endswith("\n") else "\n") + _appendix(names)
     key = depcache.key_of(CACHE_VERSION, toolkit.nvcc, toolkit.version, os.stat(toolkit.nvcc).st_mtime_ns,
                           flags, arch, path, copy)
-    store = _store()
+    store = build_cache()
     hit = store.get(key)
     raw = _raw_of(hit.data) if hit is not None else None
     if hit is not None and raw is not None:
@@ -248,7 +248,7 @@ class _Raw:
 _MISSING = re.compile(r"No such file or directory|cannot open source file")
 
 
-def _safe_argv(flags: list[str], folder: str, build: str) -> tuple[list[str], str, dict[str, str]]:
+def safe_argv(flags: list[str], folder: str, build: str) -> tuple[list[str], str, dict[str, str]]:
     """nvcc runs its steps through a shell and does not quote every argument (a backquote in an
     include folder's name, `$(...)` in a macro's value or a file name are executed): so no
     argument comes from the user. Each include folder is reached through a link of ours in the
@@ -295,13 +295,13 @@ def _real(text: str, links: dict[str, str], build: str) -> str:
 
 def _run(toolkit: Toolkit, copy: str, path: str, flags: list[str], arch: str, build: str, timeout_s: float) -> _Raw:
     folder = os.path.dirname(path)
-    argv, defines, links = _safe_argv(flags, folder, build)
+    argv, defines, links = safe_argv(flags, folder, build)
     cu = os.path.join(build, "astra_file.cu")
     Path(cu).write_text(defines + copy)
     out = os.path.join(build, "module.cubin")
     cmd = [toolkit.nvcc, "--cubin", f"-arch={arch}", *argv, "-lineinfo", "-Xptxas", "-v", "-keep", "-keep-dir", build,
            "-o", out, cu]
-    sandbox = _confinement(toolkit, flags, folder, build)
+    sandbox = confinement(toolkit, flags, folder, build)
     try:
         p = confine.run(cmd, sandbox, timeout_s)
     except subprocess.TimeoutExpired:
