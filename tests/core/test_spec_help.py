@@ -72,3 +72,10 @@ def test_each_note_lands_on_the_line_it_is_about():
              "no launch site of this kernel in the file or beside it: grid and block are guesses"]
     got = [(lines[g.line].split("=")[0].strip(), g.note) for g in spec_help.guessed_lines(comment, notes)]
     assert got == [("/* @astra", notes[0]), ("d", notes[1]), ("n", notes[2]), ("grid", notes[3]), ("block", notes[3])]
+
+
+def test_a_pointer_to_structs_is_offered_records():
+    text = TEXT.replace("float eps)", "const Seq* seqs)").replace('d = "n"', 'd = "n"\nseqs = { r')
+    text = "struct Seq { int start; };\n" + text
+    row = next(i for i, ln in enumerate(text.split("\n")) if ln.startswith("seqs = {"))
+    assert "records" in labels(text, row, "{ r") and "records" not in labels(text, row - 3, ", o")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 
 from . import dtypes, tomlpos
 from .source import Kernel
+from .harness import RECORDS
 from .spec import ARRAY_KEYS, INITS, SCALAR_KEYS, TOP_KEYS
 
 # One sentence or two per key: the README's "Harness spec" section, where the cursor is.
@@ -216,6 +217,8 @@ def _completions(kernel: Kernel, w: Where, sizes: list[str] | None) -> list[Comp
         if w.section == "args" and w.inline in params:
             p = params[w.inline]
             keys = ARRAY_KEYS if p.is_pointer else SCALAR_KEYS
+            if p.is_pointer and dtypes.from_cpp(p.base_type) is None and p.type.count("*") == 1:
+                keys = keys | {RECORDS}   # a pointer to structs: records in device memory
             return [Completion(k, "key", f"{'pointer' if p.is_pointer else 'scalar'} key", KEY_DOCS[k],
                                f"{k} = $0") for k in sorted(keys) if ("args", w.inline, k) not in present]
         return []
