@@ -262,3 +262,16 @@ def test_the_gate_checks_a_kernel_given_a_struct_holding_a_table_of_pointers(cpu
         assert v.passed and v.compared, v.human()
     else:
         assert v.status == "failed" and v.failures[0].check == verdict, v.human()
+
+
+def test_records_larger_than_the_cap_are_refused_before_they_are_assembled():
+    """The record's size is the compiler's (a hostile struct may be gigabytes): refused, never allocated."""
+    from astra_cuda.gate import checks
+    from astra_cuda.model import source, spec as spec_mod
+    text = ("struct Big { int n; char pad[1 << 20]; };\n/* @astra\ngrid = [1]\nblock = [1]\n[sizes]\nn = [300]\n"
+            "[args]\nb = { records = \"n\", n = 1 }\n*/\n__global__ void k(const Big* b) {}\n")
+    m = source.parse(text)
+    s = spec_mod.load(m.kernel("k"), m)
+    lay = layout.Layout((1 << 20) + 4, {"n": layout.Field(0, 4, "integer")})
+    with pytest.raises(LaunchError, match="exceed"):
+        checks.launch_args(s, {}, {"n": 300}, {"b": lay})

@@ -15,6 +15,7 @@ from .suite import record_values
 
 POISONS = (0xFF, 0xA5)  # NaN for every float type; then a plausible small negative number
 LAUNCH_TIMEOUT_S = 60.0
+MAX_RECORD_BYTES = 256 << 20   # the records one pointer points to, assembled on the host
 
 
 @dataclass
@@ -124,6 +125,8 @@ def _records(spec: Spec, a: ArgSpec, sizes: dict[str, int], lay: Any) -> Packed:
     if not isinstance(lay, layout.Layout):
         raise LaunchError(f"{a.name!r}: the layout of its records was not read from the compiled module")
     n = exprs.evaluate_int(a.records, dict(sizes))
+    if lay.size * n > MAX_RECORD_BYTES:   # the struct's size is the compiler's: a hostile one may be huge
+        raise LaunchError(f"{a.name!r}: {n} records of {lay.size} bytes exceed {MAX_RECORD_BYTES >> 20} MiB")
     data = bytearray(lay.size * n)
     for path in a.fields:
         m, f = spec.args[f"{a.name}.{path}"], lay.fields[path]
