@@ -105,7 +105,8 @@ def _distinct_finite(a: np.ndarray) -> bool:
     return False
 
 
-def _first(mask: np.ndarray) -> tuple[int, ...]:
+def first_index(mask: np.ndarray) -> tuple[int, ...]:
+    """The index of the first true element of `mask`, in its own shape."""
     flat = int(np.flatnonzero(mask.reshape(-1))[0])
     return tuple(int(i) for i in np.unravel_index(flat, mask.shape))
 
@@ -184,11 +185,11 @@ def compare(ref: np.ndarray, got: np.ndarray, atol: float, rtol: float, *,
             i = tuple(int(k) for k in np.unravel_index(int(idx[still][0]), ref.shape))
             return Mismatch("unwritten", int(still.sum()), total, i, *at(i))
     if check_constant and is_constant(got) and _distinct_finite(ref):
-        i = _first(bad) if bad.any() else (0,) * ref.ndim
+        i = first_index(bad) if bad.any() else (0,) * ref.ndim
         return Mismatch("constant", int(bad.sum()), total, i, *at(i))
     if not bad.any():
         return None
-    i = _first(bad)
+    i = first_index(bad)
     nan = float("nan")
     nonfinite = 0
     if not integer:
@@ -214,4 +215,4 @@ def first_difference(a: np.ndarray, b: np.ndarray) -> tuple[int, tuple[int, ...]
         diff = np.any(fa.view(np.uint8).reshape(-1, n) != fb.view(np.uint8).reshape(-1, n), axis=-1)
     if not diff.any():
         return None
-    return int(diff.sum()), _first(diff.reshape(a.shape))
+    return int(diff.sum()), first_index(diff.reshape(a.shape))

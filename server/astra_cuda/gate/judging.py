@@ -161,7 +161,7 @@ class Judging(GateState):
             if self.spec.args[name].output:
                 unwritten = compare.poison_mask(a, poisons[0]) & compare.poison_mask(b, poisons[1])
                 if unwritten.any():
-                    idx = compare._first(unwritten)
+                    idx = compare.first_index(unwritten)
                     self.fail("poison", f"`{name}`: {int(unwritten.sum())} of {a.size} elements were never written "
                               f"(still hold the poison bytes), first at {name}[{', '.join(map(str, idx))}]",
                               info, output=name, index=list(idx), bad=int(unwritten.sum()), total=a.size)

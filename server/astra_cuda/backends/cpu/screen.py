@@ -230,7 +230,7 @@ def user_lines(preprocessed: str, trusted: tuple[str, ...] = ()) -> tuple[str, l
                 file = rest[1:end]
                 flags = rest[end + 1:].split()
                 line = int(head)
-                system = "3" in flags and _under(file, trusted)  # <built-in> holds only macros
+                system = "3" in flags and is_under(file, trusted)  # <built-in> holds only macros
                 out.append("")
                 places.append(None)
                 continue
@@ -244,7 +244,8 @@ def user_lines(preprocessed: str, trusted: tuple[str, ...] = ()) -> tuple[str, l
     return "\n".join(out), places
 
 
-def _under(path: str, roots: tuple[str, ...]) -> bool:
+def is_under(path: str, roots: tuple[str, ...]) -> bool:
+    """Whether `path`, links resolved, is one of `roots` or lies below one."""
     import os
 
     real = os.path.realpath(path)

@@ -131,7 +131,7 @@ def check_source(source: str, filename: str, options: Sequence[str]) -> None:
         text, headers = preprocess_with_headers(source, filename, options)
         trusted = trusted_header_dirs()
         for h in headers:
-            if not screen._under(h, trusted):
+            if not screen.is_under(h, trusted):
                 try:
                     with open(h, "rb") as f:
                         raw = f.read(MAX_HEADER_BYTES).decode(errors="replace")
