@@ -86,7 +86,7 @@ class AtomicLoop:
     """A one-element-per-thread kernel whose work ends in its one `atomicAdd(address, value);`."""
 
     spec: object
-    el: object          # coarsen's _Elementwise
+    el: object          # coarsen's Elementwise
     stmt: Node          # the atomic's statement
     address: Node
     value: Node
@@ -207,7 +207,7 @@ def _repeatable(el, sc: base.Scope, stmt: Node) -> bool:
     in the index, no state carried from before the guard, index and bound unchanged), with the
     kernel's one atomic — the statement replaced by the register sum — allowed; no other atomic,
     barrier or warp collective anywhere in the kernel or its helpers."""
-    from .coarsen import BUILTINS, _idents_text, _no_exit_nor_builtin
+    from .coarsen import BUILTINS, idents_text, no_exit_nor_builtin
     from .tree import assigned_names, declared_names
     kernel_calls = [callee(c) for c in calls(body(sc.kernel))]
     if sum("atomic" in c for c in kernel_calls) != 1 or \
@@ -216,7 +216,7 @@ def _repeatable(el, sc: base.Scope, stmt: Node) -> bool:
     if any("__shared__" in txt(f) or any(any(b in callee(c) for b in BARRIERS) for c in calls(f))
            for f in sc.helpers):
         return False
-    if not _no_exit_nor_builtin(el):
+    if not no_exit_nor_builtin(el):
         return False
     for f in sc.helpers:
         if any(n.type == "identifier" and txt(n) in BUILTINS for n in walk(body(f))):
@@ -225,4 +225,4 @@ def _repeatable(el, sc: base.Scope, stmt: Node) -> bool:
         return False
     changed = set().union(*(assigned_names(st) for st in el.work + el.mid)) if el.work + el.mid else set()
     before = set().union(*(declared_names(st) for st in el.pre)) if el.pre else set()
-    return not (changed & (before | {el.var} | _idents_text(el.bound)))
+    return not (changed & (before | {el.var} | idents_text(el.bound)))

@@ -94,7 +94,7 @@ def _is_return(stmt: Node | None) -> bool:
     return stmt.type == "return_statement" and not stmt.named_children
 
 
-class _Elementwise:
+class Elementwise:
     """A kernel body `pre; T i = index; mid; guard; work` rewritten as a grid-stride loop."""
 
     def __init__(self, pre: list[Node], decl: Node, mid: list[Node], guard: Node, work: list[Node], var: str,
@@ -103,7 +103,7 @@ class _Elementwise:
         self.var, self.var_type, self.bound, self.start = var, var_type, bound, start
 
 
-def match_elementwise(fn: Node, block_names: frozenset[str] = frozenset()) -> _Elementwise | None:
+def match_elementwise(fn: Node, block_names: frozenset[str] = frozenset()) -> Elementwise | None:
     """`pre; T i = <global index>; mid; guard; work`. The index may cast (`(uint64_t)blockIdx.x *
     ...`) and spell the block size as one of `block_names` (see fixed_block_names)."""
     stmts = [c for c in body(fn).named_children if c.type != "comment"]
@@ -133,7 +133,7 @@ def match_elementwise(fn: Node, block_names: frozenset[str] = frozenset()) -> _E
         else:
             return None
         start = _start_text(ds[0].child_by_field_name("value"), block_names)
-        return _Elementwise(pre, st, mid, rest[0], work, var, vtype, bound, start)
+        return Elementwise(pre, st, mid, rest[0], work, var, vtype, bound, start)
     return None
 
 
@@ -141,7 +141,7 @@ def _idents(n: Node) -> set[str]:
     return {txt(c) for c in walk(n) if c.type == "identifier"}
 
 
-def _no_exit_nor_builtin(el: _Elementwise) -> bool:
+def no_exit_nor_builtin(el: Elementwise) -> bool:
     """The element's work leaves it only by its end (a break or continue only of a loop inside it)
     and reads the built-ins (threadIdx, blockIdx...) nowhere: it may run several times per thread."""
     for st in el.work + el.mid:
@@ -155,11 +155,11 @@ def _no_exit_nor_builtin(el: _Elementwise) -> bool:
     return True
 
 
-def _safe(el: _Elementwise, sc: base.Scope) -> bool:
+def may_repeat(el: Elementwise, sc: base.Scope) -> bool:
     """The work of one element may run several times per thread: no returns, barriers, warp
     collectives, atomics or shared memory; the built-ins only in the index; no state carried in
     variables declared before the guard; the index and bound not changed."""
-    if not _no_exit_nor_builtin(el):
+    if not no_exit_nor_builtin(el):
         return False
     for f in sc.functions:
         if "__shared__" in txt(f) or any(any(b in callee(c) for b in BARRIERS) for c in calls(f)):
@@ -171,7 +171,7 @@ def _safe(el: _Elementwise, sc: base.Scope) -> bool:
             return False
     changed = set().union(*(assigned_names(st) for st in el.work + el.mid)) if el.work else set()
     before = set().union(*(declared_names(st) for st in el.pre)) if el.pre else set()
-    bound_names = {c for c in _idents_text(el.bound)}
+    bound_names = {c for c in idents_text(el.bound)}
     return not (changed & (before | {el.var} | bound_names))
 
 
@@ -184,12 +184,13 @@ def _inside_loop(n: Node, stop: Node) -> bool:
     return False
 
 
-def _idents_text(expr: str) -> set[str]:
+def idents_text(expr: str) -> set[str]:
+    """The names a C++ expression, given as text, reads."""
     r = source.parser().parse(f"int _ = {expr};".encode()).root_node
     return {txt(c) for c in walk(r) if c.type == "identifier"} - {"_"}
 
 
-def as_grid_stride(text: str, fn: Node, el: _Elementwise) -> str:
+def as_grid_stride(text: str, fn: Node, el: Elementwise) -> str:
     """The kernel with `T i = index; mid; guard; work` as one grid-stride loop over the work."""
     data = text.encode("utf-8")
     ind = line_indent(data, el.decl.start_byte)
@@ -228,7 +229,7 @@ class Coarsen(base.Transform):
         el = match_elementwise(sc.kernel, fixed_block_names(sc.root, spec))
         cover = None     # the element count, over the parameters, for a grid that must grow to it
         if el is not None:
-            if not _safe(el, sc):
+            if not may_repeat(el, sc):
                 return None
             canonical = as_grid_stride(text, sc.kernel, el)
             what = f"one element per thread (`{el.var} < {el.bound}`) became a grid-stride loop"

@@ -29,7 +29,7 @@ from ...model import source
 from ...model.launch_change import relaunch, side_effect_free
 from . import base, style
 from .base import Context, Edit, Rewrite
-from .coarsen import _Elementwise, _safe, match_elementwise
+from .coarsen import Elementwise, match_elementwise, may_repeat
 from .tree import (apply_edits, assigned_names, callee, declared_name, declared_names, is_lvalue, line_indent,
                    txt, walk)
 from .tree import params as fn_params, unparenthesized
@@ -285,7 +285,7 @@ class Rows(base.Transform):
         if kernel is None or kernel.launch_bounds:
             return None
         el = match_elementwise(sc.kernel)
-        if el is None or not _safe(el, sc):
+        if el is None or not may_repeat(el, sc):
             return None
         names = [declared_name(p.child_by_field_name("declarator"))[0] for p in fn_params(sc.kernel)]
         rows_expr = _rows_expr(el, names)
@@ -427,7 +427,7 @@ class Rows(base.Transform):
         return [{"threads": x} for x in (t // 2, t * 2, t * 4) if x in THREADS]
 
 
-def _rows_expr(el: _Elementwise, params: list[str]) -> str | None:
+def _rows_expr(el: Elementwise, params: list[str]) -> str | None:
     """The row count as an expression over the kernel's parameters: the guard's bound, or the
     initialiser of the local it names (`int N = B * T;` before the index)."""
     if el.bound in params:
