@@ -56,6 +56,9 @@ void launch_rows_softmax(T* dst, const T* src, int rows, int heads, int batches,
     case 10:
       rows_softmax<T, 10><<<blocks, threads>>>(dst, src, batch_count, cols);
       break;
+    case 13:
+      rows_softmax<T, 13><<<blocks, threads>>>(dst, src, batch_count, cols);
+      break;
     default:
       break;
   }
@@ -83,7 +86,8 @@ def test_the_case_a_helper_picks_fixes_the_launch_and_requires_its_sizes(project
     k = source.parse(FILE).kernel("rows_softmax")
     m = source.parse(FILE[:k.span.start_byte] + p.comment + FILE[k.span.start_byte:])
     s = spec.load(m.kernel("rows_softmax"), m)
-    # of the cases, the one the most row lengths reach (`case 0` takes one length alone)
+    # of the cases, the one the most row lengths a test draws reach (`case 0` takes one length alone,
+    # `case 13` only lengths above 4096)
     assert s.instantiate == "<float, 10>"
     assert {"element_count >= 513", "element_count <= 1024"} <= set(s.require)
     # inside `case 10:` the block is read with log2_elements 10 and a warp of 32 threads
@@ -147,3 +151,55 @@ __global__ void masked(const torch::PackedTensorAccessor32<scalar_t, 2, torch::R
     p = api.infer_spec(api.snapshot(text, str(path)), "masked", run=False)
     assert len(p.problems) == 2 and all("indexes like an array" in m and "passed by value" in m for m in p.problems)
     assert "`result[r][c]`" in p.problems[1]
+
+
+def test_a_guard_in_an_else_branch_still_narrows_the_address():
+    # apex's upper-triangular store: `if (idx < local_seq) ... else if (idx < n) zero(dst + it * 32)`
+    text = """
+__global__ void k(float* dst, int n) {
+  dst += blockIdx.x * n + threadIdx.x;
+  for (int it = 0; it < 4; ++it) {
+    int idx = threadIdx.x + it * 32;
+    if (idx < blockIdx.x + 1) dst[it * 32] = 1.0f;
+    else if (idx < n) dst[it * 32] = 0.0f;
+  }
+}
+"""
+    facts = access.analyse(source.parse(text).kernel("k"), {"n": 100}, (100, 1, 1), (32, 1, 1), {"dst": 4}, set(),
+                           100, {})
+    assert facts is not None and facts.uses["dst"].hi == 100 * 100 - 1
+
+
+def test_a_launcher_parameter_every_caller_passes_as_another_is_that_size(project):
+    # apex's `dispatch_…(dst, src, scale, seq_len, seq_len, attn_batches)`: the row stride is the row
+    # length; the call is in the .cu that includes the kernel's header (it launches nothing itself)
+    header = """#pragma once
+__global__ void strided(float* dst, const float* src, int n, int stride) {
+  int row = blockIdx.x, i = threadIdx.x;
+  if (i < n) dst[row * stride + i] = src[row * stride + i];
+}
+inline void launch_strided(float* dst, const float* src, int rows, int n, int stride) {
+  strided<<<rows, 128>>>(dst, src, n, stride);
+}
+"""
+    unit = '#include "strided.cuh"\nvoid run(float* d, const float* s, int rows, int len) {\n' \
+           '  launch_strided(d, s, rows, len, len);\n}\n'
+    project("strided_cuda.cu", unit)
+    path = project("strided.cuh", header)
+    p = api.infer_spec(api.snapshot(header, str(path)), "strided", run=False)
+    k = source.parse(header).kernel("strided")
+    m = source.parse(header[:k.span.start_byte] + p.comment + header[k.span.start_byte:])
+    s = spec.load(m.kernel("strided"), m)
+    assert s.args["stride"].value == "n"
+
+
+def test_a_square_of_a_size_is_a_shape_and_too_many_bytes_shrink_what_require_lets_shrink():
+    from astra_cuda.infer import roles, sizes
+    # apex's upper-triangular softmax reads [batches, seq, seq]
+    measured = [({"b": b, "s": s}, b * s * s) for b, s in ((3, 37), (5, 53), (2, 29))]
+    assert roles._fit(measured, ["b", "s"]) == ["b", "s", "s"]
+    # too large at every test value: the row length is held in 2049..4096, the batch count shrinks
+    d = sizes.Draft(["s", "b / 4"], ["32", "4"], None, ["b % 4 == 0", "s >= 2049", "s <= 4096"],
+                    {"b": [100, 4096], "s": [2049, 4096]}, {}, {"x": (["b", "s", "s"], 4, False)})
+    assert sizes.repair(d, [])
+    assert all(v % 4 == 0 for v in d.sizes["b"]) and all(2049 <= v <= 4096 for v in d.sizes["s"])

@@ -747,7 +747,8 @@ def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names:
     block = [simpler(x, require) for x in block] if block else block
     shared = simpler(shared, require) if shared else shared
     strides = contiguous(kernel, site, local, size_names)
-    relations, more = _relations(kernel, site, size_names, grid_values, set(strides), model, new)
+    relations, more = _relations(kernel, site, size_names, grid_values, set(strides), model, new,
+                                 same_at_callers(program, site.function))
     for name in more:
         if name not in new:
             new.append(name)
@@ -758,7 +759,8 @@ def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names:
 
 
 def _relations(kernel: Kernel, site: LaunchSite, size_names: list[str], values: dict[str, str], taken: set[str],
-               model: SourceModel, grid_sizes: list[str] = ()) -> tuple[dict[str, str], list[str]]:   # type: ignore[assignment]
+               model: SourceModel, grid_sizes: list[str] = (),   # type: ignore[assignment]
+               same: dict[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
     """Size parameters the launcher computes from the others (`total_count = batch_size *
     intermediate_size` passed with `intermediate_size`): each with that expression, and the
     launcher's own parameters it names (`batch_size`), which become sizes. Only sums and products
@@ -766,11 +768,14 @@ def _relations(kernel: Kernel, site: LaunchSite, size_names: list[str], values: 
     batches * heads * rows` over `dim3(rows / 4, heads, batches)`): that relation is what the
     kernel's indexing assumes (a flat buffer of whole rows, the rows the grid covers), where free
     sizes would leave part of it unwritten."""
+    # a launcher parameter every caller passes as another (`(..., seq_len, seq_len, ...)` for the row
+    # length and its stride) is that one
     args = {p.name: arg.strip() for p, arg in zip(kernel.params, site.args) if p.name in size_names}
     launcher = set(launcher_params(model, site.function))
     out: dict[str, str] = {}
     new: list[str] = []
     for name, arg in args.items():
+        arg = (same or {}).get(arg, arg)
         if name in taken or (arg == name and arg not in values):   # its namesake, no local: a size of its own
             continue
         others: dict[str, str] = {}   # argument text -> the size it passes (its namesake first: `d` is d)
@@ -809,6 +814,24 @@ def _relations(kernel: Kernel, site: LaunchSite, size_names: list[str], values: 
         out = {n: v for n, v in out.items() if not is_stride(n)}
         new = [f for f in new if any(f in exprs.names(v) for v in out.values())]
     return out, new
+
+
+def same_at_callers(program: Program, function: str | None) -> dict[str, str]:
+    """Parameter -> an earlier parameter of `function` that every call of it passes the same
+    argument as (apex's `dispatch_…(dst, src, scale, seq_len, seq_len, attn_batches)`)."""
+    found = program.function(function) if function is not None else None
+    calls = program.calls(function) if found is not None else []
+    if found is None or not calls:
+        return {}
+    params = param_names(found[0])
+    out: dict[str, str] = {}
+    for j, b in enumerate(params):
+        for i, a in enumerate(params[:j]):
+            if a and b and a not in out and all(len(c.args) > j and " ".join(c.args[i].split()) == " ".join(
+                    c.args[j].split()) for c in calls):
+                out[b] = a
+                break
+    return out
 
 
 def launcher_params(model: SourceModel, function: str | None) -> list[str]:
@@ -895,7 +918,7 @@ def _pick_site(kernel: Kernel, program: Program) -> tuple[LaunchSite, SourceMode
         # of the cases a helper of the launcher's sizes picks (`switch (log2_ceil(n))`), the one the
         # most sizes reach (`case 0` takes n = 1 alone)
         mapping = {arg.strip(): p.name for p, arg in zip(kernel.params, s.args) if not p.is_pointer}
-        reached = [hi - lo + 1 for _, lo, hi in helper_ranges(m, s, program, mapping)]
+        reached = [max(0, min(hi, TESTED_SIZES) - lo + 1) for _, lo, hi in helper_ranges(m, s, program, mapping)]
         # a launch under `switch (threads) case 256:` is the one for the block it takes by default
         return (program.original(m) is not program.model, s.function == "main", case is not None and case != BLOCK_DEFAULT,
                 hostcalls.LIMIT - min(reached) if reached else 0, sum(numbers))
@@ -927,6 +950,7 @@ def _block_case(root, site: LaunchSite) -> int | None:
 
 
 MAX_CALLER_DEPTH = 3   # callers followed up from a launcher for the value of one of its parameters
+TESTED_SIZES = 4096    # sizes up to this are what tests draw: a case reached only above it is barely testable
 
 
 def value_of(expr: str, values: dict[str, str]) -> int | None:

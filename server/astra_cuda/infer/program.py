@@ -132,6 +132,9 @@ def _siblings(path: str, context: ProjectContext) -> list[SourceModel]:
             continue
         if "<<<" in text or any(api in text for api in LAUNCH_APIS):
             out.append(_model(text, full))
+        elif os.path.basename(path) in text and any(   # the unit that includes the kernel's header: its callers
+                os.path.basename(i.header) == os.path.basename(path) for i in _model(text, full).includes):
+            out.append(_model(text, full))
     return out
 
 

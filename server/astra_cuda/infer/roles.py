@@ -30,21 +30,9 @@ def _fit(values: list[tuple[dict[str, int], int]], names: list[str],
     dimensions fixed to a number (`head_dim` = 64), which may end it: [S, H, 64]."""
     for r in range(1, min(4, len(names)) + 1):
         for combo in itertools.combinations(names, r):
-            prod = [_prod(s[n] for n in combo) for s, _ in values]
-            if not all(p > 0 for p in prod):
-                continue
-            # A vector access reaches up to a packet past the last aligned index (`i < n` on an
-            # index stepping by 8): a small overhang is that, not the shape. It may differ between
-            # sizes (none where the grid's last packet ends exactly at n).
-            ratios = {e // p for (_, e), p in zip(values, prod)}
-            c = ratios.pop() if len(ratios) == 1 else 0
-            if c < 1 or any(e - c * p >= MAX_OVERHANG for (_, e), p in zip(values, prod)):
-                continue
-            if c > 16:   # a fixed innermost dimension (`head_dim` a dispatch macro fixed at 64), else none
-                if c not in fixed:
-                    continue
-                return list(combo) + [str(c)]
-            return list(combo) if c == 1 else list(combo[:-1]) + [f"{c} * {combo[-1]}"]
+            shape = _product_fit(values, combo, fixed)
+            if shape is not None:
+                return shape
     # a fraction of a size (`out + row * cols / 2`: a gated activation writes half of each row)
     for r in range(1, min(4, len(names)) + 1):
         for combo in itertools.combinations(names, r):
@@ -52,9 +40,32 @@ def _fit(values: list[tuple[dict[str, int], int]], names: list[str],
             for d in (2, 4, 8):
                 if all(p > 0 and p % d == 0 and 0 <= e - p // d < MAX_OVERHANG for (_, e), p in zip(values, prod)):
                     return list(combo[:-1]) + [f"{combo[-1]} / {d}"]
+    # a size twice (`[batches, seq, seq]`: apex's upper-triangular softmax, a row per query of each key)
+    for r in range(2, min(4, len(names) + 1) + 1):
+        for combo in itertools.combinations_with_replacement(names, r):
+            shape = _product_fit(values, combo, fixed) if len(set(combo)) < len(combo) else None
+            if shape is not None:
+                return shape
     if all(e == values[0][1] for _, e in values) and values[0][1] > 0:
         return [str(values[0][1])]
     return None
+
+
+def _product_fit(values: list[tuple[dict[str, int], int]], combo: tuple[str, ...],
+                 fixed: frozenset[int]) -> list[str] | None:
+    prod = [_prod(s[n] for n in combo) for s, _ in values]
+    if not all(p > 0 for p in prod):
+        return None
+    # A vector access reaches up to a packet past the last aligned index (`i < n` on an
+    # index stepping by 8): a small overhang is that, not the shape. It may differ between
+    # sizes (none where the grid's last packet ends exactly at n).
+    ratios = {e // p for (_, e), p in zip(values, prod)}
+    c = ratios.pop() if len(ratios) == 1 else 0
+    if c < 1 or any(e - c * p >= MAX_OVERHANG for (_, e), p in zip(values, prod)):
+        return None
+    if c > 16:   # a fixed innermost dimension (`head_dim` a dispatch macro fixed at 64), else none
+        return list(combo) + [str(c)] if c in fixed else None
+    return list(combo) if c == 1 else list(combo[:-1]) + [f"{c} * {combo[-1]}"]
 
 
 def _quotient(values: list[tuple[dict[str, int], int]], names: list[str], divisors: list[str],

@@ -148,13 +148,18 @@ def repair(d: Draft, notes: list[str]) -> bool:
         case, why = bad
         if why == "bytes":   # too large to test: drop the largest value of a size that has others, or halve one
             several = [n for n in case if len(d.sizes[n]) > 1]
-            name = max(several or case, key=lambda n: case[n])
-            if len(d.sizes[name]) > 1:
+            if several:
+                name = max(several, key=lambda n: case[n])
                 d.sizes[name] = [v for v in d.sizes[name] if v != case[name]]
-            elif case[name] > 1:
-                d.sizes[name] = [case[name] // 2]
-            else:
+                continue
+            # halve the largest size that `require` lets shrink (raised again to what it asks of that
+            # size alone: `rows % 4 == 0`), never one it holds in a range (`n >= 2049`)
+            smaller = {n: fitted for n in case if case[n] > 1
+                       and (fitted := _fit_requirements(d, n, [case[n] // 2])) and fitted[0] < case[n]}
+            if not smaller:
                 return False
+            name = max(smaller, key=lambda n: case[n])
+            d.sizes[name] = smaller[name]
             continue
         in_block = [n for n in case if any(n in exprs.names(b) for b in d.block)]
         if why == "block" and in_block and _block_threads(d, case) > 1024:   # too many threads: shrink

@@ -856,9 +856,12 @@ class Analyzer:
             term: Poly = {(): coef}
             for name in mono:
                 d = self.defs.get(name)
-                # only while the definition still is its value (not a loop's `int it = 0`, stepped since)
-                held = d is not None and name not in self.stepped and isinstance(self.env.get(name), Iv) \
-                    and self.expr(d[0], evaluate_only=True) == self.env.get(name)
+                # only while the definition still holds its value, narrowed by conditions perhaps (not a
+                # loop's `int it = 0`, stepped since)
+                cur, was = self.env.get(name), self.expr(d[0], evaluate_only=True) if d is not None else None
+                held = d is not None and name not in self.stepped and isinstance(cur, Iv) and isinstance(was, Iv) \
+                    and (was.lo is None or cur.lo is not None and cur.lo >= was.lo) \
+                    and (was.hi is None or cur.hi is not None and cur.hi <= was.hi)
                 sub = self._expanded(d[0], depth + 1) if held else None
                 term = _poly_mul(term, sub if sub is not None else {(name,): 1})
             out = _poly_add(out, term)
