@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from tree_sitter import Node
 
-from .syntax import IDENT_TYPES, parser, walk
+from .syntax import IDENT_TYPES, parser, text, walk
 
 MAX_MACRO_NESTING = 4          # launch macros used inside launch macros, levels expanded
 MAX_EXPANSION = 1 << 16        # bytes of one expanded launch macro (a hostile file's nesting blows up)
@@ -23,14 +23,14 @@ def kernel_macros(root: Node) -> tuple[dict[str, tuple[list[str], bool, str]], d
         name, value = n.child_by_field_name("name"), n.child_by_field_name("value")
         if name is None:
             continue
-        body = value.text.decode("utf-8", errors="replace").replace("\\\n", " ") if value is not None else ""
+        body = text(value).replace("\\\n", " ") if value is not None else ""
         if n.type == "preproc_function_def" and "__global__" in body:
             ps = n.child_by_field_name("parameters")
             kids = ps.children if ps is not None else []
-            kernels[name.text.decode()] = ([c.text.decode() for c in kids if c.type == "identifier"],
+            kernels[text(name)] = ([text(c) for c in kids if c.type == "identifier"],
                                            any(c.type == "..." for c in kids), body)
         elif n.type == "preproc_def":
-            objects.setdefault(name.text.decode(), body.strip())
+            objects.setdefault(text(name), body.strip())
     return kernels, objects
 
 
@@ -58,16 +58,16 @@ def expand_uses(body: str, macros: dict[str, tuple[list[str], str]]) -> str:
     for call in (n for n in walk(tree) if n.type == "call_expression"):
         callee = call.child_by_field_name("function")
         args_node = call.child_by_field_name("arguments")
-        if callee is None or callee.type != "identifier" or callee.text.decode() not in macros or args_node is None \
+        if callee is None or callee.type != "identifier" or text(callee) not in macros or args_node is None \
                 or any(s <= call.start_byte and call.end_byte <= e for s, e, _ in edits):
             continue
-        params, inner = macros[callee.text.decode()]
-        args = [a.text.decode() for a in args_node.named_children if a.type != "comment"]
+        params, inner = macros[text(callee)]
+        args = [text(a) for a in args_node.named_children if a.type != "comment"]
         edits.append((call.start_byte, call.end_byte, "{ " + substitute(inner, dict(zip(params, args))) + "; }"))
     for start, end, value in sorted(edits, reverse=True):
         code = code[:start] + value.encode() + code[end:]
-    text = code.decode("utf-8", errors="replace")
-    return text[len("void __astra_m() { "):-len("; }")]
+    written = code.decode("utf-8", errors="replace")
+    return written[len("void __astra_m() { "):-len("; }")]
 
 
 def substitute(body: str, args: dict[str, str]) -> str:
@@ -75,12 +75,12 @@ def substitute(body: str, args: dict[str, str]) -> str:
     tokens only, as the preprocessor does; `#p` and `a##b` are left as written)."""
     code = ("void __astra_m() { " + body + "; }").encode()
     tree = parser().parse(code).root_node
-    edits = [(n.start_byte, n.end_byte, args[n.text.decode()]) for n in walk(tree)
-             if n.type in IDENT_TYPES and n.text.decode() in args]
+    edits = [(n.start_byte, n.end_byte, args[text(n)]) for n in walk(tree)
+             if n.type in IDENT_TYPES and text(n) in args]
     for start, end, value in sorted(edits, reverse=True):
         code = code[:start] + value.encode() + code[end:]
-    text = code.decode("utf-8", errors="replace")
-    return text[len("void __astra_m() { "):-len("; }")]
+    written = code.decode("utf-8", errors="replace")
+    return written[len("void __astra_m() { "):-len("; }")]
 
 
 def attribute_macros(root: Node, data: bytes) -> list[tuple[int, int]]:
