@@ -203,3 +203,21 @@ def test_a_square_of_a_size_is_a_shape_and_too_many_bytes_shrink_what_require_le
                     {"b": [100, 4096], "s": [2049, 4096]}, {}, {"x": (["b", "s", "s"], 4, False)})
     assert sizes.repair(d, [])
     assert all(v % 4 == 0 for v in d.sizes["b"]) and all(2049 <= v <= 4096 for v in d.sizes["s"])
+
+
+def test_a_case_of_a_helper_not_read_is_not_taken_for_its_value(project):
+    # TransformerEngine's log2_ceil lives in a header inference does not read: `case 0` then says
+    # nothing of the row length, and its value 0 does not size the block (a warp of one thread)
+    text = "#include <assert.h>\nint log2_ceil(int value);\n" + KERNEL + LAUNCHER
+    path = project("rows_softmax_unread.cu", text)
+    p = api.infer_spec(api.snapshot(text, str(path)), "rows_softmax", run=False)
+    assert 'block = ["1"' not in p.comment and "element_count >=" not in p.comment
+
+
+def test_a_comparison_with_a_parameter_is_not_decided_by_its_probe_value():
+    # FasterTransformer's `int8_mode == 2 ? *scale : 0.0f` with the mode taken 0: still read
+    text = "__global__ void k(float* out, const float* scale, int n, int mode) {\n" \
+           "  float s = mode == 2 ? *scale : 0.0f;\n  if (threadIdx.x < n) out[threadIdx.x] = s;\n}\n"
+    facts = access.analyse(source.parse(text).kernel("k"), {"n": 32, "mode": 0}, (1, 1, 1), (32, 1, 1),
+                           {"out": 4, "scale": 4}, set(), 100, {"mode": 0})
+    assert facts is not None and facts.uses["scale"].read

@@ -535,13 +535,13 @@ def _case_conditions(tree, node, site: LaunchSite) -> list[str]:
 
 
 def helper_ranges(model: SourceModel, site: LaunchSite, program: Program,
-                  mapping: dict[str, str]) -> list[tuple[str, int, int]]:
-    """(size, lo, hi) for each condition the launch is written under (`case 12:` of `switch
+                  mapping: dict[str, str]) -> list[tuple[str, int, int, str]]:
+    """(size, lo, hi, the local) for each condition the launch is written under (`case 12:` of `switch
     (log2_elements)`, `if (log2_elements == 12)`) on a local the launcher computes with a helper of
     the project the spec cannot write (`log2_elements = log2_ceil(key_seq_len)`): the sizes that
     reach this launch, found by running the helper (`hostcalls`) — 2049 … 4096."""
     raw = host_locals(model, site.function, launch_byte(model, site))
-    out: list[tuple[str, int, int]] = []
+    out: list[tuple[str, int, int, str]] = []
     for text, taken in branch_conditions(model, site, {}):
         node = source.parse_expression(text)
         if not taken or node is None or node.type != "binary_expression":
@@ -563,12 +563,12 @@ def helper_ranges(model: SourceModel, site: LaunchSite, program: Program,
             continue
         rng = hostcalls.range_where(found[0], op.type, value)
         if rng is not None:
-            out.append((size, *rng))
+            out.append((size, *rng, left.text.decode()))
     return out
 
 
-def _range_requires(ranges: list[tuple[str, int, int]]) -> list[str]:
-    return [c for size, lo, hi in ranges
+def _range_requires(ranges: list[tuple[str, int, int, str]]) -> list[str]:
+    return [c for size, lo, hi, _ in ranges
             for c in ([f"{size} >= {lo}"] if lo > 1 else []) + ([f"{size} <= {hi}"] if hi < hostcalls.LIMIT else [])]
 
 
@@ -612,6 +612,10 @@ def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names:
     grid_parts = _config_parts("grid", site.grid, site.grid_var, line, notes)
     block_parts = _config_parts("block", site.block, site.block_var, line, notes)
     local = _host_locals(model, site, constants)
+    raw = host_locals(model, site.function, launch_byte(model, site), constants)
+    # a case's value stands for a helper's result only where the helper was read (its range required)
+    ranged = {r[3] for r in helper_ranges(model, site, program, mapping)}
+    local.update({k: raw[k] for k in _guards(model, site) if k in raw and raw[k] != local.get(k) and k not in ranged})
     for p, arg in zip(kernel.params, site.args):   # a size passed through such a local (`seq_length4`)
         if p.name in size_names and arg.strip() in local:
             mapping.update(_scaled_host(p.name, local[arg.strip()]))
@@ -628,7 +632,6 @@ def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names:
     literal -= {a.strip() for a in split(site.template_args or "<>")}
     literal -= constexpr_names(model, site.function)   # nor a compile-time constant (`constexpr int tile = 512`)
     # nor a local computed by a helper the spec cannot write, fixed by the `case 12:` the launch is under
-    raw = host_locals(model, site.function, launch_byte(model, site), constants)
     literal -= {k for k in _guards(model, site) if k in raw and raw[k] != local.get(k)}
     for var in (site.grid_var, site.block_var):   # `threads.x` in the grid is the block's first dimension
         if var is not None and var.dims is not None:
@@ -820,7 +823,7 @@ def same_at_callers(program: Program, function: str | None) -> dict[str, str]:
     """Parameter -> an earlier parameter of `function` that every call of it passes the same
     argument as (apex's `dispatch_…(dst, src, scale, seq_len, seq_len, attn_batches)`)."""
     found = program.function(function) if function is not None else None
-    calls = program.calls(function) if found is not None else []
+    calls = program.calls_beside(function) if found is not None else []
     if found is None or not calls:
         return {}
     params = param_names(found[0])
@@ -918,7 +921,7 @@ def _pick_site(kernel: Kernel, program: Program) -> tuple[LaunchSite, SourceMode
         # of the cases a helper of the launcher's sizes picks (`switch (log2_ceil(n))`), the one the
         # most sizes reach (`case 0` takes n = 1 alone)
         mapping = {arg.strip(): p.name for p, arg in zip(kernel.params, s.args) if not p.is_pointer}
-        reached = [max(0, min(hi, TESTED_SIZES) - lo + 1) for _, lo, hi in helper_ranges(m, s, program, mapping)]
+        reached = [max(0, min(hi, TESTED_SIZES) - lo + 1) for _, lo, hi, _ in helper_ranges(m, s, program, mapping)]
         # a launch under `switch (threads) case 256:` is the one for the block it takes by default
         return (program.original(m) is not program.model, s.function == "main", case is not None and case != BLOCK_DEFAULT,
                 hostcalls.LIMIT - min(reached) if reached else 0, sum(numbers))

@@ -50,8 +50,9 @@ class Program:
         self.models: list[SourceModel] = [model]
         self._headers: list[str] = []
         self._rewritten: dict[int, SourceModel] = {}
+        self._includers: list[SourceModel] = []
         if path is not None:
-            self.models += _siblings(path, context or ProjectContext())
+            self.models += _siblings(path, context or ProjectContext(), self._includers)
             self._headers = _headers_beside(path, context or ProjectContext())
 
     def launches(self, kernel: str) -> list[tuple[LaunchSite, SourceModel]]:
@@ -78,6 +79,13 @@ class Program:
     def calls(self, function: str) -> list[Call]:
         short = function.split("::")[-1]
         return [c for m in self.models for c in _calls(m) if c.function == short]
+
+    def calls_beside(self, function: str) -> list[Call]:
+        """The calls of `function` in the program and in the files beside that include the kernel's
+        header without launching anything (its translation unit, where a header's launcher is called;
+        read for the values the callers pass, not for template arguments)."""
+        short = function.split("::")[-1]
+        return self.calls(function) + [c for m in self._includers for c in _calls(m) if c.function == short]
 
     def calls_in(self, function: str) -> list[Call]:
         """The calls written in a host function (the macros it uses included)."""
@@ -112,7 +120,9 @@ class Program:
         return None
 
 
-def _siblings(path: str, context: ProjectContext) -> list[SourceModel]:
+def _siblings(path: str, context: ProjectContext, includers: list[SourceModel] | None = None) -> list[SourceModel]:
+    """The files beside `path` that launch kernels; into `includers`, those that include `path`
+    and launch nothing (a header's translation unit: the launcher's callers)."""
     here = os.path.dirname(os.path.abspath(path))
     policy = confine.for_unit([f"-I{here}", *context.options()])
     try:
@@ -132,9 +142,9 @@ def _siblings(path: str, context: ProjectContext) -> list[SourceModel]:
             continue
         if "<<<" in text or any(api in text for api in LAUNCH_APIS):
             out.append(_model(text, full))
-        elif os.path.basename(path) in text and any(   # the unit that includes the kernel's header: its callers
+        elif includers is not None and os.path.basename(path) in text and any(
                 os.path.basename(i.header) == os.path.basename(path) for i in _model(text, full).includes):
-            out.append(_model(text, full))
+            includers.append(_model(text, full))
     return out
 
 

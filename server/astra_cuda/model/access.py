@@ -835,6 +835,8 @@ class Analyzer:
         op = cond.child_by_field_name("operator") if cond is not None and cond.type == "binary_expression" else None
         if op is None or op.type not in ("<", "<=", ">", ">=", "==", "!="):
             return None
+        if any(n.type == "identifier" and n.text.decode() in self.sizes for n in source._walk(cond)):
+            return None   # a parameter's value is the probe's, not the instance's: both sides stay walked
         a = self.expr(cond.child_by_field_name("left"), evaluate_only=True)
         b = self.expr(cond.child_by_field_name("right"), evaluate_only=True)
         if not isinstance(a, Iv) or not isinstance(b, Iv) or None in (a.lo, a.hi, b.lo, b.hi):
