@@ -185,15 +185,34 @@ def evaluate(fn: Node, args: list[int]) -> int | None:
 
 def range_where(fn: Node, op: str, value: int) -> tuple[int, int] | None:
     """(lo, hi): the sizes n in 1..LIMIT with `fn(n) op value`, where they are one range and `fn` is
-    nondecreasing over them (as a log2 or a rounding is) — found by bisection, each end checked."""
+    nondecreasing at the probes (as a log2 or a rounding is) — its ends found by bisection."""
     if op not in ("==", "<=", "<", ">=", ">") or value is None:
         return None
+    key = (fn.text, op, value)
+    if key not in _RANGES:
+        if len(_RANGES) >= MAX_REMEMBERED:
+            _RANGES.clear()
+        _RANGES[key] = _range_where(fn, op, value)
+    return _RANGES[key]
+
+
+# (helper text, op, value) -> its range: the same helper is asked once per launch site, then again
+# for the one read
+_RANGES: dict[tuple[bytes, str, int], tuple[int, int] | None] = {}
+MAX_REMEMBERED = 256
+
+
+def _range_where(fn: Node, op: str, value: int) -> tuple[int, int] | None:
     probes = sorted({*range(1, 65), *(1 << k for k in range(25)), *((1 << k) + 1 for k in range(24)),
                      *((1 << k) - 1 for k in range(1, 25)), LIMIT})
-    seen = [evaluate(fn, [n]) for n in probes]
-    if any(v is None for v in seen) or any(a > b for a, b in zip(seen, seen[1:])):   # type: ignore[operator]
+    f: dict[int, int] = {}
+    for n in probes:   # a helper that does not run on one probe is not read (stop there: hostile loops cost steps)
+        v = evaluate(fn, [n])
+        if v is None:
+            return None
+        f[n] = v
+    if any(f[a] > f[b] for a, b in zip(probes, probes[1:])):
         return None
-    f = {n: v for n, v in zip(probes, seen)}
 
     def first_at_least(target: int) -> int | None:   # the least n with fn(n) >= target
         if f[LIMIT] < target:   # type: ignore[operator]
