@@ -5,14 +5,16 @@ or `case` ignored, one that may happen in a loop or through a pointer making it 
 with the reason (`dim3_var`)."""
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from tree_sitter import Node
 
 from .file_model import ConfigVar
-from .syntax import declarator_name, walk
+from .syntax import declarator_name, text, walk
 
 
 def _is_dim3_type(node: Node | None) -> bool:
-    return node is not None and node.text.decode() in ("dim3", "::dim3")
+    return node is not None and text(node) in ("dim3", "::dim3")
 
 
 def _dim3_call(value: Node | None) -> Node | None:
@@ -35,9 +37,9 @@ def local_declarations(name: str, fn: Node) -> list[tuple[Node, Node]]:
                 if declarator_name(d)[0] == name:
                     out.append((n, d))
         elif n.type in ("parameter_declaration", "optional_parameter_declaration"):
-            d = n.child_by_field_name("declarator")
-            if d is not None and declarator_name(d)[0] == name:
-                out.append((n, d))
+            pd = n.child_by_field_name("declarator")
+            if pd is not None and declarator_name(pd)[0] == name:
+                out.append((n, pd))
     return out
 
 
@@ -81,7 +83,7 @@ def dim3_args(decl: Node, declarator: Node) -> tuple[str, ...] | None:
         return None
     if len(args) > 3:
         return None
-    return tuple(a.text.decode() for a in args) or ("1",)
+    return tuple(text(a) for a in args) or ("1",)
 
 
 def may_change(ident: Node) -> bool:
@@ -106,9 +108,10 @@ def may_change(ident: Node) -> bool:
 def dim3_var(ident: Node, fn: Node | None, fn_name: str | None, call: Node, root: Node) -> ConfigVar | None:
     """What a launch's `grid` or `block` name holds, when it names a dim3; None when it names
     something else (a size, a macro) — those are read as they are written."""
-    name = ident.text.decode()
+    name = text(ident)
     where = f"`{fn_name}`" if fn_name else "the launching function"
-    local = local_declarations(name, fn) if fn is not None else []
+    every = local_declarations(name, fn) if fn is not None else []
+    local = every
     if not local:
         at_file_scope = any(declares_dim3(n, d) and declarator_name(d)[0] == name
                             for n in outside_functions(root) if n.type == "declaration"
@@ -120,11 +123,11 @@ def dim3_var(ident: Node, fn: Node | None, fn_name: str | None, call: Node, root
         # one name declared in several scopes (`if (use_vec) { dim3 block(d / 4); k<..>(..); } else
         # { dim3 block(d); ... }`): the launch sees the declaration C++ name lookup finds, the one
         # before it in the innermost block that encloses it
-        enclosing = [(d, dd) for d, dd in local if d.type == "declaration" and d.parent is not None
-                     and d.end_byte <= call.start_byte and d.parent.start_byte <= call.start_byte
-                     and call.end_byte <= d.parent.end_byte]
-        innermost = max((d.parent.start_byte for d, _ in enclosing), default=None)
-        seen = [(d, dd) for d, dd in enclosing if d.parent.start_byte == innermost]
+        enclosing = [(d, dd, block) for d, dd in local if d.type == "declaration" and (block := d.parent) is not None
+                     and d.end_byte <= call.start_byte and block.start_byte <= call.start_byte
+                     and call.end_byte <= block.end_byte]
+        innermost = max((block.start_byte for _, _, block in enclosing), default=None)
+        seen = [(d, dd) for d, dd, block in enclosing if block.start_byte == innermost]
         if len(seen) == 1:
             local = seen
     decl, declarator = local[0]
@@ -138,9 +141,9 @@ def dim3_var(ident: Node, fn: Node | None, fn_name: str | None, call: Node, root
     if decl.end_byte > call.start_byte or scope is None or not (
             scope.start_byte <= call.start_byte and call.end_byte <= scope.end_byte):
         return ConfigVar(name, None, line, "is not declared before the launch in a scope enclosing it")
-    declared_at = {declarator_name(dd)[1] for _, dd in local_declarations(name, fn)}
+    declared_at = {declarator_name(dd)[1] for _, dd in every}
     # only uses in the declaration's own scope name it (another branch's `dim3 grid` is another variable)
-    changes = [n for n in walk(scope) if n.type == "identifier" and n.text.decode() == name
+    changes = [n for n in walk(scope) if n.type == "identifier" and text(n) == name
                and n not in declared_at and may_change(n) and reaches(n, call, scope)]
     dims = dim3_args(decl, declarator)
     if changes:   # `g.x = DIVIDE(n, 256);`, `if (c) g.x = 1024;` before the launch: its dimensions
@@ -166,7 +169,7 @@ def reaches(change: Node, call: Node, scope: Node) -> bool:
     after the launch with no loop inside `scope` around both, nor when the two sit in the two
     branches of one `if`/`else` (or `?:`), nor in an earlier `case` of a switch that leaves it
     (`break`) before the launch's case: another branch's `grid.x /= 2` is not this launch's."""
-    def up(n: Node) -> list[Node]:
+    def up(n: Node | None) -> list[Node]:
         out = []
         while n is not None and n != scope:
             out.append(n)
@@ -176,7 +179,7 @@ def reaches(change: Node, call: Node, scope: Node) -> bool:
     common = next((n for n in mine if n in its), scope)
     if common == change or common == call:
         return True
-    n = common
+    n: Node | None = common
     while n is not None and n != scope:
         if n.type in _LOOPS:
             return True
@@ -228,7 +231,8 @@ def run_until(name: str, node: Node, call: Node, values: dict[str, str], left: s
     if node.type == "if_statement":
         branch = next((b for f in ("consequence", "alternative") if (b := node.child_by_field_name(f)) is not None
                        and _inside(call, b)), None)
-        if branch is not None and not any(_inside(c, node.child_by_field_name("condition")) for c in left):
+        cond = node.child_by_field_name("condition")
+        if branch is not None and not (cond is not None and any(_inside(c, cond) for c in left)):
             return run_until(name, branch, call, values, left)
         return None
     if node.type == "else_clause":
@@ -261,7 +265,7 @@ def run_members(name: str, stmt: Node, values: dict[str, str], changes: set[Node
         b = run_members(name, branch, values, changes) if branch is not None else values
         if a is None or b is None:
             return None
-        test = cond.text.decode()
+        test = text(cond)
         test = test[1:-1].strip() if test.startswith("(") and test.endswith(")") else test
         return {k: a[k] if a[k] == b[k] else f"({test}) ? ({a[k]}) : ({b[k]})" for k in "xyz"}
     if stmt.type != "expression_statement":
@@ -273,12 +277,12 @@ def run_members(name: str, stmt: Node, values: dict[str, str], changes: set[Node
     if target is None or right is None or op is None or target.type != "field_expression":
         return None
     arg, field = target.child_by_field_name("argument"), target.child_by_field_name("field")
-    if arg is None or field is None or arg.text.decode() != name or field.text.decode() not in values:
+    if arg is None or field is None or text(arg) != name or text(field) not in values:
         return None
     value = members_read(right, name, values)
     if value is None:
         return None
-    axis = field.text.decode()
+    axis = text(field)
     if op.type != "=":
         value = f"({values[axis]}) {op.type[:-1]} ({value})"
     return {**values, axis: value}
@@ -289,19 +293,19 @@ def members_read(expr: Node, name: str, values: dict[str, str]) -> str | None:
     otherwise (`f(g)`)."""
     edits = []
     for n in walk(expr):
-        if n.type == "identifier" and n.text.decode() == name:
+        if n.type == "identifier" and text(n) == name:
             fe = n.parent
             field = fe.child_by_field_name("field") if fe is not None and fe.type == "field_expression" else None
-            if field is None or field.text.decode() not in values or fe.child_by_field_name("argument") != n:
+            if fe is None or field is None or text(field) not in values or fe.child_by_field_name("argument") != n:
                 return None
-            edits.append((fe.start_byte, fe.end_byte, f"({values[field.text.decode()]})"))
-    text = expr.text
+            edits.append((fe.start_byte, fe.end_byte, f"({values[text(field)]})"))
+    data = expr.text or b""
     for a, b, v in sorted(edits, reverse=True):
-        text = text[:a - expr.start_byte] + v.encode() + text[b - expr.start_byte:]
-    return text.decode()
+        data = data[:a - expr.start_byte] + v.encode() + data[b - expr.start_byte:]
+    return data.decode()
 
 
-def outside_functions(root: Node):
+def outside_functions(root: Node) -> Iterator[Node]:
     stack = [root]
     while stack:
         n = stack.pop()
