@@ -221,3 +221,12 @@ def test_a_comparison_with_a_parameter_is_not_decided_by_its_probe_value():
     facts = access.analyse(source.parse(text).kernel("k"), {"n": 32, "mode": 0}, (1, 1, 1), (32, 1, 1),
                            {"out": 4, "scale": 4}, set(), 100, {"mode": 0})
     assert facts is not None and facts.uses["scale"].read
+
+
+def test_a_helper_a_project_header_defines_is_run_too(project):
+    # TransformerEngine's launcher calls the log2_ceil of its common.h
+    project("common.h", "#pragma once\ninline " + LOG2)
+    text = '#include <assert.h>\n#include "common.h"\n' + KERNEL + LAUNCHER
+    path = project("rows_softmax_te.cu", text)
+    p = api.infer_spec(api.snapshot(text, str(path)), "rows_softmax", run=False)
+    assert '"<float, 10>"' in p.comment and "element_count >= 513" in p.comment

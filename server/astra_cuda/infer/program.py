@@ -51,6 +51,7 @@ class Program:
         self._headers: list[str] = []
         self._rewritten: dict[int, SourceModel] = {}
         self._includers: list[SourceModel] = []
+        self._elsewhere: list[SourceModel] = []   # host functions of the project's headers (`add_functions`)
         if path is not None:
             self.models += _siblings(path, context or ProjectContext(), self._includers)
             self._headers = _headers_beside(path, context or ProjectContext())
@@ -110,10 +111,16 @@ class Program:
         """The texts of the headers beside the kernel's file (their enums name template arguments)."""
         return list(self._headers)
 
+    def add_functions(self, texts: list[str]) -> None:
+        """Host functions the project's headers define (TransformerEngine's `log2_ceil` in common.h):
+        found by `function` where the program's files define none of that name."""
+        self._elsewhere = [_model(t, "") for t in texts]
+
     def function(self, name: str) -> tuple[Node, SourceModel] | None:
-        """A host function's definition by name (the first one)."""
+        """A host function's definition by name (the first one), in the program's files, then in
+        its headers' host functions."""
         short = name.split("::")[-1]
-        for m in self.models:
+        for m in [*self.models, *self._elsewhere]:
             for fn in _functions(m.text):
                 if _function_name(fn) == short:
                     return fn, m

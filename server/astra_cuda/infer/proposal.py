@@ -158,6 +158,7 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
     notes: list[str] = []
     errors: list[str] = []
     program = Program(model, path, context)
+    program.add_functions([it.text for it in types.items if it.kind == "host_function"])
     site, site_model = _pick_site(kernel, program)
     constants = {**enumerators([*program.headers_beside(), *(m.text for m in program.models)]), **types.constants(),
                  **function_macros([it.text for it in types.items if it.kind == "macro"])}
