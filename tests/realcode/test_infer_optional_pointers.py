@@ -120,3 +120,36 @@ def test_a_const_flag_a_null_pointer_sets_decides_its_branch(project):
     snap = api.snapshot(POS, str(path))
     p = api.infer.infer(snap.model.kernel("add_pos"), snap.model, path=str(path), decide={"optional": "null"})
     assert 'pad  = "null"' in p.comment and '"step + 1", "h"' in p.comment, p.comment
+
+
+def test_a_pointer_a_helper_tests_against_null_is_optional():
+    """exllamav2's rope hands `past_lens` to the helper that tests it (`else if (past_lens)`)."""
+    text = ("__device__ void add_past(float* o, const int* lens, int n) {\n  if (lens) n += lens[0];\n  o[0] = n;\n}\n"
+            "__global__ void k(float* o, const int* lens, int n) {\n  add_past(o, lens, n);\n}\n")
+    from astra_cuda.model import access
+    helpers = access.helpers_of([text.split("__global__")[0]])
+    assert _null_tested(source.parse(text).kernel("k"), helpers) == {"lens"}
+
+
+def test_a_size_compared_with_a_negative_sentinel_takes_no_branch_for_it():
+    """`if (past == -1) past = lens[0];`: no size is -1, so a table read at `past` reaches `past`,
+    not whatever `lens` holds."""
+    from astra_cuda.model import access
+    text = ("__global__ void k(float* o, const float* tab, const int* lens, int past) {\n"
+            "  if (past == -1) past = lens[0];\n  o[threadIdx.x] = tab[past + threadIdx.x];\n}\n")
+    facts = access.analyse(source.parse(text).kernel("k"), {"past": 100}, (1, 1, 1), (32, 1, 1),
+                           {"o": 4, "tab": 4, "lens": 4}, {"lens"}, 5000, {})
+    assert facts.uses["tab"].hi == 131 and not facts.uses["lens"].read
+
+
+def test_a_table_read_at_an_offset_plus_a_row_divided_by_a_size_covers_every_row(project):
+    """`tab[(past + row / heads) * d + c]` (exllamav2's rope over sin and cos): largest where
+    heads is 1, so the table has past + rows rows of d."""
+    text = ("__global__ void rot(float* x, const float* tab, int rows, int d, int heads, int past) {\n"
+            "  int c = blockIdx.y * blockDim.x + threadIdx.x, row = blockIdx.x;\n  if (c >= d) return;\n"
+            "  x[row * d + c] *= tab[(past + row / heads) * d + c];\n}\n"
+            "void run(float* x, const float* tab, int rows, int d, int heads, int past) {\n"
+            "  dim3 grid(rows, (d + 127) / 128);\n  rot<<<grid, 128>>>(x, tab, rows, d, heads, past);\n}\n")
+    path = project("rot.cu", text)
+    p = api.infer_spec(api.snapshot(text, str(path)), "rot", run=False)
+    assert 'tab   = { type = "float", shape = ["past + rows", "d"] }' in p.comment, p.comment

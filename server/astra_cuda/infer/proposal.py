@@ -15,10 +15,11 @@ from ..compile.project import ProjectContext
 from ..model.source import Kernel, SourceModel
 from ..model.spec import NULL
 from ..model.syntax import walk as _walk
+from tree_sitter import Node
 from .hostexprs import function_macros, raising_macros
 from .launches import SHARED_PER_THREAD, _launch_of, _pick_site, host_locals, launch_byte, program_inits, value_of
 from . import masks, records, structs
-from .program import Program
+from .program import Program, param_names
 from .roles import DIFFERENCES, DIVISIONS, TABLE, _Shapes, _shapes, _size_pairs
 from .sizes import Draft, repair, size_bench, test_values
 from .template_args import CANNOT, _template_args, enumerators, known_names, project_instance, split as _split
@@ -43,6 +44,7 @@ _SCALAR_GUESSES = (("eps", "1e-5"), ("epsilon", "1e-5"), ("learning_rate", "1e-3
                    ("alpha", "1.5"), ("momentum", "0.9"), ("temperature", "0.7"))
 
 
+_NULL_HELPER_DEPTH = 4   # device helpers followed for a pointer's null test
 _PER_ROW = ("weight", "bias", "gamma", "beta", "w", "b", "scale", "norm_weight", "ln_weight", "ln_bias")
 
 
@@ -314,10 +316,10 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
     known_values.update({f"sizeof({k})": dt.itemsize for k, v in targs.items()   # `16 / sizeof(T)` in the body
                          if (dt := dtypes.from_cpp(v.strip())) is not None})
     known_values.update({k: int(v.strip() == "true") for k, v in targs.items() if v.strip() in ("true", "false")})
-    optional = _null_tested(kernel) if decide.get("optional") == "null" else set()
-    known_values.update({p: 0 for p in optional})   # passed null: the branches that test it are decided
     helpers = access.helpers_of([it.text for it in types.items if it.kind in ("device_function", "type")],
                                 [it.text for it in types.items if it.kind == "macro"])
+    optional = _null_tested(kernel, helpers) if decide.get("optional") == "null" else set()
+    known_values.update({p: 0 for p in optional})   # passed null: the branches that test it are decided
     found = _shapes(kernel, [n for n in size_names if n != TABLE], grid, block, elem_bytes, int_params, known_values,
                     lanes, derived, helpers,
                     equal_sizes=decide.get("sizes") == "equal",
@@ -718,37 +720,52 @@ def _first_use(kernel: Kernel, name: str, kind: str) -> str | None:
     return None
 
 
-def _null_tested(kernel: Kernel) -> set[str]:
+def _null_tested(kernel: Kernel, helpers: dict[str, Node] | None = None) -> set[str]:
     """Pointer parameters the kernel compares with null (`p != nullptr`, `p == NULL`, `!p`, `if (p)`,
-    `p ? p[i] : x`): optional inputs its caller may leave out, a layout or a feature chosen by their
-    absence (TransformerEngine rope's `cu_seqlens`: THD when given, SBHD when null)."""
+    `p ? p[i] : x`), itself or in a device helper it hands them to (exllamav2's rope tests
+    `past_lens` in the helper it calls): optional inputs its caller may leave out, a layout or a
+    feature chosen by their absence (TransformerEngine rope's `cu_seqlens`: THD when given, SBHD when null)."""
     body = access.kernel_body(kernel)
     pointers = {p.name for p in kernel.params if p.is_pointer}
     if body is None or not pointers:
         return set()
 
-    def bare(n):
+    def bare(n, env):
         while n is not None and n.type == "parenthesized_expression" and n.named_child_count == 1:
             n = n.named_children[0]
-        return n.text.decode() if n is not None and n.type == "identifier" and n.text.decode() in pointers else None
+        return env.get(n.text.decode()) if n is not None and n.type == "identifier" else None
 
     def is_null(n) -> bool:
         return n is not None and (n.type == "null" or (n.type == "number_literal" and n.text.decode() == "0"))
 
     out: set[str] = set()
-    for n in _walk(body):
-        if n.type == "binary_expression" and n.child_by_field_name("operator").type in ("==", "!="):
-            left, right = n.child_by_field_name("left"), n.child_by_field_name("right")
-            name = bare(left) if is_null(right) else bare(right) if is_null(left) else None
-        elif n.type == "unary_expression" and n.child_by_field_name("operator").type == "!":
-            name = bare(n.child_by_field_name("argument"))
-        elif n.type in ("condition_clause", "conditional_expression"):
-            name = bare(n.child_by_field_name("value") if n.type == "condition_clause"
-                        else n.child_by_field_name("condition"))
-        else:
-            continue
-        if name is not None:
-            out.add(name)
+
+    def walk(node, env: dict[str, str], depth: int) -> None:
+        for n in _walk(node):
+            if n.type == "binary_expression" and n.child_by_field_name("operator").type in ("==", "!="):
+                left, right = n.child_by_field_name("left"), n.child_by_field_name("right")
+                name = bare(left, env) if is_null(right) else bare(right, env) if is_null(left) else None
+            elif n.type == "unary_expression" and n.child_by_field_name("operator").type == "!":
+                name = bare(n.child_by_field_name("argument"), env)
+            elif n.type in ("condition_clause", "conditional_expression"):
+                name = bare(n.child_by_field_name("value") if n.type == "condition_clause"
+                            else n.child_by_field_name("condition"), env)
+            elif n.type == "call_expression" and depth < _NULL_HELPER_DEPTH:
+                fn, args = n.child_by_field_name("function"), n.child_by_field_name("arguments")
+                target = (helpers or {}).get(fn.text.decode().split("<")[0].split("::")[-1].strip()) \
+                    if fn is not None else None
+                if target is not None and target.type == "function_definition" and args is not None:
+                    given = [a for a in args.named_children if a.type != "comment"]
+                    bound = {h: k for h, a in zip(param_names(target), given) if h and (k := bare(a, env))}
+                    inner = target.child_by_field_name("body")
+                    if bound and inner is not None:
+                        walk(inner, bound, depth + 1)
+                continue
+            else:
+                continue
+            if name is not None:
+                out.add(name)
+    walk(body, {p: p for p in pointers}, 0)
     return out
 
 

@@ -442,6 +442,9 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
         if fit is None and p in read_only:   # an input reached at a sum of sizes: the polynomial that measures it
             fit = _polynomial(p, samples, [n for n in names if n not in fixed and n not in (derived or {})],
                               at_fixed)
+        if fit is None and p in read_only:   # ... one a size divides, bounded by it where that size is 1
+            fit = _bounding_polynomial(p, samples, [n for n in names if n not in fixed and n not in (derived or {})],
+                                       at_fixed, {k: int(v) for k, v in fixed.items() if v.strip().isdigit()})
         if fit is None:   # a quotient (one scale per block of elements), confirmed where the divisor is small
             free = [n for n in names if n not in fixed and n not in (derived or {})]
             fit = _quotient([(s, e) for (s, _), e in zip(samples, extent)], free,
@@ -543,6 +546,11 @@ def _polynomial(p: str, samples: list, free: list[str], run) -> list[str] | None
         u = facts.uses.get(p)
         if u is None or u.hi is None or sum(c * _prod(sizes[n] for n in m) for m, c in terms) != u.hi + 1:
             return None
+    for n in free:   # and where a size is 1: a division by one (`row / num_heads`) the probes' magnitudes hide
+        point = {**base, n: 1}
+        e = extent(point)
+        if e is not None and sum(c * _prod(point[x] for x in m) for m, c in terms) < e:
+            return None
     shared = [n for n in reversed(free) if terms and all(n in m for m, _ in terms)]
     last = shared[0] if shared else None
     if last is not None:
@@ -559,6 +567,28 @@ def _polynomial(p: str, samples: list, free: list[str], run) -> list[str] | None
     if not text or text.startswith("-"):
         return None
     return [text, last] if last is not None and text != "1" else [last] if last is not None else [text]
+
+
+def _bounding_polynomial(p: str, samples: list, free: list[str], run, fixed: dict[str, int]) -> list[str] | None:
+    """An input whose index a size divides (exllamav2's rope: `sin[(past_len + row / num_heads) *
+    head_dim + c]`) fits no polynomial, but reaches furthest where that size is 1: the polynomial
+    fitted there (`_polynomial`, that size held at 1) is its shape if it covers what every probe
+    reads. An input larger than what a kernel reads is still its input."""
+    for d in [n for n in free if n != TABLE]:
+        ones = [({**sizes, d: 1}, run({**sizes, d: 1})) for sizes, _ in samples]
+        if any(f is None for _, f in ones):
+            continue
+        fit = _polynomial(p, ones, [n for n in free if n != d], run)
+        if fit is None:
+            continue
+        try:
+            covers = all(f.uses[p].hi is not None and _prod(
+                exprs.evaluate_int(x, {**fixed, **sizes}) for x in fit) > f.uses[p].hi for sizes, f in samples)
+        except exprs.ExprError:
+            continue
+        if covers:
+            return fit
+    return None
 
 
 def _only_in_dead_branches(kernel: Kernel, pointers: list[str], constants: dict[str, int]) -> set[str]:

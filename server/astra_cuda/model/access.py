@@ -364,6 +364,8 @@ class Analyzer:
         decided = constexpr_branch(st, self.constants)
         if decided is None and cond is not None:   # `if (store_res && i < n)` with store_res false
             decided = _truth(cond, self.constants)
+        if decided is None and cond is not None:   # `if (past_len == -1)`: a sentinel no size takes
+            decided = self.sentinel(cond)
         if decided is not None:   # `if constexpr (use_vec)`: only the branch the instance compiles
             taken = cons if decided else (
                 next((c for c in alt.named_children), None) if alt is not None and alt.type == "else_clause" else alt)
@@ -398,6 +400,24 @@ class Analyzer:
             return True
         self.env = after_else if then_ret else (after_then if else_ret else self.merge(after_then, after_else))
         return False
+
+    def sentinel(self, cond: Node) -> bool | None:
+        """`n == -1` (`!=`) of a value that is never negative here (a size): false (true). A kernel
+        marks a size it reads elsewhere with -1 (exllamav2's rope: `past_len == -1` takes it from
+        `past_lens`), which no size of a spec is."""
+        cond = _unparen(cond)
+        op = cond.child_by_field_name("operator") if cond is not None and cond.type == "binary_expression" else None
+        if op is None or op.type not in ("==", "!="):
+            return None
+        sides = [_unparen(cond.child_by_field_name(f)) for f in ("left", "right")]
+        names = [x for x in sides if x is not None and x.type == "identifier"]
+        numbers = [x for x in sides if x is not None and x.type in ("unary_expression", "number_literal")]
+        if len(names) != 1 or len(numbers) != 1 or not re.fullmatch(r"-\s*\d+", numbers[0].text.decode()):
+            return None
+        value = self.env.get(names[0].text.decode())
+        if not isinstance(value, Iv) or value.lo is None or value.lo < 0:
+            return None
+        return op.type == "!="
 
     def for_stmt(self, st: Node) -> None:
         saved = dict(self.env)
