@@ -442,9 +442,6 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
         if fit is None and p in read_only:   # an input reached at a sum of sizes: the polynomial that measures it
             fit = _polynomial(p, samples, [n for n in names if n not in fixed and n not in (derived or {})],
                               at_fixed)
-        if fit is None and p in read_only:   # ... one a size divides, bounded by it where that size is 1
-            fit = _bounding_polynomial(p, samples, [n for n in names if n not in fixed and n not in (derived or {})],
-                                       at_fixed, {k: int(v) for k, v in fixed.items() if v.strip().isdigit()})
         if fit is None:   # a quotient (one scale per block of elements), confirmed where the divisor is small
             free = [n for n in names if n not in fixed and n not in (derived or {})]
             fit = _quotient([(s, e) for (s, _), e in zip(samples, extent)], free,
@@ -452,6 +449,9 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
                             _size_pairs(grid + block, names, DIVISIONS))
             if fit is not None and not _confirmed(fit, p, samples[0][0], at_fixed):
                 fit = None
+        if fit is None and p in read_only:   # an input one a size divides, no quotient, bounded by it where that size is 1
+            fit = _bounding_polynomial(p, samples, [n for n in names if n not in fixed and n not in (derived or {})],
+                                       at_fixed, {k: int(v) for k, v in fixed.items() if v.strip().isdigit()})
         if fit is not None and all(f.uses[p].boundaries for _, f in samples) and len(fit) == 1 and all(
                 e == int(exprs.evaluate(fit[0], {**s, **{k: int(v) for k, v in fixed.items() if v.strip().isdigit()}})) + 1
                 for (s, _), e in zip(samples, extent)):
