@@ -36,6 +36,29 @@ def test_an_enumerator_argument_is_written_as_the_spec_takes_it():
     assert not _valid(("float", "( vllm::E::kAuto)"))  # such an instance is never proposed
 
 
+def test_a_cute_layout_instance_is_a_valid_instantiate():
+    """CuTe's tutorials (CUTLASS sgemm_1, tiled_copy) instantiate their kernel with static layouts
+    and tensors: 756 characters, `>>>` closing three lists, and `C<8>` after a type in a list
+    (tree-sitter reads it as `C < 8` in an expression). The validator, and the check's compile
+    naming the instance, take such an instance and still refuse expressions."""
+    from astra_cuda.infer.template_args import _valid
+    from astra_cuda.model.spec import parse_template_args
+    layout = "cute::Layout<cute::tuple<cute::C<128>, cute::C<8>>, cute::tuple<cute::C<1>, cute::C<128>>>"
+    found = ("cute::Shape<int, int, int>", "cute::Shape<cute::C<128>, cute::C<128>, cute::C<8>>", "float",
+             "cute::Stride<cute::C<1>, int>", *[layout] * 6, "float", "float")
+    assert len(", ".join(found)) > 500 and _valid(found)
+    assert parse_template_args("<S<C<128>, C<8>>>") == "<S<C<128>, C<8>>>"
+    # tiled_copy's: a list tree-sitter misreads as a whole (`<` after a type), read argument by argument
+    tensor = "cute::Tensor<cute::ViewEngine<cute::gmem_ptr<float *>>, cute::Layout<cute::tuple<cute::C<1>, int>>>"
+    assert _valid((tensor, "T<int, L<t<C<1>, C<6>>>>"))
+    assert nvcc._check_names([f"copy_kernel<{tensor}>"]) == {f"copy_kernel<{tensor}>": 0}
+    with pytest.raises(nvcc.InvalidName):
+        nvcc._check_names([f"copy_kernel<{tensor}, T<int, L<t<C<1>, f(2)>>>>"])
+    for bad in ("<S<C<1>, f()>>", "<S<C<1>, 1 + 2>>", "<S<C<8>>>>", "<T<int, L<t<C<1>, f(2)>>>>", "<float> ? (::system(\"x\") ? &k<float> : 0)",
+                "<float>; int x", "<" + ", ".join(["float"] * 500) + ">"):
+        assert not _valid((bad[1:-1],)), bad
+
+
 HEADER = """#pragma once
 namespace ln {
 struct Params { float* out; const float* inp; int n; };

@@ -116,12 +116,23 @@ def _appendix(names: dict[str, int | None]) -> str:
 def _check_names(kernels: Sequence[str]) -> dict[str, int | None]:
     out: dict[str, int | None] = {}
     for i, expr in enumerate(dict.fromkeys(kernels)):
-        if source.parse_expression(expr) is None or any(c in expr for c in ";{}#\"'\\\n"):
+        if (source.parse_expression(expr) is None and not _template_id(expr)) or any(c in expr for c in ";{}#\"'\\\n"):
             raise InvalidName(f"not a kernel name: {expr!r}")
         # a template, or a qualified name (its namespace may be spelled through a macro: the
         # compiler resolves it in the probe, as it does the template arguments)
         out[expr] = i if "<" in expr or "::" in expr else None
     return out
+
+
+def _template_id(expr: str) -> bool:
+    """`name<args>` whose arguments the spec's `instantiate` takes (`spec.parse_template_args`), where
+    tree-sitter misreads the expression as a whole (CuTe's layouts: `k<cute::Shape<int, int>, …>`)."""
+    from ..model.spec import parse_template_args
+    m = re.fullmatch(r"\s*((?:::)?[A-Za-z_]\w*(?:\s*::\s*[A-Za-z_]\w*)*)\s*(<.*>)\s*", expr, re.S)
+    try:
+        return m is not None and bool(parse_template_args(m.group(2)))
+    except ValueError:
+        return False
 
 
 def read_headers(build: str, links: dict[str, str], user_path: str) -> list[str]:
