@@ -179,7 +179,8 @@ def test_nvccs_steps_are_the_device_preprocessor_and_cicc_writing_no_ptx():
     # the host preprocessor and cudafe++ (the host compiler's input, and cicc's module id) are left out
     assert not any("cpp4.ii" in s or "cudafe++" in s for s in steps)
     assert steps[-2].endswith('-o "/b/a.cpp1.ii"')
-    cicc = steps[-1]
+    room, cicc, back = steps[-1].split("; ")   # with room for its device C file (nvcc.with_device_c_room)
+    assert room.startswith(f"ulimit -S -f {nvcc.DEVICE_C_FILE_SIZE >> 9}") and back.startswith("ulimit -S -f ")
     assert cicc.endswith("-o /dev/null") and cicc.startswith('"$CICC_PATH/cicc" -O0 ')
     assert "--gen_module_id_file --module_id_file_name" in cicc
     assert not any("ptxas" in s for s in steps)

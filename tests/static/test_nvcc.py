@@ -2,6 +2,7 @@
 installed. No GPU needed: device code is compiled to a cubin, nothing runs."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -477,3 +478,49 @@ def test_a_function_pointer_template_argument_closes_its_template_before_the_par
     assert cubin.plain_name(entry) == want
     probe = "__astra_probe_0<void (*)(float*, float const*, int), &(" + entry + ")>"
     assert cubin._probe_argument(probe, "__astra_probe_0") == entry
+
+
+# Many small instantiations: cicc's device C file (the front end's C rendering of the device code)
+# is ~2.3 MB, ten times the PTX and larger than the preprocessed unit (flash-attention's forward
+# kernel: 72 MB of device C for 1 MB of PTX).
+MANY_INSTANCES = """\
+#include <utility>
+template <int I> struct Term { float a[4]; __device__ float get(float x) const { return x * a[I % 4] + I; } };
+template <int... I> __device__ float sum(float x, std::integer_sequence<int, I...>) {
+  return (Term<I>{{1, 2, 3, 4}}.get(x) + ...);
+}
+__global__ void k(float* x) { x[0] = sum(x[0], std::make_integer_sequence<int, 3000>{}); }
+"""
+
+
+@pytest.mark.parametrize("room", [True, False])
+def test_cicc_alone_may_write_a_device_c_file_past_the_file_bound(tmp_path, monkeypatch, room):
+    """Every file of a compile keeps to the confinement's bound (here 2 MiB for 64 MiB), but cicc's
+    device C file, which nothing reads, may grow to DEVICE_C_FILE_SIZE. (Cut at the bound, cicc
+    mostly goes on silently; flash-attention's stopped: "error while writing generated C file".)"""
+    made = nvcc._confinement
+    monkeypatch.setattr(nvcc, "_confinement", lambda *a: dataclasses.replace(
+        made(*a), file_size=2 << 20, **({} if room else {"file_size_room": 0})))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(nvcc.shutil, "rmtree", lambda *a, **k: None)   # the build folder kept, to look at
+    r = compile_file(tmp_path, MANY_INSTANCES, ["k"])
+    assert r.ok and not errors(r), r.log
+    (build,) = tmp_path.glob("astra-nvcc-*")
+    sizes = {p.suffix: p.stat().st_size for p in build.iterdir() if p.is_file()}
+    assert sizes[".gpu"] > 2 << 20 if room else sizes[".gpu"] == 2 << 20, sizes
+    assert max(n for suffix, n in sizes.items() if suffix != ".gpu") < 2 << 20, sizes
+
+
+def test_nvccs_steps_give_cicc_alone_room_for_its_device_c_file():
+    listing = "\n".join([
+        "#$ _HERE_=/cuda/bin", '#$ INCLUDES="-I/cuda/include"  ', "#$ -- Filter Dependencies -- > /b/deps.d",
+        '#$ gcc -D__CUDA_ARCH__=900 -E -x c++ "a.cu" -o "/b/a.cpp1.ii" ',
+        '#$ "$CICC_PATH/cicc" --gen_device_file_name "/b/a.cudafe1.gpu" "/b/a.cpp1.ii" -o "/b/a.ptx"',
+        '#$ ptxas -arch=sm_90 "/b/a.ptx" -o "/b/a.cubin"'])
+    steps = nvcc.dryrun_steps(listing, 64 << 20)
+    assert steps[:2] == ["export _HERE_=/cuda/bin", "export INCLUDES=-I/cuda/include"] and len(steps) == 5
+    assert steps[2].startswith("gcc ") and steps[4].startswith("ptxas ")
+    assert steps[3] == (f"ulimit -S -f {nvcc.DEVICE_C_FILE_SIZE >> 9} 2>/dev/null || :; "
+                        '"$CICC_PATH/cicc" --gen_device_file_name "/b/a.cudafe1.gpu" "/b/a.cpp1.ii" -o "/b/a.ptx"; '
+                        f"ulimit -S -f {(64 << 20) >> 9}")
+    assert nvcc.dryrun_steps("nvcc fatal   : Unknown option '-bad'") == []

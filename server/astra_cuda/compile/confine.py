@@ -165,6 +165,7 @@ class Confinement:
     devices: tuple[str, ...] = ()  # device files it opens read-write (the GPU driver's)
     memory: int = 0                # address space of each of its processes (0: compiler_memory())
     file_size: int = COMPILER_FILE_SIZE  # the largest file it writes
+    file_size_room: int = 0        # the most a step of Astra's own may raise that to (the hard limit; 0: file_size)
 
     def rules(self) -> list[tuple[str, str]]:
         """(path, 'read' | 'exec' | 'write') for the sandbox."""
@@ -303,8 +304,11 @@ def _warn_unconfined(e: Exception) -> None:
 
 # Limits tighter than the wrapper's own, set by a POSIX shell just before it becomes the compiler
 # (limits only go down, so every process of the compile keeps them): address space in KiB,
-# file size in 512-byte blocks. A shell that cannot set one leaves the wrapper's.
-_LIMITS = 'ulimit -v {kb} 2>/dev/null; ulimit -f {blocks} 2>/dev/null; exec "$0" "$@"'
+# file size in 512-byte blocks — the soft limit every process keeps to, the hard one the most a
+# step of Astra's own may raise it to (nvcc's cicc, for its device C file: nvcc.DEVICE_C_FILE_SIZE).
+# A shell that cannot set one leaves the wrapper's (the soft limit first: a hard one below it is refused).
+_LIMITS = ('ulimit -v {kb} 2>/dev/null; ulimit -S -f {blocks} 2>/dev/null; ulimit -H -f {room} 2>/dev/null; '
+           'exec "$0" "$@"')
 
 
 def argv(cmd: list[str], c: Confinement) -> list[str]:
@@ -317,7 +321,9 @@ def argv(cmd: list[str], c: Confinement) -> list[str]:
     rules: list[str] = ["--parent", str(os.getpid())]
     for path, kind in [*c.rules(), *((d, "exec") for d in sorted(exe_dirs))]:
         rules += [flags[kind], path]
-    limits = _LIMITS.format(kb=(c.memory or compiler_memory()) >> 10, blocks=max(1, c.file_size >> 9))
+    blocks = max(1, c.file_size >> 9)
+    limits = _LIMITS.format(kb=(c.memory or compiler_memory()) >> 10, blocks=blocks,
+                            room=max(blocks, c.file_size_room >> 9))
     return [sys.executable, "-S", "-I", str(sb.__file__), *rules, "--", "/bin/sh", "-c", limits, exe, *cmd[1:]]
 
 

@@ -187,7 +187,7 @@ def _steps(dryrun: str) -> list[str]:
             cicc = cicc.replace("--module_id_file_name", "--gen_module_id_file --module_id_file_name", 1)
         # unoptimised: the stubs are the front end's, and NVVM's optimizer is a quarter of the rest
         cicc = re.sub(r'^("[^"]*"|\S+)', r"\1 -O0", cicc, count=1)
-        return out + [writer, cicc]
+        return out + [writer, nvcc.with_device_c_room(cicc)]   # its device C file is written all the same
     return []
 
 

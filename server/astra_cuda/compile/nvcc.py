@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -176,7 +177,8 @@ def confinement(toolkit: Toolkit, flags: Sequence[str], folder: str, build: str)
             spelled.append(f)
     jail = confine.for_unit(spelled, (toolkit.root, *toolkit.include_dirs, *torch_ext.read_dirs()),
                             workdir=build, exec_dirs=(toolkit.root,))
-    return dataclasses.replace(jail, memory=confine.compiler_memory(confine.heavy(flags)))
+    return dataclasses.replace(jail, memory=confine.compiler_memory(confine.heavy(flags)),
+                               file_size_room=DEVICE_C_FILE_SIZE)
 
 
 _cache: depcache.DepCache | None = None
@@ -304,6 +306,46 @@ def _real(text: str, links: dict[str, str], build: str) -> str:
     return _through(text, links).replace(build + "/", "")
 
 
+# cicc writes, beside its PTX, the front end's C rendering of the device code (the device C file,
+# `--gen_device_file_name`): nothing of a cubin build reads it, it cannot be sent to /dev/null (cicc
+# wants a regular file), and it is ~70 times the PTX — 72 MB for flash-attention's forward kernel
+# (1 MB of PTX), past the COMPILER_FILE_SIZE every other file of a compile of user code keeps to.
+# cicc alone may write files of DEVICE_C_FILE_SIZE: room for a kernel 7 times flash-attention's,
+# under the sandbox's own ceiling (sandbox.COMPILER_FILE_LIMIT, 1 GiB).
+DEVICE_C_FILE_SIZE = 512 << 20
+
+
+def with_device_c_room(cicc: str, file_size: int = confine.COMPILER_FILE_SIZE) -> str:
+    """A cicc command line as a shell line that lets it (and it alone) write files of up to
+    DEVICE_C_FILE_SIZE, the next step back under `file_size` (the confinement's soft limit, its hard
+    one DEVICE_C_FILE_SIZE: see `_confinement`)."""
+    # (a shell that cannot raise it leaves the limit as it was: cicc then stops at a large file, as before)
+    return f"ulimit -S -f {DEVICE_C_FILE_SIZE >> 9} 2>/dev/null || :; {cicc}; ulimit -S -f {file_size >> 9}"
+
+
+def dryrun_steps(listing: str, file_size: int = confine.COMPILER_FILE_SIZE) -> list[str]:
+    """The steps of nvcc's `-dryrun` listing as shell lines, run as nvcc would run them: its
+    one-word variable settings (`CICC_PATH=…`) exported, then each command, cicc with room for its
+    device C file (`with_device_c_room`). [] where the listing cannot be read."""
+    out = []
+    for raw in listing.splitlines():
+        if not raw.startswith("#$ "):
+            continue
+        line = raw[3:].strip()
+        try:
+            words = shlex.split(line)
+        except ValueError:
+            return []
+        if not words or line.startswith("--"):
+            continue
+        if re.match(r"^[A-Za-z_]\w*=", line):
+            if len(words) == 1:
+                out.append("export " + shlex.quote(words[0]))
+            continue
+        out.append(with_device_c_room(line, file_size) if "cicc" in os.path.basename(words[0]) else line)
+    return out if any("cicc" in s for s in out) else []
+
+
 def _run(toolkit: Toolkit, copy: str, path: str, flags: list[str], arch: str, build: str, timeout_s: float) -> _Raw:
     folder = os.path.dirname(path)
     argv, defines, links = safe_argv(flags, folder, build)
@@ -314,7 +356,14 @@ def _run(toolkit: Toolkit, copy: str, path: str, flags: list[str], arch: str, bu
            "-o", out, cu]
     sandbox = confinement(toolkit, flags, folder, build)
     try:
-        p = confine.run(cmd, sandbox, timeout_s)
+        # nvcc's own steps, run by a shell as nvcc runs them, with room for cicc's device C file
+        # (`with_device_c_room`); nvcc itself where its listing cannot be read
+        listed = confine.run([cmd[0], "-dryrun", *cmd[1:]], sandbox, timeout_s)
+        steps = dryrun_steps(listed.stdout + listed.stderr, sandbox.file_size)
+        script = os.path.join(build, "steps.sh")
+        bindir = os.path.dirname(toolkit.nvcc)
+        Path(script).write_text(f"PATH={shlex.quote(bindir)}:$PATH\nset -e\n" + "\n".join(steps) + "\n")
+        p = confine.run(["/bin/sh", script] if steps else cmd, sandbox, timeout_s)
     except subprocess.TimeoutExpired:
         return _Raw(False, "", [], [], timed_out=timeout_s)
     log = _real(p.stdout + p.stderr, links, build)
