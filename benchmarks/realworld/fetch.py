@@ -17,10 +17,12 @@ takes it as the workspace root. A missing mirror, commit or file is recorded per
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import os
 import posixpath
+import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -28,7 +30,7 @@ from pathlib import Path
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from realworld.manifest import Kernel, Manifest, Repo, load  # noqa: E402
+from realworld.manifest import GENERATED, PACKAGES, Kernel, Manifest, Repo, load, package_include  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 CACHE = HERE / ".cache"
@@ -190,10 +192,126 @@ def needed_files(kernels: list[Kernel], tree: Tree, outside: set[str] | None = N
     return seen
 
 
+def cmake_calls(text: str, name: str) -> tuple[str, list[str]]:
+    """The definition of the CMake function `name` (`function(name …)` … `endfunction()`) and
+    every call of it, each as written, out of a CMake file's text (comments left out: a call
+    commented out is not run)."""
+    code, i, quote = [], 0, False
+    while i < len(text):   # the text without its comments (`# …` and `#[[ … ]]` outside strings)
+        c = text[i]
+        if c == '"' and (i == 0 or text[i - 1] != "\\"):
+            quote = not quote
+        elif c == "#" and not quote:
+            end = text.find("]]", i) + 2 if text.startswith("#[[", i) else text.find("\n", i)
+            i = len(text) if end < 2 or end == -1 else end
+            continue
+        code.append(c)
+        i += 1
+    plain = "".join(code)
+    commands = []   # (the name in lower case, the whole command, the name as written)
+    for m in re.finditer(r"(?m)^[ \t]*([A-Za-z_]\w*)[ \t]*\(", plain):
+        depth, j, q = 0, m.end() - 1, False
+        while j < len(plain):
+            ch = plain[j]
+            if ch == '"' and plain[j - 1] != "\\":
+                q = not q
+            elif not q and ch == "(":
+                depth += 1
+            elif not q and ch == ")":
+                depth -= 1
+                if depth == 0:
+                    break
+            j += 1
+        commands.append((m.group(1).lower(), plain[m.start():j + 1].strip(), m.group(1)))
+    definition, calls, inside = [], [], False
+    for low, whole, spelled in commands:
+        if low == "function" and re.match(rf"function\s*\(\s*{re.escape(name)}[\s)]", whole, re.I):
+            inside = True
+        if inside:
+            definition.append(whole)
+            inside = low != "endfunction"
+        elif spelled == name:
+            calls.append(whole)
+    return "\n".join(definition), calls
+
+
+def cmake_program() -> str | None:
+    """CMake: the environment's own first (pyproject's [realworld] installs one beside this Python)."""
+    import shutil
+    return shutil.which("cmake", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+
+
+def generate(repo: Repo, mirrors: Path, root: Path) -> str | None:
+    """Run the project's build step that writes headers (`repo.generate`) into `root`/GENERATED:
+    CMake, in script mode, runs the project's own function on every call the project's CMake
+    file makes of it, over the pinned checkout of that file's folder (its sources and the
+    templates they are configured into, as a user's clone holds them). None when done (or done
+    before), else why not."""
+    import io
+    import shutil
+    import tarfile
+    import tempfile
+    g = repo.generate
+    out = root / GENERATED
+    if g is None or out.is_dir():
+        return None
+    cmake = cmake_program()
+    if cmake is None:
+        return "no cmake to run the project's build step (make realworld-env installs it)"
+    folder = posixpath.dirname(g.cmake)
+    with tempfile.TemporaryDirectory(prefix="astra-rw-generate-") as tmp:
+        r = _git(mirror_dir(mirrors, repo.source), "archive", repo.commit, folder or ".", text=False)
+        if r.returncode != 0:
+            return f"git archive failed: {r.stderr.decode(errors='replace').strip()[:200]}"
+        with tarfile.open(fileobj=io.BytesIO(r.stdout)) as tar:
+            tar.extractall(tmp, filter="data")
+        here = Path(tmp) / folder
+        definition, calls = cmake_calls((Path(tmp) / g.cmake).read_text(errors="replace"), g.function)
+        if not definition or not calls:
+            return f"{g.cmake} defines or calls no function {g.function}"
+        (here / "astra-generate.cmake").write_text(definition + "\n" + "\n".join(calls) + "\n")
+        done = subprocess.run([cmake, "-P", "astra-generate.cmake"], cwd=here, capture_output=True, text=True,
+                              timeout=300)
+        made = here / g.into
+        if done.returncode != 0 or not made.is_dir():
+            return f"cmake -P failed: {(done.stderr or done.stdout).strip()[-300:]}"
+        files = {str(p.relative_to(made)): p.read_bytes() for p in made.rglob("*") if p.is_file()}
+        staged = out.with_name(out.name + ".part")
+        shutil.rmtree(staged, ignore_errors=True)
+        _write(staged, files)
+        os.replace(staged, out)
+    return None
+
+
+def copy_packages(repo: Repo, root: Path) -> list[str]:
+    """Copy the include folder of each installed package the build passes (`repo.packages`) into
+    `root`/PACKAGES/<package>, as the cache carries everything a kernel reads; what could not be."""
+    import shutil
+    problems = []
+    for name in repo.packages:
+        dest = root / PACKAGES / name
+        if dest.is_dir():
+            continue
+        found = package_include(name)
+        if found is None:
+            problems.append(f"the package {name} is not installed (make realworld-env)")
+            continue
+        staged = dest.with_name(dest.name + ".part")
+        shutil.rmtree(staged, ignore_errors=True)
+        shutil.copytree(found, staged)
+        for p in staged.rglob("*"):
+            if p.is_file():
+                p.chmod(0o444)
+        os.replace(staged, dest)
+    return problems
+
+
 def inputs(k: Kernel) -> str:
     """What decides which files a kernel's fetch copies: a cache filled for other inputs is stale."""
     key = [FETCH_VERSION, k.repo.commit, [(m.path, m.source, m.commit) for m in k.repo.mounts], k.path,
            list(k.includes), list(k.launch_files)]
+    if k.repo.generate is not None or k.repo.packages:   # (a kernel of a repository without them keeps its key)
+        key.append([list(dataclasses.astuple(k.repo.generate)) if k.repo.generate else None, list(k.repo.packages)])
     return hashlib.sha1(json.dumps(key).encode()).hexdigest()[:16]
 
 
@@ -239,6 +357,10 @@ def fetch(m: Manifest, kernels: list[Kernel], mirrors: Path, cache: Path = CACHE
         (root / ".git").mkdir(parents=True, exist_ok=True)
         files = tree.read(sorted(p for p in needed if not (root / p).exists()))
         written = _write(root, files)
+        built = generate(repo, mirrors, root)   # headers the project's build writes (none: None)
+        if built is not None:
+            tree.problems.append(f"the build step ({repo.generate.function} in {repo.generate.cmake}): {built}")
+        tree.problems += copy_packages(repo, root)
         have = {p for p in needed if (root / p).exists()}
         entry.update(status="ok", files=len(have), bytes=sum(tree.files[p][2] for p in have), problems=tree.problems,
                      outside=sorted(outside))
@@ -252,7 +374,7 @@ def fetch(m: Manifest, kernels: list[Kernel], mirrors: Path, cache: Path = CACHE
                 index["kernels"][k.id] = "ok"
                 index["inputs"][k.id] = inputs(k)
         log(f"{key}: {len(have)} files ({entry['bytes'] / 1e6:.1f} MB, {written / 1e6:.1f} MB new) in {root}"
-            + (f"; mounts not fetched: {'; '.join(tree.problems)}" if tree.problems else ""))
+            + (f"; not fetched: {'; '.join(tree.problems)}" if tree.problems else ""))
     tmp = index_path.with_name(index_path.name + ".part")   # a run reading it meanwhile sees old or new
     tmp.write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")
     os.replace(tmp, index_path)

@@ -29,6 +29,23 @@ class Mount:
 
 
 @dataclass(frozen=True)
+class Generate:
+    """Headers the project's CMake configure step writes (TransformerEngine's `string_code_*.h`):
+    every call of the project's own CMake `function` in its `cmake` file, run by CMake in script
+    mode over the pinned checkout; the headers it writes under `into` (relative to that file's
+    folder) are the cache's `GENERATED` folder, an include folder of the build."""
+    cmake: str
+    function: str
+    into: str
+
+
+# In a repository's cache tree, what no file of the repository is: the headers its build step
+# wrote, and copies of the installed packages' include folders its build passes (fetch.py).
+GENERATED = "_build/generated"
+PACKAGES = "_build/packages"
+
+
+@dataclass(frozen=True)
 class Repo:
     key: str                   # short name used by the kernels, e.g. "vllm"
     project: str               # the project, e.g. "vllm-project/vllm"
@@ -40,6 +57,11 @@ class Repo:
     nvcc: tuple[str, ...] = ()     # flags only nvcc takes (e.g. --expt-relaxed-constexpr)
     flags_from: str = ""           # where the flags were read in the project's build
     mounts: tuple[Mount, ...] = ()
+    generate: Generate | None = None
+    # Python packages whose `include` folder the build passes with -I (TransformerEngine's
+    # build_tools: nvidia-cudnn-frontend's, for cudnn_frontend.h); fetch.py copies it into the
+    # cache, which carries it to a machine without the package (the GPU machine)
+    packages: tuple[str, ...] = ()
 
     @property
     def cache_name(self) -> str:
@@ -75,11 +97,19 @@ class Kernel:
     def standard(self) -> str:
         return self.std or self.repo.std
 
+    def include_dirs(self, root: Path) -> list[Path]:
+        """The include folders of the build: the manifest's (in the tree at `root`), what the build
+        step wrote, then the packages' the build passes."""
+        out = [root / d for d in self.includes]
+        if self.repo.generate is not None:
+            out.append(root / GENERATED)
+        return out + [root / PACKAGES / p for p in self.repo.packages]
+
     def astra_flags(self, root: Path) -> list[str]:
         """The project flags as a user passes them to `astra spec/check/profile/optimize`."""
         out: list[str] = []
-        for d in self.includes:
-            out += ["-I", str(root / d)]
+        for d in self.include_dirs(root):
+            out += ["-I", str(d)]
         for d in self.macro_defines:
             out += ["-D", d]
         for f in self.repo.nvcc:   # the build's -U (DeepSpeed's, apex's setup.py): Astra takes them too
@@ -99,6 +129,17 @@ class Manifest:
             return list(self.kernels)
         parts = [p.strip() for p in pattern.split(",") if p.strip()]
         return [k for k in self.kernels if any(p in k.id for p in parts)]
+
+
+def package_include(name: str) -> Path | None:
+    """The `include` folder of an installed Python package, found as the project's build finds it
+    (`distribution(name).locate_file("include")`); None where it is not installed."""
+    from importlib.metadata import PackageNotFoundError, distribution
+    try:
+        folder = Path(str(distribution(name).locate_file("include"))).resolve()
+    except PackageNotFoundError:
+        return None
+    return folder if folder.is_dir() else None
 
 
 def _strs(d: dict, key: str, where: str) -> tuple[str, ...]:
@@ -123,9 +164,14 @@ def _repo(key: str, d: dict) -> Repo:
         if not _COMMIT.match(commit):
             raise ManifestError(f"{where}: mount {path!r} must be 'owner/name@<40-hex commit>'")
         mounts.append(Mount(path.strip("/"), src, commit))
+    gen = d.get("generate")
+    if gen is not None and not (isinstance(gen, dict) and all(isinstance(gen.get(f), str) and gen[f]
+                                                             for f in ("cmake", "function", "into"))):
+        raise ManifestError(f"{where}: generate needs cmake, function and into")
     return Repo(key, d["project"], d["source"], d["commit"], _strs(d, "include", where),
                 _strs(d, "defines", where), d.get("std", "c++17"), _strs(d, "nvcc", where),
-                d.get("flags_from", ""), tuple(mounts))
+                d.get("flags_from", ""), tuple(mounts),
+                Generate(gen["cmake"], gen["function"], gen["into"]) if gen else None, _strs(d, "packages", where))
 
 
 def load(path: Path = MANIFEST) -> Manifest:

@@ -173,9 +173,10 @@ def _nvcc_once(k: Kernel, work: Path, src: Path, limit: float) -> dict:
     tk = toolkit.find()
     if tk is None:
         return {"ok": None, "message": "no CUDA toolkit (nvcc) found"}
-    incs = [f"-I{work / d}" for d in k.includes]
+    dirs = k.include_dirs(work)
+    incs = [f"-I{d}" for d in dirs]
     # a PyTorch extension is built by torch's cpp_extension, which adds torch's folders and defines
-    ctx = project.from_flags([str(work / d) for d in k.includes], origin="suite")
+    ctx = project.from_flags([str(d) for d in dirs], origin="suite")
     ext = torch_ext.nvcc_flags(ctx) if torch_ext.uses_torch(src.read_text(errors="replace"), str(src), ctx) else None
     if ext is not None:
         incs += [f"-I{d}" for d in ext.include_dirs] + [f"-I{d}" for d in ext.system_dirs]
@@ -529,6 +530,7 @@ class Options:
         extras = sorted(os.listdir(libs[0][2:])) if libs else []
         key = json.dumps([k.repo.source, k.repo.commit, k.path, k.includes, k.macro_defines, k.standard,
                           k.repo.nvcc, _nvcc_version(), extras, _torch_version(), fetch.inputs(k),
+                          [(p, _torch_version(p)) for p in k.repo.packages],
                           "a header alone, else through its includer"])
         path = self.cache / "nvcc.json"
         with self._nvcc_lock:
@@ -547,12 +549,13 @@ class Options:
 
 
 @functools.cache
-def _torch_version() -> str:
-    """The version of the torch whose headers a PyTorch extension compiles with ('' for none),
-    read from its installed metadata (importing torch takes seconds)."""
+def _torch_version(package: str = "torch") -> str:
+    """The version of the torch whose headers a PyTorch extension compiles with, or of another
+    package whose headers a build passes ('' for none), read from its installed metadata
+    (importing torch takes seconds)."""
     from importlib import metadata
     try:
-        return metadata.version("torch")
+        return metadata.version(package)
     except metadata.PackageNotFoundError:
         return ""
 

@@ -137,6 +137,73 @@ def test_fetch_writes_the_kernels_file_and_every_header_it_reaches_and_reports_w
     assert fetch.status(cache, moved).startswith("not fetched: the cache was filled for other include folders")
 
 
+# A build that writes a header from a source file (TransformerEngine's string_code_*.h): a CMake
+# function configuring a template with the file's text, one call commented out.
+BUILD_CMAKE = """project(demo)
+function(make_code file_ NAME)   # the project's own rule
+    file(READ "${file_}" STRING)
+    configure_file(tmpl.h.in "made/${NAME}.h" @ONLY)
+endfunction()
+make_code(rtc/k.cu
+          code_rtc_k_cu)
+# make_code(rtc/gone.cu code_gone)
+message(FATAL_ERROR "a configure step needs the toolkit; the suite runs only the calls above")
+"""
+
+
+def test_fetch_runs_the_projects_header_generation_and_copies_the_packages_its_build_passes(tmp_path, monkeypatch):
+    if fetch.cmake_program() is None:
+        pytest.skip("no cmake (make realworld-env installs it)")
+    site = tmp_path / "site"   # an installed package with an include folder (nvidia-cudnn-frontend's shape)
+    (site / "demo_headers-1.0.dist-info").mkdir(parents=True)
+    (site / "demo_headers-1.0.dist-info" / "METADATA").write_text("Name: demo-headers\nVersion: 1.0\n")
+    (site / "include").mkdir()
+    (site / "include" / "pkg_api.h").write_text("#pragma once\n")
+    monkeypatch.syspath_prepend(str(site))
+    work = tmp_path / "work"
+    for rel, text in {"lib/CMakeLists.txt": BUILD_CMAKE, "lib/tmpl.h.in": 'const char @NAME@[] = R"x(@STRING@)x";\n',
+                      "lib/rtc/k.cu": "__global__ void k() {}  // ${not a variable} @NAME@\n",
+                      "lib/k.cu": '#include "code_rtc_k_cu.h"\n#include <pkg_api.h>\n'}.items():
+        (work / rel).parent.mkdir(parents=True, exist_ok=True)
+        (work / rel).write_text(text)
+    _git(work, "init", "-q")
+    _git(work, "add", ".")
+    _git(work, "commit", "-q", "-m", "x")
+    _git(tmp_path, "clone", "-q", "--bare", str(work), str(tmp_path / "mirrors" / "owner+gen" / "repo"))
+    (tmp_path / "manifest.toml").write_text(f"""
+[repo.gen]
+project = "owner/gen"
+source = "owner/gen"
+commit = "{_git(work, "rev-parse", "HEAD")}"
+flags_from = "a test"
+packages = ["demo-headers", "no-such-package-here"]
+[repo.gen.generate]
+cmake = "lib/CMakeLists.txt"
+function = "make_code"
+into = "made"
+[[kernel]]
+repo = "gen"
+path = "lib/k.cu"
+kernel = "k"
+category = "elementwise"
+memory_bound = true
+""")
+    m = manifest.load(tmp_path / "manifest.toml")
+    index = fetch.fetch(m, m.kernels, tmp_path / "mirrors", tmp_path / "cache", log=lambda *_: None)
+    root = tmp_path / "cache" / m.repos["gen"].cache_name
+    made = root / manifest.GENERATED
+    assert sorted(p.name for p in made.iterdir()) == ["code_rtc_k_cu.h"]   # the commented-out call is not run
+    assert (made / "code_rtc_k_cu.h").read_text() == \
+        'const char code_rtc_k_cu[] = R"x(__global__ void k() {}  // ${not a variable} @NAME@\n)x";\n'
+    k = m.kernels[0]
+    packages = root / manifest.PACKAGES
+    assert k.include_dirs(root) == [made, packages / "demo-headers", packages / "no-such-package-here"]
+    assert (packages / "demo-headers" / "pkg_api.h").read_text() == "#pragma once\n"
+    problems = index["repos"]["gen"]["problems"]
+    assert problems == ["the package no-such-package-here is not installed (make realworld-env)"]
+    assert fetch.cmake_calls(BUILD_CMAKE, "make_code")[1] == ["make_code(rtc/k.cu\n          code_rtc_k_cu)"]
+
+
 def rec(name, before, after, per_size=(), passed=True, bottleneck="memory", improved=True, memory_bound=None):
     return {"repo": "r", "kernel": name, "passed": passed, **({} if memory_bound is None else {"memory_bound": memory_bound}),
             "gpu": {"optimize": {
