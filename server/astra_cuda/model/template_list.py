@@ -87,18 +87,23 @@ def _parsed_list(text: str) -> list[str] | None:
     decls = tree.root_node.children
     lists = [n for n in _nodes(tree.root_node) if n.type == "template_argument_list"]
     outer = lists[0] if lists else None
+    holder = outer.parent if outer is not None else None
     if (tree.root_node.has_error or len(decls) != 1 or decls[0].type != "alias_declaration"
-            or outer is None or outer.text.decode() != text or outer.parent.type != "template_type"
-            or outer.parent.parent is None or outer.parent.parent.parent != decls[0]):
+            or outer is None or _text(outer) != text or holder is None or holder.type != "template_type"
+            or holder.parent is None or holder.parent.parent != decls[0]):
         return None
     args = []
     for child in outer.named_children:
         for n in _nodes(child):
             if n.type not in _TEMPLATE_ARG_NODES:
                 raise ValueError(f"`instantiate` takes types and integer constants only; "
-                                 f"{n.text.decode()!r} is not one")
-        args.append(" ".join(child.text.decode().split()))
+                                 f"{_text(n)!r} is not one")
+        args.append(" ".join(_text(child).split()))
     return args
+
+
+def _text(n: Node) -> str:
+    return (n.text or b"").decode()
 
 
 def _nodes(root: Node) -> Iterator[Node]:
