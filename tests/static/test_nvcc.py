@@ -498,8 +498,8 @@ def test_cicc_alone_may_write_a_device_c_file_past_the_file_bound(tmp_path, monk
     """Every file of a compile keeps to the confinement's bound (here 2 MiB for 64 MiB), but cicc's
     device C file, which nothing reads, may grow to DEVICE_C_FILE_SIZE. (Cut at the bound, cicc
     mostly goes on silently; flash-attention's stopped: "error while writing generated C file".)"""
-    made = nvcc._confinement
-    monkeypatch.setattr(nvcc, "_confinement", lambda *a: dataclasses.replace(
+    made = nvcc.confinement
+    monkeypatch.setattr(nvcc, "confinement", lambda *a: dataclasses.replace(
         made(*a), file_size=2 << 20, **({} if room else {"file_size_room": 0})))
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     monkeypatch.setattr(nvcc.shutil, "rmtree", lambda *a, **k: None)   # the build folder kept, to look at

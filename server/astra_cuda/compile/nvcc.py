@@ -318,7 +318,7 @@ DEVICE_C_FILE_SIZE = 512 << 20
 def with_device_c_room(cicc: str, file_size: int = confine.COMPILER_FILE_SIZE) -> str:
     """A cicc command line as a shell line that lets it (and it alone) write files of up to
     DEVICE_C_FILE_SIZE, the next step back under `file_size` (the confinement's soft limit, its hard
-    one DEVICE_C_FILE_SIZE: see `_confinement`)."""
+    one DEVICE_C_FILE_SIZE: see `confinement`)."""
     # (a shell that cannot raise it leaves the limit as it was: cicc then stops at a large file, as before)
     return f"ulimit -S -f {DEVICE_C_FILE_SIZE >> 9} 2>/dev/null || :; {cicc}; ulimit -S -f {file_size >> 9}"
 
