@@ -71,9 +71,11 @@ def includes_in(text: str, name: str = "the file") -> tuple[tuple[str, bool], ..
     before every build-cache lookup). A tree-sitter query (in C) rather than the source model,
     which makes an item of every comment and line: a 6 MB header of comments took 50 s, and a
     check built the file's model here a third time (1.7 million nodes of `a;`: ~5 s of CPU).
-    `name`: the file as a refusal of its parse names it (a header as its #include writes it)."""
+    `name`: the file as a refusal of its parse names it (a header as its #include writes it).
+    No token count: a header is bounded by its walk's byte budget and the node ceiling, and a
+    project's 6 MB header of comments still compiles (what nvcc does with it)."""
     with parse_time.reading(name):
-        tree = source.parser().parse(text.encode("utf-8", errors="replace"))
+        tree = source.parser().parse(text.encode("utf-8", errors="replace"), max_tokens=0)
     paths = QueryCursor(_include_query()).captures(tree.root_node).get("path", [])
     out = []
     for node in sorted(paths, key=lambda n: n.start_byte):
