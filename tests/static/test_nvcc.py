@@ -504,10 +504,14 @@ def test_cicc_alone_may_write_a_device_c_file_past_the_file_bound(tmp_path, monk
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     monkeypatch.setattr(nvcc.shutil, "rmtree", lambda *a, **k: None)   # the build folder kept, to look at
     r = compile_file(tmp_path, MANY_INSTANCES, ["k"])
-    assert r.ok and not errors(r), r.log
     (build,) = tmp_path.glob("astra-nvcc-*")
     sizes = {p.suffix: p.stat().st_size for p in build.iterdir() if p.is_file()}
-    assert sizes[".gpu"] > 2 << 20 if room else sizes[".gpu"] == 2 << 20, sizes
+    if room:
+        assert r.ok and not errors(r), r.log
+        assert sizes[".gpu"] > 2 << 20, sizes
+    else:   # cut at the bound: cicc goes on with the file cut, or stops on the write's error (both seen)
+        assert sizes[".gpu"] == 2 << 20, sizes
+        assert (r.ok and not errors(r)) or "File too large" in r.log, r.log
     assert max(n for suffix, n in sizes.items() if suffix != ".gpu") < 2 << 20, sizes
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import shutil
 import subprocess
 import tempfile
@@ -138,10 +137,7 @@ def _host_stubs(toolkit: Toolkit, unit: str, path: str, flags: list[str], build:
         steps = _steps(listed.stdout + listed.stderr)
         if not steps:
             return [], [], True
-        script = os.path.join(build, "host.sh")
-        bindir = os.path.dirname(toolkit.nvcc)
-        Path(script).write_text(f"PATH={shlex.quote(bindir)}:$PATH\nset -e\n" + "\n".join(steps) + "\n")
-        ran = confine.run(["/bin/sh", script], sandbox, timeout_s)
+        ran = nvcc.run_steps(toolkit, steps, os.path.join(build, "host.sh"), sandbox, timeout_s)
     except subprocess.TimeoutExpired:
         return [], [], False
     stub = next((os.path.join(build, n) for n in os.listdir(build) if n.endswith(".stub.c")), None)
@@ -159,20 +155,11 @@ def _steps(dryrun: str) -> list[str]:
     `cudafe++` before it (whose output the host compiler reads, and which only gives cicc the
     module id) and everything after it (ptxas, fatbinary, the host compiler) are left out —
     `cudafe++` alone parsed a PyTorch extension's headers for as long as cicc did."""
-    out, commands = [], []
-    for raw in dryrun.splitlines():
-        if not raw.startswith("#$ "):
-            continue
-        line = raw[3:].strip()
-        try:
-            words = shlex.split(line)
-        except ValueError:
-            return []
-        if not words or line.startswith("--"):
-            continue
-        if re.match(r"^[A-Za-z_]\w*=", line):
-            if len(words) == 1:
-                out.append("export " + shlex.quote(words[0]))
+    out: list[str] = []
+    commands: list[tuple[str, list[str]]] = []
+    for line, words in nvcc.dryrun_listing(dryrun) or []:
+        if not words:
+            out.append(line)
             continue
         if "cicc" not in os.path.basename(words[0]):
             commands.append((line, words))

@@ -323,11 +323,11 @@ def with_device_c_room(cicc: str, file_size: int = confine.COMPILER_FILE_SIZE) -
     return f"ulimit -S -f {DEVICE_C_FILE_SIZE >> 9} 2>/dev/null || :; {cicc}; ulimit -S -f {file_size >> 9}"
 
 
-def dryrun_steps(listing: str, file_size: int = confine.COMPILER_FILE_SIZE) -> list[str]:
-    """The steps of nvcc's `-dryrun` listing as shell lines, run as nvcc would run them: its
-    one-word variable settings (`CICC_PATH=…`) exported, then each command, cicc with room for its
-    device C file (`with_device_c_room`). [] where the listing cannot be read."""
-    out = []
+def dryrun_listing(listing: str) -> list[tuple[str, list[str]]] | None:
+    """The lines of nvcc's `-dryrun` listing in order, each (shell line, its words): a one-word
+    variable setting (`CICC_PATH=…`) as its `export` line with no words (other settings left out),
+    each command as listed. None where a line cannot be split."""
+    out: list[tuple[str, list[str]]] = []
     for raw in listing.splitlines():
         if not raw.startswith("#$ "):
             continue
@@ -335,15 +335,33 @@ def dryrun_steps(listing: str, file_size: int = confine.COMPILER_FILE_SIZE) -> l
         try:
             words = shlex.split(line)
         except ValueError:
-            return []
+            return None
         if not words or line.startswith("--"):
             continue
         if re.match(r"^[A-Za-z_]\w*=", line):
             if len(words) == 1:
-                out.append("export " + shlex.quote(words[0]))
+                out.append(("export " + shlex.quote(words[0]), []))
             continue
-        out.append(with_device_c_room(line, file_size) if "cicc" in os.path.basename(words[0]) else line)
+        out.append((line, words))
+    return out
+
+
+def dryrun_steps(listing: str, file_size: int = confine.COMPILER_FILE_SIZE) -> list[str]:
+    """The steps of nvcc's `-dryrun` listing as shell lines, run as nvcc would run them: its
+    variable settings exported, then each command, cicc with room for its device C file
+    (`with_device_c_room`). [] where the listing cannot be read."""
+    out = [with_device_c_room(line, file_size) if words and "cicc" in os.path.basename(words[0]) else line
+           for line, words in dryrun_listing(listing) or []]
     return out if any("cicc" in s for s in out) else []
+
+
+def run_steps(toolkit: Toolkit, steps: list[str], script: str, sandbox: confine.Confinement,
+              timeout_s: float) -> subprocess.CompletedProcess[str]:
+    """`steps` (shell lines from nvcc's listing) run by a shell in `sandbox`, stopping at the first
+    that fails, with the toolkit's bin folder first on the PATH as nvcc has it."""
+    bindir = os.path.dirname(toolkit.nvcc)
+    Path(script).write_text(f"PATH={shlex.quote(bindir)}:$PATH\nset -e\n" + "\n".join(steps) + "\n")
+    return confine.run(["/bin/sh", script], sandbox, timeout_s)
 
 
 def _run(toolkit: Toolkit, copy: str, path: str, flags: list[str], arch: str, build: str, timeout_s: float) -> _Raw:
@@ -360,10 +378,8 @@ def _run(toolkit: Toolkit, copy: str, path: str, flags: list[str], arch: str, bu
         # (`with_device_c_room`); nvcc itself where its listing cannot be read
         listed = confine.run([cmd[0], "-dryrun", *cmd[1:]], sandbox, timeout_s)
         steps = dryrun_steps(listed.stdout + listed.stderr, sandbox.file_size)
-        script = os.path.join(build, "steps.sh")
-        bindir = os.path.dirname(toolkit.nvcc)
-        Path(script).write_text(f"PATH={shlex.quote(bindir)}:$PATH\nset -e\n" + "\n".join(steps) + "\n")
-        p = confine.run(["/bin/sh", script] if steps else cmd, sandbox, timeout_s)
+        p = (run_steps(toolkit, steps, os.path.join(build, "steps.sh"), sandbox, timeout_s) if steps
+             else confine.run(cmd, sandbox, timeout_s))
     except subprocess.TimeoutExpired:
         return _Raw(False, "", [], [], timed_out=timeout_s)
     log = _real(p.stdout + p.stderr, links, build)
