@@ -15,7 +15,7 @@ from .dim3 import dim3_var
 from .file_model import (SPEC_MARK, ConfigVar, Guard, Item, Kernel, LaunchSite, Param, Positions, SourceModel,
                          SpecComment)
 from .macros import kernel_macros, launch_macros, substitute
-from .syntax import WORD, declarator_name, function_declarator, identifiers, parser, specifiers, walk
+from .syntax import WORD, text as node_text, declarator_name, function_declarator, identifiers, parser, specifiers, walk
 
 # Nested namespace / extern "C" blocks read (real code nests a handful; 5,000 ran Python's
 # recursion out): deeper ones are a syntax problem, and the cut refuses them (compile.declarations.MAX_NAMESPACES).
@@ -31,9 +31,9 @@ def param_of(index: int, node: Node, txt: Positions) -> Param | None:
     if name is None:
         return None
     type_node = node.child_by_field_name("type")
-    base_type = type_node.text.decode("utf-8", errors="replace") if type_node else ""
+    base_type = node_text(type_node) if type_node else ""
     # Qualifiers before the type (const) and inside the declarator (__restrict__, *).
-    pre_quals = [c.text.decode() for c in node.children if c.type == "type_qualifier"]
+    pre_quals = [node_text(c) for c in node.children if c.type == "type_qualifier"]
     is_pointer = False
     restrict = False
     d = decl
@@ -41,7 +41,7 @@ def param_of(index: int, node: Node, txt: Positions) -> Param | None:
         if d.type in ("pointer_declarator", "array_declarator", "abstract_pointer_declarator"):
             is_pointer = True
         for c in d.children:
-            if c.type == "type_qualifier" and "restrict" in c.text.decode():
+            if c.type == "type_qualifier" and "restrict" in node_text(c):
                 restrict = True
         d = d.child_by_field_name("declarator")
     full = txt.slice(node.start_byte, node.end_byte)
@@ -57,7 +57,7 @@ def param_of(index: int, node: Node, txt: Positions) -> Param | None:
 
 def is_spec_comment(node: Node | None) -> bool:
     return (node is not None and node.type == "comment"
-            and node.text.decode("utf-8", errors="replace").lstrip("/*").lstrip().startswith(SPEC_MARK))
+            and node_text(node).lstrip("/*").lstrip().startswith(SPEC_MARK))
 
 
 class Builder:
@@ -102,9 +102,9 @@ class Builder:
         for n in walk(root):
             if n.type == "preproc_function_def":
                 name, params, value = (n.child_by_field_name(f) for f in ("name", "parameters", "value"))
-                body = value.text.decode().replace("\\\n", "\n") if value is not None else ""
+                body = node_text(value).replace("\\\n", "\n") if value is not None else ""
                 if name is not None:
-                    every[name.text.decode()] = ([c.text.decode() for c in params.named_children
+                    every[node_text(name)] = ([node_text(c) for c in params.named_children
                                                   if c.type == "identifier"] if params is not None else [], body)
         macros = launch_macros(every)
         if not macros:
@@ -113,22 +113,22 @@ class Builder:
             for call in (c for c in walk(fn) if c.type == "call_expression"):
                 callee = call.child_by_field_name("function")
                 args_node = call.child_by_field_name("arguments")
-                args = [a.text.decode() for a in args_node.named_children if a.type != "comment"] \
+                args = [node_text(a) for a in args_node.named_children if a.type != "comment"] \
                     if args_node is not None else []
-                if callee is not None and callee.type == "identifier" and callee.text.decode() in macros:
-                    params, body = macros[callee.text.decode()]
-                    expanded = substitute(body, dict(zip(params, args)))
+                if callee is not None and callee.type == "identifier" and node_text(callee) in macros:
+                    names, body = macros[node_text(callee)]
+                    expanded = substitute(body, dict(zip(names, args)))
                 else:
                     # a launch macro handed to a dispatch macro (`DISPATCH_BY_KV_CACHE_DTYPE(dt, name,
                     # CALL_RESHAPE_AND_CACHE)`), which calls it with each case's types: the launch
                     # read with the macro's own parameter names, which template inference resolves
                     passed = next((a for a in args if a in macros), None)
-                    if passed is None:
+                    if passed is None or args_node is None:
                         continue
                     callee, body = args_node.named_children[args.index(passed)], macros[passed][1]
                     expanded = substitute(body, {})
                 start, end = call.start_byte - fn.start_byte, call.end_byte - fn.start_byte
-                fn_bytes = fn.text
+                fn_bytes = fn.text or b""
                 text = (fn_bytes[:start] + b"{ " + expanded.encode() + b"; }" + fn_bytes[end:]).decode(
                     "utf-8", errors="replace")
                 sub = parser().parse(text.encode()).root_node
@@ -139,7 +139,7 @@ class Builder:
                 def moved(var: ConfigVar | None) -> ConfigVar | None:
                     return replace(var, line=var.line + shift) if var is not None and var.line is not None else var
                 for site in sub_builder.model.launches:
-                    self.model.launches.append(replace(site, span=self.txt.span(call), via_macro=callee.text.decode(),
+                    self.model.launches.append(replace(site, span=self.txt.span(call), via_macro=node_text(callee),
                                                        grid_var=moved(site.grid_var), block_var=moved(site.block_var)))
 
     def _collect_errors(self, root: Node) -> None:
@@ -181,21 +181,21 @@ class Builder:
         add = self._add
         if t == "preproc_include":
             path = node.child_by_field_name("path")
-            header = path.text.decode().strip('<>"') if path is not None else ""
+            header = node_text(path).strip('<>"') if path is not None else ""
             add(Item("include", frozenset(), frozenset(), span, text, namespaces, extern_c, header=header,
                      device=True))
         elif t in ("preproc_def", "preproc_function_def"):
             name = node.child_by_field_name("name")
-            uses = identifiers(node) - {name.text.decode()} if name is not None else identifiers(node)
-            add(Item("macro", frozenset({name.text.decode()}) if name is not None else frozenset(),
+            uses = identifiers(node) - {node_text(name)} if name is not None else identifiers(node)
+            add(Item("macro", frozenset({node_text(name)}) if name is not None else frozenset(),
                      frozenset(uses), span, text, namespaces, extern_c, device=True))
             value = node.child_by_field_name("value")
             if t == "preproc_def" and name is not None and value is not None:
-                self._constant(name.text.decode(), value.text.decode())
+                self._constant(node_text(name), node_text(value))
         elif t == "namespace_definition":
             name = node.child_by_field_name("name")
             body = node.child_by_field_name("body")
-            ns = name.text.decode() if name is not None else ""
+            ns = node_text(name) if name is not None else ""
             if body is not None:
                 self._items(body.children, namespaces + (ns,), extern_c)
         elif t == "linkage_specification":
@@ -214,11 +214,11 @@ class Builder:
             add(Item("type", frozenset(names), frozenset(identifiers(node) - names), span, text, namespaces,
                      extern_c, device=True))
         elif t == "namespace_alias_definition":  # namespace cg = cooperative_groups;
-            names = [c.text.decode() for c in node.named_children if c.type == "namespace_identifier"]
-            add(Item("type", frozenset(names[:1]), frozenset(names[1:]), span, text, namespaces, extern_c,
+            aliased = [node_text(c) for c in node.named_children if c.type == "namespace_identifier"]
+            add(Item("type", frozenset(aliased[:1]), frozenset(aliased[1:]), span, text, namespaces, extern_c,
                      device=True))
         elif t == "using_declaration":
-            target = node.named_children[-1].text.decode() if node.named_children else ""
+            target = node_text(node.named_children[-1]) if node.named_children else ""
             if any(c.type == "namespace" for c in node.children):  # using namespace X;
                 kind = "using" if target.split("::")[0] in DEVICE_NAMESPACES else "other"
                 add(Item(kind, frozenset(), frozenset(identifiers(node)), span, text, namespaces, extern_c,
@@ -233,11 +233,11 @@ class Builder:
             self._conditional(node, (), (self.path, node.start_byte), namespaces, extern_c)
         elif t == "preproc_call":
             directive = node.child_by_field_name("directive")
-            if directive is not None and directive.text.decode() in ("#undef", "#error"):
+            if directive is not None and node_text(directive) in ("#undef", "#error"):
                 arg = node.child_by_field_name("argument")
-                names = frozenset(WORD.findall(arg.text.decode())[:1]) if arg is not None and \
-                    directive.text.decode() == "#undef" else frozenset()
-                add(Item("macro", names, frozenset(), span, text.rstrip("\n"), namespaces, extern_c, device=True))
+                undefined = frozenset(WORD.findall(node_text(arg))[:1]) if arg is not None and \
+                    node_text(directive) == "#undef" else frozenset()
+                add(Item("macro", undefined, frozenset(), span, text.rstrip("\n"), namespaces, extern_c, device=True))
         elif t in ("comment", ";", "{", "}", "#endif"):
             return
         elif t == "expression_statement" or t == "ERROR":
@@ -245,7 +245,8 @@ class Builder:
         else:
             add(Item("other", frozenset(), frozenset(identifiers(node)), span, text, namespaces, extern_c))
 
-    def _conditional(self, node: Node, heads: tuple[str, ...], key, namespaces, extern_c) -> None:
+    def _conditional(self, node: Node, heads: tuple[str, ...], key: tuple[str | None, int],
+                     namespaces: tuple[str, ...], extern_c: bool) -> None:
         """One branch of `#if/#ifdef/#elif/#else`: its items carry the branch as a guard; the
         next branch (the `alternative`) follows with this one's head kept."""
         t = node.type
@@ -253,10 +254,10 @@ class Builder:
             head = "#else"
         elif t == "preproc_ifdef":
             name = node.child_by_field_name("name")
-            head = f"{node.children[0].text.decode()} {name.text.decode() if name is not None else ''}".strip()
+            head = f"{node_text(node.children[0])} {node_text(name) if name is not None else ''}".strip()
         else:  # preproc_if, preproc_elif (and #elifdef, read as written)
             cond = node.child_by_field_name("condition")
-            head = f"{node.children[0].text.decode()} {' '.join(cond.text.decode().split()) if cond else ''}".strip()
+            head = f"{node_text(node.children[0])} {' '.join(node_text(cond).split()) if cond else ''}".strip()
         heads = heads + (head,)
         skip = {(c.start_byte, c.end_byte) for c in (node.child_by_field_name("condition"),
                                                      node.child_by_field_name("name"),
@@ -276,7 +277,7 @@ class Builder:
         names: set[str] = set()
         n = node.child_by_field_name("name")
         if n is not None:
-            names.add(n.text.decode())
+            names.add(node_text(n))
         if node.type == "type_definition":
             for d in node.children_by_field_name("declarator"):
                 nm, _ = declarator_name(d)
@@ -285,14 +286,14 @@ class Builder:
         if node.type == "alias_declaration":
             n = node.child_by_field_name("name")
             if n is not None:
-                names.add(n.text.decode())
+                names.add(node_text(n))
         if node.type == "enum_specifier":
             body = node.child_by_field_name("body")
             if body is not None:
                 for e in body.named_children:
                     en = e.child_by_field_name("name")
                     if en is not None:
-                        names.add(en.text.decode())
+                        names.add(node_text(en))
         # `struct Foo {...} foo;` is a declaration, handled elsewhere.
         return names
 
@@ -326,9 +327,9 @@ class Builder:
                 target, value = d.child_by_field_name("declarator"), d.child_by_field_name("value")
                 if d.type == "init_declarator" and target is not None and target.type == "identifier" \
                         and value is not None:
-                    self._constant(target.text.decode(), value.text.decode())
+                    self._constant(node_text(target), node_text(value))
                     if namespaces:   # `gated_act::threads` too, which a launcher's local `threads` cannot hide
-                        self._constant("::".join((*namespaces, target.text.decode())), value.text.decode())
+                        self._constant("::".join((*namespaces, node_text(target))), node_text(value))
 
     def _function(self, node: Node, prev: Node | None, namespaces: tuple[str, ...], extern_c: bool,
                   wrapper: Node | None = None) -> None:
@@ -340,7 +341,7 @@ class Builder:
             plist = fn.child_by_field_name("parameters")
             if plist is not None:
                 for p in plist.named_children:
-                    template_params.append(" ".join(p.text.decode().split()))
+                    template_params.append(" ".join(node_text(p).split()))
                     # a non-type parameter (`int N`, `T (*F)(const T&)`) is named by its declarator;
                     # `typename T` by its identifier
                     decl = p.child_by_field_name("declarator")
@@ -349,7 +350,7 @@ class Builder:
                     named = p.named_children[-1:] if p.type == "template_template_parameter_declaration" \
                         else p.named_children
                     if nm is None:
-                        nm = next((c.text.decode() for n in named for c in [n, *n.named_children]
+                        nm = next((node_text(c) for n in named for c in [n, *n.named_children]
                                    if c.type in ("type_identifier", "identifier")), None)
                     if nm:
                         template_names.append(nm)
@@ -376,7 +377,7 @@ class Builder:
         declarator = fn.child_by_field_name("declarator")
         fdecl = function_declarator(declarator)
         name, name_node = declarator_name(fdecl.child_by_field_name("declarator") if fdecl else None)
-        if name is None:
+        if name is None or name_node is None:
             return
         uses = frozenset(identifiers(outer) - {name} - set(template_names))
         if name in self._kernel_macros and not template_params and fdecl is not None \
@@ -389,7 +390,7 @@ class Builder:
             self._add(Item(kind, frozenset({name}), uses, span, text, namespaces, extern_c,
                                          device=kind == "device_function" or "constexpr" in specs))
             return
-        params = []
+        params: list[Param] = []
         plist = fdecl.child_by_field_name("parameters") if fdecl else None
         if plist is not None:
             for p in plist.named_children:
@@ -400,13 +401,13 @@ class Builder:
         lb = next((c for c in fn.named_children if c.type == "launch_bounds"), None)
         body = fn.child_by_field_name("body")
         spec = None
-        if is_spec_comment(prev) and self._only_space_between(prev, outer):
+        if prev is not None and is_spec_comment(prev) and self._only_space_between(prev, outer):
             spec = SpecComment(self.txt.slice(prev.start_byte, prev.end_byte), self.txt.span(prev))
         qualified = "::".join(namespaces + (name,)) if namespaces else name
         kernel = Kernel(
             name=name, qualified_name=qualified, params=tuple(params),
             template_params=tuple(template_params), template_param_names=tuple(template_names),
-            launch_bounds=lb.text.decode() if lb is not None else None, extern_c=extern_c,
+            launch_bounds=node_text(lb) if lb is not None else None, extern_c=extern_c,
             span=span, name_span=self.txt.span(name_node),
             signature_span=self.txt.span(plist if plist is not None else name_node, start=outer),
             body_span=self.txt.span(body) if body is not None else span, spec=spec, text=text, uses=uses)
@@ -437,23 +438,23 @@ class Builder:
         body = fn.child_by_field_name("body")
         if callee is None or plist is None or body is None:
             return False
-        params, variadic, value = self._kernel_macros[callee.text.decode()]
+        params, variadic, value = self._kernel_macros[node_text(callee)]
         args = [a for a in plist.named_children if a.type != "comment"]
         if len(args) < len(params) or (len(args) > len(params) and not variadic):
             return False
-        given = {p: a.text.decode() for p, a in zip(params, args)}
+        given = {p: node_text(a) for p, a in zip(params, args)}
         if variadic:
-            given["__VA_ARGS__"] = ", ".join(a.text.decode() for a in args[len(params):])
+            given["__VA_ARGS__"] = ", ".join(node_text(a) for a in args[len(params):])
         head = substitute(substitute(value, given), self._object_macros)
-        sub_text = " ".join(head.split()) + " " + body.text.decode("utf-8", errors="replace")
+        sub_text = " ".join(head.split()) + " " + node_text(body)
         found = Builder(sub_text).run(parser().parse(sub_text.encode()).root_node).kernels
         if len(found) != 1:
             return False
         k = found[0]
         where = self.txt.span(plist, start=outer)
-        named = next((a for a in args if a.text.decode() == k.name), callee)
+        named = next((a for a in args if node_text(a) == k.name), callee)
         spec = None
-        if is_spec_comment(prev) and self._only_space_between(prev, outer):
+        if prev is not None and is_spec_comment(prev) and self._only_space_between(prev, outer):
             spec = SpecComment(self.txt.slice(prev.start_byte, prev.end_byte), self.txt.span(prev))
         span, text = self.txt.span(outer), self.txt.slice(outer.start_byte, outer.end_byte)
         kernel = replace(k, qualified_name="::".join(namespaces + (k.name,)), extern_c=extern_c, span=span,
@@ -487,21 +488,21 @@ class Builder:
         prefix = ""
         while func is not None and func.type == "qualified_identifier":
             scope = func.child_by_field_name("scope")
-            prefix += (scope.text.decode() + "::") if scope is not None else "::"
+            prefix += (node_text(scope) + "::") if scope is not None else "::"
             func = func.child_by_field_name("name")
         if func is not None and func.type == "template_function":
             targs_node = func.child_by_field_name("arguments")
-            targs = targs_node.text.decode() if targs_node is not None else None
+            targs = node_text(targs_node) if targs_node is not None else None
             func = func.child_by_field_name("name")
-        name = prefix + func.text.decode() if func is not None else "?"
+        name = prefix + node_text(func) if func is not None else "?"
         cfg_nodes = [c for c in kcs.named_children if c.type != "comment"]
-        cfg = [c.text.decode() for c in cfg_nodes]
+        cfg: list[str | None] = [node_text(c) for c in cfg_nodes]
         cfg += [None] * (4 - len(cfg))
         grid_var, block_var = (dim3_var(cfg_nodes[i], fn, fn_name, call, root)
                                if i < len(cfg_nodes) and cfg_nodes[i].type == "identifier" else None
                                for i in (0, 1))
         args_node = call.child_by_field_name("arguments")
-        args = tuple(a.text.decode() for a in args_node.named_children if a.type != "comment") \
+        args = tuple(node_text(a) for a in args_node.named_children if a.type != "comment") \
             if args_node is not None else ()
         self.model.launches.append(LaunchSite(
             kernel=name, template_args=targs, grid=cfg[0] or "", block=cfg[1] or "", shared_mem=cfg[2],
