@@ -62,7 +62,7 @@ def find_header(header: str, quoted: bool, including_dir: str, context: ProjectC
 
 @lru_cache(maxsize=1)
 def _include_query() -> Query:
-    return Query(source.language(), "(preproc_include path: (_) @path)")  # type: ignore[no-any-return]
+    return Query(source.language(), "(preproc_include path: (_) @path)")
 
 
 @lru_cache(maxsize=512)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 import re
 import tomllib
+from collections.abc import Iterable
+from typing import Any
 
 from . import dtypes, exprs
 from ..diagnostics import Diagnostic
@@ -18,12 +20,12 @@ from .harness import (ARRAY_KEYS, ArgSpec, DEFAULT_MAX_CASES, FIELD_STEP, Init, 
                        MAX_COMBINATIONS, MAX_FIELDS, MAX_FIELD_DEPTH, MAX_SEEDS, MAX_SIZE_NAMES,
                        MAX_SIZE_VALUES, MAX_SPEC_ERRORS, NULL, DRAWN_KEYS, RECORDS, SCALAR_KEYS, SpecErrors, TOP_KEYS,
                        combinations, parse_init)
-from .source import Kernel, SourceModel
+from .source import Kernel, Param, SourceModel
 from .spec_places import Locator, diag, did_you_mean
 from .template_list import parse_template_args, split_template_args
 
 
-def toml_of(kernel: Kernel, loc: Locator) -> dict:
+def toml_of(kernel: Kernel, loc: Locator) -> dict[str, Any]:
     """The comment's TOML, or SpecErrors at the syntax error's place."""
     assert kernel.spec is not None
     try:
@@ -46,7 +48,7 @@ class Validator:
     """One validator per section of a spec's TOML; every problem is collected (`errors`) at the
     line and column of its key, so a user sees them all at once."""
 
-    def __init__(self, kernel: Kernel, model: SourceModel | None, loc: Locator, data: dict):
+    def __init__(self, kernel: Kernel, model: SourceModel | None, loc: Locator, data: dict[str, Any]):
         self.kernel, self.model, self.loc, self.data = kernel, model, loc, data
         self.errors: list[Diagnostic] = []
         self.known: set[str] = set()  # the size names, once [sizes] is read
@@ -59,7 +61,7 @@ class Validator:
         line, col, end_line, end_col = self.loc.place(path, value)
         self.errors.append(diag(line, col, end_col, message, end_line=end_line, fix=fix))
 
-    def unknown(self, what: str, word: str, known, path: tuple[str, ...], *, value: bool = False,
+    def unknown(self, what: str, word: str, known: Iterable[str], path: tuple[str, ...], *, value: bool = False,
                 listing: bool = True) -> None:
         """`word` is not one of `known`: at its place, with the closest known word."""
         close = did_you_mean(word, known)
@@ -70,8 +72,8 @@ class Validator:
             fix = f"[{close}]" if table else (f'"{close}"' if value else close)
         self.err_at(f"unknown {what} {word!r}{hint}", path, value=value, fix=fix)
 
-    def _at(self, path: tuple[str, ...]):
-        node = self.data
+    def _at(self, path: tuple[str, ...]) -> Any:
+        node: Any = self.data
         for p in path:
             node = node.get(p) if isinstance(node, dict) else None
         return node
@@ -140,7 +142,7 @@ class Validator:
         self.known = set(sizes)
         return sizes, bench
 
-    def check_expr(self, expr, key: str, section: str | None = None, what: str = "",
+    def check_expr(self, expr: Any, key: str, section: str | None = None, what: str = "",
                    path: tuple[str, ...] | None = None) -> bool:
         """A size expression over the known sizes (parsed and bounded, never evaluated here);
         a problem lands on the expression itself when `path` names its place."""
@@ -293,7 +295,7 @@ class Validator:
                 args[p.name] = arg
         return args
 
-    def pointer_arg(self, p, v, cpp_dtype) -> ArgSpec | None:
+    def pointer_arg(self, p: Param, v: Any, cpp_dtype: dtypes.DType | None) -> ArgSpec | None:
         if v == NULL:
             return ArgSpec(p.name, False, dtypes.BY_NAME["uint64"], value=0, null=True)
         if not isinstance(v, dict):
@@ -310,7 +312,7 @@ class Validator:
             return None
         return self.buffer(p.name, p.type, p.is_const, v, cpp_dtype, ("args", p.name))
 
-    def buffer(self, name: str, ctype: str, is_const: bool, v: dict, cpp_dtype, at: tuple[str, ...],
+    def buffer(self, name: str, ctype: str, is_const: bool, v: dict[str, Any], cpp_dtype: dtypes.DType | None, at: tuple[str, ...],
                member_of: str = "") -> ArgSpec | None:
         """A buffer the kernel reaches: a pointer parameter, a struct's pointer field, a table's entries."""
         for k in v:
@@ -351,17 +353,17 @@ class Validator:
             self.err_at(f"parameter {name!r}: `flag = true` marks an output (a status it writes as constants)",
                         (*at, "flag"), value=True)
             flag = False
-        tol = {}
-        for tk in ("atol", "rtol"):
+        tol: dict[str, float | None] = {"atol": None, "rtol": None}
+        for tk in tol:
             if tk in v:
                 if not isinstance(v[tk], (int, float)) or isinstance(v[tk], bool) or v[tk] < 0:
                     self.err_at(f"parameter {name!r}: `{tk}` must be a non-negative number", (*at, tk), value=True)
                 else:
                     tol[tk] = float(v[tk])
         return ArgSpec(name, True, dt, shape, output=output and not inout, inout=inout, init=init,
-                       member_of=member_of, flag=flag, **tol)
+                       member_of=member_of, flag=flag, atol=tol["atol"], rtol=tol["rtol"])
 
-    def table_arg(self, p, v: dict, table) -> ArgSpec | None:
+    def table_arg(self, p: Param, v: dict[str, Any], table: Any) -> ArgSpec | None:
         """`T** p` (or 64-bit integers holding addresses): `table` pointers, each to a buffer of
         `shape`; Astra allocates them as one buffer of [table, *shape] and passes a table of
         pointers to its rows."""
@@ -386,7 +388,7 @@ class Validator:
             return None
         return dataclasses.replace(a, shape=(str(table), *a.shape), table=str(table))
 
-    def struct_arg(self, name: str, v: dict, at: tuple[str, ...], member_of: str = "") -> list[ArgSpec]:
+    def struct_arg(self, name: str, v: dict[str, Any], at: tuple[str, ...], member_of: str = "") -> list[ArgSpec]:
         """A struct passed by value: the fields the spec gives, each described like an argument
         (`p.out = { type = "float", shape = ["n"], output = true }`, `p.n = "n"`); fields left out
         are zero. Where each lies in the struct comes from the compiler (`astra_cuda.model.layout`).
@@ -404,7 +406,7 @@ class Validator:
                                 (*at, RECORDS), value=True)
                 count = None
 
-        def walk(table: dict, prefix: str, here_at: tuple[str, ...], depth: int) -> None:
+        def walk(table: dict[str, Any], prefix: str, here_at: tuple[str, ...], depth: int) -> None:
             for key, value in table.items():
                 here = (*here_at, key)
                 if key == RECORDS and not prefix and count is not None:
@@ -446,7 +448,7 @@ class Validator:
                        records=str(count) if count is not None else "")
         return [head] + members
 
-    def drawn_field(self, name: str, v: dict, at: tuple[str, ...], owner: str, in_records: bool) -> ArgSpec | None:
+    def drawn_field(self, name: str, v: dict[str, Any], at: tuple[str, ...], owner: str, in_records: bool) -> ArgSpec | None:
         """A field of records drawn per record: `{ init = "...", type = "..." }` (without `type`,
         the compiler's type of the field decides, as for a number field)."""
         if not in_records:
@@ -469,7 +471,7 @@ class Validator:
         return ArgSpec(name, False, dt or dtypes.BY_NAME["double"], init=init, member_of=owner, typed=dt is not None,
                        drawn=True)
 
-    def unknown_type(self, where: tuple[str, ...], tname) -> None:
+    def unknown_type(self, where: tuple[str, ...], tname: Any) -> None:
         at = (*where, "type")
         name = ".".join(where[1:])
         if not isinstance(tname, str):
@@ -481,10 +483,10 @@ class Validator:
             self.errors[-1] = dataclasses.replace(d, message=d.message + " (types: half, bfloat16, float, double, "
                                                   "float8_e4m3fn, float8_e5m2, int8..int64, uint8..uint64, bool)")
 
-    def scalar_arg(self, p, v, cpp_dtype) -> ArgSpec | None:
+    def scalar_arg(self, p: Param, v: Any, cpp_dtype: dtypes.DType | None) -> ArgSpec | None:
         return self.scalar_value(p.name, p.type, v, cpp_dtype, ("args", p.name))
 
-    def scalar_value(self, name: str, ctype: str, v, cpp_dtype, at: tuple[str, ...],
+    def scalar_value(self, name: str, ctype: str, v: Any, cpp_dtype: dtypes.DType | None, at: tuple[str, ...],
                      member_of: str = "") -> ArgSpec | None:
         value, tname = v, None
         if isinstance(v, dict):
@@ -513,6 +515,6 @@ class Validator:
         return ArgSpec(name, False, dt, value=value, member_of=member_of, typed=typed)
 
 
-def _describes_struct(v) -> bool:
+def _describes_struct(v: Any) -> bool:
     """A by-value parameter described by its fields (`p.out = {...}`), not `{ value, type }`."""
     return isinstance(v, dict) and not (v.keys() <= SCALAR_KEYS and "value" in v)
