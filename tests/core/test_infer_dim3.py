@@ -267,7 +267,7 @@ def test_launch_site_json_unchanged():
     ("0x100", "256"),
 ])
 def test_host_expressions(expr, want):
-    assert infer._HostExprs({"n": "n", "d": "d"}, {}).spec(expr) == want
+    assert infer.HostExprs({"n": "n", "d": "d"}, {}).spec(expr) == want
 
 
 @pytest.mark.parametrize("expr, spec", [
@@ -280,7 +280,7 @@ def test_host_expressions(expr, want):
     ("n > 4 && !(d == 2) ? n : d", "n if n > 4 and (not d == 2) else d"),
 ])
 def test_host_conditionals_by_size_are_the_specs_conditional(expr, spec):
-    assert infer._HostExprs({"n": "n", "d": "d"}, {}).spec(expr) == spec
+    assert infer.HostExprs({"n": "n", "d": "d"}, {}).spec(expr) == spec
 
 
 @pytest.mark.parametrize("expr, spec", [
@@ -294,7 +294,7 @@ def test_host_conditionals_by_size_are_the_specs_conditional(expr, spec):
 ])
 def test_host_ceilings_and_flags(expr, spec):
     consts = {"half2": "sizeof(T) == 2 && n % 2 == 0", "wide": "sizeof(T) == 4 && n % 2 == 0", "sizeof(T)": "4"}
-    assert infer._HostExprs({"n": "n", "d": "d"}, consts).spec(expr) == spec
+    assert infer.HostExprs({"n": "n", "d": "d"}, consts).spec(expr) == spec
 
 
 @pytest.mark.parametrize("expr", [
@@ -309,7 +309,7 @@ def test_host_ceilings_and_flags(expr, spec):
     "",
 ])
 def test_host_expressions_refused(expr):
-    assert infer._HostExprs({"n": "n", "d": "d"}, {}).spec(expr) is None
+    assert infer.HostExprs({"n": "n", "d": "d"}, {}).spec(expr) is None
 
 
 def test_constants_from_macros_and_constexpr():
@@ -318,7 +318,7 @@ def test_constants_from_macros_and_constexpr():
     m = source.parse(text)
     assert m.constants["THREADS"] == "256" and m.constants["kRows"] == "4"
     assert "TILE" not in m.constants  # two different values: not a constant we can rely on
-    host = infer._HostExprs({"d": "d"}, m.constants)
+    host = infer.HostExprs({"d": "d"}, m.constants)
     assert host.spec("std::min(d, TWICE)") == "min(d, 256 * 2)"
     assert host.spec("d / kRows") == "d / 4"
     assert host.spec("TILE") is None
@@ -326,10 +326,10 @@ def test_constants_from_macros_and_constexpr():
 
 def test_free_names_listed_only_for_readable_grids():
     free: list[str] = []
-    assert infer._HostExprs({"d": "d"}, {}).spec("rows * heads", free) == "rows * heads"
+    assert infer.HostExprs({"d": "d"}, {}).spec("rows * heads", free) == "rows * heads"
     assert free == ["rows", "heads"]
     free = []
-    assert infer._HostExprs({"d": "d"}, {}).spec("foo(rows)", free) is None and free == []
+    assert infer.HostExprs({"d": "d"}, {}).spec("foo(rows)", free) is None and free == []
 
 
 def test_parse_expression():

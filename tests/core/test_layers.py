@@ -253,13 +253,6 @@ def private_reaches() -> dict[str, set[str]]:
     return out
 
 
-# Modules that still read other modules' private names (issue 28: each to read a public name); no
-# other module may start.
-PRIVATE_READERS = {"astra_cuda.model.access", "astra_cuda.infer.launches", "astra_cuda.infer.proposal",
-                   "astra_cuda.infer.template_args", "astra_cuda.infer.hostcalls", "astra_cuda.infer",
-                   "astra_cuda.infer.roles"}
-
-
 def test_no_module_reads_another_modules_private_names():
-    bad = {m: sorted(names) for m, names in private_reaches().items() if m not in PRIVATE_READERS}
+    bad = {m: sorted(names) for m, names in private_reaches().items()}
     assert not bad, f"private names read from outside their module (make them public where they are shared): {bad}"

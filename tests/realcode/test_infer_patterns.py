@@ -519,9 +519,9 @@ def test_a_member_type_of_a_class_template_is_read_from_its_specialization(proje
                       "template void run(half* o, const half* x, int n);\n")
     s, p = infer(project, "act.cu", "act")
     assert s.args["out"].dtype.name == "half" and s.args["in"].dtype.name == "half"
-    from astra_cuda.infer.types import _Types
+    from astra_cuda.infer.types import Types
     act = project.root / "act.cu"
-    t = _Types(source.parse(act.read_text()), str(act), None)
+    t = Types(source.parse(act.read_text()), str(act), None)
     assert t.resolve("typename Conv<half2>::Type")[0] == "half"      # the explicit specialization
     assert t.resolve("Conv<float>::Type")[0] == "half2"              # the primary template
     assert t.resolve("Pack<float, 2>::type")[0] == "float2"

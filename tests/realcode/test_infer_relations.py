@@ -131,8 +131,8 @@ def test_a_launch_macro_handed_to_a_dispatch_macro_is_a_launch():
 def test_a_dependent_member_of_a_vector_template_is_not_measured():
     """vLLM paged attention reinterprets through `Vec<scalar_t, VEC_SIZE>::Type`: not a vector
     template Astra measures (it recursed without end and `astra spec` crashed)."""
-    from astra_cuda.infer.types import _Types
-    t = _Types(source.parse("__global__ void k(float* x) {}\n"), None, None)
+    from astra_cuda.infer.types import Types
+    t = Types(source.parse("__global__ void k(float* x) {}\n"), None, None)
     assert t.vector_bytes("Vec<scalar_t, VEC_SIZE>::Type", {"scalar_t": "float", "VEC_SIZE": "4"}) is None
     assert t.vector_bytes("AlignedVector<T, 8>", {"T": "float"}) == 32
 

@@ -5,7 +5,7 @@ inference does not read), passes the rows its grid covers as a product, and the 
 local (`tid + it * 32 < n`) whose terms reach the address apart (`src += tid; src[it * 32]`)."""
 from astra_cuda import api
 from astra_cuda.infer import hostcalls
-from astra_cuda.infer.program import _functions
+from astra_cuda.infer.program import function_nodes
 from astra_cuda.model import access, exprs, source, spec
 
 LOG2 = ("int log2_ceil(int value) {\n  int log2_value = 0;\n"
@@ -70,14 +70,14 @@ FILE = "#include <assert.h>\n" + LOG2 + KERNEL + LAUNCHER
 
 
 def test_a_small_integer_host_helper_is_run_for_the_sizes_each_of_its_values_takes():
-    fn = _functions(LOG2)[0]
+    fn = function_nodes(LOG2)[0]
     assert [hostcalls.evaluate(fn, [n]) for n in (1, 2, 3, 32, 33, 4096)] == [0, 1, 2, 5, 6, 12]
     assert hostcalls.range_where(fn, "==", 12) == (2049, 4096)
     assert hostcalls.range_where(fn, "==", 0) == (1, 1)
     assert hostcalls.range_where(fn, "<=", 5) == (1, 32)
     # what it does not run (a call, a pointer) is no value, never a guess
-    assert hostcalls.evaluate(_functions("int f(int n) { return g(n); }\n")[0], [3]) is None
-    assert hostcalls.evaluate(_functions("int f(int n) { while (1) ++n; return n; }\n")[0], [3]) is None
+    assert hostcalls.evaluate(function_nodes("int f(int n) { return g(n); }\n")[0], [3]) is None
+    assert hostcalls.evaluate(function_nodes("int f(int n) { while (1) ++n; return n; }\n")[0], [3]) is None
 
 
 def test_the_case_a_helper_picks_fixes_the_launch_and_requires_its_sizes(project):

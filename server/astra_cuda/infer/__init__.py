@@ -12,7 +12,7 @@ its siblings: launches, calls, instantiations), `proposal` (the assembled commen
 (proposed only after it runs: drafts tried in order, the run injected).
 """
 from . import validate
-from .hostexprs import _HostExprs
+from .hostexprs import HostExprs
 from .proposal import Proposal, infer
 
-__all__ = ["Proposal", "infer", "validate", "_HostExprs"]
+__all__ = ["Proposal", "infer", "validate", "HostExprs"]

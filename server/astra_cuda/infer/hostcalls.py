@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from tree_sitter import Node
 
-from ..model import source
+from ..model import syntax
 
 MAX_STEPS = 4096        # statements and loop trips of one call: a helper that runs longer is not read
 LIMIT = 1 << 24         # the largest size a range is searched up to
@@ -166,9 +166,9 @@ class _Run:
 def evaluate(fn: Node, args: list[int]) -> int | None:
     """The value the host function `fn` returns for these integer arguments, or None where it
     does something this evaluator does not run."""
-    decl = source._function_declarator(fn.child_by_field_name("declarator"))
+    decl = syntax.function_declarator(fn.child_by_field_name("declarator"))
     params = decl.child_by_field_name("parameters") if decl is not None else None
-    names = [source._declarator_name(p.child_by_field_name("declarator"))[0]
+    names = [syntax.declarator_name(p.child_by_field_name("declarator"))[0]
              for p in (params.named_children if params is not None else [])
              if p.type == "parameter_declaration"]
     body = fn.child_by_field_name("body")

@@ -165,7 +165,7 @@ def _folded(node: ast.expr) -> ast.expr:
     return node
 
 
-class _HostExprs:
+class HostExprs:
     """Host C++ launch expressions -> spec expressions over the sizes, read by their tree-sitter
     structure: host names become sizes through `mapping` (host expression text -> size name),
     macro and const names their value; `std::min`, integer casts and `a < b ? a : b` become

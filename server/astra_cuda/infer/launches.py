@@ -4,7 +4,7 @@ constants by value, a block size the caller chooses taken as a default).
 
 Long because the grid, block and shared memory, the branch conditions, the launcher's checks and
 the relations between sizes are all read from one launch site and its launcher's locals
-(`_launch_of`), and the callers' values and contiguous strides read the same ones."""
+(`launch_of`), and the callers' values and contiguous strides read the same ones."""
 from __future__ import annotations
 
 import ast
@@ -12,12 +12,14 @@ import re
 from dataclasses import dataclass, field
 
 from ..model import exprs, source
+from ..model import dim3
+from ..model import syntax
 from ..model.source import ConfigVar, Kernel, LaunchSite, SourceModel
 from ..model.syntax import walk as _walk
 from tree_sitter import Node
 from . import hostcalls
-from .hostexprs import _HostExprs, raises
-from .program import Program, _functions, param_names
+from .hostexprs import HostExprs, raises
+from .program import Program, function_nodes, param_names
 from .roles import is_stride
 from .template_args import split
 
@@ -129,8 +131,8 @@ def _names(expr: str) -> list[str]:
 def _host_functions(model: SourceModel, function: str) -> list[Node]:
     """The definitions of the host function `function` (by its last name) in `model`, in order."""
     short = function.split("::")[-1]
-    return [n for n in _functions(model.text) if (source._declarator_name(
-        source._function_declarator(n.child_by_field_name("declarator")))[0] or "").split("::")[-1] == short]
+    return [n for n in function_nodes(model.text) if (syntax.declarator_name(
+        syntax.function_declarator(n.child_by_field_name("declarator")))[0] or "").split("::")[-1] == short]
 
 
 def declared_names(model: SourceModel, function: str | None) -> set[str]:
@@ -140,7 +142,7 @@ def declared_names(model: SourceModel, function: str | None) -> set[str]:
     fn = next(iter(_host_functions(model, function)), None)
     if fn is None:
         return set()
-    out = {source._declarator_name(d)[0] for n in _walk(fn) if n.type == "declaration"
+    out = {syntax.declarator_name(d)[0] for n in _walk(fn) if n.type == "declaration"
            for d in n.children_by_field_name("declarator")}
     return {n for n in out if n} - set(param_names(fn))
 
@@ -155,7 +157,7 @@ def constexpr_names(model: SourceModel, function: str | None) -> set[str]:
         return set()
     return {name for n in _walk(fn) if n.type == "declaration"
             and any(c.type == "type_qualifier" and c.text.decode() == "constexpr" for c in n.children)
-            for d in n.children_by_field_name("declarator") if (name := source._declarator_name(d)[0])}
+            for d in n.children_by_field_name("declarator") if (name := syntax.declarator_name(d)[0])}
 
 
 def _host_locals(model: SourceModel, site: LaunchSite, macros: dict[str, str] | None = None) -> dict[str, str]:
@@ -167,7 +169,7 @@ def _host_locals(model: SourceModel, site: LaunchSite, macros: dict[str, str] | 
     # project): inside `case 12:` of `switch (log2_elements)` the launch sees 12, and the sizes that
     # reach that case are required (`helper_ranges`)
     computed = {k for k, v in local.items() if (e := source.parse_expression(v)) is not None
-                and e.type != "number_literal" and _HostExprs({}, macros or {}).spec(v, []) is not None}
+                and e.type != "number_literal" and HostExprs({}, macros or {}).spec(v, []) is not None}
     return {**local, **{k: v for k, v in _guards(model, site).items() if k not in computed}}
 
 
@@ -304,7 +306,7 @@ def _function_locals(model: SourceModel, function: str, at: int | None,
             visible = launch is not None and scope is not None and n.end_byte <= at <= scope.end_byte \
                 and scope.start_byte <= at   # type: ignore[operator]
             for d in n.children_by_field_name("declarator"):
-                name = source._declarator_name(d)[0]
+                name = syntax.declarator_name(d)[0]
                 if name is None:
                     continue
                 value = d.child_by_field_name("value") if d.type == "init_declarator" else None
@@ -337,7 +339,7 @@ def _function_locals(model: SourceModel, function: str, at: int | None,
                 continue
             if launch is None or scope is None:
                 changed.add(name)
-            elif scope.start_byte <= n.start_byte < scope.end_byte and source._reaches(n, launch, scope):  # type: ignore[attr-defined]
+            elif scope.start_byte <= n.start_byte < scope.end_byte and dim3.reaches(n, launch, scope):
                 changed.add(name)
     for k, v in list(out.items()):   # `props->multiProcessorCount`, `getCurrentDeviceProperties()->...`
         if any(w in v for w in _DEVICE_QUERIES):
@@ -365,7 +367,7 @@ def _self_update(n, name: str, values: dict[str, str], folded: set[str]) -> bool
         return False
     block = n.parent.parent
     return block is not None and any(c.type == "declaration" and any(
-        source._declarator_name(d)[0] == name for d in c.children_by_field_name("declarator"))
+        syntax.declarator_name(d)[0] == name for d in c.children_by_field_name("declarator"))
         for c in block.named_children if c.start_byte < n.start_byte)
 
 
@@ -506,7 +508,7 @@ def _case_conditions(tree, node, site: LaunchSite) -> list[str]:
         text = at.text.decode()
         label = text[len("case"):text.index(":")] if text.startswith("case") and ":" in text else None
     elif site.via_macro:
-        macro = next((n for n in source._walk(tree) if n.type == "preproc_function_def"
+        macro = next((n for n in syntax.walk(tree) if n.type == "preproc_function_def"
                       and n.child_by_field_name("name") is not None
                       and n.child_by_field_name("name").text.decode() == site.via_macro), None)
         call = node
@@ -554,7 +556,7 @@ def helper_ranges(model: SourceModel, site: LaunchSite, program: Program,
         args = [a for a in call.child_by_field_name("arguments").named_children if a.type != "comment"] \
             if fn is not None else []
         found = program.function(fn.text.decode()) if fn is not None and fn.type == "identifier" else None
-        size = _HostExprs(mapping, {}).spec(args[0].text.decode()) if len(args) == 1 else None
+        size = HostExprs(mapping, {}).spec(args[0].text.decode()) if len(args) == 1 else None
         if found is None or size is None or not size.isidentifier():
             continue
         try:
@@ -582,7 +584,7 @@ def _flag(cond):
     return cond
 
 
-def _condition(text: str, hx: _HostExprs) -> str | None:
+def _condition(text: str, hx: HostExprs) -> str | None:
     """A host comparison over the sizes as a spec condition, or None where a side is not a size."""
     node = source.parse_expression(text)
     op = node.child_by_field_name("operator") if node is not None and node.type == "binary_expression" else None
@@ -595,7 +597,7 @@ def _condition(text: str, hx: _HostExprs) -> str | None:
     return f"{left} {op.type} {right}"
 
 
-def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names: list[str],
+def launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names: list[str],
                notes: list[str], program: Program | None = None,
                constants: dict[str, str] | None = None, raising: dict[str, int | None] | None = None) -> Launch:
     """Grid, block, shared memory and new sizes over the kernel's sizes, read from a launch
@@ -643,11 +645,11 @@ def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names:
                                    if k not in literal or k in runtime or any(w in k.lower() for w in _BLOCK_WORDS)}}
     free: list[str] = []
     for x in grid_parts:   # a grid's local the host computes unreadably (`x.numel() / d`) is a problem size
-        _HostExprs(mapping, grid_values, keep_locals=True).spec(x, free)
+        HostExprs(mapping, grid_values, keep_locals=True).spec(x, free)
     for x in block_parts:
-        _HostExprs(mapping, block_values).spec(x, free)
+        HostExprs(mapping, block_values).spec(x, free)
     if site.shared_mem:
-        _HostExprs(mapping, block_values).spec(site.shared_mem, free)
+        HostExprs(mapping, block_values).spec(site.shared_mem, free)
     in_block = {n for x in block_parts for n in _names(x)}
     grid_counts = [f for f in free if f not in in_block and f not in size_names and f not in local
                    and any(w in f.lower() for w in _GRID_WORDS)]
@@ -667,18 +669,18 @@ def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names:
     new_sizes = [f for f in free if f not in chosen and f not in grid_counts and (f not in declared or f in local)]
     for name in new_sizes:
         mapping[name] = name
-    b = [_HostExprs(mapping, block_values).spec(x) for x in block_parts]
+    b = [HostExprs(mapping, block_values).spec(x) for x in block_parts]
     for _ in range(8):   # a chosen block size times a constant (`num_warps * 32`) stays within 1024 threads
         if not (chosen and b and all(b)) or _threads(b, size_names) <= 1024:
             break
         for f in chosen:
             if f in in_block:
                 block_values[f] = grid_values[f] = str(max(1, int(block_values[f]) // 2))
-        b = [_HostExprs(mapping, block_values).spec(x) for x in block_parts]
+        b = [HostExprs(mapping, block_values).spec(x) for x in block_parts]
     for f in chosen:
         notes.append(f"block size `{f}` is chosen by the caller ({where}): took {block_values[f]}" +
                      (", as the program passes it" if f in passed else ""))
-    g = [_HostExprs(mapping, grid_values, keep_locals=True).spec(x) for x in grid_parts]
+    g = [HostExprs(mapping, grid_values, keep_locals=True).spec(x) for x in grid_parts]
     if grid_counts and b and all(b) and size_names and not any(set(_names(x)) - set(grid_counts) for x in grid_parts[:1]):
         # the caller computes the block count: one thread per element of the first size covers it
         # (and a grid-stride loop covers it with any count)
@@ -690,7 +692,7 @@ def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names:
                      f"cdiv({total}, {threads}), one thread per element of `{total}` — CHECK")
     shared = None
     if site.shared_mem and site.shared_mem.strip() not in ("0", "0u"):
-        shared = _HostExprs(mapping, block_values).spec(site.shared_mem)
+        shared = HostExprs(mapping, block_values).spec(site.shared_mem)
         if shared is None and b and all(b):
             parts = [x for x in b if x is not None and x.strip() != "1"] or ["1"]
             shared = " * ".join([x if x.isidentifier() or x.isdigit() else f"({x})" for x in parts] +
@@ -720,7 +722,7 @@ def _launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names:
         if vals:
             program_sizes[size] = sorted(set(vals))[:4]
     # the launcher's asserts that read over the sizes (`batch * n % 1024 == 0`, `n <= 1024`)
-    hx = _HostExprs(mapping, grid_values)
+    hx = HostExprs(mapping, grid_values)
     known = set(size_names) | set(new)
     require = [c for c in (_condition(x, hx) for x in launcher_checks(model, site.function, launch_byte(model, site), raising))
                if c is not None and set(exprs.names(c)) <= known]
@@ -787,7 +789,7 @@ def _relations(kernel: Kernel, site: LaunchSite, size_names: list[str], values: 
             if n != name and node is not None and node.type != "number_literal" and (a not in others or a == n):
                 others[a] = n
         free: list[str] = []
-        expr = _HostExprs(others, values).spec(arg, free)
+        expr = HostExprs(others, values).spec(arg, free)
         if expr is None or not set(free) <= launcher or set(free) & set(size_names):
             continue
         tree = exprs.parse(expr)
@@ -899,7 +901,7 @@ def contiguous(kernel: Kernel, site: LaunchSite, local: dict[str, str], size_nam
     return out
 
 
-def _pick_site(kernel: Kernel, program: Program) -> tuple[LaunchSite, SourceModel] | tuple[None, None]:
+def pick_site(kernel: Kernel, program: Program) -> tuple[LaunchSite, SourceModel] | tuple[None, None]:
     """The launch to read: in the kernel's own file first, one outside `main` first (a launcher
     function says what the kernel expects; `main` often loops over block sizes)."""
     sites = program.launches(kernel.name)
@@ -958,7 +960,7 @@ TESTED_SIZES = 4096    # sizes up to this are what tests draw: a case reached on
 
 def value_of(expr: str, values: dict[str, str]) -> int | None:
     """A host expression's integer value over constants and locals (name -> expression), or None."""
-    spec_expr = _HostExprs({}, values).spec(expr)
+    spec_expr = HostExprs({}, values).spec(expr)
     if spec_expr is None:
         return None
     try:

@@ -121,7 +121,7 @@ class Program:
         its headers' host functions."""
         short = name.split("::")[-1]
         for m in [*self.models, *self._elsewhere]:
-            for fn in _functions(m.text):
+            for fn in function_nodes(m.text):
                 if _function_name(fn) == short:
                     return fn, m
         return None
@@ -179,7 +179,7 @@ def _model(text: str, path: str) -> SourceModel:
 
 
 @lru_cache(maxsize=64)
-def _functions(text: str) -> list[Node]:
+def function_nodes(text: str) -> list[Node]:
     root = source.parser().parse(text.encode("utf-8")).root_node
     return [n for n in _walk(root) if n.type == "function_definition"]
 
@@ -208,7 +208,7 @@ def _callee(node: Node | None) -> tuple[str, tuple[str, ...]]:
 @lru_cache(maxsize=64)
 def _calls_cached(text: str) -> list[tuple[str, tuple[str, ...], tuple[str, ...], str | None]]:
     out = []
-    for fn in _functions(text):
+    for fn in function_nodes(text):
         caller = _function_name(fn)
         for call in (n for n in _walk(fn) if n.type == "call_expression"):
             name, targs = _callee(call.child_by_field_name("function"))
@@ -236,7 +236,7 @@ def _indirect_launches(model: SourceModel, kernel: str) -> list[LaunchSite]:
         return []
     out = []
     pickers = _pickers(model, kernel)
-    for fn in _functions(model.text):
+    for fn in function_nodes(model.text):
         body = _text(fn)
         if kernel not in body and not any(p in body for p in pickers):
             continue
@@ -289,10 +289,10 @@ def _pickers(model: SourceModel, kernel: str) -> dict[str, Picker]:
     k<true, false>; ... return k<false, false>; }`, the returns written directly or by a macro of
     the file: `#define instance(n) if (bpw == n) return k<n>`): name -> the instance a launch through
     what they return is read as — the general one, with the fewest features switched on (`true`
-    flags, larger numbers), as `_pick_site` ranks launches — with the `if` it is returned under."""
+    flags, larger numbers), as `launches.pick_site` ranks launches — with the `if` it is returned under."""
     out: dict[str, Picker] = {}
     macros = _statement_macros(model)
-    for fn in _functions(model.text):
+    for fn in function_nodes(model.text):
         found: list[tuple[tuple[str, ...], str | None]] = []
         for node in _walk(fn):
             rets: list[Node] = []

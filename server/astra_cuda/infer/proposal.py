@@ -17,13 +17,13 @@ from ..model.spec import NULL
 from ..model.syntax import walk as _walk
 from tree_sitter import Node
 from .hostexprs import function_macros, raising_macros
-from .launches import SHARED_PER_THREAD, _launch_of, _pick_site, host_locals, launch_byte, program_inits, value_of
+from .launches import SHARED_PER_THREAD, launch_of, pick_site, host_locals, launch_byte, program_inits, value_of
 from . import masks, records, structs
 from .program import Program, param_names
-from .roles import DIFFERENCES, DIVISIONS, TABLE, _Shapes, _shapes, _size_pairs
+from .roles import DIFFERENCES, DIVISIONS, TABLE, InferredShapes, infer_shapes, size_pairs
 from .sizes import Draft, repair, size_bench, test_values
-from .template_args import CANNOT, _template_args, enumerators, known_names, project_instance, split as _split
-from .types import _Types, dispatch_subjects, dispatch_values
+from .template_args import CANNOT, infer_template_args, enumerators, known_names, project_instance, split as _split
+from .types import Types, dispatch_subjects, dispatch_values
 
 
 @dataclass
@@ -50,9 +50,9 @@ _PER_ROW = ("weight", "bias", "gamma", "beta", "w", "b", "scale", "norm_weight",
 
 def _launcher_template_params(program: Program, site) -> set[str]:
     """The template parameter names of the function that holds the launch."""
-    from .template_args import _template_param_names
+    from .template_args import template_param_names_of
     fn = program.function(site.function) if site is not None and site.function else None
-    return set(_template_param_names(fn[0])) if fn is not None else set()
+    return set(template_param_names_of(fn[0])) if fn is not None else set()
 
 
 def _scalar_guess(name: str) -> str:
@@ -69,14 +69,14 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
     sizes taken equal where only then the accesses fit a shape), `instance = "largest"` (of the project's
     instances, where the numbers were guessed, the one with the largest). A struct passed by value is read
     through its fields (`structs`)."""
-    types = _Types(model, path, context)
+    types = Types(model, path, context)
     flat = structs.flatten(kernel, model, types.items, lambda t: types.resolve(t)[0] is not None)
     k, m = (flat.kernel, flat.model) if flat is not None else (kernel, model)
-    ktypes = _Types(m, path, context) if flat is not None else types
+    ktypes = Types(m, path, context) if flat is not None else types
     # pointers to records (a parameter, or a struct's field just split off) read through their fields
     rec = records.flatten(k, m, ktypes.items, lambda t: ktypes.resolve(t)[0] is not None)
     if rec is not None:
-        k, m, ktypes = rec.kernel, rec.model, _Types(rec.model, path, context)
+        k, m, ktypes = rec.kernel, rec.model, Types(rec.model, path, context)
     if flat is None and rec is None:
         p = _infer(kernel, model, types, path=path, context=context, decide=decide)
         return dataclasses.replace(p, problems=p.problems + _records(kernel, types))
@@ -104,7 +104,7 @@ def _problems(notes: list[str], kernel: Kernel, model: SourceModel, comment: str
     return [n for n in notes if n.startswith(CANNOT)] + refusals(kernel, model, comment)
 
 
-def _records(kernel: Kernel, types: _Types) -> list[str]:
+def _records(kernel: Kernel, types: Types) -> list[str]:
     """Why no draft gives a pointer to records whose fields the kernel reads (`batch->n_tokens`)
     that `records` could not split into its fields (it is also used otherwise): the counts and
     offsets the kernel takes from them decide what it reads — a draft that guessed them would only
@@ -150,7 +150,7 @@ def _warp_width_names(kernel: Kernel, site_model: SourceModel | None, constants:
     return sorted(n for n in found - declared if n.isupper() and n.endswith("WARP_SIZE") and n not in constants)
 
 
-def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | None = None,
+def _infer(kernel: Kernel, model: SourceModel, types: Types, *, path: str | None = None,
            context: ProjectContext | None = None, decide: dict[str, str] | None = None,
            tables: dict[str, int] | None = None) -> Proposal:
     """`tables`: parameters that are one entry of a table of pointers (`structs`) -> the grid
@@ -161,7 +161,7 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
     errors: list[str] = []
     program = Program(model, path, context)
     program.add_functions([it.text for it in types.items if it.kind == "host_function"])
-    site, site_model = _pick_site(kernel, program)
+    site, site_model = pick_site(kernel, program)
     constants = {**enumerators([*program.headers_beside(), *(m.text for m in program.models)]), **types.constants(),
                  **function_macros([it.text for it in types.items if it.kind == "macro"])}
     around = dispatch_values(program, site, types.items)   # names dispatch macros define
@@ -178,7 +178,7 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
     local = host_locals(site_model, site.function, launch_byte(site_model, site)) \
         if site is not None and site_model is not None else {}
     before = len(notes)
-    instantiate = _template_args(kernel, site, notes, program, {**local, **constants}, known_names(types.items),
+    instantiate = infer_template_args(kernel, site, notes, program, {**local, **constants}, known_names(types.items),
                                  types.items, site_model)
     instantiate, made = project_instance(kernel, instantiate, notes[before:], path, context,
                                          launched_here=site is not None and site_model is program.model,
@@ -232,7 +232,7 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
         switched = dispatch_subjects(program, site, types.items, around)
         # the launcher's checks read the value a dispatch switches on as its case's (`head_dim`
         # 64 in `if (head_dim < rotary_dim) throw ...` before `DISPATCH_HEAD_DIM(head_dim, ...)`)
-        launch = _launch_of(kernel, site_model, site, size_names, notes, program, {**constants, **switched},
+        launch = launch_of(kernel, site_model, site, size_names, notes, program, {**constants, **switched},
                             raising_macros([it.text for it in types.items if it.kind == "macro"] + [site_model.text]))
         grid, block, shared, program_sizes = launch.grid, launch.block, launch.shared, launch.program_sizes
         for name in reversed(launch.new_sizes):
@@ -320,7 +320,7 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
                                 [it.text for it in types.items if it.kind == "macro"])
     optional = _null_tested(kernel, helpers) if decide.get("optional") == "null" else set()
     known_values.update({p: 0 for p in optional})   # passed null: the branches that test it are decided
-    found = _shapes(kernel, [n for n in size_names if n != TABLE], grid, block, elem_bytes, int_params, known_values,
+    found = infer_shapes(kernel, [n for n in size_names if n != TABLE], grid, block, elem_bytes, int_params, known_values,
                     lanes, derived, helpers,
                     equal_sizes=decide.get("sizes") == "equal",
                     type_bytes=lambda t: types.vector_bytes(t, targs),
@@ -536,7 +536,7 @@ def _infer(kernel: Kernel, model: SourceModel, types: _Types, *, path: str | Non
         if n in draft.sizes and any(v >= width for v in draft.sizes[n]):
             draft.sizes[n] = [v for v in draft.sizes[n] if v >= width]
     # `(max - min) / 8` blocks: a window [min, max) of the rows; tested and timed from the rows' start
-    starts = [b for a, b in _size_pairs(draft.grid + draft.block, size_names, DIFFERENCES)
+    starts = [b for a, b in size_pairs(draft.grid + draft.block, size_names, DIFFERENCES)
               if a in draft.sizes and b in draft.sizes and not program_sizes.get(b)]
     for b in starts:
         draft.sizes[b] = [0]
@@ -617,7 +617,7 @@ def refusals(kernel: Kernel, model: SourceModel, comment: str) -> list[str]:
     return []
 
 
-def _scatter(found: _Shapes) -> tuple[str, str] | None:
+def _scatter(found: InferredShapes) -> tuple[str, str] | None:
     """(the index array, its element count) where the kernel's one index array places rows of
     outputs it never reads (`out[idx[row] * cols + i] = x`): a scatter, whose destinations are
     distinct — drawn with repeats, two rows would race for one destination and others stay unwritten."""
@@ -674,7 +674,7 @@ def _whole_groups(kernel: Kernel, size_names: list[str], derived: dict[str, str]
     a product of sizes divided by a size (`stride = (hidden * rows) / groups`): each of that many
     parts is taken whole, so its launcher passes a divisor (a remainder's elements would be read
     from past the parts' table)."""
-    from .hostexprs import _HostExprs
+    from .hostexprs import HostExprs
     body = access.kernel_body(kernel)
     if body is None:
         return []
@@ -690,7 +690,7 @@ def _whole_groups(kernel: Kernel, size_names: list[str], derived: dict[str, str]
             v = value
             while v.type == "parenthesized_expression" and v.named_child_count == 1:
                 v = v.named_children[0]
-            hx = _HostExprs({n: n for n in size_names}, local)
+            hx = HostExprs({n: n for n in size_names}, local)
             if v.type == "binary_expression" and v.child_by_field_name("operator").type == "/":
                 num, den = v.child_by_field_name("left"), v.child_by_field_name("right")
                 a, b = hx.spec(num.text.decode()), hx.spec(den.text.decode())
@@ -989,7 +989,7 @@ def _integer_constants(constants: dict[str, str], used: set[str]) -> dict[str, i
     return out
 
 
-def _requirements(grid: list[str], block: list[str], found: _Shapes | None, size_names: list[str],
+def _requirements(grid: list[str], block: list[str], found: InferredShapes | None, size_names: list[str],
                   kernel: Kernel, values: dict[str, int] | None = None) -> list[str]:
     """`n % 8 == 0` when the launch gives each thread a fixed chunk (`cdiv(n, 256 * 8)`) or
     divides a size by a constant (`width / 32` blocks): the kernel then handles no tail, as its
@@ -1003,9 +1003,9 @@ def _requirements(grid: list[str], block: list[str], found: _Shapes | None, size
                     and b.text.decode().isdigit() and int(b.text.decode()) > 1:
                 out.append(f"{a.text.decode()} % {b.text.decode()} == 0")
     # `hidden_dim / heads` threads: the launcher's heads divide the row
-    out += [r for r in dict.fromkeys(f"{a} % {b} == 0" for a, b in _size_pairs(grid + block, size_names, DIVISIONS)) if r not in out]
+    out += [r for r in dict.fromkeys(f"{a} % {b} == 0" for a, b in size_pairs(grid + block, size_names, DIVISIONS)) if r not in out]
     # `(max - min) / 8` blocks: the launcher has the first above the second
-    out += [r for r in dict.fromkeys(f"{a} > {b}" for a, b in _size_pairs(grid + block, size_names, DIFFERENCES)) if r not in out]
+    out += [r for r in dict.fromkeys(f"{a} > {b}" for a, b in size_pairs(grid + block, size_names, DIFFERENCES)) if r not in out]
     # a loop over `size / 8` packets handles no tail: the size must be a multiple of 8
     body = source.parser().parse(kernel.text.encode()).root_node
     dead = access.not_compiled(body, values or {})   # `if constexpr (use_vec)` of an instance without it
@@ -1061,7 +1061,7 @@ def _counts_warps(body, values: dict[str, int]) -> bool:
     return False
 
 
-def _vector_requirements(found: _Shapes | None, buffers: dict[str, tuple[list[str], int, bool]],
+def _vector_requirements(found: InferredShapes | None, buffers: dict[str, tuple[list[str], int, bool]],
                          size_names: list[str], require: list[str], notes: list[str]) -> list[str]:
     """`hidden % 4 == 0` where the kernel moves a buffer W elements at a time (a `uint4` or
     `vec_n_t<float, 4>` over floats): its rows then start on a W-element boundary, as a vector

@@ -3,7 +3,7 @@ extent measured at a few size assignments and fitted to a product of sizes; read
 read-modify-write; index arrays bounded by the table they index.
 
 Long because every shape, stride, packet and index table here is fitted to the same probes of
-the kernel's accesses (`_shapes` samples them once; the fits, the polynomial of an input reached
+the kernel's accesses (`infer_shapes` samples them once; the fits, the polynomial of an input reached
 at a sum of sizes and the per-block rows all read those samples)."""
 from __future__ import annotations
 
@@ -166,7 +166,7 @@ def _prod(xs) -> int:
 
 
 @dataclass
-class _Shapes:
+class InferredShapes:
     shapes: dict[str, list[str]]
     inout: set[str]
     read_only: set[str]     # read and never written, or not touched at all
@@ -185,7 +185,7 @@ _STRIDE_PROBE = 100003   # a stride set far from every probe size: what it moves
 MAX_EQUAL_TRIES = 12     # pairs of sizes tried equal when the accesses fit no shape otherwise
 
 
-def _size_pairs(parts: list[str], names: list[str], ops: tuple[type, ...]) -> list[tuple[str, str]]:
+def size_pairs(parts: list[str], names: list[str], ops: tuple[type, ...]) -> list[tuple[str, str]]:
     """(a, b) for each `a OP b` of two different sizes in the launch's expressions, OP one of `ops`
     (ast operator classes): `a / b` — the launcher divides a into b-sized parts —, `a - b` —
     `(max - min) / 8` blocks: the launcher has a above b."""
@@ -253,11 +253,11 @@ def is_stride(name: str) -> bool:
     return "stride" in low or re.fullmatch(r"ld[a-z]|ld_\w+", low) is not None
 
 
-def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[str], elem_bytes: dict[str, int],
+def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[str], elem_bytes: dict[str, int],
             int_params: set[str], constants: dict[str, int], lanes: dict[str, int] | None = None,
             derived: dict[str, str] | None = None, helpers=None, equal_sizes: bool = False,
             type_bytes=None, require: list[str] = (), table_first: bool = False,
-            powers: list[str] = ()) -> _Shapes | None:
+            powers: list[str] = ()) -> InferredShapes | None:
     """Each pointer's shape fitted to the extents the kernel reaches. A stride parameter of a
     contiguous layout (`token_idx * query_stride + head_idx * head_stride + i`) gets its
     contiguous value: innermost first (strides are listed outermost first), each stride is the
@@ -268,9 +268,9 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
     names = size_names + [TABLE]
     pointers = [p.name for p in kernel.params if p.is_pointer]
 
-    divided = _size_pairs(grid + block, names, DIVISIONS)
+    divided = size_pairs(grid + block, names, DIVISIONS)
     divided += [d for d in _body_divisions(kernel, names) if d not in divided]
-    differences = _size_pairs(grid + block, names, DIFFERENCES)
+    differences = size_pairs(grid + block, names, DIFFERENCES)
 
     def sample(extra: dict[str, str]) -> list | None:
         samples = []
@@ -446,7 +446,7 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
             free = [n for n in names if n not in fixed and n not in (derived or {})]
             fit = _quotient([(s, e) for (s, _), e in zip(samples, extent)], free,
                             [d for d in _divisors(kernel, grid + block, names) if d in free],
-                            _size_pairs(grid + block, names, DIVISIONS))
+                            size_pairs(grid + block, names, DIVISIONS))
             if fit is not None and not _confirmed(fit, p, samples[0][0], at_fixed):
                 fit = None
         if fit is None and p in read_only:   # an input one a size divides, no quotient, bounded by it where that size is 1
@@ -481,11 +481,11 @@ def _shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: list[
         # indices read but no shape measured by them: at the probe sizes another bound reached further
         # (`row = indices ? indices[bx] : bx`) — probed again with the table the largest size, the
         # arrays they index are that many rows and the indices are drawn below it
-        again = _shapes(kernel, size_names, grid, block, elem_bytes, int_params, constants, lanes, derived, helpers,
+        again = infer_shapes(kernel, size_names, grid, block, elem_bytes, int_params, constants, lanes, derived, helpers,
                         equal_sizes, type_bytes, require, table_first=True, powers=powers)
         if again is not None and again.uses_table:
             return again
-    return _Shapes(shapes, {n for n, u in last.items() if u.read and u.written},
+    return InferredShapes(shapes, {n for n, u in last.items() if u.read and u.written},
                    # a pointer never touched (`residual` where has_residual is false) is no output either
                    {n for n, u in last.items() if not u.written},
                    {n for n, u in last.items() if u.table_loads} if uses_table or TABLE in equal else set(), uses_table,
@@ -605,7 +605,7 @@ def _only_in_dead_branches(kernel: Kernel, pointers: list[str], constants: dict[
         taken = access.constexpr_branch(n, constants)
         cond = n.child_by_field_name("condition")
         if taken is None and cond is not None:
-            taken = access._truth(cond, constants)
+            taken = access.truth_of(cond, constants)
         if taken is None:
             continue
         gone = n.child_by_field_name("alternative" if taken else "consequence")

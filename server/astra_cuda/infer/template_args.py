@@ -12,6 +12,7 @@ import os
 import re
 
 from ..model import dtypes, exprs, source
+from ..model import syntax
 from ..model.source import Kernel, LaunchSite
 from ..model.syntax import walk as _walk
 
@@ -70,7 +71,7 @@ def _dispatch_names(arg: str) -> list[str]:
     return sorted(n for n in names if n in _DISPATCH_NAMES or (n.startswith("scalar_t_") and n[9:].isdigit()))
 
 
-def _template_args(kernel: Kernel, site: LaunchSite | None, notes: list[str], program=None,
+def infer_template_args(kernel: Kernel, site: LaunchSite | None, notes: list[str], program=None,
                    constants: dict[str, str] | None = None, known: frozenset[str] = frozenset(),
                    items=None, site_model=None) -> str | None:
     """`instantiate`: one argument per template parameter, from (in this order) the launch's own
@@ -154,7 +155,7 @@ def _resolve_arg(arg: str, site: LaunchSite | None, program, constants: dict[str
     # hide a name of the same spelling outside the launcher (flash-attention's `using
     # Kernel_traits = Kernel_traits<...>`)
     fn = program.function(site.function) if site is not None and program is not None and site.function else None
-    params = _template_param_names(fn[0]) if fn is not None else []
+    params = template_param_names_of(fn[0]) if fn is not None else []
     alias = _local_alias(fn[0], arg) if fn is not None else None
     if site is not None and fn is not None and arg in params:
         return _launcher_param(site.function, fn[0], arg, program, constants, notes, name, known)
@@ -181,7 +182,7 @@ def _launcher_param(function: str, fn, param: str, program, constants: dict[str,
                     name: str, known: frozenset[str]) -> str | None:
     """What the launching function's template parameter `param` is bound to: by its explicit
     instantiations (written or deduced from their parameter types), its callers, its default."""
-    idx = _template_param_names(fn).index(param)
+    idx = template_param_names_of(fn).index(param)
     for inst in program.instantiations(function):
         given = _usable(inst[idx], known, constants) if idx < len(inst) else None
         if given is not None:
@@ -327,8 +328,8 @@ def _usable(arg: str, known: frozenset[str], constants: dict[str, str]) -> str |
 
 def _constant_value(arg: str, constants: dict[str, str]) -> str | None:
     """An integer template argument written over constants (`1 * internal_unRoll`), evaluated."""
-    from .hostexprs import _HostExprs
-    expr = _HostExprs({}, constants).spec(arg)
+    from .hostexprs import HostExprs
+    expr = HostExprs({}, constants).spec(arg)
     if expr is None:
         return None
     try:
@@ -388,7 +389,7 @@ def _template_param_defaults(fn) -> dict[str, str]:
     if parent is None or parent.type != "template_declaration":
         return {}
     params = parent.child_by_field_name("parameters")
-    names = _template_param_names(fn)
+    names = template_param_names_of(fn)
     out = {}
     for name, p in zip(names, params.named_children if params is not None else []):
         default = p.child_by_field_name("default_value") or p.child_by_field_name("default_type")
@@ -397,7 +398,7 @@ def _template_param_defaults(fn) -> dict[str, str]:
     return out
 
 
-def _template_param_names(fn) -> list[str]:
+def template_param_names_of(fn) -> list[str]:
     """The template parameter names of a function definition's `template <...>` (or [])."""
     parent = fn.parent
     if parent is None or parent.type != "template_declaration":
@@ -410,7 +411,7 @@ def _template_param_names(fn) -> list[str]:
             ids = [c for c in _walk(p) if c.type in ("type_identifier", "identifier")]
             name = ids[-1] if ids else None
         if name is not None:
-            out.append(source._declarator_name(name)[0] or name.text.decode())
+            out.append(syntax.declarator_name(name)[0] or name.text.decode())
     return out
 
 
@@ -565,7 +566,7 @@ def split(instantiate: str) -> list[str]:
     return split_template_args(instantiate)
 
 
-# What `_template_args` writes in the notes when nothing gave an argument (a dispatch macro's
+# What `infer_template_args` writes in the notes when nothing gave an argument (a dispatch macro's
 # scalar_t taken as float is a choice among the types it offers, not a guess).
 _GUESSED = ("no launch gives it",)
 

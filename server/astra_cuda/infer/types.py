@@ -16,7 +16,7 @@ from ..model.syntax import walk as _walk
 MAX_HEADERS_READ = 512
 
 
-class _Types:
+class Types:
     """C++ names read through the unit's items (the file and its project headers, with the
     macros defined before each, `#if`/`#ifdef` branches evaluated): `floatX` behind
     `#define ENABLE_BF16` is __nv_bfloat16."""

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from tree_sitter import Node
 
 from . import dtypes, exprs, source
+from . import syntax
 
 VECTOR_BYTES = {"int4": 16, "uint4": 16, "float4": 16, "double2": 16, "longlong2": 16, "ulonglong2": 16,
                 "int2": 8, "uint2": 8, "float2": 8, "half2": 4, "__half2": 4, "__nv_bfloat162": 4,
@@ -205,11 +206,11 @@ class Analyzer:
         ...)`): its body walked with its parameters bound to the call's values, so what it reads and
         writes counts for the kernel's own parameters. `fields`: a view object's fields, in scope
         in its methods. Returns what it returns where that is one pointer or interval."""
-        decl = source._function_declarator(fn.child_by_field_name("declarator"))
+        decl = syntax.function_declarator(fn.child_by_field_name("declarator"))
         plist = decl.child_by_field_name("parameters") if decl is not None else None
         params = [p for p in (plist.named_children if plist is not None else [])
                   if p.type in ("parameter_declaration", "optional_parameter_declaration")]
-        names = [source._declarator_name(p.child_by_field_name("declarator"))[0] for p in params]
+        names = [syntax.declarator_name(p.child_by_field_name("declarator"))[0] for p in params]
         body = fn.child_by_field_name("body")
         if body is None:
             return
@@ -288,7 +289,7 @@ class Analyzer:
         elif t in ("while_statement", "do_statement"):
             cond = st.child_by_field_name("condition")
             saved = dict(self.env)
-            for n in source._walk(st.child_by_field_name("body")):   # `i += stride` in the body: i runs up to the bound
+            for n in syntax.walk(st.child_by_field_name("body")):   # `i += stride` in the body: i runs up to the bound
                 if n.type == "update_expression" or (n.type == "assignment_expression" and
                                                       n.child_by_field_name("operator").type == "+="):
                     target = n.child_by_field_name("argument") or n.child_by_field_name("left")
@@ -363,7 +364,7 @@ class Analyzer:
         alt = st.child_by_field_name("alternative")
         decided = constexpr_branch(st, self.constants)
         if decided is None and cond is not None:   # `if (store_res && i < n)` with store_res false
-            decided = _truth(cond, self.constants)
+            decided = truth_of(cond, self.constants)
         if decided is None and cond is not None:   # `if (past_len == -1)`: a sentinel no size takes
             decided = self.sentinel(cond)
         if decided is not None:   # `if constexpr (use_vec)`: only the branch the instance compiles
@@ -372,7 +373,7 @@ class Analyzer:
             return self.stmt(taken) if taken is not None else False
         if cond is not None:
             self.expr(cond)
-        names = {n.text.decode() for n in source._walk(cond) if n.type == "identifier"} if cond is not None else set()
+        names = {n.text.decode() for n in syntax.walk(cond) if n.type == "identifier"} if cond is not None else set()
         if names and names <= self.defaults:   # decided by defaults alone: only the branch they take
             before = dict(self.env)
             holds = self.refine_feasible(cond, True)
@@ -430,7 +431,7 @@ class Analyzer:
         # what the update steps (i++, i += blockDim.x) runs from its start up to the condition's bound
         update = st.child_by_field_name("update")
         starts: dict[str, tuple[Iv, Iv | None]] = {}   # stepped name -> (its start, its step)
-        for n in (source._walk(update) if update is not None else ()):
+        for n in (syntax.walk(update) if update is not None else ()):
             if n.type in ("update_expression", "assignment_expression"):
                 target = n.child_by_field_name("argument") or n.child_by_field_name("left")
                 cur = self.env.get(target.text.decode()) if target is not None else None
@@ -468,7 +469,7 @@ class Analyzer:
         if var is None or body is None:
             return []
         steps: dict[str, list[Node]] = {}
-        for n in source._walk(body):
+        for n in syntax.walk(body):
             if n.type not in ("assignment_expression", "update_expression"):
                 continue
             enclosing = n.parent
@@ -486,7 +487,7 @@ class Analyzer:
                 if incs[0].child_by_field_name("operator").type == "+=" else None)
             last = max(x.end_byte for x in incs)
             used_after = any(x.type == "identifier" and x.text.decode() == p and x.start_byte >= last
-                             for x in source._walk(body))
+                             for x in syntax.walk(body))
             if len(incs) != 1 or "++" in incs[0].text.decode()[:2] or used_after or not isinstance(step, Iv) \
                     or step.lo is None or step.lo != step.hi or step.lo < 0:
                 continue
@@ -499,7 +500,7 @@ class Analyzer:
         type_node = st.child_by_field_name("type")
         type_text = type_node.text.decode() if type_node is not None else ""
         for d in st.children_by_field_name("declarator"):
-            name, _ = source._declarator_name(d)
+            name, _ = syntax.declarator_name(d)
             if name is None:
                 continue
             value = d.child_by_field_name("value") if d.type == "init_declarator" else None
@@ -532,13 +533,13 @@ class Analyzer:
                 continue
             if value.type == "initializer_list":
                 entries = [self.expr(c) for c in value.named_children if c.type != "comment"]
-                arrays = target is not None and any(x.type == "array_declarator" for x in source._walk(target))
+                arrays = target is not None and any(x.type == "array_declarator" for x in syntax.walk(target))
                 # a local table of the parameters' pointers: a write through an entry writes them
                 self.env[name] = Table(tuple(entries)) if arrays and entries and all(  # type: ignore[arg-type]
                     isinstance(e, Ptr) for e in entries) else UNKNOWN
                 continue
             if any(c.type == "type_qualifier" and c.text == b"const" for c in st.children) and _condition(value):
-                flag = _truth(value, self.constants)   # `use_len = input_lengths != nullptr` with it null: false
+                flag = truth_of(value, self.constants)   # `use_len = input_lengths != nullptr` with it null: false
                 if flag is not None:
                     self.constants[name] = int(flag)
             v = self.expr(value)
@@ -551,7 +552,7 @@ class Analyzer:
             self.moved.pop(name, None)
             self._forget(name)
             if isinstance(v, (Iv, Ptr)) or _condition(value):   # a condition kept: `x_check ? x[i] : 0` narrows by it
-                self.defs[name] = (value, frozenset(x.text.decode() for x in source._walk(value)
+                self.defs[name] = (value, frozenset(x.text.decode() for x in syntax.walk(value)
                                                     if x.type == "identifier"))
 
     def _view(self, type_text: str, d: Node, value: Node | None) -> View | None:
@@ -582,9 +583,9 @@ class Analyzer:
                  and _arity(m)[0] <= len(vals) <= _arity(m)[1]]
         fields: dict[str, Iv | Ptr] = {}
         if ctors:
-            decl = source._function_declarator(ctors[0].child_by_field_name("declarator"))
+            decl = syntax.function_declarator(ctors[0].child_by_field_name("declarator"))
             plist = decl.child_by_field_name("parameters") if decl is not None else None
-            names = [source._declarator_name(p.child_by_field_name("declarator"))[0]
+            names = [syntax.declarator_name(p.child_by_field_name("declarator"))[0]
                      for p in (plist.named_children if plist is not None else [])
                      if p.type in ("parameter_declaration", "optional_parameter_declaration")]
             saved = self.env
@@ -601,7 +602,7 @@ class Analyzer:
             finally:
                 self.env = saved
         elif brace:   # an aggregate: `View v{ptr, rows, cols}` sets its fields in order
-            order = [source._declarator_name(f.child_by_field_name("declarator"))[0]
+            order = [syntax.declarator_name(f.child_by_field_name("declarator"))[0]
                      for f in members if f.type == "field_declaration"]
             fields = {n: v for n, v in zip(order, vals) if n and isinstance(v, (Iv, Ptr))}
         else:
@@ -669,7 +670,7 @@ class Analyzer:
         left, right = _unparen(cond.child_by_field_name("left")), cond.child_by_field_name("right")
         name = left.text.decode() if left is not None and left.type == "identifier" else ""
         first = {}   # each stepped name's initializer
-        for n in source._walk(init):
+        for n in syntax.walk(init):
             if n.type in ("init_declarator", "assignment_expression"):
                 lhs = n.child_by_field_name("declarator") or n.child_by_field_name("left")
                 rhs = n.child_by_field_name("value") or n.child_by_field_name("right")
@@ -855,7 +856,7 @@ class Analyzer:
         op = cond.child_by_field_name("operator") if cond is not None and cond.type == "binary_expression" else None
         if op is None or op.type not in ("<", "<=", ">", ">=", "==", "!="):
             return None
-        if any(n.type == "identifier" and n.text.decode() in self.sizes for n in source._walk(cond)):
+        if any(n.type == "identifier" and n.text.decode() in self.sizes for n in syntax.walk(cond)):
             return None   # a parameter's value is the probe's, not the instance's: both sides stay walked
         a = self.expr(cond.child_by_field_name("left"), evaluate_only=True)
         b = self.expr(cond.child_by_field_name("right"), evaluate_only=True)
@@ -1152,7 +1153,7 @@ class Analyzer:
             return v if op == "+" else None
         if t == "conditional_expression":   # `i < n ? x[i] : 0`: each branch under its side of the condition
             cond = n.child_by_field_name("condition")
-            decided = _truth(cond, self.constants)   # `top_ks != nullptr ? top_ks[b] : k`, top_ks null
+            decided = truth_of(cond, self.constants)   # `top_ks != nullptr ? top_ks[b] : k`, top_ks null
             if decided is None:   # `(next_power_of_two <= 128) ? 2 : 1` with the instance's 1024
                 decided = self._compared(cond)
             if decided is not None:
@@ -1240,7 +1241,7 @@ class Analyzer:
         instruction's `[%k]` operand that points into a parameter is read by an `ld`, written by an
         `st`, read and written by an `atom`/`red`, as wide as the instruction's vector of its type."""
         code = n.child_by_field_name("assembly_code")
-        text = "".join(c.text.decode() for c in source._walk(code) if c.type == "string_content") \
+        text = "".join(c.text.decode() for c in syntax.walk(code) if c.type == "string_content") \
             if code is not None else ""
         operands = [op.child_by_field_name("value") for kind in ("output_operands", "input_operands")
                     for lst in [n.child_by_field_name(kind)] if lst is not None
@@ -1336,7 +1337,7 @@ class Analyzer:
             # `bias[i % hidden]`: an index taken modulo a size addresses a table of that many
             # entries, however few of them the other sizes reach (the table is sized by the modulus)
             by_size = any(x.type == "identifier" and x.text.decode() in self.sizes
-                          for x in source._walk(n.child_by_field_name("right")))
+                          for x in syntax.walk(n.child_by_field_name("right")))
             return Iv(0, b.hi - 1 if a.hi is None or by_size else min(a.hi, b.hi - 1))
         if op == "&" and a.lo is not None and a.lo >= 0 and b.lo is not None and b.lo >= 0:
             return Iv(0, None if a.hi is None or b.hi is None else min(a.hi, b.hi))
@@ -1606,7 +1607,7 @@ def constexpr_branch(st: Node, values: dict[str, int]) -> bool | None:
     return None if v is None else bool(v)
 
 
-def _truth(cond: Node, values: dict[str, int]) -> bool | None:
+def truth_of(cond: Node, values: dict[str, int]) -> bool | None:
     """A plain `if`'s condition decided by the template's arguments alone (`flag && i < n` with
     flag false is false, `!flag || ...` with flag false true), None where the sizes decide it:
     the branch an argument rules out is dead code in this instance."""
@@ -1620,7 +1621,7 @@ def _truth(cond: Node, values: dict[str, int]) -> bool | None:
         return None if v is None else bool(v)
     op = cond.child_by_field_name("operator")
     if cond.type == "unary_expression" and op is not None and op.type == "!":
-        v = _truth(cond.child_by_field_name("argument"), values)
+        v = truth_of(cond.child_by_field_name("argument"), values)
         return None if v is None else not v
     if cond.type == "binary_expression" and op is not None and op.type in ("==", "!="):
         # a pointer the spec passes as null (values 0) against null: `cu_seqlens != nullptr`
@@ -1632,7 +1633,7 @@ def _truth(cond: Node, values: dict[str, int]) -> bool | None:
             return (values[left.text.decode()] == 0) == (op.type == "==")
         return None
     if cond.type == "binary_expression" and op is not None and op.type in ("&&", "||"):
-        a, b = _truth(cond.child_by_field_name("left"), values), _truth(cond.child_by_field_name("right"), values)
+        a, b = truth_of(cond.child_by_field_name("left"), values), truth_of(cond.child_by_field_name("right"), values)
         short = op.type == "||"   # the value either side settles it at
         if a is short or b is short:
             return short
@@ -1644,7 +1645,7 @@ def not_compiled(root: Node, values: dict[str, int]) -> list[tuple[int, int]]:
     """(start, end) bytes of the `if constexpr` branches an instance with template arguments
     `values` does not compile."""
     out = []
-    for n in source._walk(root):
+    for n in syntax.walk(root):
         if n.type != "if_statement":
             continue
         taken = constexpr_branch(n, values)
@@ -1659,7 +1660,7 @@ def not_compiled(root: Node, values: dict[str, int]) -> list[tuple[int, int]]:
 def _reference_params(fn: Node) -> set[int]:
     """The positions of a function's non-const reference parameters (`float& dst`): what it is
     passed there it may write."""
-    decl = source._function_declarator(fn.child_by_field_name("declarator"))
+    decl = syntax.function_declarator(fn.child_by_field_name("declarator"))
     plist = decl.child_by_field_name("parameters") if decl is not None else None
     params = [p for p in (plist.named_children if plist is not None else [])
               if p.type in ("parameter_declaration", "optional_parameter_declaration")]
@@ -1680,13 +1681,13 @@ def _has_method(view: View, name: str, nargs: int) -> bool:
 
 
 def _method_name(fn: Node) -> str | None:
-    decl = source._function_declarator(fn.child_by_field_name("declarator"))
-    return source._declarator_name(decl.child_by_field_name("declarator"))[0] if decl is not None else None
+    decl = syntax.function_declarator(fn.child_by_field_name("declarator"))
+    return syntax.declarator_name(decl.child_by_field_name("declarator"))[0] if decl is not None else None
 
 
 def _arity(fn: Node) -> tuple[int, int]:
     """(required, all) parameters of a function definition."""
-    decl = source._function_declarator(fn.child_by_field_name("declarator"))
+    decl = syntax.function_declarator(fn.child_by_field_name("declarator"))
     plist = decl.child_by_field_name("parameters") if decl is not None else None
     ps = [p for p in (plist.named_children if plist is not None else [])
           if p.type in ("parameter_declaration", "optional_parameter_declaration")]
@@ -1753,7 +1754,7 @@ def _numbers(text: str) -> list[int]:
 def kernel_body(kernel: source.Kernel) -> Node | None:
     """The kernel's body parsed again on its own (the model keeps text, not nodes)."""
     tree = source.parser().parse(kernel.text.encode("utf-8")).root_node
-    for n in source._walk(tree):
+    for n in syntax.walk(tree):
         if n.type == "function_definition":
             return n.child_by_field_name("body")
     return None
@@ -1767,14 +1768,14 @@ def helpers_of(texts: list[str], macros: list[str] = ()) -> dict[str, Node]:
     for text in [*texts, *filter(None, map(_macro_as_function, macros))]:
         root = source.parser().parse(text.encode("utf-8")).root_node
         members: set[int] = set()   # a class's methods are its own, not free functions
-        for n in source._walk(root):
+        for n in syntax.walk(root):
             if n.type in ("class_specifier", "struct_specifier") and n.child_by_field_name("body") is not None \
                     and n.child_by_field_name("name") is not None:
                 out.setdefault(n.child_by_field_name("name").text.decode(), n)
-                members |= {m.id for m in source._walk(n.child_by_field_name("body"))}
-        for fn in (n for n in source._walk(root) if n.type == "function_definition" and n.id not in members):
-            decl = source._function_declarator(fn.child_by_field_name("declarator"))
-            name = source._declarator_name(decl)[0]
+                members |= {m.id for m in syntax.walk(n.child_by_field_name("body"))}
+        for fn in (n for n in syntax.walk(root) if n.type == "function_definition" and n.id not in members):
+            decl = syntax.function_declarator(fn.child_by_field_name("declarator"))
+            name = syntax.declarator_name(decl)[0]
             if name:
                 out.setdefault(name.split("::")[-1], fn)
             spelled = decl.child_by_field_name("declarator") if decl is not None else None
@@ -1788,7 +1789,7 @@ def helpers_of(texts: list[str], macros: list[str] = ()) -> dict[str, Node]:
 def _macro_as_function(text: str) -> str | None:
     """`#define F(a, b) expr` as `void F(auto a, auto b) { expr; }` (None for anything else)."""
     root = source.parser().parse(text.encode("utf-8")).root_node
-    node = next((n for n in source._walk(root) if n.type == "preproc_function_def"), None)
+    node = next((n for n in syntax.walk(root) if n.type == "preproc_function_def"), None)
     if node is None:
         return None
     name, params, value = (node.child_by_field_name(f) for f in ("name", "parameters", "value"))
@@ -1836,7 +1837,7 @@ def boundary_arrays(body: Node, int_params: set[str]) -> set[str]:
     indptr[b]`): the boundaries of segments, as a CSR `indptr` or `cu_seqlens` holds them — values
     that never decrease, from 0 to the size of what they segment, not indices drawn at random."""
     seen: dict[str, set[str]] = {}
-    for n in source._walk(body):
+    for n in syntax.walk(body):
         at = _subscript_of(n, int_params)
         if at is not None and not _strided_index(n):
             seen.setdefault(at[0], set()).add(at[1])

@@ -17,23 +17,15 @@ from __future__ import annotations
 from tree_sitter import Tree
 
 from . import parse_time
-from .dim3 import reaches
 from .file_model import (SPEC_MARK, ConfigVar, Guard, Item, Kernel, LaunchSite, Param, Positions, SourceModel,
                          Span, SpecComment)
 from .macros import MAX_EXPANSION, MAX_MACRO_NESTING, attribute_macros
 from .source_builder import DEVICE_NAMESPACES, MAX_BLOCKS, Builder
-from .syntax import declarator_name, function_declarator, language, parse_expression, parser, walk
+from .syntax import language, parse_expression, parser
 
 __all__ = ["DEVICE_NAMESPACES", "MAX_BLOCKS", "MAX_EXPANSION", "MAX_MACRO_NESTING", "SPEC_MARK", "ConfigVar", "Guard",
            "Item", "Kernel", "LaunchSite", "Param", "Positions", "SourceModel", "Span", "SpecComment", "language",
            "parse", "parse_expression", "parse_with_tree", "parser", "placed"]
-
-# The tree helpers under the names infer/launches, infer/template_args and model/access read them by
-# (they were this module's own): new code takes them from `syntax` and `dim3`.
-_walk = walk
-_declarator_name = declarator_name
-_function_declarator = function_declarator
-_reaches = reaches
 
 
 def parse(text: str, path: str | None = None) -> SourceModel:
