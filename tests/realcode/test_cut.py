@@ -456,3 +456,39 @@ def test_an_anonymous_namespace_right_after_the_files_own_is_named_alike_in_both
     whole = mangled("_INTERNAL_0badcafe_7_k_cu_12345678_4242x", "_GLOBAL__N__feedbeef_13_k_cu_0a0b0c0d_1111x")
     assert cutcheck._internal_names(cut) == cutcheck._internal_names(whole) == \
         "_ZN9_INTERNAL11_GLOBAL__N_11copy_vectorIfEEvPf"
+
+
+# TransformerEngine's build turns its runtime-compiled kernels into headers holding the code as a raw
+# string with a 16-character delimiter (transpose/cast_transpose.cu includes one inside its own
+# anonymous namespace); tree-sitter-cuda reads delimiters of at most 15, so the string's declarations
+# were read as the file's: its `using IType = __ITYPE__;` cut into the unit, `block_size` named twice
+RAW16 = {
+    "rtc.h": 'static constexpr char rtc_code[]\n  = R"__STRING_DELIM__(/****\n * code compiled at run time\n ****/\n'
+             '#include "utils.cuh"\nnamespace {\nusing CType = float;\nusing IType = __ITYPE__;\n'
+             "constexpr int block_size = __BLOCK_SIZE__;\n}  // namespace\n"
+             "__global__ void rtc_kernel(const IType* in, CType* out) { out[0] = in[0] * block_size; }\n"
+             ')__STRING_DELIM__";\n',
+    "k.cu": 'namespace outer {\nnamespace {\n#include "rtc.h"\nusing CType = float;\nconstexpr int block_size = 64;\n'
+            "template <int load_size, typename IType>\n__global__ void __launch_bounds__(block_size)\n"
+            "k(const IType* in, CType* o) { o[0] = (float)in[0] * load_size + block_size; }\n}  // namespace\n"
+            "void launch(const float* in, float* o) { k<4, float><<<1, 1>>>(in, o); }\n}\n",
+}
+
+
+def test_a_raw_string_of_a_16_character_delimiter_is_a_string(project):
+    from astra_cuda.model import parse_time
+    f = _write(project, RAW16)
+    header = RAW16["rtc.h"].encode()
+    readable = parse_time.readable_raw_strings(header)
+    assert len(readable) == len(header) and b"using IType = __ITYPE__;" in readable   # the content kept
+    assert not source.parse(RAW16["rtc.h"]).syntax_errors
+    u = extract.unit(f.read_text(), str(f), "k", instantiate="<4, float>")
+    assert "__ITYPE__" not in u.source and "rtc_kernel" not in u.source, u.source
+    assert u.source.count("block_size = 64") == 1
+
+
+@needs_nvcc
+def test_the_cut_beside_a_16_character_raw_string_compiles(project):
+    f = _write(project, RAW16)
+    r = cutcheck.check(extract.unit(f.read_text(), str(f), "k", instantiate="<4, float>"))
+    assert r.checked and r.ok, r.message

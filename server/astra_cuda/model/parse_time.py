@@ -144,6 +144,40 @@ def tokens(data: bytes) -> int:
     return _TOKEN.subn(b"", data)[1]
 
 
+# tree-sitter-cuda's scanner reads a raw string's delimiter up to 15 characters where C++ allows 16
+# (TransformerEngine's generated headers hold kernels as `R"__STRING_DELIM__(...)__STRING_DELIM__"`):
+# it read such a literal as code, so the declarations in the string were the file's (`using IType =
+# __ITYPE__;` cut into a unit, an alias named twice). Each is handed to it with a 15-character
+# delimiter and the same bytes inside, one blank before the literal and one after it, so every other
+# node keeps its bytes and offsets. Linear: one search per literal, each from where the last ended.
+_RAW16 = re.compile(rb'(?<![A-Za-z0-9_])(?:u8|[uUL])?R"([^ ()\\\t\v\f\r\n"]{16})\(')
+
+
+def readable_raw_strings(data: bytes) -> bytes:
+    """`data` with every raw string literal of a 16-character delimiter rewritten, at the same
+    length, to one of 15 that tree-sitter reads as a string (its content unchanged)."""
+    if b'R"' not in data:
+        return data
+    buf: bytearray | None = None
+    at = 0
+    while (m := _RAW16.search(data, at)) is not None:
+        delim = m.group(1)
+        close = data.find(b")" + delim + b'"', m.end())
+        if close < 0:
+            break
+        body = data[m.end():close]
+        short = next((d for d in (delim[:15], delim[1:], delim[:14] + b"~", delim[:14] + b"!")
+                      if b")" + d + b'"' not in body), None)
+        at = close + len(delim) + 2
+        if short is None:
+            continue
+        buf = buf if buf is not None else bytearray(data)
+        prefix = data[m.start():data.index(b'R"', m.start())]
+        buf[m.start():m.end()] = b" " + prefix + b'R"' + short + b"("
+        buf[close:at] = b")" + short + b'" '
+    return bytes(buf) if buf is not None else data
+
+
 class _Source:
     """What tree-sitter reads a text through: the parse, then every node's text (py-tree-sitter
     reads a node's text of a tree parsed from a callable by calling it until it has the node's
@@ -207,7 +241,8 @@ class Parser:
         tree: tree_sitter.Tree | None = None
         try:
             # a fresh parser each time: one stopped midway would resume its old parse on the next call
-            tree = tree_sitter.Parser(self._language).parse(_Source(data), progress_callback=progress)
+            tree = tree_sitter.Parser(self._language).parse(_Source(readable_raw_strings(data)),
+                                                            progress_callback=progress)
         except ValueError:    # what py-tree-sitter raises for a stopped parse
             if stopped_at < 0:
                 raise
@@ -237,4 +272,4 @@ def _amount(n: int) -> str:
 
 
 __all__ = ["APART_BYTES", "MAX_NODES", "MAX_TOKENS", "S_PER_MIB", "SLACK_S", "Account", "Parser", "TooManyNodes",
-           "TooManyTokens", "TooSlowToParse", "parse_apart_first", "reading", "tokens"]
+           "TooManyTokens", "TooSlowToParse", "parse_apart_first", "readable_raw_strings", "reading", "tokens"]
