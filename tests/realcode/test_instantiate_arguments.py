@@ -202,3 +202,80 @@ def test_a_dispatch_macros_scalar_t_is_a_type_it_dispatches_over(tmp_path, kerne
     offers float keeps float."""
     got, prop = _instantiate(tmp_path, DISPATCH, kernel)
     assert got == expected, prop.notes
+
+
+# TransformerEngine's scaled_masked_softmax.cu: the launcher's template parameters are named like
+# dispatch names (`input_t`), its caller passes a name its own switch macro declares (`using type =
+# fp16;` in each case, 16-bit types only), and `copy_vector<T, N>` is declared for every T but
+# defined for those alone: float (what a dispatch name became) left an unresolved extern in ptxas.
+# transpose.cu: the launch itself sits in a switch that declares its `Type`, float among the cases.
+SWITCHED = """\
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+namespace eng {
+using fp16 = half;
+using bf16 = __nv_bfloat16;
+enum class DType { kFloat32, kFloat16, kBFloat16 };
+#define TYPE_SWITCH_16BIT(dtype, type, ...) \\
+  switch (dtype) { \\
+    case DType::kFloat16: { using type = fp16; __VA_ARGS__; break; } \\
+    case DType::kBFloat16: { using type = bf16; __VA_ARGS__; break; } \\
+    default: break; }
+#define TYPE_SWITCH_ALL(dtype, type, ...) \\
+  switch (dtype) { \\
+    case DType::kFloat16: { using type = fp16; { __VA_ARGS__ } } break; \\
+    case DType::kFloat32: { using type = float; { __VA_ARGS__ } } break; \\
+    default: break; }
+template <typename T, int N> __device__ void copy_vector(T* dst, const T* src);
+template <> __device__ void copy_vector<fp16, 2>(fp16* dst, const fp16* src) { *(half2*)dst = *(const half2*)src; }
+template <> __device__ void copy_vector<bf16, 2>(bf16* dst, const bf16* src) { *(float*)dst = *(const float*)src; }
+template <typename input_t, typename output_t, typename acc_t, int LOG2>
+__global__ void softmax_kernel(output_t* dst, const input_t* src, int n) {
+  int i = 2 * (blockIdx.x * blockDim.x + threadIdx.x);
+  input_t v[2];
+  if (i < n) { copy_vector<input_t, 2>(v, src + i); dst[i] = (output_t)((acc_t)v[0] * LOG2); dst[i + 1] = v[1]; }
+}
+template <typename input_t, typename output_t, typename acc_t>
+void dispatch_softmax(output_t* dst, const input_t* src, int n) {
+  softmax_kernel<input_t, output_t, acc_t, 3><<<(n / 2 + 127) / 128, 128>>>(dst, src, n);
+}
+void softmax(DType dt, void* dst, const void* src, int n) {
+  TYPE_SWITCH_16BIT(dt, softmax_type,
+      dispatch_softmax<softmax_type, softmax_type, float>((softmax_type*)dst, (const softmax_type*)src, n););
+}
+template <typename Type> __global__ void transpose_kernel(Type* out, const Type* in, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = in[i];
+}
+void transpose(DType dt, void* out, const void* in, int n) {
+  TYPE_SWITCH_ALL(dt, Type,
+      transpose_kernel<Type><<<(n + 127) / 128, 128>>>((Type*)out, (const Type*)in, n););
+}
+template <typename Type> __global__ void cast_kernel(Type* out, const Type* in, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = in[i];
+}
+void cast(DType dt, void* out, const void* in, int n) {
+  TYPE_SWITCH_16BIT(dt, Type,
+      cast_kernel<Type><<<(n + 127) / 128, 128>>>((Type*)out, (const Type*)in, n););
+}
+}  // namespace eng
+"""
+
+
+@pytest.mark.parametrize("kernel,expected", [("softmax_kernel", "<eng::fp16, eng::fp16, float, 3>"),
+                                             ("transpose_kernel", "<float>"), ("cast_kernel", "<eng::fp16>")])
+def test_a_type_a_switch_macro_of_the_project_declares_is_one_of_its_cases(tmp_path, kernel, expected):
+    got, prop = _instantiate(tmp_path, SWITCHED, kernel)
+    assert got == expected, prop.notes
+    assert not any("scalar_t became float" in n for n in prop.notes), prop.notes
+
+
+@pytest.mark.skipif(TK is None, reason="no CUDA toolkit (nvcc) here")
+def test_nvcc_links_the_instance_a_switch_macro_declares(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    got, _ = _instantiate(tmp_path, SWITCHED, "eng::softmax_kernel")
+    f = tmp_path / "k.cu"
+    f.write_text(SWITCHED)
+    r = nvcc.compile(SWITCHED, str(f), ProjectContext(), "sm_90", [f"eng::softmax_kernel{got}"], toolkit=TK)
+    assert r.ok and len(r.kernels) == 1, [d.message for d in r.diagnostics]

@@ -23,7 +23,7 @@ from .program import Program, param_names
 from .roles import DIFFERENCES, DIVISIONS, TABLE, InferredShapes, infer_shapes, size_pairs
 from .sizes import Draft, repair, size_bench, test_values
 from .template_args import CANNOT, infer_template_args, enumerators, known_names, project_instance, split as _split
-from .types import Types, dispatch_subjects, dispatch_values
+from .types import Types, declared_types, dispatch_subjects, dispatch_values
 
 
 @dataclass
@@ -178,8 +178,10 @@ def _infer(kernel: Kernel, model: SourceModel, types: Types, *, path: str | None
     local = host_locals(site_model, site.function, launch_byte(site_model, site)) \
         if site is not None and site_model is not None else {}
     before = len(notes)
+    float_type = dtypes.from_cpp("float")
+    declared = declared_types(program, types.items, lambda t: dtypes.from_cpp(types.resolve(t)[0] or "") == float_type)
     instantiate = infer_template_args(kernel, site, notes, program, {**local, **constants}, known_names(types.items),
-                                 types.items, site_model)
+                                      types.items, site_model, declared)
     instantiate, made = project_instance(kernel, instantiate, notes[before:], path, context,
                                          launched_here=site is not None and site_model is program.model,
                                          largest=decide.get("instance") == "largest")

@@ -73,7 +73,7 @@ def _dispatch_names(arg: str) -> list[str]:
 
 def infer_template_args(kernel: Kernel, site: LaunchSite | None, notes: list[str], program=None,
                    constants: dict[str, str] | None = None, known: frozenset[str] = frozenset(),
-                   items=None, site_model=None) -> str | None:
+                   items=None, site_model=None, declared=None) -> str | None:
     """`instantiate`: one argument per template parameter, from (in this order) the launch's own
     template arguments — a launcher's template parameter followed to its callers, explicit
     instantiations and default, a dispatch macro's scalar_t taken as float, names evaluated as
@@ -81,7 +81,9 @@ def infer_template_args(kernel: Kernel, site: LaunchSite | None, notes: list[str
     otherwise a type parameter is float, an enumeration its first enumerator, a device-function
     parameter the first matching device function of the file, each with a note. A parameter pack
     left to guess is empty. Names are written as seen from the global scope, where Astra's
-    instantiation stands (the file's and its headers' `items` say where each is defined)."""
+    instantiation stands (the file's and its headers' `items` say where each is defined).
+    `declared`: a host function's name -> the type names the macros it uses declare
+    (`types.dispatch_types`), each the type taken and all it may be."""
     if not kernel.is_template:
         return None
     given: list[str] = split(site.template_args) if site is not None and site.template_args else []
@@ -108,7 +110,7 @@ def infer_template_args(kernel: Kernel, site: LaunchSite | None, notes: list[str
     for k in order:
         param, name = params[k]
         if _is_pack(param):   # the rest of the launch's arguments, or none
-            rest = [_resolve_arg(g.strip(), site, program, constants, notes, name, known, scalar)
+            rest = [_resolve_arg(g.strip(), site, program, constants, notes, name, known, scalar, declared)
                     for g in given[k:]]
             if all(r is not None for r in rest):
                 out += [_qualify(r, qualified) for r in rest if r is not None]
@@ -117,7 +119,7 @@ def infer_template_args(kernel: Kernel, site: LaunchSite | None, notes: list[str
             break
         arg = given[k].strip() if k < len(given) else None
         if arg is not None:
-            arg = _resolve_arg(arg, site, program, constants, notes, name, known, scalar)
+            arg = _resolve_arg(arg, site, program, constants, notes, name, known, scalar, declared)
             arg = _qualify(arg, qualified) if arg is not None else None
         if arg is None and "=" in param:   # a default argument, over the arguments so far
             default = param.split("=", 1)[1].strip()
@@ -135,6 +137,8 @@ def infer_template_args(kernel: Kernel, site: LaunchSite | None, notes: list[str
                 constants.setdefault(f"sizeof({spelled})", str(dt.itemsize))
     if len(chosen) == len(params):
         out = [chosen[k] for k in range(len(params))]
+    # a dispatch name a macro of the project declares became that macro's type, not the scalar
+    given = [g for g in given if _declared_type(g.strip(), site, program, [], declared) is None]
     if any(_dispatch_names(g) for g in given) and scalar == _DISPATCH_TYPE:
         notes.append(f"instantiate: the dispatch macro's scalar_t became {_DISPATCH_TYPE} "
                      f"(use __half or __nv_bfloat16 to test those)")
@@ -145,8 +149,11 @@ def infer_template_args(kernel: Kernel, site: LaunchSite | None, notes: list[str
 
 
 def _resolve_arg(arg: str, site: LaunchSite | None, program, constants: dict[str, str], notes: list[str],
-                 name: str, known: frozenset[str], scalar: str = _DISPATCH_TYPE) -> str | None:
+                 name: str, known: frozenset[str], scalar: str = _DISPATCH_TYPE, declared=None) -> str | None:
     """One template argument of a launch as something the spec can name, or None."""
+    typed = _declared_type(arg, site, program, notes, declared)
+    if typed is not None:
+        return typed
     for host in _dispatch_names(arg):   # the type a dispatch macro's lambda names
         arg = _replace_word(arg, host, scalar)
     arg = " ".join(re.sub(r"\btypename\s+", "", arg).split())   # not needed outside a template
@@ -176,6 +183,34 @@ def _resolve_arg(arg: str, site: LaunchSite | None, program, constants: dict[str
     if value is not None:
         return value
     return None
+
+
+def _declared_type(arg: str, site: LaunchSite | None, program, notes: list[str], declared) -> str | None:
+    """The type a macro of the project declares `arg` as (`TYPE_SWITCH(dtype, Type, ...)` around
+    the launch), or a launcher's template parameter as its callers pass such a name — before a
+    dispatch name (`input_t`) is taken as float: the instance the program makes."""
+    if declared is None or site is None or not site.function or not arg.isidentifier():
+        return None
+    found = declared(site.function).get(arg)
+    fn = program.function(site.function) if program is not None else None
+    where = f"the macro around the launch in `{site.function}` declares `{arg}`"
+    if found is None and fn is not None and arg in _template_param_names(fn[0]):
+        idx = _template_param_names(fn[0]).index(arg)
+        for call in program.calls(site.function):
+            passed = call.template_args[idx].strip() if idx < len(call.template_args) else ""
+            found = declared(call.caller).get(passed) if call.caller and passed.isidentifier() else None
+            if found is not None:
+                where = (f"`{arg}` of `{site.function}` is `{passed}` where `{call.caller}` calls it, which the "
+                         f"macro around that call declares")
+                break
+    if found is None:
+        return None
+    chosen, types = found
+    offers = " or ".join(types)
+    notes.append(f"template parameter `{arg}`: {where} as {offers}: took {chosen}"
+                 + ("" if chosen == types[0] or len(types) == 1 else " (float, one of its cases)")
+                 + (" (it offers no float)" if chosen == types[0] and len(types) > 1 else ""))
+    return chosen
 
 
 def _launcher_param(function: str, fn, param: str, program, constants: dict[str, str], notes: list[str],

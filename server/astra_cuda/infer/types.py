@@ -137,6 +137,12 @@ class Types:
         if member is not None:
             return self._member_type(*member, depth)
         cands = [(pos, it) for pos, it in enumerate(self.items) if it.kind == "type" and name in it.defines]
+        scope, _, short = name.lstrip(":").rpartition("::")
+        if not cands and scope and short.isidentifier():
+            # a name written from the global scope, as an instantiation names it (`transformer_engine::fp16`)
+            cands = [(pos, it) for pos, it in enumerate(self.items) if it.kind == "type" and short in it.defines
+                     and "::".join(ns for ns in it.namespaces if ns) == scope]
+            name = short if cands else name
         live = [(pos, it) for pos, it in cands if self._active(it, pos)]
         unknown = [(pos, it) for pos, it in cands if self._active(it, pos) is None]
         if not cands:
@@ -410,3 +416,70 @@ def dispatch_subjects(program, site, items, around: dict[str, str]) -> dict[str,
                 out.setdefault(host, around[name])
     return out
 
+
+
+def macro_types(items) -> dict[str, list[tuple[list[str], str, list[str]]]]:
+    """Function-like macros that declare a type in their cases (TransformerEngine's `case
+    DType::kFloat16: { using type = fp16; __VA_ARGS__ }`): macro name -> [(its parameters, the
+    declared name, the types it stands for, in the body's order)], read from each body's tree."""
+    out: dict[str, list[tuple[list[str], str, list[str]]]] = {}
+    for it in items:
+        if it.kind != "macro" or "using" not in it.text and "typedef" not in it.text:
+            continue
+        root = source.parser().parse(it.text.encode()).root_node
+        for d in (n for n in _walk(root) if n.type == "preproc_function_def"):
+            name, params, value = (d.child_by_field_name(f) for f in ("name", "parameters", "value"))
+            if name is None or value is None:
+                continue
+            plist = [c.text.decode() for c in params.named_children if c.type == "identifier"] if params else []
+            code = value.text.decode().replace("\\\n", "\n")
+            body = source.parser().parse(f"void __astra_m() {{ {code} }}".encode()).root_node
+            found: dict[str, list[str]] = {}
+            for n in _walk(body):
+                if n.type == "alias_declaration":
+                    target, t = n.child_by_field_name("name"), n.child_by_field_name("type")
+                    pairs = [(target, t)]
+                elif n.type == "type_definition":
+                    t = n.child_by_field_name("type")
+                    pairs = [(d_, t) for d_ in n.children_by_field_name("declarator")]
+                else:
+                    continue
+                for target, t in pairs:
+                    if target is not None and t is not None and target.type in ("type_identifier", "identifier"):
+                        spelled = " ".join(t.text.decode().split())
+                        found.setdefault(target.text.decode(), [])
+                        if spelled not in found[target.text.decode()]:
+                            found[target.text.decode()].append(spelled)
+            for declared, types in found.items():
+                out.setdefault(name.text.decode(), []).append((plist, declared, types))
+    return out
+
+
+def declared_types(program, items, is_float):
+    """A host function's name -> the type names the macros it uses declare (`TYPE_SWITCH(dtype,
+    softmax_type, ...)` declares `softmax_type`), each -> (the one taken, all it may be): float
+    where the macro offers it (`is_float`: whether a spelling is float, through the project's
+    typedefs), else the first it names — a float there is an instance the program never makes
+    (TransformerEngine's softmax declares `copy_vector<T, N>` and defines it for 16-bit types only).
+    The macros are read once; each function's answer is kept."""
+    macros: dict[str, list[tuple[list[str], str, list[str]]]] | None = None
+    seen: dict[str, dict[str, tuple[str, list[str]]]] = {}
+
+    def of(function: str | None) -> dict[str, tuple[str, list[str]]]:
+        nonlocal macros
+        if program is None or not function:
+            return {}
+        if function not in seen:
+            macros = macro_types(items) if macros is None else macros
+            out: dict[str, tuple[str, list[str]]] = {}
+            for call in program.calls_in(function) if macros else ():
+                for plist, declared, types in macros.get(call.function, ()):
+                    name = declared
+                    if declared in plist:   # declared through a parameter: the name the use passes there
+                        idx = plist.index(declared)
+                        name = call.args[idx].strip() if idx < len(call.args) else declared
+                    if name.isidentifier() and name not in out:
+                        out[name] = (next((t for t in types if is_float(t)), types[0]), types)
+            seen[function] = out
+        return seen[function]
+    return of
