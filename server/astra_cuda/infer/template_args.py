@@ -194,8 +194,8 @@ def _declared_type(arg: str, site: LaunchSite | None, program, notes: list[str],
     found = declared(site.function).get(arg)
     fn = program.function(site.function) if program is not None else None
     where = f"the macro around the launch in `{site.function}` declares `{arg}`"
-    if found is None and fn is not None and arg in _template_param_names(fn[0]):
-        idx = _template_param_names(fn[0]).index(arg)
+    if found is None and fn is not None and arg in template_param_names_of(fn[0]):
+        idx = template_param_names_of(fn[0]).index(arg)
         for call in program.calls(site.function):
             passed = call.template_args[idx].strip() if idx < len(call.template_args) else ""
             found = declared(call.caller).get(passed) if call.caller and passed.isidentifier() else None
