@@ -255,3 +255,28 @@ __global__ void k(const int* flag, int* counter, int* slot) {
     _, counter, slot = run(cpu, src, "k", (1,), (96,), [flag, np.zeros(1, np.int32), np.full(96, -1, np.int32)])
     taken = np.flatnonzero(flag)
     assert counter[0] == len(taken) and sorted(slot[taken]) == list(range(len(taken)))
+
+
+def test_builtin_assume_is_a_hint_never_evaluated(cpu):
+    # TransformerEngine's utils.cuh warp_reduce_max: `__builtin_assume(tmp >= 0)` beside a shuffle,
+    # which nvcc compiles and g++ did not know
+    src = r'''
+template <int N> __device__ float warp_max(float m) {
+  for (int d = N / 2; d > 0; d /= 2) {
+    const float o = __shfl_down_sync(0xffffffff, m, d);
+    __builtin_assume(m >= 0);
+    __builtin_assume(o >= 0);
+    m = fmaxf(m, o);
+  }
+  return m;
+}
+__global__ void k(const float* in, float* out, int* count) {
+  int c = 0;
+  __builtin_assume(++c > 0);   // not evaluated: the count stays 0
+  float m = warp_max<32>(in[threadIdx.x]);
+  if (threadIdx.x == 0) { out[0] = m; count[0] = c; }
+}
+'''
+    vals = np.random.default_rng(3).random(32).astype(np.float32)
+    _, out, count = run(cpu, src, "k", (1,), (32,), [vals, np.zeros(1, np.float32), np.zeros(1, np.int32)])
+    assert out[0] == vals.max() and count[0] == 0

@@ -211,6 +211,11 @@ template <class T> inline unsigned match_all(const char* f, int l, unsigned m, T
 #define __match_all_sync(m, v, p) astra::match_all(__FILE__, __LINE__, (m), (v), (p))
 #define __trap() astra::trap(__FILE__, __LINE__)
 #define __brkpt() astra::trap(__FILE__, __LINE__)
+// nvcc's front end (EDG, clang's builtin) reads `__builtin_assume(c)` as an optimiser hint whose
+// argument is never evaluated (TransformerEngine's warp_reduce_max); g++ has no such builtin.
+#if !defined(__clang__)
+#define __builtin_assume(...) ((void)sizeof((__VA_ARGS__) ? 1 : 0))
+#endif
 
 // ---- Memory ordering: blocks run on several host threads.
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
