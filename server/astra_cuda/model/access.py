@@ -56,6 +56,8 @@ _VECTOR_METHODS = frozenset({"load", "store", "cast_load", "cast_store", "load_g
 _PREPROC_BRANCHES = frozenset({"preproc_if", "preproc_ifdef", "preproc_elif", "preproc_elifdef", "preproc_else"})
 UNSET = "unset"      # a local declared without a value: its first assignment gives it one
 MAX_HELPER_DEPTH = 3   # device functions followed into, nested
+# the element types of a byte (a quantized code: below 256)
+_BYTE_TYPE = re.compile(r"(const\s+)?(unsigned\s+char|uint8_t|u_char|uchar)")
 # calls that read or write exactly where their pointer argument points (width aside)
 _ACCESSORS = ("load", "store", "__ld", "__st", "atomic", "ld", "st", "Load", "Store", "read", "write", "fetch",
               "cp_async", "memcpy")
@@ -169,6 +171,9 @@ class Analyzer:
         self.defs: dict[str, tuple[Node, frozenset[str]]] = {}
         self.narrowing = False
         self.objects: set[str] = set()         # locals of a class type or lambdas: called, they are functors
+        # local arrays of unsigned bytes (`unsigned char qvals[8]`): an element read from one is a code
+        # below 256, so the table it indexes (`code[qvals[j]]`) has 256 entries
+        self.byte_arrays: set[str] = set()
         self.defaults: set[str] = set()        # a helper's parameters the call left at their default value
         self.obj_bytes: dict[str, int] = {}    # a local vector object (`vec_t<float, 4> v`) -> its bytes
         self.returns: list | None = None       # the values a followed function returns (None: in the kernel)
@@ -508,6 +513,8 @@ class Analyzer:
             self.declared_at[name] = self.loops
             if target is not None and target.type == "array_declarator":
                 self.env[name] = "array"
+                if _BYTE_TYPE.fullmatch(type_text.strip()):
+                    self.byte_arrays.add(name)
                 continue
             if "thread_block_tile" in type_text or "tiled_partition" in (value.text.decode() if value else ""):
                 size = next((int(x) for x in _numbers(type_text + (value.text.decode() if value else ""))), 32)
@@ -1358,6 +1365,9 @@ class Analyzer:
                 self.access(e, i if isinstance(i, Iv) else UNKNOWN, write=bool(lhs), read=lhs != "=")
             return None
         if not isinstance(p, Ptr):
+            name = _unparen(arr)
+            if name is not None and name.type == "identifier" and name.text.decode() in self.byte_arrays:
+                return Iv(0, 255)
             return None
         if not evaluate_only:
             tight = self._guarded_address([(arr, 1), (idx_node, 1)]) if isinstance(i, Iv) and i.hi is not None \
@@ -1563,6 +1573,16 @@ class Analyzer:
                     use.written |= not self.const.get(v.base, False)
                     use.reach(None)
             return None
+        if not evaluate_only and method in ("Load", "Store") and len(args) >= 3 and isinstance(vals[0], Ptr):
+            span = self._valid_items_span(args[0], args[2])
+            if span is not None and span.hi is not None and vals[0].offset.hi is not None \
+                    and span.hi < vals[0].offset.hi:
+                # CUB's block load/store of `valid_items`: that many from the pointer, where the count
+                # cancels the address (`min(TILE, n - i)`); else, as before, where it points (the
+                # loop's loose bound on `i` already reaches the tile's end)
+                store = method == "Store"
+                self.access(Ptr(vals[0].base, span, 1), Iv.point(0), write=store, read=not store)
+                return None
         if not evaluate_only:
             wide = "128" in short or short.startswith(("load_vec", "store_vec"))
             for a, v in zip(args, vals):
@@ -1575,6 +1595,55 @@ class Analyzer:
         if short in ("__ldg", "__ldcs", "__ldcg", "__ldlu", "__ldca") and vals and isinstance(vals[0], Ptr):
             return self.loaded(vals[0])
         return None
+
+
+    def _valid_items_span(self, address: Node, valid: Node) -> Iv | None:
+        """The elements a CUB block load or store (`BlockStore<T, THREADS, N>(tmp).Store(&out[i], vals,
+        valid_items)`) reaches from `&p[i]` (or `p + i`): `valid_items` of them, so the last is
+        `i + valid_items - 1`, each side of a `min` an upper bound (`min(TILE, n - i)` reaches n - 1,
+        which intervals alone, blind to the two `i` being one, put a whole tile past). None where the
+        address or the count is no polynomial over the kernel's names."""
+        a = _unparen(address)
+        index: Node | None = None
+        if a is not None and a.type == "pointer_expression" and a.child_by_field_name("operator").type == "&":
+            inner = _unparen(a.child_by_field_name("argument"))
+            if inner is None or inner.type != "subscript_expression":
+                return None
+            index = inner.child_by_field_name("indices") or inner.child_by_field_name("index")
+            if index is not None and index.type == "subscript_argument_list":
+                index = next((c for c in index.named_children if c.type != "comment"), None)
+            base = _unparen(inner.child_by_field_name("argument"))
+        elif a is not None and a.type == "binary_expression" and a.child_by_field_name("operator").type == "+":
+            base, index = _unparen(a.child_by_field_name("left")), a.child_by_field_name("right")
+        else:
+            return None
+        start = self._expanded(index)
+        if base is None or base.type != "identifier" or start is None \
+                or self.env.get(base.text.decode()) != Ptr(base.text.decode(), Iv.point(0), 1):
+            return None   # a pointer moved or rescaled first: its offset is not the index alone
+        counts = [_unparen(valid)]
+        if counts[0] is not None and counts[0].type == "identifier" and counts[0].text.decode() in self.defs:
+            counts = [_unparen(self.defs[counts[0].text.decode()][0])]
+        fn = counts[0].child_by_field_name("function") if counts[0] is not None \
+            and counts[0].type == "call_expression" else None
+        if fn is not None and fn.text.decode().split("::")[-1] in ("min", "umin"):
+            counts = [c for c in counts[0].child_by_field_name("arguments").named_children if c.type != "comment"]
+        lo = self._poly_value(start)
+        best: int | None = None
+        for c in counts:
+            n = self._expanded(c)
+            if n is None:
+                continue
+            hi = self._poly_value(_poly_add(_poly_add(start, n), {(): -1})).hi
+            if hi is not None and (best is None or hi < best):
+                best = hi
+        return None if best is None or lo.lo is None else Iv(lo.lo, best)
+
+    def _poly_value(self, poly: Poly) -> Iv:
+        value = Iv.point(0)
+        for m, c in poly.items():
+            value = _add(value, self._monomial(m, c))
+        return value
 
 
 def constexpr_branch(st: Node, values: dict[str, int]) -> bool | None:
