@@ -56,6 +56,7 @@ _VECTOR_METHODS = frozenset({"load", "store", "cast_load", "cast_store", "load_g
 _PREPROC_BRANCHES = frozenset({"preproc_if", "preproc_ifdef", "preproc_elif", "preproc_elifdef", "preproc_else"})
 UNSET = "unset"      # a local declared without a value: its first assignment gives it one
 MAX_HELPER_DEPTH = 3   # device functions followed into, nested
+_EMPTY = -(1 << 62)   # the last element a block load/store of no elements reaches: below any other
 # the element types of a byte (a quantized code: below 256)
 _BYTE_TYPE = re.compile(r"(const\s+)?(unsigned\s+char|uint8_t|u_char|uchar)")
 # calls that read or write exactly where their pointer argument points (width aside)
@@ -174,6 +175,9 @@ class Analyzer:
         # local arrays of unsigned bytes (`unsigned char qvals[8]`): an element read from one is a code
         # below 256, so the table it indexes (`code[qvals[j]]`) has 256 entries
         self.byte_arrays: set[str] = set()
+        # every value a local was given so far (its declaration's, each `=`): the most any of them is
+        # bounds it wherever it is read (a count set in an `if`/`else`, `valid = min(TILE, n - i)`)
+        self.assigned: dict[str, list[Node]] = {}
         self.defaults: set[str] = set()        # a helper's parameters the call left at their default value
         self.obj_bytes: dict[str, int] = {}    # a local vector object (`vec_t<float, 4> v`) -> its bytes
         self.returns: list | None = None       # the values a followed function returns (None: in the kernel)
@@ -312,6 +316,8 @@ class Analyzer:
                 finally:
                     self.loops -= 1
             self.env = self.merge(saved, self.env)
+        elif t == "switch_statement":
+            self.switch_stmt(st)
         elif t in ("attributed_statement", "labeled_statement"):
             for c in st.named_children:
                 self.stmt(c)
@@ -322,6 +328,67 @@ class Analyzer:
                 if c.type.endswith("expression"):
                     self.expr(c)
         return False
+
+    def switch_stmt(self, st: Node) -> None:
+        """`switch (DATA_TYPE) { case General8bit: ... break; case FP4: ... }`: the case the value
+        picks where it is known (a template argument, an enumerator), from there to its `break`;
+        otherwise each case from its label to its `break` as a branch, what any of them does counting."""
+        cond = st.child_by_field_name("condition")
+        inner = cond.named_children[0] if cond is not None and cond.type == "condition_clause" \
+            and cond.named_children else cond
+        value = self.expr(inner)
+        body = st.child_by_field_name("body")
+        # the statements in order, each case's label a mark: a `#pragma` after a label ends the
+        # grammar's case_statement, the statements after it then being the body's own children
+        flat: list[Node | int] = []
+        cases: list[Node] = []
+        for c in body.named_children if body is not None else []:
+            if c.type == "case_statement":
+                flat.append(len(cases))
+                cases.append(c)
+                flat.extend(x for x in c.named_children if x != c.child_by_field_name("value"))
+            else:
+                flat.append(c)
+        if not cases:
+            return
+
+        def statements(i: int) -> list[Node]:   # from case i's label on, falling through to its break
+            out: list[Node] = []
+            for x in flat[flat.index(i) + 1:]:
+                if isinstance(x, int) or x.type in ("comment", "preproc_call"):
+                    continue
+                out.append(x)
+                if x.type in ("break_statement", "return_statement"):
+                    break
+            return out
+
+        def walk(i: int) -> None:
+            for x in statements(i):
+                if self.stmt(x):
+                    return
+        picked: int | None = None
+        # a kernel argument's value is the probe's, not the program's: every case is walked for it
+        by_argument = inner is not None and any(x.type == "identifier" and x.text.decode() in self.sizes
+                                                for x in source._walk(inner))
+        if isinstance(value, Iv) and value.lo is not None and value.lo == value.hi and not by_argument:
+            for i, c in enumerate(cases):
+                label = self.expr(c.child_by_field_name("value"), evaluate_only=True) \
+                    if c.child_by_field_name("value") is not None else None
+                if isinstance(label, Iv) and label.lo == label.hi == value.lo:
+                    picked = i
+            if picked is None:
+                picked = next((i for i, c in enumerate(cases) if c.child_by_field_name("value") is None), None)
+                if picked is None:
+                    return   # no case taken
+        if picked is not None:
+            walk(picked)
+            return
+        before, merged = dict(self.env), None
+        for i in range(len(cases)):
+            self.env = dict(before)
+            walk(i)
+            merged = self.env if merged is None else self.merge(merged, self.env)
+        self.env = self.merge(before, merged) if merged is not None else before
 
     def preproc_branch(self, st: Node) -> bool:
         """`#if PTX_AVAILABLE asm(...) #else data[0] = src[0]; #endif` (DeepSpeed's load_global):
@@ -550,6 +617,7 @@ class Analyzer:
                 if flag is not None:
                     self.constants[name] = int(flag)
             v = self.expr(value)
+            self.assigned[name] = [value]
             rel = self._offset_of(value)
             if rel is not None and rel[0] != name:
                 self.offsets[name] = rel
@@ -1195,6 +1263,10 @@ class Analyzer:
             if left is not None and left.type == "identifier":
                 self.offsets.pop(left.text.decode(), None)   # no longer its base plus an offset
                 name = left.text.decode()
+                if op == "=" and rnode is not None:
+                    self.assigned.setdefault(name, []).append(rnode)
+                else:
+                    self.assigned.pop(name, None)   # `+=` and the like: no longer one of the values written
                 cur = self.env.get(name)
                 self._forget(name)
                 moved = self.moved.pop(name, None)
@@ -1617,27 +1689,43 @@ class Analyzer:
             base, index = _unparen(a.child_by_field_name("left")), a.child_by_field_name("right")
         else:
             return None
+        index = _unparen(index)
+        while index is not None and index.type == "conditional_expression":   # `(DATA_TYPE > 0) ? i * 2 : i`
+            taken = _truth(index.child_by_field_name("condition"), self.constants)
+            if taken is None:
+                taken = self._compared(index.child_by_field_name("condition"))
+            if taken is None:
+                return None
+            index = _unparen(index.child_by_field_name("consequence" if taken else "alternative"))
         start = self._expanded(index)
         if base is None or base.type != "identifier" or start is None \
                 or self.env.get(base.text.decode()) != Ptr(base.text.decode(), Iv.point(0), 1):
             return None   # a pointer moved or rescaled first: its offset is not the index alone
-        counts = [_unparen(valid)]
-        if counts[0] is not None and counts[0].type == "identifier" and counts[0].text.decode() in self.defs:
-            counts = [_unparen(self.defs[counts[0].text.decode()][0])]
-        fn = counts[0].child_by_field_name("function") if counts[0] is not None \
-            and counts[0].type == "call_expression" else None
+        last = self._count_bound(start, valid, 0)
+        lo = self._poly_value(start).lo
+        return None if last is None or last == _EMPTY or lo is None else Iv(lo, last)
+
+    def _count_bound(self, start: Poly, count: Node | None, depth: int) -> int | None:
+        """The most `start + count - 1` is: a `min`'s smallest side, a local's largest value given
+        (each value it was assigned so far), None where no side is a polynomial."""
+        count = _unparen(count)
+        if count is None or depth > 4:
+            return None
+        if count.type == "identifier" and count.text.decode() in self.assigned:
+            bounds = [self._count_bound(start, v, depth + 1) for v in self.assigned[count.text.decode()]]
+            return None if not bounds or None in bounds else max(b for b in bounds if b is not None)
+        fn = count.child_by_field_name("function") if count.type == "call_expression" else None
         if fn is not None and fn.text.decode().split("::")[-1] in ("min", "umin"):
-            counts = [c for c in counts[0].child_by_field_name("arguments").named_children if c.type != "comment"]
-        lo = self._poly_value(start)
-        best: int | None = None
-        for c in counts:
-            n = self._expanded(c)
-            if n is None:
-                continue
-            hi = self._poly_value(_poly_add(_poly_add(start, n), {(): -1})).hi
-            if hi is not None and (best is None or hi < best):
-                best = hi
-        return None if best is None or lo.lo is None else Iv(lo.lo, best)
+            sides = [self._count_bound(start, c, depth + 1)
+                     for c in count.child_by_field_name("arguments").named_children if c.type != "comment"]
+            known = [b for b in sides if b is not None]
+            return min(known) if known else None
+        n = self._expanded(count)
+        if n is None:
+            return None
+        if (self._poly_value(n).hi or 0) <= 0 and self._poly_value(n).hi is not None:
+            return _EMPTY   # a count of none (`int valid = 0;` before it is set): no element reached
+        return self._poly_value(_poly_add(_poly_add(start, n), {(): -1})).hi
 
     def _poly_value(self, poly: Poly) -> Iv:
         value = Iv.point(0)
@@ -1700,7 +1788,13 @@ def truth_of(cond: Node, values: dict[str, int]) -> bool | None:
         if right is not None and right.type == "null" and left is not None and left.type == "identifier" \
                 and left.text.decode() in values:
             return (values[left.text.decode()] == 0) == (op.type == "==")
-        return None
+    if cond.type == "binary_expression" and op is not None and op.type in ("==", "!=", "<", "<=", ">", ">="):
+        # `if (DATA_TYPE > 0)`: two template arguments or numbers, compared
+        a, b = _argument_value(cond.child_by_field_name("left"), values), \
+            _argument_value(cond.child_by_field_name("right"), values)
+        if a is None or b is None:
+            return None
+        return {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op.type]
     if cond.type == "binary_expression" and op is not None and op.type in ("&&", "||"):
         a, b = truth_of(cond.child_by_field_name("left"), values), truth_of(cond.child_by_field_name("right"), values)
         short = op.type == "||"   # the value either side settles it at
@@ -1708,6 +1802,15 @@ def truth_of(cond: Node, values: dict[str, int]) -> bool | None:
             return short
         return (not short) if a is not None and b is not None else None
     return None
+
+
+def _argument_value(n: Node | None, values: dict[str, int]) -> int | None:
+    """A template argument's value (`values`) or a decimal number, else None."""
+    n = _unparen(n)
+    if n is not None and n.type == "identifier":
+        return values.get(n.text.decode())
+    text = n.text.decode().rstrip("uUlL") if n is not None and n.type == "number_literal" else ""
+    return int(text) if text.isdigit() else None
 
 
 def not_compiled(root: Node, values: dict[str, int]) -> list[tuple[int, int]]:
