@@ -2,12 +2,13 @@
 here): CUB's block load/store move `valid_items` elements from the address they are given (a count
 set in the `if`/`else` a template argument decides, an address chosen by one), a byte code read from
 a local `unsigned char` array indexes a 256-entry table, and a `switch` over a template argument
-walks the case it picks (a `#pragma` after its label included)."""
+walks the case it picks (a `#pragma` after its label included), an enumerator argument its number."""
 from astra_cuda import api
 from astra_cuda.model import source, spec
 
 DEQUANT = (
     "#include <cub/cub.cuh>\n"
+    "typedef enum DataType_t { General8bit = 0, FP4 = 1 } DataType_t;\n"
     "template <typename T, int TILE, int THREADS, int NUM, int DATA_TYPE>\n"
     "__global__ void dequant(float* code, unsigned char* A, float* absmax, T* out, const int blocksize, const int n) {\n"
     "  int valid_load = 0, valid_store = 0;\n  unsigned char q[NUM];\n  T vals[NUM * ((DATA_TYPE > 0) ? 2 : 1)];\n"
@@ -21,14 +22,14 @@ DEQUANT = (
     "    } else {\n      valid_load = min(TILE, n - i);\n      valid_store = valid_load;\n    }\n"
     "    float m = absmax[(i + threadIdx.x * NUM) >> (31 - __clz(blocksize))];\n"
     "    __syncthreads();\n    LoadChar(lc).Load(&(A[i]), q, valid_load, 128);\n"
-    "    switch (DATA_TYPE) {\n    case 0:\n#pragma unroll NUM\n"
+    "    switch (DATA_TYPE) {\n    case General8bit:\n#pragma unroll NUM\n"
     "      for (int j = 0; j < NUM; j++) vals[j] = __ldg(&code[q[j]]) * m;\n      break;\n"
-    "    case 1:\n#pragma unroll NUM\n"
+    "    case FP4:\n#pragma unroll NUM\n"
     "      for (int j = 0; j < NUM; j++) { vals[j * 2] = (q[j] >> 4) * m; vals[j * 2 + 1] = (q[j] & 15) * m; }\n"
     "      break;\n    }\n"
     "    __syncthreads();\n    StoreT(st).Store(&(out[(DATA_TYPE > 0) ? i * 2 : i]), vals, valid_store);\n  }\n}\n"
     "void run(float* code, unsigned char* A, float* absmax, float* out, int blocksize, int n) {\n"
-    "  dequant<float, 512, 64, 8, 0><<<(n + 511) / 512, 64>>>(code, A, absmax, out, blocksize, n);\n}\n")
+    "  dequant<float, 512, 64, 8, General8bit><<<(n + 511) / 512, 64>>>(code, A, absmax, out, blocksize, n);\n}\n")
 
 
 def infer(project, name, text, kernel):

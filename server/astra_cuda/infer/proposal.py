@@ -318,6 +318,10 @@ def _infer(kernel: Kernel, model: SourceModel, types: Types, *, path: str | None
     known_values.update({f"sizeof({k})": dt.itemsize for k, v in targs.items()   # `16 / sizeof(T)` in the body
                          if (dt := dtypes.from_cpp(v.strip())) is not None})
     known_values.update({k: int(v.strip() == "true") for k, v in targs.items() if v.strip() in ("true", "false")})
+    # an enumerator argument (`<float, 512, General8bit>`, as the project's instantiation spells it)
+    # is its number: `if (DATA_TYPE > 0)` and `switch (DATA_TYPE)` then take the instance's branch
+    known_values.update({k: known_values[v.strip().split("::")[-1]] for k, v in targs.items()
+                         if k not in known_values and v.strip().split("::")[-1] in known_values})
     helpers = access.helpers_of([it.text for it in types.items if it.kind in ("device_function", "type")],
                                 [it.text for it in types.items if it.kind == "macro"])
     optional = _null_tested(kernel, helpers) if decide.get("optional") == "null" else set()
