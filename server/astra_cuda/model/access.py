@@ -369,7 +369,7 @@ class Analyzer:
         picked: int | None = None
         # a kernel argument's value is the probe's, not the program's: every case is walked for it
         by_argument = inner is not None and any(x.type == "identifier" and x.text.decode() in self.sizes
-                                                for x in source._walk(inner))
+                                                for x in syntax.walk(inner))
         if isinstance(value, Iv) and value.lo is not None and value.lo == value.hi and not by_argument:
             for i, c in enumerate(cases):
                 label = self.expr(c.child_by_field_name("value"), evaluate_only=True) \
@@ -1691,7 +1691,7 @@ class Analyzer:
             return None
         index = _unparen(index)
         while index is not None and index.type == "conditional_expression":   # `(DATA_TYPE > 0) ? i * 2 : i`
-            taken = _truth(index.child_by_field_name("condition"), self.constants)
+            taken = truth_of(index.child_by_field_name("condition"), self.constants)
             if taken is None:
                 taken = self._compared(index.child_by_field_name("condition"))
             if taken is None:
