@@ -605,7 +605,7 @@ def _only_in_dead_branches(kernel: Kernel, pointers: list[str], constants: dict[
         taken = access.constexpr_branch(n, constants)
         cond = n.child_by_field_name("condition")
         if taken is None and cond is not None:
-            taken = access.truth_of(cond, constants)
+            taken = access.truth_of(cond, constants, {p.name for p in kernel.params if not p.is_pointer})
         if taken is None:
             continue
         gone = n.child_by_field_name("alternative" if taken else "consequence")

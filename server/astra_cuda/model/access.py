@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from tree_sitter import Node
@@ -436,7 +436,7 @@ class Analyzer:
         alt = st.child_by_field_name("alternative")
         decided = constexpr_branch(st, self.constants)
         if decided is None and cond is not None:   # `if (store_res && i < n)` with store_res false
-            decided = truth_of(cond, self.constants)
+            decided = truth_of(cond, self.constants, self.sizes)
         if decided is None and cond is not None:   # `if (past_len == -1)`: a sentinel no size takes
             decided = self.sentinel(cond)
         if decided is not None:   # `if constexpr (use_vec)`: only the branch the instance compiles
@@ -613,7 +613,7 @@ class Analyzer:
                     isinstance(e, Ptr) for e in entries) else UNKNOWN
                 continue
             if any(c.type == "type_qualifier" and c.text == b"const" for c in st.children) and _condition(value):
-                flag = truth_of(value, self.constants)   # `use_len = input_lengths != nullptr` with it null: false
+                flag = truth_of(value, self.constants, self.sizes)   # `use_len = input_lengths != nullptr` with it null: false
                 if flag is not None:
                     self.constants[name] = int(flag)
             v = self.expr(value)
@@ -1228,7 +1228,7 @@ class Analyzer:
             return v if op == "+" else None
         if t == "conditional_expression":   # `i < n ? x[i] : 0`: each branch under its side of the condition
             cond = n.child_by_field_name("condition")
-            decided = truth_of(cond, self.constants)   # `top_ks != nullptr ? top_ks[b] : k`, top_ks null
+            decided = truth_of(cond, self.constants, self.sizes)   # `top_ks != nullptr ? top_ks[b] : k`, top_ks null
             if decided is None:   # `(next_power_of_two <= 128) ? 2 : 1` with the instance's 1024
                 decided = self._compared(cond)
             if decided is not None:
@@ -1691,7 +1691,7 @@ class Analyzer:
             return None
         index = _unparen(index)
         while index is not None and index.type == "conditional_expression":   # `(DATA_TYPE > 0) ? i * 2 : i`
-            taken = truth_of(index.child_by_field_name("condition"), self.constants)
+            taken = truth_of(index.child_by_field_name("condition"), self.constants, self.sizes)
             if taken is None:
                 taken = self._compared(index.child_by_field_name("condition"))
             if taken is None:
@@ -1764,7 +1764,7 @@ def constexpr_branch(st: Node, values: dict[str, int]) -> bool | None:
     return None if v is None else bool(v)
 
 
-def truth_of(cond: Node, values: dict[str, int]) -> bool | None:
+def truth_of(cond: Node, values: dict[str, int], probed: Collection[str] = frozenset()) -> bool | None:
     """A plain `if`'s condition decided by the template's arguments alone (`flag && i < n` with
     flag false is false, `!flag || ...` with flag false true), None where the sizes decide it:
     the branch an argument rules out is dead code in this instance."""
@@ -1778,7 +1778,7 @@ def truth_of(cond: Node, values: dict[str, int]) -> bool | None:
         return None if v is None else bool(v)
     op = cond.child_by_field_name("operator")
     if cond.type == "unary_expression" and op is not None and op.type == "!":
-        v = truth_of(cond.child_by_field_name("argument"), values)
+        v = truth_of(cond.child_by_field_name("argument"), values, probed)
         return None if v is None else not v
     if cond.type == "binary_expression" and op is not None and op.type in ("==", "!="):
         # a pointer the spec passes as null (values 0) against null: `cu_seqlens != nullptr`
@@ -1789,14 +1789,16 @@ def truth_of(cond: Node, values: dict[str, int]) -> bool | None:
                 and left.text.decode() in values:
             return (values[left.text.decode()] == 0) == (op.type == "==")
     if cond.type == "binary_expression" and op is not None and op.type in ("==", "!=", "<", "<=", ">", ">="):
-        # `if (DATA_TYPE > 0)`: two template arguments or numbers, compared
-        a, b = _argument_value(cond.child_by_field_name("left"), values), \
-            _argument_value(cond.child_by_field_name("right"), values)
+        # `if (DATA_TYPE > 0)`: two template arguments or numbers, compared; never a kernel argument
+        # (`probed`), whose value here is a probe's (`mode == 2` with the mode taken 0 is still read)
+        a, b = _argument_value(cond.child_by_field_name("left"), values, probed), \
+            _argument_value(cond.child_by_field_name("right"), values, probed)
         if a is None or b is None:
             return None
         return {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op.type]
     if cond.type == "binary_expression" and op is not None and op.type in ("&&", "||"):
-        a, b = truth_of(cond.child_by_field_name("left"), values), truth_of(cond.child_by_field_name("right"), values)
+        a, b = truth_of(cond.child_by_field_name("left"), values, probed), \
+            truth_of(cond.child_by_field_name("right"), values, probed)
         short = op.type == "||"   # the value either side settles it at
         if a is short or b is short:
             return short
@@ -1804,11 +1806,11 @@ def truth_of(cond: Node, values: dict[str, int]) -> bool | None:
     return None
 
 
-def _argument_value(n: Node | None, values: dict[str, int]) -> int | None:
-    """A template argument's value (`values`) or a decimal number, else None."""
+def _argument_value(n: Node | None, values: dict[str, int], probed: Collection[str]) -> int | None:
+    """A template argument's value (`values`, not one of the `probed` names) or a decimal number, else None."""
     n = _unparen(n)
     if n is not None and n.type == "identifier":
-        return values.get(n.text.decode())
+        return None if n.text.decode() in probed else values.get(n.text.decode())
     text = n.text.decode().rstrip("uUlL") if n is not None and n.type == "number_literal" else ""
     return int(text) if text.isdigit() else None
 
