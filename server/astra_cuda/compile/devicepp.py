@@ -42,6 +42,28 @@ FUNCTION_KEYWORDS = ("__launch_bounds__", "__maxnreg__", "__cluster_dims__")
 KEEP_HEADER = "".join(f"#undef {k}\n#define {k} {k}\n" for k in KEYWORDS) + "".join(
     f"#undef {k}\n#define {k}(...) {k}(__VA_ARGS__)\n" for k in FUNCTION_KEYWORDS)
 MAX_MISSING = 32      # headers read as empty before giving up
+# The toolkit's crt/host_defines.h, which the nvidia-cuda-runtime wheel lacks (the emulated pass
+# below): its GNU branch — what nvcc's device pass and NVRTC both use — for the macros a project's
+# own code spells (`struct __align__(16) vec_n` is `__attribute__((aligned(16)))`: tree-sitter
+# reads that, not an unexpanded `__align__(16)`, and the cut keeps the struct). Searched last
+# (-idirafter), so a real toolkit's header always wins.
+HOST_DEFINES = """#ifndef __HOST_DEFINES_H__
+#define __HOST_DEFINES_H__
+#define __no_return__ __attribute__((noreturn))
+#define __noinline__ __attribute__((noinline))
+#define __forceinline__ __inline__ __attribute__((always_inline))
+#define __align__(n) __attribute__((aligned(n)))
+#define __builtin_align__(a) __align__(a)
+#define __thread__ __thread
+#define __import__
+#define __export__
+#define __cdecl
+#define CUDARTAPI
+#define CUDARTAPI_CDECL
+#define __specialization_static
+#endif
+"""
+STANDINS = {"crt/host_defines.h": HOST_DEFINES}
 MEMORY = 1 << 30  # a preprocessor needs a few hundred MB: an explosion stops twice as early as at 2 GiB
 _MISSING = re.compile(r"fatal error: (?P<name>[^:\n]+): No such file or directory")
 # What the confinement refused to open: a header outside the folders it lets a compiler read.
@@ -207,6 +229,9 @@ def _run(text: str, path: str, opts: tuple[str, ...], cmd: list[str], compiler: 
         keep.write_text(KEEP_HEADER)
         stubs = Path(tmp) / "missing"
         stubs.mkdir()
+        for rel, body in STANDINS.items():
+            (stubs / rel).parent.mkdir(parents=True, exist_ok=True)
+            (stubs / rel).write_text(body)
         out = Path(tmp) / "out.ii"
         full = [exe, *cmd[1:], "-include", str(keep), "-dD", "-dI", "-iquote", here,
                 "-idirafter", str(stubs), "-o", str(out), str(src)]
