@@ -120,12 +120,10 @@ COMPILE = [
                     "template <int N>\nstruct vec_t<float, N> {\n  float d[N];\n"
                     "  __device__ float& operator[](int i) { return d[i]; }\n};\n"),
         "k.cu": kernel_using("vec_t<float, 1> v; v[0] = x; y = 2.0f * v[0];", '#include "vec.cuh"\n')}),
-    Obstacle("align-struct-template-in-a-header", {
+    Obstacle("align-struct-template-in-a-header", {   # vLLM vectorization.cuh
         "vec.cuh": "#pragma once\ntemplate <typename T, int N>\nstruct __align__(N * sizeof(T)) vec_n {\n  T val[N];\n};\n",
         "k.cu": kernel_using("vec_n<float, 2> v; v.val[0] = x; v.val[1] = x; y = v.val[0] + v.val[1];",
-                             '#include "vec.cuh"\n')},
-        {"nvrtc": "issue 24: a struct template declared `struct __align__(N) name` in a project header fails in "
-                  "NVRTC's cut unit (vLLM vectorization.cuh)"}),
+                             '#include "vec.cuh"\n')}),
     Obstacle("typedef-enum-in-a-header", {
         "op.h": "#pragma once\ntypedef enum {\n  OP_SCALE,\n  OP_COPY\n} Op;\n",
         "k.cu": kernel_using("Op op = OP_SCALE; y = op == OP_SCALE ? 2.0f * x : x;", '#include "op.h"\n')}),
@@ -137,32 +135,22 @@ COMPILE = [
                  "__global__ void k(float* out, const float* inp, int n) {\n"
                  "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) out[i] = 2.0f * inp[i];\n}\n"
                  "void run(const float* i, int n) { k<<<PARTIALS, 128>>>(out, i, n); }\n")}),
-    Obstacle("cub-included-by-a-header-the-kernel-does-not-use", {
+    Obstacle("cub-included-by-a-header-the-kernel-does-not-use", {   # vLLM, bitsandbytes, FlashInfer (NVRTC refuses <cub/cub.cuh>)
         "common.cuh": "#pragma once\n#include <cub/cub.cuh>\n#include <cuda_runtime.h>\n",
-        "k.cu": kernel_using("y = 2.0f * x;", '#include "common.cuh"\n')},
-        {"nvrtc": "issue 24: <cub/cub.cuh> included by a project header the kernel does not use reaches the cut "
-                  "unit, and NVRTC's CCCL refuses the umbrella header (#error: not supported when compiling with "
-                  "NVRTC; vLLM, bitsandbytes, FlashInfer)"}),
-    Obstacle("host-only-member-of-a-struct-the-kernel-uses", {
+        "k.cu": kernel_using("y = 2.0f * x;", '#include "common.cuh"\n')}),
+    Obstacle("host-only-member-of-a-struct-the-kernel-uses", {   # FlashInfer fastdiv.cuh (NVRTC refuses __host__)
         "k.cu": kernel_using("Divisor q; y = q.div(x);", (
             "struct Divisor {\n  __host__ __device__ Divisor() : d(1) {}\n  __host__ Divisor(int v) : d(v ? v : 1) {}\n"
-            "  __device__ float div(float x) const { return x / d; }\n  int d;\n};\n"))},
-        {"nvrtc": "issue 24: a __host__ member (a host-only constructor) of a struct the kernel uses "
-                   "reaches NVRTC, which refuses __host__ functions in JIT mode (FlashInfer fastdiv.cuh)"}),
+            "  __device__ float div(float x) const { return x / d; }\n  int d;\n};\n"))}),
     Obstacle("host-only-helpers-and-a-host-struct-in-a-header", {
         "host.h": ("#pragma once\n#include <vector>\ninline int blocks_for(int n) { return (n + 127) / 128; }\n"
                    "struct HostParams {\n  HostParams() : n(0) {}\n  int n;\n};\n"),
         "k.cu": kernel_using("y = 2.0f * x;", '#include "host.h"\n')}),
-    Obstacle("std-type-traits-through-the-cuda-headers", {
+    Obstacle("std-type-traits-through-the-cuda-headers", {   # DeepSpeed gelu.cu
         "k.cu": kernel_using("using T = std::conditional<true, float, double>::type; y = (T)2 * x;",
-                             "#include <cuda_fp16.h>\n")},
-        {"nvrtc": "issue 24: std::conditional (and the rest of <type_traits>) reaches device code through the CUDA "
-                  "headers under nvcc, but not in NVRTC's cut unit (namespace std has no member conditional; "
-                  "DeepSpeed gelu.cu)"}),
-    Obstacle("ushort-and-uint-from-sys-types", {
-        "k.cu": kernel_using("ushort s = (ushort)1; uint u = 2u; y = x * (float)(s + u);")},
-        {"nvrtc": "issue 24: `ushort`/`uint` from <sys/types.h>, which every nvcc compile sees, are undefined in "
-                  "NVRTC's cut unit (FlashInfer math.cuh)"}),
+                             "#include <cuda_fp16.h>\n")}),
+    Obstacle("ushort-and-uint-from-sys-types", {   # FlashInfer math.cuh
+        "k.cu": kernel_using("ushort s = (ushort)1; uint u = 2u; y = x * (float)(s + u);")}),
     Obstacle("kernel-in-an-anonymous-namespace", {
         "k.cu": ("namespace {\n" + SPEC + "__global__ void k(float* out, const float* inp, int n) {\n"
                  "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) out[i] = 2.0f * inp[i];\n}\n"

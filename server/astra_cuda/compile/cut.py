@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import AbstractSet
 
 from ..model import parse_time, source
-from . import project_lines
+from . import for_nvrtc, project_lines
 from .declarations import Deep, Item, Reader, TooDeep
 from .devicepp import Preprocessed
 from .project_lines import Row, amount, project_rows, too_large
@@ -59,6 +59,10 @@ DEVICE_HEADERS = (
 # Provided implicitly by nvcc (and kept out by the CPU shim): never copied into a unit.
 IMPLICIT_HEADERS = ("cuda_runtime.h", "cuda_runtime_api.h", "cuda.h", "device_launch_parameters.h",
                     "device_functions.h")
+# A library whose names all live in one namespace: its headers are needed only where kept code
+# names it. NVRTC refuses CUB's umbrella <cub/cub.cuh> (an #error, and host-only code behind it),
+# which vLLM, bitsandbytes and FlashInfer headers include for kernels other than the one checked.
+LIBRARY_NAMESPACES = {"cub/": "cub"}
 # `using namespace X` is kept for these whenever it is written (their headers are device headers).
 DEVICE_NAMESPACES = ("std", "cooperative_groups", "cg", "nvcuda", "cub", "cuda", "cute", "cutlass")
 
@@ -208,6 +212,8 @@ def cut(pp: Preprocessed, kernel: str, kernel_namespaces: tuple[str, ...] | None
         return Cut("", found=False)
     kept_namespaces = {n for i in keep for n in _namespaces(items[i].scope)}
     used = {n for i in keep for n in items[i].uses}
+    # what kept code names, the namespaces of its `using namespace` (kept whenever written) too
+    named = used | {it.header.lstrip(":").split("::")[0] for it in items if it.kind == "using"}
     result = Cut("")
     for i, it in enumerate(items):
         if i not in keep and it.kind in ("function", "operator", "variable", "type") and it.defines & used:
@@ -240,6 +246,11 @@ def cut(pp: Preprocessed, kernel: str, kernel_namespaces: tuple[str, ...] | None
                 continue
             enter(it.scope)
             line = f'#line {origin.line} "{_quote(origin.file)}"\n{data[it.start:it.end].decode(errors="replace").rstrip()}\n'
+            unnamed = next((ns for lib, ns in LIBRARY_NAMESPACES.items() if name.startswith(lib)
+                            and ns not in named), None)
+            if kind == "device" and unnamed is not None:
+                # nvcc and the CPU build read it as written; NVRTC, which may refuse it, never needs it
+                line = f"#if !{for_nvrtc.RTC}\n{line}#endif\n"
             if kind == "host":
                 result.dropped.append(f"#include {it.header}")
                 # torch's headers are host code to the CPU build too, but their element types and warp
@@ -261,10 +272,12 @@ def cut(pp: Preprocessed, kernel: str, kernel_namespaces: tuple[str, ...] | None
                     result.dropped.append(it.label)
             continue
         enter(it.scope)
-        out.append(_emit(it, rows, starts, data))
+        members = for_nvrtc.host_members(reader.nodes[i]) if it.kind == "type" else []
+        out.append(_emit_members(it, members, rows, starts, data) if members else _emit(it, rows, starts, data))
         result.kept.append(it.label)
     enter(())
-    result.source = FOR_NVRTC + "".join(out)
+    defined = {n for it in items for n in it.defines}
+    result.source = FOR_NVRTC + for_nvrtc.prelude(for_nvrtc.host_library(pp), named, defined) + "".join(out)
     result.headers = list(dict.fromkeys(r.file for r in rows if r.file != pp.path))
     return result
 
@@ -273,15 +286,37 @@ def _quote(path: str) -> str:
     return path.replace("\\", "\\\\").replace('"', '\\"')
 
 
+def _emit_members(it: Item, members: list[tuple[int, int, str]], rows: list[Row], starts: list[int],
+                  data: bytes) -> str:
+    """A type with host-only members (`for_nvrtc.host_members`): each member as written for nvcc and
+    the CPU build, its deleted declaration for NVRTC."""
+    out, pos = [], it.start
+    for start, end, deleted in members:
+        if start > pos:
+            out.append(_emit_span(pos, start, rows, starts, data))
+        r = _row_of(starts, start)
+        row, indent = rows[r], " " * (start - starts[r])   # at its own column
+        out.append(f'#if {for_nvrtc.RTC}\n#line {row.line} "{_quote(row.file)}"\n{indent}{deleted}\n#else\n'
+                   + _emit_span(start, end, rows, starts, data) + "#endif\n")
+        pos = end
+    if it.end > pos:
+        out.append(_emit_span(pos, it.end, rows, starts, data))
+    return "".join(out)
+
+
 def _emit(it: Item, rows: list[Row], starts: list[int], data: bytes) -> str:
-    """The item's text, each line under the `#line` of its origin (the column of its first
-    line kept, so a message's column is the user's)."""
-    r0, r1 = _row_of(starts, it.start), _row_of(starts, max(it.start, it.end - 1))
+    return _emit_span(it.start, it.end, rows, starts, data)
+
+
+def _emit_span(start: int, end: int, rows: list[Row], starts: list[int], data: bytes) -> str:
+    """The text of bytes start..end, each line under the `#line` of its origin (the column of its
+    first line kept, so a message's column is the user's)."""
+    r0, r1 = _row_of(starts, start), _row_of(starts, max(start, end - 1))
     out: list[str] = []
     expect: tuple[str, int] | None = None
     for r in range(r0, r1 + 1):
-        lo = it.start - starts[r] if r == r0 else 0
-        hi = it.end - starts[r] if r == r1 else len(rows[r].text)
+        lo = start - starts[r] if r == r0 else 0
+        hi = end - starts[r] if r == r1 else len(rows[r].text)
         piece = (b" " * lo + rows[r].text[lo:hi]).decode(errors="replace")
         row = rows[r]
         if expect != (row.file, row.line):

@@ -162,6 +162,7 @@ class Reader:
     def __init__(self, data: bytes):
         self.data = data
         self.items: list[Item] = []
+        self.nodes: list[Node] = []   # each item's node (the cut rewrites some members of types for NVRTC)
 
     def read(self, nodes: list[Node], scope: tuple[str, ...]) -> None:
         for node in nodes:
@@ -192,6 +193,7 @@ class Reader:
                     self.read([body], scope + (f"extern {lang} {{",))
                 continue
             self.items.append(self.item(node, scope))
+            self.nodes.append(node)
 
     def item(self, node: Node, scope: tuple[str, ...]) -> Item:
         t = node.type

@@ -13,6 +13,10 @@ from functools import lru_cache
 
 _SUCCESS = 0
 _prog = ctypes.c_void_p
+# Standard headers NVRTC has none of but gets from CCCL's libcu++ (<cuda/std/NAME>, `static`'s
+# stand-ins): what a kernel includes itself, and what the cut includes for NVRTC where nvcc's host
+# headers read them (`for_nvrtc`).
+STD_HEADERS = ("type_traits", "limits", "utility", "array")
 
 
 @lru_cache(maxsize=1)

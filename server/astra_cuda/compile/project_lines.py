@@ -41,10 +41,10 @@ class Row:
     line: int  # 1-based, in `file`
 
 
-_MARKERS = re.compile(r'^# \d+ "[^\n]*$', re.M)
+MARKERS = re.compile(r'^# \d+ "[^\n]*$', re.M)
 
 
-def _marker(line: str) -> tuple[int, str, set[str]] | None:
+def marker(line: str) -> tuple[int, str, set[str]] | None:
     """`# 12 "file" 1 3` -> (12, 'file', {'1', '3'})."""
     if not line.startswith("# ") or len(line) < 3 or not line[2].isdigit():
         return None
@@ -140,7 +140,7 @@ def project_rows(pp: Preprocessed) -> tuple[list[Row], list[str | None], Read]:
     text = pp.text
     at = size = 0
     # Only the markers are looked at one by one; the toolkit's long stretches are skipped whole.
-    for m in [*_MARKERS.finditer(text), None]:
+    for m in [*MARKERS.finditer(text), None]:
         end = m.start() if m is not None else len(text)
         if mine and end > at:
             size += end - at
@@ -168,7 +168,7 @@ def project_rows(pp: Preprocessed) -> tuple[list[Row], list[str | None], Read]:
                 entered.append(None)
         if m is None:
             break
-        num, name, flags = _marker(m.group(0))  # type: ignore[misc]
+        num, name, flags = marker(m.group(0))  # type: ignore[misc]
         if "1" in flags and "3" in flags:
             system.add(name)
         if "1" in flags and mine and rows and entered[-1] is None and own(name) \

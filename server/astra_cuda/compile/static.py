@@ -189,7 +189,7 @@ namespace std { using ::size_t; using ::ptrdiff_t; typedef decltype(nullptr) nul
 }
 # Standard headers device code includes that only CCCL's libcu++ provides under NVRTC: std:: names
 # from cuda::std (qualified lookup in std follows the using-directive).
-for _name in ("type_traits", "limits", "utility", "array"):
+for _name in nvrtc.STD_HEADERS:
     _SHIM[_name] = (f"#pragma once\n#if __has_include(<cuda/std/{_name}>)\n#include <cuda/std/{_name}>\n"
                     f"namespace std {{ using namespace ::cuda::std; }}\n#endif\n")
 _SHIM.update({"stdint.h": _SHIM["cstdint"], "stddef.h": _SHIM["cstddef"], "limits.h": _SHIM["climits"],
