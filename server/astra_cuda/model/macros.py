@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from tree_sitter import Node
 
-from .syntax import IDENT_TYPES, parser, text, walk
+from .syntax import IDENT_TYPES, nodes_of, parser, text, walk
 
 MAX_MACRO_NESTING = 4          # launch macros used inside launch macros, levels expanded
 MAX_EXPANSION = 1 << 16        # bytes of one expanded launch macro (a hostile file's nesting blows up)
@@ -19,7 +19,7 @@ def kernel_macros(root: Node) -> tuple[dict[str, tuple[list[str], bool, str]], d
     definition's value."""
     kernels: dict[str, tuple[list[str], bool, str]] = {}
     objects: dict[str, str] = {}
-    for n in walk(root):
+    for n in nodes_of(root, ("preproc_def", "preproc_function_def")):   # a query: not a walk of every node
         name, value = n.child_by_field_name("name"), n.child_by_field_name("value")
         if name is None:
             continue

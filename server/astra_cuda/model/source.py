@@ -53,8 +53,9 @@ def parse_with_tree(text: str, path: str | None = None, tree: Tree | None = None
             buf = bytearray(data)
             for a, b in masks:
                 buf[a:b] = bytes(c if c == 0x0A else 0x20 for c in buf[a:b])
-            tree = parser().parse(bytes(buf), max_tokens=max_tokens)
-        return Builder(text, path).run(tree.root_node), tree
+            data = bytes(buf)
+            tree = parser().parse(data, max_tokens=max_tokens)
+        return Builder(text, path).run(tree.root_node, data), tree
 
 
 def placed(e: parse_time.TooSlowToParse, data: bytes) -> parse_time.TooSlowToParse:

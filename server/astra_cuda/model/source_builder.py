@@ -15,7 +15,7 @@ from .dim3 import dim3_var
 from .file_model import (SPEC_MARK, ConfigVar, Guard, Item, Kernel, LaunchSite, Param, Positions, SourceModel,
                          SpecComment)
 from .macros import kernel_macros, launch_macros, substitute
-from .syntax import WORD, text as node_text, declarator_name, function_declarator, identifiers, parser, specifiers, walk
+from .syntax import WORD, text as node_text, declarator_name, function_declarator, identifiers, nodes_of, parser, specifiers
 
 # Nested namespace / extern "C" blocks read (real code nests a handful; 5,000 ran Python's
 # recursion out): deeper ones are a syntax problem, and the cut refuses them (compile.declarations.MAX_NAMESPACES).
@@ -25,7 +25,13 @@ MAX_BLOCKS = 100
 DEVICE_NAMESPACES = ("cooperative_groups", "cg", "nvcuda", "cub", "cuda", "cute", "cutlass")
 
 
-def param_of(index: int, node: Node, txt: Positions) -> Param | None:
+def param_of(index: int, node: Node, txt: Positions, data: bytes | None = None) -> Param | None:
+    """Parameter `index` of a kernel, from its declaration `node`; `data`: the bytes the tree was
+    parsed from (its nodes' texts sliced from them: `Builder._text`)."""
+    src = data if data is not None else txt.data
+
+    def node_text(n: Node | None) -> str:
+        return src[n.start_byte:n.end_byte].decode("utf-8", errors="replace") if n is not None else ""
     decl = node.child_by_field_name("declarator")
     name, _ = declarator_name(decl)
     if name is None:
@@ -68,6 +74,10 @@ class Builder:
         self.path = path
         self.guards: tuple[Guard, ...] = ()  # the conditionals around what is being read now
         self._blocks = 0  # namespace / extern "C" blocks around what is being read now
+        self._data = self.txt.data  # the bytes the tree was parsed from (`run`)
+        # (qualified name, parameter types) -> the first kernel of that name and parameters in
+        # `model.kernels`: a scan of the list for each kernel was quadratic (12,000 kernels: minutes)
+        self._kernel_at: dict[tuple[str, tuple[str, ...]], int] = {}
 
     def _add(self, item: Item) -> None:
         if self.guards or self.path is not None:
@@ -84,7 +94,15 @@ class Builder:
             return
         self.model.constants[name] = value
 
-    def run(self, root: Node) -> SourceModel:
+    def _text(self, node: Node | None) -> str:
+        """A node's text, sliced from the bytes its tree was parsed from: as `syntax.text`, without
+        the Python call per node that reading it back through the parse's source costs."""
+        return self._data[node.start_byte:node.end_byte].decode("utf-8", errors="replace") if node is not None else ""
+
+    def run(self, root: Node, data: bytes | None = None) -> SourceModel:
+        """The model of the text, read from its tree `root`; `data`: the bytes that tree was parsed
+        from where they are not the text's own (attribute macros blanked)."""
+        self._data = data if data is not None else self.txt.data
         self._collect_errors(root)
         self._kernel_macros, self._object_macros = kernel_macros(root)
         self._items(root.children, namespaces=(), extern_c=False)
@@ -99,24 +117,24 @@ class Builder:
         variables are followed as for a launch written in place. Each such launch is placed at
         the macro's use and says which macro it came through."""
         every: dict[str, tuple[list[str], str]] = {}
-        for n in walk(root):
+        for n in nodes_of(root, ("preproc_function_def",)):
             if n.type == "preproc_function_def":
                 name, params, value = (n.child_by_field_name(f) for f in ("name", "parameters", "value"))
-                body = node_text(value).replace("\\\n", "\n") if value is not None else ""
+                body = self._text(value).replace("\\\n", "\n") if value is not None else ""
                 if name is not None:
-                    every[node_text(name)] = ([node_text(c) for c in params.named_children
+                    every[self._text(name)] = ([self._text(c) for c in params.named_children
                                                   if c.type == "identifier"] if params is not None else [], body)
         macros = launch_macros(every)
         if not macros:
             return
-        for fn in (n for n in walk(root) if n.type == "function_definition"):
-            for call in (c for c in walk(fn) if c.type == "call_expression"):
+        for fn in nodes_of(root, ("function_definition",)):
+            for call in nodes_of(fn, ("call_expression",)):
                 callee = call.child_by_field_name("function")
                 args_node = call.child_by_field_name("arguments")
-                args = [node_text(a) for a in args_node.named_children if a.type != "comment"] \
+                args = [self._text(a) for a in args_node.named_children if a.type != "comment"] \
                     if args_node is not None else []
-                if callee is not None and callee.type == "identifier" and node_text(callee) in macros:
-                    names, body = macros[node_text(callee)]
+                if callee is not None and callee.type == "identifier" and self._text(callee) in macros:
+                    names, body = macros[self._text(callee)]
                     expanded = substitute(body, dict(zip(names, args)))
                 else:
                     # a launch macro handed to a dispatch macro (`DISPATCH_BY_KV_CACHE_DTYPE(dt, name,
@@ -139,7 +157,7 @@ class Builder:
                 def moved(var: ConfigVar | None) -> ConfigVar | None:
                     return replace(var, line=var.line + shift) if var is not None and var.line is not None else var
                 for site in sub_builder.model.launches:
-                    self.model.launches.append(replace(site, span=self.txt.span(call), via_macro=node_text(callee),
+                    self.model.launches.append(replace(site, span=self.txt.span(call), via_macro=self._text(callee),
                                                        grid_var=moved(site.grid_var), block_var=moved(site.block_var)))
 
     def _collect_errors(self, root: Node) -> None:
@@ -181,21 +199,21 @@ class Builder:
         add = self._add
         if t == "preproc_include":
             path = node.child_by_field_name("path")
-            header = node_text(path).strip('<>"') if path is not None else ""
+            header = self._text(path).strip('<>"') if path is not None else ""
             add(Item("include", frozenset(), frozenset(), span, text, namespaces, extern_c, header=header,
                      device=True))
         elif t in ("preproc_def", "preproc_function_def"):
             name = node.child_by_field_name("name")
-            uses = identifiers(node) - {node_text(name)} if name is not None else identifiers(node)
-            add(Item("macro", frozenset({node_text(name)}) if name is not None else frozenset(),
+            uses = identifiers(node, self._data) - {self._text(name)} if name is not None else identifiers(node, self._data)
+            add(Item("macro", frozenset({self._text(name)}) if name is not None else frozenset(),
                      frozenset(uses), span, text, namespaces, extern_c, device=True))
             value = node.child_by_field_name("value")
             if t == "preproc_def" and name is not None and value is not None:
-                self._constant(node_text(name), node_text(value))
+                self._constant(self._text(name), self._text(value))
         elif t == "namespace_definition":
             name = node.child_by_field_name("name")
             body = node.child_by_field_name("body")
-            ns = node_text(name) if name is not None else ""
+            ns = self._text(name) if name is not None else ""
             if body is not None:
                 self._items(body.children, namespaces + (ns,), extern_c)
         elif t == "linkage_specification":
@@ -211,21 +229,21 @@ class Builder:
         elif t in ("struct_specifier", "class_specifier", "union_specifier", "enum_specifier",
                    "type_definition", "alias_declaration"):
             names = self._defined_names(node)
-            add(Item("type", frozenset(names), frozenset(identifiers(node) - names), span, text, namespaces,
+            add(Item("type", frozenset(names), frozenset(identifiers(node, self._data) - names), span, text, namespaces,
                      extern_c, device=True))
         elif t == "namespace_alias_definition":  # namespace cg = cooperative_groups;
-            aliased = [node_text(c) for c in node.named_children if c.type == "namespace_identifier"]
+            aliased = [self._text(c) for c in node.named_children if c.type == "namespace_identifier"]
             add(Item("type", frozenset(aliased[:1]), frozenset(aliased[1:]), span, text, namespaces, extern_c,
                      device=True))
         elif t == "using_declaration":
-            target = node_text(node.named_children[-1]) if node.named_children else ""
+            target = self._text(node.named_children[-1]) if node.named_children else ""
             if any(c.type == "namespace" for c in node.children):  # using namespace X;
                 kind = "using" if target.split("::")[0] in DEVICE_NAMESPACES else "other"
-                add(Item(kind, frozenset(), frozenset(identifiers(node)), span, text, namespaces, extern_c,
+                add(Item(kind, frozenset(), frozenset(identifiers(node, self._data)), span, text, namespaces, extern_c,
                          device=kind == "using"))
             else:                                                 # using std::min;
                 short = target.split("::")[-1]
-                add(Item("type", frozenset({short}), frozenset(identifiers(node)) - {short}, span, text, namespaces,
+                add(Item("type", frozenset({short}), frozenset(identifiers(node, self._data)) - {short}, span, text, namespaces,
                          extern_c, device=True))
         elif t == "declaration":
             self._declaration(node, namespaces, extern_c)
@@ -233,17 +251,17 @@ class Builder:
             self._conditional(node, (), (self.path, node.start_byte), namespaces, extern_c)
         elif t == "preproc_call":
             directive = node.child_by_field_name("directive")
-            if directive is not None and node_text(directive) in ("#undef", "#error"):
+            if directive is not None and self._text(directive) in ("#undef", "#error"):
                 arg = node.child_by_field_name("argument")
-                undefined = frozenset(WORD.findall(node_text(arg))[:1]) if arg is not None and \
-                    node_text(directive) == "#undef" else frozenset()
+                undefined = frozenset(WORD.findall(self._text(arg))[:1]) if arg is not None and \
+                    self._text(directive) == "#undef" else frozenset()
                 add(Item("macro", undefined, frozenset(), span, text.rstrip("\n"), namespaces, extern_c, device=True))
         elif t in ("comment", ";", "{", "}", "#endif"):
             return
         elif t == "expression_statement" or t == "ERROR":
             return
         else:
-            add(Item("other", frozenset(), frozenset(identifiers(node)), span, text, namespaces, extern_c))
+            add(Item("other", frozenset(), frozenset(identifiers(node, self._data)), span, text, namespaces, extern_c))
 
     def _conditional(self, node: Node, heads: tuple[str, ...], key: tuple[str | None, int],
                      namespaces: tuple[str, ...], extern_c: bool) -> None:
@@ -254,10 +272,10 @@ class Builder:
             head = "#else"
         elif t == "preproc_ifdef":
             name = node.child_by_field_name("name")
-            head = f"{node_text(node.children[0])} {node_text(name) if name is not None else ''}".strip()
+            head = f"{self._text(node.children[0])} {self._text(name) if name is not None else ''}".strip()
         else:  # preproc_if, preproc_elif (and #elifdef, read as written)
             cond = node.child_by_field_name("condition")
-            head = f"{node_text(node.children[0])} {' '.join(node_text(cond).split()) if cond else ''}".strip()
+            head = f"{self._text(node.children[0])} {' '.join(self._text(cond).split()) if cond else ''}".strip()
         heads = heads + (head,)
         skip = {(c.start_byte, c.end_byte) for c in (node.child_by_field_name("condition"),
                                                      node.child_by_field_name("name"),
@@ -277,7 +295,7 @@ class Builder:
         names: set[str] = set()
         n = node.child_by_field_name("name")
         if n is not None:
-            names.add(node_text(n))
+            names.add(self._text(n))
         if node.type == "type_definition":
             for d in node.children_by_field_name("declarator"):
                 nm, _ = declarator_name(d)
@@ -286,14 +304,14 @@ class Builder:
         if node.type == "alias_declaration":
             n = node.child_by_field_name("name")
             if n is not None:
-                names.add(node_text(n))
+                names.add(self._text(n))
         if node.type == "enum_specifier":
             body = node.child_by_field_name("body")
             if body is not None:
                 for e in body.named_children:
                     en = e.child_by_field_name("name")
                     if en is not None:
-                        names.add(node_text(en))
+                        names.add(self._text(en))
         # `struct Foo {...} foo;` is a declaration, handled elsewhere.
         return names
 
@@ -320,16 +338,16 @@ class Builder:
             kind = "device_function" if specs & {"__device__", "__global__"} else "host_function"
             if "__global__" in specs:
                 kind = "kernel_decl"
-        self._add(Item(kind, frozenset(names), frozenset(identifiers(node) - names), span, text,
+        self._add(Item(kind, frozenset(names), frozenset(identifiers(node, self._data) - names), span, text,
                                      namespaces, extern_c, device=device or kind == "device_function"))
         if kind == "variable" and specs & {"const", "constexpr"}:
             for d in node.children_by_field_name("declarator"):
                 target, value = d.child_by_field_name("declarator"), d.child_by_field_name("value")
                 if d.type == "init_declarator" and target is not None and target.type == "identifier" \
                         and value is not None:
-                    self._constant(node_text(target), node_text(value))
+                    self._constant(self._text(target), self._text(value))
                     if namespaces:   # `gated_act::threads` too, which a launcher's local `threads` cannot hide
-                        self._constant("::".join((*namespaces, node_text(target))), node_text(value))
+                        self._constant("::".join((*namespaces, self._text(target))), self._text(value))
 
     def _function(self, node: Node, prev: Node | None, namespaces: tuple[str, ...], extern_c: bool,
                   wrapper: Node | None = None) -> None:
@@ -341,7 +359,7 @@ class Builder:
             plist = fn.child_by_field_name("parameters")
             if plist is not None:
                 for p in plist.named_children:
-                    template_params.append(" ".join(node_text(p).split()))
+                    template_params.append(" ".join(self._text(p).split()))
                     # a non-type parameter (`int N`, `T (*F)(const T&)`) is named by its declarator;
                     # `typename T` by its identifier
                     decl = p.child_by_field_name("declarator")
@@ -350,7 +368,7 @@ class Builder:
                     named = p.named_children[-1:] if p.type == "template_template_parameter_declaration" \
                         else p.named_children
                     if nm is None:
-                        nm = next((node_text(c) for n in named for c in [n, *n.named_children]
+                        nm = next((self._text(c) for n in named for c in [n, *n.named_children]
                                    if c.type in ("type_identifier", "identifier")), None)
                     if nm:
                         template_names.append(nm)
@@ -370,7 +388,7 @@ class Builder:
             kind = "type" if fn.type in ("struct_specifier", "class_specifier", "alias_declaration") else (
                 "kernel_decl" if "__global__" in specs else
                 "device_function" if "__device__" in specs else "variable")
-            self._add(Item(kind, frozenset(names), frozenset(identifiers(outer) - set(names)), span,
+            self._add(Item(kind, frozenset(names), frozenset(identifiers(outer, self._data) - set(names)), span,
                                          text, namespaces, extern_c, device=True))
             return
         specs = specifiers(fn)
@@ -379,7 +397,7 @@ class Builder:
         name, name_node = declarator_name(fdecl.child_by_field_name("declarator") if fdecl else None)
         if name is None or name_node is None:
             return
-        uses = frozenset(identifiers(outer) - {name} - set(template_names))
+        uses = frozenset(identifiers(outer, self._data) - {name} - set(template_names))
         if name in self._kernel_macros and not template_params and fdecl is not None \
                 and self._macro_kernel(outer, fn, fdecl, prev, namespaces, extern_c):
             return
@@ -395,7 +413,7 @@ class Builder:
         if plist is not None:
             for p in plist.named_children:
                 if p.type in ("parameter_declaration", "optional_parameter_declaration"):
-                    param = param_of(len(params), p, self.txt)
+                    param = param_of(len(params), p, self.txt, self._data)
                     if param is not None:
                         params.append(param)
         lb = next((c for c in fn.named_children if c.type == "launch_bounds"), None)
@@ -407,16 +425,16 @@ class Builder:
         kernel = Kernel(
             name=name, qualified_name=qualified, params=tuple(params),
             template_params=tuple(template_params), template_param_names=tuple(template_names),
-            launch_bounds=node_text(lb) if lb is not None else None, extern_c=extern_c,
+            launch_bounds=self._text(lb) if lb is not None else None, extern_c=extern_c,
             span=span, name_span=self.txt.span(name_node),
             signature_span=self.txt.span(plist if plist is not None else name_node, start=outer),
             body_span=self.txt.span(body) if body is not None else span, spec=spec, text=text, uses=uses)
         # the same name with the same parameters is one kernel with several definitions (enable_if on
         # its template arguments); other parameters make another kernel of that name (an overload,
         # named by its parameter list: `extract.name_expression`)
-        first = next((i for i, k in enumerate(self.model.kernels) if k.qualified_name == qualified
-                      and [q.type for q in k.params] == [q.type for q in params]), None)
+        first = self._kernel_at.get((qualified, tuple(q.type for q in params)))
         if first is None:
+            self._kernel_at[(qualified, tuple(q.type for q in params))] = len(self.model.kernels)
             self.model.kernels.append(kernel)
         else:
             k0 = self.model.kernels[first]
@@ -438,21 +456,21 @@ class Builder:
         body = fn.child_by_field_name("body")
         if callee is None or plist is None or body is None:
             return False
-        params, variadic, value = self._kernel_macros[node_text(callee)]
+        params, variadic, value = self._kernel_macros[self._text(callee)]
         args = [a for a in plist.named_children if a.type != "comment"]
         if len(args) < len(params) or (len(args) > len(params) and not variadic):
             return False
-        given = {p: node_text(a) for p, a in zip(params, args)}
+        given = {p: self._text(a) for p, a in zip(params, args)}
         if variadic:
-            given["__VA_ARGS__"] = ", ".join(node_text(a) for a in args[len(params):])
+            given["__VA_ARGS__"] = ", ".join(self._text(a) for a in args[len(params):])
         head = substitute(substitute(value, given), self._object_macros)
-        sub_text = " ".join(head.split()) + " " + node_text(body)
+        sub_text = " ".join(head.split()) + " " + self._text(body)
         found = Builder(sub_text).run(parser().parse(sub_text.encode()).root_node).kernels
         if len(found) != 1:
             return False
         k = found[0]
         where = self.txt.span(plist, start=outer)
-        named = next((a for a in args if node_text(a) == k.name), callee)
+        named = next((a for a in args if self._text(a) == k.name), callee)
         spec = None
         if prev is not None and is_spec_comment(prev) and self._only_space_between(prev, outer):
             spec = SpecComment(self.txt.slice(prev.start_byte, prev.end_byte), self.txt.span(prev))
@@ -460,7 +478,8 @@ class Builder:
         kernel = replace(k, qualified_name="::".join(namespaces + (k.name,)), extern_c=extern_c, span=span,
                          name_span=self.txt.span(named), signature_span=where, body_span=self.txt.span(body),
                          params=tuple(replace(q, span=where) for q in k.params), spec=spec, text=text,
-                         uses=k.uses | frozenset(identifiers(outer) - {k.name}))
+                         uses=k.uses | frozenset(identifiers(outer, self._data) - {k.name}))
+        self._kernel_at.setdefault((kernel.qualified_name, tuple(q.type for q in kernel.params)), len(self.model.kernels))
         self.model.kernels.append(kernel)
         self._add(Item("kernel", frozenset({k.name}), kernel.uses, span, text, namespaces, extern_c, device=True))
         return True
@@ -469,16 +488,19 @@ class Builder:
         return self.txt.slice(a.end_byte, b.start_byte).strip() == ""  # blank lines are fine
 
     def _launches(self, root: Node) -> None:
-        stack: list[tuple[Node, Node | None]] = [(root, None)]
-        while stack:
-            n, fn = stack.pop()
-            if n.type == "function_definition":  # lambdas are no function_definition: they share its locals
-                fn = n
-            if n.type == "call_expression":
-                kcs = next((c for c in n.children if c.type == "kernel_call_syntax"), None)
-                if kcs is not None:
-                    self._launch(n, kcs, fn, root)
-            stack.extend((c, fn) for c in reversed(n.children))
+        """Every `<<<...>>>` launch, with the function it is written in (the innermost around it;
+        lambdas are no function_definition: they share its locals). The calls and functions are
+        found by a query, in source order; the functions open around a call are a stack."""
+        around: list[Node] = []
+        for n in nodes_of(root, ("function_definition", "call_expression")):
+            while around and around[-1].end_byte <= n.start_byte:
+                around.pop()
+            if n.type == "function_definition":
+                around.append(n)
+                continue
+            kcs = next((c for c in n.children if c.type == "kernel_call_syntax"), None)
+            if kcs is not None:
+                self._launch(n, kcs, around[-1] if around else None, root)
 
     def _launch(self, call: Node, kcs: Node, fn: Node | None, root: Node) -> None:
         fn_name = declarator_name(function_declarator(fn.child_by_field_name("declarator")))[0] \
@@ -488,21 +510,21 @@ class Builder:
         prefix = ""
         while func is not None and func.type == "qualified_identifier":
             scope = func.child_by_field_name("scope")
-            prefix += (node_text(scope) + "::") if scope is not None else "::"
+            prefix += (self._text(scope) + "::") if scope is not None else "::"
             func = func.child_by_field_name("name")
         if func is not None and func.type == "template_function":
             targs_node = func.child_by_field_name("arguments")
-            targs = node_text(targs_node) if targs_node is not None else None
+            targs = self._text(targs_node) if targs_node is not None else None
             func = func.child_by_field_name("name")
-        name = prefix + node_text(func) if func is not None else "?"
+        name = prefix + self._text(func) if func is not None else "?"
         cfg_nodes = [c for c in kcs.named_children if c.type != "comment"]
-        cfg: list[str | None] = [node_text(c) for c in cfg_nodes]
+        cfg: list[str | None] = [self._text(c) for c in cfg_nodes]
         cfg += [None] * (4 - len(cfg))
         grid_var, block_var = (dim3_var(cfg_nodes[i], fn, fn_name, call, root)
                                if i < len(cfg_nodes) and cfg_nodes[i].type == "identifier" else None
                                for i in (0, 1))
         args_node = call.child_by_field_name("arguments")
-        args = tuple(node_text(a) for a in args_node.named_children if a.type != "comment") \
+        args = tuple(self._text(a) for a in args_node.named_children if a.type != "comment") \
             if args_node is not None else ()
         self.model.launches.append(LaunchSite(
             kernel=name, template_args=targs, grid=cfg[0] or "", block=cfg[1] or "", shared_mem=cfg[2],

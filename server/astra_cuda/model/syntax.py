@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator
 from functools import lru_cache
 
 import tree_sitter_cuda
-from tree_sitter import Language, Node
+from tree_sitter import Language, Node, Query, QueryCursor
 
 from . import parse_time
 
@@ -54,6 +54,20 @@ def walk(node: Node) -> Iterator[Node]:
         stack.extend(reversed(n.children))
 
 
+@lru_cache(maxsize=64)
+def _query(types: tuple[str, ...]) -> Query:
+    return Query(language(), "[" + " ".join(f"({t})" for t in types) + "] @n")
+
+
+def nodes_of(node: Node, types: Iterable[str]) -> list[Node]:
+    """The nodes under `node` (itself included) whose type is one of `types` (named types), in
+    source order (an enclosing node before what it encloses). Found by a tree-sitter query, in C:
+    a walk in Python costs a few microseconds for every node of the tree (a file of 800,000 tokens
+    has ~2.4 million), this one only for the nodes it returns."""
+    found = QueryCursor(_query(tuple(sorted(set(types))))).captures(node).get("n", [])
+    return sorted(found, key=lambda n: (n.start_byte, -n.end_byte))
+
+
 def of_type(node: Node, types: Iterable[str]) -> Iterator[Node]:
     """The nodes under `node` (itself included) whose type is one of `types`, in source order."""
     wanted = set(types)
@@ -69,17 +83,19 @@ IDENT_TYPES = {"identifier", "type_identifier", "namespace_identifier"}
 WORD = re.compile(r"[A-Za-z_]\w*")  # lexing an opaque macro body; C++ structure comes from the tree
 
 
-def identifiers(node: Node) -> set[str]:
-    """The names under `node`, those in an opaque macro body too (lexed: it has no tree)."""
-    out: set[str] = set()
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if n.type in IDENT_TYPES:
-            out.add(text(n))
-        elif n.type in ("preproc_arg",):
-            out.update(WORD.findall(text(n)))
-        stack.extend(n.children)
+def identifiers(node: Node, data: bytes | None = None) -> set[str]:
+    """The names under `node`, those in an opaque macro body too (lexed: it has no tree). Found by
+    a query (`nodes_of`): a walk of every node in Python made this a third of a large file's model.
+    `data`: the bytes the tree was parsed from, to slice names from (a node's own text is read back
+    through the parse's source, a Python call per node)."""
+    found = QueryCursor(_query((*sorted(IDENT_TYPES), "preproc_arg"))).captures(node).get("n", [])
+
+    def of(n: Node) -> str:
+        return data[n.start_byte:n.end_byte].decode("utf-8", errors="replace") if data is not None else text(n)
+    out = {of(n) for n in found if n.type != "preproc_arg"}
+    for n in found:
+        if n.type == "preproc_arg":
+            out.update(WORD.findall(of(n)))
     return out
 
 
