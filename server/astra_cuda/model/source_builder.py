@@ -7,6 +7,7 @@ Long because the model is built in one pass over the tree: kernels, launch sites
 constants share the walk and its state (the conditionals and blocks around what is read)."""
 from __future__ import annotations
 
+import bisect
 from dataclasses import replace
 
 from tree_sitter import Node
@@ -15,7 +16,7 @@ from .dim3 import dim3_var
 from .file_model import (SPEC_MARK, ConfigVar, Guard, Item, Kernel, LaunchSite, Param, Positions, SourceModel,
                          SpecComment)
 from .macros import kernel_macros, launch_macros, substitute
-from .syntax import WORD, text as node_text, declarator_name, function_declarator, identifiers, nodes_of, parser, specifiers
+from .syntax import IDENT_TYPES, WORD, text as node_text, declarator_name, function_declarator, nodes_of, parser, specifiers
 
 # Nested namespace / extern "C" blocks read (real code nests a handful; 5,000 ran Python's
 # recursion out): deeper ones are a syntax problem, and the cut refuses them (compile.declarations.MAX_NAMESPACES).
@@ -75,6 +76,9 @@ class Builder:
         self.guards: tuple[Guard, ...] = ()  # the conditionals around what is being read now
         self._blocks = 0  # namespace / extern "C" blocks around what is being read now
         self._data = self.txt.data  # the bytes the tree was parsed from (`run`)
+        self._root: Node | None = None   # the tree read (`run`)
+        # every name of the tree (`_names`): the names' start bytes, and (end byte, lexed, text)
+        self._named: tuple[list[int], list[tuple[int, bool, str]]] | None = None
         # (qualified name, parameter types) -> the first kernel of that name and parameters in
         # `model.kernels`: a scan of the list for each kernel was quadratic (12,000 kernels: minutes)
         self._kernel_at: dict[tuple[str, tuple[str, ...]], int] = {}
@@ -99,10 +103,26 @@ class Builder:
         the Python call per node that reading it back through the parse's source costs."""
         return self._data[node.start_byte:node.end_byte].decode("utf-8", errors="replace") if node is not None else ""
 
+    def _names(self, node: Node) -> set[str]:
+        """`syntax.identifiers(node)`, read from one query over the whole tree (`_named`) instead of
+        one per item: 2 million one-line items (`a;`) made the per-item query most of the model."""
+        if self._named is None:
+            found = nodes_of(self._root, (*sorted(IDENT_TYPES), "preproc_arg")) if self._root is not None else []
+            self._named = ([n.start_byte for n in found],
+                           [(n.end_byte, n.type == "preproc_arg", self._text(n)) for n in found])
+        starts, named = self._named
+        out: set[str] = set()
+        for i in range(bisect.bisect_left(starts, node.start_byte), bisect.bisect_left(starts, node.end_byte)):
+            end, lexed, word = named[i]
+            if end <= node.end_byte:
+                out.update(WORD.findall(word)) if lexed else out.add(word)
+        return out
+
     def run(self, root: Node, data: bytes | None = None) -> SourceModel:
         """The model of the text, read from its tree `root`; `data`: the bytes that tree was parsed
         from where they are not the text's own (attribute macros blanked)."""
         self._data = data if data is not None else self.txt.data
+        self._root, self._named = root, None
         self._collect_errors(root)
         self._kernel_macros, self._object_macros = kernel_macros(root)
         self._items(root.children, namespaces=(), extern_c=False)
@@ -204,7 +224,7 @@ class Builder:
                      device=True))
         elif t in ("preproc_def", "preproc_function_def"):
             name = node.child_by_field_name("name")
-            uses = identifiers(node, self._data) - {self._text(name)} if name is not None else identifiers(node, self._data)
+            uses = self._names(node) - {self._text(name)} if name is not None else self._names(node)
             add(Item("macro", frozenset({self._text(name)}) if name is not None else frozenset(),
                      frozenset(uses), span, text, namespaces, extern_c, device=True))
             value = node.child_by_field_name("value")
@@ -229,7 +249,7 @@ class Builder:
         elif t in ("struct_specifier", "class_specifier", "union_specifier", "enum_specifier",
                    "type_definition", "alias_declaration"):
             names = self._defined_names(node)
-            add(Item("type", frozenset(names), frozenset(identifiers(node, self._data) - names), span, text, namespaces,
+            add(Item("type", frozenset(names), frozenset(self._names(node) - names), span, text, namespaces,
                      extern_c, device=True))
         elif t == "namespace_alias_definition":  # namespace cg = cooperative_groups;
             aliased = [self._text(c) for c in node.named_children if c.type == "namespace_identifier"]
@@ -239,11 +259,11 @@ class Builder:
             target = self._text(node.named_children[-1]) if node.named_children else ""
             if any(c.type == "namespace" for c in node.children):  # using namespace X;
                 kind = "using" if target.split("::")[0] in DEVICE_NAMESPACES else "other"
-                add(Item(kind, frozenset(), frozenset(identifiers(node, self._data)), span, text, namespaces, extern_c,
+                add(Item(kind, frozenset(), frozenset(self._names(node)), span, text, namespaces, extern_c,
                          device=kind == "using"))
             else:                                                 # using std::min;
                 short = target.split("::")[-1]
-                add(Item("type", frozenset({short}), frozenset(identifiers(node, self._data)) - {short}, span, text, namespaces,
+                add(Item("type", frozenset({short}), frozenset(self._names(node)) - {short}, span, text, namespaces,
                          extern_c, device=True))
         elif t == "declaration":
             self._declaration(node, namespaces, extern_c)
@@ -261,7 +281,7 @@ class Builder:
         elif t == "expression_statement" or t == "ERROR":
             return
         else:
-            add(Item("other", frozenset(), frozenset(identifiers(node, self._data)), span, text, namespaces, extern_c))
+            add(Item("other", frozenset(), frozenset(self._names(node)), span, text, namespaces, extern_c))
 
     def _conditional(self, node: Node, heads: tuple[str, ...], key: tuple[str | None, int],
                      namespaces: tuple[str, ...], extern_c: bool) -> None:
@@ -338,7 +358,7 @@ class Builder:
             kind = "device_function" if specs & {"__device__", "__global__"} else "host_function"
             if "__global__" in specs:
                 kind = "kernel_decl"
-        self._add(Item(kind, frozenset(names), frozenset(identifiers(node, self._data) - names), span, text,
+        self._add(Item(kind, frozenset(names), frozenset(self._names(node) - names), span, text,
                                      namespaces, extern_c, device=device or kind == "device_function"))
         if kind == "variable" and specs & {"const", "constexpr"}:
             for d in node.children_by_field_name("declarator"):
@@ -388,7 +408,7 @@ class Builder:
             kind = "type" if fn.type in ("struct_specifier", "class_specifier", "alias_declaration") else (
                 "kernel_decl" if "__global__" in specs else
                 "device_function" if "__device__" in specs else "variable")
-            self._add(Item(kind, frozenset(names), frozenset(identifiers(outer, self._data) - set(names)), span,
+            self._add(Item(kind, frozenset(names), frozenset(self._names(outer) - set(names)), span,
                                          text, namespaces, extern_c, device=True))
             return
         specs = specifiers(fn)
@@ -397,7 +417,7 @@ class Builder:
         name, name_node = declarator_name(fdecl.child_by_field_name("declarator") if fdecl else None)
         if name is None or name_node is None:
             return
-        uses = frozenset(identifiers(outer, self._data) - {name} - set(template_names))
+        uses = frozenset(self._names(outer) - {name} - set(template_names))
         if name in self._kernel_macros and not template_params and fdecl is not None \
                 and self._macro_kernel(outer, fn, fdecl, prev, namespaces, extern_c):
             return
@@ -478,7 +498,7 @@ class Builder:
         kernel = replace(k, qualified_name="::".join(namespaces + (k.name,)), extern_c=extern_c, span=span,
                          name_span=self.txt.span(named), signature_span=where, body_span=self.txt.span(body),
                          params=tuple(replace(q, span=where) for q in k.params), spec=spec, text=text,
-                         uses=k.uses | frozenset(identifiers(outer, self._data) - {k.name}))
+                         uses=k.uses | frozenset(self._names(outer) - {k.name}))
         self._kernel_at.setdefault((kernel.qualified_name, tuple(q.type for q in kernel.params)), len(self.model.kernels))
         self.model.kernels.append(kernel)
         self._add(Item("kernel", frozenset({k.name}), kernel.uses, span, text, namespaces, extern_c, device=True))

@@ -59,13 +59,31 @@ def _query(types: tuple[str, ...]) -> Query:
     return Query(language(), "[" + " ".join(f"({t})" for t in types) + "] @n")
 
 
+# Bytes of text one query call covers: tree-sitter's query runs in C holding the GIL (~0.15 s of
+# CPU per MiB of dense code), so a large tree is queried a window at a time and the language
+# server's loop gets the GIL back between windows (~10 ms each).
+QUERY_WINDOW = 64 << 10
+
+
+def _captured(types: tuple[str, ...], node: Node) -> list[Node]:
+    """The nodes of `types` under `node` (itself included), in no particular order."""
+    cursor = QueryCursor(_query(types))
+    if node.end_byte - node.start_byte <= QUERY_WINDOW:
+        return cursor.captures(node).get("n", [])
+    seen: dict[int, Node] = {}
+    for at in range(node.start_byte, node.end_byte, QUERY_WINDOW):
+        cursor.set_byte_range(at, min(at + QUERY_WINDOW, node.end_byte))
+        for n in cursor.captures(node).get("n", []):   # a node across two windows comes twice
+            seen.setdefault(n.id, n)
+    return list(seen.values())
+
+
 def nodes_of(node: Node, types: Iterable[str]) -> list[Node]:
     """The nodes under `node` (itself included) whose type is one of `types` (named types), in
     source order (an enclosing node before what it encloses). Found by a tree-sitter query, in C:
     a walk in Python costs a few microseconds for every node of the tree (a file of 800,000 tokens
     has ~2.4 million), this one only for the nodes it returns."""
-    found = QueryCursor(_query(tuple(sorted(set(types))))).captures(node).get("n", [])
-    return sorted(found, key=lambda n: (n.start_byte, -n.end_byte))
+    return sorted(_captured(tuple(sorted(set(types))), node), key=lambda n: (n.start_byte, -n.end_byte))
 
 
 def of_type(node: Node, types: Iterable[str]) -> Iterator[Node]:
@@ -88,7 +106,7 @@ def identifiers(node: Node, data: bytes | None = None) -> set[str]:
     a query (`nodes_of`): a walk of every node in Python made this a third of a large file's model.
     `data`: the bytes the tree was parsed from, to slice names from (a node's own text is read back
     through the parse's source, a Python call per node)."""
-    found = QueryCursor(_query((*sorted(IDENT_TYPES), "preproc_arg"))).captures(node).get("n", [])
+    found = _captured((*sorted(IDENT_TYPES), "preproc_arg"), node)
 
     def of(n: Node) -> str:
         return data[n.start_byte:n.end_byte].decode("utf-8", errors="replace") if data is not None else text(n)
