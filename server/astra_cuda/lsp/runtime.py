@@ -27,13 +27,13 @@ from pygls.workspace import TextDocument
 from astra_cuda import contract, redact
 from astra_cuda.lsp import settings as settings_mod
 from astra_cuda.lsp import views
-from astra_cuda.lsp.state import DocState
+from astra_cuda.lsp.state import DocState, hover_lines
 
 if TYPE_CHECKING:
     from astra_cuda.compile.project import ProjectContext
     from astra_cuda.execution.executors import Executor
     from astra_cuda.session import Session
-    from astra_cuda.snapshot import Snapshot
+    from astra_cuda.snapshot import KernelInfo, Snapshot
 
 log = logging.getLogger("astra_cuda.lsp")
 T = TypeVar("T")
@@ -114,7 +114,7 @@ class AstraServer(LanguageServer):
         self.static = ThreadPoolExecutor(1, "astra-static")  # compiles every kernel: seconds
         self.slow = ThreadPoolExecutor(1, "astra-check")
         self.opt = ThreadPoolExecutor(2, "astra-optimize")
-        self._snapshot_tasks: dict[tuple[str, int], asyncio.Future[tuple[Snapshot | None, Exception | None]]] = {}
+        self._snapshot_tasks: dict[tuple[str, int], asyncio.Future[tuple[Snapshot | None, Exception | None, dict[int, list[KernelInfo]]]]] = {}
         self.change_gen: dict[str, int] = {}
         self.tasks: set[asyncio.Task[None]] = set()
         self.last_refresh = 0.0
@@ -274,29 +274,38 @@ class AstraServer(LanguageServer):
             fut = asyncio.ensure_future(self._read(doc.source, doc.path))
             self._snapshot_tasks[key] = fut
             fut.add_done_callback(lambda _f: self._snapshot_tasks.pop(key, None))
-        snap, error = await fut
+        snap, error, lines = await fut
         if (self.document(uri).version or 0) == version and st.snapshot_version != version:
-            st.snapshot, st.snapshot_version, st.snapshot_error = snap, version, error
+            st.snapshot, st.snapshot_version, st.snapshot_error, st.hover_lines = snap, version, error, lines
             live = views.live_diagnostics(st.kernels, st, doc.source)
             if live != st.live_diags:   # spec problems and guesses follow the text as it is typed
                 st.live_diags = live
                 self.publish(uri, version)
         return doc, snap
 
-    async def _read(self, text: str, path: str) -> tuple[Snapshot | None, Exception | None]:
+    async def _read(self, text: str, path: str) -> tuple[Snapshot | None, Exception | None,
+                                                         dict[int, list[KernelInfo]]]:
+        """The snapshot of `text`, or why it could not be read, and its kernels by line for hovers
+        (`state.hover_lines`): all made in a pool's thread, none of it on the loop."""
         from astra_cuda import api
         from astra_cuda.lsp import parse_apart
+
+        def read() -> tuple[Snapshot, dict[int, list[KernelInfo]]]:
+            snap = api.snapshot(text, path)
+            return snap, hover_lines(snap.kernels)
         try:
             if len(text) <= LARGE_TEXT:
-                return await self.call(self.fast, api.snapshot, text, path), None
+                snap, lines = await self.call(self.fast, read)
+                return snap, None, lines
             # what tree-sitter would refuse is refused by a child's parse: freeing a stopped parse or
             # a tree past the node ceiling holds the GIL, and so this loop, for up to a second
             await self.call(self.apart, parse_apart.check, text)
-            return await self.call(self.large, api.snapshot, text, path), None
+            snap, lines = await self.call(self.large, read)
+            return snap, None, lines
         except Exception as e:
             if not is_user_error(e):
                 self.log_error(f"could not read the kernels of {path}", traceback.format_exc())
-            return None, e  # kept whole: a user error keeps its line for the diagnostic
+            return None, e, {}  # kept whole: a user error keeps its line for the diagnostic
 
     RESTRICTED = "this workspace is not trusted (Workspace Trust)"
 

@@ -227,9 +227,10 @@ async def code_lens(ls: AstraServer, params: types.CodeLensParams) -> list[types
 @server.feature(types.TEXT_DOCUMENT_HOVER)
 async def hover(ls: AstraServer, params: types.HoverParams) -> types.Hover | None:
     uri = params.text_document.uri
-    await ls.snapshot(uri)
+    await ls.snapshot(uri)   # built once per version, off the loop; awaited only while it is read
     st = ls.state(uri)
-    return views.hover(uri, st.kernels, st, params.position)
+    # the kernels on the hovered line, from the snapshot's index (built with it): never a look at every kernel
+    return views.hover(uri, st.kernels_on(params.position.line), st, params.position)
 
 
 @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=['"', "[", "=", ",", " "]))

@@ -11,6 +11,8 @@ from lsprotocol import types
 from astra_cuda.lsp.anchor import Anchor, Replacement
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from astra_cuda.agents.result import OptimizeResult
     from astra_cuda.gate.verdict import Verdict
     from astra_cuda.profiler.results import Profile
@@ -86,10 +88,30 @@ class DocState:
     static_done: bool = False        # the static check (compiler) has run on a version of the file
     live_diags: list[types.Diagnostic] = field(default_factory=list)   # of the latest snapshot: spec, guesses
     guesses: list[Guessed] = field(default_factory=list)   # lines of an inserted spec that inference guessed
+    # line -> the kernels whose spec comment or name is on it, of `snapshot` (`hover_lines`, built
+    # where the snapshot is read, off the loop): what a hover looks at
+    hover_lines: dict[int, list[KernelInfo]] = field(default_factory=dict, repr=False)
 
     @property
     def kernels(self) -> list[KernelInfo]:
         return list(self.snapshot.kernels) if self.snapshot is not None else []
 
+    def kernels_on(self, line: int) -> list[KernelInfo]:
+        """The kernels a hover on `line` may be about (in the snapshot's order), without a look at
+        every kernel: a hover scanned all 12,106 of a large file, 15-22 ms of the loop's CPU."""
+        return self.hover_lines.get(line, [])
+
     def kernel(self, name: str) -> KernelState:
         return self.per_kernel.setdefault(name, KernelState())
+
+
+def hover_lines(kernels: Sequence[KernelInfo]) -> dict[int, list[KernelInfo]]:
+    """Line -> the kernels whose spec comment or name span covers it, in `kernels`' order."""
+    out: dict[int, list[KernelInfo]] = {}
+    for k in kernels:
+        lines = set(range(k.kernel.name_span.start_line, k.kernel.name_span.end_line + 1))
+        if k.kernel.spec is not None:
+            lines.update(range(k.kernel.spec.span.start_line, k.kernel.spec.span.end_line + 1))
+        for line in lines:
+            out.setdefault(line, []).append(k)
+    return out
