@@ -7,7 +7,7 @@ from lsprotocol import types
 from astra_cuda import api, contract
 from astra_cuda.gate.verdict import CaseInfo, Coverage, Failure, Verdict
 from astra_cuda.lsp import analysis, anchor, views
-from astra_cuda.lsp.state import DocState, KernelState, Optimization
+from astra_cuda.lsp.state import DocState, KernelState, Optimization, hover_lines
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 PATH = str(EXAMPLES / "silu_and_mul.cu")
@@ -50,6 +50,24 @@ def test_lenses_follow_the_state_of_check_profile_and_optimization():
     spec_line = k.kernel.spec.span.start_line
     assert {lens.range.start.line for lens in lenses} == {spec_line}  # above the kernel and its spec
     assert all(lens.command.arguments == ["u", "silu_and_mul"] for lens in lenses)
+
+
+def test_a_hover_looks_only_at_the_kernels_of_its_line():
+    """The server answers a hover from the snapshot's index by line (built with the snapshot, off
+    the loop): each kernel is found on its name's and its spec comment's lines, and nowhere else."""
+    text = "".join(f"/* @astra\ngrid = [1]\nblock = [1]\n*/\n__global__ void k{i}(float* x) {{ x[0] = {i}; }}\n\n"
+                   for i in range(300))
+    ks = kernels(text)
+    st = DocState(hover_lines=hover_lines(ks))
+    for i in (0, 137, 299):
+        k = ks[i]
+        name, spec = k.kernel.name_span, k.kernel.spec
+        assert spec is not None and st.kernels_on(name.start_line) == [k]
+        assert all(st.kernels_on(line) == [k] for line in range(spec.span.start_line, spec.span.end_line + 1))
+        h = views.hover("u", st.kernels_on(name.start_line), st,
+                        types.Position(line=name.start_line, character=name.start_col + 1))
+        assert h is not None and f"`k{i}`" in h.contents.value
+    assert st.kernels_on(ks[5].kernel.name_span.start_line + 1) == []   # the blank line after a kernel
 
 
 def test_a_failed_or_unrunnable_check_reads_as_such():

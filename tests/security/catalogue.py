@@ -364,6 +364,15 @@ SCREEN = [
            "check (the executor outlived `astra check`)", "refused before compiling", "screen: names",
            body='#include <cstdlib>\nextern "C" int __cxa_atexit(void (*)(void*), void*, void*);\n'
                 'static void astra_h(void*) {}\n__global__ void k(int* x) { x[0] = __cxa_atexit(astra_h, 0, 0); }\n'),
+    Attack("pthread_create_thread", "screen", "pthread_create from a kernel: a thread that outlives the launch "
+           "(the issue's verdict attack: it wrote into the next launch's buffers)", "refused before compiling",
+           "screen: names",
+           body='#include <pthread.h>\nstatic void* astra_spin(void* p) { for (;;) *(volatile int*)p = 7; return 0; }\n'
+                '__global__ void k(int* x) { pthread_t t; x[0] = pthread_create(&t, 0, astra_spin, x); }\n'),
+    Attack("thrd_create_thread", "screen", "C11 thrd_create from a kernel (another name for a thread)",
+           "refused before compiling", "screen: names",
+           body='#include <threads.h>\nstatic int astra_spin(void* p) { for (;;) *(volatile int*)p = 7; return 0; }\n'
+                '__global__ void k(int* x) { thrd_t t; x[0] = thrd_create(&t, astra_spin, x); }\n'),
     Attack("mkostemp_plain", "screen", "mkostemp and renameat2 called plainly", "refused before compiling",
            "screen: names", body='__global__ void k(int* x) { char t[] = "/tmp/aXXXXXX"; x[0] = mkostemp(t, 0); '
                                  'renameat2(0, t, 0, "/tmp/b", 0); }\n'),

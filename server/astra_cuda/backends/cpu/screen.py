@@ -29,7 +29,7 @@ socket socketpair connect bind listen accept accept4 send sendto sendmsg recv re
 getaddrinfo gethostbyname shutdown setsockopt dlopen dlsym dlmopen dlclose mmap mmap64 munmap
 mprotect mremap madvise shm_open memfd_create syscall ptrace kill raise signal sigaction
 setrlimit prlimit getrlimit setuid setgid seteuid chroot pivot_root mount umount ioctl fcntl
-getenv setenv putenv unsetenv pthread_create pthread_kill sleep usleep nanosleep
+getenv setenv putenv unsetenv pthread_create pthread_kill thrd_create sleep usleep nanosleep
 ifstream ofstream fstream filebuf thread jthread async
 freopen64 fopen64 tmpfile64 openat64 openat2 creat64 mkostemp mkostemps mkstemps mkdtemp tmpnam tempnam
 renameat2 linkat symlinkat readlink readlinkat mknod mknodat fchmodat fchownat utime utimes utimensat
