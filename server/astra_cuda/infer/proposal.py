@@ -488,6 +488,11 @@ def _infer(kernel: Kernel, model: SourceModel, types: Types, *, path: str | None
                 notes.append(f"`{p.name}` holds indices into a table of {rows} rows: drawn from randint(0, {rows})"
                              if rows == TABLE else f"`{p.name}` holds indices within a row of `{rows}` elements (only "
                              f"then do the kernel's accesses fit a tensor's shape): drawn from randint(0, {rows}) — CHECK")
+                if found.shared_rows:   # summed into one row (`start + count - 1`): two of them reach its last row
+                    init = f', init = "randint(1, {rows} / 2 + 1)"'
+                    notes[-1] = (f"`{p.name}` is summed with another loaded index into one row of {rows} "
+                                 f"(`start + count - 1`): drawn from randint(1, {rows} / 2 + 1), so the row stays "
+                                 f"within them — CHECK")
             args.append((p.name, f'{{ type = "{dt.name}", shape = {_toml_list(shape)}{role}{init} }}'))
             buffers[p.name] = (shape, dt.itemsize, role == ", inout = true")
         elif p.name in size_names:

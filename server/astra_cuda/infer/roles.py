@@ -179,6 +179,7 @@ class InferredShapes:
     casts: dict[str, set[str]] = field(default_factory=dict)  # pointer -> the scalar types the kernel casts it to
     partial: set[str] = field(default_factory=set)   # pointers measured by the accesses that could be bounded
     boundaries: set[str] = field(default_factory=set)   # index arrays of segment boundaries (a CSR `indptr`)
+    shared_rows: bool = False   # index values summed into one row: each drawn in [1, rows / 2) (`access`)
 
 
 _STRIDE_PROBE = 100003   # a stride set far from every probe size: what it moves depends on it
@@ -257,7 +258,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
             int_params: set[str], constants: dict[str, int], lanes: dict[str, int] | None = None,
             derived: dict[str, str] | None = None, helpers=None, equal_sizes: bool = False,
             type_bytes=None, require: list[str] = (), table_first: bool = False,
-            powers: list[str] = ()) -> InferredShapes | None:
+            powers: list[str] = (), shared_rows: bool = False) -> InferredShapes | None:
     """Each pointer's shape fitted to the extents the kernel reaches. A stride parameter of a
     contiguous layout (`token_idx * query_stride + head_idx * head_stride + i`) gets its
     contiguous value: innermost first (strides are listed outermost first), each stride is the
@@ -314,7 +315,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
         if min(g + b) < 1:
             return None
         return access.analyse(kernel, probe, g, b, elem_bytes, int_params, probe[TABLE], constants, lanes,
-                              helpers, type_bytes)
+                              helpers, type_bytes, shared_rows)
 
     extents = _extents_of
 
@@ -485,6 +486,14 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
                         equal_sizes, type_bytes, require, table_first=True, powers=powers)
         if again is not None and again.uses_table:
             return again
+        # still none: a row picked by a sum of loaded values (DeepSpeed's `seq.start_idx + seq.n_tokens
+        # - 1`) reaches twice the table; each drawn below half of it (and from 1, for the `- 1`)
+        # the row stays within it
+        again = infer_shapes(kernel, size_names, grid, block, elem_bytes, int_params, constants, lanes, derived,
+                             helpers, equal_sizes, type_bytes, require, table_first=True, powers=powers,
+                             shared_rows=True)
+        if again is not None and again.uses_table:
+            return again
     return InferredShapes(shapes, {n for n, u in last.items() if u.read and u.written},
                    # a pointer never touched (`residual` where has_residual is false) is no output either
                    {n for n, u in last.items() if not u.written},
@@ -492,7 +501,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
                    {k: v for k, v in fixed.items() if k not in equal}, equal, packets,
                    {n: u.packet for n, u in last.items() if u.packet > 1},
                    {n: set(u.casts) for n, u in last.items() if u.casts}, partial,
-                   {n for n, u in last.items() if u.boundaries})
+                   {n for n, u in last.items() if u.boundaries}, shared_rows)
 
 
 MAX_POLY_NAMES = 5   # sizes an extent may depend on for a polynomial fit (2**5 evaluations)

@@ -158,8 +158,12 @@ class Analyzer:
     def __init__(self, kernel: source.Kernel, sizes: dict[str, int], grid: tuple[int, int, int],
                  block: tuple[int, int, int], elem_bytes: dict[str, int], int_params: set[str],
                  table_size: int, constants: dict[str, int], lanes: dict[str, int] | None = None,
-                 helpers: dict[str, Node] | None = None, type_bytes: Callable[[str], int | None] | None = None):
+                 helpers: dict[str, Node] | None = None, type_bytes: Callable[[str], int | None] | None = None,
+                 shared_rows: bool = False):
         self.kernel = kernel
+        # index arrays whose values are summed into one row (`seq.start_idx + seq.n_tokens - 1`): each
+        # drawn in [1, table / 2]: two of them and the `- 1` reach the last row, never past it
+        self.shared_rows = shared_rows
         self.type_bytes = type_bytes          # sizeof a type the table above does not know (`vec_n_t<T, 4>`)
         self.aliases: dict[str, str] = {}     # the body's own `using` and `typedef` names
         self.helpers = helpers or {}          # device function name -> its definition (followed into)
@@ -1458,6 +1462,8 @@ class Analyzer:
         if p.base in self.int_params and p.scale == 1:
             self.facts.uses[p.base].table_loads = True
             # segment boundaries run from 0 to the table's size, that one included (the last one ends it)
+            if self.shared_rows and p.base not in self.boundaries:
+                return Iv(1, self.table_size // 2)
             return Iv(0, self.table_size - (p.base not in self.boundaries))
         return None
 
@@ -2022,9 +2028,9 @@ def boundary_arrays(body: Node, int_params: set[str]) -> set[str]:
 def analyse(kernel: source.Kernel, sizes: dict[str, int], grid, block, elem_bytes: dict[str, int],
             int_params: set[str], table_size: int, constants: dict[str, int],
             lanes: dict[str, int] | None = None, helpers: dict[str, Node] | None = None,
-            type_bytes: Callable[[str], int | None] | None = None) -> Facts | None:
+            type_bytes: Callable[[str], int | None] | None = None, shared_rows: bool = False) -> Facts | None:
     body = kernel_body(kernel)
     if body is None:
         return None
     return Analyzer(kernel, sizes, tuple(grid), tuple(block), elem_bytes, int_params, table_size,
-                    constants, lanes, helpers, type_bytes).run(body)
+                    constants, lanes, helpers, type_bytes, shared_rows).run(body)
