@@ -110,3 +110,38 @@ def attribute_macros(root: Node, data: bytes) -> list[tuple[int, int]]:
             if i < len(data) and data[i] == 0x28 and depth == 0:
                 out.append((name.start_byte, j + 1))
     return out
+
+
+_NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
+
+
+def conditions_within(node: Node | None, start: int) -> tuple[str, ...]:
+    """The conditions of the `if`s above `node` that begin at or after byte `start` (the ones a
+    launch macro's own body writes: `if (threads_per_head == 4) { LAUNCH(4); } else if (…)`), as
+    comparisons that hold where the launch runs: a `then` branch's split at `&&`, an `else`
+    branch's one comparison reversed (`threads_per_head != 4`); other conditions say nothing here."""
+    out: list[str] = []
+    while node is not None and node.parent is not None:
+        parent = node.parent
+        if parent.type == "else_clause":
+            node = parent   # the if_statement above decides
+            continue
+        if parent.type == "if_statement" and parent.start_byte >= start and node in (
+                parent.child_by_field_name("consequence"), parent.child_by_field_name("alternative")):
+            taken = node == parent.child_by_field_name("consequence")
+            stack = [parent.child_by_field_name("condition")]
+            while stack:
+                c = stack.pop()
+                while c is not None and c.type in ("condition_clause", "parenthesized_expression") \
+                        and len(c.named_children) == 1:
+                    c = c.named_children[0]
+                op = c.child_by_field_name("operator") if c is not None and c.type == "binary_expression" else None
+                if op is None:
+                    continue
+                if taken and op.type == "&&":
+                    stack += [c.child_by_field_name("right"), c.child_by_field_name("left")]
+                elif op.type in _NEGATED:
+                    left, right = text(c.child_by_field_name("left")), text(c.child_by_field_name("right"))
+                    out.append(text(c) if taken else f"{left} {_NEGATED[op.type]} {right}")
+        node = parent
+    return tuple(out)

@@ -15,7 +15,7 @@ from tree_sitter import Node
 from .dim3 import dim3_var
 from .file_model import (SPEC_MARK, ConfigVar, Guard, Item, Kernel, LaunchSite, Param, Positions, SourceModel,
                          SpecComment)
-from .macros import kernel_macros, launch_macros, substitute
+from .macros import conditions_within, kernel_macros, launch_macros, substitute
 from .syntax import IDENT_TYPES, WORD, text as node_text, declarator_name, function_declarator, nodes_of, parser, specifiers
 
 # Nested namespace / extern "C" blocks read (real code nests a handful; 5,000 ran Python's
@@ -177,8 +177,12 @@ class Builder:
                 def moved(var: ConfigVar | None) -> ConfigVar | None:
                     return replace(var, line=var.line + shift) if var is not None and var.line is not None else var
                 for site in sub_builder.model.launches:
+                    # the `if`s of the macro's own body it is launched under (`if (threads_per_head == 4)`)
+                    at = sub.descendant_for_byte_range(site.span.start_byte, site.span.start_byte)
+                    conds = conditions_within(at, start)
                     self.model.launches.append(replace(site, span=self.txt.span(call), via_macro=self._text(callee),
-                                                       grid_var=moved(site.grid_var), block_var=moved(site.block_var)))
+                                                       grid_var=moved(site.grid_var), block_var=moved(site.block_var),
+                                                       conditions=site.conditions + conds))
 
     def _collect_errors(self, root: Node) -> None:
         stack = [root]
