@@ -18,7 +18,7 @@ from ..model.syntax import walk as _walk
 from tree_sitter import Node
 from .hostexprs import function_macros, raising_macros
 from .launches import SHARED_PER_THREAD, launch_of, pick_site, host_locals, launch_byte, program_inits, value_of
-from . import masks, records, structs
+from . import guards, masks, records, structs
 from .program import Program, param_names
 from .roles import DIFFERENCES, DIVISIONS, TABLE, InferredShapes, infer_shapes, size_pairs
 from .sizes import Draft, repair, size_bench, test_values
@@ -481,6 +481,11 @@ def _infer(kernel: Kernel, model: SourceModel, types: Types, *, path: str | None
                 init = f', init = "offsets({rows})"'
                 notes.append(f"`{p.name}` is read at `i` and `i + 1`: the boundaries of segments of {rows} rows (a CSR "
                              f"indptr), drawn from 0 up to {rows}, never decreasing")
+            elif not role and not dt.is_float and dt.name != "bool" and (
+                    bound := guards.early_return_bound(kernel, p.name, set(size_names))) is not None:
+                init = f', init = "randint(0, {bound})"'   # the ids the kernel serves, as the program passes
+                notes.append(f"`{p.name}` holds ids the kernel returns early on at `{bound}` and above: drawn from "
+                             f"randint(0, {bound})")
             elif found is not None and p.name in found.tables and (TABLE not in found.equal or (
                     not role and not dt.is_float and dt.name != "bool")):
                 rows = found.equal.get(TABLE, TABLE)   # indices within a row of that size

@@ -1,0 +1,78 @@
+"""Index arrays whose valid values the kernel states by returning early on the others (DeepSpeed's
+ragged embedding: `TokenType t = input_ids[i]; if (t >= vocab_size || t < 0) return;`): the
+program's own ids lie below that size, so they are drawn below it — drawn anywhere else, the
+threads of every out-of-range id return and leave their rows of the output unwritten."""
+from __future__ import annotations
+
+from tree_sitter import Node
+
+from ..model import access, source
+from ..model.syntax import walk
+
+
+def _bare(n: Node | None) -> Node | None:
+    while n is not None and n.type in ("parenthesized_expression", "condition_clause") and n.named_child_count == 1:
+        n = n.named_children[0]
+    return n
+
+
+def _returns(n: Node | None) -> bool:
+    """A statement that only returns: `return;` or `{ return; }` (a comment aside)."""
+    while n is not None and n.type == "compound_statement":
+        kids = [c for c in n.named_children if c.type != "comment"]
+        if len(kids) != 1:
+            return False
+        n = kids[0]
+    return n is not None and n.type == "return_statement"
+
+
+def _loaded_locals(body: Node, name: str) -> set[str]:
+    """Locals declared with a value read out of `name` at an index (`const int t = ids[i];`)."""
+    out: set[str] = set()
+    for d in walk(body):
+        if d.type != "init_declarator":
+            continue
+        decl, value = d.child_by_field_name("declarator"), _bare(d.child_by_field_name("value"))
+        if decl is not None and decl.type == "identifier" and value is not None \
+                and value.type == "subscript_expression":
+            arr = _bare(value.child_by_field_name("argument"))
+            if arr is not None and arr.type == "identifier" and arr.text.decode() == name:
+                out.add(decl.text.decode())
+    return out
+
+
+def _upper(cond: Node, local: str, sizes: set[str]) -> str | None:
+    """S where `cond` is `local >= S` or `S <= local`, alone or one side of an `||`."""
+    cond = _bare(cond)
+    if cond is None or cond.type != "binary_expression":
+        return None
+    op = cond.child_by_field_name("operator").type
+    left, right = _bare(cond.child_by_field_name("left")), _bare(cond.child_by_field_name("right"))
+    if op == "||":
+        return _upper(left, local, sizes) or _upper(right, local, sizes)
+    if left is None or right is None or left.type != "identifier" or right.type != "identifier":
+        return None
+    a, b = left.text.decode(), right.text.decode()
+    if op == ">=" and a == local and b in sizes:
+        return b
+    if op == "<=" and b == local and a in sizes:
+        return a
+    return None
+
+
+def early_return_bound(kernel: source.Kernel, name: str, sizes: set[str]) -> str | None:
+    """The size S below which the values of integer array `name` are valid, where the kernel
+    returns on a loaded value at or above it (`if (t >= S || t < 0) return;`); None otherwise."""
+    body = access.kernel_body(kernel)
+    if body is None:
+        return None
+    loaded = _loaded_locals(body, name)
+    for st in walk(body):
+        if st.type != "if_statement" or st.child_by_field_name("alternative") is not None \
+                or not _returns(st.child_by_field_name("consequence")):
+            continue
+        for local in loaded:
+            bound = _upper(st.child_by_field_name("condition"), local, sizes)
+            if bound is not None:
+                return bound
+    return None

@@ -1,0 +1,73 @@
+"""Issue 25: what a kernel or its launcher states about the values it serves — minimal cases written
+here of DeepSpeed's ragged embedding (`if (token >= vocab_size || token < 0) return;`: the ids
+drawn anywhere else leave their rows unwritten) and its rotary launcher (`if (threads_per_head ==
+4) { LAUNCH(4, A); } else if (…)` inside the launch macro `LAUNCH_FOR_ALIGNMENT`: without those
+conditions, head sizes the instance was not made for let its threads overlap)."""
+from astra_cuda.model import source
+
+from .test_infer_patterns import infer
+
+EMBED = """
+__global__ void embed(float* out, const int* ids, const float* table, int dim, int vocab) {
+  const int t = blockIdx.y;
+  const int tok = ids[t];
+  if (tok >= vocab || tok < 0) {
+    return;
+  }
+  const int c = threadIdx.x + blockIdx.x * blockDim.x;
+  if (c < dim) out[t * dim + c] = table[tok * dim + c];
+}
+void run(float* out, const int* ids, const float* table, int n, int dim, int vocab) {
+  dim3 grid((dim + 255) / 256, n);
+  embed<<<grid, 256>>>(out, ids, table, dim, vocab);
+}
+"""
+
+
+def test_ids_a_kernel_returns_early_on_are_drawn_below_its_bound(project):
+    project("embed.cu", EMBED)
+    s, p = infer(project, "embed.cu", "embed")
+    flat = " ".join(p.comment.split())
+    assert 'ids = { type = "int32", shape = ["n"], init = "randint(0, vocab)" }' in flat, p.comment
+    # a guard on another value (the column) says nothing of the ids
+    project("other.cu", EMBED.replace("if (tok >= vocab || tok < 0)", "if (t >= vocab)"))
+    s, p = infer(project, "other.cu", "embed")
+    assert "randint(0, vocab)" not in p.comment, p.comment
+
+
+ROTARY = """
+template <typename T, int TPH, int G>
+__global__ void rot(T* q, unsigned head_size, unsigned total) {
+  const int head = blockIdx.x * (256 / TPH) + threadIdx.x / TPH;
+  const int lane = threadIdx.x % TPH;
+  if (head < total && lane * (G / sizeof(T)) < head_size) q[head * head_size + lane] *= 2.f;
+}
+#define LAUNCH_ONE(TPH, G) rot<T, TPH, G><<<grid, block>>>(q, head_size, total);
+#define LAUNCH_FOR(G)                 \\
+    if (threads_per_head == 4) {      \\
+        LAUNCH_ONE(4, G);             \\
+    } else if (threads_per_head == 8) { \\
+        LAUNCH_ONE(8, G);             \\
+    }
+template <typename T>
+void launch(T* q, unsigned head_size, unsigned total) {
+  const int threads_per_head = head_size / 4;
+  dim3 block(256);
+  dim3 grid((total + 256 / threads_per_head - 1) / (256 / threads_per_head));
+  LAUNCH_FOR(16);
+}
+template void launch<float>(float*, unsigned, unsigned);
+"""
+
+
+def test_the_conditions_a_launch_macro_writes_go_with_each_launch():
+    sites = source.parse(ROTARY).launches_of("rot")
+    assert [(s.template_args, s.via_macro, s.conditions) for s in sites] == [
+        ("<T, 4, 16>", "LAUNCH_FOR", ("threads_per_head == 4",)),
+        ("<T, 8, 16>", "LAUNCH_FOR", ("threads_per_head == 8", "threads_per_head != 4"))]
+
+
+def test_a_launch_macros_condition_is_required(project):
+    project("rot.cu", ROTARY)
+    s, p = infer(project, "rot.cu", "rot")
+    assert "head_size / 4 == 4" in " ".join(s.require), p.comment
