@@ -2,7 +2,8 @@
 here of DeepSpeed's ragged embedding (`if (token >= vocab_size || token < 0) return;`: the ids
 drawn anywhere else leave their rows unwritten) and its rotary launcher (`if (threads_per_head ==
 4) { LAUNCH(4, A); } else if (…)` inside the launch macro `LAUNCH_FOR_ALIGNMENT`: without those
-conditions, head sizes the instance was not made for let its threads overlap)."""
+conditions, head sizes the instance was not made for let its threads overlap) and its softmax
+launcher (`iterations` computed from `sequence_length`, passed as `sequence_length / 4`)."""
 from astra_cuda.model import source
 
 from .test_infer_patterns import infer
@@ -71,3 +72,28 @@ def test_a_launch_macros_condition_is_required(project):
     project("rot.cu", ROTARY)
     s, p = infer(project, "rot.cu", "rot")
     assert "head_size / 4 == 4" in " ".join(s.require), p.comment
+
+
+ITERS = """
+__global__ void halve(float* v, int n4, int iters) {
+  for (int i = 0; i < iters; i++) {
+    int j = i * blockDim.x + threadIdx.x;
+    if (j < n4) v[blockIdx.x * n4 + j] *= 0.5f;
+  }
+}
+void launch(float* v, int rows, int n) {
+  const int threads = 128;
+  int n4 = n / 4;
+  int iters = (n < 4096 ? (n4 + threads - 1) / threads : 8);
+  halve<<<rows, threads>>>(v, n4, iters);
+}
+"""
+
+
+def test_a_count_the_launcher_computes_from_a_size_it_passes_scaled_is_that_expression(project):
+    """DeepSpeed's attn_softmax: `seq_length4 = sequence_length / 4` is passed, and `iterations`
+    computed from both; a free `iterations` (4096) overran the kernel's `float4 data[8]`."""
+    project("iters.cu", ITERS)
+    s, p = infer(project, "iters.cu", "halve")
+    flat = " ".join(p.comment.split())
+    assert 'iters = "(n4 + 128 - 1) / 128 if n4 * 4 < 4096 else 8"' in flat and "iters = [" not in flat, p.comment

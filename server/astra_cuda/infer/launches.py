@@ -753,7 +753,8 @@ def launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names: 
     shared = simpler(shared, require) if shared else shared
     strides = contiguous(kernel, site, local, size_names)
     relations, more = _relations(kernel, site, size_names, grid_values, set(strides), model, new,
-                                 same_at_callers(program, site.function))
+                                 same_at_callers(program, site.function),
+                                 {h: v for h, v in mapping.items() if h != v and not v.isidentifier()})
     for name in more:
         if name not in new:
             new.append(name)
@@ -765,7 +766,8 @@ def launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names: 
 
 def _relations(kernel: Kernel, site: LaunchSite, size_names: list[str], values: dict[str, str], taken: set[str],
                model: SourceModel, grid_sizes: list[str] = (),   # type: ignore[assignment]
-               same: dict[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
+               same: dict[str, str] | None = None,
+               scaled: dict[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
     """Size parameters the launcher computes from the others (`total_count = batch_size *
     intermediate_size` passed with `intermediate_size`): each with that expression, and the
     launcher's own parameters it names (`batch_size`), which become sizes. Only sums and products
@@ -789,7 +791,10 @@ def _relations(kernel: Kernel, site: LaunchSite, size_names: list[str], values: 
             if n != name and node is not None and node.type != "number_literal" and (a not in others or a == n):
                 others[a] = n
         free: list[str] = []
-        expr = HostExprs(others, values).spec(arg, free)
+        # a launcher's value passed scaled (`seq_length4 = sequence_length / 4`) reads as that size
+        # times as much (`iterations = (seq_length4 + threads - 1) / threads` while `sequence_length <
+        # subblock_max_workload`): a whole expression over the sizes, not a free launcher value
+        expr = HostExprs({**(scaled or {}), **others}, values).spec(arg, free)
         if expr is None or not set(free) <= launcher or set(free) & set(size_names):
             continue
         tree = exprs.parse(expr)
