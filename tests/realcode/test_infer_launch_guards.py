@@ -97,3 +97,43 @@ def test_a_count_the_launcher_computes_from_a_size_it_passes_scaled_is_that_expr
     s, p = infer(project, "iters.cu", "halve")
     flat = " ".join(p.comment.split())
     assert 'iters = "(n4 + 128 - 1) / 128 if n4 * 4 < 4096 else 8"' in flat and "iters = [" not in flat, p.comment
+
+
+SOFTMAX = """
+#define MAX_ITERS 8
+template <int tbSize, int blockStride, int tbSeq>
+__global__ void sm(float* vals, const float* mask, int heads, int seq_length, int iterations) {
+  float4 data[MAX_ITERS];
+  int block_width = blockStride * seq_length;
+  int in_seq = max(seq_length, tbSeq);
+  int lane = threadIdx.x % in_seq;
+  int offset = blockIdx.x * block_width + (threadIdx.x / in_seq) * seq_length;
+  float4* v = reinterpret_cast<float4*>(vals);
+  const float4* m = reinterpret_cast<const float4*>(mask);
+  for (int i = 0; i < iterations; i++) {
+    int id = i * blockDim.x + lane;
+    if (id < seq_length) { data[i] = v[offset + id]; data[i].x += m[id].x; v[offset + id] = data[i]; }
+  }
+}
+void launch(float* vals, const float* mask, int rows, int sequence_length) {
+  const int threads = 128;
+  int seq_length4 = sequence_length / 4;
+  int iterations = (sequence_length < 4096 ? (seq_length4 + threads - 1) / threads : MAX_ITERS);
+  if (sequence_length <= 8)
+    sm<2, (threads / 2), 2><<<rows, threads>>>(vals, mask, rows, seq_length4, iterations);
+  else
+    sm<32, 1, 128><<<rows, threads>>>(vals, mask, rows, seq_length4, iterations);
+}
+"""
+
+
+def test_the_first_branchs_small_sizes_are_probed_and_its_instances_rows_measured(project):
+    """DeepSpeed's attn_softmax, launched `<2, 64, 2>` only where `sequence_length <= 8`: the probes
+    stay within that bound (1 or 2 float4s a row, not multiples of 16), each block's `blockStride`
+    = 64 rows of float4s is a dimension of 256 floats the instance fixes, and the test sizes meet the
+    bound — a guessed shape smaller than that let the kernel write past `vals` (into `attn_mask`)."""
+    project("sm.cu", SOFTMAX)
+    s, p = infer(project, "sm.cu", "sm")
+    flat = " ".join(p.comment.split())
+    assert 'vals = { type = "float", shape = ["heads", "seq_length", "256"], inout = true }' in flat, p.comment
+    assert list(s.require) == ["seq_length * 4 <= 8"] and "seq_length = [1, 2]" in flat, p.comment

@@ -295,6 +295,11 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
                     v = v // 32 * 16
                 if _holds(own, {n: v}):   # an upper bound (a `% 8 != 0` no probe meets leaves it be)
                     sizes[n] = v
+                else:   # a bound below 16 (`seq_length * 4 <= 8`: the instance of the launcher's first
+                    # branch): the values within it, a different one per sample where there are several
+                    small = [u for u in range(min(v, 16), 0, -1) if _holds(own, {n: u})]
+                    if small:
+                        sizes[n] = small[k % len(small)]
             facts = at(sizes, extra)
             if facts is None:
                 return None
@@ -323,8 +328,12 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
         free = [n for n in names if n not in fixed and n not in (derived or {})]
         # a dimension fixed to a number: a launch's (`head_dim` = 64) or a stride's (`k_stride_1` = 192)
         numbers = frozenset(int(v) for v in [*(derived or {}).values(), *fixed.values()] if v.strip().isdigit())
-        return _fit([(s, e) for (s, _), e in zip(samples, extent)], free, numbers)
+        return _fit([(s, e) for (s, _), e in zip(samples, extent)], free, numbers | by_instance)
 
+    # an innermost dimension the instance fixes (DeepSpeed attn_softmax's `blockStride` rows of a block, 64,
+    # each of float4s: 256 floats), a template argument's value times a vector's width
+    by_instance = frozenset(v * w for n in kernel.template_param_names if isinstance(v := constants.get(n), int)
+                            and v > 1 for w in (1, 2, 4, 8, 16))
     # a stride the launch's grid or block is sized by is more than a stride (a guessed grid): kept free
     launch_names = {n for x in grid + block for n in exprs.names(x)}
     strides = [n for n in size_names if is_stride(n) and n not in (derived or {}) and n not in launch_names]

@@ -212,7 +212,9 @@ def _fit_requirements(d: Draft, name: str, values: list[int]) -> list[int]:
             v = -(-v // m) * m if m > 0 else v
         if not meets(v):   # the next value that meets them (a power of two: 1001 -> 1024), else the last below
             v = next((u for u in range(v, min(2 * v, hi, v + (1 << 14)) + 1) if meets(u)),
-                     next((u for u in range(v, max(lo, v // 2) - 1, -1) if meets(u)), v))
+                     next((u for u in range(v, max(lo, v // 2) - 1, -1) if meets(u)),
+                          # a bound far below (`seq_length * 4 <= 8`, the launcher's first branch)
+                          next((u for u in range(v // 2, max(lo, 1, v - (1 << 14)) - 1, -1) if meets(u)), v)))
         out.append(v)
     return sorted(set(out))
 
