@@ -135,7 +135,9 @@ def conditions_within(node: Node | None, start: int) -> tuple[str, ...]:
                 while c is not None and c.type in ("condition_clause", "parenthesized_expression") \
                         and len(c.named_children) == 1:
                     c = c.named_children[0]
-                op = c.child_by_field_name("operator") if c is not None and c.type == "binary_expression" else None
+                if c is None or c.type != "binary_expression":
+                    continue
+                op = c.child_by_field_name("operator")
                 if op is None:
                     continue
                 if taken and op.type == "&&":
