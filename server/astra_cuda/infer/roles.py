@@ -88,11 +88,12 @@ def _quotient(values: list[tuple[dict[str, int], int]], names: list[str], diviso
     return None
 
 
-def _confirmed(shape: list[str], p: str, base: dict[str, int], run) -> bool:
+def _confirmed(shape: list[str], p: str, base: dict[str, int], run, partial: bool = False) -> bool:
     """Whether a quotient shape still measures `p` where its divisor is 16 (many blocks, where the
     probes may have had one or two) and, for a ceiling, still covers it where the numerator is one
     past a multiple (a kernel that assumes whole groups reaches less there). `run(sizes)`: the
-    accesses there."""
+    accesses there. `partial`: `p` also has accesses no bound reaches (see `_shapes`' `partial`):
+    the bounded ones measure it."""
     call = exprs.parse(shape[-1]).body
     node = call.args if isinstance(call, ast.Call) else [call.left, call.right]
     m, d = node[0].id, node[1].id
@@ -100,7 +101,7 @@ def _confirmed(shape: list[str], p: str, base: dict[str, int], run) -> bool:
     for i, sizes in enumerate(points):
         facts = run(sizes)
         u = facts.uses.get(p) if facts is not None else None
-        if u is None or u.unknown or u.hi is None:
+        if u is None or (u.unknown and not partial) or u.hi is None:
             if i == 0:
                 return False
             continue   # a numerator the launch needs whole: the first point alone
@@ -110,13 +111,16 @@ def _confirmed(shape: list[str], p: str, base: dict[str, int], run) -> bool:
     return True
 
 
-def _divisors(kernel: Kernel, launch: list[str], names: list[str]) -> list[str]:
+def _divisors(kernel: Kernel, launch: list[str], names: list[str], helpers=None) -> list[str]:
     """The sizes the kernel's body (`i / blocksize`, `i >> (31 - __clz(blocksize))`) or its launch
-    (`cdiv(n, blocksize)`) divide by."""
+    (`cdiv(n, blocksize)`) divide by; also those it passes to a helper or macro (`helpers`: their
+    definitions by name) as an argument the helper divides by (`CEILDIV(max_tokens, block_size)`)."""
     from .masks import log2_of
     out: list[str] = []
     body = access.kernel_body(kernel)
     for n in walk(body) if body is not None else ():
+        if n.type == "call_expression":
+            out += _divided_arguments(n, names, helpers or {})
         op = n.child_by_field_name("operator").type if n.type == "binary_expression" else ""
         if op == "/":
             b = n.child_by_field_name("right")
@@ -135,6 +139,28 @@ def _divisors(kernel: Kernel, launch: list[str], names: list[str]) -> list[str]:
             elif isinstance(t, ast.Call) and len(t.args) == 2 and isinstance(t.args[1], ast.Name):
                 out.append(t.args[1].id)
     return [n for n in dict.fromkeys(out) if n in names and n != TABLE]
+
+
+def _divided_arguments(call, names: list[str], helpers) -> list[str]:
+    """The size arguments of `call` (identifiers) at the positions of the parameters its helper's
+    definition divides by (`x / y` with y that parameter)."""
+    fn = call.child_by_field_name("function")
+    name = fn.text.decode().split("::")[-1].split("<")[0] if fn is not None else ""
+    definition = helpers.get(name)
+    decl = definition.child_by_field_name("declarator") if definition is not None else None
+    plist = decl.child_by_field_name("parameters") if decl is not None else None
+    args = call.child_by_field_name("arguments")
+    if plist is None or args is None:
+        return []
+    params = [(p.child_by_field_name("declarator").text.decode().lstrip("*&") if p.child_by_field_name("declarator")
+               is not None else "") for p in plist.named_children if p.type == "parameter_declaration"]
+    divided = set()
+    for b in walk(definition):
+        right = b.child_by_field_name("right") if b.type == "binary_expression" else None
+        if right is not None and right.type == "identifier" and b.child_by_field_name("operator").type == "/":
+            divided.add(right.text.decode())
+    return [a.text.decode() for a, p in zip([a for a in args.named_children if a.type != "comment"], params)
+            if p in divided and a.type == "identifier" and a.text.decode() in names]
 
 
 def _per_block(grid: list[str], values: list[tuple[dict[str, int], int]],
@@ -455,17 +481,20 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
         if fit is None:   # a quotient (one scale per block of elements), confirmed where the divisor is small
             free = [n for n in names if n not in fixed and n not in (derived or {})]
             fit = _quotient([(s, e) for (s, _), e in zip(samples, extent)], free,
-                            [d for d in _divisors(kernel, grid + block, names) if d in free],
+                            [d for d in _divisors(kernel, grid + block, names, helpers) if d in free],
                             size_pairs(grid + block, names, DIVISIONS))
             if fit is not None and not _confirmed(fit, p, samples[0][0], at_fixed):
                 fit = None
         if fit is None and p in read_only:   # an input one a size divides, no quotient, bounded by it where that size is 1
             fit = _bounding_polynomial(p, samples, [n for n in names if n not in fixed and n not in (derived or {})],
                                        at_fixed, {k: int(v) for k, v in fixed.items() if v.strip().isdigit()})
-        if fit is not None and all(f.uses[p].boundaries for _, f in samples) and len(fit) == 1 and all(
+        if fit is not None and all(f.uses[p].boundaries or f.uses[p].packet == 1 for _, f in samples) \
+                and len(fit) == 1 and all(
                 e == int(exprs.evaluate(fit[0], {**s, **{k: int(v) for k, v in fixed.items() if v.strip().isdigit()}})) + 1
                 for (s, _), e in zip(samples, extent)):
-            fit = [f"{fit[0]} + 1"]   # the boundaries of n segments: n + 1 of them (the overhang is no packet)
+            # the boundaries of n segments: n + 1 of them; an element one past n reached by scalar
+            # accesses (`cumsum[num_experts] = total` after one entry per expert) is no vector's overhang either
+            fit = [f"{fit[0]} + 1"]
         if fit is not None:
             shapes[p] = fit
             width = min(_packet(fit, [(s, e) for (s, _), e in zip(samples, extent)], {**fixed, **(derived or {})}),
@@ -482,6 +511,16 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
             fit = fitted(samples, extent, fixed) or _per_block(
                 grid, [(s, e) for (s, _), e in zip(samples, extent)],
                 [n for n in size_names if n not in fixed and n not in (derived or {})])
+            if fit is None or len(fit) == 1 and fit[0].isdigit():
+                # one entry per block of elements the kernel fills up to (`expert_ids[i]`, i <
+                # cdiv(max_tokens, block_size), besides `expert_ids[i / block_size]` at data-made i),
+                # one at probes whose blocks are larger than the numerator: confirmed at small blocks
+                free = [n for n in names if n not in fixed and n not in (derived or {})]
+                quotient = _quotient([(s, e) for (s, _), e in zip(samples, extent)], free,
+                                     [d for d in _divisors(kernel, grid + block, names, helpers) if d in free],
+                                     size_pairs(grid + block, names, DIVISIONS))
+                if quotient is not None and _confirmed(quotient, p, samples[0][0], at_fixed, partial=True):
+                    fit = quotient
             if fit is not None:
                 shapes[p], partial = fit, partial | {p}
     last = samples[-1][1].uses

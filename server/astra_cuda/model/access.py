@@ -1458,8 +1458,9 @@ class Analyzer:
 
     def loaded(self, p: Ptr):
         """The value read through `p`: an index below the table size when `p` is an integer
-        parameter (token ids), else unknown."""
-        if p.base in self.int_params and p.scale == 1:
+        parameter (token ids), else unknown — as is one the kernel wrote before this read (`cumsum[e]`
+        after `cumsum[e] = s`): it holds the kernel's own results, not indices the spec draws."""
+        if p.base in self.int_params and p.scale == 1 and not self.facts.uses[p.base].written:
             self.facts.uses[p.base].table_loads = True
             # segment boundaries run from 0 to the table's size, that one included (the last one ends it)
             if self.shared_rows and p.base not in self.boundaries:
@@ -1967,7 +1968,8 @@ def helpers_of(texts: list[str], macros: list[str] = ()) -> dict[str, Node]:
 
 
 def _macro_as_function(text: str) -> str | None:
-    """`#define F(a, b) expr` as `void F(auto a, auto b) { expr; }` (None for anything else)."""
+    """`#define F(a, b) expr` as `auto F(auto a, auto b) { return expr; }` (None for anything else): its
+    value is the call's, as a followed function's (`CEILDIV(n, block)` passed on as a bound)."""
     root = source.parser().parse(text.encode("utf-8")).root_node
     node = next((n for n in syntax.walk(root) if n.type == "preproc_function_def"), None)
     if node is None:
@@ -1980,7 +1982,7 @@ def _macro_as_function(text: str) -> str | None:
     if expr is None or expr.has_error or "#" in body or "<<<" in body:
         return None
     names = [c.text.decode() for c in params.named_children if c.type == "identifier"]
-    return f"void {name.text.decode()}({', '.join(f'auto {n}' for n in names)}) {{ {body}; }}"
+    return f"auto {name.text.decode()}({', '.join(f'auto {n}' for n in names)}) {{ return {body}; }}"
 
 
 def _subscript_of(n: Node | None, arrays: set[str]) -> tuple[str, str] | None:
