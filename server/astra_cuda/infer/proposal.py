@@ -546,7 +546,7 @@ def _infer(kernel: Kernel, model: SourceModel, types: Types, *, path: str | None
     vectors = _vector_requirements(found, buffers, size_names, require, notes)
     require += vectors
     draft = Draft(grid, block, shared, require, {n: test_values(n, program_sizes.get(n, [])) for n in size_names},
-                  {}, buffers, scalars)
+                  {}, buffers, scalars, access.kernel_body(kernel), known_values)
     for r in vectors:   # a row shorter than one vector is no row of vectors: not raised to one, left out
         n, width = r.split()[0], int(r.split()[2])
         if n in draft.sizes and any(v >= width for v in draft.sizes[n]):

@@ -6,7 +6,10 @@ import ast
 import itertools
 from dataclasses import dataclass, field
 
+from tree_sitter import Node
+
 from ..model import exprs
+from . import work
 
 # LLaMA-7B/13B/70B-like sizes: (test sizes, bench sizes) by what a size name suggests.
 _SIZE_HINTS = [
@@ -58,6 +61,10 @@ class Draft:
     bench: dict[str, list[int]]
     buffers: dict[str, tuple[list[str], int, bool]]   # pointer -> (shape, bytes per element, read and written)
     scalars: dict[str, str] = field(default_factory=dict)  # integer scalar parameter -> its expression
+    # the kernel's body and the numbers its names take (template arguments, the project's
+    # constants): the loop trips of a case (`work`)
+    body: Node | None = None
+    constants: dict[str, int] = field(default_factory=dict)
 
 
 def test_values(name: str, program: list[int]) -> list[int]:
@@ -90,8 +97,9 @@ def bytes_moved(d: Draft, case: dict[str, int]) -> int | None:
     return total
 
 
-def problem(d: Draft, case: dict[str, int]) -> str | None:
-    """Why the spec's validator would refuse this case (as `spec.check_cases` does), or None."""
+def problem(d: Draft, case: dict[str, int], bench: bool = False) -> str | None:
+    """Why the spec's validator would refuse this case (as `spec.check_cases` does), or None; or
+    why it would run too long (`work`: for a bench size, timed on a GPU, each thread's trips only)."""
     g = [_ev(e, case) for e in d.grid]
     b = [_ev(e, case) for e in d.block]
     if any(v is None for v in g + b) or (d.shared and _ev(d.shared, case) is None):
@@ -108,7 +116,24 @@ def problem(d: Draft, case: dict[str, int]) -> str | None:
         return "shape"
     if _buffer_bytes(d, case) > TEST_BYTES:
         return "bytes"
+    if d.body is not None and _too_long(d, case, g3, b3, bench):
+        return "work"
     return None
+
+
+def _too_long(d: Draft, case: dict[str, int], grid: list[int], block: list[int], bench: bool) -> bool:
+    """Whether the case asks more loop trips than a test runs in seconds (`work`)."""
+    env = {**d.constants, **case}
+    for name, e in d.scalars.items():
+        v = _ev(e, case)
+        if v is not None:
+            env[name] = v
+    for dim, i in (("x", 0), ("y", 1), ("z", 2)):
+        env.update({f"blockDim.{dim}": block[i], f"gridDim.{dim}": grid[i], f"threadIdx.{dim}": 0,
+                    f"blockIdx.{dim}": 0})
+    trips = work.thread_trips(d.body, env)
+    threads = grid[0] * grid[1] * grid[2] * block[0] * block[1] * block[2]
+    return trips > work.MAX_THREAD_TRIPS or not bench and trips * threads > work.MAX_CASE_TRIPS
 
 
 def _block_threads(d: Draft, case: dict[str, int]) -> int:
@@ -146,7 +171,8 @@ def repair(d: Draft, notes: list[str]) -> bool:
         if bad is None:
             return bool(_cases(d.sizes, d))
         case, why = bad
-        if why == "bytes":   # too large to test: drop the largest value of a size that has others, or halve one
+        if why in ("bytes", "work"):   # too large to test (or too long to run): drop the largest value of
+            # a size that has others, or halve one
             several = [n for n in case if len(d.sizes[n]) > 1]
             if several:
                 name = max(several, key=lambda n: case[n])
@@ -269,13 +295,13 @@ def size_bench(d: Draft, program: dict[str, list[int]], notes: list[str]) -> Non
     def ok(b: dict[str, list[int]]) -> bool:
         c = {n: v[0] for n, v in b.items()}
         moved = bytes_moved(d, c)
-        return _satisfies(d, c) and problem(d, c) is None and moved is not None and \
+        return _satisfies(d, c) and problem(d, c, bench=True) is None and moved is not None and \
             _buffer_bytes(d, c) <= BENCH_CAP
     for _ in range(40):   # first shrink what is too large (a table of 50304 rows times a 11008 hidden size)
         if ok(bench) or not any(bench[n][0] > 1 for n in bench):
             break
         c = {n: v[0] for n, v in bench.items()}
-        if _buffer_bytes(d, c) <= BENCH_CAP and problem(d, c) is None:
+        if _buffer_bytes(d, c) <= BENCH_CAP and problem(d, c, bench=True) is None:
             break
         biggest = max(bench, key=lambda n: bench[n][0])
         bench[biggest] = _fit_requirements(d, biggest, [max(1, bench[biggest][0] // 2)])
