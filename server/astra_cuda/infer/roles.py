@@ -488,12 +488,15 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
         if fit is None and p in read_only:   # an input one a size divides, no quotient, bounded by it where that size is 1
             fit = _bounding_polynomial(p, samples, [n for n in names if n not in fixed and n not in (derived or {})],
                                        at_fixed, {k: int(v) for k, v in fixed.items() if v.strip().isdigit()})
-        if fit is not None and all(f.uses[p].boundaries or f.uses[p].packet == 1 for _, f in samples) \
+        if fit is not None and all(f.uses[p].boundaries or f.uses[p].packet == 1 and f.uses[p].written
+                                     for _, f in samples) \
                 and len(fit) == 1 and all(
                 e == int(exprs.evaluate(fit[0], {**s, **{k: int(v) for k, v in fixed.items() if v.strip().isdigit()}})) + 1
                 for (s, _), e in zip(samples, extent)):
-            # the boundaries of n segments: n + 1 of them; an element one past n reached by scalar
-            # accesses (`cumsum[num_experts] = total` after one entry per expert) is no vector's overhang either
+            # the boundaries of n segments: n + 1 of them; an output one past n reached by scalar
+            # stores (`cumsum[num_experts] = total` after one entry per expert) is no vector's overhang
+            # either (an input read one past may be a quotient's rounding at the probes, which the
+            # launcher's `require` of whole groups rules out)
             fit = [f"{fit[0]} + 1"]
         if fit is not None:
             shapes[p] = fit
