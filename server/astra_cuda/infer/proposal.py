@@ -21,7 +21,7 @@ from .launches import SHARED_PER_THREAD, launch_of, pick_site, host_locals, laun
 from . import guards, masks, records, structs
 from .program import Program, param_names
 from .roles import DIFFERENCES, DIVISIONS, TABLE, InferredShapes, infer_shapes, size_pairs
-from .sizes import Draft, repair, size_bench, test_values
+from .sizes import Draft, clamped_block_requires, repair, size_bench, test_values
 from .template_args import CANNOT, infer_template_args, enumerators, known_names, project_instance, split as _split
 from .types import Types, declared_types, dispatch_subjects, dispatch_values
 
@@ -1042,6 +1042,7 @@ def _requirements(grid: list[str], block: list[str], found: InferredShapes | Non
     if block and not block[0].strip().isdigit() and _counts_warps(body, values or {}) \
             and (r := f"{block[0]} >= 32") not in out:
         out.append(r)
+    out += [r for r in clamped_block_requires(block, kernel.text, size_names) if r not in out]
     if "gridDim" in kernel.text:   # a grid-stride loop takes any size
         return out
     for g in grid:

@@ -373,3 +373,27 @@ def _scalable(d: Draft) -> str | None:
 def _is_inner(name: str) -> bool:
     low = name.lower()
     return any(w in low for w in ("head_dim", "headdim", "hidden", "dim", "width", "stride", "vocab", "channels"))
+
+
+def clamped_block_requires(block: list[str], kernel_text: str, size_names: list[str]) -> list[str]:
+    """`E <= C` for a block of `min(E, C)` threads (vLLM reshape_and_cache: `std::min(num_heads *
+    head_div_x, 512)`) where the kernel never reads `blockDim`: each thread takes its own element
+    by `threadIdx` (`if (i >= E) return;`) and none loops on to those past the block, so above C
+    the launch leaves elements untouched — the launcher's program keeps E within C. A kernel that
+    reads `blockDim` strides over the rest (reshape_and_cache_flash): no requirement."""
+    if "blockDim" in kernel_text:
+        return []
+    out = []
+    for b in block:
+        text = b.replace(" ", "").replace("std::", "")
+        if not (text.startswith("min(") and text.endswith(")")):
+            continue
+        parts = exprs.split_top_level(b.strip()[b.strip().index("(") + 1:-1])
+        if len(parts) != 2:
+            continue
+        e, c = (x.strip() for x in parts)
+        if e.isdigit():
+            e, c = c, e
+        if c.isdigit() and exprs.names(e) and exprs.names(e) <= set(size_names):
+            out.append(f"{e} <= {c}")
+    return out
