@@ -36,3 +36,22 @@ def test_a_clamped_block_the_kernel_strides_over_requires_nothing(project):
     assert "blockDim" in strided
     s, p = infer(project, "strided.cu", strided, "per_head")
     assert not any("512" in r for r in s.require)
+
+
+def test_a_permutation_over_a_range_draws_distinct_values_below_it():
+    """vLLM reshape_and_cache: `slot_mapping` places num_tokens rows into the cache's V slots, each
+    slot once — `permutation(V)` draws that many distinct values of 0 .. V-1."""
+    from astra_cuda.gate import suite
+    m = source.parse('/* @astra\ngrid = ["1"]\nblock = ["1"]\n[sizes]\nn = [100]\nV = [1000]\n[args]\n'
+                     'idx = { type = "int64", shape = ["n"], init = "permutation(V)" }\n'
+                     'out = { type = "float", shape = ["V"], output = true }\nn = "n"\n*/\n'
+                     '__global__ void k(const long* idx, float* out, int n) { out[idx[0]] = 0; }\n')
+    s = spec.load(m.kernel("k"), m)
+    drawn = suite.inputs(s, {"n": 100, "V": 1000}, "normal", 7)["idx"].tolist()
+    assert len(set(drawn)) == 100 and 0 <= min(drawn) and max(drawn) < 1000 and max(drawn) >= 100
+    try:
+        suite.inputs(s, {"n": 100, "V": 50}, "normal", 7)
+    except ValueError as e:
+        assert "distinct values do not fit" in str(e)
+    else:
+        raise AssertionError("permutation(50) drew 100 distinct values")

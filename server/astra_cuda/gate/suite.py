@@ -265,6 +265,12 @@ def _sample(arg: ArgSpec, shape: tuple[int, ...], rng: np.random.Generator, dist
         vals = rng.integers(lo, max(hi, lo + 1), shape)
     elif init.kind == "arange":
         vals = np.arange(int(np.prod(shape)), dtype=np.float64).reshape(shape)
+    elif init.kind == "permutation" and init.params:   # n distinct values of 0 .. V-1: a scatter into V slots
+        n, total = int(np.prod(shape)), int(init.params[0])
+        if total < n:
+            raise ValueError(f"init permutation({total}): {n} distinct values do not fit in 0 .. {total - 1} "
+                             f"(the spec needs a require that the range holds the array)")
+        vals = rng.choice(total, n, replace=False).reshape(shape)
     elif init.kind == "permutation":  # 0 .. n-1 each once, shuffled: a scatter's indices (no two alike)
         vals = rng.permutation(int(np.prod(shape))).reshape(shape)
     elif init.kind == "offsets":  # segment boundaries (a CSR indptr): 0, never decreasing, the total last

@@ -305,18 +305,22 @@ def parse_init(text: str, sizes: AbstractSet[str] = frozenset()) -> Init:
         raise ValueError(f"init {text!r} uses unknown size(s) {', '.join(sorted(uses - set(sizes)))}")
     if m.group(1) == "offsets" and len(raw) != 1:
         raise ValueError("init offsets takes one bound, the total its segments add up to: offsets(V)")
+    if m.group(1) == "permutation" and len(raw) > 1:
+        raise ValueError("init permutation takes no bounds but the range it draws from: permutation (0 .. n-1, "
+                         "n the array's elements) or permutation(V) (n distinct values of 0 .. V-1)")
     if uses:  # bounds over the sizes (randint(0, V)): evaluated per case
-        if m.group(1) not in ("uniform", "randint", "offsets") or len(raw) != (1 if m.group(1) == "offsets" else 2):
-            raise ValueError(f"only uniform(a, b), randint(a, b) and offsets(total) may use sizes in their bounds "
-                             f"({text!r})")
+        one = m.group(1) in ("offsets", "permutation")
+        if m.group(1) not in ("uniform", "randint", "offsets", "permutation") or len(raw) != (1 if one else 2):
+            raise ValueError(f"only uniform(a, b), randint(a, b), offsets(total) and permutation(V) may use sizes "
+                             f"in their bounds ({text!r})")
         return Init(m.group(1), (), tuple(raw))
     params = tuple(float(exprs.evaluate(p, {})) for p in raw)
     if m.group(1) == "offsets" and params[0] < 0:
         raise ValueError("init offsets: the total must not be negative")
     if m.group(1) in ("uniform", "randint") and len(params) != 2:
         raise ValueError(f"init {m.group(1)} needs two bounds, e.g. {m.group(1)}(-1, 1)")
-    if m.group(1) == "permutation" and params:
-        raise ValueError("init permutation takes no bounds: its values are 0 .. n-1, n the array's elements")
+    if m.group(1) == "permutation" and params and params[0] < 0:
+        raise ValueError("init permutation(V): the range must not be negative")
     if m.group(1) == "normal" and len(params) not in (0, 2):
         raise ValueError("init normal takes no bounds or (mean, std)")
     return Init(m.group(1), params)

@@ -49,7 +49,8 @@ KEY_DOCS: dict[str, str] = {
     "inout": "`inout = true`: read, then written in place; compared with the reference's.",
     "init": "How inputs are filled: `normal`, `normal(mean, std)`, `uniform(a, b)`, `randint(a, b)` "
             "(b excluded; the bounds may use sizes), `arange`, `zeros`, `ones`, `permutation` (0 … n-1 each once, "
-            "shuffled: the indices of a scatter), `offsets(total)` (segment boundaries, a CSR `indptr`: 0 first, "
+            "shuffled: the indices of a scatter; `permutation(V)`: n distinct values of 0 … V-1, a scatter into V "
+            "slots, V a size or number), `offsets(total)` (segment boundaries, a CSR `indptr`: 0 first, "
             "`total` last, never decreasing).",
     "flag": "`flag = true`: an output that reports a status, written only as constants (`valid[b] = true`): "
             "the same value everywhere is no failure; it is still compared with the reference's.",
