@@ -55,3 +55,31 @@ def test_a_permutation_over_a_range_draws_distinct_values_below_it():
         assert "distinct values do not fit" in str(e)
     else:
         raise AssertionError("permutation(50) drew 100 distinct values")
+
+
+CACHE = (
+    "__global__ void to_cache(const float* key, float* cache, const long* slots, int key_stride, int heads,\n"
+    "                         int head_size, int block_size, int x) {\n"
+    "  const long t = blockIdx.x;\n  const long slot = slots[t];\n  if (slot < 0) return;\n"
+    "  const long blk = slot / block_size, off = slot % block_size;\n"
+    "  const int groups = head_size / x;\n  const int g = threadIdx.x;\n  if (g >= heads * groups) return;\n"
+    "  const int h = g / groups, j = g % groups;\n"
+    "  const float* src = key + t * key_stride + h * head_size + j * x;\n"
+    "  float* dst = cache + blk * heads * groups * block_size * x + h * groups * block_size * x\n"
+    "               + j * block_size * x + off * x;\n"
+    "  for (int i = 0; i < x; i++) dst[i] = src[i];\n}\n"
+    "void run(const float* k, float* c, const long* s, int tokens, int heads, int head_size, int bs, int x) {\n"
+    "  dim3 block(std::min(heads * (head_size / x), 512));\n"
+    "  to_cache<<<tokens, block>>>(k, c, s, heads * head_size, heads, head_size, bs, x);\n}\n")
+
+
+def test_a_scatter_into_blocks_of_slots_draws_distinct_slots_and_keeps_the_others(project):
+    """vLLM reshape_and_cache: `slot = slot_mapping[t]` split into `slot / block_size` and
+    `slot % block_size` places each token in a cache of V blocks: the slots are distinct (randint's
+    repeats race two tokens for one slot), below V * block_size, and the cache is inout (the slots
+    no token names keep their rows). Its block, `min(E, 512)`, is probed as E: the key's rows whole."""
+    s, p = infer(project, "cache.cu", CACHE, "to_cache")
+    assert str(s.args["slots"].init) == "permutation(V * block_size)"
+    assert s.args["cache"].inout and s.args["cache"].shape == ("V * block_size", "heads", "head_size")
+    assert s.args["key"].shape == ("tokens", "heads", "head_size")
+    assert "V * block_size >= tokens" in s.require

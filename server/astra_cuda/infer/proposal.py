@@ -20,8 +20,8 @@ from .hostexprs import function_macros, raising_macros
 from .launches import SHARED_PER_THREAD, launch_of, pick_site, host_locals, launch_byte, program_inits, value_of
 from . import guards, masks, records, structs
 from .program import Program, param_names
-from .roles import DIFFERENCES, DIVISIONS, TABLE, InferredShapes, infer_shapes, size_pairs
-from .sizes import Draft, clamped_block_requires, repair, size_bench, test_values
+from .roles import DIFFERENCES, DIVISIONS, TABLE, InferredShapes, body_divisions, infer_shapes, size_pairs
+from .sizes import Draft, clamped_block_requires, repair, size_bench, test_values, unclamped_block
 from .template_args import CANNOT, infer_template_args, enumerators, known_names, project_instance, split as _split
 from .types import Types, declared_types, dispatch_subjects, dispatch_values
 
@@ -326,7 +326,8 @@ def _infer(kernel: Kernel, model: SourceModel, types: Types, *, path: str | None
                                 [it.text for it in types.items if it.kind == "macro"])
     optional = _null_tested(kernel, helpers) if decide.get("optional") == "null" else set()
     known_values.update({p: 0 for p in optional})   # passed null: the branches that test it are decided
-    found = infer_shapes(kernel, [n for n in size_names if n != TABLE], grid, block, elem_bytes, int_params, known_values,
+    found = infer_shapes(kernel, [n for n in size_names if n != TABLE], grid,
+                    unclamped_block(block, kernel.text, size_names), elem_bytes, int_params, known_values,
                     lanes, derived, helpers,
                     equal_sizes=decide.get("sizes") == "equal",
                     type_bytes=lambda t: types.vector_bytes(t, targs),
@@ -347,7 +348,21 @@ def _infer(kernel: Kernel, model: SourceModel, types: Types, *, path: str | None
         grid, block = _substituted(grid, more), _substituted(block, more)
         shared = _substituted([shared], more)[0] if shared else shared
     scatter = _scatter(found) if found is not None else None
-    if scatter is not None:   # the table is as long as the index array: a permutation of its rows
+    # the table split into whole blocks (`block = slot / block_size`, vLLM reshape_and_cache): its
+    # slots are V, whole blocks of them, the indices distinct values below V — not V = the count
+    slot_blocks = [b for a, b in body_divisions(kernel, size_names, int_params) if a == TABLE] \
+        if scatter is not None else []
+    if scatter is not None and slot_blocks:   # V now counts the blocks, of `slot_blocks[0]` slots each
+        index, count = scatter
+        slots = f"{TABLE} * {slot_blocks[0]}"
+        found.shapes = {p: [_substituted([d], {TABLE: slots})[0] for d in s if TABLE in exprs.names(d)] +  # rows first
+                        [d for d in s if TABLE not in exprs.names(d)] for p, s in found.shapes.items()}
+        scatter_require = [f"{slots} >= {count}"]
+        # the slots no index names keep what they held (a cache the program keeps across calls): inout
+        found.inout |= {p for p, s in found.shapes.items() if any(TABLE in exprs.names(d) for d in s)}
+        notes.append(f"`{index}` places rows of an output the kernel never reads (a scatter) into {TABLE} blocks "
+                     f"of `{slot_blocks[0]}` slots: drawn as {count} distinct slots (`permutation({slots})`) — CHECK")
+    elif scatter is not None:   # the table is as long as the index array: a permutation of its rows
         index, count = scatter
         found.shapes = {p: [_substituted([d], {TABLE: count})[0] for d in s if TABLE in exprs.names(d)] +   # rows first
                         [d for d in s if TABLE not in exprs.names(d)] for p, s in found.shapes.items()}
@@ -357,6 +372,8 @@ def _infer(kernel: Kernel, model: SourceModel, types: Types, *, path: str | None
     if found is not None and found.uses_table and TABLE not in size_names:
         size_names.append(TABLE)
     require = _requirements(grid, block, found, size_names, kernel, known_values)
+    if scatter is not None and slot_blocks:
+        require += [r for r in scatter_require if r not in require]
     for r in _whole_groups(kernel, size_names, derived):
         if r not in require:
             require.append(r)
@@ -474,7 +491,7 @@ def _infer(kernel: Kernel, model: SourceModel, types: Types, *, path: str | None
                 notes.append(f"`{p.name}` (one value read beside the data: a bound?) drawn from uniform(1000, 10000): "
                              f"drawn like the data it left an output constant — CHECK the values the program passes")
             if scatter is not None and p.name == scatter[0]:
-                init = ', init = "permutation"'
+                init = f', init = "permutation({slots})"' if slot_blocks else ', init = "permutation"'
             # indices within a row are integers the kernel reads (a flag or an output holds none)
             elif found is not None and p.name in found.tables and p.name in found.boundaries and not role:
                 rows = found.equal.get(TABLE, TABLE)

@@ -230,19 +230,30 @@ def size_pairs(parts: list[str], names: list[str], ops: tuple[type, ...]) -> lis
     return out
 
 
-def _body_divisions(kernel: Kernel, names: list[str]) -> list[tuple[str, str]]:
+def body_divisions(kernel: Kernel, names: list[str], int_params: set[str] = frozenset()) -> list[tuple[str, str]]:
     """(a, b) for each `a / b` of two sizes in the kernel's body (`groupsize = size_k / groups`):
     parts the kernel takes whole, so the probes make a a multiple of b (else a group of 0 and a
-    division by it leave every access after it unread)."""
+    division by it leave every access after it unread). A local loaded from an index array and
+    divided by a size (vLLM reshape_and_cache: `slot = slot_mapping[t]; block = slot / block_size;
+    offset = slot % block_size`) splits the table's rows into whole blocks: (TABLE, b) — probed
+    with a table of part of one block, the extent is the block's, not the table's."""
     out: list[tuple[str, str]] = []
     body = access.kernel_body(kernel)
+    loaded: set[str] = set()   # locals initialized by a load from an integer pointer parameter
+    for n in walk(body) if body is not None else ():
+        value = n.child_by_field_name("value") if n.type == "init_declarator" else None
+        name = n.child_by_field_name("declarator") if value is not None else None
+        if value is not None and name is not None and name.type == "identifier" \
+                and value.type == "subscript_expression" \
+                and (arr := value.child_by_field_name("argument")) is not None and arr.text.decode() in int_params:
+            loaded.add(name.text.decode())
     for n in walk(body) if body is not None else ():
         if n.type != "binary_expression" or n.child_by_field_name("operator").type != "/":
             continue
         a, b = n.child_by_field_name("left"), n.child_by_field_name("right")
         if a is not None and b is not None and a.type == b.type == "identifier":
-            pair = (a.text.decode(), b.text.decode())
-            if pair[0] != pair[1] and pair[0] in names and pair[1] in names and pair not in out:
+            pair = (TABLE if a.text.decode() in loaded else a.text.decode(), b.text.decode())
+            if pair[0] != pair[1] and pair[0] in [*names, TABLE] and pair[1] in names and pair not in out:
                 out.append(pair)
     return out
 
@@ -296,7 +307,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
     pointers = [p.name for p in kernel.params if p.is_pointer]
 
     divided = size_pairs(grid + block, names, DIVISIONS)
-    divided += [d for d in _body_divisions(kernel, names) if d not in divided]
+    divided += [d for d in body_divisions(kernel, names, int_params) if d not in divided]
     differences = size_pairs(grid + block, names, DIFFERENCES)
 
     def sample(extra: dict[str, str]) -> list | None:

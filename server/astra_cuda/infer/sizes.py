@@ -375,16 +375,16 @@ def _is_inner(name: str) -> bool:
     return any(w in low for w in ("head_dim", "headdim", "hidden", "dim", "width", "stride", "vocab", "channels"))
 
 
-def clamped_block_requires(block: list[str], kernel_text: str, size_names: list[str]) -> list[str]:
-    """`E <= C` for a block of `min(E, C)` threads (vLLM reshape_and_cache: `std::min(num_heads *
-    head_div_x, 512)`) where the kernel never reads `blockDim`: each thread takes its own element
-    by `threadIdx` (`if (i >= E) return;`) and none loops on to those past the block, so above C
-    the launch leaves elements untouched — the launcher's program keeps E within C. A kernel that
-    reads `blockDim` strides over the rest (reshape_and_cache_flash): no requirement."""
+def _clamps(block: list[str], kernel_text: str, size_names: list[str]) -> list[tuple[int, str, str]]:
+    """(dimension, E, C) for each block dimension of `min(E, C)` threads (vLLM reshape_and_cache:
+    `std::min(num_heads * head_div_x, 512)`) where the kernel never reads `blockDim`: each thread
+    takes its own element by `threadIdx` (`if (i >= E) return;`) and none loops on to those past
+    the block, so above C the launch leaves elements untouched — the launcher's program keeps E
+    within C. A kernel that reads `blockDim` strides over the rest (reshape_and_cache_flash)."""
     if "blockDim" in kernel_text:
         return []
     out = []
-    for b in block:
+    for i, b in enumerate(block):
         text = b.replace(" ", "").replace("std::", "")
         if not (text.startswith("min(") and text.endswith(")")):
             continue
@@ -395,5 +395,20 @@ def clamped_block_requires(block: list[str], kernel_text: str, size_names: list[
         if e.isdigit():
             e, c = c, e
         if c.isdigit() and exprs.names(e) and exprs.names(e) <= set(size_names):
-            out.append(f"{e} <= {c}")
+            out.append((i, e, c))
+    return out
+
+
+def clamped_block_requires(block: list[str], kernel_text: str, size_names: list[str]) -> list[str]:
+    """`E <= C` for each block dimension of `min(E, C)` threads the kernel cannot stride past (`_clamps`)."""
+    return [f"{e} <= {c}" for _, e, c in _clamps(block, kernel_text, size_names)]
+
+
+def unclamped_block(block: list[str], kernel_text: str, size_names: list[str]) -> list[str]:
+    """The block as it is wherever `clamped_block_requires` holds (`min(E, C)` is then E): the
+    probes of the kernel's accesses use it, their sizes drawn without that requirement — with the
+    clamp the last rows' threads would be cut off and no shape would fit the extents."""
+    out = list(block)
+    for i, e, _ in _clamps(block, kernel_text, size_names):
+        out[i] = e
     return out
