@@ -83,3 +83,19 @@ def test_a_scatter_into_blocks_of_slots_draws_distinct_slots_and_keeps_the_other
     assert s.args["cache"].inout and s.args["cache"].shape == ("V * block_size", "heads", "head_size")
     assert s.args["key"].shape == ("tokens", "heads", "head_size")
     assert "V * block_size >= tokens" in s.require
+
+
+FUNCTOR = "struct Copy {\n  __device__ void operator()(float& d, const float s) const { d = s; }\n};\n"
+
+
+def test_a_functor_that_only_assigns_its_reference_writes_the_element_without_reading_it(project):
+    """vLLM reshape_and_cache: the value rows go through `v_op(value_dst[i * block_size], value_src[i])`,
+    a `CopyWithScaleOp` whose operator() only assigns `dst`: the cache is written, not read — so the
+    slots are a scatter's (distinct). A functor that adds into it (`d += s`) reads it: no scatter."""
+    copy = FUNCTOR + CACHE.replace("  for (int i = 0; i < x; i++) dst[i] = src[i];",
+                                   "  Copy op;\n  for (int i = 0; i < x; i++) op(dst[i], src[i]);")
+    assert "op(dst[i], src[i])" in copy
+    s, p = infer(project, "functor.cu", copy, "to_cache")
+    assert str(s.args["slots"].init) == "permutation(V * block_size)"
+    s, p = infer(project, "adds.cu", copy.replace("{ d = s; }", "{ d += s; }"), "to_cache")
+    assert "permutation" not in str(s.args["slots"].init)

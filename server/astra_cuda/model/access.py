@@ -182,6 +182,7 @@ class Analyzer:
         # every value a local was given so far (its declaration's, each `=`): the most any of them is
         # bounds it wherever it is read (a count set in an `if`/`else`, `valid = min(TILE, n - i)`)
         self.assigned: dict[str, list[Node]] = {}
+        self.object_types: dict[str, str] = {}  # a functor local's type as written (its class's operator() read)
         self.defaults: set[str] = set()        # a helper's parameters the call left at their default value
         self.obj_bytes: dict[str, int] = {}    # a local vector object (`vec_t<float, 4> v`) -> its bytes
         self.returns: list | None = None       # the values a followed function returns (None: in the kernel)
@@ -606,6 +607,7 @@ class Analyzer:
             if plain and (type_node is not None and type_node.type in ("template_type", "type_identifier")
                           or value is not None and value.type == "lambda_expression"):
                 self.objects.add(name)   # an object the kernel may call (a functor, a lambda)
+                self.object_types[name] = type_text
             if value is None:   # declared, assigned later (`int x_index; if (..) x_index = ..`)
                 self.env[name] = UNSET
                 continue
@@ -1535,6 +1537,16 @@ class Analyzer:
         a, b = self.type_bytes(called), self.type_bytes(written)
         return a is not None and a == b
 
+    def _call_op(self, name: str) -> Node | None:
+        """The `operator()` of a functor local whose class the file defines (None otherwise)."""
+        if name not in self.objects:
+            return None
+        return _call_operator(self.helpers.get(self.object_types.get(name, "").split("<")[0].split("::")[-1].strip()))
+
+    def _functor_unread(self, name: str) -> set[int]:
+        op = self._call_op(name)
+        return _reference_params(op) & _assigned_only(op) if op is not None else set()
+
     def _written_through(self, name: str, args: list[Node]) -> None:
         """An element passed to a helper's non-const reference parameter (`from_float(out[i], acc)`)
         is written there; one passed to a functor the kernel holds (`op(dst[i], src[i])`, a local
@@ -1543,10 +1555,14 @@ class Analyzer:
         functor = name in self.objects
         helper = self.helpers.get(short)
         refs = set(range(len(args))) if functor else (_reference_params(helper) if helper is not None else set())
+        unread: set[int] = set()
+        call_op = self._call_op(name)
+        if call_op is not None:   # the functor's class is the file's (vLLM's CopyWithScaleOp): its operator() read
+            refs, unread = _reference_params(call_op), _assigned_only(call_op)
         for i in sorted(refs):
             el = self._element(args[i]) if i < len(args) else None
             if el is not None and not self.const.get(el[0].base, True):
-                self.access(el[0], el[1], write=True, read=functor)
+                self.access(el[0], el[1], write=True, read=functor and i not in unread)
 
     def call(self, n: Node, evaluate_only: bool):
         fn = n.child_by_field_name("function")
@@ -1606,7 +1622,12 @@ class Analyzer:
             args_vals = vals
         else:
             args_vals = None
-        vals = args_vals if args_vals is not None else [self.expr(a, evaluate_only=evaluate_only) for a in args]
+        # an element a functor only assigns through its reference parameter (`op(dst[i], src[i])`
+        # with `dst = ...`) is not read: not evaluated here, written by `_written_through`
+        skip = self._functor_unread(name) if not evaluate_only else set()
+        vals = args_vals if args_vals is not None else [
+            None if i in skip and self._element(a) is not None else self.expr(a, evaluate_only=evaluate_only)
+            for i, a in enumerate(args)]
         if not evaluate_only:
             self._written_through(name, args)
         if short in ("min", "fminf", "umin") and len(vals) == 2 and all(isinstance(v, Iv) for v in vals):
@@ -1835,6 +1856,39 @@ def not_compiled(root: Node, values: dict[str, int]) -> list[tuple[int, int]]:
         dead = n.child_by_field_name("alternative") if taken else n.child_by_field_name("consequence")
         if dead is not None:
             out.append((dead.start_byte, dead.end_byte))
+    return out
+
+
+def _call_operator(cls: Node | None) -> Node | None:
+    """A class's `operator()` definition (None where the class is not read or has none)."""
+    body = cls.child_by_field_name("body") if cls is not None and cls.type in ("class_specifier",
+                                                                               "struct_specifier") else None
+    for m in (body.named_children if body is not None else []):
+        m = next((c for c in m.named_children if c.type == "function_definition"), m) \
+            if m.type == "template_declaration" else m
+        if m.type == "function_definition" and (_method_name(m) or "").replace(" ", "") == "operator()":
+            return m
+    return None
+
+
+def _assigned_only(fn: Node) -> set[int]:
+    """Positions of the reference parameters a function only assigns (`dst = static_cast<OutT>(src)`,
+    never read): the element passed there is written, not read."""
+    decl = syntax.function_declarator(fn.child_by_field_name("declarator"))
+    plist = decl.child_by_field_name("parameters") if decl is not None else None
+    params = [p for p in (plist.named_children if plist is not None else [])
+              if p.type in ("parameter_declaration", "optional_parameter_declaration")]
+    body = fn.child_by_field_name("body")
+    out = set()
+    for i, p in enumerate(params):
+        d = p.child_by_field_name("declarator")
+        name = next((c.text.decode() for c in syntax.walk(d) if c.type == "identifier"), None) if d else None
+        uses = [n for n in syntax.walk(body) if n.type == "identifier" and n.text.decode() == name] \
+            if name and body is not None else []
+        if uses and all(u.parent is not None and u.parent.type == "assignment_expression"
+                        and u.parent.child_by_field_name("left") == u
+                        and u.parent.child_by_field_name("operator").type == "=" for u in uses):
+            out.add(i)
     return out
 
 
