@@ -99,3 +99,21 @@ def test_a_functor_that_only_assigns_its_reference_writes_the_element_without_re
     assert str(s.args["slots"].init) == "permutation(V * block_size)"
     s, p = infer(project, "adds.cu", copy.replace("{ d = s; }", "{ d += s; }"), "to_cache")
     assert "permutation" not in str(s.args["slots"].init)
+
+
+def test_an_overload_is_followed_by_its_count_of_arguments(project):
+    """vLLM vectorization_utils: `vectorize_with_alignment(in, out, len, tid, stride, op)` forwards
+    to the 7-argument overload (`Vec{op}, std::forward<ScaOp>(op)`): each call is followed into
+    the definition of its own count of arguments, not the first of the name."""
+    s, p = infer(project, "overload.cu",
+                 "template <typename Op> __device__ void copy(float* out, const float* in, int n, Op op) {\n"
+                 "  copy(out, in, n, 0, op);\n}\n"
+                 "template <typename Op> __device__ void copy(float* out, const float* in, int n, int start, Op op) {\n"
+                 "  for (int i = start + threadIdx.x; i < n; i += blockDim.x) out[i] = in[i];\n}\n"
+                 "struct Id {};\n"
+                 "__global__ void rows(float* out, const float* in, int cols) {\n"
+                 "  copy(out + blockIdx.x * cols, in + blockIdx.x * cols, cols, Id{});\n}\n"
+                 "void run(float* o, const float* i, int n, int cols) { rows<<<n, 128>>>(o, i, cols); }\n",
+                 "rows")
+    assert s.args["out"].output and s.args["out"].shape == ("n", "cols")
+    assert not any("could not be bounded" in x or "could not be read" in x for x in p.notes)

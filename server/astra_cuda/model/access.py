@@ -1652,7 +1652,8 @@ class Analyzer:
             return None
         # the project's own `atomicAdd(half2*, half2)` (exllama's compat.cuh, for old GPUs: a CAS
         # loop over the address's bits) is an atomic all the same: one element read and written
-        helper = None if short.startswith("atomic") else self._specialized(fn, short) or self.helpers.get(short)
+        helper = None if short.startswith("atomic") else self._specialized(fn, short) \
+            or self.helpers.get(f"{short}#{len(args)}") or self.helpers.get(short)
         if helper is not None and helper.type == "function_definition" and self.depth < MAX_HELPER_DEPTH and (
                 not evaluate_only and (any(isinstance(v, (Ptr, View)) for v in vals) or not args)
                 or args and all(isinstance(v, Iv) for v in vals)):
@@ -2013,6 +2014,9 @@ def helpers_of(texts: list[str], macros: list[str] = ()) -> dict[str, Node]:
             name = syntax.declarator_name(decl)[0]
             if name:
                 out.setdefault(name.split("::")[-1], fn)
+                low, high = _arity(fn)   # overloads by their count of arguments (vLLM's vectorize_with_alignment:
+                for n in range(low, high + 1):   # 6 arguments forward to the 7 of the one written first)
+                    out.setdefault(f"{name.split('::')[-1]}#{n}", fn)
             spelled = decl.child_by_field_name("declarator") if decl is not None else None
             if name and spelled is not None and spelled.type == "template_function":
                 # an explicit specialization (`copy_vector<c10::Half, 4>`), kept under its arguments too
