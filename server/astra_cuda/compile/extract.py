@@ -199,8 +199,10 @@ def _pointer_type(kernel: Kernel, instantiate: str | None) -> str:
     the instantiation's arguments (token by token, through the parser)."""
     from ..model.spec import split_template_args
     args = split_template_args(instantiate) if kernel.is_template and instantiate else []
-    subst = dict(zip(kernel.template_param_names, args))
-    decl = f"void __astra_f({', '.join(p.type for p in kernel.params)});"
+    subst = kernel.template_bindings(args)
+    # a parameter pack (`ArgTypes... args`) stands for one parameter per element of its pack
+    params = kernel.instantiated(subst).params if any(p.pack for p in kernel.params) else kernel.params
+    decl = f"void __astra_f({', '.join(p.type for p in params)});"
     data = decl.encode()
     tree = source.parser().parse(data)
     hits: list[tuple[int, int, str]] = []
@@ -343,7 +345,7 @@ def unit_from_model(model: SourceModel, path: str, kernel_name: str, *, instanti
         targs = {}
         if kernel.is_template and instantiate:
             from ..model.spec import split_template_args
-            targs = dict(zip(kernel.template_param_names, split_template_args(instantiate)))
+            targs = kernel.template_bindings(split_template_args(instantiate))
         todo = {n: arg_types[n] for n in unresolved_pointer_types(kernel, targs) if n in arg_types}
         checks = type_checks(kernel, expr, todo, path, spec_line if spec_line is not None else kernel.span.start_line)
         parts.append(checks)

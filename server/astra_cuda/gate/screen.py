@@ -176,7 +176,8 @@ def screen(reference: str | None, candidate: str, kernel: str, spec: Spec | None
             add(Finding("template", f"the template parameters changed: reference <{', '.join(rk.template_params)}>, "
                         f"candidate <{', '.join(ck.template_params)}>", line, True))
     elif spec is not None:
-        params = [p.name for p in ck.params]
+        # the spec names a parameter pack's elements (`args_0`, `args_1`): the instantiated kernel's
+        params = [p.name for p in ck.instantiated(spec.template_args).params]
         given = [n for n, a in spec.args.items() if a.param]
         if params != given:
             add(Finding("signature", f"the parameters ({', '.join(params)}) do not match the spec's "

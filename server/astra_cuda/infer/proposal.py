@@ -188,7 +188,7 @@ def _infer(kernel: Kernel, model: SourceModel, types: Types, *, path: str | None
     if made is not None:   # the compiler's own instance: what no launch gave is known after all
         notes[before:] = [n for n in notes[before:] if not n.startswith(CANNOT)]
         notes.append(made)
-    targs = dict(zip(kernel.template_param_names, _split(instantiate))) if instantiate else {}
+    targs = kernel.template_bindings(_split(instantiate)) if instantiate else {}
     kernel = kernel.instantiated(targs)   # `scale_type scale` with `at::Half *`: a buffer
     if instantiate:   # `sizeof(T)` in the launcher: T as resolved (named at the launch, or deduced: same name)
         written = _split(site.template_args) if site is not None and site.template_args else kernel.template_param_names

@@ -13,6 +13,8 @@ from typing import Any
 
 from tree_sitter import Node
 
+from . import exprs
+
 SPEC_MARK = "@astra"
 
 
@@ -43,10 +45,12 @@ class Param:
     is_const: bool     # the pointee is const (or the scalar is const)
     restrict: bool
     span: Span
+    pack: bool = False  # a function parameter pack (`ArgTypes... args`): one argument per element
 
     def to_json(self) -> dict[str, Any]:
-        return {"index": self.index, "name": self.name, "type": self.type, "base_type": self.base_type,
-                "pointer": self.is_pointer, "const": self.is_const, "restrict": self.restrict}
+        out = {"index": self.index, "name": self.name, "type": self.type, "base_type": self.base_type,
+               "pointer": self.is_pointer, "const": self.is_const, "restrict": self.restrict}
+        return {**out, "pack": True} if self.pack else out
 
 
 @dataclass(frozen=True)
@@ -138,19 +142,34 @@ class Kernel:
     def param(self, name: str) -> Param | None:
         return next((p for p in self.params if p.name == name), None)
 
+    def template_bindings(self, values: list[str]) -> dict[str, str]:
+        """What each template parameter becomes for these arguments: one each, and a trailing
+        parameter pack (`typename... ArgTypes`) all the rest, joined with ', ' ('' for none)."""
+        names = list(self.template_param_names)
+        if names and "..." in self.template_params[-1].split("=", 1)[0]:
+            fixed = dict(zip(names[:-1], values))
+            return {**fixed, names[-1]: ", ".join(v.strip() for v in values[len(names) - 1:])}
+        return dict(zip(names, values))
+
     def instantiated(self, targs: dict[str, str]) -> "Kernel":
         """The kernel with each parameter whose type is a template parameter instantiated with a
-        pointer type (`scale_type scale` with `at::Half *`) a pointer parameter to that pointee."""
-        params = []
+        pointer type (`scale_type scale` with `at::Half *`) a pointer parameter to that pointee,
+        and a function parameter pack (`ArgTypes... args`) one parameter per element of its
+        template pack (`args_0`, `args_1`: the arguments the launch passes; none for an empty pack)."""
+        params: list[Param] = []
+        taken = {p.name for p in self.params}
         for p in self.params:
-            arg = " ".join(targs.get(p.base_type, "").split())
-            if p.is_pointer or not arg.endswith("*") or arg.count("*") != 1:
-                params.append(p)
+            if p.pack and p.base_type in targs:
+                for k, element in enumerate((a.strip() for a in exprs.split_top_level(targs[p.base_type]) if a.strip())):
+                    name = f"{p.name}_{k}"
+                    while name in taken:
+                        name += "_"
+                    taken.add(name)
+                    params.append(_typed(replace(p, name=name, type=element, base_type=element, pack=False),
+                                         element))
                 continue
-            words = arg[:-1].split()
-            pointee = " ".join(w for w in words if w not in ("const", "volatile", "__restrict__"))
-            params.append(replace(p, type=arg, base_type=pointee, is_pointer=True,
-                                              is_const="const" in words))
+            params.append(_typed(p, targs.get(p.base_type, "")))
+        params = [replace(p, index=i) if p.index != i else p for i, p in enumerate(params)]
         return replace(self, params=tuple(params)) if params != list(self.params) else self
 
     def to_json(self) -> dict[str, Any]:
@@ -159,6 +178,17 @@ class Kernel:
                 "template_params": list(self.template_params), "launch_bounds": self.launch_bounds,
                 "extern_c": self.extern_c, "range": self.span.to_json(),
                 "name_range": self.name_span.to_json(), "has_spec": self.spec is not None}
+
+
+def _typed(p: Param, arg: str) -> Param:
+    """`p` as the template argument `arg` makes it: a pointer parameter where `arg` is one
+    pointer type (`at::Half *`), unchanged otherwise."""
+    arg = " ".join(arg.split())
+    if p.is_pointer or not arg.endswith("*") or arg.count("*") != 1:
+        return p
+    words = arg[:-1].split()
+    pointee = " ".join(w for w in words if w not in ("const", "volatile", "__restrict__"))
+    return replace(p, type=arg, base_type=pointee, is_pointer=True, is_const="const" in words)
 
 
 @dataclass(frozen=True)

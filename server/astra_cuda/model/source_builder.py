@@ -59,7 +59,8 @@ def param_of(index: int, node: Node, txt: Positions, data: bytes | None = None) 
     is_const = "const" in pre_quals or type_text.split("*")[0].strip().startswith("const") or \
         " const" in type_text.split("*")[0]
     return Param(index=index, name=name, type=type_text, base_type=base_type, is_pointer=is_pointer,
-                 is_const=is_const, restrict=restrict, span=txt.span(node))
+                 is_const=is_const, restrict=restrict, span=txt.span(node),
+                 pack=node.type == "variadic_parameter_declaration")
 
 
 def is_spec_comment(node: Node | None) -> bool:
@@ -436,7 +437,9 @@ class Builder:
         plist = fdecl.child_by_field_name("parameters") if fdecl else None
         if plist is not None:
             for p in plist.named_children:
-                if p.type in ("parameter_declaration", "optional_parameter_declaration"):
+                # `ArgTypes... args` too: the launch passes one argument per element of its pack
+                if p.type in ("parameter_declaration", "optional_parameter_declaration",
+                              "variadic_parameter_declaration"):
                     param = param_of(len(params), p, self.txt, self._data)
                     if param is not None:
                         params.append(param)

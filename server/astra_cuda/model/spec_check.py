@@ -227,10 +227,12 @@ class Validator:
             return None, targs
         if instantiate:
             vals = split_template_args(instantiate)
-            if kernel.is_template and len(vals) > len(kernel.template_params):
+            # a trailing parameter pack (`typename... ArgTypes`) takes any number of the arguments
+            pack = bool(kernel.template_params) and "..." in kernel.template_params[-1].split("=", 1)[0]
+            if kernel.is_template and not pack and len(vals) > len(kernel.template_params):
                 self.err(f"`instantiate` gives {len(vals)} template arguments; {kernel.name!r} has "
                          f"{len(kernel.template_params)}", "instantiate")
-            targs = dict(zip(kernel.template_param_names, vals))
+            targs = kernel.template_bindings(vals)
         return instantiate, targs
 
     def counts(self) -> tuple[int, int]:
