@@ -650,7 +650,15 @@ def launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names: 
         HostExprs(mapping, block_values).spec(x, free)
     if site.shared_mem:
         HostExprs(mapping, block_values).spec(site.shared_mem, free)
+    # the names the block is made of, also through the launcher's locals (`threads_per_block =
+    # num_warps_per_block * WARP_SIZE`): a chosen count of warps is then held to 1024 threads below
     in_block = {n for x in block_parts for n in _names(x)}
+    todo = list(in_block)
+    while todo:
+        for n in _names(local[name]) if isinstance(local.get(name := todo.pop()), str) else []:
+            if n not in in_block:
+                in_block.add(n)
+                todo.append(n)
     grid_counts = [f for f in free if f not in in_block and f not in size_names and f not in local
                    and any(w in f.lower() for w in _GRID_WORDS)]
     chosen = [f for f in free if any(w in f.lower() for w in _BLOCK_WORDS) and f not in size_names

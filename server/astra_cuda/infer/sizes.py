@@ -159,7 +159,16 @@ def _cases(table: dict[str, list[int]], d: Draft) -> list[dict[str, int]]:
 def repair(d: Draft, notes: list[str]) -> bool:
     """Make every test case valid (positive launch dimensions, at most 1024 threads, readable
     shapes) by dropping or raising the size values that break it, and keep [sizes] small.
-    True when every case is valid and one remains."""
+    True when every case is valid and one remains; otherwise the sizes are left as they were
+    (values raised in vain, to 524288 each, made sgl-kernel transfer_kernel_impl's buffers 512 GiB)."""
+    before = {n: list(v) for n, v in d.sizes.items()}
+    if _repair(d, notes):
+        return True
+    d.sizes = before
+    return False
+
+
+def _repair(d: Draft, notes: list[str]) -> bool:
     for name in d.sizes:   # values that break `require` on their own (`N % 8 == 0`) are raised to fit
         d.sizes[name] = _fit_requirements(d, name, d.sizes[name])
     while _combinations(d.sizes) > MAX_TEST_COMBINATIONS:
@@ -194,7 +203,12 @@ def repair(d: Draft, notes: list[str]) -> bool:
             continue
         # drop the smallest offending value of a name that has others; else double it (a grid or
         # block dimension out of range: a name of that dimension's expression)
-        suspects = _launch_names(d, case, why) or set(case)
+        suspects = _launch_names(d, case, why)
+        if why in ("grid", "block") and not suspects:   # a constant dimension out of range: no size fixes it
+            dims = d.grid if why == "grid" else d.block
+            notes.append(f"the {why} {dims} is out of CUDA's range whatever the sizes: no size changes it")
+            return False
+        suspects = suspects or set(case)
         name = next((n for n in sorted(case, key=lambda n: case[n]) if len(d.sizes[n]) > 1 and n in suspects), None)
         if name is not None:
             d.sizes[name] = [v for v in d.sizes[name] if v != case[name]]
