@@ -80,6 +80,8 @@ class _Reader:
     seen: set[str]
     policy: confine.Confinement
     max_headers: int = MAX_HEADERS
+    max_bytes: int = 0     # of header text parsed (0: no bound); a header past it is left out
+    bytes_read: int = 0
 
     def items(self, model: SourceModel, path: str, guards: tuple[Guard, ...] = (), depth: int = 0) -> list[Item]:
         out: list[Item] = []
@@ -113,7 +115,22 @@ class _Reader:
                 self.seen.add(key)
                 self.headers.append(key)
                 try:
-                    header_model = _header_model(key, files.read_source(key))
+                    text = files.read_source(key)
+                except AstraError as e:
+                    self.notes.append(f"{written} could not be read ({e.message}); left out")
+                    out.append(_host_only(item))
+                    continue
+                if self.max_bytes and self.bytes_read + len(text) > self.max_bytes:
+                    # parsing costs about 10 µs a byte: CUTLASS's cute headers (a 1 MB generated
+                    # table of MMA atoms among them) kept flash-attention's `astra spec` past 167 s
+                    self.notes.append(f"{written} not read: {len(text) >> 10} KiB past the {self.max_bytes >> 20} MiB "
+                                      f"of project headers read")
+                    self.headers.pop()
+                    out.append(_host_only(item))
+                    continue
+                self.bytes_read += len(text)
+                try:
+                    header_model = _header_model(key, text)
                 except AstraError as e:
                     self.notes.append(f"{written} could not be read ({e.message}); left out")
                     out.append(_host_only(item))
@@ -134,11 +151,12 @@ class _Reader:
 
 def header_reader(path: str, context: ProjectContext, notes: list[str] | None = None,
                   dropped: list[str] | None = None, headers: list[str] | None = None,
-                  max_headers: int = MAX_HEADERS) -> _Reader:
-    """A reader of the project headers of the file at `path`, under the compilers' read policy."""
+                  max_headers: int = MAX_HEADERS, max_bytes: int = 0) -> _Reader:
+    """A reader of the project headers of the file at `path`, under the compilers' read policy
+    (at most `max_bytes` of header text parsed, where given)."""
     policy = confine.for_unit([f"-I{os.path.dirname(os.path.abspath(path))}", *context.options()])
     return _Reader(context, [] if notes is None else notes, [] if dropped is None else dropped,
-                   [] if headers is None else headers, set(), policy, max_headers)
+                   [] if headers is None else headers, set(), policy, max_headers, max_bytes)
 
 
 def project_header_texts(model: SourceModel, path: str, context: ProjectContext) -> tuple[str, ...]:

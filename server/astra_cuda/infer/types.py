@@ -14,6 +14,9 @@ from ..model.syntax import walk as _walk
 # library a header includes first (FlashInfer's CCCL under 3rdparty/, through cp_async.cuh) fills a
 # unit's 64 before the project's own dispatch macros (utils.cuh) are reached
 MAX_HEADERS_READ = 512
+# ... and at most this much of their text: inference reads types and macros from them, parsed in
+# full at about 10 µs a byte (flash-attention's CUTLASS includes are over 4 MB)
+MAX_HEADER_BYTES_READ = 2 << 20
 
 
 class Types:
@@ -26,7 +29,8 @@ class Types:
         self.items = []
         if path is not None:
             try:
-                reader = extract.header_reader(path, context or ProjectContext(), max_headers=MAX_HEADERS_READ)
+                reader = extract.header_reader(path, context or ProjectContext(), max_headers=MAX_HEADERS_READ,
+                                               max_bytes=MAX_HEADER_BYTES_READ)
                 self.items = reader.items(model, path)
             except Exception:  # a header that cannot be read: what the file itself says still counts
                 self.items = list(model.items)
