@@ -76,3 +76,26 @@ def test_the_kernel_runs_with_its_pack_expanded(tmp_path):
     path.write_text(text)
     (v,) = api.check(api.snapshot(text, str(path)), "apply_kernel", backend="cpu", quick=True, pin_first=False)
     assert v.passed, [f.message for f in v.failures]
+
+
+# A template parameter instantiated with a class template and passed by value, the shape of
+# CUTLASS's cute sgemm_1 tutorial (`ProblemShape shape_MNK` = `cute::Shape<int, int, int>`, 12
+# bytes, was given a float: the kernel read its sizes from bytes the launch never gave).
+SHAPED = """\
+template <class A, class B> struct Pair { A first; B second; };
+template <class S> __device__ int count(S s) { return s.first * s.second; }
+template <class Shape>
+__global__ void fill(Shape shape, float* out) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < count(shape)) out[i] = 1.0f;
+}
+void launch(float* out, int m, int n) { fill<Pair<int, int>><<<(m * n + 255) / 256, 256>>>(Pair<int, int>{m, n}, out); }
+"""
+
+
+def test_an_object_of_a_class_template_is_not_given_a_float(tmp_path):
+    f = tmp_path / "shaped.cu"
+    f.write_text(SHAPED)
+    prop = api.infer_spec(api.snapshot(SHAPED, str(f)), "fill", run=False)
+    assert any("`shape` is a `Pair<int, int>` (template parameter `Shape`) passed by value" in p
+               for p in prop.problems), prop.problems

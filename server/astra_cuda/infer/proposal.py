@@ -99,6 +99,13 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
     return Proposal(comment, notes, _problems(notes, kernel, model, comment) + _records(k, ktypes))
 
 
+def _class_argument(arg: str) -> str | None:
+    """The template argument when it names an object of a class template (`cute::Shape<int, int>`,
+    `TensorListMetadata<3>`), which no number stands for; None for anything else."""
+    arg = " ".join(arg.split())
+    return arg if "<" in arg and not arg.endswith("*") else None
+
+
 def _problems(notes: list[str], kernel: Kernel, model: SourceModel, comment: str) -> list[str]:
     """Why the draft is not proposed: what inference says it cannot know, then the validator's refusals."""
     return [n for n in notes if n.startswith(CANNOT)] + refusals(kernel, model, comment)
@@ -540,6 +547,13 @@ def _infer(kernel: Kernel, model: SourceModel, types: Types, *, path: str | None
                 notes.append(f"{CANNOT}`{p.name}` is a `{p.type}` passed by value that the kernel indexes like an "
                              f"array (`{indexed}`): an array object (a tensor accessor: a pointer with its sizes and "
                              f"strides) cannot be given by the spec format yet")
+            elif dt is None and not p.is_pointer and (cls := _class_argument(targs.get(p.base_type, ""))):
+                # CUTLASS's sgemm_1 `cute::Shape<int, int, int> shape_MNK` (12 bytes) given a float (4):
+                # the kernel reads its sizes from bytes the launch never gave (its GPU check's worker died)
+                args.append((p.name, f'{{ value = {value}, type = "float" }}'))
+                notes.append(f"{CANNOT}`{p.name}` is a `{cls}` (template parameter `{p.base_type}`) passed by value: "
+                             f"no number or buffer stands for an object of a class, and the spec format cannot "
+                             f"give one yet")
             elif dt is None:
                 args.append((p.name, f'{{ value = {value}, type = "float" }}'))
                 notes.append(f"`{p.name}`: type {p.type!r} unknown, assumed float")
