@@ -219,8 +219,8 @@ def _pointer_type(kernel: Kernel, instantiate: str | None) -> str:
     args = split_template_args(instantiate) if kernel.is_template and instantiate else []
     subst = kernel.template_bindings(args)
     # a parameter pack (`ArgTypes... args`) stands for one parameter per element of its pack
-    params = kernel.instantiated(subst).params if any(p.pack for p in kernel.params) else kernel.params
-    decl = f"void __astra_f({', '.join(p.type for p in params)});"
+    kparams = kernel.instantiated(subst).params if any(p.pack for p in kernel.params) else kernel.params
+    decl = f"void __astra_f({', '.join(p.type for p in kparams)});"
     data = decl.encode()
     tree = source.parser().parse(data)
     hits: list[tuple[int, int, str]] = []
