@@ -137,3 +137,30 @@ def test_the_first_branchs_small_sizes_are_probed_and_its_instances_rows_measure
     flat = " ".join(p.comment.split())
     assert 'vals = { type = "float", shape = ["heads", "seq_length", "256"], inout = true }' in flat, p.comment
     assert list(s.require) == ["seq_length * 4 <= 8"] and "seq_length = [1, 2]" in flat, p.comment
+
+
+# FasterTransformer's topk_stage1: each of a row's 8 blocks writes k entries, `8 * k` a row; the
+# instance's BLOCK_SIZE (128) equals that at k = 16, the launcher's bound, but a number the instance
+# fixes is a row's extent only where no product of sizes measures it.
+TOPK = """
+#include <cassert>
+template <int BLOCK, int PER>
+__global__ void stage1(const float* in, int* ids, int k, int n) {
+  const int row = blockIdx.x / PER, lane = blockIdx.x % PER;
+  for (int ite = 0; ite < k; ite++) {
+    if (threadIdx.x == 0) ids[row * PER * k + lane * k + ite] = (int)in[row * n + lane * BLOCK + ite];
+  }
+}
+void launch(const float* in, int* ids, int k, int n, int rows) {
+  assert(k >= 1 && k <= 16);
+  assert(n >= 1024);
+  stage1<128, 8><<<rows * 8, 128>>>(in, ids, k, n);
+}
+"""
+
+
+def test_a_number_the_instance_fixes_is_no_extent_where_sizes_measure_it(project):
+    project("topk.cu", TOPK)
+    s, p = infer(project, "topk.cu", "stage1")
+    flat = " ".join(p.comment.split())
+    assert 'ids = { type = "int32", shape = ["rows", "8 * k"], output = true }' in flat, p.comment

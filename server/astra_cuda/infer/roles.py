@@ -365,7 +365,10 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
         free = [n for n in names if n not in fixed and n not in (derived or {})]
         # a dimension fixed to a number: a launch's (`head_dim` = 64) or a stride's (`k_stride_1` = 192)
         numbers = frozenset(int(v) for v in [*(derived or {}).values(), *fixed.values()] if v.strip().isdigit())
-        return _fit([(s, e) for (s, _), e in zip(samples, extent)], free, numbers | by_instance)
+        measured = [(s, e) for (s, _), e in zip(samples, extent)]
+        # the instance's numbers only where no shape of sizes fits: FasterTransformer topk_stage1's
+        # `8 * max_top_k` entries a row, not its BLOCK_SIZE 128 that equals them at the probes
+        return _fit(measured, free, numbers) or (_fit(measured, free, numbers | by_instance) if by_instance else None)
 
     # an innermost dimension the instance fixes (DeepSpeed attn_softmax's `blockStride` rows of a block, 64,
     # each of float4s: 256 floats), a template argument's value times a vector's width
