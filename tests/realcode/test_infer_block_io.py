@@ -3,8 +3,7 @@ here): CUB's block load/store move `valid_items` elements from the address they 
 set in the `if`/`else` a template argument decides, an address chosen by one), a byte code read from
 a local `unsigned char` array indexes a 256-entry table, and a `switch` over a template argument
 walks the case it picks (a `#pragma` after its label included), an enumerator argument its number."""
-from astra_cuda import api
-from astra_cuda.model import source, spec
+from .test_infer_asm_accesses import infer
 
 DEQUANT = (
     "#include <cub/cub.cuh>\n"
@@ -30,15 +29,6 @@ DEQUANT = (
     "    __syncthreads();\n    StoreT(st).Store(&(out[(DATA_TYPE > 0) ? i * 2 : i]), vals, valid_store);\n  }\n}\n"
     "void run(float* code, unsigned char* A, float* absmax, float* out, int blocksize, int n) {\n"
     "  dequant<float, 512, 64, 8, General8bit><<<(n + 511) / 512, 64>>>(code, A, absmax, out, blocksize, n);\n}\n")
-
-
-def infer(project, name, text, kernel):
-    project(name, text)
-    path = project.root / name
-    p = api.infer_spec(api.snapshot(path.read_text(), str(path)), kernel, run=False)
-    k = source.parse(text).kernel(kernel)
-    m = source.parse(text[:k.span.start_byte] + p.comment + text[k.span.start_byte:])
-    return spec.load(m.kernel(kernel), m), p
 
 
 def test_cub_block_load_and_store_reach_valid_items_and_a_byte_code_indexes_256_entries(project):

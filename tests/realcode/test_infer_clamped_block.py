@@ -2,8 +2,8 @@
 thread (vLLM reshape_and_cache: `dim3 block(std::min(num_heads * head_div_x, 512))`, the kernel
 `if (threadIdx.x >= num_heads * h_blocks) return;` and no loop past the block) keeps E within 512:
 above it the launch leaves elements unwritten. A kernel that strides by `blockDim` takes any E."""
-from astra_cuda import api
 from astra_cuda.model import source, spec
+from .test_infer_asm_accesses import infer
 
 ONE_PER_THREAD = (
     "__global__ void per_head(const float* in, float* out, int heads, int dim, int x) {\n"
@@ -12,15 +12,6 @@ ONE_PER_THREAD = (
     "}\n"
     "void run(const float* in, float* out, int rows, int heads, int dim, int x) {\n"
     "  dim3 block(std::min(heads * (dim / x), 512));\n  per_head<<<rows, block>>>(in, out, heads, dim, x);\n}\n")
-
-
-def infer(project, name, text, kernel):
-    project(name, text)
-    path = project.root / name
-    p = api.infer_spec(api.snapshot(path.read_text(), str(path)), kernel, run=False)
-    k = source.parse(text).kernel(kernel)
-    m = source.parse(text[:k.span.start_byte] + p.comment + text[k.span.start_byte:])
-    return spec.load(m.kernel(kernel), m), p
 
 
 def test_a_clamped_block_over_one_element_per_thread_requires_the_count_within_the_clamp(project):

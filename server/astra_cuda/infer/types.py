@@ -3,6 +3,10 @@ macros that select them), and the names the dispatch macros around a launch defi
 template arguments a launch gives are `template_args`."""
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+from tree_sitter import Node
+
 from ..model import dtypes, exprs, source
 from ..compile.project import ProjectContext
 from ..model.source import SourceModel
@@ -327,6 +331,22 @@ def _typedef_target(text: str, name: str) -> str | None:
     return None
 
 
+def _macro_bodies(items, words: tuple[str, ...]) -> Iterator[tuple[Node, list[str], Node]]:
+    """The function-like macros among `items` whose text holds one of `words`: (the name's node, the
+    parameters, the body parsed as a function's, its line continuations taken out)."""
+    for it in items:
+        if it.kind != "macro" or not any(w in it.text for w in words):
+            continue
+        root = source.parser().parse(it.text.encode()).root_node
+        for d in (n for n in _walk(root) if n.type == "preproc_function_def"):
+            name, params, value = (d.child_by_field_name(f) for f in ("name", "parameters", "value"))
+            if name is None or value is None:
+                continue
+            plist = [c.text.decode() for c in params.named_children if c.type == "identifier"] if params else []
+            code = value.text.decode().replace("\\\n", "\n")
+            yield name, plist, source.parser().parse(f"void __astra_m() {{ {code} }}".encode()).root_node
+
+
 # ---- names a dispatch macro defines ---------------------------------------------------------
 
 def macro_constants(items) -> dict[str, list[tuple[list[str], str, list[int], str | None]]]:
@@ -335,39 +355,29 @@ def macro_constants(items) -> dict[str, list[tuple[list[str], str, list[int], st
     the values it takes, the parameter switched on where each case declares its own label)],
     read from each body's tree."""
     out: dict[str, list[tuple[list[str], str, list[int], str | None]]] = {}
-    for it in items:
-        if it.kind != "macro" or "constexpr" not in it.text and "const " not in it.text:
-            continue
-        root = source.parser().parse(it.text.encode()).root_node
-        for d in (n for n in _walk(root) if n.type == "preproc_function_def"):
-            name, params, value = (d.child_by_field_name(f) for f in ("name", "parameters", "value"))
-            if name is None or value is None:
-                continue
-            plist = [c.text.decode() for c in params.named_children if c.type == "identifier"] if params else []
-            code = value.text.decode().replace("\\\n", "\n")   # the body without its line continuations
-            body = source.parser().parse(f"void __astra_m() {{ {code} }}".encode()).root_node
-            found: dict[str, list[int]] = {}
-            for decl in (n for n in _walk(body) if n.type == "declaration"):
-                for init in decl.children_by_field_name("declarator"):
-                    target, v = init.child_by_field_name("declarator"), init.child_by_field_name("value")
-                    if init.type == "init_declarator" and target is not None and v is not None \
-                            and target.type == "identifier" and v.type == "number_literal":
-                        try:
-                            found.setdefault(target.text.decode(), []).append(
-                                int(v.text.decode().rstrip("uUlL"), 0))
-                        except ValueError:
-                            continue
-            # `switch (head_dim) { case 64: { constexpr size_t HEAD_DIM = 64; ...` : the constant is the
-            # value of the parameter switched on (which the kernel may be passed too)
-            cases = [int(c.text.decode().rstrip("uUlL"), 0) for sw in _walk(body) if sw.type == "switch_statement"
-                     for c in _walk(sw) if c.type == "number_literal" and c.parent is not None
-                     and c.parent.type == "case_statement"]
-            subject = next((c.text.decode() for sw in _walk(body) if sw.type == "switch_statement"
-                            for c in [_unparen_cond(sw.child_by_field_name("condition"))]
-                            if c is not None and c.type == "identifier" and c.text.decode() in plist), None)
-            for declared, values in found.items():
-                switched = subject if subject is not None and values == cases else None
-                out.setdefault(name.text.decode(), []).append((plist, declared, values, switched))
+    for name, plist, body in _macro_bodies(items, ("constexpr", "const ")):
+        found: dict[str, list[int]] = {}
+        for decl in (n for n in _walk(body) if n.type == "declaration"):
+            for init in decl.children_by_field_name("declarator"):
+                target, v = init.child_by_field_name("declarator"), init.child_by_field_name("value")
+                if init.type == "init_declarator" and target is not None and v is not None \
+                        and target.type == "identifier" and v.type == "number_literal":
+                    try:
+                        found.setdefault(target.text.decode(), []).append(
+                            int(v.text.decode().rstrip("uUlL"), 0))
+                    except ValueError:
+                        continue
+        # `switch (head_dim) { case 64: { constexpr size_t HEAD_DIM = 64; ...` : the constant is the
+        # value of the parameter switched on (which the kernel may be passed too)
+        cases = [int(c.text.decode().rstrip("uUlL"), 0) for sw in _walk(body) if sw.type == "switch_statement"
+                 for c in _walk(sw) if c.type == "number_literal" and c.parent is not None
+                 and c.parent.type == "case_statement"]
+        subject = next((c.text.decode() for sw in _walk(body) if sw.type == "switch_statement"
+                        for c in [_unparen_cond(sw.child_by_field_name("condition"))]
+                        if c is not None and c.type == "identifier" and c.text.decode() in plist), None)
+        for declared, values in found.items():
+            switched = subject if subject is not None and values == cases else None
+            out.setdefault(name.text.decode(), []).append((plist, declared, values, switched))
     return out
 
 
@@ -427,35 +437,25 @@ def macro_types(items) -> dict[str, list[tuple[list[str], str, list[str]]]]:
     DType::kFloat16: { using type = fp16; __VA_ARGS__ }`): macro name -> [(its parameters, the
     declared name, the types it stands for, in the body's order)], read from each body's tree."""
     out: dict[str, list[tuple[list[str], str, list[str]]]] = {}
-    for it in items:
-        if it.kind != "macro" or "using" not in it.text and "typedef" not in it.text:
-            continue
-        root = source.parser().parse(it.text.encode()).root_node
-        for d in (n for n in _walk(root) if n.type == "preproc_function_def"):
-            name, params, value = (d.child_by_field_name(f) for f in ("name", "parameters", "value"))
-            if name is None or value is None:
+    for name, plist, body in _macro_bodies(items, ("using", "typedef")):
+        found: dict[str, list[str]] = {}
+        for n in _walk(body):
+            if n.type == "alias_declaration":
+                target, t = n.child_by_field_name("name"), n.child_by_field_name("type")
+                pairs = [(target, t)]
+            elif n.type == "type_definition":
+                t = n.child_by_field_name("type")
+                pairs = [(d_, t) for d_ in n.children_by_field_name("declarator")]
+            else:
                 continue
-            plist = [c.text.decode() for c in params.named_children if c.type == "identifier"] if params else []
-            code = value.text.decode().replace("\\\n", "\n")
-            body = source.parser().parse(f"void __astra_m() {{ {code} }}".encode()).root_node
-            found: dict[str, list[str]] = {}
-            for n in _walk(body):
-                if n.type == "alias_declaration":
-                    target, t = n.child_by_field_name("name"), n.child_by_field_name("type")
-                    pairs = [(target, t)]
-                elif n.type == "type_definition":
-                    t = n.child_by_field_name("type")
-                    pairs = [(d_, t) for d_ in n.children_by_field_name("declarator")]
-                else:
-                    continue
-                for target, t in pairs:
-                    if target is not None and t is not None and target.type in ("type_identifier", "identifier"):
-                        spelled = " ".join(t.text.decode().split())
-                        found.setdefault(target.text.decode(), [])
-                        if spelled not in found[target.text.decode()]:
-                            found[target.text.decode()].append(spelled)
-            for declared, types in found.items():
-                out.setdefault(name.text.decode(), []).append((plist, declared, types))
+            for target, t in pairs:
+                if target is not None and t is not None and target.type in ("type_identifier", "identifier"):
+                    spelled = " ".join(t.text.decode().split())
+                    found.setdefault(target.text.decode(), [])
+                    if spelled not in found[target.text.decode()]:
+                        found[target.text.decode()].append(spelled)
+        for declared, types in found.items():
+            out.setdefault(name.text.decode(), []).append((plist, declared, types))
     return out
 
 
