@@ -283,6 +283,20 @@ class AstraServer(LanguageServer):
                 self.publish(uri, version)
         return doc, snap
 
+    async def read_within(self, uri: str, wait: float | None) -> bool:
+        """Whether the snapshot of `uri`'s current version is ready within `wait` seconds (None:
+        however long it takes). Its read goes on either way (`snapshot`, in the background), so a
+        later request finds it: what must answer at once (a hover) does not wait for a large
+        file's source model."""
+        st = self.state(uri)
+        if st.snapshot_version == (self.document(uri).version or 0):
+            return True
+        task = asyncio.ensure_future(self._guard(self.snapshot(uri)))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        done, _ = await asyncio.wait({task}, timeout=wait)
+        return bool(done)
+
     async def _read(self, text: str, path: str) -> tuple[Snapshot | None, Exception | None,
                                                          dict[int, list[KernelInfo]]]:
         """The snapshot of `text`, or why it could not be read, and its kernels by line for hovers

@@ -128,6 +128,14 @@ def hover(uri: str, kernels: Sequence[KernelInfo], st: DocState, position: types
     return None
 
 
+def reading_hover(text: str) -> types.Hover:
+    """What a hover says while the document's kernels are still being read (the next one, once
+    they are, is the kernel's report or the spec key's help)."""
+    lines = text.count("\n") + 1
+    return types.Hover(contents=types.MarkupContent(
+        types.MarkupKind.Markdown, f"*Astra is reading this file's kernels ({lines:,} lines)… hover again in a moment.*"))
+
+
 # Optimize starts through the client's command wherever it is offered (lens, light bulb, palette,
 # report): the client asks the first-use consent and ends in the same preview-and-apply.
 OPTIMIZE = contract.client_command("optimizeKernel")
