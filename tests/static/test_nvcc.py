@@ -279,6 +279,34 @@ def test_cache_hit_answers_other_kernels_of_the_same_text(tmp_path):
     assert r.cached and r.kernels == {"other": "_Z5otherPi"}
 
 
+SCALES = """\
+namespace act {
+template <typename T, int N>
+__global__ void scale(T* out, const T* in) { out[threadIdx.x] = in[threadIdx.x] * T(N); }
+}
+"""
+
+
+def test_a_compile_for_fewer_kernels_of_the_same_text_is_the_one_made_for_more(tmp_path):
+    """A file's static check names all its kernels, a check names one: the probes that name them
+    differ, and each was a compile of its own (for a PyTorch extension, minutes of torch's headers
+    in nvcc's front end per compile). The compile that passed for more kernels serves."""
+    every = compile_file(tmp_path, SCALES, ["act::scale<float, 2>", "act::scale<int, 3>"])
+    assert every.ok and not every.cached, every.log
+    one = compile_file(tmp_path, SCALES, ["act::scale<int, 3>"])
+    assert one.ok and one.cached and one.cubin == every.cubin
+    assert one.kernels["act::scale<int, 3>"] == every.kernels["act::scale<int, 3>"]
+    assert not compile_file(tmp_path, SCALES, ["act::scale<float, 4>"]).cached   # not among them: compiled
+
+
+def test_a_failed_compile_for_more_kernels_does_not_answer_for_fewer(tmp_path):
+    # the failure is the other instantiation's: this kernel alone compiles
+    bad = compile_file(tmp_path, SCALES, ["act::scale<float, 2>", "act::scale<void, 1>"])
+    assert not bad.ok
+    good = compile_file(tmp_path, SCALES, ["act::scale<float, 2>"])
+    assert good.ok and not good.cached, good.log
+
+
 # ---- confinement -------------------------------------------------------------------------------
 
 def test_nvcc_reads_nothing_outside_the_project(tmp_path):

@@ -216,6 +216,15 @@ def compile(text: str, path: str, context: ProjectContext, arch: str = DEFAULT_A
     if hit is not None and raw is not None:
         return _interpret(raw, text, path, names, toolkit, label, arch, hit.path("module.cubin") if raw.ok else None,
                           True, time.perf_counter() - t0)
+    # The same text compiled for more kernels (the file's static check names them all, a check
+    # one): that compile serves, so a file's front end (minutes for torch's headers) runs once.
+    file_key = depcache.key_of(CACHE_VERSION, "file", toolkit.nvcc, toolkit.version, os.stat(toolkit.nvcc).st_mtime_ns,
+                               flags, arch, path, text)
+    shared = _shared(store, file_key, names)
+    if shared is not None:
+        raw, hit, kept = shared
+        return _interpret(raw, text, path, kept, toolkit, label, arch, hit.path("module.cubin"), True,
+                          time.perf_counter() - t0)
     from ..storage import after_compiler, writing
     scratch = "nvcc's build folder"
     with writing(scratch, tempfile.gettempdir()):
@@ -230,12 +239,32 @@ def compile(text: str, path: str, context: ProjectContext, arch: str = DEFAULT_A
         entry = store.put(key, list(raw.headers), vars(raw), {"module.cubin": module} if raw.ok else {}) \
             if not raw.timed_out and not _MISSING.search(raw.log) else None
         cubin_path = entry.path("module.cubin") if entry is not None and raw.ok else None
+        if cubin_path is not None:   # what `_shared` finds: the last compile of this text that passed
+            store.put(file_key, list(raw.headers), {"names": list(names), "key": key}, {})
         if raw.ok and cubin_path is None:  # no cache here: keep the cubin elsewhere
             with writing("the compiled module", tempfile.gettempdir()):
                 cubin_path = shutil.copy(module, tempfile.mkdtemp(prefix="astra-cubin-"))
         return _interpret(raw, text, path, names, toolkit, label, arch, cubin_path, False, time.perf_counter() - t0)
     finally:
         shutil.rmtree(build, ignore_errors=True)
+
+
+def _shared(store: depcache.DepCache, file_key: str,
+            names: dict[str, int | None]) -> "tuple[_Raw, depcache.Entry, dict[str, int | None]] | None":
+    """The cached compile of the same text, flags and arch for a superset of `names` that passed,
+    with its own names (their probe numbers are its appendix's lines). Only a passing one: a
+    failure there may be another kernel's instantiation, and without it this one may compile."""
+    index = store.get(file_key)
+    if index is None:
+        return None
+    kept = index.data.get("names")
+    if not isinstance(kept, list) or not set(names) <= set(kept):
+        return None
+    hit = store.get(str(index.data.get("key")))
+    raw = _raw_of(hit.data) if hit is not None else None
+    if hit is None or raw is None or not raw.ok:
+        return None
+    return raw, hit, _check_names(kept)
 
 
 def _raw_of(data: dict[str, Any]) -> "_Raw | None":
