@@ -215,7 +215,43 @@ class Analyzer:
             else:
                 self.env[p.name] = UNKNOWN
 
-    def inline(self, fn: Node, vals: list, fields: dict[str, Iv | Ptr] | None = None) -> Iv | Ptr | None:
+    def _template_bindings(self, called: Node | None, fn: Node, vals: list) -> dict[str, int]:
+        """The constants a call gives a function template's parameters: a number it spells
+        (`copy<VEC_SIZE>(in, out, n)`: VEC_SIZE as known here) and `sizeof(T)` of a type it deduces
+        from a pointer argument (`const InT* in` given a float buffer: 4) — so `WIDTH = VEC_SIZE *
+        sizeof(InT)` and the masks made of it are numbers inside the helper."""
+        decl = fn.parent if fn.parent is not None and fn.parent.type == "template_declaration" else None
+        plist = decl.child_by_field_name("parameters") if decl is not None else None
+        if plist is None:
+            return {}
+        tparams = [(p.type, syntax.declarator_name(p.child_by_field_name("declarator"))[0]
+                    if p.child_by_field_name("declarator") is not None else
+                    next((c.text.decode() for c in p.named_children if c.type == "type_identifier"), None))
+                   for p in plist.named_children if p.type != "comment"]
+        out: dict[str, int] = {}
+        spelled = called.child_by_field_name("arguments") if called is not None and called.type == "template_function" \
+            else None
+        for (kind, name), arg in zip(tparams, [a for a in spelled.named_children if a.type != "comment"]
+                                     if spelled is not None else []):
+            if name and kind in ("parameter_declaration", "optional_parameter_declaration"):
+                node = source.parse_expression(arg.text.decode())
+                v = self.expr(node, evaluate_only=True) if node is not None else None
+                if isinstance(v, Iv) and v.lo is not None and v.lo == v.hi:
+                    out[name] = v.lo
+        types = {n for k, n in tparams if n and k in ("type_parameter_declaration", "optional_type_parameter_declaration")}
+        fdecl = syntax.function_declarator(fn.child_by_field_name("declarator"))
+        plist = fdecl.child_by_field_name("parameters") if fdecl is not None else None
+        for p, v in zip([p for p in (plist.named_children if plist is not None else [])
+                         if p.type in ("parameter_declaration", "optional_parameter_declaration")], vals):
+            t, d = p.child_by_field_name("type"), p.child_by_field_name("declarator")
+            if t is None or d is None or d.type != "pointer_declarator" or t.text.decode() not in types \
+                    or not isinstance(v, Ptr) or v.base not in self.elem_bytes:
+                continue
+            out[f"sizeof({t.text.decode()})"] = self.elem_bytes[v.base] * v.scale
+        return out
+
+    def inline(self, fn: Node, vals: list, fields: dict[str, Iv | Ptr] | None = None,
+               bound: dict[str, int] | None = None) -> Iv | Ptr | None:
         """A device function of the file called with pointers into the parameters (`apply_rotary(query,
         ...)`): its body walked with its parameters bound to the call's values, so what it reads and
         writes counts for the kernel's own parameters. `fields`: a view object's fields, in scope
@@ -230,8 +266,13 @@ class Analyzer:
             return
         saved, saved_defs, saved_defaults, saved_returns = self.env, self.defs, self.defaults, self.returns
         saved_moved, self.moved = self.moved, {}
+        saved_declared, self.declared_at = self.declared_at, dict(self.declared_at)
+        saved_constants, self.constants = self.constants, {**self.constants, **(bound or {})}
         self.env = {**(fields or {}),
                     **{n: (v if isinstance(v, (Iv, Ptr, View)) else UNKNOWN) for n, v in zip(names, vals) if n}}
+        # its parameters are locals made at the call, inside the loops the call is: an update of one
+        # outside the helper's own loops (vLLM's `len -= prefix_elems`) happens once per call, exactly
+        self.declared_at.update({n: self.loops for n in names if n})
         self.returns = []
         # a parameter the call leaves out takes its default (`int32_t const group_size = 0`): a
         # branch that default rules out (`if (group_size > 0)`) is not this call's
@@ -250,7 +291,7 @@ class Analyzer:
         finally:
             self.depth -= 1
             self.env, self.defs, self.defaults, self.returns = saved, saved_defs, saved_defaults, saved_returns
-            self.moved = saved_moved
+            self.moved, self.declared_at, self.constants = saved_moved, saved_declared, saved_constants
         return returned
 
     # ---- statements ------------------------------------------------------------------------
@@ -1289,6 +1330,11 @@ class Analyzer:
                     self.env[name] = Ptr(cur.base, _add(cur.offset, _mul(right, Iv.point(cur.scale))), cur.scale)
                 elif isinstance(cur, Ptr) and op in ("+=", "-="):
                     self.env[name] = Ptr(cur.base, UNKNOWN, cur.scale)
+                elif isinstance(cur, Iv) and isinstance(right, Iv) and op == "/=" and self.declared_at.get(name) == self.loops \
+                        and cur.lo is not None and cur.lo >= 0 and right.lo is not None and right.lo > 0:
+                    # `prefix /= sizeof(T)` once: a count of bytes made a count of elements
+                    self.env[name] = Iv(cur.lo // right.hi if right.hi is not None else 0,
+                                        None if cur.hi is None else cur.hi // right.lo)
                 elif isinstance(cur, Iv) and isinstance(right, Iv) and op in ("+=", "-=", "*=") \
                         and self.declared_at.get(name) == self.loops:
                     # a local of this trip (or of no loop) updated in sequence (`step_offset -=
@@ -1402,6 +1448,12 @@ class Analyzer:
             return Ptr(a.base, off if op == "+" else UNKNOWN, a.scale)
         if isinstance(b, Ptr) and isinstance(a, Iv) and op == "+":
             return Ptr(b.base, _add(b.offset, _mul(a, Iv.point(b.scale))), b.scale)
+        if op == "&" and not (isinstance(a, Iv) and isinstance(b, Iv)):
+            # a mask's bits bound the result, whatever it masks (vLLM's `addr & (WIDTH - 1)` of an
+            # address cast to an integer): 0 .. the mask where that is known and not negative
+            mask = b if isinstance(b, Iv) else a if isinstance(a, Iv) else None
+            return Iv(0, mask.hi) if mask is not None and mask.lo is not None and mask.lo >= 0 \
+                and mask.hi is not None else None
         if not isinstance(a, Iv) or not isinstance(b, Iv):
             return None
         if op == "+":
@@ -1426,6 +1478,9 @@ class Analyzer:
             return Iv(0, b.hi - 1 if a.hi is None or by_size else min(a.hi, b.hi - 1))
         if op == "&" and a.lo is not None and a.lo >= 0 and b.lo is not None and b.lo >= 0:
             return Iv(0, None if a.hi is None or b.hi is None else min(a.hi, b.hi))
+        if op == "&" and (m := b if b.lo is not None and b.lo >= 0 else a).lo is not None and m.lo >= 0 \
+                and m.hi is not None:   # one side a mask: the other's sign aside, 0 .. the mask
+            return Iv(0, m.hi)
         return None
 
     def subscript(self, n: Node, evaluate_only: bool, lhs: str):
@@ -1659,7 +1714,7 @@ class Analyzer:
                 or args and all(isinstance(v, Iv) for v in vals)):
             # one given pointers, one of no arguments whose value comes from the thread (`get_lane_id()`),
             # or index arithmetic over numbers only (`get_elem_offset(row, head, stride_n, stride_h)`)
-            return self.inline(helper, vals)
+            return self.inline(helper, vals, bound=self._template_bindings(fn, helper, vals))
         # a method called on an object (`StoreT(tmp).Store(&out[i], v, n)`, CUB's block store): its name
         field = fn.child_by_field_name("field") if fn is not None and fn.type == "field_expression" else None
         method = field.text.decode().split("<")[0] if field is not None else short
