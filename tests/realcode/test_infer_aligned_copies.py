@@ -57,3 +57,30 @@ def test_a_prefix_of_unknown_length_leaves_the_helper_unbounded(project):
     assert text != ALIGNED
     s, p = infer(project, "unbounded.cu", text, "to_cache")
     assert any("could not be" in n and "`cache`" in n for n in p.notes), p.notes
+
+
+HEADS = ALIGNED.split("__global__")[0] + (
+    "__global__ void to_heads(const float* key, float* cache, const long* slots, const long block_stride,\n"
+    "    const long page_stride, const long head_stride, const long key_stride, int heads, int head_size, int block_size) {\n"
+    "  const long t = blockIdx.x;\n  const long slot = slots[t];\n  if (slot < 0) return;\n"
+    "  const long blk = slot / block_size, off = slot % block_size;\n"
+    "  const float* src = key + t * key_stride;\n"
+    "  float* dst = cache + blk * block_stride + off * page_stride;\n"
+    "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;\n"
+    "  Copy op;\n"
+    "  for (int h = warp; h < heads; h += warps)\n"
+    "    aligned_copy<4>(src + h * head_size, dst + h * head_stride, head_size, lane, 32, op);\n}\n"
+    "void run(const float* k, float* c, const long* s, int tokens, long bs_, long ps, long hs_, long ks, int heads,\n"
+    "         int head_size, int block_size) {\n"
+    "  to_heads<<<tokens, std::min(heads * head_size, 512)>>>(k, c, s, bs_, ps, hs_, ks, heads, head_size, block_size);\n}\n")
+
+
+def test_an_aligning_copy_called_once_per_head_moves_its_pointers_once_per_call(project):
+    """vLLM reshape_and_cache_flash's per-head layout: the helper is called in a loop over heads, and
+    its `in += prefix` moves a pointer of that call (its parameter), once — not a loop's unknown step.
+    The cache's strides then come out as its contiguous layout's, the heads strided by a head each."""
+    s, p = infer(project, "heads.cu", HEADS, "to_heads")
+    assert s.args["cache"].shape == ("V * block_size", "heads", "head_size")
+    assert (s.args["page_stride"].value, s.args["head_stride"].value, s.args["key_stride"].value) == \
+        ("heads * head_size", "head_size", "heads * head_size")
+    assert str(s.args["slots"].init) == "permutation(V * block_size)"

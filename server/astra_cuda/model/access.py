@@ -1325,8 +1325,10 @@ class Analyzer:
                     # declared before an earlier loop that set it, `qk_offset` reused loop after loop)
                     known = isinstance(cur, Iv) and (cur.lo is not None or cur.hi is not None)
                     self.env[name] = right.join(cur) if known and isinstance(right, Iv) else right
-                elif isinstance(cur, Ptr) and op == "+=" and isinstance(right, Iv) and not self.loops:
-                    # `vals += row * n;` once, outside any loop: the pointer moves by exactly that
+                elif isinstance(cur, Ptr) and op == "+=" and isinstance(right, Iv) \
+                        and (not self.loops or self.declared_at.get(name) == self.loops):
+                    # `vals += row * n;` once, outside any loop or to a pointer of this trip (a helper's
+                    # parameter, called in a loop: `in += prefix`): the pointer moves by exactly that
                     self.env[name] = Ptr(cur.base, _add(cur.offset, _mul(right, Iv.point(cur.scale))), cur.scale)
                 elif isinstance(cur, Ptr) and op in ("+=", "-="):
                     self.env[name] = Ptr(cur.base, UNKNOWN, cur.scale)
