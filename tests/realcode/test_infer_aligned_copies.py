@@ -84,3 +84,20 @@ def test_an_aligning_copy_called_once_per_head_moves_its_pointers_once_per_call(
     assert (s.args["page_stride"].value, s.args["head_stride"].value, s.args["key_stride"].value) == \
         ("heads * head_size", "head_size", "heads * head_size")
     assert str(s.args["slots"].init) == "permutation(V * block_size)"
+
+
+def test_a_stride_the_kernel_compares_with_a_size_takes_that_size(project):
+    """vLLM reshape_and_cache_flash: `if (head_stride == head_size)` copies a token's heads as one
+    row, else head by head. Probed free, the stride never equals the size, and the reach of the
+    branch that never reads it made the heads strided by a whole row; the kernel names its
+    contiguous value itself: head_stride = head_size, the other strides that layout's."""
+    text = HEADS.replace("  for (int h = warp;", "  if (head_stride == head_size)\n"
+                         "    aligned_copy<4>(src, dst, heads * head_size, threadIdx.x, blockDim.x, op);\n"
+                         "  else\n  for (int h = warp;")
+    assert text != HEADS
+    s, p = infer(project, "branch.cu", text, "to_heads")
+    assert s.args["head_stride"].value == "head_size"
+    assert (s.args["page_stride"].value, s.args["block_stride"].value) == \
+        ("heads * head_size", "heads * head_size * block_size")
+    assert s.args["cache"].shape == ("V * block_size", "heads", "head_size")
+    assert any("tests `head_stride == head_size`" in n for n in p.notes)

@@ -76,3 +76,24 @@ def early_return_bound(kernel: source.Kernel, name: str, sizes: set[str]) -> str
             if bound is not None:
                 return bound
     return None
+
+
+def compared_strides(kernel: source.Kernel, strides: list[str], sizes: list[str]) -> list[tuple[str, str, int]]:
+    """(stride, size, line) where the kernel's body tests a stride parameter for equality with a
+    size (vLLM reshape_and_cache_flash: `is_contiguous_heads = (head_stride == head_size)`): the
+    kernel itself names the value that makes its layout contiguous there. Probed as a free stride,
+    it never equals the size, and the accesses of both branches — one that never reads the stride
+    — are fitted as one layout (the heads strided by a whole row)."""
+    body = access.kernel_body(kernel)
+    out: list[tuple[str, str, int]] = []
+    for n in walk(body) if body is not None else ():
+        if n.type != "binary_expression" or n.child_by_field_name("operator").type != "==":
+            continue
+        left, right = _bare(n.child_by_field_name("left")), _bare(n.child_by_field_name("right"))
+        if left is None or right is None or left.type != "identifier" or right.type != "identifier":
+            continue
+        a, b = left.text.decode(), right.text.decode()
+        pair = (a, b) if a in strides and b in sizes else (b, a) if b in strides and a in sizes else None
+        if pair is not None and pair[0] not in {s for s, _, _ in out}:
+            out.append((*pair, kernel.span.start_line + n.start_point[0] + 1))
+    return out

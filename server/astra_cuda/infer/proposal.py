@@ -20,7 +20,7 @@ from .hostexprs import function_macros, raising_macros
 from .launches import SHARED_PER_THREAD, launch_of, pick_site, host_locals, launch_byte, program_inits, value_of
 from . import guards, masks, records, structs
 from .program import Program, param_names
-from .roles import DIFFERENCES, DIVISIONS, TABLE, InferredShapes, body_divisions, infer_shapes, size_pairs
+from .roles import DIFFERENCES, DIVISIONS, TABLE, InferredShapes, body_divisions, infer_shapes, is_stride, size_pairs
 from .sizes import Draft, clamped_block_requires, repair, size_bench, test_values, unclamped_block
 from .template_args import CANNOT, infer_template_args, enumerators, known_names, project_instance, split as _split
 from .types import Types, declared_types, dispatch_subjects, dispatch_values
@@ -288,6 +288,12 @@ def _infer(kernel: Kernel, model: SourceModel, types: Types, *, path: str | None
         size_names.remove(n)
         notes.append(f"`{n}` is a mode the kernel only compares with {', '.join(map(str, tested))}: took {value}, "
                      f"the path none of those comparisons selects — CHECK the mode the program uses")
+    strides = [n for n in size_names if is_stride(n)]
+    for n, size, line in guards.compared_strides(kernel, strides, [n for n in size_names if n not in strides]):
+        derived[n] = size
+        size_names.remove(n)
+        notes.append(f"`{n}` taken equal to `{size}`: the kernel tests `{n} == {size}` (line {line}), the value "
+                     f"that makes its layout contiguous there — CHECK the layout the program uses")
     if not size_names:
         size_names = ["n"]
     first = size_names[0]
