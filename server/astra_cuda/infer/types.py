@@ -41,6 +41,11 @@ class Types:
         else:
             self.items = list(model.items)
         self.macros: list[tuple[int, str, str | None]] = []  # (position, name, value or None to undefine)
+        # what `resolve` and `vector_bytes` answered: the items are fixed from here on, and the shape
+        # probes ask again at every declaration of every probe (vLLM paged_attention: 41,000 asks,
+        # each a scan of the items and a parse of a class template's text — a quarter of its draft)
+        self._resolved: dict[tuple[str, int], tuple[str | None, str]] = {}
+        self._bytes: dict[tuple[str, frozenset[tuple[str, str]]], int | None] = {}
         # a conditional is decided where it opens (before its first item): an include guard's
         # `#ifndef X` / `#define X` must not switch off the rest of its own header
         self.opens: dict[tuple, int] = {}
@@ -137,6 +142,12 @@ class Types:
     def resolve(self, name: str, depth: int = 0) -> tuple[str | None, str]:
         """(a spelling dtypes knows — a CUDA vector type too —, or None; how it was resolved /
         why not)."""
+        key = (name, depth)
+        if key not in self._resolved:
+            self._resolved[key] = self._resolve(name, depth)
+        return self._resolved[key]
+
+    def _resolve(self, name: str, depth: int) -> tuple[str | None, str]:
         if dtypes.from_cpp(name) is not None or dtypes.vector_of(name) is not None:
             return name, ""
         if depth > 8:
@@ -226,6 +237,12 @@ class Types:
         parameters `bound` to their arguments: an element or CUDA vector type (through typedefs),
         or a vector template over one — `vec_n_t<scalar_t, VEC_SIZE>`, `AlignedVector<T, 8>`:
         that many of the element, the convention of every such helper; `Packed128<T>`: 16 bytes."""
+        key = (spelled, frozenset(bound.items()))
+        if key not in self._bytes:
+            self._bytes[key] = self._vector_bytes(spelled, bound)
+        return self._bytes[key]
+
+    def _vector_bytes(self, spelled: str, bound: dict[str, str]) -> int | None:
         from ..model.spec import split_template_args
         text = " ".join(w for w in spelled.replace("*", " ").split() if w not in ("const", "volatile", "typename"))
         text = bound.get(text, text)
