@@ -250,8 +250,23 @@ class Analyzer:
             out[f"sizeof({t.text.decode()})"] = self.elem_bytes[v.base] * v.scale
         return out
 
+    def _passed_objects(self, names: list[str | None], arg_nodes: list[Node]) -> dict[str, str]:
+        """A helper's parameters given a functor local of the caller (`k_op`, also through
+        `std::forward<Op>(op)`) -> that functor's type: called in the helper (`scalar_op(out[i], in[i])`,
+        vLLM's vectorize_with_alignment), it is the same functor, whose operator() says what it reads."""
+        out: dict[str, str] = {}
+        for n, a in zip(names, arg_nodes):
+            while a is not None and a.type == "call_expression" and a.child_by_field_name("function") is not None \
+                    and a.child_by_field_name("function").text.decode().split("<")[0].split("::")[-1] in ("forward", "move") \
+                    and a.child_by_field_name("arguments") is not None and a.child_by_field_name("arguments").named_child_count == 1:
+                a = a.child_by_field_name("arguments").named_children[0]
+            if n and a is not None and a.type == "identifier" and a.text.decode() in self.objects \
+                    and a.text.decode() in self.object_types:
+                out[n] = self.object_types[a.text.decode()]
+        return out
+
     def inline(self, fn: Node, vals: list, fields: dict[str, Iv | Ptr] | None = None,
-               bound: dict[str, int] | None = None) -> Iv | Ptr | None:
+               bound: dict[str, int] | None = None, arg_nodes: list[Node] | None = None) -> Iv | Ptr | None:
         """A device function of the file called with pointers into the parameters (`apply_rotary(query,
         ...)`): its body walked with its parameters bound to the call's values, so what it reads and
         writes counts for the kernel's own parameters. `fields`: a view object's fields, in scope
@@ -268,6 +283,9 @@ class Analyzer:
         saved_moved, self.moved = self.moved, {}
         saved_declared, self.declared_at = self.declared_at, dict(self.declared_at)
         saved_constants, self.constants = self.constants, {**self.constants, **(bound or {})}
+        passed = self._passed_objects(names, arg_nodes or [])
+        saved_objects, saved_types = self.objects, self.object_types
+        self.objects, self.object_types = self.objects | set(passed), {**self.object_types, **passed}
         self.env = {**(fields or {}),
                     **{n: (v if isinstance(v, (Iv, Ptr, View)) else UNKNOWN) for n, v in zip(names, vals) if n}}
         # its parameters are locals made at the call, inside the loops the call is: an update of one
@@ -292,6 +310,7 @@ class Analyzer:
             self.depth -= 1
             self.env, self.defs, self.defaults, self.returns = saved, saved_defs, saved_defaults, saved_returns
             self.moved, self.declared_at, self.constants = saved_moved, saved_declared, saved_constants
+            self.objects, self.object_types = saved_objects, saved_types
         return returned
 
     # ---- statements ------------------------------------------------------------------------
@@ -1716,7 +1735,7 @@ class Analyzer:
                 or args and all(isinstance(v, Iv) for v in vals)):
             # one given pointers, one of no arguments whose value comes from the thread (`get_lane_id()`),
             # or index arithmetic over numbers only (`get_elem_offset(row, head, stride_n, stride_h)`)
-            return self.inline(helper, vals, bound=self._template_bindings(fn, helper, vals))
+            return self.inline(helper, vals, bound=self._template_bindings(fn, helper, vals), arg_nodes=args)
         # a method called on an object (`StoreT(tmp).Store(&out[i], v, n)`, CUB's block store): its name
         field = fn.child_by_field_name("field") if fn is not None and fn.type == "field_expression" else None
         method = field.text.decode().split("<")[0] if field is not None else short
