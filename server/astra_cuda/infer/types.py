@@ -41,9 +41,7 @@ class Types:
         else:
             self.items = list(model.items)
         self.macros: list[tuple[int, str, str | None]] = []  # (position, name, value or None to undefine)
-        # what `resolve` and `vector_bytes` answered: the items are fixed from here on, and the shape
-        # probes ask again at every declaration of every probe (vLLM paged_attention: 41,000 asks,
-        # each a scan of the items and a parse of a class template's text — a quarter of its draft)
+        # answers of `resolve`, `vector_bytes`: items are fixed, the probes ask at every declaration
         self._resolved: dict[tuple[str, int], tuple[str | None, str]] = {}
         self._bytes: dict[tuple[str, frozenset[tuple[str, str]]], int | None] = {}
         # a conditional is decided where it opens (before its first item): an include guard's
@@ -142,10 +140,8 @@ class Types:
     def resolve(self, name: str, depth: int = 0) -> tuple[str | None, str]:
         """(a spelling dtypes knows — a CUDA vector type too —, or None; how it was resolved /
         why not)."""
-        key = (name, depth)
-        if key not in self._resolved:
-            self._resolved[key] = self._resolve(name, depth)
-        return self._resolved[key]
+        k = (name, depth)
+        return self._resolved[k] if k in self._resolved else self._resolved.setdefault(k, self._resolve(name, depth))
 
     def _resolve(self, name: str, depth: int) -> tuple[str | None, str]:
         if dtypes.from_cpp(name) is not None or dtypes.vector_of(name) is not None:
@@ -237,10 +233,8 @@ class Types:
         parameters `bound` to their arguments: an element or CUDA vector type (through typedefs),
         or a vector template over one — `vec_n_t<scalar_t, VEC_SIZE>`, `AlignedVector<T, 8>`:
         that many of the element, the convention of every such helper; `Packed128<T>`: 16 bytes."""
-        key = (spelled, frozenset(bound.items()))
-        if key not in self._bytes:
-            self._bytes[key] = self._vector_bytes(spelled, bound)
-        return self._bytes[key]
+        k = (spelled, frozenset(bound.items()))
+        return self._bytes[k] if k in self._bytes else self._bytes.setdefault(k, self._vector_bytes(spelled, bound))
 
     def _vector_bytes(self, spelled: str, bound: dict[str, str]) -> int | None:
         from ..model.spec import split_template_args
