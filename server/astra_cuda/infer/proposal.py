@@ -18,7 +18,7 @@ from ..model.syntax import walk as _walk
 from tree_sitter import Node
 from .hostexprs import function_macros, raising_macros
 from .launches import SHARED_PER_THREAD, launch_of, pick_site, host_locals, launch_byte, program_inits, value_of
-from . import guards, masks, records, structs
+from . import guards, masks, records, scales, structs
 from .program import Program, param_names
 from .roles import DIFFERENCES, DIVISIONS, TABLE, InferredShapes, body_divisions, infer_shapes, is_stride, size_pairs
 from .sizes import Draft, clamped_block_requires, repair, size_bench, test_values, unclamped_block
@@ -427,6 +427,10 @@ def _infer(kernel: Kernel, model: SourceModel, types: Types, *, path: str | None
     args: list[tuple[str, str]] = []     # (parameter, its TOML value)
     buffers: dict[str, tuple[list[str], int, bool]] = {}
     scalars: dict[str, str] = {}
+    # an integer output: a one-value float input scaling the data into it is a quantizer's scale
+    integer_out = any(q.is_pointer and not q.is_const and resolved[q.name][0] and (
+        d := dtypes.from_cpp(resolved[q.name][0])) is not None and not d.is_float and d.name != "bool"
+        for q in kernel.params)
     for p in kernel.params:
         spelled, why = resolved[p.name]
         dt = dtypes.from_cpp(spelled) if spelled else None
@@ -497,7 +501,14 @@ def _infer(kernel: Kernel, model: SourceModel, types: Types, *, path: str | None
                 init = f', init = "uniform({drawn[p.name][0]}, {drawn[p.name][1]})"'
                 notes.append(f"`{p.name}` drawn from uniform({drawn[p.name][0]}, {drawn[p.name][1]}), as the program "
                              f"fills the array it copies there")
-            if not role and not init and decide.get("bounds") == "large" and dt.is_float and shape == ["1"]:
+            scale = scales.quantization_scale(kernel, p.name, integer_out) \
+                if not role and not init and dt.is_float and shape == ["1"] else None
+            if scale is not None:   # what the code shows, not a trial run's constant output
+                init = f', init = "{scale}"'
+                notes.append(f"`{p.name}` (one value the kernel {scales.scale_role(kernel, p.name)} the data by before "
+                             f"storing it as integers: a quantization scale) drawn from {scale}, so the data "
+                             f"reaches whole numbers at every case — CHECK the values the program passes")
+            elif not role and not init and decide.get("bounds") == "large" and dt.is_float and shape == ["1"]:
                 # one value the kernel reads beside the data (`min(absmax, *scale_ub)`) drawn like the data
                 # clamped every output to it: drawn far above the data instead
                 init = ', init = "uniform(1000, 10000)"'
