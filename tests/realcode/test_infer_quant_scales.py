@@ -48,3 +48,16 @@ def test_a_one_value_factor_of_a_float_output_is_drawn_like_the_data(project):
                  "  axpy<<<(n + 127) / 128, 128>>>(o, x, a, n);\n}\n",
                  "axpy")
     assert "init" not in p.comment.split("alpha", 1)[1].split("\n")[0], p.comment
+
+
+def test_a_factor_of_a_kernel_that_also_stores_floats_is_no_quantization_scale(project):
+    """Integer indices stored beside float weights (a top-k): the factor scales the weights, which
+    nothing rounds away, so it keeps the data's draw."""
+    s, p = infer(project, "tk.cu",
+                 "__global__ void pick(float* w, int* idx, const float* x, const float* factor, int n) {\n"
+                 "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                 "  if (i < n) { w[i] = x[i] * factor[0]; idx[i] = x[i] > 0.f ? i : 0; }\n}\n"
+                 "void run(float* w, int* k, const float* x, const float* f, int n) {\n"
+                 "  pick<<<(n + 127) / 128, 128>>>(w, k, x, f, n);\n}\n",
+                 "pick")
+    assert "init" not in p.comment.split("factor ", 1)[1].split("\n")[0], p.comment

@@ -427,10 +427,11 @@ def _infer(kernel: Kernel, model: SourceModel, types: Types, *, path: str | None
     args: list[tuple[str, str]] = []     # (parameter, its TOML value)
     buffers: dict[str, tuple[list[str], int, bool]] = {}
     scalars: dict[str, str] = {}
-    # an integer output: a one-value float input scaling the data into it is a quantizer's scale
-    integer_out = any(q.is_pointer and not q.is_const and resolved[q.name][0] and (
-        d := dtypes.from_cpp(resolved[q.name][0])) is not None and not d.is_float and d.name != "bool"
-        for q in kernel.params)
+    # every output an integer one (a quantizer's stores): a one-value float input scaling the data
+    # into them is its scale (a kernel that also stores floats, `topk` weights beside their indices, is none)
+    out_types = [dtypes.from_cpp(resolved[q.name][0]) if resolved[q.name][0] else None
+                 for q in kernel.params if q.is_pointer and not q.is_const and q.name not in optional]
+    integer_out = bool(out_types) and all(d is not None and not d.is_float and d.name != "bool" for d in out_types)
     for p in kernel.params:
         spelled, why = resolved[p.name]
         dt = dtypes.from_cpp(spelled) if spelled else None
