@@ -1,5 +1,6 @@
-"""One-value float inputs that scale the data a kernel quantizes (every output it stores an integer one) (FasterTransformer's int8
-quantizer: `const float scale = __ldg(scale_ptr); tmp.x = float_to_int8_rn(x.x * scale);`).
+"""One-value float inputs that scale the data a kernel quantizes — every output it stores an
+integer one (FasterTransformer's int8 quantizer: `const float scale = __ldg(scale_ptr);
+tmp.x = float_to_int8_rn(x.x * scale);`).
 
 Drawn like the data (normal), such a scale is near zero in some draws and rounds every output of
 an integer type to 0: a constant output that says nothing about the kernel, and only sometimes.
