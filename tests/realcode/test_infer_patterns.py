@@ -666,9 +666,10 @@ def test_a_launchers_value_named_like_the_kernels_template_parameter_is_its_argu
     assert s.args["a"].shape == ("size_m", "size_n") == s.args["c"].shape and not s.require
 
 
-def test_addresses_computed_through_a_function_template_argument_are_named_as_unread(project):
+def test_addresses_computed_through_a_function_template_argument_are_followed_into_it(project):
     # sgl-kernel transfer_kernel_impl: `SrcOffsetFn(src_k, tbl, layer, ...)`, the function a template
-    # argument; the note says why the shapes were not read rather than leaving a bare guess
+    # argument `instantiate` binds (`at_row<const char>`): the accesses follow the call into it as
+    # into any helper, so the rows it picks through `rows[i]` measure `src` (its shape was a guess)
     project("fn.cu", "template <typename T> __device__ T* at_row(T* base, long row, long bytes) "
                      "{ return base + row * bytes; }\n"
                      "template <auto Fn>\n"
@@ -679,7 +680,9 @@ def test_addresses_computed_through_a_function_template_argument_are_named_as_un
                      "  copy_rows<at_row<const char>><<<n, 128>>>(src, dst, rows, n, bytes);\n}\n")
     s, p = infer(project, "fn.cu", "copy_rows")
     assert s.args["dst"].shape == ("n", "bytes") and s.args["dst"].output
-    assert any("`Fn` (here `at_row<const char>`)" in n and "template argument" in n for n in p.notes), p.notes
+    assert s.args["src"].shape[-1] == "bytes" and len(s.args["src"].shape) == 2, s.args["src"].shape
+    assert s.args["src"].shape[0] in str(s.args["rows"].init), s.args["rows"].init
+    assert not any("could not be read" in n or "does not follow" in n for n in p.notes), p.notes
 
 
 def test_a_block_size_the_launcher_rounds_from_itself_is_read(project):

@@ -337,6 +337,7 @@ def _infer(kernel: Kernel, model: SourceModel, types: Types, *, path: str | None
                          if k not in known_values and v.strip().split("::")[-1] in known_values})
     helpers = access.helpers_of([it.text for it in types.items if it.kind in ("device_function", "type")],
                                 [it.text for it in types.items if it.kind == "macro"])
+    helpers.update(_bound_functions(kernel, targs, helpers))
     optional = _null_tested(kernel, helpers) if decide.get("optional") == "null" else set()
     known_values.update({p: 0 for p in optional})   # passed null: the branches that test it are decided
     found = infer_shapes(kernel, [n for n in size_names if n != TABLE], grid,
@@ -585,7 +586,7 @@ def _infer(kernel: Kernel, model: SourceModel, types: Types, *, path: str | None
     if guessed_shapes:
         notes.append(f"shape of {', '.join(f'`{n}`' for n in guessed_shapes)} could not be read from the kernel's "
                      f"indexing: set to {_toml_list(fallback_shape)} — CHECK each against the real extent")
-        called = _called_template_params(kernel)
+        called = [n for n in _called_template_params(kernel) if n not in helpers]   # (a bound one is followed)
         if called:   # sgl-kernel transfer_kernel_impl: `SrcOffsetFn(src_k, tbl, layer, ...)` gives the address
             notes.append("the kernel computes addresses through "
                          + ", ".join(f"`{n}` (here `{targs.get(n, '?')}`)" for n in called)
@@ -988,6 +989,21 @@ def _called_template_params(kernel: Kernel) -> list[str]:
         fn = n.child_by_field_name("function") if n.type == "call_expression" else None
         if fn is not None and fn.type == "identifier" and fn.text.decode() in names and fn.text.decode() not in out:
             out.append(fn.text.decode())
+    return out
+
+
+def _bound_functions(kernel: Kernel, targs: dict[str, str], helpers: dict[str, Node]) -> dict[str, Node]:
+    """Each template parameter the kernel calls as a function (`SrcOffsetFn(base, tbl, layer, ...)`,
+    sgl-kernel transfer_kernel_impl) under the name of the device function `instantiate` binds it
+    to (`get_global_offset_lf<const char>`), so the accesses follow the call into that function
+    as into any helper: what the kernel reaches through its result is then measured."""
+    out: dict[str, Node] = {}
+    for name in _called_template_params(kernel):
+        bound = targs.get(name, "").strip().lstrip("&").strip()
+        short = bound.split("<")[0].split("::")[-1].strip()
+        for key, fn in helpers.items():   # the function and its overloads by their count of arguments
+            if key == short or key.startswith(short + "#"):
+                out[name + key[len(short):]] = fn
     return out
 
 
