@@ -1,7 +1,8 @@
 """Sizes a kernel masks with (`i & (n - 1)`, the modulo by a power of two) or divides by with a
 shift (`i >> (31 - __clz(n))`, bitsandbytes' blocks): `n` must be a power of two, or the lanes the
 mask groups overlap (cuda-samples scan: `threadIdx.x & (size / 4 - 1)` two helpers deep, and its
-launcher's power-of-two check is a call no spec expression reads). Followed through the device
+launcher's power-of-two check is a call no spec expression reads), and sizes used only as a factor of
+an offset (`factors_only`: strides by their use). Followed through the device
 helpers the kernel calls, their parameters bound to the caller's arguments."""
 from __future__ import annotations
 
@@ -136,3 +137,64 @@ def shifted_by(kernel: source.Kernel, helpers: dict[str, Node], size_names: list
         if name in size_names and name not in out:
             out.append(name)
     return out
+
+
+_CHAIN = ("+", "-", "*")
+
+
+def factors_only(kernel: source.Kernel, helpers: dict[str, Node], size_names: list[str]) -> list[str]:
+    """The sizes the kernel (or a helper it hands them to, its parameter bound) uses only as a
+    factor of an offset — `layer * layer_dim` added to a pointer, never a bound, a divisor or a
+    comparison's side: a stride by its use whatever its name (sgl-kernel transfer_kernel_impl's
+    `src_layout_dim`, a layer's bytes in a layer-first cache, read two calls deep). A size handed
+    to a function not read counts as used otherwise."""
+    body = access.kernel_body(kernel)
+    if body is None:
+        return []
+    factor: set[str] = set()
+    other: set[str] = set()
+
+    def use(n: Node, size: str) -> None:
+        up = n.parent
+        while up is not None and up.type == "parenthesized_expression":
+            n, up = up, up.parent
+        if up is not None and up.type == "binary_expression" and up.child_by_field_name("operator").type == "*":
+            top = up   # the arithmetic the product sits in: an offset, not a bound or a divisor
+            while top.parent is not None and (top.parent.type == "parenthesized_expression" or
+                                              top.parent.type == "binary_expression" and
+                                              top.parent.child_by_field_name("operator").type in _CHAIN):
+                top = top.parent
+            if top.parent is None or top.parent.type in ("binary_expression", "condition_clause", "for_statement",
+                                                         "conditional_expression"):
+                other.add(size)   # compared, divided, a loop's bound
+            else:
+                factor.add(size)
+        elif up is None or up.type != "argument_list":
+            other.add(size)
+
+    def walk(node: Node, env: dict[str, str], depth: int) -> None:
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if n.type == "identifier" and n.text.decode() in env:
+                use(n, env[n.text.decode()])
+            elif n.type == "call_expression":
+                fn, args = n.child_by_field_name("function"), n.child_by_field_name("arguments")
+                name = fn.text.decode().split("<")[0].split("::")[-1].strip() if fn is not None else ""
+                given = [a for a in args.named_children if a.type != "comment"] if args is not None else []
+                target = helpers.get(f"{name}#{len(given)}") or helpers.get(name)
+                passed = {i: env[_bare(a).text.decode()] for i, a in enumerate(given)
+                          if _bare(a) is not None and _bare(a).type == "identifier" and _bare(a).text.decode() in env}
+                if passed and (target is None or target.type != "function_definition" or depth >= MAX_DEPTH):
+                    other.update(passed.values())   # handed to a function not read: used otherwise
+                elif passed:
+                    names = param_names(target)
+                    inner = target.child_by_field_name("body")
+                    bound = {names[i]: s for i, s in passed.items() if i < len(names) and names[i]}
+                    if inner is not None:
+                        walk(inner, bound, depth + 1)
+                    other.update(s for i, s in passed.items() if i >= len(names) or not names[i])
+            stack.extend(reversed(n.named_children))
+
+    walk(body, {n: n for n in size_names}, 0)
+    return [n for n in size_names if n in factor and n not in other]

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from ..model import access, exprs
 from ..model.source import Kernel
 from ..model.syntax import walk
+from . import masks
 
 # ---- shapes from the kernel's accesses ----------------------------------------------------------
 
@@ -376,7 +377,10 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
                             and v > 1 for w in (1, 2, 4, 8, 16))
     # a stride the launch's grid or block is sized by is more than a stride (a guessed grid): kept free
     launch_names = {n for x in grid + block for n in exprs.names(x)}
-    strides = [n for n in size_names if is_stride(n) and n not in (derived or {}) and n not in launch_names]
+    # (or by its use: a size only ever a factor of an offset, `layer * layer_dim`, whatever its name)
+    by_use = set(masks.factors_only(kernel, helpers or {}, size_names))
+    strides = [n for n in size_names if (is_stride(n) or n in by_use) and n not in (derived or {})
+               and n not in launch_names]
 
     def solve(equal: dict[str, str]) -> tuple[dict[str, str], list] | None:
         fixed = {**equal, **{s: "0" for s in strides}}
