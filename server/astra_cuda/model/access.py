@@ -183,6 +183,9 @@ class Analyzer:
         # bounds it wherever it is read (a count set in an `if`/`else`, `valid = min(TILE, n - i)`)
         self.assigned: dict[str, list[Node]] = {}
         self.object_types: dict[str, str] = {}  # a functor local's type as written (its class's operator() read)
+        # a local object (or array of them) of a class of the project, plain data with methods that take
+        # the kernel's pointers (`Vec<float, 4> v[2]; v[it].store_to(out, i)`): its class
+        self.class_objects: dict[str, Node] = {}
         self.defaults: set[str] = set()        # a helper's parameters the call left at their default value
         self.obj_bytes: dict[str, int] = {}    # a local vector object (`vec_t<float, 4> v`) -> its bytes
         self.returns: list | None = None       # the values a followed function returns (None: in the kernel)
@@ -643,6 +646,11 @@ class Analyzer:
             value = d.child_by_field_name("value") if d.type == "init_declarator" else None
             target = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
             self.declared_at[name] = self.loops
+            cls = self._class_of(type_text)
+            if cls is not None:
+                self.class_objects[name] = cls
+            else:
+                self.class_objects.pop(name, None)   # a name declared again, of another type
             if target is not None and target.type == "array_declarator":
                 self.env[name] = "array"
                 if _BYTE_TYPE.fullmatch(type_text.strip()):
@@ -749,6 +757,24 @@ class Analyzer:
         else:
             return None
         return View(cls, tuple(fields.items())) if any(isinstance(v, Ptr) for v in fields.values()) else None
+
+    def _class_of(self, type_text: str) -> Node | None:
+        """The project's class a local's type names, directly or through the body's own aliases
+        (`using Wvec = Vec<float, 4>;`), or None."""
+        text = type_text
+        for _ in range(4):
+            text = " ".join(w for w in text.split() if w not in ("const", "typename", "volatile"))
+            if text not in self.aliases:
+                break
+            text = self.aliases[text]
+        cls = self.helpers.get(text.split("<")[0].split("::")[-1].strip()) if text else None
+        return cls if cls is not None and cls.type in ("class_specifier", "struct_specifier") else None
+
+    def _object_class(self, obj: Node | None) -> Node | None:
+        """The class of a local object a method is called on: `v` or an element of an array `v[it]`."""
+        while obj is not None and obj.type == "subscript_expression":
+            obj = obj.child_by_field_name("argument")
+        return self.class_objects.get(obj.text.decode()) if obj is not None and obj.type == "identifier" else None
 
     def _name_value(self, name: str) -> Iv | Ptr | None:
         if name not in self.env and name in self.constants:
@@ -1679,6 +1705,15 @@ class Analyzer:
                     store = "store" in method
                     self.access(p, Iv.point(0), write=store, read=not store, width=width)
                 return None
+            cls = self._object_class(obj)
+            if cls is not None and _has_method(View(cls, ()), method, len(args)):
+                # a method of a plain local object handed the kernel's pointers (flash-attention's layer
+                # norm `gamma[it].load_from(params.gamma, idx)`, a cast and an index inside): followed,
+                # the object's own fields unknown there; one handed none touches no parameter
+                vals = [self.expr(a, evaluate_only=evaluate_only) for a in args]
+                if evaluate_only or not any(isinstance(v, Ptr) for v in vals):
+                    return None
+                return self._method(View(cls, ()), method, vals)
         if short in ("reinterpret_cast", "static_cast", "const_cast") and len(args) == 1:
             v = self.expr(args[0], evaluate_only=evaluate_only)
             targs = fn.child_by_field_name("arguments") if fn is not None else None

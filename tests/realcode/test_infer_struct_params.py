@@ -1,0 +1,50 @@
+"""Issue 25: kernels whose parameters are structs passed by value — minimal cases written here of
+what public kernels show. flash-attention's layer norm (`ln_fwd_kernel(FwdParams params)`) reads
+and writes its `void*` fields through the methods of plain local vector objects (`Wvec gamma[LDGS];
+gamma[it].load_from(params.gamma, idx)`, a `static_cast<const Vec_type*>(base)[idx]` inside):
+those methods were not followed, so each field was one byte, and the kernel's stores past it
+changed the next buffer (`params.dmask`, "the read-only input was modified")."""
+from astra_cuda import api
+from astra_cuda.model import source, spec
+
+VEC = ("#include <cstddef>\n"
+       "template <typename T, int N> struct Vec {\n  union { float4 vec; T elt[N]; } data;\n"
+       "  __device__ void load_from(const void* base, const size_t idx) {\n"
+       "    data.vec = static_cast<const float4*>(base)[idx];\n  }\n"
+       "  __device__ void store_to(void* base, const size_t idx) { static_cast<float4*>(base)[idx] = data.vec; }\n"
+       "};\n")
+
+
+def infer(project, name, text, kernel):
+    project(name, text)
+    path = project.root / name
+    p = api.infer_spec(api.snapshot(path.read_text(), str(path)), kernel, run=False)
+    k = source.parse(text).kernel(kernel)
+    m = source.parse(text[:k.span.start_byte] + p.comment + text[k.span.start_byte:])
+    return spec.load(m.kernel(kernel), m), p
+
+
+def test_void_fields_read_and_written_through_a_local_vector_objects_methods(project):
+    """`v[it].load_from(p.x, i)` / `v[it].store_to(p.z, i)` over float4s: each field is four
+    floats a column (16 bytes), `z` is written and `x` only read."""
+    s, p = infer(project, "ln.cu", VEC +
+                 "struct P { void* x; void* z; int rows; int cols; };\n"
+                 "__global__ void copy_rows(P p) {\n  using Wvec = Vec<float, 4>;\n  Wvec v[2];\n"
+                 "  int row = blockIdx.x;\n"
+                 "  for (int c = threadIdx.x; c < p.cols / 4; c += blockDim.x) {\n"
+                 "    v[c & 1].load_from(p.x, row * p.cols / 4 + c);\n"
+                 "    v[c & 1].store_to(p.z, row * p.cols / 4 + c);\n  }\n}\n"
+                 "void run(P p) { copy_rows<<<p.rows, 128>>>(p); }\n", "copy_rows")
+    x, z = s.args["p.x"], s.args["p.z"]
+    assert x.shape == z.shape == ("rows", "4 * cols")
+    assert z.output and not x.output and not x.inout
+
+
+def test_a_plain_objects_method_handed_no_pointer_touches_no_parameter(project):
+    """A method called with numbers only (`v.zero_()`) is not a call Astra cannot see into with
+    the kernel's pointers: the buffers keep the shapes their own accesses give."""
+    s, p = infer(project, "z.cu", VEC.replace("};\n", "  __device__ void fill(float f) { data.vec = make_float4(f, f, f, f); }\n};\n") +
+                 "__global__ void fill_rows(void* out, int n) {\n  Vec<float, 4> v;\n  v.fill(1.f);\n"
+                 "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) v.store_to(out, i);\n}\n"
+                 "void run(void* o, int n) { fill_rows<<<(n + 127) / 128, 128>>>(o, n); }\n", "fill_rows")
+    assert s.args["out"].shape == ("16 * n",) and s.args["out"].output
