@@ -48,3 +48,38 @@ def test_a_plain_objects_method_handed_no_pointer_touches_no_parameter(project):
                  "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) v.store_to(out, i);\n}\n"
                  "void run(void* o, int n) { fill_rows<<<(n + 127) / 128, 128>>>(o, n); }\n", "fill_rows")
     assert s.args["out"].shape == ("16 * n",) and s.args["out"].output
+
+
+# FlashInfer's `paged_kv_t<DType, IdType>` (page.cuh, AppendPagedKVCacheKernel): a class template
+# passed by value, plain fields plus a method that computes an address from them and an index table
+KV = ("#include <cstdint>\n"
+      "template <typename D, typename I> struct kv_t {\n  uint32_t num_heads;\n  uint32_t head_dim;\n"
+      "  D* k_data;\n  I* indices;\n"
+      "  __device__ D* get_k_ptr(I page, uint32_t h, uint32_t i) const {\n"
+      "    return k_data + (size_t(indices[page]) * num_heads + h) * head_dim + i;\n  }\n};\n")
+APPEND = ("template <typename DType, typename IdType>\n"
+          "__global__ void append(kv_t<DType, IdType> kv, const DType* key, uint32_t nnz) {\n"
+          "  for (uint32_t i = blockIdx.x; i < nnz; i += gridDim.x)\n"
+          "    STORE = key[(i * kv.num_heads + threadIdx.y) * kv.head_dim + threadIdx.x];\n}\n"
+          "void run(kv_t<float, int> kv, const float* key, uint32_t nnz) {\n"
+          "  append<float, int><<<nnz, dim3(kv.head_dim, kv.num_heads)>>>(kv, key, nnz);\n}\n")
+
+
+def test_a_class_template_instance_is_read_from_the_templates_definition(project):
+    """`kv_t<DType, IdType>` is the template `kv_t<D, I>` with D = DType, I = IdType: its fields
+    are split off (no longer 'no definition of `kv_t<DType, IdType>` read')."""
+    s, p = infer(project, "kv.cu", KV + APPEND.replace(
+        "STORE", "kv.k_data[(i * kv.num_heads + threadIdx.y) * kv.head_dim + threadIdx.x]"), "append")
+    assert not p.problems, p.problems
+    assert s.args["kv.k_data"].output and s.args["kv.k_data"].dtype.name == "float"
+    assert s.args["kv.num_heads"].value == "num_heads" and s.args["kv.head_dim"].value == "head_dim"
+
+
+def test_a_method_of_the_struct_the_kernel_calls_is_followed_over_its_fields(project):
+    """`*kv.get_k_ptr(i, ty, tx) = …` writes `k_data` at pages `indices` names: `k_data` is an
+    output with a row per page and `indices` the pages (a scatter: a permutation), not one element each."""
+    s, p = infer(project, "kvm.cu", KV + APPEND.replace("STORE", "*kv.get_k_ptr(i, threadIdx.y, threadIdx.x)"),
+                 "append")
+    assert not p.problems, p.problems
+    assert s.args["kv.k_data"].output and s.args["kv.k_data"].shape == ("nnz", "num_heads", "head_dim")
+    assert s.args["kv.indices"].shape == ("nnz",)

@@ -55,11 +55,25 @@ def not_flattened(type_name: str, items) -> str:
 
 
 def _members(type_name: str, items, depth: int = 0) -> tuple[list[tuple[str, str]] | None, str]:
-    defs = [it.text for it in items if it.kind == "type" and type_name in it.defines] or _typedef_after(type_name, items)
+    # an instance of a class template (`paged_kv_t<DType, IdType>`, FlashInfer's) is read from the
+    # template's definition, its parameters written as the instance's arguments
+    name, arguments = _instance(type_name)
+    defs = [it.text for it in items if it.kind == "type" and name in it.defines] or _typedef_after(name, items)
     if len(defs) != 1:
         return None, (f"no definition of `{type_name}` read in the file or its project headers" if not defs else
                       f"`{type_name}` is defined {len(defs)} times")
     tree = source.parser().parse(defs[0].encode())
+    template = next((n for n in tree.root_node.named_children if n.type == "template_declaration"), None)
+    if (template is None) != (arguments is None):
+        return None, (f"`{type_name}` names no template's instance" if template is None else
+                      f"`{name}` is a class template and `{type_name}` gives no arguments")
+    aliases: dict[str, str] = {}
+    if template is not None and arguments is not None:
+        params = _template_params(template)
+        if params is None or len(params) != len(arguments):
+            return None, f"`{type_name}` gives {len(arguments)} template arguments to `{name}`, which Astra reads " \
+                         f"with {'other' if params is None else len(params)} parameters"
+        aliases = dict(zip(params, arguments))
     body = next((n for n in walk(tree.root_node) if n.type == "field_declaration_list"), None)
     if body is None or body.has_error:   # (the item's text may end without its `;`)
         return None, f"`{type_name}` is not a struct whose members Astra reads"
@@ -79,7 +93,6 @@ def _members(type_name: str, items, depth: int = 0) -> tuple[list[tuple[str, str
         out += inherited
     # A member type (`using index_t = uint64_t;`) is the struct's own name for a type: a field
     # declared with it is written with what it names, so the flattened parameter means the same.
-    aliases: dict[str, str] = {}
     for decl in body.named_children:
         if decl.type in ("comment", "access_specifier", "friend_declaration", "function_definition",
                          "template_declaration", "declaration", "static_assert_declaration", "using_declaration"):
@@ -115,6 +128,41 @@ def _members(type_name: str, items, depth: int = 0) -> tuple[list[tuple[str, str
                 return None, f"its member `{what}` is an array or a function pointer"   # not flattened
             out.append((" ".join(x for x in (quals, head) if x) + (" " + stars if stars else ""), node.text.decode()))
     return (out, "") if out else (None, f"`{type_name}` has no fields")
+
+
+def _instance(type_name: str) -> tuple[str, list[str] | None]:
+    """`paged_kv_t<DType, IdType>` as ("paged_kv_t", ["DType", "IdType"]); a plain name's arguments None."""
+    head, sep, rest = type_name.partition("<")
+    if not sep or not rest.rstrip().endswith(">"):
+        return type_name.strip(), None
+    args, depth, cur = [], 0, ""
+    for ch in rest.rstrip()[:-1]:
+        depth += (ch in "<([") - (ch in ">)]")
+        if ch == "," and depth == 0:
+            args.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    return head.strip(), args + [cur.strip()] if cur.strip() else args
+
+
+def _template_params(template) -> list[str] | None:
+    """The names of a template's parameters, in order; None where one is a pack or unnamed."""
+    plist = template.child_by_field_name("parameters")
+    names = []
+    for p in plist.named_children if plist is not None else []:
+        if p.type == "comment":
+            continue
+        if p.type in ("variadic_type_parameter_declaration", "variadic_parameter_declaration"):
+            return None
+        ident = next((c for c in walk(p) if c.type in ("type_identifier", "identifier")
+                      and c.parent is not None and c.parent.type != "template_type"), None) \
+            if p.type in ("type_parameter_declaration", "optional_type_parameter_declaration") else \
+            p.child_by_field_name("declarator")
+        if ident is None:
+            return None
+        names.append(ident.text.decode())
+    return names
 
 
 def _typedef_after(type_name: str, items) -> list[str]:
@@ -171,7 +219,17 @@ def flatten(kernel: Kernel, model: SourceModel, items, known) -> Flat | None:
         if p.name in structs:
             edits.append((p.span.start_byte, p.span.end_byte,
                           ", ".join(f"{t} {p.name}{SEP}{f}" for t, f in structs[p.name])))
-    edits += _member_edits(kernel_fn.child_by_field_name("body"), {p: [f for _, f in fs] for p, fs in structs.items()})
+    body = kernel_fn.child_by_field_name("body")
+    edits += _member_edits(body, {p: [f for _, f in fs] for p, fs in structs.items()})
+    for p in kernel.params:
+        if p.name in structs and body is not None and _methods_called(body, p.name, {f for _, f in structs[p.name]}) \
+                and not _has_base(p.base_type.replace("const", "").strip(), items):   # (a brace list sets own fields)
+            # the kernel calls the struct's methods (`paged_kv.get_k_ptr(page, head, entry, i)`): a local object
+            # of its type, built from the split fields in their order, stands for it on the body's first line,
+            # so the accesses inside those methods count for the fields (`access` follows a view's methods)
+            edits.append((body.start_byte + 1, body.start_byte + 1,
+                          f" {p.type.replace('const ', '')} {p.name}{{"
+                          + ", ".join(f"{p.name}{SEP}{f}" for _, f in structs[p.name]) + "};"))
     index = {p.name: i for i, p in enumerate(kernel.params)}
     for site in launches_in(model, kernel.name):
         call = launch_call(tree.root_node, site)
@@ -315,6 +373,26 @@ def block_dim(index: str, body) -> int | None:
             value = n.child_by_field_name("value")
             return dims.get(value.text.decode().strip() if value is not None else "")
     return None
+
+
+def _has_base(type_name: str, items) -> bool:
+    """Whether the struct's definition names a base class (whose fields a brace list would not set first)."""
+    name = _instance(type_name)[0]
+    defs = [it.text for it in items if it.kind == "type" and name in it.defines]
+    return any(n.type == "base_class_clause" for d in defs for n in walk(source.parser().parse(d.encode()).root_node))
+
+
+def _methods_called(body, name: str, fields: set[str]) -> bool:
+    """Whether the body calls a method of `name` (`name.m(…)`, m no field)."""
+    for n in walk(body):
+        if n.type == "call_expression":
+            fn = n.child_by_field_name("function")
+            arg = fn.child_by_field_name("argument") if fn is not None and fn.type == "field_expression" else None
+            field = fn.child_by_field_name("field") if arg is not None else None
+            if arg is not None and field is not None and arg.type == "identifier" and arg.text.decode() == name \
+                    and field.text.decode() not in fields:
+                return True
+    return False
 
 
 def _only_fields(body, name: str) -> bool:
