@@ -492,11 +492,11 @@ def test_a_buffer_handed_to_a_view_object_is_not_taken_for_untouched():
     """`RowView out_(out, rows, cols)` is read as a declaration whose `out` is a type: `out` is
     still named outside the dead branch, so it may be touched (vLLM's gptq MatrixView) — only
     `rand`, named nowhere but under `if (first)` with first false, is one element."""
-    from astra_cuda.infer.roles import _only_in_dead_branches
+    from astra_cuda.infer.roles import only_in_dead_branches
     k = source.parse("template <bool first> __global__ void fill(float* out, const float* rand, int rows, int cols) {\n"
                      "  RowView out_(out, rows, cols);\n  if (first) out_.set(0, 0, rand[0]);\n}\n").kernel("fill")
-    assert _only_in_dead_branches(k, ["out", "rand"], {"first": 0}) == {"rand"}
-    assert _only_in_dead_branches(k, ["out", "rand"], {"first": 1}) == set()
+    assert only_in_dead_branches(k, ["out", "rand"], {"first": 0}) == {"rand"}
+    assert only_in_dead_branches(k, ["out", "rand"], {"first": 1}) == set()
 
 
 def test_a_member_type_of_a_class_template_is_read_from_its_specialization(project):

@@ -83,3 +83,22 @@ def test_a_method_of_the_struct_the_kernel_calls_is_followed_over_its_fields(pro
     assert not p.problems, p.problems
     assert s.args["kv.k_data"].output and s.args["kv.k_data"].shape == ("nnz", "num_heads", "head_dim")
     assert s.args["kv.indices"].shape == ("nnz",)
+
+
+def test_a_class_field_the_instance_uses_is_refused_not_left_zero(project):
+    """FlashInfer's `uint_fastdiv page_size` (magic numbers the host's constructor computes) read by
+    every instance: no spec, the field named — zero would divide by zero. One only a template argument
+    switching it off reaches (flash-attention's `philox_args` under `if (Is_dropout)`) is left zero."""
+    div = ("struct fastdiv {\n  uint32_t d, m, s;\n  __device__ uint32_t div(uint32_t n) const {\n"
+           "    return uint32_t((uint64_t(n) * m) >> 32) >> s;\n  }\n};\n")
+    kv = KV.replace("  uint32_t num_heads;\n", "  fastdiv page_size;\n  uint32_t num_heads;\n")
+    store = "kv.k_data[(i * kv.num_heads + threadIdx.y) * kv.head_dim + threadIdx.x]"
+    s, p = infer(project, "fd.cu", div + kv + APPEND.replace(
+        "STORE", store + " = kv.page_size.div(i) + 0 * key[0]; if (0) " + store), "append")
+    assert any("`kv.page_size` is a `fastdiv`" in n for n in p.problems), p.problems
+    text = div + kv + APPEND.replace("template <typename DType, typename IdType>",
+                                     "template <typename DType, typename IdType, bool Paged = false>")
+    s, p = infer(project, "fd2.cu", text.replace(
+        "STORE", "if (Paged) kv.k_data[kv.page_size.div(i)] = 0;\n    " + store), "append")
+    assert not p.problems, p.problems
+    assert s.args["kv.k_data"].output

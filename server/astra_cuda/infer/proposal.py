@@ -20,7 +20,8 @@ from .hostexprs import function_macros, raising_macros
 from .launches import SHARED_PER_THREAD, launch_of, pick_site, host_locals, launch_byte, program_inits, value_of
 from . import guards, masks, records, scales, structs
 from .program import Program, param_names
-from .roles import DIFFERENCES, DIVISIONS, TABLE, InferredShapes, body_divisions, infer_shapes, is_stride, size_pairs
+from .roles import DIFFERENCES, DIVISIONS, TABLE, InferredShapes, body_divisions, infer_shapes, is_stride, \
+    only_in_dead_branches, size_pairs
 from .sizes import Draft, clamped_block_requires, repair, size_bench, test_values, unclamped_block
 from .template_args import CANNOT, infer_template_args, enumerators, known_names, project_instance, split as _split
 from .types import Types, declared_types, dispatch_subjects, dispatch_values
@@ -81,7 +82,8 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
         p = _infer(kernel, model, types, path=path, context=context, decide=decide)
         return dataclasses.replace(p, problems=p.problems + _records(kernel, types))
     p = _infer(k, m, ktypes, path=path, context=context, decide=decide,
-               tables={f"{t}{structs.SEP}{structs.ROW}": dim for t, dim in flat.tables.items()} if flat else None)
+               tables={f"{t}{structs.SEP}{structs.ROW}": dim for t, dim in flat.tables.items()} if flat else None,
+               opaque=flat.opaque if flat else None)
     comment, notes = p.comment, p.notes
     if rec is not None:
         comment, notes = records.unflatten(comment, notes, rec)
@@ -159,9 +161,10 @@ def _warp_width_names(kernel: Kernel, site_model: SourceModel | None, constants:
 
 def _infer(kernel: Kernel, model: SourceModel, types: Types, *, path: str | None = None,
            context: ProjectContext | None = None, decide: dict[str, str] | None = None,
-           tables: dict[str, int] | None = None) -> Proposal:
+           tables: dict[str, int] | None = None, opaque: dict[str, str] | None = None) -> Proposal:
     """`tables`: parameters that are one entry of a table of pointers (`structs`) -> the grid
-    dimension counting the entries, which becomes their buffer's first dimension."""
+    dimension counting the entries, which becomes their buffer's first dimension. `opaque`: a struct's
+    fields of a class of their own (`structs.Flat.opaque`), which the spec leaves zero."""
     decide = decide or {}
     tables = tables or {}
     notes: list[str] = []
@@ -335,6 +338,12 @@ def _infer(kernel: Kernel, model: SourceModel, types: Types, *, path: str | None
     # is its number: `if (DATA_TYPE > 0)` and `switch (DATA_TYPE)` then take the instance's branch
     known_values.update({k: known_values[v.strip().split("::")[-1]] for k, v in targs.items()
                          if k not in known_values and v.strip().split("::")[-1] in known_values})
+    for f in sorted(set(opaque or {}) - only_in_dead_branches(kernel, list(opaque or {}), known_values)):
+        # zero is no value of FlashInfer's `uint_fastdiv page_size` (a divisor with the magic numbers its
+        # host constructor computes) where the instance uses it: the draft would divide by zero
+        notes.append(f"{CANNOT}`{f}` is a `{opaque[f]}` (a class of its own, whose value the host builds) "   # type: ignore[index]
+                     f"that this instance of the kernel uses: no number or buffer stands for it, and the spec "
+                     f"format cannot give one yet")
     helpers = access.helpers_of([it.text for it in types.items if it.kind in ("device_function", "type")],
                                 [it.text for it in types.items if it.kind == "macro"])
     helpers.update(_bound_functions(kernel, targs, helpers))
@@ -553,7 +562,8 @@ def _infer(kernel: Kernel, model: SourceModel, types: Types, *, path: str | None
             given = _launch_value(site, kernel, p.name, {**constants, **site_model.constants}) \
                 if site is not None and site_model is not None else None
             value = given if given is not None else _scalar_guess(p.name)
-            member = _member_read(kernel, p.name) if dt is None else None
+            # (a struct's field of a class of its own is `opaque`: refused above only where the instance uses it)
+            member = _member_read(kernel, p.name) if dt is None and p.name not in (opaque or {}) else None
             if member is not None:   # a struct `structs` could not split into its fields: no float stands for it
                 args.append((p.name, f'{{ value = {value}, type = "float" }}'))
                 notes.append(f"{CANNOT}`{p.name}` is a `{p.type}` passed by value and the kernel reads its members "

@@ -474,7 +474,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
     fixed, samples = result
     shapes: dict[str, list[str]] = {}
     packets: dict[str, int] = {}
-    dead = _only_in_dead_branches(kernel, pointers, constants)
+    dead = only_in_dead_branches(kernel, pointers, constants)
     read_only = {n for n, u in samples[-1][1].uses.items() if not u.written}
     seen: dict[tuple, object] = {}   # the polynomial fits of several inputs evaluate the same points
 
@@ -669,7 +669,7 @@ def _bounding_polynomial(p: str, samples: list, free: list[str], run, fixed: dic
     return None
 
 
-def _only_in_dead_branches(kernel: Kernel, pointers: list[str], constants: dict[str, int]) -> set[str]:
+def only_in_dead_branches(kernel: Kernel, pointers: list[str], constants: dict[str, int]) -> set[str]:
     """The pointers the kernel's body names only inside branches its template arguments rule out
     (`if (STOCHASTIC) ... rand[i]` with STOCHASTIC 0): this instance never touches them. A pointer
     named anywhere else (copied into a local table, say) may be touched where the walk cannot see."""

@@ -24,6 +24,7 @@ from ..model import source
 from ..model.source import Kernel, SourceModel
 from ..model.syntax import walk
 from .program import launches_in
+from .template_args import CANNOT
 
 SEP = "__"   # the flattened name of field `f` of `p` is `p__f`
 
@@ -289,7 +290,7 @@ def unflatten(comment: str, notes: list[str], fields: dict[str, tuple[str, ...]]
         m = re.match(r"(\w+)\s*=", line)
         if table == "[args]" and m is not None and m.group(1) in opaque:
             dropped.add(i)
-            notes = [n for n in notes if f"`{m.group(1)}`" not in n] + [
+            notes = [n for n in notes if f"`{m.group(1)}`" not in n or n.startswith(CANNOT)] + [
                 f"`{'.'.join(flat[m.group(1)])}` (a `{opaque[m.group(1)]}`) left out: zero, as no number or buffer "
                 f"stands for a class — CHECK that the kernel needs it only where the template arguments switch it off"]
         elif table == "[args]" and m is not None and m.group(1) in flat:
