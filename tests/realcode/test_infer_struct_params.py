@@ -102,3 +102,21 @@ def test_a_class_field_the_instance_uses_is_refused_not_left_zero(project):
         "STORE", "if (Paged) kv.k_data[kv.page_size.div(i)] = 0;\n    " + store), "append")
     assert not p.problems, p.problems
     assert s.args["kv.k_data"].output
+
+
+def test_a_struct_template_argument_with_array_members_is_refused_naming_the_array(project):
+    """apex's `multi_tensor_apply_kernel(…, T tl, …)` with T = `TensorListMetadata<3>` (arrays of
+    addresses and sizes the launcher packs): the refusal names the class and the array member, read
+    in the template's definition, whether the kernel reads the members or hands the object on whole."""
+    tl = "template <int depth> struct TL {\n  void* addresses[depth][4];\n  int sizes[4];\n};\n"
+    read = ("template <typename T>\n__global__ void apply(T tl) {\n"
+            "  ((float*)tl.addresses[0][blockIdx.x])[threadIdx.x] = tl.sizes[blockIdx.x];\n}\n"
+            "void run(TL<2> tl) { apply<<<4, 128>>>(tl); }\n")
+    passed = ("template <typename T> __device__ void consume(T& t, int i) { ((float*)t.addresses[0][0])[i] = 0; }\n"
+              "template <typename T>\n__global__ void apply(T tl) { consume(tl, threadIdx.x); }\n"
+              "void run(TL<2> tl) { apply<<<4, 128>>>(tl); }\n")
+    for name, text in (("read.cu", read), ("passed.cu", passed)):
+        path = project(name, tl + text)
+        p = api.infer_spec(api.snapshot(tl + text, str(path)), "apply", run=False)
+        assert not p.valid and "`TL<2>`" in p.problems[0] and "`void* addresses[depth][4];` is an array" in \
+            p.problems[0], p.problems

@@ -1,8 +1,8 @@
 """Issue 25: what no reading of the project's C++ gives is said, and no draft is proposed — a
 class chosen by the caller (FlashInfer's `Params`, flash-attention's `Kernel_traits`, xformers'
 `KT`), a device function a JIT template supplies (FlashInfer's act_and_mul `Activation`), a
-struct passed by value with member functions (FlashInfer's `paged_kv_t`). Before, float or 1
-stood for them and the failure was a compiler error or a fault far from the cause."""
+struct passed by value whose field is a class the host builds (FlashInfer's `paged_kv_t` `page_size`).
+Before, float or 1 stood for them and the failure was a compiler error or a fault far from the cause."""
 import pytest
 
 from astra_cuda import api
@@ -26,7 +26,8 @@ CASES = {
                "template <typename T>\n"
                "__global__ void append(cache_t<T> cache, const T* x, unsigned n) {\n"
                "  if (threadIdx.x < n) *cache.at(threadIdx.x) = x[threadIdx.x];\n}\n",
-               "`cache` is a `cache_t<T>` passed by value and the kernel reads its members (`cache.at`)"),
+               # the struct and its method are read (test_infer_struct_params); its divisor is no number
+               "`cache.page` is a `fastdiv` (a class of its own, whose value the host builds) that this instance"),
 }
 
 

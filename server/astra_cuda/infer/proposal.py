@@ -566,10 +566,13 @@ def _infer(kernel: Kernel, model: SourceModel, types: Types, *, path: str | None
             member = _member_read(kernel, p.name) if dt is None and p.name not in (opaque or {}) else None
             if member is not None:   # a struct `structs` could not split into its fields: no float stands for it
                 args.append((p.name, f'{{ value = {value}, type = "float" }}'))
-                notes.append(f"{CANNOT}`{p.name}` is a `{p.type}` passed by value and the kernel reads its members "
-                             f"(`{member}`), but Astra reads only structs of plain fields (pointers and numbers): "
-                             f"{structs.not_flattened(p.base_type.replace('const', '').strip(), types.items)} — the "
-                             f"spec format cannot give it yet")
+                # a template parameter's struct is its instance's (`T` = `TensorListMetadata<3>`)
+                named = p.base_type.replace("const", "").strip()
+                named = " ".join(targs.get(named, named).split())
+                notes.append(f"{CANNOT}`{p.name}` is a `{p.type}`{f' (`{named}`)' if named not in p.type else ''} "
+                             f"passed by value and the kernel reads its members (`{member}`), but Astra reads only "
+                             f"structs of plain fields (pointers and numbers): "
+                             f"{structs.not_flattened(named, types.items)} — the spec format cannot give it yet")
             elif dt is None and not p.is_pointer and (indexed := _first_use(kernel, p.name, "subscript_expression")):
                 # torch's `PackedTensorAccessor32<T, 2>`: a pointer with its sizes and strides in one object
                 args.append((p.name, f'{{ value = {value}, type = "float" }}'))
@@ -580,9 +583,11 @@ def _infer(kernel: Kernel, model: SourceModel, types: Types, *, path: str | None
                 # CUTLASS's sgemm_1 `cute::Shape<int, int, int> shape_MNK` (12 bytes) given a float (4):
                 # the kernel reads its sizes from bytes the launch never gave (its GPU check's worker died)
                 args.append((p.name, f'{{ value = {value}, type = "float" }}'))
+                # what of the class no field of the spec gives (apex's TensorListMetadata<3>: arrays of addresses)
+                why = structs.not_flattened(cls, types.items)
                 notes.append(f"{CANNOT}`{p.name}` is a `{cls}` (template parameter `{p.base_type}`) passed by value: "
-                             f"no number or buffer stands for an object of a class, and the spec format cannot "
-                             f"give one yet")
+                             f"no number or buffer stands for an object of a class{f' ({why})' if why else ''}, "
+                             f"and the spec format cannot give one yet")
             elif dt is None:
                 args.append((p.name, f'{{ value = {value}, type = "float" }}'))
                 notes.append(f"`{p.name}`: type {p.type!r} unknown, assumed float")
