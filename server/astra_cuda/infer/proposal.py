@@ -338,10 +338,11 @@ def _infer(kernel: Kernel, model: SourceModel, types: Types, *, path: str | None
     # is its number: `if (DATA_TYPE > 0)` and `switch (DATA_TYPE)` then take the instance's branch
     known_values.update({k: known_values[v.strip().split("::")[-1]] for k, v in targs.items()
                          if k not in known_values and v.strip().split("::")[-1] in known_values})
-    for f in sorted(set(opaque or {}) - only_in_dead_branches(kernel, list(opaque or {}), known_values)):
+    opaque = opaque or {}
+    for f in sorted(set(opaque) - only_in_dead_branches(kernel, list(opaque), known_values)):
         # zero is no value of FlashInfer's `uint_fastdiv page_size` (a divisor with the magic numbers its
         # host constructor computes) where the instance uses it: the draft would divide by zero
-        notes.append(f"{CANNOT}`{f}` is a `{opaque[f]}` (a class of its own, whose value the host builds) "   # type: ignore[index]
+        notes.append(f"{CANNOT}`{f}` is a `{opaque[f]}` (a class of its own, whose value the host builds) "
                      f"that this instance of the kernel uses: no number or buffer stands for it, and the spec "
                      f"format cannot give one yet")
     helpers = access.helpers_of([it.text for it in types.items if it.kind in ("device_function", "type")],
@@ -563,7 +564,7 @@ def _infer(kernel: Kernel, model: SourceModel, types: Types, *, path: str | None
                 if site is not None and site_model is not None else None
             value = given if given is not None else _scalar_guess(p.name)
             # (a struct's field of a class of its own is `opaque`: refused above only where the instance uses it)
-            member = _member_read(kernel, p.name) if dt is None and p.name not in (opaque or {}) else None
+            member = _member_read(kernel, p.name) if dt is None and p.name not in opaque else None
             if member is not None:   # a struct `structs` could not split into its fields: no float stands for it
                 args.append((p.name, f'{{ value = {value}, type = "float" }}'))
                 # a template parameter's struct is its instance's (`T` = `TensorListMetadata<3>`)
