@@ -1008,6 +1008,27 @@ def caller_values(program: Program, function: str | None, expr: str, constants: 
     return list(dict.fromkeys(out))
 
 
+def zero_at_every_call(program: Program, function: str | None, expr: str, constants: dict[str, str],
+                       depth: int = 0) -> bool:
+    """Whether a host expression of `function` is 0 however the program reaches it: a literal or
+    local 0, or a parameter every call of the function passes 0 for (sgl-kernel's
+    `LAUNCH_SOFTMAX` hands its helper `0` as `start_expert` in every case of its switch)."""
+    found = program.function(function) if function is not None and depth <= MAX_CALLER_DEPTH else None
+    if found is None:
+        return False
+    fn, model = found
+    v = value_of(expr, {**constants, **host_locals(model, function)})
+    if v is not None:
+        return v == 0
+    params = param_names(fn)
+    if expr.strip() not in params:
+        return False
+    idx = params.index(expr.strip())
+    calls = program.calls(function)   # type: ignore[arg-type]
+    return bool(calls) and all(idx < len(c.args) and zero_at_every_call(program, c.caller, c.args[idx], constants,
+                                                                        depth + 1) for c in calls)
+
+
 def program_inits(kernel: Kernel, model: SourceModel, site: LaunchSite) -> dict[str, tuple[str, str]]:
     """Parameter -> (low, high) where the program fills the host array it copies to the launch's
     argument with a random draw in a range (`h_S[i] = RandFloat(5.0f, 30.0f); cudaMemcpy(d_S, h_S, ..)`):

@@ -208,6 +208,7 @@ def _callee(node: Node | None) -> tuple[str, tuple[str, ...]]:
 @lru_cache(maxsize=64)
 def _calls_cached(text: str) -> list[tuple[str, tuple[str, ...], tuple[str, ...], str | None]]:
     out = []
+    macros = _function_macros(text)
     for fn in function_nodes(text):
         caller = _function_name(fn)
         for call in (n for n in _walk(fn) if n.type == "call_expression"):
@@ -215,6 +216,42 @@ def _calls_cached(text: str) -> list[tuple[str, tuple[str, ...], tuple[str, ...]
             args = call.child_by_field_name("arguments")
             if name and args is not None:
                 out.append((name, targs, tuple(_text(a) for a in args.named_children if a.type != "comment"), caller))
+            if name in macros:   # a call written by a macro of the file (sgl-kernel's `LAUNCH_SOFTMAX(T, 8, 4)`)
+                out += [(n, t, a, caller) for n, t, a in _expanded_calls(macros[name], call)]
+    return out
+
+
+def _function_macros(text: str) -> dict[str, tuple[tuple[str, ...], str]]:
+    """The file's function-like macros: name -> (parameters, body)."""
+    if "#define" not in text:
+        return {}
+    out: dict[str, tuple[tuple[str, ...], str]] = {}
+    root = source.parser().parse(text.encode("utf-8")).root_node
+    for d in (n for n in _walk(root) if n.type == "preproc_function_def"):
+        name, params, value = (d.child_by_field_name(f) for f in ("name", "parameters", "value"))
+        if name is not None and params is not None and value is not None:
+            names = tuple(_text(c) for c in params.named_children if c.type == "identifier")
+            out[_text(name)] = (names, _text(value).replace("\\\n", " "))
+    return out
+
+
+def _expanded_calls(macro: tuple[tuple[str, ...], str], call: Node) -> list[tuple[str, tuple[str, ...], tuple[str, ...]]]:
+    """The calls a macro's body makes with the call's arguments substituted (one level: the body's
+    own macro calls are not expanded again), each as (name, template args, args)."""
+    from ..model.exprs import split_top_level
+    params, body = macro
+    args_node = call.child_by_field_name("arguments")
+    # the arguments' text split at its commas: a type argument (`float`) is no expression node
+    args = [a.strip() for a in split_top_level(_text(args_node).strip()[1:-1])] if args_node is not None else []
+    if len(args) != len(params) or not body.strip():
+        return []
+    text = _substituted("void __astra_macro() { " + body + "; }", dict(zip(params, args)))
+    out = []
+    for n in _walk(source.parser().parse(text.encode("utf-8")).root_node):
+        if n.type == "call_expression" and (a := n.child_by_field_name("arguments")) is not None:
+            name, targs = _callee(n.child_by_field_name("function"))
+            if name:
+                out.append((name, targs, tuple(_text(x) for x in a.named_children if x.type != "comment")))
     return out
 
 

@@ -17,7 +17,8 @@ from ..model.spec import NULL
 from ..model.syntax import walk as _walk
 from tree_sitter import Node
 from .hostexprs import function_macros, raising_macros
-from .launches import SHARED_PER_THREAD, launch_of, pick_site, host_locals, launch_byte, program_inits, value_of
+from .launches import SHARED_PER_THREAD, launch_of, pick_site, host_locals, launch_byte, program_inits, value_of, \
+    zero_at_every_call
 from . import guards, masks, records, scales, structs
 from .program import Program, param_names
 from .roles import DIFFERENCES, DIVISIONS, TABLE, InferredShapes, body_divisions, infer_shapes, is_stride, \
@@ -268,6 +269,15 @@ def _infer(kernel: Kernel, model: SourceModel, types: Types, *, path: str | None
                 picked.add(n)
                 notes.append(f"`{n}` = {value}: the launch's `{n}` is the kernel's template parameter of that name, "
                              f"{value} in this instance")
+        # a size the program passes as 0 at every call (a first expert, an offset at its origin) is no
+        # problem size, which is positive: it is 0, as the program runs the kernel
+        for p, arg in zip(kernel.params, site.args):
+            if p.name in size_names and p.name not in derived and \
+                    zero_at_every_call(program, site.function, arg.strip(), {**constants, **switched}):
+                derived[p.name] = "0"
+                picked.add(p.name)
+                notes.append(f"`{p.name}` = 0: the program passes 0 for it at every call (line "
+                             f"{site.span.start_line + 1}, in `{site.function}`)")
         size_names = [n for n in size_names if n not in derived]
         grid, block = _substituted(grid, derived), _substituted(block, derived)
         launch_require = [r for r in _substituted(launch.require, derived) if set(exprs.names(r)) <= set(size_names)

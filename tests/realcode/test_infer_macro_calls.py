@@ -1,0 +1,45 @@
+"""Issue 25: calls a launcher makes through a function-like macro of the file, and a value the
+program passes as 0 at every call. The pattern of sgl-kernel's topkGatingSoftmax: the launch sits in a
+template helper, which a `LAUNCH_SOFTMAX(T, 8, 4)` macro calls in each `case` of a switch with
+`start_expert` 0. Read as a size (1, 100, 4096), no expert was ever the node's and every index was
+`NUM_EXPERTS`: a constant output."""
+from tests.realcode.test_infer_asm_accesses import infer
+
+GATE = """
+template <typename T, int NUM_EXPERTS>
+__global__ void gate(const T* x, int* idx, int rows, int start_expert, int end_expert) {
+  int row = blockIdx.x * blockDim.x + threadIdx.x;
+  if (row >= rows) return;
+  int best = 0;
+  for (int e = 1; e < NUM_EXPERTS; ++e) if (x[row * NUM_EXPERTS + e] > x[row * NUM_EXPERTS + best]) best = e;
+  idx[row] = best >= start_expert && best < end_expert ? best - start_expert : NUM_EXPERTS;
+}
+template <typename T, int EXPERTS>
+void helper(const T* x, int* idx, int rows, int start_expert, int end_expert) {
+  gate<T, EXPERTS><<<(rows + 127) / 128, 128>>>(x, idx, rows, start_expert, end_expert);
+}
+#define LAUNCH(TYPE, N) helper<TYPE, N>(x, idx, rows, 0, experts);
+void launcher(const float* x, int* idx, int rows, int experts) {
+  switch (experts) {
+    case 8: LAUNCH(float, 8); break;
+    case 16: LAUNCH(float, 16); break;
+  }
+}
+"""
+
+
+def test_a_call_written_by_a_macro_gives_the_helper_its_template_arguments_and_values(project):
+    s, p = infer(project, "gate.cu", GATE, "gate")
+    # the helper's caller is read through the macro: its EXPERTS is 8 (was "no launch gives it")
+    assert any("`NUM_EXPERTS`: `EXPERTS` of `helper` as `launcher` calls it" in n for n in p.notes), p.notes
+    assert p.comment.count('instantiate = "<float, 8>"') == 1, p.comment
+    # 0 at every call: the first expert, not a size drawn from 1 up
+    assert 'start_expert = "0"' in p.comment, p.comment
+    assert "start_expert = [" not in p.comment, p.comment
+
+
+def test_a_value_only_some_calls_pass_as_0_stays_a_size(project):
+    text = GATE.replace("case 16: LAUNCH(float, 16); break;",
+                        "case 16: helper<float, 16>(x, idx, rows, rows / 2, experts); break;")
+    s, p = infer(project, "gate.cu", text, "gate")
+    assert 'start_expert = "0"' not in p.comment, p.comment
