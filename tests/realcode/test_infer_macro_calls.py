@@ -43,3 +43,47 @@ def test_a_value_only_some_calls_pass_as_0_stays_a_size(project):
                         "case 16: helper<float, 16>(x, idx, rows, rows / 2, experts); break;")
     s, p = infer(project, "gate.cu", text, "gate")
     assert 'start_expert = "0"' not in p.comment, p.comment
+
+
+# vLLM moe_align_block_size's pattern: a helper the kernel hands the map to replaces each id by the
+# map's entry at it, and counts into shared memory at the result (there the map measured no table:
+# its values were drawn as small signed numbers, and the counts went past the shared array)
+COUNT = """
+namespace ns {
+__device__ void count_ids(const unsigned char* ids, int* counts, int* expert_map, int experts, int n) {
+  extern __shared__ int shared_counts[];
+  if (threadIdx.x < experts) shared_counts[threadIdx.x] = 0;
+  __syncthreads();
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    int expert_id = ids[i];
+    if (expert_id >= experts) continue;
+    expert_id = expert_map[expert_id];
+    atomicAdd(&shared_counts[expert_id], 1);
+  }
+  __syncthreads();
+  if (threadIdx.x < experts) counts[threadIdx.x] = shared_counts[threadIdx.x];
+}
+}
+__global__ void count_kernel(const unsigned char* ids, int* counts, int* expert_map, int experts, int n) {
+  ns::count_ids(ids, counts, expert_map, experts, n);
+}
+void run(const unsigned char* ids, int* counts, int* map, int experts, int n) {
+  count_kernel<<<1, 1024, experts * sizeof(int)>>>(ids, counts, map, experts, n);
+}
+"""
+
+
+def test_a_map_an_index_is_replaced_through_holds_indices_below_its_own_length(project):
+    s, p = infer(project, "count.cu", COUNT, "count_kernel")
+    line = next(x for x in p.comment.splitlines() if x.startswith("expert_map"))
+    extent = line.split('shape = ["', 1)[1].split('"', 1)[0]   # its own length, whatever measures it
+    assert f'init = "randint(0, {extent})"' in line, p.comment
+    assert any(n.startswith("`expert_map` maps an index to another in its own range") for n in p.notes), p.notes
+    assert "output" not in line and "inout" not in line, line   # read only: the kernel never writes it
+
+
+def test_a_map_read_at_another_index_is_no_self_map(project):
+    s, p = infer(project, "count.cu", COUNT.replace("expert_id = expert_map[expert_id];",
+                                                    "int other = expert_map[expert_id];"), "count_kernel")
+    line = next(x for x in p.comment.splitlines() if x.startswith("expert_map"))
+    assert not any("maps an index to another" in n for n in p.notes), p.notes

@@ -97,3 +97,56 @@ def compared_strides(kernel: source.Kernel, strides: list[str], sizes: list[str]
         if pair is not None and pair[0] not in {s for s, _, _ in out}:
             out.append((*pair, kernel.span.start_line + n.start_point[0] + 1))
     return out
+
+
+def _param_names(fn: Node) -> list[str]:
+    """The parameter names of a function definition, in order ("" where one is unnamed)."""
+    decl = fn.child_by_field_name("declarator")
+    params = next((n for n in walk(decl) if n.type == "parameter_list"), None) if decl is not None else None
+    out = []
+    for p in params.named_children if params is not None else []:
+        ids = [n.text.decode() for n in walk(p) if n.type == "identifier"]
+        out.append(ids[-1] if p.type != "comment" and ids else "")
+    return out
+
+
+def _maps_itself(body: Node, name: str) -> bool:
+    """Whether `body` assigns a local a value of `name` read at that local (`e = map[e]`)."""
+    for n in walk(body):
+        if n.type != "assignment_expression" or n.child_by_field_name("operator").type != "=":
+            continue
+        left, right = _bare(n.child_by_field_name("left")), _bare(n.child_by_field_name("right"))
+        if left is None or left.type != "identifier" or right is None or right.type != "subscript_expression":
+            continue
+        arr, idx = _bare(right.child_by_field_name("argument")), right.child_by_field_name("indices")
+        idx = _bare(next((c for c in idx.named_children if c.type != "comment"), None)) if idx is not None else None
+        if arr is not None and arr.type == "identifier" and arr.text.decode() == name and idx is not None \
+                and idx.type == "identifier" and idx.text.decode() == left.text.decode():
+            return True
+    return False
+
+
+def self_map(kernel: source.Kernel, name: str, helpers: dict[str, Node]) -> bool:
+    """Whether the kernel replaces an index by the value integer array `name` holds at it
+    (`expert_id = expert_map[expert_id]`, vLLM's moe_align_block_size, in the device helper it
+    hands the array to; `helpers`: `access.helpers_of`'s): the array maps its own index range into itself, so its values are indices
+    below its own length. Drawn elsewhere (small signed numbers), they index the shared counts out
+    of range, and what is counted from them is written past the ends of the outputs."""
+    body = access.kernel_body(kernel)
+    if body is None:
+        return False
+    if _maps_itself(body, name):
+        return True
+    for call in (n for n in walk(body) if n.type == "call_expression"):
+        fn, args = call.child_by_field_name("function"), call.child_by_field_name("arguments")
+        while fn is not None and fn.type in ("qualified_identifier", "template_function"):   # `ns::f<T>`: f
+            fn = fn.child_by_field_name("name")
+        helper = helpers.get(fn.text.decode()) if fn is not None else None
+        if helper is None or args is None or helper.type != "function_definition":
+            continue
+        passed = [_bare(a) for a in args.named_children if a.type != "comment"]
+        for arg, param in zip(passed, _param_names(helper)):   # the helper's name for the array
+            if arg is not None and arg.type == "identifier" and arg.text.decode() == name and param \
+                    and _maps_itself(helper.child_by_field_name("body"), param):
+                return True
+    return False

@@ -549,6 +549,11 @@ def _infer(kernel: Kernel, model: SourceModel, types: Types, *, path: str | None
                 init = f', init = "randint(0, {bound})"'   # the ids the kernel serves, as the program passes
                 notes.append(f"`{p.name}` holds ids the kernel returns early on at `{bound}` and above: drawn from "
                              f"randint(0, {bound})")
+            elif not role and not dt.is_float and dt.name != "bool" and len(shape) == 1 and guards.self_map(
+                    kernel, p.name, helpers):
+                init = f', init = "randint(0, {shape[0]})"'   # `e = map[e]`: indices into itself
+                notes.append(f"`{p.name}` maps an index to another in its own range (`i = {p.name}[i]`): drawn "
+                             f"from randint(0, {shape[0]}), indices below its own length")
             elif found is not None and p.name in found.tables and (TABLE not in found.equal or (
                     not role and not dt.is_float and dt.name != "bool")):
                 rows = found.equal.get(TABLE, TABLE)   # indices within a row of that size
