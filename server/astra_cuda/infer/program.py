@@ -238,16 +238,8 @@ def _function_macros(text: str) -> dict[str, tuple[tuple[str, ...], str]]:
 def _expanded_calls(macro: tuple[tuple[str, ...], str], call: Node) -> list[tuple[str, tuple[str, ...], tuple[str, ...]]]:
     """The calls a macro's body makes with the call's arguments substituted (one level: the body's
     own macro calls are not expanded again), each as (name, template args, args)."""
-    from ..model.exprs import split_top_level
-    params, body = macro
-    args_node = call.child_by_field_name("arguments")
-    # the arguments' text split at its commas: a type argument (`float`) is no expression node
-    args = [a.strip() for a in split_top_level(_text(args_node).strip()[1:-1])] if args_node is not None else []
-    if len(args) != len(params) or not body.strip():
-        return []
-    text = _substituted("void __astra_macro() { " + body + "; }", dict(zip(params, args)))
     out = []
-    for n in _walk(source.parser().parse(text.encode("utf-8")).root_node):
+    for n in _walk(root) if (root := _expansion(macro, call)) is not None else ():
         if n.type == "call_expression" and (a := n.child_by_field_name("arguments")) is not None:
             name, targs = _callee(n.child_by_field_name("function"))
             if name:
@@ -354,27 +346,27 @@ def _pickers(model: SourceModel, kernel: str) -> dict[str, Picker]:
 def _statement_macros(model: SourceModel) -> dict[str, tuple[tuple[str, ...], str]]:
     """The file's function-like macros whose body returns (`#define kernel_instance(bpw) if (...)
     return k<bpw>`): name -> (parameters, body)."""
-    out: dict[str, tuple[tuple[str, ...], str]] = {}
-    root = source.parser().parse(model.text.encode("utf-8")).root_node
-    for d in (n for n in _walk(root) if n.type == "preproc_function_def"):
-        name, params, value = (d.child_by_field_name(f) for f in ("name", "parameters", "value"))
-        if name is None or params is None or value is None or b"return" not in value.text:
-            continue
-        names = tuple(_text(c) for c in params.named_children if c.type == "identifier")
-        out[_text(name)] = (names, _text(value).replace("\\\n", " "))
-    return out
+    return {k: v for k, v in _function_macros(model.text).items() if "return" in v[1]}
+
+
+def _expansion(macro: tuple[tuple[str, ...], str], call: Node) -> Node | None:
+    """A macro's body with the call's arguments substituted, parsed as a function's body (None where
+    the counts differ). The arguments are the call's text split at its commas: a type argument
+    (`float`) is no expression node."""
+    from ..model.exprs import split_top_level
+    params, body = macro
+    args_node = call.child_by_field_name("arguments")
+    args = [a.strip() for a in split_top_level(_text(args_node).strip()[1:-1])] if args_node is not None else []
+    if len(args) != len(params) or not body.strip():
+        return None
+    text = _substituted("void __astra_macro() { " + body + "; }", dict(zip(params, args)))
+    return source.parser().parse(text.encode("utf-8")).root_node
 
 
 def _expanded_returns(macro: tuple[tuple[str, ...], str], call: Node) -> list[Node]:
     """The return statements of a statement macro's body with the call's arguments substituted."""
-    params, body = macro
-    args_node = call.child_by_field_name("arguments")
-    args = [_text(a) for a in args_node.named_children if a.type != "comment"] if args_node is not None else []
-    if len(args) != len(params):
-        return []
-    text = _substituted("void __astra_macro() { " + body + "; }", dict(zip(params, args)))
-    root = source.parser().parse(text.encode("utf-8")).root_node
-    return [n for n in _walk(root) if n.type == "return_statement"]
+    root = _expansion(macro, call)
+    return [n for n in _walk(root) if n.type == "return_statement"] if root is not None else []
 
 
 def _substituted(text: str, values: dict[str, str]) -> str:
