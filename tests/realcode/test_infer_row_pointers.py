@@ -27,8 +27,12 @@ def test_a_pointer_moved_once_before_any_loop_is_read_from_its_new_start():
 
 
 def test_a_pointer_stepped_in_a_loop_is_not_bounded_by_one_step():
-    # the body is walked once: one step would undercount how far the loop moves it
-    assert _reach("for (int i = 0; i < n; ++i) { p += n; p[0] = 1.0f; }").unknown
+    # the body is walked once: one step would undercount how far the loop moves it. Where the trips
+    # are fixed at these sizes (100), each trip starts it afresh: it reaches the last trip's row
+    fixed = _reach("for (int i = 0; i < n; ++i) { p += n; p[0] = 1.0f; }")
+    assert fixed.hi == 100 * 100 and not fixed.unknown
+    # where they are not (a stride loop from each thread's index), it is unknown
+    assert _reach("for (int i = threadIdx.x; i < n; i += blockDim.x) { p += n; p[0] = 1.0f; }").unknown
 
 
 def test_labels_index_within_the_row_the_pointer_was_moved_to(project):

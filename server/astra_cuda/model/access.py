@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from tree_sitter import Node
 
 from . import dtypes, exprs, source
-from . import syntax
+from . import loop_steps, syntax
 
 VECTOR_BYTES = {"int4": 16, "uint4": 16, "float4": 16, "double2": 16, "longlong2": 16, "ulonglong2": 16,
                 "int2": 8, "uint2": 8, "float2": 8, "half2": 4, "__half2": 4, "__nv_bfloat162": 4,
@@ -203,6 +203,11 @@ class Analyzer:
         # pointers a loop steps once per trip -> (its variable, the variable's first value, the
         # pointer at the loop's start, base elements per trip, the variable's step)
         self.stepped: dict[str, tuple[str, int, Ptr, int, int]] = {}
+        # `end = min(start + 128, n)`: end is at most start plus an offset (a loop's bound, see `offsets`)
+        self.upper: dict[str, tuple[str, Iv]] = {}
+        # pointers a loop moves by a fixed amount each trip (`_per_trip`): set at the trip's start,
+        # so each `p += e` in the body moves them by exactly e
+        self.trip_ptrs: set[str] = set()
         self.loops = 0    # loops the walk is inside (their bodies are walked once)
         self.declared_at: dict[str, int] = {}   # local -> the loops it is declared inside
         self.boundaries: set[str] = set()   # integer pointers holding segment boundaries (`boundary_arrays`)
@@ -365,6 +370,10 @@ class Analyzer:
             self.for_stmt(st)
         elif t in ("while_statement", "do_statement"):
             cond = st.child_by_field_name("condition")
+            trips = self._while_trips(st) if t == "while_statement" else None
+            mine = self._per_trip(st, trips) if trips is not None else {}
+            counted = loop_steps.while_counter(st)
+            rel = self.offsets.get(counted[0]) if counted is not None else None
             saved = dict(self.env)
             for n in syntax.walk(st.child_by_field_name("body")):   # `i += stride` in the body: i runs up to the bound
                 if n.type == "update_expression" or (n.type == "assignment_expression" and
@@ -384,6 +393,8 @@ class Analyzer:
                 finally:
                     self.loops -= 1
             self.env = self.merge(saved, self.env)
+            self._after_trips(mine, trips)
+            self._counted_past(st, trips, rel)
         elif t == "switch_statement":
             self.switch_stmt(st)
         elif t in ("attributed_statement", "labeled_statement"):
@@ -568,6 +579,8 @@ class Analyzer:
                 self.declaration(init)
             else:
                 self.expr(init)
+        trips = self._for_trips(st)   # a fixed count (`j < 4`): the pointers it moves each trip, exactly
+        fixed = trips if trips is not None and trips.lo == trips.hi else None
         # what the update steps (i++, i += blockDim.x) runs from its start up to the condition's bound
         update = st.child_by_field_name("update")
         starts: dict[str, tuple[Iv, Iv | None]] = {}   # stepped name -> (its start, its step)
@@ -586,6 +599,8 @@ class Analyzer:
             self._lockstep(init, cond, starts)
         body = st.child_by_field_name("body")
         stepped = self._stepped_pointers(st, starts) if body is not None and not dead else []
+        # the others it moves by a fixed amount a trip (several updates, one in a nested loop)
+        mine = self._per_trip(st, fixed, set(stepped)) if fixed is not None and not dead else {}
         if body is not None and not dead:   # a loop that runs no iteration here is not walked
             self.loops += 1
             try:
@@ -593,9 +608,13 @@ class Analyzer:
             finally:
                 self.loops -= 1
         for name in stepped:   # past the loop: advanced by a number of trips not followed
-            start = self.stepped.pop(name)[2]
-            self.env[name] = Ptr(start.base, UNKNOWN, start.scale)
+            _, _, start, step, _ = self.stepped.pop(name)
+            # followed where an enclosing loop's trip starts it afresh and this loop's trips are fixed
+            moved = Iv.point(fixed.lo * step) if fixed is not None and fixed.lo is not None and \
+                name in self.trip_ptrs else UNKNOWN
+            self.env[name] = Ptr(start.base, _add(start.offset, moved), start.scale)
         self.env = self.merge(saved, {k: v for k, v in self.env.items() if k in saved})
+        self._after_trips(mine, trips if not dead else Iv.point(0))
 
     def _stepped_pointers(self, loop: Node, starts: dict[str, tuple[Iv, Iv | None]]) -> list[str]:
         """Pointers the loop's body steps once per trip (`src += stride;` after its last use of
@@ -695,6 +714,9 @@ class Analyzer:
             rel = self._offset_of(value)
             if rel is not None and rel[0] != name:
                 self.offsets[name] = rel
+            up = self._upper_offset(value) if rel is None else None
+            if up is not None and up[0] != name:
+                self.upper[name] = up
             if isinstance(v, Ptr) and target is not None and target.type == "pointer_declarator":
                 v = self._rescale(v, type_text)
             self.env[name] = v if isinstance(v, (Iv, Ptr)) else UNKNOWN
@@ -815,6 +837,122 @@ class Analyzer:
         if left is None or not isinstance(right, Iv):
             return None
         return left[0], _add(left[1], right if op.type == "+" else _mul(right, Iv.point(-1)))
+
+    def _upper_offset(self, n: Node | None) -> tuple[str, Iv] | None:
+        """`min(base + 128, n)`: at most base plus an offset (`_offset_of`'s, or `upper`'s for a local)."""
+        n = _unparen(n)
+        if n is None:
+            return None
+        if n.type == "identifier" and n.text.decode() in self.upper:
+            return self.upper[n.text.decode()]
+        fn = n.child_by_field_name("function") if n.type == "call_expression" else None
+        if fn is not None and fn.text.decode().split("::")[-1] in ("min", "fminf", "umin"):
+            args = n.child_by_field_name("arguments")
+            for a in args.named_children if args is not None else ():
+                if (up := self._upper_offset(a)) is not None:
+                    return up
+            return None
+        return self._offset_of(n)
+
+    def _count(self, start: Node | None, op: str, bounds: list[Node], by: Iv | None) -> Iv | None:
+        """Trips of `for (i = start; i < bound; i += by)` (several bounds: all must hold): exact where
+        start and a bound are numbers here, at most the bound's offset from the start where both are
+        one variable plus offsets (`k = offset_k; k < min(offset_k + 128, n)`), else None."""
+        if by is None or by.lo is None or by.lo != by.hi or by.lo < 1:
+            return None
+        lo_start = self.expr(start, evaluate_only=True) if start is not None else None
+        rel = self._offset_of(start) if start is not None else None
+        best: Iv | None = None
+        for b in bounds:
+            span: Iv | None = None
+            end = self.expr(b, evaluate_only=True)
+            if isinstance(lo_start, Iv) and isinstance(end, Iv) and lo_start.lo is not None and \
+                    lo_start.lo == lo_start.hi and end.lo is not None and end.lo == end.hi:
+                span = Iv.point(end.lo - lo_start.lo)
+            elif rel is not None and (up := self._upper_offset(b)) is not None and up[0] == rel[0] \
+                    and up[1].hi is not None and rel[1].lo is not None:
+                span = Iv(None, up[1].hi - rel[1].lo)
+            if span is None or span.hi is None:
+                continue
+            extra = 1 if op == "<=" else 0
+            hi = max(0, (span.hi + extra - 1) // by.lo + 1) if span.hi + extra > 0 else 0
+            lo = (max(0, (span.lo + extra - 1) // by.lo + 1) if span.lo + extra > 0 else 0) \
+                if span.lo is not None else 0
+            best = Iv(lo, hi) if best is None else Iv(min(lo, best.lo), min(hi, best.hi))
+        return best
+
+    def _for_trips(self, loop: Node) -> Iv | None:
+        parts = loop_steps.for_parts(loop)
+        if parts is None or loop_steps.jumps(loop.child_by_field_name("body")):
+            return None
+        _, start, op, bound, update = parts
+        return self._count(start, op, [bound], self._step(update))
+
+    def _while_trips(self, loop: Node) -> Iv | None:
+        """`int k = offset_k; while (k < end_k) { ...; k += 32; }`, end_k = min(offset_k + 128, n): at
+        most 4 trips. Past the loop, k is its start plus at most that many steps."""
+        found = loop_steps.while_counter(loop)
+        if found is None or loop_steps.jumps(loop.child_by_field_name("body")):
+            return None
+        name, update, op, bounds = found
+        start = self.env.get(name)
+        if not isinstance(start, Iv):
+            return None
+        by = self._step(update)
+        here = syntax.parse_expression(name)   # the counter itself: its value, or its base plus an offset
+        return self._count(here, op, bounds, by) if here is not None else None
+
+    def _counted_past(self, loop: Node, trips: Iv | None, rel: tuple[str, Iv] | None) -> None:
+        """Past a `while` of at most `trips` trips: its counter is its start plus at most that many
+        steps (a second loop from there, `while (k < rows_6 && k < end_k)`, is counted too)."""
+        found = loop_steps.while_counter(loop)
+        by = self._step(found[1]) if found is not None else None
+        if found is None or trips is None or trips.hi is None or rel is None or rel[1].hi is None \
+                or by is None or by.hi is None:
+            return
+        self.offsets[found[0]] = (rel[0], Iv(rel[1].lo, rel[1].hi + trips.hi * by.hi))
+
+    def _per_trip(self, loop: Node, trips: Iv, taken: Collection[str] = ()) -> dict[str, tuple[Ptr, int, bool]]:
+        """Pointers the loop moves by the same amount every trip (`b_ptr += size_n` four times a trip,
+        in a nested `for (j = 0; j < 4; j++)`): each set to its start plus the trips before this one,
+        so the body, walked once, reaches as far as the last trip does. Returns each one's start, the
+        base elements it moves a trip and whether an enclosing loop had taken it already."""
+        body = loop.child_by_field_name("body")
+        if trips.hi is None or trips.hi < 1 or body is None or loop_steps.jumps(body):
+            return {}
+        out: dict[str, tuple[Ptr, int, bool]] = {}
+        for name, updates in loop_steps.pointer_steps(loop, {n for n, v in self.env.items()
+                                                             if isinstance(v, Ptr) and n not in taken}).items():
+            total = 0
+            for node, fors in updates:
+                by = Iv.point(1) if node.type == "update_expression" else \
+                    self.expr(node.child_by_field_name("right"), evaluate_only=True)
+                inner = [self._for_trips(f) for f in fors]
+                if not isinstance(by, Iv) or by.lo is None or by.lo != by.hi or by.lo < 0 or \
+                        any(t is None or t.lo != t.hi for t in inner):
+                    break
+                for t in inner:
+                    by = Iv.point(by.lo * t.lo)   # type: ignore[union-attr, operator]
+                total += by.lo
+            else:
+                start = self.env[name]
+                assert isinstance(start, Ptr)
+                out[name] = (start, total * start.scale, name in self.trip_ptrs)
+                self.env[name] = Ptr(start.base, _add(start.offset, Iv(0, (trips.hi - 1) * total * start.scale)),
+                                     start.scale)
+        self.trip_ptrs |= set(out)
+        return out
+
+    def _after_trips(self, taken: dict[str, tuple[Ptr, int, bool]], trips: Iv | None) -> None:
+        """Past the loop: each of `_per_trip`'s pointers moved by its trips' steps."""
+        for name, (start, total, outer) in taken.items():
+            if not outer:
+                self.trip_ptrs.discard(name)
+            if trips is None or trips.hi is None:
+                self.env[name] = Ptr(start.base, UNKNOWN, start.scale)
+                continue
+            self.env[name] = Ptr(start.base, _add(start.offset, Iv((trips.lo or 0) * total, trips.hi * total)),
+                                 start.scale)
 
     def _step(self, n: Node) -> Iv | None:
         """What one update adds (`i++`: 1, `b += bStep`: bStep's value)."""
@@ -1354,6 +1492,7 @@ class Analyzer:
                 return None   # the loop's step, already counted in its value
             if left is not None and left.type == "identifier":
                 self.offsets.pop(left.text.decode(), None)   # no longer its base plus an offset
+                self.upper.pop(left.text.decode(), None)
                 name = left.text.decode()
                 if op == "=" and rnode is not None:
                     self.assigned.setdefault(name, []).append(rnode)
@@ -1370,10 +1509,11 @@ class Analyzer:
                     # declared before an earlier loop that set it, `qk_offset` reused loop after loop)
                     known = isinstance(cur, Iv) and (cur.lo is not None or cur.hi is not None)
                     self.env[name] = right.join(cur) if known and isinstance(right, Iv) else right
-                elif isinstance(cur, Ptr) and op == "+=" and isinstance(right, Iv) \
-                        and (not self.loops or self.declared_at.get(name) == self.loops):
-                    # `vals += row * n;` once, outside any loop or to a pointer of this trip (a helper's
-                    # parameter, called in a loop: `in += prefix`): the pointer moves by exactly that
+                elif isinstance(cur, Ptr) and op == "+=" and isinstance(right, Iv) and (
+                        not self.loops or self.declared_at.get(name) == self.loops or name in self.trip_ptrs):
+                    # `vals += row * n;` once, outside any loop, to a pointer of this trip (a helper's
+                    # parameter, called in a loop: `in += prefix`) or where each trip of the loop starts
+                    # it afresh (`_per_trip`): the pointer moves by exactly that
                     self.env[name] = Ptr(cur.base, _add(cur.offset, _mul(right, Iv.point(cur.scale))), cur.scale)
                 elif isinstance(cur, Ptr) and op in ("+=", "-="):
                     self.env[name] = Ptr(cur.base, UNKNOWN, cur.scale)
@@ -1397,6 +1537,11 @@ class Analyzer:
         if t == "update_expression":
             arg = n.child_by_field_name("argument")
             if arg is not None and arg.type == "identifier":
+                cur = self.env.get(arg.text.decode())
+                if isinstance(cur, Ptr) and arg.text.decode() in self.trip_ptrs and "++" in n.text.decode():
+                    if not evaluate_only:   # `p++` where each trip starts it afresh: one element on
+                        self.env[arg.text.decode()] = Ptr(cur.base, _add(cur.offset, Iv.point(cur.scale)), cur.scale)
+                    return None
                 if not isinstance(self.env.get(arg.text.decode()), str) or self.env.get(arg.text.decode()) == UNSET:
                     if not evaluate_only:
                         self.env[arg.text.decode()] = UNKNOWN
