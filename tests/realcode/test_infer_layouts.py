@@ -177,6 +177,37 @@ def test_one_scale_per_block_or_group_a_quotient_of_two_sizes():
     assert "(blocksize & (blocksize - 1)) == 0" in s.require
 
 
+# bitsandbytes' kgemm_4bit_inference_naive: one scale per `blocksize` entries of the flattened M x K
+# weight, `absmax[(2 * ldb * row + k) >> log2(blocksize)]` with ldb = K / 2 bytes a row of 4-bit
+# values; the scale is read before the row's `row < M` test (the last block's rows past M read on)
+FLAT_BLOCKS = """__global__ void gemv4(int M, int K, const float* A, const unsigned char* B, const float* absmax,
+                      float* out, int ldb, int blocksize) {
+  int row = blockIdx.x * 4 + threadIdx.x / 32, lane = threadIdx.x % 32;
+  float acc = 0.0f;
+  for (int k = lane * 32; k < K; k += 32 * 32) {
+    float s = absmax[((2 * ldb * row) + k) >> (31 - __clz(blocksize))];
+    if (row < M)
+      for (int j = 0; j < 32 && k + j < K; j++) acc += A[k + j] * (float)(B[ldb * row + (k + j) / 2] & 15) * s;
+  }
+  if (row < M && lane == 0) out[row] = acc;
+}
+void launch(int m, int k, const float* A, const unsigned char* B, const float* absmax, float* out, int ldb,
+            int blocksize) {
+  gemv4<<<(m + 3) / 4, 128>>>(m, k, A, B, absmax, out, ldb, blocksize);
+}
+"""
+
+
+def test_one_scale_per_block_of_a_flattened_matrix_a_quotient_of_a_product():
+    # a quotient of M * K, not of either size alone (it fell back to [M, K], far more than the
+    # program's cdiv(M * K, blocksize) floats); confirmed with K, not the grid's M, one past a multiple
+    _, s = _loaded(FLAT_BLOCKS, "gemv4")
+    assert s.args["absmax"].shape == ("cdiv(M * K, blocksize)",), s.args["absmax"].shape
+    assert s.shape("absmax", {"M": 3, "K": 100, "blocksize": 64}) == (5,)
+    # a row of groups still reads as one: the single sizes are tried before a product
+    _, s = _loaded(GROUPWISE, "deq")
+    assert s.args["scales"].shape == ("rows", "cdiv(cols, group)")
+
 # FlashInfer's RoPE shape: each thread moves a vector of a HEAD_DIM row and rotates the first
 # `rot` elements with their partner half a rotation away, picked by a conditional on the thread
 ROPE_HALF = """template <unsigned head_dim, unsigned vec>

@@ -75,29 +75,40 @@ def _quotient(values: list[tuple[dict[str, int], int]], names: list[str], diviso
     times a product of at most two other sizes: one scale per block of `blocksize` elements
     (`absmax[i / blocksize]`: [cdiv(n, blocksize)]), per group of a row ([rows, cdiv(cols, group)]).
     Only divisors the kernel or its launch divide by; `m / d` where the launch divides m by d
-    (`whole`: the proposal then requires `m % d == 0`), else the ceiling, which holds either way."""
+    (`whole`: the proposal then requires `m % d == 0`), else the ceiling, which holds either way.
+    The numerator may be a product of two sizes: one scale per block of a flattened matrix
+    (`absmax[(row * K + col) / blocksize]`: [cdiv(M * K, blocksize)], bitsandbytes' 4-bit weights),
+    tried after every single size (a row of groups, [rows, cdiv(cols, group)], is the likelier)."""
     for d in divisors:
-        for m in names:
-            if m == d or any(s[d] < 1 for s, _ in values):
-                continue
-            others = [n for n in names if n not in (m, d)]
-            for r in range(0, 3):
-                for outer in itertools.combinations(others, r):
-                    if all(e == _prod(s[n] for n in outer) * -(-s[m] // s[d]) for s, e in values):
-                        exact = (m, d) in whole and all(s[m] % s[d] == 0 for s, _ in values)
-                        return list(outer) + [f"{m} / {d}" if exact else f"cdiv({m}, {d})"]
+        if any(s[d] < 1 for s, _ in values):
+            continue
+        for width in (1, 2):
+            for num in itertools.combinations([n for n in names if n != d], width):
+                others = [n for n in names if n != d and n not in num]
+                for r in range(0, 3 - width + 1):
+                    for outer in itertools.combinations(others, r):
+                        if all(e == _prod(s[n] for n in outer) * -(-_prod(s[n] for n in num) // s[d])
+                               for s, e in values):
+                            m = " * ".join(num)
+                            exact = width == 1 and (num[0], d) in whole and all(s[num[0]] % s[d] == 0 for s, _ in values)
+                            return list(outer) + [f"{m} / {d}" if exact else f"cdiv({m}, {d})"]
     return None
 
 
-def _confirmed(shape: list[str], p: str, base: dict[str, int], run, partial: bool = False) -> bool:
+def _confirmed(shape: list[str], p: str, base: dict[str, int], run, partial: bool = False,
+               launch_names: frozenset[str] = frozenset()) -> bool:
     """Whether a quotient shape still measures `p` where its divisor is 16 (many blocks, where the
     probes may have had one or two) and, for a ceiling, still covers it where the numerator is one
     past a multiple (a kernel that assumes whole groups reaches less there). `run(sizes)`: the
     accesses there. `partial`: `p` also has accesses no bound reaches (see `_shapes`' `partial`):
-    the bounded ones measure it."""
+    the bounded ones measure it. A numerator that is a product (`M * K`) is moved off a multiple
+    through a factor the launch is not sized by where there is one (`launch_names`): the grid's
+    own size moved by one changes the launch's last tile, which is not what the rounding asks."""
     call = exprs.parse(shape[-1]).body
     node = call.args if isinstance(call, ast.Call) else [call.left, call.right]
-    m, d = node[0].id, node[1].id
+    factors = [t.id for t in ast.walk(node[0]) if isinstance(t, ast.Name)]
+    d = node[1].id
+    m = next((f for f in reversed(factors) if f not in launch_names), factors[-1])
     points = [{**base, d: 16}] + ([{**base, d: 16, m: base[m] + 1}] if isinstance(call, ast.Call) else [])
     for i, sizes in enumerate(points):
         facts = run(sizes)
@@ -501,7 +512,8 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
             fit = _quotient([(s, e) for (s, _), e in zip(samples, extent)], free,
                             [d for d in _divisors(kernel, grid + block, names, helpers) if d in free],
                             size_pairs(grid + block, names, DIVISIONS))
-            if fit is not None and not _confirmed(fit, p, samples[0][0], at_fixed):
+            if fit is not None and not _confirmed(fit, p, samples[0][0], at_fixed,
+                                                 launch_names=frozenset(launch_names)):
                 fit = None
         if fit is None and p in read_only:   # an input one a size divides, no quotient, bounded by it where that size is 1
             fit = _bounding_polynomial(p, samples, [n for n in names if n not in fixed and n not in (derived or {})],
@@ -540,7 +552,8 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
                 quotient = _quotient([(s, e) for (s, _), e in zip(samples, extent)], free,
                                      [d for d in _divisors(kernel, grid + block, names, helpers) if d in free],
                                      size_pairs(grid + block, names, DIVISIONS))
-                if quotient is not None and _confirmed(quotient, p, samples[0][0], at_fixed, partial=True):
+                if quotient is not None and _confirmed(quotient, p, samples[0][0], at_fixed, partial=True,
+                                                        launch_names=frozenset(launch_names)):
                     fit = quotient
             if fit is not None:
                 shapes[p], partial = fit, partial | {p}
