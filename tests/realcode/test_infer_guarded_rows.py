@@ -79,3 +79,36 @@ def test_rows_guarded_by_a_compound_condition_get_contiguous_strides(project):
     s, p = infer(project, "norm.cu", "scale_rows")
     assert s.args["stride_in"].value == "d" and s.args["stride_out"].value == "d"
     assert s.args["in"].shape == ("rows", "d") and s.args["out"].shape == ("rows", "d")
+
+
+# bitsandbytes' kgemm_4bit_inference_naive: A, one row of K halves, read 8 at a time as int4 under a
+# guard written in elements with a constant in it, `k + (VALS / 4) + (i * VALS / 4) < K`, while the
+# vector's index is `k / (VALS / 4) + i`; A's reach was K + 24 (the guard unseen), no shape fitted
+# and A fell back to [M, N]: 128 of the 4096 halves read at N = 128, K = 4096
+VECTOR_ROW = """#define VALS 32
+__global__ void gemv(int M, int K, const __half* A, float* out) {
+  int row = blockIdx.x * 4 + threadIdx.x / 32;
+  float acc = 0.0f;
+  __half a[8];
+  for (int k = (threadIdx.x % 32) * VALS; k < K; k += 32 * VALS)
+    for (int i = 0; i < 4; i++) {
+      if (k + (VALS / 4) + (i * VALS / 4) < K)
+        reinterpret_cast<int4(&)[1]>(a)[0] = reinterpret_cast<const int4*>(A)[k / (VALS / 4) + i];
+      else
+        for (int j = 0; j < 8; j++) a[j] = k + i * 8 + j < K ? A[k + i * 8 + j] : __float2half(0.0f);
+      for (int j = 0; j < 8; j++) acc += __half2float(a[j]);
+    }
+  if (row < M && threadIdx.x % 32 == 0) out[row] = acc;
+}
+void launch(int m, int k, const __half* A, float* out) { gemv<<<(m + 3) / 4, 128>>>(m, k, A, out); }
+"""
+
+
+def test_a_row_read_as_vectors_under_a_guard_in_elements_is_its_length(project):
+    project("gemv.cu", "#include <cuda_fp16.h>\n" + VECTOR_ROW)
+    s, p = infer(project, "gemv.cu", "gemv")
+    assert s.args["A"].shape == ("K",), p.comment
+    # the bound holds only under the guard: the same vector read outside it reaches three vectors on
+    project("gemv.cu", "#include <cuda_fp16.h>\n" + VECTOR_ROW.replace("(k + (VALS / 4) + (i * VALS / 4) < K)", "(M > 0)"))
+    s, p = infer(project, "gemv.cu", "gemv")
+    assert s.args["A"].shape != ("K",), p.comment

@@ -1121,6 +1121,15 @@ class Analyzer:
         if not isinstance(self.env.get(key), Iv):
             self.env[key] = cur if isinstance(cur, Iv) else UNKNOWN
         self._bound(key, op, bound)
+        c = poly.get((), 0)
+        rest = {m: v for m, v in poly.items() if m != ()}
+        if c and isinstance(bound, Iv) and (len(rest) > 1 or any(len(m) > 1 for m in rest)):
+            # its constant moved to the bound (`k + 8 + 8 * i < K`: `k + 8 * i` below K - 8), for an
+            # address that adds the same terms without it (`(k / 8 + i) * 8`, a vector's first element)
+            key = _guard_key(rest)
+            if not isinstance(self.env.get(key), Iv):
+                self.env[key] = _add(cur, Iv.point(-c)) if isinstance(cur, Iv) else UNKNOWN
+            self._bound(key, op, _add(bound, Iv.point(-c)))
 
     def _poly(self, n: Node | None) -> Poly | None:
         """The expression as a polynomial over the names it reads (the launch's constants and
@@ -1153,6 +1162,9 @@ class Analyzer:
                 return _poly_add(a, b, 1 if op == "+" else -1)
             if op == "*":
                 return _poly_mul(a, b)
+            if op == "/" and set(b) == {()} and b[()] > 0 and all(v % b[()] == 0 for v in a.values()):
+                # an exact quotient by a constant (`num_values_4bit / 4`, a macro's 32 / 4; `i * 32 / 4`)
+                return {m: v // b[()] for m, v in a.items()}
         return None
 
     def _compared(self, cond: Node | None) -> bool | None:
@@ -1272,15 +1284,30 @@ class Analyzer:
             return value
         vals = [self.expr(t, evaluate_only=True) for t, _ in terms]
         polys = [None if isinstance(v, Ptr) else self._poly(t) for (t, _), v in zip(terms, vals)]
+        quotients = [self._quotient_term(t, sign) for t, sign in terms]
         best = value
         for mask in range(1, 1 << len(terms)):
             part = [i for i in range(len(terms)) if mask >> i & 1]
-            if any(polys[i] is None for i in part):
+            divisors = {quotients[i][0] for i in part if quotients[i] is not None}
+            if len(divisors) == 1:
+                # `k / 8 + i` (a vector's index) under `k + 8 * i < K`: c times the part is at most
+                # k + 8 * i (each `x / c` times c at most x, for x >= 0), so the part is below K / c
+                c = divisors.pop()
+                total = {}
+                for i in part:
+                    q = quotients[i]
+                    term = q[1] if q is not None else (None if polys[i] is None else
+                                                       {m: v * c * terms[i][1] for m, v in polys[i].items()})
+                    total = None if term is None or total is None else _poly_add(total, term)
+                scaled = guards.get(_guard_key(total)) if total is not None else None
+                bound = Iv(None, scaled.hi // c) if scaled is not None and scaled.hi is not None else None
+            elif any(polys[i] is None for i in part):
                 continue
-            total: Poly = {}
-            for i in part:
-                total = _poly_add(total, polys[i], terms[i][1])
-            bound = guards.get(_guard_key(total))
+            else:
+                total = {}
+                for i in part:
+                    total = _poly_add(total, polys[i], terms[i][1])
+                bound = guards.get(_guard_key(total))
             if bound is None:
                 continue
             acc: Iv | Ptr = bound
@@ -1304,6 +1331,18 @@ class Analyzer:
                 tighter = Iv(old.lo if old.lo is not None else new.lo, new.hi)
                 best = Ptr(best.base, tighter, best.scale) if isinstance(best, Ptr) else tighter
         return best
+
+    def _quotient_term(self, t: Node | None, sign: int) -> tuple[int, Poly] | None:
+        """`x / c` added (c a positive constant, x never negative): (c, x's polynomial), else None."""
+        t = _unparen(t)
+        if sign != 1 or t is None or t.type != "binary_expression" or t.child_by_field_name("operator").type != "/":
+            return None
+        c, x = self._poly(t.child_by_field_name("right")), t.child_by_field_name("left")
+        num, xv = self._poly(x), self.expr(x, evaluate_only=True)
+        if c is None or set(c) != {()} or c[()] <= 0 or num is None or not isinstance(xv, Iv) or xv.lo is None \
+                or xv.lo < 0:
+            return None
+        return c[()], num
 
     def _segment_start(self, n: Node | None) -> str | None:
         """`indptr[b]` where `n` is the length of that segment, `indptr[b + 1] - indptr[b]` (or a
