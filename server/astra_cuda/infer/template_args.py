@@ -213,6 +213,9 @@ def _declared_type(arg: str, site: LaunchSite | None, program, notes: list[str],
     return chosen
 
 
+CALLERS_CHOICE = "the first of the values its callers give"   # one case of several, not evidence
+
+
 def _launcher_param(function: str, fn, param: str, program, constants: dict[str, str], notes: list[str],
                     name: str, known: frozenset[str]) -> str | None:
     """What the launching function's template parameter `param` is bound to: by its explicit
@@ -224,12 +227,16 @@ def _launcher_param(function: str, fn, param: str, program, constants: dict[str,
             notes.append(f"template parameter `{name}`: `{param}` of `{function}` from its explicit "
                          f"instantiation `{function}<{', '.join(inst)}>`")
             return given
-    for call in program.calls(function):
-        given = _usable(call.template_args[idx], known, constants) if idx < len(call.template_args) else None
-        if given is not None:
-            notes.append(f"template parameter `{name}`: `{param}` of `{function}` as "
-                         f"`{call.caller or 'its caller'}` calls it (`{function}<{', '.join(call.template_args)}>`)")
-            return given
+    calls = [(given, call) for call in program.calls(function)
+             if (given := _usable(call.template_args[idx], known, constants) if idx < len(call.template_args)
+                 else None) is not None]
+    if calls:
+        given, call = calls[0]
+        others = list(dict.fromkeys(g for g, _ in calls if g != given))
+        notes.append(f"template parameter `{name}`: `{param}` of `{function}` as "
+                     f"`{call.caller or 'its caller'}` calls it (`{function}<{', '.join(call.template_args)}>`)"
+                     + (f" — {CALLERS_CHOICE}: {', '.join(others)} too" if others else ""))
+        return given
     for model in program.models:
         deduced = _deduced(fn, param, function, model.text)
         given = _usable(deduced, known, constants) if deduced is not None else None
@@ -652,7 +659,10 @@ def project_instance(kernel: Kernel, instantiate: str | None, new_notes: list[st
     if not fits:
         return instantiate, None
     named = [n for n, _ in zip(kernel.template_param_names, guess)]
-    guessed_names = {n for n in named if any(f"`{n}`" in note and "no launch gives it" in note for note in new_notes)}
+    # with `largest`, a number the first of several calls gives (one `case` of a switch) is a choice too
+    guessed_names = {n for n in named if any(f"`{n}`" in note and ("no launch gives it" in note or
+                                                                    (largest and CALLERS_CHOICE in note))
+                                             for note in new_notes)}
     firm = [i for i, n in enumerate(named) if n not in guessed_names]
 
     def score(m: tuple[str, ...]) -> tuple[int, ...]:
