@@ -36,3 +36,18 @@ def test_a_size_that_bounds_a_loop_is_no_stride_by_use(project):
     # `item_bytes` is a factor of the page's offset too, but it bounds the copy: a size
     s, _ = infer(project, "pages.cu", PAGES, "gather_pages")
     assert "item_bytes" in s.sizes and s.args["item_bytes"].value == "item_bytes"
+
+
+SLICES = ("__global__ void lookup(float* out, const float* table, const int* ids, int tokens, int width, int ite) {\n"
+          "  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < tokens * width; i += blockDim.x * gridDim.x) {\n"
+          "    const int row = i / width;\n"
+          "    out[i] = table[ids[row + ite * tokens] * width + i % width];\n  }\n}\n"
+          "void run(float* o, const float* t, const int* d, int n, int w, int it) {\n"
+          "  lookup<<<(n * w + 255) / 256, 256>>>(o, t, d, n, w, it);\n}\n")
+
+
+def test_a_size_multiplied_by_an_extent_is_a_slice_index_not_a_stride(project):
+    # FasterTransformer embeddingLookupPosEncoding: `ite * local_token_num` picks the ite-th slice of
+    # the ids; `tokens` bounds the loop, so `ite` is the index and no contiguous stride
+    s, _ = infer(project, "slices.cu", SLICES, "lookup")
+    assert "ite" in s.sizes and s.args["ite"].value == "ite", (s.sizes, s.args["ite"].value)

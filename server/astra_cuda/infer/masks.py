@@ -153,6 +153,8 @@ def factors_only(kernel: source.Kernel, helpers: dict[str, Node], size_names: li
         return []
     factor: set[str] = set()
     other: set[str] = set()
+    partners: dict[str, set[str]] = {}   # size -> the sizes it is multiplied by
+    env_now: list[dict[str, str]] = [{}]
 
     def use(n: Node, size: str) -> None:
         up = n.parent
@@ -169,6 +171,10 @@ def factors_only(kernel: source.Kernel, helpers: dict[str, Node], size_names: li
                 other.add(size)   # compared, divided, a loop's bound
             else:
                 factor.add(size)
+                left, right = up.child_by_field_name("left"), up.child_by_field_name("right")
+                co = _bare(right if left is not None and n.start_byte == left.start_byte else left)
+                if co is not None and co.type == "identifier" and co.text.decode() in env_now[0]:
+                    partners.setdefault(size, set()).add(env_now[0][co.text.decode()])
         elif up is None or up.type != "argument_list":
             other.add(size)
 
@@ -177,6 +183,7 @@ def factors_only(kernel: source.Kernel, helpers: dict[str, Node], size_names: li
         while stack:
             n = stack.pop()
             if n.type == "identifier" and n.text.decode() in env:
+                env_now[0] = env
                 use(n, env[n.text.decode()])
             elif n.type == "call_expression":
                 fn, args = n.child_by_field_name("function"), n.child_by_field_name("arguments")
@@ -197,4 +204,6 @@ def factors_only(kernel: source.Kernel, helpers: dict[str, Node], size_names: li
             stack.extend(reversed(n.named_children))
 
     walk(body, {n: n for n in size_names}, 0)
-    return [n for n in size_names if n in factor and n not in other]
+    # multiplied by a size that bounds something (an extent: `ite * local_token_num`, FasterTransformer's
+    # embeddingLookupPosEncoding), it is the index of a slice, not a stride
+    return [n for n in size_names if n in factor and n not in other and not (partners.get(n, set()) & other)]
