@@ -266,10 +266,11 @@ def test_every_launch_runs_in_a_fresh_process(cpu):
     process of its own, gone when the launch returns."""
     from astra_cuda.backends.base import Launch
 
-    buf = cpu.upload(np.zeros(1024, np.float32))
+    buf = cpu.upload(np.zeros(4 * 1024, np.float32))
     pids = []
     for i in range(3):
-        m = cpu.compile(f"__global__ void k(float* x) {{ x[threadIdx.x] += {i}; }}", ["k"])
+        # one element per thread of the grid: blocks may run at once, and a shared element would race
+        m = cpu.compile(f"__global__ void k(float* x) {{ x[blockIdx.x * blockDim.x + threadIdx.x] += {i}; }}", ["k"])
         cpu.launch(m, "k", Launch((4, 1, 1), (1024, 1, 1)), [buf])
         pids.append(cpu._executors[""].last_pid)
         try:
@@ -277,7 +278,7 @@ def test_every_launch_runs_in_a_fresh_process(cpu):
         except FileNotFoundError:
             pass
     assert len(set(pids)) == 3
-    np.testing.assert_array_equal(cpu.download(buf), np.full(1024, 12.0, np.float32))  # 4 blocks x (0 + 1 + 2)
+    np.testing.assert_array_equal(cpu.download(buf), np.full(4 * 1024, 3.0, np.float32))  # 0 + 1 + 2 each
 
 
 def test_device_variables_keep_their_values_between_launches(cpu):
