@@ -5,7 +5,7 @@ gamma[it].load_from(params.gamma, idx)`, a `static_cast<const Vec_type*>(base)[i
 those methods were not followed, so each field was one byte, and the kernel's stores past it
 changed the next buffer (`params.dmask`, "the read-only input was modified")."""
 from astra_cuda import api
-from astra_cuda.model import source, spec
+from tests.realcode.test_infer_asm_accesses import infer
 
 VEC = ("#include <cstddef>\n"
        "template <typename T, int N> struct Vec {\n  union { float4 vec; T elt[N]; } data;\n"
@@ -13,15 +13,6 @@ VEC = ("#include <cstddef>\n"
        "    data.vec = static_cast<const float4*>(base)[idx];\n  }\n"
        "  __device__ void store_to(void* base, const size_t idx) { static_cast<float4*>(base)[idx] = data.vec; }\n"
        "};\n")
-
-
-def infer(project, name, text, kernel):
-    project(name, text)
-    path = project.root / name
-    p = api.infer_spec(api.snapshot(path.read_text(), str(path)), kernel, run=False)
-    k = source.parse(text).kernel(kernel)
-    m = source.parse(text[:k.span.start_byte] + p.comment + text[k.span.start_byte:])
-    return spec.load(m.kernel(kernel), m), p
 
 
 def test_void_fields_read_and_written_through_a_local_vector_objects_methods(project):
