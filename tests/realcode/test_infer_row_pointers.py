@@ -2,7 +2,7 @@
 apex xentropy) is read from there, and an index the kernel loads from its labels into that row
 (`input[labels[row]]`) is drawn within the row, not from a table of its own."""
 from astra_cuda import api
-from astra_cuda.model import access, source
+from astra_cuda.model import access, access_values, source
 
 from .conftest import needs_gxx
 
@@ -17,7 +17,7 @@ XENT = ("#include <cstdint>\n"
         "  xent<<<rows, 128>>>(l, in, lab, classes);\n}\n")
 
 
-def _reach(body: str, name: str = "p") -> access.Use:
+def _reach(body: str, name: str = "p") -> access_values.Use:
     k = source.parse(f"__global__ void k(float* p, int n) {{\n{body}\n}}\n").kernel("k")
     return access.analyse(k, {"n": 100}, [5, 1, 1], [32, 1, 1], {"p": 4}, set(), 7, {}).uses[name]
 

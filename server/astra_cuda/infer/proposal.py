@@ -10,7 +10,7 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 
-from ..model import access, dtypes, exprs, source
+from ..model import access, compiled_branches, dtypes, exprs, source
 from ..compile.project import ProjectContext
 from ..model.source import Kernel, SourceModel
 from ..model.spec import NULL
@@ -1120,7 +1120,7 @@ def _requirements(grid: list[str], block: list[str], found: InferredShapes | Non
     out += [r for r in dict.fromkeys(f"{a} > {b}" for a, b in size_pairs(grid + block, size_names, DIFFERENCES)) if r not in out]
     # a loop over `size / 8` packets handles no tail: the size must be a multiple of 8
     body = source.parser().parse(kernel.text.encode()).root_node
-    dead = access.not_compiled(body, values or {})   # `if constexpr (use_vec)` of an instance without it
+    dead = compiled_branches.not_compiled(body, values or {})   # `if constexpr (use_vec)` of an instance without it
     for n in _walk(body):
         if n.type == "for_statement" and n.child_by_field_name("condition") is not None \
                 and not any(a <= n.start_byte < b for a, b in dead):

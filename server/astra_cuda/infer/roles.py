@@ -12,7 +12,7 @@ import itertools
 import re
 from dataclasses import dataclass, field
 
-from ..model import access, exprs
+from ..model import access, compiled_branches, exprs
 from ..model.source import Kernel
 from ..model.syntax import walk
 from . import masks
@@ -693,10 +693,10 @@ def only_in_dead_branches(kernel: Kernel, pointers: list[str], constants: dict[s
     for n in walk(body):
         if n.type != "if_statement" or any(s <= n.start_byte < e for s, e in dead):
             continue
-        taken = access.constexpr_branch(n, constants)
+        taken = compiled_branches.constexpr_branch(n, constants)
         cond = n.child_by_field_name("condition")
         if taken is None and cond is not None:
-            taken = access.truth_of(cond, constants, {p.name for p in kernel.params if not p.is_pointer})
+            taken = compiled_branches.truth_of(cond, constants, {p.name for p in kernel.params if not p.is_pointer})
         if taken is None:
             continue
         gone = n.child_by_field_name("alternative" if taken else "consequence")
