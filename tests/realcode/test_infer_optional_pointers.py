@@ -3,7 +3,7 @@
 topk_stage1's `top_ks`, `finished`, `skip_decode`). The spec passes one as `"null"`, and inference
 tries that when the draft that gives it a buffer does not run cleanly."""
 from astra_cuda import api
-from astra_cuda.infer.proposal import _null_tested
+from astra_cuda.infer.body_facts import null_tested
 from astra_cuda.model import source, spec
 
 from .conftest import needs_gxx
@@ -57,7 +57,7 @@ def test_the_pointers_a_kernel_tests_against_null():
     text = ("__global__ void k(float* o, const int* a, const int* b, const int* c, const float* e, int n) {\n"
             "  if (!b || (a == NULL)) return;\n  float x = c ? c[0] : 0;\n  if (0 != e) x += e[0];\n"
             "  o[n] = x;\n}\n")
-    assert _null_tested(source.parse(text).kernel("k")) == {"a", "b", "c", "e"}
+    assert null_tested(source.parse(text).kernel("k")) == {"a", "b", "c", "e"}
 
 
 def test_an_optional_table_of_offsets_is_proposed_null_after_its_draft_leaves_outputs_unwritten(project):
@@ -128,7 +128,7 @@ def test_a_pointer_a_helper_tests_against_null_is_optional():
             "__global__ void k(float* o, const int* lens, int n) {\n  add_past(o, lens, n);\n}\n")
     from astra_cuda.model import access
     helpers = access.helpers_of([text.split("__global__")[0]])
-    assert _null_tested(source.parse(text).kernel("k"), helpers) == {"lens"}
+    assert null_tested(source.parse(text).kernel("k"), helpers) == {"lens"}
 
 
 def test_a_size_compared_with_a_negative_sentinel_takes_no_branch_for_it():

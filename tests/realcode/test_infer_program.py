@@ -390,7 +390,7 @@ def test_sizeof_the_launchers_template_parameter_is_the_resolved_types(project):
 
 
 def test_notes_say_what_inference_is_least_sure_of_first():
-    from astra_cuda.infer.proposal import ranked
+    from astra_cuda.infer.notes import ranked
     notes = ["size `n`: the program itself uses 4096", "`eps` = 1e-5 is a guess",
              "shape of `x` could not be read from the kernel's indexing: set to [\"n\"] — CHECK",
              "`y`: the element type `T` could not be resolved: took float"]

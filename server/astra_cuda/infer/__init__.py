@@ -13,6 +13,7 @@ its siblings: launches, calls, instantiations), `proposal` (the assembled commen
 """
 from . import validate
 from .hostexprs import HostExprs
-from .proposal import Proposal, infer
+from .draft import Proposal
+from .proposal import infer
 
 __all__ = ["Proposal", "infer", "validate", "HostExprs"]

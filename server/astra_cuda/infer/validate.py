@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from .proposal import Proposal
+from .draft import Proposal
 
 MAX_TRIALS = 3      # drafts run before the best is proposed with what was seen
 BUDGET_S = 90.0     # no further alternative is started this long after the first draft's run ended

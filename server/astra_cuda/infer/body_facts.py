@@ -1,0 +1,392 @@
+"""What the kernel's body says that the draft turns into requirements, values or notes: a warp's
+width by name, a scatter's index array, rows several blocks split, whole groups, pointers
+tested against null, shift counts, modes, status outputs, an earlier version of the kernel,
+functions bound as template arguments, the constants its code names, a `void*` buffer's type.
+Separate because each is a reading of the tree, none needs the draft's state."""
+from __future__ import annotations
+
+import ast
+
+from ..model import access, dtypes, exprs, source
+from ..model.source import Kernel, SourceModel
+from ..model.syntax import walk as _walk
+from tree_sitter import Node
+from .launches import value_of
+from .program import param_names
+from .roles import TABLE, InferredShapes
+from .requirements import prod
+
+
+NULL_HELPER_DEPTH = 4   # device helpers followed for a pointer's null test
+WARP_WIDTH = 32   # threads of a warp on every NVIDIA GPU
+
+
+def warp_width_names(kernel: Kernel, site_model: SourceModel | None, constants: dict[str, str]) -> list[str]:
+    """Macros named for the warp's width (`C10_WARP_SIZE`, defined by torch's headers, which
+    inference does not read) that the kernel or its launcher uses and the project does not define."""
+    texts = [kernel.text] + ([site_model.text] if site_model is not None else [])
+    nodes = [n for t in texts for n in _walk(source.parser().parse(t.encode("utf-8")).root_node)]
+    found = {n.text.decode() for n in nodes if n.type == "identifier"}
+    # a name the code declares itself (the kernel's own `constexpr int WARP_SIZE = ...`) is its own
+    declared = {d.text.decode() for n in nodes if n.type in ("init_declarator", "preproc_def", "preproc_function_def")
+                if (d := n.child_by_field_name("declarator") or n.child_by_field_name("name")) is not None}
+    return sorted(n for n in found - declared if n.isupper() and n.endswith("WARP_SIZE") and n not in constants)
+
+def class_argument(arg: str) -> str | None:
+    """The template argument when it names an object of a class template (`cute::Shape<int, int>`,
+    `TensorListMetadata<3>`), which no number stands for; None for anything else."""
+    arg = " ".join(arg.split())
+    return arg if "<" in arg and not arg.endswith("*") else None
+
+
+def scatter_of(found: InferredShapes) -> tuple[str, str] | None:
+    """(the index array, its element count) where the kernel's one index array places rows of
+    outputs it never reads (`out[idx[row] * cols + i] = x`): a scatter, whose destinations are
+    distinct — drawn with repeats, two rows would race for one destination and others stay unwritten."""
+    shape = found.shapes.get(next(iter(found.tables))) if found.uses_table and len(found.tables) == 1 else None
+    users = [p for p, s in found.shapes.items() if any(TABLE in exprs.names(d) for d in s)]
+    if not shape or any(TABLE in exprs.names(d) for d in shape) or not users \
+            or any(p in found.read_only or p in found.inout for p in users):
+        return None
+    return next(iter(found.tables)), " * ".join(d if d.isidentifier() or d.isdigit() else f"({d})" for d in shape)
+
+
+def split_row_requires(kernel: Kernel, size_names: list[str], block: list[str], values: dict[str, int]) -> list[tuple[str, int]]:
+    """(`n >= S`, line) for a loop over size `n` that several blocks split (FasterTransformer's
+    topk_stage1: `for (e = tid + lane * BLOCK; e < vocab; e += BLOCK * BLOCKS_PER_BEAM)`, `lane`
+    read from blockIdx): it starts at a block's own offset and steps a constant S wider than the
+    block. Below S elements some block has none, and its partial result is empty (an index of -1
+    the kernel writes through): the program's rows are far longer, so that is no edge to test."""
+    body = access.kernel_body(kernel)
+    threads = [int(b) for b in block if b.strip().isdigit()]
+    if body is None or len(threads) != len(block) or not threads:
+        return []
+    width = prod(threads)
+    from_block: set[str] = {"blockIdx"}   # locals computed from the block's index, transitively
+    for d in _walk(body):
+        if d.type == "init_declarator" and d.child_by_field_name("value") is not None:
+            name = d.child_by_field_name("declarator")
+            used = {n.text.decode() for n in _walk(d.child_by_field_name("value")) if n.type == "identifier"}
+            if name is not None and name.type == "identifier" and used & from_block:
+                from_block.add(name.text.decode())
+    out: list[tuple[str, int]] = []
+    for loop in _walk(body):
+        if loop.type != "for_statement":
+            continue
+        init, cond, step = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update"))
+        if init is None or cond is None or step is None or step.type != "assignment_expression" \
+                or step.child_by_field_name("operator").type != "+=":
+            continue
+        if not {n.text.decode() for n in _walk(init) if n.type == "identifier"} & from_block:
+            continue
+        op, bound = cond.child_by_field_name("operator"), cond.child_by_field_name("right")
+        if op is None or op.type != "<" or bound is None or bound.text.decode() not in size_names:
+            continue
+        try:
+            stride = exprs.evaluate_int(step.child_by_field_name("right").text.decode(), values)
+        except exprs.ExprError:
+            continue
+        if stride >= 2 * width:
+            out.append((f"{bound.text.decode()} >= {stride}", kernel.span.start_line + loop.start_point[0] + 1))
+    return list(dict.fromkeys(out))
+
+
+def whole_groups(kernel: Kernel, size_names: list[str], derived: dict[str, str]) -> list[str]:
+    """`hidden * rows % groups == 0` where the kernel's body computes, once and before any loop,
+    a product of sizes divided by a size (`stride = (hidden * rows) / groups`): each of that many
+    parts is taken whole, so its launcher passes a divisor (a remainder's elements would be read
+    from past the parts' table)."""
+    from .hostexprs import HostExprs
+    body = access.kernel_body(kernel)
+    if body is None:
+        return []
+    local: dict[str, str] = dict(derived)
+    out: list[str] = []
+    for st in body.named_children:
+        if st.type != "declaration":
+            continue
+        for d in st.children_by_field_name("declarator"):
+            target, value = d.child_by_field_name("declarator"), d.child_by_field_name("value")
+            if d.type != "init_declarator" or target is None or target.type != "identifier" or value is None:
+                continue
+            v = value
+            while v.type == "parenthesized_expression" and v.named_child_count == 1:
+                v = v.named_children[0]
+            hx = HostExprs({n: n for n in size_names}, local)
+            if v.type == "binary_expression" and v.child_by_field_name("operator").type == "/":
+                num, den = v.child_by_field_name("left"), v.child_by_field_name("right")
+                a, b = hx.spec(num.text.decode()), hx.spec(den.text.decode())
+                if a is not None and b in size_names and exprs.names(a) and b not in exprs.names(a) \
+                        and (a in size_names or any(isinstance(x, ast.BinOp) for x in ast.walk(exprs.parse(a)))):
+                    out.append(f"{exprs.simplify(a, [])} % {b} == 0")
+            if hx.spec(value.text.decode()) is not None:
+                local[target.text.decode()] = value.text.decode()
+    return out
+
+
+def member_read(kernel: Kernel, name: str) -> str | None:
+    """The first `name.member` (or `name.method(…)`) of the kernel's body, or None."""
+    return first_use(kernel, name, "field_expression")
+
+
+def first_use(kernel: Kernel, name: str, kind: str) -> str | None:
+    """The first expression of type `kind` (`field_expression`, `subscript_expression`) of the kernel's
+    body applied to `name` (`name.member`, `name[i][j]`), or None."""
+    root = source.parser().parse(kernel.text.encode()).root_node
+    for n in _walk(root):
+        if n.type == kind and (arg := n.child_by_field_name("argument")) is not None \
+                and arg.type == "identifier" and arg.text == name.encode():
+            while n.parent is not None and n.parent.type == kind:   # `a[i][j]`, whole
+                n = n.parent
+            return " ".join(n.text.decode().split())[:60]
+    return None
+
+
+def null_tested(kernel: Kernel, helpers: dict[str, Node] | None = None) -> set[str]:
+    """Pointer parameters the kernel compares with null (`p != nullptr`, `p == NULL`, `!p`, `if (p)`,
+    `p ? p[i] : x`), itself or in a device helper it hands them to (exllamav2's rope tests
+    `past_lens` in the helper it calls): optional inputs its caller may leave out, a layout or a
+    feature chosen by their absence (TransformerEngine rope's `cu_seqlens`: THD when given, SBHD when null)."""
+    body = access.kernel_body(kernel)
+    pointers = {p.name for p in kernel.params if p.is_pointer}
+    if body is None or not pointers:
+        return set()
+
+    def bare(n, env):
+        while n is not None and n.type == "parenthesized_expression" and n.named_child_count == 1:
+            n = n.named_children[0]
+        return env.get(n.text.decode()) if n is not None and n.type == "identifier" else None
+
+    def is_null(n) -> bool:
+        return n is not None and (n.type == "null" or (n.type == "number_literal" and n.text.decode() == "0"))
+
+    out: set[str] = set()
+
+    def walk(node, env: dict[str, str], depth: int) -> None:
+        for n in _walk(node):
+            if n.type == "binary_expression" and n.child_by_field_name("operator").type in ("==", "!="):
+                left, right = n.child_by_field_name("left"), n.child_by_field_name("right")
+                name = bare(left, env) if is_null(right) else bare(right, env) if is_null(left) else None
+            elif n.type == "unary_expression" and n.child_by_field_name("operator").type == "!":
+                name = bare(n.child_by_field_name("argument"), env)
+            elif n.type in ("condition_clause", "conditional_expression"):
+                name = bare(n.child_by_field_name("value") if n.type == "condition_clause"
+                            else n.child_by_field_name("condition"), env)
+            elif n.type == "call_expression" and depth < NULL_HELPER_DEPTH:
+                fn, args = n.child_by_field_name("function"), n.child_by_field_name("arguments")
+                target = (helpers or {}).get(fn.text.decode().split("<")[0].split("::")[-1].strip()) \
+                    if fn is not None else None
+                if target is not None and target.type == "function_definition" and args is not None:
+                    given = [a for a in args.named_children if a.type != "comment"]
+                    bound = {h: k for h, a in zip(param_names(target), given) if h and (k := bare(a, env))}
+                    inner = target.child_by_field_name("body")
+                    if bound and inner is not None:
+                        walk(inner, bound, depth + 1)
+                continue
+            else:
+                continue
+            if name is not None:
+                out.add(name)
+    walk(body, {p: p for p in pointers}, 0)
+    return out
+
+
+def shift_counts(kernel: Kernel, size_names: list[str]) -> list[str]:
+    """The kernel's integer parameters it shifts by (`hidden_dim >> merge_count`) and uses for
+    nothing else a size is used for: bit counts, which a size's values (128, 4096) would shift
+    every bit out of."""
+    body = access.kernel_body(kernel)
+    if body is None:
+        return []
+    shifts: set[str] = set()
+    for n in _walk(body):
+        if n.type == "binary_expression" and n.child_by_field_name("operator").type in ("<<", ">>"):
+            right = n.child_by_field_name("right")
+            while right is not None and right.type == "parenthesized_expression" and right.named_child_count == 1:
+                right = right.named_children[0]
+            if right is not None and right.type == "identifier" and right.text.decode() in size_names:
+                shifts.add(right.text.decode())
+    return [n for n in size_names if n in shifts]
+
+
+def mode_params(kernel: Kernel, size_names: list[str]) -> list[tuple[str, int, list[int]]]:
+    """(name, value, the numbers it is compared with) for each integer parameter the kernel's body
+    names only in `==`/`!=` comparisons with numbers (`if (int8_mode == 2)`): a mode, whose sizes'
+    values would pick a path by accident; the value is the least non-negative number none of the
+    comparisons names, so each of them takes its `else` (the plain path: FasterTransformer's int8_mode 0)."""
+    body = access.kernel_body(kernel)
+    if body is None:
+        return []
+    tested: dict[str, set[int]] = {n: set() for n in size_names}
+    plain: set[str] = set()
+    for n in _walk(body):
+        if n.type != "identifier" or n.text.decode() not in tested:
+            continue
+        parent = n.parent
+        while parent is not None and parent.type == "parenthesized_expression":
+            parent = parent.parent
+        op = parent.child_by_field_name("operator") if parent is not None and parent.type == "binary_expression" \
+            else None
+        other = [c for c in (parent.child_by_field_name("left"), parent.child_by_field_name("right"))
+                 if c is not None and c.end_byte <= n.start_byte or c is not None and c.start_byte >= n.end_byte] \
+            if op is not None else []
+        literal = other[0].text.decode().rstrip("uUlL") if len(other) == 1 and other[0].type == "number_literal" else ""
+        if op is not None and op.type in ("==", "!=") and literal.isdigit():
+            tested[n.text.decode()].add(int(literal))
+        else:
+            plain.add(n.text.decode())
+    out = []
+    for name, values in tested.items():
+        if values and name not in plain:
+            out.append((name, next(v for v in range(len(values) + 1) if v not in values), sorted(values)))
+    return out
+
+
+def written_as_constants(kernel: Kernel, name: str) -> bool:
+    """A status output: every use of the pointer in the body stores a literal through it
+    (FlashInfer sampling's `valid[bx] = true;` and `valid[bx] = false;`) — nothing it computes."""
+    body = access.kernel_body(kernel)
+    uses = [n for n in _walk(body) if n.type == "identifier" and n.text.decode() == name] if body is not None else []
+    for u in uses:
+        store = u.parent
+        if store is None or store.type not in ("subscript_expression", "pointer_expression") or \
+                store.child_by_field_name("argument") != u:
+            return False
+        assign = store.parent
+        if assign is None or assign.type != "assignment_expression" or assign.child_by_field_name("left") != store \
+                or assign.child_by_field_name("operator").type != "=":
+            return False
+        value = assign.child_by_field_name("right")
+        while value is not None and value.type in ("parenthesized_expression", "unary_expression") \
+                and value.named_child_count == 1:
+            value = value.named_children[0]   # `(-1)`, `-1`
+        if value is None or value.type not in ("true", "false", "number_literal"):
+            return False
+    return bool(uses)
+
+
+def reduces(kernel: Kernel) -> bool:
+    """The kernel combines values across threads (warp shuffles, cooperative-groups reductions,
+    shared-memory partials, atomics): its rounding differs from a sequential version's."""
+    body = access.kernel_body(kernel)
+    calls = {n.child_by_field_name("function").text.decode().split("<")[0].split("::")[-1]
+             for n in _walk(body) if n.type == "call_expression" and n.child_by_field_name("function") is not None} \
+        if body is not None else set()
+    return any(c.startswith(("__shfl", "atomicAdd", "warp_sum", "warp_reduce", "block_reduce", "block_sum"))
+               or c in ("reduce", "__syncthreads") for c in calls)
+
+
+def _version(name: str) -> tuple[str, int] | None:
+    """'gelu_forward_kernel2' -> ('gelu_forward_kernel', 2)."""
+    stem = name.rstrip("0123456789")
+    return (stem, int(name[len(stem):])) if stem != name else None
+
+
+def earlier_version(kernel: Kernel, model: SourceModel) -> str | None:
+    """The closest lower-numbered version of this kernel in the file with the same parameters
+    and template parameters (kernel-development files keep kernel1, kernel2, ... side by side);
+    the reference is instantiated with this kernel's `instantiate`, so another template list
+    (`reduce5<T, blockSize>` beside `reduce6<T, blockSize, nIsPow2>`) cannot be one."""
+    mine = _version(kernel.name)
+    if mine is None:
+        return None
+    def sig(k: Kernel) -> list[tuple[str, str]]:   # __restrict__ does not change the interface
+        return [(p.name, " ".join(p.type.replace("__restrict__", " ").split())) for p in k.params]
+
+    def kinds(k: Kernel) -> list[str]:   # `class T` and `typename U` are one kind; names and defaults aside
+        out = []
+        for t in k.template_params:
+            words = t.split("=")[0].replace("...", " ... ").split()[:-1]
+            out.append(" ".join("typename" if w == "class" else w for w in words))
+        return out
+    older = [(v[1], k.name) for k in model.kernels if k is not kernel and (v := _version(k.name)) is not None
+             and v[0] == mine[0] and v[1] < mine[1] and sig(k) == sig(kernel) and kinds(k) == kinds(kernel)]
+    return max(older)[1] if older else None
+
+
+def called_template_params(kernel: Kernel) -> list[str]:
+    """The kernel's template parameters its body calls as functions (`template <auto Fn>` … `Fn(p, i)`)."""
+    names = set(kernel.template_param_names)
+    body = access.kernel_body(kernel)
+    out: list[str] = []
+    for n in _walk(body) if body is not None and names else ():
+        fn = n.child_by_field_name("function") if n.type == "call_expression" else None
+        if fn is not None and fn.type == "identifier" and fn.text.decode() in names and fn.text.decode() not in out:
+            out.append(fn.text.decode())
+    return out
+
+
+def bound_functions(kernel: Kernel, targs: dict[str, str], helpers: dict[str, Node]) -> dict[str, Node]:
+    """Each template parameter the kernel calls as a function (`SrcOffsetFn(base, tbl, layer, ...)`,
+    sgl-kernel transfer_kernel_impl) under the name of the device function `instantiate` binds it
+    to (`get_global_offset_lf<const char>`), so the accesses follow the call into that function
+    as into any helper: what the kernel reaches through its result is then measured."""
+    out: dict[str, Node] = {}
+    for name in called_template_params(kernel):
+        bound = targs.get(name, "").strip().lstrip("&").strip()
+        short = bound.split("<")[0].split("::")[-1].strip()
+        for key, fn in helpers.items():   # the function and its overloads by their count of arguments
+            if key == short or key.startswith(short + "#"):
+                out[name + key[len(short):]] = fn
+    return out
+
+
+def launch_value(site, kernel: Kernel, name: str, constants: dict[str, str]) -> str | None:
+    """A scalar argument the launch passes as a number or a constant (`RISKFREE` = 0.02)."""
+    idx = next((i for i, p in enumerate(kernel.params) if p.name == name), None)
+    if idx is None or idx >= len(site.args):
+        return None
+    text, seen = site.args[idx].strip(), 0
+    while text in constants and seen < 8:
+        text, seen = constants[text].strip(), seen + 1
+    text = text.strip("()").rstrip("fF") if text.count("(") <= 1 else text
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return repr(value) if value == value and abs(value) < 1e30 else None
+
+
+def names_used(kernel: Kernel, items) -> set[str]:
+    """The names the kernel uses, and those the device functions and classes it reaches use
+    (`THREADS_X` in the helper the kernel calls, the view class's method)."""
+    by_name: dict[str, list] = {}
+    for it in items:
+        if it.kind in ("device_function", "type"):
+            for n in it.defines:
+                by_name.setdefault(n, []).append(it)
+    seen, todo = set(kernel.uses), list(kernel.uses)
+    while todo:
+        for it in by_name.pop(todo.pop(), []):
+            new = set(it.uses) - seen
+            seen |= new
+            todo += new
+    return seen
+
+
+def integer_constants(constants: dict[str, str], used: set[str]) -> dict[str, int]:
+    """The integer value of each constant the kernel's code names (macros through macros)."""
+    out = {}
+    for name in sorted(used):
+        if name in constants:
+            v = value_of(name, constants)
+            if v is not None:
+                out[name] = v
+    return out
+
+
+def cast_type(casts: set[str], shape: list[str] | None) -> tuple[dtypes.DType, list[str]] | None:
+    """A `void*` buffer's element type, the widest scalar the kernel casts it to, and its shape
+    in those elements (a row of `4 * dim` bytes is `dim` floats), or None where it is not one."""
+    types = [dt for c in casts if (dt := dtypes.BY_NAME.get(c)) is not None]
+    if not types or not shape:
+        return None
+    widest = max(types, key=lambda t: t.itemsize)
+    last = shape[-1].replace(" ", "")
+    if widest.itemsize == 1:
+        return widest, shape
+    if last.startswith(f"{widest.itemsize}*"):
+        return widest, shape[:-1] + [shape[-1].split("*", 1)[1].strip()]
+    if last.isdigit() and int(last) % widest.itemsize == 0:   # a slot of 4 bytes an atomic updates: 1 float
+        return widest, shape[:-1] + [str(int(last) // widest.itemsize)]
+    return None

@@ -1,0 +1,166 @@
+"""The `require` lines of a draft that its launch and accesses imply: a block within the kernel's
+`__launch_bounds__`, whole chunks per thread, vector widths that keep rows aligned, and the
+spec-expression helpers they are written with. Separate because they read the assembled
+launch and shapes, not the tree."""
+from __future__ import annotations
+
+import ast
+
+from ..model import compiled_branches, exprs, source
+from ..model.source import Kernel
+from ..model.syntax import walk as _walk
+from .launches import value_of
+from .roles import DIFFERENCES, DIVISIONS, InferredShapes, size_pairs
+from .sizes import clamped_block_requires
+
+
+def within_launch_bounds(kernel: Kernel, block: list[str], values: dict[str, str], notes: list[str]) -> list[str]:
+    """A block no larger than the kernel's `__launch_bounds__` (the launcher keeps to it)."""
+    if not kernel.launch_bounds or "(" not in kernel.launch_bounds:
+        return block
+    first = exprs.split_top_level(kernel.launch_bounds.split("(", 1)[1].rsplit(")", 1)[0])[0]
+    bound = value_of(first, values)
+    if bound is None or bound < 1:
+        return block
+    try:
+        fixed = [exprs.evaluate_int(b, {}) for b in block] if all(not exprs.names(b) for b in block) else None
+    except exprs.ExprError:
+        fixed = None
+    if fixed is not None:
+        while prod(fixed) > bound and fixed[0] > 1:
+            fixed[0] //= 2
+        out = [str(v) for v in fixed]
+    elif len(block) == 1:
+        out = [f"min({block[0]}, {bound})"]
+    else:
+        return block
+    if out != block:
+        notes.append(f"block kept within the kernel's {kernel.launch_bounds}: {', '.join(out)}")
+    return out
+
+
+def prod(xs: list[int]) -> int:
+    out = 1
+    for x in xs:
+        out *= x
+    return out
+
+
+def holds_true(r: str) -> bool:
+    try:
+        return bool(exprs.evaluate(r, {}))
+    except exprs.ExprError:
+        return False
+
+
+def substituted(parts: list[str] | None, values: dict[str, str]) -> list[str] | None:
+    """Spec expressions with some names replaced by expressions of their own."""
+    if parts is None or not values:
+        return parts
+    import ast
+
+    class _Sub(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.AST:
+            return ast.parse(f"({values[node.id]})", mode="eval").body if node.id in values else node
+    return [ast.unparse(_Sub().visit(exprs.parse(x).body)) if x else x for x in parts]
+
+
+def launch_requirements(grid: list[str], block: list[str], found: InferredShapes | None, size_names: list[str],
+                  kernel: Kernel, values: dict[str, int] | None = None) -> list[str]:
+    """`n % 8 == 0` when the launch gives each thread a fixed chunk (`cdiv(n, 256 * 8)`) or
+    divides a size by a constant (`width / 32` blocks): the kernel then handles no tail, as its
+    launcher assumes."""
+    out = []
+    for g in grid:   # `size / 32` blocks of a tile: the launcher assumes whole tiles
+        node = source.parse_expression(g)
+        if node is not None and node.type == "binary_expression" and node.child_by_field_name("operator").type == "/":
+            a, b = node.child_by_field_name("left"), node.child_by_field_name("right")
+            if a.type == "identifier" and a.text.decode() in size_names and b.type == "number_literal" \
+                    and b.text.decode().isdigit() and int(b.text.decode()) > 1:
+                out.append(f"{a.text.decode()} % {b.text.decode()} == 0")
+    # `hidden_dim / heads` threads: the launcher's heads divide the row
+    out += [r for r in dict.fromkeys(f"{a} % {b} == 0" for a, b in size_pairs(grid + block, size_names, DIVISIONS)) if r not in out]
+    # `(max - min) / 8` blocks: the launcher has the first above the second
+    out += [r for r in dict.fromkeys(f"{a} > {b}" for a, b in size_pairs(grid + block, size_names, DIFFERENCES)) if r not in out]
+    # a loop over `size / 8` packets handles no tail: the size must be a multiple of 8
+    body = source.parser().parse(kernel.text.encode()).root_node
+    dead = compiled_branches.not_compiled(body, values or {})   # `if constexpr (use_vec)` of an instance without it
+    for n in _walk(body):
+        if n.type == "for_statement" and n.child_by_field_name("condition") is not None \
+                and not any(a <= n.start_byte < b for a, b in dead):
+            for d in _walk(n.child_by_field_name("condition")):
+                if d.type == "binary_expression" and d.child_by_field_name("operator").type == "/":
+                    a, b = d.child_by_field_name("left"), d.child_by_field_name("right")
+                    if a is not None and b is not None and a.type == "identifier" and a.text.decode() in size_names \
+                            and b.type == "number_literal" and b.text.decode().isdigit() and int(b.text.decode()) > 1:
+                        req = f"{a.text.decode()} % {b.text.decode()} == 0"
+                        if req not in out:
+                            out.append(req)
+    # warps per block (`blockDim.x >> 5`, `blockDim.x / WARP_SIZE`): a block under a warp has none,
+    # and a loop stepping by them (`head += warps_per_block`) never ends — the launcher's block
+    # is at least a warp (vLLM reshape_and_cache_flash: `min(num_heads * head_size, 512)` threads)
+    if block and not block[0].strip().isdigit() and counts_warps(body, values or {}) \
+            and (r := f"{block[0]} >= 32") not in out:
+        out.append(r)
+    out += [r for r in clamped_block_requires(block, kernel.text, size_names) if r not in out]
+    if "gridDim" in kernel.text:   # a grid-stride loop takes any size
+        return out
+    for g in grid:
+        node = source.parse_expression(g)
+        if node is None or node.type != "call_expression":
+            continue
+        fn = node.child_by_field_name("function")
+        args = node.child_by_field_name("arguments")
+        if fn is None or fn.text.decode() != "cdiv" or args is None or len(args.named_children) != 2:
+            continue
+        total, per = (a.text.decode() for a in args.named_children)
+        if total not in size_names:
+            continue
+        factors = [f.strip() for f in per.split("*")]
+        chunk = [f for f in factors if f.isdigit() and f not in block and int(f) > 1]
+        if len(factors) > 1 and chunk:
+            out.append(f"{total} % {chunk[-1]} == 0")
+    return out
+
+
+def counts_warps(body, values: dict[str, int]) -> bool:
+    """Whether the kernel divides `blockDim.x` into warps (`>> 5`, `/ 32`, `/ WARP_SIZE`)."""
+    for n in _walk(body):
+        if n.type != "binary_expression" or n.child_by_field_name("operator").type not in (">>", "/"):
+            continue
+        a, b = n.child_by_field_name("left"), n.child_by_field_name("right")
+        if a is None or b is None or a.text.decode().replace(" ", "") != "blockDim.x":
+            continue
+        word = b.text.decode().strip()
+        number = int(word) if word.isdigit() else values.get(word, 32 if word in ("warpSize", "WARP_SIZE") else 0)
+        if number == (5 if n.child_by_field_name("operator").type == ">>" else 32):
+            return True
+    return False
+
+
+def vector_requirements(found: InferredShapes | None, buffers: dict[str, tuple[list[str], int, bool]],
+                         size_names: list[str], require: list[str], notes: list[str]) -> list[str]:
+    """`hidden % 4 == 0` where the kernel moves a buffer W elements at a time (a `uint4` or
+    `vec_n_t<float, 4>` over floats): its rows then start on a W-element boundary, as a vector
+    access needs on a GPU (else a misaligned-address fault) and as the launcher that picks the
+    width arranges; a vector loop also leaves a partial vector's tail unwritten."""
+    import math
+    widths: dict[str, int] = {}      # size -> the width every vector access over it needs (their lcm)
+    names: dict[str, list[str]] = {}
+    for name, width in (found.vectors if found is not None else {}).items():
+        shape = buffers.get(name, ([], 0, False))[0]
+        last = shape[-1].strip() if shape else ""
+        if last not in size_names or any(r.replace(" ", "").startswith(f"{last}%") for r in require):
+            continue
+        widths[last] = math.lcm(widths.get(last, 1), width)
+        names.setdefault(last, []).append(name)
+    out = [f"{last} % {w} == 0" for last, w in widths.items()]
+    for req, last in zip(out, widths):
+        notes.append(f"{', '.join(f'`{n}`' for n in names[last])} moved {widths[last]} elements at a time (vector "
+                     f"accesses): `{req}` keeps each row aligned to a vector, as a GPU needs — CHECK whether the "
+                     f"kernel handles a tail")
+    return out
+
+
+def toml_list(items: list[str]) -> str:
+    return "[" + ", ".join(f'"{i}"' for i in items) + "]"
