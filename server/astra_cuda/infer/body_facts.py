@@ -11,13 +11,13 @@ from ..model import access, dtypes, exprs, source
 from ..model.source import Kernel, SourceModel
 from ..model.syntax import walk as _walk
 from tree_sitter import Node
-from .launches import value_of
+from .launch_callers import value_of
 from .program import param_names
 from .roles import TABLE, InferredShapes
 from .requirements import prod
 
 
-NULL_HELPER_DEPTH = 4   # device helpers followed for a pointer's null test
+_NULL_HELPER_DEPTH = 4   # device helpers followed for a pointer's null test
 WARP_WIDTH = 32   # threads of a warp on every NVIDIA GPU
 
 
@@ -172,7 +172,7 @@ def null_tested(kernel: Kernel, helpers: dict[str, Node] | None = None) -> set[s
             elif n.type in ("condition_clause", "conditional_expression"):
                 name = bare(n.child_by_field_name("value") if n.type == "condition_clause"
                             else n.child_by_field_name("condition"), env)
-            elif n.type == "call_expression" and depth < NULL_HELPER_DEPTH:
+            elif n.type == "call_expression" and depth < _NULL_HELPER_DEPTH:
                 fn, args = n.child_by_field_name("function"), n.child_by_field_name("arguments")
                 target = (helpers or {}).get(fn.text.decode().split("<")[0].split("::")[-1].strip()) \
                     if fn is not None else None

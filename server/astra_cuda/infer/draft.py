@@ -14,8 +14,9 @@ from ..compile.project import ProjectContext
 from ..model.source import Kernel, SourceModel
 from ..model.spec import NULL
 from .hostexprs import function_macros, raising_macros
-from .launches import (SHARED_PER_THREAD, launch_of, pick_site, host_locals, launch_byte, program_inits,
-                       zero_at_every_call)
+from .launch_callers import pick_site, program_inits, zero_at_every_call
+from .launch_locals import host_locals, launch_byte
+from .launches import SHARED_PER_THREAD, launch_of
 from . import guards, masks, scales, structs
 from .program import Program
 from .roles import DIFFERENCES, TABLE, body_divisions, infer_shapes, is_stride, \

@@ -9,7 +9,7 @@ import ast
 from ..model import compiled_branches, exprs, source
 from ..model.source import Kernel
 from ..model.syntax import walk as _walk
-from .launches import value_of
+from .launch_callers import value_of
 from .roles import DIFFERENCES, DIVISIONS, InferredShapes, size_pairs
 from .sizes import clamped_block_requires
 
@@ -99,7 +99,7 @@ def launch_requirements(grid: list[str], block: list[str], found: InferredShapes
     # warps per block (`blockDim.x >> 5`, `blockDim.x / WARP_SIZE`): a block under a warp has none,
     # and a loop stepping by them (`head += warps_per_block`) never ends — the launcher's block
     # is at least a warp (vLLM reshape_and_cache_flash: `min(num_heads * head_size, 512)` threads)
-    if block and not block[0].strip().isdigit() and counts_warps(body, values or {}) \
+    if block and not block[0].strip().isdigit() and _counts_warps(body, values or {}) \
             and (r := f"{block[0]} >= 32") not in out:
         out.append(r)
     out += [r for r in clamped_block_requires(block, kernel.text, size_names) if r not in out]
@@ -123,7 +123,7 @@ def launch_requirements(grid: list[str], block: list[str], found: InferredShapes
     return out
 
 
-def counts_warps(body, values: dict[str, int]) -> bool:
+def _counts_warps(body, values: dict[str, int]) -> bool:
     """Whether the kernel divides `blockDim.x` into warps (`>> 5`, `/ 32`, `/ WARP_SIZE`)."""
     for n in _walk(body):
         if n.type != "binary_expression" or n.child_by_field_name("operator").type not in (">>", "/"):

@@ -1,0 +1,194 @@
+"""Which launch site is read and what the launcher's callers pass: the site picked among several,
+a launcher parameter every caller passes as another, values followed up through callers, a
+value zero at every call, and the ranges a program fills an input with. Separate because it
+reads the program around the launcher, not the launch itself."""
+from __future__ import annotations
+
+
+from ..model import exprs, source
+from ..model.source import Kernel, LaunchSite, SourceModel
+from ..model.syntax import walk as _walk
+from . import hostcalls
+from .hostexprs import HostExprs
+from .program import Program, param_names
+from .template_args import split
+from .launch_conditions import helper_ranges
+from .launch_locals import BLOCK_DEFAULT, host_functions, host_locals
+
+
+def same_at_callers(program: Program, function: str | None) -> dict[str, str]:
+    """Parameter -> an earlier parameter of `function` that every call of it passes the same
+    argument as (apex's `dispatch_…(dst, src, scale, seq_len, seq_len, attn_batches)`)."""
+    found = program.function(function) if function is not None else None
+    calls = program.calls_beside(function) if found is not None else []
+    if found is None or not calls:
+        return {}
+    params = param_names(found[0])
+    out: dict[str, str] = {}
+    for j, b in enumerate(params):
+        for i, a in enumerate(params[:j]):
+            if a and b and a not in out and all(len(c.args) > j and " ".join(c.args[i].split()) == " ".join(
+                    c.args[j].split()) for c in calls):
+                out[b] = a
+                break
+    return out
+
+
+def launcher_params(model: SourceModel, function: str | None) -> list[str]:
+    """The parameter names of the host function `function` in `model` ([] when not found)."""
+    if function is None:
+        return []
+    fn = next(iter(host_functions(model, function)), None)
+    return param_names(fn) if fn is not None else []
+
+
+def pick_site(kernel: Kernel, program: Program) -> tuple[LaunchSite, SourceModel] | tuple[None, None]:
+    """The launch to read: in the kernel's own file first, one outside `main` first (a launcher
+    function says what the kernel expects; `main` often loops over block sizes)."""
+    sites = program.launches(kernel.name)
+    if not sites:
+        return None, None
+    # outside main first; among launches that differ in template arguments, the general one
+    # (`<scalar_t, 1>` rather than the `<scalar_t, 8>` a launcher takes only for aligned widths;
+    # `<scalar_t, false>` rather than the `use_vec = true` or `use_256b = true` it takes only for
+    # aligned rows or a newer GPU: a switched-on feature counts one)
+    trees: dict[int, object] = {}
+
+    def rank(pair: tuple[LaunchSite, SourceModel]):
+        s, m = pair
+        args = [t.strip() for t in split(s.template_args or "<>")]
+        numbers = [int(t) for t in args if t.isdigit()] + [1 for t in args if t == "true"]
+        if id(m) not in trees:
+            trees[id(m)] = source.parser().parse(m.text.encode("utf-8")).root_node
+        case = _block_case(trees[id(m)], s)
+        # of the cases a helper of the launcher's sizes picks (`switch (log2_ceil(n))`), the one the
+        # most sizes reach (`case 0` takes n = 1 alone)
+        mapping = {arg.strip(): p.name for p, arg in zip(kernel.params, s.args) if not p.is_pointer}
+        reached = [max(0, min(hi, TESTED_SIZES) - lo + 1) for _, lo, hi, _ in helper_ranges(m, s, program, mapping)]
+        # a launch under `switch (threads) case 256:` is the one for the block it takes by default
+        return (program.original(m) is not program.model, s.function == "main", case is not None and case != BLOCK_DEFAULT,
+                hostcalls.LIMIT - min(reached) if reached else 0, sum(numbers))
+    return min(sites, key=rank)
+
+
+def identifiers(node) -> set[str]:
+    return {n.text.decode() for n in _walk(node) if n.type == "identifier"} if node is not None else set()
+
+
+def _block_case(root, site: LaunchSite) -> int | None:
+    """V where the launch stands in `case V:` of a `switch` over a name its block is sized by
+    (cuda-samples' `switch (threads) { case 512: reduce6<T, 512, false><<<grid, dimBlock>>>`)."""
+    node = root.descendant_for_byte_range(site.span.start_byte, site.span.start_byte)
+    parts = [site.block, *(site.block_var.dims or ())] if site.block_var is not None else [site.block]
+    block_names = {n for x in parts for n in identifiers(source.parse_expression(x))}
+    while node is not None:
+        if node.type == "case_statement":
+            value = node.child_by_field_name("value")
+            switch = node.parent.parent if node.parent is not None else None
+            cond = switch.child_by_field_name("condition") if switch is not None else None
+            if value is None or switch is None or switch.type != "switch_statement" or cond is None:
+                return None
+            subject = identifiers(cond)
+            digits = value.text.decode().rstrip("uUlL")
+            return int(digits) if digits.isdigit() and subject & block_names else None
+        node = node.parent
+    return None
+
+
+MAX_CALLER_DEPTH = 3   # callers followed up from a launcher for the value of one of its parameters
+TESTED_SIZES = 4096    # sizes up to this are what tests draw: a case reached only above it is barely testable
+
+
+def value_of(expr: str, values: dict[str, str]) -> int | None:
+    """A host expression's integer value over constants and locals (name -> expression), or None."""
+    spec_expr = HostExprs({}, values).spec(expr)
+    if spec_expr is None:
+        return None
+    try:
+        return exprs.evaluate_int(spec_expr, {})
+    except exprs.ExprError:
+        return None
+
+
+def caller_values(program: Program, function: str | None, expr: str, constants: dict[str, str],
+                  depth: int = 0) -> list[tuple[int, str]]:
+    """(value, where) for a host expression of `function` that its callers fix: a literal, a
+    local of the function, or one of its parameters followed to the calls of the function
+    (`runTest<float>(argc, argv, 32)`, `int block_size = 32; MatrixMultiply(..., block_size, ...)`)."""
+    if function is None or depth > MAX_CALLER_DEPTH:
+        return []
+    found = program.function(function)
+    if found is None:
+        return []
+    fn, model = found
+    values = {**constants, **host_locals(model, function)}
+    v = value_of(expr, values)
+    if v is not None:
+        return [(v, function)]
+    params = param_names(fn)
+    if expr.strip() not in params:
+        return []
+    idx = params.index(expr.strip())
+    out: list[tuple[int, str]] = []
+    for call in program.calls(function):
+        if idx < len(call.args):
+            out += caller_values(program, call.caller, call.args[idx], constants, depth + 1)
+    return list(dict.fromkeys(out))
+
+
+def zero_at_every_call(program: Program, function: str | None, expr: str, constants: dict[str, str],
+                       depth: int = 0) -> bool:
+    """Whether a host expression of `function` is 0 however the program reaches it: a literal or
+    local 0, or a parameter every call of the function passes 0 for (sgl-kernel's
+    `LAUNCH_SOFTMAX` hands its helper `0` as `start_expert` in every case of its switch)."""
+    found = program.function(function) if function is not None and depth <= MAX_CALLER_DEPTH else None
+    if found is None:
+        return False
+    fn, model = found
+    v = value_of(expr, {**constants, **host_locals(model, function)})
+    if v is not None:
+        return v == 0
+    params = param_names(fn)
+    if expr.strip() not in params:
+        return False
+    idx = params.index(expr.strip())
+    calls = program.calls(function)   # type: ignore[arg-type]
+    return bool(calls) and all(idx < len(c.args) and zero_at_every_call(program, c.caller, c.args[idx], constants,
+                                                                        depth + 1) for c in calls)
+
+
+def program_inits(kernel: Kernel, model: SourceModel, site: LaunchSite) -> dict[str, tuple[str, str]]:
+    """Parameter -> (low, high) where the program fills the host array it copies to the launch's
+    argument with a random draw in a range (`h_S[i] = RandFloat(5.0f, 30.0f); cudaMemcpy(d_S, h_S, ..)`):
+    the values the kernel expects (BlackScholes' prices and years are positive; a normal draw gives NaN)."""
+    def bare(n):
+        while n is not None and n.type in ("cast_expression", "parenthesized_expression", "pointer_expression"):
+            n = n.child_by_field_name("value") or n.child_by_field_name("argument") or \
+                (n.named_children[-1] if n.named_children else None)
+        return n.text.decode() if n is not None and n.type == "identifier" else None
+    root = source.parser().parse(model.text.encode()).root_node
+    hosts: dict[str, str] = {}    # device array -> the host array copied into it
+    ranges: dict[str, tuple[str, str]] = {}
+    for n in _walk(root):
+        if n.type == "call_expression":
+            fn, args = n.child_by_field_name("function"), n.child_by_field_name("arguments")
+            a = [c for c in args.named_children if c.type != "comment"] if args is not None else []
+            if fn is not None and "Memcpy" in fn.text.decode() and len(a) >= 2 and bare(a[0]) and bare(a[1]):
+                hosts[bare(a[0])] = bare(a[1])
+        elif n.type == "assignment_expression":
+            left, right = n.child_by_field_name("left"), n.child_by_field_name("right")
+            if left is None or right is None or left.type != "subscript_expression" or right.type != "call_expression":
+                continue
+            fn, args = right.child_by_field_name("function"), right.child_by_field_name("arguments")
+            a = [c for c in args.named_children if c.type != "comment"] if args is not None else []
+            nums = [c.text.decode().rstrip("fF") for c in a if c.type == "number_literal"]
+            name = bare(left.child_by_field_name("argument"))
+            if name and fn is not None and "rand" in fn.text.decode().lower() and len(a) == 2 and len(nums) == 2:
+                ranges.setdefault(name, (nums[0], nums[1]))
+    out = {}
+    for p, arg in zip(kernel.params, site.args):
+        device = bare(source.parse_expression(arg.strip()))
+        host = hosts.get(device or "")
+        if p.is_pointer and host in ranges:
+            out[p.name] = ranges[host]
+    return out

@@ -1,0 +1,225 @@
+"""The conditions a launch is written under, as `require`: the launcher's `assert`/`TORCH_CHECK`
+checks, the negated conditions of an `if` that throws, the `if`/`else` and `case` branches around
+the launch, and the ranges a helper's value takes in a `switch` case. Separate because they are
+read from the launcher's control flow, not from the launch's arguments."""
+from __future__ import annotations
+
+
+from ..model import exprs, source
+from ..model import syntax
+from ..model.source import LaunchSite, SourceModel
+from ..model.syntax import walk as _walk
+from . import hostcalls
+from .hostexprs import HostExprs, raises
+from .program import Program
+from .launch_locals import host_functions, host_locals, launch_byte
+
+
+CHECKS = ("assert", "TORCH_CHECK", "TORCH_INTERNAL_ASSERT")
+_COMPARISONS = ("<", "<=", ">", ">=", "==", "!=")
+
+
+def launcher_checks(model: SourceModel, function: str | None, before: int,
+                    raising: dict[str, int | None] | None = None) -> list[str]:
+    """The conditions a launcher asserts before it launches (`assert(n % 4 == 0)`,
+    `TORCH_CHECK(a >= 4 && a <= 1024, ...)`, a project check macro `raising` names), split at
+    `&&`, and those an `if` that throws rules out (`if (head_dim < rotary_dim) { ...; throw ...; }`:
+    `head_dim >= rotary_dim`, split at `||`): the sizes it accepts. Only checks on the launch's own
+    path: written in a block that encloses it, not in another branch."""
+    if function is None:
+        return []
+    fn = next(iter(host_functions(model, function)), None)
+    if fn is None:
+        return []
+    raising = raising or {}
+    checks = {**{c: 0 for c in CHECKS}, **{m: i for m, i in raising.items() if i is not None}}
+    out: list[str] = []
+    for n in _walk(fn):
+        if n.start_byte >= before:
+            continue
+        held = None   # (the condition, whether the launcher needs it true)
+        if n.type == "call_expression" and n.child_by_field_name("function").text.decode() in checks:
+            args = n.child_by_field_name("arguments")
+            given = [c for c in args.named_children if c.type != "comment"] if args is not None else []
+            i = checks[n.child_by_field_name("function").text.decode()]
+            held = (given[i], True) if i < len(given) else None
+        elif n.type == "if_statement" and n.child_by_field_name("alternative") is None and \
+                raises(n.child_by_field_name("consequence"), raising):
+            cond = n.child_by_field_name("condition")
+            held = (cond.named_children[0], False) if cond is not None and cond.named_children else None
+        if held is None:
+            continue
+        block = n.parent
+        while block is not None and block.type != "compound_statement":
+            block = block.parent
+        if block is None or not block.start_byte <= before < block.end_byte:
+            continue   # in a branch the launch is not in
+        stack = [held]
+        while stack:
+            c, true = stack.pop()
+            while c.type == "parenthesized_expression" and len(c.named_children) == 1:
+                c = c.named_children[0]
+            if c.type == "unary_expression" and c.child_by_field_name("operator").type == "!":
+                stack.append((c.child_by_field_name("argument"), not true))
+                continue
+            op = c.child_by_field_name("operator") if c.type == "binary_expression" else None
+            if op is not None and op.type == ("&&" if true else "||"):
+                stack += [(c.child_by_field_name("right"), true), (c.child_by_field_name("left"), true)]
+            elif op is not None and op.type in _COMPARISONS:
+                left, right = (c.child_by_field_name(f).text.decode() for f in ("left", "right"))
+                out.append(c.text.decode() if true else f"{left} {_NEGATED[op.type]} {right}")
+    return out
+
+
+_NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
+
+
+def negated(cond: str) -> str | None:
+    """`a % 8 != 0` for `a % 8 == 0`: a spec comparison with its operator reversed."""
+    import ast
+    try:
+        tree = exprs.parse(cond).body
+    except exprs.ExprError:
+        return None
+    if not isinstance(tree, ast.Compare) or len(tree.ops) != 1:
+        return None
+    op = next((o for o, cls in (("<", ast.Lt), ("<=", ast.LtE), (">", ast.Gt), (">=", ast.GtE), ("==", ast.Eq),
+                                ("!=", ast.NotEq)) if isinstance(tree.ops[0], cls)), None)
+    return f"{ast.unparse(tree.left)} {_NEGATED[op]} {ast.unparse(tree.comparators[0])}" if op else None
+
+
+def branch_conditions(model: SourceModel, site: LaunchSite, local: dict[str, str]) -> list[tuple[str, bool]]:
+    """(condition, taken) of each `if` the launch is written under: True in its `then` branch,
+    False in its `else` — the sizes the launcher sends this launch (`if (width % 8 == 0) k8<<<..>>>
+    else k<<<..>>>`: k sees only widths that are not multiples of 8). A `then` condition is split at
+    `&&`; a local flag (`use_vec = (d % 4 == 0)`) read as its value."""
+    tree = source.parser().parse(model.text.encode()).root_node
+    node = tree.descendant_for_byte_range(site.span.start_byte, site.span.start_byte)
+    out: list[tuple[str, bool]] = [(c, True) for c in _case_conditions(tree, node, site)]
+    while node is not None:
+        parent = node.parent
+        if parent is not None and parent.type in ("if_statement", "else_clause") and parent.type == "else_clause":
+            node = parent   # `else { ... }`: the if_statement above decides
+            continue
+        if parent is not None and parent.type == "if_statement" and node in (
+                parent.child_by_field_name("consequence"), parent.child_by_field_name("alternative")):
+            taken = node == parent.child_by_field_name("consequence")
+            cond = parent.child_by_field_name("condition")
+            while cond is not None and cond.type in ("condition_clause", "parenthesized_expression") \
+                    and len(cond.named_children) == 1:
+                cond = cond.named_children[0]
+            if cond is not None and cond.type == "identifier" and cond.text.decode() in local:
+                cond = _flag(source.parse_expression(local[cond.text.decode()]))
+            stack = [cond] if cond is not None else []
+            while stack:
+                c = stack.pop()
+                while c.type == "parenthesized_expression" and len(c.named_children) == 1:
+                    c = c.named_children[0]
+                op = c.child_by_field_name("operator") if c.type == "binary_expression" else None
+                if taken and op is not None and op.type == "&&":
+                    stack += [c.child_by_field_name("right"), c.child_by_field_name("left")]
+                elif op is not None and op.type in _COMPARISONS:
+                    out.append((c.text.decode(), taken))
+        node = parent
+    return out
+
+
+def _case_conditions(tree, node, site: LaunchSite) -> list[str]:
+    """`k >= 1`, `k <= 16` where the launch stands under `case 1 ... 16:` (a GNU case range) or
+    `k == 20` under `case 20:` of a `switch (k)` — written in place, or in the body of the launch
+    macro the switch's body uses (FasterTransformer's `CASE_K(1, 16, ...)`: `case K_MIN ... K_MAX:`)."""
+    label = None
+    at = node
+    while at is not None and at.type not in ("case_statement", "switch_statement", "function_definition"):
+        at = at.parent
+    if at is not None and at.type == "case_statement":
+        text = at.text.decode()
+        label = text[len("case"):text.index(":")] if text.startswith("case") and ":" in text else None
+    elif site.via_macro:
+        macro = next((n for n in syntax.walk(tree) if n.type == "preproc_function_def"
+                      and n.child_by_field_name("name") is not None
+                      and n.child_by_field_name("name").text.decode() == site.via_macro), None)
+        call = node
+        while call is not None and call.type != "call_expression":
+            call = call.parent
+        value = macro.child_by_field_name("value") if macro is not None else None
+        body = value.text.decode().replace("\\\n", " ").strip() if value is not None else ""
+        if call is not None and body.startswith("case") and ":" in body:
+            params = [c.text.decode() for c in macro.child_by_field_name("parameters").named_children
+                      if c.type == "identifier"]
+            args = [a.text.decode() for a in call.child_by_field_name("arguments").named_children
+                    if a.type != "comment"]
+            words = dict(zip(params, args))
+            label = " ".join(words.get(w, w) for w in body[len("case"):body.index(":")].split())
+        at = call
+    if label is None:
+        return []
+    while at is not None and at.type != "switch_statement":
+        at = at.parent
+    cond = at.child_by_field_name("condition") if at is not None else None
+    if cond is None:
+        return []
+    subject = cond.text.decode().strip().strip("()").strip()
+    lo, dots, hi = label.partition("...")
+    return [f"{subject} >= {lo.strip()}", f"{subject} <= {hi.strip()}"] if dots else [f"{subject} == {label.strip()}"]
+
+
+def helper_ranges(model: SourceModel, site: LaunchSite, program: Program,
+                  mapping: dict[str, str]) -> list[tuple[str, int, int, str]]:
+    """(size, lo, hi, the local) for each condition the launch is written under (`case 12:` of `switch
+    (log2_elements)`, `if (log2_elements == 12)`) on a local the launcher computes with a helper of
+    the project the spec cannot write (`log2_elements = log2_ceil(key_seq_len)`): the sizes that
+    reach this launch, found by running the helper (`hostcalls`) — 2049 … 4096."""
+    raw = host_locals(model, site.function, launch_byte(model, site))
+    out: list[tuple[str, int, int, str]] = []
+    for text, taken in branch_conditions(model, site, {}):
+        node = source.parse_expression(text)
+        if not taken or node is None or node.type != "binary_expression":
+            continue
+        left, right, op = (node.child_by_field_name(f) for f in ("left", "right", "operator"))
+        if left.type != "identifier" or right.type != "number_literal" or left.text.decode() not in raw:
+            continue
+        call = source.parse_expression(raw[left.text.decode()])
+        fn = call.child_by_field_name("function") if call is not None and call.type == "call_expression" else None
+        args = [a for a in call.child_by_field_name("arguments").named_children if a.type != "comment"] \
+            if fn is not None else []
+        found = program.function(fn.text.decode()) if fn is not None and fn.type == "identifier" else None
+        size = HostExprs(mapping, {}).spec(args[0].text.decode()) if len(args) == 1 else None
+        if found is None or size is None or not size.isidentifier():
+            continue
+        try:
+            value = int(right.text.decode().rstrip("uUlL"), 0)
+        except ValueError:
+            continue
+        rng = hostcalls.range_where(found[0], op.type, value)
+        if rng is not None:
+            out.append((size, *rng, left.text.decode()))
+    return out
+
+
+def range_requires(ranges: list[tuple[str, int, int, str]]) -> list[str]:
+    return [c for size, lo, hi, _ in ranges
+            for c in ([f"{size} >= {lo}"] if lo > 1 else []) + ([f"{size} <= {hi}"] if hi < hostcalls.LIMIT else [])]
+
+
+def _flag(cond):
+    """A local flag's value as the comparison it holds: `(n <= 128)`, `(n <= 128) ? true : false`."""
+    while cond is not None and cond.type == "parenthesized_expression" and len(cond.named_children) == 1:
+        cond = cond.named_children[0]
+    if cond is not None and cond.type == "conditional_expression" and \
+            (cond.child_by_field_name("consequence").type, cond.child_by_field_name("alternative").type) == ("true", "false"):
+        return _flag(cond.child_by_field_name("condition"))
+    return cond
+
+
+def host_condition(text: str, hx: HostExprs) -> str | None:
+    """A host comparison over the sizes as a spec condition, or None where a side is not a size."""
+    node = source.parse_expression(text)
+    op = node.child_by_field_name("operator") if node is not None and node.type == "binary_expression" else None
+    if op is None or op.type not in _COMPARISONS:
+        return None
+    left, right = hx.spec(node.child_by_field_name("left").text.decode()), \
+        hx.spec(node.child_by_field_name("right").text.decode())
+    if left is None or right is None or not (exprs.names(left) or exprs.names(right)):
+        return None
+    return f"{left} {op.type} {right}"
