@@ -92,6 +92,6 @@ def test_a_defaulted_type_argument_is_resolved_after_the_arguments_its_default_n
 def test_a_fixed_multiple_is_a_dimension_only_where_a_size_is_fixed_to_it():
     """An extent 256 times a size is [n, 256] where a dimension is fixed to 256 (a dispatch's case),
     not where a guessed grid of 256 blocks bounds the rows written (apex index_mul_2d)."""
-    from astra_cuda.infer.roles import _fit
+    from astra_cuda.infer.shape_fits import fit_product
     values = [({"n": n}, n * 256 - 1 + 1) for n in (96, 160, 288)]
-    assert _fit(values, ["n"]) is None and _fit(values, ["n"], frozenset({256})) == ["n", "256"]
+    assert fit_product(values, ["n"]) is None and fit_product(values, ["n"], frozenset({256})) == ["n", "256"]

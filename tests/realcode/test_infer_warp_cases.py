@@ -194,10 +194,10 @@ inline void launch_strided(float* dst, const float* src, int rows, int n, int st
 
 
 def test_a_square_of_a_size_is_a_shape_and_too_many_bytes_shrink_what_require_lets_shrink():
-    from astra_cuda.infer import roles, sizes
+    from astra_cuda.infer import shape_fits, sizes
     # apex's upper-triangular softmax reads [batches, seq, seq]
     measured = [({"b": b, "s": s}, b * s * s) for b, s in ((3, 37), (5, 53), (2, 29))]
-    assert roles._fit(measured, ["b", "s"]) == ["b", "s", "s"]
+    assert shape_fits.fit_product(measured, ["b", "s"]) == ["b", "s", "s"]
     # too large at every test value: the row length is held in 2049..4096, the batch count shrinks
     d = sizes.Draft(["s", "b / 4"], ["32", "4"], None, ["b % 4 == 0", "s >= 2049", "s <= 4096"],
                     {"b": [100, 4096], "s": [2049, 4096]}, {}, {"x": (["b", "s", "s"], 4, False)})

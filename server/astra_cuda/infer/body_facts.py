@@ -13,7 +13,8 @@ from ..model.syntax import walk as _walk
 from tree_sitter import Node
 from .launch_callers import value_of
 from .program import param_names
-from .roles import TABLE, InferredShapes
+from .roles import InferredShapes
+from .shape_fits import TABLE
 from .requirements import prod
 
 

@@ -19,8 +19,9 @@ from .launch_locals import host_locals, launch_byte
 from .launches import SHARED_PER_THREAD, launch_of
 from . import guards, masks, scales, structs
 from .program import Program
-from .roles import DIFFERENCES, TABLE, body_divisions, infer_shapes, is_stride, \
+from .roles import DIFFERENCES, body_divisions, infer_shapes, is_stride, \
     only_in_dead_branches, size_pairs
+from .shape_fits import TABLE
 from .sizes import Draft, repair, size_bench, test_values, unclamped_block
 from .template_args import CANNOT, infer_template_args, enumerators, known_names, project_instance, split as _split
 from .types import Types, declared_types, dispatch_subjects, dispatch_values
@@ -65,8 +66,8 @@ def _scalar_guess(name: str) -> str:
     return next((v for k, v in _SCALAR_GUESSES if low == k or low.endswith("_" + k) or low.startswith(k)), "1.0")
 
 def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | None = None,
-           context: ProjectContext | None = None, decide: dict[str, str] | None = None,
-           tables: dict[str, int] | None = None, opaque: dict[str, str] | None = None) -> Proposal:
+             context: ProjectContext | None = None, decide: dict[str, str] | None = None,
+             tables: dict[str, int] | None = None, opaque: dict[str, str] | None = None) -> Proposal:
     """`tables`: parameters that are one entry of a table of pointers (`structs`) -> the grid
     dimension counting the entries, which becomes their buffer's first dimension. `opaque`: a struct's
     fields of a class of their own (`structs.Flat.opaque`), which the spec leaves zero."""

@@ -35,8 +35,8 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
         p = assemble(kernel, model, types, path=path, context=context, decide=decide)
         return dataclasses.replace(p, problems=p.problems + record_refusals(kernel, types))
     p = assemble(k, m, ktypes, path=path, context=context, decide=decide,
-               tables={f"{t}{structs.SEP}{structs.ROW}": dim for t, dim in flat.tables.items()} if flat else None,
-               opaque=flat.opaque if flat else None)
+                 tables={f"{t}{structs.SEP}{structs.ROW}": dim for t, dim in flat.tables.items()} if flat else None,
+                 opaque=flat.opaque if flat else None)
     comment, notes = p.comment, p.notes
     if rec is not None:
         comment, notes = records.unflatten(comment, notes, rec)

@@ -66,7 +66,7 @@ def substituted(parts: list[str] | None, values: dict[str, str]) -> list[str] | 
 
 
 def launch_requirements(grid: list[str], block: list[str], found: InferredShapes | None, size_names: list[str],
-                  kernel: Kernel, values: dict[str, int] | None = None) -> list[str]:
+                        kernel: Kernel, values: dict[str, int] | None = None) -> list[str]:
     """`n % 8 == 0` when the launch gives each thread a fixed chunk (`cdiv(n, 256 * 8)`) or
     divides a size by a constant (`width / 32` blocks): the kernel then handles no tail, as its
     launcher assumes."""
@@ -139,7 +139,7 @@ def _counts_warps(body, values: dict[str, int]) -> bool:
 
 
 def vector_requirements(found: InferredShapes | None, buffers: dict[str, tuple[list[str], int, bool]],
-                         size_names: list[str], require: list[str], notes: list[str]) -> list[str]:
+                        size_names: list[str], require: list[str], notes: list[str]) -> list[str]:
     """`hidden % 4 == 0` where the kernel moves a buffer W elements at a time (a `uint4` or
     `vec_n_t<float, 4>` over floats): its rows then start on a W-element boundary, as a vector
     access needs on a GPU (else a misaligned-address fault) and as the launcher that picks the

@@ -1,10 +1,7 @@
 """Shapes and roles of the pointer parameters from the kernel's own accesses (`access`): each
-extent measured at a few size assignments and fitted to a product of sizes; read-only, written,
-read-modify-write; index arrays bounded by the table they index.
-
-Long because every shape, stride, packet and index table here is fitted to the same probes of
-the kernel's accesses (`infer_shapes` samples them once; the fits, the polynomial of an input reached
-at a sum of sizes and the per-block rows all read those samples)."""
+extent measured at a few size assignments (`infer_shapes` samples them once) and fitted to
+sizes (`shape_fits`); read-only, written, read-modify-write; index arrays bounded by the table
+they index."""
 from __future__ import annotations
 
 import ast
@@ -16,111 +13,13 @@ from ..model import access, compiled_branches, exprs
 from ..model.source import Kernel
 from ..model.syntax import walk
 from . import masks
+from .shape_fits import (TABLE, bounding_polynomial, confirmed_at_probes, fit_product, packet_width, per_block_fit,
+                         polynomial_fit, quotient_fit)
+
 
 # ---- shapes from the kernel's accesses ----------------------------------------------------------
 
 _PROBE_VALUES = (37, 53, 29, 41, 23)
-TABLE = "V"
-MAX_OVERHANG = 16   # elements a vector access may reach past a shape's end (a packet past the last aligned index)
-
-
-def _fit(values: list[tuple[dict[str, int], int]], names: list[str],
-         fixed: frozenset[int] = frozenset()) -> list[str] | None:
-    """A shape (a list of size names, possibly with a leading factor) whose product equals
-    every measured extent: [N, C], [B, T, C], [S, B, H, D], [2 * d]; `fixed`: the values of
-    dimensions fixed to a number (`head_dim` = 64), which may end it: [S, H, 64]."""
-    for r in range(1, min(4, len(names)) + 1):
-        for combo in itertools.combinations(names, r):
-            shape = _product_fit(values, combo, fixed)
-            if shape is not None:
-                return shape
-    # a fraction of a size (`out + row * cols / 2`: a gated activation writes half of each row)
-    for r in range(1, min(4, len(names)) + 1):
-        for combo in itertools.combinations(names, r):
-            prod = [_prod(s[n] for n in combo) for s, _ in values]
-            for d in (2, 4, 8):
-                if all(p > 0 and p % d == 0 and 0 <= e - p // d < MAX_OVERHANG for (_, e), p in zip(values, prod)):
-                    return list(combo[:-1]) + [f"{combo[-1]} / {d}"]
-    # a size twice (`[batches, seq, seq]`: apex's upper-triangular softmax, a row per query of each key)
-    for r in range(2, min(4, len(names) + 1) + 1):
-        for combo in itertools.combinations_with_replacement(names, r):
-            shape = _product_fit(values, combo, fixed) if len(set(combo)) < len(combo) else None
-            if shape is not None:
-                return shape
-    if all(e == values[0][1] for _, e in values) and values[0][1] > 0:
-        return [str(values[0][1])]
-    return None
-
-
-def _product_fit(values: list[tuple[dict[str, int], int]], combo: tuple[str, ...],
-                 fixed: frozenset[int]) -> list[str] | None:
-    prod = [_prod(s[n] for n in combo) for s, _ in values]
-    if not all(p > 0 for p in prod):
-        return None
-    # A vector access reaches up to a packet past the last aligned index (`i < n` on an
-    # index stepping by 8): a small overhang is that, not the shape. It may differ between
-    # sizes (none where the grid's last packet ends exactly at n).
-    ratios = {e // p for (_, e), p in zip(values, prod)}
-    c = ratios.pop() if len(ratios) == 1 else 0
-    if c < 1 or any(e - c * p >= MAX_OVERHANG for (_, e), p in zip(values, prod)):
-        return None
-    if c > 16:   # a fixed innermost dimension (`head_dim` a dispatch macro fixed at 64), else none
-        return list(combo) + [str(c)] if c in fixed else None
-    return list(combo) if c == 1 else list(combo[:-1]) + [f"{c} * {combo[-1]}"]
-
-
-def _quotient(values: list[tuple[dict[str, int], int]], names: list[str], divisors: list[str],
-              whole: list[tuple[str, str]]) -> list[str] | None:
-    """A shape whose last dimension is a quotient of two sizes, every measured extent equal to it
-    times a product of at most two other sizes: one scale per block of `blocksize` elements
-    (`absmax[i / blocksize]`: [cdiv(n, blocksize)]), per group of a row ([rows, cdiv(cols, group)]).
-    Only divisors the kernel or its launch divide by; `m / d` where the launch divides m by d
-    (`whole`: the proposal then requires `m % d == 0`), else the ceiling, which holds either way.
-    The numerator may be a product of two sizes: one scale per block of a flattened matrix
-    (`absmax[(row * K + col) / blocksize]`: [cdiv(M * K, blocksize)], bitsandbytes' 4-bit weights),
-    tried after every single size (a row of groups, [rows, cdiv(cols, group)], is the likelier)."""
-    for d in divisors:
-        if any(s[d] < 1 for s, _ in values):
-            continue
-        for width in (1, 2):
-            for num in itertools.combinations([n for n in names if n != d], width):
-                others = [n for n in names if n != d and n not in num]
-                for r in range(0, 3 - width + 1):
-                    for outer in itertools.combinations(others, r):
-                        if all(e == _prod(s[n] for n in outer) * -(-_prod(s[n] for n in num) // s[d])
-                               for s, e in values):
-                            m = " * ".join(num)
-                            exact = width == 1 and (num[0], d) in whole and all(s[num[0]] % s[d] == 0 for s, _ in values)
-                            return list(outer) + [f"{m} / {d}" if exact else f"cdiv({m}, {d})"]
-    return None
-
-
-def _confirmed(shape: list[str], p: str, base: dict[str, int], run, partial: bool = False,
-               launch_names: frozenset[str] = frozenset()) -> bool:
-    """Whether a quotient shape still measures `p` where its divisor is 16 (many blocks, where the
-    probes may have had one or two) and, for a ceiling, still covers it where the numerator is one
-    past a multiple (a kernel that assumes whole groups reaches less there). `run(sizes)`: the
-    accesses there. `partial`: `p` also has accesses no bound reaches (see `_shapes`' `partial`):
-    the bounded ones measure it. A numerator that is a product (`M * K`) is moved off a multiple
-    through a factor the launch is not sized by where there is one (`launch_names`): the grid's
-    own size moved by one changes the launch's last tile, which is not what the rounding asks."""
-    call = exprs.parse(shape[-1]).body
-    node = call.args if isinstance(call, ast.Call) else [call.left, call.right]
-    factors = [t.id for t in ast.walk(node[0]) if isinstance(t, ast.Name)]
-    d = node[1].id
-    m = next((f for f in reversed(factors) if f not in launch_names), factors[-1])
-    points = [{**base, d: 16}] + ([{**base, d: 16, m: base[m] + 1}] if isinstance(call, ast.Call) else [])
-    for i, sizes in enumerate(points):
-        facts = run(sizes)
-        u = facts.uses.get(p) if facts is not None else None
-        if u is None or (u.unknown and not partial) or u.hi is None:
-            if i == 0:
-                return False
-            continue   # a numerator the launch needs whole: the first point alone
-        want = exprs.evaluate_int(" * ".join(f"({x})" for x in shape), sizes)
-        if u.hi + 1 > want or (i == 0 and u.hi + 1 != want):
-            return False
-    return True
 
 
 def _divisors(kernel: Kernel, launch: list[str], names: list[str], helpers=None) -> list[str]:
@@ -173,34 +72,6 @@ def _divided_arguments(call, names: list[str], helpers) -> list[str]:
             divided.add(right.text.decode())
     return [a.text.decode() for a, p in zip([a for a in args.named_children if a.type != "comment"], params)
             if p in divided and a.type == "identifier" and a.text.decode() in names]
-
-
-def _per_block(grid: list[str], values: list[tuple[dict[str, int], int]],
-               names: list[str] = ()) -> list[str] | None:
-    """A shape of one row per block, each a fixed number of elements long or one size long, when
-    every measured extent is that multiple of a grid dimension's size: [blocks], [blocks, 64] or
-    [blocks, classes] (`input += blockIdx.x * classes` under a grid that is a guess)."""
-    for g in grid:
-        if g.strip().isdigit():
-            continue
-        blocks = [exprs.evaluate_int(g, s) for s, _ in values]
-        if min(blocks) < 1 or any(e % b for (_, e), b in zip(values, blocks)):
-            continue
-        per = {e // b for (_, e), b in zip(values, blocks)}
-        if len(per) == 1:
-            n = per.pop()
-            return [g] if n == 1 else [g, str(n)]
-        row = next((n for n in names if all(e == b * s[n] for (s, e), b in zip(values, blocks))), None)
-        if row is not None:
-            return [g, row]
-    return None
-
-
-def _prod(xs) -> int:
-    out = 1
-    for x in xs:
-        out *= x
-    return out
 
 
 @dataclass
@@ -380,7 +251,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
         measured = [(s, e) for (s, _), e in zip(samples, extent)]
         # the instance's numbers only where no shape of sizes fits: FasterTransformer topk_stage1's
         # `8 * max_top_k` entries a row, not its BLOCK_SIZE 128 that equals them at the probes
-        return _fit(measured, free, numbers) or (_fit(measured, free, numbers | by_instance) if by_instance else None)
+        return fit_product(measured, free, numbers) or (fit_product(measured, free, numbers | by_instance) if by_instance else None)
 
     # an innermost dimension the instance fixes (DeepSpeed attn_softmax's `blockStride` rows of a block, 64,
     # each of float4s: 256 floats), a template argument's value times a vector's width
@@ -460,7 +331,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
     def shaped(samples: list, extent: list[int], fixed: dict[str, str]) -> bool:
         free = [n for n in size_names if n not in fixed and n not in (derived or {})]
         return fitted(samples, extent, fixed) is not None or \
-            _per_block(grid, [(s, e) for (s, _), e in zip(samples, extent)], free) is not None
+            per_block_fit(grid, [(s, e) for (s, _), e in zip(samples, extent)], free) is not None
 
     def misfits(result) -> list[str]:
         fixed, samples = result
@@ -502,22 +373,22 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
             continue
         fit = fitted(samples, extent, fixed)
         if fit is None:   # per-block partial results (`out[blockIdx.x * BINS + tid]`): the grid's extent times theirs
-            fit = _per_block(grid, [(s, e) for (s, _), e in zip(samples, extent)],
-                             [n for n in size_names if n not in fixed and n not in (derived or {})])
+            fit = per_block_fit(grid, [(s, e) for (s, _), e in zip(samples, extent)],
+                                [n for n in size_names if n not in fixed and n not in (derived or {})])
         if fit is None and p in read_only:   # an input reached at a sum of sizes: the polynomial that measures it
-            fit = _polynomial(p, samples, [n for n in names if n not in fixed and n not in (derived or {})],
-                              at_fixed)
+            fit = polynomial_fit(p, samples, [n for n in names if n not in fixed and n not in (derived or {})],
+                                 at_fixed)
         if fit is None:   # a quotient (one scale per block of elements), confirmed where the divisor is small
             free = [n for n in names if n not in fixed and n not in (derived or {})]
-            fit = _quotient([(s, e) for (s, _), e in zip(samples, extent)], free,
-                            [d for d in _divisors(kernel, grid + block, names, helpers) if d in free],
-                            size_pairs(grid + block, names, DIVISIONS))
-            if fit is not None and not _confirmed(fit, p, samples[0][0], at_fixed,
+            fit = quotient_fit([(s, e) for (s, _), e in zip(samples, extent)], free,
+                               [d for d in _divisors(kernel, grid + block, names, helpers) if d in free],
+                               size_pairs(grid + block, names, DIVISIONS))
+            if fit is not None and not confirmed_at_probes(fit, p, samples[0][0], at_fixed,
                                                  launch_names=frozenset(launch_names)):
                 fit = None
         if fit is None and p in read_only:   # an input one a size divides, no quotient, bounded by it where that size is 1
-            fit = _bounding_polynomial(p, samples, [n for n in names if n not in fixed and n not in (derived or {})],
-                                       at_fixed, {k: int(v) for k, v in fixed.items() if v.strip().isdigit()})
+            fit = bounding_polynomial(p, samples, [n for n in names if n not in fixed and n not in (derived or {})],
+                                      at_fixed, {k: int(v) for k, v in fixed.items() if v.strip().isdigit()})
         if fit is not None and all(f.uses[p].boundaries or f.uses[p].packet == 1 and f.uses[p].written
                                      for _, f in samples) \
                 and len(fit) == 1 and all(
@@ -530,7 +401,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
             fit = [f"{fit[0]} + 1"]
         if fit is not None:
             shapes[p] = fit
-            width = min(_packet(fit, [(s, e) for (s, _), e in zip(samples, extent)], {**fixed, **(derived or {})}),
+            width = min(packet_width(fit, [(s, e) for (s, _), e in zip(samples, extent)], {**fixed, **(derived or {})}),
                         max(f.uses[p].packet for _, f in samples))
             last = fit[-1].strip()
             if width > 1 and last in size_names and last not in fixed and last not in (derived or {}):
@@ -541,7 +412,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
         uses = [f.uses[p] for _, f in samples]
         if p not in shapes and all(u.unknown and u.hi is not None for u in uses):
             extent = [u.hi + 1 for u in uses]
-            fit = fitted(samples, extent, fixed) or _per_block(
+            fit = fitted(samples, extent, fixed) or per_block_fit(
                 grid, [(s, e) for (s, _), e in zip(samples, extent)],
                 [n for n in size_names if n not in fixed and n not in (derived or {})])
             if fit is None or len(fit) == 1 and fit[0].isdigit():
@@ -549,10 +420,10 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
                 # cdiv(max_tokens, block_size), besides `expert_ids[i / block_size]` at data-made i),
                 # one at probes whose blocks are larger than the numerator: confirmed at small blocks
                 free = [n for n in names if n not in fixed and n not in (derived or {})]
-                quotient = _quotient([(s, e) for (s, _), e in zip(samples, extent)], free,
-                                     [d for d in _divisors(kernel, grid + block, names, helpers) if d in free],
-                                     size_pairs(grid + block, names, DIVISIONS))
-                if quotient is not None and _confirmed(quotient, p, samples[0][0], at_fixed, partial=True,
+                quotient = quotient_fit([(s, e) for (s, _), e in zip(samples, extent)], free,
+                                        [d for d in _divisors(kernel, grid + block, names, helpers) if d in free],
+                                        size_pairs(grid + block, names, DIVISIONS))
+                if quotient is not None and confirmed_at_probes(quotient, p, samples[0][0], at_fixed, partial=True,
                                                         launch_names=frozenset(launch_names)):
                     fit = quotient
             if fit is not None:
@@ -586,102 +457,6 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
                    {n for n, u in last.items() if u.boundaries}, shared_rows)
 
 
-MAX_POLY_NAMES = 5   # sizes an extent may depend on for a polynomial fit (2**5 evaluations)
-
-
-def _polynomial(p: str, samples: list, free: list[str], run) -> list[str] | None:
-    """The extent of `p` as a polynomial of degree at most one in each size (`(b * h * m + o + h) * s`,
-    an offset made of sums: `alibi[(batch * heads * mp + head_offset + head) * seq + i]`), fitted
-    exactly at every corner of a box of sizes around the first probe and checked at the other
-    probes: integer coefficients only (a division or a `min` in the index fits none), no constant
-    term (a fixed overhang, not a layout) and some product of sizes among the terms. The
-    innermost name every term shares becomes the last dimension. `run(sizes)`: the accesses there."""
-    import numpy as np
-    base = dict(samples[0][0])
-
-    def extent(sizes: dict[str, int]) -> int | None:
-        facts = run(sizes)
-        u = facts.uses.get(p) if facts is not None else None
-        return None if u is None or u.unknown or u.hi is None else u.hi + 1
-
-    here = extent(base)
-    if here is None:
-        return None
-    deps = []
-    for n in free:
-        moved = extent({**base, n: base[n] + 16})
-        if moved is None:
-            return None
-        if moved != here:
-            deps.append(n)
-    if not deps or len(deps) > MAX_POLY_NAMES:
-        return None
-    corners = list(itertools.product((0, 1), repeat=len(deps)))
-    monomials = [tuple(n for n, bit in zip(deps, c) if bit) for c in corners]
-    rows, values = [], []
-    for c in corners:
-        point = {**base, **{n: base[n] + 16 * bit for n, bit in zip(deps, c)}}
-        e = extent(point)
-        if e is None:
-            return None
-        rows.append([_prod(point[n] for n in m) for m in monomials])
-        values.append(e)
-    coef = np.linalg.solve(np.array(rows, dtype=float), np.array(values, dtype=float))
-    ints = [int(round(c)) for c in coef]
-    if any(abs(c - i) > 1e-6 * max(1.0, abs(c)) for c, i in zip(coef, ints)):
-        return None
-    terms = [(m, c) for m, c in zip(monomials, ints) if c]
-    if any(not m for m, _ in terms) or all(len(m) < 2 for m, _ in terms):
-        return None   # a fixed reach past the sizes (`n + 4096`: a tile's overhang) or no layout's product
-    for sizes, facts in samples:   # the other probes: the same polynomial, or no fit
-        u = facts.uses.get(p)
-        if u is None or u.hi is None or sum(c * _prod(sizes[n] for n in m) for m, c in terms) != u.hi + 1:
-            return None
-    for n in free:   # and where a size is 1: a division by one (`row / num_heads`) the probes' magnitudes hide
-        point = {**base, n: 1}
-        e = extent(point)
-        if e is not None and sum(c * _prod(point[x] for x in m) for m, c in terms) < e:
-            return None
-    shared = [n for n in reversed(free) if terms and all(n in m for m, _ in terms)]
-    last = shared[0] if shared else None
-    if last is not None:
-        terms = [(tuple(x for x in m if x != last), c) for m, c in terms]
-
-    def term(m: tuple[str, ...], c: int) -> str:
-        body = " * ".join(m) if m else ""
-        return body if abs(c) == 1 and body else f"{abs(c)} * {body}" if body else str(abs(c))
-    ordered = sorted(terms, key=lambda t: (-len(t[0]), t[1] < 0))
-    text = ""
-    for m, c in ordered:
-        text += (term(m, c) if not text and c > 0 else f"{' - ' if c < 0 else ' + '}{term(m, c)}" if text
-                 else f"-{term(m, c)}")
-    if not text or text.startswith("-"):
-        return None
-    return [text, last] if last is not None and text != "1" else [last] if last is not None else [text]
-
-
-def _bounding_polynomial(p: str, samples: list, free: list[str], run, fixed: dict[str, int]) -> list[str] | None:
-    """An input whose index a size divides (exllamav2's rope: `sin[(past_len + row / num_heads) *
-    head_dim + c]`) fits no polynomial, but reaches furthest where that size is 1: the polynomial
-    fitted there (`_polynomial`, that size held at 1) is its shape if it covers what every probe
-    reads. An input larger than what a kernel reads is still its input."""
-    for d in [n for n in free if n != TABLE]:
-        ones = [({**sizes, d: 1}, run({**sizes, d: 1})) for sizes, _ in samples]
-        if any(f is None for _, f in ones):
-            continue
-        fit = _polynomial(p, ones, [n for n in free if n != d], run)
-        if fit is None:
-            continue
-        try:
-            covers = all(f.uses[p].hi is not None and _prod(
-                exprs.evaluate_int(x, {**fixed, **sizes}) for x in fit) > f.uses[p].hi for sizes, f in samples)
-        except exprs.ExprError:
-            continue
-        if covers:
-            return fit
-    return None
-
-
 def only_in_dead_branches(kernel: Kernel, pointers: list[str], constants: dict[str, int]) -> set[str]:
     """The pointers the kernel's body names only inside branches its template arguments rule out
     (`if (STOCHASTIC) ... rand[i]` with STOCHASTIC 0): this instance never touches them. A pointer
@@ -708,22 +483,3 @@ def only_in_dead_branches(kernel: Kernel, pointers: list[str], constants: dict[s
         if n.child_count == 0 and n.text.decode() in named and not any(s <= n.start_byte < e for s, e in dead):
             named[n.text.decode()] = True
     return {p for p, live in named.items() if not live}
-
-
-def _packet(shape: list[str], values: list[tuple[dict[str, int], int]], given: dict[str, str]) -> int:
-    """The packet width a vector access reaches past the shape's end by (`load_global<16>` of
-    floats at `offset < n`: up to 3 elements, so packets of 4), as a power of two; 1 for none.
-    The kernel stays in bounds only where the innermost dimension is whole packets."""
-    over = 0
-    for sizes, extent in values:
-        probe = dict(sizes)
-        try:
-            for name, e in given.items():
-                probe[name] = exprs.evaluate_int(e, probe)
-            over = max(over, extent - exprs.evaluate_int(" * ".join(f"({d})" for d in shape), probe))
-        except exprs.ExprError:
-            return 1
-    width = 1
-    while width <= over:
-        width *= 2
-    return width
