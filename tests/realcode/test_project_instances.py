@@ -29,7 +29,7 @@ def test_the_instances_are_read_from_nvccs_host_stubs():
 def test_an_enumerator_argument_is_written_as_the_spec_takes_it():
     """The stub writes an enumerator in parentheses (vLLM's reshape_and_cache_kernel); the
     proposal writes it as a user would, and the spec's validator takes it."""
-    from astra_cuda.infer.template_args import _valid
+    from astra_cuda.infer.project_instances import _valid
     stub = "template<> void __wrapper__device_stub_k<float,float,( ::vllm::Fp8KVCacheDataType::kAuto)>(float *&){}"
     (found,) = instances.stub_instances([stub], "k")
     assert found == ("float", "float", "vllm::Fp8KVCacheDataType::kAuto") and _valid(found)
@@ -41,7 +41,7 @@ def test_a_cute_layout_instance_is_a_valid_instantiate():
     and tensors: 756 characters, `>>>` closing three lists, and `C<8>` after a type in a list
     (tree-sitter reads it as `C < 8` in an expression). The validator, and the check's compile
     naming the instance, take such an instance and still refuse expressions."""
-    from astra_cuda.infer.template_args import _valid
+    from astra_cuda.infer.project_instances import _valid
     from astra_cuda.model.spec import parse_template_args
     layout = "cute::Layout<cute::tuple<cute::C<128>, cute::C<8>>, cute::tuple<cute::C<1>, cute::C<128>>>"
     found = ("cute::Shape<int, int, int>", "cute::Shape<cute::C<128>, cute::C<128>, cute::C<8>>", "float",

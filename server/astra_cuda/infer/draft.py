@@ -23,7 +23,9 @@ from .roles import DIFFERENCES, body_divisions, infer_shapes, is_stride, \
     only_in_dead_branches, size_pairs
 from .shape_fits import TABLE
 from .sizes import Draft, repair, size_bench, test_values, unclamped_block
-from .template_args import CANNOT, infer_template_args, enumerators, known_names, project_instance, split as _split
+from .project_instances import project_instance
+from .template_args import CANNOT, infer_template_args
+from .template_names import enumerators, known_names, split as _split
 from .types import Types, declared_types, dispatch_subjects, dispatch_values
 from .body_facts import (WARP_WIDTH, bound_functions, called_template_params, cast_type, class_argument,
                          earlier_version, first_use, integer_constants, launch_value, member_read, mode_params,
@@ -56,7 +58,7 @@ _PER_ROW = ("weight", "bias", "gamma", "beta", "w", "b", "scale", "norm_weight",
 
 def _launcher_template_params(program: Program, site) -> set[str]:
     """The template parameter names of the function that holds the launch."""
-    from .template_args import template_param_names_of
+    from .template_names import template_param_names_of
     fn = program.function(site.function) if site is not None and site.function else None
     return set(template_param_names_of(fn[0])) if fn is not None else set()
 

@@ -11,7 +11,7 @@ from ..model.syntax import walk as _walk
 from . import hostcalls
 from .hostexprs import HostExprs
 from .program import Program, param_names
-from .template_args import split
+from .template_names import split
 from .launch_conditions import helper_ranges
 from .launch_locals import BLOCK_DEFAULT, host_functions, host_locals
 

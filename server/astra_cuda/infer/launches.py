@@ -15,7 +15,7 @@ from ..model.syntax import walk as _walk
 from .hostexprs import HostExprs
 from .program import Program
 from .roles import is_stride
-from .template_args import split
+from .template_names import split
 from .launch_callers import caller_values, launcher_params, same_at_callers
 from .launch_conditions import (branch_conditions, helper_ranges, host_condition, launcher_checks, negated,
                                 range_requires)

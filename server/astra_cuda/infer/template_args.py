@@ -1,76 +1,26 @@
 """Template arguments: the `instantiate` a proposal writes — one argument per template parameter,
 from the launch, the launcher's callers and explicit instantiations, defaults, constants, and
 guesses the notes name — each spelled as seen from the global scope, where Astra's instantiation
-is appended to the user's file.
-
-Long because each source of an argument is the fallback of the one before (the launch, the
-launcher's parameters and callers, defaults, enumerators, specializations: `_resolve_arg`,
-`_launcher_param`, `_fallback_arg`), all reading the program's names and constants."""
+is appended to the user's file. Each source of an argument is the fallback of the one before (the
+launch, the launcher's parameters and callers, defaults, enumerators, specializations:
+`_resolve_arg`, `_launcher_param`, `_fallback_arg`); how a name is spelled and checked is in
+`template_names`, a dispatch macro's types in `dispatch_types`, the project's own instances in
+`project_instances`."""
 from __future__ import annotations
 
-import os
 import re
 
-from ..model import dtypes, exprs, source
-from ..model import syntax
+from ..model import dtypes, source
 from ..model.source import Kernel, LaunchSite
 from ..model.syntax import walk as _walk
+from .dispatch_types import DISPATCH_TYPE, dispatch_names, dispatch_type
+from .template_names import (acceptable, constant_value, is_pack, is_type_param, qualified_names, qualify,
+                             replace_word, split, template_param_defaults, template_param_names_of, usable_arg)
 
-_DISPATCH_TYPE = "float"   # what a dispatch macro's scalar_t becomes in the proposal
+
 # a note that begins so says what no reading of the program can give (a value only the caller or
 # a running program knows): the draft is never proposed, and this is why (`proposal.infer`)
 CANNOT = "cannot be inferred: "
-_DISPATCH_NAMES = ("scalar_t", "scalar_type", "input_t", "output_t")
-
-
-# torch's ScalarType names -> the C++ element type a dispatch macro binds for them
-_SCALAR_TYPES = {"Float": "float", "Double": "double", "Half": "c10::Half", "BFloat16": "c10::BFloat16",
-                 "Char": "int8_t", "Byte": "uint8_t", "Short": "int16_t", "Int": "int32_t", "Long": "int64_t",
-                 "Float8_e4m3fn": "c10::Float8_e4m3fn", "Float8_e5m2": "c10::Float8_e5m2", "Bool": "bool"}
-_SCALAR_CASE = re.compile(r"\bScalarType::(\w+)")
-
-
-def dispatch_type(site: LaunchSite | None, site_model, items) -> str:
-    """What the scalar_t of the dispatch macro around the launch is taken as: float where the
-    macro dispatches over float (or is not read), else the first type its cases name (vLLM's
-    VLLM_DISPATCH_QUANT_TYPES: Float8_e4m3fn, Char — a float there is no instance its kernel has)."""
-    if site is None or site_model is None or "DISPATCH" not in site_model.text:
-        return _DISPATCH_TYPE
-    macros = {next(iter(it.defines)): it.text for it in [*site_model.items, *items]
-              if it.kind == "macro" and len(it.defines) == 1}
-    root = source.parser().parse(site_model.text.encode("utf-8")).root_node
-    line = site.span.start_line
-    around = [n for n in _walk(root) if n.type == "call_expression" and n.start_point[0] <= line <= n.end_point[0]
-              and (f := n.child_by_field_name("function")) is not None and "DISPATCH" in f.text.decode()]
-    for call in sorted(around, key=lambda n: n.start_byte, reverse=True):   # the innermost first
-        cases = _macro_cases(call.child_by_field_name("function").text.decode(), macros, 0)
-        if cases:
-            if "Float" in cases or not any(c in _SCALAR_TYPES for c in cases):
-                return _DISPATCH_TYPE
-            return next(_SCALAR_TYPES[c] for c in cases if c in _SCALAR_TYPES)
-    return _DISPATCH_TYPE
-
-
-def _macro_cases(name: str, macros: dict[str, str], depth: int) -> list[str]:
-    """The ScalarType cases a dispatch macro expands to, through the macros it names."""
-    body = macros.get(name)
-    if body is None or depth > 6:
-        return []
-    out = _SCALAR_CASE.findall(body)
-    for word in re.findall(r"\b[A-Z][A-Z0-9_]+\b", body.split(")", 1)[-1] if "(" in body.split()[1] else body):
-        if word != name and word in macros:
-            out += [c for c in _macro_cases(word, macros, depth + 1) if c not in out]
-    return list(dict.fromkeys(out))
-
-
-def _dispatch_names(arg: str) -> list[str]:
-    """The names in `arg` that dispatch macros give the element type (`scalar_t`, apex's
-    `scalar_t_0`, `scalar_t_1`)."""
-    node = source.parse_expression(f"__astra_k<{arg}>")
-    names = {n.text.decode() for n in _walk(node) if n.type in ("identifier", "type_identifier")} if node else set()
-    return sorted(n for n in names if n in _DISPATCH_NAMES or (n.startswith("scalar_t_") and n[9:].isdigit()))
-
-
 def infer_template_args(kernel: Kernel, site: LaunchSite | None, notes: list[str], program=None,
                    constants: dict[str, str] | None = None, known: frozenset[str] = frozenset(),
                    items=None, site_model=None, declared=None) -> str | None:
@@ -90,7 +40,7 @@ def infer_template_args(kernel: Kernel, site: LaunchSite | None, notes: list[str
     explicit = program.instantiations(kernel.name) if program is not None else []
     qualified = qualified_names(items or [])
     scalar = dispatch_type(site, site_model, items or [])
-    usable = [e for e in explicit if all(_acceptable(_qualify(a, qualified), known) for a in e)]
+    usable = [e for e in explicit if all(acceptable(qualify(a, qualified), known) for a in e)]
     if not given and usable:
         given = list(usable[0])
         notes.append(f"template arguments from the file's explicit instantiation `{kernel.name}<{', '.join(given)}>`")
@@ -104,34 +54,34 @@ def infer_template_args(kernel: Kernel, site: LaunchSite | None, notes: list[str
     # before `DTypeIn` in `kernel<vec_size, DTypeIn, DTypeO>`); a defaulted one keeps its place, as
     # its default may name the arguments before it (`std::conditional_t<SCALE_UE8M0, uint32_t, float>`)
     order = list(range(len(params)))
-    if not any(_is_pack(p) for p, _ in params):
-        order.sort(key=lambda k: not (_is_type_param(params[k][0]) and k < len(given)))
+    if not any(is_pack(p) for p, _ in params):
+        order.sort(key=lambda k: not (is_type_param(params[k][0]) and k < len(given)))
     chosen: dict[int, str] = {}
     for k in order:
         param, name = params[k]
-        if _is_pack(param):   # the rest of the launch's arguments, or none
+        if is_pack(param):   # the rest of the launch's arguments, or none
             rest = [_resolve_arg(g.strip(), site, program, constants, notes, name, known, scalar, declared)
                     for g in given[k:]]
             if all(r is not None for r in rest):
-                out += [_qualify(r, qualified) for r in rest if r is not None]
+                out += [qualify(r, qualified) for r in rest if r is not None]
             if not rest:
                 notes.append(f"template parameter pack `{name}`: no launch gives it; left empty")
             break
         arg = given[k].strip() if k < len(given) else None
         if arg is not None:
             arg = _resolve_arg(arg, site, program, constants, notes, name, known, scalar, declared)
-            arg = _qualify(arg, qualified) if arg is not None else None
+            arg = qualify(arg, qualified) if arg is not None else None
         if arg is None and "=" in param:   # a default argument, over the arguments so far
             default = param.split("=", 1)[1].strip()
             for pname, value in bound.items():
-                default = _replace_word(default, pname, value)
+                default = replace_word(default, pname, value)
             arg = default
         if arg is None:
             arg = _fallback_arg(param, name, kernel, program, bound, notes, items or [], qualified)
         bound[name] = arg
         chosen[k] = arg
         out.append(arg)
-        dt = dtypes.from_cpp(arg) if _is_type_param(param) else None
+        dt = dtypes.from_cpp(arg) if is_type_param(param) else None
         if dt is not None:   # `sizeof(DTypeIn)` as the launcher spells it, and as the kernel does
             for spelled in {name, given[k].strip() if k < len(given) else name}:
                 constants.setdefault(f"sizeof({spelled})", str(dt.itemsize))
@@ -139,23 +89,23 @@ def infer_template_args(kernel: Kernel, site: LaunchSite | None, notes: list[str
         out = [chosen[k] for k in range(len(params))]
     # a dispatch name a macro of the project declares became that macro's type, not the scalar
     given = [g for g in given if _declared_type(g.strip(), site, program, [], declared) is None]
-    if any(_dispatch_names(g) for g in given) and scalar == _DISPATCH_TYPE:
-        notes.append(f"instantiate: the dispatch macro's scalar_t became {_DISPATCH_TYPE} "
+    if any(dispatch_names(g) for g in given) and scalar == DISPATCH_TYPE:
+        notes.append(f"instantiate: the dispatch macro's scalar_t became {DISPATCH_TYPE} "
                      f"(use __half or __nv_bfloat16 to test those)")
-    elif any(_dispatch_names(g) for g in given):
+    elif any(dispatch_names(g) for g in given):
         notes.append(f"instantiate: the dispatch macro around the launch offers no float; its scalar_t became "
                      f"{scalar}, the first type it dispatches over")
     return "<" + ", ".join(out) + ">"
 
 
 def _resolve_arg(arg: str, site: LaunchSite | None, program, constants: dict[str, str], notes: list[str],
-                 name: str, known: frozenset[str], scalar: str = _DISPATCH_TYPE, declared=None) -> str | None:
+                 name: str, known: frozenset[str], scalar: str = DISPATCH_TYPE, declared=None) -> str | None:
     """One template argument of a launch as something the spec can name, or None."""
     typed = _declared_type(arg, site, program, notes, declared)
     if typed is not None:
         return typed
-    for host in _dispatch_names(arg):   # the type a dispatch macro's lambda names
-        arg = _replace_word(arg, host, scalar)
+    for host in dispatch_names(arg):   # the type a dispatch macro's lambda names
+        arg = replace_word(arg, host, scalar)
     arg = " ".join(re.sub(r"\btypename\s+", "", arg).split())   # not needed outside a template
     # a template parameter of the launching function: what its callers give it, else its default;
     # a type alias of its body (`using T2 = typename TypeConverter<T>::Type;`) over those — both
@@ -172,14 +122,14 @@ def _resolve_arg(arg: str, site: LaunchSite | None, program, constants: dict[str
                 value = _launcher_param(site.function, fn[0], p, program, constants, [], name, known)
                 if value is None:
                     return None
-                alias = _replace_word(alias, p, value)
-        if not _acceptable(alias, known):
+                alias = replace_word(alias, p, value)
+        if not acceptable(alias, known):
             return None
         notes.append(f"template parameter `{name}`: `{arg}` of `{site.function}` is `{alias}`")
         return alias
-    if _acceptable(arg, known):
+    if acceptable(arg, known):
         return arg
-    value = _constant_value(arg, constants)
+    value = constant_value(arg, constants)
     if value is not None:
         return value
     return None
@@ -222,13 +172,13 @@ def _launcher_param(function: str, fn, param: str, program, constants: dict[str,
     instantiations (written or deduced from their parameter types), its callers, its default."""
     idx = template_param_names_of(fn).index(param)
     for inst in program.instantiations(function):
-        given = _usable(inst[idx], known, constants) if idx < len(inst) else None
+        given = usable_arg(inst[idx], known, constants) if idx < len(inst) else None
         if given is not None:
             notes.append(f"template parameter `{name}`: `{param}` of `{function}` from its explicit "
                          f"instantiation `{function}<{', '.join(inst)}>`")
             return given
     calls = [(given, call) for call in program.calls(function)
-             if (given := _usable(call.template_args[idx], known, constants) if idx < len(call.template_args)
+             if (given := usable_arg(call.template_args[idx], known, constants) if idx < len(call.template_args)
                  else None) is not None]
     if calls:
         given, call = calls[0]
@@ -239,13 +189,13 @@ def _launcher_param(function: str, fn, param: str, program, constants: dict[str,
         return given
     for model in program.models:
         deduced = _deduced(fn, param, function, model.text)
-        given = _usable(deduced, known, constants) if deduced is not None else None
+        given = usable_arg(deduced, known, constants) if deduced is not None else None
         if given is not None:
             notes.append(f"template parameter `{name}`: `{param}` of `{function}` is `{given}` in its first "
                          f"explicit instantiation")
             return given
-    default = _template_param_defaults(fn).get(param)
-    given = _usable(default, known, constants) if default is not None else None
+    default = template_param_defaults(fn).get(param)
+    given = usable_arg(default, known, constants) if default is not None else None
     if given is not None:
         notes.append(f"template parameter `{name}`: `{param}` of `{function}`, its default `{default}`")
     return given
@@ -295,168 +245,6 @@ def _local_alias(fn, name: str) -> str | None:
     return None
 
 
-def _acceptable(arg: str, known: frozenset[str] | set[str]) -> bool:
-    """An argument the spec's `instantiate` accepts and that names only what the program
-    defines (types, device functions, enumerators) — never a template parameter or a local of
-    the launcher left to resolve."""
-    from ..model.spec import parse_template_args
-    if arg.rstrip().endswith("*"):   # a pointer type (`at::Half *`): the kernel's parameter of it is a buffer
-        pointee = " ".join(w for w in arg.rstrip()[:-1].split() if w != "const")
-        return bool(pointee) and "*" not in pointee and _acceptable(pointee, known)
-    try:
-        parse_template_args(f"<{arg}>")
-    except ValueError:
-        return False
-    if dtypes.from_cpp(arg) is not None:   # an element type however spelled (`c10::Float8_e4m3fn`)
-        return True
-    node = source.parse_expression(f"__astra_k<{arg}>")
-    if node is None:
-        return False
-    for n in _walk(node):
-        if n.type not in ("identifier", "type_identifier") or n.text.decode() == "__astra_k":
-            continue
-        parent = n.parent
-        if parent is not None and parent.type == "qualified_identifier" and parent.child_by_field_name("name") == n \
-                and parent.child_by_field_name("scope") is not None \
-                and parent.child_by_field_name("scope").type == "template_type":
-            continue   # `Traits<float>::Type`: the member of a type that is itself checked
-        name = n.text.decode()
-        if name not in known and dtypes.from_cpp(name) is None and name not in dtypes.VECTORS:
-            return False
-    return True
-
-
-def enumerators(texts) -> dict[str, str]:
-    """Enumerator -> its integer value, from the enums in these source texts."""
-    out: dict[str, str] = {}
-    for text in texts:
-        if "enum" not in text:
-            continue
-        root = source.parser().parse(text.encode("utf-8")).root_node
-        for lst in (n for n in _walk(root) if n.type == "enumerator_list"):
-            nxt = 0
-            for e in (c for c in lst.named_children if c.type == "enumerator"):
-                name, value = e.child_by_field_name("name"), e.child_by_field_name("value")
-                if name is None:
-                    continue
-                if value is not None:
-                    try:
-                        nxt = int(value.text.decode().rstrip("uUlL"), 0)
-                    except ValueError:
-                        out.pop(name.text.decode(), None)
-                        continue
-                out[name.text.decode()] = str(nxt)
-                nxt += 1
-    return out
-
-
-def known_names(items) -> frozenset[str]:
-    """What the file and its project headers define, enumerators included."""
-    out: set[str] = set()
-    for it in items:
-        out |= it.defines
-        if it.kind == "type" and "enum" in it.text:
-            root = source.parser().parse(it.text.encode()).root_node
-            out |= {e.child_by_field_name("name").text.decode() for e in _walk(root)
-                    if e.type == "enumerator" and e.child_by_field_name("name") is not None}
-    return frozenset(out)
-
-
-def _usable(arg: str, known: frozenset[str], constants: dict[str, str]) -> str | None:
-    """`arg` as the spec can name it: as it is, or the value of the constant it names (an
-    enumerator of a header beside the file: `General8bit` -> 0)."""
-    return arg if _acceptable(arg, known) else _constant_value(arg, constants)
-
-
-def _constant_value(arg: str, constants: dict[str, str]) -> str | None:
-    """An integer template argument written over constants (`1 * internal_unRoll`), evaluated."""
-    from .hostexprs import HostExprs
-    expr = HostExprs({}, constants).spec(arg)
-    if expr is None:
-        return None
-    try:
-        return str(exprs.evaluate_int(expr, {}))
-    except exprs.ExprError:
-        return None
-
-
-def _is_type_param(param: str) -> bool:
-    """`typename T`, `class T = float` (not a template template parameter)."""
-    return param.split()[0] in ("typename", "class") if param.split() else False
-
-
-def _is_pack(param: str) -> bool:
-    """`typename... Args`, `int... Ns`: a template parameter pack."""
-    return "..." in param.split("=", 1)[0]
-
-
-def _qualify(arg: str, qualified: dict[str, str] | None) -> str:
-    """`arg` with each name that is not already qualified written from the global scope
-    (`GeluActivation` -> `fastertransformer::GeluActivation`)."""
-    if not qualified:
-        return arg
-    node = source.parse_expression(f"__astra_k<{arg}>")
-    if node is None:
-        return arg
-    code = f"__astra_k<{arg}>"
-    base = node.start_byte
-    edits = []
-    for n in _walk(node):
-        if n.type not in ("identifier", "type_identifier", "namespace_identifier"):
-            continue
-        word = n.text.decode()
-        if word not in qualified or code[:n.start_byte - base].rstrip().endswith("::"):
-            continue   # already named through a scope
-        edits.append((n.start_byte - base, n.end_byte - base, qualified[word]))
-    for s_, e_, by in sorted(edits, reverse=True):
-        code = code[:s_] + by + code[e_:]
-    return code[len("__astra_k<"):-1]
-
-
-def qualified_names(items) -> dict[str, str]:
-    """Each name a namespace of the file or its headers defines -> that name qualified, where
-    the name is defined in one namespace only (a name also defined at global scope stays)."""
-    where: dict[str, set[tuple[str, ...]]] = {}
-    for it in items:
-        if it.kind in ("type", "device_function", "kernel", "variable", "host_function"):
-            for n in it.defines:
-                where.setdefault(n, set()).add(tuple(ns for ns in it.namespaces if ns))
-    return {n: "::".join([*next(iter(nss)), n]) for n, nss in where.items()
-            if len(nss) == 1 and next(iter(nss))}
-
-
-def _template_param_defaults(fn) -> dict[str, str]:
-    """The default argument of each template parameter of a function definition that has one."""
-    parent = fn.parent
-    if parent is None or parent.type != "template_declaration":
-        return {}
-    params = parent.child_by_field_name("parameters")
-    names = template_param_names_of(fn)
-    out = {}
-    for name, p in zip(names, params.named_children if params is not None else []):
-        default = p.child_by_field_name("default_value") or p.child_by_field_name("default_type")
-        if default is not None:
-            out[name] = " ".join(default.text.decode().split())
-    return out
-
-
-def template_param_names_of(fn) -> list[str]:
-    """The template parameter names of a function definition's `template <...>` (or [])."""
-    parent = fn.parent
-    if parent is None or parent.type != "template_declaration":
-        return []
-    params = parent.child_by_field_name("parameters")
-    out = []
-    for p in (params.named_children if params is not None else []):
-        name = p.child_by_field_name("name") or p.child_by_field_name("declarator")
-        if name is None:
-            ids = [c for c in _walk(p) if c.type in ("type_identifier", "identifier")]
-            name = ids[-1] if ids else None
-        if name is not None:
-            out.append(syntax.declarator_name(name)[0] or name.text.decode())
-    return out
-
-
 _INDEX_WORDS = ("indices", "index", "idx", "ids", "offsets", "positions", "indptr")
 
 
@@ -489,9 +277,9 @@ def _fallback_arg(param: str, name: str, kernel: Kernel, program, bound: dict[st
                          f"reads members of (`{used}`), which no float stands for; no caller or instantiation in the "
                          f"project's C++ gives it either (its caller chooses it: a JIT template, a registry, another "
                          f"project) — write `instantiate` by hand")
-            return _DISPATCH_TYPE
-        notes.append(f"template parameter `{name}`: no launch gives it; took {_DISPATCH_TYPE}")
-        return _DISPATCH_TYPE
+            return DISPATCH_TYPE
+        notes.append(f"template parameter `{name}`: no launch gives it; took {DISPATCH_TYPE}")
+        return DISPATCH_TYPE
     if "(" in head and "*" in head:   # a function pointer: `T (*ACT)(const T&)`
         fn = _device_function_for(head, kernel, program, bound)
         if fn is not None:
@@ -573,7 +361,7 @@ def _device_function_for(head: str, kernel: Kernel, program, bound: dict[str, st
     if program is None:
         return None
     wanted = head.rsplit("(", 1)[1].count(",") + 1 if head.rstrip(")").rsplit("(", 1)[1].strip() else 0
-    first_type = next(iter(bound.values()), _DISPATCH_TYPE)
+    first_type = next(iter(bound.values()), DISPATCH_TYPE)
     for item in program.model.items:
         if item.kind != "device_function" or not item.defines:
             continue
@@ -587,94 +375,3 @@ def _device_function_for(head: str, kernel: Kernel, program, bound: dict[str, st
         qualified = "::".join([*item.namespaces, fn_name]) if item.namespaces else fn_name
         return f"{qualified}<{first_type}>" if text.lstrip().startswith("template") else qualified
     return None
-
-
-def _replace_word(text: str, word: str, by: str) -> str:
-    node = source.parse_expression("__astra_k<" + text + ">")
-    if node is None:
-        return text
-    code = ("__astra_k<" + text + ">").encode()
-    edits = [(n.start_byte, n.end_byte) for n in _walk(node)
-             if n.type in ("type_identifier", "identifier") and n.text.decode() == word]
-    # parse_expression wraps the text: map its offsets back
-    base = node.start_byte
-    for s_, e_ in sorted(edits, reverse=True):
-        code = code[:s_ - base] + by.encode() + code[e_ - base:]
-    return code.decode()[len("__astra_k<"):-1]
-
-
-def split(instantiate: str) -> list[str]:
-    from ..model.spec import split_template_args
-    return split_template_args(instantiate)
-
-
-# What `infer_template_args` writes in the notes when nothing gave an argument (a dispatch macro's
-# scalar_t taken as float is a choice among the types it offers, not a guess).
-_GUESSED = ("no launch gives it",)
-
-
-def _valid(args: tuple[str, ...]) -> bool:
-    """Whether the spec's validator takes these arguments as `instantiate` (a proposal never
-    carries what Astra's own checker refuses)."""
-    from ..model.spec import parse_template_args
-    try:
-        parse_template_args("<" + ", ".join(args) + ">")
-    except ValueError:
-        return False
-    return True
-
-
-def project_instance(kernel: Kernel, instantiate: str | None, new_notes: list[str], path: str | None,
-                     context, launched_here: bool = False, largest: bool = False) -> tuple[str | None, str | None]:
-    """Where the arguments were guessed for a kernel in a header, an instance the project's own
-    code makes instead, as nvcc's front end instantiates it over the `.cu` beside the header that
-    includes it (`compile.instances`): a launcher whose traits class is an alias of its template
-    parameters, set by macros in that `.cu` (flash-attention's `REGISTER_FWD_LAUNCHER`), or a
-    dispatch over torch's scalar types that offers no float (apex's softmax headers) is read as
-    the compiler reads it. A source file that launches the kernel itself (`launched_here`) is its
-    own unit: arguments deduced from what the launch passes (CuTe's layouts and tensors, built
-    by `make_layout` in the launcher) are the compiler's too. Of the instances, the one agreeing
-    with the most arguments that were not guessed, then with the guesses (the first such).
-    (instantiate, a note) — unchanged and None where nothing was guessed, no toolkit is found, or
-    the unit makes no instance. With `largest` (a first draft's output was constant), the guessed
-    numbers are no evidence: of the instances agreeing with the rest, the one with the largest
-    numeric arguments (sgl-kernel topkGatingSoftmax's first, `<float, 1, 1, 4, 4>`, has one expert,
-    so its top-k indices are constant; `<float, 8, 256, 4, 16>` has 256)."""
-    if not instantiate or path is None or not any(g in n for n in new_notes for g in _GUESSED):
-        return instantiate, None
-    from ..compile import headers, instances, toolkit
-    from ..compile.project import ProjectContext
-    ctx = context or ProjectContext()
-    found = headers.includer(path, ctx)
-    if found is None and not (launched_here and not path.endswith(headers.HEADER_SUFFIXES)):
-        return instantiate, None
-    tk = toolkit.find(ctx)
-    if tk is None:
-        return instantiate, None
-    short = kernel.name.split("::")[-1]
-    made = instances.of(short, path, ctx, toolkit=tk)
-    guess = [" ".join(a.split()) for a in split(instantiate)]
-    packs = any(_is_pack(p) for p in kernel.template_params)
-    fits = [m for m in made if (len(m) == len(guess) or (packs and len(m) >= len(guess) - 1)) and _valid(m)]
-    if not fits:
-        return instantiate, None
-    named = [n for n, _ in zip(kernel.template_param_names, guess)]
-    # with `largest`, a number the first of several calls gives (one `case` of a switch) is a choice too
-    guessed_names = {n for n in named if any(f"`{n}`" in note and ("no launch gives it" in note or
-                                                                    (largest and CALLERS_CHOICE in note))
-                                             for note in new_notes)}
-    firm = [i for i, n in enumerate(named) if n not in guessed_names]
-
-    def score(m: tuple[str, ...]) -> tuple[int, ...]:
-        same = [i for i, (a, b) in enumerate(zip(m, guess)) if a.replace(" ", "") == b.replace(" ", "")]
-        if largest:
-            numbers = [int(a) for a in m if re.fullmatch(r"\d+", a.strip())]
-            return (sum(1 for i in same if i in firm),
-                    sum(1 for i in same if not re.fullmatch(r"\d+|true|false", guess[i].strip())), sum(numbers))
-        return sum(1 for i in same if i in firm), len(same)
-    best = max(fits, key=score)   # max keeps the first of equals
-    chosen = "<" + ", ".join(best) + ">"
-    where = f"{os.path.basename(found[0])}, which includes this header" if found is not None else "this file"
-    why = " — the one with the largest numbers: the first draft's output was constant" if largest else ""
-    return chosen, (f"instantiate: the project's own instance {short}{chosen} (of {len(made)} that nvcc's front end "
-                    f"instantiates over {where}), not the guess {instantiate}{why}")
