@@ -4,7 +4,6 @@ value zero at every call, and the ranges a program fills an input with. Separate
 reads the program around the launcher, not the launch itself."""
 from __future__ import annotations
 
-
 from ..model import exprs, source
 from ..model.source import Kernel, LaunchSite, SourceModel
 from ..model.syntax import walk as _walk

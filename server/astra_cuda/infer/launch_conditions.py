@@ -4,7 +4,6 @@ the launch, and the ranges a helper's value takes in a `switch` case. Separate b
 read from the launcher's control flow, not from the launch's arguments."""
 from __future__ import annotations
 
-
 from ..model import exprs, source
 from ..model import syntax
 from ..model.source import LaunchSite, SourceModel

@@ -4,7 +4,6 @@ problems that keep a draft from being proposed (what no reading of the program g
 both the draft and the struct-splitting entry (`proposal`) ask it."""
 from __future__ import annotations
 
-
 from ..model import access, source
 from ..model.source import Kernel, SourceModel
 from ..model.syntax import walk as _walk

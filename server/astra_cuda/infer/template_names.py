@@ -5,7 +5,6 @@ and an `instantiate` list split into its arguments. Separate because every sourc
 argument (`template_args`) and its callers check and spell names the same way."""
 from __future__ import annotations
 
-
 from ..model import dtypes, exprs, source
 from ..model import syntax
 from ..model.syntax import walk as _walk

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from tree_sitter import Node
 
 
-
 VECTOR_BYTES = {"int4": 16, "uint4": 16, "float4": 16, "double2": 16, "longlong2": 16, "ulonglong2": 16,
                 "int2": 8, "uint2": 8, "float2": 8, "half2": 4, "__half2": 4, "__nv_bfloat162": 4,
                 "nv_bfloat162": 4, "int": 4, "float": 4, "uint32_t": 4, "int32_t": 4, "unsigned": 4,
