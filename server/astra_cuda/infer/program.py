@@ -318,7 +318,7 @@ def _pickers(model: SourceModel, kernel: str) -> dict[str, Picker]:
     k<true, false>; ... return k<false, false>; }`, the returns written directly or by a macro of
     the file: `#define instance(n) if (bpw == n) return k<n>`): name -> the instance a launch through
     what they return is read as — the general one, with the fewest features switched on (`true`
-    flags, larger numbers), as `launches.pick_site` ranks launches — with the `if` it is returned under."""
+    flags, larger numbers), as `launch_callers.pick_site` ranks launches — with the `if` it is returned under."""
     out: dict[str, Picker] = {}
     macros = _statement_macros(model)
     for fn in function_nodes(model.text):
