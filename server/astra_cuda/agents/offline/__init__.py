@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from .base import Context, Rewrite, Transform
+from .batch_loads import BatchLoads
 from .block_atomic import BlockAtomic
 from .coarsen import Coarsen
 from .fast_math import FastMath
@@ -18,7 +19,7 @@ from .vectorize import Vectorize
 from .warp_reduce import WarpReduce
 
 TRANSFORMS: dict[str, Transform] = {t.name: t for t in (
-    BlockAtomic(), Privatize(), Transpose(), PackRows(), Rows(), Coarsen(), LaunchShape(), UnitStride(), Hoist(), Vectorize(16), Vectorize(8), Vectorize(4), WarpReduce(), FastMath(), UnrollVectorLoop(), RestrictLdg(), Unroll())}
+    BlockAtomic(), Privatize(), Transpose(), PackRows(), Rows(), Coarsen(), LaunchShape(), UnitStride(), Hoist(), Vectorize(16), Vectorize(8), Vectorize(4), WarpReduce(), FastMath(), UnrollVectorLoop(), BatchLoads(), RestrictLdg(), Unroll())}
 
 
 def context_from_spec(kernel: str, spec, headers: tuple[str, ...] = ()) -> Context:

@@ -1,0 +1,447 @@
+"""Strided loops that keep too few loads in flight: K steps of the loop at a time, the loads of
+all K issued before the first step's work (`batch_loads`).
+
+A grid- or block-stride loop on a grid the program fixes (a histogram's 240 blocks, a reduction's
+64) gives each thread many steps, and each step's load waits for memory before the step's work
+(shared-memory atomics, a running sum) can start: with few threads resident the kernel is bound by
+latency far below the copy ceiling. Recognises
+
+    for (T v = S; v < N; v += ST) BODY            (any invariant S, N, ST; BODY free of jumps,
+                                                   nested loops, barriers and warp collectives)
+
+and reads `X[e]` (or `__ldg(&X[e])` and the other load intrinsics) at the top level of BODY (not
+under a condition) where `X` is memory the kernel never writes and `e` depends only on `v` and
+invariants. The rewrite runs K steps per trip while all K would run — each step's own condition
+checked in `T`, as the original checks it — with the K steps' reads first and then the K bodies in
+their original order; what is left runs in the original loop. Every statement runs in the same
+order with the same values: only reads of memory nothing writes move earlier, so the result is
+exact (no float sum is reordered). Where the body writes memory other than shared memory or the
+thread's own arrays, every hoisted buffer must be `__restrict__` (the programmer's promise that
+no such write reaches it); otherwise the loop is left alone.
+"""
+from __future__ import annotations
+
+from tree_sitter import Node
+
+from . import base
+from .base import Context, Rewrite, body, pointer_params
+from .tree import (Edit, apply_edits, assigned_names, callee, calls, declared_name, declared_names, function_name,
+                   is_lvalue, line_indent, preceded_by_marker, txt, unparenthesized, walk)
+
+STEPS = (2, 4, 8)
+LOADS = {"__ldg", "__ldcs", "__ldcg", "__ldca", "__ldlu", "__ldcv"}
+PURE_CALLS = {"min", "max", "umin", "umax", "llmin", "llmax", "__umul24", "__mul24"}
+COLLECTIVE = ("sync", "shfl", "ballot", "activemask", "__match", "__reduce", "barrier", "fence", "tiled_partition")
+JUMPS = {"break_statement", "continue_statement", "return_statement", "goto_statement", "for_statement",
+         "while_statement", "do_statement", "for_range_loop", "labeled_statement"}
+CONDITIONAL = {"conditional_expression", "if_statement", "switch_statement", "lambda_expression",
+               "sizeof_expression"}
+MAX_BODY = 2000          # characters of a body copied K times: a long one is not a loop of loads
+
+
+def _pure_macros(sc: base.Scope, ctx: Context) -> set[str]:
+    """Function-like macros of the file and its project headers that compute a value (no
+    assignment in their body): `UMAD(a, b, c)` in a loop's start or stride is arithmetic."""
+    from .tree import root
+    out = set()
+    for r in [sc.root] + [root(h) for h in ctx.headers]:
+        for n in walk(r):
+            if n.type != "preproc_function_def":
+                continue
+            name, value = n.child_by_field_name("name"), n.child_by_field_name("value")
+            v = txt(value) if value is not None else ""
+            flat = v.replace("==", "").replace("<=", "").replace(">=", "").replace("!=", "")
+            if name is not None and "=" not in flat and "++" not in v and "--" not in v and ";" not in v:
+                out.add(txt(name))
+    return out
+
+
+def _invariant(n: Node, variant: set[str], pure: set[str]) -> bool:
+    """No name the loop changes, no memory read, no call but arithmetic macros and min/max."""
+    for c in walk(n):
+        if c.type == "identifier" and txt(c) in variant:
+            return False
+        if c.type in ("subscript_expression", "assignment_expression", "update_expression") or \
+                (c.type == "pointer_expression" and txt(c.child(0)) == "*"):
+            return False
+        if c.type == "call_expression" and callee(c) not in pure | PURE_CALLS:
+            return False
+    return True
+
+
+def _shared_roots(kb: Node, pointers: set[str]) -> tuple[set[str], set[str]]:
+    """(names that point into shared memory, the thread's own arrays) in the kernel body: the
+    `__shared__` declarations, and pointer locals never reassigned whose initializer reaches only
+    such names (and no parameter or other pointer)."""
+    shared, private, locals_ = set(), set(), {}
+    for d in (n for n in walk(kb) if n.type == "declaration"):
+        is_shared = any(c.type == "type_qualifier" and txt(c) == "__shared__" for c in d.children) or \
+            "__shared__" in txt(d.child_by_field_name("type") or d)
+        for decl in d.children_by_field_name("declarator"):
+            name, is_ptr = declared_name(decl)
+            if not name:
+                continue
+            core = decl.child_by_field_name("declarator") if decl.type == "init_declarator" else decl
+            if is_shared:
+                shared.add(name)
+            elif core is not None and core.type == "array_declarator":
+                private.add(name)
+            elif is_ptr and decl.type == "init_declarator":
+                locals_[name] = decl.child_by_field_name("value")
+    changed = assigned_names(kb)
+    for _ in range(3):
+        for name, value in locals_.items():
+            if name in shared or name in changed or value is None:
+                continue
+            names = {txt(c) for c in walk(value) if c.type == "identifier"}
+            ptrs = names & (pointers | set(locals_) | shared | private)
+            if ptrs and ptrs <= shared:
+                shared.add(name)
+    return shared, private
+
+
+def _read_only(kb: Node, params: dict) -> dict[str, bool]:
+    """The buffers the kernel never writes, each with whether it is `__restrict__`: pointer
+    parameters whose every use is a read (`X[e]`, `__ldg(&X[e])`) or the start of a pointer local
+    (`const T* row = X + r * cols;`, never reassigned, itself used only so), and those locals
+    (restrict where everything they start from is)."""
+    sources: dict[str, set[str]] = {p: set() for p, info in params.items() if "volatile" not in info.elem}
+    starts: dict[int, str] = {}     # the byte span of a local's initializer -> the local
+    changed = assigned_names(kb)
+    for d in (n for n in walk(kb) if n.type == "declaration"):
+        for decl in d.children_by_field_name("declarator"):
+            name, is_ptr = declared_name(decl)
+            value = decl.child_by_field_name("value") if decl.type == "init_declarator" else None
+            if not (name and is_ptr and value is not None) or name in changed or name in sources:
+                continue
+            names = {txt(c) for c in walk(value) if c.type == "identifier"} & set(sources)
+            if names:
+                sources[name] = names
+                starts[value.start_byte] = name
+    bad: set[str] = set()
+    for n in walk(kb):
+        if n.type != "identifier" or txt(n) not in sources:
+            continue
+        p = n.parent
+        if p is not None and p.type == "subscript_expression" and p.child_by_field_name("argument") == n:
+            if not _written(p) or _loaded(p):
+                continue
+        elif p is not None and p.type in ("init_declarator", "pointer_declarator") and \
+                p.child_by_field_name("declarator") == n:
+            continue   # the local's own name where it is declared
+        elif any(a.start_byte in starts for a in _ancestors(n)):
+            continue   # inside the initializer of a pointer local that is itself checked
+        bad.add(txt(n))
+    for _ in range(len(sources)):   # a written local writes what it starts from, and the other way round
+        for name, src in sources.items():
+            if name in bad:
+                bad |= src
+            elif src & bad:
+                bad.add(name)
+    return {name: all(params[s].restrict for s in _roots(name, sources)) for name in sources if name not in bad}
+
+
+def _roots(name: str, sources: dict[str, set[str]]) -> set[str]:
+    return {name} if not sources.get(name) else set().union(*(_roots(s, sources) for s in sources[name]))
+
+
+def _ancestors(n: Node):
+    p = n.parent
+    while p is not None:
+        yield p
+        p = p.parent
+
+
+def _written(sub: Node) -> bool:
+    """The element (or a field or an inner element of it: `X[i].f`, `X[i][j]`) is written."""
+    top = sub
+    while top.parent is not None and (top.parent.type == "parenthesized_expression" or
+                                      (top.parent.type in ("field_expression", "subscript_expression") and
+                                       top.parent.child_by_field_name("argument") == top)):
+        top = top.parent
+    return is_lvalue(top)
+
+
+def _loaded(sub: Node) -> bool:
+    """`&X[e]` is the one argument of a load intrinsic (`__ldg(&X[e])`): a read."""
+    p = sub.parent
+    while p is not None and p.type == "parenthesized_expression":
+        p = p.parent
+    if p is None or p.type != "pointer_expression" or txt(p.child(0)) != "&":
+        return False
+    args = p.parent
+    return args is not None and args.type == "argument_list" and len(args.named_children) == 1 and \
+        args.parent is not None and callee(args.parent) in LOADS
+
+
+def _pointer_locals(kb: Node) -> set[str]:
+    out = set()
+    for d in (n for n in walk(kb) if n.type == "declaration"):
+        for decl in d.children_by_field_name("declarator"):
+            name, is_ptr = declared_name(decl)
+            if name and is_ptr:
+                out.add(name)
+    return out
+
+
+def _base_names(lvalue: Node) -> set[str]:
+    """The names a written place is reached through (`p` of `p[i]`, `*(p + i)`, `p->f`)."""
+    n = unparenthesized(lvalue)
+    if n.type == "subscript_expression":
+        return {txt(c) for c in walk(n.child_by_field_name("argument")) if c.type == "identifier"}
+    if n.type == "field_expression":
+        return _base_names(n.child_by_field_name("argument"))
+    return {txt(c) for c in walk(n) if c.type == "identifier"}
+
+
+def _writes_only_private(nodes: list[Node], sc: base.Scope, ok: set[str], pointers: set[str]) -> bool:
+    """Every write of `nodes` (and of the helpers they call) reaches shared memory, the thread's
+    own arrays or plain variables: nothing there can alias a buffer the kernel reads."""
+    helpers = {function_name(h): h for h in sc.helpers}
+    for st in nodes:
+        for n in walk(st):
+            if n.type == "assignment_expression":
+                left = n.child_by_field_name("left")
+                if unparenthesized(left).type != "identifier" and not _base_names(left) <= ok:
+                    return False
+            elif n.type == "update_expression":
+                arg = n.child_by_field_name("argument")
+                if unparenthesized(arg).type != "identifier" and not _base_names(arg) <= ok:
+                    return False
+            elif n.type == "call_expression":
+                name = callee(n)
+                args = [a for a in n.child_by_field_name("arguments").named_children if a.type != "comment"]
+                if name.startswith("atomic"):
+                    if not args or not _base_names(args[0]) <= ok:
+                        return False
+                elif name not in LOADS:
+                    for a in args:   # a pointer handed over reaches shared or private memory only
+                        if _handed(a, pointers) - ok:
+                            return False
+                    if name in helpers and not _helper_writes_own(helpers[name]):
+                        return False
+    return True
+
+
+def _handed(arg: Node, pointers: set[str]) -> set[str]:
+    """The pointers an argument hands to the function called: `p`, `p + k`, `&p[k]` — not an
+    element's value (`f(p[k])`) nor a load intrinsic's result (`f(__ldg(&p[k]))`)."""
+    out = set()
+    for n in walk(arg):
+        if n.type != "identifier" or txt(n) not in pointers:
+            continue
+        p = n.parent
+        if p is not None and p.type == "subscript_expression" and p.child_by_field_name("argument") == n and \
+                (not _written(p) or _loaded(p)):
+            continue
+        if any(a.type == "call_expression" and callee(a) in LOADS for a in _ancestors(n) if a.start_byte >= arg.start_byte
+               and a.end_byte <= arg.end_byte):
+            continue
+        out.add(txt(n))
+    return out
+
+
+def _helper_writes_own(fn: Node) -> bool:
+    """A device function writes only through its parameters and locals (no global variable)."""
+    from .tree import params
+    own = declared_names(body(fn)) | {declared_name(p.child_by_field_name("declarator"))[0] for p in params(fn)}
+    for n in walk(body(fn)):
+        if n.type in ("assignment_expression", "update_expression"):
+            target = n.child_by_field_name("left") if n.type == "assignment_expression" else \
+                n.child_by_field_name("argument")
+            if not _base_names(target) <= own:
+                return False
+    return True
+
+
+def _collective(nodes: list[Node], sc: base.Scope) -> bool:
+    """A barrier or warp collective in the body or any device function it may call."""
+    fns = nodes + list(sc.helpers)
+    return any(any(k in callee(c) for k in COLLECTIVE) for f in fns for c in calls(f))
+
+
+class _Loop:
+    def __init__(self, loop: Node, var: str, typ: str, bound: Node, stride: Node, stmts: list[Node]):
+        self.loop, self.var, self.typ, self.bound, self.stride, self.stmts = loop, var, typ, bound, stride, stmts
+        self.body = loop.child_by_field_name("body")
+
+
+def _match(loop: Node, pure: set[str]) -> _Loop | None:
+    if preceded_by_marker(loop):
+        return None
+    prev = loop.prev_sibling
+    if prev is not None and prev.type == "preproc_call":   # a `#pragma unroll` belongs to this loop
+        return None
+    init, cond, upd, b = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update", "body"))
+    if init is None or cond is None or upd is None or b is None or init.type != "declaration":
+        return None
+    decls = init.children_by_field_name("declarator")
+    if len(decls) != 1 or decls[0].type != "init_declarator" or decls[0].child_by_field_name("declarator").type != \
+            "identifier":
+        return None
+    var, typ = txt(decls[0].child_by_field_name("declarator")), txt(init.child_by_field_name("type"))
+    if any(c.type == "type_qualifier" for c in init.children) or typ == "auto":
+        return None   # `auto` steps would take the type of `v + ST`, not the loop's
+    cond = unparenthesized(cond)
+    if cond.type != "binary_expression" or txt(cond.child_by_field_name("operator")) != "<" or \
+            txt(unparenthesized(cond.child_by_field_name("left"))) != var:
+        return None
+    if upd.type != "assignment_expression" or txt(upd.child_by_field_name("operator")) != "+=" or \
+            txt(upd.child_by_field_name("left")) != var:
+        return None
+    if len(txt(b)) > MAX_BODY or any(n.type in JUMPS for n in walk(b) if n != b):
+        return None
+    if var in assigned_names(b) | declared_names(b) or \
+            any(n.type == "identifier" and txt(n) == var and is_lvalue(n) for n in walk(b)):
+        return None   # the body steps the loop itself, or hands its index out to be written
+    variant = assigned_names(b) | declared_names(b) | {var}
+    bound, stride = cond.child_by_field_name("right"), upd.child_by_field_name("right")
+    if not _invariant(bound, variant, pure) or not _invariant(stride, variant, pure):
+        return None
+    stmts = [c for c in b.named_children if c.type != "comment"] if b.type == "compound_statement" else [b]
+    return _Loop(loop, var, typ, bound, stride, stmts)
+
+
+def _reads(m: _Loop, read_only: set[str], pure: set[str]) -> list[Node]:
+    """The reads of never-written memory that every step makes: at the top level of the body,
+    under no condition, at an index of the loop variable and invariants."""
+    variant = assigned_names(m.body) | declared_names(m.body)
+    out: list[Node] = []
+    for st in m.stmts:
+        for n in walk(st):
+            if n.type != "subscript_expression":
+                continue
+            arr = n.child_by_field_name("argument")
+            idx = n.child_by_field_name("indices") or n.child_by_field_name("index")
+            if arr is None or arr.type != "identifier" or txt(arr) not in read_only or idx is None:
+                continue
+            node = n
+            p = n.parent
+            while p is not None and p.type == "parenthesized_expression":
+                p = p.parent
+            if p is not None and p.type == "pointer_expression" and txt(p.child(0)) == "&":
+                call = p.parent.parent if p.parent is not None and p.parent.type == "argument_list" else None
+                if call is None or call.type != "call_expression" or callee(call) not in LOADS or \
+                        len(p.parent.named_children) != 1:
+                    continue
+                node = call
+            elif _written(n) or (p is not None and p.type in ("field_expression", "subscript_expression")):
+                continue
+            if not _invariant(idx, variant, pure) or not _unconditional(node, st):
+                continue
+            if not any(o.start_byte <= node.start_byte and node.end_byte <= o.end_byte for o in out):
+                out.append(node)
+    return out
+
+
+def _unconditional(node: Node, top: Node) -> bool:
+    p = node.parent
+    while p is not None and p != top.parent:
+        if p.type in CONDITIONAL or (p.type == "binary_expression" and
+                                     txt(p.child_by_field_name("operator")) in ("&&", "||")):
+            return False
+        p = p.parent
+    return True
+
+
+def _renamed(node: Node, var: str, new: str, replace: dict[tuple[int, int], str] | None = None) -> str:
+    """`node`'s text with the loop variable renamed, and the nodes of `replace` put in."""
+    edits = [Edit(n.start_byte - node.start_byte, n.end_byte - node.start_byte, new)
+             for n in walk(node) if n.type == "identifier" and txt(n) == var]
+    for (s, e), t in (replace or {}).items():
+        edits = [x for x in edits if not (s <= x.start + node.start_byte < e)]
+        edits.append(Edit(s - node.start_byte, e - node.start_byte, t))
+    return apply_edits(txt(node), edits)
+
+
+class BatchLoads(base.Transform):
+    name = "batch_loads"
+    title = "K steps of a strided loop at a time, their loads issued together"
+    note = "several steps of the loop at a time, their loads issued before the first step's work"
+    expected = ("a thread with many steps of a strided loop waits for each step's load before its work; "
+                "issuing K steps' loads together keeps K times the bytes in flight, for latency-bound loops "
+                "on a grid the program fixes")
+
+    def rewrite(self, text: str, ctx: Context, sc: base.Scope, params: dict) -> Rewrite | None:
+        steps = params.get("steps", 4)
+        if steps not in STEPS:
+            return None
+        pure = _pure_macros(sc, ctx)
+        kb = body(sc.kernel)
+        params_ = pointer_params(sc.kernel)
+        read_only = _read_only(kb, params_)
+        shared, private = _shared_roots(kb, set(params_))
+        pointers = set(params_) | _pointer_locals(kb)
+        data = text.encode("utf-8")
+        edits, changes = [], []
+        for loop in (n for n in walk(kb) if n.type == "for_statement"):
+            m = _match(loop, pure)
+            if m is None or _collective(m.stmts, sc) or not self._enough_steps(m, ctx, steps):
+                continue
+            reads = _reads(m, read_only, pure)
+            if not reads:
+                continue
+            arrays = {txt(r) for n in reads for r in walk(n) if r.type == "identifier" and txt(r) in read_only}
+            if not all(read_only[a] for a in arrays) and \
+                    not _writes_only_private(m.stmts, sc, shared | private, pointers):
+                continue
+            edits.append(Edit(loop.start_byte, loop.end_byte, self._batched(m, reads, steps, line_indent(data, loop.start_byte))))
+            changes.append(f"the loop over `{m.var}`: {steps} steps a trip, the loads of "
+                           + ", ".join(f"`{a}`" for a in sorted(arrays)) + " of all of them issued first")
+        if not edits:
+            return None
+        return Rewrite(self.name, apply_edits(text, edits), tuple(changes), {"steps": steps})
+
+    @staticmethod
+    def _enough_steps(m: _Loop, ctx: Context, steps: int) -> bool:
+        """At the largest bench size each thread takes at least `steps` steps (when that can be
+        told: a bound that is a scalar the spec sizes, a grid- or block-stride loop)."""
+        n = ctx.row_elements.get(txt(unparenthesized(m.bound)))
+        stride = txt(m.stride)
+        threads = None
+        if ctx.block_threads and "gridDim" in stride:
+            threads = ctx.block_threads * (ctx.grid_blocks or 0)
+        elif ctx.block_threads and "blockDim" in stride:
+            threads = ctx.block_threads
+        return n is None or not threads or n >= steps * threads
+
+    @staticmethod
+    def _batched(m: _Loop, reads: list[Node], steps: int, ind: str) -> str:
+        v, typ, st, bound = m.var, m.typ, txt(m.stride), txt(m.bound)
+        i1, i2 = ind + "  ", ind + "    "
+        init = m.loop.child_by_field_name("initializer")
+        start = txt(init.children_by_field_name("declarator")[0].child_by_field_name("value"))
+        lines = [f"{{  // astra: {steps} steps of the loop a trip, the loads of all of them issued before the first "
+                 "step's work (more bytes in flight); the rest in the loop as written",
+                 f"{i1}{typ} {v} = {start};", f"{i1}for (;;) {{", f"{i2}const {typ} astra_s0 = {v};"]
+        for k in range(1, steps):
+            lines.append(f"{i2}const {typ} astra_s{k} = astra_s{k - 1} + ({st});")
+        conds = " && ".join(f"astra_s{k} < ({bound})" for k in range(steps))
+        lines.append(f"{i2}if (!({conds})) break;")
+        names: dict[tuple[int, int], str] = {}
+        for j, r in enumerate(reads):
+            names[(r.start_byte, r.end_byte)] = f"astra_ld{j}"
+        for k in range(steps):
+            for j, r in enumerate(reads):
+                lines.append(f"{i2}const auto astra_ld{j}_{k} = {_renamed(r, v, f'astra_s{k}')};")
+        for k in range(steps):
+            mapping = {span: f"{name}_{k}" for span, name in names.items()}
+            copies = [_renamed(s, v, v, {sp: t for sp, t in mapping.items() if s.start_byte <= sp[0] and sp[1] <= s.end_byte})
+                      for s in m.stmts]
+            uses = any(n.type == "identifier" and txt(n) == v and
+                       not any(a <= n.start_byte and n.end_byte <= b for a, b in names)
+                       for s in m.stmts for n in walk(s))
+            lines.append(f"{i2}{{")
+            if uses:   # the step's own index, where the body still uses it after its reads moved up
+                lines.append(f"{i2}  const {typ} {v} = astra_s{k};")
+            lines += [f"{i2}  {c}" for c in copies]
+            lines.append(f"{i2}}}")
+        lines.append(f"{i2}{v} = astra_s{steps - 1} + ({st});")
+        lines.append(f"{i1}}}")
+        cond, upd = txt(m.loop.child_by_field_name("condition")), txt(m.loop.child_by_field_name("update"))
+        lines.append(f"{i1}for (; {cond}; {upd}) {txt(m.body)}")
+        lines.append(f"{ind}}}")
+        return "\n".join(lines)
+
+    def alternatives(self, rw: Rewrite, ctx: Context) -> list[dict]:
+        return [{"steps": s} for s in STEPS if s != rw.params.get("steps")]

@@ -1,0 +1,127 @@
+"""`batch_loads` (issue 29 item 3): a strided loop on a grid the program fixes keeps one load in
+flight per thread; K steps a trip with the K loads issued first keeps K. Histograms with per-warp
+sub-histograms (the CUDA samples' histogram256Kernel) and whole-array sums' first pass on a capped
+grid (the samples' reduce6) have it. The rewrite goes through the real gate on the CPU backend (a
+broken variant does not), the planner picks it for a latency-bound kernel, and it leaves alone
+what it cannot move safely."""
+import pathlib
+
+import pytest
+
+from astra_cuda.agents import Check, Evaluation, ProfileSummary, SizeTiming
+from astra_cuda.agents.offline import TRANSFORMS, context_from_spec, context_from_text
+from astra_cuda.agents.planner import OfflinePlanner
+from astra_cuda.agents.situation import Situation
+from astra_cuda.model import source, spec as spec_mod
+
+KERNELS = pathlib.Path(__file__).parent / "kernels"
+HIST, HIST_PATH = "histogram_words", KERNELS / "histogram_words.cu"
+SUMS, SUMS_PATH = "block_partial_sums", KERNELS / "block_partial_sums.cu"
+
+
+def loaded(path, kernel, text=None):
+    text = text or path.read_text()
+    m = source.parse(text)
+    return text, spec_mod.load(m.kernel(kernel), m)
+
+
+def rewritten(path, kernel, text=None, params=None):
+    text, sp = loaded(path, kernel, text)
+    return TRANSFORMS["batch_loads"].apply(text, context_from_text(kernel, text, sp), params)
+
+
+def evaluator(path, kernel):
+    from astra_cuda.execution.evaluator import local_evaluator
+    try:
+        from astra_cuda.backends.cpu import CpuBackend
+        backend = CpuBackend()
+    except Exception as e:  # noqa: BLE001 - any reason means this machine cannot run it
+        pytest.skip(f"CPU backend unavailable: {e}")
+    text, sp = loaded(path, kernel)
+    return local_evaluator(str(path), kernel, sp, backend, text, quick=True)
+
+
+def test_the_histogram_loop_takes_four_steps_a_trip_and_passes_the_gate():
+    rw = rewritten(HIST_PATH, HIST)
+    assert rw is not None and rw.params == {"steps": 4}
+    assert "const auto astra_ld0_3 = data[astra_s3];" in rw.text      # the fourth step's load, issued first
+    assert rw.text.index("astra_ld0_3 = data") < rw.text.index("unsigned int word = astra_ld0_0;")
+    assert "for (; pos < n; pos += UMUL(blockDim.x, gridDim.x))" in rw.text   # the rest as written
+    evaluate = evaluator(HIST_PATH, HIST)
+    ev = evaluate(rw.text)
+    assert ev.passed, ev.check.summary + ev.check.feedback
+    broken = rw.text.replace("data[astra_s3]", "data[astra_s2]")        # the fourth step counts the third's word
+    assert not evaluate(broken).passed
+
+
+@pytest.mark.parametrize("steps", [2, 8])
+def test_the_sum_is_exact_at_every_step_count(steps):
+    rw = rewritten(SUMS_PATH, SUMS, params={"steps": steps})
+    assert rw is not None and f"astra_s{steps - 1} < (n)" in rw.text
+    assert "const unsigned int i = astra_s0;" not in rw.text     # the body no longer uses its index
+    evaluate = evaluator(SUMS_PATH, SUMS)
+    ev = evaluate(rw.text)
+    assert ev.passed, ev.check.summary + ev.check.feedback
+
+
+def test_the_planner_picks_it_for_a_latency_bound_histogram():
+    text, sp = loaded(HIST_PATH, HIST)
+    slow = Evaluation(Check(True, "passed", "", 10, "passed"), ProfileSummary(
+        (SizeTiming({"n": 1 << 26}, 560.0, 560.0, 0.11),), "latency"), gpu="Fake GPU")
+    plan, _ = OfflinePlanner().plan(Situation(HIST, str(HIST_PATH), text, text, slow, slow, context_from_spec(HIST, sp)))
+    assert plan is not None and plan.idea == "batch_loads" and "latency-bound" in plan.why
+
+
+@pytest.mark.parametrize("change", [
+    ("unsigned int word = data[pos];", "unsigned int word = data[pos]; data[pos] = 0;"),          # the kernel writes it
+    ("unsigned int word = data[pos];", "unsigned int word = pos < 7 ? data[pos] : 0u;"),          # read under a condition
+    ("unsigned int word = data[pos];", "unsigned int word = data[pos]; partial[pos % 7680] = word;"),   # a global write
+    ("unsigned int word = data[pos];", "unsigned int word = data[pos]; __syncthreads();"),        # a barrier
+    ("unsigned int word = data[pos];", "unsigned int word = data[pos]; if (word == 0) break;"),   # a jump out
+    ("unsigned int word = data[pos];", "unsigned int word = data[pos]; pos += 1;"),               # the body steps
+    ("unsigned int word = data[pos];", "unsigned int word = data[warp_hist[0]];"),                # an index it changes
+    ("unsigned int word = data[pos];", "unsigned int word = __shfl_sync(~0u, data[pos], 0);"),    # a warp collective
+    ("  for (unsigned int pos = UMAD", "#pragma unroll 2\n  for (unsigned int pos = UMAD"),        # its own unrolling
+    ("n = [67108864]", "n = [5760]"),        # one step a thread at the bench size: nothing to batch
+])
+def test_what_it_cannot_move_is_left_alone(change):
+    text = HIST_PATH.read_text()
+    changed = text.replace(*change, 1)
+    assert changed != text
+    assert rewritten(HIST_PATH, HIST, changed) is None
+
+
+def test_a_global_write_is_fine_when_the_buffer_read_is_restrict():
+    text = HIST_PATH.read_text().replace("unsigned int* data,", "const unsigned int* __restrict__ data,")
+    text = text.replace("unsigned int word = data[pos];", "unsigned int word = data[pos]; partial[pos % 7680] = word;")
+    rw = rewritten(HIST_PATH, HIST, text)
+    assert rw is not None and "const auto astra_ld0_0 = data[astra_s0];" in rw.text
+
+
+QUANT, QUANT_PATH = "row_int8_quant", KERNELS / "row_int8_quant.cu"
+
+
+def test_both_passes_of_a_row_quantization_through_a_row_pointer_pass_the_gate():
+    rw = rewritten(QUANT_PATH, QUANT, params={"steps": 2})
+    assert rw is not None and len(rw.changes) == 2      # the absmax pass and the quantizing pass
+    assert "const auto astra_ld0_1 = __ldcs(&(row_data[astra_s1]));" in rw.text
+    evaluate = evaluator(QUANT_PATH, QUANT)
+    ev = evaluate(rw.text)
+    assert ev.passed, ev.check.summary + ev.check.feedback
+
+
+@pytest.mark.parametrize("change, passes", [
+    # `out` may alias a non-restrict input: the quantizing pass's stores could reach a later load,
+    # so only the absmax pass (which writes nothing but a register) is batched
+    (("float* __restrict__ A", "float* A"), 1),
+    (("    m = fmaxf(m, a);\n", "    m = fmaxf(m, a);\n    ((float*)row_data)[i] = a;\n"), 0),   # the row is written
+])
+def test_a_row_that_may_be_written_is_not_read_ahead(change, passes):
+    text = QUANT_PATH.read_text()
+    changed = text.replace(*change)
+    assert changed != text
+    rw = rewritten(QUANT_PATH, QUANT, changed)
+    assert (0 if rw is None else len(rw.changes)) == passes
+    if passes:
+        assert "fabsf(astra_ld0_0)" in rw.text and "out[blockIdx.x * cols + i] = (signed char)__float2int_rn(val" \
+            in rw.text and "float val = astra_ld" not in rw.text
