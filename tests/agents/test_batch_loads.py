@@ -81,6 +81,8 @@ def test_the_planner_picks_it_for_a_latency_bound_histogram():
     ("unsigned int word = data[pos];", "unsigned int word = data[pos]; pos += 1;"),               # the body steps
     ("unsigned int word = data[pos];", "unsigned int word = data[warp_hist[0]];"),                # an index it changes
     ("unsigned int word = data[pos];", "unsigned int word = __shfl_sync(~0u, data[pos], 0);"),    # a warp collective
+    ("unsigned int word = data[pos];", "__shared__ unsigned int w; w = data[pos]; unsigned int word = w;"),   # a block's local
+    ("unsigned int word = data[pos];", "unsigned int word = data[pos]; asm volatile(\"\" ::: \"memory\");"),   # inline assembly
     ("  for (unsigned int pos = UMAD", "#pragma unroll 2\n  for (unsigned int pos = UMAD"),        # its own unrolling
     ("n = [67108864]", "n = [5760]"),        # one step a thread at the bench size: nothing to batch
 ])

@@ -266,6 +266,14 @@ class _Loop:
         self.body = loop.child_by_field_name("body")
 
 
+def _variant(b: Node) -> set[str]:
+    """The names the body may change: assigned, declared, or with their address taken."""
+    taken = {txt(n.child_by_field_name("argument")) for n in walk(b)
+             if n.type == "pointer_expression" and txt(n.child(0)) == "&" and
+             n.child_by_field_name("argument") is not None and n.child_by_field_name("argument").type == "identifier"}
+    return assigned_names(b) | declared_names(b) | taken
+
+
 def _match(loop: Node, pure: set[str]) -> _Loop | None:
     if preceded_by_marker(loop):
         return None
@@ -291,10 +299,14 @@ def _match(loop: Node, pure: set[str]) -> _Loop | None:
         return None
     if len(txt(b)) > MAX_BODY or any(n.type in JUMPS for n in walk(b) if n != b):
         return None
+    if any("asm" in n.type for n in walk(b)) or \
+            any(n.type in ("type_qualifier", "storage_class_specifier") and txt(n) in ("__shared__", "static")
+                for n in walk(b)):
+        return None   # inline assembly may write anything; a copied `__shared__`/`static` local is another one
     if var in assigned_names(b) | declared_names(b) or \
             any(n.type == "identifier" and txt(n) == var and is_lvalue(n) for n in walk(b)):
         return None   # the body steps the loop itself, or hands its index out to be written
-    variant = assigned_names(b) | declared_names(b) | {var}
+    variant = _variant(b) | {var}
     bound, stride = cond.child_by_field_name("right"), upd.child_by_field_name("right")
     if not _invariant(bound, variant, pure) or not _invariant(stride, variant, pure):
         return None
@@ -305,7 +317,7 @@ def _match(loop: Node, pure: set[str]) -> _Loop | None:
 def _reads(m: _Loop, read_only: set[str], pure: set[str]) -> list[Node]:
     """The reads of never-written memory that every step makes: at the top level of the body,
     under no condition, at an index of the loop variable and invariants."""
-    variant = assigned_names(m.body) | declared_names(m.body)
+    variant = _variant(m.body)
     out: list[Node] = []
     for st in m.stmts:
         for n in walk(st):
