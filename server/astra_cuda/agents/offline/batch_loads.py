@@ -423,9 +423,9 @@ class BatchLoads(base.Transform):
         i1, i2 = ind + "  ", ind + "    "
         init = m.loop.child_by_field_name("initializer")
         start = txt(init.children_by_field_name("declarator")[0].child_by_field_name("value"))
-        lines = [f"{{  // astra: {steps} steps of the loop a trip, the loads of all of them issued before the first "
+        lines = [f"// astra: {steps} steps of the loop a trip, the loads of all of them issued before the first "
                  "step's work (more bytes in flight); the rest in the loop as written",
-                 f"{i1}{typ} {v} = {start};", f"{i1}for (;;) {{", f"{i2}const {typ} astra_s0 = {v};"]
+                 f"{ind}{{", f"{i1}{typ} {v} = {start};", f"{i1}for (;;) {{", f"{i2}const {typ} astra_s0 = {v};"]
         for k in range(1, steps):
             lines.append(f"{i2}const {typ} astra_s{k} = astra_s{k - 1} + ({st});")
         conds = " && ".join(f"astra_s{k} < ({bound})" for k in range(steps))
