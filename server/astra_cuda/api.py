@@ -502,12 +502,13 @@ def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm:
         if prior is not None and prior.gpu:
             gpu_model = prior.gpu  # a resumed run goes on timing on its own GPU model
 
-    def evaluate(candidate: Candidate, with_original: bool = False) -> Evaluation:
+    def evaluate(candidate: Candidate, with_original: bool = False, final: bool = False) -> Evaluation:
         launch, problem = launch_change.launch(candidate, reference, ref_spec)
         if problem:   # a launch the rewrite may not make: judged without running anything
             return Evaluation(Check(False, problem, problem, 0, "static"))
         try:
-            ran = ex.run(dataclasses.replace(job, text=candidate.text, launch=launch, with_original=with_original), backend=chosen,
+            ran = ex.run(dataclasses.replace(job, text=candidate.text, launch=launch, with_original=with_original,
+                                             final=final), backend=chosen,
                          timeout=CHECK_TIMEOUT + PROFILE_TIMEOUT, cancel=cancel, gpu_model=gpu_model)
         except worker.WorkerCancelled:
             raise
@@ -530,7 +531,10 @@ def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm:
     limits = agents.Limits(max_seconds=seconds, max_tokens=tokens, **({} if tune is None else {"tune_points": tune}))
     # the project headers' own helpers (element packs, load/store, ceil division) for the rewrites
     headers = extract.project_header_texts(snap.model, path, job.context or ProjectContext())
-    result = agents.optimize(original, path, info.kernel.name, OnCandidates(evaluate, lambda c: evaluate(c, with_original=True)), rounds=rounds, llm=llm, spec=info.spec,
+    # the search may compile a candidate from the proven cut (compile.fastpath); what is adopted
+    # is compiled from its whole file again (`final`: agents.final_gate)
+    on = OnCandidates(evaluate, lambda c: evaluate(c, with_original=True), lambda c: evaluate(c, final=True))
+    result = agents.optimize(original, path, info.kernel.name, on, rounds=rounds, llm=llm, spec=info.spec,
                              gpu=gpu, runs_dir=runs_dir, cancel=cancel, progress=progress,
                              resume=run.id if run is not None else None, candidates=candidates, run_id=run_id,
                              limits=limits, memory=memory, headers=headers)

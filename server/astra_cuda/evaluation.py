@@ -140,6 +140,9 @@ class Evaluation:
     # without timing it again (a rerun's baseline, `agents.orchestrator`). None where not timed.
     reference: ProfileSummary | None = None
     gate_timings: dict[str, float] = field(default_factory=dict)   # seconds per gate step (`Verdict.timings`)
+    # non-empty: the search's answer, compiled from the reference's proven cut (`compile.fastpath`),
+    # not the whole file; a final verdict (`agents.final_gate`) compiles the whole file again
+    search_cut: str = ""
 
     @property
     def passed(self) -> bool:
@@ -158,7 +161,8 @@ class Evaluation:
                 "speed_note": self.speed_note, "registers": self.registers, "seconds": self.seconds,
                 "gate_seconds": self.gate_seconds, "node": self.node, "gpu": self.gpu,
                 **({"reference": self.reference.to_json()} if self.reference is not None else {}),
-                **({"gate_timings": self.gate_timings} if self.gate_timings else {})}
+                **({"gate_timings": self.gate_timings} if self.gate_timings else {}),
+                **({"search_cut": self.search_cut} if self.search_cut else {})}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Evaluation":
@@ -167,7 +171,7 @@ class Evaluation:
                    d.get("speed_note", ""), d.get("registers"), d.get("seconds", 0.0), d.get("gate_seconds", 0.0),
                    d.get("node", ""), d.get("gpu", ""),
                    ProfileSummary.from_json(d["reference"]) if d.get("reference") else None,
-                   {str(k): float(v) for k, v in (d.get("gate_timings") or {}).items()})
+                   {str(k): float(v) for k, v in (d.get("gate_timings") or {}).items()}, str(d.get("search_cut", "")))
 
 
 def _key(t: SizeTiming) -> tuple[tuple[str, int], ...]:
@@ -193,11 +197,15 @@ class OnCandidates:
     and sends the worker the text with it. The orchestrator reads a text it is given once."""
 
     def __init__(self, evaluate: Callable[[Candidate], Evaluation],
-                 with_original: Callable[[Candidate], Evaluation] | None = None):
+                 with_original: Callable[[Candidate], Evaluation] | None = None,
+                 final: Callable[[Candidate], Evaluation] | None = None):
         self.evaluate = evaluate
         # a candidate evaluated with the original checked in the same gate, which has not passed
         # it on its own in this run (a rerun's remembered rewrite); None: not offered
         self.with_original = with_original
+        # the final verdict: the whole file compiled by nvcc (`agents.final_gate`); None: not offered,
+        # so an evaluation of the search's fast path (`Evaluation.search_cut`) is never adopted
+        self.final = final
 
     def __call__(self, candidate: Candidate) -> Evaluation:
         return self.evaluate(candidate)

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from . import dispatch, tuning
+from . import dispatch, final_gate, tuning
 from .coder import Attempt, LLMCoder, OfflineCoder
 from ..evaluation import CachedEvaluate, Check, Evaluation, InfrastructureError, OnCandidates, source_hash
 from ..model.candidate import Candidate
@@ -112,6 +112,8 @@ class _Run:
         # a rerun's remembered rewrite with the original checked in the same gate (`_recalled_original`)
         self.with_original: Callable[[Candidate], Evaluation] | None = (
             evaluate.with_original if isinstance(evaluate, OnCandidates) else None)
+        # the whole file's verdict for what is adopted (agents.final_gate); None: nothing the fast path judged is adopted
+        self.final = evaluate.final if isinstance(evaluate, OnCandidates) else None
         self.headers = headers
         self.rounds, self.llm, self.spec, self.gpu, self.limits = rounds, llm, spec, gpu, limits
         self.cancel = cancel or threading.Event()
@@ -212,6 +214,13 @@ class _Run:
         self.result.error, self.result.interrupted = e.message, True
         return self.finish(f"{e.message}; resume with --resume {self.run_id}", status="interrupted")
 
+    def _settled(self, r: Round) -> bool:
+        """The final verdict of an adopted round: the whole file's (agents.final_gate)."""
+        s = self.s
+        assert s is not None
+        return final_gate.settle(r, self.final, self.kernel,
+                                 lambda rr, e: _judge(rr, Attempt(rr.candidate, e), s, self.limits, self.cancel))
+
     def _adopt(self, candidate: str, evaluation: Evaluation, read: Candidate | None = None) -> None:
         """`candidate` becomes the best; `read`: that text read already (made where it was rewritten)."""
         s = self.s
@@ -235,6 +244,8 @@ class _Run:
             # (one suite, one timing side by side), not once alone and again as the reference.
             base = self._recalled_original(entry) if entry is not None and entry.chain else None
             base = base or self.ev(self.original())
+            # the original's verdict is the whole file's too (agents.final_gate)
+            base = final_gate.confirmed(self.final, self.text, self.kernel, base, self.original())
         except InfrastructureError as e:
             result.baseline = result.best_eval = Evaluation(Check(False, e.message, e.message, 0, "infrastructure"))
             return self.interrupted(e)
@@ -330,10 +341,12 @@ class _Run:
                                  lambda rr, aa: _judge(rr, aa, s, self.limits, self.cancel), self.cancel)
             r.seconds = time.monotonic() - round_t0
             batch.append(r)
-        _keep_best_of(batch)
+        final_gate.keep_best_of(batch)
         if client is not None and batch:
             batch[0].transcript = list(client.transcript)
         winner = next((r for r in batch if r.adopted), None)
+        if winner is not None and not self._settled(winner):   # the final gate refused it
+            winner = None
         for r in batch:
             self.history.append(r)
             result.rounds.append(r)
@@ -383,8 +396,11 @@ class _Run:
             result.tuning_note = f"tuning stopped: {e.message}"
             return stopped
         result.tuning = points
-        if best != s.best:
-            self._adopt(best, best_eval)
+        final = final_gate.confirmed(self.final, best, self.kernel, best_eval) if best != s.best else best_eval
+        if best != s.best and not final.passed:
+            result.tuning_note = f"the tuning's best was not adopted: {final.check.summary}"
+        elif best != s.best:
+            self._adopt(best, final)
         if self.log is not None:
             self.log.tuning(points)
             self.log.best(s.best)
@@ -469,6 +485,8 @@ class _Run:
         r = Round(1, plan, source_hash(self.text), text, source_hash(text), e, batch=1,
                   changes=[f"{idea}: {tuning.show(p)}" for idea, p in entry.chain])
         _judge(r, Attempt(text, e), self.s, self.limits, self.cancel)   # type: ignore[arg-type]
+        if r.adopted and self._settled(r) and r.evaluation is not None:
+            e = r.evaluation   # the whole file's
         r.seconds = time.monotonic() - t0
         if not r.adopted:
             r.reason = f"{r.reason} (remembered from run {entry.run_id})"
@@ -515,29 +533,6 @@ def _plans(planner: OfflinePlanner | LLMPlanner, s: Situation, k: int) -> tuple[
             break
         probe.history.append(Round(0, plan, s.best_hash))
     return plans, usage
-
-
-def _keep_best_of(batch: list[Round]) -> None:
-    """At most one candidate of a round is adopted: the fastest measured one (on ties, or where
-    speed is not measured, the first in the planner's order)."""
-    adopted = [r for r in batch if r.adopted]
-    if len(adopted) < 2:
-        return
-    best = max(adopted, key=lambda r: r.evaluation.speedup if r.evaluation is not None and r.evaluation.measured
-               and r.evaluation.speedup is not None else float("-inf"))
-    if not (best.evaluation is not None and best.evaluation.measured):
-        best = adopted[0]
-    for r in adopted:
-        if r is best:
-            continue
-        r.outcome = "not faster"
-        mine = r.evaluation.speedup if r.evaluation is not None else None
-        theirs = best.evaluation.speedup if best.evaluation is not None else None
-        if mine is not None and theirs is not None:   # both measured
-            r.reason = (f"{mine:.3f}× vs the original, but candidate {best.index} of this round "
-                        f"was faster ({theirs:.3f}×)")
-        else:
-            r.reason = f"verified, but candidate {best.index} of this round was adopted (one per round)"
 
 
 def _reordered_sums_note(r: Round, e: Evaluation) -> str:

@@ -232,10 +232,13 @@ class GpuBackend(Backend):
     def compile_unit(self, unit, *, sanitize: bool = False, races: bool = False) -> GpuModule:
         """The unit's whole file compiled by nvcc where a CUDA toolkit is installed (and, for a
         PyTorch extension, torch's headers are here): its cubin loaded, the kernel launched by
-        its mangled name. Elsewhere CuPy's NVRTC compiles the cut unit."""
+        its mangled name. Elsewhere, and for the search's proven cut (`unit.search_cut`, set by
+        `compile.fastpath` only), CuPy's NVRTC compiles the cut unit."""
         from ..compile import nvcc, toolkit
         self._check_usable()
         tk, why = toolkit.for_file(unit.file_text, unit.path, unit.context) if unit.file_text else (None, "")
+        if getattr(unit, "search_cut", ""):   # the search's proven cut (compile.fastpath): NVRTC, in-process
+            tk, why = None, unit.search_cut
         if tk is None:
             mod = self.compile(unit.source + unit.appendix, [unit.name_expression], filename=unit.path,
                                options=unit.options(),

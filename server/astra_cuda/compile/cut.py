@@ -90,6 +90,12 @@ class Cut:
     headers: list[str] = field(default_factory=list)     # the project's headers read into the unit
     left_out: list[str] = field(default_factory=list)    # declarations left out whose names kept code uses
     found: bool = True                                   # the kernel is in the device pass
+    # for the search's fast path (`fastpath`): every name the project's declarations define, its
+    # macros, and the names whose every declaration is kept (a host overload of a device
+    # function is not: device code may name it in `decltype`)
+    project_names: frozenset[str] = frozenset()
+    project_macros: frozenset[str] = frozenset()
+    kept_names: frozenset[str] = frozenset()
 
 
 def header_kind(header: str) -> str:
@@ -277,6 +283,12 @@ def cut(pp: Preprocessed, kernel: str, kernel_namespaces: tuple[str, ...] | None
         result.kept.append(it.label)
     enter(())
     defined = {n for it in items for n in it.defines}
+    macros = {(node.child_by_field_name("name").text or b"").decode()  # type: ignore[union-attr]
+              for node in reader.nodes if node.type in ("preproc_def", "preproc_function_def")
+              and node.child_by_field_name("name") is not None}
+    result.project_names, result.project_macros = frozenset(defined), frozenset(macros)
+    result.kept_names = frozenset({n for i in keep for n in items[i].defines}
+                                  - {n for i, it in enumerate(items) if i not in keep for n in it.defines})
     result.source = FOR_NVRTC + for_nvrtc.prelude(for_nvrtc.host_library(pp), named, defined) + "".join(out)
     result.headers = list(dict.fromkeys(r.file for r in rows if r.file != pp.path))
     return result

@@ -187,7 +187,10 @@ def _appendix(expr: str) -> str:
             f"template __device__ int __astra_cut_probe<decltype(&{expr}), &{expr}>;\n")
 
 
-def _ptx(nvcc: str, text: str, path: str, options: list[str], arch: str, extra: list[str]) -> tuple[str | None, str]:
+def _ptx(nvcc: str, text: str, path: str, options: list[str], arch: str, extra: list[str], *,
+         optimised: bool = False) -> tuple[str | None, str]:
+    """nvcc's PTX of `text` (unoptimised unless `optimised`: what `compile.fastpath` compares with
+    NVRTC's), and its log."""
     folder = os.path.dirname(path)
     from ..storage import after_compiler, writing
     toolkit = str(Path(os.path.realpath(nvcc)).parent.parent)
@@ -197,8 +200,8 @@ def _ptx(nvcc: str, text: str, path: str, options: list[str], arch: str, extra: 
         quoted = path.replace("\\", "\\\\").replace('"', '\\"')
         cu.write_text(f'#line 1 "{quoted}"\n{text}')
         out = Path(tmp) / "out.ptx"
-        cmd = [nvcc, "--ptx", f"-arch={arch}", "-Xcicc", "-O0", f"-I{folder}", *options, *extra, "-o", str(out),
-               str(cu)]
+        level = [] if optimised else ["-Xcicc", "-O0"]
+        cmd = [nvcc, "--ptx", f"-arch={arch}", *level, f"-I{folder}", *options, *extra, "-o", str(out), str(cu)]
         big = confine.heavy(options)
         jail = dataclasses.replace(confine.for_unit([f"-I{folder}", *_as_include(options)], (toolkit,), workdir=tmp,
                                                     exec_dirs=(toolkit,)), memory=confine.compiler_memory(big))

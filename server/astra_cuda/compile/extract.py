@@ -52,6 +52,12 @@ class CompileUnit:
     appendix: str = ""             # Astra's C++ appended to whatever compiles the unit (cut or whole
                                    # file): the layout probe of struct parameters (`astra_cuda.model.layout`)
     type_checks: str = ""          # the spec's element-type checks at the end of `source` (see `type_checks`)
+    project_names: frozenset[str] = frozenset()  # names the project's declarations define (`cut.Cut`; `fastpath`)
+    project_macros: frozenset[str] = frozenset()  # the project's macros
+    kept_names: frozenset[str] = frozenset()     # names whose every declaration the cut keeps
+    # set by `fastpath.search_unit` only: the search may compile this cut with NVRTC instead of
+    # the whole file (what it says was proven); never set on a unit a final verdict compiles
+    search_cut: str = ""
 
     @property
     def param_types(self) -> dict[str, str]:
@@ -375,7 +381,8 @@ def unit_from_model(model: SourceModel, path: str, kernel_name: str, *, instanti
                        include_dirs=include_dirs, dropped=tuple(dict.fromkeys(cut.dropped)), context=context,
                        headers=tuple(cut.headers), notes=tuple(notes),
                        params=tuple((p.name, p.type) for p in kernel.params), file_text=text,
-                       left_out=tuple(cut.left_out), type_checks=checks)
+                       left_out=tuple(cut.left_out), type_checks=checks, project_names=cut.project_names,
+                       project_macros=cut.project_macros, kept_names=cut.kept_names)
 
 
 def unit(text: str, path: str, kernel_name: str, *, instantiate: str | None = None,

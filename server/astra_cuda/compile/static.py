@@ -260,6 +260,8 @@ def compile_unit(unit: CompileUnit, arch: str = DEFAULT_ARCH, *, options: tuple[
     names = tuple(dict.fromkeys((unit.name_expression,) + tuple(extra_name_expressions)))
     tk, why = toolkit.for_file(unit.file_text, unit.path, unit.context) if unit.file_text and not options \
         else (None, "")
+    if tk is not None and unit.search_cut:
+        tk, why = None, unit.search_cut   # the search's proven cut (`fastpath`): never a final verdict's
     if tk is not None:
         return _compile_file(unit, arch, names, tk)
     from .headers import header_digest

@@ -12,7 +12,7 @@ import dataclasses
 import time
 from typing import Callable
 
-from ..compile import extract
+from ..compile import extract, fastpath
 from .. import gate, profiler
 from ..model import launch_change, source
 from ..backends.base import Backend
@@ -99,7 +99,8 @@ def _reference_summary(prof: profiler.Profile) -> ProfileSummary | None:
 def local_evaluator(path: str, kernel: str, spec: Spec, backend: Backend, reference_text: str, *,
                     quick: bool = False, arch: str = DEFAULT_ARCH, reference_kernel: str | None = None,
                     context: ProjectContext | None = None,
-                    rounding: Backend | None = None, sizes: str = "ladder") -> Callable[..., Evaluation]:
+                    rounding: Backend | None = None, sizes: str = "ladder",
+                    search: bool = False) -> Callable[..., Evaluation]:
     """evaluate(file_text, launch=None, with_original=False): the gate against the kernel cut from `reference_text`
     (the kernel itself, or the spec's `reference` kernel), then (if it passed) the profiler, on
     `backend`, timed at the size ladder (`sizes="ladder"`) or the bench sizes alone (`"bench"`).
@@ -108,32 +109,57 @@ def local_evaluator(path: str, kernel: str, spec: Spec, backend: Backend, refere
     reference has not passed the gate on its own in this run (a rerun's original): the same gate
     checks it too, in the candidate's suite (`gate.check`'s `verify_reference`), before the two are
     timed side by side. Each text is parsed once.
-    `rounding`: see `gate.check`."""
+    `rounding`: see `gate.check`.
+    `search`: the optimizer's search — a candidate that only rewrites the kernel (and adds helpers
+    of new names) is compiled from the reference's proven cut by NVRTC (`compile.fastpath`), both
+    sides alike; its Evaluation says so (`search_cut`). `evaluate(..., final=True)` and every
+    candidate the proof does not cover compile the whole file, as a final verdict must."""
     ref_model = source.parse(reference_text)
     ref_unit = extract.spec_unit(ref_model, path, reference_kernel or kernel, spec, context=context)
     ref_spec = launch_change.reference_spec(spec, ref_model, reference_kernel or kernel)
+    proof: list[fastpath.Proof] = []   # made at the first candidate, once per reference
 
-    def evaluate(text: str, launch: Spec | None = None, with_original: bool = False) -> Evaluation:
+    def fast_unit(model: source.SourceModel) -> extract.CompileUnit | None:
+        if not search or (reference_kernel or kernel) != kernel:
+            return None
+        if not proof:
+            proof.append(fastpath.prove(ref_unit, arch))
+        unit, _why = fastpath.search_unit(ref_unit, proof[0], ref_model, model, kernel)
+        return unit
+
+    def evaluate(text: str, launch: Spec | None = None, with_original: bool = False,
+                 final: bool = False) -> Evaluation:
         t0 = time.perf_counter()
         model = source.parse(text)
+        cand = None if final or with_original else fast_unit(model)
+        if cand is not None:
+            e, built = judged(t0, text, model, cand, fastpath.reference_unit(ref_unit), launch, with_original)
+            if built:   # NVRTC may refuse what nvcc takes: such a candidate goes the whole-file way
+                return dataclasses.replace(e, search_cut=fastpath.SEARCH_COMPILER)
         try:
             cand = extract.spec_unit(model, path, kernel, spec, context=context)
         except AstraError as e:
             return Evaluation(Check(False, f"the candidate cannot be cut out: {e.message}", e.message, 0,
                                     stage="static"))
+        return judged(t0, text, model, cand, ref_unit, launch, with_original)[0]
+
+    def judged(t0: float, text: str, model: source.SourceModel, cand: extract.CompileUnit,
+               ref: extract.CompileUnit, launch: Spec | None, with_original: bool) -> tuple[Evaluation, bool]:
+        """The evaluation, and whether both units compiled."""
         cand_spec, problem = (launch, "") if launch is not None else \
             launch_change.candidate_spec(ref_spec, ref_model, model, kernel)
         if problem:
-            return Evaluation(Check(False, problem, problem, 0, "static"), seconds=time.perf_counter() - t0)
-        verdict = gate.check(ref_unit, cand, cand_spec, backend, quick=quick, reference_spec=ref_spec,
+            return Evaluation(Check(False, problem, problem, 0, "static"), seconds=time.perf_counter() - t0), True
+        verdict = gate.check(ref, cand, cand_spec, backend, quick=quick, reference_spec=ref_spec,
                              rounding=rounding, verify_reference=with_original)
         check, steps = to_check(verdict), dict(verdict.timings)
         gate_s = time.perf_counter() - t0
+        built = verdict.status != "error" and not any(f.check == "compile" for f in verdict.failures)
         if not check.passed:
-            return Evaluation(check, seconds=gate_s, gate_seconds=gate_s, gate_timings=steps)
-        prof = profiler.profile(ref_unit, cand, cand_spec, backend, arch=arch, reference_spec=ref_spec, sizes=sizes,
+            return Evaluation(check, seconds=gate_s, gate_seconds=gate_s, gate_timings=steps), built
+        prof = profiler.profile(ref, cand, cand_spec, backend, arch=arch, reference_spec=ref_spec, sizes=sizes,
                                 rounding=rounding)
         return dataclasses.replace(to_evaluation(check, prof, time.perf_counter() - t0), gate_seconds=gate_s,
-                                   gate_timings=steps)
+                                   gate_timings=steps), built
 
     return evaluate

@@ -157,6 +157,8 @@ class EvaluateJob(Job["Evaluation"]):
     # None: resolved here, from the text
     launch: Spec | None = None
     with_original: bool = False   # the original not gated alone in this run: checked in the same gate (a rerun's)
+    # the final verdict (agents.final_gate): the whole file compiled by nvcc, never the search's fast path
+    final: bool = False
 
     def run(self) -> Evaluation:
         from .evaluator import local_evaluator
@@ -168,11 +170,11 @@ class EvaluateJob(Job["Evaluation"]):
             evaluate = _evaluators[key] = local_evaluator(
                 self.path, self.kernel, self.spec, backend(self.backend), self.reference_text, quick=self.quick,
                 arch=self.arch, reference_kernel=self.reference_kernel, context=self.context,
-                rounding=rounding_backend(self.backend), sizes=self.sizes)
-        return evaluate(self.text, self.launch, self.with_original)
+                rounding=rounding_backend(self.backend), sizes=self.sizes, search=True)
+        return evaluate(self.text, self.launch, self.with_original, self.final)
 
 
-_evaluators: dict[tuple[Any, ...], Callable[[str, Spec | None, bool], Evaluation]] = {}
+_evaluators: dict[tuple[Any, ...], Callable[[str, Spec | None, bool, bool], Evaluation]] = {}
 
 
 @dataclass(frozen=True)
