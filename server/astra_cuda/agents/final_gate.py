@@ -4,7 +4,8 @@ user's compiler (nvcc where a toolkit is installed), never by the search's fast 
 During the search a candidate may be compiled from the reference's proven cut by NVRTC
 (`compile.fastpath`; its Evaluation's `search_cut` says so). Such an evaluation only ranks
 candidates: before one becomes the best (`orchestrator._adopt`'s callers: a round's winner, the
-tuning's best, a remembered rewrite), it is evaluated again with `final` — the gate and the timing
+tuning's best, a remembered rewrite, the readable form offered in the best's place), and for the
+original's baseline, it is evaluated again with `final` — the gate and the timing
 on the candidate's whole file — and is adopted with that evaluation, or refused where that one
 fails. A search evaluation with no final verdict offered is refused too.
 
@@ -26,7 +27,7 @@ def confirmed(final: FinalVerdict | None, candidate: str, kernel: str, e: Evalua
               read: Candidate | None = None) -> Evaluation:
     """The evaluation `candidate` may be adopted with: `e` where the whole file judged it already,
     else the final verdict on its whole file (a failed Check where that fails, or none is offered)."""
-    if not e.search_cut:
+    if not e.search_cut or not e.passed:
         return e
     if final is None:
         msg = (f"passed the search's check ({e.search_cut}), but no final verdict on the whole file can be made "

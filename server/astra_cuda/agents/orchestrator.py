@@ -194,7 +194,7 @@ class _Run:
         if text is not None:
             self.tell(len(r.rounds), "polish", r.speedup, "checking the readable form of the best version")
             with contextlib.suppress(InfrastructureError):
-                e = self.ev(text)
+                e = final_gate.confirmed(self.final, text, self.kernel, self.ev(text))   # what is offered: the whole file's
                 if e.passed and e.measured == r.best_eval.measured and not self._polish_slower(e):
                     r.best, r.best_eval = text, e
 
