@@ -173,13 +173,13 @@ def _first_difference(a: str, b: str) -> str:
 
 # ---- compiling -----------------------------------------------------------------------------
 
-def _cache_dir() -> Path:
+def cache_dir() -> Path:
     base = os.environ.get("ASTRA_CACHE_DIR") or os.path.join(os.environ.get("XDG_CACHE_HOME")
                                                              or str(Path.home() / ".cache"), "astra")
     return Path(base) / "cutcheck"
 
 
-def _appendix(expr: str) -> str:
+def probe_appendix(expr: str) -> str:
     """Instantiates the kernel's name expression in device code (a template kernel has no code
     until something names it)."""
     return ("\n#line 1 \"astra-instantiation\"\n"
@@ -187,7 +187,7 @@ def _appendix(expr: str) -> str:
             f"template __device__ int __astra_cut_probe<decltype(&{expr}), &{expr}>;\n")
 
 
-def _ptx(nvcc: str, text: str, path: str, options: list[str], arch: str, extra: list[str], *,
+def nvcc_ptx(nvcc: str, text: str, path: str, options: list[str], arch: str, extra: list[str], *,
          optimised: bool = False) -> tuple[str | None, str]:
     """nvcc's PTX of `text` (unoptimised unless `optimised`: what `compile.fastpath` compares with
     NVRTC's), and its log."""
@@ -224,7 +224,7 @@ def _as_include(options: list[str]) -> list[str]:
     return out
 
 
-def _errors(log: str, limit: int = 3) -> str:
+def first_errors(log: str, limit: int = 3) -> str:
     lines = [ln.strip() for ln in log.splitlines() if "error" in ln]
     return "; ".join(lines[:limit]) or log.strip()[-300:]
 
@@ -248,7 +248,7 @@ def check(unit: CompileUnit, arch: str = DEFAULT_ARCH) -> CutCheck:
     key = hashlib.sha256(repr((CACHE_VERSION, unit.source, unit.file_text, unit.path, options, arch, expr, nvcc,
                                os.stat(nvcc).st_mtime_ns, header_digest(unit.file_text, unit.path, options))
                               ).encode()).hexdigest()[:32]
-    cached = _cache_dir() / f"{key}.json"
+    cached = cache_dir() / f"{key}.json"
     try:
         return CutCheck(**{**json.loads(cached.read_text()), "seconds": time.perf_counter() - t0})
     except (OSError, ValueError, TypeError):
@@ -257,19 +257,19 @@ def check(unit: CompileUnit, arch: str = DEFAULT_ARCH) -> CutCheck:
         # the spec's type checks on both sides: a spec that names the wrong element type fails the
         # file too (and is reported as such by the build), never as a fault of the cut
         checks = getattr(unit, "type_checks", "")
-        whole_f = pool.submit(_ptx, nvcc, unit.file_text + "\n" + checks + _appendix(expr), unit.path, options,
+        whole_f = pool.submit(nvcc_ptx, nvcc, unit.file_text + "\n" + checks + probe_appendix(expr), unit.path, options,
                               arch, [])
-        cut_f = pool.submit(_ptx, nvcc, unit.source + "\n" + _appendix(expr), unit.path, options, arch,
+        cut_f = pool.submit(nvcc_ptx, nvcc, unit.source + "\n" + probe_appendix(expr), unit.path, options, arch,
                             [f"-D{_host_macro()}"])
         (whole, whole_log), (cut_ptx, cut_log) = whole_f.result(), cut_f.result()
     left = _left_out(unit)
     if whole is None:
-        result = CutCheck(True, False, f"the cut is not checked: nvcc does not compile the file ({_errors(whole_log)})",
+        result = CutCheck(True, False, f"the cut is not checked: nvcc does not compile the file ({first_errors(whole_log)})",
                           compiler=compiler)
     elif cut_ptx is None:
         named = [x for x in left if re.search(rf"\b{re.escape(x.split(' ')[0])}\b", cut_log)] or left
         result = CutCheck(False, True, "the unit cut for the CPU does not compile with nvcc although the file "
-                          f"does ({_errors(cut_log)})" + (f"; left out of it: {', '.join(named)}" if named else ""),
+                          f"does ({first_errors(cut_log)})" + (f"; left out of it: {', '.join(named)}" if named else ""),
                           compiler=compiler)
     else:
         diff = compare(cut_ptx, whole)

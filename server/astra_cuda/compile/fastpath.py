@@ -95,7 +95,7 @@ def prove(ref: CompileUnit, arch: str = DEFAULT_ARCH) -> Proof:
         hit = _proofs.get(key)
     if hit is not None:
         return hit
-    stored = cutcheck._cache_dir() / f"fastpath-{key}.json"
+    stored = cutcheck.cache_dir() / f"fastpath-{key}.json"
     try:
         proof = Proof(**json.loads(stored.read_text()))
     except (OSError, ValueError, TypeError):
@@ -122,12 +122,12 @@ def _same_code(ref: CompileUnit, tk: toolkit_mod.Toolkit, arch: str) -> str:
     whole file (the search then runs the code the user's compiler makes), else what differs."""
     from . import confine, cutcheck, nvrtc, static
     from . import nvcc as nvcc_mod
-    probe = cutcheck._appendix(ref.name_expression)
+    probe = cutcheck.probe_appendix(ref.name_expression)
     options = nvcc_mod.project_flags(ref.context, ref.file_text, ref.path) + toolkit_mod.library_headers(tk)
-    whole, log = cutcheck._ptx(tk.nvcc, ref.file_text + "\n" + ref.type_checks + probe, ref.path, options, arch, [],
+    whole, log = cutcheck.nvcc_ptx(tk.nvcc, ref.file_text + "\n" + ref.type_checks + probe, ref.path, options, arch, [],
                                optimised=True)
     if whole is None:
-        return f"nvcc does not compile the file ({cutcheck._errors(log)})"
+        return f"nvcc does not compile the file ({cutcheck.first_errors(log)})"
     # line information only adds `.loc` lines (the search's compile asks for it; nvcc's here does not)
     opts = [o for o in static.nvrtc_options(ref, arch.replace("sm_", "compute_")) if o != "-lineinfo"]
     nvrtc.library()   # loaded here: the confined thread may not open it
@@ -137,7 +137,7 @@ def _same_code(ref: CompileUnit, tk: toolkit_mod.Toolkit, arch: str) -> str:
     except (confine.CompileTimeout, BackendUnavailable) as e:
         return f"NVRTC could not compile the cut: {e}"
     if not done.ok:
-        return f"NVRTC does not compile the cut ({cutcheck._errors(done.log)})"
+        return f"NVRTC does not compile the cut ({cutcheck.first_errors(done.log)})"
     diff = cutcheck.compare(_linkage(done.ptx), _linkage(whole))
     return f"NVRTC's code for the cut is not nvcc's for the file: {diff}" if diff else ""
 
