@@ -120,3 +120,18 @@ def test_no_fast_path_where_the_cut_is_not_proven(project, monkeypatch, tmp_path
     u, why = fastpath.search_unit(ref, proof, source.parse(text), source.parse(text.replace("o[0] =", "o[0] = 0 +")),
                                   "k")
     assert u is None and why == proof.reason
+
+
+@needs_nvcc
+def test_a_proof_that_could_not_be_made_is_not_kept_on_disk(project, monkeypatch, tmp_path):
+    """nvcc past its time limit on a busy machine says nothing about the cut: the next run tries again."""
+    monkeypatch.setenv("ASTRA_CACHE_DIR", str(tmp_path / "cache"))
+    fastpath._proofs.clear()
+    f = project("k.cu", FILE)
+    ref = extract.unit(FILE, str(f), "k")
+    busy = cutcheck.CutCheck(True, False, "the cut is not checked: nvcc does not compile the file (nvcc did not "
+                                          "finish within 240 s)")
+    monkeypatch.setattr(cutcheck, "check", lambda *a, **k: busy)
+    monkeypatch.setattr(fastpath, "_same_code", lambda *a, **k: "")
+    assert not fastpath.prove(ref).ok
+    assert not list((tmp_path / "cache").rglob("fastpath-*.json"))

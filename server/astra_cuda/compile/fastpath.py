@@ -111,7 +111,10 @@ def prove(ref: CompileUnit, arch: str = DEFAULT_ARCH) -> Proof:
             proof = Proof(True, "the cut means what the file means (nvcc, unoptimised), and NVRTC's code for the "
                                 "cut is nvcc's for the file (optimised PTX of the kernel's closure)",
                           time.perf_counter() - t0)
-        _store(stored, proof)
+        # a check that could not be made (nvcc past its time on a busy machine, the file not
+        # compiling yet) is not kept on disk: the next run tries again
+        if checked.checked and not differs.startswith(("nvcc does not compile", "NVRTC could not")):
+            _store(stored, proof)
     with _lock:
         _proofs[key] = proof
     return proof
