@@ -85,3 +85,71 @@ def test_the_torch_example_compiles_with_nvcc(tmp_path):
     assert tk is not None, why
     r = static.compile_unit(extract.unit(text, str(path), "fused_add_rmsnorm_kernel"))
     assert r.ok and r.compiler.startswith("nvcc "), r.log
+
+
+ACCESSORS = """\
+#include <torch/extension.h>
+
+/* @astra
+grid = ["rows"]
+block = [128]
+instantiate = "<float>"
+
+[sizes]
+rows = [1, 7, 300]
+cols = [1, 100, 4099]
+
+[bench]
+rows = [8192]
+cols = [4096]
+
+[args]
+x    = { type = "float", shape = ["rows", "cols"], accessor = true }
+mask = { type = "bool", shape = ["rows", "cols"], accessor = true }
+out  = { type = "float", shape = ["rows", "cols"], output = true, accessor = true }
+cols = "cols"
+*/
+template <typename scalar_t>
+__global__ void masked_scale(const torch::PackedTensorAccessor32<scalar_t, 2, torch::RestrictPtrTraits> x,
+                             const torch::PackedTensorAccessor32<bool, 2, torch::RestrictPtrTraits> mask,
+                             torch::PackedTensorAccessor32<scalar_t, 2, torch::RestrictPtrTraits> out, int cols) {
+  const int r = blockIdx.x;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x)
+    out[r][c] = mask[r][c] ? scalar_t(0) : x[r][c] * scalar_t(2);
+}
+
+torch::Tensor masked_scale_op(torch::Tensor x, torch::Tensor mask) {
+  auto out = torch::empty_like(x);
+  const int rows = x.size(0), cols = x.size(1);
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "masked_scale", [&] {
+    masked_scale<scalar_t><<<rows, 128>>>(x.packed_accessor32<scalar_t, 2, torch::RestrictPtrTraits>(),
+                                          mask.packed_accessor32<bool, 2, torch::RestrictPtrTraits>(),
+                                          out.packed_accessor32<scalar_t, 2, torch::RestrictPtrTraits>(), cols);
+  });
+  return out;
+}
+"""
+
+
+def _accessor_unit(tmp_path, text):
+    path = tmp_path / "masked_scale.cu"
+    path.write_text(text)
+    m = source.parse(text)
+    spec = spec_mod.load(m.kernel("masked_scale"), m)
+    return extract.spec_unit(m, str(path), "masked_scale", spec), spec
+
+
+def test_tensor_accessors_pass_the_gate_and_are_timed_on_the_gpu(pool, tmp_path):
+    """TGI's forward_masked_softmax_kernel pattern (issue 25): `PackedTensorAccessor32` parameters
+    passed by value, built by the gate where nvcc's layout probe says; a kernel that misreads one
+    (the mask ignored, a row of another) is caught by the comparison."""
+    ref, spec = _accessor_unit(tmp_path, ACCESSORS)
+    v = pool.run(jobs.CheckJob("gpu", ref, ref, spec, quick=True), timeout=300)
+    assert v.passed and v.compared, v.human()
+    p = pool.run(jobs.ProfileJob("gpu", ref, ref, spec), timeout=300)
+    assert p.measured and p.valid, p.to_json()
+    print("accessors:", p.summary_line(), "|", v.compiler)
+    for old, new in (("mask[r][c] ? scalar_t(0) :", ""), ("x[r][c] * scalar_t(2)", "x[0][c] * scalar_t(2)")):
+        cand, _ = _accessor_unit(tmp_path, ACCESSORS.replace(old, new))
+        bad = pool.run(jobs.CheckJob("gpu", ref, cand, spec, quick=True), timeout=300)
+        assert bad.status == "failed" and bad.failures[0].check == "compare", bad.human()

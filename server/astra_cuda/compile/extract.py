@@ -402,9 +402,11 @@ def spec_unit(model: SourceModel, path: str, kernel_name: str, spec: Spec, *,
     types = {a.name: a.dtype.name for a in spec.args.values() if a.pointer and a.param and not a.table}
     u = unit_from_model(model, path, kernel_name, instantiate=spec.instantiate, context=context,
                         arg_types=types, spec_line=line)
-    structs, records = layout.targets(spec, [p for p, _ in u.params])
-    return dataclasses.replace(u, appendix=layout.probe(u.name_expression, structs, records)) \
-        if structs or records else u
+    names = [p for p, _ in u.params]
+    structs, records = layout.targets(spec, names)
+    accessors = layout.accessors(spec, names)
+    return dataclasses.replace(u, appendix=layout.probe(u.name_expression, structs, records, accessors)) \
+        if structs or records or accessors else u
 
 
 def replace_kernel(text: str, kernel_name: str, new_kernel_text: str) -> str:

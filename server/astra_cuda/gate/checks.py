@@ -63,6 +63,12 @@ def arg_types(spec: Spec, backend: Backend, kernel: "Compiled", params: dict[str
     names = list(params)
     for i, fields in structs.items():
         read(names[i], layout.symbol(i), fields)
+    for i in layout.accessors(spec, names):   # a tensor accessor: where its pointer, sizes and strides lie
+        raw = backend.read_global(kernel.module, layout.accessor_symbol(i), 8 * layout.ACCESSOR_WORDS)
+        try:
+            out[names[i]] = layout.parse_accessor(raw)
+        except ValueError as e:
+            raise LaunchError(f"{names[i]!r} is given as a tensor accessor, but {e}") from None
     for (i, k), fields in records.items():   # a pointer to records: the layout of the struct it points to
         read(names[i] if k < 0 else f"{names[i]}.{structs[i][k]}", layout.records_symbol(i, k), fields)
     return out
@@ -76,7 +82,9 @@ def launch_args(spec: Spec, buffers: dict[str, Buffer], sizes: dict[str, int], c
     for a in spec.args.values():
         if not a.param:
             continue
-        if a.records:
+        if a.accessor:
+            out.append(_accessor(spec, a, buffers[a.name], sizes, ctypes.get(a.name)))
+        elif a.records:
             out.append(_records(spec, a, sizes, ctypes.get(a.name)))
         elif a.struct:
             out.append(_struct(spec, a, buffers, sizes, ctypes))
@@ -117,6 +125,29 @@ def _struct(spec: Spec, a: ArgSpec, buffers: dict[str, Buffer], sizes: dict[str,
             raise LaunchError(f"`{m.name}` has no value")
         data[f.offset:f.offset + f.size] = _field_bytes(m, f, exprs.evaluate(m.value, dict(sizes)))
     return Packed(bytes(data), tuple(pointers))
+
+
+def _accessor(spec: Spec, a: ArgSpec, buf: Buffer, sizes: dict[str, int], lay: Any) -> Packed:
+    """A tensor accessor over `buf`, as torch's host constructor fills one from a contiguous tensor:
+    the buffer's address, its shape as the sizes, row-major strides (in elements), each an index
+    of the accessor's own type (a PackedTensorAccessor32's int32: torch refuses larger tensors)."""
+    if not isinstance(lay, layout.Accessor):
+        raise LaunchError(f"{a.name!r}: the layout of its tensor accessor was not read from the compiled module")
+    shape = spec.shape(a.name, sizes)
+    if len(shape) != lay.dims:
+        raise LaunchError(f"{a.name!r} is a tensor accessor of {lay.dims} dimensions, but its shape has {len(shape)}")
+    if lay.elem != a.dtype.itemsize:
+        raise LaunchError(f"{a.name!r} is described as {a.dtype.name} ({a.dtype.itemsize} bytes), but its accessor "
+                          f"points to elements of {lay.elem} bytes")
+    strides = [int(np.prod(shape[d + 1:], dtype=np.int64)) for d in range(len(shape))]
+    limit = 1 << (8 * lay.index - (1 if lay.signed else 0))
+    if any(v >= limit for v in (*shape, *strides)) or int(np.prod(shape, dtype=np.int64)) >= limit:
+        raise LaunchError(f"{a.name!r}: shape {list(shape)} does not fit its accessor's {8 * lay.index}-bit indices")
+    data = bytearray(lay.size)
+    for at, values in ((lay.sizes, shape), (lay.strides, strides)):
+        for d, v in enumerate(values):
+            data[at + d * lay.index:at + (d + 1) * lay.index] = int(v).to_bytes(lay.index, "little")
+    return Packed(bytes(data), ((lay.data, buf, 0),))
 
 
 def _records(spec: Spec, a: ArgSpec, sizes: dict[str, int], lay: Any) -> Packed:

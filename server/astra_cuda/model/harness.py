@@ -33,6 +33,7 @@ TOP_KEYS = {"grid", "block", "shared_mem", "reference", "instantiate", "require"
 NULL = "null"                     # a pointer parameter passed as a null pointer: `bias = "null"`
 ARRAY_KEYS = {"type", "shape", "output", "inout", "init", "atol", "rtol", "table", "flag"}
 SCALAR_KEYS = {"value", "type"}
+ACCESSOR = "accessor"             # a tensor accessor passed by value: `x = { type, shape, accessor = true }`
 RECORDS = "records"               # a pointer to structs: `batch = { records = "seqs", start = {...} }`
 DRAWN_KEYS = {"init", "type"}     # a field of records drawn per record: `start = { init = "randint(0, n)" }`
 INITS = ("normal", "uniform", "randint", "arange", "zeros", "ones", "permutation", "offsets")
@@ -118,6 +119,11 @@ class ArgSpec:
     # An output that reports a status, written only as constants (`valid[b] = true` / `false`):
     # the same value everywhere is what the kernel says of valid inputs, not a sign it did nothing.
     flag: bool = False
+    # A tensor accessor passed by value (torch's `PackedTensorAccessor32<T, N>`: a data pointer,
+    # then N sizes and N strides): a buffer like a pointer's (`pointer` is set), whose object the
+    # harness builds — the buffer's address, its shape as the sizes, contiguous strides — laid
+    # out as the compiler lays the class out (`astra_cuda.model.layout.accessor_probe`).
+    accessor: bool = False
 
     @property
     def param(self) -> bool:

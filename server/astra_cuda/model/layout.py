@@ -12,7 +12,12 @@ gate then assembles the struct's bytes (`gate.checks.launch_args`). A field path
 member is a compile error at the probe's line, naming the field. A pointer to records (a
 parameter or a struct parameter's field, `records = "n"` in the spec) gets the same probe of the
 struct it points to (`astra_records_<i>`, `astra_records_<i>_<field>`): the gate lays out that
-many of them and passes their address.
+many of them and passes their address. A tensor accessor passed by value (`accessor = true`:
+torch's `PackedTensorAccessor32<T, N>`, a data pointer then `index_t sizes_[N]` and `index_t
+strides_[N]`, protected members) gets `accessor_probe`'s array, read through a class derived
+from it (which may name protected members): where the pointer, the sizes and the strides lie,
+the element's size and the index type's, so the gate writes the object the way torch's host
+constructor would (`Accessor`).
 """
 from __future__ import annotations
 
@@ -105,13 +110,15 @@ def targets(spec: Spec, params: list[str]) -> tuple[dict[int, tuple[str, ...]], 
 
 
 def probe(name_expression: str, structs: dict[int, tuple[str, ...]],
-          records: dict[tuple[int, int], tuple[str, ...]] | None = None) -> str:
+          records: dict[tuple[int, int], tuple[str, ...]] | None = None, accessors: list[int] | None = None) -> str:
     """C++ to append to a unit whose kernel is `name_expression`: the layout of each struct
-    parameter (parameter index -> the field paths the spec gives) and of the structs each pointer
+    parameter (parameter index -> the field paths the spec gives), of the structs each pointer
     to records points to ((parameter index, -1 for the parameter itself or the index of the
-    struct parameter's field that points to them) -> their field paths). Empty when there is none."""
+    struct parameter's field that points to them) -> their field paths) and of each tensor
+    accessor parameter (indices). Empty when there is none."""
     records = records or {}
-    if not structs and not records:
+    accessors = accessors or []
+    if not structs and not records and not accessors:
         return ""
     out = [f'\n#line 1 "{PROBE_FILE}"\n', _HELPERS]
 
@@ -124,10 +131,12 @@ def probe(name_expression: str, structs: dict[int, tuple[str, ...]],
                        f"astra_layout_::kind<{member}>::v", f"astra_layout_::kind<{member}>::elem"]
         out.append(f'extern "C" __device__ unsigned long long {sym}[] = {{{", ".join(values)}}};\n')
 
-    for i in sorted({i for i in structs} | {i for i, _ in records}):
+    for i in sorted({i for i in structs} | {i for i, _ in records} | set(accessors)):
         param = f"astra_layout_::bare<astra_layout_::param<{i}, decltype(&{name_expression})>::type>::type"
         t = f"astra_layout_t{i}_"
         out.append(f"typedef {param} {t};\n")
+        if i in accessors:
+            out.append(_accessor_probe(i, t))
         if i in structs:
             one(t, symbol(i), structs[i])
         for (j, k), paths in sorted(records.items()):
@@ -138,6 +147,65 @@ def probe(name_expression: str, structs: dict[int, tuple[str, ...]],
             out.append(f"typedef astra_layout_::pointee<{inner}>::type {r};\n")
             one(r, records_symbol(i, k), paths)
     return "".join(out)
+
+
+@dataclass(frozen=True)
+class Accessor:
+    """A tensor accessor as compiled: its size, where its data pointer, its N sizes and its N
+    strides lie, the size of an element its pointer points to, the index type's size and sign."""
+    size: int
+    data: int
+    elem: int
+    sizes: int
+    strides: int
+    dims: int
+    index: int
+    signed: bool
+
+
+ACCESSOR_WORDS = 10   # the probe's array: see accessor_probe
+
+
+def accessor_symbol(param_index: int) -> str:
+    return f"astra_accessor_{param_index}"
+
+
+def accessors(spec: Spec, params: list[str]) -> list[int]:
+    """The parameters (indices) the spec gives as tensor accessors."""
+    return [i for i, name in enumerate(params) if (a := spec.args.get(name)) is not None and a.accessor]
+
+
+def _accessor_probe(i: int, t: str) -> str:
+    # A class derived from the accessor may name its protected members; the offsets are read in
+    # a member function's body, where the class is complete. `sizeof(*data_)` is the element's
+    # size whatever qualifies the pointer (torch's RestrictPtrTraits: `T* __restrict__`).
+    peek = f"astra_accessor_peek{i}_"
+    words = {"size": f"sizeof({t})", "data": f"__builtin_offsetof({peek}, data_)", "data_size": "sizeof(data_)",
+             "elem": "sizeof(*data_)",
+             "sizes": f"__builtin_offsetof({peek}, sizes_)", "sizes_size": "sizeof(sizes_)",
+             "strides": f"__builtin_offsetof({peek}, strides_)", "strides_size": "sizeof(strides_)",
+             "index": "sizeof(sizes_[0])",
+             "signed": "(astra_layout_::bare<decltype(sizes_[0])>::type)-1 < 0 ? 1 : 0"}
+    body = "".join(f"  static constexpr __host__ __device__ unsigned long long astra_{k}() {{ return {v}; }}\n"
+                   for k, v in words.items())
+    return (f"struct {peek} : {t} {{\n{body}}};\n"
+            f'extern "C" __device__ unsigned long long {accessor_symbol(i)}[] = '
+            f'{{{", ".join(f"{peek}::astra_{k}()" for k in words)}}};\n')
+
+
+def parse_accessor(raw: bytes) -> Accessor:
+    """The accessor probe's array, read back from the module. ValueError if it is not one (a
+    class without torch's accessor layout: not one pointer, then N sizes and N strides)."""
+    if len(raw) < 8 * ACCESSOR_WORDS:
+        raise ValueError(f"the accessor probe holds {len(raw)} bytes, {8 * ACCESSOR_WORDS} expected")
+    size, data, data_size, elem, sizes, sizes_size, strides, strides_size, index, signed = (
+        int.from_bytes(raw[8 * k:8 * k + 8], "little") for k in range(ACCESSOR_WORDS))
+    if data_size != 8 or index not in (4, 8) or not elem or sizes_size != strides_size or \
+            sizes_size % index or not 0 < sizes_size // index <= 25 or \
+            max(data + 8, sizes + sizes_size, strides + strides_size) > size:
+        raise ValueError(f"its class is not a tensor accessor's layout (a pointer of {data_size} bytes, sizes of "
+                         f"{sizes_size} and strides of {strides_size} bytes, each index {index} bytes, in {size})")
+    return Accessor(size, data, elem, sizes, strides, sizes_size // index, index, bool(signed))
 
 
 def parse(raw: bytes, paths: tuple[str, ...]) -> Layout:

@@ -4,7 +4,7 @@ or value, with the closest known word as a "did you mean" and the `fix` an edito
 checks that evaluate every case are `spec_cases`.
 
 Long because [args] is one validator over every kind of argument the format has (buffers,
-scalars, null pointers, tables, structs by value, pointers to records): they share its checks of
+scalars, null pointers, tables, structs by value, pointers to records, tensor accessors): they share its checks of
 types, expressions and places, and split apart they would each need the whole `Validator`."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Any
 
 from . import dtypes, exprs
 from ..diagnostics import Diagnostic
-from .harness import (ARRAY_KEYS, ArgSpec, DEFAULT_MAX_CASES, FIELD_STEP, Init, MAX_CASES_CAP,
+from .harness import (ACCESSOR, ARRAY_KEYS, ArgSpec, DEFAULT_MAX_CASES, FIELD_STEP, Init, MAX_CASES_CAP,
                        MAX_COMBINATIONS, MAX_FIELDS, MAX_FIELD_DEPTH, MAX_SEEDS, MAX_SIZE_NAMES,
                        MAX_SIZE_VALUES, MAX_SPEC_ERRORS, NULL, DRAWN_KEYS, RECORDS, SCALAR_KEYS, SpecErrors, TOP_KEYS,
                        combinations, parse_init)
@@ -287,6 +287,8 @@ class Validator:
                 continue
             if p.is_pointer:
                 arg = self.pointer_arg(p, v, cpp_dtype)
+            elif cpp_dtype is None and isinstance(v, dict) and (ACCESSOR in v or isinstance(v.get("shape"), list)):
+                arg = self.accessor_arg(p, v)
             elif cpp_dtype is None and _describes_struct(v):
                 for a in self.struct_arg(p.name, v, ("args", p.name)):
                     args[a.name] = a
@@ -303,6 +305,11 @@ class Validator:
         if not isinstance(v, dict):
             self.err(f"parameter {p.name!r} is a pointer ({p.type}): describe it as "
                      f"{{ type = \"...\", shape = [...] }}, or as \"{NULL}\" for a null pointer", p.name, "args")
+            return None
+        if ACCESSOR in v:
+            self.err_at(f"parameter {p.name!r} is a pointer ({p.type}): `{ACCESSOR}` describes a tensor accessor "
+                        f"passed by value (torch's PackedTensorAccessor32); a pointer is a buffer without it",
+                        ("args", p.name, ACCESSOR))
             return None
         table = v.get("table")
         if table is not None:
@@ -364,6 +371,26 @@ class Validator:
                     tol[tk] = float(v[tk])
         return ArgSpec(name, True, dt, shape, output=output and not inout, inout=inout, init=init,
                        member_of=member_of, flag=flag, atol=tol["atol"], rtol=tol["rtol"])
+
+    def accessor_arg(self, p: Param, v: dict[str, Any]) -> ArgSpec | None:
+        """A tensor accessor passed by value (`PackedTensorAccessor32<T, N> x`): a buffer of `shape`
+        (N sizes), whose data pointer, sizes and contiguous strides the harness writes into the
+        object, laid out as the compiler lays it out (`astra_cuda.model.layout.accessor_probe`)."""
+        at = ("args", p.name)
+        if v.get(ACCESSOR) is not True:
+            if ACCESSOR in v:
+                self.err_at(f"parameter {p.name!r}: `{ACCESSOR}` is true or left out", (*at, ACCESSOR), value=True)
+            else:   # a buffer for a by-value parameter: only an accessor object holds one
+                self.err_at(f"parameter {p.name!r} ({p.type}) is passed by value: a buffer is given to it only as "
+                            f"a tensor accessor (a data pointer with its sizes and strides, torch's "
+                            f"PackedTensorAccessor32): add `{ACCESSOR} = true`", at)
+            return None
+        if "table" in v:
+            self.err_at(f"parameter {p.name!r}: a tensor accessor points to one buffer, not to a table of them",
+                        (*at, "table"))
+            return None
+        a = self.buffer(p.name, p.type, p.is_const, {k: x for k, x in v.items() if k != ACCESSOR}, None, at)
+        return dataclasses.replace(a, accessor=True) if a is not None else None
 
     def table_arg(self, p: Param, v: dict[str, Any], table: Any) -> ArgSpec | None:
         """`T** p` (or 64-bit integers holding addresses): `table` pointers, each to a buffer of
