@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..model import access, dtypes, exprs
+from ..model import access, accessors, dtypes, exprs
 from ..compile.project import ProjectContext
 from ..model.source import Kernel, SourceModel
 from ..model.spec import NULL
@@ -108,6 +108,7 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
         notes.append(made)
     targs = kernel.template_bindings(_split(instantiate)) if instantiate else {}
     kernel = kernel.instantiated(targs)   # `scale_type scale` with `at::Half *`: a buffer
+    kernel = accessors.as_pointers(kernel, targs)   # a tensor accessor: a buffer of its elements
     if instantiate:   # `sizeof(T)` in the launcher: T as resolved (named at the launch, or deduced: same name)
         written = _split(site.template_args) if site is not None and site.template_args else kernel.template_param_names
         launcher = _launcher_template_params(program, site)
@@ -274,6 +275,8 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
                     type_bytes=lambda t: types.vector_bytes(t, targs),
                     # a shift by a size's log2 divides by it only where it is a power of two: probed so
                     require=launch_require, powers=masks.shifted_by(kernel, helpers, size_names))
+    if found is not None:   # a tensor accessor's dimensions, measured apart, make its shape
+        accessors.fold(found, kernel, targs)
     if found is not None and (found.derived or found.equal):
         for k, v in found.derived.items():
             notes.append(f"`{k}` is a stride of a contiguous layout: took {v}, the extent the kernel reaches "
@@ -473,6 +476,8 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
                     notes[-1] = (f"`{p.name}` is summed with another loaded index into one row of {rows} "
                                  f"(`start + count - 1`): drawn from randint(1, {rows} / 2 + 1), so the row stays "
                                  f"within them — CHECK")
+            if accessors.of_param(p, targs) is not None:   # the harness builds the object over the buffer
+                init += ", accessor = true"
             args.append((p.name, f'{{ type = "{dt.name}", shape = {toml_list(shape)}{role}{init} }}'))
             buffers[p.name] = (shape, dt.itemsize, role == ", inout = true")
         elif p.name in size_names:

@@ -9,7 +9,7 @@ import itertools
 import re
 from dataclasses import dataclass, field
 
-from ..model import access, compiled_branches, exprs
+from ..model import access, accessors, compiled_branches, exprs
 from ..model.source import Kernel
 from ..model.syntax import walk
 from . import masks
@@ -187,7 +187,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
     fit no shape two sizes are tried equal (a kernel that rotates the first `rot_dim` elements of
     each `head_size` row fits [.., head_size] when they are)."""
     names = size_names + [TABLE]
-    pointers = [p.name for p in kernel.params if p.is_pointer]
+    pointers = accessors.pointer_names(kernel, constants)   # a tensor accessor's dimensions apart
 
     divided = size_pairs(grid + block, names, DIVISIONS)
     divided += [d for d in body_divisions(kernel, names, int_params) if d not in divided]

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from tree_sitter import Node
 
-from . import source, syntax
+from . import accessors, source, syntax
 from .access_calls import CallWalk
 from .access_conditions import ConditionWalk
 from .access_expressions import ExpressionWalk
@@ -74,7 +74,8 @@ class Analyzer(StatementWalk, LoopWalk, ConditionWalk, ExpressionWalk, CallWalk)
         self.table_size = table_size
         # 'x128::size' -> 8; also a const local flag a null pointer decides (`use_len = len != nullptr`)
         self.constants = dict(constants)
-        self.facts = Facts({p.name: Use() for p in kernel.params if p.is_pointer})
+        # (a tensor accessor's dimensions are measured apart: `scores@0`, `scores@1`, see `accessors`)
+        self.facts = Facts({n: Use() for n in accessors.pointer_names(kernel, constants)})
         self.env: dict[str, Iv | Ptr | str] = {}
         # `aEnd = aBegin + wA - 1`: aEnd is aBegin plus an offset (kept apart so a loop from aBegin
         # to aEnd counts its trips although both vary with the block)
@@ -95,7 +96,9 @@ class Analyzer(StatementWalk, LoopWalk, ConditionWalk, ExpressionWalk, CallWalk)
         # the part of an address made of its terms, wherever each term was added
         self.moved: dict[str, Poly] = {p.name: {} for p in kernel.params if p.is_pointer}
         for p in kernel.params:
-            if p.is_pointer:   # a `half2*` over a half buffer steps two elements at a time
+            if p.is_pointer and (acc := accessors.of_param(p, constants)) is not None:
+                self.env[p.name] = accessors.Indexed(p.name, acc.dims)
+            elif p.is_pointer:   # a `half2*` over a half buffer steps two elements at a time
                 self.env[p.name] = Ptr(p.name, Iv.point(0), (lanes or {}).get(p.name, 1))
             elif p.name in sizes:
                 self.env[p.name] = Iv.point(int(sizes[p.name]))

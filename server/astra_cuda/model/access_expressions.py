@@ -7,7 +7,7 @@ import re
 
 from tree_sitter import Node
 
-from . import dtypes, syntax
+from . import accessors, dtypes, syntax
 from .access_nodes import numbers_in, unparen
 from .access_values import Iv, Ptr, Table, UNKNOWN, UNSET, VECTOR_BYTES, iv_add, iv_mul, poly_add
 from .compiled_branches import truth_of
@@ -311,6 +311,13 @@ class ExpressionWalk:
             idx_node = inner[0] if inner else None
         p = self.expr(arr, evaluate_only=evaluate_only)
         i = self.expr(idx_node, evaluate_only=evaluate_only)
+        if isinstance(p, accessors.Indexed):   # `scores[row][col]`: an access once every dimension has its index
+            p = p.at(i if isinstance(i, Iv) else UNKNOWN)
+            if len(p.indices) < p.dims:
+                return p
+            for d, index in enumerate(p.indices if not evaluate_only else ()):
+                self.access(Ptr(accessors.dim_name(p.param, d), Iv.point(0)), index, write=bool(lhs), read=lhs != "=")
+            return None
         if isinstance(p, Table) and not p.element:   # `qkv_ptr[j]`: one of the table's pointers
             return Table(p.entries, element=True)
         if isinstance(p, Table):   # `qkv_ptr[j][idx]`: any of them, at idx

@@ -1,0 +1,61 @@
+"""Issue 25: tensor accessors passed by value — minimal cases written here of what public kernels
+show. TGI's `forward_masked_softmax_kernel` (fused_attention_cuda.cu) takes its scores, mask and
+result as `torch::PackedTensorAccessor32<scalar_t, 2, torch::RestrictPtrTraits>` and indexes them
+`scores[batch_id][kv_id]` (rows of a block, a guard on the row): no spec was proposed
+("an array object cannot be given by the spec format yet"). Each dimension is measured apart and
+the accessor proposed as a buffer of that shape with `accessor = true`."""
+from tests.realcode.test_infer_asm_accesses import infer
+
+SOFTMAX = """#include <torch/extension.h>
+template <typename scalar_t>
+__global__ void masked_rows(const torch::PackedTensorAccessor32<scalar_t, 2, torch::RestrictPtrTraits> scores,
+                            const torch::PackedTensorAccessor32<bool, 2, torch::RestrictPtrTraits> mask,
+                            torch::PackedTensorAccessor32<scalar_t, 2, torch::RestrictPtrTraits> result,
+                            const int64_t kv_length, const int64_t batch_size) {
+  const auto batch_id = blockIdx.x * blockDim.y + threadIdx.y;
+  if (batch_id < batch_size) {
+    for (int kv = threadIdx.x; kv < kv_length; kv += blockDim.x)
+      result[batch_id][kv] = mask[batch_id][kv] ? scalar_t(0) : scores[batch_id][kv];
+  }
+}
+
+void launch(torch::Tensor scores, torch::Tensor mask, torch::Tensor probs) {
+  const auto batch = scores.size(0), kv_length = scores.size(1);
+  AT_DISPATCH_FLOATING_TYPES(scores.scalar_type(), "masked_rows", [&] {
+    masked_rows<scalar_t><<<(batch + 3) / 4, dim3(32, 4)>>>(
+        scores.packed_accessor32<scalar_t, 2, torch::RestrictPtrTraits>(),
+        mask.packed_accessor32<bool, 2, torch::RestrictPtrTraits>(),
+        probs.packed_accessor32<scalar_t, 2, torch::RestrictPtrTraits>(), kv_length, batch);
+  });
+}
+"""
+
+
+def test_accessors_indexed_per_dimension_are_buffers_of_that_shape(project):
+    s, p = infer(project, "fused_attention.cu", SOFTMAX, "masked_rows")
+    scores, mask, result = s.args["scores"], s.args["mask"], s.args["result"]
+    assert scores.accessor and mask.accessor and result.accessor, p.comment
+    assert scores.shape == mask.shape == result.shape == ("batch_size", "kv_length"), p.comment
+    assert (scores.dtype.name, mask.dtype.name) == ("float", "bool")
+    assert result.output and not scores.written and not mask.written
+    assert not any("cannot be given by the spec format" in n for n in p.notes), p.notes
+
+
+def test_an_accessor_of_a_template_parameters_dimensions_and_a_3d_one(project):
+    """N given by the kernel's template parameter (`<T, D>`, D = 3 at the launch): three sizes."""
+    s, p = infer(project, "copy3.cu", """#include <torch/extension.h>
+template <typename T, int D>
+__global__ void copy3(const at::PackedTensorAccessor64<T, D, at::RestrictPtrTraits> in,
+                      at::PackedTensorAccessor64<T, D, at::RestrictPtrTraits> out, int a, int b, int c) {
+  const int i = blockIdx.x, j = blockIdx.y;
+  if (i < a && j < b)
+    for (int k = threadIdx.x; k < c; k += blockDim.x) out[i][j][k] = in[i][j][k];
+}
+
+void run(at::Tensor in, at::Tensor out, int a, int b, int c) {
+  copy3<float, 3><<<dim3(a, b), 256>>>(in.packed_accessor64<float, 3, at::RestrictPtrTraits>(),
+                                       out.packed_accessor64<float, 3, at::RestrictPtrTraits>(), a, b, c);
+}
+""", "copy3")
+    assert s.args["in"].shape == s.args["out"].shape == ("a", "b", "c"), p.comment
+    assert s.args["out"].accessor and s.args["out"].output
