@@ -59,3 +59,48 @@ void run(at::Tensor in, at::Tensor out, int a, int b, int c) {
 """, "copy3")
     assert s.args["in"].shape == s.args["out"].shape == ("a", "b", "c"), p.comment
     assert s.args["out"].accessor and s.args["out"].output
+
+
+# TGI's launcher around forward_masked_softmax_kernel: a block shared out among rows by a relation
+# over another (`rows_per_block = 1024 / effective_kv`), and the `const dim3` block handed to the
+# kernel as well (read as changed: the launch took a guessed block of 256, the kernel a float for it)
+LAUNCHER = """#include <torch/extension.h>
+template <typename scalar_t, int64_t shard>
+__global__ void rows_kernel(const torch::PackedTensorAccessor32<scalar_t, 2, torch::RestrictPtrTraits> scores,
+                            torch::PackedTensorAccessor32<scalar_t, 2, torch::RestrictPtrTraits> result,
+                            const int64_t effective_kv, const dim3 blockDim, const int64_t rows_per_block,
+                            const int64_t kv_length, const int64_t batch_size) {
+  const auto row_id = threadIdx.x / effective_kv;
+  const auto start = (threadIdx.x % effective_kv) * shard;
+  auto end = (threadIdx.x % effective_kv + 1) * shard;
+  end = (end > kv_length) ? kv_length : end;
+  const auto batch_id = blockIdx.x * rows_per_block + row_id;
+  if (batch_id < batch_size)
+    for (int kv = start; kv < end; ++kv) result[batch_id][kv] = scores[batch_id][kv] * 2;
+}
+
+void launch(torch::Tensor scores, torch::Tensor out, int num_heads) {
+  const auto batch = scores.size(0) * num_heads, kv_length = scores.size(1);
+  AT_DISPATCH_FLOATING_TYPES(scores.scalar_type(), "rows", [&] {
+    const auto MAX_THREADS = 1024;
+    const auto SHARD = 4;
+    const auto effective_kv = (kv_length - 1) / SHARD + 1;
+    const auto rows_per_block = MAX_THREADS / effective_kv;
+    const dim3 gridDim((batch - 1) / rows_per_block + 1);
+    const dim3 blockDim(MAX_THREADS);
+    rows_kernel<scalar_t, SHARD><<<gridDim, blockDim, rows_per_block * 2 * sizeof(float)>>>(
+        scores.packed_accessor32<scalar_t, 2, torch::RestrictPtrTraits>(),
+        out.packed_accessor32<scalar_t, 2, torch::RestrictPtrTraits>(), effective_kv, blockDim, rows_per_block,
+        kv_length, batch);
+  });
+}
+"""
+
+
+def test_a_block_shared_out_by_a_relation_over_another_and_a_const_dim3_handed_on(project):
+    s, p = infer(project, "rows.cu", LAUNCHER, "rows_kernel")
+    assert s.block == ("1024",), p.comment
+    assert s.args["rows_per_block"].value == "1024 / ((kv_length - 1) / 4 + 1)", p.comment
+    assert s.args["scores"].shape == s.args["result"].shape == ("batch_size", "kv_length"), p.comment
+    dims = s.args["blockDim"]
+    assert dims.struct and dims.fields == ("x", "y", "z") and s.args["blockDim.x"].value == "1024", p.comment

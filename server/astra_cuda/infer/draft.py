@@ -166,6 +166,9 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
             notes.append(f"`{k}` = {v}: the dispatch macro around the launch switches on it, and the case "
                          f"taken is {v}")
         derived = {**derived, **dispatched}
+        for _ in range(len(derived)):   # one relation over another (`rows_per_block = 1024 / effective_kv`): over sizes
+            derived = {k: substituted([v], {d: e for d, e in derived.items() if d != k})[0] or v
+                       for k, v in derived.items()}
         # a launcher's value named like a template parameter of the kernel it picks (vLLM gptq:
         # `m_count` chooses `..._kernel<true, m_count>` through a function pointer and sizes the
         # grid) is that parameter's argument in this instance
@@ -486,6 +489,17 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
         elif p.name in derived:
             args.append((p.name, f'"{derived[p.name]}"'))
             scalars[p.name] = derived[p.name]
+        elif dt is None and not p.is_pointer and p.type.replace("const", "").strip() == "dim3":
+            # a launch's dim3 handed on by value (TGI's `const dim3 blockDim`, its launch's own block):
+            # its three fields, as the launch's grid or block where it is that variable
+            arg = site.args[p.index].strip() if site is not None and p.index < len(site.args) else ""
+            dims = block if site is not None and arg == site.block.strip() else \
+                grid if site is not None and arg == site.grid.strip() else None
+            for axis, v in zip("xyz", list(dims or ["1"]) + ["1"] * (3 - len(dims or ["1"]))):
+                args.append((f"{p.name}.{axis}", f'"{v}"'))
+            notes.append(f"`{p.name}` is the launch's {'block' if dims is block else 'grid'}, a dim3 handed to the "
+                         f"kernel" if dims is not None else f"`{p.name}` (a dim3) took 1, 1, 1: the launch's value "
+                         f"was not read — CHECK")
         else:
             given = launch_value(site, kernel, p.name, {**constants, **site_model.constants}) \
                 if site is not None and site_model is not None else None

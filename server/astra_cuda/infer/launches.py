@@ -357,7 +357,12 @@ def _relations(kernel: Kernel, site: LaunchSite, size_names: list[str], values: 
             and names <= set(others.values()) and all(isinstance(n.right, ast.Constant) for n in ast.walk(tree)
                                                       if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Div, ast.FloorDiv)))
         gridded = bool(names) and names <= set(grid_sizes) and set(free) <= set(grid_sizes)
-        if not (alias or unit or schedule or rounded) and (not ops or not ops <= {ast.Add, ast.Sub, ast.Mult}
+        # a block's threads shared out by the sizes (TGI's `rows_per_block = MAX_THREADS_PER_SM /
+        # effective_kv_length`): a number over them, which the kernel's split of its block assumes
+        top = tree.body if isinstance(tree, ast.Expression) else tree
+        shared_out = isinstance(top, ast.BinOp) and isinstance(top.op, (ast.Div, ast.FloorDiv)) and \
+            isinstance(top.left, ast.Constant) and not free and bool(names) and names <= set(others.values())
+        if not (alias or unit or schedule or rounded or shared_out) and (not ops or not ops <= {ast.Add, ast.Sub, ast.Mult}
                                                 or not (names & set(others.values()) or gridded)):
             continue
         out[name] = expr

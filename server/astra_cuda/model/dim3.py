@@ -143,8 +143,11 @@ def dim3_var(ident: Node, fn: Node | None, fn_name: str | None, call: Node, root
         return ConfigVar(name, None, line, "is not declared before the launch in a scope enclosing it")
     declared_at = {declarator_name(dd)[1] for _, dd in every}
     # only uses in the declaration's own scope name it (another branch's `dim3 grid` is another variable)
+    # a `const dim3` is never changed (TGI's `const dim3 blockDim(MAX_THREADS_PER_SM)`, also handed to
+    # the kernel as an argument: read as a change, its launch took a guessed block)
+    const = any(c.type == "type_qualifier" and text(c) == "const" for c in decl.children)
     changes = [n for n in walk(scope) if n.type == "identifier" and text(n) == name
-               and n not in declared_at and may_change(n) and reaches(n, call, scope)]
+               and n not in declared_at and not const and may_change(n) and reaches(n, call, scope)]
     dims = dim3_args(decl, declarator)
     if changes:   # `g.x = DIVIDE(n, 256);`, `if (c) g.x = 1024;` before the launch: its dimensions
         full = _member_values(name, changes, scope, call, list(dims or ()) + ["1"] * (3 - len(dims or ())))
