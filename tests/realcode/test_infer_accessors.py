@@ -104,3 +104,31 @@ def test_a_block_shared_out_by_a_relation_over_another_and_a_const_dim3_handed_o
     assert s.args["scores"].shape == s.args["result"].shape == ("batch_size", "kv_length"), p.comment
     dims = s.args["blockDim"]
     assert dims.struct and dims.fields == ("x", "y", "z") and s.args["blockDim.x"].value == "1024", p.comment
+
+
+def test_an_accessors_row_and_a_helper_it_is_handed_to(project):
+    """`auto row = a[r]; row[c]` indexes the row further, and a device helper handed the accessor
+    (`row_sum(a, r)`, its parameter a `const PackedTensorAccessor32<T, 2>&`) is followed."""
+    s, p = infer(project, "sums.cu", """#include <torch/extension.h>
+template <typename T>
+__device__ float row_sum(const torch::PackedTensorAccessor32<T, 2, torch::RestrictPtrTraits>& a, int r, int cols) {
+  float s = 0;
+  for (int c = 1; c < cols; ++c) s += a[r][c];
+  return s;
+}
+template <typename T>
+__global__ void sums(const torch::PackedTensorAccessor32<T, 2, torch::RestrictPtrTraits> a,
+                     torch::PackedTensorAccessor32<T, 1, torch::RestrictPtrTraits> out, int rows, int cols) {
+  int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= rows) return;
+  auto row = a[r];
+  out[r] = row[0] + row_sum(a, r, cols);
+}
+void go(torch::Tensor a, torch::Tensor o) {
+  int rows = a.size(0), cols = a.size(1);
+  sums<float><<<(rows + 127) / 128, 128>>>(a.packed_accessor32<float, 2, torch::RestrictPtrTraits>(),
+      o.packed_accessor32<float, 1, torch::RestrictPtrTraits>(), rows, cols);
+}
+""", "sums")
+    assert s.args["a"].shape == ("rows", "cols") and s.args["out"].shape == ("rows",), p.comment
+    assert s.args["out"].output and not s.args["a"].written

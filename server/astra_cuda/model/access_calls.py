@@ -8,7 +8,7 @@ import re
 
 from tree_sitter import Node
 
-from . import exprs, source, syntax
+from . import accessors, exprs, source, syntax
 from .access_nodes import (arity, assigned_only, call_operator, functional_cast, has_method, method_name,
     reference_params, unparen)
 from .access_values import (ACCESSORS, EMPTY, Iv, MAX_HELPER_DEPTH, Poly, Ptr, UNKNOWN, VECTOR_METHODS, View,
@@ -91,7 +91,8 @@ class CallWalk:
         saved_objects, saved_types = self.objects, self.object_types
         self.objects, self.object_types = self.objects | set(passed), {**self.object_types, **passed}
         self.env = {**(fields or {}),
-                    **{n: (v if isinstance(v, (Iv, Ptr, View)) else UNKNOWN) for n, v in zip(names, vals) if n}}
+                    **{n: (v if isinstance(v, (Iv, Ptr, View, accessors.Indexed)) else UNKNOWN)
+                       for n, v in zip(names, vals) if n}}
         # its parameters are locals made at the call, inside the loops the call is: an update of one
         # outside the helper's own loops (vLLM's `len -= prefix_elems`) happens once per call, exactly
         self.declared_at.update({n: self.loops for n in names if n})
@@ -366,7 +367,7 @@ class CallWalk:
         helper = None if short.startswith("atomic") else self._specialized(fn, short) \
             or self.helpers.get(f"{short}#{len(args)}") or self.helpers.get(short)
         if helper is not None and helper.type == "function_definition" and self.depth < MAX_HELPER_DEPTH and (
-                not evaluate_only and (any(isinstance(v, (Ptr, View)) for v in vals) or not args)
+                not evaluate_only and (any(isinstance(v, (Ptr, View, accessors.Indexed)) for v in vals) or not args)
                 or args and all(isinstance(v, Iv) for v in vals)):
             # one given pointers, one of no arguments whose value comes from the thread (`get_lane_id()`),
             # or index arithmetic over numbers only (`get_elem_offset(row, head, stride_n, stride_h)`)

@@ -7,7 +7,7 @@ import re
 
 from tree_sitter import Node
 
-from . import loop_steps, syntax
+from . import accessors, loop_steps, syntax
 from .access_nodes import is_condition, numbers_in, unparen
 from .access_values import BUILTINS, BYTE_TYPE, GUARD, Iv, PREPROC_BRANCHES, Ptr, SEGMENT, Table, UNKNOWN, UNSET
 from .compiled_branches import constexpr_branch, truth_of
@@ -323,7 +323,8 @@ class StatementWalk:
                 self.upper[name] = up
             if isinstance(v, Ptr) and target is not None and target.type == "pointer_declarator":
                 v = self._rescale(v, type_text)
-            self.env[name] = v if isinstance(v, (Iv, Ptr)) else UNKNOWN
+            # (a row of a tensor accessor, `auto row = scores[r]`, is indexed further)
+            self.env[name] = v if isinstance(v, (Iv, Ptr, accessors.Indexed)) else UNKNOWN
             self.moved.pop(name, None)
             self._forget(name)
             if isinstance(v, (Iv, Ptr)) or is_condition(value):   # a condition kept: `x_check ? x[i] : 0` narrows by it
