@@ -413,6 +413,36 @@ def rewrite_shared(source: str) -> str:
     return data.decode()
 
 
+# CUDA's built-in variables, which the shim defines as macros (a launch's own values, per fiber)
+BUILTIN_VARIABLES = ("threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize")
+
+
+def unshadowed(source: str) -> str:
+    """A function's parameter named like a built-in variable (TGI's `const dim3 blockDim`, which
+    C++ lets shadow CUDA's) renamed within that function, where every use of the name is the
+    parameter's: the shim's macro of that name would otherwise replace it (a syntax error at
+    the parameter). Same-length-or-longer edits on the same lines, so #line mapping holds."""
+    if not any(b in source for b in BUILTIN_VARIABLES):
+        return source
+    data = source.encode()
+    edits: list[tuple[int, int, bytes]] = []
+    for fn in _walk(parse(source).root_node):
+        if fn.type != "function_definition":
+            continue
+        decl = fn.child_by_field_name("declarator")
+        while decl is not None and decl.type != "function_declarator":
+            decl = decl.child_by_field_name("declarator")
+        plist = decl.child_by_field_name("parameters") if decl is not None else None
+        shadowing = {i.text.decode() for p in (plist.named_children if plist is not None else [])
+                     for i in _walk(p) if i.type == "identifier" and i.text.decode() in BUILTIN_VARIABLES}
+        if shadowing:
+            edits += [(n.start_byte, n.end_byte, b"astra_param_" + n.text) for n in _walk(fn)
+                      if n.type == "identifier" and n.text.decode() in shadowing]
+    for start, end, repl in sorted(set(edits), reverse=True):
+        data = data[:start] + repl + data[end:]
+    return data.decode()
+
+
 def _called_names(source: str) -> dict[str, int]:
     counts: dict[str, int] = {}
     for n in _walk(parse(source).root_node):

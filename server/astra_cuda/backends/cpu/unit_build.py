@@ -212,7 +212,8 @@ def _build_module(out: Path, source: str, name_expressions: Sequence[str], filen
         shim = toolchain.SHIM  # macros or headers before the shim would not match the precompiled one
     with toolchain.build_dir() as d:
         src, obj = Path(d) / "unit.cpp", Path(d) / "unit.o"
-        src.write_text(named(screen.rewrite_shared(marked.source), filename) + entries(name_expressions))
+        src.write_text(named(screen.rewrite_shared(screen.unshadowed(marked.source)), filename)
+                       + entries(name_expressions))
         confined = toolchain.confinement(d, opts)
 
         def compile_cmd(tmp: str) -> list[str]:
