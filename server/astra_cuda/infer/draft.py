@@ -15,7 +15,7 @@ from ..model.source import Kernel, SourceModel
 from ..model.spec import NULL
 from .hostexprs import function_macros, raising_macros
 from .launch_callers import pick_site, program_inits, zero_at_every_call
-from .launch_locals import host_locals, launch_byte
+from .launch_locals import dim3_fields, host_locals, launch_byte
 from .launches import SHARED_PER_THREAD, launch_of
 from . import guards, masks, scales, structs
 from .program import Program
@@ -32,7 +32,7 @@ from .body_facts import (WARP_WIDTH, bound_functions, called_template_params, ca
                          names_used, null_tested, reduces, scatter_of, shift_counts, split_row_requires,
                          warp_width_names, whole_groups, written_as_constants)
 from .notes import problems_of, ranked
-from .requirements import (holds_true, launch_requirements, substituted, toml_list, vector_requirements,
+from .requirements import (holds_true, launch_requirements, over_sizes, substituted, toml_list, vector_requirements,
                            within_launch_bounds)
 
 
@@ -165,10 +165,7 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
         for k, v in dispatched.items():
             notes.append(f"`{k}` = {v}: the dispatch macro around the launch switches on it, and the case "
                          f"taken is {v}")
-        derived = {**derived, **dispatched}
-        for _ in range(len(derived)):   # one relation over another (`rows_per_block = 1024 / effective_kv`): over sizes
-            derived = {k: substituted([v], {d: e for d, e in derived.items() if d != k})[0] or v
-                       for k, v in derived.items()}
+        derived = over_sizes({**derived, **dispatched})   # a relation over another: over the sizes
         # a launcher's value named like a template parameter of the kernel it picks (vLLM gptq:
         # `m_count` chooses `..._kernel<true, m_count>` through a function pointer and sizes the
         # grid) is that parameter's argument in this instance
@@ -278,8 +275,7 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
                     type_bytes=lambda t: types.vector_bytes(t, targs),
                     # a shift by a size's log2 divides by it only where it is a power of two: probed so
                     require=launch_require, powers=masks.shifted_by(kernel, helpers, size_names))
-    if found is not None:   # a tensor accessor's dimensions, measured apart, make its shape
-        accessors.fold(found, kernel, targs)
+    accessors.fold(found, kernel, targs)   # a tensor accessor's dimensions, measured apart, make its shape
     if found is not None and (found.derived or found.equal):
         for k, v in found.derived.items():
             notes.append(f"`{k}` is a stride of a contiguous layout: took {v}, the extent the kernel reaches "
@@ -490,16 +486,9 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
             args.append((p.name, f'"{derived[p.name]}"'))
             scalars[p.name] = derived[p.name]
         elif dt is None and not p.is_pointer and p.type.replace("const", "").strip() == "dim3":
-            # a launch's dim3 handed on by value (TGI's `const dim3 blockDim`, its launch's own block):
-            # its three fields, as the launch's grid or block where it is that variable
-            arg = site.args[p.index].strip() if site is not None and p.index < len(site.args) else ""
-            dims = block if site is not None and arg == site.block.strip() else \
-                grid if site is not None and arg == site.grid.strip() else None
-            for axis, v in zip("xyz", list(dims or ["1"]) + ["1"] * (3 - len(dims or ["1"]))):
-                args.append((f"{p.name}.{axis}", f'"{v}"'))
-            notes.append(f"`{p.name}` is the launch's {'block' if dims is block else 'grid'}, a dim3 handed to the "
-                         f"kernel" if dims is not None else f"`{p.name}` (a dim3) took 1, 1, 1: the launch's value "
-                         f"was not read — CHECK")
+            fields, note = dim3_fields(p.name, p.index, site, grid, block)   # a launch's dim3 handed on
+            args += fields
+            notes.append(note)
         else:
             given = launch_value(site, kernel, p.name, {**constants, **site_model.constants}) \
                 if site is not None and site_model is not None else None

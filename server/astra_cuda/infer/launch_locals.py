@@ -267,3 +267,18 @@ def _self_update(n, name: str, values: dict[str, str], folded: set[str]) -> bool
 
 def _replace_word(text: str, word: str, by: str) -> str:
     return re.sub(rf"\b{re.escape(word)}\b", lambda _: by, text)
+
+
+def dim3_fields(param: str, index: int, site: LaunchSite | None, grid: list[str] | None,
+                block: list[str] | None) -> tuple[list[tuple[str, str]], str]:
+    """A launch's dim3 handed on to the kernel by value (TGI's `const dim3 blockDim`, the launch's
+    own block): its fields as spec lines (`blockDim.x = "1024"`), the launch's grid or block where
+    the argument is that variable, else 1, 1, 1 — and the note that says which."""
+    arg = site.args[index].strip() if site is not None and index < len(site.args) else ""
+    dims = block if site is not None and arg == site.block.strip() else \
+        grid if site is not None and arg == site.grid.strip() else None
+    values = list(dims or ["1"])
+    lines = [(f"{param}.{axis}", f'"{v}"') for axis, v in zip("xyz", values + ["1"] * (3 - len(values)))]
+    if dims is None:
+        return lines, f"`{param}` (a dim3) took 1, 1, 1: the launch's value was not read — CHECK"
+    return lines, f"`{param}` is the launch's {'block' if dims is block else 'grid'}, a dim3 handed to the kernel"

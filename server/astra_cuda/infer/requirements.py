@@ -65,6 +65,15 @@ def substituted(parts: list[str] | None, values: dict[str, str]) -> list[str] | 
     return [ast.unparse(_Sub().visit(exprs.parse(x).body)) if x else x for x in parts]
 
 
+def over_sizes(values: dict[str, str]) -> dict[str, str]:
+    """Values the launcher computes, each written over the sizes: one that names another
+    (`rows_per_block = 1024 / effective_kv`, effective_kv itself computed) with that one's value."""
+    for _ in range(len(values)):
+        values = {k: (substituted([v], {d: e for d, e in values.items() if d != k}) or [v])[0] or v
+                  for k, v in values.items()}
+    return values
+
+
 def launch_requirements(grid: list[str], block: list[str], found: InferredShapes | None, size_names: list[str],
                         kernel: Kernel, values: dict[str, int] | None = None) -> list[str]:
     """`n % 8 == 0` when the launch gives each thread a fixed chunk (`cdiv(n, 256 * 8)`) or

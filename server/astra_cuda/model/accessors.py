@@ -110,7 +110,10 @@ def pointer_names(kernel: Kernel, values: dict[str, Any] | None = None) -> list[
 def fold(found: Any, kernel: Kernel, values: dict[str, Any] | None = None) -> None:
     """`roles.InferredShapes` with each accessor's dimensions (`scores@0`, `scores@1`) made one
     entry of the accessor: its shape the dimensions' extents in order (where every one was
-    measured), read-only where every dimension is, written or read-modify-write where one is."""
+    measured), read-only where every dimension is, written or read-modify-write where one is.
+    Nothing where no shapes were inferred (None)."""
+    if found is None:
+        return
     for p in kernel.params:
         acc = of_param(p, values) if p.is_pointer else None
         if acc is None:
