@@ -505,11 +505,11 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
                              f"structs of plain fields (pointers and numbers): "
                              f"{structs.not_flattened(named, types.items)} — the spec format cannot give it yet")
             elif dt is None and not p.is_pointer and (indexed := first_use(kernel, p.name, "subscript_expression")):
-                # torch's `PackedTensorAccessor32<T, 2>`: a pointer with its sizes and strides in one object
+                # an array object other than torch's tensor accessor (or one whose N is not known here)
                 args.append((p.name, f'{{ value = {value}, type = "float" }}'))
                 notes.append(f"{CANNOT}`{p.name}` is a `{p.type}` passed by value that the kernel indexes like an "
-                             f"array (`{indexed}`): an array object (a tensor accessor: a pointer with its sizes and "
-                             f"strides) cannot be given by the spec format yet")
+                             f"array (`{indexed}`): an array object the spec format gives only as torch's tensor "
+                             f"accessor (`accessor = true`, its dimensions known)")
             elif dt is None and not p.is_pointer and (cls := class_argument(targs.get(p.base_type, ""))):
                 # CUTLASS's sgemm_1 `cute::Shape<int, int, int> shape_MNK` (12 bytes) given a float (4):
                 # the kernel reads its sizes from bytes the launch never gave (its GPU check's worker died)
