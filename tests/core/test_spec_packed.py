@@ -1,5 +1,7 @@
 """Spec format growth (issue 25, item 6): a struct passed by value described by its fields, a
 table of device pointers — each problem at its key, the flat `[args]` of a plain kernel unchanged."""
+import re
+
 import pytest
 
 from astra_cuda.model import source, spec
@@ -237,6 +239,27 @@ def test_a_count_a_block_returns_early_at_is_the_grids_count():
     flat = " ".join(prop.comment.split())
     assert 'batch = { records = 1, n_seqs = "n_seqs" }' in flat and "batch_n_seqs" not in flat, prop.comment
     assert 'out = { type = "float", shape = ["n_seqs", "d"], output = true }' in flat, prop.comment
+
+
+def test_the_size_of_a_count_read_as_the_grids_is_dropped_where_only_its_field_keeps_the_name():
+    """DeepSpeed's logits_gather: the field is `n_sequences`, the launcher's count `n_seqs`; the
+    size the field was first given (`n_sequences`) is used by nothing once the field is the grid's
+    count, but its name stays as the field's key (`n_sequences = "n_seqs"`): it was kept, an
+    orphan size multiplying the cases by three."""
+    from astra_cuda import infer
+    text = ("struct Batch { int n_sequences; };\nstruct Seq { int start; };\n"
+            "__global__ void last_rows(float* out, const float* acts, const Batch* batch, const Seq* seqs, int d) {\n"
+            "  const int s = blockIdx.y;\n  if (s >= batch->n_sequences) return;\n"
+            "  const int off = seqs[s].start * d;\n"
+            "  const int t = threadIdx.x + blockIdx.x * blockDim.x;\n  if (t < d) out[s * d + t] = acts[off + t];\n}\n"
+            "void run(float* out, const float* acts, const Batch* b, const Seq* q, int n_seqs, int d) {\n"
+            "  dim3 grid((d + 511) / 512, n_seqs, 1);\n  last_rows<<<grid, 512>>>(out, acts, b, q, d);\n}\n")
+    m = source.parse(text)
+    prop = infer.infer(m.kernel("last_rows"), m)
+    assert prop.valid, prop.problems
+    flat = " ".join(prop.comment.split())
+    assert 'batch = { records = 1, n_sequences = "n_seqs" }' in flat, prop.comment
+    assert not re.search(r"^n_sequences\s*=", prop.comment, re.M), prop.comment
 
 
 def test_a_row_two_record_fields_pick_in_a_vectorised_templated_kernel_is_measured():

@@ -245,6 +245,7 @@ def unflatten(comment: str, notes: list[str], rec: Records) -> tuple[str, list[s
     for r, f in rec.counts:   # the size the count's own parameter was given, now unused
         size = renames.get(f"{r}{SEP}{f}", "")
         body = [ln for ln in comment.split("\n") if not re.match(rf"{re.escape(size)}\s*=", ln)]
-        if size and not re.search(rf"\b{re.escape(size)}\b", "\n".join(body)):
+        # a use is a value's word, not a field's key (`n_sequences = "n_seqs"` in the records' line)
+        if size and not re.search(rf"\b{re.escape(size)}\b(?!\s*=[^=])", "\n".join(body)):
             comment = "\n".join(body)
     return comment, [sub(n) for n in named]
