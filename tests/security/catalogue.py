@@ -511,6 +511,11 @@ EXECUTION = [
     Attack("forged_reply_other_launch", "exec", "a leftover thread writes `{\"ok\": false, \"error\": …}` onto every "
            "socket it holds, for the launches after it", "another launch's result is its own",
            "one channel per launch, owned by that launch's process"),
+    Attack("forged_ok_hides_fault", "exec", "the kernel writes `{\"ok\": true}` on its own socket, then traps "
+           "(SIGABRT) or reaches a barrier the CPU runtime refuses (the runtime's own failure came second): the first "
+           "message was taken as the reply, the launch passed with its fault hidden",
+           "the launch fails with its fault or with 'replied more than once'",
+           "isolation: the reply counts only as the one message of a process that then exits with status 0"),
     Attack("malformed_reply", "exec", "the kernel writes a reply that is not JSON onto its socket",
            "a clear launch error, never a traceback", "replies are validated (shape, size) before use"),
     Attack("no_process_outlives_astra_check", "exec", "`astra check` on the CPU backend run to its end, or killed "

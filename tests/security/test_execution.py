@@ -90,6 +90,35 @@ __global__ void malformed(long long* out) {
 }
 """
 
+# The launch's own reply forged ahead of a fault: `{"ok": true}` on every socket it holds, then a
+# trap (the process dies by SIGABRT) or a barrier the runtime refuses (its own failure, a second
+# message). Either fault was hidden: the first message was taken as the launch's reply.
+SAY_OK = r"""
+static void astra_say_ok() {
+  const char m[] = "{\"ok\": true}";
+  for (int fd = 0; fd < 64; ++fd) {
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode)) send(fd, m, sizeof m - 1, MSG_DONTWAIT);
+  }
+}
+"""
+FORGED_OK = {
+    "trap": PAYLOAD_HEADERS + SAY_OK + r"""
+__global__ void forged_ok(int* out) { out[threadIdx.x] = threadIdx.x; if (threadIdx.x == 0) { astra_say_ok(); __trap(); } }
+""",
+    "divergent_barrier": PAYLOAD_HEADERS + SAY_OK + r"""
+__global__ void forged_ok(int* out) {
+  if (threadIdx.x == 0) astra_say_ok();
+  if (threadIdx.x < 16) {
+    __syncthreads();
+  } else {
+    __syncthreads();
+  }
+  out[threadIdx.x] = threadIdx.x;
+}
+""",
+}
+
 # Exit handlers that never return: a launch's process that exits through them lingers.
 ATEXIT = PAYLOAD_HEADERS + r"""
 extern "C" int __cxa_atexit(void (*)(void*), void*, void*);
@@ -181,11 +210,23 @@ def test_forged_reply_other_launch(cpu, monkeypatch):
     mod = cpu.compile(FORGE, ["forge"], filename="forge.cu")
     try:
         cpu.launch(mod, "forge", ONE, [cpu.upload(np.zeros(4, np.int64))])
-    except LaunchError as e:  # its own forged failure: it may fail itself, nothing else
-        assert "FORGED" in str(e)
+    except LaunchError as e:  # its own forged failure (or its replies refused): it may fail itself, nothing else
+        assert "FORGED" in str(e) or "more than once" in str(e), e
     for _ in range(3):
         out = _clean_launch(cpu)  # raises LaunchError('FORGED ...') if it reads the forger's reply
         assert (cpu.download(out) == np.arange(32)).all()
+
+
+@pytest.mark.parametrize("fault", sorted(FORGED_OK))
+def test_forged_ok_hides_fault(fault, cpu, monkeypatch):
+    """The kernel's own `{"ok": true}` ahead of its fault is not the launch's reply: the launch fails
+    (the outputs are all right, so only the reply could have hidden the fault)."""
+    _no_screen(monkeypatch)
+    mod = cpu.compile(FORGED_OK[fault], ["forged_ok"], filename="forged_ok.cu")
+    out = cpu.upload(np.zeros(32, np.int32))
+    with pytest.raises(LaunchError, match="__trap|more than once"):
+        cpu.launch(mod, "forged_ok", WARP, [out])
+    assert (cpu.download(_clean_launch(cpu)) == np.arange(32)).all()
 
 
 def test_malformed_reply(cpu, monkeypatch):

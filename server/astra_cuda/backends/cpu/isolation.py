@@ -4,7 +4,13 @@ launch to a fresh launch process the zygote has ready and sandboxed: send it the
 module and the buffers as memfds, wait for its reply with a timeout and a watch on its resident
 memory and thread count, and return only once every thread of it has ended — nothing writes the
 buffers any more when anyone reads them. A crash or a hang becomes a LaunchError with the
-launch's own last words (fault location, ASan report, assert)."""
+launch's own last words (fault location, ASan report, assert).
+
+Kernel code shares the launch's process with the runtime that replies, so it can write a reply of
+its own on the socket. A reply counts only as the runtime sends it: the one message on the
+socket, from a process that then exited with status 0 (the runtime's `_exit(0)` after replying);
+a second message, or a death by signal after a reply, is a LaunchError (a forged `{"ok": true}`
+ahead of a trap or of the runtime's own failure hid the fault)."""
 from __future__ import annotations
 
 import fcntl
@@ -324,7 +330,7 @@ class Executor:
         out = self._log_since(offset)
         if why is not None:
             raise LaunchError(why)
-        if reply is None:
+        if reply is None or status != 0:  # no reply, or it died after one (by a signal, a sanitizer's exit)
             raise LaunchError(crash_message(os.waitstatus_to_exitcode(status), out, filename))
         report = asan_summary(out, filename) or tsan_summary(out, filename)
         if report:  # a sanitizer's report after a reply (kernel code may reply for itself)
@@ -333,8 +339,8 @@ class Executor:
 
     def _wait(self, spare: _Spare, timeout_s: float) -> tuple[dict | None, str | None, int]:
         """Until the launch process is gone (its pidfd says so: every thread of it has ended):
-        (its reply or None, why it was stopped or None, its wait status — awaited from the
-        zygote only when there is no reply, to say how it died)."""
+        (its reply or None, why it was stopped or None, its wait status as the zygote reports it;
+        -1 when it was stopped). Its socket is read to the end: a second message is kernel code's."""
         deadline = time.monotonic() + timeout_s
         cap = memory_limit()
         self._awaiting = spare.pid
@@ -345,13 +351,13 @@ class Executor:
             if now > deadline + ZYGOTE_TIMEOUT_S:  # killed long ago, never reported reaped
                 self.kill()
                 return None, "the CPU executor stopped answering (stopped)", -1
-            if exited and (reply is not None or why is not None):
+            if exited and why is not None:
                 return reply, why, -1
-            if spare.pid in self.statuses:
+            if spare.pid in self.statuses and not sock_open:
                 return reply, why, self.statuses.pop(spare.pid)
             watching = not exited and why is None
-            # The zygote's messages are read only when the status is needed (it died without a
-            # reply): each wake-up of this process costs the launch time.
+            # The zygote's messages are read only once the process is gone (its status says
+            # whether a reply was the runtime's): each wake-up of this process costs the launch time.
             ready, _, _ = select.select([*([self.ctl] if exited else []), *([spare.sock] if sock_open else []),
                                          *([] if exited else [spare.pidfd])], [], [],
                                         min(WATCH_S, max(0.0, deadline - now)) if watching else WATCH_S)
@@ -362,10 +368,14 @@ class Executor:
                     data = b""
                 if data and reply is None and why is None:
                     try:
-                        reply = parse_reply(data)  # later messages are the kernel's: ignored
+                        reply = parse_reply(data)
                     except LaunchError as e:
                         why = str(e)
                         spare.kill()
+                elif data and why is None:  # the runtime replies once, then exits: this is kernel code's
+                    why = ("the launch replied more than once: kernel code wrote on the executor's socket, "
+                           "so no reply of it is believed")
+                    spare.kill()
                 elif not data:
                     sock_open = False  # closed: the process is ending
             if self.ctl in ready:
