@@ -24,6 +24,14 @@ def test_markdown_of_hostile_text_is_the_text(text):
     assert " ".join(shown.split()) == " ".join(text.split())
 
 
+@pytest.mark.parametrize("text", [*HOSTILE, "float /* `![i](https://evil.example/p) ` */ *", "``x", "x`", " x ", "a```b"])
+def test_a_code_span_of_hostile_text_is_the_text(text):
+    rendered = report.markdown("type " + plain.code(text) + " end")
+    assert re.fullmatch(r"<p>type <code>(.*)</code> end</p>\s*", rendered, re.S), rendered  # one span, no other tag
+    shown = html.unescape(re.search(r"<code>(.*)</code>", rendered, re.S).group(1))
+    assert " ".join(shown.split()) == " ".join(text.split())
+
+
 def test_controls_and_bidi_are_replaced():
     assert plain.printable("a\x1b]8;;x\x07b\u202ec\td\n") == "a\ufffd]8;;x\ufffdb\ufffdc\td\n"
 

@@ -451,6 +451,11 @@ EDITOR = [
     Attack("report_markdown_injection", "editor", "the same output in the report view (failures were inline "
            "Markdown there)", "no image or link in the page", "report: failures, plans and reasons escaped as text",
            arg="output"),
+    Attack("source_markdown_injection", "editor", "a parameter's type holds a comment with a backtick, a remote "
+           "image and a `command:` link (`float /* `![i](https://…) [go](command:…)` */ * x`): the spec key's hover and "
+           "the parameter's completion showed the type in a plain `…` span, which the backtick closed, the rest live "
+           "Markdown", "no image, link or HTML in the rendered hover or completion",
+           "plain.code: source text shown as one code span that nothing in it can close", arg="source"),
     Attack("malformed_hover", "editor", "a hover whose parameters do not read (`uri: 5`, `position: \"x\"`): "
            "no reply at all", "an InvalidParams error reply; the server goes on",
            "lsp.runtime: a request that cannot be read is answered with its error", arg="protocol"),

@@ -97,6 +97,50 @@ async def test_kernel_output_is_text(attack, client: LanguageClient, tmp_path):
         assert "href=\"command:astra.optimizeKernel" not in page["html"], page["html"]
 
 
+# Parameter types with a comment inside: the type's text (comment and all) is shown in the spec
+# key's hover and in the parameter's completion, where a plain `...` span closed at the comment's
+# backtick and the rest was live Markdown: a remote image on hover, a command link.
+SOURCE_MARKDOWN = r'''/* @astra
+grid = [1]
+block = [32]
+[sizes]
+n = [4]
+[args]
+x = { type = "float", shape = ["n"], output = true }
+
+*/
+__global__ void k(float /* `![i](https://evil.example/p.png?d=1) [go](command:astra.optimizeKernel?%5B%5D) ` */ * x,
+                  const float /* `![i](https://evil.example/q.png) <img src=x> ` */ * y, int n) {
+  if (threadIdx.x < n) x[threadIdx.x] = y[threadIdx.x];
+}
+'''
+
+
+async def test_source_text_is_code(client: LanguageClient, tmp_path):
+    """A parameter's type, comment and all, is shown as code: in the spec key's hover (`x`) and in
+    the completion that offers the parameter (`y`, on the empty line of [args])."""
+    path = tmp_path / "k.cu"
+    path.write_text(SOURCE_MARKDOWN)
+    uri = path.as_uri()
+    client.text_document_did_open(types.DidOpenTextDocumentParams(
+        types.TextDocumentItem(uri=uri, language_id="cuda-cpp", version=1, text=SOURCE_MARKDOWN)))
+    lines = SOURCE_MARKDOWN.splitlines()
+    said, docs = "", ""
+    end = time.monotonic() + 120  # the first hovers may say the file is being read
+    while time.monotonic() < end and not ("evil" in said and "evil" in docs):
+        hover = await asyncio.wait_for(client.text_document_hover_async(types.HoverParams(
+            types.TextDocumentIdentifier(uri=uri), types.Position(line=lines.index("[args]") + 1, character=0))), 30)
+        said = hover.contents.value if hover is not None else ""
+        items = await asyncio.wait_for(client.text_document_completion_async(types.CompletionParams(
+            types.TextDocumentIdentifier(uri=uri), types.Position(line=lines.index("[args]") + 2, character=0))), 30)
+        items = items.items if isinstance(items, types.CompletionList) else items or []
+        docs = "\n".join(i.documentation.value for i in items if i.label == "y" and i.documentation)
+        await asyncio.sleep(0.3)
+    assert "evil.example/p.png" in said, said  # the hover quotes the type
+    assert "evil.example/q.png" in docs, docs  # and so does the completion
+    assert _live(said) == [] and _live(docs) == [], (said, docs)
+
+
 async def test_malformed_hover_gets_an_error_reply(client: LanguageClient, tmp_path):
     """A hover whose parameters do not read (a number for a URI, a string for a position)."""
     known = client.protocol.get_message_type

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
+from .. import plain
 from . import dtypes, tomlpos
 from .source import Kernel
 from .harness import ACCESSOR, RECORDS
@@ -212,10 +213,10 @@ def _completions(kernel: Kernel, w: Where, sizes: list[str] | None) -> list[Comp
                 if p.is_pointer:
                     t = dtypes.from_cpp(p.base_type)
                     typ = t.name if t is not None else "float"
-                    out.append(Completion(name, "param", p.type, f"Pointer parameter `{p.type}`.",
+                    out.append(Completion(name, "param", p.type, f"Pointer parameter {plain.code(p.type)}.",
                                           f'{name} = {{ type = "${{1:{typ}}}", shape = [${{2}}] }}'))
                 else:
-                    out.append(Completion(name, "param", p.type, f"Scalar parameter `{p.type}`.",
+                    out.append(Completion(name, "param", p.type, f"Scalar parameter {plain.code(p.type)}.",
                                           f'{name} = "${{1:{name if name in sizes else ""}}}"'))
             return out
         if w.section == "args" and w.inline in params:
@@ -274,7 +275,7 @@ def hover(kernel: Kernel, line: int, col: int) -> tuple[str, tuple[int, int, int
             doc = KEY_DOCS.get(name)
         elif w.section == "args":
             p = next((p for p in kernel.params if p.name == name), None)
-            doc = f"Parameter `{name}` of `{kernel.name}`: `{p.type}`. " + (
+            doc = f"Parameter `{name}` of `{kernel.name}`: {plain.code(p.type)}. " + (
                 KEY_DOCS["shape"] if p.is_pointer else KEY_DOCS["value"]) if p is not None else None
         elif w.section in ("sizes", "bench"):
             doc = f"Size `{name}`: {'the values tested' if w.section == 'sizes' else 'the values timed'}."
