@@ -464,6 +464,11 @@ EDITOR = [
            "50,000-deep nesting) open at once, then hovers on them and on a clean file (a hover took 103 s)",
            "every hover answered within 100 ms; no process of the server's over 2 GiB; none left after shutdown",
            "lsp: checks and compiles in workers, off the server's loop; the bounds above", arg="latency"),
+    Attack("server_killed_mid_launch", "editor", "the language server killed (SIGKILL, no shutdown) while a check "
+           "on open runs a kernel that never returns (its workers, the executor's zygote and the launch process run in "
+           "sessions of their own)", "no process of the server's left within 30 s",
+           "workers watch their parent; the executor and its launch processes die with theirs (parent-death signal)",
+           arg="lifetime"),
     Attack("hostile_project_header", "editor", "a small file that includes a project header of 3.7 MiB of `a;` "
            "(5.9 million syntax nodes): the file's own parse is small, so the server parsed the header itself, in "
            "the static check's thread (the header digest), and freeing its tree held the GIL: the event loop "

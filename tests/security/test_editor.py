@@ -256,6 +256,52 @@ async def test_hover_during_attacks(client: LanguageClient, tmp_path):
     assert not left, left
 
 
+SPINS = r'''/* @astra
+grid = [1]
+block = [1]
+[sizes]
+n = [1]
+[args]
+x = { type = "float", shape = ["n"], output = true }
+n = "n"
+*/
+__global__ void spin(float* x, int n) { volatile float* v = x; for (;;) v[0] += 1.0f; }
+'''
+
+
+async def test_no_process_outlives_a_killed_server(client: LanguageClient, tmp_path):
+    """The server is killed (SIGKILL: no shutdown) while a check on open runs a kernel that never
+    returns: its workers, the executor and the launch process (in sessions of their own) go too."""
+    from astra_cuda.backends.cpu.isolation import EXECUTOR
+
+    from .test_attacks import _ppid
+    from .test_execution import _cmdline, _descendants, _wait_gone
+    (tmp_path / ".git").mkdir()
+    path = tmp_path / "spin.cu"
+    path.write_text(SPINS)
+    client.text_document_did_open(types.DidOpenTextDocumentParams(
+        types.TextDocumentItem(uri=path.as_uri(), language_id="cuda-cpp", version=1, text=SPINS)))
+    server = client._server.pid  # type: ignore[attr-defined]
+    family: set[int] = set()
+    end = time.monotonic() + 300  # a hang guard: the check compiles the kernel first (minutes at load 20)
+    while time.monotonic() < end:
+        family |= _descendants(server)
+        # the launch process: an executor's child (the zygote's), running the kernel
+        if any(EXECUTOR.encode() in _cmdline(p) and EXECUTOR.encode() in _cmdline(_ppid(p)) for p in family):
+            break
+        await asyncio.sleep(0.2)
+    else:
+        pytest.fail(f"no launch started within 300 s: {family}")
+    await asyncio.sleep(0.5)
+    family |= _descendants(server)
+    os.kill(server, signal.SIGKILL)
+    await asyncio.wait_for(client._server.wait(), 30)  # type: ignore[attr-defined]
+    left = _wait_gone(family)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, {p: _cmdline(p)[:120] for p in left}
+
+
 async def test_hostile_project_header_is_parsed_apart(client: LanguageClient, tmp_path):
     """A small file includes a 3.7 MiB header of `a;`. The file's own parse is small, so nothing
     sent it to a child; its static check reads the header's includes (the header digest). The
