@@ -526,6 +526,10 @@ EXECUTION = [
            "message was taken as the reply, the launch passed with its fault hidden",
            "the launch fails with its fault or with 'replied more than once'",
            "isolation: the reply counts only as the one message of a process that then exits with status 0"),
+    Attack("printf_flood_next_launch", "exec", "a kernel prints up to the 64 MiB file limit into the log every launch "
+           "process of its executor writes (the limit is the file's size): the next launch that printed a line, "
+           "another open file's in `astra serve`, died of SIGXFSZ ('the kernel printed more than 64 MiB')",
+           "the next launch passes with its own output", "isolation: each launch starts the log empty"),
     Attack("malformed_reply", "exec", "the kernel writes a reply that is not JSON onto its socket",
            "a clear launch error, never a traceback", "replies are validated (shape, size) before use"),
     Attack("no_process_outlives_astra_check", "exec", "`astra check` on the CPU backend run to its end, or killed "

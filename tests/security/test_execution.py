@@ -119,6 +119,19 @@ __global__ void forged_ok(int* out) {
 """,
 }
 
+# Output up to the executor's file limit (64 MiB), into the log every launch process writes.
+FILL_LOG = PAYLOAD_HEADERS + r"""
+__global__ void fill_log(long long* out) {
+  if (threadIdx.x == 0) {
+    static char b[1 << 20]; memset(b, 97, sizeof b - 1);
+    for (int i = 0; i < 80; ++i) printf("%s\n", b);
+    out[0] = 1;
+  }
+}
+"""
+SAYS_HELLO = "#include <cstdio>\n__global__ void hello(int* x) { x[threadIdx.x] = threadIdx.x; " \
+             "if (threadIdx.x == 0) printf(\"hello from the next launch\\n\"); }\n"
+
 # Exit handlers that never return: a launch's process that exits through them lingers.
 ATEXIT = PAYLOAD_HEADERS + r"""
 extern "C" int __cxa_atexit(void (*)(void*), void*, void*);
@@ -215,6 +228,20 @@ def test_forged_reply_other_launch(cpu, monkeypatch):
     for _ in range(3):
         out = _clean_launch(cpu)  # raises LaunchError('FORGED ...') if it reads the forger's reply
         assert (cpu.download(out) == np.arange(32)).all()
+
+
+def test_printf_flood_next_launch(cpu, monkeypatch):
+    """A launch printed up to the file limit into the log its executor's launches share; the next
+    launch (another document's in `astra serve`) prints a line: it passes, with its own output."""
+    _no_screen(monkeypatch)
+    flood = cpu.compile(FILL_LOG, ["fill_log"], filename="fill_log.cu")
+    with pytest.raises(LaunchError, match="printed more than"):
+        cpu.launch(flood, "fill_log", ONE, [cpu.upload(np.zeros(4, np.int64))])
+    hello = cpu.compile(SAYS_HELLO, ["hello"], filename="hello.cu")
+    out = cpu.upload(np.zeros(32, np.int32))
+    cpu.launch(hello, "hello", WARP, [out])  # main: LaunchError 'the kernel printed more than 64 MiB'
+    assert (cpu.download(out) == np.arange(32)).all()
+    assert cpu.last_output.strip() == "hello from the next launch", cpu.last_output[:200]
 
 
 @pytest.mark.parametrize("fault", sorted(FORGED_OK))

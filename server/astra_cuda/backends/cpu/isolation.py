@@ -318,6 +318,14 @@ class Executor:
             raise LaunchError(f"{len(buffer_fds)} buffers in one launch: the CPU backend takes at most {MAX_BUFFERS}")
         spare = self._take_spare()
         self.last_pid = spare.pid
+        # Every launch process writes the one log its zygote was given, up to RLIMIT_FSIZE (a
+        # file's size, not a process's share): each launch starts it empty, so a launch that
+        # printed up to the limit does not kill the next one (another document's) at its first line
+        # with SIGXFSZ. The previous launch's process is gone: nothing writes it meanwhile.
+        try:
+            os.truncate(self.log_path, 0)
+        except OSError:
+            pass
         offset = self._log_size()
         try:
             try:
