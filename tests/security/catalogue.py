@@ -507,6 +507,11 @@ FILES = [
     Attack("batch_manifest_id", "file", "a committed batch manifest whose id is `../../../elsewhere/evil`, then "
            "`optimize DIR --resume last` (the next manifest was written there)", "nothing written outside the project",
            "batch: a manifest's id is its own file name"),
+    Attack("batch_manifest_target", "file", "a committed batch manifest whose target is a kernel file of another "
+           "project (`/…/elsewhere/k.cu`), then `optimize DIR --resume last` (that file was optimized, its run log "
+           "written in elsewhere/.astra/; with --write it would have been rewritten)",
+           "exit 2 naming the file; nothing read or written outside the project",
+           "batch: a resumed manifest's targets lie in the project or the paths given"),
 ]
 
 # Executors and compilers over time: what a launch or a compile leaves behind (`astra serve` runs

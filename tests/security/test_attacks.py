@@ -1131,6 +1131,20 @@ def test_batch_manifest_id_is_not_a_path(tmp_path):
     assert (proj / ".astra" / "batches" / "20990101-x.json").exists()
 
 
+def test_batch_manifest_targets_stay_in_the_project(tmp_path):
+    """A committed manifest names a kernel file of another project: `--resume last` optimized it
+    and wrote its run log there (main: exit 0 after a round, elsewhere/.astra/runs/… written)."""
+    proj, elsewhere = _project_beside(tmp_path)
+    (elsewhere / "k.cu").write_text(SILU)
+    (proj / "mine.cu").write_text(SILU)
+    (proj / ".astra" / "batches").mkdir(parents=True)
+    (proj / ".astra" / "batches" / "20990101-x.json").write_text(
+        json.dumps({"id": "x", "targets": [{"path": str(elsewhere / "k.cu"), "kernel": "silu_and_mul"}]}))
+    r = _cli("optimize", str(proj), "--resume", "last", "--backend", "cpu", "--rounds", "1", timeout=600)
+    assert r.returncode == 2 and "outside" in r.stderr and "Traceback" not in r.stderr, (r.stdout, r.stderr)
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["k.cu"]
+
+
 def test_catalogue_table_is_current():
     doc = (ROOT / "docs" / "attack-catalogue.md").read_text()
     assert doc == catalogue.markdown(), "run: python -m tests.security.catalogue"

@@ -100,6 +100,16 @@ def load(anchor: str, batch_id: str) -> dict:
     return data
 
 
+def outside(targets: list[dict], paths: list[str], anchor: str) -> list[str]:
+    """The targets' files of a logged manifest that lie outside both the paths given now and the
+    project of `anchor`. A manifest is data in the project's folder, which a cloned repository may
+    have committed: one naming `/elsewhere/k.cu` made a resumed batch read, optimize and log (and
+    with --write, rewrite) a file of another project."""
+    allowed = [Path(p).resolve() for p in paths] + [workspace.root_for(anchor)]
+    return [str(t["path"]) for t in targets
+            if not any(Path(str(t["path"])).resolve().is_relative_to(a) for a in allowed)]
+
+
 # ---- running ----------------------------------------------------------------------------------
 
 @dataclass
@@ -168,6 +178,11 @@ def run(paths: list[str], *, kernel: str | None = None, resume: str | None = Non
     if resume:
         data = load(anchor, resume)
         batch_id = data["id"]  # the manifest's own file name (load sets it): never a path
+        far = outside(data["targets"], paths, anchor)
+        if far:
+            raise AstraError(f"batch {batch_id} names files outside {workspace.root_for(anchor)} and the paths given "
+                             f"({', '.join(far[:3])}{' …' if len(far) > 3 else ''}): not resumed; name them on the "
+                             f"command line to include them")
         rows = [Row(Target(t["path"], t["kernel"]), t.get("run_id", "")) for t in data["targets"]]
     else:
         batch_id = time.strftime("%Y%m%d-%H%M%S") + f"-batch-{uuid.uuid4().hex[:6]}"
