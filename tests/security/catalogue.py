@@ -512,6 +512,11 @@ FILES = [
            "written in elsewhere/.astra/; with --write it would have been rewritten)",
            "exit 2 naming the file; nothing read or written outside the project",
            "batch: a resumed manifest's targets lie in the project or the paths given"),
+    Attack("committed_run_log", "file", "a committed run log of the user's file (`.astra/runs/…`) whose round 1 "
+           "'adopted' a candidate its evaluation.json says passed, which no gate ran; then `optimize k.cu --resume last "
+           "--write` (a resumed run reuses its log's verdicts: the candidate was written into the file)",
+           "exit 2, the file unchanged", "runlog: only a run whose run.json carries this user's mark (an HMAC of its "
+           "id and original under a key outside every project) is resumed"),
 ]
 
 # Executors and compilers over time: what a launch or a compile leaves behind (`astra serve` runs

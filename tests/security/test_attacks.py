@@ -1145,6 +1145,34 @@ def test_batch_manifest_targets_stay_in_the_project(tmp_path):
     assert sorted(p.name for p in elsewhere.iterdir()) == ["k.cu"]
 
 
+def test_committed_run_log_is_not_resumed(tmp_path):
+    """A committed run log of the user's file: round 1 'adopted' a candidate its evaluation.json
+    says passed 34 cases, which no gate ever ran (here: silu's sign flipped). `--resume last
+    --write` reused that verdict and wrote the candidate into the file (main: exit 0)."""
+    from astra_cuda.agents.records import Plan, Round
+    from astra_cuda.evaluation import Check, Evaluation, source_hash
+    proj, _ = _project_beside(tmp_path)
+    f = proj / "k.cu"
+    f.write_text(SILU)
+    injected = SILU.replace("x / (1.0f + expf(-x))", "-x / (1.0f + expf(-x))  /* injected, never gated */")
+    assert injected != SILU
+    passed = Evaluation(Check(True, "passed 34 cases on cpu", cases=34), speed_note="speed not measured on the CPU backend")
+    run = proj / ".astra" / "runs" / "20990101-000000-silu_and_mul-abcdef"
+    (run / "round-01").mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"kernel": "silu_and_mul", "path": str(f), "mode": "offline",
+                                              "rounds": 1, "started": 4.1e9, "status": "running"}))
+    (run / "original.cu").write_text(SILU)
+    (run / "baseline.json").write_text(json.dumps(passed.to_json()))
+    (run / "round-01" / "candidate.cu").write_text(injected)
+    (run / "round-01" / "round.json").write_text(json.dumps(Round(
+        1, Plan("vectorize", "wide loads", "wide loads"), source_hash(SILU), candidate_hash=source_hash(injected),
+        evaluation=passed, outcome="adopted").to_json()))
+    r = _cli("optimize", str(f), "--kernel", "silu_and_mul", "--resume", "last", "--rounds", "1", "--backend", "cpu",
+             "--write", timeout=600)
+    assert "injected" not in f.read_text(), (r.returncode, r.stdout[-2000:], r.stderr[-2000:])
+    assert r.returncode == 2 and "not resumed" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
 def test_catalogue_table_is_current():
     doc = (ROOT / "docs" / "attack-catalogue.md").read_text()
     assert doc == catalogue.markdown(), "run: python -m tests.security.catalogue"

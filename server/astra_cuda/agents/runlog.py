@@ -9,11 +9,20 @@ inspected, reported or resumed.
     measured/<hash>.json every evaluation as soon as it is made (by source hash): a round cut
                          short (a lost cluster node) loses nothing when it is resumed
     tuning.json          the tuning stage's parameter points (after the rounds)
+
+A resumed run reuses its log's evaluations (they are not gated again), and `.astra/` is a folder
+a cloned repository may have committed: a run log made elsewhere would make verdicts of its own
+(a candidate no gate ever saw, "passed" and adopted, then `--write`). So every run's `run.json`
+carries a mark, an HMAC of its id and its original under a key of this user's, kept outside every
+project (`run_key`), and only a run with its mark is resumed.
 """
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
+import secrets
 import time
 import uuid
 from dataclasses import dataclass
@@ -42,6 +51,31 @@ def _write(path: Path, text: str) -> None:
             raise
 
 
+def run_key() -> bytes:
+    """This user's key for run marks: `$XDG_STATE_HOME/astra/run-key` (~/.local/state/astra),
+    made once (0600); never inside a project."""
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    path = Path(state) / "astra" / "run-key"
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    except FileExistsError:
+        return path.read_bytes()  # another process made it meanwhile
+    with os.fdopen(fd, "wb") as f:
+        f.write(secrets.token_bytes(32))
+    return path.read_bytes()
+
+
+def mark(run_id: str, original: str) -> str:
+    """The mark of the run `run_id` started from `original`, as this user's Astra writes it."""
+    data = f"{run_id}\0{hashlib.sha256(original.encode('utf-8')).hexdigest()}".encode()
+    return hmac.new(run_key(), data, hashlib.sha256).hexdigest()
+
+
 class RunLog:
     """Its first writes (`start`) fail as NoSpace on a full disk, before the run has done
     anything; a write later in the run that fails for lack of room is noted in `unsaved` and
@@ -61,7 +95,7 @@ class RunLog:
             self.unsaved = self.unsaved or e.message
 
     def start(self, meta: dict, original: str) -> None:
-        _write(self.dir / "run.json", json.dumps(meta, indent=2))
+        _write(self.dir / "run.json", json.dumps({**meta, "mark": mark(self.dir.name, original)}, indent=2))
         _write(self.dir / "original.cu", original)
 
     def update_meta(self, **kv) -> None:
@@ -269,6 +303,11 @@ def resolve_resume(text: str, path: str | os.PathLike, kernel: str, run_id: str,
     original = RunLog(run.dir).read_original()
     if original is None:
         raise AstraError(f"run {run.id} has no original.cu in its log; it cannot be resumed")
+    said = RunLog(run.dir).meta().get("mark")
+    if not (isinstance(said, str) and hmac.compare_digest(said, mark(run.dir.name, original))):
+        raise AstraError(f"run {run.id} was not started by Astra as this user (its log carries no mark of yours: a "
+                         f"run log can come with a repository, and a resumed run trusts its verdicts); it is not "
+                         f"resumed — start a new run (without --resume)")
     if original != text:
         best = run.dir / "best.cu"
         if best.exists() and best.read_text(encoding="utf-8") == text:
