@@ -512,6 +512,10 @@ FILES = [
            "written in elsewhere/.astra/; with --write it would have been rewritten)",
            "exit 2 naming the file; nothing read or written outside the project",
            "batch: a resumed manifest's targets lie in the project or the paths given"),
+    Attack("folder_link_out", "file", "a committed `k.cu -> ../elsewhere/k.cu` in a folder, then `astra check DIR` "
+           "(the other project's file was checked and pinned there: elsewhere/.astra/pins.json; optimize DIR --write "
+           "would rewrite it)", "nothing written outside the project", "cli.paths.walk: a folder's link whose file "
+           "lies outside the folder is not a target (a file named on the command line is followed)"),
     Attack("committed_run_log", "file", "a committed run log of the user's file (`.astra/runs/…`) whose round 1 "
            "'adopted' a candidate its evaluation.json says passed, which no gate ran; then `optimize k.cu --resume last "
            "--write` (a resumed run reuses its log's verdicts: the candidate was written into the file)",

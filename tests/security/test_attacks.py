@@ -1145,6 +1145,22 @@ def test_batch_manifest_targets_stay_in_the_project(tmp_path):
     assert sorted(p.name for p in elsewhere.iterdir()) == ["k.cu"]
 
 
+def test_folder_link_out_is_not_a_target(tmp_path):
+    """A committed `k.cu -> ../elsewhere/k.cu`: `astra check DIR` checked the other project's file
+    and pinned it there (main: elsewhere/.astra/pins.json written). A link within the folder stays."""
+    from astra_cuda.cli.paths import walk
+    proj, elsewhere = _project_beside(tmp_path)
+    (elsewhere / "k.cu").write_text(SILU)
+    (proj / "k.cu").symlink_to("../elsewhere/k.cu")
+    (proj / "sub").mkdir()
+    (proj / "sub" / "mine.cu").write_text(SILU)
+    (proj / "alias.cu").symlink_to("sub/mine.cu")
+    assert walk(str(proj)) == [str(proj / "alias.cu"), str(proj / "sub" / "mine.cu")]
+    r = _cli("check", str(proj), "--backend", "cpu", timeout=600)
+    assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-2000:])
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["k.cu"]
+
+
 def test_committed_run_log_is_not_resumed(tmp_path):
     """A committed run log of the user's file: round 1 'adopted' a candidate its evaluation.json
     says passed 34 cases, which no gate ever ran (here: silu's sign flipped). `--resume last

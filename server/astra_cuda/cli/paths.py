@@ -41,9 +41,14 @@ def expand(paths: list[str]) -> list[tuple[str, bool]]:
 
 
 def walk(folder: str) -> list[str]:
-    """The CUDA sources under `folder`, sorted; hidden, build and tool folders skipped."""
+    """The CUDA sources under `folder`, sorted; hidden, build and tool folders skipped, and a
+    symbolic link whose file lies outside `folder`: a cloned repository may commit `k.cu ->
+    ../../other/k.cu`, and a check or optimize of the folder then wrote pins, run logs (and with
+    --write the rewrite) into that other project. A file named on the command line is followed."""
     found = []
+    top = os.path.realpath(folder)
     for root, dirs, names in os.walk(folder):
         dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
-        found += [os.path.join(root, n) for n in sorted(names) if n.endswith(SUFFIXES)]
+        found += [f for f in (os.path.join(root, n) for n in sorted(names) if n.endswith(SUFFIXES))
+                  if os.path.commonpath([top, os.path.realpath(f)]) == top]
     return sorted(found)
