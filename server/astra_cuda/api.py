@@ -474,6 +474,7 @@ def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm:
     runs_dir = workspace.astra_dir(path) / "runs"
     run = None
     if resume:
+        workspace.refuse_links(path)  # never read through a link (nothing is created for a resume that fails)
         run = runlog.resolve_resume(text, path, info.kernel.name, resume, runs_dir, workspace.root_for(path))
         rounds = runlog.resume_rounds(run, rounds, "llm" if llm is not None else "offline")
     rounds = 5 if rounds is None else rounds
@@ -557,8 +558,8 @@ def runs(snap: Snapshot, kernel: str | None = None) -> list[RunInfo]:
     """The logged optimize runs of this file (and kernel), oldest first: `runlog.RunInfo`s."""
     from .agents import runlog
     name = _kernel_info(snap, kernel).kernel.name if kernel else None
-    return runlog.runs_of(snap.text, snap.path, workspace.astra_dir(snap.path) / "runs",
-                          workspace.root_for(snap.path), name)
+    own = workspace.readable_astra_dir(snap.path)  # never through a link (a committed `.astra -> elsewhere`)
+    return runlog.runs_of(snap.text, snap.path, own / "runs", workspace.root_for(snap.path), name) if own else []
 
 
 def write_result(path: str, original: str, new_text: str) -> None:

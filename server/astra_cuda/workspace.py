@@ -83,6 +83,24 @@ def _refuse_links(top: Path) -> None:
                 raise _not_own(Path(folder) / name)
 
 
+def refuse_links(path: str | os.PathLike) -> None:
+    """AstraError where `path`'s `.astra/` is a symbolic link, not a folder, or holds a link (as
+    `ensure_astra_dir` says it); nothing is created, and a missing one is no error."""
+    if os.path.lexists(astra_dir(path)):
+        _refuse_links(astra_dir(path))
+
+
+def readable_astra_dir(path: str | os.PathLike) -> Path | None:
+    """`.astra/` for `path` to read a folder of (run logs, batch manifests), or None where it is
+    missing, a symbolic link, not a folder, or holds a link: nothing is read through one."""
+    top = astra_dir(path)
+    try:
+        _refuse_links(top)
+    except Exception:  # noqa: BLE001 - AstraError (a link, not a folder) or OSError: nothing to read
+        return None
+    return top
+
+
 def _read_own(path: str | os.PathLike, *parts: str) -> str | None:
     """The text of the file `parts` under `path`'s `.astra/`, never through a symbolic link (in
     its path or itself); None when missing or refused."""

@@ -512,6 +512,10 @@ FILES = [
            "written in elsewhere/.astra/; with --write it would have been rewritten)",
            "exit 2 naming the file; nothing read or written outside the project",
            "batch: a resumed manifest's targets lie in the project or the paths given"),
+    Attack("runs_read_through_link", "file", "a committed `.astra -> ../elsewhere` holding another place's run log of a "
+           "file of the same name and text, then `optimize k.cu --list-runs` and `--resume last` (runs were listed, "
+           "and read for the resume, through the link)", "nothing listed or read through the link; resume exit 2",
+           "workspace.readable_astra_dir / ensure_astra_dir before any run log or manifest is read"),
     Attack("folder_link_out", "file", "a committed `k.cu -> ../elsewhere/k.cu` in a folder, then `astra check DIR` "
            "(the other project's file was checked and pinned there: elsewhere/.astra/pins.json; optimize DIR --write "
            "would rewrite it)", "nothing written outside the project", "cli.paths.walk: a folder's link whose file "

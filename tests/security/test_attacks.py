@@ -1145,6 +1145,24 @@ def test_batch_manifest_targets_stay_in_the_project(tmp_path):
     assert sorted(p.name for p in elsewhere.iterdir()) == ["k.cu"]
 
 
+def test_runs_are_not_read_through_a_link(tmp_path):
+    """`.astra -> ../elsewhere` holding another place's run of a file of the same name and text:
+    `--list-runs` listed it (main), `--resume` read it before refusing to write."""
+    proj, elsewhere = _project_beside(tmp_path)
+    f = proj / "k.cu"
+    f.write_text(SILU)
+    run = elsewhere / "runs" / "20990101-000000-silu_and_mul-abcdef"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"kernel": "silu_and_mul", "path": "k.cu", "mode": "offline",
+                                              "rounds": 1, "started": 4.1e9, "status": "running"}))
+    (run / "original.cu").write_text(SILU)
+    (proj / ".astra").symlink_to("../elsewhere")
+    r = _cli("optimize", str(f), "--list-runs", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout) == [], (r.stdout, r.stderr)
+    r = _cli("optimize", str(f), "--kernel", "silu_and_mul", "--resume", "last", "--backend", "cpu", timeout=600)
+    assert r.returncode == 2 and "symbolic link" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
 def test_folder_link_out_is_not_a_target(tmp_path):
     """A committed `k.cu -> ../elsewhere/k.cu`: `astra check DIR` checked the other project's file
     and pinned it there (main: elsewhere/.astra/pins.json written). A link within the folder stays."""

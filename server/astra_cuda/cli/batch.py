@@ -63,6 +63,8 @@ def targets(paths: list[str], kernel: str | None = None) -> list[Target]:
 # ---- the manifest -----------------------------------------------------------------------------
 
 def _batches_dir(anchor: str) -> Path:
+    """Where the manifests are read from: never through a link (refused, as `ensure_astra_dir` does)."""
+    workspace.refuse_links(anchor)
     return workspace.astra_dir(anchor) / "batches"
 
 
