@@ -172,7 +172,7 @@ def test_vector_and_guarded_loads_and_stores_run_exactly(cpu, idioms):
     want = np.where(np.arange(32) < 24, a, 0).astype(np.float32)  # lanes past n read nothing: zeros
     want[1:24:4] += a[1:24:4]
     np.testing.assert_array_equal(out, want)
-    with pytest.raises(LaunchError, match="misaligned address .* for a 16-byte access at user.cu:"):  # as on the GPU
+    with pytest.raises(LaunchError, match="misaligned address .*: an access needs 16-byte alignment, at user.cu:"):  # as on the GPU
         _launch(cpu, idioms, "copy", 8, [np.zeros(36, np.float32), np.zeros(36, np.float32), i32(32), i32(1)])
 
 

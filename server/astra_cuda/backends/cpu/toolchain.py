@@ -112,6 +112,18 @@ def libcuxx_flags(source: str) -> list[str]:
 
 SANITIZERS = ("", "address", "thread")  # plain build, ASan (out of bounds), TSan (data races)
 
+# Kernel code is compiled with the compiler's alignment check: a GPU faults on an access that is
+# not aligned to its type (a `float4` load from a float pointer plus one), x86 does not, so without
+# it the CPU would pass what the GPU cannot run. A failed check calls the runtime's own handler
+# (astra_runtime.cpp), never a sanitizer library: it names the access and aborts the launch.
+ALIGNMENT_CHECK = ["-fsanitize=alignment", "-fno-sanitize-recover=alignment"]
+
+
+def unit_flags(sanitize: str) -> list[str]:
+    """Flags for kernel code (a unit and the precompiled shim it includes): the runtime and the
+    link take `base_flags` only, so that no sanitizer library is linked for the alignment check."""
+    return [*base_flags(sanitize), *ALIGNMENT_CHECK]
+
 
 def base_flags(sanitize: str) -> list[str]:
     flags = ["-std=c++17", "-O1", "-fPIC", "-ffp-contract=fast", "-fno-strict-aliasing",
@@ -359,7 +371,7 @@ def first_errors(log: str, limit: int = 12) -> str:
 
 
 def _flags_digest(sanitize: str) -> str:
-    return hashlib.sha256(" ".join(base_flags(sanitize)).encode()).hexdigest()[:8]
+    return hashlib.sha256(" ".join(unit_flags(sanitize)).encode()).hexdigest()[:8]
 
 
 def runtime_object(sanitize: str) -> Path:
@@ -406,7 +418,7 @@ def precompiled_shim(sanitize: str) -> Path:
             f.write(SHIM.read_text())
         os.replace(tmp, header)
     try:
-        atomic_build(gch, lambda tmp: [compiler(), *base_flags(sanitize), "-x", "c++-header", str(header), "-o", tmp],
+        atomic_build(gch, lambda tmp: [compiler(), *unit_flags(sanitize), "-x", "c++-header", str(header), "-o", tmp],
                       "precompiling the CUDA shim")
     except CompileError:
         return SHIM

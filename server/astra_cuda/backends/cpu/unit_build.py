@@ -178,7 +178,7 @@ def compile_module(source: str, name_expressions: Sequence[str], filename: str,
     opts = host_options(options, source)
     headers = header_digest(source, filename, opts)  # an edited header is a new build
     key = hashlib.sha256("\0".join([source, *name_expressions, *opts, str(sanitize), headers, toolchain.runtime_digest(),
-                                    *toolchain.base_flags(sanitize)]).encode()).hexdigest()[:24]
+                                    *toolchain.unit_flags(sanitize)]).encode()).hexdigest()[:24]
     out = toolchain.cache_dir() / f"mod-{key}{'-' + sanitize if sanitize else ''}.so"
     asked = time.monotonic()
     with toolchain.one_build(out):
@@ -217,7 +217,7 @@ def _build_module(out: Path, source: str, name_expressions: Sequence[str], filen
         confined = toolchain.confinement(d, opts)
 
         def compile_cmd(tmp: str) -> list[str]:
-            return [toolchain.compiler(), *libcuxx, *toolchain.base_flags(sanitize), *opts, "-include", str(shim),
+            return [toolchain.compiler(), *libcuxx, *toolchain.unit_flags(sanitize), *opts, "-include", str(shim),
                     "-c", "-x", "c++",
                     str(src), "-o", tmp]
 

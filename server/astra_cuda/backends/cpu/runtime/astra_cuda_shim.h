@@ -118,7 +118,8 @@ unsigned long long warp_op(int op, unsigned mask, unsigned long long value, int 
 // The lanes of the warp that reach this call together (see astra_runtime.cpp).
 unsigned active_mask(const char* file, int line);
 [[noreturn]] void trap(const char* file, int line);
-[[noreturn]] void misaligned(const void* p, unsigned long long bytes, const char* file, int line);
+[[noreturn]] void misaligned(const void* p, unsigned long long bytes, const char* file, int line,
+                             const char* type = nullptr);
 void* dyn_smem();
 // Namespace-scope `extern __shared__` arrays: pointer setters called at every block start.
 int register_dyn_shared(void (*set)(void*));

@@ -81,6 +81,12 @@ void __tsan_write_range_pc(void* addr, unsigned long size, void* pc);
 namespace astra {
 
 namespace {
+// Memory a launch hands to kernel code as a GPU would (buffers, dynamic shared memory): aligned
+// as cudaMalloc's, so that the alignment check holds the CPU to what the GPU allows, no less.
+void* aligned_block(size_t bytes) {
+  void* p = nullptr;
+  return posix_memalign(&p, 256, bytes) == 0 ? p : nullptr;
+}
 
 enum State { NEW = 0, RUNNABLE, WAIT_BAR, WAIT_WARP, DONE };
 
@@ -897,8 +903,9 @@ void worker_main(Launch& L, bool handlers) {
   }
   b.arena = arena.aligned;
   bool failed = false;
-  // malloc'd so that ASan puts red zones around the dynamic shared memory.
-  void* smem = L.shmem ? std::malloc(L.shmem) : nullptr;
+  // malloc'd so that ASan puts red zones around the dynamic shared memory; aligned as a GPU's
+  // (a vector access to it is checked for alignment).
+  void* smem = L.shmem ? aligned_block(L.shmem) : nullptr;
   b.info.dyn_smem = smem;
   for (;;) {
     if (L.stop.load()) break;
@@ -1005,13 +1012,35 @@ void trap(const char* file, int line) {
   abort();
 }
 
-void misaligned(const void* p, unsigned long long bytes, const char* file, int line) {
-  Fiber* f = self();  // an inline PTX access the GPU would fault on (inline_asm.py)
-  fprintf(stderr, "astra: misaligned address %p for a %llu-byte access at %s:%d in block (%u,%u,%u) thread (%u,%u,%u)\n",
-          p, bytes, file, line, f->info->bid.x, f->info->bid.y, f->info->bid.z, f->tid.x, f->tid.y, f->tid.z);
+void misaligned(const void* p, unsigned long long bytes, const char* file, int line, const char* type) {
+  Fiber* f = self();  // an access the GPU would fault on: inline PTX (inline_asm.py) or C++ (below)
+  fprintf(stderr, "astra: misaligned address %p: %s%s needs %llu-byte alignment, at %s:%d in block (%u,%u,%u) "
+          "thread (%u,%u,%u)\n", p, type ? "an access to " : "an access", type ? type : "", bytes, file, line, f->info->bid.x, f->info->bid.y, f->info->bid.z, f->tid.x, f->tid.y, f->tid.z);
   fflush(stderr);
   signal(SIGABRT, SIG_DFL);
   abort();
+}
+
+// Kernel code is compiled with the compiler's alignment check (toolchain.ALIGNMENT_CHECK), which
+// calls these on a misaligned access; their data is laid out as GCC and Clang pass it (ubsan's
+// TypeMismatchData, version 1). Defined here so that no sanitizer library is needed.
+struct UbsanLocation {
+  const char* file;
+  unsigned line, column;
+};
+struct UbsanType {
+  unsigned short kind, info;
+  char name[1];  // the type's name in quotes, e.g. 'const float4'
+};
+struct UbsanMismatch {
+  UbsanLocation loc;
+  const UbsanType* type;
+  unsigned char log_alignment, check_kind;
+};
+
+[[noreturn]] void ubsan_misaligned(const UbsanMismatch* d, uintptr_t p) {
+  misaligned((const void*)p, 1ull << d->log_alignment, d->loc.file ? d->loc.file : "?", (int)d->loc.line,
+             d->type ? d->type->name : nullptr);
 }
 
 void* dyn_smem() { return self()->info->dyn_smem; }
@@ -1054,6 +1083,13 @@ void poison_shared(void* p, size_t n, unsigned long long* epoch) {
 }
 
 }  // namespace astra
+
+extern "C" [[noreturn]] void __ubsan_handle_type_mismatch_v1_abort(const astra::UbsanMismatch* d, uintptr_t p) {
+  astra::ubsan_misaligned(d, p);
+}
+extern "C" [[noreturn]] void __ubsan_handle_type_mismatch_v1(const astra::UbsanMismatch* d, uintptr_t p) {
+  astra::ubsan_misaligned(d, p);
+}
 
 using namespace astra;
 
@@ -1104,7 +1140,7 @@ extern "C" int astra_launch(void (*entry)(void**), void** args, int nargs,
     for (int i = 0; i < nargs; ++i) {
       if (!buf_bytes[i]) continue;
       void* src = *(void**)args[i];
-      copies[i] = std::malloc(buf_bytes[i]);
+      copies[i] = aligned_block(buf_bytes[i]);
       std::memcpy(copies[i], src, buf_bytes[i]);
       ptr_vals[i] = copies[i];
       argv[i] = &ptr_vals[i];
