@@ -199,12 +199,12 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
             # multiples of 16: a row split into packets of 8 (`hidden / 8`) is then read whole; the
             # sixth size on is one more than the size five before it, so no two sizes are equal
             sizes = {n: (_PROBE_VALUES[(i + k) % 5] + i // 5) * (k + 2) * 16 for i, n in enumerate(names)}
-            if table_first:   # the table larger than every other size: what its indices reach shows
-                sizes[TABLE] = 2 * sum(v for n, v in sizes.items() if n != TABLE) + 16
             for num, den in divided:   # `hidden_dim / heads` threads: a whole multiple, as the launcher has it
                 sizes[num] *= sizes[den] // 16
             for hi, lo in differences:   # `(max - min) / 8` blocks: the first above the second
                 sizes[hi] += sizes[lo]
+            if table_first:   # the table larger than every other size (multiplied above): what its indices reach shows
+                sizes[TABLE] = 2 * sum(v for n, v in sizes.items() if n != TABLE) + 16
             for n in powers:   # a size the kernel shifts by the log2 of: the power of two at or below its probe
                 if n in sizes:
                     sizes[n] = 1 << (sizes[n].bit_length() - 1)
@@ -226,8 +226,9 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
             samples.append((sizes, facts))
         return samples
 
-    def at(sizes: dict[str, int], extra: dict[str, str]):
-        """The kernel's accesses at one assignment of the sizes (None where the launch is invalid)."""
+    def at(sizes: dict[str, int], extra: dict[str, str], ints: set[str] = int_params):
+        """The kernel's accesses at one assignment of the sizes (None where the launch is invalid);
+        `ints`: the integer pointers whose loads are taken as indices below the table's size."""
         try:
             probe = dict(sizes)   # the parameters derived from the sizes (a row stride) take their values
             for name, e in {**(derived or {}), **extra}.items():
@@ -239,7 +240,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
         g, b = (g + [1, 1, 1])[:3], (b + [1, 1, 1])[:3]
         if min(g + b) < 1:
             return None
-        return access.analyse(kernel, probe, g, b, elem_bytes, int_params, probe[TABLE], constants, lanes,
+        return access.analyse(kernel, probe, g, b, elem_bytes, ints, probe[TABLE], constants, lanes,
                               helpers, type_bytes, shared_rows)
 
     extents = _extents_of
@@ -346,13 +347,21 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
         if moved is not None and any(reach(moved)[p] != known[p] for p in bad):
             good = {p: fitted(base, e, fixed) for p, e in extents(base).items()
                     if e is not None and p not in bad and fitted(base, e, fixed) is not None}
+            # those the table does not move stay as they were (GPTQ's packed weights beside its
+            # `a_ptr[b_q_perm[k]]`): the table's size is decided by those it moves
+            aside = {p for p in bad if reach(moved)[p] == known[p]}
+            fits = []   # a smaller size fits as well where another access reaches the whole row (`perm ?
+            # a[perm[k]] : a[k]`): the largest that fits is the row the indices address
             for n in size_names:
                 if n in fixed or n in (derived or {}) or is_stride(n):
                     continue
                 tried = solve({TABLE: n})
-                if tried is not None and not misfits(tried) and _same_shapes(good, tried, fitted, {TABLE: n}):
-                    result, equal = tried, {TABLE: n}
-                    break
+                if tried is not None and set(misfits(tried)) <= aside and \
+                        _same_shapes(good, tried, fitted, {TABLE: n}):
+                    fits.append((tried[1][0][0][n], n, tried))
+            if fits:
+                _, n, result = max(fits, key=lambda f: f[0])
+                equal = {TABLE: n}
     fixed, samples = result
     shapes: dict[str, list[str]] = {}
     packets: dict[str, int] = {}
@@ -437,7 +446,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
         # arrays they index are that many rows and the indices are drawn below it
         again = infer_shapes(kernel, size_names, grid, block, elem_bytes, int_params, constants, lanes, derived, helpers,
                         equal_sizes, type_bytes, require, table_first=True, powers=powers)
-        if again is not None and again.uses_table:
+        if again is not None and (again.uses_table or TABLE in again.equal):   # a table as large as a row
             return again
         # still none: a row picked by a sum of loaded values (DeepSpeed's `seq.start_idx + seq.n_tokens
         # - 1`) reaches twice the table; each drawn below half of it (and from 1, for the `- 1`)
@@ -447,10 +456,18 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
                              shared_rows=True)
         if again is not None and again.uses_table:
             return again
+    tables = {n for n, u in last.items() if u.table_loads} if uses_table or TABLE in equal else set()
+    for p in sorted(tables) if len(tables) > 1 else ():
+        # an integer input whose values index nothing (GPTQ's packed weights beside its permutation
+        # `b_q_perm`): every other reach the same with its loads unknown — not drawn as indices
+        alone = at(samples[-1][0], fixed, int_params - {p})
+        if alone is not None and all((alone.uses[q].hi, alone.uses[q].unknown) == (u.hi, u.unknown)
+                                     for q, u in last.items() if q != p):
+            tables.discard(p)
     return InferredShapes(shapes, {n for n, u in last.items() if u.read and u.written},
                    # a pointer never touched (`residual` where has_residual is false) is no output either
                    {n for n, u in last.items() if not u.written},
-                   {n for n, u in last.items() if u.table_loads} if uses_table or TABLE in equal else set(), uses_table,
+                   tables, uses_table,
                    {k: v for k, v in fixed.items() if k not in equal}, equal, packets,
                    {n: u.packet for n, u in last.items() if u.packet > 1},
                    {n: set(u.casts) for n, u in last.items() if u.casts}, partial,
