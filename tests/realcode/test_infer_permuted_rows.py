@@ -30,3 +30,5 @@ def test_a_permutation_of_a_row_is_drawn_within_the_row_and_packed_weights_are_n
     assert s.args["a"].shape == ("m", "k")
     for packed in ("w", "zeros"):   # their values are bits, not indices
         assert s.args[packed].init.kind != "randint", (packed, s.args[packed].init)
+
+

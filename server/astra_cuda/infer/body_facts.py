@@ -43,8 +43,11 @@ def class_argument(arg: str) -> str | None:
 def scatter_of(found: InferredShapes) -> tuple[str, str] | None:
     """(the index array, its element count) where the kernel's one index array places rows of
     outputs it never reads (`out[idx[row] * cols + i] = x`): a scatter, whose destinations are
-    distinct — drawn with repeats, two rows would race for one destination and others stay unwritten."""
-    shape = found.shapes.get(next(iter(found.tables))) if found.uses_table and len(found.tables) == 1 else None
+    distinct — drawn with repeats, two rows would race for one destination and others stay unwritten.
+    A CSR `indptr` (`boundaries`) holds segment starts, not destinations (FlashInfer's rotary `indptr`
+    once `offsets`, which indexes nothing, is no table beside it)."""
+    shape = found.shapes.get(next(iter(found.tables))) if found.uses_table and len(found.tables) == 1 \
+        and not found.tables & found.boundaries else None
     users = [p for p, s in found.shapes.items() if any(TABLE in exprs.names(d) for d in s)]
     if not shape or any(TABLE in exprs.names(d) for d in shape) or not users \
             or any(p in found.read_only or p in found.inout for p in users):

@@ -160,6 +160,12 @@ def _same_shapes(good: dict, tried, fitted, equal: dict[str, str]) -> bool:
     return all(p in now and now[p] is not None and norm(now[p]) == norm(shape) for p, shape in good.items())
 
 
+def _shapes_at(tried, fitted) -> dict:
+    """Each pointer's fitted shape under one solution (`solve`'s fixed sizes and samples)."""
+    fixed, samples = tried
+    return {p: fitted(samples, e, fixed) for p, e in _extents_of(samples).items() if e is not None}
+
+
 def _extents_of(samples: list) -> dict[str, list[int] | None]:
     out: dict[str, list[int] | None] = {}
     for p in samples[0][1].uses:
@@ -350,8 +356,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
             # those the table does not move stay as they were (GPTQ's packed weights beside its
             # `a_ptr[b_q_perm[k]]`): the table's size is decided by those it moves
             aside = {p for p in bad if reach(moved)[p] == known[p]}
-            fits = []   # a smaller size fits as well where another access reaches the whole row (`perm ?
-            # a[perm[k]] : a[k]`): the largest that fits is the row the indices address
+            fits = []   # (probe value, size, result) of each size the table may equal
             for n in size_names:
                 if n in fixed or n in (derived or {}) or is_stride(n):
                     continue
@@ -360,7 +365,11 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
                         _same_shapes(good, tried, fitted, {TABLE: n}):
                     fits.append((tried[1][0][0][n], n, tried))
             if fits:
-                _, n, result = max(fits, key=lambda f: f[0])
+                # the first that fits (`probs[indices[b] * d + i]`: rows of `batch_size`, not `d`), unless
+                # another access reaches the whole row whatever the table (`perm ? a[perm[k]] : a[k]`):
+                # then smaller sizes fit with the same shapes, and the largest is the row it addresses
+                first = _shapes_at(fits[0][2], fitted)
+                _, n, result = max((f for f in fits if _shapes_at(f[2], fitted) == first), key=lambda f: f[0])
                 equal = {TABLE: n}
     fixed, samples = result
     shapes: dict[str, list[str]] = {}
@@ -459,7 +468,8 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
     tables = {n for n, u in last.items() if u.table_loads} if uses_table or TABLE in equal else set()
     for p in sorted(tables) if len(tables) > 1 else ():
         # an integer input whose values index nothing (GPTQ's packed weights beside its permutation
-        # `b_q_perm`): every other reach the same with its loads unknown — not drawn as indices
+        # `b_q_perm`; FlashInfer rotary's `offsets`, a position): every other reach the same with its
+        # loads unknown — not drawn as indices
         alone = at(samples[-1][0], fixed, int_params - {p})
         if alone is not None and all((alone.uses[q].hi, alone.uses[q].unknown) == (u.hi, u.unknown)
                                      for q, u in last.items() if q != p):
