@@ -13,8 +13,8 @@ from ..model import access, accessors, compiled_branches, exprs
 from ..model.source import Kernel
 from ..model.syntax import walk
 from . import masks
-from .shape_fits import (TABLE, bounding_polynomial, confirmed_at_probes, fit_product, packet_width, per_block_fit,
-                         polynomial_fit, quotient_fit)
+from .shape_fits import (TABLE, bounding_polynomial, confirmed_at_probes, extents_of, fit_product, packet_width,
+                         per_block_fit, polynomial_fit, quotient_fit, same_shapes, shapes_at)
 
 
 # ---- shapes from the kernel's accesses ----------------------------------------------------------
@@ -152,28 +152,6 @@ def _holds(require: list[str], sizes: dict[str, int]) -> bool:
         return True
 
 
-def _same_shapes(good: dict, tried, fitted, equal: dict[str, str]) -> bool:
-    fixed, samples = tried
-    now = {p: fitted(samples, e, fixed) for p, e in _extents_of(samples).items() if e is not None}
-    def norm(shape):
-        return sorted(x.strip() for dim in shape for d in dim.split("*") for x in equal.get(d.strip(), d.strip()).split("*"))
-    return all(p in now and now[p] is not None and norm(now[p]) == norm(shape) for p, shape in good.items())
-
-
-def _shapes_at(tried, fitted) -> dict:
-    """Each pointer's fitted shape under one solution (`solve`'s fixed sizes and samples)."""
-    fixed, samples = tried
-    return {p: fitted(samples, e, fixed) for p, e in _extents_of(samples).items() if e is not None}
-
-
-def _extents_of(samples: list) -> dict[str, list[int] | None]:
-    out: dict[str, list[int] | None] = {}
-    for p in samples[0][1].uses:
-        uses = [f.uses[p] for _, f in samples]
-        out[p] = None if any(u.unknown or u.hi is None for u in uses) else [u.hi + 1 for u in uses]
-    return out
-
-
 def is_stride(name: str) -> bool:
     """A stride by its name: `stride` in it, or BLAS's leading dimension (`lda`, `ldc`, `ld_out`)."""
     low = name.lower()
@@ -249,7 +227,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
         return access.analyse(kernel, probe, g, b, elem_bytes, ints, probe[TABLE], constants, lanes,
                               helpers, type_bytes, shared_rows)
 
-    extents = _extents_of
+    extents = extents_of
 
     def fitted(samples: list, extent: list[int], fixed: dict[str, str]) -> list[str] | None:
         free = [n for n in names if n not in fixed and n not in (derived or {})]
@@ -328,7 +306,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
         for a, b in tries:
             tried = solve({a: b})
             # taken only where every pointer then fits and those that fitted before keep their shape
-            if tried is not None and not unfit(tried) and _same_shapes(good, tried, fitted, {a: b}):
+            if tried is not None and not unfit(tried) and same_shapes(good, tried, fitted, {a: b}):
                 result, equal = tried, {a: b}
                 break
     def reach(samples: list) -> dict[str, list[int] | None]:   # an unbounded access aside (see `partial`)
@@ -362,14 +340,14 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
                     continue
                 tried = solve({TABLE: n})
                 if tried is not None and set(misfits(tried)) <= aside and \
-                        _same_shapes(good, tried, fitted, {TABLE: n}):
+                        same_shapes(good, tried, fitted, {TABLE: n}):
                     fits.append((tried[1][0][0][n], n, tried))
             if fits:
                 # the first that fits (`probs[indices[b] * d + i]`: rows of `batch_size`, not `d`), unless
                 # another access reaches the whole row whatever the table (`perm ? a[perm[k]] : a[k]`):
                 # then smaller sizes fit with the same shapes, and the largest is the row it addresses
-                first = _shapes_at(fits[0][2], fitted)
-                _, n, result = max((f for f in fits if _shapes_at(f[2], fitted) == first), key=lambda f: f[0])
+                first = shapes_at(fits[0][2], fitted)
+                _, n, result = max((f for f in fits if shapes_at(f[2], fitted) == first), key=lambda f: f[0])
                 equal = {TABLE: n}
     fixed, samples = result
     shapes: dict[str, list[str]] = {}

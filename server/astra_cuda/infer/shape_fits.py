@@ -254,3 +254,28 @@ def packet_width(shape: list[str], values: list[tuple[dict[str, int], int]], giv
     while width <= over:
         width *= 2
     return width
+
+
+def same_shapes(good: dict, tried, fitted, equal: dict[str, str]) -> bool:
+    """Whether every pointer fitted in `good` has the same shape under `tried`, the sizes `equal`
+    names read as the sizes they were taken equal to."""
+    fixed, samples = tried
+    now = {p: fitted(samples, e, fixed) for p, e in extents_of(samples).items() if e is not None}
+    def norm(shape):
+        return sorted(x.strip() for dim in shape for d in dim.split("*") for x in equal.get(d.strip(), d.strip()).split("*"))
+    return all(p in now and now[p] is not None and norm(now[p]) == norm(shape) for p, shape in good.items())
+
+
+def shapes_at(tried, fitted) -> dict:
+    """Each pointer's fitted shape under one solution (`solve`'s fixed sizes and samples)."""
+    fixed, samples = tried
+    return {p: fitted(samples, e, fixed) for p, e in extents_of(samples).items() if e is not None}
+
+
+def extents_of(samples: list) -> dict[str, list[int] | None]:
+    """Each pointer's extent at every probe (None where an access there is unbounded)."""
+    out: dict[str, list[int] | None] = {}
+    for p in samples[0][1].uses:
+        uses = [f.uses[p] for _, f in samples]
+        out[p] = None if any(u.unknown or u.hi is None for u in uses) else [u.hi + 1 for u in uses]
+    return out
