@@ -62,3 +62,17 @@ def test_a_real_value_equal_to_the_poison_pattern_is_not_unwritten():
     close[0] = np.nextafter(ref[0], np.float16(0))  # 1 ulp away, within tolerance
     assert compare(ref, ref.copy(), 1e-2, 1e-2, poison=0xA5) is None
     assert compare(np.array([close[0], 1.0], np.float16), ref, 1e-2, 1e-2, poison=0xA5) is None
+
+
+def test_a_bit_for_bit_comparison_does_not_cite_tolerances_it_did_not_use():
+    # Two runs of a kernel without atomics are compared bit for bit (TGI's masked softmax differed
+    # by 7e-9 between runs, and the message said "beyond atol=1e-05", which it was not).
+    a = np.array([0.0557748, 1.0, 2.0], dtype=np.float32)
+    b = a.copy()
+    b[0] = np.nextafter(b[0], np.float32(1))
+    m = compare(a, b, 1e-5, 1e-4, exact=True, check_constant=False)
+    assert m is not None
+    said = m.message("result", 1e-5, 1e-4, exact=True)
+    assert "bit for bit" in said and "atol" not in said
+    assert "beyond atol=1e-05, rtol=0.0001" in m.message("result", 1e-5, 1e-4)
+    assert compare(a, b, 1e-5, 1e-4, exact=False, check_constant=False) is None

@@ -31,7 +31,9 @@ class Mismatch:
     nonfinite: int = 0        # failing elements where one side is NaN/inf and the other is not
     allowance: float | None = None  # the largest rounding allowance granted, when there was one
 
-    def message(self, output: str, atol: float, rtol: float) -> str:
+    def message(self, output: str, atol: float, rtol: float, exact: bool = False) -> str:
+        """`exact`: the comparison was bit for bit (the tolerances played no part), as for two runs of
+        a kernel without atomics on the same inputs."""
         idx = "[" + ", ".join(map(str, self.index)) + "]"
         if self.kind == "unwritten":
             return (f"`{output}`: {self.bad} of {self.total} elements were never written (still hold the "
@@ -46,7 +48,9 @@ class Mismatch:
         if self.allowance is not None:
             special = (f" and twice the reference's own rounding error (up to {_fmt(self.allowance)}, measured by "
                        f"running it with directed rounding)" + special)
-        return (f"`{output}`: {self.bad} of {self.total} elements differ beyond atol={atol:g}, rtol={rtol:g}{special}; "
+        how = ("differ bit for bit (the same inputs give the same bits where no atomics are used)" if exact
+               else f"differ beyond atol={atol:g}, rtol={rtol:g}")
+        return (f"`{output}`: {self.bad} of {self.total} elements {how}{special}; "
                 f"max abs error {_fmt(self.max_abs_err)}, max rel error {_fmt(self.max_rel_err)} (finite elements); "
                 f"first at {output}{idx}: expected {_fmt(self.expected)}, got {_fmt(self.got)}")
 

@@ -171,7 +171,8 @@ class Judging(GateState):
             atol, rtol = self.tol(name)
             m = compare.compare(a, b, atol, rtol, exact=not self.atomics, check_constant=False)
             if m is not None:
-                self.fail("determinism", "two runs on the same inputs disagree: " + m.message(name, atol, rtol),
+                self.fail("determinism", "two runs on the same inputs disagree: "
+                          + m.message(name, atol, rtol, exact=not self.atomics),
                           info, output=name, index=list(m.index), bad=m.bad, total=m.total)
                 ok = False
             else:
