@@ -13,8 +13,10 @@ Without a GPU it still measures the static-diagnostic latency and says the rest 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import platform
+import pstats
 import statistics
 import sys
 import time
@@ -127,16 +129,26 @@ def bench_gpu(report: dict, quick: bool, save) -> None:
                 base = fastpath.reference_unit(ref) if cand.search_cut else ref
                 t0 = time.perf_counter()
                 # compute-sanitizer (its own worker, slow to start) is left out of the latency.
-                v = gate.check(base, cand, small, b, **no_sanitizer)
+                if i == 0 and path_kind == "search" and "gate_profile" not in report:
+                    # Where the gate's own seconds go (issue 24: 2-3 s of each evaluation on the H200
+                    # at 9749af4 once the compile was gone): the first search evaluation, profiled.
+                    prof = cProfile.Profile()
+                    v = prof.runcall(gate.check, base, cand, small, b, **no_sanitizer)
+                    report["gate_profile"] = {"kernel": name, "top": profile_top(prof)}
+                    profiled = True
+                else:
+                    profiled = False
+                    v = gate.check(base, cand, small, b, **no_sanitizer)
                 t1 = time.perf_counter()
                 pc = profiler.profile(base, cand, small, b)
                 t2 = time.perf_counter()
                 evals.append({"kernel": name, "path": path_kind, "sizes": small.bench_cases()[0], "unit_s": t0 - tu,
                               "check_s": t1 - t0, "profile_s": t2 - t1, "total_s": t2 - t0, "passed": v.passed,
                               "profile_valid": pc.valid, "speedup_vs_itself": pc.speedup,
-                              "gate_cases": getattr(v.coverage, "cases", None)})
+                              "gate_cases": getattr(v.coverage, "cases", None),
+                              "profiled": profiled})  # cProfile's overhead: left out of the medians
         save()
-    totals = [e["total_s"] for e in evals if e.get("path") == "search" and "total_s" in e]
+    totals = [e["total_s"] for e in evals if e.get("path") == "search" and "total_s" in e and not e.get("profiled")]
     whole = [e["total_s"] for e in evals if e.get("path") == "whole file" and "total_s" in e]
     report["targets"] = {
         "eval_median_s": statistics.median(totals) if totals else None,   # the search's evaluation
@@ -145,6 +157,14 @@ def bench_gpu(report: dict, quick: bool, save) -> None:
         "repeat_max_dev": max(abs(r["ratio"] - 1) for r in repeat) if repeat else None,
         "repeat_target": 0.02,
     }
+
+
+def profile_top(prof: cProfile.Profile, n: int = 30) -> list[dict]:
+    """The functions of a profile with the most cumulative time: where a check's seconds go."""
+    stats = pstats.Stats(prof)
+    rows = sorted(stats.stats.items(), key=lambda kv: kv[1][3], reverse=True)  # type: ignore[attr-defined]
+    return [{"function": f"{Path(f).name}:{line}:{fn}", "calls": nc, "cumulative_s": round(ct, 4),
+             "own_s": round(tt, 4)} for (f, line, fn), (cc, nc, tt, ct, _) in rows[:n]]
 
 
 def size_label(sizes: dict) -> str:
@@ -182,6 +202,12 @@ def markdown(report: dict) -> str:
                 lines.append(f"| {e['kernel']} | {e.get('path', '')} | {size_label(e['sizes'])} | {e.get('unit_s', 0):.2f} "
                              f"| {e['check_s']:.2f} | {e['profile_s']:.2f} | {e['total_s']:.2f} | "
                              f"{e['passed'] and e['profile_valid']} |")
+            gp = report.get("gate_profile")
+            if gp:
+                lines += ["", f"Where the gate's time goes, the first search evaluation of {gp['kernel']} (cProfile, "
+                              "cumulative):", "", "| function | calls | cumulative s | own s |", "|---|---:|---:|---:|"]
+                lines += [f"| `{r['function']}` | {r['calls']} | {r['cumulative_s']:.3f} | {r['own_s']:.3f} |"
+                          for r in gp["top"]]
             for p in report.get("proofs", []):
                 lines.append(f"\nProof for {p['kernel']} ({p['seconds']:.1f} s, once per reference file): "
                              f"{'proven' if p['ok'] else 'not proven'} — {p['reason']}")
