@@ -1,5 +1,6 @@
 import numpy as np
 import ml_dtypes
+import pytest
 
 from astra_cuda.gate.compare import compare, first_difference, is_constant, poison_mask
 
@@ -76,3 +77,18 @@ def test_a_bit_for_bit_comparison_does_not_cite_tolerances_it_did_not_use():
     assert "bit for bit" in said and "atol" not in said
     assert "beyond atol=1e-05, rtol=0.0001" in m.message("result", 1e-5, 1e-4)
     assert compare(a, b, 1e-5, 1e-4, exact=False, check_constant=False) is None
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.float16, ml_dtypes.bfloat16, np.float32, np.int64, np.complex128])
+def test_an_element_is_poison_only_when_every_byte_is(dtype):
+    # Words of 1-8 bytes are compared whole with the byte repeated; wider ones (complex128) byte by byte.
+    a = np.arange(12).astype(dtype).reshape(3, 4)
+    raw = a.view(np.uint8).reshape(3, 4, a.dtype.itemsize)
+    raw[0, 1] = 0xA5                       # every byte: poison
+    raw[2, 3, :1] = 0xA5                   # only the first byte: a value
+    mask = poison_mask(a, 0xA5)
+    want = np.zeros((3, 4), bool)
+    want[0, 1] = True
+    if a.dtype.itemsize == 1:
+        want[2, 3] = True                  # one byte is the whole element
+    np.testing.assert_array_equal(mask, want)

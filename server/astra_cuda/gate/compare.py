@@ -64,8 +64,14 @@ def as_f64(a: np.ndarray) -> np.ndarray:
 
 
 def poison_mask(a: np.ndarray, byte: int) -> np.ndarray:
-    """Elements whose every byte equals `byte` (left untouched since poisoning)."""
-    raw = np.ascontiguousarray(a).view(np.uint8).reshape(a.shape + (a.dtype.itemsize,))
+    """Elements whose every byte equals `byte` (left untouched since poisoning). An element of 1, 2,
+    4 or 8 bytes is compared as one word with the byte repeated (the same test, one comparison per
+    element: the byte-wise reduction was half of a gate check's time on the H200)."""
+    size = a.dtype.itemsize
+    flat = np.ascontiguousarray(a)
+    if size in (1, 2, 4, 8):
+        return np.asarray(flat.view(f"u{size}") == int.from_bytes(bytes([byte]) * size, "little"))
+    raw = flat.view(np.uint8).reshape(a.shape + (size,))
     return np.asarray(np.all(raw == byte, axis=-1))
 
 
