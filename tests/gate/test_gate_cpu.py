@@ -137,7 +137,9 @@ def test_backends_that_time_check_every_timed_size_in_full_and_repeat_runs(cpu):
     e = entry("drops_vector_tail")
     cand = extract.unit(catalogue.candidate_text(e, text), path, "silu_and_mul")
     bad = gate.check(ref, cand, spec, TimingCpu(cpu), sanitizer=False)
-    assert bad.failures[0].check == "poison"
+    # an odd row's half2 accesses are misaligned: the CPU faults there as a GPU does (before the
+    # dropped last element would show as poison)
+    assert bad.failures[0].check == "launch" and "misaligned address" in bad.failures[0].message
 
 
 SCALE = """/* @astra

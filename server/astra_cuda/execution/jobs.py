@@ -167,10 +167,14 @@ class EvaluateJob(Job["Evaluation"]):
         evaluate = _evaluators.get(key)
         if evaluate is None:
             _evaluators.clear()  # one kernel at a time per worker keeps memory bounded
+            be = backend(self.backend)
+            # The search's fast path is the GPU's (issue 24: a candidate's latency there is its
+            # compile). On the CPU backend a candidate's host build and runs dominate, and the
+            # proof's extra whole-file compile of a torch extension costs minutes on two cores.
             evaluate = _evaluators[key] = local_evaluator(
-                self.path, self.kernel, self.spec, backend(self.backend), self.reference_text, quick=self.quick,
+                self.path, self.kernel, self.spec, be, self.reference_text, quick=self.quick,
                 arch=self.arch, reference_kernel=self.reference_kernel, context=self.context,
-                rounding=rounding_backend(self.backend), sizes=self.sizes, search=True)
+                rounding=rounding_backend(self.backend), sizes=self.sizes, search=be.name == "gpu")
         return evaluate(self.text, self.launch, self.with_original, self.final)
 
 
