@@ -126,7 +126,7 @@ def bench_gpu(report: dict, quick: bool, save) -> None:
                 if cand is None:
                     evals.append({"kernel": name, "path": path_kind, "skipped": r})
                     continue
-                base = fastpath.reference_unit(ref) if cand.search_cut else ref
+                base = fastpath.reference_unit(ref, proof) if cand.search_cut else ref
                 t0 = time.perf_counter()
                 # compute-sanitizer (its own worker, slow to start) is left out of the latency.
                 if i == 0 and path_kind == "search" and "gate_profile" not in report:

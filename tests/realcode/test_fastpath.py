@@ -132,6 +132,70 @@ def test_a_proof_that_could_not_be_made_is_not_kept_on_disk(project, monkeypatch
     busy = cutcheck.CutCheck(True, False, "the cut is not checked: nvcc does not compile the file (nvcc did not "
                                           "finish within 240 s)")
     monkeypatch.setattr(cutcheck, "check", lambda *a, **k: busy)
-    monkeypatch.setattr(fastpath, "_same_code", lambda *a, **k: "")
+    monkeypatch.setattr(fastpath, "_same_code", lambda *a, **k: ("", fastpath.SEARCH_NVRTC))
     assert not fastpath.prove(ref).ok
     assert not list((tmp_path / "cache").rglob("fastpath-*.json"))
+
+
+@needs_nvcc
+@pytest.mark.parametrize("nvrtc_says", ["refuses", "differs"])
+def test_where_nvrtcs_code_is_not_nvccs_the_search_compiles_the_cut_with_nvcc(project, monkeypatch, tmp_path,
+                                                                               nvrtc_says):
+    """An NVRTC of another version than the toolkit's makes other code (the torch example on the GPU
+    machine: other register counts), and NVRTC lacks headers nvcc has (CUB): the proof then
+    compares nvcc's code for the cut with its code for the file, and the search compiles the cut with
+    nvcc — seconds where a PyTorch extension's whole file takes ~20 (torch's headers)."""
+    from astra_cuda.compile import nvrtc
+    monkeypatch.setenv("ASTRA_CACHE_DIR", str(tmp_path / "cache"))
+    fastpath._proofs.clear()
+    real = nvrtc.compile_program
+
+    def other_nvrtc(*a, **k):
+        done = real(*a, **k)
+        if nvrtc_says == "refuses":
+            return nvrtc.Compiled(False, 'astra_unit.cu(1): catastrophic error: cannot open source file "cub/cub.cuh"',
+                                  "", {})
+        assert ".reg .f32" in done.ptx
+        return dataclasses.replace(done, ptx=done.ptx.replace(".reg .f32", ".reg .f32 %extra;\n.reg .f32"))
+    monkeypatch.setattr(nvrtc, "compile_program", other_nvrtc)
+    f = project("k.cu", FILE)
+    ref = extract.unit(FILE, str(f), "k")
+    proof = fastpath.prove(ref)
+    assert proof.ok and proof.compiler == fastpath.SEARCH_NVCC, proof
+    assert "nvcc's code for the cut is nvcc's for the file" in proof.reason
+    text = rewrite("  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) out[i] = twice(in[i]) + 0.0f;")
+    u, why = unit_for(ref, proof, text)
+    assert u is not None and u.search_cut == fastpath.SEARCH_NVCC, why
+    r = static.compile_unit(u)
+    assert r.ok and r.compiler.startswith(fastpath.SEARCH_NVCC + ": nvcc "), r.compiler
+    assert fastpath.reference_unit(ref, proof).search_cut == fastpath.SEARCH_NVCC   # both sides alike
+    # the same candidate as a final verdict: its whole file, nvcc, no mark
+    whole = static.compile_unit(dataclasses.replace(u, search_cut=""))
+    assert whole.ok and whole.compiler.startswith("nvcc "), whole.compiler
+
+
+@needs_nvcc
+def test_no_fast_path_where_neither_compilers_code_for_the_cut_is_the_files(project, monkeypatch, tmp_path):
+    """An inliner that decides otherwise in the larger file: neither NVRTC's nor nvcc's optimised
+    code for the cut is the file's (the cut's PTX is made to differ here; nvcc's unoptimised
+    code, cutcheck's, is left alone)."""
+    from astra_cuda.compile import nvrtc
+    monkeypatch.setenv("ASTRA_CACHE_DIR", str(tmp_path / "cache"))
+    fastpath._proofs.clear()
+    other = ".reg .f32 %extra;\n.reg .f32"
+    real_nvrtc, real_nvcc = nvrtc.compile_program, cutcheck.nvcc_ptx
+
+    def nvrtc_other(*a, **k):
+        done = real_nvrtc(*a, **k)
+        return dataclasses.replace(done, ptx=done.ptx.replace(".reg .f32", other))
+
+    def nvcc_other(nvcc, text, *a, optimised=False, **k):
+        ptx, log = real_nvcc(nvcc, text, *a, optimised=optimised, **k)
+        cut = "int main()" not in text   # the file has its host code; the cut does not
+        return (ptx.replace(".reg .f32", other) if ptx and optimised and cut else ptx), log
+    monkeypatch.setattr(nvrtc, "compile_program", nvrtc_other)
+    monkeypatch.setattr(cutcheck, "nvcc_ptx", nvcc_other)
+    f = project("k.cu", FILE)
+    proof = fastpath.prove(extract.unit(FILE, str(f), "k"))
+    assert not proof.ok and not proof.compiler
+    assert "NVRTC's code for the cut is not nvcc's" in proof.reason and "nvcc's code for the cut is not" in proof.reason

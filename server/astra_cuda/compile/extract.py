@@ -35,6 +35,11 @@ MAX_HEADERS = 64          # project headers read into one unit
 MAX_HEADER_DEPTH = 16
 
 
+# `CompileUnit.search_cut`: which compiler the search's proof allows (`fastpath`), said in every verdict
+SEARCH_NVRTC = "NVRTC on the cut unit proven against the file (the search's compile; final verdicts: nvcc)"
+SEARCH_NVCC = "nvcc on the cut unit proven against the file (the search's compile; final verdicts: nvcc on the file)"
+
+
 @dataclass(frozen=True)
 class CompileUnit:
     source: str
@@ -55,8 +60,9 @@ class CompileUnit:
     project_names: frozenset[str] = frozenset()  # names the project's declarations define (`cut.Cut`; `fastpath`)
     project_macros: frozenset[str] = frozenset()  # the project's macros
     kept_names: frozenset[str] = frozenset()     # names whose every declaration the cut keeps
-    # set by `fastpath.search_unit` only: the search may compile this cut with NVRTC instead of
-    # the whole file (what it says was proven); never set on a unit a final verdict compiles
+    # set by `fastpath.search_unit` only: the search may compile this cut with NVRTC
+    # (SEARCH_NVRTC) or nvcc (SEARCH_NVCC) instead of the whole file, as the proof allowed;
+    # never set on a unit a final verdict compiles
     search_cut: str = ""
 
     @property

@@ -1,14 +1,19 @@
 """The search's fast path (issue 24): during `astra optimize`, a candidate is compiled from the
-reference's cut unit with the candidate's kernel put in its place, by NVRTC in-process, instead of
-nvcc over the user's whole file — only where it is proven that the cut means what the file means.
+reference's cut unit with the candidate's kernel put in its place — by NVRTC in-process, else by
+nvcc on the cut — instead of nvcc over the user's whole file, only where it is proven that the cut
+means what the file means.
 
 The proof (`prove`), once per reference file, cached by content (in memory and on disk):
 1. `cutcheck`: nvcc compiles the cut and the whole file to unoptimised PTX, and the kernel's
    closure (entry, every function it calls, every variable it reads) is the same text — the cut
    means what the file means;
 2. NVRTC's optimised PTX of the cut has the kernel's closure exactly as nvcc's optimised PTX of
-   the whole file — the search runs the code the user's compiler makes (NVRTC and nvcc of other
-   versions, or an inliner that decides otherwise in the larger file, fail this: no fast path).
+   the whole file — the search runs the code the user's compiler makes. Where NVRTC's differs (an
+   NVRTC of another version than the toolkit's) or NVRTC cannot compile the cut (a header it
+   lacks), nvcc's optimised PTX of the cut is compared instead, and the search compiles the cut
+   with nvcc (`SEARCH_NVCC`): for a PyTorch extension that is seconds instead of the ~20 s its
+   whole file takes (torch's headers). An inliner that decides otherwise in the larger file fails
+   both: no fast path.
 
 Why a candidate keeps the proof (`search_unit`): it is taken only where the candidate's file is
 the reference's file with the kernel's definition rewritten and device functions of new names
@@ -51,6 +56,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import toolkit as toolkit_mod
+from .extract import SEARCH_NVCC, SEARCH_NVRTC   # the values of CompileUnit.search_cut
 from ..backends.base import BackendUnavailable
 from ..contract import DEFAULT_ARCH
 from ..model import source, textedit
@@ -59,7 +65,6 @@ if TYPE_CHECKING:
     from .extract import CompileUnit
     from ..model.source import SourceModel
 
-SEARCH_COMPILER = "NVRTC on the cut unit proven against the file (the search's compile; final verdicts: nvcc)"
 
 
 @dataclass(frozen=True)
@@ -67,9 +72,10 @@ class Proof:
     ok: bool
     reason: str          # what was proven, or why not
     seconds: float = 0.0
+    compiler: str = ""   # SEARCH_NVRTC or SEARCH_NVCC where ok
 
 
-CACHE_VERSION = 1   # bump when what is proven changes
+CACHE_VERSION = 2   # bump when what is proven changes
 _proofs: dict[str, Proof] = {}
 _lock = threading.Lock()
 
@@ -102,27 +108,30 @@ def prove(ref: CompileUnit, arch: str = DEFAULT_ARCH) -> Proof:
         with ThreadPoolExecutor(1) as pool:   # beside cutcheck's two compiles
             same = pool.submit(_same_code, ref, tk, arch)
             checked = cutcheck.check(ref, arch)   # nvcc: the cut vs the file, unoptimised
-            differs = same.result()
+            differs, compiler = same.result()
         if not checked.checked or not checked.ok:
             proof = Proof(False, f"the cut is not proven: {checked.message}", time.perf_counter() - t0)
         elif differs:
             proof = Proof(False, differs, time.perf_counter() - t0)
         else:
-            proof = Proof(True, "the cut means what the file means (nvcc, unoptimised), and NVRTC's code for the "
+            who = "NVRTC's" if compiler == SEARCH_NVRTC else "nvcc's"
+            proof = Proof(True, f"the cut means what the file means (nvcc, unoptimised), and {who} code for the "
                                 "cut is nvcc's for the file (optimised PTX of the kernel's closure)",
-                          time.perf_counter() - t0)
+                          time.perf_counter() - t0, compiler)
         # a check that could not be made (nvcc past its time on a busy machine, the file not
         # compiling yet) is not kept on disk: the next run tries again
-        if checked.checked and not differs.startswith(("nvcc does not compile", "NVRTC could not")):
+        if checked.checked and not differs.startswith("nvcc does not compile the file") \
+                and "NVRTC could not" not in differs:
             _store(stored, proof)
     with _lock:
         _proofs[key] = proof
     return proof
 
 
-def _same_code(ref: CompileUnit, tk: toolkit_mod.Toolkit, arch: str) -> str:
-    """'' where NVRTC's optimised PTX of the cut has the kernel's closure exactly as nvcc's of the
-    whole file (the search then runs the code the user's compiler makes), else what differs."""
+def _same_code(ref: CompileUnit, tk: toolkit_mod.Toolkit, arch: str) -> tuple[str, str]:
+    """('', the search's compiler) where NVRTC's — else nvcc's — optimised PTX of the cut has the
+    kernel's closure exactly as nvcc's of the whole file (the search then runs the code the user's
+    compiler makes), else (what differs, '')."""
     from . import confine, cutcheck, nvrtc, static
     from . import nvcc as nvcc_mod
     probe = cutcheck.probe_appendix(ref.name_expression)
@@ -130,19 +139,29 @@ def _same_code(ref: CompileUnit, tk: toolkit_mod.Toolkit, arch: str) -> str:
     whole, log = cutcheck.nvcc_ptx(tk.nvcc, ref.file_text + "\n" + ref.type_checks + probe, ref.path, options, arch, [],
                                optimised=True)
     if whole is None:
-        return f"nvcc does not compile the file ({cutcheck.first_errors(log)})"
+        return f"nvcc does not compile the file ({cutcheck.first_errors(log)})", ""
     # line information only adds `.loc` lines (the search's compile asks for it; nvcc's here does not)
     opts = [o for o in static.nvrtc_options(ref, arch.replace("sm_", "compute_")) if o != "-lineinfo"]
     nvrtc.library()   # loaded here: the confined thread may not open it
     try:
         done = confine.call(static.confinement(opts), nvrtc.compile_program, static.NVRTC_PRELUDE + ref.source
                             + "\n" + probe, "astra_unit.cu", opts, (), True, timeout_s=confine.compiler_seconds())
+        nvrtc_says = "" if done.ok else f"NVRTC does not compile the cut ({cutcheck.first_errors(done.log)})"
     except (confine.CompileTimeout, BackendUnavailable) as e:
-        return f"NVRTC could not compile the cut: {e}"
-    if not done.ok:
-        return f"NVRTC does not compile the cut ({cutcheck.first_errors(done.log)})"
-    diff = cutcheck.compare(_linkage(done.ptx), _linkage(whole))
-    return f"NVRTC's code for the cut is not nvcc's for the file: {diff}" if diff else ""
+        done, nvrtc_says = None, f"NVRTC could not compile the cut: {e}"
+    if done is not None and done.ok:
+        diff = cutcheck.compare(_linkage(done.ptx), _linkage(whole))
+        if not diff:
+            return "", SEARCH_NVRTC
+        nvrtc_says = f"NVRTC's code for the cut is not nvcc's for the file: {diff}"
+    # nvcc on the cut: the toolkit's own code generation, without the file's other headers
+    cut, log = cutcheck.nvcc_ptx(tk.nvcc, ref.source + "\n" + probe, ref.path, options, arch, [], optimised=True)
+    if cut is None:
+        return f"{nvrtc_says}; nvcc does not compile the cut ({cutcheck.first_errors(log)})", ""
+    diff = cutcheck.compare(_linkage(cut), _linkage(whole))
+    if diff:
+        return f"{nvrtc_says}; nvcc's code for the cut is not its code for the file: {diff}", ""
+    return "", SEARCH_NVCC
 
 
 _WEAK = re.compile(r"\.weak(\s+\.(?:entry|func)\b)")
@@ -164,10 +183,10 @@ def _store(path: Path, proof: Proof) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def reference_unit(ref: CompileUnit) -> CompileUnit:
+def reference_unit(ref: CompileUnit, proof: Proof) -> CompileUnit:
     """The reference as the search compiles it beside a fast candidate (the same compiler on both
     sides of a timing)."""
-    return dataclasses.replace(ref, search_cut=SEARCH_COMPILER)
+    return dataclasses.replace(ref, search_cut=proof.compiler)
 
 
 def _identifiers(text: str) -> set[str]:
@@ -257,5 +276,5 @@ def search_unit(ref: CompileUnit, proof: Proof, ref_model: SourceModel, cand_mod
         f'#line {kc.span.start_line + 1} "{quoted}"\n{kc.text}'
     lines = ref.source.split("\n")
     spliced = "\n".join(lines[:at[0]] + code.split("\n") + lines[at[1]:])
-    return dataclasses.replace(ref, source=spliced, file_text=cand_model.text, search_cut=SEARCH_COMPILER), ""
+    return dataclasses.replace(ref, source=spliced, file_text=cand_model.text, search_cut=proof.compiler), ""
 

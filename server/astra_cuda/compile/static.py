@@ -257,11 +257,14 @@ def compile_unit(unit: CompileUnit, arch: str = DEFAULT_ARCH, *, options: tuple[
     user's lines plus per-kernel resources: the unit's whole file with nvcc where a toolkit is
     installed, else the unit with NVRTC. `extra_name_expressions`: other kernels of the file to
     instantiate in the same compile. Never raises for bad code: `ok` is False."""
+    from . import extract
     names = tuple(dict.fromkeys((unit.name_expression,) + tuple(extra_name_expressions)))
     tk, why = toolkit.for_file(unit.file_text, unit.path, unit.context) if unit.file_text and not options \
         else (None, "")
-    if tk is not None and unit.search_cut:
-        tk, why = None, unit.search_cut   # the search's proven cut (`fastpath`): never a final verdict's
+    if tk is not None and unit.search_cut:   # the search's proven cut (`fastpath`): never a final verdict's
+        if unit.search_cut == extract.SEARCH_NVCC:
+            return _compile_file(unit, arch, names, tk, unit.source, unit.search_cut)
+        tk, why = None, unit.search_cut
     if tk is not None:
         return _compile_file(unit, arch, names, tk)
     from .headers import header_digest
@@ -303,11 +306,13 @@ def compile_units(units: Sequence[CompileUnit], arch: str = DEFAULT_ARCH) -> lis
     return out
 
 
-def _compile_file(unit: CompileUnit, arch: str, names: tuple[str, ...], tk: toolkit.Toolkit) -> StaticResult:
-    """nvcc on the unit's whole file (cached by the file's and its headers' content)."""
+def _compile_file(unit: CompileUnit, arch: str, names: tuple[str, ...], tk: toolkit.Toolkit,
+                  text: str | None = None, label: str = "") -> StaticResult:
+    """nvcc on the unit's whole file (cached by the file's and its headers' content), or on
+    `text` (the search's proven cut), said in the compiler's `label`."""
     from . import nvcc
     try:
-        r = nvcc.compile(unit.file_text, unit.path, unit.context, arch, names, toolkit=tk)
+        r = nvcc.compile(unit.file_text if text is None else text, unit.path, unit.context, arch, names, toolkit=tk)
     except BackendUnavailable as e:
         return _failed(f"static checks are off: {e}", "sandbox", arch)
     except nvcc.InvalidName as e:
@@ -315,7 +320,8 @@ def _compile_file(unit: CompileUnit, arch: str, names: tuple[str, ...], tk: tool
     own = f"`{unit.name_expression}`"
     diags = [d for d in r.diagnostics if d.code != "kernel" or own in d.message]
     ok = r.ok and unit.name_expression in r.kernels
-    return StaticResult(ok, diags, r.resources, r.log, r.seconds, r.compiler, arch, dict(r.kernels))
+    return StaticResult(ok, diags, r.resources, r.log, r.seconds, f"{label}: {r.compiler}" if label else r.compiler,
+                        arch, dict(r.kernels))
 
 
 def _failed(message: str, code: str, arch: str) -> StaticResult:

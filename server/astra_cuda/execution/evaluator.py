@@ -111,7 +111,7 @@ def local_evaluator(path: str, kernel: str, spec: Spec, backend: Backend, refere
     timed side by side. Each text is parsed once.
     `rounding`: see `gate.check`.
     `search`: the optimizer's search — a candidate that only rewrites the kernel (and adds helpers
-    of new names) is compiled from the reference's proven cut by NVRTC (`compile.fastpath`), both
+    of new names) is compiled from the reference's proven cut by NVRTC or nvcc (`compile.fastpath`), both
     sides alike; its Evaluation says so (`search_cut`). `evaluate(..., final=True)` and every
     candidate the proof does not cover compile the whole file, as a final verdict must."""
     ref_model = source.parse(reference_text)
@@ -133,9 +133,10 @@ def local_evaluator(path: str, kernel: str, spec: Spec, backend: Backend, refere
         model = source.parse(text)
         cand = None if final or with_original else fast_unit(model)
         if cand is not None:
-            e, built = judged(t0, text, model, cand, fastpath.reference_unit(ref_unit), launch, with_original)
+            e, built = judged(t0, text, model, cand, fastpath.reference_unit(ref_unit, proof[0]), launch,
+                              with_original)
             if built:   # NVRTC may refuse what nvcc takes: such a candidate goes the whole-file way
-                return dataclasses.replace(e, search_cut=fastpath.SEARCH_COMPILER)
+                return dataclasses.replace(e, search_cut=cand.search_cut)
         try:
             cand = extract.spec_unit(model, path, kernel, spec, context=context)
         except AstraError as e:
