@@ -233,17 +233,16 @@ class GpuBackend(Backend):
         """The unit's whole file compiled by nvcc where a CUDA toolkit is installed (and, for a
         PyTorch extension, torch's headers are here): its cubin loaded, the kernel launched by
         its mangled name. Elsewhere, and for the search's proven cut (`unit.search_cut`, set by
-        `compile.fastpath` only), CuPy's NVRTC compiles the cut unit — or nvcc does, where the
-        proof was nvcc's (`fastpath.SEARCH_NVCC`)."""
-        from ..compile import extract, nvcc, toolkit
+        `compile.fastpath` only), CuPy's NVRTC compiles the cut unit, or nvcc as proven."""
+        from ..compile import SEARCH_NVCC, nvcc, toolkit
         self._check_usable()
         tk, why = toolkit.for_file(unit.file_text, unit.path, unit.context) if unit.file_text else (None, "")
         text = unit.file_text
         if getattr(unit, "search_cut", ""):   # the search's proven cut (compile.fastpath)
-            if unit.search_cut == extract.SEARCH_NVCC and tk is not None:
+            if unit.search_cut == SEARCH_NVCC and tk is not None:
                 text = unit.source   # nvcc on the cut: the proof compared its code with the file's
-            else:   # NVRTC, in-process
-                tk, why = None, unit.search_cut
+            else:
+                tk, why = None, unit.search_cut   # NVRTC, in-process
         if tk is None:
             mod = self.compile(unit.source + unit.appendix, [unit.name_expression], filename=unit.path,
                                options=unit.options(),
@@ -277,8 +276,7 @@ class GpuBackend(Backend):
                     raw = self.cp.RawModule(path=r.cubin)
             except Exception as e:
                 raise CompileError(f"could not load the compiled module: {e}", log=str(e)) from None
-            mod = GpuModule(raw, [], key, compiler=r.compiler if text is unit.file_text
-                            else f"{unit.search_cut}: {r.compiler}")
+            mod = GpuModule(raw, [], key, compiler=r.compiler if text is unit.file_text else f"{unit.search_cut}: {r.compiler}")
             self._modules[key] = mod
         mod.lowered.update(r.kernels)
         mod.names = tuple(dict.fromkeys((*mod.names, unit.name_expression)))

@@ -14,3 +14,8 @@
 
 NVRTC on a cut unit (`astra_cuda.compile.static`) remains the compiler where no toolkit exists.
 """
+
+# `extract.CompileUnit.search_cut`: which compiler the search's proof allows (`fastpath`), said in
+# every verdict; here, where every compile module can read them without importing another
+SEARCH_NVRTC = "NVRTC on the cut unit proven against the file (the search's compile; final verdicts: nvcc)"
+SEARCH_NVCC = "nvcc on the cut unit proven against the file (the search's compile; final verdicts: nvcc on the file)"

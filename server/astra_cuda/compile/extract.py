@@ -35,11 +35,6 @@ MAX_HEADERS = 64          # project headers read into one unit
 MAX_HEADER_DEPTH = 16
 
 
-# `CompileUnit.search_cut`: which compiler the search's proof allows (`fastpath`), said in every verdict
-SEARCH_NVRTC = "NVRTC on the cut unit proven against the file (the search's compile; final verdicts: nvcc)"
-SEARCH_NVCC = "nvcc on the cut unit proven against the file (the search's compile; final verdicts: nvcc on the file)"
-
-
 @dataclass(frozen=True)
 class CompileUnit:
     source: str

@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import toolkit as toolkit_mod
-from .extract import SEARCH_NVCC, SEARCH_NVRTC   # the values of CompileUnit.search_cut
+from . import SEARCH_NVCC, SEARCH_NVRTC   # the values of CompileUnit.search_cut
 from ..backends.base import BackendUnavailable
 from ..contract import DEFAULT_ARCH
 from ..model import source, textedit

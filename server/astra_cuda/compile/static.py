@@ -32,7 +32,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from . import confine
+from . import SEARCH_NVCC, confine
 from ..backends.base import BackendUnavailable, ResourceUsage
 from . import messages, nvrtc, toolkit
 from ..contract import DEFAULT_ARCH
@@ -257,12 +257,11 @@ def compile_unit(unit: CompileUnit, arch: str = DEFAULT_ARCH, *, options: tuple[
     user's lines plus per-kernel resources: the unit's whole file with nvcc where a toolkit is
     installed, else the unit with NVRTC. `extra_name_expressions`: other kernels of the file to
     instantiate in the same compile. Never raises for bad code: `ok` is False."""
-    from . import extract
     names = tuple(dict.fromkeys((unit.name_expression,) + tuple(extra_name_expressions)))
     tk, why = toolkit.for_file(unit.file_text, unit.path, unit.context) if unit.file_text and not options \
         else (None, "")
     if tk is not None and unit.search_cut:   # the search's proven cut (`fastpath`): never a final verdict's
-        if unit.search_cut == extract.SEARCH_NVCC:
+        if unit.search_cut == SEARCH_NVCC:
             return _compile_file(unit, arch, names, tk, unit.source, unit.search_cut)
         tk, why = None, unit.search_cut
     if tk is not None:
