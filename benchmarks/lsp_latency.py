@@ -85,9 +85,11 @@ async def main() -> int:
     client.feature(types.WINDOW_LOG_MESSAGE)(lambda *_: None)
     await client.start_io(sys.executable, "-m", "astra_cuda.lsp")
     await client.initialize_async(types.InitializeParams(
-        capabilities=types.ClientCapabilities(window=types.WindowClientCapabilities(work_done_progress=True)),
-        initialization_options={"settings": {"backend": "cpu", "rounds": 50, "checkOnSave": True}}))
+        capabilities=types.ClientCapabilities(window=types.WindowClientCapabilities(work_done_progress=True))))
     client.initialized(types.InitializedParams())
+    # a client that cannot answer workspace/configuration pushes the `astra` section instead
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"astra": {"backend": "cpu", "rounds": 50, "checkOnSave": True}}))
     client.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(
         uri=uri, language_id="cuda-cpp", version=1, text=text)))
 

@@ -1,10 +1,9 @@
 // The contract shared with the server: server/astra_cuda/contract.json is bundled here as it is read
-// there (astra_cuda.contract). Names and defaults come from it; the shapes of what the server's
+// there (astra_cuda.contract). Names come from it; the shapes of what the server's
 // commands and notifications carry are typed below (the server builds them in astra_cuda/lsp/views.py
 // and astra_cuda/lsp/optimization.py).
 import contract from "../../server/astra_cuda/contract.json";
 
-export const SETTING_DEFAULTS = contract.settings;
 export const SERVER = contract.serverCommands;
 export const CLIENT = contract.clientCommands;
 export const STATUS_NOTIFICATION = contract.notifications.status;

@@ -1,6 +1,6 @@
 // Astra's VS Code client, wired together: the language server's life (server.ts), the palette
 // commands (commands.ts), the status bar item (status.ts). All kernel work happens in the server;
-// names and defaults come from the contract both sides read (contract.ts).
+// names come from the contract both sides read (contract.ts), settings from package.json.
 import * as vscode from "vscode";
 import { registerCommands } from "./commands";
 import { onInterpreterChange } from "./python";

@@ -1,6 +1,6 @@
 // The language server's life: find the interpreter, check it can run the bundled server (a
 // supported Python on Linux x86-64: nothing is ever installed into it), start the server through
-// the bundled launcher with the settings, the workspace's trust and the API key (by environment,
+// the bundled launcher with the workspace's trust and the API key (by environment,
 // never in settings or logs), stop and restart it, and send it commands.
 import * as vscode from "vscode";
 import * as fs from "fs";
@@ -15,7 +15,7 @@ import {
 } from "vscode-languageclient/node";
 import { CLIENT, DocStatus, SECRETS, STATUS_NOTIFICATION } from "./contract";
 import { resolvePython } from "./python";
-import { importStrategy, serverSettings } from "./settings";
+import { importStrategy } from "./settings";
 
 /** What the launcher says about an interpreter (bundled/tool/astra_launcher.py --check). */
 interface LauncherCheck { ok: boolean; message: string; python: string; version: string; strategy: string }
@@ -70,7 +70,9 @@ export class ServerConnection {
     const clientOptions: LanguageClientOptions = {
       documentSelector: [{ scheme: "file", language: "cuda-cpp" }],
       // Untrusted workspace: static diagnostics only (the server builds and runs no kernel code).
-      initializationOptions: { settings: serverSettings(), allowExecution: trusted },
+      // No setting is sent: the server asks for the `astra` section (workspace/configuration) after
+      // `initialized` and again when it changes (which `synchronize` tells it).
+      initializationOptions: { allowExecution: trusted },
       synchronize: { configurationSection: "astra" },
       outputChannel: this.log,
       revealOutputChannelOn: RevealOutputChannelOn.Never,

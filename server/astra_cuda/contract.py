@@ -1,7 +1,8 @@
 """The contract the VS Code client and this server share, read from contract.json (the client
-bundles the same file): setting names and defaults, command names, notifications, and the
-default GPU architecture. Every name and default on either side comes from here, so they
-cannot drift apart (package.json mirrors them for VS Code; a test keeps it equal).
+bundles the same file): command names, notifications, and the default GPU architecture. Every
+such name on either side comes from here, so they cannot drift apart (package.json lists the
+commands for VS Code; a test keeps it equal). The settings' one schema is package.json's
+configuration, typed by astra_cuda/lsp/settings.py; the client copies none of them.
 
 Server commands take the arguments `(uri: str, kernel: str)` (`kernels` and `check` only the
 uri); their results are the JSON objects client/src/contract.ts types.
@@ -14,7 +15,6 @@ from typing import Any
 
 _DATA: dict[str, Any] = json.loads(files("astra_cuda").joinpath("contract.json").read_text(encoding="utf-8"))
 
-SETTINGS: dict[str, Any] = _DATA["settings"]            # setting (without 'astra.') -> default
 SERVER_COMMANDS: dict[str, str] = _DATA["serverCommands"]
 CLIENT_COMMANDS: dict[str, str] = _DATA["clientCommands"]
 STATUS_NOTIFICATION: str = _DATA["notifications"]["status"]

@@ -29,9 +29,9 @@ async def client(lsp_client: LanguageClient):
     lsp_client.feature(types.WORKSPACE_INLAY_HINT_REFRESH)(lambda *_: None)
     lsp_client.statuses = []
     lsp_client.feature("astra/status")(lambda params: lsp_client.statuses.append(params))
+    lsp_client.set_configuration(SETTINGS, section="astra")   # what the server asks for after `initialized`
     await lsp_client.initialize_session(types.InitializeParams(
-        capabilities=client_capabilities("visual-studio-code"),
-        initialization_options={"settings": SETTINGS}))
+        capabilities=client_capabilities("visual-studio-code")))
     yield
     await lsp_client.shutdown_session()
 

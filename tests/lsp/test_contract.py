@@ -1,5 +1,6 @@
 """The client/server contract (server/astra_cuda/contract.json) is what both sides and package.json
-say: the same command names, the same setting defaults, one default GPU architecture."""
+say: the same command names, one default GPU architecture; package.json's configuration is the
+settings' one schema, and the server's typed Settings is it, field for field."""
 import dataclasses
 import json
 import re
@@ -12,6 +13,7 @@ from astra_cuda.lsp.server import server
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = json.loads((ROOT / "package.json").read_text())
+PROPS = PACKAGE["contributes"]["configuration"]["properties"]
 
 
 def test_package_json_lists_the_client_commands():
@@ -19,18 +21,12 @@ def test_package_json_lists_the_client_commands():
     assert listed == set(contract.CLIENT_COMMANDS.values())
 
 
-def test_package_json_shows_the_contract_defaults():
-    props = PACKAGE["contributes"]["configuration"]["properties"]
-    assert {k.removeprefix("astra."): v["default"] for k, v in props.items()} == contract.SETTINGS
-    assert props["astra.backend"]["enum"] == list(settings.BACKENDS)
-
-
 def test_the_server_registers_exactly_the_contract_commands():
     assert set(server.protocol.fm.commands) == set(contract.SERVER_COMMANDS.values())
 
 
 def test_one_default_gpu_architecture():
-    assert settings.Settings().gpu_arch == contract.SETTINGS["gpuArch"] == ""   # the GPU's own, else:
+    assert settings.Settings().gpu_arch == PROPS["astra.gpuArch"]["default"] == ""   # the GPU's own, else:
     assert static.DEFAULT_ARCH == contract.DEFAULT_ARCH == "sm_90"
     check = cli.build_parser().parse_args(["check", "x.cu"])
     assert check.arch is None   # the GPU's own architecture, else the default (below)
@@ -43,13 +39,6 @@ def test_the_cli_takes_the_gpus_architecture_else_the_default(monkeypatch):
                       (BackendStatus(False, "no GPU"), contract.DEFAULT_ARCH)):
         monkeypatch.setattr(availability.Availability, "statuses", lambda self, ex, gpu=gpu: {"gpu": gpu, "cpu": BackendStatus(True)})
         assert cli._arch(cli.build_parser().parse_args(["check", "x.cu"])) == want
-
-
-def test_server_defaults_are_the_contract_defaults():
-    s = settings.Settings()
-    assert (s.backend, s.rounds, s.check_on_save, s.profile_ncu, s.llm_model, s.std) == (
-        contract.SETTINGS["backend"], contract.SETTINGS["rounds"], contract.SETTINGS["checkOnSave"],
-        contract.SETTINGS["profile.ncu"], contract.SETTINGS["llm.model"], contract.SETTINGS["std"])
 
 
 def test_the_client_reads_names_and_defaults_from_the_contract():
@@ -67,29 +56,40 @@ def test_one_version_everywhere():
     assert astra_cuda.__version__ == pyproject == PACKAGE["version"] == _version() != "0"
 
 
-# ---- one schema for the settings: contract.json, package.json, client/src/settings.ts, lsp/settings.py
+# ---- one schema for the settings: package.json's configuration, typed by lsp/settings.py
 
-SERVER_SETTINGS = sorted(set(contract.SETTINGS) - set(settings.CLIENT_ONLY))
+SERVER_SETTINGS = sorted(k.removeprefix("astra.") for k in PROPS if k.removeprefix("astra.") not in settings.CLIENT_ONLY)
+JSON_TYPES = {"string": str, "integer": int, "number": float, "boolean": bool, "array": tuple}
 
 
-def test_the_server_structures_every_contract_setting_with_its_default():
-    fields = {f.name: f for f in dataclasses.fields(settings.Settings)}
-    assert sorted(settings.RULES) == SERVER_SETTINGS
+def test_every_package_json_setting_is_a_settings_field_and_every_field_a_setting():
+    assert sorted(settings.FIELDS) == SERVER_SETTINGS
+    assert set(settings.CLIENT_ONLY) <= {k.removeprefix("astra.") for k in PROPS}
+    others = {f.name for f in dataclasses.fields(settings.Settings)} - {f.name for f in settings.FIELDS.values()}
+    assert others == {"llm_api_key", "allow_execution"}   # never a workspace's to set
+    for key, f in settings.FIELDS.items():
+        # the field is the setting in snake case: 'llm.baseUrl' -> llm_base_url
+        assert f.name == re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", key).replace(".", "_").lower(), key
+
+
+def test_each_fields_type_default_enum_and_limits_are_package_jsons():
+    for key, f in settings.FIELDS.items():
+        p = PROPS["astra." + key]
+        assert JSON_TYPES[p["type"]] is settings.kind(f), key
+        if p["type"] == "array":
+            assert p["items"] == {"type": "string"}, key
+        default = p["default"]
+        assert f.default == (tuple(default) if isinstance(default, list) else default), key
+        assert type(f.default) is settings.kind(f), key
+        assert f.metadata["enum"] == (tuple(p["enum"]) if "enum" in p else None), key
+        assert (f.metadata["minimum"], f.metadata["maximum"]) == (p.get("minimum"), p.get("maximum")), key
+
+
+def test_the_server_takes_what_package_json_allows_and_refuses_the_rest():
     for key in SERVER_SETTINGS:
-        default = contract.SETTINGS[key]
-        assert getattr(settings.Settings(), settings.field_of(key)) == (
-            tuple(default) if isinstance(default, list) else default), key
-        assert settings.field_of(key) in fields
-    assert set(settings.CLIENT_ONLY) <= set(contract.SETTINGS)
-
-
-def test_package_json_limits_are_what_the_server_accepts():
-    props = PACKAGE["contributes"]["configuration"]["properties"]
-    for key in SERVER_SETTINGS:
-        p = props["astra." + key]
+        p = PROPS["astra." + key]
         ok = lambda v, key=key: not settings.Settings().updated({key: v})[1]  # noqa: E731
-        kind, _ = settings.RULES[key]
-        assert {"string": str, "integer": int, "number": float, "boolean": bool, "array": tuple}[p["type"]] is kind, key
+        assert ok(p["default"]), key
         for v in p.get("enum", []):
             assert ok(v), (key, v)
         if "enum" in p:
@@ -98,18 +98,18 @@ def test_package_json_limits_are_what_the_server_accepts():
             assert ok(p["minimum"]) and not ok(p["minimum"] - 1), key
         if "maximum" in p:
             assert ok(p["maximum"]) and not ok(p["maximum"] + 1), key
+        wrong = {"string": 3, "integer": "many", "number": "hot", "boolean": "yes", "array": "a"}[p["type"]]
+        assert not ok(wrong), key
 
 
-def test_the_client_sends_every_setting_by_the_contracts_names():
-    src = (ROOT / "client" / "src" / "settings.ts").read_text()
-    assert "Object.keys(SETTING_DEFAULTS)" in src
-    by_hand = [k for k in SERVER_SETTINGS if f'"{k}"' in src or f"'{k}'" in src]
-    assert not by_hand, f"settings.ts names {by_hand} by hand: they come from the contract"
-    # What it sends (flat names) is what the server reads: every setting, the cluster too.
-    sent = {key: contract.SETTINGS[key] for key in contract.SETTINGS}
-    sent["cluster"] = "local"
-    s, problems = settings.Settings().updated(sent)
-    assert not problems and s.cluster == "local"
+def test_the_client_copies_no_setting():
+    """The server asks for the `astra` section; the client sends none in its initialization options
+    and names only the settings it reads itself (how it starts the server, its trace)."""
+    src = "".join(p.read_text() for p in (ROOT / "client" / "src").glob("*.ts"))
+    named = {k for k in (k.removeprefix("astra.") for k in PROPS) if f'"{k}"' in src or f'"astra.{k}"' in src}
+    assert named <= set(settings.CLIENT_ONLY), f"the client names {named - set(settings.CLIENT_ONLY)} by hand"
+    assert "initializationOptions: { allowExecution: trusted }" in (ROOT / "client" / "src" / "server.ts").read_text()
+    assert "settings" not in json.loads((ROOT / "server" / "astra_cuda" / "contract.json").read_text())
 
 
 # ---- the server's answers: dataclasses whose fields are client/src/contract.ts's interfaces

@@ -90,7 +90,7 @@ async def roots(lsp_client: LanguageClient, tmp_path):
     a, b = folder(tmp_path, "a", 'defines = ["FROM_TOML"]\n'), folder(tmp_path, "b", 'defines = ["FROM_TOML"]\n')
     for d in (a, b):
         (d / "k.cu").write_text(NEEDS)
-    lsp_client.set_configuration(SETTINGS, section="astra")
+    lsp_client.set_configuration(dict(SETTINGS, checkOnOpen=False, checkOnSave=False), section="astra")
     lsp_client.set_configuration(dict(SETTINGS, defines=["FROM_FOLDER"]), section="astra", scope_uri=a.as_uri())
     lsp_client.set_configuration(SETTINGS, section="astra", scope_uri=b.as_uri())
     asked: list[str | None] = []
@@ -105,8 +105,7 @@ async def roots(lsp_client: LanguageClient, tmp_path):
     lsp_client.feature("astra/status")(lambda params: None)
     await lsp_client.initialize_session(types.InitializeParams(
         capabilities=client_capabilities("visual-studio-code"),
-        workspace_folders=[types.WorkspaceFolder(uri=d.as_uri(), name=d.name) for d in (a, b)],
-        initialization_options={"settings": dict(SETTINGS, checkOnOpen=False, checkOnSave=False)}))
+        workspace_folders=[types.WorkspaceFolder(uri=d.as_uri(), name=d.name) for d in (a, b)]))
     lsp_client.roots, lsp_client.asked = (a, b), asked   # pytest-lsp hands the test the client
     yield
     await lsp_client.shutdown_session()

@@ -23,9 +23,9 @@ async def _session(lsp_client: LanguageClient, allow: bool) -> None:
     lsp_client.feature(types.WORKSPACE_INLAY_HINT_REFRESH)(lambda *_: None)
     lsp_client.statuses = []
     lsp_client.feature("astra/status")(lambda params: lsp_client.statuses.append(params))
+    lsp_client.set_configuration(SETTINGS, section="astra")
     await lsp_client.initialize_session(types.InitializeParams(
-        capabilities=client_capabilities("visual-studio-code"),
-        initialization_options={"settings": SETTINGS, "allowExecution": allow}))
+        capabilities=client_capabilities("visual-studio-code"), initialization_options={"allowExecution": allow}))
 
 
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "astra_cuda.lsp"]))

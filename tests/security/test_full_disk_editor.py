@@ -49,8 +49,8 @@ async def client(lsp_client: LanguageClient):
     lsp_client.feature(types.WORKSPACE_CODE_LENS_REFRESH)(lambda *_: None)
     lsp_client.feature(types.WORKSPACE_INLAY_HINT_REFRESH)(lambda *_: None)
     lsp_client.feature("astra/status")(lambda params: None)
-    await lsp_client.initialize_session(types.InitializeParams(
-        capabilities=client_capabilities("visual-studio-code"), initialization_options={"settings": SETTINGS}))
+    lsp_client.set_configuration(SETTINGS, section="astra")   # asked for after `initialized`
+    await lsp_client.initialize_session(types.InitializeParams(capabilities=client_capabilities("visual-studio-code")))
     yield
     if lsp_client._server is not None and lsp_client._server.returncode is None:
         await lsp_client.shutdown_session()

@@ -73,7 +73,7 @@ def schedule(ls: AstraServer, uri: str, *, check: bool | str) -> None:
 async def analyze(ls: AstraServer, uri: str, gen: int, cancel: threading.Event, check: bool | str) -> None:
     from astra_cuda import api
     await asyncio.sleep(DEBOUNCE_S)
-    await ls.folders_known()
+    await ls.settings_known()
     st = ls.docs.get(uri)
     if st is None or st.check_generation != gen:
         return

@@ -91,7 +91,8 @@ class AstraServer(LanguageServer):
         self.settings = settings_mod.Settings()
         # A multi-root workspace's folders may each set their own (resource-scoped) settings.
         self.folder_settings: dict[str, settings_mod.Settings] = {}
-        self.folders_read = asyncio.Event()   # set once they were asked for after `initialized`
+        # set once the window's and the folders' settings were asked for after `initialized`
+        self.settings_read = asyncio.Event()
         self.docs: dict[str, DocState] = {}
         # Separate pools, so quick core calls (parse, spec inference, pin) never queue behind
         # probes, compiles or checks, and checks never queue behind an optimization.
@@ -359,11 +360,12 @@ class AstraServer(LanguageServer):
         from astra_cuda import config
         return config.effective(api.project_config(path), self.settings_for(path).over_project())
 
-    async def folders_known(self) -> None:
-        """Wait (briefly) until the folders' settings were read once, so the first analysis of a
-        file opened with the workspace already follows its folder's settings."""
+    async def settings_known(self) -> None:
+        """Wait (briefly: each of the two requests gives up after 5 s) until the window's and the
+        folders' settings were read once, so the first analysis of a file opened with the
+        workspace already follows them (checkOnOpen, the backend, its folder's include paths)."""
         try:
-            await asyncio.wait_for(self.folders_read.wait(), 6)
+            await asyncio.wait_for(self.settings_read.wait(), 11)
         except asyncio.TimeoutError:
             pass
 

@@ -48,25 +48,23 @@ server = AstraServer(_version())
 
 @server.feature(types.INITIALIZE)
 def on_initialize(ls: AstraServer, params: types.InitializeParams) -> None:
-    ls.settings, problems = settings_mod.initial(params.initialization_options)
-    for p in problems:
-        log.warning(p)
+    ls.settings = settings_mod.initial(params.initialization_options)
 
 
 @server.feature(types.INITIALIZED)
 def on_initialized(ls: AstraServer, params: types.InitializedParams) -> None:
+    ls.spawn(_settings_then_sessions(ls))
+
+
+async def _settings_then_sessions(ls: AstraServer) -> None:
+    for p in await read_settings(ls):
+        log.warning(p)
     s = ls.settings
     if not s.allow_execution:
         ls.log_info(f"{ls.RESTRICTED}: static diagnostics only, no kernel code is run")
     ls.log_info(f"Astra server {_version()} ready (backend={s.backend}, rounds={s.rounds}, "
                 f"llm={'offline' if not s.llm_base_url else s.llm_model or 'default model'}, "
                 f"python={sys.executable})")
-    ls.spawn(_folders_then_sessions(ls))
-
-
-async def _folders_then_sessions(ls: AstraServer) -> None:
-    for p in await folder_settings(ls):
-        log.warning(p)
     if ls.cluster_settings() != {""}:
         await ls.apply_sessions()
 
@@ -86,18 +84,9 @@ def on_shutdown(ls: AstraServer, *_: Any) -> None:
 
 @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
 async def on_configuration(ls: AstraServer, params: types.DidChangeConfigurationParams) -> None:
-    raw = params.settings.get("astra") if isinstance(params.settings, dict) else None
-    if raw is None and ls.can_ask_configuration():
-        try:
-            got = await asyncio.wait_for(ls.workspace_configuration_async(
-                types.ConfigurationParams(items=[types.ConfigurationItem(section="astra")])), 5)
-            raw = got[0] if got else None
-        except Exception:
-            ls.log_error("could not read the astra settings", traceback.format_exc())
+    pushed = params.settings.get("astra") if isinstance(params.settings, dict) else None
     before = ls.cluster_settings()
-    ls.settings, problems = ls.settings.updated(raw)
-    problems += await folder_settings(ls)
-    for p in problems:
+    for p in await read_settings(ls, pushed):
         ls.show(f"Astra: {p}", types.MessageType.Warning)
     if ls.cluster_settings() != before:
         ls.spawn(ls.apply_sessions())
@@ -106,13 +95,32 @@ async def on_configuration(ls: AstraServer, params: types.DidChangeConfiguration
                 f"gpuArch={ls.settings.gpu_arch or 'the GPU’s own'}")
 
 
+async def read_settings(ls: AstraServer, pushed: Any = None) -> list[str]:
+    """The window's whole `astra` section, asked for with workspace/configuration (VS Code
+    answers it from package.json's defaults and the user's values; the client copies none), else
+    as a client that cannot be asked pushed it; then each workspace folder's. What it says
+    wrong, to be shown."""
+    raw = pushed
+    if ls.can_ask_configuration():
+        try:
+            got = await asyncio.wait_for(ls.workspace_configuration_async(
+                types.ConfigurationParams(items=[types.ConfigurationItem(section="astra")])), 5)
+            raw = got[0] if got else pushed
+        except Exception:
+            ls.log_error("could not read the astra settings", traceback.format_exc())
+    problems: list[str] = []
+    if isinstance(raw, dict):
+        ls.settings, problems = ls.settings.defaults().updated(raw)
+    return problems + await folder_settings(ls)
+
+
 async def folder_settings(ls: AstraServer) -> list[str]:
     """Each workspace folder's own `astra` settings (resource scope: multi-root workspaces), asked
     with the folder as scope; over the window's, so an unset folder value reads as the window's."""
     folders = list(ls.workspace.folders.values())
     if len(folders) < 2 or not ls.can_ask_configuration():
         ls.folder_settings = {}
-        ls.folders_read.set()
+        ls.settings_read.set()
         return []
     try:
         got = await asyncio.wait_for(ls.workspace_configuration_async(types.ConfigurationParams(
@@ -121,7 +129,7 @@ async def folder_settings(ls: AstraServer) -> list[str]:
         ls.log_error("could not read the folders' astra settings", traceback.format_exc())
         return []
     finally:
-        ls.folders_read.set()
+        ls.settings_read.set()
     out: dict[str, Any] = {}
     problems: list[str] = []
     for f, raw in zip(folders, got or []):
