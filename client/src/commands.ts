@@ -6,7 +6,7 @@ import { promises as fs } from "fs";
 import * as os from "os";
 import * as path from "path";
 import { WorkspaceEdit as LspWorkspaceEdit } from "vscode-languageclient/node";
-import { CLIENT, EditAnswer, KernelEntry, OptimizeAnswer, ProfileAnswer, ReportAnswer, SECRETS, SERVER } from "./contract";
+import { CLIENT, EditAnswer, GpuSetup, KernelEntry, OptimizeAnswer, ProfileAnswer, ReportAnswer, SECRETS, SERVER } from "./contract";
 import { ServerConnection, fail } from "./server";
 
 export function registerCommands(ctx: vscode.ExtensionContext, server: ServerConnection): void {
@@ -27,7 +27,7 @@ export function registerCommands(ctx: vscode.ExtensionContext, server: ServerCon
   reg(CLIENT.restartServer, () => server.restart());
   reg(CLIENT.showLogs, () => server.log.show());
   reg(CLIENT.installCli, () => commands.installCli());
-  reg(CLIENT.gpuSetup, (setup?: { problem: string; fix: string }) => commands.gpuSetup(setup));
+  reg(CLIENT.gpuSetup, (setup?: GpuSetup) => commands.gpuSetup(setup));
 }
 
 class Commands {
@@ -224,7 +224,7 @@ class Commands {
   }
 
   /** A GPU is visible but not used: say why and offer the one command that fixes it. */
-  async gpuSetup(setup?: { problem: string; fix: string }): Promise<void> {
+  async gpuSetup(setup?: GpuSetup): Promise<void> {
     if (!setup) {
       void vscode.window.showInformationMessage("Astra: no GPU problem is known: either the GPU backend works, or " +
         "no NVIDIA GPU is visible here (the status bar says so when one is visible but not used).");

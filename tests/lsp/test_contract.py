@@ -8,7 +8,7 @@ from pathlib import Path
 
 from astra_cuda import cli, contract
 from astra_cuda.compile import static
-from astra_cuda.lsp import answers, settings
+from astra_cuda.lsp import answers, answers_ts, settings
 from astra_cuda.lsp.server import server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,58 +112,31 @@ def test_the_client_copies_no_setting():
     assert "settings" not in json.loads((ROOT / "server" / "astra_cuda" / "contract.json").read_text())
 
 
-# ---- the server's answers: dataclasses whose fields are client/src/contract.ts's interfaces
+# ---- the server's answers: dataclasses, from which client/src/contract.ts's interfaces are written
 
-def _split_top(body: str) -> list[str]:
-    """`a: T; b?: { c: U; d: V }[]` -> its members, split at the `;` outside braces."""
-    parts, depth, cur = [], 0, ""
-    for ch in body:
-        depth += ch == "{"
-        depth -= ch == "}"
-        if ch == ";" and depth == 0:
-            parts.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    return [p.strip() for p in parts + [cur] if p.strip()]
+def test_contract_ts_is_written_from_the_answers_and_current():
+    ts = (ROOT / "client" / "src" / "contract.ts").read_text()
+    assert answers_ts.typescript() in ts, ("client/src/contract.ts is not current: run "
+                                           "`python -m astra_cuda.lsp.answers_ts client/src/contract.ts`")
+    assert answers_ts.rewritten(ts) == ts   # written again, nothing changes
+    for name in answers.INTERFACES:
+        assert f"export interface {name}" in ts
 
 
-def _members(body: str) -> dict[str, tuple[bool, str]]:
-    """name -> (optional, type) of an interface's or an object type's members."""
-    out = {}
-    for member in _split_top(body):
-        name, _, kind = member.partition(":")
-        out[name.strip().rstrip("?")] = (name.strip().endswith("?"), kind.strip())
-    return out
-
-
-def ts_interfaces() -> dict[str, dict[str, tuple[bool, str]]]:
-    src = (ROOT / "client" / "src" / "contract.ts").read_text()
-    src = re.sub(r"/\*.*?\*/", "", src, flags=re.S)
-    src = re.sub(r"//[^\n]*", "", src)
-    out = {}
-    for m in re.finditer(r"export interface (\w+)(?:<[^>]*>)? \{", src):
-        depth, i = 1, m.end()
-        while depth:
-            depth += {"{": 1, "}": -1}.get(src[i], 0)
-            i += 1
-        out[m.group(1)] = _members(src[m.end():i - 1])
-    return out
-
-
-def _fields(cls) -> dict[str, bool]:
-    return {answers.camel(f.name): bool(f.metadata.get("optional")) for f in dataclasses.fields(cls)}
-
-
-def test_every_answer_is_a_dataclass_with_the_clients_fields():
-    ts = ts_interfaces()
-    assert set(answers.INTERFACES) == set(ts)
-    for name, cls in answers.INTERFACES.items():
-        assert _fields(cls) == {k: opt for k, (opt, _) in ts[name].items()}, name
-    nested = {("DocStatus", "optimizing"): answers.Optimizing, ("DocStatus", "gpuSetup"): answers.GpuSetup}
-    for (name, member), cls in nested.items():
-        kind = ts[name][member][1]
-        assert _fields(cls) == {k: opt for k, (opt, _) in _members(kind[kind.index("{") + 1:kind.rindex("}")]).items()}
+def test_each_field_is_written_in_the_clients_names_types_and_optionality():
+    ts = answers_ts.typescript()
+    assert "export interface DocStatus {" in ts and "export interface EditAnswer<Edit> {" in ts
+    for line in ("  startLine: number;", "  optimizing: Optimizing[];", "  gpuSetup: GpuSetup | null;",
+                 "  restricted: string | null;", "  where?: string;", "  speedup?: number;",
+                 "  bestSpeedup: number | null;", "  edit?: Edit;", "  profilerReports: string[];"):
+        assert "\n" + line + "\n" in ts, line
+    # a nested answer's interface comes before the one that holds it
+    assert ts.index("export interface Optimizing") < ts.index("export interface DocStatus")
+    # every field of every answer is one member line
+    for cls in (*answers.INTERFACES.values(), answers.Optimizing, answers.GpuSetup):
+        body = ts.split(f"export interface {cls.__name__}", 1)[1].split("\n}", 1)[0]
+        members = [m.strip().split(":")[0].rstrip("?") for m in body.splitlines()[1:]]
+        assert members == [answers.camel(f.name) for f in dataclasses.fields(cls)], cls
 
 
 def test_an_answer_goes_over_the_wire_in_the_clients_names():

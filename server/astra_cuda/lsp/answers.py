@@ -1,7 +1,8 @@
 """What the server answers the client: the commands' results and the status notification, one
-dataclass per interface of `client/src/contract.ts` (tests/lsp/test_contract.py holds their fields
-equal: a field here is the interface's in snake case, and optional there — `name?:` — when it
-defaults to None here).
+dataclass per interface of `client/src/contract.ts`, which `answers_ts` writes from these (a field
+here is the interface's in snake case, and optional there — `name?:` — when it is `optional()`
+here; tests/lsp/test_contract.py fails while contract.ts is not current). The docstrings become
+the interfaces' comments.
 
 `to_json()` is what goes over the wire: camelCase keys, an optional field left None left out, a
 nested answer as its own JSON, anything else (an LSP `WorkspaceEdit`) as it is for pygls to convert.
@@ -46,7 +47,8 @@ def _json(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class KernelEntry(Answer):
-    """The kernels command: one kernel of the file, its lines 0-based."""
+    """The kernels command: one kernel of the file, its lines 0-based. Server commands take (uri,
+    kernel); `kernels` and `check` take (uri)."""
 
     name: str
     start_line: int
@@ -56,6 +58,8 @@ class KernelEntry(Answer):
 
 @dataclass(frozen=True)
 class Optimizing(Answer):
+    """A kernel being optimized: the progress message and the best speedup so far (null before one)."""
+
     kernel: str
     message: str
     best_speedup: float | None
@@ -63,13 +67,20 @@ class Optimizing(Answer):
 
 @dataclass(frozen=True)
 class GpuSetup(Answer):
+    """A GPU is visible but not used: what is wrong and the one command that fixes it."""
+
     problem: str
     fix: str
 
 
 @dataclass(frozen=True)
 class DocStatus(Answer):
-    """The status notification of one document (the status bar, the menus' context keys)."""
+    """The status notification of one document (the status bar, the menus' context keys).
+    `summary`: what the checks measured, in the server's words ('not checked', '1 matches reference
+    · 1 self-consistent'); `rewrites`: kernels with a finished rewrite to apply; `profilerReports`:
+    kernels whose Nsight Compute report was kept; `restricted`: why kernels are not run here (an
+    untrusted workspace); `where`: the node (and GPU) of the checks; `cluster`: where kernels run
+    when not on this machine."""
 
     uri: str
     checking: bool
@@ -109,6 +120,8 @@ class OptimizeAnswer(Answer):
 
 @dataclass(frozen=True)
 class ProfileAnswer(Answer):
+    """The profile command: its one-line summary and how many hot lines it marked."""
+
     status: str
     kernel: str | None = optional()
     summary: str | None = optional()
@@ -118,8 +131,8 @@ class ProfileAnswer(Answer):
 
 @dataclass(frozen=True)
 class EditAnswer(Answer):
-    """The optimized kernel's edit for the client's diff preview; `measured`: its speed was measured
-    on a GPU."""
+    """The optimizedEdit command: the optimized kernel's edit for the client's diff preview;
+    `measured`: its speed was measured on a GPU (else the rewrite is offered only on request)."""
 
     status: str
     message: str | None = optional()
@@ -131,7 +144,8 @@ class EditAnswer(Answer):
 
 @dataclass(frozen=True)
 class ReportAnswer(Answer):
-    """`html`: a whole page; `profiler_report`: the kept Nsight Compute report of the last profile."""
+    """The report command. `html`: a whole page (theme-aware, no scripts; links are command URIs);
+    `profilerReport`: the path of the kept Nsight Compute report of the kernel's last profile."""
 
     status: str
     html: str | None = optional()
