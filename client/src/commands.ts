@@ -93,11 +93,20 @@ class Commands {
       if (!(await this.consent(r))) return;
       r = await this.server.request<OptimizeAnswer>(SERVER.optimize, k.uri, k.name, r.endpoint);
     }
-    if (r?.status === "done") {
+    // The one ending of Optimize, wherever it started (lens, light bulb, palette, report all run
+    // this command): a better verified version goes through apply's preview; the server says nothing
+    // of its own about how the run ended.
+    if (r?.status === "done" && r.improved) {
       const pick = await vscode.window.showInformationMessage(
         `Astra: ${k.name} — ${r.title}.`, "Preview and apply", "Show report");
       if (pick === "Preview and apply") await this.apply(k.uri, k.name);
       else if (pick === "Show report") await this.report(k.uri, k.name);
+    } else if (r?.status === "done") {
+      const pick = await vscode.window.showInformationMessage(
+        `Astra: no better verified version of ${k.name} found; the original is kept.`, "Show report");
+      if (pick === "Show report") await this.report(k.uri, k.name);
+    } else if (r?.status === "failed") {
+      void vscode.window.showErrorMessage(`Astra: optimizing ${k.name} failed: ${r.message}`);
     }
   }
 

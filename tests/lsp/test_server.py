@@ -5,7 +5,7 @@ import asyncio
 import time
 
 import pytest
-from lsprotocol import types
+from lsprotocol import converters, types
 
 from conftest import Doc, apply_edit, until
 
@@ -76,8 +76,11 @@ async def test_optimize_then_apply_lazily_with_progress(client, example):
     assert "Optimize kernel `silu_and_mul`" in titles
     assert not any(t.startswith("Apply") for t in titles)
 
+    client.messages.clear()
     result = await doc.command("astra_cuda.lsp.optimize", "silu_and_mul")
-    assert result["status"] == "done", result
+    assert result["status"] == "done" and result["improved"], result
+    # how it ended is the answer's: the client's one ending offers the preview (no second message)
+    assert not [m.message for m in client.messages if "silu_and_mul" in m.message], client.messages
     # Work-done progress: begin, reports, end.
     kinds = [type(v).__name__ for reps in client.progress_reports.values() for v in reps]
     assert kinds[0] == "WorkDoneProgressBegin" and kinds[-1] == "WorkDoneProgressEnd"
@@ -95,6 +98,10 @@ async def test_optimize_then_apply_lazily_with_progress(client, example):
     # VS Code's refactor preview: the edit carries a change annotation that needs confirmation
     (note,) = resolved.edit.change_annotations.values()
     assert note.needs_confirmation and "speed unknown" in note.description
+    # the palette's and the lens's apply (astra.applyOptimized asks optimizedEdit) preview the same edit
+    palette = await doc.command("astra_cuda.lsp.optimizedEdit", "silu_and_mul")
+    assert palette["status"] == "ok" and palette["measured"] is False
+    assert palette["edit"] == converters.get_converter().unstructure(resolved.edit)
     new = apply_edit(doc.text, resolved.edit)
     assert new != doc.text and "__global__ void silu_and_mul" in new
     assert new.startswith(doc.text[:doc.text.index("__device__")])  # the rest of the file kept

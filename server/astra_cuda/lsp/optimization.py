@@ -141,15 +141,9 @@ async def optimize(ls: AstraServer, uri: str, name: str, consent: str | None = N
         ls.log_info(f"optimize {name}: {opt.status}{result_note} in {time.monotonic() - t0:.1f} s — reproduce: {again}")
         ls.send_status(uri)
         ls.refresh_views()
-    if opt.status == "done":
-        if opt.improved:
-            ls.show(f"Astra: `{name}` optimized ({opt.title()}). Apply it from the code lens or the lightbulb."
-                    if opt.measured else f"Astra: `{name}`: a rewrite {opt.title()}. To take it anyway: the "
-                    "lightbulb or Astra: Apply optimized kernel.")
-        else:
-            ls.show(f"Astra: no better verified version of `{name}` found; the original is kept.")
-    elif opt.status == "failed":
-        ls.show(f"Astra: optimizing `{name}` failed: {opt.message}", types.MessageType.Error)
+    # How the run ended is the answer's to say: the client's one ending (astra.optimizeKernel, which
+    # the lens, the light bulb, the palette and the report all run) offers the preview-and-apply;
+    # a message of the server's own beside it said the same thing twice, differently.
     return views.optimization_json(name, opt)
 
 
