@@ -100,6 +100,17 @@ class Doc:
             types.TextDocumentIdentifier(uri=self.uri), types.Position(line=line, character=character))), 30)
 
 
+async def configure(client: LanguageClient, **changed) -> None:
+    """The user changes settings: the editor's answer to workspace/configuration changes, and the
+    notification (which carries nothing) makes the server ask again; returns once it has them."""
+    def read() -> int:
+        return sum(m.message.startswith("settings: ") for m in client.log_messages)
+    before = read()
+    client.set_configuration(dict(SETTINGS, **changed), section="astra")
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
+    await until(lambda: read() > before, 30, lambda: "the server did not read the changed settings")
+
+
 async def until(cond, timeout: float, describe=lambda: "", step: float = 0.05):
     end = time.monotonic() + timeout
     while not cond():

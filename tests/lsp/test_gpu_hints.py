@@ -6,7 +6,7 @@ import shutil
 import pytest
 from lsprotocol import types
 
-from conftest import Doc
+from conftest import Doc, configure
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(shutil.which("ncu") is None, reason="needs ncu")]
 
@@ -22,8 +22,7 @@ def _gpu() -> bool:
 async def test_hot_lines_become_inlay_hints_after_an_ncu_profile(client, example):
     if not _gpu():
         pytest.skip("no GPU")
-    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-        settings={"astra": {"backend": "gpu", "profile": {"ncu": True}}}))
+    await configure(client, backend="gpu", profile={"ncu": True})
     doc = Doc(client, example())
     result = await doc.command("astra_cuda.lsp.profile", "silu_and_mul", timeout=600)
     assert result["status"] == "done", result

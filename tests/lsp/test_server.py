@@ -7,7 +7,7 @@ import time
 import pytest
 from lsprotocol import converters, types
 
-from conftest import Doc, apply_edit, until
+from conftest import Doc, apply_edit, configure, until
 
 ERR = types.DiagnosticSeverity.Error
 WRONG = ("silu(x) * y", "silu(x) + y")  # a plausible bug: the gate must catch it
@@ -143,8 +143,7 @@ async def test_cancel_from_progress_and_stay_responsive(client, example):
     doc = Doc(client, example())
     line = doc.line_of("__global__ void silu_and_mul")
     col = doc.text.splitlines()[line].index("silu_and_mul")
-    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-        settings={"astra": {"backend": "cpu", "rounds": 50}}))
+    await configure(client, backend="cpu", rounds=50)
     task = asyncio.ensure_future(doc.command("astra_cuda.lsp.optimize", "silu_and_mul"))
     await until(lambda: client.progress_reports, 60)
     token = next(iter(client.progress_reports))
@@ -287,8 +286,7 @@ async def test_profile_fills_the_code_lens(client, example):
 
 
 async def test_check_on_open_and_on_save_follow_their_settings(client, example):
-    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-        settings={"astra": {"checkOnOpen": False, "checkOnSave": False}}))
+    await configure(client, checkOnOpen=False, checkOnSave=False)
     refreshes = client.lens_refreshes
     doc = Doc(client, example())
     await until(lambda: doc.uri in client.diagnostics, 60)
