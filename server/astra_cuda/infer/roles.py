@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from ..model import access, accessors, compiled_branches, exprs
 from ..model.source import Kernel
 from ..model.syntax import walk
-from . import masks
+from . import masks, stride_units
 from .shape_fits import (TABLE, bounding_polynomial, confirmed_at_probes, extents_of, fit_product, packet_width,
                          per_block_fit, polynomial_fit, quotient_fit, same_shapes, shapes_at)
 
@@ -265,7 +265,12 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
             if fit is None or not all(all(a <= b for a, b in zip(r, widest)) for r in rows):
                 del fixed[s]   # unused, or not a contiguous layout's stride: it stays a free size
             else:
-                fixed[s] = " * ".join(fit)
+                # counted in rows of a size that scales its sum (`(i + b * s) * h`): the extent over h
+                h = stride_units.unit(kernel, s, size_names)
+                if h is not None and h in fit:
+                    fit = list(fit)
+                    fit.remove(h)
+                fixed[s] = " * ".join(fit) or "1"
             base = sample(fixed)
         return (fixed, base) if base is not None else None
 
