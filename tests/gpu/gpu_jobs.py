@@ -206,3 +206,26 @@ def launches(payload):
         b.launch(mod, name, Launch((1, 1, 1), (block, 1, 1)), bufs)
         out[name] = [b.download(x) for a, x in zip(args, bufs) if isinstance(a, np.ndarray)]
     return out
+
+
+def gather_records(be, unit, spec, sizes):
+    """Below the gate: the layouts the module's probe gives each pointer to records, then two
+    launches (each poison) of a records-gathering kernel compared with the gather on the host —
+    says whether the layout or the launch misplaces the records."""
+    from astra_cuda.gate import checks, suite
+    kern = checks.Compiled(be.compile_unit(unit), unit.name_expression, "candidate")
+    ctypes = checks.arg_types(spec, be, kern, unit.param_types)
+    layouts = {k: (v.size, {f: (x.offset, x.size) for f, x in v.fields.items()})
+               for k, v in ctypes.items() if hasattr(v, "fields")}
+    host = suite.inputs(spec, sizes, "spec", 1)
+    n = sizes["seqs"]
+    rows = (suite.record_values(spec.args["seqs_.start_idx"], n, sizes)
+            + suite.record_values(spec.args["seqs_.n_tokens"], n, sizes) - 1).astype(np.int64)
+    want = host["acts"][rows]
+    outs = [checks.run_case(spec, be, kern, sizes, host, ctypes, p).after["out"] for p in checks.POISONS]
+    return {"layouts": layouts, "compiler": getattr(kern.module, "compiler", ""),
+            "match": [bool(np.array_equal(o, want)) for o in outs]}
+
+
+def records_gather(payload):
+    return gather_records(backend(), payload["unit"], payload["spec"], payload["sizes"])

@@ -268,3 +268,22 @@ def test_typedef_named_records_as_parameters_pass_the_gate(pool, tmp_path, nvrtc
     assert v.passed, v.human()
     v = pool.run(jobs.CheckJob("gpu", u, u, spec, quick=True), timeout=300)
     assert v.passed and v.compared, v.human()
+
+
+@pytest.mark.parametrize("nvrtc", [False, True])
+def test_typedef_named_records_are_laid_out_and_read_as_compiled(pool, tmp_path, nvrtc):
+    """Below the gate, each build: the probe's layouts (Batch 8 bytes, n_sequences at 4; Seq 16
+    bytes, start_idx at 0, n_tokens at 4, as g++ and nvcc lay them out) and two launches whose
+    gathered rows equal the host's gather — which of layout or launch is wrong, if either."""
+    from gpu_jobs import Call, records_gather
+    path = tmp_path / "gather.cu"
+    path.write_text(GATHER)
+    m = source.parse(GATHER)
+    spec = spec_mod.load(m.kernel("k"), m)
+    u = extract.spec_unit(m, str(path), "k", spec)
+    u = dataclasses.replace(u, file_text="") if nvrtc else u
+    got = pool.run(Call(records_gather, {"unit": u, "spec": spec, "sizes": {"seqs": 130, "d": 256, "V": 1000}}),
+                   timeout=300)
+    assert got["layouts"] == {"batch": (8, {"n_sequences": (4, 4)}),
+                              "seqs_": (16, {"start_idx": (0, 4), "n_tokens": (4, 4)})}, got
+    assert got["match"] == [True, True], got
