@@ -103,3 +103,23 @@ def test_a_host_declaration_device_code_names_in_decltype_is_no_host_code():
     assert not screen.screen(None, text, "k").errors
     defined = text.replace("auto has_size(...) -> char;", "auto has_size(...) -> char { return 0; }")
     assert [f.kind for f in screen.screen(None, defined, "k").errors] == ["host_code"]
+
+
+def test_atomics_through_a_wrapper_or_inline_ptx_are_flagged():
+    # TGI's forward_masked_softmax_kernel sums a row into shared memory with PyTorch's
+    # `gpuAtomicAdd`/`gpuAtomicMax` (ATen/cuda/Atomic.cuh), not `atomicAdd` by name: the float sum's
+    # order is the schedule's, so two runs may differ in the last bit — determinism within tolerance
+    wrapper = "__device__ float gpuAtomicAdd(float* p, float v) { float o = *p; *p = o + v; return o; }"
+    r = run(BODY.replace("out[token * d + i] =", "gpuAtomicAdd(&total, x); out[token * d + i] =").replace(
+        "const int64_t token", "__shared__ float total; const int64_t token"), extra=wrapper)
+    assert r.uses_atomics
+    ptx = BODY.replace("out[token * d + i] =", 'asm volatile("red.shared.add.f32 [%0], %1;" :: "l"(&total), '
+                       '"f"(x)); out[token * d + i] =').replace(
+        "const int64_t token", "__shared__ float total; const int64_t token")
+    assert run(ptx).uses_atomics
+    # a name merely holding the letters, or an operand named `red`, is no atomic
+    plain = BODY.replace("const int64_t token", 'float red = 0; asm volatile("mov.f32 %0, %1;" : "=f"(red) : '
+                         '"f"(red)); const int64_t token')
+    assert not run(plain).uses_atomics
+    assert not run(BODY.replace("silu(x)", "hydratomicity(x)"), extra="__device__ float hydratomicity(float x) "
+                   "{ return x; }").uses_atomics

@@ -22,6 +22,12 @@ from ..model.spec import Spec
 
 TIMERS = {"clock", "clock64", "__nanosleep", "__globaltimer", "globaltimer", "__clock", "__clock64"}
 TIMER_ASM = re.compile(r"%(global)?timer|%clock|%globaltimer")  # inside an asm string literal
+# An atomic read-modify-write, by the callee's name: CUDA's own (`atomicAdd`, `atomicMax_block`)
+# and the wrappers libraries put around them (PyTorch's `gpuAtomicAdd`/`gpuAtomicMax`, `fastAtomicAdd`,
+# a project's `atomic_add_f16`): the order in which threads' updates land is the schedule's, so float
+# sums through them round differently run to run — as inline PTX `atom.`/`red.` instructions do.
+ATOMIC_CALL = re.compile(r"(?:^|_)atomic|Atomic")
+ATOMIC_ASM = re.compile(r"(?<![\w.])(?:atom|red)\.")
 HOST_APIS = {
     "cudaMalloc", "cudaFree", "cudaMemcpy", "cudaMemcpyAsync", "cudaMemset", "cudaMemsetAsync",
     "cudaMallocManaged", "cudaMallocHost", "cudaHostAlloc", "cudaDeviceSynchronize", "cudaStreamCreate",
@@ -201,7 +207,11 @@ def screen(reference: str | None, candidate: str, kernel: str, spec: Spec | None
     for name, node in cu.calls():
         if name in HOST_APIS and name not in ref_calls:
             add(Finding("host_api", f"calls the host API {name}(): not allowed in a kernel", cu.user_line(node), True))
-        if name.startswith("atomic"):
+        if ATOMIC_CALL.search(name):
+            res.uses_atomics = True
+    for n in cu.nodes({"gnu_asm_expression"}):
+        template = n.child_by_field_name("assembly_code")   # the instructions, not the operands
+        if template is not None and ATOMIC_ASM.search((template.text or b"").decode("utf-8", "replace")):
             res.uses_atomics = True
     # State and clocks.
     for name, node in cu.calls():
