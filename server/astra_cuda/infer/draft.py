@@ -33,7 +33,7 @@ from .body_facts import (WARP_WIDTH, bound_functions, called_template_params, ca
                          warp_width_names, whole_groups, written_as_constants)
 from .notes import problems_of, ranked
 from .requirements import (holds_true, launch_requirements, over_sizes, substituted, toml_list, vector_requirements,
-                           within_launch_bounds)
+                           whole_steps, within_launch_bounds)
 
 
 @dataclass
@@ -338,6 +338,7 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
             if n in size_names:
                 notes.append(f"`{n}` % {w} == 0: the kernel reads or writes packets of {w} elements past the "
                              f"last index it checks (a vector access) — required")
+    whole_steps(found, size_names, require, notes)
     require += [r for r in launch_require if r not in require]
     tile = max((int(b) for b in block if b.strip().isdigit()), default=1)
     if decide.get("tiles") and tile > 1:   # it faulted on a partial tile: every size a whole number of them

@@ -171,5 +171,15 @@ def vector_requirements(found: InferredShapes | None, buffers: dict[str, tuple[l
     return out
 
 
+def whole_steps(found: InferredShapes | None, size_names: list[str], require: list[str], notes: list[str]) -> None:
+    """A size the kernel walks in whole steps (`roles`: its accesses fit a shape only there) is
+    required a multiple of the step: a partial step reads a whole one past the buffer."""
+    for n, m in (found.steps.items() if found is not None else ()):
+        if n in size_names and (r := f"{n} % {m} == 0") not in require:
+            require.append(r)
+            notes.append(f"`{r}`: the kernel walks `{n}` in whole steps of {m} (a loop's trip reaches a whole step "
+                         f"past the last index it checks): only then do its accesses fit a shape — required")
+
+
 def toml_list(items: list[str]) -> str:
     return "[" + ", ".join(f'"{i}"' for i in items) + "]"

@@ -20,6 +20,7 @@ from .shape_fits import (TABLE, bounding_polynomial, confirmed_at_probes, extent
 # ---- shapes from the kernel's accesses ----------------------------------------------------------
 
 _PROBE_VALUES = (37, 53, 29, 41, 23)
+_STEPS = (32, 64, 128)   # whole steps a size is probed at where multiples of 16 fit no shape
 
 
 def _divisors(kernel: Kernel, launch: list[str], names: list[str], helpers=None) -> list[str]:
@@ -89,6 +90,7 @@ class InferredShapes:
     partial: set[str] = field(default_factory=set)   # pointers measured by the accesses that could be bounded
     boundaries: set[str] = field(default_factory=set)   # index arrays of segment boundaries (a CSR `indptr`)
     shared_rows: bool = False   # index values summed into one row: each drawn in [1, rows / 2) (`access`)
+    steps: dict[str, int] = field(default_factory=dict)   # size -> the step the kernel walks it in whole
 
 
 _STRIDE_PROBE = 100003   # a stride set far from every probe size: what it moves depends on it
@@ -177,6 +179,8 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
     divided += [d for d in body_divisions(kernel, names, int_params) if d not in divided]
     differences = size_pairs(grid + block, names, DIFFERENCES)
 
+    whole: dict[str, int] = {}   # size -> the step it is probed a multiple of
+
     def sample(extra: dict[str, str]) -> list | None:
         samples = []
         for k in range(3):
@@ -204,6 +208,8 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
                     small = [u for u in range(min(v, 16), 0, -1) if _holds(own, {n: u})]
                     if small:
                         sizes[n] = small[k % len(small)]
+            for n, m in whole.items():   # whole steps of `m` (see `steps` below), as is every part of it a
+                sizes[n] *= m            # division by another size gives (GPTQ's groups of `size_k / groups`)
             facts = at(sizes, extra)
             if facts is None:
                 return None
@@ -354,9 +360,33 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
                 first = shapes_at(fits[0][2], fitted)
                 _, n, result = max((f for f in fits if shapes_at(f[2], fitted) == first), key=lambda f: f[0])
                 equal = {TABLE: n}
+    steps: dict[str, int] = {}
+    if misfits(result):
+        # a kernel that walks a size in whole steps (GPTQ's `while (k < end_k) { four rows of packed
+        # weights; k += 32; }`, eight 4-bit values a word) reaches a whole step past the size where it
+        # is no multiple of the step, which multiples of 16 are not: probed at whole steps of one size
+        # that moves them, the misfits fit (the others as they were) — that size must be whole steps
+        fixed, base = result
+        bad, known = misfits(result), reach(base)
+        good = {p: f for p, e in extents(base).items() if e is not None and p not in bad
+                and (f := fitted(base, e, fixed)) is not None}
+        for n in [n for n in size_names if n not in fixed and n not in (derived or {}) and not is_stride(n)]:
+            moved = sample({**fixed, n: f"{n} + 16"})
+            if moved is None or all(reach(moved)[p] == known[p] for p in bad):
+                continue
+            for m in _STEPS:
+                whole[n] = m
+                tried = solve(equal)
+                if tried is not None and not misfits(tried) and same_shapes(good, tried, fitted, equal):
+                    result, steps = tried, {n: m}
+                    break
+                del whole[n]
+            if steps:
+                break
     fixed, samples = result
     shapes: dict[str, list[str]] = {}
     packets: dict[str, int] = {}
+    inner = [n for n in exprs.names(grid[0]) if n in size_names] if grid and steps else []   # the x threads' size
     dead = only_in_dead_branches(kernel, pointers, constants)
     read_only = {n for n, u in samples[-1][1].uses.items() if not u.written}
     seen: dict[tuple, object] = {}   # the polynomial fits of several inputs evaluate the same points
@@ -400,6 +430,8 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
             # either (an input read one past may be a quotient's rounding at the probes, which the
             # launcher's `require` of whole groups rules out)
             fit = [f"{fit[0]} + 1"]
+        if fit is not None and steps:
+            fit = _packed_first(fit, next(iter(steps)), inner[0] if len(inner) == 1 else "", names)
         if fit is not None:
             shapes[p] = fit
             width = min(packet_width(fit, [(s, e) for (s, _), e in zip(samples, extent)], {**fixed, **(derived or {})}),
@@ -427,6 +459,8 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
                 if quotient is not None and confirmed_at_probes(quotient, p, samples[0][0], at_fixed, partial=True,
                                                         launch_names=frozenset(launch_names)):
                     fit = quotient
+            if fit is not None and steps:
+                fit = _packed_first(fit, next(iter(steps)), inner[0] if len(inner) == 1 else "", names)
             if fit is not None:
                 shapes[p], partial = fit, partial | {p}
     last = samples[-1][1].uses
@@ -464,7 +498,25 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
                    {k: v for k, v in fixed.items() if k not in equal}, equal, packets,
                    {n: u.packet for n, u in last.items() if u.packet > 1},
                    {n: set(u.casts) for n, u in last.items() if u.casts}, partial,
-                   {n for n, u in last.items() if u.boundaries}, shared_rows)
+                   {n for n, u in last.items() if u.boundaries}, shared_rows, steps)
+
+
+def _packed_first(fit: list[str], stepped: str, inner: str, names: list[str]) -> list[str]:
+    """A product over a size the kernel walks in whole steps, its dimensions as the fit listed them
+    (`[size_n, size_k / 8]`: a division put last), ordered as a packed GEMM lays them out: the words
+    of packed values along the stepped size (GPTQ's `size_k / 8` rows) first, and the size the grid's
+    x dimension spreads threads over (`inner`: `size_n`) innermost — where the vector accesses step,
+    and the one a division that is not the stepped size's belongs to (`[groups, size_n / 8]`)."""
+    *head, last = fit
+    num, _, d = last.partition(" / ")
+    plain = head + [num.strip()]
+    if d and not d.strip().isdigit() or not all(x in names for x in plain) or len(set(plain)) < len(plain):
+        return fit
+    on = (stepped if stepped in plain else inner if inner in plain else plain[-1]) if d else ""
+    first = [on] if on == stepped else []
+    order = first + [x for x in plain if x not in first and x != inner] + [x for x in plain if x == inner != on
+                                                                            or x == inner and not first]
+    return [f"{x} / {d.strip()}" if x == on else x for x in order]
 
 
 def only_in_dead_branches(kernel: Kernel, pointers: list[str], constants: dict[str, int]) -> set[str]:
