@@ -4,6 +4,8 @@ k += 32; }`, eight 4-bit values a word, scales per group advanced at `k == nextg
 multiples of 16 its last trip reaches a whole step past the packed weights, so no shape fitted and
 they were guessed `[size_m, size_n]`: on a GPU the reads past them made two runs disagree (`c`: 127
 of 128 elements). Probed at whole steps of `size_k` the shapes are the program's, the step required."""
+from astra_cuda.infer.shape_fits import packed_layout
+
 from tests.realcode.test_infer_asm_accesses import infer
 
 PACKED = """#include <cuda_fp16.h>
@@ -51,3 +53,15 @@ def test_packed_weights_walked_in_whole_steps_get_the_programs_shapes_and_the_st
     assert all(c["size_k"] % 32 == 0 for c in s.cases())
     # accumulated with atomicAdd: read and written, so its values before the launch are an input
     assert s.args["out"].inout and not s.args["out"].output
+
+
+def test_packed_layout_puts_the_packed_words_first_and_the_threads_size_innermost():
+    names = ["size_m", "size_n", "size_k", "groups"]
+    assert packed_layout(["size_n", "size_k / 8"], "size_k", "size_n", names) == ["size_k / 8", "size_n"]
+    assert packed_layout(["size_n", "groups / 8"], "size_k", "size_n", names) == ["groups", "size_n / 8"]
+    assert packed_layout(["size_n", "groups"], "size_k", "size_n", names) == ["groups", "size_n"]
+    # a product without the threads' size, or one that is already so, is left as it is
+    assert packed_layout(["size_m", "size_k"], "size_k", "size_n", names) == ["size_m", "size_k"]
+    assert packed_layout(["size_m", "size_n"], "size_k", "size_n", names) == ["size_m", "size_n"]
+    # threads spread over the stepped size itself: nothing is lost
+    assert packed_layout(["size_n", "size_k / 8"], "size_k", "size_k", names) == ["size_k / 8", "size_n"]

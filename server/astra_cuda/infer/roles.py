@@ -1,7 +1,11 @@
 """Shapes and roles of the pointer parameters from the kernel's own accesses (`access`): each
 extent measured at a few size assignments (`infer_shapes` samples them once) and fitted to
 sizes (`shape_fits`); read-only, written, read-modify-write; index arrays bounded by the table
-they index."""
+they index.
+
+Long because `infer_shapes` is one search over size assignments whose steps (sizes taken equal, a
+table's size, whole steps of a size) share its probes and fits as closures: split, each would pass
+that state around."""
 from __future__ import annotations
 
 import ast
@@ -13,8 +17,8 @@ from ..model import access, accessors, compiled_branches, exprs
 from ..model.source import Kernel
 from ..model.syntax import walk
 from . import masks, stride_units
-from .shape_fits import (TABLE, bounding_polynomial, confirmed_at_probes, extents_of, fit_product, packet_width,
-                         per_block_fit, polynomial_fit, quotient_fit, same_shapes, shapes_at)
+from .shape_fits import (TABLE, bounding_polynomial, confirmed_at_probes, extents_of, fit_product, packed_layout,
+                         packet_width, per_block_fit, polynomial_fit, quotient_fit, same_shapes, shapes_at)
 
 
 # ---- shapes from the kernel's accesses ----------------------------------------------------------
@@ -431,7 +435,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
             # launcher's `require` of whole groups rules out)
             fit = [f"{fit[0]} + 1"]
         if fit is not None and steps:
-            fit = _packed_first(fit, next(iter(steps)), inner[0] if len(inner) == 1 else "", names)
+            fit = packed_layout(fit, next(iter(steps)), inner[0] if len(inner) == 1 else "", names)
         if fit is not None:
             shapes[p] = fit
             width = min(packet_width(fit, [(s, e) for (s, _), e in zip(samples, extent)], {**fixed, **(derived or {})}),
@@ -460,7 +464,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
                                                         launch_names=frozenset(launch_names)):
                     fit = quotient
             if fit is not None and steps:
-                fit = _packed_first(fit, next(iter(steps)), inner[0] if len(inner) == 1 else "", names)
+                fit = packed_layout(fit, next(iter(steps)), inner[0] if len(inner) == 1 else "", names)
             if fit is not None:
                 shapes[p], partial = fit, partial | {p}
     last = samples[-1][1].uses
@@ -499,24 +503,6 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
                    {n: u.packet for n, u in last.items() if u.packet > 1},
                    {n: set(u.casts) for n, u in last.items() if u.casts}, partial,
                    {n for n, u in last.items() if u.boundaries}, shared_rows, steps)
-
-
-def _packed_first(fit: list[str], stepped: str, inner: str, names: list[str]) -> list[str]:
-    """A product over a size the kernel walks in whole steps, its dimensions as the fit listed them
-    (`[size_n, size_k / 8]`: a division put last), ordered as a packed GEMM lays them out: the words
-    of packed values along the stepped size (GPTQ's `size_k / 8` rows) first, and the size the grid's
-    x dimension spreads threads over (`inner`: `size_n`) innermost — where the vector accesses step,
-    and the one a division that is not the stepped size's belongs to (`[groups, size_n / 8]`)."""
-    *head, last = fit
-    num, _, d = last.partition(" / ")
-    plain = head + [num.strip()]
-    if d and not d.strip().isdigit() or not all(x in names for x in plain) or len(set(plain)) < len(plain):
-        return fit
-    on = (stepped if stepped in plain else inner if inner in plain else plain[-1]) if d else ""
-    first = [on] if on == stepped else []
-    order = first + [x for x in plain if x not in first and x != inner] + [x for x in plain if x == inner != on
-                                                                            or x == inner and not first]
-    return [f"{x} / {d.strip()}" if x == on else x for x in order]
 
 
 def only_in_dead_branches(kernel: Kernel, pointers: list[str], constants: dict[str, int]) -> set[str]:

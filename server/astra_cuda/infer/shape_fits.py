@@ -279,3 +279,21 @@ def extents_of(samples: list) -> dict[str, list[int] | None]:
         uses = [f.uses[p] for _, f in samples]
         out[p] = None if any(u.unknown or u.hi is None for u in uses) else [u.hi + 1 for u in uses]
     return out
+
+
+def packed_layout(fit: list[str], stepped: str, inner: str, names: list[str]) -> list[str]:
+    """A product over a size the kernel walks in whole steps, its dimensions as the fit listed them
+    (`[size_n, size_k / 8]`: a division put last), ordered as a packed GEMM lays them out: the words
+    of packed values along the stepped size (GPTQ's `size_k / 8` rows) first, and the size the grid's
+    x dimension spreads threads over (`inner`: `size_n`) innermost — where the vector accesses step,
+    and the one a division that is not the stepped size's belongs to (`[groups, size_n / 8]`)."""
+    *head, last = fit
+    num, _, d = last.partition(" / ")
+    plain = head + [num.strip()]
+    if d and not d.strip().isdigit() or not all(x in names for x in plain) or len(set(plain)) < len(plain):
+        return fit
+    on = (stepped if stepped in plain else inner if inner in plain else plain[-1]) if d else ""
+    first = [on] if on == stepped else []
+    last_ = [inner] if inner in plain and inner not in first else []
+    order = first + [x for x in plain if x not in first and x not in last_] + last_
+    return [f"{x} / {d.strip()}" if x == on else x for x in order]
