@@ -177,8 +177,9 @@ def whole_steps(found: InferredShapes | None, size_names: list[str], require: li
     for n, m in (found.steps.items() if found is not None else ()):
         if n in size_names and (r := f"{n} % {m} == 0") not in require:
             require.append(r)
-            notes.append(f"`{r}`: the kernel walks `{n}` in whole steps of {m} (a loop's trip reaches a whole step "
-                         f"past the last index it checks): only then do its accesses fit a shape — required")
+            notes.append(f"`{r}`: the kernel covers `{n}` in whole steps of {m} (a loop's trip, or a block, reaches "
+                         f"a whole step past the last index it checks): only then do its accesses fit a shape — "
+                         f"required; CHECK that the program's sizes are whole steps (else the kernel misses a tail)")
 
 
 def toml_list(items: list[str]) -> str:
