@@ -55,6 +55,13 @@ class Mismatch:
                 f"first at {output}{idx}: expected {_fmt(self.expected)}, got {_fmt(self.got)}")
 
 
+# Why two runs of a kernel with atomics are compared within the tolerance, and what a failure then
+# means: the order in which threads' atomic updates land is the hardware's (a float sum rounds
+# differently run to run), so only a difference beyond the tolerance is the kernel's.
+ATOMICS_WHY = (" — the kernel uses atomics, whose order of updates may change between runs, so its runs are "
+               "compared within the tolerance: these differ beyond it")
+
+
 def _fmt(x: float) -> str:
     return f"{x:.6g}"
 

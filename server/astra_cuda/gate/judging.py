@@ -172,7 +172,7 @@ class Judging(GateState):
             m = compare.compare(a, b, atol, rtol, exact=not self.atomics, check_constant=False)
             if m is not None:
                 self.fail("determinism", "two runs on the same inputs disagree: "
-                          + m.message(name, atol, rtol, exact=not self.atomics),
+                          + m.message(name, atol, rtol, exact=not self.atomics) + (compare.ATOMICS_WHY if self.atomics else ""),
                           info, output=name, index=list(m.index), bad=m.bad, total=m.total)
                 ok = False
             else:

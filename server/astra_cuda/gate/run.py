@@ -257,7 +257,8 @@ class _Gate(Instrumented):
                             if scheduled else "two runs on the same inputs give different results")
                     self.fail(check, f"{what}: `{name}` differs between the {names[0]} and {names[k]} runs in {n} "
                               f"element(s), first at {name}[{', '.join(map(str, idx))}] "
-                              f"({float(compare.as_f64(a)[idx]):.6g} vs {float(compare.as_f64(b)[idx]):.6g})",
+                              f"({float(compare.as_f64(a)[idx]):.6g} vs {float(compare.as_f64(b)[idx]):.6g})"
+                              + (compare.ATOMICS_WHY if self.atomics else ""),
                               info, output=name, index=list(idx), bad=n)
                     return
             if expected is not None:
