@@ -8,6 +8,7 @@ from typing import Any, Callable
 import numpy as np
 
 from astra_cuda.backends.base import Launch, LaunchError, Scalar
+from astra_cuda.execution.jobs import CheckJob
 from astra_cuda.execution.worker import Job
 
 _backend = None
@@ -229,3 +230,11 @@ def gather_records(be, unit, spec, sizes):
 
 def records_gather(payload):
     return gather_records(backend(), payload["unit"], payload["spec"], payload["sizes"])
+
+
+@dataclass(frozen=True)
+class PidCheck(CheckJob):
+    """A CheckJob that also says which process ran its launches (its owner is the CheckJob's)."""
+
+    def run(self):  # type: ignore[override]
+        return os.getpid(), super().run()

@@ -548,6 +548,12 @@ EXECUTION = [
            "process of its executor writes (the limit is the file's size): the next launch that printed a line, "
            "another open file's in `astra serve`, died of SIGXFSZ ('the kernel printed more than 64 MiB')",
            "the next launch passes with its own output", "isolation: each launch starts the log empty"),
+    Attack("gpu_context_shared_across_documents", "exec", "`astra serve` sent every open document's jobs to one "
+           "worker pool, and on the GPU a job's launches run in the worker's own process and CUDA context: one "
+           "document's kernel writing past its buffers, or the state a job left in the process, met the next "
+           "document's launches", "a worker that ran one document's GPU launches never runs another document's job",
+           "worker.Pool: a worker belongs to the document whose code it ran (Job.owner); another document's job "
+           "gets a fresh worker, the least recently used of another document killed when the pool is full"),
     Attack("malformed_reply", "exec", "the kernel writes a reply that is not JSON onto its socket",
            "a clear launch error, never a traceback", "replies are validated (shape, size) before use"),
     Attack("no_process_outlives_astra_check", "exec", "`astra check` on the CPU backend run to its end, or killed "

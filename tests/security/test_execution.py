@@ -256,6 +256,62 @@ def test_forged_ok_hides_fault(fault, cpu, monkeypatch):
     assert (cpu.download(_clean_launch(cpu)) == np.arange(32)).all()
 
 
+@pytest.mark.parametrize("size", [1, 2])
+def test_gpu_context_shared_across_documents(size):
+    """`astra serve` sends every open document's jobs to one pool, and a GPU job's launches run in
+    its worker's own process (CUDA context). Here jobs stand in for two documents' (`Job.owner`,
+    as a GPU CheckJob names its file), each leaving a thread behind in its process: a worker that
+    ran a.cu's job never runs b.cu's, so no job of one document sees what the other's left; a pool
+    of one gives each document a fresh worker (the other's killed), a pool of two keeps both warm;
+    a job of no document (a probe) may run in any. Which process the GPU launches themselves run in
+    is tests/gpu/test_documents_apart_gpu.py's (a GPU run)."""
+    from astra_cuda.execution import worker
+
+    from .owned_jobs import Owned
+    pool = worker.Pool(size, name=f"owned-{size}")
+    try:
+        a1, _ = pool.run(Owned("a.cu"), timeout=120)
+        b1, seen_b1 = pool.run(Owned("b.cu"), timeout=120)
+        probe, _ = pool.run(Owned(None), timeout=120)
+        a2, seen_a2 = pool.run(Owned("a.cu"), timeout=120)
+        b2, seen_b2 = pool.run(Owned("b.cu"), timeout=120)
+    finally:
+        pool.close()
+    assert a1 != b1 and a2 != b1 and b2 != a2 and b2 != a1, (a1, b1, a2, b2)
+    assert "a.cu" not in seen_b1 + seen_b2 and "b.cu" not in seen_a2, (seen_b1, seen_a2, seen_b2)
+    assert probe in (a1, b1)   # a probe took a warm worker, whosever
+    if size == 2:
+        assert (a2, b2) == (a1, b1) and seen_a2 == ["a.cu"] and seen_b2 == ["b.cu"]  # each document's worker kept warm
+    else:
+        assert a2 not in (a1, b1) and b2 not in (a1, b1)  # each document change: a fresh worker
+        assert not _wait_gone({a1, b1}), "a worker of the other document still runs"
+
+
+def test_jobs_name_the_document_they_run_on_the_gpu():
+    """The jobs that launch a document's kernels on the GPU name it (`owner`), so the pool keeps
+    their worker to it; on the CPU a launch runs in a fresh process of its own, and a static
+    profile or a probe runs none: no owner, any worker."""
+    from astra_cuda.backends.gpu import GpuBackend
+    from astra_cuda.compile import extract
+    from astra_cuda.execution import jobs
+    from astra_cuda.gate.sanitizer import SanitizeJob
+    from astra_cuda.model import source, spec as spec_mod
+    text = (ROOT / "examples" / "silu_and_mul.cu").read_text()
+    path = "/project/silu_and_mul.cu"
+    model = source.parse(text)
+    spec = spec_mod.load(model.kernel("silu_and_mul"), model)
+    unit = extract.unit(text, path, "silu_and_mul")
+    assert jobs.CheckJob("gpu", unit, unit, spec).owner == path
+    assert jobs.CheckJob("gpu", None, unit, spec, quick=True).owner == path
+    assert jobs.ProfileJob("gpu", unit, unit, spec).owner == path
+    assert jobs.EvaluateJob("gpu", path, "silu_and_mul", spec, text, "silu_and_mul", text=text).owner == path
+    assert SanitizeJob(unit, spec, (), 1, GpuBackend).owner == path
+    assert jobs.CheckJob("cpu", unit, unit, spec).owner is None
+    assert jobs.EvaluateJob("cpu", path, "silu_and_mul", spec, text, "silu_and_mul").owner is None
+    assert jobs.ProfileJob("static", None, unit, spec).owner is None
+    assert jobs.BackendsJob().owner is None and jobs.DeviceJob().owner is None and jobs.StaticJob((unit,)).owner is None
+
+
 def test_malformed_reply(cpu, monkeypatch):
     _no_screen(monkeypatch)
     mod = cpu.compile(MALFORMED, ["malformed"], filename="malformed.cu")

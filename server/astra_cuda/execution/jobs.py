@@ -72,6 +72,13 @@ class BackendsJob(Job[dict[str, BackendStatus]]):
         return out
 
 
+def _owner(backend: str, path: str) -> str | None:
+    """The document a job runs kernel code of inside its worker (`Job.owner`): on the GPU its
+    launches share the worker's CUDA context, so the pool keeps that worker to the document; on
+    the CPU every launch runs in a fresh sandboxed process of its own (backends/cpu/isolation)."""
+    return path if backend == "gpu" else None
+
+
 def _gpu_unavailable(why: str) -> BackendStatus:
     """No usable GPU backend: when a GPU is visible, what is wrong and the one step that fixes it."""
     from .. import gpu_setup
@@ -109,6 +116,10 @@ class CheckJob(Job["Verdict"]):
     sanitizer: bool | None = None    # False: skip compute-sanitizer on the GPU
     bounds: bool = False             # quick, but with the address-sanitizer build (inference's trial runs)
 
+    @property
+    def owner(self) -> str | None:
+        return _owner(self.backend, self.candidate.path)
+
     def run(self) -> Verdict:
         from .. import gate
         return gate.check(self.reference, self.candidate, self.spec, backend(self.backend), quick=self.quick,
@@ -128,6 +139,10 @@ class ProfileJob(Job["Profile"]):
     arch: str = DEFAULT_ARCH
     ncu: bool = False
     sizes: Literal["ladder", "bench"] = "ladder"   # the size ladder, or the spec's bench sizes alone
+
+    @property
+    def owner(self) -> str | None:
+        return _owner(self.backend, self.candidate.path)
 
     def run(self) -> Profile:
         from .. import profiler
@@ -159,6 +174,10 @@ class EvaluateJob(Job["Evaluation"]):
     with_original: bool = False   # the original not gated alone in this run: checked in the same gate (a rerun's)
     # the final verdict (agents.final_gate): the whole file compiled by nvcc, never the search's fast path
     final: bool = False
+
+    @property
+    def owner(self) -> str | None:
+        return _owner(self.backend, self.path)
 
     def run(self) -> Evaluation:
         from .evaluator import local_evaluator

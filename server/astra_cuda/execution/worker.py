@@ -13,7 +13,9 @@ picklable `T`. Its exceptions come back re-raised in the parent
 WorkerTimeout, a dead worker WorkerCrashed, a cancelled job WorkerCancelled.
 
 Workers are long-lived (`python -m astra_cuda.execution.worker`, the parent's interpreter), so per-process
-caches (compiled modules, a CUDA context) stay warm between jobs. A pool is thread-safe and
+caches (compiled modules, a CUDA context) stay warm between jobs — of one document: a job that runs a
+document's kernel code in the worker's own process (`Job.owner`, the GPU backend's launches) gets a
+worker that never ran another document's (`Pool._take`). A pool is thread-safe and
 starts at most `size` workers; the language server calls it from several threads.
 
 Protocol: length-prefixed pickles over the child's stdin and a private duplicate of its
@@ -52,6 +54,14 @@ class Job(Generic[T]):
     def name(self) -> str:
         """For messages: the job's class ('CheckJob')."""
         return type(self).__name__
+
+    @property
+    def owner(self) -> str | None:
+        """The document whose kernel code this job runs inside the worker's own process (the GPU
+        backend launches in the worker's CUDA context), or None: it runs no user code there (a
+        probe; the CPU backend, whose launches each run in a fresh process of their own). A pool
+        never gives a worker that ran one document's code a job of another document's."""
+        return None
 
 
 class WorkerError(Exception):
@@ -113,6 +123,7 @@ class _Worker:
         self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
         self.stderr = cast(io.BufferedReader, self.proc.stderr)   # a pipe with buffering: has read1
         self.jobs = 0
+        self.owner: str | None = None   # the document whose code ran here (Job.owner), once one did
         self._stderr_tail = b""
         self._tail_lock = threading.Lock()
         threading.Thread(target=self._drain_stderr, daemon=True).start()
@@ -222,14 +233,30 @@ class Pool:
         self._closed = False
         self.replaced = 0  # workers killed or lost and replaced (for tests and telemetry)
 
-    def _take(self) -> _Worker:
+    def _take(self, owner: str | None) -> _Worker:
+        """An idle worker for a job of `owner`: one that ran only that document's code, else one
+        that ran no document's (which becomes `owner`'s); a job of no document takes any. Else a
+        fresh worker, the least recently used idle one of another document killed first when the
+        pool is full: the GPU backend launches in the worker's own CUDA context, so a process that
+        ran one document's kernels never runs another's (issue 30: a kernel writing past its
+        buffers, or a context it left, would reach the next document's launches)."""
+        evicted = None
         with self._lock:
-            while self._idle:
-                w = self._idle.pop()
-                if w.alive():
-                    self._busy.add(w)
-                    return w
+            self._idle = [w for w in self._idle if w.alive()]
+            fits = [w for w in self._idle if w.owner == owner and owner is not None] or \
+                [w for w in self._idle if w.owner is None] or ([] if owner is not None else self._idle)
+            if fits:
+                w = fits[-1]   # the most recently used of them
+                self._idle.remove(w)
+                w.owner = w.owner or owner
+                self._busy.add(w)
+                return w
+            if self._idle and len(self._idle) + len(self._busy) >= self.size:
+                evicted = self._idle.pop(0)
+        if evicted is not None:
+            evicted.kill()
         w = _Worker(self.env, self.prefix)
+        w.owner = owner
         with self._lock:
             self._busy.add(w)
         return w
@@ -260,7 +287,7 @@ class Pool:
             if time.monotonic() > deadline:
                 raise WorkerTimeout(f"{func}: no worker became free within {timeout:g} s")
         try:
-            w = self._take()
+            w = self._take(job.owner)
             outcome = "failed"
             try:
                 w.send(job)

@@ -52,6 +52,11 @@ class SanitizeJob(Job[list[Report]]):
     seed: int
     backend: type[Backend]
 
+    @property
+    def owner(self) -> str | None:
+        """Its launches run in the sanitizer worker's own CUDA context: that worker is this document's."""
+        return self.unit.path
+
     def run(self) -> list[Report]:
         return run_cases(self, self.backend())
 
