@@ -548,6 +548,11 @@ EXECUTION = [
            "process of its executor writes (the limit is the file's size): the next launch that printed a line, "
            "another open file's in `astra serve`, died of SIGXFSZ ('the kernel printed more than 64 MiB')",
            "the next launch passes with its own output", "isolation: each launch starts the log empty"),
+    Attack("exit_after_forged_ok", "exec", "thread 0 writes `{\"ok\": true}` on its socket and ends the launch "
+           "process at once (`_exit(0)`, the status the runtime's own reply ends with): the reply is taken, but the "
+           "other threads never wrote their outputs", "never a PASS: with a reference and without one (self-"
+           "consistency), the unwritten outputs fail the check", "the gate judges the outputs, never the reply "
+           "alone: every output starts poisoned, with two poisons when there is no reference"),
     Attack("gpu_context_shared_across_documents", "exec", "`astra serve` sent every open document's jobs to one "
            "worker pool, and on the GPU a job's launches run in the worker's own process and CUDA context: one "
            "document's kernel writing past its buffers, or the state a job left in the process, met the next "

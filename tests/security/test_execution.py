@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from astra_cuda.backends.base import CompileError, Launch, LaunchError
+from astra_cuda.backends.base import CompileError, Launch, LaunchError, Scalar
 from astra_cuda.backends.cpu import toolchain
 
 from .test_attacks import CLEAN, PAYLOAD_HEADERS, _executor_pids, _no_screen, by_kind
@@ -253,6 +253,69 @@ def test_forged_ok_hides_fault(fault, cpu, monkeypatch):
     out = cpu.upload(np.zeros(32, np.int32))
     with pytest.raises(LaunchError, match="__trap|more than once"):
         cpu.launch(mod, "forged_ok", WARP, [out])
+    assert (cpu.download(_clean_launch(cpu)) == np.arange(32)).all()
+
+
+# Thread 16 of block 0 replies `{"ok": true}` for the runtime and ends the launch's process at once
+# with the status the runtime's own reply ends with: the reply counts, the other threads never ran.
+EXIT_SPEC = """/* @astra
+grid = ["cdiv(n, 32)"]
+block = [32]
+[sizes]
+n = [32, 100]
+[args]
+x = { type = "int", shape = ["n"], output = true }
+n = "n"
+*/
+"""
+EXIT_BODY = """__global__ void k(int* x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  %s
+  if (i < n) x[i] = i;
+}
+"""
+EXIT_AFTER_OK = r"""extern "C" __device__ long send(int, const void*, unsigned long, int);
+extern "C" __device__ void _exit(int);
+__device__ static void astra_ok_then_exit() {
+  const char m[] = "{\"ok\": true}";
+  for (int fd = 0; fd < 64; ++fd) send(fd, m, sizeof m - 1, 0x40 /* MSG_DONTWAIT */);
+  _exit(0);
+}
+""" + EXIT_SPEC + EXIT_BODY % "if (i == 16) astra_ok_then_exit();"
+
+
+@pytest.mark.parametrize("reference", ["reference", "none"])
+def test_exit_after_forged_ok(reference, cpu, monkeypatch, tmp_path):
+    """Through the whole gate on the CPU backend, the name screen and the GPU-first compile off
+    (host calls in a kernel: only the executor stands): the forged reply is taken — the process
+    exited with status 0 after one message — but what the launch left is judged, and the outputs
+    the other threads never wrote fail it, against a reference and by self-consistency alike."""
+    from astra_cuda import gate
+    from astra_cuda.compile import extract
+    from astra_cuda.gate.building import Building
+    from astra_cuda.model import source, spec as spec_mod
+    _no_screen(monkeypatch)
+    monkeypatch.setattr(Building, "device_compile", lambda self: True)
+    clean = EXIT_SPEC + EXIT_BODY % ""
+    model = source.parse(clean)
+    spec = spec_mod.load(model.kernel("k"), model)
+    (tmp_path / "clean.cu").write_text(clean)
+    (tmp_path / "exit.cu").write_text(EXIT_AFTER_OK)
+    ref = extract.unit(clean, str(tmp_path / "clean.cu"), "k") if reference == "reference" else None
+    cand = extract.unit(EXIT_AFTER_OK, str(tmp_path / "exit.cu"), "k")
+    assert "astra_ok_then_exit();" in cand.source
+    v = gate.check(ref, cand, spec, cpu)
+    assert v.status == "failed", v.human()
+    assert any(f.check == "poison" and "never written" in f.message for f in v.failures), v.human()
+    # the mechanism: the launch itself was accepted (one message, status 0), its outputs half-written
+    mod = cpu.compile(EXIT_AFTER_OK, ["k"], filename=str(tmp_path / "exit.cu"))
+    out = cpu.upload(np.full(32, -7, np.int32))
+    try:
+        cpu.launch(mod, "k", WARP, [out, Scalar("int", 32, "int32")])
+    except LaunchError:
+        pass  # an executor that refuses the forged reply outright holds too
+    else:
+        assert (cpu.download(out) == np.where(np.arange(32) < 16, np.arange(32), -7)).all(), cpu.download(out)
     assert (cpu.download(_clean_launch(cpu)) == np.arange(32)).all()
 
 
