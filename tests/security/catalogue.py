@@ -464,6 +464,11 @@ EDITOR = [
            "50,000-deep nesting) open at once, then hovers on them and on a clean file (a hover took 103 s)",
            "every hover answered within 100 ms; no process of the server's over 2 GiB; none left after shutdown",
            "lsp: checks and compiles in workers, off the server's loop; the bounds above", arg="latency"),
+    Attack("hover_while_hostile_kernels_run", "editor", "two open files whose checks launch kernels that never "
+           "return (one spins on a core, one rewrites half a GiB), and hovers on a third, clean file while either "
+           "launch runs", "the median of at least 15 hovers, each with a hostile launch running before and after it, "
+           "within 100 ms", "lsp: checks run in workers, off the server's loop; the launch in a process of its own "
+           "(its time and memory watched there)", arg="latency"),
     Attack("server_killed_mid_launch", "editor", "the language server killed (SIGKILL, no shutdown) while a check "
            "on open runs a kernel that never returns (its workers, the executor's zygote and the launch process run in "
            "sessions of their own)", "no process of the server's left within 30 s",

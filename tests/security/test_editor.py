@@ -348,3 +348,105 @@ async def test_hostile_project_header_is_parsed_apart(client: LanguageClient, tm
     assert any("h.cuh is too large to read" in m for m in said), said
     assert answered >= 1, "no hover answered while the header was read"
     assert apart, "the header was read in the server's own process"
+
+
+# A kernel that takes half a GiB and never returns: thread 0 writes it over and over.
+HOGS = r'''/* @astra
+grid = [1]
+block = [1]
+[sizes]
+n = [1]
+[args]
+x = { type = "float", shape = ["n"], output = true }
+n = "n"
+*/
+__global__ void hog(float* x, int n) {
+  volatile char* p = (volatile char*)malloc((size_t)512 << 20);
+  for (unsigned k = 0; p; ++k)
+    for (size_t i = 0; i < ((size_t)512 << 20); i += 4096) p[i] = (char)k;
+  x[0] = 1.0f;
+}
+'''
+
+
+def _running_launches(pids: set[int]) -> dict[int, tuple[float, int]]:
+    """Of `pids`, the executor's launch processes that run a kernel now — a zygote's child that has
+    used at least half a second of CPU or holds 256 MiB (a spare waiting for its request does
+    neither): pid -> (CPU seconds, resident bytes)."""
+    from astra_cuda.backends.cpu.isolation import EXECUTOR
+
+    from .test_attacks import _ppid
+    from .test_execution import _cmdline
+    out = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in pids:
+        if EXECUTOR.encode() not in _cmdline(pid) or EXECUTOR.encode() not in _cmdline(_ppid(pid)):
+            continue
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            cpu_s = (int(fields[11]) + int(fields[12])) / tick
+            rss = int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * 4096
+        except (OSError, IndexError, ValueError):
+            continue
+        if fields[0] != "Z" and (cpu_s >= 0.5 or rss >= 256 << 20):
+            out[pid] = (cpu_s, rss)
+    return out
+
+
+@pytest.mark.timeout(900)
+async def test_hover_while_hostile_kernels_run(client: LanguageClient, tmp_path):
+    """Issue 30's 'the language server answers hovers in <= 100 ms throughout the memory and time
+    attacks', for attacks that run: two open files whose checks launch a kernel that never returns
+    (one spins on a core, one rewrites half a GiB; the server's one worker runs their checks one
+    after the other, each launch until its 60 s timeout), and a hover on a third, clean file every
+    50 ms while either runs — a launch process of the executor busy on a core ('time') or holding
+    256 MiB ('memory'), seen before and after the hover; only such hovers count. Per attack, the
+    median of at least 15 hovers is within 100 ms (the latency target; CI's 2 cores are shared,
+    so the median, not the slowest), and none takes 10 s (a hang guard)."""
+    (tmp_path / ".git").mkdir()
+    clean_text = (ROOT / "examples" / "silu_and_mul.cu").read_text()
+    clean = tmp_path / "clean.cu"
+    clean.write_text(clean_text)
+    kernel_line = next(i for i, ln in enumerate(clean_text.splitlines()) if ln.startswith("__global__"))
+    hover_on = types.HoverParams(types.TextDocumentIdentifier(uri=clean.as_uri()),
+                                 types.Position(line=kernel_line, character=16))
+    client.text_document_did_open(types.DidOpenTextDocumentParams(
+        types.TextDocumentItem(uri=clean.as_uri(), language_id="cuda-cpp", version=1, text=clean_text)))
+    await asyncio.wait_for(client.text_document_hover_async(hover_on), 60)  # imports what hovers use: not counted
+    for name, text in (("spin.cu", SPINS), ("hog.cu", HOGS)):
+        path = tmp_path / name
+        path.write_text(text)
+        client.text_document_did_open(types.DidOpenTextDocumentParams(
+            types.TextDocumentItem(uri=path.as_uri(), language_id="cuda-cpp", version=1, text=text)))
+    server = client._server.pid  # type: ignore[attr-defined]
+    from .test_execution import _descendants
+    times: dict[str, list[float]] = {"time": [], "memory": []}
+    seen: dict[int, tuple[float, int]] = {}
+    end = time.monotonic() + 600  # a hang guard: both checks compile first (minutes at load 20)
+    while time.monotonic() < end and min(len(t) for t in times.values()) < 15:
+        before = _running_launches(_descendants(server))
+        if not before:
+            await asyncio.sleep(0.2)
+            continue
+        t0 = time.perf_counter()
+        hover = await asyncio.wait_for(client.text_document_hover_async(hover_on), 30)
+        took = time.perf_counter() - t0
+        after = _running_launches(set(before))
+        assert hover is not None and "Astra" in hover.contents.value, hover
+        if after:  # the same hostile launch ran all along
+            kind = "memory" if max(rss for _, rss in after.values()) >= 256 << 20 else "time"
+            times[kind].append(took)
+            seen.update(after)
+        await asyncio.sleep(0.05)
+    said = {}
+    for kind, ts in times.items():
+        ms = sorted(round(t * 1000, 1) for t in ts)
+        said[kind] = (f"{len(ms)} hovers, median {ms[len(ms) // 2]} ms, p90 {ms[int(0.9 * len(ms)) - 1]} ms, "
+                      f"max {ms[-1]} ms" if ms else "none")
+    print(f"hovers during hostile launches {seen} (pid: CPU s, resident bytes): {said}; "
+          f"load {os.getloadavg()[0]:.1f}")
+    for kind, ts in times.items():
+        assert len(ts) >= 15, f"only {len(ts)} hovers while the {kind} attack ran: {said}"
+        ms = sorted(ts)
+        assert ms[-1] < 10, said  # a hang guard
+        assert ms[len(ms) // 2] <= 0.100, said
