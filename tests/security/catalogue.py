@@ -553,11 +553,15 @@ EXECUTION = [
            "process of its executor writes (the limit is the file's size): the next launch that printed a line, "
            "another open file's in `astra serve`, died of SIGXFSZ ('the kernel printed more than 64 MiB')",
            "the next launch passes with its own output", "isolation: each launch starts the log empty"),
-    Attack("exit_after_forged_ok", "exec", "thread 0 writes `{\"ok\": true}` on its socket and ends the launch "
-           "process at once (`_exit(0)`, the status the runtime's own reply ends with): the reply is taken, but the "
-           "other threads never wrote their outputs", "never a PASS: with a reference and without one (self-"
-           "consistency), the unwritten outputs fail the check", "the gate judges the outputs, never the reply "
-           "alone: every output starts poisoned, with two poisons when there is no reference"),
+    Attack("exit_after_forged_ok", "exec", "a thread writes `{\"ok\": true}` on its socket and ends the launch "
+           "process at once (`_exit(0)`, the status the runtime's own reply ends with): the reply is taken, the other "
+           "threads never ran. In every build the unwritten outputs failed the check; where only the race checker's "
+           "build (or AddressSanitizer's, with no reference) died so — a kernel that tells the instrumented build "
+           "apart at run time — its clean report passed that check, its outputs never looked at",
+           "never a pass: with a reference and without one, in the plain and the instrumented builds, the unwritten "
+           "outputs fail the check", "the gate judges every launch's outputs, never a reply alone: every output "
+           "starts poisoned; an instrumented build's launch must write what the plain build writes "
+           "(Instrumented.whole_launch)"),
     Attack("gpu_context_shared_across_documents", "exec", "`astra serve` sent every open document's jobs to one "
            "worker pool, and on the GPU a job's launches run in the worker's own process and CUDA context: one "
            "document's kernel writing past its buffers, or the state a job left in the process, met the next "

@@ -284,15 +284,21 @@ __device__ static void astra_ok_then_exit() {
 """ + EXIT_SPEC + EXIT_BODY % "if (i == 16) astra_ok_then_exit();"
 
 
+@pytest.mark.parametrize("build", ["every", "races", "sanitize"])
 @pytest.mark.parametrize("reference", ["reference", "none"])
-def test_exit_after_forged_ok(reference, cpu, monkeypatch, tmp_path):
+def test_exit_after_forged_ok(reference, build, cpu, monkeypatch, tmp_path):
     """Through the whole gate on the CPU backend, the name screen and the GPU-first compile off
     (host calls in a kernel: only the executor stands): the forged reply is taken — the process
     exited with status 0 after one message — but what the launch left is judged, and the outputs
-    the other threads never wrote fail it, against a reference and by self-consistency alike."""
+    the other threads never wrote fail it, against a reference and by self-consistency alike.
+    `races`/`sanitize`: only the race checker's (or AddressSanitizer's) build dies so, as a kernel
+    that tells the instrumented build apart at run time (its speed, its addresses) could make it:
+    that launch's clean report was a pass of its check on main, its outputs never looked at (the
+    race build's at all, the sanitizer build's without a reference)."""
     from astra_cuda import gate
     from astra_cuda.compile import extract
     from astra_cuda.gate.building import Building
+    from astra_cuda.gate.instrumented import Instrumented
     from astra_cuda.model import source, spec as spec_mod
     _no_screen(monkeypatch)
     monkeypatch.setattr(Building, "device_compile", lambda self: True)
@@ -302,11 +308,21 @@ def test_exit_after_forged_ok(reference, cpu, monkeypatch, tmp_path):
     (tmp_path / "clean.cu").write_text(clean)
     (tmp_path / "exit.cu").write_text(EXIT_AFTER_OK)
     ref = extract.unit(clean, str(tmp_path / "clean.cu"), "k") if reference == "reference" else None
-    cand = extract.unit(EXIT_AFTER_OK, str(tmp_path / "exit.cu"), "k")
-    assert "astra_ok_then_exit();" in cand.source
+    hostile = extract.unit(EXIT_AFTER_OK, str(tmp_path / "exit.cu"), "k")
+    assert "astra_ok_then_exit();" in hostile.source
+    cand = hostile if build == "every" else extract.unit(clean, str(tmp_path / "clean.cu"), "k")
+    if build != "every":
+        plain_variant = Instrumented.compile_variant
+
+        def variant(self, **kw):
+            return self.compile(hostile, "candidate", **kw) if kw.get(build) else plain_variant(self, **kw)
+        monkeypatch.setattr(Instrumented, "compile_variant", variant)
     v = gate.check(ref, cand, spec, cpu)
     assert v.status == "failed", v.human()
-    assert any(f.check == "poison" and "never written" in f.message for f in v.failures), v.human()
+    said = [(f.check, f.message) for f in v.failures]
+    assert any("never written" in m or "unwritten" in m for _, m in said), said
+    if build != "every":
+        assert all(c in (build, "poison") for c, _ in said), said
     # the mechanism: the launch itself was accepted (one message, status 0), its outputs half-written
     mod = cpu.compile(EXIT_AFTER_OK, ["k"], filename=str(tmp_path / "exit.cu"))
     out = cpu.upload(np.full(32, -7, np.int32))

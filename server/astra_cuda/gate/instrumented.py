@@ -11,9 +11,9 @@ import threading
 import numpy as np
 
 from ..backends.base import CompileError, LaunchError, Unsupported
-from . import screen as screening, suite as suites
+from . import compare, screen as screening, suite as suites
 from .building import Building
-from .checks import POISONS, Compiled, Run, run_case
+from .checks import POISONS, Compiled, Run, run_case, written
 from .judging import Judging
 from .state import Arrays
 from .verdict import CaseInfo, CheckResult
@@ -51,6 +51,8 @@ class Instrumented(Building, Judging):
                 self.fail("sanitize", f"AddressSanitizer: {e}", info)
                 return
             self.judge("sanitize", info, host, run.after, expected, POISONS[0])
+            if not self.whole_launch("sanitize", info, host, run.after, expected):
+                return
 
     def races(self, st: suites.Suite) -> None:
         """CPU: a ThreadSanitizer build over the fibers (barriers and warp collectives are the
@@ -67,8 +69,9 @@ class Instrumented(Building, Judging):
         case = multi[0]
         info = CaseInfo(dict(case.sizes), case.distribution, case.seed + 31, case.visible, "races")
         host = suites.inputs(self.spec, case.sizes, case.distribution, info.seed)
+        expected = self.expected(case.sizes, host, POISONS[0], info)
         try:
-            run_case(self.spec, self.backend, mod, case.sizes, host, self.ctypes, POISONS[0])
+            run = run_case(self.spec, self.backend, mod, case.sizes, host, self.ctypes, POISONS[0])
             self.v.coverage.launches += 1
         except LaunchError as e:
             msg = str(e)
@@ -79,7 +82,40 @@ class Instrumented(Building, Judging):
                 return
             self.fail("races" if "data race" in msg else "launch", msg, info)
             return
-        self.count("races")
+        if self.judge("races", info, host, run.after, expected, POISONS[0]) and \
+                self.whole_launch("races", info, host, run.after, expected):
+            self.count("races")
+
+    def whole_launch(self, check: str, info: CaseInfo, host: Arrays, after: Arrays, expected: Arrays | None) -> bool:
+        """An instrumented build's launch counts only once it wrote what the plain build writes
+        (issue 30): a report-free launch that ended early — its process replied `{"ok": true}` and
+        exited mid-launch, or the kernel told the instrumented build apart at run time and
+        returned — left outputs poisoned, and its missing report is no pass. With a reference,
+        `judge` has compared every element; with none, the candidate's plain build runs on the
+        same inputs (another poison), and every element it writes must be written here."""
+        if expected is None:
+            try:
+                expected = run_case(self.spec, self.backend, self.candidate, info.sizes, host, self.ctypes,
+                                    POISONS[1]).after
+                self.v.coverage.launches += 1
+            except LaunchError as e:
+                self.fail("launch", f"the candidate failed: {e}", info)
+                return False
+            for name in written(self.spec):
+                if not self.spec.args[name].output:
+                    continue
+                # poisoned here, written there — and not a value that happens to look like this poison
+                plain = expected[name]
+                left = compare.poison_mask(after[name], POISONS[0]) & ~compare.poison_mask(plain, POISONS[1]) & \
+                    ~compare.poison_mask(plain, POISONS[0])
+                if left.any():
+                    idx = compare.first_index(left)
+                    self.fail(check, f"`{name}`: the {check} build's launch left {int(left.sum())} of {left.size} "
+                              f"elements unwritten that the plain build writes, first at "
+                              f"{name}[{', '.join(map(str, idx))}] (a launch that ended early)", info, output=name,
+                              index=list(idx), bad=int(left.sum()), total=left.size)
+                    return False
+        return True
 
     def _declaration_only(self, message: str) -> bool:
         """Every line a race report names is a `__shared__` declaration."""
