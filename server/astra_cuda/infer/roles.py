@@ -95,6 +95,7 @@ class InferredShapes:
     boundaries: set[str] = field(default_factory=set)   # index arrays of segment boundaries (a CSR `indptr`)
     shared_rows: bool = False   # index values summed into one row: each drawn in [1, rows / 2) (`access`)
     steps: dict[str, int] = field(default_factory=dict)   # size -> the step the kernel walks it in whole
+    aligned: set[str] = field(default_factory=set)   # pointers whose address the code tests (`addr & 15`)
 
 
 _STRIDE_PROBE = 100003   # a stride set far from every probe size: what it moves depends on it
@@ -441,7 +442,11 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
             width = min(packet_width(fit, [(s, e) for (s, _), e in zip(samples, extent)], {**fixed, **(derived or {})}),
                         max(f.uses[p].packet for _, f in samples))
             last = fit[-1].strip()
-            if width > 1 and last in size_names and last not in fixed and last not in (derived or {}):
+            # where the code aligns its vectors itself (a scalar prefix up to the boundary an address
+            # test finds, vLLM's vectorize_with_alignment), the prefix is only known as a range, so the
+            # vectors seem to overhang: `requirements.vector_requirements` says what such code needs
+            aligning = any(f.uses[q].address_tested for _, f in samples for q in f.uses)
+            if width > 1 and last in size_names and last not in fixed and last not in (derived or {}) and not aligning:
                 packets[last] = max(packets.get(last, 1), width)
     partial: set[str] = set()
     for p in pointers:   # some access unbounded (`tmp[total.p]`, an index a reduction returns): the
@@ -502,7 +507,8 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
                    {k: v for k, v in fixed.items() if k not in equal}, equal, packets,
                    {n: u.packet for n, u in last.items() if u.packet > 1},
                    {n: set(u.casts) for n, u in last.items() if u.casts}, partial,
-                   {n for n, u in last.items() if u.boundaries}, shared_rows, steps)
+                   {n for n, u in last.items() if u.boundaries}, shared_rows, steps,
+                   {n for n, u in last.items() if u.address_tested})
 
 
 def only_in_dead_branches(kernel: Kernel, pointers: list[str], constants: dict[str, int]) -> set[str]:

@@ -268,6 +268,11 @@ class ExpressionWalk:
             return Ptr(a.base, off if op == "+" else UNKNOWN, a.scale)
         if isinstance(b, Ptr) and isinstance(a, Iv) and op == "+":
             return Ptr(b.base, iv_add(b.offset, iv_mul(a, Iv.point(b.scale))), b.scale)
+        for side, other in ((a, b), (b, a)):
+            if isinstance(side, Ptr) and not isinstance(other, Ptr) and op in ("&", "%") and side.base in self.facts.uses:
+                # an address masked or taken modulo a number (vLLM's `addr & (WIDTH - 1)`): the code
+                # tests this pointer's alignment itself, and picks its vector accesses' start from it
+                self.facts.uses[side.base].address_tested = True
         if op == "&" and not (isinstance(a, Iv) and isinstance(b, Iv)):
             # a mask's bits bound the result, whatever it masks (vLLM's `addr & (WIDTH - 1)` of an
             # address cast to an integer): 0 .. the mask where that is known and not negative

@@ -10,6 +10,7 @@ from tree_sitter import Node
 from . import dtypes, loop_steps, syntax
 from .access_nodes import unparen
 from .access_values import Iv, Ptr, UNKNOWN, VECTOR_BYTES, iv_add, iv_mul
+from .template_list import split_template_args
 
 
 class LoopWalk:
@@ -270,6 +271,19 @@ class LoopWalk:
                 continue
             self.env[other] = Iv(begin.lo, begin.hi + max(0, trips - 1) * by.hi)
 
+    def _bound_vector_bytes(self, elem: str) -> int | None:
+        """sizeof a vector template over a helper's own template parameters (`vec_n_t<InT, VEC_SIZE>`
+        inside vLLM's vectorize_with_alignment), from what the call bound them to: `sizeof(InT)` of
+        the pointer handed in and VEC_SIZE's number — N of the element, every such template's layout."""
+        args = split_template_args("<" + elem.split("<", 1)[1])
+        if len(args) != 2:
+            return None
+        size = self.constants.get(f"sizeof({args[0].strip()})")
+        count = self.constants.get(args[1].strip())
+        if count is None and args[1].strip().isdigit():
+            count = int(args[1].strip())
+        return size * count if size is not None and count is not None and 0 < count <= 64 else None
+
     def _rescale(self, p: Ptr, spelled: str) -> Ptr:
         """A pointer of another element type over the same parameter (uint4* over halves)."""
         elem = " ".join(w for w in spelled.replace("*", " ").split() if w not in ("const", "volatile", "__restrict__"))
@@ -284,6 +298,8 @@ class LoopWalk:
             self.facts.uses[p.base].casts.add(dt.name)
         if nbytes is None and self.type_bytes is not None and elem:
             nbytes = self.type_bytes(elem)
+        if nbytes is None and elem.endswith(">"):
+            nbytes = self._bound_vector_bytes(elem)
         base = self.elem_bytes.get(p.base)
         if nbytes is None or base is None or nbytes == base * p.scale:
             return p

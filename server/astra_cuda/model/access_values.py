@@ -83,6 +83,7 @@ class Use:
     table_loads: bool = False      # integer values were loaded from it (an index array)
     boundaries: bool = False       # read at `i` and `i + 1`: segment boundaries (a CSR `indptr`)
     packet: int = 1                # most elements one access touches (a uint4 over floats: 4)
+    address_tested: bool = False   # its address, cast to an integer, is masked (`addr & 15`): an alignment test
     casts: set[str] = field(default_factory=set)   # scalar types it is cast to (`(float*)x` of a void* buffer)
 
     def reach(self, hi: int | None) -> None:
