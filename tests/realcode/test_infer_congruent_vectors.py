@@ -74,3 +74,16 @@ def test_a_helper_that_tests_every_address_it_vectorizes_needs_no_whole_packs(pr
     at = text.index("__global__")
     v = _check(project, text[:at] + p.comment + text[at:])
     assert v.passed, v.human()
+
+
+@needs_gxx
+def test_a_destination_at_the_very_offsets_of_the_aligned_source_needs_no_whole_packs(project):
+    """vLLM's int8 quantizers: `in + token * hidden` and `out + token * hidden` handed to the same
+    helper — the offsets are equal, so the prefix that aligns one aligns the other at any width."""
+    text = GATHER.replace("table + (long)ids[blockIdx.x] * width", "table + (long)blockIdx.x * width")
+    assert text != GATHER
+    s, p = infer(project, "gather.cu", text, "gather_rows")
+    assert not any(r.startswith("width %") for r in s.require) and any(v % 4 for v in s.sizes["width"]), p.comment
+    at = text.index("__global__")
+    v = _check(project, text[:at] + p.comment + text[at:])
+    assert v.passed, v.human()

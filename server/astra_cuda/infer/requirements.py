@@ -153,19 +153,19 @@ def vector_requirements(found: InferredShapes | None, buffers: dict[str, tuple[l
     `vec_n_t<float, 4>` over floats): its rows then start on a W-element boundary, as a vector
     access needs on a GPU (else a misaligned-address fault) and as the launcher that picks the
     width arranges; a vector loop also leaves a partial vector's tail unwritten.
-    A pointer whose address the code tests itself (`addr & (WIDTH - 1)`, a scalar prefix up to
-    the next boundary) needs nothing of the sizes — unless another pointer moved by vectors is not
-    tested: a helper that aligns on its input and stores its output at the same offsets (vLLM's
-    vectorize_with_alignment) runs only where the two offsets are congruent modulo the width, which
-    whole vectors per row of both keep (the program's own rows are)."""
+    A pointer whose address the code tests itself (`addr & (WIDTH - 1)`, a scalar prefix up to the
+    next boundary) needs nothing of the sizes, nor one an aligning helper moves at exactly its
+    offsets (`in + row * n`, `out + row * n`). One it moves from another start (vLLM's
+    vectorize_with_alignment storing a cache slot beside a token's row) runs only where the two
+    offsets are congruent modulo the width, which whole vectors per row of both keep."""
     import math
-    vectors = found.vectors if found is not None else {}
-    untested = [n for n in vectors if n not in found.aligned] if found is not None else []
+    if found is None:
+        return []
     widths: dict[str, int] = {}      # size -> the width every vector access over it needs (their lcm)
     names: dict[str, list[str]] = {}
-    for name, width in vectors.items():
-        if not untested:   # every vector access is aligned by the code itself: any size runs
-            break
+    for name, width in found.vectors.items():
+        if name not in found.congruent and (name in found.aligned or name in found.same_start):
+            continue   # aligned by the code itself, or at the very offsets it aligns
         shape = buffers.get(name, ([], 0, False))[0]
         last = shape[-1].strip() if shape else ""
         if last not in size_names or any(r.replace(" ", "").startswith(f"{last}%") for r in require):
@@ -173,14 +173,14 @@ def vector_requirements(found: InferredShapes | None, buffers: dict[str, tuple[l
         widths[last] = math.lcm(widths.get(last, 1), width)
         names.setdefault(last, []).append(name)
     out = [f"{last} % {w} == 0" for last, w in widths.items()]
-    tested = sorted(n for n in vectors if found is not None and n in found.aligned)
     for req, last in zip(out, widths):
-        why = (f"; the code tests only {', '.join(f'`{n}`' for n in tested)}'s address and moves "
-               f"{', '.join(f'`{n}`' for n in untested)} by vectors at the same offsets, which must then be "
-               f"congruent modulo the width" if tested else "")
+        pairs = [(n, sorted(found.congruent[n])) for n in names[last] if n in found.congruent and n not in found.aligned]
+        why = "".join(f"; the code tests only {', '.join(f'`{t}`' for t in tested)}'s address and moves `{n}` by "
+                      f"vectors at the same offsets from another start: the two must be congruent modulo the width"
+                      for n, tested in pairs)
         notes.append(f"{', '.join(f'`{n}`' for n in names[last])} moved {widths[last]} elements at a time (vector "
                      f"accesses): `{req}` keeps each row aligned to a vector, as a GPU needs{why}"
-                     + (" — required" if tested else " — CHECK whether the kernel handles a tail"))
+                     + (" — required" if pairs else " — CHECK whether the kernel handles a tail"))
     return out
 
 

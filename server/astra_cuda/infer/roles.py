@@ -96,6 +96,9 @@ class InferredShapes:
     shared_rows: bool = False   # index values summed into one row: each drawn in [1, rows / 2) (`access`)
     steps: dict[str, int] = field(default_factory=dict)   # size -> the step the kernel walks it in whole
     aligned: set[str] = field(default_factory=set)   # pointers whose address the code tests (`addr & 15`)
+    # pointer -> the tested pointers an aligning helper moved it by vectors beside, from another start
+    congruent: dict[str, set[str]] = field(default_factory=dict)
+    same_start: set[str] = field(default_factory=set)   # moved by vectors only where a tested one starts
 
 
 _STRIDE_PROBE = 100003   # a stride set far from every probe size: what it moves depends on it
@@ -508,7 +511,9 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
                    {n: u.packet for n, u in last.items() if u.packet > 1},
                    {n: set(u.casts) for n, u in last.items() if u.casts}, partial,
                    {n for n, u in last.items() if u.boundaries}, shared_rows, steps,
-                   {n for n, u in last.items() if u.address_tested})
+                   {n for n, u in last.items() if u.address_tested},
+                   {n: set(u.congruent) for n, u in last.items() if u.congruent},
+                   {n for n, u in last.items() if u.same_start})
 
 
 def only_in_dead_branches(kernel: Kernel, pointers: list[str], constants: dict[str, int]) -> set[str]:

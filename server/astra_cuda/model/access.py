@@ -91,6 +91,10 @@ class Analyzer(StatementWalk, LoopWalk, ConditionWalk, ExpressionWalk, CallWalk)
         self.loops = 0    # loops the walk is inside (their bodies are walked once)
         self.declared_at: dict[str, int] = {}   # local -> the loops it is declared inside
         self.boundaries: set[str] = set()   # integer pointers holding segment boundaries (`boundary_arrays`)
+        # in walk order: the pointers whose address the code masks (`addr & 15`, an alignment test) and
+        # those accessed by vectors — a followed helper's share of each says what its call assumes
+        self.address_tests: list[str] = []
+        self.vector_bases: list[str] = []
         # pointer parameters -> what they were moved by, as a polynomial (`src += first * n + tid`),
         # while every move is one of exactly that: a guard on a local (`tid + it * 32 < n`) narrows
         # the part of an address made of its terms, wherever each term was added

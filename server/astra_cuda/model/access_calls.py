@@ -54,6 +54,25 @@ class CallWalk:
             out[f"sizeof({t.text.decode()})"] = self.elem_bytes[v.base] * v.scale
         return out
 
+    def _aligned_beside(self, vals: list, tested: set[str], vectors: set[str]) -> None:
+        """A helper that tests one pointer's address (a scalar prefix up to the boundary, then vectors)
+        and moves another by vectors at the same offsets without testing it (vLLM's
+        vectorize_with_alignment): the second is aligned only where its start is congruent to the
+        first's modulo the width. Handed the same offset (`in + row * n`, `out + row * n`) it is; from
+        another start (a cache slot beside a token's row) the spec's sizes must keep them congruent."""
+        starts = {v.base: v.offset for v in vals if isinstance(v, Ptr)}
+        firsts = [starts[b] for b in tested if b in starts]
+        for b in vectors - tested:
+            if b not in starts or not firsts or b not in self.facts.uses:
+                continue
+            use = self.facts.uses[b]
+            if all(f == starts[b] for f in firsts):
+                use.same_start = True
+            else:
+                use.congruent |= {t for t in tested if t in starts and starts[t] != starts[b]}
+                for t in use.congruent:
+                    self.facts.uses[t].congruent.add(b)
+
     def _passed_objects(self, names: list[str | None], arg_nodes: list[Node]) -> dict[str, str]:
         """A helper's parameters given a functor local of the caller (`k_op`, also through
         `std::forward<Op>(op)`) -> that functor's type: called in the helper (`scalar_op(out[i], in[i])`,
@@ -108,9 +127,11 @@ class CallWalk:
                 self.defaults.add(n)
         self.defs = {}
         self.depth += 1
+        tests, vectors = len(self.address_tests), len(self.vector_bases)
         try:
             self.block_stmt(body)
             returned = join_values(self.returns)
+            self._aligned_beside(vals, set(self.address_tests[tests:]), set(self.vector_bases[vectors:]))
         finally:
             self.depth -= 1
             self.env, self.defs, self.defaults, self.returns = saved, saved_defs, saved_defaults, saved_returns

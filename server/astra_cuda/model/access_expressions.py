@@ -23,6 +23,8 @@ class ExpressionWalk:
         use.read |= read
         use.written |= write
         use.packet = max(use.packet, p.scale * width)
+        if p.scale * width > 1 and (not self.vector_bases or self.vector_bases[-1] != p.base):
+            self.vector_bases.append(p.base)
         if index.hi is None or p.offset.hi is None:
             use.reach(None)
         else:
@@ -273,6 +275,7 @@ class ExpressionWalk:
                 # an address masked or taken modulo a number (vLLM's `addr & (WIDTH - 1)`): the code
                 # tests this pointer's alignment itself, and picks its vector accesses' start from it
                 self.facts.uses[side.base].address_tested = True
+                self.address_tests.append(side.base)
         if op == "&" and not (isinstance(a, Iv) and isinstance(b, Iv)):
             # a mask's bits bound the result, whatever it masks (vLLM's `addr & (WIDTH - 1)` of an
             # address cast to an integer): 0 .. the mask where that is known and not negative

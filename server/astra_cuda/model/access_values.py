@@ -84,6 +84,10 @@ class Use:
     boundaries: bool = False       # read at `i` and `i + 1`: segment boundaries (a CSR `indptr`)
     packet: int = 1                # most elements one access touches (a uint4 over floats: 4)
     address_tested: bool = False   # its address, cast to an integer, is masked (`addr & 15`): an alignment test
+    # pointers an aligning helper (one that tests another's address only) moved this one by vectors
+    # beside, from a different start (its offsets must stay congruent to theirs), or from the same one
+    congruent: set[str] = field(default_factory=set)
+    same_start: bool = False
     casts: set[str] = field(default_factory=set)   # scalar types it is cast to (`(float*)x` of a void* buffer)
 
     def reach(self, hi: int | None) -> None:

@@ -122,7 +122,7 @@ def fold(found: Any, kernel: Kernel, values: dict[str, Any] | None = None) -> No
         dims = [found.shapes.pop(n, None) for n in names]
         if all(d is not None for d in dims):
             found.shapes[p.name] = [" * ".join(d) if len(d) > 1 else d[0] for d in dims]  # type: ignore[union-attr]
-        for attr in ("inout", "partial", "tables", "boundaries", "aligned"):
+        for attr in ("inout", "partial", "tables", "boundaries", "aligned", "same_start"):
             s = getattr(found, attr)
             if any(n in s for n in names):
                 s.add(p.name)
@@ -130,6 +130,6 @@ def fold(found: Any, kernel: Kernel, values: dict[str, Any] | None = None) -> No
         if all(n in found.read_only for n in names):
             found.read_only.add(p.name)
         found.read_only.difference_update(names)
-        for attr in ("vectors", "casts"):
+        for attr in ("vectors", "casts", "congruent"):
             for n in names:
                 getattr(found, attr).pop(n, None)
