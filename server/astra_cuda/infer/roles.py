@@ -96,8 +96,7 @@ class InferredShapes:
     shared_rows: bool = False   # index values summed into one row: each drawn in [1, rows / 2) (`access`)
     steps: dict[str, int] = field(default_factory=dict)   # size -> the step the kernel walks it in whole
     aligned: set[str] = field(default_factory=set)   # pointers whose address the code tests (`addr & 15`)
-    # pointer -> the tested pointers an aligning helper moved it by vectors beside, from another start
-    congruent: dict[str, set[str]] = field(default_factory=dict)
+    congruent: dict[str, set[str]] = field(default_factory=dict)   # -> tested ones moved beside from another start
     same_start: set[str] = field(default_factory=set)   # moved by vectors only where a tested one starts
 
 
@@ -445,9 +444,8 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
             width = min(packet_width(fit, [(s, e) for (s, _), e in zip(samples, extent)], {**fixed, **(derived or {})}),
                         max(f.uses[p].packet for _, f in samples))
             last = fit[-1].strip()
-            # where the code aligns its vectors itself (a scalar prefix up to the boundary an address
-            # test finds, vLLM's vectorize_with_alignment), the prefix is only known as a range, so the
-            # vectors seem to overhang: `requirements.vector_requirements` says what such code needs
+            # code that aligns its vectors itself (a prefix up to the boundary an address test finds, known
+            # only as a range) seems to overhang: `requirements.vector_requirements` says what it needs
             aligning = any(f.uses[q].address_tested for _, f in samples for q in f.uses)
             if width > 1 and last in size_names and last not in fixed and last not in (derived or {}) and not aligning:
                 packets[last] = max(packets.get(last, 1), width)
