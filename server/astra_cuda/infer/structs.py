@@ -59,7 +59,12 @@ def _members(type_name: str, items, depth: int = 0) -> tuple[list[tuple[str, str
     # an instance of a class template (`paged_kv_t<DType, IdType>`, FlashInfer's) is read from the
     # template's definition, its parameters written as the instance's arguments
     name, arguments = _instance(type_name)
-    defs = [it.text for it in items if it.kind == "type" and name in it.defines] or _typedef_after(name, items)
+    # a name qualified from the global scope (`fi::DecodeParams<float, float>`, as `instantiate`
+    # writes a class of a namespace) is the class its namespaces name
+    scope, _, short = name.replace(" ", "").lstrip(":").rpartition("::")
+    defs = [it.text for it in items if it.kind == "type" and short in it.defines
+            and ("::".join(it.namespaces) + "::").endswith(scope + "::" if scope else "::")] \
+        or _typedef_after(short, items)
     if len(defs) != 1:
         return None, (f"no definition of `{type_name}` read in the file or its project headers" if not defs else
                       f"`{type_name}` is defined {len(defs)} times")

@@ -14,6 +14,7 @@ from ..model import dtypes, source
 from ..model.source import Kernel, LaunchSite
 from ..model.syntax import walk as _walk
 from .dispatch_types import DISPATCH_TYPE, dispatch_names, dispatch_type
+from .project_choices import device_function_for, objects_of, project_class_for
 from .template_names import (acceptable, constant_value, is_pack, is_type_param, qualified_names, qualify,
                              replace_word, split, template_param_defaults, template_param_names_of, usable_arg)
 
@@ -254,8 +255,10 @@ def _fallback_arg(param: str, name: str, kernel: Kernel, program, bound: dict[st
     a device function the first device function of the file that fits, a bool `false`, an
     enumeration its first enumerator, an integer 1 — each a guess the notes name."""
     head = param.split("=", 1)[0].strip()
-    enumerator = _first_enumerator(head.rsplit(None, 1)[0] if len(head.split()) > 1 else "",
-                                   [*(program.model.items if program is not None else ()), *items], qualified or {})
+    # the file's own items first, then its project headers'
+    everything = [*(program.model.items if program is not None else ()), *items]
+    enumerator = _first_enumerator(head.rsplit(None, 1)[0] if len(head.split()) > 1 else "", everything,
+                                   qualified or {})
     if enumerator is not None:
         notes.append(f"template parameter `{name}`: no launch gives it; took `{enumerator}`, the first enumerator")
         return enumerator
@@ -273,21 +276,29 @@ def _fallback_arg(param: str, name: str, kernel: Kernel, program, bound: dict[st
             return chosen
         used = class_use(name, kernel)
         if used is not None:
+            # the project's own class that has every member the kernel names through it
+            fit = project_class_for(name, kernel, everything)
+            if fit is not None:
+                notes.append(fit[1])
+                return fit[0]
             notes.append(f"{CANNOT}template parameter `{name}`: no launch gives it, and it is a class the kernel "
                          f"reads members of (`{used}`), which no float stands for; no caller or instantiation in the "
-                         f"project's C++ gives it either (its caller chooses it: a JIT template, a registry, another "
-                         f"project) — write `instantiate` by hand")
+                         f"project's C++ gives it, nor does a class of the project have every member it reads "
+                         f"(its caller chooses it: a JIT template, a registry, another project) — write "
+                         f"`instantiate` by hand")
             return DISPATCH_TYPE
         notes.append(f"template parameter `{name}`: no launch gives it; took {DISPATCH_TYPE}")
         return DISPATCH_TYPE
     if "(" in head and "*" in head:   # a function pointer: `T (*ACT)(const T&)`
-        fn = _device_function_for(head, kernel, program, bound)
+        fn = device_function_for(head, bound, next(iter(bound.values()), DISPATCH_TYPE), everything)
         if fn is not None:
-            notes.append(f"template parameter `{name}`: no launch gives it; took the device function `{fn}`")
+            notes.append(f"template parameter `{name}`: no launch gives it; took the device function `{fn}`, "
+                         f"the first of the project's of its type")
             return fn
         notes.append(f"{CANNOT}template parameter `{name}`: no launch gives it, and it is a device function "
-                     f"`{' '.join(head.split())}` that no file of the project defines (its caller supplies it: a JIT "
-                     f"template, another project) — define one and name it in `instantiate`")
+                     f"`{' '.join(head.split())}` that no file of the project read here defines with that type "
+                     f"(its caller supplies it: a JIT template, another project) — define one and name it in "
+                     f"`instantiate`")
         return "1"
     if head.split()[0] == "bool":
         notes.append(f"template parameter `{name}`: no launch gives it; took false")
@@ -299,10 +310,9 @@ def _fallback_arg(param: str, name: str, kernel: Kernel, program, bound: dict[st
 def class_use(name: str, kernel: Kernel) -> str | None:
     """How the kernel uses the type `name` as a class, where it does: a member named through it
     (`Params::DTypeQ`, `KT::kernel(...)`) or read from a parameter of that type passed by value
-    (`params.q`); None where it does not (a plain element type, which float may stand for)."""
+    (`params.q`) or a local of it; None where it does not (a plain element type, which float may stand for)."""
     root = source.parser().parse(kernel.text.encode()).root_node
-    by_value = {p.name for p in kernel.params if not p.is_pointer and
-                p.base_type.replace("const", "").replace("__grid_constant__", "").strip() == name}
+    by_value = objects_of(name, kernel, root)   # a local of it too (`AttentionVariant variant(params, 0, smem)`)
     for n in _walk(root):
         if n.type == "qualified_identifier" or n.type == "nested_namespace_specifier":
             scope = n.child_by_field_name("scope")
@@ -351,27 +361,4 @@ def _first_enumerator(type_name: str, items, qualified: dict[str, str]) -> str |
                           if e.type == "enumerator"), None)
             if name is not None and name.text.decode() == short and first is not None:
                 return f"{qualified.get(short, short)}::{first.text.decode()}"
-    return None
-
-
-def _device_function_for(head: str, kernel: Kernel, program, bound: dict[str, str]) -> str | None:
-    """The first device function of the file taking as many parameters as the function-pointer
-    parameter `head` (`scalar_t (*ACT_FN)(const scalar_t&)`), instantiated with the kernel's
-    first type argument when it is a template."""
-    if program is None:
-        return None
-    wanted = head.rsplit("(", 1)[1].count(",") + 1 if head.rstrip(")").rsplit("(", 1)[1].strip() else 0
-    first_type = next(iter(bound.values()), DISPATCH_TYPE)
-    for item in program.model.items:
-        if item.kind != "device_function" or not item.defines:
-            continue
-        text = item.text.split("{", 1)[0]
-        if "(" not in text or text.count("(") > 2:
-            continue
-        args = text.rsplit("(", 1)[1].rsplit(")", 1)[0].strip()
-        if (args.count(",") + 1 if args else 0) != wanted:
-            continue
-        fn_name = next(iter(item.defines))
-        qualified = "::".join([*item.namespaces, fn_name]) if item.namespaces else fn_name
-        return f"{qualified}<{first_type}>" if text.lstrip().startswith("template") else qualified
     return None
