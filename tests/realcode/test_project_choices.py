@@ -28,7 +28,10 @@ def test_a_device_function_of_a_project_header_of_the_parameters_type_is_taken(p
 
 
 def test_no_device_function_of_that_type_is_said_and_nothing_is_proposed(project):
-    text = "__device__ float twice(float x) { return 2 * x; }\n" + ACT
+    # by value, by a non-const reference, returning a double: none is `float (const float&)`
+    text = ("__device__ float twice(float x) { return 2 * x; }\n"
+            "__device__ float inc(float& x) { return x += 1; }\n"
+            "__device__ double wide(const float& x) { return x; }\n") + ACT
     path = project("k.cu", text)
     p = api.infer_spec(api.snapshot(text, str(path)), "act", run=False)
     assert not p.valid and p.problems[0].startswith(CANNOT + "template parameter `Act`"), p.problems

@@ -22,12 +22,21 @@ _DECLARATORS = ("pointer_declarator", "reference_declarator", "abstract_pointer_
                 "function_declarator")   # `Variant variant(n);` reads as a function declaration
 
 
-def _canonical(text: str, name: str | None = None) -> tuple[bool, str]:
-    """A type as written, comparable however spaced or ordered (`const float&` is `float const &`):
-    (const, the other words and punctuation); `name` (the declared identifier) left out."""
-    words = re.findall(r"[A-Za-z_]\w*(?:\s*::\s*[A-Za-z_]\w*)*|\S", text)
-    words = [" ".join(w.split()) for w in words if w != name]
-    return "const" in words, " ".join(w for w in words if w not in _IGNORED)
+def _canonical(text: str, name: str | None = None) -> str:
+    """A type as written, comparable however spaced or ordered: `const float&` is `float const &`
+    (a leading `const` moved after the type it qualifies, as C++ reads it), a `const` of the
+    parameter itself (`float* const p`) dropped, as a function's type drops it; `name` (the
+    declared identifier) left out."""
+    words = [" ".join(w.split()) for w in re.findall(r"[A-Za-z_]\w*(?:\s*::\s*[A-Za-z_]\w*)*|\S", text)
+             if w != name]
+    words = [w for w in words if w not in _IGNORED or w == "const"]
+    if words and words[0] == "const":
+        rest = words[1:]
+        cut = next((i for i, w in enumerate(rest) if w in ("*", "&", "&&")), len(rest))
+        words = [*rest[:cut], "const", *rest[cut:]]
+    while words and words[-1] == "const" and "*" in words:
+        words.pop()
+    return " ".join(words)
 
 
 def _declared_name(node) -> str | None:
@@ -38,7 +47,7 @@ def _declared_name(node) -> str | None:
     return node.text.decode() if node is not None and node.type in ("identifier", "field_identifier") else None
 
 
-def _signature(node) -> tuple[tuple[bool, str], tuple[tuple[bool, str], ...]] | None:
+def _signature(node) -> tuple[str, tuple[str, ...]] | None:
     """(return type, parameter types) of the first function declarator under `node` (a function
     definition, or a declaration of a function pointer)."""
     decl = next((n for n in _walk(node) if n.type == "function_declarator"), None)
