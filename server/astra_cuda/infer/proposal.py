@@ -10,7 +10,10 @@ from ..compile.project import ProjectContext
 from ..model.source import Kernel, SourceModel
 from . import records, structs
 from .types import Types
+from .body_facts import member_read
 from .draft import Proposal, assemble
+from .template_args import CANNOT
+from .template_names import split
 from .notes import problems_of, record_refusals
 
 
@@ -25,6 +28,9 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
     through its fields (`structs`)."""
     types = Types(model, path, context)
     flat = structs.flatten(kernel, model, types.items, lambda t: types.resolve(t)[0] is not None)
+    carried: list[str] = []
+    if flat is None:   # a struct parameter whose type is a template parameter: split as its instance
+        flat, decide, carried = _struct_instances(kernel, model, types, path, context, decide)
     k, m = (flat.kernel, flat.model) if flat is not None else (kernel, model)
     ktypes = Types(m, path, context) if flat is not None else types
     # pointers to records (a parameter, or a struct's field just split off) read through their fields
@@ -37,7 +43,7 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
     p = assemble(k, m, ktypes, path=path, context=context, decide=decide,
                  tables={f"{t}{structs.SEP}{structs.ROW}": dim for t, dim in flat.tables.items()} if flat else None,
                  opaque=flat.opaque if flat else None)
-    comment, notes = p.comment, p.notes
+    comment, notes = p.comment, carried + p.notes
     if rec is not None:
         comment, notes = records.unflatten(comment, notes, rec)
         notes.append("pointer(s) to records " + ", ".join(f"`{n}`" for n in rec.fields) + " given by the fields the "
@@ -52,3 +58,38 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
         notes.append(f"`{t}` is a table of device pointers, one per block along the grid's {'xyz'[dim]}: each "
                      f"entry's buffer measured from how the kernel reads it")
     return Proposal(comment, notes, problems_of(notes, kernel, model, comment) + record_refusals(k, ktypes))
+
+
+def _struct_instances(kernel: Kernel, model: SourceModel, types: Types, path: str | None,
+                      context: ProjectContext | None, decide: dict[str, str] | None
+                      ) -> tuple[structs.Flat | None, dict[str, str] | None, list[str]]:
+    """A kernel whose parameter passed by value has a template parameter for its type (`Params
+    params`, launched as `k<MyParams>`, or the project's class `template_args` takes for it):
+    the draft's `instantiate` decides the struct, which is split into its fields like any other —
+    (the split, `decide` with that `instantiate`, the notes the draft made of its template
+    arguments); (None, decide, []) where there is no such parameter, the draft refuses
+    something else, or the struct taken is not one Astra splits."""
+    names = set(kernel.template_param_names)
+    params = {p.name: p.base_type.replace("const", "").replace("__grid_constant__", "").strip()
+              for p in kernel.params if not p.is_pointer}
+    # (one the kernel reads members of: a scalar `T alpha` costs no second draft)
+    params = {n: t for n, t in params.items() if t in names and member_read(kernel, n) is not None}
+    typed = set(params.values())
+    if not typed:
+        return None, decide, []
+    first = assemble(kernel, model, types, path=path, context=context, decide=decide)
+    line = next((ln for ln in first.comment.splitlines() if ln.startswith("instantiate = ")), None)
+    if line is None:
+        return None, decide, []
+    instantiate = line.split("=", 1)[1].strip().strip('"')
+    bound = {t: v for t, v in kernel.template_bindings(split(instantiate)).items() if t in typed}
+    # what the draft could not infer but these structs' fields stands in the way (another
+    # template parameter the caller chooses): that refusal stays
+    theirs = tuple(f"{CANNOT}`{n}` " for n in params)
+    if any(n.startswith(CANNOT) and not n.startswith(theirs) for n in first.notes) or not bound:
+        return None, decide, []
+    flat = structs.flatten(kernel, model, types.items, lambda t: types.resolve(t)[0] is not None, bound)
+    if flat is None:
+        return None, decide, []
+    carried = [n for n in first.notes if n.startswith("template parameter") or n.startswith("template arguments")]
+    return flat, {**(decide or {}), "instantiate": instantiate}, carried

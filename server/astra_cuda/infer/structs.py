@@ -193,14 +193,17 @@ def _aliased(type_text: str, aliases: dict[str, str]) -> str:
         if aliases else type_text
 
 
-def flatten(kernel: Kernel, model: SourceModel, items, known) -> Flat | None:
+def flatten(kernel: Kernel, model: SourceModel, items, known, bound: dict[str, str] | None = None) -> Flat | None:
     """The file with the kernel's struct parameters split into their fields; None when it has
-    none that can be (a parameter whose type `known` resolves is not a struct)."""
+    none that can be (a parameter whose type `known` resolves is not a struct). `bound`: a
+    template parameter that is a struct parameter's type -> the struct `instantiate` takes for it
+    (`Params` -> `fi::DecodeParams<float>`), whose fields it is split into."""
     structs: dict[str, list[tuple[str, str]]] = {}
     for p in kernel.params:
         if p.is_pointer or known(p.base_type):
             continue
-        fields = struct_fields(p.base_type.replace("const", "").strip(), items)
+        named = p.base_type.replace("const", "").replace("__grid_constant__", "").strip()
+        fields = struct_fields((bound or {}).get(named, p.base_type.replace("const", "").strip()), items)
         if fields is None:
             continue
         structs[p.name] = fields
