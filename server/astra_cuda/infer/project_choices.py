@@ -125,11 +125,19 @@ def objects_of(name: str, kernel, root) -> set[str]:
     """The kernel's parameters passed by value and its locals whose type is the class `name`."""
     objects = {p.name for p in kernel.params if not p.is_pointer and
                p.base_type.replace("const", "").replace("__grid_constant__", "").strip() == name}
+    # a local object of it (not a pointer or an array of it); a name declared in another scope
+    # with another type too (vLLM's `scalar_t x` beside a vector's `x.elts`) is no evidence
+    others: set[str] = set()
     for n in _walk(root):
-        if n.type == "declaration" and n.child_by_field_name("type") is not None \
-                and n.child_by_field_name("type").text.decode().strip() == name:
-            objects.update(d for d in (_declared_name(c) for c in n.children_by_field_name("declarator")) if d)
-    return objects
+        typ = n.child_by_field_name("type") if n.type == "declaration" else None
+        for d in (n.children_by_field_name("declarator") if typ is not None else ()):
+            declared = _declared_name(d)
+            plain = not any(x.type in ("pointer_declarator", "array_declarator") for x in _walk(d))
+            if declared and typ.text.decode().strip() == name and plain:
+                objects.add(declared)
+            elif declared:
+                others.add(declared)
+    return objects - others
 
 
 def constructed_with(name: str, kernel) -> set[int]:
