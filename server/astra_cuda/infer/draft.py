@@ -274,7 +274,8 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
                     equal_sizes=decide.get("sizes") == "equal",
                     type_bytes=lambda t: types.vector_bytes(t, targs),
                     # a shift by a size's log2 divides by it only where it is a power of two: probed so
-                    require=launch_require, powers=masks.shifted_by(kernel, helpers, size_names))
+                    require=launch_require, powers=masks.shifted_by(kernel, helpers, size_names),
+                    macros=frozenset(types.defined_at(len(types.items) + 1)))
     accessors.fold(found, kernel, targs)   # a tensor accessor's dimensions, measured apart, make its shape
     if found is not None and (found.derived or found.equal):
         for k, v in found.derived.items():

@@ -171,7 +171,8 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
             int_params: set[str], constants: dict[str, int], lanes: dict[str, int] | None = None,
             derived: dict[str, str] | None = None, helpers=None, equal_sizes: bool = False,
             type_bytes=None, require: list[str] = (), table_first: bool = False,
-            powers: list[str] = (), shared_rows: bool = False) -> InferredShapes | None:
+            powers: list[str] = (), shared_rows: bool = False,
+            macros: frozenset[str] | None = None) -> InferredShapes | None:
     """Each pointer's shape fitted to the extents the kernel reaches. A stride parameter of a
     contiguous layout (`token_idx * query_stride + head_idx * head_stride + i`) gets its
     contiguous value: innermost first (strides are listed outermost first), each stride is the
@@ -238,7 +239,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
         if min(g + b) < 1:
             return None
         return access.analyse(kernel, probe, g, b, elem_bytes, ints, probe[TABLE], constants, lanes,
-                              helpers, type_bytes, shared_rows)
+                              helpers, type_bytes, shared_rows, macros)
 
     extents = extents_of
 
@@ -481,7 +482,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
         # (`row = indices ? indices[bx] : bx`) — probed again with the table the largest size, the
         # arrays they index are that many rows and the indices are drawn below it
         again = infer_shapes(kernel, size_names, grid, block, elem_bytes, int_params, constants, lanes, derived, helpers,
-                        equal_sizes, type_bytes, require, table_first=True, powers=powers)
+                        equal_sizes, type_bytes, require, table_first=True, powers=powers, macros=macros)
         if again is not None and (again.uses_table or TABLE in again.equal):   # a table as large as a row
             return again
         # still none: a row picked by a sum of loaded values (DeepSpeed's `seq.start_idx + seq.n_tokens
@@ -489,7 +490,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
         # the row stays within it
         again = infer_shapes(kernel, size_names, grid, block, elem_bytes, int_params, constants, lanes, derived,
                              helpers, equal_sizes, type_bytes, require, table_first=True, powers=powers,
-                             shared_rows=True)
+                             shared_rows=True, macros=macros)
         if again is not None and again.uses_table:
             return again
     tables = {n for n, u in last.items() if u.table_loads} if uses_table or TABLE in equal else set()

@@ -38,8 +38,11 @@ class Analyzer(StatementWalk, LoopWalk, ConditionWalk, ExpressionWalk, CallWalk)
                  block: tuple[int, int, int], elem_bytes: dict[str, int], int_params: set[str],
                  table_size: int, constants: dict[str, int], lanes: dict[str, int] | None = None,
                  helpers: dict[str, Node] | None = None, type_bytes: Callable[[str], int | None] | None = None,
-                 shared_rows: bool = False):
+                 shared_rows: bool = False, macros: frozenset[str] | None = None):
         self.kernel = kernel
+        # the macros the program defines (its file, project headers, command line), which decide a
+        # body's `#ifdef`/`#ifndef`; None: unknown, both branches walked
+        self.macros = macros
         # index arrays whose values are summed into one row (`seq.start_idx + seq.n_tokens - 1`): each
         # drawn in [1, table / 2]: two of them and the `- 1` reach the last row, never past it
         self.shared_rows = shared_rows
@@ -176,9 +179,10 @@ def _macro_as_function(text: str) -> str | None:
 def analyse(kernel: source.Kernel, sizes: dict[str, int], grid, block, elem_bytes: dict[str, int],
             int_params: set[str], table_size: int, constants: dict[str, int],
             lanes: dict[str, int] | None = None, helpers: dict[str, Node] | None = None,
-            type_bytes: Callable[[str], int | None] | None = None, shared_rows: bool = False) -> Facts | None:
+            type_bytes: Callable[[str], int | None] | None = None, shared_rows: bool = False,
+            macros: frozenset[str] | None = None) -> Facts | None:
     body = kernel_body(kernel)
     if body is None:
         return None
     return Analyzer(kernel, sizes, tuple(grid), tuple(block), elem_bytes, int_params, table_size,
-                    constants, lanes, helpers, type_bytes, shared_rows).run(body)
+                    constants, lanes, helpers, type_bytes, shared_rows, macros).run(body)

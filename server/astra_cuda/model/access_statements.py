@@ -164,6 +164,13 @@ class StatementWalk:
         alt = st.child_by_field_name("alternative")
         skip = {c.id for c in (st.child_by_field_name("name"), st.child_by_field_name("condition"), alt)
                 if c is not None}
+        taken = self._macro_branch(st)
+        if taken is not None:   # the build's branch only (`#ifndef USE_ROCM` where nothing defines it)
+            if taken:
+                return any(self.stmt(c) for c in st.named_children if c.id not in skip and c.type != "comment")
+            if alt is not None and alt.type == "preproc_else":
+                return any(self.stmt(c) for c in alt.named_children if c.type != "comment")
+            return self.preproc_branch(alt) if alt is not None and alt.type in PREPROC_BRANCHES else False
         before = dict(self.env)
         done = False
         for c in st.named_children:
@@ -180,6 +187,18 @@ class StatementWalk:
             return True
         self.env = self.env if done else (after_this if alt_done else self.merge(after_this, self.env))
         return False
+
+    def _macro_branch(self, st: Node) -> bool | None:
+        """Whether an `#ifdef X` / `#ifndef X` in the body is the branch the build compiles, where the
+        program's macros are known (`self.macros`: the file's, its project headers', the command
+        line's), as the file's own items are decided: sgl-kernel's `#ifndef USE_ROCM` PTX copy, not
+        its ROCm `__builtin_nontemporal_store`, which Astra cannot see into. A name with a leading
+        underscore is the compiler's (`__CUDA_ARCH__` differs between nvcc's passes): both walked."""
+        name = st.child_by_field_name("name")
+        if self.macros is None or st.type != "preproc_ifdef" or name is None or name.text.startswith(b"_"):
+            return None
+        defined = name.text.decode() in self.macros
+        return defined if st.children[0].type == "#ifdef" else not defined
 
     def merge(self, a: dict, b: dict) -> dict:
         out = {}
