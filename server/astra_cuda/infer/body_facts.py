@@ -46,13 +46,22 @@ def scatter_of(found: InferredShapes) -> tuple[str, str] | None:
     distinct — drawn with repeats, two rows would race for one destination and others stay unwritten.
     A CSR `indptr` (`boundaries`) holds segment starts, not destinations (FlashInfer's rotary `indptr`
     once `offsets`, which indexes nothing, is no table beside it)."""
-    shape = found.shapes.get(next(iter(found.tables))) if found.uses_table and len(found.tables) == 1 \
-        and not found.tables & found.boundaries else None
+    def placed(p: str) -> bool:   # written, never read: a window of a larger buffer is read-and-written only as kept
+        return p not in found.read_only and (p not in found.inout or p in found.windows)
+    if len(found.tables) > 1:
+        # several index arrays (sgl-kernel's KV transfer: `src_indices` read, `dst_indices` written):
+        # the one whose values place only rows of outputs
+        placing = [t for t in sorted(found.tables) if found.indexes.get(t) and all(map(placed, found.indexes[t]))]
+        table = placing[0] if len(placing) == 1 and not found.boundaries & found.tables else None
+    else:
+        table = next(iter(found.tables)) if found.tables and not found.tables & found.boundaries else None
+    shape = found.shapes.get(table) if found.uses_table and table is not None else None
     users = [p for p, s in found.shapes.items() if any(TABLE in exprs.names(d) for d in s)]
-    if not shape or any(TABLE in exprs.names(d) for d in shape) or not users \
-            or any(p in found.read_only or p in found.inout for p in users):
+    if len(found.tables) > 1 and table is not None:
+        users = sorted(found.indexes[table] & set(found.shapes))
+    if not shape or any(TABLE in exprs.names(d) for d in shape) or not users or not all(map(placed, users)):
         return None
-    return next(iter(found.tables)), " * ".join(d if d.isidentifier() or d.isdigit() else f"({d})" for d in shape)
+    return table, " * ".join(d if d.isidentifier() or d.isdigit() else f"({d})" for d in shape)
 
 
 def split_row_requires(kernel: Kernel, size_names: list[str], block: list[str], values: dict[str, int]) -> list[tuple[str, int]]:

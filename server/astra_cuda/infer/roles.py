@@ -98,6 +98,9 @@ class InferredShapes:
     aligned: set[str] = field(default_factory=set)   # pointers whose address the code tests (`addr & 15`)
     congruent: dict[str, set[str]] = field(default_factory=dict)   # -> tested ones moved beside from another start
     same_start: set[str] = field(default_factory=set)   # moved by vectors only where a tested one starts
+    windows: set[str] = field(default_factory=set)   # written pointers reached at a sum of sizes (inout)
+    # index array -> the pointers whose reach its values move, where there are several index arrays
+    indexes: dict[str, set[str]] = field(default_factory=dict)
 
 
 _STRIDE_PROBE = 100003   # a stride set far from every probe size: what it moves depends on it
@@ -398,6 +401,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
     dead = only_in_dead_branches(kernel, pointers, constants)
     read_only = {n for n, u in samples[-1][1].uses.items() if not u.written}
     seen: dict[tuple, object] = {}   # the polynomial fits of several inputs evaluate the same points
+    windows: set[str] = set()   # written pointers whose extent is a sum of sizes (see below)
 
     def at_fixed(sizes: dict[str, int]):
         key = tuple(sorted(sizes.items()))
@@ -414,9 +418,14 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
         if fit is None:   # per-block partial results (`out[blockIdx.x * BINS + tid]`): the grid's extent times theirs
             fit = per_block_fit(grid, [(s, e) for (s, _), e in zip(samples, extent)],
                                 [n for n in size_names if n not in fixed and n not in (derived or {})])
-        if fit is None and p in read_only:   # an input reached at a sum of sizes: the polynomial that measures it
+        if fit is None:   # reached at a sum of sizes: the polynomial that measures it
             fit = polynomial_fit(p, samples, [n for n in names if n not in fixed and n not in (derived or {})],
                                  at_fixed)
+            if fit is not None and p not in read_only:
+                # a buffer written at a sum of sizes (layers `start_layer_id` to `start_layer_id +
+                # num_layers` of sgl-kernel's KV cache) is a window the caller's buffer holds: what
+                # the kernel leaves of it is the caller's, kept — read and written, not filled
+                windows.add(p)
         if fit is None:   # a quotient (one scale per block of elements), confirmed where the divisor is small
             free = [n for n in names if n not in fixed and n not in (derived or {})]
             fit = quotient_fit([(s, e) for (s, _), e in zip(samples, extent)], free,
@@ -494,15 +503,19 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
         if again is not None and again.uses_table:
             return again
     tables = {n for n, u in last.items() if u.table_loads} if uses_table or TABLE in equal else set()
+    indexes: dict[str, set[str]] = {}
     for p in sorted(tables) if len(tables) > 1 else ():
         # an integer input whose values index nothing (GPTQ's packed weights beside its permutation
         # `b_q_perm`; FlashInfer rotary's `offsets`, a position): every other reach the same with its
         # loads unknown — not drawn as indices
         alone = at(samples[-1][0], fixed, int_params - {p})
-        if alone is not None and all((alone.uses[q].hi, alone.uses[q].unknown) == (u.hi, u.unknown)
-                                     for q, u in last.items() if q != p):
+        if alone is None:
+            continue
+        indexes[p] = {q for q, u in last.items() if q != p and (alone.uses[q].hi, alone.uses[q].unknown) != (u.hi, u.unknown)}
+        if not indexes[p]:
             tables.discard(p)
-    return InferredShapes(shapes, {n for n, u in last.items() if u.read and u.written},
+            del indexes[p]
+    return InferredShapes(shapes, {n for n, u in last.items() if u.read and u.written} | windows,
                    # a pointer never touched (`residual` where has_residual is false) is no output either
                    {n for n, u in last.items() if not u.written},
                    tables, uses_table,
@@ -512,7 +525,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
                    {n for n, u in last.items() if u.boundaries}, shared_rows, steps,
                    {n for n, u in last.items() if u.address_tested},
                    {n: set(u.congruent) for n, u in last.items() if u.congruent},
-                   {n for n, u in last.items() if u.same_start})
+                   {n for n, u in last.items() if u.same_start}, windows, indexes)
 
 
 def only_in_dead_branches(kernel: Kernel, pointers: list[str], constants: dict[str, int]) -> set[str]:
