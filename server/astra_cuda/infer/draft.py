@@ -292,26 +292,21 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
         grid, block = substituted(grid, more), substituted(block, more)
         shared = substituted([shared], more)[0] if shared else shared
     scatter = scatter_of(found) if found is not None else None
-    # the table split into whole blocks (`block = slot / block_size`, vLLM reshape_and_cache): its
-    # slots are V, whole blocks of them, the indices distinct values below V — not V = the count
-    slot_blocks = [b for a, b in body_divisions(kernel, size_names, int_params) if a == TABLE] \
-        if scatter is not None else []
-    if scatter is not None and len(found.tables) > 1 and not slot_blocks:
-        # another index array reads the same table (`src_indices` beside `dst_indices`): V stays the
-        # table's rows, the destinations `count` distinct ones of them
-        slot_blocks = ["1"]
+    # the table split into whole blocks (`block = slot / block_size`, vLLM reshape_and_cache), or read by another index
+    # array too (`src_indices`: blocks of one slot): its slots are V, the indices distinct values below V, not V = count
+    slot_blocks = ([b for a, b in body_divisions(kernel, size_names, int_params) if a == TABLE]
+                   or ["1"] * (len(found.tables) > 1)) if scatter is not None else []
     if scatter is not None and slot_blocks:   # V now counts the blocks, of `slot_blocks[0]` slots each
         index, count = scatter
         slots = f"{TABLE} * {slot_blocks[0]}" if slot_blocks[0] != "1" else TABLE
         found.shapes = {p: [substituted([d], {TABLE: slots})[0] for d in s if TABLE in exprs.names(d)] +  # rows first
                         [d for d in s if TABLE not in exprs.names(d)] for p, s in found.shapes.items()}
         scatter_require = [f"{slots} >= {count}"]
-        # the slots no index names keep what they held (a cache the program keeps across calls): inout
-        found.inout |= {p for p, s in found.shapes.items() if any(TABLE in exprs.names(d) for d in s)
-                        and p not in found.read_only}
-        notes.append(f"`{index}` places rows of an output the kernel never reads (a scatter) into {TABLE} "
-                     + (f"blocks of `{slot_blocks[0]}` slots" if slot_blocks[0] != "1" else "rows")
-                     + f": drawn as {count} distinct slots (`permutation({slots})`) — CHECK")
+        found.inout |= {p for p, s in found.shapes.items() if any(TABLE in exprs.names(d) for d in s)   # the slots no
+                        and p not in found.read_only}   # index names keep what they held (a cache kept across calls)
+        notes.append(f"`{index}` places rows of an output the kernel never reads (a scatter) into {TABLE} " + (f"blocks "
+                     f"of `{slot_blocks[0]}` slots" if slot_blocks[0] != "1" else "rows") + f": drawn as {count} "
+                     f"distinct slots (`permutation({slots})`) — CHECK")
     elif scatter is not None:   # the table is as long as the index array: a permutation of its rows
         index, count = scatter
         found.shapes = {p: [substituted([d], {TABLE: count})[0] for d in s if TABLE in exprs.names(d)] +   # rows first

@@ -99,8 +99,7 @@ class InferredShapes:
     congruent: dict[str, set[str]] = field(default_factory=dict)   # -> tested ones moved beside from another start
     same_start: set[str] = field(default_factory=set)   # moved by vectors only where a tested one starts
     windows: set[str] = field(default_factory=set)   # written pointers reached at a sum of sizes (inout)
-    # index array -> the pointers whose reach its values move, where there are several index arrays
-    indexes: dict[str, set[str]] = field(default_factory=dict)
+    indexes: dict[str, set[str]] = field(default_factory=dict)   # of several index arrays: the pointers each moves
 
 
 _STRIDE_PROBE = 100003   # a stride set far from every probe size: what it moves depends on it
@@ -174,8 +173,8 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
             int_params: set[str], constants: dict[str, int], lanes: dict[str, int] | None = None,
             derived: dict[str, str] | None = None, helpers=None, equal_sizes: bool = False,
             type_bytes=None, require: list[str] = (), table_first: bool = False,
-            powers: list[str] = (), shared_rows: bool = False,
-            macros: frozenset[str] | None = None) -> InferredShapes | None:
+            powers: list[str] = (), shared_rows: bool = False, macros: frozenset[str] | None = None,
+            ) -> InferredShapes | None:
     """Each pointer's shape fitted to the extents the kernel reaches. A stride parameter of a
     contiguous layout (`token_idx * query_stride + head_idx * head_stride + i`) gets its
     contiguous value: innermost first (strides are listed outermost first), each stride is the
@@ -421,11 +420,8 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
         if fit is None:   # reached at a sum of sizes: the polynomial that measures it
             fit = polynomial_fit(p, samples, [n for n in names if n not in fixed and n not in (derived or {})],
                                  at_fixed)
-            if fit is not None and p not in read_only:
-                # a buffer written at a sum of sizes (layers `start_layer_id` to `start_layer_id +
-                # num_layers` of sgl-kernel's KV cache) is a window the caller's buffer holds: what
-                # the kernel leaves of it is the caller's, kept — read and written, not filled
-                windows.add(p)
+            if fit is not None and p not in read_only:   # written there: a window of the caller's buffer (layers
+                windows.add(p)   # `start_layer_id` on of sgl-kernel's KV cache), its rest kept — inout, not filled
         if fit is None:   # a quotient (one scale per block of elements), confirmed where the divisor is small
             free = [n for n in names if n not in fixed and n not in (derived or {})]
             fit = quotient_fit([(s, e) for (s, _), e in zip(samples, extent)], free,
@@ -509,12 +505,10 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
         # `b_q_perm`; FlashInfer rotary's `offsets`, a position): every other reach the same with its
         # loads unknown — not drawn as indices
         alone = at(samples[-1][0], fixed, int_params - {p})
-        if alone is None:
-            continue
-        indexes[p] = {q for q, u in last.items() if q != p and (alone.uses[q].hi, alone.uses[q].unknown) != (u.hi, u.unknown)}
-        if not indexes[p]:
-            tables.discard(p)
-            del indexes[p]
+        moves = {q for q, u in last.items() if q != p and (alone.uses[q].hi, alone.uses[q].unknown) != (u.hi, u.unknown)}\
+            if alone is not None else None
+        indexes.update({p: moves} if moves else {})
+        tables -= {p} if moves == set() else set()
     return InferredShapes(shapes, {n for n, u in last.items() if u.read and u.written} | windows,
                    # a pointer never touched (`residual` where has_residual is false) is no output either
                    {n for n, u in last.items() if not u.written},
