@@ -3,6 +3,8 @@ items are. sgl-kernel's KV-cache transfer (transfer.cu's `transfer_item_warp`) c
 `#ifndef USE_ROCM` and with `__builtin_nontemporal_load/store` under its `#else`: both branches were
 walked, the ROCm one a call Astra cannot see into, so every buffer's extent was unknown and each got a
 guessed shape — the copy's stores then ran past `dst_v` into `src_v` ("the read-only input was modified")."""
+import pytest
+
 from tests.realcode.test_infer_asm_accesses import infer
 
 COPY = ("__global__ void copy_items(const float* src, float* dst, int n, int width) {\n"
@@ -28,10 +30,12 @@ def test_a_branch_for_a_macro_the_file_defines_is_the_one_walked(project):
     assert _unbounded(p), p.notes
 
 
-def test_a_compiler_macro_keeps_both_branches(project):
-    """`__CUDA_ARCH__` differs between nvcc's host and device passes: both sides stay walked, and
+@pytest.mark.parametrize("macro", ["__CUDA_ARCH__", "CUDART_VERSION"])
+def test_a_compiler_or_toolkit_macro_keeps_both_branches(project, macro):
+    """`__CUDA_ARCH__` differs between nvcc's host and device passes, and `CUDART_VERSION` is defined
+    by the toolkit's headers, which the program's macros do not list: both sides stay walked, and
     what either reaches counts (the unknown builtin included)."""
-    s, p = infer(project, "copy3.cu", COPY.replace("USE_OTHER_GPU", "__CUDA_ARCH__").replace("#ifndef", "#ifdef"),
+    s, p = infer(project, "copy3.cu", COPY.replace("USE_OTHER_GPU", macro).replace("#ifndef", "#ifdef"),
                  "copy_items")
     assert _unbounded(p), p.notes
 

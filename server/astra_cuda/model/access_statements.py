@@ -13,6 +13,10 @@ from .access_values import BUILTINS, BYTE_TYPE, GUARD, Iv, PREPROC_BRANCHES, Ptr
 from .compiled_branches import constexpr_branch, truth_of
 
 
+# macros the compiler, the CUDA toolkit's headers or torch's define: never decided from the program's own
+TOOLKIT_MACROS = (b"_", b"CUDA", b"CUDART", b"CUB_", b"THRUST_", b"NV", b"CUTLASS", b"TORCH", b"C10_", b"AT_")
+
+
 class StatementWalk:
     """How each statement moves the walk's environment (`access.Analyzer` holds the state)."""
 
@@ -193,9 +197,11 @@ class StatementWalk:
         program's macros are known (`self.macros`: the file's, its project headers', the command
         line's), as the file's own items are decided: sgl-kernel's `#ifndef USE_ROCM` PTX copy, not
         its ROCm `__builtin_nontemporal_store`, which Astra cannot see into. A name with a leading
-        underscore is the compiler's (`__CUDA_ARCH__` differs between nvcc's passes): both walked."""
+        underscore is the compiler's (`__CUDA_ARCH__` differs between nvcc's passes), and one of the
+        toolkit's or torch's headers, which the program's macros do not list (`CUDART_VERSION`), may be
+        defined there: both walked."""
         name = st.child_by_field_name("name")
-        if self.macros is None or st.type != "preproc_ifdef" or name is None or name.text.startswith(b"_"):
+        if self.macros is None or st.type != "preproc_ifdef" or name is None or name.text.startswith(TOOLKIT_MACROS):
             return None
         defined = name.text.decode() in self.macros
         return defined if st.children[0].type == "#ifdef" else not defined
