@@ -417,7 +417,8 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
         if fit is None:   # per-block partial results (`out[blockIdx.x * BINS + tid]`): the grid's extent times theirs
             fit = per_block_fit(grid, [(s, e) for (s, _), e in zip(samples, extent)],
                                 [n for n in size_names if n not in fixed and n not in (derived or {})])
-        if fit is None:   # reached at a sum of sizes: the polynomial that measures it
+        if fit is None and (p in read_only or not samples[-1][1].uses[p].read):   # reached at a sum of sizes (an
+            # input, or an output only stored to; one read and written is left to equal sizes): its polynomial
             fit = polynomial_fit(p, samples, [n for n in names if n not in fixed and n not in (derived or {})],
                                  at_fixed)
             if fit is not None and p not in read_only:   # written there: a window of the caller's buffer (layers
