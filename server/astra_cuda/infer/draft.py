@@ -234,7 +234,6 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
     if decide.get("grid") == "rows" and guessed_grid and len(size_names) > 1:
         grid, block = [size_names[0]], [f"min({size_names[-1]}, 1024)"]
         notes.append(f"grid: one block per row of `{size_names[0]}` (the first guess did not run cleanly)")
-
     block = within_launch_bounds(kernel, block, {**constants, **targs}, notes)
     elem_bytes = {}
     int_params = set()
