@@ -373,7 +373,9 @@ def _judge(r: Record, s: Step) -> bool:
     comp = next((c for c in v.get("checks", []) if c.get("name") == "compile"), None)
     if comp is not None:
         r.compiled = bool(comp.get("passed"))
-        r.compiler = _compiler(v.get("backend", ""), comp.get("details", ""), r.compiled)
+        # the verdict names what judged (issue 24: nvcc on the file wherever a toolkit is, the GPU's too)
+        said = str(v.get("compiler") or "").split(", flags")[0]
+        r.compiler = said or _compiler(v.get("backend", ""), comp.get("details", ""), r.compiled)
     r.passed = v.get("status") == "passed"
     if not r.passed:
         fs = v.get("failures") or []
@@ -385,15 +387,18 @@ def _judge(r: Record, s: Step) -> bool:
 
 
 def _compiler(backend: str, details: str, passed: bool) -> str:
-    """Which compiler judged: a failure names it ("does not compile for the GPU (nvcc 13.0, ...)",
-    or g++ building the cut unit for the CPU); a pass does not, so it is what Astra picks here — on
-    the CPU backend nvcc on the file where a CUDA toolkit is found (else NVRTC on the cut unit),
-    then g++ on the cut unit; on a GPU, NVRTC through CuPy."""
+    """Which compiler judged, where the verdict does not say (an older verdict): a failure names it
+    ("does not compile for the GPU (nvcc 13.0, ...)", or g++ building the cut unit for the CPU); a
+    pass does not, so it is what Astra picks here — on the CPU backend nvcc on the file where a CUDA
+    toolkit is found (else NVRTC on the cut unit), then g++ on the cut unit; on a GPU, the same
+    toolkit's nvcc, else NVRTC through CuPy."""
     if not passed:
         m = re.search(r"for the GPU \((nvcc [\d.]+|nvrtc [\d.]+|NVRTC [\d.]+)", details)
         return m.group(1) if m else "g++ (the cut unit, for the CPU)"
     if backend != "cpu":
-        return "nvrtc (CuPy)"
+        from astra_cuda.compile import toolkit as tk_mod
+        found = tk_mod.find()
+        return found.describe() if found else "nvrtc (CuPy)"
     from astra_cuda.compile import toolkit
     tk = toolkit.find()
     return f"{tk.describe() if tk else 'nvrtc'} + g++"
