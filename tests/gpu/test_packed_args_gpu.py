@@ -220,6 +220,12 @@ def test_a_struct_holding_a_table_of_pointers_passes_the_gate(pool, tmp_path, ol
         assert v.status == "failed" and v.failures[0].check == verdict, v.human()
 
 
+# Failed on an H200 at df56d65 (the cubin variants passed): CuPy's NVRTC there is not the PyPI
+# NVRTC that passes these here, and fails the layout probe of a struct (see the xfail above) —
+# open in issue 25; a strict xfail, so that a fix shows.
+NVRTC_RECORDS = ("issue 25: through CuPy's NVRTC on an H200 (df56d65) the typedef-named records are not laid out "
+                 "or read as compiled, while nvcc's cubin of the same file passes")
+
 # DeepSpeed's ragged logits_gather_kernel shape (issue 25): typedef-named anonymous descriptor
 # structs of int32_t fields, each a kernel parameter of its own, the gathered row copied 16 bytes
 # at a time. The suite's GPU run compiled that kernel with NVRTC and its two runs disagreed (one
@@ -253,7 +259,7 @@ __global__ void k(float* out, const float* acts, const Batch* batch, const Seq* 
 """
 
 
-@pytest.mark.parametrize("nvrtc", [False, True])
+@pytest.mark.parametrize("nvrtc", [False, pytest.param(True, marks=pytest.mark.xfail(strict=True, reason=NVRTC_RECORDS))])
 def test_typedef_named_records_as_parameters_pass_the_gate(pool, tmp_path, nvrtc):
     """Both ways the GPU backend builds a module: nvcc's cubin of the file, and NVRTC on the cut
     unit (what the suite's run used); with no reference the gate runs the kernel twice per case
@@ -270,7 +276,7 @@ def test_typedef_named_records_as_parameters_pass_the_gate(pool, tmp_path, nvrtc
     assert v.passed and v.compared, v.human()
 
 
-@pytest.mark.parametrize("nvrtc", [False, True])
+@pytest.mark.parametrize("nvrtc", [False, pytest.param(True, marks=pytest.mark.xfail(strict=True, reason=NVRTC_RECORDS))])
 def test_typedef_named_records_are_laid_out_and_read_as_compiled(pool, tmp_path, nvrtc):
     """Below the gate, each build: the probe's layouts (Batch 8 bytes, n_sequences at 4; Seq 16
     bytes, start_idx at 0, n_tokens at 4, as g++ and nvcc lay them out) and two launches whose
