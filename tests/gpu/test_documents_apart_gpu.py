@@ -15,6 +15,7 @@ from astra_cuda.model import source, spec as spec_mod
 
 from gpu_jobs import PidCheck
 
+pytestmark = pytest.mark.gpu   # `scripts/gpu-check pytest-gpu` selects by this mark
 ROOT = Path(__file__).resolve().parents[2]
 
 
