@@ -373,8 +373,9 @@ def _judge(r: Record, s: Step) -> bool:
     comp = next((c for c in v.get("checks", []) if c.get("name") == "compile"), None)
     if comp is not None:
         r.compiled = bool(comp.get("passed"))
-        # the verdict names what judged (issue 24: nvcc on the file wherever a toolkit is, the GPU's too)
-        said = str(v.get("compiler") or "").split(", flags")[0]
+        # on a GPU the verdict names what judged (issue 24: nvcc on the file wherever a toolkit is);
+        # on the CPU g++ builds the cut as well, which `_compiler` adds
+        said = str(v.get("compiler") or "").split(", flags")[0] if v.get("backend") != "cpu" else ""
         r.compiler = said or _compiler(v.get("backend", ""), comp.get("details", ""), r.compiled)
     r.passed = v.get("status") == "passed"
     if not r.passed:
