@@ -228,35 +228,18 @@ NVRTC_RECORDS = ("issue 25: through CuPy's NVRTC on an H200 (df56d65) the typede
 
 # DeepSpeed's ragged logits_gather_kernel shape (issue 25): typedef-named anonymous descriptor
 # structs of int32_t fields, each a kernel parameter of its own, the gathered row copied 16 bytes
-# at a time. The suite's GPU run compiled that kernel with NVRTC and its two runs disagreed (one
-# wrote nothing: `n_sequences` read as 0); the CPU gate passes this file (tests/cpu/test_records_typedef.py).
-GATHER = """#include <stdint.h>
-struct { int32_t n_tokens; int32_t n_sequences; } typedef Batch;
-struct { int32_t start_idx; int32_t n_tokens; int32_t seen_tokens; int32_t unused; } typedef Seq;
-/* @astra
-grid = ["cdiv(d, 256)", "seqs"]
-block = [64]
-require = ["d % 4 == 0"]
-[sizes]
-seqs = [1, 7, 130]
-d = [4, 256, 1000]
-V = [64, 1000]
-[args]
-out = { type = "float", shape = ["seqs", "d"], output = true }
-acts = { type = "float", shape = ["V", "d"] }
-batch = { records = 1, n_sequences = "seqs" }
-seqs_ = { records = "seqs", start_idx = { init = "randint(1, V / 2 + 1)" }, n_tokens = { init = "randint(1, V / 2 + 1)" } }
-d = "d"
-*/
-__global__ void k(float* out, const float* acts, const Batch* batch, const Seq* seqs_, const int32_t d) {
-    const int32_t s = blockIdx.y;
-    if (s >= batch->n_sequences) return;
-    const Seq q = seqs_[s];
-    const int row = q.start_idx + q.n_tokens - 1;
-    const int i = 4 * (threadIdx.x + blockIdx.x * 64);
-    if (i < d) *(uint4*)(out + s * d + i) = *(const uint4*)(acts + row * d + i);
-}
-"""
+# at a time. On the suite's GPU runs that kernel's two runs disagreed (one wrote nothing:
+# `n_sequences` read as 0); the CPU gate passes this file (tests/cpu/test_records_typedef.py).
+GATHER = (Path(__file__).parents[1] / "cpu" / "records_gather.cu").read_text()
+
+
+def _gather_unit(tmp_path: Path, nvrtc: bool):
+    path = tmp_path / "gather.cu"
+    path.write_text(GATHER)
+    m = source.parse(GATHER)
+    spec = spec_mod.load(m.kernel("k"), m)
+    u = extract.spec_unit(m, str(path), "k", spec)
+    return (dataclasses.replace(u, file_text="") if nvrtc else u), spec
 
 
 @pytest.mark.parametrize("nvrtc", [False, pytest.param(True, marks=pytest.mark.xfail(strict=True, reason=NVRTC_RECORDS))])
@@ -264,12 +247,7 @@ def test_typedef_named_records_as_parameters_pass_the_gate(pool, tmp_path, nvrtc
     """Both ways the GPU backend builds a module: nvcc's cubin of the file, and NVRTC on the cut
     unit (what the suite's run used); with no reference the gate runs the kernel twice per case
     and the two runs must agree — as on the CPU."""
-    path = tmp_path / "gather.cu"
-    path.write_text(GATHER)
-    m = source.parse(GATHER)
-    spec = spec_mod.load(m.kernel("k"), m)
-    u = extract.spec_unit(m, str(path), "k", spec)
-    u = dataclasses.replace(u, file_text="") if nvrtc else u
+    u, spec = _gather_unit(tmp_path, nvrtc)
     v = pool.run(jobs.CheckJob("gpu", None, u, spec, quick=True), timeout=300)
     assert v.passed, v.human()
     v = pool.run(jobs.CheckJob("gpu", u, u, spec, quick=True), timeout=300)
@@ -282,12 +260,7 @@ def test_typedef_named_records_are_laid_out_and_read_as_compiled(pool, tmp_path,
     bytes, start_idx at 0, n_tokens at 4, as g++ and nvcc lay them out) and two launches whose
     gathered rows equal the host's gather — which of layout or launch is wrong, if either."""
     from gpu_jobs import Call, records_gather
-    path = tmp_path / "gather.cu"
-    path.write_text(GATHER)
-    m = source.parse(GATHER)
-    spec = spec_mod.load(m.kernel("k"), m)
-    u = extract.spec_unit(m, str(path), "k", spec)
-    u = dataclasses.replace(u, file_text="") if nvrtc else u
+    u, spec = _gather_unit(tmp_path, nvrtc)
     got = pool.run(Call(records_gather, {"unit": u, "spec": spec, "sizes": {"seqs": 130, "d": 256, "V": 1000}}),
                    timeout=300)
     assert got["layouts"] == {"batch": (8, {"n_sequences": (4, 4)}),

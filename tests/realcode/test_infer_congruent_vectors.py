@@ -4,6 +4,8 @@ vLLM's vectorize_with_alignment, through which reshape_and_cache_flash writes th
 runs only where the two offsets are congruent modulo the pack: a spec that draws rows of any
 length faulted as misaligned on the GPU (and on the CPU backend's alignment check). Inference
 requires whole packs per row; a helper that tests every address it vectorizes needs nothing."""
+import pytest
+
 from astra_cuda import api
 
 from .conftest import needs_gxx
@@ -61,26 +63,19 @@ def test_the_inferred_spec_runs_under_the_alignment_check_and_rows_of_any_length
 
 
 @needs_gxx
-def test_a_helper_that_tests_every_address_it_vectorizes_needs_no_whole_packs(project):
-    """The same copy where either address off a pack's boundary copies element by element: any
-    row length runs, so nothing is required of `width` and the spec's odd rows pass the check."""
-    text = GATHER.replace("  int skew = reinterpret_cast<uintptr_t>(src) & (B - 1);\n",
-                          "  if ((reinterpret_cast<uintptr_t>(src) & (B - 1)) || (reinterpret_cast<uintptr_t>(dst) & (B - 1))) {\n"
-                          "    for (int i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];\n    return;\n  }\n"
-                          "  int skew = 0;\n")
-    assert text != GATHER
-    s, p = infer(project, "gather.cu", text, "gather_rows")
-    assert not any(r.startswith("width %") for r in s.require) and any(v % 4 for v in s.sizes["width"]), p.comment
-    at = text.index("__global__")
-    v = _check(project, text[:at] + p.comment + text[at:])
-    assert v.passed, v.human()
-
-
-@needs_gxx
-def test_a_destination_at_the_very_offsets_of_the_aligned_source_needs_no_whole_packs(project):
-    """vLLM's int8 quantizers: `in + token * hidden` and `out + token * hidden` handed to the same
-    helper — the offsets are equal, so the prefix that aligns one aligns the other at any width."""
-    text = GATHER.replace("table + (long)ids[blockIdx.x] * width", "table + (long)blockIdx.x * width")
+@pytest.mark.parametrize("old,new", [
+    # either address off a pack's boundary copies element by element: any row length runs
+    ("  int skew = reinterpret_cast<uintptr_t>(src) & (B - 1);\n",
+     "  if ((reinterpret_cast<uintptr_t>(src) & (B - 1)) || (reinterpret_cast<uintptr_t>(dst) & (B - 1))) {\n"
+     "    for (int i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];\n    return;\n  }\n"
+     "  int skew = 0;\n"),
+    # vLLM's int8 quantizers: `in + token * hidden` and `out + token * hidden` handed to the same
+    # helper — the offsets are equal, so the prefix that aligns one aligns the other at any width
+    ("table + (long)ids[blockIdx.x] * width", "table + (long)blockIdx.x * width"),
+], ids=["every_address_tested", "same_offsets"])
+def test_no_whole_packs_where_every_vectorized_address_is_tested_or_at_the_aligned_offsets(project, old, new):
+    """Nothing is required of `width`, and the spec's odd rows pass the check."""
+    text = GATHER.replace(old, new)
     assert text != GATHER
     s, p = infer(project, "gather.cu", text, "gather_rows")
     assert not any(r.startswith("width %") for r in s.require) and any(v % 4 for v in s.sizes["width"]), p.comment
