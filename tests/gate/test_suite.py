@@ -81,3 +81,35 @@ def test_large_inputs_are_drawn_in_parallel_chunks_reproducibly():
     f = v.astype(np.float32)
     assert abs(f.mean()) < 0.01 and abs(f.std() - 1.0) < 0.01 and (f == 0).mean() < 1e-4
     assert not np.array_equal(a["v_a"], a["v_b"])
+
+
+def test_cases_where_a_bounded_init_is_empty_are_not_run():
+    """DeepSpeed's ragged logits_gather reads row `start + count - 1` of a table of V rows, each
+    drawn from randint(1, V / 2 + 1): at the edge size V = 1 that range is empty, and the value
+    it would give reads past the table (two GPU runs then disagreed). Such a size is no case of
+    the program's: edges skip it, and a listed case is skipped with a note."""
+    from astra_cuda.model import source, spec as spec_mod
+    text = ("struct Seq { int start; int count; };\n/* @astra\ngrid = [\"n\"]\nblock = [32]\n"
+            "[sizes]\nn = [4, 9]\nV = [1, 64, 100]\nd = [32]\n[args]\n"
+            "out = { type = \"float\", shape = [\"n\", \"d\"], output = true }\n"
+            "acts = { type = \"float\", shape = [\"V\", \"d\"] }\n"
+            "seqs = { records = \"n\", start = { init = \"randint(1, V / 2 + 1)\" }, "
+            "count = { init = \"randint(1, V / 2 + 1)\" } }\n"
+            "ids = { type = \"int32\", shape = [\"n\"], init = \"randint(0, V - 1)\" }\n*/\n"
+            "__global__ void g(float* out, const float* acts, const Seq* seqs, const int* ids) {}\n")
+    m = source.parse(text)
+    spec = spec_mod.load(m.kernel("g"), m)
+    assert not suite.drawable(spec, {"n": 4, "V": 1, "d": 32})
+    assert suite.drawable(spec, {"n": 4, "V": 2, "d": 32}) and suite.drawable(spec, {"n": 4, "V": 64, "d": 32})
+    st = suite.build(spec, measures_time=False, nonce=7)
+    assert st.cases and all(c.sizes["V"] >= 2 for c in st.cases)
+    assert {c.sizes["V"] for c in st.cases if c.label == "spec"} == {64, 100}
+    assert any("no value to draw" in n for n in st.notes), st.notes
+    # An input's own bounds count too: randint(0, V - 1) is empty at V = 1.
+    fixed = text.replace('start = { init = "randint(1, V / 2 + 1)" }', "start = 0").replace(
+        'count = { init = "randint(1, V / 2 + 1)" }', "count = 1")
+    m = source.parse(fixed)
+    only_ids = spec_mod.load(m.kernel("g"), m)
+    assert not only_ids.args["seqs.start"].drawn
+    assert not suite.drawable(only_ids, {"n": 4, "V": 1, "d": 32})
+    assert suite.drawable(only_ids, {"n": 4, "V": 2, "d": 32})

@@ -91,9 +91,30 @@ def _valid(spec: Spec, sizes: dict[str, int], max_elements: int) -> bool:
         for a in spec.args.values():
             if a.pointer and min(spec.shape(a.name, sizes), default=1) < 1:
                 return False
-        return spec.elements(sizes) <= max_elements
+        return drawable(spec, sizes) and spec.elements(sizes) <= max_elements
     except (exprs.ExprError, ZeroDivisionError, ValueError, OverflowError):
         return False
+
+
+def drawable(spec: Spec, sizes: dict[str, int]) -> bool:
+    """Every draw whose bounds depend on the sizes has values to draw at `sizes`. A case where
+    one has none is not the program's: `randint(1, V / 2 + 1)` for a row start is empty at V = 1
+    (an edge size), and any value drawn there lies outside the bounds the spec states."""
+    for a in spec.args.values():
+        init = a.init
+        if not init.exprs or not (a.drawn or (a.pointer and not a.output)):
+            continue
+        try:
+            p = init.at(sizes).params
+        except (exprs.ExprError, ZeroDivisionError, ValueError, OverflowError):
+            return False
+        if init.kind == "randint" and int(p[1]) <= int(p[0]):
+            return False
+        if init.kind == "uniform" and p[1] < p[0]:
+            return False
+        if init.kind == "permutation" and p and a.pointer and int(p[0]) < int(np.prod(spec.shape(a.name, sizes))):
+            return False
+    return True
 
 
 def edge_sizes(spec: Spec, max_elements: int, limit: int = 8) -> list[dict[str, int]]:
@@ -180,7 +201,10 @@ def build(spec: Spec, *, measures_time: bool, nonce: int, quick: bool = False,
     notes: list[str] = []
     cases: list[Case] = []
     spec_cases = [c for c in spec.cases() if _valid(spec, c, max_elements)]
-    skipped = len(spec.cases()) - len(spec_cases)
+    empty = sum(not drawable(spec, c) for c in spec.cases())
+    if empty:
+        notes.append(f"{empty} spec case(s) leave a bounded `init` no value to draw and were skipped")
+    skipped = max(0, len(spec.cases()) - len(spec_cases) - empty)
     if skipped:
         notes.append(f"{skipped} spec case(s) exceed {max_elements} elements on this backend and were skipped")
     if quick and len(spec_cases) > 4:
