@@ -113,3 +113,25 @@ def test_cases_where_a_bounded_init_is_empty_are_not_run():
     assert not only_ids.args["seqs.start"].drawn
     assert not suite.drawable(only_ids, {"n": 4, "V": 1, "d": 32})
     assert suite.drawable(only_ids, {"n": 4, "V": 2, "d": 32})
+
+
+def test_inputs_are_drawn_ahead_with_the_same_values_and_one_large_case_at_most():
+    """The gate takes each case's inputs from `Drawn`, which draws them on a thread ahead of their
+    turn: the values are `inputs`' own, and no more than one large case waits drawn."""
+    spec = example_spec("merge_attn_states")
+    big = {"num_tokens": 2 * suite.PARALLEL_MIN // 128 + 3, "num_heads": 1, "head_dim": 128}
+    small = {"num_tokens": 9, "num_heads": 4, "head_dim": 64}
+    cases = [suite.Case(small, "spec", 1, True, "spec"), suite.Case(small, "wide", 2, False, "distribution"),
+             suite.Case(big, "spec", 3, False, "bench"),
+             suite.Case(big, "spec", 4, False, "bench"), suite.Case(small, "spec", 5, False, "edge")]
+    drawn = suite.Drawn(spec, cases)
+    try:
+        first = drawn.get(0)
+        large_ahead = [i for i in drawn.ahead if spec.elements(cases[i].sizes) >= suite.PARALLEL_MIN]
+        assert large_ahead == [2], drawn.ahead.keys()   # the second large case waits for the first
+        for i, c in enumerate(cases):
+            host = first if i == 0 else drawn.get(i)
+            want = suite.inputs(spec, c.sizes, c.distribution, c.seed)
+            assert set(host) == set(want) and all(np.array_equal(host[k], want[k]) for k in want)
+    finally:
+        drawn.close()

@@ -54,6 +54,14 @@ CHECK_ORDER = ("screen", "compile", "compare", "poison", "not_constant", "inputs
 
 class _Gate(Instrumented):
     def main_suite(self, st: suites.Suite) -> None:
+        drawn = suites.Drawn(self.spec, st.cases)
+        try:
+            self.each_case(st, drawn)
+        finally:
+            drawn.close()
+        self.constant_outputs()
+
+    def each_case(self, st: suites.Suite, drawn: suites.Drawn) -> None:
         cov = self.v.coverage
         for i, case in enumerate(st.cases):
             self.cancelled()
@@ -62,7 +70,7 @@ class _Gate(Instrumented):
                                  f"{len(st.cases) - i} case(s) not run")
                 break
             info = case.info()
-            host = suites.inputs(self.spec, case.sizes, case.distribution, case.seed)
+            host = drawn.get(i)
             poison = POISONS[i % 2]
             expected = self.expected(case.sizes, host, poison, info)
             try:
@@ -84,7 +92,6 @@ class _Gate(Instrumented):
             if self.ref is None:
                 self.self_consistency(info, host, run.after, second.after, (poison, POISONS[(i + 1) % 2]))
             cov.record(case.sizes, case.distribution, failed=len(self.v.failures) > before)
-        self.constant_outputs()
 
     def statefulness(self, st: suites.Suite) -> None:
         """Over its own output with some elements spoiled, the candidate must rewrite them. Same

@@ -20,7 +20,7 @@ import dataclasses
 
 import os
 import zlib
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -363,3 +363,41 @@ def inputs(spec: Spec, sizes: dict[str, int], distribution: str, seed: int) -> d
             large = int(np.prod(shape)) >= PARALLEL_MIN and a.init.kind not in ("arange", "ones", "zeros", "permutation", "offsets")
             out[a.name] = (_sample_large if large else _sample)(a, shape, rng, distribution)
     return out
+
+
+AHEAD_CASES = 8   # cases whose inputs are drawn ahead of their turn, at most one of them large
+
+
+class Drawn:
+    """The inputs of a suite's cases (`inputs`, the same values), drawn ahead of their turn on a
+    thread of their own: while the small cases run, a timed size's ~10^8 values are drawn (NumPy's
+    draws release the GIL), instead of on the gate's critical path. At most one large case is held
+    ahead, so memory grows by one case at most. `close` drops what is queued."""
+
+    def __init__(self, spec: Spec, cases: list[Case]):
+        self.spec, self.cases = spec, cases
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="astra-inputs")
+        self.ahead: dict[int, Future[dict[str, np.ndarray]]] = {}
+        self.next = 0
+
+    def _large(self, i: int) -> bool:
+        return self.spec.elements(self.cases[i].sizes) >= PARALLEL_MIN
+
+    def _queue(self, upto: int) -> None:
+        while self.next < len(self.cases) and (self.next <= upto or (
+                len(self.ahead) < AHEAD_CASES and not (self._large(self.next) and any(self._large(i) for i in self.ahead)))):
+            c = self.cases[self.next]
+            self.ahead[self.next] = self.pool.submit(inputs, self.spec, c.sizes, c.distribution, c.seed)
+            self.next += 1
+
+    def get(self, i: int) -> dict[str, np.ndarray]:
+        """Case i's inputs (cases are taken in order; a case skipped is drawn and dropped)."""
+        self._queue(i)
+        for k in [k for k in self.ahead if k < i]:
+            self.ahead.pop(k).cancel()
+        host = self.ahead.pop(i).result()
+        self._queue(i)
+        return host
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
