@@ -9,6 +9,9 @@ Kinds:
   file-scope code (constructors, initialisers run when the module is loaded).
 - exec: what a launch or a compile leaves behind — threads, handlers, forged replies, compiler
   processes — and whether it reaches the next launch, outlives its caller or a time limit.
+- reference: what a candidate leaves for the reference it is judged against (`__device__`
+  variables, threads) when both run in one worker: whether it changes the reference's outputs
+  or its time (tests/security/test_reference_apart.py).
 - compile: a hostile unit given to the CPU compiler (screen off): the compiler's own sandbox.
 - nvrtc: a hostile file through extract and NVRTC in this process (the static checks; the same
   entries run through nvcc on the whole file, and through the GPU backend's CuPy compile on a GPU
@@ -617,7 +620,36 @@ DISK = [
            "`scripts/gpu-check full-disk-gpu`)"),
 ]
 
-ALL = SANDBOX + EXECUTION + BOUNDS + COMPILE + NVRTC + PROJECT + SCREEN + GATE + SPEC + INPUT + SECRET + EDITOR + REPLY + FILES + DISK
+# The reference and the candidate it is judged against, in one worker: two kernels of one file (the
+# spec's `reference = "…"`), a rewrite and its original, each check of a document in the worker that
+# ran its last. Run by tests/security/test_reference_apart.py on the CPU backend, and on a GPU by
+# tests/gpu/test_reference_apart_gpu.py (`scripts/gpu-check pytest-gpu`).
+REFERENCE = [
+    Attack("device_global_rewrites_reference", "reference", "a wrong rewrite (y = x) that sets the `__device__` "
+           "factor its original reads (`gain`, 3) to 1, the two kernels of one file: on the GPU the file was one "
+           "cubin, the backend kept one loaded module per cubin (and CuPy one per path), so both kernels had one "
+           "`gain` — from the launch after the rewrite's first, the reference computed y = x too, and the next "
+           "check of the document in that worker (the editor checks on every save) passed",
+           "the rewrite fails the comparison in every check; the reference computes with its own `gain`",
+           "CPU: a module of its own per compile (its `__device__` variables carried between its own launches only), "
+           "a fresh process per launch; GPU: a loaded module is kept per cubin and role (`compile_unit(role=…)`), "
+           "the reference's loaded from a copy of its own (an NVRTC source of its own): never the candidate's"),
+    Attack("device_global_slows_reference", "reference", "a right rewrite that raises the `__device__` work count "
+           "its original loops over (`passes`) to 2**30 (on a GPU 2**12): the original timed beside it in the "
+           "same module ran that many passes, so the rewrite's speedup was the original's slowdown",
+           "the reference runs its own passes: on the CPU the check passes (2**30 passes would have been the "
+           "reference's time limit); on the GPU the original's time is the original's",
+           "the same: the reference's module is its own (gate and profiler compile with their role)"),
+    Attack("leftover_thread_rewrites_reference", "reference", "a wrong rewrite (every output 0x41414141) whose "
+           "launch leaves a thread (host code in the kernel: the name screen and the GPU-first compile off) that, "
+           "once its own launch is over, writes 0x41 into every buffer mapped beside it — the reference's outputs, "
+           "where a later launch of the reference shared its process (a constructor's thread: `constructor_at_load`)",
+           "the rewrite fails the comparison; the reference's outputs are its own",
+           "CPU: a fresh process per launch, gone before its outputs are read; GPU: no host code of a file or a "
+           "candidate runs (device code only)"),
+]
+
+ALL = SANDBOX + EXECUTION + REFERENCE + BOUNDS + COMPILE + NVRTC + PROJECT + SCREEN + GATE + SPEC + INPUT + SECRET + EDITOR + REPLY + FILES + DISK
 
 
 HOSTILE_FLAGS = ["-include", "/etc/shadow", "--pre-include=/etc/shadow", "-Xcompiler", "-fplugin=/tmp/evil.so",
@@ -661,6 +693,8 @@ def markdown() -> str:
            "stop run once); *compile* and *nvrtc* entries under ABI 1 and the kernel's.", ""]
     titles = {"sandbox": "Kernel code on the host (CPU backend executor)",
               "exec": "Executors and compilers over time (leftovers, lifetime, other launches)",
+              "reference": "The reference and the candidate in one worker (one file's two kernels, a rewrite and its "
+                           "original)",
               "bounds": "Memory and time before anything runs", "compile": "The compiler over hostile source",
               "nvrtc": "NVRTC over hostile source (static checks, GPU backend)",
               "project": "A hostile compile_commands.json",
