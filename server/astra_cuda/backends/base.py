@@ -148,11 +148,15 @@ class Backend(ABC):
         hash. `sanitize` / `races`: an instrumented build (caps.address_sanitizer /
         caps.race_checker; Unsupported elsewhere). Raises CompileError or Unsupported."""
 
-    def compile_unit(self, unit: Any, *, sanitize: bool = False, races: bool = False) -> Module:
+    def compile_unit(self, unit: Any, *, sanitize: bool = False, races: bool = False, role: str = "") -> Module:
         """Compile the kernel of `unit` (an `astra_cuda.compile.extract.CompileUnit`): the cut unit's text
         here. A backend that compiles the user's whole file instead (the GPU's, with nvcc where a
         CUDA toolkit is installed) overrides this; its module is launched by the unit's name
-        expression all the same."""
+        expression all the same. `role` ("reference", "candidate"): whom the module is for. A
+        backend that keeps loaded modules (the GPU's) never gives one role's module to another —
+        a module's `__device__` variables are shared by every kernel launched from it, and one
+        file's reference kernel and rewrite are one cubin. Here every compile is a module of its
+        own (the CPU's: its own `__device__` variables, `CpuModule.state`), so it needs none."""
         variant = {k: True for k, on in (("sanitize", sanitize), ("races", races)) if on}
         return self.compile(unit.source + unit.appendix, [unit.name_expression], filename=unit.path,
                             options=unit.options(), **variant)

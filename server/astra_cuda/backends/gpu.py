@@ -4,9 +4,9 @@ loaded with `RawModule(path=...)` and launched by the kernel's mangled name; els
 NVRTC compiles the cut unit (`compile`).
 
 CuPy is imported only inside the worker process (`astra_cuda.execution.worker`; `astra_cuda.execution.jobs.BackendsJob`
-probes it there). A fault that poisons the CUDA context (illegal address,
-trap) makes this backend refuse further work and asks the worker to retire after replying, so
-the next job gets a fresh process and context.
+probes it there). A fault that poisons the CUDA context (illegal address, trap) makes this backend
+refuse further work and asks the worker to retire after replying, so the next job gets a fresh
+process and context.
 
 Timing follows the method of ../shared/notes/gpu-machine.md: CUDA events around each launch,
 the L2 flushed (a memset of twice the L2 size) before each, and the caller's plan of copies,
@@ -15,8 +15,8 @@ is kept busy for a few milliseconds first, so clocks that dropped while idle do 
 launches.
 
 Beside it: where CuPy's NVRTC compile may reach (`cupy_confinement`), the pass rule on device
-arrays (`device_compare`), the compute-sanitizer pool and log (`gpu_sanitizer`) and the device's
-copy ceiling (`copy_ceiling`).
+arrays (`device_compare`), the compute-sanitizer pool and log (`gpu_sanitizer`), the device's
+copy ceiling (`copy_ceiling`) and the reference's module of its own (`own_module`).
 
 Long because it is the one place CuPy's device is driven: compiling, memory and buffer placement,
 launches with their fault handling and the timing loop share the device, its stream and its
@@ -34,7 +34,7 @@ import numpy as np
 from .. import redact
 from .base import (Backend, BackendUnavailable, Buffer, Capabilities, CompileError, Launch, LaunchError, Module,
                    Packed, ResourceUsage, Scalar, Schedule, TimedLaunch, TimingResult, Unsupported)
-from . import copy_ceiling
+from . import copy_ceiling, own_module
 from .cupy_confinement import compile_confinement, cupy_cache_dir, load_nvrtc, private_tempdir, require_confinement
 from .device_compare import within_tolerance
 from .gpu_sanitizer import SANITIZER_ENV, SANITIZER_LOG_ENV, SanitizerLog, sanitizer_pool
@@ -187,7 +187,7 @@ class GpuBackend(Backend):
 
     # ---- compiling ------------------------------------------------------------------------
     def compile(self, source: str, name_expressions: Sequence[str], *, filename: str = "kernel.cu",
-                options: Sequence[str] = (), sanitize: bool = False, races: bool = False) -> GpuModule:
+                options: Sequence[str] = (), sanitize: bool = False, races: bool = False, role: str = "") -> GpuModule:
         self._check_usable()
         if races:
             raise Unsupported("the GPU backend has no race-checker build (compute-sanitizer racecheck runs "
@@ -208,7 +208,8 @@ class GpuBackend(Backend):
         ours = {f"-I{static.nvrtc_shim_dir()}", f"-I{static.cuda_include_dir()}"}
         headers = header_digest(source, filename, [o for o in opts if o not in ours])
         code = static.NVRTC_PRELUDE + (f"// astra: headers {headers}\n" if headers else "") + source
-        key = hashlib.sha256(repr((code, names, opts)).encode()).hexdigest()
+        code = own_module.nvrtc_source(code, role)   # the reference's module is its own (own_module)
+        key = hashlib.sha256(repr((code, names, opts, role)).encode()).hexdigest()
         mod = self._modules.get(key)
         if mod is not None:
             return mod
@@ -229,11 +230,12 @@ class GpuBackend(Backend):
         self._modules[key] = mod
         return mod
 
-    def compile_unit(self, unit, *, sanitize: bool = False, races: bool = False) -> GpuModule:
+    def compile_unit(self, unit, *, sanitize: bool = False, races: bool = False, role: str = "") -> GpuModule:
         """The unit's whole file compiled by nvcc where a CUDA toolkit is installed (and, for a
         PyTorch extension, torch's headers are here): its cubin loaded, the kernel launched by
         its mangled name. Elsewhere, and for the search's proven cut (`unit.search_cut`, set by
-        `compile.fastpath` only), CuPy's NVRTC compiles the cut unit, or nvcc as proven."""
+        `compile.fastpath` only), CuPy's NVRTC compiles the cut unit, or nvcc as proven. Modules
+        are kept per content and `role`: the reference's is its own (own_module)."""
         from ..compile import SEARCH_NVCC, nvcc, toolkit
         self._check_usable()
         tk, why = toolkit.for_file(unit.file_text, unit.path, unit.context) if unit.file_text else (None, "")
@@ -245,8 +247,7 @@ class GpuBackend(Backend):
                 tk, why = None, unit.search_cut   # NVRTC, in-process
         if tk is None:
             mod = self.compile(unit.source + unit.appendix, [unit.name_expression], filename=unit.path,
-                               options=unit.options(),
-                               sanitize=sanitize, races=races)
+                               options=unit.options(), sanitize=sanitize, races=races, role=role)
             mod.compiler = mod.compiler or f"NVRTC (CuPy): {why or 'no file text'}"
             return mod
         if races:
@@ -268,12 +269,12 @@ class GpuBackend(Backend):
             raise CompileError(f"{first} ({r.compiler})", log=redact.included(f"{said}\n{r.log}".strip(), unit.path))
         assert r.cubin is not None
         with open(r.cubin, "rb") as f:
-            key = "cubin:" + hashlib.sha256(f.read()).hexdigest()
+            key = f"cubin:{hashlib.sha256(f.read()).hexdigest()}:{role}"
         mod = self._modules.get(key)
         if mod is None:
             try:
                 with self.device:
-                    raw = self.cp.RawModule(path=r.cubin)
+                    raw = self.cp.RawModule(path=own_module.cubin_path(r.cubin, role))
             except Exception as e:
                 raise CompileError(f"could not load the compiled module: {e}", log=str(e)) from None
             mod = GpuModule(raw, [], key, compiler=r.compiler if text is unit.file_text else f"{unit.search_cut}: {r.compiler}")

@@ -41,7 +41,7 @@ class Building(GateState):
         return not res.errors
 
     def compile(self, unit: CompileUnit, role: str, sanitize: bool = False, races: bool = False) -> Compiled:
-        mod = self.backend.compile_unit(unit, sanitize=sanitize, races=races)
+        mod = self.backend.compile_unit(unit, sanitize=sanitize, races=races, role=role)
         return Compiled(mod, unit.name_expression, role)
 
     def read_layouts(self) -> bool:

@@ -33,7 +33,8 @@ def _rounding_of(unit, rspec, backend, params):
     def measure(sets) -> bool:
         if not compiled:
             try:
-                compiled.append(checks.Compiled(backend.compile_unit(unit), unit.name_expression, "reference"))
+                compiled.append(checks.Compiled(backend.compile_unit(unit, role="reference"), unit.name_expression,
+                                                "reference"))
             except (CompileError, Unsupported, BackendUnavailable):
                 compiled.append(None)
         if compiled[0] is None:
@@ -85,8 +86,8 @@ def _profile_measured(prof: Profile, reference_unit, candidate_unit, spec, backe
     info = backend.device_info() if backend.caps.device_info else {}
     prof.device = info.get("name")
     try:
-        cand = timing.compile_on(backend, candidate_unit)
-        ref = timing.compile_on(backend, reference_unit) if reference_unit is not None else None
+        cand = timing.compile_on(backend, candidate_unit, "candidate")
+        ref = timing.compile_on(backend, reference_unit, "reference") if reference_unit is not None else None
     except CompileError as e:
         prof.errors.append(f"does not compile for the GPU: {e}")
         prof.measured = False

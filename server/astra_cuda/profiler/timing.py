@@ -45,8 +45,9 @@ SETS = 2            # input sets (the second rotated from the first on the devic
 FIXED = 8           # launches on fixed buffers per chunk (they add up over the chunks of a size)
 
 
-def compile_on(backend, unit):
-    return backend.compile_unit(unit)
+def compile_on(backend, unit, role: str):
+    """`role`: "reference" or "candidate" — never one module for both (Backend.compile_unit)."""
+    return backend.compile_unit(unit, role=role)
 
 
 @dataclass(frozen=True)
