@@ -43,8 +43,8 @@ class Recording:
             with self.lock:
                 self.calls.append((kind, start, time.monotonic()))
 
-    def compile_unit(self, unit, *, sanitize=False, races=False):  # through `compile` above, recorded
-        return Backend.compile_unit(self, unit, sanitize=sanitize, races=races)
+    def compile_unit(self, unit, *, sanitize=False, races=False, role=""):  # through `compile` above, recorded
+        return Backend.compile_unit(self, unit, sanitize=sanitize, races=races, role=role)
 
     def __getattr__(self, name):  # buffers, launches: the real backend's
         return getattr(self.inner, name)

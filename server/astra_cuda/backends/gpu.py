@@ -234,8 +234,7 @@ class GpuBackend(Backend):
         """The unit's whole file compiled by nvcc where a CUDA toolkit is installed (and, for a
         PyTorch extension, torch's headers are here): its cubin loaded, the kernel launched by
         its mangled name. Elsewhere, and for the search's proven cut (`unit.search_cut`, set by
-        `compile.fastpath` only), CuPy's NVRTC compiles the cut unit, or nvcc as proven. Modules
-        are kept per content and `role`: the reference's is its own (own_module)."""
+        `compile.fastpath` only), CuPy's NVRTC compiles the cut unit, or nvcc as proven. Kept per role (own_module)."""
         from ..compile import SEARCH_NVCC, nvcc, toolkit
         self._check_usable()
         tk, why = toolkit.for_file(unit.file_text, unit.path, unit.context) if unit.file_text else (None, "")
