@@ -72,3 +72,24 @@ def test_checks_of_a_launch(device_compare):
     vals[0, 0] += 1
     assert "read-only input `input` was modified" in gate.check_samples(spec, ts, "input", pos, vals, [None],
                                                                         ["l"])[1].message
+
+
+def test_inputs_drawn_ahead_are_the_ones_the_timing_would_draw():
+    """The profiler draws the next size's inputs while it times this one (`gate.timed_host` with
+    `timing.ahead_seed`): the sets made from them hold the same values as those drawn in place."""
+    from concurrent.futures import Future
+
+    from astra_cuda.profiler import timing
+    _, _, spec = units("x")
+    b = FakeGpu({})
+    here = gate.prepare_timed(spec, b, SIZES, sets=2, seed=11)
+    drawn = gate.timed_host(spec, SIZES, 11)
+    ahead = gate.prepare_timed(spec, b, SIZES, sets=2, seed=11, host=drawn)
+    for s, t in zip(here, ahead):
+        assert s.rolls == t.rolls and np.array_equal(b.download(s.pristine["input"]), b.download(t.pristine["input"]))
+    # measure_size(seed=S) gives prepare_timed the seed ahead_seed(S) names
+    rng = np.random.default_rng(5)
+    assert timing.ahead_seed(5) == int(rng.integers(1, 2**31 - 1))
+    f: Future = Future()
+    f.set_result(gate.timed_host(spec, SIZES, timing.ahead_seed(5)))
+    assert np.array_equal(f.result()["input"], gate.prepare_timed(spec, b, SIZES, seed=timing.ahead_seed(5))[0].host["input"])

@@ -36,7 +36,7 @@ from .checks import POISONS, Compiled, Run, arg_types, launch_args, launch_of, r
 from .judging import ROUNDING_DIRECTIONS, ROUNDING_FACTOR, ROUNDING_MAX_ELEMENTS
 from .verdict import CaseInfo, Failure
 
-__all__ = ["TimedSet", "prepare_timed", "expect", "fresh_run", "check_outputs", "check_inputs_unchanged", "check_samples",
+__all__ = ["TimedSet", "prepare_timed", "timed_host", "expect", "fresh_run", "check_outputs", "check_inputs_unchanged", "check_samples",
            "launch_of", "measure_rounding"]
 
 ROTATED = ("normal", "uniform", "randint")  # i.i.d. draws: any rotation is as likely a draw
@@ -103,12 +103,21 @@ def fresh_run(spec: Spec, backend: Backend, ts: TimedSet, ctypes: dict[str, Any]
     return Run(launch_args(spec, buffers, ts.sizes, ctypes), buffers)
 
 
+def timed_host(spec: Spec, sizes: dict[str, int], seed: int) -> dict[str, np.ndarray]:
+    """Set 0's host inputs of `prepare_timed(..., seed=seed)`: for a caller that draws them ahead,
+    while something else runs (they are most of its time at a timed size)."""
+    rng = np.random.Generator(np.random.PCG64(seed))
+    return suites.inputs(spec, sizes, suites.SPEC_DIST, int(rng.integers(1, 2**31 - 1)))
+
+
 def prepare_timed(spec: Spec, backend: Backend, sizes: dict[str, int], *, sets: int = 2,
-                  seed: int | None = None) -> list[TimedSet]:
-    """`sets` input sets at `sizes` (see the module docstring), without expectations yet."""
+                  seed: int | None = None, host: dict[str, np.ndarray] | None = None) -> list[TimedSet]:
+    """`sets` input sets at `sizes` (see the module docstring), without expectations yet. `host`:
+    `timed_host(spec, sizes, seed)`, drawn ahead by the caller (the same values)."""
     rng = np.random.Generator(np.random.PCG64(seed if seed is not None else secrets.randbits(31)))
     s = int(rng.integers(1, 2**31 - 1))
-    host = suites.inputs(spec, sizes, suites.SPEC_DIST, s)
+    if host is None:
+        host = suites.inputs(spec, sizes, suites.SPEC_DIST, s)
     base = {name: backend.upload(np.ascontiguousarray(arr)) for name, arr in host.items()}
     out = []
     for k in range(sets):

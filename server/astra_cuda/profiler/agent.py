@@ -3,6 +3,7 @@ backend measures time, Nsight Compute on request."""
 from __future__ import annotations
 
 import hashlib
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict
 
 import numpy as np
@@ -114,21 +115,32 @@ def _profile_measured(prof: Profile, reference_unit, candidate_unit, spec, backe
     ref_code = hashlib.sha256("\0".join((reference_unit.file_text, reference_unit.source, reference_unit.appendix,
                                          reference_unit.name_expression, repr(getattr(reference_unit, "context", None))))
                               .encode()).hexdigest() if r is not None else ""
-    for rung in rungs:
-        sizes = rung.sizes
-        try:
-            seeds = (int(rng.integers(1, 2**31 - 1)), int(rng.integers(1, 2**31 - 1)))
-            timed = timing.measure_confirmed(backend, spec, rspec, sizes, c, r, params=params, reps=reps,
-                                             warmup=warmup, seeds=seeds, ceiling=ceiling, original=original,
-                                             rounding=allowances, ref_code=ref_code)
-            timed.role = rung.role
-            prof.sizes.append(timed)
-        except LaunchError as e:
-            prof.errors.append(f"at {size_label(sizes)}: {e}")
-            break
-        except Exception as e:  # out of device memory and the like: report, never crash the job
-            prof.errors.append(f"at {size_label(sizes)}: {e.__class__.__name__}: {e}")
-            break
+    seeds = [(int(rng.integers(1, 2**31 - 1)), int(rng.integers(1, 2**31 - 1))) for _ in rungs]
+    # The next rung's inputs are drawn while this one is timed (a timed size's ~10^8 values are
+    # most of its time otherwise): one thread, one rung ahead.
+    drawer = ThreadPoolExecutor(1, thread_name_prefix="astra-timed-inputs")
+
+    def draw(k: int) -> Future | None:
+        return drawer.submit(gate.timed_host, spec, rungs[k].sizes, timing.ahead_seed(seeds[k][0])) \
+            if k < len(rungs) else None
+    ahead = draw(0)
+    try:
+        for k, rung in enumerate(rungs):
+            sizes, mine, ahead = rung.sizes, ahead, draw(k + 1)
+            try:
+                timed = timing.measure_confirmed(backend, spec, rspec, sizes, c, r, params=params, reps=reps,
+                                                 warmup=warmup, seeds=seeds[k], ceiling=ceiling, original=original,
+                                                 rounding=allowances, ref_code=ref_code, ahead=mine)
+                timed.role = rung.role
+                prof.sizes.append(timed)
+            except LaunchError as e:
+                prof.errors.append(f"at {size_label(sizes)}: {e}")
+                break
+            except Exception as e:  # out of device memory and the like: report, never crash the job
+                prof.errors.append(f"at {size_label(sizes)}: {e.__class__.__name__}: {e}")
+                break
+    finally:
+        drawer.shutdown(wait=False, cancel_futures=True)
     if ncu:
         try:
             # The smallest bench size: ncu replays the kernel many times, saving memory each time.

@@ -24,6 +24,7 @@ Both kernels get the same treatment, interleaved in chunks so drifting clocks hi
 from __future__ import annotations
 
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -263,7 +264,7 @@ def _loop_launches(reps: int, warmup: int) -> int:
 def measure_size(backend, spec, rspec, sizes: dict[str, int], cand: tuple[Any, str], ref: tuple[Any, str] | None, *,
                  params: dict[str, str], reps: int, warmup: int, seed: int, ceiling: float | None,
                  original: bool = False, rounding: Callable[[list], bool] | None = None,
-                 ref_code: str = "") -> SizeProfile:
+                 ref_code: str = "", ahead: "Future[dict[str, np.ndarray]] | None" = None) -> SizeProfile:
     """Time `cand` (module, name) and `ref` side by side at `sizes` (see the module docstring),
     check what every launch left and apply the plausibility rules. `original`: `cand` is the very
     code of `ref` (the original timed against itself: its outputs are checked, its times are the
@@ -271,10 +272,12 @@ def measure_size(backend, spec, rspec, sizes: dict[str, int], cand: tuple[Any, s
     `rounding(sets)`: fills the sets' allowances (gate.measure_rounding), called only when an output
     differs from the reference's beyond the tolerance; True when it measured them. `ref_code`: a
     digest of the reference's code (what it was seen to need is kept by it: `touched`).
+    `ahead`: the inputs `ahead_seed(seed)` names, being drawn by the caller (`gate.timed_host`).
     Raises LaunchError (and what the backend raises for lack of memory) for the caller to report."""
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
-    sets = gate.prepare_timed(spec, backend, sizes, sets=SETS, seed=int(rng.integers(1, 2**31 - 1)))
+    sets = gate.prepare_timed(spec, backend, sizes, sets=SETS, seed=int(rng.integers(1, 2**31 - 1)),
+                              host=ahead.result() if ahead is not None else None)
     args = _arg_table(backend, spec, sizes, rng)
     total = _loop_launches(reps, warmup)
     timed_at = [g for g in range(total) if not _warm(g, warmup)]
@@ -381,6 +384,12 @@ def _touched(backend, rspec, sets, ref: tuple[Any, str] | None, params: dict[str
         return None
 
 
+def ahead_seed(seed: int) -> int:
+    """The seed `measure_size(seed=seed)` gives `gate.prepare_timed`: its inputs can be drawn
+    ahead (`gate.timed_host(spec, sizes, ahead_seed(seed))`)."""
+    return int(np.random.default_rng(seed).integers(1, 2**31 - 1))
+
+
 def measure_confirmed(backend, spec, rspec, sizes: dict[str, int], cand: tuple[Any, str], ref: tuple[Any, str] | None,
                       *, seeds: tuple[int, int], **kw) -> SizeProfile:
     """measure_size; a timing flagged implausible (with every output right) is measured once more
@@ -389,6 +398,7 @@ def measure_confirmed(backend, spec, rspec, sizes: dict[str, int], cand: tuple[A
     of 14 evaluations of a correct kernel ran its whole first chunk 4.6x slower). The first
     measurement's flags stay on record (`unconfirmed`); a confirmed flag is the second's."""
     first = measure_size(backend, spec, rspec, sizes, cand, ref, seed=seeds[0], **kw)
+    kw.pop("ahead", None)   # drawn for the first measurement only
     if not first.implausible or first.output_failures:
         return first
     again = measure_size(backend, spec, rspec, sizes, cand, ref, seed=seeds[1], **kw)
