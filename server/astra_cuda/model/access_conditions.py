@@ -69,10 +69,52 @@ class ConditionWalk:
         if left.type == "binary_expression" and left.child_by_field_name("operator").type == "*":
             self._scaled_bound(left, op, right)
         if left.type in ("identifier", "field_expression") and isinstance(self.env.get(left.text.decode()), Iv):
-            self._bound(left.text.decode(), op, self.expr(right, evaluate_only=True))
+            bound = self.expr(right, evaluate_only=True)
+            whole = self._whole_steps_end(right) if op in ("<", "<=") else None
+            if whole is not None and whole.hi is not None:
+                bound = Iv(bound.lo if isinstance(bound, Iv) else None,
+                           whole.hi if not isinstance(bound, Iv) or bound.hi is None else min(bound.hi, whole.hi))
+            self._bound(left.text.decode(), op, bound)
         if right.type in ("identifier", "field_expression") and isinstance(self.env.get(right.text.decode()), Iv):
             flip = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}[op]
             self._bound(right.text.decode(), flip, self.expr(left, evaluate_only=True))
+
+    def _whole_steps_end(self, n: Node | None) -> Iv | None:
+        """A bound `start + steps * s` where the local `steps` is `(end - start) / s`, s a positive
+        number (exllama's q4_matmul_kernel: `k < x_column + iterations * 8`, iterations =
+        (x_column_end - x_column) / 8, x_column_end = min(dim, ...)): whole steps of s from start
+        stay at or below end where there is at least one (and at or below start where there is
+        none: C's division truncates), so the bound is at most the larger of end and start. The
+        intervals alone forget that both `start`s are one value and reach a block of s past end."""
+        n = unparen(n)
+        if n is None or n.type != "binary_expression" or n.child_by_field_name("operator").type != "+":
+            return None
+        flat = lambda x: "".join(x.text.decode().split()) if x is not None else ""  # noqa: E731
+        a, b = unparen(n.child_by_field_name("left")), unparen(n.child_by_field_name("right"))
+        for start, m in ((a, b), (b, a)):
+            if m is None or m.type != "binary_expression" or m.child_by_field_name("operator").type != "*":
+                continue
+            x, y = unparen(m.child_by_field_name("left")), unparen(m.child_by_field_name("right"))
+            for q, s in ((x, y), (y, x)):
+                # its one value (kept in `assigned` also where the intervals could not evaluate it)
+                given = self.assigned.get(q.text.decode(), []) if q is not None and q.type == "identifier" else []
+                if len(given) != 1:
+                    continue
+                d = unparen(given[0])
+                step = self.expr(s, evaluate_only=True)
+                if d is None or d.type != "binary_expression" or d.child_by_field_name("operator").type != "/" \
+                        or flat(unparen(d.child_by_field_name("right"))) != flat(s) \
+                        or not isinstance(step, Iv) or step.lo is None or step.lo < 1:
+                    continue
+                diff = unparen(d.child_by_field_name("left"))
+                if diff is None or diff.type != "binary_expression" or diff.child_by_field_name("operator").type != "-" \
+                        or flat(unparen(diff.child_by_field_name("right"))) != flat(start):
+                    continue
+                end, first = self.expr(diff.child_by_field_name("left"), evaluate_only=True), \
+                    self.expr(start, evaluate_only=True)
+                if isinstance(end, Iv) and isinstance(first, Iv) and end.hi is not None and first.hi is not None:
+                    return Iv(None, max(end.hi, first.hi))
+        return None
 
     def _scaled_bound(self, left: Node, op: str, right: Node) -> None:
         """`threadIdx.x * vec_size < rotary_dim / 2`: the index itself below the bound divided by

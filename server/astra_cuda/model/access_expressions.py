@@ -167,11 +167,22 @@ class ExpressionWalk:
         if t == "update_expression":
             arg = n.child_by_field_name("argument")
             if arg is not None and arg.type == "identifier":
-                cur = self.env.get(arg.text.decode())
-                if isinstance(cur, Ptr) and arg.text.decode() in self.trip_ptrs and "++" in n.text.decode():
-                    if not evaluate_only:   # `p++` where each trip starts it afresh: one element on
-                        self.env[arg.text.decode()] = Ptr(cur.base, iv_add(cur.offset, Iv.point(cur.scale)), cur.scale)
-                    return None
+                name = arg.text.decode()
+                cur = self.env.get(name)
+                if isinstance(cur, Ptr):
+                    # `*h_ptr++` (exllama's dot_product_8_h reads its row so, eight a trip): the
+                    # expression's value is the pointer before the move (after it, for `++p`), so the
+                    # element it reads counts. It moves by exactly one element where each trip starts
+                    # it afresh or outside any loop (as `p += 1` does), else to somewhere unknown in
+                    # its buffer — its later accesses then say they could not be bounded.
+                    up = "++" in n.text.decode()
+                    exact = name in self.trip_ptrs or not self.loops or self.declared_at.get(name) == self.loops
+                    new = Ptr(cur.base, iv_add(cur.offset, Iv.point(cur.scale if up else -cur.scale)) if exact
+                              else UNKNOWN, cur.scale)
+                    if not evaluate_only:
+                        self.env[name] = new
+                    prefix = n.children[0].type in ("++", "--")
+                    return new if prefix else cur
                 if not isinstance(self.env.get(arg.text.decode()), str) or self.env.get(arg.text.decode()) == UNSET:
                     if not evaluate_only:
                         self.env[arg.text.decode()] = UNKNOWN
