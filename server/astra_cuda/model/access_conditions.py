@@ -89,7 +89,6 @@ class ConditionWalk:
         n = unparen(n)
         if n is None or n.type != "binary_expression" or n.child_by_field_name("operator").type != "+":
             return None
-        flat = lambda x: "".join(x.text.decode().split()) if x is not None else ""  # noqa: E731
         a, b = unparen(n.child_by_field_name("left")), unparen(n.child_by_field_name("right"))
         for start, m in ((a, b), (b, a)):
             if m is None or m.type != "binary_expression" or m.child_by_field_name("operator").type != "*":
@@ -103,12 +102,16 @@ class ConditionWalk:
                 d = unparen(given[0])
                 step = self.expr(s, evaluate_only=True)
                 if d is None or d.type != "binary_expression" or d.child_by_field_name("operator").type != "/" \
-                        or flat(unparen(d.child_by_field_name("right"))) != flat(s) \
+                        or _flat(unparen(d.child_by_field_name("right"))) != _flat(s) \
                         or not isinstance(step, Iv) or step.lo is None or step.lo < 1:
                     continue
                 diff = unparen(d.child_by_field_name("left"))
                 if diff is None or diff.type != "binary_expression" or diff.child_by_field_name("operator").type != "-" \
-                        or flat(unparen(diff.child_by_field_name("right"))) != flat(start):
+                        or _flat(unparen(diff.child_by_field_name("right"))) != _flat(start):
+                    continue
+                # each local in start and end set once (one value since `steps` was computed from them)
+                names = {x.text.decode() for part in (diff, start) for x in syntax.walk(part) if x.type == "identifier"}
+                if any(x in self.declared_at and len(self.assigned.get(x, [])) != 1 for x in names):
                     continue
                 end, first = self.expr(diff.child_by_field_name("left"), evaluate_only=True), \
                     self.expr(start, evaluate_only=True)
@@ -468,3 +471,8 @@ class ConditionWalk:
                 hi = new.hi if cur.hi is None else (cur.hi if new.hi is None else min(cur.hi, new.hi))
                 self.env[d] = Iv(lo, hi)
                 changed.add(d)
+
+
+def _flat(n: Node | None) -> str:
+    """An expression's text without its spacing (two spellings of one expression compared)."""
+    return "".join(n.text.decode().split()) if n is not None else ""
