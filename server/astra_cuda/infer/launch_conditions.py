@@ -11,7 +11,7 @@ from ..model.syntax import walk as _walk
 from . import hostcalls
 from .hostexprs import HostExprs, raises
 from .program import Program
-from .launch_locals import host_functions, host_locals, launch_byte
+from .launch_locals import fixed_by_branches, host_functions, host_locals, launch_byte
 
 
 CHECKS = ("assert", "TORCH_CHECK", "TORCH_INTERNAL_ASSERT")
@@ -94,8 +94,14 @@ def branch_conditions(model: SourceModel, site: LaunchSite, local: dict[str, str
     `&&`; a local flag (`use_vec = (d % 4 == 0)`) read as its value."""
     tree = source.parser().parse(model.text.encode()).root_node
     node = tree.descendant_for_byte_range(site.span.start_byte, site.span.start_byte)
-    out: list[tuple[str, bool]] = [(c, True) for c in _case_conditions(tree, node, site)]
-    while node is not None:
+    return [(c, True) for c in _case_conditions(tree, node, site)] + _conditions_above(node, local)
+
+
+def _conditions_above(node, local: dict[str, str], stop: set | None = None) -> list[tuple[str, bool]]:
+    """(condition, taken) of each `if` whose `then` or `else` branch holds `node` (below `stop`'s
+    nodes, as (start, end, type))."""
+    out: list[tuple[str, bool]] = []
+    while node is not None and (stop is None or (node.start_byte, node.end_byte, node.type) not in stop):
         parent = node.parent
         if parent is not None and parent.type in ("if_statement", "else_clause") and parent.type == "else_clause":
             node = parent   # `else { ... }`: the if_statement above decides
@@ -121,6 +127,49 @@ def branch_conditions(model: SourceModel, site: LaunchSite, local: dict[str, str
                     out.append((c.text.decode(), taken))
         node = parent
     return out
+
+
+def chain_conditions(model: SourceModel, site: LaunchSite) -> list[tuple[str, bool]]:
+    """(condition, taken) of the `if`/`else if` chain that sets a local the launch's branch tests:
+    DeepSpeed's rotary launcher sets `alignment = 16`, `= 8` or `= 4` by `half_dim % (16 /
+    sizeof(T)) == 0`, `% (8 / ...)`, `% (4 / ...)` in turn, and launches its `<T, .., 4>` instance
+    under `if (alignment == 4)`: that instance sees only the sizes of the branch that assigns 4 (not
+    the first two, the third), as the launcher's other branches send other sizes to other
+    instances. The first assignment of the value the launch's branch fixes, before the launch."""
+    fixed = fixed_by_branches(model, site)
+    fn = next(iter(host_functions(model, site.function)), None) if site.function else None
+    at = launch_byte(model, site)
+    if not fixed or fn is None or not fn.start_byte <= at < fn.end_byte:
+        return []
+    out: list[tuple[str, bool]] = []
+    for name, value in fixed.items():
+        for n in _walk(fn):
+            if n.type != "assignment_expression" or n.start_byte >= at \
+                    or n.child_by_field_name("operator").type != "=":
+                continue
+            left, right = n.child_by_field_name("left"), n.child_by_field_name("right")
+            if left is None or right is None or left.text.decode() != name or not _same_number(right.text.decode(), value):
+                continue
+            # the conditions over the assignment up to the block that holds the launch too (those
+            # over both are the launch's own, already counted)
+            launch = fn.descendant_for_byte_range(at, at)
+            common = {(x.start_byte, x.end_byte, x.type) for x in _ancestors(launch)}
+            out += _conditions_above(n, {}, common)
+            break
+    return out
+
+
+def _ancestors(node):
+    while node is not None:
+        yield node
+        node = node.parent
+
+
+def _same_number(text: str, value: str) -> bool:
+    try:
+        return int(text.strip().rstrip("uUlL"), 0) == int(value.strip().rstrip("uUlL"), 0)
+    except ValueError:
+        return text.strip() == value.strip()
 
 
 def _case_conditions(tree, node, site: LaunchSite) -> list[str]:

@@ -17,7 +17,7 @@ from .program import Program
 from .roles import is_stride
 from .template_names import split
 from .launch_callers import caller_values, launcher_params, same_at_callers
-from .launch_conditions import (branch_conditions, helper_ranges, host_condition, launcher_checks, negated,
+from .launch_conditions import (branch_conditions, chain_conditions, helper_ranges, host_condition, launcher_checks, negated,
                                 range_requires)
 from .launch_locals import (BLOCK_DEFAULT, RUNTIME, constexpr_names, declared_names, fixed_by_branches,
                             host_locals, launch_byte, site_locals)
@@ -273,7 +273,8 @@ def launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names: 
     for c in require:
         notes.append(f"`{c}`: the launcher checks it before it launches ({where}): required")
     # a picker's `if` the instance launched is returned under (`blocks_per_warp == 1`), then the launch's own
-    for text, taken in [(c, True) for c in site.conditions] + branch_conditions(model, site, local):
+    for text, taken in [(c, True) for c in site.conditions] + branch_conditions(model, site, local) \
+            + chain_conditions(model, site):
         c = host_condition(text, hx)
         c = c if c is None or taken else negated(c)
         if c is not None and set(exprs.names(c)) <= known and c not in require:

@@ -8,7 +8,7 @@ import re
 from tree_sitter import Node
 
 from . import accessors, dtypes, syntax
-from .access_nodes import numbers_in, unparen
+from .access_nodes import numbers_in, tile_size, unparen
 from .access_values import Iv, Ptr, Table, UNKNOWN, UNSET, VECTOR_BYTES, iv_add, iv_mul, poly_add
 from .compiled_branches import truth_of
 
@@ -115,7 +115,7 @@ class ExpressionWalk:
                 # `cg::thread_block_tile<32> warp = cg::tiled_partition<32>(block);` reads as an
                 # assignment to the tree-sitter grammar: the tile is what matters
                 name = left.text.decode().split()[-1].split(">")[-1].strip()
-                self.env[name] = f"tile:{next(iter(numbers_in(rnode.text.decode())), 32)}"
+                self.env[name] = f"tile:{tile_size(left.text.decode() + rnode.text.decode(), self.constants)}"
                 return None
             right = self.expr(rnode, evaluate_only=evaluate_only)
             if left is not None and left.type == "identifier" and left.text.decode() in self.stepped:

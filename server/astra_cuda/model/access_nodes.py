@@ -116,6 +116,22 @@ def numbers_in(text: str) -> list[int]:
             cur = ""
     return out
 
+
+def tile_size(text: str, constants: dict[str, int]) -> int:
+    """The width of a cooperative-groups tile from its declaration's text: the first template
+    argument of `thread_block_tile<N>` / `tiled_partition<N>`, a number or a name the instance
+    fixes (DeepSpeed apply_rotary_pos_half's `tiled_partition<threadsPerHead>(tb)`: 4 lanes a head
+    in its <float, 4, 4> instance, not a warp's 32; taken as 32, each head's accesses reached 28
+    elements past it and no shape fit them). 32 where neither is known."""
+    for m in re.finditer(r"(?:thread_block_tile|tiled_partition)\s*<\s*([^,<>]+?)\s*[,>]", text):
+        arg = m.group(1).split("::")[-1]
+        if arg.rstrip("uUlL").isdigit():
+            return int(arg.rstrip("uUlL"))
+        if isinstance(constants.get(arg), int) and constants[arg] > 0:
+            return constants[arg]
+    return next(iter(numbers_in(text)), 32)
+
+
 def subscript_of(n: Node | None, arrays: set[str]) -> tuple[str, str] | None:
     """(array, index without blanks) of `a[i]` where `a` is one of `arrays`."""
     if n is None or n.type != "subscript_expression":

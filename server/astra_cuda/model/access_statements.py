@@ -8,7 +8,7 @@ import re
 from tree_sitter import Node
 
 from . import accessors, loop_steps, syntax
-from .access_nodes import is_condition, numbers_in, unparen
+from .access_nodes import is_condition, numbers_in, tile_size, unparen
 from .access_values import BUILTINS, BYTE_TYPE, GUARD, Iv, PREPROC_BRANCHES, Ptr, SEGMENT, Table, UNKNOWN, UNSET
 from .compiled_branches import constexpr_branch, truth_of
 
@@ -305,7 +305,7 @@ class StatementWalk:
                     self.byte_arrays.add(name)
                 continue
             if "thread_block_tile" in type_text or "tiled_partition" in (value.text.decode() if value else ""):
-                size = next((int(x) for x in numbers_in(type_text + (value.text.decode() if value else ""))), 32)
+                size = tile_size(type_text + (value.text.decode() if value else ""), self.constants)
                 self.env[name] = f"tile:{size}"
                 continue
             if "thread_block" in type_text or (value is not None and "this_thread_block" in value.text.decode()):
