@@ -41,6 +41,19 @@ def test_a_plain_objects_method_handed_no_pointer_touches_no_parameter(project):
     assert s.args["out"].shape == ("16 * n",) and s.args["out"].output
 
 
+
+def test_an_index_handed_to_a_method_of_a_class_not_read_reaches_an_unknown_extent(project):
+    """flash-attention's `ln_fwd_kernel` as its traits class leaves it (`using Ovec = typename
+    Ktraits::Ovec; z.store_to(params.z, idx_z)`, a class Astra does not read): the store reaches
+    `idx` vectors of unknown size — said so, never the pointer's one first byte (the kernel's stores
+    past a one-byte `params.x` changed the next buffer, `params.dmask`)."""
+    s, p = infer(project, "t.cu", "struct Traits;\n"
+                 "__global__ void store_rows(void* out, int n) {\n  using Ovec = typename Traits::Ovec;\n"
+                 "  Ovec v;\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) v.store_to(out, i);\n}\n"
+                 "void run(void* o, int n) { store_rows<<<(n + 127) / 128, 128>>>(o, n); }\n", "store_rows")
+    assert s.args["out"].shape != ("1",) and s.args["out"].output, p.comment
+    assert any("`out`" in n and "could not be read" in n for n in p.notes), p.notes
+
 # FlashInfer's `paged_kv_t<DType, IdType>` (page.cuh, AppendPagedKVCacheKernel): a class template
 # passed by value, plain fields plus a method that computes an address from them and an index table
 KV = ("#include <cstdint>\n"

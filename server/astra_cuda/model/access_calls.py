@@ -397,6 +397,20 @@ class CallWalk:
         field = fn.child_by_field_name("field") if fn is not None and fn.type == "field_expression" else None
         method = field.text.decode().split("<")[0] if field is not None else short
         accessor = "128" in short or "256" in short or short.startswith(ACCESSORS) or method.startswith(ACCESSORS)
+        # an accessor method of an object whose class is not read, handed a pointer and an index
+        # (flash-attention's `x.store_to(params.x, idx_x)`, `x` of the traits class's `Ovec`): it
+        # reaches `idx` vectors of a size Astra does not know — unknown, not the pointer's first
+        # element (taken as that, `params.x` was one byte and the kernel's stores past it changed
+        # the next buffer, `params.dmask`)
+        indexed = field is not None and len(vals) == 2 and isinstance(vals[0], Ptr) and isinstance(vals[1], Iv) \
+            and (vals[1].lo, vals[1].hi) != (0, 0)
+        if not evaluate_only and accessor and indexed and vals[0].base in self.facts.uses:
+            use = self.facts.uses[vals[0].base]
+            store = method.startswith(("store", "Store", "write"))
+            use.read |= not store
+            use.written |= store
+            use.reach(None)
+            return None
         if not evaluate_only and not accessor:
             # a function Astra cannot see into (a library's, a member): what it does with the
             # pointer is unknown — its extent is, and a non-const pointer may be written
