@@ -8,7 +8,7 @@ import re
 from tree_sitter import Node
 
 from . import accessors, dtypes, syntax
-from .access_nodes import numbers_in, tile_size, unparen
+from .access_nodes import tile_size, unparen
 from .access_values import Iv, Ptr, Table, UNKNOWN, UNSET, VECTOR_BYTES, iv_add, iv_mul, poly_add
 from .compiled_branches import truth_of
 

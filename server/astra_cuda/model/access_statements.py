@@ -8,7 +8,7 @@ import re
 from tree_sitter import Node
 
 from . import accessors, loop_steps, syntax
-from .access_nodes import is_condition, numbers_in, tile_size, unparen
+from .access_nodes import is_condition, tile_size, unparen
 from .access_values import BUILTINS, BYTE_TYPE, GUARD, Iv, PREPROC_BRANCHES, Ptr, SEGMENT, Table, UNKNOWN, UNSET
 from .compiled_branches import constexpr_branch, truth_of
 
