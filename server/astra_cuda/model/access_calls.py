@@ -1,7 +1,9 @@
 """The access walk's calls: a device helper, a functor's `operator()`, a method of a local object of
 a project class (a view over the kernel's pointers), an explicit specialization, CUB's block
 load/store, each followed with its parameters bound to the call's values. Separate because
-following a call is its own scope handling (a mixin of `access.Analyzer`)."""
+following a call is its own scope handling (a mixin of `access.Analyzer`). Long because `call` is
+one dispatch over every kind of call the walk meets (cooperative groups, casts, helpers, methods,
+accessors a class Astra cannot read hides), whose order decides which reading wins."""
 from __future__ import annotations
 
 import re
