@@ -6,6 +6,7 @@ Lines and columns are 0-based (as in LSP); everything a user reads — the CLI's
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -20,7 +21,7 @@ class Diagnostic:
     source: str = "astra"
     fix: str = ""   # what the range should read instead (a "did you mean" an editor can apply)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """1-based lines and columns (the end column exclusive, as in the 0-based fields)."""
         d = asdict(self)
         for k in ("line", "col", "end_line", "end_col"):

@@ -20,6 +20,7 @@ import logging
 import os
 import re
 import threading
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 MASK = "***"
@@ -144,7 +145,7 @@ def included(log: str, own: str = "") -> str:
     return "\n".join(out) + ("\n" if log.endswith("\n") else "")
 
 
-def value(v):
+def value(v: Any) -> Any:
     """JSON-like data with every string redacted (keys too)."""
     if isinstance(v, str):
         return text(v)

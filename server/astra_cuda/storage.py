@@ -34,7 +34,7 @@ def is_full(e: BaseException) -> bool:
     return isinstance(e, OSError) and e.errno in REASONS
 
 
-def no_space(e: OSError, what: str, where: str | os.PathLike | None = None) -> NoSpace:
+def no_space(e: OSError, what: str, where: str | os.PathLike[str] | None = None) -> NoSpace:
     at = f" ({where})" if where is not None else (f" ({e.filename})" if e.filename else "")
     assert e.errno is not None
     return NoSpace(f"cannot write {what}{at}: {REASONS[e.errno]} — free some space or choose another folder "
@@ -42,7 +42,7 @@ def no_space(e: OSError, what: str, where: str | os.PathLike | None = None) -> N
 
 
 @contextmanager
-def writing(what: str, where: str | os.PathLike | None = None) -> Iterator[None]:
+def writing(what: str, where: str | os.PathLike[str] | None = None) -> Iterator[None]:
     """Around a write: a full disk, quota or read-only file system becomes NoSpace naming `what`."""
     try:
         yield
@@ -52,7 +52,7 @@ def writing(what: str, where: str | os.PathLike | None = None) -> Iterator[None]
         raise no_space(e, what, where) from None
 
 
-def confirm_room(folder: str | os.PathLike, need: int, what: str) -> None:
+def confirm_room(folder: str | os.PathLike[str], need: int, what: str) -> None:
     """NoSpace if `folder` cannot hold `need` more bytes (asked of the file system: a real
     allocation, released at once). Nothing happens where it can."""
     try:
@@ -76,7 +76,7 @@ def said_full(log: str) -> bool:
     return any(m in log for m in MESSAGES)
 
 
-def after_compiler(log: str, folder: str | os.PathLike, what: str, need: int = 64 << 20) -> None:
+def after_compiler(log: str, folder: str | os.PathLike[str], what: str, need: int = 64 << 20) -> None:
     """After a compiler failed writing into `folder`: NoSpace when its messages say the disk is
     full and the file system confirms it cannot hold `need` bytes (a compiler of user code
     writes at most 64 MiB); else nothing, and the failure is the compiler's."""

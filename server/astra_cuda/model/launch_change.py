@@ -13,10 +13,11 @@ texts are not parsed again here.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Callable
 
 from . import source
-from . import spec_places
+from . import spec_places, syntax
 from .candidate import Candidate, own_spec
 from .source import SourceModel
 from .spec import Spec
@@ -105,7 +106,7 @@ def side_effect_free(code: str) -> bool:
             f = n.child_by_field_name("function")
             if f is not None and f.type == "template_function":
                 f = f.child_by_field_name("name")
-            if f is None or f.text.decode() not in PURE_HOST_CALLS:
+            if f is None or syntax.text(f) not in PURE_HOST_CALLS:
                 return False
     return True
 
@@ -166,7 +167,7 @@ def _indent(data: bytes, byte: int) -> str:
 
 def relaunch(text: str, kernel: str, grid: list[str], block: list[str],
              host: Callable[[source.LaunchSite], tuple[str, str] | None], note: str,
-             kernel_edits: list[tuple[int, int, str]] = (), base: Candidate | None = None) -> Candidate | None:
+             kernel_edits: Sequence[tuple[int, int, str]] = (), base: Candidate | None = None) -> Candidate | None:
     """`text` with the kernel's spec launching (grid, block) and every launch site of the kernel in
     the file changed to `host(site)` = (grid text, block text), a comment `note` above each, plus
     `kernel_edits` (byte ranges of the kernel's own rewrite), read (the read that checks it). None
@@ -200,7 +201,7 @@ def relaunch(text: str, kernel: str, grid: list[str], block: list[str],
             f = n.child_by_field_name("function")
             if f is not None and f.type == "template_function":
                 f = f.child_by_field_name("name")
-            if f is not None and f.text.decode().split("::")[-1] == short:
+            if f is not None and syntax.text(f).split("::")[-1] == short:
                 calls.append(n)
     if len(calls) != len(sites):
         return None
@@ -227,11 +228,11 @@ def relaunch(text: str, kernel: str, grid: list[str], block: list[str],
         out.append(t.encode("utf-8"))
         pos = e_
     out.append(data[pos:])
-    new = Candidate.of(b"".join(out).decode("utf-8"), kernel)
-    check = new.spec
+    read = Candidate.of(b"".join(out).decode("utf-8"), kernel)
+    check = read.spec
     if check is None or list(check.grid) != grid or list(check.block) != block or old.changed_beyond_launch(check):
         return None
-    return new
+    return read
 
 
 __all__ = ["spec_in", "launch", "reference_spec", "candidate_spec", "relaunch", "side_effect_free"]
