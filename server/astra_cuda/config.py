@@ -18,11 +18,15 @@ from __future__ import annotations
 import math
 import os
 import tomllib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import AstraError
+
+if TYPE_CHECKING:
+    from .compile.project import ProjectContext
 
 MAX_FILE_BYTES = 1 << 20      # a configuration file is a few lines
 FILES = ("astra.toml", "pyproject.toml")
@@ -41,11 +45,11 @@ def _strs(v: Any) -> bool:
     return isinstance(v, list) and all(isinstance(x, str) for x in v)
 
 
-def _int(lo: int, hi: int):
+def _int(lo: int, hi: int) -> Callable[[Any], bool]:
     return lambda v: isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
 
 
-def _num(lo: float, hi: float):
+def _num(lo: float, hi: float) -> Callable[[Any], bool]:
     return lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and lo <= v <= hi
 
 
@@ -94,7 +98,7 @@ class ProjectConfig:
         v = self.values.get(key)
         return v.value if v is not None else KEYS[key][2]
 
-    def contexts(self, path: str):
+    def contexts(self, path: str) -> list[ProjectContext]:
         """The compile part as `ProjectContext`s, most specific first: the configuration file's,
         then the flag files'."""
         from .compile import project
@@ -128,7 +132,7 @@ class ProjectConfig:
         return None
 
 
-def find(path: str | os.PathLike) -> Path | None:
+def find(path: str | os.PathLike[str]) -> Path | None:
     """The configuration file that governs `path`: the nearest astra.toml or pyproject.toml with a
     [tool.astra] table, from the file's folder up to its repository's root."""
     for d in _folders(path):
@@ -140,7 +144,7 @@ def find(path: str | os.PathLike) -> Path | None:
     return None
 
 
-def _folders(path: str | os.PathLike) -> list[Path]:
+def _folders(path: str | os.PathLike[str]) -> list[Path]:
     from .workspace import root_for
     p = Path(path).resolve()
     start = p if p.is_dir() else p.parent
@@ -172,7 +176,7 @@ def _read(path: Path) -> str:
         raise AstraError(f"{path}: cannot read ({e})") from None
 
 
-def _toml(path: Path) -> dict:
+def _toml(path: Path) -> dict[str, Any]:
     try:
         return tomllib.loads(_read(path))
     except tomllib.TOMLDecodeError as e:
@@ -193,7 +197,7 @@ def _line_of(text: str, key: str, table: str) -> int | None:
     return None
 
 
-def load(path: str | os.PathLike) -> ProjectConfig:
+def load(path: str | os.PathLike[str]) -> ProjectConfig:
     """The project configuration for the source file `path` (nothing found: an empty one)."""
     problems: list[str] = []
     file = None
@@ -223,7 +227,7 @@ def _parse(file: Path) -> tuple[dict[str, Value], dict[str, tuple[float | None, 
     problems: list[str] = []
     from .model import dtypes
 
-    def walk(d: dict, dotted: str) -> None:
+    def walk(d: dict[str, Any], dotted: str) -> None:
         for k, v in d.items():
             key = f"{dotted}{k}"
             tbl = ".".join(x for x in (prefix, dotted.rstrip(".")) if x)
@@ -260,7 +264,7 @@ def _parse(file: Path) -> tuple[dict[str, Value], dict[str, tuple[float | None, 
 
 # ---- clangd's flag files --------------------------------------------------------------------------
 
-def _flag_files(path: str | os.PathLike, problems: list[str]):
+def _flag_files(path: str | os.PathLike[str], problems: list[str]) -> Iterator[tuple[Path, tuple[str, ...]]]:
     """(file, flags) of the nearest compile_flags.txt and .clangd that apply to `path`."""
     found: dict[str, Path] = {}
     for d in _folders(path):

@@ -19,10 +19,11 @@ import secrets
 import stat
 import time
 from dataclasses import dataclass
+from typing import Any
 from pathlib import Path
 
 
-def root_for(path: str | os.PathLike) -> Path:
+def root_for(path: str | os.PathLike[str]) -> Path:
     p = Path(path).resolve()
     start = p if p.is_dir() else p.parent
     for d in (start, *start.parents):
@@ -31,7 +32,7 @@ def root_for(path: str | os.PathLike) -> Path:
     return start
 
 
-def astra_dir(path: str | os.PathLike) -> Path:
+def astra_dir(path: str | os.PathLike[str]) -> Path:
     """Where `.astra/` is (or would be) for `path`; nothing is created."""
     return root_for(path) / ".astra"
 
@@ -41,7 +42,7 @@ def astra_dir(path: str | os.PathLike) -> Path:
 GITIGNORE = "# Created by Astra: pinned baselines, run logs and reports stay out of version control.\n*\n"
 
 
-def ensure_astra_dir(path: str | os.PathLike, *parts: str) -> Path:
+def ensure_astra_dir(path: str | os.PathLike[str], *parts: str) -> Path:
     """`.astra/` for `path` (or the folder `parts` inside it), created if missing, `.astra/` with
     its own `.gitignore`. AstraError where `.astra/` is a symbolic link, not a folder, or holds a
     symbolic link: Astra then writes nothing (the user removes it; nothing is deleted for them)."""
@@ -83,14 +84,14 @@ def _refuse_links(top: Path) -> None:
                 raise _not_own(Path(folder) / name)
 
 
-def refuse_links(path: str | os.PathLike) -> None:
+def refuse_links(path: str | os.PathLike[str]) -> None:
     """AstraError where `path`'s `.astra/` is a symbolic link, not a folder, or holds a link (as
     `ensure_astra_dir` says it); nothing is created, and a missing one is no error."""
     if os.path.lexists(astra_dir(path)):
         _refuse_links(astra_dir(path))
 
 
-def readable_astra_dir(path: str | os.PathLike) -> Path | None:
+def readable_astra_dir(path: str | os.PathLike[str]) -> Path | None:
     """`.astra/` for `path` to read a folder of (run logs, batch manifests), or None where it is
     missing, a symbolic link, not a folder, or holds a link: nothing is read through one."""
     top = astra_dir(path)
@@ -101,7 +102,7 @@ def readable_astra_dir(path: str | os.PathLike) -> Path | None:
     return top
 
 
-def _read_own(path: str | os.PathLike, *parts: str) -> str | None:
+def _read_own(path: str | os.PathLike[str], *parts: str) -> str | None:
     """The text of the file `parts` under `path`'s `.astra/`, never through a symbolic link (in
     its path or itself); None when missing or refused."""
     d = astra_dir(path)
@@ -128,12 +129,12 @@ class Pin:
     text: str
 
 
-def _key(path: str | os.PathLike, kernel: str) -> str:
+def _key(path: str | os.PathLike[str], kernel: str) -> str:
     rel = os.path.relpath(Path(path).resolve(), root_for(path))
     return f"{rel}::{kernel}"
 
 
-def _read_index(path) -> dict:
+def _read_index(path: str | os.PathLike[str]) -> dict[str, Any]:
     text = _read_own(path, "pins.json")
     try:
         index = json.loads(text) if text else {}
@@ -142,7 +143,7 @@ def _read_index(path) -> dict:
     return index if isinstance(index, dict) else {}
 
 
-def pinned(path: str | os.PathLike, kernel: str) -> Pin | None:
+def pinned(path: str | os.PathLike[str], kernel: str) -> Pin | None:
     entry = _read_index(path).get(_key(path, kernel))
     if not entry:
         return None
@@ -156,7 +157,7 @@ def pinned(path: str | os.PathLike, kernel: str) -> Pin | None:
     return Pin(kernel, str(entry.get("file", "")), digest, float(at) if isinstance(at, (int, float)) else 0.0, text)
 
 
-def pin(path: str | os.PathLike, kernel: str, text: str) -> Pin:
+def pin(path: str | os.PathLike[str], kernel: str, text: str) -> Pin:
     """Pin `text` (the whole file) as the reference for `kernel`. Atomic writes only."""
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
     blob = ensure_astra_dir(path, "baselines") / f"{digest}.cu"
@@ -165,13 +166,13 @@ def pin(path: str | os.PathLike, kernel: str, text: str) -> Pin:
         _atomic_write(blob, text, what="the pinned baseline")
     index = _read_index(path)
     rel = os.path.relpath(Path(path).resolve(), root_for(path))
-    entry = {"file": rel, "kernel": kernel, "digest": digest, "pinned_at": time.time()}
-    index[_key(path, kernel)] = entry
+    at = time.time()
+    index[_key(path, kernel)] = {"file": rel, "kernel": kernel, "digest": digest, "pinned_at": at}
     _atomic_write(base / "pins.json", json.dumps(index, indent=2, sort_keys=True), what="the pins")
-    return Pin(kernel, rel, digest, entry["pinned_at"], text)
+    return Pin(kernel, rel, digest, at, text)
 
 
-def save_original(path: str | os.PathLike, text: str) -> Path:
+def save_original(path: str | os.PathLike[str], text: str) -> Path:
     """Keep a copy of a file before `--write` changes it."""
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
     f = ensure_astra_dir(path, "originals") / f"{Path(path).name}.{digest[:12]}"
@@ -180,7 +181,7 @@ def save_original(path: str | os.PathLike, text: str) -> Path:
     return f
 
 
-def save_profile_report(path: str | os.PathLike, kernel: str, data: bytes) -> Path:
+def save_profile_report(path: str | os.PathLike[str], kernel: str, data: bytes) -> Path:
     """Nsight Compute's report of `kernel`, kept as `.astra/profiles/<kernel>-<time>.ncu-rep` beside
     the file (the editor opens it); whole or not at all."""
     name = re.sub(r"[^A-Za-z0-9_.-]", "_", kernel)
@@ -216,7 +217,7 @@ def _atomic_write(path: Path, text: str | bytes, mode: int = 0o600, what: str = 
             raise
 
 
-def replace_if_unchanged(path: str | os.PathLike, expected: str, new_text: str) -> Path:
+def replace_if_unchanged(path: str | os.PathLike[str], expected: str, new_text: str) -> Path:
     """Put `new_text` into the file at `path` only if it still holds `expected`. A symbolic link
     is followed (the real file changes, the link stays), the file keeps its permission bits (and
     owner, where allowed), and the new content appears at once by a rename in the real file's
