@@ -112,3 +112,19 @@ def test_a_row_read_as_vectors_under_a_guard_in_elements_is_its_length(project):
     project("gemv.cu", "#include <cuda_fp16.h>\n" + VECTOR_ROW.replace("(k + (VALS / 4) + (i * VALS / 4) < K)", "(M > 0)"))
     s, p = infer(project, "gemv.cu", "gemv")
     assert s.args["A"].shape != ("K",), p.comment
+
+
+
+def test_a_tail_guard_with_an_exact_quotient_of_a_macro_bounds_its_index():
+    """The same row as bitsandbytes' kgemm_4bit_inference_naive reads it: the lane a local and the
+    scalar tail `A[k + j + (i * VALS / 4)]` under `if (k + (i * VALS / 4) + j < K)`. `i * VALS / 4`
+    is an exact quotient (8 * i): taken as `x / 4` it scaled the other terms by 4 and missed the
+    guard, so A reached K + 31 at K = 928 (one trip of the lanes' loop) and fell back to [M, N]."""
+    text = VECTOR_ROW.replace("for (int k = (threadIdx.x % 32) * VALS;", "int lane = threadIdx.x % 32;\n"
+                              "  for (int k = lane * VALS;").replace(
+        "a[j] = k + i * 8 + j < K ? A[k + i * 8 + j] : __float2half(0.0f);",
+        "if (k + (i * VALS / 4) + j < K) a[j] = A[k + j + (i * VALS / 4)]; else a[j] = __float2half(0.0f);")
+    assert text.count("lane * VALS") == 1 and text.count("(i * VALS / 4)") == 3
+    k = source.parse(text).kernel("gemv")
+    facts = access.analyse(k, {"M": 8, "K": 928}, (2, 1, 1), (128, 1, 1), {"A": 2, "out": 4}, set(), 100, {"VALS": 32})
+    assert facts.uses["A"].hi == 927

@@ -334,7 +334,9 @@ class ConditionWalk:
         best = value
         for mask in range(1, 1 << len(terms)):
             part = [i for i in range(len(terms)) if mask >> i & 1]
-            divisors = {quotients[i][0] for i in part if quotients[i] is not None}
+            # an exact quotient (`i * 32 / 4`, a macro's multiple) is its polynomial (8 * i) already:
+            # taken as `x / c` it would scale the other terms by c and miss the guard that names 8 * i
+            divisors = {quotients[i][0] for i in part if quotients[i] is not None and polys[i] is None}
             if len(divisors) == 1:
                 # `k / 8 + i` (a vector's index) under `k + 8 * i < K`: c times the part is at most
                 # k + 8 * i (each `x / c` times c at most x, for x >= 0), so the part is below K / c
