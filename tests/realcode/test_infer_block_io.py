@@ -61,3 +61,33 @@ def test_a_switch_on_a_runtime_value_walks_every_case(project):
                  "void run(float* o, const float* a, const float* b, int m, int n) {\n"
                  "  pick<<<(n + 255) / 256, 256>>>(o, a, b, m, n);\n}\n", "pick")
     assert s.args["a"].shape == ("n",) and s.args["b"].shape == ("n",) and s.args["out"].output
+
+
+def test_a_scale_per_block_read_by_the_whole_last_tile_is_the_quotient(project):
+    """bitsandbytes' kDequantizeBlockwise: one absmax per `blocksize` elements, read by every thread
+    of a 512-element tile (`absmax[(i + threadIdx.x * 8) >> log2(blocksize)]`) before the tile's tail
+    is cut. The loop runs one trip per block (its step, the grid's tiles, reaches the bound from any
+    start), so `i` is the tile's start, not any value below the grid's end; absmax is then
+    cdiv(n, blocksize) where n is whole tiles (it was [blocksize, n], a fallback: 16384 floats for
+    one at n = blocksize = 128), and the read past it on a partial tile is said, not required away."""
+    s, p = infer(project, "dq3.cu", DEQUANT, "dequant")
+    assert s.args["absmax"].shape == ("cdiv(n, blocksize)",), p.comment
+    assert any("`absmax` is one value per block of `n` where `n` is whole tiles of 512" in x for x in p.notes), p.notes
+    assert not any("n % 512" in r for r in s.require)
+    assert s.args["A"].shape == ("n",) and s.args["out"].shape == ("n",)
+
+
+def test_a_loop_whose_one_step_reaches_its_bound_runs_once_at_its_start():
+    """`for (i = blockIdx.x * 512; i < gridDim.x * 512; i += gridDim.x * 512)`: block b's i is
+    b * 512 alone, so a thread's read at i + threadIdx.x * 8 ends in the last tile (4 blocks:
+    3 * 512 + 63 * 8), not 504 past the grid's end; a smaller step keeps the loose bound."""
+    from astra_cuda.model import access, source
+    text = ("__global__ void k(const float* s, float* out, int n) {\n"
+            "  for (int i = blockIdx.x * 512; i < gridDim.x * 512; i += STEP)\n"
+            "    out[blockIdx.x] = s[i + threadIdx.x * 8];\n}\n")
+    one = source.parse(text.replace("STEP", "gridDim.x * 512")).kernel("k")
+    facts = access.analyse(one, {"n": 2048}, (4, 1, 1), (64, 1, 1), {"s": 4, "out": 4}, set(), 100, {})
+    assert facts.uses["s"].hi == 3 * 512 + 63 * 8
+    more = source.parse(text.replace("STEP", "256")).kernel("k")
+    facts = access.analyse(more, {"n": 2048}, (4, 1, 1), (64, 1, 1), {"s": 4, "out": 4}, set(), 100, {})
+    assert facts.uses["s"].hi == 4 * 512 - 1 + 63 * 8

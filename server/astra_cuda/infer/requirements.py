@@ -186,13 +186,20 @@ def vector_requirements(found: InferredShapes | None, buffers: dict[str, tuple[l
 
 def whole_steps(found: InferredShapes | None, size_names: list[str], require: list[str], notes: list[str]) -> None:
     """A size the kernel walks in whole steps (`roles`: its accesses fit a shape only there) is
-    required a multiple of the step: a partial step reads a whole one past the buffer."""
+    required a multiple of the step: a partial step reads a whole one past the buffer. A scale
+    array shaped at whole tiles of the grid (`past_tiles`) gets a note, no requirement."""
     for n, m in (found.steps.items() if found is not None else ()):
         if n in size_names and (r := f"{n} % {m} == 0") not in require:
             require.append(r)
             notes.append(f"`{r}`: the kernel covers `{n}` in whole steps of {m} (a loop's trip, or a block, reaches "
                          f"a whole step past the last index it checks): only then do its accesses fit a shape — "
                          f"required; CHECK that the program's sizes are whole steps (else the kernel misses a tail)")
+    for p, (n, t) in (found.past_tiles.items() if found is not None else ()):
+        # not required: the kernel cuts the tile's tail for its data, so the program's sizes need not be whole
+        # tiles; the sanitizer reports the read where they are not (bitsandbytes' absmax: a bug of the kernel's)
+        notes.append(f"`{p}` is one value per block of `{n}` where `{n}` is whole tiles of {t} (the grid's); where it "
+                     f"is not, every thread of the last tile reads `{p}` past that, for elements past `{n}` — CHECK "
+                     f"what the program allocates: a read past it is the kernel's")
 
 
 def toml_list(items: list[str]) -> str:

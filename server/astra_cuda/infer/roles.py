@@ -17,8 +17,9 @@ from ..model import access, accessors, compiled_branches, exprs
 from ..model.source import Kernel
 from ..model.syntax import walk
 from . import masks, stride_units
-from .shape_fits import (TABLE, bounding_polynomial, confirmed_at_probes, extents_of, fit_product, packed_layout,
-                         packet_width, per_block_fit, polynomial_fit, quotient_fit, same_shapes, shapes_at)
+from .shape_fits import (TABLE, bounding_polynomial, confirmed_at_probes, extents_of, fit_product, launch_tiles,
+                         packed_layout, packet_width, per_block_fit, polynomial_fit, quotient_fit, same_shapes, shapes_at,
+                         whole_tile_quotient)
 
 
 # ---- shapes from the kernel's accesses ----------------------------------------------------------
@@ -100,6 +101,8 @@ class InferredShapes:
     same_start: set[str] = field(default_factory=set)   # moved by vectors only where a tested one starts
     windows: set[str] = field(default_factory=set)   # written pointers reached at a sum of sizes (inout)
     indexes: dict[str, set[str]] = field(default_factory=dict)   # of several index arrays: the pointers each moves
+    # inputs whose quotient shape holds at whole tiles of the grid, read past it by a partial last tile
+    past_tiles: dict[str, tuple[str, int]] = field(default_factory=dict)   # -> (the tiled size, its tile)
 
 
 _STRIDE_PROBE = 100003   # a stride set far from every probe size: what it moves depends on it
@@ -401,6 +404,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
     read_only = {n for n, u in samples[-1][1].uses.items() if not u.written}
     seen: dict[tuple, object] = {}   # the polynomial fits of several inputs evaluate the same points
     windows: set[str] = set()   # written pointers whose extent is a sum of sizes (see below)
+    past_tiles: dict[str, tuple[str, int]] = {}   # see `InferredShapes.past_tiles`
 
     def at_fixed(sizes: dict[str, int]):
         key = tuple(sorted(sizes.items()))
@@ -431,6 +435,13 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
             if fit is not None and not confirmed_at_probes(fit, p, samples[0][0], at_fixed,
                                                  launch_names=frozenset(launch_names)):
                 fit = None
+        if fit is None and p in read_only:   # a quotient at whole tiles of the grid, read past it by the last tile
+            tiled = whole_tile_quotient(p, [s for s, _ in samples], [n for n in names if n not in fixed and n not in
+                                        (derived or {})], [d for d in _divisors(kernel, grid + block, names, helpers)],
+                                        size_pairs(grid + block, names, DIVISIONS), launch_tiles(grid, size_names),
+                                        at_fixed)
+            if tiled is not None:
+                fit, past_tiles[p] = tiled[0], tiled[1:]
         if fit is None and p in read_only:   # an input one a size divides, no quotient, bounded by it where that size is 1
             fit = bounding_polynomial(p, samples, [n for n in names if n not in fixed and n not in (derived or {})],
                                       at_fixed, {k: int(v) for k, v in fixed.items() if v.strip().isdigit()})
@@ -520,7 +531,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
                    {n for n, u in last.items() if u.boundaries}, shared_rows, steps,
                    {n for n, u in last.items() if u.address_tested},
                    {n: set(u.congruent) for n, u in last.items() if u.congruent},
-                   {n for n, u in last.items() if u.same_start}, windows, indexes)
+                   {n for n, u in last.items() if u.same_start}, windows, indexes, past_tiles)
 
 
 def only_in_dead_branches(kernel: Kernel, pointers: list[str], constants: dict[str, int]) -> set[str]:

@@ -297,3 +297,52 @@ def packed_layout(fit: list[str], stepped: str, inner: str, names: list[str]) ->
     last_ = [inner] if inner in plain and inner not in first else []
     order = first + [x for x in plain if x not in first and x not in last_] + last_
     return [f"{x} / {d.strip()}" if x == on else x for x in order]
+
+
+def launch_tiles(grid: list[str], names: list[str]) -> dict[str, int]:
+    """size -> the tile the launch's grid splits it into (`(n + 511) / 512`, `cdiv(n, 512)`): one
+    block per tile of that many elements."""
+    out: dict[str, int] = {}
+    for x in grid:
+        try:
+            tree = exprs.parse(x)
+        except exprs.ExprError:
+            continue
+        for t in ast.walk(tree):
+            num, den = (t.left, t.right) if isinstance(t, ast.BinOp) and isinstance(t.op, (ast.Div, ast.FloorDiv)) \
+                else (t.args[0], t.args[1]) if isinstance(t, ast.Call) and len(t.args) == 2 else (None, None)
+            used = {n.id for n in ast.walk(num) if isinstance(n, ast.Name)} & set(names) if num is not None else set()
+            if isinstance(den, ast.Constant) and isinstance(den.value, int) and den.value > 1 and len(used) == 1:
+                out.setdefault(used.pop(), den.value)
+    return out
+
+
+def whole_tile_quotient(p: str, sizes: list[dict[str, int]], names: list[str], divisors: list[str],
+                        whole: list[tuple[str, str]], tiles: dict[str, int], run) -> tuple[list[str], str, int] | None:
+    """A scale array read one per block of elements by every thread of the grid's last tile, those
+    past the size included (bitsandbytes' kDequantizeBlockwise: `absmax[(i + threadIdx.x * 8) >>
+    log2(blocksize)]` for the whole 512-element tile before its tail is cut): its reach is the
+    quotient ([cdiv(n, blocksize)]) only where the size is a whole number of the launch's tiles, and
+    past it otherwise. (The quotient's shape, the tiled size, its tile) measured at whole tiles, confirmed
+    there with a divisor of 16; the reach past it is the kernel's own, said in a note. `run(sizes)`:
+    the accesses at those sizes."""
+    for n, t in tiles.items():
+        values = []
+        for s in sizes:
+            at = {**s, n: -(-s[n] // t) * t}
+            u = facts.uses.get(p) if (facts := run(at)) is not None else None
+            if u is None or u.unknown or u.hi is None:
+                break
+            values.append((at, u.hi + 1))
+        else:
+            fit = quotient_fit(values, names, divisors, whole)
+            if fit is None or n not in exprs.names(fit[-1]):
+                continue
+            body = exprs.parse(fit[-1]).body
+            d = body.args[1] if isinstance(body, ast.Call) else body.right if isinstance(body, ast.BinOp) else None
+            at = {**values[0][0], d.id: 16} if isinstance(d, ast.Name) else None
+            u = facts.uses.get(p) if at is not None and (facts := run(at)) is not None else None
+            if u is not None and u.hi is not None and not u.unknown and \
+                    u.hi + 1 == exprs.evaluate_int(" * ".join(f"({x})" for x in fit), at):
+                return fit, n, t
+    return None

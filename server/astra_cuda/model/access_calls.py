@@ -425,11 +425,10 @@ class CallWalk:
             return None
         if not evaluate_only and method in ("Load", "Store") and len(args) >= 3 and isinstance(vals[0], Ptr):
             span = self._valid_items_span(args[0], args[2])
-            if span is not None and span.hi is not None and vals[0].offset.hi is not None \
-                    and span.hi < vals[0].offset.hi:
+            if span is not None and span.hi is not None and vals[0].offset.hi is not None:
                 # CUB's block load/store of `valid_items`: that many from the pointer, where the count
-                # cancels the address (`min(TILE, n - i)`); else, as before, where it points (the
-                # loop's loose bound on `i` already reaches the tile's end)
+                # cancels the address (`min(TILE, n - i)`), and past where it points where the loop's
+                # bound on `i` is a tile's start (a loop of one trip per block); else where it points
                 store = method == "Store"
                 self.access(Ptr(vals[0].base, span, 1), Iv.point(0), write=store, read=not store)
                 return None

@@ -39,6 +39,7 @@ class LoopWalk:
         cond = st.child_by_field_name("condition")
         dead = False
         if cond is not None:
+            self._one_trip(cond, starts)
             self.expr(cond)
             dead = not self.refine_feasible(cond, True)
             self._lockstep(init, cond, starts)
@@ -60,6 +61,22 @@ class LoopWalk:
             self.env[name] = Ptr(start.base, iv_add(start.offset, moved), start.scale)
         self.env = self.merge(saved, {k: v for k, v in self.env.items() if k in saved})
         self._after_trips(mine, trips if not dead else Iv.point(0))
+
+    def _one_trip(self, cond: Node, starts: dict[str, tuple[Iv, Iv | None]]) -> None:
+        """`for (i = blockIdx.x * TILE; i < gridDim.x * TILE; i += gridDim.x * TILE)`: one step from
+        the smallest start already reaches the bound, so the body runs once, at the start (taken as
+        any value below the bound, a block's i reached the last tile's end: bitsandbytes'
+        kDequantizeBlockwise read absmax 504 elements past it)."""
+        cond = unparen(cond)
+        if cond is None or cond.type != "binary_expression" or cond.child_by_field_name("operator").type not in ("<", "<="):
+            return
+        name, bound = unparen(cond.child_by_field_name("left")), cond.child_by_field_name("right")
+        start, step = starts.get(name.text.decode(), (None, None)) if name is not None else (None, None)
+        end = self.expr(bound, evaluate_only=True) if start is not None else None
+        if isinstance(end, Iv) and end.hi is not None and start.lo is not None and step is not None \
+                and step.lo is not None and step.lo == step.hi and step.lo > 0 \
+                and start.lo + step.lo >= end.hi + (cond.child_by_field_name("operator").type == "<="):
+            self.env[name.text.decode()] = start
 
     def _stepped_pointers(self, loop: Node, starts: dict[str, tuple[Iv, Iv | None]]) -> list[str]:
         """Pointers the loop's body steps once per trip (`src += stride;` after its last use of
