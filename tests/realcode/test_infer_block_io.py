@@ -91,3 +91,21 @@ def test_a_loop_whose_one_step_reaches_its_bound_runs_once_at_its_start():
     more = source.parse(text.replace("STEP", "256")).kernel("k")
     facts = access.analyse(more, {"n": 2048}, (4, 1, 1), (64, 1, 1), {"s": 4, "out": 4}, set(), 100, {})
     assert facts.uses["s"].hi == 4 * 512 - 1 + 63 * 8
+
+
+def test_a_count_chosen_as_the_smaller_of_two_bounds_reaches_the_smaller():
+    """bitsandbytes' 8-bit optimizers spell the tile's count `n - i >= 512 ? 512 : n - i`, a min:
+    a block load of it from &g[i] ends at n - 1 where the tile is partial, i + 511 where it is
+    whole. (Not read, the load reached only &g[i] once the one-trip loop made i the tile's start.)"""
+    from astra_cuda.model import access, source
+    text = ("#include <cub/cub.cuh>\n"
+            "__global__ void k(float* g, int n) {\n  float v[8];\n  int valid = 0;\n"
+            "  typedef cub::BlockLoad<float, 64, 8, cub::BLOCK_LOAD_WARP_TRANSPOSE> L;\n"
+            "  __shared__ typename L::TempStorage t;\n"
+            "  for (int i = blockIdx.x * 512; i < gridDim.x * 512; i += gridDim.x * 512) {\n"
+            "    valid = COUNT;\n    L(t).Load(&(g[i]), v, valid, 0.f);\n  }\n}\n")
+    for count, last in (("n - i >= 512 ? 512 : n - i", 1000 - 1), ("n - i < 512 ? n - i : 512", 1000 - 1),
+                        ("n - i >= 512 ? n - i : 512", 4 * 512 - 1)):   # the larger: its tile's end bounds it
+        kernel = source.parse(text.replace("COUNT", count)).kernel("k")
+        facts = access.analyse(kernel, {"n": 1000}, (4, 1, 1), (64, 1, 1), {"g": 4}, set(), 100, {})
+        assert facts.uses["g"].hi == last, count

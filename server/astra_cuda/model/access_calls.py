@@ -491,6 +491,11 @@ class CallWalk:
         if count.type == "identifier" and count.text.decode() in self.assigned:
             bounds = [self._count_bound(start, v, depth + 1) for v in self.assigned[count.text.decode()]]
             return None if not bounds or None in bounds else max(b for b in bounds if b is not None)
+        if count.type == "conditional_expression":
+            # `n - i >= TILE ? TILE : n - i` is min(n - i, TILE) (bitsandbytes' optimizers): the smaller
+            # side bounds it; any other choice, the larger
+            sides = [self._count_bound(start, count.child_by_field_name(f), depth + 1) for f in ("consequence", "alternative")]
+            return None if None in sides else (min if _picks_smaller(count) else max)(b for b in sides if b is not None)
         fn = count.child_by_field_name("function") if count.type == "call_expression" else None
         if fn is not None and fn.text.decode().split("::")[-1] in ("min", "umin"):
             sides = [self._count_bound(start, c, depth + 1)
@@ -509,3 +514,14 @@ class CallWalk:
         for m, c in poly.items():
             value = iv_add(value, self._monomial(m, c))
         return value
+
+
+def _picks_smaller(cond_expr: Node) -> bool:
+    """`a >= b ? b : a` (or `a < b ? a : b`, either strictness): the smaller of a and b."""
+    c, yes, no = (unparen(cond_expr.child_by_field_name(f)) for f in ("condition", "consequence", "alternative"))
+    op = c.child_by_field_name("operator") if c is not None and c.type == "binary_expression" else None
+    if op is None or yes is None or no is None or op.type not in ("<", "<=", ">", ">="):
+        return False
+    a, b = (unparen(c.child_by_field_name(f)) for f in ("left", "right"))
+    text = [x.text.decode().replace(" ", "") if x is not None else None for x in (a, b, yes, no)]
+    return text[2:] == ([text[1], text[0]] if op.type in (">", ">=") else [text[0], text[1]])
