@@ -94,9 +94,10 @@ def test_a_loop_whose_one_step_reaches_its_bound_runs_once_at_its_start():
 
 
 def test_a_count_chosen_as_the_smaller_of_two_bounds_reaches_the_smaller():
-    """bitsandbytes' 8-bit optimizers spell the tile's count `n - i >= 512 ? 512 : n - i`, a min:
-    a block load of it from &g[i] ends at n - 1 where the tile is partial, i + 511 where it is
-    whole. (Not read, the load reached only &g[i] once the one-trip loop made i the tile's start.)"""
+    """bitsandbytes' 8-bit optimizers spell the tile's count `n - i >= 512 ? 512 : n - i`, a min (its
+    condition's sides differ as the two choices do): a block load of it from &g[i] ends at n - 1
+    where the tile is partial, i + 511 where it is whole. (Not read, the load reached only &g[i]
+    once the one-trip loop made i the tile's start.)"""
     from astra_cuda.model import access, source
     text = ("#include <cub/cub.cuh>\n"
             "__global__ void k(float* g, int n) {\n  float v[8];\n  int valid = 0;\n"
@@ -105,6 +106,7 @@ def test_a_count_chosen_as_the_smaller_of_two_bounds_reaches_the_smaller():
             "  for (int i = blockIdx.x * 512; i < gridDim.x * 512; i += gridDim.x * 512) {\n"
             "    valid = COUNT;\n    L(t).Load(&(g[i]), v, valid, 0.f);\n  }\n}\n")
     for count, last in (("n - i >= 512 ? 512 : n - i", 1000 - 1), ("n - i < 512 ? n - i : 512", 1000 - 1),
+                        ("i + 512 < n ? 512 : n - i", 1000 - 1),   # kdequant_mm_int32_fp16's spelling
                         ("n - i >= 512 ? n - i : 512", 4 * 512 - 1)):   # the larger: its tile's end bounds it
         kernel = source.parse(text.replace("COUNT", count)).kernel("k")
         facts = access.analyse(kernel, {"n": 1000}, (4, 1, 1), (64, 1, 1), {"g": 4}, set(), 100, {})
