@@ -491,9 +491,7 @@ class CallWalk:
         if count.type == "identifier" and count.text.decode() in self.assigned:
             bounds = [self._count_bound(start, v, depth + 1) for v in self.assigned[count.text.decode()]]
             return None if not bounds or None in bounds else max(b for b in bounds if b is not None)
-        if count.type == "conditional_expression":
-            # `n - i >= TILE ? TILE : n - i` is min(n - i, TILE) (bitsandbytes' optimizers): the smaller
-            # side bounds it; any other choice, the larger
+        if count.type == "conditional_expression":   # a min (`n - i >= T ? T : n - i`): its smaller side, else the larger
             sides = [self._count_bound(start, count.child_by_field_name(f), depth + 1) for f in ("consequence", "alternative")]
             return None if None in sides else (min if self._picks_smaller(count) else max)(b for b in sides if b is not None)
         fn = count.child_by_field_name("function") if count.type == "call_expression" else None
@@ -508,20 +506,6 @@ class CallWalk:
         if (self._poly_value(n).hi or 0) <= 0 and self._poly_value(n).hi is not None:
             return EMPTY   # a count of none (`int valid = 0;` before it is set): no element reached
         return self._poly_value(poly_add(poly_add(start, n), {(): -1})).hi
-
-    def _picks_smaller(self, choice: Node) -> bool:
-        """`c ? a : b` where c holds exactly when a < b (`n - i >= T ? T : n - i`, `o + T < m ? T : m - o`):
-        the smaller of a and b, compared as polynomials (c's sides' difference that of a and b, or its negation)."""
-        c, yes, no = (unparen(choice.child_by_field_name(f)) for f in ("condition", "consequence", "alternative"))
-        op = c.child_by_field_name("operator").type if c is not None and c.type == "binary_expression" else ""
-        if op not in ("<", "<=", ">", ">="):
-            return False
-        polys = [self._poly(x) for x in (c.child_by_field_name("left"), c.child_by_field_name("right"), yes, no)]
-        if None in polys:
-            return False
-        d, e = poly_add(polys[0], polys[1], -1), poly_add(polys[2], polys[3], -1)   # type: ignore[arg-type]
-        d, e = {m: v for m, v in d.items() if v}, {m: v for m, v in e.items() if v}
-        return e == d and op in ("<", "<=") or e == {m: -v for m, v in d.items()} and op in (">", ">=")
 
     def _poly_value(self, poly: Poly) -> Iv:
         value = Iv.point(0)

@@ -177,6 +177,20 @@ class ConditionWalk:
                 self.env[key] = iv_add(cur, Iv.point(-c)) if isinstance(cur, Iv) else UNKNOWN
             self._bound(key, op, iv_add(bound, Iv.point(-c)))
 
+    def _picks_smaller(self, choice: Node) -> bool:
+        """`c ? a : b` where c holds exactly when a < b (`n - i >= T ? T : n - i`, `o + T < m ? T : m - o`):
+        the smaller of a and b, compared as polynomials (c's sides' difference that of a and b, or its negation)."""
+        c, yes, no = (unparen(choice.child_by_field_name(f)) for f in ("condition", "consequence", "alternative"))
+        op = c.child_by_field_name("operator").type if c is not None and c.type == "binary_expression" else ""
+        if op not in ("<", "<=", ">", ">="):
+            return False
+        polys = [self._poly(x) for x in (c.child_by_field_name("left"), c.child_by_field_name("right"), yes, no)]
+        if None in polys:
+            return False
+        d, e = poly_add(polys[0], polys[1], -1), poly_add(polys[2], polys[3], -1)   # type: ignore[arg-type]
+        d, e = {m: v for m, v in d.items() if v}, {m: v for m, v in e.items() if v}
+        return e == d and op in ("<", "<=") or e == {m: -v for m, v in d.items()} and op in (">", ">=")
+
     def _poly(self, n: Node | None) -> Poly | None:
         """The expression as a polynomial over the names it reads (the launch's constants and
         template arguments by value), or None for anything else."""
