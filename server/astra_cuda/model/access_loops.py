@@ -39,7 +39,7 @@ class LoopWalk:
         cond = st.child_by_field_name("condition")
         dead = False
         if cond is not None:
-            self._one_trip(cond, starts)
+            self._one_trip(init, cond, starts)
             self.expr(cond)
             dead = not self.refine_feasible(cond, True)
             self._lockstep(init, cond, starts)
@@ -62,17 +62,25 @@ class LoopWalk:
         self.env = self.merge(saved, {k: v for k, v in self.env.items() if k in saved})
         self._after_trips(mine, trips if not dead else Iv.point(0))
 
-    def _one_trip(self, cond: Node, starts: dict[str, tuple[Iv, Iv | None]]) -> None:
-        """`for (i = blockIdx.x * TILE; i < gridDim.x * TILE; i += gridDim.x * TILE)`: one step from
-        the smallest start already reaches the bound, so the body runs once, at the start (taken as
-        any value below the bound, a block's i reached the last tile's end: bitsandbytes'
-        kDequantizeBlockwise read absmax 504 elements past it)."""
+    def _one_trip(self, init: Node | None, cond: Node, starts: dict[str, tuple[Iv, Iv | None]]) -> None:
+        """A tile loop, `for (i = blockIdx.x * TILE; i < gridDim.x * TILE; i += gridDim.x * TILE)`: its
+        start the same for a block's threads and one step from the smallest start already past the
+        bound, so each block runs it once, at its tile's start (taken as any value below the bound, the
+        last block's i reached the grid's end: bitsandbytes' kDequantizeBlockwise read absmax 504
+        elements past its tile). A start that varies by thread keeps that bound (its threads cover
+        the range densely: a stride loop's last trip)."""
         cond = unparen(cond)
         if cond is None or cond.type != "binary_expression" or cond.child_by_field_name("operator").type not in ("<", "<="):
             return
         name, bound = unparen(cond.child_by_field_name("left")), cond.child_by_field_name("right")
         start, step = starts.get(name.text.decode(), (None, None)) if name is not None else (None, None)
-        end = self.expr(bound, evaluate_only=True) if start is not None else None
+        first = init.child_by_field_name("declarator") if init is not None and init.type == "declaration" else init
+        first = first.child_by_field_name("value") or first.child_by_field_name("right") if first is not None else None
+        poly = self._expanded(first) if first is not None and start is not None else None
+        if poly is None or any(not n.startswith(("blockIdx.", "gridDim.", "blockDim.")) and n not in self.sizes
+                               for m in poly for n in m):
+            return
+        end = self.expr(bound, evaluate_only=True)
         if isinstance(end, Iv) and end.hi is not None and start.lo is not None and step is not None \
                 and step.lo is not None and step.lo == step.hi and step.lo > 0 \
                 and start.lo + step.lo >= end.hi + (cond.child_by_field_name("operator").type == "<="):
