@@ -104,15 +104,25 @@ def split_row_requires(kernel: Kernel, size_names: list[str], block: list[str], 
     return list(dict.fromkeys(out))
 
 
-def whole_groups(kernel: Kernel, size_names: list[str], derived: dict[str, str]) -> list[str]:
+def whole_groups(kernel: Kernel, size_names: list[str], derived: dict[str, str], grid: list[str] = (),
+                 block: list[str] = (), helpers: dict[str, Node] | None = None) -> list[str]:
     """`hidden * rows % groups == 0` where the kernel's body computes, once and before any loop,
     a product of sizes divided by a size (`stride = (hidden * rows) / groups`): each of that many
     parts is taken whole, so its launcher passes a divisor (a remainder's elements would be read
-    from past the parts' table)."""
+    from past the parts' table). Read in the helpers the kernel hands its sizes to too, a local
+    copying the grid's size as that size (vLLM paged attention: `num_heads = gridDim.x;
+    num_queries_per_kv = num_heads / num_kv_heads`, then `head_idx / num_queries_per_kv`)."""
+    from .lengths import bodies, launch_locals
+    out: list[str] = []
+    for i, (body, given) in enumerate(bodies(kernel, helpers)):
+        names = {n: n for n in size_names} if i == 0 else {k: v for k, v in given.items() if v in size_names}
+        names.update(launch_locals(body, list(grid), list(block), size_names))
+        out += [r for r in _whole_groups_in(body, names, size_names, derived) if r not in out]
+    return out
+
+
+def _whole_groups_in(body: Node, names: dict[str, str], size_names: list[str], derived: dict[str, str]) -> list[str]:
     from .hostexprs import HostExprs
-    body = access.kernel_body(kernel)
-    if body is None:
-        return []
     local: dict[str, str] = dict(derived)
     out: list[str] = []
     for st in body.named_children:
@@ -125,7 +135,7 @@ def whole_groups(kernel: Kernel, size_names: list[str], derived: dict[str, str])
             v = value
             while v.type == "parenthesized_expression" and v.named_child_count == 1:
                 v = v.named_children[0]
-            hx = HostExprs({n: n for n in size_names}, local)
+            hx = HostExprs(names, local)
             if v.type == "binary_expression" and v.child_by_field_name("operator").type == "/":
                 num, den = v.child_by_field_name("left"), v.child_by_field_name("right")
                 a, b = hx.spec(num.text.decode()), hx.spec(den.text.decode())

@@ -17,7 +17,7 @@ from .hostexprs import function_macros, raising_macros
 from .launch_callers import pick_site, program_inits, zero_at_every_call
 from .launch_locals import dim3_fields, host_locals, launch_byte
 from .launches import SHARED_PER_THREAD, launch_of
-from . import guards, masks, scales, structs
+from . import guards, lengths, masks, scales, structs
 from .program import Program
 from .roles import DIFFERENCES, body_divisions, infer_shapes, is_stride, \
     only_in_dead_branches, size_pairs
@@ -266,15 +266,15 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
                                 [it.text for it in types.items if it.kind == "macro"])
     helpers.update(bound_functions(kernel, targs, helpers))
     optional = null_tested(kernel, helpers) if decide.get("optional") == "null" else set()
+    longest = lengths.length_bounds(kernel, int_params, helpers, shared, grid + block, size_names)  # `seq_lens`
     known_values.update({p: 0 for p in optional})   # passed null: the branches that test it are decided
     found = infer_shapes(kernel, [n for n in size_names if n != TABLE], grid,
                     unclamped_block(block, kernel.text, size_names), elem_bytes, int_params, known_values,
-                    lanes, derived, helpers,
-                    equal_sizes=decide.get("sizes") == "equal",
+                    lanes, derived, helpers, equal_sizes=decide.get("sizes") == "equal",
                     type_bytes=lambda t: types.vector_bytes(t, targs),
                     # a shift by a size's log2 divides by it only where it is a power of two: probed so
                     require=launch_require, powers=masks.shifted_by(kernel, helpers, size_names),
-                    macros=frozenset(types.defined_at(len(types.items) + 1)))
+                    macros=frozenset(types.defined_at(len(types.items) + 1)), lengths=longest)
     accessors.fold(found, kernel, targs)   # a tensor accessor's dimensions, measured apart, make its shape
     if found is not None and (found.derived or found.equal):
         for k, v in found.derived.items():
@@ -318,7 +318,7 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
     require = launch_requirements(grid, block, found, size_names, kernel, known_values)
     if scatter is not None and slot_blocks:
         require += [r for r in scatter_require if r not in require]
-    for r in whole_groups(kernel, size_names, derived):
+    for r in whole_groups(kernel, size_names, derived, grid, block, helpers):
         if r not in require:
             require.append(r)
             notes.append(f"`{r}`: the kernel divides the sizes into that many equal parts, remainder dropped — required")
@@ -333,8 +333,7 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
             notes.append(f"`{r}`: the kernel masks an index with it minus one or shifts by its log2 (`i & (n - 1)`, "
                          f"`i >> (31 - __clz(n))`, line {line}): a power of two — required")
     if found is not None:   # a vector access past a shape's end: whole packets of the innermost size
-        require += [r for n, w in found.packets.items() if n in size_names and
-                    (r := f"{n} % {w} == 0") not in require]
+        require += [r for n, w in found.packets.items() if n in size_names and (r := f"{n} % {w} == 0") not in require]
         for n, w in found.packets.items():
             if n in size_names:
                 notes.append(f"`{n}` % {w} == 0: the kernel reads or writes packets of {w} elements past the "
@@ -352,7 +351,6 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
     if earlier is not None:
         notes.append(f"`{earlier}` is an earlier version of this kernel (same parameters): it is the reference; "
                      f"give it a spec of its own so it runs with its own launch")
-
     fallback_shape = size_names if len(size_names) <= 2 else size_names[:2]
     drawn = program_inits(kernel, site_model, site) if site is not None and site_model is not None else {}
     guessed_shapes = []
@@ -449,6 +447,8 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
                              f"drawn like the data it left an output constant — CHECK the values the program passes")
             if scatter is not None and p.name == scatter[0]:
                 init = f', init = "permutation({slots})"' if slot_blocks else ', init = "permutation"'
+            elif not role and p.name in longest:   # lengths (`seq_lens`), not indices
+                init = lengths.length_init(p.name, longest, notes)
             # indices within a row are integers the kernel reads (a flag or an output holds none)
             elif found is not None and p.name in found.tables and p.name in found.boundaries and not role:
                 rows = found.equal.get(TABLE, TABLE)

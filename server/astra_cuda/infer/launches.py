@@ -116,6 +116,19 @@ def _threads(block: list[str], size_names: list[str]) -> int:
     return total
 
 
+def _extent_read(text: str) -> bool:
+    """`query.size(2)`: an extent of an object the caller passes, read with numbers only — a size the
+    caller chooses, which the `case 32:` of a `switch` on it fixes (vLLM's paged attention launcher
+    `switch (head_size)`), not one the launcher computes from other sizes."""
+    e = source.parse_expression(text)
+    fn = e.child_by_field_name("function") if e is not None and e.type == "call_expression" else None
+    obj = fn.child_by_field_name("argument") if fn is not None and fn.type == "field_expression" else None
+    args = e.child_by_field_name("arguments") if e is not None else None
+    return obj is not None and obj.type == "identifier" and args is not None and all(
+        a.type == "number_literal" or a.type == "unary_expression" and a.text.decode().lstrip("-").isdigit()
+        for a in args.named_children)
+
+
 def _names(expr: str) -> list[str]:
     node = source.parse_expression(expr)
     return [n.text.decode() for n in _walk(node) if n.type == "identifier"] if node is not None else []
@@ -153,7 +166,8 @@ def launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names: 
     raw = host_locals(model, site.function, launch_byte(model, site), constants)
     # a case's value stands for a helper's result only where the helper was read (its range required)
     ranged = {r[3] for r in helper_ranges(model, site, program, mapping)}
-    local.update({k: raw[k] for k in fixed_by_branches(model, site) if k in raw and raw[k] != local.get(k) and k not in ranged})
+    local.update({k: raw[k] for k in fixed_by_branches(model, site) if k in raw and raw[k] != local.get(k) and k not in ranged
+                  and not _extent_read(raw[k])})
     for p, arg in zip(kernel.params, site.args):   # a size passed through such a local (`seq_length4`)
         if p.name in size_names and arg.strip() in local:
             mapping.update(_scaled_host(p.name, local[arg.strip()]))

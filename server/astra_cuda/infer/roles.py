@@ -127,31 +127,38 @@ def size_pairs(parts: list[str], names: list[str], ops: tuple[type, ...]) -> lis
     return out
 
 
-def body_divisions(kernel: Kernel, names: list[str], int_params: set[str] = frozenset()) -> list[tuple[str, str]]:
+def body_divisions(kernel: Kernel, names: list[str], int_params: set[str] = frozenset(), grid: list[str] = (),
+                   block: list[str] = (), helpers=None) -> list[tuple[str, str]]:
     """(a, b) for each `a / b` of two sizes in the kernel's body (`groupsize = size_k / groups`):
     parts the kernel takes whole, so the probes make a a multiple of b (else a group of 0 and a
     division by it leave every access after it unread). A local loaded from an index array and
     divided by a size (vLLM reshape_and_cache: `slot = slot_mapping[t]; block = slot / block_size;
     offset = slot % block_size`) splits the table's rows into whole blocks: (TABLE, b) — probed
-    with a table of part of one block, the extent is the block's, not the table's."""
+    with a table of part of one block, the extent is the block's, not the table's. Read in the
+    helpers the kernel hands its sizes to as well, a local copying the grid's size as that size
+    (vLLM paged attention: `num_heads = gridDim.x; num_queries_per_kv = num_heads / num_kv_heads`)."""
+    from .lengths import bodies, launch_locals
     out: list[tuple[str, str]] = []
-    body = access.kernel_body(kernel)
-    loaded: set[str] = set()   # locals initialized by a load from an integer pointer parameter
-    for n in walk(body) if body is not None else ():
-        value = n.child_by_field_name("value") if n.type == "init_declarator" else None
-        name = n.child_by_field_name("declarator") if value is not None else None
-        if value is not None and name is not None and name.type == "identifier" \
-                and value.type == "subscript_expression" \
-                and (arr := value.child_by_field_name("argument")) is not None and arr.text.decode() in int_params:
-            loaded.add(name.text.decode())
-    for n in walk(body) if body is not None else ():
-        if n.type != "binary_expression" or n.child_by_field_name("operator").type != "/":
-            continue
-        a, b = n.child_by_field_name("left"), n.child_by_field_name("right")
-        if a is not None and b is not None and a.type == b.type == "identifier":
-            pair = (TABLE if a.text.decode() in loaded else a.text.decode(), b.text.decode())
-            if pair[0] != pair[1] and pair[0] in [*names, TABLE] and pair[1] in names and pair not in out:
-                out.append(pair)
+    for depth, (body, given) in enumerate(bodies(kernel, helpers)):
+        own = {**({n: n for n in names} if depth == 0 else given), **launch_locals(body, list(grid), list(block),
+                                                                                    names)}
+        loaded: set[str] = set()   # locals initialized by a load from an integer pointer parameter
+        for n in walk(body):
+            value = n.child_by_field_name("value") if n.type == "init_declarator" else None
+            name = n.child_by_field_name("declarator") if value is not None else None
+            if value is not None and name is not None and name.type == "identifier" \
+                    and value.type == "subscript_expression" and (arr := value.child_by_field_name("argument")) \
+                    is not None and ({**given, **own}.get(arr.text.decode()) in int_params):
+                loaded.add(name.text.decode())
+        for n in walk(body):
+            if n.type != "binary_expression" or n.child_by_field_name("operator").type != "/":
+                continue
+            a, b = n.child_by_field_name("left"), n.child_by_field_name("right")
+            if a is not None and b is not None and a.type == b.type == "identifier":
+                pair = (TABLE if a.text.decode() in loaded else own.get(a.text.decode(), ""),
+                        own.get(b.text.decode(), ""))
+                if pair[0] != pair[1] and pair[0] in [*names, TABLE] and pair[1] in names and pair not in out:
+                    out.append(pair)
     return out
 
 
@@ -166,6 +173,16 @@ def _holds(require: list[str], sizes: dict[str, int]) -> bool:
         return True
 
 
+def _whole_parts(fit: list[str]) -> list[str]:
+    """A stride's fitted extent with its fraction (`max_seq_len / 8`, the probes' multiples of 16)
+    rounded up: the row holds the last part the kernel reaches at every size (vLLM's paged attention
+    reads `DIVIDE_ROUND_UP(seq_len, BLOCK_SIZE)` entries of a block-table row)."""
+    last = fit[-1].split(" / ") if fit else []
+    if len(last) == 2 and last[0].isidentifier() and last[1].isdigit():
+        return fit[:-1] + [f"({last[0]} + {int(last[1]) - 1}) / {last[1]}"]
+    return fit
+
+
 def is_stride(name: str) -> bool:
     """A stride by its name: `stride` in it, or BLAS's leading dimension (`lda`, `ldc`, `ld_out`)."""
     low = name.lower()
@@ -177,7 +194,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
             derived: dict[str, str] | None = None, helpers=None, equal_sizes: bool = False,
             type_bytes=None, require: list[str] = (), table_first: bool = False,
             powers: list[str] = (), shared_rows: bool = False, macros: frozenset[str] | None = None,
-            ) -> InferredShapes | None:
+            lengths: dict[str, str] | None = None) -> InferredShapes | None:
     """Each pointer's shape fitted to the extents the kernel reaches. A stride parameter of a
     contiguous layout (`token_idx * query_stride + head_idx * head_stride + i`) gets its
     contiguous value: innermost first (strides are listed outermost first), each stride is the
@@ -189,7 +206,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
     pointers = accessors.pointer_names(kernel, constants)   # a tensor accessor's dimensions apart
 
     divided = size_pairs(grid + block, names, DIVISIONS)
-    divided += [d for d in body_divisions(kernel, names, int_params) if d not in divided]
+    divided += [d for d in body_divisions(kernel, names, int_params, grid, block, helpers) if d not in divided]
     differences = size_pairs(grid + block, names, DIFFERENCES)
 
     whole: dict[str, int] = {}   # size -> the step it is probed a multiple of
@@ -244,7 +261,8 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
         if min(g + b) < 1:
             return None
         return access.analyse(kernel, probe, g, b, elem_bytes, ints, probe[TABLE], constants, lanes,
-                              helpers, type_bytes, shared_rows, macros)
+                              helpers, type_bytes, shared_rows, macros,
+                              {p: probe[s] for p, s in (lengths or {}).items() if s in probe})
 
     extents = extents_of
 
@@ -289,7 +307,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
                 if h is not None and h in fit:
                     fit = list(fit)
                     fit.remove(h)
-                fixed[s] = " * ".join(fit) or "1"
+                fixed[s] = " * ".join(_whole_parts(fit)) or "1"
             base = sample(fixed)
         return (fixed, base) if base is not None else None
 
@@ -457,7 +475,8 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
             fit = [f"{fit[0]} + 1"]
         if fit is not None and steps:
             fit = packed_layout(fit, next(iter(steps)), inner[0] if len(inner) == 1 else "", names)
-        if fit is not None:
+        if fit is not None:   # a row as long as a stride rounded up (`max_num_blocks_per_seq`) is that long
+            fit = [w if (w := _whole_parts([d])[0]) in fixed.values() else d for d in fit]
             shapes[p] = fit
             width = min(packet_width(fit, [(s, e) for (s, _), e in zip(samples, extent)], {**fixed, **(derived or {})}),
                         max(f.uses[p].packet for _, f in samples))
@@ -499,7 +518,8 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
         # (`row = indices ? indices[bx] : bx`) — probed again with the table the largest size, the
         # arrays they index are that many rows and the indices are drawn below it
         again = infer_shapes(kernel, size_names, grid, block, elem_bytes, int_params, constants, lanes, derived, helpers,
-                        equal_sizes, type_bytes, require, table_first=True, powers=powers, macros=macros)
+                        equal_sizes, type_bytes, require, table_first=True, powers=powers, macros=macros,
+                        lengths=lengths)
         if again is not None and (again.uses_table or TABLE in again.equal):   # a table as large as a row
             return again
         # still none: a row picked by a sum of loaded values (DeepSpeed's `seq.start_idx + seq.n_tokens
@@ -507,7 +527,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
         # the row stays within it
         again = infer_shapes(kernel, size_names, grid, block, elem_bytes, int_params, constants, lanes, derived,
                              helpers, equal_sizes, type_bytes, require, table_first=True, powers=powers,
-                             shared_rows=True, macros=macros)
+                             shared_rows=True, macros=macros, lengths=lengths)
         if again is not None and again.uses_table:
             return again
     tables = {n for n, u in last.items() if u.table_loads} if uses_table or TABLE in equal else set()

@@ -38,8 +38,11 @@ class Analyzer(StatementWalk, LoopWalk, ConditionWalk, ExpressionWalk, CallWalk)
                  block: tuple[int, int, int], elem_bytes: dict[str, int], int_params: set[str],
                  table_size: int, constants: dict[str, int], lanes: dict[str, int] | None = None,
                  helpers: dict[str, Node] | None = None, type_bytes: Callable[[str], int | None] | None = None,
-                 shared_rows: bool = False, macros: frozenset[str] | None = None):
+                 shared_rows: bool = False, macros: frozenset[str] | None = None,
+                 lengths: dict[str, int] | None = None):
         self.kernel = kernel
+        # integer arrays holding lengths (`seq_lens`: a loaded value bounds a loop) -> the most any is
+        self.lengths = lengths or {}
         # the macros the program defines (its file, project headers, command line), which decide a
         # body's `#ifdef`/`#ifndef`; None: unknown, both branches walked
         self.macros = macros
@@ -180,9 +183,9 @@ def analyse(kernel: source.Kernel, sizes: dict[str, int], grid, block, elem_byte
             int_params: set[str], table_size: int, constants: dict[str, int],
             lanes: dict[str, int] | None = None, helpers: dict[str, Node] | None = None,
             type_bytes: Callable[[str], int | None] | None = None, shared_rows: bool = False,
-            macros: frozenset[str] | None = None) -> Facts | None:
+            macros: frozenset[str] | None = None, lengths: dict[str, int] | None = None) -> Facts | None:
     body = kernel_body(kernel)
     if body is None:
         return None
     return Analyzer(kernel, sizes, tuple(grid), tuple(block), elem_bytes, int_params, table_size,
-                    constants, lanes, helpers, type_bytes, shared_rows, macros).run(body)
+                    constants, lanes, helpers, type_bytes, shared_rows, macros, lengths).run(body)

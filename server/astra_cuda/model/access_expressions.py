@@ -363,6 +363,8 @@ class ExpressionWalk:
         """The value read through `p`: an index below the table size when `p` is an integer
         parameter (token ids), else unknown — as is one the kernel wrote before this read (`cumsum[e]`
         after `cumsum[e] = s`): it holds the kernel's own results, not indices the spec draws."""
+        if p.base in self.lengths and p.scale == 1 and not self.facts.uses[p.base].written:
+            return Iv(1, self.lengths[p.base])   # a length (`seq_lens[s]`): 1 up to the longest the launch fits
         if p.base in self.int_params and p.scale == 1 and not self.facts.uses[p.base].written:
             self.facts.uses[p.base].table_loads = True
             # segment boundaries run from 0 to the table's size, that one included (the last one ends it)

@@ -296,6 +296,21 @@ class LoopWalk:
                 continue
             self.env[other] = Iv(begin.lo, begin.hi + max(0, trips - 1) * by.hi)
 
+    def _numbered(self, elem: str) -> str:
+        """A template's arguments that name the body's constants written as their numbers (vLLM's
+        paged attention: `constexpr int V_VEC_SIZE = MIN(16 / sizeof(scalar_t), BLOCK_SIZE)`, then
+        `Vec<scalar_t, V_VEC_SIZE>::Type`), so the type's size can be looked up."""
+        head, _, rest = elem.partition("<")
+        inner, _, tail = rest.rpartition(">")
+        args = []
+        for a in split_template_args(f"<{inner}>"):
+            v = self.constants.get(a.strip())
+            known = self.env.get(a.strip())
+            if v is None and isinstance(known, Iv) and known.lo is not None and known.lo == known.hi:
+                v = known.lo
+            args.append(str(v) if isinstance(v, int) else a.strip())
+        return f"{head}<{', '.join(args)}>{tail}"
+
     def _bound_vector_bytes(self, elem: str) -> int | None:
         """sizeof a vector template over a helper's own template parameters (`vec_n_t<InT, VEC_SIZE>`
         inside vLLM's vectorize_with_alignment), from what the call bound them to: `sizeof(InT)` of
@@ -323,6 +338,8 @@ class LoopWalk:
             self.facts.uses[p.base].casts.add(dt.name)
         if nbytes is None and self.type_bytes is not None and elem:
             nbytes = self.type_bytes(elem)
+        if nbytes is None and self.type_bytes is not None and "<" in elem:   # `Vec<scalar_t, V_VEC_SIZE>::Type`
+            nbytes = self.type_bytes(self._numbered(elem))
         if nbytes is None and elem.endswith(">"):
             nbytes = self._bound_vector_bytes(elem)
         base = self.elem_bytes.get(p.base)
