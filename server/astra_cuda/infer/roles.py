@@ -173,12 +173,13 @@ def _holds(require: list[str], sizes: dict[str, int]) -> bool:
         return True
 
 
-def _whole_parts(fit: list[str]) -> list[str]:
-    """A stride's fitted extent with its fraction (`max_seq_len / 8`, the probes' multiples of 16)
-    rounded up: the row holds the last part the kernel reaches at every size (vLLM's paged attention
-    reads `DIVIDE_ROUND_UP(seq_len, BLOCK_SIZE)` entries of a block-table row)."""
+def _whole_parts(fit: list[str], longest: set[str]) -> list[str]:
+    """A stride's fitted extent with its fraction of the size a lengths array reaches (`max_seq_len /
+    8`, the probes' multiples of 16) rounded up: a loop over the parts of a length covers its last
+    partial part too (vLLM's paged attention reads `DIVIDE_ROUND_UP(seq_len, BLOCK_SIZE)` entries of
+    a block-table row). Other fractions are the program's own halves (`ldb = K / 2`), kept."""
     last = fit[-1].split(" / ") if fit else []
-    if len(last) == 2 and last[0].isidentifier() and last[1].isdigit():
+    if len(last) == 2 and last[0] in longest and last[1].isdigit():
         return fit[:-1] + [f"({last[0]} + {int(last[1]) - 1}) / {last[1]}"]
     return fit
 
@@ -307,7 +308,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
                 if h is not None and h in fit:
                     fit = list(fit)
                     fit.remove(h)
-                fixed[s] = " * ".join(_whole_parts(fit)) or "1"
+                fixed[s] = " * ".join(_whole_parts(fit, set((lengths or {}).values()))) or "1"
             base = sample(fixed)
         return (fixed, base) if base is not None else None
 
@@ -476,7 +477,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
         if fit is not None and steps:
             fit = packed_layout(fit, next(iter(steps)), inner[0] if len(inner) == 1 else "", names)
         if fit is not None:   # a row as long as a stride rounded up (`max_num_blocks_per_seq`) is that long
-            fit = [w if (w := _whole_parts([d])[0]) in fixed.values() else d for d in fit]
+            fit = [w if (w := _whole_parts([d], set((lengths or {}).values()))[0]) in fixed.values() else d for d in fit]
             shapes[p] = fit
             width = min(packet_width(fit, [(s, e) for (s, _), e in zip(samples, extent)], {**fixed, **(derived or {})}),
                         max(f.uses[p].packet for _, f in samples))
