@@ -14,6 +14,7 @@ from ..model.syntax import walk as _walk
 from tree_sitter import Node
 from .hostexprs import HostExprs
 from .program import function_nodes, param_names
+from .launch_paths import auto_zero_params, path_locals
 
 
 BLOCK_DEFAULT = 256
@@ -64,7 +65,31 @@ def site_locals(model: SourceModel, site: LaunchSite, macros: dict[str, str] | N
     # reach that case are required (`helper_ranges`)
     computed = {k for k, v in local.items() if (e := source.parse_expression(v)) is not None
                 and e.type != "number_literal" and HostExprs({}, macros or {}).spec(v, []) is not None}
+    # a local set more than once, where the `if`s that set it are decided along the launch's path
+    # (`x_thread = 8` under `if (thx == 0 && thy == 0)`, the caller's 0 asking the launcher to choose)
+    local = {**path_values(model, site), **local}
     return {**local, **{k: v for k, v in fixed_by_branches(model, site).items() if k not in computed}}
+
+
+def _launcher_and_call(model: SourceModel, site: LaunchSite) -> tuple[Node | None, Node | None]:
+    at = launch_byte(model, site)
+    fn = next((n for n in host_functions(model, site.function) if n.start_byte <= at < n.end_byte), None) \
+        if site.function else None
+    return fn, (fn.descendant_for_byte_range(at, at) if fn is not None else None)
+
+
+def auto_zero(model: SourceModel, site: LaunchSite) -> list[str]:
+    """The launcher's parameters read as 0, the value that asks it to choose the launch itself."""
+    fn, _ = _launcher_and_call(model, site)
+    return auto_zero_params(fn) if fn is not None else []
+
+
+def path_values(model: SourceModel, site: LaunchSite) -> dict[str, str]:
+    """The launcher's locals set more than once, as the launch sees them (`launch_paths`)."""
+    fn, call = _launcher_and_call(model, site)
+    if fn is None or call is None:
+        return {}
+    return path_locals(fn, call, {p: 0 for p in auto_zero_params(fn)})
 
 
 def fixed_by_branches(model: SourceModel, site: LaunchSite) -> dict[str, str]:

@@ -19,7 +19,7 @@ from .template_names import split
 from .launch_callers import caller_values, launcher_params, same_at_callers
 from .launch_conditions import (branch_conditions, chain_conditions, helper_ranges, host_condition, launcher_checks, negated,
                                 range_requires)
-from .launch_locals import (BLOCK_DEFAULT, RUNTIME, constexpr_names, declared_names, fixed_by_branches,
+from .launch_locals import (BLOCK_DEFAULT, RUNTIME, auto_zero, constexpr_names, declared_names, fixed_by_branches,
                             host_locals, launch_byte, site_locals)
 
 
@@ -163,6 +163,10 @@ def launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names: 
     grid_parts = _config_parts("grid", site.grid, site.grid_var, line, notes)
     block_parts = _config_parts("block", site.block, site.block_var, line, notes)
     local = site_locals(model, site, constants)
+    zeroed = auto_zero(model, site)
+    for p in zeroed:
+        notes.append(f"`{p}` taken as 0, the value that asks the launcher to choose the launch itself "
+                     f"(`{p} == 0` tested, {where}): its other values are the caller's own launches")
     raw = host_locals(model, site.function, launch_byte(model, site), constants)
     # a case's value stands for a helper's result only where the helper was read (its range required)
     ranged = {r[3] for r in helper_ranges(model, site, program, mapping)}
@@ -314,6 +318,9 @@ def launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names: 
     relations, more = _relations(kernel, site, size_names, grid_values, set(strides), model, new,
                                  same_at_callers(program, site.function),
                                  {h: v for h, v in mapping.items() if h != v and not v.isidentifier()})
+    for p, arg in zip(kernel.params, site.args):   # such a parameter handed on to the kernel: its 0 too
+        if p.name in size_names and arg.strip() in zeroed and p.name not in relations:
+            relations[p.name] = local.get(arg.strip(), "0")
     for name in more:
         if name not in new:
             new.append(name)
