@@ -47,3 +47,38 @@ def test_a_launcher_parameter_whose_zero_asks_it_to_choose_is_read_as_zero(proje
     s, p = infer(project, "plain.cu", "dequant")
     assert not any("taken as 0" in n for n in p.notes) and list(s.block) != ["8", "8"], p.comment
 
+
+RANGES = """
+#include <cuda_fp16.h>
+#include <stdint.h>
+__global__ void recon(const uint32_t* __restrict__ w, const int size_k, const int size_n, half* __restrict__ b,
+                      const int rows_8, const int rows_4, const int rows_2, const int row_a, const int row_b) {
+  int offset_k = 128 * blockIdx.y;
+  int n = 128 * blockIdx.x + threadIdx.x;
+  if (n >= size_n) return;
+  int end_k = min(offset_k + 128, size_k);
+  int k = offset_k;
+  while (k < rows_8 && k < end_k) { for (int j = 0; j < 4; j++) b[(k + j) * size_n + n] = __uint2half_rn(w[(k / 4) * size_n + n] >> (8 * j)); k += 4; }
+  while (k < rows_4 && k < end_k) { for (int j = 0; j < 8; j++) b[(k + j) * size_n + n] = __uint2half_rn(w[(k / 8) * size_n + n] >> (4 * j)); k += 8; }
+  while (k < rows_2 && k < end_k) { for (int j = 0; j < 16; j++) b[(k + j) * size_n + n] = __uint2half_rn(w[(k / 16) * size_n + n] >> (2 * j)); k += 16; }
+}
+void reconstruct(const uint32_t* w, half* out, int height, int width, int rows_8, int rows_4, int rows_2,
+                 int row_a, int row_b) {
+  if (row_a == 0 && row_b == 0) row_b = height;
+  dim3 grid((width + 127) / 128, (row_b - row_a + 127) / 128);
+  recon<<<grid, 128>>>(w, height, width, out, rows_8, rows_4, rows_2, row_a, row_b);
+}
+"""
+
+
+def test_thresholds_a_row_counter_walks_in_turn_end_at_its_bound(project):
+    project("recon.cu", RANGES)
+    s, p = infer(project, "recon.cu", "recon")
+    assert {n: str(s.args[n].value) for n in ("rows_8", "rows_4", "rows_2", "row_a", "row_b")} == \
+        {"rows_8": "size_k", "rows_4": "size_k", "rows_2": "size_k", "row_a": "0", "row_b": "size_k"}, p.comment
+    assert s.grid[1].replace(" ", "") in ("(size_k-0+127)/128", "(size_k+127)/128"), p.comment
+    # one loop up to a parameter is no chain of ranges: its bound stays a size
+    project("one.cu", RANGES.replace("while (k < rows_4 && k < end_k)", "while (k < end_k)")
+            .replace("while (k < rows_2 && k < end_k)", "if (k < end_k)"))
+    s, p = infer(project, "one.cu", "recon")
+    assert str(s.args["rows_8"].value) == "rows_8", p.comment

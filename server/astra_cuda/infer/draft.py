@@ -1,9 +1,6 @@
 """One kernel's draft spec assembled in one pass: its launch, types, sizes, shapes and roles, and
 the checks on the assembled draft (launch bounds, requirements) that read their intermediate
-values. Separate from `proposal`, which splits structs and records around it.
-
-Long because `assemble` makes every section in one pass (launch, types, sizes, shapes, roles),
-and the checks on the assembled draft (launch bounds, requirements) read its intermediate values."""
+values (hence its length). Separate from `proposal`, which splits structs and records around it."""
 from __future__ import annotations
 
 import re
@@ -17,7 +14,7 @@ from .hostexprs import function_macros, raising_macros
 from .launch_callers import pick_site, program_inits, zero_at_every_call
 from .launch_locals import dim3_fields, host_locals, launch_byte
 from .launches import SHARED_PER_THREAD, launch_of
-from . import guards, lengths, masks, scales, structs
+from . import guards, lengths, masks, range_chains, scales, structs
 from .program import Program
 from .roles import DIFFERENCES, body_divisions, infer_shapes, is_stride, \
     only_in_dead_branches, size_pairs
@@ -200,10 +197,13 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
                          f"(line {site.span.start_line + 1}, in `{site.function}`)")
     else:
         notes.append("no launch site of this kernel in the file or beside it: grid and block are guesses")
-    for n in shift_counts(kernel, size_names):   # `hidden_dim >> merge_count`: a bit count, not a size
-        derived[n] = "0"
-        size_names.remove(n)
-        notes.append(f"`{n}` is a shift count (`x >> {n}`), not a size: took 0 — CHECK the counts the program uses")
+    shifts = [(n, "0", f"`{n}` is a shift count (`x >> {n}`), not a size: took 0 — CHECK the counts the program uses")
+              for n in shift_counts(kernel, size_names)]   # `hidden_dim >> merge_count`: a bit count, not a size
+    for n, value, note in shifts + range_chains.range_thresholds(kernel, size_names):   # `while (k < rows_8 && …`
+        if n in size_names:
+            derived[n] = value
+            size_names.remove(n)
+            notes.append(note)
     for n, value, tested in mode_params(kernel, size_names):   # `if (int8_mode == 2)`: a mode, not a size
         derived[n] = str(value)
         size_names.remove(n)
