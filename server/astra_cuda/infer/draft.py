@@ -1,6 +1,7 @@
 """One kernel's draft spec assembled in one pass: its launch, types, sizes, shapes and roles, and
 the checks on the assembled draft (launch bounds, requirements) that read their intermediate
-values (hence its length). Separate from `proposal`, which splits structs and records around it."""
+values. Separate from `proposal`, which splits structs and records around it. Long because
+`assemble` makes every section in one pass and the checks read its intermediate values."""
 from __future__ import annotations
 
 import re
@@ -200,10 +201,9 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
     shifts = [(n, "0", f"`{n}` is a shift count (`x >> {n}`), not a size: took 0 — CHECK the counts the program uses")
               for n in shift_counts(kernel, size_names)]   # `hidden_dim >> merge_count`: a bit count, not a size
     for n, value, note in shifts + range_chains.range_thresholds(kernel, size_names):   # `while (k < rows_8 && …`
-        if n in size_names:
-            derived[n] = value
-            size_names.remove(n)
-            notes.append(note)
+        derived[n] = value
+        notes.append(note)
+    size_names = [n for n in size_names if n not in derived]
     for n, value, tested in mode_params(kernel, size_names):   # `if (int8_mode == 2)`: a mode, not a size
         derived[n] = str(value)
         size_names.remove(n)
