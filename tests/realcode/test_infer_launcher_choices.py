@@ -17,16 +17,21 @@ __global__ void dequant(const int* __restrict__ B, const half* __restrict__ s, h
   for (int i = 0; i < 8; ++i)
     C[8 * col + 8 * row * N + i] = __hmul(__int2half_rn((q >> (4 * i)) & 15), s[8 * col + (row / G) * N * 8 + i]);
 }
-void launch(const int* B, const half* s, half* C, int in_c, int qout_c, int groups, int thx, int thy) {
-  int G = in_c / groups;
+struct Tensor { long size(int) const; void* data_ptr() const; };
+void launch(const Tensor& _kernel, const Tensor& _scales, half* C, int thx, int thy) {
+  int in_c = _kernel.size(0);
+  int qout_c = _kernel.size(1);
+  int G = in_c / _scales.size(0);
+  const int* B = (const int*)_kernel.data_ptr();
+  const half* s = (const half*)_scales.data_ptr();
   int x_thread = thx, y_thread = thy, x_blocks = 1, y_blocks = 1;
   if (thx == 0) x_thread = qout_c;
   if (thy == 0) y_thread = in_c;
   if (thx == 0 && thy == 0) {
     x_thread = 8;
     y_thread = 8;
-    x_blocks = qout_c / 8;
-    y_blocks = in_c / 8;
+    x_blocks = (int)(qout_c / 8);
+    y_blocks = (int)(in_c / 8);
   }
   dim3 num_blocks(x_blocks, y_blocks);
   dim3 threads_per_block(x_thread, y_thread);

@@ -218,8 +218,10 @@ class HostExprs:
                 inner = source.parse_expression(value)
                 sub: list[str] = []
                 r = self._expr(inner, sub if free is not None else None, depth + 1) if inner is not None else None
-                if r is None and free is not None and depth == 0 and self.keep_locals and name.isidentifier():
-                    free.append(name)   # a local the host computes in a way not read (`x.numel() / d`): a size
+                # a local the host computes in a way not read (`x.numel() / d`): a size — also one a
+                # readable local is computed from (`x_blocks = qout_c / 8`, `qout_c = _kernel.size(1)`)
+                if r is None and free is not None and self.keep_locals and name.isidentifier():
+                    free.append(name)
                     return name
                 if r is None:
                     return None
