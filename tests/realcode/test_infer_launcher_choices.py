@@ -87,3 +87,23 @@ def test_thresholds_a_row_counter_walks_in_turn_end_at_its_bound(project):
             .replace("while (k < rows_2 && k < end_k)", "if (k < end_k)"))
     s, p = infer(project, "one.cu", "recon")
     assert str(s.args["rows_8"].value) == "rows_8", p.comment
+
+
+def test_optional_pointers_null_that_then_fault_on_a_partial_tile_are_tried_with_whole_tiles():
+    # exllamav2's reconstruct_kernel: with its permutation given it leaves rows unwritten, with it null
+    # it walks rows in whole steps of 32 past a partial tile; both changes together are what runs
+    from astra_cuda.infer import Proposal, validate
+    first, null, both = (Proposal(f"/* @astra {x} */\n") for x in "abc")
+    asked = []
+
+    def redo(decide):
+        asked.append(decide)
+        return both if "tiles" in decide and "optional" in decide else null if "optional" in decide else None
+
+    def trial(p):
+        return validate.Trial(True, True, "ran") if p is both else \
+            validate.Trial(True, False, "launch: crashed", ("launch",)) if p is null else \
+            validate.Trial(True, False, "poison: `b` left unwritten", ("poison",))
+    chosen = validate.first_that_runs(first, trial, redo, "cpu")
+    assert chosen.comment == both.comment and asked[:2] == [
+        {"optional": "null", "sizes": "equal"}, {"optional": "null", "sizes": "equal", "tiles": "block"}]

@@ -44,10 +44,11 @@ def alternatives(first: Proposal, trial: Trial, redo: Callable[[dict[str, str]],
     return list(_alternatives(first, trial, redo))
 
 
-def _alternatives(first: Proposal, trial: Trial,
-                  redo: Callable[[dict[str, str]], Proposal | None]) -> Iterator[Proposal]:
+def _alternatives(first: Proposal, trial: Trial, redo: Callable[[dict[str, str]], Proposal | None],
+                  last: Callable[[], Trial] | None = None) -> Iterator[Proposal]:
     """`alternatives`, each inferred only when asked for: a draft inference takes seconds (tens on
-    a loaded machine), and the one after a draft that runs is never needed."""
+    a loaded machine), and the one after a draft that runs is never needed. `last`: the run of the
+    alternative yielded last, where the caller ran it."""
     checks = set(trial.failed_checks)
     # two runs that disagree read memory the draft did not give the kernel (past a buffer, or
     # before it was written): an out-of-bounds access that did not fault
@@ -68,6 +69,12 @@ def _alternatives(first: Proposal, trial: Trial,
         alt = redo({"optional": "null", "sizes": "equal"})
         if alt is not None and alt.comment != first.comment:
             yield alt
+            # ... which then faults on a partial tile (exllamav2's reconstruct_kernel: its permutation
+            # left out, its rows walked in whole steps of 32 past the last one): both
+            if last is not None and set(last().failed_checks) & {"launch", "sanitize"}:
+                both = redo({"optional": "null", "sizes": "equal", "tiles": "block"})
+                if both is not None and both.comment not in (first.comment, alt.comment):
+                    yield both
     if checks & {"poison", "inputs_unchanged"}:
         alt = redo({"roles": "inout"})
         if alt is not None and alt.comment != first.comment:
@@ -120,7 +127,7 @@ def first_that_runs(first: Proposal, trial: Callable[[Proposal], Trial],
         if not t.ran:   # it did not compile or cannot run here: no alternative runs differently
             break
         if len(tried) == 1:
-            queue = _alternatives(draft, t, redo)
+            queue = _alternatives(draft, t, redo, lambda: tried[-1][1])
     chosen, result = next(((p, t) for p, t in tried if t.passed), tried[0])
     lines = []
     if result.passed:
