@@ -15,10 +15,9 @@ from .hostexprs import function_macros, raising_macros
 from .launch_callers import pick_site, program_inits, zero_at_every_call
 from .launch_locals import dim3_fields, host_locals, launch_byte
 from .launches import SHARED_PER_THREAD, launch_of
-from . import guards, lengths, masks, range_chains, scales, structs
+from . import data_positions, guards, lengths, masks, range_chains, scales, structs
 from .program import Program
-from .roles import DIFFERENCES, body_divisions, infer_shapes, is_stride, \
-    only_in_dead_branches, size_pairs
+from .roles import DIFFERENCES, body_divisions, infer_shapes, is_stride, only_in_dead_branches, size_pairs
 from .shape_fits import TABLE
 from .sizes import Draft, repair, size_bench, test_values, unclamped_block
 from .project_instances import project_instance
@@ -540,6 +539,7 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
                          + ", ".join(f"`{n}` (here `{targs.get(n, '?')}`)" for n in called)
                          + ", a function it takes as a template argument: Astra does not follow calls through "
                            "template parameters, so what the kernel reaches through their results is not read")
+    notes += data_positions.refusals(kernel, helpers, set(guessed_shapes) | (found.partial if found else set()))
 
     vectors = vector_requirements(found, buffers, size_names, require, notes)
     require += vectors
