@@ -107,3 +107,41 @@ def test_optional_pointers_null_that_then_fault_on_a_partial_tile_are_tried_with
     chosen = validate.first_that_runs(first, trial, redo, "cpu")
     assert chosen.comment == both.comment and asked[:2] == [
         {"optional": "null", "sizes": "equal"}, {"optional": "null", "sizes": "equal", "tiles": "block"}]
+
+
+# sgl-kernel's topkGatingSoftmax: its launcher helper counts warps over `ROWS_PER_WARP`, a
+# `static constexpr` taken from a constants struct of its template arguments — one number of the
+# instance the spec cannot read, never a size of the problem (it had become one, sized 1..333),
+# nor is `num_warps`, unread only for it
+TOPK = """
+template <int EXPERTS> struct Consts { static constexpr int ROWS_PER_WARP = 32 / EXPERTS; };
+template <int EXPERTS, int WARPS>
+__global__ void gate(const float* in, float* out, int num_rows) {
+  int row = (blockIdx.x * WARPS + threadIdx.y) * Consts<EXPERTS>::ROWS_PER_WARP + threadIdx.x / EXPERTS;
+  if (row < num_rows) out[row * EXPERTS + threadIdx.x % EXPERTS] = in[row * EXPERTS + threadIdx.x % EXPERTS];
+}
+template <int EXPERTS, int WARPS>
+void helper(const float* in, float* out, const int num_rows) {
+  using C = Consts<EXPERTS>;
+  static constexpr int ROWS_PER_WARP = C::ROWS_PER_WARP;
+  const int num_warps = (num_rows + ROWS_PER_WARP - 1) / ROWS_PER_WARP;
+  const int num_blocks = (num_warps + WARPS - 1) / WARPS;
+  dim3 block(32, WARPS);
+  gate<EXPERTS, WARPS><<<num_blocks, block>>>(in, out, num_rows);
+}
+void launch(const float* in, float* out, int n) { helper<8, 4>(in, out, n); }
+"""
+
+
+def test_a_compile_time_local_of_the_launcher_is_no_size(project):
+    const = TOPK.replace("static constexpr int ROWS_PER_WARP = C::", "const int ROWS_PER_WARP = C::")   # from a member
+    chained = TOPK.replace("(num_rows + ROWS_PER_WARP - 1) / ROWS_PER_WARP", "(num_rows + rpw - 1) / rpw") \
+        .replace("  const int num_warps", "  const int rpw = ROWS_PER_WARP * 1;\n  const int num_warps")
+    for name, text in (("constexpr.cu", TOPK), ("const.cu", const), ("chained.cu", chained)):
+        project(name, text)
+        s, p = infer(project, name, "gate")
+        assert not {"ROWS_PER_WARP", "rpw", "num_warps"} & set(s.sizes), p.comment
+    # a `const` the host computes from a runtime value it cannot read is still a size of its own
+    project("runtime.cu", TOPK.replace("static constexpr int ROWS_PER_WARP = C::ROWS_PER_WARP",
+                                       "const int ROWS_PER_WARP = in[0] > 0 ? num_rows : 1"))
+    assert "ROWS_PER_WARP" in infer(project, "runtime.cu", "gate")[0].sizes

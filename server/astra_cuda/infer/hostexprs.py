@@ -171,8 +171,11 @@ class HostExprs:
     macro and const names their value; `std::min`, integer casts and `a < b ? a : b` become
     `min`, nothing and `min(a, b)`."""
 
-    def __init__(self, mapping: dict[str, str], constants: dict[str, str], keep_locals: bool = False):
+    def __init__(self, mapping: dict[str, str], constants: dict[str, str], keep_locals: bool = False,
+                 fixed: set[str] | frozenset[str] = frozenset()):
         self.keep_locals = keep_locals   # a local computed in a way not read stays a size of its own
+        self.fixed = fixed   # ... unless compile-time (`launch_locals.compile_time_names`): never a size
+        self.blocked = False   # a fixed name was met unread in the local being read
         self.mapping: dict[tuple[str, ...], str] = {}
         for host, size in mapping.items():
             node = source.parse_expression(host)
@@ -217,17 +220,26 @@ class HostExprs:
             if value is not None and depth < _MAX_CONSTANT_DEPTH:
                 inner = source.parse_expression(value)
                 sub: list[str] = []
+                blocked, self.blocked = self.blocked, False
                 r = self._expr(inner, sub if free is not None else None, depth + 1) if inner is not None else None
                 # a local the host computes in a way not read (`x.numel() / d`): a size — also one a
-                # readable local is computed from (`x_blocks = qout_c / 8`, `qout_c = _kernel.size(1)`)
-                if r is None and free is not None and self.keep_locals and name.isidentifier():
+                # readable local is computed from (`x_blocks = qout_c / 8`, `qout_c = _kernel.size(1)`);
+                # never a compile-time one, nor one unread only for such a one in it (`num_warps =
+                # (num_rows + ROWS_PER_WARP - 1) / ROWS_PER_WARP`): a number of the instance
+                self.blocked = self.blocked or name in self.fixed
+                if r is None and free is not None and self.keep_locals and name.isidentifier() and not self.blocked:
+                    self.blocked = blocked
                     free.append(name)
                     return name
+                self.blocked = self.blocked or blocked
                 if r is None:
                     return None
                 if free is not None:
                     free.extend(n for n in sub if n not in free)
                 return f"({r})"
+            if name in self.fixed:
+                self.blocked = True
+                return None
             if free is not None and value is None:
                 free.append(name)
                 return name

@@ -55,6 +55,38 @@ def constexpr_names(model: SourceModel, function: str | None) -> set[str]:
             for d in n.children_by_field_name("declarator") if (name := syntax.declarator_name(d)[0])}
 
 
+def compile_time_names(model: SourceModel, function: str | None, constants: dict[str, str]) -> set[str]:
+    """The host function's locals fixed at compile time: `constexpr` ones, and `const` ones whose
+    initialiser names only template parameters, constants and such locals (sgl-kernel's
+    `ROWS_PER_WARP = Constants::ROWS_PER_WARP` of its `TopkConstants<T, EXPERTS, ...>`). Each is
+    one number of the instance, never a size of the problem, even where the spec cannot read it."""
+    from .template_names import template_param_names_of
+    fn = next(iter(host_functions(model, function)), None) if function else None
+    if fn is None:
+        return set()
+    fixed = constexpr_names(model, function)
+    known = fixed | set(template_param_names_of(fn)) | set(constants)
+    consts = []
+    for n in _walk(fn):
+        if n.type == "declaration" and any(c.type == "type_qualifier" and c.text.decode() == "const"
+                                           for c in n.children):
+            for d in n.children_by_field_name("declarator"):
+                value = d.child_by_field_name("value") if d.type == "init_declarator" else None
+                name = syntax.declarator_name(d)[0]
+                if name and value is not None:
+                    # `C::ROWS_PER_WARP`: a member of a type or namespace is compile-time too
+                    consts.append((name, {c.text.decode() for c in _walk(value) if c.type == "identifier"
+                                          and (c.parent is None or c.parent.type != "qualified_identifier")}))
+    grew = True
+    while grew:   # `const int b = a * 2` after `const int a = TILE`: fixed in turn
+        grew = False
+        for name, used in consts:
+            if name not in fixed and used <= known | fixed:
+                fixed.add(name)
+                grew = True
+    return fixed
+
+
 def site_locals(model: SourceModel, site: LaunchSite, macros: dict[str, str] | None = None) -> dict[str, str]:
     local = host_locals(model, site.function, launch_byte(model, site), macros)
     # a guard fixes a name the caller chooses (`if (block_size == 16)`), not one the launcher

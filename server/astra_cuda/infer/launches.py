@@ -19,7 +19,7 @@ from .template_names import split
 from .launch_callers import caller_values, launcher_params, same_at_callers
 from .launch_conditions import (branch_conditions, chain_conditions, helper_ranges, host_condition, launcher_checks, negated,
                                 range_requires)
-from .launch_locals import (BLOCK_DEFAULT, RUNTIME, auto_zero, constexpr_names, declared_names, fixed_by_branches,
+from .launch_locals import (BLOCK_DEFAULT, RUNTIME, auto_zero, compile_time_names, constexpr_names, declared_names, fixed_by_branches,
                             host_locals, launch_byte, site_locals)
 
 
@@ -197,9 +197,10 @@ def launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names: 
     runtime = {k for k, v in local.items() if v == str(RUNTIME_DEFAULT) and k in literal}
     grid_values = {**constants, **{k: v for k, v in local.items()
                                    if k not in literal or k in runtime or any(w in k.lower() for w in _BLOCK_WORDS)}}
+    fixed = compile_time_names(model, site.function, constants)
     free: list[str] = []
     for x in grid_parts:   # a grid's local the host computes unreadably (`x.numel() / d`) is a problem size
-        HostExprs(mapping, grid_values, keep_locals=True).spec(x, free)
+        HostExprs(mapping, grid_values, keep_locals=True, fixed=fixed).spec(x, free)
     for x in block_parts:
         HostExprs(mapping, block_values).spec(x, free)
     if site.shared_mem:
@@ -242,7 +243,7 @@ def launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names: 
     for f in chosen:
         notes.append(f"block size `{f}` is chosen by the caller ({where}): took {block_values[f]}" +
                      (", as the program passes it" if f in passed else ""))
-    g = [HostExprs(mapping, grid_values, keep_locals=True).spec(x) for x in grid_parts]
+    g = [HostExprs(mapping, grid_values, keep_locals=True, fixed=fixed).spec(x) for x in grid_parts]
     if grid_counts and b and all(b) and size_names and not any(set(_names(x)) - set(grid_counts) for x in grid_parts[:1]):
         # the caller computes the block count: one thread per element of the first size covers it
         # (and a grid-stride loop covers it with any count)
