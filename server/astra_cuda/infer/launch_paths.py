@@ -150,6 +150,10 @@ class _Run:
         if inside:
             if s.type in _LOOPS:   # a launch in a loop may see what a later trip sets
                 self.lost.update(self.tracked)
+            else:   # a statement not run here (a `switch` around the launch: bitsandbytes'
+                # optimizerStatic8bitBlockwise sets num_blocks in its case): what it sets is not known,
+                # rather than the declaration's `num_blocks = 0` taken as the launch's grid
+                self.lose(s)
             return True
         if s.type == "declaration":
             for d in s.children_by_field_name("declarator"):
