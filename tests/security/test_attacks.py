@@ -45,6 +45,29 @@ PAYLOAD_HEADERS = """#include <cerrno>
 #include <sys/uio.h>
 """
 
+
+def scribbler(name: str, delay_us: int = 0) -> str:
+    """C++ of a host thread function `name`: after `delay_us`, every millisecond for ~4 s, 0x41
+    into every buffer mapped in its process (`astra-buf` mappings): what a launch leaves behind to
+    spoil the launches that map theirs in the same process."""
+    return rf"""
+static void* {name}(void*) {{
+  usleep({delay_us});
+  for (int round = 0; round < 4000; ++round) {{
+    FILE* m = fopen("/proc/self/maps", "r");
+    char line[512];
+    while (m && fgets(line, sizeof line, m)) {{
+      unsigned long lo, hi;
+      if (strstr(line, "astra-buf") && strstr(line, "rw") && sscanf(line, "%lx-%lx", &lo, &hi) == 2)
+        memset((void*)lo, 0x41, hi - lo);
+    }}
+    if (m) fclose(m);
+    usleep(1000);
+  }}
+  return 0;
+}}
+"""
+
 CLEAN = "__global__ void clean(int* x) { x[threadIdx.x] = threadIdx.x; }\n"
 THREAD_CAP = 64  # what a launch may start at most, all its threads together (the runtime's included)
 

@@ -17,7 +17,7 @@ import pytest
 from astra_cuda.backends.base import CompileError, Launch, LaunchError, Scalar
 from astra_cuda.backends.cpu import toolchain
 
-from .test_attacks import CLEAN, PAYLOAD_HEADERS, _executor_pids, _no_screen, by_kind
+from .test_attacks import CLEAN, PAYLOAD_HEADERS, _executor_pids, _no_screen, by_kind, scribbler
 
 ROOT = Path(__file__).resolve().parents[2]
 ONE = Launch((1, 1, 1), (1, 1, 1), 0)
@@ -26,21 +26,7 @@ EXPECTED = {a.name for a in by_kind("exec")}
 
 # A thread left behind by a launch: every millisecond for ~4 s, 0x41 into every buffer mapped in
 # this process (the launches after it map theirs here when the process is shared).
-SCRIBBLE = PAYLOAD_HEADERS + r"""
-static void* astra_scribble(void*) {
-  for (int round = 0; round < 4000; ++round) {
-    FILE* m = fopen("/proc/self/maps", "r");
-    char line[512];
-    while (m && fgets(line, sizeof line, m)) {
-      unsigned long lo, hi;
-      if (strstr(line, "astra-buf") && strstr(line, "rw") && sscanf(line, "%lx-%lx", &lo, &hi) == 2)
-        memset((void*)lo, 0x41, hi - lo);
-    }
-    if (m) fclose(m);
-    usleep(1000);
-  }
-  return 0;
-}
+SCRIBBLE = PAYLOAD_HEADERS + scribbler("astra_scribble") + r"""
 __global__ void scribble(long long* out) {
   if (threadIdx.x == 0) { pthread_t t; pthread_create(&t, 0, astra_scribble, 0); pthread_detach(t); out[0] = 1; }
 }

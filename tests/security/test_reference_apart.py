@@ -16,29 +16,14 @@ from astra_cuda.gate.building import Building
 
 from . import catalogue
 from .reference_files import ORIGINAL, REWRITES_GAIN, SPEC, slows_reference, units
-from .test_attacks import PAYLOAD_HEADERS, _no_screen, cpu  # noqa: F401 - the fixture
+from .test_attacks import PAYLOAD_HEADERS, _no_screen, cpu, scribbler  # noqa: F401 - the fixture
 
 EXPECTED = {a.name for a in catalogue.ALL if a.kind == "reference"}
 
 # Wrong (every output 0x41414141), and its launch leaves a thread (host code in the kernel) that,
 # once the launch is over, writes 0x41 into every buffer mapped beside it for ~4 s: where a later
 # launch of the reference shared its process, the reference's outputs would be the candidate's.
-THREAD_REWRITES = PAYLOAD_HEADERS + "#include <pthread.h>\n" + ORIGINAL + r"""
-static void* astra_rewrite(void*) {
-  usleep(200000);
-  for (int round = 0; round < 4000; ++round) {
-    FILE* m = fopen("/proc/self/maps", "r");
-    char line[512];
-    while (m && fgets(line, sizeof line, m)) {
-      unsigned long lo, hi;
-      if (strstr(line, "astra-buf") && strstr(line, "rw") && sscanf(line, "%lx-%lx", &lo, &hi) == 2)
-        memset((void*)lo, 0x41, hi - lo);
-    }
-    if (m) fclose(m);
-    usleep(1000);
-  }
-  return 0;
-}
+THREAD_REWRITES = PAYLOAD_HEADERS + "#include <pthread.h>\n" + ORIGINAL + scribbler("astra_rewrite", 200000) + r"""
 """ + SPEC + """__global__ void scale_fast(float* y, const float* x, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i == 0) { pthread_t t; if (pthread_create(&t, 0, astra_rewrite, 0) == 0) pthread_detach(t); }
