@@ -73,8 +73,11 @@ def compile_time_names(model: SourceModel, function: str | None, constants: dict
             for d in n.children_by_field_name("declarator"):
                 value = d.child_by_field_name("value") if d.type == "init_declarator" else None
                 name = syntax.declarator_name(d)[0]
-                if name and value is not None:
-                    # `C::ROWS_PER_WARP`: a member of a type or namespace is compile-time too
+                if name and value is not None and any(c.type in ("identifier", "qualified_identifier")
+                                                      for c in _walk(value)):
+                    # `C::ROWS_PER_WARP`: a member of a type or namespace is compile-time too. A
+                    # const of numbers alone (main's `const int num_tokens = 16`) is the program's
+                    # own size, kept as one
                     consts.append((name, {c.text.decode() for c in _walk(value) if c.type == "identifier"
                                           and (c.parent is None or c.parent.type != "qualified_identifier")}))
     grew = True

@@ -183,12 +183,16 @@ def path_locals(fn: Node, call: Node, fixed: dict[str, int]) -> dict[str, str]:
     branch its test takes — decided by `fixed` (parameter -> number) and the numbers known so far
     —, a local set in an `if` that cannot be decided, a loop or any other statement left out."""
     counts: dict[str, int] = {p: 1 for p in param_names(fn) if p}
+    shapes: set[str] = set()   # dim3 locals: a changed one is `launch_locals`' to refuse, not a number
     for n in walk(fn):
         if n.type == "declaration":
+            kind = text(n.child_by_field_name("type")).split("::")[-1].strip()
             for d in n.children_by_field_name("declarator"):
                 if (name := declarator_name(d)[0]):
                     counts[name] = counts.get(name, 0) + 1
-    tracked = {k for k, v in counts.items() if v == 1} & set(_assigned(fn))
+                    if kind == "dim3":
+                        shapes.add(name)
+    tracked = {k for k, v in counts.items() if v == 1 and k not in shapes} & set(_assigned(fn))
     body = fn.child_by_field_name("body")
     if not (tracked or fixed) or body is None or not (body.start_byte <= call.start_byte < body.end_byte):
         return {}
