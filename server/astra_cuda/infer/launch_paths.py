@@ -20,7 +20,7 @@ from .program import param_names
 _LOOPS = ("for_statement", "for_range_loop", "while_statement", "do_statement")
 
 
-def _unparen(node: Node | None) -> Node | None:
+def unparen(node: Node | None) -> Node | None:
     while node is not None and node.type in ("condition_clause", "parenthesized_expression") \
             and len(node.named_children) == 1:
         node = node.named_children[0]
@@ -28,7 +28,7 @@ def _unparen(node: Node | None) -> Node | None:
 
 
 def _conjuncts(cond: Node | None) -> list[Node]:
-    cond = _unparen(cond)
+    cond = unparen(cond)
     if cond is None:
         return []
     op = cond.child_by_field_name("operator") if cond.type == "binary_expression" else None
@@ -57,17 +57,22 @@ def _assigned(node: Node) -> list[str]:
     return out
 
 
-def _initialisers(fn: Node) -> dict[str, str]:
-    """Each local's initialiser as written (`int x_thread = thx` -> {'x_thread': 'thx'})."""
-    out: dict[str, str] = {}
+def initialiser_nodes(fn: Node) -> dict[str, Node]:
+    """Each local's initialiser (`int x_thread = thx` -> {'x_thread': <thx>})."""
+    out: dict[str, Node] = {}
     for n in walk(fn):
         if n.type == "declaration":
             for d in n.children_by_field_name("declarator"):
                 value = d.child_by_field_name("value") if d.type == "init_declarator" else None
                 name = declarator_name(d)[0]
                 if name and value is not None:
-                    out[name] = text(value)
+                    out[name] = value
     return out
+
+
+def _initialisers(fn: Node) -> dict[str, str]:
+    """Each local's initialiser as written (`int x_thread = thx` -> {'x_thread': 'thx'})."""
+    return {name: text(value) for name, value in initialiser_nodes(fn).items()}
 
 
 def auto_zero_params(fn: Node) -> list[str]:
@@ -113,7 +118,7 @@ class _Run:
         return expr
 
     def decide(self, cond: Node | None) -> bool | None:
-        c = _unparen(cond)
+        c = unparen(cond)
         if c is None:
             return None
         try:

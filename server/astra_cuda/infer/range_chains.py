@@ -16,21 +16,15 @@ from tree_sitter import Node
 
 from ..model import access
 from ..model.source import Kernel
-from ..model.syntax import declarator_name, text, walk
+from ..model.syntax import text, walk
+from .launch_paths import initialiser_nodes, unparen
 
 _LOOPS = ("while_statement", "for_statement")
 
 
-def _unparen(node: Node | None) -> Node | None:
-    while node is not None and node.type in ("condition_clause", "parenthesized_expression") \
-            and len(node.named_children) == 1:
-        node = node.named_children[0]
-    return node
-
-
 def _bounds(cond: Node | None) -> list[tuple[str, Node]]:
     """(counter, limit) of each `counter < limit` conjunct of a loop's condition."""
-    cond = _unparen(cond)
+    cond = unparen(cond)
     if cond is None or cond.type != "binary_expression":
         return []
     op = cond.child_by_field_name("operator").type
@@ -40,17 +34,6 @@ def _bounds(cond: Node | None) -> list[tuple[str, Node]]:
     if op == "<" and left is not None and left.type == "identifier" and right is not None:
         return [(text(left), right)]
     return []
-
-
-def _initialisers(body: Node) -> dict[str, Node]:
-    out: dict[str, Node] = {}
-    for n in walk(body):
-        if n.type == "declaration":
-            for d in n.children_by_field_name("declarator"):
-                value = d.child_by_field_name("value") if d.type == "init_declarator" else None
-                if (name := declarator_name(d)[0]) and value is not None:
-                    out[name] = value
-    return out
 
 
 def _bound_size(limit: Node, sizes: set[str], locals_: dict[str, Node], depth: int = 0) -> str | None:
@@ -77,7 +60,7 @@ def range_thresholds(kernel: Kernel, size_names: list[str]) -> list[tuple[str, s
     if body is None:
         return {}
     sizes = set(size_names)
-    locals_ = _initialisers(body)
+    locals_ = initialiser_nodes(body)
     out: dict[str, tuple[str, str, list[str], int]] = {}
     for block in (n for n in walk(body) if n.type == "compound_statement"):
         chain: list[tuple[str, str, str, int]] = []   # (counter, threshold, bound, line) of consecutive loops
