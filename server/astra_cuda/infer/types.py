@@ -236,10 +236,21 @@ class Types:
         k = (spelled, frozenset(bound.items()))
         return self._bytes[k] if k in self._bytes else self._bytes.setdefault(k, self._vector_bytes(spelled, bound))
 
+    def scalar(self, spelled: str, bound: dict[str, str]) -> str | None:
+        """The scalar type (a spelling dtypes knows, no vector) a name a kernel casts a `void*` to
+        stands for in the instance: a template parameter (`T`), or a member type of one
+        (`Ktraits::compute_t` with Ktraits bound to `Kernel_traits<float, …>`: flash-attention's
+        layer norm, `static_cast<compute_t*>(params.mu)`), else None."""
+        text = " ".join(w for w in spelled.replace("*", " ").split() if w not in ("const", "volatile", "typename"))
+        name, _ = self.resolve(_owner_bound(bound.get(text, text), bound))
+        if name is None or dtypes.vector_of(name) is not None:
+            return None
+        return name if dtypes.from_cpp(name) is not None else None
+
     def _vector_bytes(self, spelled: str, bound: dict[str, str]) -> int | None:
         from ..model.spec import split_template_args
         text = " ".join(w for w in spelled.replace("*", " ").split() if w not in ("const", "volatile", "typename"))
-        text = bound.get(text, text)
+        text = _owner_bound(bound.get(text, text), bound)
         if "<" not in text:
             name, _ = self.resolve(text)
             dt = dtypes.from_cpp(name) if name else None
@@ -267,6 +278,14 @@ class Types:
         except exprs.ExprError:
             return None
         return elem * count if 0 < count <= 64 else None
+
+
+def _owner_bound(text: str, bound: dict[str, str]) -> str:
+    """`Ktraits::compute_t` with the template parameter Ktraits bound to a class: that class's
+    member (`Kernel_traits<float, …>::compute_t`), which `_member_of` reads."""
+    owner, sep, member = text.rpartition("::")
+    target = bound.get(owner.strip())
+    return f"{target.strip()}::{member.strip()}" if sep and target and target.strip().endswith(">") else text
 
 
 def _member_of(name: str) -> tuple[str, list[str], str] | None:

@@ -334,8 +334,10 @@ class LoopWalk:
                 elem = f"{self.aliases[owner]}::{member}"
         nbytes = VECTOR_BYTES.get(elem.split()[-1] if elem else "")
         dt = dtypes.from_cpp(elem) if elem else None
-        if dt is not None and p.base in self.facts.uses and dtypes.vector_of(elem) is None:
-            self.facts.uses[p.base].casts.add(dt.name)
+        if p.base in self.facts.uses and elem and dtypes.vector_of(elem) is None:
+            # a name of the instance's (`T`, `Ktraits::compute_t`) as written: the draft resolves it
+            # with the template arguments (`types.scalar`); cast_type reads the scalar names only
+            self.facts.uses[p.base].casts.add(dt.name if dt is not None else elem)
         if nbytes is None and self.type_bytes is not None and elem:
             nbytes = self.type_bytes(elem)
         if nbytes is None and self.type_bytes is not None and "<" in elem:   # `Vec<scalar_t, V_VEC_SIZE>::Type`
@@ -343,6 +345,13 @@ class LoopWalk:
         if nbytes is None and elem.endswith(">"):
             nbytes = self._bound_vector_bytes(elem)
         base = self.elem_bytes.get(p.base)
+        if nbytes is None and dt is None and self.type_bytes is not None and base is not None and elem \
+                and elem.split()[-1] != "void":
+            # elements of a size not known here (a member type of a class Astra does not read): an
+            # index through it reaches no bounded number of the buffer's elements — never counted as
+            # the buffer's own (a byte each for a `void*`: flash-attention's layer norm wrote `rows`
+            # floats through `static_cast<compute_t*>(params.mu)` into a spec's `rows` bytes)
+            return Ptr(p.base, UNKNOWN, p.scale)
         if nbytes is None or base is None or nbytes == base * p.scale:
             return p
         if nbytes % base:
