@@ -25,6 +25,18 @@ def test_a_cast_to_a_member_type_of_the_instances_traits_class_gives_the_buffers
     assert not s.require, p.comment
 
 
+def test_a_member_type_a_traits_class_takes_from_its_base_parameter(project):
+    """flash-attention's `Kernel_traits<…, typename Base = Kernel_traits_base<…>> : public Base`
+    with `using compute_t = typename Base::compute_t`, its Base spelled out as nvcc's front end
+    names the instance: `compute_t` is the base's, a double here."""
+    s, p = infer(project, "stats.cu", "template <typename T> struct TraitsBase { using compute_t = T; };\n"
+                 "template <typename T, typename Base = TraitsBase<T>> struct Traits : public Base {\n"
+                 "  using compute_t = typename Base::compute_t;\n};\n" + KERNEL +
+                 "void run(void* m, int rows) {\n"
+                 "  stats<Traits<float, TraitsBase<double>>><<<(rows + 127) / 128, 128>>>(m, rows);\n}\n", "stats")
+    assert (s.args["mu"].dtype.name, s.args["mu"].shape) == ("double", ("rows",)), p.comment
+
+
 def test_a_cast_to_a_type_of_unknown_size_is_no_count_of_bytes(project):
     """A traits class Astra does not read (declared only): the size of `compute_t` is unknown, so
     the extent is said to be unread — never `rows` bytes, a quarter of what the kernel writes."""

@@ -202,7 +202,9 @@ class Types:
                          depth: int) -> tuple[str | None, str]:
         if target is None:
             return None, f"`{written}` is not a plain member type"
-        target = " ".join(bound.get(w, w) for w in target.replace("<", " < ").replace(">", " > ").split()) \
+        # a parameter bound as a word, or as the class a member is named through (`typename
+        # Base::compute_t`, Base flash-attention's defaulted `Kernel_traits_base<…>`)
+        target = " ".join(_bound_word(w, bound) for w in target.replace("<", " < ").replace(">", " > ").split()) \
             .replace(" < ", "<").replace(" > ", ">").replace(" >", ">")
         spelled, why = self.resolve(target, depth + 1)
         return (spelled, f"`{written}` is {spelled}") if spelled is not None else (None, why)
@@ -278,6 +280,11 @@ class Types:
         except exprs.ExprError:
             return None
         return elem * count if 0 < count <= 64 else None
+
+
+def _bound_word(word: str, bound: dict[str, str]) -> str:
+    head, sep, rest = word.partition("::")
+    return bound.get(word, f"{bound[head].strip()}::{rest}" if sep and head in bound else word)
 
 
 def _owner_bound(text: str, bound: dict[str, str]) -> str:
