@@ -6,6 +6,7 @@ Separate because each is a reading of the tree, none needs the draft's state."""
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 
 from ..model import access, dtypes, exprs, source
 from ..model.source import Kernel, SourceModel
@@ -398,9 +399,28 @@ def integer_constants(constants: dict[str, str], used: set[str]) -> dict[str, in
     return out
 
 
-def cast_type(casts: set[str], shape: list[str] | None) -> tuple[dtypes.DType, list[str]] | None:
-    """A `void*` buffer's element type, the widest scalar the kernel casts it to, and its shape
-    in those elements (a row of `4 * dim` bytes is `dim` floats), or None where it is not one."""
+def cast_type(found: InferredShapes, name: str, shape: list[str] | None,
+              scalar: Callable[[str], str | None]) -> dtypes.DType | None:
+    """A `void*` buffer's element type, the widest scalar the kernel casts it to (a name of the
+    instance's, `T` or `Ktraits::compute_t`, as `scalar` resolves it), or None where it is not one;
+    `found` (roles' shapes) then holds its shape and vector width in those elements."""
+    if name not in found.casts:
+        return None
+    found.casts[name] = {scalar(c) or c for c in found.casts[name]}
+    typed = _cast_type(found.casts[name], shape)
+    if typed is None:
+        return None
+    dt, found.shapes[name] = typed
+    if name in found.vectors:   # its vector accesses in those elements too (one a time: none)
+        found.vectors[name] //= dt.itemsize
+        if found.vectors[name] <= 1:
+            del found.vectors[name]
+    return dt
+
+
+def _cast_type(casts: set[str], shape: list[str] | None) -> tuple[dtypes.DType, list[str]] | None:
+    """The widest scalar of `casts` and the buffer's shape in those elements (a row of `4 * dim`
+    bytes is `dim` floats), or None."""
     types = [dt for c in casts if (dt := dtypes.BY_NAME.get(c)) is not None]
     if not types or not shape:
         return None

@@ -374,16 +374,10 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
             if dt is None and p.base_type.replace("const", "").strip() == "void":
                 dt = dtypes.BY_NAME["uint8"]   # a `void*` buffer: bytes
                 shape = found.shapes.get(p.name) if found is not None else None
-                if found is not None and p.name in found.casts:   # `T`, `Ktraits::compute_t`: the instance's
-                    found.casts[p.name] = {types.scalar(c, targs) or c for c in found.casts[p.name]}
-                typed = cast_type(found.casts.get(p.name, set()) if found is not None else set(), shape)
+                typed = cast_type(found, p.name, shape, lambda c: types.scalar(c, targs)) if found is not None else None
                 if typed is not None:   # read as the widest type the kernel casts it to, its shape in those
-                    dt, found.shapes[p.name] = typed
-                    if p.name in found.vectors:   # its vector accesses in those elements too (one: none)
-                        found.vectors[p.name] = found.vectors[p.name] // dt.itemsize
-                        if found.vectors[p.name] <= 1:
-                            del found.vectors[p.name]
-                    notes.append(f"`{p.name}` is a `void*` the kernel casts to {', '.join(sorted(found.casts[p.name]))}: "
+                    dt = typed
+                    notes.append(f"`{p.name}` is a `void*` the kernel casts to {', '.join(sorted(found.casts[p.name] & set(dtypes.BY_NAME)))}: "
                                  f"taken as {dt.name} (the widest; the flags chosen read it so) — CHECK")
                 else:
                     notes.append(f"`{p.name}` is a `void*`: taken as bytes (uint8)")
