@@ -44,3 +44,27 @@ def test_a_cast_to_a_type_of_unknown_size_is_no_count_of_bytes(project):
                  .replace("Ktraits", "Opaque") +
                  "void run(void* m, int rows) { stats<<<(rows + 127) / 128, 128>>>(m, rows); }\n", "stats")
     assert any("`mu`" in n and "could not be read" in n for n in p.notes), p.notes
+
+
+TRAITS = ("template <int N> struct TraitsBase { enum { THREADS_PER_WARP = 32 }; };\n"
+          "template <typename T, int WARPS, typename Base = TraitsBase<WARPS>> struct Traits : public Base {\n"
+          "  enum { THREADS_PER_CTA = WARPS * Base::THREADS_PER_WARP };\n  enum { ELTS = 16 / sizeof(T) };\n};\n")
+
+
+def test_the_numbers_of_the_instances_traits_class_bound_the_block_and_the_indices(project):
+    """flash-attention's layer norm: `__launch_bounds__(Ktraits::THREADS_PER_CTA)` and a body's
+    `enum { ELTS = Ktraits::ELTS }`, members of the instance's class (one through its base): the
+    caller's block (a guess of 256) is kept within the bound, 4 warps of 32, and each row's
+    `cols / ELTS` float4s read as `cols` floats."""
+    s, p = infer(project, "traits.cu", TRAITS +
+                 "template <typename Ktraits>\n__global__ __launch_bounds__(Ktraits::THREADS_PER_CTA)\n"
+                 "void copy_rows(float* out, const float* in, int rows, int cols) {\n"
+                 "  enum { ELTS = Ktraits::ELTS };\n  int row = blockIdx.x;\n"
+                 "  for (int c = threadIdx.x; c < cols / ELTS; c += blockDim.x)\n"
+                 "    reinterpret_cast<float4*>(out)[row * cols / ELTS + c] =\n"
+                 "        reinterpret_cast<const float4*>(in)[row * cols / ELTS + c];\n}\n"
+                 "void run(float* o, const float* i, int rows, int cols, int threads) {\n"
+                 "  copy_rows<Traits<float, 4, TraitsBase<4>>><<<rows, threads>>>(o, i, rows, cols);\n}\n", "copy_rows")
+    assert s.block == ("128",), p.comment
+    assert s.args["out"].shape == s.args["in"].shape == ("rows", "cols"), p.comment
+    assert not any("could not be read from the kernel's indexing" in n for n in p.notes), p.notes

@@ -24,6 +24,7 @@ from .project_instances import project_instance
 from .template_args import CANNOT, infer_template_args
 from .template_names import enumerators, known_names, split as _split
 from .types import Types, declared_types, dispatch_subjects, dispatch_values
+from .class_numbers import instance_numbers
 from .body_facts import (WARP_WIDTH, bound_functions, called_template_params, cast_type, class_argument,
                          earlier_version, first_use, integer_constants, launch_value, member_read, mode_params,
                          names_used, null_tested, reduces, scatter_of, shift_counts, split_row_requires,
@@ -233,7 +234,8 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
     if decide.get("grid") == "rows" and guessed_grid and len(size_names) > 1:
         grid, block = [size_names[0]], [f"min({size_names[-1]}, 1024)"]
         notes.append(f"grid: one block per row of `{size_names[0]}` (the first guess did not run cleanly)")
-    block = within_launch_bounds(kernel, block, {**constants, **targs}, notes)
+    numbers = instance_numbers(kernel, targs, types)   # `Ktraits::THREADS_PER_CTA` of the instance's class
+    block = within_launch_bounds(kernel, block, {**constants, **targs, **{k: str(v) for k, v in numbers.items()}}, notes)
     elem_bytes = {}
     int_params = set()
     for p in kernel.params:
@@ -245,7 +247,7 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
             if not dt.is_float:
                 int_params.add(p.name)
     known_values = integer_constants(constants, names_used(kernel, types.items))   # TILE_DIM: the project's macros
-    known_values.update(types.packet_sizes())
+    known_values.update({**types.packet_sizes(), **numbers})
     known_values.update({k: int(v) for k, v in targs.items() if v.strip().isdigit()})  # template `width = 1`
     known_values.update({f"sizeof({k})": dt.itemsize for k, v in targs.items()   # `16 / sizeof(T)` in the body
                          if (dt := dtypes.from_cpp(v.strip())) is not None})

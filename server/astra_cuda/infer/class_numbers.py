@@ -1,0 +1,169 @@
+"""The numbers a class template's instance holds, for a kernel whose template parameter is bound
+to one (issue 25): flash-attention's layer norm `ln_fwd_kernel<Ktraits, …>` with Ktraits the
+project's `Kernel_traits<float, …, 1024, 1, 4, 1, 16, Kernel_traits_base<…>>` reads
+`Ktraits::THREADS_PER_CTA` (its `__launch_bounds__`, the block), `Ktraits::ELTS_PER_LDG` (its
+indices), and names them again in enums of its own body (`enum { LDGS = Ktraits::LDGS };`).
+
+`instance_numbers` gives `P::NAME` for each such name the kernel reads, and each enumerator of
+the kernel's body, where the class's enumerator or `static constexpr` integer evaluates with the
+class's template parameters bound to the instance's arguments — a number, or a type whose
+`sizeof` is known — through its other members and its base classes (a base named by a bound
+parameter: `typename Base = Kernel_traits_base<…>`). A member of an explicit or partial
+specialization, or an expression of anything else, is no number: never guessed."""
+from __future__ import annotations
+
+from tree_sitter import Node
+
+from ..model import dtypes, source
+from ..model.syntax import walk
+from ..model.template_list import split_template_args
+from .types import Types, _class_templates
+
+MAX_DEPTH = 16
+_BINARY = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+           "/": lambda a, b: int(a / b) if b else None, "%": lambda a, b: a - b * int(a / b) if b else None,
+           "<<": lambda a, b: a << b if 0 <= b < 63 else None, ">>": lambda a, b: a >> b if 0 <= b < 63 else None,
+           "<": lambda a, b: int(a < b), ">": lambda a, b: int(a > b), "<=": lambda a, b: int(a <= b),
+           ">=": lambda a, b: int(a >= b), "==": lambda a, b: int(a == b), "!=": lambda a, b: int(a != b),
+           "&&": lambda a, b: int(bool(a and b)), "||": lambda a, b: int(bool(a or b)),
+           "&": lambda a, b: a & b, "|": lambda a, b: a | b, "^": lambda a, b: a ^ b}
+
+
+def instance_numbers(kernel: source.Kernel, targs: dict[str, str], types: Types) -> dict[str, int]:
+    """`P::NAME` -> its value for each class-bound template parameter P the kernel reads a number
+    of, and `NAME` -> its value for each enumerator of the kernel's own body that evaluates."""
+    classes = {p: v.strip() for p, v in targs.items() if v.strip().endswith(">")}
+    if not classes:
+        return {}
+    numbers = _Numbers(types)
+    root = source.parser().parse(((kernel.launch_bounds or "") + "\n" + kernel.text).encode()).root_node
+    out: dict[str, int] = {}
+    for n in walk(root):
+        if n.type == "qualified_identifier" and (scope := n.child_by_field_name("scope")) is not None \
+                and (name := n.child_by_field_name("name")) is not None and scope.text.decode() in classes:
+            v = numbers.member(classes[scope.text.decode()], name.text.decode(), 0)
+            if v is not None:
+                out[f"{scope.text.decode()}::{name.text.decode()}"] = v
+    for n in walk(root):   # the body's own `enum { ROWS_PER_CTA = Ktraits::ROWS_PER_CTA };`
+        if n.type == "enumerator" and (value := n.child_by_field_name("value")) is not None:
+            v = numbers.value(value, "", classes, 0)
+            if v is not None:
+                out[n.child_by_field_name("name").text.decode()] = v
+    return out
+
+
+class _Numbers:
+    def __init__(self, types: Types):
+        self.types = types
+        self._memo: dict[tuple[str, str], int | None] = {}
+
+    def member(self, cls: str, name: str, depth: int) -> int | None:
+        k = (cls, name)
+        if k not in self._memo:
+            self._memo[k] = None   # a member defined through itself: no number
+            self._memo[k] = self._member(cls, name, depth)
+        return self._memo[k]
+
+    def _member(self, cls: str, name: str, depth: int) -> int | None:
+        if depth > MAX_DEPTH or "<" not in cls:
+            return None
+        template, _, args = cls.partition("<")
+        template = template.strip().split("::")[-1]
+        primary = None
+        for it in self.types.items:
+            if it.kind != "type" or template not in it.text:
+                continue
+            for params, specialized, body in _class_templates(it.text, template):
+                if specialized is not None:   # a specialization that might be the one instantiated
+                    return None
+                primary = (params, body)
+        if primary is None:
+            return None
+        params, body = primary
+        bound = dict(zip(params, (a.strip() for a in split_template_args(f"<{args.rpartition('>')[0]}>"))))
+        found = _definition(body, name)
+        if found is not None:
+            return self.value(found, cls, bound, depth + 1)
+        clause = next((c for c in body.parent.children if c.type == "base_class_clause"), None) \
+            if body.parent is not None else None
+        for base in (c for c in (clause.named_children if clause is not None else ()) if c.type != "access_specifier"):
+            spelled = bound.get(base.text.decode(), base.text.decode())
+            v = self.member(spelled, name, depth + 1)
+            if v is not None:
+                return v
+        return None
+
+    def value(self, n: Node, cls: str, bound: dict[str, str], depth: int) -> int | None:
+        """An integer constant expression of class `cls` (its parameters `bound`), or None."""
+        t = n.type
+        if depth > MAX_DEPTH:
+            return None
+        if t == "number_literal":
+            text = n.text.decode().lower().rstrip("ul")
+            try:
+                return int(text, 0)
+            except ValueError:
+                return None
+        if t in ("true", "false"):
+            return int(t == "true")
+        if t == "identifier":
+            name = n.text.decode()
+            if name in bound:
+                arg = bound[name]
+                return int(arg == "true") if arg in ("true", "false") else int(arg) if arg.isdigit() else None
+            return self.member(cls, name, depth + 1) if cls else None
+        if t == "qualified_identifier":
+            scope, name = n.child_by_field_name("scope"), n.child_by_field_name("name")
+            if scope is None or name is None or scope.text.decode() not in bound:
+                return None
+            return self.member(bound[scope.text.decode()], name.text.decode(), depth + 1)
+        if t == "sizeof_expression":
+            inner = n.child_by_field_name("type") or n.child_by_field_name("value")
+            what = " ".join(inner.text.decode().strip("() ").split()) if inner is not None else ""
+            what = bound.get(what, what)
+            spelled = self.types.scalar(what, {}) or (self.types.scalar(f"{cls}::{what}", {}) if cls else None)
+            dt = dtypes.from_cpp(spelled) if spelled else None
+            return dt.itemsize if dt is not None else None
+        if t == "parenthesized_expression" and n.named_children:
+            return self.value(n.named_children[-1], cls, bound, depth + 1)
+        if t == "binary_expression":
+            left, right, op = n.child_by_field_name("left"), n.child_by_field_name("right"), n.child_by_field_name("operator")
+            if left is None or right is None or op is None or op.type not in _BINARY:
+                return None
+            a, b = self.value(left, cls, bound, depth + 1), self.value(right, cls, bound, depth + 1)
+            return _BINARY[op.type](a, b) if a is not None and b is not None else None
+        if t == "unary_expression":
+            arg, op = n.child_by_field_name("argument"), n.child_by_field_name("operator")
+            a = self.value(arg, cls, bound, depth + 1) if arg is not None else None
+            ops = {"-": lambda x: -x, "+": lambda x: x, "!": lambda x: int(not x), "~": lambda x: ~x}
+            return ops[op.type](a) if a is not None and op is not None and op.type in ops else None
+        if t == "conditional_expression":
+            c = self.value(n.child_by_field_name("condition"), cls, bound, depth + 1)
+            if c is None:
+                return None
+            return self.value(n.child_by_field_name("consequence" if c else "alternative"), cls, bound, depth + 1)
+        if t == "cast_expression" and (inner := n.child_by_field_name("value")) is not None:   # `(int) X`
+            return self.value(inner, cls, bound, depth + 1)
+        fn, call = n.child_by_field_name("function"), n.child_by_field_name("arguments")
+        if t == "call_expression" and fn is not None and call is not None and len(call.named_children) == 1 \
+                and dtypes.from_cpp(fn.text.decode()) is not None:   # `int(X)`, `uint32_t(X)`
+            return self.value(call.named_children[0], cls, bound, depth + 1)
+        return None
+
+
+def _definition(body: Node, name: str) -> Node | None:
+    """The value a class body gives member `name`: an enumerator's, or a `static constexpr`
+    integer's initialiser."""
+    for f in body.named_children:
+        if f.type != "field_declaration":
+            continue
+        enum = f.child_by_field_name("type")
+        if enum is not None and enum.type == "enum_specifier":
+            for e in walk(enum):
+                nm = e.child_by_field_name("name") if e.type == "enumerator" else None
+                if nm is not None and nm.text.decode() == name:
+                    return e.child_by_field_name("value")
+        d, v = f.child_by_field_name("declarator"), f.child_by_field_name("default_value")
+        if d is not None and v is not None and d.text.decode() == name and "constexpr" in f.text.decode().split("=")[0]:
+            return v
+    return None
