@@ -124,3 +124,20 @@ def test_a_struct_template_argument_with_array_members_is_refused_naming_the_arr
         p = api.infer_spec(api.snapshot(tl + text, str(path)), "apply", run=False)
         assert not p.valid and "`TL<2>`" in p.problems[0] and "`void* addresses[depth][4];` is an array" in \
             p.problems[0], p.problems
+
+
+def test_a_struct_handed_whole_to_a_helper_is_refused_not_a_float(project):
+    """flash-attention's `flash_fwd_kernel`: its head a macro writes (`KERNEL_PARAM_MODIFIER const
+    Flash_fwd_params params`) and its body hands the struct whole to `compute_attn<…>(params)`.
+    Proposed as `params = { value = 1.0, type = "float" }`, the kernel read its pointers from bytes
+    the launch never gave (cudaErrorIllegalAddress on an H200): no draft is proposed, and the note
+    names the call."""
+    _, p = infer(project, "fwd.cu", "struct P { const float* x; float* y; int n; };\n"
+                 "#define DEFINE_KERNEL(name, ...) template <typename Traits, __VA_ARGS__> "
+                 "__global__ void name(const P params)\n"
+                 "template <bool Even> __device__ void body(const P& p) {\n"
+                 "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < p.n) p.y[i] = 2.f * p.x[i];\n}\n"
+                 "DEFINE_KERNEL(scale, bool Even) { body<Even>(params); }\n"
+                 "void run(P p) { scale<float, true><<<(p.n + 127) / 128, 128>>>(p); }\n", "scale")
+    assert not p.valid, p.comment
+    assert any("hands whole to `body<Even>(params)`" in n for n in p.problems + p.notes), p.problems

@@ -15,7 +15,7 @@ from .hostexprs import function_macros, raising_macros
 from .launch_callers import pick_site, program_inits, zero_at_every_call
 from .launch_locals import dim3_fields, host_locals, launch_byte
 from .launches import SHARED_PER_THREAD, launch_of
-from . import data_positions, guards, lengths, masks, range_chains, scales, structs
+from . import class_numbers, data_positions, guards, lengths, masks, range_chains, scales, structs
 from .program import Program
 from .roles import DIFFERENCES, body_divisions, infer_shapes, is_stride, only_in_dead_branches, size_pairs
 from .shape_fits import TABLE
@@ -24,7 +24,6 @@ from .project_instances import project_instance
 from .template_args import CANNOT, infer_template_args
 from .template_names import enumerators, known_names, split as _split
 from .types import Types, declared_types, dispatch_subjects, dispatch_values
-from .class_numbers import instance_numbers
 from .body_facts import (WARP_WIDTH, bound_functions, called_template_params, cast_type, class_argument,
                          earlier_version, first_use, integer_constants, launch_value, member_read, mode_params,
                          names_used, null_tested, reduces, scatter_of, shift_counts, split_row_requires,
@@ -234,7 +233,7 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
     if decide.get("grid") == "rows" and guessed_grid and len(size_names) > 1:
         grid, block = [size_names[0]], [f"min({size_names[-1]}, 1024)"]
         notes.append(f"grid: one block per row of `{size_names[0]}` (the first guess did not run cleanly)")
-    numbers = instance_numbers(kernel, targs, types)   # `Ktraits::THREADS_PER_CTA` of the instance's class
+    numbers = class_numbers.instance_numbers(kernel, targs, types)   # `Ktraits::THREADS_PER_CTA` of the instance's class
     block = within_launch_bounds(kernel, block, {**constants, **targs, **{k: str(v) for k, v in numbers.items()}}, notes)
     elem_bytes = {}
     int_params = set()
@@ -522,7 +521,8 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
                              f"and the spec format cannot give one yet")
             elif dt is None:
                 args.append((p.name, f'{{ value = {value}, type = "float" }}'))
-                notes.append(f"`{p.name}`: type {p.type!r} unknown, assumed float")
+                notes.append(structs.handed_whole(kernel, p.name, targs.get(p.base_type, p.base_type), types.items)
+                             or f"`{p.name}`: type {p.type!r} unknown, assumed float")
             else:
                 args.append((p.name, value if dt.is_float else str(int(float(value)))))
                 notes.append(f"`{p.name}` = {value}, as the launch passes it" if given is not None

@@ -124,7 +124,7 @@ def device_function_for(head: str, bound: dict[str, str], first_type: str, items
 def objects_of(name: str, kernel, root) -> set[str]:
     """The kernel's parameters passed by value and its locals whose type is the class `name`."""
     objects = {p.name for p in kernel.params if not p.is_pointer and
-               p.base_type.replace("const", "").replace("__grid_constant__", "").strip() == name}
+               " ".join(w for w in p.base_type.split() if w not in ("const", "__grid_constant__")) == name}
     # a local object of it (not a pointer or an array of it); a name declared in another scope
     # with another type too (vLLM's `scalar_t x` beside a vector's `x.elts`) is no evidence
     others: set[str] = set()

@@ -70,7 +70,7 @@ def _struct_instances(kernel: Kernel, model: SourceModel, types: Types, path: st
     arguments); (None, decide, []) where there is no such parameter, the draft refuses
     something else, or the struct taken is not one Astra splits."""
     names = set(kernel.template_param_names)
-    params = {p.name: p.base_type.replace("const", "").replace("__grid_constant__", "").strip()
+    params = {p.name: structs.plain_type(p.base_type)
               for p in kernel.params if not p.is_pointer}
     # (one the kernel reads members of: a scalar `T alpha` costs no second draft)
     params = {n: t for n, t in params.items() if t in names and member_read(kernel, n) is not None}

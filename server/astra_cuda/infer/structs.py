@@ -44,6 +44,13 @@ class Flat:
     opaque: dict[str, str] = field(default_factory=dict)
 
 
+def plain_type(type_text: str) -> str:
+    """A parameter's type without its qualifiers, word by word: `__grid_constant__ const P` is `P`
+    (a head a macro writes keeps `__grid_constant__` in the type: flash-attention's
+    KERNEL_PARAM_MODIFIER; replacing "const" first left `__grid_ant__ P`, no struct)."""
+    return " ".join(w for w in type_text.split() if w not in ("const", "volatile", "__grid_constant__"))
+
+
 def struct_fields(type_name: str, items) -> list[tuple[str, str]] | None:
     """(C++ type as written, name) of each member of the struct `type_name` defined by one of
     `items` (`struct P {…};`, `typedef struct {…} P;`), or None where it is not such a struct."""
@@ -202,8 +209,8 @@ def flatten(kernel: Kernel, model: SourceModel, items, known, bound: dict[str, s
     for p in kernel.params:
         if p.is_pointer or known(p.base_type):
             continue
-        named = p.base_type.replace("const", "").replace("__grid_constant__", "").strip()
-        fields = struct_fields((bound or {}).get(named, p.base_type.replace("const", "").strip()), items)
+        named = plain_type(p.base_type)
+        fields = struct_fields((bound or {}).get(named, named), items)
         if fields is None:
             continue
         structs[p.name] = fields
@@ -402,6 +409,25 @@ def _methods_called(body, name: str, fields: set[str]) -> bool:
                     and field.text.decode() not in fields:
                 return True
     return False
+
+
+def handed_whole(kernel: Kernel, name: str, type_name: str, items) -> str | None:
+    """Why no float stands for parameter `name`, a struct of the project passed by value that was
+    not split into its fields, where the kernel hands it whole to a helper (flash-attention's
+    `flash_fwd_kernel(const Flash_fwd_params params)`, its head a macro writes, calls
+    `compute_attn<…>(params)`: given a 4-byte float, every pointer the helper read of it was
+    garbage, cudaErrorIllegalAddress on an H200), or None."""
+    if _members(plain_type(type_name), items)[1].startswith("no definition"):
+        return None
+    root = source.parser().parse(kernel.text.encode()).root_node
+    call = next((n.parent.parent for n in walk(root) if n.type == "identifier" and n.text.decode() == name
+                 and n.parent is not None and n.parent.type == "argument_list" and n.parent.parent is not None), None)
+    if call is None:
+        return None
+    why = not_flattened(plain_type(type_name), items)
+    return (f"{CANNOT}`{name}` is a `{type_name}` passed by value that the kernel hands whole to "
+            f"`{' '.join(call.text.decode().split())[:60]}`: Astra gives a struct only field by field, where the "
+            f"kernel reads the fields itself{f' ({why})' if why else ''} — no float stands for it")
 
 
 def _only_fields(body, name: str) -> bool:
