@@ -345,12 +345,13 @@ class LoopWalk:
         if nbytes is None and elem.endswith(">"):
             nbytes = self._bound_vector_bytes(elem)
         base = self.elem_bytes.get(p.base)
-        if nbytes is None and dt is None and self.type_bytes is not None and base is not None and elem \
+        if nbytes is None and dt is None and self.type_bytes is not None and base == 1 and p.scale == 1 and elem \
                 and elem.split()[-1] != "void":
-            # elements of a size not known here (a member type of a class Astra does not read): an
-            # index through it reaches no bounded number of the buffer's elements — never counted as
-            # the buffer's own (a byte each for a `void*`: flash-attention's layer norm wrote `rows`
-            # floats through `static_cast<compute_t*>(params.mu)` into a spec's `rows` bytes)
+            # a byte buffer (a `void*`) read as elements of a size not known here (a member type of a
+            # class Astra does not read): an index through it reaches no bounded number of bytes —
+            # never one byte an element (flash-attention's layer norm wrote `rows` floats through
+            # `static_cast<compute_t*>(params.mu)` into a spec's `rows` bytes). Over a typed buffer
+            # the scale is kept: a vector of a helper's own parameters is most often its element
             return Ptr(p.base, UNKNOWN, p.scale)
         if nbytes is None or base is None or nbytes == base * p.scale:
             return p
