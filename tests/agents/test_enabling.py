@@ -11,7 +11,7 @@ import pathlib
 
 import pytest
 
-from astra_cuda.agents import Check, Evaluation, Limits, ProfileSummary, SizeTiming, optimize, tuning
+from astra_cuda.agents import Evaluation, Limits, ProfileSummary, SizeTiming, optimize, tuning
 from astra_cuda.agents.offline import TRANSFORMS, context_from_text
 from astra_cuda.evaluation import source_hash
 from astra_cuda.execution.evaluator import local_evaluator
