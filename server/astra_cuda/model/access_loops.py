@@ -334,8 +334,9 @@ class LoopWalk:
                 elem = f"{self.aliases[owner]}::{member}"
         nbytes = VECTOR_BYTES.get(elem.split()[-1] if elem else "")
         dt = dtypes.from_cpp(elem) if elem else None
-        if dt is not None and p.base in self.facts.uses and dtypes.vector_of(elem) is None:
-            self.facts.uses[p.base].casts.add(dt.name)
+        if p.base in self.facts.uses and elem and dtypes.vector_of(elem) is None:
+            # a name no table here knows (a template parameter, `input_t`) as spelled: the draft resolves it
+            self.facts.uses[p.base].casts.add(dt.name if dt is not None else elem)
         if nbytes is None and self.type_bytes is not None and elem:
             nbytes = self.type_bytes(elem)
         if nbytes is None and self.type_bytes is not None and "<" in elem:   # `Vec<scalar_t, V_VEC_SIZE>::Type`
