@@ -47,3 +47,19 @@ def test_restrict_qualified_void_fields_run_as_buffers(project):
     p = api.infer_spec(api.snapshot(SCAN, str(path)), "scan")
     assert p.valid, p.problems
     assert p.notes[0].startswith("ran before it was proposed"), p.notes[:2]
+
+
+def test_a_struct_passed_as_a_member_of_the_launchers_own_is_split_and_its_grid_connected(project):
+    """flash-attention's layer norm launches `kernel<<<ctas_per_col, …>>>(launch_params.params)`
+    after `auto ctas_per_col = launch_params.params.ctas_per_col`: the struct is a member of the
+    launcher's own, its fields are split there too, and the grid is the field's size — it was a
+    size of its own beside the field's (`rows` and `p__rows`, drawn apart)."""
+    s, p = infer(project, "ln.cu", "struct P { float* x; int rows; int cols; };\n"
+                 "struct LaunchParams { P params; int smem; };\n"
+                 "__global__ void scale_rows(P p) {\n  int r = blockIdx.x;\n  if (r >= p.rows) return;\n"
+                 "  for (int c = threadIdx.x; c < p.cols; c += blockDim.x) p.x[r * p.cols + c] *= 2.f;\n}\n"
+                 "void run(LaunchParams &lp) {\n  auto ctas = lp.params.rows;\n"
+                 "  scale_rows<<<ctas, 128>>>(lp.params);\n}\n", "scale_rows")
+    assert not p.problems, p.problems
+    assert [str(g) for g in s.grid[:1]] == ["rows"] and s.args["p.rows"].value == "rows", p.comment
+    assert s.args["p.x"].shape == ("rows", "cols") and "p__rows" not in p.comment
