@@ -1,7 +1,6 @@
-"""One kernel's draft spec assembled in one pass: its launch, types, sizes, shapes and roles, and
-the checks on the assembled draft (launch bounds, requirements) that read their intermediate
-values. Separate from `proposal`, which splits structs and records around it. Long because
-`assemble` makes every section in one pass and the checks read its intermediate values."""
+"""One kernel's draft spec assembled in one pass: its launch, types, sizes, shapes and roles, and the checks
+on the assembled draft (launch bounds, requirements) that read their intermediate values. Separate from
+`proposal`, which splits structs and records around it; long because `assemble` makes every section at once."""
 from __future__ import annotations
 
 import re
@@ -374,10 +373,11 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
             if dt is None and p.base_type.replace("const", "").strip() == "void":
                 dt = dtypes.BY_NAME["uint8"]   # a `void*` buffer: bytes
                 shape = found.shapes.get(p.name) if found is not None else None
-                typed = (recast[p.name], shape) if p.name in recast and shape else cast_type(found.casts.get(p.name, set()) if found is not None else set(), shape)
+                typed = (recast[p.name], shape) if p.name in recast else \
+                    cast_type(found.casts.get(p.name, set()) if found is not None else set(), shape)
                 if typed is not None:   # read as the widest type the kernel casts it to, its shape in those
                     dt, found.shapes[p.name] = typed
-                    if p.name in found.vectors:   # its vector accesses in those elements too
+                    if p.name in found.vectors and p.name not in recast:   # its vector accesses in those elements too
                         found.vectors[p.name] = max(1, found.vectors[p.name] // dt.itemsize)
                     notes.append(f"`{p.name}` is a `void*` the kernel casts to {', '.join(sorted(found.casts[p.name]))}: "
                                  f"taken as {dt.name} (the widest; the flags chosen read it so) — CHECK")
