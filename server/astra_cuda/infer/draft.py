@@ -1,6 +1,6 @@
 """One kernel's draft spec assembled in one pass: its launch, types, sizes, shapes and roles, and the checks
 on the assembled draft (launch bounds, requirements) that read their intermediate values. Separate from
-`proposal`, which splits structs and records around it; long because `assemble` makes every section at once."""
+`proposal`, which splits structs and records around it. Long because `assemble` makes every section at once."""
 from __future__ import annotations
 
 import re
