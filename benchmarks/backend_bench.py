@@ -146,6 +146,7 @@ def bench_gpu(report: dict, quick: bool, save) -> None:
                               "check_s": t1 - t0, "profile_s": t2 - t1, "total_s": t2 - t0, "passed": v.passed,
                               "profile_valid": pc.valid, "speedup_vs_itself": pc.speedup,
                               "gate_cases": getattr(v.coverage, "cases", None),
+                              "gate_steps": dict(getattr(v, "timings", {}) or {}),   # seconds per gate step
                               "profiled": profiled})  # cProfile's overhead: left out of the medians
         save()
     totals = [e["total_s"] for e in evals if e.get("path") == "search" and "total_s" in e and not e.get("profiled")]
@@ -165,6 +166,11 @@ def profile_top(prof: cProfile.Profile, n: int = 30) -> list[dict]:
     rows = sorted(stats.stats.items(), key=lambda kv: kv[1][3], reverse=True)  # type: ignore[attr-defined]
     return [{"function": f"{Path(f).name}:{line}:{fn}", "calls": nc, "cumulative_s": round(ct, 4),
              "own_s": round(tt, 4)} for (f, line, fn), (cc, nc, tt, ct, _) in rows[:n]]
+
+
+def steps_text(steps: dict | None) -> str:
+    """The gate's seconds per step (screen, compile, suite, statefulness, determinism...)."""
+    return " · ".join(f"{k} {v:.2f}" for k, v in (steps or {}).items() if v >= 0.005) or "-"
 
 
 def size_label(sizes: dict) -> str:
@@ -193,14 +199,14 @@ def markdown(report: dict) -> str:
             lines += ["", f"Evaluation latency of one candidate in the search (compile + gate + timing), median: "
                           f"{t['eval_median_s']:.2f} s (target ≤ {t['eval_target_s']} s){whole}.",
                       f"Same kernel timed twice: largest deviation {100 * t['repeat_max_dev']:.2f}% (target ≤ 2%).",
-                      "", "| kernel | path | sizes | unit s | gate check s | timing s | total s | passed |",
-                      "|---|---|---|---|---|---|---|---|"]
+                      "", "| kernel | path | sizes | unit s | gate check s | gate steps s | timing s | total s | passed |",
+                      "|---|---|---|---|---|---|---|---|---|"]
             for e in report["evaluation"]:
                 if "skipped" in e:
-                    lines.append(f"| {e['kernel']} | {e['path']} | not taken: {e['skipped']} | | | | | |")
+                    lines.append(f"| {e['kernel']} | {e['path']} | not taken: {e['skipped']} | | | | | | |")
                     continue
                 lines.append(f"| {e['kernel']} | {e.get('path', '')} | {size_label(e['sizes'])} | {e.get('unit_s', 0):.2f} "
-                             f"| {e['check_s']:.2f} | {e['profile_s']:.2f} | {e['total_s']:.2f} | "
+                             f"| {e['check_s']:.2f} | {steps_text(e.get('gate_steps'))} | {e['profile_s']:.2f} | {e['total_s']:.2f} | "
                              f"{e['passed'] and e['profile_valid']} |")
             gp = report.get("gate_profile")
             if gp:

@@ -3,7 +3,7 @@
 were adopted and which were not (with the reason), the speedup and the share of the copy ceiling
 before and after at every size of the ladder.
 
-    python benchmarks/family_bench.py [--backend gpu] [--rounds 6] [--tune 3] [--out FILE.json]
+    python benchmarks/family_bench.py [--backend gpu] [--rounds 6] [--tune 3] [--only silu_strided] [--out FILE.json]
 """
 from __future__ import annotations
 
@@ -44,9 +44,12 @@ def main(argv=None) -> int:
     ap.add_argument("--tune", type=int, default=2)
     ap.add_argument("--seconds", type=int, default=50, help="per kernel: no round or tuning point starts after it")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--only", default="", help="only the kernels whose file or kernel name contains this")
     a = ap.parse_args(argv)
     rows = []
     for file, kernel, family in FAMILIES:
+        if a.only and a.only not in file and a.only not in kernel:
+            continue
         with tempfile.TemporaryDirectory(prefix="astra-family-") as d:
             ws = Path(d)
             (ws / ".git").mkdir()

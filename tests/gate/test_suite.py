@@ -135,3 +135,29 @@ def test_inputs_are_drawn_ahead_with_the_same_values_and_one_large_case_at_most(
             assert set(host) == set(want) and all(np.array_equal(host[k], want[k]) for k in want)
     finally:
         drawn.close()
+
+
+def test_the_checks_after_the_suite_take_their_fresh_inputs_drawn_ahead():
+    """The statefulness and determinism checks draw fresh inputs of their own (seed + 11, + 7,
+    + 13): announced as `later`, they are drawn on the inputs thread while the suite's cases run,
+    with `inputs`' own values; a draw nobody announced is drawn on the spot, still its own."""
+    spec = example_spec("merge_attn_states")
+    small = {"num_tokens": 9, "num_heads": 4, "head_dim": 64}
+    mid = {"num_tokens": 33, "num_heads": 4, "head_dim": 64}
+    cases = [suite.Case(small, "spec", 1, True, "spec"), suite.Case(mid, "spec", 1, True, "spec"),
+             suite.Case(small, "wide", 2, False, "distribution")]
+    assert suite.stateful_case(spec, cases).sizes == mid
+    assert [c.sizes for c in suite.schedule_cases(spec, cases, quick=True)] == [mid]
+    later = [suite.Case(mid, "spec", 12, False, "stateful"), suite.Case(mid, "spec", 8, False, "stateful")]
+    drawn = suite.Drawn(spec, cases, later)
+    try:
+        for i in range(len(cases)):
+            drawn.get(i)
+        assert set(drawn.ahead) == {3, 4}   # both later draws queued (drawn) before anyone asks
+        for c in later + [suite.Case(small, "spec", 99, False, "schedule")]:
+            host = drawn.take(c.sizes, c.distribution, c.seed)
+            want = suite.inputs(spec, c.sizes, c.distribution, c.seed)
+            assert set(host) == set(want) and all(np.array_equal(host[k], want[k]) for k in want)
+        assert not drawn.ahead
+    finally:
+        drawn.close()

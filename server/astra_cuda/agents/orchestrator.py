@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from . import dispatch, final_gate, tuning
+from . import dispatch, enabling, final_gate, tuning
 from .coder import Attempt, LLMCoder, OfflineCoder
 from ..evaluation import CachedEvaluate, Check, Evaluation, InfrastructureError, OnCandidates, source_hash
 from ..model.candidate import Candidate
@@ -341,12 +341,16 @@ class _Run:
                                  lambda rr, aa: _judge(rr, aa, s, self.limits, self.cancel), self.cancel)
             r.seconds = time.monotonic() - round_t0
             batch.append(r)
+        pairs = enabling.follow_ups(batch, s, coder, self.ev, lambda rr, aa: _judge(rr, aa, s, self.limits, self.cancel),
+                                    self.cancel) if isinstance(coder, OfflineCoder) else []   # a step and what it enables
+        batch += [f for _, f in pairs]
         final_gate.keep_best_of(batch)
         if client is not None and batch:
             batch[0].transcript = list(client.transcript)
         winner = next((r for r in batch if r.adopted), None)
         if winner is not None and not self._settled(winner):   # the final gate refused it
             winner = None
+        enabling.adopt_steps(pairs, winner)
         for r in batch:
             self.history.append(r)
             result.rounds.append(r)

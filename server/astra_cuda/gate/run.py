@@ -54,12 +54,23 @@ CHECK_ORDER = ("screen", "compile", "compare", "poison", "not_constant", "inputs
 
 class _Gate(Instrumented):
     def main_suite(self, st: suites.Suite) -> None:
-        drawn = suites.Drawn(self.spec, st.cases)
-        try:
-            self.each_case(st, drawn)
-        finally:
-            drawn.close()
+        self.each_case(st, self.drawn or suites.Drawn(self.spec, st.cases))
         self.constant_outputs()
+
+    def later_draws(self, st: suites.Suite) -> list[suites.Case]:
+        """The fresh inputs the checks after the suite draw, in the order they draw them, so that
+        `Drawn` draws them while the suite runs: over its own output, refilled buffers, then
+        the repeated runs (or thread schedules)."""
+        case = suites.stateful_case(self.spec, st.cases)
+        later = [suites.Case(case.sizes, "spec", case.seed + s, False, "stateful") for s in (11, 7)]
+        return later + [suites.Case(c.sizes, c.distribution, c.seed + 13, False, "schedule")
+                        for c in suites.schedule_cases(self.spec, st.cases, self.quick)]
+
+    def fresh(self, sizes: dict[str, int], distribution: str, seed: int) -> dict[str, np.ndarray]:
+        """A check's fresh inputs: drawn ahead where the suite announced them (`later_draws`)."""
+        if self.drawn is None:
+            return suites.inputs(self.spec, sizes, distribution, seed)
+        return self.drawn.take(sizes, distribution, seed)
 
     def each_case(self, st: suites.Suite, drawn: suites.Drawn) -> None:
         cov = self.v.coverage
@@ -99,7 +110,7 @@ class _Gate(Instrumented):
         or clocks) extra fresh launches, each checked."""
         spec_cases = [c for c in st.cases if c.label == "spec"] or st.cases
         by_size = sorted(spec_cases, key=lambda c: self.spec.elements(c.sizes))
-        case = by_size[len(by_size) // 2]
+        case = suites.stateful_case(self.spec, st.cases)
         if not self.over_its_own_output(case):
             return
         reads = [a for a in self.spec.args.values() if a.pointer and not a.output]
@@ -109,7 +120,7 @@ class _Gate(Instrumented):
             return
         rounds = 4 if self.suspect else (1 if self.quick else 2)
         info = CaseInfo(dict(case.sizes), "spec", case.seed + 7, False, "stateful")
-        host = suites.inputs(self.spec, case.sizes, "spec", info.seed)
+        host = self.fresh(case.sizes, "spec", info.seed)
         expected = self.expected(case.sizes, host, POISONS[0], info)
         try:
             run = run_case(self.spec, self.backend, self.candidate, case.sizes, host, self.ctypes, POISONS[0])
@@ -155,7 +166,7 @@ class _Gate(Instrumented):
         if not outs:
             return True
         info = CaseInfo(dict(case.sizes), "spec", case.seed + 11, False, "stateful")
-        host = suites.inputs(self.spec, case.sizes, "spec", info.seed)
+        host = self.fresh(case.sizes, "spec", info.seed)
         expected = self.expected(case.sizes, host, POISONS[0], info)
         rng = np.random.default_rng(self.nonce)
         try:
@@ -227,15 +238,10 @@ class _Gate(Instrumented):
                 schedules.append(Schedule("random", self.nonce))
         else:
             schedules = [None, None]   # repeated runs
-        spec_cases = sorted([c for c in st.cases if c.label == "spec"], key=lambda c: self.spec.elements(c.sizes))
-        edges = [c for c in st.cases if c.label == "edge"]
-        picks = [spec_cases[len(spec_cases) // 2]] if spec_cases else st.cases[:1]
-        if edges and not self.quick:
-            picks.append(max(edges, key=lambda c: self.spec.elements(c.sizes)))
-        for case in picks:
+        for case in suites.schedule_cases(self.spec, st.cases, self.quick):
             self.cancelled()
             info = CaseInfo(dict(case.sizes), case.distribution, case.seed + 13, case.visible, "schedule")
-            host = suites.inputs(self.spec, case.sizes, case.distribution, info.seed)
+            host = self.fresh(case.sizes, case.distribution, info.seed)
             expected = self.expected(case.sizes, host, POISONS[0], info)
             runs = []
             for k, sch in enumerate(schedules):
@@ -320,12 +326,17 @@ class _Gate(Instrumented):
             v.log = (f"no test case fits the {self.backend.name} backend's limits (every size is too large); "
                      f"add smaller [sizes] to the spec")
             return
-        for name, step in self.steps():
-            if v.failures:
-                break
-            t = time.perf_counter()
-            step(st)
-            v.timings[name] = round(time.perf_counter() - t, 3)
+        self.drawn = suites.Drawn(self.spec, st.cases, self.later_draws(st))
+        try:
+            for name, step in self.steps():
+                if v.failures:
+                    break
+                t = time.perf_counter()
+                step(st)
+                v.timings[name] = round(time.perf_counter() - t, 3)
+        finally:
+            self.drawn.close()
+            self.drawn = None
         if self.verify_reference and not v.failures:
             t = time.perf_counter()
             self.reference_on_its_own(st)

@@ -18,6 +18,7 @@ from ..backends.base import Backend
 from ..errors import AstraError
 from ..model.spec import Spec
 from .checks import Compiled
+from .suite import Drawn
 from .verdict import CaseInfo, Failure, Verdict
 
 if TYPE_CHECKING:
@@ -79,6 +80,7 @@ class GateState:
         self.caps = backend.caps
         self.builds: dict[str, Future[Compiled]] = {}
         self.pool: ThreadPoolExecutor | None = None
+        self.drawn: Drawn | None = None   # the suite's inputs drawn ahead of their turn, while the checks run
 
     @property
     def reference(self) -> Compiled:

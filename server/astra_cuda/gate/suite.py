@@ -368,17 +368,40 @@ def inputs(spec: Spec, sizes: dict[str, int], distribution: str, seed: int) -> d
 AHEAD_CASES = 8   # cases whose inputs are drawn ahead of their turn, at most one of them large
 
 
+def stateful_case(spec: Spec, cases: list[Case]) -> Case:
+    """The case the statefulness checks relaunch on: the spec's middle-sized case."""
+    spec_cases = [c for c in cases if c.label == "spec"] or cases
+    by_size = sorted(spec_cases, key=lambda c: spec.elements(c.sizes))
+    return by_size[len(by_size) // 2]
+
+
+def schedule_cases(spec: Spec, cases: list[Case], quick: bool) -> list[Case]:
+    """The cases the determinism (GPU) or thread-schedule (CPU) check runs: the spec's
+    middle-sized case and, unless quick, the largest edge case."""
+    spec_cases = sorted([c for c in cases if c.label == "spec"], key=lambda c: spec.elements(c.sizes))
+    edges = [c for c in cases if c.label == "edge"]
+    picks = [spec_cases[len(spec_cases) // 2]] if spec_cases else cases[:1]
+    if edges and not quick:
+        picks.append(max(edges, key=lambda c: spec.elements(c.sizes)))
+    return picks
+
+
 class Drawn:
     """The inputs of a suite's cases (`inputs`, the same values), drawn ahead of their turn on a
     thread of their own: while the small cases run, a timed size's ~10^8 values are drawn (NumPy's
     draws release the GIL), instead of on the gate's critical path. At most one large case is held
-    ahead, so memory grows by one case at most. `close` drops what is queued."""
+    ahead, so memory grows by one case at most. `close` drops what is queued.
 
-    def __init__(self, spec: Spec, cases: list[Case]):
-        self.spec, self.cases = spec, cases
+    `later`: the fresh draws the checks after the suite will ask for (`take`), in the order they
+    ask, queued behind the suite's cases — their values too are drawn while the suite runs."""
+
+    def __init__(self, spec: Spec, cases: list[Case], later: list[Case] | None = None):
+        self.spec, self.cases = spec, cases + list(later or [])
+        self.first_later = len(cases)
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="astra-inputs")
         self.ahead: dict[int, Future[dict[str, np.ndarray]]] = {}
         self.next = 0
+        self.taken = 0
 
     def _large(self, i: int) -> bool:
         return self.spec.elements(self.cases[i].sizes) >= PARALLEL_MIN
@@ -396,8 +419,18 @@ class Drawn:
         for k in [k for k in self.ahead if k < i]:
             self.ahead.pop(k).cancel()
         host = self.ahead.pop(i).result()
+        self.taken = i + 1
         self._queue(i)
         return host
+
+    def take(self, sizes: dict[str, int], distribution: str, seed: int) -> dict[str, np.ndarray]:
+        """`inputs(spec, sizes, distribution, seed)`: a later draw if one was queued for it, else
+        drawn now (a check that asks out of the announced order still gets its own values)."""
+        for i in range(max(self.taken, self.first_later), len(self.cases)):
+            c = self.cases[i]
+            if c.sizes == sizes and c.distribution == distribution and c.seed == seed:
+                return self.get(i)
+        return inputs(self.spec, sizes, distribution, seed)
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)

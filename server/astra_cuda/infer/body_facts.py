@@ -433,3 +433,29 @@ def _cast_type(casts: set[str], shape: list[str] | None) -> tuple[dtypes.DType, 
     if last.isdigit() and int(last) % widest.itemsize == 0:   # a slot of 4 bytes an atomic updates: 1 float
         return widest, shape[:-1] + [str(int(last) // widest.itemsize)]
     return None
+
+
+
+def measured(kernel: Kernel, elem_bytes: dict[str, int], int_params: set[str], shapes, scalar) -> tuple:
+    """`shapes(elem_bytes, int_params)` (the draft's `infer_shapes`), measured again where a `void*`
+    buffer (bytes) is cast by the kernel to one scalar type only, wider than a byte: `input_t *u =
+    reinterpret_cast<input_t *>(params.u_ptr) + b * params.u_batch_stride` (mamba's selective
+    scan). Its strides count those elements, so its shape is measured in them: in bytes a
+    contiguous row stride would be taken `2 * seqlen` for a row of `seqlen`. `scalar`: the spelling
+    dtypes knows of a type as the kernel names it (a template parameter's argument), or None.
+    Returns the shapes and those buffers' types."""
+    found: InferredShapes | None = shapes(elem_bytes, int_params)
+    recast: dict[str, dtypes.DType] = {}
+    for p in kernel.params:
+        if found is None or not p.is_pointer or elem_bytes.get(p.name) != 1 \
+                or p.base_type.replace("const", "").strip() != "void":
+            continue
+        casts = found.casts.get(p.name, set())
+        types = {dt for c in casts if (dt := dtypes.BY_NAME.get(c) or dtypes.from_cpp(scalar(c) or "")) is not None}
+        if len(types) == 1 and len(casts) == len({c for c in casts if c in dtypes.BY_NAME or scalar(c)}) \
+                and (dt := next(iter(types))).itemsize > 1:   # every cast read, to one type
+            recast[p.name] = dt
+    if recast:   # a float buffer's loads are no indices
+        found = shapes({**elem_bytes, **{p: dt.itemsize for p, dt in recast.items()}},
+                       {p for p in int_params if p not in recast or not recast[p].is_float})
+    return found, recast

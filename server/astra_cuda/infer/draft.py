@@ -1,7 +1,6 @@
-"""One kernel's draft spec assembled in one pass: its launch, types, sizes, shapes and roles, and
-the checks on the assembled draft (launch bounds, requirements) that read their intermediate
-values. Separate from `proposal`, which splits structs and records around it. Long because
-`assemble` makes every section in one pass and the checks read its intermediate values."""
+"""One kernel's draft spec assembled in one pass: its launch, types, sizes, shapes and roles, and the checks
+on the assembled draft (launch bounds, requirements) that read their intermediate values. Separate from
+`proposal`, which splits structs and records around it. Long because `assemble` makes every section at once."""
 from __future__ import annotations
 
 import re
@@ -25,8 +24,8 @@ from .template_args import CANNOT, infer_template_args
 from .template_names import enumerators, known_names, split as _split
 from .types import Types, declared_types, dispatch_subjects, dispatch_values
 from .body_facts import (WARP_WIDTH, bound_functions, called_template_params, cast_type, class_argument,
-                         earlier_version, first_use, integer_constants, launch_value, member_read, mode_params,
-                         names_used, null_tested, reduces, scatter_of, shift_counts, split_row_requires,
+                         earlier_version, first_use, integer_constants, launch_value, measured, member_read,
+                         mode_params, names_used, null_tested, reduces, scatter_of, shift_counts, split_row_requires,
                          warp_width_names, whole_groups, written_as_constants)
 from .notes import problems_of, ranked
 from .requirements import (holds_true, launch_requirements, over_sizes, substituted, toml_list, vector_requirements,
@@ -268,13 +267,13 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
     optional = null_tested(kernel, helpers) if decide.get("optional") == "null" else set()
     longest = lengths.length_bounds(kernel, int_params, helpers, shared, grid + block, size_names)  # `seq_lens`
     known_values.update({p: 0 for p in optional})   # passed null: the branches that test it are decided
-    found = infer_shapes(kernel, [n for n in size_names if n != TABLE], grid,
-                    unclamped_block(block, kernel.text, size_names), elem_bytes, int_params, known_values,
-                    lanes, derived, helpers, equal_sizes=decide.get("sizes") == "equal",
-                    type_bytes=lambda t: types.vector_bytes(t, targs),
-                    # a shift by a size's log2 divides by it only where it is a power of two: probed so
-                    require=launch_require, powers=masks.shifted_by(kernel, helpers, size_names),
-                    macros=frozenset(types.defined_at(len(types.items) + 1)), lengths=longest)
+    found, recast = measured(kernel, elem_bytes, int_params, lambda elem_bytes, int_params: infer_shapes(  # void*: its casts
+                    kernel, [n for n in size_names if n != TABLE], grid, unclamped_block(block, kernel.text, size_names),
+                    elem_bytes, int_params, known_values, lanes, derived, helpers,
+                    equal_sizes=decide.get("sizes") == "equal", type_bytes=lambda t: types.vector_bytes(t, targs),
+                    require=launch_require, powers=masks.shifted_by(kernel, helpers, size_names),  # shifts: powers of 2
+                    macros=frozenset(types.defined_at(len(types.items) + 1)), lengths=longest),
+                    lambda t: types.resolve(targs.get(t, t))[0])
     accessors.fold(found, kernel, targs)   # a tensor accessor's dimensions, measured apart, make its shape
     if found is not None and (found.derived or found.equal):
         for k, v in found.derived.items():
@@ -375,10 +374,12 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
             if dt is None and p.base_type.replace("const", "").strip() == "void":
                 dt = dtypes.BY_NAME["uint8"]   # a `void*` buffer: bytes
                 shape = found.shapes.get(p.name) if found is not None else None
-                typed = cast_type(found, p.name, shape, lambda c: types.scalar(c, targs)) if found is not None else None
+                typed = recast.get(p.name) or (   # measured in its one cast type's elements, else the widest cast
+                    cast_type(found, p.name, shape, lambda c: types.scalar(c, targs)) if found is not None else None)
                 if typed is not None:   # read as the widest type the kernel casts it to, its shape in those
                     dt = typed
-                    notes.append(f"`{p.name}` is a `void*` the kernel casts to {', '.join(sorted(found.casts[p.name] & set(dtypes.BY_NAME)))}: "
+                    named = sorted(found.casts[p.name] & set(dtypes.BY_NAME)) or sorted(found.casts[p.name])
+                    notes.append(f"`{p.name}` is a `void*` the kernel casts to {', '.join(named)}: "
                                  f"taken as {dt.name} (the widest; the flags chosen read it so) — CHECK")
                 else:
                     notes.append(f"`{p.name}` is a `void*`: taken as bytes (uint8)")

@@ -256,11 +256,13 @@ def flatten(kernel: Kernel, model: SourceModel, items, known, bound: dict[str, s
         passed: dict[str, list[str]] = {}
         for name, fields in structs.items():
             i = index[name]
-            if i < len(args.named_children) and args.named_children[i].type == "identifier":
-                a = args.named_children[i]
-                var = a.text.decode()
+            a = args.named_children[i] if i < len(args.named_children) else None
+            # the struct passed by name (`params`), or as a member of the launcher's own (flash-attention's
+            # `launch_params.params`): the fields become `params__f`, `launch_params__params__f`
+            if a is not None and _path(a) is not None:
+                var = _path(a)
                 passed[var] = [f for _, f in fields]
-                edits.append((a.start_byte, a.end_byte, ", ".join(f"{var}{SEP}{f}" for _, f in fields)))
+                edits.append((a.start_byte, a.end_byte, ", ".join(f"{_flat(var)}{SEP}{f}" for _, f in fields)))
         if passed:
             edits += _member_edits(fn.child_by_field_name("body"), passed, skip=args)
     out = bytearray(data)
@@ -440,8 +442,26 @@ def _only_fields(body, name: str) -> bool:
     return True
 
 
+def _path(n) -> str | None:
+    """`v` or `a.b.v` (members reached with `.` only, spaces dropped), or None for anything else."""
+    if n.type == "identifier":
+        return n.text.decode()
+    op = n.child_by_field_name("operator")
+    arg, field = n.child_by_field_name("argument"), n.child_by_field_name("field")
+    if n.type != "field_expression" or arg is None or field is None or op is None or op.text != b".":
+        return None
+    head = _path(arg)
+    return f"{head}.{field.text.decode()}" if head is not None else None
+
+
+def _flat(path: str) -> str:
+    """The identifier standing for a path: `launch_params.params` -> `launch_params__params`."""
+    return path.replace(".", SEP)
+
+
 def _member_edits(body, fields: dict[str, list[str]], skip=None) -> list[tuple[int, int, str]]:
-    """`v.f` -> `v__f` for each struct variable `v` and field `f` inside `body`."""
+    """`v.f` -> `v__f` for each struct variable (or member path: `lp.params.f` -> `lp__params__f`)
+    `v` and field `f` inside `body`."""
     out: list[tuple[int, int, str]] = []
     if body is None:
         return out
@@ -451,11 +471,11 @@ def _member_edits(body, fields: dict[str, list[str]], skip=None) -> list[tuple[i
             continue
         arg, op, field = n.child_by_field_name("argument"), n.child_by_field_name("operator"), \
             n.child_by_field_name("field")
-        if arg is None or field is None or arg.type != "identifier" or (op is not None and op.text != b"."):
+        if arg is None or field is None or (op is not None and op.text != b"."):
             continue
-        var, f = arg.text.decode(), field.text.decode()
-        if f in fields.get(var, ()):
-            out.append((n.start_byte, n.end_byte, f"{var}{SEP}{f}"))
+        var, f = _path(arg), field.text.decode()
+        if var is not None and f in fields.get(var, ()):
+            out.append((n.start_byte, n.end_byte, f"{_flat(var)}{SEP}{f}"))
     return out
 
 

@@ -335,7 +335,7 @@ class LoopWalk:
         nbytes = VECTOR_BYTES.get(elem.split()[-1] if elem else "")
         dt = dtypes.from_cpp(elem) if elem else None
         if p.base in self.facts.uses and elem and dtypes.vector_of(elem) is None:
-            # a name of the instance's (`T`, `Ktraits::compute_t`) as written: the draft resolves it
+            # a name of the instance's (`T`, `Ktraits::compute_t`, `input_t`) as written: the draft resolves it
             # with the template arguments (`types.scalar`); cast_type reads the scalar names only
             self.facts.uses[p.base].casts.add(dt.name if dt is not None else elem)
         if nbytes is None and self.type_bytes is not None and elem:

@@ -88,7 +88,7 @@ class Use:
     # beside, from a different start (its offsets must stay congruent to theirs), or from the same one
     congruent: set[str] = field(default_factory=set)
     same_start: bool = False
-    casts: set[str] = field(default_factory=set)   # scalar types it is cast to (`(float*)x` of a void* buffer)
+    casts: set[str] = field(default_factory=set)   # types it is cast to (`(float*)x` of a void* buffer), as spelled where unknown
 
     def reach(self, hi: int | None) -> None:
         if hi is None:

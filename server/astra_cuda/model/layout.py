@@ -41,6 +41,8 @@ template <class T> struct bare<T&> { typedef typename bare<T>::type type; };
 template <class T> struct bare<const T> { typedef typename bare<T>::type type; };
 template <class T> struct bare<volatile T> { typedef typename bare<T>::type type; };
 template <class T> struct bare<const volatile T> { typedef typename bare<T>::type type; };
+// a `__restrict__` member (`void *__restrict__ u_ptr`, mamba's SSMParamsBase) is still a pointer
+template <class T> struct bare<T* __restrict__> { typedef T* type; };
 template <class T> struct pointee { typedef T type; };
 template <class T> struct pointee<T*> { typedef typename bare<T>::type type; };
 template <class T> struct size { enum { v = sizeof(T) }; };

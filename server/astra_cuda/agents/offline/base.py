@@ -58,6 +58,9 @@ class Transform:
     note = ""          # the one comment the rewrite carries when it writes none: what and why, briefly
     reorders_sums = False   # float sums combined in another order: results differ by rounding
     any_grid = False        # the rewrite is right whatever grid launches it
+    # ideas this rewrite makes possible, in order of preference: where it is not faster alone, the
+    # first of them that applies is judged on top of it in the same round (agents/enabling.py)
+    enables: tuple[str, ...] = ()
 
     def apply(self, base: str | Candidate, ctx: Context, params: dict | None = None) -> Rewrite | None:
         """The rewritten file, or None when the pattern is not there; the rewrite carries its
