@@ -17,7 +17,7 @@ from tree_sitter import Node
 from ..model import dtypes, source
 from ..model.syntax import walk
 from ..model.template_list import split_template_args
-from .types import Types, _class_templates
+from .types import Types, class_templates
 
 MAX_DEPTH = 16
 _BINARY = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
@@ -73,7 +73,7 @@ class _Numbers:
         for it in self.types.items:
             if it.kind != "type" or template not in it.text:
                 continue
-            for params, specialized, body in _class_templates(it.text, template):
+            for params, specialized, body in class_templates(it.text, template):
                 if specialized is not None:   # a specialization that might be the one instantiated
                     return None
                 primary = (params, body)

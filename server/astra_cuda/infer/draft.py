@@ -377,8 +377,7 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
                 typed = recast.get(p.name) or (   # measured in its one cast type's elements, else the widest cast
                     cast_type(found, p.name, shape, lambda c: types.scalar(c, targs)) if found is not None else None)
                 if typed is not None:   # read as the widest type the kernel casts it to, its shape in those
-                    dt = typed
-                    named = sorted(found.casts[p.name] & set(dtypes.BY_NAME)) or sorted(found.casts[p.name])
+                    dt, named = typed, sorted(found.casts[p.name] & set(dtypes.BY_NAME)) or sorted(found.casts[p.name])
                     notes.append(f"`{p.name}` is a `void*` the kernel casts to {', '.join(named)}: "
                                  f"taken as {dt.name} (the widest; the flags chosen read it so) — CHECK")
                 else:

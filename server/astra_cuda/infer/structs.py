@@ -1,4 +1,6 @@
-"""Structs passed by value, read through their fields (issue 25, item 6).
+"""Structs passed by value, read through their fields (issue 25, item 6). Long because the split
+is one rewrite that must stay consistent at every place a struct appears: the kernel's parameters,
+its body, each launch and the launching function's own struct (passed by name or as a member).
 
 A kernel `k(Params p)` that reads `p.out[i]` and `p.n` is the kernel `k(float* p__out, int p__n)`
 for inference: `flatten` writes that kernel into a copy of the file — the parameter split into one

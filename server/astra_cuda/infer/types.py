@@ -1,6 +1,8 @@
 """Element types: C++ names read through the file and its project headers (typedefs, `using`, the
 macros that select them), and the names the dispatch macros around a launch define. The
-template arguments a launch gives are `template_args`."""
+template arguments a launch gives are `template_args`. Long because a name is read through every
+way C++ spells a type — typedefs, `using`, macros, dispatch macros, class templates and their
+specializations, a bound base's member types — each a short reader over the same project text."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -184,7 +186,7 @@ class Types:
         for pos, it in enumerate(self.items):
             if it.kind != "type" or template not in it.text or not self._active(it, pos):
                 continue
-            for params, specialized, body in _class_templates(it.text, template):
+            for params, specialized, body in class_templates(it.text, template):
                 if specialized is None:
                     primary = (params, body)
                 elif not params and [self._canonical(a) for a in specialized] == wanted:
@@ -307,7 +309,7 @@ def _member_of(name: str) -> tuple[str, list[str], str] | None:
     return (template, [a.strip() for a in split_template_args(f"<{args}>")], member) if template.isidentifier() else None
 
 
-def _class_templates(text: str, name: str) -> list[tuple[list[str], list[str] | None, object]]:
+def class_templates(text: str, name: str) -> list[tuple[list[str], list[str] | None, object]]:
     """The class templates named `name` an item defines: (its template parameters, the
     arguments it is specialized for or None for the primary template, its body node)."""
     from ..model.spec import split_template_args
