@@ -78,6 +78,7 @@ class Module:
     """A compiled translation unit. `kernel(expr)` gives a handle to launch."""
 
     compiler: str = ""  # what compiled it ('nvcc 13.0, flags …'), for verdicts; '' where the backend says none
+    unit: Any = None    # the CompileUnit it was compiled from (`compile_unit`): what a host program builds on
 
 
 @dataclass
@@ -158,8 +159,18 @@ class Backend(ABC):
         file's reference kernel and rewrite are one cubin. Here every compile is a module of its
         own (the CPU's: its own `__device__` variables, `CpuModule.state`), so it needs none."""
         variant = {k: True for k, on in (("sanitize", sanitize), ("races", races)) if on}
-        return self.compile(unit.source + unit.appendix, [unit.name_expression], filename=unit.path,
-                            options=unit.options(), **variant)
+        mod = self.compile(unit.source + unit.appendix, [unit.name_expression], filename=unit.path,
+                           options=unit.options(), **variant)
+        mod.unit = unit
+        return mod
+
+    def build_host(self, module: Module, main: str) -> Any:
+        """A host executable of the unit `module` was compiled from (`Module.unit`: its text and
+        appendix) with `main` after it, built by the compiler that builds this backend's kernels
+        (so a class is laid out as the kernel reads it): the constructor program of
+        `astra_cuda.model.construct`, which `astra_cuda.compile.hostprog.run` runs confined.
+        LaunchError where this backend cannot build one."""
+        raise LaunchError(f"the {self.name} backend cannot build a host program (an object a constructor builds)")
 
     def read_global(self, module: Module, symbol: str, nbytes: int) -> bytes:
         """The first `nbytes` of an `extern "C"` global of the module as compiled (the layout

@@ -12,15 +12,11 @@ Timing follows the method of ../shared/notes/gpu-machine.md: CUDA events around 
 the L2 flushed (a memset of twice the L2 size) before each, and the caller's plan of copies,
 poison fills and snapshots (`TimedLaunch`) done outside the events; after an idle spell the GPU
 is kept busy for a few milliseconds first, so clocks that dropped while idle do not slow the first
-launches.
-
-Beside it: where CuPy's NVRTC compile may reach (`cupy_confinement`), the pass rule on device
-arrays (`device_compare`), the compute-sanitizer pool and log (`gpu_sanitizer`), the device's
-copy ceiling (`copy_ceiling`) and the reference's module of its own (`own_module`).
-
+launches. Beside it: where CuPy's NVRTC compile may reach (`cupy_confinement`), the pass rule on device
+arrays (`device_compare`), the compute-sanitizer pool and log (`gpu_sanitizer`), the device's copy
+ceiling (`copy_ceiling`), the reference's module of its own (`own_module`), host programs (`gpu_host`).
 Long because it is the one place CuPy's device is driven: compiling, memory and buffer placement,
-launches with their fault handling and the timing loop share the device, its stream and its
-lost-context state.
+launches with their fault handling and the timing loop share the device, its stream and its state.
 """
 from __future__ import annotations
 
@@ -34,7 +30,7 @@ import numpy as np
 from .. import redact
 from .base import (Backend, BackendUnavailable, Buffer, Capabilities, CompileError, Launch, LaunchError, Module,
                    Packed, ResourceUsage, Scalar, Schedule, TimedLaunch, TimingResult, Unsupported)
-from . import copy_ceiling, own_module
+from . import copy_ceiling, gpu_host, own_module
 from .cupy_confinement import compile_confinement, cupy_cache_dir, load_nvrtc, private_tempdir, require_confinement
 from .device_compare import within_tolerance
 from .gpu_sanitizer import SANITIZER_ENV, SANITIZER_LOG_ENV, SanitizerLog, sanitizer_pool
@@ -247,7 +243,7 @@ class GpuBackend(Backend):
         if tk is None:
             mod = self.compile(unit.source + unit.appendix, [unit.name_expression], filename=unit.path,
                                options=unit.options(), sanitize=sanitize, races=races, role=role)
-            mod.compiler = mod.compiler or f"NVRTC (CuPy): {why or 'no file text'}"
+            mod.compiler, mod.unit = mod.compiler or f"NVRTC (CuPy): {why or 'no file text'}", unit
             return mod
         if races:
             raise Unsupported("the GPU backend has no race-checker build (compute-sanitizer racecheck runs "
@@ -279,10 +275,13 @@ class GpuBackend(Backend):
             mod = GpuModule(raw, [], key, compiler=r.compiler if text is unit.file_text else f"{unit.search_cut}: {r.compiler}")
             self._modules[key] = mod
         mod.lowered.update(r.kernels)
-        mod.names = tuple(dict.fromkeys((*mod.names, unit.name_expression)))
+        mod.names, mod.unit = tuple(dict.fromkeys((*mod.names, unit.name_expression))), unit
         with self.device:  # load now: a missing kernel is a compile problem, not a launch one
             mod.function(unit.name_expression)
         return mod
+
+    def build_host(self, module: Module, main: str) -> Any:
+        return gpu_host.build_host(self.arch, module, main)
 
     def _confined_raw_module(self, code: str, opts: list[str], names: list[str]):
         """NVRTC opens the unit's `#include`s inside this process: CuPy compiles (and loads) the

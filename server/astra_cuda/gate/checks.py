@@ -11,6 +11,7 @@ from ..model import exprs, layout
 from ..backends.base import Backend, Buffer, Launch, LaunchError, Module, Packed, Scalar, Schedule
 from ..model.spec import ArgSpec, Spec
 from . import compare
+from .constructed import Constructed, arg_types as constructed_types
 from .suite import record_values
 
 POISONS = (0xFF, 0xA5)  # NaN for every float type; then a plausible small negative number
@@ -71,6 +72,7 @@ def arg_types(spec: Spec, backend: Backend, kernel: "Compiled", params: dict[str
             raise LaunchError(f"{names[i]!r} is given as a tensor accessor, but {e}") from None
     for (i, k), fields in records.items():   # a pointer to records: the layout of the struct it points to
         read(names[i] if k < 0 else f"{names[i]}.{structs[i][k]}", layout.records_symbol(i, k), fields)
+    out.update(constructed_types(spec, backend, kernel.module, names))   # objects a constructor builds
     return out
 
 
@@ -86,6 +88,8 @@ def launch_args(spec: Spec, buffers: dict[str, Buffer], sizes: dict[str, int], c
             out.append(_accessor(spec, a, buffers[a.name], sizes, ctypes.get(a.name)))
         elif a.records:
             out.append(_records(spec, a, sizes, ctypes.get(a.name)))
+        elif a.construct:
+            out.append(Packed(_constructed(a, ctypes.get(a.name), sizes)))
         elif a.struct:
             out.append(_struct(spec, a, buffers, sizes, ctypes))
         elif a.table:
@@ -113,6 +117,12 @@ def _struct(spec: Spec, a: ArgSpec, buffers: dict[str, Buffer], sizes: dict[str,
                 raise LaunchError(f"`{m.name}` is described as records, but the field is {_what(f)}")
             pointers.append((f.offset, _records(spec, m, sizes, ctypes.get(m.name)), 0))
             continue
+        if m.construct:
+            b = _constructed(m, ctypes.get(m.name), sizes)
+            if len(b) != f.size:
+                raise LaunchError(f"`{m.name}`: its constructor built {len(b)} bytes, but the field is {_what(f)}")
+            data[f.offset:f.offset + f.size] = b
+            continue
         if m.pointer:
             if f.kind != "pointer":
                 raise LaunchError(f"`{m.name}` is described as a buffer, but the field is {_what(f)}")
@@ -125,6 +135,12 @@ def _struct(spec: Spec, a: ArgSpec, buffers: dict[str, Buffer], sizes: dict[str,
             raise LaunchError(f"`{m.name}` has no value")
         data[f.offset:f.offset + f.size] = _field_bytes(m, f, exprs.evaluate(m.value, dict(sizes)))
     return Packed(bytes(data), tuple(pointers))
+
+
+def _constructed(a: ArgSpec, built: Any, sizes: dict[str, int]) -> bytes:
+    if not isinstance(built, Constructed):
+        raise LaunchError(f"`{a.name}`: the object its constructor builds was not made")
+    return built.at(sizes)
 
 
 def _accessor(spec: Spec, a: ArgSpec, buf: Buffer, sizes: dict[str, int], lay: Any) -> Packed:

@@ -34,6 +34,7 @@ NULL = "null"                     # a pointer parameter passed as a null pointer
 ARRAY_KEYS = {"type", "shape", "output", "inout", "init", "atol", "rtol", "table", "flag"}
 SCALAR_KEYS = {"value", "type"}
 ACCESSOR = "accessor"             # a tensor accessor passed by value: `x = { type, shape, accessor = true }`
+CONSTRUCT = "construct"           # a class object the host builds: `div = { construct = "uint_fastdiv(n)" }`
 RECORDS = "records"               # a pointer to structs: `batch = { records = "seqs", start = {...} }`
 DRAWN_KEYS = {"init", "type"}     # a field of records drawn per record: `start = { init = "randint(0, n)" }`
 INITS = ("normal", "uniform", "randint", "arange", "zeros", "ones", "permutation", "offsets")
@@ -124,6 +125,10 @@ class ArgSpec:
     # harness builds — the buffer's address, its shape as the sizes, contiguous strides — laid
     # out as the compiler lays the class out (`astra_cuda.model.layout.accessor_probe`).
     accessor: bool = False
+    # An object of a class passed by value (a parameter, or a struct's field) that the host builds
+    # by a constructor or factory call over the sizes (`uint_fastdiv(page_size)`): its bytes come
+    # from a host program compiled with the unit (`astra_cuda.model.construct`).
+    construct: str = ""
 
     @property
     def param(self) -> bool:
@@ -133,7 +138,7 @@ class ArgSpec:
     @property
     def is_scalar(self) -> bool:
         """A by-value number (a kernel parameter or a struct's field): `Spec.scalar` evaluates it."""
-        return not self.pointer and not self.struct and not self.drawn
+        return not self.pointer and not self.struct and not self.drawn and not self.construct
 
     @property
     def is_input(self) -> bool:

@@ -30,7 +30,7 @@ KINDS = {0: "other", 1: "pointer", 2: "floating", 3: "integer"}
 _INTEGERS = ("bool", "char", "signed char", "unsigned char", "short", "unsigned short", "int", "unsigned int",
              "long", "unsigned long", "long long", "unsigned long long", "wchar_t", "char16_t", "char32_t")
 
-_HELPERS = """namespace astra_layout_ {
+HELPERS = """namespace astra_layout_ {
 template <unsigned I, class... P> struct nth;
 template <class H, class... T> struct nth<0, H, T...> { typedef H type; };
 template <unsigned I, class H, class... T> struct nth<I, H, T...> { typedef typename nth<I - 1, T...>::type type; };
@@ -122,7 +122,7 @@ def probe(name_expression: str, structs: dict[int, tuple[str, ...]],
     accessors = accessors or []
     if not structs and not records and not accessors:
         return ""
-    out = [f'\n#line 1 "{PROBE_FILE}"\n', _HELPERS]
+    out = [f'\n#line 1 "{PROBE_FILE}"\n', HELPERS]
 
     def one(t: str, sym: str, paths: tuple[str, ...]) -> None:
         values = [f"sizeof({t})"]

@@ -14,9 +14,9 @@ import tomllib
 from collections.abc import Iterable
 from typing import Any
 
-from . import dtypes, exprs
+from . import construct, dtypes, exprs
 from ..diagnostics import Diagnostic
-from .harness import (ACCESSOR, ARRAY_KEYS, ArgSpec, DEFAULT_MAX_CASES, FIELD_STEP, Init, MAX_CASES_CAP,
+from .harness import (ACCESSOR, ARRAY_KEYS, CONSTRUCT, ArgSpec, DEFAULT_MAX_CASES, FIELD_STEP, Init, MAX_CASES_CAP,
                        MAX_COMBINATIONS, MAX_FIELDS, MAX_FIELD_DEPTH, MAX_SEEDS, MAX_SIZE_NAMES,
                        MAX_SIZE_VALUES, MAX_SPEC_ERRORS, NULL, DRAWN_KEYS, RECORDS, SCALAR_KEYS, SpecErrors, TOP_KEYS,
                        combinations, parse_init)
@@ -287,6 +287,11 @@ class Validator:
                 continue
             if p.is_pointer:
                 arg = self.pointer_arg(p, v, cpp_dtype)
+            elif isinstance(v, dict) and CONSTRUCT in v:
+                arg = self.constructed(p.name, v, ("args", p.name)) if cpp_dtype is None else None
+                if cpp_dtype is not None:
+                    self.err_at(f"parameter {p.name!r} is a number ({p.type}): give it a value, e.g. "
+                                f"{p.name} = \"n\"; `{CONSTRUCT}` builds an object of a class", ("args", p.name, CONSTRUCT))
             elif cpp_dtype is None and isinstance(v, dict) and (ACCESSOR in v or isinstance(v.get("shape"), list)):
                 arg = self.accessor_arg(p, v)
             elif cpp_dtype is None and _describes_struct(v):
@@ -445,7 +450,8 @@ class Validator:
                                 f"array member (\"stride[1]\", \"addresses[1][3]\")", here)
                     continue
                 path = prefix + key
-                leaf = isinstance(value, dict) and value.keys() & {"shape", "value", "type", "table", "init", RECORDS}
+                leaf = isinstance(value, dict) and value.keys() & {"shape", "value", "type", "table", "init", RECORDS,
+                                                                     CONSTRUCT}
                 if isinstance(value, dict) and not leaf:
                     if depth + 1 >= MAX_FIELD_DEPTH:
                         self.err_at(f"`{name}.{path}`: fields nest at most {MAX_FIELD_DEPTH} deep", here)
@@ -461,6 +467,12 @@ class Validator:
                     self.err_at(f"`{full}`: a record's fields are numbers (the same in every record, or drawn per "
                                 f"record with {{ init = \"...\" }}), not buffers", here)
                     got = []
+                elif isinstance(value, dict) and CONSTRUCT in value and count is not None:
+                    self.err_at(f"`{full}`: a record's fields are numbers; `{CONSTRUCT}` builds an object passed by "
+                                f"value (a parameter, or a field of a struct passed by value)", (*here, CONSTRUCT))
+                    got = []
+                elif isinstance(value, dict) and CONSTRUCT in value:
+                    got = [self.constructed(full, value, here, member_of=name)]
                 elif isinstance(value, dict) and RECORDS in value:
                     got = list(self.struct_arg(full, value, here, member_of=name))
                 elif isinstance(value, dict) and "shape" in value:
@@ -499,6 +511,26 @@ class Validator:
             return None
         return ArgSpec(name, False, dt or dtypes.BY_NAME["double"], init=init, member_of=owner, typed=dt is not None,
                        drawn=True)
+
+    def constructed(self, name: str, v: dict[str, Any], at: tuple[str, ...], member_of: str = "") -> ArgSpec | None:
+        """An object of a class the host builds: `{ construct = "uint_fastdiv(n)" }`, C++ over the sizes
+        (`astra_cuda.model.construct` checks it; a host program compiled with the unit runs it)."""
+        for k in v:
+            if k != CONSTRUCT:
+                self.unknown(f"key for the object {name!r}:", k, {CONSTRUCT}, (*at, k))
+        text = v[CONSTRUCT]
+        try:
+            if not isinstance(text, str):
+                raise ValueError("a C++ expression over the sizes, e.g. \"uint_fastdiv(n)\"")
+            unknown = construct.sizes_used(text) - self.known
+        except ValueError as e:
+            self.err_at(f"{name!r}: `{CONSTRUCT}`: {e}", (*at, CONSTRUCT), value=True)
+            return None
+        if unknown:
+            self.err_at(f"{name!r}: `{CONSTRUCT}` reads {', '.join(sorted(unknown))}, which [sizes] does not give "
+                        f"(sizes: {', '.join(sorted(self.known)) or 'none'})", (*at, CONSTRUCT), value=True)
+            return None
+        return ArgSpec(name, False, dtypes.BY_NAME["uint8"], member_of=member_of, construct=text)
 
     def unknown_type(self, where: tuple[str, ...], tname: Any) -> None:
         at = (*where, "type")

@@ -299,6 +299,13 @@ class CpuBackend(Backend):
                                                                          module.filename)
         return reply
 
+    def build_host(self, module: Module, main: str) -> Path:
+        """g++ as for the module, the same shim and flags (`unit_build.build_host`)."""
+        u = module.unit
+        if u is None:
+            raise LaunchError("the module was not compiled from a unit: no host program can be built of it")
+        return unit_build.build_host(u.source + u.appendix, main, u.path, u.options())
+
     def read_global(self, module: Module, symbol: str, nbytes: int) -> bytes:
         """Read from the built library's file (ELF, pyelftools): nothing of it runs here."""
         if not isinstance(module, CpuModule):

@@ -240,3 +240,38 @@ def _build_module(out: Path, source: str, name_expressions: Sequence[str], filen
             or toolchain.module_bytes() > toolchain.MAX_MODULE_BYTES):
         toolchain.prune_cache()
     return built
+
+
+def build_host(source: str, main: str, filename: str, options: Sequence[str]) -> Path:
+    """A host program made of a unit (`source`) and Astra's `main` after it (`astra_cuda.model.construct`:
+    it builds the objects of a class the kernel takes by value and prints their bytes), compiled
+    as the unit's module is (the same screen, rewrites, flags and shim, so each class is laid out
+    as the kernel module reads it) and linked with the runtime as an executable; cached by content.
+    Run it confined (`astra_cuda.compile.hostprog.run`)."""
+    from astra_cuda.compile.headers import header_digest
+    opts = host_options(options, source)
+    key = hashlib.sha256("\0".join(["host", source, main, *opts, header_digest(source, filename, opts),
+                                    toolchain.runtime_digest(), *toolchain.unit_flags("")]).encode()).hexdigest()[:24]
+    out = toolchain.cache_dir() / f"host-{key}"
+    with toolchain.one_build(out), storage.writing(toolchain.CACHE, out.parent):
+        if toolchain.reuse(out):
+            return out
+        marked = inline_asm.mark(source, filename)
+        check_source(marked.source, filename, opts)   # the user's code; `main` is Astra's
+        rt, _ = toolchain.prepare("")
+        with toolchain.build_dir() as d:
+            src, obj = Path(d) / "unit.cpp", Path(d) / "unit.o"
+            # read as nvcc's host pass reads the unit, not as NVRTC does: the host-only members the cut
+            # deletes for NVRTC (`compile.for_nvrtc`: the very constructor wanted here) are there
+            src.write_text("#define __CUDACC__ 1\n" + f'#line 1 "{filename}"\n'
+                           + screen.rewrite_shared(screen.unshadowed(marked.source)) + main)
+            confined = toolchain.confinement(d, opts)
+            what = f"compiling the constructor program of {filename}"
+            toolchain.atomic_build_unlocked(obj, lambda tmp: [
+                toolchain.compiler(), *toolchain.libcuxx_flags(source), *toolchain.unit_flags(""), *opts,
+                "-include", str(toolchain.SHIM), "-c", "-x", "c++", str(src), "-o", tmp], what, confined)
+            # the kernel's own code is in the program but never runs: what it calls of the
+            # runtime (and the markers of its inline PTX) may stay unresolved
+            return toolchain.atomic_build_unlocked(out, lambda tmp: [
+                toolchain.compiler(), *toolchain.base_flags(""), str(obj), str(rt), "-ldl",
+                "-Wl,--unresolved-symbols=ignore-all", "-o", tmp], what, confined)
