@@ -73,6 +73,50 @@ vocab_size = "vocab"
 max_position_embed_idx = "positions"
 position_embed_offset = 0
 */""",
+    # FlashInfer's page append: `paged_kv.page_size` is a `uint_fastdiv` its launcher builds from the
+    # page size (`paged_kv_t(..., page_size, ...)` initialises the member with it): an object a
+    # constructor builds (`construct`). One request of `pages` pages (indptr = [0, pages]) in the NHD
+    # layout the launcher's contiguous constructor sets up; each appended token a distinct slot.
+    "page.cuh:flashinfer::AppendPagedKVCacheKernel": """/* @astra
+grid = [4]
+block = [16, "heads"]
+instantiate = "<64, 4, float, int32_t>"
+require = ["nnz <= pages * page_size"]
+[sizes]
+heads = [1, 4]
+page_size = [1, 5, 16]
+pages = [3, 8]
+nnz = [1, 3, 24]
+[bench]
+heads = [32]
+page_size = [16]
+pages = [4096]
+nnz = [32768]
+[args]
+paged_kv.page_size = { construct = "flashinfer::uint_fastdiv(page_size)" }
+paged_kv.num_heads = "heads"
+paged_kv.head_dim = 64
+paged_kv.batch_size = 1
+paged_kv.stride_page = "page_size * heads * 64"
+paged_kv.stride_n = "heads * 64"
+paged_kv.stride_h = 64
+paged_kv.v_stride_page = "page_size * heads * 64"
+paged_kv.v_stride_n = "heads * 64"
+paged_kv.v_stride_h = 64
+paged_kv.k_data = { type = "float", shape = ["pages", "page_size", "heads", 64], inout = true }
+paged_kv.v_data = { type = "float", shape = ["pages", "page_size", "heads", 64], inout = true }
+paged_kv.indices = { type = "int32", shape = ["pages"], init = "permutation" }
+paged_kv.indptr = { type = "int32", shape = [2], init = "offsets(pages)" }
+append_key = { type = "float", shape = ["nnz", "heads", 64] }
+append_value = { type = "float", shape = ["nnz", "heads", 64] }
+batch_indices = { type = "int32", shape = ["nnz"], init = "zeros" }
+positions = { type = "int32", shape = ["nnz"], init = "permutation(pages * page_size)" }
+nnz = "nnz"
+append_k_stride_n = "heads * 64"
+append_k_stride_h = 64
+append_v_stride_n = "heads * 64"
+append_v_stride_h = 64
+*/""",
 }
 
 
