@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from .. import plain
 from . import dtypes, tomlpos
 from .source import Kernel
-from .harness import ACCESSOR, RECORDS
+from .harness import ACCESSOR, CONSTRUCT, RECORDS
 from .spec import ARRAY_KEYS, INITS, SCALAR_KEYS, TOP_KEYS
 
 # One sentence or two per key: the README's "Harness spec" section, where the cursor is.
@@ -36,7 +36,8 @@ KEY_DOCS: dict[str, str] = {
     "args": "`[args]`: every kernel parameter by name: a pointer as `{ type = ..., shape = [...] }`, a "
             "scalar as an expression over the sizes, a struct passed by value by its fields "
             "(`p.out = { type = ..., shape = [...] }`, `p.n = \"n\"`), a pointer to structs by `records` and "
-            "their fields, a tensor accessor passed by value as a buffer with `accessor = true`.",
+            "their fields, a tensor accessor passed by value as a buffer with `accessor = true`, an object of a class "
+            "passed by value by the call that builds it (`{ construct = \"fastdiv(n)\" }`).",
     "flops": "FLOP count of one launch, an expression over the sizes (for FLOP/s in the profile).",
     "seeds": "Input seeds per case (1 to 16, default 2).",
     "max_cases": "At most this many test cases (1 to 1024, default 24): the smallest, the largest and an "
@@ -63,6 +64,9 @@ KEY_DOCS: dict[str, str] = {
     "accessor": "`accessor = true`: this parameter is a tensor accessor passed by value (torch's "
                 "`PackedTensorAccessor32<T, N>`): Astra fills its data pointer, sizes (the `shape`, N of them) "
                 "and contiguous strides from the buffer, where the compiler lays them out.",
+    "construct": "`construct = \"fastdiv(page)\"`: an object of a class passed by value (a parameter or a "
+                 "struct's field), built by this constructor or function call over the sizes in a host program "
+                 "compiled with the kernel; its bytes are passed.",
     "records": "`records = \"n\"`: this pointer points to that many structs in device memory (descriptor "
                "records), given by their fields: `{ records = \"n\", start = { init = \"randint(0, t)\" }, len = 1 }`.",
 }
@@ -224,6 +228,8 @@ def _completions(kernel: Kernel, w: Where, sizes: list[str] | None) -> list[Comp
             keys = ARRAY_KEYS if p.is_pointer else SCALAR_KEYS
             if not p.is_pointer and "TensorAccessor" in p.type:   # a buffer in an object passed by value
                 keys = (ARRAY_KEYS - {"table"}) | {ACCESSOR}
+            elif not p.is_pointer and dtypes.from_cpp(p.base_type) is None:
+                keys = keys | {CONSTRUCT}   # an object of a class: built by a constructor
             if p.is_pointer and dtypes.from_cpp(p.base_type) is None and p.type.count("*") == 1:
                 keys = keys | {RECORDS}   # a pointer to structs: records in device memory
             return [Completion(k, "key", f"{'pointer' if p.is_pointer else 'scalar'} key", KEY_DOCS[k],
