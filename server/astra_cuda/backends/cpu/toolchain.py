@@ -436,9 +436,14 @@ def prepare(sanitize: str = "") -> tuple[Path, Path]:
         return rt, shim.result()
 
 
+def built_modules(d: Path) -> list[Path]:
+    """The cache's kernel modules and the constructor programs built of units (`unit_build.build_host`)."""
+    return [*d.glob("mod-*.so"), *d.glob("host-*")]
+
+
 def module_bytes() -> int:
     total = 0
-    for p in cache_dir().glob("mod-*.so"):
+    for p in built_modules(cache_dir()):
         try:
             total += p.stat().st_size
         except FileNotFoundError:
@@ -467,7 +472,7 @@ def prune_cache() -> None:
     (precompiled headers are ~30 MB each). Several processes share the cache, so anything may
     vanish under us, and nothing used in the last minutes is taken."""
     d, now = cache_dir(), time.time()
-    aged = [(a, p) for p in d.glob("mod-*.so") if (a := _age(p, now)) is not None]
+    aged = [(a, p) for p in built_modules(d) if (a := _age(p, now)) is not None]
     aged.sort(key=lambda ap: ap[0], reverse=True)  # oldest first
     if len(aged) > MAX_MODULES:
         for a, p in aged[:len(aged) - MAX_MODULES * 3 // 4]:

@@ -1,0 +1,47 @@
+"""The constructor program on the GPU's path (issue 25, item 6), without a GPU: nvcc builds the
+unit with Astra's `main` (`compile.hostprog.build_nvcc`, the project's flags, confined) and the
+program runs confined (`hostprog.run`): the bytes of FlashInfer's `uint_fastdiv`-like divisor as
+nvcc's host compiler lays the class out — the GPU backend passes exactly these — and nothing of
+the machine beyond its own folder readable, no environment."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from astra_cuda.compile import hostprog, toolkit
+from astra_cuda.compile.project import ProjectContext
+from astra_cuda.model import construct, layout
+
+TK = toolkit.find()
+pytestmark = pytest.mark.skipif(TK is None, reason="no CUDA toolkit (nvcc) here")
+
+FILE = Path(__file__).parents[1] / "cpu" / "constructed_fastdiv.cu"
+
+
+def test_nvcc_builds_the_constructor_program_and_it_prints_the_objects_bytes(tmp_path):
+    path = tmp_path / "fd.cu"
+    path.write_text(FILE.read_text())
+    main = construct.program("row_of", [construct.Target(1, "", "fastdiv(2 * rows + 1)")], ["rows"], layout.HELPERS)
+    exe = hostprog.build_nvcc(FILE.read_text(), main, str(path), ProjectContext(), TK, "sm_90")
+    (b,) = construct.parse_output(hostprog.run(exe, ["3"]), 1)
+    d, m, s = np.frombuffer(b, dtype=np.uint32)
+    assert (d, s) == (7, 3) and m == ((1 << 32) * (8 - 7)) // 7 + 1
+    assert hostprog.build_nvcc(FILE.read_text(), main, str(path), ProjectContext(), TK, "sm_90") == exe   # kept
+
+
+def test_the_program_runs_confined(tmp_path):
+    """A program that looks around: the home folder and /etc/passwd unreadable, no environment
+    but what a compiler gets, nothing written outside its own folder."""
+    path = tmp_path / "peek.cu"
+    path.write_text("")
+    main = r"""
+#include <cstdio>
+#include <cstdlib>
+int main() {
+  std::printf("%d %d %d %d\n", std::fopen("/etc/passwd", "r") != 0, std::getenv("HOME") != 0,
+              std::fopen("/tmp/astra-hostprog-escape", "w") != 0, std::fopen(__FILE__, "r") != 0);
+  return 0;
+}
+"""
+    exe = hostprog.build_nvcc("", main, str(path), ProjectContext(), TK, "sm_90")
+    assert hostprog.run(exe, []).split() == ["0", "0", "0", "0"]
