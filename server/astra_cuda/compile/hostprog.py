@@ -22,6 +22,8 @@ from pathlib import Path
 
 from ..errors import CompileError, LaunchError
 from . import confine
+from .project import ProjectContext
+from .toolkit import Toolkit, library_headers
 
 RUN_TIMEOUT_S = 20.0
 RUN_MEMORY = 1 << 30
@@ -44,12 +46,12 @@ def run(program: Path, args: list[str], timeout_s: float = RUN_TIMEOUT_S) -> str
     return r.stdout[:MAX_OUTPUT_CHARS]
 
 
-def build_nvcc(source: str, main: str, path: str, context, toolkit, arch: str) -> Path:
+def build_nvcc(source: str, main: str, path: str, context: ProjectContext, toolkit: Toolkit, arch: str) -> Path:
     """The unit's `source` and Astra's `main` as a host executable, by nvcc with the project's
     flags (`compile.nvcc`'s, its links and `#define`s: no argument comes from the user),
     confined; kept for this process's life."""
     from . import nvcc
-    flags = nvcc.project_flags(context, source, path) + nvcc.library_headers(toolkit)
+    flags = nvcc.project_flags(context, source, path) + library_headers(toolkit)
     key = hashlib.sha256("\0".join([toolkit.nvcc, toolkit.version, arch, path, *flags, source, main]).encode()).hexdigest()
     with _lock:
         if key in _built and _built[key].exists():
