@@ -71,7 +71,7 @@ def build_nvcc(source: str, main: str, path: str, context: ProjectContext, toolk
         shutil.rmtree(build, ignore_errors=True)
         raise CompileError("compiling the constructor program with nvcc timed out") from None
     if r.returncode != 0 or not os.path.isfile(out):
-        log = nvcc._real(r.stdout + r.stderr, links, build)
+        log = nvcc.real_paths(r.stdout + r.stderr, links, build)
         shutil.rmtree(build, ignore_errors=True)
         raise CompileError(f"the constructor program does not compile with nvcc:\n{log.strip()[-2000:]}", log=log)
     with _lock:

@@ -330,7 +330,7 @@ def _through(text: str, links: dict[str, str]) -> str:
     return text
 
 
-def _real(text: str, links: dict[str, str], build: str) -> str:
+def real_paths(text: str, links: dict[str, str], build: str) -> str:
     """A log as the user reads it: their folders' names, the build folder left out."""
     return _through(text, links).replace(build + "/", "")
 
@@ -411,12 +411,12 @@ def _run(toolkit: Toolkit, copy: str, path: str, flags: list[str], arch: str, bu
              else confine.run(cmd, sandbox, timeout_s))
     except subprocess.TimeoutExpired:
         return _Raw(False, "", [], [], timed_out=timeout_s)
-    log = _real(p.stdout + p.stderr, links, build)
+    log = real_paths(p.stdout + p.stderr, links, build)
     ok = p.returncode == 0 and os.path.isfile(out)
     deps = read_headers(build, links, path)
     symbols: list[list[Any]] = [[s.name, s.demangled, s.entry] for s in cubin.symbols(Path(out).read_bytes())] if ok else []
     ptx = _kept_ptx(build) if not ok and "ptxas" in log and not messages.FRONT_ERROR.search(log) else ""
-    return _Raw(ok, log, deps, symbols, _real(ptx, links, build), memory=sandbox.memory)
+    return _Raw(ok, log, deps, symbols, real_paths(ptx, links, build), memory=sandbox.memory)
 
 
 def _interpret(raw: _Raw, text: str, path: str, names: dict[str, int | None], toolkit: Toolkit, label: str,
