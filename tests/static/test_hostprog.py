@@ -30,18 +30,20 @@ def test_nvcc_builds_the_constructor_program_and_it_prints_the_objects_bytes(tmp
 
 
 def test_the_program_runs_confined(tmp_path):
-    """A program that looks around: the home folder and /etc/passwd unreadable, no environment
-    but what a compiler gets, nothing written outside its own folder."""
+    """A program that looks around: /etc/passwd, the project's folder and the cache it was built in
+    unreadable (it runs as a copy in a folder of its own), no environment but what a compiler gets,
+    nothing written outside its own folder."""
     path = tmp_path / "peek.cu"
     path.write_text("")
     main = r"""
 #include <cstdio>
 #include <cstdlib>
-int main() {
-  std::printf("%d %d %d %d\n", std::fopen("/etc/passwd", "r") != 0, std::getenv("HOME") != 0,
-              std::fopen("/tmp/astra-hostprog-escape", "w") != 0, std::fopen(__FILE__, "r") != 0);
+int main(int argc, char** argv) {
+  std::printf("%d %d %d %d %d\n", std::fopen("/etc/passwd", "r") != 0, std::getenv("HOME") != 0,
+              std::fopen("/tmp/astra-hostprog-escape", "w") != 0, std::fopen(__FILE__, "r") != 0,
+              argc > 1 && std::fopen(argv[1], "r") != 0);
   return 0;
 }
 """
     exe = hostprog.build_nvcc("", main, str(path), ProjectContext(), TK, "sm_90")
-    assert hostprog.run(exe, []).split() == ["0", "0", "0", "0"]
+    assert hostprog.run(exe, [str(exe)]).split() == ["0", "0", "0", "0", "0"]

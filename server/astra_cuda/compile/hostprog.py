@@ -17,7 +17,6 @@ import os
 import shutil
 import subprocess
 import tempfile
-import threading
 from pathlib import Path
 
 from ..errors import CompileError, LaunchError
@@ -28,17 +27,16 @@ from .toolkit import Toolkit, library_headers
 RUN_TIMEOUT_S = 20.0
 RUN_MEMORY = 1 << 30
 MAX_OUTPUT_CHARS = 1 << 20
-_built: dict[str, Path] = {}   # an nvcc build of this process, by content
-_lock = threading.Lock()
 
 
 def run(program: Path, args: list[str], timeout_s: float = RUN_TIMEOUT_S) -> str:
     """What `program` prints given `args`, run confined (see above). LaunchError when it fails."""
     with tempfile.TemporaryDirectory(prefix="astra-hostprog-") as d:
-        jail = confine.Confinement((), (), d, exec_dirs=(str(program.parent),), memory=RUN_MEMORY,
-                                   file_size=1 << 20)
+        # a copy in its own folder: the cache it was built in (other programs, modules) stays closed to it
+        local = shutil.copy2(program, os.path.join(d, "program"))
+        jail = confine.Confinement((), (), d, exec_dirs=(d,), memory=RUN_MEMORY, file_size=1 << 20)
         try:
-            r = confine.run([str(program), *args], jail, timeout_s)
+            r = confine.run([local, *args], jail, timeout_s)
         except subprocess.TimeoutExpired:
             raise LaunchError(f"the constructor program did not finish in {timeout_s:g} s") from None
     if r.returncode != 0:
@@ -49,13 +47,13 @@ def run(program: Path, args: list[str], timeout_s: float = RUN_TIMEOUT_S) -> str
 def build_nvcc(source: str, main: str, path: str, context: ProjectContext, toolkit: Toolkit, arch: str) -> Path:
     """The unit's `source` and Astra's `main` as a host executable, by nvcc with the project's
     flags (`compile.nvcc`'s, its links and `#define`s: no argument comes from the user),
-    confined; kept for this process's life."""
+    confined; kept in nvcc's build cache folder by content."""
     from . import nvcc
     flags = nvcc.project_flags(context, source, path) + library_headers(toolkit)
     key = hashlib.sha256("\0".join([toolkit.nvcc, toolkit.version, arch, path, *flags, source, main]).encode()).hexdigest()
-    with _lock:
-        if key in _built and _built[key].exists():
-            return _built[key]
+    kept = nvcc.cache_root() / f"host-{key[:24]}"
+    if kept.is_file():
+        return kept
     build = tempfile.mkdtemp(prefix="astra-hostprog-nvcc-")
     folder = os.path.dirname(os.path.abspath(path))
     argv, defines, links = nvcc.safe_argv(flags, folder, build)
@@ -74,6 +72,8 @@ def build_nvcc(source: str, main: str, path: str, context: ProjectContext, toolk
         log = nvcc.real_paths(r.stdout + r.stderr, links, build)
         shutil.rmtree(build, ignore_errors=True)
         raise CompileError(f"the constructor program does not compile with nvcc:\n{log.strip()[-2000:]}", log=log)
-    with _lock:
-        _built[key] = Path(out)
-    return Path(out)
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(out, f"{kept}.{os.getpid()}.tmp")
+    os.replace(f"{kept}.{os.getpid()}.tmp", kept)   # whole or not at all, for another process too
+    shutil.rmtree(build, ignore_errors=True)
+    return kept
