@@ -47,3 +47,22 @@ int main(int argc, char** argv) {
 """
     exe = hostprog.build_nvcc("", main, str(path), ProjectContext(), TK, "sm_90")
     assert hostprog.run(exe, [str(exe)]).split() == ["0", "0", "0", "0", "0"]
+
+
+SHAPE = """\
+// The pattern of CUTLASS's examples/cute/tutorial/sgemm_1.cu gemm_device: the problem's shape, a
+// tuple class passed by value as a template parameter, made on the host by a factory function.
+template <class A, class B, class C> struct tup { A a; B b; C c; };
+template <class A, class B, class C> __host__ __device__ tup<A, B, C> make_tup(A a, B b, C c) { return {a, b, c}; }
+template <class Shape> __global__ void gemm(Shape shape_MNK, float* out) { out[0] = shape_MNK.a + shape_MNK.c; }
+"""
+
+
+def test_a_template_parameters_object_made_by_a_factory(tmp_path):
+    path = tmp_path / "shape.cu"
+    path.write_text(SHAPE)
+    main = construct.program("gemm<tup<int, int, int> >", [construct.Target(0, "", "make_tup(M, N, K)")],
+                             ["K", "M", "N"], layout.HELPERS)
+    exe = hostprog.build_nvcc(SHAPE, main, str(path), ProjectContext(), TK, "sm_90")
+    (b,) = construct.parse_output(hostprog.run(exe, ["8", "128", "96"]), 1)
+    assert np.frombuffer(b, dtype=np.int32).tolist() == [128, 96, 8]
