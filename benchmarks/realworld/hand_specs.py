@@ -6,7 +6,8 @@ file), then `astra check` with the manifest's flags — exactly a user's path wi
     python benchmarks/realworld/hand_specs.py [--backend cpu|gpu] [--only PATTERN] [--out FILE]
 
 What each spec exercises: DeepSpeed's ragged descriptors as pointers to records (`records`), a
-parameter (logits_gather) and fields of a struct passed by value (ragged_embed, BatchWrapperCPP).
+parameter (logits_gather) and fields of a struct passed by value (ragged_embed, BatchWrapperCPP);
+FlashInfer's page append, a struct's field that is an object its constructor builds (`construct`).
 The specs are written here from the launchers' code (sizes, the descriptors' meaning)."""
 from __future__ import annotations
 
