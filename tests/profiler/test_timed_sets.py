@@ -93,3 +93,19 @@ def test_inputs_drawn_ahead_are_the_ones_the_timing_would_draw():
     f: Future = Future()
     f.set_result(gate.timed_host(spec, SIZES, timing.ahead_seed(5)))
     assert np.array_equal(f.result()["input"], gate.prepare_timed(spec, b, SIZES, seed=timing.ahead_seed(5))[0].host["input"])
+
+
+def test_expectations_come_from_the_host_inputs_and_spoiled_sets_are_named():
+    """A set the loop copied from, written while it ran (no launch was given it): the reference
+    runs on the host's inputs all the same, the set is named, and read-only inputs are compared
+    with the host's values from then on."""
+    spec, b, sets, mod, ref = setup()
+    honest = gate.prepare_timed(spec, b, SIZES, sets=2, seed=3)
+    expect(spec, b, honest, mod, ref)
+    want = [s.expected(b, "out") for s in honest]
+    sets[1].pristine["input"].host[...] = 0   # the rotated set, spoiled
+    expect(spec, b, sets, mod, ref)
+    assert sets[0].changed == [] and sets[1].changed == ["input"]
+    for s, w in zip(sets, want):
+        assert np.array_equal(s.expected(b, "out"), w)
+    assert np.array_equal(b.download(sets[1].pristine["input"]), b.download(honest[1].pristine["input"]))

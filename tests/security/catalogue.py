@@ -12,6 +12,9 @@ Kinds:
 - reference: what a candidate leaves for the reference it is judged against (`__device__`
   variables, threads) when both run in one worker: whether it changes the reference's outputs
   or its time (tests/security/test_reference_apart.py).
+- truth: what the candidate is judged against — the reference's outputs, the inputs the reference
+  runs on — where a candidate's launch can write any allocation of the worker (one CUDA context):
+  values it could not have written (tests/security/test_ground_truth.py).
 - compile: a hostile unit given to the CPU compiler (screen off): the compiler's own sandbox.
 - nvrtc: a hostile file through extract and NVRTC in this process (the static checks; the same
   entries run through nvcc on the whole file, and through the GPU backend's CuPy compile on a GPU
@@ -649,7 +652,34 @@ REFERENCE = [
            "candidate runs (device code only)"),
 ]
 
-ALL = SANDBOX + EXECUTION + REFERENCE + BOUNDS + COMPILE + NVRTC + PROJECT + SCREEN + GATE + SPEC + INPUT + SECRET + EDITOR + REPLY + FILES + DISK
+# What the candidate is judged against, where every allocation of a worker is one address space (a
+# GPU's CUDA context; the NumPy fake GPU of tests/profiler here): tests/security/test_ground_truth.py,
+# tests/gpu/test_ground_truth_gpu.py.
+TRUTH = [
+    Attack("guessed_pointers_rewrite_reference_outputs", "truth", "a wrong rewrite (out = x) whose launch writes the "
+           "same values into every device buffer shaped like its output — the reference's outputs of the case "
+           "wherever they were still on the device when compared (on a GPU one CUDA context: a pointer kept from "
+           "an earlier launch into memory CuPy's pool hands out again, or guessed)",
+           "the rewrite fails the comparison on the fake GPU's whole gate (control: with the expectations read "
+           "from the device when compared, the same rewrite passes); on a GPU, pointers kept from earlier launches",
+           "the gate: each case's reference outputs are host copies, downloaded after the reference's launch and "
+           "before the candidate's (checks.execute)"),
+    Attack("guessed_pointers_rewrite_timing_inputs", "truth", "a rewrite wrong on the real inputs and 5x faster, whose "
+           "launches write 0 into every copy of its input they find — the timing's input sets among them, which no "
+           "launch is given but from which the loop copies every launch's inputs and the reference's expectations "
+           "were computed after the loop — except where the checks sample (it reads the positions): the reference "
+           "on the spoiled sets agreed with it everywhere, a valid profile and a 5x speedup",
+           "the timed outputs fail against the reference on the host's inputs; the spoiled sets are named",
+           "gate.timed.expect: the reference runs on inputs made again from the host after the loop, and the "
+           "device's sets are compared with them (TimedSet.changed)"),
+    Attack("scribbling_every_mapping_reaches_no_reference_output", "truth", "host code in a wrong rewrite (screens "
+           "and the GPU-first compile off) writes 0x41 into every buffer mapped in its launch's process but its "
+           "input, and outputs how many it found",
+           "it found its own arguments and its module's `__device__` variables (3), never the reference's; the "
+           "rewrite fails", "CPU: a launch's process maps the buffers of its own arguments only"),
+]
+
+ALL = SANDBOX + EXECUTION + REFERENCE + TRUTH + BOUNDS + COMPILE + NVRTC + PROJECT + SCREEN + GATE + SPEC + INPUT + SECRET + EDITOR + REPLY + FILES + DISK
 
 
 HOSTILE_FLAGS = ["-include", "/etc/shadow", "--pre-include=/etc/shadow", "-Xcompiler", "-fplugin=/tmp/evil.so",
@@ -695,6 +725,7 @@ def markdown() -> str:
               "exec": "Executors and compilers over time (leftovers, lifetime, other launches)",
               "reference": "The reference and the candidate in one worker (one file's two kernels, a rewrite and its "
                            "original)",
+              "truth": "What the candidate is judged against (one device address space)",
               "bounds": "Memory and time before anything runs", "compile": "The compiler over hostile source",
               "nvrtc": "NVRTC over hostile source (static checks, GPU backend)",
               "project": "A hostile compile_commands.json",

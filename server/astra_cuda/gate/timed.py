@@ -13,8 +13,11 @@ launch leaves is checked here:
 Input sets: set 0 is drawn on the host as the spec's `init` says; each further set is set 0 with
 every randomly drawn argument rotated on the device by its own random number of elements — the
 values' distribution is unchanged, the content is new, and no host drawing is paid for it.
-The reference's outputs on each set are computed on fresh copies, after the timing (`expect`),
-and stay on the device: a full check asks the backend first (`within_tolerance`, no transfer) and
+The reference's outputs on each set are computed after the timing (`expect`) on inputs made
+again from the host's copy — never from the device's sets, which every launch of the loop could
+reach (one CUDA context: a pointer kept from an earlier launch, or guessed) — and the device's
+sets are compared with them (`TimedSet.changed`: a launch wrote memory it was not given). No
+launch of a candidate follows `expect` before the checks, so its outputs stay on the device: a full check asks the backend first (`within_tolerance`, no transfer) and
 compares on the host only when that cannot tell or finds a difference (for the exact message). Output-only arguments must
 hold the reference's result after each launch (outputs are poisoned before a launch, so one that
 was not written fails), in-place arguments one application of it (they are restored before each
@@ -55,6 +58,8 @@ class TimedSet:
     # tolerance (twice the reference's own rounding error on this set), measured only when needed
     allowance: dict[str, np.ndarray] = field(default_factory=dict)
     _host_outputs: dict[str, np.ndarray] = field(default_factory=dict)
+    # `expect`: the inputs whose device set no longer held the host's values after the loop
+    changed: list[str] = field(default_factory=list)
 
     def input_values(self, name: str, positions: np.ndarray) -> np.ndarray:
         """The set's values of input `name` at flat element `positions`."""
@@ -110,6 +115,21 @@ def timed_host(spec: Spec, sizes: dict[str, int], seed: int) -> dict[str, np.nda
     return suites.inputs(spec, sizes, suites.SPEC_DIST, int(rng.integers(1, 2**31 - 1)))
 
 
+def _sets_from_host(backend: Backend, sets: Sequence[TimedSet]) -> list[dict[str, Buffer]]:
+    """Each set's inputs made again from its host values: uploaded, then rotated on the device by
+    the set's own rolls — as `prepare_timed` made them, from memory no launch has run beside."""
+    uploaded: dict[int, dict[str, Buffer]] = {}
+    out = []
+    for ts in sets:
+        base = uploaded.get(id(ts.host))
+        if base is None:
+            base = uploaded[id(ts.host)] = {name: backend.upload(np.ascontiguousarray(arr))
+                                            for name, arr in ts.host.items()}
+        out.append({name: _rotated(backend, buf, ts.rolls[name]) if name in ts.rolls else buf
+                    for name, buf in base.items()})
+    return out
+
+
 def prepare_timed(spec: Spec, backend: Backend, sizes: dict[str, int], *, sets: int = 2,
                   seed: int | None = None, host: dict[str, np.ndarray] | None = None) -> list[TimedSet]:
     """`sets` input sets at `sizes` (see the module docstring), without expectations yet. `host`:
@@ -142,11 +162,18 @@ def expect(spec: Spec, backend: Backend, sets: Sequence[TimedSet], reference: tu
     when a rewrite changed the launch configuration) on fresh copies, kept on the device, and
     their values at the sampled positions (`samples`: name -> (positions, the same on the device))
     brought over. Call it after the timing loop: a kernel that keeps a cache keyed on its inputs
-    then meets them first while it is timed, where warming up shows."""
+    then meets them first while it is timed, where warming up shows.
+    The reference runs on the sets made again from the host (`_sets_from_host`), which become the
+    sets' `pristine` (what read-only inputs are compared with from now on); a set whose device
+    copy differs from them is named in its `changed`: some launch of the loop wrote it through an
+    address it was never given, and the expectations are the real result all the same."""
     ref = _compiled(reference)
     assert ref is not None
     ctypes = arg_types(spec, backend, ref, params or {})
     written = [a for a in spec.args.values() if a.pointer and a.written]
+    for ts, fresh in zip(sets, _sets_from_host(backend, sets)):
+        ts.changed = [name for name, buf in fresh.items() if not backend.same_bytes(ts.pristine[name], buf)]
+        ts.pristine = fresh
     for k, ts in enumerate(sets):
         run = fresh_run(spec, backend, ts, ctypes, POISONS[k % 2])
         rows = {a.name: backend.view(backend.allocate(samples[a.name][0].size * a.dtype.itemsize), 0, a.dtype.np,

@@ -326,6 +326,14 @@ def measure_size(backend, spec, rspec, sizes: dict[str, int], cand: tuple[Any, s
     failures = [sd.failures(spec) for sd in sides]
     if any(failures) and rounding is not None and rounding(sets):  # the reference's own rounding error
         failures = [sd.failures(spec) for sd in sides]
+    # Sets the loop copied from but no launch was given, changed: a write through an address kept
+    # or guessed (one device address space). The expectations came from the host's inputs.
+    spoiled = sorted({name for ts in sets for name in ts.changed})
+    if spoiled:
+        sp.output_failures.append(
+            f"the input sets the timing loop copies from ({', '.join(f'`{n}`' for n in spoiled)}), which no launch "
+            f"was given, changed while it ran: a launch wrote memory through an address it was not given (kept "
+            f"from an earlier launch, or guessed); every launch was judged against the reference on the host's inputs")
     for sd, found in zip(sides, failures):
         sp.output_failures += found
         sd.release()

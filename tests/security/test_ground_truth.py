@@ -1,0 +1,187 @@
+"""The catalogue's `truth` entries: what a candidate is judged against must be values it could not
+have written. On a GPU the reference and the candidate run in one process and one CUDA context:
+every allocation of the worker is reachable from the candidate's device code through a pointer it
+kept from an earlier launch (CuPy's pool hands freed memory to the next allocation) or one it
+guessed. The NumPy fake GPU (tests/profiler/fake_gpu.py) is that shared address space here: a fake
+kernel reaches every live device buffer of the process (found with `gc`, as a kernel scans or
+keeps addresses) — the proof runs on this machine; tests/gpu/test_ground_truth_gpu.py is the real
+launch for the lead's GPU run. On the CPU backend a launch's process maps its own arguments only
+(`test_scribbling_every_mapping_reaches_no_reference_output`)."""
+from __future__ import annotations
+
+import dataclasses
+import gc
+
+import numpy as np
+
+from astra_cuda import gate, profiler
+from astra_cuda.gate import checks, judging
+from astra_cuda.gate.building import Building
+
+from tests.profiler.fake_gpu import FakeBuf, FakeGpu, silu, units
+
+from . import catalogue
+from .reference_files import ORIGINAL, SPEC
+from .test_attacks import PAYLOAD_HEADERS, _no_screen, cpu  # noqa: F401 - the fixture
+
+EXPECTED = {a.name for a in catalogue.ALL if a.kind == "truth"}
+
+
+def _live_buffers() -> list[FakeBuf]:
+    """Every device buffer alive in the process: what a kernel reaches through kept or guessed
+    addresses where all of a worker's allocations share one address space."""
+    return [o for o in gc.get_objects() if isinstance(o, FakeBuf)]
+
+
+def scribbling_candidate(args, n) -> float:
+    """Wrong (out = x, the first half of each input row), and it writes the same into every live
+    buffer shaped like its output — where the reference's outputs of the case lie, when they are
+    still on the device."""
+    out, inp, d = args[0], args[1], args[2].value
+    out.host[...] = inp.host[:, :d]
+    for b in _live_buffers():
+        if b.shape == out.shape and b.dtype == out.dtype and b is not out:
+            b.host[...] = out.host
+    return 20.0
+
+
+def test_guessed_pointers_rewrite_reference_outputs():
+    """The whole gate on the fake GPU: the wrong candidate fails on every case — each case's
+    reference outputs are host copies taken before the candidate's launch. Control: where the
+    expectations stay on the device until they are compared (read lazily), the same candidate
+    passes — the rule, not luck, contains it."""
+    ref, cand, spec = units("cand")
+    b = FakeGpu({"// reference": lambda a, n: silu(a), "// cand": scribbling_candidate})
+    v = gate.check(ref, cand, spec, b, quick=True)
+    assert v.status == "failed" and any(f.check == "compare" for f in v.failures), v.human()
+
+
+class _OnDevice(dict):
+    """Expectations read from the device when compared (what the rule forbids)."""
+
+    def __init__(self, backend, buffers):
+        super().__init__()
+        self.backend, self.buffers = backend, buffers
+
+    def __getitem__(self, name):
+        return self.backend.download(self.buffers[name])
+
+    def __contains__(self, name):
+        return name in self.buffers
+
+
+def test_control_expectations_left_on_the_device_are_rewritten(monkeypatch):
+    ref, cand, spec = units("cand")
+    b = FakeGpu({"// reference": lambda a, n: silu(a), "// cand": scribbling_candidate})
+
+    def lazy(self, sizes, host, poison, info, schedule=None):
+        if self.ref is None:
+            return None
+        run = checks.prepare(self.rspec, self.backend, sizes, host, self.ctypes, poison)
+        self.backend.launch(self.ref.module, self.ref.name, checks.launch_of(self.rspec, sizes), run.args)
+        return _OnDevice(self.backend, run.buffers)
+    monkeypatch.setattr(judging.Judging, "expected", lazy)
+    v = gate.check(ref, cand, spec, b, quick=True)
+    assert not any(f.check == "compare" for f in v.failures), v.human()
+
+
+# ---- the timing loop ------------------------------------------------------------------------
+
+ROWS, D = 64, 1024   # the fake spec's bench size
+
+
+def timing_inputs_candidate():
+    """Wrong on the real inputs (it treats every input element the checks do not sample as 0), fast,
+    and it writes 0 there in every live buffer that holds a copy of its input — the timing's pristine
+    input sets among them, which no launch is given but from which the loop copies every launch's
+    inputs and the reference's expectations are computed after the loop. The sampled elements it leaves alone (it
+    reads where they are: the positions buffers), so every sampled input still holds the host's
+    value; the reference, launched on the same spoiled sets, agrees with it everywhere."""
+    keep: dict[str, np.ndarray] = {}
+
+    def kernel(args, n) -> float:
+        out, inp, d = args[0], args[1], args[2].value
+        live = _live_buffers()
+        if not keep:   # the sampled positions: every int64 buffer of the process
+            mask = np.zeros(inp.host.size, bool)
+            for b in live:
+                if b.dtype == np.int64 and b.host.size and int(b.host.max()) < mask.size:
+                    mask[b.host.reshape(-1)] = True
+            keep["mask"] = mask.reshape(inp.host.shape)
+        mask = keep["mask"]
+        for b in live:   # copies of its input elsewhere (found by content): the set it was copied from
+            if b.shape == inp.shape and b.dtype == inp.dtype and not np.shares_memory(b.host, inp.host) \
+                    and np.array_equal(b.host, inp.host):
+                b.host[~mask] = 0
+        x = np.where(mask, inp.host, 0).astype(np.float32)
+        out.host[...] = (x[:, :d] / (1 + np.exp(-x[:, :d])) * x[:, d:]).astype(np.float16)
+        return 5.0
+    return kernel
+
+
+def test_guessed_pointers_rewrite_timing_inputs():
+    """The profiler's timing at the bench size (64 x 1024): the reference's expectations come from
+    the host's inputs after the loop, so the candidate's outputs are compared with the real result
+    and the spoiled sets are named."""
+    ref, cand, spec = units("cand")
+    b = FakeGpu({"// reference": lambda a, n: silu(a) or 25.0, "// cand": timing_inputs_candidate()})
+    p = profiler.profile(ref, cand, spec, b, seed=7)
+    s = p.sizes[0]
+    assert not p.valid and s.output_failures, (s.speedup, s.implausible)
+    assert any("no launch was given" in m and "`input`" in m for m in s.output_failures), s.output_failures
+    assert any("elements differ" in m for m in s.output_failures), s.output_failures
+
+
+def test_honest_kernels_time_as_before():
+    """Nothing changes for kernels that write only their own arguments."""
+    ref, cand, spec = units("cand")
+    b = FakeGpu({"// reference": lambda a, n: silu(a) or 25.0, "// cand": lambda a, n: silu(a) or 20.0})
+    p = profiler.profile(ref, cand, spec, b, seed=7)
+    assert p.valid, p.sizes[0].output_failures + p.sizes[0].implausible
+
+
+# ---- the CPU backend: a launch's process maps its own arguments only --------------------------
+
+SCRIBBLES = PAYLOAD_HEADERS + ORIGINAL + "__device__ int mapped;\n" + SPEC + r"""__global__ void scale_fast(float* y, const float* x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i == 0) {   // in the launch itself: 0x41 into every buffer of its process but its input
+    FILE* m = fopen("/proc/self/maps", "r");
+    char line[512];
+    mapped = 0;
+    while (m && fgets(line, sizeof line, m)) {
+      unsigned long lo, hi;
+      if (strstr(line, "astra-buf") && strstr(line, "rw") && sscanf(line, "%lx-%lx", &lo, &hi) == 2) {
+        ++mapped;
+        if ((unsigned long)x < lo || (unsigned long)x >= hi) memset((void*)lo, 0x41, hi - lo);
+      }
+    }
+    if (m) fclose(m);
+  }
+  __syncthreads();
+  if (i < n) y[i] = (float)mapped;   // wrong: how many buffers it reached
+}
+"""
+
+
+def test_scribbling_every_mapping_reaches_no_reference_output(cpu, tmp_path, monkeypatch):  # noqa: F811
+    """Host code in the candidate (the screens and the GPU-first compile off: the executor alone
+    stands) writes 0x41 into every buffer mapped in its launch's process but its input, then
+    outputs how many it found: its own two arguments and its module's `__device__` variables —
+    never the reference's outputs (nor inputs), so the wrong rewrite fails the comparison."""
+    from astra_cuda.gate import screen
+    from .reference_files import units as file_units
+    _no_screen(monkeypatch)
+    monkeypatch.setattr(screen, "screen", lambda *a, **k: screen.ScreenResult())
+    monkeypatch.setattr(Building, "device_compile", lambda self: True)
+    monkeypatch.setattr(Building, "cut_check", lambda self: True)
+    ref, cand, spec = file_units(SCRIBBLES, tmp_path)
+    cand = dataclasses.replace(cand, source=SCRIBBLES)   # the file as written: host code kept
+    v = gate.check(ref, cand, spec, cpu, quick=True)
+    assert v.status == "failed", v.human()
+    f = v.failures[0]
+    assert f.check in ("compare", "not_constant") and "constant (3 everywhere)" in f.message, v.human()
+
+
+def test_every_truth_entry_has_a_test():
+    tested = {n[len("test_"):] for n in globals() if n.startswith("test_")}
+    assert EXPECTED and EXPECTED <= tested, EXPECTED - tested
