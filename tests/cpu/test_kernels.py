@@ -217,3 +217,26 @@ def test_sanitized_build_runs_barrier_and_shuffle_code_cleanly(cpu):
     got = run(cpu, RMSNORM, "rmsnorm", (rows,), (block,), [x, w, np.zeros_like(x), i32(d), f32(1e-6)],
               sanitize=True, schedule=Schedule("random", 2))[2]
     np.testing.assert_allclose(got, rmsnorm_model(x, w, block, 1e-6), rtol=3e-7, atol=0)
+
+
+def test_atomic_ledger_adds_magnitudes_or_ones(cpu):
+    # Blocks add signed half terms into one element each (GPTQ's gemm_half_q_half_gptq_4bit_kernel
+    # accumulates its per-block partial sums so): the ledger makes each add's magnitude and the
+    # number of adds the launch's result (gate/atomic_bound.py), plain stores untouched.
+    src = r"""
+#include <cuda_fp16.h>
+__global__ void k(const __half* t, __half* acc, float* facc, float* plain) {
+  atomicAdd(&acc[threadIdx.x], t[blockIdx.x * blockDim.x + threadIdx.x]);
+  atomicAdd(&facc[threadIdx.x], __half2float(t[blockIdx.x * blockDim.x + threadIdx.x]));
+  plain[threadIdx.x] = 2.f;
+}
+"""
+    t = np.random.default_rng(5).uniform(-4, 4, (6, 8)).astype(np.float16)
+    def go(mode):
+        return run(cpu, src, "k", (6,), (8,), [t, np.ones(8, np.float16), np.ones(8, np.float32),
+                                               np.zeros(8, np.float32)], schedule=Schedule(atomics=mode))
+    value, magnitude, count = go("value"), go("magnitude"), go("count")
+    np.testing.assert_allclose(value[2], 1 + t.astype(np.float32).sum(0), rtol=1e-6)
+    np.testing.assert_allclose(magnitude[2], 1 + np.abs(t.astype(np.float32)).sum(0), rtol=1e-6)
+    np.testing.assert_array_equal(count[1], np.full(8, 7, np.float16))
+    np.testing.assert_array_equal(count[3], np.full(8, 2, np.float32))

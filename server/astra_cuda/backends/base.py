@@ -86,11 +86,15 @@ class Schedule:
     """How the CPU backend runs a launch: the thread interleaving ('forward', 'reverse',
     'random'; the GPU ignores it: the hardware chooses) and, where `caps.rounding_modes`, the IEEE
     rounding direction of the kernel's floating-point arithmetic ('nearest', 'upward',
-    'downward', 'towardzero')."""
+    'downward', 'towardzero') and, where `caps.atomic_ledger`, what each floating-point atomic
+    add adds: 'value' (the kernel's own arithmetic), 'magnitude' (its value's absolute value) or
+    'count' (one) — how many adds an element takes and their magnitudes, measured
+    (gate/atomic_bound.py)."""
 
     order: str = "forward"
     seed: int = 0
     rounding: str = "nearest"
+    atomics: str = "value"
 
 
 @dataclass(frozen=True)
@@ -112,6 +116,8 @@ class Capabilities:
     rounding_modes: bool = False     # launch(schedule=Schedule(rounding=...)) runs the kernel's float
                                      # arithmetic in another IEEE rounding direction (its own rounding
                                      # error made visible: gate/run.py's rounding allowance)
+    atomic_ledger: bool = False      # launch(schedule=Schedule(atomics=...)): float atomic adds add their
+                                     # magnitude or one instead (gate/atomic_bound.py)
 
 
 @dataclass

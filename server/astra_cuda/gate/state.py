@@ -57,6 +57,11 @@ class GateState:
             rounding if rounding is not None and rounding.caps.rounding_modes else None)
         self.rounding_ref: Compiled | None = None   # the reference built for `rounding` when it is another backend
         self.rounding_noted: set[str] = set()
+        # the candidate built on the backend that keeps the atomic ledger, where that is another
+        # (gate/atomic_bound.py), and whether measuring failed once already (then never again)
+        self.ledger_cand: Compiled | None = None
+        self.ledger_off = False
+        self.ledgers: tuple[Any, dict[str, Any]] = (None, {})   # the last case's (key, ledgers)
         self.ref_unit, self.cand_unit, self.spec, self.backend = reference, candidate, spec, backend
         # A rewrite may change the launch configuration (with the launch site): the reference
         # keeps its own. Cases come from the reference's spec, so a candidate cannot shed a size

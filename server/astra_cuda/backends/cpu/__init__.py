@@ -30,6 +30,7 @@ __all__ = ["CpuBackend", "CpuBuffer", "CpuModule", "fast_math_swaps", "run_sched
 
 ORDERS = {"forward": 0, "reverse": 1, "random": 2}
 ROUNDINGS = {"nearest": 0, "upward": 1, "downward": 2, "towardzero": 3}
+ATOMIC_LEDGER = {"value": 0, "magnitude": 1, "count": 2}   # the rounding word's second byte (the runtime's)
 
 
 class _DeviceAddresses:
@@ -138,7 +139,7 @@ class CpuBackend(Backend):
     name = "cpu"
     # Correctness only, never speed; builds are g++ subprocesses, so they can overlap.
     caps = Capabilities(thread_schedules=True, address_sanitizer=True, race_checker=True, build_prefetch=True,
-                        host_code=True, rounding_modes=True)
+                        host_code=True, rounding_modes=True, atomic_ledger=True)
 
     def __init__(self, workers: int | None = None, landlock_abi: int | None = None):
         """`landlock_abi`: use at most this Landlock ABI, as an older kernel would (tests)."""
@@ -222,6 +223,8 @@ class CpuBackend(Backend):
             raise LaunchError(f"unknown schedule order {schedule.order!r} (forward, reverse, random)")
         if schedule.rounding not in ROUNDINGS:
             raise LaunchError(f"unknown rounding direction {schedule.rounding!r} ({', '.join(ROUNDINGS)})")
+        if schedule.atomics not in ATOMIC_LEDGER:
+            raise LaunchError(f"unknown atomic ledger {schedule.atomics!r} ({', '.join(ATOMIC_LEDGER)})")
         with self._lock:
             reply = self._send_launch(module, name_expression, launch, args, schedule, timeout_s)
         if not reply.get("ok"):
@@ -281,7 +284,7 @@ class CpuBackend(Backend):
             "entry": module.entry_index[name_expression], "args": wire_args, "relocs": relocs,
             "grid": [int(x) for x in launch.grid], "block": [int(x) for x in launch.block],
             "shmem": int(launch.shared_mem), "order": ORDERS[schedule.order],
-            "rounding": ROUNDINGS[schedule.rounding],
+            "rounding": ROUNDINGS[schedule.rounding] | ATOMIC_LEDGER[schedule.atomics] << 8,
             "seed": int(schedule.seed) & (2**64 - 1),
             # race checking runs the blocks one after another on the calling thread: races are
             # then looked for within blocks, deterministically

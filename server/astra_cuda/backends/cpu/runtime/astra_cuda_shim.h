@@ -243,7 +243,24 @@ template <class T> inline void __stwb(T* p, T v) { *p = v; }
 template <class T> inline void __stwt(T* p, T v) { *p = v; }
 
 // ---- Atomics: real host atomics (blocks of one launch run concurrently on several cores).
+// The launch's atomic ledger (Schedule.atomics, set by the runtime for one launch): 0, a float
+// atomic add adds its value; 1, its magnitude; 2, one. What the gate bounds a float output's
+// run-to-run differences by (gate/atomic_bound.py): how many adds an element takes and the sum of
+// their magnitudes, in the launch's own arithmetic.
+extern "C" int astra_atomic_ledger;
 namespace astra {
+inline float ledger_term(float v) { return astra_atomic_ledger == 1 ? fabsf(v) : astra_atomic_ledger == 2 ? 1.0f : v; }
+inline double ledger_term(double v) { return astra_atomic_ledger == 1 ? fabs(v) : astra_atomic_ledger == 2 ? 1.0 : v; }
+inline __half ledger_term(__half v) {
+  return astra_atomic_ledger == 0 ? v : __float2half(astra_atomic_ledger == 1 ? fabsf(__half2float(v)) : 1.0f);
+}
+inline __nv_bfloat16 ledger_term(__nv_bfloat16 v) {
+  return astra_atomic_ledger == 0 ? v : __float2bfloat16(astra_atomic_ledger == 1 ? fabsf(__bfloat162float(v)) : 1.0f);
+}
+inline __half2 ledger_term(__half2 v) { return astra_atomic_ledger == 0 ? v : __halves2half2(ledger_term(__low2half(v)), ledger_term(__high2half(v))); }
+inline __nv_bfloat162 ledger_term(__nv_bfloat162 v) {
+  return astra_atomic_ledger == 0 ? v : __halves2bfloat162(ledger_term(__low2bfloat16(v)), ledger_term(__high2bfloat16(v)));
+}
 template <class T> inline T atomic_rmw_cas(T* addr, T (*f)(T, T), T val) {
   static_assert(sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8, "atomic size");
   using U = std::conditional_t<sizeof(T) == 2, unsigned short,
@@ -287,14 +304,14 @@ inline unsigned atomicDec(unsigned* a, unsigned m) {
   return astra::atomic_rmw_cas<unsigned>(a, [](unsigned o, unsigned m) { return (o == 0 || o > m) ? m : o - 1; }, m);
 }
 inline float atomicExch(float* a, float v) { return astra::from_bits<float>(__atomic_exchange_n((unsigned*)a, (unsigned)astra::to_bits(v), __ATOMIC_SEQ_CST)); }
-inline float atomicAdd(float* a, float v) { return astra::atomic_rmw_cas<float>(a, [](float o, float x) { return o + x; }, v); }
-inline double atomicAdd(double* a, double v) { return astra::atomic_rmw_cas<double>(a, [](double o, double x) { return o + x; }, v); }
+inline float atomicAdd(float* a, float v) { return astra::atomic_rmw_cas<float>(a, [](float o, float x) { return o + x; }, astra::ledger_term(v)); }
+inline double atomicAdd(double* a, double v) { return astra::atomic_rmw_cas<double>(a, [](double o, double x) { return o + x; }, astra::ledger_term(v)); }
 inline float atomicMax(float* a, float v) { return astra::atomic_rmw_cas<float>(a, [](float o, float x) { return fmaxf(o, x); }, v); }
 inline float atomicMin(float* a, float v) { return astra::atomic_rmw_cas<float>(a, [](float o, float x) { return fminf(o, x); }, v); }
-inline __half atomicAdd(__half* a, __half v) { return astra::atomic_rmw_cas<__half>(a, [](__half o, __half x) { return __hadd(o, x); }, v); }
-inline __half2 atomicAdd(__half2* a, __half2 v) { return astra::atomic_rmw_cas<__half2>(a, [](__half2 o, __half2 x) { return __hadd2(o, x); }, v); }
-inline __nv_bfloat16 atomicAdd(__nv_bfloat16* a, __nv_bfloat16 v) { return astra::atomic_rmw_cas<__nv_bfloat16>(a, [](__nv_bfloat16 o, __nv_bfloat16 x) { return __hadd(o, x); }, v); }
-inline __nv_bfloat162 atomicAdd(__nv_bfloat162* a, __nv_bfloat162 v) { return astra::atomic_rmw_cas<__nv_bfloat162>(a, [](__nv_bfloat162 o, __nv_bfloat162 x) { return __hadd2(o, x); }, v); }
+inline __half atomicAdd(__half* a, __half v) { return astra::atomic_rmw_cas<__half>(a, [](__half o, __half x) { return __hadd(o, x); }, astra::ledger_term(v)); }
+inline __half2 atomicAdd(__half2* a, __half2 v) { return astra::atomic_rmw_cas<__half2>(a, [](__half2 o, __half2 x) { return __hadd2(o, x); }, astra::ledger_term(v)); }
+inline __nv_bfloat16 atomicAdd(__nv_bfloat16* a, __nv_bfloat16 v) { return astra::atomic_rmw_cas<__nv_bfloat16>(a, [](__nv_bfloat16 o, __nv_bfloat16 x) { return __hadd(o, x); }, astra::ledger_term(v)); }
+inline __nv_bfloat162 atomicAdd(__nv_bfloat162* a, __nv_bfloat162 v) { return astra::atomic_rmw_cas<__nv_bfloat162>(a, [](__nv_bfloat162 o, __nv_bfloat162 x) { return __hadd2(o, x); }, astra::ledger_term(v)); }
 #define ASTRA_ATOMIC_SCOPES(name)                                                              \
   template <class... A> inline auto name##_block(A... a) -> decltype(name(a...)) { return name(a...); } \
   template <class... A> inline auto name##_system(A... a) -> decltype(name(a...)) { return name(a...); }

@@ -1104,6 +1104,10 @@ extern "C" void astra_trim() {
 // order: 0 forward, 1 reverse, 2 random. rounding: 0 to nearest, 1 upward, 2 downward, 3
 // toward zero (IEEE directions, for the gate's measure of a kernel's own rounding error).
 // Returns 0, or 1 with a message in err.
+// What a float atomic add adds in this launch (the shim's ledger_term): a launch runs in a
+// process of its own, so one word for the launch.
+extern "C" int astra_atomic_ledger = 0;
+
 extern "C" int astra_launch(void (*entry)(void**), void** args, int nargs,
                             const unsigned long long* buf_bytes, int copy_buffers,
                             const unsigned* grid, const unsigned* block,
@@ -1162,6 +1166,11 @@ extern "C" int astra_launch(void (*entry)(void**), void** args, int nargs,
   L.shmem = shmem;
   L.order = order;
   static const int directions[4] = {FE_TONEAREST, FE_UPWARD, FE_DOWNWARD, FE_TOWARDZERO};
+  // the atomic ledger rides in the rounding word's second byte (Schedule.atomics)
+  int ledger = rounding >> 8;
+  rounding &= 0xff;
+  if (ledger < 0 || ledger > 2) return fail_msg("unknown atomic ledger " + std::to_string(ledger));
+  astra_atomic_ledger = ledger;
   if (rounding < 0 || rounding > 3) return fail_msg("unknown rounding direction " + std::to_string(rounding));
   L.rounding = directions[rounding];
   L.seed = seed;
