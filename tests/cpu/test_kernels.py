@@ -225,8 +225,9 @@ def test_atomic_ledger_adds_magnitudes_or_ones(cpu):
     # number of adds the launch's result (gate/atomic_bound.py), plain stores untouched.
     src = r"""
 #include <cuda_fp16.h>
-__global__ void k(const __half* t, __half* acc, float* facc, float* plain) {
+__global__ void k(const __half* t, __half* acc, float* facc, float* plain, __half2* pairs) {
   atomicAdd(&acc[threadIdx.x], t[blockIdx.x * blockDim.x + threadIdx.x]);
+  atomicAdd(&pairs[threadIdx.x], __halves2half2(t[blockIdx.x * blockDim.x + threadIdx.x], __float2half(-1.f)));
   atomicAdd(&facc[threadIdx.x], __half2float(t[blockIdx.x * blockDim.x + threadIdx.x]));
   plain[threadIdx.x] = 2.f;
 }
@@ -234,9 +235,13 @@ __global__ void k(const __half* t, __half* acc, float* facc, float* plain) {
     t = np.random.default_rng(5).uniform(-4, 4, (6, 8)).astype(np.float16)
     def go(mode):
         return run(cpu, src, "k", (6,), (8,), [t, np.ones(8, np.float16), np.ones(8, np.float32),
-                                               np.zeros(8, np.float32)], schedule=Schedule(atomics=mode))
+                                               np.zeros(8, np.float32), np.zeros(16, np.float16)],
+                   schedule=Schedule(atomics=mode))
     value, magnitude, count = go("value"), go("magnitude"), go("count")
     np.testing.assert_allclose(value[2], 1 + t.astype(np.float32).sum(0), rtol=1e-6)
     np.testing.assert_allclose(magnitude[2], 1 + np.abs(t.astype(np.float32)).sum(0), rtol=1e-6)
     np.testing.assert_array_equal(count[1], np.full(8, 7, np.float16))
     np.testing.assert_array_equal(count[3], np.full(8, 2, np.float32))
+    np.testing.assert_allclose(magnitude[4][0::2], np.abs(t.astype(np.float32)).sum(0), rtol=2e-3)
+    np.testing.assert_array_equal(magnitude[4][1::2], np.full(8, 6, np.float16))   # each lane its own
+    np.testing.assert_array_equal(count[4], np.full(16, 6, np.float16))

@@ -104,3 +104,16 @@ def test_a_plain_store_racing_atomic_adds_is_named_a_race(cpu, tmp_path):
     v = gate.check(None, unit, spec, cpu, quick=True, seed=3)
     assert v.status == "failed" and v.failures[0].check in ("schedules", "determinism"), v.human()
     assert "not accumulated through atomic adds alone" in v.failures[0].message, v.human()
+
+
+def test_the_allowance_never_reaches_the_comparison_with_the_reference(cpu, tmp_path):
+    # a candidate that leaves the last block's terms out: its runs agree within the bound with each
+    # other, but against the reference only the tolerance (and the reference's rounding) counts
+    ref, spec = units(tmp_path, zero=False)
+    text = KERNEL.replace("ZERO", "if (blockIdx.z == gridDim.z - 1) return;")
+    path = tmp_path / "cand.cu"
+    path.write_text(text)
+    cand = extract.unit(text, str(path), "accumulate")
+    v = gate.check(ref, cand, spec, cpu, quick=True, seed=3)
+    assert v.status == "failed" and v.failures[0].check in ("compare", "schedules"), v.human()
+    assert "reordering" not in v.failures[0].message

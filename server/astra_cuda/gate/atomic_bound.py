@@ -37,7 +37,7 @@ from .verdict import CaseInfo
 UNIT_ROUNDOFF = {"half": 2.0 ** -11, "bfloat16": 2.0 ** -8, "float": 2.0 ** -24, "double": 2.0 ** -53}
 SUBNORMAL_STEP = {"half": 2.0 ** -24, "bfloat16": 2.0 ** -133, "float": 2.0 ** -149, "double": 2.0 ** -1074}
 STARTS = (0.0, 2.0)   # the counting runs' starting values: exact in every float type, as are small counts
-MAX_ELEMENTS = 1 << 22   # per case: the three CPU runs stay seconds, not minutes
+MAX_ELEMENTS = 1 << 26   # per case, as the rounding allowance's CPU runs (judging.ROUNDING_MAX_ELEMENTS)
 
 
 def order_bound(k: np.ndarray, p: np.ndarray, dtype: str) -> np.ndarray:
