@@ -66,3 +66,17 @@ def test_a_template_parameters_object_made_by_a_factory(tmp_path):
     exe = hostprog.build_nvcc(SHAPE, main, str(path), ProjectContext(), TK, "sm_90")
     (b,) = construct.parse_output(hostprog.run(exe, ["8", "128", "96"]), 1)
     assert np.frombuffer(b, dtype=np.int32).tolist() == [128, 96, 8]
+
+
+def test_the_constructor_program_links_with_the_units_layout_probe(tmp_path):
+    """The GPU backend builds the program from the unit as compiled, the layout probe of a struct
+    parameter appended (`layout.probe`): its `__device__` arrays must link on nvcc's host pass too
+    (`extern "C" __device__ T a[] = …` left the host's shadow undefined on an H200)."""
+    path = tmp_path / "fd.cu"
+    text = FILE.read_text()
+    path.write_text(text)
+    probe = layout.probe("row_of", {1: ("d",)})
+    main = construct.program("row_of", [construct.Target(1, "", "fastdiv(2 * rows + 1)")], ["rows"], "")
+    exe = hostprog.build_nvcc(text + probe, main, str(path), ProjectContext(), TK, "sm_90")
+    (b,) = construct.parse_output(hostprog.run(exe, ["3"]), 1)
+    assert np.frombuffer(b, dtype=np.uint32)[0] == 7

@@ -131,7 +131,10 @@ def probe(name_expression: str, structs: dict[int, tuple[str, ...]],
             member = f"astra_layout_::bare<decltype((({t}*)0)->{d})>::type"
             values += [f"__builtin_offsetof({t}, {d})", f"sizeof((({t}*)0)->{d})",
                        f"astra_layout_::kind<{member}>::v", f"astra_layout_::kind<{member}>::elem"]
-        out.append(f'extern "C" __device__ unsigned long long {sym}[] = {{{", ".join(values)}}};\n')
+        # `extern "C" { … }`, not `extern "C" __device__ …`: the block's declaration is a definition
+        # under nvcc's host pass too (the constructor program, compile/hostprog), where the other
+        # form left the host's shadow of the array undefined at link time.
+        out.append(f'extern "C" {{ __device__ unsigned long long {sym}[] = {{{", ".join(values)}}}; }}\n')
 
     for i in sorted({i for i in structs} | {i for i, _ in records} | set(accessors)):
         param = f"astra_layout_::bare<astra_layout_::param<{i}, decltype(&{name_expression})>::type>::type"
@@ -191,8 +194,8 @@ def _accessor_probe(i: int, t: str) -> str:
     body = "".join(f"  static constexpr __host__ __device__ unsigned long long astra_{k}() {{ return {v}; }}\n"
                    for k, v in words.items())
     return (f"struct {peek} : {t} {{\n{body}}};\n"
-            f'extern "C" __device__ unsigned long long {accessor_symbol(i)}[] = '
-            f'{{{", ".join(f"{peek}::astra_{k}()" for k in words)}}};\n')
+            f'extern "C" {{ __device__ unsigned long long {accessor_symbol(i)}[] = '
+            f'{{{", ".join(f"{peek}::astra_{k}()" for k in words)}}}; }}\n')
 
 
 def parse_accessor(raw: bytes) -> Accessor:
