@@ -233,37 +233,90 @@ def shift_counts(kernel: Kernel, size_names: list[str]) -> list[str]:
     return [n for n in size_names if n in shifts]
 
 
-def mode_params(kernel: Kernel, size_names: list[str]) -> list[tuple[str, int, list[int]]]:
+def _dead_spans(body: Node, known: dict[str, int], probed: set[str]) -> list[tuple[int, int]]:
+    """(start, end) bytes of the branches `known` values rule out (`if (cu_seqlens != nullptr)` with
+    the pointer passed null: its THD branch)."""
+    from ..model import compiled_branches
+    dead: list[tuple[int, int]] = []
+    for n in _walk(body):
+        cond = n.child_by_field_name("condition") if n.type == "if_statement" else None
+        if cond is None or any(s <= n.start_byte < e for s, e in dead):
+            continue
+        taken = compiled_branches.truth_of(cond, known, probed)
+        gone = n.child_by_field_name("alternative" if taken else "consequence") if taken is not None else None
+        if gone is not None:
+            dead.append((gone.start_byte, gone.end_byte))
+    return dead
+
+
+def _compared(n: Node) -> tuple[Node | None, str, str]:
+    """(the comparison, its operator, the number on its other side) around the identifier `n`,
+    the operator written as if `n` stood on the left (`1 < cp_size` is `cp_size > 1`)."""
+    parent = n.parent
+    while parent is not None and parent.type == "parenthesized_expression":
+        parent = parent.parent
+    op = parent.child_by_field_name("operator") if parent is not None and parent.type == "binary_expression" else None
+    if op is None:
+        return None, "", ""
+    left, right = parent.child_by_field_name("left"), parent.child_by_field_name("right")
+    other = right if left is not None and left.start_byte <= n.start_byte < left.end_byte else left
+    if other is None or other.type != "number_literal" or (other is left and right is not None
+                                                           and not right.start_byte <= n.start_byte < right.end_byte):
+        return parent, op.type, ""
+    flip = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}
+    return parent, (flip.get(op.type, op.type) if other is left else op.type), other.text.decode().rstrip("uUlL")
+
+
+def mode_params(kernel: Kernel, size_names: list[str],
+                known: dict[str, int] | None = None) -> list[tuple[str, int, list[int]]]:
     """(name, value, the numbers it is compared with) for each integer parameter the kernel's body
     names only in `==`/`!=` comparisons with numbers (`if (int8_mode == 2)`): a mode, whose sizes'
     values would pick a path by accident; the value is the least non-negative number none of the
-    comparisons names, so each of them takes its `else` (the plain path: FasterTransformer's int8_mode 0)."""
+    comparisons names, so each of them takes its `else` (the plain path: FasterTransformer's int8_mode 0).
+    A count the kernel tests against one, `if (cp_size > 1) { … }`, named otherwise only inside that
+    branch, is a split that 1 turns off (TransformerEngine rope's context-parallel size: drawn as a
+    size, 128, it sent every block through the branch, whose rows `cp_rank` offsets, and its
+    `assert(cur_seqlens % 2 == 0)`): taken 1. Uses in branches `known` values rule out (a pointer
+    passed null, `if (cu_seqlens != nullptr)`) do not count."""
     body = access.kernel_body(kernel)
     if body is None:
         return []
+    dead = _dead_spans(body, known or {}, set(size_names)) if known else []
     tested: dict[str, set[int]] = {n: set() for n in size_names}
-    plain: set[str] = set()
+    split: dict[str, list[tuple[int, int]]] = {n: [] for n in size_names}   # `if (n > 1)` branches
+    uses: dict[str, list[Node]] = {n: [] for n in size_names}
     for n in _walk(body):
-        if n.type != "identifier" or n.text.decode() not in tested:
-            continue
-        parent = n.parent
-        while parent is not None and parent.type == "parenthesized_expression":
-            parent = parent.parent
-        op = parent.child_by_field_name("operator") if parent is not None and parent.type == "binary_expression" \
-            else None
-        other = [c for c in (parent.child_by_field_name("left"), parent.child_by_field_name("right"))
-                 if c is not None and c.end_byte <= n.start_byte or c is not None and c.start_byte >= n.end_byte] \
-            if op is not None else []
-        literal = other[0].text.decode().rstrip("uUlL") if len(other) == 1 and other[0].type == "number_literal" else ""
-        if op is not None and op.type in ("==", "!=") and literal.isdigit():
-            tested[n.text.decode()].add(int(literal))
-        else:
-            plain.add(n.text.decode())
+        if n.type == "identifier" and n.text.decode() in tested and not any(s <= n.start_byte < e for s, e in dead):
+            uses[n.text.decode()].append(n)
+    plain: dict[str, list[Node]] = {n: [] for n in size_names}
+    for name, found in uses.items():
+        for n in found:
+            cmp, op, literal = _compared(n)
+            if op in ("==", "!=") and literal.isdigit():
+                tested[name].add(int(literal))
+            elif (op, literal) == (">", "1") and cmp is not None and cmp.parent is not None \
+                    and cmp.parent.type == "condition_clause" and cmp.parent.parent is not None \
+                    and cmp.parent.parent.type == "if_statement" \
+                    and (then := cmp.parent.parent.child_by_field_name("consequence")) is not None:
+                split[name].append((then.start_byte, then.end_byte))
+            else:
+                plain[name].append(n)
     out = []
     for name, values in tested.items():
-        if values and name not in plain:
+        if split[name] and 1 not in values and all(any(s <= n.start_byte < e for s, e in split[name])
+                                                   for n in plain[name]):
+            out.append((name, 1, sorted(values | {1})))
+        elif values and not plain[name]:
             out.append((name, next(v for v in range(len(values) + 1) if v not in values), sorted(values)))
     return out
+
+
+def mode_note(name: str, value: int, tested: list[int]) -> str:
+    """What a draft says of a parameter `mode_params` gave a value."""
+    if value in tested:   # a split count: its `> 1` branch off
+        return f"`{name}` is a count the kernel tests `> 1` (a split that 1 turns off): took {value} — CHECK"
+    return (f"`{name}` is a mode the kernel only compares with {', '.join(map(str, tested))}: took {value}, "
+            f"the path none of those comparisons selects — CHECK the mode the program uses")
 
 
 def written_as_constants(kernel: Kernel, name: str) -> bool:

@@ -25,7 +25,7 @@ from .template_names import enumerators, known_names, split as _split
 from .types import Types, declared_types, dispatch_subjects, dispatch_values
 from .body_facts import (WARP_WIDTH, bound_functions, called_template_params, cast_type, class_argument,
                          earlier_version, first_use, integer_constants, launch_value, measured, member_read,
-                         mode_params, names_used, null_tested, reduces, scatter_of, shift_counts, split_row_requires,
+                         mode_params, names_used, mode_note, null_tested, reduces, scatter_of, shift_counts, split_row_requires,
                          warp_width_names, whole_groups, written_as_constants)
 from .notes import problems_of, ranked
 from .requirements import (holds_true, launch_requirements, over_sizes, substituted, toml_list, vector_requirements,
@@ -202,11 +202,15 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
         derived[n] = value
         notes.append(note)
     size_names = [n for n in size_names if n not in derived]
-    for n, value, tested in mode_params(kernel, size_names):   # `if (int8_mode == 2)`: a mode, not a size
-        derived[n] = str(value)
+    helpers = access.helpers_of([it.text for it in types.items if it.kind in ("device_function", "type")],
+                                [it.text for it in types.items if it.kind == "macro"])
+    helpers.update(bound_functions(kernel, targs, helpers))
+    optional = null_tested(kernel, helpers) if decide.get("optional") == "null" else set()
+    split_off: dict[str, int] = {}   # `if (cp_size > 1)`: a split 1 turns off, its branch then not walked
+    for n, value, tested in mode_params(kernel, size_names, {p: 0 for p in optional}):   # `if (int8_mode == 2)`
+        derived[n], split_off = str(value), {**split_off, **({n: value} if value in tested else {})}
         size_names.remove(n)
-        notes.append(f"`{n}` is a mode the kernel only compares with {', '.join(map(str, tested))}: took {value}, "
-                     f"the path none of those comparisons selects — CHECK the mode the program uses")
+        notes.append(mode_note(n, value, tested))
     strides = [n for n in size_names if is_stride(n)]
     for n, size, line in guards.compared_strides(kernel, strides, [n for n in size_names if n not in strides]):
         derived[n] = size
@@ -261,15 +265,11 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
         notes.append(f"{CANNOT}`{f}` is a `{opaque[f]}` (a class of its own, whose value the host builds) "
                      f"that this instance of the kernel uses: no number or buffer stands for it, and the spec "
                      f"format cannot give one yet")
-    helpers = access.helpers_of([it.text for it in types.items if it.kind in ("device_function", "type")],
-                                [it.text for it in types.items if it.kind == "macro"])
-    helpers.update(bound_functions(kernel, targs, helpers))
-    optional = null_tested(kernel, helpers) if decide.get("optional") == "null" else set()
     longest = lengths.length_bounds(kernel, int_params, helpers, shared, grid + block, size_names)  # `seq_lens`
-    known_values.update({p: 0 for p in optional})   # passed null: the branches that test it are decided
+    known_values.update({**{p: 0 for p in optional}, **split_off})   # passed null: the branches that test it are decided
     found, recast = measured(kernel, elem_bytes, int_params, lambda elem_bytes, int_params: infer_shapes(  # void*: its casts
                     kernel, [n for n in size_names if n != TABLE], grid, unclamped_block(block, kernel.text, size_names),
-                    elem_bytes, int_params, known_values, lanes, derived, helpers,
+                    elem_bytes, int_params, known_values, lanes, {k: v for k, v in derived.items() if k not in split_off}, helpers,
                     equal_sizes=decide.get("sizes") == "equal", type_bytes=lambda t: types.vector_bytes(t, targs),
                     require=launch_require, powers=masks.shifted_by(kernel, helpers, size_names),  # shifts: powers of 2
                     macros=frozenset(types.defined_at(len(types.items) + 1)), lengths=longest),

@@ -53,7 +53,9 @@ class Analyzer(StatementWalk, LoopWalk, ConditionWalk, ExpressionWalk, CallWalk)
         self.aliases: dict[str, str] = {}     # the body's own `using` and `typedef` names
         self.helpers = helpers or {}          # device function name -> its definition (followed into)
         self.const = {p.name: p.is_const for p in kernel.params if p.is_pointer}
-        self.sizes = {p.name for p in kernel.params if not p.is_pointer}   # the kernel's scalar parameters
+        # the kernel's scalar parameters the probe sets: one the draft fixes instead (`constants`, not
+        # probed: a split count `cp_size` 1) decides the branches that test it, as a template argument does
+        self.sizes = {p.name for p in kernel.params if not p.is_pointer and (p.name in sizes or p.name not in constants)}
         self.depth = 0
         self.view: View | None = None   # the object whose method is being walked
         # locals with the expression that set them: a condition that narrows `i` narrows
