@@ -2,7 +2,7 @@
 width by name, a scatter's index array, rows several blocks split, whole groups, pointers
 tested against null, shift counts, modes, status outputs, an earlier version of the kernel,
 functions bound as template arguments, the constants its code names, a `void*` buffer's type.
-Separate because each is a reading of the tree, none needs the draft's state; long because each
+Separate because each is a reading of the tree, none needs the draft's state. Long because each
 of those readings is one short function over the same kernel tree, and they are many."""
 from __future__ import annotations
 
