@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from astra_cuda.execution import jobs, worker
-
-from tests.security.reference_files import ORIGINAL, SPEC, units
+from tests.security.reference_files import ORIGINAL, SPEC, checked_twice_in_one_worker
 
 pytestmark = pytest.mark.gpu   # `scripts/gpu-check pytest-gpu` selects by this mark
 
@@ -40,11 +38,5 @@ def test_stale_pointers_rewrite_reference_outputs_gpu(tmp_path):
     """Checked twice in one worker (as the editor checks on every save): the wrong rewrite fails
     the comparison both times — each case's reference outputs are on the host before the
     candidate's launch, whatever its kept pointers reach afterwards."""
-    ref, cand, spec = units(STALE_POINTERS, tmp_path)
-    pool = worker.Pool(1, name="ground-truth")
-    try:
-        verdicts = [pool.run(jobs.CheckJob("gpu", ref, cand, spec, quick=True), timeout=300) for _ in range(2)]
-    finally:
-        pool.close()
-    for v in verdicts:
+    for v in checked_twice_in_one_worker(STALE_POINTERS, tmp_path, "gpu", "ground-truth"):
         assert v.status == "failed" and any(f.check == "compare" for f in v.failures), v.human()

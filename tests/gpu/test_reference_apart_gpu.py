@@ -10,7 +10,7 @@ import pytest
 
 from astra_cuda.execution import jobs, worker
 
-from tests.security.reference_files import REWRITES_GAIN, slows_reference, units
+from tests.security.reference_files import REWRITES_GAIN, checked_twice_in_one_worker, slows_reference, units
 
 pytestmark = pytest.mark.gpu   # `scripts/gpu-check pytest-gpu` selects by this mark
 
@@ -18,13 +18,7 @@ pytestmark = pytest.mark.gpu   # `scripts/gpu-check pytest-gpu` selects by this 
 def test_device_global_rewrites_reference_gpu(tmp_path):
     """Checked twice in one worker (as the editor checks on every save): on main the second check
     passed the wrong rewrite — the reference read the `gain` the first check's rewrite set to 1."""
-    ref, cand, spec = units(REWRITES_GAIN, tmp_path)
-    pool = worker.Pool(1, name="reference-apart")
-    try:
-        verdicts = [pool.run(jobs.CheckJob("gpu", ref, cand, spec, quick=True), timeout=300) for _ in range(2)]
-    finally:
-        pool.close()
-    for v in verdicts:
+    for v in checked_twice_in_one_worker(REWRITES_GAIN, tmp_path, "gpu", "reference-apart"):
         assert v.status == "failed" and any(f.check == "compare" for f in v.failures), v.human()
 
 

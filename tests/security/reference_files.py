@@ -66,3 +66,15 @@ def units(text: str, folder, name: str = "versions.cu"):
     spec = spec_mod.load(model.kernel("scale_fast"), model)
     assert spec.reference == "scale_ref"
     return extract.unit(text, str(f), "scale_ref"), extract.unit(text, str(f), "scale_fast"), spec
+
+
+def checked_twice_in_one_worker(text: str, folder, backend: str, pool_name: str) -> list:
+    """The verdicts of checking `text`'s rewrite twice in one worker, as the editor checks it on
+    every save: whatever the first check's launches left in the worker meets the second."""
+    from astra_cuda.execution import jobs, worker
+    ref, cand, spec = units(text, folder)
+    pool = worker.Pool(1, name=pool_name)
+    try:
+        return [pool.run(jobs.CheckJob(backend, ref, cand, spec, quick=True), timeout=300) for _ in range(2)]
+    finally:
+        pool.close()

@@ -55,10 +55,7 @@ def follow_ups(batch: list[Round], s: Situation, coder: OfflineCoder, evaluate: 
         except InfrastructureError:   # the place that evaluates is gone: the next round says so
             break
         f = Round(index, plan, plan.rewrite_base, batch=step.batch)
-        f.usage.add(att.usage)
-        f.candidate, f.evaluation, f.changes, f.attempts, f.read = (att.candidate, att.evaluation, att.changes,
-                                                                    att.attempts, att.read)
-        f.candidate_hash = source_hash(att.candidate) if att.candidate is not None else None
+        f.take(att)
         judge(f, att)
         f.seconds = time.monotonic() - t0
         pairs.append((step, f))

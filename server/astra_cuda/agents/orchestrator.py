@@ -331,10 +331,7 @@ class _Run:
         next_index = max((r.index for r in result.rounds), default=0) + 1
         for j, (plan, att) in enumerate(zip(plans, attempts)):
             r = Round(next_index + j, plan, s.best_hash, usage=usage if j == 0 else Usage(), batch=i)
-            r.usage.add(att.usage)
-            r.candidate, r.evaluation, r.changes, r.attempts = att.candidate, att.evaluation, att.changes, att.attempts
-            r.read = att.read
-            r.candidate_hash = source_hash(att.candidate) if att.candidate is not None else None
+            r.take(att)
             _judge(r, att, s, self.limits, self.cancel)
             if r.outcome == "slower at a size":   # both versions, each at the sizes where it is faster
                 dispatch.attempt(r, s.best, s.best_eval, self.kernel, self.ev,

@@ -2,12 +2,15 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from ..evaluation import Evaluation
+from ..evaluation import Evaluation, source_hash
 from ..model.candidate import Candidate
 from ..progress import RoundOutcome
 from .offline.base import Rewrite
+
+if TYPE_CHECKING:
+    from .coder import Attempt
 
 
 @dataclass
@@ -80,6 +83,13 @@ class Round:
     @property
     def adopted(self) -> bool:
         return self.outcome == "adopted"
+
+    def take(self, att: Attempt) -> None:
+        """The coder's attempt as this round's candidate, to be judged next."""
+        self.usage.add(att.usage)
+        self.candidate, self.evaluation, self.changes, self.attempts, self.read = (
+            att.candidate, att.evaluation, att.changes, att.attempts, att.read)
+        self.candidate_hash = source_hash(att.candidate) if att.candidate is not None else None
 
     def to_json(self, with_code: bool = False) -> dict[str, Any]:
         d = {"index": self.index, "plan": self.plan.to_json() if self.plan else None, "base_hash": self.base_hash,
