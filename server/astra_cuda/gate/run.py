@@ -56,7 +56,8 @@ CHECK_ORDER = ("screen", "compile", "compare", "poison", "not_constant", "inputs
 
 class _Gate(Instrumented):
     def main_suite(self, st: suites.Suite) -> None:
-        self.each_case(st, self.drawn or suites.Drawn(self.spec, st.cases))
+        assert self.drawn is not None, "the suite runs inside `_run`, which draws its inputs"
+        self.each_case(st, self.drawn)
         self.constant_outputs()
 
     def later_draws(self, st: suites.Suite) -> list[suites.Case]:
