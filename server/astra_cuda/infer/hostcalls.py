@@ -4,6 +4,8 @@ becomes the range of sizes it sends to each case. Only integer locals, arithmeti
 `return`, under a step budget: anything else (a call, a pointer, a float) is not evaluated."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from tree_sitter import Node
 
 from ..model import syntax
@@ -231,3 +233,44 @@ def _range_where(fn: Node, op: str, value: int) -> tuple[int, int] | None:
     if low is None or high < low:
         return None
     return low, high
+
+
+# The spec's one-argument functions a project's helper may compute under its own name (`h_last_pow2`,
+# `roundUpPow2`): recognised by its values, so the launcher's block made through it is read whole.
+def _known(n: int) -> dict[str, int]:
+    return {"next_pow2": 1 << (n - 1).bit_length(), "last_pow2": 1 << (n.bit_length() - 1)}
+
+
+_IDENTIFIED: dict[bytes, str | None] = {}
+
+
+def identify(fn: Node) -> str | None:
+    """The spec function ('next_pow2', 'last_pow2') the one-argument host helper `fn` equals on every
+    size it was run on (1..LIMIT at the range probes, and every n up to 1024), or None."""
+    key = fn.text or b""
+    if key not in _IDENTIFIED:
+        if len(_IDENTIFIED) >= MAX_REMEMBERED:
+            _IDENTIFIED.clear()
+        probes = sorted({*range(1, 1025), *(1 << k for k in range(25)), *((1 << k) + 1 for k in range(24)),
+                         *((1 << k) - 1 for k in range(1, 25)), LIMIT - 3})
+        names = set(_known(1))
+        for n in probes:
+            v = evaluate(fn, [n])
+            names = {k for k in names if v is not None and _known(n)[k] == v}
+            if not names:
+                break
+        _IDENTIFIED[key] = min(names) if len(names) == 1 else None
+    return _IDENTIFIED[key]
+
+
+def helper_functions(function: Callable[[str], tuple[Node, object] | None]) -> Callable[[str], str | None]:
+    """Name -> the spec function (`last_pow2`) a host helper of the program computes, recognised by its
+    values; `function` finds a helper's definition by name (`Program.function`). Each name looked up once."""
+    seen: dict[str, str | None] = {}
+
+    def known(name: str) -> str | None:
+        if name not in seen:
+            found = function(name) if name.replace("::", "").isidentifier() else None
+            seen[name] = identify(found[0]) if found is not None else None
+        return seen[name]
+    return known

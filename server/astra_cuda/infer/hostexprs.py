@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 
 from ..model import dtypes, exprs, macros, source
 from ..model.syntax import walk as _walk
@@ -172,7 +173,8 @@ class HostExprs:
     `min`, nothing and `min(a, b)`."""
 
     def __init__(self, mapping: dict[str, str], constants: dict[str, str], keep_locals: bool = False,
-                 fixed: set[str] | frozenset[str] = frozenset()):
+                 fixed: set[str] | frozenset[str] = frozenset(), helpers: Callable[[str], str | None] | None = None):
+        self.helpers = helpers   # a project helper's name -> the spec function it computes (`h_last_pow2`)
         self.keep_locals = keep_locals   # a local computed in a way not read stays a size of its own
         self.fixed = fixed   # ... unless compile-time (`launch_locals.compile_time_names`): never a size
         self.blocked = False   # a fixed name was met unread in the local being read
@@ -328,6 +330,12 @@ class HostExprs:
         if name.split("::")[-1] in _NEXT_POW2 and len(args) == 1:
             a = ex(args[0])
             return f"next_pow2({a})" if a is not None else None
+        if name in _INT_WORDS and len(args) == 1:   # `int(MAX_BLOCK_SIZE / 32)`: a functional cast
+            return ex(args[0])
+        known = self.helpers(name) if self.helpers is not None and len(args) == 1 else None
+        if known is not None:
+            a = ex(args[0])
+            return f"{known}({a})" if a is not None else None
         if name in ("ceil", "std::ceil", "ceilf", "::ceil") and len(args) == 1:
             return self._ceil_div(args[0], ex)
         if name in _MIN_MAX and len(args) == 2:

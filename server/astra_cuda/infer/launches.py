@@ -7,11 +7,13 @@ states, and the strides a contiguous layout gives. What it reads of the launcher
 from __future__ import annotations
 
 import ast
+from functools import partial
 from dataclasses import dataclass, field
 
 from ..model import exprs, source
 from ..model.source import ConfigVar, Kernel, LaunchSite, SourceModel
 from ..model.syntax import walk as _walk
+from . import hostcalls
 from .hostexprs import HostExprs
 from .program import Program
 from .roles import is_stride
@@ -156,6 +158,7 @@ def launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names: 
     program itself gives each size (its `main`'s literals, a caller's arguments). `raising`: the
     project's macros that throw (`hostexprs.raising_macros`), read as the launcher's checks."""
     program = program or Program(model)
+    read = partial(HostExprs, helpers=hostcalls.helper_functions(program.function))
     constants = {**(constants or {}), **model.constants}
     line = site.span.start_line + 1
     where = f"line {line}" + (f", through macro {site.via_macro}" if site.via_macro else "")
@@ -200,11 +203,11 @@ def launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names: 
     fixed = compile_time_names(model, site.function, constants)
     free: list[str] = []
     for x in grid_parts:   # a grid's local the host computes unreadably (`x.numel() / d`) is a problem size
-        HostExprs(mapping, grid_values, keep_locals=True, fixed=fixed).spec(x, free)
+        read(mapping, grid_values, keep_locals=True, fixed=fixed).spec(x, free)
     for x in block_parts:
-        HostExprs(mapping, block_values).spec(x, free)
+        read(mapping, block_values).spec(x, free)
     if site.shared_mem:
-        HostExprs(mapping, block_values).spec(site.shared_mem, free)
+        read(mapping, block_values).spec(site.shared_mem, free)
     # the names the block is made of, also through the launcher's locals (`threads_per_block =
     # num_warps_per_block * WARP_SIZE`): a chosen count of warps is then held to 1024 threads below
     in_block = {n for x in block_parts for n in _names(x)}
@@ -232,18 +235,18 @@ def launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names: 
     new_sizes = [f for f in free if f not in chosen and f not in grid_counts and (f not in declared or f in local)]
     for name in new_sizes:
         mapping[name] = name
-    b = [HostExprs(mapping, block_values).spec(x) for x in block_parts]
+    b = [read(mapping, block_values).spec(x) for x in block_parts]
     for _ in range(8):   # a chosen block size times a constant (`num_warps * 32`) stays within 1024 threads
         if not (chosen and b and all(b)) or _threads(b, size_names) <= 1024:
             break
         for f in chosen:
             if f in in_block:
                 block_values[f] = grid_values[f] = str(max(1, int(block_values[f]) // 2))
-        b = [HostExprs(mapping, block_values).spec(x) for x in block_parts]
+        b = [read(mapping, block_values).spec(x) for x in block_parts]
     for f in chosen:
         notes.append(f"block size `{f}` is chosen by the caller ({where}): took {block_values[f]}" +
                      (", as the program passes it" if f in passed else ""))
-    g = [HostExprs(mapping, grid_values, keep_locals=True, fixed=fixed).spec(x) for x in grid_parts]
+    g = [read(mapping, grid_values, keep_locals=True, fixed=fixed).spec(x) for x in grid_parts]
     if grid_counts and b and all(b) and size_names and not any(set(_names(x)) - set(grid_counts) for x in grid_parts[:1]):
         # the caller computes the block count: one thread per element of the first size covers it
         # (and a grid-stride loop covers it with any count)
@@ -255,7 +258,7 @@ def launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names: 
                      f"cdiv({total}, {threads}), one thread per element of `{total}` — CHECK")
     shared = None
     if site.shared_mem and site.shared_mem.strip() not in ("0", "0u"):
-        shared = HostExprs(mapping, block_values).spec(site.shared_mem)
+        shared = read(mapping, block_values).spec(site.shared_mem)
         if shared is None and b and all(b):
             parts = [x for x in b if x is not None and x.strip() != "1"] or ["1"]
             shared = " * ".join([x if x.isidentifier() or x.isdigit() else f"({x})" for x in parts] +
@@ -285,7 +288,7 @@ def launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names: 
         if vals:
             program_sizes[size] = sorted(set(vals))[:4]
     # the launcher's asserts that read over the sizes (`batch * n % 1024 == 0`, `n <= 1024`)
-    hx = HostExprs(mapping, grid_values)
+    hx = read(mapping, grid_values)
     known = set(size_names) | set(new)
     require = [c for c in (host_condition(x, hx) for x in launcher_checks(model, site.function, launch_byte(model, site), raising))
                if c is not None and set(exprs.names(c)) <= known]

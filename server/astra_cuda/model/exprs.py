@@ -86,8 +86,14 @@ def _next_pow2(a):
     return 0 if a <= 0 else 1 << (a - 1).bit_length()
 
 
+def _last_pow2(a):
+    """The greatest power of two <= a (0 for a <= 0, as the usual bit-smearing host helper gives)."""
+    a = int(a)
+    return 0 if a <= 0 else 1 << (a.bit_length() - 1)
+
+
 FUNCTIONS = {"min": min, "max": max, "cdiv": _cdiv, "ceil_div": _cdiv, "abs": abs, "gcd": _math(math.gcd),
-             "sqrt": _math(math.sqrt), "log2": _math(math.log2), "next_pow2": _next_pow2}
+             "sqrt": _math(math.sqrt), "log2": _math(math.log2), "next_pow2": _next_pow2, "last_pow2": _last_pow2}
 
 
 def _div(a, b):

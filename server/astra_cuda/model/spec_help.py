@@ -71,7 +71,7 @@ KEY_DOCS: dict[str, str] = {
                "records), given by their fields: `{ records = \"n\", start = { init = \"randint(0, t)\" }, len = 1 }`.",
 }
 TABLES = ("sizes", "bench", "args")
-FUNCTIONS = ("min", "max", "cdiv", "gcd", "next_pow2")
+FUNCTIONS = ("min", "max", "cdiv", "gcd", "next_pow2", "last_pow2")
 
 
 @dataclass(frozen=True)
