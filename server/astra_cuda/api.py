@@ -488,7 +488,7 @@ def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm:
     job = jobs.EvaluateJob(chosen, path, info.kernel.name, info.spec, ref_text, ref_kernel, arch=arch, quick=quick,
                            context=_with_context(snap).context, sizes=sizes)
     # What launches each candidate is decided here, once, from the candidate read where its
-    # rewrite was made; the worker is sent the text with it.
+    # rewrite was made; the worker is sent the text with it and the model read from it (not parsed again there).
     original = Candidate.of(text, info.kernel.name)
     reference = original if ref_text == text else Candidate.of(ref_text, info.kernel.name)
     ref_spec = launch_change.reference_spec(info.spec, reference.model, ref_kernel,
@@ -508,8 +508,8 @@ def optimize(snap: Snapshot, kernel: str | None, *, rounds: int | None = 5, llm:
         if problem:   # a launch the rewrite may not make: judged without running anything
             return Evaluation(Check(False, problem, problem, 0, "static"))
         try:
-            ran = ex.run(dataclasses.replace(job, text=candidate.text, launch=launch, with_original=with_original,
-                                             final=final), backend=chosen,
+            ran = ex.run(dataclasses.replace(job, text=candidate.text, model=candidate.model, launch=launch,
+                                             with_original=with_original, final=final), backend=chosen,
                          timeout=CHECK_TIMEOUT + PROFILE_TIMEOUT, cancel=cancel, gpu_model=gpu_model)
         except worker.WorkerCancelled:
             raise

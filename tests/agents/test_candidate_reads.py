@@ -78,3 +78,47 @@ def test_a_candidate_is_read_once_where_it_is_made(monkeypatch, name, kernel, ro
     assert per["models"] <= MODELS_PER_EVALUATION, (per, counts, n)
     assert per["spec_loads"] <= SPEC_LOADS_PER_EVALUATION, (per, counts, n)
     assert per["trees"] <= TREES_PER_EVALUATION, (per, counts, n)
+
+
+class _AtTheGate(Exception):
+    pass
+
+
+@pytest.mark.parametrize("sent", [True, False])
+def test_the_worker_cuts_the_candidate_it_is_sent_without_parsing_it(monkeypatch, sent):
+    """The worker's side of an evaluation (`EvaluateJob`, pickled as an executor sends it): with the
+    candidate's model in the job, as `api.optimize` sends it, the candidate's text is not parsed
+    there (its unit is cut from that model; the reference is read once per evaluator, before);
+    without it — the control — the worker parses it once."""
+    import dataclasses
+    import pickle
+    import types
+
+    from astra_cuda import gate
+    from astra_cuda.execution import jobs
+
+    text = (EXAMPLES / "silu_and_mul.cu").read_text()
+    candidate = Candidate.of(text.replace("silu(x) * y", "silu(x) * y * 1.0f"), "silu_and_mul")
+    assert candidate.text != text and candidate.spec is not None
+    job = jobs.EvaluateJob("cpu", "silu_and_mul.cu", "silu_and_mul", candidate.spec, text, "silu_and_mul")
+    monkeypatch.setattr(jobs, "backend", lambda name: types.SimpleNamespace(name=name))   # the gate is stood in for
+    monkeypatch.setattr(jobs, "rounding_backend", lambda _name: None)
+    units = []
+
+    def at_the_gate(reference, unit, *a, **kw):
+        units.append(unit)
+        raise _AtTheGate
+
+    monkeypatch.setattr(gate, "check", at_the_gate)
+    jobs._evaluators.clear()
+    with pytest.raises(_AtTheGate):   # the evaluator made, the reference read: once per worker
+        dataclasses.replace(job, text=text).run()
+    parsed: list[str] = []
+    parse = source.parse_with_tree
+    monkeypatch.setattr(source, "parse_with_tree", lambda t, *a, **kw: parsed.append(t) or parse(t, *a, **kw))
+    sent_job = dataclasses.replace(job, text=candidate.text, model=candidate.model if sent else None)
+    with pytest.raises(_AtTheGate):
+        pickle.loads(pickle.dumps(sent_job)).run()
+    jobs._evaluators.clear()
+    assert parsed.count(candidate.text) == (0 if sent else 1), len(parsed)
+    assert units[-1].kernel == "silu_and_mul" and "y * 1.0f" in units[-1].source   # the candidate's unit

@@ -101,19 +101,21 @@ def local_evaluator(path: str, kernel: str, spec: Spec, backend: Backend, refere
                     context: ProjectContext | None = None,
                     rounding: Backend | None = None, sizes: str = "ladder",
                     search: bool = False) -> Callable[..., Evaluation]:
-    """evaluate(file_text, launch=None, with_original=False): the gate against the kernel cut from `reference_text`
+    """evaluate(file_text, launch=None, with_original=False, final=False, model=None): the gate against the kernel cut from `reference_text`
     (the kernel itself, or the spec's `reference` kernel), then (if it passed) the profiler, on
     `backend`, timed at the size ladder (`sizes="ladder"`) or the bench sizes alone (`"bench"`).
     `launch`: the spec that launches the candidate, as its caller resolved it (`api` does, from
     the candidate it read: `launch_change.launch`); None: resolved here. `with_original`: the
     reference has not passed the gate on its own in this run (a rerun's original): the same gate
     checks it too, in the candidate's suite (`gate.check`'s `verify_reference`), before the two are
-    timed side by side. Each text is parsed once.
+    timed side by side. Each text is parsed once, the reference once per evaluator.
     `rounding`: see `gate.check`.
     `search`: the optimizer's search — a candidate that only rewrites the kernel (and adds helpers
     of new names) is compiled from the reference's proven cut by NVRTC or nvcc (`compile.fastpath`), both
     sides alike; its Evaluation says so (`search_cut`). `evaluate(..., final=True)` and every
-    candidate the proof does not cover compile the whole file, as a final verdict must."""
+    candidate the proof does not cover compile the whole file, as a final verdict must.
+    `model`: the text's source model as the caller read it (`Candidate.model`, sent whole with the
+    job): the candidate is then not parsed here at all; None, or a model of another text: parsed."""
     ref_model = source.parse(reference_text)
     ref_unit = extract.spec_unit(ref_model, path, reference_kernel or kernel, spec, context=context)
     ref_spec = launch_change.reference_spec(spec, ref_model, reference_kernel or kernel)
@@ -128,9 +130,10 @@ def local_evaluator(path: str, kernel: str, spec: Spec, backend: Backend, refere
         return unit
 
     def evaluate(text: str, launch: Spec | None = None, with_original: bool = False,
-                 final: bool = False) -> Evaluation:
+                 final: bool = False, model: source.SourceModel | None = None) -> Evaluation:
         t0 = time.perf_counter()
-        model = source.parse(text)
+        if model is None or model.text != text:   # the caller's read of this very text, else ours
+            model = source.parse(text)
         cand = None if final or with_original else fast_unit(model)
         if cand is not None:
             e, built = judged(t0, text, model, cand, fastpath.reference_unit(ref_unit, proof[0]), launch,

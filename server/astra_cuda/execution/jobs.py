@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal
 from ..contract import DEFAULT_ARCH
 from ..compile.extract import CompileUnit
 from ..compile.project import ProjectContext
+from ..model.file_model import SourceModel
 from ..model.spec import Spec
 from .worker import Job
 
@@ -171,6 +172,9 @@ class EvaluateJob(Job["Evaluation"]):
     # the spec that launches `text`, resolved by the caller (`model.launch_change.launch`);
     # None: resolved here, from the text
     launch: Spec | None = None
+    # `text`'s source model as the caller read it (`Candidate.model`: plain values, pickled with
+    # the job), so the worker cuts its unit without parsing the candidate again; None: parsed here
+    model: SourceModel | None = None
     with_original: bool = False   # the original not gated alone in this run: checked in the same gate (a rerun's)
     # the final verdict (agents.final_gate): the whole file compiled by nvcc, never the search's fast path
     final: bool = False
@@ -194,10 +198,10 @@ class EvaluateJob(Job["Evaluation"]):
                 self.path, self.kernel, self.spec, be, self.reference_text, quick=self.quick,
                 arch=self.arch, reference_kernel=self.reference_kernel, context=self.context,
                 rounding=rounding_backend(self.backend), sizes=self.sizes, search=be.name == "gpu")
-        return evaluate(self.text, self.launch, self.with_original, self.final)
+        return evaluate(self.text, self.launch, self.with_original, self.final, self.model)
 
 
-_evaluators: dict[tuple[Any, ...], Callable[[str, Spec | None, bool, bool], Evaluation]] = {}
+_evaluators: dict[tuple[Any, ...], Callable[[str, Spec | None, bool, bool, SourceModel | None], Evaluation]] = {}
 
 
 @dataclass(frozen=True)
