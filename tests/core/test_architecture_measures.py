@@ -9,7 +9,6 @@ GLOBALS = {
     "compile/confine.py:_warned",                 # the unconfined-compiler warning, said once a process
     "compile/nvcc.py:_cache",                     # the handle on the on-disk build cache (re-made when its root moves)
     "execution/worker.py:_retire",                # a worker process asking to be replaced after this job
-    "model/parse_time.py:_apart",                 # the language server's parse-apart hook, installed at its start
 }
 # Module-level caches of this process (containers under lower-case names): content-keyed memos.
 CONTAINERS = 15

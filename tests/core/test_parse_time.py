@@ -163,16 +163,19 @@ def test_a_garbage_collection_during_a_parse_is_not_charged_to_the_text():
 
 
 def test_in_the_language_server_every_large_text_is_parsed_in_a_child_first(monkeypatch, tmp_path):
-    """With `parse_apart.check_data` installed (the language server): a header past the node
+    """Inside `apart_first(parse_apart.check_data)` (the language server's work): a header past the node
     ceiling, met by the header digest, is refused by name from a child's parse, never parsed
-    here; a large text that passes starts one child for all its parses; a small one none."""
+    here; a large text that passes starts one child for all its parses; a small one none. The
+    choice is the context's: a thread handed a copy of it parses apart too, a parse outside it
+    (another thread's, or after the block) here."""
+    import contextvars
+    import threading
+
     from astra_cuda.compile import headers
     from astra_cuda.lsp import parse_apart
     children = []
     run = parse_apart.subprocess.run
     monkeypatch.setattr(parse_apart.subprocess, "run", lambda *a, **k: children.append(a) or run(*a, **k))
-    monkeypatch.setattr(parse_time, "_apart", None)
-    parse_time.parse_apart_first(parse_apart.check_data)
     monkeypatch.setattr(parse_time, "MAX_NODES", 300_000)   # the child is told the ceiling
     flood = "a;" * (parse_time.APART_BYTES // 2 + 1) + "\n"   # 393,000 nodes
     (tmp_path / "flood.cuh").write_text(flood)
@@ -182,14 +185,27 @@ def test_in_the_language_server_every_large_text_is_parsed_in_a_child_first(monk
     real_parse = parse_time.tree_sitter.Parser.parse
     monkeypatch.setattr(parse_time.tree_sitter.Parser, "parse",
                         lambda self, src, **kw: built.append(len(src._view)) or real_parse(self, src, **kw))
-    with pytest.raises(parse_time.TooManyNodes, match="^flood.cuh is too large to read"):
-        headers.header_digest(k.read_text(), str(k), [])
-    assert len(children) == 1 and max(built, default=0) < 100, built   # at most k.cu parsed here
     large = "".join(f"int x{i};\n" for i in range(30_000))
     assert len(large) > parse_time.APART_BYTES
-    source.parse(large)
-    source.parse(large)
-    assert len(children) == 2 and built[-2:] == [len(large)] * 2
+
+    def in_thread(fn, context=None):
+        t = threading.Thread(target=(lambda: context.run(fn)) if context is not None else fn)
+        t.start()
+        t.join()
+
+    with parse_time.apart_first(parse_apart.check_data):
+        with pytest.raises(parse_time.TooManyNodes, match="^flood.cuh is too large to read"):
+            headers.header_digest(k.read_text(), str(k), [])
+        assert len(children) == 1 and max(built, default=0) < 100, built   # at most k.cu parsed here
+        source.parse(large)
+        source.parse(large)
+        assert len(children) == 2 and built[-2:] == [len(large)] * 2
+        in_thread(lambda: source.parse(large + " "), contextvars.copy_context())
+        assert len(children) == 3
+        in_thread(lambda: source.parse(large + "  "))   # a thread not handed the context
+        assert len(children) == 3
+    source.parse(large + "   ")
+    assert len(children) == 3 and built[-1] == len(large) + 3
 
 
 def test_a_file_of_too_many_tokens_is_refused_before_it_is_parsed(monkeypatch):

@@ -24,6 +24,7 @@ tuning, recall, finish) over the run's shared state; the functions after it judg
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -323,8 +324,11 @@ class _Run:
             if len(plans) == 1:
                 attempts = [coder.code(plans[0], s, self.ev, self.cancel)]
             else:  # evaluated at once: the executor spreads them over its slots
+                # each in a copy of this thread's context (the caller's choices, `parse_time.apart_first`)
+                contexts = [contextvars.copy_context() for _ in plans]
                 with ThreadPoolExecutor(len(plans), thread_name_prefix="astra-candidate") as pool:
-                    attempts = list(pool.map(lambda p: coder.code(p, s, self.ev, self.cancel), plans))
+                    attempts = list(pool.map(lambda p, c: c.run(coder.code, p, s, self.ev, self.cancel), plans,
+                                             contexts))
         except InfrastructureError as e:
             return self.interrupted(e)
         batch = []

@@ -13,6 +13,7 @@ measured for any of this to mean something: without a GPU the stage does not run
 """
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -199,8 +200,9 @@ def _evaluate_all(evaluate: Callable[[str], Evaluation], texts: list[str]) -> li
         return ev, time.monotonic() - t0
     if len(texts) == 1:
         return [one(texts[0])]
+    contexts = [contextvars.copy_context() for _ in texts]   # each in a copy of this thread's (`parse_time.apart_first`)
     with ThreadPoolExecutor(len(texts), thread_name_prefix="astra-tune") as pool:
-        return list(pool.map(one, texts))
+        return list(pool.map(lambda t, c: c.run(one, t), texts, contexts))
 
 
 def _same(a: dict, b: dict) -> bool:

@@ -3,8 +3,8 @@
 py-tree-sitter lets the GIL go while it parses (at each callback) but not while it frees what a
 parse built: a parse stopped behind its pace (`parse_time`) frees its stacks, a tree past the
 node ceiling its nodes, each holding the GIL for about a third of the parse (0.1-0.2 s of CPU,
-0.5-0.9 s of the server's event loop at load 10). The server installs `check_data` as
-`parse_time`'s `apart`: every text over `parse_time.APART_BYTES` it parses — a large document,
+0.5-0.9 s of the server's event loop at load 10). The server runs its work
+`parse_time.apart_first(check_data)`: every text over `parse_time.APART_BYTES` it parses — a large document,
 and as much a project header or an expanded unit met by a check (a hostile header stalled the
 loop 533 ms at load 11 when the header digest parsed it in a pool thread) — is parsed in a child
 first; a text it refuses is refused with the same error and never parsed in the server's

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import contextvars
 import functools
 import logging
 import threading
@@ -129,9 +130,11 @@ class AstraServer(LanguageServer):
     # ---- plumbing -------------------------------------------------------------------------
 
     async def call(self, pool: ThreadPoolExecutor, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """`fn(*args, **kwargs)` in `pool`, off the event loop (its arguments type-checked as a direct call's)."""
+        """`fn(*args, **kwargs)` in `pool`, off the event loop (its arguments type-checked as a direct call's),
+        in a copy of the caller's context: what the server chose for its work (`parse_time.apart_first`)
+        holds there too."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(pool, functools.partial(fn, *args, **kwargs))
+        return await loop.run_in_executor(pool, contextvars.copy_context().run, functools.partial(fn, *args, **kwargs))
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         """Run a background coroutine whose failure is logged, never fatal."""

@@ -333,8 +333,8 @@ def main() -> None:
     redact.install_log_filter()
     from astra_cuda.lsp import parse_apart
     from astra_cuda.model import parse_time
-    parse_time.parse_apart_first(parse_apart.check_data)   # no large parse frees its tree in this process
-    server.start_io()
+    with parse_time.apart_first(parse_apart.check_data):   # no large parse frees its tree in this process
+        server.start_io()   # the loop's tasks copy this context, and `AstraServer.call` hands it to the pools
     # stdout belonged to the protocol and is closed now; later flushes must not fail.
     sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - held for the life of the process
 

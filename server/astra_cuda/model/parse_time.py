@@ -52,21 +52,27 @@ MAX_TOKENS = 800_000
 _TOKEN = re.compile(rb'//[^\n]*|/\*.*?(?:\*/|\Z)|"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|[A-Za-z_]\w*|\d[\w.]*|\S',
                     re.S)
 # Freeing what a parse built holds py-tree-sitter's GIL (a stopped parse's stacks, a tree past the
-# ceiling: 0.1-0.2 s of CPU, up to 0.9 s of a loaded machine's wall time). A process that must
-# keep answering meanwhile (the language server) installs `apart` (`parse_apart_first`): every
-# text over `APART_BYTES` is then parsed by it first, in another process, which raises what the
-# parse here would; a text it passes is real-sized. Smaller texts make at most ~0.5 million nodes,
-# freed in ~0.02 s of CPU.
+# ceiling: 0.1-0.2 s of CPU, up to 0.9 s of a loaded machine's wall time). A caller that must keep
+# answering meanwhile (the language server) runs its work `apart_first(check)` (`parse_apart.check_data`):
+# every text over `APART_BYTES` parsed there is then parsed by it first, in another process, which
+# raises what the parse here would; a text it passes is real-sized. Smaller texts make at most ~0.5
+# million nodes, freed in ~0.02 s of CPU. The choice is the caller's context's (a `ContextVar`, so
+# the threads it hands work to are handed it with `contextvars.copy_context`), never the process's:
+# a CLI or a test in the same process parses here unless it asks.
 APART_BYTES = 256 << 10
-_apart: Callable[[bytes, str, int, int], None] | None = None
+_apart: ContextVar[Callable[[bytes, str, int, int], None] | None] = ContextVar("astra_parse_apart", default=None)
 
 
-def parse_apart_first(check: Callable[[bytes, str, int, int], None] | None) -> None:
-    """Have `check(data, what, max_nodes, max_tokens)` see every text over `APART_BYTES` before
+@contextmanager
+def apart_first(check: Callable[[bytes, str, int, int], None] | None) -> Iterator[None]:
+    """Inside, `check(data, what, max_nodes, max_tokens)` sees every text over `APART_BYTES` before
     this process counts its tokens or parses it (None: here only): it raises `TooSlowToParse`,
     `TooManyNodes` or `TooManyTokens` as `Parser.parse` would, or returns."""
-    global _apart
-    _apart = check
+    token = _apart.set(check)
+    try:
+        yield
+    finally:
+        _apart.reset(token)
 
 
 class _Collections(threading.local):
@@ -217,8 +223,9 @@ class Parser:
         account = _open.get() or Account("the text")
         limit = MAX_NODES if max_nodes is None else max_nodes
         token_limit = max_tokens if max_tokens is not None else MAX_TOKENS if max_nodes is None else 0
-        if _apart is not None and len(data) > APART_BYTES:
-            _apart(data, account.what, limit, token_limit)
+        apart = _apart.get()
+        if apart is not None and len(data) > APART_BYTES:
+            apart(data, account.what, limit, token_limit)
         elif 0 < token_limit < len(data) and (count := tokens(data)) > token_limit:   # a token is a byte at least
             raise TooManyTokens(
                 f"{account.what} is too large to read: {_amount(len(data))} hold {count:,} tokens, more than the "
@@ -273,4 +280,4 @@ def _amount(n: int) -> str:
 
 
 __all__ = ["APART_BYTES", "MAX_NODES", "MAX_TOKENS", "S_PER_MIB", "SLACK_S", "Account", "Parser", "TooManyNodes",
-           "TooManyTokens", "TooSlowToParse", "parse_apart_first", "readable_raw_strings", "reading", "tokens"]
+           "TooManyTokens", "TooSlowToParse", "apart_first", "readable_raw_strings", "reading", "tokens"]
