@@ -145,6 +145,18 @@ def module_state() -> dict[str, list[str]]:
     return {"containers": sorted(containers), "memos": sorted(memos)}
 
 
+def session_state() -> list[str]:
+    """What a `Session` keeps as it runs: its fields left out of its equality (`compare=False`)."""
+    cls = next(n for n in _modules()["session.py"].body if isinstance(n, ast.ClassDef) and n.name == "Session")
+    out = []
+    for f in cls.body:
+        if isinstance(f, ast.AnnAssign) and isinstance(f.value, ast.Call) and any(
+                k.arg == "compare" and isinstance(k.value, ast.Constant) and k.value.value is False
+                for k in f.value.keywords):
+            out.append(f"{ast.unparse(f.target)}: {ast.unparse(f.annotation)}")
+    return out
+
+
 def switches() -> list[str]:
     """The issue's two process-wide switches, where they still exist."""
     found = []
@@ -313,6 +325,8 @@ def table(parses: bool, before: Path | None) -> str:
         ("`gate.check` units", "`Any`", "", f"`{seams['gate.check(reference, candidate)'].replace('|', 'or')}`"),
         ("`Any` or unannotated in api.py's public signatures", "", "", str(len(any_in_facade()))),
         ("process-wide switches", "`api.set_execution`, `executors.use`", "", ", ".join(switches()) or "none"),
+        ("what a `Session` learns as it runs (its own, not the process's)", "", "",
+         ", ".join(f"`{x}`" for x in session_state()) or "none"),
     ]
     rows += [(m, ISSUE.get(m, ""), then.get(m, ""), t) for m, t in general().items()]
     rows[-1:-1] = [("longest modules", "", "", ", ".join(f"{k} {v}" for k, v in longest.items()))]
