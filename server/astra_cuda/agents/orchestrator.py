@@ -324,8 +324,7 @@ class _Run:
             if len(plans) == 1:
                 attempts = [coder.code(plans[0], s, self.ev, self.cancel)]
             else:  # evaluated at once: the executor spreads them over its slots
-                # each in a copy of this thread's context (the caller's choices, `parse_time.apart_first`)
-                contexts = [contextvars.copy_context() for _ in plans]
+                contexts = [contextvars.copy_context() for _ in plans]   # the caller's (`parse_time.apart_first`)
                 with ThreadPoolExecutor(len(plans), thread_name_prefix="astra-candidate") as pool:
                     attempts = list(pool.map(lambda p, c: c.run(coder.code, p, s, self.ev, self.cancel), plans,
                                              contexts))
