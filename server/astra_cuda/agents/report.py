@@ -6,16 +6,20 @@ from __future__ import annotations
 import html
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import report
 from .result import OptimizeResult
+
+if TYPE_CHECKING:
+    from ..cli.batch import BatchResult
 
 
 def render(result: OptimizeResult) -> str:
     return report.kernel_page(result.kernel, result=result)
 
 
-def render_batch(batch) -> str:
+def render_batch(batch: BatchResult) -> str:
     """One page for a batch (`astra_cuda.cli.batch.BatchResult`)."""
     e = html.escape
     ex = batch.executor
@@ -41,7 +45,7 @@ def render_batch(batch) -> str:
     return report.page(f"Astra batch {batch.id}", body)
 
 
-def write_batch(batch, directory: str | Path) -> Path:
+def write_batch(batch: BatchResult, directory: str | Path) -> Path:
     return _page(Path(directory) / f"astra-batch-{batch.id}.html", render_batch(batch))
 
 

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 
 from ..evaluation import Evaluation, source_hash
 from ..model.candidate import Candidate
+from ..model.spec import Spec
 from .offline import Context
 from .records import Round
 
@@ -42,7 +43,7 @@ class Situation:
         return any(r.plan is not None and r.plan.idea == idea and r.base_hash == base_hash for r in self.history)
 
 
-def describe_sizes(spec) -> str:
+def describe_sizes(spec: Spec | None) -> str:
     if spec is None:
         return ""
     try:

@@ -3,7 +3,7 @@ adopted rewrite is slower than the original, or than the best so far, at any siz
 the tolerance. Pure: evaluations in, a reason out."""
 from __future__ import annotations
 
-from ..evaluation import Evaluation
+from ..evaluation import Evaluation, SizeTiming
 from ..model.ladder import describe
 
 
@@ -24,5 +24,5 @@ def slower_at_a_size(e: Evaluation, best: Evaluation, tolerance: float) -> str:
     return ""
 
 
-def _size(t) -> str:
+def _size(t: SizeTiming) -> str:
     return describe(t.sizes, t.role)

@@ -20,12 +20,15 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from .. import api, workspace
 from ..errors import AstraError
 from .paths import expand
 from ..progress import ProgressEvent
+
+if TYPE_CHECKING:
+    from ..agents.result import OptimizeResult
 
 
 
@@ -129,7 +132,7 @@ class Row:
     node: str = ""
     rounds: int = 0
     seconds: float = 0.0
-    result: object = None          # the OptimizeResult (None on an error)
+    result: OptimizeResult | None = None   # None on an error
 
     def to_json(self) -> dict:
         return {"path": self.target.path, "kernel": self.target.kernel, "run_id": self.run_id, "state": self.state,

@@ -121,7 +121,7 @@ def fold(found: Any, kernel: Kernel, values: dict[str, Any] | None = None) -> No
         names = [dim_name(p.name, d) for d in range(acc.dims)]
         dims = [found.shapes.pop(n, None) for n in names]
         if all(d is not None for d in dims):
-            found.shapes[p.name] = [" * ".join(d) if len(d) > 1 else d[0] for d in dims]  # type: ignore[union-attr]
+            found.shapes[p.name] = [" * ".join(d) if len(d) > 1 else d[0] for d in dims]
         for attr in ("inout", "partial", "tables", "boundaries", "aligned", "same_start"):
             s = getattr(found, attr)
             if any(n in s for n in names):

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tree_sitter import Node
+
 from . import syntax
 
 PROGRAM_FILE = "<astra-construct>"   # the appended main's name in compiler messages
@@ -67,7 +69,7 @@ def sizes_used(expression: str) -> set[str]:
     return names
 
 
-def _reads(n: syntax.Node) -> bool:
+def _reads(n: Node) -> bool:
     """Whether an identifier is a value the expression reads (a size), not a function's name."""
     parent = n.parent
     if parent is None:

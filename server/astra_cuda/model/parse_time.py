@@ -85,7 +85,7 @@ class _Collections(threading.local):
 _collections = _Collections()
 
 
-def _count_collection(phase: str, _info: dict) -> None:
+def _count_collection(phase: str, _info: dict[str, int]) -> None:
     if phase == "start":
         _collections.start = time.thread_time()
     else:
