@@ -15,6 +15,7 @@ Kinds:
 - truth: what the candidate is judged against — the reference's outputs, the inputs the reference
   runs on — where a candidate's launch can write any allocation of the worker (one CUDA context):
   values it could not have written (tests/security/test_ground_truth.py).
+- overrun: a kernel or draft spec that writes past the end of a buffer: the gate's guard bytes.
 - compile: a hostile unit given to the CPU compiler (screen off): the compiler's own sandbox.
 - nvrtc: a hostile file through extract and NVRTC in this process (the static checks; the same
   entries run through nvcc on the whole file, and through the GPU backend's CuPy compile on a GPU
@@ -679,7 +680,27 @@ TRUTH = [
            "rewrite fails", "CPU: a launch's process maps the buffers of its own arguments only"),
 ]
 
-ALL = SANDBOX + EXECUTION + REFERENCE + TRUTH + BOUNDS + COMPILE + NVRTC + PROJECT + SCREEN + GATE + SPEC + INPUT + SECRET + EDITOR + REPLY + FILES + DISK
+# Writes past the end of a buffer (tests/security/test_overrun.py): on a GPU they land in whatever
+# the allocator placed next — another argument of the launch, often — and a check failed one way in
+# one run and another in the next (TGI's column_remap under a draft spec with `x_new` too small).
+OVERRUN = [
+    Attack("write_one_past_output", "overrun", "a candidate, right on every element, that also writes one element "
+           "past the end of its output (`if (i <= n)`)",
+           "the check fails, naming the output and the element reached, the same words on the CPU and the GPU "
+           "backend, in every run (before: the write went unseen and the candidate passed)",
+           "the guard after every buffer the gate uploads (backends/guard.py), compared after each launch "
+           "(gate.checks.overran)"),
+    Attack("write_into_next_buffer", "overrun", "a candidate that writes 256 bytes past its output — where CuPy's "
+           "pool places the next small allocation, the reference's or another argument's",
+           "the check fails, naming the output; no other buffer is changed", "the guard: the buffer and its guard "
+           "are one allocation, so the write reaches the guard before any other buffer"),
+    Attack("draft_shape_too_small", "overrun", "an inferred draft spec whose output is half the size the kernel "
+           "writes (each element two values)",
+           "the draft is refused with evidence naming the buffer and the element reached", "the validator's run "
+           "of the draft (api._trial) through the gate's guard check"),
+]
+
+ALL = SANDBOX + EXECUTION + REFERENCE + TRUTH + OVERRUN + BOUNDS + COMPILE + NVRTC + PROJECT + SCREEN + GATE + SPEC + INPUT + SECRET + EDITOR + REPLY + FILES + DISK
 
 
 HOSTILE_FLAGS = ["-include", "/etc/shadow", "--pre-include=/etc/shadow", "-Xcompiler", "-fplugin=/tmp/evil.so",
@@ -726,6 +747,7 @@ def markdown() -> str:
               "reference": "The reference and the candidate in one worker (one file's two kernels, a rewrite and its "
                            "original)",
               "truth": "What the candidate is judged against (one device address space)",
+              "overrun": "Writes past the end of a buffer",
               "bounds": "Memory and time before anything runs", "compile": "The compiler over hostile source",
               "nvrtc": "NVRTC over hostile source (static checks, GPU backend)",
               "project": "A hostile compile_commands.json",

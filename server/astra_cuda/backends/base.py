@@ -197,6 +197,13 @@ class Backend(ABC):
     def fill_bytes(self, buf: Buffer, byte: int) -> None:
         """Poison: set every byte of the buffer to `byte` (0xFF gives NaN for floats)."""
 
+    def overrun(self, buf: Buffer) -> tuple[int, int] | None:
+        """Whether a launch wrote past the end of `buf`, which `upload` made: (the first changed
+        byte's offset past the end, bytes changed) of the guard after it (`backends/guard.py`), or
+        None while the guard holds its pattern — and for a buffer placed without one (`view`,
+        a sanitizer's exact allocations, a backend that places none)."""
+        return None
+
     @abstractmethod
     def launch(self, module: Module, name_expression: str, launch: Launch,
                args: Sequence[Buffer | Scalar | Packed], *, schedule: Schedule | None = None,

@@ -28,9 +28,10 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from .. import redact
-from .base import (Backend, BackendUnavailable, Buffer, Capabilities, CompileError, Launch, LaunchError, Module,
+from .base import (Backend, BackendUnavailable, Capabilities, CompileError, Launch, LaunchError, Module,
                    Packed, ResourceUsage, Scalar, Schedule, TimedLaunch, TimingResult, Unsupported)
-from . import copy_ceiling, gpu_host, own_module
+from . import copy_ceiling, gpu_buffer, gpu_host, guard, own_module
+from .gpu_buffer import GpuBuffer, storage_dtype as _storage_dtype
 from .cupy_confinement import compile_confinement, cupy_cache_dir, load_nvrtc, private_tempdir, require_confinement
 from .device_compare import within_tolerance
 from .gpu_sanitizer import SANITIZER_ENV, SANITIZER_LOG_ENV, SanitizerLog, sanitizer_pool
@@ -57,17 +58,6 @@ def _cupy():
         raise BackendUnavailable(f"CuPy is not usable here ({e.__class__.__name__}: {e})") from None
 
 
-class GpuBuffer(Buffer):
-    """A device array. Types CuPy cannot hold (bfloat16) live as unsigned integers of the same
-    width; `dtype` and `shape` are the logical ones."""
-
-    def __init__(self, array, dtype: np.dtype, shape: tuple[int, ...]):
-        self.array = array
-        self.dtype = np.dtype(dtype)
-        self.shape = tuple(shape)
-        self.nbytes = int(array.nbytes)
-
-
 class GpuModule(Module):
     def __init__(self, raw, names: Sequence[str], key: str, lowered: dict[str, str] | None = None,
                  compiler: str = ""):
@@ -88,16 +78,6 @@ class GpuModule(Module):
                 raise CompileError(f"kernel {name!r} not found in the compiled module ({e})") from None
             self.functions[name] = f
         return f
-
-
-def _storage_dtype(cp, dt: np.dtype) -> np.dtype:
-    try:
-        cp.dtype(dt)
-        if dt.kind in "biufc":
-            return dt
-    except TypeError:
-        pass
-    return np.dtype(f"u{dt.itemsize}")  # bfloat16 and friends: raw bits
 
 
 def _device_index() -> int:
@@ -132,7 +112,7 @@ class GpuBackend(Backend):
         self.device.use()
         self.props = _props(cp.cuda.runtime.getDeviceProperties(self.device.id))
         self.arch = f"sm_{self.props['major']}{self.props['minor']}"
-        self.exact_alloc = False
+        self.exact_alloc, self._guard = False, None
         self.sanitizer = os.environ.get(SANITIZER_ENV) or None
         self._sanitizer_log = SanitizerLog(os.environ.get(SANITIZER_LOG_ENV) or None)
         if exact_alloc or self.sanitizer:
@@ -323,10 +303,12 @@ class GpuBackend(Backend):
     # ---- memory ---------------------------------------------------------------------------
     def upload(self, host: np.ndarray) -> GpuBuffer:
         self._check_usable()
-        host = np.ascontiguousarray(host)
-        store = _storage_dtype(self.cp, host.dtype)
-        arr = self.cp.asarray(host.view(store) if store != host.dtype else host)
-        return GpuBuffer(arr, host.dtype, host.shape)
+        if self._guard is None and not self.exact_alloc:
+            self._guard = self.cp.asarray(guard.PATTERN)   # the guard's pattern on the device, once
+        return gpu_buffer.upload(self.cp, host, None if self.exact_alloc else self._guard)
+
+    def overrun(self, buf: GpuBuffer) -> tuple[int, int] | None:
+        return None if buf.raw is None else guard.first_changed(self.cp, buf.raw, buf.nbytes, self._guard)
 
     def download(self, buf: GpuBuffer) -> np.ndarray:
         self._check_usable()

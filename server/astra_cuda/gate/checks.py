@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..model import exprs, layout
+from ..backends import guard
 from ..backends.base import Backend, Buffer, Launch, LaunchError, Module, Packed, Scalar, Schedule
 from ..model.spec import ArgSpec, Spec
 from . import compare
@@ -240,9 +241,20 @@ def execute(spec: Spec, backend: Backend, kernel: Compiled, sizes: dict[str, int
     the reference's inputs need no checking)."""
     backend.launch(kernel.module, kernel.name, launch_of(spec, sizes), run.args, schedule=schedule,
                    timeout_s=LAUNCH_TIMEOUT_S)
+    overran(backend, run.buffers)
     run.after = {name: backend.download(buf) for name, buf in run.buffers.items()
                  if not written_only or spec.args[name].written}
     return run
+
+
+def overran(backend: Backend, buffers: dict[str, Buffer]) -> None:
+    """LaunchError naming the first buffer (in argument order) whose guard the launch changed:
+    a write past its end, said the same way on every backend and in every run, instead of
+    whatever it did to the memory after the buffer (backends/guard.py)."""
+    for name, buf in buffers.items():
+        hit = backend.overrun(buf)
+        if hit is not None:
+            raise LaunchError(guard.message(name, buf.nbytes, buf.dtype.itemsize, *hit))
 
 
 def run_case(spec: Spec, backend: Backend, kernel: Compiled, sizes: dict[str, int], host: dict[str, np.ndarray],

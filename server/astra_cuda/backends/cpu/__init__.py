@@ -22,6 +22,7 @@ from astra_cuda.backends.base import (Backend, BackendUnavailable, Buffer, Capab
                                  LaunchError, Module, Packed, ResourceUsage, Scalar, Schedule)
 
 from . import device_state, toolchain, unit_build
+from .. import guard
 from ...compile import sandbox
 from .isolation import Executor
 from .screen import fast_math_swaps
@@ -81,11 +82,14 @@ class CpuBuffer(Buffer):
         self.id = CpuBuffer._next_id
         CpuBuffer._next_id += 1
         self.fd = os.memfd_create(f"astra-buf-{self.id}")
-        os.ftruncate(self.fd, max(self.nbytes, 1))
-        self._map = mmap.mmap(self.fd, max(self.nbytes, 1))
+        # the buffer's bytes and the guard after them (backends/guard.py), one mapping
+        os.ftruncate(self.fd, self.nbytes + guard.GUARD_BYTES)
+        self._map = mmap.mmap(self.fd, self.nbytes + guard.GUARD_BYTES)
         self.array = np.ndarray(self.shape, self.dtype, buffer=self._map) if self.nbytes else \
             np.zeros(self.shape, self.dtype)
-        self.device_address = _ADDRESSES.take(self.nbytes)
+        self.raw = np.ndarray((self.nbytes + guard.GUARD_BYTES,), np.uint8, buffer=self._map)
+        guard.fill(np, self.raw, self.nbytes)
+        self.device_address = _ADDRESSES.take(self.nbytes + guard.GUARD_BYTES)
         weakref.finalize(self, _release, self.fd, self.device_address)
 
 
@@ -197,6 +201,10 @@ class CpuBackend(Backend):
         if b.nbytes:
             b.array.reshape(-1).view(np.uint8)[:] = byte & 0xFF
 
+    def overrun(self, buf: Buffer) -> tuple[int, int] | None:
+        b = self._own(buf)
+        return guard.first_changed(np, b.raw, b.nbytes)
+
     @staticmethod
     def _own(buf: Buffer) -> CpuBuffer:
         if not isinstance(buf, CpuBuffer):
@@ -240,7 +248,9 @@ class CpuBackend(Backend):
             if b.id not in index:
                 index[b.id] = len(fds)
                 fds.append(b.fd)
-                nbytes.append(b.nbytes)
+                # mapped with its guard, so a write past the end lands there; the AddressSanitizer
+                # build copies exactly the buffer's bytes into a heap block and reports the access
+                nbytes.append(b.nbytes if module.sanitize == "address" else b.nbytes + guard.GUARD_BYTES)
                 addresses.append(b.device_address)
             return index[b.id]
 
