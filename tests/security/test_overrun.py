@@ -3,8 +3,7 @@ buffer, the same on every backend and in every run (backends/guard.py, gate.chec
 Without the guard, on the CPU the write went to the unused tail of the buffer's page (unseen: the
 candidate passed) and on a GPU into whatever CuPy's pool placed next. The GPU backend's own upload
 and guard check run here on NumPy arrays (its array module swapped, as tests/static/test_nvcc.py
-does for its compile); tests/gpu/test_gpu_backend.py::test_a_write_past_the_end_is_named runs the
-real launch on a GPU."""
+does for its compile); tests/gpu/test_overrun_gpu.py runs real launches on a GPU."""
 from __future__ import annotations
 
 import types
