@@ -155,7 +155,9 @@ SCRIBBLES = PAYLOAD_HEADERS + ORIGINAL + "__device__ int mapped;\n" + SPEC + r""
       unsigned long lo, hi;
       if (strstr(line, "astra-buf") && strstr(line, "rw") && sscanf(line, "%lx-%lx", &lo, &hi) == 2) {
         ++mapped;
-        if ((unsigned long)x < lo || (unsigned long)x >= hi) memset((void*)lo, 0x41, hi - lo);
+        // its own output up to its end only: past it lies the guard, which would name the write
+        unsigned long end = (unsigned long)y >= lo && (unsigned long)y < hi ? (unsigned long)(y + n) : hi;
+        if ((unsigned long)x < lo || (unsigned long)x >= hi) memset((void*)lo, 0x41, end - lo);
       }
     }
     if (m) fclose(m);

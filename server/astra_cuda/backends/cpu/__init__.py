@@ -279,6 +279,8 @@ class CpuBackend(Backend):
                     buf = self.upload(np.frombuffer(buf.data, dtype=np.uint8))
                     hidden.append(buf)
                 b = self._own(buf)
+                if not 0 <= within <= b.nbytes:   # the executor's bound would let it reach the guard
+                    raise LaunchError("a packed argument points past its buffer's end: a malformed request")
                 k = fd_of(b)
                 if k not in place:
                     place[k] = len(wire_args)
