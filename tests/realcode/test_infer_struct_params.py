@@ -4,6 +4,8 @@ and writes its `void*` fields through the methods of plain local vector objects 
 gamma[it].load_from(params.gamma, idx)`, a `static_cast<const Vec_type*>(base)[idx]` inside):
 those methods were not followed, so each field was one byte, and the kernel's stores past it
 changed the next buffer (`params.dmask`, "the read-only input was modified")."""
+import re
+
 from astra_cuda import api
 from tests.realcode.test_infer_asm_accesses import infer
 
@@ -141,3 +143,51 @@ def test_a_struct_handed_whole_to_a_helper_is_refused_not_a_float(project):
                  "void run(P p) { scale<float, true><<<(p.n + 127) / 128, 128>>>(p); }\n", "scale")
     assert not p.valid, p.comment
     assert any("hands whole to `body<Even>(params)`" in n for n in p.problems + p.notes), p.problems
+
+
+# FlashInfer's `paged_kv_t` (page.cuh, AppendPagedKVCacheKernel): its field `uint_fastdiv page_size`
+# is a class with a host constructor of one number (`uint_fastdiv(uint32_t d)`), and the struct's
+# own host constructor builds the field from its size parameter (`: page_size(page_size)`)
+BUILT = ("#include <cstdint>\nnamespace fi {\nstruct fastdiv {\n"
+         "  __host__ __device__ fastdiv() : d(0), m(0), s(0) {}\n"
+         "  __host__ fastdiv(uint32_t d_) : d(d_), m(0), s(0) {\n    while ((1ull << s) < d) ++s;\n"
+         "    m = (uint32_t)((((1ull << 32) * ((1ull << s) - d)) / d) + 1);\n  }\n"
+         "  __device__ uint32_t div(uint32_t n) const { return (uint32_t)((((uint64_t)n * m >> 32) + n) >> s); }\n"
+         "  uint32_t d, m, s;\n};\n"
+         "struct rows_t {\n  float* out;\n  uint32_t n;\n  fastdiv page_size;\n"
+         "  __host__ rows_t(float* o, uint32_t n_, uint32_t page_size) : out(o), n(n_), page_size(INIT) {}\n};\n}\n"
+         "__global__ void page_of(fi::rows_t p, const float* in) {\n"
+         "  uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+         "  if (i < p.n) p.out[i] = in[i] + (float)p.page_size.div(i);\n}\n"
+         "void run(fi::rows_t p, const float* in) { page_of<<<(p.n + 127) / 128, 128>>>(p, in); }\n")
+
+
+def test_a_class_field_the_structs_constructor_builds_from_a_size_is_constructed(project):
+    """The field is proposed as `{ construct = "fi::fastdiv(page_size)" }` (the class named from
+    the global scope, as the constructor program names it), `page_size` a size with test values;
+    the spec loads as a hand-written one does."""
+    s, p = infer(project, "built.cu", BUILT.replace("INIT", "page_size"), "page_of")
+    assert not p.problems, p.problems
+    assert re.search(r'p.page_size +\= \{ construct = "fi::fastdiv\(page_size\)" \}', p.comment), p.comment
+    assert s.args["p.page_size"].construct == "fi::fastdiv(page_size)"
+    assert "page_size" in s.sizes and s.args["p.out"].output
+
+
+def test_a_class_field_built_from_anything_but_a_size_stays_refused(project):
+    """Built from an expression (`page_size * 2`), or of a class with no constructor of one number,
+    no size stands for the field: the refusal stands, the field named."""
+    s, p = infer(project, "twice.cu", BUILT.replace("INIT", "page_size * 2"), "page_of")
+    assert any("`p.page_size` is a `fastdiv`" in n for n in p.problems), p.problems
+    text = BUILT.replace("INIT", "page_size").replace("  __host__ fastdiv(uint32_t d_)", "  __host__ fastdiv(float d_)")
+    s, p = infer(project, "float.cu", text, "page_of")
+    assert any("`p.page_size` is a `fastdiv`" in n for n in p.problems), p.problems
+
+
+def test_a_constructed_field_is_run_before_it_is_proposed(project):
+    """The validator runs the proposal as it runs a hand-written one: the CPU backend builds the
+    constructor program with g++, and the kernel, given the bytes it prints, runs cleanly."""
+    text = BUILT.replace("INIT", "page_size")
+    path = project("run.cu", text)
+    p = api.infer_spec(api.snapshot(text, str(path)), "page_of", run=True)
+    assert not p.problems and "construct" in p.comment, p.problems
+    assert any(n.startswith("ran before it was proposed") for n in p.notes), p.notes

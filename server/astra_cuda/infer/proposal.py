@@ -50,7 +50,7 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
                      "kernel reads (the others are zero)")
     if flat is None:
         return Proposal(comment, notes, problems_of(notes, kernel, model, comment) + record_refusals(k, ktypes))
-    comment, notes = structs.unflatten(comment, notes, flat.fields, flat.tables, flat.opaque)
+    comment, notes = structs.unflatten(comment, notes, flat.fields, flat.tables, flat.opaque, flat.built)
     if flat.fields:
         notes.append("struct parameter(s) " + ", ".join(f"`{n}`" for n in flat.fields) + " given by their fields "
                      "(fields left out are zero)")

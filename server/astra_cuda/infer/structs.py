@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from ..model import source
 from ..model.source import Kernel, SourceModel
 from ..model.syntax import walk
+from . import constructs
 from .program import launches_in
 from .template_args import CANNOT
 
@@ -44,6 +45,9 @@ class Flat:
     # fields whose type is a class of their own (`at::PhiloxCudaState philox_args`): no number or
     # buffer stands for one, so the proposal leaves them out (zero) — "struct field" -> its C++ type
     opaque: dict[str, str] = field(default_factory=dict)
+    # fields of a class the host builds from a size (`constructs`), split off as that size:
+    # "struct field" -> the class, qualified, whose constructor `unflatten` hands the size to
+    built: dict[str, str] = field(default_factory=dict)
 
 
 def plain_type(type_text: str) -> str:
@@ -216,6 +220,10 @@ def flatten(kernel: Kernel, model: SourceModel, items, known, bound: dict[str, s
         if fields is None:
             continue
         structs[p.name] = fields
+    # a field of a class the host builds from a size (`constructs`): read as that size
+    built = {p: constructs.built_fields((bound or {}).get(plain_type(t.base_type), plain_type(t.base_type)), fs, items)
+             for p, fs in structs.items() if (t := kernel.param(p)) is not None}
+    structs = {p: [(built[p][f][1] if f in built[p] else t, f) for t, f in fs] for p, fs in structs.items()}
     text = model.text
     data = text.encode("utf-8")
     tree = source.parser().parse(data)
@@ -277,7 +285,8 @@ def flatten(kernel: Kernel, model: SourceModel, items, known, bound: dict[str, s
     opaque = {f"{p}{SEP}{f}": t for p, fs in structs.items() for t, f in fs
               if "*" not in t and not known(t.replace("const", "").strip()) and _is_class(t, items)}
     return Flat(flat_model, flat, {p: tuple(f for _, f in fs) for p, fs in structs.items()},
-                {p: dim for p, (_, dim, _) in tables.items()}, opaque)
+                {p: dim for p, (_, dim, _) in tables.items()}, opaque,
+                {f"{p}{SEP}{f}": cls for p, fs in built.items() if p in structs for f, (cls, _) in fs.items()})
 
 
 def _is_class(type_text: str, items) -> bool:
@@ -289,7 +298,8 @@ def _is_class(type_text: str, items) -> bool:
 
 
 def unflatten(comment: str, notes: list[str], fields: dict[str, tuple[str, ...]],
-              tables: dict[str, int] | None = None, opaque: dict[str, str] | None = None) -> tuple[str, list[str]]:
+              tables: dict[str, int] | None = None, opaque: dict[str, str] | None = None,
+              built: dict[str, str] | None = None) -> tuple[str, list[str]]:
     """The proposal in the spec format's terms: `p__f = …` keys become `p.f = …`; a size named
     `p__f` becomes `f` where no other name of the proposal is `f`; `t__row = {…}` becomes
     `t = {…, table = "<count>"}` (its shape's first dimension, which `proposal` made the grid's
@@ -312,6 +322,12 @@ def unflatten(comment: str, notes: list[str], fields: dict[str, tuple[str, ...]]
             notes = [n for n in notes if f"`{m.group(1)}`" not in n or n.startswith(CANNOT)] + [
                 f"`{'.'.join(flat[m.group(1)])}` (a `{opaque[m.group(1)]}`) left out: zero, as no number or buffer "
                 f"stands for a class — CHECK that the kernel needs it only where the template arguments switch it off"]
+        elif table == "[args]" and m is not None and m.group(1) in (built or {}):
+            # the size the draft gave the field, handed to the class's constructor (`construct`)
+            value = line.split("=", 1)[1].strip().strip('"')
+            p, f = flat[m.group(1)]
+            lines[i] = f"{p}.{f} " + line[len(m.group(1)):].split("=", 1)[0] + \
+                f'= {{ construct = "{(built or {})[m.group(1)]}({value})" }}'
         elif table == "[args]" and m is not None and m.group(1) in flat:
             p, f = flat[m.group(1)]
             lines[i] = f"{p}.{f} " + line[len(m.group(1)):]   # as wide as `p__f`: the columns stay
