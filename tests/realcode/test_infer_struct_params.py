@@ -191,3 +191,35 @@ def test_a_constructed_field_is_run_before_it_is_proposed(project):
     p = api.infer_spec(api.snapshot(text, str(path)), "page_of", run=True)
     assert not p.problems and "construct" in p.comment, p.problems
     assert any(n.startswith("ran before it was proposed") for n in p.notes), p.notes
+
+
+# The same class taken by value as a parameter of its own, built by the launcher from its size
+# (FlashInfer's `uint_fastdiv`, which its launchers build from a size and pass on)
+PARAM = BUILT.split("struct rows_t")[0] + "}\n" + (
+    "__global__ void row_of(float* out, const float* in, fi::fastdiv by, int n) {\n"
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i < n) out[i] = in[i] + (float)by.div((uint32_t)i);\n}\n"
+    "void run(float* out, const float* in, int n, uint32_t rows) {\n  BUILD\n"
+    "  row_of<<<(n + 127) / 128, 128>>>(out, in, ARG, n);\n}\n")
+
+
+def test_a_parameter_the_launcher_builds_from_a_size_is_constructed(project):
+    """A local built from the size (`fi::fastdiv by(rows);`, which the grammar reads as a function
+    declaration), or the object built in place, or `auto by = fi::fastdiv(rows);`: the parameter is
+    `{ construct = "fi::fastdiv(by)" }`, `by` a size, and the proposal runs before it is proposed."""
+    for build, arg in (("fi::fastdiv by(rows);", "by"), ("", "fi::fastdiv(rows)"),
+                       ("auto by = fi::fastdiv(rows);", "by")):
+        text = PARAM.replace("BUILD", build).replace("ARG", arg)
+        path = project("param.cu", text)
+        p = api.infer_spec(api.snapshot(text, str(path)), "row_of", run=True)
+        assert not p.problems and re.search(r'by +\= \{ construct = "fi::fastdiv\(by\)" \}', p.comment), p.comment
+        assert any(n.startswith("ran before it was proposed") for n in p.notes), p.notes
+
+
+def test_a_parameter_built_from_a_launcher_expression_it_cannot_name_stays_a_class(project):
+    """Built by another function (`make_div(rows)`): no construct is proposed for it."""
+    text = PARAM.replace("BUILD", "fi::fastdiv by = make_div(rows);").replace("ARG", "by")
+    text = text.replace("void run(", "fi::fastdiv make_div(uint32_t r) { return fi::fastdiv(r); }\nvoid run(")
+    path = project("other.cu", text)
+    p = api.infer_spec(api.snapshot(text, str(path)), "row_of", run=False)
+    assert "construct" not in p.comment, p.comment

@@ -60,18 +60,18 @@ def _constructors(body, short: str):
         yield member, params
 
 
-def number_class(type_text: str, items) -> str:
-    """The qualified name of `type_text` where it is a class with a host constructor of one
-    integer parameter (`uint_fastdiv(uint32_t d)`), else ""."""
+def number_class(type_text: str, items) -> tuple[str, str]:
+    """(the qualified name of `type_text`, the integer type its constructor takes) where it is a
+    class with a host constructor of one integer parameter (`uint_fastdiv(uint32_t d)`), else ("", "")."""
     body, qualified = _definition(type_text, items)
     if body is None:
-        return ""
+        return "", ""
     short = qualified.rpartition("::")[2]
     for member, params in _constructors(body, short):
         spec = specifiers(member)
         if len(params) == 1 and _integer(params[0][0]) and ("__device__" not in spec or "__host__" in spec):
-            return qualified
-    return ""
+            return qualified, params[0][0].replace("const", "").replace("&", "").strip()
+    return "", ""
 
 
 def field_size(struct_type: str, field: str, items) -> tuple[str, str] | None:
@@ -104,7 +104,7 @@ def built_fields(struct_type: str, fields: list[tuple[str, str]], items) -> dict
     for t, f in fields:
         if "*" in t:
             continue
-        cls = number_class(t, items)
+        cls, _ = number_class(t, items)
         size = field_size(struct_type, f, items) if cls else None
         if size is not None:
             out[f] = (cls, size[1])

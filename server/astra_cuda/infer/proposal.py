@@ -8,7 +8,7 @@ import dataclasses
 
 from ..compile.project import ProjectContext
 from ..model.source import Kernel, SourceModel
-from . import records, structs
+from . import built_params, records, structs
 from .types import Types
 from .body_facts import member_read
 from .draft import Proposal, assemble
@@ -25,8 +25,19 @@ def infer(kernel: Kernel, model: SourceModel, *, path: str | None = None,
     was a guess), `tiles` (every size a whole number of the block's width), `sizes = "equal"` (two
     sizes taken equal where only then the accesses fit a shape), `instance = "largest"` (of the project's
     instances, where the numbers were guessed, the one with the largest). A struct passed by value is read
-    through its fields (`structs`)."""
+    through its fields (`structs`); a parameter the launcher builds from a size is read as that
+    size and proposed as built by its class's constructor (`built_params`)."""
     types = Types(model, path, context)
+    built = built_params.split(kernel, model, types.items)
+    if built is None:
+        return _infer(kernel, model, types, path, context, decide)
+    p = _infer(built.kernel, built.model, Types(built.model, path, context), path, context, decide)
+    comment = built_params.written_back(p.comment, built.classes)
+    return Proposal(comment, p.notes, problems_of(p.notes, kernel, model, comment) + record_refusals(kernel, types))
+
+
+def _infer(kernel: Kernel, model: SourceModel, types: Types, path: str | None,
+           context: ProjectContext | None, decide: dict[str, str] | None) -> Proposal:
     flat = structs.flatten(kernel, model, types.items, lambda t: types.resolve(t)[0] is not None)
     carried: list[str] = []
     if flat is None:   # a struct parameter whose type is a template parameter: split as its instance
