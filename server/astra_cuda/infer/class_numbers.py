@@ -12,12 +12,14 @@ parameter: `typename Base = Kernel_traits_base<…>`). A member of an explicit o
 specialization, or an expression of anything else, is no number: never guessed."""
 from __future__ import annotations
 
+from typing import Callable
+
 from tree_sitter import Node
 
 from ..model import dtypes, source
 from ..model.syntax import walk
 from ..model.template_list import split_template_args
-from .types import Types, class_templates
+from .types import Types, member_alias, owner_bound, class_templates
 
 MAX_DEPTH = 16
 _BINARY = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
@@ -50,6 +52,52 @@ def instance_numbers(kernel: source.Kernel, targs: dict[str, str], types: Types)
             if v is not None:
                 out[n.child_by_field_name("name").text.decode()] = v
     return out
+
+
+def type_bytes(types: Types, bound: dict[str, str]) -> Callable[[str], int | None]:
+    """sizeof a type the kernel names, its template parameters `bound`: `Types.vector_bytes`, else
+    a member vector type of a bound class (`member_vector_bytes`)."""
+    return lambda t: types.vector_bytes(t, bound) or member_vector_bytes(types, t, bound)
+
+
+def member_vector_bytes(types: Types, spelled: str, bound: dict[str, str]) -> int | None:
+    """sizeof a member type of a class template's instance that is a vector template over the
+    class's own names, where `Types.vector_bytes` reads none (flash-attention's `Ktraits::Ivec`,
+    Ktraits bound to `Kernel_traits<float, …>`, whose `using Ivec = layer_norm::Vec<input_t,
+    NUM_ELTS>;`): the element a member type of the class (or a bound parameter), the count its
+    enumerator or `static constexpr` integer, or a number — that many of the element, the convention
+    `Types.vector_bytes` reads such templates by (`vec_n_t<T, N>`)."""
+    text = owner_bound(" ".join(w for w in spelled.split() if w not in ("const", "volatile", "typename")), bound)
+    cls, sep, member = text.rpartition(">::")
+    if not sep or not member.isidentifier() or "<" not in cls:
+        return None
+    cls += ">"
+    template, _, args = cls.partition("<")
+    template = template.strip().split("::")[-1]
+    primary = None
+    for it in types.items:
+        if it.kind != "type" or template not in it.text:
+            continue
+        for params, specialized, body in class_templates(it.text, template):
+            if specialized is not None:   # a specialization that might be the one instantiated
+                return None
+            primary = (params, body)
+    if primary is None:
+        return None
+    params, body = primary
+    own = dict(zip(params, (a.strip() for a in split_template_args(f"<{args.rpartition('>')[0]}>"))))
+    target = member_alias(body, member)
+    if target is None or not target.endswith(">") or "<" not in target:
+        return None
+    vargs = [a.strip() for a in split_template_args("<" + target.split("<", 1)[1])]
+    if len(vargs) != 2:
+        return None
+    elem = own.get(vargs[0], vargs[0])
+    spelled_elem = types.scalar(elem, {}) or types.scalar(f"{cls}::{elem}", {})
+    dt = dtypes.from_cpp(spelled_elem) if spelled_elem else None
+    count = own.get(vargs[1], vargs[1])
+    n = int(count) if count.isdigit() else _Numbers(types).member(cls, count, 0)
+    return dt.itemsize * n if dt is not None and n is not None and 0 < n <= 64 else None
 
 
 class _Numbers:

@@ -270,7 +270,7 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
     found, recast = measured(kernel, elem_bytes, int_params, lambda elem_bytes, int_params: infer_shapes(  # void*: its casts
                     kernel, [n for n in size_names if n != TABLE], grid, unclamped_block(block, kernel.text, size_names),
                     elem_bytes, int_params, known_values, lanes, {k: v for k, v in derived.items() if k not in split_off}, helpers,
-                    equal_sizes=decide.get("sizes") == "equal", type_bytes=lambda t: types.vector_bytes(t, targs),
+                    equal_sizes=decide.get("sizes") == "equal", type_bytes=class_numbers.type_bytes(types, targs),
                     require=launch_require, powers=masks.shifted_by(kernel, helpers, size_names),  # shifts: powers of 2
                     macros=frozenset(types.defined_at(len(types.items) + 1)), lengths=longest),
                     lambda t: types.resolve(targs.get(t, t))[0])

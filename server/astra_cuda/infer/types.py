@@ -190,7 +190,7 @@ class Types:
                 if specialized is None:
                     primary = (params, body)
                 elif not params and [self._canonical(a) for a in specialized] == wanted:
-                    return self._resolved_member(_member_alias(body, member), {}, written, depth)
+                    return self._resolved_member(member_alias(body, member), {}, written, depth)
                 elif params:
                     partial = True
         if partial:
@@ -198,7 +198,7 @@ class Types:
         if primary is None:
             return None, f"no definition of the class template `{template}` in the file or its project headers"
         params, body = primary
-        return self._resolved_member(_member_alias(body, member), dict(zip(params, args)), written, depth)
+        return self._resolved_member(member_alias(body, member), dict(zip(params, args)), written, depth)
 
     def _resolved_member(self, target: str | None, bound: dict[str, str], written: str,
                          depth: int) -> tuple[str | None, str]:
@@ -246,7 +246,7 @@ class Types:
         (`Ktraits::compute_t` with Ktraits bound to `Kernel_traits<float, …>`: flash-attention's
         layer norm, `static_cast<compute_t*>(params.mu)`), else None."""
         text = " ".join(w for w in spelled.replace("*", " ").split() if w not in ("const", "volatile", "typename"))
-        name, _ = self.resolve(_owner_bound(bound.get(text, text), bound))
+        name, _ = self.resolve(owner_bound(bound.get(text, text), bound))
         if name is None or dtypes.vector_of(name) is not None:
             return None
         return name if dtypes.from_cpp(name) is not None else None
@@ -254,7 +254,7 @@ class Types:
     def _vector_bytes(self, spelled: str, bound: dict[str, str]) -> int | None:
         from ..model.spec import split_template_args
         text = " ".join(w for w in spelled.replace("*", " ").split() if w not in ("const", "volatile", "typename"))
-        text = _owner_bound(bound.get(text, text), bound)
+        text = owner_bound(bound.get(text, text), bound)
         if "<" not in text:
             name, _ = self.resolve(text)
             dt = dtypes.from_cpp(name) if name else None
@@ -289,7 +289,7 @@ def _bound_word(word: str, bound: dict[str, str]) -> str:
     return bound.get(word, f"{bound[head].strip()}::{rest}" if sep and head in bound else word)
 
 
-def _owner_bound(text: str, bound: dict[str, str]) -> str:
+def owner_bound(text: str, bound: dict[str, str]) -> str:
     """`Ktraits::compute_t` with the template parameter Ktraits bound to a class: that class's
     member (`Kernel_traits<float, …>::compute_t`), which `_member_of` reads."""
     owner, sep, member = text.rpartition("::")
@@ -334,7 +334,7 @@ def class_templates(text: str, name: str) -> list[tuple[list[str], list[str] | N
     return out
 
 
-def _member_alias(body, member: str) -> str | None:
+def member_alias(body, member: str) -> str | None:
     """The type a class body's `using member = T;` or `typedef T member;` names."""
     for n in body.named_children:
         if n.type == "alias_declaration" and n.child_by_field_name("name") is not None \

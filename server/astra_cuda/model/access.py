@@ -90,7 +90,7 @@ class Analyzer(StatementWalk, LoopWalk, ConditionWalk, ExpressionWalk, CallWalk)
         self.offsets: dict[str, tuple[str, Iv]] = {}
         # pointers a loop steps once per trip -> (its variable, the variable's first value, the
         # pointer at the loop's start, base elements per trip, the variable's step)
-        self.stepped: dict[str, tuple[str, int, Ptr, int, int]] = {}
+        self.stepped: dict[str, tuple[str, int, Ptr | Iv, int, int]] = {}
         # `end = min(start + 128, n)`: end is at most start plus an offset (a loop's bound, see `offsets`)
         self.upper: dict[str, tuple[str, Iv]] = {}
         # pointers a loop moves by a fixed amount each trip (`_per_trip`): set at the trip's start,

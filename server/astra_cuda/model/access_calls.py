@@ -409,6 +409,15 @@ class CallWalk:
         if not evaluate_only and accessor and indexed and vals[0].base in self.facts.uses:
             use = self.facts.uses[vals[0].base]
             store = method.startswith(("store", "Store", "write"))
+            obj = fn.child_by_field_name("argument")
+            while obj is not None and obj.type == "subscript_expression":   # `gamma[it].load_from(…)`
+                obj = obj.child_by_field_name("argument")
+            nbytes = self.obj_bytes.get(obj.text.decode()) if obj is not None else None
+            if nbytes:   # an object of known size (the traits' `Vec<float, 4>`): `idx` whole vectors from the pointer
+                p = vals[0]
+                width = max(1, nbytes // max(1, self.elem_bytes.get(p.base, nbytes) * p.scale))
+                self.access(p, vals[1], write=store, read=not store, width=width)
+                return None
             use.read |= not store
             use.written |= store
             use.reach(None)

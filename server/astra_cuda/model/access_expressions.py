@@ -51,8 +51,10 @@ class ExpressionWalk:
                 iv = self.env.get(var)
                 if isinstance(iv, Iv) and iv.lo is not None and iv.hi is not None:
                     trips = Iv((iv.lo - first) // by, (iv.hi - first) // by)
+                    if isinstance(start, Iv):   # an index stepped once a trip
+                        return iv_add(start, iv_mul(trips, Iv.point(step)))
                     return Ptr(start.base, iv_add(start.offset, iv_mul(trips, Iv.point(step))), start.scale)
-                return Ptr(start.base, UNKNOWN, start.scale)
+                return UNKNOWN if isinstance(start, Iv) else Ptr(start.base, UNKNOWN, start.scale)
             value = self.env.get(name)
             return UNKNOWN if value == UNSET else value
         if t == "qualified_identifier":   # `x128::size`, or a namespace's constant `td_data::granularity`

@@ -55,6 +55,10 @@ class LoopWalk:
                 self.loops -= 1
         for name in stepped:   # past the loop: advanced by a number of trips not followed
             _, _, start, step, _ = self.stepped.pop(name)
+            if isinstance(start, Iv):   # an index: moved by up to every trip's step (some may skip it)
+                self.env[name] = iv_add(start, Iv(0, fixed.lo * step) if fixed is not None and fixed.lo is not None
+                                        and name in self.trip_ptrs else Iv(0, None))
+                continue
             # followed where an enclosing loop's trip starts it afresh and this loop's trips are fixed
             moved = Iv.point(fixed.lo * step) if fixed is not None and fixed.lo is not None and \
                 name in self.trip_ptrs else UNKNOWN
@@ -105,8 +109,13 @@ class LoopWalk:
             while enclosing is not None and enclosing.type not in ("for_statement", "while_statement", "do_statement"):
                 enclosing = enclosing.parent
             target = n.child_by_field_name("argument") or n.child_by_field_name("left")
+            # a pointer, or an integer index declared before the loop (flash-attention's layer norm:
+            # `idx_x += VEC_COLS_PER_LDG` at the end of each trip's `if (it < num_valid_ldgs)`): a
+            # single pass over the body would see only its first trip's value
             if enclosing == loop and target is not None and target.type == "identifier" \
-                    and isinstance(self.env.get(target.text.decode()), Ptr):
+                    and target.text.decode() not in starts \
+                    and (isinstance(v := self.env.get(target.text.decode()), Ptr)
+                         or isinstance(v, Iv) and v.lo is not None and v.hi is not None):
                 steps.setdefault(target.text.decode(), []).append(n)
         out = []
         name, iv, by = var
@@ -121,7 +130,7 @@ class LoopWalk:
                     or step.lo is None or step.lo != step.hi or step.lo < 0:
                 continue
             start = self.env[p]
-            self.stepped[p] = (name, iv.lo, start, step.lo * start.scale, by)
+            self.stepped[p] = (name, iv.lo, start, step.lo * (start.scale if isinstance(start, Ptr) else 1), by)
             out.append(p)
         return out
 

@@ -284,6 +284,20 @@ class StatementWalk:
             return None
         return op.type == "!="
 
+    def _object_bytes(self, type_text: str) -> int | None:
+        """sizeof a local object's type named through the body's own alias of a member type of a
+        class bound to a template parameter (`using Ivec = typename Ktraits::Ivec; Ivec x0;`, the
+        traits' `Vec<input_t, NUM_ELTS>`: flash-attention's layer norm), where `type_bytes` knows it."""
+        text = type_text
+        for _ in range(4):
+            text = " ".join(w for w in text.split() if w not in ("const", "typename", "volatile"))
+            if text not in self.aliases:
+                break
+            text = self.aliases[text]
+        if text == type_text.strip() or "::" not in text or self.type_bytes is None:
+            return None
+        return self.type_bytes(text)
+
     def declaration(self, st: Node) -> None:
         type_node = st.child_by_field_name("type")
         type_text = type_node.text.decode() if type_node is not None else ""
@@ -299,6 +313,10 @@ class StatementWalk:
                 self.class_objects[name] = cls
             else:
                 self.class_objects.pop(name, None)   # a name declared again, of another type
+            nbytes = self._object_bytes(type_text) if cls is None and value is None and target is not None \
+                and target.type in ("identifier", "array_declarator") else None
+            if nbytes:   # `Ivec x0;`, `Wvec gamma[LDGS];`: a vector of the traits class (its methods measured by it)
+                self.obj_bytes[name] = nbytes
             if target is not None and target.type == "array_declarator":
                 self.env[name] = "array"
                 if BYTE_TYPE.fullmatch(type_text.strip()):
