@@ -8,12 +8,13 @@ import ast
 from tree_sitter import Node
 
 from . import source, syntax
+from .access_residues import ResidueWalk
 from .access_nodes import functional_cast, is_condition, subscript_of, unparen
 from .access_values import (BUILTINS, GUARD, Iv, MAX_GUARD_TERMS, Poly, Ptr, SEGMENT, UNKNOWN, guard_key,
     iv_add, iv_mul, poly_add, poly_mul)
 
 
-class ConditionWalk:
+class ConditionWalk(ResidueWalk):
     """How a condition narrows the walk's intervals."""
 
     def refine_feasible(self, cond: Node, truth: bool) -> bool:
@@ -42,6 +43,9 @@ class ConditionWalk:
         if op == "&&" and truth or op == "||" and not truth:
             self.refine(left, truth)
             self.refine(right, truth)
+            return
+        if op in ("==", "!=") and left is not None and right is not None:
+            self._residue(left, right, op == "==" if truth else op == "!=")
             return
         if op not in ("<", "<=", ">", ">=") or left is None or right is None:
             return

@@ -100,6 +100,8 @@ class Use:
 @dataclass
 class Facts:
     uses: dict[str, Use] = field(default_factory=dict)
+    # moduli of the residue tests that narrowed an index (`d_id % 2 == 0`: elements taken in pairs)
+    residues: set[int] = field(default_factory=set)
 
 
 def iv_mul(a: Iv, b: Iv) -> Iv:
