@@ -309,11 +309,23 @@ def mode_params(kernel: Kernel, size_names: list[str],
             out.append((name, 1, sorted(values | {1})))
         elif values and not plain[name]:
             out.append((name, next(v for v in range(len(values) + 1) if v not in values), sorted(values)))
+    # a parameter the kernel reads only in branches those values turn off (`cp_rank` only inside
+    # `if (cp_size > 1)`, cp_size taken 1; or only where a pointer passed null is tested): never read
+    # under the draft, so no size — drawn as one (1 … 4096) it named a rank past the count the program has
+    off = {**(known or {}), **{name: v for name, v, t in out if v in t}}
+    gone = _dead_spans(body, off, set(size_names) - set(off)) if off else []
+    for name in [n for n in size_names if n not in off and n not in {o[0] for o in out}]:
+        named = [n for n in _walk(body) if n.type == "identifier" and n.text.decode() == name]
+        if named and all(any(s <= n.start_byte < e for s, e in gone) for n in named):
+            out.append((name, 0, []))
     return out
 
 
 def mode_note(name: str, value: int, tested: list[int]) -> str:
     """What a draft says of a parameter `mode_params` gave a value."""
+    if not tested:   # read only in branches the draft's values turn off
+        return (f"`{name}` is read only in branches this draft's values turn off (a split count of 1, a "
+                f"pointer passed null): took {value}, never read")
     if value in tested:   # a split count: its `> 1` branch off
         return f"`{name}` is a count the kernel tests `> 1` (a split that 1 turns off): took {value} — CHECK"
     return (f"`{name}` is a mode the kernel only compares with {', '.join(map(str, tested))}: took {value}, "

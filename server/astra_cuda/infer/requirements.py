@@ -194,6 +194,18 @@ def whole_steps(found: InferredShapes | None, size_names: list[str], require: li
             notes.append(f"`{r}`: the kernel covers `{n}` in whole steps of {m} (a loop's trip, or a block, reaches "
                          f"a whole step past the last index it checks): only then do its accesses fit a shape — "
                          f"required; CHECK that the program's sizes are whole steps (else the kernel misses a tail)")
+    for n, m in (found.groups.items() if found is not None else ()):
+        if n in size_names and (r := f"{n} % {m} == 0") not in require:
+            require.append(r)
+            notes.append(f"`{r}`: the kernel takes `{n}`'s elements in groups of {m} by their index's residue "
+                         f"(`i % {m}`: a pair's partner at `i + 1`), and where `{n}` is no multiple of {m} the last "
+                         f"group's partner lies past the row — required")
+    for n, b in (found.bounds.items() if found is not None else ()):
+        if n in size_names and (r := f"{n} <= {b}") not in require:
+            require.append(r)
+            notes.append(f"`{r}`: this instance covers at most {b} of `{n}` (its loops of fixed trips reach no "
+                         f"further; past it a row is read only in part), and only up to it do its accesses fit a "
+                         f"shape — required; CHECK that the program picks this instance only up to there")
     for p, (n, t) in (found.past_tiles.items() if found is not None else ()):
         # not required: the kernel cuts the tile's tail for its data, so the program's sizes need not be whole
         # tiles; the sanitizer reports the read where they are not (bitsandbytes' absmax: a bug of the kernel's)

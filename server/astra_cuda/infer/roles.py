@@ -17,6 +17,8 @@ from ..model import access, accessors, compiled_branches, exprs
 from ..model.source import Kernel
 from ..model.syntax import walk
 from . import masks, stride_units
+from .groups import partial_groups
+from .size_bounds import largest_covered
 from .shape_fits import (TABLE, bounding_polynomial, confirmed_at_probes, extents_of, fit_product, launch_tiles,
                          packed_layout, packet_width, per_block_fit, polynomial_fit, quotient_fit, same_shapes, shapes_at,
                          whole_tile_quotient)
@@ -103,6 +105,8 @@ class InferredShapes:
     indexes: dict[str, set[str]] = field(default_factory=dict)   # of several index arrays: the pointers each moves
     # inputs whose quotient shape holds at whole tiles of the grid, read past it by a partial last tile
     past_tiles: dict[str, tuple[str, int]] = field(default_factory=dict)   # -> (the tiled size, its tile)
+    groups: dict[str, int] = field(default_factory=dict)   # size -> the group its elements are paired in (`groups`)
+    bounds: dict[str, int] = field(default_factory=dict)   # size -> the most of it the instance covers (`size_bounds`)
 
 
 _STRIDE_PROBE = 100003   # a stride set far from every probe size: what it moves depends on it
@@ -195,7 +199,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
             derived: dict[str, str] | None = None, helpers=None, equal_sizes: bool = False,
             type_bytes=None, require: list[str] = (), table_first: bool = False,
             powers: list[str] = (), shared_rows: bool = False, macros: frozenset[str] | None = None,
-            lengths: dict[str, str] | None = None) -> InferredShapes | None:
+            lengths: dict[str, str] | None = None, caps: dict[str, int] | None = None) -> InferredShapes | None:
     """Each pointer's shape fitted to the extents the kernel reaches. A stride parameter of a
     contiguous layout (`token_idx * query_stride + head_idx * head_stride + i`) gets its
     contiguous value: innermost first (strides are listed outermost first), each stride is the
@@ -203,6 +207,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
     gaps. `powers`: sizes probed as powers of two (the kernel shifts by their log2). With `equal_sizes` (an alternative once a first draft faulted), when the accesses still
     fit no shape two sizes are tried equal (a kernel that rotates the first `rot_dim` elements of
     each `head_size` row fits [.., head_size] when they are)."""
+    given = dict(locals())   # the arguments, to infer again under a bound (`size_bounds`)
     names = size_names + [TABLE]
     pointers = accessors.pointer_names(kernel, constants)   # a tensor accessor's dimensions apart
 
@@ -211,6 +216,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
     differences = size_pairs(grid + block, names, DIFFERENCES)
 
     whole: dict[str, int] = {}   # size -> the step it is probed a multiple of
+    capped: dict[str, int] = dict(caps or {})   # size -> the largest value it is probed at (`size_bounds`)
 
     def sample(extra: dict[str, str]) -> list | None:
         samples = []
@@ -228,7 +234,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
                 if n in sizes:
                     sizes[n] = 1 << (sizes[n].bit_length() - 1)
             for n in names:   # a launcher's bound on one size (`cdiv(dim, 2048) == 1`): probed within it
-                own = [r for r in require if exprs.names(r) == {n}]
+                own = [r for r in require if exprs.names(r) == {n}] + [f"{n} <= {capped.get(n)}"] * (n in capped)
                 v = sizes[n]
                 while v > 16 and not _holds(own, {n: v}):
                     v = v // 32 * 16
@@ -542,6 +548,16 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
             if alone is not None else None
         indexes.update({p: moves} if moves else {})
         tables -= {p} if moves == set() else set()
+    free = [n for n in size_names if n not in {**fixed, **(derived or {})} and not is_stride(n)]
+    if (bad := [p for p, e in reach(samples).items() if e is not None and p not in shapes]) and not caps and not steps:
+        # pointers of no shape at all: a size the instance covers only up to a bound (`size_bounds`)?
+        moving = [n for n in free if (m := sample({**fixed, n: f"{n} + 16"})) is not None and reach(m) != reach(samples)]
+        bounds = largest_covered(samples, moving, bad, lambda n, b: (capped.clear(), capped.update({n: b}), solve(equal))[2],
+                                 lambda tried: shapes_at(tried, fitted), at)
+        again = infer_shapes(**{**given, "caps": bounds}) if bounds else None   # every fallback under the bound
+        if again is not None and all(p in again.shapes for p in bad):
+            again.bounds = bounds
+            return again
     return InferredShapes(shapes, {n for n, u in last.items() if u.read and u.written} | windows,
                    # a pointer never touched (`residual` where has_residual is false) is no output either
                    {n for n, u in last.items() if not u.written},
@@ -552,7 +568,8 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
                    {n for n, u in last.items() if u.boundaries}, shared_rows, steps,
                    {n for n, u in last.items() if u.address_tested},
                    {n: set(u.congruent) for n, u in last.items() if u.congruent},
-                   {n for n, u in last.items() if u.same_start}, windows, indexes, past_tiles)
+                   {n for n, u in last.items() if u.same_start}, windows, indexes, past_tiles,
+                   partial_groups(samples, shapes, free, {**(derived or {}), **fixed}, at_fixed))   # pairs by residue
 
 
 def only_in_dead_branches(kernel: Kernel, pointers: list[str], constants: dict[str, int]) -> set[str]:
