@@ -12,6 +12,7 @@ from astra_cuda.compile import extract
 from astra_cuda.model import source, spec as spec_mod
 from astra_cuda.backends.base import Backend, Buffer, Capabilities, Module, ResourceUsage, TimingResult
 from astra_cuda.backends.device_compare import within_tolerance
+from astra_cuda.backends.device_digest import digest, holds_pattern
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXT = (ROOT / "examples" / "silu_and_mul.cu").read_text()
@@ -36,7 +37,7 @@ class FakeGpu(Backend):
     """`kernels`: a marker found in the unit's source -> fn(args, launch_no) -> µs (None: `default_us`).
     Full comparisons run through the GPU backend's own `within_tolerance` (on NumPy arrays)."""
 
-    name, caps = "fake-gpu", Capabilities(timing=True, copy_ceiling=True, device_info=True)
+    name, caps = "fake-gpu", Capabilities(timing=True, copy_ceiling=True, device_info=True, device_arrays=True)
 
     def __init__(self, kernels, default_us: float = 20.0, noise: float = 0.005, seed: int = 0,
                  device_compare: bool = True):
@@ -78,6 +79,23 @@ class FakeGpu(Backend):
             return None
         store = (lambda a: a.view(np.uint16)) if got.dtype.name == "bfloat16" else (lambda a: a)
         return within_tolerance(np, store(got.host), store(want.host), got.dtype, atol, rtol)
+
+    # Arrays where the buffers live: NumPy here, as CuPy on the GPU (the gate's large cases,
+    # gate/device_case.py), digests and poison checks by the GPU backend's own code.
+    def array_module(self):
+        return np
+
+    def generator(self, seed):
+        return np.random.Generator(np.random.PCG64(seed))
+
+    def adopt(self, array, dtype, shape):
+        return FakeBuf(np.ascontiguousarray(array).view(dtype).reshape(shape))
+
+    def digest(self, buf, key):
+        return digest(np, buf.host, key)
+
+    def holds_byte(self, buf, byte):
+        return holds_pattern(np, buf.host, buf.dtype.itemsize, byte)
 
     def launch(self, module, name_expression, launch, args, *, schedule=None, timeout_s=30.0):
         us = module.kernel(args, module.launches)

@@ -118,6 +118,8 @@ class Capabilities:
                                      # error made visible: gate/run.py's rounding allowance)
     atomic_ledger: bool = False      # launch(schedule=Schedule(atomics=...)): float atomic adds add their
                                      # magnitude or one instead (gate/atomic_bound.py)
+    device_arrays: bool = False      # array_module(), generator(), adopt(): arrays made where the buffers
+                                     # live (a timed size's inputs drawn there: gate/device_case.py)
 
 
 @dataclass
@@ -264,6 +266,31 @@ class Backend(ABC):
         x, y = self.download(a), self.download(b)
         return x.nbytes == y.nbytes and bool(np.array_equal(x.reshape(-1).view(np.uint8),
                                                             y.reshape(-1).view(np.uint8)))
+
+    # ---- arrays where the buffers live (caps.device_arrays) ------------------------------------
+    def array_module(self) -> Any:
+        """The array module of this backend's buffers (CuPy on the GPU)."""
+        raise NotImplementedError(f"the {self.name} backend has no array module")
+
+    def generator(self, seed: int) -> Any:
+        """A random generator of `array_module()` seeded with `seed`, with NumPy's Generator methods
+        (`random`, `standard_normal`, `integers`)."""
+        raise NotImplementedError(f"the {self.name} backend draws no values")
+
+    def adopt(self, array: Any, dtype: np.dtype, shape: tuple[int, ...]) -> Buffer:
+        """An array of `array_module()` in `dtype`'s storage type (bfloat16 as uint16 bits) taken as a
+        buffer of `dtype` and `shape`, without a copy through the host."""
+        raise NotImplementedError(f"the {self.name} backend adopts no arrays")
+
+    def digest(self, buf: Buffer, key: tuple[int, int]) -> int:
+        """`device_digest.digest` of the buffer's bytes, computed where they live where possible."""
+        from .device_digest import digest
+        return digest(np, self.download(buf), key)
+
+    def holds_byte(self, buf: Buffer, byte: int) -> bool:
+        """Whether some element of the buffer still has every byte equal to `byte` (never written)."""
+        from .device_digest import holds_pattern
+        return holds_pattern(np, self.download(buf), buf.dtype.itemsize, byte)
 
     def close(self) -> None:
         pass

@@ -37,7 +37,7 @@ import numpy as np
 
 from ..backends.base import Backend, BackendUnavailable, LaunchError, Schedule, Unsupported
 from ..model.spec import Spec
-from . import compare, suite as suites
+from . import compare, device_case, suite as suites
 from .checks import POISONS, Run, execute, fill_host, launch_args, run_case, written
 from .instrumented import Instrumented
 from .state import Cancel, ReferenceFailed
@@ -86,6 +86,20 @@ class _Gate(Instrumented):
             info = case.info()
             host = drawn.get(i)
             poison = POISONS[i % 2]
+            if i in self.on_device:   # drawn, run and judged on the device (or its host inputs)
+                before = len(self.v.failures)
+                try:
+                    back = device_case.run(self, case, info, poison)
+                except LaunchError as e:
+                    self.fail("launch", f"the candidate failed: {e}", info)
+                    cov.record(case.sizes, case.distribution, failed=True)
+                    break
+                if back is None:
+                    cov.launches += 1
+                    cov.cases += 1
+                    cov.record(case.sizes, case.distribution, failed=len(self.v.failures) > before)
+                    continue
+                host = back
             expected = self.expected(case.sizes, host, poison, info)
             try:
                 run = run_case(self.spec, self.backend, self.candidate, case.sizes, host, self.ctypes, poison)
@@ -330,7 +344,11 @@ class _Gate(Instrumented):
             v.log = (f"no test case fits the {self.backend.name} backend's limits (every size is too large); "
                      f"add smaller [sizes] to the spec")
             return
-        self.drawn = suites.Drawn(self.spec, st.cases, self.later_draws(st))
+        self.on_device = {i for i, c in enumerate(st.cases) if device_case.eligible(self, c)}
+        if self.on_device:
+            cov.notes.append(f"{len(self.on_device)} large case(s) drawn, run and compared on the device "
+                             f"(inputs checked unchanged by keyed digests)")
+        self.drawn = suites.Drawn(self.spec, st.cases, self.later_draws(st), self.on_device)
         try:
             for name, step in self.steps():
                 if v.failures:

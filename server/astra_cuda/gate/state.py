@@ -86,6 +86,7 @@ class GateState:
         self.builds: dict[str, Future[Compiled]] = {}
         self.pool: ThreadPoolExecutor | None = None
         self.drawn: Drawn | None = None   # the suite's inputs drawn ahead of their turn, while the checks run
+        self.on_device: set[int] = set()  # main-suite cases drawn and judged on the device (gate/device_case.py)
 
     @property
     def reference(self) -> Compiled:

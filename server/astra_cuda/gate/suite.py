@@ -395,8 +395,10 @@ class Drawn:
     `later`: the fresh draws the checks after the suite will ask for (`take`), in the order they
     ask, queued behind the suite's cases — their values too are drawn while the suite runs."""
 
-    def __init__(self, spec: Spec, cases: list[Case], later: list[Case] | None = None):
+    def __init__(self, spec: Spec, cases: list[Case], later: list[Case] | None = None,
+                 on_device: set[int] | frozenset[int] = frozenset()):
         self.spec, self.cases = spec, cases + list(later or [])
+        self.on_device = on_device   # cases drawn where they run (gate/device_case.py): nothing drawn here
         self.first_later = len(cases)
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="astra-inputs")
         self.ahead: dict[int, Future[dict[str, np.ndarray]]] = {}
@@ -404,17 +406,22 @@ class Drawn:
         self.taken = 0
 
     def _large(self, i: int) -> bool:
-        return self.spec.elements(self.cases[i].sizes) >= PARALLEL_MIN
+        return i not in self.on_device and self.spec.elements(self.cases[i].sizes) >= PARALLEL_MIN
 
     def _queue(self, upto: int) -> None:
         while self.next < len(self.cases) and (self.next <= upto or (
                 len(self.ahead) < AHEAD_CASES and not (self._large(self.next) and any(self._large(i) for i in self.ahead)))):
             c = self.cases[self.next]
-            self.ahead[self.next] = self.pool.submit(inputs, self.spec, c.sizes, c.distribution, c.seed)
+            if self.next in self.on_device:
+                self.ahead[self.next] = Future()
+                self.ahead[self.next].set_result({})
+            else:
+                self.ahead[self.next] = self.pool.submit(inputs, self.spec, c.sizes, c.distribution, c.seed)
             self.next += 1
 
     def get(self, i: int) -> dict[str, np.ndarray]:
-        """Case i's inputs (cases are taken in order; a case skipped is drawn and dropped)."""
+        """Case i's inputs (cases are taken in order; a case skipped is drawn and dropped); none for a
+        case drawn on the device."""
         self._queue(i)
         for k in [k for k in self.ahead if k < i]:
             self.ahead.pop(k).cancel()
