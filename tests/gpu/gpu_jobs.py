@@ -238,3 +238,36 @@ class PidCheck(CheckJob):
 
     def run(self):  # type: ignore[override]
         return os.getpid(), super().run()
+
+
+def device_draws(cases):
+    """gate/device_case.py on the device: for each (dtype, init, distribution), moments of CuPy's
+    draw and of the host's, and whether the digest and the poison check on the device agree with
+    NumPy's on the same bytes."""
+    import dataclasses as dc
+
+    from astra_cuda.backends import device_digest
+    from astra_cuda.gate import device_case, suite as suites
+    from astra_cuda.model import dtypes
+    from astra_cuda.model.harness import parse_init
+    from astra_cuda.model.spec import ArgSpec
+    b = backend()
+    out = []
+    for dtype, kind, dist, proto in cases:
+        a: ArgSpec = dc.replace(proto, dtype=dtypes.lookup(dtype), init=parse_init(kind))
+        arr = device_case.device_sample(b.cp, b.generator(7), a, (1 << 20,), dist)
+        if arr is None:
+            out.append(None)
+            continue
+        dev = b.adopt(arr, a.dtype.np, (1 << 20,))
+        got = b.download(dev)
+        host = suites._sample(a, (1 << 20,), np.random.Generator(np.random.PCG64(7)), dist)
+        key = (123, 456)
+        same_digest = b.digest(dev, key) == device_digest.digest(np, got, key)
+        same_poison = all(b.holds_byte(dev, p) == device_digest.holds_pattern(np, got, got.dtype.itemsize, p)
+                          for p in (0xFF, 0xA5))
+        stats = [(float(x.astype(np.float64).mean()), float(x.astype(np.float64).std()),
+                  float(x.astype(np.float64).min()), float(x.astype(np.float64).max()), float((x == 0).mean()))
+                 for x in (got, host)]
+        out.append((stats, same_digest, same_poison, str(got.dtype)))
+    return out
