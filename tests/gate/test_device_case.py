@@ -148,7 +148,7 @@ def test_the_device_draw_is_the_hosts(dtype, kind, dist):
     ranges and conversions (bfloat16 rounded to nearest even from its bits, as ml_dtypes casts) —
     so with CuPy's generator it has the host's distribution."""
     a = _arg(kind, dtype)
-    host = suites._sample(a, (3, 1000), np.random.Generator(np.random.PCG64(9)), dist)
+    host = suites.sample(a, (3, 1000), np.random.Generator(np.random.PCG64(9)), dist)
     dev = device_case.device_sample(np, np.random.Generator(np.random.PCG64(9)), a, (3, 1000), dist)
     if dev is None:
         pytest.fail(f"{dtype} {kind} is not drawn on the device")

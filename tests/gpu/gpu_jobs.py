@@ -261,7 +261,7 @@ def device_draws(cases):
             continue
         dev = b.adopt(arr, a.dtype.np, (1 << 20,))
         got = b.download(dev)
-        host = suites._sample(a, (1 << 20,), np.random.Generator(np.random.PCG64(7)), dist)
+        host = suites.sample(a, (1 << 20,), np.random.Generator(np.random.PCG64(7)), dist)
         key = (123, 456)
         same_digest = b.digest(dev, key) == device_digest.digest(np, got, key)
         same_poison = all(b.holds_byte(dev, p) == device_digest.holds_pattern(np, got, got.dtype.itemsize, p)

@@ -1,4 +1,5 @@
-"""The GPU backend's arrays where they live (`Capabilities.device_arrays`): CuPy as the array
+"""The GPU backend's buffers (`GpuBuffer`: a CuPy array, bfloat16 held as its bits) and its arrays where they
+live (`Capabilities.device_arrays`): CuPy as the array
 module, its random generator, device arrays taken as buffers, and the digest and poison checks of
 `device_digest` run on the device — what lets the gate draw a timed size's inputs there and judge
 its outputs without copying them over PCIe (`gate/device_case.py`)."""
@@ -10,6 +11,27 @@ import numpy as np
 
 from .base import Buffer
 from .device_digest import digest, holds_pattern
+
+
+class GpuBuffer(Buffer):
+    """A device array. Types CuPy cannot hold (bfloat16) live as unsigned integers of the same
+    width; `dtype` and `shape` are the logical ones."""
+
+    def __init__(self, array, dtype: np.dtype, shape: tuple[int, ...]):
+        self.array = array
+        self.dtype = np.dtype(dtype)
+        self.shape = tuple(shape)
+        self.nbytes = int(array.nbytes)
+
+
+def storage_dtype(cp, dt: np.dtype) -> np.dtype:
+    try:
+        cp.dtype(dt)
+        if dt.kind in "biufc":
+            return dt
+    except TypeError:
+        pass
+    return np.dtype(f"u{dt.itemsize}")  # bfloat16 and friends: raw bits
 
 
 class DeviceArrays:
@@ -27,10 +49,9 @@ class DeviceArrays:
         return self.cp.random.default_rng(int(seed))
 
     def adopt(self, array: Any, dtype: np.dtype, shape: tuple[int, ...]) -> Buffer:
-        from .gpu import GpuBuffer, _storage_dtype   # gpu imports this module
         self._check_usable()
         arr = self.cp.ascontiguousarray(array).reshape(shape)
-        store = _storage_dtype(self.cp, np.dtype(dtype))
+        store = storage_dtype(self.cp, np.dtype(dtype))
         if arr.dtype != store:
             raise ValueError(f"an array of {arr.dtype} cannot hold {np.dtype(dtype).name} (stored as {store})")
         return GpuBuffer(arr, np.dtype(dtype), tuple(shape))

@@ -35,14 +35,14 @@ from .state import Arrays, ReferenceFailed
 from .verdict import CaseInfo
 
 if TYPE_CHECKING:
-    from .run import _Gate
+    from .judging import Judging
 
 DEVICE_MIN_ELEMENTS = suites.PARALLEL_MIN   # cases this large (all arguments) are drawn and judged on the device
 DEVICE_KINDS = ("normal", "uniform", "randint")
 DEVICE_FLOATS = ("float16", "bfloat16", "float32", "float64")
 
 
-def eligible(g: "_Gate", case: suites.Case) -> bool:
+def eligible(g: "Judging", case: suites.Case) -> bool:
     """Cases of the main suite judged on the device: large ones, against a reference (with none,
     two runs of the candidate are compared on the host), whose reference is not itself on trial."""
     return (g.caps.device_arrays and g.ref is not None and not g.verify_reference
@@ -50,7 +50,7 @@ def eligible(g: "_Gate", case: suites.Case) -> bool:
 
 
 def device_sample(xp: Any, rng: Any, arg: ArgSpec, shape: tuple[int, ...], distribution: str) -> Any | None:
-    """`suite._sample` on the device (`arg.init` already at the case's sizes): the same
+    """`suite.sample` on the device (`arg.init` already at the case's sizes): the same
     distributions, ranges and conversions, in `xp`'s storage types (bfloat16 as its uint16 bits,
     rounded to nearest even as the host's cast rounds). None where the host must draw it."""
     dt, init = arg.dtype.np, arg.init
@@ -63,14 +63,14 @@ def device_sample(xp: Any, rng: Any, arg: ArgSpec, shape: tuple[int, ...], distr
         vals = suites.DISTRIBUTIONS[distribution](rng, shape, ft)
     elif init.kind == "normal":
         mean, std = init.params if init.params else (0.0, 1.0)
-        vals = suites._normal(rng, shape, ft) * ft(std) + ft(mean)
+        vals = suites.draw_normal(rng, shape, ft) * ft(std) + ft(mean)
         if not arg.dtype.is_float:
             vals = xp.rint(vals * (8.0 if not init.params else 1.0))
             if dt.kind == "u":
                 vals = xp.abs(vals)
     elif init.kind == "uniform":
         lo, hi = init.params
-        vals = suites._uniform(rng, lo, hi, shape, ft)
+        vals = suites.draw_uniform(rng, lo, hi, shape, ft)
         if not arg.dtype.is_float:
             vals = xp.floor(vals)
     else:   # randint: [lo, hi)
@@ -108,7 +108,7 @@ def draw(backend: Backend, spec: Spec, sizes: dict[str, int], distribution: str,
             continue
         rng = np.random.Generator(np.random.PCG64(arg_seed(seed, a.name)))
         large = int(np.prod(shape)) >= suites.PARALLEL_MIN and a.init.kind in DEVICE_KINDS
-        out[a.name] = backend.upload((suites._sample_large if large else suites._sample)(a, shape, rng, distribution))
+        out[a.name] = backend.upload((suites.sample_large if large else suites.sample)(a, shape, rng, distribution))
     return out
 
 
@@ -137,7 +137,7 @@ def _launch(spec: Spec, backend: Backend, kernel: Any, sizes: dict[str, int], bu
                    timeout_s=LAUNCH_TIMEOUT_S)
 
 
-def run(g: "_Gate", case: suites.Case, info: CaseInfo, poison: int) -> Arrays | None:
+def run(g: "Judging", case: suites.Case, info: CaseInfo, poison: int) -> Arrays | None:
     """Case `case` of the main suite on the device, judged (None), or the host inputs when the
     host must judge it the usual way (a reference output holding poison: `Judging.expected`
     decides). A LaunchError is the candidate's; the reference's raises ReferenceFailed."""
@@ -191,7 +191,7 @@ def run(g: "_Gate", case: suites.Case, info: CaseInfo, poison: int) -> Arrays | 
     return None
 
 
-def _host_inputs(g: "_Gate", pristine: dict[str, Buffer], digests: dict[str, int], key: tuple[int, int],
+def _host_inputs(g: "Judging", pristine: dict[str, Buffer], digests: dict[str, int], key: tuple[int, int],
                  info: CaseInfo) -> Arrays | None:
     """The pristine inputs on the host, after their digests say no launch wrote them (None, and the
     candidate failed, when one did)."""

@@ -36,21 +36,21 @@ from .verdict import CaseInfo
 F32 = np.float32
 
 
-def _uniform(rng: np.random.Generator, lo: float, hi: float, shape: Any, ft: Any = F32) -> Any:
+def draw_uniform(rng: np.random.Generator, lo: float, hi: float, shape: Any, ft: Any = F32) -> Any:
     return rng.random(shape, dtype=ft) * ft(hi - lo) + ft(lo)
 
 
-def _normal(rng: np.random.Generator, shape: Any, ft: Any = F32) -> Any:
+def draw_normal(rng: np.random.Generator, shape: Any, ft: Any = F32) -> Any:
     return rng.standard_normal(shape, dtype=ft)
 
 
 DISTRIBUTIONS = {
-    "normal": lambda rng, shape, ft: _normal(rng, shape, ft),
-    "wide": lambda rng, shape, ft: _uniform(rng, -20.0, 20.0, shape, ft),
-    "tiny": lambda rng, shape, ft: _normal(rng, shape, ft) * ft(1e-3),
-    "large": lambda rng, shape, ft: np.where(rng.random(shape, dtype=ft) < 0.5, ft(-1), ft(1)) * _uniform(
+    "normal": lambda rng, shape, ft: draw_normal(rng, shape, ft),
+    "wide": lambda rng, shape, ft: draw_uniform(rng, -20.0, 20.0, shape, ft),
+    "tiny": lambda rng, shape, ft: draw_normal(rng, shape, ft) * ft(1e-3),
+    "large": lambda rng, shape, ft: np.where(rng.random(shape, dtype=ft) < 0.5, ft(-1), ft(1)) * draw_uniform(
         rng, 10.0, 100.0, shape, ft),
-    "negative": lambda rng, shape, ft: -np.abs(_normal(rng, shape, ft) * ft(2.0)),
+    "negative": lambda rng, shape, ft: -np.abs(draw_normal(rng, shape, ft) * ft(2.0)),
 }
 SPEC_DIST = "spec"
 EDGE_VALUES = (1, 33, 127)
@@ -266,7 +266,7 @@ def build(spec: Spec, *, measures_time: bool, nonce: int, quick: bool = False,
 
 # ---- inputs ------------------------------------------------------------------------------------
 
-def _sample(arg: ArgSpec, shape: tuple[int, ...], rng: np.random.Generator, distribution: str) -> np.ndarray:
+def sample(arg: ArgSpec, shape: tuple[int, ...], rng: np.random.Generator, distribution: str) -> np.ndarray:
     dt = arg.dtype.np
     init = arg.init
     ft = np.float64 if dt.itemsize > 4 else F32
@@ -274,14 +274,14 @@ def _sample(arg: ArgSpec, shape: tuple[int, ...], rng: np.random.Generator, dist
         vals = DISTRIBUTIONS[distribution](rng, shape, ft)
     elif init.kind == "normal":
         mean, std = init.params if init.params else (0.0, 1.0)
-        vals = _normal(rng, shape, ft) * ft(std) + ft(mean)
+        vals = draw_normal(rng, shape, ft) * ft(std) + ft(mean)
         if not arg.dtype.is_float:  # integers with a 'normal' init: small signed values
             vals = np.rint(vals * (8.0 if not init.params else 1.0))
             if dt.kind == "u":
                 vals = np.abs(vals)
     elif init.kind == "uniform":
         lo, hi = init.params
-        vals = _uniform(rng, lo, hi, shape, ft)
+        vals = draw_uniform(rng, lo, hi, shape, ft)
         if not arg.dtype.is_float:
             vals = np.floor(vals)
     elif init.kind == "randint":  # [lo, hi), like NumPy and PyTorch
@@ -325,7 +325,7 @@ def _offsets(rng: np.random.Generator, n: int, total: int) -> np.ndarray:
 PARALLEL_MIN = 1 << 22   # elements: larger arrays are drawn in chunks, one random stream each
 
 
-def _sample_large(arg: ArgSpec, shape: tuple[int, ...], rng: np.random.Generator, distribution: str) -> np.ndarray:
+def sample_large(arg: ArgSpec, shape: tuple[int, ...], rng: np.random.Generator, distribution: str) -> np.ndarray:
     """A timed size's ~10^8 elements, drawn chunk by chunk on all cores. Each chunk has its own
     stream spawned from `rng`, so the values depend on the seed only, not on the thread count."""
     n = int(np.prod(shape))
@@ -335,7 +335,7 @@ def _sample_large(arg: ArgSpec, shape: tuple[int, ...], rng: np.random.Generator
 
     def draw(k: int) -> None:
         s, e = bounds[k]
-        out[s:e] = _sample(arg, (e - s,), streams[k], distribution)
+        out[s:e] = sample(arg, (e - s,), streams[k], distribution)
 
     with ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 1)) as pool:
         list(pool.map(draw, range(len(bounds))))  # NumPy fills and casts release the GIL
@@ -348,7 +348,7 @@ def record_values(arg: ArgSpec, n: int, sizes: dict[str, int]) -> np.ndarray:
     starts), as its sizes do, so the reference and the candidate always read the same ones."""
     key = f"{arg.name}|{sorted(sizes.items())}".encode()
     rng = np.random.Generator(np.random.PCG64(zlib.crc32(key)))
-    return _sample(dataclasses.replace(arg, init=arg.init.at(sizes)), (n,), rng, SPEC_DIST)
+    return sample(dataclasses.replace(arg, init=arg.init.at(sizes)), (n,), rng, SPEC_DIST)
 
 
 def inputs(spec: Spec, sizes: dict[str, int], distribution: str, seed: int) -> dict[str, np.ndarray]:
@@ -361,7 +361,7 @@ def inputs(spec: Spec, sizes: dict[str, int], distribution: str, seed: int) -> d
             a = dataclasses.replace(a, init=a.init.at(sizes))  # bounds over the sizes: randint(0, V)
             shape = spec.shape(a.name, sizes)
             large = int(np.prod(shape)) >= PARALLEL_MIN and a.init.kind not in ("arange", "ones", "zeros", "permutation", "offsets")
-            out[a.name] = (_sample_large if large else _sample)(a, shape, rng, distribution)
+            out[a.name] = (sample_large if large else sample)(a, shape, rng, distribution)
     return out
 
 
