@@ -34,7 +34,7 @@ from . import copy_ceiling, gpu_buffer, gpu_host, guard, own_module
 from .gpu_buffer import GpuBuffer, storage_dtype as _storage_dtype
 from .cupy_confinement import compile_confinement, cupy_cache_dir, load_nvrtc, private_tempdir, require_confinement
 from .device_compare import within_tolerance
-from .gpu_arrays import DeviceArrays, GpuBuffer, storage_dtype as _storage_dtype
+from .gpu_arrays import DeviceArrays
 from .gpu_sanitizer import SANITIZER_ENV, SANITIZER_LOG_ENV, SanitizerLog, sanitizer_pool
 
 IDLE_S = 0.001       # idle longer than this before a timing loop: wake the GPU first ...

@@ -1,4 +1,4 @@
-"""The GPU backend's buffers (`GpuBuffer`: a CuPy array, bfloat16 held as its bits) and its arrays where they
+"""The GPU backend's arrays where they
 live (`Capabilities.device_arrays`): CuPy as the array
 module, its random generator, device arrays taken as buffers, and the digest and poison checks of
 `device_digest` run on the device — what lets the gate draw a timed size's inputs there and judge
@@ -11,27 +11,7 @@ import numpy as np
 
 from .base import Buffer
 from .device_digest import digest, holds_pattern
-
-
-class GpuBuffer(Buffer):
-    """A device array. Types CuPy cannot hold (bfloat16) live as unsigned integers of the same
-    width; `dtype` and `shape` are the logical ones."""
-
-    def __init__(self, array, dtype: np.dtype, shape: tuple[int, ...]):
-        self.array = array
-        self.dtype = np.dtype(dtype)
-        self.shape = tuple(shape)
-        self.nbytes = int(array.nbytes)
-
-
-def storage_dtype(cp, dt: np.dtype) -> np.dtype:
-    try:
-        cp.dtype(dt)
-        if dt.kind in "biufc":
-            return dt
-    except TypeError:
-        pass
-    return np.dtype(f"u{dt.itemsize}")  # bfloat16 and friends: raw bits
+from .gpu_buffer import GpuBuffer, storage_dtype
 
 
 class DeviceArrays:
