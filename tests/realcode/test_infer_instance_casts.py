@@ -68,3 +68,52 @@ def test_the_numbers_of_the_instances_traits_class_bound_the_block_and_the_indic
     assert s.block == ("128",), p.comment
     assert s.args["out"].shape == s.args["in"].shape == ("rows", "cols"), p.comment
     assert not any("could not be read from the kernel's indexing" in n for n in p.notes), p.notes
+
+
+# mamba's selective scan (`selective_scan_fwd_kernel<Ktraits>`): a traits class of `static constexpr`
+# members, some computed from others and from its template arguments; the kernel copies them into
+# `constexpr` locals, the launcher names the instance through `using Ktraits = …;` in a dispatch
+# lambda and launches `Ktraits::kNThreads` threads
+SCAN = ("struct Params { int batch, dim, seqlen; long u_batch_stride, u_d_stride; void* u_ptr; void* out_ptr; };\n"
+        "template <int kNThreads_, int kNItems_, int kNRows_, typename input_t_> struct ScanTraits {\n"
+        "  using input_t = input_t_;\n  static constexpr int kNThreads = kNThreads_;\n"
+        "  static constexpr int kNItems = kNItems_;\n  static constexpr int kNRows = kNRows_;\n"
+        "  static constexpr int kNBytes = sizeof(input_t);\n"
+        "  static constexpr int kNElts = kNBytes == 4 ? 4 : 8;\n  static constexpr int kNLoads = kNItems / kNElts;\n};\n"
+        "template <typename Ktraits>\n__global__ __launch_bounds__(Ktraits::kNThreads) void scan(Params params) {\n"
+        "  constexpr int kNRows = Ktraits::kNRows;\n  constexpr int kChunk = Ktraits::kNThreads * Ktraits::kNLoads;\n"
+        "  using input_t = typename Ktraits::input_t;\n"
+        "  input_t* u = reinterpret_cast<input_t*>(params.u_ptr) + blockIdx.x * params.u_batch_stride\n"
+        "      + blockIdx.y * kNRows * params.u_d_stride;\n"
+        "  input_t* out = reinterpret_cast<input_t*>(params.out_ptr) + blockIdx.x * params.u_batch_stride\n"
+        "      + blockIdx.y * kNRows * params.u_d_stride;\n"
+        "  for (int i = threadIdx.x; i < params.seqlen; i += kChunk) out[i] = 2 * u[i];\n}\n"
+        "template <int kNThreads, int kNItems, typename input_t> void launch(Params& params) {\n"
+        "  constexpr int kNRows = 1;\n  auto body = [&] {\n"
+        "    using Ktraits = ScanTraits<kNThreads, kNItems, kNRows, input_t>;\n"
+        "    dim3 grid(params.batch, params.dim / kNRows);\n"
+        "    scan<Ktraits><<<grid, Ktraits::kNThreads>>>(params);\n  };\n  body();\n}\n"
+        "template void launch<32, 4, float>(Params& params);\n")
+
+
+def test_the_launchers_alias_of_the_traits_instance_gives_the_block_and_the_body_its_numbers(project):
+    """`Ktraits::kNThreads` at the launch (through the lambda's `using Ktraits`) is 32, not a guess;
+    the body's `constexpr` locals are numbers (`kChunk` = 32 * (4 / 4)), so each block's row is
+    `seqlen` elements of the instance's `input_t` (float), the strides those of [batch, dim, seqlen]."""
+    s, p = infer(project, "scan.cu", SCAN, "scan")
+    assert s.block == ("32",) and s.grid == ("batch", "dim / 1"), p.comment
+    assert s.args["params.u_ptr"].dtype.name == s.args["params.out_ptr"].dtype.name == "float", p.comment
+    assert s.args["params.out_ptr"].shape == ("batch", "dim", "seqlen") and s.args["params.out_ptr"].output, p.comment
+    assert (s.args["params.u_d_stride"].value, s.args["params.u_batch_stride"].value) == ("seqlen", "dim * seqlen")
+    assert not any("could not be read over the sizes" in n for n in p.notes), p.notes
+
+
+def test_constexpr_locals_of_the_body_are_read_in_order_through_the_instances_members():
+    """`kChunk` names two members, one (`kNLoads`) computed through two others (`kNItems / kNElts`,
+    `kNElts` a choice on `sizeof(input_t)`): with half, 8 elements a load, 16 / 8 = 2 loads."""
+    from astra_cuda.infer.class_numbers import instance_numbers
+    from astra_cuda.infer.types import Types
+    from astra_cuda.model import source
+    model = source.parse("#include <cuda_fp16.h>\n" + SCAN)
+    got = instance_numbers(model.kernel("scan"), {"Ktraits": "ScanTraits<64, 16, 1, __half>"}, Types(model, None, None))
+    assert (got["kNRows"], got["kChunk"], got["Ktraits::kNThreads"]) == (1, 128, 64), got

@@ -18,7 +18,9 @@ from tree_sitter import Node
 
 from ..model import dtypes, source
 from ..model.syntax import walk
+from ..model.source import LaunchSite, SourceModel
 from ..model.template_list import split_template_args
+from .launch_locals import host_functions
 from .types import Types, member_alias, owner_bound, class_templates
 
 MAX_DEPTH = 16
@@ -39,18 +41,43 @@ def instance_numbers(kernel: source.Kernel, targs: dict[str, str], types: Types)
         return {}
     numbers = _Numbers(types)
     root = source.parser().parse(((kernel.launch_bounds or "") + "\n" + kernel.text).encode()).root_node
-    out: dict[str, int] = {}
+    out: dict[str, int] = _qualified(root, classes, numbers)
+    for name, value in _body_constants(root):
+        # the body's own `enum { ROWS_PER_CTA = Ktraits::ROWS_PER_CTA };`, and mamba's selective scan's
+        # `constexpr int kNRows = Ktraits::kNRows;` then `constexpr int kChunkSize = kNThreads * kNItems;`
+        # (read in order: each may name the ones before it)
+        v = numbers.value(value, "", {**classes, **{k: str(x) for k, x in out.items() if "::" not in k}}, 0)
+        if v is not None:
+            out[name] = v
+    return out
+
+
+def launcher_numbers(model: SourceModel | None, site: LaunchSite | None, written: list[str], instance: list[str],
+                     types: Types) -> dict[str, str]:
+    """`A::NAME` -> its value for each name A the launch hands the kernel as a template argument
+    bound to a class instance (`written`, as the launch spells them, against the `instance`'s
+    arguments), where the launcher reads `A::NAME`: mamba's selective scan launches
+    `selective_scan_fwd_kernel<Ktraits><<<grid, Ktraits::kNThreads, …>>>` with `using Ktraits =
+    Selective_Scan_fwd_kernel_traits<…>;` a local alias of its dispatch lambda — the block is the
+    instance's number."""
+    classes = {w.strip(): v.strip() for w, v in zip(written, instance)
+               if w.strip().isidentifier() and v.strip().endswith(">")}
+    fn = next(iter(host_functions(model, site.function)), None) \
+        if classes and model is not None and site is not None and site.function else None
+    if fn is None:
+        return {}
+    return {k: str(v) for k, v in _qualified(fn, classes, _Numbers(types)).items()}
+
+
+def _qualified(root: Node, classes: dict[str, str], numbers: "_Numbers") -> dict[str, int]:
+    """`P::NAME` -> its value, for each such name under `root` whose scope P is bound in `classes`."""
+    out = {}
     for n in walk(root):
         if n.type == "qualified_identifier" and (scope := n.child_by_field_name("scope")) is not None \
                 and (name := n.child_by_field_name("name")) is not None and scope.text.decode() in classes:
             v = numbers.member(classes[scope.text.decode()], name.text.decode(), 0)
             if v is not None:
                 out[f"{scope.text.decode()}::{name.text.decode()}"] = v
-    for n in walk(root):   # the body's own `enum { ROWS_PER_CTA = Ktraits::ROWS_PER_CTA };`
-        if n.type == "enumerator" and (value := n.child_by_field_name("value")) is not None:
-            v = numbers.value(value, "", classes, 0)
-            if v is not None:
-                out[n.child_by_field_name("name").text.decode()] = v
     return out
 
 
@@ -98,6 +125,22 @@ def member_vector_bytes(types: Types, spelled: str, bound: dict[str, str]) -> in
     count = own.get(vargs[1], vargs[1])
     n = int(count) if count.isdigit() else _Numbers(types).member(cls, count, 0)
     return dt.itemsize * n if dt is not None and n is not None and 0 < n <= 64 else None
+
+
+def _body_constants(root: Node) -> list[tuple[str, Node]]:
+    """Each enumerator of the kernel's body and each of its `constexpr` locals, with the expression
+    that gives its value, in the order written."""
+    found = []
+    for n in walk(root):
+        if n.type == "enumerator" and (value := n.child_by_field_name("value")) is not None:
+            found.append((n.child_by_field_name("name").text.decode(), value))
+        elif n.type == "declaration" and any(c.type == "type_qualifier" and c.text.decode() == "constexpr"
+                                             for c in n.children):
+            for d in n.children_by_field_name("declarator"):
+                name, value = d.child_by_field_name("declarator"), d.child_by_field_name("value")
+                if d.type == "init_declarator" and name is not None and name.type == "identifier" and value is not None:
+                    found.append((name.text.decode(), value))
+    return found
 
 
 class _Numbers:

@@ -91,8 +91,7 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
     # a template argument may be a local constant of the launcher (`constexpr int vec = 16 / sizeof(T)`)
     local = host_locals(site_model, site.function, launch_byte(site_model, site)) \
         if site is not None and site_model is not None else {}
-    before = len(notes)
-    float_type = dtypes.from_cpp("float")
+    before, float_type = len(notes), dtypes.from_cpp("float")
     declared = declared_types(program, types.items, lambda t: dtypes.from_cpp(types.resolve(t)[0] or "") == float_type)
     instantiate = decide.get("instantiate") or infer_template_args(   # (decided: `proposal.struct_instances`)
         kernel, site, notes, program, {**local, **constants}, known_names(types.items), types.items, site_model, declared)
@@ -117,6 +116,7 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
             number = constants.get(value.strip(), value.strip())   # an enumerator (`General8bit`): its value
             if name.strip() in launcher and re.fullmatch(r"-?\d+|true|false", number.strip()):
                 constants.setdefault(name.strip(), number.strip())
+        constants.update(class_numbers.launcher_numbers(site_model, site, written, _split(instantiate), types))
 
     def cpp(p) -> tuple[str | None, str]:
         base = targs.get(p.base_type, p.base_type)
@@ -273,7 +273,7 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
                     equal_sizes=decide.get("sizes") == "equal", type_bytes=class_numbers.type_bytes(types, targs),
                     require=launch_require, powers=masks.shifted_by(kernel, helpers, size_names),  # shifts: powers of 2
                     macros=frozenset(types.defined_at(len(types.items) + 1)), lengths=longest),
-                    lambda t: types.resolve(targs.get(t, t))[0])
+                    lambda t: types.resolve(targs.get(t, t))[0] or types.scalar(t, targs))   # `Ktraits::input_t`
     accessors.fold(found, kernel, targs)   # a tensor accessor's dimensions, measured apart, make its shape
     if found is not None and (found.derived or found.equal):
         for k, v in found.derived.items():
