@@ -117,3 +117,23 @@ def test_constexpr_locals_of_the_body_are_read_in_order_through_the_instances_me
     model = source.parse("#include <cuda_fp16.h>\n" + SCAN)
     got = instance_numbers(model.kernel("scan"), {"Ktraits": "ScanTraits<64, 16, 1, __half>"}, Types(model, None, None))
     assert (got["kNRows"], got["kChunk"], got["Ktraits::kNThreads"]) == (1, 128, 64), got
+
+
+def test_a_one_return_constexpr_function_of_the_project_computes_a_member():
+    """mamba's `kNElts = kNBytes == 4 ? 4 : constexpr_min(8, kNItems)` with `constexpr T
+    constexpr_min(T a, T b) { return std::min(a, b); }`: with half and 4 items, 4 elements a load
+    (one load); a function of more than one statement is no number."""
+    from astra_cuda.infer.class_numbers import instance_numbers
+    from astra_cuda.infer.types import Types
+    from astra_cuda.model import source
+    text = ("#include <algorithm>\ntemplate <typename T> constexpr T cmin(T a, T b) { return std::min(a, b); }\n"
+            "template <typename T> constexpr T loud(T a) { int b = a; return b; }\n" +
+            SCAN.replace("kNBytes == 4 ? 4 : 8", "kNBytes == 4 ? 4 : cmin(8, kNItems)")
+            .replace("kNLoads = kNItems / kNElts;", "kNLoads = kNItems / kNElts;\n  static constexpr int kOdd = loud(3);")
+            .replace("Ktraits::kNThreads * Ktraits::kNLoads;", "Ktraits::kNThreads * Ktraits::kNLoads;\n"
+                     "  constexpr int kOdd = Ktraits::kOdd;"))
+    model = source.parse(text)
+    got = instance_numbers(model.kernel("scan"), {"Ktraits": "ScanTraits<32, 4, 1, __half>"}, Types(model, None, None))
+    assert got["kChunk"] == 32 and "kOdd" not in got, got
+    got = instance_numbers(model.kernel("scan"), {"Ktraits": "ScanTraits<32, 16, 1, __half>"}, Types(model, None, None))
+    assert got["kChunk"] == 64, got

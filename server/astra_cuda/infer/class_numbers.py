@@ -16,11 +16,12 @@ from typing import Callable
 
 from tree_sitter import Node
 
-from ..model import dtypes, source
+from ..model import dtypes, source, syntax
 from ..model.syntax import walk
 from ..model.source import LaunchSite, SourceModel
 from ..model.template_list import split_template_args
 from .launch_locals import host_functions
+from .program import function_nodes
 from .types import Types, member_alias, owner_bound, class_templates
 
 MAX_DEPTH = 16
@@ -201,7 +202,7 @@ class _Numbers:
             name = n.text.decode()
             if name in bound:
                 arg = bound[name]
-                return int(arg == "true") if arg in ("true", "false") else int(arg) if arg.isdigit() else None
+                return int(arg == "true") if arg in ("true", "false") else int(arg) if arg.lstrip("-").isdigit() else None
             return self.member(cls, name, depth + 1) if cls else None
         if t == "qualified_identifier":
             scope, name = n.child_by_field_name("scope"), n.child_by_field_name("name")
@@ -239,7 +240,38 @@ class _Numbers:
         if t == "call_expression" and fn is not None and call is not None and len(call.named_children) == 1 \
                 and dtypes.from_cpp(fn.text.decode()) is not None:   # `int(X)`, `uint32_t(X)`
             return self.value(call.named_children[0], cls, bound, depth + 1)
+        if t == "call_expression" and fn is not None and call is not None:
+            args = [self.value(a, cls, bound, depth + 1) for a in call.named_children]
+            return self.call(fn.text.decode(), args, depth) if None not in args else None
         return None
+
+    def call(self, fn: str, args: list, depth: int) -> int | None:
+        """A call with integer arguments: `std::min`/`std::max`, or a `constexpr` function of the
+        project whose body is one `return` (mamba's `constexpr_min(8, kNItems)`, `return std::min(a,
+        b);` — or `a < b ? a : b` under `USE_ROCM`), where every definition live here agrees."""
+        name = fn.split("<")[0].strip()
+        if name in ("std::min", "std::max") and len(args) == 2:
+            return min(args) if name == "std::min" else max(args)
+        got = set()
+        for pos, it in enumerate(self.types.items):
+            if it.kind not in ("host_function", "device_function") or name.split("::")[-1] not in it.text \
+                    or self.types._active(it, pos) is False:
+                continue
+            for f in function_nodes(it.text):
+                d = syntax.function_declarator(f.child_by_field_name("declarator"))
+                body = f.child_by_field_name("body")
+                if d is None or body is None or syntax.declarator_name(d)[0] != name.split("::")[-1] \
+                        or "constexpr" not in f.text.decode().split("(")[0]:
+                    continue
+                params = d.child_by_field_name("parameters")
+                names = [syntax.declarator_name(q.child_by_field_name("declarator"))[0]
+                         for q in (params.named_children if params is not None else ())]
+                stmts = [c for c in body.named_children if c.type != "comment"]
+                if len(names) != len(args) or None in names or len(stmts) != 1 or stmts[0].type != "return_statement" \
+                        or not stmts[0].named_children:
+                    return None
+                got.add(self.value(stmts[0].named_children[0], "", {k: str(v) for k, v in zip(names, args)}, depth + 1))
+        return got.pop() if len(got) == 1 else None
 
 
 def _definition(body: Node, name: str) -> Node | None:
