@@ -13,7 +13,7 @@ import itertools
 import re
 from dataclasses import dataclass, field
 
-from ..model import access, accessors, compiled_branches, exprs
+from ..model import access, accessors, exprs
 from ..model.source import Kernel
 from ..model.syntax import walk
 from . import masks, stride_units
@@ -22,6 +22,7 @@ from .size_bounds import largest_covered
 from .shape_fits import (TABLE, bounding_polynomial, confirmed_at_probes, extents_of, fit_product, launch_tiles,
                          packed_layout, packet_width, per_block_fit, polynomial_fit, quotient_fit, same_shapes, shapes_at,
                          whole_tile_quotient)
+from .dead_branches import only_in_dead_branches
 from .whole_words import packed_quotient, whole_words
 
 
@@ -589,30 +590,3 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
                    partial_groups(samples, shapes, free, {**(derived or {}), **fixed}, at_fixed),   # pairs by residue
                    words=words)
 
-
-def only_in_dead_branches(kernel: Kernel, pointers: list[str], constants: dict[str, int]) -> set[str]:
-    """The pointers the kernel's body names only inside branches its template arguments rule out
-    (`if (STOCHASTIC) ... rand[i]` with STOCHASTIC 0): this instance never touches them. A pointer
-    named anywhere else (copied into a local table, say) may be touched where the walk cannot see."""
-    body = access.kernel_body(kernel)
-    if body is None:
-        return set()
-    dead: list[tuple[int, int]] = []
-    for n in walk(body):
-        if n.type != "if_statement" or any(s <= n.start_byte < e for s, e in dead):
-            continue
-        taken = compiled_branches.constexpr_branch(n, constants)
-        cond = n.child_by_field_name("condition")
-        if taken is None and cond is not None:
-            taken = compiled_branches.truth_of(cond, constants, {p.name for p in kernel.params if not p.is_pointer})
-        if taken is None:
-            continue
-        gone = n.child_by_field_name("alternative" if taken else "consequence")
-        if gone is not None:
-            dead.append((gone.start_byte, gone.end_byte))
-    named = {p: False for p in pointers}
-    for n in walk(body):
-        # any token spelled so (`View c_(c, m, n)` is read as a declaration whose `c` is a type)
-        if n.child_count == 0 and n.text.decode() in named and not any(s <= n.start_byte < e for s, e in dead):
-            named[n.text.decode()] = True
-    return {p for p, live in named.items() if not live}
