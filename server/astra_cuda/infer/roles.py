@@ -23,7 +23,7 @@ from .shape_fits import (TABLE, bounding_polynomial, confirmed_at_probes, extent
                          packed_layout, packet_width, per_block_fit, polynomial_fit, quotient_fit, same_shapes, shapes_at,
                          whole_tile_quotient)
 from .dead_branches import only_in_dead_branches
-from .whole_words import packed_quotient, whole_words
+from .whole_words import whole_words
 
 
 # ---- shapes from the kernel's accesses ----------------------------------------------------------
@@ -418,10 +418,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
             for m in _STEPS:
                 whole[n] = m
                 tried = solve(equal)
-                # every misfit fitted, or some: those left are the next fallbacks' (exllama's `out`, one past
-                # by a uint32 store whose column's parity keeps it within the row)
-                left = set(misfits(tried)) if tried is not None else set(bad)
-                if tried is not None and left < set(bad) and same_shapes(good, tried, fitted, equal):
+                if tried is not None and not misfits(tried) and same_shapes(good, tried, fitted, equal):
                     result, steps = tried, {n: m}
                     break
                 del whole[n]
@@ -431,9 +428,6 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
     shapes: dict[str, list[str]] = {}
     packets: dict[str, int] = {}
     inner = [n for n in exprs.names(grid[0]) if n in size_names] if grid and steps else []   # the x threads' size
-    # whole steps of the size the x threads cover are whole tiles of the block (exllama's q4_matmul_kernel,
-    # unguarded columns), no packed words along it: the layout is left to `whole_words`
-    packs = bool(steps) and not (len(inner) == 1 and inner[0] in steps)
     dead = only_in_dead_branches(kernel, pointers, constants)
     read_only = {n for n, u in samples[-1][1].uses.items() if not u.written}
     seen: dict[tuple, object] = {}   # the polynomial fits of several inputs evaluate the same points
@@ -463,15 +457,12 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
                 windows.add(p)   # `start_layer_id` on of sgl-kernel's KV cache), its rest kept — inout, not filled
         if fit is None:   # a quotient (one scale per block of elements), confirmed where the divisor is small
             free = [n for n in names if n not in fixed and n not in (derived or {})]
-            quotient = ([(s, e) for (s, _), e in zip(samples, extent)], free,
-                        [d for d in _divisors(kernel, grid + block, names, helpers) if d in free],
-                        size_pairs(grid + block, names, DIVISIONS))
-
-            def confirm(shape: list[str]) -> bool:
-                return confirmed_at_probes(shape, p, samples[0][0], at_fixed, launch_names=frozenset(launch_names))
-            fit = quotient_fit(*quotient)
-            fit = (fit if fit is not None and confirm(fit) else None) or packed_quotient(
-                *quotient, [n for n in exprs.names(grid[0]) if n in names] if grid else [], confirm)
+            fit = quotient_fit([(s, e) for (s, _), e in zip(samples, extent)], free,
+                               [d for d in _divisors(kernel, grid + block, names, helpers) if d in free],
+                               size_pairs(grid + block, names, DIVISIONS))
+            if fit is not None and not confirmed_at_probes(fit, p, samples[0][0], at_fixed,
+                                                 launch_names=frozenset(launch_names)):
+                fit = None
         if fit is None and p in read_only:   # a quotient at whole tiles of the grid, read past it by the last tile
             tiled = whole_tile_quotient(p, [s for s, _ in samples], [n for n in names if n not in fixed and n not in
                                         (derived or {})], [d for d in _divisors(kernel, grid + block, names, helpers)],
@@ -492,7 +483,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
             # either (an input read one past may be a quotient's rounding at the probes, which the
             # launcher's `require` of whole groups rules out)
             fit = [f"{fit[0]} + 1"]
-        if fit is not None and packs:
+        if fit is not None and steps:
             fit = packed_layout(fit, next(iter(steps)), inner[0] if len(inner) == 1 else "", names)
         if fit is not None:   # a row as long as a stride rounded up (`max_num_blocks_per_seq`) is that long
             fit = [w if (w := _whole_parts([d], set((lengths or {}).values()))[0]) in fixed.values() else d for d in fit]
@@ -525,7 +516,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
                 if quotient is not None and confirmed_at_probes(quotient, p, samples[0][0], at_fixed, partial=True,
                                                         launch_names=frozenset(launch_names)):
                     fit = quotient
-            if fit is not None and packs:
+            if fit is not None and steps:
                 fit = packed_layout(fit, next(iter(steps)), inner[0] if len(inner) == 1 else "", names)
             if fit is not None:
                 shapes[p], partial = fit, partial | {p}
@@ -534,7 +525,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
         return None if f is None else {q: u.hi + 1 if u.hi is not None else None for q, u in f.uses.items()}
     # a shape `n / k` the kernel reaches past where n is no multiple of k: n is whole words of k
     words = whole_words(shapes, [n for n in size_names if n not in fixed and n not in (derived or {})],
-                        samples[-1][0], reached, laid_out=packs)
+                        samples[-1][0], reached)
     last = samples[-1][1].uses
     uses_table = any(TABLE in " ".join(v) for v in shapes.values())
     if not uses_table and not table_first and not equal and any(
