@@ -103,58 +103,10 @@ def _word(text_: str, name: str, by: str) -> str:
 class _Run:
     """The statements before the launch, run over text values (see `path_locals`)."""
 
-    def __init__(self, fixed: dict[str, int], tracked: set[str], aliases: dict[str, str] | None = None):
+    def __init__(self, fixed: dict[str, int], tracked: set[str]):
         self.fixed, self.tracked = fixed, tracked
-        self.aliases = aliases or {}   # a field a local copies once (`w->width` of `int width = w->width`) -> the local
         self.values: dict[str, str] = {}
         self.lost: set[str] = set()
-
-    def branch(self, node: Node, call: Node) -> _Run:
-        """A run of `node` alone from the values so far (one branch of a chain)."""
-        run = _Run(self.fixed, self.tracked, self.aliases)
-        run.values, run.lost = dict(self.values), set(self.lost)
-        run.statement(node, call)
-        return run
-
-    def chain(self, s: Node, call: Node) -> None:
-        """An `if`/`else if`/`else` chain no number decides: a local that every branch sets (the final
-        `else` included) is the spec's conditional over the tests (TGI exllama's q4_matmul_cuda:
-        `if (w->width == 4096) block_size_z = 384; else if (…) …; else block_size_z = 256;`, a launch
-        dimension); one that some branch leaves unset, or any other change, is lost."""
-        arms: list[tuple[str | None, Node]] = []
-        node: Node | None = s
-        while node is not None and node.type == "if_statement":
-            cond, then, other = (node.child_by_field_name(f) for f in ("condition", "consequence", "alternative"))
-            c = unparen(cond)
-            if c is None or then is None:
-                self.lose(s)
-                return
-            arms.append((self.read(self.aliased(c)), then))
-            node = next((x for x in other.named_children if x.type != "comment"), None) if other is not None else None
-        if node is None:   # no final `else`: a path sets nothing
-            self.lose(s)
-            return
-        arms.append((None, node))
-        runs = [self.branch(b, call) for _, b in arms]
-        for name in {n for n in _assigned(s) if n in self.tracked}:
-            got = [r.values.get(name) if name not in r.lost else None for r in runs]
-            if any(g is None for g in got):
-                self.lost.add(name)
-                continue
-            value = got[-1]
-            for (test, _), v in zip(reversed(arms[:-1]), reversed(got[:-1])):
-                value = f"(({test}) ? ({v}) : ({value}))"
-            self.values[name] = value
-
-    def aliased(self, node: Node) -> str:
-        """`node`'s text with each field a local copies written as that local."""
-        fields = [n for n in walk(node) if n.type == "field_expression" and text(n) in self.aliases]
-        out, at = [], node.start_byte
-        for f in fields:
-            if f.start_byte >= at:   # outermost first (walk is pre-order)
-                out += [node.text[at - node.start_byte:f.start_byte - node.start_byte].decode(), self.aliases[text(f)]]
-                at = f.end_byte
-        return "".join(out) + node.text[at - node.start_byte:].decode()
 
     def read(self, expr: str) -> str:
         """`expr` with each tracked local's value so far and each fixed parameter's number."""
@@ -194,7 +146,7 @@ class _Run:
                 return taken is not None and self.statement(taken, call)
             way = self.decide(s.child_by_field_name("condition"))
             if way is None:
-                self.chain(s, call)
+                self.lose(s)
             elif way and then is not None:
                 self.statement(then, call)
             elif not way and branch is not None:
@@ -249,11 +201,7 @@ def path_locals(fn: Node, call: Node, fixed: dict[str, int]) -> dict[str, str]:
     body = fn.child_by_field_name("body")
     if not (tracked or fixed) or body is None or not (body.start_byte <= call.start_byte < body.end_byte):
         return {}
-    # a field copied once into a local (`int width = w->width`) reads as that local in a chain's tests
-    changed = set(_assigned(fn))
-    aliases = {text(v): k for k, v in initialiser_nodes(fn).items()
-               if v.type == "field_expression" and counts.get(k) == 1 and k not in changed}
-    run = _Run(fixed, tracked, aliases)
+    run = _Run(fixed, tracked)
     # a parameter the launcher sets (`row_b = height` under `if (row_a == 0 && row_b == 0)`) starts
     # as the caller's value: its own name, or the number it is read as
     run.values.update({p: str(fixed.get(p, p)) for p in param_names(fn) if p in tracked})
