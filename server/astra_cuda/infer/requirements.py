@@ -206,14 +206,6 @@ def whole_steps(found: InferredShapes | None, size_names: list[str], require: li
             notes.append(f"`{r}`: this instance covers at most {b} of `{n}` (its loops of fixed trips reach no "
                          f"further; past it a row is read only in part), and only up to it do its accesses fit a "
                          f"shape — required; CHECK that the program picks this instance only up to there")
-    for n, (k, shown) in (found.words.items() if found is not None else ()):
-        # implied by a requirement already there (`size_k % 32 == 0` of its whole steps): nothing to add
-        held = [int(m) for r in require if (m := r.replace(" ", "").removeprefix(f"{n}%").removesuffix("==0")).isdigit()]
-        if n in size_names and not any(m % k == 0 for m in held):
-            require.append(r := f"{n} % {k} == 0")
-            notes.append(f"`{r}`: {', '.join(f'`{p}`' for p in shown)} holds `{n} / {k}` words along a dimension, yet "
-                         f"the kernel, indexing it from a range over `{n}`, reaches word `({n} - 1) / {k}` — one past the "
-                         f"shape wherever `{n}` is no multiple of {k}: required")
     for p, (n, t) in (found.past_tiles.items() if found is not None else ()):
         # not required: the kernel cuts the tile's tail for its data, so the program's sizes need not be whole
         # tiles; the sanitizer reports the read where they are not (bitsandbytes' absmax: a bug of the kernel's)

@@ -23,7 +23,6 @@ from .shape_fits import (TABLE, bounding_polynomial, confirmed_at_probes, extent
                          packed_layout, packet_width, per_block_fit, polynomial_fit, quotient_fit, same_shapes, shapes_at,
                          whole_tile_quotient)
 from .dead_branches import only_in_dead_branches
-from .whole_words import whole_words
 
 
 # ---- shapes from the kernel's accesses ----------------------------------------------------------
@@ -109,7 +108,6 @@ class InferredShapes:
     past_tiles: dict[str, tuple[str, int]] = field(default_factory=dict)   # -> (the tiled size, its tile)
     groups: dict[str, int] = field(default_factory=dict)   # size -> the group its elements are paired in (`groups`)
     bounds: dict[str, int] = field(default_factory=dict)   # size -> the most of it the instance covers (`size_bounds`)
-    words: dict[str, tuple[int, list[str]]] = field(default_factory=dict)   # size -> (whole words of k, shown by)
 
 
 _STRIDE_PROBE = 100003   # a stride set far from every probe size: what it moves depends on it
@@ -520,12 +518,6 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
                 fit = packed_layout(fit, next(iter(steps)), inner[0] if len(inner) == 1 else "", names)
             if fit is not None:
                 shapes[p], partial = fit, partial | {p}
-    def reached(sizes: dict[str, int]) -> dict[str, int | None] | None:
-        f = at_fixed(sizes)
-        return None if f is None else {q: u.hi + 1 if u.hi is not None else None for q, u in f.uses.items()}
-    # a shape `n / k` the kernel reaches past where n is no multiple of k: n is whole words of k
-    words = whole_words(shapes, [n for n in size_names if n not in fixed and n not in (derived or {})],
-                        samples[-1][0], reached)
     last = samples[-1][1].uses
     uses_table = any(TABLE in " ".join(v) for v in shapes.values())
     if not uses_table and not table_first and not equal and any(
@@ -578,6 +570,5 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
                    {n for n, u in last.items() if u.address_tested},
                    {n: set(u.congruent) for n, u in last.items() if u.congruent},
                    {n for n, u in last.items() if u.same_start}, windows, indexes, past_tiles,
-                   partial_groups(samples, shapes, free, {**(derived or {}), **fixed}, at_fixed),   # pairs by residue
-                   words=words)
+                   partial_groups(samples, shapes, free, {**(derived or {}), **fixed}, at_fixed))   # pairs by residue
 
