@@ -88,6 +88,26 @@ def type_bytes(types: Types, bound: dict[str, str]) -> Callable[[str], int | Non
     return lambda t: types.vector_bytes(t, bound) or member_vector_bytes(types, t, bound)
 
 
+def primary_instance(types: Types, cls: str) -> tuple[Node, dict[str, str]] | None:
+    """The body of the primary template `cls` instantiates (`Traits<float, 4>`) with its parameters
+    bound to the arguments, or None: no such template, or a specialization that might be the one
+    instantiated."""
+    template, _, args = cls.partition("<")
+    template = template.strip().split("::")[-1]
+    primary = None
+    for it in types.items:
+        if it.kind != "type" or template not in it.text:
+            continue
+        for params, specialized, body in class_templates(it.text, template):
+            if specialized is not None:
+                return None
+            primary = (params, body)
+    if primary is None:
+        return None
+    params, body = primary
+    return body, dict(zip(params, (a.strip() for a in split_template_args(f"<{args.rpartition('>')[0]}>"))))
+
+
 def member_vector_bytes(types: Types, spelled: str, bound: dict[str, str]) -> int | None:
     """sizeof a member type of a class template's instance that is a vector template over the
     class's own names, where `Types.vector_bytes` reads none (flash-attention's `Ktraits::Ivec`,
@@ -100,20 +120,10 @@ def member_vector_bytes(types: Types, spelled: str, bound: dict[str, str]) -> in
     if not sep or not member.isidentifier() or "<" not in cls:
         return None
     cls += ">"
-    template, _, args = cls.partition("<")
-    template = template.strip().split("::")[-1]
-    primary = None
-    for it in types.items:
-        if it.kind != "type" or template not in it.text:
-            continue
-        for params, specialized, body in class_templates(it.text, template):
-            if specialized is not None:   # a specialization that might be the one instantiated
-                return None
-            primary = (params, body)
-    if primary is None:
+    found = primary_instance(types, cls)
+    if found is None:
         return None
-    params, body = primary
-    own = dict(zip(params, (a.strip() for a in split_template_args(f"<{args.rpartition('>')[0]}>"))))
+    body, own = found
     target = member_alias(body, member)
     if target is None or not target.endswith(">") or "<" not in target:
         return None
@@ -159,20 +169,10 @@ class _Numbers:
     def _member(self, cls: str, name: str, depth: int) -> int | None:
         if depth > MAX_DEPTH or "<" not in cls:
             return None
-        template, _, args = cls.partition("<")
-        template = template.strip().split("::")[-1]
-        primary = None
-        for it in self.types.items:
-            if it.kind != "type" or template not in it.text:
-                continue
-            for params, specialized, body in class_templates(it.text, template):
-                if specialized is not None:   # a specialization that might be the one instantiated
-                    return None
-                primary = (params, body)
-        if primary is None:
+        instance = primary_instance(self.types, cls)
+        if instance is None:
             return None
-        params, body = primary
-        bound = dict(zip(params, (a.strip() for a in split_template_args(f"<{args.rpartition('>')[0]}>"))))
+        body, bound = instance
         found = _definition(body, name)
         if found is not None:
             return self.value(found, cls, bound, depth + 1)

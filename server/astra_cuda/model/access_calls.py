@@ -11,7 +11,7 @@ import re
 from tree_sitter import Node
 
 from . import accessors, exprs, source, syntax
-from .access_nodes import (arity, assigned_only, call_operator, functional_cast, has_method, method_name,
+from .access_nodes import (arity, assigned_only, call_operator, functional_cast, has_method, method_name, through_aliases,
     reference_params, unparen)
 from .access_values import (ACCESSORS, EMPTY, Iv, MAX_HELPER_DEPTH, Poly, Ptr, UNKNOWN, VECTOR_METHODS, View,
     iv_add, join_values, poly_add)
@@ -198,12 +198,7 @@ class CallWalk:
     def _class_of(self, type_text: str) -> Node | None:
         """The project's class a local's type names, directly or through the body's own aliases
         (`using Wvec = Vec<float, 4>;`), or None."""
-        text = type_text
-        for _ in range(4):
-            text = " ".join(w for w in text.split() if w not in ("const", "typename", "volatile"))
-            if text not in self.aliases:
-                break
-            text = self.aliases[text]
+        text = through_aliases(self.aliases, type_text)
         cls = self.helpers.get(text.split("<")[0].split("::")[-1].strip()) if text else None
         return cls if cls is not None and cls.type in ("class_specifier", "struct_specifier") else None
 

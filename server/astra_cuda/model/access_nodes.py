@@ -172,3 +172,15 @@ def boundary_arrays(body: Node, int_params: set[str]) -> set[str]:
             seen.setdefault(at[0], set()).add(at[1])
     return {name for name, indices in seen.items()
             if any(f"{i}+1" in indices or f"({i})+1" in indices or f"1+{i}" in indices for i in indices)}
+
+
+def through_aliases(aliases: dict[str, str], type_text: str) -> str:
+    """A local's type followed through the body's own aliases (`using Wvec = Vec<float, 4>;`,
+    `using Ivec = typename Ktraits::Ivec;`), qualifiers dropped, up to four steps."""
+    text = type_text
+    for _ in range(4):
+        text = " ".join(w for w in text.split() if w not in ("const", "typename", "volatile"))
+        if text not in aliases:
+            break
+        text = aliases[text]
+    return text

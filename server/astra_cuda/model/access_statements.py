@@ -8,7 +8,7 @@ import re
 from tree_sitter import Node
 
 from . import accessors, loop_steps, syntax
-from .access_nodes import is_condition, tile_size, unparen
+from .access_nodes import is_condition, through_aliases, tile_size, unparen
 from .access_values import BUILTINS, BYTE_TYPE, GUARD, Iv, PREPROC_BRANCHES, Ptr, SEGMENT, Table, UNKNOWN, UNSET
 from .compiled_branches import constexpr_branch, truth_of
 
@@ -288,12 +288,7 @@ class StatementWalk:
         """sizeof a local object's type named through the body's own alias of a member type of a
         class bound to a template parameter (`using Ivec = typename Ktraits::Ivec; Ivec x0;`, the
         traits' `Vec<input_t, NUM_ELTS>`: flash-attention's layer norm), where `type_bytes` knows it."""
-        text = type_text
-        for _ in range(4):
-            text = " ".join(w for w in text.split() if w not in ("const", "typename", "volatile"))
-            if text not in self.aliases:
-                break
-            text = self.aliases[text]
+        text = through_aliases(self.aliases, type_text)
         if text == type_text.strip() or "::" not in text or self.type_bytes is None:
             return None
         return self.type_bytes(text)
