@@ -55,3 +55,14 @@ def test_the_block_made_through_a_helper_is_the_launchers():
     assert prop.valid, prop.problems
     assert "last_pow2(ss)" in prop.comment and "last_pow2(bs)" in prop.comment, prop.comment
     assert not any("guessed a block" in n for n in prop.notes), prop.notes
+
+
+def test_a_slow_helper_is_not_read_and_costs_a_bounded_time():
+    # a round-up computed one step at a time: right on every probe, but thousands of statements each
+    slow = source.parser().parse(
+        b"int slow_up(int n) { int p = 1; int i = 0; while (i < 1000) { i++; } while (p < n) p *= 2; return p; }\n")
+    fn = next(n for n in _walk(slow.root_node) if n.type == "function_definition")
+    import time
+    t = time.perf_counter()
+    assert hostcalls.identify(fn) is None
+    assert time.perf_counter() - t < 20

@@ -45,12 +45,12 @@ def _bad() -> int:
 
 
 class _Run:
-    def __init__(self) -> None:
-        self.steps = 0
+    def __init__(self, limit: int = MAX_STEPS) -> None:
+        self.steps, self.limit = 0, limit
 
     def tick(self) -> None:
         self.steps += 1
-        if self.steps > MAX_STEPS:
+        if self.steps > self.limit:
             raise _Unread("too many steps")
 
     def expr(self, n: Node, env: dict[str, int]) -> int:
@@ -165,9 +165,9 @@ class _Run:
         raise _Unread(t)
 
 
-def evaluate(fn: Node, args: list[int]) -> int | None:
+def evaluate(fn: Node, args: list[int], run: _Run | None = None) -> int | None:
     """The value the host function `fn` returns for these integer arguments, or None where it
-    does something this evaluator does not run."""
+    does something this evaluator does not run (or `run`'s steps, shared by several calls, run out)."""
     decl = syntax.function_declarator(fn.child_by_field_name("declarator"))
     params = decl.child_by_field_name("parameters") if decl is not None else None
     names = [syntax.declarator_name(p.child_by_field_name("declarator"))[0]
@@ -177,7 +177,7 @@ def evaluate(fn: Node, args: list[int]) -> int | None:
     if body is None or len(names) != len(args) or not all(names):
         return None
     try:
-        _Run().stmt(body, dict(zip(names, args)))   # type: ignore[arg-type]
+        (run or _Run()).stmt(body, dict(zip(names, args)))   # type: ignore[arg-type]
     except _Return as r:
         return r.value
     except (_Unread, RecursionError, AttributeError, TypeError):
@@ -242,11 +242,13 @@ def _known(n: int) -> dict[str, int]:
 
 
 _IDENTIFIED: dict[bytes, str | None] = {}
+IDENTIFY_STEPS = 1 << 17   # statements of all of one helper's probes together (a bit-smearing helper: ~11 each)
 
 
 def identify(fn: Node) -> str | None:
     """The spec function ('next_pow2', 'last_pow2') the one-argument host helper `fn` equals on every
-    size it was run on (1..LIMIT at the range probes, and every n up to 1024), or None."""
+    size it was run on (1..LIMIT at the range probes, and every n up to 1024), or None — also where
+    the probes together run more than IDENTIFY_STEPS statements."""
     key = fn.text or b""
     if key not in _IDENTIFIED:
         if len(_IDENTIFIED) >= MAX_REMEMBERED:
@@ -254,8 +256,9 @@ def identify(fn: Node) -> str | None:
         probes = sorted({*range(1, 1025), *(1 << k for k in range(25)), *((1 << k) + 1 for k in range(24)),
                          *((1 << k) - 1 for k in range(1, 25)), LIMIT - 3})
         names = set(_known(1))
+        run = _Run(IDENTIFY_STEPS)   # one budget for all the probes: a hostile helper costs at most this
         for n in probes:
-            v = evaluate(fn, [n])
+            v = evaluate(fn, [n], run)
             names = {k for k in names if v is not None and _known(n)[k] == v}
             if not names:
                 break
