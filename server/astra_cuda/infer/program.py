@@ -121,9 +121,9 @@ class Program:
         its headers' host functions."""
         short = name.split("::")[-1]
         for m in [*self.models, *self._elsewhere]:
-            for fn in function_nodes(m.text):
-                if _function_name(fn) == short:
-                    return fn, m
+            fn = _functions_by_name(m.text).get(short)
+            if fn is not None:
+                return fn, m
         return None
 
 
@@ -182,6 +182,18 @@ def _model(text: str, path: str) -> SourceModel:
 def function_nodes(text: str) -> list[Node]:
     root = source.parser().parse(text.encode("utf-8")).root_node
     return [n for n in _walk(root) if n.type == "function_definition"]
+
+
+@lru_cache(maxsize=64)
+def _functions_by_name(text: str) -> dict[str, Node]:
+    """Each host function's first definition in `text`, by its short name: inference asks for one
+    function by name many times over (every helper at every launch), so a file is indexed once."""
+    out: dict[str, Node] = {}
+    for fn in function_nodes(text):
+        name = _function_name(fn)
+        if name is not None:
+            out.setdefault(name, fn)
+    return out
 
 
 def _function_name(fn: Node) -> str | None:
