@@ -7,14 +7,17 @@ compiler lays the class out as the kernel reads it), confined as nvcc's cubin co
 project readable, the build folder the only one written). `run` runs a built program under the
 same confinement as a compiler (Landlock: the system's libraries and programs and its own folder
 only, nothing written but that folder; an empty environment; memory, time and file-size limits;
-its own process group, killed on the time limit): the program is the user's code, never run
-unconfined. The CPU backend builds its own with g++ (`backends.cpu.unit_build.build_host`).
+its own process group, killed on the time limit) and a system-call filter (seccomp: it may compute,
+print and read what Landlock lets it; a socket, a new process or program, ptrace or another
+process's memory kill it, and namespaces, mounts, keys, BPF and signals to others are refused —
+`sandbox.host_program_filter`): the program is the user's code, never run unconfined. The CPU backend builds its own with g++ (`backends.cpu.unit_build.build_host`).
 """
 from __future__ import annotations
 
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -34,11 +37,15 @@ def run(program: Path, args: list[str], timeout_s: float = RUN_TIMEOUT_S) -> str
     with tempfile.TemporaryDirectory(prefix="astra-hostprog-") as d:
         # a copy in its own folder: the cache it was built in (other programs, modules) stays closed to it
         local = shutil.copy2(program, os.path.join(d, "program"))
-        jail = confine.Confinement((), (), d, exec_dirs=(d,), memory=RUN_MEMORY, file_size=1 << 20)
+        jail = confine.Confinement((), (), d, exec_dirs=(d,), memory=RUN_MEMORY, file_size=1 << 20, seccomp=True)
         try:
             r = confine.run([local, *args], jail, timeout_s)
         except subprocess.TimeoutExpired:
             raise LaunchError(f"the constructor program did not finish in {timeout_s:g} s") from None
+    if r.returncode == -signal.SIGSYS:
+        raise LaunchError("the constructor program was stopped by the sandbox: it made a system call a program "
+                          "that only computes and prints has no use for (a socket, a new process or program, "
+                          "ptrace, another process's memory)")
     if r.returncode != 0:
         raise LaunchError(f"the constructor program failed (exit {r.returncode}): {r.stderr.strip()[-400:]}")
     return r.stdout[:MAX_OUTPUT_CHARS]

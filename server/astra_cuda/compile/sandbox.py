@@ -21,7 +21,10 @@ run kernel code, unless the user opts out explicitly with ASTRA_UNSAFE_NO_SANDBO
 
 This file is also run as a script (stdlib only),
 `python sandbox.py --parent PID --read DIR ... --write DIR ... -- PROGRAM ARGS`, to confine a
-compiler run.
+compiler run, or with `--seccomp HEX --memory N --file-size N` a host program of the user's (the
+constructor program: compile/hostprog.py), whose system-call filter it loads just before the
+program runs (`exec_filtered`). Long because the script must stand alone: run with `-S -I`, it
+cannot import its neighbours.
 """
 from __future__ import annotations
 
@@ -235,8 +238,15 @@ def seccomp_library() -> Any:
     return pyseccomp
 
 
-def syscall_filter(pid: int) -> Any:
-    """The executor's allow-list for the process `pid` (a libseccomp filter, not loaded)."""
+# A host program (the constructor program of compile/hostprog.py) computes and prints: besides the
+# executor's refusals, any socket is fatal — it has no use for one, and a kill says so clearly.
+NETWORK = ("socket", "socketpair", "connect", "bind", "listen", "accept", "accept4")
+
+
+def syscall_filter(pid: int, exec_address: int | None = None) -> Any:
+    """The executor's allow-list for the process `pid` (a libseccomp filter, not loaded). With
+    `exec_address`, a host program's: the same list, sockets fatal, and one execve allowed — of
+    the path at that address (the loader's, `exec_filtered`; any other kills)."""
     sc = seccomp_library()
     f = sc.SyscallFilter(sc.ERRNO(errno.EPERM))
 
@@ -248,8 +258,12 @@ def syscall_filter(pid: int) -> Any:
 
     for name in ALLOWED:
         rule(sc.ALLOW, name)
-    for name in FATAL:
+    fatal = FATAL if exec_address is None else (*(n for n in FATAL if n != "execve"), *NETWORK)
+    for name in fatal:
         rule(sc.KILL_PROCESS, name)
+    if exec_address is not None:
+        rule(sc.ALLOW, "execve", sc.Arg(0, sc.EQ, exec_address))
+        rule(sc.KILL_PROCESS, "execve", sc.Arg(0, sc.NE, exec_address))
     # threads, never processes (glibc falls back from clone3 to clone on ENOSYS)
     rule(sc.ALLOW, "clone", sc.Arg(0, sc.MASKED_EQ, CLONE_THREAD | CLONE_REFUSED, CLONE_THREAD))
     rule(sc.KILL_PROCESS, "clone", sc.Arg(0, sc.MASKED_EQ, CLONE_THREAD, 0))
@@ -282,6 +296,24 @@ PID_SENTINEL = 0x7EADBEEF
 def compiled_filter() -> bytes:
     """The allow-list as a BPF program (struct sock_filter[]) for any launch process."""
     f = syscall_filter(PID_SENTINEL)
+    fd = os.memfd_create("astra-seccomp", os.MFD_CLOEXEC)
+    with os.fdopen(fd, "w+b") as out:
+        f.export_bpf(out)
+        out.seek(0)
+        return out.read()
+
+
+# A host program's filter, compiled once by the parent (`host_program_filter`), is loaded by the
+# wrapper's child just before it runs the program (`exec_filtered`): it fills in its own pid
+# (PID_SENTINEL) and the address of the program's path, a page at a random address of its own
+# (EXEC_SENTINEL: both halves, as the filter compares a 64-bit argument in two). The program
+# cannot run another: it would need to know that address, and one wrong guess kills it.
+EXEC_SENTINEL = 0x5EC07E57_AB1EF00D
+
+
+def host_program_filter() -> bytes:
+    """The host programs' allow-list as a BPF program (struct sock_filter[])."""
+    f = syscall_filter(PID_SENTINEL, EXEC_SENTINEL)
     fd = os.memfd_create("astra-seccomp", os.MFD_CLOEXEC)
     with os.fdopen(fd, "w+b") as out:
         f.export_bpf(out)
@@ -350,6 +382,74 @@ def die_with_parent(parent: int, sig: int = 9) -> None:
         os._exit(WRAPPER_FAILED)
 
 
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+PROT_RW, MAP_ANON_PRIVATE = 0x3, 0x22
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def _fill_in(program: bytes, values: dict[int, int]) -> bytes:
+    """`program` with each sentinel constant of its comparisons replaced (all must be there)."""
+    out, seen = bytearray(program), set()
+    for i in range(0, len(out) - 7, 8):
+        k = int.from_bytes(out[i + 4:i + 8], "little")
+        if out[i] & 0x07 == 0x05 and k in values:  # BPF_JMP
+            out[i + 4:i + 8] = values[k].to_bytes(4, "little")
+            seen.add(k)
+    if seen != set(values):
+        raise SandboxError(errno.EINVAL, "seccomp: the filter has no place for the pid or the program's path")
+    return bytes(out)
+
+
+def _random_page(libc: ctypes.CDLL) -> int:
+    """A page mapped at an address nothing else could guess: a random one between 4 GiB and
+    64 TiB, asked for as a hint (where it is taken, the kernel's own choice, itself randomised)."""
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    want = (int.from_bytes(os.urandom(8), "little") % ((1 << 46) - (1 << 32)) + (1 << 32)) & ~0xFFF
+    got = libc.mmap(want, 4096, PROT_RW, MAP_ANON_PRIVATE, -1, 0)
+    if got is None or got == ctypes.c_void_p(-1).value:
+        raise SandboxError(ctypes.get_errno(), "seccomp: no page for the program's path")
+    return int(got)
+
+
+def exec_filtered(program_hex: str, cmd: list[str]) -> None:
+    """Load a host program's filter (`host_program_filter`, its sentinels filled in) and run
+    `cmd` in this process; returns only by raising SandboxError."""
+    libc = _libc()
+    path = os.fsencode(cmd[0])
+    if len(path) >= 4096:
+        raise SandboxError(errno.ENAMETOOLONG, "seccomp: the program's path is too long")
+    page = _random_page(libc)
+    ctypes.memmove(page, path + b"\0", len(path) + 1)
+    program = _fill_in(bytes.fromhex(program_hex), {PID_SENTINEL: os.getpid(), EXEC_SENTINEL >> 32: page >> 32,
+                                                    EXEC_SENTINEL & 0xFFFFFFFF: page & 0xFFFFFFFF})
+    args = (ctypes.c_char_p * (len(cmd) + 1))(*[os.fsencode(a) for a in cmd], None)
+    env = (ctypes.c_char_p * (len(os.environb) + 1))(*[k + b"=" + v for k, v in os.environb.items()], None)
+    filt = ctypes.create_string_buffer(program, len(program))
+    prog = _SockFprog(len(program) // 8, ctypes.addressof(filt))
+    libc.execve.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    no_new_privs()
+    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
+        e = ctypes.get_errno()
+        raise SandboxError(e, f"seccomp: the filter could not be loaded ({os.strerror(e)})")
+    libc.execve(page, args, env)
+    e = ctypes.get_errno()
+    raise SandboxError(e, f"cannot run {cmd[0]}: {os.strerror(e)}")
+
+
+def _child_limits(limits: dict[str, int]) -> None:
+    """The limits the shell's `ulimit` sets for a compiler, for a program run without a shell."""
+    if "--memory" in limits:
+        limit(resource.RLIMIT_AS, limits["--memory"])
+    if "--file-size" in limits:
+        hard = max(limits["--file-size"], limits.get("--file-size-room", 0))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limits["--file-size"], min(hard, resource.getrlimit(
+            resource.RLIMIT_FSIZE)[1])))
+
+
 def _confine_and_run(argv: list[str]) -> int:
     """`--parent PID --read P --exec P --write P ... -- PROGRAM ARGS`: limits, Landlock, then
     PROGRAM as a child in this process group (the caller made it a new one), waited for. When the
@@ -358,11 +458,16 @@ def _confine_and_run(argv: list[str]) -> int:
     rules: list[tuple[str, int]] = []
     abi = landlock_abi()
     parent = os.getppid()
+    filter_hex, limits = "", {}
     i = 0
     while i < len(argv) and argv[i] != "--":
         flag, path = argv[i], argv[i + 1]
         if flag == "--parent":
             parent = int(path)
+        elif flag == "--seccomp":
+            filter_hex = path
+        elif flag in ("--memory", "--file-size", "--file-size-room"):
+            limits[flag] = int(path)
         else:
             rights = {"--read": READ, "--exec": READ_EXEC, "--write": READ | write_rights(abi)}[flag]
             rules.append((path, rights))
@@ -385,6 +490,15 @@ def _confine_and_run(argv: list[str]) -> int:
     if pid == 0:
         try:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            if filter_hex:
+                _child_limits(limits)
+                try:
+                    exec_filtered(filter_hex, cmd)
+                except SandboxError as e:
+                    if os.environ.get(OPT_OUT_ENV) != "1":
+                        sys.stderr.write(f"astra sandbox: {e.strerror}\n")
+                        os._exit(WRAPPER_FAILED)
+                    sys.stderr.write(f"astra: running WITHOUT the system-call filter ({OPT_OUT_ENV}=1): {e.strerror}\n")
             os.execv(cmd[0], cmd)
         except OSError as e:
             sys.stderr.write(f"astra sandbox: cannot run {cmd[0]}: {e}\n")
