@@ -33,6 +33,8 @@ Kinds:
 - editor: what the language server shows and answers (tests/security/test_editor.py drives a real
   server process with pytest-lsp).
 - reply: what an endpoint sends back (size, encoding, invalid Unicode).
+- hostprog: a constructor program (compile/hostprog.py) that tries what a program that computes
+  and prints never needs (tests/security/test_hostprog_attacks.py).
 """
 from __future__ import annotations
 
@@ -700,7 +702,60 @@ OVERRUN = [
            "of the draft (api._trial) through the gate's guard check"),
 ]
 
-ALL = SANDBOX + EXECUTION + REFERENCE + TRUTH + OVERRUN + BOUNDS + COMPILE + NVRTC + PROJECT + SCREEN + GATE + SPEC + INPUT + SECRET + EDITOR + REPLY + FILES + DISK
+# The constructor program (compile/hostprog.py): a program built of the user's unit and Astra's
+# `main`, run on the host to make the objects a kernel takes by value. `body` is C++ run at the top
+# of its `main` (it prints what it got; `r` the result of the attempt); CANARY, PORT and SOCK_Q
+# are filled in by the runner. fatal: the program is killed (SIGSYS), the run a clear LaunchError.
+HOSTPROG = [
+    Attack("hostprog_tcp_connect", "hostprog", "a constructor program opens a TCP connection to 127.0.0.1 (the test "
+           "listens there)", "nothing connects, a clear error", "seccomp: socket kills (SIGSYS)", fatal=True,
+           body='int s = socket(AF_INET, SOCK_STREAM, 0); sockaddr_in a{}; a.sin_family = AF_INET; '
+                'a.sin_port = htons(PORT); a.sin_addr.s_addr = htonl(0x7f000001); '
+                'r = connect(s, (sockaddr*)&a, sizeof a);'),
+    Attack("hostprog_unix_socket", "hostprog", "connects to a Unix socket on disk (the test listens there)",
+           "nothing connects, a clear error", "seccomp: socket kills (SIGSYS)", fatal=True,
+           body='int s = socket(AF_UNIX, SOCK_STREAM, 0); sockaddr_un a{}; a.sun_family = AF_UNIX; '
+                'strcpy(a.sun_path, SOCK_Q); r = connect(s, (sockaddr*)&a, sizeof a);'),
+    Attack("hostprog_ptrace_parent", "hostprog", "ptrace(PTRACE_ATTACH) on its parent, to read or change its memory",
+           "the parent untouched, a clear error", "seccomp: ptrace kills (SIGSYS)", fatal=True,
+           body='r = ptrace(PTRACE_ATTACH, getppid(), 0, 0);'),
+    Attack("hostprog_process_vm_parent", "hostprog", "process_vm_writev into its parent's memory",
+           "the parent untouched, a clear error", "seccomp: process_vm_* kill (SIGSYS)", fatal=True,
+           body='char b[8] = {0}; iovec l{b, 8}, o{(void*)0x400000, 8}; r = process_vm_writev(getppid(), &l, 1, &o, 1, 0);'),
+    Attack("hostprog_fork_exec_shell", "hostprog", "fork(), and the child runs /bin/sh to write a file",
+           "no process started, no file written, a clear error", "seccomp: fork kills (SIGSYS)", fatal=True,
+           body='pid_t p = fork(); if (p == 0) { execl("/bin/sh", "sh", "-c", "echo x > " CANARY "/pwned", (char*)0); '
+                '_exit(1); } r = p;'),
+    Attack("hostprog_execve_shell", "hostprog", "execl(\"/bin/sh\", …) in place of itself, to write a file",
+           "no program run, no file written, a clear error", "seccomp: execve of any other path kills (SIGSYS)",
+           fatal=True, body='r = execl("/bin/sh", "sh", "-c", "echo x > " CANARY "/pwned", (char*)0);'),
+    Attack("hostprog_system", "hostprog", "system() (posix_spawn: clone with CLONE_VM|CLONE_VFORK) to write a file",
+           "no process started, no file written, a clear error", "seccomp: clone without CLONE_THREAD kills (SIGSYS)",
+           fatal=True, body='r = system("echo x > " CANARY "/pwned");'),
+    Attack("hostprog_execve_own_path", "hostprog", "a raw execve of its own path again (the one path the filter "
+           "lets the loader run), from a string of its own",
+           "no program run, a clear error", "seccomp: execve is allowed only from the loader's page at a random "
+           "address (SIGSYS)", fatal=True,
+           body='if (argc > 1) { printf("ran again\\n"); return 0; } char self[4096]; ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1); '
+                'self[n > 0 ? n : 0] = 0; char again[] = "again"; char* a[] = {self, again, 0}; r = syscall(SYS_execve, self, a, (char**)0);'),
+    Attack("hostprog_kill_parent", "hostprog", "kill(getppid(), SIGKILL): the sandbox wrapper that waits for it (in "
+           "its own Landlock domain, so signal scoping does not refuse it)",
+           "the parent survives", "seccomp: signals only to itself (EPERM)",
+           body='r = kill(getppid(), SIGKILL);'),
+    Attack("hostprog_namespaces_mounts_keys", "hostprog", "unshare(CLONE_NEWUSER|CLONE_NEWNET), mount, keyctl, bpf, "
+           "setns, perf_event_open, io_uring_setup: the kernel's larger surfaces",
+           "every call refused", "seccomp: EPERM",
+           body='long a = unshare(CLONE_NEWUSER | CLONE_NEWNET), b = mount("none", "/tmp", "tmpfs", 0, 0), '
+                'c = syscall(SYS_keyctl, 0, 0, 0, 0, 0), d = syscall(SYS_bpf, 0, 0, 0), e = syscall(SYS_setns, 0, 0), '
+                'f = syscall(SYS_perf_event_open, 0, 0, -1, -1, 0), g = syscall(SYS_io_uring_setup, 1, 0); '
+                'r = (a == -1 && b == -1 && c == -1 && d == -1 && e == -1 && f == -1 && g == -1) ? -1 : 0;'),
+    Attack("hostprog_fcntl_setown", "hostprog", "fcntl F_SETOWN(parent) and O_ASYNC on its output pipe: the parent "
+           "signalled when it reads (Landlock before ABI 6 does not scope it)",
+           "no signal reaches the parent", "seccomp: F_SETOWN/F_SETFL with O_ASYNC refused (EPERM)",
+           body='long a = fcntl(1, F_SETOWN, getppid()), b = fcntl(1, F_SETFL, O_ASYNC); r = (a == -1 && b == -1) ? -1 : 0;'),
+]
+
+ALL = SANDBOX + EXECUTION + REFERENCE + TRUTH + OVERRUN + BOUNDS + COMPILE + NVRTC + PROJECT + SCREEN + GATE + SPEC + INPUT + SECRET + EDITOR + REPLY + FILES + DISK + HOSTPROG
 
 
 HOSTILE_FLAGS = ["-include", "/etc/shadow", "--pre-include=/etc/shadow", "-Xcompiler", "-fplugin=/tmp/evil.so",
@@ -754,7 +809,8 @@ def markdown() -> str:
               "screen": "Known bypasses of the name screen", "gate": "Files and candidates through the gate",
               "spec": "Hostile specs", "input": "Hostile inputs to the CLI", "secret": "Secrets",
               "editor": "The editor (a real language server)", "reply": "Hostile model replies",
-              "file": "Writing results", "disk": "A full disk, a quota, a read-only folder"}
+              "file": "Writing results", "disk": "A full disk, a quota, a read-only folder",
+              "hostprog": "The constructor program (a host program built of the user's code, run on the host)"}
     for kind, title in titles.items():
         rows = [a for a in ALL if a.kind == kind]
         out += [f"## {title} ({len(rows)})", "", "| attack | what it does | stopped by | contained |", "|---|---|---|---|"]
