@@ -121,7 +121,7 @@ class Program:
         its headers' host functions."""
         short = name.split("::")[-1]
         for m in [*self.models, *self._elsewhere]:
-            fn = _functions_by_name(m.text).get(short)
+            fn = _functions(m.text)[1].get(short)
             if fn is not None:
                 return fn, m
         return None
@@ -178,22 +178,23 @@ def _model(text: str, path: str) -> SourceModel:
     return source.parse(text, path=path)
 
 
-@lru_cache(maxsize=64)
 def function_nodes(text: str) -> list[Node]:
-    root = source.parser().parse(text.encode("utf-8")).root_node
-    return [n for n in _walk(root) if n.type == "function_definition"]
+    return _functions(text)[0]
 
 
 @lru_cache(maxsize=64)
-def _functions_by_name(text: str) -> dict[str, Node]:
-    """Each host function's first definition in `text`, by its short name: inference asks for one
-    function by name many times over (every helper at every launch), so a file is indexed once."""
-    out: dict[str, Node] = {}
-    for fn in function_nodes(text):
+def _functions(text: str) -> tuple[list[Node], dict[str, Node]]:
+    """The function definitions of `text`, and each one's first definition by its short name:
+    inference asks for one function by name many times over (every helper at every launch), so a
+    file is parsed and indexed once."""
+    root = source.parser().parse(text.encode("utf-8")).root_node
+    nodes = [n for n in _walk(root) if n.type == "function_definition"]
+    by_name: dict[str, Node] = {}
+    for fn in nodes:
         name = _function_name(fn)
         if name is not None:
-            out.setdefault(name, fn)
-    return out
+            by_name.setdefault(name, fn)
+    return nodes, by_name
 
 
 def _function_name(fn: Node) -> str | None:
