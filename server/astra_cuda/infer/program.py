@@ -7,6 +7,9 @@ stands for, so one reader of launches serves them all: a launch through a functi
 kernel, args...)` with `config.gridDim = ...`, and `cudaLaunchKernel((void*)kernel, grid, block,
 args, smem, stream)` with `void* args[] = {&a, &b}`. The calls of each host function (with their
 template arguments) say what its template parameters and size parameters are bound to.
+
+Long because every way of launching (the chevrons, the three launch APIs, a pointer to the kernel,
+a launcher's loop) is read here into the one `LaunchSite` form, so the readers stay together.
 """
 from __future__ import annotations
 
