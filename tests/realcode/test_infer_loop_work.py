@@ -50,3 +50,36 @@ def test_every_test_case_runs_within_the_bound(project):
     assert max(c["k"] for c in cases) > 1 and max(c["num_experts"] for c in cases) > 1
     b = {n: v[0] for n, v in s.bench.items()}
     assert work.thread_trips(body, {"TPB": 256, **b, "threadIdx.x": 0, "blockIdx.x": 0}) <= work.MAX_THREAD_TRIPS
+
+
+# A dot product whose loop starts a block in (`+` written for `*`, as cuda-samples' fp16 scalar
+# product): at n up to blockDim.x no thread makes a trip, so no test size may be there.
+DOT = (
+    "__global__ void dot(const float* a, const float* b, float* out, unsigned long n) {\n"
+    "  const int stride = gridDim.x * blockDim.x;\n"
+    "  float v = 0.f;\n"
+    "  for (int i = threadIdx.x + blockDim.x + blockIdx.x; i < n; i += stride) v += a[i] * b[i];\n"
+    "  if (threadIdx.x == 0) out[blockIdx.x] = v;\n}\n"
+    "int main() {\n  float *a, *b, *out;\n  dot<<<64, 128>>>(a, b, out, 200000);\n}\n")
+
+
+def test_no_thread_trips_where_the_launch_starts_every_loop_past_the_end():
+    body = access.kernel_body(source.parse(DOT).kernel("dot"))
+    env = {"threadIdx.x": 0, "blockIdx.x": 0, "blockDim.x": 128, "gridDim.x": 64}
+    assert [n for n in (1, 128, 129, 4096) if work.idle(body, {**env, "n": n})] == [1, 128]
+    # a loop from the thread's own index works at every size; `-` may start a later thread lower
+    assert not work.idle(access.kernel_body(source.parse(DOT.replace("+ blockDim.x + blockIdx.x", "")).kernel("dot")),
+                         {**env, "n": 100})
+    minus = DOT.replace("threadIdx.x + blockDim.x", "blockDim.x - threadIdx.x")
+    assert not work.idle(access.kernel_body(source.parse(minus).kernel("dot")), {**env, "n": 100})
+
+
+def test_sizes_where_no_thread_works_are_left_out(project):
+    path = project("dot.cu", DOT)
+    p = api.infer_spec(api.snapshot(path.read_text(), str(path)), "dot", run=False)
+    assert p.valid, p.problems
+    k = source.parse(DOT).kernel("dot")
+    m = source.parse(DOT[:k.span.start_byte] + p.comment + DOT[k.span.start_byte:])
+    s = spec.load(m.kernel("dot"), m)
+    assert s.sizes["n"] and min(s.sizes["n"]) > 128, p.comment
+    assert any("left out of the tests" in n for n in p.notes), p.notes

@@ -18,7 +18,7 @@ from . import class_numbers, data_positions, guards, lengths, masks, range_chain
 from .program import Program
 from .roles import DIFFERENCES, body_divisions, infer_shapes, is_stride, only_in_dead_branches, size_pairs
 from .shape_fits import TABLE
-from .sizes import Draft, repair, size_bench, test_values, unclamped_block
+from .sizes import Draft, drop_idle, repair, size_bench, test_values, unclamped_block
 from .project_instances import project_instance
 from .template_args import CANNOT, infer_template_args
 from .template_names import enumerators, known_names, split as _split
@@ -573,9 +573,9 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
             notes.append("the launcher's checks were left out of `require`: no test size meets them all — CHECK")
     if not ok:
         errors.append("no test size gives a valid launch (grid, block): adjust [sizes] by hand")
+    drop_idle(draft, program_sizes, notes)   # sizes at which the launch leaves every loop without a trip
     size_bench(draft, program_sizes, notes)
-    for b in starts:
-        draft.bench[b] = [0]
+    draft.bench.update({b: [0] for b in starts})
 
     lines = ["/* @astra", f"grid = {toml_list(draft.grid)}", f"block = {toml_list(draft.block)}"]
     if earlier is not None:
@@ -586,8 +586,8 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
         lines.append(f'instantiate = "{instantiate}"')
     if draft.require:
         lines.append(f"require = {toml_list(draft.require)}")
-    lines += ["", "[sizes]"] + [f"{n} = {v}" for n, v in draft.sizes.items()]
-    lines += ["", "[bench]"] + [f"{n} = {v}" for n, v in draft.bench.items()]
+    lines += ["", "[sizes]", *(f"{n} = {v}" for n, v in draft.sizes.items()), "", "[bench]",
+              *(f"{n} = {v}" for n, v in draft.bench.items())]
     width = max(len(p.name) for p in kernel.params) if kernel.params else 0
     lines += ["", "[args]"] + [f"{name:<{width}} = {value}" for name, value in args]
     lines.append("*/")

@@ -123,6 +123,14 @@ def problem(d: Draft, case: dict[str, int], bench: bool = False) -> str | None:
 
 def _too_long(d: Draft, case: dict[str, int], grid: list[int], block: list[int], bench: bool) -> bool:
     """Whether the case asks more loop trips than a test runs in seconds (`work`)."""
+    env = _thread_env(d, case, grid, block)
+    trips = work.thread_trips(d.body, env)
+    threads = grid[0] * grid[1] * grid[2] * block[0] * block[1] * block[2]
+    return trips > work.MAX_THREAD_TRIPS or not bench and trips * threads > work.MAX_CASE_TRIPS
+
+
+def _thread_env(d: Draft, case: dict[str, int], grid: list[int], block: list[int]) -> dict[str, int]:
+    """The names a loop bound reads at `case`, as thread 0 of block 0 sees them."""
     env = {**d.constants, **case}
     for name, e in d.scalars.items():
         v = _ev(e, case)
@@ -131,9 +139,37 @@ def _too_long(d: Draft, case: dict[str, int], grid: list[int], block: list[int],
     for dim, i in (("x", 0), ("y", 1), ("z", 2)):
         env.update({f"blockDim.{dim}": block[i], f"gridDim.{dim}": grid[i], f"threadIdx.{dim}": 0,
                     f"blockIdx.{dim}": 0})
-    trips = work.thread_trips(d.body, env)
-    threads = grid[0] * grid[1] * grid[2] * block[0] * block[1] * block[2]
-    return trips > work.MAX_THREAD_TRIPS or not bench and trips * threads > work.MAX_CASE_TRIPS
+    return env
+
+
+def _idle(d: Draft, case: dict[str, int]) -> bool:
+    g = [_ev(e, case) for e in d.grid]
+    b = [_ev(e, case) for e in d.block]
+    if d.body is None or problem(d, case) is not None or None in g + b:
+        return False
+    return work.idle(d.body, _thread_env(d, case, ([*g, 1, 1, 1])[:3], ([*b, 1, 1, 1])[:3]))  # type: ignore[list-item]
+
+
+def drop_idle(d: Draft, program: dict[str, list[int]], notes: list[str]) -> None:
+    """Leave out of [sizes] a value at which the launch's own dimensions start every loop of the
+    kernel past its end (`for (i = threadIdx.x + blockDim.x; i < n; …)` with n ≤ blockDim.x): no
+    thread does the kernel's work there, so its output cannot depend on its inputs — a size the
+    program does not use (one it uses itself stays, and the check says what the kernel does
+    there). Only where the size keeps a value at which the kernel works."""
+    if any(problem(d, c) is not None for c in _cases(d.sizes, d)):   # sizes left unrepaired: no judgement
+        return
+    for name in list(d.sizes):
+        if len(d.sizes[name]) < 2:
+            continue
+        cases = _cases(d.sizes, d)
+        idle = [v for v in d.sizes[name] if v not in program.get(name, [])
+                and (at := [c for c in cases if c[name] == v]) and all(_idle(d, c) for c in at)]
+        kept = [v for v in d.sizes[name] if v not in idle]
+        if idle and kept and any(not _idle(d, c) for c in cases if c[name] in kept):
+            d.sizes[name] = kept
+            notes.append(f"size `{name}`: {', '.join(map(str, idle))} left out of the tests — the launch starts "
+                         f"every loop of the kernel past its end there (no thread works: the output could not "
+                         f"depend on the inputs)")
 
 
 def _block_threads(d: Draft, case: dict[str, int]) -> int:

@@ -108,3 +108,59 @@ def thread_trips(body: Node | None, env: dict[str, int]) -> int:
             continue
         total += thread_trips(c, env)
     return total
+
+
+_MONOTONE = {"number_literal", "identifier", "field_expression", "parenthesized_expression", "cast_expression",
+             "binary_expression"}
+
+
+def _least_at_zero(n: Node) -> bool:
+    """Whether an expression of the thread's and block's indices takes its least value at index 0:
+    built of sums and products of names, numbers and launch dimensions only (no difference,
+    division or call that could make a later thread start lower)."""
+    if n.type not in _MONOTONE:
+        return False
+    if n.type == "binary_expression":
+        op = n.child_by_field_name("operator")
+        if op is None or op.type not in ("+", "*"):
+            return False
+    return all(_least_at_zero(c) for c in n.named_children if c.type not in ("field_identifier", "primitive_type",
+                                                                               "type_descriptor"))
+
+
+def _outer_loops(n: Node) -> list[Node]:
+    out: list[Node] = []
+    for c in n.named_children:
+        if c.type in ("function_definition", "lambda_expression"):
+            continue
+        out += [c] if c.type == "for_statement" else _outer_loops(c)
+    return out
+
+
+def idle(body: Node | None, env: dict[str, int]) -> bool:
+    """Whether no thread of the launch makes a single trip of any of the kernel's loops because the
+    launch's dimensions start every loop past its end (`for (i = threadIdx.x + blockDim.x; i < n; …)`
+    at n ≤ blockDim.x): each outermost loop read, its start least at thread 0 of block 0 and no trip
+    there, one start naming blockDim or gridDim; a `while` or `do` loop, or one not read: False."""
+    if body is None or syntax.nodes_of(body, ("while_statement", "do_statement")):
+        return False
+    loops = _outer_loops(body)
+    launch_bound = False
+    for loop in loops:   # no trip whatever the step: the condition is false at the start
+        init, cond = loop.child_by_field_name("initializer"), loop.child_by_field_name("condition")
+        decl = init.named_children[-1] if init is not None and init.type == "declaration" and init.named_children \
+            else init
+        if decl is None or cond is None or cond.type != "binary_expression" \
+                or decl.type not in ("init_declarator", "assignment_expression"):
+            return False
+        var = syntax.text(decl.child_by_field_name("declarator") or decl.child_by_field_name("left"))
+        start_node = decl.child_by_field_name("value") or decl.child_by_field_name("right")
+        op = cond.child_by_field_name("operator")
+        start, end = value(start_node, env), value(cond.child_by_field_name("right"), env)
+        if start_node is None or start is None or end is None or op is None or op.type not in ("<", "<=") \
+                or syntax.text(cond.child_by_field_name("left")) != var or not _least_at_zero(start_node):
+            return False
+        if start < end or (op.type == "<=" and start == end):
+            return False
+        launch_bound |= any(d in syntax.text(start_node) for d in ("blockDim", "gridDim"))
+    return bool(loops) and launch_bound
