@@ -219,3 +219,46 @@ def test_constant_writers_still_fail_without_a_reference(cpu, body, why):
     # the message says whether the kernel ignores its inputs everywhere or only at the failing sizes
     # (a kernel bug there, as cuda-samples' fp16 scalar product whose loop starts past small sizes)
     assert why in v.failures[0].message, v.failures[0].message
+
+
+# A dot product whose loop starts a block in (cuda-samples' fp16 scalar product reads
+# `threadIdx.x + blockDim.x + blockIdx.x`): at the gate's edge sizes (1, 33, 127, below one block)
+# no thread makes a trip and each block writes 0; on the sizes the spec lists it varies.
+DOT = """/* @astra
+grid = ["16"]
+block = ["128"]
+[sizes]
+n = [1001, 4096]
+[args]
+a = { type = "float", shape = ["n"] }
+b = { type = "float", shape = ["n"] }
+out = { type = "float", shape = ["16"], output = true }
+n = "n"
+*/
+__global__ void dot(const float* a, const float* b, float* out, int n) {
+  __shared__ float part[128];
+  float v = 0.f;
+  for (int i = threadIdx.x + blockDim.x + blockIdx.x; i < n; i += gridDim.x * blockDim.x) v += a[i] * b[i];
+  part[threadIdx.x] = v;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float s = 0.f;
+    for (int t = 0; t < 128; ++t) s += part[t];
+    out[blockIdx.x] = s;
+  }
+}
+"""
+
+
+def test_a_constant_output_on_an_edge_size_the_spec_does_not_list_is_a_note(cpu):
+    model = source.parse(DOT)
+    s = spec_mod.load(model.kernel("dot"), model)
+    v = gate.check(None, extract.unit(DOT, "dot.cu", "dot"), s, cpu, seed=5)  # a full check: every edge size
+    assert v.passed, v.human()
+    assert any("`out` is constant on n=127" in n and "edge size" in n for n in v.coverage.notes), v.coverage.notes
+    # listed in [sizes], the same size is judged: the kernel ignores its inputs there
+    listed = DOT.replace("n = [1001, 4096]", "n = [127, 1001, 4096]")
+    model = source.parse(listed)
+    s = spec_mod.load(model.kernel("dot"), model)
+    v = gate.check(None, extract.unit(listed, "dot.cu", "dot"), s, cpu, seed=5)
+    assert v.status == "failed" and v.failures[0].check == "not_constant", v.human()

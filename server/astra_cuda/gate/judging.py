@@ -224,8 +224,10 @@ class Judging(GateState):
     def constant_outputs(self) -> None:
         """No reference: an output that is constant although its inputs are random fails, unless
         the case is degenerate (a size of 1: a LayerNorm over C = 1 is its bias everywhere) and the
-        same kernel's output varies on the suite's other cases. A kernel that writes constants
-        writes them everywhere; one that writes them on the real sizes only is refused too."""
+        same kernel's output varies on the suite's other cases, or the case is an edge size the gate
+        made (the spec does not claim the kernel works there: a loop that starts a block in skips
+        shorter rows). A kernel that writes constants writes them everywhere; one that writes them
+        on the sizes the spec lists is refused too."""
         for name, info, value in self.constants:
             degenerate = [k for k, v in info.sizes.items() if v == 1]
             if degenerate and name in self.varying:
@@ -233,6 +235,13 @@ class Judging(GateState):
                 self.v.coverage.notes.append(
                     f"`{name}` is constant on {info.describe()}: a degenerate size "
                     f"({', '.join(f'{k}=1' for k in degenerate)}); it varies with the inputs on the other cases")
+                continue
+            if info.label == "edge" and name in self.varying:   # a size of the gate's, not of the spec's
+                self.count("not_constant")
+                self.v.coverage.notes.append(
+                    f"`{name}` is constant on {info.describe()}, an edge size the spec does not list: the kernel "
+                    f"ignores its inputs there (work skipped: a loop starting past the end) and varies with them on "
+                    f"the other cases — if the program uses such sizes, add them to [sizes] to have them judged")
                 continue
             if name in self.varying:   # the kernel itself ignores its inputs at these sizes: say so
                 why = (f" on {', '.join(f'{k}={v}' for k, v in info.sizes.items())}, while it varies with them on "
