@@ -8,7 +8,7 @@ import pytest
 
 from astra_cuda import gate
 from astra_cuda.compile import extract
-from astra_cuda.gate import atomic_bound
+from astra_cuda.gate import atomic_bound, compare
 from astra_cuda.model import source, spec as spec_mod
 
 from .test_catalogue import cpu  # noqa: F401 - fixture
@@ -81,6 +81,24 @@ __global__ void accumulate(const __half* t, __half* c, int n) {
   atomicAdd(&c[i], __hmul(t[blockIdx.z * n + i], __float2half(400.f)));
 }
 """
+
+
+
+def test_adds_whose_magnitudes_overflow_the_type_may_differ_up_to_an_infinity():
+    # a half GEMM's partial sums added atomically over K: Σ|terms| past 65504 (the magnitude run
+    # ends at inf), so one order overflows where another stays finite — reordering, not a race
+    terms = np.array([40000.0, 40000.0, -40000.0], dtype=np.float16)
+    with np.errstate(over="ignore"):
+        orders = {sum_in(o, terms, 0.0, np.float16) for o in itertools.permutations(range(3))}
+    assert np.inf in orders and 40000.0 in orders
+    led = atomic_bound.Ledger(np.array([3.0, 3.0, np.nan]), np.array([np.inf, 10.0, np.inf], dtype=np.float16))
+    a = np.array([np.inf, 1.0, 5.0], dtype=np.float16)
+    b = np.array([40000.0, 1.0, 7.0], dtype=np.float16)
+    allow = led.allowance("half", a, b)
+    assert np.isinf(allow[0]) and np.isfinite(allow[1]) and allow[2] == 0   # a plain store: still judged
+    assert compare.compare(a[:2], b[:2], 0.01, 0.01, check_constant=False, allowance=allow[:2]) is None
+    m = compare.compare(a, b, 0.01, 0.01, check_constant=False, allowance=allow)
+    assert m is not None and m.bad == 1 and m.index == (2,)
 
 
 def units(tmp_path, zero):

@@ -65,7 +65,8 @@ class Ledger:
 
     def allowance(self, dtype: str, *runs: np.ndarray) -> np.ndarray:
         """The per-element allowance for comparing `runs` (0 where none holds: not atomics alone,
-        no finite bound, or a run whose value exceeds P — the ledger does not describe it)."""
+        no finite bound, or a run whose value exceeds P — the ledger does not describe it; infinite
+        where P itself overflowed the type: any two orders may differ there, up to an infinity)."""
         alone = np.isfinite(self.adds)
         b = order_bound(np.where(alone, self.adds, 0.0), self.magnitude, dtype)
         ok = alone & np.isfinite(b)
@@ -75,7 +76,16 @@ class Ledger:
             for r in runs:
                 v = np.abs(np.asarray(r, dtype=np.float64))
                 ok &= np.isfinite(v) & (v <= limit)
-        return np.where(ok, b, 0.0)
+        # the magnitudes' sum left the type's range: some order's partial sums overflow where
+        # another's stay finite (an infinity, or inf - inf, in one run and a number in the other),
+        # so no order bounds the spread: unbounded (compare.compare skips such an element)
+        return np.where(self.overflows, np.inf, np.where(ok, b, 0.0))
+
+    @property
+    def overflows(self) -> np.ndarray:
+        """Elements accumulated through atomic adds alone whose Σ|terms| overflowed the type."""
+        with np.errstate(invalid="ignore"):
+            return np.isfinite(self.adds) & ~np.isfinite(self.magnitude)
 
     @property
     def not_alone(self) -> int:
@@ -151,6 +161,7 @@ def why(ledger: Ledger | None, bad: np.ndarray, allowance: np.ndarray | None) ->
                 f"launch also stores to them plainly (run with each atomic add adding one, from starts 0 and 2, "
                 f"they end equal), and the order between those stores and other threads' atomic adds is the "
                 f"schedule's: a race in the kernel")
-    top = float(allowance.max()) if allowance is not None and allowance.size else 0.0
+    finite = allowance[np.isfinite(allowance)] if allowance is not None else np.zeros(0)
+    top = float(finite.max()) if finite.size else 0.0
     return (f" — beyond the tolerance plus what reordering the atomic adds can change (2·γ_k·Σ|terms|, k and "
             f"Σ|terms| measured per element on the CPU: up to {top:.3g}): more than rounding")

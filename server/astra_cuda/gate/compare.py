@@ -143,7 +143,9 @@ def _bad_chunk(r: np.ndarray, g: np.ndarray, atol: float, rtol: float, exact: bo
             bound = atol + rtol * np.abs(r) + (extra if extra is not None else 0.0)
             tol_ok = np.where(finite, abs_err <= bound, False)
             same_special = (rn & gn) | (np.isinf(r) & np.isinf(g) & (r == g))
-            bad = ~(tol_ok | same_special)
+            # an infinite allowance: no bound holds (atomic adds whose magnitudes overflow the type)
+            unbounded = np.isposinf(extra) if extra is not None else False
+            bad = ~(tol_ok | same_special | unbounded)
         absr = np.abs(r)
         rel = np.divide(abs_err, absr, out=np.where(abs_err > 0, np.inf, 0.0), where=absr > 0)
         fin = np.isfinite(r) & np.isfinite(g)
