@@ -85,7 +85,8 @@ class Ledger:
     def overflows(self) -> np.ndarray:
         """Elements accumulated through atomic adds alone whose Σ|terms| overflowed the type."""
         with np.errstate(invalid="ignore"):
-            return np.isfinite(self.adds) & ~np.isfinite(self.magnitude)
+            out: np.ndarray = np.isfinite(self.adds) & ~np.isfinite(self.magnitude)
+        return out
 
     @property
     def not_alone(self) -> int:
