@@ -4,7 +4,8 @@ A case past `MAX_THREAD_TRIPS` or `MAX_CASE_TRIPS` would run for minutes — a t
 `k` times over `num_experts / TPB` experts and, inside, over the `k_idx` winners so far (vLLM's
 moeTopK: k·k·num_experts/256 trips a thread, hours at k = num_experts = 4096 on the CPU) — so
 `sizes.repair` shrinks it like a case of too many bytes. A loop whose bound or step cannot be
-read at the sizes counts once: this bounds only what it can read."""
+read at the sizes counts once: this bounds only what it can read. `idle`: a case at which the launch
+starts every loop past its end, so no thread works (a test size the program cannot mean)."""
 from __future__ import annotations
 
 from tree_sitter import Node
