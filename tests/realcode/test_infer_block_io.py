@@ -63,18 +63,62 @@ def test_a_switch_on_a_runtime_value_walks_every_case(project):
     assert s.args["a"].shape == ("n",) and s.args["b"].shape == ("n",) and s.args["out"].output
 
 
-def test_a_scale_per_block_read_by_the_whole_last_tile_is_the_quotient(project):
+def test_a_scale_per_block_read_by_the_whole_last_tile_covers_the_tile(project):
     """bitsandbytes' kDequantizeBlockwise: one absmax per `blocksize` elements, read by every thread
     of a 512-element tile (`absmax[(i + threadIdx.x * 8) >> log2(blocksize)]`) before the tile's tail
     is cut. The loop runs one trip per block (its step, the grid's tiles, reaches the bound from any
-    start), so `i` is the tile's start, not any value below the grid's end; absmax is then
-    cdiv(n, blocksize) where n is whole tiles (it was [blocksize, n], a fallback: 16384 floats for
-    one at n = blocksize = 128), and the read past it on a partial tile is said, not required away."""
+    start), so `i` is the tile's start. Where n ends a partial tile the last tile's threads read
+    absmax past cdiv(n, blocksize) (n = blocksize = 128: index 2 of 1, a GPU fault under
+    compute-sanitizer), so it is the quotient of n rounded up to whole tiles, said in a note, with
+    no requirement of whole tiles (it was cdiv(n, blocksize))."""
     s, p = infer(project, "dq3.cu", DEQUANT, "dequant")
-    assert s.args["absmax"].shape == ("cdiv(n, blocksize)",), p.comment
-    assert any("`absmax` is one value per block of `n` where `n` is whole tiles of 512" in x for x in p.notes), p.notes
+    assert s.args["absmax"].shape == ("cdiv(cdiv(n, 512) * 512, blocksize)",), p.comment
+    assert any("`absmax` is one value per block of `n` rounded up to whole tiles of 512" in x for x in p.notes), p.notes
     assert not any("n % 512" in r for r in s.require)
     assert s.args["A"].shape == ("n",) and s.args["out"].shape == ("n",)
+
+
+# A warp per row of a 4-bit weight matrix, four rows a block: each lane reads the scale of its
+# group (`scale[(row * K + k) / group]`, by a shift) before it tests `row < M`, so the rows of the
+# last block past M read scales too.
+GEMV = (
+    "template <typename T, int THREADS>\n"
+    "__global__ void gemv4(int M, int K, const T* x, const unsigned char* W, const float* scale, T* y, int ldw, "
+    "int group) {\n"
+    "  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;\n"
+    "  const int row = (THREADS / 32) * blockIdx.x + warp, base = ldw * row;\n"
+    "  float acc = 0.0f;\n"
+    "  for (int k = lane * 32; k < K; k += 32 * 32) {\n"
+    "    float s = scale[((2 * base) + k) >> (31 - __clz(group))];\n"
+    "    if (row < M)\n"
+    "      for (int j = 0; j < 16; j++)\n"
+    "        if (k / 2 + j < K / 2) acc += (float)(W[base + k / 2 + j] & 15) * s * (float)x[k + 2 * j];\n"
+    "  }\n"
+    "  for (int o = 16; o > 0; o /= 2) acc += __shfl_down_sync(0xffffffff, acc, o);\n"
+    "  if (row < M && lane == 0) y[row] = (T)acc;\n}\n"
+    "void run(int m, int k, float* x, unsigned char* w, float* s, float* y, int ldw, int group) {\n"
+    "  gemv4<float, 128><<<(m + 3) / 4, 128>>>(m, k, x, w, s, y, ldw, group);\n}\n")
+
+
+def test_a_scale_read_before_the_row_test_covers_the_last_block_of_rows(project):
+    """Four rows a block, `(M + 3) / 4` blocks: at M = 1 rows 1..3 read `scale` at (row * K + k) /
+    group, past cdiv(M * K, group) (one value at K = group = 128): its shape is the quotient of M
+    rounded up to whole blocks of rows (it was cdiv(M * K, group), which the probes at whole tiles
+    and the rounding moved through K never showed)."""
+    s, p = infer(project, "gemv.cu", GEMV, "gemv4")
+    assert s.args["scale"].shape == ("cdiv(cdiv(M, 4) * 4 * K, group)",), p.comment
+    assert s.args["W"].shape == ("M", "K / 2") and s.args["y"].shape == ("M",) and s.args["y"].output
+    assert not any("M % 4" in r for r in s.require)
+
+
+def test_a_scale_read_only_where_its_rows_are_is_the_plain_quotient(project):
+    """The same kernel with the scale read inside `row < M`: no row past M reads it, so the plain
+    quotient stands (the rounded one is for a kernel that reads past it only)."""
+    text = GEMV.replace("    float s = scale[((2 * base) + k) >> (31 - __clz(group))];\n    if (row < M)\n",
+                        "    if (row < M) {\n    float s = scale[((2 * base) + k) >> (31 - __clz(group))];\n")
+    text = text.replace("(float)x[k + 2 * j];\n  }\n", "(float)x[k + 2 * j];\n  }}\n")
+    s, p = infer(project, "gemv2.cu", text, "gemv4")
+    assert s.args["scale"].shape == ("cdiv(M * K, group)",), p.comment
 
 
 def test_a_loop_whose_one_step_reaches_its_bound_runs_once_at_its_start():

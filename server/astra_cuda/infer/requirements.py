@@ -187,7 +187,7 @@ def vector_requirements(found: InferredShapes | None, buffers: dict[str, tuple[l
 def whole_steps(found: InferredShapes | None, size_names: list[str], require: list[str], notes: list[str]) -> None:
     """A size the kernel walks in whole steps (`roles`: its accesses fit a shape only there) is
     required a multiple of the step: a partial step reads a whole one past the buffer. A scale
-    array shaped at whole tiles of the grid (`past_tiles`) gets a note, no requirement."""
+    array the last tile reads past its quotient (`past_tiles`: shaped to cover it) gets a note, no requirement."""
     for n, m in (found.steps.items() if found is not None else ()):
         if n in size_names and (r := f"{n} % {m} == 0") not in require:
             require.append(r)
@@ -208,10 +208,11 @@ def whole_steps(found: InferredShapes | None, size_names: list[str], require: li
                          f"shape — required; CHECK that the program picks this instance only up to there")
     for p, (n, t) in (found.past_tiles.items() if found is not None else ()):
         # not required: the kernel cuts the tile's tail for its data, so the program's sizes need not be whole
-        # tiles; the sanitizer reports the read where they are not (bitsandbytes' absmax: a bug of the kernel's)
-        notes.append(f"`{p}` is one value per block of `{n}` where `{n}` is whole tiles of {t} (the grid's); where it "
-                     f"is not, every thread of the last tile reads `{p}` past that, for elements past `{n}` — CHECK "
-                     f"what the program allocates: a read past it is the kernel's")
+        # tiles; the shape covers the last tile's reads (bitsandbytes' absmax: read past cdiv(n, blocksize))
+        notes.append(f"`{p}` is one value per block of `{n}` rounded up to whole tiles of {t} (the grid's): every "
+                     f"thread of the last tile reads it, those past `{n}` included, so it is shaped that long; a "
+                     f"program that allocates one per block of `{n}` alone is read past by the kernel — CHECK what "
+                     f"the program allocates")
 
 
 def toml_list(items: list[str]) -> str:

@@ -21,7 +21,7 @@ from .groups import partial_groups
 from .size_bounds import largest_covered
 from .shape_fits import (TABLE, bounding_polynomial, confirmed_at_probes, extents_of, fit_product, launch_tiles,
                          packed_layout, packet_width, per_block_fit, polynomial_fit, quotient_fit, same_shapes, shapes_at,
-                         whole_tile_quotient)
+                         tiled_quotient, whole_tile_quotient)
 from .dead_branches import only_in_dead_branches
 
 
@@ -104,7 +104,7 @@ class InferredShapes:
     same_start: set[str] = field(default_factory=set)   # moved by vectors only where a tested one starts
     windows: set[str] = field(default_factory=set)   # written pointers reached at a sum of sizes (inout)
     indexes: dict[str, set[str]] = field(default_factory=dict)   # of several index arrays: the pointers each moves
-    # inputs whose quotient shape holds at whole tiles of the grid, read past it by a partial last tile
+    # inputs a partial last tile reads past their quotient: shaped as the quotient of whole tiles (`tiled_quotient`)
     past_tiles: dict[str, tuple[str, int]] = field(default_factory=dict)   # -> (the tiled size, its tile)
     groups: dict[str, int] = field(default_factory=dict)   # size -> the group its elements are paired in (`groups`)
     bounds: dict[str, int] = field(default_factory=dict)   # size -> the most of it the instance covers (`size_bounds`)
@@ -466,8 +466,10 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
                                         (derived or {})], [d for d in _divisors(kernel, grid + block, names, helpers)],
                                         size_pairs(grid + block, names, DIVISIONS), launch_tiles(grid, size_names),
                                         at_fixed)
-            if tiled is not None:
-                fit, past_tiles[p] = tiled[0], tiled[1:]
+            fit = tiled[0] if tiled is not None else None
+        if fit is not None and p in read_only and (tiled := tiled_quotient(fit, p, samples[0][0], launch_tiles(
+                grid, size_names), at_fixed)) is not None:   # the last tile's reach: whole tiles of the quotient
+            fit, past_tiles[p] = tiled[0], tiled[1:]
         if fit is None and p in read_only:   # an input one a size divides, no quotient, bounded by it where that size is 1
             fit = bounding_polynomial(p, samples, [n for n in names if n not in fixed and n not in (derived or {})],
                                       at_fixed, {k: int(v) for k, v in fixed.items() if v.strip().isdigit()})

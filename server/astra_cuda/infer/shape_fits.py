@@ -324,8 +324,8 @@ def whole_tile_quotient(p: str, sizes: list[dict[str, int]], names: list[str], d
     log2(blocksize)]` for the whole 512-element tile before its tail is cut): its reach is the
     quotient ([cdiv(n, blocksize)]) only where the size is a whole number of the launch's tiles, and
     past it otherwise. (The quotient's shape, the tiled size, its tile) measured at whole tiles, confirmed
-    there with a divisor of 16; the reach past it is the kernel's own, said in a note. `run(sizes)`:
-    the accesses at those sizes."""
+    there with a divisor of 16; the reach past it, where the size is not, `tiled_quotient` measures.
+    `run(sizes)`: the accesses at those sizes."""
     for n, t in tiles.items():
         values = []
         for s in sizes:
@@ -345,4 +345,49 @@ def whole_tile_quotient(p: str, sizes: list[dict[str, int]], names: list[str], d
             if u is not None and u.hi is not None and not u.unknown and \
                     u.hi + 1 == exprs.evaluate_int(" * ".join(f"({x})" for x in fit), at):
                 return fit, n, t
+    return None
+
+
+def tiled_quotient(fit: list[str], p: str, base: dict[str, int], tiles: dict[str, int],
+                   run) -> tuple[list[str], str, int] | None:
+    """A scale read one value per block of elements by every thread of the grid's last tile, those
+    past the size included: a 512-element tile's `s[(i + threadIdx.x * 8) >> log2(blocksize)]` read
+    before its tail is cut, or a tile of 4 rows' `s[(row * K + k) / group]` read before `row < M`
+    is tested. Where the tiled size ends a partial tile the kernel reads the quotient of that size
+    rounded up to whole tiles (`[cdiv(cdiv(n, 512) * 512, blocksize)]`), past the plain quotient
+    `fit` — which whole tiles at the probes, or a numerator moved through another factor, never
+    show. (That shape, the size, its tile) where the reach at such a size (one element into a new
+    tile, the divisor 16: many blocks a tile) passes `fit` and the rounded quotient covers it;
+    None where `fit` holds there or is no quotient of sizes. `run(sizes)`: the accesses there."""
+    try:
+        body = exprs.parse(fit[-1]).body
+    except exprs.ExprError:
+        return None
+    num, d = (body.args[0], body.args[1]) if isinstance(body, ast.Call) and len(body.args) == 2 \
+        else (body.left, body.right) if isinstance(body, ast.BinOp) and isinstance(body.op, ast.Div) else (None, None)
+    if not isinstance(d, ast.Name):
+        return None
+    factors = [t for t in ast.walk(num) if isinstance(t, ast.Name)]
+    if not all(isinstance(t, (ast.Name, ast.BinOp, ast.Load, ast.Mult)) and
+               (not isinstance(t, ast.BinOp) or isinstance(t.op, ast.Mult)) for t in ast.walk(num)):
+        return None   # a numerator that is a product of sizes only
+    names = [t.id for t in factors]
+    for n, t in tiles.items():
+        if n not in names or n == d.id or n not in base:
+            continue
+        rounded = " * ".join(f"cdiv({x}, {t}) * {t}" if x == n else x for x in names)
+        shape = fit[:-1] + [f"cdiv({rounded}, {d.id})"]
+        past = False
+        for whole in sorted({1, max(1, -(-base[n] // t))}):
+            at = {**base, d.id: 16, n: whole * t + 1}
+            u = facts.uses.get(p) if (facts := run(at)) is not None else None
+            if u is None or u.unknown or u.hi is None:
+                break
+            reach = u.hi + 1
+            if reach > exprs.evaluate_int(" * ".join(f"({x})" for x in shape), at):
+                break   # reaches further still: not this
+            past = past or reach > exprs.evaluate_int(" * ".join(f"({x})" for x in fit), at)
+        else:
+            if past:
+                return shape, n, t
     return None
