@@ -73,7 +73,7 @@ def test_a_scale_per_block_read_by_the_whole_last_tile_covers_the_tile(project):
     no requirement of whole tiles (it was cdiv(n, blocksize))."""
     s, p = infer(project, "dq3.cu", DEQUANT, "dequant")
     assert s.args["absmax"].shape == ("cdiv(cdiv(n, 512) * 512, blocksize)",), p.comment
-    assert any("`absmax` is one value per block of `n` rounded up to whole tiles of 512" in x for x in p.notes), p.notes
+    assert any("`absmax` is one value per block with `n` rounded up to whole tiles of 512" in x for x in p.notes), p.notes
     assert not any("n % 512" in r for r in s.require)
     assert s.args["A"].shape == ("n",) and s.args["out"].shape == ("n",)
 
@@ -107,6 +107,7 @@ def test_a_scale_read_before_the_row_test_covers_the_last_block_of_rows(project)
     and the rounding moved through K never showed)."""
     s, p = infer(project, "gemv.cu", GEMV, "gemv4")
     assert s.args["scale"].shape == ("cdiv(cdiv(M, 4) * 4 * K, group)",), p.comment
+    assert any("`scale` is one value per block with `M` rounded up to whole tiles of 4" in x for x in p.notes), p.notes
     assert s.args["W"].shape == ("M", "K / 2") and s.args["y"].shape == ("M",) and s.args["y"].output
     assert not any("M % 4" in r for r in s.require)
 

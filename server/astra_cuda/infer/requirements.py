@@ -207,12 +207,13 @@ def whole_steps(found: InferredShapes | None, size_names: list[str], require: li
                          f"further; past it a row is read only in part), and only up to it do its accesses fit a "
                          f"shape — required; CHECK that the program picks this instance only up to there")
     for p, (n, t) in (found.past_tiles.items() if found is not None else ()):
+        shape = (found.shapes.get(p) or [""])[-1]
         # not required: the kernel cuts the tile's tail for its data, so the program's sizes need not be whole
         # tiles; the shape covers the last tile's reads (bitsandbytes' absmax: read past cdiv(n, blocksize))
-        notes.append(f"`{p}` is one value per block of `{n}` rounded up to whole tiles of {t} (the grid's): every "
-                     f"thread of the last tile reads it, those past `{n}` included, so it is shaped that long; a "
-                     f"program that allocates one per block of `{n}` alone is read past by the kernel — CHECK what "
-                     f"the program allocates")
+        notes.append(f"`{p}` is one value per block with `{n}` rounded up to whole tiles of {t} (the grid's: "
+                     f"`{shape}`), as every thread of the last tile reads it, those past `{n}` included; "
+                     f"a program that allocates the quotient of `{n}` as it is is read past by the kernel — CHECK "
+                     f"what the program allocates")
 
 
 def toml_list(items: list[str]) -> str:
