@@ -333,6 +333,8 @@ class CallWalk:
                 if evaluate_only or not any(isinstance(v, Ptr) for v in vals):
                     return None
                 return self._method(View(cls, ()), method, vals)
+        if fn is not None and fn.type == "qualified_identifier" and self._vector_class_call(fn, args, evaluate_only):
+            return None
         if short in ("reinterpret_cast", "static_cast", "const_cast") and len(args) == 1:
             v = self.expr(args[0], evaluate_only=evaluate_only)
             targs = fn.child_by_field_name("arguments") if fn is not None else None
@@ -449,6 +451,30 @@ class CallWalk:
             return self.loaded(vals[0])
         return None
 
+
+    def _vector_class_call(self, fn: Node, args: list[Node], evaluate_only: bool) -> bool:
+        """A static method of a vector class template called through its class (FlashInfer's
+        `vec_t<DType, vec_size>::memcpy(dst, src)`): one vector's elements through each pointer it is
+        handed — `memcpy` writes its first and reads its second, a load reads, a store writes. False
+        (nothing done) where the class's size is unknown or the method is no such one."""
+        scope, method = fn.child_by_field_name("scope"), fn.child_by_field_name("name")
+        if scope is None or method is None or scope.type != "template_type" or self.type_bytes is None:
+            return False
+        name = method.text.decode()
+        if name != "memcpy" and name not in VECTOR_METHODS:
+            return False
+        nbytes = self.type_bytes(scope.text.decode())
+        if not nbytes:
+            return False
+        vals = [self.expr(a, evaluate_only=evaluate_only) for a in args]
+        if evaluate_only:
+            return True
+        for i, p in enumerate(vals):
+            if isinstance(p, Ptr):
+                store = i == 0 if name == "memcpy" else "store" in name
+                width = max(1, nbytes // max(1, self.elem_bytes.get(p.base, nbytes) * p.scale))
+                self.access(p, Iv.point(0), write=store, read=not store, width=width)
+        return True
 
     def _valid_items_span(self, address: Node, valid: Node) -> Iv | None:
         """The elements a CUB block load or store (`BlockStore<T, THREADS, N>(tmp).Store(&out[i], vals,
