@@ -181,6 +181,12 @@ def vector_requirements(found: InferredShapes | None, buffers: dict[str, tuple[l
         notes.append(f"{', '.join(f'`{n}`' for n in names[last])} moved {widths[last]} elements at a time (vector "
                      f"accesses): `{req}` keeps each row aligned to a vector, as a GPU needs{why}"
                      + (" — required" if pairs else " — CHECK whether the kernel handles a tail"))
+    for stride, w in found.vector_strides.items():
+        if stride in size_names and stride not in widths and (r := f"{stride} % {w} == 0") not in require:
+            out.append(r)
+            notes.append(f"`{r}`: `{stride}` moves a buffer the kernel reads or writes {w} elements at a time "
+                         f"(vector accesses): only a whole number of vectors keeps each one on its boundary, as a "
+                         f"GPU needs (else a misaligned-address fault) — required")
     return out
 
 

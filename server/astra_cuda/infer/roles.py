@@ -19,6 +19,7 @@ from ..model.syntax import walk
 from . import masks, stride_units
 from .groups import partial_groups
 from .size_bounds import largest_covered
+from .vector_strides import vector_strides
 from .shape_fits import (TABLE, bounding_polynomial, confirmed_at_probes, extents_of, fit_product, launch_tiles,
                          packed_layout, packet_width, per_block_fit, polynomial_fit, quotient_fit, same_shapes, shapes_at,
                          tiled_quotient, whole_tile_quotient)
@@ -108,6 +109,7 @@ class InferredShapes:
     past_tiles: dict[str, tuple[str, int]] = field(default_factory=dict)   # -> (the tiled size, its tile)
     groups: dict[str, int] = field(default_factory=dict)   # size -> the group its elements are paired in (`groups`)
     bounds: dict[str, int] = field(default_factory=dict)   # size -> the most of it the instance covers (`size_bounds`)
+    vector_strides: dict[str, int] = field(default_factory=dict)   # stride -> the vector width it keeps aligned
 
 
 _STRIDE_PROBE = 100003   # a stride set far from every probe size: what it moves depends on it
@@ -561,16 +563,21 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
         if again is not None and all(p in again.shapes for p in bad):
             again.bounds = bounds
             return again
+    vectors = {n: u.packet for n, u in last.items() if u.packet > 1}
+    aligned_by_code = {n for n, u in last.items() if (u.address_tested or u.same_start) and not u.congruent}
+    strides_kept = vector_strides([s for s in strides if s not in fixed], vectors, aligned_by_code, extents(samples),
+                                  lambda s: extents(m) if (m := sample({**fixed, s: str(_STRIDE_PROBE)})) else None)
     return InferredShapes(shapes, {n for n, u in last.items() if u.read and u.written} | windows,
                    # a pointer never touched (`residual` where has_residual is false) is no output either
                    {n for n, u in last.items() if not u.written},
                    tables, uses_table,
                    {k: v for k, v in fixed.items() if k not in equal}, equal, packets,
-                   {n: u.packet for n, u in last.items() if u.packet > 1},
+                   vectors,
                    {n: set(u.casts) for n, u in last.items() if u.casts}, partial,
                    {n for n, u in last.items() if u.boundaries}, shared_rows, steps,
                    {n for n, u in last.items() if u.address_tested},
                    {n: set(u.congruent) for n, u in last.items() if u.congruent},
                    {n for n, u in last.items() if u.same_start}, windows, indexes, past_tiles,
-                   partial_groups(samples, shapes, free, {**(derived or {}), **fixed}, at_fixed))   # pairs by residue
+                   partial_groups(samples, shapes, free, {**(derived or {}), **fixed}, at_fixed),   # pairs by residue
+                   vector_strides=strides_kept)
 
