@@ -120,10 +120,17 @@ def test_dim3_forms_resolved(decl):
     ("dim3 block;", ("1",)),
     ("dim3 block{};", ("1",)),
     ("dim3 block(32, 4, 1);", ("32", "4", "1")),
+    # a product of two names, which tree-sitter reads as a function declaration taking a `d*`
+    ("dim3 block(d * n);", ("d * n",)),
 ])
 def test_dim3_arguments_as_written(decl, dims):
     s = site(f"  {decl}\n  k<<<n, block>>>(out, in, n, d);")
     assert s.block_var is not None and s.block_var.dims == dims
+
+
+def test_a_dim3_declaring_a_function_of_a_built_in_pointer_is_no_dim3_value():
+    s = site("  dim3 block(int *d);\n  k<<<n, 128>>>(out, in, n, d);")
+    assert s.block_var is None
 
 
 def test_block_from_dim3_with_conditional_and_arithmetic():

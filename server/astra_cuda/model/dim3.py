@@ -53,6 +53,16 @@ def declares_dim3(decl: Node, declarator: Node) -> bool:
             and _dim3_call(declarator.child_by_field_name("value")) is not None)
 
 
+def _product_read_as_pointer(param: Node) -> bool:
+    """`a * b` parsed as the parameter `a *b` (a type name and a pointer to it): the type a plain
+    name, not a built-in one (`int *p` is a parameter), the declarator one pointer to a name."""
+    kind, declarator = param.child_by_field_name("type"), param.child_by_field_name("declarator")
+    inner = declarator.child_by_field_name("declarator") if declarator is not None else None
+    return kind is not None and kind.type == "type_identifier" and declarator is not None \
+        and declarator.type == "pointer_declarator" and inner is not None and inner.type == "identifier" \
+        and len(param.children) == 2
+
+
 def dim3_args(decl: Node, declarator: Node) -> tuple[str, ...] | None:
     """The constructor arguments of a dim3 declaration, or None for a form we do not follow."""
     args: list[Node]
@@ -61,9 +71,11 @@ def dim3_args(decl: Node, declarator: Node) -> tuple[str, ...] | None:
     elif declarator.type == "function_declarator":            # dim3 g(a, b): parsed as a declaration
         params = declarator.child_by_field_name("parameters")
         args = [p for p in params.named_children if p.type != "comment"] if params is not None else []
-        # Each argument must be a bare name read as a type; `dim3 g(int a)` or `dim3 g()` declare functions.
+        # Each argument must be a bare name read as a type, or a product of two names read as a pointer
+        # parameter (`dim3 g(blocks_per_sm * num_sms)`: a launcher declares no function returning a
+        # dim3 taking a `blocks_per_sm*`); `dim3 g(int a)` or `dim3 g()` declare functions.
         if not args or any(p.type != "parameter_declaration" or p.child_by_field_name("declarator") is not None
-                           for p in args):
+                           and not _product_read_as_pointer(p) for p in args):
             return None
     elif declarator.type == "init_declarator":
         target = declarator.child_by_field_name("declarator")
