@@ -57,3 +57,38 @@ def test_strides_that_move_vector_accessed_buffers_are_whole_vectors(project):
         assert "key_stride % 4 == 0" in s.require
     for c in s.cases():
         assert c["stride_page"] % 4 == 0 and c["stride_n"] % 4 == 0
+
+
+STRUCT_LAUNCH = VEC + (
+    "template <typename T> struct cache_t {\n  unsigned heads;\n  unsigned stride_h;\n  T* data;\n};\n"
+    "template <unsigned D, unsigned vec, typename T>\n"
+    "__global__ void fill(cache_t<T> c, const T* src, unsigned n) {\n"
+    "  for (unsigned i = blockIdx.x; i < n; i += gridDim.x)\n"
+    "    vec_t<T, vec>::memcpy(c.data + (i * c.heads + threadIdx.y) * c.stride_h + threadIdx.x * vec,\n"
+    "                          src + (i * c.heads + threadIdx.y) * D + threadIdx.x * vec);\n}\n"
+    "template <typename T> void run(cache_t<T> c, const T* src, unsigned n) {\n"
+    "  constexpr unsigned D = 64;\n"
+    "  constexpr unsigned vec = 16 / sizeof(T) > D / 32 ? 16 / sizeof(T) : D / 32;\n"
+    "  unsigned heads = c.heads;\n"
+    "  int per_sm = 0, sms = 0;\n"
+    "  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);\n"
+    "  auto kernel = fill<D, vec, T>;\n"
+    "  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 256, 0);\n"
+    "  dim3 blocks(per_sm * sms);\n  dim3 threads(D / vec, heads);\n"
+    "  void* args[] = {(void*)&c, (void*)&src, (void*)&n};\n"
+    "  cudaLaunchKernel((void*)kernel, blocks, threads, args, 0, 0);\n}\n"
+    "template void run<float>(cache_t<float>, const float*, unsigned);\n")
+
+
+def test_a_launch_through_an_argument_array_reads_its_grid_product_and_the_structs_field(project):
+    """FlashInfer's append launcher: `dim3 nblks(num_blocks_per_sm * num_sms)` (a product tree-sitter
+    reads as a function declaration) and a block of `HEAD_DIM / vec_size` by the struct's own
+    `num_heads`, the struct handed through `cudaLaunchKernel`'s array of argument pointers. Before,
+    both were guessed (a block made of a stride, so its vectors reached past every row)."""
+    path = project("fill.cu", STRUCT_LAUNCH)
+    p = api.infer_spec(api.snapshot(path.read_text(), str(path)), "fill", run=False)
+    assert not any("guessed" in n for n in p.notes), p.notes
+    k = source.parse(STRUCT_LAUNCH).kernel("fill")
+    m = source.parse(STRUCT_LAUNCH[:k.span.start_byte] + p.comment + STRUCT_LAUNCH[k.span.start_byte:])
+    s = spec.load(m.kernel("fill"), m)
+    assert s.block == ("16", "heads"), s.block

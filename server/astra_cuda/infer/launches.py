@@ -17,6 +17,7 @@ from . import hostcalls
 from .hostexprs import HostExprs
 from .program import Program
 from .roles import is_stride
+from .structs import SEP
 from .template_names import split
 from .launch_callers import caller_values, launcher_params, same_at_callers
 from .launch_conditions import (branch_conditions, chain_conditions, helper_ranges, host_condition, launcher_checks, negated,
@@ -53,6 +54,10 @@ def _config_parts(what: str, text: str, var: ConfigVar | None, line: int, notes:
 def _site_mapping(kernel: Kernel, site: LaunchSite, size_names: list[str]) -> dict[str, str]:
     """Host expression -> size name, from the launch's argument list."""
     mapping = {n: n for n in size_names}
+    # a field of a struct passed by value, its fields the kernel's sizes (`paged_kv__num_heads`): the
+    # launcher's `paged_kv.num_heads` (read there where the launch hands the struct through an array of
+    # argument pointers, `cudaLaunchKernel(k, grid, block, args)`, which the split does not rewrite)
+    mapping.update({n.replace(SEP, "."): n for n in size_names if SEP in n.strip(SEP)})
     for p, arg in zip(kernel.params, site.args):
         node = source.parse_expression(arg.strip())
         # a literal argument (`32`) says nothing of other 32s in the launch: it is no size's name
