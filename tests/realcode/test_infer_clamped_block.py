@@ -108,3 +108,25 @@ def test_an_overload_is_followed_by_its_count_of_arguments(project):
                  "rows")
     assert s.args["out"].output and s.args["out"].shape == ("n", "cols")
     assert not any("could not be bounded" in x or "could not be read" in x for x in p.notes)
+
+
+ROWS_PER_BLOCK = (
+    "__global__ void rows_copy(const float* in, float* out, int rows, int cols) {\n"
+    "  const int row = blockIdx.x * 4 + threadIdx.y;\n  if (row >= rows) return;\n"
+    "  for (int c = threadIdx.x; c < cols; c += 128) out[row * cols + c] = in[row * cols + c];\n}\n"
+    "void run(const float* in, float* out, int rows, int cols) {\n"
+    "  const int per_block = rows < 4 ? rows : 4;\n"
+    "  dim3 block(128, per_block);\n  dim3 grid((per_block + rows - 1) / per_block);\n"
+    "  rows_copy<<<grid, block>>>(in, out, rows, cols);\n}\n")
+
+
+def test_a_clamped_block_the_grid_tiles_the_count_over_requires_nothing(project):
+    """DeepSpeed fused_residual_ln: `min(rows, groups_max)` rows a block and `cdiv(rows, that)`
+    blocks cover every row, so rows are not bounded by the clamp (a `rows <= 1` kept its bench at
+    one row: 0.09 MiB)."""
+    from astra_cuda.infer.sizes import clamped_block_requires
+    assert clamped_block_requires(["min(rows, 4)"], "threadIdx.y", ["rows"],
+                                  ["(min(rows, 4) + rows - 1) / min(rows, 4)"]) == []
+    s, p = infer(project, "tiled.cu", ROWS_PER_BLOCK, "rows_copy")
+    assert not any("<= 4" in r for r in s.require), s.require
+    assert s.args["out"].shape == ("rows", "cols") and max(s.bench["rows"]) > 4

@@ -268,7 +268,7 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
     longest = lengths.length_bounds(kernel, int_params, helpers, shared, grid + block, size_names)  # `seq_lens`
     known_values.update({**{p: 0 for p in optional}, **split_off})   # passed null: the branches that test it are decided
     found, recast = measured(kernel, elem_bytes, int_params, lambda elem_bytes, int_params: infer_shapes(  # void*: its casts
-                    kernel, [n for n in size_names if n != TABLE], grid, unclamped_block(block, kernel.text, size_names),
+                    kernel, [n for n in size_names if n != TABLE], grid, unclamped_block(block, kernel.text, size_names, grid),
                     elem_bytes, int_params, known_values, lanes, {k: v for k, v in derived.items() if k not in split_off}, helpers,
                     equal_sizes=decide.get("sizes") == "equal", type_bytes=class_numbers.type_bytes(types, targs),
                     require=launch_require, powers=masks.shifted_by(kernel, helpers, size_names),  # shifts: powers of 2

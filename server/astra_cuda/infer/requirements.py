@@ -111,7 +111,7 @@ def launch_requirements(grid: list[str], block: list[str], found: InferredShapes
     if block and not block[0].strip().isdigit() and _counts_warps(body, values or {}) \
             and (r := f"{block[0]} >= 32") not in out:
         out.append(r)
-    out += [r for r in clamped_block_requires(block, kernel.text, size_names) if r not in out]
+    out += [r for r in clamped_block_requires(block, kernel.text, size_names, grid) if r not in out]
     if "gridDim" in kernel.text:   # a grid-stride loop takes any size
         return out
     for g in grid:

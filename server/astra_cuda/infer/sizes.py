@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import itertools
+import re
 from dataclasses import dataclass, field
 
 from tree_sitter import Node
@@ -425,18 +426,24 @@ def _is_inner(name: str) -> bool:
     return any(w in low for w in ("head_dim", "headdim", "hidden", "dim", "width", "stride", "vocab", "channels"))
 
 
-def _clamps(block: list[str], kernel_text: str, size_names: list[str]) -> list[tuple[int, str, str]]:
+def _clamps(block: list[str], kernel_text: str, size_names: list[str],
+            grid: list[str] | None = None) -> list[tuple[int, str, str]]:
     """(dimension, E, C) for each block dimension of `min(E, C)` threads (vLLM reshape_and_cache:
     `std::min(num_heads * head_div_x, 512)`) where the kernel never reads `blockDim`: each thread
     takes its own element by `threadIdx` (`if (i >= E) return;`) and none loops on to those past
     the block, so above C the launch leaves elements untouched — the launcher's program keeps E
-    within C. A kernel that reads `blockDim` strides over the rest (reshape_and_cache_flash)."""
+    within C. A kernel that reads `blockDim` strides over the rest (reshape_and_cache_flash), and
+    a grid that divides by the same `min(E, C)` (DeepSpeed's fused_residual_ln: `groups_per_block =
+    min(rows, 1)` rows a block, `cdiv(rows, groups_per_block)` blocks) tiles E over its blocks."""
     if "blockDim" in kernel_text:
         return []
+    tiled = [g.replace(" ", "").replace("std::", "") for g in grid or []]
     out = []
     for i, b in enumerate(block):
         text = b.replace(" ", "").replace("std::", "")
         if not (text.startswith("min(") and text.endswith(")")):
+            continue
+        if any(f"/{text}" in g or f"/({text})" in g or re.search(rf"cdiv\(.*,{re.escape(text)}\)", g) for g in tiled):
             continue
         parts = exprs.split_top_level(b.strip()[b.strip().index("(") + 1:-1])
         if len(parts) != 2:
@@ -449,16 +456,18 @@ def _clamps(block: list[str], kernel_text: str, size_names: list[str]) -> list[t
     return out
 
 
-def clamped_block_requires(block: list[str], kernel_text: str, size_names: list[str]) -> list[str]:
+def clamped_block_requires(block: list[str], kernel_text: str, size_names: list[str],
+                           grid: list[str] | None = None) -> list[str]:
     """`E <= C` for each block dimension of `min(E, C)` threads the kernel cannot stride past (`_clamps`)."""
-    return [f"{e} <= {c}" for _, e, c in _clamps(block, kernel_text, size_names)]
+    return [f"{e} <= {c}" for _, e, c in _clamps(block, kernel_text, size_names, grid)]
 
 
-def unclamped_block(block: list[str], kernel_text: str, size_names: list[str]) -> list[str]:
+def unclamped_block(block: list[str], kernel_text: str, size_names: list[str],
+                    grid: list[str] | None = None) -> list[str]:
     """The block as it is wherever `clamped_block_requires` holds (`min(E, C)` is then E): the
     probes of the kernel's accesses use it, their sizes drawn without that requirement — with the
     clamp the last rows' threads would be cut off and no shape would fit the extents."""
     out = list(block)
-    for i, e, _ in _clamps(block, kernel_text, size_names):
+    for i, e, _ in _clamps(block, kernel_text, size_names, grid):
         out[i] = e
     return out
