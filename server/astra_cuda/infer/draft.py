@@ -13,7 +13,7 @@ from ..model.spec import NULL
 from .hostexprs import function_macros, raising_macros
 from .launch_callers import pick_site, program_inits, zero_at_every_call
 from .launch_locals import dim3_fields, host_locals, launch_byte
-from .launches import SHARED_PER_THREAD, launch_of
+from .launches import SHARED_PER_THREAD, grid_guess, launch_of
 from . import class_numbers, data_positions, guards, lengths, masks, range_chains, scales, structs
 from .program import Program
 from .roles import DIFFERENCES, body_divisions, infer_shapes, is_stride, only_in_dead_branches, size_pairs
@@ -219,10 +219,8 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
                      f"that makes its layout contiguous there — CHECK the layout the program uses")
     if not size_names:
         size_names = ["n"]
-    first = size_names[0]
     guessed_grid = grid is None or any("is a block count the caller computes" in n for n in notes)
-    if grid is None:
-        grid = [f"cdiv({first}, 256)"] if len(size_names) == 1 else [size_names[0]]
+    grid, grid_sizes = grid_guess(kernel, size_names, notes) if grid is None else (grid, [])   # blockIdx.y: a size
     if block is None:
         block = ["256"] if len(size_names) == 1 else [f"min({size_names[-1]}, 1024)"]
         if shared is None and site is not None and (site.shared_mem or "0").strip() not in ("0", "0u"):
@@ -233,6 +231,7 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
             notes[:] = [n for n in notes if not n.endswith("could not be read over the sizes: set shared_mem")]
             notes.append(f"dynamic shared memory `{site.shared_mem}`: took {SHARED_PER_THREAD} bytes per thread of "
                          f"the guessed block — CHECK")
+    size_names += [n for n in grid_sizes if n not in size_names]   # after the block's guess: not its threads
     if decide.get("grid") == "rows" and guessed_grid and len(size_names) > 1:
         grid, block = [size_names[0]], [f"min({size_names[-1]}, 1024)"]
         notes.append(f"grid: one block per row of `{size_names[0]}` (the first guess did not run cleanly)")

@@ -458,3 +458,38 @@ def contiguous(kernel: Kernel, site: LaunchSite, local: dict[str, str], size_nam
         elif t[2] in (-2, 0) and t[0] in rows:
             out[name] = rows[t[0]]
     return out
+
+
+_BLOCK_INDEX_SUFFIXES = ("_idx", "_index", "_id", "idx", "id")
+
+
+def grid_guess(kernel: Kernel, size_names: list[str], notes: list[str]) -> tuple[list[str], list[str]]:
+    """A grid for a kernel no launch site shows: `cdiv(n, 256)` blocks of its one size (else one
+    block per row of its first size), and a dimension more for each of `blockIdx.y` / `.z` the
+    kernel reads — a size named after the local the index sets (vLLM copy_blocks: `pair_idx =
+    blockIdx.y` is `num_pairs`), the kernel's size of that name or a new one; returns the grid and
+    the sizes it names that `size_names` lacks. Without it the grid's y is 1
+    and whatever the kernel reads at `blockIdx.y` (its block-pair table) is measured one long."""
+    grid = [f"cdiv({size_names[0]}, 256)"] if len(size_names) == 1 else [size_names[0]]
+    added: list[str] = []
+    body = source.parser().parse(kernel.text.encode()).root_node
+    read = {n.text.decode().replace(" ", "") for n in _walk(body) if n.type == "field_expression"}
+    locals_of = {}
+    for n in _walk(body):
+        value, name = n.child_by_field_name("value"), n.child_by_field_name("declarator")
+        if n.type == "init_declarator" and value is not None and name is not None and name.type == "identifier":
+            locals_of.setdefault(value.text.decode().replace(" ", ""), name.text.decode())
+    for dim in ("y", "z"):
+        if f"blockIdx.{dim}" not in read:
+            break
+        local = locals_of.get(f"blockIdx.{dim}", "")
+        stem = next((local[:-len(s)] for s in _BLOCK_INDEX_SUFFIXES if local.endswith(s) and len(local) > len(s)), "")
+        name = f"num_{stem.rstrip('_')}s" if stem.rstrip("_").isidentifier() else f"blocks_{dim}"
+        while name not in size_names and name in kernel.text:   # a name the kernel uses otherwise
+            name += "_"
+        grid.append(name)
+        if name not in size_names:   # a size parameter of that name (`num_heads`) is the count itself
+            added.append(name)
+        notes.append(f"grid: the kernel reads `blockIdx.{dim}`" + (f" (`{local}`)" if local else "") +
+                     f": its {dim} dimension taken as the size `{name}` — CHECK")
+    return grid, added
