@@ -1,6 +1,7 @@
 """The access walk's conditions: how an `if`, a `?:` or an early return narrows the intervals of the
 indices it tests, a scaled index, a guarded sum of terms (`tid + it * 32 < n`), a segment's
-length. Separate because narrowing is its own set of rules (a mixin of `access.Analyzer`)."""
+length. Separate because narrowing is its own set of rules (a mixin of `access.Analyzer`). Long
+because each form of condition narrows its own way, over the walk's one state."""
 from __future__ import annotations
 
 import ast
@@ -43,6 +44,16 @@ class ConditionWalk(ResidueWalk):
         if op == "&&" and truth or op == "||" and not truth:
             self.refine(left, truth)
             self.refine(right, truth)
+            return
+        if op in ("&&", "||") and left is not None and right is not None:
+            # `Is_even_cols || it < n` with the instance's flag false (or `flag && i < n` false with
+            # it true): the other side alone decides, and narrows as it would written alone
+            absorbing = 0 if op == "||" else 1
+            for side, other in ((left, right), (right, left)):
+                v = self.expr(side, evaluate_only=True)
+                if isinstance(v, Iv) and v.lo is not None and v.lo == v.hi and (v.lo != 0) == bool(absorbing):
+                    self.refine(other, truth)
+                    return
             return
         if op in ("==", "!=") and left is not None and right is not None:
             self._residue(left, right, op == "==" if truth else op == "!=")
