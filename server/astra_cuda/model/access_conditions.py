@@ -66,6 +66,7 @@ class ConditionWalk(ResidueWalk):
             if side.text.decode() in BUILTINS and side.text.decode() not in self.env:
                 self.env[side.text.decode()] = self.field(side)
         self._guard(left, op, right)
+        self._ceil_count(left, op, right)
         start = self._segment_start(right) if op == "<" else None
         poly = self._poly(left) if start is not None else None
         if start is not None and poly is not None:
@@ -133,6 +134,77 @@ class ConditionWalk(ResidueWalk):
                 if isinstance(end, Iv) and isinstance(first, Iv) and end.hi is not None and first.hi is not None:
                     return Iv(None, max(end.hi, first.hi))
         return None
+
+    def _ceil_count(self, left: Node, op: str, right: Node) -> None:
+        """`it < num_valid`, num_valid = `(n - 1 - c + V) / V` (the trips from c in steps of V that
+        stay below n: flash-attention layer norm's `num_valid_ldgs`, c the thread's column): the
+        same as `c + V * it <= n - 1`, kept as a guard on that sum (`stepped_within` reads it for
+        an index started at `… + c` and stepped by V a trip). The intervals alone take the trips at
+        the smallest c and the index at the largest: up to a step of V past the row."""
+        q = self.defs.get(right.text.decode()) if right.type == "identifier" else None
+        d = unparen(q[0]) if q is not None and len(self.assigned.get(right.text.decode(), [])) <= 1 else None
+        if op not in ("<", "<=") or left.type != "identifier" or not isinstance(self.env.get(left.text.decode()), Iv) \
+                or d is None or d.type != "binary_expression" or d.child_by_field_name("operator").type != "/":
+            return
+        v = self.expr(d.child_by_field_name("right"), evaluate_only=True)
+        if not isinstance(v, Iv) or v.lo is None or v.lo != v.hi or v.lo < 1:
+            return
+        part, bound, const = self._poly(left), Iv.point(0), 0
+        if part is None:
+            return
+        part = {m: c * v.lo for m, c in part.items()}
+        for t, sign in self._terms(d.child_by_field_name("left")):
+            x = self.expr(t, evaluate_only=True)
+            if isinstance(x, Iv) and x.lo is not None and x.lo == x.hi:
+                const += sign * x.lo
+            elif sign > 0 and isinstance(x, Iv):
+                bound = iv_add(bound, x)
+            elif sign < 0 and (p := self._poly(t)) is not None:
+                part = poly_add(part, p)
+            else:
+                return
+        if len(part) < 2 or bound.hi is None:
+            return
+        # it < (b - c + k) / V  <=>  V * it + V <= b - c + k;  it <= …  <=>  V * it <= b - c + k
+        key = guard_key(part)
+        if not isinstance(self.env.get(key), Iv):
+            self.env[key] = UNKNOWN
+        self._bound(key, "<=", Iv(None, bound.hi + const - (v.lo if op == "<" else 0)))
+
+    def stepped_within(self, name: str, var: str, first: int, step: int, by: int) -> int | None:
+        """The largest value of an integer index `name` started at `r + c` and stepped by `step`
+        once a trip of `var` (from `first`, by 1), where a guard bounds `c + step * var`
+        (`_ceil_count`): r at its largest plus that bound, less the trips before `first`."""
+        q = self.defs.get(name)
+        if q is None or by != 1:
+            return None
+        terms = self._terms(q[0])
+        if len(terms) > MAX_GUARD_TERMS:
+            return None
+        polys = [self._poly(t) for t, _ in terms]
+        best = None
+        for key, g in self.env.items():
+            if not (key.startswith(GUARD) and isinstance(g, Iv) and g.hi is not None):
+                continue
+            part: Poly = dict(ast.literal_eval(key[len(GUARD):]))
+            if part.pop((var,), None) != step or not part:
+                continue
+            for mask in range(1, 1 << len(terms)):
+                chosen = [i for i in range(len(terms)) if mask >> i & 1]
+                if any(polys[i] is None for i in chosen):
+                    continue
+                total: Poly = {}
+                for i in chosen:
+                    total = poly_add(total, polys[i], terms[i][1])   # type: ignore[arg-type]
+                if {m: c for m, c in total.items() if c} != part:
+                    continue
+                rest = Iv.point(g.hi - step * first)
+                for i in (i for i in range(len(terms)) if i not in chosen):
+                    x = self.expr(terms[i][0], evaluate_only=True)
+                    rest = iv_add(rest, iv_mul(x, Iv.point(terms[i][1]))) if isinstance(x, Iv) else UNKNOWN
+                if rest.hi is not None and (best is None or rest.hi < best):
+                    best = rest.hi
+        return best
 
     def _scaled_bound(self, left: Node, op: str, right: Node) -> None:
         """`threadIdx.x * vec_size < rotary_dim / 2`: the index itself below the bound divided by

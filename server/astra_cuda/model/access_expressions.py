@@ -52,7 +52,9 @@ class ExpressionWalk:
                 if isinstance(iv, Iv) and iv.lo is not None and iv.hi is not None:
                     trips = Iv((iv.lo - first) // by, (iv.hi - first) // by)
                     if isinstance(start, Iv):   # an index stepped once a trip
-                        return iv_add(start, iv_mul(trips, Iv.point(step)))
+                        value = iv_add(start, iv_mul(trips, Iv.point(step)))
+                        tight = self.stepped_within(name, var, first, step, by)   # `c + V * it < n` holds
+                        return value if tight is None or value.hi is None or tight >= value.hi else Iv(value.lo, tight)
                     return Ptr(start.base, iv_add(start.offset, iv_mul(trips, Iv.point(step))), start.scale)
                 return UNKNOWN if isinstance(start, Iv) else Ptr(start.base, UNKNOWN, start.scale)
             value = self.env.get(name)
