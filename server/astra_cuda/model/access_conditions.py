@@ -1,7 +1,7 @@
 """The access walk's conditions: how an `if`, a `?:` or an early return narrows the intervals of the
 indices it tests, a scaled index, a guarded sum of terms (`tid + it * 32 < n`), a segment's
-length. Separate because narrowing is its own set of rules (a mixin of `access.Analyzer`). Long
-because each form of condition narrows its own way, over the walk's one state."""
+length. Separate because narrowing is its own set of rules (a mixin of `access.Analyzer`).
+Long because each form of condition narrows its own way, over the walk's one state."""
 from __future__ import annotations
 
 import ast
