@@ -54,7 +54,7 @@ def _failure(text, folder, cpu):
 def test_write_one_past_output(cpu, tmp_path):
     f = _failure(ONE_PAST, tmp_path, cpu)
     assert f.check == "launch" and "`y`: the kernel wrote past its end: element 8 of a buffer of 8 " \
-        "(byte 0 past its end; " in f.message, f.message
+        "(byte 0 past its end, in the guard after it)" in f.message, f.message
     again = _failure(ONE_PAST, tmp_path, cpu)     # the same verdict on every run
     assert again.message == f.message
 
@@ -79,7 +79,7 @@ class _NumpyDevice(types.SimpleNamespace):
 def _gpu_backend(exact: bool = False):
     from astra_cuda.backends.gpu import GpuBackend
     b = object.__new__(GpuBackend)   # no device here: only what upload, download and overrun touch
-    b.cp, b.poisoned, b.exact_alloc, b._guard = _NumpyDevice(), None, exact, None
+    b.cp, b.poisoned, b.exact_alloc, b._guard, b._uploads = _NumpyDevice(), None, exact, None, 0
     return b
 
 
@@ -109,7 +109,20 @@ def test_the_guard_and_the_buffer_are_one_allocation():
     y = b.upload(np.arange(5, dtype=np.float32))
     assert y.raw.nbytes == y.nbytes + guard.GUARD_BYTES and np.shares_memory(y.array, y.raw)
     assert y.raw.ctypes.data == y.array.ctypes.data    # the buffer first, its guard right after it
-    assert np.array_equal(y.raw[y.nbytes:], guard.PATTERN)
+    assert np.array_equal(y.raw[y.nbytes:], y.pattern)
+
+
+@pytest.mark.parametrize("backend", ["gpu", "cpu"])
+def test_a_read_past_the_end_sees_other_bytes_in_the_next_run(backend, cpu):
+    """Two uploads of the same input (the determinism check's two runs) have guards that differ in
+    every byte, so a kernel reading past the end gives two runs that disagree — the signal the gate
+    and inference's validation take for such a read (cuda-samples' matrixMul: whole tiles read past
+    `wA`). With one fixed pattern both runs read the same bytes and the read passed unseen."""
+    b = _gpu_backend() if backend == "gpu" else cpu
+    first, second = (b.upload(np.ones(4, np.float32)) for _ in range(2))
+    past = [np.asarray(x.raw[x.nbytes:]) for x in (first, second)]
+    assert np.all(past[0] != past[1])
+    checks.overran(b, {"first": first, "second": second})     # each guard intact against its own bytes
 
 
 def test_under_compute_sanitizer_allocations_are_exact():

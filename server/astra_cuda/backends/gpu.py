@@ -113,7 +113,7 @@ class GpuBackend(DeviceArrays, Backend):
         self.device.use()
         self.props = _props(cp.cuda.runtime.getDeviceProperties(self.device.id))
         self.arch = f"sm_{self.props['major']}{self.props['minor']}"
-        self.exact_alloc, self._guard = False, None
+        self.exact_alloc, self._guard, self._uploads = False, None, 0
         self.sanitizer = os.environ.get(SANITIZER_ENV) or None
         self._sanitizer_log = SanitizerLog(os.environ.get(SANITIZER_LOG_ENV) or None)
         if exact_alloc or self.sanitizer:
@@ -304,12 +304,15 @@ class GpuBackend(DeviceArrays, Backend):
     # ---- memory ---------------------------------------------------------------------------
     def upload(self, host: np.ndarray) -> GpuBuffer:
         self._check_usable()
-        if self._guard is None and not self.exact_alloc:
-            self._guard = self.cp.asarray(guard.PATTERN)   # the guard's pattern on the device, once
-        return gpu_buffer.upload(self.cp, host, None if self.exact_alloc else self._guard)
+        if self.exact_alloc:
+            return gpu_buffer.upload(self.cp, host, None)
+        if self._guard is None:
+            self._guard = self.cp.asarray(guard.PATTERN)   # the guard's base pattern on the device, once
+        self._uploads += 1
+        return gpu_buffer.upload(self.cp, host, guard.keyed(self._guard, self._uploads))
 
     def overrun(self, buf: GpuBuffer) -> tuple[int, int] | None:
-        return None if buf.raw is None else guard.first_changed(self.cp, buf.raw, buf.nbytes, self._guard)
+        return None if buf.raw is None else guard.first_changed(self.cp, buf.raw, buf.nbytes, buf.pattern)
 
     def download(self, buf: GpuBuffer) -> np.ndarray:
         self._check_usable()

@@ -15,8 +15,9 @@ class GpuBuffer(Buffer):
     """A device array. Types CuPy cannot hold (bfloat16) live as unsigned integers of the same
     width; `dtype` and `shape` are the logical ones."""
 
-    def __init__(self, array, dtype: np.dtype, shape: tuple[int, ...], raw=None):
+    def __init__(self, array, dtype: np.dtype, shape: tuple[int, ...], raw=None, pattern=None):
         self.array, self.raw = array, raw   # raw: the allocation with the guard after the array (upload)
+        self.pattern = pattern              # the guard's bytes (on the device), for the check after a launch
         self.dtype = np.dtype(dtype)
         self.shape = tuple(shape)
         self.nbytes = int(array.nbytes)
@@ -42,4 +43,4 @@ def upload(cp: Any, host: np.ndarray, pattern: Any) -> GpuBuffer:
     if pattern is None:
         return GpuBuffer(cp.asarray(data), host.dtype, host.shape)
     arr, raw = guard.placed(cp, data, pattern)
-    return GpuBuffer(arr, host.dtype, host.shape, raw)
+    return GpuBuffer(arr, host.dtype, host.shape, raw, pattern)

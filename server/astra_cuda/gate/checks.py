@@ -254,7 +254,7 @@ def overran(backend: Backend, buffers: dict[str, Buffer]) -> None:
     for name, buf in buffers.items():
         hit = backend.overrun(buf)
         if hit is not None:
-            raise LaunchError(guard.message(name, buf.nbytes, buf.dtype.itemsize, *hit))
+            raise LaunchError(guard.message(name, buf.nbytes, buf.dtype.itemsize, hit[0]))
 
 
 def run_case(spec: Spec, backend: Backend, kernel: Compiled, sizes: dict[str, int], host: dict[str, np.ndarray],

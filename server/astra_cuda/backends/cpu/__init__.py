@@ -88,7 +88,8 @@ class CpuBuffer(Buffer):
         self.array = np.ndarray(self.shape, self.dtype, buffer=self._map) if self.nbytes else \
             np.zeros(self.shape, self.dtype)
         self.raw = np.ndarray((self.nbytes + guard.GUARD_BYTES,), np.uint8, buffer=self._map)
-        guard.fill(np, self.raw, self.nbytes)
+        self.pattern = guard.keyed(guard.PATTERN, self.id)   # its own guard bytes (guard.keyed)
+        guard.fill(np, self.raw, self.nbytes, self.pattern)
         self.device_address = _ADDRESSES.take(self.nbytes + guard.GUARD_BYTES)
         weakref.finalize(self, _release, self.fd, self.device_address)
 
@@ -203,7 +204,7 @@ class CpuBackend(Backend):
 
     def overrun(self, buf: Buffer) -> tuple[int, int] | None:
         b = self._own(buf)
-        return guard.first_changed(np, b.raw, b.nbytes)
+        return guard.first_changed(np, b.raw, b.nbytes, b.pattern)
 
     @staticmethod
     def _own(buf: Buffer) -> CpuBuffer:
