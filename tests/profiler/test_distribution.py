@@ -29,6 +29,16 @@ def test_step_down_finds_where_state_warms_up():
     assert len(flags) == 1 and "drop after its first 5 launch" in flags[0]
 
 
+def test_a_microsecond_step_of_a_launch_bound_kernel_is_timing_jitter():
+    """An honest launch-bound variant on an H100: its first 11 launches at 5.9 µs, then 4.4 µs, the
+    reference's 0.97x: within event timing's µs, not state warming up; the same ratio at 59 µs is."""
+    quick = [5.9] * 11 + noisy(115, 4.4)
+    other = series(noisy(126, 4.6, 9))
+    assert dist.judge(series(quick), other) == []
+    slow = [59.0] * 11 + noisy(115, 44.0)
+    assert "first 11 launch" in dist.judge(series(slow), series(noisy(126, 46.0, 9)))[0]
+
+
 def test_a_step_the_other_kernel_shows_too_is_not_held_against_it():
     a = [120.0] * 3 + noisy(123, 100.0)
     b = [156.0] * 3 + noisy(123, 130.0, 3)
