@@ -16,7 +16,8 @@ of uploads): what a *read* past the end sees then differs between two runs of th
 the determinism check (and inference's validation, which takes two runs that disagree as a read
 past a buffer) sees such a read, as it did before guards, instead of one constant every run
 (cuda-samples' matrixMul read whole 16-wide tiles past `wA` and passed the draft without
-`wA % 16 == 0`). The keys follow the order of uploads, so a run's verdict still repeats.
+`wA % 16 == 0`). The keys follow the order of uploads, so a run's verdict still repeats. The
+CPU backend keeps the base pattern: its sanitizer build names such a read itself, with its line.
 
 Builds whose allocations are exact for a sanitizer (compute-sanitizer's worker, the CPU's
 AddressSanitizer build, which copies each buffer into its own heap block) place no guard there:
