@@ -61,7 +61,7 @@ def check(backend: str, path: str, kernel: str, neighbours: int, full: bool) -> 
         row["alternatives"] = alts
         if full:
             tf = time.time()
-            ef = corpus_bench.evaluator(path, kernel, sp, backend, text, False)(cand)
+            ef = corpus_bench.evaluator(path, kernel, sp, backend, text, False)(cand, final=True)
             row.update(full_gate=ef.passed, full_summary=ef.check.summary[:300], full_s=round(time.time() - tf, 1))
         row["best_text"] = source.parse(cand).kernel(kernel).text
     row["seconds"] = round(time.time() - t0, 1)

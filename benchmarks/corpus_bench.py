@@ -151,21 +151,29 @@ def prepared(path: Path, kernel: str, category: str) -> tuple[str, list[str]]:
 
 
 def evaluator(path: str, kernel: str, spec, backend: str, text: str, quick: bool):
-    """evaluate(file_text) in a worker process, as `astra optimize` judges candidates."""
+    """evaluate(file_text, final=False) in a worker process, as `astra optimize` judges candidates
+    (final: the whole file compiled by nvcc, never the search's fast path: `agents.final_gate`)."""
     import dataclasses
     from astra_cuda import api
     from astra_cuda.execution import jobs, worker
     from astra_cuda.evaluation import Check, Evaluation
     job = jobs.EvaluateJob(backend, path, kernel, spec, text, spec.reference or kernel, arch="sm_90", quick=quick)
 
-    def evaluate(candidate: str):
+    def evaluate(candidate: str, final: bool = False):
         try:
-            return worker.run(dataclasses.replace(job, text=candidate),
+            return worker.run(dataclasses.replace(job, text=candidate, final=final),
                               timeout=api.CHECK_TIMEOUT + api.PROFILE_TIMEOUT)
         except worker.WorkerError as e:
             msg = f"the candidate could not be evaluated: {e}"
             return Evaluation(Check(False, msg, msg, 0, backend))
     return evaluate
+
+
+def on_candidates(evaluate):
+    """What `agents.optimize` is given, as `api.optimize` gives it: the search's evaluate and the
+    final verdict on the whole file, without which nothing the GPU's fast path judged is adopted."""
+    from astra_cuda.evaluation import OnCandidates
+    return OnCandidates(lambda c: evaluate(c.text), final=lambda c: evaluate(c.text, final=True))
 
 
 def run_one(entry, root: Path, backend: str, rounds: int, tune: int, seconds: float) -> dict:
@@ -181,11 +189,12 @@ def run_one(entry, root: Path, backend: str, rounds: int, tune: int, seconds: fl
     m = source.parse(text)
     sp = spec_mod.load(m.kernel(entry.kernel), m)
     say = lambda p: print(f"  [{entry.kernel}] {p.message}", file=sys.stderr)  # noqa: E731
-    r = optimize(text, str(path), entry.kernel, evaluator(str(path), entry.kernel, sp, backend, text, True),
+    r = optimize(text, str(path), entry.kernel, on_candidates(evaluator(str(path), entry.kernel, sp, backend, text, True)),
                  rounds=rounds, spec=sp, progress=say, limits=Limits(max_seconds=seconds, tune_points=tune))
-    # The final best passes the full gate again; where it does not (the quick gate ran fewer cases),
-    # the best earlier version that does is the result, and the table says so.
-    full = evaluator(str(path), entry.kernel, sp, backend, text, False)
+    # The final best passes the full gate again, on its whole file; where it does not (the quick
+    # gate ran fewer cases), the best earlier version that does is the result, and the table says so.
+    full_gate = evaluator(str(path), entry.kernel, sp, backend, text, False)
+    full = lambda cand: full_gate(cand, final=True)  # noqa: E731
     best, best_eval, fell_back, kept = r.best, r.best_eval, "", len(r.rounds)
     final = full(best) if r.improved else r.baseline
     if r.improved and not final.passed:

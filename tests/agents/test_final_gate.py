@@ -77,6 +77,27 @@ def test_without_a_final_verdict_nothing_the_search_judged_is_adopted():
     assert "no final verdict on the whole file" in (r.error or ""), r.error
 
 
+def test_the_benchmarks_ask_the_final_verdict_as_astra_optimize_does():
+    """corpus_bench (and inferred_vs_hand through it) gives the loop the whole file's verdict: without
+    it a GPU run adopted nothing and even the original 'did not pass the gate' (the H100, 2026-11-28)."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import corpus_bench
+    text, path, kernel = example("silu_and_mul")
+    asked: list[bool] = []
+
+    def evaluate(candidate_text: str, final: bool = False) -> Evaluation:
+        asked.append(final)
+        return _passed(100.0 if final or candidate_text == text else 80.0, "" if final else SEARCH)
+    sp = launch_change.spec_in(source.parse(text), kernel)
+    with tempfile.TemporaryDirectory() as runs:
+        r = agents.optimize(Candidate.of(text, kernel), path, kernel, corpus_bench.on_candidates(evaluate),
+                            rounds=2, spec=sp, gpu="stand-in", runs_dir=runs)
+    assert True in asked and r.error is None, r.error
+    assert r.baseline.search_cut == "" and r.baseline.passed
+
+
 needs_tools = pytest.mark.skipif(shutil.which("nvcc") is None or shutil.which("g++") is None
                                  or static.available() is None, reason="needs nvcc, NVRTC and g++")
 
