@@ -92,7 +92,7 @@ def run_one(file: str, kernel: str, backend, rounds: int, quick: bool, in_proces
         r = api.optimize(api.snapshot(text, path), kernel, rounds=rounds, llm=None, backend=backend.name, progress=say,
                          quick=quick, tune=tune, seconds=seconds)
         job = jobs.EvaluateJob(backend.name, path, kernel, sp, text, kernel, arch="sm_90", quick=False)
-        full = lambda t: worker.run(dataclasses.replace(job, text=t),  # noqa: E731
+        full = lambda t: worker.run(dataclasses.replace(job, text=t, final=True),  # noqa: E731 (the whole file's verdict)
                                     timeout=api.CHECK_TIMEOUT + api.PROFILE_TIMEOUT)
     wall = time.time() - t0
     evals = [x.evaluation for x in r.rounds if x.evaluation is not None and x.evaluation.seconds > 0]
