@@ -15,7 +15,7 @@ class GpuBuffer(Buffer):
     """A device array. Types CuPy cannot hold (bfloat16) live as unsigned integers of the same
     width; `dtype` and `shape` are the logical ones."""
 
-    def __init__(self, array, dtype: np.dtype, shape: tuple[int, ...], raw=None, pattern=None):
+    def __init__(self, array: Any, dtype: np.dtype, shape: tuple[int, ...], raw: Any = None, pattern: Any = None):
         self.array, self.raw = array, raw   # raw: the allocation with the guard after the array (upload)
         self.pattern = pattern              # the guard's bytes (on the device), for the check after a launch
         self.dtype = np.dtype(dtype)
@@ -23,7 +23,7 @@ class GpuBuffer(Buffer):
         self.nbytes = int(array.nbytes)
 
 
-def storage_dtype(cp, dt: np.dtype) -> np.dtype:
+def storage_dtype(cp: Any, dt: np.dtype) -> np.dtype:
     try:
         cp.dtype(dt)
         if dt.kind in "biufc":

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 Path = tuple[str, ...]
 
@@ -63,7 +64,7 @@ class _Walk:
         at = self.skip(cursor)
         return at if self.text.startswith(piece.strip(), at) else -1
 
-    def body(self, items: list, cursor: int, path: Path) -> int:
+    def body(self, items: list[Any], cursor: int, path: Path) -> int:
         from tomlkit import items as ti
         for key, item in items:
             if cursor < 0:
@@ -78,7 +79,7 @@ class _Walk:
                 cursor = self.pair(key, item, cursor, path)
         return cursor
 
-    def table(self, key, table, cursor: int, path: Path) -> int:
+    def table(self, key: Any, table: Any, cursor: int, path: Path) -> int:   # tomlkit's Key and Table
         name = key.as_string().strip()
         sub = (*path, key.key)
         if table.is_super_table():   # [args.out] makes an implicit [args]; so does a dotted key `p.out = …`
@@ -95,7 +96,7 @@ class _Walk:
         self.places[sub] = Place(self.span(m.start(), m.end()), None)
         return self.body(table.value.body, m.end(), sub)
 
-    def pair(self, key, item, cursor: int, path: Path) -> int:
+    def pair(self, key: Any, item: Any, cursor: int, path: Path) -> int:
         from tomlkit import items as ti
         name = key.as_string().strip()
         at = self.find(name, cursor)

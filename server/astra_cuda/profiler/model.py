@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .results import Timing, fmt_bw, fmt_us
 
@@ -29,7 +29,7 @@ NOMINAL_RIDGE = 20.0
 
 
 def theoretical_occupancy(threads_per_block: int, registers: int | None, smem_per_block: int,
-                          limits: dict | None = None) -> dict:
+                          limits: dict[str, int] | None = None) -> dict[str, Any]:
     """Resident blocks per SM and the warp occupancy they give (the CUDA occupancy calculator's
     rules: registers allocated per warp in units of 256, shared memory plus 1 KiB reserved per
     block)."""
@@ -184,7 +184,7 @@ def implausible(median_us: float, speedup: float | None, nbytes: int, ceiling: f
                        f"the roofline floor of {fmt_us(floor)} for the spec's {nbytes / 1e6:.1f} MB): no floor "
                        f"explains a gain beyond {BIG_SPEEDUP:g}× — flagged for audit, not accepted silently")
         return out
-    if floor is not None and median_us < FLOOR_MARGIN * floor:
+    if floor is not None and ceiling and median_us < FLOOR_MARGIN * floor:
         out.append(f"{fmt_us(median_us)} is below the roofline floor of {fmt_us(floor)} for the "
                    f"{nbytes / 1e6:.1f} MB the kernel must move (the spec's arrays; of a table read through "
                    f"indices, the rows they reach) at the measured copy ceiling "

@@ -1,6 +1,8 @@
 """Offline coder: deterministic source-to-source transformations on the tree-sitter tree."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .base import Context, Rewrite, Transform
 from .batch_loads import BatchLoads
 from .block_atomic import BlockAtomic
@@ -18,11 +20,14 @@ from .unroll import Unroll, UnrollVectorLoop
 from .vectorize import Vectorize
 from .warp_reduce import WarpReduce
 
+if TYPE_CHECKING:
+    from ...model.spec import Spec
+
 TRANSFORMS: dict[str, Transform] = {t.name: t for t in (
     BlockAtomic(), Privatize(), Transpose(), PackRows(), Rows(), Coarsen(), LaunchShape(), UnitStride(), Hoist(), Vectorize(16), Vectorize(8), Vectorize(4), WarpReduce(), FastMath(), UnrollVectorLoop(), BatchLoads(), RestrictLdg(), Unroll())}
 
 
-def context_from_spec(kernel: str, spec, headers: tuple[str, ...] = ()) -> Context:
+def context_from_spec(kernel: str, spec: Spec | None, headers: tuple[str, ...] = ()) -> Context:
     """Hints from the spec: the launch at the largest bench case (threads along x are the stride
     of block-stride loops), each integer scalar's value there, the buffers' element sizes, the
     scalars' expressions and the template arguments (None-safe: no spec, no hints); `headers`:
@@ -48,7 +53,7 @@ def context_from_spec(kernel: str, spec, headers: tuple[str, ...] = ()) -> Conte
         return Context(kernel, template_args=targs, arg_bytes=arg_bytes, scalar_exprs=scalars, headers=headers)
 
 
-def context_from_text(kernel: str, text: str, fallback_spec=None, headers: tuple[str, ...] = ()) -> Context:
+def context_from_text(kernel: str, text: str, fallback_spec: Spec | None = None, headers: tuple[str, ...] = ()) -> Context:
     """The hints for a version of the file: its own spec (a rewrite may have changed the launch)."""
     from ...model import source
     from ...model.launch_change import spec_in

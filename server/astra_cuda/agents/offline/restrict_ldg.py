@@ -7,6 +7,8 @@ adding `__restrict__` would be a promise about the callers that Astra cannot che
 without it are vectorized behind a runtime overlap check instead (vectorize.py)."""
 from __future__ import annotations
 
+from typing import Any
+
 from . import base
 from .base import Context, Edit, Rewrite, body, pointer_params, written_pointers
 from .tree import apply_edits, is_lvalue, txt, walk
@@ -21,7 +23,7 @@ class RestrictLdg(base.Transform):
     note = "__ldg: read-only inputs (const __restrict__) load through the read-only cache"
     expected = "loads through the read-only data path the parameters' `const __restrict__` already allows"
 
-    def rewrite(self, text: str, ctx: Context, sc: base.Scope, params: dict) -> Rewrite | None:
+    def rewrite(self, text: str, ctx: Context, sc: base.Scope, params: dict[str, Any]) -> Rewrite | None:
         fn = sc.kernel
         ptrs = pointer_params(fn)
         written = written_pointers(fn, set(ptrs))

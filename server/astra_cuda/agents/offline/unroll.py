@@ -1,6 +1,8 @@
 """`#pragma unroll` for loops with a fixed trip count (literal or macro bounds, constant step)."""
 from __future__ import annotations
 
+from typing import Any
+
 from tree_sitter import Node
 
 from . import base
@@ -56,7 +58,7 @@ class Unroll(base.Transform):
     note = "unrolled fixed-trip loops: no loop overhead, more independent work"
     expected = "removes loop overhead and exposes independent work to the scheduler"
 
-    def rewrite(self, text: str, ctx: Context, sc: base.Scope, params: dict) -> Rewrite | None:
+    def rewrite(self, text: str, ctx: Context, sc: base.Scope, params: dict[str, Any]) -> Rewrite | None:
         macros = macro_constants(sc.root)
         data = text.encode("utf-8")
         edits = []
@@ -82,7 +84,7 @@ class UnrollVectorLoop(base.Transform):
     note = "two vector steps in flight per thread, to hide memory latency in long rows"
     expected = "more independent 16-byte loads in flight per thread: hides memory latency in long rows"
 
-    def rewrite(self, text: str, ctx: Context, sc: base.Scope, params: dict) -> Rewrite | None:
+    def rewrite(self, text: str, ctx: Context, sc: base.Scope, params: dict[str, Any]) -> Rewrite | None:
         data = text.encode("utf-8")
         edits = []
         for loop in (n for n in walk(body(sc.kernel)) if n.type == "for_statement"):
