@@ -19,6 +19,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 FORMAT = 1
 MAX_BYTES = 256 * 1024      # a tuning file is a few hundred bytes; anything larger is not ours
@@ -28,7 +29,7 @@ MAX_STEPS = 32
 @dataclass(frozen=True)
 class Remembered:
     gpu: str                        # the GPU model that timed it
-    chain: list[tuple[str, dict]]   # [(idea, params)] from the original to the best ([]: nothing helped)
+    chain: list[tuple[str, dict[str, Any]]]   # [(idea, params)] from the original to the best ([]: nothing helped)
     speedup: float                  # geomean over the bench sizes, then
     run_id: str
     saved: float                    # epoch seconds
@@ -46,7 +47,7 @@ class Memory:
     folder: Path
     kernel: str
     content: str                    # the kernel's text and spec comment
-    sizes: list[dict]               # the sizes candidates are timed at (the ladder, or the bench sizes)
+    sizes: list[dict[str, int]]               # the sizes candidates are timed at (the ladder, or the bench sizes)
     gpu: str
     fresh: bool = False             # search anyway (the result is kept all the same)
 
@@ -56,7 +57,7 @@ class Memory:
         name = "".join(c if c.isalnum() or c == "_" else "_" for c in self.kernel)[:64]
         return self.folder / f"{name}-{digest[:16]}.json"
 
-    def _read(self) -> tuple[dict, str]:
+    def _read(self) -> tuple[dict[str, Any], str]:
         """(the file's entries by GPU model, a problem reading it)."""
         p = self.file
         try:
@@ -92,7 +93,7 @@ class Memory:
                           f"(another GPU model times differently): searching afresh")
         return None, ""
 
-    def keep(self, chain: list[tuple[str, dict]], speedup: float, run_id: str) -> None:
+    def keep(self, chain: list[tuple[str, dict[str, Any]]], speedup: float, run_id: str) -> None:
         """Remember this run's result for this GPU model (other models' entries stay)."""
         from .. import workspace
         gpus, _ = self._read()
@@ -111,7 +112,7 @@ def _entry(e: object, gpu: str) -> Remembered | None:
     chain, speedup = e.get("chain"), e.get("speedup")
     if not isinstance(chain, list) or len(chain) > MAX_STEPS or not isinstance(speedup, (int, float)):
         return None
-    steps: list[tuple[str, dict]] = []
+    steps: list[tuple[str, dict[str, Any]]] = []
     for step in chain:
         if not (isinstance(step, list) and len(step) == 2 and step[0] in TRANSFORMS and isinstance(step[1], dict)
                 and all(isinstance(k, str) and (v is None or isinstance(v, (int, float, str, bool)))

@@ -8,6 +8,11 @@ and line are grouped, with the number of cases and the first one's inputs and se
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..diagnostics import Diagnostic
+    from ..gate.verdict import Failure, Verdict
 
 
 @dataclass(frozen=True)
@@ -37,12 +42,12 @@ class Finding:
         return f"{path}:{self.line + 1}:{self.col + 1}: {severity}: {self.message} [{self.rule}]"
 
 
-def from_diagnostic(d) -> Finding:
+def from_diagnostic(d: Diagnostic) -> Finding:
     """A `diagnostics.Diagnostic` as a finding."""
     return Finding(d.code or "compile", d.severity, d.message, d.line, d.col, d.end_line, d.end_col)
 
 
-def from_verdict(v, at: tuple[int, int], replay: str = "") -> list[Finding]:
+def from_verdict(v: Verdict, at: tuple[int, int], replay: str = "") -> list[Finding]:
     """A failed verdict's defects: its failures grouped by check, output and line (at that line
     when known, else `at`, the kernel's name). `replay` is the command that reruns it; the seed
     is appended."""
@@ -54,7 +59,7 @@ def from_verdict(v, at: tuple[int, int], replay: str = "") -> list[Finding]:
     if not v.failures:
         return [Finding("check", level, f"{v.summary}{seed}", at[0], at[1], kernel=v.kernel, seed=v.nonce or None,
                         key=v.status)]
-    groups: dict[tuple, list] = {}
+    groups: dict[tuple[str, str | None, int | None], list[Failure]] = {}
     for f in v.failures:
         groups.setdefault((f.check, f.output, f.line), []).append(f)
     out = []

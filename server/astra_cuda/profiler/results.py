@@ -77,7 +77,7 @@ class SizeProfile:
     outputs_checked: str = ""             # what the checks of the timed launches compared
     output_failures: list[str] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)  # prepare / launches / expect / checks
-    stats: dict[str, dict] = field(default_factory=dict)     # per kernel: the time statistics judged
+    stats: dict[str, dict[str, Any]] = field(default_factory=dict)     # per kernel: the time statistics judged
     role: str = ""                        # on the size ladder: 'decode' | 'bench' | 'prefill' ('' before it)
 
 
@@ -209,7 +209,7 @@ class Profile:
             lines.append(f"- Nsight Compute report: {md(self.ncu_report_path)} (open it with `ncu-ui`)")
         return "\n".join(lines)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d.pop("ncu_report", None)   # kept as a file (ncu_report_path), never inlined
         d["hot_lines"] = [list(h) for h in self.hot_lines]
@@ -218,9 +218,8 @@ class Profile:
         return d
 
     @classmethod
-    def from_json(cls, d: dict | str) -> "Profile":
-        if isinstance(d, str):
-            d = json.loads(d)
+    def from_json(cls, data: dict[str, Any] | str) -> "Profile":
+        d: dict[str, Any] = json.loads(data) if isinstance(data, str) else data
         d = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
         sizes = []
         for s in d.get("sizes", []):
