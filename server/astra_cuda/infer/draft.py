@@ -14,7 +14,7 @@ from .hostexprs import function_macros, raising_macros
 from .launch_callers import pick_site, program_inits, zero_at_every_call
 from .launch_locals import dim3_fields, host_locals, launch_byte
 from .launches import SHARED_PER_THREAD, grid_guess, launch_of
-from . import class_numbers, data_positions, guards, lengths, masks, range_chains, scales, structs
+from . import class_numbers, data_positions, distinct_indices, guards, lengths, masks, range_chains, scales, structs
 from .program import Program
 from .roles import DIFFERENCES, body_divisions, infer_shapes, is_stride, only_in_dead_branches, size_pairs
 from .shape_fits import TABLE
@@ -69,8 +69,7 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
     """`tables`: parameters that are one entry of a table of pointers (`structs`) -> the grid
     dimension counting the entries, which becomes their buffer's first dimension. `opaque`: a struct's
     fields of a class of their own (`structs.Flat.opaque`), which the spec leaves zero."""
-    decide = decide or {}
-    tables = tables or {}
+    decide, tables = decide or {}, tables or {}
     notes: list[str] = []
     errors: list[str] = []
     program = Program(model, path, context)
@@ -217,8 +216,7 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
         size_names.remove(n)
         notes.append(f"`{n}` taken equal to `{size}`: the kernel tests `{n} == {size}` (line {line}), the value "
                      f"that makes its layout contiguous there — CHECK the layout the program uses")
-    if not size_names:
-        size_names = ["n"]
+    size_names = size_names or ["n"]
     guessed_grid = grid is None or any("is a block count the caller computes" in n for n in notes)
     grid, grid_sizes = grid_guess(kernel, size_names, notes) if grid is None else (grid, [])   # blockIdx.y: a size
     if block is None:
@@ -313,9 +311,10 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
                      f"permutation of its {count} elements, the output that many rows — CHECK")
     if found is not None and found.uses_table and TABLE not in size_names:
         size_names.append(TABLE)
+    distinct, apart = distinct_indices.drawn(found.shapes, found.distinct, found.equal, scatter and scatter[0],
+                                             notes) if found is not None else ({}, [])   # copies within a buffer
     require = launch_requirements(grid, block, found, size_names, kernel, known_values)
-    if scatter is not None and slot_blocks:
-        require += [r for r in scatter_require if r not in require]
+    require += [r for r in (scatter_require if scatter is not None and slot_blocks else []) + apart if r not in require]
     for r in whole_groups(kernel, size_names, derived, grid, block, helpers):
         if r not in require:
             require.append(r)
@@ -444,6 +443,8 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
                              f"drawn like the data it left an output constant — CHECK the values the program passes")
             if scatter is not None and p.name == scatter[0]:
                 init = f', init = "permutation({slots})"' if slot_blocks else ', init = "permutation"'
+            elif p.name in distinct:   # sources and destinations of one buffer's copies, all different
+                init = distinct[p.name]
             elif not role and p.name in longest:   # lengths (`seq_lens`), not indices
                 init = lengths.length_init(p.name, longest, notes)
             # indices within a row are integers the kernel reads (a flag or an output holds none)

@@ -17,6 +17,7 @@ from ..model import access, accessors, exprs
 from ..model.source import Kernel
 from ..model.syntax import walk
 from . import masks, stride_units
+from .distinct_indices import copies_within
 from .groups import partial_groups
 from .size_bounds import largest_covered
 from .vector_strides import vector_strides
@@ -110,6 +111,7 @@ class InferredShapes:
     groups: dict[str, int] = field(default_factory=dict)   # size -> the group its elements are paired in (`groups`)
     bounds: dict[str, int] = field(default_factory=dict)   # size -> the most of it the instance covers (`size_bounds`)
     vector_strides: dict[str, int] = field(default_factory=dict)   # stride -> the vector width it keeps aligned
+    distinct: set[str] = field(default_factory=set)   # index arrays drawn distinct: they copy within a buffer
 
 
 _STRIDE_PROBE = 100003   # a stride set far from every probe size: what it moves depends on it
@@ -544,11 +546,15 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
             return again
     tables = {n for n, u in last.items() if u.table_loads} if uses_table or TABLE in equal else set()
     indexes: dict[str, set[str]] = {}
-    for p in sorted(tables) if len(tables) > 1 else ():
+    distinct: set[str] = set()   # index arrays copying within one buffer (`distinct_indices`)
+    for p in sorted(tables):
+        alone = at(samples[-1][0], fixed, int_params - {p})
+        distinct |= {p} if copies_within(last, alone.uses if alone is not None else None, p) else set()
+        if len(tables) == 1:
+            continue
         # an integer input whose values index nothing (GPTQ's packed weights beside its permutation
         # `b_q_perm`; FlashInfer rotary's `offsets`, a position): every other reach the same with its
         # loads unknown — not drawn as indices
-        alone = at(samples[-1][0], fixed, int_params - {p})
         moves = {q for q, u in last.items() if q != p and (alone.uses[q].hi, alone.uses[q].unknown) != (u.hi, u.unknown)}\
             if alone is not None else None
         indexes.update({p: moves} if moves else {})
@@ -579,5 +585,5 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
                    {n: set(u.congruent) for n, u in last.items() if u.congruent},
                    {n for n, u in last.items() if u.same_start}, windows, indexes, past_tiles,
                    partial_groups(samples, shapes, free, {**(derived or {}), **fixed}, at_fixed),   # pairs by residue
-                   vector_strides=strides_kept)
+                   vector_strides=strides_kept, distinct=distinct & tables)
 

@@ -27,6 +27,8 @@ class ExpressionWalk:
             self.vector_bases.append(p.base)
         if index.hi is None or p.offset.hi is None:
             use.reach(None)
+            use.stored_unknown |= write and not read
+            use.loaded_unknown |= read and not write
         else:
             use.reach(p.offset.hi + (index.hi + 1) * p.scale * width - 1)
 

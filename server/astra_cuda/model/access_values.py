@@ -89,6 +89,9 @@ class Use:
     congruent: set[str] = field(default_factory=set)
     same_start: bool = False
     casts: set[str] = field(default_factory=set)   # types it is cast to (`(float*)x` of a void* buffer), as spelled where unknown
+    # a plain store (no read in the same access: no atomic, no `+=`), or a plain load, that could not be bounded
+    stored_unknown: bool = False
+    loaded_unknown: bool = False
 
     def reach(self, hi: int | None) -> None:
         if hi is None:
