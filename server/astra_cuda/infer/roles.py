@@ -566,7 +566,9 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
         bounds = largest_covered(samples, moving, bad, lambda n, b: (capped.clear(), capped.update({n: b}), solve(equal))[2],
                                  lambda tried: shapes_at(tried, fitted), at)
         again = infer_shapes(**{**given, "caps": bounds}) if bounds else None   # every fallback under the bound
-        if again is not None and all(p in again.shapes for p in bad):
+        # a bound that leaves a pointer one fixed extent (no size in its shape: one element read at the
+        # start of the only block left) says nothing of how far it reaches: no bound then
+        if again is not None and all(p in again.shapes and any(exprs.names(d) for d in again.shapes[p]) for p in bad):
             again.bounds = bounds
             return again
     vectors = {n: u.packet for n, u in last.items() if u.packet > 1}
