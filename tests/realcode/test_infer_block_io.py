@@ -156,3 +156,43 @@ def test_a_count_chosen_as_the_smaller_of_two_bounds_reaches_the_smaller():
         kernel = source.parse(text.replace("COUNT", count)).kernel("k")
         facts = access.analyse(kernel, {"n": 1000}, (4, 1, 1), (64, 1, 1), {"g": 4}, set(), 100, {})
         assert facts.uses["g"].hi == last, count
+
+
+PACK = ("#include <cstdint>\n#include <cub/cub.cuh>\n"
+        "__global__ void pack(bool* in, uint8_t* out, int64_t n) {\n"
+        "  int64_t first = (int64_t)blockIdx.x * blockDim.x * 4;\n  bool v[4];\n"
+        "  typedef cub::BlockLoad<bool, 128, 4, cub::BLOCK_LOAD_DIRECT> L;\n"
+        "  __shared__ typename L::TempStorage t;\n"
+        "  int left = (n - first > INT32_MAX) ? INT32_MAX : n - first;\n"
+        "  L(t).Load(in + first, v, left, 0);\n"
+        "  if (first + threadIdx.x * 4 < n) out[first / 4 + threadIdx.x] = v[0] | v[1] << 1 | v[2] << 2 | v[3] << 3;\n}\n"
+        "void run(bool* i, uint8_t* o, int64_t n) { pack<<<(n + 511) / 512, 128>>>(i, o, n); }\n")
+
+
+def test_a_count_capped_by_a_limit_the_walk_cannot_read_still_reaches_the_end(project):
+    """FlashInfer's PackBits spells its count `n - first > INT32_MAX ? INT32_MAX : n - first`, a min one
+    side of which is no number to the walk: the other bounds it, so the load reads in[0 .. n) — it was
+    the first element of each block, and a size bound `n <= 512` made `in` one byte (0 MiB benched)."""
+    s, p = infer(project, "pack.cu", PACK, "pack")
+    assert s.args["in"].shape == ("n",) and not any("<=" in r for r in s.require), p.comment
+    assert not any("`in`" in n and "CHECK" in n for n in p.notes), p.notes
+
+
+def test_a_block_load_without_a_bounded_count_reaches_its_whole_tile():
+    """`L(t).Load(p + i, v)` of CUB's BlockLoad<T, 64, 8>: 512 elements from p + i, every block's;
+    with a count no polynomial bounds (read from memory) no further than that either — one element
+    at the tile's start before. A class that is not CUB's, or a tile of unknown width, is not read so."""
+    from astra_cuda.model import access, source
+    text = ("#include <cub/cub.cuh>\n"
+            "template <int THREADS>\n__global__ void k(const float* g, const int* lens, float* out) {\n"
+            "  float v[8];\n  typedef LOADER L;\n  __shared__ typename L::TempStorage t;\n"
+            "  L(t).Load(g + blockIdx.x * 512, v COUNT);\n  out[blockIdx.x * 64 + threadIdx.x] = v[0];\n}\n")
+    for loader, count, last in (("cub::BlockLoad<float, THREADS, 8>", "", 4 * 512 - 1),
+                                ("cub::BlockLoad<float, 64, 8, cub::BLOCK_LOAD_DIRECT>", ", lens[blockIdx.x]", 4 * 512 - 1),
+                                ("cub::BlockLoad<float, 32, 8, cub::BLOCK_LOAD_DIRECT, 2>", "", 4 * 512 - 1),
+                                ("cub::BlockLoad<float, 64, 8>", ", 100", 3 * 512 + 99),
+                                ("Loader<float, 64, 8>", "", 3 * 512)):
+        kernel = source.parse(text.replace("LOADER", loader).replace("COUNT", count)).kernel("k")
+        facts = access.analyse(kernel, {}, (4, 1, 1), (64, 1, 1), {"g": 4, "lens": 4, "out": 4}, {"lens"}, 100,
+                               {"THREADS": 64})
+        assert facts.uses["g"].hi == last, (loader, count)

@@ -16,6 +16,7 @@ from .access_nodes import (arity, assigned_only, call_operator, functional_cast,
 from .access_values import (ACCESSORS, EMPTY, Iv, MAX_HELPER_DEPTH, Poly, Ptr, UNKNOWN, VECTOR_METHODS, View,
     iv_add, join_values, poly_add)
 from .compiled_branches import truth_of
+from .template_list import split_template_args
 
 
 class CallWalk:
@@ -429,14 +430,23 @@ class CallWalk:
                     use.written |= not self.const.get(v.base, False)
                     use.reach(None)
             return None
-        if not evaluate_only and method in ("Load", "Store") and len(args) >= 3 and isinstance(vals[0], Ptr):
-            span = self._valid_items_span(args[0], args[2])
-            if span is not None and span.hi is not None and vals[0].offset.hi is not None:
+        if not evaluate_only and method in ("Load", "Store") and len(args) >= 2 and isinstance(vals[0], Ptr):
+            store, p = method == "Store", vals[0]
+            span = self._valid_items_span(args[0], args[2]) if len(args) >= 3 else None
+            tile = self._block_tile(fn)
+            if span is not None and span.hi is not None and p.offset.hi is not None:
                 # CUB's block load/store of `valid_items`: that many from the pointer, where the count
                 # cancels the address (`min(TILE, n - i)`), and past where it points where the loop's
-                # bound on `i` is a tile's start (a loop of one trip per block); else where it points
-                store = method == "Store"
-                self.access(Ptr(vals[0].base, span, 1), Iv.point(0), write=store, read=not store)
+                # bound on `i` is a tile's start (a loop of one trip per block); never past the tile
+                if tile is not None and p.scale == 1:
+                    span = Iv(span.lo, min(span.hi, p.offset.hi + tile - 1))
+                self.access(Ptr(p.base, span, 1), Iv.point(0), write=store, read=not store)
+                return None
+            if tile is not None:
+                # no count, or one no polynomial bounds: the whole tile of THREADS * ITEMS from the
+                # pointer, the most it reaches (FlashInfer's PackBits: one element before, the reads
+                # of every block but the first unseen)
+                self.access(p, Iv(0, tile - 1), write=store, read=not store)
                 return None
         if not evaluate_only:
             wide = "128" in short or short.startswith(("load_vec", "store_vec"))
@@ -475,6 +485,29 @@ class CallWalk:
                 width = max(1, nbytes // max(1, self.elem_bytes.get(p.base, nbytes) * p.scale))
                 self.access(p, Iv.point(0), write=store, read=not store, width=width)
         return True
+
+    def _block_tile(self, fn: Node) -> int | None:
+        """The elements a CUB block load or store moves at most, THREADS * ITEMS (times BLOCK_DIM_Y and
+        _Z where given) of its class's arguments (`cub::BlockLoad<bool, 256, 8, …>`), the class named
+        where the object is made (`L(tmp).Load(…)`, `L` through the body's aliases); None where the
+        class is not CUB's or an argument is no number here."""
+        obj = unparen(fn.child_by_field_name("argument"))
+        made = obj.child_by_field_name("function") if obj is not None and obj.type == "call_expression" else None
+        text = through_aliases(self.aliases, made.text.decode()) if made is not None else ""
+        name, _, rest = text.partition("<")
+        if name.split("::")[-1].strip() not in ("BlockLoad", "BlockStore") or not rest.endswith(">"):
+            return None
+        targs = split_template_args("<" + rest)
+        if len(targs) < 3:
+            return None
+        tile = 1
+        for a in [targs[1], targs[2], *targs[4:6]]:   # <T, THREADS, ITEMS, ALGORITHM, BLOCK_DIM_Y, BLOCK_DIM_Z>
+            node = source.parse_expression(a)
+            v = self.expr(node, evaluate_only=True) if node is not None else None
+            if not isinstance(v, Iv) or v.lo is None or v.lo != v.hi or v.lo < 1:
+                return None
+            tile *= v.lo
+        return tile
 
     def _valid_items_span(self, address: Node, valid: Node) -> Iv | None:
         """The elements a CUB block load or store (`BlockStore<T, THREADS, N>(tmp).Store(&out[i], vals,
@@ -523,7 +556,9 @@ class CallWalk:
             return None if not bounds or None in bounds else max(b for b in bounds if b is not None)
         if count.type == "conditional_expression":   # a min (`n - i >= T ? T : n - i`): its smaller side, else the larger
             sides = [self._count_bound(start, count.child_by_field_name(f), depth + 1) for f in ("consequence", "alternative")]
-            return None if None in sides else (min if self._picks_smaller(count) else max)(b for b in sides if b is not None)
+            if self._picks_smaller(count):   # a min: a side known bounds it (`… > INT32_MAX ? INT32_MAX : n - i`)
+                return min((b for b in sides if b is not None), default=None)
+            return None if None in sides else max(b for b in sides if b is not None)
         fn = count.child_by_field_name("function") if count.type == "call_expression" else None
         if fn is not None and fn.text.decode().split("::")[-1] in ("min", "umin"):
             sides = [self._count_bound(start, c, depth + 1)
