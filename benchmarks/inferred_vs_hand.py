@@ -73,6 +73,14 @@ def main(argv=None) -> int:
     wanted = [k for k in args.kernels.split(",") if k]
     todo = [(f, k) for f, k in EXAMPLES if not wanted or k in wanted]
     rows, t0 = [], time.time()
+
+    def save(rows: list, complete: bool) -> str:
+        device = "cpu (correctness only)" if backend == "cpu" else "gpu"
+        out = {"backend": backend, "device": device, "rounds": args.rounds, "tune": args.tune, "seconds": args.seconds,
+               "within": WITHIN, "kernels": rows, "complete": complete, "wall_s": round(time.time() - t0, 1)}
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(out, indent=2))
+        return device
     work = Path(tempfile.mkdtemp(prefix="astra-inferred-vs-hand-"))
     try:
         for file, kernel in todo:
@@ -104,13 +112,10 @@ def main(argv=None) -> int:
             row["within"] = row["ratio"] is not None and abs(row["ratio"] - 1) <= WITHIN
             rows.append(row)
             print(f"{kernel}: hand {h or '–'}  inferred {i or '–'}  ratio {row['ratio'] or '–'}", file=sys.stderr)
+            save(rows, False)   # each kernel's row as soon as it is measured: a step cut short keeps them
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    device = "cpu (correctness only)" if backend == "cpu" else "gpu"
-    out = {"backend": backend, "device": device, "rounds": args.rounds, "tune": args.tune,
-           "seconds": args.seconds, "within": WITHIN, "kernels": rows, "wall_s": round(time.time() - t0, 1)}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=2))
+    device = save(rows, True)
     print("| kernel | hand speedup | inferred speedup | ratio | hand bench | inferred bench |")
     print("|---|---:|---:|---:|---|---|")
     for r in rows:
