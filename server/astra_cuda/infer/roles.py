@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from ..model import access, accessors, exprs
 from ..model.source import Kernel
 from ..model.syntax import walk
-from . import masks, stride_units
+from . import guards, masks, stride_units
 from .distinct_indices import copies_within
 from .groups import partial_groups
 from .size_bounds import largest_covered
@@ -221,6 +221,9 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
     differences = size_pairs(grid + block, names, DIFFERENCES)
 
     whole: dict[str, int] = {}   # size -> the step it is probed a multiple of
+    # ids the kernel returns on at a size and above (`if (id >= vocab_size) return;`) reach the rows below
+    # the smaller of that size and the table: the table probed above it, or the reach is a min() no shape fits
+    served = {b for p in int_params if (b := guards.early_return_bound(kernel, p, set(size_names))) is not None}
     capped: dict[str, int] = dict(caps or {})   # size -> the largest value it is probed at (`size_bounds`)
 
     def sample(extra: dict[str, str]) -> list | None:
@@ -252,6 +255,8 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
                         sizes[n] = small[k % len(small)]
             for n, m in whole.items():   # whole steps of `m` (see `steps` below), as is every part of it a
                 sizes[n] *= m            # division by another size gives (GPTQ's groups of `size_k / groups`)
+            if any(sizes[TABLE] <= sizes.get(b, 0) for b in served):
+                sizes[TABLE] = 2 * sum(v for n, v in sizes.items() if n != TABLE) + 16
             facts = at(sizes, extra)
             if facts is None:
                 return None
