@@ -82,8 +82,12 @@ def test_the_benchmarks_ask_the_final_verdict_as_astra_optimize_does():
     it a GPU run adopted nothing and even the original 'did not pass the gate' (the H100, 2026-11-28)."""
     import sys
     from pathlib import Path
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-    import corpus_bench
+    saved = list(sys.path)   # the benchmark puts server/ first on the path: later tests must not see it
+    try:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+        import corpus_bench
+    finally:
+        sys.path[:] = saved
     text, path, kernel = example("silu_and_mul")
     asked: list[bool] = []
 
