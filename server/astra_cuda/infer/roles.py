@@ -226,6 +226,9 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
     served = {b for p in int_params if (b := guards.early_return_bound(kernel, p, set(size_names))) is not None}
     capped: dict[str, int] = dict(caps or {})   # size -> the largest value it is probed at (`size_bounds`)
 
+    def table_above(sizes: dict[str, int]) -> None:
+        sizes[TABLE] = 2 * sum(v for n, v in sizes.items() if n != TABLE) + 16
+
     def sample(extra: dict[str, str]) -> list | None:
         samples = []
         for k in range(3):
@@ -237,7 +240,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
             for hi, lo in differences:   # `(max - min) / 8` blocks: the first above the second
                 sizes[hi] += sizes[lo]
             if table_first:   # the table larger than every other size (multiplied above): what its indices reach shows
-                sizes[TABLE] = 2 * sum(v for n, v in sizes.items() if n != TABLE) + 16
+                table_above(sizes)
             for n in powers:   # a size the kernel shifts by the log2 of: the power of two at or below its probe
                 if n in sizes:
                     sizes[n] = 1 << (sizes[n].bit_length() - 1)
@@ -256,7 +259,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
             for n, m in whole.items():   # whole steps of `m` (see `steps` below), as is every part of it a
                 sizes[n] *= m            # division by another size gives (GPTQ's groups of `size_k / groups`)
             if any(sizes[TABLE] <= sizes.get(b, 0) for b in served):
-                sizes[TABLE] = 2 * sum(v for n, v in sizes.items() if n != TABLE) + 16
+                table_above(sizes)
             facts = at(sizes, extra)
             if facts is None:
                 return None
