@@ -9,7 +9,7 @@ from .situation import Situation
 
 # The offline ideas by what they change. Structure first: they choose how threads map to the data
 # (and may change the launch), and the other ideas size themselves to that.
-STRUCTURE = ["block_atomic", "privatize", "transpose", "rows", "pack_rows", "coarsen", "launch_shape"]
+STRUCTURE = ["block_atomic", "privatize", "transpose", "rows", "pack_rows", "coarsen", "launch_shape", "widen_block"]
 MEMORY = ["unit_stride", "vectorize", "vectorize64", "vectorize32", "unroll_vector", "batch_loads", "restrict_ldg"]
 INSTRUCTIONS = ["hoist", "warp_reduce", "fast_math", "unroll"]
 NEAR_CEILING = 0.90        # of the copy ceiling: moving the data cannot get much faster
@@ -38,7 +38,7 @@ def ranked_ideas(s: Situation) -> list[tuple[str, str]]:
     if prof.bottleneck == "latency" or (occ is not None and occ < LOW_OCCUPANCY):
         why = (f"latency-bound at {at}" + (f", {occ:.0%} theoretical occupancy" if occ is not None else "") +
                ": more work in flight first (launch shape, threads per row), then wider accesses")
-        order = ["block_atomic", "privatize", "transpose", "launch_shape", "rows", "pack_rows", "coarsen", "unit_stride", "vectorize", "vectorize64",
+        order = ["block_atomic", "privatize", "transpose", "launch_shape", "widen_block", "rows", "pack_rows", "coarsen", "unit_stride", "vectorize", "vectorize64",
                  "vectorize32", "batch_loads", "hoist", "warp_reduce", "fast_math", "unroll_vector", "restrict_ldg", "unroll"]
         return [(i, why) for i in order]
     why = f"memory-bound at {at}: how threads map to the data, then wider accesses, then leaner loops"

@@ -19,12 +19,13 @@ from .transpose import Transpose
 from .unroll import Unroll, UnrollVectorLoop
 from .vectorize import Vectorize
 from .warp_reduce import WarpReduce
+from .widen_block import WidenBlock
 
 if TYPE_CHECKING:
     from ...model.spec import Spec
 
 TRANSFORMS: dict[str, Transform] = {t.name: t for t in (
-    BlockAtomic(), Privatize(), Transpose(), PackRows(), Rows(), Coarsen(), LaunchShape(), UnitStride(), Hoist(), Vectorize(16), Vectorize(8), Vectorize(4), WarpReduce(), FastMath(), UnrollVectorLoop(), BatchLoads(), RestrictLdg(), Unroll())}
+    BlockAtomic(), Privatize(), Transpose(), PackRows(), Rows(), Coarsen(), LaunchShape(), WidenBlock(), UnitStride(), Hoist(), Vectorize(16), Vectorize(8), Vectorize(4), WarpReduce(), FastMath(), UnrollVectorLoop(), BatchLoads(), RestrictLdg(), Unroll())}
 
 
 def context_from_spec(kernel: str, spec: Spec | None, headers: tuple[str, ...] = ()) -> Context:
