@@ -59,6 +59,9 @@ def test_the_planner_chooses_it_for_a_latency_bound_kernel():
     (GUARD, ""),                                                                           # no guard
     ("int c = (blockIdx.x * blockDim.x + threadIdx.x) * 4;",
      "int c = cols - 4 - (blockIdx.x * blockDim.x + threadIdx.x) * 4;"),                  # falls as it grows
+    ("int c = (blockIdx.x * blockDim.x + threadIdx.x) * 4;\n  int r = blockIdx.y;",
+     "int r = blockIdx.y;\n  int c = r * cols + (blockIdx.x * blockDim.x + threadIdx.x) * 4;"),  # another axis in it
+    (GUARD, "  if (c >= *(&cols)) return;\n"),                                                     # bound through memory
     ("blockIdx.x * blockDim.x + threadIdx.x", "blockIdx.x * 32 + threadIdx.x"),            # a stale literal
     ("int r = blockIdx.y;", "int r = gridDim.x;"),                                         # the grid's x extent
     ('block = ["32"]', 'block = ["256"]'),                                                 # wide already

@@ -21,7 +21,11 @@ Recognised where the kernel's result cannot depend on how threads group into blo
 The new launch has up to 255 threads more than the old one, all with f above every old thread's;
 as with coarsen.py's grid-stride loops, the guard's bound is taken as the extent of the work (a
 launch that covers the guard's range, as every spec'd launch is checked to do: each output
-written), so those threads have `v >= BOUND` and return before touching memory.
+written), so those threads have `v >= BOUND` and return before touching memory. The guard's
+value and bound may read parameters and constants only, never a local: a local may hold another
+axis's index (`r * W + f`), which would let an extra thread pass the guard with the next row's
+work. (The extra threads' value is at most 255 x k past the old launch's last: an index that
+overflows there already overflows in the original at any wider launch of the same kernel.)
 """
 from __future__ import annotations
 
@@ -33,7 +37,7 @@ from .base import Context, Rewrite, body
 from .coarsen import BARRIERS, BUILTINS, STARTS
 from .loops import index_form
 from .pack_rows import UNSAFE_CALLS
-from .tree import assigned_names, callee, calls, function_name, functions, is_kernel, txt, unparenthesized, walk
+from .tree import assigned_names, callee, calls, declared_names, function_name, functions, is_kernel, txt, unparenthesized, walk
 
 SMALL = 128        # blocks of fewer threads than this are widened
 TARGET = 256       # threads per block after
@@ -46,8 +50,8 @@ def _flat(n: Node) -> bool:
 
 def _invariant(n: Node, variant: set[str]) -> bool:
     return all(not (c.type == "identifier" and txt(c) in variant) and c.type not in (
-        "call_expression", "subscript_expression", "field_expression", "assignment_expression",
-        "update_expression") for c in walk(n))
+        "call_expression", "subscript_expression", "field_expression", "pointer_expression",
+        "assignment_expression", "update_expression") for c in walk(n))
 
 
 def _monotone(n: Node, variant: set[str]) -> bool:
@@ -126,11 +130,14 @@ def _qualifies(sc: base.Scope) -> bool:
     decls, guard = stmts[:k], stmts[k]
     if any(not any(d.start_byte <= fl.start_byte < d.end_byte for d in decls) for fl in flats):
         return False   # the flat index read after the guard: a thread past it might still act
-    variant = assigned_names(kernel_body)
+    # a local may hold another axis's index (`r = blockIdx.y`): `r * W + f` would let a thread past
+    # the old launch pass the guard and take the next row's work; only parameters and constants
+    # count as invariant
+    variant = assigned_names(kernel_body) | declared_names(kernel_body)
     if any(n.type in ("call_expression", "assignment_expression", "update_expression") for d in decls for n in walk(d)):
         return False
     g = _guard_var(guard, k == len(stmts) - 1)
-    if g is None or g[0] in variant or not _invariant(g[1], variant | {g[0]}):
+    if g is None or g[0] in assigned_names(kernel_body) or not _invariant(g[1], variant):
         return False
     for d in decls:
         for dc in d.children_by_field_name("declarator"):
