@@ -65,6 +65,7 @@ def test_the_planner_chooses_it_for_a_latency_bound_kernel():
     ("blockIdx.x * blockDim.x + threadIdx.x", "blockIdx.x * 32 + threadIdx.x"),            # a stale literal
     ("int r = blockIdx.y;", "int r = gridDim.x;"),                                         # the grid's x extent
     ('block = ["32"]', 'block = ["256"]'),                                                 # wide already
+    ("__global__ void pack_bytes_kernel(", "__global__ void __launch_bounds__(32) pack_bytes_kernel("),
     ("void pack_bytes(", "__global__ void pack_bytes_kernel(unsigned char* out, const double* in, int rows, "
      "int cols) {\n  out[threadIdx.x] = 0;\n}\n\nvoid pack_bytes("),                            # an overload that is not
 ])
