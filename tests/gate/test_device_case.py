@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from astra_cuda import gate
-from astra_cuda.backends import device_digest
+from astra_cuda.backends import device_digest, guard
 from astra_cuda.gate import device_case, run as gate_run, suite as suites
 from astra_cuda.model import dtypes
 from astra_cuda.model.harness import parse_init
@@ -177,3 +177,39 @@ def test_the_digest_sees_every_change_and_depends_on_its_key():
     raw = np.zeros(6, np.float16)
     raw.view(np.uint8)[4:6] = 0xA5
     assert device_digest.holds_pattern(np, raw, 2, 0xA5) and not device_digest.holds_pattern(np, raw[:2], 2, 0xA5)
+
+
+class GuardedGpu(FakeGpu):
+    """The fake GPU placing a guard after each run buffer of a device case, as the GPU backend
+    does (`Backend.guarded`, `backends/guard.py`); `raw` the whole allocation, guard included."""
+
+    def guarded(self, dtype, shape):
+        dt = np.dtype(dtype)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+        raw = np.empty(nbytes + guard.GUARD_BYTES, dtype=np.uint8)
+        guard.fill(np, raw, nbytes)
+        buf = FakeBuf(raw[:nbytes].view(dt).reshape(shape))
+        buf.raw = raw
+        return buf
+
+    def overrun(self, buf):
+        raw = getattr(buf, "raw", None)
+        return None if raw is None else guard.first_changed(np, raw, buf.nbytes)
+
+
+@pytest.mark.parametrize("which", [0, 1])   # the output; a read input's run copy
+def test_a_write_past_a_device_case_buffer_is_named(on_device, which):
+    """A candidate that writes one byte past the end of a device case's buffer (its output, or its
+    run copy of an input) fails naming that buffer, as an uploaded buffer's overrun does — the
+    write reaches the guard after it, not whatever the allocator placed next."""
+    def overruns(args, n):
+        silu(args)
+        b = args[which]
+        raw = getattr(b, "raw", b.host.reshape(-1).view(np.uint8))
+        raw[b.nbytes + 3 if raw.size > b.nbytes else 0] ^= 0x5A   # past the end where there is a past
+    ref, cand, spec = units("cand")
+    b = GuardedGpu({"// reference": lambda a, n: silu(a), "// cand": overruns})
+    v = gate.check(ref, cand, spec, b, quick=True)
+    name = ["out", "input"][which]
+    assert v.status == "failed" and v.failures[0].check == "launch", v.human()
+    assert f"`{name}`: the kernel wrote past its end" in v.failures[0].message, v.failures[0].message

@@ -271,3 +271,20 @@ def device_draws(cases):
                  for x in (got, host)]
         out.append((stats, same_digest, same_poison, str(got.dtype)))
     return out
+
+
+def device_case_check(payload):
+    """`gate.check` on the GPU with every case of the main suite drawn, run and judged on the device
+    (gate/device_case.py, its size threshold lowered in this worker only): (status, first failing
+    check, its message)."""
+    from astra_cuda import gate
+    from astra_cuda.gate import device_case
+    ref, cand, spec = payload
+    before, device_case.DEVICE_MIN_ELEMENTS = device_case.DEVICE_MIN_ELEMENTS, 1
+    try:
+        v = gate.check(ref, cand, spec, backend(), quick=True)
+    finally:
+        device_case.DEVICE_MIN_ELEMENTS = before
+    first = v.failures[0] if v.failures else None
+    return v.status, first.check if first else "", first.message if first else "", \
+        any("on the device" in n for n in v.coverage.notes)

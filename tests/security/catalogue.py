@@ -696,6 +696,14 @@ OVERRUN = [
            "pool places the next small allocation, the reference's or another argument's",
            "the check fails, naming the output; no other buffer is changed", "the guard: the buffer and its guard "
            "are one allocation, so the write reaches the guard before any other buffer"),
+    Attack("write_past_device_case_buffer", "overrun", "a candidate that writes past the end of a buffer of a "
+           "large case drawn and judged on the device (gate/device_case.py: its inputs copied on the device for "
+           "each run, its outputs poisoned there), which had no guard after it: the write landed in whatever CuPy's "
+           "pool placed next, unnamed",
+           "the check fails, naming the buffer and the element reached, in the words an uploaded buffer's overrun "
+           "gets; under compute-sanitizer (exact allocations) no guard is placed",
+           "Backend.guarded: a device case's run buffers are placed with a keyed guard in the same allocation, "
+           "checked after each launch (gate.checks.overran)"),
     Attack("draft_shape_too_small", "overrun", "an inferred draft spec whose output is half the size the kernel "
            "writes (each element two values)",
            "the draft is refused with evidence naming the buffer and the element reached", "the validator's run "

@@ -131,6 +131,29 @@ def test_under_compute_sanitizer_allocations_are_exact():
     assert y.raw is None and b.overrun(y) is None
 
 
+@pytest.mark.parametrize("exact", [False, True])
+def test_write_past_device_case_buffer(exact):
+    """A device case's run buffers (gate/device_case.py, `Backend.guarded`) on the GPU backend's
+    own code: one allocation with a keyed guard after the buffer, a write past its end named as an
+    upload's is; exact allocations (compute-sanitizer) get none. The gate's whole device path with
+    such a write: tests/gate/test_device_case.py (fake GPU), tests/gpu/test_device_guard_gpu.py."""
+    b = _gpu_backend(exact)
+    out = b.guarded(np.dtype(np.float32), (8,))
+    assert out.shape == (8,) and out.nbytes == 32
+    if exact:
+        assert out.raw is None and b.overrun(out) is None
+        return
+    up = b.upload(np.zeros(8, np.float32))
+    assert out.raw.nbytes == out.nbytes + guard.GUARD_BYTES and out.raw.ctypes.data == out.array.ctypes.data
+    assert np.all(np.asarray(out.raw[out.nbytes:]) != np.asarray(up.raw[up.nbytes:]))   # keyed as uploads are
+    checks.overran(b, {"out": out})     # intact as placed
+    _past(out, 4, np.ones(1, np.float32).tobytes())
+    with pytest.raises(LaunchError) as e:
+        checks.overran(b, {"out": out})
+    assert str(e.value).startswith("`out`: the kernel wrote past its end: element 9 of a buffer of 8 "
+                                   "(byte 4 past its end"), str(e.value)
+
+
 # the interleaving kernel writes two values per element; the draft gives `y` one per element (the
 # too-small `x_new` of TGI's column_remap under its first draft)
 INTERLEAVE = """/* @astra

@@ -246,6 +246,13 @@ class Backend(ABC):
         """Uninitialised device bytes (contents unspecified)."""
         return self.upload(np.empty(max(1, nbytes), dtype=np.uint8))
 
+    def guarded(self, dtype: np.dtype, shape: tuple[int, ...]) -> Buffer:
+        """A fresh buffer of `dtype` and `shape` (contents unspecified) with the guard `upload`
+        places after it, in the same allocation, where this backend places guards (`overrun`
+        checks it); elsewhere, and for a sanitizer's exact allocations, exactly its bytes."""
+        dt = np.dtype(dtype)
+        return self.view(self.allocate(int(np.prod(shape, dtype=np.int64)) * dt.itemsize), 0, dt, shape)
+
     def view(self, buf: Buffer, offset: int, dtype: np.dtype, shape: tuple[int, ...]) -> Buffer:
         """A buffer of `dtype` and `shape` at byte `offset` inside `buf` (sharing its memory):
         arguments placed at fresh addresses without allocating."""

@@ -311,6 +311,18 @@ class GpuBackend(DeviceArrays, Backend):
         self._uploads += 1
         return gpu_buffer.upload(self.cp, host, guard.keyed(self._guard, self._uploads))
 
+    def guarded(self, dtype: np.dtype, shape: tuple[int, ...]) -> GpuBuffer:
+        """A device case's run buffer (gate/device_case.py): its bytes and a keyed guard after
+        them in one allocation, as `upload` places them — nothing through the host."""
+        self._check_usable()
+        dt, shape = np.dtype(dtype), tuple(int(n) for n in shape)
+        if self.exact_alloc:
+            return super().guarded(dt, shape)
+        if self._guard is None:
+            self._guard = self.cp.asarray(guard.PATTERN)
+        self._uploads += 1
+        return gpu_buffer.guarded(self.cp, dt, shape, guard.keyed(self._guard, self._uploads))
+
     def overrun(self, buf: GpuBuffer) -> tuple[int, int] | None:
         return None if buf.raw is None else guard.first_changed(self.cp, buf.raw, buf.nbytes, buf.pattern)
 

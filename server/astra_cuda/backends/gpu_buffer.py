@@ -44,3 +44,13 @@ def upload(cp: Any, host: np.ndarray, pattern: Any) -> GpuBuffer:
         return GpuBuffer(cp.asarray(data), host.dtype, host.shape)
     arr, raw = guard.placed(cp, data, pattern)
     return GpuBuffer(arr, host.dtype, host.shape, raw, pattern)
+
+
+def guarded(cp: Any, dt: np.dtype, shape: tuple[int, ...], pattern: Any) -> GpuBuffer:
+    """An uninitialised buffer of `dt` and `shape` with `pattern` (on the device) as the guard
+    after it in the same allocation, as `upload` places one."""
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+    raw = cp.empty(nbytes + guard.GUARD_BYTES, dtype=cp.uint8)
+    guard.fill(cp, raw, nbytes, pattern)
+    array = raw[:nbytes].view(storage_dtype(cp, dt)).reshape(shape)
+    return GpuBuffer(array, dt, shape, raw, pattern)

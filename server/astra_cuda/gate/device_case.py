@@ -6,7 +6,8 @@ buffer was downloaded after each run to be compared on the host. Here:
 - its random inputs are drawn on the device by the backend's generator, seeded per case and
   argument, with the host draw's distributions and dtype conversions (`device_sample`); an
   input the device cannot draw (permutations, offsets, 8-bit floats, ...) is drawn on the host
-  and uploaded once. The drawn (pristine) buffers are copied on the device for each run;
+  and uploaded once. The drawn (pristine) buffers are copied on the device for each run, into buffers with a guard
+  after each (as uploads have: `backends/guard.py`), checked after every launch;
 - before any kernel runs, a keyed digest (`backends/device_digest.py`) of each pristine input is
   taken and held on the host, with a key drawn here and never given to a kernel; the reference's
   outputs get one after its run, before the candidate's launch;
@@ -30,7 +31,7 @@ import numpy as np
 from ..backends.base import Backend, Buffer, LaunchError
 from ..model.spec import ArgSpec, Spec
 from . import suite as suites
-from .checks import LAUNCH_TIMEOUT_S, POISONS, launch_args, launch_of, written
+from .checks import LAUNCH_TIMEOUT_S, POISONS, launch_args, launch_of, overran, written
 from .state import Arrays, ReferenceFailed
 from .verdict import CaseInfo
 
@@ -115,14 +116,14 @@ def draw(backend: Backend, spec: Spec, sizes: dict[str, int], distribution: str,
 def _buffers(spec: Spec, backend: Backend, sizes: dict[str, int], pristine: dict[str, Buffer],
              poison: int) -> dict[str, Buffer]:
     """One run's buffers: each read input a device copy of its pristine buffer, each output
-    poisoned — nothing through the host."""
+    poisoned — nothing through the host; each with a guard after it where the backend places
+    them (`Backend.guarded`, as its uploads have), checked after the launch (`_launch`)."""
     out: dict[str, Buffer] = {}
     for a in spec.args.values():
         if not a.pointer:
             continue
         shape = spec.shape(a.name, sizes)
-        buf = backend.view(backend.allocate(int(np.prod(shape, dtype=np.int64)) * a.dtype.itemsize), 0, a.dtype.np,
-                           shape)
+        buf = backend.guarded(a.dtype.np, shape)
         if a.output:
             backend.fill_bytes(buf, poison)
         else:
@@ -135,6 +136,7 @@ def _launch(spec: Spec, backend: Backend, kernel: Any, sizes: dict[str, int], bu
             ctypes: dict[str, Any]) -> None:
     backend.launch(kernel.module, kernel.name, launch_of(spec, sizes), launch_args(spec, bufs, sizes, ctypes),
                    timeout_s=LAUNCH_TIMEOUT_S)
+    overran(backend, bufs)   # a write past a buffer's end: a LaunchError naming it, as for uploads
 
 
 def run(g: "Judging", case: suites.Case, info: CaseInfo, poison: int) -> Arrays | None:
