@@ -8,6 +8,7 @@ import pytest
 
 from astra_cuda import profiler
 from astra_cuda.gate import checks
+from astra_cuda.profiler.timing import SETS
 
 from .fake_gpu import FakeGpu, silu, units
 
@@ -226,13 +227,11 @@ def test_a_reference_faster_once_warm_is_noted_and_cannot_flatter_the_candidate(
     """Issue 29: what the distribution rules find in the reference is not the candidate's doing (a
     histogram's atomics run faster over its own earlier outputs): a note, not a refusal, and the
     speedup is taken against the reference's fastest credible time."""
-    memo: dict[bytes, np.ndarray] = {}
-
     def warm_reference(args, n):
-        key = args[1].host.reshape(-1)[:4096].tobytes()
-        hit = key in memo
+        # cold for its first launches in the loop: its expectations (one launch per input set) are
+        # computed before the loop, so a cache keyed on the inputs' content would be warm already
+        hit = n >= 2 * SETS
         silu(args)
-        memo[key] = True
         return 15.0 if hit else 25.0
     p, _ = profile(lambda a, n: silu(a) or 20.0, reference=warm_reference)
     s = p.sizes[0]

@@ -673,8 +673,22 @@ TRUTH = [
            "were computed after the loop — except where the checks sample (it reads the positions): the reference "
            "on the spoiled sets agreed with it everywhere, a valid profile and a 5x speedup",
            "the timed outputs fail against the reference on the host's inputs; the spoiled sets are named",
-           "gate.timed.expect: the reference runs on inputs made again from the host after the loop, and the "
-           "device's sets are compared with them (TimedSet.changed)"),
+           "gate.timed: the reference's expectations computed before any launch of the loop (expect), the sets "
+           "made again from the host after it and the device's compared with them (resync, TimedSet.changed)"),
+    Attack("guessed_global_rewrites_timing_expectations", "truth", "a wrong rewrite (half the result) that, at its "
+           "first timed launch, halves the reference's `__device__` `gain` through a guessed address (the "
+           "reference's module is its own but kept per worker, one CUDA context): the reference of the timing loop "
+           "and of the expectations computed after it agreed with it — a valid profile, 5x faster",
+           "the timed outputs fail against expectations computed before any candidate launch of the job",
+           "profiler.timing: the reference's expectations computed before the loop (gate.expect(before_loop=True)), "
+           "the sets made again from the host after it (gate.resync)"),
+    Attack("guessed_pointers_rewrite_timing_expectations", "truth", "a wrong rewrite that writes its own result into "
+           "every device buffer shaped like its output during the timing loop — the expectations among them, now "
+           "that they are computed before the loop and kept on the device so honest kernels cost no transfer (what "
+           "computing them first would open: before, they were computed after the loop)",
+           "the profile is invalid, naming the expected outputs that changed",
+           "keyed digests of the expectations (gate.sealed, a key no kernel sees), taken when computed and compared "
+           "after the loop"),
     Attack("scribbling_every_mapping_reaches_no_reference_output", "truth", "host code in a wrong rewrite (screens "
            "and the GPU-first compile off) writes 0x41 into every buffer mapped in its launch's process but its "
            "input, and outputs how many it found",

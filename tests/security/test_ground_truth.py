@@ -135,6 +135,52 @@ def test_guessed_pointers_rewrite_timing_inputs():
     assert any("elements differ" in m for m in s.output_failures), s.output_failures
 
 
+def test_guessed_global_rewrites_timing_expectations():
+    """The reference's module is kept per worker (own_module), its `__device__` variables at
+    addresses a candidate can guess (one CUDA context): a candidate that halves the reference's
+    `gain` at its first timed launch, and outputs half the result itself, made the reference of the
+    loop and of the expectations computed after it agree with it — a valid profile, 5x faster. The
+    expectations are now computed before any candidate launch of the job."""
+    gain = {"v": 1.0}   # the reference's `__device__ float gain`
+
+    def reference(args, n):
+        silu(args)
+        args[0].host[...] = (args[0].host.astype(np.float32) * gain["v"]).astype(np.float16)
+        return 25.0
+
+    def halves(args, n):
+        gain["v"] = 0.5   # through the guessed address
+        silu(args)
+        args[0].host[...] = (args[0].host.astype(np.float32) * 0.5).astype(np.float16)
+        return 5.0
+    ref, cand, spec = units("cand")
+    p = profiler.profile(ref, cand, spec, FakeGpu({"// reference": reference, "// cand": halves}), seed=7)
+    s = p.sizes[0]
+    assert not p.valid and s.output_failures, (s.speedup, s.implausible)
+    assert any("elements differ" in m for m in s.output_failures), s.output_failures
+
+
+def test_guessed_pointers_rewrite_timing_expectations():
+    """The expectations, computed before the loop, stay on the device (no transfer for honest
+    kernels): a candidate that writes its own result into them (found by shape, as
+    `guessed_pointers_rewrite_reference_outputs` does) is named by their keyed digests (what
+    computing them before the loop would open; before, they came after it)."""
+    def forges(args, n):
+        out, inp, d = args[0], args[1], args[2].value
+        out.host[...] = inp.host[:, :d]
+        for b in _live_buffers():
+            if b.shape == out.shape and b.dtype == out.dtype and not np.shares_memory(b.host, out.host):
+                b.host[...] = out.host
+        return 5.0
+    ref, cand, spec = units("cand")
+    p = profiler.profile(ref, cand, spec, FakeGpu({"// reference": lambda a, n: silu(a) or 25.0, "// cand": forges}),
+                         seed=7)
+    s = p.sizes[0]
+    assert not p.valid, (s.speedup, s.implausible)
+    assert any("expected outputs" in m and "changed while the timing loop ran" in m for m in s.output_failures), \
+        s.output_failures
+
+
 def test_honest_kernels_time_as_before():
     """Nothing changes for kernels that write only their own arguments."""
     ref, cand, spec = units("cand")

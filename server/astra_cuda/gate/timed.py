@@ -7,17 +7,21 @@ launch leaves is checked here:
 
     sets = gate.prepare_timed(spec, backend, sizes, sets=2)
     ... the timing loop copies sets[s].pristine into place before each launch ...
-    gate.expect(spec, backend, sets, (ref_module, ref_name), samples)  # after the loop
+    gate.expect(spec, backend, sets, (ref_module, ref_name), samples, before_loop=True)  # a reference: first
+    ... the loop ...; gate.resync(backend, sets)   # (without a reference: expect() after the loop)
     failures = gate.check_outputs(spec, backend, sets[s], {name: buffer}, poison=0xFF, where="after launch 7")
 
 Input sets: set 0 is drawn on the host as the spec's `init` says; each further set is set 0 with
 every randomly drawn argument rotated on the device by its own random number of elements — the
 values' distribution is unchanged, the content is new, and no host drawing is paid for it.
-The reference's outputs on each set are computed after the timing (`expect`) on inputs made
-again from the host's copy — never from the device's sets, which every launch of the loop could
-reach (one CUDA context: a pointer kept from an earlier launch, or guessed) — and the device's
-sets are compared with them (`TimedSet.changed`: a launch wrote memory it was not given). No
-launch of a candidate follows `expect` before the checks, so its outputs stay on the device: a full check asks the backend first (`within_tolerance`, no transfer) and
+The reference's outputs on each set are computed before any candidate launch (`expect`,
+`before_loop`: a candidate of this job that writes the reference's `__device__` variables
+through a guessed address reaches none of them), kept on the device under keyed digests (`sealed`)
+compared after the loop; after it the sets are made again from the host's copy and the device's
+sets are compared with them (`resync`, `TimedSet.changed`: a launch wrote memory it was not
+given — one CUDA context: a pointer kept from an earlier launch, or guessed). Without a
+reference, the candidate's own outputs are computed after the loop (`expect`, on the sets made
+again from the host). So the expected outputs stay on the device: a full check asks the backend first (`within_tolerance`, no transfer) and
 compares on the host only when that cannot tell or finds a difference (for the exact message). Output-only arguments must
 hold the reference's result after each launch (outputs are poisoned before a launch, so one that
 was not written fails), in-place arguments one application of it (they are restored before each
@@ -39,8 +43,8 @@ from .checks import POISONS, Compiled, Run, arg_types, launch_args, launch_of, r
 from .judging import ROUNDING_DIRECTIONS, ROUNDING_FACTOR, ROUNDING_MAX_ELEMENTS
 from .verdict import CaseInfo, Failure
 
-__all__ = ["TimedSet", "prepare_timed", "timed_host", "expect", "fresh_run", "check_outputs", "check_inputs_unchanged", "check_samples",
-           "launch_of", "measure_rounding"]
+__all__ = ["TimedSet", "prepare_timed", "timed_host", "expect", "resync", "sealed", "fresh_run", "check_outputs",
+           "check_inputs_unchanged", "check_samples", "launch_of", "measure_rounding"]
 
 ROTATED = ("normal", "uniform", "randint")  # i.i.d. draws: any rotation is as likely a draw
 
@@ -157,23 +161,26 @@ def prepare_timed(spec: Spec, backend: Backend, sizes: dict[str, int], *, sets: 
 
 def expect(spec: Spec, backend: Backend, sets: Sequence[TimedSet], reference: tuple[Module, str],
            samples: dict[str, tuple[np.ndarray, Buffer]], *, params: dict[str, str] | None = None,
-           reference_spec: Spec | None = None) -> None:
+           reference_spec: Spec | None = None, before_loop: bool = False) -> None:
     """Each set's expected outputs: one launch of `reference` (as `reference_spec` launches it,
     when a rewrite changed the launch configuration) on fresh copies, kept on the device, and
     their values at the sampled positions (`samples`: name -> (positions, the same on the device))
-    brought over. Call it after the timing loop: a kernel that keeps a cache keyed on its inputs
-    then meets them first while it is timed, where warming up shows.
-    The reference runs on the sets made again from the host (`_sets_from_host`), which become the
+    brought over. With the candidate as `reference` (no reference to compare with), call it after
+    the timing loop: a kernel that keeps a cache keyed on its inputs then meets them first while
+    it is timed, where warming up shows; the trusted reference, before it (`before_loop`).
+    After the loop, the reference runs on the sets made again from the host (`_sets_from_host`), which become the
     sets' `pristine` (what read-only inputs are compared with from now on); a set whose device
     copy differs from them is named in its `changed`: some launch of the loop wrote it through an
-    address it was never given, and the expectations are the real result all the same."""
+    address it was never given, and the expectations are the real result all the same.
+    `before_loop`: called before any launch of the job (the reference's expectations, see
+    profiler.timing): the sets are as `prepare_timed` made them, so nothing is made again here;
+    `resync` does that after the loop."""
     ref = _compiled(reference)
     assert ref is not None
     ctypes = arg_types(spec, backend, ref, params or {})
     written = [a for a in spec.args.values() if a.pointer and a.written]
-    for ts, fresh in zip(sets, _sets_from_host(backend, sets)):
-        ts.changed = [name for name, buf in fresh.items() if not backend.same_bytes(ts.pristine[name], buf)]
-        ts.pristine = fresh
+    if not before_loop:
+        resync(backend, sets)
     for k, ts in enumerate(sets):
         run = fresh_run(spec, backend, ts, ctypes, POISONS[k % 2])
         rows = {a.name: backend.view(backend.allocate(samples[a.name][0].size * a.dtype.itemsize), 0, a.dtype.np,
@@ -187,6 +194,18 @@ def expect(spec: Spec, backend: Backend, sets: Sequence[TimedSet], reference: tu
         ts._host_outputs = {}
 
 
+def resync(backend: Backend, sets: Sequence[TimedSet]) -> None:
+    """Each set's inputs made again from the host, now its `pristine`; the names of those whose
+    device copy differed in its `changed` (a launch wrote memory it was never given)."""
+    for ts, fresh in zip(sets, _sets_from_host(backend, sets)):
+        ts.changed = [name for name, buf in fresh.items() if not backend.same_bytes(ts.pristine[name], buf)]
+        ts.pristine = fresh
+
+
+def sealed(backend: Backend, sets: Sequence[TimedSet], key: tuple[int, int]) -> list[dict[str, int]]:
+    """Keyed digests (`Backend.digest`, where the data live) of each set's expected outputs: taken
+    when they are computed, compared after the loop (no kernel sees `key`)."""
+    return [{name: backend.digest(buf, key) for name, buf in (ts.outputs or {}).items()} for ts in sets]
 def check_outputs(spec: Spec, backend: Backend, ts: TimedSet, got: dict[str, Buffer], *, poison: int | None,
                   where: str) -> list[Failure]:
     """The written arguments in `got` (device buffers; all of them, or some) against the set's

@@ -23,6 +23,7 @@ Both kernels get the same treatment, interleaved in chunks so drifting clocks hi
 """
 from __future__ import annotations
 
+import secrets
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -290,6 +291,19 @@ def measure_size(backend, spec, rspec, sizes: dict[str, int], cand: tuple[Any, s
         return _Side(who, backend, spec, sizes, kernel[0], kernel[1], gate.launch_of(sp, sizes), args, ctypes,
                      sets, total, last | picks)
 
+    samples = {a.name: (a.positions, a.device_positions) for a in args}
+    key = (secrets.randbits(64), secrets.randbits(64))   # held here only: no kernel sees it
+    if ref is not None:
+        # The reference's expectations before any candidate launch of this job: a candidate that
+        # writes the reference's `__device__` variables (one CUDA context; its module is kept per
+        # worker, own_module) through a guessed address during the loop reaches none of them. Cheaper
+        # than a fresh load of the reference (an NVRTC compile for CuPy's memoized modules) and the
+        # same launches as after the loop; what it adds: a keyed digest of each expected output
+        # before and after the loop (one pass over each on the device), so a candidate that rewrites
+        # them (kept on the device) is seen. The reference meeting its inputs before being timed
+        # flatters its time only (the warm-up launches meet them too), never the candidate's.
+        gate.expect(spec, backend, sets, ref, samples, params=params, reference_spec=rspec, before_loop=True)
+    seals = gate.sealed(backend, sets, key) if ref is not None else []
     sides = [side("the candidate", cand, spec)] + ([side("the reference", ref, rspec)] if ref is not None else [])
     t_prep = time.perf_counter() - t0
     done, chunk = 0, 0
@@ -305,11 +319,15 @@ def measure_size(backend, spec, rspec, sizes: dict[str, int], cand: tuple[Any, s
         done += n
         chunk += 1
     t_loop = time.perf_counter() - t0 - t_prep
-    # Expectations only now (see gate.expect). Without a reference, every launch must reproduce
-    # the candidate's own result on fresh copies.
-    samples = {a.name: (a.positions, a.device_positions) for a in args}
+    # Without a reference, every launch must reproduce the candidate's own result on fresh copies:
+    # computed only now (see gate.expect), from inputs made again from the host. With one, the
+    # expectations were computed before the loop; the sets are made again from the host all the same
+    # (those the loop changed are named) and the expectations must be as they were computed.
+    forged: list[str] = []
     if ref is not None:
-        gate.expect(spec, backend, sets, ref, samples, params=params, reference_spec=rspec)
+        gate.resync(backend, sets)
+        forged = sorted({n for ts, was in zip(sets, seals) for n, d in was.items()
+                         if backend.digest((ts.outputs or {})[n], key) != d})
     else:
         gate.expect(spec, backend, sets, cand, samples, params=params)
     # The bytes the trusted kernel was seen to need (an index-driven read: the rows it reaches), seen
@@ -334,6 +352,11 @@ def measure_size(backend, spec, rspec, sizes: dict[str, int], cand: tuple[Any, s
             f"the input sets the timing loop copies from ({', '.join(f'`{n}`' for n in spoiled)}), which no launch "
             f"was given, changed while it ran: a launch wrote memory through an address it was not given (kept "
             f"from an earlier launch, or guessed); every launch was judged against the reference on the host's inputs")
+    if forged:
+        sp.output_failures.append(
+            f"the reference's expected outputs ({', '.join(f'`{n}`' for n in forged)}), kept on the device and "
+            f"given to no launch, changed while the timing loop ran: a launch wrote memory through an address it "
+            f"was not given (kept from an earlier launch, or guessed); nothing compared with them can be trusted")
     for sd, found in zip(sides, failures):
         sp.output_failures += found
         sd.release()
