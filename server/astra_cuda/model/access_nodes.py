@@ -35,12 +35,12 @@ def assigned_only(fn: Node) -> set[int]:
     out = set()
     for i, p in enumerate(params):
         d = p.child_by_field_name("declarator")
-        name = next((c.text.decode() for c in syntax.walk(d) if c.type == "identifier"), None) if d else None
-        uses = [n for n in syntax.walk(body) if n.type == "identifier" and n.text.decode() == name] \
+        name = next((syntax.text(c) for c in syntax.walk(d) if c.type == "identifier"), None) if d else None
+        uses = [n for n in syntax.walk(body) if n.type == "identifier" and syntax.text(n) == name] \
             if name and body is not None else []
         if uses and all(u.parent is not None and u.parent.type == "assignment_expression"
                         and u.parent.child_by_field_name("left") == u
-                        and u.parent.child_by_field_name("operator").type == "=" for u in uses):
+                        and syntax.field(u.parent, "operator").type == "=" for u in uses):
             out.add(i)
     return out
 
@@ -53,7 +53,7 @@ def reference_params(fn: Node) -> set[int]:
     params = [p for p in (plist.named_children if plist is not None else [])
               if p.type in ("parameter_declaration", "optional_parameter_declaration")]
     return {i for i, p in enumerate(params) if p.child_by_field_name("declarator") is not None
-            and p.child_by_field_name("declarator").type == "reference_declarator"
+            and syntax.field(p, "declarator").type == "reference_declarator"
             and not any(c.type == "type_qualifier" and c.text == b"const" for c in p.children)}
 
 
@@ -79,7 +79,7 @@ def arity(fn: Node) -> tuple[int, int]:
     plist = decl.child_by_field_name("parameters") if decl is not None else None
     ps = [p for p in (plist.named_children if plist is not None else [])
           if p.type in ("parameter_declaration", "optional_parameter_declaration")]
-    if len(ps) == 1 and ps[0].text.decode().strip() == "void":
+    if len(ps) == 1 and syntax.text(ps[0]).strip() == "void":
         ps = []
     return sum(1 for p in ps if p.type == "parameter_declaration"), len(ps)
 
@@ -87,14 +87,14 @@ def arity(fn: Node) -> tuple[int, int]:
 def is_condition(n: Node | None) -> bool:
     """A comparison or a logical combination of them (`check && i < n`)."""
     n = unparen(n)
-    return n is not None and n.type == "binary_expression" and n.child_by_field_name("operator").type in (
+    return n is not None and n.type == "binary_expression" and syntax.field(n, "operator").type in (
         "&&", "||", "<", "<=", ">", ">=", "==", "!=")
 
 
 def functional_cast(fn: Node | None) -> bool:
     """`int64_t(d)`, `float(x)`: a call whose function is a scalar type, a cast written as a call."""
     return fn is not None and fn.type in ("primitive_type", "type_identifier", "identifier", "qualified_identifier") \
-        and dtypes.from_cpp(fn.text.decode()) is not None
+        and dtypes.from_cpp(syntax.text(fn)) is not None
 
 
 def unparen(n: Node | None) -> Node | None:
@@ -140,9 +140,9 @@ def subscript_of(n: Node | None, arrays: set[str]) -> tuple[str, str] | None:
     idx = n.child_by_field_name("indices") or n.child_by_field_name("index")
     if idx is not None and idx.type == "subscript_argument_list":
         idx = next((c for c in idx.named_children if c.type != "comment"), None)
-    if arr is None or arr.type != "identifier" or arr.text.decode() not in arrays or idx is None:
+    if arr is None or arr.type != "identifier" or syntax.text(arr) not in arrays or idx is None:
         return None
-    return arr.text.decode(), re.sub(r"\s+", "", idx.text.decode())
+    return syntax.text(arr), re.sub(r"\s+", "", syntax.text(idx))
 
 
 def _strided_index(n: Node) -> bool:
@@ -152,13 +152,13 @@ def _strided_index(n: Node) -> bool:
     if idx is not None and idx.type == "subscript_argument_list":
         idx = next((c for c in idx.named_children if c.type != "comment"), None)
     idx = unparen(idx)
-    if idx is not None and idx.type == "binary_expression" and idx.child_by_field_name("operator").type == "+":
+    if idx is not None and idx.type == "binary_expression" and syntax.field(idx, "operator").type == "+":
         idx = unparen(idx.child_by_field_name("left"))
-    if idx is None or idx.type != "binary_expression" or idx.child_by_field_name("operator").type != "*":
+    if idx is None or idx.type != "binary_expression" or syntax.field(idx, "operator").type != "*":
         return False
     factors = (unparen(idx.child_by_field_name(side)) for side in ("left", "right"))
-    return any(f is not None and f.type == "number_literal" and f.text.decode().rstrip("uUlL").isdigit()
-               and int(f.text.decode().rstrip("uUlL")) > 1 for f in factors)
+    return any(f is not None and f.type == "number_literal" and syntax.text(f).rstrip("uUlL").isdigit()
+               and int(syntax.text(f).rstrip("uUlL")) > 1 for f in factors)
 
 
 def boundary_arrays(body: Node, int_params: set[str]) -> set[str]:

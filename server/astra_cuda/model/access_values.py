@@ -108,7 +108,7 @@ class Facts:
 
 
 def iv_mul(a: Iv, b: Iv) -> Iv:
-    if None in (a.lo, a.hi, b.lo, b.hi):
+    if a.lo is None or a.hi is None or b.lo is None or b.hi is None:
         if a.lo is not None and b.lo is not None and a.lo >= 0 and b.lo >= 0:
             return Iv(a.lo * b.lo, None if a.hi is None or b.hi is None else a.hi * b.hi)
         return UNKNOWN
@@ -146,20 +146,22 @@ def poly_mul(a: Poly, b: Poly) -> Poly:
 def guard_key(p: Poly) -> str:
     return GUARD + repr(sorted(p.items()))
 
-def join_values(values: list) -> Iv | Ptr | None:
+def join_values(values: list[object]) -> Iv | Ptr | None:
     """What a function returns, where every return gives an interval, or a pointer into one buffer."""
     if not values:
         return None
-    if all(isinstance(v, Iv) for v in values):
-        out = values[0]
-        for v in values[1:]:
-            out = out.join(v)
+    ivs = [v for v in values if isinstance(v, Iv)]
+    if len(ivs) == len(values):
+        out = ivs[0]
+        for iv in ivs[1:]:
+            out = out.join(iv)
         return out
-    if all(isinstance(v, Ptr) for v in values) and len({(v.base, v.scale) for v in values}) == 1:
-        off = values[0].offset
-        for v in values[1:]:
-            off = off.join(v.offset)
-        return Ptr(values[0].base, off, values[0].scale)
+    ptrs = [v for v in values if isinstance(v, Ptr)]
+    if len(ptrs) == len(values) and len({(v.base, v.scale) for v in ptrs}) == 1:
+        off = ptrs[0].offset
+        for p in ptrs[1:]:
+            off = off.join(p.offset)
+        return Ptr(ptrs[0].base, off, ptrs[0].scale)
     return None
 
 

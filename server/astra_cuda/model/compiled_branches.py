@@ -26,9 +26,9 @@ def constexpr_branch(st: Node, values: dict[str, int]) -> bool | None:
         if n.type in ("true", "false"):
             return int(n.type == "true")
         if n.type == "identifier":
-            return values.get(n.text.decode())
-        if n.type == "number_literal" and n.text.decode().rstrip("uUlL").isdigit():
-            return int(n.text.decode().rstrip("uUlL"))
+            return values.get(syntax.text(n))
+        if n.type == "number_literal" and syntax.text(n).rstrip("uUlL").isdigit():
+            return int(syntax.text(n).rstrip("uUlL"))
         return None
     op = cond.child_by_field_name("operator") if cond.type in ("unary_expression", "binary_expression") else None
     if cond.type == "unary_expression" and op is not None and op.type == "!":
@@ -41,7 +41,7 @@ def constexpr_branch(st: Node, values: dict[str, int]) -> bool | None:
     return None if v is None else bool(v)
 
 
-def truth_of(cond: Node, values: dict[str, int], probed: Collection[str] = frozenset()) -> bool | None:
+def truth_of(cond: Node | None, values: dict[str, int], probed: Collection[str] = frozenset()) -> bool | None:
     """A plain `if`'s condition decided by the template's arguments alone (`flag && i < n` with
     flag false is false, `!flag || ...` with flag false true), None where the sizes decide it:
     the branch an argument rules out is dead code in this instance."""
@@ -51,7 +51,7 @@ def truth_of(cond: Node, values: dict[str, int], probed: Collection[str] = froze
     if cond.type in ("true", "false"):
         return cond.type == "true"
     if cond.type == "identifier":
-        v = values.get(cond.text.decode())
+        v = values.get(syntax.text(cond))
         return None if v is None else bool(v)
     op = cond.child_by_field_name("operator")
     if cond.type == "unary_expression" and op is not None and op.type == "!":
@@ -63,8 +63,8 @@ def truth_of(cond: Node, values: dict[str, int], probed: Collection[str] = froze
         if left is not None and left.type == "null":
             left, right = right, left
         if right is not None and right.type == "null" and left is not None and left.type == "identifier" \
-                and left.text.decode() in values:
-            return (values[left.text.decode()] == 0) == (op.type == "==")
+                and syntax.text(left) in values:
+            return (values[syntax.text(left)] == 0) == (op.type == "==")
     if cond.type == "binary_expression" and op is not None and op.type in ("==", "!=", "<", "<=", ">", ">="):
         # `if (DATA_TYPE > 0)`: two template arguments or numbers, compared; never a kernel argument
         # (`probed`), whose value here is a probe's (`mode == 2` with the mode taken 0 is still read)
@@ -87,8 +87,8 @@ def _argument_value(n: Node | None, values: dict[str, int], probed: Collection[s
     """A template argument's value (`values`, not one of the `probed` names) or a decimal number, else None."""
     n = unparen(n)
     if n is not None and n.type == "identifier":
-        return None if n.text.decode() in probed else values.get(n.text.decode())
-    text = n.text.decode().rstrip("uUlL") if n is not None and n.type == "number_literal" else ""
+        return None if syntax.text(n) in probed else values.get(syntax.text(n))
+    text = syntax.text(n).rstrip("uUlL") if n is not None and n.type == "number_literal" else ""
     return int(text) if text.isdigit() else None
 
 

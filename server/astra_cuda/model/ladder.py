@@ -18,6 +18,10 @@ a spec the ladder cannot read is timed at its bench sizes alone. Pure: spec in, 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .harness import Spec
 
 ROLES = ("decode", "bench", "prefill")
 DECODE_ROWS = (1, 32)
@@ -39,7 +43,7 @@ class Rung:
         return describe(self.sizes, self.role)
 
 
-def bench(spec) -> list[Rung]:
+def bench(spec: Spec) -> list[Rung]:
     """The spec's bench sizes alone, as rungs."""
     try:
         return [Rung("bench", dict(c)) for c in spec.bench_cases()]
@@ -47,7 +51,7 @@ def bench(spec) -> list[Rung]:
         return []
 
 
-def ladder(spec) -> list[Rung]:
+def ladder(spec: Spec) -> list[Rung]:
     """Decode points, the bench sizes, prefill points: smallest first within each role."""
     rungs = bench(spec)
     if not rungs:
@@ -63,7 +67,7 @@ def ladder(spec) -> list[Rung]:
     return out
 
 
-def leading(spec, case: dict[str, int]) -> tuple[str, int] | None:
+def leading(spec: Spec, case: dict[str, int]) -> tuple[str, int] | None:
     """(the size name of the largest buffer's first dimension, that buffer's dimensions) at
     `case`, when that dimension is a size name of its own."""
     best, dims, top = None, 0, -1
@@ -84,7 +88,7 @@ def leading(spec, case: dict[str, int]) -> tuple[str, int] | None:
     return None
 
 
-def _around(spec, rungs: list[Rung]) -> list[Rung]:
+def _around(spec: Spec, rungs: list[Rung]) -> list[Rung]:
     template = max(rungs, key=lambda r: spec.elements(r.sizes)).sizes
     lead = leading(spec, template)
     if lead is None:
@@ -112,7 +116,7 @@ def _around(spec, rungs: list[Rung]) -> list[Rung]:
     return out
 
 
-def _add(out: list[Rung], spec, template: dict[str, int], name: str, value: int, role: str,
+def _add(out: list[Rung], spec: Spec, template: dict[str, int], name: str, value: int, role: str,
          below: int | None) -> None:
     """The first rounding of `value` that makes a valid case (and stays below `below`)."""
     for m in ROUNDINGS:
@@ -126,7 +130,7 @@ def _add(out: list[Rung], spec, template: dict[str, int], name: str, value: int,
             return
 
 
-def _valid(spec, case: dict[str, int]) -> bool:
+def _valid(spec: Spec, case: dict[str, int]) -> bool:
     try:
         if not spec.satisfies(case):
             return False

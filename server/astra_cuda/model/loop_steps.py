@@ -34,7 +34,7 @@ def for_parts(loop: Node) -> tuple[str, Node, str, Node, Node] | None:
             lhs = n.child_by_field_name("declarator") or n.child_by_field_name("left")
             rhs = n.child_by_field_name("value") or n.child_by_field_name("right")
             if lhs is not None and rhs is not None and lhs.type == "identifier":
-                name, start = lhs.text.decode(), rhs
+                name, start = syntax.text(lhs), rhs
                 break
     counted = _compared(cond, name) if name is not None else None
     if name is None or start is None or counted is None or _updated(update) != name:
@@ -76,13 +76,13 @@ def pointer_steps(loop: Node, pointers: set[str]) -> dict[str, list[tuple[Node, 
         if n.type not in ("update_expression", "assignment_expression"):
             continue
         target = n.child_by_field_name("argument") or n.child_by_field_name("left")
-        name = target.text.decode() if target is not None and target.type == "identifier" else None
+        name = syntax.text(target) if target is not None and target.type == "identifier" else None
         if name not in pointers:
             continue
         inner = _guarded(n, loop)
         op = n.child_by_field_name("operator")
         if inner is None or (n.type == "assignment_expression" and (op is None or op.type != "+=")) \
-                or (n.type == "update_expression" and "++" not in n.text.decode()):
+                or (n.type == "update_expression" and "++" not in syntax.text(n)):
             bad.add(name)
             continue
         out.setdefault(name, []).append((n, inner))
@@ -111,7 +111,7 @@ def _updated(n: Node) -> str | None:
         return None
     if n.type == "update_expression" or n.type == "assignment_expression" and \
             (op := n.child_by_field_name("operator")) is not None and op.type == "+=":
-        return target.text.decode()
+        return syntax.text(target)
     return None
 
 
@@ -119,7 +119,7 @@ def _conjuncts(cond: Node) -> list[Node]:
     cond = _unparen(cond)
     op = cond.child_by_field_name("operator") if cond.type == "binary_expression" else None
     if op is not None and op.type == "&&":
-        return _conjuncts(cond.child_by_field_name("left")) + _conjuncts(cond.child_by_field_name("right"))
+        return _conjuncts(syntax.field(cond, "left")) + _conjuncts(syntax.field(cond, "right"))
     return [cond]
 
 
@@ -127,11 +127,11 @@ def _compared(cond: Node, name: str) -> tuple[str, Node] | None:
     """`name < X` or `name <= X` as ('<' or '<=', X)."""
     cond = _unparen(cond)
     op = cond.child_by_field_name("operator") if cond.type == "binary_expression" else None
-    left = _unparen(cond.child_by_field_name("left")) if op is not None else None
+    left = _unparen(syntax.field(cond, "left")) if op is not None else None
     if op is None or op.type not in ("<", "<=") or left is None or left.type != "identifier" \
-            or left.text.decode() != name:
+            or syntax.text(left) != name:
         return None
-    return op.type, cond.child_by_field_name("right")
+    return op.type, syntax.field(cond, "right")
 
 
 def _unparen(n: Node) -> Node:

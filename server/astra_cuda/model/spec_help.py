@@ -225,15 +225,15 @@ def _completions(kernel: Kernel, w: Where, sizes: list[str] | None) -> list[Comp
             return out
         if w.section == "args" and w.inline in params:
             p = params[w.inline]
-            keys = ARRAY_KEYS if p.is_pointer else SCALAR_KEYS
+            arg_keys: set[str] = ARRAY_KEYS if p.is_pointer else SCALAR_KEYS
             if not p.is_pointer and "TensorAccessor" in p.type:   # a buffer in an object passed by value
-                keys = (ARRAY_KEYS - {"table"}) | {ACCESSOR}
+                arg_keys = (ARRAY_KEYS - {"table"}) | {ACCESSOR}
             elif not p.is_pointer and dtypes.from_cpp(p.base_type) is None:
-                keys = keys | {CONSTRUCT}   # an object of a class: built by a constructor
+                arg_keys = arg_keys | {CONSTRUCT}   # an object of a class: built by a constructor
             if p.is_pointer and dtypes.from_cpp(p.base_type) is None and p.type.count("*") == 1:
-                keys = keys | {RECORDS}   # a pointer to structs: records in device memory
+                arg_keys = arg_keys | {RECORDS}   # a pointer to structs: records in device memory
             return [Completion(k, "key", f"{'pointer' if p.is_pointer else 'scalar'} key", KEY_DOCS[k],
-                               f"{k} = $0") for k in sorted(keys) if ("args", w.inline, k) not in present]
+                               f"{k} = $0") for k in sorted(arg_keys) if ("args", w.inline, k) not in present]
         return []
     if w.key == "type":
         return [Completion(d, "type", "element type", KEY_DOCS["type"],
@@ -313,7 +313,7 @@ def guessed_lines(comment: str, notes: list[str]) -> list[Guess]:
         p = places.get(path)
         return mark + p.key[0] if p is not None else None
 
-    out = []
+    out: list[Guess] = []
     for note in notes:
         names = re.findall(r"`([^`]+)`", note)
         low = note.lower()

@@ -92,6 +92,15 @@ def of_type(node: Node, types: Iterable[str]) -> Iterator[Node]:
     return (n for n in walk(node) if n.type in wanted)
 
 
+def field(node: Node, name: str) -> Node:
+    """A child the grammar always gives this node (a binary expression's `operator`): typed as
+    present, and an AttributeError where a broken tree lacks it, as reading it unchecked was."""
+    child = node.child_by_field_name(name)
+    if child is None:
+        raise AttributeError(f"{node.type} has no {name!r}")
+    return child
+
+
 def text(node: Node | None) -> str:
     """The node's source text ('' for no node); invalid UTF-8 is replaced, never raised."""
     return node.text.decode("utf-8", errors="replace") if node is not None and node.text is not None else ""
