@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Sequence
 
 from .base import BackendUnavailable
 
+if TYPE_CHECKING:
+    from ..compile.confine import Confinement
 
-def compile_confinement(cp, options: Sequence[str]):
+
+def compile_confinement(cp: ModuleType, options: Sequence[str]) -> Confinement:
     """What CuPy's compile of a unit with these options may touch: the project's folders, CUDA's
     and CCCL's headers, the stand-ins, the CUDA toolkit CuPy uses, NVRTC's and the Python
     libraries; it writes only CuPy's kernel cache (and opens the driver's device files)."""
@@ -70,7 +74,7 @@ def require_confinement() -> None:
         raise BackendUnavailable(f"the GPU backend {reason}")
 
 
-def load_nvrtc(cp) -> None:
+def load_nvrtc(cp: ModuleType) -> None:
     """Load NVRTC now, so its folder is known (and open) before the first confined compile."""
     try:
         from cupy.cuda import nvrtc

@@ -13,6 +13,7 @@ side-by-side timing, measured the same way at the same time, so what the machine
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 import numpy as np
 
@@ -110,7 +111,7 @@ def stats(s: Series) -> dict[str, float | int | None]:
             "modes_runs": m.runs if m else None, "fixed": round(f, 4) if f is not None else None}
 
 
-def _bimodal(m: Modes | None) -> bool:
+def _bimodal(m: Modes | None) -> TypeGuard[Modes]:
     return m is not None and m.ratio >= BIMODAL and m.gap >= BIMODAL_GAP and \
         m.runs >= SCATTER * min(m.fast, m.slow)
 
