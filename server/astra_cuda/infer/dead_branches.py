@@ -3,7 +3,7 @@ instance's template arguments (or constant parameters) rule out. Apart from `rol
 draft asks it too, before any shape is fitted."""
 from __future__ import annotations
 
-from ..model import access, compiled_branches
+from ..model import access, compiled_branches, syntax
 from ..model.source import Kernel
 from ..model.syntax import walk
 
@@ -31,6 +31,6 @@ def only_in_dead_branches(kernel: Kernel, pointers: list[str], constants: dict[s
     named = {p: False for p in pointers}
     for n in walk(body):
         # any token spelled so (`View c_(c, m, n)` is read as a declaration whose `c` is a type)
-        if n.child_count == 0 and n.text.decode() in named and not any(s <= n.start_byte < e for s, e in dead):
-            named[n.text.decode()] = True
+        if n.child_count == 0 and syntax.text(n) in named and not any(s <= n.start_byte < e for s, e in dead):
+            named[syntax.text(n)] = True
     return {p for p, live in named.items() if not live}

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from ..model import source
-from ..model.source import LaunchSite
+from ..model import source, syntax
+from ..model.source import Item, LaunchSite, SourceModel
 from ..model.syntax import walk as _walk
 
 
@@ -21,7 +21,7 @@ _SCALAR_TYPES = {"Float": "float", "Double": "double", "Half": "c10::Half", "BFl
 _SCALAR_CASE = re.compile(r"\bScalarType::(\w+)")
 
 
-def dispatch_type(site: LaunchSite | None, site_model, items) -> str:
+def dispatch_type(site: LaunchSite | None, site_model: SourceModel | None, items: list[Item]) -> str:
     """What the scalar_t of the dispatch macro around the launch is taken as: float where the
     macro dispatches over float (or is not read), else the first type its cases name (vLLM's
     VLLM_DISPATCH_QUANT_TYPES: Float8_e4m3fn, Char — a float there is no instance its kernel has)."""
@@ -32,9 +32,9 @@ def dispatch_type(site: LaunchSite | None, site_model, items) -> str:
     root = source.parser().parse(site_model.text.encode("utf-8")).root_node
     line = site.span.start_line
     around = [n for n in _walk(root) if n.type == "call_expression" and n.start_point[0] <= line <= n.end_point[0]
-              and (f := n.child_by_field_name("function")) is not None and "DISPATCH" in f.text.decode()]
+              and (f := n.child_by_field_name("function")) is not None and "DISPATCH" in syntax.text(f)]
     for call in sorted(around, key=lambda n: n.start_byte, reverse=True):   # the innermost first
-        cases = _macro_cases(call.child_by_field_name("function").text.decode(), macros, 0)
+        cases = _macro_cases(syntax.text(syntax.field(call, "function")), macros, 0)
         if cases:
             if "Float" in cases or not any(c in _SCALAR_TYPES for c in cases):
                 return DISPATCH_TYPE
@@ -58,5 +58,5 @@ def dispatch_names(arg: str) -> list[str]:
     """The names in `arg` that dispatch macros give the element type (`scalar_t`, apex's
     `scalar_t_0`, `scalar_t_1`)."""
     node = source.parse_expression(f"__astra_k<{arg}>")
-    names = {n.text.decode() for n in _walk(node) if n.type in ("identifier", "type_identifier")} if node else set()
+    names = {syntax.text(n) for n in _walk(node) if n.type in ("identifier", "type_identifier")} if node else set()
     return sorted(n for n in names if n in _DISPATCH_NAMES or (n.startswith("scalar_t_") and n[9:].isdigit()))

@@ -12,6 +12,7 @@ from typing import Callable
 
 from ..model import exprs
 from ..model.access_values import Facts
+from .size_bounds import Sample
 
 
 def _past(facts: Facts | None, shapes: dict[str, list[str]], sizes: dict[str, int]) -> bool | None:
@@ -31,7 +32,7 @@ def _past(facts: Facts | None, shapes: dict[str, list[str]], sizes: dict[str, in
     return False
 
 
-def partial_groups(samples: list, shapes: dict[str, list[str]], candidates: list[str],
+def partial_groups(samples: list[Sample], shapes: dict[str, list[str]], candidates: list[str],
                    fixed: dict[str, str], run: Callable[[dict[str, int]], Facts | None]) -> dict[str, int]:
     """size -> the modulus it must be a multiple of. `samples`: the probes the shapes were fitted
     at ((sizes, facts) each); `candidates`: the free sizes (no stride, none taken equal or

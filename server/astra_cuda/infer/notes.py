@@ -4,7 +4,7 @@ problems that keep a draft from being proposed (what no reading of the program g
 both the draft and the struct-splitting entry (`proposal`) ask it."""
 from __future__ import annotations
 
-from ..model import access, source
+from ..model import access, source, syntax
 from ..model.source import Kernel, SourceModel
 from ..model.syntax import walk as _walk
 from .template_args import CANNOT
@@ -37,8 +37,8 @@ def record_refusals(kernel: Kernel, types: Types) -> list[str]:
             arg = n.child_by_field_name("argument")
             while arg is not None and arg.type in ("parenthesized_expression", "subscript_expression"):
                 arg = arg.child_by_field_name("argument") if arg.type == "subscript_expression" else arg.named_children[0]
-            if arg is not None and arg.type == "identifier" and arg.text.decode() == p.name:
-                read = n.text.decode()
+            if arg is not None and arg.type == "identifier" and syntax.text(arg) == p.name:
+                read = syntax.text(n)
                 break
         if read is not None:
             out.append(f"{CANNOT}`{p.name}` points to `{base}` records whose fields the kernel reads (`{read}`), "

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import os
 import re
+from typing import TYPE_CHECKING
 
 from ..model.source import Kernel
 from .template_args import CALLERS_CHOICE
 from .template_names import is_pack, split
+
+if TYPE_CHECKING:
+    from ..compile.project import ProjectContext
 
 
 _GUESSED = ("no launch gives it",)
@@ -26,7 +30,7 @@ def _valid(args: tuple[str, ...]) -> bool:
 
 
 def project_instance(kernel: Kernel, instantiate: str | None, new_notes: list[str], path: str | None,
-                     context, launched_here: bool = False, largest: bool = False) -> tuple[str | None, str | None]:
+                     context: ProjectContext | None, launched_here: bool = False, largest: bool = False) -> tuple[str | None, str | None]:
     """Where the arguments were guessed for a kernel in a header, an instance the project's own
     code makes instead, as nvcc's front end instantiates it over the `.cu` beside the header that
     includes it (`compile.instances`): a launcher whose traits class is an alias of its template

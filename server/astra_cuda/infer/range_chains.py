@@ -16,7 +16,7 @@ from tree_sitter import Node
 
 from ..model import access
 from ..model.source import Kernel
-from ..model.syntax import text, walk
+from ..model.syntax import field, text, walk
 from .launch_paths import initialiser_nodes, unparen
 
 _LOOPS = ("while_statement", "for_statement")
@@ -27,7 +27,7 @@ def _bounds(cond: Node | None) -> list[tuple[str, Node]]:
     cond = unparen(cond)
     if cond is None or cond.type != "binary_expression":
         return []
-    op = cond.child_by_field_name("operator").type
+    op = field(cond, "operator").type
     left, right = cond.child_by_field_name("left"), cond.child_by_field_name("right")
     if op == "&&":
         return _bounds(left) + _bounds(right)
@@ -58,7 +58,7 @@ def range_thresholds(kernel: Kernel, size_names: list[str]) -> list[tuple[str, s
     kernel and all up to the same other limit made of one size (see the module's text)."""
     body = access.kernel_body(kernel)
     if body is None:
-        return {}
+        return []
     sizes = set(size_names)
     locals_ = initialiser_nodes(body)
     out: dict[str, tuple[str, str, list[str], int]] = {}

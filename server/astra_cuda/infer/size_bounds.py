@@ -13,6 +13,11 @@ from typing import Callable
 from ..model import exprs
 from ..model.access_values import Facts
 
+# a probe: the sizes it ran at and the accesses seen there (None: the run failed)
+Sample = tuple[dict[str, int], Facts | None]
+# what a fit gives: the parameters set from the sizes, and the probes the shapes were fitted at
+Solved = tuple[dict[str, str], list[Sample]]
+
 MIN = 16   # sizes are probed in multiples of 16
 
 
@@ -36,9 +41,9 @@ def holds_at(shapes: dict[str, list[str] | None], facts: Facts | None, sizes: di
     return True
 
 
-def largest_covered(samples: list, sizes: list[str], bad: list[str],
-                    solve_at_most: Callable[[str, int], tuple | None],
-                    shapes_of: Callable[[tuple], dict[str, list[str] | None]],
+def largest_covered(samples: list[Sample], sizes: list[str], bad: list[str],
+                    solve_at_most: Callable[[str, int], Solved | None],
+                    shapes_of: Callable[[Solved], dict[str, list[str] | None]],
                     run: Callable[[dict[str, int], dict[str, str]], Facts | None]) -> dict[str, int]:
     """{size: its bound} for the first of `sizes` (those whose probe moves what the kernel reaches)
     under a bound of which every pointer fits a shape, the `bad` ones (no shape at the probes)

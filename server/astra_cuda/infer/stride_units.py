@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from tree_sitter import Node
 
-from ..model import access, source
+from ..model import access, source, syntax
 from ..model.syntax import walk
 
 _SUM = ("+", "-")
@@ -40,9 +40,9 @@ def _scale(use: Node, sizes: set[str]) -> str | None:
         return None
     left, right = up.child_by_field_name("left"), up.child_by_field_name("right")
     other = _bare(right if left is not None and left.start_byte == n.start_byte else left)
-    if other is None or other.type != "identifier" or other.text.decode() not in sizes:
+    if other is None or other.type != "identifier" or syntax.text(other) not in sizes:
         return None
-    return other.text.decode()
+    return syntax.text(other)
 
 
 def unit(kernel: source.Kernel, stride: str, size_names: list[str]) -> str | None:
@@ -52,5 +52,5 @@ def unit(kernel: source.Kernel, stride: str, size_names: list[str]) -> str | Non
     if body is None:
         return None
     sizes = set(size_names) - {stride}
-    found = {_scale(n, sizes) for n in walk(body) if n.type == "identifier" and n.text.decode() == stride}
+    found = {_scale(n, sizes) for n in walk(body) if n.type == "identifier" and syntax.text(n) == stride}
     return found.pop() if len(found) == 1 and None not in found else None
