@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 from tree_sitter import Node
 
-from ..model import access, exprs
+from ..model import access, exprs, syntax
 from ..model.access_nodes import boundary_arrays
 from ..model.source import Kernel
 from ..model.syntax import declarator_name, function_declarator, walk
@@ -49,15 +49,15 @@ def bodies(kernel: Kernel, helpers: dict[str, Node] | None) -> Iterator[tuple[No
             continue
         for call in walk(node):
             fn = call.child_by_field_name("function") if call.type == "call_expression" else None
-            name = fn.text.decode().split("::")[-1].split("<")[0].strip() if fn is not None else ""
+            name = syntax.text(fn).split("::")[-1].split("<")[0].strip() if fn is not None else ""
             definition = (helpers or {}).get(name)
             args = call.child_by_field_name("arguments")
             if definition is None or args is None or (name, tuple(sorted(names.items()))) in seen:
                 continue
             seen.add((name, tuple(sorted(names.items()))))
-            passed = {p: names[a.text.decode()] for p, a in zip(_params(definition), [
+            passed = {p: names[syntax.text(a)] for p, a in zip(_params(definition), [
                 a for a in args.named_children if a.type != "comment"]) if p and a.type == "identifier"
-                and a.text.decode() in names}
+                and syntax.text(a) in names}
             inner = definition.child_by_field_name("body")
             if passed and inner is not None:
                 todo.append((inner, passed, depth + 1))
@@ -73,10 +73,10 @@ def launch_locals(body: Node, grid: list[str], block: list[str], size_names: lis
         if value is None or target is None or target.type != "identifier" or value.type != "field_expression":
             continue
         obj, field = value.child_by_field_name("argument"), value.child_by_field_name("field")
-        dims = {"gridDim": grid, "blockDim": block}.get(obj.text.decode() if obj is not None else "")
-        at = _DIMS.get(field.text.decode() if field is not None else "")
+        dims = {"gridDim": grid, "blockDim": block}.get(syntax.text(obj) if obj is not None else "")
+        at = _DIMS.get(syntax.text(field) if field is not None else "")
         if dims is not None and at is not None and at < len(dims) and dims[at].strip() in size_names:
-            out[target.text.decode()] = dims[at].strip()
+            out[syntax.text(target)] = dims[at].strip()
     return out
 
 
@@ -90,17 +90,17 @@ def _loop_bounded(body: Node, arrays: set[str]) -> set[str]:
     def source_of(node: Node) -> str | None:
         for m in walk(node):
             if m.type == "subscript_expression" and (a := m.child_by_field_name("argument")) is not None \
-                    and a.text.decode() in arrays:
-                return a.text.decode()
-            if m.type == "identifier" and m.text.decode() in from_array:
-                return from_array[m.text.decode()]
+                    and syntax.text(a) in arrays:
+                return syntax.text(a)
+            if m.type == "identifier" and syntax.text(m) in from_array:
+                return from_array[syntax.text(m)]
         return None
 
     for n in walk(body):
         if n.type == "init_declarator" and (v := n.child_by_field_name("value")) is not None \
                 and (t := n.child_by_field_name("declarator")) is not None and t.type == "identifier":
             if (src := source_of(v)) is not None:
-                from_array[t.text.decode()] = src
+                from_array[syntax.text(t)] = src
         elif n.type in ("for_statement", "while_statement") and (c := n.child_by_field_name("condition")) is not None:
             if (src := source_of(c)) is not None:
                 out.add(src)

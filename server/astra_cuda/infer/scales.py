@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from tree_sitter import Node
 
-from ..model import access, source
+from ..model import access, source, syntax
 from ..model.syntax import walk
 
 MULTIPLIER = "uniform(1000, 10000)"   # x * s: the gate's tiny data (1e-3) still reaches whole numbers
@@ -29,19 +29,19 @@ def _is_load(n: Node | None, name: str) -> bool:
     n = _bare(n)
     if n is None:
         return False
-    if n.type == "pointer_expression" and n.child_by_field_name("operator").type == "*":
+    if n.type == "pointer_expression" and syntax.field(n, "operator").type == "*":
         arg = _bare(n.child_by_field_name("argument"))
-        return arg is not None and arg.type == "identifier" and arg.text.decode() == name
+        return arg is not None and arg.type == "identifier" and syntax.text(arg) == name
     if n.type == "subscript_expression":
         arg = _bare(n.child_by_field_name("argument"))
         idx = n.child_by_field_name("indices") or n.child_by_field_name("index")
-        return arg is not None and arg.type == "identifier" and arg.text.decode() == name and \
-            idx is not None and idx.text.decode().strip("[] ") == "0"
+        return arg is not None and arg.type == "identifier" and syntax.text(arg) == name and \
+            idx is not None and syntax.text(idx).strip("[] ") == "0"
     if n.type == "call_expression":
         args = n.child_by_field_name("arguments")
         kids = [c for c in args.named_children if c.type != "comment"] if args is not None else []
-        return len(kids) == 1 and _bare(kids[0]) is not None and _bare(kids[0]).type == "identifier" \
-            and _bare(kids[0]).text.decode() == name
+        return len(kids) == 1 and (bare := _bare(kids[0])) is not None and bare.type == "identifier" \
+            and syntax.text(bare) == name
     return False
 
 
@@ -52,13 +52,13 @@ def _holders(body: Node, name: str) -> set[str]:
         if d.type == "init_declarator":
             decl = d.child_by_field_name("declarator")
             if decl is not None and decl.type == "identifier" and _is_load(d.child_by_field_name("value"), name):
-                out.add(decl.text.decode())
+                out.add(syntax.text(decl))
     return out
 
 
 def _is_value(n: Node | None, name: str, holders: set[str]) -> bool:
     n = _bare(n)
-    return n is not None and (_is_load(n, name) or (n.type == "identifier" and n.text.decode() in holders))
+    return n is not None and (_is_load(n, name) or (n.type == "identifier" and syntax.text(n) in holders))
 
 
 def scale_role(kernel: source.Kernel, name: str) -> str | None:
@@ -70,13 +70,13 @@ def scale_role(kernel: source.Kernel, name: str) -> str | None:
     holders = _holders(body, name)
     roles = set()
     for b in walk(body):
-        if b.type != "binary_expression" or b.child_by_field_name("operator").type not in ("*", "/"):
+        if b.type != "binary_expression" or syntax.field(b, "operator").type not in ("*", "/"):
             continue
         left, right = b.child_by_field_name("left"), b.child_by_field_name("right")
-        if b.child_by_field_name("operator").type == "*" and (_is_value(left, name, holders) or
+        if syntax.field(b, "operator").type == "*" and (_is_value(left, name, holders) or
                                                              _is_value(right, name, holders)):
             roles.add("multiplies")
-        elif b.child_by_field_name("operator").type == "/" and _is_value(right, name, holders):
+        elif syntax.field(b, "operator").type == "/" and _is_value(right, name, holders):
             roles.add("divides")
     return roles.pop() if len(roles) == 1 else None
 
