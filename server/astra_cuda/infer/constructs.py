@@ -16,7 +16,12 @@ validator runs the proposal, whose constructor program the backend builds and ru
 """
 from __future__ import annotations
 
-from ..model import dtypes, source
+from collections.abc import Iterator
+
+from tree_sitter import Node
+
+from ..model import dtypes, source, syntax
+from ..model.source import Item
 from ..model.syntax import declarator_name, specifiers, walk
 
 
@@ -26,7 +31,7 @@ def _integer(type_text: str) -> bool:
     return dt is not None and not dt.is_float and dt.name != "bool"
 
 
-def _definition(name: str, items):
+def _definition(name: str, items: list[Item]) -> tuple[Node | None, str]:
     """(the class body of `name`, its qualified name) where exactly one type item defines it."""
     short = name.replace(" ", "").lstrip(":").split("<")[0].rpartition("::")[2]
     defs = [it for it in items if it.kind == "type" and short in it.defines and "{" in it.text]
@@ -35,12 +40,12 @@ def _definition(name: str, items):
     tree = source.parser().parse(defs[0].text.encode())
     body = next((n for n in walk(tree.root_node) if n.type == "field_declaration_list"), None)
     named = body.parent.child_by_field_name("name") if body is not None and body.parent is not None else None
-    if named is None or named.text.decode() != short:
+    if named is None or syntax.text(named) != short:
         return None, ""
     return body, "::".join([*(ns for ns in defs[0].namespaces if ns), short])
 
 
-def _constructors(body, short: str):
+def _constructors(body: Node, short: str) -> Iterator[tuple[Node, list[tuple[str, str]]]]:
     """Each constructor written in the class body: (its definition or declaration, its parameters
     as (type, name))."""
     for member in body.named_children:
@@ -50,17 +55,17 @@ def _constructors(body, short: str):
         if fn is None or fn.type != "function_declarator" or declarator_name(fn)[0] != short:
             continue
         plist = fn.child_by_field_name("parameters")
-        params = []
+        params: list[tuple[str, str]] = []
         for p in (plist.named_children if plist is not None else []):
             if p.type not in ("parameter_declaration", "optional_parameter_declaration"):
                 continue
             ptype = p.child_by_field_name("type")
             pname, _ = declarator_name(p.child_by_field_name("declarator"))
-            params.append((ptype.text.decode() if ptype is not None else "", pname or ""))
+            params.append((syntax.text(ptype) if ptype is not None else "", pname or ""))
         yield member, params
 
 
-def number_class(type_text: str, items) -> tuple[str, str]:
+def number_class(type_text: str, items: list[Item]) -> tuple[str, str]:
     """(the qualified name of `type_text`, the integer type its constructor takes) where it is a
     class with a host constructor of one integer parameter (`uint_fastdiv(uint32_t d)`), else ("", "")."""
     body, qualified = _definition(type_text, items)
@@ -74,7 +79,7 @@ def number_class(type_text: str, items) -> tuple[str, str]:
     return "", ""
 
 
-def field_size(struct_type: str, field: str, items) -> tuple[str, str] | None:
+def field_size(struct_type: str, field: str, items: list[Item]) -> tuple[str, str] | None:
     """(the integer parameter's name, its type) of a host constructor of the struct `struct_type`
     that initialises `field` with that parameter alone (`: page_size(page_size)`), else None."""
     body, qualified = _definition(struct_type, items)
@@ -89,15 +94,15 @@ def field_size(struct_type: str, field: str, items) -> tuple[str, str] | None:
         for init in (inits.named_children if inits is not None else []):
             name = next((c for c in init.named_children if c.type == "field_identifier"), None)
             args = next((c for c in init.named_children if c.type in ("argument_list", "initializer_list")), None)
-            if name is None or args is None or name.text.decode() != field or len(args.named_children) != 1:
+            if name is None or args is None or syntax.text(name) != field or len(args.named_children) != 1:
                 continue
             arg = args.named_children[0]
-            if arg.type == "identifier" and _integer(types.get(arg.text.decode(), "")):
-                return arg.text.decode(), types[arg.text.decode()]
+            if arg.type == "identifier" and _integer(types.get(syntax.text(arg), "")):
+                return syntax.text(arg), types[syntax.text(arg)]
     return None
 
 
-def built_fields(struct_type: str, fields: list[tuple[str, str]], items) -> dict[str, tuple[str, str]]:
+def built_fields(struct_type: str, fields: list[tuple[str, str]], items: list[Item]) -> dict[str, tuple[str, str]]:
     """Of a struct's (type, field) members, those the host builds from a size: field -> (the
     class's qualified name, the integer type of the size that builds it)."""
     out: dict[str, tuple[str, str]] = {}

@@ -8,6 +8,8 @@ read at the sizes counts once: this bounds only what it can read. `idle`: a case
 starts every loop past its end, so no thread works (a test size the program cannot mean)."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from tree_sitter import Node
 
 from ..model import syntax
@@ -16,7 +18,7 @@ MAX_THREAD_TRIPS = 1 << 22   # one thread's iterations (on a GPU a thread's loop
 MAX_CASE_TRIPS = 1 << 33     # all threads' together (the CPU backend runs every one of them)
 
 _DIMS = {"x": 0, "y": 1, "z": 2}
-_OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+_OPS: dict[str, Callable[[int, int], int | None]] = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
         "/": lambda a, b: int(a / b) if b else None, "%": lambda a, b: a - b * int(a / b) if b else None,
         "<<": lambda a, b: a << b if 0 <= b < 64 else None, ">>": lambda a, b: a >> b if 0 <= b < 64 else None}
 
