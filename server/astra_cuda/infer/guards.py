@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from tree_sitter import Node
 
-from ..model import access, source
+from ..model import access, source, syntax
 from ..model.syntax import walk
 
 
@@ -36,23 +36,23 @@ def _loaded_locals(body: Node, name: str) -> set[str]:
         if decl is not None and decl.type == "identifier" and value is not None \
                 and value.type == "subscript_expression":
             arr = _bare(value.child_by_field_name("argument"))
-            if arr is not None and arr.type == "identifier" and arr.text.decode() == name:
-                out.add(decl.text.decode())
+            if arr is not None and arr.type == "identifier" and syntax.text(arr) == name:
+                out.add(syntax.text(decl))
     return out
 
 
-def _upper(cond: Node, local: str, sizes: set[str]) -> str | None:
+def _upper(cond: Node | None, local: str, sizes: set[str]) -> str | None:
     """S where `cond` is `local >= S` or `S <= local`, alone or one side of an `||`."""
     cond = _bare(cond)
     if cond is None or cond.type != "binary_expression":
         return None
-    op = cond.child_by_field_name("operator").type
+    op = syntax.field(cond, "operator").type
     left, right = _bare(cond.child_by_field_name("left")), _bare(cond.child_by_field_name("right"))
     if op == "||":
         return _upper(left, local, sizes) or _upper(right, local, sizes)
     if left is None or right is None or left.type != "identifier" or right.type != "identifier":
         return None
-    a, b = left.text.decode(), right.text.decode()
+    a, b = syntax.text(left), syntax.text(right)
     if op == ">=" and a == local and b in sizes:
         return b
     if op == "<=" and b == local and a in sizes:
@@ -87,12 +87,12 @@ def compared_strides(kernel: source.Kernel, strides: list[str], sizes: list[str]
     body = access.kernel_body(kernel)
     out: list[tuple[str, str, int]] = []
     for n in walk(body) if body is not None else ():
-        if n.type != "binary_expression" or n.child_by_field_name("operator").type != "==":
+        if n.type != "binary_expression" or syntax.field(n, "operator").type != "==":
             continue
         left, right = _bare(n.child_by_field_name("left")), _bare(n.child_by_field_name("right"))
         if left is None or right is None or left.type != "identifier" or right.type != "identifier":
             continue
-        a, b = left.text.decode(), right.text.decode()
+        a, b = syntax.text(left), syntax.text(right)
         pair = (a, b) if a in strides and b in sizes else (b, a) if b in strides and a in sizes else None
         if pair is not None and pair[0] not in {s for s, _, _ in out}:
             out.append((*pair, kernel.span.start_line + n.start_point[0] + 1))
@@ -105,7 +105,7 @@ def _param_names(fn: Node) -> list[str]:
     params = next((n for n in walk(decl) if n.type == "parameter_list"), None) if decl is not None else None
     out = []
     for p in params.named_children if params is not None else []:
-        ids = [n.text.decode() for n in walk(p) if n.type == "identifier"]
+        ids = [syntax.text(n) for n in walk(p) if n.type == "identifier"]
         out.append(ids[-1] if p.type != "comment" and ids else "")
     return out
 
@@ -113,15 +113,15 @@ def _param_names(fn: Node) -> list[str]:
 def _maps_itself(body: Node, name: str) -> bool:
     """Whether `body` assigns a local a value of `name` read at that local (`e = map[e]`)."""
     for n in walk(body):
-        if n.type != "assignment_expression" or n.child_by_field_name("operator").type != "=":
+        if n.type != "assignment_expression" or syntax.field(n, "operator").type != "=":
             continue
         left, right = _bare(n.child_by_field_name("left")), _bare(n.child_by_field_name("right"))
         if left is None or left.type != "identifier" or right is None or right.type != "subscript_expression":
             continue
         arr, idx = _bare(right.child_by_field_name("argument")), right.child_by_field_name("indices")
         idx = _bare(next((c for c in idx.named_children if c.type != "comment"), None)) if idx is not None else None
-        if arr is not None and arr.type == "identifier" and arr.text.decode() == name and idx is not None \
-                and idx.type == "identifier" and idx.text.decode() == left.text.decode():
+        if arr is not None and arr.type == "identifier" and syntax.text(arr) == name and idx is not None \
+                and idx.type == "identifier" and syntax.text(idx) == syntax.text(left):
             return True
     return False
 
@@ -141,12 +141,12 @@ def self_map(kernel: source.Kernel, name: str, helpers: dict[str, Node]) -> bool
         fn, args = call.child_by_field_name("function"), call.child_by_field_name("arguments")
         while fn is not None and fn.type in ("qualified_identifier", "template_function"):   # `ns::f<T>`: f
             fn = fn.child_by_field_name("name")
-        helper = helpers.get(fn.text.decode()) if fn is not None else None
+        helper = helpers.get(syntax.text(fn)) if fn is not None else None
         if helper is None or args is None or helper.type != "function_definition":
             continue
         passed = [_bare(a) for a in args.named_children if a.type != "comment"]
         for arg, param in zip(passed, _param_names(helper)):   # the helper's name for the array
-            if arg is not None and arg.type == "identifier" and arg.text.decode() == name and param \
-                    and _maps_itself(helper.child_by_field_name("body"), param):
+            if arg is not None and arg.type == "identifier" and syntax.text(arg) == name and param \
+                    and _maps_itself(syntax.field(helper, "body"), param):
                 return True
     return False
