@@ -172,11 +172,11 @@ class _Run:
             target, right, op = (assign.child_by_field_name(f) for f in ("left", "right", "operator"))
             name = text(target) if target is not None and target.type == "identifier" else None
             if name in self.tracked and right is not None and op is not None:
-                value = self.read(text(right))
+                given = self.read(text(right))
                 if op.type != "=":
-                    value = f"({self.values[name]}) {op.type[:-1]} ({value})" if name in self.values else ""
-                if value:
-                    self.values[name] = value
+                    given = f"({self.values[name]}) {op.type[:-1]} ({given})" if name in self.values else ""
+                if given:
+                    self.values[name] = given
                     return False
         self.lose(s)
         return False
