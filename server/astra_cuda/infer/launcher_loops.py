@@ -11,15 +11,17 @@ lines of the file are kept (a launch's line is where it is written).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from tree_sitter import Node
 
 from ..model import dim3, source
-from ..model.syntax import declarator_name, function_declarator, text as _text, walk as _walk
+from ..model.syntax import declarator_name, field, function_declarator, text as _text, walk as _walk
 
 MAX_TRIPS = 8   # a loop the bound does not stop within this many trips is left as it is
-_STEPS = {"*=": lambda v, k: v * k, "+=": lambda v, k: v + k, "<<=": lambda v, k: v << k,
+_STEPS: dict[str, Callable[[int, int], int | None]] = {"*=": lambda v, k: v * k, "+=": lambda v, k: v + k, "<<=": lambda v, k: v << k,
           "-=": lambda v, k: v - k, "/=": lambda v, k: v // k if k else None, ">>=": lambda v, k: v >> k}
-_BOUNDS = {"<": lambda v, k: v < k, "<=": lambda v, k: v <= k, ">": lambda v, k: v > k,
+_BOUNDS: dict[str, Callable[[int, int], bool]] = {"<": lambda v, k: v < k, "<=": lambda v, k: v <= k, ">": lambda v, k: v > k,
            ">=": lambda v, k: v >= k, "!=": lambda v, k: v != k}
 
 
@@ -32,7 +34,7 @@ def unrolled(text: str, kernel: str) -> tuple[str, set[str]] | None:
     changed: set[str] = set()
     for fn in (n for n in _walk(root) if n.type == "function_definition"):
         launches = [n.start_byte for n in _walk(fn) if n.type == "kernel_call_syntax"
-                    and kernel in _text(n.parent.child_by_field_name("function") or n)]
+                    and kernel in _text((n.parent.child_by_field_name("function") if n.parent is not None else None) or n)]
         if not launches:
             continue
         for loop in (n for n in _walk(fn) if n.type == "while_statement" and n.end_byte <= max(launches)):
@@ -90,7 +92,7 @@ def _conjuncts(cond: Node) -> list[Node]:
         cond = cond.named_children[0]
     op = cond.child_by_field_name("operator") if cond.type == "binary_expression" else None
     if op is not None and op.type == "&&":
-        return _conjuncts(cond.child_by_field_name("left")) + _conjuncts(cond.child_by_field_name("right"))
+        return _conjuncts(field(cond, "left")) + _conjuncts(field(cond, "right"))
     return [cond]
 
 
@@ -154,8 +156,8 @@ def _unroll(fn: Node, loop: Node) -> list[tuple[int, int, str]] | None:
     for name, op, k in steps:
         bounds = [c for c in _conjuncts(cond) if c.type == "binary_expression"
                   and _text(c.child_by_field_name("left")) == name
-                  and c.child_by_field_name("right").type == "number_literal"
-                  and c.child_by_field_name("operator").type in _BOUNDS]
+                  and field(c, "right").type == "number_literal"
+                  and field(c, "operator").type in _BOUNDS]
         decl = _declaration(fn, name, loop)
         if len(bounds) != 1 or decl is None or sum(s[0] == name for s in steps) != 1:
             continue
@@ -167,13 +169,14 @@ def _unroll(fn: Node, loop: Node) -> list[tuple[int, int, str]] | None:
             continue
         bound = bounds[0]
         limit = int(_text(bound.child_by_field_name("right")).rstrip("uUlL"), 0)
-        test = _BOUNDS[bound.child_by_field_name("operator").type]
-        value, trips = decl[1], []
+        test = _BOUNDS[field(bound, "operator").type]
+        value, trips = decl[1], list[int]()
         while test(value, limit) and len(trips) < MAX_TRIPS:
             trips.append(value)
-            value = _STEPS[op](value, k)
-            if value is None:
+            stepped = _STEPS[op](value, k)
+            if stepped is None:
                 return None
+            value = stepped
         if test(value, limit):
             return None    # not stopped by its bound within MAX_TRIPS
         return _edits(fn, loop, stmts, cond, bound, name, decl[0], trips, value, decl[2])
@@ -253,11 +256,11 @@ def _dim3_values(fn: Node, loop: Node) -> dict[str, dict[str, str]] | None:
 
 def _dim3_read(cond: Node, dims: dict[str, dict[str, str]]) -> str | None:
     """The condition's text with each member of those dim3s it reads replaced by its value."""
-    text = _text(cond)
+    text: str | None = _text(cond)
     for name, values in dims.items():
         if any(n.type == "identifier" and _text(n) == name for n in _walk(cond)):
-            text = dim3.members_read(source.parse_expression(text), name, values) \
-                if source.parse_expression(text) is not None else None
+            expr = source.parse_expression(text)
+            text = dim3.members_read(expr, name, values) if expr is not None else None
             if text is None:
                 return None
     return text
