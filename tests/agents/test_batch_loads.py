@@ -127,3 +127,61 @@ def test_a_row_that_may_be_written_is_not_read_ahead(change, passes):
     if passes:
         assert "fabsf(astra_ld0_0)" in rw.text and "out[blockIdx.x * cols + i] = (signed char)__float2int_rn(val" \
             in rw.text and "float val = astra_ld" not in rw.text
+
+
+NORM, NORM_PATH = "row_rms_vec4", KERNELS / "row_rms_vec4.cu"
+
+
+def test_a_pass_with_a_per_lane_loop_over_each_vector_is_batched_and_passes_the_gate():
+    rw = rewritten(NORM_PATH, NORM)
+    assert rw is not None and len(rw.changes) == 2      # the sum of squares and the scaling pass
+    assert "`wv`, `xr`" in rw.changes[1]
+    assert "const auto astra_ld1_3 = wv[astra_s3];" in rw.text
+    assert "for (int j = 0; j < 4; j++)" in rw.text.split("astra_ld1_3 = wv")[1]   # the lane loop after the loads
+    evaluate = evaluator(NORM_PATH, NORM)
+    ev = evaluate(rw.text)
+    assert ev.passed, ev.check.summary + ev.check.feedback
+    broken = rw.text.replace("wv[astra_s3]", "wv[astra_s2]")
+    assert not evaluate(broken).passed
+
+
+def test_a_read_inside_the_nested_loop_stays_there():
+    text = NORM_PATH.read_text().replace("o[j] = av[j] * inv * bv[j];", "o[j] = av[j] * inv * bv[j] + x[j];")
+    rw = rewritten(NORM_PATH, NORM, text)
+    assert rw is not None and "+ x[j];" in rw.text and "= x[" not in rw.text
+
+
+HELPER = """__device__ float row_sumsq(const float4* r, int n) {
+  float ss = 0.0f;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    float4 v = r[i];
+    ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+  }
+  return ss;
+}
+
+"""
+
+
+@pytest.mark.parametrize("restrict", [True, False])
+def test_a_const_restrict_row_handed_to_a_helper_is_still_read_ahead(restrict):
+    """A `const T* __restrict__` buffer is modified by nothing while the kernel runs (the
+    language's promise), so a row pointer into it stays read-only when a helper is handed it
+    and when it is set in branches; without `__restrict__` a helper might write it."""
+    text = NORM_PATH.read_text()
+    text = text.replace("/* @astra", HELPER + "/* @astra")
+    text = text.replace("const float4* xr = reinterpret_cast<const float4*>(x) + blockIdx.x * cols4;",
+                        "const float4* xr;\n  if (cols4 > 0) xr = reinterpret_cast<const float4*>(x) + blockIdx.x * cols4;\n"
+                        "  else xr = reinterpret_cast<const float4*>(x);")
+    start = text.index("  for (int i = threadIdx.x; i < cols4; i += blockDim.x) {\n    float4 v = xr[i];")
+    end = text.index("  partial[threadIdx.x] = ss;")
+    text = text[:start] + "  ss = row_sumsq(xr, cols4);\n" + text[end:]
+    if not restrict:
+        text = text.replace("const float* __restrict__ x,", "const float* x,")
+    rw = rewritten(NORM_PATH, NORM, text)
+    assert rw is not None
+    assert ("const auto astra_ld0_0 = xr[astra_s0];" in rw.text) == restrict
+    if restrict:
+        evaluate = evaluator(NORM_PATH, NORM)
+        ev = evaluate(rw.text)
+        assert ev.passed, ev.check.summary + ev.check.feedback
