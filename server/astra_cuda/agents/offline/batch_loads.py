@@ -7,22 +7,17 @@ A grid- or block-stride loop on a grid the program fixes (a histogram's 240 bloc
 latency far below the copy ceiling. Recognises
 
     for (T v = S; v < N; v += ST) BODY            (any invariant S, N, ST; BODY free of jumps,
-                                                   `while`/`do` loops, barriers and warp collectives)
+                                                   nested loops, barriers and warp collectives)
 
 and reads `X[e]` (or `__ldg(&X[e])` and the other load intrinsics) at the top level of BODY (not
-under a condition, nor inside a nested `for` — a per-lane `#pragma unroll` loop over a vector's
-elements may follow the reads, its own reads staying where they are) where `X` is memory the kernel never writes and `e` depends only on `v` and
+under a condition) where `X` is memory the kernel never writes and `e` depends only on `v` and
 invariants. The rewrite runs K steps per trip while all K would run — each step's own condition
 checked in `T`, as the original checks it — with the K steps' reads first and then the K bodies in
 their original order; what is left runs in the original loop. Every statement runs in the same
 order with the same values: only reads of memory nothing writes move earlier, so the result is
 exact (no float sum is reordered). Where the body writes memory other than shared memory or the
 thread's own arrays, every hoisted buffer must be `__restrict__` (the programmer's promise that
-no such write reaches it); otherwise the loop is left alone. A `const T* __restrict__` buffer
-is read-only whatever the kernel hands it to (the language's promise for such pointers).
-
-Long because proving a read may move (what the body and its helpers write, which buffers nothing
-writes, what is invariant) takes more than the rewrite itself.
+no such write reaches it); otherwise the loop is left alone.
 """
 from __future__ import annotations
 
@@ -37,11 +32,10 @@ STEPS = (2, 4, 8)
 LOADS = {"__ldg", "__ldcs", "__ldcg", "__ldca", "__ldlu", "__ldcv"}
 PURE_CALLS = {"min", "max", "umin", "umax", "llmin", "llmax", "__umul24", "__mul24"}
 COLLECTIVE = ("sync", "shfl", "ballot", "activemask", "__match", "__reduce", "barrier", "fence", "tiled_partition")
-JUMPS = {"break_statement", "continue_statement", "return_statement", "goto_statement",
+JUMPS = {"break_statement", "continue_statement", "return_statement", "goto_statement", "for_statement",
          "while_statement", "do_statement", "for_range_loop", "labeled_statement"}
-# a read under one of these may not run every step; a nested `for` may run no trip
 CONDITIONAL = {"conditional_expression", "if_statement", "switch_statement", "lambda_expression",
-               "sizeof_expression", "for_statement"}
+               "sizeof_expression"}
 MAX_BODY = 2000          # characters of a body copied K times: a long one is not a loop of loads
 
 
@@ -144,46 +138,7 @@ def _read_only(kb: Node, params: dict) -> dict[str, bool]:
                 bad |= src
             elif src & bad:
                 bad.add(name)
-    out = {name: all(params[s].restrict for s in _roots(name, sources)) for name in sources if name not in bad}
-    out.update({name: True for name in _const_restrict(kb, params)})
-    return out
-
-
-def _const_restrict(kb: Node, params: dict) -> set[str]:
-    """Buffers nothing writes while the kernel runs, whatever the kernel does with them: `const T*
-    __restrict__` parameters (the language's promise: an object read through a restrict pointer
-    to const is modified by no means in the pointer's scope), and the pointer locals whose every
-    value — initializer and each assignment, in any branch — starts only from such buffers
-    (`row = in + blockIdx.x * stride` in each `if constexpr` branch, `v = reinterpret_cast<const
-    V*>(row)`), their address never taken. Handed to a helper, they stay read-only."""
-    good = {p for p, info in params.items() if info.const and info.restrict and "volatile" not in info.elem}
-    locals_ = _pointer_locals(kb)
-    pointers = locals_ | set(params)
-    values: dict[str, list[Node | None]] = {name: [] for name in locals_}
-    for d in (n for n in walk(kb) if n.type == "declaration"):
-        for decl in d.children_by_field_name("declarator"):
-            name, is_ptr = declared_name(decl)
-            if name in values and is_ptr and decl.type == "init_declarator":
-                values[name].append(decl.child_by_field_name("value"))
-    for n in walk(kb):
-        if n.type == "assignment_expression" and txt(n.child_by_field_name("left")) in values:
-            values[txt(n.child_by_field_name("left"))].append(
-                n.child_by_field_name("right") if txt(n.child_by_field_name("operator")) == "=" else None)
-        elif n.type == "update_expression" and txt(n.child_by_field_name("argument")) in values:
-            values[txt(n.child_by_field_name("argument"))].append(None)   # `p++`: moved, not re-based
-        elif n.type == "pointer_expression" and txt(n.child(0)) == "&" and \
-                txt(n.child_by_field_name("argument")) in values:
-            values[txt(n.child_by_field_name("argument"))].append(None)   # its address may be written
-    declared = [name for name, _ in (declared_name(x) for d in walk(kb) if d.type == "declaration"
-                                     for x in d.children_by_field_name("declarator"))]
-    for _ in range(len(values)):
-        for name, vals in values.items():
-            if name in good or not vals or declared.count(name) != 1 or any(v is None for v in vals):
-                continue
-            bases = [{txt(c) for c in walk(v) if c.type == "identifier"} & pointers for v in vals]
-            if all(b and b <= good for b in bases):
-                good.add(name)
-    return good
+    return {name: all(params[s].restrict for s in _roots(name, sources)) for name in sources if name not in bad}
 
 
 def _roots(name: str, sources: dict[str, set[str]]) -> set[str]:
@@ -432,8 +387,6 @@ class BatchLoads(base.Transform):
         data = text.encode("utf-8")
         edits, changes = [], []
         for loop in (n for n in walk(kb) if n.type == "for_statement"):
-            if any(e.start < loop.end_byte and loop.start_byte < e.end for e in edits):
-                continue   # inside a loop already batched (a body may now hold a nested `for`)
             m = _match(loop, pure)
             if m is None or _collective(m.stmts, sc) or not self._enough_steps(m, ctx, steps):
                 continue
@@ -493,7 +446,7 @@ class BatchLoads(base.Transform):
             lines.append(f"{i2}{{")
             if uses:   # the step's own index, where the body still uses it after its reads moved up
                 lines.append(f"{i2}  const {typ} {v} = astra_s{k};")
-            lines += [f"{i2}  {c.rstrip()}" for c in copies]
+            lines += [f"{i2}  {c}" for c in copies]
             lines.append(f"{i2}}}")
         lines.append(f"{i2}{v} = astra_s{steps - 1} + ({st});")
         lines.append(f"{i1}}}")
