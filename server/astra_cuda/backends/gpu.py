@@ -306,10 +306,14 @@ class GpuBackend(DeviceArrays, Backend):
         self._check_usable()
         if self.exact_alloc:
             return gpu_buffer.upload(self.cp, host, None)
+        return gpu_buffer.upload(self.cp, host, self._next_guard())
+
+    def _next_guard(self) -> Any:
+        """The guard for the next guarded buffer: the base pattern keyed by a byte of its own."""
         if self._guard is None:
             self._guard = self.cp.asarray(guard.PATTERN)   # the guard's base pattern on the device, once
         self._uploads += 1
-        return gpu_buffer.upload(self.cp, host, guard.keyed(self._guard, self._uploads))
+        return guard.keyed(self._guard, self._uploads)
 
     def guarded(self, dtype: np.dtype, shape: tuple[int, ...]) -> GpuBuffer:
         """A device case's run buffer (gate/device_case.py): its bytes and a keyed guard after
@@ -318,10 +322,7 @@ class GpuBackend(DeviceArrays, Backend):
         dt, shape = np.dtype(dtype), tuple(int(n) for n in shape)
         if self.exact_alloc:
             return super().guarded(dt, shape)
-        if self._guard is None:
-            self._guard = self.cp.asarray(guard.PATTERN)
-        self._uploads += 1
-        return gpu_buffer.guarded(self.cp, dt, shape, guard.keyed(self._guard, self._uploads))
+        return gpu_buffer.guarded(self.cp, dt, shape, self._next_guard())
 
     def overrun(self, buf: GpuBuffer) -> tuple[int, int] | None:
         return None if buf.raw is None else guard.first_changed(self.cp, buf.raw, buf.nbytes, buf.pattern)
