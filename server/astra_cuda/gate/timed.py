@@ -206,6 +206,8 @@ def sealed(backend: Backend, sets: Sequence[TimedSet], key: tuple[int, int]) -> 
     """Keyed digests (`Backend.digest`, where the data live) of each set's expected outputs: taken
     when they are computed, compared after the loop (no kernel sees `key`)."""
     return [{name: backend.digest(buf, key) for name, buf in (ts.outputs or {}).items()} for ts in sets]
+
+
 def check_outputs(spec: Spec, backend: Backend, ts: TimedSet, got: dict[str, Buffer], *, poison: int | None,
                   where: str) -> list[Failure]:
     """The written arguments in `got` (device buffers; all of them, or some) against the set's
