@@ -18,6 +18,14 @@ def example(name: str) -> tuple[str, str, str]:
 
 
 
+def loaded_kernel(path: pathlib.Path, kernel: str, text: str | None = None):
+    """(text, spec) of `kernel` in `text`, else in the file at `path`."""
+    from astra_cuda.model import source, spec as spec_mod
+    text = text or path.read_text()
+    m = source.parse(text)
+    return text, spec_mod.load(m.kernel(kernel), m)
+
+
 def silu_evaluator():
     """(text, path, kernel, spec, evaluate) for silu_and_mul on the CPU backend (quick gate);
     skips the test where the CPU backend cannot run."""

@@ -8,7 +8,7 @@ import pathlib
 
 import pytest
 
-from astra_cuda.model import source, spec as spec_mod
+from agent_helpers import loaded_kernel
 from astra_cuda.agents import Check, Evaluation, ProfileSummary, SizeTiming
 from astra_cuda.agents.offline import TRANSFORMS, context_from_spec, context_from_text
 from astra_cuda.agents.planner import OfflinePlanner
@@ -23,9 +23,7 @@ HIST_PATH = pathlib.Path(__file__).parent / "kernels" / "histogram_atomic.cu"
 
 
 def loaded(text=None, path=PATH, kernel=KERNEL):
-    text = text or path.read_text()
-    m = source.parse(text)
-    return text, spec_mod.load(m.kernel(kernel), m)
+    return loaded_kernel(path, kernel, text)
 
 
 def evaluator(path, kernel):

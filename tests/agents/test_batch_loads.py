@@ -8,21 +8,18 @@ import pathlib
 
 import pytest
 
+from agent_helpers import loaded_kernel
 from astra_cuda.agents import Check, Evaluation, ProfileSummary, SizeTiming
 from astra_cuda.agents.offline import TRANSFORMS, context_from_spec, context_from_text
 from astra_cuda.agents.planner import OfflinePlanner
 from astra_cuda.agents.situation import Situation
-from astra_cuda.model import source, spec as spec_mod
 
 KERNELS = pathlib.Path(__file__).parent / "kernels"
 HIST, HIST_PATH = "histogram_words", KERNELS / "histogram_words.cu"
 SUMS, SUMS_PATH = "block_partial_sums", KERNELS / "block_partial_sums.cu"
 
 
-def loaded(path, kernel, text=None):
-    text = text or path.read_text()
-    m = source.parse(text)
-    return text, spec_mod.load(m.kernel(kernel), m)
+loaded = loaded_kernel
 
 
 def rewritten(path, kernel, text=None, params=None):

@@ -6,7 +6,7 @@ import pathlib
 
 import pytest
 
-from astra_cuda.model import source, spec as spec_mod
+from agent_helpers import loaded_kernel
 from astra_cuda.agents.offline import TRANSFORMS, context_from_text
 
 KERNEL = "rownorm_kernel"
@@ -14,9 +14,7 @@ PATH = pathlib.Path(__file__).parent / "kernels" / "rownorm_capped_grid.cu"
 
 
 def loaded(text=None):
-    text = text or PATH.read_text()
-    m = source.parse(text)
-    return text, spec_mod.load(m.kernel(KERNEL), m)
+    return loaded_kernel(PATH, KERNEL, text)
 
 
 def lifted(text, sp):

@@ -7,6 +7,7 @@ import pathlib
 
 import pytest
 
+from agent_helpers import loaded_kernel
 from astra_cuda.model import source, spec as spec_mod
 from astra_cuda.agents import Check, Evaluation, ProfileSummary, SizeTiming
 from astra_cuda.agents.offline import TRANSFORMS, context_from_spec, context_from_text
@@ -18,9 +19,7 @@ PATH = pathlib.Path(__file__).parent / "kernels" / "transpose_naive.cu"
 
 
 def loaded(text=None):
-    text = text or PATH.read_text()
-    m = source.parse(text)
-    return text, spec_mod.load(m.kernel(KERNEL), m)
+    return loaded_kernel(PATH, KERNEL, text)
 
 
 def test_the_tiled_transpose_passes_the_gate_and_a_wrong_one_does_not():

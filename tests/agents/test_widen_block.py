@@ -9,7 +9,7 @@ import pathlib
 
 import pytest
 
-from astra_cuda.model import source, spec as spec_mod
+from agent_helpers import loaded_kernel
 from astra_cuda.agents import Check, Evaluation, ProfileSummary, SizeTiming
 from astra_cuda.agents.offline import TRANSFORMS, context_from_spec, context_from_text
 from astra_cuda.agents.planner import OfflinePlanner
@@ -21,9 +21,7 @@ GUARD = "  if (c >= cols) return;\n"
 
 
 def loaded(text=None):
-    text = text or PATH.read_text()
-    m = source.parse(text)
-    return text, spec_mod.load(m.kernel(KERNEL), m)
+    return loaded_kernel(PATH, KERNEL, text)
 
 
 def test_blocks_of_a_warp_become_blocks_of_256_and_pass_the_gate():
