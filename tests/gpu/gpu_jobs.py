@@ -288,3 +288,94 @@ def device_case_check(payload):
     first = v.failures[0] if v.failures else None
     return v.status, first.check if first else "", first.message if first else "", \
         any("on the device" in n for n in v.coverage.notes)
+
+
+# ---- the reference's module loaded afresh for each launch (tests/gpu/test_reference_module_afresh_gpu.py) ----
+
+TABLE_REF = """
+__device__ int table[4] = {3, 3, 3, 3};
+__global__ void lookup(int* y) { y[threadIdx.x] = table[threadIdx.x]; }
+"""
+# wrong (1 everywhere), and it writes 1 into the table at each address it is given: the reference
+# module's, found (here: handed over, as a scan of the context would find it)
+TABLE_REWRITE = """
+__global__ void rewrite(int* y, unsigned long long a, unsigned long long b) {
+  if (a) ((int*)a)[threadIdx.x] = 1;
+  if (b) ((int*)b)[threadIdx.x] = 1;
+  y[threadIdx.x] = 1;
+}
+"""
+
+
+def _table_address(b, ref) -> tuple[int, int]:
+    """The reference's `table`: in its compiled module (launched on main) and in its last fresh load."""
+    base = int(ref.raw.get_global("table").ptr)
+    loaded = getattr(b, "_loaded", None)
+    last = int(loaded.raw.module.get_global_var("table")) if loaded is not None else 0
+    return base, last
+
+
+def reference_module_afresh(_=None):
+    """The attack on the backend: reference and candidate launched in turn in one context, the
+    candidate writing the reference's table wherever it lies; what the reference read each time,
+    what a fresh load costs, and the device memory 500 reference launches leave."""
+    import time
+    b = backend()
+    ref = b.compile(TABLE_REF, ["lookup"], role="reference")
+    cand = b.compile(TABLE_REWRITE, ["rewrite"], role="candidate")
+    y = b.upload(np.zeros(4, np.int32))
+    one = Launch((1, 1, 1), (4, 1, 1))
+    seen = []
+    for _ in range(20):
+        b.launch(ref, "lookup", one, [y])
+        seen.append(b.download(y).tolist())
+        a, last = _table_address(b, ref)
+        b.launch(cand, "rewrite", one, [y, Scalar("unsigned long long", a, "uint64"),
+                                        Scalar("unsigned long long", last, "uint64")])
+    from astra_cuda.backends.base import TimedLaunch
+    b.time(ref, "lookup", one, [TimedLaunch([y]) for _ in range(5)], flush_l2=False)
+    timed = b.download(y).tolist()
+    free0 = b.cp.cuda.runtime.memGetInfo()[0]
+    t = time.perf_counter()
+    for _ in range(500):
+        b.launch(ref, "lookup", one, [y])
+    per_launch_ms = (time.perf_counter() - t) * 1000 / 500
+    free1 = b.cp.cuda.runtime.memGetInfo()[0]
+    t = time.perf_counter()
+    for _ in range(500):
+        b.launch(cand, "rewrite", one, [y, Scalar("unsigned long long", 0, "uint64"),
+                                        Scalar("unsigned long long", 0, "uint64")])
+    candidate_ms = (time.perf_counter() - t) * 1000 / 500
+    return {"seen": seen, "timed": timed, "reference_launch_ms": per_launch_ms, "candidate_launch_ms": candidate_ms,
+            "freed_bytes_lost": int(free0 - free1)}
+
+
+# The whole gate, checked twice in one worker: a wrong rewrite (y = x) that writes 1 into the
+# reference's `gain` through an address kept in its own `__device__` variable (set by the job to
+# where the reference's compiled module holds `gain`, as a scan would find it).
+GAIN_BY_ADDRESS = """__device__ unsigned long long target;   // the reference's `gain`, found by address
+
+""" + """__global__ void scale_fast(float* y, const float* x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i == 0 && target) *(float*)target = 1.0f;
+  if (i < n) y[i] = x[i];
+}
+"""
+
+
+def gate_with_reference_table_rewritten(payload):
+    """`payload`: the file's units and spec (tests.security.reference_files.units)."""
+    from astra_cuda import gate
+    from astra_cuda.gate.building import Building
+    Building.cut_check = lambda self: True   # this worker's only: the cut check is another entry's
+    b = backend()
+    ref_u, cand_u, spec = payload["ref"], payload["cand"], payload["spec"]
+    ref = b.compile_unit(ref_u, role="reference")
+    cand = b.compile_unit(cand_u, role="candidate")
+    addr = np.array([int(ref.raw.get_global("gain").ptr)], np.uint64)
+    cand.raw.get_global("target").copy_from_host(addr.ctypes.data, 8)
+    out = []
+    for _ in range(2):
+        v = gate.check(ref_u, cand_u, spec, b, quick=True)
+        out.append({"status": v.status, "checks": sorted({f.check for f in v.failures}), "human": v.human()})
+    return out

@@ -682,6 +682,15 @@ TRUTH = [
            "the timed outputs fail against expectations computed before any candidate launch of the job",
            "profiler.timing: the reference's expectations computed before the loop (gate.expect(before_loop=True)), "
            "the sets made again from the host after it (gate.resync)"),
+    Attack("guessed_global_rewrites_reference_module", "truth", "GPU only: a wrong rewrite that writes its own "
+           "value into the reference's `__device__` table through the address of the reference module's global "
+           "(one CUDA context: kept, guessed or scanned for) at each launch; the gate runs the reference and the "
+           "candidate case after case in that context, and the reference's module, its own but loaded once per "
+           "worker, computed the next expected outputs from the candidate's table — the rewrite matched",
+           "the reference computes with the table its image holds at every launch; the rewrite fails",
+           "backends/own_module.py: every launch (and timing loop, and global read) of the reference runs from a "
+           "module loaded afresh from its compiled image kept in memory — no recompile — the load before unloaded; "
+           "tests/gpu/test_reference_module_afresh_gpu.py on a GPU"),
     Attack("guessed_pointers_rewrite_timing_expectations", "truth", "a wrong rewrite that writes its own result into "
            "every device buffer shaped like its output during the timing loop — the expectations among them, now "
            "that they are computed before the loop and kept on the device so honest kernels cost no transfer (what "

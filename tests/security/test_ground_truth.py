@@ -13,6 +13,7 @@ import dataclasses
 import gc
 
 import numpy as np
+import pytest
 
 from astra_cuda import gate, profiler
 from astra_cuda.gate import checks, judging
@@ -187,6 +188,104 @@ def test_honest_kernels_time_as_before():
     b = FakeGpu({"// reference": lambda a, n: silu(a) or 25.0, "// cand": lambda a, n: silu(a) or 20.0})
     p = profiler.profile(ref, cand, spec, b, seed=7)
     assert p.valid, p.sizes[0].output_failures + p.sizes[0].implausible
+
+
+# ---- the GPU backend's own code: the reference's module loaded afresh for each launch ------------
+
+REF_SOURCE = "__device__ int table = 3;\n__global__ void lookup(int* y) { y[0] = table; }\n"
+CAND_SOURCE = "__global__ void rewrite(int* y) { /* finds `table` of every other module */ y[0] = 1; }\n"
+
+
+def _table_kernels() -> None:
+    """The reference reads its `__device__` table; the candidate, wrong (1), writes 1 into the
+    table of every other module loaded in the context — the reference's, found by address."""
+    from . import cupy_stand_in as fake
+
+    def lookup(globals_, args):
+        args[0][0] = globals_["table"]
+
+    def rewrite(globals_, args):
+        for m in list(fake.LIVE):
+            if m.globals is not globals_ and "table" in m.globals:
+                m.globals["table"] = 1
+        args[0][0] = 1
+    fake.KERNELS.update({"lookup": lookup, "rewrite": rewrite, "_Z6lookupPi": lookup, "_Z7rewritePi": rewrite})
+
+
+def test_guessed_global_rewrites_reference_module(monkeypatch, tmp_path):
+    """The GpuBackend's own compile, launch and timing loop on a stand-in CuPy whose loaded modules
+    share one address space: a candidate launch between two reference launches sets the reference
+    module's `__device__` table to its own (wrong) value. The reference's module was its own but
+    loaded once per worker (own_module), so its next launch computed with the candidate's table and
+    the wrong candidate matched; now every reference launch (and timing loop) loads the module
+    afresh from its compiled image — no recompile — and unloads the one before."""
+    import gc
+
+    from astra_cuda.backends.base import Launch, TimedLaunch
+    from astra_cuda.backends.gpu_buffer import GpuBuffer
+    from . import cupy_stand_in as fake
+    b = fake.backend(monkeypatch)
+    _table_kernels()
+    ref = b.compile(REF_SOURCE, ["lookup"], filename=str(tmp_path / "k.cu"), role="reference")
+    cand = b.compile(CAND_SOURCE, ["rewrite"], filename=str(tmp_path / "k.cu"), role="candidate")
+    y = GpuBuffer(np.zeros(1, np.int32), np.dtype(np.int32), (1,))
+    one = Launch((1, 1, 1), (1, 1, 1))
+    seen, loads = [], fake.LOADS[0]
+    for _ in range(50):   # interleaved, as the gate runs them case after case
+        b.launch(ref, "lookup", one, [y])
+        seen.append(int(y.array[0]))
+        b.launch(cand, "rewrite", one, [y])
+    assert seen == [3] * 50, seen      # main: [3, 1, 1, …]
+    assert fake.LOADS[0] - loads == 50   # a load per reference launch, from the image: no compile
+    times = b.time(ref, "lookup", one, [TimedLaunch([y]) for _ in range(3)], flush_l2=False)
+    assert len(times.times_us) == 3 and int(y.array[0]) == 3 and fake.LOADS[0] - loads == 51   # one per loop
+    gc.collect()
+    live = [m for m in fake.LIVE if "table" in m.globals]
+    assert len(live) <= 3, len(live)   # compiled (never launched), the candidate's, the last fresh load
+    assert b.compile(REF_SOURCE, ["lookup"], filename=str(tmp_path / "k.cu"), role="reference") is ref
+    assert fake._MEMO and len([k for k in fake._MEMO if isinstance(k, str)]) == 2   # compiled once each
+
+
+def test_guessed_global_rewrites_reference_module_nvcc(monkeypatch, tmp_path):
+    """The same with a CUDA toolkit: the whole file's cubin made by nvcc, the reference's launches
+    each from a load of that cubin's bytes (by the kernel's mangled name), the candidate's from its
+    own module."""
+    from astra_cuda.backends.base import Launch
+    from astra_cuda.backends.gpu_buffer import GpuBuffer
+    from astra_cuda.compile import extract, toolkit
+    from . import cupy_stand_in as fake
+    if toolkit.find() is None:
+        pytest.skip("no CUDA toolkit (nvcc) here")
+    b = fake.backend(monkeypatch)
+    _table_kernels()
+    f = tmp_path / "proj" / "k.cu"
+    f.parent.mkdir()
+    f.write_text(REF_SOURCE + CAND_SOURCE)
+    ref = b.compile_unit(extract.unit(f.read_text(), str(f), "lookup"), role="reference")
+    cand = b.compile_unit(extract.unit(f.read_text(), str(f), "rewrite"), role="candidate")
+    y = GpuBuffer(np.zeros(1, np.int32), np.dtype(np.int32), (1,))
+    seen = []
+    for _ in range(5):
+        b.launch(ref, "lookup", Launch((1, 1, 1), (1, 1, 1)), [y])
+        seen.append(int(y.array[0]))
+        b.launch(cand, "rewrite", Launch((1, 1, 1), (1, 1, 1)), [y])
+    assert seen == [3] * 5, seen   # main: [3, 1, 1, 1, 1]
+    assert ref.lowered["lookup"] == "_Z6lookupPi" and ref.image is not None and cand.image is None
+
+
+def test_a_reference_without_its_image_is_refused(monkeypatch, tmp_path):
+    """Where CuPy hands over no image (a CuPy whose compiler loads otherwise), the reference cannot
+    be loaded afresh: a clear compile error, never a reference launched from a module a candidate
+    could have written."""
+    from astra_cuda.backends import own_module
+    from astra_cuda.backends.base import CompileError
+    from . import cupy_stand_in as fake
+    b = fake.backend(monkeypatch)
+    _table_kernels()
+    monkeypatch.setattr(own_module, "image_of", lambda raw: None)
+    with pytest.raises(CompileError, match="loads afresh"):
+        b.compile(REF_SOURCE, ["lookup"], filename=str(tmp_path / "k.cu"), role="reference")
+    assert b.compile(CAND_SOURCE, ["rewrite"], filename=str(tmp_path / "k.cu"), role="candidate")  # no image needed
 
 
 # ---- the CPU backend: a launch's process maps its own arguments only --------------------------

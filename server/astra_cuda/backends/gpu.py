@@ -14,7 +14,8 @@ poison fills and snapshots (`TimedLaunch`) done outside the events; after an idl
 is kept busy for a few milliseconds first, so clocks that dropped while idle do not slow the first
 launches. Beside it: where CuPy's NVRTC compile may reach (`cupy_confinement`), the pass rule on device
 arrays (`device_compare`), the compute-sanitizer pool and log (`gpu_sanitizer`), the device's copy
-ceiling (`copy_ceiling`), the reference's module of its own (`own_module`), host programs (`gpu_host`).
+ceiling (`copy_ceiling`), how a launch's failure is read (`gpu_faults`), the reference's module of
+its own, loaded afresh for each launch (`own_module`), host programs (`gpu_host`).
 Long because it is the one place CuPy's device is driven: compiling, memory and buffer placement,
 launches with their fault handling and the timing loop share the device, its stream and its state.
 """
@@ -23,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from contextlib import nullcontext
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -30,7 +32,7 @@ import numpy as np
 from .. import redact
 from .base import (Backend, BackendUnavailable, Capabilities, CompileError, Launch, LaunchError, Module,
                    Packed, ResourceUsage, Scalar, Schedule, TimedLaunch, TimingResult, Unsupported)
-from . import copy_ceiling, gpu_buffer, gpu_host, guard, own_module
+from . import copy_ceiling, gpu_buffer, gpu_faults, gpu_host, guard, own_module
 from .gpu_buffer import GpuBuffer, storage_dtype as _storage_dtype
 from .cupy_confinement import compile_confinement, cupy_cache_dir, load_nvrtc, private_tempdir, require_confinement
 from .device_compare import within_tolerance
@@ -41,15 +43,6 @@ IDLE_S = 0.001       # idle longer than this before a timing loop: wake the GPU 
 WAKE_FLUSHES = 20    # ... with this many L2-flush memsets (~0.7 ms on an H100),
 LONG_IDLE_S = 0.05   # and after a longer spell
 LONG_WAKE_FLUSHES = 100  # with this many (~4 ms)
-
-# Errors after which the CUDA context is unusable: the worker must be replaced.
-_STICKY = ("illegal address", "illegal memory", "misaligned address", "illegal instruction", "hardware stack",
-           "unspecified launch failure", "device-side assert", "invalid program counter", "invalid address space",
-           "launch timed out", "ErrorLaunchFailure", "ErrorIllegalAddress", "ErrorAssert", "ErrorHardwareStackError",
-           "ErrorIllegalInstruction", "ErrorMisalignedAddress", "ErrorInvalidAddressSpace", "ErrorInvalidPc",
-           "ErrorLaunchTimeout", "ErrorContextIsDestroyed", "ERROR_ILLEGAL_ADDRESS", "ERROR_LAUNCH_FAILED",
-           "ERROR_ASSERT", "ERROR_ILLEGAL_INSTRUCTION", "ERROR_MISALIGNED_ADDRESS", "ERROR_HARDWARE_STACK_ERROR")
-
 
 def _cupy():
     try:
@@ -69,6 +62,7 @@ class GpuModule(Module):
         self.compiler = compiler
         self.functions: dict[str, Any] = {}
         self.dyn_smem: dict[str, int] = {}  # the dynamic shared-memory limit raised so far
+        self.image: own_module.Image | None = None   # the reference's: loaded afresh for each launch
 
     def function(self, name: str):
         f = self.functions.get(name)
@@ -123,6 +117,7 @@ class GpuBackend(DeviceArrays, Backend):
         self._flush = None
         self._busy_until = 0.0  # time.monotonic() when the last timing loop ended
         self._held: list = []   # the last launch's records (see _args)
+        self._loaded: GpuModule | None = None   # the reference's last fresh load (see _as_loaded)
         self.poisoned: str | None = None
 
     # ---- device facts ---------------------------------------------------------------------
@@ -163,15 +158,18 @@ class GpuBackend(DeviceArrays, Backend):
                               f"the worker is being replaced — run again")
 
     # ---- compiling ------------------------------------------------------------------------
-    def compile(self, source: str, name_expressions: Sequence[str], *, filename: str = "kernel.cu",
-                options: Sequence[str] = (), sanitize: bool = False, races: bool = False, role: str = "") -> GpuModule:
-        self._check_usable()
+    def _builds(self, sanitize: bool, races: bool) -> None:
         if races:
             raise Unsupported("the GPU backend has no race-checker build (compute-sanitizer racecheck runs "
                               "the kernel instead)")
         if sanitize and not self.sanitizer:
             raise Unsupported("a sanitizer build needs a worker running under compute-sanitizer "
                               "(astra_cuda.backends.gpu_sanitizer.sanitizer_pool())")
+
+    def compile(self, source: str, name_expressions: Sequence[str], *, filename: str = "kernel.cu",
+                options: Sequence[str] = (), sanitize: bool = False, races: bool = False, role: str = "") -> GpuModule:
+        self._check_usable()
+        self._builds(sanitize, races)
         from ..compile import static
         names = list(dict.fromkeys(name_expressions))
         # CuPy adds the architecture of the current device itself.
@@ -193,15 +191,20 @@ class GpuBackend(DeviceArrays, Backend):
         from ..storage import writing
         with writing("CuPy's kernel cache", cupy_cache_dir()):  # a full disk: said, not a traceback
             try:
-                raw = self._confined_raw_module(code, opts, names)
+                raw = self._confined_raw_module(code, opts, names, role)
             except CompileError as e:
                 inc = static.cuda_include_dir()
                 more = [f"-I{d}" for d in ([inc] if inc else []) + static.cccl_include_dirs() if f"-I{d}" not in opts]
                 if "cannot open source file" in e.log and more:
-                    raw = self._confined_raw_module(code, opts + more, names)
+                    raw = self._confined_raw_module(code, opts + more, names, role)
                 else:
                     raise
         mod = GpuModule(raw, names, key)
+        if role == own_module.REFERENCE:   # launched afresh from its image, never recompiled (own_module)
+            mod.image = own_module.image_of(raw)
+            if mod.image is None:
+                raise CompileError("CuPy did not hand over the reference's compiled module, which each of its "
+                                   "launches loads afresh (own_module): this CuPy is not supported")
         for n in names:  # load now: a missing name is a compile problem, not a launch one
             mod.function(n)
         self._modules[key] = mod
@@ -226,12 +229,7 @@ class GpuBackend(DeviceArrays, Backend):
                                options=unit.options(), sanitize=sanitize, races=races, role=role)
             mod.compiler, mod.unit = mod.compiler or f"NVRTC (CuPy): {why or 'no file text'}", unit
             return mod
-        if races:
-            raise Unsupported("the GPU backend has no race-checker build (compute-sanitizer racecheck runs "
-                              "the kernel instead)")
-        if sanitize and not self.sanitizer:
-            raise Unsupported("a sanitizer build needs a worker running under compute-sanitizer "
-                              "(astra_cuda.backends.gpu_sanitizer.sanitizer_pool())")
+        self._builds(sanitize, races)
         try:
             r = nvcc.compile(text + unit.appendix, unit.path, unit.context, self.arch,
                              [unit.name_expression], toolkit=tk)
@@ -245,7 +243,8 @@ class GpuBackend(DeviceArrays, Backend):
             raise CompileError(f"{first} ({r.compiler})", log=redact.included(f"{said}\n{r.log}".strip(), unit.path))
         assert r.cubin is not None
         with open(r.cubin, "rb") as f:
-            key = f"cubin:{hashlib.sha256(f.read()).hexdigest()}:{role}"
+            data = f.read()
+        key = f"cubin:{hashlib.sha256(data).hexdigest()}:{role}"
         mod = self._modules.get(key)
         if mod is None:
             try:
@@ -254,6 +253,8 @@ class GpuBackend(DeviceArrays, Backend):
             except Exception as e:
                 raise CompileError(f"could not load the compiled module: {e}", log=str(e)) from None
             mod = GpuModule(raw, [], key, compiler=r.compiler if text is unit.file_text else f"{unit.search_cut}: {r.compiler}")
+            if role == own_module.REFERENCE:   # launched afresh from its image (own_module)
+                mod.image = own_module.Image(data)
             self._modules[key] = mod
         mod.lowered.update(r.kernels)
         mod.names, mod.unit = tuple(dict.fromkeys((*mod.names, unit.name_expression))), unit
@@ -264,24 +265,25 @@ class GpuBackend(DeviceArrays, Backend):
     def build_host(self, module: Module, main: str) -> Any:
         return gpu_host.build_host(self.arch, module, main)
 
-    def _confined_raw_module(self, code: str, opts: list[str], names: list[str]):
+    def _confined_raw_module(self, code: str, opts: list[str], names: list[str], role: str = ""):
         """NVRTC opens the unit's `#include`s inside this process: CuPy compiles (and loads) the
         module in a thread confined to what a compiler of user code may read (astra_cuda.compile.confine),
         plus CuPy's kernel cache and the driver's device files. A compile that never finishes
         (an `#include` of a FIFO in the project) retires this worker."""
         from ..compile import confine
         try:
-            return confine.call(compile_confinement(self.cp, opts), self._raw_module, code, opts, names)
+            return confine.call(compile_confinement(self.cp, opts), self._raw_module, code, opts, names, role)
         except confine.CompileTimeout:
             self.poisoned = "an NVRTC compile did not finish"
             _retire_worker()
             raise
 
-    def _raw_module(self, code: str, opts: list[str], names: list[str]):
+    def _raw_module(self, code: str, opts: list[str], names: list[str], role: str = ""):
         cp = self.cp
         try:
             raw = cp.RawModule(code=code, options=tuple(opts), name_expressions=names or None)
-            with self.device:  # a confined compile runs on a fresh thread: load on our device
+            # a confined compile runs on a fresh thread: load on our device; the reference's image kept
+            with self.device, own_module.keeping_image(cp) if role == own_module.REFERENCE else nullcontext():
                 raw.compile()
             return raw
         except cp.cuda.compiler.CompileException as e:
@@ -391,12 +393,25 @@ class GpuBackend(DeviceArrays, Backend):
             raise LaunchError("module was not compiled by the GPU backend")
         try:
             with self.device:
+                if module.image is not None:   # the reference's globals as loaded, never as launches left them
+                    return own_module.Loaded(self.cp, module.image).read(symbol, nbytes)
                 ptr = module.raw.get_global(symbol)
                 host = np.empty(int(nbytes), dtype=np.uint8)
                 ptr.copy_to_host(host.ctypes.data, int(nbytes))
         except Exception as e:
             raise LaunchError(f"{symbol} is not in the compiled module ({e})") from None
         return host.tobytes()
+
+    def _as_loaded(self, module: GpuModule) -> GpuModule:
+        """The module a launch or a timing loop runs: the reference's loaded afresh from its image
+        (own_module), which no candidate's launch has met. The load before stays held until this one
+        replaces it (its launches are over by then) and is unloaded then: one at a time."""
+        if module.image is None:
+            return module
+        with self.device:
+            self._loaded = GpuModule(own_module.Loaded(self.cp, module.image), module.names, module.key,
+                                     {**module.image.names, **module.lowered}, module.compiler)
+        return self._loaded
 
     def _enqueue(self, module: GpuModule, name_expression: str, launch: Launch, kargs: tuple) -> None:
         f = module.function(name_expression)
@@ -411,7 +426,7 @@ class GpuBackend(DeviceArrays, Backend):
         self._check_usable()
         cp = self.cp
         try:
-            self._enqueue(module, name_expression, launch, self._args(args))
+            self._enqueue(self._as_loaded(module), name_expression, launch, self._args(args))
             done = cp.cuda.Event(disable_timing=True)
             done.record()
         except Exception as e:
@@ -420,7 +435,7 @@ class GpuBackend(DeviceArrays, Backend):
         deadline = time.monotonic() + timeout_s
         spins = 0
         try:
-            while not self._finished(done):
+            while not gpu_faults.finished(cp, done):
                 if time.monotonic() > deadline:
                     self.poisoned = f"a launch of {name_expression} did not finish within {timeout_s:g} s"
                     _retire_worker()
@@ -438,29 +453,15 @@ class GpuBackend(DeviceArrays, Backend):
         if report:
             raise LaunchError(f"compute-sanitizer ({self.sanitizer}) found errors in {name_expression}:\n{report}")
 
-    def _finished(self, event) -> bool:
-        """cudaEventQuery: done, not yet, or the fault that stopped the stream (raised). CuPy's
-        `Event.done` reads a fault as 'not done', which would turn a crash into a timeout."""
-        runtime = self.cp.cuda.runtime
-        status = runtime.eventQuery(event.ptr)  # raises CUDARuntimeError for most faults itself
-        if status == 0:
-            return True
-        if status == 600:  # cudaErrorNotReady
-            return False
-        raise runtime.CUDARuntimeError(status)
-
     def _fault(self, e: Exception, report: str = "") -> Exception:
         if isinstance(e, (LaunchError, CompileError, BackendUnavailable)):
             return e
         text = f"{e.__class__.__name__}: {e}" + (f"\ncompute-sanitizer: {report}" if report else "")
-        if any(s.lower() in text.lower() for s in _STICKY):
+        if gpu_faults.lost_context(text):
             self.poisoned = text
             _retire_worker()
             return LaunchError(f"the kernel faulted: {text} (the CUDA context is lost; the worker is replaced)")
-        if "invalid argument" in text.lower() or "too many resources" in text.lower() or \
-                "invalid configuration" in text.lower():
-            return LaunchError(f"the launch was refused: {e}")
-        return LaunchError(f"CUDA error: {text}")
+        return gpu_faults.launch_error(e, text)
 
     # ---- timing ---------------------------------------------------------------------------
     def _flush_buffer(self):
@@ -490,6 +491,7 @@ class GpuBackend(DeviceArrays, Backend):
         d2d = runtime.memcpyDeviceToDevice
         events = []
         try:
+            module = self._as_loaded(module)   # the reference: one fresh load for the loop, no candidate beside it
             self._wake()
             for t in launches:  # a generator's Python runs while the GPU works on the launches before
                 start, end = cp.cuda.Event(), cp.cuda.Event()
@@ -571,7 +573,7 @@ class GpuBackend(DeviceArrays, Backend):
 
     def close(self) -> None:
         self._modules.clear()
-        self._flush = None
+        self._flush = self._loaded = None
         try:
             self.cp.get_default_memory_pool().free_all_blocks()
         except Exception:
