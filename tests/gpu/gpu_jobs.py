@@ -294,10 +294,11 @@ def device_case_check(payload):
 
 TABLE_REF = """
 __device__ int table[4] = {3, 3, 3, 3};
-__global__ void lookup(int* y) { y[threadIdx.x] = table[threadIdx.x]; }
+__device__ int zeroed[4];   // no initialiser: zero at every load (.bss), as C++ static storage is
+__global__ void lookup(int* y) { y[threadIdx.x] = table[threadIdx.x] + zeroed[threadIdx.x]; }
 """
-# wrong (1 everywhere), and it writes 1 into the table at each address it is given: the reference
-# module's, found (here: handed over, as a scan of the context would find it)
+# wrong (1 everywhere), and it writes 1 into the two arrays at the addresses it is given: the
+# reference module's `table` and `zeroed` (here handed over, as a scan of the context would find them)
 TABLE_REWRITE = """
 __global__ void rewrite(int* y, unsigned long long a, unsigned long long b) {
   if (a) ((int*)a)[threadIdx.x] = 1;
@@ -308,11 +309,12 @@ __global__ void rewrite(int* y, unsigned long long a, unsigned long long b) {
 
 
 def _table_address(b, ref) -> tuple[int, int]:
-    """The reference's `table`: in its compiled module (launched on main) and in its last fresh load."""
-    base = int(ref.raw.get_global("table").ptr)
+    """The reference's `table` and `zeroed` in the module its last launch ran: its compiled module
+    (on main), else its last fresh load."""
     loaded = getattr(b, "_loaded", None)
-    last = int(loaded.raw.module.get_global_var("table")) if loaded is not None else 0
-    return base, last
+    if loaded is None:
+        return int(ref.raw.get_global("table").ptr), int(ref.raw.get_global("zeroed").ptr)
+    return int(loaded.raw.module.get_global_var("table")), int(loaded.raw.module.get_global_var("zeroed"))
 
 
 def reference_module_afresh(_=None):

@@ -7,14 +7,18 @@ compiles through `cupy.cuda.compiler.function.Module().load(image)` (where the b
 `own_module.keeping_image` looks), and one loaded module per source or path (its memo)."""
 from __future__ import annotations
 
+import ctypes
 import json
 import types
 import weakref
 from typing import Any, Callable
 
+import numpy as np
+
 LIVE: "weakref.WeakSet[Module]" = weakref.WeakSet()   # every loaded module: the device's address space
 KERNELS: dict[str, Callable[[dict, tuple], None]] = {}
 LOADS, UNLOADS = [0], [0]
+GLOBALS: dict[int, Any] = {}   # "device addresses" of globals read (get_global_var) -> their bytes
 
 
 def image(**globals_: int) -> bytes:
@@ -38,6 +42,11 @@ class Module:
 
     def get_function(self, name: str) -> Function:
         return Function(self, name)
+
+    def get_global_var(self, name: str) -> int:
+        data = np.asarray(self.globals[name], np.int32)   # int32 globals, laid out as on the device
+        GLOBALS[id(data)] = data
+        return id(data)
 
     def _set_mapping(self, mapping: dict[str, str]) -> None:
         self.mapping = mapping
@@ -106,7 +115,12 @@ def _get_elapsed_time(start, end) -> float:
     return 0.001
 
 
-runtime = types.SimpleNamespace(eventQuery=lambda ptr: 0, CUDARuntimeError=RuntimeError,
+def _memcpy(dst: int, src: int, n: int, kind: int) -> None:
+    ctypes.memmove(dst, GLOBALS[src].ctypes.data, n)
+
+
+runtime = types.SimpleNamespace(eventQuery=lambda ptr: 0, CUDARuntimeError=RuntimeError, memcpy=_memcpy,
+                                memcpyDeviceToHost=2,
                                 memsetAsync=lambda *a: None, memcpyAsync=lambda *a: None,
                                 memcpyDeviceToDevice=3)
 cuda = types.SimpleNamespace(function=function, compiler=compiler, runtime=runtime, Event=Event,

@@ -243,6 +243,8 @@ def test_guessed_global_rewrites_reference_module(monkeypatch, tmp_path):
     live = [m for m in fake.LIVE if "table" in m.globals]
     assert len(live) <= 3, len(live)   # compiled (never launched), the candidate's, the last fresh load
     assert b.compile(REF_SOURCE, ["lookup"], filename=str(tmp_path / "k.cu"), role="reference") is ref
+    b.launch(cand, "rewrite", one, [y])
+    assert b.read_global(ref, "table", 4) == np.int32(3).tobytes()   # its globals as loaded, never as launches left them
     assert fake._MEMO and len([k for k in fake._MEMO if isinstance(k, str)]) == 2   # compiled once each
 
 
