@@ -231,3 +231,27 @@ def test_a_helper_a_project_header_defines_is_run_too(project):
     path = project("rows_softmax_te.cu", text)
     p = api.infer_spec(api.snapshot(text, str(path)), "rows_softmax", run=False)
     assert '"<float, 10>"' in p.comment and "element_count >= 513" in p.comment
+
+
+def test_the_warp_width_macro_as_a_dim3_constructor_argument_is_the_warp_width():
+    # apex's fused rope launcher: `dim3 threads(C10_WARP_SIZE, warps_per_block);` parses as a function
+    # declaration whose parameter types are the names, so the macro was not seen and became a size
+    text = ("template <typename T>\n"
+            "__global__ void rope_like(const T* src, T* dst, int h, int d) {\n"
+            "  int row = blockIdx.x * gridDim.y + blockIdx.y;\n"
+            "  for (int i = threadIdx.y; i < h; i += blockDim.y)\n"
+            "    for (int j = threadIdx.x; j < d; j += blockDim.x)\n"
+            "      dst[(row * h + i) * d + j] = src[(row * h + i) * d + j] * 2;\n"
+            "}\n"
+            "template <typename T>\n"
+            "void launch_rope_like(const T* src, T* dst, int s, int b, int h, int d) {\n"
+            "  int warps_per_block = h < 16 ? 4 : 8;\n"
+            "  dim3 blocks(s, b);\n"
+            "  dim3 threads(C10_WARP_SIZE, warps_per_block);\n"
+            "  rope_like<<<blocks, threads>>>(src, dst, h, d);\n"
+            "}\n")
+    m = source.parse(text)
+    from astra_cuda import infer
+    prop = infer.infer(m.kernel("rope_like"), m)
+    assert 'block = ["32", "4 if h < 16 else 8"]' in prop.comment and "C10_WARP_SIZE" not in prop.comment
+    assert any("`C10_WARP_SIZE` is defined in no file" in n for n in prop.notes)

@@ -29,7 +29,9 @@ def warp_width_names(kernel: Kernel, site_model: SourceModel | None, constants: 
     inference does not read) that the kernel or its launcher uses and the project does not define."""
     texts = [kernel.text] + ([site_model.text] if site_model is not None else [])
     nodes = [n for t in texts for n in _walk(source.parser().parse(t.encode("utf-8")).root_node)]
-    found = {n.text.decode() for n in nodes if n.type == "identifier"}
+    # `dim3 threads(C10_WARP_SIZE, warps)` parses as a function declaration whose parameter types
+    # are the names: a type_identifier there is the same macro
+    found = {n.text.decode() for n in nodes if n.type in ("identifier", "type_identifier")}
     # a name the code declares itself (the kernel's own `constexpr int WARP_SIZE = ...`) is its own
     declared = {d.text.decode() for n in nodes if n.type in ("init_declarator", "preproc_def", "preproc_function_def")
                 if (d := n.child_by_field_name("declarator") or n.child_by_field_name("name")) is not None}
