@@ -12,16 +12,23 @@ is faster:
   the best so far (both were timed beside the original; within a timer step it is neither). The
   blocks of the grid are what separates a launch-bound size from a bandwidth-bound one; a
   threshold on them must put every size where the rewrite won on one side and every size where it
-  lost on the other (`split`), else there is no dispatch. It is set just above the sizes on the
-  lower side, so the gate's small sizes reach the upper version as often as they can.
+  lost on the other (`split`). Where they do not — one block per feature, the features the same at
+  every ladder size (apex's welford: 512 features at bs = 1 and at bs = 512) — and both versions
+  launch alike, another quantity every thread of the grid reads alike may: an integer parameter of
+  the kernel that the spec binds to the sizes (`size_params`: `bs = "bs"`, in parameter order),
+  then the block's threads (`Split.by`). Where nothing separates them there is no dispatch. The
+  threshold is set just above the sizes on the lower side, so the gate's small sizes reach the
+  upper version as often as they can.
 - **One kernel** (`build`): the kernel's body becomes `if (<the rewrite's launch>) { the rewrite's
   body } else { the best's body }`, in the rewrite's file (its helpers and its launch sites). When
-  both versions launch alike, the condition is the grid's block count itself (`gridDim`). When the
+  both versions launch alike, the condition is the grid's block count itself (`gridDim`), or the
+  parameter (`if ((long long)(bs) >= 2)`), or `blockDim`'s product. When the
   rewrite launches differently, the spec's grid and block and every launch site choose the
   launch by the block count the best version's grid would have (`(r) if blocks >= T else (b)` in
   the spec, `blocks >= T ? r : b` in C++), and the kernel tells the two launches apart by a block
   dimension the rewrite fixes to a value the best's launch never takes at the sizes checked (the
-  packed rows' `blockDim.y == 4`); a pair of launches without one gets no dispatch. The condition
+  packed rows' `blockDim.y == 4`); a pair of launches without one gets no dispatch, and neither
+  does a switch on a parameter or the threads (the block count's route only). The condition
   is the same for every thread of the grid, so barriers inside either version stay valid.
 - **Every branch checked**: the gate's own sizes must launch both versions (some below the
   threshold, some at or above it). Where they launch only one (the spec's small test sizes all
@@ -33,7 +40,8 @@ is faster:
   only under the same rule — faster at the bench sizes, and slower than the original or the best so
   far at no size beyond the tolerance (`orchestrator._judge`).
 
-The adopted round's plan records the threshold (parameter `KEY`), so the chain of adopted rounds
+The adopted round's plan records the threshold and what it is of (parameter `KEY`: `by` and
+`param`, absent for the block count as before), so the chain of adopted rounds
 replays to the same kernel (`rebuild`, from `tuning.replay`): the tuning stage varies the rewrite's
 own parameters at the same threshold, and the remembered tuning makes it again.
 
@@ -59,15 +67,19 @@ KEY = "dispatch"    # in an adopted round's plan parameters: where its rewrite w
 
 @dataclass(frozen=True)
 class Split:
-    threshold: int      # blocks of the best version's grid from which `upper` runs
-    upper: str          # 'rewrite' | 'best': the version at `threshold` blocks and above
-    wins: tuple[int, ...]    # the block counts where the rewrite was faster
+    threshold: int      # the quantity (`by`) from which `upper` runs
+    upper: str          # 'rewrite' | 'best': the version at `threshold` and above
+    wins: tuple[int, ...]    # the quantity where the rewrite was faster
     losses: tuple[int, ...]  # ... and where it was slower
+    by: str = "blocks"  # 'blocks' (of the best version's grid) | 'param' (a kernel parameter) | 'threads' (a block's)
+    param: str = ""     # by 'param': the integer parameter the spec binds to the sizes
 
     def describe(self) -> str:
         lower = "best" if self.upper == "rewrite" else "rewrite"
         names = {"rewrite": "the rewrite", "best": "the previous version"}
-        return f"{names[self.upper]} from {self.threshold} blocks on, {names[lower]} below"
+        where = {"blocks": f"{self.threshold} blocks", "threads": f"{self.threshold} threads a block",
+                 "param": f"{self.param} = {self.threshold}"}[self.by]
+        return f"{names[self.upper]} from {where} on, {names[lower]} below"
 
 
 def blocks(spec: Spec, sizes: dict[str, int]) -> int:
@@ -76,13 +88,45 @@ def blocks(spec: Spec, sizes: dict[str, int]) -> int:
     return g[0] * g[1] * g[2]
 
 
+def measure(spec: Spec, sp: Split, sizes: dict[str, int]) -> int:
+    """The quantity `sp` switches on, at `sizes`."""
+    if sp.by == "param":
+        return int(spec.scalar(sp.param, sizes))
+    if sp.by == "threads":
+        b = spec.launch_dims(sizes)[1]
+        return b[0] * b[1] * b[2]
+    return blocks(spec, sizes)
+
+
+def _where(sp: Split) -> str:
+    return f"{sp.param} = {sp.threshold}" if sp.by == "param" else f"{sp.threshold} {sp.by}"
+
+
+def size_params(spec: Spec) -> list[str]:
+    """The kernel's integer parameters passed by value whose spec value is an expression over the
+    sizes (`bs = "bs"`), in parameter order: what the kernel can read, the same in every thread."""
+    out = []
+    for a in spec.args.values():
+        if (a.pointer or a.struct or a.member_of or a.table or a.records or a.null or not a.name.isidentifier()
+                or a.dtype.is_float or a.dtype.name == "bool" or a.value is None or isinstance(a.value, float)):
+            continue
+        try:
+            if exprs.names(str(a.value)):
+                out.append(a.name)
+        except exprs.ExprError:
+            continue
+    return out
+
+
 def _key(t: SizeTiming) -> tuple:
     return tuple(sorted(t.sizes.items()))
 
 
-def split(best_spec: Spec, best: ProfileSummary, rewrite: ProfileSummary) -> Split | None:
+def split(best_spec: Spec, best: ProfileSummary, rewrite: ProfileSummary, others: bool = False) -> Split | None:
     """Where to switch between the best version and the rewrite (see the module docstring), or
-    None when the rewrite wins nowhere, loses nowhere, or wins and loses at interleaved sizes."""
+    None when the rewrite wins nowhere, loses nowhere, or wins and loses at interleaved sizes.
+    `others` (both versions launch alike): where the grid's blocks do not separate them, a size
+    parameter of the kernel (`size_params`, in order), then the block's threads, may."""
     theirs = {_key(t): t for t in best.sizes}
     wins, losses = [], []
     for t in rewrite.sizes:
@@ -93,17 +137,22 @@ def split(best_spec: Spec, best: ProfileSummary, rewrite: ProfileSummary) -> Spl
         step = max(t.step_us / t.baseline_us, o.step_us / o.baseline_us)
         if step and abs(mine - base) <= step:
             continue   # within a step of the timer: nothing measured either way
-        try:
-            n = blocks(best_spec, t.sizes)
-        except Exception:  # noqa: BLE001 - a size the spec cannot launch decides nothing
-            return None
-        (wins if mine < base else losses).append(n)
+        (wins if mine < base else losses).append(t.sizes)
     if not wins or not losses:
         return None
-    if min(wins) > max(losses):
-        return Split(max(losses) + 1, "rewrite", tuple(sorted(wins)), tuple(sorted(losses)))
-    if min(losses) > max(wins):
-        return Split(max(wins) + 1, "best", tuple(sorted(wins)), tuple(sorted(losses)))
+    ways = [Split(0, "", (), ())]
+    if others:
+        ways += [Split(0, "", (), (), "param", p) for p in size_params(best_spec)] + [Split(0, "", (), (), "threads")]
+    for way in ways:
+        try:
+            w = sorted(measure(best_spec, way, s) for s in wins)
+            lo = sorted(measure(best_spec, way, s) for s in losses)
+        except Exception:  # noqa: BLE001 - a size the spec cannot launch decides nothing
+            continue
+        if w[0] > lo[-1]:
+            return replace(way, threshold=lo[-1] + 1, upper="rewrite", wins=tuple(w), losses=tuple(lo))
+        if lo[0] > w[-1]:
+            return replace(way, threshold=w[-1] + 1, upper="best", wins=tuple(w), losses=tuple(lo))
     return None
 
 
@@ -143,18 +192,18 @@ def gate_size(best_spec: Spec, sp: Split, gate_cases: list[dict[str, int]],
     """({} when the gate's sizes launch both versions, else the smallest of the `ladder`'s sizes
     that launches the one they miss, to add to the gate's sizes), or (None, why there is none)."""
     try:
-        reach = [blocks(best_spec, c) >= sp.threshold for c in gate_cases]
+        reach = [measure(best_spec, sp, c) >= sp.threshold for c in gate_cases]
     except Exception:  # noqa: BLE001
         return None, "the gate's sizes cannot be launched"
     if any(reach) and not all(reach):
         return {}, ""
     side = "at or above" if all(reach) else "below"
     try:
-        other = [c for c in ladder if (blocks(best_spec, c) >= sp.threshold) != all(reach)]
+        other = [c for c in ladder if (measure(best_spec, sp, c) >= sp.threshold) != all(reach)]
     except Exception:  # noqa: BLE001
         other = []
     if not other:
-        return None, (f"the gate's sizes launch only one of the two versions (all {side} {sp.threshold} blocks) and "
+        return None, (f"the gate's sizes launch only one of the two versions (all {side} {_where(sp)}) and "
                       f"no timed size launches the other: it would go unchecked")
     return min(other, key=best_spec.elements), ""
 
@@ -196,8 +245,15 @@ def _build(best_text: str, rewrite_text: str, kernel: str, sp: Split, note: str,
            mr: source.SourceModel, kb: source.Kernel, kr: source.Kernel, sb: Spec, sr: Spec,
            any_grid: bool = False) -> tuple[str | None, str]:
     upper_is_rw = sp.upper == "rewrite"
+    if sp.by != "blocks" and sr.launch != sb.launch:
+        return None, f"a switch on {sp.by} needs both versions launched alike, and the rewrite changes the launch"
+    if sp.by == "param" and not (kb.param(sp.param) and kr.param(sp.param) and sp.param in sb.args
+                                 and sb.args[sp.param] == sr.args.get(sp.param)):
+        return None, f"the parameter {sp.param} is not the same size in both versions"
     if sr.launch == sb.launch:
-        rw_runs = (f"(long long)gridDim.x * gridDim.y * gridDim.z {'>=' if upper_is_rw else '<'} {sp.threshold}")
+        quantity = {"blocks": "(long long)gridDim.x * gridDim.y * gridDim.z", "param": f"(long long)({sp.param})",
+                    "threads": "(long long)blockDim.x * blockDim.y * blockDim.z"}[sp.by]
+        rw_runs = f"{quantity} {'>=' if upper_is_rw else '<'} {sp.threshold}"
         combined = (f"{{\n  // astra-note: {note}\n  if ({rw_runs}) {_indented(_body(rewrite_text, kr))} "
                     f"else {_indented(_body(best_text, kb))}\n}}")
         data = rewrite_text.encode("utf-8")
@@ -259,13 +315,14 @@ def rebuild(before: str, rewritten: str, kernel: str, how: dict) -> str | None:
     can be."""
     spec = spec_in(source.parse(before), kernel)
     try:
-        sp = Split(int(how["threshold"]), str(how["upper"]), (), ())
+        sp = Split(int(how["threshold"]), str(how["upper"]), (), (), str(how.get("by", "blocks")),
+                   str(how.get("param", "")))
         cases = spec.cases() if spec is not None else []
         ladder = [{str(n): int(v) for n, v in how["gate_size"].items()}] if how.get("gate_size") else []
     except Exception:  # noqa: BLE001 - a stored record of another shape, a spec that no longer loads
         return None
     return build(before, rewritten, kernel, sp, cases, ladder, bool(how.get("any_grid")))[0] \
-        if sp.upper in ("rewrite", "best") else None
+        if sp.upper in ("rewrite", "best") and sp.by in ("blocks", "param", "threads") else None
 
 
 def attempt(r: Round, best_text: str, best_eval: Evaluation, kernel: str, ev: Callable[[str], Evaluation],
@@ -279,9 +336,10 @@ def attempt(r: Round, best_text: str, best_eval: Evaluation, kernel: str, ev: Ca
     best_spec, rw_spec = spec_in(source.parse(best_text), kernel), spec_in(source.parse(r.candidate), kernel)
     if best_spec is None or rw_spec is None:
         return
-    sp = split(best_spec, best_eval.profile, e.profile)
+    sp = split(best_spec, best_eval.profile, e.profile, others=best_spec.launch == rw_spec.launch)
     if sp is None:
-        r.reason += "; no size dispatch: the sizes where it wins and loses are not separated by the grid's size"
+        r.reason += ("; no size dispatch: the sizes where it wins and loses are not separated by the grid's size"
+                     + ("" if best_spec.launch != rw_spec.launch else ", a size parameter of the kernel or the block's threads"))
         return
     ladder = [dict(t.sizes) for t in e.profile.sizes]
     from .offline import TRANSFORMS
@@ -309,6 +367,8 @@ def attempt(r: Round, best_text: str, best_eval: Evaluation, kernel: str, ev: Ca
     r.candidate, r.candidate_hash, r.evaluation = text, trial.candidate_hash, d
     if r.plan is not None:   # replayable: tuning and the memory make the same kernel from the chain
         r.plan = replace(r.plan, params={**r.plan.params, KEY: {"threshold": sp.threshold, "upper": sp.upper,
+                                                                 **({"by": sp.by} if sp.by != "blocks" else {}),
+                                                                 **({"param": sp.param} if sp.param else {}),
                                                                  **({"gate_size": extra} if extra else {}),
                                                                  **({"any_grid": True} if any_grid else {})}})
     r.outcome = "adopted"
