@@ -468,11 +468,13 @@ def _optimize(r: Record, o: "Options", work: Path, f: Path, name: str, flags: li
 
 def _tried(res: dict) -> dict:
     """What the planner tried and what became of each idea, and what it passed over at the first
-    round and why (why a family did or did not fire on this kernel)."""
+    round (or, where no round ran, when it found nothing left) and why (why a family did or did not
+    fire on this kernel)."""
     rounds = res.get("rounds") or []
     return {"tried": [{"idea": (x.get("plan") or {}).get("idea"), "outcome": x.get("outcome"),
                        "reason": _short(x.get("reason") or "", 300)} for x in rounds],
-            "passed_over": [_short(w, 160) for w in ((rounds[0].get("plan") or {}).get("skipped") or [])] if rounds else []}
+            "passed_over": [_short(w, 160) for w in ((rounds[0].get("plan") or {}).get("skipped") if rounds
+                                                     else res.get("passed_over")) or []]}
 
 
 # ---- the run ----------------------------------------------------------------------------------

@@ -147,6 +147,9 @@ def test_a_run_that_stopped_early_is_reported_not_continued(ws, capsys):
     f, fake = ws
     first = optimize_json(capsys, f, "--rounds", "8")                 # the offline ideas run out first
     assert first["stopped"].startswith("nothing left to try") and len(first["rounds"]) < 8
+    # why no idea was left, each idea with its reason (the suite's report reads it)
+    reasons = first["passed_over"]
+    assert any(w.startswith("vectorize: ") for w in reasons) and all(": " in w for w in reasons)
     done = len(first["rounds"])
     fake.evaluated.clear()
     again = optimize_json(capsys, f, "--resume", "last")

@@ -52,6 +52,9 @@ class OfflinePlanner:
     been tried on the current best candidate; the plan says why, and why the ideas before it were
     passed over."""
 
+    def __init__(self) -> None:
+        self.passed_over: list[str] = []   # after a plan of None: every idea and why it did not fit
+
     def plan(self, s: Situation) -> tuple[Plan | None, Usage]:
         ranked = ranked_ideas(s)
         skipped = [f"{idea}: {why[len('skipped: '):]}" for idea, why in ranked if why.startswith("skipped:")]
@@ -68,6 +71,7 @@ class OfflinePlanner:
                 continue
             return Plan(idea, t.title, "; ".join(rw.changes), expected=t.expected, params=dict(rw.params),
                         why=why, skipped=skipped, rewrite=rw, rewrite_base=s.best_hash), Usage()
+        self.passed_over = skipped
         return None, Usage()
 
 

@@ -33,6 +33,7 @@ class OptimizeResult:
     interrupted: bool = False       # the evaluating machine was lost: resume the run to go on
     tuning: list = field(default_factory=list)   # tuning.TunePoint: the parameter points tried after the rounds
     tuning_note: str = ""                         # why there was no tuning, when there was none
+    passed_over: list[str] = field(default_factory=list)  # when no idea was left: each idea and why it did not fit
     memory_note: str = ""                         # what the tuning remembered in .astra/tuning/ did (or why not)
     unsaved: list[str] = field(default_factory=list)  # writes a full disk refused (run log, report, the file)
 
@@ -105,6 +106,7 @@ class OptimizeResult:
                 "baseline": self.baseline.to_json(), "best": self.best_eval.to_json(),
                 "rounds": [r.to_json() for r in self.rounds], "best_kernel_source": self.best_kernel_source,
                 "tuning": [p.to_json() for p in self.tuning], "tuning_note": self.tuning_note,
+                "passed_over": self.passed_over,
                 "memory_note": self.memory_note, "unsaved": self.unsaved,
                 "text_edit": self.text_edit(),
                 "diff": self.diff}
