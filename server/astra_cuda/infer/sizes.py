@@ -1,16 +1,20 @@
 """Size values: test sizes (the name's usual values and the program's own) and bench sizes
-sized by the bytes a launch moves, and the repair that keeps every proposed case valid."""
+sized by the bytes a launch touches, and the repair that keeps every proposed case valid.
+
+Long because the test sizes' repair and the bench sizes' shrinking and growth judge a case by the
+same checks (`problem`, `require`, the buffers' bytes) and share their helpers."""
 from __future__ import annotations
 
 import ast
 import itertools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tree_sitter import Node
 
 from ..model import exprs
-from . import work
+from . import bench_traffic, work
 
 # LLaMA-7B/13B/70B-like sizes: (test sizes, bench sizes) by what a size name suggests.
 _SIZE_HINTS = [
@@ -66,6 +70,7 @@ class Draft:
     # constants): the loop trips of a case (`work`)
     body: Node | None = None
     constants: dict[str, int] = field(default_factory=dict)
+    args: dict[str, str] = field(default_factory=dict)   # each argument's TOML value, as proposed
 
 
 def test_values(name: str, program: list[int]) -> list[int]:
@@ -333,58 +338,143 @@ def _combinations(table: dict[str, list[int]]) -> int:
 
 
 def size_bench(d: Draft, program: dict[str, list[int]], notes: list[str]) -> None:
-    """Bench sizes that move about BENCH_TARGET bytes: the program's own sizes (else the name's
-    usual bench size) — kept as they are when they give every size and move BENCH_ENOUGH —, then
-    the size that scales the work (a row or token count, else the grid's first size) doubled
-    until the traffic is there, then the others where it stops short (a launcher's bound on the
-    rows) — within BENCH_CAP and CUDA's grid limits."""
+    """Bench sizes whose launch touches about BENCH_TARGET bytes (`traffic`: of a table reached
+    through indices, only the rows they reach): the program's own sizes (else the name's usual
+    bench size) — kept as they are when they give every size and touch BENCH_ENOUGH —, shrunk
+    where they break a launch limit (the out-of-range dimension's sizes) or the buffers' cap (first
+    a size whose halving keeps the most traffic: a cache the tokens reach a few rows of), then
+    grown until the traffic is there: first the sizes that drive the grid (more blocks: parallel
+    work), then the one that scales the work (a row or token count), the other outer sizes, the
+    inner ones; where the launch still has fewer than MIN_BLOCKS blocks, per-block work is traded
+    for blocks (`_more_blocks`) — within BENCH_CAP and CUDA's grid limits."""
     bench = {n: [max(program[n])] if program.get(n) else [max(_size_values(n)[1])] for n in d.sizes}
     for name in d.sizes:
         bench[name] = _fit_requirements(d, name, bench[name])
     scalable = _scalable(d)
+    view = bench_traffic.view(d.buffers, d.args, list(d.sizes), d.grid, d.block)
+
+    def moved(b: dict[str, list[int]]) -> int | None:
+        c = {n: v[0] for n, v in b.items()}
+        return bytes_moved(d, c) if view is None or bytes_moved(d, c) is None else bench_traffic.touched(view, c)
 
     def ok(b: dict[str, list[int]]) -> bool:
         c = {n: v[0] for n, v in b.items()}
-        moved = bytes_moved(d, c)
-        return _satisfies(d, c) and problem(d, c, bench=True) is None and moved is not None and \
+        return _satisfies(d, c) and problem(d, c, bench=True) is None and moved(b) is not None and \
             _buffer_bytes(d, c) <= BENCH_CAP
     for _ in range(40):   # first shrink what is too large (a table of 50304 rows times a 11008 hidden size)
         if ok(bench) or not any(bench[n][0] > 1 for n in bench):
             break
         c = {n: v[0] for n, v in bench.items()}
-        if _buffer_bytes(d, c) <= BENCH_CAP and problem(d, c, bench=True) is None:
+        why = problem(d, c, bench=True)
+        if _buffer_bytes(d, c) <= BENCH_CAP and why is None:
             break
-        biggest = max(bench, key=lambda n: bench[n][0])
-        bench[biggest] = _fit_requirements(d, biggest, [max(1, bench[biggest][0] // 2)])
+        name = _to_shrink(d, bench, why, moved)
+        if name is None:
+            break
+        bench[name] = _fit_requirements(d, name, [max(1, bench[name][0] // 2)])
     if not ok(bench):   # a launcher's bounds (`n <= 1024`) the usual values break: grow from the largest test case
         valid = [c for c in _cases(d.sizes, d) if problem(d, c) is None]
         if valid:
             bench = {n: [v] for n, v in max(valid, key=lambda c: bytes_moved(d, c) or 0).items()}
     c = {n: v[0] for n, v in bench.items()}
     own = bool(d.sizes) and all(program.get(n) and c[n] == max(program[n]) for n in d.sizes)
-    if own and ok(bench) and (bytes_moved(d, c) or 0) >= BENCH_ENOUGH:
+    if own and ok(bench) and (moved(bench) or 0) >= BENCH_ENOUGH:
         scalable = None   # the program's own sizes already time the memory system: timed as they are
-    for name in _growth_order(d, scalable):
+    order = _growth_order(d, scalable, c)
+    for name in order:
         for _ in range(40):
-            c = {n: v[0] for n, v in bench.items()}
-            moved = bytes_moved(d, c)
-            if moved is None or moved >= BENCH_TARGET:
+            before = moved(bench)
+            if before is None or before >= BENCH_TARGET:
                 break
             trial = dict(bench)
             trial[name] = _fit_requirements(d, name, [bench[name][0] * 2])
-            grown = bytes_moved(d, {n: v[0] for n, v in trial.items()})
-            if not ok(trial) or grown is None or grown <= moved or trial[name][0] >= MAX_DIM:
+            grown = moved(trial)
+            if not ok(trial) or grown is None or grown <= before or trial[name][0] >= MAX_DIM:
                 break   # a size that moves no more bytes (or may not grow) is not the one to grow
             bench = trial
+    if order and ok(bench):
+        bench = _more_blocks(d, bench, order, ok, moved, notes)
     if not ok(bench):
         bench = {n: [max(v)] for n, v in d.sizes.items()}
     d.bench = bench
+    total = moved(bench)
+    scaled = [n for n in order if program.get(n) and bench[n][0] > max(program[n])]
+    if total is not None:
+        notes.append(f"bench sizes move {total / 2**20:.0f} MiB per launch" +
+                     (f" (`{scaled[0]}` scaled from the program's own value to reach that)" if scaled else ""))
+
+
+_Measure = Callable[[dict[str, list[int]]], 'int | None']   # bench sizes -> the bytes touched there
+MIN_BLOCKS = 1024   # a timed launch of fewer blocks leaves most of a GPU's SMs (132 on an H200) idle
+
+
+def _blocks(d: Draft, case: dict[str, int]) -> int | None:
+    total = 1
+    for e in d.grid:
+        v = _ev(e, case)
+        if v is None or v < 1:
+            return None
+        total *= v
+    return total
+
+
+def _drives_grid(d: Draft, name: str, case: dict[str, int]) -> bool:
+    """A larger `name` launches more blocks (`num_groups` in `num_groups / groups_per_block`)."""
+    now, more = _blocks(d, case), _blocks(d, {**case, name: case[name] * 64})
+    return now is not None and more is not None and more > now
+
+
+def _to_shrink(d: Draft, bench: dict[str, list[int]], why: str | None, moved: _Measure) -> str | None:
+    """The size to halve while a bench case is too large: of a launch dimension out of range, one
+    of its sizes; of buffers too large, the one whose halving shrinks them and keeps the most
+    traffic (a cache's rows the tokens never reach before the tokens); else the largest."""
     c = {n: v[0] for n, v in bench.items()}
-    moved = bytes_moved(d, c)
-    if moved is not None:
-        notes.append(f"bench sizes move {moved / 2**20:.0f} MiB per launch" +
-                     (f" (`{scalable}` scaled from the program's own value to reach that)"
-                      if scalable and program.get(scalable) and bench[scalable][0] != max(program[scalable]) else ""))
+    names = [n for n in bench if c[n] > 1]
+    if why in ("grid", "block"):
+        dims = d.grid if why == "grid" else d.block
+        launch = [n for n in names if n in _launch_names(d, c, why)] or \
+            [n for n in names if any(n in exprs.names(e) for e in dims)]
+        names = launch or names
+    elif why in (None, "bytes"):
+        size = _buffer_bytes(d, c)
+        halved = {n: {**bench, n: [max(1, c[n] // 2)]} for n in names}
+        smaller = [n for n in names if _buffer_bytes(d, {k: v[0] for k, v in halved[n].items()}) < size]
+        if smaller:
+            return max(smaller, key=lambda n: (_satisfies(d, {k: v[0] for k, v in halved[n].items()}),
+                                               moved(halved[n]) or 0, c[n]))
+    return max(names, key=lambda n: c[n]) if names else None
+
+
+def _more_blocks(d: Draft, bench: dict[str, list[int]], order: list[str], ok: Callable[[dict[str, list[int]]], bool],
+                 moved: _Measure, notes: list[str]) -> dict[str, list[int]]:
+    """Per-block work traded for blocks while the launch has fewer than MIN_BLOCKS: a size that
+    drives no grid dimension nor the block but grows what each block touches (a group's length
+    done by 16 threads) halved, down to its smallest test value, and a size that drives the grid
+    (the groups) doubled — the traffic kept, the parallel work the program runs at restored."""
+    start = dict(bench)
+    for _ in range(40):
+        c = {n: v[0] for n, v in bench.items()}
+        blocks, before = _blocks(d, c), moved(bench)
+        if blocks is None or blocks >= MIN_BLOCKS or not before:
+            break
+        drivers = [n for n in order if _drives_grid(d, n, c)]
+        in_block = set().union(*(exprs.names(e) for e in d.block)) if d.block else set()
+        work_sizes = [n for n in bench if n not in drivers and n not in in_block and c[n] // 2 >= min(d.sizes[n])
+                      and (moved({**bench, n: [c[n] // 2]}) or before) < before]
+        if not drivers or not work_sizes:
+            break
+        less = max(work_sizes, key=lambda n: c[n])
+        trial = {**bench, less: _fit_requirements(d, less, [c[less] // 2]),
+                 drivers[0]: _fit_requirements(d, drivers[0], [c[drivers[0]] * 2])}
+        more = _blocks(d, {n: v[0] for n, v in trial.items()})
+        if not ok(trial) or more is None or more <= blocks or (moved(trial) or 0) < before * 0.9:
+            break
+        bench = trial
+    if bench != start:
+        changed = [n for n in bench if bench[n] != start[n]]
+        notes.append(f"bench sizes: {', '.join(f'`{n}` {start[n][0]} -> {bench[n][0]}' for n in changed)} — "
+                     f"per-block work traded for blocks (the launch had fewer than {MIN_BLOCKS})")
+    return bench
 
 
 def _buffer_bytes(d: Draft, case: dict[str, int]) -> int:
@@ -400,13 +490,15 @@ def _buffer_bytes(d: Draft, case: dict[str, int]) -> int:
 _SCALE_WORDS = ("token", "batch", "row", "rows", "n", "num", "count", "size", "len", "elements", "b", "m", "t")
 
 
-def _growth_order(d: Draft, scalable: str | None) -> list[str]:
-    """The sizes to grow, in turn, while a bench case moves too little: the one that scales the
-    work, then the other outer sizes, then the inner ones (a row length)."""
+def _growth_order(d: Draft, scalable: str | None, case: dict[str, int]) -> list[str]:
+    """The sizes to grow, in turn, while a bench case moves too little: those that drive the grid
+    (more blocks: the parallel work a GPU's bandwidth needs), then the one that scales the work,
+    the other outer sizes, the inner ones (a row length) — per-thread work and buffers last."""
     if scalable is None:
         return []
     rest = [n for n in d.sizes if n != scalable]
-    return [scalable] + [n for n in rest if not _is_inner(n)] + [n for n in rest if _is_inner(n)]
+    order = [scalable] + [n for n in rest if not _is_inner(n)] + [n for n in rest if _is_inner(n)]
+    return [n for n in order if _drives_grid(d, n, case)] + [n for n in order if not _drives_grid(d, n, case)]
 
 
 def _scalable(d: Draft) -> str | None:

@@ -7,13 +7,11 @@ bytes allow at the copy ceiling; a large speedup the roofline does not explain).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..model.floor_bytes import Touched, floor_bytes, reached_rows  # noqa: F401 (the profiler's byte floor, kept
+# in the model layer so that inference sizes bench cases by the same count)
 from .results import Timing, fmt_bw, fmt_us
-
-if TYPE_CHECKING:
-    from ..model.spec import Spec
 
 # Hopper (H100/H200) per-SM limits, used when no device can be asked.
 HOPPER = {"regs_per_sm": 65536, "smem_per_sm": 228 * 1024, "threads_per_sm": 2048, "blocks_per_sm": 32,
@@ -64,72 +62,6 @@ def classify(t: Timing, nbytes: int, flops: float | None) -> tuple[str, str]:
                             f"traffic dominates but access patterns leave bandwidth unused")
 
 
-
-
-def _squash(expr: str) -> str:
-    return "".join(expr.split())
-
-
-@dataclass(frozen=True)
-class Touched:
-    """What the trusted kernel was seen to need at one size (`profiler.touched`): per array it
-    reads, how many of its leading elements its results depend on (counted high, to a
-    bisection step); per read-write array, how many of its elements it changed (0: only read)."""
-    read: dict[str, int]
-    written: dict[str, int]
-
-
-def floor_bytes(spec: "Spec", sizes: dict[str, int], touched: Touched | None = None) -> int:
-    """The fewest bytes the kernel must move at `sizes`: the spec's bytes (every input read
-    once, every output written once), except that a table read through an index array counts
-    only the rows the indices reach. An index array is one whose init is `randint(lo, V)`; a
-    table is a read-only input whose leading dimension is that `V` (`wte = ["V", "C"]` beside
-    `ids = randint(0, V)`): an embedding lookup of B·T ids touches B·T of a 50k-row table's rows
-    at most, not all of them. The rows counted are the distinct ones the ids are expected to hit,
-    V·(1 - (1 - 1/V)^n) for n uniform draws over V rows (the suite's and the timing loop's ids are
-    such draws; each distinct row must come from memory at least once, repeats may hit the cache).
-    The same holds for a read-write table (a KV cache whose blocks a mapping names: the rows it
-    reaches are read and written, the others never touched) and behind a table of device pointers'
-    entry dimension (each entry's buffer is a table of its own: `["layers", "V", "C"]`). An
-    output is always counted whole: the gate holds the kernel to writing every element of it.
-
-    `touched` (measured on the trusted kernel at these sizes) narrows what the spec's arrays
-    overstate: an array read only in part (an inferred shape larger than the launch reaches)
-    counts the part its results depend on, a read-write array whose initial content the results
-    do not depend on counts its write alone (an output the spec calls read-write), and its write
-    only the elements the kernel changed (none: an array the spec calls read-write only read)."""
-    draws: dict[str, int] = {}   # bound expression -> index elements drawn below it
-    spans: dict[str, int] = {}   # bound expression -> rows the draws can reach (hi - lo)
-    for a in spec.args.values():
-        init = a.init
-        if not (a.pointer and not a.written and a.init.kind == "randint" and not a.dtype.is_float):
-            continue
-        bound = _squash(init.exprs[1]) if init.exprs else f"{init.params[1]:g}"
-        lo, hi = (int(v) for v in init.at(sizes).params)
-        draws[bound] = draws.get(bound, 0) + math.prod(spec.shape(a.name, sizes))
-        spans[bound] = max(0, hi - max(lo, 0))
-    total = 0
-    for a in spec.args.values():
-        if not a.pointer:
-            continue
-        shape = spec.shape(a.name, sizes)
-        d = 1 if a.table else 0          # a table of pointers: its rows are each entry's first dimension
-        entries, rows = math.prod(shape[:d]), (shape[d] if len(shape) > d else 1)
-        row_bytes = a.dtype.itemsize * math.prod(shape[d + 1:])
-        lead = _squash(a.shape[d]) if len(a.shape) > d else ""
-        if a.is_input and lead in draws and rows > 0:   # inputs and read-write arrays, never outputs
-            m, n = min(rows, spans[lead]), draws[lead]
-            reached = m * -math.expm1(n * math.log1p(-1 / m)) if m > 1 else min(m, n)
-            rows = min(rows, math.ceil(reached))
-        nbytes = entries * rows * row_bytes
-        read = nbytes if a.is_input else 0
-        write = nbytes if a.written else 0
-        if touched is not None and a.name in touched.read:
-            read = min(read, touched.read[a.name] * a.dtype.itemsize)
-        if touched is not None and a.inout and a.name in touched.written:
-            write = min(write, touched.written[a.name] * a.dtype.itemsize)
-        total += read + write
-    return total
 
 
 def floor_us(nbytes: int, ceiling: float | None) -> float | None:
