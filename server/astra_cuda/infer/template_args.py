@@ -58,6 +58,7 @@ def infer_template_args(kernel: Kernel, site: LaunchSite | None, notes: list[str
     if not any(is_pack(p) for p, _ in params):
         order.sort(key=lambda k: not (is_type_param(params[k][0]) and k < len(given)))
     chosen: dict[int, str] = {}
+    guessed: dict[int, list[str]] = {}   # argument -> the notes its guess wrote
     for k in order:
         param, name = params[k]
         if is_pack(param):   # the rest of the launch's arguments, or none
@@ -78,7 +79,9 @@ def infer_template_args(kernel: Kernel, site: LaunchSite | None, notes: list[str
                 default = replace_word(default, pname, value)
             arg = default
         if arg is None:
+            mark = len(notes)
             arg = _fallback_arg(param, name, kernel, program, bound, notes, items or [], qualified)
+            guessed[k] = notes[mark:]
         bound[name] = arg
         chosen[k] = arg
         out.append(arg)
@@ -88,6 +91,7 @@ def infer_template_args(kernel: Kernel, site: LaunchSite | None, notes: list[str
                 constants.setdefault(f"sizeof({spelled})", str(dt.itemsize))
     if len(chosen) == len(params):
         out = [chosen[k] for k in range(len(params))]
+        out = _explicit_for_guesses(kernel.name, [n for _, n in params], out, guessed, usable, qualified, notes)
     # a dispatch name a macro of the project declares became that macro's type, not the scalar
     given = [g for g in given if _declared_type(g.strip(), site, program, [], declared) is None]
     if any(dispatch_names(g) for g in given) and scalar == DISPATCH_TYPE:
@@ -97,6 +101,28 @@ def infer_template_args(kernel: Kernel, site: LaunchSite | None, notes: list[str
         notes.append(f"instantiate: the dispatch macro around the launch offers no float; its scalar_t became "
                      f"{scalar}, the first type it dispatches over")
     return "<" + ", ".join(out) + ">"
+
+
+def _explicit_for_guesses(kernel: str, param_names: list[str], out: list[str], guessed: dict[int, list[str]], usable: list,
+                          qualified: dict[str, str], notes: list[str]) -> list[str]:
+    """Arguments no launch gave (the launcher's own instances made where the reader does not
+    follow: a macro's) taken from the file's explicit instantiation of the kernel that agrees with
+    the rest, not guessed: a guessed `1` may name no case of the kernel's switch (bitsandbytes'
+    two-state optimizer kernel, instantiated for ADAM and ADEMAMIX only, did nothing at it)."""
+    if not guessed:
+        return out
+    firm = {k: a for k, a in enumerate(out) if k not in guessed}
+    fit = next((e for e in usable if len(e) == len(out) and all(
+        "".join(qualify(e[k], qualified).split()) == "".join(a.split()) for k, a in firm.items())), None)
+    if fit is None:
+        return out
+    dropped = [n for k in guessed for n in guessed[k]]
+    notes[:] = [n for n in notes if n not in dropped]
+    out = [qualify(fit[k], qualified) if k in guessed else a for k, a in enumerate(out)]
+    names = ", ".join(f"`{param_names[k]}`" for k in sorted(guessed))
+    notes.append(f"template arguments {names} (no launch binds them) from the file's explicit instantiation "
+                 f"`{kernel}<{', '.join(fit)}>`")
+    return out
 
 
 def _resolve_arg(arg: str, site: LaunchSite | None, program, constants: dict[str, str], notes: list[str],
