@@ -317,8 +317,7 @@ class _Run:
         if not plans:
             if usage.calls:
                 result.usage.add(usage)
-            offline = planner if isinstance(planner, OfflinePlanner) else planner.fallback
-            result.passed_over = list(offline.passed_over)   # why no idea fits: the report says so
+            result.passed_over = list((planner if isinstance(planner, OfflinePlanner) else planner.fallback).passed_over)
             return self.finish(self._tune("nothing left to try") if self.mode == "offline" else
                                "the planner had no idea to offer")
         self.tell(i, "code", best_sp, f"round {i}: " + "; ".join(p.title for p in plans))
