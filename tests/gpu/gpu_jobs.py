@@ -355,9 +355,9 @@ def reference_module_afresh(_=None):
 # The whole gate, checked twice in one worker: a wrong rewrite (y = x) that writes 1 into the
 # reference's `gain` through an address kept in its own `__device__` variable (set by the job to
 # where the reference's compiled module holds `gain`, as a scan would find it).
-GAIN_BY_ADDRESS = """__device__ unsigned long long target;   // the reference's `gain`, found by address
-
-""" + """__global__ void scale_fast(float* y, const float* x, int n) {
+# Above the spec (a spec comment belongs to the kernel right below it): the reference's `gain`, by address
+GAIN_TARGET = "__device__ unsigned long long target;\n\n"
+GAIN_BY_ADDRESS = """__global__ void scale_fast(float* y, const float* x, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i == 0 && target) *(float*)target = 1.0f;
   if (i < n) y[i] = x[i];

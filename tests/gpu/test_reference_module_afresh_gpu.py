@@ -41,7 +41,7 @@ def test_gate_twice_in_one_worker_with_the_reference_gain_rewritten(pool, tmp_pa
     rewrite writes 1 into the reference's `gain` at each launch; on main the second check passed
     (the reference's module kept the 1), now both fail the comparison."""
     from tests.security.reference_files import ORIGINAL, SPEC, units
-    ref, cand, spec = units(ORIGINAL + SPEC + gpu_jobs.GAIN_BY_ADDRESS, tmp_path)
+    ref, cand, spec = units(ORIGINAL + gpu_jobs.GAIN_TARGET + SPEC + gpu_jobs.GAIN_BY_ADDRESS, tmp_path)
     verdicts = pool.run(Call(gpu_jobs.gate_with_reference_table_rewritten, {"ref": ref, "cand": cand, "spec": spec}),
                         timeout=600)
     for v in verdicts:
