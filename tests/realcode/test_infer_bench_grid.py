@@ -3,10 +3,10 @@ buffers the kernel never touches; the traffic that counts is what the launch tou
 (`floor_bytes`: of a table reached through a scatter's distinct slots, only those rows)."""
 import math
 
-from astra_cuda import api
 from astra_cuda.infer.sizes import MIN_BLOCKS
 from astra_cuda.model import exprs, source, spec
 from astra_cuda.model.floor_bytes import floor_bytes
+from tests.realcode.test_infer_bench_traffic import proposed
 
 LINE = 64 << 20
 
@@ -40,14 +40,6 @@ void run(const float* key, float* cache, const long* slots, int num_tokens, int 
   put_rows<<<num_tokens, 128>>>(key, cache, slots, width, block_size);
 }
 """
-
-
-def proposed(project, rel: str, text: str, kernel: str):
-    path = project(rel, text)
-    p = api.infer_spec(api.snapshot(text, str(path)), kernel, run=False)   # what is read, not run
-    k = source.parse(text).kernel(kernel)
-    m = source.parse(text[:k.span.start_byte] + p.comment + text[k.span.start_byte:])
-    return spec.load(m.kernel(kernel), m), p.notes   # raises unless the validator accepts it
 
 
 def blocks(s, case: dict[str, int]) -> int:
