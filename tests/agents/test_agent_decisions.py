@@ -109,6 +109,25 @@ def test_a_rewrite_slower_at_any_ladder_size_is_not_adopted():
     assert r.outcome == "slower at a size" and "than the best so far" in r.reason
 
 
+def test_while_the_best_is_the_original_its_own_timing_noise_does_not_refuse_a_rewrite():
+    """The original's evaluation times it beside itself: at a 5 µs size its ratio is noise (here it
+    ran 4% faster than itself). A rewrite timed beside the original at its speed there (a dispatch
+    running the original's code below its threshold) is not refused as slower than that noise; once
+    a rewrite is the best, the comparison with it stands (test above)."""
+    text, path, kernel = example("silu_and_mul")
+    base = _ladder(4.8, 100.0, original=(5.0, 100.0))
+    s = Situation(kernel, path, text, text, base, base, Context(kernel))
+    assert s.rival is None
+    r = Round(1, Plan("x", "x", "x"), s.best_hash)
+    _judge(r, Attempt(s.best + "\n// changed", _ladder(5.0, 50.0, original=(5.0, 100.0))), s, Limits(), threading.Event())
+    assert r.outcome == "adopted", r.reason
+    s.best_eval = _ladder(4.8, 100.0, original=(5.0, 100.0))   # the same numbers, now a rewrite's
+    assert s.rival is s.best_eval
+    r = Round(1, Plan("x", "x", "x"), s.best_hash)
+    _judge(r, Attempt(s.best + "\n// other", _ladder(5.0, 50.0, original=(5.0, 100.0))), s, Limits(), threading.Event())
+    assert r.outcome == "slower at a size" and "than the best so far" in r.reason
+
+
 def test_a_reordered_sum_missing_the_tolerance_says_how_to_accept_it():
     """The gate keeps the spec's tolerance; a rewrite that sums in another order (rows,
     warp_reduce) and misses it by rounding says so, and how the user can accept it."""

@@ -209,7 +209,7 @@ class _Run:
         mine, theirs = e.speedup or 0.0, best.speedup or 0.0
         if mine < theirs * (1.0 - tol):
             return f"{mine:.3f}× vs the best's {theirs:.3f}× at the bench sizes"
-        return slower_at_a_size(e, best, tol)
+        return slower_at_a_size(e, best if best is not self.result.baseline else None, tol)
 
     def interrupted(self, e: InfrastructureError) -> OptimizeResult:
         self.result.error, self.result.interrupted = e.message, True
@@ -577,7 +577,7 @@ def _judge(r: Round, att: Attempt, s: Situation, limits: Limits, cancel: threadi
     new, best = e.speedup, s.best_eval.speedup
     if new is not None and best is not None:   # both measured
         gain = new / best
-        slower = slower_at_a_size(e, s.best_eval, limits.size_tolerance)
+        slower = slower_at_a_size(e, s.rival, limits.size_tolerance)
         if gain >= 1.0 + limits.min_gain and slower:
             r.outcome = "slower at a size"
             r.reason = f"{new:.3f}× vs the original at the bench sizes, but {slower}"

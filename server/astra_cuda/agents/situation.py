@@ -35,6 +35,11 @@ class Situation:
         self.best, self.best_eval, self._read = best.text, evaluation, best
 
     @property
+    def rival(self) -> Evaluation | None:
+        """The best rewrite's evaluation, None while the best is the original (see `slower_at_a_size`)."""
+        return None if self.best_eval is self.baseline_eval else self.best_eval
+
+    @property
     def best_hash(self) -> str:
         return source_hash(self.best)
 
