@@ -242,9 +242,10 @@ def test_a_rewrite_may_add_sizes_never_take_one_away():
 
 def test_a_rewrite_right_for_any_grid_that_changes_only_the_grid_is_dispatched_by_its_grid():
     """The int8 dequantize's coarsening (2.63x at the bench sizes on an H200, 1.16x slower at 4,096
-    elements) changes only the grid, so the kernel cannot tell the launches apart; its grid-stride
-    loop is right for any grid, so one body is kept and each size gets its own grid — checked on
-    both sides by the gate (a ladder size joins [sizes])."""
+    elements) changes only the grid, so the kernel cannot tell the launches apart by the block; its
+    grid-stride loop is right for any grid, and the original's body wherever the grid's threads reach
+    every element, so each size gets its own grid and the kernel runs the original's body where the
+    grid covers the elements — checked on both sides by the gate (a ladder size joins [sizes])."""
     import pathlib
     from astra_cuda.model import spec as spec_mod
     path = str(pathlib.Path(__file__).parent / "kernels" / "quant_int8.cu")
@@ -259,8 +260,10 @@ def test_a_rewrite_right_for_any_grid_that_changes_only_the_grid_is_dispatched_b
     new, why = dispatch.build(text, rw.text, kernel, sp, spec.cases(), ladder, any_grid=True)
     assert new is not None, why
     grown = spec_in(source.parse(new), kernel)
-    assert ">= 513" in grown.grid[0] and grown.block == spec.block and "two grids selected by size" in new
-    assert source.parse(new).kernel(kernel).text.count("astra-note") == 1
+    assert ">= 513" in grown.grid[0] and grown.block == spec.block and "two versions selected by size" in new
+    k = source.parse(new).kernel(kernel).text
+    assert k.count("astra-note") == 1   # the previous body wherever the grid covers n (test_size_dispatch_cover.py)
+    assert "if ((long long)gridDim.x * blockDim.x >= (long long)(n)) {" in k
     try:
         from astra_cuda.backends.cpu import CpuBackend
         cpu = CpuBackend()
