@@ -61,7 +61,7 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from ..model import exprs, source
-from ..evaluation import Evaluation, InfrastructureError, ProfileSummary, SizeTiming, source_hash
+from ..evaluation import CachedEvaluate, Evaluation, InfrastructureError, ProfileSummary, SizeTiming, source_hash
 from ..model.launch_change import add_sizes, relaunch, side_effect_free, spec_in
 from ..model.spec import Spec
 from .coder import Attempt
@@ -412,6 +412,20 @@ def attempt(r: Round, best_text: str, best_eval: Evaluation, kernel: str, ev: Ca
         return
     trial = Round(r.index, r.plan, r.base_hash, text, source_hash(text), d, batch=r.batch)
     judge(trial, Attempt(text, d))
+    if trial.outcome == "slower at a size" and isinstance(ev, CachedEvaluate):
+        # Below its threshold the dispatch runs the previous version's code: a loss there is the
+        # branch's cost or the timer's noise at µs sizes (on an H200 merge_attn_states' dispatch
+        # measured 0.7%, 3.0% and 3.8% slower at 5-6 µs in three runs). Refused only if it repeats.
+        first = trial.reason
+        try:
+            d = ev.again(text)
+        except InfrastructureError as err:
+            r.reason += f"; size dispatch not measured again: {err.message}"
+            return
+        trial = Round(r.index, r.plan, r.base_hash, text, source_hash(text), d, batch=r.batch)
+        judge(trial, Attempt(text, d))
+        trial.reason += f" (measured twice; the first time: {first})" if trial.adopted else \
+            " (and again when measured a second time)"
     if not trial.adopted:
         r.reason += f"; size dispatch ({sp.describe()}) not adopted: {trial.outcome}, {trial.reason}"
         return
