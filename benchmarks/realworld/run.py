@@ -442,8 +442,10 @@ def _profile(r: Record, o: "Options", work: Path, f: Path, name: str, flags: lis
 
 
 def _optimize(r: Record, o: "Options", work: Path, f: Path, name: str, flags: list[str]) -> None:
+    # within the run's budget: no round starts past its deadline (a lane's step limit kills what runs on)
+    left = ["--time-budget", f"{max(30.0, o.deadline - time.monotonic()):.0f}"] if o.deadline else []
     s = _step(r, "optimize", ["optimize", str(f), "--kernel", name, "--backend", "gpu", "--llm", "offline",
-                              "--rounds", str(o.rounds), "--tune", str(o.tune), *flags], o, work)
+                              "--rounds", str(o.rounds), "--tune", str(o.tune), *left, *flags], o, work)
     res = s.out or {}
     if "speedup" not in res:   # no result: a step that timed out or crashed, or the CLI's error answer
         r.gpu["optimize"] = {"error": _short(s.error or str((res.get("error") or {}).get("message", "no answer")))}
@@ -672,7 +674,8 @@ def main(argv=None) -> int:
 
     try:
         with cf.ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
-            for r in pool.map(one, kernels):   # in manifest order, so the log reads like the manifest
+            # saved as each ends: a run stopped from outside keeps every kernel that finished
+            for r in (fu.result() for fu in cf.as_completed([pool.submit(one, k) for k in kernels])):
                 r.failure_class = classify.classify(asdict(r), triage)
                 with lock:
                     records[r.id] = r

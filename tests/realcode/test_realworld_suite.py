@@ -342,6 +342,13 @@ def test_the_gpu_stages_read_the_profile_and_the_optimize_answers(monkeypatch, t
                                                                         "in 420 s", timeout=True))
     run._gpu(m.kernels[0], r, o, tmp_path, tmp_path / "k.cu", "k", [])
     assert r.gpu["optimize"] == {"error": "`astra optimize` did not finish in 420 s"}
+    # a run with a budget: the optimization gets what is left of it, so no round starts past it
+    asked = []
+    monkeypatch.setattr(run, "astra", lambda args, limit, cwd: asked.append(args) or run.Step(True, answers[args[0]]))
+    o.deadline = run.time.monotonic() + 200
+    run._gpu(m.kernels[0], r, o, tmp_path, tmp_path / "k.cu", "k", [])
+    opt = asked[-1]
+    assert opt[0] == "optimize" and 190 <= float(opt[opt.index("--time-budget") + 1]) <= 200
 
 
 def test_an_optimize_result_with_no_error_is_a_result_and_the_clis_error_is_not():
