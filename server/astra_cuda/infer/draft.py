@@ -48,7 +48,6 @@ _SCALAR_GUESSES = (("eps", "1e-5"), ("epsilon", "1e-5"), ("learning_rate", "1e-3
                    ("beta2", "0.999"), ("weight_decay", "0.01"), ("decay", "0.01"), ("scale", "0.5"),
                    ("alpha", "1.5"), ("momentum", "0.9"), ("temperature", "0.7"))
 
-
 _PER_ROW = ("weight", "bias", "gamma", "beta", "w", "b", "scale", "norm_weight", "ln_weight", "ln_bias")
 
 
@@ -543,8 +542,9 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
 
     vectors = vector_requirements(found, buffers, size_names, require, notes)
     require += vectors
-    draft = Draft(grid, block, shared, require, {n: test_values(n, program_sizes.get(n, [])) for n in size_names},
-                  {}, buffers, scalars, access.kernel_body(kernel), known_values, dict(args))
+    counts = launch.grid_counts if site is not None and site_model is not None else []   # a grid-stride loop's block count
+    draft = Draft(grid, block, shared, require, {n: test_values(n, program_sizes.get(n, []), n in counts) for n in size_names},
+                  {}, buffers, scalars, access.kernel_body(kernel), known_values, dict(args), counts)
     for r in vectors:   # a row shorter than one vector is no row of vectors: not raised to one, left out
         n, width = r.split()[0], int(r.split()[2])
         if n in draft.sizes and any(v >= width for v in draft.sizes[n]):

@@ -14,6 +14,7 @@ from ..model import exprs, source
 from ..model.source import ConfigVar, Kernel, LaunchSite, SourceModel
 from ..model.syntax import walk as _walk
 from . import hostcalls
+from .grid_stride import strides_over_grid
 from .hostexprs import HostExprs
 from .program import Program
 from .roles import is_stride
@@ -151,6 +152,7 @@ class Launch:
     derived: dict[str, str] = field(default_factory=dict)   # parameter -> its contiguous value (a stride)
     relations: dict[str, str] = field(default_factory=dict)  # parameter -> the sizes the launcher computes it from
     require: list[str] = field(default_factory=list)         # the launcher's own checks over the sizes
+    grid_counts: list[str] = field(default_factory=list)     # a caller's block count over a grid-stride loop
 
 
 def launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names: list[str],
@@ -252,7 +254,17 @@ def launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names: 
         notes.append(f"block size `{f}` is chosen by the caller ({where}): took {block_values[f]}" +
                      (", as the program passes it" if f in passed else ""))
     g = [read(mapping, grid_values, keep_locals=True, fixed=fixed).spec(x) for x in grid_parts]
-    if grid_counts and b and all(b) and size_names and not any(set(_names(x)) - set(grid_counts) for x in grid_parts[:1]):
+    strided = len(grid_counts) == 1 and grid_parts[:1] and set(_names(grid_parts[0])) == set(grid_counts) \
+        and strides_over_grid(kernel.text)
+    if strided:
+        # a loop over the whole grid covers the elements with any block count: the caller's count
+        # is a size of its own, timed with enough blocks to fill a GPU (`sizes.size_bench`)
+        mapping[grid_counts[0]] = grid_counts[0]
+        new_sizes.append(grid_counts[0])
+        g = [grid_counts[0]] + g[1:]
+        notes.append(f"grid `{site.grid}` ({where}) is a block count the caller chooses and the kernel strides over "
+                     f"the grid: a size `{grid_counts[0]}` of its own (any count covers the elements)")
+    elif grid_counts and b and all(b) and size_names and not any(set(_names(x)) - set(grid_counts) for x in grid_parts[:1]):
         # the caller computes the block count: one thread per element of the first size covers it
         # (and a grid-stride loop covers it with any count)
         parts = [x for x in b if x is not None and x.strip() != "1"] or ["1"]
@@ -336,7 +348,8 @@ def launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names: 
             vals = [v for v, _ in caller_values(program, site.function, name, constants) if v > 0]
             if vals:
                 program_sizes[name] = sorted(set(vals))[:4]
-    return Launch(grid, block, shared, new, program_sizes, strides, relations, list(dict.fromkeys(require)))
+    return Launch(grid, block, shared, new, program_sizes, strides, relations, list(dict.fromkeys(require)),
+                  [grid_counts[0]] if strided and grid_counts[0] in new else [])
 
 
 def _relations(kernel: Kernel, site: LaunchSite, size_names: list[str], values: dict[str, str], taken: set[str],

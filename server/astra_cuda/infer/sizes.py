@@ -71,13 +71,22 @@ class Draft:
     body: Node | None = None
     constants: dict[str, int] = field(default_factory=dict)
     args: dict[str, str] = field(default_factory=dict)   # each argument's TOML value, as proposed
+    # a block count the caller chooses over a grid-stride loop: moves no more bytes however large,
+    # so it is not grown for traffic but timed at MIN_BLOCKS (a few blocks an SM)
+    grid_counts: list[str] = field(default_factory=list)
 
 
-def test_values(name: str, program: list[int]) -> list[int]:
+GRID_COUNT_TESTS = [1, 3, 16]   # a grid-stride loop's block count: one block, several trips, one trip a thread
+
+
+def test_values(name: str, program: list[int], grid_count: bool = False) -> list[int]:
     """A size's test values: the name's usual ones and the program's own (small enough to run
     on the CPU). A small value the program fixes (a shuffle width of 32, 4 heads) is a setting,
-    not a problem size: only the program's own values are tested."""
+    not a problem size: only the program's own values are tested. A block count over a
+    grid-stride loop (`grid_count`) is tested at a few blocks, so each thread makes several trips."""
     own = [v for v in program if 0 < v <= TEST_CAP]
+    if grid_count:
+        return sorted(set(GRID_COUNT_TESTS) | {v for v in own if v <= max(GRID_COUNT_TESTS)})
     if own and max(own) <= SETTING_MAX and not _hinted(name):
         return sorted(set(own))
     return sorted(set(_size_values(name)[0]) | set(own))
@@ -348,6 +357,7 @@ def size_bench(d: Draft, program: dict[str, list[int]], notes: list[str]) -> Non
     inner ones; where the launch still has fewer than MIN_BLOCKS blocks, per-block work is traded
     for blocks (`_more_blocks`) — within BENCH_CAP and CUDA's grid limits."""
     bench = {n: [max(program[n])] if program.get(n) else [max(_size_values(n)[1])] for n in d.sizes}
+    bench.update({n: [max([MIN_BLOCKS, *program.get(n, [])])] for n in d.grid_counts if n in bench})
     for name in d.sizes:
         bench[name] = _fit_requirements(d, name, bench[name])
     scalable = _scalable(d)
@@ -459,7 +469,8 @@ def _more_blocks(d: Draft, bench: dict[str, list[int]], order: list[str], ok: Ca
             break
         drivers = [n for n in order if _drives_grid(d, n, c)]
         in_block = set().union(*(exprs.names(e) for e in d.block)) if d.block else set()
-        work_sizes = [n for n in bench if n not in drivers and n not in in_block and c[n] // 2 >= min(d.sizes[n])
+        work_sizes = [n for n in bench if n not in drivers and n not in in_block and n not in d.grid_counts
+                      and c[n] // 2 >= min(d.sizes[n])
                       and (moved({**bench, n: [c[n] // 2]}) or before) < before]
         if not drivers or not work_sizes:
             break
@@ -496,15 +507,15 @@ def _growth_order(d: Draft, scalable: str | None, case: dict[str, int]) -> list[
     the other outer sizes, the inner ones (a row length) — per-thread work and buffers last."""
     if scalable is None:
         return []
-    rest = [n for n in d.sizes if n != scalable]
+    rest = [n for n in d.sizes if n != scalable and n not in d.grid_counts]
     order = [scalable] + [n for n in rest if not _is_inner(n)] + [n for n in rest if _is_inner(n)]
     return [n for n in order if _drives_grid(d, n, case)] + [n for n in order if not _drives_grid(d, n, case)]
 
 
 def _scalable(d: Draft) -> str | None:
     """The size to grow for timing: one named like a count of rows or items, else the first size
-    of the grid's first dimension, else the first size."""
-    names = list(d.sizes)
+    of the grid's first dimension, else the first size (a block count over a grid-stride loop never)."""
+    names = [n for n in d.sizes if n not in d.grid_counts]
     hinted = [n for n in names if any(w == n.lower() or n.lower().startswith(w) or n.lower().endswith(w)
                                       for w in _SCALE_WORDS) and not _is_inner(n)]
     if hinted:
