@@ -3,7 +3,8 @@ kernel's sizes (dim3 variables and the launcher's locals followed, macros and co
 a block size the caller chooses taken as a default), the relations between sizes the launch
 states, and the strides a contiguous layout gives. What it reads of the launcher is in
 `launch_locals` (its locals), `launch_conditions` (its checks and branches) and `launch_callers`
-(the site picked, the callers' values)."""
+(the site picked, the callers' values). Long because `launch_of` reads grid, block, shared memory,
+new sizes and the launcher's requirements from one set of the launcher's locals and mappings."""
 from __future__ import annotations
 
 import ast
