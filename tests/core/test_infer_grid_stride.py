@@ -88,3 +88,26 @@ def test_one_element_per_thread_keeps_one_thread_per_element():
 def test_strides_over_grid(body, strided):
     text = f"__global__ void k(int* o, int n) {{ {body} }}"
     assert strides_over_grid(text) is strided
+
+
+COMPUTED = """
+template <int MODE> void run_sums(const float* in, float* out, unsigned int n) {
+  int blocks = 0;
+  switch (MODE) {
+  case 1:
+    blocks = n / 256;
+    blocks = n % 256 == 0 ? blocks : blocks + 1;
+    sums<<<blocks, 256, 256 * sizeof(float)>>>(in, out, n);
+    break;
+  }
+}
+"""
+
+
+def test_a_block_count_the_launcher_computes_is_not_a_size_of_its_own():
+    # the launcher sizes the grid from `n` (unreadably: assigned twice in a `case`): the program runs
+    # one trip a thread, so the spec keeps one thread per element rather than a count of its own
+    text = FOR_STEP + COMPUTED
+    m = source.parse(text)
+    p = infer.infer(m.kernel("sums"), m)
+    assert 'grid = ["cdiv(n, 256)"' in p.comment, p.comment

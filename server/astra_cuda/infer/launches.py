@@ -256,9 +256,10 @@ def launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names: 
                      (", as the program passes it" if f in passed else ""))
     g = [read(mapping, grid_values, keep_locals=True, fixed=fixed).spec(x) for x in grid_parts]
     strided = len(grid_counts) == 1 and grid_parts[:1] and set(_names(grid_parts[0])) == set(grid_counts) \
-        and strides_over_grid(kernel.text)
+        and grid_counts[0] in launcher_params(model, site.function) and strides_over_grid(kernel.text)
     if strided:
-        # a loop over the whole grid covers the elements with any block count: the caller's count
+        # a loop over the whole grid covers the elements with any block count: the count the
+        # launcher's caller passes (not one the launcher computes from the sizes, however unreadably)
         # is a size of its own, timed with enough blocks to fill a GPU (`sizes.size_bench`)
         mapping[grid_counts[0]] = grid_counts[0]
         new_sizes.append(grid_counts[0])
