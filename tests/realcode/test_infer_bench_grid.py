@@ -3,7 +3,7 @@ buffers the kernel never touches; the traffic that counts is what the launch tou
 (`floor_bytes`: of a table reached through a scatter's distinct slots, only those rows)."""
 import math
 
-from astra_cuda.infer.sizes import MIN_BLOCKS
+from astra_cuda.infer.bench_sizes import MIN_BLOCKS
 from astra_cuda.model import exprs, source, spec
 from astra_cuda.model.floor_bytes import floor_bytes
 from tests.realcode.test_infer_bench_traffic import proposed

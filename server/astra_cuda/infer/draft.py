@@ -18,7 +18,8 @@ from . import class_numbers, data_positions, distinct_indices, guards, lengths, 
 from .program import Program
 from .roles import DIFFERENCES, body_divisions, infer_shapes, is_stride, only_in_dead_branches, size_pairs
 from .shape_fits import TABLE
-from .sizes import Draft, drop_idle, repair, size_bench, test_values, unclamped_block
+from .bench_sizes import size_bench
+from .sizes import Draft, drop_idle, repair, test_values, unclamped_block
 from .project_instances import project_instance
 from .template_args import CANNOT, infer_template_args
 from .template_names import enumerators, known_names, split as _split

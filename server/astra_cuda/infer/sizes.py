@@ -1,20 +1,17 @@
-"""Size values: test sizes (the name's usual values and the program's own) and bench sizes
-sized by the bytes a launch touches, and the repair that keeps every proposed case valid.
-
-Long because the test sizes' repair and the bench sizes' shrinking and growth judge a case by the
-same checks (`problem`, `require`, the buffers' bytes) and share their helpers."""
+"""Size values: test sizes (the name's usual values and the program's own) and the repair that
+keeps every proposed case valid; the checks a case is judged by (`problem`, `require`, the
+buffers' bytes), shared with the bench sizes (`bench_sizes`)."""
 from __future__ import annotations
 
 import ast
 import itertools
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tree_sitter import Node
 
 from ..model import exprs
-from . import bench_traffic, work
+from . import work
 
 # LLaMA-7B/13B/70B-like sizes: (test sizes, bench sizes) by what a size name suggests.
 _SIZE_HINTS = [
@@ -35,7 +32,7 @@ def _hinted(name: str) -> bool:
                for keys, _, _ in _SIZE_HINTS)
 
 
-def _size_values(name: str) -> tuple[list[int], list[int]]:
+def usual_values(name: str) -> tuple[list[int], list[int]]:
     low = name.lower()
     for keys, test, bench in _SIZE_HINTS:
         if low in keys or any(low.endswith("_" + k) or low.startswith(k + "_") for k in keys):
@@ -48,9 +45,6 @@ def _size_values(name: str) -> tuple[list[int], list[int]]:
 SETTING_MAX = 64              # a value the program fixes at or below this is a setting (a warp width)
 TEST_CAP = 8192               # a program's own value above this is timed, not tested (the CPU runs tests)
 MAX_TEST_COMBINATIONS = 192   # [sizes]' cartesian product before `require` (cases are sampled from it)
-BENCH_TARGET = 256 << 20      # bytes a timed launch should move: far past launch latency and the L2
-BENCH_ENOUGH = 64 << 20       # the program's own sizes moving this much are timed as they are (issue 25's line)
-BENCH_CAP = 2 << 30           # bytes of all buffers of one bench case (the profiler holds several sets)
 TEST_BYTES = 1 << 30          # bytes of all buffers of one test case (they run on the CPU too)
 MAX_DIM = 1 << 31             # CUDA's grid.x limit; a size is kept below it
 
@@ -89,10 +83,10 @@ def test_values(name: str, program: list[int], grid_count: bool = False) -> list
         return sorted(set(GRID_COUNT_TESTS) | {v for v in own if v <= max(GRID_COUNT_TESTS)})
     if own and max(own) <= SETTING_MAX and not _hinted(name):
         return sorted(set(own))
-    return sorted(set(_size_values(name)[0]) | set(own))
+    return sorted(set(usual_values(name)[0]) | set(own))
 
 
-def _ev(expr: str, case: dict[str, int]) -> int | None:
+def value_at(expr: str, case: dict[str, int]) -> int | None:
     try:
         return exprs.evaluate_int(expr, case)
     except exprs.ExprError:
@@ -104,7 +98,7 @@ def bytes_moved(d: Draft, case: dict[str, int]) -> int | None:
     for shape, itemsize, both in d.buffers.values():
         n = itemsize
         for e in shape:
-            v = _ev(e, case)
+            v = value_at(e, case)
             if v is None or v < 0:
                 return None
             n *= v
@@ -115,11 +109,11 @@ def bytes_moved(d: Draft, case: dict[str, int]) -> int | None:
 def problem(d: Draft, case: dict[str, int], bench: bool = False) -> str | None:
     """Why the spec's validator would refuse this case (as `spec.check_cases` does), or None; or
     why it would run too long (`work`: for a bench size, timed on a GPU, each thread's trips only)."""
-    g = [_ev(e, case) for e in d.grid]
-    b = [_ev(e, case) for e in d.block]
-    if any(v is None for v in g + b) or (d.shared and _ev(d.shared, case) is None):
+    g = [value_at(e, case) for e in d.grid]
+    b = [value_at(e, case) for e in d.block]
+    if any(v is None for v in g + b) or (d.shared and value_at(d.shared, case) is None):
         return "launch"
-    if any(_ev(e, case) is None for e in d.scalars.values()):
+    if any(value_at(e, case) is None for e in d.scalars.values()):
         return "scalar"
     g3, b3 = (g + [1, 1, 1])[:3], (b + [1, 1, 1])[:3]
     if min(b3) < 1 or b3[0] * b3[1] * b3[2] > 1024:
@@ -129,7 +123,7 @@ def problem(d: Draft, case: dict[str, int], bench: bool = False) -> str | None:
     moved = bytes_moved(d, case)
     if moved is None:
         return "shape"
-    if _buffer_bytes(d, case) > TEST_BYTES:
+    if buffer_bytes(d, case) > TEST_BYTES:
         return "bytes"
     if d.body is not None and _too_long(d, case, g3, b3, bench):
         return "work"
@@ -138,17 +132,17 @@ def problem(d: Draft, case: dict[str, int], bench: bool = False) -> str | None:
 
 def _too_long(d: Draft, case: dict[str, int], grid: list[int], block: list[int], bench: bool) -> bool:
     """Whether the case asks more loop trips than a test runs in seconds (`work`)."""
-    env = _thread_env(d, case, grid, block)
+    env = thread_env(d, case, grid, block)
     trips = work.thread_trips(d.body, env)
     threads = grid[0] * grid[1] * grid[2] * block[0] * block[1] * block[2]
     return trips > work.MAX_THREAD_TRIPS or not bench and trips * threads > work.MAX_CASE_TRIPS
 
 
-def _thread_env(d: Draft, case: dict[str, int], grid: list[int], block: list[int]) -> dict[str, int]:
+def thread_env(d: Draft, case: dict[str, int], grid: list[int], block: list[int]) -> dict[str, int]:
     """The names a loop bound reads at `case`, as thread 0 of block 0 sees them."""
     env = {**d.constants, **case}
     for name, e in d.scalars.items():
-        v = _ev(e, case)
+        v = value_at(e, case)
         if v is not None:
             env[name] = v
     for dim, i in (("x", 0), ("y", 1), ("z", 2)):
@@ -158,11 +152,11 @@ def _thread_env(d: Draft, case: dict[str, int], grid: list[int], block: list[int
 
 
 def _idle(d: Draft, case: dict[str, int]) -> bool:
-    g = [_ev(e, case) for e in d.grid]
-    b = [_ev(e, case) for e in d.block]
+    g = [value_at(e, case) for e in d.grid]
+    b = [value_at(e, case) for e in d.block]
     if d.body is None or problem(d, case) is not None or None in g + b:
         return False
-    return work.idle(d.body, _thread_env(d, case, ([*g, 1, 1, 1])[:3], ([*b, 1, 1, 1])[:3]))  # type: ignore[list-item]
+    return work.idle(d.body, thread_env(d, case, ([*g, 1, 1, 1])[:3], ([*b, 1, 1, 1])[:3]))  # type: ignore[list-item]
 
 
 def drop_idle(d: Draft, program: dict[str, list[int]], notes: list[str]) -> None:
@@ -171,12 +165,12 @@ def drop_idle(d: Draft, program: dict[str, list[int]], notes: list[str]) -> None
     thread does the kernel's work there, so its output cannot depend on its inputs — a size the
     program does not use (one it uses itself stays, and the check says what the kernel does
     there). Only where the size keeps a value at which the kernel works."""
-    if any(problem(d, c) is not None for c in _cases(d.sizes, d)):   # sizes left unrepaired: no judgement
+    if any(problem(d, c) is not None for c in cases_of(d.sizes, d)):   # sizes left unrepaired: no judgement
         return
     for name in list(d.sizes):
         if len(d.sizes[name]) < 2:
             continue
-        cases = _cases(d.sizes, d)
+        cases = cases_of(d.sizes, d)
         idle = [v for v in d.sizes[name] if v not in program.get(name, [])
                 and (at := [c for c in cases if c[name] == v]) and all(_idle(d, c) for c in at)]
         kept = [v for v in d.sizes[name] if v not in idle]
@@ -187,24 +181,24 @@ def drop_idle(d: Draft, program: dict[str, list[int]], notes: list[str]) -> None
                          f"depend on the inputs)")
 
 
-def _block_threads(d: Draft, case: dict[str, int]) -> int:
+def block_threads(d: Draft, case: dict[str, int]) -> int:
     total = 1
     for e in d.block:
-        total *= _ev(e, case) or 0
+        total *= value_at(e, case) or 0
     return total
 
 
-def _satisfies(d: Draft, case: dict[str, int]) -> bool:
+def satisfies(d: Draft, case: dict[str, int]) -> bool:
     try:
         return all(bool(exprs.evaluate(r, case)) for r in d.require)
     except exprs.ExprError:
         return False
 
 
-def _cases(table: dict[str, list[int]], d: Draft) -> list[dict[str, int]]:
+def cases_of(table: dict[str, list[int]], d: Draft) -> list[dict[str, int]]:
     names = list(table)
     return [c for c in (dict(zip(names, vals)) for vals in itertools.product(*(table[n] for n in names)))
-            if _satisfies(d, c)]
+            if satisfies(d, c)]
 
 
 def repair(d: Draft, notes: list[str]) -> bool:
@@ -221,15 +215,15 @@ def repair(d: Draft, notes: list[str]) -> bool:
 
 def _repair(d: Draft, notes: list[str]) -> bool:
     for name in d.sizes:   # values that break `require` on their own (`N % 8 == 0`) are raised to fit
-        d.sizes[name] = _fit_requirements(d, name, d.sizes[name])
+        d.sizes[name] = fit_requirements(d, name, d.sizes[name])
     while _combinations(d.sizes) > MAX_TEST_COMBINATIONS:
         widest = max(d.sizes, key=lambda n: len(d.sizes[n]))
         vals = d.sizes[widest]
         d.sizes[widest] = [vals[0], vals[-1]] if len(vals) > 2 else vals[:1]
     for _ in range(64):
-        bad = next(((c, why) for c in _cases(d.sizes, d) if (why := problem(d, c)) is not None), None)
+        bad = next(((c, why) for c in cases_of(d.sizes, d) if (why := problem(d, c)) is not None), None)
         if bad is None:
-            return bool(_cases(d.sizes, d))
+            return bool(cases_of(d.sizes, d))
         case, why = bad
         if why in ("bytes", "work"):   # too large to test (or too long to run): drop the largest value of
             # a size that has others, or halve one
@@ -241,20 +235,20 @@ def _repair(d: Draft, notes: list[str]) -> bool:
             # halve the largest size that `require` lets shrink (raised again to what it asks of that
             # size alone: `rows % 4 == 0`), never one it holds in a range (`n >= 2049`)
             smaller = {n: fitted for n in case if case[n] > 1
-                       and (fitted := _fit_requirements(d, n, [case[n] // 2])) and fitted[0] < case[n]}
+                       and (fitted := fit_requirements(d, n, [case[n] // 2])) and fitted[0] < case[n]}
             if not smaller:
                 return False
             name = max(smaller, key=lambda n: case[n])
             d.sizes[name] = smaller[name]
             continue
         in_block = [n for n in case if any(n in exprs.names(b) for b in d.block)]
-        if why == "block" and in_block and _block_threads(d, case) > 1024:   # too many threads: shrink
+        if why == "block" and in_block and block_threads(d, case) > 1024:   # too many threads: shrink
             name = max(in_block, key=lambda n: case[n])
             d.sizes[name] = sorted({max(1, v // 2) if v == case[name] else v for v in d.sizes[name]})
             continue
         # drop the smallest offending value of a name that has others; else double it (a grid or
         # block dimension out of range: a name of that dimension's expression)
-        suspects = _launch_names(d, case, why)
+        suspects = launch_names(d, case, why)
         if why in ("grid", "block") and not suspects:   # a constant dimension out of range: no size fixes it
             dims = d.grid if why == "grid" else d.block
             notes.append(f"the {why} {dims} is out of CUDA's range whatever the sizes: no size changes it")
@@ -271,7 +265,7 @@ def _repair(d: Draft, notes: list[str]) -> bool:
     return False
 
 
-def _launch_names(d: Draft, case: dict[str, int], why: str) -> set[str]:
+def launch_names(d: Draft, case: dict[str, int], why: str) -> set[str]:
     """The sizes of the grid (or block) dimensions out of range in `case`."""
     if why not in ("grid", "block"):
         return set()
@@ -279,13 +273,13 @@ def _launch_names(d: Draft, case: dict[str, int], why: str) -> set[str]:
     limits = (MAX_DIM - 1, 65535, 65535) if why == "grid" else (1024, 1024, 64)
     out: set[str] = set()
     for i, e in enumerate(parts):
-        v = _ev(e, case)
+        v = value_at(e, case)
         if v is None or v < 1 or v > limits[min(i, 2)]:
             out |= exprs.names(e) & set(case)
     return out
 
 
-def _fit_requirements(d: Draft, name: str, values: list[int]) -> list[int]:
+def fit_requirements(d: Draft, name: str, values: list[int]) -> list[int]:
     mods = [int(r.split("%")[1].split("==")[0]) for r in d.require
             if r.replace(" ", "").startswith(f"{name}%") and r.split("%")[1].split("==")[0].strip().isdigit()]
     lo, hi = _bounds(d, name)
@@ -346,187 +340,14 @@ def _combinations(table: dict[str, list[int]]) -> int:
     return n
 
 
-def size_bench(d: Draft, program: dict[str, list[int]], notes: list[str]) -> None:
-    """Bench sizes whose launch touches about BENCH_TARGET bytes (`traffic`: of a table reached
-    through indices, only the rows they reach): the program's own sizes (else the name's usual
-    bench size) — kept as they are when they give every size and touch BENCH_ENOUGH —, shrunk
-    where they break a launch limit (the out-of-range dimension's sizes) or the buffers' cap (first
-    a size whose halving keeps the most traffic: a cache the tokens reach a few rows of), then
-    grown until the traffic is there: first the sizes that drive the grid (more blocks: parallel
-    work), then the one that scales the work (a row or token count), the other outer sizes, the
-    inner ones; where the launch still has fewer than MIN_BLOCKS blocks, per-block work is traded
-    for blocks (`_more_blocks`) — within BENCH_CAP and CUDA's grid limits."""
-    bench = {n: [max(program[n])] if program.get(n) else [max(_size_values(n)[1])] for n in d.sizes}
-    bench.update({n: [max([MIN_BLOCKS, *program.get(n, [])])] for n in d.grid_counts if n in bench})
-    for name in d.sizes:
-        bench[name] = _fit_requirements(d, name, bench[name])
-    scalable = _scalable(d)
-    view = bench_traffic.view(d.buffers, d.args, list(d.sizes), d.grid, d.block)
-
-    def moved(b: dict[str, list[int]]) -> int | None:
-        c = {n: v[0] for n, v in b.items()}
-        return bytes_moved(d, c) if view is None or bytes_moved(d, c) is None else bench_traffic.touched(view, c)
-
-    def ok(b: dict[str, list[int]]) -> bool:
-        c = {n: v[0] for n, v in b.items()}
-        return _satisfies(d, c) and problem(d, c, bench=True) is None and moved(b) is not None and \
-            _buffer_bytes(d, c) <= BENCH_CAP
-    for _ in range(40):   # first shrink what is too large (a table of 50304 rows times a 11008 hidden size)
-        if ok(bench) or not any(bench[n][0] > 1 for n in bench):
-            break
-        c = {n: v[0] for n, v in bench.items()}
-        why = problem(d, c, bench=True)
-        if _buffer_bytes(d, c) <= BENCH_CAP and why is None:
-            break
-        name = _to_shrink(d, bench, why, moved)
-        if name is None:
-            break
-        bench[name] = _fit_requirements(d, name, [max(1, bench[name][0] // 2)])
-    if not ok(bench):   # a launcher's bounds (`n <= 1024`) the usual values break: grow from the largest test case
-        valid = [c for c in _cases(d.sizes, d) if problem(d, c) is None]
-        if valid:
-            bench = {n: [v] for n, v in max(valid, key=lambda c: bytes_moved(d, c) or 0).items()}
-    c = {n: v[0] for n, v in bench.items()}
-    own = bool(d.sizes) and all(program.get(n) and c[n] == max(program[n]) for n in d.sizes)
-    if own and ok(bench) and (moved(bench) or 0) >= BENCH_ENOUGH:
-        scalable = None   # the program's own sizes already time the memory system: timed as they are
-    order = _growth_order(d, scalable, c)
-    for name in order:
-        for _ in range(40):
-            before = moved(bench)
-            if before is None or before >= BENCH_TARGET:
-                break
-            trial = dict(bench)
-            trial[name] = _fit_requirements(d, name, [bench[name][0] * 2])
-            grown = moved(trial)
-            if not ok(trial) or grown is None or grown <= before or trial[name][0] >= MAX_DIM:
-                break   # a size that moves no more bytes (or may not grow) is not the one to grow
-            bench = trial
-    if order and ok(bench):
-        bench = _more_blocks(d, bench, order, ok, moved, notes)
-    if not ok(bench):
-        bench = {n: [max(v)] for n, v in d.sizes.items()}
-    d.bench = bench
-    total = moved(bench)
-    scaled = [n for n in order if program.get(n) and bench[n][0] > max(program[n])]
-    if total is not None:
-        notes.append(f"bench sizes move {total / 2**20:.0f} MiB per launch" +
-                     (f" (`{scaled[0]}` scaled from the program's own value to reach that)" if scaled else ""))
-
-
-_Measure = Callable[[dict[str, list[int]]], 'int | None']   # bench sizes -> the bytes touched there
-MIN_BLOCKS = 1024   # a timed launch of fewer blocks leaves most of a GPU's SMs (132 on an H200) idle
-
-
-def _blocks(d: Draft, case: dict[str, int]) -> int | None:
-    total = 1
-    for e in d.grid:
-        v = _ev(e, case)
-        if v is None or v < 1:
-            return None
-        total *= v
-    return total
-
-
-def _drives_grid(d: Draft, name: str, case: dict[str, int]) -> bool:
-    """A larger `name` launches more blocks (`num_groups` in `num_groups / groups_per_block`)."""
-    now, more = _blocks(d, case), _blocks(d, {**case, name: case[name] * 64})
-    return now is not None and more is not None and more > now
-
-
-def _to_shrink(d: Draft, bench: dict[str, list[int]], why: str | None, moved: _Measure) -> str | None:
-    """The size to halve while a bench case is too large: of a launch dimension out of range, one
-    of its sizes; of buffers too large, the one whose halving shrinks them and keeps the most
-    traffic (a cache's rows the tokens never reach before the tokens); else the largest."""
-    c = {n: v[0] for n, v in bench.items()}
-    names = [n for n in bench if c[n] > 1]
-    if why in ("grid", "block"):
-        dims = d.grid if why == "grid" else d.block
-        launch = [n for n in names if n in _launch_names(d, c, why)] or \
-            [n for n in names if any(n in exprs.names(e) for e in dims)]
-        names = launch or names
-    elif why in (None, "bytes"):
-        size = _buffer_bytes(d, c)
-        halved = {n: {**bench, n: [max(1, c[n] // 2)]} for n in names}
-        smaller = [n for n in names if _buffer_bytes(d, {k: v[0] for k, v in halved[n].items()}) < size]
-        if smaller:
-            return max(smaller, key=lambda n: (_satisfies(d, {k: v[0] for k, v in halved[n].items()}),
-                                               moved(halved[n]) or 0, c[n]))
-    return max(names, key=lambda n: c[n]) if names else None
-
-
-def _more_blocks(d: Draft, bench: dict[str, list[int]], order: list[str], ok: Callable[[dict[str, list[int]]], bool],
-                 moved: _Measure, notes: list[str]) -> dict[str, list[int]]:
-    """Per-block work traded for blocks while the launch has fewer than MIN_BLOCKS: a size that
-    drives no grid dimension nor the block but grows what each block touches (a group's length
-    done by 16 threads) halved, down to its smallest test value, and a size that drives the grid
-    (the groups) doubled — the traffic kept, the parallel work the program runs at restored."""
-    start = dict(bench)
-    for _ in range(40):
-        c = {n: v[0] for n, v in bench.items()}
-        blocks, before = _blocks(d, c), moved(bench)
-        if blocks is None or blocks >= MIN_BLOCKS or not before:
-            break
-        drivers = [n for n in order if _drives_grid(d, n, c)]
-        in_block = set().union(*(exprs.names(e) for e in d.block)) if d.block else set()
-        work_sizes = [n for n in bench if n not in drivers and n not in in_block and n not in d.grid_counts
-                      and c[n] // 2 >= min(d.sizes[n])
-                      and (moved({**bench, n: [c[n] // 2]}) or before) < before]
-        if not drivers or not work_sizes:
-            break
-        less = max(work_sizes, key=lambda n: c[n])
-        trial = {**bench, less: _fit_requirements(d, less, [c[less] // 2]),
-                 drivers[0]: _fit_requirements(d, drivers[0], [c[drivers[0]] * 2])}
-        more = _blocks(d, {n: v[0] for n, v in trial.items()})
-        if not ok(trial) or more is None or more <= blocks or (moved(trial) or 0) < before * 0.9:
-            break
-        bench = trial
-    if bench != start:
-        changed = [n for n in bench if bench[n] != start[n]]
-        notes.append(f"bench sizes: {', '.join(f'`{n}` {start[n][0]} -> {bench[n][0]}' for n in changed)} — "
-                     f"per-block work traded for blocks (the launch had fewer than {MIN_BLOCKS})")
-    return bench
-
-
-def _buffer_bytes(d: Draft, case: dict[str, int]) -> int:
+def buffer_bytes(d: Draft, case: dict[str, int]) -> int:
     total = 0
     for shape, itemsize, _ in d.buffers.values():
         n = itemsize
         for e in shape:
-            n *= max(0, _ev(e, case) or 0)
+            n *= max(0, value_at(e, case) or 0)
         total += n
     return total
-
-
-_SCALE_WORDS = ("token", "batch", "row", "rows", "n", "num", "count", "size", "len", "elements", "b", "m", "t")
-
-
-def _growth_order(d: Draft, scalable: str | None, case: dict[str, int]) -> list[str]:
-    """The sizes to grow, in turn, while a bench case moves too little: those that drive the grid
-    (more blocks: the parallel work a GPU's bandwidth needs), then the one that scales the work,
-    the other outer sizes, the inner ones (a row length) — per-thread work and buffers last."""
-    if scalable is None:
-        return []
-    rest = [n for n in d.sizes if n != scalable and n not in d.grid_counts]
-    order = [scalable] + [n for n in rest if not _is_inner(n)] + [n for n in rest if _is_inner(n)]
-    return [n for n in order if _drives_grid(d, n, case)] + [n for n in order if not _drives_grid(d, n, case)]
-
-
-def _scalable(d: Draft) -> str | None:
-    """The size to grow for timing: one named like a count of rows or items, else the first size
-    of the grid's first dimension, else the first size (a block count over a grid-stride loop never)."""
-    names = [n for n in d.sizes if n not in d.grid_counts]
-    hinted = [n for n in names if any(w == n.lower() or n.lower().startswith(w) or n.lower().endswith(w)
-                                      for w in _SCALE_WORDS) and not _is_inner(n)]
-    if hinted:
-        return hinted[0]
-    in_grid = [n for n in names if d.grid and n in exprs.names(d.grid[0])]
-    return in_grid[0] if in_grid else (names[0] if names else None)
-
-
-def _is_inner(name: str) -> bool:
-    low = name.lower()
-    return any(w in low for w in ("head_dim", "headdim", "hidden", "dim", "width", "stride", "vocab", "channels"))
 
 
 def _clamps(block: list[str], kernel_text: str, size_names: list[str],
