@@ -59,6 +59,26 @@ void run(const float* in, float* out, int* idx, int rows, int k) {
 }
 """
 
+# a block a row; its first thread finds the row's `k` best of `experts` scores, one after another:
+# both sizes lengthen its loop, and only halving them together keeps the bytes (scores and winners)
+WINNERS = """
+__global__ void pick_winners(const float* scores, float* best, int* which, int experts, int k) {
+  long row = blockIdx.x;
+  if (threadIdx.x != 0) return;
+  for (int j = 0; j < k; ++j) {
+    float m = -1e30f; int w = 0;
+    for (int e = 0; e < experts; ++e) {
+      float v = scores[row * experts + e] - 0.001f * j;
+      if (v > m) { m = v; w = e; }
+    }
+    best[row * k + j] = m; which[row * k + j] = w;
+  }
+}
+void run(const float* scores, float* best, int* which, int rows, int experts, int k) {
+  pick_winners<<<rows, 32>>>(scores, best, which, experts, k);
+}
+"""
+
 
 def _dims(exprs_: tuple[str, ...] | list[str], case: dict[str, int]) -> int:
     return math.prod(exprs.evaluate_int(e, case) for e in exprs_)
@@ -89,3 +109,12 @@ def test_a_threads_serial_loop_is_traded_for_rows(project):
     for c in cases:
         assert c[k] <= SERIAL_TRIPS and _dims(s.grid, c) >= MIN_BLOCKS, (c, notes)
         assert floor_bytes(s, c) >= LINE
+
+
+def test_two_sizes_of_a_threads_loop_are_halved_together_keeping_the_bytes(project):
+    s, notes = proposed(project, "winners.cu", WINNERS, "pick_winners")
+    cases = s.bench_cases()
+    assert cases, notes
+    for c in cases:   # on main: 16384 rows, each thread 1376 x 2048 trips
+        assert c["k"] * c["experts"] <= 1 << 16 and _dims(s.grid, c) >= 1 << 17, (c, notes)
+        assert LINE <= floor_bytes(s, c) <= 512 << 20

@@ -204,13 +204,18 @@ def _more_blocks(d: sizes.Draft, bench: dict[str, list[int]], order: list[str], 
                       and (blocks < MIN_BLOCKS or _trips(d, {**c, n: c[n] // 2}) < trips)]
         if not drivers or not work_sizes:
             break
-        less = max(work_sizes, key=lambda n: c[n])
-        trial = {**bench, less: sizes.fit_requirements(d, less, [c[less] // 2]),
-                 drivers[0]: sizes.fit_requirements(d, drivers[0], [c[drivers[0]] * 2])}
-        more = _blocks(d, {n: v[0] for n, v in trial.items()})
-        if not ok(trial) or more is None or more <= blocks or (moved(trial) or 0) < before * 0.9:
+        # one work size halved, or all of them where only that keeps the traffic (vLLM moeTopK's experts
+        # and k: the scores [tokens, experts] and the winners [tokens, k] both stay as the tokens double)
+        trials = []
+        for less in [[n] for n in work_sizes] + ([work_sizes] if len(work_sizes) > 1 else []):
+            trial = {**bench, **{n: sizes.fit_requirements(d, n, [c[n] // 2]) for n in less},
+                     drivers[0]: sizes.fit_requirements(d, drivers[0], [c[drivers[0]] * 2])}
+            more, after = _blocks(d, {n: v[0] for n, v in trial.items()}), moved(trial) or 0
+            if ok(trial) and more is not None and more > blocks and before * 0.9 <= after <= before * 1.1:
+                trials.append((-max(c[n] for n in less), len(less), trial))
+        if not trials:
             break
-        bench = trial
+        bench = min(trials, key=lambda t: t[:2])[2]
     if bench != start:
         changed = [n for n in bench if bench[n] != start[n]]
         notes.append(f"bench sizes: {', '.join(f'`{n}` {start[n][0]} -> {bench[n][0]}' for n in changed)} — "
