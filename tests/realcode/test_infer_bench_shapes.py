@@ -118,3 +118,17 @@ def test_two_sizes_of_a_threads_loop_are_halved_together_keeping_the_bytes(proje
     for c in cases:   # on main: 16384 rows, each thread 1376 x 2048 trips
         assert c["k"] * c["experts"] <= 1 << 16 and _dims(s.grid, c) >= 1 << 17, (c, notes)
         assert LINE <= floor_bytes(s, c) <= 512 << 20
+
+
+def test_a_block_size_that_keeps_its_threads_when_halved_is_traded_for_blocks():
+    # a block of `min(ss, 32)` x 8 threads, one a feature (the shape of apex welford's launch): at
+    # ss = 2^21 halving ss leaves the block as it was, so per-block work is traded for blocks
+    from astra_cuda.infer.bench_sizes import size_bench
+    from astra_cuda.infer.sizes import Draft
+    d = Draft(grid=["fs"], block=["min(ss, 32)", "8"], shared=None, require=[], sizes={"fs": [1, 100], "ss": [1, 100]},
+              bench={}, buffers={"x": (["fs", "ss"], 4, False), "y": (["fs", "ss"], 4, False)},
+              args={"x": '{ type = "float", shape = ["fs", "ss"] }',
+                    "y": '{ type = "float", shape = ["fs", "ss"], output = true }'})
+    notes: list[str] = []
+    size_bench(d, {"fs": [64], "ss": [1 << 22]}, notes)
+    assert d.bench["fs"][0] >= MIN_BLOCKS and d.bench["fs"][0] * d.bench["ss"][0] >= 1 << 27, (d.bench, notes)

@@ -185,7 +185,7 @@ def _fuller_blocks(d: sizes.Draft, bench: dict[str, list[int]], ok: Callable[[di
 def _more_blocks(d: sizes.Draft, bench: dict[str, list[int]], order: list[str], ok: Callable[[dict[str, list[int]]], bool],
                  moved: _Measure, notes: list[str]) -> dict[str, list[int]]:
     """Per-block work traded for blocks while the launch has fewer than MIN_BLOCKS, or a thread
-    loops more than SERIAL_TRIPS times: a size that drives no grid dimension nor the block but
+    loops more than SERIAL_TRIPS times: a size that drives no grid dimension, nor the block's threads, but
     grows what each block touches (a group's length done by 16 threads; the `k` winners one
     thread a row finds in turn, sgl-kernel's topkGatingSoftmax) halved, down to its smallest test
     value, and a size that drives the grid (the groups, the rows) doubled — the traffic kept, the
@@ -198,8 +198,10 @@ def _more_blocks(d: sizes.Draft, bench: dict[str, list[int]], order: list[str], 
         if blocks is None or blocks >= MIN_BLOCKS and not serial or not before:
             break
         drivers = [n for n in order if _drives_grid(d, n, c)]
-        in_block = set().union(*(exprs.names(e) for e in d.block)) if d.block else set()
-        work_sizes = [n for n in bench if n not in drivers and n not in in_block and c[n] // 2 >= min(d.sizes[n])
+        threads = min(sizes.block_threads(d, c), FULL_BLOCK)   # a size of the block's that keeps its threads may
+        # shrink too (apex welford's `ss` in `min(512 / 16, last_pow2(ss))`: 32 threads at 512 as at 256)
+        work_sizes = [n for n in bench if n not in drivers and c[n] // 2 >= min(d.sizes[n])
+                      and sizes.block_threads(d, {**c, n: c[n] // 2}) >= threads
                       and (moved({**bench, n: [c[n] // 2]}) or before) < before
                       and (blocks < MIN_BLOCKS or _trips(d, {**c, n: c[n] // 2}) < trips)]
         if not drivers or not work_sizes:
