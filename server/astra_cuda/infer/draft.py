@@ -14,11 +14,10 @@ from .hostexprs import function_macros, raising_macros
 from .launch_callers import pick_site, program_inits, zero_at_every_call
 from .launch_locals import dim3_fields, host_locals, launch_byte
 from .launches import SHARED_PER_THREAD, grid_guess, launch_of
-from . import class_numbers, data_positions, distinct_indices, guards, lengths, masks, range_chains, scales, structs
+from . import bench_sizes, class_numbers, data_positions, distinct_indices, guards, lengths, masks, range_chains, scales, structs
 from .program import Program
 from .roles import DIFFERENCES, body_divisions, infer_shapes, is_stride, only_in_dead_branches, size_pairs
 from .shape_fits import TABLE
-from .bench_sizes import size_bench
 from .sizes import Draft, drop_idle, repair, test_values, unclamped_block
 from .project_instances import project_instance
 from .template_args import CANNOT, infer_template_args
@@ -575,7 +574,7 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
     if not ok:
         errors.append("no test size gives a valid launch (grid, block): adjust [sizes] by hand")
     drop_idle(draft, program_sizes, notes)   # sizes at which the launch leaves every loop without a trip
-    size_bench(draft, program_sizes, notes)
+    bench_sizes.size_bench(draft, program_sizes, notes)
     draft.bench.update({b: [0] for b in starts})
 
     lines = ["/* @astra", f"grid = {toml_list(draft.grid)}", f"block = {toml_list(draft.block)}"]
