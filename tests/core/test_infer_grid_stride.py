@@ -5,7 +5,8 @@ import pytest
 
 from astra_cuda import infer
 from astra_cuda.infer.grid_stride import strides_over_grid
-from astra_cuda.infer.sizes import GRID_COUNT_TESTS, MIN_BLOCKS
+from astra_cuda.infer.bench_sizes import MIN_BLOCKS
+from astra_cuda.infer.sizes import GRID_COUNT_TESTS
 from astra_cuda.model import source, spec
 
 TREE = """

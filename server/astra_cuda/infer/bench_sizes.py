@@ -27,6 +27,7 @@ def size_bench(d: sizes.Draft, program: dict[str, list[int]], notes: list[str]) 
     loops more than SERIAL_TRIPS times, per-block work traded for blocks (`_more_blocks`) — within
     BENCH_CAP and CUDA's grid limits."""
     bench = {n: [max(program[n])] if program.get(n) else [max(sizes.usual_values(n)[1])] for n in d.sizes}
+    bench.update({n: [max([MIN_BLOCKS, *program.get(n, [])])] for n in d.grid_counts if n in bench})
     for name in d.sizes:
         bench[name] = sizes.fit_requirements(d, name, bench[name])
     scalable = _scalable(d)
@@ -200,7 +201,7 @@ def _more_blocks(d: sizes.Draft, bench: dict[str, list[int]], order: list[str], 
         drivers = [n for n in order if _drives_grid(d, n, c)]
         threads = min(sizes.block_threads(d, c), FULL_BLOCK)   # a size of the block's that keeps its threads may
         # shrink too (apex welford's `ss` in `min(512 / 16, last_pow2(ss))`: 32 threads at 512 as at 256)
-        work_sizes = [n for n in bench if n not in drivers and c[n] // 2 >= min(d.sizes[n])
+        work_sizes = [n for n in bench if n not in drivers and n not in d.grid_counts and c[n] // 2 >= min(d.sizes[n])
                       and sizes.block_threads(d, {**c, n: c[n] // 2}) >= threads
                       and (moved({**bench, n: [c[n] // 2]}) or before) < before
                       and (blocks < MIN_BLOCKS or _trips(d, {**c, n: c[n] // 2}) < trips)]
@@ -244,7 +245,7 @@ def _growth_order(d: sizes.Draft, scalable: str | None, case: dict[str, int]) ->
     the other outer sizes, the inner ones (a row length) — per-thread work and buffers last."""
     if scalable is None:
         return []
-    rest = [n for n in d.sizes if n != scalable]
+    rest = [n for n in d.sizes if n != scalable and n not in d.grid_counts]
     order = [scalable] + [n for n in rest if not _is_inner(n)] + [n for n in rest if _is_inner(n)]
     return [n for n in order if _drives_grid(d, n, case)] + [n for n in order if not _drives_grid(d, n, case)]
 
@@ -252,7 +253,7 @@ def _growth_order(d: sizes.Draft, scalable: str | None, case: dict[str, int]) ->
 def _scalable(d: sizes.Draft) -> str | None:
     """The size to grow for timing: one named like a count of rows or items, else the first size
     of the grid's first dimension, else the first size."""
-    names = list(d.sizes)
+    names = [n for n in d.sizes if n not in d.grid_counts]
     hinted = [n for n in names if any(w == n.lower() or n.lower().startswith(w) or n.lower().endswith(w)
                                       for w in _SCALE_WORDS) and not _is_inner(n)]
     if hinted:

@@ -260,7 +260,7 @@ def launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names: 
     if strided:
         # a loop over the whole grid covers the elements with any block count: the count the
         # launcher's caller passes (not one the launcher computes from the sizes, however unreadably)
-        # is a size of its own, timed with enough blocks to fill a GPU (`sizes.size_bench`)
+        # is a size of its own, timed with enough blocks to fill a GPU (`bench_sizes.size_bench`)
         mapping[grid_counts[0]] = grid_counts[0]
         new_sizes.append(grid_counts[0])
         g = [grid_counts[0]] + g[1:]
