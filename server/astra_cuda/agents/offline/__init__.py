@@ -13,6 +13,7 @@ from .launch_shape import LaunchShape
 from .pack_rows import PackRows
 from .privatize import Privatize
 from .restrict_ldg import RestrictLdg
+from .row_cache import RowCache
 from .rows import Rows
 from .strides import UnitStride
 from .transpose import Transpose
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from ...model.spec import Spec
 
 TRANSFORMS: dict[str, Transform] = {t.name: t for t in (
-    BlockAtomic(), Privatize(), Transpose(), PackRows(), Rows(), Coarsen(), LaunchShape(), WidenBlock(), UnitStride(), Hoist(), Vectorize(16), Vectorize(8), Vectorize(4), WarpReduce(), FastMath(), UnrollVectorLoop(), BatchLoads(), RestrictLdg(), Unroll())}
+    BlockAtomic(), Privatize(), Transpose(), PackRows(), Rows(), Coarsen(), LaunchShape(), WidenBlock(), UnitStride(), Hoist(), Vectorize(16), Vectorize(8), Vectorize(4), RowCache(), WarpReduce(), FastMath(), UnrollVectorLoop(), BatchLoads(), RestrictLdg(), Unroll())}
 
 
 def context_from_spec(kernel: str, spec: Spec | None, headers: tuple[str, ...] = ()) -> Context:
