@@ -129,3 +129,41 @@ def test_an_index_local_is_followed_to_what_it_is_made_of():
         "  if (threadIdx.x == 0) scale", "  row = (row + 1) % gridDim.x;\n  if (threadIdx.x == 0) scale")
     assert TRANSFORMS["row_cache"].apply(text, context_from_text(ADD, text)) is not None
     assert TRANSFORMS["row_cache"].apply(changed, context_from_text(ADD, changed)) is None
+
+
+OVERLOADS = """#include <type_traits>
+template <int W>
+__global__ std::enable_if_t<(W > 0)> scale_rows(float* __restrict__ y, const float* __restrict__ x, int n) {
+  __shared__ float s;
+  float acc = 0.0f;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) {
+    acc += x[blockIdx.x * n + j] * W;
+  }
+  if (threadIdx.x == 0) s = acc;
+  __syncthreads();
+  for (int j = threadIdx.x; j < n; j += blockDim.x) {
+    y[blockIdx.x * n + j] = x[blockIdx.x * n + j] * s;
+  }
+}
+template <int W>
+__global__ std::enable_if_t<(W == 0)> scale_rows(float* __restrict__ y, const float* __restrict__ x, int n) {
+  __shared__ float s;
+  float acc = 0.0f;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) {
+    const float v = x[blockIdx.x * n + j];
+    acc += v;
+  }
+  if (threadIdx.x == 0) s = acc;
+  __syncthreads();
+  for (int j = threadIdx.x; j < n; j += blockDim.x) {
+    y[blockIdx.x * n + j] = x[blockIdx.x * n + j] * s;
+  }
+}
+"""
+
+
+def test_every_overload_of_the_kernel_is_rewritten():
+    """A spec may instantiate either `enable_if` variant of a kernel's name: both keep the row."""
+    rw = TRANSFORMS["row_cache"].apply(OVERLOADS, context_from_text("scale_rows", OVERLOADS))
+    assert rw is not None and len(rw.changes) == 2 and rw.text.count("unsigned char astra_row_bytes[16384];") == 2
+    assert rw.text.count("(j < astra_row_cap ? astra_row[j] : x[blockIdx.x * n + j])") == 2

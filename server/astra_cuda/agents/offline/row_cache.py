@@ -18,8 +18,8 @@ from tree_sitter import Node
 from . import base
 from .base import Context, Edit, Rewrite, body
 from .loops import match_loop
-from .tree import (apply_edits, assigned_names, declared_name, declared_names, is_lvalue, line_indent, squashed, txt,
-                   unparenthesized, walk)
+from .tree import (apply_edits, assigned_names, declared_name, declared_names, function_name, functions, is_kernel,
+                   is_lvalue, line_indent, squashed, txt, unparenthesized, walk)
 
 BUDGET = 16384      # bytes of static shared memory for the row: 8192 half or 4096 float elements
 CONDITIONAL = {"if_statement", "conditional_expression", "switch_statement", "lambda_expression"}
@@ -35,26 +35,32 @@ class RowCache(base.Transform):
         budget = int(params.get("bytes", BUDGET))
         if budget <= 0 or budget > 32768:
             return None
-        fn = sc.kernel
-        pointers = _pointers(fn)
-        if "astra_row_bytes" in txt(fn):
-            return None     # the row is cached already
-        for first, second, between in _loop_pairs(body(fn)):
-            plan = _plan(first, second, between, pointers)
+        edits: list[Edit] = []
+        changes: list[str] = []
+        # every overload of the kernel's name (`enable_if` variants: the spec may instantiate any)
+        for fn in (f for f in functions(sc.root) if is_kernel(f) and function_name(f) == function_name(sc.kernel)):
+            if "astra_row_bytes" in txt(fn):
+                return None     # the row is cached already
+            pointers = _pointers(fn)
+            plan = next((p for f, s, b in _loop_pairs(body(fn)) if (p := _plan(f, s, b, pointers))), None)
             if plan is not None:
-                return _rewritten(text, first, second, plan, budget)
-        return None
+                edits += _edits(text, plan, budget)
+                changes.append(f"the first pass keeps {plan.what} in shared memory ({budget} bytes); the second pass "
+                               f"reads `{plan.array}[{plan.index}]` there instead of global memory, past the buffer's "
+                               "end as before")
+        return Rewrite(self.name, apply_edits(text, edits), tuple(changes), {"bytes": budget}) if edits else None
 
     def alternatives(self, rw: Rewrite, ctx: Context) -> list[dict]:
         return [{"bytes": b} for b in (8192, 32768) if b != rw.params.get("bytes")]
 
 
-class _Plan:   # the array kept, its element type, its index, the loop variable (the slot), and where
-    def __init__(self, array: str, elem: str, index: str, var: str):
-        self.array, self.elem, self.index, self.var = array, elem, index, var
+class _Plan:   # the passes, the array kept, its element type, its index, the loop variable (the slot), and where
+    def __init__(self, first: Node, second: Node, array: str, elem: str, index: str, var: str):
+        self.first, self.second, self.array, self.elem, self.index, self.var = first, second, array, elem, index, var
         self.stores: list[tuple[Node, str]] = []     # pass-1 statements `A[E] = x;` and their x
         self.loads1: list[Node] = []                 # pass-1 reads of A[E] (used when nothing is stored)
         self.loads2: list[Node] = []                 # pass-2 reads of A[E]
+        self.what = ""
 
 
 def _pointers(fn: Node) -> dict[str, tuple[str | None, bool, set[str]]]:
@@ -125,10 +131,6 @@ def _header(loop: Node) -> str:
     return "".join(squashed(loop.child_by_field_name(f)) for f in ("initializer", "condition", "update"))
 
 
-def _index(sub: Node) -> str:
-    return squashed(sub.child_by_field_name("indices"))
-
-
 def _plan(first: Node, second: Node, between: list[Node], pointers: dict) -> _Plan | None:
     """The array to cache and where, or None when no array the second pass reads may be cached."""
     var = match_loop(first).var   # type: ignore[union-attr]  # _loop_pairs matched it
@@ -161,11 +163,11 @@ def _plan_for(a: str, var: str, first: Node, second: Node, between: list[Node], 
             if txt(n) != a or p is None or p.type != "subscript_expression" or p.child_by_field_name("argument") != n:
                 return None     # the array (or what it is made from) used otherwise: passed, offset, aliased
             subs.append((p, r))
-    index = {_index(s) for s, _ in subs}
+    index = {squashed(s.child_by_field_name("indices")) for s, _ in subs}
     if len(index) != 1 or not any(r is first for _, r in subs):
         return None
     sample = subs[0][0].child_by_field_name("indices")
-    plan = _Plan(a, elem, txt(sample)[1:-1].strip(), var)
+    plan = _Plan(first, second, a, elem, txt(sample)[1:-1].strip(), var)
     if not _same_element(sample, var, first, second, regions):
         return None
     fbody = first.child_by_field_name("body")
@@ -187,6 +189,7 @@ def _plan_for(a: str, var: str, first: Node, second: Node, between: list[Node], 
             return None         # read between the passes: leave such kernels alone
     if not plan.loads2 or (not plan.stores and not all(_unconditional(s, fbody) for s in plan.loads1)):
         return None             # the first pass may not read every element the second reads
+    plan.what = f"what it stores in `{a}`" if plan.stores else f"each element of `{a}` it reads"
     return plan if _others_apart(a, restrict, regions, pointers) else None
 
 
@@ -265,8 +268,9 @@ def _read(n: Node) -> bool:
         and not is_lvalue(p)
 
 
-def _rewritten(text: str, first: Node, second: Node, plan: _Plan, budget: int) -> Rewrite:
+def _edits(text: str, plan: _Plan, budget: int) -> list[Edit]:
     data = text.encode("utf-8")
+    first, second = plan.first, plan.second
     ind = line_indent(data, first.start_byte)
     t, v, a, e = plan.elem, plan.var, plan.array, plan.index
     guard = f"{v} < astra_row_cap"
@@ -290,9 +294,4 @@ def _rewritten(text: str, first: Node, second: Node, plan: _Plan, budget: int) -
         edits += [Edit(s.start_byte, s.end_byte, "astra_row_v") for s in plan.loads1]
     edits.append(Edit(second.start_byte, second.start_byte,
                       f"// astra: the second pass reads the row kept in shared memory\n{line_indent(data, second.start_byte)}"))
-    edits += [Edit(s.start_byte, s.end_byte, f"({guard} ? astra_row[{v}] : {txt(s)})") for s in plan.loads2]
-    what = f"what it stores in `{a}`" if plan.stores else f"each element of `{a}` it reads"
-    return Rewrite("row_cache", apply_edits(text, edits),
-                   (f"the first pass keeps {what} in shared memory ({budget} bytes); the second pass "
-                    f"reads `{a}[{e}]` there instead of global memory, past the buffer's end as before",),
-                   {"bytes": budget})
+    return edits + [Edit(s.start_byte, s.end_byte, f"({guard} ? astra_row[{v}] : {txt(s)})") for s in plan.loads2]
