@@ -327,9 +327,14 @@ def substitute(expr: str, mapping: dict[str, str]) -> str | None:
     return tree.apply_edits(txt(value), edits)
 
 
+# a block- or grid-stride loop's step, as a local may hold it (without spaces)
+STRIDE_FORMS = frozenset({"blockDim.x", "blockDim.x*gridDim.x", "gridDim.x*blockDim.x"})
+
+
 def index_aliases(fn_body: Node) -> dict[str, str]:
-    """Locals that only ever hold a thread index: `const int tid = threadIdx.x;` -> {'tid':
-    'threadIdx.x'} (the value without spaces)."""
+    """Locals that only ever hold a thread index or a loop stride: `const int tid = threadIdx.x;`
+    -> {'tid': 'threadIdx.x'}, `const int stride = blockDim.x;` -> {'stride': 'blockDim.x'} (the
+    value without spaces)."""
     out: dict[str, str] = {}
     changed = tree.assigned_names(fn_body)
     seen: dict[str, int] = {}
@@ -345,7 +350,7 @@ def index_aliases(fn_body: Node) -> dict[str, str]:
             if ptr or v is None or name in changed:
                 continue
             flat = "".join(txt(c) for c in walk(v) if c.child_count == 0 and c.type != "comment")
-            if "threadIdx" in flat and all(w not in flat for w in ("[", "(")):
+            if ("threadIdx" in flat or flat in STRIDE_FORMS) and all(w not in flat for w in ("[", "(")):
                 out[name] = flat
     return {k: v for k, v in out.items() if seen.get(k) == 1}
 

@@ -6,8 +6,10 @@ Recognises the most common elementwise form,
     T i = blockIdx.x * blockDim.x + threadIdx.x;        T i = ...;
     if (i < N) { body }                           or    if (i >= N) return;  body
 
-(with a flat index split into row and column by `/` and `%`: split_index.py), and a grid-stride
-loop launched with a grid that covers every element once. The first becomes a
+(with a flat index split into row and column by `/` and `%`: split_index.py; or the column of a
+row taken from the grid's y axis, `T c = blockIdx.y * blockDim.x + threadIdx.x` with a row per
+`blockIdx.x`: the loop then strides by `blockDim.x * gridDim.y` and the grid's y shrinks), and a
+grid-stride loop launched with a grid that covers every element once. The first becomes a
 grid-stride loop (`for (T i = ...; i < N; i += blockDim.x * gridDim.x) { body }`: the same work
 for any launch), which is then vectorized (see vectorize.py: aligned vectors, overlap checks where
 no `__restrict__` promises it, a scalar tail); the grid then shrinks by the elements each thread
@@ -32,11 +34,16 @@ from .vectorize import Vectorize
 
 BUILTINS = {"threadIdx", "blockIdx", "blockDim", "gridDim"}
 BARRIERS = ("sync", "__shfl", "__ballot", "__any", "__all", "__activemask", "__match", "__reduce", "atomic")
-STARTS = {s0 for s0, _ in STRIDES if "blockIdx" in s0}
+STARTS = {s0 for s0, _ in STRIDES if "blockIdx.x" in s0}
+AXIS_STARTS = {"x": STARTS, "y": {s0 for s0, _ in STRIDES if "blockIdx.y" in s0}}
+# Built-ins an element's work may read when its index runs along `axis`: those of the other grid
+# axes, the same for every element a thread takes once the loop strides along `axis` only.
+STEADY = {"x": frozenset(), "y": frozenset({"blockIdx.x", "gridDim.x", "blockIdx.z", "gridDim.z"})}
 
 
-def _is_index(value: Node | None, block_names: frozenset[str] = frozenset()) -> bool:
-    return value is not None and index_form(value, block_names) in STARTS
+def _index_axis(value: Node | None, block_names: frozenset[str], axes: tuple[str, ...]) -> str | None:
+    form = index_form(value, block_names) if value is not None else ""
+    return next((a for a in axes if form in AXIS_STARTS[a]), None)
 
 
 def fixed_block_names(root_node: Node, spec) -> frozenset[str]:
@@ -98,21 +105,25 @@ class Elementwise:
     """A kernel body `pre; T i = index; mid; guard; work` rewritten as a grid-stride loop."""
 
     def __init__(self, pre: list[Node], decl: Node, mid: list[Node], guard: Node, work: list[Node], var: str,
-                 var_type: str, bound: str, start: str):
+                 var_type: str, bound: str, start: str, axis: str = "x"):
         self.pre, self.decl, self.mid, self.guard, self.work = pre, decl, mid, guard, work
         self.var, self.var_type, self.bound, self.start = var, var_type, bound, start
+        self.axis = axis   # the grid axis the index runs along (its block axis is always x)
 
 
-def match_elementwise(fn: Node, block_names: frozenset[str] = frozenset()) -> Elementwise | None:
+def match_elementwise(fn: Node, block_names: frozenset[str] = frozenset(),
+                      axes: tuple[str, ...] = ("x",)) -> Elementwise | None:
     """`pre; T i = <global index>; mid; guard; work`. The index may cast (`(uint64_t)blockIdx.x *
-    ...`) and spell the block size as one of `block_names` (see fixed_block_names)."""
+    ...`), spell the block size as one of `block_names` (see fixed_block_names) and run along
+    one of the grid's `axes` (`blockIdx.y * blockDim.x + threadIdx.x` for 'y')."""
     stmts = [c for c in body(fn).named_children if c.type != "comment"]
     for k, st in enumerate(stmts):
         if st.type != "declaration":
             continue
         ds = st.children_by_field_name("declarator")
-        if len(ds) != 1 or ds[0].type != "init_declarator" or \
-                not _is_index(ds[0].child_by_field_name("value"), block_names):
+        axis = _index_axis(ds[0].child_by_field_name("value"), block_names, axes) \
+            if len(ds) == 1 and ds[0].type == "init_declarator" else None
+        if axis is None:
             continue
         var = txt(ds[0].child_by_field_name("declarator"))
         vtype = " ".join(w for w in txt(st.child_by_field_name("type")).split() if w != "const")
@@ -133,7 +144,7 @@ def match_elementwise(fn: Node, block_names: frozenset[str] = frozenset()) -> El
         else:
             return None
         start = _start_text(ds[0].child_by_field_name("value"), block_names)
-        return Elementwise(pre, st, mid, rest[0], work, var, vtype, bound, start)
+        return Elementwise(pre, st, mid, rest[0], work, var, vtype, bound, start, axis)
     return None
 
 
@@ -143,14 +154,23 @@ def _idents(n: Node) -> set[str]:
 
 def no_exit_nor_builtin(el: Elementwise) -> bool:
     """The element's work leaves it only by its end (a break or continue only of a loop inside it)
-    and reads the built-ins (threadIdx, blockIdx...) nowhere: it may run several times per thread."""
+    and reads the built-ins (threadIdx, blockIdx...) nowhere, directly or through a name declared
+    from them before the index (those of the other grid axes excepted, see STEADY): it may run
+    several times per thread."""
+    steady = STEADY[el.axis]
+    moving = set().union(*(declared_names(st) for st in el.pre if any(
+        n.type == "field_expression" and txt(n.child_by_field_name("argument")) in BUILTINS
+        and txt(n) not in steady for n in walk(st)))) if el.pre else set()
     for st in el.work + el.mid:
         for n in walk(st):
             if n.type in ("return_statement", "goto_statement", "break_statement", "continue_statement"):
                 if n.type in ("break_statement", "continue_statement") and _inside_loop(n, st):
                     continue
                 return False
-            if n.type == "field_expression" and txt(n.child_by_field_name("argument")) in BUILTINS:
+            if n.type == "field_expression" and txt(n.child_by_field_name("argument")) in BUILTINS \
+                    and txt(n) not in steady:
+                return False
+            if n.type == "identifier" and txt(n) in moving:
                 return False
     return True
 
@@ -159,7 +179,7 @@ def may_repeat(el: Elementwise, sc: base.Scope) -> bool:
     """The work of one element may run several times per thread: no returns, barriers, warp
     collectives, atomics or shared memory; the built-ins only in the index; no state carried in
     variables declared before the guard; the index and bound not changed."""
-    if not no_exit_nor_builtin(el):
+    if not no_exit_nor_builtin(el) or idents_text(el.bound) & BUILTINS:
         return False
     for f in sc.functions:
         if "__shared__" in txt(f) or any(any(b in callee(c) for b in BARRIERS) for c in calls(f)):
@@ -200,7 +220,7 @@ def as_grid_stride(text: str, fn: Node, el: Elementwise) -> str:
         s = txt(st).replace("\n" + line_indent(data, st.start_byte), "\n" + inner)
         lines.append(inner + s)
     loop = (f"for ({el.var_type} {el.var} = {el.start}; {el.var} < {el.bound}; "
-            f"{el.var} += blockDim.x * gridDim.x) {{\n" + "\n".join(lines) + f"\n{ind}}}")
+            f"{el.var} += blockDim.x * gridDim.{el.axis}) {{\n" + "\n".join(lines) + f"\n{ind}}}")
     end = max([el.guard.end_byte] + [st.end_byte for st in el.work])
     return apply_edits(text, [Edit(el.decl.start_byte, end, loop)])
 
@@ -239,14 +259,17 @@ class Coarsen(base.Transform):
         if width not in (16, 8) or steps not in (1, 2, 4) or block not in (None, 128, 256, 512, 1024):
             return None
         spec = sc.spec
-        if spec is None or len(spec.grid) > 1 and any(g.strip() != "1" for g in spec.grid[1:]) \
-                or len(spec.block) > 1 and any(b.strip() != "1" for b in spec.block[1:]):
+        if spec is None or len(spec.block) > 1 and any(b.strip() != "1" for b in spec.block[1:]):
             return None
+        flat = all(g.strip() == "1" for g in spec.grid[1:])   # a 1-D grid
         model = sc.model
         kernel = model.kernel(ctx.kernel)
         if kernel is None or kernel.launch_bounds and block is not None:
             return None
-        el = match_elementwise(sc.kernel, fixed_block_names(sc.root, spec))
+        el = match_elementwise(sc.kernel, fixed_block_names(sc.root, spec), ("x",) if flat else ("y",))
+        if el is None and not flat:
+            return None
+        ax = 1 if el is not None and el.axis == "y" else 0   # the grid axis that shrinks
         cover = None     # the element count, over the parameters, for a grid that must grow to it
         if el is not None:
             if not may_repeat(el, sc):
@@ -255,7 +278,7 @@ class Coarsen(base.Transform):
             what = f"one element per thread (`{el.var} < {el.bound}`) became a grid-stride loop"
         else:
             loop = next((n for n in walk(body(sc.kernel)) if n.type == "for_statement" and match_loop(n) is not None
-                         and "gridDim" in match_loop(n).stride), None)
+                         and "gridDim.x" in match_loop(n).stride), None)
             if loop is None:
                 return None
             canonical = text
@@ -271,7 +294,7 @@ class Coarsen(base.Transform):
         vec = Vectorize(width).apply(canonical, ctx, {"independent": el is not None})
         if vec is not None:
             vtext, vchanges, elements = vec.text, vec.changes, vec.params["elements"]
-        elif el is not None and (split := split_index.apply(text, ctx, sc, el, width)) is not None:
+        elif el is not None and ax == 0 and (split := split_index.apply(text, ctx, sc, el, width)) is not None:
             (vtext, vchanges, elements), what = split, ""   # the index split by division (split_index.py)
         else:
             return None
@@ -279,7 +302,7 @@ class Coarsen(base.Transform):
         if new_kernel is None:
             return None
         ept = elements * steps   # elements per thread: a vector's, times the steps
-        g, b = spec.grid[0].strip(), spec.block[0].strip()
+        g, b = spec.grid[ax].strip(), spec.block[0].strip()
         if cover is not None:
             names = [p.name for p in kernel.params]
             per = f"({block or b}) * {ept}"
@@ -292,6 +315,17 @@ class Coarsen(base.Transform):
                 threads = str(block) if block else f"dim3({site.block}).x"
                 return (f"dim3(static_cast<unsigned int>((static_cast<size_t>({n}) + static_cast<size_t>({threads}) * "
                         f"{ept} - 1) / (static_cast<size_t>({threads}) * {ept})))", str(block) if block else site.block)
+        elif ax == 1:   # the y axis shrinks; x (the rows) and z stay
+            grid = list(spec.grid)
+            grid[1], blk = (style.spec_div_up(g, ept), list(spec.block)) if block is None else \
+                (style.spec_regrid(g, b, block * ept), [str(block)])
+
+            def host(site):
+                d = f"dim3({site.grid})"
+                y = f"({d}.y + {ept - 1}) / {ept}" if block is None else \
+                    f"static_cast<unsigned int>((static_cast<size_t>({d}.y) * dim3({site.block}).x + {block * ept - 1}) / " \
+                    f"{block * ept})"
+                return f"dim3({d}.x, {y}, {d}.z)", str(block) if block else site.block
         elif block is None:
             grid, blk = [style.spec_div_up(g, ept)], list(spec.block)
 
@@ -304,7 +338,7 @@ class Coarsen(base.Transform):
             def host(site):
                 return (f"dim3(static_cast<unsigned int>((static_cast<size_t>(dim3({site.grid}).x) * dim3({site.block}).x"
                         f" + {per - 1}) / {per}))", str(block))
-        note = (f"{ept} elements per thread: grid " + (f"covers `{cover}`" if cover else f"/ {ept}")
+        note = (f"{ept} elements per thread: grid" + (".y" if ax else "") + " " + (f"covers `{cover}`" if cover else f"/ {ept}")
                 + (f", {block} threads per block" if block else ""))
         new = relaunch(text, ctx.kernel, grid, blk, host, note,
                        [(kernel.span.start_byte, kernel.span.end_byte, new_kernel.text)], base=sc.file)
@@ -312,7 +346,7 @@ class Coarsen(base.Transform):
             return None
         changes = (*([what] if what else []), *vchanges,
                    (f"grid sized to cover `{cover}` with {ept} elements per thread" if cover else
-                    f"grid divided by {ept} (each thread takes {ept} elements)") +
+                    f"grid{'.y' if ax else ''} divided by {ept} (each thread takes {ept} elements)") +
                    (f" and {block} threads per block" if block else "") + " in the spec and at every launch site")
         return Rewrite(self.name, new.text, changes, {"width": width, "steps": steps, "block": block}, new)
 

@@ -57,7 +57,12 @@ def _plus(a: str, b: str) -> str:
 STRIDES = [("threadIdx.x", ("blockDim.x",)),
            ("blockIdx.x*blockDim.x+threadIdx.x", ("blockDim.x*gridDim.x", "gridDim.x*blockDim.x")),
            ("threadIdx.x+blockIdx.x*blockDim.x", ("blockDim.x*gridDim.x", "gridDim.x*blockDim.x")),
-           ("blockDim.x*blockIdx.x+threadIdx.x", ("blockDim.x*gridDim.x", "gridDim.x*blockDim.x"))]
+           ("blockDim.x*blockIdx.x+threadIdx.x", ("blockDim.x*gridDim.x", "gridDim.x*blockDim.x")),
+           # the same along the grid's y axis (a row per blockIdx.x, its columns over blockIdx.y):
+           # the threads of one blockIdx.x cover the elements once, whatever else the grid holds
+           ("blockIdx.y*blockDim.x+threadIdx.x", ("blockDim.x*gridDim.y", "gridDim.y*blockDim.x")),
+           ("threadIdx.x+blockIdx.y*blockDim.x", ("blockDim.x*gridDim.y", "gridDim.y*blockDim.x")),
+           ("blockDim.x*blockIdx.y+threadIdx.x", ("blockDim.x*gridDim.y", "gridDim.y*blockDim.x"))]
 
 
 def index_form(n: Node | None, block_names: frozenset[str] = frozenset()) -> str:
@@ -110,14 +115,18 @@ def match_loop(loop: Node, aliases: dict[str, str] | None = None) -> StridedLoop
     if cond.type != "binary_expression" or txt(cond.child_by_field_name("operator")) != "<" or \
             txt(cond.child_by_field_name("left")) != var:
         return None
+    step = squashed(upd.child_by_field_name("right"))
+    aliased = (aliases or {}).get(step)      # `i += stride` with `const int stride = blockDim.x;`
+    step = aliased or step
     if upd.type != "assignment_expression" or txt(upd.child_by_field_name("operator")) != "+=" or \
-            txt(upd.child_by_field_name("left")) != var or squashed(upd.child_by_field_name("right")) not in stride:
+            txt(upd.child_by_field_name("left")) != var or step not in stride:
         return None
     if any(n.type in FORBIDDEN for n in walk(b) if n != b) or \
             any(n.type == "call_expression" and "sync" in txt(n.child_by_field_name("function")) for n in walk(b)):
         return None
     m = StridedLoop(loop, var, txt(init.child_by_field_name("type")), cond.child_by_field_name("right"))
-    m.start, m.stride = txt(decls[0].child_by_field_name("value")), txt(upd.child_by_field_name("right"))
+    # the step as the built-ins spell it (a rewrite reads `gridDim` in it), the start as written
+    m.start, m.stride = txt(decls[0].child_by_field_name("value")), aliased or txt(upd.child_by_field_name("right"))
     if not m.invariant(m.bound) or var in assigned_names(b):
         return None
     # const aliases `const T idx = base + i;` at the top level of the body
