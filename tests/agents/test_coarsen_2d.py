@@ -117,3 +117,37 @@ def test_a_step_that_is_not_the_block_is_not_a_block_stride_loop():
     reassigned = GATHER_PATH.read_text().replace("const int step = blockDim.x;", "int step = blockDim.x;\n  step += r % 2;")
     assert rewritten("vectorize", GATHER_PATH, GATHER, reassigned) is None
 
+
+MIX, MIX_PATH = "mix_rows_kernel", KERNELS / "mix_rows_2d.cu"
+
+
+def test_writes_in_branches_of_a_constant_and_a_null_checked_read_keep_their_conditions():
+    """A vector is loaded or stored only under the condition the elements were (never a load from
+    a null `bias`), and another instantiation of the template (half: 2-byte elements where the
+    step was sized for 4) takes the element-by-element loop."""
+    rw = rewritten("coarsen", MIX_PATH, MIX)
+    assert rw is not None, "writes under a template constant's branches are not vectorized"
+    k = source.parse(rw.text).kernel(MIX).text
+    load_bias = k.index("reinterpret_cast<const uint4*>(bias + astra_i0)")
+    assert k.rindex("if (!(bias == nullptr)) {", 0, load_bias) > k.index("astra_i0 < astra_vec_end")
+    assert "if (!(MODE == 0) && (MODE == 1)) {" in k                      # b: read in the second branch only
+    store = k.index("reinterpret_cast<uint4*>(out + (blockIdx.x * cols) + astra_i0)[0] =")
+    assert k.rindex("if (((MODE == 0)) || (!(MODE == 0) && (MODE == 1))) {", 0, store) > load_bias
+    assert "sizeof(*out) == 4 &&" in k and "sizeof(*bias) == 4" in k
+    compiles(rw.text, MIX_PATH, MIX)
+    evaluate = evaluator(MIX_PATH, MIX)
+    ev = evaluate(rw.text)
+    assert ev.passed, ev.check.summary + ev.check.feedback
+    # a store that no branch's condition allows leaves the vector path's outputs unwritten
+    assert not evaluate(rw.text.replace("if (((MODE == 0)) || (!(MODE == 0) && (MODE == 1))) {", "if (MODE == 0) {")).passed
+
+
+@pytest.mark.parametrize("change", [
+    ("if (MODE == 0) {", "if (a[blockIdx.x * cols + c] > 0) {"),     # a condition that changes per element
+    ("if (MODE == 0) {", "if (MODE == rows) {"),                      # ... fine: `rows` is steady (below)
+    ("} else if (MODE == 1) {", "} else if (MODE == 1) {\n      out[blockIdx.x * cols + c] += 1;"),   # a compound write
+])
+def test_writes_under_other_conditions_are_left(change):
+    text = MIX_PATH.read_text().replace(*change)
+    rw = rewritten("coarsen", MIX_PATH, MIX, text)
+    assert (rw is not None) == (change[1] == "if (MODE == rows) {")

@@ -241,6 +241,22 @@ def pack_for(text: str, kernel_start: int, elem: str, count: int, count_expr: st
     return None
 
 
+def packs_for(arrays: dict[str, tuple[str, int]], count: int, width: int, count_expr: str,
+              where: tuple[str, int], headers: tuple[str, ...] = ()) -> dict[str, tuple[str, str]] | None:
+    """For each array (its element type and the bytes of `count` of them), the project's pack
+    type and member from `pack_for` (in the text `where[0]`, for the kernel at byte `where[1]`),
+    where one moves exactly one access of `width` bytes for every array; else None."""
+    if any(nbytes != width for _, nbytes in arrays.values()):
+        return None
+    out = {}
+    for arr, (elem, _) in arrays.items():
+        found = pack_for(where[0], where[1], elem, count, count_expr, headers)
+        if found is None:
+            return None
+        out[arr] = found
+    return out
+
+
 # ---- load and store helpers ------------------------------------------------------------------------
 
 # A helper's one statement (after any `static_assert`), its parameters named v (the value) and p

@@ -13,7 +13,9 @@ The vector path is taken only where it computes what the original loop computes:
 bases are aligned, and — unless `__restrict__` already promises it — whose written range does not
 overlap any other range the loop touches (an exact in-place update is fine: each element is read
 before it is written, as before). Everything else runs the original loop (loop versioning, as
-compilers do), and the remainder of aligned rows runs in a scalar tail.
+compilers do), and the remainder of aligned rows runs in a scalar tail. An access under a
+condition the same for every step (a template constant, a null check) moves its vector under
+that condition; writes in several such branches are one store (guards.py).
 
 Long because deciding that a loop may be vectorized is most of the work: which names point into
 which buffer, which accesses are affine, which overlaps must be checked at run time, and which
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
-from . import base, helpers
+from . import base, guards, helpers
 from .base import Context, Edit, Rewrite, body, element_bytes, pointer_params
 from .loops import StridedLoop, match_loop
 from .tree import (apply_edits, assigned_names, callee, calls, declared_name, function_name, is_lvalue, line_indent,
@@ -54,6 +56,7 @@ class Access:
     base: str          # offset of element i, minus i: '(token * 2 * d)' or '0'; '' when irregular
     store: bool
     invariant: str = ""   # an irregular index that does not change in the loop (one element)
+    guard: str | None = ""   # the steady condition it runs under (guards.py): "" always, None not steady
 
 
 def _at(array: str, base_: str) -> str:
@@ -179,7 +182,8 @@ def plan_accesses(m: StridedLoop, hs: dict[str, Handle], arrays: set[str], indep
         ob = m.offset_base(idx) if idx is not None else None
         inv = txt(idx) if ob is None and idx is not None and m.invariant(idx) else ""
         ldg = _ldg_call(n)
-        accesses.append(Access(ldg or n, arr, ob if ob is not None else "", ldg is None and is_lvalue(n), inv))
+        accesses.append(Access(ldg or n, arr, ob if ob is not None else "", ldg is None and is_lvalue(n), inv,
+                               guards.path(m, n)))
     chosen: list[Access] = []
     written: list[str] = []
     store_end: dict[str, int] = {}
@@ -190,15 +194,17 @@ def plan_accesses(m: StridedLoop, hs: dict[str, Handle], arrays: set[str], indep
         h = hs[arr]
         stores = [a for a in acc if a.store]
         if stores:
-            if h.size is None or any(a.base == "" for a in acc) or len({a.base for a in acc}) != 1 \
-                    or len(stores) != 1:
+            sts = [a.node.parent for a in stores]
+            if h.size is None or any(a.base == "" for a in acc) or any(a.guard is None for a in stores) or \
+                    len({a.base for a in acc}) != 1 or any(
+                    st.type != "assignment_expression" or txt(st.child_by_field_name("operator")) not in ASSIGN
+                    or st.parent is None or st.parent.type != "expression_statement" for st in sts):
                 return None   # a write we cannot place relative to vector loads
-            stmt = stores[0].node.parent
-            if stmt.type != "assignment_expression" or txt(stmt.child_by_field_name("operator")) not in ASSIGN or \
-                    stmt.parent is None or stmt.parent.type != "expression_statement" or \
-                    stmt.parent.parent != m.body:
-                return None
-            store_end[arr] = stmt.end_byte
+            if (len(sts) > 1 or stores[0].guard) and (len(stores) != len(acc) or any(
+                    txt(st.child_by_field_name("operator")) != "=" for st in sts)):
+                return None   # written in several places or under a condition: only plain writes, never read
+            stmt = sts[0]
+            store_end[arr] = min(st.end_byte for st in sts)
             compound = txt(stmt.child_by_field_name("operator")) != "="
             if compound or any(a.node.start_byte >= stmt.end_byte for a in acc if not a.store):
                 inplace.add(arr)        # `p[i] += e`, or a read after the write: one register for both
@@ -410,22 +416,6 @@ class Vectorize(base.Transform):
         return [{"width": w} for w in (16, 8) if w != rw.params.get("width")]
 
 
-def _packs(acc: list[Access], hs: dict[str, Handle], vec: int, width: int, count_expr: str,
-           where: tuple[str, int] | None, headers: tuple[str, ...] = ()) -> dict[str, tuple[str, str]] | None:
-    """The file's own element pack (`helpers.Pack`) for each array's registers, where the file
-    has one that moves exactly one access of `width` bytes for every array; else None (the
-    registers are then plain aligned arrays copied in `width`-byte chunks)."""
-    if where is None or any(vec * (hs[a.array].size or 0) != width for a in acc):
-        return None
-    out = {}
-    for arr in {a.array for a in acc}:
-        found = helpers.pack_for(where[0], where[1], hs[arr].elem, vec, count_expr, headers)
-        if found is None:
-            return None
-        out[arr] = found
-    return out
-
-
 def _emit(m: StridedLoop, plan: Plan, hs: dict[str, Handle], vec: int, width: int, data: bytes,
           counter: list[int], where: tuple[str, int] | None = None, taken: set[str] | None = None,
           headers: tuple[str, ...] = (), unwritten: set[str] | frozenset[str] = frozenset()) -> str:
@@ -446,7 +436,10 @@ def _emit(m: StridedLoop, plan: Plan, hs: dict[str, Handle], vec: int, width: in
     i1 = ind if flat else ind + "  "
     i2, i3 = i1 + "  ", i1 + "    "
     chunk = CHUNK[width]
-    packs = _packs(acc, hs, vec, width, f"astra_vec{sfx}", where, headers)
+    # the file's own element pack for the registers, else plain aligned arrays (and for a guarded load)
+    packs = None if where is None or any(a.guard for a in acc) else helpers.packs_for(
+        {a.array: (hs[a.array].elem, vec * (hs[a.array].size or 0)) for a in acc}, vec, width,
+        f"astra_vec{sfx}", where, headers)
     # the project's load/store helpers (`ld128`, `st128`), where one moves exactly one access
     found = helpers.movers(where[0], where[1], headers) if where is not None else ()
     used: list[str] = []
@@ -522,18 +515,23 @@ def _emit(m: StridedLoop, plan: Plan, hs: dict[str, Handle], vec: int, width: in
                     v = f"astra_s{len(stores)}{sfx}"
                     declare(v, a.array, None)
                 stores[a.array] = v
+                at = len(lines_store)
                 store(v, a.array, a.base)
+                guards.wrap(lines_store, at, [b.guard or "" for b in acc if b.array == a.array and b.store], i2)
             if a.store:
                 body_edits.append(Edit(a.node.start_byte, a.node.end_byte, element(stores[a.array], a.array)))
                 continue
         if key not in loads:
             v = f"astra_v{len(loads)}{sfx}"
             loads[key] = v
+            at = len(lines_load)
             declare(v, a.array, a.base, const=True)
+            guards.wrap(lines_load, at, [b.guard or "" for b in acc if (b.array, b.base) == key], i2)
         body_edits.append(Edit(a.node.start_byte, a.node.end_byte, element(loads[key], a.array)))
     bases = sorted({(a.array, a.base) for a in acc})
     conds = [f"reinterpret_cast<size_t>({_at(arr, b)}) % {width} == 0" for arr, b in bases]
     conds += [_apart(w, wb, r, rng, f"astra_n{sfx}") for w, wb, r, rng in plan.checks]
+    conds += guards.template_sizes(m.loop, {a.array: (hs[a.array].elem, hs[a.array].size) for a in acc})
     aligned = " &&\n".join(f"{i1}    {c}".replace("\n       ", f"\n{i1}       ") for c in conds)
     # The body, with vectorized accesses replaced, re-indented under the unrolled loop.
     b = m.body
