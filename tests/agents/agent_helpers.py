@@ -26,6 +26,19 @@ def loaded_kernel(path: pathlib.Path, kernel: str, text: str | None = None):
     return text, spec_mod.load(m.kernel(kernel), m)
 
 
+def cpu_evaluator(path, kernel):
+    """The quick gate on the CPU backend for `kernel` in the file at `path` (its spec the file's);
+    skips the test where the CPU backend cannot run."""
+    from astra_cuda.execution.evaluator import local_evaluator
+    try:
+        from astra_cuda.backends.cpu import CpuBackend
+        backend = CpuBackend()
+    except Exception as e:  # noqa: BLE001 - any reason means this machine cannot run it
+        pytest.skip(f"CPU backend unavailable: {e}")
+    text, sp = loaded_kernel(pathlib.Path(path), kernel)
+    return local_evaluator(str(path), kernel, sp, backend, text, quick=True)
+
+
 def silu_evaluator():
     """(text, path, kernel, spec, evaluate) for silu_and_mul on the CPU backend (quick gate);
     skips the test where the CPU backend cannot run."""

@@ -8,7 +8,7 @@ import pathlib
 
 import pytest
 
-from agent_helpers import loaded_kernel
+from agent_helpers import loaded_kernel, cpu_evaluator
 from astra_cuda.agents import Check, Evaluation, ProfileSummary, SizeTiming
 from astra_cuda.agents.offline import TRANSFORMS, context_from_spec, context_from_text
 from astra_cuda.agents.planner import OfflinePlanner
@@ -27,15 +27,7 @@ def rewritten(path, kernel, text=None, params=None):
     return TRANSFORMS["batch_loads"].apply(text, context_from_text(kernel, text, sp), params)
 
 
-def evaluator(path, kernel):
-    from astra_cuda.execution.evaluator import local_evaluator
-    try:
-        from astra_cuda.backends.cpu import CpuBackend
-        backend = CpuBackend()
-    except Exception as e:  # noqa: BLE001 - any reason means this machine cannot run it
-        pytest.skip(f"CPU backend unavailable: {e}")
-    text, sp = loaded(path, kernel)
-    return local_evaluator(str(path), kernel, sp, backend, text, quick=True)
+evaluator = cpu_evaluator
 
 
 def test_the_histogram_loop_takes_four_steps_a_trip_and_passes_the_gate():

@@ -7,7 +7,7 @@ import pathlib
 
 import pytest
 
-from agent_helpers import loaded_kernel
+from agent_helpers import loaded_kernel, cpu_evaluator
 from astra_cuda.agents.offline import TRANSFORMS, context_from_text
 from astra_cuda.compile import extract, static
 from astra_cuda.model import launch_change, source
@@ -22,15 +22,7 @@ def rewritten(name, path, kernel, text=None, params=None):
     return TRANSFORMS[name].apply(text, context_from_text(kernel, text, sp), params)
 
 
-def evaluator(path, kernel):
-    from astra_cuda.execution.evaluator import local_evaluator
-    try:
-        from astra_cuda.backends.cpu import CpuBackend
-        backend = CpuBackend()
-    except Exception as e:  # noqa: BLE001 - any reason means this machine cannot run it
-        pytest.skip(f"CPU backend unavailable: {e}")
-    text, sp = loaded_kernel(path, kernel)
-    return local_evaluator(str(path), kernel, sp, backend, text, quick=True)
+evaluator = cpu_evaluator
 
 
 def compiles(text, path, kernel):
