@@ -157,5 +157,5 @@ __global__ std::enable_if_t<(W == 0)> scale_rows(float* __restrict__ y, const fl
 def test_every_overload_of_the_kernel_is_rewritten():
     """A spec may instantiate either `enable_if` variant of a kernel's name: both keep the row."""
     rw = TRANSFORMS["row_cache"].apply(OVERLOADS, context_from_text("scale_rows", OVERLOADS))
-    assert rw is not None and len(rw.changes) == 2 and rw.text.count("unsigned char astra_row_bytes[16384];") == 2
+    assert rw is not None and len(rw.changes) == 2 and rw.text.count("float4 astra_row_words[1024];") == 2
     assert rw.text.count("(j < astra_row_cap ? astra_row[j] : x[blockIdx.x * n + j])") == 2

@@ -32,14 +32,14 @@ class RowCache(base.Transform):
     expected = "one global read of the row instead of two: about a third less traffic for a row norm"
 
     def rewrite(self, text: str, ctx: Context, sc: base.Scope, params: dict) -> Rewrite | None:
-        budget = int(params.get("bytes", BUDGET))
+        budget = int(params.get("bytes", BUDGET)) // 16 * 16   # whole 16-byte words (the buffer's type)
         if budget <= 0 or budget > 32768:
             return None
         edits: list[Edit] = []
         changes: list[str] = []
         # every overload of the kernel's name (`enable_if` variants: the spec may instantiate any)
         for fn in (f for f in functions(sc.root) if is_kernel(f) and function_name(f) == function_name(sc.kernel)):
-            if "astra_row_bytes" in txt(fn):
+            if "astra_row_words" in txt(fn):
                 return None     # the row is cached already
             pointers = _pointers(fn)
             plan = next((p for f, s, b in _loop_pairs(body(fn)) if (p := _plan(f, s, b, pointers))), None)
@@ -276,8 +276,10 @@ def _edits(text: str, plan: _Plan, budget: int) -> list[Edit]:
     guard = f"{v} < astra_row_cap"
     edits = [Edit(first.start_byte, first.start_byte,
                   f"// astra: the row kept in shared memory for the second pass (past its end: global memory)\n"
-                  f"{ind}__shared__ __align__(16) unsigned char astra_row_bytes[{budget}];\n"
-                  f"{ind}{t}* const astra_row = reinterpret_cast<{t}*>(astra_row_bytes);\n"
+                  # 16-byte words: aligned for any element, and no constructor (c10::Half's) runs in shared
+                  # memory; `__align__` before the type is no C++ the parsers read
+                  f"{ind}__shared__ float4 astra_row_words[{budget // 16}];\n"
+                  f"{ind}{t}* const astra_row = reinterpret_cast<{t}*>(astra_row_words);\n"
                   f"{ind}constexpr int astra_row_cap = (int)({budget} / sizeof({t}));\n{ind}")]
     if plan.stores:
         for stmt, x in plan.stores:
