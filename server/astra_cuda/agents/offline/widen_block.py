@@ -11,7 +11,11 @@ Recognised where the kernel's result cannot depend on how threads group into blo
     if (v >= BOUND) return;   body               (or `if (v < BOUND) { body }` as the last statement)
 
 - every `threadIdx.x`, `blockIdx.x` and `blockDim.x` (of the kernel and the device functions it
-  calls) is inside the flat index f (spelled with `blockDim.x`, not a literal that would go stale),
+  calls) is inside the flat index f, spelled with `blockDim.x` — or with the literal or `#define`
+  the spec fixes the block to (`fixed_block_names`), also scaled (`blockIdx.x * THREADS * 2 +
+  threadIdx.x * 2`, exllamav2's half2 vector add): the rewrite then spells it
+  `(blockIdx.x * blockDim.x + threadIdx.x) * 2`, the same value under the old launch, so the
+  literal does not go stale under the new one;
   and `threadIdx.y/z`, `blockDim.y/z` and `gridDim.x` appear nowhere; `blockIdx.y/z` and
   `gridDim.y/z` may (the grid's other axes are kept);
 - no shared memory, barriers, warp collectives or launch bounds;
@@ -34,10 +38,11 @@ from tree_sitter import Node
 from ...model.launch_change import relaunch
 from . import base, style
 from .base import Context, Rewrite, body
-from .coarsen import BARRIERS, BUILTINS, STARTS
+from .coarsen import BARRIERS, BUILTINS, STARTS, fixed_block_names
 from .loops import index_form
 from .pack_rows import UNSAFE_CALLS
-from .tree import assigned_names, callee, calls, declared_names, function_name, functions, is_kernel, txt, unparenthesized, walk
+from .tree import (assigned_names, callee, calls, declared_names, function_name, functions, is_kernel, squashed, txt,
+                   unparenthesized, walk)
 
 SMALL = 128        # blocks of fewer threads than this are widened
 TARGET = 256       # threads per block after
@@ -104,6 +109,77 @@ def _guard_var(stmt: Node, last: bool) -> tuple[str, Node] | None:
     if got is None or (not returns and not last) or unparenthesized(got[0]).type != "identifier":
         return None
     return txt(unparenthesized(got[0])), got[1]
+
+
+def _factors(n: Node | None) -> list[str] | None:
+    """The factors of a product of names, built-ins and literals (`blockIdx.x * T * 2`), squashed;
+    None for anything else (a cast or a call could change the arithmetic's type)."""
+    if n is None:
+        return None
+    n = unparenthesized(n)
+    if n.type == "binary_expression" and txt(n.child_by_field_name("operator")) == "*":
+        left, right = _factors(n.child_by_field_name("left")), _factors(n.child_by_field_name("right"))
+        return None if left is None or right is None else left + right
+    if n.type in ("identifier", "number_literal") or \
+            n.type == "field_expression" and txt(n.child_by_field_name("argument")) in BUILTINS:
+        return [squashed(n)]
+    return None
+
+
+def _scaled_flat(n: Node, names: frozenset[str]) -> str | None:
+    """`(blockIdx.x * blockDim.x + threadIdx.x) * k` for `blockIdx.x * B * k + threadIdx.x * k`
+    (either order, factors in any order), B one of `names`, k plain positive int literals: the
+    same unsigned 32-bit value wherever blockDim.x is B (every operand converts to unsigned as
+    before: no suffix, no cast, no wider literal)."""
+    n = unparenthesized(n)
+    if n.type != "binary_expression" or txt(n.child_by_field_name("operator")) != "+":
+        return None
+    left, right = _factors(n.child_by_field_name("left")), _factors(n.child_by_field_name("right"))
+    if left is None or right is None:
+        return None
+    blocks = next((t for t in (left, right) if "blockIdx.x" in t), None)
+    threads = next((t for t in (left, right) if "threadIdx.x" in t and t is not blocks), None)
+    if blocks is None or threads is None:
+        return None
+    blocks, threads = list(blocks), list(threads)
+    blocks.remove("blockIdx.x")
+    threads.remove("threadIdx.x")
+    size = next((f for f in blocks if f in names), None)
+    if size is None:
+        return None
+    blocks.remove(size)
+    if not threads or sorted(blocks) != sorted(threads) or \
+            not all(k.isdigit() and 0 < int(k) < 2 ** 31 for k in threads):
+        return None
+    return "(blockIdx.x * blockDim.x + threadIdx.x) * " + " * ".join(threads)
+
+
+def spelled_flat(sc: base.Scope, names: frozenset[str]) -> list[tuple[int, int, str]]:
+    """Byte edits respelling the flat index in the declarations that open the kernel's body where
+    it names the block size by one of `names` (see fixed_block_names) instead of `blockDim.x`:
+    equal under the launch the spec fixes, and it follows a wider one."""
+    edits: list[tuple[int, int, str]] = []
+    stmts = [s for s in body(sc.kernel).named_children if s.type != "comment"]
+    for stmt in stmts:
+        if stmt.type != "declaration":
+            break
+        todo = [d.child_by_field_name("value") for d in stmt.children_by_field_name("declarator")
+                if d.type == "init_declarator"]
+        while todo:
+            n = todo.pop()
+            if n is None or n.type != "binary_expression" and n.type != "parenthesized_expression":
+                continue
+            if n.type == "binary_expression" and index_form(n) not in STARTS and index_form(n, names) in STARTS:
+                edits.extend((m.start_byte, m.end_byte, "blockDim.x") for m in walk(n)
+                             if m.type in ("identifier", "number_literal") and txt(m) in names)
+                continue
+            scaled = _scaled_flat(n, names) if n.type == "binary_expression" else None
+            if scaled is not None:
+                whole = n.parent is not None and n.parent.type == "init_declarator"
+                edits.append((n.start_byte, n.end_byte, scaled if whole else f"({scaled})"))
+                continue
+            todo.extend(n.named_children)
+    return edits
 
 
 def _qualifies(sc: base.Scope) -> bool:
@@ -177,7 +253,16 @@ class WidenBlock(base.Transform):
                 any(x.strip() != "1" for x in spec.block[1:]):
             return None
         kernel = sc.model.kernel(ctx.kernel)
-        if kernel is None or kernel.launch_bounds or not _qualifies(sc) or not _overloads_qualify(sc):
+        if kernel is None or kernel.launch_bounds or not _overloads_qualify(sc):
+            return None
+        edits = spelled_flat(sc, fixed_block_names(sc.root, spec))
+        spelled: base.Scope | None = sc
+        if edits:   # the qualification is of the kernel as it will read
+            data = text.encode("utf-8")
+            for s_, e_, t in sorted(edits, reverse=True):
+                data = data[:s_] + t.encode("utf-8") + data[e_:]
+            spelled = base.scope(data.decode("utf-8"), ctx.kernel)
+        if spelled is None or not _qualifies(spelled):
             return None
         grid = [style.spec_regrid(spec.grid[0].strip(), b, target), *spec.grid[1:]]
 
@@ -187,12 +272,14 @@ class WidenBlock(base.Transform):
             rest = f", {g}.y, {g}.z" if len(spec.grid) > 1 else ""
             return f"dim3({x}{rest})", str(target)
         note = f"{target} threads per block over the same threads (blocks of {b} leave SM thread slots empty)"
-        new = relaunch(text, ctx.kernel, grid, [str(target)], host, note, base=sc.file)
+        new = relaunch(text, ctx.kernel, grid, [str(target)], host, note, kernel_edits=edits, base=sc.file)
         if new is None:
             return None
+        respelled = ("the flat index spelled with blockDim.x where it named the block size (the same value under the "
+                     "old launch, and it follows the new one)",) if edits else ()
         return Rewrite(self.name, new.text, (f"blocks of {b} threads became blocks of {target} over the same threads "
-                                              "(the grid divided to match, in the spec and at every launch site)",),
-                       {"block": target}, new)
+                                              "(the grid divided to match, in the spec and at every launch site)",
+                                              *respelled), {"block": target}, new)
 
     def alternatives(self, rw: Rewrite, ctx: Context) -> list[dict]:
         return [{"block": t} for t in (128, 512) if t != rw.params.get("block")]
