@@ -81,7 +81,7 @@ def test_a_body_of_another_form_keeps_one_body_and_two_grids():
         "  int i = blockDim.x * blockIdx.x + threadIdx.x;\n  if (i < n) {\n    c[i] = a[i] + b[i];\n  }",
         "  for (int i = blockDim.x * blockIdx.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {\n"
         "    c[i] = a[i] + b[i];\n  }")
-    assert strided != _text() and grid_cover(_text(), KERNEL) == "n" and grid_cover(strided, KERNEL) is None
+    assert strided != _text() and grid_cover(_text(), KERNEL) == ("n", "x") and grid_cover(strided, KERNEL) is None
     rw = TRANSFORMS["coarsen"].apply(strided, context_from_text(KERNEL, strided))
     assert rw is not None
     new, why = dispatch.build(strided, rw.text, KERNEL, dispatch.Split(17, "rewrite", (256,), (16,)),
@@ -157,3 +157,22 @@ def test_the_offline_loop_adopts_the_coarsening_as_a_dispatch_and_replays_it():
     assert chain[j][1][dispatch.KEY] == {"threshold": 783, "upper": "rewrite", "gate_size": {"n": 25600000},
                                          "any_grid": True}
     assert tuning.replay(text, KERNEL, chain[:j + 1], _spec()) == rounds[0].candidate
+
+
+def test_a_refused_one_body_dispatch_says_its_body_runs_on_both_grids():
+    """The reason of a refused dispatch of grids alone names it so (it read as the previous version
+    below the threshold, which hid why it lost there)."""
+    strided = _text().replace(
+        "  int i = blockDim.x * blockIdx.x + threadIdx.x;\n  if (i < n) {\n    c[i] = a[i] + b[i];\n  }",
+        "  for (int i = blockDim.x * blockIdx.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {\n"
+        "    c[i] = a[i] + b[i];\n  }")
+    coarse = TRANSFORMS["coarsen"].apply(strided, context_from_text(KERNEL, strided)).text
+    base = Evaluation(OK, BEST)
+    s = Situation(KERNEL, PATH, strided, strided, base, base, Context(KERNEL))
+    r = Round(1, Plan("coarsen", "x", "x"), s.best_hash, coarse, "h", Evaluation(OK, COARSENED))
+    _judge(r, Attempt(coarse, r.evaluation), s, Limits(), threading.Event())
+    dispatch.attempt(r, s.best, s.best_eval, KERNEL, lambda t: Evaluation(OK, ONE_BODY),
+                     lambda rr, aa: _judge(rr, aa, s, Limits(), threading.Event()), threading.Event())
+    assert r.outcome == "slower at a size"
+    assert ("size dispatch (the rewrite's grid from 783 blocks on, the previous grid below, the rewrite's body on both) "
+            "not adopted") in r.reason, r.reason

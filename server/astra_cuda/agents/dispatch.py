@@ -32,8 +32,11 @@ is faster:
   right for any grid that changes the grid alone (`any_grid`): where the best's body is the
   one-element-per-thread form (`coarsen.grid_cover`), the kernel runs it wherever the grid's
   threads reach its elements (`gridDim.x * blockDim.x >= n`: the best's grid does, the rewrite's
-  shrunk one does not) and the rewrite's body elsewhere, right under any grid; else the rewrite's
-  body alone on both grids. The condition
+  shrunk one does not; a row per `blockIdx.x` with its columns over y, `gridDim.y * blockDim.x >=
+  cols`) and the rewrite's body elsewhere, right under any grid; else the rewrite's body alone on
+  both grids — below the threshold too, where it can lose as much as the rewrite itself
+  (FasterTransformer's addBiasResidual at one row on an H200, 8.6% before the 2-D form was read).
+  The condition
   is the same for every thread of the grid, so barriers inside either version stay valid.
 - **Every branch checked**: the gate's own sizes must launch both versions (some below the
   threshold, some at or above it). Where they launch only one (the spec's small test sizes all
@@ -70,6 +73,7 @@ from .records import Round
 
 DIMS = "xyz"
 KEY = "dispatch"    # in an adopted round's plan parameters: where its rewrite was kept beside the version before
+ONE_BODY = "two grids selected by size (one body, right for any grid)"   # the note of a dispatch of grids alone
 
 
 @dataclass(frozen=True)
@@ -239,8 +243,9 @@ def build(best_text: str, rewrite_text: str, kernel: str, sp: Split,
 
 
 def _checked(best_text: str, rewrite_text: str, kernel: str, sp: Split, gate_cases: list[dict[str, int]],
-             ladder: list[dict[str, int]], any_grid: bool, cover: str | None) -> tuple[str | None, str]:
-    """`build` with the previous body kept where the grid covers `cover` elements (None: not)."""
+             ladder: list[dict[str, int]], any_grid: bool, cover: tuple[str, str] | None) -> tuple[str | None, str]:
+    """`build` with the previous body kept where the grid covers `cover` (elements, grid axis;
+    None: not)."""
     mb, mr = source.parse(best_text), source.parse(rewrite_text)
     kb, kr = mb.kernel(kernel), mr.kernel(kernel)
     sb, sr = spec_in(mb, kernel), spec_in(mr, kernel)
@@ -266,19 +271,21 @@ def _checked(best_text: str, rewrite_text: str, kernel: str, sp: Split, gate_cas
             return None, f"with {extra} added, the gate's sizes still launch only one of the two versions"
         text = grown
     if covered and not _runs_both(spec_in(source.parse(text), kernel) or sb, checked, covered):
-        return None, f"the gate's sizes do not run both bodies (the grid covers {covered} elements at all or none)"
+        return None, f"the gate's sizes do not run both bodies (the grid covers {covered[0]} elements at all or none)"
     return text, ""
 
 
-def _runs_both(spec: Spec, cases: list[dict[str, int]], cover: str) -> bool:
-    """At `cases`, launched as `spec` says, some grids reach `cover` elements with their threads
-    (the previous body runs) and some do not (the rewrite's body runs): the gate checks both."""
+def _runs_both(spec: Spec, cases: list[dict[str, int]], cover: tuple[str, str]) -> bool:
+    """At `cases`, launched as `spec` says, some grids reach `cover`'s elements with their threads
+    along its axis (the previous body runs) and some do not (the rewrite's body runs): the gate
+    checks both."""
     runs = set()
+    bound, axis = cover
     try:
         for c in cases:
             grid, block, _ = spec.launch_dims(c)
-            env = {n: spec.scalar(n, c) for n in exprs.names(cover)}
-            runs.add(grid[0] * block[0] >= exprs.evaluate_int(cover, env))
+            env = {n: spec.scalar(n, c) for n in exprs.names(bound)}
+            runs.add(grid[DIMS.index(axis)] * block[0] >= exprs.evaluate_int(bound, env))
     except Exception:  # noqa: BLE001 - a bound the spec cannot evaluate: no size is known to run either body
         return False
     return runs == {True, False}
@@ -286,9 +293,9 @@ def _runs_both(spec: Spec, cases: list[dict[str, int]], cover: str) -> bool:
 
 def _build(best_text: str, rewrite_text: str, kernel: str, sp: Split, note: str, mb: source.SourceModel,
            mr: source.SourceModel, kb: source.Kernel, kr: source.Kernel, sb: Spec, sr: Spec,
-           any_grid: bool = False, cover: str | None = None) -> tuple[str | None, str, str | None]:
-    """(text, why not, the element count `cover` where the previous body runs wherever the grid
-    covers it, else None)."""
+           any_grid: bool = False, cover: tuple[str, str] | None = None) -> tuple[str | None, str, tuple[str, str] | None]:
+    """(text, why not, `cover` — the element count and grid axis — where the previous body runs
+    wherever the grid's threads along that axis reach it, else None)."""
     upper_is_rw = sp.upper == "rewrite"
     if sp.by != "blocks" and sr.launch != sb.launch:
         return None, f"a switch on {sp.by} needs both versions launched alike, and the rewrite changes the launch", None
@@ -341,12 +348,13 @@ def _build(best_text: str, rewrite_text: str, kernel: str, sp: Split, note: str,
 
     covered = cover if grid_only else None
     if covered:     # the previous body where the grid's threads reach every element (it is right there), else the rewrite's
-        note += f"; the previous version's body runs wherever the grid's threads reach all {covered} elements"
-        combined = (f"{{\n  // astra-note: {note}\n  if ((long long)gridDim.x * blockDim.x >= (long long)({covered})) "
+        bound, axis = covered
+        note += f"; the previous version's body runs wherever the grid's threads reach all {bound} elements"
+        combined = (f"{{\n  // astra-note: {note}\n  if ((long long)gridDim.{axis} * blockDim.x >= (long long)({bound})) "
                     f"{_indented(_body(best_text, kb))} else {_indented(_body(rewrite_text, kr))}\n}}")
         edits = [(kr.body_span.start_byte, kr.body_span.end_byte, combined)]
     elif grid_only:   # the rewrite is right for any grid: one body, each size launched with its own grid
-        note = (note.replace("two versions selected by size", "two grids selected by size (one body, right for any grid)", 1)
+        note = (note.replace("two versions selected by size", ONE_BODY, 1)
                 .replace("the rewrite from", "the rewrite's grid from", 1).replace("the previous version", "the previous grid", 1))
         edits = [(kr.body_span.start_byte, kr.body_span.end_byte,
                   f"{{\n  // astra-note: {note}{_body(rewrite_text, kr)[1:]}")]
@@ -426,8 +434,13 @@ def attempt(r: Round, best_text: str, best_eval: Evaluation, kernel: str, ev: Ca
         judge(trial, Attempt(text, d))
         trial.reason += f" (measured twice; the first time: {first})" if trial.adopted else \
             " (and again when measured a second time)"
+    if ONE_BODY in text:   # say so: below the threshold the rewrite's body runs too, on the previous grid
+        what = (sp.describe().replace("the rewrite from", "the rewrite's grid from", 1)
+                .replace("the previous version", "the previous grid", 1) + ", the rewrite's body on both")
+    else:
+        what = sp.describe()
     if not trial.adopted:
-        r.reason += f"; size dispatch ({sp.describe()}) not adopted: {trial.outcome}, {trial.reason}"
+        r.reason += f"; size dispatch ({what}) not adopted: {trial.outcome}, {trial.reason}"
         return
     r.candidate, r.candidate_hash, r.evaluation = text, trial.candidate_hash, d
     if r.plan is not None:   # replayable: tuning and the memory make the same kernel from the chain
@@ -437,6 +450,6 @@ def attempt(r: Round, best_text: str, best_eval: Evaluation, kernel: str, ev: Ca
                                                                  **({"gate_size": extra} if extra else {}),
                                                                  **({"any_grid": True} if any_grid else {})}})
     r.outcome = "adopted"
-    r.reason = f"dispatched by size ({sp.describe()}): {trial.reason}"
-    r.changes = list(r.changes) + [f"kept beside the previous version, selected by size: {sp.describe()}"] + \
+    r.reason = f"dispatched by size ({what}): {trial.reason}"
+    r.changes = list(r.changes) + [f"kept beside the previous version, selected by size: {what}"] + \
         ([f"the spec's [sizes] gained {extra} so that the gate checks both versions"] if extra else [])

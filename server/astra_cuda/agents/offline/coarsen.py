@@ -225,24 +225,28 @@ def as_grid_stride(text: str, fn: Node, el: Elementwise) -> str:
     return apply_edits(text, [Edit(el.decl.start_byte, end, loop)])
 
 
-def grid_cover(text: str, kernel: str) -> str | None:
-    """The element count a launch's threads must reach for `kernel`'s body to be right, where the
-    body is the one-element-per-thread form coarsen rewrites (`i = blockIdx.x * blockDim.x +
-    threadIdx.x; if (i < N) ...`, its work free of the built-ins and repeatable: may_repeat) and N
-    reads only the kernel's parameters, never changed: under any launch of 1-D blocks whose
-    `gridDim.x * blockDim.x` reaches N, thread i does element i and the rest do nothing. A size
-    dispatch (dispatch.py) uses it to run this body only where the grid covers it. None otherwise."""
+def grid_cover(text: str, kernel: str) -> tuple[str, str] | None:
+    """(N, axis): the element count a launch's threads along the grid's `axis` must reach for
+    `kernel`'s body to be right, where the body is the one-element-per-thread form coarsen rewrites
+    (`i = blockIdx.x * blockDim.x + threadIdx.x; if (i < N) ...` on a 1-D grid, axis 'x'; a row per
+    `blockIdx.x` with its columns `c = blockIdx.y * blockDim.x + threadIdx.x` on a 2-D one, axis
+    'y'), its work repeatable (may_repeat: free of the built-ins but the other axes' steady ones)
+    and N read only from the kernel's parameters, never changed: under any launch of 1-D blocks
+    whose `gridDim.<axis> * blockDim.x` reaches N (the other axes as the file launches them, which
+    coarsening keeps), thread i does element i and the rest do nothing. A size dispatch
+    (dispatch.py) uses it to run this body only where the grid covers it. None otherwise."""
     sc = base.scope(text, kernel)
     k = sc.model.kernel(kernel) if sc is not None else None
-    if sc is None or k is None or sc.spec is None or any(d.strip() != "1" for d in (*sc.spec.grid[1:], *sc.spec.block[1:])):
+    if sc is None or k is None or sc.spec is None or any(d.strip() != "1" for d in sc.spec.block[1:]):
         return None
-    el = match_elementwise(sc.kernel, fixed_block_names(sc.root, sc.spec))
+    flat = all(d.strip() == "1" for d in sc.spec.grid[1:])
+    el = match_elementwise(sc.kernel, fixed_block_names(sc.root, sc.spec), ("x",) if flat else ("y",))
     if el is None or not may_repeat(el, sc) or any("gridDim" in txt(st) for st in el.pre):
         return None
     names = idents_text(el.bound)
     if not names <= {p.name for p in k.params} or names & assigned_names(body(sc.kernel)):
         return None
-    return el.bound
+    return el.bound, el.axis
 
 
 class Coarsen(base.Transform):
