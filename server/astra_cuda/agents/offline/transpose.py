@@ -33,6 +33,9 @@ Each index is checked as a function (evaluated exactly at random points, not mat
 the loop variable only shifts `y` (E(x, y, i) == E(x, y + i, 0)), E2 steps by one along `x` and
 E1 along `y`. The rewrite keeps the launch (it covers the same tile) and moves the tile through
 shared memory as above.
+
+A tile already padded but moved by one thread per element over T x T threads is handed to
+`transpose_rows` (fewer threads, each moving several elements).
 """
 from __future__ import annotations
 
@@ -43,6 +46,7 @@ from tree_sitter import Node
 from ...model.launch_change import relaunch
 from . import base, types
 from .base import Context, Rewrite, body, pointer_params
+from .transpose_rows import tile_rows
 from .tree import calls, line_indent, squashed, txt, walk
 
 TILE = 32
@@ -96,7 +100,7 @@ class Transpose(base.Transform):
 
     def rewrite(self, text: str, ctx: Context, sc: base.Scope, params: dict) -> Rewrite | None:
         if "__shared__" in txt(sc.kernel):
-            return _pad_tile(text, ctx, sc)
+            return _pad_tile(text, ctx, sc) or tile_rows(text, ctx, sc, _square_block(sc))
         spec = sc.spec
         if spec is None or len(spec.grid) != 2 or len(spec.block) != 2 or sc.helpers or \
                 any(True for _ in calls(body(sc.kernel))):
@@ -370,6 +374,16 @@ def _tile_loop(text: str, ctx: Context, sc: base.Scope, spec, stmts: list[Node])
     return Rewrite("transpose", new, (
         f"`{out}[…] = {inp}[…]` through a padded {tile} x {tile} shared-memory tile: reads along `{x}`, writes "
         f"along `{y}`, both by consecutive threads (the launch, {tile} x {rows} threads per tile, is kept)",), {})
+
+
+def _square_block(sc: base.Scope) -> int | None:
+    """T where the spec launches blocks of T x T threads (T a literal or a `#define`), else None."""
+    spec = sc.spec
+    if spec is None or len(spec.block) != 2:
+        return None
+    consts = _constants(sc.root)
+    bx, by = (_number_text(v.strip(), consts) for v in spec.block)
+    return bx if bx is not None and bx == by else None
 
 
 def _number_text(t: str, consts: dict[str, int]) -> int | None:
