@@ -31,7 +31,8 @@ def test_a_square_block_tile_is_moved_by_fewer_threads_and_passes_the_gate():
     rw, sp = rewrite(text)
     assert rw is not None and rw.text.count("astra_r += blockDim.y") == 2
     assert 'block = ["32", "8"]' in rw.text and "<<<grid, dim3(32, 8)>>>" in rw.text     # spec and launch site
-    assert "__shared__ T buf[32][33];" in rw.text and "const int ly = astra_r;" in rw.text
+    assert "__shared__ T buf[32][33];" in rw.text and rw.text.count("const int ly = astra_r;") == 2
+    assert rw.text.count("const int lx = threadIdx.x;") == 1      # the same for a whole column: made once
     evaluate = local_evaluator(str(PATH), KERNEL, sp, backend, text, quick=True)
     ev = evaluate(rw.text)
     assert ev.passed, ev.check.summary + ev.check.feedback

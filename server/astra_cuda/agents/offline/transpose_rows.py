@@ -9,7 +9,8 @@ T / ROWS of the old threads, one after another, in each phase:
     __syncthreads();                          ->      __syncthreads();
     P2                                                for (r = threadIdx.y; r < T; r += blockDim.y) { <declarations>; P2 }
 
-with `threadIdx.y` read as `r` inside. Running the old threads of a phase one after another is
+with `threadIdx.y` read as `r` inside (a declaration that neither reads it nor is written later is
+made once, before the loops). Running the old threads of a phase one after another is
 one of the orders the original already allowed between its two barriers, so a kernel free of
 races computes what it did. The match asks for what that argument needs: one barrier, no other
 call (no warp-level operation, no atomic), no `blockDim.y` (its value changes), no `return`,
@@ -86,6 +87,19 @@ def tile_rows(text: str, ctx: Context, sc: Scope, tile: int | None) -> Rewrite |
     first_own = set().union(*(declared_names(st) for st in p1 if st.type == "declaration"))
     if first_own & {txt(n) for st in p2 for n in walk(st) if n.type == "identifier"}:
         return None
+    # Declarations the same for every old thread of a column (no `threadIdx.y`, never written) run
+    # once, before the loops; the rest run again for each old thread.
+    ever_written = {txt(n) for st in p1 + p2 for n in walk(st) if n.type == "identifier" and is_lvalue(n)}
+    moving = {"threadIdx.y"}
+    steady = []
+    for d in private:
+        uses = {txt(n).replace(" ", "") for n in walk(d) if n.type in ("identifier", "field_expression")}
+        names = declared_names(d)
+        if uses & moving or names & ever_written:
+            moving |= names
+        else:
+            steady.append(d)
+    private = [d for d in private if d not in steady]
     data = text.encode("utf-8")
     ind = line_indent(data, stmts[0].start_byte)
     inner = ind + "  "
@@ -95,7 +109,7 @@ def tile_rows(text: str, ctx: Context, sc: Scope, tile: int | None) -> Rewrite |
         return (f"{ind}for (int {LOOP} = threadIdx.y; {LOOP} < {tile}; {LOOP} += blockDim.y) {{\n"
                 f"{lines}{ind}}}\n")
     new_body = (
-        "{\n" + "".join(f"{ind}{txt(d)}\n" for d in shared) +
+        "{\n" + "".join(f"{ind}{txt(d)}\n" for d in shared + steady) +
         f"{ind}// astra: {tile} x {ROWS} threads a tile, each moving the elements of {tile // ROWS} of the "
         f"old {tile} x {tile} threads in each phase\n" +
         phase(p1) + f"{ind}{txt(stmts[cut])}\n" + phase(p2) + "}")
