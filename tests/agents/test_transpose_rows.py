@@ -47,6 +47,7 @@ def test_a_square_block_tile_is_moved_by_fewer_threads_and_passes_the_gate():
     ("buf[lx][ly] = src[row * w + col];", "buf[lx][ly] = __shfl_sync(0xffffffffu, src[row * w + col], 0);"),
     ("if (col < w && row < h) {\n    dst", "if (col >= w || row >= h) return;\n  if (col < w && row < h) {\n    dst"),
     ("__shared__ T buf[32][33];", "__shared__ volatile T buf[32][33];"),
+    ("dst[col * h + row] = buf[ly][lx];", "dst[col * h + row] = buf[ly][lx];\n    dst += 1;"),     # a parameter written
     ('block = ["32", "32"]', 'block = ["32", "16"]'),                                # not a square block
 ])
 def test_what_the_old_threads_run_in_turn_could_change_is_left_alone(change):

@@ -16,7 +16,8 @@ races computes what it did. The match asks for what that argument needs: one bar
 call (no warp-level operation, no atomic), no `blockDim.y` (its value changes), no `return`,
 `goto`, `break` or `continue`, no `volatile` shared memory, the leading declarations free of side
 effects (they run once per old thread in each phase) and not written by the first phase (the
-second phase starts from them again), and nothing the first phase declares read by the second.
+second phase starts from them again), no parameter written, and nothing the first phase declares
+read by the second.
 The step is `blockDim.y`, so a launch left at T x T threads still runs every old thread once.
 """
 from __future__ import annotations
@@ -84,12 +85,15 @@ def tile_rows(text: str, ctx: Context, sc: Scope, tile: int | None) -> Rewrite |
     written = {txt(n) for st in p1 for n in walk(st) if n.type == "identifier" and is_lvalue(n)}
     if mine & written or any(assigned_names(d) for d in private):
         return None
+    own = set().union(*(declared_names(st) for st in p1 + p2))
+    ever_written = {txt(n) for st in p1 + p2 for n in walk(st) if n.type == "identifier" and is_lvalue(n)}
+    if ever_written - own - mine:
+        return None     # a parameter written: it would be written again for each old thread
     first_own = set().union(*(declared_names(st) for st in p1 if st.type == "declaration"))
     if first_own & {txt(n) for st in p2 for n in walk(st) if n.type == "identifier"}:
         return None
     # Declarations the same for every old thread of a column (no `threadIdx.y`, never written) run
     # once, before the loops; the rest run again for each old thread.
-    ever_written = {txt(n) for st in p1 + p2 for n in walk(st) if n.type == "identifier" and is_lvalue(n)}
     moving = {"threadIdx.y"}
     steady = []
     for d in private:
