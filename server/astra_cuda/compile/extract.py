@@ -64,6 +64,17 @@ class CompileUnit:
     def param_types(self) -> dict[str, str]:
         return dict(self.params)
 
+    def same_code(self, other: "CompileUnit") -> bool:
+        """Whether `other` is this unit's code: equal, or cut from the same whole file text for the
+        same kernel and instantiation with the same appendix and project — the search's splice of
+        the kernel into the proven cut (`fastpath.search_unit`: other lines, `#line` marks, the
+        same code), or a tuned copy whose text came back unchanged. A text of its own is never."""
+        if self == other:
+            return True
+        same = ("file_text", "path", "kernel", "name_expression", "appendix", "type_checks", "context",
+                "include_dirs", "params")
+        return bool(self.file_text) and all(getattr(self, f) == getattr(other, f) for f in same)
+
     def options(self) -> list[str]:
         """Compiler options every backend passes (the file's folder, then the project's)."""
         return list(dict.fromkeys([f"-I{d}" for d in self.include_dirs] + self.context.options()))

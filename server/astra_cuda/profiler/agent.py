@@ -109,8 +109,9 @@ def _profile_measured(prof: Profile, reference_unit, candidate_unit, spec, backe
     c = (cand, candidate_unit.name_expression)
     r = (ref, reference_unit.name_expression) if ref is not None else None
     rng = np.random.default_rng(seed)
-    # The original timed against itself (the optimizer's baseline): the same code on both sides.
-    original = reference_unit is not None and reference_unit == candidate_unit and (rspec is spec or rspec == spec)
+    # The original timed against itself (the optimizer's baseline): the same code on both sides —
+    # the search cuts its candidate from the proven cut, so the original's text arrives as another unit.
+    original = reference_unit is not None and reference_unit.same_code(candidate_unit) and (rspec is spec or rspec == spec)
     allowances = _rounding_of(reference_unit, rspec, rounding, params) if rounding is not None and r is not None else None
     ref_code = hashlib.sha256("\0".join((reference_unit.file_text, reference_unit.source, reference_unit.appendix,
                                          reference_unit.name_expression, repr(getattr(reference_unit, "context", None))))

@@ -375,6 +375,8 @@ def measure_size(backend, spec, rspec, sizes: dict[str, int], cand: tuple[Any, s
         sp.notes += [f"{flag.removesuffix('; the timing is not accepted')}: not held against the candidate; the "
                      f"speedup is taken against the reference's fastest time, {fastest:.1f} µs" for flag in ref_flags]
     trusted = sp.reference if ref is not None else sp.candidate  # no reference: the file's own kernel
+    if original and sp.reference is not None and sp.candidate.median_us < sp.reference.median_us:
+        trusted = sp.candidate   # both sides are the original: its faster measurement is its own too
     note = model.model_refuted(trusted.median_us, nbytes, ceiling)
     sp.notes += [note] if note else []
     sp.implausible = model.implausible(sp.candidate.median_us, sp.speedup, nbytes, ceiling,
