@@ -54,20 +54,50 @@ def instance_numbers(kernel: source.Kernel, targs: dict[str, str], types: Types)
 
 
 def launcher_numbers(model: SourceModel | None, site: LaunchSite | None, written: list[str], instance: list[str],
-                     types: Types) -> dict[str, str]:
+                     types: Types, macros: dict[str, str] | None = None) -> dict[str, str]:
     """`A::NAME` -> its value for each name A the launch hands the kernel as a template argument
     bound to a class instance (`written`, as the launch spells them, against the `instance`'s
     arguments), where the launcher reads `A::NAME`: mamba's selective scan launches
     `selective_scan_fwd_kernel<Ktraits><<<grid, Ktraits::kNThreads, …>>>` with `using Ktraits =
     Selective_Scan_fwd_kernel_traits<…>;` a local alias of its dispatch lambda — the block is the
-    instance's number."""
-    classes = {w.strip(): v.strip() for w, v in zip(written, instance)
-               if w.strip().isidentifier() and v.strip().endswith(">")}
+    instance's number. Also A a local alias of the launcher over names the launch binds (sgl-kernel's
+    `using Constants = detail::TopkConstants<T, EXPERTS, BYTES_PER_LDG>;` then `ROWS_PER_WARP =
+    Constants::ROWS_PER_WARP` sizing the grid, EXPERTS the kernel's NUM_EXPERTS in this instance).
+    `macros`: the project's object-like and function-like macros (`hostexprs.function_macros`'s keys)
+    the class's constants are written with (`MAX(1, EXPERTS / (ELTS_PER_LDG * WARP_SIZE))`)."""
+    pairs = [(w.strip(), v.strip()) for w, v in zip(written, instance) if w.strip().isidentifier()]
     fn = next(iter(host_functions(model, site.function)), None) \
-        if classes and model is not None and site is not None and site.function else None
+        if pairs and model is not None and site is not None and site.function else None
     if fn is None:
         return {}
-    return {k: str(v) for k, v in _qualified(fn, classes, _Numbers(types)).items()}
+    classes = {w: v for w, v in pairs if v.endswith(">")}
+    classes.update(_local_aliases(fn, dict(pairs)))
+    return {k: str(v) for k, v in _qualified(fn, classes, _Numbers(types, macros)).items()} if classes else {}
+
+
+def _local_aliases(fn: Node, bound: dict[str, str]) -> dict[str, str]:
+    """The launcher's `using A = Cls<…>;` (or `typedef Cls<…> A;`) -> the class with each argument
+    the launch binds (`bound`: a name as the launch spells it -> the instance's argument) written
+    as its value; an alias over any other name of the launcher is left out (no number is guessed)."""
+    out = {}
+    for n in walk(fn):
+        if n.type == "alias_declaration":
+            name, target = n.child_by_field_name("name"), n.child_by_field_name("type")
+        elif n.type == "type_definition":
+            name, target = n.child_by_field_name("declarator"), n.child_by_field_name("type")
+        else:
+            continue
+        if name is None or target is None or name.type != "type_identifier":
+            continue
+        lists = [t for t in walk(target) if t.type == "template_argument_list"]
+        if len(lists) != 1:
+            continue
+        args = [a.text.decode().strip() for a in lists[0].named_children]
+        if not all(a in bound or a.lstrip("-").isdigit() or a in ("true", "false") for a in args):
+            continue
+        head = target.text.decode()[:lists[0].start_byte - target.start_byte]
+        out[name.text.decode()] = " ".join(head.split()) + "<" + ", ".join(bound.get(a, a) for a in args) + ">"
+    return out
 
 
 def _qualified(root: Node, classes: dict[str, str], numbers: "_Numbers") -> dict[str, int]:
@@ -155,9 +185,12 @@ def _body_constants(root: Node) -> list[tuple[str, Node]]:
 
 
 class _Numbers:
-    def __init__(self, types: Types):
+    def __init__(self, types: Types, macros: dict[str, str] | None = None):
         self.types = types
         self._memo: dict[tuple[str, str], int | None] = {}
+        # the project's macros: `NAME` -> its value, `NAME(a, b)` -> its body (`hostexprs.function_macros`)
+        self.macros = macros or {}
+        self._functions = {k.split("(")[0]: (k, v) for k, v in self.macros.items() if k.endswith(")")}
 
     def member(self, cls: str, name: str, depth: int) -> int | None:
         k = (cls, name)
@@ -203,7 +236,8 @@ class _Numbers:
             if name in bound:
                 arg = bound[name]
                 return int(arg == "true") if arg in ("true", "false") else int(arg) if arg.lstrip("-").isdigit() else None
-            return self.member(cls, name, depth + 1) if cls else None
+            v = self.member(cls, name, depth + 1) if cls else None
+            return v if v is not None or name not in self.macros else self._macro(self.macros[name], {}, depth)
         if t == "qualified_identifier":
             scope, name = n.child_by_field_name("scope"), n.child_by_field_name("name")
             if scope is None or name is None or scope.text.decode() not in bound:
@@ -252,6 +286,10 @@ class _Numbers:
         name = fn.split("<")[0].strip()
         if name in ("std::min", "std::max") and len(args) == 2:
             return min(args) if name == "std::min" else max(args)
+        if name in self._functions:   # a function-like macro of the project: its body, the arguments bound
+            key, body = self._functions[name]
+            params = [p.strip() for p in key[len(name) + 1:-1].split(",") if p.strip()]
+            return self._macro(body, dict(zip(params, map(str, args))), depth) if len(params) == len(args) else None
         got = set()
         for pos, it in enumerate(self.types.items):
             if it.kind not in ("host_function", "device_function") or name.split("::")[-1] not in it.text \
@@ -272,6 +310,13 @@ class _Numbers:
                     return None
                 got.add(self.value(stmts[0].named_children[0], "", {k: str(v) for k, v in zip(names, args)}, depth + 1))
         return got.pop() if len(got) == 1 else None
+
+
+    def _macro(self, text: str, bound: dict[str, str], depth: int) -> int | None:
+        """A macro's value (an object-like one's, or a function-like one's body with its parameters
+        `bound` to numbers), read as an expression outside any class."""
+        expr = syntax.parse_expression(text)
+        return self.value(expr, "", bound, depth + 1) if expr is not None and not expr.has_error else None
 
 
 def _definition(body: Node, name: str) -> Node | None:

@@ -114,7 +114,7 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
             number = constants.get(value.strip(), value.strip())   # an enumerator (`General8bit`): its value
             if name.strip() in launcher and re.fullmatch(r"-?\d+|true|false", number.strip()):
                 constants.setdefault(name.strip(), number.strip())
-        constants.update(class_numbers.launcher_numbers(site_model, site, written, _split(instantiate), types))
+        constants.update(class_numbers.launcher_numbers(site_model, site, written, _split(instantiate), types, constants))
 
     def cpp(p) -> tuple[str | None, str]:
         base = targs.get(p.base_type, p.base_type)
