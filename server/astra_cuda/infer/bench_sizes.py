@@ -28,6 +28,7 @@ def size_bench(d: sizes.Draft, program: dict[str, list[int]], notes: list[str]) 
     BENCH_CAP and CUDA's grid limits."""
     bench = {n: [max(program[n])] if program.get(n) else [max(sizes.usual_values(n)[1])] for n in d.sizes}
     bench.update({n: [max([MIN_BLOCKS, *program.get(n, [])])] for n in d.grid_counts if n in bench})
+    bench.update({n: [v] for n, v in d.layouts.items() if n in bench})   # the caller's layout: as it is
     for name in d.sizes:
         bench[name] = sizes.fit_requirements(d, name, bench[name])
     scalable = _scalable(d)
@@ -130,7 +131,7 @@ def _to_shrink(d: sizes.Draft, bench: dict[str, list[int]], why: str | None, mov
     of its sizes; of buffers too large, the one whose halving shrinks them and keeps the most
     traffic (a cache's rows the tokens never reach before the tokens); else the largest."""
     c = {n: v[0] for n, v in bench.items()}
-    names = [n for n in bench if c[n] > 1]
+    names = [n for n in bench if c[n] > 1 and n not in d.layouts]
     if why in ("grid", "block"):
         dims = d.grid if why == "grid" else d.block
         launch = [n for n in names if n in sizes.launch_names(d, c, why)] or \
@@ -201,7 +202,7 @@ def _more_blocks(d: sizes.Draft, bench: dict[str, list[int]], order: list[str], 
         drivers = [n for n in order if _drives_grid(d, n, c)]
         threads = min(sizes.block_threads(d, c), FULL_BLOCK)   # a size of the block's that keeps its threads may
         # shrink too (apex welford's `ss` in `min(512 / 16, last_pow2(ss))`: 32 threads at 512 as at 256)
-        work_sizes = [n for n in bench if n not in drivers and n not in d.grid_counts and c[n] // 2 >= min(d.sizes[n])
+        work_sizes = [n for n in bench if n not in drivers and n not in _held(d) and c[n] // 2 >= min(d.sizes[n])
                       and sizes.block_threads(d, {**c, n: c[n] // 2}) >= threads
                       and (moved({**bench, n: [c[n] // 2]}) or before) < before
                       and (blocks < MIN_BLOCKS or _trips(d, {**c, n: c[n] // 2}) < trips)]
@@ -245,7 +246,7 @@ def _growth_order(d: sizes.Draft, scalable: str | None, case: dict[str, int]) ->
     the other outer sizes, the inner ones (a row length) — per-thread work and buffers last."""
     if scalable is None:
         return []
-    rest = [n for n in d.sizes if n != scalable and n not in d.grid_counts]
+    rest = [n for n in d.sizes if n != scalable and n not in _held(d)]
     order = [scalable] + [n for n in rest if not _is_inner(n)] + [n for n in rest if _is_inner(n)]
     return [n for n in order if _drives_grid(d, n, case)] + [n for n in order if not _drives_grid(d, n, case)]
 
@@ -253,13 +254,18 @@ def _growth_order(d: sizes.Draft, scalable: str | None, case: dict[str, int]) ->
 def _scalable(d: sizes.Draft) -> str | None:
     """The size to grow for timing: one named like a count of rows or items, else the first size
     of the grid's first dimension, else the first size."""
-    names = [n for n in d.sizes if n not in d.grid_counts]
+    names = [n for n in d.sizes if n not in _held(d)]
     hinted = [n for n in names if any(w == n.lower() or n.lower().startswith(w) or n.lower().endswith(w)
                                       for w in _SCALE_WORDS) and not _is_inner(n)]
     if hinted:
         return hinted[0]
     in_grid = [n for n in names if d.grid and n in exprs.names(d.grid[0])]
     return in_grid[0] if in_grid else (names[0] if names else None)
+
+
+def _held(d: sizes.Draft) -> set[str]:
+    """Sizes never grown or traded for traffic: a grid-stride loop's block count, a caller's layout."""
+    return {*d.grid_counts, *d.layouts}
 
 
 def _is_inner(name: str) -> bool:

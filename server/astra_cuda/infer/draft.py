@@ -542,9 +542,9 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
 
     vectors = vector_requirements(found, buffers, size_names, require, notes)
     require += vectors
-    counts = launch.grid_counts if site is not None and site_model is not None else []   # a grid-stride loop's block count
+    counts, layouts = (launch.grid_counts, launch.layouts) if site is not None and site_model is not None else ([], {})
     draft = Draft(grid, block, shared, require, {n: test_values(n, program_sizes.get(n, []), n in counts) for n in size_names},
-                  {}, buffers, scalars, access.kernel_body(kernel), known_values, dict(args), counts)
+                  {}, buffers, scalars, access.kernel_body(kernel), known_values, dict(args), counts, layouts)
     for r in vectors:   # a row shorter than one vector is no row of vectors: not raised to one, left out
         n, width = r.split()[0], int(r.split()[2])
         if n in draft.sizes and any(v >= width for v in draft.sizes[n]):

@@ -19,6 +19,7 @@ from .grid_stride import strides_over_grid
 from .hostexprs import HostExprs
 from .program import Program
 from .roles import is_stride
+from .sizes import layout_value
 from .structs import SEP
 from .template_names import split
 from .launch_callers import caller_values, launcher_params, same_at_callers
@@ -154,6 +155,7 @@ class Launch:
     relations: dict[str, str] = field(default_factory=dict)  # parameter -> the sizes the launcher computes it from
     require: list[str] = field(default_factory=list)         # the launcher's own checks over the sizes
     grid_counts: list[str] = field(default_factory=list)     # a caller's block count over a grid-stride loop
+    layouts: dict[str, int] = field(default_factory=dict)    # a size read off a tensor's extent -> its value (`sizes.layout_value`)
 
 
 def launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names: list[str],
@@ -306,6 +308,15 @@ def launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names: 
         vals = [v for v, _ in caller_values(program, site.function, host, constants) if v > 0]
         if vals:
             program_sizes[size] = sorted(set(vals))[:4]
+    # a size the launcher reads off a tensor its caller lays out (vLLM's `block_size = key_cache.size(3)`),
+    # which no C++ here fixes: a paged cache's block is timed at the block such caches hold, not at the
+    # hidden size the `_size` of its name suggests (a bench of 172-token blocks is no launch of vLLM's)
+    layouts = {p.name: v for p, arg in zip(kernel.params, site.args) if p.name in size_names
+               and p.name not in program_sizes and _extent_read(raw.get(arg.strip(), ""))
+               and (v := layout_value(p.name)) is not None}
+    for name, v in layouts.items():
+        notes.append(f"`{name}` is read off the caller's tensor (`{raw[by_size[name]]}`, {where}), a paged "
+                     f"cache's block: timed at {v} tokens, the block a paged KV cache holds — CHECK")
     # the launcher's asserts that read over the sizes (`batch * n % 1024 == 0`, `n <= 1024`)
     hx = read(mapping, grid_values)
     known = set(size_names) | set(new)
@@ -351,7 +362,7 @@ def launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names: 
             if vals:
                 program_sizes[name] = sorted(set(vals))[:4]
     return Launch(grid, block, shared, new, program_sizes, strides, relations, list(dict.fromkeys(require)),
-                  [grid_counts[0]] if strided and grid_counts[0] in new else [])
+                  [grid_counts[0]] if strided and grid_counts[0] in new else [], layouts)
 
 
 def _relations(kernel: Kernel, site: LaunchSite, size_names: list[str], values: dict[str, str], taken: set[str],

@@ -68,6 +68,29 @@ class Draft:
     # a block count the caller chooses over a grid-stride loop: moves no more bytes however large,
     # so it is not grown for traffic but timed at MIN_BLOCKS (a few blocks an SM)
     grid_counts: list[str] = field(default_factory=list)
+    # a size the launcher reads off a tensor its caller lays out (vLLM's `block_size = key_cache.size(3)`):
+    # the value it is timed at (`layout_value`), tested too, and never grown or shrunk for traffic
+    layouts: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for n, v in self.layouts.items():
+            if n in self.sizes:
+                self.sizes[n] = sorted(set(self.sizes[n]) | {v})
+
+
+# tokens a block of a paged KV cache holds: vLLM's default `--block-size` (its CUDA kernels take 8,
+# 16 or 32; SGLang's and FlashInfer's pages are as small)
+PAGED_BLOCK = 16
+_PAGE_NAMES = ("block_size", "page_size", "blocksize", "pagesize", "tokens_per_block", "tokens_per_page")
+
+
+def layout_value(name: str) -> int | None:
+    """The value of a size the launcher reads off an extent of a tensor its caller passes (`int
+    block_size = key_cache.size(3)`), which no C++ here fixes: named as a paged cache's block or page,
+    the block a paged KV cache holds (PAGED_BLOCK) — not the hidden size (4096, 11008) the `_size` of
+    its name otherwise suggests; else None (the name's usual values)."""
+    low = name.lower()
+    return PAGED_BLOCK if any(low == w or low.endswith("_" + w) for w in _PAGE_NAMES) else None
 
 
 GRID_COUNT_TESTS = [1, 3, 16]   # a grid-stride loop's block count: one block, several trips, one trip a thread
