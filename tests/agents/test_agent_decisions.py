@@ -54,6 +54,7 @@ def test_wrong_timed_outputs_and_implausible_timings_fail():
     assert not wrong.passed and "timed" in wrong.check.summary
     odd = to_evaluation(OK, prof(size(20.0, 1.0, implausible=["faster than the bytes allow"])))
     assert not odd.passed and "implausible" in odd.check.summary
+    assert "faster than the bytes allow" in odd.check.summary   # says why, where a run's record keeps only this
 
 
 def test_cpu_profile_is_not_measured():

@@ -57,7 +57,8 @@ def to_evaluation(check: Check, prof: profiler.Profile | None, seconds: float = 
                           None, "", registers, seconds)
     odd = [f"{s.label}: {msg}" for s in prof.sizes for msg in s.implausible]
     if odd:
-        return Evaluation(Check(False, "implausible timing (flagged for audit, not accepted)",
+        # the first reason goes into the summary: a run's record and the editor show the summary alone
+        return Evaluation(Check(False, f"implausible timing (flagged for audit, not accepted): {odd[0]}",
                                 "; ".join(odd[:3]), 0, "check"), None, "", registers, seconds)
     sizes = tuple(SizeTiming(dict(s.sizes), s.reference.median_us, s.candidate.median_us, s.candidate.ceiling_share,
                              s.role, max(s.reference.step_us, s.candidate.step_us))
