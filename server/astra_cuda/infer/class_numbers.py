@@ -311,7 +311,6 @@ class _Numbers:
                 got.add(self.value(stmts[0].named_children[0], "", {k: str(v) for k, v in zip(names, args)}, depth + 1))
         return got.pop() if len(got) == 1 else None
 
-
     def _macro(self, text: str, bound: dict[str, str], depth: int) -> int | None:
         """A macro's value (an object-like one's, or a function-like one's body with its parameters
         `bound` to numbers), read as an expression outside any class."""

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from tree_sitter import Node
 
+from ...model import textedit
 from ...model.launch_change import relaunch
 from . import base, style
 from .base import Context, Rewrite, body
@@ -258,10 +259,8 @@ class WidenBlock(base.Transform):
         edits = spelled_flat(sc, fixed_block_names(sc.root, spec))
         spelled: base.Scope | None = sc
         if edits:   # the qualification is of the kernel as it will read
-            data = text.encode("utf-8")
-            for s_, e_, t in sorted(edits, reverse=True):
-                data = data[:s_] + t.encode("utf-8") + data[e_:]
-            spelled = base.scope(data.decode("utf-8"), ctx.kernel)
+            respelt = textedit.replace_bytes(text, edits)
+            spelled = base.scope(respelt, ctx.kernel) if respelt is not None else None
         if spelled is None or not _qualifies(spelled):
             return None
         grid = [style.spec_regrid(spec.grid[0].strip(), b, target), *spec.grid[1:]]
