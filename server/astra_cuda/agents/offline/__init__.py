@@ -18,6 +18,7 @@ from .rows import Rows
 from .strides import UnitStride
 from .transpose import Transpose
 from .unroll import Unroll, UnrollVectorLoop
+from .unswitch import Unswitch
 from .vectorize import Vectorize
 from .warp_reduce import WarpReduce
 from .widen_block import WidenBlock
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from ...model.spec import Spec
 
 TRANSFORMS: dict[str, Transform] = {t.name: t for t in (
-    BlockAtomic(), Privatize(), Transpose(), PackRows(), Rows(), Coarsen(), LaunchShape(), WidenBlock(), UnitStride(), Hoist(), Vectorize(16), Vectorize(8), Vectorize(4), RowCache(), WarpReduce(), FastMath(), UnrollVectorLoop(), BatchLoads(), RestrictLdg(), Unroll())}
+    BlockAtomic(), Privatize(), Transpose(), PackRows(), Rows(), Coarsen(), LaunchShape(), WidenBlock(), UnitStride(), Hoist(), Vectorize(16), Vectorize(8), Vectorize(4), RowCache(), Unswitch(), WarpReduce(), FastMath(), UnrollVectorLoop(), BatchLoads(), RestrictLdg(), Unroll())}
 
 
 def context_from_spec(kernel: str, spec: Spec | None, headers: tuple[str, ...] = ()) -> Context:

@@ -1,0 +1,345 @@
+"""Unswitching an unrolled loop's bounds guard: one check before the loop instead of one a step.
+
+    #pragma unroll                                   if (<the guard at the first and the last step>) {
+    for (int it = 0; it < ITERS; it += V) {            #pragma unroll
+      int idx = V * lane + it * 32;          ->        for (int it = 0; it < ITERS; it += V) { int idx = ...; <then> }
+      if (idx < n) { <load, compute> }               } else {
+      else { <fill> }                                  <the loop as written>
+    }                                                }
+
+Warp-per-row softmax kernels (one register array of ITERS elements a thread, filled by an
+unrolled loop whose every step loads under `if (element_index < element_count)`) keep each step's
+load inside a branch the compiler does not if-convert once the step does more than a plain copy
+(a mask read and a select): each load is then waited for before the next is issued, one memory
+round trip a step. Without the guard the unrolled steps are straight-line code and their loads are
+issued together.
+
+Exact: the guard is a conjunction of comparisons whose sides are sums of products in which the
+loop variable appears at most linearly, over signed integer names the loop never changes (locals
+declared at the top of the body are read through their initializers). A linear function of the
+step is between its values at the first and the last step, so where every comparison holds at
+both (computed in 64 bits: no wrap) it holds at every step, and the copy without the guard runs
+exactly the steps the original runs its `then` branch on. Everywhere else the original runs. The
+check differs between threads, so a loop with a barrier or a warp collective is left alone.
+"""
+from __future__ import annotations
+
+from tree_sitter import Node
+
+from . import base
+from .base import Context, Rewrite, body, pointer_params, variable_types
+from .tree import (Edit, apply_edits, assigned_names, callee, calls, declared_name, function_name, line_indent,
+                   preceded_by_marker, txt, unparenthesized, walk)
+
+SIGNED = {"int", "long", "long int", "long long", "long long int", "int64_t", "int32_t", "ptrdiff_t",
+          "signed", "signed int", "index_t"}
+NARROW = {"int", "int32_t", "signed", "signed int"}        # 32 bits: a value read through one must fit
+COLLECTIVE = ("sync", "shfl", "ballot", "activemask", "__match", "__reduce", "barrier", "tiled_partition")
+COMPARE = {"<", "<=", ">", ">="}
+ARITH = {"+", "-", "*"}
+CONST_ONLY = {"/", "%", "<<", ">>"}
+INT32 = ("-2147483648LL", "2147483647LL")
+
+
+class _Loop:
+    """A matched loop: its variable, header parts, the guarding `if` and the names it reads."""
+
+    def __init__(self, loop: Node, pragma: Node, var: str, start: Node, end: Node, step: str, guard: Node,
+                 locals_: dict[str, tuple[str, Node]], var_type: str, types: dict[str, str]):
+        self.loop, self.pragma, self.var, self.start, self.end, self.step = loop, pragma, var, start, end, step
+        self.guard, self.locals, self.var_type, self.types = guard, locals_, var_type, types
+
+
+class Unswitch(base.Transform):
+    name = "unswitch"
+    title = "one bounds check before an unrolled loop instead of a guard at every step"
+    note = "the bounds guard checked once before the unrolled loop, so its loads are issued together"
+    expected = ("an unrolled loop whose every step loads under a bounds branch waits for each load before "
+                "the next; checked once, the steps' loads are issued together")
+
+    def rewrite(self, text: str, ctx: Context, sc: base.Scope, params: dict) -> Rewrite | None:
+        fn = sc.kernel
+        kb = body(fn)
+        types = variable_types(fn)
+        counts: dict[str, int] = {}
+        for n in walk(kb):
+            if n.type == "declaration":
+                for d in n.children_by_field_name("declarator"):
+                    name, _ = declared_name(d)
+                    if name:
+                        counts[name] = counts.get(name, 0) + 1
+        if any(n.type == "reference_declarator" for n in walk(kb)):
+            return None     # a reference could change a name the check reads
+        taken = {txt(n.child_by_field_name("argument")) for n in walk(kb)
+                 if n.type == "pointer_expression" and txt(n.child(0)) == "&"}
+        shared = {name for n in walk(kb) if n.type == "declaration" and "__shared__" in txt(n)
+                  for d in n.children_by_field_name("declarator") for name in [declared_name(d)[0]] if name}
+        pointers = set(pointer_params(fn)) | {
+            name for n in walk(kb) if n.type == "pointer_declarator"
+            for name in [declared_name(n)[0]] if name}
+        collective = _collective_calls(sc)
+        data = text.encode("utf-8")
+        edits: list[Edit] = []
+        changes = []
+        for loop in (n for n in walk(kb) if n.type == "for_statement"):
+            if any(e.start <= loop.start_byte < e.end for e in edits):
+                continue     # inside a loop already unswitched
+            m = _match(loop, types, counts, taken | shared, pointers, collective)
+            if m is None:
+                continue
+            new = _unswitched(m, data, len(edits))
+            if new is None:
+                continue
+            edits.append(Edit(m.pragma.start_byte, loop.end_byte, new))
+            changes.append(f"the guard `{txt(m.guard.child_by_field_name('condition'))[1:-1].strip()}` of the "
+                           f"unrolled loop over `{m.var}` checked once before it (at its first and last step)")
+        if not edits:
+            return None
+        return Rewrite(self.name, apply_edits(text, edits), tuple(changes))
+
+
+def _collective_calls(sc: base.Scope) -> set[str]:
+    """Names of the file's functions (called from the kernel) that hold a barrier or a warp collective."""
+    return {function_name(f) or "" for f in sc.helpers
+            if any(any(k in callee(c) for k in COLLECTIVE) for c in calls(f))}
+
+
+def _match(loop: Node, types: dict[str, str], counts: dict[str, int], unsafe: set[str], pointers: set[str],
+           collective: set[str]) -> _Loop | None:
+    pragma = loop.prev_sibling
+    if pragma is None or pragma.type != "preproc_call" or txt(pragma).split() != ["#pragma", "unroll"]:
+        return None     # only fully unrolled loops: their steps become straight-line code
+    if preceded_by_marker(pragma) or preceded_by_marker(loop):
+        return None
+    init, cond, upd, b = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update", "body"))
+    if init is None or cond is None or upd is None or b is None or init.type != "declaration" or \
+            b.type != "compound_statement":
+        return None
+    decls = init.children_by_field_name("declarator")
+    if len(decls) != 1 or decls[0].type != "init_declarator" or \
+            decls[0].child_by_field_name("declarator").type != "identifier":
+        return None
+    var = txt(decls[0].child_by_field_name("declarator"))
+    var_type = " ".join(txt(init.child_by_field_name("type")).split())
+    if var_type not in SIGNED:
+        return None
+    start = decls[0].child_by_field_name("value")
+    cond = unparenthesized(cond)
+    if cond.type != "binary_expression" or txt(cond.child_by_field_name("operator")) != "<" or \
+            txt(unparenthesized(cond.child_by_field_name("left"))) != var:
+        return None
+    end = cond.child_by_field_name("right")
+    step = _step(upd, var)
+    if step is None or any(any(k in callee(c) for k in COLLECTIVE) or callee(c) in collective for c in calls(b)):
+        return None
+    if any(n.type in ("gnu_asm_expression", "asm_statement") for n in walk(b)):
+        return None
+    changed = assigned_names(b) | unsafe | _passed(b)
+    if var in changed:
+        return None
+    stmts = [c for c in b.named_children if c.type != "comment"]
+    locals_: dict[str, tuple[str, Node]] = {}
+    guard = None
+    for s in stmts:
+        if s.type == "if_statement":
+            guard = s
+            break
+        if s.type != "declaration":
+            return None
+        for d in s.children_by_field_name("declarator"):
+            name, ptr = declared_name(d)
+            value = d.child_by_field_name("value") if d.type == "init_declarator" else None
+            typ = " ".join(txt(s.child_by_field_name("type")).split())
+            if name and not ptr and value is not None and d.child_by_field_name("declarator").type == "identifier" \
+                    and typ in SIGNED and name not in changed:
+                locals_[name] = (typ, value)
+    if guard is None or guard.child_by_field_name("condition") is None:
+        return None
+    then = guard.child_by_field_name("consequence")
+    if then is None or not any(n.type == "identifier" and txt(n) in pointers for n in walk(then)):
+        return None     # the guard keeps no memory access: nothing to issue together
+    invariant = lambda name: (name not in changed and counts.get(name, 0) <= 1 and  # noqa: E731
+                              (types.get(name) in SIGNED or (name not in types and name.isupper())))
+    body_names = {n for s in stmts[:stmts.index(guard)] for d in s.children_by_field_name("declarator")
+                  for n in [declared_name(d)[0]] if n}
+    m = _Loop(loop, pragma, var, start, end, step, guard, locals_, var_type, types)
+    for part in (start, end):
+        if _linear(part, var, locals_, invariant, body_names) != "const":
+            return None
+    if step != "1" and _linear(upd.child_by_field_name("right"), var, locals_, invariant, body_names) != "const":
+        return None
+    for c in _conjuncts(guard.child_by_field_name("condition")):
+        if c.type != "binary_expression" or txt(c.child_by_field_name("operator")) not in COMPARE:
+            return None
+        if any(_linear(c.child_by_field_name(s), var, locals_, invariant, body_names) is None
+               for s in ("left", "right")):
+            return None
+    return m
+
+
+def _step(upd: Node, var: str) -> str | None:
+    if upd.type == "update_expression" and txt(upd.child_by_field_name("argument")) == var and "++" in txt(upd):
+        return "1"
+    if upd.type == "assignment_expression" and txt(upd.child_by_field_name("operator")) == "+=" and \
+            txt(upd.child_by_field_name("left")) == var:
+        return txt(upd.child_by_field_name("right"))
+    return None
+
+
+def _passed(b: Node) -> set[str]:
+    """Names passed as a whole argument (a callee may take them by reference)."""
+    return {txt(unparenthesized(a)) for c in calls(b) for args in [c.child_by_field_name("arguments")]
+            if args is not None for a in args.named_children if unparenthesized(a).type == "identifier"}
+
+
+def _conjuncts(cond: Node) -> list[Node]:
+    c = unparenthesized(cond)
+    if c.type == "condition_clause":
+        inner = [x for x in c.named_children if x.type != "comment"]
+        if len(inner) != 1:
+            return [c]
+        c = unparenthesized(inner[0])
+    if c.type == "binary_expression" and txt(c.child_by_field_name("operator")) == "&&":
+        return _conjuncts(c.child_by_field_name("left")) + _conjuncts(c.child_by_field_name("right"))
+    return [c]
+
+
+def _is_int_literal(s: str) -> bool:
+    return s.rstrip("lL").isdigit()
+
+
+def _linear(n: Node | None, var: str, locals_: dict[str, tuple[str, Node]], invariant, body_names: set[str],
+            depth: int = 0) -> str | None:
+    """'const', 'linear' (in `var`) or None: signed integer arithmetic on invariant names only."""
+    if n is None or depth > 8:
+        return None
+    n = unparenthesized(n)
+    t = n.type
+    if t == "number_literal":
+        return "const" if _is_int_literal(txt(n)) else None
+    if t == "identifier":
+        name = txt(n)
+        if name == var:
+            return "linear"
+        if name in locals_:
+            return _linear(locals_[name][1], var, locals_, invariant, body_names, depth + 1)
+        if name in body_names:
+            return None
+        return "const" if invariant(name) else None
+    if t == "unary_expression" and txt(n.child(0)) in ("-", "+"):
+        return _linear(n.child_by_field_name("argument"), var, locals_, invariant, body_names, depth)
+    if t == "binary_expression":
+        op = txt(n.child_by_field_name("operator"))
+        a = _linear(n.child_by_field_name("left"), var, locals_, invariant, body_names, depth)
+        b = _linear(n.child_by_field_name("right"), var, locals_, invariant, body_names, depth)
+        if a is None or b is None:
+            return None
+        if op in ("+", "-"):
+            return "linear" if "linear" in (a, b) else "const"
+        if op == "*":
+            return None if a == b == "linear" else "linear" if "linear" in (a, b) else "const"
+        if op in CONST_ONLY:
+            return "const" if a == b == "const" else None
+    return None
+
+
+def _render(n: Node, mapping: dict[str, str]) -> str:
+    """The expression's text with each identifier in `mapping` replaced by `(its text)`."""
+    edits = [Edit(x.start_byte - n.start_byte, x.end_byte - n.start_byte, f"({mapping[txt(x)]})")
+             for x in walk(n) if x.type == "identifier" and txt(x) in mapping]
+    return apply_edits(txt(n), edits)
+
+
+def _at(n: Node, m: _Loop, value: str, used: list[tuple[str, str]]) -> str:
+    """`n` at the step where the loop variable is `value` (a 64-bit expression), its body's locals
+    read through their initializers; the 32-bit locals read so go to `used` (they must fit)."""
+    mapping = {m.var: value}
+    for name, (typ, init) in m.locals.items():     # in declaration order: later ones read earlier ones
+        mapping[name] = _render(init, mapping)
+    todo = [n]
+    seen: set[str] = set()
+    while todo:                                    # every local the comparison reads, directly or not
+        for x in walk(todo.pop()):
+            name = txt(x)
+            if x.type == "identifier" and name in m.locals and name not in seen:
+                seen.add(name)
+                todo.append(m.locals[name][1])
+                if m.locals[name][0] in NARROW and _wider(m.locals[name][1], m):
+                    used.append((name, mapping[name]))
+    return _render(n, mapping)
+
+
+def _wider(init: Node, m: _Loop) -> bool:
+    """Whether the initializer may compute in more than 32 bits (a 32-bit result then need not
+    hold its value): a name of a wider or unknown type, or a long literal. Arithmetic on 32-bit
+    names only either fits or overflows, and an overflow is undefined in the original too."""
+    for x in walk(init):
+        if x.type == "number_literal" and not (txt(x).isdigit() and int(txt(x)) <= 2**31 - 1):
+            return True
+        if x.type == "identifier" and txt(x) not in m.locals and \
+                (m.var_type if txt(x) == m.var else m.types.get(txt(x))) not in NARROW:
+            return True
+    return False
+
+
+def _unswitched(m: _Loop, data: bytes, k: int) -> str | None:
+    ind = line_indent(data, m.loop.start_byte)
+    last_name = "astra_last" if k == 0 else f"astra_last{k}"
+    start, end, step = txt(m.start), txt(m.end), m.step
+    first = "0LL" if txt(m.start) == "0" else f"(long long)({start})"
+    base_ = "" if txt(m.start) == "0" else f"{first} + "
+    if step == "1":
+        last = f"{base_}((long long)({end}) - 1{'' if not base_ else f' - {first}'})"
+    else:
+        last = f"{base_}((long long)({end}) - 1{'' if not base_ else f' - {first}'}) / ({step}) * ({step})"
+    checks = [f"{start} < {end}"]
+    if not _is_int_literal(step):
+        checks.append(f"{step} > 0")
+    fits: list[tuple[str, str]] = []
+    for c in _conjuncts(m.guard.child_by_field_name("condition")):
+        for value in (first, last_name):
+            checks.append(_at(c, m, value, fits))
+    for _, v in dict.fromkeys(fits):
+        checks.append(f"{INT32[0]} <= {v} && {v} <= {INT32[1]}")
+    checks = list(dict.fromkeys(checks))
+    loop_text = data[m.loop.start_byte:m.loop.end_byte].decode("utf-8")
+    fast = _without_guard(m, data)
+    if fast is None:
+        return None
+    deeper = lambda s: s.replace("\n", "\n  ")  # noqa: E731
+    pragma = txt(m.pragma).strip()
+    cond = f"\n{ind}    && ".join(checks)
+    lead = "" if line_indent(data, m.pragma.start_byte) == ind else ind
+    return (f"{lead}// astra: the loop's bounds guard is linear in `{m.var}`: true at its first and last step, it is true\n"
+            f"{ind}// at every step, so one check replaces it and the steps' loads issue together; else the loop as written\n"
+            f"{ind}const long long {last_name} = {last};\n"
+            f"{ind}if ({cond}) {{\n{ind}  {pragma}\n{ind}  {deeper(fast)}\n{ind}}} else {{\n"
+            f"{ind}  {pragma}\n{ind}  {deeper(loop_text)}\n{ind}}}")
+
+
+def _without_guard(m: _Loop, data: bytes) -> str | None:
+    """The loop's text with its guarding `if` replaced by its `then` branch."""
+    loop_start = m.loop.start_byte
+    then = m.guard.child_by_field_name("consequence")
+    g0, g1 = m.guard.start_byte - loop_start, m.guard.end_byte - loop_start
+    loop_text = data[m.loop.start_byte:m.loop.end_byte].decode("utf-8")
+    if then.type != "compound_statement":
+        repl = txt(then)
+    else:
+        b = m.loop.child_by_field_name("body")
+        stmts = [c for c in b.named_children if c.type != "comment"]
+        inner = [c for c in then.named_children if c.type != "comment"]
+        later = {declared_name(d)[0] for s in stmts if s.start_byte != m.guard.start_byte and s.type == "declaration"
+                 for d in s.children_by_field_name("declarator")}
+        mine = {declared_name(d)[0] for s in inner if s.type == "declaration"
+                for d in s.children_by_field_name("declarator")}
+        if stmts[-1].start_byte != m.guard.start_byte or (later & mine) or not inner:
+            repl = txt(then)     # kept as a block: its names stay in their own scope
+        else:
+            outer = line_indent(data, m.guard.start_byte)
+            deep = line_indent(data, inner[0].start_byte)
+            text = data[inner[0].start_byte:then.children[-1].start_byte].decode("utf-8").rstrip()
+            repl = text.replace("\n" + deep, "\n" + outer) if deep.startswith(outer) else text
+    # the byte offsets above are into the UTF-8 text: edit bytes, then decode
+    raw = loop_text.encode("utf-8")
+    return (raw[:g0] + repl.encode("utf-8") + raw[g1:]).decode("utf-8")

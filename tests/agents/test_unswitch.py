@@ -1,0 +1,92 @@
+"""`unswitch`: an unrolled loop whose every step loads under a bounds guard linear in the loop
+variable (the warp-per-row softmax kernels of apex and TransformerEngine: a register array of
+WARP_ITERATIONS elements filled under `if (element_index < element_count)`) gets one check before
+it — the guard at the first and the last step — and a copy without the guard, so the compiler
+issues the steps' loads together instead of one round trip a step. The rewrite passes the real
+gate on the CPU at row lengths that take both paths (a broken check does not), the planner picks
+it, and it leaves alone what the check could not decide exactly."""
+import pathlib
+
+import pytest
+
+from agent_helpers import cpu_evaluator, loaded_kernel
+from astra_cuda.agents import Check, Evaluation, ProfileSummary, SizeTiming
+from astra_cuda.agents.offline import TRANSFORMS, context_from_spec, context_from_text
+from astra_cuda.agents.planner import OfflinePlanner
+from astra_cuda.agents.situation import Situation
+
+KERNELS = pathlib.Path(__file__).parent / "kernels"
+NAME, PATH = "warp_softmax_masked", KERNELS / "warp_softmax_masked.cu"
+
+
+def rewritten(text=None):
+    text, sp = loaded_kernel(PATH, NAME, text)
+    return TRANSFORMS["unswitch"].apply(text, context_from_text(NAME, text, sp))
+
+
+def test_both_guarded_loops_get_one_check_and_a_copy_without_the_guard():
+    rw = rewritten()
+    assert rw is not None and len(rw.changes) == 2          # the loading loop and the storing loop
+    assert "&& (VEC * lane + (astra_last) * LANES) < cols" in rw.text     # the guard at the last step
+    assert "&& (VEC * lane + (0LL) * LANES) < cols" in rw.text            # and at the first
+    fast = rw.text[rw.text.index("const long long astra_last ="):rw.text.index("} else {")]
+    assert "if (col < cols)" not in fast and "x[k] = in[it * LANES + k];" in fast
+    assert rw.text.count("if (col < cols) {") == 2           # the loops as written, for the other rows
+
+
+def test_the_rewrite_passes_the_gate_at_full_and_partial_rows_and_a_broken_check_does_not():
+    rw = rewritten()
+    evaluate = cpu_evaluator(PATH, NAME)
+    ev = evaluate(rw.text)
+    assert ev.passed, ev.check.summary + ev.check.feedback
+    # checking only the first step lets a lane past the end of a short row take the unguarded copy
+    broken = rw.text.replace("(VEC * lane + (astra_last) * LANES) < cols", "(VEC * lane + (0LL) * LANES) < cols")
+    assert broken != rw.text and not evaluate(broken).passed
+
+
+def test_the_planner_picks_it_for_a_latency_bound_softmax():
+    text, sp = loaded_kernel(PATH, NAME)
+    slow = Evaluation(Check(True, "passed", "", 10, "passed"), ProfileSummary(
+        (SizeTiming({"rows": 16384, "cols": 512}, 90.0, 90.0, 0.16),), "latency"), gpu="Fake GPU")
+    plan, _ = OfflinePlanner().plan(Situation(NAME, str(PATH), text, text, slow, slow, context_from_spec(NAME, sp)))
+    assert plan is not None and plan.idea == "unswitch" and "latency-bound" in plan.why
+
+
+LOAD_GUARD = "    if (col < cols) {\n      __half x[VEC];"
+
+
+@pytest.mark.parametrize("change", [
+    (LOAD_GUARD, LOAD_GUARD.replace("col < cols", "col * col < cols")),            # not linear in the step
+    (LOAD_GUARD, LOAD_GUARD.replace("col < cols", "col != cols")),                  # not a bound
+    (LOAD_GUARD, LOAD_GUARD.replace("col < cols", "col < cols && in[0] != 0")),     # reads memory
+    (LOAD_GUARD, LOAD_GUARD.replace("col < cols", "threadIdx.x * 4 + it * 32 < cols")),   # unsigned arithmetic
+    (LOAD_GUARD, LOAD_GUARD + "\n      cols -= 1;"),                                 # the bound changes in the loop
+    (LOAD_GUARD, LOAD_GUARD + "\n      __syncwarp();"),                              # a collective under the check
+    ("    int col = VEC * lane + it * LANES;\n    if (col < cols) {\n      __half",
+     "    int col = VEC * lane + it * LANES;\n    col += 1;\n    if (col < cols) {\n      __half"),   # not a declaration
+    ("  int lane = threadIdx.x;", "  int lane = threadIdx.x;\n  int& alias = lane;"),   # a reference may change it
+])
+def test_what_the_check_cannot_decide_is_left_alone(change):
+    text = PATH.read_text()
+    changed = text.replace(*change, 1)
+    assert changed != text
+    rw = rewritten(changed)
+    if rw is not None:      # the storing loop may still be unswitched, the loading loop is not
+        assert len(rw.changes) == 1 and rw.text.index("astra_last") > rw.text.index("float mx = vals[0];")
+
+
+def test_a_loop_that_is_not_unrolled_or_keeps_no_memory_access_is_left_alone():
+    text = PATH.read_text().replace("#pragma unroll\n  for (int it", "for (int it")
+    assert rewritten(text) is None
+    only_registers = PATH.read_text().replace("x[k] = in[it * LANES + k];", "x[k] = __float2half(1.0f);") \
+        .replace("keep[k] = m[it * LANES + k];", "keep[k] = 0;") \
+        .replace("out[it * LANES + k] = __float2half(vals[it + k] / sum);", "vals[it + k] = 0.0f;")
+    assert rewritten(only_registers) is None
+
+
+def test_a_32_bit_local_computed_in_64_bits_must_fit_where_it_is_read():
+    text = PATH.read_text().replace("  float vals[PER_LANE];", "  long wide = LANES;\n  float vals[PER_LANE];", 1)
+    text = text.replace("int col = VEC * lane + it * LANES;", "int col = VEC * lane + it * wide;")
+    rw = rewritten(text)
+    assert rw is not None and "-2147483648LL <= VEC * lane + (astra_last) * wide" in rw.text
+    assert "-2147483648LL" not in rewritten().text         # 32-bit names only: it fits or the original overflows
