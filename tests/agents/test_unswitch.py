@@ -90,3 +90,26 @@ def test_a_32_bit_local_computed_in_64_bits_must_fit_where_it_is_read():
     rw = rewritten(text)
     assert rw is not None and "-2147483648LL <= VEC * lane + (astra_last) * wide" in rw.text
     assert "-2147483648LL" not in rewritten().text         # 32-bit names only: it fits or the original overflows
+
+
+def test_one_check_every_few_steps_passes_the_gate_and_a_loop_with_a_break_keeps_one_check():
+    text, sp = loaded_kernel(PATH, NAME)
+    rw = TRANSFORMS["unswitch"].apply(text, context_from_text(NAME, text, sp), {"chunk": 2})
+    assert rw is not None and rw.params == {"chunk": 2}
+    assert "checked once every 2 steps" in rw.changes[0]          # the loading loop, in chunks of 2 of its 4 steps
+    assert "once before it" in rw.changes[1]                        # the storing loop breaks out: whole
+    assert "for (int it = astra_c; it < PER_LANE && it - astra_c < 2 * (VEC); it += VEC)" in rw.text
+    evaluate = cpu_evaluator(PATH, NAME)
+    ev = evaluate(rw.text)      # 260 columns: every lane's first chunk takes the copy, lane 0's second not
+    assert ev.passed, ev.check.summary + ev.check.feedback
+    broken = rw.text.replace("(VEC * lane + (astra_cl) * LANES) < cols", "(VEC * lane + ((long long)astra_c) * LANES) < cols")
+    assert broken != rw.text and not evaluate(broken).passed
+    assert {"chunk": 0} in TRANSFORMS["unswitch"].alternatives(rw, context_from_text(NAME, text, sp))
+
+
+def test_a_row_length_set_from_the_block_index_is_checked_a_chunk_at_a_time():
+    causal = PATH.read_text().replace("  int lane = threadIdx.x;", "  int lane = threadIdx.x;\n  int len = blockIdx.x + 1;", 1)
+    causal = causal.replace("    if (col < cols) {\n      __half", "    if (col < len) {\n      __half", 1)
+    rw = rewritten(causal)
+    assert rw is not None and rw.params == {"chunk": 8} and "checked once every 8 steps" in rw.changes[0]
+    assert rewritten().params == {"chunk": 0}       # one length for every row: one check

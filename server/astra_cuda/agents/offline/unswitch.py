@@ -21,6 +21,11 @@ step is between its values at the first and the last step, so where every compar
 both (computed in 64 bits: no wrap) it holds at every step, and the copy without the guard runs
 exactly the steps the original runs its `then` branch on. Everywhere else the original runs. The
 check differs between threads, so a loop with a barrier or a warp collective is left alone.
+
+Where the bound is a row length set from the block index (a causal mask's `blockIdx.x + 1`), most
+rows are partial and one check for the whole loop would rarely pass: the loop is then checked a
+chunk of 8 steps at a time (`chunk`, tuned among 0 = whole, 8, 4), each chunk the same argument
+over its own first and last step; not for a loop with a `break`, which would leave only its chunk.
 """
 from __future__ import annotations
 
@@ -39,6 +44,7 @@ COMPARE = {"<", "<=", ">", ">="}
 ARITH = {"+", "-", "*"}
 CONST_ONLY = {"/", "%", "<<", ">>"}
 INT32 = ("-2147483648LL", "2147483647LL")
+CHUNK = 8          # steps a check where the bound differs row by row
 
 
 class _Loop:
@@ -81,21 +87,34 @@ class Unswitch(base.Transform):
         data = text.encode("utf-8")
         edits: list[Edit] = []
         changes = []
+        used_chunk = 0
         for loop in (n for n in walk(kb) if n.type == "for_statement"):
             if any(e.start <= loop.start_byte < e.end for e in edits):
                 continue     # inside a loop already unswitched
             m = _match(loop, types, counts, taken | shared, pointers, collective)
             if m is None:
                 continue
-            new = _unswitched(m, data, len(edits))
+            chunk = params.get("chunk")
+            if chunk is None:
+                chunk = CHUNK if _row_bound(m, kb) else 0
+            if chunk and any(n.type == "break_statement" for n in walk(m.loop.child_by_field_name("body"))):
+                chunk = 0     # a break would leave only its chunk
+            used_chunk = max(used_chunk, int(chunk))
+            new = _unswitched(m, data, len(edits), int(chunk))
             if new is None:
                 continue
             edits.append(Edit(m.pragma.start_byte, loop.end_byte, new))
+            where = f"once every {chunk} steps" if chunk else "once before it (at its first and last step)"
             changes.append(f"the guard `{txt(m.guard.child_by_field_name('condition'))[1:-1].strip()}` of the "
-                           f"unrolled loop over `{m.var}` checked once before it (at its first and last step)")
+                           f"unrolled loop over `{m.var}` checked {where}")
         if not edits:
             return None
-        return Rewrite(self.name, apply_edits(text, edits), tuple(changes))
+        return Rewrite(self.name, apply_edits(text, edits), tuple(changes), {"chunk": used_chunk})
+
+    def alternatives(self, rw: Rewrite, ctx: Context) -> list[dict]:
+        """The whole loop under one check, or one check every 8 or 4 steps (rows whose length
+        differs row by row: the steps of a short row's leading chunks still issue together)."""
+        return [{"chunk": c} for c in (0, 8, 4) if c != rw.params.get("chunk")]
 
 
 def _collective_calls(sc: base.Scope) -> set[str]:
@@ -269,6 +288,36 @@ def _at(n: Node, m: _Loop, value: str, used: list[tuple[str, str]]) -> str:
     return _render(n, mapping)
 
 
+def _row_bound(m: _Loop, kb: Node) -> bool:
+    """Whether a bound the guard compares with is set, through at most three locals, from the
+    block's index (a causal row's length, `blockIdx.x + 1`): rows then differ in length and most
+    are partial."""
+    inits: dict[str, list[Node]] = {}
+    for n in walk(kb):
+        if n.type == "declaration":
+            for d in n.children_by_field_name("declarator"):
+                v = d.child_by_field_name("value") if d.type == "init_declarator" else None
+                name = declared_name(d)[0]
+                if name and v is not None:
+                    inits.setdefault(name, []).append(v)
+    names = {txt(x) for c in _conjuncts(m.guard.child_by_field_name("condition")) for x in walk(c)
+             if x.type == "identifier" and txt(x) not in m.locals and txt(x) != m.var}
+    for _ in range(3):
+        values = [x for name in names for v in inits.get(name, []) for x in _values(v)]
+        if any("blockIdx" in txt(v) for v in values):
+            return True
+        names = {txt(x) for v in values for x in walk(v) if x.type == "identifier"}
+    return False
+
+
+def _values(v: Node) -> list[Node]:
+    """The expressions a value can be: both branches of a conditional (its test is no part of it)."""
+    v = unparenthesized(v)
+    if v.type == "conditional_expression":
+        return _values(v.child_by_field_name("consequence")) + _values(v.child_by_field_name("alternative"))
+    return [v]
+
+
 def _wider(init: Node, m: _Loop) -> bool:
     """Whether the initializer may compute in more than 32 bits (a 32-bit result then need not
     hold its value): a name of a wider or unknown type, or a long literal. Arithmetic on 32-bit
@@ -282,9 +331,10 @@ def _wider(init: Node, m: _Loop) -> bool:
     return False
 
 
-def _unswitched(m: _Loop, data: bytes, k: int) -> str | None:
+def _unswitched(m: _Loop, data: bytes, k: int, chunk: int = 0) -> str | None:
     ind = line_indent(data, m.loop.start_byte)
-    last_name = "astra_last" if k == 0 else f"astra_last{k}"
+    tag = "" if k == 0 else str(k)
+    last_name = f"astra_last{tag}"
     start, end, step = txt(m.start), txt(m.end), m.step
     first = "0LL" if txt(m.start) == "0" else f"(long long)({start})"
     base_ = "" if txt(m.start) == "0" else f"{first} + "
@@ -292,12 +342,15 @@ def _unswitched(m: _Loop, data: bytes, k: int) -> str | None:
         last = f"{base_}((long long)({end}) - 1{'' if not base_ else f' - {first}'})"
     else:
         last = f"{base_}((long long)({end}) - 1{'' if not base_ else f' - {first}'}) / ({step}) * ({step})"
+    lo, hi = first, last_name
     checks = [f"{start} < {end}"]
+    if chunk:          # the first and last step of this chunk
+        lo, hi, checks = f"(long long)astra_c{tag}", f"astra_cl{tag}", []
     if not _is_int_literal(step):
         checks.append(f"{step} > 0")
     fits: list[tuple[str, str]] = []
     for c in _conjuncts(m.guard.child_by_field_name("condition")):
-        for value in (first, last_name):
+        for value in (lo, hi):
             checks.append(_at(c, m, value, fits))
     for _, v in dict.fromkeys(fits):
         checks.append(f"{INT32[0]} <= {v} && {v} <= {INT32[1]}")
@@ -306,40 +359,84 @@ def _unswitched(m: _Loop, data: bytes, k: int) -> str | None:
     fast = _without_guard(m, data)
     if fast is None:
         return None
-    deeper = lambda s: s.replace("\n", "\n  ")  # noqa: E731
+    deeper = lambda s, n=1: "\n".join(("  " * n + ln) if ln.strip() else "" for ln in s.split("\n"))[2 * n:]  # noqa: E731
     pragma = txt(m.pragma).strip()
-    cond = f"\n{ind}    && ".join(checks)
     lead = "" if line_indent(data, m.pragma.start_byte) == ind else ind
-    return (f"{lead}// astra: the loop's bounds guard is linear in `{m.var}`: true at its first and last step, it is true\n"
-            f"{ind}// at every step, so one check replaces it and the steps' loads issue together; else the loop as written\n"
+    if not chunk:
+        cond = f"\n{ind}    && ".join(checks)
+        return (f"{lead}// astra: the loop's bounds guard is linear in `{m.var}`: true at its first and last step, "
+                f"it is true\n{ind}// at every step, so one check replaces it and the steps' loads issue together; "
+                f"else the loop as written\n"
+                f"{ind}const long long {last_name} = {last};\n"
+                f"{ind}if ({cond}) {{\n{ind}  {pragma}\n{ind}  {deeper(fast)}\n{ind}}} else {{\n"
+                f"{ind}  {pragma}\n{ind}  {deeper(loop_text)}\n{ind}}}")
+    body_at = m.loop.child_by_field_name("body").start_byte - m.loop.start_byte
+    typ, var, cvar = m.var_type, m.var, f"astra_c{tag}"
+    span = f"{chunk} * ({step})"
+    header = f"for ({typ} {var} = {cvar}; {var} < {end} && {var} - {cvar} < {span}; {var} += {step})"
+    fast_body = fast.encode("utf-8")[body_at:].decode("utf-8")
+    slow_body = loop_text.encode("utf-8")[body_at:].decode("utf-8")
+    cond = f"\n{ind}      && ".join(checks)
+    return (f"{lead}// astra: the loop's bounds guard is linear in `{m.var}`: true at the first and last step of a "
+            f"chunk of {chunk}\n{ind}// steps, it is true at each of them, so one check a chunk replaces it and "
+            f"the chunk's loads issue together;\n{ind}// else the chunk as written\n"
             f"{ind}const long long {last_name} = {last};\n"
-            f"{ind}if ({cond}) {{\n{ind}  {pragma}\n{ind}  {deeper(fast)}\n{ind}}} else {{\n"
-            f"{ind}  {pragma}\n{ind}  {deeper(loop_text)}\n{ind}}}")
+            f"{ind}{pragma}\n"
+            f"{ind}for ({typ} {cvar} = {start}; {cvar} < {end}; {cvar} += {span}) {{\n"
+            f"{ind}  const long long astra_cl{tag} = (long long){cvar} + ({chunk} - 1) * (long long)({step}) < "
+            f"{last_name} ? (long long){cvar} + ({chunk} - 1) * (long long)({step}) : {last_name};\n"
+            f"{ind}  if ({cond}) {{\n{ind}    {pragma}\n{ind}    {header} {deeper(fast_body, 2)}\n"
+            f"{ind}  }} else {{\n{ind}    {pragma}\n{ind}    {header} {deeper(slow_body, 2)}\n{ind}  }}\n{ind}}}")
 
 
 def _without_guard(m: _Loop, data: bytes) -> str | None:
-    """The loop's text with its guarding `if` replaced by its `then` branch."""
+    """The loop's text with its guarding `if` replaced by its `then` branch, and the body's locals
+    only the guard read dropped."""
     loop_start = m.loop.start_byte
     then = m.guard.child_by_field_name("consequence")
-    g0, g1 = m.guard.start_byte - loop_start, m.guard.end_byte - loop_start
-    loop_text = data[m.loop.start_byte:m.loop.end_byte].decode("utf-8")
+    b = m.loop.child_by_field_name("body")
+    stmts = [c for c in b.named_children if c.type != "comment"]
+    at = stmts.index(next(x for x in stmts if x.start_byte == m.guard.start_byte))
     if then.type != "compound_statement":
         repl = txt(then)
     else:
-        b = m.loop.child_by_field_name("body")
-        stmts = [c for c in b.named_children if c.type != "comment"]
         inner = [c for c in then.named_children if c.type != "comment"]
-        later = {declared_name(d)[0] for s in stmts if s.start_byte != m.guard.start_byte and s.type == "declaration"
+        later = {declared_name(d)[0] for s in stmts[:at] + stmts[at + 1:] if s.type == "declaration"
                  for d in s.children_by_field_name("declarator")}
         mine = {declared_name(d)[0] for s in inner if s.type == "declaration"
                 for d in s.children_by_field_name("declarator")}
-        if stmts[-1].start_byte != m.guard.start_byte or (later & mine) or not inner:
+        if at != len(stmts) - 1 or (later & mine) or not inner:
             repl = txt(then)     # kept as a block: its names stay in their own scope
         else:
             outer = line_indent(data, m.guard.start_byte)
-            deep = line_indent(data, inner[0].start_byte)
+            deep = line_indent(data, next((c for c in inner if c.type != "preproc_call"), inner[0]).start_byte)
             text = data[inner[0].start_byte:then.children[-1].start_byte].decode("utf-8").rstrip()
             repl = text.replace("\n" + deep, "\n" + outer) if deep.startswith(outer) else text
-    # the byte offsets above are into the UTF-8 text: edit bytes, then decode
-    raw = loop_text.encode("utf-8")
-    return (raw[:g0] + repl.encode("utf-8") + raw[g1:]).decode("utf-8")
+    edits = [Edit(m.guard.start_byte - loop_start, m.guard.end_byte - loop_start, repl)]
+    # a local only the guard read is unused without it: dropped (one declarator, read by nothing else)
+    single = {declared_name(s.children_by_field_name("declarator")[0])[0]: s for s in stmts[:at]
+              if len(s.children_by_field_name("declarator")) == 1}
+    drop = {name for name in single if name in m.locals}
+    while True:
+        kept = [then] + stmts[at + 1:] + [s for name, s in single.items() if name not in drop] + \
+            [s for s in stmts[:at] if s not in single.values()]
+        read = {txt(x) for k in kept for x in walk(k) if x.type == "identifier"}
+        if not drop & read:
+            break
+        drop -= read
+    for name in drop:
+        s = single[name]
+        start, end = s.start_byte, s.end_byte
+        line_start = data.rfind(b"\n", 0, start) + 1
+        if not data[line_start:start].strip() and data[end:end + 1] == b"\n":
+            start, end = line_start, end + 1
+            if data[end:end + 1] == b"\n" and data[:start].rstrip(b" ").endswith(b"{\n"):
+                end += 1      # nor a blank line left right after the opening brace
+        edits.append(Edit(start - loop_start, end - loop_start, ""))
+    # the byte offsets are into the UTF-8 text: edit bytes, then decode
+    raw = data[m.loop.start_byte:m.loop.end_byte]
+    out, pos = [], 0
+    for e in sorted(edits, key=lambda e: e.start):
+        out.append(raw[pos:e.start] + e.text.encode("utf-8"))
+        pos = e.end
+    return (b"".join(out) + raw[pos:]).decode("utf-8")
