@@ -30,6 +30,9 @@ def test_a_parameter_shadowing_a_builtin_is_the_parameter(cpu):
     ("__global__ void k(dim3 blockDim) { f(blockDim.x); }", "__global__ void k(dim3 astra_param_blockDim) "
                                                             "{ f(astra_param_blockDim.x); }"),
     ("__global__ void k(int n) { f(blockDim.x, n); }", "__global__ void k(int n) { f(blockDim.x, n); }"),
+    # a built-in as a parameter's default value is read, not declared: nothing shadows it
+    ("__device__ int g(int v, int width = warpSize) { return v % width + warpSize; }",
+     "__device__ int g(int v, int width = warpSize) { return v % width + warpSize; }"),
 ])
 def test_only_the_shadowing_functions_names_are_renamed(text, renamed):
     assert screen.unshadowed(text) == renamed

@@ -97,6 +97,8 @@ class Unswitch(base.Transform):
             chunk = params.get("chunk")
             if chunk is None:
                 chunk = CHUNK if _row_bound(m, kb) else 0
+            elif not isinstance(chunk, int) or isinstance(chunk, bool) or not 0 <= chunk <= 64:
+                return None      # not a step count: no rewrite rather than a guess
             if chunk and any(n.type == "break_statement" for n in walk(m.loop.child_by_field_name("body"))):
                 chunk = 0     # a break would leave only its chunk
             used_chunk = max(used_chunk, int(chunk))

@@ -433,8 +433,11 @@ def unshadowed(source: str) -> str:
         while decl is not None and decl.type != "function_declarator":
             decl = decl.child_by_field_name("declarator")
         plist = decl.child_by_field_name("parameters") if decl is not None else None
+        # the names the parameters declare: a built-in read in a default value (`int width =
+        # warpSize`, apex's and TransformerEngine's shuffle helpers) is the built-in, not a parameter
         shadowing = {i.text.decode() for p in (plist.named_children if plist is not None else [])
-                     for i in _walk(p) if i.type == "identifier" and i.text.decode() in BUILTIN_VARIABLES}
+                     for d in [p.child_by_field_name("declarator")] if d is not None
+                     for i in _walk(d) if i.type == "identifier" and i.text.decode() in BUILTIN_VARIABLES}
         if shadowing:
             edits += [(n.start_byte, n.end_byte, b"astra_param_" + n.text) for n in _walk(fn)
                       if n.type == "identifier" and n.text.decode() in shadowing]
