@@ -129,8 +129,16 @@ def _grow(d: sizes.Draft, bench: dict[str, list[int]], order: list[str], ok: Cal
 def _to_shrink(d: sizes.Draft, bench: dict[str, list[int]], why: str | None, moved: _Measure) -> str | None:
     """The size to halve while a bench case is too large: of a launch dimension out of range, one
     of its sizes; of buffers too large, the one whose halving shrinks them and keeps the most
-    traffic (a cache's rows the tokens never reach before the tokens); else the largest."""
+    traffic (a cache's rows the tokens never reach before the tokens) — never one that leaves the
+    launch fewer than MIN_BLOCKS blocks where halving another would not (a CSR's segment count keeps
+    the traffic as it halves, but at one segment FlashInfer's batched rope ran 65 blocks on 132 SMs);
+    else the largest."""
     c = {n: v[0] for n, v in bench.items()}
+    blocks = _blocks(d, c)
+
+    def starves(n: str) -> bool:   # the halving takes the grid below what a GPU needs
+        after = _blocks(d, {**c, n: max(1, c[n] // 2)})
+        return blocks is not None and after is not None and after < min(blocks, MIN_BLOCKS)
     names = [n for n in bench if c[n] > 1 and n not in d.layouts]
     if why in ("grid", "block"):
         dims = d.grid if why == "grid" else d.block
@@ -148,7 +156,8 @@ def _to_shrink(d: sizes.Draft, bench: dict[str, list[int]], why: str | None, mov
             def kept(n: str) -> float:
                 after = moved(halved[n]) or 0
                 return after / now if now and after / now >= KEEPS_MOST else 0.0
-            return max(smaller, key=lambda n: (sizes.satisfies(d, {k: v[0] for k, v in halved[n].items()}), kept(n), c[n]))
+            return max(smaller, key=lambda n: (sizes.satisfies(d, {k: v[0] for k, v in halved[n].items()}),
+                                               not starves(n), kept(n), c[n]))
     return max(names, key=lambda n: c[n]) if names else None
 
 
