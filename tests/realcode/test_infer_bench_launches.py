@@ -36,3 +36,48 @@ def test_shrinking_a_too_large_case_keeps_the_grid_full(project):
     assert s.args["indptr"].init is not None and "offsets" in str(s.args["indptr"].init), s.args["indptr"]
     cases = s.bench_cases()
     assert cases and all(blocks(s, c) >= MIN_BLOCKS for c in cases), (s.grid, cases, notes)
+
+
+# one block a token, its threads striding (in the helper) over every head's rotated pairs: the
+# block's `min(heads * rot_dim / 2, 512)` threads cover any number of heads; `head_size` is passed
+# along unread, as some launchers do
+ROPE = """
+template <typename T>
+__device__ void rotate_heads(T* q, const T* cs, int heads, int ROT, int token, long stride) {
+  int half = ROT / 2;
+  for (int i = threadIdx.x; i < heads * half; i += blockDim.x) {
+    int h = i / half, j = i % half;
+    T* row = q + token * stride + h * ROT;
+    T x = row[j], y = row[half + j];
+    row[j] = x * cs[j] - y * cs[half + j];
+    row[half + j] = y * cs[j] + x * cs[half + j];
+  }
+}
+template <typename T>
+__global__ void rope_tokens(const long* pos, T* q, const T* cache, int ROT, long stride, int heads, int head_size) {
+  const T* cs = cache + pos[blockIdx.x] * ROT;
+  rotate_heads<T>(q, cs, heads, ROT, blockIdx.x, stride);
+}
+void run(const long* pos, float* q, const float* cache, int num_tokens, int ROT, long stride, int heads, int head_size) {
+  dim3 grid(num_tokens);
+  dim3 block(std::min<int>(heads * ROT / 2, 512));
+  rope_tokens<float><<<grid, block>>>(pos, q, cache, ROT, stride, heads, head_size);
+}
+"""
+
+
+def test_a_block_a_helper_strides_over_is_no_bound_and_head_sizes_are_a_heads_length(project):
+    s, notes = proposed(project, "rope.cu", ROPE.replace("ROT", "rot_dim"), "rope_tokens")
+    assert not any("heads" in r and "512" in r for r in s.require), s.require   # the helper strides by blockDim
+    case = s.bench_cases()[0]
+    # a head of 64 or 128 elements, as many heads as a model has: not one head of a hidden size's length
+    assert case["rot_dim"] in (64, 128) and case["head_size"] in (64, 128) and case["heads"] >= 32, (case, notes)
+
+
+def test_a_too_large_case_keeps_the_table_as_many_rows_as_its_ids_reach(project):
+    # `rot` says nothing of its length: 4096 at first, too large with 64 heads, so the case is
+    # shrunk — the cos/sin table no further than the tokens' positions reach (at one row, every
+    # token would read the same one)
+    s, notes = proposed(project, "rope_rot.cu", ROPE.replace("ROT", "rot"), "rope_tokens")
+    case = s.bench_cases()[0]
+    assert case["V"] >= case["num_tokens"], (case, notes)

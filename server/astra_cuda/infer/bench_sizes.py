@@ -38,6 +38,10 @@ def size_bench(d: sizes.Draft, program: dict[str, list[int]], notes: list[str]) 
         c = {n: v[0] for n, v in b.items()}
         return sizes.bytes_moved(d, c) if view is None or sizes.bytes_moved(d, c) is None else bench_traffic.touched(view, c)
 
+    def own(b: dict[str, list[int]], name: str) -> int | None:   # a table's and its indices' bytes, where `name` is its rows
+        part = bench_traffic.drawn_part(view, name) if view is not None else None
+        return None if part is None else bench_traffic.touched(part, {n: v[0] for n, v in b.items()})
+
     def ok(b: dict[str, list[int]]) -> bool:
         c = {n: v[0] for n, v in b.items()}
         return sizes.satisfies(d, c) and sizes.problem(d, c, bench=True) is None and moved(b) is not None and \
@@ -49,7 +53,7 @@ def size_bench(d: sizes.Draft, program: dict[str, list[int]], notes: list[str]) 
         why = sizes.problem(d, c, bench=True)
         if sizes.buffer_bytes(d, c) <= BENCH_CAP and why is None:
             break
-        name = _to_shrink(d, bench, why, moved)
+        name = _to_shrink(d, bench, why, moved, own)
         if name is None:
             break
         bench[name] = sizes.fit_requirements(d, name, [max(1, bench[name][0] // 2)])
@@ -126,10 +130,12 @@ def _grow(d: sizes.Draft, bench: dict[str, list[int]], order: list[str], ok: Cal
     return bench
 
 
-def _to_shrink(d: sizes.Draft, bench: dict[str, list[int]], why: str | None, moved: _Measure) -> str | None:
+def _to_shrink(d: sizes.Draft, bench: dict[str, list[int]], why: str | None, moved: _Measure,
+               own: Callable[[dict[str, list[int]], str], 'int | None']) -> str | None:
     """The size to halve while a bench case is too large: of a launch dimension out of range, one
     of its sizes; of buffers too large, the one whose halving shrinks them and keeps the most
-    traffic (a cache's rows the tokens never reach before the tokens) — never one that leaves the
+    traffic, of the launch and of the table whose rows it counts (`own`: a cache's rows the tokens
+    never reach before the tokens — not past them, to a table of one row every token reads) — never one that leaves the
     launch fewer than MIN_BLOCKS blocks where halving another would not (a CSR's segment count keeps
     the traffic as it halves, but at one segment FlashInfer's batched rope ran 65 blocks on 132 SMs);
     else the largest."""
@@ -154,8 +160,9 @@ def _to_shrink(d: sizes.Draft, bench: dict[str, list[int]], why: str | None, mov
             now = moved(bench) or 0
 
             def kept(n: str) -> float:
-                after = moved(halved[n]) or 0
-                return after / now if now and after / now >= KEEPS_MOST else 0.0
+                after, mine, mine_after = moved(halved[n]) or 0, own(bench, n), own(halved[n], n) or 0
+                share = min(after / now if now else 0.0, mine_after / mine if mine else 1.0)
+                return share if share >= KEEPS_MOST else 0.0
             return max(smaller, key=lambda n: (sizes.satisfies(d, {k: v[0] for k, v in halved[n].items()}),
                                                not starves(n), kept(n), c[n]))
     return max(names, key=lambda n: c[n]) if names else None

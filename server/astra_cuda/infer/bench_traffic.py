@@ -34,3 +34,17 @@ def touched(spec: harness.Spec, case: dict[str, int]) -> int | None:
         return floor_bytes(spec, case)
     except (exprs.ExprError, ValueError, ZeroDivisionError, OverflowError):
         return None
+
+
+
+def drawn_part(spec: harness.Spec, size: str) -> harness.Spec | None:
+    """Where indices are drawn below `size` (`randint(0, V)`: the rows of a table they reach), the
+    buffers it measures — the indices and the table — whose `touched` bytes say whether halving it
+    shrinks only rows the launch never reaches (a cache past the rows the tokens reach) or makes the
+    ids collide (a table of one row every token reads); else None."""
+    def names(exprs_: tuple[str, ...]) -> set[str]:
+        return set().union(set(), *(exprs.names(e) for e in exprs_))
+    if not any(size in names(a.init.exprs) for a in spec.args.values()):
+        return None
+    return harness.Spec("", spec.grid, spec.block,
+                        args={n: a for n, a in spec.args.items() if size in names((*a.shape, *a.init.exprs))})

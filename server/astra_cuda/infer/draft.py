@@ -264,7 +264,7 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
     longest = lengths.length_bounds(kernel, int_params, helpers, shared, grid + block, size_names)  # `seq_lens`
     known_values.update({**{p: 0 for p in optional}, **split_off})   # passed null: the branches that test it are decided
     found, recast = measured(kernel, elem_bytes, int_params, lambda elem_bytes, int_params: infer_shapes(  # void*: its casts
-                    kernel, [n for n in size_names if n != TABLE], grid, unclamped_block(block, kernel.text, size_names, grid),
+                    kernel, [n for n in size_names if n != TABLE], grid, unclamped_block(block, lengths.reached_text(kernel, helpers), size_names, grid),
                     elem_bytes, int_params, known_values, lanes, {k: v for k, v in derived.items() if k not in split_off}, helpers,
                     equal_sizes=decide.get("sizes") == "equal", type_bytes=class_numbers.type_bytes(types, targs),
                     require=launch_require, powers=masks.shifted_by(kernel, helpers, size_names),  # shifts: powers of 2
@@ -312,7 +312,7 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
         size_names.append(TABLE)
     distinct, apart = distinct_indices.drawn(found.shapes, found.distinct, found.equal, scatter and scatter[0],
                                              notes) if found is not None else ({}, [])   # copies within a buffer
-    require = launch_requirements(grid, block, found, size_names, kernel, known_values)
+    require = launch_requirements(grid, block, found, size_names, kernel, known_values, helpers)
     require += [r for r in (scatter_require if scatter is not None and slot_blocks else []) + apart if r not in require]
     for r in whole_groups(kernel, size_names, derived, grid, block, helpers):
         if r not in require:

@@ -63,6 +63,13 @@ def bodies(kernel: Kernel, helpers: dict[str, Node] | None) -> Iterator[tuple[No
                 todo.append((inner, passed, depth + 1))
 
 
+def reached_text(kernel: Kernel, helpers: dict[str, Node] | None) -> str:
+    """The kernel's text and the bodies of the helpers it hands its parameters to (`bodies`): what
+    a question of the whole kernel reads (sgl-kernel's rotary kernel strides by `blockDim` only in
+    the helper it calls, so its `min(heads * rot / 2, 512)` threads cover any number of heads)."""
+    return "\n".join([kernel.text, *(syntax.text(b) for b, _ in list(bodies(kernel, helpers))[1:])])
+
+
 def launch_locals(body: Node, grid: list[str], block: list[str], size_names: list[str]) -> dict[str, str]:
     """Locals that copy a launch dimension the spec sizes by one name (`const int num_heads =
     gridDim.x;` with grid `[num_heads, …]`): that size."""

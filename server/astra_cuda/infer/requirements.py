@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import ast
 
+from tree_sitter import Node
+
 from ..model import compiled_branches, exprs, source
 from ..model.source import Kernel
 from ..model.syntax import walk as _walk
+from . import lengths
 from .launch_callers import value_of
 from .roles import DIFFERENCES, DIVISIONS, InferredShapes, size_pairs
 from .sizes import clamped_block_requires
@@ -75,10 +78,12 @@ def over_sizes(values: dict[str, str]) -> dict[str, str]:
 
 
 def launch_requirements(grid: list[str], block: list[str], found: InferredShapes | None, size_names: list[str],
-                        kernel: Kernel, values: dict[str, int] | None = None) -> list[str]:
+                        kernel: Kernel, values: dict[str, int] | None = None,
+                        helpers: dict[str, Node] | None = None) -> list[str]:
     """`n % 8 == 0` when the launch gives each thread a fixed chunk (`cdiv(n, 256 * 8)`) or
     divides a size by a constant (`width / 32` blocks): the kernel then handles no tail, as its
-    launcher assumes."""
+    launcher assumes; `E <= C` for a block of `min(E, C)` threads neither the kernel nor a helper
+    it calls strides past (`helpers`)."""
     out = []
     for g in grid:   # `size / 32` blocks of a tile: the launcher assumes whole tiles
         node = source.parse_expression(g)
@@ -111,7 +116,7 @@ def launch_requirements(grid: list[str], block: list[str], found: InferredShapes
     if block and not block[0].strip().isdigit() and _counts_warps(body, values or {}) \
             and (r := f"{block[0]} >= 32") not in out:
         out.append(r)
-    out += [r for r in clamped_block_requires(block, kernel.text, size_names, grid) if r not in out]
+    out += [r for r in clamped_block_requires(block, lengths.reached_text(kernel, helpers), size_names, grid) if r not in out]
     if "gridDim" in kernel.text:   # a grid-stride loop takes any size
         return out
     for g in grid:

@@ -17,7 +17,9 @@ from . import work
 _SIZE_HINTS = [
     (("token", "batch", "row", "seq", "m", "rows", "num_tokens", "bs", "b"), [1, 7, 333], [4096]),
     (("t", "seq_len", "seqlen"), [1, 64, 257], [1024]),
-    (("head_dim", "headdim", "hd"), [64, 128], [128]),
+    # a head's own length and its rotated part (rope's `rot_dim`) are 64 or 128, not a hidden size's
+    # 11008 (which `_dim` suggests) nor a head count (which `head_` suggests)
+    (("head_dim", "headdim", "hd", "head_size", "headsize", "rot_dim", "rotary_dim", "rope_dim"), [64, 128], [128]),
     (("head", "heads", "nh"), [1, 32], [32, 40, 64]),
     (("v", "vocab", "vocab_size"), [64, 1000], [50304]),
     (("hidden", "d", "dim", "n", "cols", "size", "k", "len", "numel", "count", "c", "channels"),
