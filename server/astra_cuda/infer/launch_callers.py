@@ -135,6 +135,76 @@ def caller_values(program: Program, function: str | None, expr: str, constants: 
     return list(dict.fromkeys(out))
 
 
+def _uncast(node):
+    """The value under casts (`static_cast<int>(t.size(-1))`, `(int)t.size(0)`) and parentheses."""
+    while node is not None:
+        if node.type == "parenthesized_expression" and node.named_children:
+            node = node.named_children[0]
+        elif node.type == "cast_expression":
+            node = node.child_by_field_name("value")
+        elif node.type == "call_expression" and (fn := node.child_by_field_name("function")) is not None \
+                and fn.type == "template_function" and fn.child_by_field_name("name") is not None \
+                and fn.child_by_field_name("name").text.decode() == "static_cast":
+            args = node.child_by_field_name("arguments")
+            node = args.named_children[0] if args is not None and len(args.named_children) == 1 else None
+        else:
+            return node
+    return None
+
+
+def _extent_call(text: str):
+    """`query.size(2)`'s call node, under any casts; else None."""
+    e = _uncast(source.parse_expression(text)) if text else None
+    return e if e is not None and e.type == "call_expression" else None
+
+
+def extent_read(text: str) -> bool:
+    """`query.size(2)`: an extent of an object the caller passes, read with numbers only — a size the
+    caller chooses, which the `case 32:` of a `switch` on it fixes (vLLM's paged attention launcher
+    `switch (head_size)`), not one the launcher computes from other sizes."""
+    e = _extent_call(text)
+    fn = e.child_by_field_name("function") if e is not None else None
+    obj = fn.child_by_field_name("argument") if fn is not None and fn.type == "field_expression" else None
+    args = e.child_by_field_name("arguments") if e is not None else None
+    return obj is not None and obj.type == "identifier" and args is not None and all(
+        a.type == "number_literal" or a.type == "unary_expression" and a.text.decode().lstrip("-").isdigit()
+        for a in args.named_children)
+
+
+def extent_object(text: str) -> str:
+    """The object an extent read is of (`topk_weights` of `topk_weights.size(-1)`); "" for another text."""
+    e = _extent_call(text) if extent_read(text) else None
+    fn = e.child_by_field_name("function") if e is not None else None
+    obj = fn.child_by_field_name("argument") if fn is not None else None
+    return obj.text.decode() if obj is not None else ""
+
+
+def extent_chain(program: Program, function: str | None, expr: str, constants: dict[str, str],
+                 depth: int = 0) -> tuple[str, list[str]] | None:
+    """(`t.size(d)`, the names it went by) where a host expression of `function` is a parameter that
+    every call of the function hands the same extent of a caller's tensor, read there or handed
+    down in turn (`topk` of a launcher, passed `topk` by its dispatcher, whose caller sets
+    `const int topk = topk_weights.size(-1)`); None where any call passes something else."""
+    found = program.function(function) if function is not None and depth <= MAX_CALLER_DEPTH else None
+    if found is None:
+        return None
+    fn, model = found
+    name = expr.strip()
+    text = host_locals(model, function).get(name, name)
+    if depth > 0 and extent_read(text):
+        return text, [name]
+    params = param_names(fn)
+    calls = program.calls(function) if name in params else []   # type: ignore[arg-type]
+    idx = params.index(name) if calls else 0
+    ups = [extent_chain(program, c.caller, c.args[idx], constants, depth + 1) if idx < len(c.args) else None
+           for c in calls]
+    if not ups or any(u is None for u in ups) or len({u[0] for u in ups if u is not None}) != 1:
+        return None
+    first = ups[0]
+    assert first is not None
+    return first[0], [name, *dict.fromkeys(n for u in ups if u is not None for n in u[1])]
+
+
 def zero_at_every_call(program: Program, function: str | None, expr: str, constants: dict[str, str],
                        depth: int = 0) -> bool:
     """Whether a host expression of `function` is 0 however the program reaches it: a literal or

@@ -22,7 +22,7 @@ from .roles import is_stride
 from .sizes import layout_value
 from .structs import SEP
 from .template_names import split
-from .launch_callers import caller_values, launcher_params, same_at_callers
+from .launch_callers import caller_values, extent_chain, extent_object, extent_read, launcher_params, same_at_callers
 from .launch_conditions import (branch_conditions, chain_conditions, helper_ranges, host_condition, launcher_checks, negated,
                                 range_requires)
 from .launch_locals import (BLOCK_DEFAULT, RUNTIME, auto_zero, compile_time_names, constexpr_names, declared_names, fixed_by_branches,
@@ -126,19 +126,6 @@ def _threads(block: list[str], size_names: list[str]) -> int:
     return total
 
 
-def _extent_read(text: str) -> bool:
-    """`query.size(2)`: an extent of an object the caller passes, read with numbers only — a size the
-    caller chooses, which the `case 32:` of a `switch` on it fixes (vLLM's paged attention launcher
-    `switch (head_size)`), not one the launcher computes from other sizes."""
-    e = source.parse_expression(text)
-    fn = e.child_by_field_name("function") if e is not None and e.type == "call_expression" else None
-    obj = fn.child_by_field_name("argument") if fn is not None and fn.type == "field_expression" else None
-    args = e.child_by_field_name("arguments") if e is not None else None
-    return obj is not None and obj.type == "identifier" and args is not None and all(
-        a.type == "number_literal" or a.type == "unary_expression" and a.text.decode().lstrip("-").isdigit()
-        for a in args.named_children)
-
-
 def _names(expr: str) -> list[str]:
     node = source.parse_expression(expr)
     return [n.text.decode() for n in _walk(node) if n.type == "identifier"] if node is not None else []
@@ -184,7 +171,7 @@ def launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names: 
     # a case's value stands for a helper's result only where the helper was read (its range required)
     ranged = {r[3] for r in helper_ranges(model, site, program, mapping)}
     local.update({k: raw[k] for k in fixed_by_branches(model, site) if k in raw and raw[k] != local.get(k) and k not in ranged
-                  and not _extent_read(raw[k])})
+                  and not extent_read(raw[k])})
     for p, arg in zip(kernel.params, site.args):   # a size passed through such a local (`seq_length4`)
         if p.name in size_names and arg.strip() in local:
             mapping.update(_scaled_host(p.name, local[arg.strip()]))
@@ -311,12 +298,18 @@ def launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names: 
     # a size the launcher reads off a tensor its caller lays out (vLLM's `block_size = key_cache.size(3)`),
     # which no C++ here fixes: a paged cache's block is timed at the block such caches hold, not at the
     # hidden size the `_size` of its name suggests (a bench of 172-token blocks is no launch of vLLM's)
-    layouts = {p.name: v for p, arg in zip(kernel.params, site.args) if p.name in size_names
-               and p.name not in program_sizes and _extent_read(raw.get(arg.strip(), ""))
-               and (v := layout_value(p.name)) is not None}
-    for name, v in layouts.items():
-        notes.append(f"`{name}` is read off the caller's tensor (`{raw[by_size[name]]}`, {where}), a paged "
-                     f"cache's block: timed at {v} tokens, the block a paged KV cache holds — CHECK")
+    # — also handed down through the launcher's parameters from the caller that reads it (the
+    # top-k of `topk = topk_weights.size(-1)` two calls up: the experts a token is routed to, not 172)
+    layouts: dict[str, int] = {}
+    for p, arg in zip(kernel.params, site.args):
+        if p.name not in size_names or p.name in program_sizes:
+            continue
+        got = (raw[arg.strip()], [arg.strip()]) if extent_read(raw.get(arg.strip(), "")) \
+            else extent_chain(program, site.function, arg.strip(), constants)
+        chosen = layout_value(p.name, *got[1], extent_object(got[0])) if got is not None else None
+        if got is not None and chosen is not None:
+            layouts[p.name] = chosen[0]
+            notes.append(f"`{p.name}` is read off the caller's tensor (`{got[0]}`, {where}), {chosen[1]} — CHECK")
     # the launcher's asserts that read over the sizes (`batch * n % 1024 == 0`, `n <= 1024`)
     hx = read(mapping, grid_values)
     known = set(size_names) | set(new)

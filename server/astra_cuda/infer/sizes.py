@@ -86,13 +86,25 @@ PAGED_BLOCK = 16
 _PAGE_NAMES = ("block_size", "page_size", "blocksize", "pagesize", "tokens_per_block", "tokens_per_page")
 
 
-def layout_value(name: str) -> int | None:
+# experts a MoE router sends each token to (`topk = topk_weights.size(-1)`): DeepSeek-V3 and Qwen3's
+# MoE route to 8 (Mixtral to 2); a top-k kernel timed choosing 172 of 256 is no launch of a model's
+MOE_TOP_K = 8
+
+
+def layout_value(name: str, *more: str) -> tuple[int, str] | None:
     """The value of a size the launcher reads off an extent of a tensor its caller passes (`int
-    block_size = key_cache.size(3)`), which no C++ here fixes: named as a paged cache's block or page,
-    the block a paged KV cache holds (PAGED_BLOCK) — not the hidden size (4096, 11008) the `_size` of
-    its name otherwise suggests; else None (the name's usual values)."""
+    block_size = key_cache.size(3)`, or handed down from such a read through the launchers'
+    parameters: `more`, the names it went by and the tensor's), which no C++ here fixes, with what it
+    is: named as a paged cache's block or page, the block a paged KV cache holds (PAGED_BLOCK) — not
+    the hidden size (4096, 11008) the `_size` of its name otherwise suggests; any of its names a
+    MoE's top-k (`topk`, `top_k`, `topk_weights`), the experts a token is routed to (MOE_TOP_K) — not
+    the hidden size a bare `k` suggests; else None (the name's usual values)."""
     low = name.lower()
-    return PAGED_BLOCK if any(low == w or low.endswith("_" + w) for w in _PAGE_NAMES) else None
+    if any(low == w or low.endswith("_" + w) for w in _PAGE_NAMES):
+        return PAGED_BLOCK, f"a paged cache's block: timed at {PAGED_BLOCK} tokens, the block a paged KV cache holds"
+    if any("topk" in n.lower().replace("_", "") for n in (name, *more)):
+        return MOE_TOP_K, f"a MoE's top-k: timed at {MOE_TOP_K}, the experts a router sends each token to"
+    return None
 
 
 GRID_COUNT_TESTS = [1, 3, 16]   # a grid-stride loop's block count: one block, several trips, one trip a thread
