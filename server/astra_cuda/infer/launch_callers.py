@@ -10,7 +10,7 @@ from ..model.syntax import walk as _walk
 from . import hostcalls
 from .hostexprs import HostExprs
 from .program import Program, param_names
-from .template_names import split
+from .template_names import split, template_param_names_of
 from .launch_conditions import helper_ranges
 from .launch_locals import BLOCK_DEFAULT, host_functions, host_locals
 
@@ -203,6 +203,28 @@ def extent_chain(program: Program, function: str | None, expr: str, constants: d
     first = ups[0]
     assert first is not None
     return first[0], [name, *dict.fromkeys(n for u in ups if u is not None for n in u[1])]
+
+
+def case_template_param(program: Program, function: str | None, param: str) -> tuple[str, str] | None:
+    """The template parameter of `function` that its parameter `param` always equals: every call
+    stands in `case V:` of a `switch` over what it passes for `param` and gives V as that template
+    argument (sgl-kernel's `switch (num_experts) { case 256: LAUNCH_SOFTMAX(T, 256, 4); …` hands its
+    helper `num_experts` and `<T, 256, …>` alike): (its name, what the switch is on); None where any
+    call says otherwise."""
+    found = program.function(function) if function is not None else None
+    params = param_names(found[0]) if found is not None else []
+    calls = program.calls(function) if found is not None and param in params else []   # type: ignore[arg-type]
+    if found is None or not calls:
+        return None
+    idx, names = params.index(param), template_param_names_of(found[0])
+    common: set[int] | None = None
+    for c in calls:
+        if c.case is None or idx >= len(c.args) or " ".join(c.args[idx].split()) != c.case[0]:
+            return None
+        at = {i for i, t in enumerate(c.template_args) if t.strip() == c.case[1]}
+        common = at if common is None else common & at
+    picked = sorted(common or ())
+    return (names[picked[0]], calls[0].case[0]) if picked and picked[0] < len(names) and calls[0].case else None
 
 
 def zero_at_every_call(program: Program, function: str | None, expr: str, constants: dict[str, str],

@@ -127,6 +127,29 @@ def path_values(model: SourceModel, site: LaunchSite) -> dict[str, str]:
     return path_locals(fn, call, {p: 0 for p in auto_zero_params(fn)})
 
 
+def ruled_out_by_default(model: SourceModel, site: LaunchSite) -> dict[str, set[int]]:
+    """Names the `default:` of an enclosing `switch` on them keeps from the values its cases take
+    (vLLM's top-k launcher reaches its generic kernel only for an expert count no `case` takes)."""
+    tree = source.parser().parse(model.text.encode()).root_node
+    node = tree.descendant_for_byte_range(site.span.start_byte, site.span.start_byte)
+    out: dict[str, set[int]] = {}
+    while node is not None:
+        parent = node.parent
+        switch = parent.parent if parent is not None else None
+        if node.type == "case_statement" and node.child_by_field_name("value") is None and switch is not None \
+                and switch.type == "switch_statement":
+            subject = switch.child_by_field_name("condition")
+            while subject is not None and subject.type in ("condition_clause", "parenthesized_expression") \
+                    and len(subject.named_children) == 1:
+                subject = subject.named_children[0]
+            values = [c.child_by_field_name("value") for c in parent.named_children if c.type == "case_statement"]
+            if subject is not None and subject.type == "identifier":
+                out.setdefault(subject.text.decode(), set()).update(
+                    int(v.text.decode()) for v in values if v is not None and v.text.decode().isdigit())
+        node = parent
+    return out
+
+
 def fixed_by_branches(model: SourceModel, site: LaunchSite) -> dict[str, str]:
     """Names an enclosing `if (block_size == 16)` fixes where the launch is written: inside that
     branch the launch is `k<16><<<..., dim3(block_size, block_size)>>>` with block_size 16."""

@@ -22,10 +22,11 @@ from .roles import is_stride
 from .sizes import layout_value
 from .structs import SEP
 from .template_names import split
-from .launch_callers import caller_values, extent_chain, extent_object, extent_read, launcher_params, same_at_callers
+from .launch_callers import caller_values, case_template_param, extent_chain, extent_object, extent_read, launcher_params, same_at_callers
 from .launch_conditions import (branch_conditions, chain_conditions, helper_ranges, host_condition, launcher_checks, negated,
                                 range_requires)
 from .launch_locals import (BLOCK_DEFAULT, RUNTIME, auto_zero, compile_time_names, constexpr_names, declared_names, fixed_by_branches,
+                            ruled_out_by_default,
                             host_locals, launch_byte, site_locals)
 
 
@@ -301,12 +302,14 @@ def launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names: 
     # — also handed down through the launcher's parameters from the caller that reads it (the
     # top-k of `topk = topk_weights.size(-1)` two calls up: the experts a token is routed to, not 172)
     layouts: dict[str, int] = {}
+    defaults = ruled_out_by_default(model, site)
     for p, arg in zip(kernel.params, site.args):
         if p.name not in size_names or p.name in program_sizes:
             continue
         got = (raw[arg.strip()], [arg.strip()]) if extent_read(raw.get(arg.strip(), "")) \
             else extent_chain(program, site.function, arg.strip(), constants)
-        chosen = layout_value(p.name, *got[1], extent_object(got[0])) if got is not None else None
+        chosen = layout_value(p.name, *got[1], extent_object(got[0]),
+                              ruled_out=frozenset(defaults.get(arg.strip(), ()))) if got is not None else None
         if got is not None and chosen is not None:
             layouts[p.name] = chosen[0]
             notes.append(f"`{p.name}` is read off the caller's tensor (`{got[0]}`, {where}), {chosen[1]} — CHECK")
@@ -348,6 +351,13 @@ def launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names: 
     for p, arg in zip(kernel.params, site.args):   # such a parameter handed on to the kernel: its 0 too
         if p.name in size_names and arg.strip() in zeroed and p.name not in relations:
             relations[p.name] = local.get(arg.strip(), "0")
+    for p, arg in zip(kernel.params, site.args):   # one the `case` the launcher's call stands in fixes
+        cased = case_template_param(program, site.function, arg.strip()) \
+            if p.name in size_names and p.name not in relations else None
+        if cased is not None and constants.get(cased[0], "").isdigit():
+            relations[p.name] = constants[cased[0]]
+            notes.append(f"`{p.name}` = {constants[cased[0]]}: each call of `{site.function}` stands in the `case` "
+                         f"of a `switch` on `{cased[1]}` that gives `{cased[0]}` that value, as this instance's")
     for name in more:
         if name not in new:
             new.append(name)

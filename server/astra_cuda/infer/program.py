@@ -43,6 +43,8 @@ class Call:
     args: tuple[str, ...]
     caller: str | None          # the function the call is written in
     model: SourceModel
+    # (the switch's subject, the case's value) where the call stands in `case V:` of `switch (x)`
+    case: tuple[str, str] | None = None
 
 
 class Program:
@@ -222,7 +224,8 @@ def _callee(node: Node | None) -> tuple[str, tuple[str, ...]]:
 
 
 @lru_cache(maxsize=64)
-def _calls_cached(text: str) -> list[tuple[str, tuple[str, ...], tuple[str, ...], str | None]]:
+def _calls_cached(text: str) -> list[tuple[str, tuple[str, ...], tuple[str, ...], str | None,
+                                         tuple[str, str] | None]]:
     out = []
     macros = _function_macros(text)
     for fn in function_nodes(text):
@@ -231,10 +234,23 @@ def _calls_cached(text: str) -> list[tuple[str, tuple[str, ...], tuple[str, ...]
             name, targs = _callee(call.child_by_field_name("function"))
             args = call.child_by_field_name("arguments")
             if name and args is not None:
-                out.append((name, targs, tuple(_text(a) for a in args.named_children if a.type != "comment"), caller))
+                out.append((name, targs, tuple(_text(a) for a in args.named_children if a.type != "comment"), caller,
+                            _case_of(call)))
             if name in macros:   # a call written by a macro of the file (sgl-kernel's `LAUNCH_SOFTMAX(T, 8, 4)`)
-                out += [(n, t, a, caller) for n, t, a in _expanded_calls(macros[name], call)]
+                out += [(n, t, a, caller, _case_of(call)) for n, t, a in _expanded_calls(macros[name], call)]
     return out
+
+
+def _case_of(node: Node) -> tuple[str, str] | None:
+    """(subject, value) of the nearest `case V:` of a `switch (subject)` around a node."""
+    while node is not None and node.type not in ("function_definition", "case_statement"):
+        node = node.parent
+    switch = node.parent.parent if node is not None and node.parent is not None else None
+    value = node.child_by_field_name("value") if node is not None and node.type == "case_statement" else None
+    cond = switch.child_by_field_name("condition") if switch is not None and switch.type == "switch_statement" else None
+    if value is None or cond is None:
+        return None
+    return " ".join(_text(cond).strip("() ").split()), _text(value).strip()
 
 
 def _function_macros(text: str) -> dict[str, tuple[tuple[str, ...], str]]:
@@ -264,7 +280,7 @@ def _expanded_calls(macro: tuple[tuple[str, ...], str], call: Node) -> list[tupl
 
 
 def _calls(model: SourceModel) -> list[Call]:
-    return [Call(n, t, a, c, model) for n, t, a, c in _calls_cached(model.text)]
+    return [Call(n, t, a, c, model, k) for n, t, a, c, k in _calls_cached(model.text)]
 
 
 def launches_in(model: SourceModel, kernel: str) -> list[LaunchSite]:

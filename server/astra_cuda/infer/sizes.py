@@ -89,21 +89,31 @@ _PAGE_NAMES = ("block_size", "page_size", "blocksize", "pagesize", "tokens_per_b
 # experts a MoE router sends each token to (`topk = topk_weights.size(-1)`): DeepSeek-V3 and Qwen3's
 # MoE route to 8 (Mixtral to 2); a top-k kernel timed choosing 172 of 256 is no launch of a model's
 MOE_TOP_K = 8
+# the routed experts a MoE router chooses among: DeepSeek-V3's 256 (Qwen3's MoE 128, Mixtral 8);
+# where a launcher's `switch` sends those to other kernels, DeepSeek-V2's 160, Qwen1.5-MoE's 60
+MOE_EXPERTS = 256
+MOE_EXPERT_COUNTS = (MOE_EXPERTS, 128, 160, 60)
 
 
-def layout_value(name: str, *more: str) -> tuple[int, str] | None:
+def layout_value(name: str, *more: str, ruled_out: frozenset[int] = frozenset()) -> tuple[int, str] | None:
     """The value of a size the launcher reads off an extent of a tensor its caller passes (`int
     block_size = key_cache.size(3)`, or handed down from such a read through the launchers'
     parameters: `more`, the names it went by and the tensor's), which no C++ here fixes, with what it
     is: named as a paged cache's block or page, the block a paged KV cache holds (PAGED_BLOCK) — not
     the hidden size (4096, 11008) the `_size` of its name otherwise suggests; any of its names a
     MoE's top-k (`topk`, `top_k`, `topk_weights`), the experts a token is routed to (MOE_TOP_K) — not
-    the hidden size a bare `k` suggests; else None (the name's usual values)."""
+    the hidden size a bare `k` suggests; named as a count of experts (`num_experts`), the routed
+    experts of a MoE (MOE_EXPERT_COUNTS: the first the launch can take, not one `ruled_out` by the
+    cases of a `switch` whose `default:` it stands in); else None (the name's usual values)."""
     low = name.lower()
     if any(low == w or low.endswith("_" + w) for w in _PAGE_NAMES):
         return PAGED_BLOCK, f"a paged cache's block: timed at {PAGED_BLOCK} tokens, the block a paged KV cache holds"
     if any("topk" in n.lower().replace("_", "") for n in (name, *more)):
         return MOE_TOP_K, f"a MoE's top-k: timed at {MOE_TOP_K}, the experts a router sends each token to"
+    count = next((v for v in MOE_EXPERT_COUNTS if v not in ruled_out), None)
+    if low.endswith("experts") and count is not None:
+        return count, f"a MoE's expert count: timed at {count}, a real model's routed experts" + (
+            " (a count no `case` of the launcher's `switch` takes)" if ruled_out else "")
     return None
 
 

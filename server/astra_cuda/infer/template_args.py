@@ -8,12 +8,14 @@ launch, the launcher's parameters and callers, defaults, enumerators, specializa
 `project_instances`."""
 from __future__ import annotations
 
+import math
 import re
 
 from ..model import dtypes, source
 from ..model.source import Kernel, LaunchSite
 from ..model.syntax import walk as _walk
 from .dispatch_types import DISPATCH_TYPE, dispatch_names, dispatch_type
+from .sizes import MOE_EXPERTS
 from .project_choices import device_function_for, objects_of, project_class_for
 from .template_names import (acceptable, constant_value, is_pack, is_type_param, qualified_names, qualify,
                              replace_word, split, template_param_defaults, template_param_names_of, usable_arg)
@@ -193,6 +195,18 @@ def _declared_type(arg: str, site: LaunchSite | None, program, notes: list[str],
 CALLERS_CHOICE = "the first of the values its callers give"   # one case of several, not evidence
 
 
+def expert_count_case(values: list[str], *names: str) -> str | None:
+    """Of the numbers several calls give a template parameter named for a MoE's experts, or given
+    by the `case`s of a `switch` on such a name (`NUM_EXPERTS`, one `case` each of a launcher's
+    `switch (num_experts)`), the one nearest
+    MOE_EXPERTS (by ratio) — the first, one expert, routes nothing; None for other parameters."""
+    numbers = [int(v) for v in values if v.strip().isdigit() and int(v) > 0]
+    if not numbers or not any("expert" in n.lower() for n in names):
+        return None
+    best = min(numbers, key=lambda v: abs(math.log(v / MOE_EXPERTS)))
+    return next(v for v in values if v.strip().isdigit() and int(v) == best)
+
+
 def _launcher_param(function: str, fn, param: str, program, constants: dict[str, str], notes: list[str],
                     name: str, known: frozenset[str]) -> str | None:
     """What the launching function's template parameter `param` is bound to: by its explicit
@@ -209,10 +223,15 @@ def _launcher_param(function: str, fn, param: str, program, constants: dict[str,
                  else None) is not None]
     if calls:
         given, call = calls[0]
+        experts = expert_count_case([g for g, _ in calls], name, param, *(c.case[0] for _, c in calls if c.case))
+        if experts is not None:
+            given, call = calls[[g for g, _ in calls].index(experts)]
         others = list(dict.fromkeys(g for g, _ in calls if g != given))
         notes.append(f"template parameter `{name}`: `{param}` of `{function}` as "
                      f"`{call.caller or 'its caller'}` calls it (`{function}<{', '.join(call.template_args)}>`)"
-                     + (f" — {CALLERS_CHOICE}: {', '.join(others)} too" if others else ""))
+                     + (f" — a MoE's expert count: of the values its callers give, the one nearest {MOE_EXPERTS}, "
+                        f"the routed experts of DeepSeek-V3: {', '.join(others)} too" if experts is not None and others
+                        else f" — {CALLERS_CHOICE}: {', '.join(others)} too" if others else ""))
         return given
     for model in program.models:
         deduced = _deduced(fn, param, function, model.text)
