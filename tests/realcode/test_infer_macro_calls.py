@@ -30,9 +30,10 @@ void launcher(const float* x, int* idx, int rows, int experts) {
 
 def test_a_call_written_by_a_macro_gives_the_helper_its_template_arguments_and_values(project):
     s, p = infer(project, "gate.cu", GATE, "gate")
-    # the helper's caller is read through the macro: its EXPERTS is 8 (was "no launch gives it")
+    # the helper's caller is read through the macro: its EXPERTS is a case's (was "no launch gives
+    # it") — 16, the case nearest a real MoE's expert count (`template_args.expert_count_case`)
     assert any("`NUM_EXPERTS`: `EXPERTS` of `helper` as `launcher` calls it" in n for n in p.notes), p.notes
-    assert p.comment.count('instantiate = "<float, 8>"') == 1, p.comment
+    assert p.comment.count('instantiate = "<float, 16>"') == 1, p.comment
     # 0 at every call: the first expert, not a size drawn from 1 up
     assert 'start_expert = "0"' in p.comment, p.comment
     assert "start_expert = [" not in p.comment, p.comment
