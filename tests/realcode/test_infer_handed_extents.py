@@ -159,3 +159,17 @@ def test_a_generic_kernel_under_the_switchs_default_is_timed_at_a_count_no_case_
     # 256 and 128 go to the switch's own instances: DeepSeek-V2's 160 reaches this one
     assert list(s.bench["num_experts"]) == [160], (s.bench, p.notes)
     assert list(s.bench["k"]) == [8], s.bench
+
+
+DIRECT = ROUTE[:ROUTE.index("void launch_pick")] + """void pick(at::Tensor& probs, at::Tensor& w, at::Tensor& topk_ids) {
+  pick_kernel<<<probs.size(0), 32>>>((const float*)probs.data_ptr(), (float*)w.data_ptr(), (int*)topk_ids.data_ptr(),
+                                     (int)probs.size(1), (int)topk_ids.size(1));
+}
+"""
+
+
+def test_a_top_k_read_off_the_ids_in_the_launch_itself(project):
+    path = project("direct.cu", DIRECT)
+    p = api.infer_spec(api.snapshot(DIRECT, str(path)), "pick_kernel", run=False)
+    assert p.valid, p.problems
+    assert [n for n in p.notes if "`k` is read off the caller's tensor (`(int)topk_ids.size(1)`" in n], p.notes

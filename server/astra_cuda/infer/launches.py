@@ -306,8 +306,9 @@ def launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names: 
     for p, arg in zip(kernel.params, site.args):
         if p.name not in size_names or p.name in program_sizes:
             continue
-        got = (raw[arg.strip()], [arg.strip()]) if extent_read(raw.get(arg.strip(), "")) \
-            else extent_chain(program, site.function, arg.strip(), constants)
+        a = arg.strip()   # a local set from the read, the read itself (`topk_ids.size(1)`), or a parameter
+        got = (raw[a], [a]) if extent_read(raw.get(a, "")) else (a, [a]) if extent_read(a) \
+            else extent_chain(program, site.function, a, constants)
         chosen = layout_value(p.name, *got[1], extent_object(got[0]),
                               ruled_out=frozenset(defaults.get(arg.strip(), ()))) if got is not None else None
         if got is not None and chosen is not None:
