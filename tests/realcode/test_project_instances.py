@@ -201,22 +201,24 @@ def test_a_unit_that_does_not_compile_is_not_remembered(project, monkeypatch):
     assert instances.of("k", str(cu), ctx, toolkit=TK) == [("3",)]
 
 
+# (its count named for no experts: a MoE's expert count takes the case nearest a real model's first,
+# `template_args.expert_count_case`, and this is the fallback for other numbers)
 TOP1 = """template <int E> struct Consts { static constexpr int VPT = E < 4 ? E : 4; };
-template <int VPT, int EXPERTS>
+template <int VPT, int WIDTH>
 __global__ void top1(const float* in, int* idx, int rows) {
   int r = blockIdx.x * blockDim.x + threadIdx.x;
   if (r >= rows) return;
   int best = 0;
-  for (int e = 1; e < EXPERTS; e++) if (in[r * EXPERTS + e] > in[r * EXPERTS + best]) best = e;
+  for (int e = 1; e < WIDTH; e++) if (in[r * WIDTH + e] > in[r * WIDTH + best]) best = e;
   idx[r] = best * VPT / VPT;
 }
-template <int EXPERTS> void launch_(const float* in, int* idx, int rows) {
-  static constexpr int VPT = Consts<EXPERTS>::VPT;
-  top1<VPT, EXPERTS><<<(rows + 127) / 128, 128>>>(in, idx, rows);
+template <int WIDTH> void launch_(const float* in, int* idx, int rows) {
+  static constexpr int VPT = Consts<WIDTH>::VPT;
+  top1<VPT, WIDTH><<<(rows + 127) / 128, 128>>>(in, idx, rows);
 }
 #define LAUNCH(E) launch_<E>(in, idx, rows)
-void run(const float* in, int* idx, int rows, int experts) {
-  switch (experts) { case 1: LAUNCH(1); break; case 8: LAUNCH(8); break; case 64: LAUNCH(64); break; }
+void run(const float* in, int* idx, int rows, int width) {
+  switch (width) { case 1: LAUNCH(1); break; case 8: LAUNCH(8); break; case 64: LAUNCH(64); break; }
 }
 """
 
