@@ -5,6 +5,7 @@ candidate's are judged), `instrumented` (sanitizer and race-checker builds) and 
 and the whole gate)."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import secrets
@@ -65,8 +66,12 @@ class GateState:
         self.ref_unit, self.cand_unit, self.spec, self.backend = reference, candidate, spec, backend
         # A rewrite may change the launch configuration (with the launch site): the reference
         # keeps its own. Cases come from the reference's spec, so a candidate cannot shed a size
-        # by making its launch invalid there.
+        # by making its launch invalid there. Sizes the candidate's spec adds (a size dispatch's
+        # other side, `Spec.with_cases_of`) travel with it: more cases, never fewer.
         self.rspec = reference_spec or spec
+        if spec.added_cases:
+            added = tuple(dict.fromkeys(self.rspec.added_cases + spec.added_cases))
+            self.rspec = dataclasses.replace(self.rspec, added_cases=added)
         self.quick = quick
         self.cancel = cancel
         self.nonce = seed if seed is not None else secrets.randbits(31)
