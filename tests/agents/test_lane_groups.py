@@ -29,7 +29,7 @@ def test_the_loop_takes_four_consecutive_indices_and_reads_each_run_once():
     assert rw is not None and "3 run(s) of `x`" in rw.changes[0]
     t = rw.text
     assert "struct alignas(sizeof(T) * N) astra_lane_run" in t
-    assert "if (((1) * (in_elem)) == 1) {  // astra: lane groups of 4 consecutive i" in t
+    assert "// astra: 4 consecutive `i` a thread" in t and "if (((1) * (in_elem)) == 1) {" in t
     assert "astra_d0 += (long long)blockDim.x * 4)" in t     # the step grows by V: every i once
     assert "float a = (float)astra_run0.v[astra_j];" in t
     assert "-(float)astra_run1.v[astra_j] : (float)astra_run2.v[astra_j]" in t

@@ -9,6 +9,7 @@ template <typename T>
 __device__ void rotate_rows(const T* x, const float* theta, T* y, int in_base, int out_base, int heads,
                             int rot, int in_head, int in_elem, int out_head, int out_elem) {
   const int t = blockIdx.x;
+#pragma unroll
   for (int i = threadIdx.x; i < rot; i += blockDim.x) {
     float c, s;
     sincosf(theta[t * rot + i], &s, &c);

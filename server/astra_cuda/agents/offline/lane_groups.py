@@ -191,7 +191,7 @@ class LaneGroups(base.Transform):
         changes: list[str] = []
         firsts: list[Node] = []
         for fn in sc.functions:
-            if "astra: lane groups" in txt(fn):
+            if "lane_run<" in txt(fn):
                 continue        # rewritten already: its fallback keeps the loop as written
             for f in walk(base.body(fn)):
                 if f.type != "for_statement":
@@ -362,7 +362,9 @@ class LaneGroups(base.Transform):
                     arrays.append((q, txt(s.child_by_field_name("type")), declared_name(d)[0] or ""))
         lane_vars = "".join(f"{q}{t} {n} = astra_{n}[{j}]; " for q, t, n in arrays)
         chk = " && ".join(f"({ld.coef}) == 1" for ld in dict((ld.coef, ld) for ld in loads).values())
-        out = [f"if ({chk}) {{  // astra: lane groups of {V} consecutive {var}\n"]
+        out = [f"// astra: {V} consecutive `{var}` a thread, so the element run and its partner run are read with "
+               f"one wide load each,\n{ind}// where `{var}` steps by one element; the loop as written elsewhere\n"
+               f"{ind}if ({chk}) {{\n"]
         out.append(f"{ind}  for (long long {d0} = (long long)threadIdx.x * {V}; {d0} < {E}; {d0} += (long long)blockDim.x * {V}) {{\n")
         out.append(f"{ind}    const {typ} {dg} = ({typ}){d0};\n")
         if arrays:
@@ -424,8 +426,13 @@ class LaneGroups(base.Transform):
             out.append(f"{ind}    {head}{{\n{''.join(group)}{ind}    }}\n")
         else:
             out.append("".join(group))
-        out.append(f"{ind}  }}\n{ind}}} else {{\n{ind}  {txt(f)}\n{ind}}}")
-        return Edit(f.start_byte, f.end_byte, "".join(out))
+        # a `#pragma unroll` above the loop stays with the loop as written (it must precede a loop)
+        start = f.start_byte
+        prev = f.prev_named_sibling
+        if prev is not None and prev.type == "preproc_call" and "pragma" in txt(prev):
+            start = prev.start_byte
+        out.append(f"{ind}  }}\n{ind}}} else {{\n{ind}{data[start:f.end_byte].decode('utf-8')}\n{ind}}}")
+        return Edit(start, f.end_byte, ("" if start == f.start_byte else ind) + "".join(out))
 
 
 def _is_written(n: Node) -> bool:
