@@ -179,6 +179,14 @@ def extent_object(text: str) -> str:
     return obj.text.decode() if obj is not None else ""
 
 
+def later_dim(text: str) -> bool:
+    """`t.size(1)`, `t.size(-1)`: an extent read of one dimension past the first — not `t.numel()`
+    (every entry) nor `t.size(0)` (the rows: a router's tokens, not its top-k)."""
+    e = _extent_call(text) if extent_read(text) else None
+    args = e.child_by_field_name("arguments").named_children if e is not None else []
+    return len(args) == 1 and args[0].text.decode().strip() not in ("0", "-0")
+
+
 def extent_chain(program: Program, function: str | None, expr: str, constants: dict[str, str],
                  depth: int = 0) -> tuple[str, list[str]] | None:
     """(`t.size(d)`, the names it went by) where a host expression of `function` is a parameter that

@@ -22,7 +22,8 @@ from .roles import is_stride
 from .sizes import layout_value
 from .structs import SEP
 from .template_names import split
-from .launch_callers import caller_values, case_template_param, extent_chain, extent_object, extent_read, launcher_params, same_at_callers
+from .launch_callers import caller_values, case_template_param, extent_chain, extent_object, extent_read, launcher_params, \
+    later_dim, same_at_callers
 from .launch_conditions import (branch_conditions, chain_conditions, helper_ranges, host_condition, launcher_checks, negated,
                                 range_requires)
 from .launch_locals import (BLOCK_DEFAULT, RUNTIME, auto_zero, compile_time_names, constexpr_names, declared_names, fixed_by_branches,
@@ -309,7 +310,11 @@ def launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names: 
         a = arg.strip()   # a local set from the read, the read itself (`topk_ids.size(1)`), or a parameter
         got = (raw[a], [a]) if extent_read(raw.get(a, "")) else (a, [a]) if extent_read(a) \
             else extent_chain(program, site.function, a, constants)
-        chosen = layout_value(p.name, *got[1], extent_object(got[0]),
+        # the names it went by, and the tensor's where one later dimension is read (`topk_ids.size(1)`):
+        # `topk_ids.numel()` or `.size(0)` counts tokens too, no top-k
+        named = [n for n in got[1] if n.isidentifier()] + ([extent_object(got[0])] if later_dim(got[0]) else []) \
+            if got is not None else []
+        chosen = layout_value(p.name, *named,
                               ruled_out=frozenset(defaults.get(arg.strip(), ()))) if got is not None else None
         if got is not None and chosen is not None:
             layouts[p.name] = chosen[0]
