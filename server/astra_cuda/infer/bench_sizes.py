@@ -4,9 +4,11 @@ serially over what blocks would share (issue 29: a kernel's share of the copy ce
 there, and at sizes no program launches it is no measure of the kernel)."""
 from __future__ import annotations
 
+import tomllib
 from collections.abc import Callable
 
 from ..model import exprs
+from ..model.syntax import walk
 from . import bench_traffic, sizes, work
 
 BENCH_TARGET = 256 << 20      # bytes a timed launch should move: far past launch latency and the L2
@@ -72,6 +74,10 @@ def size_bench(d: sizes.Draft, program: dict[str, list[int]], notes: list[str]) 
         bench = _more_blocks(d, bench, order, ok, moved, notes)
     if not ok(bench):
         bench = {n: [max(v)] for n, v in d.sizes.items()}
+    for name in sorted(_unread(d)):   # moves nothing and runs nothing: its smallest test value, no model's 11008
+        bench[name] = sizes.fit_requirements(d, name, [min(d.sizes[name])])
+        notes.append(f"size `{name}` is read by nothing the launch runs (no shape, launch or `require`, and the "
+                     f"kernel never reads the parameters it is passed as): timed at its smallest test value")
     d.bench = bench
     total = moved(bench)
     scaled = [n for n in order if program.get(n) and bench[n][0] > max(program[n])]
@@ -86,6 +92,34 @@ MIN_BLOCKS = 1024   # a timed launch of fewer blocks leaves most of a GPU's SMs 
 SERIAL_TRIPS = 1024  # a thread looping more at a bench size does serially what a launch of more blocks spreads
 FULL_BLOCK = 256    # threads of a block whose size the sizes choose: the block most programs launch (vLLM's cache
 # copy at 16 bytes a thread: 512), where a bench of 64-thread blocks, each thread copying 64 floats, is no launch of theirs
+
+
+def _unread(d: sizes.Draft) -> set[str]:
+    """Sizes nothing the launch runs reads: in no buffer's shape or init, grid, block, shared memory
+    or `require`, and handed only as parameters the kernel's body never names (bitsandbytes' gemv
+    `kgemm_4bit_inference_naive` takes `N`, `lda` and `ldc` and reads none of them)."""
+    if d.body is None:
+        return set()
+    # a field's name too: a struct split into parameters (`params.N`) names them so
+    in_body = {n.text.decode() for n in walk(d.body) if n.type in ("identifier", "field_identifier") and n.text is not None}
+    texts = [*d.grid, *d.block, *([d.shared] if d.shared else []), *d.require,
+             *(e for shape, _, _ in d.buffers.values() for e in shape)]
+    for param, value in d.args.items():
+        try:
+            v = tomllib.loads(f"v = {value}")["v"]
+        except tomllib.TOMLDecodeError:
+            return set()   # an argument not read here: nothing is known unread
+        if isinstance(v, str) and param in in_body:
+            texts.append(v)
+        elif isinstance(v, dict):   # a buffer's shape and how it is drawn (`randint(0, num_experts)`)
+            texts += [x for x in [*v.get("shape", []), v.get("init", "")] if isinstance(x, str) and x]
+    used: set[str] = set()
+    for t in texts:
+        try:
+            used |= exprs.names(t)
+        except exprs.ExprError:
+            used |= {n for n in d.sizes if n in t}   # unreadable: every size it mentions counts as read
+    return {n for n in d.sizes if n not in used and d.sizes[n]}
 
 
 def _blocks(d: sizes.Draft, case: dict[str, int]) -> int | None:
