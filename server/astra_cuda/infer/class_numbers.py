@@ -75,6 +75,59 @@ def launcher_numbers(model: SourceModel | None, site: LaunchSite | None, written
     return {k: str(v) for k, v in _qualified(fn, classes, _Numbers(types, macros)).items()} if classes else {}
 
 
+def compile_time_value(fn: Node, spelled: str, bound: dict[str, str], types: Types,
+                       macros: dict[str, str] | None = None) -> int | None:
+    """The number a host function's integer expression `spelled` (a launch's template argument)
+    is, where it names the function's compile-time locals (`constexpr`/`const` ones, and local
+    aliases of class templates), with the function's template parameters `bound` (name -> the
+    argument: a number or a type) as one instance binds them: sgl-kernel's launcher hands its
+    kernel `VPT`, `static constexpr int VPT = Constants::VPT;` of `using Constants =
+    detail::TopkConstants<T, EXPERTS, BYTES_PER_LDG>;` and `BYTES_PER_LDG = MIN(16, sizeof(T) *
+    EXPERTS)`. The same evaluation `launcher_numbers` reads the grid's constants with; a local
+    declared more than once (in two branches) is no number, nor is anything of the run time."""
+    expr = syntax.parse_expression(spelled)
+    if expr is None or expr.has_error:
+        return None
+    numbers = _Numbers(types, macros)
+    scope = dict(bound)
+    for name, value in compile_time_locals(fn, bound, numbers).items():
+        scope[name] = str(value)
+    scope.update(_local_aliases(fn, scope))
+    return numbers.value(expr, "", scope, 0)
+
+
+def compile_time_locals(fn: Node, bound: dict[str, str], numbers: "_Numbers") -> dict[str, int]:
+    """Each `constexpr` or `const` local of the host function whose initialiser evaluates with
+    its template parameters `bound`, through the locals and local aliases before it (read until
+    none more evaluates, as each may name others)."""
+    declared: dict[str, int] = {}
+    found: list[tuple[str, Node]] = []
+    for n in walk(fn):
+        if n.type not in ("declaration", "parameter_declaration"):
+            continue
+        fixed = any(c.type == "type_qualifier" and c.text.decode() in ("constexpr", "const") for c in n.children)
+        for d in n.children_by_field_name("declarator"):
+            name = syntax.declarator_name(d)[0]
+            if not name:
+                continue
+            declared[name] = declared.get(name, 0) + 1
+            value = d.child_by_field_name("value") if d.type == "init_declarator" else None
+            if fixed and n.type == "declaration" and value is not None:
+                found.append((name, value))
+    found = [(k, v) for k, v in found if declared[k] == 1 and k not in bound]
+    out: dict[str, int] = {}
+    grew = True
+    while grew:
+        grew = False
+        scope = {**bound, **{k: str(v) for k, v in out.items()}}
+        scope.update(_local_aliases(fn, scope))
+        for name, value in found:
+            if name not in out and (v := numbers.value(value, "", scope, 0)) is not None:
+                out[name] = v
+                grew = True
+    return out
+
+
 def _local_aliases(fn: Node, bound: dict[str, str]) -> dict[str, str]:
     """The launcher's `using A = Cls<…>;` (or `typedef Cls<…> A;`) -> the class with each argument
     the launch binds (`bound`: a name as the launch spells it -> the instance's argument) written

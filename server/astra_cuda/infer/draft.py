@@ -92,7 +92,7 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
     before, float_type = len(notes), dtypes.from_cpp("float")
     declared = declared_types(program, types.items, lambda t: dtypes.from_cpp(types.resolve(t)[0] or "") == float_type)
     instantiate = decide.get("instantiate") or infer_template_args(   # (decided: `proposal.struct_instances`)
-        kernel, site, notes, program, {**local, **constants}, known_names(types.items), types.items, site_model, declared)
+        kernel, site, notes, program, {**local, **constants}, known_names(types.items), types, site_model, declared)
     instantiate, made = project_instance(kernel, instantiate, notes[before:], path, context,
                                          launched_here=site is not None and site_model is program.model,
                                          largest=decide.get("instance") == "largest")

@@ -16,6 +16,7 @@ from ..model.source import Kernel, LaunchSite
 from ..model.syntax import walk as _walk
 from .dispatch_types import DISPATCH_TYPE, dispatch_names, dispatch_type
 from .sizes import MOE_EXPERTS
+from .types import Types
 from .project_choices import device_function_for, objects_of, project_class_for
 from .template_names import (acceptable, constant_value, is_pack, is_type_param, qualified_names, qualify,
                              replace_word, split, template_param_defaults, template_param_names_of, usable_arg)
@@ -36,7 +37,11 @@ def infer_template_args(kernel: Kernel, site: LaunchSite | None, notes: list[str
     left to guess is empty. Names are written as seen from the global scope, where Astra's
     instantiation stands (the file's and its headers' `items` say where each is defined).
     `declared`: a host function's name -> the type names the macros it uses declare
-    (`types.dispatch_types`), each the type taken and all it may be."""
+    (`types.dispatch_types`), each the type taken and all it may be. `items` given as the program's
+    `Types` (whose items they are): a value argument that is a compile-time local of the launcher,
+    or of its caller, is evaluated (`class_numbers.compile_time_value`) — otherwise it is guessed."""
+    types = items if isinstance(items, Types) else None
+    items = items.items if isinstance(items, Types) else items
     if not kernel.is_template:
         return None
     given: list[str] = split(site.template_args) if site is not None and site.template_args else []
@@ -73,7 +78,12 @@ def infer_template_args(kernel: Kernel, site: LaunchSite | None, notes: list[str
             break
         arg = given[k].strip() if k < len(given) else None
         if arg is not None:
-            arg = _resolve_arg(arg, site, program, constants, notes, name, known, scalar, declared)
+            spelled = arg
+            arg = _resolve_arg(arg, site, program, constants, notes, name, known, scalar, declared, types)
+            if arg is None and not is_type_param(param):
+                # what the launch hands on as it is (`T`, taken as float here) binds the launcher's own
+                taken = {given[j].strip(): chosen[j] for j in chosen if j < len(given) and given[j].strip().isidentifier()}
+                arg = _launcher_constant(spelled, site, program, constants, notes, name, known, types, taken)
             arg = qualify(arg, qualified) if arg is not None else None
         if arg is None and "=" in param:   # a default argument, over the arguments so far
             default = param.split("=", 1)[1].strip()
@@ -128,7 +138,8 @@ def _explicit_for_guesses(kernel: str, param_names: list[str], out: list[str], g
 
 
 def _resolve_arg(arg: str, site: LaunchSite | None, program, constants: dict[str, str], notes: list[str],
-                 name: str, known: frozenset[str], scalar: str = DISPATCH_TYPE, declared=None) -> str | None:
+                 name: str, known: frozenset[str], scalar: str = DISPATCH_TYPE, declared=None,
+                 types=None) -> str | None:
     """One template argument of a launch as something the spec can name, or None."""
     typed = _declared_type(arg, site, program, notes, declared)
     if typed is not None:
@@ -144,11 +155,11 @@ def _resolve_arg(arg: str, site: LaunchSite | None, program, constants: dict[str
     params = template_param_names_of(fn[0]) if fn is not None else []
     alias = _local_alias(fn[0], arg) if fn is not None else None
     if site is not None and fn is not None and arg in params:
-        return _launcher_param(site.function, fn[0], arg, program, constants, notes, name, known)
+        return _launcher_param(site.function, fn[0], arg, program, constants, notes, name, known, types)
     if site is not None and fn is not None and alias is not None:
         for p in params:
             if re.search(rf"\b{re.escape(p)}\b", alias):
-                value = _launcher_param(site.function, fn[0], p, program, constants, [], name, known)
+                value = _launcher_param(site.function, fn[0], p, program, constants, [], name, known, types)
                 if value is None:
                     return None
                 alias = replace_word(alias, p, value)
@@ -207,10 +218,79 @@ def expert_count_case(values: list[str], *names: str) -> str | None:
     return next(v for v in values if v.strip().isdigit() and int(v) == best)
 
 
+def _launcher_constant(spelled: str, site: LaunchSite | None, program, constants: dict[str, str], notes: list[str],
+                       name: str, known: frozenset[str], types, taken: dict[str, str] | None = None) -> str | None:
+    """A launch's value argument written over the launcher's compile-time locals (`VPT`, a
+    `static constexpr int VPT = Constants::VPT;` of a traits class over the launcher's template
+    parameters), evaluated with those parameters bound as `_launcher_param` binds them — all from
+    the one call it chooses, so the numbers are those of one instance the program makes (a guessed
+    1 beside 256 experts named no instance, and failed the kernel's static_asserts); a parameter no
+    call binds, as the launch's other arguments took it (`taken`: the launch's spelling -> the
+    argument). None where something it names is not known at compile time here."""
+    fn = program.function(site.function) if site is not None and site.function and program is not None else None
+    if fn is None or types is None:
+        return None
+    from .class_numbers import compile_time_value
+    bound = {}
+    for p in template_param_names_of(fn[0]):
+        value = _launcher_param(site.function, fn[0], p, program, constants, [], p, known, types) \
+            or (taken or {}).get(p)
+        if value is not None:
+            bound[p] = value
+    value = compile_time_value(fn[0], spelled, bound, types, constants)
+    if value is None:
+        return None
+    shown = ", ".join(f"{k} = {v}" for k, v in bound.items())
+    notes.append(f"template parameter `{name}`: `{spelled}` of `{site.function}` is {value}, its compile-time "
+                 f"value" + (f" with {shown}" if shown else ""))
+    return str(value)
+
+
+def _call_arg(call, idx: int, program, known: frozenset[str], constants: dict[str, str], types) -> str | None:
+    """What one call passes for the launcher's template parameter `idx`, as the spec can name it:
+    a compile-time local of the caller evaluated (sgl-kernel's `static constexpr int WARPS_PER_TB
+    = 4;` handed on through `LAUNCH_SOFTMAX(T, 256, WARPS_PER_TB)`), the caller's own template
+    parameters left unbound."""
+    if idx >= len(call.template_args):
+        return None
+    passed = call.template_args[idx].strip()
+    given = usable_arg(passed, known, constants)
+    if given is not None or types is None or not call.caller or program is None:
+        return given
+    found = program.function(call.caller)
+    if found is None:
+        return None
+    from .class_numbers import compile_time_value
+    value = compile_time_value(found[0], passed, {}, types, constants)
+    return str(value) if value is not None else None
+
+
+def _expert_call(function: str, fn, program, known: frozenset[str], constants: dict[str, str], types):
+    """The call a MoE's expert count chooses (`expert_count_case`), or None: of calls standing in
+    the `case`s of a `switch` on an expert count, the case nearest a real model's; else the call
+    giving a parameter named for experts the value nearest. Every parameter of the launcher is
+    taken from that one call, so that the arguments are one instance's (the 256-expert case's
+    warps, not the first case's, nor the warps nearest 256)."""
+    calls = program.calls(function)
+    cased = [c for c in calls if c.case]
+    if cased:
+        experts = expert_count_case([c.case[1] for c in cased], *(c.case[0] for c in cased))
+        if experts is not None:
+            return next(c for c in cased if c.case[1] == experts)
+    for idx, param in enumerate(template_param_names_of(fn)):
+        given = [(g, c) for c in calls if (g := _call_arg(c, idx, program, known, constants, types)) is not None]
+        experts = expert_count_case([g for g, _ in given], param)
+        if experts is not None:
+            return given[[g for g, _ in given].index(experts)][1]
+    return None
+
+
 def _launcher_param(function: str, fn, param: str, program, constants: dict[str, str], notes: list[str],
-                    name: str, known: frozenset[str]) -> str | None:
+                    name: str, known: frozenset[str], types=None) -> str | None:
     """What the launching function's template parameter `param` is bound to: by its explicit
-    instantiations (written or deduced from their parameter types), its callers, its default."""
+    instantiations (written or deduced from their parameter types), its callers, its default. Of
+    several calls, the one a MoE's expert count chooses (for this parameter or another: the
+    arguments of one call, one instance), else the first."""
     idx = template_param_names_of(fn).index(param)
     for inst in program.instantiations(function):
         given = usable_arg(inst[idx], known, constants) if idx < len(inst) else None
@@ -219,18 +299,27 @@ def _launcher_param(function: str, fn, param: str, program, constants: dict[str,
                          f"instantiation `{function}<{', '.join(inst)}>`")
             return given
     calls = [(given, call) for call in program.calls(function)
-             if (given := usable_arg(call.template_args[idx], known, constants) if idx < len(call.template_args)
-                 else None) is not None]
+             if (given := _call_arg(call, idx, program, known, constants, types)) is not None]
     if calls:
         given, call = calls[0]
-        experts = expert_count_case([g for g, _ in calls], name, param, *(c.case[0] for _, c in calls if c.case))
+        with_experts = False
+        # the parameter that is the expert count itself (by its name or the kernel's)
+        experts = expert_count_case([g for g, _ in calls], name, param)
+        same = _expert_call(function, fn, program, known, constants, types) if experts is None else None
         if experts is not None:
             given, call = calls[[g for g, _ in calls].index(experts)]
+        elif same is not None and same in [c for _, c in calls]:
+            given, call = calls[[c for _, c in calls].index(same)]
+            # the value the switch's case gives is a MoE's expert count; another's, that call's
+            experts = given if same.case and given == same.case[1] else None
+            with_experts = experts is None
         others = list(dict.fromkeys(g for g, _ in calls if g != given))
         notes.append(f"template parameter `{name}`: `{param}` of `{function}` as "
                      f"`{call.caller or 'its caller'}` calls it (`{function}<{', '.join(call.template_args)}>`)"
                      + (f" — a MoE's expert count: of the values its callers give, the one nearest {MOE_EXPERTS}, "
                         f"the routed experts of DeepSeek-V3: {', '.join(others)} too" if experts is not None and others
+                        else f" — the call whose expert count was chosen: {', '.join(others)} too" if with_experts and others
+                        else " — the call whose expert count was chosen" if with_experts
                         else f" — {CALLERS_CHOICE}: {', '.join(others)} too" if others else ""))
         return given
     for model in program.models:
