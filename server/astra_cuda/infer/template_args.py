@@ -305,7 +305,8 @@ def _launcher_param(function: str, fn, param: str, program, constants: dict[str,
         with_experts = False
         # the parameter that is the expert count itself (by its name or the kernel's)
         experts = expert_count_case([g for g, _ in calls], name, param)
-        same = _expert_call(function, fn, program, known, constants, types) if experts is None else None
+        same = _expert_call(function, fn, program, known, constants, types) \
+            if experts is None and len({g for g, _ in calls}) > 1 else None   # (one value: no choice to make)
         if experts is not None:
             given, call = calls[[g for g, _ in calls].index(experts)]
         elif same is not None and same in [c for _, c in calls]:
