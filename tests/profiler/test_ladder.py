@@ -137,3 +137,63 @@ def test_times_that_come_in_timer_steps_are_not_a_difference_within_one_step():
     assert quantized.slowest_against()[1] == pytest.approx(1.0)
     continuous = ProfileSummary((SizeTiming({"r": 1}, 4.096, 5.12, None, "decode"),))
     assert continuous.slowest_against()[1] == pytest.approx(0.8)
+
+
+# Shapes as inference guesses them when the kernel's indexing cannot be read (SGLang's
+# per_token_group_quant_8bit, per_token_quant_fp8): the per-row extent first, the count the grid
+# covers second. A decode keeps the row (group_size 128, hidden_dim 4096) and has few of them.
+GROUPS = """
+/* @astra
+grid = ["num_groups / 16"]
+block = ["256"]
+require = ["num_groups % 16 == 0"]
+[sizes]
+group_size = [128]
+num_groups = [16, 64]
+[bench]
+group_size = [128]
+num_groups = [65536]
+[args]
+input = { type = "float", shape = ["group_size", "num_groups"] }
+output_q = { type = "int8", shape = ["group_size", "num_groups"], output = true }
+output_s = { type = "float", shape = ["num_groups"], output = true }
+group_size = "group_size"
+num_groups = "num_groups"
+*/
+__global__ void k(const float* input, signed char* output_q, float* output_s, int group_size, int num_groups) {}
+"""
+
+TOKENS = """
+/* @astra
+grid = ["(num_tokens + 8 - 1) / 8"]
+block = ["256"]
+require = ["hidden_dim % 4 == 0"]
+[sizes]
+hidden_dim = [64, 4096]
+num_tokens = [1, 9]
+[bench]
+hidden_dim = [4096]
+num_tokens = [8192]
+[args]
+input = { type = "half", shape = ["hidden_dim", "num_tokens"] }
+output_q = { type = "int8", shape = ["hidden_dim", "num_tokens"], output = true }
+output_s = { type = "float", shape = ["num_tokens"], output = true }
+hidden_dim = "hidden_dim"
+num_tokens = "num_tokens"
+*/
+__global__ void k(const __half* input, signed char* output_q, float* output_s, long hidden_dim, long num_tokens) {}
+"""
+
+
+def test_decode_shrinks_the_count_the_grid_covers_not_the_row_listed_first():
+    groups = ladder.ladder(load(GROUPS, "k"))
+    assert [(r.role, r.sizes["num_groups"]) for r in groups if r.role == "decode"] == [("decode", 16), ("decode", 32)]
+    assert all(r.sizes["group_size"] == 128 for r in groups)
+    tokens = ladder.ladder(load(TOKENS, "k"))
+    assert [(r.role, r.sizes["num_tokens"]) for r in tokens] == [("decode", 1), ("decode", 32), ("bench", 8192)]
+    assert all(r.sizes["hidden_dim"] == 4096 for r in tokens)
+
+
+def test_a_grid_that_reads_no_dimension_keeps_the_first_dimension():
+    fixed = ROWS.replace("ROWS", "512").replace('grid = ["rows"]', 'grid = ["132"]')
+    assert [r.sizes["rows"] for r in ladder.ladder(load(fixed, "k"))] == [1, 32, 512, 4096]

@@ -4,7 +4,10 @@ A kernel in a serving system runs at decode sizes (a few tokens) and at prefill 
 (thousands); a rewrite that wins at 4096 rows can lose at 7. The ladder is the spec's own
 `[bench]` sizes (role `bench`: the headline speedup and the share of the copy ceiling come from
 these) plus points on either side, each a copy of the largest bench case with one size changed —
-the *leading* size, the first dimension of the largest buffer:
+the *leading* size, the count of rows (tokens, groups): of the largest buffer's dimensions that are
+size names of their own, the outermost one the launch grid reads (the grid counts blocks over rows,
+while a row's own extent stays what the program uses: a decode keeps its hidden size); where the grid
+reads none of them, the buffer's first dimension:
 
 - rows (a buffer of two or more dimensions): `decode` at 1 and 32 rows, and `prefill` at 4096
   rows where the bench has fewer than 2048;
@@ -19,6 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from . import exprs
 
 if TYPE_CHECKING:
     from .harness import Spec
@@ -68,8 +73,9 @@ def ladder(spec: Spec) -> list[Rung]:
 
 
 def leading(spec: Spec, case: dict[str, int]) -> tuple[str, int] | None:
-    """(the size name of the largest buffer's first dimension, that buffer's dimensions) at
-    `case`, when that dimension is a size name of its own."""
+    """(the size name that counts the largest buffer's rows, that buffer's dimensions) at `case`:
+    the outermost of its dimensions that are size names of their own and that the grid reads, else
+    its first dimension when that is a size name of its own."""
     best, dims, top = None, 0, -1
     for a in spec.args.values():
         if not a.pointer:
@@ -82,10 +88,26 @@ def leading(spec: Spec, case: dict[str, int]) -> tuple[str, int] | None:
     if best is None:
         return None
     names = set(spec.sizes) | set(spec.bench)
+    plain = [d.strip() for d in best.shape if d.strip() in names]
+    # the dimension the grid counts blocks over is the rows (tokens, groups); a shape whose order
+    # was guessed can list the per-row extent first, which no decode shrinks
+    gridded = [d for d in plain if d in _grid_names(spec)]
+    if gridded:
+        return gridded[0], dims
     first = best.shape[0].strip() if best.shape else ""
     if first in names:
         return first, dims
     return None
+
+
+def _grid_names(spec: Spec) -> set[str]:
+    out: set[str] = set()
+    for g in spec.grid:
+        try:
+            out |= exprs.names(g)
+        except Exception:  # an expression the ladder cannot read names nothing
+            continue
+    return out
 
 
 def _around(spec: Spec, rungs: list[Rung]) -> list[Rung]:
