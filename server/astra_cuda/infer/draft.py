@@ -17,7 +17,7 @@ from .launches import SHARED_PER_THREAD, grid_guess, launch_of
 from . import bench_sizes, class_numbers, data_positions, distinct_indices, guards, lengths, masks, range_chains, scales, structs
 from .program import Program
 from .roles import DIFFERENCES, body_divisions, infer_shapes, is_stride, only_in_dead_branches, size_pairs
-from .shape_fits import TABLE
+from .shape_fits import TABLE, fallback_order
 from .sizes import Draft, drop_idle, repair, test_values, unclamped_block
 from .project_instances import project_instance
 from .template_args import CANNOT, infer_template_args
@@ -347,7 +347,7 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
     if earlier is not None:
         notes.append(f"`{earlier}` is an earlier version of this kernel (same parameters): it is the reference; "
                      f"give it a spec of its own so it runs with its own launch")
-    fallback_shape = size_names if len(size_names) <= 2 else size_names[:2]
+    fallback_shape = fallback_order(size_names if len(size_names) <= 2 else size_names[:2], grid)
     drawn = program_inits(kernel, site_model, site) if site is not None and site_model is not None else {}
     guessed_shapes = []
     args: list[tuple[str, str]] = []     # (parameter, its TOML value)

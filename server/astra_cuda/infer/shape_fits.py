@@ -1,7 +1,8 @@
 """Fitting an extent measured at the probes to an expression of the sizes: a product, a quotient
 by a size the kernel divides by, one row per block of the grid, the polynomial of degree one in
-each size, and the packet a vector access overhangs a shape by; each fit confirmed at the probes.
-Separate because it is arithmetic over samples, not a reading of the kernel."""
+each size, and the packet a vector access overhangs a shape by; each fit confirmed at the probes;
+and the order of a shape guessed where nothing fits. Separate because it is arithmetic over
+samples, not a reading of the kernel."""
 from __future__ import annotations
 
 import ast
@@ -391,3 +392,16 @@ def tiled_quotient(fit: list[str], p: str, base: dict[str, int], tiles: dict[str
             if past:
                 return shape, n, t
     return None
+
+
+def fallback_order(names: list[str], grid: list[str]) -> list[str]:
+    """A guessed shape's dimensions outermost first: the sizes the grid reads (the count of rows,
+    tokens, groups it covers) before the others (a row's own extent, innermost in row-major order),
+    each group in the kernel's parameter order."""
+    read: set[str] = set()
+    for g in grid:
+        try:
+            read |= exprs.names(g)
+        except Exception:  # a grid expression that cannot be read decides nothing
+            continue
+    return [n for n in names if n in read] + [n for n in names if n not in read]
