@@ -265,7 +265,7 @@ class LaneGroups(base.Transform):
         else:
             block = body
         bound_names = {txt(i) for i in walk(bound) if i.type == "identifier"}
-        if bound_names & (changed | tree_declared(f)):
+        if bound_names & (changed | tree.declared_names(f)):
             return None
         taken = {txt(n.child_by_field_name("argument")) for n in walk(f)
                  if n.type == "pointer_expression" and txt(n.child(0)) == "&"}
@@ -306,7 +306,7 @@ class LaneGroups(base.Transform):
                 idx = idx.named_children[0] if len(idx.named_children) == 1 else None
             if p not in params or idx is None:
                 continue
-            if _is_written(n) or not params[p].const or p in written:
+            if tree.is_lvalue(n) or not params[p].const or p in written:
                 continue
             when = _when(n, block, aff)
             t = aff.text(idx)
@@ -319,7 +319,7 @@ class LaneGroups(base.Transform):
         # the lanes' stores: each to a parameter through an index affine in d
         stores = []
         for n in walk(block):
-            if n.type == "subscript_expression" and _is_written(n):
+            if n.type == "subscript_expression" and tree.is_lvalue(n):
                 p = txt(n.child_by_field_name("argument"))
                 idx = n.child_by_field_name("indices") or n.child_by_field_name("index")
                 if idx is not None and idx.type == "subscript_argument_list":
@@ -330,7 +330,7 @@ class LaneGroups(base.Transform):
                 if t is None or c is None or "{D}" in c:
                     return None
                 stores.append((p, t, c))
-            elif n.type == "pointer_expression" and txt(n.child(0)) == "*" and _is_written(n):
+            elif n.type == "pointer_expression" and txt(n.child(0)) == "*" and tree.is_lvalue(n):
                 return None
         for c in calls(block):   # a call handed a pointer parameter could write through it
             if {txt(i) for i in walk(c) if i.type == "identifier"} & set(params):
@@ -339,7 +339,7 @@ class LaneGroups(base.Transform):
         for c in {ld.coef for ld in loads} | {s[2] for s in stores}:
             r = tree.root(f"int _ = {c};")
             names = {txt(i) for i in walk(r) if i.type == "identifier"} - {"_"}
-            if names & (changed | tree_declared(f)):
+            if names & (changed | tree.declared_names(f)):
                 return None
         return self._emit(text, f, typ, var, bound, pre, inner, block, loads, stores, lanes), \
             (f"`{var}` loop in `{tree.function_name(fn)}`: {lanes} consecutive `{var}` a thread, "
@@ -434,20 +434,3 @@ class LaneGroups(base.Transform):
         out.append(f"{ind}  }}\n{ind}}} else {{\n{ind}{data[start:f.end_byte].decode('utf-8')}\n{ind}}}")
         return Edit(start, f.end_byte, ("" if start == f.start_byte else ind) + "".join(out))
 
-
-def _is_written(n: Node) -> bool:
-    p, child = n.parent, n
-    while p is not None and p.type == "parenthesized_expression":
-        child, p = p, p.parent
-    if p is None:
-        return False
-    if p.type == "assignment_expression" and p.child_by_field_name("left") == child:
-        return True
-    if p.type == "update_expression":
-        return True
-    return p.type == "pointer_expression" and txt(p.child(0)) == "&"
-
-
-def tree_declared(n: Node) -> set[str]:
-    from .tree import declared_names
-    return declared_names(n)
