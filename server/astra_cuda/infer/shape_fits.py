@@ -398,10 +398,5 @@ def fallback_order(names: list[str], grid: list[str]) -> list[str]:
     """A guessed shape's dimensions outermost first: the sizes the grid reads (the count of rows,
     tokens, groups it covers) before the others (a row's own extent, innermost in row-major order),
     each group in the kernel's parameter order."""
-    read: set[str] = set()
-    for g in grid:
-        try:
-            read |= exprs.names(g)
-        except Exception:  # a grid expression that cannot be read decides nothing
-            continue
+    read = exprs.names_read(grid)
     return [n for n in names if n in read] + [n for n in names if n not in read]

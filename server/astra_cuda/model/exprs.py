@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 import math
 import operator
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -218,6 +218,18 @@ def names(expr: str | int | float) -> set[str]:
     called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in called}
 
+
+
+def names_read(exprs_: Iterable[str]) -> set[str]:
+    """The size names any of `exprs_` refers to (a launch's grid: the counts it covers); an
+    expression that cannot be read names nothing."""
+    out: set[str] = set()
+    for e in exprs_:
+        try:
+            out |= names(e)
+        except Exception:  # noqa: BLE001 - a hint only: an unreadable expression decides nothing
+            continue
+    return out
 
 def evaluate(expr: str | int | float, env: Mapping[str, int | float]) -> Any:
     tree = _parsed(expr)

@@ -91,23 +91,14 @@ def leading(spec: Spec, case: dict[str, int]) -> tuple[str, int] | None:
     plain = [d.strip() for d in best.shape if d.strip() in names]
     # the dimension the grid counts blocks over is the rows (tokens, groups); a shape whose order
     # was guessed can list the per-row extent first, which no decode shrinks
-    gridded = [d for d in plain if d in _grid_names(spec)]
+    counted = exprs.names_read(spec.grid)
+    gridded = [d for d in plain if d in counted]
     if gridded:
         return gridded[0], dims
     first = best.shape[0].strip() if best.shape else ""
     if first in names:
         return first, dims
     return None
-
-
-def _grid_names(spec: Spec) -> set[str]:
-    out: set[str] = set()
-    for g in spec.grid:
-        try:
-            out |= exprs.names(g)
-        except Exception:  # an expression the ladder cannot read names nothing
-            continue
-    return out
 
 
 def _around(spec: Spec, rungs: list[Rung]) -> list[Rung]:
