@@ -73,9 +73,9 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
     errors: list[str] = []
     program = Program(model, path, context)
     program.add_functions([it.text for it in types.items if it.kind == "host_function"])
-    site, site_model = pick_site(kernel, program)
     constants = {**enumerators([*program.headers_beside(), *(m.text for m in program.models)]), **types.constants(),
                  **function_macros([it.text for it in types.items if it.kind == "macro"])}
+    site, site_model = pick_site(kernel, program, constants)
     around = dispatch_values(program, site, types.items)   # names dispatch macros define
     for name in warp_width_names(kernel, site_model, constants):
         constants[name] = str(WARP_WIDTH)

@@ -11,7 +11,7 @@ from . import hostcalls
 from .hostexprs import HostExprs
 from .program import Program, param_names
 from .template_names import split, template_param_names_of
-from .launch_conditions import helper_ranges
+from .launch_conditions import admitted_share, helper_ranges
 from .launch_locals import BLOCK_DEFAULT, host_functions, host_locals
 
 
@@ -41,9 +41,13 @@ def launcher_params(model: SourceModel, function: str | None) -> list[str]:
     return param_names(fn) if fn is not None else []
 
 
-def pick_site(kernel: Kernel, program: Program) -> tuple[LaunchSite, SourceModel] | tuple[None, None]:
+def pick_site(kernel: Kernel, program: Program, constants: dict[str, str] | None = None
+              ) -> tuple[LaunchSite, SourceModel] | tuple[None, None]:
     """The launch to read: in the kernel's own file first, one outside `main` first (a launcher
-    function says what the kernel expects; `main` often loops over block sizes)."""
+    function says what the kernel expects; `main` often loops over block sizes); of launches under
+    branches over the sizes, the one that most of them reach (`admitted_share`: DeepSpeed's
+    softmax `if (seq <= 8) … else if … else` chain sends a real model's sequence to its last
+    launch, not its first), before the one with the smallest template arguments."""
     sites = program.launches(kernel.name)
     if not sites:
         return None, None
@@ -52,6 +56,7 @@ def pick_site(kernel: Kernel, program: Program) -> tuple[LaunchSite, SourceModel
     # `<scalar_t, false>` rather than the `use_vec = true` or `use_256b = true` it takes only for
     # aligned rows or a newer GPU: a switched-on feature counts one)
     trees: dict[int, object] = {}
+    seen: dict[str, list[bool]] = {}   # a condition's verdicts, shared by the sites of one chain
 
     def rank(pair: tuple[LaunchSite, SourceModel]):
         s, m = pair
@@ -66,7 +71,8 @@ def pick_site(kernel: Kernel, program: Program) -> tuple[LaunchSite, SourceModel
         reached = [max(0, min(hi, TESTED_SIZES) - lo + 1) for _, lo, hi, _ in helper_ranges(m, s, program, mapping)]
         # a launch under `switch (threads) case 256:` is the one for the block it takes by default
         return (program.original(m) is not program.model, s.function == "main", case is not None and case != BLOCK_DEFAULT,
-                hostcalls.LIMIT - min(reached) if reached else 0, sum(numbers))
+                hostcalls.LIMIT - min(reached) if reached else 0,
+                -admitted_share(m, s, program, constants or {}, seen) if len(sites) > 1 else 0.0, sum(numbers))
     return min(sites, key=rank)
 
 

@@ -4,14 +4,17 @@ the launch, and the ranges a helper's value takes in a `switch` case. Separate b
 read from the launcher's control flow, not from the launch's arguments."""
 from __future__ import annotations
 
+import math
+
 from ..model import exprs, source
 from ..model import syntax
 from ..model.source import LaunchSite, SourceModel
 from ..model.syntax import walk as _walk
 from . import hostcalls
 from .hostexprs import HostExprs, raises
-from .program import Program
-from .launch_locals import fixed_by_branches, host_functions, host_locals, launch_byte
+from .program import Program, param_names
+from .template_names import template_param_names_of
+from .launch_locals import fixed_by_branches, host_functions, host_locals, launch_byte, site_locals
 
 
 CHECKS = ("assert", "TORCH_CHECK", "TORCH_INTERNAL_ASSERT")
@@ -271,3 +274,58 @@ def host_condition(text: str, hx: HostExprs) -> str | None:
     if left is None or right is None or not (exprs.names(left) or exprs.names(right)):
         return None
     return f"{left} {op.type} {right}"
+
+
+ADMIT_UP_TO = 4096   # the sizes a launch's conditions are counted over (what tests draw; a real model's sequence)
+# (value, weight): every value up to 256 (`next_pow2(h) == 4` admits two), past it every 8th with
+# its residue mod 8 cycling, so a `% 4 == 0` keeps its share — 736 evaluations a condition, not 4096
+_ADMIT_SAMPLE = [(v, 1) for v in range(1, 257)] + [(257 + 8 * i + i % 8, 8) for i in range((ADMIT_UP_TO - 256) // 8)]
+
+
+def admitted_share(model: SourceModel, site: LaunchSite, program: Program, constants: dict[str, str],
+                   cache: dict[str, list[bool]] | None = None) -> float:
+    """How much of the launcher's sizes reach this launch: the sum over its parameters of the log
+    of the share of 1 … ADMIT_UP_TO its branch conditions on that parameter alone admit (a chain
+    `if (seq <= 8) k<2> else if (seq <= 16) k<4> … else k<128>`: the first takes 8 values, the
+    last 3584; `threads_per_head == 4`, `next_pow2(head_size) == 4`, two). 0 where no condition is
+    read; -inf where none is admitted. A launcher's type parameter is read as float's 4 bytes in
+    `sizeof`, the type the draft takes where no launch gives one — for ranking only."""
+    found = program.function(site.function) if site.function is not None else None
+    if found is None:
+        return 0.0
+    params = param_names(found[0])
+    sizes = {f"sizeof({t})": "4" for t in template_param_names_of(found[0])}
+    macros = {**constants, **model.constants}
+    # a local the launcher computes once (`per = pow2_up(head) / 4`) as computed, not as the number the
+    # branch tests it against; one set several times (`alignment = 16` in a chain) as the branch fixes it
+    local = {**site_locals(model, site, macros), **host_locals(model, site.function, launch_byte(model, site), macros)}
+    hx = HostExprs({p: p for p in params}, {**constants, **model.constants, **sizes, **local},
+                   helpers=hostcalls.helper_functions(program.function))
+    by_name: dict[str, list[str]] = {}
+    for text, taken in [(c, True) for c in site.conditions] + branch_conditions(model, site, {}) \
+            + chain_conditions(model, site):
+        c = host_condition(text, hx)
+        c = c if c is None or taken else negated(c)
+        names = exprs.names(c) if c is not None else set()
+        if len(names) == 1:
+            by_name.setdefault(next(iter(names)), []).append(c)   # type: ignore[arg-type]
+    cache = {} if cache is None else cache
+    total = 0.0
+    for name, conds in by_name.items():
+        ok = [True] * len(_ADMIT_SAMPLE)
+        for c in conds:
+            if c not in cache:
+                cache[c] = [_holds(c, name, v) for v, _ in _ADMIT_SAMPLE]
+            ok = [a and b for a, b in zip(ok, cache[c])]
+        count = sum(w for (_, w), good in zip(_ADMIT_SAMPLE, ok) if good)
+        if count == 0:
+            return float("-inf")
+        total += math.log(count / ADMIT_UP_TO)
+    return total
+
+
+def _holds(cond: str, name: str, value: int) -> bool:
+    try:
+        return bool(exprs.evaluate(cond, {name: value}))
+    except exprs.ExprError:
+        return True   # a value the condition cannot be read at rules nothing out

@@ -1,0 +1,65 @@
+"""A launcher that picks its instance by an `if`/`else if` chain over a size (DeepSpeed's
+attn_softmax: `if (seq <= 8) k<2> … else if (seq <= 256) k<64> else k<128>`) is read at the launch
+most sizes reach, not at the one with the smallest template arguments: the first branch pinned
+the sequence to 2 (`seq * 4 <= 8` required), a length no model's attention has. The same ranking
+takes DeepSpeed rotary's `threads_per_head == 32` launch (heads of 65 … 128) over its `== 4` one
+(heads of 3 or 4), the head's length through a local computed from it."""
+from astra_cuda import api
+from astra_cuda.model import source, spec
+
+CHAIN = """
+template <int ITEMS>
+__global__ void scale_rows(float* x, int len) {
+  const int r = blockIdx.x;
+  for (int i = threadIdx.x; i < len; i += blockDim.x) x[r * len + i] *= 2.0f;
+}
+void launch_scale(float* x, int rows, int len) {
+  if (len <= 8)
+    scale_rows<1><<<rows, 32>>>(x, len);
+  else if (len <= 64)
+    scale_rows<2><<<rows, 64>>>(x, len);
+  else
+    scale_rows<8><<<rows, 256>>>(x, len);
+}
+"""
+
+HEADS = """
+__host__ __device__ inline int pow2_up(int n) { int p = 1; while (p < n) p *= 2; return p; }
+template <int TPH>
+__global__ void per_head(float* q, int heads, int head_size) {
+  const int h = blockIdx.x * (256 / TPH) + threadIdx.x / TPH;
+  const int lane = threadIdx.x % TPH;
+  if (h < heads)
+    for (int i = lane; i < head_size; i += TPH) q[h * head_size + i] += 1.0f;
+}
+void launch_heads(float* q, int heads, int head_size) {
+  const int per = pow2_up(head_size) / 4;
+  if (per == 1) {
+    per_head<1><<<(heads + 255) / 256, 256>>>(q, heads, head_size);
+  } else if (per == 32) {
+    per_head<32><<<(heads + 7) / 8, 256>>>(q, heads, head_size);
+  }
+}
+"""
+
+
+def _spec(project, name: str, text: str, kernel: str):
+    path = project(name, text)
+    p = api.infer_spec(api.snapshot(text, str(path)), kernel, run=False)
+    assert p.valid, p.problems
+    k = source.parse(text).kernel(kernel)
+    m = source.parse(text[:k.span.start_byte] + p.comment + text[k.span.start_byte:])
+    return p, spec.load(m.kernel(kernel), m)
+
+
+def test_a_size_chain_is_read_at_the_launch_most_sizes_reach(project):
+    p, s = _spec(project, "chain.cu", CHAIN, "scale_rows")
+    assert s.instantiate == "<8>", p.comment
+    assert "len > 64" in s.require, p.comment
+    assert all(v > 64 for v in s.bench["len"]), p.comment
+
+
+def test_a_head_chain_through_a_computed_local_takes_a_models_head(project):
+    p, s = _spec(project, "heads.cu", HEADS, "per_head")
+    assert s.instantiate == "<32>", p.comment
+    assert all(65 <= v <= 128 for v in s.bench["head_size"]), p.comment
