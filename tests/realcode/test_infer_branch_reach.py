@@ -63,3 +63,34 @@ def test_a_head_chain_through_a_computed_local_takes_a_models_head(project):
     p, s = _spec(project, "heads.cu", HEADS, "per_head")
     assert s.instantiate == "<32>", p.comment
     assert all(65 <= v <= 128 for v in s.bench["head_size"]), p.comment
+
+
+WIDTHS = """
+template <int VEC>
+__global__ void add_one(float* x, int n) {
+  const int i = (blockIdx.x * blockDim.x + threadIdx.x) * VEC;
+  for (int j = 0; j < VEC; ++j)
+    if (i + j < n) x[i + j] += 1.0f;
+}
+void launch_add(float* x, int n) {
+  int width = 1;
+  if (n % 8 == 0) {
+    width = 8;
+  } else if (n % 2 == 0) {
+    width = 2;
+  }
+  const int per_block = 256 * width;
+  if (width == 8) {
+    add_one<8><<<(n + per_block - 1) / per_block, 256>>>(x, n);
+  }
+}
+"""
+
+
+def test_a_local_a_chain_sets_is_the_number_the_launchs_branch_pins(project):
+    # `width` is set 8, 2 or 1 and the launch stands under `if (width == 8)`: that number, not a
+    # size of its own in the grid (it was one, but where the number was 4: the run-time default)
+    path = project("widths.cu", WIDTHS)
+    p = api.infer_spec(api.snapshot(WIDTHS, str(path)), "add_one", run=False)
+    assert p.valid, p.problems
+    assert "width" not in p.comment.split("[args]")[0], p.comment

@@ -191,6 +191,10 @@ def launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names: 
     literal -= constexpr_names(model, site.function)   # nor a compile-time constant (`constexpr int tile = 512`)
     # nor a local computed by a helper the spec cannot write, fixed by the `case 12:` the launch is under
     literal -= {k for k in fixed_by_branches(model, site) if k in raw and raw[k] != local.get(k)}
+    # nor a local the launcher sets in several places that the launch's own branch pins (DeepSpeed
+    # rotary's `alignment`, set 16, 8 or 4 by a chain, launched under `if (alignment == 16)`)
+    literal -= {k for k in fixed_by_branches(model, site) if k not in raw and k in declared_names(model, site.function)
+                and k not in launcher_params(model, site.function)}
     for var in (site.grid_var, site.block_var):   # `threads.x` in the grid is the block's first dimension
         if var is not None and var.dims is not None:
             for axis, dim in zip("xyz", list(var.dims) + ["1", "1"]):
