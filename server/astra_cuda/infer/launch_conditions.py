@@ -277,9 +277,9 @@ def host_condition(text: str, hx: HostExprs) -> str | None:
 
 
 ADMIT_UP_TO = 4096   # the sizes a launch's conditions are counted over (what tests draw; a real model's sequence)
-# (value, weight): every value up to 256 (`next_pow2(h) == 4` admits two), past it every 8th with
-# its residue mod 8 cycling, so a `% 4 == 0` keeps its share — 736 evaluations a condition, not 4096
-_ADMIT_SAMPLE = [(v, 1) for v in range(1, 257)] + [(257 + 8 * i + i % 8, 8) for i in range((ADMIT_UP_TO - 256) // 8)]
+# (value, weight): every value — a sample weighting every 8th past 256 counted `blocksize == 512` 8 times
+# `blocksize == 128` (bitsandbytes' quantizer chain), an equality's single value must count once
+_ADMIT_SAMPLE = [(v, 1) for v in range(1, ADMIT_UP_TO + 1)]
 
 
 def admitted_share(model: SourceModel, site: LaunchSite, program: Program, constants: dict[str, str],
@@ -307,7 +307,7 @@ def admitted_share(model: SourceModel, site: LaunchSite, program: Program, const
         c = host_condition(text, hx)
         c = c if c is None or taken else negated(c)
         names = exprs.names(c) if c is not None else set()
-        if len(names) == 1:
+        if len(names) == 1 and names <= set(params):   # a size the caller passes, not a template argument
             by_name.setdefault(next(iter(names)), []).append(c)   # type: ignore[arg-type]
     cache = {} if cache is None else cache
     total = 0.0
