@@ -94,3 +94,28 @@ def test_a_local_a_chain_sets_is_the_number_the_launchs_branch_pins(project):
     p = api.infer_spec(api.snapshot(WIDTHS, str(path)), "add_one", run=False)
     assert p.valid, p.problems
     assert "width" not in p.comment.split("[args]")[0], p.comment
+
+
+TILED = """
+template <int TILE>
+__global__ void tile_copy(float* out, const float* in, int w) {
+  const int x = blockIdx.x * TILE + threadIdx.x, y = blockIdx.y * TILE + threadIdx.y;
+  out[y * w + x] = in[y * w + x];
+}
+void launch_tiles(float* out, const float* in, int w, int h, int tile) {
+  dim3 threads(tile, tile);
+  dim3 grid(w / tile, h / tile);
+  if (tile == 16) {
+    tile_copy<16><<<grid, threads>>>(out, in, w);
+  } else {
+    tile_copy<32><<<grid, threads>>>(out, in, w);
+  }
+}
+"""
+
+
+def test_a_branch_over_the_block_size_is_no_share_of_the_sizes(project):
+    # `tile` is the block's width, a setting the program picks (cuda-samples' MatrixMulCUDA), not a
+    # size of the data: its `else` admitting 4095 values does not move the pick off the smallest instance
+    p, s = _spec(project, "tiles.cu", TILED, "tile_copy")
+    assert s.instantiate == "<16>", p.comment

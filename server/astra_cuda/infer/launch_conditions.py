@@ -293,7 +293,11 @@ def admitted_share(model: SourceModel, site: LaunchSite, program: Program, const
     found = program.function(site.function) if site.function is not None else None
     if found is None:
         return 0.0
-    params = param_names(found[0])
+    # a parameter the launch takes whole as a block dimension (cuda-samples' MatrixMulCUDA:
+    # `threads(block_size, block_size)` under `if (block_size == 16) … else`) is a setting the program
+    # picks, not a size of the data: its branches are no share of the sizes (the caller's value decides)
+    dims = [site.block, *(site.block_var.dims or ())] if site.block_var is not None else [site.block]
+    params = [p for p in param_names(found[0]) if p not in {d.strip() for d in dims}]
     sizes = {f"sizeof({t})": "4" for t in template_param_names_of(found[0])}
     macros = {**constants, **model.constants}
     # a local the launcher computes once (`per = pow2_up(head) / 4`) as computed, not as the number the
