@@ -1,9 +1,9 @@
 """A launcher that picks its instance by an `if`/`else if` chain over a size (DeepSpeed's
 attn_softmax: `if (seq <= 8) k<2> … else if (seq <= 256) k<64> else k<128>`) is read at the launch
 most sizes reach, not at the one with the smallest template arguments: the first branch pinned
-the sequence to 2 (`seq * 4 <= 8` required), a length no model's attention has. The same ranking
-takes DeepSpeed rotary's `threads_per_head == 32` launch (heads of 65 … 128) over its `== 4` one
-(heads of 3 or 4), the head's length through a local computed from it."""
+the sequence to 2 (`seq * 4 <= 8` required), a length no model's attention has. Tests of a local
+the launcher computes (DeepSpeed rotary's `threads_per_head`) are not counted: that instance's
+shapes were not read and its spec failed check."""
 from astra_cuda import api
 from astra_cuda.model import source, spec
 
@@ -59,10 +59,12 @@ def test_a_size_chain_is_read_at_the_launch_most_sizes_reach(project):
     assert all(v > 64 for v in s.bench["len"]), p.comment
 
 
-def test_a_head_chain_through_a_computed_local_takes_a_models_head(project):
+def test_a_head_chain_through_a_computed_local_is_not_counted(project):
+    # `per` is computed from head_size: its tests are no share of the sizes (narrowed: DeepSpeed
+    # rotary's `threads_per_head == 32` instance failed check where its `== 4` one passed), so the
+    # smallest instance is read, as before the ranking
     p, s = _spec(project, "heads.cu", HEADS, "per_head")
-    assert s.instantiate == "<32>", p.comment
-    assert all(65 <= v <= 128 for v in s.bench["head_size"]), p.comment
+    assert s.instantiate == "<1>", p.comment
 
 
 WIDTHS = """

@@ -308,7 +308,12 @@ def admitted_share(model: SourceModel, site: LaunchSite, program: Program, const
     by_name: dict[str, list[str]] = {}
     for text, taken in [(c, True) for c in site.conditions] + branch_conditions(model, site, {}) \
             + chain_conditions(model, site):
-        c = host_condition(text, hx)
+        try:   # a test of a local the launcher computes (DeepSpeed rotary's `threads_per_head == 32`, from
+            # head_size) is not counted: its instance's shapes were not read (the `== 4` one's were)
+            through_local = bool(exprs.names(text) & set(local))
+        except exprs.ExprError:
+            through_local = True
+        c = None if through_local else host_condition(text, hx)
         c = c if c is None or taken else negated(c)
         names = exprs.names(c) if c is not None else set()
         if len(names) == 1 and names <= set(params):   # a size the caller passes, not a template argument
