@@ -121,3 +121,23 @@ def test_a_branch_over_the_block_size_is_no_share_of_the_sizes(project):
     # size of the data: its `else` admitting 4095 values does not move the pick off the smallest instance
     p, s = _spec(project, "tiles.cu", TILED, "tile_copy")
     assert s.instantiate == "<16>", p.comment
+
+
+SWITCH = """
+template <int ITEMS>
+__global__ void pick_k(float* x, int* ids, int rows, int k) {
+  const int r = blockIdx.x;
+  for (int i = threadIdx.x; i < k; i += blockDim.x) ids[r * k + i] = i + ITEMS * 0 + (x[r] > 0.f);
+}
+void launch_pick(float* x, int* ids, int rows, int k) {
+  switch (k) {
+    case 1 ... 16: pick_k<1><<<rows, 32>>>(x, ids, rows, k); break;
+    case 17 ... 1024: pick_k<8><<<rows, 256>>>(x, ids, rows, k); break;
+  }
+}
+"""
+
+
+def test_a_switch_over_a_size_is_not_ranked_by_its_widest_case(project):
+    p, s = _spec(project, "switch.cu", SWITCH, "pick_k")
+    assert s.instantiate == "<1>", p.comment

@@ -100,6 +100,12 @@ def branch_conditions(model: SourceModel, site: LaunchSite, local: dict[str, str
     return [(c, True) for c in _case_conditions(tree, node, site)] + _conditions_above(node, local)
 
 
+def if_conditions(model: SourceModel, site: LaunchSite, local: dict[str, str]) -> list[tuple[str, bool]]:
+    """branch_conditions without a `switch`'s case labels."""
+    tree = source.parser().parse(model.text.encode()).root_node
+    return _conditions_above(tree.descendant_for_byte_range(site.span.start_byte, site.span.start_byte), local)
+
+
 def _conditions_above(node, local: dict[str, str], stop: set | None = None) -> list[tuple[str, bool]]:
     """(condition, taken) of each `if` whose `then` or `else` branch holds `node` (below `stop`'s
     nodes, as (start, end, type))."""
@@ -306,7 +312,10 @@ def admitted_share(model: SourceModel, site: LaunchSite, program: Program, const
     hx = HostExprs({p: p for p in params}, {**constants, **model.constants, **sizes, **local},
                    helpers=hostcalls.helper_functions(program.function))
     by_name: dict[str, list[str]] = {}
-    for text, taken in [(c, True) for c in site.conditions] + branch_conditions(model, site, {}) \
+    # a `switch` over a size (FasterTransformer's `CASE_K(65, 1024, …)` for top-k) is not ranked here:
+    # its case ranges tie the size to the instance (helper_ranges), and the widest range is no
+    # likelier a size than the first (topk_stage1 at `<T, 256, 8>` failed its check)
+    for text, taken in [(c, True) for c in site.conditions] + if_conditions(model, site, {}) \
             + chain_conditions(model, site):
         try:   # a test of a local the launcher computes (DeepSpeed rotary's `threads_per_head == 32`, from
             # head_size) is not counted: its instance's shapes were not read (the `== 4` one's were)
