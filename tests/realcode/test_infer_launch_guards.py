@@ -128,15 +128,27 @@ void launch(float* vals, const float* mask, int rows, int sequence_length) {
 
 
 def test_the_first_branchs_small_sizes_are_probed_and_its_instances_rows_measured(project):
-    """DeepSpeed's attn_softmax, launched `<2, 64, 2>` only where `sequence_length <= 8`: the probes
-    stay within that bound (1 or 2 float4s a row, not multiples of 16), each block's `blockStride`
-    = 64 rows of float4s is a dimension of 256 floats the instance fixes, and the test sizes meet the
-    bound — a guessed shape smaller than that let the kernel write past `vals` (into `attn_mask`)."""
-    project("sm.cu", SOFTMAX)
+    """DeepSpeed's attn_softmax, launched `<2, 64, 2>` only where `sequence_length <= 8` (here the
+    launcher's only launch; with the `else` of the real one, the launch most sizes reach is read,
+    below): the probes stay within that bound (1 or 2 float4s a row, not multiples of 16), each
+    block's `blockStride` = 64 rows of float4s is a dimension of 256 floats the instance fixes, and
+    the test sizes meet the bound — a guessed shape smaller than that let the kernel write past
+    `vals` (into `attn_mask`)."""
+    project("sm.cu", SOFTMAX[:SOFTMAX.index("  else")] + "}\n")
     s, p = infer(project, "sm.cu", "sm")
     flat = " ".join(p.comment.split())
     assert 'vals = { type = "float", shape = ["heads", "seq_length", "256"], inout = true }' in flat, p.comment
     assert list(s.require) == ["seq_length * 4 <= 8"] and "seq_length = [1, 2]" in flat, p.comment
+
+
+def test_with_the_else_the_launch_most_sizes_reach_is_read_within_its_bounds(project):
+    project("sm.cu", SOFTMAX)
+    s, p = infer(project, "sm.cu", "sm")
+    flat = " ".join(p.comment.split())
+    assert s.instantiate == "<32, 1, 128>", p.comment
+    assert 'vals = { type = "float", shape = ["heads", "4 * seq_length"], inout = true }' in flat, p.comment
+    # the `else` of `sequence_length <= 8`, and the register array's 8 float4s of 128 threads
+    assert set(s.require) == {"seq_length * 4 > 8", "seq_length <= 1024"}, p.comment
 
 
 # FasterTransformer's topk_stage1: each of a row's 8 blocks writes k entries, `8 * k` a row; the
