@@ -185,6 +185,16 @@ def extent_object(text: str) -> str:
     return obj.text.decode() if obj is not None else ""
 
 
+def extent_dim(text: str) -> int | None:
+    """The dimension an extent read names (3 of `input.size(3)`, -1 of `t.size(-1)`); None for another text."""
+    e = _extent_call(text) if extent_read(text) else None
+    args = e.child_by_field_name("arguments").named_children if e is not None else []
+    try:
+        return int(args[0].text.decode().replace(" ", "")) if len(args) == 1 else None
+    except ValueError:
+        return None
+
+
 def later_dim(text: str) -> bool:
     """`t.size(1)`, `t.size(-1)`: an extent read of one dimension past the first — not `t.numel()`
     (every entry) nor `t.size(0)` (the rows: a router's tokens, not its top-k)."""

@@ -22,7 +22,7 @@ from .roles import is_stride
 from .sizes import layout_value
 from .structs import SEP
 from .template_names import split
-from .launch_callers import caller_values, case_template_param, extent_chain, extent_object, extent_read, launcher_params, \
+from .launch_callers import caller_values, case_template_param, extent_chain, extent_dim, extent_object, extent_read, launcher_params, \
     later_dim, same_at_callers
 from .launch_conditions import (branch_conditions, chain_conditions, helper_ranges, host_condition, launcher_checks, negated,
                                 range_requires)
@@ -318,8 +318,8 @@ def launch_of(kernel: Kernel, model: SourceModel, site: LaunchSite, size_names: 
         # `topk_ids.numel()` or `.size(0)` counts tokens too, no top-k
         named = [n for n in got[1] if n.isidentifier()] + ([extent_object(got[0])] if later_dim(got[0]) else []) \
             if got is not None else []
-        chosen = layout_value(p.name, *named,
-                              ruled_out=frozenset(defaults.get(arg.strip(), ()))) if got is not None else None
+        chosen = layout_value(p.name, *named, ruled_out=frozenset(defaults.get(arg.strip(), ())),
+                              dim=extent_dim(got[0])) if got is not None else None
         if got is not None and chosen is not None:
             layouts[p.name] = chosen[0]
             notes.append(f"`{p.name}` is read off the caller's tensor (`{got[0]}`, {where}), {chosen[1]} — CHECK")

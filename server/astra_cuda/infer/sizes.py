@@ -95,7 +95,16 @@ MOE_EXPERTS = 256
 MOE_EXPERT_COUNTS = (MOE_EXPERTS, 128, 160, 60)
 
 
-def layout_value(name: str, *more: str, ruled_out: frozenset[int] = frozenset()) -> tuple[int, str] | None:
+# a head's dim: Llama's, Qwen's, Mistral's and DeepSeek's attention heads hold 128 elements
+HEAD_DIM = 128
+# the dimension of an extent read that is a head's dim: the fourth, the innermost of the 4-D layouts
+# attention's activations take ([s, b, h, d], [b, s, h, d], [b, h, s, d]: apex's fused rope reads
+# `d = input.size(3)` and `d2 = freqs.size(3)`)
+HEAD_DIM_AXIS = 3
+
+
+def layout_value(name: str, *more: str, ruled_out: frozenset[int] = frozenset(),
+                 dim: int | None = None) -> tuple[int, str] | None:
     """The value of a size the launcher reads off an extent of a tensor its caller passes (`int
     block_size = key_cache.size(3)`, or handed down from such a read through the launchers'
     parameters: `more`, the names it went by and the tensor's), which no C++ here fixes, with what it
@@ -104,7 +113,10 @@ def layout_value(name: str, *more: str, ruled_out: frozenset[int] = frozenset())
     MoE's top-k (`topk`, `top_k`, `topk_weights`), the experts a token is routed to (MOE_TOP_K) — not
     the hidden size a bare `k` suggests; named as a count of experts (`num_experts`), the routed
     experts of a MoE (MOE_EXPERT_COUNTS: the first the launch can take, not one `ruled_out` by the
-    cases of a `switch` whose `default:` it stands in); else None (the name's usual values)."""
+    cases of a `switch` whose `default:` it stands in); read off a tensor's fourth dimension (`dim`
+    HEAD_DIM_AXIS), a head's dim (HEAD_DIM) — not the hidden size or the 1 and 100 a name such as `d2`
+    otherwise gets, where a rotary loop's vector path is never reached; else None (the name's usual
+    values)."""
     low = name.lower()
     if any(low == w or low.endswith("_" + w) for w in _PAGE_NAMES):
         return PAGED_BLOCK, f"a paged cache's block: timed at {PAGED_BLOCK} tokens, the block a paged KV cache holds"
@@ -114,6 +126,9 @@ def layout_value(name: str, *more: str, ruled_out: frozenset[int] = frozenset())
     if low.endswith("experts") and count is not None:
         return count, f"a MoE's expert count: timed at {count}, a real model's routed experts" + (
             " (a count no `case` of the launcher's `switch` takes)" if ruled_out else "")
+    if dim == HEAD_DIM_AXIS:
+        return HEAD_DIM, (f"the innermost extent of a 4-D tensor, as attention lays out its activations "
+                          f"([s, b, h, d]): timed at {HEAD_DIM}, a head's dim")
     return None
 
 

@@ -1,0 +1,61 @@
+"""A minimal case written here of how apex's fused rope gets its sizes: the entry point reads the
+head's dim and the rotated part off 4-D tensors (`d = input.size(3)`, `d2 = freqs.size(3)`, the
+[s, b, h, d] layout attention's activations take) and hands them through a dispatcher to the
+launch. Named like nothing, `d2` was tested at 1 and 100 only, where a rotate-half loop's vector
+path (half a multiple of the vector) is never reached; read off the fourth dimension, it is a
+head's dim: timed at 128 and tested there too."""
+from astra_cuda import api
+from astra_cuda.model import source, spec
+
+ROPE = """#include <cstdint>
+namespace at { struct Tensor { int64_t size(int) const; int64_t stride(int) const; void* data_ptr() const; }; }
+__global__ void rope_fwd(const int h, const int d2, const int stride_s, const int stride_h,
+                         const float* src, const float* freqs, float* dst) {
+  int s_id = blockIdx.x;
+  for (int d_id = threadIdx.x; d_id < d2; d_id += blockDim.x) {
+    float v_sin, v_cos;
+    sincosf(freqs[s_id * d2 + d_id], &v_sin, &v_cos);
+    for (int h_id = threadIdx.y; h_id < h; h_id += blockDim.y) {
+      int off = s_id * stride_s + h_id * stride_h + d_id;
+      float x = src[off];
+      float r = (d_id + d2 / 2 < d2) ? -src[off + d2 / 2] : src[off + d2 / 2 - d2];
+      dst[off] = x * v_cos + r * v_sin;
+    }
+  }
+}
+void dispatch_rope(int s, int h, int d2, int stride_s, int stride_h, const float* in, const float* f, float* out) {
+  dim3 threads(32, 4);
+  rope_fwd<<<s, threads>>>(h, d2, stride_s, stride_h, in, f, out);
+}
+void rope(at::Tensor& input, at::Tensor& freqs, at::Tensor& output) {
+  const int s = input.size(0);
+  const int h = input.size(2);
+  const int d2 = freqs.size(%(axis)s);
+  dispatch_rope(s, h, d2, input.stride(0), input.stride(2), (const float*)input.data_ptr(),
+                (const float*)freqs.data_ptr(), (float*)output.data_ptr());
+}
+"""
+
+
+def _spec(project, axis: str):
+    text = ROPE % {"axis": axis}
+    path = project("rope.cu", text)
+    p = api.infer_spec(api.snapshot(text, str(path)), "rope_fwd", run=False)
+    assert p.valid, p.problems
+    k = source.parse(text).kernel("rope_fwd")
+    m = source.parse(text[:k.span.start_byte] + p.comment + text[k.span.start_byte:])
+    return p, spec.load(m.kernel("rope_fwd"), m)
+
+
+def test_a_size_read_off_a_tensors_fourth_dimension_is_a_heads_dim(project):
+    p, s = _spec(project, "3")
+    assert list(s.bench["d2"]) == [128], (s.bench, p.notes)
+    assert 128 in s.sizes["d2"], s.sizes       # tested there too: the vector path is reached
+    assert [n for n in p.notes if "`d2` is read off the caller's tensor (`freqs.size(3)`" in n
+            and "a head's dim" in n], p.notes
+
+
+def test_another_dimension_keeps_the_names_usual_values(project):
+    p, s = _spec(project, "1")
+    assert not [n for n in p.notes if "a head's dim" in n], p.notes
+    assert list(s.bench["d2"]) != [128] or 128 not in s.sizes["d2"], (s.bench, s.sizes)
