@@ -59,3 +59,19 @@ def test_another_dimension_keeps_the_names_usual_values(project):
     p, s = _spec(project, "1")
     assert not [n for n in p.notes if "a head's dim" in n], p.notes
     assert list(s.bench["d2"]) != [128] or 128 not in s.sizes["d2"], (s.bench, s.sizes)
+
+
+def test_read_in_the_file_that_includes_the_kernels_header(project):
+    # apex's layout: the kernel and its dispatcher in a header, the extents read by the .cu that
+    # includes it (a caller only `calls_beside` finds)
+    head = ROPE[:ROPE.index("void rope(")]
+    unit = '#include "rope.h"\n' + ROPE[ROPE.index("void rope("):] % {"axis": "3"}
+    path = project("rope.h", head)
+    project("rope_cuda.cu", unit)
+    p = api.infer_spec(api.snapshot(head, str(path)), "rope_fwd", run=False)
+    assert p.valid, p.problems
+    k = source.parse(head).kernel("rope_fwd")
+    m = source.parse(head[:k.span.start_byte] + p.comment + head[k.span.start_byte:])
+    s = spec.load(m.kernel("rope_fwd"), m)
+    assert list(s.bench["d2"]) == [128], (s.bench, p.notes)
+    assert 128 in s.sizes["d2"], s.sizes

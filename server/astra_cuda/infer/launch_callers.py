@@ -209,7 +209,9 @@ def extent_chain(program: Program, function: str | None, expr: str, constants: d
     every call of the function hands the same extent of a caller's tensor, read there or handed
     down in turn (`topk` of a launcher, passed `topk` by its dispatcher, whose caller sets
     `const int topk = topk_weights.size(-1)`); None where any call passes something else."""
-    found = program.function(function) if function is not None and depth <= MAX_CALLER_DEPTH else None
+    # the callers in a header's translation unit too (`calls_beside`): apex's header launcher is
+    # called by the .cu that includes it, where the extents are read
+    found = program.function_beside(function) if function is not None and depth <= MAX_CALLER_DEPTH else None
     if found is None:
         return None
     fn, model = found
@@ -218,7 +220,7 @@ def extent_chain(program: Program, function: str | None, expr: str, constants: d
     if depth > 0 and extent_read(text):
         return text, [name]
     params = param_names(fn)
-    calls = program.calls(function) if name in params else []   # type: ignore[arg-type]
+    calls = program.calls_beside(function) if name in params else []   # type: ignore[arg-type]
     idx = params.index(name) if calls else 0
     ups = [extent_chain(program, c.caller, c.args[idx], constants, depth + 1) if idx < len(c.args) else None
            for c in calls]

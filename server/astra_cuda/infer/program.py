@@ -121,6 +121,18 @@ class Program:
         found by `function` where the program's files define none of that name."""
         self._elsewhere = [_model(t, "") for t in texts]
 
+    def function_beside(self, name: str) -> tuple[Node, SourceModel] | None:
+        """`function`, else a host function of the files beside that include the kernel's header
+        (the launcher's caller there: apex's `fwd_cuda` reads `d2 = freqs.size(3)` for its header's
+        dispatcher)."""
+        found = self.function(name)
+        short = name.split("::")[-1]
+        for m in self._includers if found is None else []:
+            fn = _functions(m.text)[1].get(short)
+            if fn is not None:
+                return fn, m
+        return found
+
     def function(self, name: str) -> tuple[Node, SourceModel] | None:
         """A host function's definition by name (the first one), in the program's files, then in
         its headers' host functions."""
