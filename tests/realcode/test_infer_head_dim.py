@@ -75,3 +75,10 @@ def test_read_in_the_file_that_includes_the_kernels_header(project):
     s = spec.load(m.kernel("rope_fwd"), m)
     assert list(s.bench["d2"]) == [128], (s.bench, p.notes)
     assert 128 in s.sizes["d2"], s.sizes
+
+
+def test_a_stride_read_is_no_extent():
+    from astra_cuda.infer.launch_callers import extent_dim
+    assert extent_dim("static_cast<int>(freqs.size(3))") == 3
+    # apex also hands `input.stride(3)` (1 where contiguous): no head's dim
+    assert extent_dim("input.stride(3)") is None and extent_dim("x.numel()") is None

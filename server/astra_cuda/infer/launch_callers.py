@@ -186,8 +186,13 @@ def extent_object(text: str) -> str:
 
 
 def extent_dim(text: str) -> int | None:
-    """The dimension an extent read names (3 of `input.size(3)`, -1 of `t.size(-1)`); None for another text."""
+    """The dimension an extent read names (3 of `input.size(3)`, -1 of `t.size(-1)`); None for another
+    text, a stride's read (`input.stride(3)`: 1 where contiguous, no extent) among them."""
     e = _extent_call(text) if extent_read(text) else None
+    fn = e.child_by_field_name("function") if e is not None else None
+    field = fn.child_by_field_name("field") if fn is not None else None
+    if field is None or field.text.decode() != "size":
+        return None
     args = e.child_by_field_name("arguments").named_children if e is not None else []
     try:
         return int(args[0].text.decode().replace(" ", "")) if len(args) == 1 else None
