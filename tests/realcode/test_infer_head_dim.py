@@ -82,3 +82,11 @@ def test_a_stride_read_is_no_extent():
     assert extent_dim("static_cast<int>(freqs.size(3))") == 3
     # apex also hands `input.stride(3)` (1 where contiguous): no head's dim
     assert extent_dim("input.stride(3)") is None and extent_dim("x.numel()") is None
+
+
+def test_a_name_that_says_what_it_counts_keeps_its_values():
+    # apex's softmax reads `key_seq_len = input.size(3)`: a sequence in [b, h, sq, sk], no head
+    from astra_cuda.infer.sizes import HEAD_DIM_AXIS, layout_value
+    assert layout_value("d2", dim=HEAD_DIM_AXIS) is not None
+    assert layout_value("key_seq_len", dim=HEAD_DIM_AXIS) is None
+    assert layout_value("element_count", dim=HEAD_DIM_AXIS) is None

@@ -126,7 +126,8 @@ def layout_value(name: str, *more: str, ruled_out: frozenset[int] = frozenset(),
     if low.endswith("experts") and count is not None:
         return count, f"a MoE's expert count: timed at {count}, a real model's routed experts" + (
             " (a count no `case` of the launcher's `switch` takes)" if ruled_out else "")
-    if dim == HEAD_DIM_AXIS:
+    if dim == HEAD_DIM_AXIS and not _hinted(name):   # a name that says what it counts keeps its values
+        # (apex softmax's `key_seq_len = input.size(3)` is a sequence, not a head)
         return HEAD_DIM, (f"the innermost extent of a 4-D tensor, as attention lays out its activations "
                           f"([s, b, h, d]): timed at {HEAD_DIM}, a head's dim")
     return None
