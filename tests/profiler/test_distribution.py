@@ -40,12 +40,9 @@ def test_a_microsecond_step_of_a_launch_bound_kernel_is_timing_jitter():
 
 
 def test_a_step_the_other_kernel_shows_too_is_not_held_against_it():
-    a = [130.0] * 3 + noisy(123, 100.0)
-    b = [169.0] * 3 + noisy(123, 130.0, 3)
+    a = [120.0] * 3 + noisy(123, 100.0)
+    b = [156.0] * 3 + noisy(123, 130.0, 3)
     assert dist.judge(series(a), series(b)) == []
-    # ... unless the other kernel opened each round: its first launches met what slows whichever
-    # kernel is timed first (profiler.timing's confirming measurement), `a`'s step is its own
-    assert "first 3 launch" in dist.judge(series(a), series(b), other_first=True)[0]
 
 
 def test_two_modes():

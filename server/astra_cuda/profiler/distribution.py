@@ -117,13 +117,11 @@ def _bimodal(m: Modes | None) -> TypeGuard[Modes]:
 
 
 def judge(kernel: Series, other: Series | None, *, who: str = "the candidate",
-          other_name: str = "the reference", other_first: bool = False) -> list[str]:
+          other_name: str = "the reference") -> list[str]:
     """Why `kernel`'s times are implausible, with the evidence; [] when they are not. A pattern
-    `other` (timed alongside) shows as well does not count against `kernel`, except a step where
-    `other` opened each round (`other_first`): whatever slows the first kernel timed hit it alone,
-    so `kernel`'s own step is judged by itself."""
+    `other` (timed alongside) shows as well does not count against `kernel`."""
     flags = []
-    st, so = step_down(kernel.loop), step_down(other.loop) if other and not other_first else None
+    st, so = step_down(kernel.loop), step_down(other.loop) if other else None
     if st and st.before_us / (st.after_us + STEP_FLOOR_US) >= STEP and (so is None or st.ratio >= so.ratio + MARGIN):
         flags.append(f"{who}'s per-launch times drop after its first {st.at} launch(es): {st.before_us:.1f} µs, then "
                      f"{st.after_us:.1f} µs ({st.ratio:.2f}× faster" +

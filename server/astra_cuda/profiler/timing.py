@@ -265,8 +265,7 @@ def _loop_launches(reps: int, warmup: int) -> int:
 def measure_size(backend, spec, rspec, sizes: dict[str, int], cand: tuple[Any, str], ref: tuple[Any, str] | None, *,
                  params: dict[str, str], reps: int, warmup: int, seed: int, ceiling: float | None,
                  original: bool = False, rounding: Callable[[list], bool] | None = None,
-                 ref_code: str = "", ahead: "Future[dict[str, np.ndarray]] | None" = None,
-                 reference_first: bool = False) -> SizeProfile:
+                 ref_code: str = "", ahead: "Future[dict[str, np.ndarray]] | None" = None) -> SizeProfile:
     """Time `cand` (module, name) and `ref` side by side at `sizes` (see the module docstring),
     check what every launch left and apply the plausibility rules. `original`: `cand` is the very
     code of `ref` (the original timed against itself: its outputs are checked, its times are the
@@ -275,8 +274,6 @@ def measure_size(backend, spec, rspec, sizes: dict[str, int], cand: tuple[Any, s
     differs from the reference's beyond the tolerance; True when it measured them. `ref_code`: a
     digest of the reference's code (what it was seen to need is kept by it: `touched`).
     `ahead`: the inputs `ahead_seed(seed)` names, being drawn by the caller (`gate.timed_host`).
-    `reference_first`: the reference's chunk opens each round of the loop (the candidate's does
-    otherwise).
     Raises LaunchError (and what the backend raises for lack of memory) for the caller to report."""
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
@@ -310,15 +307,14 @@ def measure_size(backend, spec, rspec, sizes: dict[str, int], cand: tuple[Any, s
     sides = [side("the candidate", cand, spec)] + ([side("the reference", ref, rspec)] if ref is not None else [])
     t_prep = time.perf_counter() - t0
     done, chunk = 0, 0
-    order = sides[::-1] if reference_first else sides
     while done < reps:
         n = min(CHUNK, reps - done)
         w = warmup if done == 0 else REWARM
-        for sd in order:
+        for sd in sides:
             times = sd.run(sd.loop_chunk(w, n))
             sd.series.loop += times
             sd.series.timed += times[w:]
-        for sd in order:
+        for sd in sides:
             sd.series.fixed += sd.run(sd.fixed_chunk(FIXED, chunk))
         done += n
         chunk += 1
@@ -386,7 +382,7 @@ def measure_size(backend, spec, rspec, sizes: dict[str, int], cand: tuple[Any, s
     sp.implausible = model.implausible(sp.candidate.median_us, sp.speedup, nbytes, ceiling,
                                        reference_us=trusted.median_us, original=original or ref is None)
     if not original:
-        sp.implausible += distribution.judge(c.series, other, other_first=reference_first)
+        sp.implausible += distribution.judge(c.series, other)
     if note:
         # The spec's bytes overstate what the kernel moves at these sizes (an inferred shape larger than
         # what the launch reaches, a read-write array only read): a share of the copy ceiling or a
@@ -430,18 +426,15 @@ def ahead_seed(seed: int) -> int:
 def measure_confirmed(backend, spec, rspec, sizes: dict[str, int], cand: tuple[Any, str], ref: tuple[Any, str] | None,
                       *, seeds: tuple[int, int], **kw) -> SizeProfile:
     """measure_size; a timing flagged implausible (with every output right) is measured once more
-    on fresh inputs, the reference's launches now opening each round, and stands only if flagged
-    again. A kernel that keeps state, skips work or beats the roofline does so every time and in
-    either order; a hiccup of the machine does not repeat (on an H100 one of 14 evaluations of a
-    correct kernel ran its whole first chunk 4.6x slower), and what slows whichever kernel is timed
-    first does not follow the candidate (on an H200, a correct merge_attn_states variant's first two
-    launches at 32x64x128 ran 8.2 µs, then 5.3 µs, on both measurements; the reference's did not).
-    The first measurement's flags stay on record (`unconfirmed`); a confirmed flag is the second's."""
+    on fresh inputs and stands only if flagged again. A kernel that keeps state, skips work or
+    beats the roofline does so every time; a hiccup of the machine does not repeat (on an H100 one
+    of 14 evaluations of a correct kernel ran its whole first chunk 4.6x slower). The first
+    measurement's flags stay on record (`unconfirmed`); a confirmed flag is the second's."""
     first = measure_size(backend, spec, rspec, sizes, cand, ref, seed=seeds[0], **kw)
     kw.pop("ahead", None)   # drawn for the first measurement only
     if not first.implausible or first.output_failures:
         return first
-    again = measure_size(backend, spec, rspec, sizes, cand, ref, seed=seeds[1], reference_first=ref is not None, **kw)
+    again = measure_size(backend, spec, rspec, sizes, cand, ref, seed=seeds[1], **kw)
     if not again.implausible and not again.output_failures:
         again.unconfirmed = first.implausible
     return again
