@@ -283,9 +283,9 @@ def host_condition(text: str, hx: HostExprs) -> str | None:
 
 
 ADMIT_UP_TO = 4096   # the sizes a launch's conditions are counted over (what tests draw; a real model's sequence)
-# (value, weight): every value — a sample weighting every 8th past 256 counted `blocksize == 512` 8 times
-# `blocksize == 128` (bitsandbytes' quantizer chain), an equality's single value must count once
-_ADMIT_SAMPLE = [(v, 1) for v in range(1, ADMIT_UP_TO + 1)]
+# every value, each once — a sample weighting every 8th past 256 counted `blocksize == 512` 8 times
+# `blocksize == 128` (bitsandbytes' quantizer chain)
+_ADMIT_SAMPLE = range(1, ADMIT_UP_TO + 1)
 
 
 def admitted_share(model: SourceModel, site: LaunchSite, program: Program, constants: dict[str, str],
@@ -333,9 +333,9 @@ def admitted_share(model: SourceModel, site: LaunchSite, program: Program, const
         ok = [True] * len(_ADMIT_SAMPLE)
         for c in conds:
             if c not in cache:
-                cache[c] = [_holds(c, name, v) for v, _ in _ADMIT_SAMPLE]
+                cache[c] = [_holds(c, name, v) for v in _ADMIT_SAMPLE]
             ok = [a and b for a, b in zip(ok, cache[c])]
-        count = sum(w for (_, w), good in zip(_ADMIT_SAMPLE, ok) if good)
+        count = sum(ok)
         if count == 0:
             return float("-inf")
         total += math.log(count / ADMIT_UP_TO)
