@@ -8,7 +8,7 @@ import pytest
 
 from astra_cuda import profiler
 from astra_cuda.gate import checks
-from astra_cuda.profiler.timing import SETS
+from astra_cuda.profiler.timing import PREROLL, SETS
 
 from .fake_gpu import FakeGpu, silu, units
 
@@ -52,27 +52,55 @@ def test_every_loop_launch_sees_poisoned_outputs_at_a_fresh_address():
     fixed_at = max(set(outs), key=outs.count)
     loop = [s for s in seen if s[1] != fixed_at]
     fixed = [s for s in seen if s[1] == fixed_at]
-    assert len(loop) == 126 and len(fixed) == 4 * 8
+    assert len(loop) == PREROLL + 126 and len(fixed) == 4 * 8
     assert all(s[0] for s in loop)                           # outputs poisoned before every loop launch
     assert not any(s[0] for s in fixed[1:])                  # fixed: over the previous launch's outputs
+    pre, loop = loop[:PREROLL], loop[PREROLL:]
     assert len({s[1] for s in loop}) == len(loop)            # every output at a new address
+    assert not {s[1] for s in pre} & {s[1] for s in loop}    # the pre-roll's, one no loop launch has
     assert len({s[2] for s in loop}) >= len(loop) // 8       # inputs placed afresh every few launches
     assert len({(s[1], s[2]) for s in fixed}) == 1           # one place for the fixed launches
 
 
-def test_two_input_sets_the_second_a_rotation_of_the_first():
-    firsts = {}
+def test_two_input_sets_the_second_a_rotation_of_the_first_and_a_decoy_before_them():
+    """The pre-roll's launches meet a third rotation (a decoy), the loop only the two sets."""
+    contents = []
 
     def spy(args, n):
-        firsts.setdefault(args[1].host.tobytes()[:64], args[1].host.copy())
+        contents.append(args[1].host.copy())
         silu(args)
         return 20.0
     profile(spy)
-    sets = list(firsts.values())
-    assert len(sets) == 2
-    a, b = (s.reshape(-1) for s in sets)
-    shift = next(k for k in range(1, a.size) if np.array_equal(np.roll(a, k)[:256], b[:256]))
-    assert np.array_equal(np.roll(a, shift), b)
+    key = [c.tobytes()[:64] for c in contents]
+    decoy, timed = set(key[:PREROLL]), set(key[PREROLL:])
+    assert len(decoy) == 1 and len(timed) == 2 and not decoy & timed
+    a = contents[PREROLL].reshape(-1)
+    for other in (contents[PREROLL + 1], contents[0]):
+        b = other.reshape(-1)
+        shift = next(k for k in range(1, a.size) if np.array_equal(np.roll(a, k)[:256], b[:256]))
+        assert np.array_equal(np.roll(a, shift), b)
+
+
+def test_a_cold_start_of_the_kernel_itself_is_absorbed_by_the_pre_roll():
+    """An honest merge_attn_states variant on an H200 at 32 tokens ran its first two launches at
+    8.2 µs, then 5.3 µs, on both measurements, whichever kernel was timed first: the kernel's own
+    start, no state keyed on what it is given. Modelled here as slow for two launches after the
+    reference has run (its expectations precede each measurement). The pre-roll takes that start."""
+    since = {"reference": 0}
+
+    def reference(args, n):
+        since["reference"] = 0
+        silu(args)
+        return 6.0
+
+    def cold(args, n):
+        since["reference"] += 1
+        silu(args)
+        return 8.2 if since["reference"] <= 2 else 5.3
+    p, _ = profile(cold, reference=reference)
+    s = p.sizes[0]
+    assert p.valid and not s.implausible and not s.unconfirmed, (s.implausible, s.unconfirmed)
+    assert s.speedup == pytest.approx(6.0 / 5.3, rel=0.03)
 
 
 def test_honest_kernels_pass_with_a_slow_first_launch_and_noise():
@@ -229,8 +257,9 @@ def test_a_reference_faster_once_warm_is_noted_and_cannot_flatter_the_candidate(
     speedup is taken against the reference's fastest credible time."""
     def warm_reference(args, n):
         # cold for its first launches in the loop: its expectations (one launch per input set) are
-        # computed before the loop, so a cache keyed on the inputs' content would be warm already
-        hit = n >= 2 * SETS
+        # computed before the loop, so a cache keyed on the inputs' content would be warm already;
+        # then come its pre-roll launches
+        hit = n >= 2 * SETS + PREROLL
         silu(args)
         return 15.0 if hit else 25.0
     p, _ = profile(lambda a, n: silu(a) or 20.0, reference=warm_reference)

@@ -12,11 +12,11 @@ from .run import check
 from .state import Cancelled
 from .screen import ScreenResult, fast_math_swaps
 from .suite import Suite, build as build_suite
-from .timed import (TimedSet, check_inputs_unchanged, check_outputs, check_samples, expect, fresh_run,
+from .timed import (TimedSet, check_inputs_unchanged, check_outputs, check_samples, decoy, expect, fresh_run,
                     measure_rounding, prepare_timed, resync, sealed, timed_host)
 from .verdict import CaseInfo, CheckResult, Coverage, Failure, Verdict
 
 __all__ = ["check", "Cancelled", "Verdict", "Failure", "CheckResult", "Coverage", "CaseInfo",
            "Mismatch", "ScreenResult", "fast_math_swaps", "build_suite", "Suite", "prepare_timed",
            "expect", "fresh_run", "check_outputs", "check_inputs_unchanged", "check_samples", "TimedSet", "launch_of",
-           "measure_rounding", "timed_host", "resync", "sealed"]
+           "measure_rounding", "timed_host", "resync", "sealed", "decoy"]

@@ -43,7 +43,7 @@ from .checks import POISONS, Compiled, Run, arg_types, launch_args, launch_of, r
 from .judging import ROUNDING_DIRECTIONS, ROUNDING_FACTOR, ROUNDING_MAX_ELEMENTS
 from .verdict import CaseInfo, Failure
 
-__all__ = ["TimedSet", "prepare_timed", "timed_host", "expect", "resync", "sealed", "fresh_run", "check_outputs",
+__all__ = ["TimedSet", "prepare_timed", "decoy", "timed_host", "expect", "resync", "sealed", "fresh_run", "check_outputs",
            "check_inputs_unchanged", "check_samples", "launch_of", "measure_rounding"]
 
 ROTATED = ("normal", "uniform", "randint")  # i.i.d. draws: any rotation is as likely a draw
@@ -156,6 +156,23 @@ def prepare_timed(spec: Spec, backend: Backend, sizes: dict[str, int], *, sets: 
         out.append(TimedSet(dict(sizes), pristine, host, rolls,
                             CaseInfo(dict(sizes), "spec" if not k else f"spec, rotated (set {k + 1})", s, False,
                                      "timed")))
+    return out
+
+
+def decoy(spec: Spec, backend: Backend, sets: Sequence[TimedSet], rng: np.random.Generator) -> dict[str, Buffer]:
+    """Inputs for untimed launches before the timing loop (its pre-roll): set 0 with every drawn
+    argument rotated by a roll none of `sets` has. They absorb a kernel's cold start, yet no state
+    keyed on the timed sets' contents can warm on them."""
+    first = sets[0]
+    out = dict(first.pristine)
+    for a in spec.args.values():
+        n = first.host[a.name].size if a.name in first.host else 0
+        taken = {ts.rolls.get(a.name, 0) for ts in sets}
+        if a.name in first.host and a.init.kind in ROTATED and n > len(taken):
+            roll = int(rng.integers(1, n))
+            while roll in taken:
+                roll = int(rng.integers(1, n))
+            out[a.name] = _rotated(backend, first.pristine[a.name], roll)
     return out
 
 
