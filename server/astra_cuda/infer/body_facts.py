@@ -432,6 +432,8 @@ def launch_value(site, kernel: Kernel, name: str, constants: dict[str, str]) -> 
     while text in constants and seen < 8:
         text, seen = constants[text].strip(), seen + 1
     text = text.strip("()").rstrip("fF") if text.count("(") <= 1 else text
+    if text in ("true", "false"):   # a flag the launch fixes: the spec's 1 or 0
+        return repr(float(text == "true"))
     try:
         value = float(text)
     except ValueError:

@@ -11,7 +11,7 @@ from ..compile.project import ProjectContext
 from ..model.source import Kernel, SourceModel
 from ..model.spec import NULL
 from .hostexprs import function_macros, raising_macros
-from .launch_callers import pick_site, program_inits, zero_at_every_call
+from .launch_callers import pick_site, program_inits, scalar_value, zero_at_every_call
 from .launch_locals import dim3_fields, host_locals, launch_byte
 from .launches import SHARED_PER_THREAD, grid_guess, launch_of
 from . import bench_sizes, class_numbers, data_positions, distinct_indices, guards, lengths, masks, range_chains, scales, structs
@@ -522,10 +522,10 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
                 args.append((p.name, f'{{ value = {value}, type = "float" }}'))
                 notes.append(structs.handed_whole(kernel, p.name, targs.get(p.base_type, p.base_type), types.items)
                              or f"`{p.name}`: type {p.type!r} unknown, assumed float")
-            else:
-                args.append((p.name, value if dt.is_float else str(int(float(value)))))
-                notes.append(f"`{p.name}` = {value}, as the launch passes it" if given is not None
-                             else f"`{p.name}` = {value} is a guess")
+            else:   # (a `bool` no launch fixes: what the launcher's callers pass, else off)
+                value, note = scalar_value(program, site, kernel, p.name, dt, given, value, constants)
+                args.append((p.name, value))
+                notes.append(note)
     for n in size_names:
         if kernel.param(n) is None and n != TABLE:
             notes.append(f"size `{n}` comes from the launch site's grid; it is not a kernel parameter")

@@ -4,7 +4,7 @@ value zero at every call, and the ranges a program fills an input with. Separate
 reads the program around the launcher, not the launch itself."""
 from __future__ import annotations
 
-from ..model import exprs, source
+from ..model import dtypes, exprs, source
 from ..model.source import Kernel, LaunchSite, SourceModel
 from ..model.syntax import walk as _walk
 from . import hostcalls
@@ -13,6 +13,7 @@ from .program import Program, param_names
 from .template_names import split, template_param_names_of
 from .launch_conditions import admitted_share, helper_ranges
 from .launch_locals import BLOCK_DEFAULT, host_functions, host_locals
+from .sizes import usual_flag
 
 
 def same_at_callers(program: Program, function: str | None) -> dict[str, str]:
@@ -139,6 +140,44 @@ def caller_values(program: Program, function: str | None, expr: str, constants: 
         if idx < len(call.args):
             out += caller_values(program, call.caller, call.args[idx], constants, depth + 1)
     return list(dict.fromkeys(out))
+
+
+def fixed_at_every_call(program: Program, function: str | None, expr: str, constants: dict[str, str],
+                        depth: int = 0) -> int | None:
+    """The value a host expression of `function` has however the program reaches it: a literal or a
+    local, or a parameter every call of the function fixes to one same value in turn; None where a
+    call leaves it open (passes a parameter no call above fixes) or calls disagree."""
+    found = program.function(function) if function is not None and depth <= MAX_CALLER_DEPTH else None
+    if found is None:
+        return None
+    fn, model = found
+    v = value_of(expr, {**constants, **host_locals(model, function)})
+    params = param_names(fn)
+    if v is not None or expr.strip() not in params:
+        return v
+    idx = params.index(expr.strip())
+    got = {fixed_at_every_call(program, c.caller, c.args[idx], constants, depth + 1) if idx < len(c.args) else None
+           for c in program.calls(function)}   # type: ignore[arg-type]
+    return next(iter(got)) if len(got) == 1 else None
+
+
+def scalar_value(program: Program, site: LaunchSite | None, kernel: Kernel, name: str, dt: dtypes.DType,
+                 given: str | None, guess: str, constants: dict[str, str]) -> tuple[str, str]:
+    """A number parameter's spec value and its note: as the launch passes it (`given`, `true` and
+    `false` among them); a `bool` the launch hands on as every call above fixes it; one nothing here
+    fixes whose name says its usual value (`sizes.usual_flag`: TransformerEngine's rope `interleaved`,
+    handed down from its C API and false by default in its Python API); else the name's guess."""
+    at = next((i for i, p in enumerate(kernel.params) if p.name == name), -1)
+    fixed = fixed_at_every_call(program, site.function, site.args[at], constants) \
+        if given is None and dt.name == "bool" and site is not None and 0 <= at < len(site.args) else None
+    usual = usual_flag(name) if dt.name == "bool" else None
+    if given is None and fixed in (0, 1):
+        return str(fixed), f"`{name}` = {fixed}, as every call of the launcher fixes it"
+    if given is None and usual is not None:
+        return str(usual[0]), f"`{name}` = {usual[0]}: {usual[1]} — CHECK the value the program passes"
+    value = given if given is not None else guess
+    return (value if dt.is_float else str(int(float(value))),
+            f"`{name}` = {value}, as the launch passes it" if given is not None else f"`{name}` = {value} is a guess")
 
 
 def _uncast(node):

@@ -133,6 +133,24 @@ def layout_value(name: str, *more: str, ruled_out: frozenset[int] = frozenset(),
     return None
 
 
+# a rotary embedding's layout flag, by the name's words: the rotate-half layout (GPT-NeoX's) that
+# Llama, Qwen, Mistral and DeepSeek take, not GPT-J's interleaved pairs — `interleaved` off (false by
+# default in TransformerEngine's Python API), `neox`/`is_neox`/`neox_style` on
+ROTATE_HALF_FLAGS = {"interleaved": 0, "neox": 1}
+
+
+def usual_flag(name: str) -> tuple[int, str] | None:
+    """A `bool` parameter's usual value where its name says what it switches (a word of it in
+    ROTATE_HALF_FLAGS), with why; None otherwise."""
+    words = name.lower().split("_")
+    hit = next((w for w in ROTATE_HALF_FLAGS if w in words), None)
+    if hit is None:
+        return None
+    value = ROTATE_HALF_FLAGS[hit]
+    return value, (f"a rotary embedding's layout flag, {'on' if value else 'off'} for the rotate-half layout most "
+                   f"models take (Llama, Qwen, Mistral, DeepSeek), not GPT-J's interleaved pairs")
+
+
 GRID_COUNT_TESTS = [1, 3, 16]   # a grid-stride loop's block count: one block, several trips, one trip a thread
 
 
