@@ -335,6 +335,11 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
                 notes.append(f"`{n}` % {w} == 0: the kernel reads or writes packets of {w} elements past the "
                              f"last index it checks (a vector access) — required")
     whole_steps(found, size_names, require, notes)
+    for lo, hi in found.ordered if found is not None else []:
+        if lo in size_names and hi in size_names and (r := f"{lo} <= {hi}") not in require:
+            require.append(r)
+            notes.append(f"`{r}`: only then do the kernel's accesses fit a tensor's shape (`{lo}` greater, they "
+                         f"reach past a row of `{hi}`) — required; CHECK the program keeps it")
     require += [r for r in launch_require if r not in require]
     tile = max((int(b) for b in block if b.strip().isdigit()), default=1)
     if decide.get("tiles") and tile > 1:   # it faulted on a partial tile: every size a whole number of them
@@ -543,6 +548,13 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
     vectors = vector_requirements(found, buffers, size_names, require, notes)
     require += vectors
     counts, layouts = (launch.grid_counts, launch.layouts) if site is not None and site_model is not None else ([], {})
+    for lo, hi in found.ordered if found is not None else []:
+        # a part of a row the caller lays out (`d2 <= d`, d a head's dim): as wide as the row (a full
+        # rotary), not the 4096 its name gets (which `require` rules out) nor a 1 a shrink leaves
+        if hi in layouts and lo in size_names and lo not in layouts and not program_sizes.get(lo):
+            layouts = {**layouts, lo: layouts[hi]}
+            notes.append(f"`{lo}` is at most `{hi}` (required): timed at `{hi}`'s {layouts[hi]}, the whole row, "
+                         f"and tested there too — CHECK")
     draft = Draft(grid, block, shared, require, {n: test_values(n, program_sizes.get(n, []), n in counts) for n in size_names},
                   {}, buffers, scalars, access.kernel_body(kernel), known_values, dict(args), counts, layouts)
     for r in vectors:   # a row shorter than one vector is no row of vectors: not raised to one, left out

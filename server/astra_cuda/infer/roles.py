@@ -112,6 +112,8 @@ class InferredShapes:
     bounds: dict[str, int] = field(default_factory=dict)   # size -> the most of it the instance covers (`size_bounds`)
     vector_strides: dict[str, int] = field(default_factory=dict)   # stride -> the vector width it keeps aligned
     distinct: set[str] = field(default_factory=set)   # index arrays drawn distinct: they copy within a buffer
+    # (lo, hi): the accesses fit a shape only where lo <= hi (a rotated part `d2` of a row of `d`)
+    ordered: list[tuple[str, str]] = field(default_factory=list)
 
 
 _STRIDE_PROBE = 100003   # a stride set far from every probe size: what it moves depends on it
@@ -193,6 +195,44 @@ def _whole_parts(fit: list[str], longest: set[str]) -> list[str]:
     return fit
 
 
+def ordered_pair(result, misfits, reach, sample, solve, fitted, free: list[str], launch: set[str], order):
+    """((lo, hi), the solution) where the accesses fit no shape as probed but every pointer fits
+    one once `lo` is probed below `hi`: a kernel that rotates the first `d2` elements of each row
+    of `d` and copies the rest (`for (i = d2 + tid; i < d; ...)`) reaches `max(d, d2)` into a row,
+    no product of sizes, and `d` where `d2 <= d` — which the launcher then has to keep (TE's and
+    apex's `d2 <= d` check, commented out in llm-awq's copy). Only sizes that move the misfits'
+    reach are paired; the pointers that fitted keep their shape; and each of those sizes must then
+    measure some pointer (probed `d <= d2`, the rows are `d2` long and `d` measures nothing: not
+    that order — nor another pair whose swapped probes happen to put `d` below `d2`).
+    `launch`: the sizes the grid and block are sized by. `order(pairs, by)` sets the pairs `sample`
+    probes in order and how far its values are handed round (confirming a fit at other probes). None (no order set) where no order fits."""
+    fixed, base = result
+    bad, known = misfits(result), reach(base)
+    good = {p: f for p, e in extents_of(base).items() if e is not None and p not in bad
+            and (f := fitted(base, e, fixed)) is not None}
+    cands = [n for n in free if (m := sample({**fixed, n: f"{n} + 16"})) is not None
+             and any(reach(m)[p] != known[p] for p in bad)]
+    # first the pairs of sizes the launch is not sized by: a row's widths, not its counts of rows
+    pairs = sorted(itertools.permutations(cands, 2), key=lambda pq: sum(n in launch for n in pq))
+    for lo, hi in pairs[:MAX_EQUAL_TRIES]:
+        order([(lo, hi)])
+        tried = solve({})
+        if tried is None or misfits(tried) or not same_shapes(good, tried, fitted, {}):
+            continue
+        measured = {n for shape in shapes_at(tried, fitted).values() if shape for d in shape for n in exprs.names(d)}
+        if not set(cands) <= measured:
+            continue
+        # the same shapes with the probe values handed round the other sizes: the order of this
+        # pair fits them, not another order its swap happened to make (`h` swapped above `d`)
+        shapes = shapes_at(tried, fitted)
+        if all((order([(lo, hi)], by), again := solve({}))[1] is not None and not misfits(again)
+               and shapes_at(again, fitted) == shapes for by in range(1, len(_PROBE_VALUES))):
+            order([(lo, hi)])
+            return (lo, hi), tried
+    order([])
+    return None
+
+
 def is_stride(name: str) -> bool:
     """A stride by its name: `stride` in it, or BLAS's leading dimension (`lda`, `ldc`, `ld_out`)."""
     low = name.lower()
@@ -225,6 +265,11 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
     # the smaller of that size and the table: the table probed above it, or the reach is a min() no shape fits
     served = {b for p in int_params if (b := guards.early_return_bound(kernel, p, set(size_names))) is not None}
     capped: dict[str, int] = dict(caps or {})   # size -> the largest value it is probed at (`size_bounds`)
+    ordered: list[tuple[str, str]] = []   # (lo, hi): probed with lo below hi (see `ordered_pair` below)
+    turn = [0]   # the probe values handed round the sizes this many places (`ordered_pair` confirms with it)
+
+    def set_order(pairs: list[tuple[str, str]], by: int = 0) -> None:
+        ordered[:], turn[0] = pairs, by
 
     def table_above(sizes: dict[str, int]) -> None:
         sizes[TABLE] = 2 * sum(v for n, v in sizes.items() if n != TABLE) + 16
@@ -234,7 +279,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
         for k in range(3):
             # multiples of 16: a row split into packets of 8 (`hidden / 8`) is then read whole; the
             # sixth size on is one more than the size five before it, so no two sizes are equal
-            sizes = {n: (_PROBE_VALUES[(i + k) % 5] + i // 5) * (k + 2) * 16 for i, n in enumerate(names)}
+            sizes = {n: (_PROBE_VALUES[(i + k + turn[0]) % 5] + i // 5) * (k + 2) * 16 for i, n in enumerate(names)}
             for num, den in divided:   # `hidden_dim / heads` threads: a whole multiple, as the launcher has it
                 sizes[num] *= sizes[den] // 16
             for hi, lo in differences:   # `(max - min) / 8` blocks: the first above the second
@@ -258,6 +303,9 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
                         sizes[n] = small[k % len(small)]
             for n, m in whole.items():   # whole steps of `m` (see `steps` below), as is every part of it a
                 sizes[n] *= m            # division by another size gives (GPTQ's groups of `size_k / groups`)
+            for lo, hi in ordered:   # the probes' values swapped: still distinct, lo now the smaller
+                if sizes[lo] > sizes[hi]:
+                    sizes[lo], sizes[hi] = sizes[hi], sizes[lo]
             if any(sizes[TABLE] <= sizes.get(b, 0) for b in served):
                 table_above(sizes)
             facts = at(sizes, extra)
@@ -411,6 +459,12 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
                 first = shapes_at(fits[0][2], fitted)
                 _, n, result = max((f for f in fits if shapes_at(f[2], fitted) == first), key=lambda f: f[0])
                 equal = {TABLE: n}
+    if not equal and misfits(result):
+        pair = ordered_pair(result, misfits, reach, sample, solve, fitted,
+                            [n for n in size_names if n not in result[0] and n not in (derived or {}) and not is_stride(n)],
+                            launch_names, set_order)
+        if pair is not None:
+            result = pair[1]
     steps: dict[str, int] = {}
     if misfits(result):
         # a kernel that walks a size in whole steps (GPTQ's `while (k < end_k) { four rows of packed
@@ -595,5 +649,5 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
                    {n: set(u.congruent) for n, u in last.items() if u.congruent},
                    {n for n, u in last.items() if u.same_start}, windows, indexes, past_tiles,
                    partial_groups(samples, shapes, free, {**(derived or {}), **fixed}, at_fixed),   # pairs by residue
-                   vector_strides=strides_kept, distinct=distinct & tables)
+                   vector_strides=strides_kept, distinct=distinct & tables, ordered=list(ordered))
 

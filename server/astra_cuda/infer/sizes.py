@@ -101,6 +101,9 @@ HEAD_DIM = 128
 # attention's activations take ([s, b, h, d], [b, s, h, d], [b, h, s, d]: apex's fused rope reads
 # `d = input.size(3)` and `d2 = freqs.size(3)`)
 HEAD_DIM_AXIS = 3
+# names that say only "a dimension" (hinted as a hidden size otherwise): read off that axis, a head's dim
+# (llm-awq's rope reads `d = input.size(3)` of [s, b, h, d])
+_BARE_DIMS = ("d", "dim")
 
 
 def layout_value(name: str, *more: str, ruled_out: frozenset[int] = frozenset(),
@@ -126,8 +129,9 @@ def layout_value(name: str, *more: str, ruled_out: frozenset[int] = frozenset(),
     if low.endswith("experts") and count is not None:
         return count, f"a MoE's expert count: timed at {count}, a real model's routed experts" + (
             " (a count no `case` of the launcher's `switch` takes)" if ruled_out else "")
-    if dim == HEAD_DIM_AXIS and not _hinted(name):   # a name that says what it counts keeps its values
-        # (apex softmax's `key_seq_len = input.size(3)` is a sequence, not a head)
+    if dim == HEAD_DIM_AXIS and (not _hinted(name) or name.lower() in _BARE_DIMS):
+        # a name that says what it counts keeps its values (apex softmax's `key_seq_len = input.size(3)`
+        # is a sequence, not a head); a bare `d` says only that it is a dimension: there, a head's
         return HEAD_DIM, (f"the innermost extent of a 4-D tensor, as attention lays out its activations "
                           f"([s, b, h, d]): timed at {HEAD_DIM}, a head's dim")
     return None
@@ -300,11 +304,17 @@ def _repair(d: Draft, notes: list[str]) -> bool:
     while _combinations(d.sizes) > MAX_TEST_COMBINATIONS:
         widest = max(d.sizes, key=lambda n: len(d.sizes[n]))
         vals = d.sizes[widest]
-        d.sizes[widest] = [vals[0], vals[-1]] if len(vals) > 2 else vals[:1]
+        # the caller's layout kept (a rotary part timed at a head's 128, tested there too)
+        kept = [v for v in vals[1:-1] if v == d.layouts.get(widest)] if len(vals) > 3 else []
+        d.sizes[widest] = sorted({vals[0], vals[-1], *kept}) if len(vals) > 2 else vals[:1]
     for _ in range(64):
         bad = next(((c, why) for c in cases_of(d.sizes, d) if (why := problem(d, c)) is not None), None)
         if bad is None:
-            return bool(cases_of(d.sizes, d))
+            cases = cases_of(d.sizes, d)
+            for n, vals in d.sizes.items():   # a value no valid case takes (`d2` = 4096 where `d2 <= d` and
+                used = [v for v in vals if any(c[n] == v for c in cases)]   # d is at most 1001): never tested
+                d.sizes[n] = used or vals
+            return bool(cases)
         case, why = bad
         if why in ("bytes", "work"):   # too large to test (or too long to run): drop the largest value of
             # a size that has others, or halve one
