@@ -28,8 +28,8 @@ from .body_facts import (WARP_WIDTH, bound_functions, called_template_params, ca
                          mode_params, names_used, mode_note, null_tested, reduces, scatter_of, shift_counts, split_row_requires,
                          warp_width_names, whole_groups, written_as_constants)
 from .notes import problems_of, ranked
-from .requirements import (holds_true, launch_requirements, over_sizes, substituted, toml_list, vector_requirements,
-                           whole_steps, within_launch_bounds)
+from .requirements import (holds_true, launch_requirements, ordered_layouts, over_sizes, substituted, toml_list,
+                           vector_requirements, whole_steps, within_launch_bounds)
 
 
 @dataclass
@@ -335,11 +335,6 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
                 notes.append(f"`{n}` % {w} == 0: the kernel reads or writes packets of {w} elements past the "
                              f"last index it checks (a vector access) — required")
     whole_steps(found, size_names, require, notes)
-    for lo, hi in found.ordered if found is not None else []:
-        if lo in size_names and hi in size_names and (r := f"{lo} <= {hi}") not in require:
-            require.append(r)
-            notes.append(f"`{r}`: only then do the kernel's accesses fit a tensor's shape (`{lo}` greater, they "
-                         f"reach past a row of `{hi}`) — required; CHECK the program keeps it")
     require += [r for r in launch_require if r not in require]
     tile = max((int(b) for b in block if b.strip().isdigit()), default=1)
     if decide.get("tiles") and tile > 1:   # it faulted on a partial tile: every size a whole number of them
@@ -545,16 +540,9 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
                            "template parameters, so what the kernel reaches through their results is not read")
     notes += data_positions.refusals(kernel, helpers, set(guessed_shapes) | (found.partial if found else set()))
 
-    vectors = vector_requirements(found, buffers, size_names, require, notes)
-    require += vectors
+    require += (vectors := vector_requirements(found, buffers, size_names, require, notes))
     counts, layouts = (launch.grid_counts, launch.layouts) if site is not None and site_model is not None else ([], {})
-    for lo, hi in found.ordered if found is not None else []:
-        # a part of a row the caller lays out (`d2 <= d`, d a head's dim): as wide as the row (a full
-        # rotary), not the 4096 its name gets (which `require` rules out) nor a 1 a shrink leaves
-        if hi in layouts and lo in size_names and lo not in layouts and not program_sizes.get(lo):
-            layouts = {**layouts, lo: layouts[hi]}
-            notes.append(f"`{lo}` is at most `{hi}` (required): timed at `{hi}`'s {layouts[hi]}, the whole row, "
-                         f"and tested there too — CHECK")
+    layouts = ordered_layouts(found, size_names, layouts, program_sizes, notes)   # `d2 <= d`: at d's head dim
     draft = Draft(grid, block, shared, require, {n: test_values(n, program_sizes.get(n, []), n in counts) for n in size_names},
                   {}, buffers, scalars, access.kernel_body(kernel), known_values, dict(args), counts, layouts)
     for r in vectors:   # a row shorter than one vector is no row of vectors: not raised to one, left out

@@ -197,7 +197,8 @@ def vector_requirements(found: InferredShapes | None, buffers: dict[str, tuple[l
 
 def whole_steps(found: InferredShapes | None, size_names: list[str], require: list[str], notes: list[str]) -> None:
     """A size the kernel walks in whole steps (`roles`: its accesses fit a shape only there) is
-    required a multiple of the step: a partial step reads a whole one past the buffer. A scale
+    required a multiple of the step: a partial step reads a whole one past the buffer; two sizes
+    whose accesses fit only in order (`ordered`: a rotated part within its row) that order. A scale
     array the last tile reads past its quotient (`past_tiles`: shaped to cover it) gets a note, no requirement."""
     for n, m in (found.steps.items() if found is not None else ()):
         if n in size_names and (r := f"{n} % {m} == 0") not in require:
@@ -217,6 +218,11 @@ def whole_steps(found: InferredShapes | None, size_names: list[str], require: li
             notes.append(f"`{r}`: this instance covers at most {b} of `{n}` (its loops of fixed trips reach no "
                          f"further; past it a row is read only in part), and only up to it do its accesses fit a "
                          f"shape — required; CHECK that the program picks this instance only up to there")
+    for lo, hi in (found.ordered if found is not None else ()):
+        if lo in size_names and hi in size_names and (r := f"{lo} <= {hi}") not in require:
+            require.append(r)
+            notes.append(f"`{r}`: only then do the kernel's accesses fit a tensor's shape (`{lo}` greater, they "
+                         f"reach past a row of `{hi}`) — required; CHECK the program keeps it")
     for p, (n, t) in (found.past_tiles.items() if found is not None else ()):
         shape = (found.shapes.get(p) or [""])[-1]
         # not required: the kernel cuts the tile's tail for its data, so the program's sizes need not be whole
@@ -225,6 +231,21 @@ def whole_steps(found: InferredShapes | None, size_names: list[str], require: li
                      f"`{shape}`), as every thread of the last tile reads it, those past `{n}` included; "
                      f"a program that allocates the quotient of `{n}` as it is is read past by the kernel — CHECK "
                      f"what the program allocates")
+
+
+def ordered_layouts(found: InferredShapes | None, size_names: list[str], layouts: dict[str, int],
+                    program: dict[str, list[int]], notes: list[str]) -> dict[str, int]:
+    """`layouts` (the sizes read off a caller's tensor, timed at their layout's value) with a size
+    required at most one of them (`d2 <= d`, d a head's dim) timed at that value too: the part as
+    wide as its row (a full rotary), not its name's 4096 (which the order rules out) nor the 1 a
+    bench's shrinking leaves it."""
+    out = dict(layouts)
+    for lo, hi in (found.ordered if found is not None else ()):
+        if hi in out and lo in size_names and lo not in out and not program.get(lo):
+            out[lo] = out[hi]
+            notes.append(f"`{lo}` is at most `{hi}` (required): timed at `{hi}`'s {out[hi]}, the whole row, "
+                         f"and tested there too — CHECK")
+    return out
 
 
 def toml_list(items: list[str]) -> str:

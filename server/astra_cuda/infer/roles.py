@@ -17,12 +17,14 @@ from ..model import access, accessors, exprs
 from ..model.source import Kernel
 from ..model.syntax import walk
 from . import guards, masks, stride_units
+from .divisors import DIVISIONS, divisors as _divisors
 from .distinct_indices import copies_within
 from .groups import partial_groups
 from .size_bounds import largest_covered
 from .vector_strides import vector_strides
 from .shape_fits import (TABLE, bounding_polynomial, confirmed_at_probes, extents_of, fit_product, launch_tiles,
-                         packed_layout, packet_width, per_block_fit, polynomial_fit, quotient_fit, same_shapes, shapes_at,
+                         Probing, ordered_pair, packed_layout, packet_width, per_block_fit, polynomial_fit, quotient_fit,
+                         same_shapes, shapes_at,
                          tiled_quotient, whole_tile_quotient)
 from .dead_branches import only_in_dead_branches
 
@@ -31,58 +33,6 @@ from .dead_branches import only_in_dead_branches
 
 _PROBE_VALUES = (37, 53, 29, 41, 23)
 _STEPS = (32, 64, 128)   # whole steps a size is probed at where multiples of 16 fit no shape
-
-
-def _divisors(kernel: Kernel, launch: list[str], names: list[str], helpers=None) -> list[str]:
-    """The sizes the kernel's body (`i / blocksize`, `i >> (31 - __clz(blocksize))`) or its launch
-    (`cdiv(n, blocksize)`) divide by; also those it passes to a helper or macro (`helpers`: their
-    definitions by name) as an argument the helper divides by (`CEILDIV(max_tokens, block_size)`)."""
-    from .masks import log2_of
-    out: list[str] = []
-    body = access.kernel_body(kernel)
-    for n in walk(body) if body is not None else ():
-        if n.type == "call_expression":
-            out += _divided_arguments(n, names, helpers or {})
-        op = n.child_by_field_name("operator").type if n.type == "binary_expression" else ""
-        if op == "/":
-            b = n.child_by_field_name("right")
-            if b is not None and b.type == "identifier" and b.text.decode() in names:
-                out.append(b.text.decode())
-        elif op == ">>" and (x := log2_of(n.child_by_field_name("right"), {s: s for s in names})) is not None:
-            out.append(x)   # a shift by log2 of a size: a division by it (a power of two)
-    for x in launch:
-        try:
-            tree = exprs.parse(x)
-        except exprs.ExprError:
-            continue
-        for t in ast.walk(tree):
-            if isinstance(t, ast.BinOp) and isinstance(t.op, DIVISIONS) and isinstance(t.right, ast.Name):
-                out.append(t.right.id)
-            elif isinstance(t, ast.Call) and len(t.args) == 2 and isinstance(t.args[1], ast.Name):
-                out.append(t.args[1].id)
-    return [n for n in dict.fromkeys(out) if n in names and n != TABLE]
-
-
-def _divided_arguments(call, names: list[str], helpers) -> list[str]:
-    """The size arguments of `call` (identifiers) at the positions of the parameters its helper's
-    definition divides by (`x / y` with y that parameter)."""
-    fn = call.child_by_field_name("function")
-    name = fn.text.decode().split("::")[-1].split("<")[0] if fn is not None else ""
-    definition = helpers.get(name)
-    decl = definition.child_by_field_name("declarator") if definition is not None else None
-    plist = decl.child_by_field_name("parameters") if decl is not None else None
-    args = call.child_by_field_name("arguments")
-    if plist is None or args is None:
-        return []
-    params = [(p.child_by_field_name("declarator").text.decode().lstrip("*&") if p.child_by_field_name("declarator")
-               is not None else "") for p in plist.named_children if p.type == "parameter_declaration"]
-    divided = set()
-    for b in walk(definition):
-        right = b.child_by_field_name("right") if b.type == "binary_expression" else None
-        if right is not None and right.type == "identifier" and b.child_by_field_name("operator").type == "/":
-            divided.add(right.text.decode())
-    return [a.text.decode() for a, p in zip([a for a in args.named_children if a.type != "comment"], params)
-            if p in divided and a.type == "identifier" and a.text.decode() in names]
 
 
 @dataclass
@@ -112,8 +62,7 @@ class InferredShapes:
     bounds: dict[str, int] = field(default_factory=dict)   # size -> the most of it the instance covers (`size_bounds`)
     vector_strides: dict[str, int] = field(default_factory=dict)   # stride -> the vector width it keeps aligned
     distinct: set[str] = field(default_factory=set)   # index arrays drawn distinct: they copy within a buffer
-    # (lo, hi): the accesses fit a shape only where lo <= hi (a rotated part `d2` of a row of `d`)
-    ordered: list[tuple[str, str]] = field(default_factory=list)
+    ordered: list[tuple[str, str]] = field(default_factory=list)   # (lo, hi): fits only where lo <= hi (`ordered_pair`)
 
 
 _STRIDE_PROBE = 100003   # a stride set far from every probe size: what it moves depends on it
@@ -173,7 +122,6 @@ def body_divisions(kernel: Kernel, names: list[str], int_params: set[str] = froz
     return out
 
 
-DIVISIONS = (ast.Div, ast.FloorDiv)
 DIFFERENCES = (ast.Sub,)
 
 
@@ -193,44 +141,6 @@ def _whole_parts(fit: list[str], longest: set[str]) -> list[str]:
     if len(last) == 2 and last[0] in longest and last[1].isdigit():
         return fit[:-1] + [f"({last[0]} + {int(last[1]) - 1}) / {last[1]}"]
     return fit
-
-
-def ordered_pair(result, misfits, reach, sample, solve, fitted, free: list[str], launch: set[str], order):
-    """((lo, hi), the solution) where the accesses fit no shape as probed but every pointer fits
-    one once `lo` is probed below `hi`: a kernel that rotates the first `d2` elements of each row
-    of `d` and copies the rest (`for (i = d2 + tid; i < d; ...)`) reaches `max(d, d2)` into a row,
-    no product of sizes, and `d` where `d2 <= d` — which the launcher then has to keep (TE's and
-    apex's `d2 <= d` check, commented out in llm-awq's copy). Only sizes that move the misfits'
-    reach are paired; the pointers that fitted keep their shape; and each of those sizes must then
-    measure some pointer (probed `d <= d2`, the rows are `d2` long and `d` measures nothing: not
-    that order — nor another pair whose swapped probes happen to put `d` below `d2`).
-    `launch`: the sizes the grid and block are sized by. `order(pairs, by)` sets the pairs `sample`
-    probes in order and how far its values are handed round (confirming a fit at other probes). None (no order set) where no order fits."""
-    fixed, base = result
-    bad, known = misfits(result), reach(base)
-    good = {p: f for p, e in extents_of(base).items() if e is not None and p not in bad
-            and (f := fitted(base, e, fixed)) is not None}
-    cands = [n for n in free if (m := sample({**fixed, n: f"{n} + 16"})) is not None
-             and any(reach(m)[p] != known[p] for p in bad)]
-    # first the pairs of sizes the launch is not sized by: a row's widths, not its counts of rows
-    pairs = sorted(itertools.permutations(cands, 2), key=lambda pq: sum(n in launch for n in pq))
-    for lo, hi in pairs[:MAX_EQUAL_TRIES]:
-        order([(lo, hi)])
-        tried = solve({})
-        if tried is None or misfits(tried) or not same_shapes(good, tried, fitted, {}):
-            continue
-        measured = {n for shape in shapes_at(tried, fitted).values() if shape for d in shape for n in exprs.names(d)}
-        if not set(cands) <= measured:
-            continue
-        # the same shapes with the probe values handed round the other sizes: the order of this
-        # pair fits them, not another order its swap happened to make (`h` swapped above `d`)
-        shapes = shapes_at(tried, fitted)
-        if all((order([(lo, hi)], by), again := solve({}))[1] is not None and not misfits(again)
-               and shapes_at(again, fitted) == shapes for by in range(1, len(_PROBE_VALUES))):
-            order([(lo, hi)])
-            return (lo, hi), tried
-    order([])
-    return None
 
 
 def is_stride(name: str) -> bool:
@@ -265,11 +175,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
     # the smaller of that size and the table: the table probed above it, or the reach is a min() no shape fits
     served = {b for p in int_params if (b := guards.early_return_bound(kernel, p, set(size_names))) is not None}
     capped: dict[str, int] = dict(caps or {})   # size -> the largest value it is probed at (`size_bounds`)
-    ordered: list[tuple[str, str]] = []   # (lo, hi): probed with lo below hi (see `ordered_pair` below)
-    turn = [0]   # the probe values handed round the sizes this many places (`ordered_pair` confirms with it)
-
-    def set_order(pairs: list[tuple[str, str]], by: int = 0) -> None:
-        ordered[:], turn[0] = pairs, by
+    probing = Probing()   # pairs of sizes probed in order (`ordered_pair`)
 
     def table_above(sizes: dict[str, int]) -> None:
         sizes[TABLE] = 2 * sum(v for n, v in sizes.items() if n != TABLE) + 16
@@ -279,7 +185,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
         for k in range(3):
             # multiples of 16: a row split into packets of 8 (`hidden / 8`) is then read whole; the
             # sixth size on is one more than the size five before it, so no two sizes are equal
-            sizes = {n: (_PROBE_VALUES[(i + k + turn[0]) % 5] + i // 5) * (k + 2) * 16 for i, n in enumerate(names)}
+            sizes = {n: (_PROBE_VALUES[(i + k + probing.turn) % 5] + i // 5) * (k + 2) * 16 for i, n in enumerate(names)}
             for num, den in divided:   # `hidden_dim / heads` threads: a whole multiple, as the launcher has it
                 sizes[num] *= sizes[den] // 16
             for hi, lo in differences:   # `(max - min) / 8` blocks: the first above the second
@@ -303,9 +209,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
                         sizes[n] = small[k % len(small)]
             for n, m in whole.items():   # whole steps of `m` (see `steps` below), as is every part of it a
                 sizes[n] *= m            # division by another size gives (GPTQ's groups of `size_k / groups`)
-            for lo, hi in ordered:   # the probes' values swapped: still distinct, lo now the smaller
-                if sizes[lo] > sizes[hi]:
-                    sizes[lo], sizes[hi] = sizes[hi], sizes[lo]
+            probing.apply(sizes)
             if any(sizes[TABLE] <= sizes.get(b, 0) for b in served):
                 table_above(sizes)
             facts = at(sizes, extra)
@@ -459,12 +363,10 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
                 first = shapes_at(fits[0][2], fitted)
                 _, n, result = max((f for f in fits if shapes_at(f[2], fitted) == first), key=lambda f: f[0])
                 equal = {TABLE: n}
-    if not equal and misfits(result):
-        pair = ordered_pair(result, misfits, reach, sample, solve, fitted,
-                            [n for n in size_names if n not in result[0] and n not in (derived or {}) and not is_stride(n)],
-                            launch_names, set_order)
-        if pair is not None:
-            result = pair[1]
+    if not equal and misfits(result) and (pair := ordered_pair(result, misfits, reach, sample, solve, fitted, [
+            n for n in size_names if n not in result[0] and n not in (derived or {}) and not is_stride(n)],
+            launch_names, probing, MAX_EQUAL_TRIES)) is not None:
+        result = pair[1]
     steps: dict[str, int] = {}
     if misfits(result):
         # a kernel that walks a size in whole steps (GPTQ's `while (k < end_k) { four rows of packed
@@ -649,5 +551,5 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
                    {n: set(u.congruent) for n, u in last.items() if u.congruent},
                    {n for n, u in last.items() if u.same_start}, windows, indexes, past_tiles,
                    partial_groups(samples, shapes, free, {**(derived or {}), **fixed}, at_fixed),   # pairs by residue
-                   vector_strides=strides_kept, distinct=distinct & tables, ordered=list(ordered))
+                   vector_strides=strides_kept, distinct=distinct & tables, ordered=list(probing.pairs))
 

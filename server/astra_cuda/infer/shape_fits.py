@@ -1,12 +1,14 @@
 """Fitting an extent measured at the probes to an expression of the sizes: a product, a quotient
 by a size the kernel divides by, one row per block of the grid, the polynomial of degree one in
 each size, and the packet a vector access overhangs a shape by; each fit confirmed at the probes;
-and the order of a shape guessed where nothing fits. Separate because it is arithmetic over
-samples, not a reading of the kernel."""
+the order of a shape guessed where nothing fits; and two sizes whose accesses fit only probed in
+order (`ordered_pair`). Separate because it is arithmetic over samples, not a reading of the
+kernel."""
 from __future__ import annotations
 
 import ast
 import itertools
+from dataclasses import dataclass, field
 
 from ..model import exprs
 
@@ -400,3 +402,60 @@ def fallback_order(names: list[str], grid: list[str]) -> list[str]:
     each group in the kernel's parameter order."""
     read = exprs.names_read(grid)
     return [n for n in names if n in read] + [n for n in names if n not in read]
+
+
+@dataclass
+class Probing:
+    """Pairs of sizes probed in order (`pairs`: lo below hi, their values swapped where not) and how
+    many places the probe values are handed round the sizes (`turn`, of TURNS)."""
+    TURNS = 5   # the probe values `roles` cycles through
+    pairs: list[tuple[str, str]] = field(default_factory=list)
+    turn: int = 0
+
+    def set(self, pairs: list[tuple[str, str]], turn: int = 0) -> None:
+        self.pairs, self.turn = pairs, turn
+
+    def apply(self, sizes: dict[str, int]) -> None:
+        for lo, hi in self.pairs:   # still distinct, lo now the smaller
+            if sizes[lo] > sizes[hi]:
+                sizes[lo], sizes[hi] = sizes[hi], sizes[lo]
+
+
+def ordered_pair(result, misfits, reach, sample, solve, fitted, free: list[str], launch: set[str], probing: Probing,
+                 most: int):
+    """((lo, hi), the solution) where the accesses fit no shape as probed but every pointer fits
+    one once `lo` is probed below `hi`: a kernel that rotates the first `d2` elements of each row
+    of `d` and copies the rest (`for (i = d2 + tid; i < d; ...)`) reaches `max(d, d2)` into a row,
+    no product of sizes, and `d` where `d2 <= d` — which the launcher then has to keep (TE's and
+    apex's `d2 <= d` check, commented out in llm-awq's copy). Only sizes that move the misfits'
+    reach are paired; the pointers that fitted keep their shape; and each of those sizes must then
+    measure some pointer (probed `d <= d2`, the rows are `d2` long and `d` measures nothing: not
+    that order — nor another pair whose swapped probes happen to put `d` below `d2`).
+    `launch`: the sizes the grid and block are sized by; `probing`: what `sample` probes in order
+    (and how far its values are handed round, to confirm a fit at other probes); `most` pairs tried.
+    None (no order set) where no order fits."""
+    fixed, base = result
+    bad, known = misfits(result), reach(base)
+    good = {p: f for p, e in extents_of(base).items() if e is not None and p not in bad
+            and (f := fitted(base, e, fixed)) is not None}
+    cands = [n for n in free if (m := sample({**fixed, n: f"{n} + 16"})) is not None
+             and any(reach(m)[p] != known[p] for p in bad)]
+    # first the pairs of sizes the launch is not sized by: a row's widths, not its counts of rows
+    pairs = sorted(itertools.permutations(cands, 2), key=lambda pq: sum(n in launch for n in pq))
+    for lo, hi in pairs[:most]:
+        probing.set([(lo, hi)])
+        tried = solve({})
+        if tried is None or misfits(tried) or not same_shapes(good, tried, fitted, {}):
+            continue
+        measured = {n for shape in shapes_at(tried, fitted).values() if shape for d in shape for n in exprs.names(d)}
+        if not set(cands) <= measured:
+            continue
+        # the same shapes with the probe values handed round the other sizes: the order of this
+        # pair fits them, not another order its swap happened to make (`h` swapped above `d`)
+        shapes = shapes_at(tried, fitted)
+        if all((probing.set([(lo, hi)], by), again := solve({}))[1] is not None and not misfits(again)
+               and shapes_at(again, fitted) == shapes for by in range(1, Probing.TURNS)):
+            probing.set([(lo, hi)])
+            return (lo, hi), tried
+    probing.set([])
+    return None
