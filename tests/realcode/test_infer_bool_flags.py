@@ -4,8 +4,8 @@ every unnamed scalar gets: the spec tested and timed the interleaved path alone,
 rotate-half path most models take. A rotary layout flag nothing fixes now takes the rotate-half
 value its name says; one the launch or every call fixes keeps that value; any other flag keeps
 the guess."""
-from astra_cuda import api
-from astra_cuda.model import source, spec
+
+from .conftest import inferred
 
 ROPE = """__global__ void rope_fwd(const float* src, const float* freqs, float* dst, const bool interleaved,
                          const int h, const int d2) {
@@ -32,13 +32,8 @@ void rope_launcher(const float* src, const float* freqs, float* dst, const bool 
 
 
 def _spec(project, launch: str = "interleaved", caller: str = "", flag: str = "interleaved"):
-    text = (ROPE % {"launch": launch, "caller": caller}).replace("interleaved", flag)
-    path = project("rope.cu", text)
-    p = api.infer_spec(api.snapshot(text, str(path)), "rope_fwd", run=False)
-    assert p.valid, p.problems
-    k = source.parse(text).kernel("rope_fwd")
-    m = source.parse(text[:k.span.start_byte] + p.comment + text[k.span.start_byte:])
-    return p, spec.load(m.kernel("rope_fwd"), m)
+    return inferred(project, "rope.cu", (ROPE % {"launch": launch, "caller": caller}).replace("interleaved", flag),
+                    "rope_fwd")
 
 
 def _interleaved(p, flag: str = "interleaved") -> str:

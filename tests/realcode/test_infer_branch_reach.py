@@ -5,7 +5,8 @@ the sequence to 2 (`seq * 4 <= 8` required), a length no model's attention has. 
 the launcher computes (DeepSpeed rotary's `threads_per_head`) are not counted: that instance's
 shapes were not read and its spec failed check."""
 from astra_cuda import api
-from astra_cuda.model import source, spec
+
+from .conftest import inferred
 
 CHAIN = """
 template <int ITEMS>
@@ -43,17 +44,8 @@ void launch_heads(float* q, int heads, int head_size) {
 """
 
 
-def _spec(project, name: str, text: str, kernel: str):
-    path = project(name, text)
-    p = api.infer_spec(api.snapshot(text, str(path)), kernel, run=False)
-    assert p.valid, p.problems
-    k = source.parse(text).kernel(kernel)
-    m = source.parse(text[:k.span.start_byte] + p.comment + text[k.span.start_byte:])
-    return p, spec.load(m.kernel(kernel), m)
-
-
 def test_a_size_chain_is_read_at_the_launch_most_sizes_reach(project):
-    p, s = _spec(project, "chain.cu", CHAIN, "scale_rows")
+    p, s = inferred(project, "chain.cu", CHAIN, "scale_rows")
     assert s.instantiate == "<8>", p.comment
     assert "len > 64" in s.require, p.comment
     assert all(v > 64 for v in s.bench["len"]), p.comment
@@ -63,7 +55,7 @@ def test_a_head_chain_through_a_computed_local_is_not_counted(project):
     # `per` is computed from head_size: its tests are no share of the sizes (narrowed: DeepSpeed
     # rotary's `threads_per_head == 32` instance failed check where its `== 4` one passed), so the
     # smallest instance is read, as before the ranking
-    p, s = _spec(project, "heads.cu", HEADS, "per_head")
+    p, s = inferred(project, "heads.cu", HEADS, "per_head")
     assert s.instantiate == "<1>", p.comment
 
 
@@ -119,7 +111,7 @@ void launch_tiles(float* out, const float* in, int w, int h, int tile) {
 def test_a_branch_over_the_block_size_is_no_share_of_the_sizes(project):
     # `tile` is the block's width, a setting the program picks (cuda-samples' MatrixMulCUDA), not a
     # size of the data: its `else` admitting 4095 values does not move the pick off the smallest instance
-    p, s = _spec(project, "tiles.cu", TILED, "tile_copy")
+    p, s = inferred(project, "tiles.cu", TILED, "tile_copy")
     assert s.instantiate == "<16>", p.comment
 
 
@@ -139,5 +131,5 @@ void launch_pick(float* x, int* ids, int rows, int k) {
 
 
 def test_a_switch_over_a_size_is_not_ranked_by_its_widest_case(project):
-    p, s = _spec(project, "switch.cu", SWITCH, "pick_k")
+    p, s = inferred(project, "switch.cu", SWITCH, "pick_k")
     assert s.instantiate == "<1>", p.comment

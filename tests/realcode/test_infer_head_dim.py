@@ -4,8 +4,8 @@ head's dim and the rotated part off 4-D tensors (`d = input.size(3)`, `d2 = freq
 launch. Named like nothing, `d2` was tested at 1 and 100 only, where a rotate-half loop's vector
 path (half a multiple of the vector) is never reached; read off the fourth dimension, it is a
 head's dim: timed at 128 and tested there too."""
-from astra_cuda import api
-from astra_cuda.model import source, spec
+
+from .conftest import inferred
 
 ROPE = """#include <cstdint>
 namespace at { struct Tensor { int64_t size(int) const; int64_t stride(int) const; void* data_ptr() const; }; }
@@ -38,13 +38,7 @@ void rope(at::Tensor& input, at::Tensor& freqs, at::Tensor& output) {
 
 
 def _spec(project, axis: str):
-    text = ROPE % {"axis": axis}
-    path = project("rope.cu", text)
-    p = api.infer_spec(api.snapshot(text, str(path)), "rope_fwd", run=False)
-    assert p.valid, p.problems
-    k = source.parse(text).kernel("rope_fwd")
-    m = source.parse(text[:k.span.start_byte] + p.comment + text[k.span.start_byte:])
-    return p, spec.load(m.kernel("rope_fwd"), m)
+    return inferred(project, "rope.cu", ROPE % {"axis": axis}, "rope_fwd")
 
 
 def test_a_size_read_off_a_tensors_fourth_dimension_is_a_heads_dim(project):
@@ -66,13 +60,8 @@ def test_read_in_the_file_that_includes_the_kernels_header(project):
     # includes it (a caller only `calls_beside` finds)
     head = ROPE[:ROPE.index("void rope(")]
     unit = '#include "rope.h"\n' + ROPE[ROPE.index("void rope("):] % {"axis": "3"}
-    path = project("rope.h", head)
     project("rope_cuda.cu", unit)
-    p = api.infer_spec(api.snapshot(head, str(path)), "rope_fwd", run=False)
-    assert p.valid, p.problems
-    k = source.parse(head).kernel("rope_fwd")
-    m = source.parse(head[:k.span.start_byte] + p.comment + head[k.span.start_byte:])
-    s = spec.load(m.kernel("rope_fwd"), m)
+    p, s = inferred(project, "rope.h", head, "rope_fwd")
     assert list(s.bench["d2"]) == [128], (s.bench, p.notes)
     assert 128 in s.sizes["d2"], s.sizes
 

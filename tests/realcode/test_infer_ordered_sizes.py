@@ -4,8 +4,8 @@ the rest copied (`for (i = d2 + tid; i < d; ...)`). Probed with `d2` and `d` dra
 reaches `max(d, d2)` into a row — no product of sizes — so the first draft fitted odd shapes, tested
 `d2` past `d` (a fault) and timed it at 1. Probed with `d2` below `d`, every buffer fits: `d2 <= d`
 is required, and `d2` is timed at the row's width."""
-from astra_cuda import api
-from astra_cuda.model import source, spec
+
+from .conftest import inferred
 
 ROPE = """#include <cstdint>
 namespace at { struct Tensor { int64_t size(int) const; void* data_ptr() const; }; }
@@ -47,13 +47,7 @@ void rope(at::Tensor& input, at::Tensor& freqs, at::Tensor& output) {
 
 
 def _spec(project, axis: str = "3"):
-    text = ROPE % {"axis": axis}
-    path = project("rope.cu", text)
-    p = api.infer_spec(api.snapshot(text, str(path)), "rope_rest", run=False)
-    assert p.valid, p.problems
-    k = source.parse(text).kernel("rope_rest")
-    m = source.parse(text[:k.span.start_byte] + p.comment + text[k.span.start_byte:])
-    return p, spec.load(m.kernel("rope_rest"), m)
+    return inferred(project, "rope.cu", ROPE % {"axis": axis}, "rope_rest")
 
 
 def test_the_rotated_part_is_required_within_its_row(project):
