@@ -9,9 +9,11 @@ Both kernels get the same treatment, interleaved in chunks so drifting clocks hi
   in-place arguments restored before every launch (each launch is one application on realistic
   data); the buffers are re-allocated between chunks. Address-keyed state never warms up, and a
   launch that skips work leaves poison behind.
-- Before the loop, PREROLL untimed launches on decoy inputs (set 0 rotated anew, gate.decoy) in the
-  loop's own buffers: a kernel's cold start is not read as state warming up, and state keyed on
-  the timed contents or addresses still meets them first in the loop, where the warm-up shows.
+- Before the loop, untimed rounds of PREROLL launches on decoy inputs (set 0 rotated anew,
+  gate.decoy) in the loop's own buffers, until a round's median no longer drops by STEP (at most
+  SETTLE_ROUNDS): a kernel's cold start, or clocks that dropped while the GPU idled, is not read as
+  state warming up, and state keyed on the timed contents or addresses still meets them first in
+  the loop, where the warm-up shows.
 - Launches on fixed buffers (FIXED per chunk, adding up over the size), each over the outputs the
   previous launch left (with the sampled elements poisoned): what a naive benchmark loop would do,
   and what state keyed on addresses, on launch counts or on the output already holding the answer
@@ -26,7 +28,6 @@ Both kernels get the same treatment, interleaved in chunks so drifting clocks hi
 """
 from __future__ import annotations
 
-import itertools
 import secrets
 import time
 from concurrent.futures import Future
@@ -49,7 +50,8 @@ SAMPLES = 4096      # elements of each argument gathered after every launch
 FULL_CHECKS = 2     # random timed launches whose written arguments are also compared in full
 SETS = 2            # input sets (the second rotated from the first on the device)
 FIXED = 8           # launches on fixed buffers per chunk (they add up over the chunks of a size)
-PREROLL = 4         # untimed launches on decoy inputs before the loop (in its first chunk's buffers)
+PREROLL = 8         # untimed launches on decoy inputs a round, before the loop (in its first chunk's buffers)
+SETTLE_ROUNDS = 8   # rounds at most (two at least): until the launches' median settles
 
 
 def compile_on(backend, unit, role: str):
@@ -135,8 +137,7 @@ class _Side:
     def loop_chunk(self, warm: int, n: int, decoy: dict[str, Buffer] | None = None) -> Iterator[TimedLaunch]:
         """The next `warm + n` launches of the timing loop, on freshly allocated buffers (allocated
         now; the launches are made as the backend asks for them). With `decoy` (the first chunk),
-        PREROLL launches on those inputs come first, in these buffers at places no loop launch
-        uses; `run` drops their times (see `measure_size`)."""
+        the pre-roll runs first, now, in these buffers (`settle`)."""
         b, total = self.backend, self.total
         slack = (total + 1) * ALIGN
         outs = {a.name: b.allocate(a.nbytes + slack) for a in self.args if a.kind != "input"}
@@ -144,9 +145,22 @@ class _Side:
                 if a.kind == "input"} for _ in self.sets]
         snaps = {g: {a.name: self._view(b.allocate(a.nbytes), 0, a) for a in self.args if a.kind != "input"}
                  for g in range(self.g, self.g + warm + n) if g in self.full_at}
+        if decoy is not None:
+            self.settle(decoy, outs, ins)
         self._start_samples(warm + n)
-        loop = self._loop_launches(warm, n, outs, ins, snaps)
-        return loop if decoy is None else itertools.chain(self._preroll(decoy, outs, ins), loop)
+        return self._loop_launches(warm, n, outs, ins, snaps)
+
+    def settle(self, decoy: dict[str, Buffer], outs: dict[str, Buffer], ins: list[dict[str, Buffer]]) -> None:
+        """Rounds of untimed launches on `decoy` until one runs no faster than the round before by
+        the step the loop's test looks for (distribution.STEP): on an H200 a merge_attn_states
+        variant at 32 tokens ran five launches at 35.0 µs, then 5.4 µs — four launches were not enough."""
+        before = float("inf")
+        for _ in range(SETTLE_ROUNDS):
+            times = self.backend.time(self.module, self.name, self.launch, self._preroll(decoy, outs, ins)).times_us
+            now = float(np.median(times))
+            if now * distribution.STEP > before:
+                return
+            before = now
 
     def _preroll(self, decoy: dict[str, Buffer], outs: dict[str, Buffer],
                  ins: list[dict[str, Buffer]]) -> Iterator[TimedLaunch]:
@@ -332,8 +346,8 @@ def measure_size(backend, spec, rspec, sizes: dict[str, int], cand: tuple[Any, s
     seals = gate.sealed(backend, sets, key) if ref is not None else []
     sides = [side("the candidate", cand, spec)] + ([side("the reference", ref, rspec)] if ref is not None else [])
     # The pre-roll: a kernel's first launches at a size can run slow for reasons of its own (on an
-    # H200 an honest merge_attn_states variant at 32 tokens: 8.2 µs, then 5.3 µs), which the step
-    # test would read as state warming up. Decoy inputs absorb that start; state keyed on the timed
+    # H200 an honest merge_attn_states variant at 32 tokens: 8.2 µs, then 5.3 µs; another, 35.0 µs
+    # for five launches, then 5.4 µs), which the step test would read as state warming up. Decoy inputs absorb that start; state keyed on the timed
     # sets' contents or on the loop's addresses meets neither here, so it still warms up in the loop.
     decoy = gate.decoy(spec, backend, sets, rng)
     t_prep = time.perf_counter() - t0
@@ -343,7 +357,6 @@ def measure_size(backend, spec, rspec, sizes: dict[str, int], cand: tuple[Any, s
         w = warmup if done == 0 else REWARM
         for sd in sides:
             times = sd.run(sd.loop_chunk(w, n, decoy if done == 0 else None))
-            times = times[PREROLL:] if done == 0 else times
             sd.series.loop += times
             sd.series.timed += times[w:]
         for sd in sides:
