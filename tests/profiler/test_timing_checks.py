@@ -83,11 +83,9 @@ def test_two_input_sets_the_second_a_rotation_of_the_first_and_a_decoy_before_th
         assert np.array_equal(np.roll(a, shift), b)
 
 
-def test_a_cold_start_of_the_kernel_itself_is_absorbed_by_the_pre_roll():
-    """An honest merge_attn_states variant on an H200 at 32 tokens ran its first two launches at
-    8.2 µs, then 5.3 µs, on both measurements, whichever kernel was timed first: the kernel's own
-    start, no state keyed on what it is given. Modelled here as slow for two launches after the
-    reference has run (its expectations precede each measurement). The pre-roll takes that start."""
+def _slow_after_the_reference(slow_us: float, launches: int, then_us: float):
+    """Profile a kernel that runs `launches` launches at `slow_us` after each reference launch (its
+    expectations precede each measurement), then `then_us`, beside a 6 µs reference."""
     since = {"reference": 0}
 
     def reference(args, n):
@@ -95,11 +93,18 @@ def test_a_cold_start_of_the_kernel_itself_is_absorbed_by_the_pre_roll():
         silu(args)
         return 6.0
 
-    def cold(args, n):
+    def kernel(args, n):
         since["reference"] += 1
         silu(args)
-        return 8.2 if since["reference"] <= 2 else 5.3
-    p, _ = profile(cold, reference=reference)
+        return slow_us if since["reference"] <= launches else then_us
+    return profile(kernel, reference=reference)[0]
+
+
+def test_a_cold_start_of_the_kernel_itself_is_absorbed_by_the_pre_roll():
+    """An honest merge_attn_states variant on an H200 at 32 tokens ran its first two launches at
+    8.2 µs, then 5.3 µs, on both measurements, whichever kernel was timed first: the kernel's own
+    start, no state keyed on what it is given. The pre-roll takes that start."""
+    p = _slow_after_the_reference(8.2, 2, 5.3)
     s = p.sizes[0]
     assert p.valid and not s.implausible and not s.unconfirmed, (s.implausible, s.unconfirmed)
     assert s.speedup == pytest.approx(6.0 / 5.3, rel=0.03)
@@ -109,18 +114,7 @@ def test_a_slow_start_longer_than_a_round_is_settled_before_the_loop():
     """On an H200 a dispatched merge_attn_states at 32 tokens ran its first launches at 35.0 µs, then
     5.4 µs (6.4×, an idle clock's size): more launches than one round of the pre-roll. Rounds go on
     while their median drops by the loop's step, so the loop meets the kernel settled."""
-    since = {"reference": 0}
-
-    def reference(args, n):
-        since["reference"] = 0
-        silu(args)
-        return 6.0
-
-    def slow_start(args, n):
-        since["reference"] += 1
-        silu(args)
-        return 35.0 if since["reference"] <= PREROLL + PREROLL // 2 else 5.4
-    p, _ = profile(slow_start, reference=reference)
+    p = _slow_after_the_reference(35.0, PREROLL + PREROLL // 2, 5.4)
     s = p.sizes[0]
     assert p.valid and not s.implausible and not s.unconfirmed, (s.implausible, s.unconfirmed)
     assert s.speedup == pytest.approx(6.0 / 5.4, rel=0.03)
