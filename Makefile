@@ -25,8 +25,11 @@ $(STAMP): pyproject.toml
 test: setup
 	$(MAKE) --no-print-directory test-python $(TEST_EXTRA)
 
+# One pytest process per core, whole files to each (module fixtures built once); the slowest
+# tests listed so a run's log says where its time went.
+PYTEST_WORKERS ?= auto
 test-python: setup
-	$(PY) -m pytest -q -ra
+	$(PY) -m pytest -q -ra -n $(PYTEST_WORKERS) --dist loadfile --durations=30
 
 demo: setup
 	$(ASTRA) kernels examples/silu_and_mul.cu
