@@ -76,17 +76,21 @@ def by_kind(kind: str) -> list[Attack]:
     return [a for a in catalogue.ALL if a.kind == kind]
 
 
-def _executor_pids() -> set[int]:
-    """Processes running this checkout's executor (other checkouts may be testing beside us)."""
+def _executor_pids(parents: set[int] | None = None) -> set[int]:
+    """Processes running this checkout's executor started by one of `parents` (this process by
+    default): an executor's fourth argument is the pid of the process that started it, kept by every
+    fork of it (other checkouts, and the other pytest workers of this run, may be testing beside us)."""
     from astra_cuda.backends.cpu.isolation import EXECUTOR
     mark = str(EXECUTOR).encode()
+    mine = {str(p).encode() for p in (parents if parents is not None else {os.getpid()})}
     out = set()
     for d in os.listdir("/proc"):
         if d.isdigit():
             try:
                 with open(f"/proc/{d}/cmdline", "rb") as f:
-                    if mark in f.read():
-                        out.add(int(d))
+                    argv = f.read().split(b"\0")
+                if mark in b"\0".join(argv) and len(argv) > 4 and argv[4] in mine:
+                    out.add(int(d))
             except OSError:
                 pass
     return out

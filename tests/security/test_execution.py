@@ -473,21 +473,20 @@ def test_no_process_outlives_astra_check(how, tmp_path):
     workers, their executors and compilers are all gone within a few seconds."""
     f = tmp_path / "silu.cu"
     f.write_text((ROOT / "examples" / "silu_and_mul.cu").read_text())
-    before = _executor_pids()
     p = subprocess.Popen([sys.executable, "-m", "astra_cuda", "check", str(f), "--backend", "cpu"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
     family: set[int] = set()
     deadline = time.monotonic() + 120
     while p.poll() is None and time.monotonic() < deadline:
         family |= _descendants(p.pid)
-        if how == "kill" and _executor_pids() - before:
+        if how == "kill" and _executor_pids(family):   # the executors its workers started
             family |= _descendants(p.pid)
             p.kill()
             break
         time.sleep(0.05)
     p.wait(timeout=120)
     assert family, "the check started no worker"
-    left = _wait_gone(family | (_executor_pids() - before))
+    left = _wait_gone(family | _executor_pids(family))
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     assert not left, [_cmdline(q)[:200] for q in left]
