@@ -88,8 +88,9 @@ def _executor_pids(parents: set[int] | None = None) -> set[int]:
         if d.isdigit():
             try:
                 with open(f"/proc/{d}/cmdline", "rb") as f:
-                    argv = f.read().split(b"\0")
-                if mark in b"\0".join(argv) and len(argv) > 4 and argv[4] in mine:
+                    raw = f.read()
+                argv = raw.split(b"\0")
+                if mark in raw and len(argv) > 4 and argv[4] in mine:
                     out.add(int(d))
             except OSError:
                 pass
@@ -111,6 +112,16 @@ def _leftovers(cpu, before: set[int]) -> set[int]:
     last = {ex.last_pid for ex in cpu._executors.values() if ex.last_pid}
     return left | {p for p in last if Path(f"/proc/{p}").exists() and _ppid(p) in zygotes
                    and Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"}
+
+
+def test_the_executors_this_process_started_are_found(cpu):
+    """The leftover checks below see only what `_executor_pids` finds: it must find this process's
+    own executor (an argument layout it no longer reads would make them pass on nothing)."""
+    cpu.launch(cpu.compile(CLEAN, ["clean"], filename="clean.cu"), "clean", Launch((1, 1, 1), (32, 1, 1), 0),
+               [cpu.upload(np.zeros(32, np.int32))])
+    zygotes = {ex.proc.pid for ex in cpu._executors.values() if ex.proc is not None}
+    assert zygotes and zygotes <= _executor_pids()
+    assert not zygotes & _executor_pids({1})
 
 
 @pytest.fixture(scope="module")
