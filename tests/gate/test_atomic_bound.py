@@ -101,6 +101,17 @@ def test_adds_whose_magnitudes_overflow_the_type_may_differ_up_to_an_infinity():
     assert m is not None and m.bad == 1 and m.index == (2,)
 
 
+def test_an_infinity_against_a_number_is_a_differing_element_for_the_why():
+    # |inf - x| > atol + rtol·|inf| is inf > inf: false, so a plain subtraction missed the elements
+    # a racing store leaves at ±inf in one run — and the failure was not named a race
+    a = np.array([np.inf, -np.inf, 1.0, 3.0], dtype=np.float16)
+    b = np.array([-np.inf, -28976.0, 1.0, 3.0], dtype=np.float16)
+    assert compare.bad_mask(a, b, 0.01, 0.01, np.zeros(4)).tolist() == [True, True, False, False]
+    assert not compare.bad_mask(a, b, 0.01, 0.01, np.full(4, np.inf)).any()   # no bound holds there
+    led = atomic_bound.Ledger(np.full(4, np.nan), np.ones(4))
+    assert "race" in atomic_bound.why(led, compare.bad_mask(a, b, 0.01, 0.01, np.zeros(4)), np.zeros(4))
+
+
 def units(tmp_path, zero):
     text = KERNEL.replace("ZERO", "if (blockIdx.z == 0) c[i] = __float2half(0.f);" if zero else "")
     path = tmp_path / "accumulate.cu"

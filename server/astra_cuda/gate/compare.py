@@ -152,6 +152,16 @@ def _bad_chunk(r: np.ndarray, g: np.ndarray, atol: float, rtol: float, exact: bo
     return bad, abs_err[fin], rel[fin]
 
 
+def bad_mask(ref: np.ndarray, got: np.ndarray, atol: float, rtol: float, allowance: np.ndarray) -> np.ndarray:
+    """Which elements of floating-point `got` fail against `ref` in `compare`'s judgement with
+    `allowance` (an infinity where the other is finite, or the reverse, included)."""
+    rf, gf, extra = _flat(ref), _flat(got), _flat(allowance).astype(np.float64)
+    bad = np.zeros(rf.size, dtype=bool)
+    for sl in _chunks(rf.size):
+        bad[sl] = _bad_chunk(as_f64(rf[sl]), as_f64(gf[sl]), atol, rtol, False, extra[sl])[0]
+    return bad.reshape(ref.shape)
+
+
 def compare(ref: np.ndarray, got: np.ndarray, atol: float, rtol: float, *,
             poison: int | None = None, exact: bool | None = None,
             check_constant: bool = True, allowance: np.ndarray | None = None) -> Mismatch | None:

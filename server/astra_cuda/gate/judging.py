@@ -223,7 +223,7 @@ class Judging(GateState):
                                              f"overflows depends on the order of the adds: not compared there"
                                              if over else ""))
             return None, ""
-        bad = np.abs(compare.as_f64(a) - compare.as_f64(b)) > atol + rtol * np.abs(compare.as_f64(a)) + allowance
+        bad = compare.bad_mask(a, b, atol, rtol, allowance)
         m2.allowance = None   # the message says which allowance, not the rounding one
         return m2, atomic_bound.why(ledger, bad, allowance)
 

@@ -302,8 +302,10 @@ class CpuBackend(Backend):
             "rounding": ROUNDINGS[schedule.rounding] | ATOMIC_LEDGER[schedule.atomics] << 8,
             "seed": int(schedule.seed) & (2**64 - 1),
             # race checking runs the blocks one after another on the calling thread: races are
-            # then looked for within blocks, deterministically
-            "workers": 1 if module.sanitize == "thread" else self.workers,
+            # then looked for within blocks, deterministically. So do the atomic ledger's runs:
+            # they are compared element by element (atomic_bound.measure), and blocks on several
+            # threads would let a plain store land after a different number of adds in each
+            "workers": 1 if module.sanitize == "thread" or schedule.atomics != "value" else self.workers,
             "stack_kib": 0,  # fixed at build time: 64 KiB, 256 KiB with a sanitizer
             "handlers": 0 if module.sanitize else 1,
             "copy_buffers": 1 if module.sanitize == "address" else 0,
