@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from ..model import access, accessors, exprs
 from ..model.source import Kernel
 from ..model.syntax import walk
-from . import guards, masks, stride_units
+from . import guards, masks, row_order, stride_units
 from .divisors import DIVISIONS, divisors as _divisors
 from .distinct_indices import copies_within
 from .groups import partial_groups
@@ -455,6 +455,7 @@ def infer_shapes(kernel: Kernel, size_names: list[str], grid: list[str], block: 
             fit = packed_layout(fit, next(iter(steps)), inner[0] if len(inner) == 1 else "", names)
         if fit is not None:   # a row as long as a stride rounded up (`max_num_blocks_per_seq`) is that long
             fit = [w if (w := _whole_parts([d], set((lengths or {}).values()))[0]) in fixed.values() else d for d in fit]
+            fit = row_order.rows_first(kernel, p, fit, size_names)   # [A, B] fits as [B, A]: the offsets decide
             shapes[p] = fit
             width = min(packet_width(fit, [(s, e) for (s, _), e in zip(samples, extent)], {**fixed, **(derived or {})}),
                         max(f.uses[p].packet for _, f in samples))
