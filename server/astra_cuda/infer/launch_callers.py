@@ -11,7 +11,7 @@ from . import hostcalls
 from .hostexprs import HostExprs
 from .program import Program, param_names
 from .template_names import split, template_param_names_of
-from .launch_conditions import admitted_share, helper_ranges
+from .launch_conditions import admitted_share, helper_ranges, unaligned_tests
 from .launch_locals import BLOCK_DEFAULT, host_functions, host_locals
 from .sizes import usual_flag
 
@@ -48,7 +48,9 @@ def pick_site(kernel: Kernel, program: Program, constants: dict[str, str] | None
     function says what the kernel expects; `main` often loops over block sizes); of launches under
     branches over the sizes, the one that most of them reach (`admitted_share`: DeepSpeed's
     softmax `if (seq <= 8) … else if … else` chain sends a real model's sequence to its last
-    launch, not its first), before the one with the smallest template arguments."""
+    launch, not its first), before the one with the smallest template arguments. Before the share, the
+    launch its branches send aligned sizes (`unaligned_tests`: `hidden_dim % 16 == 0` picks the 16-wide
+    instance, not the fallback every width reaches, as a model's widths are aligned)."""
     sites = program.launches(kernel.name)
     if not sites:
         return None, None
@@ -73,6 +75,7 @@ def pick_site(kernel: Kernel, program: Program, constants: dict[str, str] | None
         # a launch under `switch (threads) case 256:` is the one for the block it takes by default
         return (program.original(m) is not program.model, s.function == "main", case is not None and case != BLOCK_DEFAULT,
                 hostcalls.LIMIT - min(reached) if reached else 0,
+                unaligned_tests(m, s, constants or {}) if len(sites) > 1 else 0,
                 -admitted_share(m, s, program, constants or {}, seen) if len(sites) > 1 else 0.0, sum(numbers))
     return min(sites, key=rank)
 

@@ -4,6 +4,7 @@ the launch, and the ranges a helper's value takes in a `switch` case. Separate b
 read from the launcher's control flow, not from the launch's arguments."""
 from __future__ import annotations
 
+import ast
 import math
 
 from ..model import exprs, source
@@ -26,8 +27,9 @@ def launcher_checks(model: SourceModel, function: str | None, before: int,
     """The conditions a launcher asserts before it launches (`assert(n % 4 == 0)`,
     `TORCH_CHECK(a >= 4 && a <= 1024, ...)`, a project check macro `raising` names), split at
     `&&`, and those an `if` that throws rules out (`if (head_dim < rotary_dim) { ...; throw ...; }`:
-    `head_dim >= rotary_dim`, split at `||`): the sizes it accepts. Only checks on the launch's own
-    path: written in a block that encloses it, not in another branch."""
+    `head_dim >= rotary_dim`, split at `||`), or returns before the launch (`if (d % 16 != 0) { k4<<<…>>>;
+    return; }` before `k16<<<…>>>`): the sizes it accepts. Only checks on the launch's own path:
+    written in a block that encloses it, not in another branch."""
     if function is None:
         return []
     fn = next(iter(host_functions(model, function)), None)
@@ -45,8 +47,9 @@ def launcher_checks(model: SourceModel, function: str | None, before: int,
             given = [c for c in args.named_children if c.type != "comment"] if args is not None else []
             i = checks[n.child_by_field_name("function").text.decode()]
             held = (given[i], True) if i < len(given) else None
-        elif n.type == "if_statement" and n.child_by_field_name("alternative") is None and \
-                raises(n.child_by_field_name("consequence"), raising):
+        elif n.type == "if_statement" and n.child_by_field_name("alternative") is None and (
+                raises(n.child_by_field_name("consequence"), raising)
+                or n.end_byte <= before and _returns(n.child_by_field_name("consequence"))):
             cond = n.child_by_field_name("condition")
             held = (cond.named_children[0], False) if cond is not None and cond.named_children else None
         if held is None:
@@ -71,6 +74,15 @@ def launcher_checks(model: SourceModel, function: str | None, before: int,
                 left, right = (c.child_by_field_name(f).text.decode() for f in ("left", "right"))
                 out.append(c.text.decode() if true else f"{left} {_NEGATED[op.type]} {right}")
     return out
+
+
+def _returns(node) -> bool:
+    """Whether a branch ends by returning (`if (d % 16 != 0) { k4<<<…>>>(…); return; }`): a launch
+    written after it is reached only where its condition is false."""
+    while node is not None and node.type == "compound_statement":
+        stmts = [c for c in node.named_children if c.type != "comment"]
+        node = stmts[-1] if stmts else None
+    return node is not None and node.type == "return_statement"
 
 
 _NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
@@ -119,8 +131,9 @@ def _conditions_above(node, local: dict[str, str], stop: set | None = None) -> l
                 parent.child_by_field_name("consequence"), parent.child_by_field_name("alternative")):
             taken = node == parent.child_by_field_name("consequence")
             cond = parent.child_by_field_name("condition")
-            while cond is not None and cond.type in ("condition_clause", "parenthesized_expression") \
-                    and len(cond.named_children) == 1:
+            while cond is not None and (cond.type in ("condition_clause", "parenthesized_expression") and
+                                        len(cond.named_children) == 1 or _negation(cond)):
+                taken ^= _negation(cond)   # `if (!use_vec16)`: its `then` sees the test false
                 cond = cond.named_children[0]
             if cond is not None and cond.type == "identifier" and cond.text.decode() in local:
                 cond = _flag(source.parse_expression(local[cond.text.decode()]))
@@ -136,6 +149,11 @@ def _conditions_above(node, local: dict[str, str], stop: set | None = None) -> l
                     out.append((c.text.decode(), taken))
         node = parent
     return out
+
+
+def _negation(n) -> bool:
+    o = n.child_by_field_name("operator") if n is not None and n.type == "unary_expression" else None
+    return o is not None and o.type == "!"
 
 
 def chain_conditions(model: SourceModel, site: LaunchSite) -> list[tuple[str, bool]]:
@@ -280,6 +298,41 @@ def host_condition(text: str, hx: HostExprs) -> str | None:
     if left is None or right is None or not (exprs.names(left) or exprs.names(right)):
         return None
     return f"{left} {op.type} {right}"
+
+
+ALIGNED = 64   # a model's feature sizes are multiples of it (4096, 11008, 14336, a 128-wide head)
+
+
+def unaligned_tests(model: SourceModel, site: LaunchSite, constants: dict[str, str]) -> int:
+    """How many of the branches a launch is written under send it sizes that are not aligned: `if
+    (hidden_dim % 16 == 0) k16 else if (hidden_dim % 8 == 0) k8 else k4` — k8 takes widths that are
+    not multiples of 16, k4 those that are not multiples of 8 (flags such as `use_vec16 = (hidden_dim
+    % 16 == 0)` read as their test). The sizes such a test is about are a model's feature sizes,
+    aligned in every program that runs the kernel: the aligned launch is the one they reach."""
+    if site.function is None:
+        return 0
+    macros = {**constants, **model.constants}
+    local = {**site_locals(model, site, macros), **host_locals(model, site.function, launch_byte(model, site), macros)}
+    return sum(1 for text, taken in branch_conditions(model, site, local) if _alignment(text) == (not taken))
+
+
+def _alignment(text: str) -> bool | None:
+    """True for `x % c == 0`, False for `x % c != 0` (c dividing ALIGNED), None for any other test."""
+    try:
+        tree = exprs.parse(text)
+    except exprs.ExprError:
+        return None
+    body = tree.body if isinstance(tree, ast.Expression) else tree
+    if not (isinstance(body, ast.Compare) and len(body.ops) == 1 and isinstance(body.ops[0], (ast.Eq, ast.NotEq))):
+        return None
+    left, right = body.left, body.comparators[0]
+    if not (isinstance(left, ast.BinOp) and isinstance(left.op, ast.Mod) and isinstance(left.right, ast.Constant)
+            and isinstance(right, ast.Constant) and right.value == 0):
+        return None
+    c = left.right.value
+    if not (isinstance(c, int) and 0 < c and ALIGNED % c == 0 and exprs.names(ast.unparse(left.left))):
+        return None
+    return isinstance(body.ops[0], ast.Eq)
 
 
 ADMIT_UP_TO = 4096   # the sizes a launch's conditions are counted over (what tests draw; a real model's sequence)
