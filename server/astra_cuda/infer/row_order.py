@@ -30,23 +30,20 @@ def _op(n: Node | None) -> str | None:
 
 
 def _aliases(body: Node, pointer: str) -> set[str]:
-    """`pointer` and the locals declared from it (`T* row = pointer + i * n;`, casts included), to a
-    fixed point."""
+    """`pointer` and the locals declared from it (`T* row = pointer + i * n;`, casts included, and
+    locals declared from those): one pass in source order, as C++ declares a name before its use
+    (a fixed point over every declaration would be quadratic in a hostile file's)."""
     names = {pointer}
-    decls = [d for d in walk(body) if d.type == "init_declarator"]
-    grew = True
-    while grew:
-        grew = False
-        for d in decls:
-            name = d.child_by_field_name("declarator")
-            while name is not None and name.type != "identifier":
-                name = name.child_by_field_name("declarator")
-            value = d.child_by_field_name("value")
-            if name is None or value is None or text(name) in names:
-                continue
-            if any(n.type == "identifier" and text(n) in names for n in walk(value)):
-                names.add(text(name))
-                grew = True
+    for d in walk(body):
+        if d.type != "init_declarator":
+            continue
+        name = d.child_by_field_name("declarator")
+        while name is not None and name.type != "identifier":
+            name = name.child_by_field_name("declarator")
+        value = d.child_by_field_name("value")
+        if name is not None and value is not None and any(n.type == "identifier" and text(n) in names
+                                                            for n in walk(value)):
+            names.add(text(name))
     return names
 
 
