@@ -116,3 +116,40 @@ def test_a_row_that_may_be_written_is_not_read_ahead(change, passes):
     if passes:
         assert "fabsf(astra_ld0_0)" in rw.text and "out[blockIdx.x * cols + i] = (signed char)__float2int_rn(val" \
             in rw.text and "float val = astra_ld" not in rw.text
+
+
+WHILE, WHILE_PATH = "grid_sum_while", KERNELS / "grid_sum_while.cu"
+
+
+@pytest.mark.parametrize("steps", [4, 8])
+def test_a_while_loop_stepping_a_local_takes_k_steps_a_trip_and_passes_the_gate(steps):
+    rw = rewritten(WHILE_PATH, WHILE, params={"steps": steps})
+    assert rw is not None
+    assert f"const auto astra_ld0_{steps - 1} = in[astra_s{steps - 1}];" in rw.text
+    assert f"i = astra_s{steps - 1} + (stride);" in rw.text           # the index stepped past the K steps
+    assert "while (i < n) {" in rw.text                                # the rest as written
+    evaluate = evaluator(WHILE_PATH, WHILE)
+    ev = evaluate(rw.text)
+    assert ev.passed, ev.check.summary + ev.check.feedback
+    # the index left one step short after the batched trips: `last` and the sum tell
+    broken = rw.text.replace(f"i = astra_s{steps - 1} + (stride);", f"i = astra_s{steps - 1};")
+    assert not evaluate(broken).passed
+
+
+@pytest.mark.parametrize("change", [
+    ("      i += stride;\n", ""),                                                    # no step: not a strided loop
+    ("      sum += in[i];\n      i += stride;", "      i += stride;\n      sum += in[i];"),   # the step is not last
+    ("      sum += in[i];\n", "      sum += in[i];\n      i += 1;\n"),              # the body steps it too
+    ("      sum += in[i];\n", "      sum += in[i];\n      stride += 1;\n"),         # the stride changes
+    ("    unsigned int i = blockIdx", "    volatile unsigned int i = blockIdx"),      # a qualified index
+    ("    unsigned int stride = blockDim.x * gridDim.x;\n",
+     "    unsigned int stride = blockDim.x * gridDim.x;\n    unsigned int* pi = &i;\n"),  # its address escapes
+    ("      sum += in[i];\n", "      sum += in[i];\n      if (sum < 0) break;\n"),   # a jump out
+    ("      sum += in[i];\n", "      sum += in[i];\n      in[i] = 0;\n"),            # the kernel writes what it reads
+    ("    while (i < n) {", "    while (i <= n) {"),                                   # not `<`
+])
+def test_a_while_loop_it_cannot_move_is_left_alone(change):
+    text = WHILE_PATH.read_text()
+    changed = text.replace(*change, 1)
+    assert changed != text
+    assert rewritten(WHILE_PATH, WHILE, changed) is None

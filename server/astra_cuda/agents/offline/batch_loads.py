@@ -8,6 +8,8 @@ latency far below the copy ceiling. Recognises
 
     for (T v = S; v < N; v += ST) BODY            (any invariant S, N, ST; BODY free of jumps,
                                                    nested loops, barriers and warp collectives)
+    T v = S; ... while (v < N) { BODY v += ST; }   (the same loop as real reductions write it:
+                                                   the samples' reduce6 and cg_reduce)
 
 and reads `X[e]` (or `__ldg(&X[e])` and the other load intrinsics) at the top level of BODY (not
 under a condition) where `X` is memory the kernel never writes and `e` depends only on `v` and
@@ -264,6 +266,10 @@ class _Loop:
     def __init__(self, loop: Node, var: str, typ: str, bound: Node, stride: Node, stmts: list[Node]):
         self.loop, self.var, self.typ, self.bound, self.stride, self.stmts = loop, var, typ, bound, stride, stmts
         self.body = loop.child_by_field_name("body")
+        init = loop.child_by_field_name("initializer")
+        # a `for` declares its variable; a `while` steps one declared before it
+        self.start = None if init is None else \
+            txt(init.children_by_field_name("declarator")[0].child_by_field_name("value"))
 
 
 def _variant(b: Node) -> set[str]:
@@ -290,6 +296,70 @@ def _match(loop: Node, pure: set[str]) -> _Loop | None:
     var, typ = txt(decls[0].child_by_field_name("declarator")), txt(init.child_by_field_name("type"))
     if any(c.type == "type_qualifier" for c in init.children) or typ == "auto":
         return None   # `auto` steps would take the type of `v + ST`, not the loop's
+    stmts = [c for c in b.named_children if c.type != "comment"] if b.type == "compound_statement" else [b]
+    return _checked(loop, var, typ, cond, upd, b, stmts, pure)
+
+
+def _match_while(loop: Node, kb: Node, pure: set[str]) -> _Loop | None:
+    """`while (v < N) { BODY v += ST; }` with `v` a plain local declared before it."""
+    if preceded_by_marker(loop):
+        return None
+    prev = loop.prev_sibling
+    if prev is not None and prev.type == "preproc_call":
+        return None
+    clause, b = loop.child_by_field_name("condition"), loop.child_by_field_name("body")
+    if clause is None or b is None or b.type != "compound_statement":
+        return None
+    inner = [c for c in clause.named_children if c.type != "comment"]
+    stmts = [c for c in b.named_children if c.type != "comment"]
+    if len(inner) != 1 or not stmts or stmts[-1].type != "expression_statement" or not stmts[-1].named_children:
+        return None
+    cond, upd = inner[0], stmts[-1].named_children[0]
+    left = unparenthesized(cond).child_by_field_name("left") if unparenthesized(cond).type == "binary_expression" \
+        else None
+    if left is None or unparenthesized(left).type != "identifier":
+        return None
+    var = txt(unparenthesized(left))
+    typ = _local_type(loop, var, kb)
+    if typ is None:
+        return None
+    return _checked(loop, var, typ, cond, upd, b, stmts[:-1], pure)
+
+
+def _local_type(loop: Node, var: str, kb: Node) -> str | None:
+    """The type of `var` where it is a plain local (no qualifier, no storage class, not a pointer,
+    array or reference) declared before `loop` in a block around it, and nothing in the kernel
+    takes its address or binds a reference to it (so only the loop itself may change it)."""
+    for n in walk(kb):
+        if n.type == "pointer_expression" and txt(n.child(0)) == "&" and \
+                txt(unparenthesized(n.child_by_field_name("argument"))) == var:
+            return None
+        if n.type == "reference_declarator" and any(c.type == "identifier" and txt(c) == var for c in walk(n.parent)):
+            return None
+    found = None
+    p = loop.parent
+    while p is not None and found is None:
+        if p.type == "compound_statement":
+            for st in p.named_children:
+                if st.start_byte >= loop.start_byte or st.type != "declaration":
+                    continue
+                for d in st.children_by_field_name("declarator"):
+                    core = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
+                    if core is not None and core.type == "identifier" and txt(core) == var:
+                        found = st
+        if p == kb:
+            break
+        p = p.parent
+    if found is None or any(c.type in ("type_qualifier", "storage_class_specifier", "attribute_specifier")
+                            for c in found.children):
+        return None
+    typ = txt(found.child_by_field_name("type"))
+    return None if typ == "auto" or "__shared__" in txt(found) else typ
+
+
+def _checked(loop: Node, var: str, typ: str, cond: Node, upd: Node, b: Node, stmts: list[Node],
+             pure: set[str]) -> _Loop | None:
+    """The loop `v < N`, `v += ST` over `stmts`, where nothing in them changes `v`, N or ST."""
     cond = unparenthesized(cond)
     if cond.type != "binary_expression" or txt(cond.child_by_field_name("operator")) != "<" or \
             txt(unparenthesized(cond.child_by_field_name("left"))) != var:
@@ -297,27 +367,30 @@ def _match(loop: Node, pure: set[str]) -> _Loop | None:
     if upd.type != "assignment_expression" or txt(upd.child_by_field_name("operator")) != "+=" or \
             txt(upd.child_by_field_name("left")) != var:
         return None
-    if len(txt(b)) > MAX_BODY or any(n.type in JUMPS for n in walk(b) if n != b):
+    if len(txt(b)) > MAX_BODY or any(n.type in JUMPS for s in stmts for n in walk(s)):
         return None
-    if any("asm" in n.type for n in walk(b)) or \
+    if any("asm" in n.type for s in stmts for n in walk(s)) or \
             any(n.type in ("type_qualifier", "storage_class_specifier") and txt(n) in ("__shared__", "static")
-                for n in walk(b)):
+                for s in stmts for n in walk(s)):
         return None   # inline assembly may write anything; a copied `__shared__`/`static` local is another one
-    if var in assigned_names(b) | declared_names(b) or \
-            any(n.type == "identifier" and txt(n) == var and is_lvalue(n) for n in walk(b)):
+    if var in _changed(stmts) or \
+            any(n.type == "identifier" and txt(n) == var and is_lvalue(n) for s in stmts for n in walk(s)):
         return None   # the body steps the loop itself, or hands its index out to be written
     variant = _variant(b) | {var}
     bound, stride = cond.child_by_field_name("right"), upd.child_by_field_name("right")
     if not _invariant(bound, variant, pure) or not _invariant(stride, variant, pure):
         return None
-    stmts = [c for c in b.named_children if c.type != "comment"] if b.type == "compound_statement" else [b]
     return _Loop(loop, var, typ, bound, stride, stmts)
+
+
+def _changed(stmts: list[Node]) -> set[str]:
+    return set().union(*(assigned_names(s) | declared_names(s) for s in stmts)) if stmts else set()
 
 
 def _reads(m: _Loop, read_only: set[str], pure: set[str]) -> list[Node]:
     """The reads of never-written memory that every step makes: at the top level of the body,
     under no condition, at an index of the loop variable and invariants."""
-    variant = _variant(m.body)
+    variant = set().union(*(_variant(s) for s in m.stmts))   # a `while`'s own step is not among them
     out: list[Node] = []
     for st in m.stmts:
         for n in walk(st):
@@ -386,8 +459,8 @@ class BatchLoads(base.Transform):
         pointers = set(params_) | _pointer_locals(kb)
         data = text.encode("utf-8")
         edits, changes = [], []
-        for loop in (n for n in walk(kb) if n.type == "for_statement"):
-            m = _match(loop, pure)
+        for loop in (n for n in walk(kb) if n.type in ("for_statement", "while_statement")):
+            m = _match(loop, pure) if loop.type == "for_statement" else _match_while(loop, kb, pure)
             if m is None or _collective(m.stmts, sc) or not self._enough_steps(m, ctx, steps):
                 continue
             reads = _reads(m, read_only, pure)
@@ -421,11 +494,11 @@ class BatchLoads(base.Transform):
     def _batched(m: _Loop, reads: list[Node], steps: int, ind: str) -> str:
         v, typ, st, bound = m.var, m.typ, txt(m.stride), txt(m.bound)
         i1, i2 = ind + "  ", ind + "    "
-        init = m.loop.child_by_field_name("initializer")
-        start = txt(init.children_by_field_name("declarator")[0].child_by_field_name("value"))
         lines = [f"// astra: {steps} steps of the loop a trip, the loads of all of them issued before the first "
-                 "step's work (more bytes in flight); the rest in the loop as written",
-                 f"{ind}{{", f"{i1}{typ} {v} = {start};", f"{i1}for (;;) {{", f"{i2}const {typ} astra_s0 = {v};"]
+                 "step's work (more bytes in flight); the rest in the loop as written", f"{ind}{{"]
+        if m.start is not None:
+            lines.append(f"{i1}{typ} {v} = {m.start};")
+        lines += [f"{i1}for (;;) {{", f"{i2}const {typ} astra_s0 = {v};"]
         for k in range(1, steps):
             lines.append(f"{i2}const {typ} astra_s{k} = astra_s{k - 1} + ({st});")
         conds = " && ".join(f"astra_s{k} < ({bound})" for k in range(steps))
@@ -450,8 +523,11 @@ class BatchLoads(base.Transform):
             lines.append(f"{i2}}}")
         lines.append(f"{i2}{v} = astra_s{steps - 1} + ({st});")
         lines.append(f"{i1}}}")
-        cond, upd = txt(m.loop.child_by_field_name("condition")), txt(m.loop.child_by_field_name("update"))
-        lines.append(f"{i1}for (; {cond}; {upd}) {txt(m.body)}")
+        if m.start is None:
+            lines.append(f"{i1}{txt(m.loop)}")
+        else:
+            cond, upd = txt(m.loop.child_by_field_name("condition")), txt(m.loop.child_by_field_name("update"))
+            lines.append(f"{i1}for (; {cond}; {upd}) {txt(m.body)}")
         lines.append(f"{ind}}}")
         return "\n".join(lines)
 
