@@ -64,3 +64,24 @@ def test_the_offsets_are_read_through_locals_and_subscripts():
     assert row_order.rows_first(c, "x", ["rows", "cols"], ["cols", "rows"]) == ["rows", "cols"]
     # no offset names either size: the fit's order stands
     assert row_order.rows_first(c, "out", ["cols", "rows"], ["cols", "rows"]) == ["cols", "rows"]
+
+
+LOADED = """__global__ void shift(const float* x, float* out, int cols, int rows) {
+  int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= cols) return;
+  for (int r = 0; r < rows; ++r) {
+    float v = x[r * cols + c];
+    auto row = out + r * cols;
+    row[c] = v + 0.5f * rows;
+  }
+}
+"""
+
+
+def test_a_value_loaded_from_the_pointer_is_not_an_alias_of_it():
+    k = source.parse(LOADED).kernel("shift")
+    # `v + 0.5f * rows` is arithmetic on a loaded value, not an offset of x by `rows`
+    assert row_order.row_lengths(k, "x", {"cols", "rows"}) == {"cols"}
+    assert row_order.rows_first(k, "x", ["cols", "rows"], ["cols", "rows"]) == ["rows", "cols"]
+    # an `auto` local holding an address is one
+    assert row_order.row_lengths(k, "out", {"cols", "rows"}) == {"cols"}

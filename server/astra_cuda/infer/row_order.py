@@ -30,21 +30,36 @@ def _op(n: Node | None) -> str | None:
 
 
 def _aliases(body: Node, pointer: str) -> set[str]:
-    """`pointer` and the locals declared from it (`T* row = pointer + i * n;`, casts included, and
-    locals declared from those): one pass in source order, as C++ declares a name before its use
-    (a fixed point over every declaration would be quadratic in a hostile file's)."""
+    """`pointer` and the pointer locals declared from it (`T* row = pointer + i * n;`, casts
+    included, and locals declared from those) — not a value loaded from it (`float v = p[i];`),
+    whose sums are arithmetic, not offsets: one pass in source order, as C++ declares a name
+    before its use (a fixed point over every declaration would be quadratic in a hostile file's)."""
     names = {pointer}
     for d in walk(body):
         if d.type != "init_declarator":
             continue
-        name = d.child_by_field_name("declarator")
+        name, is_pointer = d.child_by_field_name("declarator"), False
         while name is not None and name.type != "identifier":
+            is_pointer = is_pointer or name.type == "pointer_declarator"
             name = name.child_by_field_name("declarator")
         value = d.child_by_field_name("value")
-        if name is not None and value is not None and any(n.type == "identifier" and text(n) in names
-                                                            for n in walk(value)):
+        if name is None or value is None or not (is_pointer or _auto_address(d, value)):
+            continue
+        if any(n.type == "identifier" and text(n) in names for n in walk(value)):
             names.add(text(name))
     return names
+
+
+def _auto_address(declarator: Node, value: Node) -> bool:
+    """`auto row = p + i * n;`: an `auto` local whose value is an address, not an element read
+    (`p[i]`, `*p`) or a call's result."""
+    decl = declarator.parent
+    typ = decl.child_by_field_name("type") if decl is not None else None
+    v = value
+    while v.type in ("parenthesized_expression", "cast_expression"):
+        v = v.child_by_field_name("value") or v.named_children[-1]
+    return typ is not None and text(typ) == "auto" and v.type not in ("subscript_expression", "call_expression") \
+        and not (v.type == "pointer_expression" and text(v.child(0)) == "*")
 
 
 def _offsets(body: Node, names: set[str]) -> list[Node]:
