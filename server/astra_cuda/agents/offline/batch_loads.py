@@ -25,13 +25,13 @@ from __future__ import annotations
 
 from tree_sitter import Node
 
-from . import base
+from . import base, writes
 from .base import Context, Rewrite, body, pointer_params
-from .tree import (Edit, apply_edits, assigned_names, callee, calls, declared_name, declared_names, function_name,
-                   is_lvalue, line_indent, preceded_by_marker, txt, unparenthesized, walk)
+from .tree import (Edit, apply_edits, assigned_names, callee, calls, declared_names, is_lvalue, line_indent,
+                   preceded_by_marker, txt, unparenthesized, walk)
+from .writes import LOADS
 
 STEPS = (2, 4, 8)
-LOADS = {"__ldg", "__ldcs", "__ldcg", "__ldca", "__ldlu", "__ldcv"}
 PURE_CALLS = {"min", "max", "umin", "umax", "llmin", "llmax", "__umul24", "__mul24"}
 COLLECTIVE = ("sync", "shfl", "ballot", "activemask", "__match", "__reduce", "barrier", "fence", "tiled_partition")
 JUMPS = {"break_statement", "continue_statement", "return_statement", "goto_statement", "for_statement",
@@ -68,191 +68,6 @@ def _invariant(n: Node, variant: set[str], pure: set[str]) -> bool:
             return False
         if c.type == "call_expression" and callee(c) not in pure | PURE_CALLS:
             return False
-    return True
-
-
-def _shared_roots(kb: Node, pointers: set[str]) -> tuple[set[str], set[str]]:
-    """(names that point into shared memory, the thread's own arrays) in the kernel body: the
-    `__shared__` declarations, and pointer locals never reassigned whose initializer reaches only
-    such names (and no parameter or other pointer)."""
-    shared, private, locals_ = set(), set(), {}
-    for d in (n for n in walk(kb) if n.type == "declaration"):
-        is_shared = any(c.type == "type_qualifier" and txt(c) == "__shared__" for c in d.children) or \
-            "__shared__" in txt(d.child_by_field_name("type") or d)
-        for decl in d.children_by_field_name("declarator"):
-            name, is_ptr = declared_name(decl)
-            if not name:
-                continue
-            core = decl.child_by_field_name("declarator") if decl.type == "init_declarator" else decl
-            if is_shared:
-                shared.add(name)
-            elif core is not None and core.type == "array_declarator":
-                private.add(name)
-            elif is_ptr and decl.type == "init_declarator":
-                locals_[name] = decl.child_by_field_name("value")
-    changed = assigned_names(kb)
-    for _ in range(3):
-        for name, value in locals_.items():
-            if name in shared or name in changed or value is None:
-                continue
-            names = {txt(c) for c in walk(value) if c.type == "identifier"}
-            ptrs = names & (pointers | set(locals_) | shared | private)
-            if ptrs and ptrs <= shared:
-                shared.add(name)
-    return shared, private
-
-
-def _read_only(kb: Node, params: dict) -> dict[str, bool]:
-    """The buffers the kernel never writes, each with whether it is `__restrict__`: pointer
-    parameters whose every use is a read (`X[e]`, `__ldg(&X[e])`) or the start of a pointer local
-    (`const T* row = X + r * cols;`, never reassigned, itself used only so), and those locals
-    (restrict where everything they start from is)."""
-    sources: dict[str, set[str]] = {p: set() for p, info in params.items() if "volatile" not in info.elem}
-    starts: dict[int, str] = {}     # the byte span of a local's initializer -> the local
-    changed = assigned_names(kb)
-    for d in (n for n in walk(kb) if n.type == "declaration"):
-        for decl in d.children_by_field_name("declarator"):
-            name, is_ptr = declared_name(decl)
-            value = decl.child_by_field_name("value") if decl.type == "init_declarator" else None
-            if not (name and is_ptr and value is not None) or name in changed or name in sources:
-                continue
-            names = {txt(c) for c in walk(value) if c.type == "identifier"} & set(sources)
-            if names:
-                sources[name] = names
-                starts[value.start_byte] = name
-    bad: set[str] = set()
-    for n in walk(kb):
-        if n.type != "identifier" or txt(n) not in sources:
-            continue
-        p = n.parent
-        if p is not None and p.type == "subscript_expression" and p.child_by_field_name("argument") == n:
-            if not _written(p) or _loaded(p):
-                continue
-        elif p is not None and p.type in ("init_declarator", "pointer_declarator") and \
-                p.child_by_field_name("declarator") == n:
-            continue   # the local's own name where it is declared
-        elif any(a.start_byte in starts for a in _ancestors(n)):
-            continue   # inside the initializer of a pointer local that is itself checked
-        bad.add(txt(n))
-    for _ in range(len(sources)):   # a written local writes what it starts from, and the other way round
-        for name, src in sources.items():
-            if name in bad:
-                bad |= src
-            elif src & bad:
-                bad.add(name)
-    return {name: all(params[s].restrict for s in _roots(name, sources)) for name in sources if name not in bad}
-
-
-def _roots(name: str, sources: dict[str, set[str]]) -> set[str]:
-    return {name} if not sources.get(name) else set().union(*(_roots(s, sources) for s in sources[name]))
-
-
-def _ancestors(n: Node):
-    p = n.parent
-    while p is not None:
-        yield p
-        p = p.parent
-
-
-def _written(sub: Node) -> bool:
-    """The element (or a field or an inner element of it: `X[i].f`, `X[i][j]`) is written."""
-    top = sub
-    while top.parent is not None and (top.parent.type == "parenthesized_expression" or
-                                      (top.parent.type in ("field_expression", "subscript_expression") and
-                                       top.parent.child_by_field_name("argument") == top)):
-        top = top.parent
-    return is_lvalue(top)
-
-
-def _loaded(sub: Node) -> bool:
-    """`&X[e]` is the one argument of a load intrinsic (`__ldg(&X[e])`): a read."""
-    p = sub.parent
-    while p is not None and p.type == "parenthesized_expression":
-        p = p.parent
-    if p is None or p.type != "pointer_expression" or txt(p.child(0)) != "&":
-        return False
-    args = p.parent
-    return args is not None and args.type == "argument_list" and len(args.named_children) == 1 and \
-        args.parent is not None and callee(args.parent) in LOADS
-
-
-def _pointer_locals(kb: Node) -> set[str]:
-    out = set()
-    for d in (n for n in walk(kb) if n.type == "declaration"):
-        for decl in d.children_by_field_name("declarator"):
-            name, is_ptr = declared_name(decl)
-            if name and is_ptr:
-                out.add(name)
-    return out
-
-
-def _base_names(lvalue: Node) -> set[str]:
-    """The names a written place is reached through (`p` of `p[i]`, `*(p + i)`, `p->f`)."""
-    n = unparenthesized(lvalue)
-    if n.type == "subscript_expression":
-        return {txt(c) for c in walk(n.child_by_field_name("argument")) if c.type == "identifier"}
-    if n.type == "field_expression":
-        return _base_names(n.child_by_field_name("argument"))
-    return {txt(c) for c in walk(n) if c.type == "identifier"}
-
-
-def _writes_only_private(nodes: list[Node], sc: base.Scope, ok: set[str], pointers: set[str]) -> bool:
-    """Every write of `nodes` (and of the helpers they call) reaches shared memory, the thread's
-    own arrays or plain variables: nothing there can alias a buffer the kernel reads."""
-    helpers = {function_name(h): h for h in sc.helpers}
-    for st in nodes:
-        for n in walk(st):
-            if n.type == "assignment_expression":
-                left = n.child_by_field_name("left")
-                if unparenthesized(left).type != "identifier" and not _base_names(left) <= ok:
-                    return False
-            elif n.type == "update_expression":
-                arg = n.child_by_field_name("argument")
-                if unparenthesized(arg).type != "identifier" and not _base_names(arg) <= ok:
-                    return False
-            elif n.type == "call_expression":
-                name = callee(n)
-                args = [a for a in n.child_by_field_name("arguments").named_children if a.type != "comment"]
-                if name.startswith("atomic"):
-                    if not args or not _base_names(args[0]) <= ok:
-                        return False
-                elif name not in LOADS:
-                    for a in args:   # a pointer handed over reaches shared or private memory only
-                        if _handed(a, pointers) - ok:
-                            return False
-                    if name in helpers and not _helper_writes_own(helpers[name]):
-                        return False
-    return True
-
-
-def _handed(arg: Node, pointers: set[str]) -> set[str]:
-    """The pointers an argument hands to the function called: `p`, `p + k`, `&p[k]` — not an
-    element's value (`f(p[k])`) nor a load intrinsic's result (`f(__ldg(&p[k]))`)."""
-    out = set()
-    for n in walk(arg):
-        if n.type != "identifier" or txt(n) not in pointers:
-            continue
-        p = n.parent
-        if p is not None and p.type == "subscript_expression" and p.child_by_field_name("argument") == n and \
-                (not _written(p) or _loaded(p)):
-            continue
-        if any(a.type == "call_expression" and callee(a) in LOADS for a in _ancestors(n) if a.start_byte >= arg.start_byte
-               and a.end_byte <= arg.end_byte):
-            continue
-        out.add(txt(n))
-    return out
-
-
-def _helper_writes_own(fn: Node) -> bool:
-    """A device function writes only through its parameters and locals (no global variable)."""
-    from .tree import params
-    own = declared_names(body(fn)) | {declared_name(p.child_by_field_name("declarator"))[0] for p in params(fn)}
-    for n in walk(body(fn)):
-        if n.type in ("assignment_expression", "update_expression"):
-            target = n.child_by_field_name("left") if n.type == "assignment_expression" else \
-                n.child_by_field_name("argument")
-            if not _base_names(target) <= own:
-                return False
     return True
 
 
@@ -410,7 +225,7 @@ def _reads(m: _Loop, read_only: set[str], pure: set[str]) -> list[Node]:
                         len(p.parent.named_children) != 1:
                     continue
                 node = call
-            elif _written(n) or (p is not None and p.type in ("field_expression", "subscript_expression")):
+            elif writes.written(n) or (p is not None and p.type in ("field_expression", "subscript_expression")):
                 continue
             if not _invariant(idx, variant, pure) or not _unconditional(node, st):
                 continue
@@ -454,9 +269,9 @@ class BatchLoads(base.Transform):
         pure = _pure_macros(sc, ctx)
         kb = body(sc.kernel)
         params_ = pointer_params(sc.kernel)
-        read_only = _read_only(kb, params_)
-        shared, private = _shared_roots(kb, set(params_))
-        pointers = set(params_) | _pointer_locals(kb)
+        read_only = writes.read_only(kb, params_)
+        shared, private = writes.shared_roots(kb, set(params_))
+        pointers = set(params_) | writes.pointer_locals(kb)
         data = text.encode("utf-8")
         edits, changes = [], []
         for loop in (n for n in walk(kb) if n.type in ("for_statement", "while_statement")):
@@ -468,7 +283,7 @@ class BatchLoads(base.Transform):
                 continue
             arrays = {txt(r) for n in reads for r in walk(n) if r.type == "identifier" and txt(r) in read_only}
             if not all(read_only[a] for a in arrays) and \
-                    not _writes_only_private(m.stmts, sc, shared | private, pointers):
+                    not writes.writes_only_private(m.stmts, sc, shared | private, pointers):
                 continue
             edits.append(Edit(loop.start_byte, loop.end_byte, self._batched(m, reads, steps, line_indent(data, loop.start_byte))))
             changes.append(f"the loop over `{m.var}`: {steps} steps a trip, the loads of "
