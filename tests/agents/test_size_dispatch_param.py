@@ -162,3 +162,31 @@ def test_a_parameter_threshold_the_gate_sizes_miss_adds_a_timed_size():
     grown = spec_in(source.parse(new), KERNEL)
     assert grown.sizes["n"] == [1, 8, 1024, 4096] and _spec().only_adds_cases(grown)
     assert "if ((long long)(n) >= 2000) {" in source.parse(new).kernel(KERNEL).text
+
+
+def test_a_round_the_whole_files_timing_finds_slower_at_a_size_is_dispatched_too():
+    """Fails before the change: the search (fast path) timed the vectorized rows faster at every
+    size, the whole file's timing slower at n = 16 — and that round was refused with no dispatch
+    tried (the samples' cg_reduce on an H200: 1.60× at the bench size, 3.2% slower at one decode
+    size, kept at 1.00×)."""
+    from astra_cuda.agents.orchestrator import optimize
+    from astra_cuda.evaluation import OnCandidates
+    from astra_cuda.model.candidate import Candidate
+    text = _text()
+    cut = "NVRTC on the cut unit proven against the file"
+
+    def search(c):
+        if "astra_vec" in c.text:
+            return dataclasses.replace(Evaluation(OK, _profile((2.9, 3.0, 27.0))), search_cut=cut)
+        return dataclasses.replace(Evaluation(OK, BEST), search_cut=cut)
+
+    def whole(c):
+        if "(long long)(n) >= 17" in c.text:
+            return Evaluation(OK, _profile((3.0, 3.0, 27.0)))
+        return Evaluation(OK, REWRITE if "astra_vec" in c.text else BEST)
+    r = optimize(Candidate.of(text, KERNEL), PATH, KERNEL, OnCandidates(search, None, whole), rounds=8,
+                 spec=_spec(), limits=Limits(tune_points=0))
+    rounds = [x for x in r.rounds if x.plan is not None and x.plan.idea == "vectorize"]
+    assert rounds and rounds[0].adopted and rounds[0].reason.startswith("dispatched by size"), \
+        [(x.plan.idea if x.plan else None, x.outcome, x.reason) for x in r.rounds]
+    assert "(long long)(n) >= 17" in r.best and r.best_eval.search_cut == ""   # the whole file's verdict

@@ -73,6 +73,7 @@ from .records import Round
 
 DIMS = "xyz"
 KEY = "dispatch"    # in an adopted round's plan parameters: where its rewrite was kept beside the version before
+DISPATCHED = "dispatched by size ("   # how an adopted dispatch's reason begins
 ONE_BODY = "two grids selected by size (one body, right for any grid)"   # the note of a dispatch of grids alone
 
 
@@ -450,6 +451,6 @@ def attempt(r: Round, best_text: str, best_eval: Evaluation, kernel: str, ev: Ca
                                                                  **({"gate_size": extra} if extra else {}),
                                                                  **({"any_grid": True} if any_grid else {})}})
     r.outcome = "adopted"
-    r.reason = f"dispatched by size ({what}): {trial.reason}"
+    r.reason = f"{DISPATCHED}{what}): {trial.reason}"
     r.changes = list(r.changes) + [f"kept beside the previous version, selected by size: {what}"] + \
         ([f"the spec's [sizes] gained {extra} so that the gate checks both versions"] if extra else [])

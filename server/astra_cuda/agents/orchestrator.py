@@ -219,8 +219,25 @@ class _Run:
         """The final verdict of an adopted round: the whole file's (agents.final_gate)."""
         s = self.s
         assert s is not None
-        return final_gate.settle(r, self.final, self.kernel,
-                                 lambda rr, e: _judge(rr, Attempt(rr.candidate, e), s, self.limits, self.cancel))
+        # judged again on the whole file's timing, a dispatched round still says it is one
+        kept = r.reason[:r.reason.find("): ") + 3] if r.reason.startswith(dispatch.DISPATCHED) else ""
+        ok = final_gate.settle(r, self.final, self.kernel,
+                               lambda rr, e: _judge(rr, Attempt(rr.candidate, e), s, self.limits, self.cancel))
+        if ok and kept and not r.reason.startswith(kept):
+            r.reason = kept + r.reason
+        return ok
+
+    def _dispatched(self, r: Round) -> bool:
+        """A round the search adopted whose whole file's timing found it slower at a size (the fast
+        path's build and the file's can differ by a few percent at µs sizes): both versions
+        selected by size, as a round judged so at once gets, settled in turn."""
+        s = self.s
+        assert s is not None
+        if r.outcome != "slower at a size" or self.cancel.is_set():
+            return False
+        judge = lambda rr, aa: _judge(rr, aa, s, self.limits, self.cancel)   # noqa: E731
+        dispatch.attempt(r, s.best, s.best_eval, self.kernel, self.ev, judge, self.cancel)
+        return r.adopted and self._settled(r)
 
     def _adopt(self, candidate: str, evaluation: Evaluation, read: Candidate | None = None) -> None:
         """`candidate` becomes the best; `read`: that text read already (made where it was rewritten)."""
@@ -349,8 +366,8 @@ class _Run:
         if client is not None and batch:
             batch[0].transcript = list(client.transcript)
         winner = next((r for r in batch if r.adopted), None)
-        if winner is not None and not self._settled(winner):   # the final gate refused it
-            winner = None
+        if winner is not None and not self._settled(winner) and not self._dispatched(winner):
+            winner = None   # the final gate refused it
         enabling.adopt_steps(pairs, winner)
         for r in batch:
             self.history.append(r)
