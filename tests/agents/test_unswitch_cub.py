@@ -82,3 +82,11 @@ def test_a_guarded_vectorized_block_load_takes_the_vector_load_where_the_thread_
 def test_loads_the_check_cannot_cover_are_left_alone(path, old, new):
     assert old in KERNEL
     assert rewritten(path, KERNEL.replace(old, new)) is None
+
+
+def test_the_kernels_own_alias_hides_the_files(path):
+    # the file's `Loader` is the vectorized one, the kernel's own (a transposing one) is what it calls
+    text = KERNEL.replace("/* @astra", ALIAS.strip() + "\n/* @astra").replace(
+        ALIAS, ALIAS.replace("BLOCK_LOAD_VECTORIZE", "BLOCK_LOAD_TRANSPOSE"))
+    assert text.count("BLOCK_LOAD_VECTORIZE") == 1 and text.count("BLOCK_LOAD_TRANSPOSE") == 1
+    assert rewritten(path, text) is None

@@ -37,6 +37,8 @@ def _vector_loaders(scopes: list[Node]) -> dict[str, str]:
                 names = [txt(n.child_by_field_name("name"))]
             else:
                 continue
+            for name in names:
+                out.pop(name, None)     # an inner scope's alias hides the file's
             while t is not None and t.type == "qualified_identifier":
                 t = t.child_by_field_name("name")
             if t is None or t.type != "template_type" or txt(t.child_by_field_name("name")) != "BlockLoad":
