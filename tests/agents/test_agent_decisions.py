@@ -7,7 +7,7 @@ from astra_cuda.agents import Check, Evaluation, Limits, ProfileSummary, SizeTim
 from astra_cuda.agents.coder import Attempt
 from astra_cuda.execution.evaluator import to_evaluation
 from astra_cuda.agents.offline import Context
-from astra_cuda.agents.orchestrator import _judge
+from astra_cuda.agents.verdicts import judge as _judge
 from astra_cuda.agents.planner import OfflinePlanner, ranked_ideas
 from astra_cuda.agents.records import Plan, Round
 from astra_cuda.agents.situation import Situation

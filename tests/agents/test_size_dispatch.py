@@ -11,7 +11,7 @@ from astra_cuda.agents import Check, Evaluation, Limits, ProfileSummary, SizeTim
 from astra_cuda.agents import dispatch
 from astra_cuda.agents.coder import Attempt
 from astra_cuda.agents.offline import TRANSFORMS, Context, context_from_text
-from astra_cuda.agents.orchestrator import _judge
+from astra_cuda.agents.verdicts import judge as _judge
 from astra_cuda.agents.records import Plan, Round
 from astra_cuda.agents.situation import Situation
 from astra_cuda.execution.evaluator import local_evaluator

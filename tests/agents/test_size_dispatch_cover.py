@@ -18,7 +18,7 @@ from astra_cuda.agents import dispatch, tuning
 from astra_cuda.agents.coder import Attempt
 from astra_cuda.agents.offline import TRANSFORMS, Context, context_from_text
 from astra_cuda.agents.offline.coarsen import grid_cover
-from astra_cuda.agents.orchestrator import _judge
+from astra_cuda.agents.verdicts import judge as _judge
 from astra_cuda.agents.records import Plan, Round
 from astra_cuda.agents.situation import Situation
 from astra_cuda.execution.evaluator import local_evaluator

@@ -136,7 +136,7 @@ def test_the_offline_loop_keeps_the_vectorized_rows_beside_the_original_and_repl
 
 
 def test_an_undispatchable_round_says_what_was_tried():
-    from astra_cuda.agents.orchestrator import _judge
+    from astra_cuda.agents.verdicts import judge as _judge
     from astra_cuda.agents.coder import Attempt
     from astra_cuda.agents.offline import Context
     from astra_cuda.agents.records import Plan, Round

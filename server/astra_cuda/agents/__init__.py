@@ -6,7 +6,8 @@ Entry point: `optimize(text, path, kernel, evaluate, ...)`; evaluation is inject
 """
 from ..evaluation import NOT_MEASURED, CachedEvaluate, Check, Evaluate, Evaluation, ProfileSummary, SizeTiming, source_hash
 from .llm import LLMConfig
-from .orchestrator import Limits, optimize
+from .orchestrator import optimize
+from .verdicts import Limits
 from .records import Plan, Round, Usage
 from .result import OptimizeResult
 

@@ -47,7 +47,7 @@ is faster:
   picks the body, the gate's sizes must also run both bodies (`_runs_both`). The candidate then goes
   through the whole gate and the timing at every size of the ladder like any other, and is adopted
   only under the same rule — faster at the bench sizes, and slower than the original or the best so
-  far at no size beyond the tolerance (`orchestrator._judge`).
+  far at no size beyond the tolerance (`verdicts.judge`).
 
 The adopted round's plan records the threshold and what it is of (parameter `KEY`: `by` and
 `param`, absent for the block count as before), so the chain of adopted rounds

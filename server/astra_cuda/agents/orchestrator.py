@@ -19,7 +19,7 @@ times it like any candidate, and stops there when it still holds (see `memory`);
 gated in the same gate and timed beside it, not evaluated alone first.
 
 Long because one run is one class, `_Run`, with a method per step (open or resume, baseline, round,
-tuning, recall, finish) over the run's shared state; the functions after it judge a round.
+tuning, recall, finish) over the run's shared state (`verdicts` judges each round).
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ import contextvars
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -47,19 +47,8 @@ from .result import OptimizeResult
 from .runlog import RunLog, new_run_id
 from .situation import Situation, describe_sizes
 from .sizes import slower_at_a_size
+from .verdicts import Limits, judge, over_limits
 
-
-
-@dataclass(frozen=True)
-class Limits:
-    max_seconds: float | None = None      # wall time for the whole run
-    max_tokens: int | None = None         # LLM tokens (prompt + completion), as the endpoint reports them
-    patience: int = 3                     # LLM mode: stop after this many rounds in a row without adoption
-    min_gain: float = 0.01                # measured: must beat the best by 1%
-    size_tolerance: float = 0.03          # measured: slower than the best (or the original) at no size of the
-                                          # ladder by more than this (timing one kernel twice differs by <0.4%
-                                          # at bench sizes on an H100; the µs-scale decode points need more room)
-    tune_points: int = 8                  # the tuning stage's budget of parameter points (0: no tuning)
 
 
 def optimize(text: str | Candidate, path: str, kernel: str, evaluate: Callable[[str], Evaluation] | OnCandidates, *,
@@ -222,7 +211,7 @@ class _Run:
         # judged again on the whole file's timing, a dispatched round still says it is one
         kept = r.reason[:r.reason.find("): ") + 3] if r.reason.startswith(dispatch.DISPATCHED) else ""
         ok = final_gate.settle(r, self.final, self.kernel,
-                               lambda rr, e: _judge(rr, Attempt(rr.candidate, e), s, self.limits, self.cancel))
+                               lambda rr, e: judge(rr, Attempt(rr.candidate, e), s, self.limits, self.cancel))
         if ok and kept and not r.reason.startswith(kept):
             r.reason = kept + r.reason
         return ok
@@ -235,8 +224,8 @@ class _Run:
         assert s is not None
         if r.outcome != "slower at a size" or self.cancel.is_set():
             return False
-        judge = lambda rr, aa: _judge(rr, aa, s, self.limits, self.cancel)   # noqa: E731
-        dispatch.attempt(r, s.best, s.best_eval, self.kernel, self.ev, judge, self.cancel)
+        again = lambda rr, aa: judge(rr, aa, s, self.limits, self.cancel)   # noqa: E731
+        dispatch.attempt(r, s.best, s.best_eval, self.kernel, self.ev, again, self.cancel)
         return r.adopted and self._settled(r)
 
     def _adopt(self, candidate: str, evaluation: Evaluation, read: Candidate | None = None) -> None:
@@ -303,7 +292,7 @@ class _Run:
         for i in range(start_round, self.rounds + 1):
             if self.cancel.is_set():
                 return self.finish("cancelled; the best verified version so far is kept")
-            over = _over_limits(self.limits, self.t0, result.usage)
+            over = over_limits(self.limits, self.t0, result.usage)
             if over:
                 return self.finish(over)
             outcome = self._round(i, planner, coder)
@@ -353,13 +342,13 @@ class _Run:
         for j, (plan, att) in enumerate(zip(plans, attempts)):
             r = Round(next_index + j, plan, s.best_hash, usage=usage if j == 0 else Usage(), batch=i)
             r.take(att)
-            _judge(r, att, s, self.limits, self.cancel)
+            judge(r, att, s, self.limits, self.cancel)
             if r.outcome == "slower at a size":   # both versions, each at the sizes where it is faster
                 dispatch.attempt(r, s.best, s.best_eval, self.kernel, self.ev,
-                                 lambda rr, aa: _judge(rr, aa, s, self.limits, self.cancel), self.cancel)
+                                 lambda rr, aa: judge(rr, aa, s, self.limits, self.cancel), self.cancel)
             r.seconds = time.monotonic() - round_t0
             batch.append(r)
-        pairs = enabling.follow_ups(batch, s, coder, self.ev, lambda rr, aa: _judge(rr, aa, s, self.limits, self.cancel),
+        pairs = enabling.follow_ups(batch, s, coder, self.ev, lambda rr, aa: judge(rr, aa, s, self.limits, self.cancel),
                                     self.cancel) if isinstance(coder, OfflineCoder) else []   # a step and what it enables
         batch += [f for _, f in pairs]
         final_gate.keep_best_of(batch)
@@ -396,7 +385,7 @@ class _Run:
         chain = [(r.index, r.plan.idea, r.plan.params) for r in result.rounds if r.adopted and r.plan is not None]
         if not chain:
             self._keep([])   # nothing beat the original: remembered too, so a rerun does not search again
-        if not chain or limits.tune_points <= 0 or self.cancel.is_set() or _over_limits(limits, self.t0, result.usage):
+        if not chain or limits.tune_points <= 0 or self.cancel.is_set() or over_limits(limits, self.t0, result.usage):
             if chain and limits.tune_points <= 0:
                 self._keep([(i, p) for _, i, p in chain])
             return stopped
@@ -427,7 +416,7 @@ class _Run:
             self.log.tuning(points)
             self.log.best(s.best)
         kept = sum(p.outcome == "adopted" for p in points)
-        if not self.cancel.is_set() and not _over_limits(limits, self.t0, result.usage):
+        if not self.cancel.is_set() and not over_limits(limits, self.t0, result.usage):
             self._keep([(i, p) for _, i, p in steps])   # a search cut short is not remembered
         return f"{stopped}; tuning tried {len(points)} point(s), kept {kept}"
 
@@ -506,7 +495,7 @@ class _Run:
                     params={"chain": [[idea, p] for idea, p in entry.chain]})
         r = Round(1, plan, source_hash(self.text), text, source_hash(text), e, batch=1,
                   changes=[f"{idea}: {tuning.show(p)}" for idea, p in entry.chain])
-        _judge(r, Attempt(text, e), self.s, self.limits, self.cancel)   # type: ignore[arg-type]
+        judge(r, Attempt(text, e), self.s, self.limits, self.cancel)   # type: ignore[arg-type]
         if r.adopted and self._settled(r) and r.evaluation is not None:
             e = r.evaluation   # the whole file's
         r.seconds = time.monotonic() - t0
@@ -555,63 +544,3 @@ def _plans(planner: OfflinePlanner | LLMPlanner, s: Situation, k: int) -> tuple[
             break
         probe.history.append(Round(0, plan, s.best_hash))
     return plans, usage
-
-
-def _reordered_sums_note(r: Round, e: Evaluation) -> str:
-    """A rewrite that sums floats in another order can miss the spec's tolerance by rounding
-    alone. The gate keeps the tolerance (only the user can say what "the same result" means):
-    the reason says how to accept such differences."""
-    from .offline import TRANSFORMS
-    t = TRANSFORMS.get(r.plan.idea) if r.plan is not None and r.plan.source == "offline" else None
-    if t is None or not t.reorders_sums or "differ beyond atol" not in e.check.summary:
-        return ""
-    return (" — this rewrite sums in another order than the original, so float results differ by rounding; "
-            "the spec's tolerance was kept: where such differences are acceptable, state atol/rtol for the "
-            "output in the spec")
-
-
-def _judge(r: Round, att: Attempt, s: Situation, limits: Limits, cancel: threading.Event) -> None:
-    if att.candidate is None or att.evaluation is None:
-        r.outcome = "cancelled" if cancel.is_set() else "no candidate"
-        r.reason = att.problem or "no usable code"
-        return
-    e = att.evaluation
-    if not e.passed and cancel.is_set():
-        r.outcome, r.reason = "cancelled", "cancelled while the candidate was being evaluated"
-        return
-    if not e.passed:
-        r.outcome = "failed"
-        r.reason = e.check.summary + _reordered_sums_note(r, e)
-        return
-    if att.candidate == s.best:
-        r.outcome, r.reason = "not faster", "the rewrite is identical to the current best"
-        return
-    if e.measured and s.best_eval.measured and e.gpu and s.best_eval.gpu and e.gpu != s.best_eval.gpu:
-        r.outcome = "not compared"
-        r.reason = (f"timed on {e.gpu}, the best on {s.best_eval.gpu}: speedups are never compared across "
-                    f"GPU models")
-        return
-    new, best = e.speedup, s.best_eval.speedup
-    if new is not None and best is not None:   # both measured
-        gain = new / best
-        slower = slower_at_a_size(e, s.rival, limits.size_tolerance)
-        if gain >= 1.0 + limits.min_gain and slower:
-            r.outcome = "slower at a size"
-            r.reason = f"{new:.3f}× vs the original at the bench sizes, but {slower}"
-        elif gain >= 1.0 + limits.min_gain:
-            r.outcome = "adopted"
-            r.reason = f"{new:.3f}× vs the original ({gain:.3f}× vs the previous best)"
-        else:
-            r.outcome = "not faster"
-            r.reason = f"{new:.3f}× vs the original, not better than the best ({best:.3f}×)"
-        return
-    r.outcome = "adopted"
-    r.reason = f"verified on {e.check.cases} cases; {e.speed_note or 'speed not measured'}"
-
-
-def _over_limits(limits: Limits, t0: float, usage: Usage) -> str:
-    if limits.max_seconds is not None and time.monotonic() - t0 > limits.max_seconds:
-        return f"time limit ({limits.max_seconds:g} s) reached"
-    if limits.max_tokens is not None and usage.tokens >= limits.max_tokens:
-        return f"token limit ({limits.max_tokens}) reached"
-    return ""
