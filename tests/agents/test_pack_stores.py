@@ -91,3 +91,18 @@ def test_the_planner_offers_it_for_a_memory_bound_kernel_after_the_ideas_before_
     s.history = [Round(n + 1, Plan(i, i, ""), s.best_hash) for n, i in enumerate(order[:order.index("pack_stores")])]
     plan, _ = OfflinePlanner().plan(s)
     assert plan is not None and plan.idea == "pack_stores" and "memory-bound at 40%" in plan.why
+
+
+SHIFTED = "  for (int j = 0; j < 8; ++j) q[1 + c * 8 + j] = (int8_t)__float2int_rn(v[j] * (127.0f / amax));\n"
+
+
+@pytest.mark.parametrize("inner", [
+    # the offset's name is the loop's own: after the loop it is out of scope ...
+    "  for (int j = 0; j < 8; ++j) { const int at = 1 + c * 8; q[at + j] = (int8_t)__float2int_rn(v[j] * (127.0f / amax)); }\n",
+    # ... or, shadowing an outer one, another value
+    "  const int at = 0;\n  for (int j = 0; j < 8; ++j) { const int at = 1 + c * 8; q[at + j] = (int8_t)__float2int_rn(v[j] * (127.0f / amax)); }\n",
+])
+def test_an_offset_named_inside_the_loop_is_left_alone(inner):
+    text = PATH.read_text()
+    assert SHIFTED in text
+    assert rewritten("chunk_quant_shifted", text.replace(SHIFTED, inner)) is None

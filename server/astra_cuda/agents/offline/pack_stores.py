@@ -8,12 +8,7 @@ Exact: only the time of those writes moves, to the loop's end, and only where no
 does can see them — the loop writes no other memory, calls nothing but value conversions and math,
 and reads only the kernel's own local arrays (thread-private or shared, never the global memory a
 kernel parameter points at) or, where the written pointer comes from a `__restrict__` parameter
-that nothing else in the kernel names, local objects. No early exit, no synchronisation.
-
-The store may go through an index local of the body (`int idx = e + j; out[idx] = v;`) and sit
-alone under an `if` with no `else` (a tile's bounds check, bitsandbytes' `if (outIdx < n_out)`):
-the condition stays in the loop, which then also sets a bit for each trip that stored; where all
-did, one wide store, otherwise each stored element to the place the loop wrote it."""
+that nothing else in the kernel names, local objects. No early exit, no synchronisation."""
 from __future__ import annotations
 
 from typing import Any
@@ -21,9 +16,8 @@ from typing import Any
 from tree_sitter import Node
 
 from . import base
-from .base import FLOAT_FUNCS, INT_TYPES, Context, Edit, Rewrite, body, pointer_params
-from .tree import (apply_edits, assigned_names, callee, declared_name, declared_names, idents, line_indent, txt,
-                   unparenthesized, walk)
+from .base import FLOAT_FUNCS, Context, Edit, Rewrite, body, pointer_params
+from .tree import apply_edits, assigned_names, callee, declared_name, declared_names, idents, line_indent, txt, unparenthesized, walk
 from .unroll import macro_constants
 
 HELPER = "astra_store_run"
@@ -142,12 +136,8 @@ class PackStores(base.Transform):
             got = self._match(loop, fn, loc, consts)
             if got is None:
                 continue
-            store, ptr, elem, rest, var, k, alias, guarded = got
+            store, ptr, elem, rest, var, k = got
             off = " + ".join(txt(t) if t.type in ("identifier", "number_literal") else f"({txt(t)})" for t in rest)
-            if alias is not None and rest:
-                # the index as the alias's type holds it: with every store of the run in bounds,
-                # (T)(rest) + j is (T)(rest + j) exactly (both are valid indices congruent mod 2^bits)
-                off = f"({txt(alias[0].child_by_field_name('type'))})({off})"
             tag = f"astra_run{len(edits)}"
             start = loop
             prev = loop.prev_sibling
@@ -155,26 +145,13 @@ class PackStores(base.Transform):
                 start = prev
             ind = line_indent(data, loop.start_byte)
             value = txt(store.child_by_field_name("right"))
-            # a store under a condition also records which trips stored (a bit a trip)
-            mark = f", {tag}_set |= 1ull << {var}" if guarded else ""
             lb = txt(loop).encode("utf-8")
             at = store.start_byte - loop.start_byte, store.end_byte - loop.start_byte
-            new_loop = (lb[:at[0]] + f"{tag}[{var}] = {value}{mark}".encode("utf-8") + lb[at[1]:]).decode("utf-8")
+            new_loop = (lb[:at[0]] + f"{tag}[{var}] = {value}".encode("utf-8") + lb[at[1]:]).decode("utf-8")
             pragma = f"{txt(start).strip()}\n{ind}" if start is not loop else ""
             lead = ind[len(line_indent(data, start.start_byte)):]   # a pragma may sit at the line start
-            where = f"{ptr} + {off}" if len(rest) == 1 and alias is None else f"{ptr} + ({off})" if rest else ptr
+            where = f"{ptr} + {off}" if len(rest) == 1 else f"{ptr} + ({off})" if rest else ptr
             lines = [f"alignas(16) {elem} {tag}[{k}];", pragma + new_loop, f"{HELPER}<{k}>({where}, {tag});"]
-            if guarded:
-                # every trip stored: one wide store; otherwise the trips that stored, each to its
-                # place as the loop wrote it (the index alias declared again as written)
-                init = loop.child_by_field_name("initializer")
-                again = f"{txt(alias[0])} " if alias is not None else ""
-                lines[0] += (f"\n{ind}static_assert(({k}) <= 64, \"astra: one bit a trip\");"
-                             f"\n{ind}unsigned long long {tag}_set = 0ull;")
-                lines[2] = (f"if ({tag}_set == (~0ull >> (64 - ({k})))) {{\n{ind}  {lines[2]}\n{ind}}} else {{\n"
-                            f"{ind}  for ({txt(init).rstrip(';')}; {var} < {k}; ++{var})\n"
-                            f"{ind}    if ({tag}_set >> {var} & 1ull) {{ {again}{txt(_written(store))} = {tag}[{var}]; }}\n"
-                            f"{ind}}}")
             if loop.parent is not None and loop.parent.type == "compound_statement":
                 new = lead + f"\n{ind}".join(lines)
             else:   # the loop is a statement of its own (`if (c) for ...`): a block keeps the three together
@@ -188,10 +165,8 @@ class PackStores(base.Transform):
         edits.append(Edit(top.start_byte, top.start_byte, HELPER_TEXT))
         return Rewrite(self.name, apply_edits(text, edits), tuple(changes))
 
-    def _match(self, loop: Node, fn: Node, loc: _Locals, consts: set[str]) \
-            -> tuple[Node, str, str, list[Node], str, str, tuple[Node, Node] | None, bool] | None:
-        """(store, pointer, element type, offset text, loop variable, count text, the index alias's
-        declaration and declarator, whether the store is under an `if`), or None."""
+    def _match(self, loop: Node, fn: Node, loc: _Locals, consts: set[str]) -> tuple[Node, str, str, list[Node], str, str] | None:
+        """(store, pointer, element type, offset text, loop variable, count text), or None."""
         init = loop.child_by_field_name("initializer")
         cond = loop.child_by_field_name("condition")
         upd = loop.child_by_field_name("update")
@@ -218,29 +193,21 @@ class PackStores(base.Transform):
             return None
         store = stores[0]
         if store.type != "assignment_expression" or txt(store.child_by_field_name("operator")) != "=" or \
-                store.parent is None or store.parent.type != "expression_statement":
-            return None
-        guarded = store.parent not in stmts
-        if guarded and _guard_of(store.parent) not in stmts:
+                store.parent is None or store.parent.type != "expression_statement" or \
+                store.parent not in stmts:
             return None
         pointers = set(pointer_params(fn)) | {n for n in loc.decl if loc.kind(n) == "pointer"}
         lhs = _written(store)
-        kept = assigned_names(b) | {txt(n.child_by_field_name("argument")) for n in walk(b)
-                                    if n.type == "pointer_expression" and txt(n.child(0)) == "&"}
-        alias = None if lhs is None else self._alias(lhs, var, loc, stmts, kept | assigned_names(body(fn)))
-        target = None if lhs is None else self._target(lhs if alias is None else alias[1], var, pointers)
+        target = None if lhs is None else self._target(lhs, var, pointers)
         if target is None:
             return None
         ptr, rest = target
-        if alias is not None:
-            arr = lhs.child_by_field_name("argument")
-            if arr is None or arr.type != "identifier" or txt(arr) not in pointers:
-                return None
-            ptr = txt(arr)
+        kept = assigned_names(b) | {txt(n.child_by_field_name("argument")) for n in walk(b)
+                                    if n.type == "pointer_expression" and txt(n.child(0)) == "&"}
         if var in kept or ptr in kept or any(idents(t) & kept for t in rest):
             return None
         if any(idents(t) & declared_names(b) for t in rest):
-            return None      # a name of the loop's own: not there after it
+            return None      # a name of the loop's own: out of scope after it, or another one there
         elem = self._element(fn, ptr, loc)
         if elem is None:
             return None
@@ -250,37 +217,12 @@ class PackStores(base.Transform):
         alone = self._alone(fn, ptr, src, loc, store)
         if not self._reads_only_private(b, store, loc, alone, _template_names(fn)):
             return None
-        return store, ptr, elem, rest, var, k, alias, guarded
-
-    @staticmethod
-    def _alias(lhs: Node, var: str, loc: _Locals, stmts: list[Node], changed: set[str]) -> tuple[Node, Node] | None:
-        """For `p[idx]` with `T idx = e + j;` a statement of the loop's body before the store, an
-        integer local declared once and never changed: that declaration and its declarator."""
-        if lhs.type != "subscript_expression":
-            return None
-        idx = lhs.child_by_field_name("indices") or lhs.child_by_field_name("index")
-        inner = [c for c in idx.named_children if c.type != "comment"] if idx is not None and \
-            idx.type == "subscript_argument_list" else [idx] if idx is not None else []
-        if len(inner) != 1 or inner[0].type != "identifier":
-            return None
-        name = txt(inner[0])
-        got = loc.one(name)
-        if got is None or name in changed or got[0] not in stmts or got[1].type != "init_declarator" or \
-                got[1].child_by_field_name("declarator").type != "identifier" or got[0].start_byte > lhs.start_byte:
-            return None
-        typ = " ".join(txt(got[0].child_by_field_name("type")).split())
-        if typ not in INT_TYPES or var not in idents(got[1].child_by_field_name("value")):
-            return None
-        return got
+        return store, ptr, elem, rest, var, k
 
     @staticmethod
     def _target(lhs: Node, var: str, pointers: set[str]) -> tuple[str, list[Node]] | None:
-        """(pointer, the other terms of the index) of `p[e + j]`, `p[j]` or `*(p + e + j)`; or,
-        given the declarator of an index alias (`int idx = e + j`), of `p[idx]`."""
-        if lhs.type == "init_declarator":
-            terms = _sum_terms(lhs.child_by_field_name("value"))
-            ptr = ""
-        elif lhs.type == "subscript_expression":
+        """(pointer, the other terms of the index) of `p[e + j]`, `p[j]` or `*(p + e + j)`."""
+        if lhs.type == "subscript_expression":
             arr = lhs.child_by_field_name("argument")
             idx = lhs.child_by_field_name("indices") or lhs.child_by_field_name("index")
             if arr is None or arr.type != "identifier" or idx is None:
@@ -388,19 +330,6 @@ class PackStores(base.Transform):
             elif n.type == "field_expression" and txt(n.child_by_field_name("operator")) == "->":
                 return False
         return True
-
-
-def _guard_of(stmt: Node) -> Node | None:
-    """The `if` (no `else`) whose branch is `stmt` alone, braced or not; None otherwise."""
-    p = stmt.parent
-    if p is not None and p.type == "compound_statement":
-        if [c for c in p.named_children if c.type != "comment"] != [stmt]:
-            return None
-        p = p.parent
-    if p is None or p.type != "if_statement" or p.child_by_field_name("alternative") is not None or \
-            any(txt(c) == "constexpr" for c in p.children):
-        return None
-    return p
 
 
 def _sum_terms(n: Node | None) -> list[Node] | None:

@@ -26,16 +26,12 @@ Where the bound is a row length set from the block index (a causal mask's `block
 rows are partial and one check for the whole loop would rarely pass: the loop is then checked a
 chunk of 8 steps at a time (`chunk`, tuned among 0 = whole, 8, 4), each chunk the same argument
 over its own first and last step; not for a loop with a `break`, which would leave only its chunk.
-
-A guarded CUB block load is the same pattern inside a library call (CUB's loop of one guarded
-load an item): `cub_loads.py` gives it the unguarded vector load where the thread's items are all
-valid.
 """
 from __future__ import annotations
 
 from tree_sitter import Node
 
-from . import base, cub_loads
+from . import base
 from .base import Context, Rewrite, body, pointer_params, variable_types
 from .tree import (Edit, apply_edits, assigned_names, callee, calls, declared_name, function_name, line_indent,
                    preceded_by_marker, txt, unparenthesized, walk)
@@ -78,12 +74,8 @@ class Unswitch(base.Transform):
                     name, _ = declared_name(d)
                     if name:
                         counts[name] = counts.get(name, 0) + 1
-        data = text.encode("utf-8")
-        # CUB's guarded block loads first: their arguments are read once or compute nothing
-        cub = cub_loads.guarded_loads(sc.root, fn, kb, data, {txt(n) for n in walk(sc.root) if n.type == "identifier"})
-        edits: list[Edit] = [e for e, _ in cub]
-        changes = [c for _, c in cub]
-        loops = not any(n.type == "reference_declarator" for n in walk(kb))   # a reference could change a name the check reads
+        if any(n.type == "reference_declarator" for n in walk(kb)):
+            return None     # a reference could change a name the check reads
         taken = {txt(n.child_by_field_name("argument")) for n in walk(kb)
                  if n.type == "pointer_expression" and txt(n.child(0)) == "&"}
         shared = {name for n in walk(kb) if n.type == "declaration" and "__shared__" in txt(n)
@@ -92,10 +84,13 @@ class Unswitch(base.Transform):
             name for n in walk(kb) if n.type == "pointer_declarator"
             for name in [declared_name(n)[0]] if name}
         collective = _collective_calls(sc)
+        data = text.encode("utf-8")
+        edits: list[Edit] = []
+        changes = []
         used_chunk = 0
-        for loop in (n for n in walk(kb) if n.type == "for_statement" and loops):
-            if any(e.start <= loop.start_byte < e.end or loop.start_byte <= e.start < loop.end_byte for e in edits):
-                continue     # inside a loop already unswitched, or holding a load unswitched
+        for loop in (n for n in walk(kb) if n.type == "for_statement"):
+            if any(e.start <= loop.start_byte < e.end for e in edits):
+                continue     # inside a loop already unswitched
             m = _match(loop, types, counts, taken | shared, pointers, collective)
             if m is None:
                 continue
