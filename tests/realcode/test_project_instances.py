@@ -241,3 +241,24 @@ def test_a_constant_output_takes_the_projects_instance_with_the_largest_numbers(
                                                        ("not_constant",)), redo)
     assert alts and 'instantiate = "<4, 64>"' in alts[0].comment, [a.comment for a in alts]
     assert any("the largest numbers" in n for n in alts[0].notes)
+
+
+@needs_nvcc
+def test_a_guess_the_compiler_could_not_check_in_time_is_not_given_as_known(project, monkeypatch):
+    # a loaded machine: nvcc reading the project's instance runs past its limit. The guessed
+    # arguments stood silently before (CUTLASS's sgemm_1 then got `float` for its cute::Shape and
+    # a spec of floats, where an unloaded run says it cannot be inferred)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(project.root / "cache"))
+    monkeypatch.setattr(instances, "_host_stubs", lambda *a, **k: None)
+    monkeypatch.setattr(instances, "_ran", {})
+    monkeypatch.setattr(instances, "_late", set())
+    project("ln.cuh", HEADER)
+    project("ln_4.cu", CU)
+    path = project.root / "ln.cuh"
+    ctx = proj.from_flags([], [], "c++17", flags=["--expt-extended-lambda"], origin="command line")
+    made = instances.of("ln_kernel", str(path), ctx, toolkit=TK)
+    assert made == [] and made.late
+    p = api.infer_spec(api.snapshot(path.read_text(), str(path), ctx), "ln::ln_kernel", run=False)
+    assert not p.valid
+    assert any("ran past its time limit" in n and "ln_4.cu" in n and "ASTRA_COMPILER_TIMEOUT" in n for n in p.notes), \
+        p.notes

@@ -35,20 +35,29 @@ MAX_INSTANCES = 256
 _ran: dict[str, list[str]] = {}   # this process's answers, those not cached (a time limit) included
 
 
+class Instances(list[tuple[str, ...]]):
+    """Template argument lists, and `late`: nvcc ran past its time limit, so an empty list says
+    nothing of the unit (on a loaded machine a unit that makes instances can take that long)."""
+    late = False
+
+
+_late: set[str] = set()   # the units of this process that ran past their limit
+
+
 def of(kernel: str, path: str, context: ProjectContext, *, toolkit: Toolkit,
-       timeout_s: float | None = None) -> list[tuple[str, ...]]:
+       timeout_s: float | None = None) -> Instances:
     """The template argument lists of `kernel` (its unqualified name) that the project's
     translation unit of the file at `path` instantiates (a header's: the first `.cu` beside it
     that includes it, whole), in the order nvcc wrote their stubs; [] when there are
-    none, the unit does not compile, or nvcc cannot be confined."""
+    none, the unit does not compile, runs past its time limit (`late`) or nvcc cannot be confined."""
     if confine.unavailable_reason() is not None or not kernel.isidentifier():
-        return []
+        return Instances()
     found = headers.includer(os.path.abspath(path), context)
     path = found[0] if found is not None else os.path.abspath(path)
     try:
         unit = Path(path).read_text(errors="surrogateescape")
     except OSError:
-        return []
+        return Instances()
     flags = nvcc.project_flags(context, unit, path) + library_headers(toolkit)
     key = depcache.key_of("instances", CACHE_VERSION, toolkit.nvcc, toolkit.version, flags, path, unit)
     store = nvcc.build_cache()
@@ -60,15 +69,21 @@ def of(kernel: str, path: str, context: ProjectContext, *, toolkit: Toolkit,
             build = tempfile.mkdtemp(prefix="astra-instances-")
         try:
             with writing("nvcc's build folder", build):
-                stubs, deps, finished = _host_stubs(toolkit, unit, path, flags, build,
-                                                    timeout_s if timeout_s is not None
-                                                    else confine.compiler_seconds(confine.heavy(flags)))
-            if finished:
-                store.put(key, deps, {"stubs": stubs}, {})
+                got = _host_stubs(toolkit, unit, path, flags, build,
+                                  timeout_s if timeout_s is not None else confine.compiler_seconds(confine.heavy(flags)))
+            if got is None:
+                stubs = []
+                _late.add(key)
+            else:
+                stubs, deps, finished = got
+                if finished:
+                    store.put(key, deps, {"stubs": stubs}, {})
             _ran[key] = stubs   # a unit that ran past its limit is not tried again by this process
         finally:
             shutil.rmtree(build, ignore_errors=True)
-    return stub_instances(stubs or [], kernel)
+    out = Instances(stub_instances(stubs or [], kernel))
+    out.late = key in _late
+    return out
 
 
 _STUB = re.compile(r"\b__wrapper__device_stub_(\w+)<")
@@ -122,9 +137,9 @@ def _balanced(text: str) -> str | None:
 
 
 def _host_stubs(toolkit: Toolkit, unit: str, path: str, flags: list[str], build: str,
-                timeout_s: float) -> tuple[list[str], list[str], bool]:
+                timeout_s: float) -> tuple[list[str], list[str], bool] | None:
     """(the stub lines of the unit's kernel instances, the headers read, whether it finished and
-    compiled)."""
+    compiled); None where it ran past `timeout_s`."""
     folder = os.path.dirname(path)
     argv, defines, links = nvcc.safe_argv(flags, folder, build)
     cu = os.path.join(build, "astra_file.cu")
@@ -139,7 +154,7 @@ def _host_stubs(toolkit: Toolkit, unit: str, path: str, flags: list[str], build:
             return [], [], True
         ran = nvcc.run_steps(toolkit, steps, os.path.join(build, "host.sh"), sandbox, timeout_s)
     except subprocess.TimeoutExpired:
-        return [], [], False
+        return None
     stub = next((os.path.join(build, n) for n in os.listdir(build) if n.endswith(".stub.c")), None)
     lines = [ln for ln in Path(stub).read_text(errors="replace").splitlines()
              if "__wrapper__device_stub_" in ln and ln.lstrip().startswith("template<>")] if stub else []

@@ -8,7 +8,7 @@ import re
 from typing import TYPE_CHECKING
 
 from ..model.source import Kernel
-from .template_args import CALLERS_CHOICE
+from .template_args import CALLERS_CHOICE, CANNOT
 from .template_names import is_pack, split
 
 if TYPE_CHECKING:
@@ -61,6 +61,11 @@ def project_instance(kernel: Kernel, instantiate: str | None, new_notes: list[st
     guess = [" ".join(a.split()) for a in split(instantiate)]
     packs = any(is_pack(p) for p in kernel.template_params)
     fits = [m for m in made if (len(m) == len(guess) or (packs and len(m) >= len(guess) - 1)) and _valid(m)]
+    if not fits and made.late:   # a guess the compiler's instance could have overruled: not given as known
+        unit = os.path.basename(found[0] if found is not None else path)
+        return instantiate, (f"{CANNOT}`{short}`'s template arguments were guessed (`<{', '.join(guess)}>`) and "
+                             f"nvcc, reading the instance the project makes from `{unit}`, ran past its time limit "
+                             f"(a loaded machine; ASTRA_COMPILER_TIMEOUT sets it in seconds): run it again")
     if not fits:
         return instantiate, None
     named = [n for n, _ in zip(kernel.template_param_names, guess)]
