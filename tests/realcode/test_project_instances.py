@@ -251,7 +251,6 @@ def test_a_guess_the_compiler_could_not_check_in_time_is_not_given_as_known(proj
     monkeypatch.setenv("XDG_CACHE_HOME", str(project.root / "cache"))
     monkeypatch.setattr(instances, "_host_stubs", lambda *a, **k: None)
     monkeypatch.setattr(instances, "_ran", {})
-    monkeypatch.setattr(instances, "_late", set())
     project("ln.cuh", HEADER)
     project("ln_4.cu", CU)
     path = project.root / "ln.cuh"

@@ -41,7 +41,8 @@ class Instances(list[tuple[str, ...]]):
     late = False
 
 
-_late: set[str] = set()   # the units of this process that ran past their limit
+class _Late(list[str]):
+    """The stubs kept for a unit that ran past its limit: none, and known to be late."""
 
 
 def of(kernel: str, path: str, context: ProjectContext, *, toolkit: Toolkit,
@@ -72,8 +73,7 @@ def of(kernel: str, path: str, context: ProjectContext, *, toolkit: Toolkit,
                 got = _host_stubs(toolkit, unit, path, flags, build,
                                   timeout_s if timeout_s is not None else confine.compiler_seconds(confine.heavy(flags)))
             if got is None:
-                stubs = []
-                _late.add(key)
+                stubs = _Late()
             else:
                 stubs, deps, finished = got
                 if finished:
@@ -82,7 +82,7 @@ def of(kernel: str, path: str, context: ProjectContext, *, toolkit: Toolkit,
         finally:
             shutil.rmtree(build, ignore_errors=True)
     out = Instances(stub_instances(stubs or [], kernel))
-    out.late = key in _late
+    out.late = isinstance(stubs, _Late)
     return out
 
 

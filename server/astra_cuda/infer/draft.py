@@ -96,10 +96,8 @@ def assemble(kernel: Kernel, model: SourceModel, types: Types, *, path: str | No
     instantiate, made = project_instance(kernel, instantiate, notes[before:], path, context,
                                          launched_here=site is not None and site_model is program.model,
                                          largest=decide.get("instance") == "largest")
-    if made is not None and made.startswith(CANNOT):   # the compiler could not say in time
-        notes.append(made)
-    elif made is not None:   # the compiler's own instance: what no launch gave is known after all
-        notes[before:] = [n for n in notes[before:] if not n.startswith(CANNOT)]
+    if made is not None:   # the compiler's own instance: what no launch gave is known after all (or it was late)
+        notes[before:] = [n for n in notes[before:] if made.startswith(CANNOT) or not n.startswith(CANNOT)]
         notes.append(made)
     targs = kernel.template_bindings(_split(instantiate)) if instantiate else {}
     kernel = kernel.instantiated(targs)   # `scale_type scale` with `at::Half *`: a buffer
