@@ -206,15 +206,17 @@ class _Run:
 
     def _settled(self, r: Round) -> bool:
         """The final verdict of an adopted round: the whole file's (agents.final_gate)."""
-        s = self.s
-        assert s is not None
         # judged again on the whole file's timing, a dispatched round still says it is one
         kept = r.reason[:r.reason.find("): ") + 3] if r.reason.startswith(dispatch.DISPATCHED) else ""
-        ok = final_gate.settle(r, self.final, self.kernel,
-                               lambda rr, e: judge(rr, Attempt(rr.candidate, e), s, self.limits, self.cancel))
+        ok = final_gate.settle(r, self.final, self.kernel, lambda rr, e: self._judge(rr, Attempt(rr.candidate, e)))
         if ok and kept and not r.reason.startswith(kept):
             r.reason = kept + r.reason
         return ok
+
+    def _judge(self, r: Round, att: Attempt) -> None:
+        """`r` judged against the best so far (`verdicts.judge`)."""
+        assert self.s is not None
+        judge(r, att, self.s, self.limits, self.cancel)
 
     def _dispatched(self, r: Round) -> bool:
         """A round the search adopted whose whole file's timing found it slower at a size (the fast
@@ -224,8 +226,7 @@ class _Run:
         assert s is not None
         if r.outcome != "slower at a size" or self.cancel.is_set():
             return False
-        again = lambda rr, aa: judge(rr, aa, s, self.limits, self.cancel)   # noqa: E731
-        dispatch.attempt(r, s.best, s.best_eval, self.kernel, self.ev, again, self.cancel)
+        dispatch.attempt(r, s.best, s.best_eval, self.kernel, self.ev, self._judge, self.cancel)
         return r.adopted and self._settled(r)
 
     def _adopt(self, candidate: str, evaluation: Evaluation, read: Candidate | None = None) -> None:
@@ -342,13 +343,13 @@ class _Run:
         for j, (plan, att) in enumerate(zip(plans, attempts)):
             r = Round(next_index + j, plan, s.best_hash, usage=usage if j == 0 else Usage(), batch=i)
             r.take(att)
-            judge(r, att, s, self.limits, self.cancel)
+            self._judge(r, att)
             if r.outcome == "slower at a size":   # both versions, each at the sizes where it is faster
                 dispatch.attempt(r, s.best, s.best_eval, self.kernel, self.ev,
-                                 lambda rr, aa: judge(rr, aa, s, self.limits, self.cancel), self.cancel)
+                                 self._judge, self.cancel)
             r.seconds = time.monotonic() - round_t0
             batch.append(r)
-        pairs = enabling.follow_ups(batch, s, coder, self.ev, lambda rr, aa: judge(rr, aa, s, self.limits, self.cancel),
+        pairs = enabling.follow_ups(batch, s, coder, self.ev, self._judge,
                                     self.cancel) if isinstance(coder, OfflineCoder) else []   # a step and what it enables
         batch += [f for _, f in pairs]
         final_gate.keep_best_of(batch)
@@ -495,7 +496,7 @@ class _Run:
                     params={"chain": [[idea, p] for idea, p in entry.chain]})
         r = Round(1, plan, source_hash(self.text), text, source_hash(text), e, batch=1,
                   changes=[f"{idea}: {tuning.show(p)}" for idea, p in entry.chain])
-        judge(r, Attempt(text, e), self.s, self.limits, self.cancel)   # type: ignore[arg-type]
+        self._judge(r, Attempt(text, e))
         if r.adopted and self._settled(r) and r.evaluation is not None:
             e = r.evaluation   # the whole file's
         r.seconds = time.monotonic() - t0

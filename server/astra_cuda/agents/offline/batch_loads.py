@@ -95,11 +95,14 @@ def _variant(b: Node) -> set[str]:
     return assigned_names(b) | declared_names(b) | taken
 
 
-def _match(loop: Node, pure: set[str]) -> _Loop | None:
-    if preceded_by_marker(loop):
-        return None
+def _rewritten_before(loop: Node) -> bool:
+    """Astra's marker or a `#pragma unroll` (which belongs to this loop) just before it."""
     prev = loop.prev_sibling
-    if prev is not None and prev.type == "preproc_call":   # a `#pragma unroll` belongs to this loop
+    return preceded_by_marker(loop) or (prev is not None and prev.type == "preproc_call")
+
+
+def _match(loop: Node, pure: set[str]) -> _Loop | None:
+    if _rewritten_before(loop):
         return None
     init, cond, upd, b = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update", "body"))
     if init is None or cond is None or upd is None or b is None or init.type != "declaration":
@@ -117,10 +120,7 @@ def _match(loop: Node, pure: set[str]) -> _Loop | None:
 
 def _match_while(loop: Node, kb: Node, pure: set[str]) -> _Loop | None:
     """`while (v < N) { BODY v += ST; }` with `v` a plain local declared before it."""
-    if preceded_by_marker(loop):
-        return None
-    prev = loop.prev_sibling
-    if prev is not None and prev.type == "preproc_call":
+    if _rewritten_before(loop):
         return None
     clause, b = loop.child_by_field_name("condition"), loop.child_by_field_name("body")
     if clause is None or b is None or b.type != "compound_statement":
@@ -199,7 +199,7 @@ def _checked(loop: Node, var: str, typ: str, cond: Node, upd: Node, b: Node, stm
 
 
 def _changed(stmts: list[Node]) -> set[str]:
-    return set().union(*(assigned_names(s) | declared_names(s) for s in stmts)) if stmts else set()
+    return set().union(*(assigned_names(s) | declared_names(s) for s in stmts))
 
 
 def _reads(m: _Loop, read_only: set[str], pure: set[str]) -> list[Node]:
