@@ -113,3 +113,13 @@ def test_a_row_length_set_from_the_block_index_is_checked_a_chunk_at_a_time():
     rw = rewritten(causal)
     assert rw is not None and rw.params == {"chunk": 8} and "checked once every 8 steps" in rw.changes[0]
     assert rewritten().params == {"chunk": 0}       # one length for every row: one check
+
+
+def test_a_collective_reached_through_two_helpers_is_a_collective_too():
+    helpers = "__device__ void astra_t_inner() { __syncwarp(); }\n__device__ void astra_t_outer() { astra_t_inner(); }\n"
+    text = PATH.read_text()
+    changed = text.replace("/* @astra", helpers + "/* @astra", 1).replace(LOAD_GUARD, LOAD_GUARD + "\n      astra_t_outer();", 1)
+    assert changed.count("astra_t_outer") == 2
+    rw = rewritten(changed)
+    if rw is not None:      # the storing loop may still be unswitched, the loading loop is not
+        assert len(rw.changes) == 1 and rw.text.index("astra_last") > rw.text.index("float mx = vals[0];")

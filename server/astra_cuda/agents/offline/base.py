@@ -159,6 +159,28 @@ def _scope(r: Node, kernel: str, file: Candidate | None = None) -> Scope | None:
     return Scope(r, k, helpers, file)
 
 
+def collective_helpers(sc: Scope, words: tuple[str, ...]) -> set[str]:
+    """Names of the kernel's helpers that reach a call whose name holds one of `words` (a barrier,
+    a warp collective), directly or through other helpers: code that calls none of them, and no
+    such call itself, may be copied or reordered without changing who waits for whom."""
+    by_name = {tree.function_name(f) or "": f for f in sc.helpers}
+    callees = {n: {tree.callee(c) for c in tree.calls(f)} for n, f in by_name.items()}
+    out = {n for n, cs in callees.items() if any(w in c for c in cs for w in words)}
+    grew = True
+    while grew:
+        more = {n for n, cs in callees.items() if n not in out and cs & out}
+        out |= more
+        grew = bool(more)
+    return out
+
+
+def calls_collective(nodes: list[Node], sc: Scope, words: tuple[str, ...]) -> bool:
+    """Whether `nodes` call such a function themselves or through a helper of the file."""
+    reach = collective_helpers(sc, words)
+    return any(any(w in tree.callee(c) for w in words) or tree.callee(c) in reach
+               for n in nodes for c in tree.calls(n))
+
+
 def body(fn: Node) -> Node:
     return fn.child_by_field_name("body")
 

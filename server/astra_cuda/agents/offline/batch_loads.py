@@ -27,7 +27,7 @@ from tree_sitter import Node
 
 from . import base, writes
 from .base import Context, Rewrite, body, pointer_params
-from .tree import (Edit, apply_edits, assigned_names, callee, calls, declared_names, is_lvalue, line_indent,
+from .tree import (Edit, apply_edits, assigned_names, callee, declared_names, is_lvalue, line_indent,
                    preceded_by_marker, txt, unparenthesized, walk)
 from .writes import LOADS
 
@@ -69,12 +69,6 @@ def _invariant(n: Node, variant: set[str], pure: set[str]) -> bool:
         if c.type == "call_expression" and callee(c) not in pure | PURE_CALLS:
             return False
     return True
-
-
-def _collective(nodes: list[Node], sc: base.Scope) -> bool:
-    """A barrier or warp collective in the body or any device function it may call."""
-    fns = nodes + list(sc.helpers)
-    return any(any(k in callee(c) for k in COLLECTIVE) for f in fns for c in calls(f))
 
 
 class _Loop:
@@ -276,7 +270,7 @@ class BatchLoads(base.Transform):
         edits, changes = [], []
         for loop in (n for n in walk(kb) if n.type in ("for_statement", "while_statement")):
             m = _match(loop, pure) if loop.type == "for_statement" else _match_while(loop, kb, pure)
-            if m is None or _collective(m.stmts, sc) or not self._enough_steps(m, ctx, steps):
+            if m is None or base.calls_collective(m.stmts, sc, COLLECTIVE) or not self._enough_steps(m, ctx, steps):
                 continue
             reads = _reads(m, read_only, pure)
             if not reads:

@@ -33,7 +33,7 @@ from tree_sitter import Node
 
 from . import base
 from .base import Context, Rewrite, body, pointer_params, variable_types
-from .tree import (Edit, apply_edits, assigned_names, callee, calls, declared_name, function_name, line_indent,
+from .tree import (Edit, apply_edits, assigned_names, callee, calls, declared_name, line_indent,
                    preceded_by_marker, txt, unparenthesized, walk)
 
 SIGNED = {"int", "long", "long int", "long long", "long long int", "int64_t", "int32_t", "ptrdiff_t",
@@ -83,7 +83,7 @@ class Unswitch(base.Transform):
         pointers = set(pointer_params(fn)) | {
             name for n in walk(kb) if n.type == "pointer_declarator"
             for name in [declared_name(n)[0]] if name}
-        collective = _collective_calls(sc)
+        collective = base.collective_helpers(sc, COLLECTIVE)
         data = text.encode("utf-8")
         edits: list[Edit] = []
         changes = []
@@ -117,12 +117,6 @@ class Unswitch(base.Transform):
         """The whole loop under one check, or one check every 8 or 4 steps (rows whose length
         differs row by row: the steps of a short row's leading chunks still issue together)."""
         return [{"chunk": c} for c in (0, 8, 4) if c != rw.params.get("chunk")]
-
-
-def _collective_calls(sc: base.Scope) -> set[str]:
-    """Names of the file's functions (called from the kernel) that hold a barrier or a warp collective."""
-    return {function_name(f) or "" for f in sc.helpers
-            if any(any(k in callee(c) for k in COLLECTIVE) for c in calls(f))}
 
 
 def _match(loop: Node, types: dict[str, str], counts: dict[str, int], unsafe: set[str], pointers: set[str],
