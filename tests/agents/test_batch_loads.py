@@ -43,7 +43,7 @@ def test_the_histogram_loop_takes_four_steps_a_trip_and_passes_the_gate():
     assert not evaluate(broken).passed
 
 
-@pytest.mark.parametrize("steps", [2, 8])
+@pytest.mark.parametrize("steps", [2, 8, 16])
 def test_the_sum_is_exact_at_every_step_count(steps):
     rw = rewritten(SUMS_PATH, SUMS, params={"steps": steps})
     assert rw is not None and f"astra_s{steps - 1} < (n)" in rw.text
@@ -51,6 +51,8 @@ def test_the_sum_is_exact_at_every_step_count(steps):
     evaluate = evaluator(SUMS_PATH, SUMS)
     ev = evaluate(rw.text)
     assert ev.passed, ev.check.summary + ev.check.feedback
+    last = f"in[astra_s{steps - 1}]"                 # the last step reading its neighbour's element
+    assert not evaluate(rw.text.replace(last, f"in[astra_s{steps - 2}]")).passed
 
 
 def test_the_planner_picks_it_for_a_latency_bound_histogram():

@@ -8,7 +8,7 @@ grid = ["64"]
 block = ["256"]
 
 [sizes]
-n = [1, 300, 4097, 100003]
+n = [1, 300, 4097, 100003, 400009]   # the last: 24 steps a thread, so 16 at a trip run too
 
 [bench]
 n = [16777216]

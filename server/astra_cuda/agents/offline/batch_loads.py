@@ -31,7 +31,7 @@ from .tree import (Edit, apply_edits, assigned_names, callee, declared_names, is
                    preceded_by_marker, txt, unparenthesized, walk)
 from .writes import LOADS
 
-STEPS = (2, 4, 8)
+STEPS = (2, 4, 8, 16)   # 16: a grid the program fixes small (128 blocks of 128) needs that many loads in flight
 PURE_CALLS = {"min", "max", "umin", "umax", "llmin", "llmax", "__umul24", "__mul24"}
 COLLECTIVE = ("sync", "shfl", "ballot", "activemask", "__match", "__reduce", "barrier", "fence", "tiled_partition")
 JUMPS = {"break_statement", "continue_statement", "return_statement", "goto_statement", "for_statement",
