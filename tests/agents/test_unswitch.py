@@ -123,3 +123,99 @@ def test_a_collective_reached_through_two_helpers_is_a_collective_too():
     rw = rewritten(changed)
     if rw is not None:      # the storing loop may still be unswitched, the loading loop is not
         assert len(rw.changes) == 1 and rw.text.index("astra_last") > rw.text.index("float mx = vals[0];")
+
+
+# exllamav2's norms' form: a lane's share of the row in an unrolled loop bounded by a lower-case
+# template parameter, each step leaving the loop (`break`, or `return` in the storing loop) at the
+# row's end instead of loading under an `if`
+LEAVING = """#include <cuda_fp16.h>
+#define THREADS 32
+
+/* @astra
+grid = ["rows"]
+block = ["32"]
+instantiate = "<4>"
+require = ["cols <= 128", "cols >= 1"]
+
+[sizes]
+rows = [3]
+cols = [128, 100, 2]
+
+[bench]
+rows = [4096]
+cols = [128]
+
+[args]
+x    = { type = "float", shape = ["rows", "cols"] }
+y    = { type = "float", shape = ["rows", "cols"], output = true }
+rows = "rows"
+cols = "cols"
+*/
+template <int per_lane>
+__global__ void lane_rows(const float* __restrict__ x, float* __restrict__ y, const int rows, const int cols)
+{
+  int lane = threadIdx.x;
+  const float* xr = x + blockIdx.x * cols;
+  float* yr = y + blockIdx.x * cols;
+  float v[per_lane];
+  float s = 0.0f;
+  #pragma unroll
+  for (int i = 0; i < per_lane; i++)
+  {
+    int c = lane + THREADS * i;
+    if (c >= cols) break;
+    v[i] = xr[c];
+    s += v[i] * v[i];
+  }
+  for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffff, s, o);
+  #pragma unroll
+  for (int i = 0; i < per_lane; i++)
+  {
+    int c = lane + THREADS * i;
+    if (c >= cols) return;
+    yr[c] = v[i] / (s + 1.0f);
+  }
+}
+"""
+
+
+def leaving(tmp_path, text=LEAVING):
+    path = tmp_path / "lane_rows.cu"
+    path.write_text(text)
+    return path, TRANSFORMS["unswitch"].apply(text, context_from_text("lane_rows", text))
+
+
+def test_a_guard_that_leaves_the_loop_is_checked_false_once_and_the_copy_passes_the_gate(tmp_path):
+    path, rw = leaving(tmp_path)
+    assert rw is not None and len(rw.changes) == 2 and rw.params == {"chunk": 0}    # both loops, whole
+    assert "&& !((lane + THREADS * (astra_last)) >= cols)" in rw.text     # never leaves at the last step
+    assert "&& !((lane + THREADS * (0LL)) >= cols)" in rw.text            # nor at the first
+    fast = rw.text[rw.text.index("const long long astra_last ="):rw.text.index("} else {")]
+    assert "break;" not in fast and "v[i] = xr[c];" in fast
+    assert rw.text.count("if (c >= cols) break;") == 1 and rw.text.count("if (c >= cols) return;") == 1
+    evaluate = cpu_evaluator(path, "lane_rows")
+    ev = evaluate(rw.text)      # 100 columns: lanes 4.. leave at the last step and take the loop as written
+    assert ev.passed, ev.check.summary + ev.check.feedback
+    broken = rw.text.replace("!((lane + THREADS * (astra_last)) >= cols)", "!((lane + THREADS * (0LL)) >= cols)")
+    assert broken != rw.text and not evaluate(broken).passed
+
+
+@pytest.mark.parametrize("change", [
+    ("if (c >= cols) break;", "if (c >= cols && lane > 0) break;"),    # "never leaves" is not convex in the step
+    ("if (c >= cols) break;", "if (c >= cols) continue;"),             # skips a step, the rest still run
+    ("if (c >= cols) break;", "if (c * c >= cols) break;"),            # not linear in the step
+    ("if (c >= cols) break;", "if (c >= cols) { s = 0.0f; break; }"),  # does more than leave
+])
+def test_a_leaving_guard_the_check_cannot_decide_is_left_alone(tmp_path, change):
+    changed = LEAVING.replace(*change, 1)
+    assert changed != LEAVING
+    _, rw = leaving(tmp_path, changed)
+    # the storing loop is still unswitched; the loading loop stays as written, its guard once
+    assert rw is not None and len(rw.changes) == 1 and rw.text.index("astra_last") > rw.text.index("for (int o = 16")
+    assert rw.text.count(change[1]) == 1
+
+
+def test_only_a_signed_template_parameter_bounds_the_loop(tmp_path):
+    # an unsigned bound's last step `per_lane - 1` would wrap at 0 in the check's arithmetic
+    _, rw = leaving(tmp_path, LEAVING.replace("template <int per_lane>", "template <unsigned per_lane>"))
+    assert rw is None

@@ -22,6 +22,14 @@ both (computed in 64 bits: no wrap) it holds at every step, and the copy without
 exactly the steps the original runs its `then` branch on. Everywhere else the original runs. The
 check differs between threads, so a loop with a barrier or a warp collective is left alone.
 
+A guard that leaves the loop, `if (column >= dim / 2) break;` (or `return;`) before the step's
+loads (exllamav2's norms), is the same argument turned over: the copy drops the guard where each
+comparison of a disjunction is false at the first and the last step (false at both, a comparison
+linear in the step is false between them), so the guard never fires and the copy runs every step
+the original runs. A conjunction is refused there (where it is false is no interval), and so is a
+`continue` (the steps after it still run). A bound may be a signed integer template parameter
+(`template <int blocks_per_warp>`): a constant of each instantiation.
+
 Where the bound is a row length set from the block index (a causal mask's `blockIdx.x + 1`), most
 rows are partial and one check for the whole loop would rarely pass: the loop is then checked a
 chunk of 8 steps at a time (`chunk`, tuned among 0 = whole, 8, 4), each chunk the same argument
@@ -54,6 +62,13 @@ class _Loop:
                  locals_: dict[str, tuple[str, Node]], var_type: str, types: dict[str, str]):
         self.loop, self.pragma, self.var, self.start, self.end, self.step = loop, pragma, var, start, end, step
         self.guard, self.locals, self.var_type, self.types = guard, locals_, var_type, types
+        # `if (c) break;` / `if (c) return;`: the steps after it run while c is false (its comparisons
+        # are the disjuncts of c, each to be false at every step), not the steps inside it
+        self.exits = _exit_guard(guard)
+
+    def comparisons(self) -> list[Node]:
+        cond = self.guard.child_by_field_name("condition")
+        return _disjuncts(cond) if self.exits else _conjuncts(cond)
 
 
 class Unswitch(base.Transform):
@@ -66,7 +81,7 @@ class Unswitch(base.Transform):
     def rewrite(self, text: str, ctx: Context, sc: base.Scope, params: dict) -> Rewrite | None:
         fn = sc.kernel
         kb = body(fn)
-        types = variable_types(fn)
+        types = {**_template_ints(fn), **variable_types(fn)}
         counts: dict[str, int] = {}
         for n in walk(kb):
             if n.type == "declaration":
@@ -99,7 +114,7 @@ class Unswitch(base.Transform):
                 chunk = CHUNK if _row_bound(m, kb) else 0
             elif not isinstance(chunk, int) or isinstance(chunk, bool) or not 0 <= chunk <= 64:
                 return None      # not a step count: no rewrite rather than a guess
-            if chunk and any(n.type == "break_statement" for n in walk(m.loop.child_by_field_name("body"))):
+            if chunk and (m.exits or any(n.type == "break_statement" for n in walk(m.loop.child_by_field_name("body")))):
                 chunk = 0     # a break would leave only its chunk
             used_chunk = max(used_chunk, int(chunk))
             new = _unswitched(m, data, len(edits), int(chunk))
@@ -117,6 +132,21 @@ class Unswitch(base.Transform):
         """The whole loop under one check, or one check every 8 or 4 steps (rows whose length
         differs row by row: the steps of a short row's leading chunks still issue together)."""
         return [{"chunk": c} for c in (0, 8, 4) if c != rw.params.get("chunk")]
+
+
+def _template_ints(fn: Node) -> dict[str, str]:
+    """The kernel's signed integer template parameters (`template <int blocks_per_warp>`) and their
+    types: constants of each instantiation, so as invariant in a loop as a parameter."""
+    t = fn.parent
+    plist = t.child_by_field_name("parameters") if t is not None and t.type == "template_declaration" else None
+    out = {}
+    for p in plist.named_children if plist is not None else ():
+        d = p.child_by_field_name("declarator")
+        typ = " ".join(txt(p.child_by_field_name("type")).split()) if p.child_by_field_name("type") else ""
+        if p.type in ("parameter_declaration", "optional_parameter_declaration") and d is not None and \
+                d.type == "identifier" and typ in SIGNED:
+            out[txt(d)] = typ
+    return out
 
 
 def _match(loop: Node, types: dict[str, str], counts: dict[str, int], unsafe: set[str], pointers: set[str],
@@ -171,7 +201,9 @@ def _match(loop: Node, types: dict[str, str], counts: dict[str, int], unsafe: se
     if guard is None or guard.child_by_field_name("condition") is None:
         return None
     then = guard.child_by_field_name("consequence")
-    if then is None or not any(n.type == "identifier" and txt(n) in pointers for n in walk(then)):
+    # what the guard keeps: its `then` branch, or, where it leaves the loop, the statements after it
+    kept = stmts[stmts.index(guard) + 1:] if _exit_guard(guard) else [then]
+    if then is None or not any(n.type == "identifier" and txt(n) in pointers for k in kept for n in walk(k)):
         return None     # the guard keeps no memory access: nothing to issue together
     invariant = lambda name: (name not in changed and counts.get(name, 0) <= 1 and  # noqa: E731
                               (types.get(name) in SIGNED or (name not in types and name.isupper())))
@@ -183,7 +215,7 @@ def _match(loop: Node, types: dict[str, str], counts: dict[str, int], unsafe: se
             return None
     if step != "1" and _linear(upd.child_by_field_name("right"), var, locals_, invariant, body_names) != "const":
         return None
-    for c in _conjuncts(guard.child_by_field_name("condition")):
+    for c in m.comparisons():
         if c.type != "binary_expression" or txt(c.child_by_field_name("operator")) not in COMPARE:
             return None
         if any(_linear(c.child_by_field_name(s), var, locals_, invariant, body_names) is None
@@ -205,6 +237,31 @@ def _passed(b: Node) -> set[str]:
     """Names passed as a whole argument (a callee may take them by reference)."""
     return {txt(unparenthesized(a)) for c in calls(b) for args in [c.child_by_field_name("arguments")]
             if args is not None for a in args.named_children if unparenthesized(a).type == "identifier"}
+
+
+def _exit_guard(guard: Node) -> bool:
+    """`if (c) break;` or `if (c) return;` (braced or not), no `else`."""
+    then = guard.child_by_field_name("consequence")
+    if then is None or guard.child_by_field_name("alternative") is not None:
+        return False
+    inner = [c for c in then.named_children if c.type != "comment"] if then.type == "compound_statement" else [then]
+    return len(inner) == 1 and (inner[0].type == "break_statement" or
+                                (inner[0].type == "return_statement" and not inner[0].named_children))
+
+
+def _disjuncts(cond: Node) -> list[Node]:
+    """The comparisons of `a || b || ...` (a guard that leaves the loop: each must be false at every
+    step, and a comparison linear in the step that is false at its first and last step is false
+    between them). A conjunction is one part: not a comparison, so it is refused."""
+    c = unparenthesized(cond)
+    if c.type == "condition_clause":
+        inner = [x for x in c.named_children if x.type != "comment"]
+        if len(inner) != 1:
+            return [c]
+        c = unparenthesized(inner[0])
+    if c.type == "binary_expression" and txt(c.child_by_field_name("operator")) == "||":
+        return _disjuncts(c.child_by_field_name("left")) + _disjuncts(c.child_by_field_name("right"))
+    return [c]
 
 
 def _conjuncts(cond: Node) -> list[Node]:
@@ -296,7 +353,7 @@ def _row_bound(m: _Loop, kb: Node) -> bool:
                 name = declared_name(d)[0]
                 if name and v is not None:
                     inits.setdefault(name, []).append(v)
-    names = {txt(x) for c in _conjuncts(m.guard.child_by_field_name("condition")) for x in walk(c)
+    names = {txt(x) for c in m.comparisons() for x in walk(c)
              if x.type == "identifier" and txt(x) not in m.locals and txt(x) != m.var}
     for _ in range(3):
         values = [x for name in names for v in inits.get(name, []) for x in _values(v)]
@@ -345,9 +402,10 @@ def _unswitched(m: _Loop, data: bytes, k: int, chunk: int = 0) -> str | None:
     if not _is_int_literal(step):
         checks.append(f"{step} > 0")
     fits: list[tuple[str, str]] = []
-    for c in _conjuncts(m.guard.child_by_field_name("condition")):
+    for c in m.comparisons():
         for value in (lo, hi):
-            checks.append(_at(c, m, value, fits))
+            at = _at(c, m, value, fits)
+            checks.append(f"!({at})" if m.exits else at)
     for _, v in dict.fromkeys(fits):
         checks.append(f"{INT32[0]} <= {v} && {v} <= {INT32[1]}")
     checks = list(dict.fromkeys(checks))
@@ -360,8 +418,9 @@ def _unswitched(m: _Loop, data: bytes, k: int, chunk: int = 0) -> str | None:
     lead = "" if line_indent(data, m.pragma.start_byte) == ind else ind
     if not chunk:
         cond = f"\n{ind}    && ".join(checks)
-        return (f"{lead}// astra: the loop's bounds guard is linear in `{m.var}`: true at its first and last step, "
-                f"it is true\n{ind}// at every step, so one check replaces it and the steps' loads issue together; "
+        holds = "false" if m.exits else "true"      # a guard that leaves the loop must never fire
+        return (f"{lead}// astra: the loop's bounds guard is linear in `{m.var}`: {holds} at its first and last step, "
+                f"it is {holds}\n{ind}// at every step, so one check replaces it and the steps' loads issue together; "
                 f"else the loop as written\n"
                 f"{ind}const long long {last_name} = {last};\n"
                 f"{ind}if ({cond}) {{\n{ind}  {pragma}\n{ind}  {deeper(fast)}\n{ind}}} else {{\n"
@@ -393,7 +452,9 @@ def _without_guard(m: _Loop, data: bytes) -> str | None:
     b = m.loop.child_by_field_name("body")
     stmts = [c for c in b.named_children if c.type != "comment"]
     at = stmts.index(next(x for x in stmts if x.start_byte == m.guard.start_byte))
-    if then.type != "compound_statement":
+    if m.exits:
+        repl = ""        # never taken on this path: the guard goes, the steps after it stay
+    elif then.type != "compound_statement":
         repl = txt(then)
     else:
         inner = [c for c in then.named_children if c.type != "comment"]
@@ -408,13 +469,17 @@ def _without_guard(m: _Loop, data: bytes) -> str | None:
             deep = line_indent(data, next((c for c in inner if c.type != "preproc_call"), inner[0]).start_byte)
             text = data[inner[0].start_byte:then.children[-1].start_byte].decode("utf-8").rstrip()
             repl = text.replace("\n" + deep, "\n" + outer) if deep.startswith(outer) else text
-    edits = [Edit(m.guard.start_byte - loop_start, m.guard.end_byte - loop_start, repl)]
+    g0, g1 = m.guard.start_byte, m.guard.end_byte
+    line_start = data.rfind(b"\n", 0, g0) + 1
+    if m.exits and not data[line_start:g0].strip() and data[g1:g1 + 1] == b"\n":
+        g0, g1 = line_start, g1 + 1       # the guard's whole line goes
+    edits = [Edit(g0 - loop_start, g1 - loop_start, repl)]
     # a local only the guard read is unused without it: dropped (one declarator, read by nothing else)
     single = {declared_name(s.children_by_field_name("declarator")[0])[0]: s for s in stmts[:at]
               if len(s.children_by_field_name("declarator")) == 1}
     drop = {name for name in single if name in m.locals}
     while True:
-        kept = [then] + stmts[at + 1:] + [s for name, s in single.items() if name not in drop] + \
+        kept = ([] if m.exits else [then]) + stmts[at + 1:] + [s for name, s in single.items() if name not in drop] + \
             [s for s in stmts[:at] if s not in single.values()]
         read = {txt(x) for k in kept for x in walk(k) if x.type == "identifier"}
         if not drop & read:
