@@ -22,13 +22,10 @@ both (computed in 64 bits: no wrap) it holds at every step, and the copy without
 exactly the steps the original runs its `then` branch on. Everywhere else the original runs. The
 check differs between threads, so a loop with a barrier or a warp collective is left alone.
 
-A guard that leaves the loop, `if (column >= dim / 2) break;` (or `return;`) before the step's
-loads (exllamav2's norms), is the same argument turned over: the copy drops the guard where each
-comparison of a disjunction is false at the first and the last step (false at both, a comparison
-linear in the step is false between them), so the guard never fires and the copy runs every step
-the original runs. A conjunction is refused there (where it is false is no interval), and so is a
-`continue` (the steps after it still run). A bound may be a signed integer template parameter
-(`template <int blocks_per_warp>`): a constant of each instantiation.
+A guard that leaves the loop before the step's loads, `if (column >= dim / 2) break;` (or
+`return;`: exllamav2's norms), is the same argument turned over: each comparison of a disjunction
+false at the first and the last step is false at every step, so the copy without it runs every
+step the original does. A bound may be a signed template parameter (`template <int bpw>`).
 
 Where the bound is a row length set from the block index (a causal mask's `blockIdx.x + 1`), most
 rows are partial and one check for the whole loop would rarely pass: the loop is then checked a
@@ -68,7 +65,7 @@ class _Loop:
 
     def comparisons(self) -> list[Node]:
         cond = self.guard.child_by_field_name("condition")
-        return _disjuncts(cond) if self.exits else _conjuncts(cond)
+        return _conjuncts(cond, "||" if self.exits else "&&")
 
 
 class Unswitch(base.Transform):
@@ -249,30 +246,18 @@ def _exit_guard(guard: Node) -> bool:
                                 (inner[0].type == "return_statement" and not inner[0].named_children))
 
 
-def _disjuncts(cond: Node) -> list[Node]:
-    """The comparisons of `a || b || ...` (a guard that leaves the loop: each must be false at every
-    step, and a comparison linear in the step that is false at its first and last step is false
-    between them). A conjunction is one part: not a comparison, so it is refused."""
+def _conjuncts(cond: Node, op: str = "&&") -> list[Node]:
+    """The parts of `a && b && ...` (`op` "||": of a disjunction, a guard that leaves the loop, each
+    part then to be false at every step; the other operator's expression is one part, refused as
+    no comparison: where `a && b` is false is no interval)."""
     c = unparenthesized(cond)
     if c.type == "condition_clause":
         inner = [x for x in c.named_children if x.type != "comment"]
         if len(inner) != 1:
             return [c]
         c = unparenthesized(inner[0])
-    if c.type == "binary_expression" and txt(c.child_by_field_name("operator")) == "||":
-        return _disjuncts(c.child_by_field_name("left")) + _disjuncts(c.child_by_field_name("right"))
-    return [c]
-
-
-def _conjuncts(cond: Node) -> list[Node]:
-    c = unparenthesized(cond)
-    if c.type == "condition_clause":
-        inner = [x for x in c.named_children if x.type != "comment"]
-        if len(inner) != 1:
-            return [c]
-        c = unparenthesized(inner[0])
-    if c.type == "binary_expression" and txt(c.child_by_field_name("operator")) == "&&":
-        return _conjuncts(c.child_by_field_name("left")) + _conjuncts(c.child_by_field_name("right"))
+    if c.type == "binary_expression" and txt(c.child_by_field_name("operator")) == op:
+        return _conjuncts(c.child_by_field_name("left"), op) + _conjuncts(c.child_by_field_name("right"), op)
     return [c]
 
 
