@@ -196,3 +196,9 @@ def test_a_barrier_in_a_helper_the_loop_does_not_call_leaves_the_loop_free():
 def test_a_loop_that_reaches_a_barrier_through_two_helpers_is_left_alone():
     text = _with_helpers().replace("sum += in[i];", "sum += waits(in[i]);")
     assert rewritten(WHILE_PATH, WHILE, text) is None
+
+
+def test_the_tuner_is_offered_more_steps_first():
+    rw = rewritten(SUMS_PATH, SUMS)
+    t = TRANSFORMS["batch_loads"]
+    assert [a["steps"] for a in t.alternatives(rw, context_from_text(SUMS, rw.text))] == [8, 16, 2]

@@ -341,4 +341,7 @@ class BatchLoads(base.Transform):
         return "\n".join(lines)
 
     def alternatives(self, rw: Rewrite, ctx: Context) -> list[dict]:
-        return [{"steps": s} for s in STEPS if s != rw.params.get("steps")]
+        """More steps first (a latency-bound loop wants more loads in flight; the suite's tuner
+        tries two points), then fewer."""
+        cur = rw.params.get("steps", 4)
+        return [{"steps": s} for s in STEPS if s > cur] + [{"steps": s} for s in reversed(STEPS) if s < cur]
