@@ -202,3 +202,94 @@ def test_the_tuner_is_offered_more_steps_first():
     rw = rewritten(SUMS_PATH, SUMS)
     t = TRANSFORMS["batch_loads"]
     assert [a["steps"] for a in t.alternatives(rw, context_from_text(SUMS, rw.text))] == [8, 16, 2]
+
+
+# A penalty applied where either of two masks marks a token (vLLM's repetition penalties have this
+# shape): the index is a local of the step, the first mask is the left operand of `||`.
+PENALIZE = '''/* @astra
+grid = ["rows", "1"]
+block = ["64"]
+
+[sizes]
+rows = [3]
+cols = [1000, 4099]
+
+[bench]
+rows = [3]
+cols = [100000]
+
+[args]
+logits  = { type = "float", shape = ["rows", "cols"], inout = true }
+seen_a  = { type = "bool", shape = ["rows", "cols"] }
+seen_b  = { type = "bool", shape = ["rows", "cols"] }
+penalty = { type = "float", shape = ["rows"] }
+rows    = "rows"
+cols    = "cols"
+*/
+__global__ void penalize(float* __restrict__ logits, const bool* __restrict__ seen_a,
+                         const bool* __restrict__ seen_b, const float* __restrict__ penalty, int rows, int cols) {
+  const int row = blockIdx.x;
+  const float p = penalty[row];
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+    const int64_t idx = static_cast<int64_t>(row) * cols + c;
+    const bool hit = seen_a[idx] || seen_b[idx];
+    if (hit) {
+      float v = logits[idx];
+      logits[idx] = v > 0 ? v / p : v * p;
+    }
+  }
+}
+'''
+
+
+def _hoisted_masks(rw):
+    return set() if rw is None else {m for line in rw.text.splitlines() if "const auto astra_ld" in line
+                                     for m in ("seen_a", "seen_b") if m in line}
+
+
+def _penalize(tmp_path, text=PENALIZE):
+    path = tmp_path / "penalize.cu"
+    path.write_text(text)
+    return path, rewritten(path, "penalize", text)
+
+
+@pytest.mark.parametrize("change", [
+    None,
+    # the masks read in the `if`'s condition, which always runs
+    ("    const bool hit = seen_a[idx] || seen_b[idx];\n    if (hit) {", "    if (seen_a[idx] || seen_b[idx]) {"),
+])
+def test_a_read_at_a_local_index_and_left_of_an_or_is_issued_first_and_passes_the_gate(tmp_path, change):
+    path, rw = _penalize(tmp_path, PENALIZE if change is None else PENALIZE.replace(*change))
+    assert rw is not None
+    # the step's index spelled as the local holds it; the second mask, read only when the first is
+    # false, stays where it is
+    assert "const auto astra_ld0_3 = seen_a[((int64_t)(static_cast<int64_t>(row) * cols + astra_s3))];" in rw.text
+    assert "astra_ld0_0 || seen_b[idx]" in rw.text and _hoisted_masks(rw) == {"seen_a"}
+    evaluate = evaluator(path, "penalize")
+    ev = evaluate(rw.text)
+    assert ev.passed, ev.check.summary + ev.check.feedback
+    broken = rw.text.replace("cols + astra_s3))]", "cols + astra_s2))]")   # the fourth step reads the third's mask
+    assert not evaluate(broken).passed
+
+
+@pytest.mark.parametrize("change", [
+    # the local changes after its declaration: the read is not at its initializer's value
+    ("const int64_t idx = static_cast<int64_t>(row) * cols + c;",
+     "int64_t idx = static_cast<int64_t>(row) * cols; idx += c;"),
+    # an index read from memory
+    ("const int64_t idx = static_cast<int64_t>(row) * cols + c;",
+     "const int64_t idx = static_cast<int64_t>(row) * cols + c + (int)penalty[0] * 0;"),
+    # both masks under a condition: the right of `&&`, the right of `||`
+    ("seen_a[idx] || seen_b[idx]", "(c > 0 && seen_a[idx]) || seen_b[idx]"),
+    # a local of a floating type: converting to it may round the index
+    ("const int64_t idx = static_cast<int64_t>(row) * cols + c;",
+     "const float fi = static_cast<int64_t>(row) * cols + c; const int64_t idx = fi;"),
+    # declared again in an inner block: the name may not be this local
+    ("const bool hit = seen_a[idx] || seen_b[idx];",
+     "bool hit; { const int64_t idx = 0; hit = seen_a[idx] || seen_b[idx]; }"),
+])
+def test_a_local_index_it_cannot_spell_or_a_conditional_read_is_left_alone(tmp_path, change):
+    text = PENALIZE.replace(*change)
+    assert text != PENALIZE
+    rw = _penalize(tmp_path, text)[1]
+    assert not _hoisted_masks(rw)      # (`penalty[0]`, the same every step, may move)

@@ -27,7 +27,7 @@ from tree_sitter import Node
 
 from . import base, writes
 from .base import Context, Rewrite, body, pointer_params
-from .tree import (Edit, apply_edits, assigned_names, callee, declared_names, is_lvalue, line_indent,
+from .tree import (Edit, apply_edits, assigned_names, callee, declared_name, declared_names, is_lvalue, line_indent,
                    preceded_by_marker, txt, unparenthesized, walk)
 from .writes import LOADS
 
@@ -66,9 +66,18 @@ def _invariant(n: Node, variant: set[str], pure: set[str]) -> bool:
         if c.type in ("subscript_expression", "assignment_expression", "update_expression") or \
                 (c.type == "pointer_expression" and txt(c.child(0)) == "*"):
             return False
-        if c.type == "call_expression" and callee(c) not in pure | PURE_CALLS:
+        if c.type == "call_expression" and callee(c) not in pure | PURE_CALLS and not _integer_cast(c):
             return False
     return True
+
+
+def _integer_cast(call: Node) -> bool:
+    """`static_cast<T>(x)` with T an integer type: a conversion, which runs no code of its own."""
+    f = call.child_by_field_name("function")
+    if f is None or f.type != "template_function" or txt(f.child_by_field_name("name")) != "static_cast":
+        return False
+    targs = f.child_by_field_name("arguments")
+    return targs is not None and len(targs.named_children) == 1 and txt(targs.named_children[0]) in base.INT_TYPES
 
 
 class _Loop:
@@ -196,12 +205,61 @@ def _changed(stmts: list[Node]) -> set[str]:
     return set().union(*(assigned_names(s) | declared_names(s) for s in stmts))
 
 
-def _reads(m: _Loop, read_only: set[str], pure: set[str]) -> list[Node]:
+# a local of the body naming a value of the step: (its statement's place, the type it converts to —
+# None for `auto` —, its initializer)
+Aliases = dict[str, tuple[int, str | None, Node]]
+
+
+def _aliases(m: _Loop, pure: set[str]) -> Aliases:
+    """Locals the body declares once, at its top level, of an integer type, from the loop variable,
+    invariants and earlier such locals, and never changes (`const int64_t idx = (int64_t)row * n +
+    v;`): in the statements after its own, the local is its initializer's value converted to its
+    type, so a read indexed by it is the same read at that expression."""
+    variant = set().union(*(_variant(s) for s in m.stmts))
+    declared = [declared_name(d)[0] for n in walk(m.body)
+                if n.type in ("declaration", "parameter_declaration", "optional_parameter_declaration")
+                for d in n.children_by_field_name("declarator")]   # once: no inner block hides it
+    changed = _changed_after_declaration(m.body)
+    out: Aliases = {}
+    for si, st in enumerate(m.stmts):
+        if st.type != "declaration" or \
+                any(c.type in ("storage_class_specifier", "attribute_specifier") for c in st.children) or \
+                any(c.type == "type_qualifier" and txt(c) != "const" for c in st.children):
+            continue
+        typ = txt(st.child_by_field_name("type"))
+        if typ not in base.INT_TYPES and typ != "auto":
+            continue
+        for d in st.children_by_field_name("declarator"):
+            core = d.child_by_field_name("declarator") if d.type == "init_declarator" else None
+            value = d.child_by_field_name("value") if d.type == "init_declarator" else None
+            if core is None or core.type != "identifier" or value is None or value.type == "initializer_list":
+                continue
+            name = txt(core)
+            if name == m.var or name in changed or declared.count(name) != 1:
+                continue
+            if _invariant(value, variant - set(out), pure):
+                out[name] = (si, None if typ == "auto" else typ, value)
+    return out
+
+
+def _changed_after_declaration(b: Node) -> set[str]:
+    """Names the body assigns, steps or takes the address of (a declaration's own value is none of these)."""
+    taken = {txt(unparenthesized(n.child_by_field_name("argument"))) for n in walk(b)
+             if n.type == "pointer_expression" and txt(n.child(0)) == "&" and n.child_by_field_name("argument") is not None}
+    bound = {txt(c) for n in walk(b) if n.type == "reference_declarator" for c in walk(n.parent)
+             if c.type == "identifier"}   # a reference bound to a local may change it
+    return assigned_names(b) | taken | bound
+
+
+def _reads(m: _Loop, read_only: set[str], pure: set[str], aliases: Aliases | None = None) -> list[Node]:
     """The reads of never-written memory that every step makes: at the top level of the body,
-    under no condition, at an index of the loop variable and invariants."""
+    under no condition, at an index of the loop variable, invariants and `aliases` declared in an
+    earlier statement."""
     variant = set().union(*(_variant(s) for s in m.stmts))   # a `while`'s own step is not among them
+    aliases = aliases or {}
     out: list[Node] = []
-    for st in m.stmts:
+    for si, st in enumerate(m.stmts):
+        known = {a for a, (at, _, _) in aliases.items() if at < si}
         for n in walk(st):
             if n.type != "subscript_expression":
                 continue
@@ -221,7 +279,7 @@ def _reads(m: _Loop, read_only: set[str], pure: set[str]) -> list[Node]:
                 node = call
             elif writes.written(n) or (p is not None and p.type in ("field_expression", "subscript_expression")):
                 continue
-            if not _invariant(idx, variant, pure) or not _unconditional(node, st):
+            if not _invariant(idx, variant - known, pure) or not _unconditional(node, st):
                 continue
             if not any(o.start_byte <= node.start_byte and node.end_byte <= o.end_byte for o in out):
                 out.append(node)
@@ -229,13 +287,40 @@ def _reads(m: _Loop, read_only: set[str], pure: set[str]) -> list[Node]:
 
 
 def _unconditional(node: Node, top: Node) -> bool:
-    p = node.parent
+    """`node` is evaluated whenever `top` runs: under no branch of it. The left operand of `&&`
+    and `||` and the condition of `?:` or `if` are always evaluated; only the other parts are
+    conditional (`mask_a[i] || mask_b[i]` always reads `mask_a[i]`)."""
+    child, p = node, node.parent
     while p is not None and p != top.parent:
-        if p.type in CONDITIONAL or (p.type == "binary_expression" and
-                                     txt(p.child_by_field_name("operator")) in ("&&", "||")):
+        first = None
+        if p.type == "binary_expression" and txt(p.child_by_field_name("operator")) in ("&&", "||"):
+            first = p.child_by_field_name("left")
+        elif p.type in ("conditional_expression", "if_statement"):
+            first = p.child_by_field_name("condition")
+        elif p.type in CONDITIONAL:
             return False
-        p = p.parent
+        if first is not None and (first.start_byte, first.end_byte) != (child.start_byte, child.end_byte):
+            return False
+        child, p = p, p.parent
     return True
+
+
+def _spelled(node: Node, var: str, new: str, aliases: Aliases) -> str:
+    """`node`'s text at the step `new`: the loop variable renamed and each alias spelled as its
+    initializer converted to its type (the value it holds there)."""
+    edits = []
+    for n in walk(node):
+        if n.type != "identifier":
+            continue
+        name = txt(n)
+        if name == var:
+            edits.append(Edit(n.start_byte - node.start_byte, n.end_byte - node.start_byte, new))
+        elif name in aliases:
+            _, typ, value = aliases[name]
+            inner = _spelled(value, var, new, aliases)
+            edits.append(Edit(n.start_byte - node.start_byte, n.end_byte - node.start_byte,
+                              f"(({typ})({inner}))" if typ else f"({inner})"))
+    return apply_edits(txt(node), edits)
 
 
 def _renamed(node: Node, var: str, new: str, replace: dict[tuple[int, int], str] | None = None) -> str:
@@ -272,14 +357,16 @@ class BatchLoads(base.Transform):
             m = _match(loop, pure) if loop.type == "for_statement" else _match_while(loop, kb, pure)
             if m is None or base.calls_collective(m.stmts, sc, COLLECTIVE) or not self._enough_steps(m, ctx, steps):
                 continue
-            reads = _reads(m, read_only, pure)
+            aliases = _aliases(m, pure)
+            reads = _reads(m, read_only, pure, aliases)
             if not reads:
                 continue
             arrays = {txt(r) for n in reads for r in walk(n) if r.type == "identifier" and txt(r) in read_only}
             if not all(read_only[a] for a in arrays) and \
                     not writes.writes_only_private(m.stmts, sc, shared | private, pointers):
                 continue
-            edits.append(Edit(loop.start_byte, loop.end_byte, self._batched(m, reads, steps, line_indent(data, loop.start_byte))))
+            edits.append(Edit(loop.start_byte, loop.end_byte, self._batched(m, reads, aliases, steps,
+                                                                          line_indent(data, loop.start_byte))))
             changes.append(f"the loop over `{m.var}`: {steps} steps a trip, the loads of "
                            + ", ".join(f"`{a}`" for a in sorted(arrays)) + " of all of them issued first")
         if not edits:
@@ -300,7 +387,7 @@ class BatchLoads(base.Transform):
         return n is None or not threads or n >= steps * threads
 
     @staticmethod
-    def _batched(m: _Loop, reads: list[Node], steps: int, ind: str) -> str:
+    def _batched(m: _Loop, reads: list[Node], aliases: Aliases, steps: int, ind: str) -> str:
         v, typ, st, bound = m.var, m.typ, txt(m.stride), txt(m.bound)
         i1, i2 = ind + "  ", ind + "    "
         lines = [f"// astra: {steps} steps of the loop a trip, the loads of all of them issued before the first "
@@ -317,7 +404,7 @@ class BatchLoads(base.Transform):
             names[(r.start_byte, r.end_byte)] = f"astra_ld{j}"
         for k in range(steps):
             for j, r in enumerate(reads):
-                lines.append(f"{i2}const auto astra_ld{j}_{k} = {_renamed(r, v, f'astra_s{k}')};")
+                lines.append(f"{i2}const auto astra_ld{j}_{k} = {_spelled(r, v, f'astra_s{k}', aliases)};")
         for k in range(steps):
             mapping = {span: f"{name}_{k}" for span, name in names.items()}
             copies = [_renamed(s, v, v, {sp: t for sp, t in mapping.items() if s.start_byte <= sp[0] and sp[1] <= s.end_byte})
