@@ -262,9 +262,10 @@ def test_a_read_at_a_local_index_and_left_of_an_or_is_issued_first_and_passes_th
     path, rw = _penalize(tmp_path, PENALIZE if change is None else PENALIZE.replace(*change))
     assert rw is not None
     # the step's index spelled as the local holds it; the second mask, read only when the first is
-    # false, stays where it is
+    # false, is read ahead too: the step reads `seen_a` there, and the spec gives both one shape
     assert "const auto astra_ld0_3 = seen_a[((int64_t)(static_cast<int64_t>(row) * cols + astra_s3))];" in rw.text
-    assert "astra_ld0_0 || seen_b[idx]" in rw.text and _hoisted_masks(rw) == {"seen_a"}
+    assert "const auto astra_ld1_3 = seen_b[((int64_t)(static_cast<int64_t>(row) * cols + astra_s3))];" in rw.text
+    assert "astra_ld0_0 || astra_ld1_0" in rw.text and _hoisted_masks(rw) == {"seen_a", "seen_b"}
     evaluate = evaluator(path, "penalize")
     ev = evaluate(rw.text)
     assert ev.passed, ev.check.summary + ev.check.feedback
@@ -293,3 +294,20 @@ def test_a_local_index_it_cannot_spell_or_a_conditional_read_is_left_alone(tmp_p
     assert text != PENALIZE
     rw = _penalize(tmp_path, text)[1]
     assert not _hoisted_masks(rw)      # (`penalty[0]`, the same every step, may move)
+
+
+@pytest.mark.parametrize("change", [
+    # a shape the spec does not give the first mask: the second may be shorter
+    ('seen_b  = { type = "bool", shape = ["rows", "cols"] }', 'seen_b  = { type = "bool", shape = ["rows * cols"] }'),
+    # an optional input: the program may pass none
+    ("seen_a[idx] || seen_b[idx]", "seen_a[idx] || (seen_b != nullptr && seen_b[idx])"),
+    # another index than the unconditional read's
+    ("seen_a[idx] || seen_b[idx]", "seen_a[idx] || seen_b[idx / 2]"),
+    # never evaluated
+    ("seen_a[idx] || seen_b[idx]", "seen_a[idx] || sizeof(seen_b[idx]) == 0"),
+])
+def test_a_conditional_read_not_proved_in_bounds_stays_where_it_is(tmp_path, change):
+    text = PENALIZE.replace(*change)
+    assert text != PENALIZE
+    rw = _penalize(tmp_path, text)[1]
+    assert rw is not None and _hoisted_masks(rw) == {"seen_a"}

@@ -23,13 +23,19 @@ no such write reaches it); otherwise the loop is left alone.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 from tree_sitter import Node
 
 from . import base, writes
 from .base import Context, Rewrite, body, pointer_params
 from .tree import (Edit, apply_edits, assigned_names, callee, declared_name, declared_names, is_lvalue, line_indent,
-                   preceded_by_marker, txt, unparenthesized, walk)
+                   preceded_by_marker, squashed, txt, unparenthesized, walk)
 from .writes import LOADS
+
+if TYPE_CHECKING:
+    from ...model.spec import Spec
 
 STEPS = (2, 4, 8, 16)   # 16: a grid the program fixes small (128 blocks of 128) needs that many loads in flight
 PURE_CALLS = {"min", "max", "umin", "umax", "llmin", "llmax", "__umul24", "__mul24"}
@@ -38,6 +44,7 @@ JUMPS = {"break_statement", "continue_statement", "return_statement", "goto_stat
          "while_statement", "do_statement", "for_range_loop", "labeled_statement"}
 CONDITIONAL = {"conditional_expression", "if_statement", "switch_statement", "lambda_expression",
                "sizeof_expression"}
+UNEVALUATED = {"decltype", "alignof_expression", "typeid_expression", "template_argument_list"}
 MAX_BODY = 2000          # characters of a body copied K times: a long one is not a loop of loads
 
 
@@ -251,13 +258,17 @@ def _changed_after_declaration(b: Node) -> set[str]:
     return assigned_names(b) | taken | bound
 
 
-def _reads(m: _Loop, read_only: set[str], pure: set[str], aliases: Aliases | None = None) -> list[Node]:
+def _reads(m: _Loop, read_only: set[str], pure: set[str], aliases: Aliases | None = None,
+           same_extent: Callable[[str, str], bool] | None = None) -> list[Node]:
     """The reads of never-written memory that every step makes: at the top level of the body,
     under no condition, at an index of the loop variable, invariants and `aliases` declared in an
-    earlier statement."""
+    earlier statement. A read under a condition of the step (`a[idx] || b[idx]`'s `b[idx]`) is one
+    too where it is safe to make in every step: the step reads another buffer unconditionally at
+    the same index and `same_extent` says the two hold as many elements (so both are in bounds)."""
     variant = set().union(*(_variant(s) for s in m.stmts))   # a `while`'s own step is not among them
     aliases = aliases or {}
     out: list[Node] = []
+    maybe: list[Node] = []     # plain reads under a condition of the step
     for si, st in enumerate(m.stmts):
         known = {a for a, (at, _, _) in aliases.items() if at < si}
         for n in walk(st):
@@ -279,11 +290,56 @@ def _reads(m: _Loop, read_only: set[str], pure: set[str], aliases: Aliases | Non
                 node = call
             elif writes.written(n) or (p is not None and p.type in ("field_expression", "subscript_expression")):
                 continue
-            if not _invariant(idx, variant - known, pure) or not _unconditional(node, st):
+            if not _invariant(idx, variant - known, pure):
+                continue
+            if not _unconditional(node, st):
+                if node is n and _evaluated(node, st):
+                    maybe.append(node)
                 continue
             if not any(o.start_byte <= node.start_byte and node.end_byte <= o.end_byte for o in out):
                 out.append(node)
+    if same_extent is not None:
+        for n in maybe:
+            arr, at = txt(n.child_by_field_name("argument")), squashed(_index(n))
+            if any(o.type == "subscript_expression" and squashed(_index(o)) == at and
+                   same_extent(txt(o.child_by_field_name("argument")), arr) for o in out) and \
+                    not any(o.start_byte <= n.start_byte and n.end_byte <= o.end_byte for o in out):
+                out.append(n)
     return out
+
+
+def _index(sub: Node) -> Node | None:
+    return sub.child_by_field_name("indices") or sub.child_by_field_name("index")
+
+
+def _evaluated(node: Node, top: Node) -> bool:
+    """`node` is evaluated, when it is, as the step runs: under `&&`, `||`, `?:` and `if` only,
+    nothing that runs it elsewhere or never (a lambda, `sizeof`, `decltype`)."""
+    p = node.parent
+    while p is not None and p != top.parent:
+        if p.type in CONDITIONAL - {"conditional_expression", "if_statement"} or p.type in UNEVALUATED:
+            return False
+        p = p.parent
+    return True
+
+
+def _same_extent(spec: Spec | None, params: set[str], kb: Node) -> Callable[[str, str], bool]:
+    """Whether two pointer parameters hold as many elements at every size: the spec gives both
+    buffers the same shape. Only parameters the kernel uses as nothing but the array of a subscript
+    (no null test, no pointer arithmetic, not handed on: an optional input is not taken)."""
+    plain = set(params)
+    for n in walk(kb):
+        if n.type == "identifier" and txt(n) in plain and not (
+                n.parent is not None and n.parent.type == "subscript_expression" and
+                n.parent.child_by_field_name("argument") == n):
+            plain.discard(txt(n))
+
+    def shape(name: str) -> tuple[str, ...] | None:
+        a = spec.args.get(name) if spec is not None and name in plain else None
+        if a is None or not a.pointer or a.null or a.table or a.struct or a.member_of or not a.shape:
+            return None
+        return tuple("".join(d.split()) for d in a.shape)
+    return lambda a, b: a != b and shape(a) is not None and shape(a) == shape(b)
 
 
 def _unconditional(node: Node, top: Node) -> bool:
@@ -351,6 +407,7 @@ class BatchLoads(base.Transform):
         read_only = writes.read_only(kb, params_)
         shared, private = writes.shared_roots(kb, set(params_))
         pointers = set(params_) | writes.pointer_locals(kb)
+        extent = _same_extent(sc.spec, set(params_), kb)
         data = text.encode("utf-8")
         edits, changes = [], []
         for loop in (n for n in walk(kb) if n.type in ("for_statement", "while_statement")):
@@ -358,7 +415,7 @@ class BatchLoads(base.Transform):
             if m is None or base.calls_collective(m.stmts, sc, COLLECTIVE) or not self._enough_steps(m, ctx, steps):
                 continue
             aliases = _aliases(m, pure)
-            reads = _reads(m, read_only, pure, aliases)
+            reads = _reads(m, read_only, pure, aliases, extent)
             if not reads:
                 continue
             arrays = {txt(r) for n in reads for r in walk(n) if r.type == "identifier" and txt(r) in read_only}
