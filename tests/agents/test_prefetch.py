@@ -31,6 +31,7 @@ def test_the_weights_are_read_with_the_row_and_the_result_passes_the_gate():
     assert t.index("astra_pre0[i] = w[column]") < t.index("__syncthreads()")
     assert "float n = items[i] * r * astra_pre0[i];" in t and "if (add_bias) n += astra_pre1[i];" in t
     assert "#pragma unroll\n  for (int i = 0; i < steps; i++) {\n    int column" in t   # the pragma stays on its loop
+    assert rewritten(t) is None      # nothing is left to move: the second loop reads registers
     evaluate = cpu_evaluator(PATH, KERNEL)
     ev = evaluate(t)
     assert ev.passed, ev.check.summary + ev.check.feedback

@@ -98,7 +98,7 @@ def _form(loop: Node, consts: set[str]) -> _Form | None:
             txt(cond.child_by_field_name("left")) != var:
         return None
     count = cond.child_by_field_name("right")
-    if not (count.type == "number_literal" and txt(count).isdigit()) and \
+    if not (count.type == "number_literal" and txt(count).isdigit() and int(txt(count)) > 0) and \
             not (count.type == "identifier" and txt(count) in consts):
         return None   # the steps must be a compile-time count: `pre` is an array of that many
     if squashed(upd) not in (f"{var}++", f"++{var}", f"{var}+=1"):
