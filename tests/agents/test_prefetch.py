@@ -73,6 +73,7 @@ SECOND = "    float n = items[i] * r * w[column];\n"
     (("if (add_bias) n += b[column];", "if (sum > 0.0f) n += b[column];"), {"w[column]"}),   # a condition that changes
     (("if (add_bias) n += b[column];", "if (add_bias) n += b[column]; else return;"), set()),   # another way out
     (("if (add_bias) n += b[column];", "if (b) n += b[column];"), {"w[column]", "b[column]"}),   # a null test reads nothing
+    (("if (add_bias) n += b[column];", "if (b != nullptr) n += b[column];"), {"w[column]", "b[column]"}),
     (("const float* __restrict__ w", "const float* w"), {"b[column]"}),                  # may alias `y`, which is written
 ])
 def test_what_it_cannot_move_exactly_is_left_alone(change, moved):

@@ -42,7 +42,7 @@ from .tree import Edit, apply_edits, assigned_names, declared_name, is_lvalue, l
 
 JUMPS = {"break_statement", "continue_statement", "return_statement", "goto_statement", "labeled_statement"}
 BUILTINS = {"threadIdx", "blockIdx", "blockDim", "gridDim"}
-PURE = {"identifier", "number_literal", "true", "false", "unary_expression", "binary_expression",
+PURE = {"identifier", "number_literal", "true", "false", "null", "unary_expression", "binary_expression",
         "parenthesized_expression", "field_identifier", "comment"}
 # a read under any of these is under a condition the rule does not copy
 UNSUPPORTED = {"conditional_expression", "switch_statement", "lambda_expression", "sizeof_expression",
