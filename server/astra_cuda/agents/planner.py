@@ -10,7 +10,7 @@ from .situation import Situation
 # The offline ideas by what they change. Structure first: they choose how threads map to the data
 # (and may change the launch), and the other ideas size themselves to that.
 STRUCTURE = ["block_atomic", "privatize", "transpose", "rows", "pack_rows", "coarsen", "launch_shape", "widen_block"]
-MEMORY = ["unit_stride", "vectorize", "vectorize64", "vectorize32", "row_cache", "unswitch", "lane_groups", "pack_stores", "unroll_vector", "batch_loads", "prefetch", "restrict_ldg"]
+MEMORY = ["unit_stride", "vectorize", "vectorize64", "vectorize32", "row_cache", "unswitch", "lane_groups", "pack_stores", "unroll_vector", "batch_loads", "restrict_ldg"]
 INSTRUCTIONS = ["hoist", "warp_reduce", "fast_math", "unroll"]
 NEAR_CEILING = 0.90        # of the copy ceiling: moving the data cannot get much faster
 LOW_OCCUPANCY = 0.25       # theoretical occupancy below this: too few threads resident
@@ -23,7 +23,7 @@ def ranked_ideas(s: Situation) -> list[tuple[str, str]]:
     if prof is None:
         why = "speed is not measured here: the order that suits memory-bound kernels"
         order = STRUCTURE + ["unit_stride", "hoist", "vectorize", "vectorize64", "vectorize32", "row_cache", "unswitch", "lane_groups", "pack_stores", "warp_reduce",
-                             "fast_math", "unroll_vector", "batch_loads", "prefetch", "restrict_ldg", "unroll"]
+                             "fast_math", "unroll_vector", "batch_loads", "restrict_ldg", "unroll"]
         return [(i, why) for i in order]
     share = prof.best_copy_share
     at = f"{share:.0%} of the copy ceiling" if share is not None else "an unknown share of the copy ceiling"
@@ -39,11 +39,11 @@ def ranked_ideas(s: Situation) -> list[tuple[str, str]]:
         why = (f"latency-bound at {at}" + (f", {occ:.0%} theoretical occupancy" if occ is not None else "") +
                ": more work in flight first (launch shape, threads per row), then wider accesses")
         order = ["block_atomic", "privatize", "transpose", "launch_shape", "widen_block", "rows", "pack_rows", "coarsen", "unit_stride", "vectorize", "vectorize64",
-                 "vectorize32", "row_cache", "unswitch", "lane_groups", "pack_stores", "batch_loads", "prefetch", "hoist", "warp_reduce", "fast_math", "unroll_vector", "restrict_ldg", "unroll"]
+                 "vectorize32", "row_cache", "unswitch", "lane_groups", "pack_stores", "batch_loads", "hoist", "warp_reduce", "fast_math", "unroll_vector", "restrict_ldg", "unroll"]
         return [(i, why) for i in order]
     why = f"memory-bound at {at}: how threads map to the data, then wider accesses, then leaner loops"
     order = STRUCTURE + ["unit_stride", "hoist", "vectorize", "vectorize64", "vectorize32", "row_cache", "unswitch", "lane_groups", "pack_stores", "warp_reduce",
-                         "fast_math", "unroll_vector", "batch_loads", "prefetch", "restrict_ldg", "unroll"]
+                         "fast_math", "unroll_vector", "batch_loads", "restrict_ldg", "unroll"]
     return [(i, why) for i in order]
 
 

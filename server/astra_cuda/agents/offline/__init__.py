@@ -13,7 +13,6 @@ from .lane_groups import LaneGroups
 from .launch_shape import LaunchShape
 from .pack_rows import PackRows
 from .pack_stores import PackStores
-from .prefetch import Prefetch
 from .privatize import Privatize
 from .restrict_ldg import RestrictLdg
 from .row_cache import RowCache
@@ -30,7 +29,7 @@ if TYPE_CHECKING:
     from ...model.spec import Spec
 
 TRANSFORMS: dict[str, Transform] = {t.name: t for t in (
-    BlockAtomic(), Privatize(), Transpose(), PackRows(), Rows(), Coarsen(), LaunchShape(), WidenBlock(), UnitStride(), Hoist(), Vectorize(16), Vectorize(8), Vectorize(4), LaneGroups(), PackStores(), RowCache(), Unswitch(), WarpReduce(), FastMath(), UnrollVectorLoop(), BatchLoads(), Prefetch(), RestrictLdg(), Unroll())}
+    BlockAtomic(), Privatize(), Transpose(), PackRows(), Rows(), Coarsen(), LaunchShape(), WidenBlock(), UnitStride(), Hoist(), Vectorize(16), Vectorize(8), Vectorize(4), LaneGroups(), PackStores(), RowCache(), Unswitch(), WarpReduce(), FastMath(), UnrollVectorLoop(), BatchLoads(), RestrictLdg(), Unroll())}
 
 
 def context_from_spec(kernel: str, spec: Spec | None, headers: tuple[str, ...] = ()) -> Context:

@@ -76,8 +76,6 @@ def read_only(kb: Node, params: dict) -> dict[str, bool]:
             continue   # the local's own name where it is declared
         elif any(a.start_byte in starts for a in _ancestors(n)):
             continue   # inside the initializer of a pointer local that is itself checked
-        elif _tested(n):
-            continue   # `if (b)`, `!b`, `b != nullptr`: only whether it is null is used
         bad.add(txt(n))
     for _ in range(len(sources)):   # a written local writes what it starts from, and the other way round
         for name, src in sources.items():
@@ -86,25 +84,6 @@ def read_only(kb: Node, params: dict) -> dict[str, bool]:
             elif src & bad:
                 bad.add(name)
     return {name: all(params[s].restrict for s in _roots(name, sources)) for name in sources if name not in bad}
-
-
-def _tested(n: Node) -> bool:
-    """The pointer is only tested for null: a condition by itself, the operand of `!`, `&&` or
-    `||`, or compared with `==`/`!=` to 0, NULL or nullptr."""
-    p = n.parent
-    while p is not None and p.type == "parenthesized_expression":
-        n, p = p, p.parent
-    if p is None:
-        return False
-    if p.type == "condition_clause" or (p.type == "conditional_expression" and p.child_by_field_name("condition") == n):
-        return True
-    op = txt(p.child_by_field_name("operator")) if p.type in ("unary_expression", "binary_expression") else ""
-    if op in ("!", "&&", "||"):
-        return True
-    if op in ("==", "!="):
-        other = p.child_by_field_name("right") if p.child_by_field_name("left") == n else p.child_by_field_name("left")
-        return other is not None and txt(other) in ("0", "NULL", "nullptr")
-    return False
 
 
 def _roots(name: str, sources: dict[str, set[str]]) -> set[str]:
