@@ -174,9 +174,8 @@ def collective_helpers(sc: Scope, words: tuple[str, ...]) -> set[str]:
     return out
 
 
-def calls_collective(nodes: list[Node], sc: Scope, words: tuple[str, ...]) -> bool:
-    """Whether `nodes` call such a function themselves or through a helper of the file."""
-    reach = collective_helpers(sc, words)
+def calls_collective(nodes: list[Node], reach: set[str], words: tuple[str, ...]) -> bool:
+    """Whether `nodes` call such a function themselves or one of `reach` (`collective_helpers`)."""
     return any(any(w in tree.callee(c) for w in words) or tree.callee(c) in reach
                for n in nodes for c in tree.calls(n))
 

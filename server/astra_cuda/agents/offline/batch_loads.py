@@ -410,9 +410,10 @@ class BatchLoads(base.Transform):
         extent = _same_extent(sc.spec, set(params_), kb)
         data = text.encode("utf-8")
         edits, changes = [], []
+        reach = base.collective_helpers(sc, COLLECTIVE)
         for loop in (n for n in walk(kb) if n.type in ("for_statement", "while_statement")):
             m = _match(loop, pure) if loop.type == "for_statement" else _match_while(loop, kb, pure)
-            if m is None or base.calls_collective(m.stmts, sc, COLLECTIVE) or not self._enough_steps(m, ctx, steps):
+            if m is None or base.calls_collective(m.stmts, reach, COLLECTIVE) or not self._enough_steps(m, ctx, steps):
                 continue
             aliases = _aliases(m, pure)
             reads = _reads(m, read_only, pure, aliases, extent)

@@ -38,7 +38,7 @@ from tree_sitter import Node
 
 from . import base
 from .base import Context, Rewrite, body, pointer_params, variable_types
-from .tree import (Edit, apply_edits, assigned_names, callee, calls, declared_name, line_indent,
+from .tree import (Edit, apply_edits, assigned_names, calls, declared_name, line_indent,
                    preceded_by_marker, txt, unparenthesized, walk)
 
 SIGNED = {"int", "long", "long int", "long long", "long long int", "int64_t", "int32_t", "ptrdiff_t",
@@ -172,7 +172,7 @@ def _match(loop: Node, types: dict[str, str], counts: dict[str, int], unsafe: se
         return None
     end = cond.child_by_field_name("right")
     step = _step(upd, var)
-    if step is None or any(any(k in callee(c) for k in COLLECTIVE) or callee(c) in collective for c in calls(b)):
+    if step is None or base.calls_collective([b], collective, COLLECTIVE):
         return None
     if any(n.type in ("gnu_asm_expression", "asm_statement") for n in walk(b)):
         return None
